@@ -1,0 +1,103 @@
+"""The `llmsweep` command group.
+
+Subcommands live in their own modules under `llmsweep.cli` and are imported only when invoked, so `llmsweep --help`
+stays fast on a 2-core machine and a heavy dependency of one command never slows another.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import sys
+from typing import Any
+
+import click
+
+from llmsweep import __version__
+from llmsweep.errors import LlmsweepError
+
+# name -> (module, attribute, one-line help). Order is the order `--help` lists them.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "validate": ("llmsweep.cli.validate", "validate", "Check recipes against the schema, policy and engine contracts."),
+    "rules": ("llmsweep.cli.validate", "rules", "List every policy and contract rule with its id and severity."),
+    "schema": ("llmsweep.cli.validate", "schema", "Print the recipe JSON Schema for editors."),
+    "matrix": ("llmsweep.cli.matrix", "matrix", "Expand recipes into jobs (InferenceX-compatible JSON)."),
+    "render": ("llmsweep.cli.render", "render", "Print the exact server command and environment of a job."),
+    "al": ("llmsweep.cli.catalog", "al", "Look up a golden acceptance length."),
+    "catalog": ("llmsweep.cli.catalog", "catalog", "Show the hardware, fleet, model, engine and image catalogs."),
+    "bench": ("llmsweep.cli.bench", "bench", "Drive load against an OpenAI-compatible endpoint."),
+    "summarize": ("llmsweep.cli.bench", "summarize", "Recompute summary.json from raw records."),
+    "traces": ("llmsweep.cli.traces", "traces", "Synthesise agentic traces and show corpus statistics."),
+    "sim": ("llmsweep.cli.sim", "sim", "The simulated engine: serve it, or calibrate it."),
+    "predict": ("llmsweep.cli.sim", "predict", "Predict every job of a recipe in virtual time."),
+    "run": ("llmsweep.cli.run", "run", "Run recipes end to end: launch, load, gate, store, report."),
+    "results": ("llmsweep.cli.results", "results", "List, show, export and import stored results."),
+    "compare": ("llmsweep.cli.results", "compare", "Compare two runs point by point with noise bands."),
+    "report": ("llmsweep.cli.report", "report", "Write the HTML dashboard, plots and Markdown summary of a run."),
+    "model": ("llmsweep.cli.model", "model", "Write dummy-weight model directories engines can serve offline."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if self._available(name)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module_name, attr, _ = COMMANDS[cmd_name]
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                return None
+            raise
+        command = getattr(module, attr)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    @staticmethod
+    def _available(name: str) -> bool:
+        return importlib.util.find_spec(COMMANDS[name][0]) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="llmsweep")
+@click.option("-v", "--verbose", count=True, help="More diagnostics on stderr (-vv for debug).")
+def cli(verbose: int) -> None:
+    """llmsweep: trustworthy, comparable LLM-inference benchmarks, recipe to dashboard."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console entry point: run the group, print llmsweep errors once without a traceback."""
+    try:
+        rv = cli.main(args=argv, prog_name="llmsweep", standalone_mode=False)
+    except LlmsweepError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""The one exception hierarchy of llmsweep.
+
+Every error a user can cause derives from :class:`LlmsweepError`. Messages name the operation, the offending input
+(file:line where there is one) and the fix; the CLI prints them once, without a traceback, and maps the class to an
+exit code (bad input 2, failed run or gate 1).
+"""
+
+from __future__ import annotations
+
+
+class LlmsweepError(Exception):
+    """Root of every error llmsweep raises on purpose."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
+
+
+class ConfigError(LlmsweepError):
+    """A recipe, runner file or other input is malformed; carries the findings that say where and why."""
+
+    def __init__(self, message: str, *, fix: str | None = None, findings: list | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.findings = list(findings or [])
+
+
+class ContractError(LlmsweepError):
+    """A job asks an engine or image for something it cannot do (version gate, known incompatibility)."""
+
+
+class LaunchError(LlmsweepError):
+    """A server could not be started, became unready, or died."""
+
+    exit_code = 1
+
+
+class EndpointError(LlmsweepError):
+    """An endpoint could not be reached or spoke something other than the expected protocol."""
+
+    exit_code = 1
+
+
+class DatasetError(LlmsweepError):
+    """A trace corpus or prompt source could not be read or does not have the expected shape."""
+
+
+class ResultError(LlmsweepError):
+    """A result could not be computed, stored or read back, or failed a validity gate."""
+
+    exit_code = 1

@@ -1,0 +1,64 @@
+"""Findings: what a schema check or policy rule says about a recipe, in a form people and programs can act on.
+
+A finding always says where (file, line, field path), what is wrong (message), and what to do (fix). Schema errors
+from the recipe loader and policy rules produce the same type, so `llmsweep validate` prints one list.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class Finding(BaseModel):
+    """One thing a rule found. Serialises to the `validate --json` object shape."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rule: str = Field(description="Rule id, e.g. 'schema.unknown-key' or 'golden-al.precision-provenance'.")
+    severity: Severity
+    file: str | None = Field(default=None, description="Recipe file the finding points at.")
+    line: int | None = Field(default=None, description="1-based line in that file.")
+    path: str | None = Field(default=None, description="Field path inside the file, e.g. 'my-key.serve.env'.")
+    job: str | None = Field(default=None, description="Job id(s) concerned, when the finding is about jobs.")
+    message: str
+    fix: str | None = None
+    evidence: str | None = Field(default=None, description="Where the rule's knowledge comes from (PR, issue, doc).")
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity is Severity.ERROR
+
+    def location(self) -> str:
+        where = self.file or "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
+        return where
+
+    def render(self) -> str:
+        """Human one-paragraph form: `file:line: severity [rule] path: message` plus fix and evidence lines."""
+        head = f"{self.location()}: {self.severity.value} [{self.rule}]"
+        if self.path:
+            head += f" {self.path}"
+        text = f"{head}: {self.message}"
+        if self.job:
+            text += f"\n  job: {self.job}"
+        if self.fix:
+            text += f"\n  fix: {self.fix}"
+        if self.evidence:
+            text += f"\n  evidence: {self.evidence}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def has_errors(findings: list[Finding]) -> bool:
+    return any(f.is_error for f in findings)

@@ -1,0 +1,132 @@
+"""The contract between workloads and whoever runs them.
+
+A workload describes *what* to send and in which order, never *how*: it yields small actions from plain generators
+("lane programs"), and an interpreter carries them out. The load generator interprets them in wall-clock time over
+HTTP; the simulator's predictor interprets the very same programs in virtual time with no HTTP. Keeping the order
+logic (think times, subagent spawn/join, lane recycling) here means both see identical traffic.
+
+A lane program is a generator that yields actions and receives their results:
+
+    def program():
+        outcome = yield Send(spec)        # -> RequestOutcome
+        yield Sleep(2.5)                   # -> None (think time, end-to-start)
+        child = yield Spawn(other())       # -> SpawnHandle; runs concurrently
+        yield Join([child])                # -> None once the child's whole tree has finished
+
+Concurrency semantics (AgentX): an interpreter runs `concurrency` lanes; a lane runs one session tree at a time and
+takes the next session only after the whole tree (root and every spawned descendant) has drained. So in-flight
+requests may exceed the concurrency during fan-out; live session trees never do.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Phase = Literal["warmup", "profiling"]
+Api = Literal["chat", "completions"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestIdentity:
+    """Who a request is, for records and metrics; never sent to the server."""
+
+    trace: str = ""
+    lane: int = 0
+    turn: int = 0
+    phase: Phase = "profiling"
+    session: str = ""
+    """Id of the session tree (one root play of one trace)."""
+    node: str = ""
+    """Id of the agent within the tree ('' for the root, else the subagent's id)."""
+    request_index: int = 0
+    """Position of the request in the workload (fixed-length: prompt index)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request to send. Exactly one of `messages` (chat) or `prompt` (completions) is set."""
+
+    api: Api
+    max_tokens: int
+    messages: tuple[dict[str, Any], ...] | None = None
+    prompt: str | tuple[int, ...] | None = None
+    ignore_eos: bool = True
+    input_tokens: int | None = None
+    """Input length the workload intended (theoretical ISL), for accounting and cross-checks."""
+    theoretical_cached_tokens: int | None = None
+    """Prefix tokens an ideal, infinite cache would already hold for this request (agentic traces)."""
+    identity: RequestIdentity = field(default_factory=RequestIdentity)
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    """Engine-specific request fields (e.g. chat_template_kwargs); merged into the JSON body as is."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOutcome:
+    """What a program learns from a finished request (the full raw record goes to records.jsonl separately)."""
+
+    ok: bool
+    output_text: str = ""
+    output_tokens: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    spec: RequestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Spawn:
+    program: LaneProgram
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnHandle:
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    handles: tuple[SpawnHandle, ...]
+
+
+Action = Send | Sleep | Spawn | Join
+LaneProgram = Generator[Action, Any, None]
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """An open-loop session: start `program` at `at` seconds after the run starts, whatever is in flight."""
+
+    at: float
+    program: LaneProgram
+
+
+class Workload(ABC):
+    """A source of lane programs (closed loop) or timed arrivals (open loop).
+
+    Workloads are built from a picklable config inside each client worker process, so they must be deterministic
+    for a given seed and lane assignment.
+    """
+
+    name: str = "workload"
+
+    @abstractmethod
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        """Session programs lane `lane` runs one after another (closed loop). May share state across lanes."""
+
+    def arrivals(self) -> Iterator[Arrival] | None:
+        """Timed sessions for open-loop replay (rate or timestamped traces); None for closed-loop workloads."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able description recorded in summary provenance."""
+        return {"name": self.name}
