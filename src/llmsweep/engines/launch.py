@@ -1,0 +1,66 @@
+"""LaunchSpec: everything an executor needs to start a server and know it is ready, and nothing about where.
+
+Rendered by an engine adapter from a Job; written beside the results as `server_command.txt`; compared by its
+fingerprint to decide which jobs can share one server (engine start-up takes minutes on real GPUs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SECRET_NAME = re.compile(r"(^HF_TOKEN$|_TOKEN$|_KEY$|_SECRET$)")
+
+
+def is_secret_name(name: str, extra_secret: frozenset[str] | set[str] = frozenset()) -> bool:
+    """Environment names whose values must never be written down (HF_TOKEN, *_TOKEN, *_KEY, *_SECRET, or marked)."""
+    return name in extra_secret or bool(SECRET_NAME.search(name))
+
+
+class LaunchSpec(BaseModel):
+    """How to start one engine server. Values of secret env vars are never stored here: only their names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: str = Field(description="Adapter name: sglang, vllm, trtllm, atom, sim, transformers.")
+    engine_version: str | None = Field(default=None, description="Engine version the image resolves to, if known.")
+    image: str | None = Field(default=None, description="Container image the server runs in (None: host).")
+    argv: tuple[str, ...] = Field(description="Server command line, argv[0] first.")
+    env: dict[str, str] = Field(default_factory=dict, description="Non-secret environment for the server.")
+    secret_env: tuple[str, ...] = Field(
+        default=(), description="Names of secret variables passed through from the caller's environment by name."
+    )
+    host: str = "127.0.0.1"
+    port: int
+    health_path: str = "/health"
+    metrics_path: str | None = "/metrics"
+    metrics_prefix: str | None = Field(default=None, description="Prometheus name prefix, e.g. 'sglang:' or 'vllm:'.")
+    ready_log_markers: tuple[str, ...] = Field(
+        default=(), description="Log lines that mean the server is ready (any one suffices, with the health check)."
+    )
+    served_model_name: str | None = None
+    api_base: str = Field(default="/v1", description="Path prefix of the OpenAI-compatible API.")
+    startup_timeout_s: float = Field(default=1800.0, description="How long to wait for readiness before failing.")
+    gpus: int = 0
+    notes: tuple[str, ...] = Field(default=(), description="Human notes the adapter wants reviewers to read.")
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def shell_command(self) -> str:
+        """The command as one shell line, env assignments first; secrets referenced by name, never by value."""
+        assigns = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
+        assigns += [f'{name}="${{{name}}}"' for name in self.secret_env]
+        return " ".join([*assigns, *(shlex.quote(a) for a in self.argv)])
+
+    def fingerprint(self) -> str:
+        """Stable hash of what would be launched: jobs with equal fingerprints can share one server."""
+        payload: dict[str, Any] = self.model_dump(mode="json", exclude={"notes", "startup_timeout_s"})
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
