@@ -1,0 +1,185 @@
+"""Load recipe files into typed recipes and findings that point at file:line.
+
+Every problem becomes a :class:`~llmsweep.findings.Finding` instead of an exception, so one run reports all of them
+(a user fixing a recipe wants the whole list, not the first error). Recipes that fail validation are left out of
+`recipes`; the rest can still be planned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmsweep.errors import ConfigError
+from llmsweep.findings import Finding, Severity, has_errors
+from llmsweep.spec.engines import resolve_engine
+from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SingleNodeRecipe
+from llmsweep.spec.source import FieldPath, SourceMap, YamlSyntaxError, load_yaml, render_path
+from llmsweep.spec.validation_findings import findings_from_validation_error
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadResult:
+    """Recipes that validated, keyed by recipe key in file order, and every finding about the input."""
+
+    recipes: dict[str, Recipe] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    sources: dict[str, SourceMap] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """No error findings (warnings allowed)."""
+        return not has_errors(self.findings)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.is_error]
+
+    def raise_on_error(self) -> LoadResult:
+        """Raise :class:`ConfigError` carrying the findings when any is an error."""
+        if not self.ok:
+            errors = self.errors
+            lines = "\n".join(f.render() for f in errors)
+            raise ConfigError(
+                f"{len(errors)} recipe problem(s):\n{lines}",
+                fix="edit the named lines; `llmsweep validate` lists every finding",
+                findings=self.findings,
+            )
+        return self
+
+
+def recipe_files(paths: Iterable[Path]) -> list[Path]:
+    """Expand directories to their `*.yaml`/`*.yml` files (sorted); keep files as given."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            out.extend(sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()))
+        else:
+            out.append(path)
+    return out
+
+
+def load_recipes(paths: list[Path]) -> LoadResult:
+    """Read recipe files (or directories of them) into recipes plus findings; never raises for bad content."""
+    result = LoadResult()
+    seen_in: dict[str, str] = {}
+    for path in recipe_files([Path(p) for p in paths]):
+        _load_file(path, result, seen_in)
+    return result
+
+
+def _error(rule: str, file: str, line: int | None, path: str | None, message: str, fix: str) -> Finding:
+    return Finding(rule=rule, severity=Severity.ERROR, file=file, line=line, path=path, message=message, fix=fix)
+
+
+def _load_file(path: Path, result: LoadResult, seen_in: dict[str, str]) -> None:
+    file = str(path)
+    if not path.is_file():
+        result.findings.append(
+            _error("schema.file", file, None, None, f"Input file '{file}' does not exist.", "check the path")
+        )
+        return
+    try:
+        doc = load_yaml(path)
+    except YamlSyntaxError as exc:
+        result.findings.append(
+            _error("schema.yaml-syntax", file, exc.line, None, f"YAML syntax error: {exc.problem}",
+                   "fix the YAML at that line (indentation, a missing `:` or an unclosed bracket)")
+        )
+        return
+    except UnicodeDecodeError as exc:
+        result.findings.append(_error("schema.yaml-syntax", file, None, None, f"not UTF-8 text: {exc}", "save as UTF-8"))
+        return
+    source = doc.source
+    result.sources[file] = source
+    for dup in doc.duplicates:
+        result.findings.append(
+            _error("schema.duplicate-key", file, dup.line, render_path(dup.path),
+                   f"key `{dup.path[-1]}` is written twice in one mapping (first at line {dup.first_line}); "
+                   "YAML would silently keep only the last",
+                   "delete or rename one of them")
+        )
+    data = doc.data
+    if data is None:
+        result.findings.append(
+            Finding(rule="schema.empty-file", severity=Severity.WARNING, file=file, line=1,
+                    message="file holds no recipes", fix="add a recipe key or delete the file")
+        )
+        return
+    if not isinstance(data, dict):
+        result.findings.append(
+            _error("schema.not-mapping", file, 1, None,
+                   f"Config file '{file}' must contain a dictionary (recipe key → recipe), got {type(data).__name__}",
+                   "start the file with `<recipe-key>:` and indent the recipe under it")
+        )
+        return
+    for key, value in data.items():
+        _load_recipe(key, value, file, source, result, seen_in)
+
+
+def _load_recipe(key: Any, value: Any, file: str, source: SourceMap, result: LoadResult, seen_in: dict[str, str]) -> None:
+    line = source.line_of((key,))
+    if not isinstance(key, str):
+        result.findings.append(
+            _error("schema.type", file, line, str(key), f"recipe key {key!r} is not a string", "quote the key")
+        )
+        return
+    if "*" in key:
+        result.findings.append(
+            _error("schema.wildcard-key", file, line, key, f"Wildcard '*' is not allowed in master config keys: '{key}'",
+                   "rename the key without `*` (reserved for changelog and --config-keys patterns)")
+        )
+        return
+    if key in seen_in:
+        if seen_in[key] != file:
+            result.findings.append(
+                _error("schema.duplicate-recipe", file, line, key,
+                       f"Duplicate configuration keys found in '{file}': {key} (also in '{seen_in[key]}')",
+                       "recipe keys are global: rename one of them")
+            )
+        return
+    seen_in[key] = file
+    if not isinstance(value, dict):
+        result.findings.append(
+            _error("schema.not-mapping", file, line, key,
+                   f"recipe `{key}` must be a mapping of fields, got {type(value).__name__}",
+                   "indent the recipe's fields (image, model, ...) under the key")
+        )
+        return
+    cls: type[Recipe] = MultiNodeRecipe if value.get("multinode", False) else SingleNodeRecipe
+    try:
+        recipe = cls.model_validate(value)
+    except ValidationError as exc:
+        result.findings.extend(findings_from_validation_error(exc, cls, value, (key,), source))
+        return
+    recipe.bind(key, source)
+    result.recipes[key] = recipe
+    _runnable_warnings(recipe, file, line, result)
+
+
+def _runnable_warnings(recipe: Recipe, file: str, line: int | None, result: LoadResult) -> None:
+    if recipe.serve is None:
+        result.findings.append(
+            Finding(rule="spec.not-runnable", severity=Severity.WARNING, file=file, line=line, path=recipe.key,
+                    message="no `serve` block: the recipe is plannable (matrix) but cannot be run by llmsweep",
+                    fix="add `serve: {args: {...}, env: {...}}` with the engine launch settings")
+        )
+    elif resolve_engine(recipe) is None:
+        result.findings.append(
+            Finding(rule="spec.unknown-engine", severity=Severity.WARNING, file=file,
+                    line=recipe.line_of(("framework",)), path=recipe.path_of(("framework",)),
+                    message=f"framework `{recipe.framework}` maps to no engine adapter; the recipe cannot be run",
+                    fix="name the engine with `serve.engine.name` (sglang, vllm, trtllm, atom, sim)")
+        )
+
+
+def relative_path(full: FieldPath, key: str) -> FieldPath:
+    """Strip the recipe key from a full field path."""
+    return full[1:] if full and full[0] == key else full

@@ -1,0 +1,253 @@
+"""`serve`: how to start the engine, as data instead of a bash script.
+
+InferenceX hides the server command in a per-recipe bash script, where a reviewer cannot see which flags apply to
+which search-space arm and a dropped field goes unnoticed. Here a recipe states engine arguments, environment and
+speculative decoding as typed data, with per-arm `overrides`; the engine adapter renders the exact command.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from llmsweep.spec.components import StrictInput
+from llmsweep.spec.rule_error import rule_error
+
+ArgScalar = str | int | float | bool
+ArgValue = ArgScalar | list[str | int | float] | dict[str, Any] | None
+"""A flag's value: scalar → `--flag value`; `true` → bare `--flag`; `false`/`null` → flag omitted; a list →
+`--flag v1 v2 …`; a mapping → `--flag '<compact JSON>'` (vLLM's `--speculative-config`, `--kv-transfer-config`)."""
+
+EnvValue = str | int | float | None
+"""Environment values are strings on the wire; numbers are accepted and stringified, `null` unsets."""
+
+SpecMethod = Literal["eagle", "eagle3", "mtp", "draft_model", "dspark", "ngram", "medusa"]
+Thinking = Literal["on", "off"]
+
+WHEN_FIELDS: tuple[str, ...] = (
+    "scenario",
+    "isl",
+    "osl",
+    "tp",
+    "pp",
+    "ep",
+    "dp-attn",
+    "dcp-size",
+    "pcp-size",
+    "spec-decoding",
+    "kv-offloading",
+    "kv-offload-backend",
+    "conc",
+)
+"""Search-space fields an override may match on (`kv-offload-backend` matches the backend name)."""
+
+
+def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
+    for flag in args:
+        if not flag.startswith("-"):
+            raise rule_error(
+                "serve-flag",
+                f"engine argument `{flag}` is not a flag",
+                field=flag,
+                fix=f"write it as the engine spells it on the command line, e.g. `--{flag}`",
+            )
+    return args
+
+
+def _stringify_env(env: dict[str, EnvValue]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name, value in env.items():
+        if isinstance(value, bool):
+            raise rule_error(
+                "type",
+                f"environment variable `{name}` is a YAML boolean; engines read strings",
+                field=name,
+                fix=f'quote the value, e.g. `{name}: "1"` or `{name}: "true"`',
+            )
+        out[name] = None if value is None else str(value)
+    return out
+
+
+class EngineOverride(StrictInput):
+    """Explicit engine identity when the image tag cannot tell (custom builds, nightlies)."""
+
+    name: Literal["sglang", "vllm", "trtllm", "atom", "sim"] | None = Field(
+        default=None, description="Engine adapter to use instead of the one `framework` implies."
+    )
+    version: str | None = Field(default=None, min_length=1, description="Engine version, e.g. `0.5.16`.")
+
+
+class SpecDecoding(StrictInput):
+    """How the engine drafts tokens, and which golden acceptance length applies."""
+
+    method: SpecMethod = Field(description="Draft method: eagle, eagle3, mtp, draft_model, dspark, ngram, medusa.")
+    num_steps: int | None = Field(
+        default=None,
+        gt=0,
+        alias="num-steps",
+        description="Draft length K (SGLang speculative-num-steps, vLLM num_speculative_tokens); keys the golden AL.",
+    )
+    topk: int | None = Field(default=None, gt=0, description="Draft tree top-k (SGLang speculative-eagle-topk).")
+    num_draft_tokens: int | None = Field(
+        default=None, gt=0, alias="num-draft-tokens", description="Tokens verified per step (SGLang)."
+    )
+    draft_model: str | None = Field(
+        default=None, alias="draft-model", description="Draft checkpoint (HF id or path) for eagle3/draft_model."
+    )
+    thinking: Thinking = Field(default="on", description="Chat-template thinking mode the golden curve is read at.")
+    acceptance_length: float | None = Field(
+        default=None,
+        ge=1.0,
+        alias="acceptance-length",
+        description="Explicit synthetic acceptance length; the golden one is kept alongside for the policy check.",
+    )
+
+    @field_validator("thinking", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads bare `on`/`off` as booleans.
+        if value is True:
+            return "on"
+        if value is False:
+            return "off"
+        return value
+
+    @property
+    def draft_length(self) -> int | None:
+        """K used to read the golden curve."""
+        return self.num_steps
+
+
+class ServeCore(StrictInput):
+    """What an engine adapter needs to render a launch; `ResolvedServe` on a job is this after overrides."""
+
+    args: dict[str, ArgValue] = Field(default_factory=dict, description="Engine flags: `--flag: value`.")
+    env: dict[str, str | None] = Field(default_factory=dict, description="Server environment variables.")
+    secret_env: list[str] = Field(
+        default_factory=list,
+        alias="secret-env",
+        description="Names of variables taken from the caller's environment and never written to disk.",
+    )
+    spec_decoding: SpecDecoding | None = Field(
+        default=None, alias="spec-decoding", description="Speculative decoding settings (method, K, thinking)."
+    )
+    engine: EngineOverride | None = Field(default=None, description="Engine name/version if the image cannot tell.")
+    load_format: str | None = Field(
+        default=None, alias="load-format", description="Weight loading, e.g. `dummy` for random weights."
+    )
+    model_path: str | None = Field(
+        default=None, alias="model-path", description="Local weights directory served instead of downloading `model`."
+    )
+    client_image: str | None = Field(
+        default=None,
+        alias="client-image",
+        description="Image to run the load client in (discouraged: policy checks its Python).",
+    )
+    client_python: str | None = Field(
+        default=None, alias="client-python", description="Python version inside `client-image`, e.g. `3.11`."
+    )
+    port: int | None = Field(default=None, gt=0, lt=65536, description="Server port (default: chosen by executor).")
+    health_timeout: int | None = Field(
+        default=None, gt=0, alias="health-timeout", description="Seconds to wait for the server to become ready."
+    )
+
+    @field_validator("args", mode="after")
+    @classmethod
+    def _flags(cls, args: dict[str, ArgValue]) -> dict[str, ArgValue]:
+        return _check_args(args)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, env: Any) -> Any:
+        return _stringify_env(env) if isinstance(env, dict) else env
+
+
+class Override(StrictInput):
+    """Extra args/env applied only to search-space arms whose fields match `when`."""
+
+    when: dict[str, Any] = Field(
+        description="Search-space field → value (or list of values), e.g. `{kv-offloading: dram}`."
+    )
+    args: dict[str, ArgValue] = Field(default_factory=dict, description="Flags added or replaced (`null` removes).")
+    env: dict[str, str | None] = Field(default_factory=dict, description="Variables added or replaced (`null` unsets).")
+
+    @field_validator("when", mode="after")
+    @classmethod
+    def _known_fields(cls, when: dict[str, Any]) -> dict[str, Any]:
+        if not when:
+            raise rule_error("override-when", "an override needs at least one `when` field", fix="add e.g. `kv-offloading: dram`")
+        for name in when:
+            if name not in WHEN_FIELDS:
+                close = difflib.get_close_matches(name, WHEN_FIELDS, n=1)
+                hint = f"did you mean `{close[0]}`? " if close else ""
+                raise rule_error(
+                    "unknown-key",
+                    f"`{name}` is not a search-space field an override can match on; {hint}"
+                    f"known: {', '.join(WHEN_FIELDS)}",
+                    field=name,
+                    fix=f"rename it to `{close[0]}`" if close else "use one of the listed fields",
+                )
+        return when
+
+    @field_validator("args", mode="after")
+    @classmethod
+    def _flags(cls, args: dict[str, ArgValue]) -> dict[str, ArgValue]:
+        return _check_args(args)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, env: Any) -> Any:
+        return _stringify_env(env) if isinstance(env, dict) else env
+
+    def matches(self, arm: dict[str, Any]) -> bool:
+        """True when every `when` field equals the arm's value (a list means any of)."""
+        for name, expected in self.when.items():
+            actual = arm.get(name)
+            options = expected if isinstance(expected, list) else [expected]
+            if actual not in options:
+                return False
+        return True
+
+
+class Serve(ServeCore):
+    """The `serve` block of a recipe: base settings plus per-arm overrides."""
+
+    overrides: list[Override] = Field(default_factory=list, description="Arm-specific args/env, applied in order.")
+
+    @model_validator(mode="after")
+    def _spec_needs_k(self) -> Serve:
+        sd = self.spec_decoding
+        if sd is not None and sd.method in ("eagle", "eagle3", "mtp", "dspark", "draft_model") and sd.num_steps is None:
+            raise rule_error(
+                "missing",
+                f"spec-decoding method `{sd.method}` needs `num-steps` (the draft length K)",
+                field="spec-decoding",
+                fix="add `num-steps: <K>` under `serve.spec-decoding`",
+            )
+        return self
+
+    def resolve(self, arm: dict[str, Any]) -> ResolvedServe:
+        """Apply every matching override in order; later ones win. `null` values remove a flag or variable."""
+        args = dict(self.args)
+        env = dict(self.env)
+        applied: list[int] = []
+        for index, override in enumerate(self.overrides):
+            if override.matches(arm):
+                args.update(override.args)
+                env.update(override.env)
+                applied.append(index)
+        data = self.model_dump(by_alias=True, exclude={"overrides"})
+        data["args"] = {k: v for k, v in args.items() if v is not None and v is not False}
+        data["env"] = {k: v for k, v in env.items() if v is not None}
+        data["applied-overrides"] = applied
+        return ResolvedServe.model_validate(data)
+
+
+class ResolvedServe(ServeCore):
+    """`serve` after the arm's overrides: no `null`/`false` flags, no unset variables; records which overrides applied."""
+
+    applied_overrides: list[int] = Field(
+        default_factory=list, alias="applied-overrides", description="Indexes of the overrides that matched."
+    )

@@ -1,0 +1,170 @@
+"""YAML with a memory of where every field was written.
+
+PyYAML's composed node tree carries a start mark for every key and value. We keep a map from field path
+(`('my-key', 'scenarios', 'agentic-coding', 0, 'search-space', 1, 'tp')`) to its 1-based line, so any rule — schema
+or policy — can point a user at the exact line to edit instead of at "somewhere in this file".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+FieldPath = tuple[str | int, ...]
+
+
+def render_path(path: Iterable[str | int]) -> str:
+    """`('k', 'scenarios', 'agentic-coding', 0, 'tp')` → `k.scenarios.agentic-coding[0].tp`."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def parse_path(text: str) -> FieldPath:
+    """Inverse of :func:`render_path` for keys without dots or brackets (recipe keys may hold dots: see below).
+
+    Recipe keys such as `qwen3.5-fp8-...` contain dots, so parsing is done against known keys by
+    :meth:`SourceMap.line_of`, which accepts either form; this helper splits naively and is only used as a fallback.
+    """
+    parts: list[str | int] = []
+    for chunk in text.split("."):
+        while "[" in chunk:
+            head, _, rest = chunk.partition("[")
+            if head:
+                parts.append(head)
+            index, _, chunk = rest.partition("]")
+            parts.append(int(index))
+        if chunk:
+            parts.append(chunk)
+    return tuple(parts)
+
+
+@dataclass
+class SourceMap:
+    """Where each field of one YAML document was written. Lines are 1-based."""
+
+    file: str
+    lines: dict[FieldPath, int] = field(default_factory=dict)
+
+    def line_of(self, path: FieldPath | str) -> int | None:
+        """Line of `path`, or of its nearest written ancestor (a missing field points at its parent mapping)."""
+        key = self._as_tuple(path)
+        while key:
+            if key in self.lines:
+                return self.lines[key]
+            key = key[:-1]
+        return None
+
+    def sub(self, prefix: FieldPath) -> SourceMap:
+        """The part of this map under `prefix`, keeping full paths (used to give each recipe its own map)."""
+        n = len(prefix)
+        return SourceMap(self.file, {p: ln for p, ln in self.lines.items() if p[:n] == prefix})
+
+    def _as_tuple(self, path: FieldPath | str) -> FieldPath:
+        if isinstance(path, tuple):
+            return path
+        # Recipe keys may contain dots: match the longest known top-level key first.
+        tops = sorted((p[0] for p in self.lines if len(p) == 1 and isinstance(p[0], str)), key=len, reverse=True)
+        for top in tops:
+            if path == top:
+                return (top,)
+            if path.startswith(top + ".") or path.startswith(top + "["):
+                rest = path[len(top) :].lstrip(".")
+                return (top, *parse_path(rest)) if rest else (top,)
+        return parse_path(path)
+
+
+@dataclass(frozen=True)
+class DuplicateKey:
+    """A key written twice in one mapping (PyYAML would silently keep the last one)."""
+
+    path: FieldPath
+    line: int
+    first_line: int
+
+
+@dataclass
+class YamlDocument:
+    """Parsed data plus its source map and any duplicate keys found while composing."""
+
+    data: Any
+    source: SourceMap
+    duplicates: list[DuplicateKey]
+
+
+class YamlSyntaxError(Exception):
+    """The file is not valid YAML; carries the 1-based line of the problem."""
+
+    def __init__(self, file: str, line: int | None, problem: str) -> None:
+        super().__init__(f"{file}:{line}: {problem}" if line else f"{file}: {problem}")
+        self.file = file
+        self.line = line
+        self.problem = problem
+
+
+def load_yaml(path: Path) -> YamlDocument:
+    """Read one YAML file, returning the data and where each field was written."""
+    text = path.read_text(encoding="utf-8")
+    return parse_yaml(text, str(path))
+
+
+def parse_yaml(text: str, file: str) -> YamlDocument:
+    """Parse YAML text; raise :class:`YamlSyntaxError` naming file:line on malformed input."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or str(exc)
+        raise YamlSyntaxError(file, line, problem) from exc
+    except yaml.YAMLError as exc:
+        raise YamlSyntaxError(file, None, str(exc)) from exc
+    finally:
+        loader.dispose()
+    source = SourceMap(file)
+    duplicates: list[DuplicateKey] = []
+    if node is not None:
+        _walk(node, (), source.lines, duplicates)
+    return YamlDocument(data, source, duplicates)
+
+
+def _walk(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], dups: list[DuplicateKey]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = _scalar_key(key_node)
+            line = key_node.start_mark.line + 1
+            child = (*path, key)
+            if key in seen:
+                dups.append(DuplicateKey(child, line, seen[key]))
+            seen[key] = line
+            lines[child] = line
+            _walk(value_node, child, lines, dups)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            child = (*path, index)
+            lines[child] = item.start_mark.line + 1
+            _walk(item, child, lines, dups)
+
+
+def _scalar_key(node: yaml.ScalarNode) -> str | int:
+    # Keys are strings in every recipe mapping we read; integer keys (golden curves) stay ints.
+    value = node.value
+    if node.tag == "tag:yaml.org,2002:int":
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value

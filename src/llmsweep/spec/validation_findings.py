@@ -1,0 +1,207 @@
+"""Turn pydantic validation errors into findings a person can act on.
+
+pydantic reports a location tuple (with union tags mixed in), an error type and a terse message. A user needs the
+file:line, the field path as written, what is wrong in recipe terms, a suggestion for a misspelt key, and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from llmsweep.findings import Finding, Severity
+from llmsweep.spec.source import FieldPath, SourceMap, parse_path, render_path
+
+_RANGE_TYPES = {
+    "greater_than": "schema.range",
+    "greater_than_equal": "schema.range",
+    "less_than": "schema.range",
+    "less_than_equal": "schema.range",
+    "too_short": "schema.range",
+    "too_long": "schema.range",
+    "string_too_short": "schema.range",
+}
+
+
+def findings_from_validation_error(
+    exc: ValidationError, model: type[BaseModel], data: Any, prefix: FieldPath, source: SourceMap
+) -> list[Finding]:
+    """One finding per distinct problem; union branches failing at the same field collapse into one."""
+    by_path: dict[FieldPath, list[dict[str, Any]]] = {}
+    for err in exc.errors(include_url=False):
+        path = _clean_loc(err["loc"], data)
+        ctx = err.get("ctx") or {}
+        if isinstance(ctx.get("field"), str):
+            path = (*path, *parse_path(ctx["field"]))
+        by_path.setdefault(path, []).append(err)
+    findings = []
+    for path, errs in by_path.items():
+        findings.append(_finding(path, errs, model, data, prefix, source))
+    return findings
+
+
+def _clean_loc(loc: tuple[Any, ...], data: Any) -> FieldPath:
+    """Keep the loc parts that index into the data; drop pydantic's union/function tags."""
+    out: list[str | int] = []
+    current = data
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(current, dict) and part in current:
+            out.append(part)
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            out.append(part)
+            current = current[part]
+        elif last and isinstance(part, (str, int)) and isinstance(current, dict):
+            out.append(part)  # a missing field: name it
+    return tuple(out)
+
+
+def _finding(
+    path: FieldPath,
+    errs: list[dict[str, Any]],
+    model: type[BaseModel],
+    data: Any,
+    prefix: FieldPath,
+    source: SourceMap,
+) -> Finding:
+    full = (*prefix, *path)
+    line = source.line_of(full)
+    rule, message, fix = _describe(path, errs, model, data)
+    return Finding(
+        rule=rule,
+        severity=Severity.ERROR,
+        file=source.file,
+        line=line,
+        path=render_path(full),
+        message=message,
+        fix=fix,
+    )
+
+
+def _describe(path: FieldPath, errs: list[dict[str, Any]], model: type[BaseModel], data: Any) -> tuple[str, str, str]:
+    custom = [e for e in errs if str(e["type"]).startswith("llmsweep.")]
+    if custom:
+        err = custom[0]
+        ctx = err.get("ctx") or {}
+        rule = "schema." + str(err["type"]).removeprefix("llmsweep.")
+        return rule, str(err["msg"]), str(ctx.get("fix") or "see the message")
+    err = errs[0]
+    kind = str(err["type"])
+    name = str(path[-1]) if path else "recipe"
+    if kind == "extra_forbidden":
+        known = _known_keys(model, path[:-1])
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        allowed = f" Known keys here: {', '.join(sorted(known))}." if known else ""
+        fix = f"rename it to `{close[0]}`" if close else "delete it or move it where it belongs"
+        return "schema.unknown-key", f"unknown key `{name}`{hint}{allowed}", fix
+    if kind == "missing":
+        return "schema.missing", f"missing required field `{name}`", f"add `{name}:`"
+    if kind in ("literal_error", "enum"):
+        expected = (err.get("ctx") or {}).get("expected", "")
+        got = err.get("input")
+        options = [o.strip(" '") for o in str(expected).replace(" or ", ",").split(",") if o.strip()]
+        close = difflib.get_close_matches(str(got), options, n=1) if isinstance(got, str) else []
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        if name == "spec-decoding" and got in ("eagle", "eagle3", "dspark", "medusa", "ngram"):
+            return (
+                "schema.enum",
+                f"`spec-decoding` is {got!r}; search-space entries spell every draft method as `mtp` (InferenceX)",
+                f"write `spec-decoding: mtp` and put `method: {got}` under `serve.spec-decoding`",
+            )
+        return (
+            "schema.enum",
+            f"`{name}` is {got!r}, which is not allowed; expected {expected}{hint}",
+            f"use one of: {expected}",
+        )
+    if kind in _RANGE_TYPES:
+        return "schema.range", f"`{name}`: {err['msg']} (got {err.get('input')!r})", "use a value in the allowed range"
+    if len(errs) > 1:
+        expected = sorted({_expected_of(e) for e in errs})
+        got = errs[0].get("input")
+        return (
+            "schema.type",
+            f"`{name}` has the wrong type: got {_type_name(got)} {got!r}, expected {' or '.join(expected)}",
+            "write a value of the expected type",
+        )
+    got = err.get("input")
+    if kind.endswith("_type") or kind.endswith("_parsing") or kind in ("model_attributes_type", "is_instance_of"):
+        return (
+            "schema.type",
+            f"`{name}`: {err['msg']} (got {_type_name(got)} {got!r})",
+            f"write `{name}` as {_expected_of(err)}",
+        )
+    return "schema.invalid", f"`{name}`: {err['msg']}", "correct the value"
+
+
+def _expected_of(err: dict[str, Any]) -> str:
+    kind = str(err["type"])
+    names = {
+        "int_type": "an integer",
+        "int_parsing": "an integer",
+        "int_from_float": "an integer",
+        "float_type": "a number",
+        "float_parsing": "a number",
+        "bool_type": "a boolean",
+        "bool_parsing": "a boolean",
+        "string_type": "a string",
+        "list_type": "a list",
+        "dict_type": "a mapping",
+        "model_type": "a mapping",
+        "model_attributes_type": "a mapping",
+    }
+    return names.get(kind, kind.replace("_", " "))
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _known_keys(model: type[BaseModel], path: FieldPath) -> list[str]:
+    """YAML keys accepted at `path` (relative to the recipe), found by walking the model's field annotations."""
+    current: Any = model
+    for part in path:
+        if isinstance(part, int):
+            current = _unwrap_item(current)
+            continue
+        cls = _model_of(current)
+        if cls is None:
+            return []
+        field_info = next((f for n, f in cls.model_fields.items() if (f.alias or n) == part), None)
+        if field_info is None:
+            return []
+        current = field_info.annotation
+    cls = _model_of(current)
+    if cls is None:
+        return []
+    return [f.alias or n for n, f in cls.model_fields.items()]
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        for arg in get_args(annotation):
+            found = _model_of(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _unwrap_item(annotation: Any) -> Any:
+    origin = get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        for arg in get_args(annotation):
+            if get_origin(arg) is list:
+                return get_args(arg)[0]
+        return annotation
+    if origin is list:
+        return get_args(annotation)[0]
+    return annotation

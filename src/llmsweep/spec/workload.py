@@ -1,0 +1,132 @@
+"""`workload`: what the client sends, with InferenceX's defaults when a recipe says nothing.
+
+InferenceX spreads these across workflow inputs, bash defaults and AIPerf flags (random-range-ratio 0.8, 10×conc
+prompts, duration 3600 s, the trace corpus picked from the model prefix). Here they are one typed block; the plan
+resolves the defaults per job so every job states the exact workload it will run.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from llmsweep.spec.components import StrictInput
+from llmsweep.spec.rule_error import rule_error
+
+DEFAULT_AGENTIC_DURATION_SECONDS = 3600
+DEFAULT_WARMUP_PER_LANE = 10
+DEFAULT_RANGE_RATIO = 0.8
+DEFAULT_PROMPTS_PER_CONC = 10
+DEFAULT_WARMUPS_PER_CONC = 2
+
+MILLION_CONTEXT_FAMILIES: tuple[str, ...] = ("dsv4", "glm5.2", "minimaxm3", "kimik3")
+"""Model prefixes whose default corpus is the unfiltered 1M-context one (AgentX `resolve_trace_source`)."""
+
+DEFAULT_CORPUS = "semianalysis_cc_traces_weka_062126"
+DEFAULT_CORPUS_256K = "semianalysis_cc_traces_weka_062126_256k"
+CORPUS_DATASETS: dict[str, str] = {
+    DEFAULT_CORPUS: "semianalysisai/cc-traces-weka-062126",
+    DEFAULT_CORPUS_256K: "semianalysisai/cc-traces-weka-062126-256k",
+}
+
+
+def default_corpus(model_prefix: str) -> str:
+    """The AgentX loader id InferenceX picks for a model prefix."""
+    return DEFAULT_CORPUS if model_prefix.startswith(MILLION_CONTEXT_FAMILIES) else DEFAULT_CORPUS_256K
+
+
+class SyntheticTraces(StrictInput):
+    """Generate agentic traces locally (deterministic for a seed) instead of reading a corpus."""
+
+    traces: int = Field(default=64, gt=0, description="Number of session traces to generate.")
+    seed: int = Field(default=0, description="Generator seed.")
+    max_isl: int | None = Field(default=None, gt=0, alias="max-isl", description="Cap on any request's input tokens.")
+    max_osl: int | None = Field(default=None, gt=0, alias="max-osl", description="Cap on any request's output tokens.")
+    max_turns: int | None = Field(default=None, gt=0, alias="max-turns", description="Cap on turns per session.")
+    subagents: bool = Field(default=True, description="Whether sessions spawn subagent streams.")
+
+
+class TraceSource(StrictInput):
+    """Exactly one of a Hugging Face dataset, a local file/dir, or synthetic traces."""
+
+    hf: str | None = Field(default=None, min_length=1, description="Hugging Face dataset id or AgentX loader id.")
+    path: str | None = Field(default=None, min_length=1, description="Local trace file or directory.")
+    synthetic: SyntheticTraces | None = Field(default=None, description="Generate traces locally.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TraceSource:
+        given = [name for name in ("hf", "path", "synthetic") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise rule_error(
+                "trace-source",
+                f"`traces` must name exactly one of hf, path, synthetic (got {', '.join(given) or 'none'})",
+                field=given[1] if len(given) > 1 else None,
+                fix="keep one of `hf: <dataset>`, `path: <file or dir>`, `synthetic: {...}`",
+            )
+        return self
+
+    @property
+    def kind(self) -> Literal["hf", "path", "synthetic"]:
+        return "hf" if self.hf is not None else "path" if self.path is not None else "synthetic"
+
+
+class WorkloadSpec(StrictInput):
+    """The `workload` block of a recipe; every field optional."""
+
+    traces: TraceSource | None = Field(default=None, description="Agentic trace corpus (default: per model family).")
+    duration: int | None = Field(default=None, gt=0, description="Agentic profiling window in seconds (default 3600).")
+    warmup_per_lane: int | None = Field(
+        default=None, ge=0, alias="warmup-per-lane", description="Agentic warmup requests per lane (default 10)."
+    )
+    num_prompts: int | None = Field(default=None, gt=0, alias="num-prompts", description="Fixed-length prompt count.")
+    num_prompts_per_conc: int | None = Field(
+        default=None, gt=0, alias="num-prompts-per-conc", description="Fixed-length prompts per unit of conc (default 10)."
+    )
+    range_ratio: float | None = Field(
+        default=None, gt=0, le=1, alias="range-ratio", description="Random ISL/OSL range ratio (default 0.8)."
+    )
+    num_warmups: int | None = Field(
+        default=None, ge=0, alias="num-warmups", description="Fixed-length warmup requests (default 2×conc)."
+    )
+    tokenizer: str | None = Field(default=None, min_length=1, description="Tokenizer id/path (default: `model`).")
+    served_model_name: str | None = Field(
+        default=None, min_length=1, alias="served-model-name", description="Model name on the wire (default: `model`)."
+    )
+    use_chat_template: bool | None = Field(
+        default=None,
+        alias="use-chat-template",
+        description="Wrap prompts in the chat template (fixed-length default: on when spec-decoding is on).",
+    )
+    seed: int | None = Field(default=None, description="Client random seed (default 42, as AgentX).")
+
+    @model_validator(mode="after")
+    def _one_prompt_count(self) -> WorkloadSpec:
+        if self.num_prompts is not None and self.num_prompts_per_conc is not None:
+            raise rule_error(
+                "num-prompts",
+                "set either `num-prompts` or `num-prompts-per-conc`, not both",
+                field="num-prompts-per-conc",
+                fix="delete one of them",
+            )
+        return self
+
+
+class ResolvedWorkload(StrictInput):
+    """The workload of one job after defaults: every field the client needs is set for the job's scenario."""
+
+    scenario: Literal["fixed-seq-len", "agentic-coding"]
+    tokenizer: str
+    served_model_name: str = Field(alias="served-model-name")
+    use_chat_template: bool = Field(alias="use-chat-template")
+    seed: int = 42
+    # fixed-seq-len
+    isl: int | None = None
+    osl: int | None = None
+    num_prompts: int | None = Field(default=None, alias="num-prompts")
+    range_ratio: float | None = Field(default=None, alias="range-ratio")
+    num_warmups: int | None = Field(default=None, alias="num-warmups")
+    # agentic-coding
+    traces: TraceSource | None = None
+    duration: int | None = None
+    warmup_per_lane: int | None = Field(default=None, alias="warmup-per-lane")
