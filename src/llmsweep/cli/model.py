@@ -1,0 +1,97 @@
+"""`llmsweep model`: write model directories engines can serve offline (`synth`) and list the shapes (`presets`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from llmsweep.modelsynth.architectures import PRESETS, preset_config
+from llmsweep.modelsynth.tensors import parameter_count
+
+
+def _preset_help() -> str:
+    return "; ".join(f"{name}: {p.summary}" for name, p in PRESETS.items())
+
+
+@click.group("model")
+def model() -> None:
+    """Write dummy-weight model directories engines can serve offline."""
+
+
+@model.command("presets")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for other programs.")
+def presets(as_json: bool) -> None:
+    """List the named model shapes with their parameter counts."""
+    rows = [
+        {"name": name, "parameters": parameter_count(preset_config(name)), "summary": p.summary}
+        for name, p in PRESETS.items()
+    ]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("preset", "parameters", "shape")
+    for row in rows:
+        table.add_row(str(row["name"]), f"{int(row['parameters']) / 1e6:,.1f} M", str(row["summary"]))
+    Console().print(table)
+
+
+@model.command("synth", help=(
+    "Write a model directory for MODEL_OR_CONFIG (a preset or a config.json path): config.json, "
+    "generation_config.json, an offline byte-level BPE tokenizer with a ChatML template, optional random weights and "
+    "a provenance file llmsweep-synth.json. Serve it with --load-format dummy (vLLM, SGLang) when --weights none. "
+    f"Presets: {_preset_help()}."
+))
+@click.argument("model_or_config")
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="Directory to write.")
+@click.option("--weights", type=click.Choice(["random", "none"]), default="none", show_default=True,
+              help="none: config + tokenizer, the engine fills weights (--load-format dummy); random: safetensors.")
+@click.option("--draft", is_flag=True, help="Also write a small Llama draft model (same vocabulary) in OUT/draft.")
+@click.option("--layers", type=click.IntRange(min=1), default=None, help="Override the number of decoder layers.")
+@click.option("--hidden", type=click.IntRange(min=64), default=None, help="Override the hidden size.")
+@click.option("--vocab", type=click.IntRange(min=512), default=None,
+              help="Vocabulary of model and tokenizer (32000 uses the packaged tokenizer; smaller retrains it).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random weights.")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True,
+              help="Storage dtype of random weights.")
+@click.option("--retrain-tokenizer", is_flag=True, help="Train a fresh tokenizer instead of using the packaged one.")
+@click.option("--shard-mb", type=click.IntRange(min=1), default=2048, show_default=True,
+              help="Largest safetensors shard in MiB.")
+@click.option("--force", is_flag=True, help="Write into a non-empty directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print the provenance record as JSON.")
+def synth(
+    model_or_config: str,
+    out: Path,
+    weights: str,
+    draft: bool,
+    layers: int | None,
+    hidden: int | None,
+    vocab: int | None,
+    seed: int,
+    dtype: str,
+    retrain_tokenizer: bool,
+    shard_mb: int,
+    force: bool,
+    as_json: bool,
+) -> None:
+    from llmsweep.modelsynth.synth import SynthRequest, synth_model
+
+    request = SynthRequest(
+        source=model_or_config, out=out, weights=weights, draft=draft, layers=layers, hidden=hidden, vocab=vocab,
+        seed=seed, dtype=dtype, retrain_tokenizer=retrain_tokenizer, shard_bytes=shard_mb * 1024 * 1024, force=force,
+    )
+    result = synth_model(request)
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+        return
+    params = f"{result.parameters / 1e6:,.1f} M parameters" if result.parameters is not None else "parameters unknown"
+    click.echo(f"wrote {result.out}: {result.architecture}, {params}, vocab {result.vocab_size}, "
+               f"weights {result.weights}")
+    if result.draft is not None:
+        click.echo(f"draft {result.draft.out}: {result.draft.architecture}, {(result.draft.parameters or 0) / 1e6:,.1f} M")
+    if result.weights == "none":
+        click.echo("serve with --load-format dummy (vLLM, SGLang): the directory holds no weights")
