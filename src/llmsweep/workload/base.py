@@ -21,7 +21,7 @@ requests may exceed the concurrency during fan-out; live session trees never do.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,14 +45,54 @@ class RequestIdentity:
     """Position of the request in the workload (fixed-length: prompt index)."""
 
 
-@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A prompt (chat history or completions prompt) built only when someone reads it.
+
+    Agentic prompts reach hundreds of thousands of tokens; the virtual-time simulator only needs their lengths
+    (`RequestSpec.input_tokens`), so workloads hand `RequestSpec` a builder instead of megabytes of text. Reading
+    `spec.messages` / `spec.prompt` builds it once and caches it; nothing changes for readers.
+    """
+
+    __slots__ = ("build",)
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self.build = build
+
+
+DeferredMessages = Deferred  # the name the agentic workload uses for chat histories
+
+
+class _Lazy:
+    """Data descriptor behind `RequestSpec.messages` and `.prompt`: stores a value or a `Deferred`, returns a value."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._key = "_stored_" + name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return None  # the dataclass default
+        value = obj.__dict__[self._key]
+        if isinstance(value, Deferred):
+            value = value.build()
+            obj.__dict__[self._key] = value
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self._key] = value
+
+
+@dataclass(frozen=True)
 class RequestSpec:
-    """One request to send. Exactly one of `messages` (chat) or `prompt` (completions) is set."""
+    """One request to send. Exactly one of `messages` (chat) or `prompt` (completions) is set.
+
+    `messages` and `prompt` may be given as a `Deferred`; reading the attribute always returns the built value.
+    Use `prompt_built` to ask without building (the simulator never needs the text, only `input_tokens`).
+    """
 
     api: Api
     max_tokens: int
-    messages: tuple[dict[str, Any], ...] | None = None
-    prompt: str | tuple[int, ...] | None = None
+    messages: tuple[dict[str, Any], ...] | None = _Lazy()  # type: ignore[assignment]
+    prompt: str | tuple[int, ...] | None = _Lazy()  # type: ignore[assignment]
     ignore_eos: bool = True
     input_tokens: int | None = None
     """Input length the workload intended (theoretical ISL), for accounting and cross-checks."""
@@ -61,6 +101,14 @@ class RequestSpec:
     identity: RequestIdentity = field(default_factory=RequestIdentity)
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Engine-specific request fields (e.g. chat_template_kwargs); merged into the JSON body as is."""
+
+    @property
+    def prompt_built(self) -> bool:
+        """False while `messages` or `prompt` is still a `Deferred` nobody has read."""
+        stored = self.__dict__
+        return not isinstance(stored.get("_stored_messages"), Deferred) and not isinstance(
+            stored.get("_stored_prompt"), Deferred
+        )
 
 
 @dataclass(frozen=True, slots=True)

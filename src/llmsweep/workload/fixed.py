@@ -1,0 +1,214 @@
+"""Fixed-length workload: exact input/output lengths, the InferenceX `fixed-seq-len` scenario.
+
+Conventions (InferenceX `benchmark_serving.py`, see research/inferencex-core-spec §4.5):
+* input and output lengths each uniform in `[ratio·L, L]` (`--random-range-ratio`; 0.8 when a Job drives it, 1.0
+  standalone), `ignore_eos` and `max_tokens` = the drawn output length;
+* `/v1/completions` gets token ids (no decode→re-encode drift); chat gets text whose length is verified by
+  re-encoding and adjusted until exact, with the chat-template overhead subtracted when `use_chat_template`;
+* `num_warmups` requests marked `phase="warmup"` come first.
+
+Prompt *i* is a pure function of `(seed, i)`, so any worker process can build any prompt, and every prompt starts
+with a marker that encodes its index: no two prompts share even one leading token, so the server's prefix cache can
+never turn one prompt into a hit for another.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from llmsweep.errors import DatasetError
+from llmsweep.workload.base import (
+    Api,
+    Deferred,
+    LaneProgram,
+    Phase,
+    RequestIdentity,
+    RequestSpec,
+    Send,
+    Workload,
+)
+from llmsweep.workload.tokenizer import Tokenizer, chat_overhead, get_tokenizer
+
+MARKER_WORDS = 3
+"""Leading words that encode the prompt index (a bijection of the index, so markers never collide)."""
+
+_MIX = 0x9E3779B97F4A7C15  # odd multiplier: index → marker code is a bijection modulo any power of the vocabulary
+
+
+def _coprime_multiplier(vocab: int) -> int:
+    """An odd multiplier coprime with `vocab`, so `index → index·m mod vocab^k` is a bijection."""
+    m = _MIX
+    while math.gcd(m, vocab) != 1:
+        m += 2
+    return m
+
+
+class FixedLengthConfig(BaseModel):
+    """What a fixed-length run sends. Picklable; every client worker rebuilds the workload from it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["fixed"] = "fixed"
+    isl: int = Field(ge=1, description="Input sequence length in tokens (the upper end when range_ratio < 1).")
+    osl: int = Field(ge=1, description="Output sequence length in tokens (max_tokens; ignore_eos keeps it exact).")
+    api: Api = Field(default="completions", description="'completions' sends token ids; 'chat' sends text.")
+    num_prompts: int | None = Field(
+        default=None, ge=1, description="Profiling requests; None = open-ended (for duration-bounded runs)."
+    )
+    num_warmups: int = Field(default=0, ge=0, description="Requests marked phase=warmup sent before profiling.")
+    range_ratio: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="Lengths uniform in [ratio·L, L] (InferenceX --random-range-ratio)."
+    )
+    seed: int = Field(default=0, description="Seed of lengths and prompt text.")
+    tokenizer: str | None = Field(
+        default=None, description="HF tokenizer directory or hub id; None = the built-in word tokenizer."
+    )
+    use_chat_template: bool = Field(
+        default=False, description="Count the chat template in the input length (InferenceX --use-chat-template)."
+    )
+    ignore_eos: bool = True
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="Extra JSON fields merged into each body.")
+
+    @model_validator(mode="after")
+    def _template_fits(self) -> FixedLengthConfig:
+        if self.use_chat_template and self.isl < 32:
+            raise ValueError("use_chat_template needs isl >= 32 so the template overhead leaves room for content")
+        return self
+
+    @property
+    def total_requests(self) -> int | None:
+        return None if self.num_prompts is None else self.num_warmups + self.num_prompts
+
+
+class FixedLengthWorkload(Workload):
+    """Single-request sessions pulled from one shared, deterministic prompt sequence across lanes."""
+
+    name = "fixed"
+
+    def __init__(self, config: FixedLengthConfig, *, tokenizer: Tokenizer | None = None) -> None:
+        self.config = config
+        self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
+        fillers = self.tokenizer.filler_words()
+        self._words = np.array([w for w, _ in fillers], dtype=object)
+        self._ids = np.array([i for _, i in fillers], dtype=np.int64)
+        self._overhead = chat_overhead(self.tokenizer) if config.use_chat_template else 0
+        self._next = 0
+        self._lock = threading.Lock()
+
+    # -- the sequence ---------------------------------------------------------------------------------------------
+
+    def lengths(self, index: int) -> tuple[int, int]:
+        """(input, output) length of prompt `index`: uniform integers in [ratio·L, L], seeded by (seed, index)."""
+        cfg = self.config
+        if cfg.range_ratio >= 1.0:
+            return cfg.isl, cfg.osl
+        rng = np.random.default_rng([cfg.seed & 0xFFFFFFFF, index, 1])
+        isl = int(rng.integers(max(1, int(cfg.isl * cfg.range_ratio)), cfg.isl + 1))
+        osl = int(rng.integers(max(1, int(cfg.osl * cfg.range_ratio)), cfg.osl + 1))
+        if cfg.use_chat_template:
+            isl = max(isl, self._overhead + 1)
+        return isl, osl
+
+    def phase(self, index: int) -> Phase:
+        return "warmup" if index < self.config.num_warmups else "profiling"
+
+    def request(self, index: int, *, lane: int = 0) -> RequestSpec:
+        """The request at position `index` of the sequence (warmups first). Text is built on first read."""
+        cfg = self.config
+        isl, osl = self.lengths(index)
+        identity = RequestIdentity(
+            lane=lane, phase=self.phase(index), session=f"fixed-{index}", request_index=index
+        )
+        common: dict[str, Any] = {
+            "max_tokens": osl,
+            "ignore_eos": cfg.ignore_eos,
+            "input_tokens": isl,
+            "theoretical_cached_tokens": 0,
+            "identity": identity,
+            "extra_body": dict(cfg.extra_body),
+        }
+        if cfg.api == "completions":
+            return RequestSpec(api="completions", prompt=Deferred(lambda: self.prompt_ids(index, isl)), **common)
+        return RequestSpec(api="chat", messages=Deferred(lambda: self.messages(index, isl)), **common)
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        while (index := self._take()) is not None:
+            yield self._program(index, lane)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, **self.config.model_dump(mode="json"), "tokenizer_name": self.tokenizer.name}
+
+    # -- prompt synthesis -----------------------------------------------------------------------------------------
+
+    def prompt_ids(self, index: int, isl: int) -> tuple[int, ...]:
+        """Exactly `isl` token ids (template included when `use_chat_template`)."""
+        if not self.config.use_chat_template:
+            return tuple(int(i) for i in self._ids[self._choices(index, isl)])
+        text = self._templated_text(index, isl)
+        ids = self.tokenizer.encode(text)
+        return tuple(ids)
+
+    def messages(self, index: int, isl: int) -> tuple[dict[str, Any], ...]:
+        """One user message whose content encodes to exactly `isl` tokens (minus template overhead if counted)."""
+        content = self._content(index, isl - self._overhead)
+        content = self._exact(index, content, isl)
+        return ({"role": "user", "content": content},)
+
+    def _templated_text(self, index: int, isl: int) -> str:
+        content = self._exact(index, self._content(index, isl - self._overhead), isl)
+        return self.tokenizer.apply_chat_template([{"role": "user", "content": content}])
+
+    def _measure(self, content: str) -> int:
+        if self.config.use_chat_template:
+            return len(self.tokenizer.encode(self.tokenizer.apply_chat_template([{"role": "user", "content": content}])))
+        return self.tokenizer.count_tokens(content)
+
+    def _exact(self, index: int, content: str, target: int) -> str:
+        """Re-encode and add or drop filler words until the measured length is exactly `target`."""
+        n_words = max(1, target - self._overhead)
+        for _ in range(8):
+            measured = self._measure(content)
+            if measured == target:
+                return content
+            n_words = max(1, n_words + target - measured)
+            content = self._content(index, n_words)
+        raise DatasetError(
+            f"could not synthesise a prompt of exactly {target} tokens with tokenizer {self.tokenizer.name!r}"
+            f" (last attempt measured {self._measure(content)})",
+            fix="use api=completions (token ids are exact) or the built-in tokenizer",
+        )
+
+    def _content(self, index: int, n_words: int) -> str:
+        words = self._words[self._choices(index, max(1, n_words))]
+        return " " + " ".join(words.tolist())
+
+    def _choices(self, index: int, n: int) -> np.ndarray:
+        """Indices into the filler table: `MARKER_WORDS` digits of a bijective code of `index`, then random words."""
+        vocab = len(self._words)
+        rng = np.random.default_rng([self.config.seed & 0xFFFFFFFF, index, 2])
+        out = rng.integers(0, vocab, size=n)
+        code = (index * _coprime_multiplier(vocab) + (self.config.seed & 0xFFFFFFFF)) % (vocab**MARKER_WORDS)
+        for k in range(min(MARKER_WORDS, n)):
+            out[k] = code % vocab
+            code //= vocab
+        return out
+
+    # -- lanes ----------------------------------------------------------------------------------------------------
+
+    def _take(self) -> int | None:
+        with self._lock:
+            total = self.config.total_requests
+            if total is not None and self._next >= total:
+                return None
+            index = self._next
+            self._next += 1
+            return index
+
+    def _program(self, index: int, lane: int) -> LaneProgram:
+        yield Send(self.request(index, lane=lane))

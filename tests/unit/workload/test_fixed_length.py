@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from llmsweep.workload.base import RequestSpec, Send
+from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
+from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
+
+
+def _drain(workload: FixedLengthWorkload, lanes: int = 3) -> list[RequestSpec]:
+    """Round-robin the lanes, one single-Send session each turn, until every lane's sequence ends."""
+    iters = [workload.sessions(lane) for lane in range(lanes)]
+    specs: list[RequestSpec] = []
+    live = list(iters)
+    while live:
+        for it in list(live):
+            program = next(it, None)
+            if program is None:
+                live.remove(it)
+                continue
+            action = next(program)
+            assert isinstance(action, Send)
+            specs.append(action.spec)
+            with pytest.raises(StopIteration):
+                program.send(None)
+    return specs
+
+
+def _measured(tok: Tokenizer, spec: RequestSpec, use_template: bool) -> int:
+    if spec.api == "completions":
+        assert isinstance(spec.prompt, tuple) and all(isinstance(i, int) for i in spec.prompt)
+        return len(spec.prompt)
+    assert spec.messages is not None
+    if use_template:
+        return len(tok.encode(tok.apply_chat_template(spec.messages)))
+    return len(tok.encode(spec.messages[0]["content"]))
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+@pytest.mark.parametrize("use_template", [False, True])
+@pytest.mark.parametrize("tokenizer", ["builtin", "bpe"])
+def test_input_lengths_are_exact(api: str, use_template: bool, tokenizer: str, bpe_tokenizer_dir: Path) -> None:
+    source = None if tokenizer == "builtin" else str(bpe_tokenizer_dir)
+    cfg = FixedLengthConfig(
+        isl=700, osl=64, api=api, num_prompts=6, range_ratio=0.8, tokenizer=source, use_chat_template=use_template
+    )
+    workload = FixedLengthWorkload(cfg)
+    specs = _drain(workload)
+    assert len(specs) == 6
+    for spec in specs:
+        assert spec.input_tokens is not None and 560 <= spec.input_tokens <= 700
+        assert _measured(workload.tokenizer, spec, use_template) == spec.input_tokens
+        assert spec.ignore_eos and 51 <= spec.max_tokens <= 64
+
+
+def test_warmups_come_first_and_lanes_share_one_sequence() -> None:
+    cfg = FixedLengthConfig(isl=64, osl=8, num_prompts=7, num_warmups=3)
+    specs = _drain(FixedLengthWorkload(cfg), lanes=2)
+    assert [s.identity.phase for s in specs] == ["warmup"] * 3 + ["profiling"] * 7
+    assert sorted(s.identity.request_index for s in specs) == list(range(10))
+    assert {s.identity.lane for s in specs} == {0, 1}
+
+
+def test_full_range_ratio_gives_constant_lengths_and_ratio_spreads_them() -> None:
+    fixed = _drain(FixedLengthWorkload(FixedLengthConfig(isl=100, osl=20, num_prompts=20)))
+    assert {(s.input_tokens, s.max_tokens) for s in fixed} == {(100, 20)}
+    spread = _drain(FixedLengthWorkload(FixedLengthConfig(isl=1000, osl=200, num_prompts=50, range_ratio=0.5)))
+    isls = [s.input_tokens or 0 for s in spread]
+    assert min(isls) >= 500 and max(isls) <= 1000 and len(set(isls)) > 20
+
+
+def test_prompts_never_share_a_first_token_and_are_seeded() -> None:
+    cfg = FixedLengthConfig(isl=32, osl=4, num_prompts=500)
+    first = [s.prompt[0] for s in _drain(FixedLengthWorkload(cfg))]  # type: ignore[index]
+    assert len(set(first)) == 500
+    again = [s.prompt for s in _drain(FixedLengthWorkload(cfg))]
+    assert again == [s.prompt for s in _drain(FixedLengthWorkload(cfg))]
+    other = [s.prompt for s in _drain(FixedLengthWorkload(cfg.model_copy(update={"seed": 1})))]
+    assert other != again
+
+
+def test_open_ended_sequence_keeps_producing_fresh_prompts() -> None:
+    workload = FixedLengthWorkload(FixedLengthConfig(isl=16, osl=4))
+    lane = workload.sessions(0)
+    prompts = [next(next(lane)).spec.prompt for _ in range(2000)]  # type: ignore[union-attr]
+    assert len(set(prompts)) == 2000
+
+
+def test_text_is_built_only_when_read() -> None:
+    workload = FixedLengthWorkload(FixedLengthConfig(isl=5000, osl=4, api="chat", num_prompts=1))
+    spec = next(next(workload.sessions(0))).spec  # type: ignore[union-attr]
+    assert not spec.prompt_built
+    assert get_tokenizer(None).count_tokens(spec.messages[0]["content"]) == 5000  # type: ignore[index]
+    assert spec.prompt_built
+
+
+def test_config_rejects_unknown_fields() -> None:
+    with pytest.raises(ValidationError):
+        FixedLengthConfig(isl=10, osl=1, prompts=3)  # type: ignore[call-arg]

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmsweep.errors import ConfigError
+from llmsweep.workload.tokenizer import (
+    WordTokenizer,
+    chat_overhead,
+    count_chat_tokens,
+    count_tokens,
+    get_tokenizer,
+    load_hf_tokenizer,
+)
+
+
+def test_word_tokenizer_counts_one_token_per_word_wherever_it_stands() -> None:
+    tok = WordTokenizer()
+    words = [w for w, _ in tok.filler_words()[:50]]
+    text = " " + " ".join(words)
+    assert len(tok.encode(text)) == 50 == count_tokens(text) == tok.count_tokens(text)
+    # Concatenating blocks never changes the count: the property prefix-cache block synthesis relies on.
+    assert count_tokens(text + text) == 100
+    assert tok.decode(tok.encode(text)) == text.strip()
+
+
+def test_word_tokenizer_is_total_on_arbitrary_text() -> None:
+    tok = WordTokenizer()
+    text = "[rid:0a1b2c3d4e5f]\n\nhello,   wörld!"
+    assert len(tok.encode(text)) == count_tokens(text) == 3
+    assert count_tokens("") == 0 and tok.encode("") == []
+    assert count_tokens("   ") == 1
+
+
+def test_word_chat_template_costs_three_tokens_per_message_plus_two() -> None:
+    tok = WordTokenizer()
+    messages = [{"role": "user", "content": " a b c"}, {"role": "assistant", "content": " d"}]
+    templated = tok.apply_chat_template(messages)
+    assert tok.count_tokens(templated) == 4 + 3 * 2 + 2 == count_chat_tokens(messages)
+    assert chat_overhead(tok) == 5
+
+
+def test_default_tokenizer_is_builtin() -> None:
+    assert isinstance(get_tokenizer(None), WordTokenizer)
+
+
+def test_bpe_filler_words_are_single_tokens_and_never_merge(bpe_tokenizer_dir: Path) -> None:
+    tok = load_hf_tokenizer(bpe_tokenizer_dir)
+    fillers = tok.filler_words()
+    assert len(fillers) > 1000
+    words = [w for w, _ in fillers[::37][:300]]
+    text = "[rid:0123456789ab]\n\n" + "".join(" " + w for w in words)
+    marker = tok.count_tokens("[rid:0123456789ab]\n\n")
+    assert tok.count_tokens(text) == marker + len(words)
+    assert tok.encode(" " + words[0]) == [dict(fillers)[words[0]]]
+
+
+def test_bpe_chat_template_is_chatml_and_overhead_is_additive(bpe_tokenizer_dir: Path) -> None:
+    tok = load_hf_tokenizer(bpe_tokenizer_dir)
+    templated = tok.apply_chat_template([{"role": "user", "content": "hi"}])
+    assert templated.startswith("<|im_start|>user\nhi<|im_end|>\n")
+    assert templated.endswith("<|im_start|>assistant\n")
+    overhead = chat_overhead(tok)
+    words = [w for w, _ in tok.filler_words()[:100]]
+    content = "".join(" " + w for w in words)
+    assert len(tok.encode(tok.apply_chat_template([{"role": "user", "content": content}]))) == 100 + overhead
+
+
+def test_missing_tokenizer_directory_is_a_config_error(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    with pytest.raises(ConfigError, match="tokenizer.json"):
+        load_hf_tokenizer(tmp_path)
