@@ -1,0 +1,33 @@
+"""`llmsweep model synth` as a user runs it: exit codes, JSON provenance, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tokenizers")
+
+
+def llmsweep(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_synth_prints_provenance_and_writes_the_directory(tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    run = llmsweep("model", "synth", "tiny", "--out", str(out), "--weights", "random", "--layers", "1", "--json")
+    assert run.returncode == 0, run.stderr
+    record = json.loads(run.stdout)
+    assert record == json.loads((out / "llmsweep-synth.json").read_text())
+    assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 1
+    assert "model.safetensors" in record["files"]
+
+
+def test_bad_input_exits_2_with_a_fix(tmp_path: Path) -> None:
+    run = llmsweep("model", "synth", "no-such-model", "--out", str(tmp_path / "x"))
+    assert run.returncode == 2
+    assert "fix:" in run.stderr and "Traceback" not in run.stderr

@@ -1,0 +1,167 @@
+"""A synthesised model directory is what an engine needs: matching config, weights, tokenizer and provenance."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llmsweep.errors import ConfigError
+from llmsweep.modelsynth import SynthRequest, synth_model
+
+pytest.importorskip("safetensors")
+pytest.importorskip("tokenizers")
+
+
+def read_header(path: Path) -> dict[str, dict]:
+    """The safetensors JSON header, parsed by the format's definition (8-byte length, then JSON)."""
+    with path.open("rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    header.pop("__metadata__", None)
+    return header
+
+
+def read_bf16(path: Path, name: str) -> np.ndarray:
+    with path.open("rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        start, end = header[name]["data_offsets"]
+        f.seek(8 + n + start)
+        raw = np.frombuffer(f.read(end - start), dtype=np.uint16)
+    return (raw.astype(np.uint32) << 16).view(np.float32).reshape(header[name]["shape"])
+
+
+def llama_parameters(cfg: dict) -> int:
+    """Llama's parameter count from its config, by the architecture's definition."""
+    h, v, i, layers = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    hd = cfg["head_dim"]
+    attn = h * hd * cfg["num_attention_heads"] * 2 + h * hd * cfg["num_key_value_heads"] * 2
+    per_layer = attn + 3 * h * i + 2 * h
+    lm_head = 0 if cfg["tie_word_embeddings"] else v * h
+    return v * h + layers * per_layer + h + lm_head
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tiny")
+    synth_model(SynthRequest(source="tiny", out=out, weights="random", draft=True, seed=7))
+    return out
+
+
+def test_weights_match_the_configs_parameter_count(tiny: Path) -> None:
+    cfg = json.loads((tiny / "config.json").read_text())
+    header = read_header(tiny / "model.safetensors")
+    assert {t["dtype"] for t in header.values()} == {"BF16"}
+    assert sum(int(np.prod(t["shape"])) for t in header.values()) == llama_parameters(cfg)
+    assert header["model.embed_tokens.weight"]["shape"] == [cfg["vocab_size"], cfg["hidden_size"]]
+    provenance = json.loads((tiny / "llmsweep-synth.json").read_text())
+    assert provenance["parameters"] == llama_parameters(cfg)
+    assert provenance["seed"] == 7 and provenance["weights"] == "random" and provenance["dtype"] == "bf16"
+
+
+def test_special_token_rows_of_lm_head_are_zero_so_greedy_never_stops(tiny: Path) -> None:
+    cfg = json.loads((tiny / "config.json").read_text())
+    lm_head = read_bf16(tiny / "model.safetensors", "lm_head.weight")
+    assert not lm_head[cfg["eos_token_id"]].any()
+    assert not lm_head[cfg["pad_token_id"]].any()
+    assert np.count_nonzero(lm_head.any(axis=1)) == cfg["vocab_size"] - 3  # the three specials only
+    assert 0.015 < float(lm_head[3:].std()) < 0.025  # normal(0, 0.02) survives the bf16 rounding
+
+
+def test_same_seed_same_weights_other_seed_other_weights(tmp_path: Path, tiny: Path) -> None:
+    again = synth_model(SynthRequest(source="tiny", out=tmp_path / "a", weights="random", seed=7)).out
+    other = synth_model(SynthRequest(source="tiny", out=tmp_path / "b", weights="random", seed=8)).out
+    ref = (tiny / "model.safetensors").read_bytes()
+    assert (again / "model.safetensors").read_bytes() == ref
+    assert (other / "model.safetensors").read_bytes() != ref
+
+
+def test_large_models_are_sharded_with_an_index(tmp_path: Path) -> None:
+    out = tmp_path / "sharded"
+    synth_model(SynthRequest(source="tiny", out=out, weights="random", shard_bytes=1_500_000))
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 1 and not (out / "model.safetensors").exists()
+    seen: dict[str, str] = {}
+    total = 0
+    for shard in shards:
+        for name, t in read_header(out / shard).items():
+            seen[name] = shard
+            total += t["data_offsets"][1] - t["data_offsets"][0]
+    assert seen == index["weight_map"]
+    assert total == index["metadata"]["total_size"]
+
+
+def test_draft_shares_the_vocabulary_and_tokenizer(tiny: Path) -> None:
+    target = json.loads((tiny / "config.json").read_text())
+    draft = json.loads((tiny / "draft" / "config.json").read_text())
+    assert draft["vocab_size"] == target["vocab_size"]
+    assert draft["eos_token_id"] == target["eos_token_id"]
+    assert draft["max_position_embeddings"] >= target["max_position_embeddings"]
+    assert (tiny / "draft" / "tokenizer.json").read_bytes() == (tiny / "tokenizer.json").read_bytes()
+    assert draft["hidden_size"] <= target["hidden_size"]  # a draft is never bigger than its target
+    header = read_header(tiny / "draft" / "model.safetensors")
+    assert sum(int(np.prod(t["shape"])) for t in header.values()) == llama_parameters(draft)
+
+
+def test_generation_config_names_the_tokenizers_eos(tiny: Path) -> None:
+    gen = json.loads((tiny / "generation_config.json").read_text())
+    vocab = json.loads((tiny / "tokenizer.json").read_text())["added_tokens"]
+    ids = {t["content"]: t["id"] for t in vocab}
+    assert gen["eos_token_id"] == ids["<|im_end|>"]
+    assert "max_new_tokens" not in gen  # vLLM would take it as every request's default max_tokens
+
+
+def test_weights_none_writes_config_and_tokenizer_only(tmp_path: Path) -> None:
+    out = tmp_path / "qn"
+    result = synth_model(SynthRequest(source="qwen3-next-small", out=out))
+    assert not list(out.glob("*.safetensors"))
+    assert {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+            "llmsweep-synth.json"} <= {p.name for p in out.iterdir()}
+    assert result.parameters and result.parameters > 1e9
+
+
+def test_a_given_config_keeps_its_architecture_and_gets_our_tokenizer(tmp_path: Path) -> None:
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps({"architectures": ["MysteryForCausalLM"], "model_type": "mystery", "hidden_size": 256,
+                               "vocab_size": 33000, "eos_token_id": 99999, "num_hidden_layers": 3}))
+    out = tmp_path / "given"
+    result = synth_model(SynthRequest(source=str(src), out=out))
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["architectures"] == ["MysteryForCausalLM"] and cfg["num_hidden_layers"] == 3
+    assert cfg["vocab_size"] == 33000 and result.parameters is None
+    tok = json.loads((out / "tokenizer.json").read_text())
+    assert max(t["id"] for t in tok["added_tokens"]) == 32999  # padded to the model's vocabulary exactly
+    assert cfg["eos_token_id"] == 2  # points at our <|im_end|>, not the foreign tokenizer's id
+
+
+def test_random_weights_for_an_unknown_architecture_fail_before_writing(tmp_path: Path) -> None:
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps({"model_type": "mystery", "hidden_size": 256, "vocab_size": 32000}))
+    with pytest.raises(ConfigError, match="--weights none"):
+        synth_model(SynthRequest(source=str(src), out=tmp_path / "x", weights="random"))
+    assert not (tmp_path / "x").exists()
+
+
+def test_refuses_a_non_empty_directory_unless_forced(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="--force"):
+        synth_model(SynthRequest(source="tiny", out=tmp_path))
+    synth_model(SynthRequest(source="tiny", out=tmp_path, force=True))
+    assert (tmp_path / "keep.txt").read_text() == "mine" and (tmp_path / "config.json").exists()
+
+
+def test_transformers_loads_and_generates_to_max_tokens(tiny: Path) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    tok = transformers.AutoTokenizer.from_pretrained(tiny)
+    model = transformers.AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
+    prompt = tok.apply_chat_template([{"role": "user", "content": "hello"}], add_generation_prompt=True,
+                                     return_tensors="pt")
+    ids = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
+    out = model.generate(ids, max_new_tokens=16, do_sample=False)
+    assert out.shape[1] == ids.shape[1] + 16
