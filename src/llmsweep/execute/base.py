@@ -1,0 +1,45 @@
+"""The two things an executor supplies: how to launch a server, and where the job lifecycle runs.
+
+`local` and `docker` run the lifecycle in this process and launch through a :class:`ServerLauncher`; `slurm` submits
+a batch job whose body runs the lifecycle on the allocated node (see :mod:`llmsweep.execute.slurm`), where a node
+launcher (plain srun or pyxis container) starts the server. The lifecycle itself is executor-agnostic.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.execute.handle import ServerHandle
+from llmsweep.execute.secrets import SecretScrubber, collect_secrets
+
+
+@runtime_checkable
+class ServerLauncher(Protocol):
+    """Starts the server of a LaunchSpec (already preflighted: port resolved) and returns its handle at once."""
+
+    kind: str
+
+    def render(self, spec: LaunchSpec) -> list[str]:
+        """The exact command line `launch` runs; secret values never appear in it (safe to write down)."""
+        ...
+
+    def launch(self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None) -> ServerHandle:
+        ...
+
+
+def server_environment(
+    spec: LaunchSpec, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], SecretScrubber]:
+    """The environment a server process gets (caller's env + spec env) and the scrubber for its secrets.
+
+    Secrets come from the caller's environment by name, as the LaunchSpec promises; their values are in the returned
+    env (the process needs them) and in the scrubber (so nothing written shows them).
+    """
+    base = dict(os.environ if environ is None else environ)
+    secrets = collect_secrets(spec.secret_env, base)
+    env = {**base, **spec.env}
+    return env, SecretScrubber(secrets.values())

@@ -1,0 +1,117 @@
+"""Docker executor: the server runs in its engine image via `docker run`; the client stays on the host.
+
+The harness is mounted at `/llmsweep`, never `/workspace`: engine images install editable engines there and a bind
+mount would mask them (InferenceX switched mount paths by image-name substring to dodge this). Secrets are passed
+with `-e NAME` (value taken by the docker CLI from its own environment), so the rendered command is safe to write.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import ConfigError
+from llmsweep.execute.base import server_environment
+from llmsweep.execute.commands import run_command
+from llmsweep.execute.handle import ProcessServerHandle
+from llmsweep.execute.process import start_process
+
+log = logging.getLogger(__name__)
+
+HARNESS_MOUNT = "/llmsweep"
+_NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
+
+
+class DockerOptions(BaseModel):
+    """How to run engine images with docker on this host."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_vendor: Literal["nvidia", "amd", "none"] = Field(
+        default="nvidia", description="nvidia: --gpus all; amd: /dev/kfd + /dev/dri devices; none: CPU only."
+    )
+    shm_size: str = Field(default="16g", description="--shm-size; engines pass tensors between ranks through /dev/shm.")
+    hf_cache: Path | None = Field(default=None, description="Host Hugging Face cache, mounted at the same path.")
+    model_dir: Path | None = Field(default=None, description="Host model directory, mounted read-only at the same path.")
+    harness_dir: Path | None = Field(default=None, description=f"llmsweep checkout mounted at {HARNESS_MOUNT}.")
+    extra_mounts: tuple[str, ...] = Field(default=(), description="More -v specs, e.g. '/scratch:/scratch'.")
+    workdir: str | None = Field(default=None, description="-w inside the container (default: the image's).")
+    name_prefix: str = Field(default="llmsweep", description="Container names are <prefix>-<engine>-<random>.")
+    docker: str = Field(default="docker", description="The docker CLI (or a compatible one, e.g. podman).")
+    extra_args: tuple[str, ...] = Field(default=(), description="Extra `docker run` flags, placed before the image.")
+    stop_timeout_s: float = Field(default=60.0, description="Timeout of the `docker stop` call itself.")
+
+
+def container_name(spec: LaunchSpec, prefix: str = "llmsweep") -> str:
+    """A unique, docker-safe name, so teardown stops exactly this container and parallel jobs never collide."""
+    raw = f"{prefix}-{spec.engine}-{uuid.uuid4().hex[:10]}"
+    return _NAME_UNSAFE.sub("-", raw).strip("-.")
+
+
+def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str) -> list[str]:
+    """The `docker run` argv for `spec`; secrets appear by name only."""
+    if not spec.image:
+        raise ConfigError(
+            f"the {spec.engine} job names no image, so the docker executor has nothing to run",
+            fix="set the job's image, or use the local executor for servers installed on the host",
+        )
+    argv = [options.docker, "run", "--rm", "--network=host", "--name", name, "--ipc=host", f"--shm-size={options.shm_size}"]
+    if options.gpu_vendor == "nvidia":
+        argv += ["--gpus", "all"]
+    elif options.gpu_vendor == "amd":
+        argv += ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
+                 "--security-opt", "seccomp=unconfined"]
+    if options.hf_cache is not None:
+        argv += ["-v", f"{options.hf_cache}:{options.hf_cache}", "-e", f"HF_HUB_CACHE={options.hf_cache}"]
+    if options.model_dir is not None:
+        argv += ["-v", f"{options.model_dir}:{options.model_dir}:ro"]
+    if options.harness_dir is not None:
+        argv += ["-v", f"{options.harness_dir}:{HARNESS_MOUNT}:ro"]
+    for mount in options.extra_mounts:
+        argv += ["-v", mount]
+    if options.workdir:
+        argv += ["-w", options.workdir]
+    for key, value in sorted(spec.env.items()):
+        argv += ["-e", f"{key}={value}"]
+    for secret in spec.secret_env:
+        argv += ["-e", secret]
+    argv += list(options.extra_args)
+    argv += ["--entrypoint", spec.argv[0], spec.image, *spec.argv[1:]]
+    return argv
+
+
+class DockerLauncher:
+    """Runs the server with `docker run` attached, so the CLI's output is the server's log and its life the server's."""
+
+    kind = "docker"
+
+    def __init__(self, options: DockerOptions | None = None) -> None:
+        self.options = options or DockerOptions()
+
+    def render(self, spec: LaunchSpec, name: str | None = None) -> list[str]:
+        return render_docker_run(spec, self.options, name or container_name(spec, self.options.name_prefix))
+
+    def launch(
+        self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None
+    ) -> ProcessServerHandle:
+        name = container_name(spec, self.options.name_prefix)
+        argv = self.render(spec, name)
+        env, scrubber = server_environment(spec, environ)
+        process = start_process(argv, log_path=log_path, env=env, scrubber=scrubber)
+
+        def stop_container(grace_s: float) -> None:
+            # Killing the attached CLI does not stop the container: ask the daemon, then make sure it is gone.
+            stop = [self.options.docker, "stop", "--time", str(int(grace_s)), name]
+            run_command(stop, timeout_s=grace_s + self.options.stop_timeout_s, check=False,
+                        fix="check the docker daemon; remove the container by hand with `docker rm -f`")
+            run_command([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s, check=False,
+                        fix="check the docker daemon")
+
+        return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container)

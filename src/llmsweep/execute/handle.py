@@ -1,0 +1,132 @@
+"""ServerHandle: what the lifecycle holds between launch and teardown, whatever the executor.
+
+The lifecycle (preflight → launch → ready → client → scrape → teardown) only needs a URL, a way to ask "still
+alive?", the log to quote when it is not, and one call that tears everything down. Executors differ only in what
+`stop` must do first (e.g. `docker stop` the container before killing the CLI attached to it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.execute.process import ManagedProcess
+from llmsweep.execute.secrets import SecretScrubber
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TAIL_LINES = 40
+
+
+def log_tail(path: Path, lines: int = DEFAULT_TAIL_LINES, max_bytes: int = 256 * 1024) -> str:
+    """The last `lines` lines of a log (reads at most `max_bytes` from the end); empty when there is no log."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except FileNotFoundError:
+        return ""
+    return "\n".join(data.decode("utf-8", errors="replace").splitlines()[-lines:])
+
+
+@runtime_checkable
+class ServerHandle(Protocol):
+    """A started server. `stop` is idempotent and leaves no process, container or job step behind."""
+
+    spec: LaunchSpec
+    log_path: Path
+    scrubber: SecretScrubber
+    command: tuple[str, ...]
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def job_id(self) -> str | None: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def is_alive(self) -> bool: ...
+
+    def stop(self, grace_s: float = 10.0) -> int | None: ...
+
+    def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str: ...
+
+
+class ProcessServerHandle:
+    """A server whose lifetime is one local process tree (local, docker CLI, srun step)."""
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        process: ManagedProcess,
+        *,
+        scrubber: SecretScrubber,
+        command: Sequence[str],
+        job_id: str | None = None,
+        before_stop: Callable[[float], None] | None = None,
+        after_stop: Callable[[], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.process = process
+        self.log_path = process.log_path
+        self.scrubber = scrubber
+        self.command = tuple(command)
+        self._job_id = job_id
+        self._before_stop = before_stop
+        self._after_stop = after_stop
+        self._stopped = False
+
+    @property
+    def base_url(self) -> str:
+        return self.spec.base_url
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    @property
+    def job_id(self) -> str | None:
+        return self._job_id
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    def is_alive(self) -> bool:
+        return self.process.is_alive()
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        if self._stopped:
+            return self.process.returncode
+        self._stopped = True
+        if self._before_stop is not None:
+            try:
+                self._before_stop(grace_s)
+            except Exception:  # teardown must go on: the process tree is still ours to kill
+                log.exception("pre-stop step failed for %s; killing the process tree anyway", self.spec.engine)
+        rc = self.process.stop(grace_s)
+        if self._after_stop is not None:
+            try:
+                self._after_stop()
+            except Exception:
+                log.exception("post-stop clean-up failed for %s", self.spec.engine)
+        return rc
+
+    def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str:
+        return log_tail(self.log_path, lines)
+
+    def __enter__(self) -> ProcessServerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,116 @@
+"""Checks that fail a job in a second instead of after a 30-minute server start: port free, GPUs visible.
+
+A port already taken makes the server die with a bind error deep in its log (or, worse, the client benchmarks the
+*other* server on that port); a job that wants GPUs the node does not show would load weights onto nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+from collections.abc import Mapping
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import LaunchError
+from llmsweep.execute.commands import run_command
+
+PORT_PLACEHOLDER = "{port}"
+_PORT_FLAGS = ("--port",)
+_GPU_TOOL_TIMEOUT_S = 30.0
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a server could bind `host:port` now (SO_REUSEADDR, as servers set it, so TIME_WAIT is no obstacle)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_free_port(host: str = "127.0.0.1") -> int:
+    """A port the kernel says is free now (another process may still take it before the server binds)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _bind_host(host: str) -> str:
+    return "0.0.0.0" if host in ("0.0.0.0", "") else host
+
+
+def _with_port(spec: LaunchSpec, port: int) -> LaunchSpec:
+    """Substitute `port` wherever the adapter left port 0: `{port}` placeholders, `--port 0`, `--port=0`."""
+    argv: list[str] = []
+    previous = ""
+    for arg in spec.argv:
+        if previous in _PORT_FLAGS and arg == "0":
+            arg = str(port)
+        elif any(arg == f"{flag}=0" for flag in _PORT_FLAGS):
+            arg = f"{arg[:-1]}{port}"
+        argv.append(arg.replace(PORT_PLACEHOLDER, str(port)))
+        previous = arg if arg in _PORT_FLAGS else ""
+    env = {k: v.replace(PORT_PLACEHOLDER, str(port)) for k, v in spec.env.items()}
+    return spec.model_copy(update={"port": port, "argv": tuple(argv), "env": env})
+
+
+def resolve_port(spec: LaunchSpec) -> LaunchSpec:
+    """Return the spec with a usable port: a fresh free one when the spec says 0, else the given one checked free."""
+    host = _bind_host(spec.host)
+    if spec.port == 0:
+        return _with_port(spec, pick_free_port(host))
+    if not port_is_free(spec.port, host):
+        raise LaunchError(
+            f"port {spec.port} on {spec.host} is already in use; the {spec.engine} server could not bind it",
+            fix=f"stop whatever listens on {spec.port} (`ss -ltnp 'sport = :{spec.port}'`) or set the port to 0 "
+            "to let llmsweep pick a free one",
+        )
+    return spec
+
+
+def _visible_limit(environ: Mapping[str, str]) -> int | None:
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        value = environ.get(name)
+        if value is not None:
+            return len([d for d in value.split(",") if d.strip()])
+    return None
+
+
+def count_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, int] | None:
+    """(tool, visible GPU count) from `nvidia-smi -L` or `rocm-smi --showid`, or None when neither tool exists."""
+    env = os.environ if environ is None else environ
+    fix = "check the GPU driver on this node (the tool failed or hung)"
+    if shutil.which("nvidia-smi"):
+        out = run_command(["nvidia-smi", "-L"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
+        found = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+        tool = "nvidia-smi"
+    elif shutil.which("rocm-smi"):
+        out = run_command(["rocm-smi", "--showid"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
+        found = len(set(re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)))
+        tool = "rocm-smi"
+    else:
+        return None
+    limit = _visible_limit(env)
+    return tool, found if limit is None else min(found, limit)
+
+
+def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> None:
+    """Fail when the spec needs GPUs this machine does not show. The simulator and CPU servers are skipped."""
+    if spec.gpus <= 0 or spec.engine == "sim":
+        return
+    counted = count_gpus(environ)
+    if counted is None:
+        raise LaunchError(
+            f"the {spec.engine} server needs {spec.gpus} GPU(s) but neither nvidia-smi nor rocm-smi is on PATH",
+            fix="run on a GPU node (or inside an allocation with --gres=gpu), or install the vendor driver tools",
+        )
+    tool, found = counted
+    if found < spec.gpus:
+        raise LaunchError(
+            f"the {spec.engine} server needs {spec.gpus} GPU(s) but {tool} shows {found} visible",
+            fix="free or request more GPUs (CUDA_VISIBLE_DEVICES / --gres=gpu:N), or lower tp/pp in the recipe",
+        )

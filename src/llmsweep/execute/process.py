@@ -1,0 +1,232 @@
+"""Start a server as its own session with a scrubbed log, and stop its whole process tree, orphans included.
+
+Engines fork workers (tokenizer managers, one process per GPU rank, compile workers); a server killed by its PID alone
+leaves them holding GPUs and keeping Slurm steps alive. So the server starts in a new session (its own process
+group), and stopping it signals the group *and* every descendant found by walking /proc, because a descendant may
+have left the group (`setsid`, daemonising libraries).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmsweep.errors import LaunchError
+from llmsweep.execute.secrets import SecretScrubber
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """What /proc says about one process; `start_ticks` guards against signalling a recycled PID."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    state: str
+    start_ticks: int
+
+
+def read_proc(pid: int) -> ProcInfo | None:
+    """Parse /proc/PID/stat, or None when the process is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after its closing one.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return ProcInfo(pid=pid, ppid=int(fields[1]), pgid=int(fields[2]), state=fields[0], start_ticks=int(fields[19]))
+
+
+def all_processes() -> list[ProcInfo]:
+    procs = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            info = read_proc(int(entry))
+            if info is not None:
+                procs.append(info)
+    return procs
+
+
+def process_tree(roots: int | Iterable[int], pgid: int | None = None) -> dict[int, ProcInfo]:
+    """The roots, their descendants by parent links, and every member of process group `pgid`."""
+    wanted = {roots} if isinstance(roots, int) else set(roots)
+    procs = all_processes()
+    children: dict[int, list[ProcInfo]] = {}
+    for info in procs:
+        children.setdefault(info.ppid, []).append(info)
+    tree: dict[int, ProcInfo] = {}
+    stack = [p for p in procs if p.pid in wanted or (pgid is not None and p.pgid == pgid)]
+    while stack:
+        info = stack.pop()
+        if info.pid in tree:
+            continue
+        tree[info.pid] = info
+        stack.extend(children.get(info.pid, []))
+    return tree
+
+
+def _alive(info: ProcInfo) -> bool:
+    """Still running: same PID and start time, and not a zombie waiting to be reaped."""
+    now = read_proc(info.pid)
+    return now is not None and now.start_ticks == info.start_ticks and now.state not in ("Z", "X")
+
+
+def _killpg(known: dict[int, ProcInfo], pgid: int | None, sig: int) -> None:
+    """Signal the group only while a process we recorded still leads or belongs to it (the id may be recycled)."""
+    if pgid is None or not any(i.pgid == pgid and _alive(i) for i in known.values()):
+        return
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal(info: ProcInfo, sig: int) -> None:
+    if _alive(info):
+        try:
+            os.kill(info.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def stop_process_tree(root: int, *, pgid: int | None = None, grace_s: float = 10.0, reap: subprocess.Popen | None = None) -> list[int]:
+    """SIGTERM the group and every descendant, wait `grace_s`, SIGKILL survivors; return the PIDs that needed SIGKILL.
+
+    The tree is re-walked while waiting, so children spawned during shutdown and descendants whose parent already
+    exited (re-parented to init) are still caught: they were recorded before their parent died.
+    """
+    known = process_tree(root, pgid)
+    _killpg(known, pgid, signal.SIGTERM)
+    for info in known.values():
+        _signal(info, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if reap is not None:
+            reap.poll()
+        living = [info.pid for info in known.values() if _alive(info)]
+        if living:
+            for pid, child in process_tree(living).items():
+                known.setdefault(pid, child)
+        if not any(_alive(info) for info in known.values()):
+            return []
+        time.sleep(_POLL_S)
+    survivors = [info for info in known.values() if _alive(info)]
+    _killpg(known, pgid, signal.SIGKILL)
+    for info in survivors:
+        _signal(info, signal.SIGKILL)
+    kill_deadline = time.monotonic() + 5.0
+    while time.monotonic() < kill_deadline and any(_alive(i) for i in survivors):
+        if reap is not None:
+            reap.poll()
+        time.sleep(_POLL_S)
+    if survivors:
+        log.warning("killed %d process(es) that ignored SIGTERM for %.0f s: %s", len(survivors), grace_s,
+                    [i.pid for i in survivors])
+    return [i.pid for i in survivors]
+
+
+class _LogPump(threading.Thread):
+    """Copies the child's merged stdout/stderr into the log file through a stream scrubber, flushing each chunk."""
+
+    def __init__(self, stream: object, log_path: Path, scrubber: SecretScrubber) -> None:
+        super().__init__(name=f"log-pump:{log_path.name}", daemon=True)
+        self._fd = stream.fileno()  # type: ignore[attr-defined]
+        self._stream = stream
+        self._log_path = log_path
+        self._scrub = scrubber.stream()
+
+    def run(self) -> None:
+        with open(self._log_path, "ab", buffering=0) as out:
+            while True:
+                try:
+                    chunk = os.read(self._fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out.write(self._scrub.feed(chunk))
+            out.write(self._scrub.flush())
+        self._stream.close()  # type: ignore[attr-defined]
+
+
+class ManagedProcess:
+    """A process started in its own session whose output goes, scrubbed, to a log file."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], argv: Sequence[str], log_path: Path, pump: _LogPump) -> None:
+        self._popen = popen
+        self.argv = tuple(argv)
+        self.log_path = log_path
+        self._pump = pump
+        self.pgid = popen.pid  # start_new_session makes the child its own session and group leader
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    def is_alive(self) -> bool:
+        return self._popen.poll() is None
+
+    def wait(self, timeout_s: float | None = None) -> int:
+        rc = self._popen.wait(timeout=timeout_s)
+        self._pump.join(timeout=5.0)
+        return rc
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        """Stop the whole tree (idempotent); return the root's exit status."""
+        stop_process_tree(self.pid, pgid=self.pgid, grace_s=grace_s, reap=self._popen)
+        try:
+            self._popen.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            log.warning("process %d did not exit after SIGKILL", self.pid)
+        self._pump.join(timeout=5.0)
+        return self._popen.returncode
+
+
+def start_process(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    env: Mapping[str, str],
+    scrubber: SecretScrubber | None = None,
+    cwd: Path | None = None,
+) -> ManagedProcess:
+    """Start `argv` in a new session, stdout+stderr merged into `log_path` (appended, scrubbed)."""
+    if not argv:
+        raise LaunchError("cannot start a server with an empty command line", fix="check the engine adapter's argv")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    scrubber = scrubber or SecretScrubber(())
+    try:
+        popen = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        raise LaunchError(
+            f"cannot start `{argv[0]}`: {exc.strerror}",
+            fix="install the server binary or give its full path in the engine's argv",
+        ) from exc
+    pump = _LogPump(popen.stdout, log_path, scrubber)
+    pump.start()
+    log.info("started pid %d: %s (log %s)", popen.pid, scrubber.scrub(" ".join(argv)), log_path)
+    return ManagedProcess(popen, argv, log_path, pump)

@@ -1,0 +1,239 @@
+"""Launching a server inside a Slurm allocation: a job step (`srun`), in the engine image through pyxis/enroot.
+
+The batch script runs the lifecycle on the node in the harness's own Python (Python ≥ 3.11, never the engine image's);
+only the server runs in the container. Images are converted once to squash files under a shared cache directory;
+the import is guarded by `flock` (concurrent jobs on the same image wait rather than corrupt each other's file) and
+skipped when `unsquashfs -l` validates an existing file (a crashed import leaves a truncated file behind).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import ConfigError
+from llmsweep.execute.base import ServerLauncher, server_environment
+from llmsweep.execute.commands import run_command
+from llmsweep.execute.handle import ProcessServerHandle
+from llmsweep.execute.local import LocalLauncher, LocalOptions
+from llmsweep.execute.process import start_process
+
+HARNESS_MOUNT = "/llmsweep"
+NODE_LAUNCHER_ENV = "LLMSWEEP_NODE_LAUNCHER"
+_SQSH_UNSAFE = re.compile(r"[/:@#]")
+
+
+def enroot_uri(image: str) -> str:
+    """`docker://` URI enroot understands: `registry#path:tag` (the `#` form pyxis uses); Docker Hub images as-is.
+
+    Accepts both spellings (`nvcr.io/nvidia/x:1` and `nvcr.io#nvidia/x:1`) so the same image maps to one squash file.
+    """
+    image = image.removeprefix("docker://")
+    if "#" in image:
+        return f"docker://{image}"
+    first, sep, rest = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return f"docker://{first}#{rest}"
+    return f"docker://{image}"
+
+
+def squash_path(image: str, cache_dir: Path) -> Path:
+    """Squash file of `image` in `cache_dir`: `/ : @ #` become `+`, the same name whichever spelling was used."""
+    canonical = enroot_uri(image).removeprefix("docker://").replace("#", "/")
+    return cache_dir / f"{_SQSH_UNSAFE.sub('+', canonical)}.sqsh"
+
+
+def import_image_script(image: str, sqsh: Path, *, lock_timeout_s: int = 600, import_timeout_s: int = 3600) -> str:
+    """Bash that makes `sqsh` a valid squash file of `image`: lock, validate or import (to a temp name), validate."""
+    uri, target = shlex.quote(enroot_uri(image)), shlex.quote(str(sqsh))
+    return f"""\
+llmsweep_import_image() {{
+  local uri=$1 sqsh=$2 lock_fd tmp
+  mkdir -p "$(dirname "$sqsh")"
+  exec {{lock_fd}}>"$sqsh.lock"
+  if ! flock -w {lock_timeout_s} "$lock_fd"; then
+    echo "llmsweep: waited {lock_timeout_s} s for $sqsh.lock (another job is importing $uri); rerun later" >&2
+    return 75
+  fi
+  if [ -s "$sqsh" ] && unsquashfs -l "$sqsh" >/dev/null 2>&1; then
+    echo "llmsweep: reusing valid squash file $sqsh"
+  else
+    [ -e "$sqsh" ] && echo "llmsweep: $sqsh is not a valid squash file; importing again" >&2
+    rm -f "$sqsh"
+    tmp="$sqsh.partial.$$"
+    rm -f "$tmp"
+    if ! timeout {import_timeout_s} enroot import -o "$tmp" "$uri"; then
+      rm -f "$tmp"
+      echo "llmsweep: enroot import of $uri failed or took over {import_timeout_s} s" >&2
+      return 1
+    fi
+    if ! unsquashfs -l "$tmp" >/dev/null 2>&1; then
+      rm -f "$tmp"
+      echo "llmsweep: enroot import of $uri produced an invalid squash file" >&2
+      return 1
+    fi
+    mv -f "$tmp" "$sqsh"
+    echo "llmsweep: imported $uri to $sqsh"
+  fi
+  flock -u "$lock_fd"
+  exec {{lock_fd}}>&-
+}}
+llmsweep_import_image {uri} {target}
+"""
+
+
+class SrunOptions(BaseModel):
+    """How the node starts the server as a job step; container flags apply when the spec has an image."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    use_srun: bool = Field(
+        default=True,
+        description="Start the server as an `srun` step (Slurm tracks and kills it with the job). False: plain "
+        "process on the node (image-less servers only).",
+    )
+    srun: str = Field(default="srun", description="The srun binary.")
+    hf_cache: Path | None = Field(default=None, description="Hugging Face cache mounted at the same path.")
+    model_dir: Path | None = Field(default=None, description="Model directory mounted at the same path.")
+    harness_dir: Path | None = Field(default=None, description=f"llmsweep checkout mounted at {HARNESS_MOUNT}.")
+    extra_mounts: tuple[str, ...] = Field(default=(), description="More pyxis mounts, 'src:dst[:flags]'.")
+    container_workdir: str = Field(default=HARNESS_MOUNT, description="--container-workdir inside the image.")
+    container_writable: bool = Field(default=True, description="--container-writable (engines write caches).")
+    container_mount_home: bool = Field(default=False, description="Mount $HOME (off: the image's home is used).")
+    container_remap_root: bool = Field(default=False, description="--container-remap-root.")
+    extra_args: tuple[str, ...] = Field(default=(), description="More srun flags, placed before the command.")
+
+
+class NodeLaunch(BaseModel):
+    """What the batch job's worker needs to start the server on its node; written beside the batch script."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    srun: SrunOptions = Field(default_factory=SrunOptions)
+    sqsh: Path | None = Field(default=None, description="Squash file of the spec's image (None: no container).")
+    out_dir: Path | None = Field(default=None, description="Run output directory, mounted at the same path.")
+
+
+def _mount_list(launch: NodeLaunch) -> list[str]:
+    opts = launch.srun
+    mounts = []
+    if opts.harness_dir is not None:
+        mounts.append(f"{opts.harness_dir}:{HARNESS_MOUNT}")
+    for path in (opts.hf_cache, opts.model_dir, launch.out_dir):
+        if path is not None:
+            mounts.append(f"{path}:{path}")
+    mounts += list(opts.extra_mounts)
+    for mount in mounts:
+        if "," in mount or any(c.isspace() for c in mount):
+            raise ConfigError(
+                f"container mount {mount!r} contains a comma or whitespace, which pyxis cannot pass",
+                fix="move the directory to a path without commas or spaces",
+            )
+    return mounts
+
+
+def render_srun(spec: LaunchSpec, launch: NodeLaunch, step_name: str = "llmsweep-server") -> list[str]:
+    """The `srun` step argv. Env (spec env and secrets) travels by `--export=ALL` from the step's environment, so
+    values with commas survive and secret values never appear on the command line."""
+    opts = launch.srun
+    argv = [opts.srun, "--overlap", "--ntasks=1", "--export=ALL", f"--job-name={step_name}"]
+    if spec.gpus > 0:
+        argv.append(f"--gres=gpu:{spec.gpus}")
+    if spec.image:
+        if launch.sqsh is None:
+            raise ConfigError(
+                f"the {spec.engine} job needs image {spec.image!r} but no squash file was prepared",
+                fix="set squash_dir in the slurm executor options so the batch job imports the image",
+            )
+        argv += [f"--container-image={launch.sqsh}"]
+        mounts = _mount_list(launch)
+        if mounts:
+            argv.append(f"--container-mounts={','.join(mounts)}")
+        argv += [f"--container-workdir={opts.container_workdir}", "--no-container-entrypoint"]
+        argv.append("--container-mount-home" if opts.container_mount_home else "--no-container-mount-home")
+        if opts.container_writable:
+            argv.append("--container-writable")
+        if opts.container_remap_root:
+            argv.append("--container-remap-root")
+    argv += list(opts.extra_args)
+    argv += list(spec.argv)
+    return argv
+
+
+class SrunLauncher:
+    """Starts the server as a job step of the current allocation (must run inside one: `SLURM_JOB_ID` set)."""
+
+    kind = "srun"
+
+    def __init__(self, launch: NodeLaunch) -> None:
+        self.launch_options = launch
+
+    def render(self, spec: LaunchSpec, step_name: str | None = None) -> list[str]:
+        return render_srun(spec, self.launch_options, step_name or f"llmsweep-{spec.engine}-server")
+
+    def launch(
+        self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None
+    ) -> ProcessServerHandle:
+        step_name = f"llmsweep-{spec.engine}-{uuid.uuid4().hex[:8]}"
+        argv = self.render(spec, step_name)
+        env, scrubber = server_environment(spec, environ)
+        job_id = env.get("SLURM_JOB_ID")
+        if not job_id:
+            raise ConfigError(
+                "the srun launcher runs only inside a Slurm allocation (SLURM_JOB_ID is not set)",
+                fix="launch through the slurm executor, or use the local launcher outside Slurm",
+            )
+        process = start_process(argv, log_path=log_path, env=env, scrubber=scrubber)
+
+        def cancel_leftover_step() -> None:
+            # srun forwards SIGTERM to the step; if srun itself had to be SIGKILLed, the step may outlive it.
+            cancel_steps_named(job_id, step_name)
+
+        return ProcessServerHandle(
+            spec, process, scrubber=scrubber, command=argv, job_id=job_id, after_stop=cancel_leftover_step
+        )
+
+
+def cancel_steps_named(job_id: str, step_name: str, timeout_s: float = 30.0) -> list[str]:
+    """scancel every step of `job_id` called `step_name`; return their step ids."""
+    fix = "check that slurmctld answers (`sinfo`)"
+    out = run_command(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"], timeout_s=timeout_s, check=False, fix=fix)
+    steps = [line.split()[0] for line in out.stdout.splitlines() if line.split()[1:] == [step_name]]
+    for step in steps:
+        run_command(["scancel", step], timeout_s=timeout_s, check=False, fix=fix)
+    return steps
+
+
+def write_node_launch(launch: NodeLaunch, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(launch.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def node_launcher_from_env(environ: Mapping[str, str] | None = None) -> ServerLauncher:
+    """The launcher a batch job's worker should use: from the file `LLMSWEEP_NODE_LAUNCHER` names, else local.
+
+    The lead's worker entry point calls this on the node, so the submitting side decides how servers start there.
+    """
+    env = os.environ if environ is None else environ
+    path = env.get(NODE_LAUNCHER_ENV)
+    if not path:
+        return LocalLauncher()
+    try:
+        launch = NodeLaunch.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"cannot read the node launch file {path} named by {NODE_LAUNCHER_ENV}: {exc}",
+            fix="the out directory must be on a filesystem the node shares with the submitting host",
+        ) from exc
+    if launch.srun.use_srun:
+        return SrunLauncher(launch)
+    return LocalLauncher(LocalOptions(cwd=launch.out_dir))

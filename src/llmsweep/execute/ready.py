@@ -1,0 +1,126 @@
+"""Know when a server is ready: its health endpoint answers 2xx and, when the adapter names markers, one appeared.
+
+Health alone is not enough for some engines (SGLang answers /health before its warm-up request finishes), so the
+adapter may name log markers; both must hold. A server that dies while starting, or never gets ready, fails with its
+exit code and the last lines of its log, which is nearly always where the reason is.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmsweep.errors import LaunchError
+from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ServerHandle
+
+log = logging.getLogger(__name__)
+
+_PROBE_TIMEOUT_S = 5.0
+
+
+def probe_health(url: str, timeout_s: float = _PROBE_TIMEOUT_S) -> int | None:
+    """HTTP status of GET `url`, or None when nothing answers. Synchronous on purpose: it runs between launches."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 (loopback health URL)
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+class LogMarkerWatcher:
+    """Reads a growing log incrementally and remembers whether any marker has appeared, even across read boundaries."""
+
+    def __init__(self, path: Path, markers: tuple[str, ...]) -> None:
+        self._path = path
+        self._markers = markers
+        self._offset = 0
+        self._carry = ""
+        self.found: str | None = None
+        self._keep = max((len(m) for m in markers), default=1) - 1
+
+    def check(self) -> bool:
+        if not self._markers:
+            return True
+        if self.found is not None:
+            return True
+        try:
+            with open(self._path, "rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return False
+        self._offset += len(data)
+        text = self._carry + data.decode("utf-8", errors="replace")
+        for marker in self._markers:
+            if marker in text:
+                self.found = marker
+                return True
+        self._carry = text[-self._keep :] if self._keep else ""
+        return False
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """How the server became ready, for the run's log and provenance."""
+
+    seconds: float
+    health_status: int
+    marker: str | None
+
+
+def _failure(handle: ServerHandle, what: str, fix: str, tail_lines: int) -> LaunchError:
+    tail = handle.tail(tail_lines)
+    where = f"log {handle.log_path}"
+    body = f"\n--- last {tail_lines} lines of {handle.log_path} ---\n{tail}" if tail else f" ({where} is empty)"
+    return LaunchError(f"{handle.spec.engine} server {what}{body}", fix=fix)
+
+
+def wait_ready(
+    handle: ServerHandle,
+    *,
+    timeout_s: float | None = None,
+    poll_s: float = 1.0,
+    tail_lines: int = DEFAULT_TAIL_LINES,
+) -> Readiness:
+    """Block until the server is ready; raise :class:`LaunchError` with the log tail if it dies or times out.
+
+    `timeout_s` defaults to the spec's `startup_timeout_s` (real engines take minutes: compile, CUDA graphs).
+    """
+    spec = handle.spec
+    limit = spec.startup_timeout_s if timeout_s is None else timeout_s
+    url = f"{handle.base_url}{spec.health_path}"
+    markers = LogMarkerWatcher(handle.log_path, spec.ready_log_markers)
+    started = time.monotonic()
+    status: int | None = None
+    while True:
+        if not handle.is_alive():
+            raise _failure(
+                handle,
+                f"exited with status {handle.returncode} while starting (health {url})",
+                fix="read the log tail above; fix the engine arguments, model path or image and rerun",
+                tail_lines=tail_lines,
+            )
+        marker_ok = markers.check()
+        status = probe_health(url, timeout_s=min(_PROBE_TIMEOUT_S, max(poll_s, 1.0)))
+        if status is not None and 200 <= status < 300 and marker_ok:
+            elapsed = time.monotonic() - started
+            log.info("%s ready after %.1f s (health %d, marker %r)", spec.engine, elapsed, status, markers.found)
+            return Readiness(seconds=elapsed, health_status=status, marker=markers.found)
+        elapsed = time.monotonic() - started
+        if elapsed >= limit:
+            got = "no answer" if status is None else f"HTTP {status}"
+            wanted = f" and none of the markers {list(spec.ready_log_markers)} in the log" if not marker_ok else ""
+            raise _failure(
+                handle,
+                f"not ready after {limit:.0f} s: {url} gave {got}{wanted}",
+                fix="raise startup_timeout_s if the engine is merely slow (first compile, large weights); otherwise "
+                "read the log tail for the hang",
+                tail_lines=tail_lines,
+            )
+        time.sleep(min(poll_s, max(0.0, limit - elapsed)))

@@ -1,0 +1,375 @@
+"""Slurm executor: submit a batch job whose body runs the job lifecycle on the allocated node.
+
+On the node, the worker (the harness's own Python) launches the server as an `srun` step, in the engine image through
+pyxis when the spec has one, and runs the client next to it; artifacts land in the out directory directly (shared
+filesystem). Lessons from InferenceX are built in: every Slurm command has a timeout and a failure names the command;
+job ids come from `sbatch --parsable` and an empty or malformed id is an error (never a grep that matches everything);
+ids are written down; interrupting the submitter cancels its jobs; the job's exit code is what the caller sees.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import ConfigError, LaunchError
+from llmsweep.execute.commands import run_command
+from llmsweep.execute.handle import log_tail
+from llmsweep.execute.pyxis import (
+    NODE_LAUNCHER_ENV,
+    NodeLaunch,
+    SrunOptions,
+    import_image_script,
+    squash_path,
+    write_node_launch,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WORKER_COMMAND: tuple[str, ...] = (
+    "{python}", "-m", "llmsweep.cli.main", "run", "--_worker", "{group}", "--out", "{out}",
+)
+_JOB_ID = re.compile(r"^(\d+)(?:;[\w.-]+)?$")
+_FINISHED_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+)
+_SLURM_FIX = "check that slurmctld answers (`sinfo`); on CI start it with scripts/ci/start_slurm.sh"
+
+
+class SlurmOptions(BaseModel):
+    """Where and how batch jobs are submitted, and how their servers start on the node."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    partition: str | None = Field(default=None, description="--partition (default: the cluster's default).")
+    account: str | None = Field(default=None, description="--account.")
+    time_limit: str = Field(default="02:00:00", description="--time of each job; Slurm kills it after this.")
+    exclude: tuple[str, ...] = Field(default=(), description="Known-bad nodes, passed as --exclude.")
+    gpu_type: str | None = Field(default=None, description="GRES type, e.g. 'h200' → --gres=gpu:h200:N.")
+    exclusive: bool = Field(default=False, description="--exclusive node allocation.")
+    cpus_per_task: int | None = Field(default=None, description="--cpus-per-task.")
+    mem: str | None = Field(default=None, description="--mem, e.g. '64G'.")
+    extra_sbatch: tuple[str, ...] = Field(default=(), description="More #SBATCH flags, e.g. '--qos=high'.")
+    job_name_prefix: str = Field(default="llmsweep", description="Job names are <prefix>-<name>.")
+    python: str = Field(default=sys.executable, description="Python of the harness on the node (≥ 3.11).")
+    worker_command: tuple[str, ...] = Field(
+        default=DEFAULT_WORKER_COMMAND,
+        description="Command the job runs on the node; {python}, {group}, {out}, {launcher} are substituted.",
+    )
+    squash_dir: Path | None = Field(default=None, description="Shared cache of enroot squash files (image jobs).")
+    import_lock_timeout_s: int = Field(default=600, description="flock -w on <sqsh>.lock.")
+    import_timeout_s: int = Field(default=3600, description="Timeout of one `enroot import`.")
+    import_env: dict[str, str] = Field(
+        default_factory=dict, description="Env for the import, e.g. ENROOT_CACHE_PATH on a local disk (NFS root-squash)."
+    )
+    node: SrunOptions = Field(default_factory=SrunOptions, description="How the node starts the server.")
+    command_timeout_s: float = Field(default=60.0, description="Timeout of each sbatch/squeue/scontrol/scancel call.")
+    poll_s: float = Field(default=5.0, description="squeue polling interval while waiting.")
+    max_poll_failures: int = Field(default=5, description="Consecutive failed squeue calls before giving up.")
+    cancel_wait_s: float = Field(default=120.0, description="How long to wait for a cancelled job to leave the queue.")
+
+
+@dataclass(frozen=True)
+class SlurmJobResult:
+    """How a batch job ended. `ok` only when Slurm says COMPLETED and the script exited 0."""
+
+    job_id: str
+    state: str
+    exit_code: int
+    stdout_path: Path
+    stderr_path: Path
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "COMPLETED" and self.exit_code == 0
+
+    def raise_for_status(self) -> SlurmJobResult:
+        if not self.ok:
+            tail = log_tail(self.stderr_path, 20) or log_tail(self.stdout_path, 20)
+            raise LaunchError(
+                f"Slurm job {self.job_id} ended {self.state} with exit code {self.exit_code}"
+                + (f"\n--- tail of {self.stderr_path} ---\n{tail}" if tail else ""),
+                fix=f"read {self.stdout_path} and {self.stderr_path} and the server log in the job's out directory",
+            )
+        return self
+
+
+def parse_job_id(stdout: str) -> str:
+    """The job id of `sbatch --parsable` output (`ID` or `ID;cluster`); anything else is an error."""
+    lines = [line.strip() for line in stdout.strip().splitlines() if line.strip()]
+    match = _JOB_ID.match(lines[-1]) if lines else None
+    if match is None:
+        raise LaunchError(
+            f"sbatch --parsable printed {stdout.strip()!r}, not a job id",
+            fix="check the sbatch output above; llmsweep never guesses a job id",
+        )
+    return match.group(1)
+
+
+_SAFE_PATH = re.compile(r"^[\w./+@=,:-]+$")
+
+
+def _check_path(path: Path, what: str) -> None:
+    """#SBATCH lines cannot quote, and Slurm expands '%': only plain path characters are accepted."""
+    if not _SAFE_PATH.match(str(path)):
+        raise ConfigError(
+            f"{what} {path} contains characters #SBATCH lines cannot carry (whitespace, %, quotes, $)",
+            fix="choose a directory whose path has only letters, digits and ./_+@=,:-",
+        )
+
+
+def job_name(options: SlurmOptions, name: str) -> str:
+    return re.sub(r"[^\w.-]+", "-", f"{options.job_name_prefix}-{name}").strip("-")
+
+
+def render_batch_script(
+    spec: LaunchSpec, options: SlurmOptions, *, name: str, group_file: Path, out_dir: Path, launcher_file: Path
+) -> str:
+    """The sbatch script: resources, output files in `out_dir`, image import (if any), then the worker command."""
+    _check_path(out_dir, "out directory")
+    headers = [f"--job-name={job_name(options, name)}"]
+    if options.partition:
+        headers.append(f"--partition={options.partition}")
+    if options.account:
+        headers.append(f"--account={options.account}")
+    headers += ["--nodes=1", "--ntasks=1", f"--time={options.time_limit}"]
+    if spec.gpus > 0:
+        gres = f"gpu:{options.gpu_type}:{spec.gpus}" if options.gpu_type else f"gpu:{spec.gpus}"
+        headers.append(f"--gres={gres}")
+    if options.exclude:
+        headers.append(f"--exclude={','.join(options.exclude)}")
+    if options.exclusive:
+        headers.append("--exclusive")
+    if options.cpus_per_task:
+        headers.append(f"--cpus-per-task={options.cpus_per_task}")
+    if options.mem:
+        headers.append(f"--mem={options.mem}")
+    headers += [f"--output={out_dir}/slurm-%j.out", f"--error={out_dir}/slurm-%j.err", f"--chdir={out_dir}",
+                "--export=ALL", *options.extra_sbatch]
+    values = {"python": options.python, "group": str(group_file), "out": str(out_dir), "launcher": str(launcher_file)}
+    worker = shlex.join(part.format(**values) for part in options.worker_command)
+    lines = ["#!/bin/bash", *(f"#SBATCH {h}" for h in headers), "",
+             "# Rendered by llmsweep.execute.slurm. The exit status of this script is the job's result.",
+             "set -euo pipefail",
+             f"trap 'echo $? > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc' EXIT",
+             f"export {NODE_LAUNCHER_ENV}={shlex.quote(str(launcher_file))}",
+             "export PYTHONUNBUFFERED=1",
+             'echo "llmsweep: job ${SLURM_JOB_ID} on $(hostname) started $(date -u +%FT%TZ)"']
+    if spec.image and options.node.use_srun:
+        if options.squash_dir is None:
+            raise ConfigError(
+                f"the {spec.engine} job runs image {spec.image!r} under Slurm but no squash_dir is configured",
+                fix="set squash_dir in the slurm executor options to a directory every node can read and write",
+            )
+        for key, value in sorted(options.import_env.items()):
+            lines.append(f"export {key}={shlex.quote(value)}")
+        lines.append(import_image_script(
+            spec.image, squash_path(spec.image, options.squash_dir),
+            lock_timeout_s=options.import_lock_timeout_s, import_timeout_s=options.import_timeout_s,
+        ).rstrip("\n"))
+    lines.append(worker)
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class SlurmJob:
+    """One submitted batch job; `wait` polls the queue with timeouts, `cancel` scancels and waits until it is gone."""
+
+    job_id: str
+    name: str
+    out_dir: Path
+    script_path: Path
+    options: SlurmOptions
+    result: SlurmJobResult | None = field(default=None)
+
+    @property
+    def stdout_path(self) -> Path:
+        return self.out_dir / f"slurm-{self.job_id}.out"
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.out_dir / f"slurm-{self.job_id}.err"
+
+    def queue_state(self) -> str | None:
+        """The job's state while Slurm lists it in the queue; None once it has left."""
+        proc = run_command(["squeue", "-h", "-j", self.job_id, "-o", "%T"],
+                           timeout_s=self.options.command_timeout_s, check=False, fix=_SLURM_FIX)
+        if proc.returncode != 0:
+            if "Invalid job id" in proc.stderr:
+                return None
+            raise LaunchError(f"`squeue -j {self.job_id}` failed: {proc.stderr.strip()}", fix=_SLURM_FIX)
+        states = [s.strip() for s in proc.stdout.splitlines() if s.strip()]
+        return states[0] if states else None
+
+    def wait(self, timeout_s: float | None = None) -> SlurmJobResult:
+        """Poll until the job leaves the queue (or `timeout_s` passes: LaunchError, the job keeps running)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        failures = 0
+        while True:
+            try:
+                state = self.queue_state()
+                failures = 0
+            except LaunchError as exc:
+                failures += 1
+                if failures >= self.options.max_poll_failures:
+                    raise LaunchError(
+                        f"lost track of Slurm job {self.job_id}: {failures} squeue calls in a row failed ({exc.message})",
+                        fix=f"{_SLURM_FIX}; the job may still be running (`squeue -j {self.job_id}`)",
+                    ) from exc
+                log.warning("squeue failed (%d/%d): %s", failures, self.options.max_poll_failures, exc.message)
+                state = "UNKNOWN"
+            if state is None or state in _FINISHED_STATES:
+                return self.finish()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise LaunchError(
+                    f"Slurm job {self.job_id} still {state} after {timeout_s:.0f} s",
+                    fix="wait longer, or cancel it with `scancel " + self.job_id + "`",
+                )
+            time.sleep(self.options.poll_s)
+
+    def finish(self) -> SlurmJobResult:
+        """Read the final state and exit code: from scontrol while Slurm remembers the job, else from the rc file."""
+        state, exit_code = self._scontrol_end()
+        rc_file = self.out_dir / f"slurm-{self.job_id}.rc"
+        if exit_code is None and rc_file.is_file():
+            text = rc_file.read_text().strip()
+            exit_code = int(text) if text.lstrip("-").isdigit() else None
+            state = state or ("COMPLETED" if exit_code == 0 else "FAILED")
+        if exit_code is None or state is None:
+            raise LaunchError(
+                f"Slurm job {self.job_id} left the queue without an exit status (scontrol forgot it and "
+                f"{rc_file} is missing)",
+                fix="raise MinJobAge in slurm.conf, or check that the out directory is shared with the node",
+            )
+        self.result = SlurmJobResult(self.job_id, state, exit_code, self.stdout_path, self.stderr_path)
+        log.info("Slurm job %s ended %s (exit %d)", self.job_id, state, exit_code)
+        return self.result
+
+    def _scontrol_end(self) -> tuple[str | None, int | None]:
+        proc = run_command(["scontrol", "show", "job", "-o", self.job_id],
+                           timeout_s=self.options.command_timeout_s, check=False, fix=_SLURM_FIX)
+        if proc.returncode != 0:
+            return None, None
+        fields = dict(tok.split("=", 1) for tok in proc.stdout.split() if "=" in tok)
+        state = fields.get("JobState")
+        code = fields.get("ExitCode", "")
+        match = re.match(r"^(\d+):(\d+)$", code)
+        if match is None or state is None:
+            return state, None
+        exit_code, sig = int(match.group(1)), int(match.group(2))
+        return state, exit_code if sig == 0 else 128 + sig
+
+    def cancel(self) -> None:
+        """scancel the job and wait (bounded) until the queue no longer lists it."""
+        if self.result is not None:
+            return
+        log.warning("cancelling Slurm job %s", self.job_id)
+        proc = run_command(["scancel", self.job_id], timeout_s=self.options.command_timeout_s, check=False,
+                           fix=_SLURM_FIX)
+        if proc.returncode != 0:
+            log.warning("scancel %s: %s", self.job_id, proc.stderr.strip())
+        deadline = time.monotonic() + self.options.cancel_wait_s
+        while time.monotonic() < deadline:
+            try:
+                if self.queue_state() is None:
+                    return
+            except LaunchError as exc:
+                log.warning("squeue failed while cancelling %s: %s", self.job_id, exc.message)
+            time.sleep(min(self.options.poll_s, 1.0))
+        raise LaunchError(
+            f"Slurm job {self.job_id} is still listed {self.options.cancel_wait_s:.0f} s after scancel",
+            fix=f"check the node (`scontrol show job {self.job_id}`); scancel -f {self.job_id}",
+        )
+
+    def __enter__(self) -> SlurmJob:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self.result is None:
+            self.cancel()
+
+
+class SlurmExecutor:
+    """Submits batch jobs; the lifecycle runs on the node through `worker_command`."""
+
+    kind = "slurm"
+
+    def __init__(self, options: SlurmOptions | None = None) -> None:
+        self.options = options or SlurmOptions()
+
+    def node_launch(self, spec: LaunchSpec, out_dir: Path) -> NodeLaunch:
+        sqsh = None
+        if spec.image and self.options.node.use_srun and self.options.squash_dir is not None:
+            sqsh = squash_path(spec.image, self.options.squash_dir)
+        return NodeLaunch(srun=self.options.node, sqsh=sqsh, out_dir=out_dir)
+
+    def submit(
+        self,
+        spec: LaunchSpec,
+        *,
+        group_file: Path,
+        out_dir: Path,
+        name: str,
+        environ: Mapping[str, str] | None = None,
+    ) -> SlurmJob:
+        """Write the batch script and node launch file into `out_dir`, sbatch it, record and return the job."""
+        out_dir = out_dir.resolve()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        launcher_file = write_node_launch(self.node_launch(spec, out_dir), out_dir / "node_launch.json")
+        script = render_batch_script(spec, self.options, name=name, group_file=group_file.resolve(),
+                                     out_dir=out_dir, launcher_file=launcher_file)
+        script_path = out_dir / "job.sbatch"
+        script_path.write_text(script, encoding="utf-8")
+        proc = run_command(["sbatch", "--parsable", str(script_path)], timeout_s=self.options.command_timeout_s,
+                           env=environ, fix=_SLURM_FIX + "; check partition/account/gres in the slurm options")
+        job_id = parse_job_id(proc.stdout)
+        (out_dir / "slurm_job_id").write_text(job_id + "\n", encoding="utf-8")
+        log.info("submitted Slurm job %s (%s) → %s", job_id, name, out_dir)
+        return SlurmJob(job_id=job_id, name=name, out_dir=out_dir, script_path=script_path, options=self.options)
+
+
+class SlurmInterrupted(KeyboardInterrupt):
+    """The submitter got SIGTERM/SIGHUP; raised in the main thread so `with` blocks cancel their jobs."""
+
+
+@contextmanager
+def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
+    """Cancel every unfinished job in `jobs` when the block exits early (exception, Ctrl-C, SIGTERM, SIGHUP).
+
+    Jobs appended to the list inside the block are covered too. On a normal exit unfinished jobs are cancelled as
+    well: leaving the block means nobody will collect them.
+    """
+    previous: dict[int, object] = {}
+
+    def raise_interrupt(signum: int, frame: FrameType | None) -> None:
+        raise SlurmInterrupted(f"received signal {signal.Signals(signum).name}")
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, raise_interrupt)
+    try:
+        yield jobs
+    finally:
+        try:
+            for job in jobs:
+                if job.result is None:
+                    try:
+                        job.cancel()
+                    except LaunchError as exc:
+                        log.error("could not cancel Slurm job %s: %s", job.job_id, exc)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)  # type: ignore[arg-type]
