@@ -1,0 +1,440 @@
+"""Golden acceptance-length (AL) curves: the committed targets every AgentX spec-decode run is pinned to.
+
+InferenceX measures one curve per (model, draft method/model, thinking mode, draft length K) with SPEED-Bench and
+recipes hard-code the value; hand-copying is how the wrong number (or the wrong precision's number) ends up in a
+recipe. Here the curves are packaged data (verbatim copies of ``golden_al_distribution/*.yaml``), their header
+comments are parsed into provenance, and :func:`resolve_acceptance` answers the planner's question together with
+where the answer came from, so a policy rule can say "curve measured on NVFP4, recipe serves FP8".
+
+K is the draft length the curve is keyed on: vLLM ``num_speculative_tokens``; for SGLang EAGLE/MTP it is
+``--speculative-num-steps`` (with ``--speculative-eagle-topk 1`` and ``--speculative-num-draft-tokens`` = steps + 1),
+so the seed recipe's ``--speculative-num-steps 3`` reads qwen3.5 thinking-on K=3 -> 3.39.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.catalog.sources import build_models, cached, catalog_dirs, load_yaml
+from llmsweep.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+CURVE_DIR = "golden_al"
+INDEX_FILE = "golden_al.yaml"
+
+Method = Literal["mtp", "eagle3", "dspark"]
+ThinkingMode = Literal["thinking_on", "thinking_off"]
+
+#: How recipes and engines spell a draft method -> the curve family it reads. SGLang spells native MTP "EAGLE"
+#: (and older releases "NEXTN"); both use the model's own MTP head, so they read the MTP curve.
+METHOD_ALIASES: dict[str, Method] = {
+    "mtp": "mtp",
+    "eagle": "mtp",
+    "nextn": "mtp",
+    "deepseek_mtp": "mtp",
+    "qwen3_next_mtp": "mtp",
+    "eagle3": "eagle3",
+    "dspark": "dspark",
+}
+
+#: Precision families: recipes say fp4/fp8, checkpoints say nvfp4/mxfp4/mxfp8; a curve measured on NVFP4 is a fair
+#: target for an "fp4" recipe but not for an "fp8" one.
+PRECISION_FAMILY: dict[str, str] = {
+    "nvfp4": "fp4",
+    "mxfp4": "fp4",
+    "fp4": "fp4",
+    "int4": "int4",
+    "fp8": "fp8",
+    "mxfp8": "fp8",
+    "bf16": "bf16",
+    "fp16": "bf16",
+}
+
+
+def normalise_method(method: str) -> Method | None:
+    """Map a method spelling (``mtp``, ``EAGLE``, ``nextn``, ``eagle3``, ``dspark``) to a curve family; else None."""
+    return METHOD_ALIASES.get(method.strip().lower().replace("-", "_"))
+
+
+def normalise_thinking(thinking: bool | str) -> ThinkingMode:
+    """``True``/``"on"``/``"thinking_on"`` -> thinking_on; ``False``/``"off"``/``"thinking_off"`` -> thinking_off."""
+    if isinstance(thinking, bool):
+        return "thinking_on" if thinking else "thinking_off"
+    text = thinking.strip().lower().replace("-", "_")
+    if text in {"on", "true", "yes", "1", "thinking_on", "thinking"}:
+        return "thinking_on"
+    if text in {"off", "false", "no", "0", "thinking_off", "none"}:
+        return "thinking_off"
+    raise ConfigError(f"thinking mode {thinking!r} is not understood", fix="use on|off (or thinking_on|thinking_off)")
+
+
+def precision_family(precision: str) -> str:
+    """The precision family used to compare a recipe with a curve (``nvfp4`` and ``fp4`` are the same family)."""
+    p = precision.strip().lower()
+    return PRECISION_FAMILY.get(p, p)
+
+
+class CurveIndexEntry(BaseModel):
+    """What the index says about one curve file (the body says only checkpoint -> mode -> K -> AL)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_prefix: str
+    method: Method
+    variant: str | None = Field(default=None, description="Distinguishes curves of one family, e.g. 'gqa'.")
+    draft_model: str | None = Field(default=None, description="HF id of the draft heads; None for a native MTP head.")
+    default: bool = Field(default=True, description="Picked when the caller names no draft model or variant.")
+
+
+class Sampling(BaseModel):
+    """Sampling settings of one thinking mode, as the curve header states them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    params: dict[str, float | int | str] = Field(default_factory=dict)
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    raw: str = ""
+
+
+class GoldenCurve(BaseModel):
+    """One golden AL curve with its provenance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(description="File stem, e.g. 'qwen3.5_mtp'.")
+    file: str
+    model_prefix: str
+    method: Method
+    variant: str | None = None
+    draft_model: str | None = None
+    default: bool = True
+    checkpoint: str = Field(description="Model key of the curve body: the checkpoint the curve was measured on.")
+    precision_measured: str | None = Field(description="Checkpoint precision (nvfp4, fp8, fp4…); None if unknown.")
+    precision_basis: Literal["checkpoint", "script", "unknown"] = Field(
+        description="Where precision_measured comes from: the checkpoint id, or the generating script's name."
+    )
+    hardware: str | None = None
+    engine: str | None = None
+    source: str | None = Field(default=None, description="URL of the GitHub Actions run that measured the curve.")
+    dataset: str | None = None
+    output_len: int | None = None
+    sampling_common: dict[str, float | int | str] = Field(default_factory=dict)
+    sampling: dict[str, Sampling] = Field(default_factory=dict, description="Per thinking mode.")
+    speculative_config: dict[str, str] = Field(default_factory=dict)
+    script: str | None = None
+    k_meaning: str | None = None
+    values: dict[ThinkingMode, dict[int, float]]
+
+    def value(self, thinking: bool | str, k: int) -> float | None:
+        return self.values.get(normalise_thinking(thinking), {}).get(k)
+
+    @property
+    def modes(self) -> list[str]:
+        return sorted(self.values)
+
+    @property
+    def ks(self) -> list[int]:
+        return sorted({k for per in self.values.values() for k in per})
+
+
+class AcceptanceResolution(BaseModel):
+    """The answer to "which AL does this job pin?", with the curve's provenance attached."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float
+    curve: str
+    model_prefix: str
+    method: Method
+    variant: str | None
+    draft_model: str | None
+    checkpoint: str
+    precision_measured: str | None
+    precision_basis: str
+    requested_precision: str | None
+    hardware: str | None
+    engine: str | None
+    source: str | None
+    dataset: str | None
+    thinking: ThinkingMode
+    k: int
+
+    def precision_mismatch(self, recipe_precision: str | None = None) -> bool:
+        """True when the curve was measured in another precision family than the recipe serves (FP8 vs NVFP4)."""
+        wanted = recipe_precision if recipe_precision is not None else self.requested_precision
+        if not wanted or not self.precision_measured:
+            return False
+        return precision_family(wanted) != precision_family(self.precision_measured)
+
+    def provenance(self) -> str:
+        """One line for findings and `llmsweep al`: curve, checkpoint, hardware, engine, run URL."""
+        parts = [f"curve {self.curve}", f"measured on {self.checkpoint}"]
+        if self.precision_measured:
+            parts.append(f"precision {self.precision_measured}")
+        if self.hardware or self.engine:
+            parts.append(" / ".join(x for x in (self.hardware, self.engine) if x))
+        if self.source:
+            parts.append(self.source)
+        return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------- header parsing
+
+_MEASURED = re.compile(
+    r"Measured on (?P<ckpt>\S+) \((?P<hw>[^,()]+), (?P<engine>\S+)(?P<label>[^,()]*)(?:, draft: (?P<draft>[^)]+))?\)"
+)
+_FILE_KEYS = (
+    re.compile(r"^(?P<prefix>[^_]+)_(?P<method>mtp|eagle3|dspark)(?:_(?P<variant>.+))?$"),  # qwen3.5_mtp
+    re.compile(r"^(?P<prefix>[a-z0-9.]+?)-(?:.+-)?(?P<method>mtp|eagle3|dspark)(?P<variant>)$"),  # dsv4-pro-0813-dspark
+)
+_PRECISION_TOKEN = re.compile(r"(?:^|[-_])(nvfp4|mxfp4|mxfp8|fp8|fp4|bf16|int4)(?=$|[-_.])")
+
+
+def _parse_scalar(text: str) -> float | int | str:
+    text = text.strip()
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _parse_params(text: str) -> dict[str, float | int | str]:
+    """``temperature: 1.0 | top_p: 0.95``, ``temperature=1.0,`` and ``temp 0.6 top_p 0.95`` all parse."""
+    params: dict[str, float | int | str] = {}
+    text = text.replace("|", " ").replace(",", " ")
+    tokens = re.findall(r"([A-Za-z_]+)\s*[:=]?\s*([-+0-9.eE]+)", text)
+    for key, value in tokens:
+        params["temperature" if key == "temp" else key] = _parse_scalar(value)
+    return params
+
+
+def _parse_mode_line(rest: str) -> Sampling:
+    kwargs: dict[str, Any] = {}
+    m = re.search(r"chat_template_kwargs:\s*(\{.*\})", rest)
+    before = rest
+    if m:
+        try:
+            kwargs = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            kwargs = {"raw": m.group(1)}
+        before = rest[: m.start()]
+    return Sampling(params=_parse_params(before), chat_template_kwargs=kwargs, raw=rest.strip())
+
+
+def parse_header(lines: list[str]) -> dict[str, Any]:
+    """Provenance from a curve file's leading comments (the only place InferenceX records it)."""
+    out: dict[str, Any] = {"sampling": {}, "sampling_common": {}, "speculative_config": {}}
+    for line in lines:
+        text = line.lstrip("#").strip()
+        if text.startswith("Source GitHub Actions run:"):
+            out["source"] = text.split(":", 1)[1].strip()
+        elif text.startswith("dataset:"):
+            fields = [f.strip() for f in text.split("|")]
+            out["dataset"] = fields[0].split(":", 1)[1].strip()
+            common = _parse_params(" ".join(fields[1:]))
+            if "output_len" in common:
+                out["output_len"] = int(common.pop("output_len"))
+            out["sampling_common"] = common
+        elif m := re.match(r"(thinking_on|thinking_off)\s*:?\s*(.*)", text):
+            out["sampling"][m.group(1)] = _parse_mode_line(m.group(2))
+        elif text.startswith("speculative-config:"):
+            for item in text.split(":", 1)[1].split("|"):
+                if "=" in item:
+                    k, v = item.split("=", 1)
+                    out["speculative_config"][k.strip()] = v.strip()
+        elif m := _MEASURED.search(text):
+            out["header_checkpoint"] = m.group("ckpt")
+            out["hardware"] = m.group("hw").strip()
+            out["engine"] = m.group("engine").strip()
+            if m.group("draft"):
+                out["header_draft"] = m.group("draft").strip()
+        elif text.startswith("Auto-generated by"):
+            out["script"] = text.removeprefix("Auto-generated by").split("(")[0].strip()
+        elif text.startswith("key ="):
+            out["k_meaning"] = text
+    return out
+
+
+def _precision_from(text: str) -> str | None:
+    m = _PRECISION_TOKEN.search(text.lower())
+    return m.group(1) if m else None
+
+
+def _index_from_name(stem: str) -> CurveIndexEntry:
+    m = next((m for rx in _FILE_KEYS if (m := rx.match(stem.lower()))), None)
+    if not m:
+        raise ConfigError(
+            f"golden AL curve file '{stem}.yaml' has no index entry and its name does not say prefix and method",
+            fix=f"name it <prefix>_<mtp|eagle3|dspark>[_<variant>].yaml or add it under 'curves:' in {INDEX_FILE}",
+        )
+    variant = m.group("variant") or None
+    return CurveIndexEntry(
+        model_prefix=m.group("prefix"), method=m.group("method"), variant=variant, default=variant is None
+    )
+
+
+def load_curve(path: Path, index: CurveIndexEntry | None = None) -> GoldenCurve:
+    """Parse one curve file (body + header) into a :class:`GoldenCurve`; malformed bodies name file and fix."""
+    text = path.read_text(encoding="utf-8")
+    header = parse_header([ln for ln in text.splitlines() if ln.startswith("#")])
+    body = load_yaml(path)
+    fix = "the body must be '<checkpoint>: {thinking_on|thinking_off: {K: AL}}' with K >= 1 and 1 <= AL <= K + 1"
+    if not isinstance(body, dict) or len(body) != 1:
+        raise ConfigError(f"{path}: a golden AL file holds exactly one checkpoint key", fix=fix)
+    (checkpoint, modes), = body.items()
+    if not isinstance(modes, dict) or not modes:
+        raise ConfigError(f"{path}: checkpoint '{checkpoint}' has no thinking modes", fix=fix)
+    values: dict[str, dict[int, float]] = {}
+    for mode, per_k in modes.items():
+        if mode not in ("thinking_on", "thinking_off") or not isinstance(per_k, dict):
+            raise ConfigError(f"{path}: unexpected key '{mode}' under '{checkpoint}'", fix=fix)
+        values[mode] = {}
+        for k, al in per_k.items():
+            if not isinstance(k, int) or k < 1 or not isinstance(al, (int, float)) or not 1.0 <= float(al) <= k + 1:
+                raise ConfigError(f"{path}: {checkpoint}.{mode}.{k}: {al!r} is not a valid (K, AL) pair", fix=fix)
+            values[mode][k] = float(al)
+    idx = index or _index_from_name(path.stem)
+    precision = _precision_from(str(checkpoint))
+    basis = "checkpoint"
+    if precision is None and header.get("script"):
+        precision = _precision_from(Path(header["script"]).stem)
+        basis = "script" if precision else "unknown"
+    elif precision is None:
+        basis = "unknown"
+    return GoldenCurve(
+        id=path.stem,
+        file=str(path),
+        model_prefix=idx.model_prefix,
+        method=idx.method,
+        variant=idx.variant,
+        draft_model=idx.draft_model or header.get("header_draft"),
+        default=idx.default,
+        checkpoint=str(checkpoint),
+        precision_measured=precision,
+        precision_basis=basis,
+        hardware=header.get("hardware"),
+        engine=header.get("engine"),
+        source=header.get("source"),
+        dataset=header.get("dataset"),
+        output_len=header.get("output_len"),
+        sampling_common=header.get("sampling_common", {}),
+        sampling=header.get("sampling", {}),
+        speculative_config=header.get("speculative_config", {}),
+        script=header.get("script"),
+        k_meaning=header.get("k_meaning"),
+        values=values,
+    )
+
+
+@cached
+def _curves(dirs: tuple[Path, ...]) -> dict[str, GoldenCurve]:
+    index = {k: v for k, (v, _) in build_models(INDEX_FILE, "curves", CurveIndexEntry, dirs).items()}
+    files: dict[str, Path] = {}
+    for d in dirs:
+        folder = d / CURVE_DIR
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
+                files[path.stem] = path  # a user file with the same stem replaces the packaged curve
+    return {stem: load_curve(path, index.get(stem)) for stem, path in sorted(files.items())}
+
+
+def list_curves() -> list[GoldenCurve]:
+    """Every golden curve, packaged and user-supplied, sorted by id."""
+    return list(_curves(catalog_dirs()).values())
+
+
+def get_curve(curve_id: str) -> GoldenCurve | None:
+    return _curves(catalog_dirs()).get(curve_id)
+
+
+def _prefix_candidates(model_prefix: str, model: str) -> list[str]:
+    prefixes = [model_prefix.strip().lower()] if model_prefix else []
+    if model:
+        try:  # a model id resolves to its family prefix (e.g. DeepSeek-V4-Pro-0813 -> dsv4)
+            from llmsweep.catalog.models import get_model
+
+            prefixes.append(get_model(model).prefix)
+        except ConfigError:
+            pass
+    return list(dict.fromkeys(prefixes))
+
+
+def find_curves(model_prefix: str, method: str, model: str = "") -> list[GoldenCurve]:
+    """Curves of one model family and draft method (all variants), default curve first."""
+    fam = normalise_method(method)
+    if fam is None:
+        return []
+    prefixes = _prefix_candidates(model_prefix, model)
+    found = [c for c in list_curves() if c.model_prefix in prefixes and c.method == fam]
+    return sorted(found, key=lambda c: (not c.default, c.id))
+
+
+def _pick(curves: list[GoldenCurve], draft_model: str | None) -> GoldenCurve | None:
+    """Named draft model (HF id), variant tag or curve id wins; otherwise the family's default curve."""
+    if not curves:
+        return None
+    if draft_model:
+        want = draft_model.strip().lower()
+        for c in curves:
+            if want == c.id.lower() or (c.draft_model and want == c.draft_model.lower()):
+                return c
+        for c in curves:
+            if c.variant and (want == c.variant.lower() or want.endswith("-" + c.variant.lower())):
+                return c
+        defaults = [c for c in curves if c.default]
+        return defaults[0] if defaults else None
+    defaults = [c for c in curves if c.default]
+    return defaults[0] if defaults else curves[0]
+
+
+def resolve_acceptance(
+    model_prefix: str,
+    model: str,
+    precision: str,
+    method: str,
+    thinking: bool | str,
+    k: int,
+    draft_model: str | None = None,
+) -> AcceptanceResolution | None:
+    """The golden AL for (model family, draft method and model, thinking mode, K), or None when no curve has it.
+
+    ``method``: ``mtp``/``eagle``/``nextn`` read the model's MTP curve, ``eagle3`` the EAGLE3 curves, ``dspark`` the
+    DSpark curves. ``draft_model`` (HF id such as ``Inferact/MiniMax-M3-EAGLE3-GQA``, a variant tag such as
+    ``eagle3-gqa``, or a curve id) selects among curves of one family; without it the family's default curve is used.
+    ``k`` is the draft length (vLLM ``num_speculative_tokens``, SGLang ``--speculative-num-steps``).
+    """
+    curve = _pick(find_curves(model_prefix, method, model), draft_model)
+    if curve is None:
+        return None
+    mode = normalise_thinking(thinking)
+    value = curve.values.get(mode, {}).get(int(k))
+    if value is None:
+        log.debug("curve %s has no %s K=%s (has %s, K %s)", curve.id, mode, k, curve.modes, curve.ks)
+        return None
+    return AcceptanceResolution(
+        value=value,
+        curve=curve.id,
+        model_prefix=curve.model_prefix,
+        method=curve.method,
+        variant=curve.variant,
+        draft_model=curve.draft_model,
+        checkpoint=curve.checkpoint,
+        precision_measured=curve.precision_measured,
+        precision_basis=curve.precision_basis,
+        requested_precision=precision or None,
+        hardware=curve.hardware,
+        engine=curve.engine,
+        source=curve.source,
+        dataset=curve.dataset,
+        thinking=mode,
+        k=int(k),
+    )

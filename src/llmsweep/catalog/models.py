@@ -1,0 +1,317 @@
+"""Models: identity (family, model-prefix, HF ids) and the shape numbers that size weights and KV cache.
+
+A recipe names a model by HF id (``amd/Qwen3.5-397B-A17B-MXFP4``) and by InferenceX model-prefix (``qwen3.5``); the
+golden curves name it by checkpoint key (``qwen3.5-397b-a17b-nvfp4``). One lookup accepts all three, so the planner,
+the policy rules and the simulator agree on which model a job serves and how many bytes it moves.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
+from llmsweep.errors import ConfigError
+
+ContextClass = Literal["1m", "256k"]
+
+#: Bytes per parameter of a weight format, including block-scale overhead (NVFP4: one FP8 scale per 16 values;
+#: MXFP4/MXFP8: one E8M0 scale per 32). Real checkpoints keep embeddings, norms and often attention in higher
+#: precision, so weight_bytes() is a lower bound for quantised ids.
+WEIGHT_BYTES_PER_PARAM: dict[str, float] = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "mxfp8": 1.03125,
+    "int8": 1.0,
+    "nvfp4": 0.5625,
+    "mxfp4": 0.53125,
+    "fp4": 0.5625,
+    "int4": 0.5625,
+}
+
+#: Bytes per element of a KV-cache dtype (engine spellings included: vLLM ``auto``, ``fp8_e4m3``…).
+KV_BYTES_PER_ELEMENT: dict[str, float] = {
+    "auto": 2.0,
+    "bf16": 2.0,
+    "bfloat16": 2.0,
+    "fp16": 2.0,
+    "float16": 2.0,
+    "fp32": 4.0,
+    "float32": 4.0,
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+    "fp8_e4m3fn": 1.0,
+    "nvfp4": 0.5625,
+    "fp4": 0.5625,
+}
+
+_PRECISION_SUFFIX = re.compile(r"(?:^|[-_])(nvfp4|mxfp4|mxfp8|fp8|fp4|int4|w4a16|bf16|fp16)(?=$|[-_.])")
+_VARIANT_SUFFIX = re.compile(r"(?:[-_](?:nvfp4|mxfp4|mxfp8|fp8|fp4|int4|w4a16|bf16|fp16|preview|v\d+|dynamic))+$")
+
+
+def _bytes(table: dict[str, float], dtype: str, what: str) -> float:
+    try:
+        return table[dtype.strip().lower()]
+    except KeyError:
+        raise ConfigError(
+            f"unknown {what} dtype {dtype!r}", fix=f"use one of {', '.join(sorted(table))}"
+        ) from None
+
+
+class AttentionSpec(BaseModel):
+    """Attention layers that keep a per-token KV cache."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["gqa", "mla"] = Field(description="gqa (MHA when kv_heads == heads) or mla (latent KV).")
+    heads: int = Field(gt=0, description="Query heads.")
+    kv_heads: int | None = Field(default=None, description="KV heads (gqa).")
+    head_dim: int | None = Field(default=None, description="Head dimension (gqa).")
+    kv_lora_rank: int | None = Field(default=None, description="MLA latent (compressed KV) width.")
+    qk_rope_head_dim: int | None = Field(default=None, description="MLA decoupled rope key width, cached too.")
+    layers: int | None = Field(default=None, description="Layers with full attention; default: every layer.")
+
+    @model_validator(mode="after")
+    def _shape_complete(self) -> AttentionSpec:
+        if self.kind == "gqa" and (self.kv_heads is None or self.head_dim is None):
+            raise ValueError("gqa attention needs kv_heads and head_dim")
+        if self.kind == "mla" and (self.kv_lora_rank is None or self.qk_rope_head_dim is None):
+            raise ValueError("mla attention needs kv_lora_rank and qk_rope_head_dim")
+        return self
+
+
+class LinearAttentionSpec(BaseModel):
+    """Linear-attention (Gated DeltaNet / Mamba-like) layers: a constant recurrent state per sequence, no KV."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str = Field(description="e.g. gated-deltanet.")
+    layers: int = Field(gt=0)
+    key_heads: int = Field(gt=0)
+    value_heads: int = Field(gt=0)
+    key_head_dim: int = Field(gt=0)
+    value_head_dim: int = Field(gt=0)
+    conv_kernel: int = Field(default=4, gt=0)
+
+
+class MoESpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    experts: int = Field(gt=0, description="Routed experts per MoE layer.")
+    top_k: int = Field(gt=0, description="Routed experts per token.")
+    shared_experts: int = Field(default=0, ge=0)
+
+
+class ModelSpec(BaseModel):
+    """One model with its identity, shape and provenance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(description="Canonical lower-case id, e.g. 'qwen3.5-397b-a17b'.")
+    name: str
+    family: str = Field(description="Model family, e.g. 'qwen3.5'.")
+    prefix: str = Field(description="InferenceX model-prefix, e.g. 'qwen3.5', 'dsv4', 'minimaxm3'.")
+    hf_ids: list[str] = Field(default_factory=list, description="Hugging Face ids, precision variants included.")
+    aliases: list[str] = Field(default_factory=list, description="Other names: golden-curve checkpoint keys etc.")
+    native_precision: str = Field(default="bf16", description="Precision of the un-suffixed release checkpoint.")
+    total_params_b: float = Field(gt=0, description="Total parameters, billions.")
+    active_params_b: float = Field(gt=0, description="Parameters active per token, billions.")
+    layers: int = Field(gt=0, description="Decoder layers (MTP layers excluded).")
+    hidden_size: int = Field(gt=0)
+    vocab_size: int | None = None
+    attention: AttentionSpec
+    linear_attention: LinearAttentionSpec | None = None
+    moe: MoESpec | None = None
+    native_context: int = Field(gt=0, description="Native context length, tokens.")
+    context_class_override: ContextClass | None = Field(
+        default=None, alias="context_class", description="1m | 256k; default from native_context."
+    )
+    mtp_layers: int = Field(default=0, ge=0, description="Native multi-token-prediction layers (0: none).")
+    draft_methods: list[str] = Field(default_factory=list, description="Spec-decode methods with known drafts.")
+    draft_models: list[str] = Field(default_factory=list, description="HF ids of separate draft heads.")
+    source: str
+    estimates: dict[str, str] = Field(default_factory=dict, description="Field -> note for unsourced figures.")
+    notes: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        unknown = set(self.estimates) - set(type(self).model_fields) - {"context_class"}
+        if unknown:
+            raise ValueError(f"estimates names unknown field(s) {sorted(unknown)}")
+        if self.active_params_b > self.total_params_b:
+            raise ValueError("active_params_b exceeds total_params_b")
+        full = self.attention.layers if self.attention.layers is not None else self.layers
+        linear = self.linear_attention.layers if self.linear_attention else 0
+        if full + linear != self.layers and self.linear_attention is not None:
+            raise ValueError(f"attention.layers ({full}) + linear_attention.layers ({linear}) != layers ({self.layers})")
+        return self
+
+    # ------------------------------------------------------------------------------------------------ identity
+
+    @property
+    def context_class(self) -> ContextClass:
+        """Which AgentX trace corpus the model replays: the 1M-context one or the 256k-filtered one."""
+        if self.context_class_override is not None:
+            return self.context_class_override
+        return "1m" if self.native_context >= 1_000_000 else "256k"
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Linear-attention layers present (SGLang's Mamba/no_buffer paths, vLLM turns prefix caching off)."""
+        return self.linear_attention is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    @property
+    def full_attention_layers(self) -> int:
+        return self.attention.layers if self.attention.layers is not None else self.layers
+
+    def checkpoint_precision(self, hf_id: str | None = None) -> str:
+        """Weight precision a checkpoint id states (``-FP8`` -> fp8, ``-NVFP4`` -> nvfp4); else the native one."""
+        return checkpoint_precision(hf_id or "", default=self.native_precision)
+
+    def is_estimate(self, field: str) -> bool:
+        return field in self.estimates
+
+    # ------------------------------------------------------------------------------------------------ sizes
+
+    def kv_bytes_per_token(self, dtype: str = "bf16") -> int:
+        """KV-cache bytes one token occupies across the whole model (all layers, all KV heads).
+
+        GQA: 2 (K and V) x full-attention layers x KV heads x head dim; MLA: layers x (latent + rope key). Linear
+        attention layers add nothing per token (see :meth:`linear_state_bytes_per_sequence`).
+        """
+        per_elem = _bytes(KV_BYTES_PER_ELEMENT, dtype, "KV-cache")
+        a = self.attention
+        if a.kind == "mla":
+            elems = self.full_attention_layers * (a.kv_lora_rank or 0) + self.full_attention_layers * (
+                a.qk_rope_head_dim or 0
+            )
+        else:
+            elems = 2 * self.full_attention_layers * (a.kv_heads or 0) * (a.head_dim or 0)
+        return math.ceil(elems * per_elem)
+
+    def kv_bytes_per_token_per_gpu(self, dtype: str = "bf16", tp: int = 1) -> int:
+        """KV bytes per token on one GPU of a TP group: GQA heads split (replicated when TP > KV heads); MLA's
+        latent is replicated on every rank."""
+        if tp < 1:
+            raise ConfigError(f"tensor parallel size must be >= 1, got {tp}", fix="use tp >= 1")
+        a = self.attention
+        if a.kind == "mla":
+            return self.kv_bytes_per_token(dtype)
+        per_elem = _bytes(KV_BYTES_PER_ELEMENT, dtype, "KV-cache")
+        heads_per_gpu = math.ceil((a.kv_heads or 0) / tp)
+        return math.ceil(2 * self.full_attention_layers * heads_per_gpu * (a.head_dim or 0) * per_elem)
+
+    def linear_state_bytes_per_sequence(self, state_dtype: str = "fp32", conv_dtype: str = "bf16") -> int:
+        """Constant recurrent state one sequence holds in the linear-attention layers (0 for non-hybrid models)."""
+        la = self.linear_attention
+        if la is None:
+            return 0
+        state = la.layers * la.value_heads * la.key_head_dim * la.value_head_dim
+        conv_width = 2 * la.key_heads * la.key_head_dim + la.value_heads * la.value_head_dim
+        conv = la.layers * (la.conv_kernel - 1) * conv_width
+        return math.ceil(state * _bytes(KV_BYTES_PER_ELEMENT, state_dtype, "state")) + math.ceil(
+            conv * _bytes(KV_BYTES_PER_ELEMENT, conv_dtype, "state")
+        )
+
+    def weight_bytes(self, dtype: str | None = None) -> int:
+        """Bytes of all weights in a format (default: native precision); block-scale overhead included."""
+        return math.ceil(self.total_params_b * 1e9 * _bytes(WEIGHT_BYTES_PER_PARAM, dtype or self.native_precision, "weight"))
+
+    def active_weight_bytes(self, dtype: str | None = None) -> int:
+        """Bytes of the weights one token reads (MoE: routed top-k + shared + dense parts)."""
+        return math.ceil(self.active_params_b * 1e9 * _bytes(WEIGHT_BYTES_PER_PARAM, dtype or self.native_precision, "weight"))
+
+
+def checkpoint_precision(hf_id: str, default: str = "bf16") -> str:
+    """Precision stated by an HF id's suffix: ``-FP8`` fp8, ``-NVFP4`` nvfp4, ``-MXFP4-v2`` mxfp4; else ``default``."""
+    name = hf_id.rsplit("/", 1)[-1].lower()
+    found = _PRECISION_SUFFIX.findall(name)
+    if not found:
+        return default
+    p = found[-1]
+    return {"w4a16": "int4", "fp16": "bf16"}.get(p, p)
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
+def _base_name(name: str) -> str:
+    """``amd/DeepSeek-R1-0528-MXFP4-v2`` -> ``deepseek-r1-0528``: org and precision/variant suffixes dropped."""
+    return _VARIANT_SUFFIX.sub("", _norm(name).rsplit("/", 1)[-1])
+
+
+def _inject_id(key: str, raw: dict) -> dict:
+    raw.setdefault("id", key.lower())
+    return raw
+
+
+@cached
+def _catalog(dirs: tuple[Path, ...]) -> dict[str, tuple[ModelSpec, Origin]]:
+    return build_models("models.yaml", "models", ModelSpec, dirs, inject=_inject_id)
+
+
+@cached
+def _names(dirs: tuple[Path, ...]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(exact names -> id, base names -> id, prefix -> id). The first model listed for a prefix owns it."""
+    exact: dict[str, str] = {}
+    base: dict[str, str] = {}
+    prefix: dict[str, str] = {}
+    for key, (spec, _) in _catalog(dirs).items():
+        names = [spec.id, spec.name, *spec.aliases, *spec.hf_ids]
+        for n in names:
+            exact[_norm(n)] = key
+            exact.setdefault(_norm(n.rsplit("/", 1)[-1]), key)
+            base.setdefault(_base_name(n), key)
+        prefix.setdefault(spec.prefix.lower(), key)
+    return exact, base, prefix
+
+
+def all_models() -> list[ModelSpec]:
+    """Every model, packaged and user-supplied."""
+    return [spec for spec, _ in _catalog(catalog_dirs()).values()]
+
+
+def find_model(name: str) -> ModelSpec | None:
+    """Like :func:`get_model`, None instead of an error."""
+    dirs = catalog_dirs()
+    catalog = _catalog(dirs)
+    exact, base, prefix = _names(dirs)
+    n = _norm(name)
+    key = exact.get(n) or exact.get(n.rsplit("/", 1)[-1]) or prefix.get(n) or base.get(_base_name(n))
+    return catalog[key][0] if key else None
+
+
+def get_model(name_or_hf_id_or_prefix: str) -> ModelSpec:
+    """A model by canonical id, HF id (any precision variant, any org), golden checkpoint key or model-prefix."""
+    spec = find_model(name_or_hf_id_or_prefix)
+    if spec is None:
+        known = ", ".join(f"{m.id} ({m.prefix})" for m in all_models())
+        raise ConfigError(
+            f"unknown model {name_or_hf_id_or_prefix!r}",
+            fix=f"use an HF id, id or model-prefix of: {known}; or add it to models.yaml in $LLMSWEEP_CATALOG_DIR",
+        )
+    return spec
+
+
+def model_for_prefix(prefix: str) -> ModelSpec | None:
+    """The model an InferenceX model-prefix (``qwen3.5``, ``dsv4``, ``kimik3``) names; None if unknown."""
+    dirs = catalog_dirs()
+    key = _names(dirs)[2].get(prefix.strip().lower())
+    return _catalog(dirs)[key][0] if key else None
+
+
+def model_origin(name: str) -> Origin:
+    spec = get_model(name)
+    return _catalog(catalog_dirs())[spec.id][1]

@@ -1,0 +1,171 @@
+"""Where catalog data comes from: the packaged YAML files, then the user's catalog directories, in that order.
+
+Catalogs are data a user must be able to extend without code (a new GPU, a private model, a newly found engine
+incompatibility). Each catalog file holds one top-level section mapping entry ids to entries; a user file with the
+same name adds entries, and an entry with an id that already exists replaces the packaged one as a whole (no deep
+merge, so what a user writes is exactly what is used).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from llmsweep.errors import ConfigError
+
+ENV_VAR = "LLMSWEEP_CATALOG_DIR"
+PACKAGED_DIR = Path(__file__).resolve().parent / "data"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def user_dirs() -> tuple[Path, ...]:
+    """User catalog directories: ``$LLMSWEEP_CATALOG_DIR`` (pathsep list), else ``~/.config/llmsweep/catalog``."""
+    raw = os.environ.get(ENV_VAR)
+    if raw:
+        return tuple(Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip())
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or "~/.config").expanduser()
+    default = config_home / "llmsweep" / "catalog"
+    return (default,) if default.is_dir() else ()
+
+
+def catalog_dirs() -> tuple[Path, ...]:
+    """Packaged data first, then user directories; later directories win."""
+    return (PACKAGED_DIR, *user_dirs())
+
+
+def layered_files(name: str, dirs: Iterable[Path] | None = None) -> list[Path]:
+    """Every existing ``<dir>/<name>`` in catalog order."""
+    return [d / name for d in (dirs if dirs is not None else catalog_dirs()) if (d / name).is_file()]
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse one YAML file; a syntax error names file:line and how to find the mistake."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read catalog file {path}: {exc}", fix="check the path and permissions") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(
+            f"{where}: catalog file is not valid YAML ({getattr(exc, 'problem', exc)})",
+            fix="fix the YAML syntax at that line (indentation, quoting, a missing colon)",
+        ) from exc
+
+
+def key_line(path: Path, section: str, key: str) -> int | None:
+    """1-based line of ``section.key`` in a YAML file, for error messages; None when it cannot be found."""
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    node = _child(root, section) if section else root
+    if node is None:
+        return None
+    if isinstance(node, yaml.MappingNode):
+        for k, _ in node.value:
+            if str(k.value) == key:
+                return k.start_mark.line + 1
+    return node.start_mark.line + 1
+
+
+def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if str(k.value) == key:
+                return v
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a catalog entry was defined, so errors and `llmsweep catalog` can point at it."""
+
+    path: Path
+    line: int | None
+
+    @property
+    def packaged(self) -> bool:
+        return PACKAGED_DIR in self.path.parents
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else str(self.path)
+
+
+def load_section(name: str, section: str, dirs: tuple[Path, ...]) -> dict[str, tuple[dict[str, Any], Origin]]:
+    """Merge ``section`` of every layered ``name`` file: id -> (raw entry, origin). Later files replace entries."""
+    merged: dict[str, tuple[dict[str, Any], Origin]] = {}
+    for path in layered_files(name, dirs):
+        data = load_yaml(path)
+        if data is None:
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get(section, {}), dict):
+            raise ConfigError(
+                f"{path}: catalog file must be a mapping with a '{section}:' mapping of id -> entry",
+                fix=f"start the file with '{section}:' and indent one entry per id below it",
+            )
+        unknown = sorted(set(data) - {section})
+        if unknown:
+            raise ConfigError(
+                f"{path}: unknown top-level key(s) {unknown} in catalog file {name}",
+                fix=f"put entries under '{section}:'",
+            )
+        for key, entry in (data.get(section) or {}).items():
+            line = key_line(path, section, str(key))
+            if not isinstance(entry, dict):
+                raise ConfigError(
+                    f"{path}:{line or '?'}: {section}.{key} must be a mapping of fields",
+                    fix="write the entry's fields indented below its id",
+                )
+            merged[str(key)] = (entry, Origin(path, line))
+    return merged
+
+
+def build_models(
+    name: str,
+    section: str,
+    model: type[M],
+    dirs: tuple[Path, ...],
+    inject: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
+) -> dict[str, tuple[M, Origin]]:
+    """Validate each merged entry into ``model``; an invalid entry names file:line, the field and the fix."""
+    out: dict[str, tuple[M, Origin]] = {}
+    for key, (raw, origin) in load_section(name, section, dirs).items():
+        data = inject(key, dict(raw)) if inject else raw
+        try:
+            out[key] = (model.model_validate(data), origin)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '<entry>'}: {err['msg']}" for err in exc.errors()
+            )
+            raise ConfigError(
+                f"{origin}: invalid {section} entry '{key}' in {name}: {problems}",
+                fix=f"correct the named field(s); the fields of a {model.__name__} are: {', '.join(model.model_fields)}",
+            ) from exc
+    return out
+
+
+def clear_caches() -> None:
+    """Forget every loaded catalog (after a user file changed in a long-lived process)."""
+    for fn in _CACHED:
+        fn.cache_clear()
+
+
+_CACHED: list[Any] = []
+
+
+def cached(fn: Callable[..., Any]) -> Any:
+    """functools.cache that ``clear_caches`` can reset; catalog loaders key their cache on the directory tuple."""
+    wrapped = functools.cache(fn)
+    _CACHED.append(wrapped)
+    return wrapped
