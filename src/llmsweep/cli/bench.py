@@ -1,0 +1,282 @@
+"""`llmsweep bench fixed|agentic|replay` and `llmsweep summarize`: drive load, print the summary, gate the exit code.
+
+Thin by design: options are parsed into `Endpoint`, `RunOptions` and a workload, `llmsweep.client.run_benchmark`
+does the work, and the summary table is printed from `summary.json`. Exit 1 only when a validity gate fails; runs
+shorter than 900 s are marked smoke but succeed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from llmsweep.errors import ConfigError
+
+
+def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options every bench subcommand shares."""
+    opts = [
+        click.option("--url", required=True, help="Server base URL, e.g. http://127.0.0.1:8000."),
+        click.option("--model", required=True, help="Served model name sent in each request."),
+        click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+                     help="Result directory (default results/bench-<kind>-<time>)."),
+        click.option("--seed", type=int, default=42, show_default=True, help="Seed for prompts and arrivals."),
+        click.option("--timeout", type=float, default=600.0, show_default=True, help="Per-request timeout, s."),
+        click.option("--stall-timeout", type=float, default=None, help="No bytes for this long = timeout (default --timeout)."),
+        click.option("--grace", type=float, default=30.0, show_default=True, help="Drain grace after the deadline, s."),
+        click.option("--max-failure-ratio", type=float, default=None,
+                     help="Failed/finished ratio that stops the run and fails the gate (fixed 0.05, agentic 0.10)."),
+        click.option("--workers", type=int, default=None, help="Client worker processes (default: 1 unless the load needs more)."),
+        click.option("--api", type=click.Choice(["chat", "completions"]), default=None, help="OpenAI route to stream from."),
+        click.option("--tokenizer", default=None, help="Tokenizer directory or hub id for prompt synthesis."),
+        click.option("--gpus", type=int, default=1, show_default=True, help="GPUs behind the endpoint (per-GPU throughput)."),
+        click.option("--metrics-url", default=None, help="Prometheus URL (default URL/metrics; 'none' disables)."),
+        click.option("--require-metrics-prefix", default=None, help="Fail validity unless a server metric has this prefix."),
+        click.option("--no-ignore-eos", is_flag=True, help="Do not send ignore_eos (servers that answer 422)."),
+        click.option("--no-stream-options", is_flag=True, help="Do not send stream_options (servers that answer 422)."),
+        click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of a table."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+@click.group("bench")
+def bench() -> None:
+    """Drive load against an OpenAI-compatible endpoint and write records.jsonl, summary.json."""
+
+
+@bench.command("fixed")
+@_common
+@click.option("--isl", type=int, required=True, help="Input tokens per request.")
+@click.option("--osl", type=int, required=True, help="Output tokens per request (max_tokens, ignore_eos).")
+@click.option("--concurrency", type=int, default=None, help="Closed loop: requests in flight.")
+@click.option("--request-rate", type=float, default=None, help="Open loop: requests per second.")
+@click.option("--arrival", type=click.Choice(["poisson", "constant"]), default="poisson", show_default=True)
+@click.option("--num-prompts", type=int, default=None, help="Profiling requests to send.")
+@click.option("--duration", type=float, default=None, help="Profiling window, s.")
+@click.option("--warmup", type=int, default=None, help="Warmup requests first (default 2 x concurrency).")
+@click.option("--range-ratio", type=float, default=1.0, show_default=True, help="Lengths uniform in [ratio*L, L].")
+def fixed(**kw: Any) -> None:
+    """Fixed input/output lengths (the InferenceX fixed-seq-len scenario)."""
+    if (kw["concurrency"] is None) == (kw["request_rate"] is None):
+        raise ConfigError("bench fixed needs exactly one of --concurrency or --request-rate",
+                          fix="pass --concurrency C (closed loop) or --request-rate R (open loop)")
+    if (kw["num_prompts"] is None) == (kw["duration"] is None):
+        raise ConfigError("bench fixed needs exactly one of --num-prompts or --duration",
+                          fix="pass --num-prompts N or --duration S")
+    from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
+
+    warmup = kw["warmup"] if kw["warmup"] is not None else 2 * (kw["concurrency"] or 0)
+    api = kw["api"] or "completions"
+    config = FixedLengthConfig(
+        isl=kw["isl"], osl=kw["osl"], api=api, num_prompts=kw["num_prompts"], num_warmups=warmup,
+        range_ratio=kw["range_ratio"], seed=kw["seed"], tokenizer=kw["tokenizer"],
+        ignore_eos=not kw["no_ignore_eos"],
+    )
+    workload = FixedLengthWorkload(config)
+    options = _options(kw, kind="fixed", warmup=warmup, rate=kw["request_rate"], arrival=kw["arrival"])
+    _run("fixed", workload, kw, options)
+
+
+@bench.command("agentic")
+@_common
+@click.option("--traces", required=True, help="Trace file, directory or Hugging Face dataset id.")
+@click.option("--concurrency", type=int, required=True, help="Live session trees (lanes).")
+@click.option("--duration", type=float, required=True, help="Profiling window, s (>= 900 for a submission).")
+def agentic(**kw: Any) -> None:
+    """AgentX multi-turn agentic trace replay with subagents (closed loop over live session trees)."""
+    try:
+        from llmsweep.workload import agentic as mod
+    except ImportError as exc:
+        raise ConfigError("the agentic workload is not available in this build",
+                          fix="install a llmsweep with llmsweep.workload.agentic") from exc
+    workload = _build(mod, "AgenticWorkload", "AgenticConfig",
+                      traces=kw["traces"], seed=kw["seed"], tokenizer=kw["tokenizer"], concurrency=kw["concurrency"],
+                      api=kw["api"] or "chat")
+    options = _options(kw, kind="agentic", warmup=0, rate=None, arrival="poisson")
+    _run("agentic", workload, kw, options)
+
+
+@bench.command("replay")
+@_common
+@click.option("--traces", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Mooncake timestamped trace (JSONL).")
+@click.option("--speedup", type=float, default=1.0, show_default=True, help="Replay the timeline this many times faster.")
+@click.option("--duration", type=float, default=None, help="Stop after this many seconds of profiling.")
+def replay(**kw: Any) -> None:
+    """Open-loop replay of a Mooncake timestamped trace."""
+    try:
+        from llmsweep.workload import mooncake as mod
+    except ImportError as exc:
+        raise ConfigError("the Mooncake workload is not available in this build",
+                          fix="install a llmsweep with llmsweep.workload.mooncake") from exc
+    workload = _build(mod, "MooncakeWorkload", "MooncakeConfig",
+                      path=str(kw["traces"]), speedup=kw["speedup"], seed=kw["seed"], tokenizer=kw["tokenizer"],
+                      api=kw["api"] or "completions")
+    options = _options(kw, kind="replay", warmup=0, rate=None, arrival="poisson")
+    _run("replay", workload, kw, options)
+
+
+def _build(mod: Any, workload_name: str, config_name: str, **values: Any) -> Any:
+    """Build a workload from its config class, passing only the fields that config declares."""
+    wl_cls = getattr(mod, workload_name)
+    cfg_cls = getattr(mod, config_name, None)
+    if cfg_cls is None:
+        return wl_cls(**{k: v for k, v in values.items() if v is not None})
+    fields = getattr(cfg_cls, "model_fields", {})
+    aliases = {"traces": ("traces", "source", "path", "dataset"), "path": ("path", "traces", "source")}
+    args: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        for name in aliases.get(key, (key,)):
+            if name in fields:
+                args[name] = value
+                break
+    return wl_cls(cfg_cls(**args))
+
+
+def _options(kw: dict[str, Any], *, kind: str, warmup: int, rate: float | None, arrival: str) -> Any:
+    from llmsweep.client import RunOptions
+    from llmsweep.client.runner import suggest_workers
+    from llmsweep.metrics.gates import AGENTIC_MAX_ERROR_RATIO, FIXED_MAX_ERROR_RATIO
+
+    ratio = kw["max_failure_ratio"]
+    if ratio is None:
+        ratio = AGENTIC_MAX_ERROR_RATIO if kind == "agentic" else FIXED_MAX_ERROR_RATIO
+    options = RunOptions(
+        concurrency=kw.get("concurrency") if rate is None else None,
+        request_rate=rate,
+        arrival=arrival,  # type: ignore[arg-type]
+        duration_s=kw.get("duration"),
+        grace_s=kw["grace"],
+        warmup_requests=warmup,
+        timeout_s=kw["timeout"],
+        stall_timeout_s=kw["stall_timeout"],
+        max_failure_ratio=ratio,
+        seed=kw["seed"],
+        gpus=kw["gpus"],
+        require_metrics_prefix=kw["require_metrics_prefix"],
+    )
+    workers = kw["workers"] or suggest_workers(options)
+    return options.model_copy(update={"workers": workers})
+
+
+def _endpoint(kw: dict[str, Any], api: str) -> Any:
+    from llmsweep.client import Endpoint
+
+    metrics_url = kw["metrics_url"]
+    return Endpoint(
+        base_url=kw["url"], model=kw["model"], api=api,  # type: ignore[arg-type]
+        send_ignore_eos=not kw["no_ignore_eos"], send_stream_options=not kw["no_stream_options"],
+        metrics_url="" if metrics_url == "none" else metrics_url,
+    )
+
+
+def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
+    from llmsweep.client import run_benchmark
+
+    out = kw["out_dir"] or Path("results") / f"bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    api = kw["api"] or getattr(getattr(workload, "config", None), "api", None) or "chat"
+    endpoint = _endpoint(kw, api)
+    with _ProgressBar(options) as bar:
+        result = run_benchmark(workload, endpoint, options, out, provenance={"kind": kind}, on_progress=bar.update)
+    _print_summary(result.summary, out, as_json=kw["as_json"])
+    if result.gate_failed:
+        raise click.exceptions.Exit(1)
+
+
+class _ProgressBar:
+    """A rich progress bar on stderr: requests toward the target, or seconds toward the deadline."""
+
+    def __init__(self, options: Any) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.options = options
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(), console=Console(stderr=True), transient=False,
+        )
+        total = options.duration_s or options.num_requests
+        self.task = self.progress.add_task("bench", total=total, stats="")
+
+    def __enter__(self) -> _ProgressBar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def update(self, p: Any) -> None:
+        done = p.profiling_elapsed_s if self.options.duration_s else (p.finished if p.target_requests else None)
+        stats = f"done {p.finished} failed {p.failed} in-flight {p.inflight} tok {p.output_tokens}"
+        if p.stop_reason:
+            stats += f" [stopping: {p.stop_reason}]"
+        self.progress.update(self.task, completed=done or 0, stats=stats)
+
+
+def _fmt(v: Any, scale: float = 1.0, digits: int = 2) -> str:
+    return "-" if v is None else f"{v * scale:,.{digits}f}"
+
+
+def _print_summary(summary: dict[str, Any], out: Path, *, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    req, lat, tput = summary["requests"], summary["latency"], summary["throughput"]
+    table = Table(title=f"llmsweep bench — {out}", show_header=True)
+    table.add_column("metric")
+    for col in ("mean", "p50", "p90", "p99", "p99.9"):
+        table.add_column(col, justify="right")
+    for name, label in (("ttft", "TTFT ms"), ("tpot", "TPOT ms"), ("itl", "ITL ms"), ("e2el", "E2EL ms")):
+        b = lat[name]
+        table.add_row(label, *(_fmt(b[c], 1e3) for c in ("mean", "p50", "p90", "p99", "p99.9")))
+    inter = summary["interactivity"]
+    table.add_row("interactivity tok/s/user", *(_fmt(inter[c]) for c in ("mean", "p50", "p90", "p99", "p99.9")))
+    console.print(table)
+    health = summary["client_health"]
+    sm = summary["server_metrics"]
+    al = (sm.get("spec_decode") or {}).get("acceptance_length")
+    lines = [
+        f"requests: {req['successful']} ok, {req['failed']} failed, {req['cancelled']} cancelled, "
+        f"{req['warmup']} warmup  errors: {req['error_categories'] or '-'}",
+        f"throughput: {_fmt(tput['request_rps'])} req/s, {_fmt(tput['output_tps'])} out tok/s, "
+        f"{_fmt(tput['per_gpu']['total_tps'])} total tok/s/GPU over {_fmt(tput['duration_s'])} s",
+        f"cache hit: theoretical {_fmt(summary['cache']['theoretical_hit_rate'])}, "
+        f"observed {_fmt(summary['cache']['observed_hit_rate'])}"
+        + (f"   realised acceptance length {al:.3f}" if al else ""),
+        f"client: {_fmt(health['cpu_s_total'])} CPU-s, lag p99 {_fmt(health['schedule_lag_s']['p99'], 1e3)} ms"
+        + ("  [red]SATURATED: " + "; ".join(health["saturation_reasons"]) + "[/]" if health["saturated"] else ""),
+    ]
+    for line in lines:
+        console.print(line)
+    v = summary["validity"]
+    colour = {"valid": "green", "smoke": "yellow", "invalid": "red"}[v["verdict"]]
+    console.print(f"validity: [{colour}]{v['verdict']}[/] " + "; ".join(v["reasons"] + v["warnings"]))
+
+
+@click.command("summarize")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of a table.")
+def summarize(run_dir: Path, as_json: bool) -> None:
+    """Recompute RUN_DIR/summary.json from records.jsonl (+ server_metrics.jsonl, run.json)."""
+    from llmsweep.client.runner import summarise_dir
+
+    if not (run_dir / "records.jsonl").exists():
+        raise ConfigError(f"{run_dir} has no records.jsonl", fix="point at a directory written by `llmsweep bench`")
+    summary = summarise_dir(run_dir)
+    _print_summary(summary, run_dir, as_json=as_json)
+    if summary["validity"]["verdict"] == "invalid":
+        raise click.exceptions.Exit(1)
+

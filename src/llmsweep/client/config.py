@@ -1,0 +1,104 @@
+"""What the client talks to (`Endpoint`) and how it drives load (`RunOptions`): the validated envelope of a run."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from llmsweep.errors import ConfigError
+
+
+class Endpoint(BaseModel):
+    """An OpenAI-compatible server. Some servers reject unknown fields with 422, hence the per-field switches."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str = Field(description="Server base URL, e.g. http://127.0.0.1:8000 (no /v1 suffix needed).")
+    model: str = Field(description="Model name sent in the request body (the served name).")
+    api: Literal["chat", "completions"] = Field(default="chat", description="Which OpenAI route to stream from.")
+    send_ignore_eos: bool = Field(default=True, description="Send `ignore_eos` (off for servers that reject it).")
+    send_stream_options: bool = Field(
+        default=True, description="Send `stream_options: {include_usage: true}` (off for servers that reject it)."
+    )
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers on every request.")
+    metrics_url: str | None = Field(
+        default=None, description="Prometheus endpoint; None = base URL + /metrics; '' disables scraping."
+    )
+
+    @property
+    def root(self) -> str:
+        url = self.base_url.rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
+
+    def url_for(self, api: str) -> str:
+        return f"{self.root}/v1/chat/completions" if api == "chat" else f"{self.root}/v1/completions"
+
+    def resolved_metrics_url(self) -> str | None:
+        if self.metrics_url == "":
+            return None
+        return self.metrics_url or f"{self.root}/metrics"
+
+
+class RunOptions(BaseModel):
+    """How to drive the load. Closed loop when `concurrency` is set, open loop when `request_rate` is set (or the
+    workload brings its own timed arrivals)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    concurrency: int | None = Field(default=None, ge=1, description="Closed loop: live session trees (lanes).")
+    request_rate: float | None = Field(default=None, gt=0, description="Open loop: session arrivals per second.")
+    arrival: Literal["poisson", "constant"] = Field(default="poisson", description="Open-loop arrival process.")
+    num_requests: int | None = Field(
+        default=None, ge=1, description="Stop starting profiling requests after this many (fixed: --num-prompts)."
+    )
+    duration_s: float | None = Field(
+        default=None, gt=0, description="Profiling window; counted from the first profiling request."
+    )
+    grace_s: float = Field(default=30.0, ge=0, description="After the deadline, let in-flight requests finish this long.")
+    warmup_requests: int = Field(
+        default=0, ge=0, description="Requests sent first, closed loop, marked warmup and excluded from metrics."
+    )
+    timeout_s: float = Field(default=600.0, gt=0, description="Whole-request timeout.")
+    stall_timeout_s: float | None = Field(
+        default=None, gt=0, description="No bytes for this long ends the request as a timeout (default: timeout)."
+    )
+    max_failure_ratio: float = Field(
+        default=0.05, ge=0, le=1, description="Live failed/finished ratio that stops the run early and fails the gate."
+    )
+    failure_floor: int = Field(
+        default=10, ge=1, description="Finished requests needed before the live failure ratio may stop the run."
+    )
+    workers: int = Field(default=1, ge=1, description="Client worker processes sharing the lanes.")
+    seed: int = Field(default=42, description="Seed for arrival processes (workloads carry their own).")
+    gpus: int = Field(default=1, ge=1, description="GPUs serving the endpoint, for per-GPU throughput.")
+    scrape_interval_s: float = Field(default=1 / 3, gt=0, description="Prometheus scrape period.")
+    require_metrics_prefix: str | None = Field(
+        default=None, description="Validity fails unless a scraped server metric name starts with this prefix."
+    )
+    context_overflow_patterns: tuple[str, ...] = Field(
+        default=(
+            "maximum context length",
+            "context length",
+            "context_length_exceeded",
+            "too many tokens",
+            "prompt is too long",
+            "exceeds the model",
+        ),
+        description="Case-insensitive substrings of an error body that mean the prompt did not fit.",
+    )
+    saturation_cpu_ratio: float = Field(default=0.9, gt=0, description="Worker CPU share that flags a saturated client.")
+    saturation_lag_p99_s: float = Field(default=0.05, gt=0, description="p99 schedule lag that flags saturation.")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> RunOptions:
+        if self.concurrency is not None and self.request_rate is not None:
+            raise ConfigError(
+                "run options set both concurrency and request_rate",
+                fix="choose closed loop (--concurrency) or open loop (--request-rate), not both",
+            )
+        return self
+
+    @property
+    def stall_s(self) -> float:
+        return self.stall_timeout_s or self.timeout_s

@@ -1,0 +1,455 @@
+"""The wall-clock interpreter of lane programs: one asyncio event loop per worker process.
+
+It carries out `Send`/`Sleep`/`Spawn`/`Join` in real time. Closed loop: each lane owned by this worker runs the
+sessions of `workload.sessions(lane)` one tree at a time (a tree = the root program and everything it spawned; the
+lane takes its next session only when the whole tree drained). Open loop: sessions start at their arrival times,
+whatever is in flight. After the deadline (or a stop) no new request starts and sleeping programs wake up and end;
+in-flight requests get the grace period, then are cancelled and recorded as `cancelled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+
+from llmsweep.client.arrivals import arrival_times
+from llmsweep.client.config import Endpoint, RunOptions
+from llmsweep.client.records import RecordWriter
+from llmsweep.client.transport import RawExchange, build_body, exchange, now_unix, to_record
+from llmsweep.workload.base import (
+    Join,
+    LaneProgram,
+    RequestOutcome,
+    RequestSpec,
+    Send,
+    Sleep,
+    Spawn,
+    SpawnHandle,
+    Workload,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    """Live counters of one worker; a picklable snapshot crosses process boundaries for progress and health."""
+
+    worker: int
+    started: int = 0
+    finished: int = 0
+    profiling_finished: int = 0
+    profiling_failed: int = 0
+    warmup_finished: int = 0
+    cancelled: int = 0
+    inflight: int = 0
+    max_inflight: int = 0
+    output_tokens: int = 0
+    first_profiling_sent: float | None = None
+    deadline: float | None = None
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    conn_queue_wait_s: float = 0.0
+    conn_queue_waits: int = 0
+    connect_s: float = 0.0
+    connects: int = 0
+    stop_reason: str | None = None
+    done: bool = False
+
+    def snapshot(self) -> WorkerStats:
+        return WorkerStats(**{k: getattr(self, k) for k in self.__slots__})  # type: ignore[attr-defined]
+
+
+class Control(Protocol):
+    """How a worker hears about run-wide stops and tells the parent how it is doing."""
+
+    def stop_reason(self) -> str | None: ...
+
+    def request_stop(self, reason: str) -> None: ...
+
+    def publish(self, stats: WorkerStats) -> None: ...
+
+    async def barrier(self) -> None: ...
+
+
+class LocalControl:
+    """In-process control for a single worker: the parent reads `stats` directly."""
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self.stats: WorkerStats | None = None
+
+    def stop_reason(self) -> str | None:
+        return self._reason
+
+    def request_stop(self, reason: str) -> None:
+        self._reason = self._reason or reason
+
+    def publish(self, stats: WorkerStats) -> None:
+        self.stats = stats
+
+    async def barrier(self) -> None:
+        return None
+
+
+def share(total: int, worker: int, workers: int) -> int:
+    """This worker's part of `total`, spread as evenly as possible."""
+    return total // workers + (1 if worker < total % workers else 0)
+
+
+@dataclass
+class _Phase:
+    name: str | None  # "warmup" forces the phase label; None keeps the workload's own label
+    budget: int | None
+    used: int = 0
+
+
+@dataclass
+class _Tree:
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    handles: dict[int, asyncio.Task[None]] = field(default_factory=dict)
+
+
+class Interpreter:
+    """Runs one worker's share of a benchmark against one endpoint, writing records as requests finish."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        endpoint: Endpoint,
+        options: RunOptions,
+        records_path: Path,
+        *,
+        worker: int = 0,
+        workers: int = 1,
+        control: Control | None = None,
+    ) -> None:
+        self.workload = workload
+        bind = getattr(workload, "bind_worker", None)
+        if callable(bind):
+            bind(worker, workers)  # optional hook: a workload that shares one sequence across lanes partitions it
+        self.endpoint = endpoint
+        self.options = options
+        self.worker = worker
+        self.workers = workers
+        self.control: Control = control or LocalControl()
+        self.writer = RecordWriter(records_path)
+        self.stats = WorkerStats(worker=worker)
+        self.stopping = False
+        self._stop_at: float | None = None
+        self._grace = options.grace_s
+        self._sleepers: set[asyncio.Future[None]] = set()
+        self._all: set[asyncio.Task[Any]] = set()
+        self._ids = itertools.count()
+        self._handle_ids = itertools.count()
+        self._lane_iters: dict[int, Iterator[LaneProgram]] = {}
+        self._phase = _Phase(None, None)
+        self._session: aiohttp.ClientSession | None = None
+        self._timeout = aiohttp.ClientTimeout(total=options.timeout_s, sock_read=options.stall_s)
+        self._headers = {"Content-Type": "application/json", **endpoint.headers}
+
+    # ----------------------------------------------------------------------------------------------- lifecycle
+    async def run(self) -> WorkerStats:
+        """Run warmup then profiling to completion, deadline or stop; returns the final counters."""
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_queued_start.append(self._on_queued_start)
+        trace.on_connection_queued_end.append(self._on_queued_end)
+        trace.on_connection_create_start.append(self._on_create_start)
+        trace.on_connection_create_end.append(self._on_create_end)
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
+        try:
+            async with aiohttp.ClientSession(
+                connector=connector, trace_configs=[trace], auto_decompress=False, skip_auto_headers=["User-Agent"]
+            ) as session:
+                self._session = session
+                main = asyncio.ensure_future(self._phases())
+                await self._supervise(main)
+        finally:
+            self.writer.close()
+            self.stats.cpu_s = time.process_time() - cpu0
+            self.stats.wall_s = time.perf_counter() - wall0
+            self.stats.done = True
+            self.stats.stop_reason = self.stats.stop_reason or self.control.stop_reason()
+            self.control.publish(self.stats.snapshot())
+        return self.stats
+
+    async def _supervise(self, main: asyncio.Future[None]) -> None:
+        """Poll for the deadline, run-wide stops and the end of the grace period; publish counters."""
+        last_publish = 0.0
+        while not main.done():
+            await asyncio.wait([main], timeout=0.05)
+            now = now_unix()
+            if not self.stopping:
+                if self.stats.deadline is not None and now >= self.stats.deadline:
+                    self.stop("duration reached")
+                elif (reason := self.control.stop_reason()) is not None:
+                    self.stop(reason, grace=0.0)
+            if self.stopping and self._stop_at is not None and now >= self._stop_at + self._grace:
+                self._cancel_all()
+            if now - last_publish >= 0.2:
+                self.control.publish(self.stats.snapshot())
+                last_publish = now
+        await main
+
+    def stop(self, reason: str, *, grace: float | None = None) -> None:
+        """Stop starting requests; wake sleepers so their programs end; in-flight ones get the grace period."""
+        if grace is not None:
+            self._grace = min(self._grace, grace)
+        if self.stopping:
+            return
+        log.info("worker %d stopping: %s", self.worker, reason)
+        self.stopping = True
+        self._stop_at = now_unix()
+        self.stats.stop_reason = reason
+        for fut in list(self._sleepers):
+            if not fut.done():
+                fut.set_result(None)
+
+    def _cancel_all(self) -> None:
+        for task in list(self._all):
+            if not task.done():
+                task.cancel()
+
+    # ----------------------------------------------------------------------------------------------- phases
+    async def _phases(self) -> None:
+        opts = self.options
+        closed_lanes = self._my_lanes()
+        if opts.warmup_requests > 0 and not self.stopping:
+            budget = share(opts.warmup_requests, self.worker, self.workers)
+            if budget > 0:
+                self._phase = _Phase("warmup", budget)
+                lanes = closed_lanes or [self.worker + i * self.workers for i in range(min(budget, 16))]
+                await self._closed_loop(lanes)
+        await self.control.barrier()
+        budget = share(opts.num_requests, self.worker, self.workers) if opts.num_requests else None
+        self._phase = _Phase(None, budget)
+        if self.stopping or budget == 0:
+            return
+        arrivals = self.workload.arrivals()
+        if opts.request_rate is not None or (arrivals is not None and opts.concurrency is None):
+            await self._open_loop(arrivals if opts.request_rate is None else None)
+        else:
+            await self._closed_loop(closed_lanes or [self.worker])
+
+    def _my_lanes(self) -> list[int]:
+        conc = self.options.concurrency
+        if conc is None:
+            return []
+        return [lane for lane in range(conc) if lane % self.workers == self.worker]
+
+    def _sessions(self, lane: int) -> Iterator[LaneProgram]:
+        if lane not in self._lane_iters:
+            self._lane_iters[lane] = iter(self.workload.sessions(lane))
+        return self._lane_iters[lane]
+
+    def _budget_left(self) -> bool:
+        ph = self._phase
+        return ph.budget is None or ph.used < ph.budget
+
+    async def _closed_loop(self, lanes: list[int]) -> None:
+        tasks = [self._track(self._lane(lane)) for lane in lanes]
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _lane(self, lane: int) -> None:
+        sessions = self._sessions(lane)
+        while not self.stopping and self._budget_left():
+            program = next(sessions, None)
+            if program is None:
+                return
+            await self._run_tree(program, lane, time.perf_counter())
+
+    async def _open_loop(self, arrivals: Iterator[Any] | None) -> None:
+        """Start sessions at their arrival offsets from a common start; arrival i belongs to worker i mod N."""
+        opts = self.options
+        t0 = time.perf_counter()
+        trees: set[asyncio.Task[None]] = set()
+        if arrivals is not None:
+            source: Iterator[tuple[float, LaneProgram | None]] = ((a.at, a.program) for a in arrivals)
+        else:
+            assert opts.request_rate is not None
+            source = ((t, None) for t in arrival_times(opts.request_rate, opts.arrival, opts.seed))
+        own_sessions = self._sessions(self.worker)
+        for i, (at, program) in enumerate(source):
+            if i % self.workers != self.worker:
+                if program is not None:
+                    program.close()
+                continue
+            if self.stopping or not self._budget_left():
+                if program is not None:
+                    program.close()
+                break
+            if program is None:
+                program = next(own_sessions, None)
+                if program is None:
+                    break
+            due = t0 + at
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await self._sleep(delay)
+                if self.stopping:
+                    program.close()
+                    break
+            task = self._track(self._run_tree(program, self.worker, due))
+            trees.add(task)
+            task.add_done_callback(trees.discard)
+        if trees:
+            await asyncio.gather(*list(trees), return_exceptions=True)
+
+    # ----------------------------------------------------------------------------------------------- programs
+    def _track(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._all.add(task)
+        task.add_done_callback(self._all.discard)
+        return task
+
+    async def _run_tree(self, program: LaneProgram, lane: int, scheduled: float) -> None:
+        """Run a session tree to its end: the root and every descendant, joined or not."""
+        tree = _Tree()
+        try:
+            await self._run_program(program, lane, tree, scheduled)
+        finally:
+            while pending := [t for t in tree.tasks if not t.done()]:
+                await asyncio.wait(pending)
+
+    async def _run_program(self, gen: LaneProgram, lane: int, tree: _Tree, scheduled: float | None) -> None:
+        value: Any = None
+        intended = scheduled
+        try:
+            while True:
+                try:
+                    action = gen.send(value)
+                except StopIteration:
+                    return
+                kind = type(action)
+                if kind is Send:
+                    if self.stopping or not self._budget_left():
+                        return
+                    self._phase.used += 1
+                    outcome, overflow = await self._send(action.spec, intended)
+                    intended = None
+                    if overflow:
+                        return  # AgentX: a context overflow ends that session
+                    value = outcome
+                elif kind is Sleep:
+                    intended = time.perf_counter() + max(action.seconds, 0.0)
+                    await self._sleep(action.seconds)
+                    if self.stopping:
+                        return
+                    value = None
+                elif kind is Spawn:
+                    hid = next(self._handle_ids)
+                    task = self._track(self._run_program(action.program, lane, tree, time.perf_counter()))
+                    tree.tasks.add(task)
+                    tree.handles[hid] = task
+                    value = SpawnHandle(hid)
+                elif kind is Join:
+                    children = [tree.handles[h.id] for h in action.handles if h.id in tree.handles]
+                    if children:
+                        await asyncio.wait(children)
+                    value = None
+                else:
+                    log.error("lane %d: unknown action %r; ending the session", lane, action)
+                    return
+        finally:
+            gen.close()
+
+    async def _sleep(self, seconds: float) -> None:
+        if seconds <= 0 or self.stopping:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        handle = loop.call_later(seconds, _wake, fut)
+        self._sleepers.add(fut)
+        try:
+            await fut
+        finally:
+            handle.cancel()
+            self._sleepers.discard(fut)
+
+    # ----------------------------------------------------------------------------------------------- sending
+    async def _send(self, spec: RequestSpec, intended: float | None) -> tuple[RequestOutcome, bool]:
+        assert self._session is not None
+        phase = self._phase.name or spec.identity.phase
+        if phase == "profiling" and self.stats.first_profiling_sent is None:
+            self.stats.first_profiling_sent = now_unix()
+            if self.options.duration_s is not None:
+                self.stats.deadline = self.stats.first_profiling_sent + self.options.duration_s
+        body = build_body(spec, self.endpoint)
+        url = self.endpoint.url_for(spec.api)
+        raw = RawExchange(scheduled=intended if intended is not None else time.perf_counter())
+        st = self.stats
+        st.started += 1
+        st.inflight += 1
+        st.max_inflight = max(st.max_inflight, st.inflight)
+        try:
+            await exchange(self._session, url, body, self._headers, raw, self._timeout)
+        except asyncio.CancelledError:
+            self._record(raw, spec, phase)
+            raise
+        finally:
+            st.inflight -= 1
+        rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)
+        return RequestOutcome(ok=rec_ok, output_text=text, output_tokens=tokens, error=error), overflow
+
+    def _record(self, raw: RawExchange, spec: RequestSpec, phase: str) -> tuple[bool, str, int | None, str | None, bool]:
+        rid = f"w{self.worker}-{next(self._ids)}"
+        rec, text = to_record(
+            raw, spec, rid=rid, worker=self.worker, phase=phase, overflow_patterns=self.options.context_overflow_patterns
+        )
+        self.writer.write(rec)
+        st = self.stats
+        st.finished += 1
+        if rec.completion_tokens:
+            st.output_tokens += rec.completion_tokens
+        if rec.error_class == "cancelled":
+            st.cancelled += 1
+        elif phase == "warmup":
+            st.warmup_finished += 1
+        else:
+            st.profiling_finished += 1
+            if rec.error_class is not None:
+                st.profiling_failed += 1
+                self._check_failures()
+        return rec.ok, text, rec.completion_tokens, rec.error, rec.error_class == "context_overflow"
+
+    def _check_failures(self) -> None:
+        st, opts = self.stats, self.options
+        if st.profiling_finished < opts.failure_floor or self.stopping:
+            return
+        ratio = st.profiling_failed / st.profiling_finished
+        if ratio > opts.max_failure_ratio:
+            reason = (
+                f"failure ratio {ratio:.3f} ({st.profiling_failed}/{st.profiling_finished}) exceeded "
+                f"max_failure_ratio {opts.max_failure_ratio}"
+            )
+            self.control.request_stop(reason)
+            self.stop(reason, grace=0.0)
+
+    # ----------------------------------------------------------------------------------------------- tracing
+    async def _on_queued_start(self, session: Any, ctx: Any, params: Any) -> None:
+        ctx.queued_at = time.perf_counter()
+
+    async def _on_queued_end(self, session: Any, ctx: Any, params: Any) -> None:
+        self.stats.conn_queue_wait_s += time.perf_counter() - getattr(ctx, "queued_at", time.perf_counter())
+        self.stats.conn_queue_waits += 1
+
+    async def _on_create_start(self, session: Any, ctx: Any, params: Any) -> None:
+        ctx.create_at = time.perf_counter()
+
+    async def _on_create_end(self, session: Any, ctx: Any, params: Any) -> None:
+        self.stats.connect_s += time.perf_counter() - getattr(ctx, "create_at", time.perf_counter())
+        self.stats.connects += 1
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -1,0 +1,91 @@
+"""The raw request record: one line of `records.jsonl`, shared by the client and the simulator's predictor.
+
+Every metric is recomputed from these fields, so they hold raw facts only (absolute unix times, server usage, the
+error class) and never derived statistics. The writer appends one line per finished request with a single
+`os.write` on an O_APPEND descriptor: several worker processes may share the file, and a SIGKILL loses nothing that
+already finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+ErrorClass = Literal["http", "timeout", "connection", "protocol", "context_overflow", "cancelled"]
+ERROR_CLASSES: tuple[str, ...] = ("http", "timeout", "connection", "protocol", "context_overflow", "cancelled")
+
+RECORDS_FILE = "records.jsonl"
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as it happened. Times are absolute unix seconds; None when the stage was never reached."""
+
+    id: str
+    trace: str = ""
+    lane: int = 0
+    turn: int = 0
+    phase: str = "profiling"
+    session: str = ""
+    node: str = ""
+    request_index: int = 0
+    api: str = "chat"
+    scheduled_at: float | None = None
+    sent_at: float | None = None
+    first_byte_at: float | None = None
+    first_token_at: float | None = None
+    end_at: float | None = None
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    status: int | None = None
+    error_class: ErrorClass | None = None
+    error: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    input_tokens_expected: int | None = None
+    theoretical_cached_tokens: int | None = None
+    max_tokens: int | None = None
+    worker: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_line(self) -> bytes:
+        return (json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        return cls(**data)
+
+
+class RecordWriter:
+    """Appends records to `records.jsonl`, one unbuffered write per line, so finished requests survive a SIGKILL."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.count = 0
+
+    def write(self, record: RequestRecord) -> None:
+        os.write(self._fd, record.to_line())
+        self.count += 1
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

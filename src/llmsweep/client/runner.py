@@ -1,0 +1,337 @@
+"""Run a benchmark: start workers (in process, or N processes sharing the lanes), scrape server metrics, watch
+progress and the failure ratio, then write `run.json` and `summary.json` beside `records.jsonl`.
+
+`run.json` holds what only the live run knows (provenance, gates, worker CPU, connection waits, the open-file limit,
+why it stopped), so `llmsweep summarize DIR` recomputes exactly the summary the run wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import multiprocessing as mp
+import os
+import pickle
+import platform
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmsweep import __version__
+from llmsweep.client.config import Endpoint, RunOptions
+from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
+from llmsweep.client.records import RECORDS_FILE
+from llmsweep.client.scrape import SERVER_METRICS_FILE, MetricsScraper
+from llmsweep.client.transport import now_unix
+from llmsweep.errors import ConfigError
+from llmsweep.metrics import GateConfig, summarise
+from llmsweep.workload.base import Workload
+
+log = logging.getLogger(__name__)
+
+RUN_FILE = "run.json"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(slots=True)
+class Progress:
+    """A snapshot for progress bars: counters summed over workers."""
+
+    elapsed_s: float
+    started: int
+    finished: int
+    failed: int
+    inflight: int
+    output_tokens: int
+    target_requests: int | None
+    duration_s: float | None
+    profiling_elapsed_s: float | None
+    stop_reason: str | None
+
+
+@dataclass(slots=True)
+class BenchResult:
+    out_dir: Path
+    summary: dict[str, Any]
+    records_path: Path
+    workers: list[WorkerStats] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return str(self.summary["validity"]["verdict"])
+
+    @property
+    def gate_failed(self) -> bool:
+        return self.verdict == "invalid"
+
+
+def suggest_workers(options: RunOptions) -> int:
+    """One worker unless the load needs more: about one per 256 live lanes or 200 req/s, leaving a core free."""
+    cpus = os.cpu_count() or 1
+    if cpus <= 2:
+        return 1
+    need = max(math.ceil((options.concurrency or 0) / 256), math.ceil((options.request_rate or 0) / 200), 1)
+    return max(1, min(need, cpus - 1))
+
+
+def raise_fd_limit(needed: int) -> dict[str, Any]:
+    """Raise RLIMIT_NOFILE's soft limit as far as allowed; report whether it still caps the connections needed."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = needed if hard == resource.RLIM_INFINITY else min(max(soft, needed), hard)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:  # pragma: no cover - platform specific
+            log.warning("could not raise the open-file limit to %d: %s", target, exc)
+    capped = soft < needed
+    if capped:
+        log.warning(
+            "OPEN-FILE LIMIT CAPS THIS RUN: %d descriptors allowed, about %d needed for the connections in flight; "
+            "raise it (ulimit -n) or lower the concurrency",
+            soft,
+            needed,
+        )
+    return {"soft": int(soft), "hard": int(hard) if hard != resource.RLIM_INFINITY else -1, "needed": needed, "capped": capped}
+
+
+def _needed_fds(options: RunOptions) -> int:
+    live = options.concurrency or int((options.request_rate or 0) * min(options.timeout_s, 60.0)) or 256
+    return live * 2 + 128  # fan-out may exceed the lanes; plus files, pipes and the event loop
+
+
+def default_gates(options: RunOptions, *, max_error_ratio: float | None = None) -> GateConfig:
+    return GateConfig(
+        max_error_ratio=options.max_failure_ratio if max_error_ratio is None else max_error_ratio,
+        planned_duration_s=options.duration_s,
+        require_metrics_prefix=options.require_metrics_prefix,
+    )
+
+
+async def run_benchmark_async(
+    workload: Workload,
+    endpoint: Endpoint,
+    options: RunOptions,
+    out_dir: Path | str,
+    *,
+    provenance: dict[str, Any] | None = None,
+    gates: GateConfig | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> BenchResult:
+    """Drive `workload` against `endpoint`; returns the summary (also written to `out_dir/summary.json`)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    records_path = out / RECORDS_FILE
+    metrics_path = out / SERVER_METRICS_FILE
+    for stale in (records_path, metrics_path, out / SUMMARY_FILE, out / RUN_FILE):
+        stale.unlink(missing_ok=True)
+    fd_limit = raise_fd_limit(_needed_fds(options))
+    started_at = now_unix()
+
+    scraper: MetricsScraper | None = None
+    if (url := endpoint.resolved_metrics_url()) is not None:
+        scraper = MetricsScraper(url, metrics_path, interval_s=options.scrape_interval_s)
+        scraper.start()
+    try:
+        if options.workers == 1:
+            stats, stop_reason = await _run_local(workload, endpoint, options, records_path, on_progress)
+        else:
+            stats, stop_reason = await _run_processes(workload, endpoint, options, records_path, on_progress)
+    finally:
+        if scraper is not None:
+            await scraper.stop()
+
+    client = {
+        "workers": [
+            {k: v for k, v in asdict(s).items() if k not in ("done", "deadline", "first_profiling_sent")} for s in stats
+        ],
+        "fd_limit": fd_limit,
+        "stop_reason": stop_reason,
+        "saturation_cpu_ratio": options.saturation_cpu_ratio,
+        "saturation_lag_p99_s": options.saturation_lag_p99_s,
+    }
+    prov = {
+        "client_version": __version__,
+        "seed": options.seed,
+        "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model, "api": endpoint.api},
+        "workload": workload.describe(),
+        "options": options.model_dump(mode="json"),
+        "host": platform.node(),
+        "started_at": started_at,
+        "finished_at": now_unix(),
+        **(provenance or {}),
+    }
+    gates = gates or default_gates(options)
+    run_info = {"provenance": prov, "gates": gates.model_dump(mode="json"), "client": client, "gpus": options.gpus}
+    (out / RUN_FILE).write_text(json.dumps(run_info, indent=2))
+    summary = summarise_dir(out)
+    return BenchResult(out_dir=out, summary=summary, records_path=records_path, workers=stats)
+
+
+def summarise_dir(out: Path | str, *, write: bool = True) -> dict[str, Any]:
+    """Recompute a run directory's summary from `records.jsonl`, `server_metrics.jsonl` and `run.json`."""
+    out = Path(out)
+    run_file = out / RUN_FILE
+    info = json.loads(run_file.read_text()) if run_file.exists() else {}
+    metrics_path = out / SERVER_METRICS_FILE
+    source = info.get("source", "measured")
+    summary = summarise(
+        out / RECORDS_FILE,
+        gpus=int(info.get("gpus", 1)),
+        server_metrics=metrics_path if metrics_path.exists() else None,
+        source=source,
+        provenance=info.get("provenance"),
+        gates=GateConfig(**info["gates"]) if "gates" in info else None,
+        client=info.get("client"),
+    )
+    if write:
+        (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, allow_nan=False))
+    return summary
+
+
+def run_benchmark(
+    workload: Workload,
+    endpoint: Endpoint,
+    options: RunOptions,
+    out_dir: Path | str,
+    *,
+    provenance: dict[str, Any] | None = None,
+    gates: GateConfig | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> BenchResult:
+    """Blocking form of `run_benchmark_async`."""
+    return asyncio.run(
+        run_benchmark_async(
+            workload, endpoint, options, out_dir, provenance=provenance, gates=gates, on_progress=on_progress
+        )
+    )
+
+
+# ------------------------------------------------------------------------------------------------------ progress
+def _progress(stats: list[WorkerStats], options: RunOptions, t0: float, reason: str | None) -> Progress:
+    firsts = [s.first_profiling_sent for s in stats if s.first_profiling_sent is not None]
+    now = now_unix()
+    return Progress(
+        elapsed_s=now - t0,
+        started=sum(s.started for s in stats),
+        finished=sum(s.finished for s in stats),
+        failed=sum(s.profiling_failed for s in stats),
+        inflight=sum(s.inflight for s in stats),
+        output_tokens=sum(s.output_tokens for s in stats),
+        target_requests=options.num_requests,
+        duration_s=options.duration_s,
+        profiling_elapsed_s=now - min(firsts) if firsts else None,
+        stop_reason=reason,
+    )
+
+
+async def _run_local(
+    workload: Workload,
+    endpoint: Endpoint,
+    options: RunOptions,
+    records_path: Path,
+    on_progress: Callable[[Progress], None] | None,
+) -> tuple[list[WorkerStats], str | None]:
+    control = LocalControl()
+    interp = Interpreter(workload, endpoint, options, records_path, control=control)
+    task = asyncio.ensure_future(interp.run())
+    t0 = now_unix()
+    while not task.done():
+        await asyncio.wait([task], timeout=0.25)
+        if on_progress is not None:
+            on_progress(_progress([interp.stats], options, t0, interp.stats.stop_reason))
+    stats = await task
+    return [stats], stats.stop_reason
+
+
+# ------------------------------------------------------------------------------------------------------ processes
+class ProcessControl:
+    """Control for a worker process: a shared stop event, a stats queue to the parent, a start barrier."""
+
+    def __init__(self, stop: Any, queue: Any, barrier: Any, worker: int) -> None:
+        self._stop, self._queue, self._barrier, self._worker = stop, queue, barrier, worker
+
+    def stop_reason(self) -> str | None:
+        return "stopped by the parent (run-wide failure ratio or interrupt)" if self._stop.is_set() else None
+
+    def request_stop(self, reason: str) -> None:
+        self._queue.put(("stop", self._worker, reason))
+        self._stop.set()
+
+    def publish(self, stats: WorkerStats) -> None:
+        self._queue.put(("stats", self._worker, stats))
+
+    async def barrier(self) -> None:
+        await asyncio.to_thread(self._barrier.wait)
+
+
+def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any) -> None:
+    workload, endpoint_json, options_json, records_path, worker, workers = pickle.loads(payload)
+    endpoint = Endpoint.model_validate_json(endpoint_json)
+    options = RunOptions.model_validate_json(options_json)
+    control = ProcessControl(stop, queue, barrier, worker)
+    interp = Interpreter(workload, endpoint, options, Path(records_path), worker=worker, workers=workers, control=control)
+    asyncio.run(interp.run())
+
+
+async def _run_processes(
+    workload: Workload,
+    endpoint: Endpoint,
+    options: RunOptions,
+    records_path: Path,
+    on_progress: Callable[[Progress], None] | None,
+) -> tuple[list[WorkerStats], str | None]:
+    n = options.workers
+    ctx = mp.get_context("spawn")
+    stop, queue, barrier = ctx.Event(), ctx.Queue(), ctx.Barrier(n)
+    procs = []
+    for w in range(n):
+        try:
+            payload = pickle.dumps(
+                (workload, endpoint.model_dump_json(), options.model_dump_json(), str(records_path), w, n)
+            )
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise ConfigError(
+                f"workload {workload.name!r} cannot be sent to worker processes: {exc}",
+                fix="build the workload from a picklable config, or run with --workers 1",
+            ) from exc
+        proc = ctx.Process(target=_worker_main, args=(payload, stop, queue, barrier), name=f"llmsweep-worker-{w}")
+        proc.start()
+        procs.append(proc)
+    latest: dict[int, WorkerStats] = {w: WorkerStats(worker=w) for w in range(n)}
+    reason: str | None = None
+    t0 = now_unix()
+    while True:
+        while True:
+            try:
+                msg = queue.get_nowait()
+            except Exception:  # queue.Empty
+                break
+            if msg[0] == "stats":
+                latest[msg[1]] = msg[2]
+            elif msg[0] == "stop" and reason is None:
+                reason = msg[2]
+        stats = list(latest.values())
+        finished = sum(s.profiling_finished for s in stats)
+        failed = sum(s.profiling_failed for s in stats)
+        if not stop.is_set() and finished >= options.failure_floor and failed / max(finished, 1) > options.max_failure_ratio:
+            reason = f"failure ratio {failed / finished:.3f} ({failed}/{finished}) exceeded max_failure_ratio {options.max_failure_ratio}"
+            stop.set()
+        if on_progress is not None:
+            on_progress(_progress(stats, options, t0, reason))
+        if all(not p.is_alive() for p in procs) and queue.empty():
+            break
+        await asyncio.sleep(0.2)
+    for p in procs:
+        p.join()
+        if p.exitcode not in (0, None):
+            log.error("client worker %s exited with %s", p.name, p.exitcode)
+    stats = list(latest.values())
+    if reason is None:
+        reason = next((s.stop_reason for s in stats if s.stop_reason), None)
+    return stats, reason

@@ -1,0 +1,93 @@
+"""Prometheus scraper: polls the server's `/metrics` about three times a second into `server_metrics.jsonl`.
+
+Each line is one scrape: `{"t": unix, "samples": [[name, {labels}, value], ...]}` (histogram buckets and
+`_created` samples are dropped: they are large and no summary uses them), or `{"t": unix, "error": "..."}`. Parsing
+uses `prometheus_client.parser` in a thread so the event loop keeps stamping times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmsweep.client.transport import now_unix
+
+log = logging.getLogger(__name__)
+
+SERVER_METRICS_FILE = "server_metrics.jsonl"
+
+
+def parse_exposition(text: str) -> list[list[Any]]:
+    """Samples of a Prometheus text exposition as `[name, labels, value]`, without buckets and `_created`."""
+    samples: list[list[Any]] = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.endswith("_bucket") or s.name.endswith("_created"):
+                continue
+            value = float(s.value)
+            if value != value or value in (float("inf"), float("-inf")):
+                continue
+            samples.append([s.name, dict(s.labels), value])
+    return samples
+
+
+class MetricsScraper:
+    """Background task scraping one URL until stopped; every scrape (or failure) becomes one JSON line."""
+
+    def __init__(self, url: str, out_path: Path, *, interval_s: float = 1 / 3) -> None:
+        self.url = url
+        self.out_path = Path(out_path)
+        self.interval_s = interval_s
+        self.scrapes = 0
+        self.failures = 0
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._loop())
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+    async def _loop(self) -> None:
+        fd = os.open(self.out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        timeout = aiohttp.ClientTimeout(total=max(self.interval_s * 3, 2.0))
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                while True:
+                    await self._scrape_once(session, fd)
+                    try:
+                        await asyncio.wait_for(self._stop.wait(), self.interval_s)
+                        await self._scrape_once(session, fd)  # one last scrape brackets the end of the run
+                        return
+                    except TimeoutError:
+                        continue
+        finally:
+            os.close(fd)
+
+    async def _scrape_once(self, session: aiohttp.ClientSession, fd: int) -> None:
+        t = now_unix()
+        line: dict[str, Any]
+        try:
+            async with session.get(self.url) as resp:
+                text = await resp.text(errors="replace")
+                if resp.status != 200:
+                    raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status, message=text[:200])
+            samples = await asyncio.to_thread(parse_exposition, text)
+            line = {"t": t, "samples": samples}
+            self.scrapes += 1
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            if self.failures == 0:
+                log.warning("scraping %s failed: %s (server metrics may be missing)", self.url, exc)
+            self.failures += 1
+            line = {"t": t, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        os.write(fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())

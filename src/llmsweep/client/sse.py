@@ -1,0 +1,129 @@
+"""Turn the raw bytes of one streamed response into content-chunk times, token counts and usage.
+
+Runs after the response ended, never while bytes are arriving: the hot loop only stamps `(time, bytes)` pairs. An
+event is stamped with the arrival time of the network read that completed it. Tolerates what real servers do:
+usage on the final content chunk or on a separate `choices: []` chunk, no `data: [DONE]`, `\\r\\n` line ends,
+comments and keep-alives, and an `error` object in the middle of the stream.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class ParsedStream:
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    done: bool = False
+    output_text: str = ""
+    protocol_error: str | None = None
+    stream_error: str | None = None
+
+
+def _events(reads: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
+    """Split reads into complete SSE events (each stamped with the read that completed it)."""
+    events: list[tuple[float, bytes]] = []
+    buf = b""
+    for t, data in reads:
+        buf += data
+        if b"\n\n" not in buf and b"\r\n\r\n" not in buf:
+            continue
+        buf = buf.replace(b"\r\n", b"\n")
+        *complete, buf = buf.split(b"\n\n")
+        events.extend((t, ev) for ev in complete if ev.strip())
+    if buf.strip():
+        # A last event without its blank line (connection closed right after it) still counts.
+        events.append((reads[-1][0], buf.replace(b"\r\n", b"\n")))
+    return events
+
+
+def _data_of(event: bytes) -> bytes | None:
+    parts = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+    return b"\n".join(parts) if parts else None
+
+
+def _content_of(choice: dict[str, Any]) -> str:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        text = delta.get("content") or ""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        return (reasoning + text) if isinstance(text, str) and isinstance(reasoning, str) else ""
+    text = choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
+def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -> ParsedStream:
+    """Parse `reads` (arrival time, bytes) of an SSE response body."""
+    out = ParsedStream()
+    texts: list[str] = []
+    usage_cum: list[int | None] = []
+    for t, event in _events(reads):
+        data = _data_of(event)
+        if data is None:
+            continue
+        if data.strip() == b"[DONE]":
+            out.done = True
+            continue
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            out.protocol_error = f"invalid JSON in stream event: {data[:120]!r}"
+            break
+        if not isinstance(obj, dict):
+            out.protocol_error = f"stream event is not a JSON object: {data[:120]!r}"
+            break
+        if obj.get("error"):
+            err = obj["error"]
+            out.stream_error = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+            break
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            out.prompt_tokens = usage.get("prompt_tokens", out.prompt_tokens)
+            out.completion_tokens = usage.get("completion_tokens", out.completion_tokens)
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and details.get("cached_tokens") is not None:
+                out.cached_tokens = details["cached_tokens"]
+        choices = obj.get("choices") or []
+        text = "".join(_content_of(c) for c in choices if isinstance(c, dict))
+        if text:
+            out.chunk_times.append(t)
+            texts.append(text)
+            usage_cum.append(usage.get("completion_tokens") if isinstance(usage, dict) else None)
+    out.chunk_tokens = _chunk_tokens(texts, usage_cum, out.completion_tokens)
+    if keep_text:
+        out.output_text = "".join(texts)
+    return out
+
+
+def _chunk_tokens(texts: list[str], usage_cum: list[int | None], total: int | None) -> list[int]:
+    """Tokens per content chunk: from per-chunk cumulative usage when every chunk has it, else one per chunk with
+    any surplus of the final usage count spread over chunks by text length (multi-token chunks)."""
+    n = len(texts)
+    if n == 0:
+        return []
+    if all(c is not None for c in usage_cum):
+        prev = 0
+        counts = []
+        for c in usage_cum:
+            counts.append(max(int(c) - prev, 0))  # type: ignore[arg-type]
+            prev = int(c)  # type: ignore[arg-type]
+        if all(x >= 1 for x in counts):
+            return counts
+    counts = [1] * n
+    if total is None or total <= n:
+        return counts
+    surplus = total - n
+    lengths = [max(len(s), 1) for s in texts]
+    weight = sum(lengths)
+    shares = [surplus * ln / weight for ln in lengths]
+    extra = [int(s) for s in shares]
+    left = surplus - sum(extra)
+    for i in sorted(range(n), key=lambda i: shares[i] - extra[i], reverse=True)[:left]:
+        extra[i] += 1
+    return [c + e for c, e in zip(counts, extra, strict=True)]

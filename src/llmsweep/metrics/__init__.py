@@ -1,0 +1,8 @@
+"""Records → summary: metric definitions (registry), statistic blocks, server-metric adapters, validity gates."""
+
+from __future__ import annotations
+
+from llmsweep.metrics.gates import GateConfig
+from llmsweep.metrics.summary import SCHEMA_VERSION, iter_records, summarise
+
+__all__ = ["SCHEMA_VERSION", "GateConfig", "iter_records", "summarise"]

@@ -1,0 +1,277 @@
+"""Server-side metrics: Prometheus scrapes → deltas and gauge statistics over the profiling window, read through
+engine adapters (SGLang, vLLM) into one engine-neutral block.
+
+Counters (`*_total`, `*_count`, `*_sum`) become the increase over the window (last value at or before the window end
+minus last value at or before its start); gauges become max and mean over the scrapes inside the window. Scrapes are
+streamed line by line, so multi-GiB exports never sit in memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+COUNTER_SUFFIXES = ("_total", "_count", "_sum")
+END_SLACK_S = 1.0
+"""A scrape up to this long after the last response still counts as the window's closing bracket."""
+
+
+@dataclass(slots=True)
+class _Series:
+    before: float | None = None  # last value at or before window start
+    first_in: float | None = None  # first value inside the window
+    last_in: float | None = None  # last value at or before window end (+ slack)
+    gmax: float | None = None
+    gsum: float = 0.0
+    gcount: int = 0
+
+    def delta(self) -> float | None:
+        base = self.before if self.before is not None else self.first_in
+        if base is None or self.last_in is None:
+            return None
+        return max(self.last_in - base, 0.0)
+
+    def mean(self) -> float | None:
+        return self.gsum / self.gcount if self.gcount else None
+
+
+def _iter_scrapes(source: Path | Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.exists():
+            return
+        with path.open("rb") as fh:
+            for line in fh:
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except ValueError:
+                        continue  # a torn last line after a SIGKILL
+    else:
+        yield from source
+
+
+class ServerWindow:
+    """Per-series aggregates of the scrapes that fall around a profiling window."""
+
+    def __init__(self, start: float | None, end: float | None) -> None:
+        self.start = start
+        self.end = end
+        self.series: dict[tuple[str, tuple[tuple[str, str], ...]], _Series] = {}
+        self.names: set[str] = set()
+        self.scrapes = 0
+        self.scrape_errors = 0
+
+    def add(self, scrape: dict[str, Any]) -> None:
+        if "error" in scrape:
+            self.scrape_errors += 1
+            return
+        self.scrapes += 1
+        t = float(scrape["t"])
+        start = self.start if self.start is not None else float("-inf")
+        end = self.end if self.end is not None else float("inf")
+        in_window = start <= t <= end
+        for name, labels, value in scrape.get("samples", ()):
+            self.names.add(name)
+            key = (name, tuple(sorted(labels.items())))
+            s = self.series.get(key)
+            if s is None:
+                s = self.series[key] = _Series()
+            if t <= start:
+                s.before = value
+            elif t <= end + END_SLACK_S:
+                if s.first_in is None:
+                    s.first_in = value
+                s.last_in = value
+            if in_window:
+                s.gmax = value if s.gmax is None else max(s.gmax, value)
+                s.gsum += value
+                s.gcount += 1
+
+    # ------------------------------------------------------------------ queries used by adapters
+    def _matching(self, name: str, where: dict[str, str] | None) -> list[_Series]:
+        out = []
+        for (n, labels), s in self.series.items():
+            if n != name:
+                continue
+            if where:
+                d = dict(labels)
+                if any(d.get(k) != v for k, v in where.items()):
+                    continue
+            out.append(s)
+        return out
+
+    def counter(self, *names: str, where: dict[str, str] | None = None) -> float | None:
+        """Window increase summed over series, from the first name that has any series."""
+        for name in names:
+            deltas = [d for s in self._matching(name, where) if (d := s.delta()) is not None]
+            if deltas:
+                return float(sum(deltas))
+        return None
+
+    def gauge_max(self, *names: str) -> float | None:
+        for name in names:
+            vals = [s.gmax for s in self._matching(name, None) if s.gmax is not None]
+            if vals:
+                return float(max(vals))
+        return None
+
+    def gauge_mean(self, *names: str) -> float | None:
+        for name in names:
+            vals = [m for s in self._matching(name, None) if (m := s.mean()) is not None]
+            if vals:
+                return float(sum(vals) / len(vals))
+        return None
+
+    def label_values(self, name: str) -> set[tuple[tuple[str, str], ...]]:
+        return {labels for (n, labels) in self.series if n == name}
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den <= 0:
+        return None
+    return num / den
+
+
+def _frac(value: float | None) -> float | None:
+    """Fractions above 1.5 are percentages (some engines export 0–100)."""
+    if value is None:
+        return None
+    return value / 100.0 if value > 1.5 else value
+
+
+def _vllm(w: ServerWindow) -> dict[str, Any]:
+    hits = w.counter("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+    queries = w.counter("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+    gpu_rate = _ratio(hits, queries)
+    ext_rate = _ratio(w.counter("vllm:external_prefix_cache_hits_total"), w.counter("vllm:external_prefix_cache_queries_total"))
+    overall = gpu_rate
+    by_source = w.label_values("vllm:prompt_tokens_by_source_total")
+    if by_source:
+        sources: dict[str, float] = {}
+        for labels in by_source:
+            src = dict(labels).get("source", "")
+            sources[src] = sources.get(src, 0.0) + (w.counter("vllm:prompt_tokens_by_source_total", where=dict(labels)) or 0.0)
+        total = sum(sources.values())
+        if total > 0:
+            gpu_rate = sources.get("local_cache_hit", 0.0) / total
+            ext_rate = sources.get("external_kv_transfer", 0.0) / total
+            overall = (sources.get("local_cache_hit", 0.0) + sources.get("external_kv_transfer", 0.0)) / total
+    accepted = w.counter("vllm:spec_decode_num_accepted_tokens_total")
+    drafts = w.counter("vllm:spec_decode_num_drafts_total")
+    draft_tokens = w.counter("vllm:spec_decode_num_draft_tokens_total")
+    al = 1.0 + accepted / drafts if accepted is not None and drafts else None
+    return {
+        "queue": _queue(w, "vllm:num_requests_running", "vllm:num_requests_waiting"),
+        "kv_cache": {
+            "gpu_usage_max": _frac(w.gauge_max("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
+            "gpu_usage_mean": _frac(w.gauge_mean("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
+            "cpu_usage_max": _frac(w.gauge_max("vllm:cpu_kv_cache_usage_perc", "vllm:cpu_cache_usage_perc")),
+        },
+        "cache": {"gpu_hit_rate": gpu_rate, "cpu_hit_rate": ext_rate, "overall_hit_rate": overall},
+        "tokens": {
+            "prompt_total": w.counter("vllm:prompt_tokens_total"),
+            "generation_total": w.counter("vllm:generation_tokens_total"),
+            "requests_completed": w.counter("vllm:request_success_total"),
+        },
+        "spec_decode": {
+            "acceptance_length": al,
+            "acceptance_rate": _ratio(accepted, draft_tokens),
+            "accepted_tokens": accepted,
+            "drafts": drafts,
+            "draft_tokens": draft_tokens,
+            "verify_steps": drafts,
+            "method": "1 + d(accepted_tokens) / d(drafts)",
+        },
+    }
+
+
+def _sglang(w: ServerWindow) -> dict[str, Any]:
+    prompt = w.counter("sglang:prompt_tokens_total")
+    device = w.counter("sglang:cached_tokens_total", where={"cache_source": "device"})
+    host = w.counter("sglang:cached_tokens_total", where={"cache_source": "host"})
+    cached_all = w.counter("sglang:cached_tokens_total")
+    overall = _ratio(cached_all, prompt)
+    if overall is None:
+        overall = _frac(w.gauge_mean("sglang:cache_hit_rate"))
+    gen = w.counter("sglang:generation_tokens_total")
+    verify = w.counter("sglang:spec_verify_calls_total")
+    al = _ratio(gen, verify)
+    if al is None:
+        al = w.gauge_mean("sglang:spec_accept_length")
+    return {
+        "queue": _queue(w, "sglang:num_running_reqs", "sglang:num_queue_reqs"),
+        "kv_cache": {
+            "gpu_usage_max": _frac(w.gauge_max("sglang:token_usage")),
+            "gpu_usage_mean": _frac(w.gauge_mean("sglang:token_usage")),
+            "cpu_usage_max": None,
+        },
+        "cache": {
+            "gpu_hit_rate": _ratio(device, prompt) if device is not None else overall,
+            "cpu_hit_rate": _ratio(host, prompt),
+            "overall_hit_rate": overall,
+        },
+        "tokens": {
+            "prompt_total": prompt,
+            "generation_total": gen,
+            "requests_completed": w.counter("sglang:num_requests_total"),
+        },
+        "spec_decode": {
+            "acceptance_length": al,
+            "acceptance_rate": None,
+            "accepted_tokens": None,
+            "drafts": None,
+            "draft_tokens": None,
+            "verify_steps": verify,
+            "method": "d(generation_tokens) / d(spec_verify_calls)",
+        },
+    }
+
+
+def _queue(w: ServerWindow, running: str, waiting: str) -> dict[str, Any]:
+    return {
+        "running": {"max": w.gauge_max(running), "mean": w.gauge_mean(running)},
+        "waiting": {"max": w.gauge_max(waiting), "mean": w.gauge_mean(waiting)},
+    }
+
+
+ADAPTERS = (("sglang", "sglang:", _sglang), ("vllm", "vllm:", _vllm))
+
+
+def summarise_server(
+    source: Path | Iterable[dict[str, Any]] | None,
+    *,
+    start: float | None,
+    end: float | None,
+    require_prefix: str | None = None,
+) -> dict[str, Any]:
+    """The `server_metrics` block of a summary. `spec_decode.acceptance_length` is the realised AL."""
+    w = ServerWindow(start, end)
+    if source is not None:
+        for scrape in _iter_scrapes(source):
+            w.add(scrape)
+    out: dict[str, Any] = {
+        "present": bool(w.names),
+        "adapter": None,
+        "scrapes": w.scrapes,
+        "scrape_errors": w.scrape_errors,
+        "metric_count": len(w.names),
+        "window": {"start": start, "end": end},
+        "warnings": [],
+    }
+    if w.names:
+        for name, prefix, adapter in ADAPTERS:
+            if any(n.startswith(prefix) for n in w.names):
+                out["adapter"] = name
+                out.update(adapter(w))
+                break
+        else:
+            out["warnings"].append("server metrics present but no adapter (sglang:, vllm:) matched their names")
+    elif source is not None:
+        out["warnings"].append("no server metrics were scraped")
+    if require_prefix is not None:
+        out["required_prefix"] = {"prefix": require_prefix, "found": any(n.startswith(require_prefix) for n in w.names)}
+    return out
