@@ -124,6 +124,9 @@ class ResolvedWorkload(StrictInput):
     isl: int | None = None
     osl: int | None = None
     num_prompts: int | None = Field(default=None, alias="num-prompts")
+    num_prompts_per_conc: int | None = Field(
+        default=None, alias="num-prompts-per-conc", description="Prompts per unit of conc when num-prompts is not fixed."
+    )
     range_ratio: float | None = Field(default=None, alias="range-ratio")
     num_warmups: int | None = Field(default=None, alias="num-warmups")
     # agentic-coding

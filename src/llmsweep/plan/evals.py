@@ -1,0 +1,164 @@
+"""Eval selection, exactly as InferenceX marks and expands eval rows (spec §2.5).
+
+Evals run at 8k1k only. Default sweeps mark, per single-node group, every row at the highest and the upper-median
+concurrency ≥ 16, and per multinode topology the row holding its highest concurrency ≥ 16 (with `eval-conc`).
+Agentic rows are marked only for `--evals-only`/`--all-evals`. `--all-evals` marks every 8k1k row and merges
+multinode rows of one topology into a single row running all its concurrencies.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from llmsweep.plan.expand import Cell
+
+MIN_EVAL_CONC = 16
+EVAL_ISL, EVAL_OSL = 8192, 1024
+_IGNORED_FOR_TOPOLOGY = frozenset({"conc", "run-eval", "eval-only", "eval-conc", "eval-all-concs", "exp-name"})
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def parallelism_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """A multinode row's identity without concurrency, eval fields and exp-name (which embeds conc for agentic)."""
+    return tuple(sorted((k, _freeze(v)) for k, v in entry.items() if k not in _IGNORED_FOR_TOPOLOGY))
+
+
+def _eligible(entry: dict[str, Any]) -> list[int]:
+    conc = entry["conc"]
+    values = conc if isinstance(conc, list) else [conc]
+    return sorted(c for c in values if c >= MIN_EVAL_CONC)
+
+
+def _is_8k1k(entry: dict[str, Any]) -> bool:
+    return entry.get("isl") == EVAL_ISL and entry.get("osl") == EVAL_OSL
+
+
+def _best(items: list[tuple[int, int]]) -> tuple[int, int]:
+    """First item with the highest value (Python's `max` keeps the first maximum)."""
+    best = items[0]
+    for item in items[1:]:
+        if item[1] > best[1]:
+            best = item
+    return best
+
+
+def mark_eval_entries(cells: list[Cell], include_agentic: bool = False) -> list[Cell]:
+    """Set `run-eval` on every row (and `eval-conc` on chosen multinode rows); returns the same cells."""
+    rows = [c.entry for c in cells]
+    chosen: set[int] = set()
+    eval_conc: dict[int, int] = {}
+
+    single: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    for i, e in enumerate(rows):
+        if "tp" not in e or not _is_8k1k(e) or not _eligible(e):
+            continue
+        key = (e["model"], e["runner"], e["framework"], e["precision"], e["isl"], e["osl"], e["spec-decoding"],
+               e["dp-attn"])
+        single[key].append(i)
+    for members in single.values():
+        concs = sorted({rows[i]["conc"] for i in members})
+        targets = {concs[-1], concs[len(concs) // 2]}
+        chosen.update(i for i in members if rows[i]["conc"] in targets)
+
+    multi: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
+    for i, e in enumerate(rows):
+        if "tp" in e or "prefill" not in e or not _is_8k1k(e):
+            continue
+        eligible = _eligible(e)
+        if eligible:
+            multi[parallelism_key(e)].append((i, eligible[-1]))
+    for items in multi.values():
+        index, conc = _best(items)
+        chosen.add(index)
+        eval_conc[index] = conc
+
+    if include_agentic:
+        ag_single: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
+        ag_multi: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
+        for i, e in enumerate(rows):
+            if e.get("scenario-type") != "agentic-coding":
+                continue
+            if "prefill" in e:
+                eligible = _eligible(e)
+                if eligible:
+                    ag_multi[parallelism_key(e)].append((i, eligible[-1]))
+                continue
+            conc = e["conc"]
+            ag_single[(e["model"], e["runner"], e["framework"], e["precision"])].append(
+                (i, max(conc) if isinstance(conc, list) else conc))
+        for items in ag_single.values():
+            chosen.add(_best(items)[0])
+        for items in ag_multi.values():
+            index, conc = _best(items)
+            chosen.add(index)
+            eval_conc[index] = conc
+
+    for i, e in enumerate(rows):
+        e["run-eval"] = i in chosen
+        if i in eval_conc:
+            e["eval-conc"] = eval_conc[i]
+    return cells
+
+
+def mark_all_eval_entries(cells: list[Cell]) -> list[Cell]:
+    """`--all-evals`: every 8k1k fixed row and every agentic row becomes an eval row; multinode rows of one topology
+    merge (fixed: all concs, `eval-all-concs`; agentic: `eval-conc` = the highest)."""
+    out: list[Cell] = []
+    fixed_merge: dict[tuple[Any, ...], int] = {}
+    agentic_merge: dict[tuple[Any, ...], int] = {}
+    for cell in cells:
+        e = cell.entry
+        if e.get("scenario-type") == "agentic-coding":
+            if "prefill" not in e:
+                e["run-eval"] = True
+                out.append(cell)
+                continue
+            concs = e["conc"] if isinstance(e["conc"], list) else [e["conc"]]
+            key = parallelism_key(e)
+            if key in agentic_merge:
+                existing = out[agentic_merge[key]].entry
+                merged = sorted(set(existing["conc"] + concs))
+                existing["conc"] = merged
+                existing["eval-conc"] = max(merged)
+                continue
+            agentic_merge[key] = len(out)
+            out.append(_replace(cell, {**e, "conc": sorted(set(concs)), "run-eval": True, "eval-conc": max(concs)}))
+            continue
+        if not _is_8k1k(e):
+            out.append(cell)
+            continue
+        if "prefill" in e:
+            concs = e["conc"] if isinstance(e["conc"], list) else [e["conc"]]
+            key = parallelism_key(e)
+            if key in fixed_merge:
+                existing = out[fixed_merge[key]].entry
+                existing["conc"] = sorted(set(existing["conc"] + concs))
+                continue
+            merged_entry = {**e, "conc": sorted(set(concs)), "run-eval": True, "eval-all-concs": True}
+            merged_entry.pop("eval-conc", None)
+            fixed_merge[key] = len(out)
+            out.append(_replace(cell, merged_entry))
+            continue
+        e["run-eval"] = True
+        out.append(cell)
+    return out
+
+
+def _replace(cell: Cell, entry: dict[str, Any]) -> Cell:
+    return Cell(cell.recipe, entry, cell.arm, cell.entry_path, dict(cell.extra))
+
+
+def keep_eval_only(cells: list[Cell]) -> list[Cell]:
+    """`--evals-only`/`--all-evals`: keep rows with `run-eval: true` and mark them `eval-only: true`."""
+    kept = [c for c in cells if c.entry.get("run-eval", False)]
+    for cell in kept:
+        cell.entry["eval-only"] = True
+    return kept

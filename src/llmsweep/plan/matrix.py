@@ -1,0 +1,89 @@
+"""The planning pipeline: recipes → cells → eval marking → Jobs (InferenceX `generate_sweep_configs.py`, typed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from llmsweep.catalog.fleet import FleetCatalog, default_fleet
+from llmsweep.errors import ConfigError
+from llmsweep.plan.build import job_from_entry
+from llmsweep.plan.evals import keep_eval_only, mark_all_eval_entries, mark_eval_entries
+from llmsweep.plan.expand import SweepOptions, expand_cells
+from llmsweep.plan.fingerprint import recipe_fingerprint, throughput_entry
+from llmsweep.plan.job import Job
+from llmsweep.spec.recipe import Recipe
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """InferenceX's eval flags: `--no-evals` | `--evals-only`, and `--all-evals` (not with `--no-evals`)."""
+
+    no_evals: bool = False
+    evals_only: bool = False
+    all_evals: bool = False
+
+    def check(self) -> None:
+        if self.no_evals and self.evals_only:
+            raise ConfigError("--no-evals and --evals-only are mutually exclusive", fix="pass only one of them")
+        if self.no_evals and self.all_evals:
+            raise ConfigError("--all-evals cannot be combined with --no-evals", fix="drop one of the two flags")
+
+
+def plan_jobs(
+    recipes: Mapping[str, Recipe],
+    options: SweepOptions,
+    fleet: FleetCatalog | None = None,
+    evals: EvalOptions | None = None,
+) -> list[Job]:
+    """Expand recipes into jobs exactly as InferenceX's generator does; pure apart from the golden-AL lookup."""
+    evals = evals or EvalOptions()
+    evals.check()
+    fleet = fleet or default_fleet()
+    cells = expand_cells(recipes, fleet, options)
+    for cell in cells:
+        cell.extra["fingerprint"] = recipe_fingerprint(throughput_entry(cell.entry))
+    if not evals.no_evals:
+        cells = mark_eval_entries(cells, include_agentic=evals.evals_only or evals.all_evals)
+        if evals.all_evals:
+            cells = mark_all_eval_entries(cells)
+    if evals.evals_only or evals.all_evals:
+        cells = keep_eval_only(cells)
+    jobs = [job_from_entry(c.entry, c.recipe, c.arm, fingerprint=c.extra["fingerprint"]) for c in cells]
+    return _unique_ids(jobs)
+
+
+def full_sweep(
+    recipes: Mapping[str, Recipe],
+    fleet: FleetCatalog | None = None,
+    evals: EvalOptions | None = None,
+    **filters: object,
+) -> list[Job]:
+    """`matrix full-sweep`: every recipe, narrowed by the :class:`SweepOptions` filters given as keywords."""
+    return plan_jobs(recipes, SweepOptions(mode="full-sweep", **filters), fleet, evals)  # type: ignore[arg-type]
+
+
+def test_config(
+    recipes: Mapping[str, Recipe],
+    config_keys: list[str] | tuple[str, ...],
+    fleet: FleetCatalog | None = None,
+    evals: EvalOptions | None = None,
+    **filters: object,
+) -> list[Job]:
+    """`matrix test-config --config-keys K...`: the named keys (globs allowed), fully expanded (step 2)."""
+    options = SweepOptions(mode="test-config", config_keys=tuple(config_keys), **filters)  # type: ignore[arg-type]
+    return plan_jobs(recipes, options, fleet, evals)
+
+
+test_config.__test__ = False  # type: ignore[attr-defined]  # not a pytest test despite the name
+
+
+def _unique_ids(jobs: list[Job]) -> list[Job]:
+    """InferenceX emits repeated list concurrencies verbatim; keep them, but give each job its own id."""
+    seen: dict[str, int] = {}
+    out: list[Job] = []
+    for job in jobs:
+        count = seen.get(job.id, 0) + 1
+        seen[job.id] = count
+        out.append(job if count == 1 else job.model_copy(update={"id": f"{job.id}-{count}"}))
+    return out
