@@ -1,0 +1,125 @@
+"""Read trace corpora: a JSONL file (one trace per line), a JSON file (one trace or a list), a directory of either,
+or a Hugging Face dataset id (downloaded with `huggingface_hub.snapshot_download` where the hub is reachable).
+
+Errors name the file and line and what to do. Directories skip JSON files that are not traces (a `manifest.json`
+beside per-session files) with a debug note; a file named explicitly must be a trace corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmsweep.errors import DatasetError
+from llmsweep.workload.traces.schema import Trace
+
+log = logging.getLogger(__name__)
+
+TRACE_SUFFIXES = (".jsonl", ".json")
+
+
+def load_traces(source: str | Path, *, limit: int | None = None) -> list[Trace]:
+    """All traces of `source` (file, directory or HF dataset id), in a stable order (sorted paths, file order)."""
+    traces: list[Trace] = []
+    for trace in iter_traces(source):
+        traces.append(trace)
+        if limit is not None and len(traces) >= limit:
+            break
+    if not traces:
+        raise DatasetError(
+            f"no traces found in {source}",
+            fix="point at a traces.jsonl, a directory of trace JSON/JSONL files, or a Hugging Face dataset id",
+        )
+    return traces
+
+
+def iter_traces(source: str | Path) -> Iterator[Trace]:
+    path = Path(source)
+    if path.is_file():
+        yield from read_trace_file(path, strict=True)
+    elif path.is_dir():
+        yield from _read_dir(path)
+    elif _looks_like_hub_id(str(source)):
+        yield from _read_dir(download_dataset(str(source)))
+    else:
+        raise DatasetError(
+            f"trace source {source} is neither a file, a directory nor a Hugging Face dataset id",
+            fix="check the path; hub ids look like 'org/name'",
+        )
+
+
+def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
+    """Traces of one file. `.jsonl`: one per non-blank line. `.json`: an object or a list of objects."""
+    if path.suffix == ".jsonl":
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if line.strip():
+                    yield _parse(json_text=line, where=f"{path}:{lineno}")
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DatasetError(
+            f"{path}:{exc.lineno}: not valid JSON ({exc.msg})", fix="repair or regenerate the trace file"
+        ) from exc
+    items = data if isinstance(data, list) else [data]
+    for i, item in enumerate(items):
+        if not strict and not (isinstance(item, dict) and "requests" in item):
+            log.debug("skipping %s: not a trace object", path)
+            return
+        yield _parse(obj=item, where=f"{path}:1" + (f" (item {i})" if isinstance(data, list) else ""))
+
+
+def _read_dir(directory: Path) -> Iterator[Trace]:
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in TRACE_SUFFIXES)
+    files = [p for p in files if not any(part.startswith(".") for part in p.relative_to(directory).parts)]
+    for path in files:
+        yield from read_trace_file(path, strict=False)
+
+
+def _parse(*, where: str, json_text: str | None = None, obj: Any = None) -> Trace:
+    try:
+        if json_text is not None:
+            return Trace.model_validate_json(json_text)
+        return Trace.model_validate(obj)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        if first["type"] == "json_invalid":
+            raise DatasetError(
+                f"{where}: not valid JSON ({first['msg']})", fix="repair or regenerate the trace file"
+            ) from None
+        loc = ".".join(str(p) for p in first["loc"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise DatasetError(
+            f"{where}: not a Weka trace: {loc}: {first['msg']}{more}",
+            fix="each trace needs id and requests[]; each request t, in, out (see research/agentx-spec §2.3)",
+        ) from None
+
+
+def _looks_like_hub_id(text: str) -> bool:
+    parts = text.split("/")
+    return len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
+
+
+def download_dataset(repo_id: str) -> Path:
+    """Local snapshot of a Hugging Face dataset's JSON/JSONL files (hub cache; network only on a cache miss)."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ModuleNotFoundError:
+        raise DatasetError(
+            f"loading trace dataset {repo_id!r} from the hub needs huggingface_hub",
+            fix="pip install 'llmsweep[hf]', or download the dataset and pass its directory",
+        ) from None
+    try:
+        local = snapshot_download(repo_id, repo_type="dataset", allow_patterns=["*.jsonl", "*.json"])
+    except Exception as exc:  # network, auth or missing repo: one message for the user
+        raise DatasetError(
+            f"could not fetch trace dataset {repo_id!r} from the Hugging Face hub: {exc}",
+            fix="check the id and network access (HF_TOKEN if gated), or pass a local directory",
+        ) from exc
+    return Path(local)

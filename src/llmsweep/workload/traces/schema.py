@@ -1,0 +1,112 @@
+"""The v1 "Weka" trace schema, exactly as AgentX's `proxy_to_weka` writes it (research/agentx-spec §2.3–2.5).
+
+One trace is one recorded agent session: `requests[]` holds, in chronological order of first appearance, top-level
+requests (`type` "n"/"s") and subagent entries (`type` "subagent") whose inner `requests[]` are that subagent's
+own calls. Inner `t` values are absolute (seconds since the session's first row), like the SemiAnalysis corpora.
+
+These models read *external* data, so unknown fields are ignored rather than rejected (`extra="ignore"`): a newer
+corpus that adds a field must still load. Field names follow the format (`in` is aliased to `in_tokens`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+_TRACE_DATA = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class TraceRequest(BaseModel):
+    """One model call: a top-level turn, or an inner request of a subagent."""
+
+    model_config = _TRACE_DATA
+
+    type: Literal["n", "s"] = Field(default="n", description="Recorded transport: n non-streaming, s streaming.")
+    t: float = Field(description="Start, seconds since the session's first row.")
+    model: str = ""
+    in_tokens: int = Field(alias="in", ge=0, description="Input tokens (the hashed prompt span).")
+    out: int = Field(ge=0, description="Output tokens; becomes max_tokens at replay.")
+    hash_ids: list[int] = Field(default_factory=list, description="Prefix-block ids (one per block_size tokens).")
+    api_time: float = Field(default=0.0, ge=0.0, description="Recorded server duration in seconds.")
+    think_time: float | None = Field(default=None, description="Gap from the previous row's end (all streams).")
+    ttft: float | None = None
+    input_types: list[str] | None = None
+    output_types: list[str] | None = None
+    stop: Any = None
+    output_length: int | None = None
+
+    @property
+    def end(self) -> float:
+        return self.t + self.api_time
+
+
+class SubagentEntry(BaseModel):
+    """A subagent's whole stream, emitted where its first request appeared in the session."""
+
+    model_config = _TRACE_DATA
+
+    type: Literal["subagent"] = "subagent"
+    t: float = Field(description="Start of the first inner request (absolute).")
+    agent_id: str
+    subagent_type: str = ""
+    duration_ms: float | None = Field(default=None, description="First inner start → last inner end.")
+    total_tokens: int | None = None
+    tool_use_count: int | None = None
+    status: str = "completed"
+    models: list[str] = Field(default_factory=list)
+    requests: list[TraceRequest] = Field(default_factory=list)
+
+    @property
+    def end(self) -> float:
+        """Recorded end: from `duration_ms` when present, else the last inner request's end."""
+        if self.duration_ms is not None:
+            return self.t + self.duration_ms / 1000.0
+        return max((r.end for r in self.requests), default=self.t)
+
+
+def _entry_kind(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return "subagent" if kind == "subagent" else "request"
+
+
+TraceEntry = Annotated[
+    Annotated[TraceRequest, Tag("request")] | Annotated[SubagentEntry, Tag("subagent")],
+    Discriminator(_entry_kind),
+]
+
+
+class Trace(BaseModel):
+    """One session: the unit a lane replays."""
+
+    model_config = _TRACE_DATA
+
+    id: str
+    models: list[str] = Field(default_factory=list)
+    block_size: int = Field(default=64, ge=1)
+    hash_id_scope: str = "local"
+    tool_tokens: int = 0
+    system_tokens: int = 0
+    requests: list[TraceEntry] = Field(default_factory=list)
+
+    @property
+    def main_requests(self) -> list[TraceRequest]:
+        return [r for r in self.requests if isinstance(r, TraceRequest)]
+
+    @property
+    def subagents(self) -> list[SubagentEntry]:
+        return [r for r in self.requests if isinstance(r, SubagentEntry)]
+
+    def all_requests(self) -> list[TraceRequest]:
+        """Every model call in file order (main turns and each subagent's inners where the subagent appears)."""
+        out: list[TraceRequest] = []
+        for entry in self.requests:
+            if isinstance(entry, SubagentEntry):
+                out.extend(entry.requests)
+            else:
+                out.append(entry)
+        return out
+
+    def to_json_line(self) -> str:
+        """The compact one-line form of `traces.jsonl` (aliases, no nulls)."""
+        return self.model_dump_json(by_alias=True, exclude_none=True)
