@@ -1,0 +1,136 @@
+"""`llmsweep sim serve` (the live simulated engine) and `llmsweep predict` (virtual-time prediction of a recipe)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import signal
+import sys
+
+import click
+
+from llmsweep.errors import ConfigError, LlmsweepError
+
+
+@click.group("sim")
+def sim() -> None:
+    """The simulated engine: serve it over HTTP (or, later, calibrate it from measured records)."""
+
+
+@sim.command("serve")
+@click.option("--model", default="llama-3.1-8b", show_default=True, help="Model name, HF id or catalog prefix.")
+@click.option("--hardware", default="h200", show_default=True, help="GPU SKU whose figures drive the roofline.")
+@click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
+@click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port to bind (0 = any free port).")
+@click.option("--precision", default="bf16", show_default=True, help="Weight/compute precision (bf16, fp8, fp4).")
+@click.option("--kv-dtype", default="bf16", show_default=True, help="KV-cache dtype (bf16, fp8).")
+@click.option("--spec-method", type=click.Choice(["mtp", "eagle", "eagle3", "draft_model", "ngram"]),
+              default=None, help="Speculative decoding method (off when absent).")
+@click.option("--spec-k", default=3, show_default=True, type=click.IntRange(1, 16), help="Draft tokens per step.")
+@click.option("--acceptance-length", type=float, default=None,
+              help="Forced mean acceptance length (tokens per verify step, bonus included).")
+@click.option("--kv-offload", type=click.Choice(["none", "dram"]), default="none", show_default=True,
+              help="CPU KV tier (HiCache / offload connector).")
+@click.option("--dram-gb", type=float, default=0.0, show_default=True, help="CPU KV tier size in GB.")
+@click.option("--mem-fraction-static", type=float, default=0.88, show_default=True,
+              help="Share of HBM for weights plus KV pool.")
+@click.option("--max-running-requests", type=int, default=256, show_default=True, help="Most running requests.")
+@click.option("--chunked-prefill-size", type=int, default=8192, show_default=True, help="Prefill chunk (tokens).")
+@click.option("--kv-capacity-tokens", type=int, default=None, help="Override the KV pool size (tokens).")
+@click.option("--timing", type=click.Choice(["roofline", "constant"]), default="roofline", show_default=True,
+              help="Step-time model.")
+@click.option("--ttft-ms", type=float, default=50.0, show_default=True, help="constant timing: prefill step.")
+@click.option("--itl-ms", type=float, default=10.0, show_default=True, help="constant timing: decode step.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed: same seed, same streams.")
+@click.option("--served-model-name", default=None, help="Model id the API reports (default: --model).")
+@click.option("--metrics-style", type=click.Choice(["sglang", "vllm", "both"]), default="both", show_default=True,
+              help="Whose metric names /metrics exposes.")
+@click.option("--engine-style", type=click.Choice(["sglang", "vllm"]), default=None,
+              help="Whose log lines and efficiency defaults to mimic (default from --metrics-style).")
+def serve(**opts: object) -> None:
+    """Serve the simulated engine over an OpenAI-compatible HTTP API."""
+    config = _engine_config(opts)
+    style = str(opts["metrics_style"])
+    asyncio.run(_serve(config, host=str(opts["host"]), port=int(opts["port"]),  # type: ignore[arg-type]
+                       served_model_name=opts["served_model_name"], metrics_style=style))  # type: ignore[arg-type]
+
+
+def _engine_config(opts: dict[str, object]):  # noqa: ANN202 - EngineConfig imported lazily
+    from pydantic import ValidationError
+
+    from llmsweep.sim.config import SpecDecodeConfig
+    from llmsweep.sim.engine import EngineConfig
+
+    spec = None
+    try:
+        if opts["spec_method"] or opts["acceptance_length"] is not None:
+            if opts["acceptance_length"] is None:
+                raise ConfigError("--spec-method needs --acceptance-length (the forced mean AL)",
+                                  fix="add e.g. --acceptance-length 3.39")
+            spec = SpecDecodeConfig(method=opts["spec_method"] or "mtp", k=opts["spec_k"],  # type: ignore[arg-type]
+                                    acceptance_length=opts["acceptance_length"])  # type: ignore[arg-type]
+        if opts["kv_offload"] == "dram" and not opts["dram_gb"]:
+            raise ConfigError("--kv-offload dram needs --dram-gb", fix="add e.g. --dram-gb 512")
+        engine_style = opts["engine_style"] or ("vllm" if opts["metrics_style"] == "vllm" else "sglang")
+        return EngineConfig(
+            model=opts["model"], hardware=opts["hardware"], tp=opts["tp"], ep=opts["ep"],  # type: ignore[arg-type]
+            precision=opts["precision"], kv_dtype=opts["kv_dtype"], engine_style=engine_style,  # type: ignore[arg-type]
+            mem_fraction_static=opts["mem_fraction_static"],  # type: ignore[arg-type]
+            max_running_requests=opts["max_running_requests"],  # type: ignore[arg-type]
+            chunked_prefill_size=opts["chunked_prefill_size"],  # type: ignore[arg-type]
+            dram_gb=opts["dram_gb"] if opts["kv_offload"] == "dram" else 0.0,  # type: ignore[arg-type]
+            spec=spec, seed=opts["seed"], timing=opts["timing"],  # type: ignore[arg-type]
+            ttft_s=float(opts["ttft_ms"]) / 1e3, itl_s=float(opts["itl_ms"]) / 1e3,  # type: ignore[arg-type]
+            kv_capacity_tokens=opts["kv_capacity_tokens"],  # type: ignore[arg-type]
+        )
+    except ValidationError as exc:
+        raise ConfigError(f"llmsweep sim serve: invalid options: {exc.errors()[0]['msg']}",
+                          fix="see `llmsweep sim serve --help`") from exc
+
+
+async def _serve(config: object, *, host: str, port: int, served_model_name: object, metrics_style: str) -> None:
+    from llmsweep.sim.server import READY_LINES, SimServer, capacity_log_line, start_server
+
+    server = SimServer(config, served_model_name=served_model_name or None,  # type: ignore[arg-type]
+                       metrics_style=metrics_style)  # type: ignore[arg-type]
+    try:
+        runner, bound = await start_server(server, host, port)
+    except OSError as exc:
+        raise LlmsweepError(f"llmsweep sim serve: cannot bind {host}:{port}: {exc.strerror}",
+                            fix="pick a free --port (or 0 for any)") from exc
+    style = server.config.engine_style
+    click.echo(capacity_log_line(style, server.core), err=True)
+    click.echo(f"Uvicorn running on http://{host}:{bound} (simulated engine, model {server.model_name})", err=True)
+    click.echo(READY_LINES[style], err=True)
+    sys.stderr.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except NotImplementedError:  # pragma: no cover - non-POSIX
+            pass
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+@click.command("predict")
+@click.argument("recipes", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print predicted summaries as JSON.")
+def predict(recipes: tuple[str, ...], as_json: bool) -> None:
+    """Predict every job of a recipe in virtual time (needs the planner)."""
+    try:
+        plan = importlib.import_module("llmsweep.plan")
+    except ImportError:
+        plan = None
+    if plan is None or not hasattr(plan, "plan_jobs"):
+        raise LlmsweepError(
+            "llmsweep predict: the planner is not wired to the simulator yet (llmsweep.plan has no plan_jobs)",
+            fix="predict single points with llmsweep.sim.predict.predict() meanwhile; the lead wires recipes in",
+        )
+    raise LlmsweepError("llmsweep predict: recipe-to-prediction wiring is not implemented yet",
+                        fix="use llmsweep.sim.predict.predict(workload, EngineConfig(...), ...) directly")

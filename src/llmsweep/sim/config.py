@@ -1,0 +1,50 @@
+"""The simulated engine's knobs: one validated envelope shared by the live server, the predictor and the CLI."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class SpecDecodeConfig(BaseModel):
+    """Speculative decoding with a forced mean acceptance length (SGLang's match-expected, vLLM's synthetic)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: Literal["mtp", "eagle", "eagle3", "draft_model", "ngram"] = Field("mtp", description="Draft method.")
+    k: int = Field(3, ge=1, le=16, description="Draft tokens proposed per verify step (num_speculative_tokens).")
+    acceptance_length: float = Field(
+        ..., description="Mean tokens emitted per verify step, bonus token included; must lie in [1, K+1]."
+    )
+
+    @model_validator(mode="after")
+    def _al_in_range(self) -> SpecDecodeConfig:
+        if not 1.0 <= self.acceptance_length <= self.k + 1:
+            raise ValueError(
+                f"acceptance_length {self.acceptance_length} is outside [1, K+1] = [1, {self.k + 1}]; "
+                "raise --spec-k or lower --acceptance-length"
+            )
+        return self
+
+
+class SimConfig(BaseModel):
+    """Scheduler and memory knobs of the simulated engine (names follow SGLang/vLLM flags)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine_style: Literal["sglang", "vllm"] = Field("sglang", description="Whose metric names and log lines to mimic.")
+    block_size: int = Field(
+        64, ge=1, le=4096,
+        description="Tokens per KV block and prefix-hash block (64 matches the AgentX trace block; larger is faster).",
+    )
+    kv_capacity_tokens: int = Field(..., ge=1, description="Tokens the GPU KV pool holds for the whole TP group.")
+    host_capacity_tokens: int = Field(0, ge=0, description="Tokens the CPU tier (HiCache/offload) holds; 0 = none.")
+    max_running_requests: int = Field(256, ge=1, description="Most requests decoding at once (max_num_seqs).")
+    max_prefill_tokens: int = Field(
+        16384, ge=1, description="Token budget of one step: prefill chunk tokens plus decode tokens."
+    )
+    chunked_prefill_size: int = Field(8192, ge=1, description="Most prompt tokens of one request per step.")
+    prefix_caching: bool = Field(True, description="Reuse KV blocks whose prefix hash is cached.")
+    spec: SpecDecodeConfig | None = Field(None, description="Speculative decoding; None = off.")
+    seed: int = Field(0, description="Seeds acceptance draws and output text; same seed, same streams.")

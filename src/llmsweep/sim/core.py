@@ -1,0 +1,342 @@
+"""The simulated engine core: a pure, clock-injected step machine (no asyncio, no wall clock inside).
+
+One step, as in vLLM's V1 / SGLang's unified scheduler:
+
+1. schedule — running requests first (decodes take 1 token of the step budget, K+1 with speculative decoding;
+   unfinished prefills take a chunk), then waiting requests FCFS while the batch has room (running slots, token
+   budget, KV blocks). A newly admitted request first looks its prompt's block hashes up in the prefix cache (GPU,
+   then CPU tier). When a running request needs a block and none is left, the most recently admitted request is
+   preempted (its blocks released, recomputed later) — counted.
+2. time — the :class:`~llmsweep.sim.perf.StepTimer` prices the batch.
+3. apply — at the step's end prefills advance (completed prompt blocks enter the prefix cache), a finished prefill
+   emits its first token, decodes emit 1 token (or a seeded draw in [1, K+1]), finished requests release their blocks.
+
+Callers drive it: ``end = core.begin_step(now)`` (None when idle), then at ``end``: ``core.end_step()`` returns the
+requests that emitted tokens this step. The live server sleeps until ``end``; the predictor jumps there.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmsweep.sim.acceptance import AcceptanceSampler
+from llmsweep.sim.config import SimConfig
+from llmsweep.sim.kv import KVPool
+from llmsweep.sim.perf import Batch, StepTimer
+
+
+@dataclass(slots=True, eq=False)
+class SimRequest:
+    """One request inside the engine. `owner` is the caller's handle (a stream queue, a record); never read here."""
+
+    rid: int
+    prompt_len: int
+    block_hashes: list[int]
+    max_tokens: int
+    owner: Any = None
+    arrival: float = 0.0
+    computed: int = 0
+    """Tokens whose KV is in the pool (prompt progress, then prompt + outputs)."""
+    generated: int = 0
+    blocks: list[int] = field(default_factory=list)
+    cached_tokens: int = -1
+    """Prompt tokens served from the prefix cache at first admission (-1 until admitted)."""
+    host_cached_tokens: int = 0
+    chunk: int = 0
+    """Tokens of prefill scheduled in the current step (0 for a decode)."""
+    last_emitted: int = 0
+    prefilled: bool = False
+    """True once the (re)computed prefill is done and the request decodes."""
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    preemptions: int = 0
+    aborted: bool = False
+    error: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.finished_at is not None or self.aborted or self.error is not None
+
+
+@dataclass(slots=True)
+class Counters:
+    """Monotonic counters and last-step gauges the metrics endpoint exposes."""
+
+    requests_submitted: int = 0
+    requests_finished: int = 0
+    requests_rejected: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    prefix_query_tokens: int = 0
+    device_hit_tokens: int = 0
+    host_hit_tokens: int = 0
+    computed_prompt_tokens: int = 0
+    preemptions: int = 0
+    spec_verify_steps: int = 0
+    spec_draft_tokens: int = 0
+    spec_accepted_tokens: int = 0
+    steps: int = 0
+    busy_seconds: float = 0.0
+    host_load_tokens: int = 0
+    max_running_seen: int = 0
+
+
+class EngineCore:
+    """Waiting and running queues, a token budget per step, a KV block pool with prefix cache, preemption, spec decode."""
+
+    def __init__(self, config: SimConfig, timer: StepTimer) -> None:
+        self.config = config
+        self.timer = timer
+        bs = config.block_size
+        self.block_size = bs
+        self.num_blocks = max(1, config.kv_capacity_tokens // bs)
+        self.pool = KVPool(self.num_blocks, bs, host_blocks=config.host_capacity_tokens // bs,
+                           prefix_caching=config.prefix_caching)
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.counters = Counters()
+        self.now = 0.0
+        self._next_rid = 0
+        self._in_step = False
+        self._step_end = 0.0
+        self._scheduled: list[SimRequest] = []
+        spec = config.spec
+        self.spec_k = spec.k if spec else 0
+        self.sampler = AcceptanceSampler(spec.k, spec.acceptance_length, config.seed) if spec else None
+
+    # -- intake -----------------------------------------------------------------------------------------------------
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    def new_request(self, prompt_len: int, block_hashes: list[int], max_tokens: int, *, owner: Any = None,
+                    now: float | None = None) -> SimRequest:
+        """Queue a request; one that can never fit the KV pool is returned with `error` set and not queued."""
+        rid = self._next_rid
+        self._next_rid += 1
+        req = SimRequest(rid, prompt_len, block_hashes, max(1, max_tokens), owner,
+                         self.now if now is None else now)
+        self.counters.requests_submitted += 1
+        if prompt_len < 1:
+            req.error = "prompt is empty"
+        elif prompt_len + req.max_tokens + self.spec_k + 1 > self.capacity_tokens:
+            req.error = (f"This model's maximum context length is {self.capacity_tokens} tokens (the simulated KV "
+                         f"pool); the request asks for {prompt_len + req.max_tokens} tokens")
+        if req.error is not None:
+            self.counters.requests_rejected += 1
+            return req
+        self.waiting.append(req)
+        return req
+
+    def abort(self, req: SimRequest) -> None:
+        """Stop a request (client went away); its blocks are released at the next step boundary."""
+        if req.done:
+            return
+        req.aborted = True
+        if req in self.waiting:
+            self.waiting.remove(req)
+            self._release(req)
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    # -- step -------------------------------------------------------------------------------------------------------
+    def begin_step(self, now: float) -> float | None:
+        """Schedule a batch at `now`; returns the time it ends, or None when there is nothing to run."""
+        assert not self._in_step, "end_step() must follow begin_step()"
+        self.now = now
+        cfg, pool, bs = self.config, self.pool, self.block_size
+        if any(r.aborted for r in self.running):
+            for r in self.running:
+                if r.aborted:
+                    self._release(r)
+            self.running = [r for r in self.running if not r.aborted]
+        batch = Batch()
+        budget = cfg.max_prefill_tokens
+        lookahead = self.spec_k + 1
+        running = self.running
+        scheduled: list[SimRequest] = []
+        i = 0
+        while i < len(running):
+            r = running[i]
+            if not r.prefilled:
+                target = r.prompt_len + r.generated
+                chunk = min(target - r.computed, cfg.chunked_prefill_size, budget)
+                if chunk <= 0:
+                    r.chunk = -1
+                    i += 1
+                    continue
+                need_tokens = r.computed + chunk
+            else:
+                if budget < lookahead:
+                    r.chunk = -1
+                    i += 1
+                    continue
+                chunk = 0
+                need_tokens = r.computed + lookahead
+            need = -(-need_tokens // bs) - len(r.blocks)
+            if need > 0:
+                got = pool.allocate(need)
+                while got is None and len(running) - 1 > i:
+                    self._preempt(running.pop())
+                    got = pool.allocate(need)
+                if got is None:
+                    running.pop()
+                    self._preempt(r)
+                    break
+                r.blocks.extend(got)
+            r.chunk = chunk
+            if chunk:
+                batch.prefill_tokens += chunk
+                batch.prefill_attn += chunk * r.computed + chunk * (chunk + 1) / 2
+                budget -= chunk
+            else:
+                batch.decode_seqs += 1
+                batch.decode_ctx += r.computed
+                budget -= lookahead
+            scheduled.append(r)
+            i += 1
+        host_load = 0
+        waiting = self.waiting
+        while waiting and budget > 0 and len(running) < cfg.max_running_requests:
+            r = waiting[0]
+            target = r.prompt_len + r.generated
+            limit = (r.prompt_len - 1) // bs
+            g, h = pool.match(r.block_hashes, limit)
+            hit_tokens = (g + h) * bs
+            chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget)
+            cached_blocks = pool.acquire_cached(r.block_hashes, g) if g else []
+            need = -(-(hit_tokens + chunk) // bs) - g
+            got = pool.allocate(need)
+            if got is None:
+                pool.release(cached_blocks)
+                break
+            waiting.popleft()
+            if h:
+                for j in range(h):
+                    pool.register(got[j], r.block_hashes[g + j])
+                pool.touch_host(r.block_hashes[g:g + h])
+                host_load += h * bs
+            r.blocks = cached_blocks + got
+            r.computed = hit_tokens
+            c = self.counters
+            if r.cached_tokens < 0:
+                r.cached_tokens = hit_tokens
+                r.host_cached_tokens = h * bs
+                c.prompt_tokens += r.prompt_len
+                c.prefix_query_tokens += r.prompt_len
+                c.device_hit_tokens += g * bs
+                c.host_hit_tokens += h * bs
+            r.chunk = chunk
+            batch.prefill_tokens += chunk
+            batch.prefill_attn += chunk * hit_tokens + chunk * (chunk + 1) / 2
+            batch.new_seqs += 1
+            budget -= chunk
+            running.append(r)
+            scheduled.append(r)
+        if not scheduled:
+            return None
+        if self.spec_k:
+            batch.decode_tokens = batch.decode_seqs * lookahead
+            batch.draft_tokens = self.spec_k if batch.decode_seqs else 0
+        else:
+            batch.decode_tokens = batch.decode_seqs
+        batch.host_load_tokens = host_load
+        self.counters.host_load_tokens += host_load
+        dt = self.timer.step_time(batch)
+        self._scheduled = scheduled
+        self._in_step = True
+        self._step_end = now + dt
+        c = self.counters
+        c.steps += 1
+        c.busy_seconds += dt
+        if len(running) > c.max_running_seen:
+            c.max_running_seen = len(running)
+        return self._step_end
+
+    def end_step(self) -> list[SimRequest]:
+        """Apply the scheduled step at its end time; returns requests that emitted tokens (`last_emitted` > 0)."""
+        assert self._in_step, "begin_step() must come first"
+        self._in_step = False
+        now = self.now = self._step_end
+        pool, bs, c = self.pool, self.block_size, self.counters
+        sampler = self.sampler
+        emitted: list[SimRequest] = []
+        any_done = False
+        for r in self._scheduled:
+            if r.aborted:
+                r.last_emitted = 0
+                self._release(r)
+                any_done = True
+                continue
+            chunk = r.chunk
+            if chunk:
+                before = r.computed
+                r.computed = after = before + chunk
+                c.computed_prompt_tokens += chunk
+                hashes = r.block_hashes
+                lo = before // bs
+                hi = min(after // bs, len(hashes))
+                for j in range(lo, hi):
+                    pool.register(r.blocks[j], hashes[j])
+                if after < r.prompt_len + r.generated:
+                    r.last_emitted = 0
+                    continue
+                r.prefilled = True
+                n = 1
+            else:
+                if sampler is not None:
+                    drawn = sampler.draw()
+                    c.spec_verify_steps += 1
+                    c.spec_draft_tokens += self.spec_k
+                    c.spec_accepted_tokens += drawn - 1
+                    n = drawn
+                else:
+                    n = 1
+                left = r.max_tokens - r.generated
+                if n > left:
+                    n = left
+                r.computed += n
+            r.generated += n
+            r.last_emitted = n
+            c.generation_tokens += n
+            if r.first_token_at is None:
+                r.first_token_at = now
+            if r.generated >= r.max_tokens:
+                r.finished_at = now
+                c.requests_finished += 1
+                self._release(r)
+                any_done = True
+            emitted.append(r)
+        if any_done:
+            self.running = [r for r in self.running if not r.done]
+        self._scheduled = []
+        return emitted
+
+    # -- internals --------------------------------------------------------------------------------------------------
+    def _release(self, r: SimRequest) -> None:
+        if r.blocks:
+            self.pool.release(r.blocks)
+            r.blocks = []
+
+    def _preempt(self, r: SimRequest) -> None:
+        """Recompute preemption: free everything, requeue at the head of the waiting queue."""
+        self._release(r)
+        r.computed = 0
+        r.chunk = 0
+        r.prefilled = False
+        r.preemptions += 1
+        self.counters.preemptions += 1
+        self.waiting.appendleft(r)
+
+    # -- gauges -----------------------------------------------------------------------------------------------------
+    def kv_usage(self) -> float:
+        return self.pool.used_blocks() / self.num_blocks
+
+    def used_tokens(self) -> int:
+        return self.pool.used_blocks() * self.block_size
+
+    def host_used_tokens(self) -> int:
+        return len(self.pool.host) * self.block_size

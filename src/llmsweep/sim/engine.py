@@ -1,0 +1,100 @@
+"""What a user asks of the simulated engine (model, GPU, parallelism, memory, spec decode) and how it becomes a core.
+
+:class:`EngineConfig` is the one envelope the CLI, the live server and the predictor share; :func:`build_core` turns it
+into an :class:`~llmsweep.sim.core.EngineCore` with a sized KV pool and a step timer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.sim.config import SimConfig, SpecDecodeConfig
+from llmsweep.sim.core import EngineCore
+from llmsweep.sim.inputs import perf_inputs
+from llmsweep.sim.perf import (
+    GB,
+    ConstantTimer,
+    Efficiency,
+    PerfInputs,
+    RooflineTimer,
+    StepTimer,
+    default_efficiency,
+    host_capacity_tokens,
+    kv_capacity_tokens,
+)
+
+
+class EngineConfig(BaseModel):
+    """The simulated engine a job asks for; every field maps to a `llmsweep sim serve` flag."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field("llama-3.1-8b", description="Model name, HF id or catalog prefix.")
+    hardware: str = Field("h200", description="GPU SKU (catalog name).")
+    tp: int = Field(1, ge=1, description="Tensor-parallel degree (GPUs of one engine).")
+    ep: int = Field(1, ge=1, description="Expert-parallel degree for MoE layers (<= tp).")
+    precision: str = Field("bf16", description="Weight/compute precision: bf16, fp8, fp4.")
+    kv_dtype: str = Field("bf16", description="KV-cache dtype: bf16 or fp8.")
+    engine_style: Literal["sglang", "vllm"] = Field("sglang", description="Whose metric names and log lines to mimic.")
+    mem_fraction_static: float = Field(0.88, gt=0, le=1, description="Share of HBM for weights + KV pool.")
+    max_running_requests: int = Field(256, ge=1, description="Most requests decoding at once.")
+    chunked_prefill_size: int = Field(8192, ge=1, description="Most prompt tokens of one request per step.")
+    max_prefill_tokens: int = Field(16384, ge=1, description="Token budget of one step.")
+    block_size: int = Field(64, ge=1, description="KV/prefix-hash block in tokens.")
+    prefix_caching: bool = Field(True, description="Reuse cached prompt blocks.")
+    dram_gb: float = Field(0.0, ge=0, description="CPU KV tier (HiCache/offload) size in GB; 0 = none.")
+    spec: SpecDecodeConfig | None = Field(None, description="Speculative decoding; None = off.")
+    seed: int = Field(0, description="Seed for acceptance draws and output text.")
+    timing: Literal["roofline", "constant"] = Field("roofline", description="Step-time model.")
+    ttft_s: float = Field(0.05, gt=0, description="constant timing: duration of a step holding a prefill.")
+    itl_s: float = Field(0.01, gt=0, description="constant timing: duration of a decode-only step.")
+    kv_capacity_tokens: int | None = Field(None, ge=1, description="Override the KV pool size (tokens).")
+    efficiency: dict[str, float] = Field(default_factory=dict, description="Overrides of Efficiency fields.")
+    perf_overrides: dict[str, Any] = Field(default_factory=dict, description="Overrides of PerfInputs fields.")
+
+    def perf_inputs(self) -> PerfInputs:
+        return perf_inputs(self.model, self.hardware, precision=self.precision, kv_dtype=self.kv_dtype,
+                           overrides=self.perf_overrides)
+
+    def efficiency_factors(self) -> Efficiency:
+        return default_efficiency(self.engine_style, self.hardware).with_(**self.efficiency)
+
+    def timer(self, inputs: PerfInputs | None = None) -> StepTimer:
+        if self.timing == "constant":
+            return ConstantTimer(ttft_s=self.ttft_s, itl_s=self.itl_s)
+        return RooflineTimer(inputs or self.perf_inputs(), tp=self.tp, ep=self.ep,
+                             efficiency=self.efficiency_factors())
+
+    def sim_config(self, inputs: PerfInputs | None = None) -> SimConfig:
+        """Scheduler knobs with the KV pool sized from HBM, weights and mem-fraction-static (or the override)."""
+        if self.kv_capacity_tokens is not None:
+            kv = self.kv_capacity_tokens
+            host = int(self.dram_gb * GB // (inputs or self.perf_inputs()).kv_bytes_per_token) if self.dram_gb else 0
+        else:
+            inputs = inputs or self.perf_inputs()
+            kv = kv_capacity_tokens(inputs, tp=self.tp, mem_fraction_static=self.mem_fraction_static)
+            host = host_capacity_tokens(inputs, dram_bytes=self.dram_gb * GB) if self.dram_gb else 0
+        if kv < self.block_size:
+            from llmsweep.errors import ConfigError
+
+            raise ConfigError(
+                f"simulator: {self.model} does not fit {self.tp} x {self.hardware} at mem_fraction_static "
+                f"{self.mem_fraction_static} (no room left for a KV cache)",
+                fix="raise --tp, --mem-fraction-static or lower the precision",
+            )
+        return SimConfig(
+            engine_style=self.engine_style, block_size=self.block_size, kv_capacity_tokens=kv,
+            host_capacity_tokens=host, max_running_requests=self.max_running_requests,
+            max_prefill_tokens=max(self.max_prefill_tokens, self.chunked_prefill_size),
+            chunked_prefill_size=self.chunked_prefill_size, prefix_caching=self.prefix_caching, spec=self.spec,
+            seed=self.seed,
+        )
+
+
+def build_core(config: EngineConfig) -> EngineCore:
+    """A ready engine core for `config`."""
+    inputs = None if (config.timing == "constant" and config.kv_capacity_tokens and not config.dram_gb) \
+        else config.perf_inputs()
+    return EngineCore(config.sim_config(inputs), config.timer(inputs))

@@ -1,0 +1,177 @@
+"""The one adapter from the catalogs (or explicit numbers) to :class:`~llmsweep.sim.perf.PerfInputs`.
+
+The catalog owns the authoritative hardware and model figures; the simulator only needs a dozen numbers. Reading them
+here, tolerantly, keeps the core independent of the catalog's exact shapes and lets the simulator run (tests, a laptop)
+when a catalog entry or the catalog module itself is missing: a few built-in entries cover the common SKUs and the
+test models, and explicit overrides win over both.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import fields, replace
+from typing import Any
+
+from llmsweep.errors import ConfigError
+from llmsweep.sim.perf import GB, PerfInputs
+
+log = logging.getLogger(__name__)
+
+# Public datasheet figures (dense, no sparsity), per GPU. Source: vendor datasheets; link bandwidth is per direction.
+BUILTIN_HARDWARE: dict[str, dict[str, float]] = {
+    "h100": {"hbm_gb": 80, "hbm_bw_tbs": 3.35, "bf16_tflops": 989, "fp8_tflops": 1979, "link_gbs": 450},
+    "h200": {"hbm_gb": 141, "hbm_bw_tbs": 4.8, "bf16_tflops": 989, "fp8_tflops": 1979, "link_gbs": 450},
+    "b200": {"hbm_gb": 180, "hbm_bw_tbs": 8.0, "bf16_tflops": 2250, "fp8_tflops": 4500, "fp4_tflops": 9000,
+             "link_gbs": 900},
+    "b300": {"hbm_gb": 288, "hbm_bw_tbs": 8.0, "bf16_tflops": 2250, "fp8_tflops": 4500, "fp4_tflops": 13500,
+             "link_gbs": 900},
+    "mi300x": {"hbm_gb": 192, "hbm_bw_tbs": 5.3, "bf16_tflops": 1307, "fp8_tflops": 2615, "link_gbs": 300},
+    "mi325x": {"hbm_gb": 256, "hbm_bw_tbs": 6.0, "bf16_tflops": 1307, "fp8_tflops": 2615, "link_gbs": 300},
+    "mi355x": {"hbm_gb": 288, "hbm_bw_tbs": 8.0, "bf16_tflops": 2500, "fp8_tflops": 5000, "fp4_tflops": 10000,
+               "link_gbs": 400},
+}
+
+# Architecture figures from the models' config.json (KV bytes per token at bf16 = layers_with_kv x 2 x kv_heads x
+# head_dim x 2). Qwen3.5-397B-A17B: hybrid attention, 15 of 60 layers keep a KV cache.
+BUILTIN_MODELS: dict[str, dict[str, float]] = {
+    "llama-1b": {"params_total": 1.1e9, "params_active": 1.1e9, "n_layers": 22, "hidden": 2048,
+                 "kv_bytes_per_token_bf16": 22 * 2 * 4 * 64 * 2},
+    "llama-3.1-8b": {"params_total": 8.0e9, "params_active": 8.0e9, "n_layers": 32, "hidden": 4096,
+                     "kv_bytes_per_token_bf16": 32 * 2 * 8 * 128 * 2},
+    "llama-3.1-70b": {"params_total": 70.6e9, "params_active": 70.6e9, "n_layers": 80, "hidden": 8192,
+                      "kv_bytes_per_token_bf16": 80 * 2 * 8 * 128 * 2},
+    "qwen3-30b-a3b": {"params_total": 30.5e9, "params_active": 3.3e9, "n_layers": 48, "hidden": 2048,
+                      "kv_bytes_per_token_bf16": 48 * 2 * 4 * 128 * 2, "n_experts": 128, "experts_per_token": 8,
+                      "expert_param_share": 0.9},
+    "qwen3.5-397b-a17b": {"params_total": 397e9, "params_active": 17e9, "n_layers": 60, "hidden": 4096,
+                          "kv_bytes_per_token_bf16": 15 * 2 * 2 * 256 * 2, "n_experts": 512,
+                          "experts_per_token": 10, "expert_param_share": 0.95},
+}
+MODEL_ALIASES = {"qwen3.5": "qwen3.5-397b-a17b", "qwen/qwen3.5-397b-a17b": "qwen3.5-397b-a17b",
+                 "tinyllama": "llama-1b", "meta-llama/llama-3.1-8b-instruct": "llama-3.1-8b",
+                 "meta-llama/llama-3.1-70b-instruct": "llama-3.1-70b", "qwen/qwen3-30b-a3b": "qwen3-30b-a3b"}
+
+PRECISION_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "nvfp4": 0.5, "mxfp4": 0.5}
+
+
+def _first(obj: Any, *names: str) -> Any:
+    """First present, non-None attribute (or key) among `names`; tolerant of the catalog's naming."""
+    for name in names:
+        value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _catalog_lookup(module: str, func: str, key: str) -> Any | None:
+    try:
+        mod = importlib.import_module(module)
+        return getattr(mod, func)(key)
+    except (ImportError, AttributeError):
+        return None
+    except Exception as exc:  # noqa: BLE001 - a missing entry is a fallback, not a crash
+        log.debug("catalog %s.%s(%r) failed: %s", module, func, key, exc)
+        return None
+
+
+def _hardware_figures(sku: str, precision: str) -> dict[str, float] | None:
+    spec = _catalog_lookup("llmsweep.catalog.hardware", "get_hardware", sku)
+    if spec is not None:
+        hbm_gb = _first(spec, "hbm_gb", "hbm_capacity_gb", "memory_gb")
+        bw = _first(spec, "hbm_bw_tbs", "hbm_bandwidth_tbs", "memory_bandwidth_tbs")
+        tflops = _first(spec, f"{precision}_tflops", f"dense_{precision}_tflops", "bf16_tflops", "dense_bf16_tflops")
+        link = _first(spec, "link_gbs", "interconnect_gbs", "interconnect_bandwidth_gbs", "nvlink_gbs")
+        if hbm_gb and bw and tflops:
+            return {"hbm_gb": float(hbm_gb), "hbm_bw_tbs": float(bw), "tflops": float(tflops),
+                    "link_gbs": float(link or 450)}
+        log.info("catalog entry for %r lacks HBM/bandwidth/FLOPs figures; using built-in defaults", sku)
+    key = sku.lower().replace("_", "-")
+    for name, figures in BUILTIN_HARDWARE.items():
+        if key == name or key.startswith(name + "-") or key.startswith(name):
+            tflops = figures.get(f"{precision}_tflops") or figures["bf16_tflops"]
+            return {**figures, "tflops": tflops}
+    return None
+
+
+def _model_figures(name: str) -> dict[str, float] | None:
+    spec = _catalog_lookup("llmsweep.catalog.models", "get_model", name)
+    if spec is not None:
+        total = _first(spec, "params_total", "total_params", "params")
+        layers = _first(spec, "layers", "n_layers", "num_layers", "num_hidden_layers")
+        hidden = _first(spec, "hidden_size", "hidden")
+        kv = _first(spec, "kv_bytes_per_token_bf16", "kv_bytes_per_token")
+        if callable(getattr(spec, "kv_bytes_per_token", None)):
+            kv = spec.kv_bytes_per_token("bf16")
+        if isinstance(kv, dict):
+            kv = kv.get("bf16") or next(iter(kv.values()), None)
+        if total and layers and hidden and kv:
+            return {"params_total": float(total),
+                    "params_active": float(_first(spec, "params_active", "active_params") or total),
+                    "n_layers": int(layers), "hidden": int(hidden), "kv_bytes_per_token_bf16": float(kv),
+                    "n_experts": int(_first(spec, "n_experts", "num_experts", "moe_experts") or 0),
+                    "experts_per_token": int(_first(spec, "experts_per_token", "moe_top_k", "top_k") or 0),
+                    "expert_param_share": float(_first(spec, "expert_param_share") or (0.9 if _first(
+                        spec, "n_experts", "num_experts", "moe_experts") else 0.0))}
+        log.info("catalog entry for %r lacks parameter/layer/KV figures; using built-in defaults", name)
+    key = MODEL_ALIASES.get(name.lower(), name.lower())
+    if key in BUILTIN_MODELS:
+        return BUILTIN_MODELS[key]
+    for builtin in BUILTIN_MODELS:
+        if key.startswith(builtin) or key.split("/")[-1].startswith(builtin):
+            return BUILTIN_MODELS[builtin]
+    return None
+
+
+def perf_inputs(
+    model: str,
+    hardware: str,
+    *,
+    precision: str = "bf16",
+    kv_dtype: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> PerfInputs:
+    """PerfInputs for (model, hardware): catalog first, built-in fallbacks second, explicit `overrides` last.
+
+    `precision` picks the weight bytes and the FLOP/s column; `kv_dtype` (default bf16, fp8 halves it) scales the KV
+    bytes per token. Raises ConfigError naming what is missing and how to supply it.
+    """
+    precision = precision.lower()
+    overrides = dict(overrides or {})
+    known = {f.name for f in fields(PerfInputs)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ConfigError(f"unknown simulator performance override(s): {', '.join(unknown)}",
+                          fix=f"use only these names: {', '.join(sorted(known))}")
+    hw = _hardware_figures(hardware, precision)
+    md = _model_figures(model)
+    base_needed = {"hbm_bytes", "hbm_bw", "flops"}
+    if hw is None and not base_needed <= set(overrides):
+        raise ConfigError(f"simulator: no hardware figures for {hardware!r} in the catalog or the built-ins",
+                          fix=f"use one of {', '.join(BUILTIN_HARDWARE)} or pass --hbm-gb, --hbm-bw-tbs and --tflops")
+    model_needed = {"params_total", "n_layers", "hidden", "kv_bytes_per_token"}
+    if md is None and not model_needed <= set(overrides):
+        raise ConfigError(f"simulator: no model figures for {model!r} in the catalog or the built-ins",
+                          fix=f"use one of {', '.join(BUILTIN_MODELS)} or pass --params-b, --layers, --hidden and "
+                              "--kv-bytes-per-token")
+    bpp = PRECISION_BYTES.get(precision, 2.0)
+    kv_scale = PRECISION_BYTES.get((kv_dtype or "bf16").lower(), 2.0) / 2.0
+    values: dict[str, Any] = {"hardware": hardware, "model": model, "bytes_per_param": bpp}
+    if hw is not None:
+        values.update(hbm_bytes=hw["hbm_gb"] * GB, hbm_bw=hw["hbm_bw_tbs"] * 1e12, flops=hw["tflops"] * 1e12,
+                      link_bw=hw.get("link_gbs", 450) * GB)
+    if md is not None:
+        values.update(params_total=md["params_total"], params_active=md["params_active"],
+                      n_layers=int(md["n_layers"]), hidden=int(md["hidden"]),
+                      kv_bytes_per_token=md["kv_bytes_per_token_bf16"] * kv_scale,
+                      n_experts=int(md.get("n_experts", 0)), experts_per_token=int(md.get("experts_per_token", 0)),
+                      expert_param_share=float(md.get("expert_param_share", 0.0)))
+    values.update(overrides)
+    if "params_active" not in values:
+        values["params_active"] = values["params_total"]
+    return PerfInputs(**values)
+
+
+def with_overrides(inputs: PerfInputs, **changes: Any) -> PerfInputs:
+    """A copy of `inputs` with some figures replaced (e.g. half the HBM, for what-if studies)."""
+    return replace(inputs, **changes)

@@ -1,0 +1,261 @@
+"""How long one engine step takes: a roofline over the hardware and the model, scaled by calibratable efficiencies.
+
+The core asks one question per step — "this batch, how many seconds?" — through the :class:`StepTimer` protocol.
+:class:`RooflineTimer` answers from first principles (bytes moved, FLOPs done, bytes communicated) so an untested
+(model, GPU, TP) point still gets a plausible number; :class:`ConstantTimer` answers with fixed TTFT/ITL so tests of
+the scheduler are deterministic and independent of the hardware figures.
+
+The efficiencies live in :class:`Efficiency`, a small flat record a later `sim calibrate` fits from measured records;
+the defaults and their rationale are in :data:`DEFAULT_EFFICIENCY` and `docs/simulator.md`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+GB = 1e9
+GIB = 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class PerfInputs:
+    """The hardware and model figures the roofline needs, in SI units; per GPU for hardware, whole model for model.
+
+    Kept separate from the catalog's own types so the core never depends on their exact shapes
+    (see :mod:`llmsweep.sim.inputs` for the one adapter).
+    """
+
+    hardware: str
+    model: str
+    hbm_bytes: float
+    hbm_bw: float
+    """Bytes per second of HBM bandwidth per GPU."""
+    flops: float
+    """Dense FLOP/s per GPU at the compute precision."""
+    link_bw: float = 450 * GB
+    """Unidirectional scale-up interconnect bytes per second per GPU (NVLink, xGMI)."""
+    link_latency_s: float = 8e-6
+    """Latency of one small collective (NCCL/RCCL all-reduce) in seconds."""
+    host_bw: float = 50 * GB
+    """Host <-> device bytes per second per GPU (PCIe/C2C), used for CPU-tier KV loads."""
+    params_total: float = 8e9
+    params_active: float = 8e9
+    n_layers: int = 32
+    hidden: int = 4096
+    kv_bytes_per_token: float = 131072.0
+    """KV cache bytes per token for the whole model (all layers, K and V) at the serving KV dtype."""
+    bytes_per_param: float = 2.0
+    n_experts: int = 0
+    """Routed experts per MoE layer (0 for dense models)."""
+    experts_per_token: int = 0
+    expert_param_share: float = 0.0
+    """Share of the parameters that sit in routed experts (0 for dense models)."""
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.params_total * self.bytes_per_param
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0 and self.experts_per_token > 0 and self.expert_param_share > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """Achieved fractions of peak and fixed overheads for one (engine, hardware); what calibration fits."""
+
+    mem: float = 0.75
+    """Achieved fraction of HBM bandwidth on weight and KV reads."""
+    compute: float = 0.55
+    """Achieved fraction of dense peak FLOP/s (model FLOPs utilisation) in prefill."""
+    comm: float = 0.7
+    """Achieved fraction of interconnect bandwidth in collectives."""
+    step_s: float = 1.0e-3
+    """Fixed cost of one step (scheduling, launch, sampling) in seconds."""
+    per_layer_s: float = 40e-6
+    """Launch cost per layer per step (CUDA-graph replay is not free on deep models)."""
+    per_seq_s: float = 30e-6
+    """Host cost per running sequence per step (scheduler bookkeeping, detokenisation)."""
+    frontend_s: float = 0.010
+    """API server latency before a request reaches the scheduler (parse, template, tokenise)."""
+    draft_layer_fraction: float = 1.0
+    """Cost of one draft (MTP/EAGLE) token relative to one target layer's weight read (MTP head ~ one layer)."""
+
+    def with_(self, **changes: float) -> Efficiency:
+        return replace(self, **changes)
+
+
+# (engine, hardware family) -> Efficiency. Rationale (docs/simulator.md has the long form):
+# - mem 0.75: decode GEMV/attention kernels reach 70-80% of HBM peak on Hopper/Blackwell (vLLM/SGLang decode traces).
+# - compute 0.55: prefill MFU of 50-60% for bf16/fp8 GEMMs with FlashAttention-3 class kernels.
+# - step/per-layer/per-seq overheads: chosen so a 1.1B Llama on one H200 gives vLLM 0.26's measured ITL of
+#   2.65 ms at concurrency 1 and ~3.8 ms at 32 (gpu-and-ci-notes.md); SGLang's scheduler is a little cheaper per
+#   sequence; ROCm launch overheads are higher.
+DEFAULT_EFFICIENCY: dict[tuple[str, str], Efficiency] = {
+    ("*", "*"): Efficiency(),
+    ("vllm", "*"): Efficiency(frontend_s=0.012),
+    ("sglang", "*"): Efficiency(per_seq_s=20e-6, frontend_s=0.008),
+    ("trtllm", "*"): Efficiency(mem=0.8, compute=0.6, per_seq_s=15e-6, step_s=0.8e-3),
+    ("*", "mi300x"): Efficiency(mem=0.65, compute=0.45, step_s=1.5e-3, per_layer_s=60e-6),
+    ("*", "mi355x"): Efficiency(mem=0.65, compute=0.45, step_s=1.5e-3, per_layer_s=60e-6),
+}
+
+
+def default_efficiency(engine: str = "*", hardware: str = "*") -> Efficiency:
+    """Most specific entry of :data:`DEFAULT_EFFICIENCY`: (engine, hw) > (engine, *) > (*, hw) > (*, *)."""
+    family = hardware.lower().split("-")[0].split("_")[0]
+    for key in ((engine, family), (engine, "*"), ("*", family), ("*", "*")):
+        if key in DEFAULT_EFFICIENCY:
+            return DEFAULT_EFFICIENCY[key]
+    return Efficiency()
+
+
+@dataclass(slots=True)
+class Batch:
+    """What one step computes; filled by the core, read by the timer (all plain numbers, no per-request objects)."""
+
+    prefill_tokens: int = 0
+    prefill_attn: float = 0.0
+    """Sum over prefill tokens of the context each attends to (the quadratic attention term)."""
+    decode_seqs: int = 0
+    decode_tokens: int = 0
+    """Tokens the target model verifies/decodes this step (decode_seqs x (K+1) with speculative decoding)."""
+    decode_ctx: int = 0
+    """Sum of the context lengths of the decoding sequences (KV bytes read)."""
+    draft_tokens: int = 0
+    """Draft tokens proposed per sequence this step (K), for the draft-model cost."""
+    host_load_tokens: int = 0
+    """Prefix tokens loaded from the CPU tier this step."""
+    new_seqs: int = 0
+
+
+class StepTimer(Protocol):
+    """Answers how long a step takes; the only thing the core knows about performance."""
+
+    def step_time(self, batch: Batch) -> float: ...
+
+    def frontend_latency(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConstantTimer:
+    """Deterministic timing for tests: a step holding a prefill takes `ttft_s`, a decode-only step `itl_s`."""
+
+    ttft_s: float = 0.05
+    itl_s: float = 0.01
+    frontend_s: float = 0.0
+
+    def step_time(self, batch: Batch) -> float:
+        return self.ttft_s if batch.prefill_tokens else self.itl_s
+
+    def frontend_latency(self) -> float:
+        return self.frontend_s
+
+
+@dataclass(slots=True)
+class RooflineTimer:
+    """Step time = overhead + max(memory, compute) + communication + host KV loads, each over its efficiency.
+
+    - memory: weights read once per step (dense part, plus the experts the batch's tokens touch), plus KV bytes read
+      by every decoding sequence; split over the TP group.
+    - compute: 2 x active params per token, plus attention (4 x layers x hidden x context per token, quadratic in
+      prefill), split over the TP group.
+    - communication: two all-reduces of the step's activations per layer for TP (ring: 2(n-1)/n x bytes / link
+      bandwidth + latency); MoE layers with EP do a dispatch/combine all-to-all instead of the MLP all-reduce.
+    """
+
+    inputs: PerfInputs
+    tp: int = 1
+    ep: int = 1
+    efficiency: Efficiency = field(default_factory=Efficiency)
+    activation_bytes: float = 2.0
+
+    def frontend_latency(self) -> float:
+        return self.efficiency.frontend_s
+
+    def experts_touched(self, tokens: int) -> float:
+        """Expected distinct experts per layer hit by `tokens` tokens under uniform top-k routing."""
+        p = self.inputs
+        if not p.is_moe or tokens <= 0:
+            return 0.0
+        return p.n_experts * (1.0 - (1.0 - p.experts_per_token / p.n_experts) ** tokens)
+
+    def weight_bytes_read(self, tokens: int) -> float:
+        """Weight bytes the whole TP group reads in a step processing `tokens` tokens."""
+        p = self.inputs
+        if not p.is_moe:
+            return p.weight_bytes
+        expert_bytes = p.weight_bytes * p.expert_param_share
+        return p.weight_bytes - expert_bytes + expert_bytes * self.experts_touched(tokens) / p.n_experts
+
+    def comm_time(self, tokens: int) -> float:
+        p, eff = self.inputs, self.efficiency
+        if tokens <= 0:
+            return 0.0
+        msg = tokens * p.hidden * self.activation_bytes
+        total = 0.0
+        if self.tp > 1:
+            ring = 2.0 * (self.tp - 1) / self.tp * msg / (p.link_bw * eff.comm) + p.link_latency_s
+            n_allreduce = 2 if not (p.is_moe and self.ep > 1) else 1
+            total += n_allreduce * p.n_layers * ring
+        if p.is_moe and self.ep > 1:
+            a2a = 2.0 * msg * p.experts_per_token * (self.ep - 1) / self.ep / (p.link_bw * eff.comm)
+            total += p.n_layers * (a2a + 2 * p.link_latency_s)
+        return total
+
+    def step_time(self, batch: Batch) -> float:
+        p, eff, tp = self.inputs, self.efficiency, self.tp
+        tokens = batch.prefill_tokens + batch.decode_tokens
+        if tokens <= 0:
+            return eff.step_s
+        mem_bytes = self.weight_bytes_read(tokens) + batch.decode_ctx * p.kv_bytes_per_token
+        t_mem = mem_bytes / (tp * p.hbm_bw * eff.mem)
+        attn = 4.0 * p.n_layers * p.hidden * (batch.prefill_attn + batch.decode_ctx * (batch.decode_tokens / max(batch.decode_seqs, 1)))
+        flops = 2.0 * p.params_active * tokens + attn
+        t_compute = flops / (tp * p.flops * eff.compute)
+        t = max(t_mem, t_compute) + self.comm_time(tokens)
+        if batch.draft_tokens:
+            # K sequential draft passes, each reading a one-layer head's weights plus its launch cost.
+            layer_bytes = p.weight_bytes / max(p.n_layers, 1) / max(1, self.ep if p.is_moe else 1)
+            t_draft = layer_bytes * eff.draft_layer_fraction / (tp * p.hbm_bw * eff.mem) + eff.per_layer_s * 2
+            t += batch.draft_tokens * t_draft
+        if batch.host_load_tokens:
+            t += batch.host_load_tokens * p.kv_bytes_per_token / (tp * p.host_bw)
+        return t + eff.step_s + eff.per_layer_s * p.n_layers + eff.per_seq_s * (batch.decode_seqs + batch.new_seqs)
+
+
+def kv_capacity_tokens(
+    inputs: PerfInputs, *, tp: int, mem_fraction_static: float, reserve_bytes_per_gpu: float = 1.0 * GIB
+) -> int:
+    """Tokens of KV the TP group's pool holds: (HBM x fraction - reserve) x TP - weights, over KV bytes per token.
+
+    Same budget rule as SGLang's --mem-fraction-static and vLLM's --gpu-memory-utilization (weights and KV pool share
+    the static fraction; activations and CUDA graphs take the rest and a small reserve).
+    """
+    budget = (inputs.hbm_bytes * mem_fraction_static - reserve_bytes_per_gpu) * tp - inputs.weight_bytes
+    return max(0, int(budget // inputs.kv_bytes_per_token))
+
+
+def host_capacity_tokens(inputs: PerfInputs, *, dram_bytes: float) -> int:
+    """Tokens of KV a CPU tier of `dram_bytes` holds."""
+    return max(0, int(dram_bytes // inputs.kv_bytes_per_token))
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+__all__ = [
+    "Batch",
+    "ConstantTimer",
+    "DEFAULT_EFFICIENCY",
+    "Efficiency",
+    "PerfInputs",
+    "RooflineTimer",
+    "StepTimer",
+    "ceil_div",
+    "default_efficiency",
+    "host_capacity_tokens",
+    "kv_capacity_tokens",
+]

@@ -1,0 +1,279 @@
+"""Virtual-time prediction: run a workload's lane programs against the engine core with a discrete-event clock.
+
+The same lane programs the load generator runs over HTTP (`llmsweep.workload.base`) are interpreted here with no
+HTTP and no asyncio: `Send` submits to the core (after the engine's frontend latency), `Sleep` schedules a wake-up,
+`Spawn` starts a child program in the same session tree, `Join` waits for whole child trees. Closed loop: each of
+`concurrency` lanes runs one session tree at a time and takes the next only when the whole tree has drained (AgentX
+semantics). Open loop: `Workload.arrivals()` starts sessions at their own times.
+
+The output is one record dict per request with exactly the fields of `llmsweep.client.records.RequestRecord`, so
+`llmsweep.metrics.summarise` treats predicted and measured runs alike.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmsweep.errors import ConfigError
+from llmsweep.sim.core import EngineCore, SimRequest
+from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.prompt import PromptEncoder
+from llmsweep.sim.text import token_text
+from llmsweep.workload.base import (
+    Join,
+    LaneProgram,
+    RequestOutcome,
+    RequestSpec,
+    Send,
+    Sleep,
+    Spawn,
+    SpawnHandle,
+    Workload,
+)
+
+log = logging.getLogger(__name__)
+
+_STEP, _SUBMIT, _WAKE, _ARRIVAL = 0, 1, 2, 3
+
+
+@dataclass(slots=True, eq=False)
+class _Task:
+    """One running lane program; `pending` counts itself plus unfinished child subtrees."""
+
+    gen: LaneProgram
+    lane: int
+    parent: _Task | None
+    tid: int
+    pending: int = 1
+    joining: set[int] = field(default_factory=set)
+    children: dict[int, _Task] = field(default_factory=dict)
+    done_children: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class PredictionStats:
+    """What the prediction cost and saw (for bench output and provenance)."""
+
+    requests: int = 0
+    steps: int = 0
+    virtual_seconds: float = 0.0
+    preemptions: int = 0
+    sessions_started: int = 0
+    counters: dict[str, Any] = field(default_factory=dict)
+
+
+class Predictor:
+    """Discrete-event interpreter of lane programs over an :class:`EngineCore`."""
+
+    def __init__(self, core: EngineCore, *, start_time: float = 0.0, output_text: bool = False,
+                 encoder: PromptEncoder | None = None) -> None:
+        self.core = core
+        self.start_time = start_time
+        self.output_text = output_text
+        self.encoder = encoder or PromptEncoder(core.block_size)
+        self.frontend = core.timer.frontend_latency()
+        self.records: list[dict[str, Any]] = []
+        self._heap: list[tuple[float, int, int, Any]] = []
+        self._seq = 0
+        self._tid = 0
+        self._busy = False
+        self._duration = 0.0
+        self._lane_sessions: dict[int, Iterator[LaneProgram]] = {}
+        self.stats = PredictionStats()
+
+    # -- scheduling helpers ----------------------------------------------------------------------------------------
+    def _push(self, t: float, kind: int, payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, kind, payload))
+
+    def _new_task(self, gen: LaneProgram, lane: int, parent: _Task | None) -> _Task:
+        self._tid += 1
+        return _Task(gen, lane, parent, self._tid)
+
+    # -- program interpretation --------------------------------------------------------------------------------------
+    def _advance(self, task: _Task, value: Any, now: float) -> None:
+        """Feed `value` to the program and carry out actions until it blocks or ends."""
+        while True:
+            if now >= self._duration:
+                task.gen.close()
+                return
+            try:
+                action = task.gen.send(value)
+            except StopIteration:
+                self._task_done(task, now)
+                return
+            if isinstance(action, Send):
+                self._send(task, action.spec, now)
+                return
+            if isinstance(action, Sleep):
+                self._push(now + max(0.0, action.seconds), _WAKE, (task, None))
+                return
+            if isinstance(action, Spawn):
+                child = self._new_task(action.program, task.lane, task)
+                task.children[child.tid] = child
+                task.pending += 1
+                self._advance(child, None, now)
+                value = SpawnHandle(child.tid)
+                continue
+            if isinstance(action, Join):
+                waiting = {h.id for h in action.handles if h.id not in task.done_children}
+                if not waiting:
+                    value = None
+                    continue
+                task.joining = waiting
+                return
+            raise ConfigError(f"lane program yielded {action!r}, which is not Send, Sleep, Spawn or Join",
+                              fix="yield only the actions defined in llmsweep.workload.base")
+
+    def _task_done(self, task: _Task, now: float) -> None:
+        task.pending -= 1
+        while task.pending == 0:
+            parent = task.parent
+            if parent is None:
+                self._tree_done(task, now)
+                return
+            parent.done_children.add(task.tid)
+            parent.pending -= 1
+            if task.tid in parent.joining:
+                parent.joining.discard(task.tid)
+                if not parent.joining:
+                    self._push(now, _WAKE, (parent, None))
+            task = parent
+
+    def _tree_done(self, root: _Task, now: float) -> None:
+        """A lane's session tree drained: start the lane's next session (closed loop only)."""
+        if root.lane >= 0:
+            self._start_lane_session(root.lane, now)
+
+    def _start_lane_session(self, lane: int, now: float) -> None:
+        if now >= self._duration:
+            return
+        sessions = self._lane_sessions.get(lane)
+        if sessions is None:
+            return
+        program = next(sessions, None)
+        if program is None:
+            return
+        self.stats.sessions_started += 1
+        self._advance(self._new_task(program, lane, None), None, now)
+
+    def _send(self, task: _Task, spec: RequestSpec, now: float) -> None:
+        ident = spec.identity
+        n_tokens, hashes = self.encoder.encode(messages=spec.messages, prompt=spec.prompt)
+        record: dict[str, Any] = {
+            "id": f"sim-{len(self.records)}", "trace": ident.trace, "lane": ident.lane, "turn": ident.turn,
+            "phase": ident.phase, "session": ident.session, "node": ident.node,
+            "request_index": ident.request_index, "api": spec.api,
+            "scheduled_at": self.start_time + now, "sent_at": self.start_time + now, "first_byte_at": None,
+            "first_token_at": None, "end_at": None, "chunk_times": [], "chunk_tokens": [], "status": None,
+            "error_class": None, "error": None, "prompt_tokens": n_tokens, "completion_tokens": None,
+            "cached_tokens": None, "input_tokens_expected": spec.input_tokens,
+            "theoretical_cached_tokens": spec.theoretical_cached_tokens, "max_tokens": spec.max_tokens,
+            "worker": 0,
+        }
+        self.records.append(record)
+        self._push(now + self.frontend, _SUBMIT, (task, record, n_tokens, hashes, spec.max_tokens))
+
+    def _submit(self, payload: tuple[_Task, dict[str, Any], int, list[int], int], now: float) -> None:
+        task, record, n_tokens, hashes, max_tokens = payload
+        req = self.core.new_request(n_tokens, hashes, max_tokens, owner=(task, record), now=now)
+        if req.error is not None:
+            record.update(status=400, error_class="context_overflow" if n_tokens else "http", error=req.error,
+                          end_at=self.start_time + now)
+            self._advance(task, RequestOutcome(ok=False, error=req.error), now)
+
+    def _on_step_end(self, now: float) -> None:
+        t_abs = self.start_time + now
+        for r in self.core.end_step():
+            task, record = r.owner
+            record["chunk_times"].append(t_abs)
+            record["chunk_tokens"].append(r.last_emitted)
+            if record["first_token_at"] is None:
+                record["first_token_at"] = record["first_byte_at"] = t_abs
+            if r.finished_at is not None:
+                self._finish(r, task, record, now)
+
+    def _finish(self, r: SimRequest, task: _Task, record: dict[str, Any], now: float) -> None:
+        record.update(end_at=self.start_time + now, status=200, completion_tokens=r.generated,
+                      cached_tokens=max(r.cached_tokens, 0))
+        text = token_text(self.core.config.seed, r.rid, 0, r.generated) if self.output_text else ""
+        self._push(now, _WAKE, (task, RequestOutcome(ok=True, output_text=text, output_tokens=r.generated)))
+
+    # -- main loop ----------------------------------------------------------------------------------------------------
+    def run(self, workload: Workload, *, concurrency: int, duration: float) -> list[dict[str, Any]]:
+        """Interpret `workload` for `duration` virtual seconds; in-flight requests then run to completion."""
+        if duration <= 0:
+            raise ConfigError(f"predict: duration must be positive, got {duration}", fix="pass --duration > 0")
+        self._duration = duration
+        arrivals = workload.arrivals()
+        if arrivals is not None:
+            self._push_arrival(arrivals)
+        else:
+            if concurrency < 1:
+                raise ConfigError(f"predict: concurrency must be >= 1, got {concurrency}", fix="pass --concurrency")
+            for lane in range(concurrency):
+                self._lane_sessions[lane] = iter(workload.sessions(lane))
+                self._start_lane_session(lane, 0.0)
+        core, heap = self.core, self._heap
+        now = 0.0
+        while heap or (not self._busy and core.has_work()):
+            if heap:
+                now, _, kind, payload = heapq.heappop(heap)
+                if kind == _STEP:
+                    self._busy = False
+                    self._on_step_end(now)
+                elif kind == _SUBMIT:
+                    self._submit(payload, now)
+                elif kind == _WAKE:
+                    task, value = payload
+                    self._advance(task, value, now)
+                else:
+                    self._on_arrival(payload, now)
+            if not self._busy and core.has_work() and (not heap or heap[0][0] > now):
+                end = core.begin_step(now)
+                if end is not None:
+                    self._busy = True
+                    self._push(end, _STEP, None)
+                elif not heap:
+                    log.warning("predict: engine stalled with %d waiting requests", len(core.waiting))
+                    break
+        c = core.counters
+        self.stats.requests = len(self.records)
+        self.stats.steps = c.steps
+        self.stats.virtual_seconds = now
+        self.stats.preemptions = c.preemptions
+        return self.records
+
+    def _push_arrival(self, arrivals: Iterator[Any]) -> None:
+        arrival = next(arrivals, None)
+        if arrival is not None and arrival.at < self._duration:
+            self._push(max(0.0, arrival.at), _ARRIVAL, (arrival, arrivals))
+
+    def _on_arrival(self, payload: tuple[Any, Iterator[Any]], now: float) -> None:
+        arrival, rest = payload
+        self.stats.sessions_started += 1
+        self._advance(self._new_task(arrival.program, -1, None), None, now)
+        self._push_arrival(rest)
+
+
+def predict(
+    workload: Workload,
+    engine_config: EngineConfig | EngineCore,
+    *,
+    concurrency: int,
+    duration: float,
+    start_time: float = 0.0,
+    output_text: bool = False,
+) -> list[dict[str, Any]]:
+    """Predicted request records for `workload` on the simulated engine (see the module doc).
+
+    `engine_config` is an :class:`EngineConfig` (a fresh core is built) or a ready core (to read its counters after).
+    Times in the records are `start_time` + virtual seconds.
+    """
+    core = engine_config if isinstance(engine_config, EngineCore) else build_core(engine_config)
+    return Predictor(core, start_time=start_time, output_text=output_text).run(
+        workload, concurrency=concurrency, duration=duration)

@@ -1,0 +1,278 @@
+"""The live simulated engine: an OpenAI-compatible aiohttp server in front of the engine core.
+
+Endpoints: `/v1/chat/completions` and `/v1/completions` (SSE streaming and non-streaming, usage with
+`prompt_tokens_details.cached_tokens`, `stream_options.include_usage`, `max_tokens` / `max_completion_tokens`,
+`data: [DONE]`), `/v1/models`, `/health`, `/metrics` (SGLang and/or vLLM names).
+
+Timing: one scheduler task advances the core. It begins a step at the engine's clock, sleeps until the step's end
+and then delivers that step's tokens. While the engine stays busy the next step begins exactly where the previous one
+ended (virtual time), so event-loop wake-up jitter (~1 ms) delays delivery a little but never accumulates into lost
+throughput; after an idle gap, or when the loop fell more than `resync_s` behind, the clock resyncs to wall time.
+
+Determinism: response ids, `created` and the generated text depend only on the seed and the order of requests, so
+two runs of the same request sequence give byte-identical SSE bodies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from llmsweep.sim.core import EngineCore, SimRequest
+from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.metrics import MetricsStyle, registry_for, render
+from llmsweep.sim.prompt import PromptEncoder
+from llmsweep.sim.text import token_text
+
+log = logging.getLogger(__name__)
+
+CREATED = 1_700_000_000
+"""Fixed `created` stamp: a wall-clock value would make two identical runs differ byte for byte."""
+DEFAULT_MAX_TOKENS = 256
+
+READY_LINES = {
+    "sglang": "The server is fired up and ready to roll!",
+    "vllm": "Application startup complete.",
+}
+
+
+def capacity_log_line(style: str, core: EngineCore) -> str:
+    """The KV-pool line real engines log, which result extraction parses for the pool size."""
+    if style == "vllm":
+        return f"GPU KV cache size: {core.capacity_tokens:,} tokens"
+    return (f"max_total_num_tokens={core.capacity_tokens}, chunked_prefill_size={core.config.chunked_prefill_size}, "
+            f"max_running_requests={core.config.max_running_requests}")
+
+
+class _Stream:
+    """Per-request delivery queue: (tokens emitted, finished) tuples from the scheduler."""
+
+    __slots__ = ("queue", "no")
+
+    def __init__(self, no: int) -> None:
+        self.queue: asyncio.Queue[tuple[int, bool]] = asyncio.Queue()
+        self.no = no
+
+
+class SimServer:
+    """Owns the core, the scheduler task and the aiohttp application."""
+
+    def __init__(self, config: EngineConfig, *, served_model_name: str | None = None,
+                 metrics_style: MetricsStyle = "both", resync_s: float = 0.005) -> None:
+        self.config = config
+        self.core = build_core(config)
+        self.model_name = served_model_name or config.model
+        self.encoder = PromptEncoder(self.core.block_size)
+        self.registry = registry_for(self.core, model_name=self.model_name, style=metrics_style)
+        self.frontend_s = self.core.timer.frontend_latency()
+        self.resync_s = resync_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._t0 = 0.0
+        self._requests = 0
+        self.app = web.Application()
+        self.app.add_routes([
+            web.post("/v1/chat/completions", self.chat),
+            web.post("/v1/completions", self.completions),
+            web.get("/v1/models", self.models),
+            web.get("/health", self.health),
+            web.get("/metrics", self.metrics),
+        ])
+        self.app.on_startup.append(self._on_startup)
+        self.app.on_cleanup.append(self._on_cleanup)
+
+    # -- lifecycle --------------------------------------------------------------------------------------------------
+    async def _on_startup(self, app: web.Application) -> None:
+        self._wake = asyncio.Event()
+        self._t0 = asyncio.get_running_loop().time()
+        self._task = asyncio.create_task(self._scheduler(), name="sim-scheduler")
+
+    async def _on_cleanup(self, app: web.Application) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def _clock(self) -> float:
+        return asyncio.get_running_loop().time() - self._t0
+
+    async def _scheduler(self) -> None:
+        core = self.core
+        busy = False
+        while True:
+            if not core.has_work():
+                busy = False
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            now = self._clock()
+            start = core.now if busy and now - core.now < self.resync_s else max(now, core.now)
+            end = core.begin_step(start)
+            if end is None:
+                busy = False
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            busy = True
+            delay = end - self._clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            for r in core.end_step():
+                stream: _Stream = r.owner
+                stream.queue.put_nowait((r.last_emitted, r.finished_at is not None))
+
+    # -- request intake ---------------------------------------------------------------------------------------------
+    async def _admit(self, body: dict[str, Any], *, chat: bool) -> tuple[SimRequest, _Stream] | web.Response:
+        model = body.get("model")
+        if model not in (None, "", self.model_name):
+            return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if max_tokens is None:
+            max_tokens = DEFAULT_MAX_TOKENS
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            return _error(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
+        if chat:
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                return _error(400, "messages must be a non-empty list")
+            n_tokens, hashes = self.encoder.chat(messages)
+        else:
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+                prompt = prompt[0]
+            if isinstance(prompt, str):
+                n_tokens, hashes = self.encoder.text(prompt)
+            elif isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+                n_tokens, hashes = self.encoder.ids(prompt)
+            else:
+                return _error(400, "prompt must be a string or a list of token ids")
+        if self.frontend_s > 0:
+            await asyncio.sleep(self.frontend_s)
+        no = self._requests
+        self._requests += 1
+        stream = _Stream(no)
+        req = self.core.new_request(n_tokens, hashes, max_tokens, owner=stream, now=self._clock())
+        if req.error is not None:
+            return _error(400, req.error)
+        self._wake.set()
+        return req, stream
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, chat=True)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, chat=False)
+
+    async def _serve(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "request body is not valid JSON")
+        if not isinstance(body, dict):
+            return _error(400, "request body must be a JSON object")
+        admitted = await self._admit(body, chat=chat)
+        if isinstance(admitted, web.Response):
+            return admitted
+        req, stream = admitted
+        try:
+            if body.get("stream"):
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                return await self._stream(request, req, stream, chat=chat, include_usage=include_usage)
+            return await self._whole(req, stream, chat=chat)
+        except (asyncio.CancelledError, ConnectionResetError):
+            self.core.abort(req)
+            raise
+
+    # -- responses --------------------------------------------------------------------------------------------------
+    def _ids(self, stream: _Stream, chat: bool) -> str:
+        return f"{'chatcmpl' if chat else 'cmpl'}-sim{self.config.seed}-{stream.no}"
+
+    def _usage(self, req: SimRequest) -> dict[str, Any]:
+        return {"prompt_tokens": req.prompt_len, "completion_tokens": req.generated,
+                "total_tokens": req.prompt_len + req.generated,
+                "prompt_tokens_details": {"cached_tokens": max(req.cached_tokens, 0)}}
+
+    async def _whole(self, req: SimRequest, stream: _Stream, *, chat: bool) -> web.Response:
+        while True:
+            _, finished = await stream.queue.get()
+            if finished:
+                break
+        text = token_text(self.config.seed, stream.no, 0, req.generated)
+        if chat:
+            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                      "logprobs": None, "finish_reason": "length"}
+            obj = "chat.completion"
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+            obj = "text_completion"
+        payload = {"id": self._ids(stream, chat), "object": obj, "created": CREATED, "model": self.model_name,
+                   "choices": [choice], "usage": self._usage(req)}
+        return web.json_response(payload)
+
+    async def _stream(self, request: web.Request, req: SimRequest, stream: _Stream, *, chat: bool,
+                      include_usage: bool) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        rid = self._ids(stream, chat)
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        sent = 0
+        dumps = json.dumps
+        while True:
+            n, finished = await stream.queue.get()
+            text = token_text(self.config.seed, stream.no, sent, n)
+            if chat:
+                delta: dict[str, Any] = {"content": text}
+                if sent == 0:
+                    delta = {"role": "assistant", "content": text}
+                choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None,
+                                          "finish_reason": "length" if finished else None}
+            else:
+                choice = {"index": 0, "text": text, "logprobs": None,
+                          "finish_reason": "length" if finished else None}
+            sent += n
+            chunk = {"id": rid, "object": obj, "created": CREATED, "model": self.model_name, "choices": [choice]}
+            if include_usage:
+                chunk["usage"] = None
+            await resp.write(b"data: " + dumps(chunk).encode() + b"\n\n")
+            if finished:
+                break
+        if include_usage:
+            tail = {"id": rid, "object": obj, "created": CREATED, "model": self.model_name, "choices": [],
+                    "usage": self._usage(req)}
+            await resp.write(b"data: " + dumps(tail).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [
+            {"id": self.model_name, "object": "model", "created": CREATED, "owned_by": "llmsweep-sim",
+             "max_model_len": self.core.capacity_tokens}]})
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=render(self.registry), headers={"Content-Type": "text/plain; version=0.0.4"})
+
+
+def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind, "code": status}, "object": "error",
+                              "message": message}, status=status)
+
+
+async def start_server(server: SimServer, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
+    """Start `server` on (host, port); returns the runner (call `cleanup()` to stop) and the bound port."""
+    runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
+    bound = sockets[0].getsockname()[1] if sockets else port
+    return runner, bound
