@@ -81,10 +81,12 @@ class Job(JobModel):
 
     # --- llmsweep identity -------------------------------------------------------------------------------------
     id: str = Field(description="Unique, filesystem-safe job id (RESULT_FILENAME-style fields + fingerprint hash).")
-    recipe_key: str = Field(description="Recipe key the job was expanded from.")
-    recipe_file: str | None = Field(default=None, description="File of that recipe.")
+    recipe_key: str = Field(alias="recipe-key", description="Recipe key the job was expanded from.")
+    recipe_file: str | None = Field(default=None, alias="recipe-file", description="File of that recipe.")
     recipe_fingerprint: str = Field(
-        pattern=r"^[0-9a-f]{64}$", description="InferenceX curve identity: sha256 of the entry minus point fields."
+        alias="recipe-fingerprint",
+        pattern=r"^[0-9a-f]{64}$",
+        description="InferenceX curve identity: sha256 of the throughput entry minus conc and exp-name.",
     )
     scenario: Scenario
     multinode: bool
@@ -143,11 +145,15 @@ class Job(JobModel):
     def concs(self) -> list[int]:
         return list(self.conc) if isinstance(self.conc, list) else [self.conc]
 
-    def matrix_entry(self) -> dict[str, Any]:
-        """Exactly the InferenceX matrix entry: same keys and values, unset keys omitted, InferenceX key order."""
-        if self.scenario == "agentic-coding":
-            return self._agentic_entry()
-        return self._fixed_entry()
+    def matrix_entry(self, *, with_fingerprint: bool = False) -> dict[str, Any]:
+        """Exactly the InferenceX generator's matrix entry: same keys and values, unset keys omitted, its key order.
+
+        `with_fingerprint` adds `recipe-fingerprint`, as InferenceX's changelog processing does for benchmark rows.
+        """
+        entry = self._agentic_entry() if self.scenario == "agentic-coding" else self._fixed_entry()
+        if with_fingerprint:
+            entry["recipe-fingerprint"] = self.recipe_fingerprint
+        return entry
 
     def _head(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,195 @@
+"""`llmsweep matrix full-sweep|test-config`: recipes → the InferenceX job matrix (JSON) on stdout.
+
+Same flags as InferenceX's `generate_sweep_configs.py`, so a GitHub Actions workflow can swap one for the other:
+list flags take several space-separated values (`--config-keys a b`). stdout carries only the JSON array; findings
+go to stderr. Exit 2 when the input cannot be parsed or planned, else 0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
+from llmsweep.errors import ConfigError
+from llmsweep.findings import Finding, Severity
+from llmsweep.plan import EvalOptions, Job, SweepOptions, plan_jobs
+from llmsweep.plan.names import SEQ_LEN_NAMES
+from llmsweep.spec import LoadResult, load_recipes
+
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$")
+
+
+class ManyValues(click.Option):
+    """An option taking one or more space-separated values (argparse `nargs='+'`); repeating it also works."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["multiple"] = True
+        super().__init__(*args, **kwargs)
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        super().add_to_parser(parser, ctx)
+        for name in self.opts:
+            option = parser._long_opt.get(name) or parser._short_opt.get(name)
+            if option is None:
+                continue
+            original = option.process
+
+            def process(value: Any, state: Any, original: Callable[..., None] = original) -> None:
+                original(value, state)
+                while state.rargs and (not state.rargs[0].startswith("-") or _NEGATIVE_NUMBER.match(state.rargs[0])):
+                    original(state.rargs.pop(0), state)
+
+            option.process = process
+
+
+def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
+    opts = [
+        click.option("--config-files", cls=ManyValues, type=click.Path(path_type=Path),
+                     help="Recipe/master files or directories (default: every *.yaml under ./recipes)."),
+        click.option("--runner-config", type=click.Path(path_type=Path), default=None,
+                     help="Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet)."),
+        click.option("--no-evals", is_flag=True, help="Throughput jobs only; do not mark eval rows."),
+        click.option("--evals-only", is_flag=True, help="Only the eval subset (rows marked run-eval), as eval-only."),
+        click.option("--all-evals", is_flag=True,
+                     help="Every 8k1k fixed row and every agentic row becomes an eval row (implies eval-only jobs)."),
+        click.option("--runner-node-filter", default=None,
+                     help="One job per node of the label whose name contains this substring."),
+        click.option("--scenario-type", cls=ManyValues, type=click.Choice(["fixed-seq-len", "agentic-coding"]),
+                     help="Scenario type(s) to include (default: all)."),
+        click.option("--format", "fmt", type=click.Choice(["matrix", "jobs", "ids"]), default="matrix",
+                     show_default=True,
+                     help="matrix: InferenceX entries; jobs: full llmsweep Job JSON; ids: one job id per line."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+@click.group("matrix")
+def matrix() -> None:
+    """Expand recipes into jobs (InferenceX-compatible JSON matrix on stdout)."""
+
+
+@matrix.command("full-sweep")
+@_common
+@click.option("--model-prefix", cls=ManyValues, help="Keep recipes whose key starts with any of these.")
+@click.option("--precision", cls=ManyValues, help="Keep these precisions.")
+@click.option("--framework", cls=ManyValues, help="Keep these frameworks.")
+@click.option("--runner-type", cls=ManyValues, help="Keep these runner labels (must exist in the runner file).")
+@click.option("--seq-lens", cls=ManyValues, type=click.Choice(list(SEQ_LEN_NAMES)), help="Keep these ISL/OSL pairs.")
+@click.option("--step-size", type=int, default=2, show_default=True, help="Factor of conc-start/conc-end ranges (>1).")
+@click.option("--min-conc", type=int, default=None, help="Drop concurrencies below this (ranges start here).")
+@click.option("--max-conc", type=int, default=None, help="Drop concurrencies above this ([max] if none remain).")
+@click.option("--max-tp", type=int, default=None, help="Skip single-node entries with a larger TP.")
+@click.option("--max-ep", type=int, default=None, help="Clamp single-node EP to this.")
+@click.option("--single-node", is_flag=True, help="Only single-node recipes (default: both kinds).")
+@click.option("--multi-node", is_flag=True, help="Only multi-node recipes (default: both kinds).")
+def full_sweep_cmd(**kw: Any) -> None:
+    """Every recipe, with optional filters."""
+    single, multi = kw.pop("single_node"), kw.pop("multi_node")
+    if not single and not multi:
+        single = multi = True
+    options = SweepOptions(
+        mode="full-sweep",
+        step_size=kw.pop("step_size"),
+        min_conc=kw.pop("min_conc"),
+        max_conc=kw.pop("max_conc"),
+        max_tp=kw.pop("max_tp"),
+        max_ep=kw.pop("max_ep"),
+        single_node=single,
+        multi_node=multi,
+        runner_node_filter=kw.pop("runner_node_filter"),
+        scenario_types=_tuple(kw.pop("scenario_type")),
+        seq_lens=_tuple(kw.pop("seq_lens")),
+        model_prefixes=_tuple(kw.pop("model_prefix")),
+        precisions=_tuple(kw.pop("precision")),
+        frameworks=_tuple(kw.pop("framework")),
+        runner_types=_tuple(kw.pop("runner_type")),
+    )
+    _run(options, **kw)
+
+
+@matrix.command("test-config")
+@_common
+@click.option("--config-keys", cls=ManyValues, required=True, help="Recipe keys to expand (`*`/`?` globs allowed).")
+@click.option("--conc", cls=ManyValues, type=int, help="Keep only these concurrencies.")
+@click.option("--seq-lens", cls=ManyValues, type=click.Choice(list(SEQ_LEN_NAMES)), help="Keep these ISL/OSL pairs.")
+def test_config_cmd(**kw: Any) -> None:
+    """Exactly the named recipe keys, fully expanded (step 2)."""
+    options = SweepOptions(
+        mode="test-config",
+        config_keys=_tuple(kw.pop("config_keys")),
+        conc=_tuple(kw.pop("conc")),
+        seq_lens=_tuple(kw.pop("seq_lens")),
+        runner_node_filter=kw.pop("runner_node_filter"),
+        scenario_types=_tuple(kw.pop("scenario_type")),
+    )
+    _run(options, **kw)
+
+
+def _tuple(values: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    return tuple(values) if values else None
+
+
+def _run(options: SweepOptions, *, config_files: tuple[Path, ...], runner_config: Path | None, no_evals: bool,
+         evals_only: bool, all_evals: bool, fmt: str) -> None:
+    evals = EvalOptions(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
+    evals.check()
+    options.check()
+    files = list(config_files) or _default_recipe_files()
+    fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
+    loaded = load_recipes(files)
+    _report(loaded, fleet)
+    if not loaded.ok:
+        raise ConfigError(f"{len(loaded.errors)} recipe error(s); no matrix written",
+                          fix="fix the findings above (file:line) and rerun")
+    jobs = plan_jobs(loaded.recipes, options, fleet, evals)
+    click.echo(_render(jobs, fmt))
+
+
+def _default_recipe_files() -> list[Path]:
+    root = Path("recipes")
+    if not root.is_dir():
+        raise ConfigError("no --config-files given and no ./recipes directory here",
+                          fix="pass --config-files <file or dir>..., or run from the repository root")
+    return sorted(root.rglob("*.yaml"))
+
+
+def _render(jobs: list[Job], fmt: str) -> str:
+    if fmt == "ids":
+        return "\n".join(job.id for job in jobs)
+    if fmt == "jobs":
+        return json.dumps([job.to_json() for job in jobs])
+    return json.dumps([job.matrix_entry() for job in jobs])
+
+
+def _report(loaded: LoadResult, fleet: FleetCatalog) -> None:
+    """Findings to stderr; the routine "no serve block" warning of master files collapses to one line."""
+    not_runnable = [f for f in loaded.findings if f.rule == "spec.not-runnable"]
+    for finding in loaded.findings:
+        if finding.rule != "spec.not-runnable":
+            click.echo(finding.render(), err=True)
+    if not_runnable:
+        click.echo(f"note: {len(not_runnable)} recipe(s) have no `serve` block: plannable, not runnable by llmsweep",
+                   err=True)
+    for finding in _unknown_labels(loaded, fleet):
+        click.echo(finding.render(), err=True)
+
+
+def _unknown_labels(loaded: LoadResult, fleet: FleetCatalog) -> list[Finding]:
+    out = []
+    for recipe in loaded.recipes.values():
+        if not fleet.has_label(recipe.runner):
+            out.append(Finding(
+                rule="fleet.unknown-label", severity=Severity.WARNING, file=recipe.file,
+                line=recipe.line_of(("runner",)), path=recipe.path_of(("runner",)),
+                message=f"runner label `{recipe.runner}` is not in the runner file ({fleet.file}); jobs keep the label",
+                fix="add the label to the runner file, or check its spelling",
+            ))
+    return out
