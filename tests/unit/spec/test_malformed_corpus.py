@@ -1,0 +1,48 @@
+"""Every schema-level malformed recipe is reported with its rule id, at its line, with a useful message.
+
+Each file under tests/data/recipes/malformed/ starts with `# expect: rule=<id> line=<n> message=<fragment>`.
+Files whose rule is not a `schema.*` rule belong to the policy engine's corpus and are checked there.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from llmsweep.spec import load_recipes
+
+CORPUS = Path(__file__).resolve().parents[2] / "data" / "recipes" / "malformed"
+EXPECT = re.compile(r"^# expect: rule=(?P<rule>\S+) line=(?P<line>\d+) message=(?P<message>.+)$")
+
+
+def _cases() -> list[tuple[Path, str, int, str]]:
+    cases = []
+    for path in sorted(CORPUS.glob("*.yaml")):
+        match = EXPECT.match(path.read_text(encoding="utf-8").splitlines()[0])
+        assert match, f"{path.name}: first line must be `# expect: rule=... line=... message=...`"
+        if match["rule"].startswith("schema."):
+            cases.append((path, match["rule"], int(match["line"]), match["message"].strip()))
+    return cases
+
+
+CASES = _cases()
+
+
+def test_corpus_covers_at_least_fifteen_schema_rules() -> None:
+    assert len({rule for _, rule, _, _ in CASES}) >= 15
+
+
+@pytest.mark.parametrize(("path", "rule", "line", "fragment"), CASES, ids=[c[0].stem for c in CASES])
+def test_malformed_recipe_is_reported_at_its_line(path: Path, rule: str, line: int, fragment: str) -> None:
+    result = load_recipes([path])
+    assert not result.ok, "a malformed recipe must produce an error finding"
+    assert "bad-recipe" not in result.recipes or rule == "schema.duplicate-key"
+    matching = [f for f in result.errors if f.rule == rule]
+    assert matching, f"expected {rule}, got {[(f.rule, f.line, f.message) for f in result.errors]}"
+    finding = matching[0]
+    assert finding.file == str(path)
+    assert finding.line == line, finding.render()
+    assert fragment in finding.message, finding.render()
+    assert finding.fix, "every finding says how to fix it"
