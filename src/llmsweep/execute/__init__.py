@@ -20,16 +20,21 @@ EXECUTOR_KINDS = ("local", "docker", "slurm")
 
 def make_launcher(kind: str, options: dict[str, Any] | None = None) -> Any:
     """The launcher for an in-process executor kind, its options validated (`extra="forbid"`)."""
+    from pydantic import ValidationError
+
     from llmsweep.errors import ConfigError
 
-    if kind == "local":
-        from llmsweep.execute.local import LocalLauncher, LocalOptions
+    try:
+        if kind == "local":
+            from llmsweep.execute.local import LocalLauncher, LocalOptions
 
-        return LocalLauncher(LocalOptions.model_validate(options or {}))
-    if kind == "docker":
-        from llmsweep.execute.docker import DockerLauncher, DockerOptions
+            return LocalLauncher(LocalOptions.model_validate(options or {}))
+        if kind == "docker":
+            from llmsweep.execute.docker import DockerLauncher, DockerOptions
 
-        return DockerLauncher(DockerOptions.model_validate(options or {}))
+            return DockerLauncher(DockerOptions.model_validate(options or {}))
+    except ValidationError as exc:
+        raise ConfigError(f"invalid {kind} executor options: {exc}", fix="fix or remove the fields named above") from exc
     if kind == "slurm":
         raise ConfigError(
             "the slurm executor does not launch servers here; it submits batch jobs (SlurmExecutor.submit)",

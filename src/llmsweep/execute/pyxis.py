@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -193,22 +194,31 @@ class SrunLauncher:
             )
         process = start_process(argv, log_path=log_path, env=env, scrubber=scrubber)
 
+        def terminate_step(grace_s: float) -> None:
+            # A signal to srun makes it SIGKILL the step at once; engines deserve a SIGTERM and a grace period first.
+            if process.is_alive() and signal_steps_named(job_id, step_name, "TERM"):
+                deadline = time.monotonic() + grace_s
+                while process.is_alive() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+
         def cancel_leftover_step() -> None:
-            # srun forwards SIGTERM to the step; if srun itself had to be SIGKILLed, the step may outlive it.
-            cancel_steps_named(job_id, step_name)
+            # If srun itself had to be SIGKILLed, the step may outlive it.
+            signal_steps_named(job_id, step_name, None)
 
         return ProcessServerHandle(
-            spec, process, scrubber=scrubber, command=argv, job_id=job_id, after_stop=cancel_leftover_step
+            spec, process, scrubber=scrubber, command=argv, job_id=job_id,
+            before_stop=terminate_step, after_stop=cancel_leftover_step,
         )
 
 
-def cancel_steps_named(job_id: str, step_name: str, timeout_s: float = 30.0) -> list[str]:
-    """scancel every step of `job_id` called `step_name`; return their step ids."""
+def signal_steps_named(job_id: str, step_name: str, signal_name: str | None, timeout_s: float = 30.0) -> list[str]:
+    """Send `signal_name` (None: cancel) to every step of `job_id` called `step_name`; return their step ids."""
     fix = "check that slurmctld answers (`sinfo`)"
     out = run_command(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"], timeout_s=timeout_s, check=False, fix=fix)
     steps = [line.split()[0] for line in out.stdout.splitlines() if line.split()[1:] == [step_name]]
     for step in steps:
-        run_command(["scancel", step], timeout_s=timeout_s, check=False, fix=fix)
+        argv = ["scancel", step] if signal_name is None else ["scancel", f"--signal={signal_name}", step]
+        run_command(argv, timeout_s=timeout_s, check=False, fix=fix)
     return steps
 
 

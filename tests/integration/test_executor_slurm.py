@@ -1,0 +1,144 @@
+"""The Slurm executor against a real single-node Slurm (scripts/ci/start_slurm.sh): jobs run the worker on the node,
+start a real server as an srun step, run a client, leave artifacts in the out dir; exit codes and cancellation hold."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interrupt
+
+HELPERS = Path(__file__).resolve().parents[1] / "unit" / "execute" / "helpers"
+TINY_SERVER = HELPERS / "tiny_server.py"
+WORKER = HELPERS / "slurm_worker.py"
+TOKEN = "hf_SLURMintegrationSECRET9"
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurm_available() -> None:
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        pytest.skip("Slurm client commands are not installed (apt-get install slurm-client)")
+    try:
+        ok = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=15).returncode == 0
+    except subprocess.TimeoutExpired:
+        ok = False
+    if not ok:
+        pytest.skip("no Slurm controller answers `sinfo` (start one with scripts/ci/start_slurm.sh)")
+
+
+def options(**kw: object) -> SlurmOptions:
+    return SlurmOptions(
+        worker_command=("{python}", str(WORKER), "{group}", "{out}"),
+        poll_s=0.5,
+        time_limit="00:05:00",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def write_group(out_dir: Path, spec: LaunchSpec, client: list[str]) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "group.json"
+    path.write_text(json.dumps({"spec": spec.model_dump(mode="json"), "client": client}))
+    return path
+
+
+def tiny(*extra: str, **kw: object) -> LaunchSpec:
+    return LaunchSpec(engine="tiny", argv=(sys.executable, str(TINY_SERVER), "--port", "0", *extra), port=0,
+                      startup_timeout_s=60, **kw)  # type: ignore[arg-type]
+
+
+def in_queue(job_id: str) -> bool:
+    out = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, timeout=30)
+    return bool(out.stdout.strip())
+
+
+def test_two_jobs_start_servers_on_the_node_and_report_their_own_exit_codes(tmp_path: Path) -> None:
+    executor = SlurmExecutor(options())
+    client = ["curl", "-sf", "{base_url}/v1/models"]
+    good_spec = tiny("--delay", "0.5", "--echo-env", "HF_TOKEN", ready_log_markers=("tiny server ready",),
+                     secret_env=("HF_TOKEN",))
+    bad_spec = tiny("--exit-after", "0.2")
+    environ = {**os.environ, "HF_TOKEN": TOKEN}
+    with cancel_on_interrupt([]) as jobs:
+        for name, spec in (("good", good_spec), ("bad", bad_spec)):
+            out = tmp_path / name
+            jobs.append(executor.submit(spec, group_file=write_group(out, spec, client), out_dir=out, name=name,
+                                        environ=environ))
+        good, bad = jobs
+        assert good.job_id != bad.job_id and good.job_id.isdigit() and bad.job_id.isdigit()
+        results = [job.wait(timeout_s=150) for job in jobs]
+
+    good_result, bad_result = results
+    # The good job: COMPLETED with exit 0; the server ran as an srun step on the node; the client got its answer.
+    assert good_result.ok and good_result.state == "COMPLETED" and good_result.exit_code == 0
+    out = tmp_path / "good"
+    assert (out / "slurm_job_id").read_text().strip() == good.job_id
+    record = json.loads((out / "result.json").read_text())
+    assert record["job_id"] == good.job_id and record["launcher"] == "srun" and record["command"][0] == "srun"
+    assert record["client_rc"] == 0
+    assert json.loads((out / "client_output.txt").read_text())["path"] == "/v1/models"
+    server_log = (out / "server.log").read_text()
+    assert "tiny server got SIGTERM, shutting down" in server_log  # the step got a graceful SIGTERM, not SIGKILL
+    assert "env HF_TOKEN=***" in server_log  # the secret reached the server on the node ...
+    for written in out.iterdir():  # ... and no file the job wrote holds its value
+        assert TOKEN not in written.read_text(errors="replace"), written
+    assert good_result.stdout_path.is_file()
+
+    # The bad job: its server died during start-up; the failure propagates as the job's exit code, with the reason.
+    assert not bad_result.ok and bad_result.state == "FAILED" and bad_result.exit_code == 1
+    bad_record = json.loads((tmp_path / "bad" / "result.json").read_text())
+    assert "exited with status 3" in bad_record["error"] and "simulated CUDA out of memory" in bad_record["error"]
+    with pytest.raises(Exception, match=f"Slurm job {bad.job_id} ended FAILED with exit code 1"):
+        bad_result.raise_for_status()
+    assert not in_queue(good.job_id) and not in_queue(bad.job_id)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_interrupting_the_submitter_cancels_its_job(tmp_path: Path, sig: signal.Signals) -> None:
+    driver = subprocess.Popen([sys.executable, str(HELPERS / "submit_and_wait.py"), str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        submitted = tmp_path / "submitted"
+        deadline = time.monotonic() + 60
+        while not submitted.exists() and time.monotonic() < deadline:
+            assert driver.poll() is None, driver.communicate()[0]
+            time.sleep(0.1)
+        job_id = submitted.read_text().strip()
+        assert in_queue(job_id)
+        driver.send_signal(sig)
+        output, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode != 0
+    assert f"cancelling Slurm job {job_id}" in output
+    assert not in_queue(job_id)
+    assert (tmp_path / "slurm_job_id").read_text().strip() == job_id
+
+
+def test_leaving_the_guard_early_cancels_a_running_job(tmp_path: Path) -> None:
+    executor = SlurmExecutor(SlurmOptions(worker_command=("sleep", "300"), poll_s=0.5))
+    spec = LaunchSpec(engine="tiny", argv=("true",), port=1)
+    (tmp_path / "group.json").write_text("{}")
+    with pytest.raises(RuntimeError, match="client crashed"), cancel_on_interrupt([]) as jobs:
+        jobs.append(executor.submit(spec, group_file=tmp_path / "group.json", out_dir=tmp_path, name="early"))
+        raise RuntimeError("client crashed")
+    assert not in_queue(jobs[0].job_id)
+
+
+def test_a_rejected_submission_names_the_command(tmp_path: Path) -> None:
+    executor = SlurmExecutor(options(partition="no-such-partition"))
+    spec = tiny()
+    with pytest.raises(Exception, match="sbatch --parsable .*failed with exit status"):
+        executor.submit(spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="rejected")

@@ -1,0 +1,129 @@
+"""`docker run` rendering: the flags each vendor needs, the harness at /llmsweep, secrets by name only."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import ConfigError
+from llmsweep.execute import make_launcher
+from llmsweep.execute.docker import DockerLauncher, DockerOptions, container_name, render_docker_run
+from llmsweep.execute.ready import wait_ready
+
+TOKEN = "hf_DOCKERsecretVALUE123"
+SPEC = LaunchSpec(
+    engine="sglang",
+    image="lmsysorg/sglang:v0.5.6-cu129",
+    argv=("python3", "-m", "sglang.launch_server", "--model-path", "/models/llama", "--port", "8888"),
+    env={"SGLANG_SIMULATE_ACC_TOKEN_MODE": "1", "NCCL_DEBUG": "WARN"},
+    secret_env=("HF_TOKEN",),
+    port=8888,
+    gpus=8,
+)
+
+
+def flag_value(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+
+
+def render(**options: object) -> list[str]:
+    return render_docker_run(SPEC, DockerOptions(**options), "llmsweep-sglang-test")  # type: ignore[arg-type]
+
+
+def test_nvidia_render_has_host_network_ipc_shm_gpus_and_unique_name() -> None:
+    argv = render(shm_size="32g", hf_cache=Path("/data/hf"), model_dir=Path("/models"))
+    assert argv[:3] == ["docker", "run", "--rm"]
+    for flag in ("--network=host", "--ipc=host", "--shm-size=32g"):
+        assert flag in argv
+    assert flag_value(argv, "--name") == ["llmsweep-sglang-test"]
+    assert flag_value(argv, "--gpus") == ["all"]
+    assert "--device" not in argv
+    assert flag_value(argv, "-v") == ["/data/hf:/data/hf", "/models:/models:ro"]
+
+
+def test_amd_render_passes_kfd_dri_video_and_seccomp() -> None:
+    argv = render(gpu_vendor="amd")
+    assert flag_value(argv, "--device") == ["/dev/kfd", "/dev/dri"]
+    assert flag_value(argv, "--group-add") == ["video"]
+    assert flag_value(argv, "--security-opt") == ["seccomp=unconfined"]
+    assert "--gpus" not in argv
+
+
+def test_harness_is_mounted_at_llmsweep_never_workspace() -> None:
+    argv = render(harness_dir=Path("/home/ci/llmsweep"))
+    mounts = flag_value(argv, "-v")
+    assert mounts == ["/home/ci/llmsweep:/llmsweep:ro"]
+    assert not any("/workspace" in a for a in argv)
+
+
+def test_env_by_value_secrets_by_name_and_no_secret_value_anywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    argv = render()
+    envs = flag_value(argv, "-e")
+    assert "SGLANG_SIMULATE_ACC_TOKEN_MODE=1" in envs and "NCCL_DEBUG=WARN" in envs
+    assert "HF_TOKEN" in envs  # by name: docker takes the value from its own environment
+    assert not any(TOKEN in a for a in argv)
+
+
+def test_entrypoint_image_then_arguments() -> None:
+    argv = render(extra_args=("--privileged",))
+    i = argv.index("--entrypoint")
+    assert argv[i:] == ["--entrypoint", "python3", "lmsysorg/sglang:v0.5.6-cu129", "-m", "sglang.launch_server",
+                        "--model-path", "/models/llama", "--port", "8888"]
+    assert argv.index("--privileged") < i
+
+
+def test_container_names_are_unique_and_docker_safe() -> None:
+    names = {container_name(SPEC.model_copy(update={"engine": "trt llm/x"})) for _ in range(50)}
+    assert len(names) == 50
+    assert all(n.startswith("llmsweep-trt-llm-x-") and " " not in n and "/" not in n for n in names)
+
+
+def test_docker_without_image_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="names no image"):
+        render_docker_run(SPEC.model_copy(update={"image": None}), DockerOptions(), "n")
+
+
+def test_options_reject_unknown_fields() -> None:
+    with pytest.raises(ConfigError, match="shm"):
+        make_launcher("docker", {"gpu_vendor": "nvidia", "shm": "1g"})
+    with pytest.raises(ConfigError, match="unknown executor kind"):
+        make_launcher("kubernetes")
+
+
+FAKE_DOCKER = """#!/bin/sh
+# Stands in for the docker CLI: records calls; `run` prints what the container would see, then serves.
+echo "$*" >> "{calls}"
+case "$1" in
+  run) echo "container sees HF_TOKEN=$HF_TOKEN"; exec python3 -m http.server --bind 127.0.0.1 "{port}" ;;
+  *) exit 0 ;;
+esac
+"""
+
+
+def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_path: Path) -> None:
+    from llmsweep.execute.preflight import pick_free_port
+
+    port = pick_free_port()
+    calls = tmp_path / "calls"
+    docker = tmp_path / "docker"
+    docker.write_text(FAKE_DOCKER.format(calls=calls, port=port))
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    spec = SPEC.model_copy(update={"port": port, "health_path": "/"})
+    launcher = DockerLauncher(DockerOptions(docker=str(docker), gpu_vendor="none"))
+    handle = launcher.launch(spec, log_path=tmp_path / "server.log", environ={**os.environ, "HF_TOKEN": TOKEN})
+    try:
+        wait_ready(handle, timeout_s=20, poll_s=0.1)
+    finally:
+        handle.stop(grace_s=3)
+    assert not handle.is_alive()
+    log_text = (tmp_path / "server.log").read_text()
+    assert "container sees HF_TOKEN=***" in log_text and TOKEN not in log_text
+    recorded = calls.read_text().splitlines()
+    name = flag_value(list(handle.command), "--name")[0]
+    assert recorded[0].startswith("run --rm --network=host --name " + name)
+    assert f"stop --time 3 {name}" in recorded and f"rm -f {name}" in recorded

@@ -1,0 +1,90 @@
+"""Preflight fails a job in a second when its port is taken or its GPUs are not there."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import LaunchError
+from llmsweep.execute.preflight import check_gpus, port_is_free, resolve_port
+
+
+def spec(argv: tuple[str, ...], port: int, **kw: object) -> LaunchSpec:
+    return LaunchSpec(engine="vllm", argv=argv, port=port, **kw)  # type: ignore[arg-type]
+
+
+def test_taken_port_is_reported_with_a_fix() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert not port_is_free(port)
+        with pytest.raises(LaunchError) as err:
+            resolve_port(spec(("srv", "--port", str(port)), port))
+    assert str(port) in err.value.message and "port to 0" in (err.value.fix or "")
+
+
+def test_free_port_is_kept() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    s = spec(("srv", "--port", str(port)), port)
+    assert resolve_port(s) is s
+
+
+def test_port_zero_is_replaced_everywhere_the_adapter_put_it() -> None:
+    s = spec(("srv", "--port", "0", "--port=0", "--url=http://h:{port}/x", "--other", "0"), 0,
+             env={"PORT": "{port}", "KEEP": "0"})
+    resolved = resolve_port(s)
+    port = resolved.port
+    assert port > 0 and port_is_free(port)
+    assert resolved.argv == ("srv", "--port", str(port), f"--port={port}", f"--url=http://h:{port}/x", "--other", "0")
+    assert resolved.env == {"PORT": str(port), "KEEP": "0"}
+    assert resolved.base_url.endswith(f":{port}")
+
+
+def fake_tool(directory: Path, name: str, output: str) -> None:
+    path = directory / name
+    path.write_text(f"#!/bin/sh\ncat <<'OUT'\n{output}\nOUT\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_gpu_check_skips_simulator_and_cpu_servers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    check_gpus(spec(("sim",), 1, gpus=8).model_copy(update={"engine": "sim"}))
+    check_gpus(spec(("srv",), 1, gpus=0))
+
+
+def test_gpu_check_fails_without_vendor_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(LaunchError, match="neither nvidia-smi nor rocm-smi"):
+        check_gpus(spec(("srv",), 1, gpus=1))
+
+
+def test_gpu_check_counts_nvidia_gpus_and_honours_visible_devices(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/usr/bin:/bin")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    check_gpus(spec(("srv",), 1, gpus=2))
+    with pytest.raises(LaunchError, match="needs 4 GPU.*nvidia-smi shows 2"):
+        check_gpus(spec(("srv",), 1, gpus=4))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    with pytest.raises(LaunchError, match="shows 1 visible"):
+        check_gpus(spec(("srv",), 1, gpus=2))
+
+
+def test_gpu_check_counts_rocm_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake_tool(tmp_path, "rocm-smi", "GPU[0]\t\t: Device ID: 0x74a1\nGPU[0]\t\t: Device Rev: 0x00\nGPU[1]\t\t: Device ID: 0x74a1")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/usr/bin:/bin")
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    check_gpus(spec(("srv",), 1, gpus=2))
+    with pytest.raises(LaunchError, match="rocm-smi shows 2"):
+        check_gpus(spec(("srv",), 1, gpus=8))

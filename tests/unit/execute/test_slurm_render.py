@@ -1,0 +1,98 @@
+"""The sbatch script and job-id parsing: resources right, outputs in the run dir, no secret, no guessed job id."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import ConfigError, LaunchError
+from llmsweep.execute.pyxis import NODE_LAUNCHER_ENV
+from llmsweep.execute.slurm import SlurmOptions, parse_job_id, render_batch_script
+
+SIM = LaunchSpec(engine="sim", argv=("python", "-m", "llmsweep.cli.main", "sim", "serve"), port=0)
+VLLM = LaunchSpec(engine="vllm", image="nvcr.io/nvidia/vllm:25.01", argv=("vllm", "serve", "m"), port=8000, gpus=8,
+                  secret_env=("HF_TOKEN",))
+OUT = Path("/runs/r1/g0")
+
+
+def render(spec: LaunchSpec, **options: object) -> str:
+    return render_batch_script(spec, SlurmOptions(**options), name="g0", group_file=OUT / "group.json",  # type: ignore[arg-type]
+                               out_dir=OUT, launcher_file=OUT / "node_launch.json")
+
+
+def sbatch_lines(script: str) -> list[str]:
+    return [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
+
+
+def test_headers_carry_name_partition_account_gres_exclude_time_and_out_files() -> None:
+    script = render(VLLM, partition="gpu", account="bench", exclude=("b300-005", "b300-006"), time_limit="08:00:00",
+                    gpu_type="h200", squash_dir=Path("/sq"))
+    lines = sbatch_lines(script)
+    assert lines[:3] == ["--job-name=llmsweep-g0", "--partition=gpu", "--account=bench"]
+    for expected in ("--gres=gpu:h200:8", "--exclude=b300-005,b300-006", "--time=08:00:00",
+                     f"--output={OUT}/slurm-%j.out", f"--error={OUT}/slurm-%j.err", f"--chdir={OUT}", "--export=ALL"):
+        assert expected in lines
+    assert script.startswith("#!/bin/bash\n")
+
+
+def test_no_gres_for_cpu_jobs_and_defaults_omit_partition() -> None:
+    lines = sbatch_lines(render(SIM))
+    assert not any(line.startswith(("--gres", "--partition", "--account", "--exclude")) for line in lines)
+
+
+def test_body_exports_node_launch_file_and_runs_the_worker_last() -> None:
+    script = render(SIM, python="/opt/venv/bin/python")
+    body = script.splitlines()
+    assert f"export {NODE_LAUNCHER_ENV}={OUT}/node_launch.json" in body
+    assert body[-1] == f"/opt/venv/bin/python -m llmsweep.cli.main run --_worker {OUT}/group.json --out {OUT}"
+    assert "enroot" not in script  # the simulator needs no image
+
+
+def test_worker_command_is_configurable_and_quoted() -> None:
+    script = render(SIM, worker_command=("{python}", "worker.py", "--group={group}", "--note", "two words"))
+    assert script.splitlines()[-1].endswith(f"worker.py --group={OUT}/group.json --note 'two words'")
+
+
+def test_image_jobs_import_the_squash_file_before_the_worker() -> None:
+    script = render(VLLM, squash_dir=Path("/sq"), import_env={"ENROOT_CACHE_PATH": "/tmp/enroot"})
+    imp = script.index("llmsweep_import_image 'docker://nvcr.io#nvidia/vllm:25.01' /sq/nvcr.io+nvidia+vllm+25.01.sqsh")
+    assert script.index("export ENROOT_CACHE_PATH=/tmp/enroot") < imp < script.index("llmsweep.cli.main run")
+    assert "flock -w 600" in script
+
+
+def test_image_job_without_squash_dir_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="squash_dir"):
+        render(VLLM)
+
+
+def test_secrets_never_appear_in_the_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_SLURMsecretVALUE")
+    assert "hf_SLURMsecretVALUE" not in render(VLLM, squash_dir=Path("/sq"))
+
+
+def test_rendered_script_is_valid_bash(tmp_path: Path) -> None:
+    path = tmp_path / "job.sbatch"
+    path.write_text(render(VLLM, squash_dir=Path("/sq"), exclude=("n1",)))
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.mark.parametrize("bad", ["/runs/my run", "/runs/100%", "/runs/$HOME", "/runs/it's"])
+def test_out_dirs_that_sbatch_lines_cannot_carry_are_rejected(bad: str) -> None:
+    with pytest.raises(ConfigError, match="cannot carry"):
+        render_batch_script(SIM, SlurmOptions(), name="g", group_file=Path("/g.json"), out_dir=Path(bad),
+                            launcher_file=Path("/n.json"))
+
+
+@pytest.mark.parametrize(("stdout", "job_id"), [("1234\n", "1234"), ("77;cluster-a\n", "77"),
+                                                ("sbatch: warning: x\n4321\n", "4321")])
+def test_job_id_parsed_from_parsable_output(stdout: str, job_id: str) -> None:
+    assert parse_job_id(stdout) == job_id
+
+
+@pytest.mark.parametrize("stdout", ["", "\n", "Submitted batch job 12", "abc", "12 13"])
+def test_empty_or_odd_sbatch_output_is_an_error_never_a_guess(stdout: str) -> None:
+    with pytest.raises(LaunchError, match="not a job id"):
+        parse_job_id(stdout)
