@@ -11,7 +11,7 @@ __all__ = ["FAULTS", "ServerConfig", "StreamServer", "run_in_subprocess"]
 def __getattr__(name: str) -> Any:
     # Lazy, so `python -m tests.support.stream_server` does not import the module twice.
     if name in __all__:
-        from tests.support import stream_server
+        from . import stream_server
 
         return getattr(stream_server, name)
     raise AttributeError(name)

@@ -74,8 +74,11 @@ class _App:
         app.router.add_post("/v1/completions", self.handle)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/served", self.served_json)
-        app.router.add_get("/health", lambda r: web.Response(text="ok"))
+        app.router.add_get("/health", self.health)
         return app
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
 
     async def served_json(self, request: web.Request) -> web.Response:
         return web.json_response([asdict(s) for s in self.served])

@@ -1,0 +1,108 @@
+"""Artifacts: summary recomputed from the directory is identical; records survive SIGKILL; server metrics are read
+back (realised acceptance length, required prefix); the CLI exits 1 only when a gate fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from support.stream_server import ServerConfig, StreamServer, run_in_subprocess
+from support.workloads import SimpleWorkload
+
+from llmsweep.client import Endpoint, RunOptions, run_benchmark
+from llmsweep.metrics import summarise
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_summarize_recomputes_the_same_summary_from_the_directory(tmp_path: Path) -> None:
+    with StreamServer(ServerConfig(ttft_s=0.005, itl_s=0.002, spec_accept_length=3.0, cached_fraction=0.5)) as srv:
+        res = run_benchmark(
+            SimpleWorkload(max_tokens=30, lanes_hint=2), Endpoint(base_url=srv.url, model="m"),
+            RunOptions(concurrency=2, num_requests=30, gpus=8, scrape_interval_s=0.05), tmp_path,
+        )
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written == res.summary
+    cli = subprocess.run(
+        [sys.executable, "-m", "llmsweep.cli.main", "summarize", str(tmp_path), "--json"],
+        capture_output=True, text=True, cwd=REPO,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout) == written
+    sm = written["server_metrics"]
+    assert sm["adapter"] == "vllm" and sm["scrapes"] > 2
+    assert sm["spec_decode"]["acceptance_length"] == pytest.approx(3.0, abs=0.1)
+    assert written["cache"]["observed_hit_rate"] == pytest.approx(0.5, abs=0.05)
+    assert written["throughput"]["per_gpu"]["output_tps"] == pytest.approx(written["throughput"]["output_tps"] / 8)
+
+
+def test_required_metrics_prefix_missing_makes_the_run_invalid(tmp_path: Path) -> None:
+    with StreamServer(ServerConfig()) as srv:
+        res = run_benchmark(
+            SimpleWorkload(), Endpoint(base_url=srv.url, model="m"),
+            RunOptions(concurrency=1, num_requests=3, require_metrics_prefix="sglang:"), tmp_path,
+        )
+    assert res.verdict == "invalid"
+    assert any("sglang:" in r for r in res.summary["validity"]["reasons"])
+
+
+def test_finished_records_survive_a_sigkill_of_the_client(tmp_path: Path) -> None:
+    proc, url = run_in_subprocess(ServerConfig(itl_s=0.002))
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        from support.workloads import SimpleWorkload
+        from llmsweep.client import Endpoint, RunOptions, run_benchmark
+        run_benchmark(SimpleWorkload(max_tokens=20, lanes_hint=4), Endpoint(base_url={url!r}, model="m"),
+                      RunOptions(concurrency=4, duration_s=120), {str(tmp_path)!r})
+    """)
+    client = subprocess.Popen([sys.executable, "-c", script], cwd=REPO)
+    try:
+        path = tmp_path / "records.jsonl"
+        deadline = time.time() + 60
+        while time.time() < deadline and (not path.exists() or path.read_bytes().count(b"\n") < 40):
+            time.sleep(0.05)
+        os.kill(client.pid, signal.SIGKILL)
+        client.wait()
+    finally:
+        client.kill()
+        proc.kill()
+        proc.wait()
+    lines = path.read_bytes().split(b"\n")
+    complete = [json.loads(x) for x in lines[:-1]]
+    assert len(complete) >= 40 and lines[-1] == b""  # whole lines only: one write per record
+    assert all(r["error_class"] is None for r in complete)
+    assert summarise(path, gpus=1)["requests"]["successful"] == len(complete)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True, cwd=REPO)
+
+
+def test_cli_bench_fixed_writes_artifacts_and_exits_by_the_gate(tmp_path: Path) -> None:
+    with StreamServer(ServerConfig(usage="final_chunk", send_done=False)) as srv:
+        ok = _cli("bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "32", "--osl", "8",
+                  "--concurrency", "2", "--num-prompts", "10", "--out", str(tmp_path / "ok"), "--json")
+    assert ok.returncode == 0, ok.stderr
+    summary = json.loads(ok.stdout)
+    assert summary["requests"]["successful"] == 10 and summary["requests"]["warmup"] == 4
+    assert summary["validity"]["verdict"] == "smoke"
+    assert summary["tokens"]["input"]["mean"] == 32  # the test server counts prompt ids as tokens
+    for name in ("records.jsonl", "summary.json", "run.json", "server_metrics.jsonl"):
+        assert (tmp_path / "ok" / name).exists()
+    with StreamServer(ServerConfig(fault="http500", fault_every=2)) as bad:
+        failed = _cli("bench", "fixed", "--url", bad.url, "--model", "m", "--isl", "16", "--osl", "4",
+                      "--request-rate", "50", "--num-prompts", "20", "--out", str(tmp_path / "bad"),
+                      "--max-failure-ratio", "0.2")
+    assert failed.returncode == 1
+    assert "invalid" in failed.stdout
+    bad_args = _cli("bench", "fixed", "--url", "http://127.0.0.1:1", "--model", "m", "--isl", "1", "--osl", "1",
+                    "--num-prompts", "1")
+    assert bad_args.returncode == 2 and "--concurrency" in bad_args.stderr

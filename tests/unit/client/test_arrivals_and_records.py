@@ -1,0 +1,44 @@
+"""Open-loop schedules are seeded and have the asked rate; records survive as one JSON line each."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from llmsweep.client.arrivals import arrival_times
+from llmsweep.client.records import RecordWriter, RequestRecord
+
+
+def _take(it: object, n: int) -> list[float]:
+    return list(itertools.islice(it, n))  # type: ignore[call-overload]
+
+
+def test_poisson_schedule_is_deterministic_per_seed_and_has_the_rate() -> None:
+    a = _take(arrival_times(50.0, "poisson", seed=1), 5000)
+    b = _take(arrival_times(50.0, "poisson", seed=1), 5000)
+    c = _take(arrival_times(50.0, "poisson", seed=2), 5000)
+    assert a == b and a != c
+    assert a[0] == 0.0 and all(y >= x for x, y in zip(a, a[1:], strict=False))
+    rate = (len(a) - 1) / a[-1]
+    assert 47 < rate < 53
+    gaps = np.diff(a)
+    assert 0.8 < gaps.std() / gaps.mean() < 1.2  # exponential: coefficient of variation 1
+
+
+def test_constant_schedule_is_evenly_spaced() -> None:
+    assert _take(arrival_times(4.0, "constant", seed=0), 4) == [0.0, 0.25, 0.5, 0.75]
+
+
+def test_writer_appends_one_parseable_line_per_record(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    with RecordWriter(path) as w:
+        w.write(RequestRecord(id="a", chunk_times=[1.0, 2.0], chunk_tokens=[1, 2], completion_tokens=3))
+    with RecordWriter(path) as w:  # a second writer (another worker) appends, never truncates
+        w.write(RequestRecord(id="b", error_class="timeout", error="slow"))
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x["id"] for x in lines] == ["a", "b"]
+    assert RequestRecord.from_dict(lines[0]).chunk_tokens == [1, 2]
+    assert lines[1]["error_class"] == "timeout" and lines[1]["sent_at"] is None

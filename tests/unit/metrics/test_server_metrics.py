@@ -1,0 +1,80 @@
+"""Server metrics: real Prometheus exposition in, window deltas and gauges out, through engine adapters."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from llmsweep.client.scrape import parse_exposition
+from llmsweep.metrics.server import summarise_server
+
+
+def _scrape(t: float, **values: float) -> dict[str, object]:
+    samples = [[name.replace("__", ":"), {"model_name": "m"}, v] for name, v in values.items()]
+    return {"t": t, "samples": samples}
+
+
+def test_exposition_from_prometheus_client_parses_without_buckets() -> None:
+    reg = CollectorRegistry()
+    c = Counter("vllm:prompt_tokens", "p", ["model_name"], registry=reg)
+    c.labels("m").inc(42)
+    Gauge("vllm:num_requests_running", "r", registry=reg).set(3)
+    samples = parse_exposition(generate_latest(reg).decode())
+    names = {s[0]: s[2] for s in samples}
+    assert names["vllm:prompt_tokens_total"] == 42 and names["vllm:num_requests_running"] == 3
+    assert not any(n.endswith("_created") for n in names)
+
+
+def test_counters_are_window_deltas_and_gauges_max_and_mean() -> None:
+    scrapes = [
+        _scrape(0.0, vllm__prompt_tokens_total=100, vllm__num_requests_running=9),  # before the window
+        _scrape(1.0, vllm__prompt_tokens_total=150, vllm__num_requests_running=2),
+        _scrape(2.0, vllm__prompt_tokens_total=300, vllm__num_requests_running=4),
+        _scrape(2.5, vllm__prompt_tokens_total=310, vllm__num_requests_running=0),  # closing bracket (slack)
+        _scrape(9.0, vllm__prompt_tokens_total=999, vllm__num_requests_running=7),  # long after: ignored
+    ]
+    s = summarise_server(scrapes, start=0.5, end=2.2)
+    assert s["adapter"] == "vllm"
+    assert s["tokens"]["prompt_total"] == 310 - 100
+    assert s["queue"]["running"]["max"] == 4 and s["queue"]["running"]["mean"] == 3
+
+
+def test_vllm_realised_acceptance_length_and_prefix_hit_rate() -> None:
+    scrapes = [
+        _scrape(0.0, vllm__spec_decode_num_accepted_tokens_total=0, vllm__spec_decode_num_drafts_total=0,
+                vllm__spec_decode_num_draft_tokens_total=0, vllm__prefix_cache_hits_total=0,
+                vllm__prefix_cache_queries_total=0),
+        _scrape(5.0, vllm__spec_decode_num_accepted_tokens_total=2895, vllm__spec_decode_num_drafts_total=1205,
+                vllm__spec_decode_num_draft_tokens_total=3615, vllm__prefix_cache_hits_total=30,
+                vllm__prefix_cache_queries_total=120),
+    ]
+    s = summarise_server(scrapes, start=0.0, end=5.0)
+    assert s["spec_decode"]["acceptance_length"] == pytest.approx(1 + 2895 / 1205)
+    assert s["spec_decode"]["acceptance_rate"] == pytest.approx(2895 / 3615)
+    assert s["cache"]["gpu_hit_rate"] == pytest.approx(0.25)
+
+
+def test_sglang_adapter_splits_cache_hits_by_source() -> None:
+    def sc(t: float, dev: float, host: float, prompt: float, gen: float, verify: float) -> dict[str, object]:
+        return {"t": t, "samples": [
+            ["sglang:cached_tokens_total", {"cache_source": "device"}, dev],
+            ["sglang:cached_tokens_total", {"cache_source": "host"}, host],
+            ["sglang:prompt_tokens_total", {}, prompt],
+            ["sglang:generation_tokens_total", {}, gen],
+            ["sglang:spec_verify_calls_total", {}, verify],
+            ["sglang:token_usage", {}, 0.5 if t else 0.1],
+        ]}
+
+    s = summarise_server([sc(0, 0, 0, 0, 0, 0), sc(1, 60, 20, 200, 300, 100)], start=0.0, end=1.0)
+    assert s["adapter"] == "sglang"
+    assert s["cache"]["gpu_hit_rate"] == pytest.approx(0.3) and s["cache"]["cpu_hit_rate"] == pytest.approx(0.1)
+    assert s["cache"]["overall_hit_rate"] == pytest.approx(0.4)
+    assert s["spec_decode"]["acceptance_length"] == pytest.approx(3.0)
+    assert s["kv_cache"]["gpu_usage_max"] == 0.5
+
+
+def test_required_prefix_is_reported_and_missing_metrics_warn() -> None:
+    s = summarise_server([_scrape(0.0, vllm__num_requests_running=1)], start=0, end=1, require_prefix="sglang:")
+    assert s["required_prefix"] == {"prefix": "sglang:", "found": False}
+    empty = summarise_server([{"t": 0.0, "error": "refused"}], start=0, end=1)
+    assert not empty["present"] and empty["scrape_errors"] == 1 and empty["warnings"]

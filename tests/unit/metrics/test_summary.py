@@ -1,0 +1,128 @@
+"""summarise(): AgentX definitions over hand-made records, request accounting and validity gates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from llmsweep.errors import ResultError
+from llmsweep.metrics import GateConfig, summarise
+
+
+def rec(i: int, *, sent: float, ttft: float = 0.1, gap: float = 0.01, osl: int = 5, phase: str = "profiling",
+        error: str | None = None, **kw: Any) -> dict[str, Any]:
+    chunks = [sent + ttft + k * gap for k in range(osl)]
+    r = {
+        "id": str(i), "phase": phase, "scheduled_at": sent, "sent_at": sent, "first_byte_at": sent + ttft / 2,
+        "first_token_at": chunks[0] if not error else None, "end_at": chunks[-1] + 0.001,
+        "chunk_times": chunks if not error else [], "chunk_tokens": [1] * osl if not error else [],
+        "status": 200, "error_class": error, "error": error, "prompt_tokens": 100, "completion_tokens": osl,
+        "cached_tokens": 40, "input_tokens_expected": 100, "theoretical_cached_tokens": 50, "max_tokens": osl,
+        "worker": 0,
+    }
+    r.update(kw)
+    return r
+
+
+def test_latency_definitions_follow_agentx() -> None:
+    records = [rec(0, sent=0.0, ttft=0.1, gap=0.01, osl=5), rec(1, sent=0.5, ttft=0.3, gap=0.03, osl=3)]
+    s = summarise(records, gpus=1)
+    e2el = [0.1 + 4 * 0.01, 0.3 + 2 * 0.03]  # send → last content chunk
+    tpot = [(e2el[0] - 0.1) / 4, (e2el[1] - 0.3) / 2]
+    assert s["latency"]["ttft"]["mean"] == pytest.approx(0.2)
+    assert s["latency"]["e2el"]["p50"] == pytest.approx(np.percentile(e2el, 50))
+    assert s["latency"]["tpot"]["mean"] == pytest.approx(np.mean(tpot))
+    assert s["latency"]["itl"]["count"] == 4 + 2  # gaps within each record, none across records
+    assert s["latency"]["itl"]["max"] == pytest.approx(0.03, rel=1e-5)
+    assert s["interactivity"]["p90"] == pytest.approx(1 / np.percentile(tpot, 90))
+    assert s["e2e_norm_interactivity"]["p50"] == pytest.approx(1 / np.percentile([e2el[0] / 5, e2el[1] / 3], 50))
+
+
+def test_warmup_errors_and_cancellations_are_accounted_and_excluded() -> None:
+    records = [
+        rec(0, sent=0.0), rec(1, sent=0.1),
+        rec(2, sent=0.0, phase="warmup", ttft=9.0),
+        rec(3, sent=0.2, error="http"), rec(4, sent=0.3, error="context_overflow"),
+        rec(5, sent=0.4, error="cancelled"),
+    ]
+    s = summarise(records, gpus=1)
+    r = s["requests"]
+    assert (r["total"], r["successful"], r["failed"], r["warmup"], r["cancelled"]) == (6, 2, 2, 1, 1)
+    assert r["error_categories"] == {"cancelled": 1, "context_overflow": 1, "http": 1}
+    assert r["context_overflow"] == 1 and r["error_ratio"] == 0.5
+    assert s["latency"]["ttft"]["max"] < 1.0  # the 9 s warmup request is not in the stats
+
+
+def test_throughput_cache_and_per_gpu() -> None:
+    records = [rec(i, sent=float(i), osl=4) for i in range(4)]
+    s = summarise(records, gpus=4)
+    t = s["throughput"]
+    duration = records[-1]["end_at"] - 0.0
+    assert t["duration_s"] == pytest.approx(duration)
+    assert t["output_tps"] == pytest.approx(16 / duration) and t["input_tps"] == pytest.approx(400 / duration)
+    assert t["per_gpu"]["total_tps"] == pytest.approx(416 / duration / 4)
+    assert s["cache"]["theoretical_hit_rate"] == pytest.approx(0.5)
+    assert s["cache"]["observed_hit_rate"] == pytest.approx(0.4)
+
+
+def test_qps_counts_completions_in_one_second_windows_from_the_first() -> None:
+    ends = [10.0, 10.2, 10.9, 11.5, 12.1, 12.2, 12.3, 13.05]
+    records = [rec(i, sent=e - 0.2, ttft=0.1, gap=0.01, osl=2, end_at=e) for i, e in enumerate(ends)]
+    q = summarise(records, gpus=1)["qps"]
+    # windows [10,11) [11,12) [12,13); the window [13,14) does not fit before the last completion 13.05
+    assert q["samples"] == 3
+    assert q["mean"] == pytest.approx((3 + 1 + 3) / 3)
+    assert q["p50"] == 3
+
+
+def test_streaming_from_a_file_equals_summarising_the_list(tmp_path: Path) -> None:
+    records = [rec(i, sent=i * 0.37, osl=1 + i % 7) for i in range(50)] + [rec(99, sent=1.0, error="timeout")]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + "{\"torn")
+    assert summarise(path, gpus=2) == summarise(records, gpus=2)
+
+
+def test_error_ratio_gate_is_inclusive_and_invalidates_above() -> None:
+    ok = [rec(i, sent=i * 0.1) for i in range(19)]
+    at = summarise([*ok, rec(50, sent=0, error="http")], gpus=1, gates=GateConfig(max_error_ratio=0.05))
+    assert at["validity"]["verdict"] == "smoke"  # 1/20 = 0.05 passes
+    above = summarise([*ok[:18], rec(50, sent=0, error="http"), rec(51, sent=0, error="http")], gpus=1,
+                      gates=GateConfig(max_error_ratio=0.05))
+    assert above["validity"]["verdict"] == "invalid"
+    assert any("error ratio" in r for r in above["validity"]["reasons"])
+
+
+def test_context_overflow_gate_and_long_runs_are_valid() -> None:
+    ok = [rec(i, sent=i * 10.0) for i in range(98)]  # spans ~970 s: not smoke
+    s = summarise([*ok, rec(98, sent=5, error="context_overflow"), rec(99, sent=6, error="context_overflow")],
+                  gpus=1, gates=GateConfig(max_error_ratio=0.1))
+    assert s["validity"]["verdict"] == "invalid"
+    assert any("context-overflow" in r for r in s["validity"]["reasons"])
+    assert summarise(ok, gpus=1)["validity"]["verdict"] == "valid"
+
+
+def test_coverage_gate_fails_when_observations_stop_early_in_the_window() -> None:
+    records = [rec(i, sent=i * 1.0) for i in range(10)]  # observations end near 9.1 s
+    s = summarise(records, gpus=1, gates=GateConfig(planned_duration_s=100.0))
+    assert s["coverage"] < 0.2 and s["validity"]["verdict"] == "invalid"
+    assert any("cover" in r for r in s["validity"]["reasons"])
+
+
+def test_no_successful_request_is_invalid_and_gpus_must_be_positive() -> None:
+    assert summarise([rec(0, sent=0, error="connection")], gpus=1)["validity"]["verdict"] == "invalid"
+    with pytest.raises(ResultError):
+        summarise([], gpus=0)
+
+
+def test_summary_has_the_contract_keys() -> None:
+    s = summarise([rec(0, sent=0.0)], gpus=1, provenance={"seed": 7})
+    for key in ("schema_version", "source", "requests", "latency", "interactivity", "e2e_norm_interactivity",
+                "throughput", "qps", "cache", "server_metrics", "client_health", "validity", "provenance"):
+        assert key in s
+    assert set(s["latency"]) == {"ttft", "tpot", "itl", "e2el"}
+    assert s["source"] == "measured" and s["provenance"]["seed"] == 7
+    json.dumps(s, allow_nan=False)
