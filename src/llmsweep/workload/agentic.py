@@ -1,0 +1,271 @@
+"""AgentX agentic trace replay as lane programs (research/agentx-spec §1.4, §1.7, §5.3).
+
+Each lane plays one session tree at a time: the root stream of a trace plus every subagent it spawns; the
+interpreter starts the lane's next session only when the whole tree, background children included, has drained.
+
+* **Warm start** (first play of each lane): sample t* uniformly in [min_ratio, max_ratio] of the trace's recorded
+  timeline; send one *primer* — the root turn just before t*, carrying its full accumulated prefix — then
+  `warmup_requests_per_lane` more root turns back to back; all with max_tokens=1 and phase "warmup". Profiling
+  continues from there with recorded delays. Subagents anchored before or during the warm-up are not replayed.
+  Recycled plays start at turn 0.
+* **Delays** are end-to-start, each capped at `trace_idle_gap_cap_s` (InferenceX: 300 s). The whole-system idle cap
+  (`system_idle_gap_cap_s`, AgentX: 10 s) needs a view of every lane, so interpreters apply it; it is carried in
+  the config and `describe()`.
+* **Cache bust**: each play gets its own `[rid:…]` marker at the head of every stream's first user message, derived
+  from (run id, lane, play, trace), so a play never hits cache left by another play, lane or run, while the streams
+  of one tree share their prefixes as recorded.
+* **Accounting**: every Send carries `input_tokens` (the trace's `in`) and `theoretical_cached_tokens` (the longest
+  hash-block prefix already sent in this play, in dispatch order), plus identity (trace, lane, turn, phase,
+  session = one play, node = '' or the subagent's agent_id).
+
+Programs are cheap: no text is built until a consumer reads `spec.messages` (the simulator never does).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from llmsweep.errors import DatasetError
+from llmsweep.workload.base import (
+    Join,
+    LaneProgram,
+    Phase,
+    RequestIdentity,
+    RequestOutcome,
+    RequestSpec,
+    Send,
+    Sleep,
+    Spawn,
+    SpawnHandle,
+    Workload,
+)
+from llmsweep.workload.blocks import BlockText, PrefixCache, bust_marker, prefix_keys
+from llmsweep.workload.conversation import Conversation
+from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
+from llmsweep.workload.traces.loader import load_traces
+from llmsweep.workload.traces.plan import StreamPlan, TracePlan, TurnPlan, build_plan
+from llmsweep.workload.traces.schema import Trace
+from llmsweep.workload.traces.synth import SynthProfile, synthesize
+
+
+class AgenticConfig(BaseModel):
+    """What an agentic replay plays. Picklable; every client worker rebuilds the workload from it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["agentic"] = "agentic"
+    source: str | None = Field(
+        default=None, description="Trace JSONL file, directory or HF dataset id; None = the synthetic corpus."
+    )
+    synthetic: SynthProfile = Field(default_factory=SynthProfile, description="Corpus used when source is None.")
+    max_traces: int | None = Field(default=None, ge=1, description="Load at most this many traces.")
+    concurrency: int | None = Field(
+        default=None, ge=1, description="Lanes the interpreter runs; recycled lanes stride the corpus by it."
+    )
+    sampler: Literal["shuffle", "sequential"] = Field(default="shuffle", description="Order lanes draw traces in.")
+    seed: int = Field(default=42, description="Seed of trace order, t* and block text.")
+    run_id: str = Field(
+        default_factory=lambda: uuid.uuid4().hex, description="Run identity mixed into cache-bust markers."
+    )
+    tokenizer: str | None = Field(default=None, description="HF tokenizer dir or hub id; None = built-in.")
+    warm_start: bool = Field(default=True, description="Start each lane's first play at t* with a primer.")
+    trajectory_start_min_ratio: float = Field(default=0.25, ge=0.0, le=1.0)
+    trajectory_start_max_ratio: float = Field(default=0.75, ge=0.0, le=1.0)
+    warmup_requests_per_lane: int = Field(default=10, ge=0, description="One-token root turns after the primer.")
+    trace_idle_gap_cap_s: float | None = Field(default=300.0, gt=0, description="Cap on every replayed delay.")
+    system_idle_gap_cap_s: float | None = Field(
+        default=10.0, gt=0, description="Whole-system idle cap; applied by interpreters that see every lane."
+    )
+    live_assistant_responses: bool = Field(
+        default=False, description="Use the server's answers as assistant history instead of recorded turns."
+    )
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _ratios(self) -> AgenticConfig:
+        if self.trajectory_start_min_ratio > self.trajectory_start_max_ratio:
+            raise ValueError("trajectory_start_min_ratio must not exceed trajectory_start_max_ratio")
+        return self
+
+
+class _Play:
+    """State one session tree shares across its streams: marker, ideal prefix cache, request counter."""
+
+    def __init__(self, workload: AgenticWorkload, plan: TracePlan, lane: int, play: int) -> None:
+        cfg = workload.config
+        self.workload = workload
+        self.plan = plan
+        self.lane = lane
+        self.trace_id = plan.trace.id
+        self.session = f"{plan.trace.id}/lane{lane}/play{play}"
+        self.marker = bust_marker(cfg.run_id, lane, play, plan.trace.id)
+        self.cache = PrefixCache()
+        self.block_size = plan.trace.block_size
+        self._counter = itertools.count()
+
+    def conversation(self, node: str) -> Conversation:
+        return Conversation(
+            self.workload.blocks, namespace=self.trace_id, marker=self.marker, block_size=self.block_size
+        )
+
+    def send(
+        self, conv: Conversation, node: str, turn: TurnPlan, phase: Phase, *, one_token: bool = False,
+        last: RequestOutcome | None = None,
+    ) -> Send:
+        req = turn.request
+        keys = prefix_keys(req.hash_ids)
+        cached_blocks = self.cache.observe(keys)
+        live = None
+        if self.workload.config.live_assistant_responses and last is not None and last.ok and last.output_text:
+            live = last.output_text
+        messages = conv.advance(
+            req.hash_ids, req.in_tokens, req.out, keys, live_answer=live, tail_key=f"{node}#{turn.index}"
+        )
+        spec = RequestSpec(
+            api="chat",
+            max_tokens=1 if one_token else max(1, req.out),
+            messages=messages,
+            ignore_eos=True,
+            input_tokens=req.in_tokens,
+            theoretical_cached_tokens=min(req.in_tokens, cached_blocks * self.block_size),
+            identity=RequestIdentity(
+                trace=self.trace_id,
+                lane=self.lane,
+                turn=turn.index,
+                phase=phase,
+                session=self.session,
+                node=node,
+                request_index=next(self._counter),
+            ),
+            extra_body=dict(self.workload.config.extra_body),
+        )
+        return Send(spec)
+
+
+class AgenticWorkload(Workload):
+    """Closed-loop agentic replay: `sessions(lane)` yields one session tree after another, forever."""
+
+    name = "agentic"
+
+    def __init__(
+        self, config: AgenticConfig, *, traces: list[Trace] | None = None, tokenizer: Tokenizer | None = None
+    ) -> None:
+        self.config = config
+        if traces is None:
+            traces = (
+                load_traces(config.source, limit=config.max_traces)
+                if config.source is not None
+                else synthesize(config.synthetic)
+            )
+        if not traces:
+            raise DatasetError("agentic replay needs at least one trace", fix="check the trace source")
+        self.traces = traces
+        self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
+        self.blocks = BlockText(self.tokenizer, seed=config.seed)
+        self._plans: dict[int, TracePlan] = {}
+        self._lock = threading.Lock()
+        order = np.arange(len(traces))
+        if config.sampler == "shuffle":
+            order = np.random.default_rng([config.seed & 0xFFFFFFFF, 3]).permutation(len(traces))
+        self._order = [int(i) for i in order]
+
+    # -- public -------------------------------------------------------------------------------------------------
+
+    def plan(self, index: int) -> TracePlan:
+        with self._lock:
+            plan = self._plans.get(index)
+            if plan is None:
+                plan = self._plans[index] = build_plan(self.traces[index])
+            return plan
+
+    def trace_for(self, lane: int, play: int) -> int:
+        """Index of the trace lane `lane` plays `play`-th: lanes stride a seeded order by the concurrency."""
+        stride = self.config.concurrency or 1
+        return self._order[(lane + play * stride) % len(self._order)]
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        for play in itertools.count():
+            index = self.trace_for(lane, play)
+            start = 0
+            if play == 0 and self.config.warm_start:
+                index, start = self._warm_start(lane, index)
+            yield self._root(_Play(self, self.plan(index), lane, play), start)
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "name": self.name,
+            "source": cfg.source or "synthetic",
+            "traces": len(self.traces),
+            "tokenizer": self.tokenizer.name,
+            **cfg.model_dump(mode="json", exclude={"source", "tokenizer", "synthetic"}),
+            **({"synthetic": cfg.synthetic.model_dump(mode="json")} if cfg.source is None else {}),
+        }
+
+    # -- warm start ---------------------------------------------------------------------------------------------
+
+    def _warm_start(self, lane: int, index: int) -> tuple[int, int]:
+        """(trace, start turn) for a lane's first play: the first trace from `index` on long enough to split."""
+        need = self.config.warmup_requests_per_lane + 2  # primer turn, warm-up turns, one profiling turn
+        position = self._order.index(index)
+        for step in range(len(self._order)):
+            candidate = self._order[(position + step) % len(self._order)]
+            plan = self.plan(candidate)
+            if len(plan.root.turns) >= need:
+                return candidate, self._sample_start(plan, lane)
+        return index, 0
+
+    def _sample_start(self, plan: TracePlan, lane: int) -> int:
+        cfg = self.config
+        times = plan.start_times
+        rng = np.random.default_rng([cfg.seed & 0xFFFFFFFF, lane, 17])
+        ratio = float(rng.uniform(cfg.trajectory_start_min_ratio, cfg.trajectory_start_max_ratio))
+        t_star = times[0] + ratio * (times[-1] - times[0])
+        start = bisect.bisect_left(times, t_star)
+        return int(min(max(start, 1), len(times) - 1 - cfg.warmup_requests_per_lane))
+
+    # -- programs -----------------------------------------------------------------------------------------------
+
+    def _cap(self, seconds: float) -> float:
+        cap = self.config.trace_idle_gap_cap_s
+        return seconds if cap is None else min(seconds, cap)
+
+    def _root(self, play: _Play, start: int) -> LaneProgram:
+        turns = play.plan.root.turns
+        conv = play.conversation("")
+        first = 0
+        if start > 0:
+            yield play.send(conv, "", turns[start - 1], "warmup", one_token=True)
+            first = start + self.config.warmup_requests_per_lane
+            for k in range(start, first):
+                yield play.send(conv, "", turns[k], "warmup", one_token=True)
+        handles: dict[int, SpawnHandle] = {}
+        last: RequestOutcome | None = None
+        for k in range(first, len(turns)):
+            turn = turns[k]
+            waits = tuple(handles[c] for c in turn.joins if c in handles)
+            if waits:
+                yield Join(waits)
+            if k > 0 and turn.delay > 0:
+                yield Sleep(self._cap(turn.delay))
+            last = yield play.send(conv, "", turn, "profiling", last=last if k > first else None)
+            for child in turn.spawns:
+                handles[child] = yield Spawn(self._child(play, play.plan.children[child]))
+
+    def _child(self, play: _Play, stream: StreamPlan) -> LaneProgram:
+        conv = play.conversation(stream.node)
+        if stream.offset > 0:
+            yield Sleep(self._cap(stream.offset))
+        last: RequestOutcome | None = None
+        for j, turn in enumerate(stream.turns):
+            if j > 0 and turn.delay > 0:
+                yield Sleep(self._cap(turn.delay))
+            last = yield play.send(conv, stream.node, turn, "profiling", last=last)

@@ -1,0 +1,144 @@
+"""Hash-id blocks → deterministic text, and the ideal prefix cache that says how much of a prompt is reusable.
+
+Traces carry no text, only block ids (64 tokens each in Weka traces, 512 in Mooncake). Replay needs text such that
+*identical ids give identical text* — so the server's prefix cache sees exactly the reuse the trace recorded — and
+each block is exactly its token size. `BlockText` draws a block's words from the tokenizer's filler words (each one
+token after a space, never merging with neighbours) with a hash of (seed, namespace, id), so a block of n words is n
+tokens wherever it lands. Text is cached per block; nothing is built until a consumer reads a prompt.
+
+`PrefixCache` is the "theoretical" cache of one play: prefixes of everything sent so far, keyed by a rolling 64-bit
+hash of the id sequence computed with numpy, so the longest cached prefix of a request is a binary search.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from llmsweep.workload.tokenizer import Tokenizer
+
+_MASK = (1 << 64) - 1
+_P = 0x100000001B3  # FNV prime: odd, so it has an inverse modulo 2^64
+_P_INV = pow(_P, -1, 1 << 64)
+
+
+class BlockText:
+    """Deterministic text (and token ids) for blocks; same (namespace, id, size) → same text, always."""
+
+    def __init__(self, tokenizer: Tokenizer, *, seed: int = 0, cache_blocks: int = 200_000) -> None:
+        fillers = tokenizer.filler_words()
+        self.tokenizer = tokenizer
+        self._words = [" " + w for w, _ in fillers]
+        self._ids = [i for _, i in fillers]
+        self._vocab = len(fillers)
+        self._seed = seed
+        self._cache: OrderedDict[tuple[str, int, int], str] = OrderedDict()
+        self._cache_blocks = cache_blocks
+
+    def _indices(self, namespace: str, block_id: int, tokens: int) -> np.ndarray:
+        digest = hashlib.shake_128(f"{self._seed}|{namespace}|{block_id}".encode()).digest(4 * tokens)
+        return np.frombuffer(digest, dtype=np.uint32) % self._vocab
+
+    def text(self, namespace: str, block_id: int, tokens: int) -> str:
+        """`tokens` words (" w1 w2 …"): the first `tokens` words of the block, so a partial block is a prefix."""
+        key = (namespace, block_id, tokens)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        words = self._words
+        text = "".join([words[i] for i in self._indices(namespace, block_id, tokens).tolist()])
+        self._cache[key] = text
+        if len(self._cache) > self._cache_blocks:
+            self._cache.popitem(last=False)
+        return text
+
+    def token_ids(self, namespace: str, block_id: int, tokens: int) -> list[int]:
+        """The block's token ids (for `/v1/completions` prompts sent as ids)."""
+        ids = self._ids
+        return [ids[i] for i in self._indices(namespace, block_id, tokens).tolist()]
+
+    def join(self, namespace: str, block_ids: Sequence[int], block_size: int, last_size: int | None = None) -> str:
+        """Text of consecutive blocks; the final block gets `last_size` tokens when given (a partial block)."""
+        n = len(block_ids)
+        parts = [self.text(namespace, b, block_size) for b in block_ids[: n - 1]] if n else []
+        if n:
+            parts.append(self.text(namespace, block_ids[-1], block_size if last_size is None else last_size))
+        return "".join(parts)
+
+    def filler(self, namespace: str, key: str, tokens: int) -> str:
+        """Deterministic text of `tokens` tokens that belongs to no block (a request's unhashed tail)."""
+        if tokens <= 0:
+            return ""
+        words = self._words
+        digest = hashlib.shake_128(f"{self._seed}|{namespace}|tail|{key}".encode()).digest(4 * tokens)
+        return "".join([words[i] for i in (np.frombuffer(digest, dtype=np.uint32) % self._vocab).tolist()])
+
+
+def bust_marker(*parts: object) -> str:
+    """`[rid:<12 hex>]` + blank line, derived from the play's identity (AgentX `first_turn_prefix`)."""
+    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:12]
+    return f"[rid:{digest}]\n\n"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Ideal prefix cache
+
+_POW: np.ndarray = np.ones(1, dtype=np.uint64)
+_POW_INV: np.ndarray = np.ones(1, dtype=np.uint64)
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    global _POW, _POW_INV
+    if len(_POW) < n:
+        size = max(n, 2 * len(_POW), 1024)
+        with np.errstate(over="ignore"):
+            _POW = np.cumprod(np.full(size, _P, dtype=np.uint64), dtype=np.uint64)
+            _POW_INV = np.cumprod(np.full(size, _P_INV, dtype=np.uint64), dtype=np.uint64)
+    return _POW[:n], _POW_INV[:n]
+
+
+def prefix_keys(block_ids: Sequence[int]) -> np.ndarray:
+    """keys[k] = rolling hash of block_ids[: k + 1] (mod 2^64), vectorised: P^k · Σ (id_i + 1) · P^-i."""
+    n = len(block_ids)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    pw, pinv = _powers(n)
+    with np.errstate(over="ignore"):
+        ids = np.asarray(block_ids, dtype=np.uint64) + np.uint64(1)
+        return pw * np.cumsum(ids * pinv, dtype=np.uint64)
+
+
+class PrefixCache:
+    """Every prefix sent so far (one play): `observe` returns how many leading blocks were already cached."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+
+    def observe(self, keys: np.ndarray) -> int:
+        """Longest cached prefix of a request (in blocks), then remember all its prefixes."""
+        seen = self._seen
+        lo, hi = 0, len(keys)  # invariant: prefix of length lo is cached; prefixes are prefix-closed
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if int(keys[mid - 1]) in seen:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo < len(keys):
+            seen.update(keys[lo:].tolist())
+        return lo
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """Length of the common leading run of two key arrays."""
+    m = min(len(a), len(b))
+    if m == 0:
+        return 0
+    eq = a[:m] == b[:m]
+    return m if bool(eq.all()) else int(eq.argmin())

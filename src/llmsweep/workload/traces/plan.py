@@ -1,0 +1,129 @@
+"""A trace as a replay plan: the root stream, its subagent streams, and when each waits for what.
+
+Rules (research/agentx-spec §2.8, §5.2–5.3, with one deliberate refinement):
+* one root stream of the top-level requests; each subagent entry is a child stream spawned when the parent's
+  *preceding* top-level turn completes, its first request `offset` seconds later (its recorded offset from that
+  turn's end); an entry with no preceding parent turn is dropped, as AIPerf does;
+* delays are end-to-start: a turn starts `delay` seconds after the end of what it depends on (the previous turn of
+  its stream, and for a root turn also the children it joins), floored at 0;
+* a child is *joined* by the parent's following turn when the recording shows the parent waited for it (the child
+  ended before that turn started); otherwise it is a **background** child — the parent goes on, and the child still
+  belongs to the tree, which drains only when it ends. (AIPerf treats only children with no following parent turn
+  as background; this refinement keeps a background agent interleaved with main turns from serialising them.)
+  Children with the same anchors form one multi-child spawn batch naturally.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llmsweep.workload.traces.schema import SubagentEntry, Trace, TraceRequest
+
+JOIN_TOLERANCE_S = 1e-3
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPlan:
+    index: int
+    request: TraceRequest
+    delay: float
+    """Seconds from the end of this turn's dependencies to its start (recorded, uncapped)."""
+    joins: tuple[int, ...] = ()
+    """Children (indices into `TracePlan.children`) this turn waits for before its delay starts."""
+    spawns: tuple[int, ...] = ()
+    """Children spawned when this turn completes."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPlan:
+    node: str
+    """'' for the root, else the subagent's agent_id."""
+    turns: tuple[TurnPlan, ...]
+    offset: float = 0.0
+    """Children: seconds from the spawn (the parent turn's end) to the first request."""
+    anchor: int = -1
+    """Children: the root turn whose completion spawns it."""
+    joined_at: int | None = None
+    """Children: the root turn that waits for it; None for a background child."""
+
+
+@dataclass(frozen=True, slots=True)
+class TracePlan:
+    trace: Trace
+    root: StreamPlan
+    children: tuple[StreamPlan, ...]
+    dropped: int = 0
+    """Subagent entries with no preceding parent turn (not replayed)."""
+    start_times: tuple[float, ...] = field(default_factory=tuple)
+    """Recorded start of each root turn (for sampling the warm-start point t*)."""
+
+    @property
+    def background(self) -> tuple[int, ...]:
+        return tuple(i for i, c in enumerate(self.children) if c.joined_at is None)
+
+
+def _stream_turns(requests: list[TraceRequest]) -> list[tuple[TraceRequest, float]]:
+    out: list[tuple[TraceRequest, float]] = []
+    prev_end: float | None = None
+    for req in requests:
+        delay = 0.0 if prev_end is None else max(0.0, req.t - prev_end)
+        out.append((req, delay))
+        prev_end = req.t + req.api_time
+    return out
+
+
+def build_plan(trace: Trace) -> TracePlan:
+    mains: list[TraceRequest] = []
+    attached: list[tuple[SubagentEntry, int, int | None]] = []  # (entry, anchor, following)
+    pending: list[SubagentEntry] = []
+    dropped = 0
+    for entry in trace.requests:
+        if isinstance(entry, SubagentEntry):
+            if not mains:
+                dropped += 1
+            elif entry.requests:
+                pending.append(entry)
+            continue
+        for sub in pending:
+            attached.append((sub, len(mains) - 1, len(mains)))
+        pending = []
+        mains.append(entry)
+    attached.extend((sub, len(mains) - 1, None) for sub in pending)
+
+    children: list[StreamPlan] = []
+    joins: dict[int, list[int]] = {}
+    spawns: dict[int, list[int]] = {}
+    join_end: dict[int, float] = {}
+    for child_index, (sub, anchor, following) in enumerate(attached):
+        inner = sorted(sub.requests, key=lambda r: r.t)
+        joined = following if following is not None and sub.end <= mains[following].t + JOIN_TOLERANCE_S else None
+        spawn_at = mains[anchor].end
+        turns = tuple(
+            TurnPlan(index=j, request=req, delay=delay) for j, (req, delay) in enumerate(_stream_turns(inner))
+        )
+        children.append(
+            StreamPlan(node=sub.agent_id, turns=turns, offset=max(0.0, inner[0].t - spawn_at), anchor=anchor,
+                       joined_at=joined)
+        )
+        spawns.setdefault(anchor, []).append(child_index)
+        if joined is not None:
+            joins.setdefault(joined, []).append(child_index)
+            join_end[joined] = max(join_end.get(joined, 0.0), sub.end)
+
+    root_turns: list[TurnPlan] = []
+    for k, req in enumerate(mains):
+        if k == 0:
+            delay = 0.0
+        else:
+            depends = max(mains[k - 1].end, join_end.get(k, float("-inf")))
+            delay = max(0.0, req.t - depends)
+        root_turns.append(
+            TurnPlan(index=k, request=req, delay=delay, joins=tuple(joins.get(k, ())), spawns=tuple(spawns.get(k, ())))
+        )
+    return TracePlan(
+        trace=trace,
+        root=StreamPlan(node="", turns=tuple(root_turns)),
+        children=tuple(children),
+        dropped=dropped,
+        start_times=tuple(r.t for r in mains),
+    )

@@ -1,0 +1,188 @@
+"""A tiny deterministic virtual-clock interpreter of lane programs, for tests.
+
+Every Send takes `latency` simulated seconds; Sleep advances the program's clock; Spawn starts a child in the same
+session tree; Join resumes once each handle's whole subtree has finished. A lane starts its next session only when
+its whole tree has drained. No new session or request starts at or after `duration`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmsweep.workload.base import (
+    Join,
+    LaneProgram,
+    RequestOutcome,
+    RequestSpec,
+    Send,
+    Sleep,
+    Spawn,
+    SpawnHandle,
+    Workload,
+)
+
+
+@dataclass
+class Dispatch:
+    at: float
+    lane: int
+    spec: RequestSpec
+    in_flight: int
+    """Requests in flight right after this one was dispatched."""
+
+
+@dataclass
+class SessionSpan:
+    lane: int
+    session: str
+    start: float
+    root_end: float | None = None
+    drained: float | None = None
+
+
+@dataclass
+class _Task:
+    id: int
+    program: LaneProgram
+    tree: _Tree
+    parent: _Task | None
+    children: list[_Task] = field(default_factory=list)
+    done: bool = False
+
+    def subtree_done(self) -> bool:
+        return self.done and all(c.subtree_done() for c in self.children)
+
+
+@dataclass
+class _Tree:
+    lane: int
+    span: SessionSpan
+    live: int = 0
+
+
+@dataclass
+class Run:
+    dispatches: list[Dispatch]
+    sessions: list[SessionSpan]
+    max_in_flight: int
+    max_live_trees: int
+    end: float
+
+
+def run_virtual(
+    workload: Workload,
+    *,
+    lanes: int,
+    duration: float,
+    latency: float | Callable[[RequestSpec], float] = 1.0,
+    outcome: Callable[[RequestSpec], RequestOutcome] | None = None,
+) -> Run:
+    lat = latency if callable(latency) else (lambda _spec: float(latency))
+    make_outcome = outcome or (lambda spec: RequestOutcome(ok=True, output_text="", output_tokens=spec.max_tokens))
+    heap: list[tuple[float, int, Callable[[], None]]] = []
+    seq = itertools.count()
+    ids = itertools.count()
+    now = 0.0
+    in_flight = 0
+    live_trees = 0
+    stats = {"max_in_flight": 0, "max_live": 0}
+    dispatches: list[Dispatch] = []
+    spans: list[SessionSpan] = []
+    tasks: dict[int, _Task] = {}
+    joins: list[tuple[_Task, tuple[SpawnHandle, ...]]] = []
+    iters: dict[int, Iterator[LaneProgram]] = {lane: workload.sessions(lane) for lane in range(lanes)}
+
+    def at(when: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(heap, (when, next(seq), fn))
+
+    def start_session(lane: int) -> None:
+        nonlocal live_trees
+        if now >= duration:
+            return
+        program = next(iters[lane], None)
+        if program is None:
+            return
+        span = SessionSpan(lane=lane, session="", start=now)
+        spans.append(span)
+        tree = _Tree(lane=lane, span=span)
+        live_trees += 1
+        stats["max_live"] = max(stats["max_live"], live_trees)
+        start_task(program, tree, None)
+
+    def start_task(program: LaneProgram, tree: _Tree, parent: _Task | None) -> _Task:
+        task = _Task(id=next(ids), program=program, tree=tree, parent=parent)
+        tasks[task.id] = task
+        tree.live += 1
+        if parent is not None:
+            parent.children.append(task)
+        at(now, lambda: step(task, None))
+        return task
+
+    def finish(task: _Task) -> None:
+        nonlocal live_trees
+        task.done = True
+        tree = task.tree
+        tree.live -= 1
+        if task.parent is None:
+            tree.span.root_end = now
+        for waiting in list(joins):
+            waiter, handles = waiting
+            if all(tasks[h.id].subtree_done() for h in handles):
+                joins.remove(waiting)
+                at(now, lambda w=waiter: step(w, None))
+        if tree.live == 0:
+            tree.span.drained = now
+            live_trees -= 1
+            start_session(tree.lane)
+
+    def step(task: _Task, value: Any) -> None:
+        nonlocal in_flight
+        while True:
+            try:
+                action = task.program.send(value)
+            except StopIteration:
+                finish(task)
+                return
+            if isinstance(action, Send):
+                if now >= duration:
+                    finish(task)
+                    return
+                spec = action.spec
+                if not task.tree.span.session:
+                    task.tree.span.session = spec.identity.session
+                in_flight += 1
+                stats["max_in_flight"] = max(stats["max_in_flight"], in_flight)
+                dispatches.append(Dispatch(at=now, lane=task.tree.lane, spec=spec, in_flight=in_flight))
+
+                def complete(t: _Task = task, s: RequestSpec = spec) -> None:
+                    nonlocal in_flight
+                    in_flight -= 1
+                    step(t, make_outcome(s))
+
+                at(now + lat(spec), complete)
+                return
+            if isinstance(action, Sleep):
+                at(now + action.seconds, lambda t=task: step(t, None))
+                return
+            if isinstance(action, Spawn):
+                child = start_task(action.program, task.tree, task)
+                value = SpawnHandle(child.id)
+                continue
+            if isinstance(action, Join):
+                if all(tasks[h.id].subtree_done() for h in action.handles):
+                    value = None
+                    continue
+                joins.append((task, action.handles))
+                return
+            raise TypeError(f"unknown action {action!r}")
+
+    for lane in range(lanes):
+        start_session(lane)
+    while heap:
+        now, _, fn = heapq.heappop(heap)
+        fn()
+    return Run(dispatches, spans, stats["max_in_flight"], stats["max_live"], now)
