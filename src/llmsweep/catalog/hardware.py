@@ -64,6 +64,16 @@ class HardwareSpec(BaseModel):
     def hbm_gib(self) -> float:
         return self.hbm_bytes / GIB
 
+    @property
+    def hbm_bw_tbs(self) -> float:
+        """Alias of hbm_tbps under the simulator's name."""
+        return self.hbm_tbps
+
+    @property
+    def link_gbs(self) -> float:
+        """Scale-up bandwidth per GPU per direction, GB/s (half the bidirectional figure vendors quote)."""
+        return self.scaleup_gbps / 2
+
     def tflops(self, precision: str) -> float | None:
         """Dense TFLOP/s for a serving precision (``fp4``/``nvfp4``/``mxfp4`` -> fp4, ``fp16`` -> bf16)."""
         p = precision.lower()

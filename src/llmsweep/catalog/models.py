@@ -172,6 +172,24 @@ class ModelSpec(BaseModel):
         return self.moe is not None
 
     @property
+    def params_total(self) -> float:
+        """Total parameters as a count (not billions)."""
+        return self.total_params_b * 1e9
+
+    @property
+    def params_active(self) -> float:
+        """Parameters read per token as a count (not billions)."""
+        return self.active_params_b * 1e9
+
+    @property
+    def n_experts(self) -> int:
+        return self.moe.experts if self.moe else 0
+
+    @property
+    def experts_per_token(self) -> int:
+        return self.moe.top_k if self.moe else 0
+
+    @property
     def full_attention_layers(self) -> int:
         return self.attention.layers if self.attention.layers is not None else self.layers
 

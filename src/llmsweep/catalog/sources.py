@@ -53,7 +53,7 @@ def load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(f"cannot read catalog file {path}: {exc}", fix="check the path and permissions") from exc
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader (libyaml's when present)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -63,20 +63,24 @@ def load_yaml(path: Path) -> Any:
         ) from exc
 
 
-def key_line(path: Path, section: str, key: str) -> int | None:
-    """1-based line of ``section.key`` in a YAML file, for error messages; None when it cannot be found."""
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def key_lines(path: Path, section: str) -> dict[str, int]:
+    """1-based line of every key under ``section`` in a YAML file, for error messages (one parse per file)."""
     try:
-        root = yaml.compose(path.read_text(encoding="utf-8"))
+        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=_Loader)
     except (OSError, yaml.YAMLError):
-        return None
+        return {}
     node = _child(root, section) if section else root
-    if node is None:
-        return None
-    if isinstance(node, yaml.MappingNode):
-        for k, _ in node.value:
-            if str(k.value) == key:
-                return k.start_mark.line + 1
-    return node.start_mark.line + 1
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
+
+
+def key_line(path: Path, section: str, key: str) -> int | None:
+    """1-based line of ``section.key`` in a YAML file; None when it cannot be found."""
+    return key_lines(path, section).get(key)
 
 
 def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
@@ -102,8 +106,15 @@ class Origin:
         return f"{self.path}:{self.line}" if self.line else str(self.path)
 
 
-def load_section(name: str, section: str, dirs: tuple[Path, ...]) -> dict[str, tuple[dict[str, Any], Origin]]:
-    """Merge ``section`` of every layered ``name`` file: id -> (raw entry, origin). Later files replace entries."""
+def load_section(
+    name: str, section: str, dirs: tuple[Path, ...], sections: frozenset[str] | None = None
+) -> dict[str, tuple[dict[str, Any], Origin]]:
+    """Merge ``section`` of every layered ``name`` file: id -> (raw entry, origin). Later files replace entries.
+
+    ``sections`` lists every top-level key the file may hold (default: just ``section``), for files such as
+    engines.yaml that keep two related sections side by side.
+    """
+    allowed = sections or frozenset({section})
     merged: dict[str, tuple[dict[str, Any], Origin]] = {}
     for path in layered_files(name, dirs):
         data = load_yaml(path)
@@ -114,14 +125,15 @@ def load_section(name: str, section: str, dirs: tuple[Path, ...]) -> dict[str, t
                 f"{path}: catalog file must be a mapping with a '{section}:' mapping of id -> entry",
                 fix=f"start the file with '{section}:' and indent one entry per id below it",
             )
-        unknown = sorted(set(data) - {section})
+        unknown = sorted(set(data) - allowed)
         if unknown:
             raise ConfigError(
                 f"{path}: unknown top-level key(s) {unknown} in catalog file {name}",
-                fix=f"put entries under '{section}:'",
+                fix=f"put entries under one of: {', '.join(sorted(allowed))}",
             )
+        lines = key_lines(path, section)
         for key, entry in (data.get(section) or {}).items():
-            line = key_line(path, section, str(key))
+            line = lines.get(str(key))
             if not isinstance(entry, dict):
                 raise ConfigError(
                     f"{path}:{line or '?'}: {section}.{key} must be a mapping of fields",
@@ -137,10 +149,11 @@ def build_models(
     model: type[M],
     dirs: tuple[Path, ...],
     inject: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
+    sections: frozenset[str] | None = None,
 ) -> dict[str, tuple[M, Origin]]:
     """Validate each merged entry into ``model``; an invalid entry names file:line, the field and the fix."""
     out: dict[str, tuple[M, Origin]] = {}
-    for key, (raw, origin) in load_section(name, section, dirs).items():
+    for key, (raw, origin) in load_section(name, section, dirs, sections).items():
         data = inject(key, dict(raw)) if inject else raw
         try:
             out[key] = (model.model_validate(data), origin)

@@ -9,10 +9,15 @@ import pytest
 from llmsweep.catalog.sources import ENV_VAR
 
 
+@pytest.fixture(scope="session")
+def _empty_catalog_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("empty-catalog")
+
+
 @pytest.fixture(autouse=True)
-def hermetic_catalog(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def hermetic_catalog(_empty_catalog_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test sees the developer's ~/.config/llmsweep/catalog: point the user layer at an empty directory."""
-    monkeypatch.setenv(ENV_VAR, str(tmp_path_factory.mktemp("empty-catalog")))
+    monkeypatch.setenv(ENV_VAR, str(_empty_catalog_dir))
 
 
 @pytest.fixture

@@ -1,0 +1,310 @@
+"""Engines as data: endpoints and readiness, feature gates by version, and known incompatibilities.
+
+Principle 3 of the design ("fail before the GPU") needs two answers a policy rule can ask without knowing any
+engine's internals: *does engine E at version V honour knob K?* (:func:`check_knob`, :func:`check_launch`) and *is
+this combination known to break?* (:func:`match_incompatibilities`). Both read packaged YAML that users extend
+through ``$LLMSWEEP_CATALOG_DIR/engines.yaml`` and ``incompatibilities.yaml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
+from llmsweep.catalog.version import Version, as_version
+from llmsweep.errors import ConfigError
+
+GateKind = Literal["env", "arg", "speculative-config-key"]
+Platform = Literal["cuda", "rocm"]
+ENGINE_SECTIONS = frozenset({"engines", "gates"})
+
+
+class EngineInfo(BaseModel):
+    """How to reach and watch one engine's server."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    display_name: str
+    frameworks: list[str] = Field(description="InferenceX framework spellings that run this engine.")
+    default_port: int = Field(gt=0, lt=65536)
+    health_path: str
+    metrics_path: str | None
+    metric_prefix: str | None = Field(description="Prometheus name prefix, e.g. 'sglang:'; None if unknown.")
+    ready_markers: list[str] = Field(description="Log lines meaning the server is ready (any one).")
+    metrics_flag: str | None = Field(default=None, description="Flag the engine needs to expose metrics, if any.")
+    known_versions: list[Version] = Field(default_factory=list)
+    source: str
+    estimates: dict[str, str] = Field(default_factory=dict)
+
+
+class FeatureGate(BaseModel):
+    """A knob that only some engine versions honour."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    engine: str
+    kind: GateKind
+    name: str = Field(description="Env var, CLI arg (without leading dashes) or speculative-config key.")
+    value: str | None = Field(default=None, description="Only this value is gated (None: any value).")
+    min_version: Version | None = None
+    max_version: Version | None = None
+    below: Literal["ignored", "rejected"] = Field(
+        default="ignored", description="What the engine does outside the range: silently ignores, or rejects."
+    )
+    estimate: bool = Field(default=False, description="True when the version bound is not established.")
+    evidence: str
+    message: str
+
+    def honoured_by(self, version: Version | str | None) -> bool | None:
+        """True/False for a known version; None when the version is unknown (nightly/dev images)."""
+        v = as_version(version)
+        if v is None:
+            return None
+        if self.min_version is not None and v.base < self.min_version.base:
+            return False
+        if self.max_version is not None and v.base > self.max_version.base:
+            return False
+        return True
+
+    def range_text(self) -> str:
+        lo = f">= {self.min_version}" if self.min_version else ""
+        hi = f"<= {self.max_version}" if self.max_version else ""
+        return ", ".join(x for x in (lo, hi) if x) or "all versions"
+
+
+class GateVerdict(BaseModel):
+    """Whether one knob is honoured by one engine version, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: str
+    version: str | None
+    kind: GateKind
+    name: str
+    gate: FeatureGate | None
+    honoured: bool | None = Field(description="True, False, or None (unknown version or no gate recorded).")
+    reason: str
+
+
+class Conditions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    args: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, Any] = Field(default_factory=dict)
+    kv_offloading: list[str] | None = None
+
+
+class Incompatibility(BaseModel):
+    """A combination known to fail, with the fix and where the knowledge comes from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    engine: str
+    min_version: Version | None = None
+    max_version: Version | None = None
+    version_note: str | None = None
+    platforms: list[Platform] | None = None
+    model_families: list[str] | None = None
+    conditions: Conditions = Field(default_factory=Conditions)
+    severity: Literal["error", "warning"]
+    message: str
+    fix: str
+    evidence: str
+
+
+# ------------------------------------------------------------------------------------------------------- loading
+
+
+def _inject_id(key: str, raw: dict[str, Any]) -> dict[str, Any]:
+    raw.setdefault("id", key)
+    return raw
+
+
+@cached
+def _engines(dirs: tuple[Path, ...]) -> dict[str, tuple[EngineInfo, Origin]]:
+    return build_models("engines.yaml", "engines", EngineInfo, dirs, inject=_inject_id, sections=ENGINE_SECTIONS)
+
+
+@cached
+def _gates(dirs: tuple[Path, ...]) -> dict[str, tuple[FeatureGate, Origin]]:
+    return build_models("engines.yaml", "gates", FeatureGate, dirs, inject=_inject_id, sections=ENGINE_SECTIONS)
+
+
+@cached
+def _incompatibilities(dirs: tuple[Path, ...]) -> dict[str, tuple[Incompatibility, Origin]]:
+    return build_models("incompatibilities.yaml", "incompatibilities", Incompatibility, dirs, inject=_inject_id)
+
+
+def all_engines() -> list[EngineInfo]:
+    return [e for e, _ in _engines(catalog_dirs()).values()]
+
+
+def canonical_engine(engine_or_framework: str) -> str:
+    """``sglang-disagg`` / ``dynamo-sglang`` -> ``sglang``; ``trt`` -> ``trtllm``; a ConfigError names the known ones."""
+    name = engine_or_framework.strip().lower()
+    for info in all_engines():
+        if name == info.id or name in (f.lower() for f in info.frameworks):
+            return info.id
+    known = sorted({f for e in all_engines() for f in (e.id, *e.frameworks)})
+    raise ConfigError(f"unknown engine or framework {engine_or_framework!r}", fix=f"use one of {', '.join(known)}")
+
+
+def get_engine(engine_or_framework: str) -> EngineInfo:
+    """Endpoint facts of an engine (default port, health/metrics paths, metric prefix, readiness markers)."""
+    return _engines(catalog_dirs())[canonical_engine(engine_or_framework)][0]
+
+
+def feature_gates(engine: str | None = None) -> list[FeatureGate]:
+    """Every gate of one engine (any spelling), or of all engines when ``engine`` is None."""
+    gates = [g for g, _ in _gates(catalog_dirs()).values()]
+    if engine is None:
+        return gates
+    eid = canonical_engine(engine)
+    return [g for g in gates if g.engine == eid]
+
+
+def all_incompatibilities() -> list[Incompatibility]:
+    return [i for i, _ in _incompatibilities(catalog_dirs()).values()]
+
+
+# ------------------------------------------------------------------------------------------------------- queries
+
+
+def _norm_arg(name: str) -> str:
+    return name.strip().lstrip("-").replace("_", "-").lower()
+
+
+def find_gate(engine: str, knob: str, kind: GateKind | None = None, value: Any = None) -> FeatureGate | None:
+    """The gate for a knob (env name, ``--arg`` or ``arg``, speculative-config key), value-specific gates first."""
+    eid = canonical_engine(engine)
+    candidates = []
+    for g in feature_gates(eid):
+        if kind is not None and g.kind != kind:
+            continue
+        same = _norm_arg(g.name) == _norm_arg(knob) if g.kind == "arg" else g.name == knob.strip()
+        if not same:
+            continue
+        if g.value is not None and (value is None or str(value).lower() != g.value.lower()):
+            continue
+        candidates.append(g)
+    candidates.sort(key=lambda g: g.value is None)
+    return candidates[0] if candidates else None
+
+
+def check_knob(
+    engine: str, version: Version | str | None, knob: str, kind: GateKind | None = None, value: Any = None
+) -> GateVerdict:
+    """Does ``engine`` at ``version`` honour ``knob`` (optionally with ``value``)? With the gate and a reason."""
+    eid = canonical_engine(engine)
+    v = as_version(version)
+    gate = find_gate(eid, knob, kind, value)
+    vtext = str(v) if v else (str(version) if version else None)
+    if gate is None:
+        return GateVerdict(
+            engine=eid, version=vtext, kind=kind or "env", name=knob, gate=None, honoured=None,
+            reason=f"no version gate is recorded for {knob!r} on {eid}",
+        )
+    honoured = gate.honoured_by(v)
+    if honoured is None:
+        reason = f"{eid} version unknown ({version!r}); {gate.name} needs {gate.range_text()}"
+    elif honoured:
+        reason = f"{eid} {v} is within {gate.range_text()} for {gate.name}"
+    else:
+        effect = "silently ignores" if gate.below == "ignored" else "rejects"
+        reason = f"{eid} {v} {effect} {gate.name}: it needs {gate.range_text()}"
+    if gate.estimate:
+        reason += " (version bound is an estimate)"
+    return GateVerdict(engine=eid, version=vtext, kind=gate.kind, name=gate.name, gate=gate, honoured=honoured,
+                       reason=reason)
+
+
+def honours(engine: str, version: Version | str | None, knob: str, kind: GateKind | None = None,
+            value: Any = None) -> bool | None:
+    """Short form of :func:`check_knob`: True, False, or None when unknown."""
+    return check_knob(engine, version, knob, kind, value).honoured
+
+
+def check_launch(
+    engine: str,
+    version: Version | str | None,
+    *,
+    env: Mapping[str, Any] | None = None,
+    args: Mapping[str, Any] | None = None,
+    speculative_config: Mapping[str, Any] | None = None,
+) -> list[GateVerdict]:
+    """Verdicts for every gated knob a launch uses (ungated knobs are left out). A policy rule reports the
+    verdicts with ``honoured`` False (error, or warning when ``gate.estimate``) and None (version unknown)."""
+    out: list[GateVerdict] = []
+    for kind, knobs in (("env", env), ("arg", args), ("speculative-config-key", speculative_config)):
+        for name, value in (knobs or {}).items():
+            verdict = check_knob(engine, version, str(name), kind, value)  # type: ignore[arg-type]
+            if verdict.gate is not None:
+                out.append(verdict)
+    return out
+
+
+def _value_matches(want: Any, present: bool, have: Any) -> bool:
+    if want is None:
+        return not present
+    if want == "*":
+        return present
+    if not present:
+        return False
+    wanted = want if isinstance(want, list) else [want]
+    return str(have).strip().lower() in {str(w).strip().lower() for w in wanted}
+
+
+def _kv_mode(kv_offloading: Any) -> str | None:
+    if kv_offloading is None or kv_offloading is False:
+        return None
+    if kv_offloading is True:
+        return "dram"
+    return str(kv_offloading).strip().lower()
+
+
+def match_incompatibilities(
+    engine: str,
+    version: Version | str | None,
+    platform: str | None,
+    model_family: str | None,
+    args: Mapping[str, Any] | None = None,
+    env: Mapping[str, Any] | None = None,
+    kv_offloading: str | bool | None = None,
+) -> list[Incompatibility]:
+    """Known incompatibilities a launch hits. ``args`` keys may carry dashes or underscores and leading ``--``;
+    ``kv_offloading`` is the recipe value (``none``/``dram``). An unknown version (nightly image) matches, since
+    the problem may be present: a policy rule can soften that to a warning."""
+    eid = canonical_engine(engine)
+    v = as_version(version)
+    norm_args = {_norm_arg(k): val for k, val in (args or {}).items()}
+    env = dict(env or {})
+    kv = _kv_mode(kv_offloading)
+    family = model_family.strip().lower() if model_family else None
+    hits: list[Incompatibility] = []
+    for inc in all_incompatibilities():
+        if inc.engine != eid:
+            continue
+        if v is not None and inc.min_version is not None and v.base < inc.min_version.base:
+            continue
+        if v is not None and inc.max_version is not None and v.base > inc.max_version.base:
+            continue
+        if inc.platforms is not None and (platform or "").lower() not in inc.platforms:
+            continue
+        if inc.model_families is not None and family not in {f.lower() for f in inc.model_families}:
+            continue
+        c = inc.conditions
+        if c.kv_offloading is not None and kv not in {k.lower() for k in c.kv_offloading}:
+            continue
+        if not all(_value_matches(w, _norm_arg(k) in norm_args, norm_args.get(_norm_arg(k))) for k, w in c.args.items()):
+            continue
+        if not all(_value_matches(w, k in env, env.get(k)) for k, w in c.env.items()):
+            continue
+        hits.append(inc)
+    return hits

@@ -1,0 +1,133 @@
+"""Image references: every tag InferenceX uses parses; the tag tells engine, version, platform and Python."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llmsweep.catalog.images import parse_image
+from llmsweep.catalog.version import Version
+from llmsweep.errors import ConfigError
+
+
+def test_seed_image() -> None:
+    img = parse_image("lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730")
+    assert (img.registry, img.repository, img.tag) == ("docker.io", "lmsysorg/sglang-rocm", "v0.5.16-rocm720-mi30x-20260730")
+    assert img.engine == "sglang" and img.version == Version.parse("0.5.16")
+    assert img.platform == "rocm" and img.rocm_version == "7.2.0" and img.gpu_family == "mi30x"
+    assert img.build_date == dt.date(2026, 7, 30)
+    assert img.python_version == "3.11.15" and not img.python_estimate and img.python_at_least("3.11") is True
+    assert img.channel == "release" and img.warnings == []
+
+
+def test_the_image_that_broke_the_seed_ships_python_3_10() -> None:
+    img = parse_image("lmsysorg/sglang:v0.5.16-rocm720-mi30x")
+    assert img.engine == "sglang" and img.version == Version.parse("0.5.16")
+    assert img.python_version == "3.10.12" and img.python_path == "/opt/venv"
+    assert img.python_at_least("3.11") is False
+    older = parse_image("lmsysorg/sglang:v0.5.12-rocm720-mi30x")
+    assert older.version == Version.parse("0.5.12") and older.python_estimate  # inferred, not observed
+
+
+@pytest.mark.parametrize(
+    ("ref", "engine", "version", "platform"),
+    [
+        ("vllm/vllm-openai:v0.11.0", "vllm", "0.11.0", "cuda"),
+        ("vllm/vllm-openai-rocm:v0.27.1", "vllm", "0.27.1", "rocm"),
+        ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6", "trtllm", "1.2.0rc6", "cuda"),
+        ("rocm/atom:rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3", "atom", "0.1.3", "rocm"),
+        ("rocm/atom:rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post", "atom", "0.1.2.post0", "rocm"),
+        ("lmsysorg/sglang:v0.5.12.post1-cu130", "sglang", "0.5.12.post1", "cuda"),
+        ("rocm/sgl-dev:sglang-0.5.9-rocm720-mi35x-mori-0227-2", "sglang", "0.5.9", "rocm"),
+    ],
+)
+def test_engine_version_and_platform_from_the_tag(ref: str, engine: str, version: str, platform: str) -> None:
+    img = parse_image(ref)
+    assert img.engine == engine and img.version == Version.parse(version) and img.platform == platform
+
+
+def test_cuda_and_rocm_versions_and_python_from_tag_tokens() -> None:
+    assert parse_image("lmsysorg/sglang:v0.5.12.post1-cu130").cuda_version == "13.0"
+    atom = parse_image("rocm/atom:rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511")
+    assert atom.rocm_version == "7.2.3" and atom.python_version == "3.12"
+    assert atom.version is None and atom.build_date == dt.date(2026, 5, 11)  # a dated build, not a version
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "vllm/vllm-openai-rocm:nightly-09663abde0f50944a8d5ea30120666024b503faa",
+        "rocm/atom-dev:nightly_202606101403",
+        "lmsysorg/sglang:dev",
+    ],
+)
+def test_nightly_and_dev_tags_parse_with_unknown_version_and_a_warning(ref: str) -> None:
+    img = parse_image(ref)
+    assert img.engine is not None and img.version is None
+    assert img.channel in {"nightly", "dev"}
+    assert img.warnings and "version unknown" in img.warnings[0]
+
+
+def test_nightly_commit_and_timestamp() -> None:
+    assert parse_image("vllm/vllm-openai-rocm:nightly-09663abde0f50944a8d5ea30120666024b503faa").commit == (
+        "09663abde0f50944a8d5ea30120666024b503faa"
+    )
+    assert parse_image("rocm/atom-dev:nightly_202606101403").build_date == dt.date(2026, 6, 10)
+
+
+def test_pyxis_registry_hash_path_and_digests() -> None:
+    img = parse_image("nvcr.io#nvidia/tensorrt-llm/release:1.1.0rc2.post2")
+    assert img.pyxis and img.registry == "nvcr.io" and img.repository == "nvidia/tensorrt-llm/release"
+    assert img.version == Version.parse("1.1.0rc2.post2")
+    assert img.reference() == "nvcr.io#nvidia/tensorrt-llm/release:1.1.0rc2.post2"
+    assert img.reference(pyxis=False) == "nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc2.post2"
+    gh = parse_image("ghcr.io#org/img:tag")
+    assert gh.registry == "ghcr.io" and gh.repository == "org/img" and gh.tag == "tag"
+    digest = "sha256:" + "ab" * 32
+    pinned = parse_image(f"localhost:5000/team/vllm:v0.26.0@{digest}")
+    assert pinned.registry == "localhost:5000" and pinned.digest == digest and pinned.version == Version.parse("0.26.0")
+    assert parse_image("ubuntu").repository == "library/ubuntu"
+
+
+@pytest.mark.parametrize("ref", ["", "lmsysorg/sglang:", "has space:v1", "repo@sha256:xyz"])
+def test_malformed_references_are_config_errors(ref: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_image(ref)
+
+
+def test_every_image_in_amd_master_parses(shared_dir: Path) -> None:
+    master = yaml.safe_load((shared_dir / "reference" / "inferencex" / "amd-master.yaml").read_text())
+    images = {entry["image"] for entry in master.values()}
+    assert len(images) > 20
+    for ref in images:
+        img = parse_image(ref)
+        assert img.engine in {"sglang", "vllm", "atom"}, ref
+        assert img.platform == "rocm", ref
+        if img.channel == "release":
+            assert img.version is not None, ref
+
+
+def test_frameworks_of_amd_master_match_image_engines(shared_dir: Path) -> None:
+    from llmsweep.catalog.engines import canonical_engine
+
+    master = yaml.safe_load((shared_dir / "reference" / "inferencex" / "amd-master.yaml").read_text())
+    for key, entry in master.items():
+        assert canonical_engine(entry["framework"]) == parse_image(entry["image"]).engine, key
+
+
+def test_user_python_table_entry_is_used(user_catalog: Path) -> None:
+    (user_catalog / "images.yaml").write_text(
+        """\
+python:
+  my-vllm:
+    repository: vllm/vllm-openai
+    tag_pattern: '^v0\\.11\\.'
+    python: 3.12.3
+    evidence: docker run vllm/vllm-openai:v0.11.0 python3 --version
+"""
+    )
+    assert parse_image("vllm/vllm-openai:v0.11.0").python_version == "3.12.3"
+    assert parse_image("lmsysorg/sglang:v0.5.16-rocm720-mi30x").python_version == "3.10.12"
