@@ -1,0 +1,92 @@
+"""Noise bands: how much a metric moves by chance, within one run and between runs.
+
+Within-run: resample a result's requests with replacement (seeded, reproducible) and take the spread of the
+statistic. It says how precisely one run pins its own value, not whether a second run would agree.
+
+Between-run: the pooled variance of the per-run values of the same point across repeat groups (A's repeats, B's
+repeats, earlier stored runs of A's point). Pooling within groups keeps the A→B change itself out of the noise
+estimate. Only a between-run band is strong enough to call a change a regression or an improvement.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from llmsweep.results.samples import STATISTICS, Samples
+
+BandKind = Literal["within-run", "between-run"]
+
+# Two-sided 95 % Student-t quantiles by degrees of freedom (1..30); beyond, the normal 1.96.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+Z975 = 1.959964
+
+
+def t975(dof: int) -> float:
+    return _T975[dof - 1] if 1 <= dof <= len(_T975) else Z975
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """A symmetric 95 % band on a delta: the delta is noise when |delta| ≤ half_width."""
+
+    half_width: float
+    kind: BandKind
+    runs: int
+    """Runs that informed it (1 per side for within-run)."""
+
+
+def bootstrap_sd(samples: Samples, metric: str, gpus: int, *, seed: int, key: str, resamples: int = 200) -> float:
+    """Standard deviation of `metric` over request resamples; NaN when the statistic is undefined.
+
+    The generator is seeded from (`seed`, `key`) so a result's band does not depend on what else is compared.
+    """
+    if samples.n < 2 or metric not in STATISTICS:
+        return float("nan")
+    rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+    stat = STATISTICS[metric]
+    draws = np.array([stat(samples, rng.integers(0, samples.n, samples.n), gpus) for _ in range(resamples)])
+    draws = draws[np.isfinite(draws)]
+    return float(draws.std(ddof=1)) if draws.size >= 2 else float("nan")
+
+
+def within_run_band(sd_a: float, sd_b: float) -> Band | None:
+    """95 % band on B − A from the two independent bootstrap spreads."""
+    if not (math.isfinite(sd_a) and math.isfinite(sd_b)):
+        return None
+    return Band(Z975 * math.hypot(sd_a, sd_b), "within-run", 2)
+
+
+def pooled_variance(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """(pooled within-group variance, degrees of freedom); dof 0 means no group had a repeat."""
+    ss, dof = 0.0, 0
+    for g in groups:
+        vals = [v for v in g if v is not None and math.isfinite(v)]
+        if len(vals) >= 2:
+            mean = sum(vals) / len(vals)
+            ss += sum((v - mean) ** 2 for v in vals)
+            dof += len(vals) - 1
+    return (ss / dof if dof else float("nan")), dof
+
+
+def between_run_band(runs_a: Sequence[float], runs_b: Sequence[float], history: Sequence[float] = (),
+                     within: Band | None = None) -> Band | None:
+    """95 % band on mean(B) − mean(A) from run-to-run variance; None without any repeat.
+
+    `history` holds earlier runs of A's point (same identity): they join A's group for the variance estimate but not
+    A's mean. Never narrower than the within-run band: a few lucky repeats must not shrink it below sampling noise.
+    """
+    var, dof = pooled_variance([[*runs_a, *history], runs_b])
+    n_a, n_b = len(runs_a), len(runs_b)
+    if not dof or not n_a or not n_b:
+        return None
+    half = t975(dof) * math.sqrt(var * (1 / n_a + 1 / n_b))
+    if within is not None:
+        half = max(half, within.half_width)
+    return Band(half, "between-run", n_a + n_b + len(history))

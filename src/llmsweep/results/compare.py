@@ -1,0 +1,220 @@
+"""Compare two sets of results point by point, with noise bands and honest verdicts.
+
+Points match on their full identity (image, parallelism incl. pp/dcp/pcp, offload, spec method, concurrency,
+scenario, isl/osl); fields the user chooses to ignore are named in the output. Results of different sources
+(measured/simulated/predicted) are never compared unless `mix_sources` is set.
+
+Verdicts per metric:
+- `improvement` / `regression`: |Δ| exceeds a between-run band (repeats exist) and the direction is good / bad;
+- `within noise`: |Δ| is inside the band (either kind);
+- `unverified`: |Δ| exceeds only a within-run band, or there is no band at all — a single run cannot tell a change
+  from run-to-run variance, so it does not claim one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, within_run_band
+from llmsweep.results.extract import HOT_BY_NAME
+from llmsweep.results.point import ResultPoint
+from llmsweep.results.samples import Samples, load_samples
+
+Verdict = Literal["improvement", "regression", "within noise", "unverified", "n/a"]
+
+DEFAULT_METRICS: tuple[str, ...] = (
+    "tput_per_gpu", "output_tput_per_gpu", "p90_e2e_norm_intvty", "p50_intvty", "p90_intvty", "p50_ttft",
+    "p90_ttft", "p50_tpot", "p90_tpot", "p50_e2el", "p90_e2el", "error_ratio",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricDelta:
+    metric: str
+    a: float | None
+    b: float | None
+    delta: float | None
+    rel: float | None
+    band: Band | None
+    verdict: Verdict
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "a": self.a, "b": self.b, "delta": self.delta, "rel": self.rel,
+                "band": None if self.band is None else {"half_width": self.band.half_width, "kind": self.band.kind,
+                                                        "runs": self.band.runs},
+                "verdict": self.verdict}
+
+
+@dataclass(frozen=True, slots=True)
+class PointComparison:
+    key: str
+    a: tuple[ResultPoint, ...]
+    b: tuple[ResultPoint, ...]
+    history: int
+    deltas: tuple[MetricDelta, ...]
+
+    @property
+    def label(self) -> str:
+        i = self.a[0].identity
+        return f"{i.series_label()} · {i.topology()} · conc {i.conc}"
+
+    def verdicts(self) -> dict[str, Verdict]:
+        return {d.metric: d.verdict for d in self.deltas}
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    point: ResultPoint
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    label_a: str
+    label_b: str
+    matched: tuple[PointComparison, ...]
+    only_a: tuple[ResultPoint, ...]
+    only_b: tuple[ResultPoint, ...]
+    skipped: tuple[Skipped, ...]
+    ignored_fields: tuple[str, ...] = ()
+    mix_sources: bool = False
+    seed: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def regressions(self) -> list[tuple[PointComparison, MetricDelta]]:
+        return [(p, d) for p in self.matched for d in p.deltas if d.verdict == "regression"]
+
+    def as_dict(self) -> dict[str, Any]:
+        def pid(p: ResultPoint) -> dict[str, Any]:
+            return {"result_id": p.result_id, "run_id": p.run_id, "job_id": p.job_id, "source": p.source,
+                    "origin": p.origin, "verdict": p.verdict}
+
+        return {
+            "a": self.label_a, "b": self.label_b, "seed": self.seed, "mix_sources": self.mix_sources,
+            "ignored_fields": list(self.ignored_fields), "notes": list(self.notes),
+            "matched": [{"key": m.key, "label": m.label, "identity": m.a[0].identity.as_dict(),
+                         "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b], "history_runs": m.history,
+                         "deltas": [d.as_dict() for d in m.deltas]} for m in self.matched],
+            "only_a": [pid(p) for p in self.only_a], "only_b": [pid(p) for p in self.only_b],
+            "skipped": [{**pid(s.point), "reason": s.reason} for s in self.skipped],
+        }
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _verdict(metric: str, delta: float | None, band: Band | None) -> Verdict:
+    if delta is None:
+        return "n/a"
+    if band is None:
+        return "unverified"
+    if abs(delta) <= band.half_width:
+        return "within noise"
+    if band.kind != "between-run":
+        return "unverified"
+    better = (delta > 0) == (HOT_BY_NAME[metric].polarity == "max")
+    return "improvement" if better else "regression"
+
+
+class _SampleCache:
+    """Records are read once per result; a result without records simply has no within-run band."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Samples | None] = {}
+
+    def get(self, point: ResultPoint) -> Samples | None:
+        if point.result_id not in self._cache:
+            path = point.records_path
+            self._cache[point.result_id] = load_samples(path) if path is not None else None
+        return self._cache[point.result_id]
+
+
+def compare_points(
+    a: Sequence[ResultPoint],
+    b: Sequence[ResultPoint],
+    *,
+    label_a: str = "A",
+    label_b: str = "B",
+    repeats_a: Sequence[ResultPoint] = (),
+    repeats_b: Sequence[ResultPoint] = (),
+    history: Sequence[ResultPoint] = (),
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    ignore: Iterable[str] = (),
+    mix_sources: bool = False,
+    seed: int = 0,
+    resamples: int = 200,
+) -> Comparison:
+    """Match A and B by identity and compute every metric's delta, band and verdict.
+
+    `repeats_a`/`repeats_b` are further runs of the same points on each side; `history` holds earlier stored runs of
+    A's points (e.g. from the store) that inform run-to-run variance only, as repeats of the baseline. Points in A or B that share a key
+    within one side (in-run repeats) are repeats too.
+    """
+    ignored = frozenset(ignore)
+    cache = _SampleCache()
+
+    def key(p: ResultPoint) -> str:
+        return p.identity.key(ignored)
+
+    def grouped(points: Sequence[ResultPoint]) -> dict[str, list[ResultPoint]]:
+        out: dict[str, list[ResultPoint]] = {}
+        for p in points:
+            out.setdefault(key(p), []).append(p)
+        return out
+
+    side_a, side_b = grouped(a), grouped(b)
+    rep_a, rep_b, hist = grouped(repeats_a), grouped(repeats_b), grouped(history)
+    matched: list[PointComparison] = []
+    skipped: list[Skipped] = []
+    for k, pa in side_a.items():
+        pb = side_b.get(k)
+        if pb is None:
+            continue
+        sources = {p.source for p in pa + pb}
+        if len(sources) > 1 and not mix_sources:
+            skipped.extend(Skipped(p, f"sources differ ({', '.join(sorted(sources))}); pass --mix-sources to compare")
+                           for p in pa + pb)
+            continue
+        runs_a = pa + [p for p in rep_a.get(k, []) if mix_sources or p.source in sources]
+        runs_b = pb + [p for p in rep_b.get(k, []) if mix_sources or p.source in sources]
+        past = [p for p in hist.get(k, []) if mix_sources or p.source in sources]
+        deltas = tuple(_metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
+        matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), len(past), deltas))
+    only_a = tuple(p for k, ps in side_a.items() if k not in side_b for p in ps)
+    only_b = tuple(p for k, ps in side_b.items() if k not in side_a for p in ps)
+    notes = []
+    if ignored:
+        notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
+    if not any(m.deltas and any(d.band and d.band.kind == "between-run" for d in m.deltas) for m in matched):
+        notes.append("no repeats: bands are within-run only, so no change is called a regression or improvement "
+                     "(re-run with --repeats, or pass --repeats-from)")
+    return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
+                      mix_sources, seed, tuple(notes))
+
+
+def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint], past: list[ResultPoint],
+                  cache: _SampleCache, seed: int, resamples: int) -> MetricDelta:
+    va = _mean(p.metric(metric) for p in runs_a)
+    vb = _mean(p.metric(metric) for p in runs_b)
+    delta = vb - va if va is not None and vb is not None else None
+    rel = delta / abs(va) if delta is not None and va else None
+    within = within_run_band(_sd(runs_a[0], metric, cache, seed, resamples),
+                             _sd(runs_b[0], metric, cache, seed, resamples))
+    between = between_run_band([v for p in runs_a if (v := p.metric(metric)) is not None],
+                               [v for p in runs_b if (v := p.metric(metric)) is not None],
+                               [v for p in past if (v := p.metric(metric)) is not None], within)
+    band = between or within
+    return MetricDelta(metric, va, vb, delta, rel, band, _verdict(metric, delta, band))
+
+
+def _sd(point: ResultPoint, metric: str, cache: _SampleCache, seed: int, resamples: int) -> float:
+    samples = cache.get(point)
+    if samples is None:
+        return float("nan")
+    return bootstrap_sd(samples, metric, point.gpus, seed=seed, key=point.result_id, resamples=resamples)

@@ -1,0 +1,61 @@
+"""Frontiers of result points: which x axes exist, how points form series, and who is on which frontier.
+
+Series = (model, hardware, engine, precision, scenario, spec decoding, offload) **and source**: measured, simulated
+and predicted points never share a series, and with `mix_sources=False` (the default) frontiers are computed
+within one source only. Invalid points stay in the data but are never on a frontier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llmsweep.results.pareto import NORTH_STAR_X, Direction, frontiers_by_series
+from llmsweep.results.point import ResultPoint
+
+Y_METRIC = "tput_per_gpu"
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    key: str
+    label: str
+    unit: str
+    direction: Direction
+
+
+X_AXES: tuple[Axis, ...] = (
+    Axis(NORTH_STAR_X, "P90 E2E-normalised interactivity", "tok/s/user", "max"),
+    Axis("p75_e2e_norm_intvty", "P75 E2E-normalised interactivity", "tok/s/user", "max"),
+    Axis("p90_intvty", "P90 interactivity (1/P90 TPOT)", "tok/s/user", "max"),
+    Axis("p50_intvty", "P50 interactivity (1/P50 TPOT)", "tok/s/user", "max"),
+    Axis("p90_ttft", "P90 TTFT", "s", "min"),
+    Axis("p90_e2el", "P90 E2E latency", "s", "min"),
+    Axis("conc", "Concurrency", "users", "none"),
+)
+AXIS_BY_KEY = {a.key: a for a in X_AXES}
+
+
+def series_key(point: ResultPoint) -> str:
+    return f"{point.identity.series_key()}|{point.source}"
+
+
+def series_label(point: ResultPoint) -> str:
+    label = point.identity.series_label()
+    return label if point.source == "measured" else f"{label} [{point.source}]"
+
+
+def axis_value(point: ResultPoint, key: str) -> float | None:
+    """A point's value on an x axis; concurrency comes from the identity, the rest from hot metrics."""
+    return float(point.identity.conc) if key == "conc" else point.metric(key)
+
+
+def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AXES,
+                      y_metric: str = Y_METRIC) -> dict[str, dict[str, list[str]]]:
+    """axis key → series key → frontier result ids (sorted by x), under the AgentX north-star rule."""
+    series_of = {p.result_id: series_key(p) for p in points}
+    values = {p.result_id: {**{a.key: axis_value(p, a.key) for a in axes}, y_metric: p.metric(y_metric),
+                            NORTH_STAR_X: p.metric(NORTH_STAR_X)} for p in points}
+    valid = {p.result_id for p in points if p.valid}
+    return {a.key: frontiers_by_series(series_of, values, a.key, a.direction, y_metric,
+                                       eligible=valid.__contains__) for a in axes}

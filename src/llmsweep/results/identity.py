@@ -1,0 +1,171 @@
+"""What a result *is*: the full point identity and the series it belongs to.
+
+InferenceX's compare matched baselines without image, pp/dcp/pcp or offload, and its published AgentX curves mixed
+decode methods and offload modes in one series. Here every identity field takes part in point matching, and the
+series key keeps spec decoding, offload and source apart, so nothing is mixed silently.
+
+Jobs arrive as `job.json` documents (hyphenated InferenceX keys plus llmsweep fields); imported rows arrive with
+underscored InferenceX aggregate keys. Both are normalised through :func:`identity_from_job`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+# Fields that take part in point matching, in display order.
+POINT_FIELDS: tuple[str, ...] = (
+    "model", "hardware", "engine", "precision", "scenario", "image", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
+    "spec", "offload", "offload_backend", "disagg", "conc", "isl", "osl",
+)
+SERIES_FIELDS: tuple[str, ...] = ("model", "hardware", "engine", "precision", "scenario", "spec", "offload")
+
+
+@dataclass(frozen=True, slots=True)
+class PointIdentity:
+    """Every field that makes two measurements the same experiment."""
+
+    model: str = ""
+    hardware: str = ""
+    engine: str = ""
+    precision: str = ""
+    scenario: str = ""
+    image: str = ""
+    tp: int = 1
+    pp: int = 1
+    dcp: int = 1
+    pcp: int = 1
+    ep: int = 1
+    dp_attn: bool = False
+    spec: str = "none"
+    offload: str = "none"
+    offload_backend: str = ""
+    disagg: bool = False
+    conc: int = 0
+    isl: int | None = None
+    osl: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def key(self, ignore: frozenset[str] = frozenset()) -> str:
+        """A stable string key over every point field not in `ignore` (for SQL columns and dict keys)."""
+        return "|".join(f"{f}={getattr(self, f)}" for f in POINT_FIELDS if f not in ignore)
+
+    def series_key(self) -> str:
+        return "|".join(str(getattr(self, f)) for f in SERIES_FIELDS)
+
+    def series_label(self) -> str:
+        """Short human label: `model · hardware · engine · precision · scenario [+spec] [+offload]`."""
+        parts = [self.model_short, self.hardware, self.engine, self.precision, self.scenario]
+        if self.spec not in ("", "none"):
+            parts.append(f"spec={self.spec}")
+        if self.offload not in ("", "none"):
+            parts.append(f"offload={self.offload}")
+        return " · ".join(p for p in parts if p)
+
+    @property
+    def model_short(self) -> str:
+        return self.model.rsplit("/", 1)[-1]
+
+    def topology(self) -> str:
+        extra = "".join(f" {k}{v}" for k, v in (("pp", self.pp), ("dcp", self.dcp), ("pcp", self.pcp)) if v != 1)
+        return f"tp{self.tp} ep{self.ep}{' dpa' if self.dp_attn else ''}{extra}"
+
+
+def _get(doc: Mapping[str, Any], *names: str) -> Any:
+    """First present key among spellings (`dcp-size`, `dcp_size`, ...)."""
+    for name in names:
+        for spelling in (name, name.replace("-", "_"), name.replace("_", "-")):
+            if spelling in doc and doc[spelling] is not None:
+                return doc[spelling]
+    return None
+
+
+def _name(value: Any) -> str:
+    """Objects like `{name, version}` collapse to their name; strings pass through."""
+    if isinstance(value, Mapping):
+        return str(value.get("name") or value.get("key") or value.get("id") or "")
+    return "" if value is None else str(value)
+
+
+def _int(value: Any, default: int | None) -> int | None:
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
+
+
+def hardware_of(job: Mapping[str, Any]) -> str:
+    """Hardware SKU name: the job's `hardware` object/name, else the runner label without its `cluster:` prefix."""
+    hw = _name(_get(job, "hardware"))
+    if hw:
+        return hw
+    runner = _name(_get(job, "runner", "hw"))
+    return runner.split(":", 1)[-1]
+
+
+def scenario_of(job: Mapping[str, Any]) -> str:
+    scenario = _name(_get(job, "scenario-type", "scenario"))
+    if scenario and scenario != "fixed-seq-len":
+        return scenario
+    isl, osl = _int(_get(job, "isl"), None), _int(_get(job, "osl"), None)
+    if isl is not None and osl is not None:
+        return f"fixed-{_k(isl)}{_k(osl)}"
+    return scenario or "unknown"
+
+
+def _k(n: int) -> str:
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def identity_from_job(job: Mapping[str, Any]) -> PointIdentity:
+    """Normalise a job.json (or an InferenceX aggregate row) into a PointIdentity."""
+    engine = _name(_get(job, "framework")) or _name(_get(job, "engine"))
+    backend = _get(job, "kv-offload-backend")
+    return PointIdentity(
+        model=_name(_get(job, "model")),
+        hardware=hardware_of(job),
+        engine=engine,
+        precision=_name(_get(job, "precision")),
+        scenario=scenario_of(job),
+        image=_name(_get(job, "image")),
+        tp=_int(_get(job, "tp"), 1) or 1,
+        pp=_int(_get(job, "pp"), 1) or 1,
+        dcp=_int(_get(job, "dcp-size", "dcp"), 1) or 1,
+        pcp=_int(_get(job, "pcp-size", "pcp"), 1) or 1,
+        ep=_int(_get(job, "ep"), 1) or 1,
+        dp_attn=_bool(_get(job, "dp-attn", "dp-attention")),
+        spec=_name(_get(job, "spec-decoding")) or "none",
+        offload=_name(_get(job, "kv-offloading")) or "none",
+        offload_backend=_name(backend),
+        disagg=_bool(_get(job, "disagg")),
+        conc=_int(_get(job, "conc"), 0) or 0,
+        isl=_int(_get(job, "isl"), None),
+        osl=_int(_get(job, "osl"), None),
+    )
+
+
+def identity_from_dict(doc: Mapping[str, Any]) -> PointIdentity:
+    """Rebuild from :meth:`PointIdentity.as_dict` output (store round trip)."""
+    names = {f.name for f in fields(PointIdentity)}
+    return PointIdentity(**{k: v for k, v in doc.items() if k in names})
+
+
+def gpus_of(job: Mapping[str, Any], identity: PointIdentity) -> int:
+    """GPU count for per-GPU normalisation: the job's `gpus` when given, else tp·pp·pcp (dcp uses no GPUs)."""
+    gpus = _get(job, "gpus")
+    if isinstance(gpus, (int, float)) and gpus > 0:
+        return int(gpus)
+    if isinstance(gpus, (list, tuple)) and gpus:
+        return len(gpus)
+    return max(1, identity.tp * identity.pp * identity.pcp)

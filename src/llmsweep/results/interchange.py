@@ -1,0 +1,226 @@
+"""Export and import of results: our JSON/CSV, and InferenceX aggregate rows (inferencex-core-spec §6.2/§6.3).
+
+InferenceX rows are flat: identity keys (`hw`, `conc`, `image`, `model`, `infmax_model_prefix`, `framework`,
+`precision`, `spec_decoding`, `disagg`, `isl`, `osl`, `tp`, `ep`, `dp_attention`, …), per-GPU throughput and
+latencies in seconds as `mean_/median_/p90_/p99_/p99.9_/std_<metric>`, interactivity as `<stat>_intvty`. Newer
+agentic aggregates nest metrics under `request_metrics`; both are read.
+
+Exported rows carry an `llmsweep` block (source, verdict, reasons, ids) so a round trip keeps the source; imported
+rows without it are `measured` with origin `inferencex`. Imported rows become their own run in the store, so they
+are compared or plotted only when asked for by run id.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from llmsweep.errors import ResultError
+from llmsweep.results.extract import HOT_COLUMNS, SOURCES, dig, first_number
+from llmsweep.results.identity import gpus_of, identity_from_dict, identity_from_job
+from llmsweep.results.point import ResultPoint, describe, result_id_for
+
+EXPORT_FORMAT = "llmsweep-results"
+EXPORT_VERSION = 1
+_STATS = (("mean", "mean"), ("median", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p99.9"), ("std", "std"))
+_LATENCIES = ("ttft", "tpot", "itl", "e2el")
+
+
+# ------------------------------------------------------------------------------------------------ export
+
+
+def _latency_block(summary: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    for path in (f"latency.{name}", name, f"request_metrics.latency.{name}"):
+        block = dig(summary, path)
+        if isinstance(block, Mapping):
+            return block
+    return {}
+
+
+def inferencex_row(point: ResultPoint) -> dict[str, Any]:
+    """One InferenceX aggregate row (single-node shape) for a result."""
+    i, job, s = point.identity, point.job, point.summary
+    runner = job.get("runner") or i.hardware
+    row: dict[str, Any] = {
+        "hw": runner, "conc": i.conc, "image": i.image, "model": i.model,
+        "infmax_model_prefix": job.get("model-prefix") or job.get("model_prefix") or i.model_short,
+        "framework": i.engine, "precision": i.precision, "spec_decoding": i.spec, "disagg": i.disagg,
+        "is_multinode": False, "tp": i.tp, "pp": i.pp, "dcp_size": i.dcp, "pcp_size": i.pcp, "ep": i.ep,
+        "dp_attention": i.dp_attn, "kv_offloading": i.offload,
+        "recipe_fingerprint": job.get("recipe_fingerprint") or point.provenance.get("recipe_fingerprint"),
+        "num_requests_total": point.num_requests, "num_requests_successful": point.num_successful,
+    }
+    if i.offload_backend:
+        row["kv_offload_backend"] = {"name": i.offload_backend}
+    if i.isl is not None and i.osl is not None and not i.scenario.startswith("agentic"):
+        row["isl"], row["osl"] = i.isl, i.osl
+    else:
+        row["scenario_type"] = i.scenario
+    for col in ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu"):
+        row[col] = point.metric(col)
+    for name in _LATENCIES:
+        block = _latency_block(s, name)
+        for prefix, stat in _STATS:
+            value = first_number(block, (stat, "median" if stat == "p50" else stat))
+            if value is not None:
+                row[f"{prefix}_{name}"] = value
+    intv = _intvty_block(s, "interactivity", "intvty")
+    for prefix, stat in _STATS[:-1]:  # std of an inverted quantity is meaningless (InferenceX flaw); not exported
+        if (value := first_number(intv, (stat,))) is not None:
+            row[f"{prefix}_intvty"] = value
+    norm = _intvty_block(s, "e2e_norm_interactivity", "e2e_norm_intvty")
+    for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90")):
+        if (value := first_number(norm, (stat,))) is not None:
+            row[f"{prefix}_e2e_norm_intvty"] = value
+    row["llmsweep"] = {"source": point.source, "verdict": point.verdict, "reasons": list(point.reasons),
+                       "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
+                       "origin": point.origin}
+    return row
+
+
+def _intvty_block(summary: Mapping[str, Any], top: str, nested: str) -> Mapping[str, Any]:
+    for path in (top, f"latency.{nested}", f"request_metrics.latency.{nested}"):
+        block = dig(summary, path)
+        if isinstance(block, Mapping):
+            return block
+    return {}
+
+
+def export_points(points: Sequence[ResultPoint], fmt: str) -> str:
+    """Serialise results as `json` (ours, lossless), `csv` (flat hot columns) or `inferencex` (list of rows)."""
+    if fmt == "json":
+        doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "results": [_our_row(p) for p in points]}
+        return json.dumps(doc, indent=1, sort_keys=True, default=str)
+    if fmt == "inferencex":
+        return json.dumps([inferencex_row(p) for p in points], indent=1, default=str)
+    if fmt == "csv":
+        rows = [describe(p) for p in points]
+        buf = io.StringIO()
+        cols = list(rows[0]) if rows else ["result_id"]
+        writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (";".join(v) if isinstance(v, list) else v) for k, v in row.items()})
+        return buf.getvalue()
+    raise ResultError(f"unknown export format {fmt!r}", fix="use one of json, csv, inferencex")
+
+
+def _our_row(p: ResultPoint) -> dict[str, Any]:
+    return {"result_id": p.result_id, "run_id": p.run_id, "job_id": p.job_id, "source": p.source,
+            "origin": p.origin, "verdict": p.verdict, "reasons": list(p.reasons), "gpus": p.gpus,
+            "num_requests": p.num_requests, "num_successful": p.num_successful, "job": p.job,
+            "identity": p.identity.as_dict(), "metrics": p.metrics, "summary": p.summary,
+            "provenance": p.provenance}
+
+
+# ------------------------------------------------------------------------------------------------ import
+
+
+def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
+    """Parse an export of ours or an InferenceX aggregate JSON into (run id, origin, points)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ResultError(f"cannot read {path}: {exc}", fix="pass a JSON file written by `results export` "
+                          "or an InferenceX agg_*.json / aggregate result list") from exc
+    digest = hashlib.sha1(path.read_bytes()).hexdigest()[:8]
+    run_id = f"import:{path.stem}-{digest}"
+    if isinstance(doc, Mapping) and doc.get("format") == EXPORT_FORMAT:
+        return run_id, "llmsweep-export", [_from_our_row(run_id, r) for r in doc.get("results", [])]
+    rows = doc if isinstance(doc, list) else [doc] if isinstance(doc, Mapping) and "hw" in doc else None
+    if rows is None or not all(isinstance(r, Mapping) for r in rows):
+        raise ResultError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
+                          fix="export with `llmsweep results export --format json|inferencex`")
+    points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows)]
+    origin = "llmsweep-export" if rows and all("llmsweep" in r for r in rows) else "inferencex"
+    return run_id, origin, points
+
+
+def _from_our_row(run_id: str, row: Mapping[str, Any]) -> ResultPoint:
+    job_id = str(row.get("job_id") or row.get("result_id"))
+    source = str(row.get("source", "measured"))
+    return ResultPoint(
+        result_id=result_id_for(run_id, job_id), run_id=run_id, job_id=job_id,
+        identity=identity_from_dict(row.get("identity") or {}), source=source, verdict=str(row.get("verdict")),
+        metrics={c: (row.get("metrics") or {}).get(c) for c in HOT_COLUMNS}, gpus=int(row.get("gpus") or 1),
+        origin="llmsweep-export", reasons=tuple(row.get("reasons") or ()),
+        num_requests=row.get("num_requests"), num_successful=row.get("num_successful"),
+        job=dict(row.get("job") or {}), summary=dict(row.get("summary") or {}),
+        provenance=dict(row.get("provenance") or {}),
+    )
+
+
+def _flat(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Flatten a v3 nested agentic aggregate into InferenceX's flat names (stat blocks → `<stat>_<metric>`)."""
+    out = dict(row)
+    latency = dig(row, "request_metrics.latency")
+    if isinstance(latency, Mapping):
+        for name, block in latency.items():
+            if isinstance(block, Mapping):
+                for prefix, stat in _STATS:
+                    if stat in block:
+                        out.setdefault(f"{prefix}_{name}", block[stat])
+                    if stat == "p50" and "median" in block:
+                        out.setdefault(f"median_{name}", block["median"])
+                if "p75" in block:
+                    out.setdefault(f"p75_{name}", block["p75"])
+    per_gpu = dig(row, "request_metrics.throughput.per_gpu")
+    if isinstance(per_gpu, Mapping):
+        out.setdefault("tput_per_gpu", per_gpu.get("total_tput_tps"))
+        out.setdefault("output_tput_per_gpu", per_gpu.get("output_tput_tps"))
+        out.setdefault("input_tput_per_gpu", per_gpu.get("input_tput_tps"))
+    return out
+
+
+def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
+    """One InferenceX aggregate row as a ResultPoint (source from its `llmsweep` block, else measured)."""
+    flat = _flat(row)
+    ours = row.get("llmsweep") if isinstance(row.get("llmsweep"), Mapping) else {}
+    job = {k: v for k, v in flat.items() if not isinstance(v, (Mapping, list)) or k == "kv_offload_backend"}
+    job.setdefault("runner", flat.get("hw"))
+    job["model-prefix"] = flat.get("infmax_model_prefix")
+    if "scenario_type" in flat:
+        job["scenario-type"] = flat["scenario_type"]
+    identity = identity_from_job(job)
+    g = lambda *names: first_number(flat, names)  # noqa: E731
+    metrics: dict[str, float | None] = {
+        "tput_per_gpu": g("tput_per_gpu"), "output_tput_per_gpu": g("output_tput_per_gpu"),
+        "input_tput_per_gpu": g("input_tput_per_gpu"),
+        "p50_ttft": g("median_ttft"), "p90_ttft": g("p90_ttft"), "p99_ttft": g("p99_ttft"),
+        "p50_tpot": g("median_tpot"), "p90_tpot": g("p90_tpot"),
+        "p50_e2el": g("median_e2el"), "p90_e2el": g("p90_e2el"),
+        "p50_intvty": g("median_intvty"), "p90_intvty": g("p90_intvty"),
+        "p90_e2e_norm_intvty": g("p90_e2e_norm_intvty"), "p75_e2e_norm_intvty": g("p75_e2e_norm_intvty"),
+    }
+    total, ok = g("num_requests_total"), g("num_requests_successful")
+    metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
+    metrics = {c: metrics.get(c) for c in HOT_COLUMNS}
+    job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
+    source = str(ours.get("source") or "measured")
+    if source not in SOURCES:
+        raise ResultError(f"row {n} has unknown source {source!r}", fix=f"use one of {', '.join(SOURCES)}")
+    verdict = str(ours.get("verdict") or ("valid" if ok is None or ok > 0 else "invalid"))
+    return ResultPoint(
+        result_id=result_id_for(run_id, job_id), run_id=run_id, job_id=job_id, identity=identity, source=source,
+        verdict=verdict, metrics=metrics, gpus=gpus_of(job, identity),
+        origin="llmsweep-export" if ours else "inferencex", reasons=tuple(ours.get("reasons") or ()),
+        num_requests=int(total) if total is not None else None, num_successful=int(ok) if ok is not None else None,
+        job=job, summary=dict(row), provenance={"recipe_fingerprint": flat.get("recipe_fingerprint"),
+                                                "image": flat.get("image")},
+    )
+
+
+def import_into(store: Any, path: Path) -> tuple[str, int]:
+    """Import a file into a Store as its own run; returns (run id, rows)."""
+    run_id, origin, points = import_file(path)
+    n = store.ingest_points(run_id, origin, points, {"imported_from": str(path), "origin": origin})
+    return run_id, n
+
+
+def points_as_rows(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:
+    return [dict(describe(p)) for p in points]

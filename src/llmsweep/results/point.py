@@ -1,0 +1,99 @@
+"""ResultPoint: one measured (or simulated, or predicted) operating point, the unit every consumer works with.
+
+A point is built either from a job folder of a run directory or from a stored/imported row; frontiers, comparisons
+and the report never care which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
+from llmsweep.results.identity import PointIdentity, gpus_of, identity_from_job
+from llmsweep.results.rundir import JobArtifacts, RunDir
+
+
+def result_id_for(run_id: str, job_id: str) -> str:
+    """Stable, short result id: the same run and job always get the same id, so ingest is idempotent."""
+    return "r" + hashlib.sha1(f"{run_id}/{job_id}".encode()).hexdigest()[:11]
+
+
+@dataclass(frozen=True, slots=True)
+class ResultPoint:
+    """One result with its identity, hot metrics, validity and where its raw artifacts are (if anywhere)."""
+
+    result_id: str
+    run_id: str
+    job_id: str
+    identity: PointIdentity
+    source: str
+    verdict: str
+    metrics: dict[str, float | None]
+    gpus: int
+    origin: str = "llmsweep"
+    """Who produced it: `llmsweep` for our runs, `inferencex` (or a file name) for imported rows."""
+    reasons: tuple[str, ...] = ()
+    num_requests: int | None = None
+    num_successful: int | None = None
+    job: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    artifact_dir: Path | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.verdict not in INVALID_VERDICTS
+
+    @property
+    def records_path(self) -> Path | None:
+        return self.artifact_dir / "records.jsonl" if self.artifact_dir else None
+
+    def metric(self, name: str) -> float | None:
+        return self.metrics.get(name)
+
+
+def point_from_job(run_id: str, art: JobArtifacts) -> ResultPoint | None:
+    """The point of one job folder, or None when the job has no summary yet."""
+    if art.summary is None:
+        return None
+    ex = extract_hot(art.summary)
+    identity = identity_from_job(art.job)
+    provenance = dict(ex.provenance)
+    for key in ("recipe_fingerprint", "recipe_key"):
+        if key in art.job and key not in provenance:
+            provenance[key] = art.job[key]
+    return ResultPoint(
+        result_id=result_id_for(run_id, art.job_id),
+        run_id=run_id,
+        job_id=art.job_id,
+        identity=identity,
+        source=ex.source,
+        verdict=ex.verdict,
+        reasons=ex.reasons,
+        metrics=ex.metrics,
+        gpus=gpus_of(art.job, identity),
+        num_requests=ex.num_requests,
+        num_successful=ex.num_successful,
+        job=art.job,
+        summary=art.summary,
+        provenance=provenance,
+        artifact_dir=art.dir,
+    )
+
+
+def points_from_run(run: RunDir) -> list[ResultPoint]:
+    """Every job of the run that has a summary, in job-folder order."""
+    return [p for p in (point_from_job(run.run_id, art) for art in run.jobs) if p is not None]
+
+
+def describe(point: ResultPoint) -> Mapping[str, Any]:
+    """A flat dict for tables and `--json` output."""
+    return {
+        "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id, "source": point.source,
+        "origin": point.origin, "verdict": point.verdict, "reasons": list(point.reasons), "gpus": point.gpus,
+        "series": point.identity.series_label(), **point.identity.as_dict(), **point.metrics,
+    }

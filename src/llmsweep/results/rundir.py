@@ -1,0 +1,119 @@
+"""Read a run directory (`RUN/run.json`, `RUN/jobs/<job-id>/…`) into plain typed objects.
+
+Only reading happens here; nothing is computed. A job without `summary.json` (crashed, still running, never started)
+is kept with `summary=None` so callers can show it as missing instead of dropping it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmsweep.errors import ResultError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class JobArtifacts:
+    """One job folder: its typed Job document, summary and where the raw artifacts lie."""
+
+    job_id: str
+    dir: Path
+    job: dict[str, Any]
+    summary: dict[str, Any] | None
+
+    @property
+    def records_path(self) -> Path:
+        return self.dir / "records.jsonl"
+
+    @property
+    def server_metrics_path(self) -> Path:
+        return self.dir / "server_metrics.jsonl"
+
+    def server_command(self) -> str | None:
+        path = self.dir / "server_command.txt"
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+
+
+@dataclass(frozen=True, slots=True)
+class RunDir:
+    """A whole run: its metadata (run.json, possibly absent) and every job folder."""
+
+    path: Path
+    run_id: str
+    meta: dict[str, Any]
+    jobs: tuple[JobArtifacts, ...] = field(default=())
+
+    @property
+    def expected_job_ids(self) -> tuple[str, ...]:
+        ids = self.meta.get("expected_job_ids") or self.meta.get("expected_jobs") or ()
+        return tuple(str(i) for i in ids) if isinstance(ids, (list, tuple)) else ()
+
+    @property
+    def missing_job_ids(self) -> tuple[str, ...]:
+        """Expected jobs with no folder or no summary: the completeness check InferenceX lacked."""
+        have = {j.job_id for j in self.jobs if j.summary is not None}
+        return tuple(i for i in self.expected_job_ids if i not in have)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ResultError(f"cannot read {path}: {exc}", fix="re-run `llmsweep summarize` for that job or remove the broken file") from exc
+
+
+def is_run_dir(path: Path) -> bool:
+    return path.is_dir() and ((path / "jobs").is_dir() or (path / "run.json").is_file())
+
+
+def load_run(path: Path | str) -> RunDir:
+    """Load `RUN/`; raises ResultError when it is not a run directory."""
+    root = Path(path)
+    if not is_run_dir(root):
+        raise ResultError(
+            f"{root} is not a run directory (no jobs/ folder or run.json)",
+            fix="pass the folder `llmsweep run` wrote, e.g. runs/<run-id>",
+        )
+    meta_path = root / "run.json"
+    meta = _read_json(meta_path) if meta_path.is_file() else {}
+    if not isinstance(meta, Mapping):
+        raise ResultError(f"{meta_path} is not a JSON object", fix="restore run.json or delete it")
+    run_id = str(meta.get("run_id") or meta.get("id") or root.resolve().name)
+    return RunDir(path=root, run_id=run_id, meta=dict(meta), jobs=tuple(_iter_jobs(root / "jobs")))
+
+
+def _iter_jobs(jobs_dir: Path) -> Iterator[JobArtifacts]:
+    if not jobs_dir.is_dir():
+        return
+    for job_dir in sorted(p for p in jobs_dir.iterdir() if p.is_dir()):
+        job_path, summary_path = job_dir / "job.json", job_dir / "summary.json"
+        job = _read_json(job_path) if job_path.is_file() else {}
+        summary = _read_json(summary_path) if summary_path.is_file() else None
+        if not job and summary is None:
+            log.debug("skipping %s: neither job.json nor summary.json", job_dir)
+            continue
+        job_id = str(job.get("id") or job_dir.name) if isinstance(job, Mapping) else job_dir.name
+        yield JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary if isinstance(summary, dict) else None)
+
+
+def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Lines of a JSONL file as dicts; blank and malformed lines are skipped with a debug note."""
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError:
+                log.debug("%s:%d: not JSON, skipped", path, lineno)
+                continue
+            if isinstance(doc, dict):
+                yield doc

@@ -1,0 +1,182 @@
+"""Write plausible run directories without an engine: for tests, demos and trying the dashboard.
+
+Each point gets raw per-request records from a small seeded latency model (per-user speed falls with concurrency,
+TTFT grows with it), Prometheus-style server scrapes, and a `summary.json` computed by the real
+`llmsweep.metrics.summarise` from those records — so everything downstream reads exactly what a real run writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llmsweep.results.identity import gpus_of, identity_from_job
+from llmsweep.results.rundir import RunDir, load_run
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticPoint:
+    """One job to fabricate. `speed` scales per-user decode speed (an engine/hardware efficiency knob)."""
+
+    job: dict[str, Any]
+    speed: float = 1.0
+    error_rate: float = 0.0
+    requests: int = 60
+    invalid_reason: str | None = None
+    """Force an invalid verdict with this reason (e.g. a read-back mismatch the gates cannot see)."""
+    extra_summary: dict[str, Any] = field(default_factory=dict)
+
+
+def synthetic_job(
+    *,
+    model: str = "Qwen/Qwen3.5-397B-A17B-FP8",
+    hardware: str = "mi300x",
+    framework: str = "sglang",
+    precision: str = "fp8",
+    tp: int = 8,
+    ep: int = 1,
+    conc: int = 4,
+    spec: str = "none",
+    offload: str = "none",
+    scenario: str = "agentic-coding",
+    isl: int | None = None,
+    osl: int | None = None,
+    image: str = "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730",
+    job_id: str | None = None,
+) -> dict[str, Any]:
+    """A job.json document in the plan room's shape (InferenceX keys plus llmsweep fields)."""
+    prefix = model.rsplit("/", 1)[-1].split("-")[0].lower()
+    exp = f"{prefix}_tp{tp}_conc{conc}_kv{offload}_spec-{spec}_{framework}_{hardware}"
+    job: dict[str, Any] = {
+        "id": job_id or exp, "image": image, "model": model, "model-prefix": prefix, "precision": precision,
+        "framework": framework, "runner": f"cluster:{hardware}-synthetic", "tp": tp, "pp": 1, "dcp-size": 1,
+        "pcp-size": 1, "ep": ep, "dp-attn": False, "spec-decoding": spec, "conc": conc, "kv-offloading": offload,
+        "exp-name": exp, "recipe_key": f"{prefix}-{framework}-{hardware}", "recipe_fingerprint": f"fp-{prefix}-{tp}",
+        "gpus": tp, "engine": {"name": framework, "version": "0.0-synthetic"}, "hardware": hardware,
+    }
+    if scenario == "fixed-seq-len":
+        job.update({"scenario-type": "fixed-seq-len", "isl": isl or 1024, "osl": osl or 1024})
+    else:
+        job["scenario-type"] = scenario
+    return job
+
+
+def _records(point: SyntheticPoint, rng: np.random.Generator, t0: float) -> list[dict[str, Any]]:
+    job = point.job
+    conc = int(job.get("conc", 1))
+    tp = int(job.get("tp", 1))
+    fixed = job.get("scenario-type") == "fixed-seq-len"
+    base_tps = 90.0 * point.speed * (tp / 8) ** 0.3 * (1.5 if job.get("spec-decoding", "none") != "none" else 1.0)
+    itl_mean = (1 + conc / 12) / base_tps
+    per_lane = max(2, math.ceil(point.requests / conc))
+    out: list[dict[str, Any]] = []
+    n = 0
+    for lane in range(conc):
+        t = t0 + lane * 0.01
+        for turn in range(per_lane + 1):
+            phase = "warmup" if turn == 0 else "profiling"
+            isl = int(job.get("isl") or rng.lognormal(math.log(12000), 0.5)) if not fixed else int(job["isl"])
+            osl = int(job["osl"]) if fixed else max(2, int(rng.lognormal(math.log(300), 0.6)))
+            sent = t + float(rng.uniform(0, 0.002))
+            rec: dict[str, Any] = {
+                "id": f"r{n:06d}", "lane": lane, "turn": turn, "phase": phase, "scheduled_at": t, "sent_at": sent,
+                "prompt_tokens": isl, "cached_tokens": int(isl * 0.6) if not fixed else 0, "chunk_times": [],
+                "chunk_tokens": [], "worker": 0,
+            }
+            n += 1
+            if phase == "profiling" and rng.random() < point.error_rate:
+                rec.update({"status": 500, "error_class": "http", "error": "HTTP 500", "end_at": sent + 0.05,
+                            "completion_tokens": None, "first_token_at": None})
+                out.append(rec)
+                t = sent + 0.05
+                continue
+            ttft = (0.08 + isl / 60000 * (1 + conc / 16)) * float(rng.lognormal(0, 0.25))
+            itl = itl_mean * float(rng.lognormal(0, 0.15))
+            first = sent + ttft
+            step = 16
+            times = [first + itl * min(k, osl - 1) for k in range(0, osl, step)]
+            if (osl - 1) % step:
+                times.append(first + itl * (osl - 1))
+            tokens = [min(step, osl - k) for k in range(0, osl, step)]
+            tokens += [0] * (len(times) - len(tokens))
+            end = times[-1] + 0.001
+            rec.update({"status": 200, "error_class": None, "first_token_at": first, "end_at": end,
+                        "chunk_times": times, "chunk_tokens": tokens, "completion_tokens": osl, "max_tokens": osl})
+            out.append(rec)
+            t = end + (0.0 if fixed else float(rng.exponential(0.3)))
+    return out
+
+
+def _scrapes(point: SyntheticPoint, records: list[dict[str, Any]], rng: np.random.Generator) -> list[dict[str, Any]]:
+    """Server scrapes every 0.5 s: KV usage follows in-flight requests, prefix-cache counters accumulate."""
+    vllm = point.job.get("framework") == "vllm"
+    starts = np.array([r["sent_at"] for r in records])
+    ends = np.array([r["end_at"] for r in records])
+    prompts = np.array([r["prompt_tokens"] for r in records], dtype=float)
+    cached = np.array([r.get("cached_tokens") or 0 for r in records], dtype=float)
+    out = []
+    for t in np.arange(starts.min() - 0.5, ends.max() + 1.0, 0.5):
+        inflight = int(((starts <= t) & (ends > t)).sum())
+        done = ends <= t
+        usage = min(0.98, inflight * 0.07 + float(rng.uniform(0, 0.02)))
+        if vllm:
+            samples = [["vllm:kv_cache_usage_perc", {}, usage], ["vllm:num_requests_running", {}, inflight],
+                       ["vllm:prefix_cache_hits_total", {}, float(cached[done].sum())],
+                       ["vllm:prefix_cache_queries_total", {}, float(prompts[done].sum())]]
+        else:
+            samples = [["sglang:token_usage", {}, usage], ["sglang:num_running_reqs", {}, inflight],
+                       ["sglang:cached_tokens_total", {"cache_source": "device"}, float(cached[done].sum())],
+                       ["sglang:prompt_tokens_total", {}, float(prompts[done].sum())]]
+        out.append({"t": float(t), "samples": samples})
+    return out
+
+
+def _write_jsonl(path: Path, docs: Sequence[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for doc in docs:
+            fh.write(json.dumps(doc, separators=(",", ":")) + "\n")
+
+
+def write_synthetic_run(root: Path, points: Sequence[SyntheticPoint], *, run_id: str = "synthetic-run",
+                        seed: int = 0, source: str = "simulated", t0: float = 1_790_000_000.0,
+                        expected_extra: Sequence[str] = ()) -> RunDir:
+    """Write `root/run.json` and `root/jobs/<id>/…` for every point; `expected_extra` names jobs that never ran."""
+    from llmsweep.metrics import GateConfig, summarise  # the metrics room's summariser: same numbers as a real run
+
+    root.mkdir(parents=True, exist_ok=True)
+    ids = []
+    for k, point in enumerate(points):
+        rng = np.random.default_rng([seed, k])
+        job_id = str(point.job["id"])
+        ids.append(job_id)
+        d = root / "jobs" / job_id
+        d.mkdir(parents=True, exist_ok=True)
+        records = _records(point, rng, t0)
+        _write_jsonl(d / "records.jsonl", records)
+        _write_jsonl(d / "server_metrics.jsonl", _scrapes(point, records, rng))
+        (d / "job.json").write_text(json.dumps(point.job, indent=1), encoding="utf-8")
+        (d / "server_command.txt").write_text(
+            f"python -m {point.job['framework']}.launch_server --model-path {point.job['model']} "
+            f"--tp {point.job['tp']} --port 30000\n", encoding="utf-8")
+        (d / "server.log").write_text("server ready\n", encoding="utf-8")
+        gpus = gpus_of(point.job, identity_from_job(point.job))
+        summary = summarise(d / "records.jsonl", gpus=gpus, server_metrics=d / "server_metrics.jsonl", source=source,
+                            provenance={"seed": seed, "image": point.job["image"], "engine_version": "0.0-synthetic",
+                                        "recipe_fingerprint": point.job.get("recipe_fingerprint"),
+                                        "hardware": point.job.get("hardware")},
+                            gates=GateConfig(min_submission_s=0))
+        if point.invalid_reason:
+            summary["validity"]["verdict"] = "invalid"
+            summary["validity"]["reasons"] = [*summary["validity"]["reasons"], point.invalid_reason]
+        summary.update(point.extra_summary)
+        (d / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    meta = {"run_id": run_id, "started": "2026-11-29T12:00:00Z", "recipe_files": ["recipes/synthetic.yaml"],
+            "llmsweep_version": "synthetic", "executor": "synthetic", "expected_job_ids": [*ids, *expected_extra]}
+    (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    return load_run(root)

@@ -1,0 +1,83 @@
+"""Pareto frontiers and the AgentX north-star rule on hand-made points."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from llmsweep.results.pareto import XY, agentx_frontier, dominates, frontiers_by_series, pareto_front
+
+
+def test_dominated_points_are_excluded_and_front_is_sorted_by_x() -> None:
+    pts = [XY("a", 10, 100), XY("b", 20, 80), XY("c", 15, 70), XY("d", 30, 10), XY("e", 5, 90)]
+    # c is dominated by b (more x, more y); e by a.
+    assert pareto_front(pts) == ["a", "b", "d"]
+
+
+def test_exact_ties_are_all_kept_and_equal_x_keeps_only_best_y() -> None:
+    pts = [XY("a", 10, 100), XY("twin", 10, 100), XY("lower", 10, 50), XY("b", 20, 100)]
+    # b has more x and the same y: it dominates a and twin.
+    assert pareto_front(pts) == ["b"]
+    assert sorted(pareto_front([XY("a", 10, 100), XY("twin", 10, 100), XY("lower", 10, 50)])) == ["a", "twin"]
+
+
+def test_single_point_and_empty_input() -> None:
+    assert pareto_front([XY("only", 1, 1)]) == ["only"]
+    assert pareto_front([]) == []
+
+
+def test_points_without_coordinates_are_never_on_a_front() -> None:
+    pts = [XY("a", None, 100), XY("b", math.nan, 5), XY("c", 1, 1)]
+    assert pareto_front(pts) == ["c"]
+
+
+def test_minimised_axis_prefers_lower_x() -> None:
+    # x = TTFT (lower is better): the fast-but-low-throughput point and the slow-high one are both optimal.
+    pts = [XY("fast", 0.2, 100), XY("slow", 1.0, 500), XY("bad", 1.2, 400)]
+    assert pareto_front(pts, "min", "max") == ["fast", "slow"]
+    assert dominates(XY("x", 0.1, 10), XY("y", 0.2, 10), "min", "max")
+    assert not dominates(XY("x", 0.1, 10), XY("y", 0.1, 10), "min", "max")
+
+
+def test_north_star_rule_excludes_points_that_only_win_on_the_displayed_axis() -> None:
+    # On conventional interactivity, "z" is non-dominated; on E2E-normalised interactivity it is dominated by "a"
+    # (its TTFT is terrible), so it must not be on the published frontier.
+    shown = [XY("a", 50, 100), XY("z", 60, 90), XY("b", 30, 200)]
+    star = [XY("a", 40, 100), XY("z", 20, 90), XY("b", 25, 200)]
+    assert pareto_front(shown) == ["b", "a", "z"]
+    assert agentx_frontier(shown, star, "max") == ["b", "a"]
+
+
+def test_north_star_rule_is_intersection_not_pareto_of_winners() -> None:
+    # a and b are north-star winners, but on the displayed axis a is dominated by the non-winner c:
+    # Pareto(all) ∩ winners = {b}; Pareto(winners) would wrongly keep a.
+    shown = [XY("a", 10, 100), XY("b", 5, 300), XY("c", 20, 150)]
+    star = [XY("a", 10, 100), XY("b", 5, 300), XY("c", 1, 10)]
+    assert agentx_frontier(shown, star, "max") == ["b"]
+
+
+def test_point_without_north_star_metric_cannot_be_a_winner() -> None:
+    shown = [XY("a", 10, 100), XY("no-trace", 50, 50)]
+    star = [XY("a", 10, 100), XY("no-trace", None, 50)]
+    assert pareto_front(shown) == ["a", "no-trace"]
+    assert agentx_frontier(shown, star, "max") == ["a"]
+
+
+def test_axis_without_direction_shows_the_winners() -> None:
+    shown = [XY("a", 1, 100), XY("b", 8, 300), XY("c", 4, 50)]
+    star = [XY("a", 40, 100), XY("b", 20, 300), XY("c", 10, 50)]
+    assert agentx_frontier(shown, star, "none") == ["a", "b"]
+    with pytest.raises(ValueError):
+        pareto_front(shown, "none")
+
+
+def test_frontiers_by_series_keeps_series_apart_and_skips_ineligible_points() -> None:
+    series = {"a1": "A", "a2": "A", "b1": "B", "bad": "B"}
+    values = {
+        "a1": {"x": 10.0, "y": 100.0}, "a2": {"x": 5.0, "y": 50.0},
+        "b1": {"x": 1.0, "y": 10.0}, "bad": {"x": 100.0, "y": 1000.0},
+    }
+    fronts = frontiers_by_series(series, values, "x", "max", "y", north_star_metric="x",
+                                 eligible=lambda i: i != "bad")
+    assert fronts == {"A": ["a1"], "B": ["b1"]}

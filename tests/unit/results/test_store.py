@@ -1,0 +1,89 @@
+"""The SQLite store: idempotent ingest, lookups, location rules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from llmsweep.errors import ResultError
+from llmsweep.results.store import Store, default_store_path
+
+
+def test_default_location_env_then_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("LLMSWEEP_STORE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_store_path() == tmp_path / ".llmsweep" / "results.sqlite"
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "env.sqlite"))
+    assert default_store_path() == tmp_path / "env.sqlite"
+    assert default_store_path(tmp_path / "flag.sqlite") == tmp_path / "flag.sqlite"
+
+
+def test_ingest_is_idempotent_and_keeps_every_column(make_run, store_path: Path) -> None:
+    run = make_run("run1", concs=(1, 4, 8))
+    with Store() as store:
+        first = store.ingest_run(run.path)
+        again = store.ingest_run(run.path)
+        points = store.results("run1")
+    assert first.results == 3 and not first.replaced
+    assert again.replaced
+    assert len(points) == 3
+    assert {p.identity.conc for p in points} == {1, 4, 8}
+    p = next(p for p in points if p.identity.conc == 4)
+    summary = json.loads((run.path / "jobs" / p.job_id / "summary.json").read_text())
+    assert p.summary == summary
+    assert p.metric("tput_per_gpu") == summary["throughput"]["per_gpu"]["total_tps"]
+    assert p.source == "simulated" and p.gpus == 8
+    assert p.provenance["image"] == p.identity.image
+    assert p.records_path is not None and p.records_path.is_file()
+    db = sqlite3.connect(store_path)
+    assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 3
+    assert db.execute("SELECT COUNT(*) FROM provenance").fetchone()[0] == 3
+
+
+def test_reingest_after_a_job_disappears_replaces_the_run(make_run, store_path: Path) -> None:
+    run = make_run("run1", concs=(1, 4))
+    with Store() as store:
+        store.ingest_run(run.path)
+        shutil.rmtree(run.jobs[0].dir)
+        store.ingest_run(run.path)
+        assert len(store.results("run1")) == 1
+
+
+def test_jobs_without_summary_and_expected_jobs_are_reported(make_run, store_path: Path) -> None:
+    run = make_run("run1", concs=(1, 4), expected_extra=("never-started",))
+    (run.jobs[0].dir / "summary.json").unlink()
+    with Store() as store:
+        rep = store.ingest_run(run.path)
+        assert rep.results == 1
+        assert rep.jobs_without_result == (run.jobs[0].job_id,)
+        assert set(rep.missing_expected) == {run.jobs[0].job_id, "never-started"}
+        assert store.jobs_without_result("run1") == [run.jobs[0].job_id]
+
+
+def test_get_by_result_id_job_id_and_run_slash_job(make_run, store_path: Path) -> None:
+    a = make_run("a", concs=(4,))
+    b = make_run("b", concs=(4,), seed=1)
+    with Store() as store:
+        store.ingest_run(a.path)
+        store.ingest_run(b.path)
+        pa, pb = store.results("a")[0], store.results("b")[0]
+        assert pa.result_id != pb.result_id
+        assert store.get(pa.result_id).run_id == "a"
+        assert store.get(f"a/{pa.job_id}").result_id == pa.result_id
+        assert store.get(pa.job_id).run_id == "b"  # the same job id in two runs: the newest wins
+        with pytest.raises(ResultError, match="no stored result"):
+            store.get("nope")
+
+
+def test_not_a_run_directory_and_foreign_schema_are_errors(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store, pytest.raises(ResultError, match="not a run directory"):
+        store.ingest_run(tmp_path)
+    db = sqlite3.connect(tmp_path / "old.sqlite")
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(ResultError, match="schema version 99"):
+        Store(tmp_path / "old.sqlite")
