@@ -92,6 +92,7 @@ def synth(
     click.echo(f"wrote {result.out}: {result.architecture}, {params}, vocab {result.vocab_size}, "
                f"weights {result.weights}")
     if result.draft is not None:
-        click.echo(f"draft {result.draft.out}: {result.draft.architecture}, {(result.draft.parameters or 0) / 1e6:,.1f} M")
+        draft_params = (result.draft.parameters or 0) / 1e6
+        click.echo(f"draft {result.draft.out}: {result.draft.architecture}, {draft_params:,.1f} M parameters")
     if result.weights == "none":
         click.echo("serve with --load-format dummy (vLLM, SGLang): the directory holds no weights")

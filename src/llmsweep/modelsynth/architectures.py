@@ -119,8 +119,12 @@ PRESETS: dict[str, Preset] = {
     for p in (
         Preset("tiny", "2-layer Llama, hidden 64: CPU smoke tests", lambda: _llama(64, 128, 2, 4, 2, max_pos=2048)),
         Preset("llama-160m", "12-layer Llama, hidden 768", lambda: _llama(768, 2048, 12, 12, 4)),
-        Preset("llama-1b", "TinyLlama-1.1B shape: 22 layers, hidden 2048, GQA 32/4", lambda: _llama(2048, 5632, 22, 32, 4)),
-        Preset("llama-draft", "4-layer Llama, hidden 768: the draft model of `--draft`", lambda: _llama(768, 2048, 4, 12, 4)),
+        Preset(
+            "llama-1b", "TinyLlama-1.1B shape: 22 layers, hidden 2048, GQA 32/4", lambda: _llama(2048, 5632, 22, 32, 4)
+        ),
+        Preset(
+            "llama-draft", "4-layer Llama, hidden 768: the draft model of `--draft`", lambda: _llama(768, 2048, 4, 12, 4)
+        ),
         Preset(
             "qwen3-moe-small",
             "Qwen3-MoE (Qwen3-30B-A3B family), scaled down: 8 layers, hidden 2048, 64 experts top-8",
@@ -155,7 +159,8 @@ def model_type(config: Config) -> str:
     if kind not in SUPPORTED_MODEL_TYPES:
         raise ConfigError(
             f"config.json has model_type {kind!r}, whose tensors llmsweep does not know",
-            fix=f"use --weights none (engines fill weights with --load-format dummy), or one of {SUPPORTED_MODEL_TYPES}",
+            fix="use --weights none (engines fill weights with --load-format dummy), "
+            f"or one of {', '.join(SUPPORTED_MODEL_TYPES)}",
         )
     return kind
 

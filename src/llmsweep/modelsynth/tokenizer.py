@@ -56,7 +56,8 @@ _COMMON: tuple[str, ...] = tuple(
     " much mean before move right boy old too same tell does set three want air well also play small end put home"
     " read hand port large spell add even land here must big high such follow act why ask men change went light"
     " kind off need house picture try us again animal point mother world near build self earth father model data"
-    " request response server token user system function return value error file code test result question answer".split()
+    " request response server token user system function return value error file code test result question"
+    " answer".split()
 )
 
 _PACKAGE = "llmsweep.modelsynth"
@@ -171,6 +172,22 @@ def pad_tokenizer(files: TokenizerFiles, vocab_size: int) -> TokenizerFiles:
     start = files.vocab_size
     tok.add_tokens([AddedToken(f"<|extra_{i}|>", special=False, normalized=False) for i in range(vocab_size - start)])
     return TokenizerFiles(tokenizer_json=tok.to_str(), vocab_size=tok.get_vocab_size(), source=f"{files.source}+padded")
+
+
+def packaged_path() -> Path:
+    """Where the packaged tokenizer lives in the source tree (for rebuilding it)."""
+    return Path(__file__).resolve().parent / "data" / "tokenizer" / _PACKAGED_FILE
+
+
+def rebuild_packaged(path: Path | None = None) -> TokenizerFiles:
+    """Retrain the packaged tokenizer from the synthetic corpus and write it, byte-reproducibly (gzip mtime 0).
+
+    Training is deterministic, so a change to the corpus shows up as a changed file: run this after editing
+    `synthetic_corpus` and commit the result.
+    """
+    files = train_tokenizer(PACKAGED_VOCAB)
+    (path or packaged_path()).write_bytes(gzip.compress(files.tokenizer_json.encode(), 9, mtime=0))
+    return files
 
 
 def resolve_tokenizer(vocab_size: int, *, retrain: bool = False, seed: int = 0) -> TokenizerFiles:

@@ -155,13 +155,24 @@ def test_refuses_a_non_empty_directory_unless_forced(tmp_path: Path) -> None:
     assert (tmp_path / "keep.txt").read_text() == "mine" and (tmp_path / "config.json").exists()
 
 
-def test_transformers_loads_and_generates_to_max_tokens(tiny: Path) -> None:
+@pytest.mark.parametrize(
+    ("preset", "layers", "hidden"), [("tiny", None, None), ("qwen3-moe-small", 2, 256), ("qwen3-next-small", 4, 256)]
+)
+def test_transformers_loads_every_tensor_and_generates_to_max_tokens(
+    tmp_path: Path, preset: str, layers: int | None, hidden: int | None
+) -> None:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    tok = transformers.AutoTokenizer.from_pretrained(tiny)
-    model = transformers.AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
+    out = tmp_path / preset
+    result = synth_model(SynthRequest(source=preset, out=out, weights="random", layers=layers, hidden=hidden))
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32,
+                                                                    output_loading_info=True)
+    assert not info["missing_keys"] and not info.get("mismatched_keys")  # our names and shapes are the real ones
+    loaded = sum(p.numel() for p in model.parameters())
+    assert loaded == result.parameters or preset == "qwen3-next-small" and loaded < result.parameters  # MTP skipped
     prompt = tok.apply_chat_template([{"role": "user", "content": "hello"}], add_generation_prompt=True,
                                      return_tensors="pt")
     ids = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
-    out = model.generate(ids, max_new_tokens=16, do_sample=False)
-    assert out.shape[1] == ids.shape[1] + 16
+    generated = model.generate(ids, max_new_tokens=16, do_sample=False)
+    assert generated.shape[1] == ids.shape[1] + 16  # EOS is never chosen

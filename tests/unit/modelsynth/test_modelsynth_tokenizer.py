@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from llmsweep.modelsynth import SynthRequest, synth_model
-from llmsweep.modelsynth.tokenizer import CHAT_TEMPLATE, packaged_tokenizer, resolve_tokenizer
+from llmsweep.modelsynth.tokenizer import (
+    CHAT_TEMPLATE,
+    packaged_tokenizer,
+    rebuild_packaged,
+    resolve_tokenizer,
+)
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -85,3 +90,8 @@ def test_a_smaller_vocabulary_retrains() -> None:
     assert files.source == "trained" and tok.get_vocab_size() == 1000
     assert tok.decode(tok.encode(TEXTS[1]).ids) == TEXTS[1]
     assert tok.token_to_id("<|im_end|>") == 2
+
+
+def test_the_packaged_tokenizer_is_reproducible_from_the_source(tmp_path: Path) -> None:
+    rebuilt = rebuild_packaged(tmp_path / "tokenizer.json.gz")
+    assert rebuilt.sha256 == packaged_tokenizer().sha256  # else: run rebuild_packaged() and commit the data file
