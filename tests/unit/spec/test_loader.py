@@ -1,0 +1,117 @@
+"""Recipe loading: InferenceX masters load unchanged, our extensions validate, locations are exact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmsweep.spec import (
+    MultiNodeRecipe,
+    SingleNodeRecipe,
+    engine_name,
+    load_recipes,
+    recipe_json_schema,
+)
+from llmsweep.spec.serve import Serve
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_inferencex_master_loads_unchanged_and_is_plannable_not_runnable(shared_dir: Path) -> None:
+    master = shared_dir / "reference" / "inferencex" / "amd-master.yaml"
+    result = load_recipes([master])
+    assert result.ok, [f.render() for f in result.errors]
+    assert len(result.recipes) == 56
+    assert sum(isinstance(r, MultiNodeRecipe) for r in result.recipes.values()) == 11
+    warnings = [f for f in result.findings if f.rule == "spec.not-runnable"]
+    assert len(warnings) == 56 and all(not f.is_error for f in warnings)
+    assert not any(r.runnable for r in result.recipes.values())
+
+
+def test_project_recipes_load_clean_and_runnable() -> None:
+    result = load_recipes([REPO / "recipes"])
+    assert result.ok and not result.findings, [f.render() for f in result.findings]
+    assert set(result.recipes) == {"qwen3.5-fp8-mi300x-sglang-agentic-mtp",
+                                   "qwen3.5-fp8-mi300x-sglang-agentic-mtp-resident"}
+    assert all(r.runnable for r in result.recipes.values())
+
+
+def test_field_lines_are_reachable_from_a_recipe() -> None:
+    path = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+    recipe = load_recipes([path]).recipes["qwen3.5-fp8-mi300x-sglang-agentic-mtp"]
+    lines = path.read_text().splitlines()
+    line = recipe.line_of(("scenarios", "agentic-coding", 0, "search-space", 1, "kv-offload-backend"))
+    assert line is not None and "kv-offload-backend" in lines[line - 1] and "dram" in lines[line - 1]
+    assert "--mem-fraction-static" in lines[recipe.line_of("serve.args.--mem-fraction-static") - 1]
+    assert recipe.line_of("serve.args.--not-written") == recipe.line_of("serve.args"), "falls back to the parent"
+    full = "qwen3.5-fp8-mi300x-sglang-agentic-mtp.scenarios.agentic-coding[0].dram-utilization"
+    assert "dram-utilization" in lines[recipe.source.line_of(full) - 1]
+    assert recipe.path_of(("serve", "env")) == "qwen3.5-fp8-mi300x-sglang-agentic-mtp.serve.env"
+
+
+def test_duplicate_keys_across_files_are_errors(tmp_path: Path) -> None:
+    src = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(src.read_text())
+    result = load_recipes([src, copy])
+    (finding,) = result.errors
+    assert finding.rule == "schema.duplicate-recipe" and finding.file == str(copy) and finding.line == 10
+    assert "Duplicate configuration keys" in finding.message
+
+
+def test_missing_file_is_a_finding(tmp_path: Path) -> None:
+    result = load_recipes([tmp_path / "absent.yaml"])
+    assert [f.rule for f in result.errors] == ["schema.file"]
+    assert "does not exist" in result.errors[0].message
+
+
+def test_all_findings_of_a_file_are_reported_at_once(tmp_path: Path) -> None:
+    bad = REPO / "tests" / "data" / "recipes" / "malformed"
+    result = load_recipes([bad])
+    assert len(result.errors) >= 38
+
+
+@pytest.mark.parametrize(("framework", "engine"), [
+    ("sglang", "sglang"), ("vllm", "vllm"), ("trt", "trtllm"), ("atom", "atom"), ("sim", "sim"),
+    ("dynamo-sglang", "sglang"), ("dynamo-vllm", "vllm"), ("dynamo-trt", "trtllm"), ("sglang-disagg", "sglang"),
+    ("atom-disagg", "atom"), ("llmd-vllm", "vllm"), ("tilert", None), ("mystery", None),
+])
+def test_engine_name(framework: str, engine: str | None) -> None:
+    assert engine_name(framework) == engine
+
+
+def test_serve_overrides_match_arms_and_null_removes() -> None:
+    serve = Serve.model_validate({
+        "args": {"--page-size": 16, "--enable-metrics": True},
+        "env": {"A": 1},
+        "overrides": [
+            {"when": {"kv-offloading": "dram"}, "args": {"--page-size": 1, "--enable-metrics": None}},
+            {"when": {"tp": [4, 8], "kv-offloading": "dram"}, "env": {"A": None, "B": "x"}},
+        ],
+    })
+    resident = serve.resolve({"kv-offloading": "none", "tp": 8})
+    assert resident.args == {"--page-size": 16, "--enable-metrics": True} and resident.env == {"A": "1"}
+    offload = serve.resolve({"kv-offloading": "dram", "tp": 8})
+    assert offload.args == {"--page-size": 1} and offload.env == {"B": "x"} and offload.applied_overrides == [0, 1]
+    assert serve.resolve({"kv-offloading": "dram", "tp": 2}).applied_overrides == [0]
+
+
+def test_yaml_on_off_thinking_reads_as_on_off(tmp_path: Path) -> None:
+    text = (REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml").read_text()
+    path = tmp_path / "r.yaml"
+    path.write_text(text.replace('thinking: "on"', "thinking: off"))
+    recipe = load_recipes([path]).recipes["qwen3.5-fp8-mi300x-sglang-agentic-mtp"]
+    assert isinstance(recipe, SingleNodeRecipe)
+    assert recipe.serve is not None and recipe.serve.spec_decoding is not None
+    assert recipe.serve.spec_decoding.thinking == "off"
+
+
+def test_json_schema_describes_recipes_and_extensions() -> None:
+    schema = recipe_json_schema()
+    defs = schema["$defs"]
+    assert {"SingleNodeRecipe", "MultiNodeRecipe", "Serve", "WorkloadSpec"} <= set(defs)
+    props = defs["SingleNodeRecipe"]["properties"]
+    assert {"image", "model-prefix", "scenarios", "serve", "workload"} <= set(props)
+    assert defs["SingleNodeRecipe"]["additionalProperties"] is False
+    assert "description" in props["serve"] or "description" in defs["Serve"]
