@@ -140,5 +140,27 @@ def test_leaving_the_guard_early_cancels_a_running_job(tmp_path: Path) -> None:
 def test_a_rejected_submission_names_the_command(tmp_path: Path) -> None:
     executor = SlurmExecutor(options(partition="no-such-partition"))
     spec = tiny()
-    with pytest.raises(Exception, match="sbatch --parsable .*failed with exit status"):
+    with pytest.raises(Exception, match=r"sbatch --parsable .*failed with exit status"):
         executor.submit(spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="rejected")
+
+
+def test_simulator_served_under_slurm_answers_a_chat_request(tmp_path: Path) -> None:
+    pytest.importorskip("llmsweep.sim.server", reason="the simulated engine is not in this checkout yet")
+    spec = LaunchSpec(
+        engine="sim",
+        argv=(sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--port", "0", "--timing", "constant",
+              "--engine-style", "sglang", "--served-model-name", "sim-model"),
+        port=0,
+        ready_log_markers=("The server is fired up and ready to roll!",),
+        startup_timeout_s=90,
+    )
+    body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
+    client = ["curl", "-sf", "-H", "Content-Type: application/json", "-d", body, "{base_url}/v1/chat/completions"]
+    job = SlurmExecutor(options()).submit(spec, group_file=write_group(tmp_path, spec, client), out_dir=tmp_path,
+                                          name="sim")
+    with cancel_on_interrupt([job]):
+        result = job.wait(timeout_s=150)
+    assert result.ok, (tmp_path / "result.json").read_text() if (tmp_path / "result.json").exists() else result
+    answer = json.loads((tmp_path / "client_output.txt").read_text())
+    assert answer["model"] == "sim-model" and answer["usage"]["completion_tokens"] == 8
+    assert "The server is fired up and ready to roll!" in (tmp_path / "server.log").read_text()

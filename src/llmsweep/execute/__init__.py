@@ -34,7 +34,9 @@ def make_launcher(kind: str, options: dict[str, Any] | None = None) -> Any:
 
             return DockerLauncher(DockerOptions.model_validate(options or {}))
     except ValidationError as exc:
-        raise ConfigError(f"invalid {kind} executor options: {exc}", fix="fix or remove the fields named above") from exc
+        raise ConfigError(
+            f"invalid {kind} executor options: {exc}", fix="fix or remove the fields named above"
+        ) from exc
     if kind == "slurm":
         raise ConfigError(
             "the slurm executor does not launch servers here; it submits batch jobs (SlurmExecutor.submit)",

@@ -39,7 +39,7 @@ class DockerOptions(BaseModel):
     )
     shm_size: str = Field(default="16g", description="--shm-size; engines pass tensors between ranks through /dev/shm.")
     hf_cache: Path | None = Field(default=None, description="Host Hugging Face cache, mounted at the same path.")
-    model_dir: Path | None = Field(default=None, description="Host model directory, mounted read-only at the same path.")
+    model_dir: Path | None = Field(default=None, description="Host model directory, mounted read-only, same path.")
     harness_dir: Path | None = Field(default=None, description=f"llmsweep checkout mounted at {HARNESS_MOUNT}.")
     extra_mounts: tuple[str, ...] = Field(default=(), description="More -v specs, e.g. '/scratch:/scratch'.")
     workdir: str | None = Field(default=None, description="-w inside the container (default: the image's).")
@@ -62,7 +62,8 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str) -> li
             f"the {spec.engine} job names no image, so the docker executor has nothing to run",
             fix="set the job's image, or use the local executor for servers installed on the host",
         )
-    argv = [options.docker, "run", "--rm", "--network=host", "--name", name, "--ipc=host", f"--shm-size={options.shm_size}"]
+    argv = [options.docker, "run", "--rm", "--network=host", "--name", name, "--ipc=host",
+            f"--shm-size={options.shm_size}"]
     if options.gpu_vendor == "nvidia":
         argv += ["--gpus", "all"]
     elif options.gpu_vendor == "amd":

@@ -114,3 +114,15 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> No
             f"the {spec.engine} server needs {spec.gpus} GPU(s) but {tool} shows {found} visible",
             fix="free or request more GPUs (CUDA_VISIBLE_DEVICES / --gres=gpu:N), or lower tp/pp in the recipe",
         )
+
+
+def preflight(spec: LaunchSpec, *, gpus: bool = True, environ: Mapping[str, str] | None = None) -> LaunchSpec:
+    """Everything to check where the server will run, before launching it: the port (resolved when 0), then GPUs.
+
+    Returns the spec to launch (its port filled in). Call it on the machine that runs the server: here for local and
+    docker, on the node (in the batch job's worker) for Slurm.
+    """
+    resolved = resolve_port(spec)
+    if gpus:
+        check_gpus(resolved, environ)
+    return resolved

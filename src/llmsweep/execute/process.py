@@ -8,6 +8,7 @@ have left the group (`setsid`, daemonising libraries).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -24,6 +25,7 @@ from llmsweep.execute.secrets import SecretScrubber
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.05
+_REMEMBER_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -86,27 +88,34 @@ def _killpg(known: dict[int, ProcInfo], pgid: int | None, sig: int) -> None:
     """Signal the group only while a process we recorded still leads or belongs to it (the id may be recycled)."""
     if pgid is None or not any(i.pgid == pgid and _alive(i) for i in known.values()):
         return
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _signal(info: ProcInfo, sig: int) -> None:
     if _alive(info):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(info.pid, sig)
-        except ProcessLookupError:
-            pass
 
 
-def stop_process_tree(root: int, *, pgid: int | None = None, grace_s: float = 10.0, reap: subprocess.Popen | None = None) -> list[int]:
+def stop_process_tree(
+    root: int,
+    *,
+    pgid: int | None = None,
+    grace_s: float = 10.0,
+    reap: subprocess.Popen | None = None,
+    seen: Iterable[ProcInfo] = (),
+) -> list[int]:
     """SIGTERM the group and every descendant, wait `grace_s`, SIGKILL survivors; return the PIDs that needed SIGKILL.
 
     The tree is re-walked while waiting, so children spawned during shutdown and descendants whose parent already
-    exited (re-parented to init) are still caught: they were recorded before their parent died.
+    exited (re-parented to init) are still caught: they were recorded before their parent died. `seen` adds
+    descendants recorded earlier (a server that died on its own leaves its session-leaving children unreachable).
     """
     known = process_tree(root, pgid)
+    for info in seen:
+        if _alive(info):
+            known.setdefault(info.pid, info)
     _killpg(known, pgid, signal.SIGTERM)
     for info in known.values():
         _signal(info, signal.SIGTERM)
@@ -169,6 +178,8 @@ class ManagedProcess:
         self.log_path = log_path
         self._pump = pump
         self.pgid = popen.pid  # start_new_session makes the child its own session and group leader
+        self._seen: dict[int, ProcInfo] = {}
+        self._seen_at = 0.0
 
     @property
     def pid(self) -> int:
@@ -179,7 +190,19 @@ class ManagedProcess:
         return self._popen.poll()
 
     def is_alive(self) -> bool:
-        return self._popen.poll() is None
+        alive = self._popen.poll() is None
+        if alive:
+            self._remember_descendants()
+        return alive
+
+    def _remember_descendants(self) -> None:
+        """Record the tree now and then, so `stop` still finds children after their parent died on its own."""
+        now = time.monotonic()
+        if now - self._seen_at < _REMEMBER_EVERY_S:
+            return
+        self._seen_at = now
+        for pid, info in process_tree(self.pid, self.pgid).items():
+            self._seen.setdefault(pid, info)
 
     def wait(self, timeout_s: float | None = None) -> int:
         rc = self._popen.wait(timeout=timeout_s)
@@ -188,7 +211,7 @@ class ManagedProcess:
 
     def stop(self, grace_s: float = 10.0) -> int | None:
         """Stop the whole tree (idempotent); return the root's exit status."""
-        stop_process_tree(self.pid, pgid=self.pgid, grace_s=grace_s, reap=self._popen)
+        stop_process_tree(self.pid, pgid=self.pgid, grace_s=grace_s, reap=self._popen, seen=self._seen.values())
         try:
             self._popen.wait(timeout=5.0)
         except subprocess.TimeoutExpired:

@@ -25,7 +25,7 @@ _PROBE_TIMEOUT_S = 5.0
 def probe_health(url: str, timeout_s: float = _PROBE_TIMEOUT_S) -> int | None:
     """HTTP status of GET `url`, or None when nothing answers. Synchronous on purpose: it runs between launches."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 (loopback health URL)
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
@@ -76,8 +76,10 @@ class Readiness:
 
 def _failure(handle: ServerHandle, what: str, fix: str, tail_lines: int) -> LaunchError:
     tail = handle.tail(tail_lines)
-    where = f"log {handle.log_path}"
-    body = f"\n--- last {tail_lines} lines of {handle.log_path} ---\n{tail}" if tail else f" ({where} is empty)"
+    if tail:
+        body = f"\n--- last {tail_lines} lines of {handle.log_path} ---\n{tail}"
+    else:
+        body = f" (log {handle.log_path} is empty)"
     return LaunchError(f"{handle.spec.engine} server {what}{body}", fix=fix)
 
 

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,7 +74,7 @@ class SlurmOptions(BaseModel):
     import_lock_timeout_s: int = Field(default=600, description="flock -w on <sqsh>.lock.")
     import_timeout_s: int = Field(default=3600, description="Timeout of one `enroot import`.")
     import_env: dict[str, str] = Field(
-        default_factory=dict, description="Env for the import, e.g. ENROOT_CACHE_PATH on a local disk (NFS root-squash)."
+        default_factory=dict, description="Env for the import, e.g. ENROOT_CACHE_PATH on local disk (NFS root-squash).",
     )
     node: SrunOptions = Field(default_factory=SrunOptions, description="How the node starts the server.")
     command_timeout_s: float = Field(default=60.0, description="Timeout of each sbatch/squeue/scontrol/scancel call.")
@@ -226,7 +227,8 @@ class SlurmJob:
                 failures += 1
                 if failures >= self.options.max_poll_failures:
                     raise LaunchError(
-                        f"lost track of Slurm job {self.job_id}: {failures} squeue calls in a row failed ({exc.message})",
+                        f"lost track of Slurm job {self.job_id}: {failures} squeue calls in a row failed "
+                        f"({exc.message})",
                         fix=f"{_SLURM_FIX}; the job may still be running (`squeue -j {self.job_id}`)",
                     ) from exc
                 log.warning("squeue failed (%d/%d): %s", failures, self.options.max_poll_failures, exc.message)
@@ -352,7 +354,7 @@ def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
     Jobs appended to the list inside the block are covered too. On a normal exit unfinished jobs are cancelled as
     well: leaving the block means nobody will collect them.
     """
-    previous: dict[int, object] = {}
+    previous: dict[signal.Signals, Any] = {}
 
     def raise_interrupt(signum: int, frame: FrameType | None) -> None:
         raise SlurmInterrupted(f"received signal {signal.Signals(signum).name}")
@@ -372,4 +374,4 @@ def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
                         log.error("could not cancel Slurm job %s: %s", job.job_id, exc)
         finally:
             for sig, handler in previous.items():
-                signal.signal(sig, handler)  # type: ignore[arg-type]
+                signal.signal(sig, handler)

@@ -73,7 +73,7 @@ def test_gpu_check_counts_nvidia_gpus_and_honours_visible_devices(
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/usr/bin:/bin")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     check_gpus(spec(("srv",), 1, gpus=2))
-    with pytest.raises(LaunchError, match="needs 4 GPU.*nvidia-smi shows 2"):
+    with pytest.raises(LaunchError, match=r"needs 4 GPU.*nvidia-smi shows 2"):
         check_gpus(spec(("srv",), 1, gpus=4))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     with pytest.raises(LaunchError, match="shows 1 visible"):
@@ -81,10 +81,22 @@ def test_gpu_check_counts_nvidia_gpus_and_honours_visible_devices(
 
 
 def test_gpu_check_counts_rocm_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    fake_tool(tmp_path, "rocm-smi", "GPU[0]\t\t: Device ID: 0x74a1\nGPU[0]\t\t: Device Rev: 0x00\nGPU[1]\t\t: Device ID: 0x74a1")
+    listing = "GPU[0]\t\t: Device ID: 0x74a1\nGPU[0]\t\t: Device Rev: 0x00\nGPU[1]\t\t: Device ID: 0x74a1"
+    fake_tool(tmp_path, "rocm-smi", listing)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/usr/bin:/bin")
     for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     check_gpus(spec(("srv",), 1, gpus=2))
     with pytest.raises(LaunchError, match="rocm-smi shows 2"):
         check_gpus(spec(("srv",), 1, gpus=8))
+
+
+def test_preflight_resolves_the_port_and_checks_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from llmsweep.execute.preflight import preflight
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    ready = preflight(spec(("srv", "--port", "0"), 0))
+    assert ready.port > 0 and ready.argv[-1] == str(ready.port)
+    with pytest.raises(LaunchError, match="GPU"):
+        preflight(spec(("srv", "--port", "0"), 0, gpus=2))
+    assert preflight(spec(("srv", "--port", "0"), 0, gpus=2), gpus=False).port > 0

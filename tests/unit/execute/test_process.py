@@ -14,7 +14,8 @@ SPAWNER = """
 import os, subprocess, sys, time, signal
 if sys.argv[2] == "deaf":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-sleeper = "import signal, sys, time\\nif sys.argv[1] == 'deaf': signal.signal(signal.SIGTERM, signal.SIG_IGN)\\nwhile True: time.sleep(1)"
+sleeper = ("import signal, sys, time\\nif sys.argv[1] == 'deaf': signal.signal(signal.SIGTERM, signal.SIG_IGN)"
+           "\\nwhile True: time.sleep(1)")
 a = subprocess.Popen([sys.executable, "-c", sleeper, sys.argv[2]])
 b = subprocess.Popen([sys.executable, "-c", sleeper, sys.argv[2]], start_new_session=True)
 with open(sys.argv[1], "w") as fh:
@@ -81,3 +82,24 @@ def test_log_gets_stdout_and_stderr_scrubbed_while_process_sees_the_secret(tmp_p
     text = (tmp_path / "server.log").read_text()
     assert secret not in text
     assert sorted(text.splitlines()) == ["err ***", "out ***", "seen"]
+
+
+ORPHANER = """
+import subprocess, sys, time
+b = subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(1)"], start_new_session=True)
+open(sys.argv[1], "w").write(str(b.pid))
+time.sleep(1.0)
+print("parent exits, child stays", flush=True)
+"""
+
+
+def test_children_of_a_server_that_exited_on_its_own_are_still_stopped(tmp_path: Path) -> None:
+    pids_file = tmp_path / "pid"
+    proc = start_process([sys.executable, "-c", ORPHANER, str(pids_file)], log_path=tmp_path / "log",
+                         env=dict(os.environ))
+    child = int(wait_for_file(pids_file))
+    assert proc.is_alive()  # the lifecycle polls this while waiting; it records the tree
+    assert proc.wait(timeout_s=20) == 0
+    assert alive(child)  # re-parented away from the server, in its own session
+    proc.stop(grace_s=2.0)
+    assert not alive(child)

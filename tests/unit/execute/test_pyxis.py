@@ -49,8 +49,9 @@ def test_both_spellings_share_one_squash_file() -> None:
     assert a == b == Path("/cache/nvcr.io+nvidia+vllm+25.01.sqsh")
 
 
-SPEC = LaunchSpec(engine="vllm", image="nvcr.io/nvidia/vllm:25.01", argv=("vllm", "serve", "/models/m", "--port", "8000"),
-                  port=8000, gpus=4, secret_env=("HF_TOKEN",), env={"VLLM_LOGGING_LEVEL": "INFO"})
+SPEC = LaunchSpec(engine="vllm", image="nvcr.io/nvidia/vllm:25.01",
+                  argv=("vllm", "serve", "/models/m", "--port", "8000"), port=8000, gpus=4,
+                  secret_env=("HF_TOKEN",), env={"VLLM_LOGGING_LEVEL": "INFO"})
 
 
 def test_srun_render_for_an_image_has_pyxis_flags_and_mounts() -> None:

@@ -30,7 +30,7 @@ def main(group_file: str, out: str) -> int:
                                  "command": list(handle.command)}
     try:
         wait_ready(handle, timeout_s=spec.startup_timeout_s, poll_s=0.2)
-        client = [part.format(base_url=handle.base_url) for part in group["client"]]
+        client = [part.replace("{base_url}", handle.base_url) for part in group["client"]]
         proc = subprocess.run(client, capture_output=True, text=True, timeout=60)
         result["client_rc"] = proc.returncode
         (out_dir / "client_output.txt").write_text(handle.scrubber.scrub(proc.stdout))

@@ -55,7 +55,7 @@ def main() -> int:
     started = time.monotonic()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             if self.path == "/health":
                 ok = time.monotonic() - started >= args.delay
                 self._send(200 if ok else 503, {"ok": ok})
