@@ -96,6 +96,11 @@ def _python_rules(dirs: tuple[Path, ...]) -> list[PythonRule]:
     return sorted(rules, key=lambda r: -r.priority)  # stable: file order breaks ties
 
 
+def python_rules() -> list[PythonRule]:
+    """The image -> Python table, highest priority first (packaged plus user rules)."""
+    return list(_python_rules(catalog_dirs()))
+
+
 # ------------------------------------------------------------------------------------------------- reference parsing
 
 

@@ -1,0 +1,115 @@
+"""`llmsweep catalog …` and `llmsweep al …` as a user runs them: output, JSON shape, exit codes, stderr."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from llmsweep.cli.main import cli
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_al_prints_value_and_provenance() -> None:
+    code, out, err = run("al", "qwen3.5", "--method", "mtp", "--k", "3")
+    assert code == 0, err
+    assert out.splitlines()[0] == "3.39"
+    assert "qwen3.5-397b-a17b-nvfp4" in out and "B300" in out and "27317114007" in out
+
+
+def test_al_json_for_programs_flags_the_seed_precision_mismatch() -> None:
+    code, out, err = run("al", "Qwen/Qwen3.5-397B-A17B-FP8", "--method", "eagle", "--k", "3", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["value"] == 3.39 and data["curve"] == "qwen3.5_mtp" and data["thinking"] == "thinking_on"
+    assert data["precision_measured"] == "nvfp4" and data["requested_precision"] == "fp8"
+    assert data["precision_mismatch"] is True
+    assert data["engine_spellings"]["trtllm"].endswith("=2.39")  # TRT counts draft tokens only: AL - 1
+
+
+def test_al_human_output_warns_on_precision_mismatch_on_stderr() -> None:
+    code, out, err = run("al", "qwen3.5", "--method", "mtp", "--k", "3", "--precision", "fp8")
+    assert code == 0
+    assert "warning" in err and "nvfp4" in err
+    assert "warning" not in out
+
+
+def test_al_thinking_off_and_draft_variant() -> None:
+    code, out, _ = run("al", "minimaxm3", "--method", "eagle3", "--k", "3", "--thinking", "off",
+                       "--draft-model", "Inferact/MiniMax-M3-EAGLE3-GQA")
+    assert code == 0 and out.splitlines()[0] == "2.97"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["al", "nosuch", "--method", "mtp", "--k", "3"], "qwen3.5_mtp"),  # unknown model: lists the curves
+        (["al", "glm5.2", "--method", "mtp", "--k", "3", "--thinking", "off"], "glm5.2_mtp"),
+        (["al", "qwen3.5", "--method", "medusa", "--k", "3"], "eagle3"),
+        (["al", "qwen3.5", "--method", "mtp", "--k", "0"], "--k"),
+        (["catalog", "image", "lmsysorg/sglang:"], "tag"),
+    ],
+)
+def test_invalid_arguments_exit_2_with_the_reason_on_stderr(args: list[str], says: str) -> None:
+    code, out, err = run(*args)
+    assert code == 2
+    assert says in err and out == ""
+
+
+@pytest.mark.parametrize("section", ["hardware", "models", "engines", "images", "golden", "fleet"])
+def test_every_section_prints_a_table_and_valid_json(section: str) -> None:
+    code, out, err = run("catalog", section)
+    assert code == 0, err
+    assert out.strip()
+    code, out, err = run("catalog", section, "--json")
+    assert code == 0, err
+    assert json.loads(out)
+
+
+def test_catalog_json_contents() -> None:
+    hardware = json.loads(run("catalog", "hardware", "--json")[1])
+    assert {h["id"] for h in hardware} >= {"h100", "mi355x"}
+    assert all(h["source"] for h in hardware)
+    engines = json.loads(run("catalog", "engines", "--json")[1])
+    assert any(g["name"] == "SGLANG_SIMULATE_ACC_TOKEN_MODE" and g["min_version"] == "0.5.16" for g in engines["gates"])
+    models = json.loads(run("catalog", "models", "--json")[1])
+    qwen = next(m for m in models if m["prefix"] == "qwen3.5")
+    assert qwen["context_class"] == "256k" and qwen["kv_bytes_per_token"]["bf16"] > 0
+    summary = json.loads(run("catalog", "--json")[1])
+    assert summary["counts"]["golden"] == 9
+
+
+def test_catalog_image_parses_one_reference() -> None:
+    code, out, _ = run("catalog", "image", "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["engine"] == "sglang" and data["version"] == "0.5.16"
+    assert data["python_version"] == "3.11.15" and data["build_date"] == "2026-07-30"
+    code, _, err = run("catalog", "image", "vllm/vllm-openai-rocm:nightly-09663abde0f50944a8d5ea30120666024b503faa")
+    assert code == 0 and "version unknown" in err
+
+
+def test_user_catalog_entry_shows_up(user_catalog: Path) -> None:
+    (user_catalog / "golden_al").mkdir()
+    (user_catalog / "golden_al" / "mymodel_mtp.yaml").write_text(
+        "# Measured on mymodel-fp8 (H200, SGLang MTP), per num_speculative_tokens.\n"
+        "mymodel-fp8:\n  thinking_on:\n    1: 1.7\n    2: 2.2\n"
+    )
+    code, out, err = run("al", "mymodel", "--method", "mtp", "--k", "2")
+    assert code == 0, err
+    assert out.splitlines()[0] == "2.20"
+    assert json.loads(run("catalog", "--json")[1])["counts"]["golden"] == 10
+
+
+def test_console_entry_point_runs_the_command() -> None:
+    out = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "al", "dsv4", "--method", "mtp", "--k", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "2.27"
