@@ -7,7 +7,6 @@ Every problem becomes a :class:`~llmsweep.findings.Finding` instead of an except
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +18,8 @@ from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.spec.engines import resolve_engine
 from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SingleNodeRecipe
-from llmsweep.spec.source import FieldPath, SourceMap, YamlSyntaxError, load_yaml, render_path
+from llmsweep.spec.source import SourceMap, YamlSyntaxError, load_yaml, render_path
 from llmsweep.spec.validation_findings import findings_from_validation_error
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -179,7 +176,3 @@ def _runnable_warnings(recipe: Recipe, file: str, line: int | None, result: Load
                     fix="name the engine with `serve.engine.name` (sglang, vllm, trtllm, atom, sim)")
         )
 
-
-def relative_path(full: FieldPath, key: str) -> FieldPath:
-    """Strip the recipe key from a full field path."""
-    return full[1:] if full and full[0] == key else full

@@ -24,6 +24,7 @@ from llmsweep.spec.components import (
     check_dcp,
     check_worker_hardware_pair,
 )
+from llmsweep.spec.engines import resolve_engine
 from llmsweep.spec.rule_error import rule_error
 from llmsweep.spec.serve import Serve
 from llmsweep.spec.source import SourceMap, parse_path, render_path
@@ -284,8 +285,6 @@ class Recipe(StrictInput):
     @property
     def runnable(self) -> bool:
         """Plannable recipes are runnable only with a `serve` block and a framework an adapter knows."""
-        from llmsweep.spec.engines import resolve_engine
-
         return self.serve is not None and resolve_engine(self) is not None
 
     def search_space_entries(self) -> Iterator[tuple[tuple[str | int, ...], Any]]:

@@ -127,3 +127,42 @@ def test_no_evals_leaves_agentic_rows_without_run_eval(recipes, fleet) -> None:
     jobs = full_sweep(recipes, fleet, EvalOptions(no_evals=True))
     assert {j.run_eval for j in jobs if j.scenario == "agentic-coding"} == {None}
     assert {j.run_eval for j in jobs if j.scenario == "fixed-seq-len"} == {False}
+
+
+MN_AGENTIC = """
+mna:
+  image: img:1
+  model: org/model
+  model-prefix: dsv4
+  precision: fp4
+  framework: dynamo-sglang
+  runner: cluster:gb200-nv
+  multinode: true
+  disagg: true
+  kv-p2p-transfer: nixl
+  scenarios:
+    agentic-coding:
+    - search-space:
+      - spec-decoding: mtp
+        conc-list: [4, 32, 16]
+        prefill: { num-worker: 1, tp: 4, ep: 4, dp-attn: true }
+        decode: { num-worker: 1, tp: 8, ep: 8, dp-attn: true }
+      - spec-decoding: mtp
+        conc-list: [8]
+        prefill: { num-worker: 2, tp: 4, ep: 4, dp-attn: true }
+        decode: { num-worker: 1, tp: 8, ep: 8, dp-attn: true }
+"""
+
+
+def test_multinode_agentic_evals_pick_the_highest_eligible_conc_per_topology(recipes_from, fleet) -> None:
+    recipes = recipes_from(MN_AGENTIC)
+    default = full_sweep(recipes, fleet)
+    assert [(j.concs, j.run_eval) for j in default] == [([4], False), ([32], False), ([16], False), ([8], False)]
+    (only,) = full_sweep(recipes, fleet, EvalOptions(evals_only=True))
+    assert (only.concs, only.eval_conc, only.eval_only) == ([32], 32, True)
+
+
+def test_all_evals_recombines_multinode_agentic_chunks(recipes_from, fleet) -> None:
+    jobs = full_sweep(recipes_from(MN_AGENTIC), fleet, EvalOptions(all_evals=True))
+    assert [(j.concs, j.eval_conc) for j in jobs] == [([4, 16, 32], 32), ([8], 8)]
+    assert jobs[0].exp_name == "dsv4_p1x4ep4dpa_d1x8ep8dpa_conc4", "the first chunk's name is kept"
