@@ -39,20 +39,20 @@ def solve_acceptance_rate(acceptance_length: float, k: int) -> float:
 class AcceptanceSampler:
     """Draws emitted tokens per verify step in [1, K+1] from a seeded RNG; one uniform draw per step (fast)."""
 
-    __slots__ = ("k", "p", "_cdf", "_rng")
+    __slots__ = ("k", "p", "cdf", "rng")
 
     def __init__(self, k: int, acceptance_length: float, seed: int) -> None:
         self.k = k
         self.p = solve_acceptance_rate(acceptance_length, k)
         # P(emit = j) for j = 1..K+1: accept j-1 drafts then reject (or accept all K).
         probs = [(self.p ** (j - 1)) * (1 - self.p) for j in range(1, k + 1)] + [self.p**k]
-        self._cdf = list(accumulate(probs))
-        self._cdf[-1] = 1.0
-        self._rng = random.Random(seed)
+        self.cdf = list(accumulate(probs))
+        self.cdf[-1] = 1.0
+        self.rng = random.Random(seed)
 
     def draw(self) -> int:
         """Tokens emitted by one verify step (accepted drafts + 1)."""
-        return bisect.bisect_right(self._cdf, self._rng.random()) + 1
+        return bisect.bisect_right(self.cdf, self.rng.random()) + 1
 
     @property
     def mean(self) -> float:

@@ -17,6 +17,7 @@ requests that emitted tokens this step. The live server sleeps until ``end``; th
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +101,7 @@ class EngineCore:
         self.now = 0.0
         self._next_rid = 0
         self._in_step = False
+        self._aborts = 0
         self._step_end = 0.0
         self._scheduled: list[SimRequest] = []
         spec = config.spec
@@ -135,6 +137,7 @@ class EngineCore:
         if req.done:
             return
         req.aborted = True
+        self._aborts += 1
         if req in self.waiting:
             self.waiting.remove(req)
             self._release(req)
@@ -148,40 +151,46 @@ class EngineCore:
         assert not self._in_step, "end_step() must follow begin_step()"
         self.now = now
         cfg, pool, bs = self.config, self.pool, self.block_size
-        if any(r.aborted for r in self.running):
+        if self._aborts:
+            self._aborts = 0
             for r in self.running:
                 if r.aborted:
                     self._release(r)
             self.running = [r for r in self.running if not r.aborted]
-        batch = Batch()
         budget = cfg.max_prefill_tokens
+        chunk_cap = cfg.chunked_prefill_size
         lookahead = self.spec_k + 1
         running = self.running
         scheduled: list[SimRequest] = []
+        append = scheduled.append
+        prefill_tokens = decode_seqs = decode_ctx = 0
+        prefill_attn = 0.0
         i = 0
-        while i < len(running):
+        n_running = len(running)
+        while i < n_running:
             r = running[i]
-            if not r.prefilled:
-                target = r.prompt_len + r.generated
-                chunk = min(target - r.computed, cfg.chunked_prefill_size, budget)
-                if chunk <= 0:
-                    r.chunk = -1
-                    i += 1
-                    continue
-                need_tokens = r.computed + chunk
-            else:
+            computed = r.computed
+            if r.prefilled:
                 if budget < lookahead:
                     r.chunk = -1
                     i += 1
                     continue
                 chunk = 0
-                need_tokens = r.computed + lookahead
-            need = -(-need_tokens // bs) - len(r.blocks)
-            if need > 0:
+                need_tokens = computed + lookahead
+            else:
+                chunk = min(r.prompt_len + r.generated - computed, chunk_cap, budget)
+                if chunk <= 0:
+                    r.chunk = -1
+                    i += 1
+                    continue
+                need_tokens = computed + chunk
+            if need_tokens > len(r.blocks) * bs:
+                need = -(-need_tokens // bs) - len(r.blocks)
                 got = pool.allocate(need)
                 while got is None and len(running) - 1 > i:
                     self._preempt(running.pop())
                     got = pool.allocate(need)
+                n_running = len(running)
                 if got is None:
                     running.pop()
                     self._preempt(r)
@@ -189,15 +198,17 @@ class EngineCore:
                 r.blocks.extend(got)
             r.chunk = chunk
             if chunk:
-                batch.prefill_tokens += chunk
-                batch.prefill_attn += chunk * r.computed + chunk * (chunk + 1) / 2
+                prefill_tokens += chunk
+                prefill_attn += chunk * computed + chunk * (chunk + 1) / 2
                 budget -= chunk
             else:
-                batch.decode_seqs += 1
-                batch.decode_ctx += r.computed
+                decode_seqs += 1
+                decode_ctx += computed
                 budget -= lookahead
-            scheduled.append(r)
+            append(r)
             i += 1
+        batch = Batch(prefill_tokens=prefill_tokens, prefill_attn=prefill_attn, decode_seqs=decode_seqs,
+                      decode_ctx=decode_ctx)
         host_load = 0
         waiting = self.waiting
         while waiting and budget > 0 and len(running) < cfg.max_running_requests:
@@ -263,6 +274,8 @@ class EngineCore:
         now = self.now = self._step_end
         pool, bs, c = self.pool, self.block_size, self.counters
         sampler = self.sampler
+        if sampler is not None:
+            cdf, rand, k = sampler.cdf, sampler.rng.random, self.spec_k
         emitted: list[SimRequest] = []
         any_done = False
         for r in self._scheduled:
@@ -288,11 +301,10 @@ class EngineCore:
                 n = 1
             else:
                 if sampler is not None:
-                    drawn = sampler.draw()
+                    n = bisect_right(cdf, rand()) + 1
                     c.spec_verify_steps += 1
-                    c.spec_draft_tokens += self.spec_k
-                    c.spec_accepted_tokens += drawn - 1
-                    n = drawn
+                    c.spec_draft_tokens += k
+                    c.spec_accepted_tokens += n - 1
                 else:
                     n = 1
                 left = r.max_tokens - r.generated

@@ -14,6 +14,7 @@ tier, and those blocks are loaded back (the core charges their transfer time to 
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import takewhile
 
 
 class KVPool:
@@ -46,32 +47,25 @@ class KVPool:
     # -- prefix lookup ----------------------------------------------------------------------------------------------
     def match(self, hashes: list[int], limit: int) -> tuple[int, int]:
         """Leading blocks of `hashes` (at most `limit`) cached on the GPU, then how many more the host tier holds."""
-        if not self.prefix_caching:
+        if not self.prefix_caching or limit <= 0:
             return 0, 0
-        cached = self.cached
-        g = 0
-        for h in hashes:
-            if g >= limit or h not in cached:
-                break
-            g += 1
-        if not self.host_blocks:
+        head = hashes[:limit] if limit < len(hashes) else hashes
+        g = len(list(takewhile(self.cached.__contains__, head)))
+        if not self.host_blocks or g == len(head):
             return g, 0
-        host = self.host
-        n = g
-        for i in range(g, min(len(hashes), limit)):
-            if hashes[i] not in host:
-                break
-            n += 1
-        return g, n - g
+        return g, len(list(takewhile(self.host.__contains__, head[g:])))
 
     def acquire_cached(self, hashes: list[int], n: int) -> list[int]:
         """Take a reference on the GPU blocks caching the first `n` hashes (all present, per :meth:`match`)."""
-        cached, ref, evictable = self.cached, self.ref, self.evictable
-        blocks = [cached[h] for h in hashes[:n]]
+        ref, evictable = self.ref, self.evictable
+        blocks = list(map(self.cached.__getitem__, hashes[:n]))
+        pop = evictable.pop
         for b in blocks:
-            if ref[b] == 0:
-                del evictable[b]
-            ref[b] += 1
+            if ref[b]:
+                ref[b] += 1
+            else:
+                pop(b)
+                ref[b] = 1
         return blocks
 
     def touch_host(self, hashes: list[int]) -> None:
@@ -121,12 +115,13 @@ class KVPool:
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference on each block, tail first; unreferenced cached blocks become evictable (MRU end)."""
-        ref, hash_of, evictable, free = self.ref, self.hash_of, self.evictable, self.free
+        ref, hash_of = self.ref, self.hash_of
+        zero = []
         for b in reversed(blocks):
             r = ref[b] - 1
             ref[b] = r
-            if r == 0:
-                if hash_of[b] is not None:
-                    evictable[b] = None
-                else:
-                    free.append(b)
+            if not r:
+                zero.append(b)
+        if zero:
+            self.evictable.update(dict.fromkeys([b for b in zero if hash_of[b] is not None]))
+            self.free.extend([b for b in zero if hash_of[b] is None])

@@ -180,7 +180,8 @@ class Predictor:
 
     def _submit(self, payload: tuple[_Task, dict[str, Any], int, list[int], int], now: float) -> None:
         task, record, n_tokens, hashes, max_tokens = payload
-        req = self.core.new_request(n_tokens, hashes, max_tokens, owner=(task, record), now=now)
+        owner = (task, record, record["chunk_times"], record["chunk_tokens"])
+        req = self.core.new_request(n_tokens, hashes, max_tokens, owner=owner, now=now)
         if req.error is not None:
             record.update(status=400, error_class="context_overflow" if n_tokens else "http", error=req.error,
                           end_at=self.start_time + now)
@@ -189,11 +190,11 @@ class Predictor:
     def _on_step_end(self, now: float) -> None:
         t_abs = self.start_time + now
         for r in self.core.end_step():
-            task, record = r.owner
-            record["chunk_times"].append(t_abs)
-            record["chunk_tokens"].append(r.last_emitted)
-            if record["first_token_at"] is None:
+            task, record, times, tokens = r.owner
+            if not times:
                 record["first_token_at"] = record["first_byte_at"] = t_abs
+            times.append(t_abs)
+            tokens.append(r.last_emitted)
             if r.finished_at is not None:
                 self._finish(r, task, record, now)
 
