@@ -164,3 +164,41 @@ def corpus_stats(traces: list[Trace]) -> CorpusStats:
         think_time_s=Distribution.of(think_arr),
         think_time_above_cap_share=float((think_arr > IDLE_GAP_CAP_S).mean()) if think_arr.size else 0.0,
     )
+
+
+# Published AgentX corpus figures (research/agentx-spec §2.2) and the bands a corpus of that shape should land in.
+# The bands are ours: the published numbers are single quotes from consumers of the 062126 corpus, so we accept
+# roughly ±30 % around them (wider for tails), and a default synthetic corpus is tested against them.
+REFERENCE_BANDS: dict[str, tuple[str, float, float, float]] = {
+        # key: (what, published, low, high); token figures scale with the corpus (see `band_report`)
+    "isl.p50": ("ISL p50 (tokens)", 95_000, 65_000, 125_000),
+    "isl.p99": ("ISL p99 (tokens)", 506_000, 350_000, 700_000),
+    "osl.mean": ("OSL mean (tokens)", 2_000, 1_000, 3_000),
+    "prefix_hit_token_weighted": ("theoretical prefix hit", 0.95, 0.90, 0.99),
+}
+
+
+def lookup(stats: CorpusStats, key: str) -> float:
+    """A statistic by dotted key, e.g. 'isl.p50'."""
+    value: Any = stats
+    for part in key.split("."):
+        value = getattr(value, part)
+    return float(value)
+
+
+_TOKEN_FIGURES = ("isl.", "osl.")
+
+
+def band_report(stats: CorpusStats, *, scale: float = 1.0) -> list[dict[str, Any]]:
+    """Each reference figure with the corpus value and whether it lies inside the band.
+
+    `scale` multiplies the token figures, to judge a corpus synthesised with `--max-isl` = scale × 1M.
+    """
+    rows = []
+    for key, (what, published, low, high) in REFERENCE_BANDS.items():
+        if key.startswith(_TOKEN_FIGURES):
+            published, low, high = published * scale, low * scale, high * scale
+        value = lookup(stats, key)
+        rows.append({"key": key, "what": what, "value": value, "published": published, "low": low, "high": high,
+                     "inside": low <= value <= high})
+    return rows

@@ -1,0 +1,92 @@
+"""`llmsweep traces`: synthesise AgentX-shaped trace corpora and show corpus statistics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from llmsweep.workload.traces.synth import FULL_SCALE_ISL
+
+
+@click.group("traces")
+def traces() -> None:
+    """Synthesise agentic traces and show corpus statistics."""
+
+
+@traces.command("synth")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="JSONL file to write (one trace per line, the Weka format).")
+@click.option("--traces", "n_traces", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Number of sessions.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed; the corpus is a pure function of it.")
+@click.option("--max-isl", type=click.IntRange(min=2048), default=FULL_SCALE_ISL, show_default=True,
+              help="Largest prompt; scales every token count (e.g. 16384 for a seconds-fast CI corpus).")
+def synth(out: Path, n_traces: int, seed: int, max_isl: int) -> None:
+    """Write a synthetic corpus with the shape of the published AgentX traces (hash ids, no text)."""
+    from llmsweep.workload.traces.synth import SynthProfile, synthesize, write_jsonl
+
+    corpus = synthesize(SynthProfile(traces=n_traces, seed=seed, max_isl=max_isl))
+    write_jsonl(corpus, out)
+    requests = sum(len(t.all_requests()) for t in corpus)
+    click.echo(f"wrote {len(corpus)} traces ({requests} requests) to {out}", err=True)
+
+
+@traces.command("stats")
+@click.argument("source")
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Read at most this many traces.")
+@click.option("--scale-to", "scale_to", type=click.IntRange(min=2048), default=FULL_SCALE_ISL, show_default=True,
+              help="Compare with the published figures scaled to a corpus made with `synth --max-isl` this value.")
+def stats(source: str, as_json: bool, limit: int | None, scale_to: int) -> None:
+    """Corpus statistics of SOURCE (a JSONL/JSON file, a directory, or a Hugging Face dataset id)."""
+    from llmsweep.workload.traces.loader import load_traces
+    from llmsweep.workload.traces.stats import band_report, corpus_stats
+
+    result = corpus_stats(load_traces(source, limit=limit))
+    bands = band_report(result, scale=scale_to / FULL_SCALE_ISL)
+    if as_json:
+        click.echo(json.dumps({**result.to_json(), "reference": bands}, indent=2))
+        return
+    _print_table(result, bands)
+
+
+def _print_table(result: object, bands: list[dict[str, object]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from llmsweep.workload.traces.stats import CorpusStats
+
+    assert isinstance(result, CorpusStats)
+    table = Table(title="corpus statistics", show_lines=False)
+    table.add_column("statistic")
+    table.add_column("value", justify="right")
+    counts = [
+        ("traces", result.traces), ("main turns", result.main_turns), ("subagent groups", result.subagent_groups),
+        ("subagent inner requests", result.subagent_inner_requests), ("total requests", result.total_requests),
+        ("background groups", result.background_groups), ("groups outliving the root", result.outliving_groups),
+    ]
+    for name, value in counts:
+        table.add_row(name, f"{value:,}")
+    for name, dist, fmt in (
+        ("ISL", result.isl, "{:,.0f}"), ("OSL", result.osl, "{:,.0f}"),
+        ("main turns / trace", result.main_turns_per_trace, "{:,.1f}"),
+        ("subagent groups / trace", result.subagent_groups_per_trace, "{:,.1f}"),
+        ("inner requests / group", result.inner_requests_per_group, "{:,.1f}"),
+        ("spawn batch size", result.spawn_batch_size, "{:,.2f}"),
+        ("think time (s)", result.think_time_s, "{:,.2f}"),
+    ):
+        table.add_row(name, "  ".join(f"{k} " + fmt.format(getattr(dist, k)) for k in ("mean", "p50", "p90", "p99")))
+    table.add_row("prefix hit (request mean)", f"{result.prefix_hit_request_mean:.3f}")
+    table.add_row("prefix hit (token weighted)", f"{result.prefix_hit_token_weighted:.3f}")
+    table.add_row("think time above 300 s cap", f"{result.think_time_above_cap_share:.2%}")
+    console = Console()
+    console.print(table)
+    ref = Table(title="against the published AgentX corpus (research/agentx-spec §2.2)")
+    for col in ("figure", "this corpus", "published", "band", ""):
+        ref.add_column(col, justify="right" if col != "figure" else "left")
+    for row in bands:
+        ref.add_row(str(row["what"]), f"{row['value']:,.3g}", f"{row['published']:,.3g}",
+                    f"{row['low']:,.3g} – {row['high']:,.3g}", "ok" if row["inside"] else "outside")
+    console.print(ref)

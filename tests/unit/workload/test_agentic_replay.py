@@ -1,0 +1,232 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _workload_vclock import Dispatch, Run, run_virtual
+
+from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
+from llmsweep.workload.base import RequestOutcome, RequestSpec
+from llmsweep.workload.tokenizer import count_tokens, load_hf_tokenizer
+from llmsweep.workload.traces.loader import load_traces
+from llmsweep.workload.traces.synth import SynthProfile, synthesize
+
+
+@pytest.fixture(scope="module")
+def handbuilt(traces_dir: Path) -> str:
+    return str(traces_dir / "handbuilt.jsonl")
+
+
+def _cold(source: str, **kw: object) -> AgenticWorkload:
+    """Replay without warm start: lane 0 always plays tree-a, lane 1 tree-b (sequential order, stride 2)."""
+    cfg = AgenticConfig(source=source, sampler="sequential", concurrency=2, warm_start=False, run_id="run-1", **kw)
+    return AgenticWorkload(cfg)
+
+
+def _where(d: Dispatch) -> tuple[float, str, int]:
+    return (d.at, d.spec.identity.node, d.spec.identity.turn)
+
+
+def _lane(run: Run, lane: int, session: str | None = None) -> list[Dispatch]:
+    return [d for d in run.dispatches if d.lane == lane and (session is None or d.spec.identity.session == session)]
+
+
+def test_dispatch_order_and_offsets_follow_the_recording(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=2, duration=320.0, latency=1.0)
+    first = _lane(run, 0, "tree-a/lane0/play0")
+    assert [_where(d) for d in first] == [
+        (0.0, "", 0),
+        (3.0, "", 1),  # 2.0 s end-to-start after m0 ends at 1.0
+        (4.2, "explore_002", 0),  # children start at their recorded offsets from m1's end (4.0)
+        (4.5, "general_purpose_001", 0),
+        (6.0, "general_purpose_001", 1),  # inner delay 0.5 s after 5.5
+        (8.0, "", 2),  # joins both children (last ends 7.0), then its 1.0 s delay
+        (309.0, "", 3),  # recorded 500 s pause capped at 300 s
+        (310.5, "background_003", 0),  # spawned after the last root turn: background
+        (313.5, "background_003", 1),
+    ]
+
+
+def test_lane_recycles_only_after_the_whole_tree_drains(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=2, duration=320.0, latency=1.0)
+    spans = [s for s in run.sessions if s.lane == 0]
+    assert spans[0].root_end == pytest.approx(310.0)
+    assert spans[0].drained == pytest.approx(314.5)  # the background child outlives its root by 4.5 s
+    assert spans[1].start == pytest.approx(314.5)
+    assert spans[1].session == "tree-a/lane0/play1"
+    assert run.max_live_trees == 2
+
+
+def test_in_flight_exceeds_concurrency_during_fan_out(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=1, duration=320.0, latency=1.0)
+    assert run.max_live_trees == 1
+    assert run.max_in_flight == 2
+    assert {d.spec.identity.node for d in run.dispatches if d.in_flight == 2} == {"general_purpose_001"}
+
+
+def test_idle_gap_cap_is_configurable_and_can_be_off(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt, trace_idle_gap_cap_s=None), lanes=1, duration=600.0, latency=1.0)
+    m3 = next(d for d in run.dispatches if d.spec.identity.turn == 3 and d.spec.identity.node == "")
+    assert m3.at == pytest.approx(509.0)
+
+
+def test_theoretical_cached_tokens_count_prefix_sent_earlier_in_the_play(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=2, duration=12.0, latency=1.0)
+    cached = {(d.spec.identity.node, d.spec.identity.turn): d.spec.theoretical_cached_tokens for d in _lane(run, 0)}
+    assert cached[("", 0)] == 0
+    assert cached[("", 1)] == 128  # blocks 0 1 sent by m0
+    assert cached[("explore_002", 0)] == 64  # shares only block 0 with the root
+    assert cached[("general_purpose_001", 1)] == 128
+    b = [d.spec for d in _lane(run, 1, "tree-b/lane1/play1")]
+    assert [s.theoretical_cached_tokens for s in b] == [0, 192, 64]  # a new play starts with an empty cache
+
+
+def test_identity_and_request_fields(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=2, duration=10.0, latency=1.0)
+    spec = run.dispatches[0].spec
+    assert spec.api == "chat" and spec.ignore_eos and spec.max_tokens == 64 and spec.input_tokens == 128
+    ident = spec.identity
+    assert (ident.trace, ident.lane, ident.turn, ident.phase, ident.node) == ("tree-a", 0, 0, "profiling", "")
+    child = next(d.spec for d in run.dispatches if d.spec.identity.node == "explore_002")
+    assert child.identity.session == ident.session and child.max_tokens == 8
+
+
+def _messages_of(run: Run, lane: int) -> dict[tuple[str, int, str], tuple[dict, ...]]:
+    return {(d.spec.identity.node, d.spec.identity.turn, d.spec.identity.session): d.spec.messages for d in
+            _lane(run, lane)}  # type: ignore[misc]
+
+
+def test_block_text_is_deterministic_and_each_play_has_its_own_marker(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=2, duration=20.0, latency=1.0)
+    b0 = [d.spec for d in _lane(run, 1, "tree-b/lane1/play0")]
+    b1 = [d.spec for d in _lane(run, 1, "tree-b/lane1/play1")]
+    first0 = b0[0].messages[0]["content"]  # type: ignore[index]
+    first1 = b1[0].messages[0]["content"]  # type: ignore[index]
+    marker0, body0 = first0.split("\n\n", 1)
+    marker1, body1 = first1.split("\n\n", 1)
+    assert marker0.startswith("[rid:") and marker0 != marker1
+    assert body0 == body1  # same hash ids → same text, play after play
+    # Turn 1 repeats turn 0's whole prompt as its prefix: the server's prefix cache sees the recorded reuse.
+    assert b0[1].messages[0]["content"] == first0  # type: ignore[index]
+    # Same config in another process → same text; another run id → another marker.
+    again = run_virtual(_cold(handbuilt), lanes=2, duration=20.0, latency=1.0)
+    assert _lane(again, 1)[0].spec.messages == b0[0].messages
+    other = run_virtual(
+        AgenticWorkload(AgenticConfig(source=handbuilt, sampler="sequential", concurrency=2, warm_start=False,
+                                      run_id="run-2")), lanes=2, duration=20.0, latency=1.0)
+    other_marker, other_body = _lane(other, 1)[0].spec.messages[0]["content"].split("\n\n", 1)  # type: ignore[index]
+    assert other_body == body0 and other_marker != marker0
+
+
+def test_subagents_share_block_text_with_their_root(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=1, duration=12.0, latency=1.0)
+    root = run.dispatches[0].spec.messages[0]["content"]  # type: ignore[index]
+    child = next(d.spec for d in run.dispatches if d.spec.identity.node == "explore_002")
+    child_text = child.messages[0]["content"]  # type: ignore[index]
+    block0 = 1 + 64  # marker word + block 0
+    assert child_text.split(" ")[:block0] == root.split(" ")[:block0]
+    assert child_text.split(" ")[block0] != root.split(" ")[block0]
+
+
+def test_prompts_are_exactly_the_trace_lengths_with_builtin_tokenizer(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=1, duration=320.0, latency=1.0)
+    for d in run.dispatches:
+        contents = [m["content"] for m in d.spec.messages]  # type: ignore[union-attr]
+        assert sum(count_tokens(c) for c in contents) - 1 == d.spec.input_tokens  # minus the one-word marker
+
+
+def test_history_alternates_recorded_assistant_turns(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=1, duration=12.0, latency=1.0)
+    m2 = next(d.spec for d in run.dispatches if d.spec.identity.node == "" and d.spec.identity.turn == 2)
+    roles = [m["role"] for m in m2.messages]  # type: ignore[union-attr]
+    assert roles == ["user", "assistant", "user", "assistant", "user"]
+    # The assistant turn holds the recorded answer's blocks: out=64 → one block of 64 tokens.
+    assert count_tokens(m2.messages[1]["content"]) == 64  # type: ignore[index]
+
+
+def test_prefix_cut_keeps_the_shared_messages(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=2, duration=4.0, latency=1.0)
+    b = [d.spec for d in _lane(run, 1, "tree-b/lane1/play0")]
+    # tree-b turn 2 keeps only block 0 of the history: one user message with everything, same opening text.
+    assert len(b[2].messages) == 1  # type: ignore[arg-type]
+    opening = b[0].messages[0]["content"].split(" ")[:65]  # type: ignore[index]
+    assert b[2].messages[0]["content"].split(" ")[:65] == opening  # type: ignore[index]
+
+
+def test_live_assistant_mode_threads_server_answers(handbuilt: str) -> None:
+    def answer(spec: RequestSpec) -> RequestOutcome:
+        return RequestOutcome(ok=True, output_text=f" answer-{spec.identity.turn}", output_tokens=1)
+
+    run = run_virtual(_cold(handbuilt, live_assistant_responses=True), lanes=1, duration=4.0, latency=1.0,
+                      outcome=answer)
+    m1 = run.dispatches[1].spec
+    assert m1.messages[1] == {"role": "assistant", "content": " answer-0"}  # type: ignore[index]
+
+
+def test_prompt_text_is_not_built_for_interpreters_that_never_read_it(handbuilt: str) -> None:
+    run = run_virtual(_cold(handbuilt), lanes=2, duration=100.0, latency=1.0)
+    assert not any(d.spec.prompt_built for d in run.dispatches)
+
+
+# -- warm start ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_corpus() -> list:
+    return synthesize(SynthProfile(traces=6, seed=3, max_isl=16384))
+
+
+def test_warm_start_primes_at_t_star_then_one_token_warmups(small_corpus: list) -> None:
+    cfg = AgenticConfig(concurrency=3, warmup_requests_per_lane=2, run_id="w", seed=5)
+    workload = AgenticWorkload(cfg, traces=small_corpus)
+    run = run_virtual(workload, lanes=3, duration=200.0, latency=1.0)
+    for lane in range(3):
+        dispatches = _lane(run, lane)
+        session = dispatches[0].spec.identity.session
+        mine = [d for d in dispatches if d.spec.identity.session == session]
+        primer, w1, w2, prof = mine[:4]
+        trace = next(t for t in small_corpus if t.id == primer.spec.identity.trace)
+        turns = len(trace.main_requests)
+        start = primer.spec.identity.turn + 1
+        times = [r.t for r in trace.main_requests]
+        lo = times[0] + 0.25 * (times[-1] - times[0])
+        hi = times[0] + 0.75 * (times[-1] - times[0])
+        assert lo <= times[start] or start == 1
+        assert times[start - 1] <= hi or start == turns - 3
+        assert [d.spec.identity.phase for d in mine[:3]] == ["warmup"] * 3
+        assert all(d.spec.max_tokens == 1 for d in mine[:3])
+        assert primer.spec.theoretical_cached_tokens == 0  # the primer carries the full prefix, fresh
+        assert primer.spec.input_tokens == trace.main_requests[start - 1].in_tokens
+        assert [w1.spec.identity.turn, w2.spec.identity.turn, prof.spec.identity.turn] == [start, start + 1, start + 2]
+        assert w1.at == primer.at + 1.0 and w2.at == w1.at + 1.0  # no idle delay between warm-up requests
+        assert prof.spec.identity.phase == "profiling" and prof.spec.identity.node == ""
+        later = [d for d in dispatches if d.spec.identity.session != session]
+        assert all(d.spec.identity.phase == "profiling" for d in later)
+        if later:
+            assert later[0].spec.identity.turn == 0  # recycled plays start from the beginning
+
+
+def test_each_lane_starts_on_a_different_trace(small_corpus: list) -> None:
+    workload = AgenticWorkload(AgenticConfig(concurrency=4, warmup_requests_per_lane=1, run_id="x"),
+                               traces=small_corpus)
+    firsts = {next(iter(workload.sessions(lane))).send(None).spec.identity.trace for lane in range(4)}
+    assert len(firsts) == 4
+
+
+def test_bpe_blocks_are_exactly_their_token_size(handbuilt: str, bpe_tokenizer_dir: Path) -> None:
+    tok = load_hf_tokenizer(bpe_tokenizer_dir)
+    workload = AgenticWorkload(
+        AgenticConfig(source=handbuilt, sampler="sequential", concurrency=2, warm_start=False, run_id="b"),
+        tokenizer=tok,
+    )
+    run = run_virtual(workload, lanes=1, duration=320.0, latency=1.0)
+    for d in run.dispatches:
+        marker = len(tok.encode(d.spec.messages[0]["content"].split("\n\n")[0] + "\n\n"))  # type: ignore[index]
+        lengths = sum(len(tok.encode(m["content"])) for m in d.spec.messages)  # type: ignore[union-attr]
+        assert lengths - marker == d.spec.input_tokens
+
+
+def test_loader_round_trips_the_handbuilt_traces(handbuilt: str) -> None:
+    traces = load_traces(handbuilt)
+    assert [t.id for t in traces] == ["tree-a", "tree-b"]
+    assert len(traces[0].subagents) == 3 and len(traces[0].main_requests) == 4

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep.errors import DatasetError
+from llmsweep.workload.base import Send
+from llmsweep.workload.mooncake import MooncakeConfig, MooncakeWorkload
+from llmsweep.workload.tokenizer import count_tokens
+
+ROWS = [
+    {"timestamp": 1000, "input_length": 1100, "output_length": 10, "hash_ids": [0, 1, 2]},
+    {"timestamp": 1500, "input_length": 1024, "output_length": 5, "hash_ids": [0, 1]},
+    {"timestamp": 4000, "input_length": 600, "output_length": 7, "hash_ids": [9]},  # longer than its one block
+]
+
+
+@pytest.fixture
+def trace_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mooncake.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    return path
+
+
+def _first_send(program: object) -> Send:
+    action = next(program)  # type: ignore[call-overload]
+    assert isinstance(action, Send)
+    return action
+
+
+def test_arrivals_follow_timestamps_with_speedup(trace_file: Path) -> None:
+    workload = MooncakeWorkload(MooncakeConfig(source=str(trace_file), speedup=2.0, run_id="m"))
+    arrivals = list(workload.arrivals())
+    assert [a.at for a in arrivals] == [0.0, 0.25, 1.5]
+    specs = [_first_send(a.program).spec for a in arrivals]
+    assert [s.input_tokens for s in specs] == [1100, 1024, 600]
+    assert [s.max_tokens for s in specs] == [10, 5, 7]
+    assert [s.theoretical_cached_tokens for s in specs] == [0, 1024, 0]
+
+
+def test_prompts_are_exact_and_share_block_text(trace_file: Path) -> None:
+    workload = MooncakeWorkload(MooncakeConfig(source=str(trace_file), cache_bust=False, run_id="m"))
+    specs = [_first_send(a.program).spec for a in workload.arrivals()]
+    texts = [s.messages[0]["content"] for s in specs]  # type: ignore[index]
+    assert [count_tokens(t) for t in texts] == [1100, 1024, 600]
+    assert texts[0].startswith(texts[1])  # same leading ids → same leading text
+
+
+def test_completions_send_exact_token_ids(trace_file: Path) -> None:
+    workload = MooncakeWorkload(MooncakeConfig(source=str(trace_file), api="completions", cache_bust=False,
+                                               run_id="m"))
+    specs = [_first_send(a.program).spec for a in workload.arrivals()]
+    assert [len(s.prompt) for s in specs] == [1100, 1024, 600]  # type: ignore[arg-type]
+    assert specs[0].prompt[:1024] == specs[1].prompt  # type: ignore[index]
+
+
+def test_closed_loop_sessions_send_each_row_once(trace_file: Path) -> None:
+    workload = MooncakeWorkload(MooncakeConfig(source=str(trace_file), run_id="m"))
+    seen = [_first_send(p).spec.identity.request_index for lane in (0, 1) for p in workload.sessions(lane)]
+    assert sorted(seen) == [0, 1, 2]
+
+
+def test_bad_row_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps({"timestamp": 1, "output_length": 3}) + "\n")
+    with pytest.raises(DatasetError, match=r"bad\.jsonl:2: .*input_length"):
+        MooncakeWorkload(MooncakeConfig(source=str(path)))

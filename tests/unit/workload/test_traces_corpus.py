@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from llmsweep.cli.traces import traces as traces_cli
+from llmsweep.errors import DatasetError
+from llmsweep.workload.traces.loader import load_traces
+from llmsweep.workload.traces.plan import build_plan
+from llmsweep.workload.traces.stats import REFERENCE_BANDS, band_report, corpus_stats, lookup
+from llmsweep.workload.traces.synth import SynthProfile, synthesize
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_default_synthetic_corpus_lands_in_published_bands(seed: int) -> None:
+    stats = corpus_stats(synthesize(SynthProfile(seed=seed)))
+    outside = [(row["key"], row["value"]) for row in band_report(stats) if not row["inside"]]
+    assert not outside, outside
+    # Shape beyond the headline bands: subagents fan out, some run in the background, pauses exceed the cap.
+    assert stats.subagent_groups_per_trace.mean >= 3
+    assert stats.spawn_batch_size.max >= 3 and 1.3 <= stats.spawn_batch_size.mean <= 3
+    assert stats.background_groups > 0
+    assert 0.5 <= stats.think_time_s.p50 <= 5 and stats.think_time_above_cap_share > 0
+    assert stats.isl.max <= 1_000_000
+
+
+def test_reference_bands_are_checked_not_decorative() -> None:
+    stats = corpus_stats(synthesize(SynthProfile(traces=4, max_isl=16384)))
+    assert not all(row["inside"] for row in band_report(stats))  # a 16k corpus is not the published one...
+    assert set(REFERENCE_BANDS) == {row["key"] for row in band_report(stats)}
+
+
+def test_small_profile_keeps_shape_and_respects_max_isl() -> None:
+    corpus = synthesize(SynthProfile(traces=12, seed=4, max_isl=16384))
+    stats = corpus_stats(corpus)
+    assert stats.isl.max <= 16384
+    scaled = band_report(stats, scale=16384 / 1_000_000)
+    assert all(row["inside"] for row in scaled), scaled
+    assert stats.subagent_groups > 0 and stats.background_groups > 0
+
+
+def test_synthesis_is_deterministic_and_blocks_grow_by_prefix() -> None:
+    a = synthesize(SynthProfile(traces=3, seed=9, max_isl=16384))
+    b = synthesize(SynthProfile(traces=3, seed=9, max_isl=16384))
+    assert [t.to_json_line() for t in a] == [t.to_json_line() for t in b]
+    mains = a[0].main_requests
+    for prev, cur in zip(mains, mains[1:]):
+        assert cur.in_tokens == 64 * len(cur.hash_ids)
+        extends = cur.hash_ids[: len(prev.hash_ids)] == prev.hash_ids
+        compacted = len(cur.hash_ids) < len(prev.hash_ids)
+        assert extends or compacted
+    assert a[0].requests == sorted(a[0].requests, key=lambda e: e.t)
+
+
+def test_synthetic_background_children_outlive_their_root_somewhere() -> None:
+    corpus = synthesize(SynthProfile(traces=40, seed=0, max_isl=16384, background_probability=0.5))
+    outliving = 0
+    for trace in corpus:
+        plan = build_plan(trace)
+        root_end = max(r.end for r in trace.main_requests)
+        outliving += sum(1 for i in plan.background if trace.subagents[i].end > root_end)  # no dropped entries
+    assert outliving > 0
+
+
+def test_stats_of_the_handbuilt_traces(traces_dir: Path) -> None:
+    stats = corpus_stats(load_traces(traces_dir / "handbuilt.jsonl"))
+    assert (stats.traces, stats.main_turns, stats.subagent_groups, stats.subagent_inner_requests) == (2, 7, 3, 5)
+    assert stats.spawn_batch_size.max == 2  # explore_002 and general_purpose_001 share an anchor
+    assert (stats.background_groups, stats.outliving_groups) == (1, 1)
+    assert stats.think_time_above_cap_share > 0
+    assert lookup(stats, "isl.max") == 512
+
+
+def test_cli_synth_then_stats_round_trip(tmp_path: Path) -> None:
+    out = tmp_path / "corpus.jsonl"
+    runner = CliRunner()
+    made = runner.invoke(traces_cli, ["synth", "--out", str(out), "--traces", "6", "--seed", "2", "--max-isl", "16384"])
+    assert made.exit_code == 0, made.output
+    assert len(out.read_text().splitlines()) == 6
+    shown = runner.invoke(traces_cli, ["stats", str(out), "--json", "--scale-to", "16384"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert data["traces"] == 6 and data["isl"]["max"] <= 16384
+    assert {row["key"] for row in data["reference"]} == set(REFERENCE_BANDS)
+    table = runner.invoke(traces_cli, ["stats", str(tmp_path)])
+    assert table.exit_code == 0 and "prefix hit" in table.stdout
+
+
+def test_loader_reads_directories_and_skips_non_trace_json(tmp_path: Path, traces_dir: Path) -> None:
+    (tmp_path / "a.jsonl").write_text((traces_dir / "handbuilt.jsonl").read_text())
+    single = json.loads((traces_dir / "handbuilt.jsonl").read_text().splitlines()[1])
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "one.json").write_text(json.dumps(single))
+    (tmp_path / "manifest.json").write_text(json.dumps({"sessions": 3}))
+    assert [t.id for t in load_traces(tmp_path)] == ["tree-a", "tree-b", "tree-b"]
+
+
+def test_loader_ignores_unknown_fields_but_names_file_and_line_of_bad_ones(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    good = {"id": "x", "future_field": 1, "requests": [{"t": 0, "in": 64, "out": 1, "hash_ids": [0], "new": 2}]}
+    bad = {"id": "y", "requests": [{"t": 0, "in": "many", "out": 1}]}
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(DatasetError, match=r"t\.jsonl:2: .*requests\.0.*in"):
+        load_traces(path)
+    path.write_text(json.dumps(good) + "\n")
+    assert load_traces(path)[0].requests[0].in_tokens == 64  # type: ignore[union-attr]
+
+
+def test_loader_errors_for_missing_or_empty_sources(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="neither a file"):
+        load_traces(tmp_path / "nope.jsonl")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(DatasetError, match="no traces"):
+        load_traces(tmp_path / "empty.jsonl")
+    (tmp_path / "broken.jsonl").write_text('{"id": "a", "requests": [}\n')
+    with pytest.raises(DatasetError, match=r"broken\.jsonl:1: not valid JSON"):
+        load_traces(tmp_path / "broken.jsonl")
