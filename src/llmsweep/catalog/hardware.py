@@ -43,6 +43,9 @@ class HardwareSpec(BaseModel):
     scaleup: str = Field(description="Scale-up interconnect: nvlink4, nvlink5, xgmi.")
     scaleup_gbps: float = Field(gt=0, description="Scale-up bandwidth per GPU, GB/s, bidirectional aggregate.")
     gpus_per_node: int = Field(gt=0, description="GPUs sharing one host (NVL72 compute tray: 4).")
+    image_gpu_family: str | None = Field(
+        default=None, description="GPU family token of ROCm image tags built for this SKU (mi30x, mi35x)."
+    )
     source: str = Field(description="Vendor page (and derivation) the figures come from.")
     estimates: dict[str, str] = Field(
         default_factory=dict, description="Field -> note, for figures that are estimates rather than sourced."

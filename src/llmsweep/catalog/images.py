@@ -78,6 +78,26 @@ class ImageRef(BaseModel):
         return have.release[: len(want.release)] >= want.release
 
 
+def image_fits_hardware(image: ImageRef, sku: str) -> tuple[bool | None, str]:
+    """Whether an image was built for a SKU: platform (cuda/rocm) and, for ROCm builds, the GPU family (an -mi35x-
+    image targets gfx950 and does not run on an MI300X). (None, why) when the tag does not say."""
+    from llmsweep.catalog.hardware import get_hardware
+
+    hw = get_hardware(sku)
+    if image.platform is None:
+        return None, f"image {image.raw!r} does not say which platform it targets"
+    if image.platform != hw.platform:
+        return False, f"image {image.raw!r} is a {image.platform} build; {hw.id} needs a {hw.platform} build"
+    if image.gpu_family and hw.image_gpu_family and image.gpu_family != hw.image_gpu_family:
+        return False, (
+            f"image {image.raw!r} is built for {image.gpu_family}; {hw.id} ({hw.arch}) needs a "
+            f"{hw.image_gpu_family} build"
+        )
+    if image.platform == "rocm" and image.gpu_family is None:
+        return None, f"image {image.raw!r} does not name its GPU family; cannot tell whether it targets {hw.arch}"
+    return True, f"image {image.raw!r} targets {hw.id} ({hw.platform}{', ' + hw.arch if image.gpu_family else ''})"
+
+
 class PythonRule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -131,3 +131,27 @@ python:
     )
     assert parse_image("vllm/vllm-openai:v0.11.0").python_version == "3.12.3"
     assert parse_image("lmsysorg/sglang:v0.5.16-rocm720-mi30x").python_version == "3.10.12"
+
+
+def test_image_fits_hardware_by_platform_and_gpu_family() -> None:
+    from llmsweep.catalog.images import image_fits_hardware
+
+    seed = parse_image("lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730")
+    assert image_fits_hardware(seed, "mi300x")[0] is True
+    assert image_fits_hardware(seed, "mi325x")[0] is True
+    ok, why = image_fits_hardware(seed, "mi355x")
+    assert ok is False and "mi35x" in why
+    assert image_fits_hardware(parse_image("lmsysorg/sglang:v0.5.12.post1-cu130"), "mi300x")[0] is False
+    assert image_fits_hardware(parse_image("vllm/vllm-openai-rocm:v0.27.1"), "mi355x")[0] is None  # tag does not say
+    assert image_fits_hardware(parse_image("vllm/vllm-openai:v0.11.0"), "h200")[0] is True
+
+
+def test_every_amd_master_entry_runs_an_image_built_for_its_runner(shared_dir: Path) -> None:
+    from llmsweep.catalog.hardware import hardware_for_runner
+    from llmsweep.catalog.images import image_fits_hardware
+
+    master = yaml.safe_load((shared_dir / "reference" / "inferencex" / "amd-master.yaml").read_text())
+    for key, entry in master.items():
+        hw = hardware_for_runner(entry["runner"])
+        assert hw is not None, key
+        assert image_fits_hardware(parse_image(entry["image"]), hw.id)[0] is not False, key
