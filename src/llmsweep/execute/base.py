@@ -12,9 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from llmsweep.engines.launch import LaunchSpec
+from llmsweep.engines.launch import LaunchSpec, is_secret_name
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
+
+# Undeclared secret-looking values shorter than this are not scrubbed: masking "1" would mangle every log line.
+_MIN_IMPLICIT_SECRET_LEN = 6
 
 
 @runtime_checkable
@@ -37,9 +40,11 @@ def server_environment(
     """The environment a server process gets (caller's env + spec env) and the scrubber for its secrets.
 
     Secrets come from the caller's environment by name, as the LaunchSpec promises; their values are in the returned
-    env (the process needs them) and in the scrubber (so nothing written shows them).
+    env (the process needs them) and in the scrubber (so nothing written shows them). Undeclared variables that look
+    secret (`*_TOKEN`, `*_KEY`, `*_SECRET`) are inherited too, so their values are scrubbed as well.
     """
     base = dict(os.environ if environ is None else environ)
-    secrets = collect_secrets(spec.secret_env, base)
+    declared = collect_secrets(spec.secret_env, base)
     env = {**base, **spec.env}
-    return env, SecretScrubber(secrets.values())
+    implicit = [v for k, v in env.items() if is_secret_name(k) and len(v) >= _MIN_IMPLICIT_SECRET_LEN]
+    return env, SecretScrubber([*declared.values(), *implicit])

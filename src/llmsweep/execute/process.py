@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from llmsweep.errors import LaunchError
 from llmsweep.execute.secrets import SecretScrubber
@@ -125,7 +126,7 @@ def stop_process_tree(
             reap.poll()
         living = [info.pid for info in known.values() if _alive(info)]
         if living:
-            for pid, child in process_tree(living).items():
+            for pid, child in process_tree(living, pgid).items():
                 known.setdefault(pid, child)
         if not any(_alive(info) for info in known.values()):
             return []
@@ -156,6 +157,8 @@ class _LogPump(threading.Thread):
         self._scrub = scrubber.stream()
 
     def run(self) -> None:
+        # Keep draining even when the log cannot be written (disk full): a full pipe would block the server.
+        writable = True
         with open(self._log_path, "ab", buffering=0) as out:
             while True:
                 try:
@@ -164,9 +167,19 @@ class _LogPump(threading.Thread):
                     break
                 if not chunk:
                     break
-                out.write(self._scrub.feed(chunk))
-            out.write(self._scrub.flush())
+                writable = self._write(out, self._scrub.feed(chunk), writable)
+            self._write(out, self._scrub.flush(), writable)
         self._stream.close()  # type: ignore[attr-defined]
+
+    def _write(self, out: BinaryIO, data: bytes, writable: bool) -> bool:
+        if not writable or not data:
+            return writable
+        try:
+            out.write(data)
+        except OSError as exc:
+            log.error("cannot write server log %s (%s); discarding further output", self._log_path, exc)
+            return False
+        return True
 
 
 class ManagedProcess:

@@ -20,12 +20,14 @@ from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ServerHandle
 log = logging.getLogger(__name__)
 
 _PROBE_TIMEOUT_S = 5.0
+# No proxy: a CI box with HTTP_PROXY set would otherwise send the loopback health check to the proxy.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def probe_health(url: str, timeout_s: float = _PROBE_TIMEOUT_S) -> int | None:
     """HTTP status of GET `url`, or None when nothing answers. Synchronous on purpose: it runs between launches."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        with _OPENER.open(url, timeout=timeout_s) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)

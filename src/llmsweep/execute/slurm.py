@@ -132,6 +132,13 @@ def _check_path(path: Path, what: str) -> None:
         )
 
 
+def _substitute(part: str, values: Mapping[str, str]) -> str:
+    """Fill {python} {group} {out} {launcher}; other braces (JSON in an argument) are left alone."""
+    for key, value in values.items():
+        part = part.replace("{" + key + "}", value)
+    return part
+
+
 def job_name(options: SlurmOptions, name: str) -> str:
     return re.sub(r"[^\w.-]+", "-", f"{options.job_name_prefix}-{name}").strip("-")
 
@@ -161,7 +168,7 @@ def render_batch_script(
     headers += [f"--output={out_dir}/slurm-%j.out", f"--error={out_dir}/slurm-%j.err", f"--chdir={out_dir}",
                 "--export=ALL", *options.extra_sbatch]
     values = {"python": options.python, "group": str(group_file), "out": str(out_dir), "launcher": str(launcher_file)}
-    worker = shlex.join(part.format(**values) for part in options.worker_command)
+    worker = shlex.join(_substitute(part, values) for part in options.worker_command)
     lines = ["#!/bin/bash", *(f"#SBATCH {h}" for h in headers), "",
              "# Rendered by llmsweep.execute.slurm. The exit status of this script is the job's result.",
              "set -euo pipefail",

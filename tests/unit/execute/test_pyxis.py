@@ -176,9 +176,12 @@ def test_concurrent_imports_of_one_image_import_once(tmp_path: Path, fake_tools:
 def test_lock_wait_is_bounded(tmp_path: Path, fake_tools: dict[str, str]) -> None:
     sqsh = tmp_path / "cache" / "z.sqsh"
     sqsh.parent.mkdir()
-    holder = subprocess.Popen(["flock", str(sqsh) + ".lock", "sleep", "30"])
+    held = tmp_path / "held"
+    holder = subprocess.Popen(["flock", str(sqsh) + ".lock", "sh", "-c", f"touch {held}; sleep 30"])
     try:
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while not held.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         result = run_import(import_image_script("org/z:1", sqsh, lock_timeout_s=1), fake_tools)
     finally:
         holder.kill()

@@ -48,3 +48,15 @@ def test_collect_secrets_takes_values_by_name_and_skips_missing(caplog: pytest.L
     found = collect_secrets(["HF_TOKEN", "MISSING_KEY"], {"HF_TOKEN": TOKEN, "OTHER": "x"})
     assert found == {"HF_TOKEN": TOKEN}
     assert "MISSING_KEY" in caplog.text
+
+
+def test_server_environment_scrubs_declared_and_secret_looking_values() -> None:
+    from llmsweep.engines.launch import LaunchSpec
+    from llmsweep.execute.base import server_environment
+
+    spec = LaunchSpec(engine="vllm", argv=("vllm",), port=1, secret_env=("HF_TOKEN",), env={"VLLM_X": "1"})
+    environ = {"HF_TOKEN": TOKEN, "WANDB_API_KEY": "wandb-secret-42", "SHORT_KEY": "1", "PATH": "/bin"}
+    env, scrubber = server_environment(spec, environ)
+    assert env["HF_TOKEN"] == TOKEN and env["VLLM_X"] == "1" and env["PATH"] == "/bin"
+    line = f"HF_TOKEN={TOKEN} WANDB_API_KEY=wandb-secret-42 SHORT_KEY=1 PATH=/bin"
+    assert scrubber.scrub(line) == "HF_TOKEN=*** WANDB_API_KEY=*** SHORT_KEY=1 PATH=/bin"

@@ -52,8 +52,10 @@ def test_body_exports_node_launch_file_and_runs_the_worker_last() -> None:
 
 
 def test_worker_command_is_configurable_and_quoted() -> None:
-    script = render(SIM, worker_command=("{python}", "worker.py", "--group={group}", "--note", "two words"))
-    assert script.splitlines()[-1].endswith(f"worker.py --group={OUT}/group.json --note 'two words'")
+    script = render(SIM, worker_command=("{python}", "worker.py", "--group={group}", "--note", "two words",
+                                         '{"json": 1}', "{launcher}"))
+    assert script.splitlines()[-1].endswith(
+        f"""worker.py --group={OUT}/group.json --note 'two words' '{{"json": 1}}' {OUT}/node_launch.json""")
 
 
 def test_image_jobs_import_the_squash_file_before_the_worker() -> None:
