@@ -106,12 +106,13 @@ def _bool(value: Any) -> bool:
 
 
 def hardware_of(job: Mapping[str, Any]) -> str:
-    """Hardware SKU name: the job's `hardware` object/name, else the runner label without its `cluster:` prefix."""
+    """Hardware SKU: the job's `hardware` object/name, else the SKU part of the runner label
+    (`cluster:mi300x-amds` → `mi300x`, `b200-multinode` → `b200`, as InferenceX's baseline lookup strips it)."""
     hw = _name(_get(job, "hardware"))
     if hw:
         return hw
     runner = _name(_get(job, "runner", "hw"))
-    return runner.split(":", 1)[-1]
+    return runner.split(":", 1)[-1].split("-", 1)[0]
 
 
 def scenario_of(job: Mapping[str, Any]) -> str:

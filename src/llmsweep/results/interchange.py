@@ -16,6 +16,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,21 +67,30 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
     for name in _LATENCIES:
         block = _latency_block(s, name)
         for prefix, stat in _STATS:
-            value = first_number(block, (stat, "median" if stat == "p50" else stat))
+            value = _key_number(block, stat, "median" if stat == "p50" else stat)
             if value is not None:
                 row[f"{prefix}_{name}"] = value
     intv = _intvty_block(s, "interactivity", "intvty")
     for prefix, stat in _STATS[:-1]:  # std of an inverted quantity is meaningless (InferenceX flaw); not exported
-        if (value := first_number(intv, (stat,))) is not None:
+        if (value := _key_number(intv, stat)) is not None:
             row[f"{prefix}_intvty"] = value
     norm = _intvty_block(s, "e2e_norm_interactivity", "e2e_norm_intvty")
     for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90")):
-        if (value := first_number(norm, (stat,))) is not None:
+        if (value := _key_number(norm, stat)) is not None:
             row[f"{prefix}_e2e_norm_intvty"] = value
     row["llmsweep"] = {"source": point.source, "verdict": point.verdict, "reasons": list(point.reasons),
                        "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
-                       "origin": point.origin}
+                       "origin": point.origin, "hardware": i.hardware}
     return row
+
+
+def _key_number(block: Mapping[str, Any], *keys: str) -> float | None:
+    """A finite number under one of `keys` (plain keys: `p99.9` is a key, not a path)."""
+    for key in keys:
+        value = block.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
 
 
 def _intvty_block(summary: Mapping[str, Any], top: str, nested: str) -> Mapping[str, Any]:
@@ -183,6 +193,8 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     ours = row.get("llmsweep") if isinstance(row.get("llmsweep"), Mapping) else {}
     job = {k: v for k, v in flat.items() if not isinstance(v, (Mapping, list)) or k == "kv_offload_backend"}
     job.setdefault("runner", flat.get("hw"))
+    if ours.get("hardware"):
+        job["hardware"] = ours["hardware"]
     job["model-prefix"] = flat.get("infmax_model_prefix")
     if "scenario_type" in flat:
         job["scenario-type"] = flat["scenario_type"]

@@ -1,0 +1,262 @@
+"""`llmsweep results …` (store: ingest, list, show, frontier, export, import) and `llmsweep compare A B`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from llmsweep.errors import ResultError
+
+STORE_HELP = "Results store (SQLite). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite."
+store_option = click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                            help=STORE_HELP)
+
+
+def _open(store_path: Path | None) -> Any:
+    from llmsweep.results.store import Store
+
+    return Store(store_path)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(soft_wrap=False)
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}g}"
+
+
+@click.group()
+def results() -> None:
+    """List, show, export and import stored results."""
+
+
+@results.command("ingest")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@store_option
+def ingest(runs: tuple[Path, ...], store_path: Path | None) -> None:
+    """Store every job and result of run directories (idempotent: re-ingesting replaces the run)."""
+    with _open(store_path) as store:
+        for run in runs:
+            rep = store.ingest_run(run)
+            extra = ""
+            if rep.jobs_without_result:
+                extra += f", {len(rep.jobs_without_result)} job(s) without summary"
+            if rep.missing_expected:
+                extra += f", {len(rep.missing_expected)} expected job(s) missing"
+            click.echo(f"{'re-ingested' if rep.replaced else 'ingested'} {rep.run_id}: {rep.results} result(s){extra}"
+                       f" → {store.path}")
+
+
+@results.command("list")
+@click.option("--run", "run_id", default=None, help="Only results of this run id.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@store_option
+def list_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> None:
+    """Runs in the store, or the results of one run (`--json` without `--run`: every stored result)."""
+    from llmsweep.results.point import describe
+
+    with _open(store_path) as store:
+        if run_id is None and not as_json:
+            _print_runs(store)
+            return
+        points = store.results(run_id)
+        if run_id is not None and not store.has_run(run_id):
+            raise ResultError(f"no run {run_id!r} in {store.path}", fix="see `llmsweep results list` for run ids")
+        if as_json:
+            click.echo(json.dumps([describe(p) for p in points], indent=1, default=str))
+            return
+        _print_points(points)
+
+
+@results.command("runs")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@store_option
+def runs_cmd(as_json: bool, store_path: Path | None) -> None:
+    """Runs in the store (ours and imported ones), with result counts and sources."""
+    from dataclasses import asdict
+
+    with _open(store_path) as store:
+        if as_json:
+            click.echo(json.dumps([asdict(r) for r in store.runs()], indent=1))
+        else:
+            _print_runs(store)
+
+
+def _print_runs(store: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"runs in {store.path}")
+    for col in ("run id", "origin", "results", "sources", "started", "ingested", "path"):
+        table.add_column(col, overflow="fold")
+    for r in store.runs():
+        table.add_row(r.run_id, r.origin, str(r.results), ",".join(r.sources), r.started or "–", r.ingested_at,
+                      r.path or "–")
+    _console().print(table)
+
+
+def _print_points(points: list[Any]) -> None:
+    from rich.table import Table
+
+    table = Table()
+    for col in ("result", "job", "series", "conc", "topology", "tput/GPU", "P90 E2E-norm", "P90 TTFT s", "verdict",
+                "source"):
+        table.add_column(col)
+    for p in points:
+        table.add_row(p.result_id, p.job_id, p.identity.series_label(), str(p.identity.conc), p.identity.topology(),
+                      _num(p.metric("tput_per_gpu"), 4), _num(p.metric("p90_e2e_norm_intvty")),
+                      _num(p.metric("p90_ttft")), p.verdict, p.source)
+    _console().print(table)
+
+
+@results.command("show")
+@click.argument("ref")
+@click.option("--json", "as_json", is_flag=True, help="Print the full stored record (summary included).")
+@store_option
+def show(ref: str, as_json: bool, store_path: Path | None) -> None:
+    """One result by result id, job id or RUN/JOB."""
+    from llmsweep.results.interchange import export_points
+    from llmsweep.results.point import describe
+
+    with _open(store_path) as store:
+        point = store.get(ref)
+    if as_json:
+        click.echo(json.dumps(json.loads(export_points([point], "json"))["results"][0], indent=1, default=str))
+        return
+    for key, value in describe(point).items():
+        if value is not None and value != []:
+            click.echo(f"{key:>22}  {value}")
+
+
+@results.command("frontier")
+@click.option("--run", "run_id", required=True, help="Run id in the store, or a run directory.")
+@click.option("--x", "x_axis", default="p90_e2e_norm_intvty", show_default=True, help="x axis key.")
+@click.option("--json", "as_json", is_flag=True)
+@store_option
+def frontier(run_id: str, x_axis: str, as_json: bool, store_path: Path | None) -> None:
+    """Per-series Pareto frontier of a run (throughput per GPU against an x axis, north-star rule)."""
+    from llmsweep.results.frontier import AXIS_BY_KEY, axis_value, compute_frontiers
+    from llmsweep.results.sides import resolve_points
+
+    if x_axis not in AXIS_BY_KEY:
+        raise ResultError(f"unknown x axis {x_axis!r}", fix=f"use one of {', '.join(AXIS_BY_KEY)}")
+    with _open(store_path) as store:
+        _, points = resolve_points(run_id, store)
+    fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]])[x_axis]
+    by_id = {p.result_id: p for p in points}
+    doc = {series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
+                     "y": by_id[i].metric("tput_per_gpu")} for i in ids] for series, ids in fronts.items()}
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+        return
+    for series, rows in doc.items():
+        click.echo(series)
+        for r in rows:
+            click.echo(f"  {r['job_id']}: x={_num(r['x'], 4)} y={_num(r['y'], 5)}")
+
+
+@results.command("export")
+@click.option("--run", "run_id", default=None, help="Only this run (default: every stored result).")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex"]), default="json", show_default=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default stdout).")
+@store_option
+def export(run_id: str | None, fmt: str, out: Path | None, store_path: Path | None) -> None:
+    """Export results: our lossless JSON, flat CSV, or InferenceX aggregate rows."""
+    from llmsweep.results.interchange import export_points
+
+    with _open(store_path) as store:
+        text = export_points(store.results(run_id), fmt)
+    if out is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}", err=True)
+
+
+@results.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@store_option
+def import_cmd(file: Path, store_path: Path | None) -> None:
+    """Import an export of ours or InferenceX aggregate result JSON as its own run (source kept)."""
+    from llmsweep.results.interchange import import_into
+
+    with _open(store_path) as store:
+        run_id, n = import_into(store, file)
+    click.echo(f"imported {n} row(s) as run {run_id}")
+
+
+@click.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--repeats-from", "repeats_a", multiple=True, help="Further runs of A's points (dir or run id); repeatable.")
+@click.option("--b-repeats-from", "repeats_b", multiple=True, help="Further runs of B's points (dir or run id).")
+@click.option("--ignore", "ignore", multiple=True,
+              type=click.Choice(["image", "engine", "hardware", "precision", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
+                                 "spec", "offload", "offload_backend", "model"]),
+              help="Identity field to leave out of point matching (named in the output).")
+@click.option("--mix-sources", is_flag=True, help="Allow comparing measured with simulated/predicted points.")
+@click.option("--no-history", is_flag=True, help="Do not use earlier stored runs of the same points as repeats.")
+@click.option("--seed", default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--resamples", default=200, show_default=True, help="Bootstrap resamples per metric.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a PR-comment table to this file.")
+@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when any metric is a (between-run) regression.")
+@store_option
+def compare(a: str, b: str, repeats_a: tuple[str, ...], repeats_b: tuple[str, ...], ignore: tuple[str, ...],
+            mix_sources: bool, no_history: bool, seed: int, resamples: int, as_json: bool, markdown: Path | None,
+            fail_on_regression: bool, store_path: Path | None) -> None:
+    """Compare run B against run A point by point, with noise bands (A, B: run directories or stored run ids)."""
+    from llmsweep.results.compare import compare_points
+    from llmsweep.results.sides import history_from_store, resolve_points
+
+    with _open(store_path) as store:
+        label_a, pa = resolve_points(a, store)
+        label_b, pb = resolve_points(b, store)
+        ra = [p for ref in repeats_a for p in resolve_points(ref, store)[1]]
+        rb = [p for ref in repeats_b for p in resolve_points(ref, store)[1]]
+        used = {label_a, label_b, *(p.run_id for p in ra + rb)}
+        history = [] if no_history else history_from_store(store, used)
+    comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
+                          ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
+    if markdown is not None:
+        from llmsweep.report.markdown import comparison_markdown
+
+        markdown.write_text(comparison_markdown(comp), encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps(comp.as_dict(), indent=1, default=str))
+    else:
+        _print_comparison(comp)
+    if fail_on_regression and comp.regressions:
+        raise ResultError(f"{len(comp.regressions)} regression(s) beyond run-to-run noise",
+                          fix="inspect the table above; re-run with more repeats if the band is wide")
+
+
+def _print_comparison(comp: Any) -> None:
+    from rich.table import Table
+
+    from llmsweep.report.markdown import VERDICT_MARK, delta_cell
+
+    con = _console()
+    for note in comp.notes:
+        con.print(f"[yellow]note:[/] {note}")
+    for pc in comp.matched:
+        table = Table(title=f"{pc.label}  (runs A {len(pc.a)}, B {len(pc.b)}, history {pc.history})")
+        for col in ("metric", "A", "B", "Δ ± band", "verdict"):
+            table.add_column(col)
+        for d in pc.deltas:
+            table.add_row(d.metric, _num(d.a, 4), _num(d.b, 4), delta_cell(d), VERDICT_MARK[d.verdict])
+        con.print(table)
+    for title, pts in (("only in A", comp.only_a), ("only in B", comp.only_b)):
+        if pts:
+            con.print(f"{title}: " + ", ".join(p.job_id for p in pts))
+    for s in comp.skipped:
+        con.print(f"[red]not compared[/] {s.point.job_id}: {s.reason}")
+    if not comp.matched:
+        con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")

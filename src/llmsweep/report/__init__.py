@@ -1,0 +1,56 @@
+"""The report of a run: offline HTML dashboard, PNG plots and a Markdown summary.
+
+The `run` pipeline calls :func:`write_report` once the jobs are summarised; `llmsweep report RUN` does the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmsweep.errors import ResultError
+from llmsweep.report.data import build_payload
+from llmsweep.report.html import finite, render_html
+from llmsweep.report.markdown import run_summary_markdown
+from llmsweep.report.plots import write_pngs
+from llmsweep.results.point import points_from_run
+from llmsweep.results.rundir import RunDir, load_run
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ReportFiles", "write_report"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFiles:
+    out_dir: Path
+    html: Path
+    markdown: Path
+    data: Path
+    pngs: list[Path] = field(default_factory=list)
+    points: int = 0
+    invalid: int = 0
+    missing: int = 0
+
+
+def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *, png: bool = True) -> ReportFiles:
+    """Write `index.html`, `summary.md`, `data.json` and `pareto_<axis>.png` for a run (default `RUN/report/`)."""
+    run = run if isinstance(run, RunDir) else load_run(run)
+    out = Path(out_dir) if out_dir is not None else run.path / "report"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ResultError(f"cannot create report folder {out}: {exc}", fix="pass --out to a writable folder") from exc
+    points = points_from_run(run)
+    payload = build_payload(run, points)
+    html_path, md_path, data_path = out / "index.html", out / "summary.md", out / "data.json"
+    html_path.write_text(render_html(payload, f"llmsweep · {run.run_id}"), encoding="utf-8")
+    md_path.write_text(run_summary_markdown(payload), encoding="utf-8")
+    slim = {k: v for k, v in payload.items() if k != "details"}
+    data_path.write_text(json.dumps(finite(slim), indent=1, default=str), encoding="utf-8")
+    pngs = write_pngs(payload, out) if png else []
+    log.info("report of %s written to %s", run.run_id, out)
+    return ReportFiles(out, html_path, md_path, data_path, pngs, len(points),
+                       sum(1 for p in points if not p.valid), len(payload["missing"]))

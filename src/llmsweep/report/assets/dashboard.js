@@ -1,0 +1,346 @@
+/* llmsweep dashboard: dependency-free SVG scatter with per-series Pareto frontiers and a per-point drill-down.
+   Reads the JSON embedded in #llmsweep-data (built by llmsweep.report.data); works from file:// with no network. */
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("llmsweep-data").textContent);
+  var SVGNS = "http://www.w3.org/2000/svg";
+  var W = 900, H = 540, M = { l: 74, r: 22, t: 18, b: 52 };
+  var seriesByKey = {}, pointById = {}, axisByKey = {}, metricByKey = {};
+  D.series.forEach(function (s) { seriesByKey[s.key] = s; });
+  D.points.forEach(function (p) { pointById[p.id] = p; });
+  D.axes.forEach(function (a) { axisByKey[a.key] = a; });
+  D.metrics.forEach(function (m) { metricByKey[m.key] = m; });
+  var state = { x: D.axes[0].key, frontierOnly: false, hidden: {}, selected: null };
+
+  function el(tag, attrs, parent, text) {
+    var svg = ["svg", "g", "line", "path", "circle", "rect", "text", "polyline", "title"].indexOf(tag) >= 0;
+    var n = svg ? document.createElementNS(SVGNS, tag) : document.createElement(tag);
+    if (attrs) Object.keys(attrs).forEach(function (k) { if (attrs[k] !== null && attrs[k] !== undefined) n.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) n.textContent = String(text);
+    if (parent) parent.appendChild(n);
+    return n;
+  }
+  function clear(n) { while (n.firstChild) n.removeChild(n.firstChild); }
+  function finite(v) { return typeof v === "number" && isFinite(v); }
+  function fmt(v, unit) {
+    if (!finite(v)) return "–";
+    var a = Math.abs(v), s;
+    if (unit === "" && a <= 1) s = (v * 100).toFixed(1) + "%";
+    else if (a >= 1000) s = v.toFixed(0);
+    else if (a >= 100) s = v.toFixed(1);
+    else if (a >= 1) s = v.toFixed(2);
+    else if (a >= 0.01) s = v.toFixed(3);
+    else s = v.toPrecision(3);
+    return unit && unit !== "" ? s + " " + unit : s;
+  }
+  function tick(t) { var a = Math.abs(t); return a >= 1e5 || (a > 0 && a < 1e-3) ? t.toPrecision(2) : String(+t.toFixed(6)); }
+  function xval(p, key) { return key === "conc" ? p.metrics.conc : p.metrics[key]; }
+  function yval(p) { return p.metrics[D.y.key]; }
+  function niceTicks(lo, hi, n) {
+    if (!(hi > lo)) { hi = lo + 1; }
+    var step = Math.pow(10, Math.floor(Math.log10((hi - lo) / n)));
+    var err = (hi - lo) / n / step;
+    if (err >= 7.5) step *= 10; else if (err >= 3.5) step *= 5; else if (err >= 1.5) step *= 2;
+    var ticks = [];
+    for (var t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) ticks.push(+t.toPrecision(12));
+    return ticks;
+  }
+  function domain(vals, zero) {
+    var lo = Math.min.apply(null, vals), hi = Math.max.apply(null, vals);
+    if (zero) lo = Math.min(0, lo);
+    if (hi === lo) { var d = Math.abs(hi) * 0.1 || 1; lo -= d; hi += d; }
+    var pad = (hi - lo) * 0.06;
+    return [zero && lo >= 0 ? 0 : lo - pad, hi + pad];
+  }
+  function scale(d0, r0, r1) { return function (v) { return r0 + (v - d0[0]) / (d0[1] - d0[0]) * (r1 - r0); }; }
+  function onFrontier(p) { return !!(p.frontier && p.frontier[state.x]); }
+  function pointLabel(p) {
+    var s = seriesByKey[p.series];
+    return (s ? s.label : p.series) + " · " + p.topology + " · conc " + p.metrics.conc;
+  }
+
+  /* ---------------------------------------------------------------- header, controls, banners */
+  function renderHeader() {
+    var r = D.run, bits = ["run " + r.run_id];
+    if (r.started) bits.push("started " + r.started);
+    if (r.llmsweep_version) bits.push("llmsweep " + r.llmsweep_version);
+    if (r.executor) bits.push("executor " + r.executor);
+    bits.push(D.points.length + " points in " + D.series.length + " series");
+    bits.push("source: " + (D.sources.join(", ") || "–"));
+    document.getElementById("run-meta").textContent = bits.join(" · ");
+    document.getElementById("y-label").textContent = D.y.label + " (" + D.y.unit + ")";
+    var b = document.getElementById("banners");
+    if (D.sources.length > 1) el("div", { "class": "banner" }, b, "This run mixes sources (" + D.sources.join(", ") + "); each source forms its own series and frontier.");
+    if (D.missing.length) el("div", { "class": "banner", id: "missing-banner" }, b, D.missing.length + " expected job(s) have no result: " + D.missing.map(function (m) { return m.job_id + " (" + m.reason + ")"; }).join(", "));
+    var inval = D.points.filter(function (p) { return !p.valid; }).length;
+    if (inval) el("div", { "class": "banner" }, b, inval + " invalid point(s) are shown as hollow dashed markers and are excluded from frontiers.");
+  }
+  function renderControls() {
+    var sel = document.getElementById("x-axis");
+    D.axes.forEach(function (a) { el("option", { value: a.key }, sel, a.label + (a.unit ? " (" + a.unit + ")" : "")); });
+    sel.value = state.x;
+    sel.addEventListener("change", function () { state.x = sel.value; writeHash(); renderAll(); });
+    var fo = document.getElementById("frontier-only");
+    fo.addEventListener("change", function () { state.frontierOnly = fo.checked; renderChart(); });
+  }
+  function renderLegend() {
+    var box = document.getElementById("legend-items");
+    clear(box);
+    D.series.forEach(function (s) {
+      var pts = D.points.filter(function (p) { return p.series === s.key; });
+      var bad = pts.filter(function (p) { return !p.valid; }).length;
+      var item = el("label", { "class": "item", "data-series": s.key }, box);
+      var cb = el("input", { type: "checkbox" }, item);
+      cb.checked = !state.hidden[s.key];
+      cb.addEventListener("change", function () { state.hidden[s.key] = !cb.checked; renderChart(); });
+      el("span", { "class": "sw", style: "background:" + s.color }, item);
+      var txt = el("span", null, item);
+      el("div", null, txt, s.label);
+      el("div", { "class": "count" }, txt, pts.length + " point(s)" + (bad ? ", " + bad + " invalid" : "") + " · " + s.source);
+    });
+  }
+
+  /* ---------------------------------------------------------------- main chart */
+  function renderChart() {
+    var svg = document.getElementById("chart"), axis = axisByKey[state.x];
+    clear(svg);
+    var plotted = D.points.filter(function (p) { return finite(xval(p, state.x)) && finite(yval(p)); });
+    var unplotted = D.points.filter(function (p) { return plotted.indexOf(p) < 0; });
+    var note = document.getElementById("unplotted");
+    note.textContent = unplotted.length ? unplotted.length + " point(s) lack " + axis.label + " or " + D.y.label +
+      " and are listed in the table but not plotted: " + unplotted.map(function (p) { return p.job_id; }).join(", ") : "";
+    if (!plotted.length) { el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", "class": "axis-title" }, svg, "no point has values on this axis"); return; }
+    var xd = domain(plotted.map(function (p) { return xval(p, state.x); }), false);
+    var yd = domain(plotted.map(yval), true);
+    var sx = scale(xd, M.l, W - M.r), sy = scale(yd, H - M.b, M.t);
+    var grid = el("g", { "class": "grid" }, svg), ax = el("g", { "class": "axis" }, svg);
+    niceTicks(xd[0], xd[1], 8).forEach(function (t) {
+      if (t < xd[0] || t > xd[1]) return;
+      el("line", { x1: sx(t), x2: sx(t), y1: M.t, y2: H - M.b }, grid);
+      el("text", { x: sx(t), y: H - M.b + 16, "text-anchor": "middle" }, ax, tick(t));
+    });
+    niceTicks(yd[0], yd[1], 7).forEach(function (t) {
+      if (t < yd[0] || t > yd[1]) return;
+      el("line", { x1: M.l, x2: W - M.r, y1: sy(t), y2: sy(t) }, grid);
+      el("text", { x: M.l - 7, y: sy(t) + 4, "text-anchor": "end" }, ax, tick(t));
+    });
+    el("line", { x1: M.l, x2: W - M.r, y1: H - M.b, y2: H - M.b, stroke: "#98a2b3" }, ax);
+    el("line", { x1: M.l, x2: M.l, y1: M.t, y2: H - M.b, stroke: "#98a2b3" }, ax);
+    var dirNote = axis.direction === "max" ? " → better" : axis.direction === "min" ? " ← better" : "";
+    el("text", { x: (M.l + W - M.r) / 2, y: H - 12, "text-anchor": "middle", "class": "axis-title", id: "x-title" }, svg, axis.label + (axis.unit ? " (" + axis.unit + ")" : "") + dirNote);
+    el("text", { x: 16, y: (M.t + H - M.b) / 2, "text-anchor": "middle", "class": "axis-title", transform: "rotate(-90 16 " + (M.t + H - M.b) / 2 + ")" }, svg, D.y.label + " (" + D.y.unit + ")");
+    var fr = D.frontiers[state.x] || {};
+    Object.keys(fr).forEach(function (sk) {
+      if (state.hidden[sk] || fr[sk].length < 1) return;
+      var pts = fr[sk].map(function (id) { return pointById[id]; });
+      el("polyline", { "class": "frontier", "data-series": sk, stroke: seriesByKey[sk].color,
+        points: pts.map(function (p) { return sx(xval(p, state.x)).toFixed(1) + "," + sy(yval(p)).toFixed(1); }).join(" ") }, svg);
+    });
+    var tip = document.getElementById("tooltip");
+    plotted.forEach(function (p) {
+      var s = seriesByKey[p.series], front = onFrontier(p);
+      var cls = "marker" + (p.valid ? "" : " invalid") + (front ? " onfront" : " offfront") + (state.selected === p.id ? " selected" : "");
+      if (state.hidden[p.series] || (state.frontierOnly && !front)) cls += " dim";
+      var c = el("circle", { "class": cls, cx: sx(xval(p, state.x)).toFixed(2), cy: sy(yval(p)).toFixed(2), r: front ? 6 : 4.5,
+        fill: s.color, style: p.valid ? null : "stroke:" + s.color, "data-id": p.id, "data-series": p.series,
+        "data-x": xval(p, state.x), "data-y": yval(p), "data-valid": p.valid ? "1" : "0" }, svg);
+      c.addEventListener("mouseenter", function (ev) { showTip(ev, p); });
+      c.addEventListener("mousemove", function (ev) { moveTip(ev); });
+      c.addEventListener("mouseleave", function () { tip.style.display = "none"; });
+      c.addEventListener("click", function () { openDrill(p.id); });
+    });
+  }
+  function showTip(ev, p) {
+    var tip = document.getElementById("tooltip"), a = axisByKey[state.x];
+    clear(tip);
+    el("div", { style: "font-weight:600" }, tip, pointLabel(p));
+    el("div", null, tip, a.label + ": " + fmt(xval(p, state.x), a.unit));
+    el("div", null, tip, D.y.label + ": " + fmt(yval(p), D.y.unit));
+    el("div", null, tip, "P90 TTFT " + fmt(p.metrics.p90_ttft, "s") + " · P90 E2EL " + fmt(p.metrics.p90_e2el, "s"));
+    el("div", null, tip, "verdict: " + p.verdict + (p.reasons.length ? " — " + p.reasons.join("; ") : "") + " · source: " + p.source);
+    el("div", null, tip, onFrontier(p) ? "on the frontier" : "not on the frontier");
+    el("div", { style: "opacity:.7" }, tip, "click for details");
+    tip.style.display = "block";
+    moveTip(ev);
+  }
+  function moveTip(ev) {
+    var tip = document.getElementById("tooltip"), box = document.getElementById("chart-wrap").getBoundingClientRect();
+    var x = ev.clientX - box.left + 14, y = ev.clientY - box.top + 10;
+    if (x + 300 > box.width) x = Math.max(0, x - 330);
+    tip.style.left = x + "px"; tip.style.top = y + "px";
+  }
+
+  /* ---------------------------------------------------------------- table */
+  var TABLE_COLS = [
+    ["series", "Series"], ["conc", "Conc"], ["topology", "Topology"], ["x", "x"], [D.y.key, "Tput/GPU"],
+    ["p90_e2e_norm_intvty", "P90 E2E-norm intvty"], ["p90_intvty", "P90 intvty"], ["p90_ttft", "P90 TTFT"],
+    ["p90_e2el", "P90 E2EL"], ["error_ratio", "Errors"], ["verdict", "Verdict"], ["source", "Source"], ["front", "Frontier"]
+  ];
+  var sortKey = null, sortDir = 1;
+  function cell(p, key) {
+    if (key === "series") return seriesByKey[p.series].label;
+    if (key === "conc") return p.metrics.conc;
+    if (key === "topology") return p.topology;
+    if (key === "x") return xval(p, state.x);
+    if (key === "verdict") return p.verdict;
+    if (key === "source") return p.source;
+    if (key === "front") return onFrontier(p) ? "yes" : "";
+    return p.metrics[key];
+  }
+  function renderTable() {
+    var t = document.getElementById("points-table");
+    clear(t);
+    var head = el("tr", null, el("thead", null, t));
+    TABLE_COLS.forEach(function (c) {
+      var label = c[0] === "x" ? axisByKey[state.x].label : c[1];
+      var th = el("th", null, head, label + (sortKey === c[0] ? (sortDir > 0 ? " ▲" : " ▼") : ""));
+      th.addEventListener("click", function () { sortDir = sortKey === c[0] ? -sortDir : 1; sortKey = c[0]; renderTable(); });
+    });
+    var body = el("tbody", null, t), rows = D.points.slice();
+    if (sortKey) rows.sort(function (a, b) {
+      var va = cell(a, sortKey), vb = cell(b, sortKey);
+      if (va === vb) return 0; if (va === null || va === undefined) return 1; if (vb === null || vb === undefined) return -1;
+      return (va < vb ? -1 : 1) * sortDir;
+    });
+    rows.forEach(function (p) {
+      var tr = el("tr", { "class": "clickable" + (p.valid ? "" : " invalid"), "data-id": p.id }, body);
+      TABLE_COLS.forEach(function (c) {
+        var v = cell(p, c[0]), num = typeof v === "number";
+        var unit = c[0] === "x" ? axisByKey[state.x].unit : (metricByKey[c[0]] || {}).unit;
+        el("td", { "class": num ? "num" : null }, tr, num && c[0] !== "conc" ? fmt(v, unit === "" ? "" : null) : v);
+      });
+      tr.addEventListener("click", function () { openDrill(p.id); });
+    });
+    D.missing.forEach(function (m) {
+      var tr = el("tr", { "class": "invalid missing" }, body);
+      el("td", { colspan: TABLE_COLS.length }, tr, "missing: " + m.job_id + " — " + m.reason);
+    });
+  }
+
+  /* ---------------------------------------------------------------- drill-down */
+  function mini(parent, title, draw, hasData) {
+    var box = el("div", { "class": "mini" }, parent);
+    el("h4", null, box, title);
+    if (!hasData) { el("div", { "class": "empty" }, box, "no data in the artifacts"); return; }
+    var svg = el("svg", { viewBox: "0 0 340 170" }, box);
+    draw(svg);
+  }
+  function frame(svg, xd, yd, yfmt) {
+    var m = { l: 46, r: 8, t: 8, b: 22 }, w = 340, h = 170;
+    var sx = scale(xd, m.l, w - m.r), sy = scale(yd, h - m.b, m.t);
+    var g = el("g", { "class": "mini" }, svg);
+    el("line", { x1: m.l, x2: w - m.r, y1: h - m.b, y2: h - m.b, stroke: "#98a2b3" }, g);
+    el("line", { x1: m.l, x2: m.l, y1: m.t, y2: h - m.b, stroke: "#98a2b3" }, g);
+    niceTicks(xd[0], xd[1], 5).forEach(function (t) { if (t >= xd[0] && t <= xd[1]) el("text", { x: sx(t), y: h - 7, "text-anchor": "middle" }, g, tick(t)); });
+    niceTicks(yd[0], yd[1], 4).forEach(function (t) { if (t >= yd[0] && t <= yd[1]) el("text", { x: m.l - 4, y: sy(t) + 3, "text-anchor": "end" }, g, yfmt ? yfmt(t) : tick(t)); });
+    return { sx: sx, sy: sy };
+  }
+  function line(parent, title, pts, color, yfmt, zero) {
+    var ok = (pts || []).filter(function (q) { return finite(q[0]) && finite(q[1]); });
+    mini(parent, title, function (svg) {
+      var f = frame(svg, domain(ok.map(function (q) { return q[0]; })), domain(ok.map(function (q) { return q[1]; }), zero !== false), yfmt);
+      el("polyline", { fill: "none", stroke: color, "stroke-width": 1.6, points: ok.map(function (q) { return f.sx(q[0]).toFixed(1) + "," + f.sy(q[1]).toFixed(1); }).join(" ") }, svg);
+    }, ok.length > 0);
+  }
+  function pct(t) { return Math.round(t * 100) + "%"; }
+  function drillCharts(parent, d, color) {
+    var grid = el("div", { "class": "minis" }, parent);
+    var tl = (d.timeline || []).filter(function (r) { return finite(r[0]); });
+    mini(grid, "Request timeline (" + d.requests_shown + " of " + d.requests_total + " requests; grey warmup, red failed)", function (svg) {
+      var ends = tl.map(function (r) { return finite(r[2]) ? r[2] : r[0]; });
+      var f = frame(svg, domain(tl.map(function (r) { return r[0]; }).concat(ends)), [0, tl.length], function () { return ""; });
+      var wait = "", dec = "", bad = "", warm = "";
+      tl.forEach(function (r, i) {
+        var y = f.sy(i + 0.5).toFixed(1), x0 = f.sx(r[0]).toFixed(1), x2 = f.sx(finite(r[2]) ? r[2] : r[0]).toFixed(1);
+        if (!r[3]) { bad += "M" + x0 + " " + y + "H" + x2 + (x2 === x0 ? "h1" : ""); return; }
+        if (!r[4]) { warm += "M" + x0 + " " + y + "H" + x2; return; }
+        var x1 = f.sx(finite(r[1]) ? r[1] : r[0]).toFixed(1);
+        wait += "M" + x0 + " " + y + "H" + x1; dec += "M" + x1 + " " + y + "H" + x2;
+      });
+      el("path", { d: wait, stroke: "#f5b041", "stroke-width": 1.2 }, svg);
+      el("path", { d: dec, stroke: color, "stroke-width": 1.2 }, svg);
+      el("path", { d: warm, stroke: "#98a2b3", "stroke-width": 1.2 }, svg);
+      el("path", { d: bad, stroke: "#c0392b", "stroke-width": 1.6 }, svg);
+    }, tl.length > 0);
+    var tt = (d.ttft || []).filter(function (q) { return finite(q[0]) && finite(q[1]); });
+    mini(grid, "TTFT over time (s)", function (svg) {
+      var f = frame(svg, domain(tt.map(function (q) { return q[0]; })), domain(tt.map(function (q) { return q[1]; }), true));
+      var path = tt.map(function (q) { return "M" + f.sx(q[0]).toFixed(1) + " " + f.sy(q[1]).toFixed(1) + "h0.01"; }).join("");
+      el("path", { d: path, stroke: color, "stroke-width": 3, "stroke-linecap": "round" }, svg);
+    }, tt.length > 0);
+    line(grid, "Output throughput over time (tok/s)", d.throughput, color);
+    line(grid, "Requests in flight", d.inflight, "#475467");
+    line(grid, "GPU KV-cache usage (server)", d.kv_usage, "#8e44ad", pct);
+    line(grid, "Prefix-cache hit rate (server)", d.cache_hit, "#16a085", pct);
+  }
+  function kv(parent, obj) {
+    var box = el("div", { "class": "kv" }, parent);
+    Object.keys(obj || {}).forEach(function (k) {
+      var v = obj[k];
+      if (v === null || v === undefined || v === "") return;
+      el("div", null, box, k);
+      el("div", null, box, typeof v === "object" ? JSON.stringify(v) : String(v));
+    });
+    return box;
+  }
+  function openDrill(id) {
+    var p = pointById[id], d = D.details[id] || {}, s = seriesByKey[p.series], box = document.getElementById("drilldown");
+    state.selected = id; writeHash();
+    clear(box);
+    box.style.display = "block";
+    box.setAttribute("data-id", id);
+    var close = el("button", { "class": "close", type: "button" }, box, "close");
+    close.addEventListener("click", function () { box.style.display = "none"; state.selected = null; writeHash(); renderChart(); });
+    el("h2", null, box, pointLabel(p));
+    var badges = el("div", null, box);
+    el("span", { "class": "badge " + p.verdict }, badges, p.verdict);
+    badges.appendChild(document.createTextNode(" "));
+    el("span", { "class": "badge src" }, badges, "source: " + p.source);
+    badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s)" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
+    var v = d.validity || {};
+    var reasons = (v.reasons || p.reasons || []), warnings = v.warnings || [];
+    if (reasons.length || warnings.length) {
+      var ul = el("ul", { id: "validity-reasons" }, box);
+      reasons.forEach(function (r) { el("li", null, ul, r); });
+      warnings.forEach(function (r) { el("li", null, ul, "warning: " + r); });
+    }
+    drillCharts(box, d, s.color);
+    var two = el("div", { "class": "two" }, box), left = el("div", null, two), right = el("div", null, two);
+    el("h3", null, left, "Metrics");
+    var mt = el("table", null, left);
+    D.metrics.forEach(function (m) { var tr = el("tr", null, mt); el("td", null, tr, m.label); el("td", { "class": "num" }, tr, fmt(p.metrics[m.key], m.unit)); });
+    el("h3", null, right, "Server command");
+    el("pre", { id: "server-command" }, right, d.server_command || "(server_command.txt not found)");
+    el("h3", null, right, "Provenance");
+    kv(right, d.provenance);
+    el("h3", null, right, "Identity");
+    kv(right, p.identity);
+    var ch = d.client_health || {};
+    if (ch.schedule_lag_s || ch.saturated !== undefined) {
+      el("h3", null, right, "Client health");
+      kv(right, { saturated: ch.saturated, reasons: (ch.saturation_reasons || []).join("; "), "schedule lag p99 (s)": ch.schedule_lag_s ? ch.schedule_lag_s.p99 : null });
+    }
+    renderChart();
+    box.scrollIntoView({ block: "nearest" });
+  }
+
+  /* ---------------------------------------------------------------- URL state */
+  function writeHash() {
+    var h = "x=" + encodeURIComponent(state.x) + (state.selected ? "&p=" + encodeURIComponent(state.selected) : "");
+    if (window.history && window.history.replaceState) window.history.replaceState(null, "", "#" + h);
+  }
+  function readHash() {
+    var out = {};
+    (window.location.hash || "").replace(/^#/, "").split("&").forEach(function (kv) {
+      var i = kv.indexOf("="); if (i > 0) out[kv.slice(0, i)] = decodeURIComponent(kv.slice(i + 1));
+    });
+    if (out.x && axisByKey[out.x]) state.x = out.x;
+    return out;
+  }
+
+  function renderAll() { renderChart(); renderTable(); }
+  var h = readHash();
+  renderHeader(); renderControls(); renderLegend(); renderAll();
+  if (h.p && pointById[h.p]) openDrill(h.p);
+  document.body.setAttribute("data-ready", "1");
+})();

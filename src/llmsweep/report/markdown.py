@@ -1,0 +1,98 @@
+"""Markdown for pull-request comments: a run's summary (`summary.md`) and a comparison's table.
+
+GitHub-flavoured tables, no HTML, short enough to paste: per series the frontier points on the north-star axis,
+then every invalid point with its reasons and every job that produced no result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from llmsweep.results.compare import Comparison, MetricDelta
+from llmsweep.results.extract import HOT_BY_NAME
+from llmsweep.results.pareto import NORTH_STAR_X
+
+VERDICT_MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "within noise": "≈ within noise",
+                 "unverified": "❔ unverified", "n/a": "n/a"}
+
+
+def fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "–"
+    if unit == "":
+        return f"{value:.1%}" if abs(value) <= 1 else f"{value:.3g}"
+    if unit == "s":
+        return f"{value * 1000:.0f} ms" if abs(value) < 1 else f"{value:.2f} s"
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def _row(cells: Sequence[Any]) -> str:
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def run_summary_markdown(payload: Mapping[str, Any]) -> str:
+    """summary.md from the dashboard payload (so the page and the comment never disagree)."""
+    run = payload["run"]
+    points = payload["points"]
+    series = {s["key"]: s for s in payload["series"]}
+    by_id = {p["id"]: p for p in points}
+    invalid = [p for p in points if not p["valid"]]
+    lines = [f"## llmsweep run `{run['run_id']}`", "",
+             f"{len(points)} points in {len(series)} series · source: {', '.join(payload['sources']) or '–'} · "
+             f"{len(invalid)} invalid · {len(payload['missing'])} missing", ""]
+    lines += ["### North-star frontier (P90 E2E-normalised interactivity vs throughput per GPU)", "",
+              _row(["Series", "Conc", "Topology", "Tput/GPU (tok/s)", "P90 E2E-norm intvty (tok/s/user)",
+                    "P90 intvty", "P90 TTFT", "P90 E2EL", "Verdict"]),
+              _row(["---"] * 9)]
+    frontier = payload["frontiers"].get(NORTH_STAR_X, {})
+    for key, s in series.items():
+        ids = frontier.get(key, [])
+        if not ids:
+            lines.append(_row([s["label"], "–", "–", "–", "–", "–", "–", "–", "no valid point with the metric"]))
+        for pid in ids:
+            p = by_id[pid]
+            m = p["metrics"]
+            lines.append(_row([s["label"], m["conc"], p["topology"], fmt(m["tput_per_gpu"], "tok"),
+                               fmt(m[NORTH_STAR_X], "tok"), fmt(m["p90_intvty"], "tok"), fmt(m["p90_ttft"], "s"),
+                               fmt(m["p90_e2el"], "s"), p["verdict"]]))
+    if invalid:
+        lines += ["", "### Invalid points (shown in the dashboard, excluded from frontiers)", ""]
+        lines += [f"- `{p['job_id']}` ({series[p['series']]['label']}, conc {p['metrics']['conc']}): "
+                  + ("; ".join(p["reasons"]) or "no reason recorded") for p in invalid]
+    if payload["missing"]:
+        lines += ["", "### Jobs without a result", ""]
+        lines += [f"- `{m['job_id']}`: {m['reason']}" for m in payload["missing"]]
+    return "\n".join(lines) + "\n"
+
+
+def delta_cell(d: MetricDelta) -> str:
+    if d.delta is None:
+        return "–"
+    unit = HOT_BY_NAME[d.metric].unit
+    rel = f" ({d.rel:+.1%})" if d.rel is not None else ""
+    band = f" ±{fmt(d.band.half_width, unit)} {d.band.kind}" if d.band else " (no band)"
+    return f"{'+' if d.delta >= 0 else '−'}{fmt(abs(d.delta), unit)}{rel}{band}"
+
+
+def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gpu", "p90_e2e_norm_intvty",
+                                                                   "p90_ttft", "p90_e2el")) -> str:
+    """A compact PR-comment table: one row per matched point, value in B, delta ± band and verdict per metric."""
+    head = ["Point", "Runs A/B"] + [HOT_BY_NAME[m].label for m in metrics]
+    lines = [f"## llmsweep compare: `{comp.label_a}` → `{comp.label_b}`", ""]
+    lines += [f"> {n}" for n in comp.notes]
+    lines += ["", _row(head), _row(["---"] * len(head))]
+    for pc in comp.matched:
+        by = {d.metric: d for d in pc.deltas}
+        cells = [pc.label, f"{len(pc.a)}/{len(pc.b)}" + (f" (+{pc.history} hist)" if pc.history else "")]
+        for m in metrics:
+            d = by.get(m)
+            cells.append("–" if d is None else f"{fmt(d.b, HOT_BY_NAME[m].unit)}: {delta_cell(d)} "
+                         f"{VERDICT_MARK[d.verdict]}")
+        lines.append(_row(cells))
+    for title, pts in (("Only in A", comp.only_a), ("Only in B", comp.only_b)):
+        if pts:
+            lines += ["", f"**{title}:** " + ", ".join(f"`{p.job_id}`" for p in pts)]
+    if comp.skipped:
+        lines += ["", "**Not compared:** " + "; ".join(f"`{s.point.job_id}` ({s.reason})" for s in comp.skipped)]
+    return "\n".join(lines) + "\n"

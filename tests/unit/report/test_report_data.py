@@ -1,0 +1,47 @@
+"""The dashboard payload: every point and series present, invalid ones flagged, secrets never embedded."""
+
+from __future__ import annotations
+
+import json
+
+from llmsweep.report.data import build_payload, scrub
+from llmsweep.results.frontier import X_AXES
+from llmsweep.results.point import points_from_run
+
+
+def test_every_point_series_and_missing_job_is_in_the_payload(report_run) -> None:
+    points = points_from_run(report_run)
+    payload = build_payload(report_run, points)
+    assert len(payload["points"]) == 10
+    assert len(payload["series"]) == 3
+    assert [m["job_id"] for m in payload["missing"]] == ["never-ran"]
+    assert payload["sources"] == ["simulated"]
+    assert {a["key"] for a in payload["axes"]} == {a.key for a in X_AXES}
+    invalid = [p for p in payload["points"] if not p["valid"]]
+    assert len(invalid) == 1 and "realised TP 4" in invalid[0]["reasons"][-1]
+    assert not any(invalid[0]["frontier"].values())  # shown, never on a frontier
+    for axis, by_series in payload["frontiers"].items():
+        for ids in by_series.values():
+            assert all(pid in {p["id"] for p in payload["points"]} for pid in ids), axis
+    assert all(payload["frontiers"]["p90_e2e_norm_intvty"].values())  # every series has a north-star frontier
+
+
+def test_details_come_from_raw_artifacts(report_run) -> None:
+    points = points_from_run(report_run)
+    payload = build_payload(report_run, points)
+    p = points[0]
+    d = payload["details"][p.result_id]
+    assert d["server_command"].startswith("python -m sglang.launch_server")
+    assert d["requests_total"] == sum(1 for _ in open(p.records_path))
+    assert len(d["timeline"]) == d["requests_shown"] <= 1500
+    assert d["ttft"] and d["throughput"] and d["inflight"] and d["kv_usage"] and d["cache_hit"]
+    assert all(0 <= v <= 1 for _, v in d["kv_usage"]) and all(0 <= v <= 1 for _, v in d["cache_hit"])
+    assert d["validity"]["verdict"] == "valid"
+
+
+def test_scrub_drops_environment_and_secret_keys() -> None:
+    doc = {"image": "x", "env": {"HF_TOKEN": "hf_abc"}, "nested": {"api_key": "k", "ok": 1, "HF_TOKEN": "t"},
+           "recipe_key": "keep", "password": "p", "environment": {"A": "b"}}
+    clean = scrub(doc)
+    assert clean == {"image": "x", "nested": {"ok": 1}, "recipe_key": "keep"}
+    assert "hf_abc" not in json.dumps(clean)

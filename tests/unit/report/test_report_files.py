@@ -1,0 +1,64 @@
+"""`llmsweep report RUN`: a self-contained page, a Markdown summary and PNGs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from llmsweep.cli.main import cli
+from llmsweep.report import write_report
+from llmsweep.report.html import embed_json, render_html
+
+
+def _embedded(html: str) -> dict:
+    m = re.search(r'<script id="llmsweep-data" type="application/json">(.*?)</script>', html, re.S)
+    assert m
+    return json.loads(m.group(1))
+
+
+def test_cli_writes_a_self_contained_page(report_run, tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(cli, ["report", str(report_run.path), "--out", str(out), "--no-png"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "10 point(s), 1 invalid, 1 missing" in res.output
+    html = (out / "index.html").read_text()
+    # Offline: nothing is fetched — no external script, stylesheet, font or image.
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+    assert "@import" not in html and "fetch(" not in html
+    payload = _embedded(html)
+    assert len(payload["points"]) == 10 and set(payload["details"]) == {p["id"] for p in payload["points"]}
+    slim = json.loads((out / "data.json").read_text())
+    assert "details" not in slim and len(slim["points"]) == 10
+    assert not list(out.glob("*.png"))
+
+
+def test_payload_text_cannot_break_out_of_the_script_tag() -> None:
+    evil = {"cmd": "</script><script>alert(1)</script>", "nan": float("nan")}
+    text = embed_json(evil)
+    assert "</script>" not in text and "<" not in text
+    assert json.loads(text) == {"cmd": evil["cmd"], "nan": None}
+    page = render_html({"x": "</script>"}, "t<b>")
+    assert page.count("</script>") == 2 and "t&lt;b&gt;" in page
+
+
+def test_markdown_summary_lists_frontier_invalid_and_missing(report_run, tmp_path: Path) -> None:
+    files = write_report(report_run, tmp_path / "md", png=False)
+    md = files.markdown.read_text()
+    assert md.startswith("## llmsweep run `report-run`")
+    assert "10 points in 3 series" in md and "1 invalid" in md
+    assert md.count("mi355x") >= 1 and "realised TP 4 differs" in md and "`never-ran`" in md
+    table_rows = [line for line in md.splitlines() if line.startswith("| Qwen")]
+    assert 3 <= len(table_rows) <= 9
+
+
+def test_png_plots_are_written(report_run, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    files = write_report(report_run, tmp_path / "png")
+    assert {p.name for p in files.pngs} >= {"pareto_p90_e2e_norm_intvty.png", "pareto_conc.png"}
+    for p in files.pngs:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000

@@ -1,0 +1,105 @@
+"""Comparison: full-identity matching, source separation, and verdicts that only between-run bands may make."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from llmsweep.results.bands import between_run_band, pooled_variance, within_run_band
+from llmsweep.results.compare import compare_points
+from llmsweep.results.point import ResultPoint, points_from_run
+
+
+def _scaled(p: ResultPoint, run_id: str, factor: float, metric: str = "tput_per_gpu") -> ResultPoint:
+    """The same point in another run, with one metric scaled (records stay those of the original run)."""
+    metrics = dict(p.metrics)
+    metrics[metric] = p.metrics[metric] * factor
+    return dataclasses.replace(p, run_id=run_id, result_id=f"{p.result_id}-{run_id}", metrics=metrics)
+
+
+def test_points_match_on_full_identity_and_ignored_fields_are_named(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(1, 4)))
+    b = points_from_run(make_run("b", concs=(4, 8), image="lmsysorg/sglang-rocm:v0.5.17"))
+    comp = compare_points(a, b, resamples=20)
+    assert comp.matched == ()  # a different image is a different experiment
+    assert len(comp.only_a) == 2 and len(comp.only_b) == 2
+    relaxed = compare_points(a, b, ignore=["image"], resamples=20)
+    assert [m.a[0].identity.conc for m in relaxed.matched] == [4]
+    assert relaxed.ignored_fields == ("image",)
+    assert any("ignoring: image" in n for n in relaxed.notes)
+
+
+def test_pp_and_offload_take_part_in_matching(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(4,)))
+    b = [dataclasses.replace(p, identity=dataclasses.replace(p.identity, pp=2)) for p in a]
+    c = [dataclasses.replace(p, identity=dataclasses.replace(p.identity, offload="cpu")) for p in a]
+    assert compare_points(a, b, resamples=10).matched == ()
+    assert compare_points(a, c, resamples=10).matched == ()
+
+
+def test_sources_are_not_mixed_unless_asked(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(4,), source="measured"))
+    b = points_from_run(make_run("b", concs=(4,), source="simulated", seed=1))
+    comp = compare_points(a, b, resamples=20)
+    assert comp.matched == () and comp.skipped and "sources differ" in comp.skipped[0].reason
+    assert len(compare_points(a, b, mix_sources=True, resamples=20).matched) == 1
+
+
+def test_single_runs_never_claim_a_regression(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(4,), requests=120))
+    b = [_scaled(p, "b", 0.5) for p in a]  # half the throughput: far outside sampling noise
+    comp = compare_points(a, b, resamples=100)
+    d = {x.metric: x for x in comp.matched[0].deltas}["tput_per_gpu"]
+    assert d.band is not None and d.band.kind == "within-run" and d.band.half_width > 0
+    assert abs(d.delta) > d.band.half_width
+    assert d.verdict == "unverified"
+    assert not comp.regressions
+    assert any("no repeats" in n for n in comp.notes)
+
+
+def test_repeats_turn_a_large_change_into_a_regression_and_a_small_one_into_noise(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(4,), requests=120))
+    repeats = [_scaled(p, f"a{i}", f) for i, f in enumerate((1.01, 0.99, 1.02)) for p in a]
+    worse = [_scaled(p, "b", 0.6) for p in a]
+    comp = compare_points(a, worse, repeats_a=repeats, resamples=100)
+    d = {x.metric: x for x in comp.matched[0].deltas}["tput_per_gpu"]
+    assert d.band.kind == "between-run"
+    assert d.verdict == "regression"
+    assert comp.regressions and comp.matched[0].a[0].run_id == "a" and len(comp.matched[0].a) == 4
+    better = [_scaled(p, "b", 1.6) for p in a]
+    assert {x.metric: x for x in compare_points(a, better, repeats_a=repeats, resamples=100).matched[0].deltas}[
+        "tput_per_gpu"].verdict == "improvement"
+    same = [_scaled(p, "b", 1.0) for p in a]
+    d_same = {x.metric: x for x in compare_points(a, same, repeats_a=repeats, resamples=100).matched[0].deltas}
+    assert d_same["tput_per_gpu"].verdict == "within noise"
+
+
+def test_lower_is_better_metrics_flip_the_verdict(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(4,), requests=120))
+    history = [_scaled(p, f"h{i}", f, "p90_ttft") for i, f in enumerate((1.01, 0.99)) for p in a]
+    slower = [_scaled(p, "b", 3.0, "p90_ttft") for p in a]
+    comp = compare_points(a, slower, history=history, resamples=100)
+    d = {x.metric: x for x in comp.matched[0].deltas}["p90_ttft"]
+    assert d.delta > 0 and d.verdict == "regression"
+    assert comp.matched[0].history == 2
+
+
+def test_bands_are_reproducible_with_a_seed(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(4,)))
+    b = points_from_run(make_run("b", concs=(4,), seed=3))
+    one = compare_points(a, b, seed=7, resamples=50).as_dict()
+    two = compare_points(a, b, seed=7, resamples=50).as_dict()
+    other = compare_points(a, b, seed=8, resamples=50).as_dict()
+    assert one == two
+    assert one != other
+
+
+def test_band_arithmetic() -> None:
+    assert pooled_variance([[1.0, 3.0], [10.0, 12.0]]) == (2.0, 2)
+    assert pooled_variance([[1.0], [5.0]])[1] == 0
+    assert between_run_band([1.0], [5.0]) is None  # no repeat anywhere: no between-run band
+    band = between_run_band([1.0, 3.0], [10.0, 12.0])
+    assert band is not None and band.kind == "between-run"
+    assert abs(band.half_width - 4.303 * (2.0 * (1 / 2 + 1 / 2)) ** 0.5) < 1e-9
+    floor = within_run_band(10.0, 10.0)
+    assert between_run_band([1.0, 3.0], [10.0, 12.0], within=floor).half_width == floor.half_width
+    assert within_run_band(float("nan"), 1.0) is None

@@ -1,0 +1,105 @@
+"""Export and import: our JSON round trip, InferenceX aggregate rows both ways."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep.errors import ResultError
+from llmsweep.results.interchange import export_points, import_file, import_into
+from llmsweep.results.point import points_from_run
+from llmsweep.results.store import Store
+
+
+def test_inferencex_rows_have_the_published_fields_in_seconds(make_run) -> None:
+    points = points_from_run(make_run("r", concs=(4,)))
+    row = json.loads(export_points(points, "inferencex"))[0]
+    p = points[0]
+    s = p.summary
+    for key in ("hw", "conc", "image", "model", "infmax_model_prefix", "framework", "precision", "spec_decoding",
+                "disagg", "tp", "ep", "dp_attention", "pp", "dcp_size", "pcp_size", "tput_per_gpu",
+                "output_tput_per_gpu", "input_tput_per_gpu"):
+        assert key in row, key
+    assert row["hw"] == "cluster:mi300x-synthetic" and row["conc"] == 4 and row["scenario_type"] == "agentic-coding"
+    assert row["tput_per_gpu"] == pytest.approx(s["throughput"]["total_tps"] / 8)
+    assert row["median_ttft"] == s["latency"]["ttft"]["p50"]
+    assert row["p99.9_e2el"] == s["latency"]["e2el"]["p99.9"]
+    assert row["p90_intvty"] == s["interactivity"]["p90"]
+    assert row["p90_e2e_norm_intvty"] == s["e2e_norm_interactivity"]["p90"]
+    assert "std_intvty" not in row  # 1/std is meaningless; InferenceX exported it anyway
+    assert row["llmsweep"]["source"] == "simulated"
+
+
+def test_json_round_trip_keeps_source_and_metrics(make_run, tmp_path: Path) -> None:
+    points = points_from_run(make_run("r", concs=(1, 4)))
+    path = tmp_path / "export.json"
+    path.write_text(export_points(points, "json"))
+    run_id, origin, back = import_file(path)
+    assert run_id.startswith("import:export-") and origin == "llmsweep-export"
+    assert [p.source for p in back] == ["simulated", "simulated"]
+    assert [p.metrics for p in back] == [p.metrics for p in points]
+    assert [p.identity for p in back] == [p.identity for p in points]
+
+
+def test_inferencex_export_imports_back_with_its_source(make_run, tmp_path: Path) -> None:
+    points = points_from_run(make_run("r", concs=(4,), source="predicted"))
+    path = tmp_path / "ix.json"
+    path.write_text(export_points(points, "inferencex"))
+    _, _, back = import_file(path)
+    assert back[0].source == "predicted"
+    assert back[0].identity == points[0].identity
+    assert back[0].metric("p90_e2e_norm_intvty") == points[0].metric("p90_e2e_norm_intvty")
+
+
+def test_published_inferencex_rows_import_as_measured_in_their_own_run(tmp_path: Path) -> None:
+    rows = [
+        {"hw": "b200", "conc": 64, "image": "vllm/vllm-openai:v0.11.0", "model": "deepseek-ai/DeepSeek-R1",
+         "infmax_model_prefix": "dsr1", "framework": "vllm", "precision": "fp4", "spec_decoding": "none",
+         "disagg": False, "isl": 1024, "osl": 1024, "tp": 4, "ep": 4, "dp_attention": "false",
+         "tput_per_gpu": 5000.0, "output_tput_per_gpu": 2500.0, "input_tput_per_gpu": 2500.0,
+         "median_ttft": 0.2, "p90_ttft": 0.4, "median_intvty": 50.0, "p90_intvty": 40.0, "p90_e2el": 30.0},
+        {"hw": "mi355x", "conc": 8, "image": "lmsysorg/sglang:v0.5.16", "model": "Qwen/Qwen3.5", "framework": "sglang",
+         "precision": "fp8", "scenario_type": "agentic-coding", "tp": 8, "kv_offloading": "none",
+         "num_requests_total": 100, "num_requests_successful": 95,
+         "request_metrics": {"latency": {"ttft": {"p50": 0.3, "p90": 0.9},
+                                         "e2e_norm_intvty": {"p75": 35.0, "p90": 30.0}},
+                             "throughput": {"per_gpu": {"total_tput_tps": 1200.0}}}},
+    ]
+    path = tmp_path / "agg_bmk.json"
+    path.write_text(json.dumps(rows))
+    run_id, origin, points = import_file(path)
+    assert origin == "inferencex"
+    fixed, agentic = points
+    assert fixed.source == "measured" and fixed.origin == "inferencex"
+    assert fixed.identity.scenario == "fixed-1k1k" and fixed.identity.hardware == "b200"
+    assert fixed.gpus == 4 and fixed.metric("p90_intvty") == 40.0
+    assert fixed.metric("p90_e2e_norm_intvty") is None  # no traces: cannot join the north-star frontier
+    assert agentic.metric("p90_e2e_norm_intvty") == 30.0 and agentic.metric("tput_per_gpu") == 1200.0
+    assert agentic.metric("p50_ttft") == 0.3 and agentic.metric("error_ratio") == pytest.approx(0.05)
+    with Store(tmp_path / "s.sqlite") as store:
+        rid, n = import_into(store, path)
+        assert n == 2 and store.results(rid)[0].origin == "inferencex"
+        assert [r.origin for r in store.runs()] == ["inferencex"]
+
+
+def test_csv_export_is_flat(make_run) -> None:
+    points = points_from_run(make_run("r", concs=(1, 4)))
+    rows = list(csv.DictReader(io.StringIO(export_points(points, "csv"))))
+    assert len(rows) == 2 and {"result_id", "tput_per_gpu", "source", "conc", "image"} <= set(rows[0])
+
+
+def test_unreadable_or_foreign_files_are_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ResultError, match="cannot read"):
+        import_file(bad)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"hello": 1}))
+    with pytest.raises(ResultError, match="neither"):
+        import_file(other)
+    with pytest.raises(ResultError, match="unknown export format"):
+        export_points([], "xml")
