@@ -4,6 +4,7 @@ Public API:
     plan_jobs(recipes, options, fleet=None, evals=None) -> list[Job]
     full_sweep(recipes, fleet=None, evals=None, **filters) -> list[Job]
     test_config(recipes, config_keys, fleet=None, evals=None, **filters) -> list[Job]
+    jobs_from_files(paths, config_keys=None, runner_config=None, evals=None) -> list[Job]   (raises on bad recipes)
     select_job(jobs, selector) -> Job
     Job, Worker, Acceptance, SweepOptions, EvalOptions
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from llmsweep.plan.expand import SweepOptions, expand_config_keys
 from llmsweep.plan.job import Acceptance, Job, Worker
-from llmsweep.plan.matrix import EvalOptions, full_sweep, plan_jobs, test_config
+from llmsweep.plan.matrix import EvalOptions, full_sweep, jobs_from_files, plan_jobs, test_config
 from llmsweep.plan.select import select_job
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "Worker",
     "expand_config_keys",
     "full_sweep",
+    "jobs_from_files",
     "plan_jobs",
     "select_job",
     "test_config",

@@ -6,6 +6,7 @@ import importlib
 import logging
 from typing import Any
 
+from llmsweep.catalog.fleet import gpu_sku
 from llmsweep.plan.expand import Cell
 from llmsweep.plan.fingerprint import recipe_fingerprint, throughput_entry
 from llmsweep.plan.job import Acceptance, Job, Worker
@@ -79,6 +80,8 @@ def job_from_entry(
         recipe_fingerprint=fp,
         scenario=scenario,
         multinode=multinode,
+        runner_label=recipe.runner,
+        sku=gpu_sku(recipe.runner),
         engine=engine,
         gpus=gpus,
         serve=serve,

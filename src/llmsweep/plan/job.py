@@ -125,6 +125,10 @@ class Job(JobModel):
     eval_all_concs: bool | None = Field(default=None, alias="eval-all-concs")
 
     # --- llmsweep extensions ------------------------------------------------------------------------------------
+    runner_label: str = Field(
+        alias="runner-label", description="The recipe's runner label (`runner` may be a node under --runner-node-filter)."
+    )
+    sku: str | None = Field(default=None, description="GPU SKU the runner label implies (h200, mi300x, b300, ...).")
     engine: str | None = Field(default=None, description="Engine adapter; None = not runnable (no serve / unmapped).")
     gpus: int = Field(description="GPUs the job occupies: tp·pp·pcp (single node) or the worker sum (multinode).")
     serve: ResolvedServe | None = Field(default=None, description="`serve` after this arm's overrides.")

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from llmsweep.catalog.fleet import FleetCatalog, default_fleet
+from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
 from llmsweep.errors import ConfigError
 from llmsweep.plan.build import job_from_entry
 from llmsweep.plan.evals import keep_eval_only, mark_all_eval_entries, mark_eval_entries
 from llmsweep.plan.expand import SweepOptions, expand_cells
 from llmsweep.plan.fingerprint import recipe_fingerprint, throughput_entry
 from llmsweep.plan.job import Job
+from llmsweep.spec.loader import load_recipes
 from llmsweep.spec.recipe import Recipe
 
 
@@ -76,6 +78,24 @@ def test_config(
 
 
 test_config.__test__ = False  # type: ignore[attr-defined]  # not a pytest test despite the name
+
+
+def jobs_from_files(
+    paths: list[Path] | tuple[Path, ...],
+    *,
+    config_keys: list[str] | tuple[str, ...] | None = None,
+    runner_config: Path | None = None,
+    evals: EvalOptions | None = None,
+) -> list[Job]:
+    """Load recipe files and plan them (test-config for `config_keys`, else full-sweep); for `run`, `render`, `predict`.
+
+    Raises :class:`ConfigError` carrying every finding when a recipe does not validate.
+    """
+    loaded = load_recipes(list(paths)).raise_on_error()
+    fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
+    if config_keys:
+        return test_config(loaded.recipes, config_keys, fleet, evals)
+    return full_sweep(loaded.recipes, fleet, evals)
 
 
 def _unique_ids(jobs: list[Job]) -> list[Job]:

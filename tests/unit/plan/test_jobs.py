@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.errors import ConfigError
-from llmsweep.plan import EvalOptions, Job, full_sweep, select_job, test_config
+from llmsweep.plan import EvalOptions, Job, full_sweep, jobs_from_files, select_job, test_config
 from llmsweep.spec import load_recipes
 
 REPO = Path(__file__).resolve().parents[3]
@@ -178,3 +178,12 @@ def test_resident_recipe_matches_the_master_shape(fleet) -> None:
     assert {j.serve.args["--attention-backend"] for j in jobs} == {"aiter"}
     assert {j.kv_offloading for j in jobs} == {"none"}
     assert {j.acceptance.value for j in jobs} == {3.39}
+
+
+def test_jobs_from_files_plans_or_raises_with_findings(tmp_path) -> None:
+    jobs = jobs_from_files([REPO / "recipes"], config_keys=[SEED_KEY])
+    assert len(jobs) == 9 and {j.runner_label for j in jobs} == {"cluster:mi300x-amds"}
+    assert {j.sku for j in jobs} == {"mi300x"}
+    with pytest.raises(ConfigError) as info:
+        jobs_from_files([REPO / "tests" / "data" / "recipes" / "malformed" / "conc-range.yaml"])
+    assert [f.rule for f in info.value.findings] == ["schema.conc-range"]
