@@ -19,6 +19,7 @@ from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
 from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan import EvalOptions, Job, SweepOptions, plan_jobs
+from llmsweep.plan.checks import unused_overrides
 from llmsweep.plan.names import SEQ_LEN_NAMES
 from llmsweep.spec import LoadResult, load_recipes
 
@@ -150,7 +151,16 @@ def _run(options: SweepOptions, *, config_files: tuple[Path, ...], runner_config
         raise ConfigError(f"{len(loaded.errors)} recipe error(s); no matrix written",
                           fix="fix the findings above (file:line) and rerun")
     jobs = plan_jobs(loaded.recipes, options, fleet, evals)
+    if _unfiltered(options) and not (evals.evals_only or evals.all_evals):
+        for finding in unused_overrides(loaded.recipes, jobs):
+            click.echo(finding.render(), err=True)
     click.echo(_render(jobs, fmt))
+
+
+def _unfiltered(options: SweepOptions) -> bool:
+    """True when no flag narrowed the expansion (so an override matching nothing is a real mistake)."""
+    default = SweepOptions(mode=options.mode, config_keys=options.config_keys)
+    return options == default
 
 
 def _default_recipe_files() -> list[Path]:

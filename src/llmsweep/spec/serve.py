@@ -43,6 +43,13 @@ WHEN_FIELDS: tuple[str, ...] = (
 )
 """Search-space fields an override may match on (`kv-offload-backend` matches the backend name)."""
 
+WHEN_CHOICES: dict[str, tuple[str, ...]] = {
+    "scenario": ("fixed-seq-len", "agentic-coding"),
+    "spec-decoding": ("mtp", "draft_model", "none"),
+    "kv-offloading": ("none", "dram"),
+}
+"""Closed value sets: an override whose value is outside them could never match, so it is an error."""
+
 
 def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
     for flag in args:
@@ -163,6 +170,18 @@ class ServeCore(StrictInput):
     def _env(cls, env: Any) -> Any:
         return _stringify_env(env) if isinstance(env, dict) else env
 
+    @model_validator(mode="after")
+    def _secrets_have_no_value(self) -> ServeCore:
+        for name in self.secret_env:
+            if self.env.get(name) is not None:
+                raise rule_error(
+                    "secret-in-env",
+                    f"`{name}` is listed in secret-env but its value is written in env",
+                    field=f"env.{name}",
+                    fix=f"delete `{name}` from env; it is read from the caller's environment at launch",
+                )
+        return self
+
 
 class Override(StrictInput):
     """Extra args/env applied only to search-space arms whose fields match `when`."""
@@ -188,6 +207,16 @@ class Override(StrictInput):
                     f"known: {', '.join(WHEN_FIELDS)}",
                     field=name,
                     fix=f"rename it to `{close[0]}`" if close else "use one of the listed fields",
+                )
+            choices = WHEN_CHOICES.get(name)
+            values = when[name] if isinstance(when[name], list) else [when[name]]
+            bad = [v for v in values if choices is not None and v not in choices]
+            if bad:
+                raise rule_error(
+                    "override-when",
+                    f"`{name}: {bad[0]}` can never match: {name} is one of {', '.join(choices or ())}",
+                    field=name,
+                    fix=f"use one of {', '.join(choices or ())}",
                 )
         return when
 
