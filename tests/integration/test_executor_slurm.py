@@ -21,6 +21,13 @@ HELPERS = Path(__file__).resolve().parents[1] / "unit" / "execute" / "helpers"
 TINY_SERVER = HELPERS / "tiny_server.py"
 WORKER = HELPERS / "slurm_worker.py"
 TOKEN = "hf_SLURMintegrationSECRET9"
+# The client: a Python one-liner (no curl needed) that prints the body of a GET, or of a POST when given a body.
+HTTP_CLIENT = (
+    "import sys, urllib.request as u\n"
+    "data = sys.argv[2].encode() if len(sys.argv) > 2 else None\n"
+    "req = u.Request(sys.argv[1], data=data, headers={'Content-Type': 'application/json'})\n"
+    "print(u.build_opener(u.ProxyHandler({})).open(req, timeout=30).read().decode())"
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -65,7 +72,7 @@ def in_queue(job_id: str) -> bool:
 
 def test_two_jobs_start_servers_on_the_node_and_report_their_own_exit_codes(tmp_path: Path) -> None:
     executor = SlurmExecutor(options())
-    client = ["curl", "-sf", "{base_url}/v1/models"]
+    client = [sys.executable, "-c", HTTP_CLIENT, "{base_url}/v1/models"]
     good_spec = tiny("--delay", "0.5", "--echo-env", "HF_TOKEN", ready_log_markers=("tiny server ready",),
                      secret_env=("HF_TOKEN",))
     bad_spec = tiny("--exit-after", "0.2")
@@ -155,7 +162,7 @@ def test_simulator_served_under_slurm_answers_a_chat_request(tmp_path: Path) -> 
         startup_timeout_s=90,
     )
     body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
-    client = ["curl", "-sf", "-H", "Content-Type: application/json", "-d", body, "{base_url}/v1/chat/completions"]
+    client = [sys.executable, "-c", HTTP_CLIENT, "{base_url}/v1/chat/completions", body]
     job = SlurmExecutor(options()).submit(spec, group_file=write_group(tmp_path, spec, client), out_dir=tmp_path,
                                           name="sim")
     with cancel_on_interrupt([job]):

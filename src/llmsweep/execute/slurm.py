@@ -369,9 +369,15 @@ def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             previous[sig] = signal.signal(sig, raise_interrupt)
+    def keep_cancelling(signum: int, frame: FrameType | None) -> None:
+        log.warning("received %s while cancelling Slurm jobs; finishing the cancellation first",
+                    signal.Signals(signum).name)
+
     try:
         yield jobs
     finally:
+        for sig in previous:
+            signal.signal(sig, keep_cancelling)  # a second SIGTERM must not abandon half-cancelled jobs
         try:
             for job in jobs:
                 if job.result is None:
