@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 CREATED = 1_700_000_000
 """Fixed `created` stamp: a wall-clock value would make two identical runs differ byte for byte."""
 DEFAULT_MAX_TOKENS = 256
+MAX_BODY_BYTES = 1 << 30
+"""Agentic prompts reach megabytes of text; aiohttp's 1 MiB default would refuse them with 413."""
 
 READY_LINES = {
     "sglang": "The server is fired up and ready to roll!",
@@ -74,7 +76,7 @@ class SimServer:
         self._task: asyncio.Task[None] | None = None
         self._t0 = 0.0
         self._requests = 0
-        self.app = web.Application()
+        self.app = web.Application(client_max_size=MAX_BODY_BYTES)
         self.app.add_routes([
             web.post("/v1/chat/completions", self.chat),
             web.post("/v1/completions", self.completions),

@@ -1,0 +1,193 @@
+"""The live simulated engine answered over loopback: SSE shape, usage, cache hits, /metrics, determinism, CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmsweep.sim.config import SpecDecodeConfig
+from llmsweep.sim.engine import EngineConfig
+from llmsweep.sim.server import SimServer, start_server
+
+FAST = {"model": "llama-1b", "hardware": "h200", "timing": "constant", "ttft_s": 0.004, "itl_s": 0.001}
+LONG_PROMPT = " ".join(f"w{i % 97}" for i in range(400))
+
+
+@asynccontextmanager
+async def serving(**config: Any) -> AsyncIterator[tuple[str, SimServer]]:
+    server = SimServer(EngineConfig(**{**FAST, **config}), served_model_name="sim-model")
+    runner, port = await start_server(server, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{port}", server
+    finally:
+        await runner.cleanup()
+
+
+async def sse_events(resp: aiohttp.ClientResponse) -> tuple[list[Any], bytes]:
+    """Parsed `data:` payloads (the last one the literal [DONE]) and the raw body."""
+    raw = await resp.read()
+    events: list[Any] = []
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        assert block.startswith("data: "), block
+        payload = block[len("data: "):]
+        events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events, raw
+
+
+def chat_body(content: str, max_tokens: int = 12, **extra: Any) -> dict[str, Any]:
+    return {"model": "sim-model", "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens,
+            "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True, **extra}
+
+
+def test_streaming_chat_has_openai_sse_shape_usage_and_cache_hits_on_a_repeated_prefix() -> None:
+    async def main() -> None:
+        async with serving() as (url, _), aiohttp.ClientSession() as http:
+            async with http.post(f"{url}/v1/chat/completions", json=chat_body(LONG_PROMPT)) as resp:
+                assert resp.status == 200
+                assert resp.headers["Content-Type"].startswith("text/event-stream")
+                events, _ = await sse_events(resp)
+            assert events[-1] == "[DONE]"
+            chunks, usage_chunk = events[:-2], events[-2]
+            assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+            assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+            text = "".join(c["choices"][0]["delta"]["content"] for c in chunks)
+            assert len(text.split()) == 12  # one word per token, as the built-in tokenizer counts
+            assert usage_chunk["choices"] == []
+            usage = usage_chunk["usage"]
+            assert usage["completion_tokens"] == 12
+            assert usage["prompt_tokens"] == 400 + 3 + 2  # content + ChatML per message + generation prompt
+            assert usage["prompt_tokens_details"]["cached_tokens"] == 0
+            async with http.post(f"{url}/v1/chat/completions",
+                                 json=chat_body(LONG_PROMPT + " and a different tail")) as resp:
+                events, _ = await sse_events(resp)
+            cached = events[-2]["usage"]["prompt_tokens_details"]["cached_tokens"]
+            assert 256 <= cached <= 400 and cached % 64 == 0  # whole shared blocks hit, the new tail does not
+
+    asyncio.run(main())
+
+
+def test_completions_accept_token_ids_max_completion_tokens_and_answer_without_streaming() -> None:
+    async def main() -> None:
+        async with serving(kv_capacity_tokens=4096) as (url, _), aiohttp.ClientSession() as http:
+            body = {"model": "sim-model", "prompt": list(range(300)), "max_completion_tokens": 7}
+            async with http.post(f"{url}/v1/completions", json=body) as resp:
+                assert resp.status == 200
+                data = await resp.json()
+            assert data["object"] == "text_completion"
+            assert data["usage"]["prompt_tokens"] == 300 and data["usage"]["completion_tokens"] == 7
+            assert len(data["choices"][0]["text"].split()) == 7
+            async with http.post(f"{url}/v1/completions", json={**body, "stream": True}) as resp:
+                events, _ = await sse_events(resp)
+            assert events[-1] == "[DONE]"
+            assert "".join(e["choices"][0]["text"] for e in events[:-1]).count(" ") == 7  # no usage chunk asked
+            async with http.get(f"{url}/v1/models") as resp:
+                assert (await resp.json())["data"][0]["id"] == "sim-model"
+            async with http.get(f"{url}/health") as resp:
+                assert resp.status == 200
+            async with http.post(f"{url}/v1/completions", json={**body, "model": "other"}) as resp:
+                assert resp.status == 404
+            async with http.post(f"{url}/v1/completions", json={**body, "prompt": "word " * 400_000}) as resp:  # 2 MB
+                assert resp.status == 400
+                assert "maximum context length" in (await resp.json())["error"]["message"]
+
+    asyncio.run(main())
+
+
+def _metrics(text: str) -> dict[str, float]:
+    """Samples by name (labels folded in as name{k=v,...}) from Prometheus text, via the official parser."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()) if k not in ("model_name", "engine"))
+            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return out
+
+
+@pytest.mark.parametrize("al", [2.5, 3.39])
+def test_metrics_parse_and_spec_counters_read_back_the_configured_acceptance_length(al: float) -> None:
+    async def main() -> dict[str, float]:
+        spec = SpecDecodeConfig(method="mtp", k=3, acceptance_length=al)
+        async with serving(spec=spec, dram_gb=1.0) as (url, _), aiohttp.ClientSession() as http:
+            async def one(i: int) -> None:
+                async with http.post(f"{url}/v1/chat/completions", json=chat_body(f"q{i} " + LONG_PROMPT, 300)) as r:
+                    await sse_events(r)
+            await asyncio.gather(*(one(i) for i in range(12)))
+            async with http.get(f"{url}/metrics") as resp:
+                return _metrics(await resp.text())
+
+    m = asyncio.run(main())
+    vllm_al = 1 + m["vllm:spec_decode_num_accepted_tokens_total"] / m["vllm:spec_decode_num_drafts_total"]
+    assert abs(vllm_al - al) < 0.1 * al, vllm_al
+    sglang_al = m["sglang:generation_tokens_total"] / m["sglang:spec_verify_calls_total"]
+    assert abs(sglang_al - al) < 0.1 * al, sglang_al  # includes the prefill's first token, as SGLang's does
+    assert m["vllm:spec_decode_num_draft_tokens_total"] == 3 * m["vllm:spec_decode_num_drafts_total"]
+    assert m["sglang:generation_tokens_total"] == 12 * 300
+    assert m["sglang:num_running_reqs"] == 0 and m["vllm:num_requests_waiting"] == 0
+    assert m["vllm:prompt_tokens_total"] == m["sglang:prompt_tokens_total"] > 0
+    by_source = sum(v for k, v in m.items() if k.startswith("vllm:prompt_tokens_by_source_total"))
+    assert by_source == m["vllm:prompt_tokens_total"]
+    assert "sglang:cached_tokens_total{cache_source=host}" in m and "vllm:num_preemptions_total" in m
+    # a job pinned at 3.39 would fail a read-back gate against a simulator started at 2.5
+    assert (abs(vllm_al - 3.39) < 0.1) == (al == 3.39)
+
+
+def test_same_seed_gives_byte_identical_streams() -> None:
+    async def run() -> list[bytes]:
+        bodies = []
+        async with serving(spec=SpecDecodeConfig(k=3, acceptance_length=2.5), seed=7) as (url, _), \
+                aiohttp.ClientSession() as http:
+            for i in range(3):
+                async with http.post(f"{url}/v1/chat/completions", json=chat_body(f"hello {i} " * 50, 40)) as r:
+                    bodies.append((await sse_events(r))[1])
+        return bodies
+
+    first, second = asyncio.run(run()), asyncio.run(run())
+    assert first == second
+    assert first[0] != first[1]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+def test_curl_streams_from_the_cli_server_after_its_readiness_line() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--port", "0", "--model", "llama-1b",
+         "--served-model-name", "sim-model", "--metrics-style", "vllm", "--timing", "constant", "--itl-ms", "1"],
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stderr is not None
+        port = None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
+                port = int(match.group(1))
+            if "Application startup complete." in line:
+                break
+        assert port, lines
+        assert any("GPU KV cache size:" in line for line in lines)
+        body = json.dumps(chat_body("hi there", 5))
+        out = subprocess.run(["curl", "-sN", "-H", "Content-Type: application/json", "-d", body,
+                              f"http://127.0.0.1:{port}/v1/chat/completions"], capture_output=True, text=True,
+                             timeout=30)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.rstrip().endswith("data: [DONE]")
+        assert '"completion_tokens": 5' in out.stdout
+        metrics = subprocess.run(["curl", "-s", f"http://127.0.0.1:{port}/metrics"], capture_output=True, text=True,
+                                 timeout=30).stdout
+        assert "vllm:generation_tokens_total" in metrics and "sglang:" not in metrics
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,0 +1,115 @@
+"""The predictor interprets lane programs as the client would: order, spawn/join, lane recycling, open loop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from llmsweep.errors import ConfigError
+from llmsweep.sim.engine import EngineConfig
+from llmsweep.sim.predict import predict
+from llmsweep.workload.base import (
+    Arrival,
+    Join,
+    LaneProgram,
+    RequestIdentity,
+    RequestSpec,
+    Send,
+    Sleep,
+    Spawn,
+    Workload,
+)
+
+CONST = EngineConfig(model="llama-1b", timing="constant", ttft_s=0.05, itl_s=0.01, kv_capacity_tokens=200_000)
+
+
+def send(node: str, turn: int, session: str = "s", lane: int = 0, max_tokens: int = 10) -> Send:
+    return Send(RequestSpec(api="completions", max_tokens=max_tokens, prompt="a b c d e f g h",
+                            identity=RequestIdentity(session=session, node=node, turn=turn, lane=lane)))
+
+
+class Tree(Workload):
+    """Root: turn 0, spawn two children (each 2 turns, one sleeping), join, turn 1."""
+
+    def __init__(self, sessions_per_lane: int = 1) -> None:
+        self.per_lane = sessions_per_lane
+
+    def child(self, name: str, session: str, sleep: float) -> LaneProgram:
+        yield send(name, 0, session)
+        yield Sleep(sleep)
+        yield send(name, 1, session)
+
+    def root(self, session: str, lane: int) -> LaneProgram:
+        yield send("", 0, session, lane)
+        a = yield Spawn(self.child("a", session, 0.0))
+        b = yield Spawn(self.child("b", session, 1.0))
+        yield Join((a, b))
+        yield send("", 1, session, lane)
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        for i in range(self.per_lane):
+            yield self.root(f"l{lane}s{i}", lane)
+
+
+def test_spawned_children_run_concurrently_and_join_waits_for_both() -> None:
+    records = predict(Tree(), CONST, concurrency=1, duration=100)
+    by = {(r["node"], r["turn"]): r for r in records}
+    assert len(records) == 6
+    assert by[("a", 0)]["sent_at"] == by[("b", 0)]["sent_at"] >= by[("", 0)]["end_at"]
+    assert by[("b", 1)]["sent_at"] >= by[("b", 0)]["end_at"] + 1.0  # think time honoured
+    assert by[("", 1)]["sent_at"] == max(by[("a", 1)]["end_at"], by[("b", 1)]["end_at"])
+    assert all(r["status"] == 200 and r["completion_tokens"] == 10 for r in records)
+    r = by[("", 0)]
+    assert r["first_token_at"] == r["chunk_times"][0] and sum(r["chunk_tokens"]) == 10
+    assert r["first_token_at"] - r["sent_at"] == pytest.approx(0.05)  # constant TTFT, nothing else queued
+
+
+def test_a_lane_takes_its_next_session_only_after_the_whole_tree_drains() -> None:
+    records = predict(Tree(sessions_per_lane=3), CONST, concurrency=2, duration=1000)
+    assert len(records) == 2 * 3 * 6
+    for lane in (0, 1):
+        sessions = [f"l{lane}s{i}" for i in range(3)]
+        for prev, nxt in zip(sessions, sessions[1:]):
+            prev_end = max(r["end_at"] for r in records if r["session"] == prev)
+            next_start = min(r["sent_at"] for r in records if r["session"] == nxt)
+            assert next_start == prev_end
+
+
+def test_no_request_starts_after_the_duration_and_in_flight_ones_finish() -> None:
+    records = predict(Tree(sessions_per_lane=1000), CONST, concurrency=4, duration=5.0)
+    assert records and all(r["sent_at"] < 5.0 for r in records)
+    assert all(r["end_at"] is not None for r in records)
+
+
+class Open(Workload):
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        return iter(())
+
+    def one(self, i: int) -> LaneProgram:
+        yield send("", 0, f"o{i}")
+
+    def arrivals(self) -> Iterator[Arrival]:
+        for i in range(20):
+            yield Arrival(at=0.5 * i, program=self.one(i))
+
+
+def test_open_loop_starts_sessions_at_their_arrival_times() -> None:
+    records = predict(Open(), CONST, concurrency=1, duration=6.0)
+    assert [r["sent_at"] for r in records] == [0.5 * i for i in range(12)]
+
+
+def test_records_carry_exactly_the_client_record_fields() -> None:
+    from dataclasses import fields
+
+    from llmsweep.client.records import RequestRecord
+
+    record = predict(Tree(), CONST, concurrency=1, duration=10, start_time=1_700_000_000.0)[0]
+    assert set(record) == {f.name for f in fields(RequestRecord)}
+    assert RequestRecord.from_dict(record).ok
+    assert record["sent_at"] >= 1_700_000_000.0
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(ConfigError, match="duration"):
+        predict(Tree(), CONST, concurrency=1, duration=0)
