@@ -63,7 +63,9 @@ class AgenticConfig(BaseModel):
 
     kind: Literal["agentic"] = "agentic"
     source: str | None = Field(
-        default=None, description="Trace JSONL file, directory or HF dataset id; None = the synthetic corpus."
+        default=None,
+        description="Trace JSONL file, directory, HF dataset id or AgentX loader id; None or 'synthetic' = the"
+        " synthetic corpus.",
     )
     synthetic: SynthProfile = Field(default_factory=SynthProfile, description="Corpus used when source is None.")
     max_traces: int | None = Field(default=None, ge=1, description="Load at most this many traces.")
@@ -161,9 +163,9 @@ class AgenticWorkload(Workload):
         self.config = config
         if traces is None:
             traces = (
-                load_traces(config.source, limit=config.max_traces)
-                if config.source is not None
-                else synthesize(config.synthetic)
+                synthesize(config.synthetic)
+                if config.source in (None, "synthetic")
+                else load_traces(config.source, limit=config.max_traces)
             )
         if not traces:
             raise DatasetError("agentic replay needs at least one trace", fix="check the trace source")
@@ -204,10 +206,11 @@ class AgenticWorkload(Workload):
         return {
             "name": self.name,
             "source": cfg.source or "synthetic",
+            "dropped_subagents": sum(self.plan(i).dropped for i in range(len(self.traces))),
             "traces": len(self.traces),
             "tokenizer": self.tokenizer.name,
             **cfg.model_dump(mode="json", exclude={"source", "tokenizer", "synthetic"}),
-            **({"synthetic": cfg.synthetic.model_dump(mode="json")} if cfg.source is None else {}),
+            **({"synthetic": cfg.synthetic.model_dump(mode="json")} if cfg.source in (None, "synthetic") else {}),
         }
 
     # -- warm start ---------------------------------------------------------------------------------------------

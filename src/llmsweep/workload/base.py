@@ -15,7 +15,12 @@ A lane program is a generator that yields actions and receives their results:
 
 Concurrency semantics (AgentX): an interpreter runs `concurrency` lanes; a lane runs one session tree at a time and
 takes the next session only after the whole tree (root and every spawned descendant) has drained. So in-flight
-requests may exceed the concurrency during fan-out; live session trees never do.
+requests may exceed the concurrency during fan-out; live session trees never do. A program may end with spawned
+children it never joins (background subagents): they still belong to its tree.
+
+Prompts may be deferred (`Deferred`): `RequestSpec.messages`/`.prompt` build on first read, so an interpreter that
+needs only `input_tokens` (the simulator) never pays for the text. Build specs are not picklable; build the workload
+in the process that interprets it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from pydantic import ValidationError
 
@@ -42,8 +40,8 @@ def _measured(tok: Tokenizer, spec: RequestSpec, use_template: bool) -> int:
 @pytest.mark.parametrize("api", ["completions", "chat"])
 @pytest.mark.parametrize("use_template", [False, True])
 @pytest.mark.parametrize("tokenizer", ["builtin", "bpe"])
-def test_input_lengths_are_exact(api: str, use_template: bool, tokenizer: str, bpe_tokenizer_dir: Path) -> None:
-    source = None if tokenizer == "builtin" else str(bpe_tokenizer_dir)
+def test_input_lengths_are_exact(api: str, use_template: bool, tokenizer: str, request: pytest.FixtureRequest) -> None:
+    source = None if tokenizer == "builtin" else str(request.getfixturevalue("bpe_tokenizer_dir"))
     cfg = FixedLengthConfig(
         isl=700, osl=64, api=api, num_prompts=6, range_ratio=0.8, tokenizer=source, use_chat_template=use_template
     )

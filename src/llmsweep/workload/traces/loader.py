@@ -22,6 +22,21 @@ log = logging.getLogger(__name__)
 
 TRACE_SUFFIXES = (".jsonl", ".json")
 
+_DATED = ("060226", "060526", "060826")
+AGENTX_LOADERS: dict[str, str] = {
+    "semianalysis_cc_traces_weka_with_subagents": "semianalysisai/cc-traces-weka-061526",
+    "semianalysis_cc_traces_weka_with_subagents_256k": "semianalysisai/cc-traces-weka-061526-256k",
+    **{f"semianalysis_cc_traces_weka_with_subagents_{d}": f"semianalysisai/cc-traces-weka-with-subagents-{d}"
+       for d in _DATED},
+    **{f"semianalysis_cc_traces_weka_with_subagents_{d}_256k":
+       f"semianalysisai/cc-traces-weka-with-subagents-{d}-256k" for d in _DATED},
+    **{f"semianalysis_cc_traces_weka_{d}": f"semianalysisai/cc-traces-weka-{d}" for d in ("061326", "061526", "062126")},
+    **{f"semianalysis_cc_traces_weka_{d}_256k": f"semianalysisai/cc-traces-weka-{d}-256k"
+       for d in ("061326", "061526", "062126")},
+    "semianalysis_cc_traces_weka_no_subagents": "semianalysisai/cc-traces-weka-no-subagents-051826",
+}
+"""AgentX/AIPerf `--public-dataset` loader ids → Hugging Face datasets (research/agentx-spec §1.5)."""
+
 
 def load_traces(source: str | Path, *, limit: int | None = None) -> list[Trace]:
     """All traces of `source` (file, directory or HF dataset id), in a stable order (sorted paths, file order)."""
@@ -40,12 +55,17 @@ def load_traces(source: str | Path, *, limit: int | None = None) -> list[Trace]:
 
 def iter_traces(source: str | Path) -> Iterator[Trace]:
     path = Path(source)
+    if str(source) in AGENTX_LOADERS and not path.exists():
+        source = AGENTX_LOADERS[str(source)]
+        path = Path(source)
     if path.is_file():
         yield from read_trace_file(path, strict=True)
     elif path.is_dir():
         yield from _read_dir(path)
     elif _looks_like_hub_id(str(source)):
-        yield from _read_dir(download_dataset(str(source)))
+        local = download_dataset(str(source))
+        canonical = local / "traces.jsonl"  # the dataset's default split; other JSON there is metadata
+        yield from read_trace_file(canonical) if canonical.is_file() else _read_dir(local)
     else:
         raise DatasetError(
             f"trace source {source} is neither a file, a directory nor a Hugging Face dataset id",

@@ -47,6 +47,8 @@ class SynthProfile(BaseModel):
     spawn_probability: float = Field(default=0.05, ge=0, le=1, description="Chance a main turn spawns subagents.")
     background_probability: float = Field(default=0.2, ge=0, le=1, description="Chance a batch runs in background.")
     long_context_share: float = Field(default=0.5, ge=0, le=1, description="Sessions with a 1M-class context.")
+    max_osl: int | None = Field(default=None, ge=1, description="Cap on any request's output tokens.")
+    subagents: bool = Field(default=True, description="Whether sessions spawn subagents.")
 
     @property
     def scale(self) -> float:
@@ -77,6 +79,10 @@ class _TraceBuilder:
     def _tokens(self, median: float, sigma: float, hi: float) -> int:
         """A scaled token count, at least 1."""
         return max(1, round(self._lognormal(median, sigma, 1.0, hi) * self.scale))
+
+    def _out(self, median: float, sigma: float, hi: float) -> int:
+        out = self._tokens(median, sigma, hi)
+        return out if self.p.max_osl is None else min(out, self.p.max_osl)
 
     def _new_blocks(self, tokens: int) -> list[int]:
         n = max(1, math.ceil(tokens / BLOCK))
@@ -118,12 +124,12 @@ class _TraceBuilder:
         t = 0.0
         sub_count = 0
         for k in range(n_main):
-            out = self._tokens(1000, 1.3, 32000)
+            out = self._out(1000, 1.3, 32000)
             row = self._request(t, main_model, ids, new_tokens, out)
             entries.append(row)
             end = row.t + row.api_time
             resume = end
-            if k < n_main - 1 and rng.random() < p.spawn_probability:
+            if p.subagents and k < n_main - 1 and rng.random() < p.spawn_probability:
                 background = rng.random() < p.background_probability
                 fan_out = int(min(6, rng.geometric(0.5)))
                 for _ in range(fan_out):
@@ -166,7 +172,7 @@ class _TraceBuilder:
         rows: list[TraceRequest] = []
         limit = min(self.p.max_isl, round(180_000 * self.scale))
         for _ in range(m):
-            out = self._tokens(700, 1.1, 16000)
+            out = self._out(700, 1.1, 16000)
             row = self._request(t, model, ids, new_tokens, out)
             rows.append(row)
             growth = out + self._tokens(4000, 1.4, 60000)

@@ -1,0 +1,78 @@
+"""From a job's resolved workload to the workload the client (or the simulator) runs.
+
+This is the one place that knows both the recipe-side `ResolvedWorkload` (spec) and the workload configs, so the
+client keeps knowing nothing of recipes. InferenceX defaults were already filled in by the planner (range ratio 0.8,
+10 × conc prompts, 2 × conc warm-ups, 10 warm-up requests per lane); here they become configs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmsweep.errors import ConfigError
+from llmsweep.spec.workload import ResolvedWorkload, TraceSource
+from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
+from llmsweep.workload.base import Api, Workload
+from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
+from llmsweep.workload.traces.synth import FULL_SCALE_ISL, SynthProfile
+
+_FROM_JOB = object()
+
+
+def fixed_config(
+    resolved: ResolvedWorkload, *, concurrency: int, api: Api = "completions", tokenizer: Any = _FROM_JOB,
+    **overrides: Any,
+) -> FixedLengthConfig:
+    """The fixed-length config of one concurrency point. `tokenizer=None` picks the built-in tokenizer."""
+    if resolved.isl is None or resolved.osl is None:
+        raise ConfigError("a fixed-seq-len workload needs isl and osl", fix="set isl/osl in the recipe's seq-len list")
+    num_prompts = resolved.num_prompts or (resolved.num_prompts_per_conc or 10) * concurrency
+    values: dict[str, Any] = {
+        "isl": resolved.isl,
+        "osl": resolved.osl,
+        "api": api,
+        "num_prompts": num_prompts,
+        "num_warmups": resolved.num_warmups if resolved.num_warmups is not None else 2 * concurrency,
+        "range_ratio": resolved.range_ratio if resolved.range_ratio is not None else 0.8,
+        "seed": resolved.seed,
+        "tokenizer": resolved.tokenizer if tokenizer is _FROM_JOB else tokenizer,
+        "use_chat_template": resolved.use_chat_template,
+    }
+    return FixedLengthConfig(**{**values, **overrides})
+
+
+def _trace_source(traces: TraceSource) -> tuple[str, SynthProfile | None]:
+    if traces.synthetic is not None:
+        s = traces.synthetic
+        profile = SynthProfile(
+            traces=s.traces, seed=s.seed, max_isl=s.max_isl or FULL_SCALE_ISL, max_osl=s.max_osl,
+            subagents=s.subagents, **({"max_main_turns": max(3, s.max_turns)} if s.max_turns else {}),
+        )
+        return "synthetic", profile
+    return (traces.hf or traces.path or ""), None
+
+
+def agentic_config(
+    resolved: ResolvedWorkload, *, concurrency: int, tokenizer: Any = _FROM_JOB, **overrides: Any
+) -> AgenticConfig:
+    """The agentic replay config of one concurrency point (AgentX: t* in [0.25, 0.75], 300 s idle cap)."""
+    if resolved.traces is None:
+        raise ConfigError("an agentic-coding workload needs a trace source", fix="set workload.traces in the recipe")
+    source, profile = _trace_source(resolved.traces)
+    values: dict[str, Any] = {
+        "source": source,
+        "concurrency": concurrency,
+        "seed": resolved.seed,
+        "tokenizer": resolved.tokenizer if tokenizer is _FROM_JOB else tokenizer,
+        "warmup_requests_per_lane": resolved.warmup_per_lane if resolved.warmup_per_lane is not None else 10,
+    }
+    if profile is not None:
+        values["synthetic"] = profile
+    return AgenticConfig(**{**values, **overrides})
+
+
+def build_workload(resolved: ResolvedWorkload, *, concurrency: int, **kwargs: Any) -> Workload:
+    """The workload of one job at one concurrency (keyword arguments go to `fixed_config`/`agentic_config`)."""
+    if resolved.scenario == "agentic-coding":
+        return AgenticWorkload(agentic_config(resolved, concurrency=concurrency, **kwargs))
+    return FixedLengthWorkload(fixed_config(resolved, concurrency=concurrency, **kwargs))
