@@ -141,7 +141,7 @@
       var s = seriesByKey[p.series], front = onFrontier(p);
       var cls = "marker" + (p.valid ? "" : " invalid") + (front ? " onfront" : " offfront") + (state.selected === p.id ? " selected" : "");
       if (state.hidden[p.series] || (state.frontierOnly && !front)) cls += " dim";
-      var c = el("circle", { "class": cls, cx: sx(xval(p, state.x)).toFixed(2), cy: sy(yval(p)).toFixed(2), r: front ? 6 : 4.5,
+      var c = el("circle", { "class": cls, cx: sx(xval(p, state.x)).toFixed(2), cy: sy(yval(p)).toFixed(2), r: front ? 6 : p.valid ? 4.5 : 6,
         fill: s.color, style: p.valid ? null : "stroke:" + s.color, "data-id": p.id, "data-series": p.series,
         "data-x": xval(p, state.x), "data-y": yval(p), "data-valid": p.valid ? "1" : "0" }, svg);
       c.addEventListener("mouseenter", function (ev) { showTip(ev, p); });
