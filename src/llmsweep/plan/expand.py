@@ -208,7 +208,7 @@ def _conc_filter(values: list[int], options: SweepOptions) -> list[int]:
 def _fixed_cells(recipe: Recipe, runners: list[str], options: SweepOptions) -> Iterator[Cell]:
     if not options.wants_scenario("fixed-seq-len"):
         return
-    scenarios: Any = getattr(recipe, "scenarios")
+    scenarios = recipe.scenarios
     seq_filter = {SEQ_LEN_NAMES[s] for s in options.seq_lens} if options.seq_lens else None
     full = options.mode == "full-sweep"
     for si, scen in enumerate(scenarios.fixed_seq_len or []):
@@ -299,7 +299,7 @@ def _agentic_cells(recipe: Recipe, fleet: FleetCatalog, runners: list[str], opti
             return
         if not recipe.multinode and not options.single_node:
             return
-    scenarios: Any = getattr(recipe, "scenarios")
+    scenarios = recipe.scenarios
     for si, scen in enumerate(scenarios.agentic_coding or []):
         for ei, entry in enumerate(scen.search_space):
             path = ("scenarios", "agentic-coding", si, "search-space", ei)

@@ -244,6 +244,9 @@ class Recipe(StrictInput):
     router: ComponentMetadata | None = Field(default=None, description="Router component `{name, version}`.")
     serve: Serve | None = Field(default=None, description="How to launch the engine (llmsweep extension).")
     workload: WorkloadSpec | None = Field(default=None, description="What the client sends (llmsweep extension).")
+    scenarios: SingleNodeScenarios | MultiNodeScenarios = Field(
+        description="`fixed-seq-len` and/or `agentic-coding` scenarios (narrowed by the single/multi-node subclass)."
+    )
 
     _key: str = PrivateAttr(default="")
     _source: SourceMap | None = PrivateAttr(default=None)
@@ -289,7 +292,7 @@ class Recipe(StrictInput):
 
     def search_space_entries(self) -> Iterator[tuple[tuple[str | int, ...], Any]]:
         """(path under the recipe key, entry) for every search-space entry, in file order."""
-        scenarios: Any = getattr(self, "scenarios")
+        scenarios = self.scenarios
         for si, scen in enumerate(scenarios.fixed_seq_len or []):
             for ei, entry in enumerate(scen.search_space):
                 yield ("scenarios", "fixed-seq-len", si, "search-space", ei), entry
@@ -298,8 +301,7 @@ class Recipe(StrictInput):
                 yield ("scenarios", "agentic-coding", si, "search-space", ei), entry
 
     def _check_common(self) -> None:
-        scenarios: Any = getattr(self, "scenarios")
-        if scenarios.agentic_coding and not self.runner.startswith(CLUSTER_LABEL_PREFIX):
+        if self.scenarios.agentic_coding and not self.runner.startswith(CLUSTER_LABEL_PREFIX):
             raise rule_error(
                 "agentic-runner",
                 "Agentic master configs must use a 'cluster:<name>' runner so every point runs on one exact hardware fleet.",
