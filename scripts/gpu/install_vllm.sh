@@ -25,5 +25,5 @@ if [[ ! -f "$stamp" ]]; then
   touch "$stamp"
 fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PATH="$site/bin:$PATH"
-echo "install_vllm: vllm $(python3 -c 'import vllm; print(vllm.__version__)'), torch $(python3 -c 'import torch; print(torch.__version__)')"
+echo "install_vllm: vllm $(python3 -c 'import vllm; print(vllm.__version__)'), torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'not importable')"
 vllm --version 2>/dev/null || python3 -m vllm.entrypoints.cli.main --version

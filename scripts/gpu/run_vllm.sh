@@ -10,6 +10,7 @@
 #   AL=3.39 K=3               synthetic acceptance length and draft tokens for SPEC=draft|mtp
 #   MAX_MODEL_LEN=4096  VLLM_ARGS=''  SYNTH_ARGS=''  READY_TIMEOUT=420
 #   CONC=1,8,32 MAX_TOKENS=128 PROMPT_WORDS=200
+#   MODELS_ROOT=/tmp/models  PORT=8000
 #   WORKLOAD=''               command run against the ready server instead of smoke_load.py; it sees BASE_URL,
 #                             SERVED_MODEL, MODEL_DIR and OUT (e.g. the project's `llmsweep bench ...`)
 set -uo pipefail
@@ -30,7 +31,7 @@ export PYTHONPATH="${SITE:-/tmp/site}${PYTHONPATH:+:$PYTHONPATH}" PATH="${SITE:-
 log "installed: $(tail -1 "$OUT/steps.txt")"
 
 # 2. the model, from this checkout's llmsweep (the image has click, rich, numpy, tokenizers; pydantic came with vLLM)
-export MODEL_DIR=/tmp/models/$MODEL SERVED_MODEL=llmsweep/$MODEL
+export MODEL_DIR=${MODELS_ROOT:-/tmp/models}/$MODEL SERVED_MODEL=llmsweep/$MODEL
 draft=(); [[ "$SPEC" == draft ]] && draft=(--draft)
 PYTHONPATH="$repo/src:$PYTHONPATH" python3 -m llmsweep.cli.main model synth "$MODEL" --out "$MODEL_DIR" --force \
   --weights none "${draft[@]}" ${SYNTH_ARGS:-} --json >"$OUT/synth.json" 2>>"$OUT/steps.txt" \
@@ -50,7 +51,7 @@ case "$SPEC" in
 esac
 # shellcheck disable=SC2206
 args+=(${VLLM_ARGS:-})
-printf '%q ' python3 -m vllm.entrypoints.openai.api_server "${args[@]}" > "$OUT/server_command.txt"
+{ printf '%q ' python3 -m vllm.entrypoints.openai.api_server "${args[@]}"; echo; } > "$OUT/server_command.txt"
 python3 -m vllm.entrypoints.openai.api_server "${args[@]}" >"$OUT/server.log" 2>&1 &
 server=$!
 stop() { kill "$server" 2>/dev/null; for _ in $(seq 30); do kill -0 "$server" 2>/dev/null || return 0; sleep 1; done; kill -9 "$server" 2>/dev/null; }

@@ -1,0 +1,131 @@
+"""run_vllm.sh end to end on the CPU, with a stand-in `vllm` wheel, before it spends a GPU call.
+
+The fake wheel goes through the real path (stage_vllm.sh → stage_chunk.sh → install_vllm.sh → pip --target), its
+api_server speaks just enough OpenAI streaming and Prometheus to drive smoke_load.py and spec_al.py, and records the
+argv it was launched with, so the test sees the exact server command run_vllm.sh renders for Qwen3-Next with MTP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+GPU = REPO / "scripts" / "gpu"
+
+FAKE_SERVER = r'''
+import json, os, sys
+from aiohttp import web
+
+ARGS = sys.argv[1:]
+def opt(name, default=None):
+    return ARGS[ARGS.index(name) + 1] if name in ARGS else default
+
+with open(os.environ["FAKE_VLLM_ARGV"], "w") as f:
+    json.dump(ARGS, f)
+COUNTS = {"accepted": 0, "drafts": 0}
+
+async def health(request):
+    return web.Response(text="")
+
+async def metrics(request):
+    return web.Response(text=(
+        "# TYPE vllm:spec_decode_num_accepted_tokens counter\n"
+        f"vllm:spec_decode_num_accepted_tokens_total{{engine=\"0\"}} {COUNTS['accepted']}\n"
+        "# TYPE vllm:spec_decode_num_drafts counter\n"
+        f"vllm:spec_decode_num_drafts_total{{engine=\"0\"}} {COUNTS['drafts']}\n"))
+
+async def completions(request):
+    body = await request.json()
+    assert body["model"] == opt("--served-model-name")
+    n = body["max_tokens"] if body.get("ignore_eos") else 1
+    COUNTS["drafts"] += n
+    COUNTS["accepted"] += 2 * n
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for i in range(n):
+        await resp.write(("data: " + json.dumps({"choices": [{"text": f" t{i}"}]}) + "\n\n").encode())
+    await resp.write(("data: " + json.dumps({"choices": [], "usage": {"completion_tokens": n}}) + "\n\n").encode())
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+
+app = web.Application()
+app.router.add_get("/health", health)
+app.router.add_get("/metrics", metrics)
+app.router.add_post("/v1/completions", completions)
+web.run_app(app, host=opt("--host"), port=int(opt("--port")), print=None)
+'''
+
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("bash", "git", "curl")), reason="needs bash, git and curl"
+)
+
+
+def fake_vllm_wheel(folder: Path) -> None:
+    files = {
+        "vllm/__init__.py": '__version__ = "0.26.0"\n',
+        "vllm/entrypoints/__init__.py": "",
+        "vllm/entrypoints/openai/__init__.py": "",
+        "vllm/entrypoints/openai/api_server.py": FAKE_SERVER,
+        "vllm/entrypoints/cli/__init__.py": "",
+        "vllm/entrypoints/cli/main.py": "def main():\n    print('0.26.0')\n",
+        "vllm-0.26.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: vllm\nVersion: 0.26.0\n",
+        "vllm-0.26.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "vllm-0.26.0.dist-info/entry_points.txt": "[console_scripts]\nvllm = vllm.entrypoints.cli.main:main\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + "vllm-0.26.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(folder / "vllm-0.26.0-py3-none-any.whl", "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+        z.writestr("vllm-0.26.0.dist-info/RECORD", record)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_run_vllm_installs_synthesises_serves_and_reads_back_the_acceptance_length(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    root, cache = tmp_path / "checkout", tmp_path / "cache"
+    (cache / "wheels").mkdir(parents=True)
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    fake_vllm_wheel(cache / "wheels")
+    listing = tmp_path / "list.txt"
+    listing.write_text("vllm==0.26.0\n")
+    venv_bin = str(Path(sys.executable).parent)  # `python3` in the scripts is this interpreter, as on the GPU
+    env = {**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}", "STAGE_ROOT": str(root),
+           "STASH": str(tmp_path / "stash"), "SITE": str(tmp_path / "site"), "WHEEL_DIR": str(tmp_path / "vw"),
+           "OUT": str(tmp_path / "out"), "MODELS_ROOT": str(tmp_path / "models"), "PORT": str(free_port()),
+           "MODEL": "qwen3-next-small", "SPEC": "mtp", "AL": "3.0", "CONC": "1,2", "MAX_TOKENS": "6",
+           "PROMPT_WORDS": "5", "READY_TIMEOUT": "60", "FAKE_VLLM_ARGV": str(tmp_path / "argv.json")}
+    env.pop("PYTHONPATH", None)
+    steps = [["bash", str(GPU / "stage_vllm.sh"), "--no-download", "--cache", str(cache), "--list", str(listing)],
+             ["bash", str(GPU / "stage_chunk.sh"), "0"], ["bash", str(GPU / "run_vllm.sh")]]
+    for step in steps:
+        run = subprocess.run(step, cwd=root, env=env, capture_output=True, text=True, timeout=180)
+        assert run.returncode == 0, f"{step[1]}: {run.stdout}\n{run.stderr}"
+    out = tmp_path / "out"
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[argv.index("--load-format") + 1] == "dummy"
+    assert argv[argv.index("--gdn-prefill-backend") + 1] == "triton"  # Qwen3-Next on H200
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec == {"method": "mtp", "num_speculative_tokens": 3, "rejection_sample_method": "synthetic",
+                    "synthetic_acceptance_length": 3.0}
+    model_dir = Path(argv[argv.index("--model") + 1])
+    assert json.loads((model_dir / "config.json").read_text())["model_type"] == "qwen3_next"
+    assert json.loads((out / "synth.json").read_text())["weights"] == "none"
+    assert [row["short"] for row in json.loads((out / "load.json").read_text())] == [0, 0]
+    steps_txt = (out / "steps.txt").read_text()
+    assert '"realised_acceptance_length": 3.0' in steps_txt  # the stand-in accepts 2 per draft: 1 + 2/1
+    assert "vllm 0.26.0" in steps_txt
