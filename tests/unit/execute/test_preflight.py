@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import stat
 from pathlib import Path
@@ -49,8 +48,9 @@ def test_port_zero_is_replaced_everywhere_the_adapter_put_it() -> None:
 
 
 def fake_tool(directory: Path, name: str, output: str) -> None:
+    """A stand-in vendor tool; uses only shell builtins, so PATH can be just `directory` (no real tool leaks in)."""
     path = directory / name
-    path.write_text(f"#!/bin/sh\ncat <<'OUT'\n{output}\nOUT\n")
+    path.write_text(f"#!/bin/sh\nprintf '%s\\n' '{output}'\n")
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
@@ -70,7 +70,7 @@ def test_gpu_check_counts_nvidia_gpus_and_honours_visible_devices(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)")
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/usr/bin:/bin")
+    monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     check_gpus(spec(("srv",), 1, gpus=2))
     with pytest.raises(LaunchError, match=r"needs 4 GPU.*nvidia-smi shows 2"):
@@ -83,7 +83,7 @@ def test_gpu_check_counts_nvidia_gpus_and_honours_visible_devices(
 def test_gpu_check_counts_rocm_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     listing = "GPU[0]\t\t: Device ID: 0x74a1\nGPU[0]\t\t: Device Rev: 0x00\nGPU[1]\t\t: Device ID: 0x74a1"
     fake_tool(tmp_path, "rocm-smi", listing)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/usr/bin:/bin")
+    monkeypatch.setenv("PATH", str(tmp_path))
     for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     check_gpus(spec(("srv",), 1, gpus=2))
