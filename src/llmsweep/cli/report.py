@@ -12,11 +12,24 @@ import click
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default RUN/report/).")
 @click.option("--no-png", is_flag=True, help="Skip the matplotlib PNG plots.")
-def report(run: Path, out: Path | None, no_png: bool) -> None:
+@click.option("--with", "overlays", multiple=True, metavar="RUN_OR_ID",
+              help="Overlay another run (directory, stored run id, or imported InferenceX rows) as separate series.")
+@click.option("--mix-sources", is_flag=True, help="Let measured/simulated/predicted points share series and frontiers.")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Results store for --with run ids. Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.")
+def report(run: Path, out: Path | None, no_png: bool, overlays: tuple[str, ...], mix_sources: bool,
+           store_path: Path | None) -> None:
     """Write index.html (works offline), summary.md, data.json and pareto_<axis>.png for RUN."""
     from llmsweep.report import write_report
 
-    files = write_report(run, out, png=not no_png)
+    extra = []
+    if overlays:
+        from llmsweep.results.sides import resolve_points
+        from llmsweep.results.store import Store
+
+        with Store(store_path) as store:
+            extra = [p for ref in overlays for p in resolve_points(ref, store)[1]]
+    files = write_report(run, out, png=not no_png, overlay=extra, mix_sources=mix_sources)
     click.echo(f"{files.points} point(s), {files.invalid} invalid, {files.missing} missing")
     click.echo(f"dashboard: {files.html}")
     click.echo(f"summary:   {files.markdown}")

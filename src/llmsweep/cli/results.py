@@ -137,9 +137,10 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
 @results.command("frontier")
 @click.option("--run", "run_id", required=True, help="Run id in the store, or a run directory.")
 @click.option("--x", "x_axis", default="p90_e2e_norm_intvty", show_default=True, help="x axis key.")
+@click.option("--mix-sources", is_flag=True, help="Let measured/simulated/predicted points share a frontier.")
 @click.option("--json", "as_json", is_flag=True)
 @store_option
-def frontier(run_id: str, x_axis: str, as_json: bool, store_path: Path | None) -> None:
+def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_path: Path | None) -> None:
     """Per-series Pareto frontier of a run (throughput per GPU against an x axis, north-star rule)."""
     from llmsweep.results.frontier import AXIS_BY_KEY, axis_value, compute_frontiers
     from llmsweep.results.sides import resolve_points
@@ -148,7 +149,7 @@ def frontier(run_id: str, x_axis: str, as_json: bool, store_path: Path | None) -
         raise ResultError(f"unknown x axis {x_axis!r}", fix=f"use one of {', '.join(AXIS_BY_KEY)}")
     with _open(store_path) as store:
         _, points = resolve_points(run_id, store)
-    fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]])[x_axis]
+    fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], mix_sources=mix_sources)[x_axis]
     by_id = {p.result_id: p for p in points}
     doc = {series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
                      "y": by_id[i].metric("tput_per_gpu")} for i in ids] for series, ids in fronts.items()}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from llmsweep.report.data import build_payload
 from llmsweep.report.html import finite, render_html
 from llmsweep.report.markdown import run_summary_markdown
 from llmsweep.report.plots import write_pngs
-from llmsweep.results.point import points_from_run
+from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,13 @@ class ReportFiles:
     missing: int = 0
 
 
-def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *, png: bool = True) -> ReportFiles:
-    """Write `index.html`, `summary.md`, `data.json` and `pareto_<axis>.png` for a run (default `RUN/report/`)."""
+def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *, png: bool = True,
+                 overlay: Sequence[ResultPoint] = (), mix_sources: bool = False) -> ReportFiles:
+    """Write `index.html`, `summary.md`, `data.json` and `pareto_<axis>.png` for a run (default `RUN/report/`).
+
+    `overlay`: points of other runs (e.g. imported published rows) drawn as separate, tagged series.
+    `mix_sources`: let measured, simulated and predicted points share series and frontiers.
+    """
     run = run if isinstance(run, RunDir) else load_run(run)
     out = Path(out_dir) if out_dir is not None else run.path / "report"
     try:
@@ -44,7 +50,7 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     except OSError as exc:
         raise ResultError(f"cannot create report folder {out}: {exc}", fix="pass --out to a writable folder") from exc
     points = points_from_run(run)
-    payload = build_payload(run, points)
+    payload = build_payload(run, points, overlay=overlay, mix_sources=mix_sources)
     html_path, md_path, data_path = out / "index.html", out / "summary.md", out / "data.json"
     html_path.write_text(render_html(payload, f"llmsweep · {run.run_id}"), encoding="utf-8")
     md_path.write_text(run_summary_markdown(payload), encoding="utf-8")

@@ -38,10 +38,9 @@ def _round(v: float | None) -> float | None:
     return None if v is None else float(f"{v:.6g}")
 
 
-def point_payload(p: ResultPoint, frontiers: Mapping[str, Mapping[str, Sequence[str]]]) -> dict[str, Any]:
-    sk = series_key(p)
+def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, Sequence[str]]]) -> dict[str, Any]:
     return {
-        "id": p.result_id, "job_id": p.job_id, "series": sk, "source": p.source, "origin": p.origin,
+        "id": p.result_id, "job_id": p.job_id, "run_id": p.run_id, "series": sk, "source": p.source, "origin": p.origin,
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons), "gpus": p.gpus,
         "identity": p.identity.as_dict(), "topology": p.identity.topology(),
         "metrics": {**{c: _round(p.metric(c)) for c in HOT_COLUMNS}, "conc": p.identity.conc},
@@ -74,18 +73,28 @@ def detail_payload(p: ResultPoint) -> dict[str, Any]:
     return out
 
 
-def build_payload(run: RunDir, points: Sequence[ResultPoint], *, details: bool = True) -> dict[str, Any]:
-    """Everything the page shows, as plain JSON-able data."""
-    frontiers = compute_frontiers(points)
+def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequence[ResultPoint] = (),
+                  mix_sources: bool = False, details: bool = True) -> dict[str, Any]:
+    """Everything the page shows, as plain JSON-able data.
+
+    `overlay` holds points of other runs (e.g. imported published InferenceX rows) drawn as their own series, tagged
+    with their run id, so they are compared by eye but never merged into this run's frontiers.
+    """
+    tagged = [(p, "") for p in points] + [(p, p.run_id) for p in overlay if p.run_id != run.run_id]
+    keys = {p.result_id: series_key(p, mix_sources=mix_sources, tag=tag) for p, tag in tagged}
+    everything = [p for p, _ in tagged]
+    frontiers = compute_frontiers(everything, series_of=keys)
     series: dict[str, dict[str, Any]] = {}
-    for p in points:
-        sk = series_key(p)
+    for p, tag in tagged:
+        sk = keys[p.result_id]
         if sk not in series:
             i = p.identity
-            series[sk] = {"key": sk, "label": series_label(p), "color": PALETTE[len(series) % len(PALETTE)],
-                          "source": p.source, "attrs": {"model": i.model, "hardware": i.hardware, "engine": i.engine,
-                                                        "precision": i.precision, "scenario": i.scenario,
-                                                        "spec": i.spec, "offload": i.offload}}
+            series[sk] = {"key": sk, "label": series_label(p, mix_sources=mix_sources, tag=tag),
+                          "color": PALETTE[len(series) % len(PALETTE)], "source": p.source,
+                          "run": tag or run.run_id, "overlay": bool(tag),
+                          "attrs": {"model": i.model, "hardware": i.hardware, "engine": i.engine,
+                                    "precision": i.precision, "scenario": i.scenario, "spec": i.spec,
+                                    "offload": i.offload}}
     have = {p.job_id for p in points}
     no_result = [{"job_id": j.job_id, "reason": "no summary.json"} for j in run.jobs if j.job_id not in have]
     never_ran = [{"job_id": jid, "reason": "expected by run.json, no job folder"}
@@ -98,9 +107,11 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, details: bool =
         "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity}
                     for m in HOT_BY_NAME.values()],
         "series": list(series.values()),
-        "points": [point_payload(p, frontiers) for p in points],
+        "points": [point_payload(p, keys[p.result_id], frontiers) for p in everything],
         "frontiers": frontiers,
         "missing": no_result + never_ran,
-        "sources": sorted({p.source for p in points}),
-        "details": {p.result_id: detail_payload(p) for p in points} if details else {},
+        "sources": sorted({p.source for p in everything}),
+        "mix_sources": mix_sources,
+        "overlays": sorted({tag for _, tag in tagged if tag}),
+        "details": {p.result_id: detail_payload(p) for p in everything} if details else {},
     }

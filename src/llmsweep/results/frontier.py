@@ -1,13 +1,13 @@
 """Frontiers of result points: which x axes exist, how points form series, and who is on which frontier.
 
 Series = (model, hardware, engine, precision, scenario, spec decoding, offload) **and source**: measured, simulated
-and predicted points never share a series, and with `mix_sources=False` (the default) frontiers are computed
-within one source only. Invalid points stay in the data but are never on a frontier.
+and predicted points never share a series, and unless `mix_sources` is set (`--mix-sources`) frontiers are
+computed within one source only. Invalid points stay in the data but are never on a frontier.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llmsweep.results.pareto import NORTH_STAR_X, Direction, frontiers_by_series
@@ -36,13 +36,17 @@ X_AXES: tuple[Axis, ...] = (
 AXIS_BY_KEY = {a.key: a for a in X_AXES}
 
 
-def series_key(point: ResultPoint) -> str:
-    return f"{point.identity.series_key()}|{point.source}"
+def series_key(point: ResultPoint, *, mix_sources: bool = False, tag: str = "") -> str:
+    """Series of a point; `tag` separates overlaid runs (e.g. imported published points) from the main run."""
+    key = point.identity.series_key() + ("" if mix_sources else f"|{point.source}")
+    return f"{key}|{tag}" if tag else key
 
 
-def series_label(point: ResultPoint) -> str:
+def series_label(point: ResultPoint, *, mix_sources: bool = False, tag: str = "") -> str:
     label = point.identity.series_label()
-    return label if point.source == "measured" else f"{label} [{point.source}]"
+    if not mix_sources and point.source != "measured":
+        label += f" [{point.source}]"
+    return f"{label} ({tag})" if tag else label
 
 
 def axis_value(point: ResultPoint, key: str) -> float | None:
@@ -50,10 +54,15 @@ def axis_value(point: ResultPoint, key: str) -> float | None:
     return float(point.identity.conc) if key == "conc" else point.metric(key)
 
 
-def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AXES,
-                      y_metric: str = Y_METRIC) -> dict[str, dict[str, list[str]]]:
-    """axis key → series key → frontier result ids (sorted by x), under the AgentX north-star rule."""
-    series_of = {p.result_id: series_key(p) for p in points}
+def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AXES, y_metric: str = Y_METRIC, *,
+                      series_of: Mapping[str, str] | None = None,
+                      mix_sources: bool = False) -> dict[str, dict[str, list[str]]]:
+    """axis key → series key → frontier result ids (sorted by x), under the AgentX north-star rule.
+
+    `series_of` (result id → series key) overrides the default grouping, e.g. to keep overlaid runs apart.
+    """
+    series_of = dict(series_of) if series_of is not None else {
+        p.result_id: series_key(p, mix_sources=mix_sources) for p in points}
     values = {p.result_id: {**{a.key: axis_value(p, a.key) for a in axes}, y_metric: p.metric(y_metric),
                             NORTH_STAR_X: p.metric(NORTH_STAR_X)} for p in points}
     valid = {p.result_id for p in points if p.valid}

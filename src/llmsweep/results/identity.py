@@ -17,7 +17,7 @@ from typing import Any
 # Fields that take part in point matching, in display order.
 POINT_FIELDS: tuple[str, ...] = (
     "model", "hardware", "engine", "precision", "scenario", "image", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
-    "spec", "offload", "offload_backend", "disagg", "conc", "isl", "osl",
+    "spec", "offload", "offload_backend", "disagg", "workers", "router", "conc", "isl", "osl",
 )
 SERIES_FIELDS: tuple[str, ...] = ("model", "hardware", "engine", "precision", "scenario", "spec", "offload")
 
@@ -42,6 +42,9 @@ class PointIdentity:
     offload: str = "none"
     offload_backend: str = ""
     disagg: bool = False
+    workers: str = ""
+    """Multinode prefill/decode topology, e.g. `P1x(tp4 ep1) D1x(tp8 ep1)`; empty for single node."""
+    router: str = ""
     conc: int = 0
     isl: int | None = None
     osl: int | None = None
@@ -70,11 +73,13 @@ class PointIdentity:
         return self.model.rsplit("/", 1)[-1]
 
     def topology(self) -> str:
+        if self.workers:
+            return self.workers
         extra = "".join(f" {k}{v}" for k, v in (("pp", self.pp), ("dcp", self.dcp), ("pcp", self.pcp)) if v != 1)
         return f"tp{self.tp} ep{self.ep}{' dpa' if self.dp_attn else ''}{extra}"
 
 
-def _get(doc: Mapping[str, Any], *names: str) -> Any:
+def get_field(doc: Mapping[str, Any], *names: str) -> Any:
     """First present key among spellings (`dcp-size`, `dcp_size`, ...)."""
     for name in names:
         for spelling in (name, name.replace("-", "_"), name.replace("_", "-")):
@@ -105,21 +110,61 @@ def _bool(value: Any) -> bool:
     return bool(value)
 
 
+def _worker(doc: Any) -> str:
+    if not isinstance(doc, Mapping):
+        return ""
+    parts = [f"tp{_int(get_field(doc, 'tp'), 1)}", f"ep{_int(get_field(doc, 'ep'), 1)}"]
+    if _bool(get_field(doc, "dp-attn")):
+        parts.append("dpa")
+    parts += [f"{k}{v}" for k in ("pp", "dcp", "pcp") if (v := _int(get_field(doc, k, f"{k}-size"), 1)) != 1]
+    return f"{_int(get_field(doc, 'num-worker'), 1)}x({' '.join(parts)})"
+
+
+def workers_of(job: Mapping[str, Any]) -> str:
+    """Prefill/decode worker topology of a multinode job (InferenceX `prefill`/`decode` blocks or flat
+    `prefill_tp`… row keys); empty for single node."""
+    prefill, decode = get_field(job, "prefill"), get_field(job, "decode")
+    if isinstance(prefill, Mapping) or isinstance(decode, Mapping):
+        return f"P{_worker(prefill)} D{_worker(decode)}"
+    if get_field(job, "prefill_tp") is not None:
+        flat = {role: {k: get_field(job, f"{role}_{k}") for k in ("num_workers", "tp", "ep", "dp_attention", "pp",
+                                                               "dcp_size", "pcp_size")} for role in ("prefill", "decode")}
+        for role in flat.values():
+            role["num-worker"], role["dp-attn"] = role.pop("num_workers"), role.pop("dp_attention")
+        return f"P{_worker(flat['prefill'])} D{_worker(flat['decode'])}"
+    return ""
+
+
+def _conc(job: Mapping[str, Any]) -> int:
+    """A result is one concurrency point; a multinode job listing several takes its first (see report to lead)."""
+    conc = get_field(job, "conc")
+    if isinstance(conc, (list, tuple)):
+        return _int(conc[0], 0) or 0 if conc else 0
+    return _int(conc, 0) or 0
+
+
+def _router(job: Mapping[str, Any]) -> str:
+    router = get_field(job, "router")
+    if isinstance(router, Mapping):
+        return "@".join(str(router[k]) for k in ("name", "version") if router.get(k))
+    return _name(router)
+
+
 def hardware_of(job: Mapping[str, Any]) -> str:
     """Hardware SKU: the job's `hardware` object/name, else the SKU part of the runner label
     (`cluster:mi300x-amds` → `mi300x`, `b200-multinode` → `b200`, as InferenceX's baseline lookup strips it)."""
-    hw = _name(_get(job, "hardware"))
+    hw = _name(get_field(job, "hardware", "sku"))
     if hw:
         return hw
-    runner = _name(_get(job, "runner", "hw"))
+    runner = _name(get_field(job, "runner", "hw"))
     return runner.split(":", 1)[-1].split("-", 1)[0]
 
 
 def scenario_of(job: Mapping[str, Any]) -> str:
-    scenario = _name(_get(job, "scenario-type", "scenario"))
+    scenario = _name(get_field(job, "scenario-type", "scenario", "scenario_type"))
     if scenario and scenario != "fixed-seq-len":
         return scenario
-    isl, osl = _int(_get(job, "isl"), None), _int(_get(job, "osl"), None)
+    isl, osl = _int(get_field(job, "isl"), None), _int(get_field(job, "osl"), None)
     if isl is not None and osl is not None:
         return f"fixed-{_k(isl)}{_k(osl)}"
     return scenario or "unknown"
@@ -131,28 +176,30 @@ def _k(n: int) -> str:
 
 def identity_from_job(job: Mapping[str, Any]) -> PointIdentity:
     """Normalise a job.json (or an InferenceX aggregate row) into a PointIdentity."""
-    engine = _name(_get(job, "framework")) or _name(_get(job, "engine"))
-    backend = _get(job, "kv-offload-backend")
+    engine = _name(get_field(job, "framework")) or _name(get_field(job, "engine"))
+    backend = get_field(job, "kv-offload-backend")
     return PointIdentity(
-        model=_name(_get(job, "model")),
+        model=_name(get_field(job, "model")),
         hardware=hardware_of(job),
         engine=engine,
-        precision=_name(_get(job, "precision")),
+        precision=_name(get_field(job, "precision")),
         scenario=scenario_of(job),
-        image=_name(_get(job, "image")),
-        tp=_int(_get(job, "tp"), 1) or 1,
-        pp=_int(_get(job, "pp"), 1) or 1,
-        dcp=_int(_get(job, "dcp-size", "dcp"), 1) or 1,
-        pcp=_int(_get(job, "pcp-size", "pcp"), 1) or 1,
-        ep=_int(_get(job, "ep"), 1) or 1,
-        dp_attn=_bool(_get(job, "dp-attn", "dp-attention")),
-        spec=_name(_get(job, "spec-decoding")) or "none",
-        offload=_name(_get(job, "kv-offloading")) or "none",
+        image=_name(get_field(job, "image")),
+        tp=_int(get_field(job, "tp"), 1) or 1,
+        pp=_int(get_field(job, "pp"), 1) or 1,
+        dcp=_int(get_field(job, "dcp-size", "dcp"), 1) or 1,
+        pcp=_int(get_field(job, "pcp-size", "pcp"), 1) or 1,
+        ep=_int(get_field(job, "ep"), 1) or 1,
+        dp_attn=_bool(get_field(job, "dp-attn", "dp-attention")),
+        spec=_name(get_field(job, "spec-decoding")) or "none",
+        offload=_name(get_field(job, "kv-offloading")) or "none",
         offload_backend=_name(backend),
-        disagg=_bool(_get(job, "disagg")),
-        conc=_int(_get(job, "conc"), 0) or 0,
-        isl=_int(_get(job, "isl"), None),
-        osl=_int(_get(job, "osl"), None),
+        disagg=_bool(get_field(job, "disagg")),
+        workers=workers_of(job),
+        router=_router(job),
+        conc=_conc(job),
+        isl=_int(get_field(job, "isl"), None),
+        osl=_int(get_field(job, "osl"), None),
     )
 
 
@@ -164,7 +211,7 @@ def identity_from_dict(doc: Mapping[str, Any]) -> PointIdentity:
 
 def gpus_of(job: Mapping[str, Any], identity: PointIdentity) -> int:
     """GPU count for per-GPU normalisation: the job's `gpus` when given, else tp·pp·pcp (dcp uses no GPUs)."""
-    gpus = _get(job, "gpus")
+    gpus = get_field(job, "gpus")
     if isinstance(gpus, (int, float)) and gpus > 0:
         return int(gpus)
     if isinstance(gpus, (list, tuple)) and gpus:

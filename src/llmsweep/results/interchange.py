@@ -23,7 +23,7 @@ from typing import Any
 
 from llmsweep.errors import ResultError
 from llmsweep.results.extract import HOT_COLUMNS, SOURCES, dig, first_number
-from llmsweep.results.identity import gpus_of, identity_from_dict, identity_from_job
+from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, describe, result_id_for
 
 EXPORT_FORMAT = "llmsweep-results"
@@ -46,14 +46,14 @@ def _latency_block(summary: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 def inferencex_row(point: ResultPoint) -> dict[str, Any]:
     """One InferenceX aggregate row (single-node shape) for a result."""
     i, job, s = point.identity, point.job, point.summary
-    runner = job.get("runner") or i.hardware
+    runner = get_field(job, "runner-label", "runner") or i.hardware
     row: dict[str, Any] = {
         "hw": runner, "conc": i.conc, "image": i.image, "model": i.model,
-        "infmax_model_prefix": job.get("model-prefix") or job.get("model_prefix") or i.model_short,
+        "infmax_model_prefix": get_field(job, "model-prefix") or i.model_short,
         "framework": i.engine, "precision": i.precision, "spec_decoding": i.spec, "disagg": i.disagg,
         "is_multinode": False, "tp": i.tp, "pp": i.pp, "dcp_size": i.dcp, "pcp_size": i.pcp, "ep": i.ep,
         "dp_attention": i.dp_attn, "kv_offloading": i.offload,
-        "recipe_fingerprint": job.get("recipe_fingerprint") or point.provenance.get("recipe_fingerprint"),
+        "recipe_fingerprint": get_field(job, "recipe-fingerprint") or point.provenance.get("recipe_fingerprint"),
         "num_requests_total": point.num_requests, "num_requests_successful": point.num_successful,
     }
     if i.offload_backend:

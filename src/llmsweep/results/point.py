@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
-from llmsweep.results.identity import PointIdentity, gpus_of, identity_from_job
+from llmsweep.results.identity import PointIdentity, get_field, gpus_of, identity_from_job
 from llmsweep.results.rundir import JobArtifacts, RunDir
 
 
@@ -64,8 +64,9 @@ def point_from_job(run_id: str, art: JobArtifacts) -> ResultPoint | None:
     identity = identity_from_job(art.job)
     provenance = dict(ex.provenance)
     for key in ("recipe_fingerprint", "recipe_key"):
-        if key in art.job and key not in provenance:
-            provenance[key] = art.job[key]
+        value = get_field(art.job, key)
+        if value is not None and key not in provenance:
+            provenance[key] = value
     return ResultPoint(
         result_id=result_id_for(run_id, art.job_id),
         run_id=run_id,

@@ -22,7 +22,7 @@ from typing import Any
 
 from llmsweep.errors import ResultError
 from llmsweep.results.extract import HOT_COLUMNS
-from llmsweep.results.identity import gpus_of, identity_from_dict, identity_from_job
+from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
 
@@ -179,8 +179,8 @@ class Store:
                     job: Mapping[str, Any], gpus: int, artifact_dir: str | None, *, has_result: bool) -> None:
         self._db.execute(
             "INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (run_id, job_id, point_key, series_key, _dumps(identity), _str(job.get("recipe_key")),
-             _str(job.get("recipe_fingerprint")), gpus, artifact_dir, int(has_result), _dumps(job)),
+            (run_id, job_id, point_key, series_key, _dumps(identity), _str(get_field(job, "recipe_key")),
+             _str(get_field(job, "recipe_fingerprint")), gpus, artifact_dir, int(has_result), _dumps(job)),
         )
 
     def _insert_point(self, p: ResultPoint) -> None:

@@ -7,6 +7,7 @@ TTFT grows with it), Prometheus-style server scrapes, and a `summary.json` compu
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -57,13 +58,13 @@ def synthetic_job(
         "id": job_id or exp, "image": image, "model": model, "model-prefix": prefix, "precision": precision,
         "framework": framework, "runner": f"cluster:{hardware}-synthetic", "tp": tp, "pp": 1, "dcp-size": 1,
         "pcp-size": 1, "ep": ep, "dp-attn": False, "spec-decoding": spec, "conc": conc, "kv-offloading": offload,
-        "exp-name": exp, "recipe_key": f"{prefix}-{framework}-{hardware}", "recipe_fingerprint": f"fp-{prefix}-{tp}",
-        "gpus": tp, "engine": {"name": framework, "version": "0.0-synthetic"}, "hardware": hardware,
+        "exp-name": exp, "recipe-key": f"{prefix}-{framework}-{hardware}", "multinode": False,
+        "recipe-fingerprint": hashlib.sha256(f"{prefix}-{framework}-{hardware}-{tp}-{spec}-{image}".encode()).hexdigest(),
+        "runner-label": f"cluster:{hardware}-synthetic", "sku": hardware, "engine": framework, "gpus": tp,
+        "scenario": scenario,
     }
     if scenario == "fixed-seq-len":
-        job.update({"scenario-type": "fixed-seq-len", "isl": isl or 1024, "osl": osl or 1024})
-    else:
-        job["scenario-type"] = scenario
+        job.update({"isl": isl or 1024, "osl": osl or 1024})
     return job
 
 
@@ -71,7 +72,7 @@ def _records(point: SyntheticPoint, rng: np.random.Generator, t0: float) -> list
     job = point.job
     conc = int(job.get("conc", 1))
     tp = int(job.get("tp", 1))
-    fixed = job.get("scenario-type") == "fixed-seq-len"
+    fixed = job.get("scenario") == "fixed-seq-len"
     base_tps = 90.0 * point.speed * (tp / 8) ** 0.3 * (1.5 if job.get("spec-decoding", "none") != "none" else 1.0)
     itl_mean = (1 + conc / 12) / base_tps
     per_lane = max(2, math.ceil(point.requests / conc))
@@ -168,8 +169,8 @@ def write_synthetic_run(root: Path, points: Sequence[SyntheticPoint], *, run_id:
         gpus = gpus_of(point.job, identity_from_job(point.job))
         summary = summarise(d / "records.jsonl", gpus=gpus, server_metrics=d / "server_metrics.jsonl", source=source,
                             provenance={"seed": seed, "image": point.job["image"], "engine_version": "0.0-synthetic",
-                                        "recipe_fingerprint": point.job.get("recipe_fingerprint"),
-                                        "hardware": point.job.get("hardware")},
+                                        "recipe_fingerprint": point.job.get("recipe-fingerprint"),
+                                        "hardware": point.job.get("sku")},
                             gates=GateConfig(min_submission_s=0))
         if point.invalid_reason:
             summary["validity"]["verdict"] = "invalid"

@@ -45,3 +45,26 @@ def test_scrub_drops_environment_and_secret_keys() -> None:
     clean = scrub(doc)
     assert clean == {"image": "x", "nested": {"ok": 1}, "recipe_key": "keep"}
     assert "hf_abc" not in json.dumps(clean)
+
+
+def test_overlaid_and_mixed_source_points_stay_in_their_own_series(report_run, tmp_path) -> None:
+    import dataclasses
+
+    points = points_from_run(report_run)
+    published = [dataclasses.replace(p, run_id="import:agg_bmk-1", result_id=p.result_id + "x", source="measured",
+                                     origin="inferencex", artifact_dir=None) for p in points[:3]]
+    payload = build_payload(report_run, points, overlay=published)
+    assert len(payload["points"]) == 13 and payload["overlays"] == ["import:agg_bmk-1"]
+    overlay_series = [s for s in payload["series"] if s["overlay"]]
+    assert overlay_series and all(s["run"] == "import:agg_bmk-1" for s in overlay_series)
+    ours = {p["series"] for p in payload["points"] if p["run_id"] == "report-run"}
+    theirs = {p["series"] for p in payload["points"] if p["run_id"] != "report-run"}
+    assert not ours & theirs
+    assert payload["details"][published[0].result_id]["timeline"] == []  # imported rows have no raw records
+
+    one = [p for p in points if p.identity.series_key() == points[0].identity.series_key()][:2]
+    measured = [dataclasses.replace(p, source="measured", result_id=p.result_id + "m") for p in one]
+    apart = build_payload(report_run, one + measured)
+    assert len(apart["series"]) == 2 and apart["sources"] == ["measured", "simulated"]
+    mixed = build_payload(report_run, one + measured, mix_sources=True)
+    assert len(mixed["series"]) == 1 and mixed["mix_sources"] is True

@@ -62,3 +62,23 @@ def test_png_plots_are_written(report_run, tmp_path: Path) -> None:
     assert {p.name for p in files.pngs} >= {"pareto_p90_e2e_norm_intvty.png", "pareto_conc.png"}
     for p in files.pngs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+
+
+def test_report_overlays_imported_published_rows(report_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "s.sqlite"))
+    rows = [{"hw": "mi300x", "conc": 4, "image": "published:image", "model": "Qwen/Qwen3.5-397B-A17B-FP8",
+             "framework": "sglang", "precision": "fp8", "scenario_type": "agentic-coding", "tp": 8,
+             "tput_per_gpu": 900.0, "p90_e2e_norm_intvty": 45.0, "p90_intvty": 50.0}]
+    (tmp_path / "agg.json").write_text(json.dumps(rows))
+    runner = CliRunner()
+    imported = runner.invoke(cli, ["results", "import", str(tmp_path / "agg.json")], catch_exceptions=False)
+    run_id = imported.output.strip().rsplit(" ", 1)[-1]
+    out = tmp_path / "rep"
+    res = runner.invoke(cli, ["report", str(report_run.path), "--out", str(out), "--no-png", "--with", run_id],
+                        catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    payload = _embedded((out / "index.html").read_text())
+    assert payload["overlays"] == [run_id]
+    published = [p for p in payload["points"] if p["run_id"] == run_id]
+    assert len(published) == 1 and published[0]["origin"] == "inferencex" and published[0]["source"] == "measured"
+    assert published[0]["frontier"]["p90_e2e_norm_intvty"]  # alone in its series, so it is its own frontier

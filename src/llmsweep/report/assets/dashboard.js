@@ -70,7 +70,10 @@
     document.getElementById("run-meta").textContent = bits.join(" · ");
     document.getElementById("y-label").textContent = D.y.label + " (" + D.y.unit + ")";
     var b = document.getElementById("banners");
-    if (D.sources.length > 1) el("div", { "class": "banner" }, b, "This run mixes sources (" + D.sources.join(", ") + "); each source forms its own series and frontier.");
+    if (D.sources.length > 1) el("div", { "class": "banner", id: "sources-banner" }, b, D.mix_sources ?
+      "Sources are mixed on request (--mix-sources): " + D.sources.join(", ") + " points share series and frontiers." :
+      "Several sources (" + D.sources.join(", ") + "); each source forms its own series and frontier.");
+    if (D.overlays && D.overlays.length) el("div", { "class": "banner", id: "overlay-banner" }, b, "Overlaid for comparison (own series, never merged into this run's frontiers): " + D.overlays.join(", "));
     if (D.missing.length) el("div", { "class": "banner", id: "missing-banner" }, b, D.missing.length + " expected job(s) have no result: " + D.missing.map(function (m) { return m.job_id + " (" + m.reason + ")"; }).join(", "));
     var inval = D.points.filter(function (p) { return !p.valid; }).length;
     if (inval) el("div", { "class": "banner" }, b, inval + " invalid point(s) are shown as hollow dashed markers and are excluded from frontiers.");

@@ -1,0 +1,59 @@
+"""Point identity from planned jobs: every field that makes two measurements the same experiment."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from llmsweep.results.identity import identity_from_job
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_identity_of_a_planned_job() -> None:
+    plan = pytest.importorskip("llmsweep.plan")
+    recipe = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+    if not recipe.exists():
+        pytest.skip("project recipe not present")
+    job = plan.jobs_from_files([recipe])[0]
+    ident = identity_from_job(job.to_json())
+    assert ident.hardware == job.sku and ident.engine == job.framework and ident.image == job.image
+    assert ident.scenario == "agentic-coding" and ident.spec == job.spec_decoding
+    assert (ident.tp, ident.pp, ident.dcp, ident.pcp, ident.ep) == (job.tp, job.pp, job.dcp_size, job.pcp_size, job.ep)
+    assert ident.conc == job.concs[0] and ident.workers == ""
+
+
+def test_multinode_workers_and_router_take_part_in_the_key() -> None:
+    job = {
+        "image": "lmsysorg/sglang:v0.5.16-rocm720-mi35x", "model": "Qwen/Qwen3.5-397B-A17B-FP8",
+        "precision": "fp8", "framework": "sglang-disagg", "runner": "mi355x-disagg", "sku": "mi355x",
+        "scenario": "fixed-seq-len", "isl": 8192, "osl": 1024, "spec-decoding": "none", "disagg": True,
+        "prefill": {"num-worker": 1, "tp": 4, "ep": 1, "dp-attn": False, "pp": 1, "dcp-size": 1, "pcp-size": 1},
+        "decode": {"num-worker": 1, "tp": 8, "ep": 8, "dp-attn": True, "pp": 1, "dcp-size": 1, "pcp-size": 1},
+        "conc": [64], "router": {"name": "sglang-router", "version": "0.3.2"}, "gpus": 12,
+    }
+    ident = identity_from_job(job)
+    assert ident.workers == "P1x(tp4 ep1) D1x(tp8 ep8 dpa)"
+    assert ident.topology() == ident.workers
+    assert ident.router == "sglang-router@0.3.2" and ident.conc == 64 and ident.scenario == "fixed-8k1k"
+    wider = identity_from_job({**job, "decode": {**job["decode"], "num-worker": 2}})
+    assert wider.key() != ident.key()
+    assert dataclasses.replace(ident, router="other").key() != ident.key()
+    # The same job as an InferenceX multinode row (flat prefill_*/decode_* keys) has the same workers string.
+    row = {"hw": "mi355x-disagg", "prefill_num_workers": 1, "prefill_tp": 4, "prefill_ep": 1,
+           "prefill_dp_attention": "false", "decode_num_workers": 1, "decode_tp": 8, "decode_ep": 8,
+           "decode_dp_attention": "true"}
+    assert identity_from_job(row).workers == ident.workers
+    assert identity_from_job(row).hardware == "mi355x"
+
+
+def test_spellings_and_defaults() -> None:
+    a = identity_from_job({"runner": "cluster:mi300x-amds", "dcp-size": 2, "dp-attn": "true", "conc": 4,
+                           "kv-offload-backend": {"name": "lmcache", "version": "0.3"}, "kv-offloading": "dram"})
+    b = identity_from_job({"hw": "mi300x", "dcp_size": 2, "dp_attention": True, "conc": 4,
+                           "kv_offload_backend": {"name": "lmcache"}, "kv_offloading": "dram"})
+    assert a == b
+    assert a.hardware == "mi300x" and a.dcp == 2 and a.dp_attn and a.offload_backend == "lmcache"
+    assert identity_from_job({}).spec == "none" and identity_from_job({}).tp == 1
