@@ -308,3 +308,7 @@ def match_incompatibilities(
             continue
         hits.append(inc)
     return hits
+
+
+#: The name docs/contracts.md uses for a feature gate.
+EngineGate = FeatureGate

@@ -244,11 +244,14 @@ class ModelSpec(BaseModel):
 
     def weight_bytes(self, dtype: str | None = None) -> int:
         """Bytes of all weights in a format (default: native precision); block-scale overhead included."""
-        return math.ceil(self.total_params_b * 1e9 * _bytes(WEIGHT_BYTES_PER_PARAM, dtype or self.native_precision, "weight"))
+        return math.ceil(self.params_total * self._bytes_per_param(dtype))
 
     def active_weight_bytes(self, dtype: str | None = None) -> int:
         """Bytes of the weights one token reads (MoE: routed top-k + shared + dense parts)."""
-        return math.ceil(self.active_params_b * 1e9 * _bytes(WEIGHT_BYTES_PER_PARAM, dtype or self.native_precision, "weight"))
+        return math.ceil(self.params_active * self._bytes_per_param(dtype))
+
+    def _bytes_per_param(self, dtype: str | None) -> float:
+        return _bytes(WEIGHT_BYTES_PER_PARAM, dtype or self.native_precision, "weight")
 
 
 def checkpoint_precision(hf_id: str, default: str = "bf16") -> str:

@@ -75,7 +75,8 @@ def _hardware_table() -> Table:
         ])
     return _table(
         "Hardware (dense peaks per GPU)",
-        ["sku", "vendor", "arch", "platform", "HBM GB", "TB/s", "bf16 TF", "fp8 TF", "fp4 TF", "scale-up GB/s", "GPUs/node"],
+        ["sku", "vendor", "arch", "platform", "HBM GB", "TB/s", "bf16 TF", "fp8 TF", "fp4 TF", "scale-up GB/s",
+         "GPUs/node"],
         rows,
         caption="* estimate (see --json for notes and sources)",
     )
@@ -131,8 +132,8 @@ def _engines_tables() -> list[Table]:
     gates = _table(
         "Feature gates",
         ["engine", "kind", "knob", "versions", "outside range"],
-        [[g.engine, g.kind, g.name + (f"={g.value}" if g.value else ""), g.range_text() + (" (est.)" if g.estimate else ""),
-          g.below] for g in engines_mod.feature_gates()],
+        [[g.engine, g.kind, g.name + (f"={g.value}" if g.value else ""),
+          g.range_text() + (" (est.)" if g.estimate else ""), g.below] for g in engines_mod.feature_gates()],
     )
     incompat = _table(
         "Known incompatibilities",
