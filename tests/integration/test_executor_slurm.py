@@ -144,6 +144,20 @@ def test_leaving_the_guard_early_cancels_a_running_job(tmp_path: Path) -> None:
     assert not in_queue(jobs[0].job_id)
 
 
+def test_a_node_without_a_modern_python_fails_fast_with_a_reason(tmp_path: Path) -> None:
+    old_python = tmp_path / "python3.10"
+    old_python.write_text("#!/bin/sh\nexit 1\n")  # answers the version check like an old interpreter would
+    old_python.chmod(0o755)
+    spec = tiny()
+    job = SlurmExecutor(options(python=str(old_python))).submit(
+        spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="old-python")
+    with cancel_on_interrupt([job]):
+        result = job.wait(timeout_s=60)
+    assert not result.ok and result.exit_code == 65
+    assert "older than Python 3.11" in result.stderr_path.read_text()
+    assert not (tmp_path / "server.log").exists()  # nothing was launched
+
+
 def test_a_rejected_submission_names_the_command(tmp_path: Path) -> None:
     executor = SlurmExecutor(options(partition="no-such-partition"))
     spec = tiny()

@@ -47,6 +47,7 @@ _JOB_ID = re.compile(r"^(\d+)(?:;[\w.-]+)?$")
 _FINISHED_STATES = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 )
+PYTHON_CHECK_EXIT = 65
 _SLURM_FIX = "check that slurmctld answers (`sinfo`); on CI start it with scripts/ci/start_slurm.sh"
 
 
@@ -139,6 +140,18 @@ def _substitute(part: str, values: Mapping[str, str]) -> str:
     return part
 
 
+def _python_check(python: str) -> str:
+    """Fail in a second, before any image import, when the harness Python on the node cannot run the client."""
+    exe = shlex.quote(python)
+    return (
+        f"if ! {exe} -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then\n"
+        f'  echo "llmsweep: {python} on $(hostname) is missing or older than Python 3.11; the client cannot run."'
+        ' "Set python in the slurm executor options to a Python >= 3.11 with llmsweep installed" >&2\n'
+        f"  exit {PYTHON_CHECK_EXIT}\n"
+        "fi"
+    )
+
+
 def job_name(options: SlurmOptions, name: str) -> str:
     return re.sub(r"[^\w.-]+", "-", f"{options.job_name_prefix}-{name}").strip("-")
 
@@ -148,6 +161,7 @@ def render_batch_script(
 ) -> str:
     """The sbatch script: resources, output files in `out_dir`, image import (if any), then the worker command."""
     _check_path(out_dir, "out directory")
+    _check_path(Path(options.python), "python")
     headers = [f"--job-name={job_name(options, name)}"]
     if options.partition:
         headers.append(f"--partition={options.partition}")
@@ -176,6 +190,8 @@ def render_batch_script(
              f"export {NODE_LAUNCHER_ENV}={shlex.quote(str(launcher_file))}",
              "export PYTHONUNBUFFERED=1",
              'echo "llmsweep: job ${SLURM_JOB_ID} on $(hostname) started $(date -u +%FT%TZ)"']
+    if any("{python}" in part for part in options.worker_command):
+        lines.append(_python_check(options.python))
     if spec.image and options.node.use_srun:
         if options.squash_dir is None:
             raise ConfigError(
