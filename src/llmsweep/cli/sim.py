@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import signal
 import sys
 
@@ -123,14 +122,8 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
 @click.option("--json", "as_json", is_flag=True, help="Print predicted summaries as JSON.")
 def predict(recipes: tuple[str, ...], as_json: bool) -> None:
     """Predict every job of a recipe in virtual time (needs the planner)."""
-    try:
-        plan = importlib.import_module("llmsweep.plan")
-    except ImportError:
-        plan = None
-    if plan is None or not hasattr(plan, "plan_jobs"):
-        raise LlmsweepError(
-            "llmsweep predict: the planner is not wired to the simulator yet (llmsweep.plan has no plan_jobs)",
-            fix="predict single points with llmsweep.sim.predict.predict() meanwhile; the lead wires recipes in",
-        )
-    raise LlmsweepError("llmsweep predict: recipe-to-prediction wiring is not implemented yet",
-                        fix="use llmsweep.sim.predict.predict(workload, EngineConfig(...), ...) directly")
+    raise LlmsweepError(
+        "llmsweep predict: the planner is not wired to the simulator yet (recipes cannot be predicted from the CLI)",
+        fix="predict one point from Python meanwhile: llmsweep.sim.predict.predict(workload, EngineConfig(...), "
+            "concurrency=N, duration=S)",
+    )

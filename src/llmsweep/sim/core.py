@@ -226,9 +226,7 @@ class EngineCore:
                 break
             waiting.popleft()
             if h:
-                for j in range(h):
-                    pool.register(got[j], r.block_hashes[g + j])
-                pool.touch_host(r.block_hashes[g:g + h])
+                pool.register_many(got[:h], r.block_hashes[g:g + h])
                 host_load += h * bs
             r.blocks = cached_blocks + got
             r.computed = hit_tokens
@@ -292,8 +290,8 @@ class EngineCore:
                 hashes = r.block_hashes
                 lo = before // bs
                 hi = min(after // bs, len(hashes))
-                for j in range(lo, hi):
-                    pool.register(r.blocks[j], hashes[j])
+                if hi > lo:
+                    pool.register_many(r.blocks[lo:hi], hashes[lo:hi])
                 if after < r.prompt_len + r.generated:
                     r.last_emitted = 0
                     continue

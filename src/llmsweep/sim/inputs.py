@@ -38,14 +38,14 @@ BUILTIN_MODELS: dict[str, dict[str, float]] = {
     "llama-1b": {"params_total": 1.1e9, "params_active": 1.1e9, "n_layers": 22, "hidden": 2048,
                  "kv_bytes_per_token_bf16": 22 * 2 * 4 * 64 * 2},
     "llama-3.1-8b": {"params_total": 8.0e9, "params_active": 8.0e9, "n_layers": 32, "hidden": 4096,
-                     "kv_bytes_per_token_bf16": 32 * 2 * 8 * 128 * 2},
+                     "kv_bytes_per_token_bf16": 32 * 2 * 8 * 128 * 2, "kv_split_max": 8},
     "llama-3.1-70b": {"params_total": 70.6e9, "params_active": 70.6e9, "n_layers": 80, "hidden": 8192,
-                      "kv_bytes_per_token_bf16": 80 * 2 * 8 * 128 * 2},
+                      "kv_bytes_per_token_bf16": 80 * 2 * 8 * 128 * 2, "kv_split_max": 8},
     "qwen3-30b-a3b": {"params_total": 30.5e9, "params_active": 3.3e9, "n_layers": 48, "hidden": 2048,
                       "kv_bytes_per_token_bf16": 48 * 2 * 4 * 128 * 2, "n_experts": 128, "experts_per_token": 8,
                       "expert_param_share": 0.9},
     "qwen3.5-397b-a17b": {"params_total": 397e9, "params_active": 17e9, "n_layers": 60, "hidden": 4096,
-                          "kv_bytes_per_token_bf16": 15 * 2 * 2 * 256 * 2, "n_experts": 512,
+                          "kv_bytes_per_token_bf16": 15 * 2 * 2 * 256 * 2, "kv_split_max": 2, "n_experts": 512,
                           "experts_per_token": 10, "expert_param_share": 0.95},
 }
 MODEL_ALIASES = {"qwen3.5": "qwen3.5-397b-a17b", "qwen/qwen3.5-397b-a17b": "qwen3.5-397b-a17b",
@@ -79,9 +79,15 @@ def _hardware_figures(sku: str, precision: str) -> dict[str, float] | None:
     spec = _catalog_lookup("llmsweep.catalog.hardware", "get_hardware", sku)
     if spec is not None:
         hbm_gb = _first(spec, "hbm_gb", "hbm_capacity_gb", "memory_gb")
-        bw = _first(spec, "hbm_bw_tbs", "hbm_bandwidth_tbs", "memory_bandwidth_tbs")
-        tflops = _first(spec, f"{precision}_tflops", f"dense_{precision}_tflops", "bf16_tflops", "dense_bf16_tflops")
-        link = _first(spec, "link_gbs", "interconnect_gbs", "interconnect_bandwidth_gbs", "nvlink_gbs")
+        bw = _first(spec, "hbm_bw_tbs", "hbm_tbps", "hbm_bandwidth_tbs")
+        tflops = None
+        if callable(getattr(spec, "tflops", None)):
+            try:
+                tflops = spec.tflops(precision)
+            except Exception:  # noqa: BLE001 - unknown precision: fall back to the bf16 column below
+                tflops = None
+        tflops = tflops or _first(spec, f"{precision}_tflops", "bf16_tflops")
+        link = _first(spec, "link_gbs", "interconnect_gbs")
         if hbm_gb and bw and tflops:
             return {"hbm_gb": float(hbm_gb), "hbm_bw_tbs": float(bw), "tflops": float(tflops),
                     "link_gbs": float(link or 450)}
@@ -97,22 +103,25 @@ def _hardware_figures(sku: str, precision: str) -> dict[str, float] | None:
 def _model_figures(name: str) -> dict[str, float] | None:
     spec = _catalog_lookup("llmsweep.catalog.models", "get_model", name)
     if spec is not None:
-        total = _first(spec, "params_total", "total_params", "params")
-        layers = _first(spec, "layers", "n_layers", "num_layers", "num_hidden_layers")
+        total = _first(spec, "params_total", "total_params")
+        layers = _first(spec, "layers", "n_layers", "num_layers")
         hidden = _first(spec, "hidden_size", "hidden")
-        kv = _first(spec, "kv_bytes_per_token_bf16", "kv_bytes_per_token")
-        if callable(getattr(spec, "kv_bytes_per_token", None)):
-            kv = spec.kv_bytes_per_token("bf16")
-        if isinstance(kv, dict):
-            kv = kv.get("bf16") or next(iter(kv.values()), None)
+        kv = spec.kv_bytes_per_token("bf16") if callable(getattr(spec, "kv_bytes_per_token", None)) else None
         if total and layers and hidden and kv:
-            return {"params_total": float(total),
-                    "params_active": float(_first(spec, "params_active", "active_params") or total),
-                    "n_layers": int(layers), "hidden": int(hidden), "kv_bytes_per_token_bf16": float(kv),
-                    "n_experts": int(_first(spec, "n_experts", "num_experts", "moe_experts") or 0),
-                    "experts_per_token": int(_first(spec, "experts_per_token", "moe_top_k", "top_k") or 0),
-                    "expert_param_share": float(_first(spec, "expert_param_share") or (0.9 if _first(
-                        spec, "n_experts", "num_experts", "moe_experts") else 0.0))}
+            active = float(_first(spec, "params_active", "active_params") or total)
+            experts = int(_first(spec, "n_experts") or 0)
+            top_k = int(_first(spec, "experts_per_token") or 0)
+            # total = dense + E*e and active = dense + k*e  =>  routed share = E*e / total
+            share = experts * (float(total) - active) / (experts - top_k) / float(total) if experts > top_k else 0.0
+            attention = getattr(spec, "attention", None)
+            split = 1 << 20
+            if attention is not None:
+                split = 1 if getattr(attention, "kind", "gqa") == "mla" else int(getattr(attention, "kv_heads", 0)
+                                                                                  or split)
+            return {"params_total": float(total), "params_active": active, "n_layers": int(layers),
+                    "hidden": int(hidden), "kv_bytes_per_token_bf16": float(kv), "n_experts": experts,
+                    "experts_per_token": top_k, "expert_param_share": min(max(share, 0.0), 0.99),
+                    "kv_split_max": split}
         log.info("catalog entry for %r lacks parameter/layer/KV figures; using built-in defaults", name)
     key = MODEL_ALIASES.get(name.lower(), name.lower())
     if key in BUILTIN_MODELS:
@@ -165,7 +174,8 @@ def perf_inputs(
                       n_layers=int(md["n_layers"]), hidden=int(md["hidden"]),
                       kv_bytes_per_token=md["kv_bytes_per_token_bf16"] * kv_scale,
                       n_experts=int(md.get("n_experts", 0)), experts_per_token=int(md.get("experts_per_token", 0)),
-                      expert_param_share=float(md.get("expert_param_share", 0.0)))
+                      expert_param_share=float(md.get("expert_param_share", 0.0)),
+                      kv_split_max=int(md.get("kv_split_max", 1 << 20)))
     values.update(overrides)
     if "params_active" not in values:
         values["params_active"] = values["params_total"]

@@ -51,6 +51,11 @@ class PerfInputs:
     experts_per_token: int = 0
     expert_param_share: float = 0.0
     """Share of the parameters that sit in routed experts (0 for dense models)."""
+    kv_split_max: int = 1 << 20
+    """Largest TP degree that still splits the KV cache (GQA: KV heads; MLA: 1). Beyond it KV is replicated."""
+
+    def kv_bytes_per_token_per_gpu(self, tp: int) -> float:
+        return self.kv_bytes_per_token / max(1, min(tp, self.kv_split_max))
 
     @property
     def weight_bytes(self) -> float:
@@ -209,8 +214,8 @@ class RooflineTimer:
         tokens = batch.prefill_tokens + batch.decode_tokens
         if tokens <= 0:
             return eff.step_s
-        mem_bytes = self.weight_bytes_read(tokens) + batch.decode_ctx * p.kv_bytes_per_token
-        t_mem = mem_bytes / (tp * p.hbm_bw * eff.mem)
+        per_gpu = self.weight_bytes_read(tokens) / tp + batch.decode_ctx * p.kv_bytes_per_token_per_gpu(tp)
+        t_mem = per_gpu / (p.hbm_bw * eff.mem)
         attn = 4.0 * p.n_layers * p.hidden * (batch.prefill_attn + batch.decode_ctx * (batch.decode_tokens / max(batch.decode_seqs, 1)))
         flops = 2.0 * p.params_active * tokens + attn
         t_compute = flops / (tp * p.flops * eff.compute)
@@ -228,13 +233,14 @@ class RooflineTimer:
 def kv_capacity_tokens(
     inputs: PerfInputs, *, tp: int, mem_fraction_static: float, reserve_bytes_per_gpu: float = 1.0 * GIB
 ) -> int:
-    """Tokens of KV the TP group's pool holds: (HBM x fraction - reserve) x TP - weights, over KV bytes per token.
+    """Tokens of KV the TP group's pool holds: per GPU, (HBM x fraction - reserve - weights / TP) over the KV bytes
+    per token on one GPU (KV heads split over TP up to their count, replicated beyond).
 
     Same budget rule as SGLang's --mem-fraction-static and vLLM's --gpu-memory-utilization (weights and KV pool share
     the static fraction; activations and CUDA graphs take the rest and a small reserve).
     """
-    budget = (inputs.hbm_bytes * mem_fraction_static - reserve_bytes_per_gpu) * tp - inputs.weight_bytes
-    return max(0, int(budget // inputs.kv_bytes_per_token))
+    budget = inputs.hbm_bytes * mem_fraction_static - reserve_bytes_per_gpu - inputs.weight_bytes / tp
+    return max(0, int(budget // inputs.kv_bytes_per_token_per_gpu(tp)))
 
 
 def host_capacity_tokens(inputs: PerfInputs, *, dram_bytes: float) -> int:

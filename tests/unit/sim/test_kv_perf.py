@@ -1,0 +1,113 @@
+"""KV pool invariants and LRU order; roofline shape (MoE, TP, KV capacity); acceptance draws; catalog adapter."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from llmsweep.errors import ConfigError
+from llmsweep.sim.acceptance import AcceptanceSampler, solve_acceptance_rate, expected_length
+from llmsweep.sim.inputs import perf_inputs
+from llmsweep.sim.kv import KVPool
+from llmsweep.sim.perf import Batch, RooflineTimer, kv_capacity_tokens
+
+
+def _check(pool: KVPool) -> None:
+    assert (pool.ref >= 0).all()
+    assert pool.used_blocks() == int((pool.ref > 0).sum())
+    assert pool.n_evictable == int(((pool.ref == 0) & pool.hashed).sum())
+    for h, b in pool.cached.items():
+        assert pool.hashed[b] and pool.hash_of[b] == h
+
+
+def test_pool_keeps_its_books_under_random_traffic() -> None:
+    rng = random.Random(3)
+    pool = KVPool(64, 16)
+    held: list[tuple[list[int], list[int]]] = []
+    for step in range(3000):
+        if held and rng.random() < 0.45:
+            blocks, _ = held.pop(rng.randrange(len(held)))
+            pool.release(blocks)
+        else:
+            prefix = rng.randrange(4)
+            hashes = [prefix * 1000 + i for i in range(rng.randrange(1, 12))]
+            g, _ = pool.match(hashes, len(hashes))
+            got = pool.acquire_cached(hashes, g)
+            new = pool.allocate(len(hashes) - g)
+            if new is None:
+                pool.release(got)
+            else:
+                pool.register_many(new, hashes[g:])
+                held.append((got + new, hashes))
+        if step % 50 == 0:
+            _check(pool)
+    _check(pool)
+
+
+def test_eviction_takes_the_least_recently_released_prefix_tail_first() -> None:
+    pool = KVPool(8, 16)
+    a, b = [1, 2, 3, 4], [11, 12, 13, 14]
+    blocks_a = pool.allocate(4)
+    pool.register_many(blocks_a, a)
+    blocks_b = pool.allocate(4)
+    pool.register_many(blocks_b, b)
+    pool.release(blocks_a)  # older
+    pool.release(blocks_b)
+    pool.allocate(2)  # evicts a's tail (3, 4), keeps its head
+    assert pool.match(a, 4) == (2, 0)
+    assert pool.match(b, 4) == (4, 0)
+
+
+def test_host_tier_answers_past_the_gpu_hits() -> None:
+    pool = KVPool(4, 16, host_blocks=100)
+    blocks = pool.allocate(4)
+    pool.register_many(blocks, [1, 2, 3, 4])
+    pool.release(blocks)
+    pool.allocate(4)  # evicts every GPU copy
+    assert pool.match([1, 2, 3, 4, 5], 5) == (0, 4)
+
+
+def test_moe_reads_more_experts_as_the_batch_grows_and_tp_shortens_big_steps() -> None:
+    moe = perf_inputs("qwen3-30b-a3b", "h200")
+    timer = RooflineTimer(moe)
+    touched = [timer.experts_touched(t) for t in (1, 8, 64, 1024)]
+    assert touched[0] == pytest.approx(moe.experts_per_token)
+    assert touched == sorted(touched) and touched[-1] <= moe.n_experts
+    dense = perf_inputs("llama-3.1-70b", "h200")
+    big = Batch(prefill_tokens=8192, prefill_attn=8192 * 4096, decode_seqs=0)
+    t1 = RooflineTimer(dense, tp=2).step_time(big)
+    t8 = RooflineTimer(dense, tp=8).step_time(big)
+    assert t8 < t1
+    assert RooflineTimer(dense, tp=8).comm_time(8192) > 0 == RooflineTimer(dense, tp=1).comm_time(8192)
+    decode = [RooflineTimer(dense, tp=2).step_time(Batch(decode_seqs=n, decode_tokens=n, decode_ctx=n * 4000))
+              for n in (1, 8, 64)]
+    assert decode == sorted(decode)
+
+
+def test_kv_capacity_follows_hbm_weights_and_mem_fraction() -> None:
+    p = perf_inputs("llama-3.1-8b", "h100")
+    full = kv_capacity_tokens(p, tp=1, mem_fraction_static=0.9)
+    assert kv_capacity_tokens(p, tp=1, mem_fraction_static=0.7) < full
+    assert kv_capacity_tokens(p, tp=2, mem_fraction_static=0.9) > 2 * full  # weights split, KV heads split
+    weights_gb = p.weight_bytes / 1e9
+    assert full == pytest.approx((80 * 0.9 - 1.073741824 - weights_gb) * 1e9 / p.kv_bytes_per_token, rel=1e-3)
+
+
+def test_acceptance_draws_stay_in_range_with_the_configured_mean() -> None:
+    for k, al in ((3, 3.39), (3, 2.5), (1, 1.7), (5, 4.2)):
+        assert expected_length(solve_acceptance_rate(al, k), k) == pytest.approx(al, abs=1e-9)
+        sampler = AcceptanceSampler(k, al, seed=11)
+        draws = [sampler.draw() for _ in range(50_000)]
+        assert min(draws) >= 1 and max(draws) == k + 1
+        assert sum(draws) / len(draws) == pytest.approx(al, rel=0.01)
+
+
+def test_unknown_model_or_hardware_names_the_fix() -> None:
+    with pytest.raises(ConfigError, match="no model figures"):
+        perf_inputs("no-such-model-xyz", "h200")
+    with pytest.raises(ConfigError, match="no hardware figures"):
+        perf_inputs("llama-3.1-8b", "no-such-gpu")
+    custom = perf_inputs("no-such-model-xyz", "h200", overrides={"params_total": 2e9, "n_layers": 10, "hidden": 1024,
+                                                                  "kv_bytes_per_token": 1000.0})
+    assert custom.params_active == 2e9
