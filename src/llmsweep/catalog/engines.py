@@ -269,6 +269,31 @@ def _kv_mode(kv_offloading: Any) -> str | None:
     return str(kv_offloading).strip().lower()
 
 
+def _family_names(model: str | None) -> set[str]:
+    """The names an incompatibility's model_families may use for a model: as given, its family and its prefix
+    (so a caller may pass ``qwen3.5``, ``Qwen/Qwen3.5-397B-A17B-FP8`` or the catalog id)."""
+    if not model:
+        return set()
+    names = {model.strip().lower()}
+    from llmsweep.catalog.models import find_model
+
+    spec = find_model(model)
+    if spec is not None:
+        names |= {spec.family.lower(), spec.prefix.lower(), spec.id}
+    return names
+
+
+def _platform_of(platform: str | None) -> str:
+    """``cuda``/``rocm`` as given, or the platform of a hardware SKU or runner label (``mi300x`` -> rocm)."""
+    text = (platform or "").strip().lower()
+    if text in {"cuda", "rocm", ""}:
+        return text
+    from llmsweep.catalog.hardware import hardware_for_runner
+
+    spec = hardware_for_runner(text)
+    return spec.platform if spec else text
+
+
 def match_incompatibilities(
     engine: str,
     version: Version | str | None,
@@ -279,14 +304,16 @@ def match_incompatibilities(
     kv_offloading: str | bool | None = None,
 ) -> list[Incompatibility]:
     """Known incompatibilities a launch hits. ``args`` keys may carry dashes or underscores and leading ``--``;
-    ``kv_offloading`` is the recipe value (``none``/``dram``). An unknown version (nightly image) matches, since
+    ``kv_offloading`` is the recipe value (``none``/``dram``); ``platform`` may be cuda/rocm or a SKU/runner label;
+    ``model_family`` may be a prefix, family, catalog id or HF id. An unknown version (nightly image) matches, since
     the problem may be present: a policy rule can soften that to a warning."""
     eid = canonical_engine(engine)
     v = as_version(version)
     norm_args = {_norm_arg(k): val for k, val in (args or {}).items()}
     env = dict(env or {})
     kv = _kv_mode(kv_offloading)
-    family = model_family.strip().lower() if model_family else None
+    families = _family_names(model_family)
+    plat = _platform_of(platform)
     hits: list[Incompatibility] = []
     for inc in all_incompatibilities():
         if inc.engine != eid:
@@ -295,9 +322,9 @@ def match_incompatibilities(
             continue
         if v is not None and inc.max_version is not None and v.base > inc.max_version.base:
             continue
-        if inc.platforms is not None and (platform or "").lower() not in inc.platforms:
+        if inc.platforms is not None and plat not in inc.platforms:
             continue
-        if inc.model_families is not None and family not in {f.lower() for f in inc.model_families}:
+        if inc.model_families is not None and not families & {f.lower() for f in inc.model_families}:
             continue
         c = inc.conditions
         if c.kv_offloading is not None and kv not in {k.lower() for k in c.kv_offloading}:

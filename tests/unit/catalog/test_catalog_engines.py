@@ -188,3 +188,15 @@ gates:
     assert honours("vllm", "0.26.0", "VLLM_MY_FEATURE") is False
     assert honours("sglang", "0.5.12", "SGLANG_SIMULATE_ACC_TOKEN_MODE") is False
     assert get_engine("vllm").default_port == 8000
+
+
+def test_model_and_platform_may_be_named_as_the_recipe_names_them() -> None:
+    hits = match_incompatibilities(
+        "sglang-disagg", "0.5.16", "cluster:mi300x-amds", "Qwen/Qwen3.5-397B-A17B-FP8",
+        args={"--hicache-io-backend": "direct", "--hicache-mem-layout": "layer_first"}, env={}, kv_offloading="dram",
+    )
+    assert [h.id for h in hits] == ["sglang-rocm-hicache-hybrid-direct-layer-first"]
+    assert match_incompatibilities(
+        "sglang", "0.5.16", "h200", "qwen3.5",
+        args={"--hicache-io-backend": "direct", "--hicache-mem-layout": "layer_first"}, env={}, kv_offloading="dram",
+    ) == []
