@@ -64,9 +64,10 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str) -> li
         )
     argv = [options.docker, "run", "--rm", "--network=host", "--name", name, "--ipc=host",
             f"--shm-size={options.shm_size}"]
-    if options.gpu_vendor == "nvidia":
+    # A CPU-only server (the simulator in an image) gets no GPU flags: `--gpus` fails on hosts without the runtime.
+    if spec.gpus > 0 and options.gpu_vendor == "nvidia":
         argv += ["--gpus", "all"]
-    elif options.gpu_vendor == "amd":
+    elif spec.gpus > 0 and options.gpu_vendor == "amd":
         argv += ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
                  "--security-opt", "seccomp=unconfined"]
     if options.hf_cache is not None:

@@ -53,6 +53,12 @@ def test_amd_render_passes_kfd_dri_video_and_seccomp() -> None:
     assert "--gpus" not in argv
 
 
+@pytest.mark.parametrize("vendor", ["nvidia", "amd"])
+def test_cpu_only_servers_get_no_gpu_flags(vendor: str) -> None:
+    argv = render_docker_run(SPEC.model_copy(update={"gpus": 0}), DockerOptions(gpu_vendor=vendor), "n")  # type: ignore[arg-type]
+    assert "--gpus" not in argv and "--device" not in argv and "--ipc=host" in argv
+
+
 def test_harness_is_mounted_at_llmsweep_never_workspace() -> None:
     argv = render(harness_dir=Path("/home/ci/llmsweep"))
     mounts = flag_value(argv, "-v")
