@@ -122,8 +122,12 @@ def synthetic_corpus(n_lines: int, seed: int = 0) -> Iterator[str]:
             yield "{" + body + "}"
 
 
-def train_tokenizer(vocab_size: int, *, n_lines: int = 120_000, seed: int = 0) -> TokenizerFiles:
-    """Train a byte-level BPE tokenizer of `vocab_size` entries (specials included) on the synthetic corpus."""
+def train_tokenizer(vocab_size: int, *, n_lines: int | None = None, seed: int = 0) -> TokenizerFiles:
+    """Train a byte-level BPE tokenizer of `vocab_size` entries (specials included) on the synthetic corpus.
+
+    The corpus grows with the vocabulary (4 lines a token, 120k at most: the packaged 32000 uses 120k), so a small
+    tokenizer trains in a second.
+    """
     try:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -142,7 +146,8 @@ def train_tokenizer(vocab_size: int, *, n_lines: int = 120_000, seed: int = 0) -
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(synthetic_corpus(n_lines, seed), trainer=trainer)
+    lines = n_lines if n_lines is not None else min(120_000, max(10_000, 4 * vocab_size))
+    tok.train_from_iterator(synthetic_corpus(lines, seed), trainer=trainer)
     size = tok.get_vocab_size()
     if size != vocab_size:
         log.warning("corpus yielded %d tokens, fewer than the %d asked for", size, vocab_size)

@@ -92,6 +92,7 @@ def test_a_smaller_vocabulary_retrains() -> None:
     assert tok.token_to_id("<|im_end|>") == 2
 
 
+@pytest.mark.slow
 def test_the_packaged_tokenizer_is_reproducible_from_the_source(tmp_path: Path) -> None:
     rebuilt = rebuild_packaged(tmp_path / "tokenizer.json.gz")
     assert rebuilt.sha256 == packaged_tokenizer().sha256  # else: run rebuild_packaged() and commit the data file
