@@ -113,3 +113,14 @@ def test_console_entry_point_runs_the_command() -> None:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "2.27"
+
+
+def test_broken_user_catalog_is_reported_once_with_file_and_line(user_catalog: Path) -> None:
+    import os
+
+    (user_catalog / "hardware.yaml").write_text("hardware:\n  x1:\n    name: [unclosed\n")
+    out = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "catalog", "hardware"],
+                         capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    assert out.returncode == 2
+    assert "hardware.yaml:" in out.stderr and "Traceback" not in out.stderr
+    assert out.stdout == ""
