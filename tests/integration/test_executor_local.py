@@ -119,3 +119,18 @@ def test_local_refuses_image_jobs_unless_allowed() -> None:
     with pytest.raises(ConfigError, match="docker or slurm"):
         LocalLauncher().render(spec)
     assert LocalLauncher(LocalOptions(allow_image=True)).render(spec) == ["vllm", "serve"]
+
+
+def test_a_server_that_dies_after_ready_is_reported_by_check_alive(tmp_path: Path) -> None:
+    from llmsweep.execute.ready import check_alive
+
+    handle = LocalLauncher().launch(tiny_spec(), log_path=tmp_path / "server.log")
+    try:
+        wait_ready(handle, poll_s=0.1)
+        check_alive(handle, during="benchmark")  # alive: no error
+        handle.process.stop(grace_s=2.0)  # the server goes away behind the lifecycle's back
+        with pytest.raises(LaunchError, match="died during benchmark") as err:
+            check_alive(handle, during="benchmark")
+        assert "got SIGTERM" in str(err.value)
+    finally:
+        handle.stop(grace_s=1.0)

@@ -128,3 +128,18 @@ def wait_ready(
                 tail_lines=tail_lines,
             )
         time.sleep(min(poll_s, max(0.0, limit - elapsed)))
+
+
+def check_alive(handle: ServerHandle, *, during: str, tail_lines: int = DEFAULT_TAIL_LINES) -> None:
+    """Raise :class:`LaunchError` with the log tail when the server has died, e.g. after the client finished.
+
+    A client that ran against a server which died half-way may still exit 0 with fewer results: a failure that looks
+    green. The lifecycle calls this after (and may call it during) the benchmark.
+    """
+    if not handle.is_alive():
+        raise _failure(
+            handle,
+            f"died during {during} (exit status {handle.returncode})",
+            fix="read the log tail above (out of memory, NCCL error, crash); results of this job are not valid",
+            tail_lines=tail_lines,
+        )
