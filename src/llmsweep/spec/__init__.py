@@ -2,6 +2,7 @@
 
 Public API:
     load_recipes(paths) -> LoadResult           recipes keyed by recipe key, plus findings (file:line, path, fix)
+    loads_recipes(text, file="<string>")        the same for YAML text
     Recipe / SingleNodeRecipe / MultiNodeRecipe one recipe key; `recipe.line_of(path)`, `recipe.source`
     Serve, ResolvedServe, SpecDecoding, WorkloadSpec, ResolvedWorkload, TraceSource
     engine_name(framework) -> str | None        adapter for an InferenceX framework string
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from llmsweep.spec.components import ComponentMetadata, KvOffloadBackend, WorkerBlock
 from llmsweep.spec.engines import ADAPTERS, engine_name, resolve_engine
-from llmsweep.spec.loader import LoadResult, load_recipes, recipe_files
+from llmsweep.spec.loader import LoadResult, load_recipes, loads_recipes, recipe_files
 from llmsweep.spec.recipe import (
     AgenticEntry,
     AgenticScenario,
@@ -51,6 +52,7 @@ __all__ = [
     "default_corpus",
     "engine_name",
     "load_recipes",
+    "loads_recipes",
     "recipe_files",
     "recipe_json_schema",
     "render_path",

@@ -7,7 +7,7 @@ Every problem becomes a :class:`~llmsweep.findings.Finding` instead of an except
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.spec.engines import resolve_engine
 from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SingleNodeRecipe
-from llmsweep.spec.source import SourceMap, YamlSyntaxError, load_yaml, render_path
+from llmsweep.spec.source import SourceMap, YamlDocument, YamlSyntaxError, load_yaml, parse_yaml, render_path
 from llmsweep.spec.validation_findings import findings_from_validation_error
 
 
@@ -76,6 +76,13 @@ def _error(rule: str, file: str, line: int | None, path: str | None, message: st
     return Finding(rule=rule, severity=Severity.ERROR, file=file, line=line, path=path, message=message, fix=fix)
 
 
+def loads_recipes(text: str, file: str = "<string>") -> LoadResult:
+    """Like :func:`load_recipes` for YAML text (tests, generated recipes); `file` names it in findings."""
+    result = LoadResult()
+    _load_text(lambda: parse_yaml(text, file), file, result, {})
+    return result
+
+
 def _load_file(path: Path, result: LoadResult, seen_in: dict[str, str]) -> None:
     file = str(path)
     if not path.is_file():
@@ -83,8 +90,12 @@ def _load_file(path: Path, result: LoadResult, seen_in: dict[str, str]) -> None:
             _error("schema.file", file, None, None, f"Input file '{file}' does not exist.", "check the path")
         )
         return
+    _load_text(lambda: load_yaml(path), file, result, seen_in)
+
+
+def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, seen_in: dict[str, str]) -> None:
     try:
-        doc = load_yaml(path)
+        doc = read()
     except YamlSyntaxError as exc:
         result.findings.append(
             _error("schema.yaml-syntax", file, exc.line, None, f"YAML syntax error: {exc.problem}",

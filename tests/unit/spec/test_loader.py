@@ -137,3 +137,13 @@ def test_json_schema_describes_recipes_and_extensions() -> None:
     assert {"image", "model-prefix", "scenarios", "serve", "workload"} <= set(props)
     assert defs["SingleNodeRecipe"]["additionalProperties"] is False
     assert "description" in props["serve"] or "description" in defs["Serve"]
+
+
+def test_loads_recipes_from_text_names_the_given_file() -> None:
+    from llmsweep.spec import loads_recipes
+
+    text = (REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp-resident.yaml").read_text()
+    assert set(loads_recipes(text).recipes) == {"qwen3.5-fp8-mi300x-sglang-agentic-mtp-resident"}
+    bad = loads_recipes(text.replace("conc-list: [4, 16", "conc-lst: [4, 16"), file="inline.yaml")
+    assert {(f.rule, f.file, f.line) for f in bad.errors} == {("schema.unknown-key", "inline.yaml", 16),
+                                                              ("schema.unknown-key", "inline.yaml", 17)}
