@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from llmsweep.report.timeseries import load_request_series, load_server_series
+from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.extract import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label
 from llmsweep.results.point import ResultPoint
@@ -49,7 +49,16 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
     }
 
 
-def detail_payload(p: ResultPoint) -> dict[str, Any]:
+PAGE_REQUEST_BUDGET = 60_000
+"""Timeline rows across the whole page (~25 bytes each): a 200-point sweep still opens quickly."""
+
+
+def request_budget(n_points: int) -> int:
+    """Per-point request budget: 1500 for small runs, shrinking with the point count, never below 200."""
+    return max(200, min(MAX_REQUESTS, PAGE_REQUEST_BUDGET // max(n_points, 1)))
+
+
+def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[str, Any]:
     """Drill-down data of one point: raw-derived series, exact server command, validity and provenance."""
     out: dict[str, Any] = {
         "server_command": None, "validity": scrub(p.summary.get("validity") or {"verdict": p.verdict,
@@ -63,7 +72,7 @@ def detail_payload(p: ResultPoint) -> dict[str, Any]:
     cmd = p.artifact_dir / "server_command.txt"
     if cmd.is_file():
         out["server_command"] = cmd.read_text(encoding="utf-8", errors="replace")[:20000]
-    req = load_request_series(p.artifact_dir / "records.jsonl")
+    req = load_request_series(p.artifact_dir / "records.jsonl", max_requests=max_requests)
     t0 = req.t0 if req else 0.0
     if req:
         out.update(timeline=req.timeline, ttft=req.ttft, throughput=req.throughput, inflight=req.inflight,
@@ -113,5 +122,6 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "sources": sorted({p.source for p in everything}),
         "mix_sources": mix_sources,
         "overlays": sorted({tag for _, tag in tagged if tag}),
-        "details": {p.result_id: detail_payload(p) for p in everything} if details else {},
+        "details": ({p.result_id: detail_payload(p, max_requests=request_budget(len(everything))) for p in everything}
+                    if details else {}),
     }

@@ -50,7 +50,7 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
         ids = frontier.get(key, [])
         if not ids:
             lines.append(_row([s["label"], "–", "–", "–", "–", "–", "–", "–", "no valid point with the metric"]))
-        for pid in ids:
+        for pid in sorted(ids, key=lambda i: by_id[i]["metrics"]["conc"]):
             p = by_id[pid]
             m = p["metrics"]
             lines.append(_row([s["label"], m["conc"], p["topology"], fmt(m["tput_per_gpu"], "tok"),

@@ -6,6 +6,7 @@ it is not installed the report is still written and the caller is told which ext
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,11 +16,7 @@ log = logging.getLogger(__name__)
 
 
 def matplotlib_available() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | None = None) -> list[Path]:

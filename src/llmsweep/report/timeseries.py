@@ -175,8 +175,8 @@ def _thin(series: list[list[float]], budget: int) -> list[list[float]]:
     return series if len(series) <= budget else [series[i] for i in _stride(len(series), budget)]
 
 
-def load_request_series(path: Path) -> RequestSeries | None:
-    return request_series(iter_jsonl(path)) if path.is_file() else None
+def load_request_series(path: Path, *, max_requests: int = MAX_REQUESTS) -> RequestSeries | None:
+    return request_series(iter_jsonl(path), max_requests=max_requests) if path.is_file() else None
 
 
 def load_server_series(path: Path, t0: float) -> ServerSeries:

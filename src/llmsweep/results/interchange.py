@@ -43,8 +43,37 @@ def _latency_block(summary: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return {}
 
 
+def _worker_gpus(worker: Mapping[str, Any]) -> int:
+    n = int(get_field(worker, "num-worker") or 1)
+    return n * int(get_field(worker, "tp") or 1) * int(get_field(worker, "pp") or 1) * int(get_field(worker, "pcp-size") or 1)
+
+
+def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
+    """Prefill/decode topology and the §6.2 per-GPU normalisation: output per decode GPU, input per prefill GPU."""
+    prefill, decode = get_field(point.job, "prefill"), get_field(point.job, "decode")
+    if not (isinstance(prefill, Mapping) and isinstance(decode, Mapping)):
+        return
+    row["is_multinode"] = True
+    for role, w in (("prefill", prefill), ("decode", decode)):
+        row.update({f"{role}_tp": get_field(w, "tp"), f"{role}_pp": get_field(w, "pp") or 1,
+                    f"{role}_dcp_size": get_field(w, "dcp-size") or 1, f"{role}_pcp_size": get_field(w, "pcp-size") or 1,
+                    f"{role}_ep": get_field(w, "ep"), f"{role}_dp_attention": bool(get_field(w, "dp-attn")),
+                    f"{role}_num_workers": get_field(w, "num-worker") or 1})
+        row.pop(role, None)
+    p_gpus, d_gpus = _worker_gpus(prefill), _worker_gpus(decode)
+    row["num_prefill_gpu"], row["num_decode_gpu"] = p_gpus, d_gpus
+    for key in ("tp", "pp", "dcp_size", "pcp_size", "ep", "dp_attention"):
+        row.pop(key, None)
+    total = first_number(point.summary, ("throughput.total_tps",))
+    out = first_number(point.summary, ("throughput.output_tps",))
+    if total is not None and out is not None:
+        row["tput_per_gpu"] = total / (p_gpus + d_gpus)
+        row["output_tput_per_gpu"] = out / (d_gpus or p_gpus + d_gpus)
+        row["input_tput_per_gpu"] = (total - out) / p_gpus if p_gpus else None
+
+
 def inferencex_row(point: ResultPoint) -> dict[str, Any]:
-    """One InferenceX aggregate row (single-node shape) for a result."""
+    """One InferenceX aggregate row for a result (single-node shape, or the multinode one for disagg jobs)."""
     i, job, s = point.identity, point.job, point.summary
     runner = get_field(job, "runner-label", "runner") or i.hardware
     row: dict[str, Any] = {
@@ -56,6 +85,9 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
         "recipe_fingerprint": get_field(job, "recipe-fingerprint") or point.provenance.get("recipe_fingerprint"),
         "num_requests_total": point.num_requests, "num_requests_successful": point.num_successful,
     }
+    if i.router:
+        name, _, version = i.router.partition("@")
+        row["router"] = {"name": name, "version": version}
     if i.offload_backend:
         row["kv_offload_backend"] = {"name": i.offload_backend}
     if i.isl is not None and i.osl is not None and not i.scenario.startswith("agentic"):
@@ -64,6 +96,7 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
         row["scenario_type"] = i.scenario
     for col in ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu"):
         row[col] = point.metric(col)
+    _multinode_fields(point, row)
     for name in _LATENCIES:
         block = _latency_block(s, name)
         for prefix, stat in _STATS:

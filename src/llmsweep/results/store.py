@@ -105,7 +105,7 @@ class Store:
         self.path = default_store_path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path)
+            self._db = sqlite3.connect(self.path, timeout=30)  # the run pipeline and a user may write at once
         except (OSError, sqlite3.Error) as exc:
             raise ResultError(f"cannot open results store {self.path}: {exc}",
                               fix=f"pass --store PATH or set {ENV_VAR} to a writable file") from exc

@@ -68,3 +68,11 @@ def test_overlaid_and_mixed_source_points_stay_in_their_own_series(report_run, t
     assert len(apart["series"]) == 2 and apart["sources"] == ["measured", "simulated"]
     mixed = build_payload(report_run, one + measured, mix_sources=True)
     assert len(mixed["series"]) == 1 and mixed["mix_sources"] is True
+
+
+def test_request_budget_shrinks_with_the_number_of_points() -> None:
+    from llmsweep.report.data import request_budget
+
+    assert request_budget(1) == 1500
+    assert request_budget(200) == 300
+    assert request_budget(10_000) == 200

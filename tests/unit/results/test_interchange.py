@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from llmsweep.errors import ResultError
-from llmsweep.results.interchange import export_points, import_file, import_into
+from llmsweep.results.identity import identity_from_job
+from llmsweep.results.interchange import export_points, from_inferencex_row, import_file, import_into
 from llmsweep.results.point import points_from_run
 from llmsweep.results.store import Store
 
@@ -103,3 +105,23 @@ def test_unreadable_or_foreign_files_are_errors(tmp_path: Path) -> None:
         import_file(other)
     with pytest.raises(ResultError, match="unknown export format"):
         export_points([], "xml")
+
+
+def test_multinode_rows_normalise_per_role(make_run) -> None:
+    p = points_from_run(make_run("r", concs=(8,)))[0]
+    job = {**p.job, "multinode": True, "disagg": True, "gpus": 12,
+           "prefill": {"num-worker": 1, "tp": 4, "ep": 1, "dp-attn": False, "pp": 1, "dcp-size": 1, "pcp-size": 1},
+           "decode": {"num-worker": 1, "tp": 8, "ep": 8, "dp-attn": True, "pp": 1, "dcp-size": 1, "pcp-size": 1}}
+    for key in ("tp", "ep", "pp", "dcp-size", "pcp-size", "dp-attn"):
+        job.pop(key)
+    mn = dataclasses.replace(p, job=job, identity=identity_from_job(job), gpus=12)
+    row = json.loads(export_points([mn], "inferencex"))[0]
+    thr = p.summary["throughput"]
+    assert row["is_multinode"] is True and row["num_prefill_gpu"] == 4 and row["num_decode_gpu"] == 8
+    assert row["decode_ep"] == 8 and row["decode_dp_attention"] is True and "tp" not in row
+    assert row["tput_per_gpu"] == pytest.approx(thr["total_tps"] / 12)
+    assert row["output_tput_per_gpu"] == pytest.approx(thr["output_tps"] / 8)
+    assert row["input_tput_per_gpu"] == pytest.approx((thr["total_tps"] - thr["output_tps"]) / 4)
+    back = from_inferencex_row("import:x", row, 0)
+    assert back.identity.workers == mn.identity.workers == "P1x(tp4 ep1) D1x(tp8 ep8 dpa)"
+

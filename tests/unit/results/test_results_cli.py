@@ -61,3 +61,19 @@ def test_compare_unknown_side_is_a_clean_error(store_path: Path) -> None:
     res = CliRunner().invoke(cli, ["compare", "nope", "nada"])
     assert res.exit_code != 0
     assert "neither a run directory nor a run id" in str(res.exception)
+
+
+def test_compare_with_repeat_runs_calls_a_regression_and_can_fail(make_run, store_path: Path) -> None:
+    a = make_run("a", concs=(4,), requests=100)
+    reps = [make_run(f"a{i}", concs=(4,), requests=100, seed=10 + i) for i in range(2)]
+    slow = make_run("b", concs=(4,), requests=100, seed=5, speed=0.5)  # half the per-user decode speed
+    args = ["compare", str(a.path), str(slow.path), "--resamples", "30", "--no-history"]
+    for r in reps:
+        args += ["--repeats-from", str(r.path)]
+    doc = json.loads(_run(*args, "--json"))
+    d = {x["metric"]: x for x in doc["matched"][0]["deltas"]}
+    assert d["p90_e2e_norm_intvty"]["band"]["kind"] == "between-run"
+    assert d["p90_e2e_norm_intvty"]["verdict"] == "regression"
+    assert d["p50_tpot"]["verdict"] == "regression"  # slower tokens: a lower-is-better metric went up
+    res = CliRunner().invoke(cli, [*args, "--fail-on-regression"])
+    assert res.exit_code != 0 and "regression(s) beyond run-to-run noise" in str(res.exception)
