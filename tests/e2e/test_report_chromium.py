@@ -107,6 +107,14 @@ def test_dashboard_in_headless_chromium(driver, report_html: Path, tmp_path: Pat
     assert xs() == pytest.approx(sorted(p["metrics"]["p90_ttft"] for p in payload["points"]))
     Select(drv.find_element(By.ID, "x-axis")).select_by_value("p90_e2e_norm_intvty")
 
+    # The y selector switches to output throughput per GPU, with that metric's own frontiers.
+    Select(drv.find_element(By.ID, "y-axis")).select_by_value("output_tput_per_gpu")
+    ys = sorted(float(m.get_attribute("data-y")) for m in drv.find_elements(By.CSS_SELECTOR, "#chart .marker"))
+    assert ys == pytest.approx(sorted(p["metrics"]["output_tput_per_gpu"] for p in payload["points"]))
+    assert "Output throughput" in drv.find_element(By.ID, "y-title").text
+    assert len(drv.find_elements(By.CSS_SELECTOR, "#chart polyline.frontier")) == 3
+    Select(drv.find_element(By.ID, "y-axis")).select_by_value("tput_per_gpu")
+
     overview = tmp_path / "dashboard_overview.png"
     assert drv.save_screenshot(str(overview))
 

@@ -18,6 +18,8 @@ from llmsweep.results.point import ResultPoint
 from llmsweep.results.rundir import RunDir
 
 PAYLOAD_VERSION = 1
+Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu")
+"""Y choices (InferenceX: token throughput per chip, total/output/input); each gets its own north-star frontiers."""
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#393b79", "#ad494a")
 RUN_FIELDS = ("run_id", "started", "finished", "recipe_files", "llmsweep_version", "executor", "seed", "host")
@@ -92,7 +94,8 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     tagged = [(p, "") for p in points] + [(p, p.run_id) for p in overlay if p.run_id != run.run_id]
     keys = {p.result_id: series_key(p, mix_sources=mix_sources, tag=tag) for p, tag in tagged}
     everything = [p for p, _ in tagged]
-    frontiers = compute_frontiers(everything, series_of=keys)
+    frontiers_by_y = {y: compute_frontiers(everything, y_metric=y, series_of=keys) for y in Y_METRICS}
+    frontiers = frontiers_by_y[Y_METRIC]
     series: dict[str, dict[str, Any]] = {}
     for p, tag in tagged:
         sk = keys[p.result_id]
@@ -113,11 +116,13 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "run": {**{k: scrub(run.meta[k]) for k in RUN_FIELDS if k in run.meta}, "run_id": run.run_id},
         "axes": [asdict(a) for a in X_AXES],
         "y": {"key": Y_METRIC, "label": HOT_BY_NAME[Y_METRIC].label, "unit": HOT_BY_NAME[Y_METRIC].unit},
+        "y_axes": [{"key": y, "label": HOT_BY_NAME[y].label, "unit": HOT_BY_NAME[y].unit} for y in Y_METRICS],
         "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity}
                     for m in HOT_BY_NAME.values()],
         "series": list(series.values()),
         "points": [point_payload(p, keys[p.result_id], frontiers) for p in everything],
         "frontiers": frontiers,
+        "frontiers_by_y": frontiers_by_y,
         "missing": no_result + never_ran,
         "sources": sorted({p.source for p in everything}),
         "mix_sources": mix_sources,

@@ -10,7 +10,9 @@
   D.points.forEach(function (p) { pointById[p.id] = p; });
   D.axes.forEach(function (a) { axisByKey[a.key] = a; });
   D.metrics.forEach(function (m) { metricByKey[m.key] = m; });
-  var state = { x: D.axes[0].key, frontierOnly: false, hidden: {}, selected: null };
+  var yByKey = {};
+  (D.y_axes || [D.y]).forEach(function (y) { yByKey[y.key] = y; });
+  var state = { x: D.axes[0].key, y: D.y.key, frontierOnly: false, hidden: {}, selected: null };
 
   function el(tag, attrs, parent, text) {
     var svg = ["svg", "g", "line", "path", "circle", "rect", "text", "polyline", "title"].indexOf(tag) >= 0;
@@ -35,7 +37,9 @@
   }
   function tick(t) { var a = Math.abs(t); return a >= 1e5 || (a > 0 && a < 1e-3) ? t.toPrecision(2) : String(+t.toFixed(6)); }
   function xval(p, key) { return key === "conc" ? p.metrics.conc : p.metrics[key]; }
-  function yval(p) { return p.metrics[D.y.key]; }
+  function yval(p) { return p.metrics[state.y]; }
+  function yaxis() { return yByKey[state.y]; }
+  function frontierMap() { return ((D.frontiers_by_y || {})[state.y] || (state.y === D.y.key ? D.frontiers : {}))[state.x] || {}; }
   function niceTicks(lo, hi, n) {
     if (!(hi > lo)) { hi = lo + 1; }
     var step = Math.pow(10, Math.floor(Math.log10((hi - lo) / n)));
@@ -53,7 +57,7 @@
     return [zero && lo >= 0 ? 0 : lo - pad, hi + pad];
   }
   function scale(d0, r0, r1) { return function (v) { return r0 + (v - d0[0]) / (d0[1] - d0[0]) * (r1 - r0); }; }
-  function onFrontier(p) { return !!(p.frontier && p.frontier[state.x]); }
+  function onFrontier(p) { return (frontierMap()[p.series] || []).indexOf(p.id) >= 0; }
   function pointLabel(p) {
     var s = seriesByKey[p.series];
     return (s ? s.label : p.series) + " · " + p.topology + " · conc " + p.metrics.conc;
@@ -68,7 +72,6 @@
     bits.push(D.points.length + " points in " + D.series.length + " series");
     bits.push("source: " + (D.sources.join(", ") || "–"));
     document.getElementById("run-meta").textContent = bits.join(" · ");
-    document.getElementById("y-label").textContent = D.y.label + " (" + D.y.unit + ")";
     var b = document.getElementById("banners");
     if (D.sources.length > 1) el("div", { "class": "banner", id: "sources-banner" }, b, D.mix_sources ?
       "Sources are mixed on request (--mix-sources): " + D.sources.join(", ") + " points share series and frontiers." :
@@ -83,6 +86,10 @@
     D.axes.forEach(function (a) { el("option", { value: a.key }, sel, a.label + (a.unit ? " (" + a.unit + ")" : "")); });
     sel.value = state.x;
     sel.addEventListener("change", function () { state.x = sel.value; writeHash(); renderAll(); });
+    var ysel = document.getElementById("y-axis");
+    (D.y_axes || [D.y]).forEach(function (y) { el("option", { value: y.key }, ysel, y.label + " (" + y.unit + ")"); });
+    ysel.value = state.y;
+    ysel.addEventListener("change", function () { state.y = ysel.value; writeHash(); renderAll(); });
     var fo = document.getElementById("frontier-only");
     fo.addEventListener("change", function () { state.frontierOnly = fo.checked; renderChart(); });
   }
@@ -110,7 +117,7 @@
     var plotted = D.points.filter(function (p) { return finite(xval(p, state.x)) && finite(yval(p)); });
     var unplotted = D.points.filter(function (p) { return plotted.indexOf(p) < 0; });
     var note = document.getElementById("unplotted");
-    note.textContent = unplotted.length ? unplotted.length + " point(s) lack " + axis.label + " or " + D.y.label +
+    note.textContent = unplotted.length ? unplotted.length + " point(s) lack " + axis.label + " or " + yaxis().label +
       " and are listed in the table but not plotted: " + unplotted.map(function (p) { return p.job_id; }).join(", ") : "";
     if (!plotted.length) { el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", "class": "axis-title" }, svg, "no point has values on this axis"); return; }
     var xd = domain(plotted.map(function (p) { return xval(p, state.x); }), false);
@@ -131,8 +138,8 @@
     el("line", { x1: M.l, x2: M.l, y1: M.t, y2: H - M.b, stroke: "#98a2b3" }, ax);
     var dirNote = axis.direction === "max" ? " → better" : axis.direction === "min" ? " ← better" : "";
     el("text", { x: (M.l + W - M.r) / 2, y: H - 12, "text-anchor": "middle", "class": "axis-title", id: "x-title" }, svg, axis.label + (axis.unit ? " (" + axis.unit + ")" : "") + dirNote);
-    el("text", { x: 16, y: (M.t + H - M.b) / 2, "text-anchor": "middle", "class": "axis-title", transform: "rotate(-90 16 " + (M.t + H - M.b) / 2 + ")" }, svg, D.y.label + " (" + D.y.unit + ")");
-    var fr = D.frontiers[state.x] || {};
+    el("text", { x: 16, y: (M.t + H - M.b) / 2, "text-anchor": "middle", "class": "axis-title", id: "y-title", transform: "rotate(-90 16 " + (M.t + H - M.b) / 2 + ")" }, svg, yaxis().label + " (" + yaxis().unit + ")");
+    var fr = frontierMap();
     Object.keys(fr).forEach(function (sk) {
       if (state.hidden[sk] || fr[sk].length < 1) return;
       var pts = fr[sk].map(function (id) { return pointById[id]; });
@@ -158,7 +165,7 @@
     clear(tip);
     el("div", { style: "font-weight:600" }, tip, pointLabel(p));
     el("div", null, tip, a.label + ": " + fmt(xval(p, state.x), a.unit));
-    el("div", null, tip, D.y.label + ": " + fmt(yval(p), D.y.unit));
+    el("div", null, tip, yaxis().label + ": " + fmt(yval(p), yaxis().unit));
     el("div", null, tip, "P90 TTFT " + fmt(p.metrics.p90_ttft, "s") + " · P90 E2EL " + fmt(p.metrics.p90_e2el, "s"));
     el("div", null, tip, "verdict: " + p.verdict + (p.reasons.length ? " — " + p.reasons.join("; ") : "") + " · source: " + p.source);
     el("div", null, tip, onFrontier(p) ? "on the frontier" : "not on the frontier");
@@ -175,7 +182,7 @@
 
   /* ---------------------------------------------------------------- table */
   var TABLE_COLS = [
-    ["series", "Series"], ["conc", "Conc"], ["topology", "Topology"], ["x", "x"], [D.y.key, "Tput/GPU"],
+    ["series", "Series"], ["conc", "Conc"], ["topology", "Topology"], ["x", "x"], ["y", "y"],
     ["p90_e2e_norm_intvty", "P90 E2E-norm intvty"], ["p90_intvty", "P90 intvty"], ["p90_ttft", "P90 TTFT"],
     ["p90_e2el", "P90 E2EL"], ["error_ratio", "Errors"], ["verdict", "Verdict"], ["source", "Source"], ["front", "Frontier"]
   ];
@@ -185,6 +192,7 @@
     if (key === "conc") return p.metrics.conc;
     if (key === "topology") return p.topology;
     if (key === "x") return xval(p, state.x);
+    if (key === "y") return yval(p);
     if (key === "verdict") return p.verdict;
     if (key === "source") return p.source;
     if (key === "front") return onFrontier(p) ? "yes" : "";
@@ -195,7 +203,7 @@
     clear(t);
     var head = el("tr", null, el("thead", null, t));
     TABLE_COLS.forEach(function (c) {
-      var label = c[0] === "x" ? axisByKey[state.x].label : c[1];
+      var label = c[0] === "x" ? axisByKey[state.x].label : c[0] === "y" ? yaxis().label : c[1];
       var th = el("th", null, head, label + (sortKey === c[0] ? (sortDir > 0 ? " ▲" : " ▼") : ""));
       th.addEventListener("click", function () { sortDir = sortKey === c[0] ? -sortDir : 1; sortKey = c[0]; renderTable(); });
     });
@@ -329,7 +337,7 @@
 
   /* ---------------------------------------------------------------- URL state */
   function writeHash() {
-    var h = "x=" + encodeURIComponent(state.x) + (state.selected ? "&p=" + encodeURIComponent(state.selected) : "");
+    var h = "x=" + encodeURIComponent(state.x) + "&y=" + encodeURIComponent(state.y) + (state.selected ? "&p=" + encodeURIComponent(state.selected) : "");
     if (window.history && window.history.replaceState) window.history.replaceState(null, "", "#" + h);
   }
   function readHash() {
@@ -338,6 +346,7 @@
       var i = kv.indexOf("="); if (i > 0) out[kv.slice(0, i)] = decodeURIComponent(kv.slice(i + 1));
     });
     if (out.x && axisByKey[out.x]) state.x = out.x;
+    if (out.y && yByKey[out.y]) state.y = out.y;
     return out;
   }
 
