@@ -138,7 +138,7 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
 @click.option("--run", "run_id", required=True, help="Run id in the store, or a run directory.")
 @click.option("--x", "x_axis", default="p90_e2e_norm_intvty", show_default=True, help="x axis key.")
 @click.option("--mix-sources", is_flag=True, help="Let measured/simulated/predicted points share a frontier.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @store_option
 def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_path: Path | None) -> None:
     """Per-series Pareto frontier of a run (throughput per GPU against an x axis, north-star rule)."""
@@ -199,13 +199,13 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
 @click.option("--b-repeats-from", "repeats_b", multiple=True, help="Further runs of B's points (dir or run id).")
 @click.option("--ignore", "ignore", multiple=True,
               type=click.Choice(["image", "engine", "hardware", "precision", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
-                                 "spec", "offload", "offload_backend", "model"]),
+                                 "spec", "offload", "offload_backend", "model", "workers", "router"]),
               help="Identity field to leave out of point matching (named in the output).")
 @click.option("--mix-sources", is_flag=True, help="Allow comparing measured with simulated/predicted points.")
 @click.option("--no-history", is_flag=True, help="Do not use earlier stored runs of the same points as repeats.")
 @click.option("--seed", default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--resamples", default=200, show_default=True, help="Bootstrap resamples per metric.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (deltas, bands, verdicts).")
 @click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when any metric is a (between-run) regression.")
