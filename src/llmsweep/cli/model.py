@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import click
 
 from llmsweep.modelsynth.architectures import PRESETS, preset_config
+from llmsweep.modelsynth.synth import SynthRequest, synth_model
 from llmsweep.modelsynth.tensors import parameter_count
+
+
+def _h(field: str) -> str:
+    """Help text from the request model's field description: one source for CLI and API."""
+    return SynthRequest.model_fields[field].description or ""
 
 
 def _preset_help() -> str:
@@ -24,19 +31,16 @@ def model() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for other programs.")
 def presets(as_json: bool) -> None:
     """List the named model shapes with their parameter counts."""
-    rows = [
-        {"name": name, "parameters": parameter_count(preset_config(name)), "summary": p.summary}
-        for name, p in PRESETS.items()
-    ]
+    rows = [(name, parameter_count(preset_config(name)), p.summary) for name, p in PRESETS.items()]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps([{"name": n, "parameters": c, "summary": s} for n, c, s in rows], indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
     table = Table("preset", "parameters", "shape")
-    for row in rows:
-        table.add_row(str(row["name"]), f"{int(row['parameters']) / 1e6:,.1f} M", str(row["summary"]))
+    for name, count, summary in rows:
+        table.add_row(name, f"{count / 1e6:,.1f} M", summary)
     Console().print(table)
 
 
@@ -47,39 +51,36 @@ def presets(as_json: bool) -> None:
     f"Presets: {_preset_help()}."
 ))
 @click.argument("model_or_config")
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="Directory to write.")
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help=_h("out"))
 @click.option("--weights", type=click.Choice(["random", "none"]), default="none", show_default=True,
-              help="none: config + tokenizer, the engine fills weights (--load-format dummy); random: safetensors.")
-@click.option("--draft", is_flag=True, help="Also write a small Llama draft model (same vocabulary) in OUT/draft.")
-@click.option("--layers", type=click.IntRange(min=1), default=None, help="Override the number of decoder layers.")
-@click.option("--hidden", type=click.IntRange(min=64), default=None, help="Override the hidden size.")
-@click.option("--vocab", type=click.IntRange(min=512), default=None,
-              help="Vocabulary of model and tokenizer (32000 uses the packaged tokenizer; smaller retrains it).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random weights.")
+              help=_h("weights"))
+@click.option("--draft", is_flag=True, help=_h("draft"))
+@click.option("--layers", type=click.IntRange(min=1), default=None, help=_h("layers"))
+@click.option("--hidden", type=click.IntRange(min=64), default=None, help=_h("hidden"))
+@click.option("--vocab", type=click.IntRange(min=512), default=None, help=_h("vocab"))
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help=_h("seed"))
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True,
-              help="Storage dtype of random weights.")
-@click.option("--retrain-tokenizer", is_flag=True, help="Train a fresh tokenizer instead of using the packaged one.")
+              help=_h("dtype"))
+@click.option("--retrain-tokenizer", is_flag=True, help=_h("retrain_tokenizer"))
 @click.option("--shard-mb", type=click.IntRange(min=1), default=2048, show_default=True,
-              help="Largest safetensors shard in MiB.")
-@click.option("--force", is_flag=True, help="Write into a non-empty directory.")
+              help="Largest safetensors shard, in MiB.")
+@click.option("--force", is_flag=True, help=_h("force"))
 @click.option("--json", "as_json", is_flag=True, help="Print the provenance record as JSON.")
 def synth(
     model_or_config: str,
     out: Path,
-    weights: str,
+    weights: Literal["random", "none"],
     draft: bool,
     layers: int | None,
     hidden: int | None,
     vocab: int | None,
     seed: int,
-    dtype: str,
+    dtype: Literal["bf16", "fp16", "fp32"],
     retrain_tokenizer: bool,
     shard_mb: int,
     force: bool,
     as_json: bool,
 ) -> None:
-    from llmsweep.modelsynth.synth import SynthRequest, synth_model
-
     request = SynthRequest(
         source=model_or_config, out=out, weights=weights, draft=draft, layers=layers, hidden=hidden, vocab=vocab,
         seed=seed, dtype=dtype, retrain_tokenizer=retrain_tokenizer, shard_bytes=shard_mb * 1024 * 1024, force=force,

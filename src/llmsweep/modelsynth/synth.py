@@ -51,14 +51,18 @@ class SynthRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     source: str = Field(description="A preset name (see `llmsweep model synth --help`) or a path to a config.json.")
-    out: Path = Field(description="Directory to write; must be empty or absent unless `force`.")
+    out: Path = Field(description="Directory to write; must be empty or absent unless forced.")
     weights: Literal["random", "none"] = Field(
         "none", description="`none`: config + tokenizer for --load-format dummy; `random`: safetensors too."
     )
     draft: bool = Field(False, description="Also write a small Llama draft model of the same vocabulary in out/draft.")
     layers: int | None = Field(None, ge=1, description="Override the number of decoder layers.")
     hidden: int | None = Field(None, ge=64, description="Override the hidden size (heads and MLP scale with it).")
-    vocab: int | None = Field(None, ge=512, description="Vocabulary size of model and tokenizer (default: config's).")
+    vocab: int | None = Field(
+        None, ge=512,
+        description="Vocabulary of model and tokenizer (default: the config's). 32000 is the packaged tokenizer, a "
+        "larger one pads it with plain added tokens, a smaller one retrains it (seconds).",
+    )
     seed: int = Field(0, ge=0, description="Seed of the random weights and of a retrained tokenizer.")
     dtype: Literal["bf16", "fp16", "fp32"] = Field("bf16", description="Storage dtype of random weights.")
     retrain_tokenizer: bool = Field(False, description="Train a fresh tokenizer instead of the packaged one.")
@@ -186,6 +190,28 @@ def _write_model(
     )
 
 
+def draft_config(target: Config, tok: TokenizerFiles) -> Config:
+    """The `--draft` model: a small Llama with the target's vocabulary and context, never wider than the target."""
+    width = min(int(preset_config(DRAFT_PRESET)["hidden_size"]), max(64, int(target["hidden_size"]) // 64 * 64))
+    cfg = _with_tokens(scale_config(preset_config(DRAFT_PRESET), hidden=width), tok)
+    # vLLM caps speculative decoding at the draft's context length: let it cover the target's.
+    cfg["max_position_embeddings"] = max(
+        int(cfg["max_position_embeddings"]), int(target.get("max_position_embeddings", 0))
+    )
+    return cfg
+
+
+def _write_draft(request: SynthRequest, target: Config, tok: TokenizerFiles) -> SynthResult:
+    draft_dir = request.out / DRAFT_DIR
+    draft_dir.mkdir(exist_ok=True)
+    draft = _write_model(
+        draft_dir, draft_config(target, tok), tok, request=request, source=f"preset:{DRAFT_PRESET}",
+        seed=request.seed + 1, tokenizer_from=request.out,
+    )
+    _write_json(draft_dir / PROVENANCE_FILE, draft.model_dump(mode="json"))
+    return draft
+
+
 def synth_model(request: SynthRequest) -> SynthResult:
     """Build the model directory (and its draft) that `request` describes; return what was written."""
     config, source = load_source_config(request.source)
@@ -198,21 +224,7 @@ def synth_model(request: SynthRequest) -> SynthResult:
     _prepare_out(request.out, request.force)
     result = _write_model(request.out, cfg, tok, request=request, source=source, seed=request.seed, tokenizer_from=None)
     if request.draft:
-        draft_dir = request.out / DRAFT_DIR
-        draft_dir.mkdir(exist_ok=True)
-        # A draft is a fraction of its target: never wider than the target (a `tiny` target gets a tiny draft).
-        width = min(int(preset_config(DRAFT_PRESET)["hidden_size"]), max(64, int(cfg["hidden_size"]) // 64 * 64))
-        draft_cfg = _with_tokens(scale_config(preset_config(DRAFT_PRESET), hidden=width), tok)
-        # vLLM caps speculative decoding at the draft's context length: let it cover the target's.
-        draft_cfg["max_position_embeddings"] = max(
-            int(draft_cfg["max_position_embeddings"]), int(cfg.get("max_position_embeddings", 0))
-        )
-        draft = _write_model(
-            draft_dir, draft_cfg, tok, request=request, source=f"preset:{DRAFT_PRESET}", seed=request.seed + 1,
-            tokenizer_from=request.out,
-        )
-        _write_json(draft_dir / PROVENANCE_FILE, draft.model_dump(mode="json"))
-        result = result.model_copy(update={"draft": draft})
+        result = result.model_copy(update={"draft": _write_draft(request, cfg, tok)})
     _write_json(request.out / PROVENANCE_FILE, result.model_dump(mode="json"))
     log.info("wrote %s (%s, %s parameters)", request.out, result.architecture, result.parameters)
     return result

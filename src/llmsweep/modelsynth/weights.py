@@ -129,7 +129,7 @@ def write_random_weights(
             total += data.nbytes
             params += spec.numel
         log.info("writing %s (%d tensors)", name, len(group))
-        serialize_file(tensors, str(out / name), metadata={"format": "pt"})
+        serialize_file(tensors, str(out / name), metadata={"format": "pt"})  # type: ignore[arg-type]
         (out / name).chmod(0o644)  # the writer creates 0600; an engine in a container may run as another user
         del keep_alive
     files = list(names)
