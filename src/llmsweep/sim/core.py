@@ -272,10 +272,13 @@ class EngineCore:
         now = self.now = self._step_end
         pool, bs, c = self.pool, self.block_size, self.counters
         sampler = self.sampler
+        spec = sampler is not None
         if sampler is not None:
-            cdf, rand, k = sampler.cdf, sampler.rng.random, self.spec_k
+            cdf, rand = sampler.cdf, sampler.rng.random
         emitted: list[SimRequest] = []
+        append = emitted.append
         any_done = False
+        verify = accepted = generated_total = prompt_computed = 0
         for r in self._scheduled:
             if r.aborted:
                 r.last_emitted = 0
@@ -286,7 +289,7 @@ class EngineCore:
             if chunk:
                 before = r.computed
                 r.computed = after = before + chunk
-                c.computed_prompt_tokens += chunk
+                prompt_computed += chunk
                 hashes = r.block_hashes
                 lo = before // bs
                 hi = min(after // bs, len(hashes))
@@ -297,29 +300,34 @@ class EngineCore:
                     continue
                 r.prefilled = True
                 n = 1
+                if r.first_token_at is None:
+                    r.first_token_at = now
             else:
-                if sampler is not None:
+                if spec:
                     n = bisect_right(cdf, rand()) + 1
-                    c.spec_verify_steps += 1
-                    c.spec_draft_tokens += k
-                    c.spec_accepted_tokens += n - 1
+                    verify += 1
+                    accepted += n - 1
+                    left = r.max_tokens - r.generated
+                    if n > left:
+                        n = left
                 else:
                     n = 1
-                left = r.max_tokens - r.generated
-                if n > left:
-                    n = left
                 r.computed += n
-            r.generated += n
+            gen = r.generated = r.generated + n
             r.last_emitted = n
-            c.generation_tokens += n
-            if r.first_token_at is None:
-                r.first_token_at = now
-            if r.generated >= r.max_tokens:
+            generated_total += n
+            if gen >= r.max_tokens:
                 r.finished_at = now
                 c.requests_finished += 1
                 self._release(r)
                 any_done = True
-            emitted.append(r)
+            append(r)
+        c.generation_tokens += generated_total
+        c.computed_prompt_tokens += prompt_computed
+        if verify:
+            c.spec_verify_steps += verify
+            c.spec_draft_tokens += verify * self.spec_k
+            c.spec_accepted_tokens += accepted
         if any_done:
             self.running = [r for r in self.running if not r.done]
         self._scheduled = []

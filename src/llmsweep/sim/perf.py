@@ -175,6 +175,7 @@ class RooflineTimer:
     ep: int = 1
     efficiency: Efficiency = field(default_factory=Efficiency)
     activation_bytes: float = 2.0
+    _per_tokens: dict[int, float] = field(default_factory=dict, repr=False)
 
     def frontend_latency(self) -> float:
         return self.efficiency.frontend_s
@@ -214,12 +215,16 @@ class RooflineTimer:
         tokens = batch.prefill_tokens + batch.decode_tokens
         if tokens <= 0:
             return eff.step_s
-        per_gpu = self.weight_bytes_read(tokens) / tp + batch.decode_ctx * p.kv_bytes_per_token_per_gpu(tp)
-        t_mem = per_gpu / (p.hbm_bw * eff.mem)
+        fixed = self._per_tokens.get(tokens)
+        if fixed is None:
+            # weight bytes per GPU (as seconds) and communication depend on the token count only: memoise
+            fixed = self._per_tokens[tokens] = self.weight_bytes_read(tokens) / tp / (p.hbm_bw * eff.mem)
+        kv_per_gpu = p.kv_bytes_per_token / (tp if tp <= p.kv_split_max else p.kv_split_max)
+        t_mem = fixed + batch.decode_ctx * kv_per_gpu / (p.hbm_bw * eff.mem)
         attn = 4.0 * p.n_layers * p.hidden * (batch.prefill_attn + batch.decode_ctx * (batch.decode_tokens / max(batch.decode_seqs, 1)))
         flops = 2.0 * p.params_active * tokens + attn
         t_compute = flops / (tp * p.flops * eff.compute)
-        t = max(t_mem, t_compute) + self.comm_time(tokens)
+        t = max(t_mem, t_compute) + (self.comm_time(tokens) if tp > 1 or self.ep > 1 else 0.0)
         if batch.draft_tokens:
             # K sequential draft passes, each reading a one-layer head's weights plus its launch cost.
             layer_bytes = p.weight_bytes / max(p.n_layers, 1) / max(1, self.ep if p.is_moe else 1)
