@@ -21,6 +21,7 @@ from typing import Any
 from llmsweep.errors import ConfigError
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.metrics import CoreCollector, MetricsStyle
 from llmsweep.sim.prompt import PromptEncoder
 from llmsweep.sim.text import token_text
 from llmsweep.workload.base import (
@@ -70,7 +71,8 @@ class Predictor:
     """Discrete-event interpreter of lane programs over an :class:`EngineCore`."""
 
     def __init__(self, core: EngineCore, *, start_time: float = 0.0, output_text: bool = False,
-                 encoder: PromptEncoder | None = None) -> None:
+                 encoder: PromptEncoder | None = None, scrape_interval: float | None = None,
+                 metrics_style: MetricsStyle = "both", model_name: str = "sim") -> None:
         self.core = core
         self.start_time = start_time
         self.output_text = output_text
@@ -84,6 +86,16 @@ class Predictor:
         self._duration = 0.0
         self._lane_sessions: dict[int, Iterator[LaneProgram]] = {}
         self.stats = PredictionStats()
+        self.scrape_interval = scrape_interval
+        self.scrapes: list[dict[str, Any]] = []
+        """Server-metric snapshots in the client's scrape format ({"t", "samples": [[name, labels, value]]})."""
+        self._collector = CoreCollector(core, model_name=model_name, style=metrics_style)
+        self._next_scrape = 0.0 if scrape_interval else float("inf")
+
+    def scrape(self, now: float) -> None:
+        """Record one snapshot of the engine's Prometheus series at virtual time `now`."""
+        samples = [[smp.name, dict(smp.labels), smp.value] for fam in self._collector.collect() for smp in fam.samples]
+        self.scrapes.append({"t": self.start_time + now, "samples": samples})
 
     # -- scheduling helpers ----------------------------------------------------------------------------------------
     def _push(self, t: float, kind: int, payload: Any) -> None:
@@ -223,6 +235,10 @@ class Predictor:
         now = 0.0
         while heap or (not self._busy and core.has_work()):
             if heap:
+                if heap[0][0] >= self._next_scrape:
+                    self.scrape(self._next_scrape)
+                    self._next_scrape += self.scrape_interval or float("inf")
+                    continue
                 now, _, kind, payload = heapq.heappop(heap)
                 if kind == _STEP:
                     self._busy = False
@@ -242,6 +258,8 @@ class Predictor:
                 elif not heap:
                     log.warning("predict: engine stalled with %d waiting requests", len(core.waiting))
                     break
+        if self.scrape_interval:
+            self.scrape(now)
         c = core.counters
         self.stats.requests = len(self.records)
         self.stats.steps = c.steps

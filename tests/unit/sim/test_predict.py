@@ -113,3 +113,22 @@ def test_records_carry_exactly_the_client_record_fields() -> None:
 def test_bad_arguments_are_named() -> None:
     with pytest.raises(ConfigError, match="duration"):
         predict(Tree(), CONST, concurrency=1, duration=0)
+
+
+def test_predicted_records_and_scrapes_summarise_like_a_measured_run() -> None:
+    from llmsweep.metrics import summarise
+    from llmsweep.sim.config import SpecDecodeConfig
+    from llmsweep.sim.engine import build_core
+    from llmsweep.sim.predict import Predictor
+    from llmsweep.sim.synthetic import AgentWorkload
+
+    config = EngineConfig(model="llama-3.1-8b", hardware="h200", spec=SpecDecodeConfig(k=3, acceptance_length=2.5))
+    predictor = Predictor(build_core(config), start_time=1_700_000_000.0, scrape_interval=1.0)
+    records = predictor.run(AgentWorkload(system_tokens=600, turns=5, tool_tokens=200, osl=80), concurrency=4,
+                            duration=60)
+    assert len(predictor.scrapes) >= 60
+    summary = summarise(records, gpus=1, server_metrics=predictor.scrapes, source="predicted")
+    assert summary["source"] == "predicted"
+    server = summary["server_metrics"]
+    assert server["present"] and server["adapter"]
+    assert abs(server["spec_decode"]["acceptance_length"] - 2.5) < 0.15
