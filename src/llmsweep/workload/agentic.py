@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import threading
 import uuid
 from collections.abc import Iterator
@@ -54,6 +55,8 @@ from llmsweep.workload.traces.loader import load_traces
 from llmsweep.workload.traces.plan import StreamPlan, TracePlan, TurnPlan, build_plan
 from llmsweep.workload.traces.schema import Trace
 from llmsweep.workload.traces.synth import SynthProfile, synthesize
+
+log = logging.getLogger(__name__)
 
 
 class AgenticConfig(BaseModel):
@@ -167,9 +170,15 @@ class AgenticWorkload(Workload):
                 if config.source in (None, "synthetic")
                 else load_traces(config.source, limit=config.max_traces)
             )
-        if not traces:
-            raise DatasetError("agentic replay needs at least one trace", fix="check the trace source")
-        self.traces = traces
+        playable = [t for t in traces if t.main_requests]
+        if len(playable) < len(traces):
+            log.warning("skipping %d trace(s) with no top-level request", len(traces) - len(playable))
+        if not playable:
+            raise DatasetError(
+                f"agentic replay needs at least one trace with a top-level request (source {config.source})",
+                fix="check the trace source",
+            )
+        self.traces = playable
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.blocks = BlockText(self.tokenizer, seed=config.seed)
         self._plans: dict[int, TracePlan] = {}

@@ -230,3 +230,20 @@ def test_loader_round_trips_the_handbuilt_traces(handbuilt: str) -> None:
     traces = load_traces(handbuilt)
     assert [t.id for t in traces] == ["tree-a", "tree-b"]
     assert len(traces[0].subagents) == 3 and len(traces[0].main_requests) == 4
+
+
+def test_a_single_lane_recycles_through_the_corpus(handbuilt: str) -> None:
+    cfg = AgenticConfig(source=handbuilt, sampler="sequential", concurrency=1, warm_start=False, run_id="c")
+    run = run_virtual(AgenticWorkload(cfg), lanes=1, duration=330.0, latency=1.0)
+    assert [s.session for s in run.sessions[:3]] == ["tree-a/lane0/play0", "tree-b/lane0/play1", "tree-a/lane0/play2"]
+    assert run.sessions[1].start == run.sessions[0].drained
+
+
+def test_traces_without_top_level_requests_are_skipped_not_spun_on() -> None:
+    from llmsweep.errors import DatasetError
+    from llmsweep.workload.traces.schema import Trace
+
+    only_sub = Trace.model_validate({"id": "s", "requests": [
+        {"type": "subagent", "t": 0, "agent_id": "a", "requests": [{"t": 0, "in": 64, "out": 1, "hash_ids": [0]}]}]})
+    with pytest.raises(DatasetError, match="top-level request"):
+        AgenticWorkload(AgenticConfig(run_id="e"), traces=[only_sub])
