@@ -14,6 +14,8 @@ from llmsweep.results.pareto import NORTH_STAR_X, Direction, frontiers_by_series
 from llmsweep.results.point import ResultPoint
 
 Y_METRIC = "tput_per_gpu"
+FIXED_WINNER_X = "p90_intvty"
+"""Winners shown on the concurrency axis for non-agentic series (the InferenceX fixed-length x metric)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,17 +56,32 @@ def axis_value(point: ResultPoint, key: str) -> float | None:
     return float(point.identity.conc) if key == "conc" else point.metric(key)
 
 
+def is_agentic(point: ResultPoint) -> bool:
+    return point.identity.scenario.startswith("agentic")
+
+
 def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AXES, y_metric: str = Y_METRIC, *,
                       series_of: Mapping[str, str] | None = None,
                       mix_sources: bool = False) -> dict[str, dict[str, list[str]]]:
-    """axis key → series key → frontier result ids (sorted by x), under the AgentX north-star rule.
+    """axis key → series key → frontier result ids (sorted by x).
 
+    Agentic series follow the AgentX north-star rule. Other scenarios (fixed sequence length, where InferenceX has no
+    such rule and published rows carry no E2E-normalised metric) use the plain Pareto frontier of the displayed axis;
+    on the direction-less concurrency axis they show the P90-interactivity winners.
     `series_of` (result id → series key) overrides the default grouping, e.g. to keep overlaid runs apart.
     """
     series_of = dict(series_of) if series_of is not None else {
         p.result_id: series_key(p, mix_sources=mix_sources) for p in points}
-    values = {p.result_id: {**{a.key: axis_value(p, a.key) for a in axes}, y_metric: p.metric(y_metric),
-                            NORTH_STAR_X: p.metric(NORTH_STAR_X)} for p in points}
+    metrics = {a.key for a in axes} | {NORTH_STAR_X, FIXED_WINNER_X}
+    values = {p.result_id: {**{m: axis_value(p, m) for m in metrics}, y_metric: p.metric(y_metric)} for p in points}
     valid = {p.result_id for p in points if p.valid}
-    return {a.key: frontiers_by_series(series_of, values, a.key, a.direction, y_metric,
-                                       eligible=valid.__contains__) for a in axes}
+    agentic = {p.result_id for p in points if is_agentic(p)}
+    out: dict[str, dict[str, list[str]]] = {}
+    for a in axes:
+        star = frontiers_by_series({i: s for i, s in series_of.items() if i in agentic}, values, a.key, a.direction,
+                                   y_metric, eligible=valid.__contains__)
+        plain_star = a.key if a.direction != "none" else FIXED_WINNER_X
+        plain = frontiers_by_series({i: s for i, s in series_of.items() if i not in agentic}, values, a.key,
+                                    a.direction, y_metric, north_star_metric=plain_star, eligible=valid.__contains__)
+        out[a.key] = {**star, **plain}
+    return out

@@ -81,3 +81,25 @@ def test_frontiers_by_series_keeps_series_apart_and_skips_ineligible_points() ->
     fronts = frontiers_by_series(series, values, "x", "max", "y", north_star_metric="x",
                                  eligible=lambda i: i != "bad")
     assert fronts == {"A": ["a1"], "B": ["b1"]}
+
+
+def test_fixed_length_series_use_plain_pareto_and_agentic_ones_the_north_star(make_run) -> None:
+    import dataclasses
+
+    from llmsweep.results.frontier import AXIS_BY_KEY, compute_frontiers
+    from llmsweep.results.point import points_from_run
+
+    agentic = points_from_run(make_run("ag", concs=(1, 4, 16)))
+    # Published fixed-length rows carry no E2E-normalised interactivity.
+    fixed = [dataclasses.replace(p, result_id=p.result_id + "f",
+                                 identity=dataclasses.replace(p.identity, scenario="fixed-1k1k"),
+                                 metrics={**p.metrics, "p90_e2e_norm_intvty": None}) for p in agentic]
+    no_trace = [dataclasses.replace(p, result_id=p.result_id + "n", metrics={**p.metrics, "p90_e2e_norm_intvty": None})
+                for p in agentic]
+    axes = [AXIS_BY_KEY["p90_intvty"], AXIS_BY_KEY["conc"]]
+    fronts = compute_frontiers(fixed, axes)
+    (ids,) = fronts["p90_intvty"].values()
+    assert ids  # plain Pareto: a frontier without the AgentX metric
+    assert list(fronts["conc"].values())[0]
+    agentic_fronts = compute_frontiers(no_trace, axes)["p90_intvty"]
+    assert agentic_fronts and all(v == [] for v in agentic_fronts.values())  # agentic, no north-star metric: no winner
