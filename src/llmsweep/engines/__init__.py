@@ -1,4 +1,70 @@
 """Engine adapters: render a Job into the exact server launch (argv, env, port, health, metrics, readiness).
 
 Adapters know nothing of executors: they produce a `LaunchSpec`; an executor decides where and how it runs.
+
+Public API:
+    render(job, *, simulate=False, port=None) -> LaunchSpec
+    launch_fingerprint(job, *, simulate=False) -> str     jobs with equal fingerprints can share one server
+    adapter_for(job, *, simulate=False) -> Adapter         what policy asks: consumed flags, conflicts, backends
+    get_adapter(name) -> Adapter;  ADAPTERS: name -> Adapter
 """
+
+from __future__ import annotations
+
+from llmsweep.engines.atom import ATOMAdapter
+from llmsweep.engines.base import Adapter, Conflict, flag_argv
+from llmsweep.engines.launch import LaunchSpec, is_secret_name
+from llmsweep.engines.sglang import SGLangAdapter
+from llmsweep.engines.sim import SimAdapter
+from llmsweep.engines.trtllm import TRTLLMAdapter
+from llmsweep.engines.vllm import VLLMAdapter
+from llmsweep.errors import ContractError
+from llmsweep.plan.job import Job
+
+ADAPTERS: dict[str, Adapter] = {a.name: a for a in (SGLangAdapter(), VLLMAdapter(), TRTLLMAdapter(), ATOMAdapter(),
+                                                     SimAdapter())}
+
+
+def get_adapter(name: str) -> Adapter:
+    """The adapter registered under `name`; a ContractError names the known ones."""
+    try:
+        return ADAPTERS[name]
+    except KeyError:
+        raise ContractError(f"no engine adapter named {name!r}",
+                            fix=f"use one of {', '.join(ADAPTERS)} (`serve.engine.name`)") from None
+
+
+def adapter_for(job: Job, *, simulate: bool = False) -> Adapter:
+    """The simulator under `simulate` (it runs what a real engine would refuse), else the job's engine."""
+    if simulate or job.engine == "sim":
+        return ADAPTERS["sim"]
+    if job.engine is None:
+        reason = "it has no `serve` block" if job.serve is None else f"framework `{job.framework}` maps to no adapter"
+        raise ContractError(f"job {job.id} is not runnable: {reason}",
+                            fix="add a `serve` block (and `serve.engine.name` for an unmapped framework), "
+                                "or render it on the simulator with --simulate")
+    return get_adapter(job.engine)
+
+
+def render(job: Job, *, simulate: bool = False, port: int | None = None) -> LaunchSpec:
+    """The exact launch of `job`'s server: argv, env (secrets by name), port, health, metrics, readiness."""
+    return adapter_for(job, simulate=simulate).render(job, port=port)
+
+
+def launch_fingerprint(job: Job, *, simulate: bool = False) -> str:
+    """Hash of what would be launched (default port): jobs that differ only in conc share a server."""
+    return render(job, simulate=simulate).fingerprint()
+
+
+__all__ = [
+    "ADAPTERS",
+    "Adapter",
+    "Conflict",
+    "LaunchSpec",
+    "adapter_for",
+    "flag_argv",
+    "get_adapter",
+    "is_secret_name",
+    "launch_fingerprint",
+    "render",
+]

@@ -1,0 +1,59 @@
+"""ATOM (ROCm): an OpenAI-compatible server with vLLM-like flags; synthetic acceptance as a flag.
+
+`--spec-decode-acceptance-length AL` keeps the golden AL unchanged (range [1, K+1]). ATOM's exact entrypoint and
+flag spellings are not in our notes beyond the InferenceX recipes, so the adapter says so in its notes.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, synthetic_acceptance, topology
+from llmsweep.engines.sglang import model_path
+from llmsweep.plan.job import Job
+
+
+class ATOMAdapter(Adapter):
+    name = "atom"
+    catalog_id = "atom"
+    parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tensor-parallel-size", "--enable-expert-parallel",
+                                                          "--enable-dp-attention"})
+    flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tensor-parallel-size", "-tp": "--tensor-parallel-size"}
+    unsupported_args: ClassVar[dict[str, str]] = {
+        "--mem-fraction-static": "ATOM spells it `--gpu-memory-utilization`",
+        "--enable-hierarchical-cache": "HiCache is SGLang's",
+        "--speculative-config": "write `serve.spec-decoding`",
+    }
+    foreign_env_prefixes: ClassVar[tuple[str, ...]] = ("SGLANG_", "VLLM_", "TLLM_")
+
+    def launcher(self, job: Job) -> list[str]:
+        return ["python3", "-m", "atom.entrypoints.openai_server"]
+
+    def derive(self, job: Job, port: int) -> Derived:
+        d = Derived(notes=["ATOM flag spellings follow InferenceX's atom recipes; confirm against the image"])
+        tp, _pp, ep, dp_attn, _dcp, _pcp = topology(job)
+        a = d.args
+        a["--model"] = model_path(job)
+        a["--served-model-name"] = job.workload.served_model_name
+        a["--host"] = BIND_HOST
+        a["--server-port"] = port
+        a["--tensor-parallel-size"] = tp
+        if ep > 1:
+            a["--enable-expert-parallel"] = True
+        if dp_attn:
+            a["--enable-dp-attention"] = True
+        if job.scenario == "fixed-seq-len" and job.max_model_len:
+            a["--max-model-len"] = job.max_model_len
+        if job.serve is not None and job.serve.load_format:
+            a["--load-format"] = job.serve.load_format
+        if job.scenario == "agentic-coding":
+            a["--max-num-seqs"] = 2 * agentic_conc(job)
+        sd = job.serve.spec_decoding if job.serve is not None else None
+        if sd is not None and job.spec_decoding != "none":
+            a["--method"] = sd.method
+            if sd.num_steps is not None:
+                a["--num-speculative-tokens"] = sd.num_steps
+            al = synthetic_acceptance(job)
+            if al is not None:
+                a["--spec-decode-acceptance-length"] = f"{al:g}"
+        return d

@@ -1,0 +1,221 @@
+"""What every engine adapter shares: flag rendering, the derived-then-recipe merge, secrets, endpoint facts.
+
+An adapter turns a Job into a :class:`LaunchSpec`. It derives what the job implies (parallelism, context length,
+speculative decoding, synthetic acceptance, KV offload, agentic sizing, metrics), then applies the recipe's own
+`serve.args`/`env`, which win. It also declares what it consumes, so policy can reject what it would silently drop:
+flags it marks unsupported, environment of another engine, offload backends and topologies it cannot render.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from llmsweep.catalog.engines import EngineInfo, get_engine
+from llmsweep.catalog.images import parse_image
+from llmsweep.engines.launch import LaunchSpec, is_secret_name
+from llmsweep.errors import ConfigError
+from llmsweep.plan.job import Job
+
+BIND_HOST = "0.0.0.0"
+"""Servers bind every interface: a container's port is only reachable from the host that way."""
+
+Flags = dict[str, Any]
+
+
+def norm_flag(flag: str) -> str:
+    """`--tp_size` and `--tp-size` are one flag to every engine we render (argparse accepts both spellings)."""
+    return "--" + flag.lstrip("-").replace("_", "-")
+
+
+def flag_argv(flags: Flags) -> list[str]:
+    """Flags to argv: scalar → `--f v`; True → `--f`; False/None → omitted; list → `--f a b`; mapping → compact JSON."""
+    argv: list[str] = []
+    for flag, value in flags.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            argv += [flag, *(str(v) for v in value)]
+        elif isinstance(value, dict):
+            argv += [flag, json.dumps(value, separators=(",", ":"))]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def recipe_flag_order(args: Flags) -> Flags:
+    """The recipe's flags with valued flags first and bare switches last, each group in recipe order."""
+    valued = {k: v for k, v in args.items() if v is not True}
+    switches = {k: v for k, v in args.items() if v is True}
+    return {**valued, **switches}
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A recipe flag that overrides a flag the adapter derives from the job's topology."""
+
+    flag: str
+    derived: Any
+    recipe: Any
+
+
+@dataclass
+class Derived:
+    """What an adapter derives from a job before the recipe's own flags apply."""
+
+    args: Flags = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def agentic_conc(job: Job) -> int:
+    """The concurrency that sizes a server: the job's (largest) conc."""
+    return max(job.concs)
+
+
+def synthetic_acceptance(job: Job) -> float | None:
+    """The AL to pin, or None: eval jobs (run-eval or eval-only) always keep real verification."""
+    if job.acceptance is None or job.eval_only or job.run_eval:
+        return None
+    return job.acceptance.value
+
+
+def topology(job: Job) -> tuple[int, int, int, bool, int, int]:
+    """(tp, pp, ep, dp-attn, dcp, pcp) of the server this adapter launches (a multinode job: its decode worker)."""
+    if job.tp is not None:
+        return (job.tp, job.pp or 1, job.ep or 1, bool(job.dp_attn), job.dcp_size or 1, job.pcp_size or 1)
+    worker = job.decode
+    assert worker is not None, "a job has either tp or workers"
+    return (worker.tp, worker.pp, worker.ep, worker.dp_attn, worker.dcp_size, worker.pcp_size)
+
+
+class Adapter(ABC):
+    """One engine's renderer and the contract of what it consumes."""
+
+    name: ClassVar[str]
+    catalog_id: ClassVar[str]
+    parallel_flags: ClassVar[frozenset[str]] = frozenset()
+    """Flags derived from the job's topology; a recipe overriding one with another value is a policy error."""
+    flag_aliases: ClassVar[dict[str, str]] = {}
+    """Short spellings the engine accepts for a derived flag (`--tp` for `--tp-size`)."""
+    unsupported_args: ClassVar[dict[str, str]] = {}
+    """Flags this engine does not have (often another engine's spelling) → the fix."""
+    foreign_env_prefixes: ClassVar[tuple[str, ...]] = ()
+    """Environment prefixes of other engines: this engine never reads them."""
+    kv_offload_backends: ClassVar[frozenset[str]] = frozenset()
+    supports_dcp: ClassVar[bool] = False
+    supports_pcp: ClassVar[bool] = False
+
+    # ------------------------------------------------------------------------------------------- to implement
+
+    @abstractmethod
+    def launcher(self, job: Job) -> list[str]:
+        """argv before the flags (`python3 -m sglang.launch_server`, `vllm serve MODEL`)."""
+
+    @abstractmethod
+    def derive(self, job: Job, port: int) -> Derived:
+        """Flags and env the job implies, in the order a reader expects them."""
+
+    # ------------------------------------------------------------------------------------------- shared
+
+    def info(self) -> EngineInfo:
+        return get_engine(self.catalog_id)
+
+    def canonical(self, flag: str) -> str:
+        flag = norm_flag(flag)
+        return self.flag_aliases.get(flag, flag)
+
+    def recipe_args(self, job: Job) -> Flags:
+        return dict(job.serve.args) if job.serve is not None else {}
+
+    def conflicts(self, job: Job) -> list[Conflict]:
+        """Recipe flags that change a derived parallelism flag (the launcher silently dropping --ep-size cost
+        InferenceX a GSM8K 0.0: topology comes from the search space, never from a hand-written flag)."""
+        derived = {self.canonical(k): v for k, v in self.derive(job, self.info().default_port).args.items()}
+        out: list[Conflict] = []
+        for flag, value in self.recipe_args(job).items():
+            name = self.canonical(flag)
+            if name not in self.parallel_flags:
+                continue
+            have = derived.get(name)
+            if have is None or str(have).lower() != str(value).lower():
+                out.append(Conflict(flag, have, value))
+        return out
+
+    def unsupported(self, job: Job) -> list[tuple[str, str]]:
+        """(flag, fix) for recipe flags this engine does not consume."""
+        bad = {norm_flag(k): v for k, v in self.unsupported_args.items()}
+        return [(flag, bad[norm_flag(flag)]) for flag in self.recipe_args(job) if norm_flag(flag) in bad]
+
+    def foreign_env(self, job: Job) -> list[str]:
+        env = job.serve.env if job.serve is not None else {}
+        return [name for name in env if name.startswith(self.foreign_env_prefixes)]
+
+    def merged_args(self, job: Job, port: int) -> tuple[Flags, Derived]:
+        """Derived flags, then the recipe's; a recipe flag replaces the derived one of the same meaning."""
+        derived = self.derive(job, port)
+        recipe = self.recipe_args(job)
+        taken = {self.canonical(k) for k in recipe}
+        args = {k: v for k, v in derived.args.items() if self.canonical(k) not in taken}
+        args.update(recipe_flag_order(recipe))
+        return args, derived
+
+    def port_of(self, job: Job, port: int | None) -> int:
+        if port is not None:
+            return port
+        if job.serve is not None and job.serve.port is not None:
+            return job.serve.port
+        return self.info().default_port
+
+    def image_and_version(self, job: Job) -> tuple[str | None, str | None]:
+        override = job.serve.engine if job.serve is not None else None
+        version = override.version if override is not None and override.version else None
+        if version is None:
+            try:
+                parsed = parse_image(job.image).version
+            except ConfigError:
+                parsed = None
+            version = str(parsed) if parsed is not None else None
+        return job.image, version
+
+    def render(self, job: Job, *, port: int | None = None) -> LaunchSpec:
+        info = self.info()
+        port = self.port_of(job, port)
+        args, derived = self.merged_args(job, port)
+        env = {**derived.env, **(job.serve.env if job.serve is not None else {})}
+        secrets = list(job.serve.secret_env) if job.serve is not None else []
+        extra = set(secrets)
+        notes = list(derived.notes)
+        for name in list(env):
+            if is_secret_name(name, extra):
+                env.pop(name)
+                if name not in secrets:
+                    secrets.append(name)
+                notes.append(f"{name} is passed from the caller's environment by name; its value is never written")
+        image, version = self.image_and_version(job)
+        timeout = job.serve.health_timeout if job.serve is not None and job.serve.health_timeout else None
+        return LaunchSpec(
+            engine=self.name,
+            engine_version=version,
+            image=image,
+            argv=tuple([*self.launcher(job), *flag_argv(args)]),
+            env=env,
+            secret_env=tuple(secrets),
+            port=port,
+            health_path=info.health_path,
+            metrics_path=info.metrics_path,
+            metrics_prefix=info.metric_prefix,
+            ready_log_markers=tuple(info.ready_markers),
+            served_model_name=job.workload.served_model_name,
+            gpus=job.gpus,
+            notes=tuple(notes),
+            **({"startup_timeout_s": float(timeout)} if timeout else {}),
+        )
+
+    def speculative_config(self, job: Job) -> dict[str, Any] | None:
+        """The vLLM-style speculative-config mapping this launch passes, if any (feature gates read its keys)."""
+        return None

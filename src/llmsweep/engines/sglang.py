@@ -1,0 +1,113 @@
+"""SGLang: `python3 -m sglang.launch_server`, speculative decoding as EAGLE flags, synthetic acceptance as env.
+
+SGLang spells every MTP/EAGLE draft as `--speculative-algorithm EAGLE` (EAGLE3 for eagle3 heads); K is
+`--speculative-num-steps`. Synthetic acceptance is three environment variables (the token mode is only read from
+0.5.16 — policy gates it on the image's version). HiCache sizes its host pool per rank in GB.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, synthetic_acceptance, topology
+from llmsweep.plan.job import Job
+
+SPEC_ALGORITHM: dict[str, str] = {
+    "mtp": "EAGLE",
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "draft_model": "STANDALONE",
+    "ngram": "NGRAM",
+    "dspark": "EAGLE",
+    "medusa": "EAGLE",
+}
+CUDA_GRAPH_MAX_BS_CAP = 64
+
+
+def model_path(job: Job) -> str:
+    return job.serve.model_path if job.serve is not None and job.serve.model_path else job.model
+
+
+def per_rank_gb(total_gb: int | None, ranks: int) -> int:
+    """Host-pool GB per rank from the job's node-share DRAM budget (HiCache and LMCache size per rank)."""
+    return max(int((total_gb or 0) // max(ranks, 1)), 0)
+
+
+class SGLangAdapter(Adapter):
+    name = "sglang"
+    catalog_id = "sglang"
+    parallel_flags: ClassVar[frozenset[str]] = frozenset(
+        {"--tp-size", "--pp-size", "--ep-size", "--dp-size", "--enable-dp-attention"}
+    )
+    flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tp-size", "--pp": "--pp-size", "--ep": "--ep-size",
+                                               "--dp": "--dp-size", "--model": "--model-path",
+                                               "--max-model-len": "--context-length"}
+    unsupported_args: ClassVar[dict[str, str]] = {
+        "--gpu-memory-utilization": "SGLang spells it `--mem-fraction-static`",
+        "--max-num-seqs": "SGLang spells it `--max-running-requests`",
+        "--tensor-parallel-size": "SGLang spells it `--tp-size`",
+        "--speculative-config": "write `serve.spec-decoding`; SGLang takes --speculative-* flags",
+        "--kv-transfer-config": "SGLang offloads KV with HiCache: `kv-offload-backend: {name: hicache}`",
+        "--max-num-batched-tokens": "SGLang spells it `--chunked-prefill-size`",
+    }
+    foreign_env_prefixes: ClassVar[tuple[str, ...]] = ("VLLM_", "TLLM_", "ATOM_")
+    kv_offload_backends: ClassVar[frozenset[str]] = frozenset({"hicache", "mooncake"})
+
+    def launcher(self, job: Job) -> list[str]:
+        return ["python3", "-m", "sglang.launch_server"]
+
+    def derive(self, job: Job, port: int) -> Derived:
+        d = Derived()
+        tp, pp, ep, dp_attn, _dcp, _pcp = topology(job)
+        a = d.args
+        a["--model-path"] = model_path(job)
+        a["--served-model-name"] = job.workload.served_model_name
+        a["--host"] = BIND_HOST
+        a["--port"] = port
+        a["--tp-size"] = tp
+        if pp > 1:
+            a["--pp-size"] = pp
+        a["--ep-size"] = ep
+        if dp_attn:
+            a["--enable-dp-attention"] = True
+            a["--dp-size"] = tp
+        if job.scenario == "fixed-seq-len" and job.max_model_len:
+            a["--context-length"] = job.max_model_len
+        if job.serve is not None and job.serve.load_format:
+            a["--load-format"] = job.serve.load_format
+        a["--enable-metrics"] = True
+        if job.scenario == "agentic-coding":
+            conc = agentic_conc(job)
+            a["--max-running-requests"] = 2 * conc
+            a["--cuda-graph-max-bs"] = min(conc, CUDA_GRAPH_MAX_BS_CAP)
+        self._kv_offload(job, d, tp * pp)
+        self._spec(job, d)
+        return d
+
+    def _kv_offload(self, job: Job, d: Derived, ranks: int) -> None:
+        if job.kv_offloading != "dram" or job.kv_offload_backend is None:
+            return
+        d.args["--enable-hierarchical-cache"] = True
+        d.args["--hicache-size"] = per_rank_gb(job.total_cpu_dram_gb, ranks)
+        if job.kv_offload_backend.name == "mooncake":
+            d.args["--hicache-storage-backend"] = "mooncake"
+        d.notes.append(f"HiCache host pool: {job.total_cpu_dram_gb} GB total-cpu-dram-gb over {ranks} ranks")
+
+    def _spec(self, job: Job, d: Derived) -> None:
+        sd = job.serve.spec_decoding if job.serve is not None else None
+        if sd is None or job.spec_decoding == "none":
+            return
+        d.args["--speculative-algorithm"] = SPEC_ALGORITHM[sd.method]
+        if sd.draft_model:
+            d.args["--speculative-draft-model-path"] = sd.draft_model
+        if sd.num_steps is not None:
+            d.args["--speculative-num-steps"] = sd.num_steps
+        if sd.topk is not None:
+            d.args["--speculative-eagle-topk"] = sd.topk
+        if sd.num_draft_tokens is not None:
+            d.args["--speculative-num-draft-tokens"] = sd.num_draft_tokens
+        al = synthetic_acceptance(job)
+        if al is not None:
+            d.env["SGLANG_SIMULATE_ACC_LEN"] = f"{al:g}"
+            d.env["SGLANG_SIMULATE_ACC_METHOD"] = "match-expected"
+            d.env["SGLANG_SIMULATE_ACC_TOKEN_MODE"] = "real-draft-token"

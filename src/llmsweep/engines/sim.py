@@ -1,0 +1,120 @@
+"""The built-in simulated engine: the job's meaning, translated into `llmsweep sim serve` flags.
+
+The simulator runs on the host (no image), so it can stand in for any job, including one the real engine would
+refuse. What it honours is translated from the recipe's SGLang/vLLM spelling: memory fraction, running-request cap,
+prefill chunk, KV dtype, speculative settings (method, K, the pinned AL) and the HiCache / offload DRAM tier.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, ClassVar
+
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, norm_flag, synthetic_acceptance, topology
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.plan.job import Job
+
+SIM_METHODS: dict[str, str] = {
+    "mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft_model": "draft_model", "ngram": "ngram",
+    "dspark": "draft_model", "medusa": "mtp",
+}
+PRECISIONS: dict[str, str] = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "bf16": "bf16"}
+DEFAULT_HARDWARE = "h200"
+
+TRANSLATED: dict[str, str] = {
+    "--mem-fraction-static": "--mem-fraction-static",
+    "--gpu-memory-utilization": "--mem-fraction-static",
+    "--max-running-requests": "--max-running-requests",
+    "--max-num-seqs": "--max-running-requests",
+    "--chunked-prefill-size": "--chunked-prefill-size",
+    "--max-num-batched-tokens": "--chunked-prefill-size",
+}
+"""Recipe flags (SGLang or vLLM spelling) → the simulator flag with the same meaning."""
+
+
+def _kv_dtype(args: dict[str, Any]) -> str | None:
+    for flag, value in args.items():
+        if norm_flag(flag) == "--kv-cache-dtype" and isinstance(value, str):
+            return "fp8" if value.lower().startswith("fp8") else "bf16"
+    return None
+
+
+class SimAdapter(Adapter):
+    name = "sim"
+    catalog_id = "sim"
+
+    def launcher(self, job: Job) -> list[str]:
+        return [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve"]
+
+    def style(self, job: Job) -> str:
+        return "sglang" if job.engine == "sglang" or job.framework.startswith("sglang") else "vllm"
+
+    def derive(self, job: Job, port: int) -> Derived:
+        d = Derived(notes=["simulated engine: no GPU, no weights; timings come from the roofline model"])
+        tp, _pp, ep, _dp_attn, _dcp, _pcp = topology(job)
+        recipe = {norm_flag(k): v for k, v in self.recipe_args(job).items()}
+        a = d.args
+        a["--model"] = job.model
+        a["--served-model-name"] = job.workload.served_model_name
+        a["--hardware"] = job.sku or DEFAULT_HARDWARE
+        if job.sku is None:
+            d.notes.append(f"runner {job.runner_label!r} names no known GPU SKU; simulating {DEFAULT_HARDWARE}")
+        a["--tp"] = tp
+        a["--ep"] = ep
+        a["--host"] = BIND_HOST
+        a["--port"] = port
+        a["--precision"] = PRECISIONS.get(job.precision.lower(), "bf16")
+        kv_dtype = _kv_dtype(recipe)
+        if kv_dtype:
+            a["--kv-dtype"] = kv_dtype
+        style = self.style(job)
+        a["--engine-style"] = style
+        if job.scenario == "agentic-coding":
+            a["--max-running-requests"] = 2 * agentic_conc(job)
+        for flag, value in recipe.items():
+            target = TRANSLATED.get(flag)
+            if target is not None and value is not None and value is not False:
+                a[target] = value
+        self._spec(job, d)
+        self._kv(job, d, recipe, tp)
+        return d
+
+    def _spec(self, job: Job, d: Derived) -> None:
+        sd = job.serve.spec_decoding if job.serve is not None else None
+        if sd is None or job.spec_decoding == "none":
+            return
+        d.args["--spec-method"] = SIM_METHODS[sd.method]
+        if sd.num_steps is not None:
+            d.args["--spec-k"] = sd.num_steps
+        al = synthetic_acceptance(job)
+        if al is not None:
+            d.args["--acceptance-length"] = f"{al:g}"
+
+    def _kv(self, job: Job, d: Derived, recipe: dict[str, Any], tp: int) -> None:
+        hicache = bool(recipe.get("--enable-hierarchical-cache"))
+        if job.kv_offloading != "dram" and not hicache:
+            return
+        gb = float(job.total_cpu_dram_gb or 0)
+        per_rank = recipe.get("--hicache-size")
+        if isinstance(per_rank, (int, float)) and not isinstance(per_rank, bool) and per_rank > 0:
+            gb = float(per_rank) * tp
+        d.args["--kv-offload"] = "dram"
+        d.args["--dram-gb"] = f"{gb:g}"
+
+    def merged_args(self, job: Job, port: int) -> tuple[dict[str, Any], Derived]:
+        """The simulator takes only its own flags: the recipe's were translated in :meth:`derive`."""
+        derived = self.derive(job, port)
+        return dict(derived.args), derived
+
+    def conflicts(self, job: Job) -> list[Any]:
+        return []
+
+    def render(self, job: Job, *, port: int | None = None) -> LaunchSpec:
+        spec = super().render(job, port=port)
+        env = {k: v for k, v in spec.env.items() if not k.startswith(("SGLANG_", "VLLM_", "TLLM_"))}
+        prefix = "sglang:" if self.style(job) == "sglang" else "vllm:"
+        return spec.model_copy(update={"image": None, "engine_version": None, "gpus": 0, "env": env,
+                                       "metrics_prefix": prefix})
+
+    def port_of(self, job: Job, port: int | None) -> int:
+        return port if port is not None else super().port_of(job, None)
