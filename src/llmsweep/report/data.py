@@ -108,7 +108,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
                                     "precision": i.precision, "scenario": i.scenario, "spec": i.spec,
                                     "offload": i.offload}}
     have = {p.job_id for p in points}
-    no_result = [{"job_id": j.job_id, "reason": "no summary.json"} for j in run.jobs if j.job_id not in have]
+    no_result = [{"job_id": j.job_id, "reason": j.why_no_result()} for j in run.jobs if j.job_id not in have]
     never_ran = [{"job_id": jid, "reason": "expected by run.json, no job folder"}
                  for jid in run.missing_job_ids if jid not in {j.job_id for j in run.jobs}]
     return {

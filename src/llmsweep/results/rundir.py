@@ -26,6 +26,15 @@ class JobArtifacts:
     dir: Path
     job: dict[str, Any]
     summary: dict[str, Any] | None
+    outcome: dict[str, Any] | None = None
+    """`outcome.json` written by the executor (status and reasons), when present."""
+
+    def why_no_result(self) -> str:
+        """Why this job has no summary, in the executor's words when it left any."""
+        if self.outcome:
+            reasons = "; ".join(str(r) for r in self.outcome.get("reasons") or ())
+            return f"{self.outcome.get('status', 'unknown')}" + (f": {reasons}" if reasons else "")
+        return "no summary.json"
 
     @property
     def records_path(self) -> Path:
@@ -92,14 +101,16 @@ def _iter_jobs(jobs_dir: Path) -> Iterator[JobArtifacts]:
     if not jobs_dir.is_dir():
         return
     for job_dir in sorted(p for p in jobs_dir.iterdir() if p.is_dir()):
-        job_path, summary_path = job_dir / "job.json", job_dir / "summary.json"
+        job_path, summary_path, outcome_path = job_dir / "job.json", job_dir / "summary.json", job_dir / "outcome.json"
         job = _read_json(job_path) if job_path.is_file() else {}
         summary = _read_json(summary_path) if summary_path.is_file() else None
+        outcome = _read_json(outcome_path) if outcome_path.is_file() else None
         if not job and summary is None:
             log.debug("skipping %s: neither job.json nor summary.json", job_dir)
             continue
         job_id = str(job.get("id") or job_dir.name) if isinstance(job, Mapping) else job_dir.name
-        yield JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary if isinstance(summary, dict) else None)
+        yield JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary if isinstance(summary, dict) else None,
+                           outcome=outcome if isinstance(outcome, dict) else None)
 
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:

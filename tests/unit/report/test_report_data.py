@@ -76,3 +76,20 @@ def test_request_budget_shrinks_with_the_number_of_points() -> None:
     assert request_budget(1) == 1500
     assert request_budget(200) == 300
     assert request_budget(10_000) == 200
+
+
+def test_a_job_that_failed_is_listed_with_the_executors_reason(tmp_path) -> None:
+    import json as _json
+
+    from llmsweep.results.rundir import load_run
+    from llmsweep.results.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    failed = run.jobs[0].dir
+    (failed / "summary.json").unlink()
+    (failed / "outcome.json").write_text(_json.dumps({"job_id": run.jobs[0].job_id, "exp_name": "x",
+                                                     "status": "launch_failed", "reasons": ["server exited 1"]}))
+    run = load_run(run.path)
+    payload = build_payload(run, points_from_run(run))
+    assert len(payload["points"]) == 1
+    assert payload["missing"] == [{"job_id": run.jobs[0].job_id, "reason": "launch_failed: server exited 1"}]
