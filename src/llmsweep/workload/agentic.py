@@ -6,8 +6,9 @@ interpreter starts the lane's next session only when the whole tree, background 
 * **Warm start** (first play of each lane): sample t* uniformly in [min_ratio, max_ratio] of the trace's recorded
   timeline; send one *primer* — the root turn just before t*, carrying its full accumulated prefix — then
   `warmup_requests_per_lane` more root turns back to back; all with max_tokens=1 and phase "warmup". Profiling
-  continues from there with recorded delays. Subagents anchored before or during the warm-up are not replayed.
-  Recycled plays start at turn 0.
+  continues from there with recorded delays. Subagents live at t* are primed too (their last request before t*,
+  full prefix, one token) and go on as recorded; ones spawned before t* but not yet started wait their remaining
+  offset; subagents anchored on the warm-up turns are not replayed. Recycled plays start at turn 0.
 * **Delays** are end-to-start, each capped at `trace_idle_gap_cap_s` (InferenceX: 300 s). The whole-system idle cap
   (`system_idle_gap_cap_s`, AgentX: 10 s) needs a view of every lane, so interpreters apply it; it is carried in
   the config and `describe()`.
@@ -205,10 +206,10 @@ class AgenticWorkload(Workload):
     def sessions(self, lane: int) -> Iterator[LaneProgram]:
         for play in itertools.count():
             index = self.trace_for(lane, play)
-            start = 0
+            start, t_star = 0, 0.0
             if play == 0 and self.config.warm_start:
-                index, start = self._warm_start(lane, index)
-            yield self._root(_Play(self, self.plan(index), lane, play), start)
+                index, start, t_star = self._warm_start(lane, index)
+            yield self._root(_Play(self, self.plan(index), lane, play), start, t_star)
 
     def describe(self) -> dict[str, Any]:
         cfg = self.config
@@ -224,25 +225,26 @@ class AgenticWorkload(Workload):
 
     # -- warm start ---------------------------------------------------------------------------------------------
 
-    def _warm_start(self, lane: int, index: int) -> tuple[int, int]:
-        """(trace, start turn) for a lane's first play: the first trace from `index` on long enough to split."""
+    def _warm_start(self, lane: int, index: int) -> tuple[int, int, float]:
+        """(trace, start turn, t*) for a lane's first play: the first trace from `index` on long enough to split."""
         need = self.config.warmup_requests_per_lane + 2  # primer turn, warm-up turns, one profiling turn
         position = self._order.index(index)
         for step in range(len(self._order)):
             candidate = self._order[(position + step) % len(self._order)]
             plan = self.plan(candidate)
             if len(plan.root.turns) >= need:
-                return candidate, self._sample_start(plan, lane)
-        return index, 0
+                return (candidate, *self._sample_start(plan, lane))
+        return index, 0, 0.0
 
-    def _sample_start(self, plan: TracePlan, lane: int) -> int:
+    def _sample_start(self, plan: TracePlan, lane: int) -> tuple[int, float]:
+        """The first root turn at or after t* (clamped to leave a primer and one profiling turn), and t*."""
         cfg = self.config
         times = plan.start_times
         rng = np.random.default_rng([cfg.seed & 0xFFFFFFFF, lane, 17])
         ratio = float(rng.uniform(cfg.trajectory_start_min_ratio, cfg.trajectory_start_max_ratio))
         t_star = times[0] + ratio * (times[-1] - times[0])
-        start = bisect.bisect_left(times, t_star)
-        return int(min(max(start, 1), len(times) - 1 - cfg.warmup_requests_per_lane))
+        start = int(min(max(bisect.bisect_left(times, t_star), 1), len(times) - 1 - cfg.warmup_requests_per_lane))
+        return start, min(max(t_star, times[start - 1]), times[start])
 
     # -- programs -----------------------------------------------------------------------------------------------
 
@@ -250,16 +252,18 @@ class AgenticWorkload(Workload):
         cap = self.config.trace_idle_gap_cap_s
         return seconds if cap is None else min(seconds, cap)
 
-    def _root(self, play: _Play, start: int) -> LaneProgram:
+    def _root(self, play: _Play, start: int, t_star: float = 0.0) -> LaneProgram:
         turns = play.plan.root.turns
         conv = play.conversation("")
         first = 0
+        handles: dict[int, SpawnHandle] = {}
         if start > 0:
             yield play.send(conv, "", turns[start - 1], "warmup", one_token=True)
+            for child in self._live_at(play.plan, start, t_star):
+                handles[child] = yield Spawn(self._resumed_child(play, play.plan.children[child], t_star))
             first = start + self.config.warmup_requests_per_lane
             for k in range(start, first):
                 yield play.send(conv, "", turns[k], "warmup", one_token=True)
-        handles: dict[int, SpawnHandle] = {}
         last: RequestOutcome | None = None
         for k in range(first, len(turns)):
             turn = turns[k]
@@ -271,6 +275,37 @@ class AgenticWorkload(Workload):
             last = yield play.send(conv, "", turn, "profiling", last=last if k > first else None)
             for child in turn.spawns:
                 handles[child] = yield Spawn(self._child(play, play.plan.children[child]))
+
+    @staticmethod
+    def _live_at(plan: TracePlan, start: int, t_star: float) -> list[int]:
+        """Children spawned before t* (anchored at or before the primer turn) that had not ended by t*."""
+        live = []
+        for i, child in enumerate(plan.children):
+            if child.anchor <= start - 1 and child.turns[-1].request.end > t_star:
+                live.append(i)
+        return live
+
+    def _resumed_child(self, play: _Play, stream: StreamPlan, t_star: float) -> LaneProgram:
+        """A child live at t*: prime its stream with its last request before t* (full prefix), then go on as
+        recorded; a child spawned but not yet started at t* waits its remaining offset."""
+        conv = play.conversation(stream.node)
+        turns = stream.turns
+        begun = [t for t in turns if t.request.t < t_star]
+        if not begun:
+            rest = turns[0].request.t - t_star
+            if rest > 0:
+                yield Sleep(self._cap(rest))
+            nxt = 0
+        else:
+            yield play.send(conv, stream.node, begun[-1], "warmup", one_token=True)
+            nxt = len(begun)
+        last: RequestOutcome | None = None
+        for j in range(nxt, len(turns)):
+            turn = turns[j]
+            if j > nxt or begun:
+                if turn.delay > 0:
+                    yield Sleep(self._cap(turn.delay))
+            last = yield play.send(conv, stream.node, turn, "profiling", last=last)
 
     def _child(self, play: _Play, stream: StreamPlan) -> LaneProgram:
         conv = play.conversation(stream.node)

@@ -183,7 +183,7 @@ def test_warm_start_primes_at_t_star_then_one_token_warmups(small_corpus: list) 
     for lane in range(3):
         dispatches = _lane(run, lane)
         session = dispatches[0].spec.identity.session
-        mine = [d for d in dispatches if d.spec.identity.session == session]
+        mine = [d for d in dispatches if d.spec.identity.session == session and d.spec.identity.node == ""]
         primer, w1, w2, prof = mine[:4]
         trace = next(t for t in small_corpus if t.id == primer.spec.identity.trace)
         turns = len(trace.main_requests)
@@ -247,3 +247,21 @@ def test_traces_without_top_level_requests_are_skipped_not_spun_on() -> None:
         {"type": "subagent", "t": 0, "agent_id": "a", "requests": [{"t": 0, "in": 64, "out": 1, "hash_ids": [0]}]}]})
     with pytest.raises(DatasetError, match="top-level request"):
         AgenticWorkload(AgenticConfig(run_id="e"), traces=[only_sub])
+
+
+def test_warm_start_primes_subagents_live_at_t_star(handbuilt: str) -> None:
+    # tree-a's timeline spans 0..509 s; ratio 0.0098 puts t* at ~4.99 s: m1 is the primer, explore_002 (4.2-5.2)
+    # and general_purpose_001 (4.5-7.0) are live, each has begun one request.
+    cfg = AgenticConfig(source=handbuilt, sampler="sequential", concurrency=2, run_id="t", warmup_requests_per_lane=0,
+                        trajectory_start_min_ratio=0.0098, trajectory_start_max_ratio=0.0098)
+    run = run_virtual(AgenticWorkload(cfg), lanes=1, duration=100.0, latency=1.0)
+    got = [(d.at, d.spec.identity.node, d.spec.identity.turn, d.spec.identity.phase) for d in run.dispatches]
+    assert got[:5] == [
+        (0.0, "", 1, "warmup"),  # root primer: the turn before t*, full prefix
+        (1.0, "explore_002", 0, "warmup"),  # one primer per live subagent stream
+        (1.0, "general_purpose_001", 0, "warmup"),
+        (2.5, "general_purpose_001", 1, "profiling"),  # continues with its recorded 0.5 s delay
+        (4.5, "", 2, "profiling"),  # the root's next turn joins both, then waits its 1.0 s
+    ]
+    primed = run.dispatches[2].spec
+    assert primed.max_tokens == 1 and primed.theoretical_cached_tokens == 64  # block 0 came with the root primer
