@@ -13,7 +13,7 @@ from llmsweep.errors import ConfigError, LlmsweepError
 
 @click.group("sim")
 def sim() -> None:
-    """The simulated engine: serve it over HTTP (or, later, calibrate it from measured records)."""
+    """The simulated engine: serve it over HTTP, or calibrate it from measured records."""
 
 
 @sim.command("serve")
@@ -115,6 +115,38 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+@sim.command("calibrate")
+@click.argument("records", type=click.Path(exists=True, dir_okay=False))
+@click.option("--model", required=True, help="Model the records were measured on.")
+@click.option("--hardware", required=True, help="GPU SKU the records were measured on.")
+@click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
+@click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
+@click.option("--precision", default="bf16", show_default=True, help="Weight/compute precision.")
+@click.option("--kv-dtype", default="bf16", show_default=True, help="KV-cache dtype.")
+@click.option("--engine-style", type=click.Choice(["sglang", "vllm"]), default="vllm", show_default=True,
+              help="Engine whose default efficiencies to start from.")
+@click.option("--json", "as_json", is_flag=True, help="Print the fitted factors as JSON (for EngineConfig.efficiency).")
+def calibrate(records: str, model: str, hardware: str, tp: int, ep: int, precision: str, kv_dtype: str,
+              engine_style: str, as_json: bool) -> None:
+    """Fit the simulator's efficiency factors from a measured run's records.jsonl."""
+    import json
+
+    from llmsweep.sim.calibrate import calibrate as fit
+    from llmsweep.sim.engine import EngineConfig
+
+    config = EngineConfig(model=model, hardware=hardware, tp=tp, ep=ep, precision=precision, kv_dtype=kv_dtype,
+                          engine_style=engine_style)  # type: ignore[arg-type]
+    result = fit(records, config)
+    if as_json:
+        click.echo(json.dumps({"efficiency": result.overrides(), "samples": result.samples, "r2": result.r2,
+                               "mean_abs_pct_error": result.mean_abs_pct_error}, indent=2))
+        return
+    click.echo(f"fitted from {result.samples} requests: R^2 {result.r2:.3f}, "
+               f"decode-step error {100 * result.mean_abs_pct_error:.1f}%")
+    for name, value in result.overrides().items():
+        click.echo(f"  {name:<22} {value:.6g}")
 
 
 @click.command("predict")

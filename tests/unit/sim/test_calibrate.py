@@ -1,0 +1,56 @@
+"""Calibration recovers known efficiencies from records the simulator itself produced (closed loop)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmsweep.errors import ResultError
+from llmsweep.sim.calibrate import calibrate
+from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.predict import Predictor
+from llmsweep.sim.synthetic import ChatWorkload
+
+
+def test_calibration_recovers_the_efficiencies_that_produced_the_records() -> None:
+    truth = {"mem": 0.55, "step_s": 0.003, "per_seq_s": 60e-6, "frontend_s": 0.025}
+    measured = EngineConfig(model="llama-3.1-8b", hardware="h200", efficiency=truth)
+    records: list[dict] = []
+    runs = [(isl, conc) for isl in (1000, 6000) for conc in (1, 4, 16, 48)]
+    for i, (isl, conc) in enumerate(runs):
+        records += Predictor(build_core(measured), start_time=1000.0 * i).run(
+            ChatWorkload(isl=isl, osl=200, seed=i), concurrency=conc, duration=40)
+    fitted = calibrate(records, EngineConfig(model="llama-3.1-8b", hardware="h200"))
+    eff = fitted.efficiency
+    # client-side records only approximate the batch (context, mixed prefill steps): close, not exact
+    assert eff.mem == pytest.approx(truth["mem"], rel=0.15)
+    assert eff.step_s == pytest.approx(truth["step_s"], rel=0.35)
+    assert eff.per_seq_s == pytest.approx(truth["per_seq_s"], rel=0.2)
+    assert eff.frontend_s == pytest.approx(truth["frontend_s"], rel=0.15)
+    assert fitted.r2 > 0.95
+    default = EngineConfig(model="llama-3.1-8b", hardware="h200").efficiency_factors()
+    assert abs(eff.mem - truth["mem"]) < abs(default.mem - truth["mem"])  # moved from the default towards truth
+
+
+def test_too_few_records_say_what_is_needed() -> None:
+    with pytest.raises(ResultError, match="at least 5"):
+        calibrate([], EngineConfig())
+
+
+def test_cli_calibrate_prints_factors_as_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from click.testing import CliRunner
+
+    from llmsweep.cli.sim import sim
+
+    records: list[dict] = []
+    for i, (isl, conc) in enumerate([(500, 1), (3000, 1), (500, 8), (3000, 8)]):
+        records += Predictor(build_core(EngineConfig(model="llama-3.1-8b", hardware="h100")),
+                             start_time=1000.0 * i).run(ChatWorkload(isl=isl, osl=64), concurrency=conc, duration=15)
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = CliRunner().invoke(sim, ["calibrate", str(path), "--model", "llama-3.1-8b", "--hardware", "h100", "--json"])
+    assert out.exit_code == 0, out.output
+    fitted = json.loads(out.output)
+    assert fitted["efficiency"]["mem"] == pytest.approx(0.75, rel=0.1)
+    assert fitted["samples"] == len(records)
