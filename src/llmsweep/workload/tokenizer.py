@@ -254,15 +254,43 @@ def load_hf_tokenizer(source: str | Path) -> HFTokenizer:
     if path.is_file():
         path = path.parent
     if not path.is_dir():
-        path = _download_tokenizer(str(source))
+        try:
+            path = _download_tokenizer(str(source))
+        except ConfigError:
+            fallback = _transformers_backend(str(source))
+            if fallback is None:
+                raise
+            return fallback
     tokenizer_json = path / "tokenizer.json"
     if not tokenizer_json.is_file():
+        fallback = _transformers_backend(str(path))
+        if fallback is not None:
+            return fallback
         raise ConfigError(
             f"no tokenizer.json in {path}",
-            fix="point tokenizer at a directory holding a fast tokenizer (tokenizer.json)",
+            fix="point tokenizer at a directory holding a fast tokenizer (tokenizer.json), or install transformers"
+            " for other tokenizer formats",
         )
     backend = _Backend.from_file(str(tokenizer_json))
     return HFTokenizer(backend, name=str(source), chat_template=_chat_template_from(path))
+
+
+def _transformers_backend(source: str) -> HFTokenizer | None:
+    """A tokenizer through `transformers.AutoTokenizer` (sentencepiece-only repos), or None without transformers."""
+    try:
+        from transformers import AutoTokenizer
+    except ModuleNotFoundError:
+        return None
+    try:
+        auto = AutoTokenizer.from_pretrained(source, trust_remote_code=True)
+    except Exception as exc:  # missing files, network: one message for the user
+        raise ConfigError(f"could not load tokenizer {source!r} with transformers: {exc}",
+                          fix="check the id or path (HF_TOKEN for gated models)") from exc
+    backend = getattr(auto, "backend_tokenizer", None)
+    if backend is None:
+        raise ConfigError(f"tokenizer {source!r} has no fast (Rust) backend; exact-length prompts need one",
+                          fix="use a model with tokenizer.json, or the built-in tokenizer")
+    return HFTokenizer(backend, name=source, chat_template=getattr(auto, "chat_template", None))
 
 
 def _download_tokenizer(repo_id: str) -> Path:
