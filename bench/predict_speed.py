@@ -1,7 +1,8 @@
 """How long the virtual-time predictor takes for a one-hour AgentX-like replay at concurrency 16 (target < 10 s).
 
-Run: `.venv/bin/python bench/predict_speed.py [--duration 3600] [--concurrency 16] [--profile]`. Prints the wall time
-split into workload generation and prediction, the request and step counts, and the predicted throughput.
+Run: `.venv/bin/python bench/predict_speed.py [--workload agentx|toy] [--duration 3600] [--concurrency 16]
+[--profile]`. Prints the wall and CPU time of the prediction (lane programs, prompt text and the engine together),
+the request and step counts, and the predicted throughput and prefix-cache hit rate.
 """
 
 from __future__ import annotations
@@ -28,13 +29,25 @@ def main() -> None:
     ap.add_argument("--precision", default="fp8")
     ap.add_argument("--no-spec", action="store_true")
     ap.add_argument("--dram-gb", type=float, default=0.0)
+    ap.add_argument("--workload", choices=["agentx", "toy"], default="agentx",
+                    help="agentx: the real AgenticWorkload on the synthetic AgentX corpus; toy: sim.synthetic")
+    ap.add_argument("--max-isl", type=int, default=1_000_000, help="agentx: corpus scale (largest prompt)")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     spec = None if args.no_spec else SpecDecodeConfig(method="mtp", k=3, acceptance_length=3.39)
     config = EngineConfig(model=args.model, hardware=args.hardware, tp=args.tp, ep=args.tp, precision=args.precision,
                           spec=spec, dram_gb=args.dram_gb)
     core: EngineCore = build_core(config)
-    workload = AgentWorkload(system_tokens=20000, turns=60, tool_tokens=1500, osl=600, think_s=3.0)
+    if args.workload == "agentx":
+        from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
+        from llmsweep.workload.traces.synth import SynthProfile
+
+        t_build = time.perf_counter()
+        workload = AgenticWorkload(AgenticConfig(synthetic=SynthProfile(traces=64, max_isl=args.max_isl),
+                                                 concurrency=args.concurrency, run_id="bench"))
+        print(f"corpus built in {time.perf_counter() - t_build:.2f} s (not counted below)")
+    else:
+        workload = AgentWorkload(system_tokens=20000, turns=60, tool_tokens=1500, osl=600, think_s=3.0)
     predictor = Predictor(core)
     profiler = cProfile.Profile() if args.profile else None
     t0, c0 = time.perf_counter(), time.process_time()
