@@ -1,0 +1,72 @@
+"""Policy and contract rules: what must hold before any GPU hour is spent, each rule with an id, fix and evidence.
+
+Public API:
+    check(load_result_or_recipes, jobs, *, simulate=False, fleet=None) -> list[Finding]
+        every policy rule over recipes and their planned jobs; given a LoadResult, its schema findings come first
+    validate_files(paths, *, config_keys=None, runner_config=None, simulate=False) -> Validation
+        load → plan → check in one call (what `validate`, `render` and `run` share)
+    all_rules() -> list[Rule]      schema, plan and policy rules (what `llmsweep rules` prints)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from llmsweep.catalog.fleet import FleetCatalog, default_fleet
+from llmsweep.findings import Finding, Severity
+from llmsweep.plan.job import Job
+from llmsweep.policy.context import Context
+from llmsweep.policy.planning import Validation, plan_recipes, validate_files
+from llmsweep.policy.registry import Rule, all_rules, get_rule, policy_rules
+from llmsweep.spec import LoadResult
+from llmsweep.spec.recipe import Recipe
+
+log = logging.getLogger(__name__)
+MAX_JOBS_NAMED = 5
+
+
+def check(
+    source: LoadResult | Mapping[str, Recipe],
+    jobs: Sequence[Job],
+    *,
+    simulate: bool = False,
+    fleet: FleetCatalog | None = None,
+) -> list[Finding]:
+    """Run every policy rule; findings that differ only in the job are merged into one naming the jobs."""
+    recipes = source.recipes if isinstance(source, LoadResult) else dict(source)
+    ctx = Context(recipes, list(jobs), simulate, fleet or default_fleet())
+    found: list[Finding] = []
+    for r in policy_rules():
+        assert r.check is not None
+        try:
+            found.extend(r.check(ctx))
+        except Exception as exc:  # a rule bug must not hide every other finding, nor print a traceback
+            log.debug("rule %s crashed", r.id, exc_info=True)
+            found.append(Finding(rule="policy.internal", severity=Severity.WARNING,
+                                 message=f"rule {r.id} could not run: {type(exc).__name__}: {exc}",
+                                 fix="report this as an llmsweep bug"))
+    merged = _merge(found)
+    return [*source.findings, *merged] if isinstance(source, LoadResult) else merged
+
+
+def _merge(findings: list[Finding]) -> list[Finding]:
+    groups: dict[tuple[object, ...], list[str]] = {}
+    first: dict[tuple[object, ...], Finding] = {}
+    for f in findings:
+        key = (f.rule, f.severity, f.file, f.line, f.path, f.message, f.fix, f.evidence)
+        first.setdefault(key, f)
+        ids = groups.setdefault(key, [])
+        if f.job and f.job not in ids:
+            ids.append(f.job)
+    out = []
+    for key, f in first.items():
+        ids = groups[key]
+        text = ", ".join(ids[:MAX_JOBS_NAMED])
+        if len(ids) > MAX_JOBS_NAMED:
+            text += f" (+{len(ids) - MAX_JOBS_NAMED} more)"
+        out.append(f.model_copy(update={"job": text or None}))
+    return sorted(out, key=lambda f: (f.file or "", f.line or 0, f.rule))
+
+
+__all__ = ["Rule", "Validation", "all_rules", "check", "get_rule", "plan_recipes", "validate_files"]

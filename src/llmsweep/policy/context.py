@@ -1,0 +1,99 @@
+"""What a rule sees: the recipes, their jobs, the fleet, whether the simulator runs, and how to make a finding."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from llmsweep.catalog.fleet import FleetCatalog, default_fleet
+from llmsweep.findings import Finding, Severity
+from llmsweep.plan.job import Job
+from llmsweep.policy.registry import get_rule
+from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.source import FieldPath
+
+
+@dataclass
+class Context:
+    recipes: Mapping[str, Recipe]
+    jobs: Sequence[Job]
+    simulate: bool = False
+    fleet: FleetCatalog = field(default_factory=default_fleet)
+
+    def jobs_of(self, key: str) -> list[Job]:
+        return [j for j in self.jobs if j.recipe_key == key]
+
+    def job_pairs(self) -> Iterator[tuple[Job, Recipe]]:
+        """(job, its recipe) for every job whose recipe is known."""
+        for job in self.jobs:
+            recipe = self.recipes.get(job.recipe_key)
+            if recipe is not None:
+                yield job, recipe
+
+    def runnable_pairs(self) -> Iterator[tuple[Job, Recipe]]:
+        """Jobs with a `serve` block (rules that read serve skip the rest: the loader already warned)."""
+        for job, recipe in self.job_pairs():
+            if job.serve is not None:
+                yield job, recipe
+
+    def simulated(self, job: Job | None) -> bool:
+        return self.simulate or (job is not None and job.engine == "sim")
+
+    def hit(
+        self,
+        rule_id: str,
+        recipe: Recipe,
+        path: FieldPath | str,
+        message: str,
+        *,
+        job: Job | None = None,
+        fix: str | None = None,
+        evidence: str | None = None,
+        severity: Severity | None = None,
+    ) -> Finding:
+        """A finding of `rule_id` at `path` (relative to the recipe); defaults from the registered rule."""
+        r = get_rule(rule_id)
+        sev = severity or r.severity
+        if r.softens_in_sim and self.simulated(job):
+            sev = Severity.WARNING
+            message += " (simulated: the simulator runs it anyway)"
+        rel = path if isinstance(path, tuple) else tuple(p for p in path.split(".") if p)
+        return Finding(
+            rule=rule_id, severity=sev, file=recipe.file, line=recipe.line_of(rel), path=recipe.path_of(rel),
+            job=job.id if job is not None else None, message=message, fix=fix or r.fix,
+            evidence=evidence if evidence is not None else r.evidence,
+        )
+
+
+def entry_path(recipe: Recipe, job: Job) -> FieldPath:
+    """Path of the search-space entry a job came from (best effort: first entry of its scenario and topology)."""
+    for path, entry in recipe.search_space_entries():
+        if path[1] != job.scenario:
+            continue
+        if getattr(entry, "tp", None) == job.tp and getattr(entry, "spec_decoding", None) == job.spec_decoding and \
+                getattr(entry, "kv_offloading", None) in (None, job.kv_offloading) and \
+                (getattr(entry, "ep", None) or 1) == (job.ep or 1):
+            return path
+    for path, _entry in recipe.search_space_entries():
+        if path[1] == job.scenario:
+            return path
+    return ("scenarios",)
+
+
+def serve_arg_path(recipe: Recipe, job: Job, flag: str) -> FieldPath:
+    """Where a flag of the job's resolved serve was written: the last matching override that sets it, else base."""
+    serve = recipe.serve
+    if serve is not None and job.serve is not None:
+        for index in reversed(job.serve.applied_overrides):
+            if flag in serve.overrides[index].args:
+                return ("serve", "overrides", index, "args", flag)
+    return ("serve", "args", flag)
+
+
+def serve_env_path(recipe: Recipe, job: Job, name: str) -> FieldPath:
+    serve = recipe.serve
+    if serve is not None and job.serve is not None:
+        for index in reversed(job.serve.applied_overrides):
+            if name in serve.overrides[index].env:
+                return ("serve", "overrides", index, "env", name)
+    return ("serve", "env", name)

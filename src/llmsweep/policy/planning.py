@@ -1,0 +1,98 @@
+"""Load → plan → check, in one call that never raises for bad recipe content: what `validate`, `render` and the
+`run` pipeline share. A recipe that cannot be planned becomes a `plan.failed` finding; the others still are."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
+from llmsweep.errors import LlmsweepError
+from llmsweep.findings import Finding, Severity, has_errors
+from llmsweep.plan import Job, full_sweep, test_config
+from llmsweep.plan.checks import unused_overrides
+from llmsweep.plan.expand import expand_config_keys
+from llmsweep.policy.rules_resources import dram_arm_paths
+from llmsweep.spec import LoadResult, load_recipes
+from llmsweep.spec.recipe import Recipe
+
+
+@dataclass
+class Validation:
+    """Everything `validate` learnt: the loaded recipes, the planned jobs and every finding (schema, plan, policy)."""
+
+    loaded: LoadResult
+    jobs: list[Job] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not has_errors(self.findings)
+
+    def findings_for(self, job: Job) -> list[Finding]:
+        """Findings about one job: those naming it, and recipe-level ones of its recipe's file without a job."""
+        out = []
+        for f in self.findings:
+            if f.job is not None:
+                if job.id in f.job:
+                    out.append(f)
+            elif f.file == job.recipe_file and (f.path or "").startswith(job.recipe_key):
+                out.append(f)
+        return out
+
+
+def _plan(recipes: Mapping[str, Recipe], keys: Sequence[str] | None, fleet: FleetCatalog) -> list[Job]:
+    return test_config(recipes, list(keys), fleet) if keys else full_sweep(recipes, fleet)
+
+
+def plan_recipes(
+    recipes: Mapping[str, Recipe], fleet: FleetCatalog, config_keys: Sequence[str] | None = None
+) -> tuple[list[Job], list[Finding]]:
+    """Plan every recipe that can be planned; one `plan.failed` finding per recipe that cannot.
+
+    `config_keys` (globs allowed) selects recipes as `matrix test-config` does; a key matching nothing raises
+    ConfigError (bad input, not a finding). Recipes whose dram arms lack runner metadata are left to the
+    `kv-offload.hardware-metadata` rule.
+    """
+    keys = expand_config_keys(tuple(config_keys), list(recipes)) if config_keys else list(recipes)
+    plannable = {k: recipes[k] for k in keys
+                 if not (dram_arm_paths(recipes[k]) and fleet.hardware_of(recipes[k].runner) is None)}
+    try:
+        return _plan(plannable, list(plannable) if config_keys else None, fleet), []
+    except LlmsweepError:
+        pass
+    jobs: list[Job] = []
+    findings: list[Finding] = []
+    for key, recipe in plannable.items():
+        try:
+            jobs += _plan({key: recipe}, [key] if config_keys else None, fleet)
+        except LlmsweepError as exc:
+            findings.append(Finding(
+                rule="plan.failed", severity=Severity.ERROR, file=recipe.file, line=recipe.line_of(()),
+                path=key, message=f"cannot expand `{key}` into jobs: {exc.message}",
+                fix=exc.fix or "fix the field named in the message"))
+    return jobs, findings
+
+
+def validate_files(
+    paths: Sequence[Path | str],
+    *,
+    config_keys: Sequence[str] | None = None,
+    runner_config: Path | str | None = None,
+    simulate: bool = False,
+) -> Validation:
+    """Load recipe files, plan them and run every rule. Raises only for bad invocation (unknown config key,
+    unreadable runner file); recipe problems are findings."""
+    from llmsweep.policy import check
+
+    loaded = load_recipes([Path(p) for p in paths])
+    fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
+    jobs, plan_findings = plan_recipes(loaded.recipes, fleet, config_keys)
+    if not config_keys:
+        plan_findings += unused_overrides(loaded.recipes, jobs)
+    selected = {j.recipe_key for j in jobs} | {f.path for f in plan_findings if f.rule == "plan.failed"}
+    recipes = {k: r for k, r in loaded.recipes.items() if not config_keys or k in selected or
+               k in expand_config_keys(tuple(config_keys), list(loaded.recipes))}
+    policy = check(recipes, jobs, simulate=simulate, fleet=fleet)
+    return Validation(loaded, jobs, [*loaded.findings, *plan_findings, *policy])

@@ -1,0 +1,142 @@
+"""Every declared field is consumed by the engine adapter or rejected: no silently ignored knob.
+
+InferenceX lost `--ep-size` in a launcher (GSM8K 0.93 on the PR, 0.0 after merge), declared `ep: 4` for a script
+without EP, and ran MTP configs through non-MTP scripts. Here the adapter says what it consumes; what it would drop
+is an error before launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from llmsweep.engines import adapter_for
+from llmsweep.engines.launch import is_secret_name
+from llmsweep.errors import LlmsweepError
+from llmsweep.findings import Finding, Severity
+from llmsweep.policy.context import Context, entry_path, serve_arg_path, serve_env_path
+from llmsweep.policy.registry import rule
+
+EP_LESSON = "InferenceX changelog #1266: a launcher silently dropped --ep-size (GSM8K 0.93 → 0.0); #1019 ep: 4 unused"
+
+
+@rule("serve.unsupported-arg", Severity.ERROR, "A serve flag the job's engine does not have",
+      "use the engine's own spelling (the message names it)", EP_LESSON)
+def unsupported_arg(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, "sim"):
+            continue
+        adapter = adapter_for(job)
+        for flag, fix in adapter.unsupported(job):
+            yield ctx.hit("serve.unsupported-arg", recipe, serve_arg_path(recipe, job, flag),
+                          f"{adapter.name} has no `{flag}`: it would be rejected or ignored", job=job, fix=fix)
+
+
+@rule("serve.foreign-env", Severity.ERROR, "Environment of another engine (declared but never read)",
+      "delete it, or move it to a recipe for the engine that reads it", EP_LESSON)
+def foreign_env(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, "sim"):
+            continue
+        adapter = adapter_for(job)
+        for name in adapter.foreign_env(job):
+            yield ctx.hit("serve.foreign-env", recipe, serve_env_path(recipe, job, name),
+                          f"`{name}` is not read by {adapter.name}: declared but unused", job=job)
+
+
+@rule("serve.parallelism-conflict", Severity.ERROR,
+      "A serve flag overrides the parallelism the search space declares",
+      "delete the flag; set tp/ep/pp/dp-attn in the search-space entry (one source of truth)", EP_LESSON)
+def parallelism_conflict(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, "sim"):
+            continue
+        for c in adapter_for(job).conflicts(job):
+            derived = "absent" if c.derived is None else f"`{c.derived}`"
+            yield ctx.hit("serve.parallelism-conflict", recipe, serve_arg_path(recipe, job, c.flag),
+                          f"`{c.flag}: {c.recipe}` but the search space renders {derived} for it", job=job)
+
+
+@rule("serve.spec-unused", Severity.ERROR,
+      "serve.spec-decoding is declared but no search-space arm uses speculative decoding",
+      "set `spec-decoding: mtp` on the arms that draft, or delete `serve.spec-decoding`",
+      "InferenceX #2183, #2689 (spec-decoding dropped between matrix and job)")
+def spec_unused(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        if recipe.serve is None or recipe.serve.spec_decoding is None:
+            continue
+        jobs = ctx.jobs_of(recipe.key)
+        if jobs and all(j.spec_decoding == "none" for j in jobs):
+            yield ctx.hit("serve.spec-unused", recipe, ("serve", "spec-decoding"),
+                          "spec-decoding is declared but unused: every arm has `spec-decoding: none`",
+                          job=jobs[0])
+
+
+@rule("serve.spec-missing", Severity.ERROR,
+      "An arm asks for speculative decoding but serve says nothing about how",
+      "add `serve.spec-decoding: {method: ..., num-steps: K}`",
+      "InferenceX #1739: MTP configs silently ran non-MTP scripts")
+def spec_missing(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.spec_decoding != "none" and job.serve is not None and job.serve.spec_decoding is None:
+            yield ctx.hit("serve.spec-missing", recipe, (*entry_path(recipe, job), "spec-decoding"),
+                          f"`spec-decoding: {job.spec_decoding}` but no `serve.spec-decoding`: the engine would "
+                          "run without drafting", job=job)
+
+
+@rule("serve.kv-offload-backend", Severity.ERROR, "A KV-offload backend the job's engine adapter cannot render",
+      "use a backend the engine has (SGLang: hicache, mooncake; vLLM: vllm-simple, native, lmcache)",
+      "agentx-spec §4.4 (CPU DRAM offload backends per engine)")
+def kv_backend(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, "sim") or job.kv_offloading != "dram" or job.kv_offload_backend is None:
+            continue
+        adapter = adapter_for(job)
+        name = job.kv_offload_backend.name
+        if name not in adapter.kv_offload_backends:
+            known = ", ".join(sorted(adapter.kv_offload_backends)) or "none"
+            yield ctx.hit("serve.kv-offload-backend", recipe, (*entry_path(recipe, job), "kv-offload-backend"),
+                          f"{adapter.name} cannot offload KV with `{name}` (it has: {known})", job=job)
+
+
+@rule("serve.topology-unsupported", Severity.ERROR,
+      "Context parallelism (dcp/pcp) on an engine that has none",
+      "set dcp-size/pcp-size to 1, or use vLLM", EP_LESSON)
+def topology_unsupported(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, "sim") or job.tp is None:
+            continue
+        adapter = adapter_for(job)
+        for field, size, ok in (("dcp-size", job.dcp_size or 1, adapter.supports_dcp),
+                                ("pcp-size", job.pcp_size or 1, adapter.supports_pcp)):
+            if size > 1 and not ok:
+                yield ctx.hit("serve.topology-unsupported", recipe, (*entry_path(recipe, job), field),
+                              f"{field} {size} but {adapter.name} has no such parallelism: it would be ignored",
+                              job=job)
+
+
+@rule("serve.secret-value", Severity.ERROR, "A secret-looking variable has its value written in the recipe",
+      "delete the value and list the name under `serve.secret-env`; it is read from the caller's environment",
+      "DESIGN.md principle 2 (the command is written beside the results; secrets never are)")
+def secret_value(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        serve = recipe.serve
+        if serve is None:
+            continue
+        envs = [(("serve", "env", n), n, v) for n, v in serve.env.items()]
+        envs += [(("serve", "overrides", i, "env", n), n, v) for i, o in enumerate(serve.overrides)
+                 for n, v in o.env.items()]
+        for path, name, value in envs:
+            if value and is_secret_name(name):
+                yield ctx.hit("serve.secret-value", recipe, path, f"`{name}` carries a value in the recipe file")
+
+
+@rule("serve.render-failed", Severity.ERROR, "The engine adapter cannot render the job's launch",
+      "fix the field the message names", None)
+def render_failed(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.engines import render
+
+    for job, recipe in ctx.runnable_pairs():
+        try:
+            render(job, simulate=ctx.simulated(job))
+        except (LlmsweepError, KeyError, ValueError) as exc:
+            yield ctx.hit("serve.render-failed", recipe, ("serve",), f"cannot render: {exc}", job=job)

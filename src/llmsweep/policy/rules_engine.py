@@ -1,0 +1,169 @@
+"""Engine and image contracts: version gates, known incompatibilities, image ↔ hardware, client isolation.
+
+Each rule renders the launch the adapter would run and asks the catalog about it, so what is checked is exactly what
+would start. Under simulation (the `sim` engine or `--simulate`) image, version and incompatibility findings are
+warnings: the simulator runs what the real engine would refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from llmsweep.catalog.engines import check_launch, match_incompatibilities
+from llmsweep.catalog.images import ImageRef, image_fits_hardware, parse_image
+from llmsweep.engines import LaunchSpec, adapter_for
+from llmsweep.errors import LlmsweepError
+from llmsweep.findings import Finding, Severity
+from llmsweep.plan.job import Job
+from llmsweep.policy.context import Context, serve_arg_path, serve_env_path
+from llmsweep.policy.registry import rule
+from llmsweep.spec.recipe import Recipe
+
+CLIENT_PYTHON = "3.11"
+"""The load client (like AIPerf) needs Python >= 3.11."""
+
+
+def _image(ref: str) -> ImageRef | None:
+    try:
+        return parse_image(ref)
+    except LlmsweepError:
+        return None
+
+
+def _real_launch(job: Job) -> LaunchSpec | None:
+    """The real engine's launch (None for the sim engine or a job no adapter can render)."""
+    if job.engine is None or job.engine == "sim":
+        return None
+    try:
+        return adapter_for(job).render(job)
+    except LlmsweepError:
+        return None
+
+
+def _launch_knobs(job: Job, spec: LaunchSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """(env, args without dashes, speculative-config) of a rendered launch."""
+    args: dict[str, Any] = {}
+    argv = list(spec.argv)
+    for i, token in enumerate(argv):
+        if token.startswith("--"):
+            nxt = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else True
+            args[token.lstrip("-")] = nxt
+    return dict(spec.env), args, adapter_for(job).speculative_config(job)
+
+
+def _knob_path(recipe: Recipe, job: Job, kind: str, name: str) -> tuple[str | int, ...]:
+    if kind == "env":
+        if job.serve is not None and name in job.serve.env:
+            return serve_env_path(recipe, job, name)
+        return ("serve", "spec-decoding") if name.startswith(("SGLANG_SIMULATE", "TLLM_SPEC")) else ("image",)
+    if kind == "arg" and job.serve is not None and f"--{name}" in job.serve.args:
+        return serve_arg_path(recipe, job, f"--{name}")
+    return ("serve", "spec-decoding") if kind == "speculative-config-key" else ("image",)
+
+
+@rule("engine.feature-gate", Severity.ERROR,
+      "A knob the image's engine version ignores or rejects",
+      "use an image whose engine version satisfies the gate, or drop the knob",
+      "seed PR: SGLANG_SIMULATE_ACC_TOKEN_MODE is only read from SGLang 0.5.16 (InferenceX spec §8 lesson 5)",
+      softens_in_sim=True)
+def feature_gate(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        spec = _real_launch(job)
+        if spec is None or spec.engine_version is None:
+            continue
+        env, args, spec_cfg = _launch_knobs(job, spec)
+        for verdict in check_launch(spec.engine, spec.engine_version, env=env, args=args,
+                                    speculative_config=spec_cfg):
+            if verdict.honoured is not False or verdict.gate is None:
+                continue
+            gate = verdict.gate
+            severity = Severity.WARNING if gate.estimate else None
+            yield ctx.hit("engine.feature-gate", recipe, _knob_path(recipe, job, verdict.kind, verdict.name),
+                          f"{verdict.reason} (image {job.image}): {gate.message}", job=job, severity=severity,
+                          evidence=gate.evidence)
+
+
+@rule("engine.version-unknown", Severity.WARNING,
+      "The image's engine version is unknown (nightly/dev tag): version gates cannot be checked",
+      "pin a release image, or state the version with `serve.engine.version`",
+      "InferenceX spec §8 lesson 5 (engines silently ignore knobs)", softens_in_sim=True)
+def version_unknown(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        spec = _real_launch(job)
+        if spec is None or spec.engine_version is not None:
+            continue
+        env, args, spec_cfg = _launch_knobs(job, spec)
+        gated = [v.name for v in check_launch(spec.engine, None, env=env, args=args, speculative_config=spec_cfg)]
+        detail = f"; gated knobs unchecked: {', '.join(gated)}" if gated else ""
+        yield ctx.hit("engine.version-unknown", recipe, ("image",),
+                      f"cannot tell the {spec.engine} version of image {job.image}{detail}", job=job)
+
+
+@rule("engine.known-incompatibility", Severity.ERROR,
+      "A combination known to break (catalog incompatibilities)",
+      "see the entry's fix", "catalog incompatibilities.yaml (each entry names its own evidence)",
+      softens_in_sim=True)
+def known_incompatibility(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        spec = _real_launch(job)
+        if spec is None:
+            continue
+        env, args, _ = _launch_knobs(job, spec)
+        try:
+            hits = match_incompatibilities(spec.engine, spec.engine_version, job.sku or job.runner_label,
+                                           job.model_prefix, args=args, env=env, kv_offloading=job.kv_offloading)
+        except LlmsweepError:
+            continue
+        for inc in hits:
+            flag = next((f"--{k}" for k in inc.conditions.args if job.serve and f"--{k}" in job.serve.args), None)
+            path = serve_arg_path(recipe, job, flag) if flag else ("image",)
+            severity = Severity.WARNING if inc.severity == "warning" else None
+            yield ctx.hit("engine.known-incompatibility", recipe, path,
+                          f"[{inc.id}] {inc.message}", job=job, fix=inc.fix, evidence=inc.evidence,
+                          severity=severity)
+
+
+@rule("image.hardware-fit", Severity.ERROR,
+      "The image is built for another platform or GPU family than the runner's hardware",
+      "use the image family built for the runner's GPUs (e.g. -mi30x for MI300X/MI325X, -mi35x for MI355X)",
+      "InferenceX amd-master.yaml image tags (mi30x vs mi35x ROCm builds)", softens_in_sim=True)
+def hardware_fit(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.job_pairs():
+        image = _image(job.image)
+        if image is None or job.sku is None:
+            continue
+        try:
+            fits, why = image_fits_hardware(image, job.sku)
+        except LlmsweepError:
+            continue
+        if fits is False:
+            yield ctx.hit("image.hardware-fit", recipe, ("image",), why, job=job)
+
+
+@rule("client.isolation", Severity.ERROR,
+      "The load client runs outside the engine image; a client image must have Python >= 3.11",
+      "delete `serve.client-image` (llmsweep runs the client in its own environment), or name an image with "
+      "Python >= 3.11",
+      "seed PR revision 3: lmsysorg/sglang:v0.5.16-rocm720-mi30x ships Python 3.10.12 and AIPerf needs >= 3.11 "
+      "(InferenceX spec §8 lesson 6)")
+def client_isolation(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        serve = recipe.serve
+        if serve is None or serve.client_image is None:
+            continue
+        image = _image(serve.client_image)
+        python = serve.client_python or (image.python_version if image else None)
+        if serve.client_python is not None:
+            ok = tuple(int(x) for x in serve.client_python.split(".")[:2] if x.isdigit()) >= (3, 11)
+        else:
+            ok = image.python_at_least(CLIENT_PYTHON) if image is not None else None
+        if ok is False:
+            yield ctx.hit("client.isolation", recipe, ("serve", "client-image"),
+                          f"client image {serve.client_image} has Python {python}; the client needs >= "
+                          f"{CLIENT_PYTHON}")
+        elif ok is None:
+            yield ctx.hit("client.isolation", recipe, ("serve", "client-image"),
+                          f"the Python of client image {serve.client_image} is unknown; the client needs >= "
+                          f"{CLIENT_PYTHON}", severity=Severity.WARNING,
+                          fix="state it with `serve.client-python`, or delete `serve.client-image`")

@@ -1,0 +1,109 @@
+"""Golden acceptance length: speculative throughput jobs pin the committed AL; submitters pick K, never AL.
+
+The planner resolves `job.acceptance` from the golden curves by (model family, draft method, thinking mode, K); these
+rules say when it could not, when the curve was measured on another checkout, when a recipe pins its own value, and
+make sure eval jobs and hand-written engine knobs never carry synthetic acceptance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from llmsweep.catalog.golden import resolve_acceptance
+from llmsweep.findings import Finding, Severity
+from llmsweep.plan.job import Job
+from llmsweep.policy.context import Context, serve_arg_path, serve_env_path
+from llmsweep.policy.registry import rule
+
+SYNTHETIC_ENV = ("SGLANG_SIMULATE_ACC_LEN", "SGLANG_SIMULATE_ACC_METHOD", "SGLANG_SIMULATE_ACC_TOKEN_MODE",
+                 "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS")
+SYNTHETIC_ARGS = ("--spec-decode-acceptance-length", "--spec-decode-acceptance-rate")
+CHECKLIST = "InferenceX docs/PR_REVIEW_CHECKLIST.md and golden_al_distribution/README.md (agentx-spec §4.1)"
+
+
+def _pins_synthetic(job: Job) -> bool:
+    """A throughput job that must pin AL: agentic spec-decoding (AgentX policy), not an eval."""
+    return job.scenario == "agentic-coding" and job.spec_decoding != "none" and not job.eval_only
+
+
+@rule("golden-al.missing", Severity.ERROR,
+      "Agentic speculative jobs need a golden acceptance-length curve for (model, method, thinking, K)",
+      "pick a K the curve has (`llmsweep al` lists them), or collect a curve with speedbench-al.yml",
+      CHECKLIST)
+def missing(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        sd = job.serve.spec_decoding if job.serve else None
+        if not _pins_synthetic(job) or sd is None or (job.acceptance and job.acceptance.golden is not None):
+            continue
+        yield ctx.hit("golden-al.missing", recipe, ("serve", "spec-decoding", "num-steps"),
+                      f"no golden AL for {recipe.model_prefix} {sd.method} thinking {sd.thinking} K={sd.num_steps}",
+                      job=job)
+
+
+@rule("golden-al.precision-provenance", Severity.WARNING,
+      "The golden curve was measured on a different checkout/precision than the recipe serves",
+      "collect a curve on this checkpoint (speedbench-al.yml) if acceptance is precision-sensitive; "
+      "do not hand-adjust the value",
+      "seed PR provenance note: qwen3.5_mtp.yaml was measured on the NVFP4 checkpoint, the recipe serves FP8")
+def precision_provenance(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        sd = job.serve.spec_decoding if job.serve else None
+        if sd is None or sd.num_steps is None or job.spec_decoding == "none":
+            continue
+        res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
+                                 sd.num_steps, draft_model=sd.draft_model)
+        if res is None or not res.precision_mismatch(recipe.precision):
+            continue
+        yield ctx.hit("golden-al.precision-provenance", recipe, ("serve", "spec-decoding"),
+                      f"golden AL {res.value:g} comes from {res.checkpoint} ({res.precision_measured}), "
+                      f"but the recipe serves {recipe.model} ({recipe.precision})",
+                      job=job, evidence=f"{res.provenance()}")
+
+
+@rule("golden-al.pinned-differs", Severity.ERROR,
+      "An explicit acceptance-length differs from the golden one (submitters may pick K, not AL)",
+      "delete `serve.spec-decoding.acceptance-length`; the planner pins the golden value", CHECKLIST)
+def pinned_differs(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        acc = job.acceptance
+        if acc is None or acc.source != "pinned" or acc.golden is None or abs(acc.value - acc.golden) < 0.005:
+            continue
+        yield ctx.hit("golden-al.pinned-differs", recipe, ("serve", "spec-decoding", "acceptance-length"),
+                      f"acceptance-length {acc.value:g} but the golden AL for K={acc.k} thinking {acc.thinking} "
+                      f"is {acc.golden:g}", job=job)
+
+
+@rule("golden-al.hand-written", Severity.ERROR,
+      "Synthetic acceptance is written by hand in serve env/args",
+      "delete it: the engine adapter spells the golden AL per engine and leaves eval jobs on real verification",
+      "InferenceX spec §8 lesson 13 (copy-pasted AL, eval twins must remember to disable it)")
+def hand_written(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        assert job.serve is not None
+        for name in job.serve.env:
+            if name in SYNTHETIC_ENV:
+                yield ctx.hit("golden-al.hand-written", recipe, serve_env_path(recipe, job, name),
+                              f"`{name}` is written in the recipe", job=job)
+        for flag, value in job.serve.args.items():
+            text = str(value)
+            if flag in SYNTHETIC_ARGS or (flag == "--speculative-config" and "synthetic" in text):
+                yield ctx.hit("golden-al.hand-written", recipe, serve_arg_path(recipe, job, flag),
+                              f"`{flag}` pins acceptance by hand", job=job)
+
+
+@rule("golden-al.eval-synthetic", Severity.ERROR,
+      "Eval jobs never carry synthetic acceptance (it bypasses verification and corrupts outputs)",
+      "eval jobs use real verification; remove hand-written synthetic knobs",
+      "InferenceX spec §5.1: SWE-bench 0.0000 under synthetic AL")
+def eval_synthetic(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.engines import render
+
+    for job, recipe in ctx.runnable_pairs():
+        if not (job.eval_only or job.run_eval) or job.engine is None:
+            continue
+        spec = render(job, simulate=ctx.simulated(job))
+        text = " ".join([*spec.argv, *spec.env])
+        if any(k in text for k in (*SYNTHETIC_ENV, *SYNTHETIC_ARGS, "synthetic_acceptance_length",
+                                   "--acceptance-length")):
+            yield ctx.hit("golden-al.eval-synthetic", recipe, ("serve",),
+                          "the eval job's launch pins a synthetic acceptance length", job=job)

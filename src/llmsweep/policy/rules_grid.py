@@ -1,0 +1,87 @@
+"""Concurrency-grid hygiene: no duplicates, ascending, steps wider than the noise floor, and under the cap.
+
+Single-step agentic sampling cannot separate configurations by more than run-to-run noise, and past a SKU's HBM cliff
+points only measure thrashing (the seed recipe's revision: "at least 2 apart, hard stop at 16"). A recipe declares its
+floor and cap with `policy: {min-conc-step: 2, max-conc: 16}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from llmsweep.findings import Finding, Severity
+from llmsweep.policy.context import Context
+from llmsweep.policy.registry import rule
+from llmsweep.spec.recipe import Recipe
+
+NOISE = "seed PR revision (steps >= 2 apart, hard stop at conc 16); InferenceX spec §8 lesson 12 (noise vs signal)"
+
+
+def declared(recipe: Recipe, name: str) -> int | None:
+    """A grid-policy value the recipe declares (`policy.min-conc-step`, `policy.max-conc`), or None."""
+    policy: Any = getattr(recipe, "policy", None)
+    if policy is None:
+        return None
+    if isinstance(policy, dict):
+        value = policy.get(name)
+    else:
+        value = getattr(policy, name.replace("-", "_"), None)
+    return value if isinstance(value, int) else None
+
+
+def conc_lists(recipe: Recipe) -> Iterator[tuple[tuple[str | int, ...], list[int]]]:
+    for path, entry in recipe.search_space_entries():
+        if entry.conc_list:
+            yield (*path, "conc-list"), list(entry.conc_list)
+
+
+@rule("grid.duplicate", Severity.WARNING, "A concurrency is listed twice (the job runs twice)",
+      "delete the repeated value", NOISE)
+def duplicate(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        for path, concs in conc_lists(recipe):
+            dups = sorted({c for c in concs if concs.count(c) > 1})
+            if dups:
+                yield ctx.hit("grid.duplicate", recipe, path, f"conc-list {concs} repeats {dups}")
+
+
+@rule("grid.unsorted", Severity.WARNING, "A concurrency list is not ascending",
+      "sort it ascending so the curve reads left to right", NOISE)
+def unsorted(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        for path, concs in conc_lists(recipe):
+            if concs != sorted(concs):
+                yield ctx.hit("grid.unsorted", recipe, path, f"conc-list {concs} is not ascending")
+
+
+@rule("grid.min-step", Severity.WARNING, "Concurrency steps finer than the recipe's declared noise floor",
+      "space the points at least `policy.min-conc-step` apart", NOISE)
+def min_step(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        floor = declared(recipe, "min-conc-step")
+        if floor is None:
+            continue
+        for path, concs in conc_lists(recipe):
+            ordered = sorted(set(concs))
+            close = [(a, b) for a, b in zip(ordered, ordered[1:]) if b - a < floor]
+            if close:
+                a, b = close[0]
+                yield ctx.hit("grid.min-step", recipe, path,
+                              f"conc {a} and {b} are {b - a} apart; policy.min-conc-step is {floor}")
+
+
+@rule("grid.max-conc", Severity.ERROR, "A concurrency above the recipe's declared cap",
+      "drop the points above `policy.max-conc`", NOISE)
+def max_conc(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        cap = declared(recipe, "max-conc")
+        if cap is None:
+            continue
+        for path, entry in recipe.search_space_entries():
+            concs = list(entry.conc_list or [c for c in (entry.conc_start, entry.conc_end) if c is not None])
+            over = [c for c in concs if c > cap]
+            if over:
+                field = "conc-list" if entry.conc_list else "conc-end"
+                yield ctx.hit("grid.max-conc", recipe, (*path, field),
+                              f"conc {over} above policy.max-conc {cap}")

@@ -1,0 +1,97 @@
+"""Resources before GPU hours: DRAM metadata for offload arms, GPUs per node, weights + KV within HBM.
+
+The DRAM budget itself (`total-cpu-dram-gb`, 3 TB cap, node share) is computed by the planner exactly as InferenceX
+does; these rules catch what would make that computation impossible or the server unable to start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from llmsweep.catalog.hardware import find_hardware, hardware_for_runner
+from llmsweep.catalog.models import find_model, model_for_prefix
+from llmsweep.errors import LlmsweepError
+from llmsweep.findings import Finding, Severity
+from llmsweep.plan.job import Job
+from llmsweep.policy.context import Context, entry_path
+from llmsweep.policy.registry import rule
+from llmsweep.spec.recipe import Recipe
+
+DEFAULT_MEM_FRACTION = 0.9
+KV_CONTEXT_CAP = 131_072
+"""Tokens of KV the fit check asks room for: one request at min(model context, job max-model-len, 128k)."""
+
+
+def dram_arm_paths(recipe: Recipe) -> list[tuple[str | int, ...]]:
+    return [path for path, entry in recipe.search_space_entries()
+            if getattr(entry, "kv_offloading", None) == "dram"]
+
+
+@rule("kv-offload.hardware-metadata", Severity.ERROR,
+      "A KV-offload arm needs the runner's hardware metadata (available-cpu-dram-mib, gpus-per-node)",
+      "add `hardware: <runner>: {available-cpu-dram-mib: ..., gpus-per-node: ...}` to the runner file",
+      "InferenceX spec §2.4 (total-cpu-dram-gb needs runner hardware metadata)")
+def hardware_metadata(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        paths = dram_arm_paths(recipe)
+        if paths and ctx.fleet.hardware_of(recipe.runner) is None:
+            yield ctx.hit("kv-offload.hardware-metadata", recipe, (*paths[0], "kv-offloading"),
+                          f"runner `{recipe.runner}` has no hardware metadata: the arm's DRAM budget cannot be "
+                          "computed")
+
+
+def _gpus_per_node(ctx: Context, job: Job) -> int | None:
+    per_node = ctx.fleet.gpus_per_node(job.runner_label)
+    if per_node is None:
+        hw = hardware_for_runner(job.runner_label)
+        per_node = hw.gpus_per_node if hw else None
+    return per_node
+
+
+@rule("resources.gpus-per-node", Severity.ERROR,
+      "A single-node job needs more GPUs than one node of its runner has",
+      "lower tp/pp/pcp-size, or use a multinode recipe",
+      "InferenceX spec §2.4 (tp·pp·pcp must fit gpus-per-node)")
+def gpus_per_node(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.job_pairs():
+        if job.multinode:
+            continue
+        per_node = _gpus_per_node(ctx, job)
+        if per_node is not None and job.gpus > per_node:
+            yield ctx.hit("resources.gpus-per-node", recipe, (*entry_path(recipe, job), "tp"),
+                          f"tp·pp·pcp = {job.gpus} GPUs but `{job.runner_label}` has {per_node} per node", job=job)
+
+
+def _mem_fraction(job: Job) -> float:
+    args = job.serve.args if job.serve is not None else {}
+    for flag in ("--mem-fraction-static", "--gpu-memory-utilization"):
+        value = args.get(flag)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1:
+            return float(value)
+    return DEFAULT_MEM_FRACTION
+
+
+@rule("resources.hbm-fit", Severity.WARNING,
+      "Model weights plus one request's KV do not fit the GPUs' HBM share",
+      "raise tp (or mem-fraction-static / gpu-memory-utilization), or serve a smaller precision",
+      "catalog models × hardware (weights at the recipe's precision, KV per token per GPU)")
+def hbm_fit(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.job_pairs():
+        if job.multinode or job.tp is None or job.sku is None:
+            continue
+        model = find_model(job.model) or model_for_prefix(job.model_prefix)
+        hw = find_hardware(job.sku)
+        if model is None or hw is None:
+            continue
+        try:
+            weights = model.weight_bytes(job.precision) / job.gpus
+            tokens = min(model.native_context, job.max_model_len or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
+            kv = model.kv_bytes_per_token_per_gpu("bf16", job.tp) * tokens
+        except LlmsweepError:
+            continue
+        budget = hw.hbm_bytes * _mem_fraction(job)
+        if weights + kv > budget:
+            yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"),
+                          f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv / 1e9:.1f} GB KV "
+                          f"({tokens} tokens) per GPU over tp·pp={job.gpus} exceeds {budget / 1e9:.0f} GB "
+                          f"({_mem_fraction(job):g} of {hw.id}'s {hw.hbm_bytes / 1e9:.0f} GB)", job=job)

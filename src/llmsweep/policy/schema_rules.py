@@ -1,0 +1,77 @@
+"""The recipe loader's rules (they run in `llmsweep.spec`), listed so `llmsweep rules` shows every rule.
+
+The loader does not expose a rule table, so the ids are kept here; a unit test scans the spec sources and fails when
+a rule id appears there that is missing from this list.
+"""
+
+from __future__ import annotations
+
+from llmsweep.findings import Severity
+from llmsweep.policy.registry import Rule, register
+
+E, W = Severity.ERROR, Severity.WARNING
+AGENTX = "InferenceX validation.py / agentx-spec §1.1 (AgentX master-config rules)"
+
+SCHEMA_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
+    ("schema.file", E, "Input file does not exist", "check the path", None),
+    ("schema.yaml-syntax", E, "The file is not valid YAML (or not UTF-8)", "fix the YAML at the named line", None),
+    ("schema.duplicate-key", E, "A key is written twice in one mapping (YAML keeps the last silently)",
+     "delete or rename one of them", None),
+    ("schema.empty-file", W, "The file holds no recipes", "add a recipe key or delete the file", None),
+    ("schema.not-mapping", E, "A file or recipe is not a mapping", "indent fields under the recipe key", None),
+    ("schema.wildcard-key", E, "`*` in a recipe key (reserved for --config-keys patterns)", "rename the key", None),
+    ("schema.duplicate-recipe", E, "A recipe key is defined in two files", "rename one of them", None),
+    ("schema.unknown-key", E, "Unknown key (with a did-you-mean)", "rename or delete it", None),
+    ("schema.missing", E, "A required field is missing", "add the field", None),
+    ("schema.type", E, "A field has the wrong type", "write a value of the expected type", None),
+    ("schema.enum", E, "A value outside the allowed set", "use one of the listed values", None),
+    ("schema.range", E, "A number outside its allowed range", "use a value in the range", None),
+    ("schema.invalid", E, "A value pydantic rejects for another reason", "correct the value", None),
+    ("schema.agentic-runner", E, "Agentic recipes run on an exact `cluster:<name>` fleet label",
+     "use the exact fleet label, e.g. `runner: cluster:mi300x-amds`", AGENTX),
+    ("schema.agentic-topology", E, "Agentic entries use `tp` (single node) or `prefill`+`decode` (multinode)",
+     "write `tp:` or both worker blocks", AGENTX),
+    ("schema.kv-offloading-required", E, "Single-node agentic entries state kv-offloading",
+     "add `kv-offloading: none` or `dram` with a backend", AGENTX),
+    ("schema.kv-offload-backend", E, "kv-offload-backend is set iff kv-offloading is dram",
+     "add or delete `kv-offload-backend`", AGENTX),
+    ("schema.dram-utilization-required", E, "A dram arm needs dram-utilization", "add `dram-utilization: 0.80`",
+     "InferenceX spec §2.4"),
+    ("schema.component-scope", E, "router / kv-p2p-transfer at the top level or in entries, not both",
+     "keep one scope", AGENTX),
+    ("schema.p2p-multinode", E, "kv-p2p-transfer only on multinode recipes", "delete it", AGENTX),
+    ("schema.disagg-p2p", E, "disagg requires kv-p2p-transfer", "add `kv-p2p-transfer:`", AGENTX),
+    ("schema.disagg-multinode", E, "disagg requires multinode", "set `multinode: true`", AGENTX),
+    ("schema.multinode-fields", E, "Multinode agentic entries put pp/dcp/pcp in worker blocks",
+     "move them into prefill/decode", AGENTX),
+    ("schema.worker-hardware", E, "Prefill and decode worker hardware are set together", "set both or neither",
+     AGENTX),
+    ("schema.component-version", E, "Component metadata needs a version", "add `version:`", AGENTX),
+    ("schema.conc-both", E, "conc-list and conc-start/conc-end are exclusive", "keep one form",
+     "InferenceX validation.py"),
+    ("schema.conc-missing", E, "A concurrency list or range is required", "add `conc-list:`",
+     "InferenceX validation.py"),
+    ("schema.conc-positive", E, "Concurrencies are positive", "use values > 0", "InferenceX validation.py"),
+    ("schema.conc-range", E, "conc-start <= conc-end", "swap them", "InferenceX validation.py"),
+    ("schema.dcp-divisibility", E, "tp is divisible by dcp-size", "pick a divisor of tp",
+     "InferenceX validation.py"),
+    ("schema.scenario-empty", E, "At least one scenario", "add a scenario", "InferenceX validation.py"),
+    ("schema.override-when", E, "An override `when` that can never match", "use a listed value", None),
+    ("schema.serve-flag", E, "An engine argument that is not a flag", "write `--flag`", None),
+    ("schema.secret-in-env", E, "A secret-env name with a value written in env", "delete the value", None),
+    ("schema.num-prompts", E, "num-prompts and num-prompts-per-conc are exclusive", "keep one", None),
+    ("schema.trace-source", E, "A trace source names exactly one of hf, path, synthetic", "keep one", None),
+    ("spec.not-runnable", W, "No `serve` block: plannable (matrix) only, not runnable",
+     "add a `serve` block with the engine launch", None),
+    ("spec.unknown-engine", W, "The framework maps to no engine adapter", "set `serve.engine.name`", None),
+)
+PLAN_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
+    ("plan.override-unused", W, "A serve override that matches no job", "check its `when` values", None),
+    ("plan.failed", E, "The recipe cannot be expanded into jobs (topology, runner or DRAM metadata)",
+     "fix the field named in the message", "InferenceX generate_sweep_configs.py"),
+)
+
+for _id, _sev, _title, _fix, _evidence in SCHEMA_RULES:
+    register(Rule(_id, _sev, _title, _fix, _evidence, "schema"))
+for _id, _sev, _title, _fix, _evidence in PLAN_RULES:
+    register(Rule(_id, _sev, _title, _fix, _evidence, "plan"))
