@@ -1,0 +1,91 @@
+"""`llmsweep render FILE --job ID`: the exact server command and environment of one job, secrets by name.
+
+Also for a job that fails validation (its findings go to stderr first), so a reviewer reads what would have run.
+`--format sh` writes a runnable script; `json` the LaunchSpec. Exit 0 unless the input cannot be parsed or planned,
+or the job is unknown (2, listing candidates).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import click
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import ConfigError, LlmsweepError
+from llmsweep.plan.job import Job
+
+
+def render_text(job: Job, spec: LaunchSpec) -> str:
+    """Human form: what, where, env (one per line), secrets by name, then the command one flag per line."""
+    lines = [f"# job: {job.id}", f"# engine: {spec.engine}" + (f" {spec.engine_version}" if spec.engine_version
+                                                                  else ""),
+             f"# image: {spec.image or '(host)'}", f"# endpoint: {spec.base_url}{spec.api_base} "
+             f"(health {spec.health_path}, metrics {spec.metrics_path or '-'})"]
+    lines += [f"# note: {n}" for n in spec.notes]
+    lines += [f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items())]
+    lines += [f"{name}=<from caller's environment>" for name in spec.secret_env]
+    lines.append(_command_lines(spec))
+    return "\n".join(lines)
+
+
+def _command_lines(spec: LaunchSpec) -> str:
+    parts: list[str] = []
+    for token in spec.argv:
+        quoted = shlex.quote(token)
+        if token.startswith("--") and parts:
+            parts.append(" \\\n  " + quoted)
+        else:
+            parts.append((" " if parts else "") + quoted)
+    return "".join(parts)
+
+
+def render_sh(job: Job, spec: LaunchSpec) -> str:
+    """A runnable script: strict mode, exports, secrets required from the caller, exec of the server."""
+    lines = ["#!/usr/bin/env bash", f"# llmsweep render: job {job.id}", f"# image: {spec.image or '(host)'}",
+             "set -euo pipefail"]
+    lines += [f'export {name}="${{{name}:?set {name} in the caller environment}}"' for name in spec.secret_env]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(spec.env.items())]
+    lines.append("exec " + _command_lines(spec))
+    return "\n".join(lines) + "\n"
+
+
+@click.command("render")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--job", "selector", required=True, help="Job id, unique id prefix or exp-name.")
+@click.option("--simulate", is_flag=True, help="Render the simulator stand-in for the job.")
+@click.option("--format", "fmt", type=click.Choice(["text", "sh", "json"]), default="text", show_default=True)
+@click.option("--port", type=int, default=None, help="Port to render (default: the engine's).")
+@click.option("--runner-config", type=click.Path(path_type=Path), default=None,
+              help="Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet).")
+def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, port: int | None,
+           runner_config: Path | None) -> int:
+    """Print the exact server command and environment of a job (secrets by name only)."""
+    from llmsweep import engines
+    from llmsweep.plan import select_job
+    from llmsweep.policy import validate_files
+
+    try:
+        result = validate_files(list(files), runner_config=runner_config, simulate=simulate)
+        unparsed = [f for f in result.loaded.findings if f.is_error and f.rule in ("schema.file", "schema.yaml-syntax")]
+        if unparsed or not result.jobs:
+            for f in result.loaded.findings:
+                click.echo(f.render(), err=True)
+            raise ConfigError("no job to render: the input could not be parsed or planned",
+                              fix="fix the findings above (`llmsweep validate` lists them)")
+        job = select_job(result.jobs, selector)
+        for f in result.findings_for(job):
+            click.echo(f.render(), err=True)
+        spec = engines.render(job, simulate=simulate, port=port)
+    except LlmsweepError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    if fmt == "json":
+        click.echo(json.dumps({"job": job.id, **spec.model_dump(mode="json")}, indent=2))
+    elif fmt == "sh":
+        click.echo(render_sh(job, spec), nl=False)
+    else:
+        click.echo(render_text(job, spec))
+    return 0

@@ -1,0 +1,77 @@
+"""`llmsweep validate | rules | schema`: check recipes before any GPU hour, list the rules, print the JSON Schema.
+
+`validate` exits 2 when any finding is an error, 0 with warnings only; it never prints a traceback. Human output is
+one paragraph per finding (`Finding.render()`); `--json` is a list of finding objects for CI bots.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from llmsweep.cli.matrix import ManyValues
+from llmsweep.errors import LlmsweepError
+from llmsweep.findings import has_errors
+
+
+@click.command("validate")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--config-keys", cls=ManyValues, help="Only these recipe keys (globs allowed), as `matrix test-config`.")
+@click.option("--simulate", is_flag=True, help="Check as the simulator would run it: image/version findings warn.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of findings.")
+@click.option("--runner-config", type=click.Path(path_type=Path), default=None,
+              help="Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet).")
+def validate(files: tuple[Path, ...], config_keys: tuple[str, ...], simulate: bool, as_json: bool,
+             runner_config: Path | None) -> int:
+    """Check recipes against the schema, policy and engine contracts (exit 2 on any error)."""
+    from llmsweep.policy import validate_files
+
+    try:
+        result = validate_files(list(files), config_keys=list(config_keys) or None, runner_config=runner_config,
+                                simulate=simulate)
+    except LlmsweepError as exc:
+        raise click.exceptions.Exit(_fail(exc)) from None
+    findings = result.findings
+    if as_json:
+        click.echo(json.dumps([f.to_json() for f in findings], indent=2))
+    else:
+        for f in findings:
+            click.echo(f.render())
+        errors = sum(f.is_error for f in findings)
+        click.echo(f"{len(result.loaded.recipes)} recipe(s), {len(result.jobs)} job(s): {errors} error(s), "
+                   f"{len(findings) - errors} warning(s)", err=True)
+    return 2 if has_errors(findings) else 0
+
+
+def _fail(exc: LlmsweepError) -> int:
+    click.echo(f"error: {exc}", err=True)
+    return exc.exit_code
+
+
+@click.command("rules")
+@click.option("--json", "as_json", is_flag=True, help="Print the rules as a JSON list.")
+def rules(as_json: bool) -> int:
+    """List every schema, plan and policy rule with its id, severity, title, fix and evidence."""
+    from llmsweep.policy import all_rules
+
+    listed = all_rules()
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in listed], indent=2))
+        return 0
+    for r in listed:
+        click.echo(f"{r.id}  [{r.severity.value}, {r.stage}]  {r.title}")
+        click.echo(f"    fix: {r.fix}")
+        if r.evidence:
+            click.echo(f"    evidence: {r.evidence}")
+    return 0
+
+
+@click.command("schema")
+def schema() -> int:
+    """Print the recipe JSON Schema (for editors and CI linters)."""
+    from llmsweep.spec import recipe_json_schema
+
+    click.echo(json.dumps(recipe_json_schema(), indent=2))
+    return 0
