@@ -230,6 +230,15 @@ class MultiNodeScenarios(_ScenariosBase):
     )
 
 
+class RecipePolicy(StrictInput):
+    """Review policy a recipe declares for itself, enforced by `llmsweep validate` (llmsweep extension)."""
+
+    min_conc_step: int | None = Field(
+        default=None, gt=0, alias="min-conc-step", description="Smallest gap between two concurrencies of a list."
+    )
+    max_conc: int | None = Field(default=None, gt=0, alias="max-conc", description="Highest concurrency any arm may run.")
+
+
 class Recipe(StrictInput):
     """One recipe key. Use :func:`llmsweep.spec.load_recipes`; `key` and `source` are set by the loader."""
 
@@ -244,6 +253,9 @@ class Recipe(StrictInput):
     router: ComponentMetadata | None = Field(default=None, description="Router component `{name, version}`.")
     serve: Serve | None = Field(default=None, description="How to launch the engine (llmsweep extension).")
     workload: WorkloadSpec | None = Field(default=None, description="What the client sends (llmsweep extension).")
+    policy: RecipePolicy | None = Field(
+        default=None, description="Grid policy validate enforces: `{min-conc-step: 2, max-conc: 16}` (llmsweep extension)."
+    )
     scenarios: SingleNodeScenarios | MultiNodeScenarios = Field(
         description="`fixed-seq-len` and/or `agentic-coding` scenarios (narrowed by the single/multi-node subclass)."
     )
