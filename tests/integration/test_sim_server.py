@@ -191,3 +191,21 @@ def test_curl_streams_from_the_cli_server_after_its_readiness_line() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_client_that_disconnects_mid_stream_frees_its_slot() -> None:
+    async def main() -> None:
+        async with serving() as (url, server), aiohttp.ClientSession() as http:
+            resp = await http.post(f"{url}/v1/chat/completions", json=chat_body("hello", 1_000_000))
+            await resp.content.readuntil(b"\n\n")  # first chunk arrived: the request is running
+            assert len(server.core.running) == 1
+            resp.close()
+            for _ in range(200):
+                if not server.core.running and server.core.used_tokens() == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert not server.core.running and server.core.used_tokens() == 0
+            async with http.post(f"{url}/v1/chat/completions", json=chat_body("again", 3)) as r:
+                assert (await sse_events(r))[0][-1] == "[DONE]"  # the server still serves
+
+    asyncio.run(main())

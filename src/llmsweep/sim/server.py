@@ -187,7 +187,12 @@ class SimServer:
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 return await self._stream(request, req, stream, chat=chat, include_usage=include_usage)
             return await self._whole(req, stream, chat=chat)
-        except (asyncio.CancelledError, ConnectionResetError):
+        except ConnectionResetError:
+            # the client went away mid-stream: free its slot and KV, as real engines abort the request
+            self.core.abort(req)
+            self._wake.set()
+            return web.Response(status=499)
+        except asyncio.CancelledError:
             self.core.abort(req)
             raise
 
