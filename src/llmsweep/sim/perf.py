@@ -158,7 +158,7 @@ class ConstantTimer:
         return self.frontend_s
 
 
-@dataclass(slots=True)
+@dataclass
 class RooflineTimer:
     """Step time = overhead + max(memory, compute) + communication + host KV loads, each over its efficiency.
 
@@ -175,7 +175,7 @@ class RooflineTimer:
     ep: int = 1
     efficiency: Efficiency = field(default_factory=Efficiency)
     activation_bytes: float = 2.0
-    _per_tokens: dict[int, float] = field(default_factory=dict, repr=False)
+    _per_tokens: dict[int, tuple[float, float]] = field(default_factory=dict, repr=False)
 
     def frontend_latency(self) -> float:
         return self.efficiency.frontend_s
@@ -210,29 +210,44 @@ class RooflineTimer:
             total += p.n_layers * (a2a + 2 * p.link_latency_s)
         return total
 
-    def step_time(self, batch: Batch) -> float:
+    def __post_init__(self) -> None:
         p, eff, tp = self.inputs, self.efficiency, self.tp
+        mem_bw = p.hbm_bw * eff.mem
+        self._kv_s = p.kv_bytes_per_token_per_gpu(tp) / mem_bw
+        self._attn_flops = 4.0 * p.n_layers * p.hidden
+        self._token_flops = 2.0 * p.params_active
+        self._flops_s = 1.0 / (tp * p.flops * eff.compute)
+        layer_bytes = p.weight_bytes / max(p.n_layers, 1) / max(1, self.ep if p.is_moe else 1)
+        self._draft_s = layer_bytes * eff.draft_layer_fraction / (tp * mem_bw) + eff.per_layer_s * 2
+        self._host_s = p.kv_bytes_per_token_per_gpu(tp) / p.host_bw
+        self._overhead_s = eff.step_s + eff.per_layer_s * p.n_layers
+        self._comm = tp > 1 or self.ep > 1
+
+    def _per_token_count(self, tokens: int) -> tuple[float, float]:
+        """(weight-read seconds per GPU, communication seconds): they depend on the token count only."""
+        cached = self._per_tokens.get(tokens)
+        if cached is None:
+            weights = self.weight_bytes_read(tokens) / self.tp / (self.inputs.hbm_bw * self.efficiency.mem)
+            cached = self._per_tokens[tokens] = (weights, self.comm_time(tokens) if self._comm else 0.0)
+        return cached
+
+    def step_time(self, batch: Batch) -> float:
         tokens = batch.prefill_tokens + batch.decode_tokens
         if tokens <= 0:
-            return eff.step_s
-        fixed = self._per_tokens.get(tokens)
-        if fixed is None:
-            # weight bytes per GPU (as seconds) and communication depend on the token count only: memoise
-            fixed = self._per_tokens[tokens] = self.weight_bytes_read(tokens) / tp / (p.hbm_bw * eff.mem)
-        kv_per_gpu = p.kv_bytes_per_token / (tp if tp <= p.kv_split_max else p.kv_split_max)
-        t_mem = fixed + batch.decode_ctx * kv_per_gpu / (p.hbm_bw * eff.mem)
-        attn = 4.0 * p.n_layers * p.hidden * (batch.prefill_attn + batch.decode_ctx * (batch.decode_tokens / max(batch.decode_seqs, 1)))
-        flops = 2.0 * p.params_active * tokens + attn
-        t_compute = flops / (tp * p.flops * eff.compute)
-        t = max(t_mem, t_compute) + (self.comm_time(tokens) if tp > 1 or self.ep > 1 else 0.0)
+            return self.efficiency.step_s
+        weights_s, comm_s = self._per_token_count(tokens)
+        decode_ctx = batch.decode_ctx
+        t_mem = weights_s + decode_ctx * self._kv_s
+        per_seq_tokens = batch.decode_tokens / batch.decode_seqs if batch.decode_seqs else 1.0
+        attn = self._attn_flops * (batch.prefill_attn + decode_ctx * per_seq_tokens)
+        t_compute = (self._token_flops * tokens + attn) * self._flops_s
+        t = (t_mem if t_mem > t_compute else t_compute) + comm_s
         if batch.draft_tokens:
             # K sequential draft passes, each reading a one-layer head's weights plus its launch cost.
-            layer_bytes = p.weight_bytes / max(p.n_layers, 1) / max(1, self.ep if p.is_moe else 1)
-            t_draft = layer_bytes * eff.draft_layer_fraction / (tp * p.hbm_bw * eff.mem) + eff.per_layer_s * 2
-            t += batch.draft_tokens * t_draft
+            t += batch.draft_tokens * self._draft_s
         if batch.host_load_tokens:
-            t += batch.host_load_tokens * p.kv_bytes_per_token / (tp * p.host_bw)
-        return t + eff.step_s + eff.per_layer_s * p.n_layers + eff.per_seq_s * (batch.decode_seqs + batch.new_seqs)
+            t += batch.host_load_tokens * self._host_s
+        return t + self._overhead_s + self.efficiency.per_seq_s * (batch.decode_seqs + batch.new_seqs)
 
 
 def kv_capacity_tokens(
