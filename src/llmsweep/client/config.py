@@ -87,6 +87,11 @@ class RunOptions(BaseModel):
         ),
         description="Case-insensitive substrings of an error body that mean the prompt did not fit.",
     )
+    parse_inline: bool = Field(
+        default=False,
+        description="Parse each stream before the lane continues (programs then see output text and token counts);"
+        " off by default so parsing never delays sends and time stamps.",
+    )
     saturation_cpu_ratio: float = Field(default=0.9, gt=0, description="Worker CPU share that flags a saturated client.")
     saturation_lag_p99_s: float = Field(default=0.05, gt=0, description="p99 schedule lag that flags saturation.")
 

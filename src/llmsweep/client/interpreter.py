@@ -23,7 +23,7 @@ import aiohttp
 from llmsweep.client.arrivals import arrival_times
 from llmsweep.client.config import Endpoint, RunOptions
 from llmsweep.client.records import RecordWriter
-from llmsweep.client.transport import RawExchange, build_body, exchange, now_unix, to_record
+from llmsweep.client.transport import RawExchange, build_body, exchange, now_unix, on_headers_sent, to_record
 from llmsweep.workload.base import (
     Join,
     LaneProgram,
@@ -155,6 +155,8 @@ class Interpreter:
         self._session: aiohttp.ClientSession | None = None
         self._timeout = aiohttp.ClientTimeout(total=options.timeout_s, sock_read=options.stall_s)
         self._headers = {"Content-Type": "application/json", **endpoint.headers}
+        self._parse_queue: asyncio.Queue[tuple[RawExchange, RequestSpec, str] | None] = asyncio.Queue()
+        self._inline = options.parse_inline or bool(getattr(workload, "needs_output_text", False))
 
     # ----------------------------------------------------------------------------------------------- lifecycle
     async def run(self) -> WorkerStats:
@@ -165,14 +167,20 @@ class Interpreter:
         trace.on_connection_queued_end.append(self._on_queued_end)
         trace.on_connection_create_start.append(self._on_create_start)
         trace.on_connection_create_end.append(self._on_create_end)
+        trace.on_request_headers_sent.append(on_headers_sent)
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
         try:
             async with aiohttp.ClientSession(
                 connector=connector, trace_configs=[trace], auto_decompress=False, skip_auto_headers=["User-Agent"]
             ) as session:
                 self._session = session
+                parser = asyncio.ensure_future(self._parser())
                 main = asyncio.ensure_future(self._phases())
-                await self._supervise(main)
+                try:
+                    await self._supervise(main)
+                finally:
+                    self._parse_queue.put_nowait(None)
+                    await parser
         finally:
             self.writer.close()
             self.stats.cpu_s = time.process_time() - cpu0
@@ -397,8 +405,27 @@ class Interpreter:
             raise
         finally:
             st.inflight -= 1
-        rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)
-        return RequestOutcome(ok=rec_ok, output_text=text, output_tokens=tokens, error=error), overflow
+        if self._inline or raw.error_class is not None:
+            rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)
+            return RequestOutcome(ok=rec_ok, output_text=text, output_tokens=tokens, error=error), overflow
+        # A complete stream: let the program send its next request first; parse later, one response at a time.
+        self._parse_queue.put_nowait((raw, spec, phase))
+        return RequestOutcome(ok=True), False
+
+    async def _parser(self) -> None:
+        """Parse finished streams into records between network events: a burst of completions never blocks the
+        loop for more than one response's parse, so chunk stamps and new sends stay on time."""
+        queue = self._parse_queue
+        while True:
+            item = await queue.get()
+            if item is None:
+                while not queue.empty():  # drain what is left at the end of the run
+                    rest = queue.get_nowait()
+                    if rest is not None:
+                        self._record(*rest)
+                return
+            self._record(*item)
+            await asyncio.sleep(0)
 
     def _record(self, raw: RawExchange, spec: RequestSpec, phase: str) -> tuple[bool, str, int | None, str | None, bool]:
         rid = f"w{self.worker}-{next(self._ids)}"

@@ -73,9 +73,9 @@ async def exchange(
 ) -> RawExchange:
     """Send and stream one request into `raw`. Never raises except CancelledError (after marking `raw`)."""
     perf = time.perf_counter
-    raw.sent = perf()
+    raw.sent = perf()  # replaced by the moment the headers were written (trace hook), when they were
     try:
-        async with session.post(url, data=body, headers=headers, timeout=timeout) as resp:
+        async with session.post(url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw) as resp:
             raw.first_byte = perf()
             raw.status = resp.status
             reads = raw.reads
@@ -102,6 +102,19 @@ async def exchange(
         raw.error_class, raw.error = "connection", f"{type(exc).__name__}: {exc}"
     raw.end = perf()
     return raw
+
+
+async def on_headers_sent(session: Any, ctx: Any, params: Any) -> None:
+    """aiohttp trace hook: stamp `sent` when the request headers were actually written to the socket, so event-loop
+    delay before the write shows as schedule lag instead of inflating TTFT."""
+    raw = ctx.trace_request_ctx
+    if isinstance(raw, RawExchange):
+        raw.sent = time.perf_counter()
+
+
+def quick_error(raw: RawExchange) -> bool:
+    """True when the exchange failed in transport or HTTP status: its record is cheap and must be made at once."""
+    return raw.error_class is not None
 
 
 def to_record(

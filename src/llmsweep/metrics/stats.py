@@ -75,6 +75,9 @@ class Column:
         else:
             self._data.extend(values)
 
+    def concat(self, other: Column) -> None:
+        self._data.extend(other._data)
+
     def __len__(self) -> int:
         return len(self._data)
 

@@ -9,6 +9,8 @@ record we append a handful of floats, and inter-chunk gaps are computed in vecto
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -25,6 +27,9 @@ from llmsweep.metrics.stats import Column, clean, inverted_block, stat_block
 
 SCHEMA_VERSION = 1
 _GAP_BATCH = 200_000
+_PART_BYTES = 64 * 2**20
+"""Files above this size are parsed by several processes (JSON decoding dominates the cost)."""
+_MAX_PARTS = 8
 
 
 def iter_records(source: Iterable[dict[str, Any]] | Path | str) -> Iterator[dict[str, Any]]:
@@ -171,6 +176,72 @@ class _Accumulator:
     def finish(self) -> None:
         self._flush_gaps()
 
+    def merge(self, other: _Accumulator) -> None:
+        """Append `other` (the accumulator of the following part of the file): columns keep file order, so the
+        merged result is identical to one sequential pass."""
+        for name in ("total", "successful", "failed", "warmup", "warmup_failed", "cancelled", "context_overflow",
+                     "input_sum", "output_sum", "theo_cached", "theo_input", "cached", "cached_prompt",
+                     "osl_mismatch"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.categories.update(other.categories)
+        for name in ("ttft", "e2el", "tpot", "e2e_norm", "isl", "osl", "ends", "lag", "itl"):
+            getattr(self, name).concat(getattr(other, name))
+        self.first_send = min(self.first_send, other.first_send)
+        self.profile_first_send = min(self.profile_first_send, other.profile_first_send)
+        self.last_end = max(self.last_end, other.last_end)
+        self.last_observation = max(self.last_observation, other.last_observation)
+        self.workers |= other.workers
+
+
+def _accumulate_range(path: str, start: int, end: int) -> _Accumulator:
+    """Accumulate the lines that start in bytes [start, end) of a records file."""
+    acc = _Accumulator()
+    with open(path, "rb") as fh:
+        pos = start
+        if start > 0:
+            fh.seek(start - 1)
+            pos = start - 1 + len(fh.readline())
+        loads = json.loads
+        add = acc.add
+        while pos < end:
+            line = fh.readline()
+            if not line:
+                break
+            pos += len(line)
+            if line.strip():
+                try:
+                    rec = loads(line)
+                except ValueError:
+                    continue  # a torn last line after a SIGKILL
+                add(rec)
+    acc.finish()
+    return acc
+
+
+def _accumulate(records: Iterable[dict[str, Any]] | Path | str) -> _Accumulator:
+    """One pass over the records; a big file is split into byte ranges parsed by parallel processes."""
+    if isinstance(records, (str, Path)):
+        path = Path(records)
+        if not path.exists():
+            raise ResultError(f"summarise: {path} does not exist", fix="point at a run directory's records.jsonl")
+        size = path.stat().st_size
+        parts = min(os.cpu_count() or 1, _MAX_PARTS, max(size // _PART_BYTES, 1))
+        if parts <= 1 or "fork" not in mp.get_all_start_methods():
+            return _accumulate_range(str(path), 0, size)
+        bounds = [size * k // parts for k in range(parts + 1)]
+        ctx = mp.get_context("fork")  # no re-import of the caller's __main__, no start-up cost
+        with ctx.Pool(parts) as pool:
+            accs = pool.starmap(_accumulate_range, [(str(path), bounds[k], bounds[k + 1]) for k in range(parts)])
+        acc = accs[0]
+        for other in accs[1:]:
+            acc.merge(other)
+        return acc
+    acc = _Accumulator()
+    for rec in iter_records(records):
+        acc.add(rec)
+    acc.finish()
+    return acc
+
 
 def _qps(ends: np.ndarray) -> dict[str, Any]:
     """Completions per 1-s window from the first completion, while the window end ≤ the last completion."""
@@ -211,10 +282,7 @@ def summarise(
         raise ResultError(f"summarise: gpus={gpus}", fix="pass the number of GPUs serving the endpoint (>= 1)")
     gates = gates or GateConfig()
     client = client or {}
-    acc = _Accumulator()
-    for rec in iter_records(records):
-        acc.add(rec)
-    acc.finish()
+    acc = _accumulate(records)
 
     duration = acc.last_end - acc.first_send if acc.successful and acc.last_end > acc.first_send else 0.0
     tpot = clean(acc.tpot.numpy())

@@ -1,0 +1,365 @@
+"""What can one llmsweep client drive, and how true are its times? A zero-compute streaming server in a separate
+process, our client at concurrency 1…1,024, and (optionally) aiperf against the same server in the same run.
+
+    .venv/bin/python bench/client_ceiling.py [--levels 1,4,16,64,256,1024] [--osl 128] [--aiperf PATH]
+
+Reported per level: requests/s and chunks/s, client CPU seconds, chunks/s per client core (chunks / client CPU-s),
+client CPU per streamed token, and TTFT as the client saw it against what the server actually served (the server logs
+when it wrote each request's first chunk; the delivery error is client first-token time minus that). A second pass
+injects TTFT 20 ms / ITL 5 ms, the setting of research/peer-baselines.md. Goals: <= 50 us client CPU per streamed
+token; TTFT within 5 ms of served at concurrency 64 on 2 shared cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+_IDX = re.compile(rb"idx=(\d+)")
+
+
+# ---------------------------------------------------------------------------------------------------- the server
+class _SSEServer(asyncio.Protocol):
+    """A minimal HTTP/1.1 keep-alive server on asyncio's protocol layer.
+
+    aiohttp's web server spends ~0.3 ms of Python per request; when 64 requests arrive together it queues them for
+    ~20 ms before a handler even starts, and that would be billed to the client. Here a request costs tens of
+    microseconds and is stamped the moment its bytes reach the server process, so what the benchmark measures is the
+    client. Streams share one ticker: every ITL the next chunk goes to every stream.
+    """
+
+    served: dict[str, list[float]] = {}
+    active: dict[_SSEServer, list[Any]] = {}
+    ttft = 0.0
+    itl = 0.0
+    counter = itertools.count()
+    CHUNK = b'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok "}}]}\n\n'
+    FRAME = b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.tr: asyncio.Transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.t_recv = 0.0
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        _SSEServer.active.pop(self, None)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.buf:
+            self.t_recv = time.time()
+        self.buf += data
+        while True:
+            head_end = self.buf.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buf[:head_end].decode("latin-1")
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            if len(self.buf) < head_end + 4 + length:
+                return
+            body = self.buf[head_end + 4 : head_end + 4 + length]
+            self.buf = self.buf[head_end + 4 + length :]
+            method, path = head.split(" ", 2)[:2]
+            self._route(method, path, body, self.t_recv)
+            self.t_recv = time.time()
+
+    def _plain(self, payload: bytes, ctype: bytes = b"application/json") -> None:
+        self.tr.write(b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s" % (ctype, len(payload), payload))
+
+    def _route(self, method: str, path: str, body: bytes, received: float) -> None:
+        if path.startswith("/served"):
+            self._plain(json.dumps(_SSEServer.served).encode())
+        elif path.startswith("/reset"):
+            _SSEServer.served.clear()
+            self._plain(b"ok", b"text/plain")
+        elif path.startswith("/v1/models"):
+            self._plain(b'{"object":"list","data":[{"id":"m","object":"model"}]}')
+        elif path.startswith("/v1/"):
+            req = json.loads(body)
+            m = _IDX.search(body)
+            key = m.group(1).decode() if m else f"anon-{next(_SSEServer.counter)}"
+            n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+            self.tr.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            state = [n, key, received, 0.0, n]  # remaining, request key, received, first chunk, total
+            if _SSEServer.ttft:
+                asyncio.get_running_loop().call_later(_SSEServer.ttft, self._first, state)
+            else:
+                self._first(state)
+        else:
+            self._plain(b"ok", b"text/plain")
+
+    def _first(self, state: list[Any]) -> None:
+        if self.tr.is_closing():
+            return
+        self.tr.write(self.FRAME)
+        state[3] = time.time()
+        state[0] -= 1
+        if state[0] > 0 and _SSEServer.itl:
+            _SSEServer.active[self] = state
+        else:
+            self.tr.write(self.FRAME * state[0])
+            state[0] = 0
+            self._finish(state)
+
+    def _finish(self, state: list[Any]) -> None:
+        usage = b'data: {"id":"x","choices":[],"usage":{"prompt_tokens":128,"completion_tokens":%d}}\n\n' % state[4]
+        tail = usage + b"data: [DONE]\n\n"
+        self.tr.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
+        _SSEServer.served[state[1]] = [state[2], state[3], time.time()]
+
+
+def _tick(loop: asyncio.AbstractEventLoop, next_at: float) -> None:
+    """Write the next chunk to every active stream, then schedule the next tick (a sync callback: no tasks)."""
+    for proto, state in list(_SSEServer.active.items()):
+        if proto.tr.is_closing():
+            _SSEServer.active.pop(proto, None)
+            continue
+        proto.tr.write(_SSEServer.FRAME)
+        state[0] -= 1
+        if state[0] <= 0:
+            del _SSEServer.active[proto]
+            proto._finish(state)
+    next_at += _SSEServer.itl
+    loop.call_at(max(next_at, loop.time()), _tick, loop, next_at)
+
+
+def serve(port: int, ttft_ms: float, itl_ms: float) -> None:
+    """Zero-compute OpenAI-style streaming: one token per chunk, usage at the end, optional TTFT/ITL."""
+    _SSEServer.ttft, _SSEServer.itl = ttft_ms / 1e3, itl_ms / 1e3
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(_SSEServer, "127.0.0.1", port, backlog=4096)
+        if _SSEServer.itl:
+            loop.call_soon(_tick, loop, loop.time())
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--ttft-ms", str(ttft_ms),
+                             "--itl-ms", str(itl_ms)])
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("ceiling server did not start")
+
+
+def _served(url: str) -> dict[str, list[float]]:
+    return json.loads(urllib.request.urlopen(url + "/served", timeout=30).read())
+
+
+def _reset(url: str) -> None:
+    urllib.request.urlopen(urllib.request.Request(url + "/reset", method="POST"), timeout=10).read()
+
+
+def _cpu_of(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------------------------------------- our client
+def _workload(osl: int) -> Any:
+    from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
+
+    filler = " ".join(["word"] * 120)
+
+    class Ceiling(Workload):
+        name = "ceiling"
+
+        def __init__(self) -> None:
+            self._next = itertools.count()
+
+        def sessions(self, lane: int) -> Iterator[LaneProgram]:
+            while True:
+                yield self._one(lane, next(self._next))
+
+        def _one(self, lane: int, i: int) -> LaneProgram:
+            yield Send(RequestSpec(api="chat", max_tokens=osl, input_tokens=128,
+                                   messages=({"role": "user", "content": f"idx={i} {filler}"},),
+                                   identity=RequestIdentity(lane=lane, request_index=i)))
+
+    return Ceiling()
+
+
+def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, server_pid: int) -> dict[str, Any]:
+    from llmsweep.client import Endpoint, RunOptions, run_benchmark
+
+    _reset(url)
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    srv0 = _cpu_of(server_pid)
+    t0 = time.perf_counter()
+    res = run_benchmark(_workload(osl), Endpoint(base_url=url, model="m", metrics_url=""),
+                        RunOptions(concurrency=concurrency, num_requests=requests, timeout_s=120), out)
+    wall = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    client_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    served = _served(url)
+    recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    ok = [r for r in recs if r["error_class"] is None]
+    delivery, ttft_c, ttft_s, itl_s, transit = [], [], [], [], []
+    for r in ok:
+        s = served.get(str(r["request_index"]))
+        if s is None:
+            continue
+        delivery.append(r["first_token_at"] - s[1])
+        transit.append(s[0] - r["sent_at"])
+        ttft_c.append(r["first_token_at"] - r["sent_at"])
+        ttft_s.append(s[1] - s[0])
+        if osl > 1:
+            itl_s.append((s[2] - s[1]) / (osl - 1))
+    sm = res.summary
+    span = sm["throughput"]["duration_s"] or wall
+    chunks = sum(len(r["chunk_times"]) for r in ok)
+    tokens = sm["tokens"]["output_total"]
+    return {
+        "client": "llmsweep", "concurrency": concurrency, "requests": len(ok), "failed": len(recs) - len(ok),
+        "req_s": len(ok) / span, "chunks_s": chunks / span, "tok_s": tokens / span,
+        "client_cpu_s": client_cpu, "server_cpu_s": _cpu_of(server_pid) - srv0,
+        "chunks_per_core_s": chunks / client_cpu if client_cpu else 0.0,
+        "cpu_us_per_token": client_cpu / tokens * 1e6 if tokens else 0.0,
+        "ttft_client_ms": 1e3 * float(np.median(ttft_c)), "ttft_served_ms": 1e3 * float(np.median(ttft_s)),
+        "ttft_error_p50_ms": 1e3 * float(np.median(np.array(ttft_c) - np.array(ttft_s))),
+        "transit_p50_ms": 1e3 * float(np.median(transit)),
+        "delivery_p50_ms": 1e3 * float(np.median(delivery)), "delivery_p99_ms": 1e3 * float(np.percentile(delivery, 99)),
+        "itl_client_ms": 1e3 * sm["latency"]["tpot"]["mean"], "itl_served_ms": 1e3 * float(np.mean(itl_s)) if itl_s else 0.0,
+        "lag_p99_ms": 1e3 * sm["client_health"]["schedule_lag_s"]["p99"], "max_inflight": sm["client_health"]["max_inflight"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- aiperf
+def run_aiperf(aiperf: str, url: str, concurrency: int, requests: int, osl: int, server_pid: int) -> dict[str, Any]:
+    _reset(url)
+    art = Path(tempfile.mkdtemp(prefix="aiperf-"))
+    cmd = [aiperf, "profile", "--model", "m", "--url", url, "--endpoint-type", "chat", "--streaming",
+           "--concurrency", str(concurrency), "--request-count", str(requests),
+           "--tokenizer", str(REPO / "tests" / "data" / "tokenizer"), "--use-legacy-max-tokens",
+           "--use-server-token-count", "--synthetic-input-tokens-mean", "128", "--output-tokens-mean", str(osl),
+           "--extra-inputs", "ignore_eos:true", "--output-artifact-dir", str(art), "--ui-type", "none"]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    srv0 = _cpu_of(server_pid)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    wall = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    served = _served(url)
+    if proc.returncode != 0 or not served:
+        return {"client": "aiperf", "error": (proc.stderr or proc.stdout)[-800:]}
+    firsts = sorted(v[1] for v in served.values())
+    ends = sorted(v[2] for v in served.values())
+    span = ends[-1] - sorted(v[0] for v in served.values())[0]
+    ttft_client = None
+    for f in art.rglob("profile_export_aiperf.json"):
+        data = json.loads(f.read_text())
+        ttft = data.get("time_to_first_token") or data.get("records", {}).get("time_to_first_token", {})
+        ttft_client = ttft.get("avg") if isinstance(ttft, dict) else None
+    shutil.rmtree(art, ignore_errors=True)
+    n = len(served)
+    return {
+        "client": "aiperf", "concurrency": concurrency, "requests": n, "req_s": n / span, "tok_s": n * osl / span,
+        "client_cpu_s": cpu, "wall_s": wall, "server_cpu_s": _cpu_of(server_pid) - srv0,
+        "cpu_us_per_token": cpu / (n * osl) * 1e6, "ttft_client_ms": ttft_client,
+        "ttft_served_ms": 1e3 * float(np.median([v[1] - v[0] for v in served.values()])), "_firsts": len(firsts),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- report
+def _row(r: dict[str, Any]) -> str:
+    return (f"{r['client']:>8} c{r['concurrency']:<5} {r['requests']:>6} req {r['req_s']:>8.1f} req/s "
+            f"{r.get('chunks_s', r['tok_s']):>9.0f} chunk/s  client {r['client_cpu_s']:>6.2f} CPU-s "
+            f"({r['cpu_us_per_token']:>5.1f} us/tok, {r.get('chunks_per_core_s', 0):>8.0f} chunk/core-s)  "
+            f"TTFT p50 client/served {r['ttft_client_ms'] or float('nan'):>7.2f}/{r['ttft_served_ms']:>6.2f} ms  "
+            + (f"TTFT error p50 {r['ttft_error_p50_ms']:.2f} ms (request transit {r['transit_p50_ms']:.2f}) "
+               f"server CPU {r['server_cpu_s']:.2f} s  delivery p50/p99 {r['delivery_p50_ms']:.2f}/{r['delivery_p99_ms']:.2f} ms  "
+               f"ITL client/served {r['itl_client_ms']:.3f}/{r['itl_served_ms']:.3f} ms  lag p99 {r['lag_p99_ms']:.2f} ms"
+               if "delivery_p50_ms" in r else ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--ttft-ms", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--itl-ms", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--levels", default="1,4,16,64,256,1024")
+    ap.add_argument("--osl", type=int, default=128)
+    ap.add_argument("--requests", type=int, default=0, help="requests per level (default max(8*c, 400), <= 4096)")
+    ap.add_argument("--aiperf", default=None, help="path to an aiperf executable to compare at c64 and c256")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = ap.parse_args()
+    if args.serve is not None:
+        serve(args.serve, args.ttft_ms, args.itl_ms)
+        return
+    levels = [int(x) for x in args.levels.split(",")]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, ttft, itl, lv in (("zero-compute server", 0.0, 0.0, levels),
+                                     ("server TTFT 20 ms, ITL 5 ms", 20.0, 5.0, [c for c in (64, 256) if c in levels])):
+            if not lv:
+                continue
+            print(f"== {label} (osl {args.osl}, one token per chunk; client and server share this machine's "
+                  f"{os.cpu_count()} cores)", flush=True)
+            proc, url = _start_server(ttft, itl)
+            try:
+                for c in lv:
+                    n = args.requests or min(max(8 * c, 400), 4096)
+                    r = run_ours(url, c, n, args.osl, Path(tmp) / f"{label[:4]}-{c}", proc.pid)
+                    r["server"] = label
+                    rows.append(r)
+                    print(_row(r), flush=True)
+                    if args.aiperf and c in (64, 256):
+                        a = run_aiperf(args.aiperf, url, c, n, args.osl, proc.pid)
+                        a["server"] = label
+                        rows.append(a)
+                        if "error" in a:
+                            print(f"  aiperf failed: {a['error']}", flush=True)
+                        else:
+                            print(_row(a), flush=True)
+                            print(f"  ratios aiperf/llmsweep: req/s {a['req_s'] / r['req_s']:.2f}x, client CPU per "
+                                  f"token {a['cpu_us_per_token'] / r['cpu_us_per_token']:.2f}x", flush=True)
+            finally:
+                proc.terminate()
+                proc.wait()
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
