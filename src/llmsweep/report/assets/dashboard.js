@@ -52,7 +52,10 @@
   function domain(vals, zero) {
     var lo = Math.min.apply(null, vals), hi = Math.max.apply(null, vals);
     if (zero) lo = Math.min(0, lo);
-    if (hi === lo) { var d = Math.abs(hi) * 0.1 || 1; lo -= d; hi += d; }
+    if (hi === lo) {
+      if (zero && hi === 0) hi = 1;
+      else { var d = Math.abs(hi) * 0.1 || 1; lo = zero && lo >= 0 ? 0 : lo - d; hi += d; }
+    }
     var pad = (hi - lo) * 0.06;
     return [zero && lo >= 0 ? 0 : lo - pad, hi + pad];
   }
@@ -253,7 +256,7 @@
       el("polyline", { fill: "none", stroke: color, "stroke-width": 1.6, points: ok.map(function (q) { return f.sx(q[0]).toFixed(1) + "," + f.sy(q[1]).toFixed(1); }).join(" ") }, svg);
     }, ok.length > 0);
   }
-  function pct(t) { return Math.round(t * 100) + "%"; }
+  function pct(t) { return +(t * 100).toPrecision(3) + "%"; }
   function drillCharts(parent, d, color) {
     var grid = el("div", { "class": "minis" }, parent);
     var tl = (d.timeline || []).filter(function (r) { return finite(r[0]); });
