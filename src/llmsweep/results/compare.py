@@ -189,6 +189,11 @@ def compare_points(
     only_a = tuple(p for k, ps in side_a.items() if k not in side_b for p in ps)
     only_b = tuple(p for k, ps in side_b.items() if k not in side_a for p in ps)
     notes = []
+    for m in matched:
+        bad = [f"{side} {p.job_id} is {p.verdict} ({'; '.join(p.reasons) or 'no reason given'})"
+               for side, runs in (("A", m.a), ("B", m.b)) for p in runs if not p.valid]
+        if bad:
+            notes.append(f"{m.label}: " + ", ".join(bad) + " — its deltas describe an invalid measurement")
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
     if not any(m.deltas and any(d.band and d.band.kind == "between-run" for d in m.deltas) for m in matched):

@@ -103,3 +103,12 @@ def test_band_arithmetic() -> None:
     floor = within_run_band(10.0, 10.0)
     assert between_run_band([1.0, 3.0], [10.0, 12.0], within=floor).half_width == floor.half_width
     assert within_run_band(float("nan"), 1.0) is None
+
+
+def test_invalid_measurements_are_called_out(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(4,)))
+    b = [dataclasses.replace(p, run_id="b", result_id="rb", verdict="invalid", reasons=("error ratio 0.2 > 0.05",))
+         for p in a]
+    comp = compare_points(a, b, resamples=10)
+    assert len(comp.matched) == 1
+    assert any("B " in n and "invalid" in n and "error ratio 0.2" in n for n in comp.notes)
