@@ -13,8 +13,9 @@ recovers them — provided the records vary concurrency *and* context length (wi
 the per-sequence term are collinear). The weight read is taken from the roofline at the fitted `mem` and the rest of
 the fixed part becomes `step_s`. The frontend latency is the median of TTFT minus the predicted prefill step over
 requests that arrived at an idle engine; when those span several prompt lengths, a line through (prefill FLOPs,
-TTFT) gives `compute` (slope) and the frontend latency (intercept) directly. Communication efficiency keeps its default (single-GPU records do not
-constrain it); mixed prefill/decode steps are approximated additively, which biases `compute` low.
+TTFT) gives `compute` (slope) and the frontend latency (intercept) directly. Communication efficiency keeps its
+default (single-GPU records do not constrain it); mixed prefill/decode steps are approximated additively, which
+biases the decode-fit `compute` low (the idle-TTFT line replaces it when available).
 """
 
 from __future__ import annotations
@@ -58,17 +59,26 @@ def load_records(source: Path | str | Iterable[dict[str, Any]]) -> list[dict[str
     return list(source)
 
 
-def _overlap(intervals: list[tuple[float, float]], starts: list[float], a: float, b: float) -> float:
-    """Mean number of intervals active over [a, b] (time-weighted), by scanning those that start before b."""
-    if b <= a:
-        return 0.0
-    hi = bisect.bisect_right(starts, b)
-    total = 0.0
-    for s, e in intervals[:hi]:
-        lo_, hi_ = max(s, a), min(e, b)
-        if hi_ > lo_:
-            total += hi_ - lo_
-    return total / (b - a)
+class _Intervals:
+    """Intervals sorted by start; answers "how many were active, on average, over [a, b]"."""
+
+    def __init__(self, intervals: Iterable[tuple[float, float]]) -> None:
+        self.items = sorted(intervals)
+        self.starts = [s for s, _ in self.items]
+        self.longest = max((e - s for s, e in self.items), default=0.0)
+
+    def mean_active(self, a: float, b: float) -> float:
+        if b <= a:
+            return 0.0
+        # only intervals starting at most `longest` before `a` can reach into [a, b]
+        lo = bisect.bisect_left(self.starts, a - self.longest)
+        hi = bisect.bisect_right(self.starts, b)
+        total = 0.0
+        for s, e in self.items[lo:hi]:
+            lo_, hi_ = max(s, a), min(e, b)
+            if hi_ > lo_:
+                total += hi_ - lo_
+        return total / (b - a)
 
 
 def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConfig) -> Calibration:
@@ -76,7 +86,8 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
     rows = [r for r in load_records(records) if r.get("error_class") is None and r.get("first_token_at") is not None
             and r.get("end_at") is not None and len(r.get("chunk_times") or []) >= 3]
     if len(rows) < 5:
-        raise ResultError(f"sim calibrate: need at least 5 successful streamed requests with 3+ chunks, got {len(rows)}",
+        raise ResultError(f"sim calibrate: need at least 5 successful streamed requests with 3+ chunks, got "
+                          f"{len(rows)}",
                           fix="calibrate from a streaming run with max_tokens >= 8 and a few dozen requests")
     inputs = config.perf_inputs()
     base = config.efficiency_factors()
@@ -84,21 +95,21 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
     rows.sort(key=lambda r: r["first_token_at"])
     decode = [(r["first_token_at"], r["end_at"]) for r in rows]
     starts = [s for s, _ in decode]
-    mean_ctx = {id(r): (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0) / 2 for r in rows}
-    ctx_of = [mean_ctx[id(r)] for r in rows]
+    decoding = _Intervals(decode)
+    ctx_of = [(r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0) / 2 for r in rows]
     kv_gpu = inputs.kv_bytes_per_token_per_gpu(tp)
     timer = RooflineTimer(inputs, tp=tp, ep=config.ep, efficiency=base)
     firsts = [r["first_token_at"] for r in rows]
     computed = [max(0, (r.get("prompt_tokens") or 0) - (r.get("cached_tokens") or 0)) for r in rows]
     flop_s = 2.0 * inputs.params_active / (tp * inputs.flops)
     x, y = [], []
-    for r in rows:
+    for i, r in enumerate(rows):
         a, b = r["first_token_at"], r["end_at"]
         steps = len(r["chunk_times"]) - 1
-        running = max(_overlap(decode, starts, a, b), 1.0)
-        hi = bisect.bisect_right(starts, b)
-        ctx = [c for (s, e), c in zip(decode[:hi], ctx_of[:hi]) if e > a]
-        ctx_mean = sum(ctx) / len(ctx) if ctx else mean_ctx[id(r)]
+        running = max(decoding.mean_active(a, b), 1.0)
+        lo, hi = bisect.bisect_left(starts, a - decoding.longest), bisect.bisect_right(starts, b)
+        ctx = [c for (s, e), c in zip(decode[lo:hi], ctx_of[lo:hi]) if e > a]
+        ctx_mean = sum(ctx) / len(ctx) if ctx else ctx_of[i]
         # prefills of other requests that finished inside this request's decode span stalled its steps
         lo_i, hi_i = bisect.bisect_right(firsts, a), bisect.bisect_right(firsts, b)
         prefill = sum(computed[lo_i:hi_i]) * flop_s / steps
@@ -120,14 +131,13 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
     mape = float(np.mean(np.abs(fitted - Y) / Y))
     eff = base.with_(mem=mem, compute=compute, step_s=step_s, per_seq_s=per_seq)
-    flights = sorted((r["sent_at"], r["end_at"]) for r in rows if r.get("sent_at") is not None)
-    flight_starts = [f[0] for f in flights]
+    flights = _Intervals((r["sent_at"], r["end_at"]) for r in rows if r.get("sent_at") is not None)
     idle: list[tuple[int, float]] = []
     for r in rows:
         if r.get("sent_at") is None or r["first_token_at"] <= r["sent_at"]:
             continue
         # itself covers the whole span (1.0); anything more means another request was in flight
-        if _overlap(flights, flight_starts, r["sent_at"], r["first_token_at"]) - 1.0 < 0.05:
+        if flights.mean_active(r["sent_at"], r["first_token_at"]) - 1.0 < 0.05:
             prompt = max(1, (r.get("prompt_tokens") or 0) - (r.get("cached_tokens") or 0))
             idle.append((prompt, r["first_token_at"] - r["sent_at"]))
     overhead = eff.step_s + eff.per_layer_s * inputs.n_layers + eff.per_seq_s

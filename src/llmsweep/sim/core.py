@@ -85,7 +85,8 @@ class Counters:
 
 
 class EngineCore:
-    """Waiting and running queues, a token budget per step, a KV block pool with prefix cache, preemption, spec decode."""
+    """Waiting and running queues, a token budget per step, a KV block pool with prefix cache, preemption and
+    speculative decoding — see the module doc for one step's order."""
 
     def __init__(self, config: SimConfig, timer: StepTimer) -> None:
         self.config = config
