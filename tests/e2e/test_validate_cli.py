@@ -1,0 +1,152 @@
+"""`llmsweep validate | rules | schema` end to end: the seed recipe's four mistakes are loud, exit codes follow."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+RESIDENT = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp-resident.yaml"
+GOOD_IMAGE = "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730"
+FINDING_KEYS = {"rule", "severity", "file", "line", "path", "job", "message", "fix", "evidence"}
+
+
+def llmsweep(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True,
+                          cwd=REPO, env={**os.environ, **(env or {})})
+
+
+def findings(*args: str, env: dict[str, str] | None = None) -> tuple[int, list[dict[str, object]]]:
+    out = llmsweep("validate", "--json", *args, env=env)
+    assert "Traceback" not in out.stderr
+    return out.returncode, json.loads(out.stdout)
+
+
+def variant(tmp_path: Path, source: Path, old: str, new: str) -> Path:
+    text = source.read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / source.name
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    return path
+
+
+def test_seed_recipe_warns_on_provenance_and_fails_on_the_hicache_arm() -> None:
+    rc, found = findings(str(SEED))
+    assert rc == 2
+    assert all(set(f) == FINDING_KEYS for f in found)
+    prov = [f for f in found if f["rule"] == "golden-al.precision-provenance"]
+    assert prov and prov[0]["severity"] == "warning"
+    assert "nvfp4" in str(prov[0]["message"]) and "fp8" in str(prov[0]["message"])
+    errors = [f for f in found if f["severity"] == "error"]
+    assert {f["rule"] for f in errors} == {"engine.known-incompatibility"}
+    inc = errors[0]
+    assert "#2563" in str(inc["evidence"]) and "#2693" in str(inc["evidence"])
+    assert "page_first_direct" in str(inc["fix"]) and "0.5.17" in str(inc["fix"])
+    assert "kvdram" in str(inc["job"]) and "kvnone" not in str(inc["job"])
+    assert inc["file"] == str(SEED) and inc["line"] == 50 and "overrides[0]" in str(inc["path"])
+
+
+def test_seed_human_output_renders_each_finding() -> None:
+    out = llmsweep("validate", str(SEED))
+    assert out.returncode == 2
+    assert re.search(r"qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml:50: error \[engine.known-incompatibility\]",
+                     out.stdout)
+    assert "evidence: InferenceX #2563" in out.stdout and "Traceback" not in out.stderr
+
+
+def test_resident_recipe_is_clean() -> None:
+    out = llmsweep("validate", str(RESIDENT))
+    assert out.returncode == 0, out.stdout
+    assert "golden-al.precision-provenance" in out.stdout
+
+
+def test_old_image_fails_the_token_mode_gate_unless_simulated(tmp_path: Path) -> None:
+    path = variant(tmp_path, RESIDENT, GOOD_IMAGE, "lmsysorg/sglang:v0.5.12-rocm720-mi30x")
+    rc, found = findings(str(path))
+    assert rc == 2
+    gate = [f for f in found if f["rule"] == "engine.feature-gate"]
+    assert gate and gate[0]["severity"] == "error"
+    assert "SGLANG_SIMULATE_ACC_TOKEN_MODE" in str(gate[0]["message"]) and "0.5.16" in str(gate[0]["message"])
+    rc, found = findings(str(path), "--simulate")
+    assert rc == 0
+    assert [f["severity"] for f in found if f["rule"] == "engine.feature-gate"] == ["warning"]
+
+
+def test_client_in_a_python_310_image_fails_client_isolation(tmp_path: Path) -> None:
+    path = variant(tmp_path, RESIDENT, "  serve:\n", "  serve:\n    client-image: lmsysorg/sglang:v0.5.16-rocm720-mi30x\n")
+    rc, found = findings(str(path))
+    assert rc == 2
+    assert [f["rule"] for f in found if f["severity"] == "error"] == ["client.isolation"]
+    assert "3.10" in str(next(f for f in found if f["rule"] == "client.isolation")["message"])
+
+
+def test_user_catalog_incompatibility_fails_validate(tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "incompatibilities.yaml").write_text(
+        "incompatibilities:\n"
+        "  lab-aiter-ep8:\n"
+        "    engine: sglang\n"
+        "    platforms: [rocm]\n"
+        "    conditions:\n"
+        "      args: {attention-backend: aiter, ep-size: '8'}\n"
+        "    severity: error\n"
+        "    message: aiter attention with EP8 hangs at warmup in our lab\n"
+        "    fix: use --attention-backend triton with ep 8\n"
+        "    evidence: lab ticket 42\n", encoding="utf-8")
+    rc, found = findings(str(RESIDENT), env={"LLMSWEEP_CATALOG_DIR": str(catalog)})
+    assert rc == 2
+    hit = next(f for f in found if f["rule"] == "engine.known-incompatibility")
+    assert "lab-aiter-ep8" in str(hit["message"]) and hit["evidence"] == "lab ticket 42"
+    assert "_ep8-" in str(hit["job"]) or "ep8" in str(hit["job"])
+    assert "-ep1-" not in str(hit["job"])
+
+
+def test_reference_master_config_validates_with_warnings(shared_dir: Path) -> None:
+    rc, found = findings(str(shared_dir / "reference" / "inferencex" / "amd-master.yaml"))
+    assert rc == 0
+    assert found and all(f["severity"] == "warning" for f in found)
+
+
+def test_config_keys_select_and_unknown_keys_are_bad_input() -> None:
+    rc, found = findings(str(SEED), str(RESIDENT), "--config-keys", "*-resident")
+    assert rc == 0 and {str(f["path"]).split(".serve")[0] for f in found} == {
+        "qwen3.5-fp8-mi300x-sglang-agentic-mtp-resident"}
+    out = llmsweep("validate", str(SEED), "--config-keys", "nope")
+    assert out.returncode == 2 and "not found" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_broken_input_exits_2_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("k:\n  image: [unclosed\n", encoding="utf-8")
+    out = llmsweep("validate", str(bad), str(tmp_path / "missing.yaml"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr + out.stdout
+    assert "schema.yaml-syntax" in out.stdout and "schema.file" in out.stdout
+
+
+@pytest.mark.parametrize("wanted", ["schema.agentic-runner", "schema.kv-offload-backend", "engine.feature-gate",
+                                    "golden-al.pinned-differs", "client.isolation", "grid.max-conc"])
+def test_rules_lists_schema_and_policy_rules(wanted: str, rules_json: list[dict[str, str]]) -> None:
+    rule = next(r for r in rules_json if r["id"] == wanted)
+    assert rule["severity"] in ("error", "warning") and rule["title"] and rule["fix"]
+
+
+@pytest.fixture(scope="module")
+def rules_json() -> list[dict[str, str]]:
+    out = llmsweep("rules", "--json")
+    assert out.returncode == 0
+    return json.loads(out.stdout)
+
+
+def test_rules_human_form_and_schema() -> None:
+    out = llmsweep("rules")
+    assert out.returncode == 0 and "engine.known-incompatibility  [error, policy]" in out.stdout
+    schema = json.loads(llmsweep("schema").stdout)
+    assert "serve" in json.dumps(schema) and "policy" in json.dumps(schema)

@@ -1,0 +1,183 @@
+"""Adapters render what the job means, in each engine's spelling; recipe flags win; evals never pin acceptance."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from llmsweep import engines
+from llmsweep.errors import ContractError
+from llmsweep.plan import Job, jobs_from_files
+
+REPO = Path(__file__).resolve().parents[3]
+SEED = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+Plan = Callable[[str], list[Job]]
+
+
+def flag(argv: tuple[str, ...], name: str) -> str | None:
+    """Value of `name` in argv (None when absent; '' for a bare switch)."""
+    if name not in argv:
+        return None
+    i = argv.index(name)
+    return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
+
+
+def recipe(framework: str, image: str, *, arm: str, serve: str, scenario: str = "agentic", runner: str = "",
+           model: str = "MiniMaxAI/MiniMax-M3", prefix: str = "minimaxm3") -> str:
+    runner = runner or ("cluster:h200-cw" if scenario == "agentic" else "h200")
+    if scenario == "agentic":
+        scen = f"    agentic-coding:\n    - dram-utilization: 0.8\n      search-space:\n      - {arm}\n"
+    else:
+        scen = f"    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n      search-space:\n      - {arm}\n"
+    return (f"k:\n  image: {image}\n  model: {model}\n  model-prefix: {prefix}\n  runner: {runner}\n"
+            f"  precision: fp8\n  framework: {framework}\n  multinode: false\n  scenarios:\n{scen}  serve:\n{serve}")
+
+
+VLLM_SPEC = ("    spec-decoding: { method: eagle3, num-steps: 3, draft-model: Inferact/MiniMax-M3-EAGLE3-GQA }\n")
+
+
+@pytest.fixture(scope="module")
+def seed_jobs() -> list[Job]:
+    return jobs_from_files([SEED])
+
+
+def test_sglang_seed_command_and_synthetic_acceptance(seed_jobs: list[Job]) -> None:
+    job = next(j for j in seed_jobs if j.kv_offloading == "none" and j.conc == 8)
+    spec = engines.render(job)
+    line = " ".join(spec.argv)
+    assert "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 " \
+           "--speculative-num-draft-tokens 4 --attention-backend triton --mem-fraction-static 0.75 " \
+           "--skip-server-warmup" in line
+    assert spec.env == {"SGLANG_ENABLE_SPEC_V2": "1", "SGLANG_SIMULATE_ACC_LEN": "3.39",
+                        "SGLANG_SIMULATE_ACC_METHOD": "match-expected",
+                        "SGLANG_SIMULATE_ACC_TOKEN_MODE": "real-draft-token"}
+    assert flag(spec.argv, "--tp-size") == "8" and flag(spec.argv, "--ep-size") == "1"
+    assert flag(spec.argv, "--max-running-requests") == "16" and flag(spec.argv, "--cuda-graph-max-bs") == "8"
+    assert flag(spec.argv, "--enable-metrics") == ""
+    assert spec.metrics_prefix == "sglang:" and spec.port == 30000 and spec.engine_version == "0.5.16"
+    assert spec.image == job.image and spec.gpus == 8
+
+
+def test_sglang_hicache_arm_sizes_the_host_pool_per_rank(seed_jobs: list[Job]) -> None:
+    job = next(j for j in seed_jobs if j.kv_offloading == "dram")
+    spec = engines.render(job)
+    assert flag(spec.argv, "--enable-hierarchical-cache") == ""
+    assert flag(spec.argv, "--hicache-size") == str(job.total_cpu_dram_gb // 8)
+    assert flag(spec.argv, "--hicache-mem-layout") == "layer_first"
+    resident = next(j for j in seed_jobs if j.kv_offloading == "none")
+    assert "--enable-hierarchical-cache" not in engines.render(resident).argv
+
+
+def test_recipe_flag_replaces_the_derived_one(plan: Plan) -> None:
+    jobs = plan(recipe("sglang", "lmsysorg/sglang:v0.5.16-cu129", model="Qwen/Qwen3.5-397B-A17B-FP8",
+                       prefix="qwen3.5", arm="{ tp: 8, spec-decoding: none, kv-offloading: none, conc-list: [128] }",
+                       serve="    args:\n      --max-running-requests: 64\n"))
+    argv = engines.render(jobs[0]).argv
+    assert argv.count("--max-running-requests") == 1 and flag(argv, "--max-running-requests") == "64"
+    assert flag(argv, "--cuda-graph-max-bs") == "64"  # min(conc, 64)
+
+
+def test_vllm_speculative_config_carries_synthetic_acceptance(plan: Plan) -> None:
+    jobs = plan(recipe("vllm", "vllm/vllm-openai:v0.26.0",
+                       arm="{ tp: 8, ep: 8, spec-decoding: mtp, kv-offloading: dram, "
+                           "kv-offload-backend: { name: vllm-simple }, conc-list: [16] }",
+                       serve=VLLM_SPEC))
+    job = jobs[0]
+    spec = engines.render(job)
+    cfg = json.loads(flag(spec.argv, "--speculative-config") or "{}")
+    assert cfg == {"method": "eagle3", "num_speculative_tokens": 3, "model": "Inferact/MiniMax-M3-EAGLE3-GQA",
+                   "rejection_sample_method": "synthetic", "synthetic_acceptance_length": job.acceptance.value}
+    assert job.acceptance.value == 2.78  # minimaxm3 eagle3-gqa thinking on K=3, the golden curve
+    transfer = json.loads(flag(spec.argv, "--kv-transfer-config") or "{}")
+    assert transfer["kv_connector"] == "OffloadingConnector"
+    assert transfer["kv_connector_extra_config"]["cpu_bytes_to_use"] == job.total_cpu_dram_gb * 10**9
+    assert flag(spec.argv, "--max-num-seqs") == "32" and flag(spec.argv, "--enable-expert-parallel") == ""
+    assert spec.argv[:3] == ("vllm", "serve", job.model) and "--enable-metrics" not in spec.argv
+    assert spec.metrics_prefix == "vllm:"
+
+
+def test_eval_jobs_never_pin_acceptance(plan: Plan) -> None:
+    text = recipe("vllm", "vllm/vllm-openai:v0.26.0", scenario="fixed", arm="{ tp: 8, spec-decoding: mtp, "
+                  "conc-list: [4, 8, 16] }", serve=VLLM_SPEC.replace("}", ", acceptance-length: 2.78 }"))
+    jobs = plan(text)
+    evals = [j for j in jobs if j.run_eval or j.eval_only]
+    assert evals, "an 8k1k fixed-seq-len recipe has an eval row"
+    for job in evals:
+        cfg = json.loads(flag(engines.render(job).argv, "--speculative-config") or "{}")
+        assert cfg["method"] == "eagle3" and "synthetic_acceptance_length" not in cfg
+        assert "--acceptance-length" not in engines.render(job, simulate=True).argv
+    throughput = [j for j in jobs if not (j.run_eval or j.eval_only)]
+    cfg = json.loads(flag(engines.render(throughput[0]).argv, "--speculative-config") or "{}")
+    assert cfg["synthetic_acceptance_length"] == 2.78
+    assert flag(engines.render(jobs[0]).argv, "--max-model-len") == str(jobs[0].max_model_len)
+
+
+def test_trtllm_forces_al_minus_one_and_atom_keeps_al(plan: Plan) -> None:
+    arm = "{ tp: 8, spec-decoding: mtp, kv-offloading: none, conc-list: [8] }"
+    serve = VLLM_SPEC
+    trt = plan(recipe("trt", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0", arm=arm, serve=serve))[0]
+    spec = engines.render(trt)
+    assert spec.env["TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"] == "1.78"
+    assert spec.argv[0] == "trtllm-serve" and flag(spec.argv, "--tp_size") == "8"
+    atom = plan(recipe("atom", "rocm/atom:rocm7.2.0-ubuntu24.04-pytorch2.9-atom0.1.3", arm=arm, serve=serve,
+                       runner="cluster:mi355x-amds"))[0]
+    spec = engines.render(atom)
+    assert flag(spec.argv, "--spec-decode-acceptance-length") == "2.78"
+    assert flag(spec.argv, "--num-speculative-tokens") == "3"
+
+
+def test_secrets_are_passed_by_name_only(plan: Plan) -> None:
+    jobs = plan(recipe("vllm", "vllm/vllm-openai:v0.26.0", arm="{ tp: 1, spec-decoding: none, kv-offloading: "
+                       "none, conc-list: [1] }", serve="    secret-env: [MY_GATE]\n    env:\n"
+                       "      VLLM_LOGGING_LEVEL: DEBUG\n      WANDB_API_KEY: abc123\n"))
+    spec = engines.render(jobs[0])
+    assert set(spec.secret_env) == {"MY_GATE", "WANDB_API_KEY"}
+    assert "WANDB_API_KEY" not in spec.env and spec.env["VLLM_LOGGING_LEVEL"] == "DEBUG"
+    assert "abc123" not in spec.shell_command() and "abc123" not in spec.model_dump_json()
+
+
+def test_sim_translates_the_recipe_into_simulator_flags(plan: Plan) -> None:
+    jobs = plan(recipe("vllm", "vllm/vllm-openai:v0.26.0",
+                       arm="{ tp: 4, ep: 4, spec-decoding: mtp, kv-offloading: dram, "
+                           "kv-offload-backend: { name: vllm-simple }, conc-list: [8] }",
+                       serve=VLLM_SPEC + "    args:\n      --gpu-memory-utilization: 0.85\n"
+                                         "      --max-num-batched-tokens: 16384\n"))
+    job = jobs[0]
+    spec = engines.render(job, simulate=True, port=9123)
+    argv = spec.argv
+    assert argv[1:5] == ("-m", "llmsweep.cli.main", "sim", "serve")
+    assert flag(argv, "--hardware") == "h200" and flag(argv, "--tp") == "4" and flag(argv, "--ep") == "4"
+    assert flag(argv, "--mem-fraction-static") == "0.85" and flag(argv, "--chunked-prefill-size") == "16384"
+    assert flag(argv, "--spec-method") == "eagle3" and flag(argv, "--spec-k") == "3"
+    assert flag(argv, "--acceptance-length") == "2.78"
+    assert flag(argv, "--kv-offload") == "dram" and float(flag(argv, "--dram-gb") or 0) == job.total_cpu_dram_gb
+    assert flag(argv, "--max-running-requests") == "16" and flag(argv, "--port") == "9123"
+    assert spec.image is None and spec.gpus == 0 and spec.engine == "sim"
+
+
+def test_not_runnable_job_renders_only_on_the_simulator(plan: Plan) -> None:
+    text = recipe("sglang", "lmsysorg/sglang:v0.5.16-cu129", arm="{ tp: 2, spec-decoding: none, kv-offloading: "
+                  "none, conc-list: [4] }", serve="")
+    text = text.replace("  serve:\n", "")
+    job = plan(text)[0]
+    with pytest.raises(ContractError, match="not runnable"):
+        engines.render(job)
+    spec = engines.render(job, simulate=True)
+    assert flag(spec.argv, "--tp") == "2" and flag(spec.argv, "--engine-style") == "sglang"
+
+
+def test_launch_fingerprint_separates_launches(seed_jobs: list[Job]) -> None:
+    a, b = seed_jobs[0], seed_jobs[1]
+    assert engines.launch_fingerprint(a) == engines.launch_fingerprint(a)
+    assert engines.launch_fingerprint(a) != engines.launch_fingerprint(b)  # sizing follows conc
+    assert engines.launch_fingerprint(a) != engines.launch_fingerprint(a, simulate=True)
+
+
+def test_shell_command_round_trips(seed_jobs: list[Job]) -> None:
+    spec = engines.render(seed_jobs[0])
+    words = shlex.split(spec.shell_command())
+    assert words[-len(spec.argv):] == list(spec.argv)

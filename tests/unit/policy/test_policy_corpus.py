@@ -1,0 +1,52 @@
+"""Each malformed recipe under tests/data/recipes/policy/ trips its policy rule, at its line, with its message.
+
+Every file starts with `# expect: rule=<id> line=<n> message=<fragment>` (the spec corpus's format); the severity is
+the one the rule registry declares (or the one its file asks for). Every policy rule has a case.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from llmsweep.policy import all_rules, validate_files
+
+CORPUS = Path(__file__).resolve().parents[2] / "data" / "recipes" / "policy"
+EXPECT = re.compile(r"^# expect: rule=(?P<rule>\S+) line=(?P<line>\d+) message=(?P<message>.+)$")
+NO_CASE = {"serve.render-failed", "policy.internal"}
+"""Rules no well-formed recipe can trip (they guard against adapter bugs)."""
+
+
+def _cases() -> list[tuple[Path, str, int, str]]:
+    out = []
+    for path in sorted(CORPUS.glob("*.yaml")):
+        match = EXPECT.match(path.read_text(encoding="utf-8").splitlines()[0])
+        assert match, f"{path.name}: first line must be `# expect: rule=... line=... message=...`"
+        out.append((path, match["rule"], int(match["line"]), match["message"].strip()))
+    return out
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize(("path", "rule_id", "line", "fragment"), CASES, ids=[c[0].stem for c in CASES])
+def test_policy_case(path: Path, rule_id: str, line: int, fragment: str) -> None:
+    result = validate_files([path])
+    assert not [f for f in result.findings if f.rule.startswith("schema.")], "corpus recipes must pass the schema"
+    hits = [f for f in result.findings if f.rule == rule_id]
+    assert hits, f"{path.name}: no {rule_id}; got {[(f.rule, f.message) for f in result.findings]}"
+    at_line = [f for f in hits if f.line == line]
+    assert at_line, f"{path.name}: {rule_id} at lines {[f.line for f in hits]}, expected {line}"
+    assert any(fragment in f.message for f in at_line), [f.message for f in at_line]
+    rule = next(r for r in all_rules() if r.id == rule_id)
+    assert at_line[0].fix and at_line[0].file == str(path)
+    if rule.severity.value == "error" and rule_id != "resources.hbm-fit":
+        assert not result.ok
+
+
+def test_every_policy_rule_has_a_case() -> None:
+    covered = {c[1] for c in CASES}
+    policy = {r.id for r in all_rules() if r.stage == "policy"}
+    assert policy - covered - NO_CASE == set()

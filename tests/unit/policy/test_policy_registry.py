@@ -1,0 +1,66 @@
+"""The rule catalogue is complete and check() reports like a reviewer would: once per problem, naming the jobs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from llmsweep.findings import Severity
+from llmsweep.plan import full_sweep
+from llmsweep.policy import all_rules, check
+from llmsweep.spec import loads_recipes
+
+SPEC_SRC = Path(__file__).resolve().parents[3] / "src" / "llmsweep" / "spec"
+
+RECIPE = """\
+k:
+  image: lmsysorg/sglang:v0.5.12-rocm720-mi30x
+  model: Qwen/Qwen3.5-397B-A17B-FP8
+  model-prefix: qwen3.5
+  runner: cluster:mi300x-amds
+  precision: fp8
+  framework: {framework}
+  multinode: false
+  scenarios:
+    agentic-coding:
+    - search-space:
+      - {{ tp: 8, spec-decoding: mtp, kv-offloading: none, conc-list: [4, 8, 16] }}
+  serve:
+    spec-decoding: {{ method: eagle, num-steps: 3 }}
+"""
+
+
+def test_every_loader_rule_id_is_listed() -> None:
+    listed = {r.id for r in all_rules()}
+    text = "\n".join(p.read_text(encoding="utf-8") for p in SPEC_SRC.glob("*.py"))
+    raised = {f"schema.{m}" for m in re.findall(r'rule_error\(\s*"([a-z0-9-]+)"', text)}
+    literal = set(re.findall(r'"((?:schema|spec)\.[a-z0-9-]+)"', text))
+    assert (raised | literal) - listed == set()
+
+
+def test_rules_have_unique_ids_titles_and_fixes() -> None:
+    rules = all_rules()
+    assert len({r.id for r in rules}) == len(rules)
+    assert all(r.title and r.fix for r in rules)
+    assert [r.stage for r in rules] == sorted((r.stage for r in rules), key=["schema", "plan", "policy"].index)
+
+
+def _run(framework: str, simulate: bool = False) -> list:
+    loaded = loads_recipes(RECIPE.format(framework=framework), "r.yaml").raise_on_error()
+    jobs = full_sweep(loaded.recipes)
+    return check(loaded, jobs, simulate=simulate), jobs
+
+
+def test_one_finding_per_problem_naming_every_job() -> None:
+    found, jobs = _run("sglang")
+    gates = [f for f in found if f.rule == "engine.feature-gate"]
+    assert len(gates) == 1 and gates[0].severity is Severity.ERROR
+    assert all(j.id in (gates[0].job or "") for j in jobs) and len(jobs) == 3
+    assert gates[0].file == "r.yaml" and gates[0].line == 14
+
+
+def test_simulation_softens_image_and_version_findings() -> None:
+    found, _ = _run("sglang", simulate=True)
+    assert [f.severity for f in found if f.rule == "engine.feature-gate"] == [Severity.WARNING]
+    found, _ = _run("sim")
+    assert not [f for f in found if f.rule == "engine.feature-gate"], "the sim engine has no version gates"
