@@ -196,6 +196,9 @@ class Adapter(ABC):
                 if name not in secrets:
                     secrets.append(name)
                 notes.append(f"{name} is passed from the caller's environment by name; its value is never written")
+        if job.multinode:
+            notes.append("multinode job: this is one decode worker's launch; the prefill pool, router and KV "
+                         "transfer are started by the cluster orchestrator")
         image, version = self.image_and_version(job)
         timeout = job.serve.health_timeout if job.serve is not None and job.serve.health_timeout else None
         return LaunchSpec(
@@ -211,7 +214,7 @@ class Adapter(ABC):
             metrics_prefix=info.metric_prefix,
             ready_log_markers=tuple(info.ready_markers),
             served_model_name=job.workload.served_model_name,
-            gpus=job.gpus,
+            gpus=job.decode.gpus_per_replica if job.multinode and job.decode is not None else job.gpus,
             notes=tuple(notes),
             **({"startup_timeout_s": float(timeout)} if timeout else {}),
         )

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, norm_flag, synthetic_acceptance, topology
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.plan.job import Job
+from llmsweep.spec.engines import engine_name
 
 SIM_METHODS: dict[str, str] = {
     "mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft_model": "draft_model", "ngram": "ngram",
@@ -47,7 +48,8 @@ class SimAdapter(Adapter):
         return [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve"]
 
     def style(self, job: Job) -> str:
-        return "sglang" if job.engine == "sglang" or job.framework.startswith("sglang") else "vllm"
+        """Whose log lines and metric names to mimic: the engine the job stands in for."""
+        return "sglang" if "sglang" in (job.engine, engine_name(job.framework)) else "vllm"
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived(notes=["simulated engine: no GPU, no weights; timings come from the roofline model"])

@@ -65,14 +65,20 @@ class Context:
         )
 
 
+def _entry_matches(entry: object, job: Job) -> bool:
+    concs = getattr(entry, "conc_list", None)
+    return (getattr(entry, "tp", None) == job.tp
+            and getattr(entry, "spec_decoding", None) == job.spec_decoding
+            and getattr(entry, "kv_offloading", None) in (None, job.kv_offloading)
+            and (getattr(entry, "ep", None) or 1) == (job.ep or 1)
+            and (getattr(entry, "dcp_size", 1) or 1) == (job.dcp_size or 1)
+            and (not concs or any(c in concs for c in job.concs)))
+
+
 def entry_path(recipe: Recipe, job: Job) -> FieldPath:
-    """Path of the search-space entry a job came from (best effort: first entry of its scenario and topology)."""
+    """Path of the search-space entry a job came from (jobs do not carry it: matched on scenario, topology, conc)."""
     for path, entry in recipe.search_space_entries():
-        if path[1] != job.scenario:
-            continue
-        if getattr(entry, "tp", None) == job.tp and getattr(entry, "spec_decoding", None) == job.spec_decoding and \
-                getattr(entry, "kv_offloading", None) in (None, job.kv_offloading) and \
-                (getattr(entry, "ep", None) or 1) == (job.ep or 1):
+        if path[1] == job.scenario and _entry_matches(entry, job):
             return path
     for path, _entry in recipe.search_space_entries():
         if path[1] == job.scenario:
