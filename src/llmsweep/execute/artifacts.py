@@ -1,0 +1,68 @@
+"""The files of a run: where each job's artifacts live and how they are written without leaking secrets.
+
+Layout of `--out RUN/`:
+
+    RUN/run.json                      run id, recipe files, executor, expected job ids, outcome
+    RUN/servers/<group>/              one folder per shared server: group.json, server.log, server.pid (Slurm: job.sbatch…)
+    RUN/jobs/<job-id>/                job.json, server_command.txt, server.log, records.jsonl,
+                                      server_metrics.jsonl, run.json (client), summary.json, outcome.json
+    RUN/report/index.html             the dashboard
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from llmsweep.execute.secrets import SecretScrubber
+
+RUN_FILE = "run.json"
+JOB_FILE = "job.json"
+COMMAND_FILE = "server_command.txt"
+SERVER_LOG = "server.log"
+SUMMARY_FILE = "summary.json"
+OUTCOME_FILE = "outcome.json"
+GROUP_FILE = "group.json"
+PID_FILE = "server.pid"
+
+
+def jobs_dir(run_dir: Path) -> Path:
+    return run_dir / "jobs"
+
+
+def job_dir(run_dir: Path, job_id: str) -> Path:
+    return jobs_dir(run_dir) / job_id
+
+
+def server_dir(run_dir: Path, group_id: str) -> Path:
+    return run_dir / "servers" / group_id
+
+
+def write_json(path: Path, doc: Any, scrubber: SecretScrubber | None = None) -> Path:
+    """Write JSON atomically (temp file + rename), scrubbed of secret values, so a kill never leaves half a file."""
+    text = json.dumps(doc, indent=2, default=str)
+    if scrubber is not None:
+        text = scrubber.scrub(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_json(path: Path) -> Any | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def finished_verdict(directory: Path) -> str | None:
+    """The validity verdict of a job folder's summary, or None when it has none (never run or half done)."""
+    summary = read_json(directory / SUMMARY_FILE)
+    if not isinstance(summary, dict):
+        return None
+    validity = summary.get("validity")
+    return str(validity.get("verdict")) if isinstance(validity, dict) else None

@@ -1,0 +1,358 @@
+"""The job lifecycle, the same wherever it runs: preflight → launch → ready → load → read back → teardown.
+
+One *server group* is a set of jobs whose rendered LaunchSpec is identical: they share one server across their
+concurrency points, because a real engine takes minutes to start. The executor decides only how the server process
+is launched (local subprocess, `docker run`, an `srun` step on a Slurm node); this module does the rest and writes
+every artifact through the server's secret scrubber.
+
+A server that dies fails the job it was serving (with the tail of its log); the group relaunches it for the jobs
+left, so one crash does not take a whole sweep down. Records already written are never lost: the client flushes each
+one as it finishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep import __version__
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import LaunchError, LlmsweepError
+from llmsweep.execute import artifacts as art
+from llmsweep.execute.base import ServerLauncher
+from llmsweep.execute.handle import ServerHandle
+from llmsweep.execute.preflight import preflight
+from llmsweep.execute.readback import ReadbackSettings, apply_readback
+from llmsweep.execute.ready import check_alive, wait_ready
+from llmsweep.plan import Job
+
+log = logging.getLogger(__name__)
+
+Status = Literal["valid", "smoke", "invalid", "failed", "skipped", "refused"]
+DONE_VERDICTS = ("valid", "smoke")
+
+
+class LifecycleSettings(BaseModel):
+    """Knobs of the lifecycle that are not part of a job (how patient, how strict)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resume: bool = Field(default=False, description="Skip jobs whose folder already holds a valid or smoke summary.")
+    fail_fast: bool = Field(default=False, description="Stop at the first failed or invalid job.")
+    startup_timeout_s: float | None = Field(default=None, description="Override the LaunchSpec's readiness timeout.")
+    stop_grace_s: float = Field(default=15.0, ge=0, description="SIGTERM → SIGKILL grace when stopping a server.")
+    request_timeout_s: float = Field(default=600.0, gt=0, description="Whole-request timeout of the client.")
+    client_workers: int = Field(default=1, ge=1, description="Client worker processes.")
+    readback: ReadbackSettings = Field(default_factory=ReadbackSettings)
+    max_relaunches: int = Field(default=1, ge=0, description="Times a group relaunches a server that died.")
+
+
+class JobOutcome(BaseModel):
+    """How one job ended, for the completeness report and `outcome.json`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    exp_name: str
+    status: Status
+    reasons: list[str] = Field(default_factory=list)
+    summary_path: str | None = None
+    seconds: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("valid", "smoke", "skipped")
+
+
+@dataclass
+class ServerGroup:
+    """Jobs that share one server; `spec` may carry port 0 (a free port is picked at launch)."""
+
+    id: str
+    spec: LaunchSpec
+    jobs: list[Job]
+    source: str = "measured"
+    executor: str = "local"
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self, run_dir: Path, settings: LifecycleSettings) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "run_dir": str(run_dir.resolve()),
+            "spec": self.spec.model_dump(mode="json"),
+            "jobs": [job.to_json() for job in self.jobs],
+            "source": self.source,
+            "executor": self.executor,
+            "settings": settings.model_dump(mode="json"),
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> tuple[ServerGroup, Path, LifecycleSettings]:
+        group = cls(
+            id=doc["id"],
+            spec=LaunchSpec.model_validate(doc["spec"]),
+            jobs=[Job.model_validate(j) for j in doc["jobs"]],
+            source=doc.get("source", "measured"),
+            executor=doc.get("executor", "slurm"),
+        )
+        return group, Path(doc["run_dir"]), LifecycleSettings.model_validate(doc.get("settings", {}))
+
+
+Event = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def command_text(spec: LaunchSpec, launcher: ServerLauncher) -> str:
+    """What `server_command.txt` holds: the engine line with its environment, and the launcher's wrapper if any."""
+    lines = [f"# engine: {spec.engine} {spec.engine_version or ''}".rstrip(), f"# image: {spec.image or '(host)'}"]
+    lines += [f"# note: {n}" for n in spec.notes]
+    lines.append(spec.shell_command())
+    wrapped = launcher.render(spec)
+    if list(wrapped) != list(spec.argv):
+        lines.append(f"# launched by the {launcher.kind} executor as:")
+        lines.append(" ".join(wrapped))
+    return "\n".join(lines) + "\n"
+
+
+def _endpoint(job: Job, spec: LaunchSpec, base_url: str) -> Any:
+    from llmsweep.client import Endpoint
+
+    api = "chat" if job.scenario == "agentic-coding" or job.workload.use_chat_template else "completions"
+    return Endpoint(base_url=base_url, model=spec.served_model_name or job.workload.served_model_name, api=api)
+
+
+def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings) -> Any:
+    from llmsweep.client import RunOptions
+
+    conc = job.concs[0]
+    common: dict[str, Any] = {
+        "concurrency": conc,
+        "timeout_s": settings.request_timeout_s,
+        "workers": settings.client_workers,
+        "gpus": max(1, job.gpus),
+        "seed": job.workload.seed,
+        "require_metrics_prefix": spec.metrics_prefix,
+    }
+    if job.scenario == "agentic-coding":
+        duration = job.workload.duration or job.duration or 3600
+        return RunOptions(duration_s=float(duration), max_failure_ratio=0.10, **common)
+    num = job.workload.num_prompts or (job.workload.num_prompts_per_conc or 10) * conc
+    return RunOptions(num_requests=num, max_failure_ratio=0.05, **common)
+
+
+def _gates(job: Job, options: Any) -> Any:
+    from llmsweep.metrics import GateConfig
+
+    kind = "agentic" if job.scenario == "agentic-coding" else "fixed"
+    return GateConfig.for_kind(
+        kind,
+        planned_duration_s=options.duration_s,
+        require_metrics_prefix=options.require_metrics_prefix,
+    )
+
+
+def _workload(job: Job, source: str) -> Any:
+    from llmsweep.workload.build import build_workload
+
+    kwargs: dict[str, Any] = {}
+    if source != "measured":
+        # The simulator counts tokens with the built-in tokenizer; the recipe's HF tokenizer is for real engines.
+        kwargs["tokenizer"] = None
+    if job.scenario != "agentic-coding":
+        kwargs["api"] = "chat" if job.workload.use_chat_template else "completions"
+    return build_workload(job.workload, concurrency=job.concs[0], **kwargs)
+
+
+def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup) -> dict[str, Any]:
+    return {
+        "job": {"id": job.id, "exp_name": job.exp_name, "recipe_key": job.recipe_key,
+                "recipe_fingerprint": job.recipe_fingerprint},
+        "launch": {"engine": spec.engine, "engine_version": spec.engine_version, "image": spec.image or job.image,
+                   "fingerprint": spec.fingerprint(), "executor": group.executor},
+        "hardware": {"sku": job.sku, "runner": job.runner, "gpus": job.gpus},
+        "llmsweep_version": __version__,
+        "source": group.source,
+    }
+
+
+def _finish_summary(job_dir: Path, job: Job, source: str, settings: LifecycleSettings) -> dict[str, Any]:
+    """Stamp the source, re-summarise from the raw records, apply the read-back checks, write summary.json."""
+    from llmsweep.client import summarise_dir
+
+    run_info = art.read_json(job_dir / art.RUN_FILE) or {}
+    run_info["source"] = source
+    art.write_json(job_dir / art.RUN_FILE, run_info)
+    summary = summarise_dir(job_dir, write=False)
+    summary = apply_readback(job, summary, settings.readback)
+    art.write_json(job_dir / art.SUMMARY_FILE, summary)
+    return summary
+
+
+class _Server:
+    """One launched server of a group, relaunched on demand after a crash."""
+
+    def __init__(self, group: ServerGroup, launcher: ServerLauncher, run_dir: Path, settings: LifecycleSettings,
+                 event: Event) -> None:
+        self.group, self.launcher, self.settings, self.event = group, launcher, settings, event
+        self.dir = art.server_dir(run_dir, group.id)
+        self.handle: ServerHandle | None = None
+        self.spec: LaunchSpec | None = None
+        self.launches = 0
+
+    def ensure(self) -> ServerHandle:
+        if self.handle is not None and self.handle.is_alive():
+            return self.handle
+        if self.handle is not None:
+            self.stop()
+        if self.launches > self.settings.max_relaunches:
+            raise LaunchError(
+                f"server of group {self.group.id} died {self.launches} times; not relaunching again",
+                fix=f"read {self.dir / art.SERVER_LOG}",
+            )
+        self.launches += 1
+        spec = preflight(self.group.spec, gpus=self.group.spec.engine != "sim")
+        self.spec = spec
+        self.dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.dir / (art.SERVER_LOG if self.launches == 1 else f"server.{self.launches}.log")
+        self.event(f"launching {spec.engine} server for {len(self.group.jobs)} job(s) on port {spec.port}")
+        handle = self.launcher.launch(spec, log_path=log_path)
+        self.handle = handle
+        if handle.pid is not None:
+            art.write_json(self.dir / art.PID_FILE, {"pid": handle.pid, "argv0": os.path.basename(spec.argv[0])})
+        ready = wait_ready(handle, timeout_s=self.settings.startup_timeout_s, poll_s=0.25)
+        self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
+        return handle
+
+    def stop(self) -> None:
+        if self.handle is None:
+            return
+        try:
+            self.handle.stop(grace_s=self.settings.stop_grace_s)
+        finally:
+            (self.dir / art.PID_FILE).unlink(missing_ok=True)
+            self.handle = None
+
+
+def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
+    if handle is None or not handle.log_path.exists():
+        return
+    try:
+        shutil.copyfile(handle.log_path, job_dir / art.SERVER_LOG)
+    except OSError as exc:
+        log.warning("could not copy the server log into %s: %s", job_dir, exc)
+
+
+def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSettings, event: Event) -> JobOutcome:
+    """Run one job against the group's server (launching it if needed) and return its outcome."""
+    from llmsweep.client import run_benchmark
+
+    group = server.group
+    jdir = art.job_dir(run_dir, job.id)
+    jdir.mkdir(parents=True, exist_ok=True)
+    (jdir / art.SUMMARY_FILE).unlink(missing_ok=True)
+    started = time.monotonic()
+    handle: ServerHandle | None = None
+    try:
+        handle = server.ensure()
+        spec = server.spec or group.spec
+        scrub = handle.scrubber
+        art.write_json(jdir / art.JOB_FILE, job.to_json(), scrub)
+        scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher))
+        event(f"job {job.id}: conc {job.concs[0]} ({job.scenario})")
+        options = _run_options(job, spec, settings)
+        result = run_benchmark(
+            _workload(job, group.source), _endpoint(job, spec, handle.base_url), options, jdir,
+            provenance=_provenance(job, spec, group), gates=_gates(job, options),
+        )
+        check_alive(handle, during=f"job {job.id}")
+        summary = _finish_summary(result.out_dir, job, group.source, settings)
+        validity = summary.get("validity", {})
+        status: Status = validity.get("verdict", "invalid")
+        reasons = list(validity.get("reasons", []))
+        # The smoke note is informational; a reader of a failed job wants the failing reason first.
+        reasons.sort(key=lambda r: r.startswith("smoke run"))
+        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status=status, reasons=reasons,
+                             summary_path=str(jdir / art.SUMMARY_FILE))
+    except LlmsweepError as exc:
+        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
+    finally:
+        _copy_log(handle or server.handle, jdir)
+    outcome.seconds = round(time.monotonic() - started, 3)
+    art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"))
+    event(f"job {job.id}: {outcome.status}" + (f" — {outcome.reasons[0]}" if outcome.reasons else ""))
+    return outcome
+
+
+def run_group(
+    group: ServerGroup,
+    launcher: ServerLauncher,
+    run_dir: Path,
+    settings: LifecycleSettings,
+    *,
+    event: Event = _quiet,
+) -> list[JobOutcome]:
+    """Run every job of a group against one shared server; the server is always torn down."""
+    outcomes: list[JobOutcome] = []
+    todo: list[Job] = []
+    for job in group.jobs:
+        verdict = art.finished_verdict(art.job_dir(run_dir, job.id)) if settings.resume else None
+        if verdict in DONE_VERDICTS:
+            outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
+                                       reasons=[f"resumed: summary already {verdict}"]))
+        else:
+            todo.append(job)
+    if not todo:
+        return outcomes
+    server = _Server(group, launcher, run_dir, settings, event)
+    try:
+        for job in todo:
+            outcome = run_job(job, server, run_dir, settings, event)
+            outcomes.append(outcome)
+            if settings.fail_fast and not outcome.ok:
+                break
+    finally:
+        server.stop()
+    return outcomes
+
+
+def stop_stale_servers(run_dir: Path, event: Event = _quiet) -> list[int]:
+    """Stop servers a killed run left behind (their pid files survive a SIGKILL of the run), before resuming."""
+    from llmsweep.execute.process import stop_process_tree
+
+    stopped: list[int] = []
+    for pid_file in sorted((run_dir / "servers").glob(f"*/{art.PID_FILE}")):
+        doc = art.read_json(pid_file) or {}
+        pid, argv0 = int(doc.get("pid") or 0), str(doc.get("argv0") or "")
+        if pid > 1 and _is_our_server(pid, argv0):
+            event(f"stopping server pid {pid} left running by an earlier, interrupted run")
+            stop_process_tree(pid, pgid=pid, grace_s=5.0)
+            stopped.append(pid)
+        pid_file.unlink(missing_ok=True)
+    return stopped
+
+
+def _is_our_server(pid: int, argv0: str) -> bool:
+    """True when `pid` still runs the command we launched (a recycled pid belongs to someone else)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(argv0) and any(os.path.basename(part.decode(errors="replace")) == argv0 for part in cmdline[:3])
+
+
+def summarize_outcomes(outcomes: Sequence[JobOutcome]) -> dict[str, Any]:
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    return counts

@@ -1,0 +1,292 @@
+"""`llmsweep run`: recipes to a stored, reported, resumable sweep.
+
+plan → policy (errors stop their jobs before launch, with the rule printed) → render every job's LaunchSpec → group
+jobs with identical specs onto one server → run each group through the executor → store → report → completeness
+report. Eval jobs are planned but refused ("not yet supported"), never silently skipped; so are jobs that cannot
+run (no `serve`, unmapped framework) unless the simulator is asked for.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep import __version__
+from llmsweep.errors import ConfigError
+from llmsweep.execute import artifacts as art
+from llmsweep.execute.lifecycle import (
+    JobOutcome,
+    LifecycleSettings,
+    ServerGroup,
+    run_group,
+    stop_stale_servers,
+    summarize_outcomes,
+)
+from llmsweep.findings import Finding
+from llmsweep.plan import Job
+
+log = logging.getLogger(__name__)
+
+ExecutorKind = Literal["local", "docker", "slurm"]
+
+
+class RunRequest(BaseModel):
+    """Everything `llmsweep run` was asked to do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: list[Path]
+    config_keys: list[str] | None = None
+    runner_config: Path | None = None
+    executor: ExecutorKind = "local"
+    executor_options: dict[str, Any] = Field(default_factory=dict)
+    simulate: bool = False
+    out: Path
+    store: Path | None = None
+    report: bool = True
+    settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    run_id: str
+    outcomes: list[JobOutcome]
+    findings: list[Finding] = field(default_factory=list)
+    report_path: Path | None = None
+    store_path: Path | None = None
+
+    @property
+    def expected(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outcomes)
+
+    def completeness(self) -> str:
+        counts = summarize_outcomes(self.outcomes)
+        done = counts.get("valid", 0) + counts.get("smoke", 0) + counts.get("skipped", 0)
+        parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        lines = [f"expected {self.expected} job(s), {done} with a valid or smoke summary ({parts})"]
+        for o in self.outcomes:
+            if not o.ok:
+                lines.append(f"  {o.status}: {o.job_id}: {o.reasons[0] if o.reasons else 'no reason recorded'}")
+        return "\n".join(lines)
+
+
+Event = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)  # noqa: T201 - the CLI's progress channel, injected by default
+
+
+def _policy_findings(files: list[Path], jobs: list[Job], simulate: bool) -> list[Finding]:
+    try:
+        from llmsweep import policy
+        from llmsweep.spec import load_recipes
+    except ImportError:  # pragma: no cover - the policy room is part of the package
+        return []
+    loaded = load_recipes(files)
+    return list(policy.check(loaded, jobs, simulate=simulate))
+
+
+def _errors_for(job: Job, findings: list[Finding]) -> list[Finding]:
+    """Error findings that concern `job`: naming it, or its recipe without naming any job."""
+    out = []
+    for f in findings:
+        if not f.is_error:
+            continue
+        if f.job:
+            if job.id in f.job.replace(",", " ").split() or f.job == job.id:
+                out.append(f)
+        elif f.path and (f.path == job.recipe_key or f.path.startswith(job.recipe_key + ".")):
+            out.append(f)
+    return out
+
+
+def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
+    if job.is_eval:
+        return "eval jobs (eval-only / run-eval) are planned but not yet supported by `llmsweep run`"
+    if errors:
+        first = errors[0]
+        return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
+    if job.engine is None and not simulate:
+        return ("not runnable: the recipe has no `serve` section or its framework maps to no engine adapter; "
+                "add `serve`, or run it on the simulator with --simulate")
+    return None
+
+
+def _groups(jobs: list[Job], simulate: bool, executor: str) -> list[ServerGroup]:
+    from llmsweep import engines
+
+    by_fp: dict[str, ServerGroup] = {}
+    for job in jobs:
+        sim = simulate or job.engine == "sim"
+        spec = engines.render(job, simulate=sim, port=0)
+        fp = spec.fingerprint()
+        group = by_fp.get(fp)
+        if group is None:
+            group = ServerGroup(id=f"{spec.engine}-{fp[:12]}", spec=spec, jobs=[],
+                                source="simulated" if spec.engine == "sim" else "measured", executor=executor)
+            by_fp[fp] = group
+        group.jobs.append(job)
+    return list(by_fp.values())
+
+
+def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job],
+                    outcomes: list[JobOutcome] | None, findings: list[Finding]) -> None:
+    meta = {
+        "run_id": run_id,
+        "llmsweep_version": __version__,
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "recipe_files": [str(p) for p in req.files],
+        "config_keys": req.config_keys,
+        "executor": req.executor,
+        "simulate": req.simulate,
+        "expected_job_ids": [j.id for j in jobs],
+        "findings": [f.to_json() for f in findings],
+    }
+    previous = art.read_json(run_dir / art.RUN_FILE)
+    if isinstance(previous, dict):
+        meta["run_id"] = previous.get("run_id", run_id)
+        meta["started"] = previous.get("started", meta["started"])
+    if outcomes is not None:
+        meta["outcomes"] = [o.model_dump(mode="json") for o in outcomes]
+        meta["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    art.write_json(run_dir / art.RUN_FILE, meta)
+
+
+def _run_local(groups: list[ServerGroup], req: RunRequest, run_dir: Path, event: Event) -> list[JobOutcome]:
+    from llmsweep.execute import make_launcher
+
+    launcher = make_launcher(req.executor, req.executor_options)
+    outcomes: list[JobOutcome] = []
+    for group in groups:
+        got = run_group(group, launcher, run_dir, req.settings, event=event)
+        outcomes.extend(got)
+        if req.settings.fail_fast and not all(o.ok for o in got):
+            event("fail-fast: stopping after the first failed job")
+            break
+    return outcomes
+
+
+def _run_slurm(groups: list[ServerGroup], req: RunRequest, run_dir: Path, event: Event) -> list[JobOutcome]:
+    from llmsweep.execute.slurm import SlurmExecutor, SlurmJob, SlurmOptions, cancel_on_interrupt
+
+    executor = SlurmExecutor(SlurmOptions.model_validate(req.executor_options))
+    submitted: list[tuple[ServerGroup, SlurmJob]] = []
+    outcomes: list[JobOutcome] = []
+    with cancel_on_interrupt([]) as live:
+        for group in groups:
+            gdir = art.server_dir(run_dir, group.id)
+            group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, req.settings))
+            sjob = executor.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id)
+            live.append(sjob)
+            submitted.append((group, sjob))
+            event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
+        for group, sjob in submitted:
+            result = sjob.wait()
+            event(f"Slurm job {result.job_id} ended {result.state} (exit {result.exit_code})")
+            for job in group.jobs:
+                doc = art.read_json(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
+                if isinstance(doc, dict):
+                    outcomes.append(JobOutcome.model_validate(doc))
+                else:
+                    outcomes.append(JobOutcome(
+                        job_id=job.id, exp_name=job.exp_name, status="failed",
+                        reasons=[f"Slurm job {result.job_id} ended {result.state} (exit {result.exit_code}) before "
+                                 f"this job wrote its outcome; see {result.stdout_path} and {result.stderr_path}"],
+                    ))
+    return outcomes
+
+
+def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
+    """Plan, check, run, store and report; the returned outcome says what happened to every expected job."""
+    from llmsweep.plan import jobs_from_files
+
+    jobs = jobs_from_files(req.files, config_keys=req.config_keys, runner_config=req.runner_config)
+    if not jobs:
+        raise ConfigError("the recipes expand to no job", fix="check --config-keys and the recipes' search spaces")
+    findings = _policy_findings(req.files, jobs, req.simulate)
+    for f in findings:
+        if f.is_error:
+            event(f.render())
+    run_dir = req.out
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    _write_run_meta(run_dir, req, run_id, jobs, None, findings)
+    run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
+    if req.settings.resume:
+        stop_stale_servers(run_dir, event)
+
+    refused: list[JobOutcome] = []
+    runnable: list[Job] = []
+    for job in jobs:
+        reason = _refusal(job, req.simulate, _errors_for(job, findings))
+        if reason is None:
+            runnable.append(job)
+        else:
+            refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
+            event(f"job {job.id}: refused — {reason}")
+
+    groups = _groups(runnable, req.simulate, req.executor)
+    event(f"{len(jobs)} job(s) planned, {len(runnable)} runnable on {len(groups)} server(s), {len(refused)} refused")
+    ran = _run_slurm(groups, req, run_dir, event) if req.executor == "slurm" else _run_local(groups, req, run_dir, event)
+    by_id = {o.job_id: o for o in [*refused, *ran]}
+    outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
+                                               reasons=["not run: the sweep stopped before this job (fail-fast)"])
+                for j in jobs]
+    _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings)
+
+    outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings)
+    outcome.store_path = _store(run_dir, req, event)
+    if req.report:
+        outcome.report_path = _report(run_dir, event)
+    return outcome
+
+
+def _store(run_dir: Path, req: RunRequest, event: Event) -> Path | None:
+    from llmsweep.results.store import Store, default_store_path
+
+    path = default_store_path(req.store)
+    try:
+        with Store(path) as store:
+            report = store.ingest_run(run_dir)
+        event(f"stored {report} in {path}")
+    except Exception as exc:  # a store failure must not lose the run: its files are already on disk
+        event(f"warning: could not store the run in {path}: {exc}")
+        return None
+    return path
+
+
+def _report(run_dir: Path, event: Event) -> Path | None:
+    from llmsweep.report import write_report
+
+    try:
+        files = write_report(run_dir, run_dir / "report")
+    except Exception as exc:  # the run's artifacts stay valid without a dashboard
+        event(f"warning: could not write the report: {exc}")
+        return None
+    return files.html
+
+
+def run_worker(group_file: Path, event: Event = _stderr) -> int:
+    """The Slurm node side: run one server group with the node's launcher; exit status 0 only if every job is ok."""
+    from llmsweep.execute.pyxis import node_launcher_from_env
+
+    doc = art.read_json(group_file)
+    if not isinstance(doc, dict):
+        raise ConfigError(f"cannot read server group file {group_file}", fix="rerun `llmsweep run --executor slurm`")
+    group, run_dir, settings = ServerGroup.from_json(doc)
+    outcomes = run_group(group, node_launcher_from_env(), run_dir, settings, event=event)
+    return 0 if all(o.ok for o in outcomes) else 1
