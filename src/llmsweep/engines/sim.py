@@ -32,6 +32,9 @@ TRANSLATED: dict[str, str] = {
 }
 """Recipe flags (SGLang or vLLM spelling) → the simulator flag with the same meaning."""
 
+MODELLED: frozenset[str] = frozenset({*TRANSLATED, "--kv-cache-dtype", "--hicache-size", "--enable-hierarchical-cache"})
+"""Recipe flags whose meaning the simulator reproduces; the rest it runs without (policy warns on `sim` recipes)."""
+
 
 def _kv_dtype(args: dict[str, Any]) -> str | None:
     for flag, value in args.items():

@@ -91,8 +91,7 @@ def validate_files(
     jobs, plan_findings = plan_recipes(loaded.recipes, fleet, config_keys)
     if not config_keys:
         plan_findings += unused_overrides(loaded.recipes, jobs)
-    selected = {j.recipe_key for j in jobs} | {f.path for f in plan_findings if f.rule == "plan.failed"}
-    recipes = {k: r for k, r in loaded.recipes.items() if not config_keys or k in selected or
-               k in expand_config_keys(tuple(config_keys), list(loaded.recipes))}
+    keys = expand_config_keys(tuple(config_keys), list(loaded.recipes)) if config_keys else list(loaded.recipes)
+    recipes = {k: loaded.recipes[k] for k in keys}
     policy = check(recipes, jobs, simulate=simulate, fleet=fleet)
     return Validation(loaded, jobs, [*loaded.findings, *plan_findings, *policy])

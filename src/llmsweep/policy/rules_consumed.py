@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmsweep.engines import adapter_for
+from llmsweep.engines.base import norm_flag
 from llmsweep.engines.launch import is_secret_name
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
@@ -140,3 +141,19 @@ def render_failed(ctx: Context) -> Iterator[Finding]:
             render(job, simulate=ctx.simulated(job))
         except (LlmsweepError, KeyError, ValueError) as exc:
             yield ctx.hit("serve.render-failed", recipe, ("serve",), f"cannot render: {exc}", job=job)
+
+
+@rule("serve.sim-ignored", Severity.WARNING,
+      "A serve flag the simulated engine does not model (it runs as if the flag were absent)",
+      "delete it from a `framework: sim` recipe, or accept that the prediction ignores it",
+      "DESIGN.md principle 3 (every declared field is consumed or rejected)")
+def sim_ignored(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.engines.sim import MODELLED
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine != "sim" or job.serve is None:
+            continue
+        for flag in job.serve.args:
+            if norm_flag(flag) not in MODELLED:
+                yield ctx.hit("serve.sim-ignored", recipe, serve_arg_path(recipe, job, flag),
+                              f"the simulator does not model `{flag}`", job=job)

@@ -95,3 +95,48 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
                           f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv / 1e9:.1f} GB KV "
                           f"({tokens} tokens) per GPU over tp·pp={job.gpus} exceeds {budget / 1e9:.0f} GB "
                           f"({_mem_fraction(job):g} of {hw.id}'s {hw.hbm_bytes / 1e9:.0f} GB)", job=job)
+
+
+def _offload_gb(job: Job) -> tuple[str, float] | None:
+    """(what, GB) of host memory the recipe's own offload flags ask for, summed over ranks; None if it sets none."""
+    if job.serve is None:
+        return None
+    ranks = (job.tp or 1) * (job.pp or 1)
+    size = job.serve.args.get("--hicache-size")
+    if isinstance(size, (int, float)) and not isinstance(size, bool):
+        return f"--hicache-size {size:g} GB × {ranks} ranks", float(size) * ranks
+    lmcache = job.serve.env.get("LMCACHE_MAX_LOCAL_CPU_SIZE")
+    if lmcache is not None:
+        try:
+            return f"LMCACHE_MAX_LOCAL_CPU_SIZE {lmcache} GB × {ranks} ranks", float(lmcache) * ranks
+        except ValueError:
+            return None
+    cfg = job.serve.args.get("--kv-transfer-config")
+    if isinstance(cfg, dict):
+        extra = cfg.get("kv_connector_extra_config") or {}
+        cpu = extra.get("cpu_bytes_to_use") if isinstance(extra, dict) else None
+        if isinstance(cpu, (int, float)):
+            return f"cpu_bytes_to_use {cpu:g}", float(cpu) / 1e9
+    return None
+
+
+@rule("kv-offload.dram-budget", Severity.ERROR,
+      "KV offload asks for more host DRAM than the job's budget (total-cpu-dram-gb)",
+      "delete the hand-written size: the adapter sizes the pool from total-cpu-dram-gb",
+      "AgentX KV-offload policy (agentx-spec §4.4): DRAM per server capped at 3 TB × GPUs used / GPUs in server")
+def dram_budget(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.kv_offloading != "dram":
+            continue
+        budget = job.total_cpu_dram_gb or 0
+        asked = _offload_gb(job)
+        if budget <= 0:
+            yield ctx.hit("kv-offload.dram-budget", recipe, (*entry_path(recipe, job), "kv-offloading"),
+                          "the offload arm has no DRAM budget (total-cpu-dram-gb is 0)", job=job)
+        elif asked is not None and asked[1] > budget + 0.5:
+            from llmsweep.policy.context import serve_arg_path
+
+            what, gb = asked
+            flag = "--hicache-size" if what.startswith("--hicache") else "--kv-transfer-config"
+            yield ctx.hit("kv-offload.dram-budget", recipe, serve_arg_path(recipe, job, flag),
+                          f"{what} = {gb:.0f} GB exceeds the job's total-cpu-dram-gb {budget}", job=job)
