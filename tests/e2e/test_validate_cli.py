@@ -49,7 +49,8 @@ def test_seed_recipe_warns_on_provenance_and_fails_on_the_hicache_arm() -> None:
     inc = errors[0]
     assert "#2563" in str(inc["evidence"]) and "#2693" in str(inc["evidence"])
     assert "page_first_direct" in str(inc["fix"]) and "0.5.17" in str(inc["fix"])
-    assert "kvdram" in str(inc["job"]) and "kvnone" not in str(inc["job"])
+    ids = str(inc["job"]).split(", ")
+    assert len(ids) == 4 and all("_kvdram-hicache_" in i for i in ids)  # every HiCache job, named in full
     assert inc["file"] == str(SEED) and inc["line"] == 50 and "overrides[0]" in str(inc["path"])
 
 

@@ -65,7 +65,7 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
     """Print the exact server command and environment of a job (secrets by name only)."""
     from llmsweep import engines
     from llmsweep.plan import select_job
-    from llmsweep.policy import validate_files
+    from llmsweep.policy import shorten_jobs, validate_files
 
     try:
         result = validate_files(list(files), runner_config=runner_config, simulate=simulate)
@@ -77,7 +77,7 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
                               fix="fix the findings above (`llmsweep validate` lists them)")
         job = select_job(result.jobs, selector)
         for f in result.findings_for(job):
-            click.echo(f.render(), err=True)
+            click.echo(shorten_jobs(f).render(), err=True)
         spec = engines.render(job, simulate=simulate, port=port)
     except LlmsweepError as exc:
         click.echo(f"error: {exc}", err=True)

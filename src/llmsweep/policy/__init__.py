@@ -23,7 +23,6 @@ from llmsweep.spec import LoadResult
 from llmsweep.spec.recipe import Recipe
 
 log = logging.getLogger(__name__)
-MAX_JOBS_NAMED = 5
 
 
 def check(
@@ -33,7 +32,8 @@ def check(
     simulate: bool = False,
     fleet: FleetCatalog | None = None,
 ) -> list[Finding]:
-    """Run every policy rule; findings that differ only in the job are merged into one naming the jobs."""
+    """Run every policy rule; findings that differ only in the job are merged into one naming every job
+    (`job` is the comma-separated list of ids, so a runner can refuse exactly the jobs concerned)."""
     recipes = source.recipes if isinstance(source, LoadResult) else dict(source)
     ctx = Context(recipes, list(jobs), simulate, fleet or default_fleet())
     found: list[Finding] = []
@@ -61,12 +61,16 @@ def _merge(findings: list[Finding]) -> list[Finding]:
             ids.append(f.job)
     out = []
     for key, f in first.items():
-        ids = groups[key]
-        text = ", ".join(ids[:MAX_JOBS_NAMED])
-        if len(ids) > MAX_JOBS_NAMED:
-            text += f" (+{len(ids) - MAX_JOBS_NAMED} more)"
-        out.append(f.model_copy(update={"job": text or None}))
+        out.append(f.model_copy(update={"job": ", ".join(groups[key]) or None}))
     return sorted(out, key=lambda f: (f.file or "", f.line or 0, f.rule))
 
 
-__all__ = ["Rule", "Validation", "all_rules", "check", "get_rule", "plan_recipes", "validate_files"]
+def shorten_jobs(finding: Finding, limit: int = 3) -> Finding:
+    """For people: the first `limit` job ids and how many more (JSON output keeps them all)."""
+    ids = [i for i in (finding.job or "").split(", ") if i]
+    if len(ids) <= limit:
+        return finding
+    return finding.model_copy(update={"job": ", ".join(ids[:limit]) + f" (+{len(ids) - limit} more)"})
+
+
+__all__ = ["Rule", "Validation", "all_rules", "check", "get_rule", "plan_recipes", "shorten_jobs", "validate_files"]

@@ -35,7 +35,7 @@ class Validation:
         out = []
         for f in self.findings:
             if f.job is not None:
-                if job.id in f.job:
+                if job.id in f.job.split(", "):
                     out.append(f)
             elif f.file == job.recipe_file and (f.path or "").startswith(job.recipe_key):
                 out.append(f)
