@@ -18,6 +18,8 @@ class ATOMAdapter(Adapter):
     catalog_id = "atom"
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tensor-parallel-size", "--enable-expert-parallel",
                                                           "--enable-dp-attention"})
+    spec_flags: ClassVar[frozenset[str]] = frozenset({"--method", "--num-speculative-tokens",
+                                                      "--spec-decode-acceptance-length"})
     flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tensor-parallel-size", "-tp": "--tensor-parallel-size"}
     unsupported_args: ClassVar[dict[str, str]] = {
         "--mem-fraction-static": "ATOM spells it `--gpu-memory-utilization`",

@@ -100,6 +100,8 @@ class Adapter(ABC):
     catalog_id: ClassVar[str]
     parallel_flags: ClassVar[frozenset[str]] = frozenset()
     """Flags derived from the job's topology; a recipe overriding one with another value is a policy error."""
+    spec_flags: ClassVar[frozenset[str]] = frozenset()
+    """Flags derived from `serve.spec-decoding` and the pinned AL; a recipe changing one silently drops the contract."""
     flag_aliases: ClassVar[dict[str, str]] = {}
     """Short spellings the engine accepts for a derived flag (`--tp` for `--tp-size`)."""
     unsupported_args: ClassVar[dict[str, str]] = {}
@@ -132,17 +134,19 @@ class Adapter(ABC):
     def recipe_args(self, job: Job) -> Flags:
         return dict(job.serve.args) if job.serve is not None else {}
 
-    def conflicts(self, job: Job) -> list[Conflict]:
+    def conflicts(self, job: Job, kind: str = "parallel") -> list[Conflict]:
         """Recipe flags that change a derived parallelism flag (the launcher silently dropping --ep-size cost
-        InferenceX a GSM8K 0.0: topology comes from the search space, never from a hand-written flag)."""
+        InferenceX a GSM8K 0.0: topology comes from the search space, never from a hand-written flag), or with
+        `kind="spec"` a derived speculative-decoding flag."""
+        watched = self.parallel_flags if kind == "parallel" else self.spec_flags
         derived = {self.canonical(k): v for k, v in self.derive(job, self.info().default_port).args.items()}
         out: list[Conflict] = []
         for flag, value in self.recipe_args(job).items():
             name = self.canonical(flag)
-            if name not in self.parallel_flags:
+            if name not in watched:
                 continue
             have = derived.get(name)
-            if have is None or str(have).lower() != str(value).lower():
+            if have is None or not (have == value or str(have).lower() == str(value).lower()):
                 out.append(Conflict(flag, have, value))
         return out
 

@@ -39,6 +39,9 @@ class SGLangAdapter(Adapter):
     parallel_flags: ClassVar[frozenset[str]] = frozenset(
         {"--tp-size", "--pp-size", "--ep-size", "--dp-size", "--enable-dp-attention"}
     )
+    spec_flags: ClassVar[frozenset[str]] = frozenset({
+        "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens", "--speculative-draft-model-path"})
     flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tp-size", "--pp": "--pp-size", "--ep": "--ep-size",
                                                "--dp": "--dp-size", "--model": "--model-path",
                                                "--max-model-len": "--context-length"}

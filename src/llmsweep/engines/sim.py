@@ -111,7 +111,7 @@ class SimAdapter(Adapter):
         derived = self.derive(job, port)
         return dict(derived.args), derived
 
-    def conflicts(self, job: Job) -> list[Any]:
+    def conflicts(self, job: Job, kind: str = "parallel") -> list[Any]:
         return []
 
     def render(self, job: Job, *, port: int | None = None) -> LaunchSpec:

@@ -22,6 +22,7 @@ class VLLMAdapter(Adapter):
         "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
         "--decode-context-parallel-size", "--prefill-context-parallel-size",
     })
+    spec_flags: ClassVar[frozenset[str]] = frozenset({"--speculative-config"})
     flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tensor-parallel-size", "--pp": "--pipeline-parallel-size",
                                                "--dp": "--data-parallel-size", "--dcp": "--decode-context-parallel-size"}
     unsupported_args: ClassVar[dict[str, str]] = {

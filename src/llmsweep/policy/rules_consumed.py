@@ -57,6 +57,20 @@ def parallelism_conflict(ctx: Context) -> Iterator[Finding]:
                           f"`{c.flag}: {c.recipe}` but the search space renders {derived} for it", job=job)
 
 
+@rule("serve.spec-conflict", Severity.ERROR,
+      "A serve flag overrides the speculative decoding that serve.spec-decoding renders",
+      "delete the flag; describe drafting in `serve.spec-decoding` (the adapter adds the pinned AL)",
+      "InferenceX spec §8 lesson 13 (synthetic AL hand-copied into flags); changelog #2305 (spec flags drift)")
+def spec_conflict(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, "sim"):
+            continue
+        for c in adapter_for(job).conflicts(job, "spec"):
+            derived = "nothing" if c.derived is None else f"`{c.derived}`"
+            yield ctx.hit("serve.spec-conflict", recipe, serve_arg_path(recipe, job, c.flag),
+                          f"`{c.flag}` replaces {derived} rendered from serve.spec-decoding", job=job)
+
+
 @rule("serve.spec-unused", Severity.ERROR,
       "serve.spec-decoding is declared but no search-space arm uses speculative decoding",
       "set `spec-decoding: mtp` on the arms that draft, or delete `serve.spec-decoding`",
