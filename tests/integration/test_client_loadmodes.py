@@ -106,3 +106,14 @@ def test_two_worker_processes_share_the_lanes(server: StreamServer, tmp_path: Pa
     assert {r["lane"] for r in recs if r["worker"] == 1} == {1, 3}
     health = res.summary["client_health"]
     assert len(health["workers"]) == 2 and all(w["cpu_s"] > 0 for w in health["workers"])
+
+
+def test_system_idle_cap_shortens_gaps_when_nothing_is_in_flight(server: StreamServer, tmp_path: Path) -> None:
+    wl = TreeWorkload(children=0, think_s=30.0, trees_per_lane=1)  # root: send, sleep 30 s, send, send
+    res = run_benchmark(wl, Endpoint(base_url=server.url, model="m"),
+                        RunOptions(concurrency=1, system_idle_gap_cap_s=0.2), tmp_path)
+    recs = sorted(_records(tmp_path), key=lambda r: r["sent_at"])
+    assert [r["turn"] for r in recs] == [0, 1, 2]
+    gap = recs[1]["sent_at"] - recs[0]["end_at"]
+    assert 0.15 < gap < 5.0  # capped near 0.2 s instead of 30 s
+    assert res.summary["client_health"]["schedule_lag_s"]["max"] < 1.0  # the shortened sleep is not counted as lag

@@ -98,7 +98,7 @@ def agentic(**kw: Any) -> None:
                           fix="install a llmsweep with llmsweep.workload.agentic") from exc
     workload = _build(mod, "AgenticWorkload", "AgenticConfig",
                       traces=kw["traces"], seed=kw["seed"], tokenizer=kw["tokenizer"], concurrency=kw["concurrency"],
-                      api=kw["api"] or "chat")
+                      api=kw["api"])
     options = _options(kw, kind="agentic", warmup=0, rate=None, arrival="poisson")
     _run("agentic", workload, kw, options)
 
@@ -118,7 +118,7 @@ def replay(**kw: Any) -> None:
                           fix="install a llmsweep with llmsweep.workload.mooncake") from exc
     workload = _build(mod, "MooncakeWorkload", "MooncakeConfig",
                       path=str(kw["traces"]), speedup=kw["speedup"], seed=kw["seed"], tokenizer=kw["tokenizer"],
-                      api=kw["api"] or "completions")
+                      api=kw["api"])
     options = _options(kw, kind="replay", warmup=0, rate=None, arrival="poisson")
     _run("replay", workload, kw, options)
 

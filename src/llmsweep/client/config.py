@@ -87,6 +87,11 @@ class RunOptions(BaseModel):
         ),
         description="Case-insensitive substrings of an error body that mean the prompt did not fit.",
     )
+    system_idle_gap_cap_s: float | None = Field(
+        default=None, gt=0,
+        description="When nothing is in flight, no idle gap lasts longer than this (AgentX: 10 s); None = the"
+        " workload's own `config.system_idle_gap_cap_s` if it has one.",
+    )
     parse_inline: bool = Field(
         default=False,
         description="Parse each stream before the lane continues (programs then see output text and token counts);"

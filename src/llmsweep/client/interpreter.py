@@ -146,7 +146,12 @@ class Interpreter:
         self.stopping = False
         self._stop_at: float | None = None
         self._grace = options.grace_s
-        self._sleepers: set[asyncio.Future[None]] = set()
+        self._sleepers: dict[asyncio.Future[None], list[Any]] = {}  # fut -> [wake (loop time), handle, shift]
+        self._stop_wakers: set[asyncio.Future[None]] = set()
+        self._last_activity = 0.0
+        self._idle_cap = options.system_idle_gap_cap_s
+        if self._idle_cap is None:
+            self._idle_cap = getattr(getattr(workload, "config", None), "system_idle_gap_cap_s", None)
         self._all: set[asyncio.Task[Any]] = set()
         self._ids = itertools.count()
         self._handle_ids = itertools.count()
@@ -156,12 +161,17 @@ class Interpreter:
         self._timeout = aiohttp.ClientTimeout(total=options.timeout_s, sock_read=options.stall_s)
         self._headers = {"Content-Type": "application/json", **endpoint.headers}
         self._parse_queue: asyncio.Queue[tuple[RawExchange, RequestSpec, str] | None] = asyncio.Queue()
-        self._inline = options.parse_inline or bool(getattr(workload, "needs_output_text", False))
+        self._inline = (
+            options.parse_inline
+            or bool(getattr(workload, "needs_output_text", False))
+            or bool(getattr(getattr(workload, "config", None), "live_assistant_responses", False))
+        )
 
     # ----------------------------------------------------------------------------------------------- lifecycle
     async def run(self) -> WorkerStats:
         """Run warmup then profiling to completion, deadline or stop; returns the final counters."""
         cpu0, wall0 = time.process_time(), time.perf_counter()
+        self._last_activity = asyncio.get_running_loop().time()
         trace = aiohttp.TraceConfig()
         trace.on_connection_queued_start.append(self._on_queued_start)
         trace.on_connection_queued_end.append(self._on_queued_end)
@@ -203,10 +213,30 @@ class Interpreter:
                     self.stop(reason, grace=0.0)
             if self.stopping and self._stop_at is not None and now >= self._stop_at + self._grace:
                 self._cancel_all()
+            self._cap_idle_gap()
             if now - last_publish >= 0.2:
                 self.control.publish(self.stats.snapshot())
                 last_publish = now
         await main
+
+    def _cap_idle_gap(self) -> None:
+        """AgentX system idle cap: when nothing is in flight and every live program sleeps, and the earliest wake-up
+        lies more than the cap after the last activity, bring every sleeper forward by the same amount (order and
+        relative delays are kept)."""
+        cap = self._idle_cap
+        if cap is None or self.stopping or self.stats.inflight or not self._sleepers:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        earliest = min(entry[0] for entry in self._sleepers.values())
+        shift = earliest - max(self._last_activity + cap, now)
+        if shift <= 0.001:
+            return
+        for fut, entry in self._sleepers.items():
+            entry[1].cancel()
+            entry[0] -= shift
+            entry[2] += shift
+            entry[1] = loop.call_at(entry[0], _wake, fut)
 
     def stop(self, reason: str, *, grace: float | None = None) -> None:
         """Stop starting requests; wake sleepers so their programs end; in-flight ones get the grace period."""
@@ -218,7 +248,7 @@ class Interpreter:
         self.stopping = True
         self._stop_at = now_unix()
         self.stats.stop_reason = reason
-        for fut in list(self._sleepers):
+        for fut in [*self._sleepers, *self._stop_wakers]:
             if not fut.done():
                 fut.set_result(None)
 
@@ -349,7 +379,7 @@ class Interpreter:
                     value = outcome
                 elif kind is Sleep:
                     intended = time.perf_counter() + max(action.seconds, 0.0)
-                    await self._sleep(action.seconds)
+                    intended -= await self._sleep(action.seconds, cappable=True)
                     if self.stopping:
                         return
                     value = None
@@ -370,18 +400,25 @@ class Interpreter:
         finally:
             gen.close()
 
-    async def _sleep(self, seconds: float) -> None:
+    async def _sleep(self, seconds: float, *, cappable: bool = False) -> float:
+        """Sleep, waking early on stop; returns by how much the idle cap shortened it (program sleeps only)."""
         if seconds <= 0 or self.stopping:
-            return
+            return 0.0
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        handle = loop.call_later(seconds, _wake, fut)
-        self._sleepers.add(fut)
+        wake = loop.time() + seconds
+        entry: list[Any] = [wake, loop.call_at(wake, _wake, fut), 0.0]
+        if cappable:
+            self._sleepers[fut] = entry
+        else:
+            self._stop_wakers.add(fut)
         try:
             await fut
         finally:
-            handle.cancel()
-            self._sleepers.discard(fut)
+            entry[1].cancel()
+            self._sleepers.pop(fut, None)
+            self._stop_wakers.discard(fut)
+        return float(entry[2])
 
     # ----------------------------------------------------------------------------------------------- sending
     async def _send(self, spec: RequestSpec, intended: float | None) -> tuple[RequestOutcome, bool]:
@@ -395,6 +432,8 @@ class Interpreter:
         url = self.endpoint.url_for(spec.api)
         raw = RawExchange(scheduled=intended if intended is not None else time.perf_counter())
         st = self.stats
+        loop = asyncio.get_running_loop()
+        self._last_activity = loop.time()
         st.started += 1
         st.inflight += 1
         st.max_inflight = max(st.max_inflight, st.inflight)
@@ -405,6 +444,7 @@ class Interpreter:
             raise
         finally:
             st.inflight -= 1
+            self._last_activity = loop.time()
         if self._inline or raw.error_class is not None:
             rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)
             return RequestOutcome(ok=rec_ok, output_text=text, output_tokens=tokens, error=error), overflow
