@@ -181,3 +181,20 @@ def test_shell_command_round_trips(seed_jobs: list[Job]) -> None:
     spec = engines.render(seed_jobs[0])
     words = shlex.split(spec.shell_command())
     assert words[-len(spec.argv):] == list(spec.argv)
+
+
+@pytest.mark.parametrize("method", ["mtp", "eagle", "eagle3", "draft_model", "dspark", "ngram", "medusa"])
+def test_every_simulator_flag_is_one_sim_serve_accepts(plan: Plan, method: str) -> None:
+    from llmsweep.cli.sim import serve
+
+    spec_block = f"    spec-decoding: {{ method: {method}, num-steps: 2 }}\n"
+    jobs = plan(recipe("sglang", "lmsysorg/sglang:v0.5.16-cu129",
+                       arm="{ tp: 4, spec-decoding: mtp, kv-offloading: dram, kv-offload-backend: { name: hicache }, "
+                           "conc-list: [4] }",
+                       serve=spec_block + "    args:\n      --kv-cache-dtype: fp8_e4m3\n      --hicache-size: 100\n"
+                                          "      --chunked-prefill-size: 4096\n"))
+    argv = engines.render(jobs[0], simulate=True).argv
+    ctx = serve.make_context("serve", list(argv[5:]))  # click rejects unknown flags and bad values
+    assert ctx.params["kv_offload"] == "dram" and ctx.params["dram_gb"] == 400.0
+    assert ctx.params["kv_dtype"] == "fp8" and ctx.params["chunked_prefill_size"] == 4096
+    assert ctx.params["spec_k"] == 2
