@@ -69,7 +69,7 @@ class _App:
         self.served: list[Served] = []
 
     def make(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=2**30)  # agentic prompts reach megabytes
         app.router.add_post("/v1/chat/completions", self.handle)
         app.router.add_post("/v1/completions", self.handle)
         app.router.add_get("/metrics", self.metrics)

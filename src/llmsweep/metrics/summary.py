@@ -106,6 +106,9 @@ class _Accumulator:
             if err == "cancelled":
                 self.cancelled += 1
                 self.categories["cancelled"] += 1
+                chunks = r.get("chunk_times")
+                if chunks:  # it was streaming until the drain ended: the window was observed up to here
+                    self.last_observation = max(self.last_observation, chunks[-1])
                 return
             self.failed += 1
             self.categories[err] += 1
