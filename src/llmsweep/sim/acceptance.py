@@ -4,6 +4,15 @@ Model: each of the K draft tokens is accepted with probability p, independently,
 verify step always adds one bonus (or correction) token. Emitted tokens per step then lie in [1, K+1] with mean
 (1 - p^(K+1)) / (1 - p); p is solved so that mean equals the target acceptance length. This is the i.i.d. acceptance
 model the speculative-decoding papers use, and it meets SGLang's `match-expected` contract (right mean, right range).
+
+A read-back gate compares the acceptance length a reader computes from `/metrics` over a short window with the pinned
+one, so the engine core steps with :class:`AcceptanceController` instead of i.i.d. draws: a dithered error-diffusion
+rule that emits floor or ceil of (AL + debt) per verify step and carries the difference. The engine's own counting
+enters the debt — SGLang's formula (generation tokens / verify calls) also counts each request's first token, which
+comes from prefill, and the tokens a max_tokens cut drops from a last step; vLLM's (1 + accepted / drafts) counts the
+drafted step before the cut. With i.i.d. draws those made a 20-second run read ~+0.2 at conc 1 and ~−0.1 at conc 8–12;
+the controller keeps the window's realised AL within about 2 / verify-steps of the pinned value, at the cost of a
+narrower per-step spread than the i.i.d. model (the mean and the range [1, K+1] are unchanged).
 """
 
 from __future__ import annotations
@@ -57,3 +66,40 @@ class AcceptanceSampler:
     @property
     def mean(self) -> float:
         return expected_length(self.p, self.k)
+
+
+DEBT_BOUND = 2.0
+"""Most tokens of surplus or deficit carried between steps: enough to pay back a few first tokens or a cut step,
+small enough that warmup requests (1 token, no verify step) cannot drag the next window's reading down."""
+
+
+class AcceptanceController:
+    """Tokens per verify step such that the engine's own acceptance formula reads back the configured AL."""
+
+    __slots__ = ("k", "acceptance_length", "counts_first_token", "debt", "rng")
+
+    def __init__(self, k: int, acceptance_length: float, seed: int, *, counts_first_token: bool) -> None:
+        self.k = k
+        self.acceptance_length = acceptance_length
+        self.counts_first_token = counts_first_token
+        self.debt = 0.0
+        self.rng = random.Random(seed)
+
+    def step(self) -> int:
+        """Tokens the next verify step emits (accepted drafts + 1) before any max_tokens cut; in [1, K+1]."""
+        n = int(self.acceptance_length + self.debt + self.rng.random())
+        return 1 if n < 1 else self.k + 1 if n > self.k + 1 else n
+
+    def settle(self, drawn: int, emitted: int) -> None:
+        """Book one verify step: `drawn` from :meth:`step`, `emitted` after the max_tokens cut."""
+        counted = emitted if self.counts_first_token else drawn
+        self._carry(self.acceptance_length - counted)
+
+    def first_token(self) -> None:
+        """Book a token emitted by prefill (no verify call), which SGLang's formula counts."""
+        if self.counts_first_token:
+            self._carry(-1.0)
+
+    def _carry(self, delta: float) -> None:
+        debt = self.debt + delta
+        self.debt = DEBT_BOUND if debt > DEBT_BOUND else -DEBT_BOUND if debt < -DEBT_BOUND else debt

@@ -17,12 +17,11 @@ requests that emitted tokens this step. The live server sleeps until ``end``; th
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmsweep.sim.acceptance import AcceptanceSampler
+from llmsweep.sim.acceptance import AcceptanceController
 from llmsweep.sim.config import SimConfig
 from llmsweep.sim.kv import KVPool
 from llmsweep.sim.perf import Batch, StepTimer
@@ -107,7 +106,11 @@ class EngineCore:
         self._scheduled: list[SimRequest] = []
         spec = config.spec
         self.spec_k = spec.k if spec else 0
-        self.sampler = AcceptanceSampler(spec.k, spec.acceptance_length, config.seed) if spec else None
+        self.sampler = (
+            AcceptanceController(spec.k, spec.acceptance_length, config.seed,
+                                 counts_first_token=config.engine_style == "sglang")
+            if spec else None
+        )
 
     # -- intake -----------------------------------------------------------------------------------------------------
     @property
@@ -273,9 +276,6 @@ class EngineCore:
         now = self.now = self._step_end
         pool, bs, c = self.pool, self.block_size, self.counters
         sampler = self.sampler
-        spec = sampler is not None
-        if sampler is not None:
-            cdf, rand = sampler.cdf, sampler.rng.random
         emitted: list[SimRequest] = []
         append = emitted.append
         any_done = False
@@ -301,16 +301,19 @@ class EngineCore:
                     continue
                 r.prefilled = True
                 n = 1
+                if sampler is not None:
+                    sampler.first_token()
                 if r.first_token_at is None:
                     r.first_token_at = now
             else:
-                if spec:
-                    n = bisect_right(cdf, rand()) + 1
+                if sampler is not None:
+                    drawn = n = sampler.step()
                     verify += 1
                     accepted += n - 1
                     left = r.max_tokens - r.generated
                     if n > left:
                         n = left
+                    sampler.settle(drawn, n)
                 else:
                     n = 1
                 r.computed += n

@@ -84,6 +84,8 @@ class Predictor:
         self._tid = 0
         self._busy = False
         self._duration = 0.0
+        self._max_requests: float = float("inf")
+        self._profiling_sent = 0
         self._lane_sessions: dict[int, Iterator[LaneProgram]] = {}
         self.stats = PredictionStats()
         self.scrape_interval = scrape_interval
@@ -107,10 +109,13 @@ class Predictor:
         return _Task(gen, lane, parent, self._tid)
 
     # -- program interpretation --------------------------------------------------------------------------------------
+    def _stopped(self, now: float) -> bool:
+        return now >= self._duration or self._profiling_sent >= self._max_requests
+
     def _advance(self, task: _Task, value: Any, now: float) -> None:
         """Feed `value` to the program and carry out actions until it blocks or ends."""
         while True:
-            if now >= self._duration:
+            if self._stopped(now):
                 task.gen.close()
                 return
             try:
@@ -119,6 +124,11 @@ class Predictor:
                 self._task_done(task, now)
                 return
             if isinstance(action, Send):
+                if action.spec.identity.phase == "profiling":
+                    if self._profiling_sent >= self._max_requests:
+                        task.gen.close()
+                        return
+                    self._profiling_sent += 1
                 self._send(task, action.spec, now)
                 return
             if isinstance(action, Sleep):
@@ -162,7 +172,7 @@ class Predictor:
             self._start_lane_session(root.lane, now)
 
     def _start_lane_session(self, lane: int, now: float) -> None:
-        if now >= self._duration:
+        if self._stopped(now):
             return
         sessions = self._lane_sessions.get(lane)
         if sessions is None:
@@ -217,11 +227,14 @@ class Predictor:
         self._push(now, _WAKE, (task, RequestOutcome(ok=True, output_text=text, output_tokens=r.generated)))
 
     # -- main loop ----------------------------------------------------------------------------------------------------
-    def run(self, workload: Workload, *, concurrency: int, duration: float) -> list[dict[str, Any]]:
-        """Interpret `workload` for `duration` virtual seconds; in-flight requests then run to completion."""
+    def run(self, workload: Workload, *, concurrency: int, duration: float,
+            max_requests: int | None = None) -> list[dict[str, Any]]:
+        """Interpret `workload` for `duration` virtual seconds (or until `max_requests` profiling requests were
+        sent, as the client's `num_requests`); in-flight requests then run to completion."""
         if duration <= 0:
             raise ConfigError(f"predict: duration must be positive, got {duration}", fix="pass --duration > 0")
         self._duration = duration
+        self._max_requests = float("inf") if max_requests is None else max_requests
         arrivals = workload.arrivals()
         if arrivals is not None:
             self._push_arrival(arrivals)
@@ -268,6 +281,8 @@ class Predictor:
         return self.records
 
     def _push_arrival(self, arrivals: Iterator[Any]) -> None:
+        if self._profiling_sent >= self._max_requests:
+            return
         arrival = next(arrivals, None)
         if arrival is not None and arrival.at < self._duration:
             self._push(max(0.0, arrival.at), _ARRIVAL, (arrival, arrivals))
@@ -287,6 +302,7 @@ def predict(
     duration: float,
     start_time: float = 0.0,
     output_text: bool = False,
+    max_requests: int | None = None,
 ) -> list[dict[str, Any]]:
     """Predicted request records for `workload` on the simulated engine (see the module doc).
 
@@ -295,4 +311,4 @@ def predict(
     """
     core = engine_config if isinstance(engine_config, EngineCore) else build_core(engine_config)
     return Predictor(core, start_time=start_time, output_text=output_text).run(
-        workload, concurrency=concurrency, duration=duration)
+        workload, concurrency=concurrency, duration=duration, max_requests=max_requests)

@@ -132,3 +132,8 @@ def test_predicted_records_and_scrapes_summarise_like_a_measured_run() -> None:
     server = summary["server_metrics"]
     assert server["present"] and server["adapter"]
     assert abs(server["spec_decode"]["acceptance_length"] - 2.5) < 0.15
+
+
+def test_max_requests_stops_profiling_sends_like_the_clients_num_requests() -> None:
+    records = predict(Tree(sessions_per_lane=1000), CONST, concurrency=3, duration=1e6, max_requests=20)
+    assert len(records) == 20
