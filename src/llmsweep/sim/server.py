@@ -123,8 +123,8 @@ class SimServer:
                 continue
             busy = True
             delay = end - self._clock()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            # when catching up after a late wake-up still yield once, so handlers can write the tokens already out
+            await asyncio.sleep(delay if delay > 0 else 0)
             for r in core.end_step():
                 stream: _Stream = r.owner
                 stream.queue.put_nowait((r.last_emitted, r.finished_at is not None))
