@@ -56,6 +56,19 @@ def serve(**opts: object) -> None:
                        served_model_name=opts["served_model_name"], metrics_style=style))  # type: ignore[arg-type]
 
 
+def engine_config_from_argv(argv: list[str] | tuple[str, ...]) -> object:
+    """The `EngineConfig` a `llmsweep sim serve ...` command line would serve.
+
+    Accepts the full argv an engine adapter renders (anything up to and including `serve` is skipped), so a planner
+    can predict exactly what `llmsweep run` would launch: `predict(workload, engine_config_from_argv(spec.argv))`.
+    """
+    args = list(argv)
+    if "serve" in args:
+        args = args[args.index("serve") + 1:]
+    with serve.make_context("serve", args, resilient_parsing=False) as ctx:
+        return _engine_config(dict(ctx.params))
+
+
 def _engine_config(opts: dict[str, object]):  # noqa: ANN202 - EngineConfig imported lazily
     from pydantic import ValidationError
 

@@ -137,3 +137,42 @@ def test_predicted_records_and_scrapes_summarise_like_a_measured_run() -> None:
 def test_max_requests_stops_profiling_sends_like_the_clients_num_requests() -> None:
     records = predict(Tree(sessions_per_lane=1000), CONST, concurrency=3, duration=1e6, max_requests=20)
     assert len(records) == 20
+
+
+def test_a_rendered_sim_serve_command_line_becomes_the_engine_config_it_serves() -> None:
+    from llmsweep.cli.sim import engine_config_from_argv
+
+    argv = ["python", "-m", "llmsweep.cli.main", "sim", "serve", "--model", "qwen3.5-397b-a17b", "--hardware",
+            "h200", "--tp", "8", "--ep", "8", "--precision", "fp8", "--spec-method", "mtp", "--spec-k", "3",
+            "--acceptance-length", "3.39", "--kv-offload", "dram", "--dram-gb", "512", "--engine-style", "sglang",
+            "--max-running-requests", "32", "--port", "8123"]
+    config = engine_config_from_argv(argv)
+    assert isinstance(config, EngineConfig)
+    assert (config.tp, config.ep, config.precision, config.dram_gb, config.max_running_requests) == (8, 8, "fp8",
+                                                                                                     512.0, 32)
+    assert config.spec is not None and config.spec.acceptance_length == 3.39
+    with pytest.raises(ConfigError, match="acceptance-length"):
+        engine_config_from_argv(["serve", "--spec-method", "mtp"])
+
+
+def test_the_seed_recipe_jobs_render_to_simulated_engines_the_predictor_runs() -> None:
+    from pathlib import Path
+
+    from llmsweep import engines
+    from llmsweep.cli.sim import engine_config_from_argv
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.sim.engine import build_core
+    from llmsweep.sim.synthetic import AgentWorkload
+
+    seed = Path(__file__).resolve().parents[3] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+    jobs = jobs_from_files([seed])
+    assert jobs
+    for job in jobs:
+        config = engine_config_from_argv(engines.render(job, simulate=True).argv)
+        assert isinstance(config, EngineConfig)
+        assert config.hardware.startswith("mi300x") and config.tp == 8
+        assert config.spec is not None and config.spec.acceptance_length == pytest.approx(3.39)
+        assert build_core(config).capacity_tokens > 0
+    records = predict(AgentWorkload(system_tokens=500, turns=3, tool_tokens=200, osl=40), config, concurrency=2,
+                      duration=20)
+    assert records and all(r["status"] == 200 for r in records)
