@@ -106,3 +106,14 @@ def test_cli_bench_fixed_writes_artifacts_and_exits_by_the_gate(tmp_path: Path) 
     bad_args = _cli("bench", "fixed", "--url", "http://127.0.0.1:1", "--model", "m", "--isl", "1", "--osl", "1",
                     "--num-prompts", "1")
     assert bad_args.returncode == 2 and "--concurrency" in bad_args.stderr
+
+
+def test_cli_fixed_with_two_workers_sends_each_prompt_once(tmp_path: Path) -> None:
+    with StreamServer(ServerConfig()) as srv:
+        res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "16", "--osl", "4",
+                   "--concurrency", "4", "--num-prompts", "24", "--warmup", "0", "--workers", "2",
+                   "--out", str(tmp_path), "--json")
+    assert res.returncode == 0, res.stderr
+    recs = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert sorted(r["request_index"] for r in recs) == list(range(24))
+    assert {r["worker"] for r in recs} == {0, 1}

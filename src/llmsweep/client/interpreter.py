@@ -10,6 +10,7 @@ in-flight requests get the grace period, then are cancelled and recorded as `can
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
 import time
@@ -172,6 +173,11 @@ class Interpreter:
         """Run warmup then profiling to completion, deadline or stop; returns the final counters."""
         cpu0, wall0 = time.process_time(), time.perf_counter()
         self._last_activity = asyncio.get_running_loop().time()
+        # Collections of a big heap pause the loop for milliseconds and land in someone's TTFT: freeze what exists
+        # and make young-generation collections rare for the run (aiperf disables GC in its workers outright).
+        thresholds = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(50_000, 50, 1000)
         trace = aiohttp.TraceConfig()
         trace.on_connection_queued_start.append(self._on_queued_start)
         trace.on_connection_queued_end.append(self._on_queued_end)
@@ -192,6 +198,8 @@ class Interpreter:
                     self._parse_queue.put_nowait(None)
                     await parser
         finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
             self.writer.close()
             self.stats.cpu_s = time.process_time() - cpu0
             self.stats.wall_s = time.perf_counter() - wall0

@@ -270,8 +270,23 @@ class ProcessControl:
         await asyncio.to_thread(self._barrier.wait)
 
 
+def _portable(workload: Workload) -> tuple[str, Any, Any]:
+    """How a worker process gets its own copy: rebuilt from `(class, config)` when the workload has a config
+    (workloads hold locks and caches that do not pickle), else the pickled instance."""
+    config = getattr(workload, "config", None)
+    if config is not None:
+        return ("config", type(workload), config)
+    return ("instance", workload, None)
+
+
+def _rebuild(portable: tuple[str, Any, Any]) -> Workload:
+    kind, a, b = portable
+    return a(b) if kind == "config" else a  # type: ignore[no-any-return]
+
+
 def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any) -> None:
-    workload, endpoint_json, options_json, records_path, worker, workers = pickle.loads(payload)
+    portable, endpoint_json, options_json, records_path, worker, workers = pickle.loads(payload)
+    workload = _rebuild(portable)
     endpoint = Endpoint.model_validate_json(endpoint_json)
     options = RunOptions.model_validate_json(options_json)
     control = ProcessControl(stop, queue, barrier, worker)
@@ -293,7 +308,7 @@ async def _run_processes(
     for w in range(n):
         try:
             payload = pickle.dumps(
-                (workload, endpoint.model_dump_json(), options.model_dump_json(), str(records_path), w, n)
+                (_portable(workload), endpoint.model_dump_json(), options.model_dump_json(), str(records_path), w, n)
             )
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise ConfigError(
