@@ -24,7 +24,7 @@ import aiohttp
 from llmsweep.client.arrivals import arrival_times
 from llmsweep.client.config import Endpoint, RunOptions
 from llmsweep.client.records import RecordWriter
-from llmsweep.client.transport import RawExchange, build_body, exchange, now_unix, on_headers_sent, to_record
+from llmsweep.client.transport import RawExchange, build_body, exchange, now_unix, on_request_sent, to_record
 from llmsweep.workload.base import (
     Join,
     LaneProgram,
@@ -183,7 +183,8 @@ class Interpreter:
         trace.on_connection_queued_end.append(self._on_queued_end)
         trace.on_connection_create_start.append(self._on_create_start)
         trace.on_connection_create_end.append(self._on_create_end)
-        trace.on_request_headers_sent.append(on_headers_sent)
+        trace.on_request_headers_sent.append(on_request_sent)
+        trace.on_request_chunk_sent.append(on_request_sent)
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
         try:
             async with aiohttp.ClientSession(

@@ -104,9 +104,10 @@ async def exchange(
     return raw
 
 
-async def on_headers_sent(session: Any, ctx: Any, params: Any) -> None:
-    """aiohttp trace hook: stamp `sent` when the request headers were actually written to the socket, so event-loop
-    delay before the write shows as schedule lag instead of inflating TTFT."""
+async def on_request_sent(session: Any, ctx: Any, params: Any) -> None:
+    """aiohttp trace hook (headers sent, then body chunk sent): stamp `sent` when the request really goes to the
+    socket. aiohttp buffers the headers and writes them with the body from a separate task, so on a busy loop the
+    real write can trail `session.post` by milliseconds; that delay shows as schedule lag, not as TTFT."""
     raw = ctx.trace_request_ctx
     if isinstance(raw, RawExchange):
         raw.sent = time.perf_counter()
