@@ -163,12 +163,90 @@ def calibrate(records: str, model: str, hardware: str, tp: int, ep: int, precisi
 
 
 @click.command("predict")
-@click.argument("recipes", nargs=-1)
-@click.option("--json", "as_json", is_flag=True, help="Print predicted summaries as JSON.")
-def predict(recipes: tuple[str, ...], as_json: bool) -> None:
-    """Predict every job of a recipe in virtual time (needs the planner)."""
-    raise LlmsweepError(
-        "llmsweep predict: the planner is not wired to the simulator yet (recipes cannot be predicted from the CLI)",
-        fix="predict one point from Python meanwhile: llmsweep.sim.predict.predict(workload, EngineConfig(...), "
-            "concurrency=N, duration=S)",
-    )
+@click.argument("recipes", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--config-key", "config_keys", multiple=True, help="Only these recipe keys (glob patterns).")
+@click.option("--duration", type=float, default=None,
+              help="Virtual seconds per point (default: the job's duration, else 600).")
+@click.option("--max-requests", type=int, default=None, help="Stop after this many profiling requests per point.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write records.jsonl, server_metrics.jsonl and summary.json per point under this folder.")
+@click.option("--traces", default=None,
+              help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic' = the built-in "
+                   "AgentX-shaped corpus; needs no network).")
+@click.option("--json", "as_json", is_flag=True, help="Print the predicted summaries as JSON.")
+def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: float | None,
+            max_requests: int | None, out_dir: str | None, traces: str | None, as_json: bool) -> None:
+    """Predict every job of a recipe in virtual time on the simulated engine."""
+    import json
+    from pathlib import Path
+
+    try:
+        from llmsweep import engines
+        from llmsweep.metrics import summarise
+        from llmsweep.plan import jobs_from_files
+        from llmsweep.workload.build import build_workload
+    except ImportError as exc:
+        raise LlmsweepError(
+            f"llmsweep predict: the planner is not wired to the simulator yet ({exc})",
+            fix="predict one point from Python meanwhile: llmsweep.sim.predict.predict(workload, EngineConfig(...), "
+                "concurrency=N, duration=S)",
+        ) from exc
+    from llmsweep.sim.engine import build_core
+    from llmsweep.sim.predict import Predictor
+
+    jobs = jobs_from_files([Path(r) for r in recipes], config_keys=list(config_keys) or None)
+    if not jobs:
+        raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-key and the recipes")
+    results = []
+    for job in jobs:
+        config = engine_config_from_argv(engines.render(job, simulate=True).argv)
+        seconds = duration or float(job.duration or 600)
+        for conc in job.conc if isinstance(job.conc, list) else [job.conc]:
+            # the simulator counts words (the built-in tokenizer's rule), so prompts are built with that tokenizer
+            extra: dict[str, object] = {"tokenizer": None}
+            if traces is not None and job.workload.scenario == "agentic-coding":
+                extra["source"] = traces
+            workload = build_workload(job.workload, concurrency=conc, **extra)
+            predictor = Predictor(build_core(config), scrape_interval=1.0,  # type: ignore[arg-type]
+                                  metrics_style=config.engine_style, model_name=job.model)  # type: ignore[attr-defined]
+            records = predictor.run(workload, concurrency=conc, duration=seconds, max_requests=max_requests)
+            summary = summarise(records, gpus=job.gpus, server_metrics=predictor.scrapes, source="predicted",
+                                provenance={"job": job.id, "concurrency": conc, "engine": "sim",
+                                            "engine_config": config.model_dump(mode="json")})  # type: ignore[attr-defined]
+            results.append({"job": job.id, "concurrency": conc, "summary": summary})
+            if out_dir is not None:
+                point = Path(out_dir) / job.id / f"conc{conc}"
+                point.mkdir(parents=True, exist_ok=True)
+                (point / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+                (point / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predictor.scrapes))
+                (point / "summary.json").write_text(json.dumps(summary, indent=2))
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+        return
+    _print_table(results)
+
+
+def _print_table(results: list[dict[str, object]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def get(d: object, *path: str) -> float | None:
+        for key in path:
+            if not isinstance(d, dict) or key not in d:
+                return None
+            d = d[key]
+        return d if isinstance(d, (int, float)) else None
+
+    table = Table(title="predicted (simulated engine)")
+    for col in ("job", "conc", "out tok/s/GPU", "TTFT p50 ms", "TPOT p50 ms", "hit rate", "AL"):
+        table.add_column(col, justify="left" if col == "job" else "right")
+    for r in results:
+        s = r["summary"]
+        vals = [get(s, "throughput", "per_gpu", "output_tps"), get(s, "latency", "ttft", "p50"),
+                get(s, "latency", "tpot", "p50"), get(s, "cache", "observed_hit_rate"),
+                get(s, "server_metrics", "spec_decode", "acceptance_length")]
+        fmt = ["{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
+        scale = [1, 1e3, 1e3, 1, 1]
+        cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale)]
+        table.add_row(str(r["job"]), str(r["concurrency"]), *cells)
+    Console().print(table)

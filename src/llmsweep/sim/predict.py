@@ -84,6 +84,7 @@ class Predictor:
         self._tid = 0
         self._busy = False
         self._duration = 0.0
+        self._deadline = 0.0
         self._max_requests: float = float("inf")
         self._profiling_sent = 0
         self._lane_sessions: dict[int, Iterator[LaneProgram]] = {}
@@ -110,7 +111,7 @@ class Predictor:
 
     # -- program interpretation --------------------------------------------------------------------------------------
     def _stopped(self, now: float) -> bool:
-        return now >= self._duration or self._profiling_sent >= self._max_requests
+        return now >= self._deadline or self._profiling_sent >= self._max_requests
 
     def _advance(self, task: _Task, value: Any, now: float) -> None:
         """Feed `value` to the program and carry out actions until it blocks or ends."""
@@ -128,6 +129,8 @@ class Predictor:
                     if self._profiling_sent >= self._max_requests:
                         task.gen.close()
                         return
+                    if not self._profiling_sent:  # the window starts at the first profiling request, as the client's
+                        self._deadline = now + self._duration
                     self._profiling_sent += 1
                 self._send(task, action.spec, now)
                 return
@@ -229,11 +232,14 @@ class Predictor:
     # -- main loop ----------------------------------------------------------------------------------------------------
     def run(self, workload: Workload, *, concurrency: int, duration: float,
             max_requests: int | None = None) -> list[dict[str, Any]]:
-        """Interpret `workload` for `duration` virtual seconds (or until `max_requests` profiling requests were
-        sent, as the client's `num_requests`); in-flight requests then run to completion."""
+        """Interpret `workload` for a profiling window of `duration` virtual seconds counted from the first profiling
+        request (warm-up requests come first and do not count, as in the client), or until `max_requests` profiling
+        requests were sent (the client's `num_requests`); in-flight requests then run to completion."""
         if duration <= 0:
             raise ConfigError(f"predict: duration must be positive, got {duration}", fix="pass --duration > 0")
         self._duration = duration
+        # until the first profiling request the deadline only bounds a runaway warm-up
+        self._deadline = 10 * duration + 3600.0
         self._max_requests = float("inf") if max_requests is None else max_requests
         arrivals = workload.arrivals()
         if arrivals is not None:
@@ -284,7 +290,7 @@ class Predictor:
         if self._profiling_sent >= self._max_requests:
             return
         arrival = next(arrivals, None)
-        if arrival is not None and arrival.at < self._duration:
+        if arrival is not None and arrival.at < self._deadline:
             self._push(max(0.0, arrival.at), _ARRIVAL, (arrival, arrivals))
 
     def _on_arrival(self, payload: tuple[Any, Iterator[Any]], now: float) -> None:

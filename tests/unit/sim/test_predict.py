@@ -176,3 +176,25 @@ def test_the_seed_recipe_jobs_render_to_simulated_engines_the_predictor_runs() -
     records = predict(AgentWorkload(system_tokens=500, turns=3, tool_tokens=200, osl=40), config, concurrency=2,
                       duration=20)
     assert records and all(r["status"] == 200 for r in records)
+
+
+def test_cli_predict_runs_every_job_of_the_seed_recipe_offline(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from llmsweep.cli.sim import predict as predict_cmd
+
+    seed = Path(__file__).resolve().parents[3] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+    out = CliRunner().invoke(predict_cmd, [str(seed), "--duration", "20", "--max-requests", "15", "--traces",
+                                           "synthetic", "--out", str(tmp_path), "--json"])
+    assert out.exit_code == 0, out.output
+    points = json.loads(out.output)
+    assert len(points) == 9  # the seed PR's 9 generated jobs
+    for p in points:
+        s = p["summary"]
+        assert s["source"] == "predicted"
+        assert abs(s["server_metrics"]["spec_decode"]["acceptance_length"] - 3.39) < 0.2
+    written = list(tmp_path.rglob("summary.json"))
+    assert len(written) == 9 and all((f.parent / "records.jsonl").stat().st_size > 0 for f in written)
