@@ -5,7 +5,8 @@ Layout of `--out RUN/`:
     RUN/run.json                      run id, recipe files, executor, expected job ids, outcome
     RUN/servers/<group>/              one folder per shared server: group.json, server.log, server.pid (Slurm: job.sbatch…)
     RUN/jobs/<job-id>/                job.json, server_command.txt, server.log, records.jsonl,
-                                      server_metrics.jsonl, run.json (client), summary.json, outcome.json
+                                      server_metrics.jsonl, run.json (client), summary.json, outcome.json;
+                                      attempts/N/ holds what an earlier, unfinished attempt left
     RUN/report/index.html             the dashboard
 """
 
@@ -26,6 +27,9 @@ SUMMARY_FILE = "summary.json"
 OUTCOME_FILE = "outcome.json"
 GROUP_FILE = "group.json"
 PID_FILE = "server.pid"
+RECORDS_FILE = "records.jsonl"
+ATTEMPTS_DIR = "attempts"
+_ATTEMPT_FILES = (RECORDS_FILE, "server_metrics.jsonl", "run.json", SUMMARY_FILE, OUTCOME_FILE, SERVER_LOG)
 
 
 def jobs_dir(run_dir: Path) -> Path:
@@ -66,3 +70,24 @@ def finished_verdict(directory: Path) -> str | None:
         return None
     validity = summary.get("validity")
     return str(validity.get("verdict")) if isinstance(validity, dict) else None
+
+
+def keep_previous_attempt(directory: Path) -> Path | None:
+    """Move the artifacts of an earlier attempt of a job aside (`attempts/N/`) before it runs again.
+
+    The client starts every run by deleting its records file; without this, rerunning a job a crash or an interrupted
+    run left half done would destroy the only raw record of what that attempt saw. Returns the folder, or None when
+    there was nothing to keep.
+    """
+    present = [directory / name for name in _ATTEMPT_FILES if (directory / name).exists()]
+    if not present:
+        return None
+    attempts = directory / ATTEMPTS_DIR
+    n = 1
+    while (attempts / str(n)).exists():
+        n += 1
+    target = attempts / str(n)
+    target.mkdir(parents=True)
+    for path in present:
+        os.replace(path, target / path.name)
+    return target

@@ -174,16 +174,47 @@ def _workload(job: Job, source: str) -> Any:
     return build_workload(job.workload, concurrency=job.concs[0], **kwargs)
 
 
-def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup) -> dict[str, Any]:
+def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None) -> dict[str, Any]:
+    seen = observed or {}
     return {
         "job": {"id": job.id, "exp_name": job.exp_name, "recipe_key": job.recipe_key,
                 "recipe_fingerprint": job.recipe_fingerprint},
-        "launch": {"engine": spec.engine, "engine_version": spec.engine_version, "image": spec.image or job.image,
+        "launch": {"engine": spec.engine, "engine_version": spec.engine_version,
+                   "engine_version_reported": seen.get("engine_version"), "image": spec.image or job.image,
                    "fingerprint": spec.fingerprint(), "executor": group.executor},
-        "hardware": {"sku": job.sku, "runner": job.runner, "gpus": job.gpus},
+        "hardware": {"sku": job.sku, "runner": job.runner, "gpus": job.gpus,
+                     "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version")},
         "llmsweep_version": __version__,
         "source": group.source,
     }
+
+
+def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
+    """What the running server and this host say about themselves: the engine's `/version` and the GPUs as the
+    driver names them. Best effort, read once per launch: a value that cannot be read is None, never a failure."""
+    import json
+    import urllib.request
+
+    seen: dict[str, Any] = {"engine_version": None, "gpu_names": None, "driver_version": None}
+    if spec.engine != "sim":
+        try:
+            with urllib.request.urlopen(f"{handle.base_url}/version", timeout=5) as resp:  # noqa: S310 - loopback
+                doc = json.loads(resp.read().decode() or "{}")
+            seen["engine_version"] = doc.get("version") if isinstance(doc, dict) else None
+        except (OSError, ValueError) as exc:
+            log.info("could not read %s/version: %s", handle.base_url, exc)
+    if spec.gpus > 0 and shutil.which("nvidia-smi"):
+        from llmsweep.execute.commands import run_command
+
+        try:
+            out = run_command(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                              timeout_s=30.0, fix="check the GPU driver").stdout
+            rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
+            seen["gpu_names"] = [r[0] for r in rows] or None
+            seen["driver_version"] = rows[0][1] if rows and len(rows[0]) > 1 else None
+        except LlmsweepError as exc:
+            log.info("could not query nvidia-smi: %s", exc)
+    return seen
 
 
 def _finish_summary(job_dir: Path, job: Job, source: str, settings: LifecycleSettings) -> dict[str, Any]:
@@ -208,6 +239,7 @@ class _Server:
         self.dir = art.server_dir(run_dir, group.id)
         self.handle: ServerHandle | None = None
         self.spec: LaunchSpec | None = None
+        self.observed: dict[str, Any] = {}
         self.launches = 0
 
     def ensure(self) -> ServerHandle:
@@ -229,9 +261,23 @@ class _Server:
         handle = self.launcher.launch(spec, log_path=log_path)
         self.handle = handle
         if handle.pid is not None:
-            art.write_json(self.dir / art.PID_FILE, {"pid": handle.pid, "argv0": os.path.basename(spec.argv[0])})
-        ready = wait_ready(handle, timeout_s=self.settings.startup_timeout_s, poll_s=0.25)
+            from llmsweep.execute.process import read_proc
+
+            info = read_proc(handle.pid)
+            art.write_json(self.dir / art.PID_FILE, {"pid": handle.pid, "argv0": os.path.basename(spec.argv[0]),
+                                                     "start_ticks": info.start_ticks if info else None})
+        try:
+            ready = wait_ready(handle, timeout_s=self.settings.startup_timeout_s, poll_s=0.25)
+        except BaseException:
+            # A server that missed its readiness deadline may still come up later; the next job must not benchmark
+            # a server nobody saw become ready, so it is torn down and the next job launches afresh.
+            self.stop()
+            raise
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
+        self.observed = observe_runtime(handle, spec)
+        if self.observed.get("engine_version") or self.observed.get("gpu_names"):
+            self.event(f"server reports {spec.engine} {self.observed.get('engine_version') or '?'} on "
+                       f"{', '.join(self.observed.get('gpu_names') or ['?'])}")
         return handle
 
     def stop(self) -> None:
@@ -260,7 +306,9 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     group = server.group
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
-    (jdir / art.SUMMARY_FILE).unlink(missing_ok=True)
+    kept = art.keep_previous_attempt(jdir)
+    if kept is not None:
+        event(f"job {job.id}: the artifacts of an earlier, unfinished attempt are kept in {kept}")
     started = time.monotonic()
     handle: ServerHandle | None = None
     try:
@@ -273,7 +321,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         options = _run_options(job, spec, settings)
         result = run_benchmark(
             _workload(job, group.source), _endpoint(job, spec, handle.base_url), options, jdir,
-            provenance=_provenance(job, spec, group), gates=_gates(job, options),
+            provenance=_provenance(job, spec, group, server.observed), gates=_gates(job, options),
         )
         check_alive(handle, during=f"job {job.id}")
         summary = _finish_summary(result.out_dir, job, group.source, settings)
@@ -286,6 +334,16 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
                              summary_path=str(jdir / art.SUMMARY_FILE))
     except LlmsweepError as exc:
         outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
+    except KeyboardInterrupt:
+        # Ctrl-C / SIGTERM: say so in the job folder (records written so far stay), then let the sweep unwind.
+        art.write_json(jdir / art.OUTCOME_FILE, JobOutcome(
+            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=["interrupted by the user"],
+            seconds=round(time.monotonic() - started, 3)).model_dump(mode="json"))
+        raise
+    except Exception as exc:  # a bug below must fail this job, not abandon the rest of the sweep
+        log.exception("job %s failed unexpectedly", job.id)
+        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
+                             reasons=[f"internal error: {type(exc).__name__}: {exc}"])
     finally:
         _copy_log(handle or server.handle, jdir)
     outcome.seconds = round(time.monotonic() - started, 3)
@@ -334,7 +392,7 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet) -> list[int]:
     for pid_file in sorted((run_dir / "servers").glob(f"*/{art.PID_FILE}")):
         doc = art.read_json(pid_file) or {}
         pid, argv0 = int(doc.get("pid") or 0), str(doc.get("argv0") or "")
-        if pid > 1 and _is_our_server(pid, argv0):
+        if pid > 1 and _is_our_server(pid, argv0, doc.get("start_ticks")):
             event(f"stopping server pid {pid} left running by an earlier, interrupted run")
             stop_process_tree(pid, pgid=pid, grace_s=5.0)
             stopped.append(pid)
@@ -342,8 +400,13 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet) -> list[int]:
     return stopped
 
 
-def _is_our_server(pid: int, argv0: str) -> bool:
+def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool:
     """True when `pid` still runs the command we launched (a recycled pid belongs to someone else)."""
+    from llmsweep.execute.process import read_proc
+
+    info = read_proc(pid)
+    if info is None or (start_ticks is not None and info.start_ticks != start_ticks):
+        return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:

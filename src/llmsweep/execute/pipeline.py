@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import signal
 import sys
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from pathlib import Path
 from typing import Any, Literal
 
@@ -115,7 +119,9 @@ def _errors_for(job: Job, findings: list[Finding]) -> list[Finding]:
 
 
 def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
-    if job.is_eval:
+    if job.is_eval or job.run_eval:
+        # A run-eval row promises throughput *and* an accuracy eval; running half of it would store a row whose
+        # eval silently never happened.
         return "eval jobs (eval-only / run-eval) are planned but not yet supported by `llmsweep run`"
     if errors:
         first = errors[0]
@@ -166,17 +172,40 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     art.write_json(run_dir / art.RUN_FILE, meta)
 
 
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP unwind like Ctrl-C while servers run here, so `finally` blocks stop them.
+
+    Python's default SIGTERM ends the process at once: a `kill` of the driver (or a closed terminal) would leave the
+    server, which runs in its own session, holding its port and GPUs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _run_local(groups: list[ServerGroup], req: RunRequest, run_dir: Path, event: Event) -> list[JobOutcome]:
     from llmsweep.execute import make_launcher
 
     launcher = make_launcher(req.executor, req.executor_options)
     outcomes: list[JobOutcome] = []
-    for group in groups:
-        got = run_group(group, launcher, run_dir, req.settings, event=event)
-        outcomes.extend(got)
-        if req.settings.fail_fast and not all(o.ok for o in got):
-            event("fail-fast: stopping after the first failed job")
-            break
+    with _terminate_as_interrupt():
+        for group in groups:
+            got = run_group(group, launcher, run_dir, req.settings, event=event)
+            outcomes.extend(got)
+            if req.settings.fail_fast and not all(o.ok for o in got):
+                event("fail-fast: stopping after the first failed job")
+                break
     return outcomes
 
 

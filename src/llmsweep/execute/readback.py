@@ -2,7 +2,8 @@
 
 Values come only from the server's `/metrics` scrapes (already folded into the summary's `server_metrics` block by
 the metrics room), never from the job itself. A disagreement marks the result invalid with a reason a reader can act
-on; a check whose value the engine does not expose is reported as unchecked, not passed.
+on; a check whose value the engine does not expose fails (unchecked is not passed), and one with too little evidence
+in the window (a smoke run) is recorded as inconclusive: a warning, never a pass that would look like proof.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmsweep.plan import Job
 
 DEFAULT_AL_TOLERANCE = 0.10
+DEFAULT_MIN_VERIFY_STEPS = 100
 
 
 class ReadbackSettings(BaseModel):
@@ -21,6 +23,12 @@ class ReadbackSettings(BaseModel):
 
     al_tolerance: float = Field(
         default=DEFAULT_AL_TOLERANCE, ge=0, description="Allowed |realised − pinned| acceptance length, tokens/step."
+    )
+    min_verify_steps: int = Field(
+        default=DEFAULT_MIN_VERIFY_STEPS,
+        ge=0,
+        description="Fewest verify steps in the window for a verdict: a per-step mean over fewer (a smoke run of "
+        "short agentic turns) is dominated by first tokens and max_tokens cuts, not by the acceptance the engine ran.",
     )
 
 
@@ -38,11 +46,13 @@ def acceptance_check(job: Job, summary: dict[str, Any], settings: ReadbackSettin
         return None
     pinned = job.acceptance.value
     realised = _dig(summary, "server_metrics", "spec_decode", "acceptance_length")
+    steps = _dig(summary, "server_metrics", "spec_decode", "verify_steps")
     check: dict[str, Any] = {
         "check": "acceptance_length",
         "pinned": pinned,
         "realised": realised,
         "tolerance": settings.al_tolerance,
+        "verify_steps": steps,
         "source": "server /metrics: " + str(_dig(summary, "server_metrics", "spec_decode", "method") or "n/a"),
     }
     if realised is None:
@@ -50,6 +60,12 @@ def acceptance_check(job: Job, summary: dict[str, Any], settings: ReadbackSettin
         check["reason"] = (
             f"realised acceptance length could not be read back from the server's /metrics (pinned {pinned:.2f}); "
             "the engine may have ignored the synthetic-acceptance setting or exposes no speculative counters"
+        )
+    elif steps is not None and steps < settings.min_verify_steps:
+        check["ok"] = None
+        check["reason"] = (
+            f"realised acceptance length {float(realised):.3f} (pinned {pinned:.2f}) rests on {steps:.0f} verify "
+            f"steps, fewer than {settings.min_verify_steps}: too few to judge; run longer for a read-back verdict"
         )
     elif abs(float(realised) - pinned) > settings.al_tolerance:
         check["ok"] = False
@@ -65,8 +81,11 @@ def acceptance_check(job: Job, summary: dict[str, Any], settings: ReadbackSettin
 def apply_readback(job: Job, summary: dict[str, Any], settings: ReadbackSettings) -> dict[str, Any]:
     """Add a `readback` block to the summary and turn its verdict invalid when a check failed."""
     checks = [c for c in (acceptance_check(job, summary, settings),) if c is not None]
-    summary["readback"] = {"checks": checks, "ok": all(c["ok"] for c in checks)}
-    failed = [c["reason"] for c in checks if not c["ok"]]
+    summary["readback"] = {"checks": checks, "ok": all(c["ok"] is not False for c in checks)}
+    failed = [c["reason"] for c in checks if c["ok"] is False]
+    inconclusive = [c["reason"] for c in checks if c["ok"] is None]
+    if inconclusive:
+        summary.setdefault("validity", {}).setdefault("warnings", []).extend(inconclusive)
     if failed:
         validity = summary.setdefault("validity", {})
         validity["verdict"] = "invalid"

@@ -1,0 +1,96 @@
+"""Shared helpers of the `llmsweep run` end-to-end tests: run the real CLI in a subprocess and read what it left.
+
+(A module of helpers, no tests: named test_run_* so it sits with the tests it serves.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run"
+JOB_ARTIFACTS = ("job.json", "server_command.txt", "server.log", "records.jsonl", "server_metrics.jsonl",
+                 "summary.json")
+
+
+def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a CLI run: the store in tmp (never the user's home), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if k != "LLMSWEEP_TEST_SECRET"}
+    return {**env, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"), "PYTHONUNBUFFERED": "1", **extra}
+
+
+def run_argv(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "llmsweep.cli.main", "run", *(str(a) for a in args)]
+
+
+def run_cli(args: Sequence[str | Path], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(run_argv(*args), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def start_cli(args: Sequence[str | Path], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start `llmsweep run` in the background, stdout+stderr to `log` (a pipe nobody reads could block it)."""
+    fh = open(log, "wb")  # noqa: SIM115 - handed to the child; closed when the test's tmp dir goes
+    return subprocess.Popen(run_argv(*args), env=env, stdout=fh, stderr=subprocess.STDOUT)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None,
+             log: Path | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run exited ({proc.returncode}) before {what}:\n"
+                                 + (log.read_text(errors="replace")[-4000:] if log else ""))
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}"
+                         + (f":\n{log.read_text(errors='replace')[-4000:]}" if log else ""))
+
+
+def job_dirs(out: Path) -> dict[str, Path]:
+    return {p.name: p for p in sorted((out / "jobs").iterdir()) if p.is_dir()}
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def verdict(job_dir: Path) -> str | None:
+    path = job_dir / "summary.json"
+    return read_json(path)["validity"]["verdict"] if path.exists() else None
+
+
+def record_lines(path: Path) -> int:
+    try:
+        return sum(1 for line in path.read_bytes().splitlines() if line.strip())
+    except FileNotFoundError:
+        return 0
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def server_pids(out: Path) -> list[int]:
+    return [int(read_json(p)["pid"]) for p in sorted((out / "servers").glob("*/server.pid")) if p.stat().st_size]
+
+
+def kill_quietly(pid: int) -> None:
+    """Test clean-up of a process this test caused to start (never by name)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

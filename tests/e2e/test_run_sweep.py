@@ -1,0 +1,171 @@
+"""`llmsweep run` end to end on the built-in simulator: a small sweep leaves every artifact, shares servers, stores
+and reports; secrets reach the server but no file; refusals are loud; --fail-fast stops, its absence goes on."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from pathlib import Path
+
+from test_run_support import (
+    JOB_ARTIFACTS,
+    RECIPES,
+    cli_env,
+    job_dirs,
+    read_json,
+    record_lines,
+    run_cli,
+    start_cli,
+    verdict,
+    wait_for,
+)
+
+
+def _environ_of(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) -> None:
+    out, store = tmp_path / "out", tmp_path / "store.sqlite"
+    secret = "llmsweep-e2e-" + secrets.token_hex(12)
+    env = cli_env(tmp_path, LLMSWEEP_TEST_SECRET=secret)
+    log = tmp_path / "run.log"
+    stdout = tmp_path / "stdout.txt"
+    # stdout and stderr apart: the last stdout line is the contract under test.
+    with open(stdout, "wb") as out_fh, open(log, "wb") as err_fh:
+        import subprocess
+
+        from test_run_support import run_argv
+
+        proc = subprocess.Popen(run_argv(RECIPES / "agentic-sim.yaml", RECIPES / "fixed-sim.yaml", "--out", out),
+                                env=env, stdout=out_fh, stderr=err_fh)
+        try:
+            # While the first (agentic, secret-env) server runs, its process environment holds the secret.
+            seen = wait_for(lambda: [pid for p in (out / "servers").glob("*/server.pid")
+                                     if (pid := int(read_json(p)["pid"]))
+                                     and f"LLMSWEEP_TEST_SECRET={secret}".encode() in _environ_of(pid)],
+                            timeout=60, what="a server whose environment carries the secret", proc=proc, log=log)
+            assert seen
+            rc = proc.wait(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    err = log.read_text()
+    assert rc == 0, err[-4000:]
+
+    # The last line on stdout is the dashboard, and it exists.
+    lines = stdout.read_text().strip().splitlines()
+    report = out / "report" / "index.html"
+    assert lines[-1] == str(report)
+    assert report.is_file() and "<html" in report.read_text()[:2000].lower()
+
+    # Every job: the full set of artifacts, a smoke verdict (short windows), records written.
+    jobs = job_dirs(out)
+    assert len(jobs) == 4  # 2 agentic arms (conc 8) + 2 fixed-length concurrencies
+    for name, jdir in jobs.items():
+        for artifact in JOB_ARTIFACTS:
+            assert (jdir / artifact).is_file(), f"{name} lacks {artifact}"
+        assert verdict(jdir) == "smoke", (name, read_json(jdir / "summary.json")["validity"])
+        assert record_lines(jdir / "records.jsonl") > 0
+        assert read_json(jdir / "job.json")["id"] == name
+        assert "sim serve" in (jdir / "server_command.txt").read_text()
+    fixed = [j for n, j in jobs.items() if "_256_64_" in n]
+    agentic = [j for n, j in jobs.items() if "_256_64_" not in n]
+    assert len(fixed) == 2 and len(agentic) == 2
+
+    # Identical launches share one server: the two fixed-length jobs, one launch; each agentic arm its own.
+    servers = sorted(p for p in (out / "servers").iterdir() if p.is_dir())
+    assert len(servers) == 3
+    launches = {s.name: sorted(x.name for x in s.glob("server*.log")) for s in servers}
+    assert all(logs == ["server.log"] for logs in launches.values()), launches
+    commands = {(j / "server_command.txt").read_text() for j in fixed}
+    assert len(commands) == 1
+    assert err.count("launching sim server") == 3
+
+    # Results are in the store the environment named, one per job, under the run's id.
+    run_id = read_json(out / "run.json")["run_id"]
+    with sqlite3.connect(store) as db:
+        tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
+        assert tables
+    from llmsweep.results.store import Store
+
+    with Store(store) as st:
+        points = st.results(run_id)
+    assert sorted(p.job_id for p in points) == sorted(jobs)
+    assert {p.verdict for p in points} == {"smoke"}
+
+    # The secret reached the server (above) but no byte of any file under --out, nor the store, carries it.
+    needle = secret.encode()
+    leaked = [p for p in [*out.rglob("*"), *tmp_path.glob("store.sqlite*")] if p.is_file() and needle in p.read_bytes()]
+    assert leaked == []
+    assert secret not in stdout.read_text() and secret not in err
+
+
+def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    files = [RECIPES / "eval-8k1k.yaml", RECIPES / "no-serve.yaml", RECIPES / "policy-max-conc.yaml"]
+    proc = run_cli([*files, "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+    by_kind = {
+        "eval": [o for i, o in outcomes.items() if "_8k1k_" in i],
+        "no-serve": [o for i, o in outcomes.items() if "_128_32_" in i],
+        "policy": [o for i, o in outcomes.items() if "_256_32_" in i],
+    }
+    assert [len(v) for v in by_kind.values()] == [1, 1, 2]
+    assert all(o["status"] == "refused" for o in outcomes.values())
+    assert "not yet supported" in by_kind["eval"][0]["reasons"][0]
+    assert "not runnable" in by_kind["no-serve"][0]["reasons"][0]
+    assert "--simulate" in by_kind["no-serve"][0]["reasons"][0]
+    conc4 = next(o for o in by_kind["policy"] if "_conc4_" in o["job_id"])
+    assert "[grid.max-conc]" in conc4["reasons"][0]
+    # Printed as they happen, and again in the completeness report.
+    for o in outcomes.values():
+        assert f"job {o['job_id']}: refused" in proc.stderr
+        assert f"refused: {o['job_id']}" in proc.stderr
+    assert "grid.max-conc" in proc.stderr and "not yet supported" in proc.stderr
+    # Nothing was launched for refused jobs.
+    assert not (out / "servers").exists() or not any((out / "servers").iterdir())
+
+
+def test_a_recipe_without_serve_runs_on_the_simulator_with_simulate(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "no-serve.yaml", "--simulate", "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    (jdir,) = job_dirs(out).values()
+    assert verdict(jdir) == "smoke"
+    assert "sim serve" in (jdir / "server_command.txt").read_text()
+    assert proc.stdout.strip().splitlines()[-1] == str(out / "report" / "index.html")
+
+
+def _unready_run(tmp_path: Path, *extra: str) -> tuple[int, dict[str, dict], Path, str]:
+    """Two server groups whose servers never get ready in time (a 0.05 s readiness deadline)."""
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "two-servers-sim.yaml", "--startup-timeout", "0.05", "--out", out, *extra],
+                   cli_env(tmp_path))
+    outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+    return proc.returncode, outcomes, out, proc.stderr
+
+
+def test_fail_fast_stops_after_the_first_failed_job(tmp_path: Path) -> None:
+    rc, outcomes, out, err = _unready_run(tmp_path, "--fail-fast")
+    assert rc == 1
+    assert len(outcomes) == 3
+    ran = [o for o in outcomes.values() if "not ready after" in (o["reasons"] or [""])[0]]
+    skipped = [o for o in outcomes.values() if "stopped before this job" in (o["reasons"] or [""])[0]]
+    assert len(ran) == 1 and len(skipped) == 2, outcomes
+    assert "fail-fast" in err
+    # Only the first server was ever launched.
+    assert len([p for p in (out / "servers").iterdir() if p.is_dir()]) == 1
+
+
+def test_without_fail_fast_the_sweep_goes_on_after_a_failed_job(tmp_path: Path) -> None:
+    rc, outcomes, out, err = _unready_run(tmp_path)
+    assert rc == 1
+    assert len(outcomes) == 3
+    assert all(o["status"] == "failed" and "not ready after" in o["reasons"][0] for o in outcomes.values()), outcomes
+    assert len([p for p in (out / "servers").iterdir() if p.is_dir()]) == 2
+    assert err.count("failed: ") == 3  # the completeness report lists every one
