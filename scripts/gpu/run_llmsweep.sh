@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# GPU side, one long device call after the chunks are staged: install vLLM 0.26.0 from /tmp/stash, synthesise the
+# models the recipes serve, then `llmsweep run --executor local` on the recipes — the whole pipeline (one server per
+# identical LaunchSpec, client, /metrics, gates, the acceptance read-back gate, store, dashboard) — and pack the
+# evidence into $OUT (≤ 8 files come back; see docs/gpu.md §5).
+#
+# Env:
+#   NAME=llama                 run name: the run dir is $RUNS/$NAME, the archive $OUT/$NAME.tar.gz
+#   RECIPES="examples/gpu/llama-1b-bf16-h200-vllm.yaml"
+#   CONFIG_KEYS=''             optional --config-keys glob
+#   SYNTH="llama-1b"           presets to write under /tmp/models/<preset> (`preset:--draft` adds the draft)
+#   RUN_TIMEOUT=520            seconds `llmsweep run` may take (SIGINT, then its servers are stopped)
+#   RUNS=/tmp/runs  RECORDS_PER_JOB=200  LOG_TAIL=400
+#   SKIP_INSTALL=1             CPU rehearsal: no vLLM install (put scripts/gpu/cpu_rehearsal first on PATH)
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+NAME=${NAME:-llama}; RECIPES=${RECIPES:-examples/gpu/llama-1b-bf16-h200-vllm.yaml}; SYNTH=${SYNTH:-llama-1b}
+RUN_TIMEOUT=${RUN_TIMEOUT:-520}; RUNS=${RUNS:-/tmp/runs}; RECORDS_PER_JOB=${RECORDS_PER_JOB:-200}
+LOG_TAIL=${LOG_TAIL:-400}
+T0=$(date +%s)
+log() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$OUT/steps.txt"; }
+export HF_HOME=/tmp/hfhome HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1 \
+  DO_NOT_TRACK=1 VLLM_USE_FLASHINFER_SAMPLER=0
+
+# 1. vLLM from the staged chunks (a no-op when already installed in this lease)
+if [[ -z "${SKIP_INSTALL:-}" ]]; then   # SKIP_INSTALL=1: the CPU rehearsal (PATH=scripts/gpu/cpu_rehearsal:...)
+  bash scripts/gpu/install_vllm.sh >>"$OUT/steps.txt" 2>&1 || { log "install failed"; tail -20 "$OUT/steps.txt"; exit 1; }
+fi
+site=${SITE:-/tmp/site}
+export PYTHONPATH="$repo/src:$site${PYTHONPATH:+:$PYTHONPATH}" PATH="$site/bin:$PATH"
+llmsweep() { python3 -m llmsweep.cli.main "$@"; }
+log "installed: $(tail -1 "$OUT/steps.txt"); llmsweep $(llmsweep --version 2>&1 | tail -1)"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$OUT/steps.txt" 2>&1
+
+# 2. the models (config + tokenizer; vLLM fills the weights under --load-format dummy)
+for item in $SYNTH; do
+  preset=${item%%:*}; extra=(); [[ "$item" == *:--draft ]] && extra=(--draft)
+  llmsweep model synth "$preset" --out "/tmp/models/$preset" --force --weights none "${extra[@]}" >/dev/null \
+    2>>"$OUT/steps.txt" || { log "model synth $preset failed"; exit 1; }
+  log "model $preset written to /tmp/models/$preset"
+done
+
+# 3. the run
+run="$RUNS/$NAME"; mkdir -p "$run"
+keys=(); [[ -n "${CONFIG_KEYS:-}" ]] && keys=(--config-keys "$CONFIG_KEYS")
+log "llmsweep run $RECIPES -> $run"
+# shellcheck disable=SC2086
+timeout -s INT -k 30 "$RUN_TIMEOUT" python3 -m llmsweep.cli.main run $RECIPES "${keys[@]}" \
+  --runner-config examples/gpu/fleet.yaml --executor local --executor-option allow_image=true \
+  --out "$run" --store "$run/results.sqlite" 2>&1 | tee "$OUT/run.log"
+rc=${PIPESTATUS[0]}
+log "llmsweep run exit $rc"
+python3 - "$run" <<'PY' 2>&1 | tee -a "$OUT/steps.txt"
+import sys
+from pathlib import Path
+from llmsweep.execute.lifecycle import stop_stale_servers
+print("stale servers stopped:", stop_stale_servers(Path(sys.argv[1]), print))
+PY
+if [[ $rc -ne 0 && ! -f "$run/report/index.html" ]]; then
+  llmsweep results ingest "$run" --store "$run/results.sqlite" >>"$OUT/steps.txt" 2>&1
+  llmsweep report "$run" >>"$OUT/steps.txt" 2>&1
+  log "partial run stored and reported"
+fi
+
+# 4. the evidence: summaries, job/outcome/command files, a slice of each job's records, server logs' tails, the
+#    store and the dashboard, in one archive
+pack="/tmp/pack/$NAME"; rm -rf "$pack"; mkdir -p "$pack"
+tar -C "$run" --exclude=records.jsonl --exclude='server*.log' -cf - . | tar -C "$pack" -xf -
+for f in "$run"/jobs/*/records.jsonl; do [[ -f "$f" ]] && head -n "$RECORDS_PER_JOB" "$f" > "$pack/${f#"$run"/}"; done
+for f in "$run"/jobs/*/server*.log "$run"/servers/*/server*.log; do
+  [[ -f "$f" ]] && tail -n "$LOG_TAIL" "$f" > "$pack/${f#"$run"/}"
+done
+for f in "$run"/servers/*/server.log; do
+  [[ -f "$f" ]] && grep -E "prefix caching|enable_prefix_caching|KV cache|block_size|speculative|SpeculativeConfig|acceptance|Maximum concurrency|Starting vLLM|non-default args|model weights took|graph capturing|torch.compile" "$f" | head -60 > "${pack}/${f#"$run"/}.key.txt"
+done
+tar -C /tmp/pack -czf "$OUT/$NAME.tar.gz" "$NAME"
+log "packed $(du -h "$OUT/$NAME.tar.gz" | cut -f1) into $OUT/$NAME.tar.gz"
+exit "$rc"
