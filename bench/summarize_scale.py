@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -90,7 +89,6 @@ def main() -> None:
           f"{res['peak_mb'] + res['child_peak_mb'] * min(os.cpu_count() or 1, 8):,.0f} MB (goal <= 30 s, <= 2048 MB)")
     print(f"baseline json parse of every line: {parse_s:.1f} s -> summarise / parse = {res['wall_s'] / parse_s:.2f}x")
     print(f"successful {res['successful']:,}, ITL gaps {res['itl_count']:,}, QPS windows {res['qps_samples']:,}")
-    _ = resource
 
 
 if __name__ == "__main__":

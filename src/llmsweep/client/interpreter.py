@@ -309,7 +309,11 @@ class Interpreter:
     async def _lane(self, lane: int) -> None:
         sessions = self._sessions(lane)
         while not self.stopping and self._budget_left():
-            program = next(sessions, None)
+            try:
+                program = next(sessions, None)
+            except Exception:
+                log.exception("lane %d: the workload could not produce its next session; the lane stops", lane)
+                return
             if program is None:
                 return
             await self._run_tree(program, lane, time.perf_counter())
@@ -375,6 +379,9 @@ class Interpreter:
                 try:
                     action = gen.send(value)
                 except StopIteration:
+                    return
+                except Exception:  # a workload bug ends this session, loudly, not the run
+                    log.exception("lane %d: the workload program raised; ending its session", lane)
                     return
                 kind = type(action)
                 if kind is Send:

@@ -16,7 +16,6 @@ import os
 import pickle
 import platform
 import resource
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path

@@ -113,11 +113,6 @@ async def on_request_sent(session: Any, ctx: Any, params: Any) -> None:
         raw.sent = time.perf_counter()
 
 
-def quick_error(raw: RawExchange) -> bool:
-    """True when the exchange failed in transport or HTTP status: its record is cheap and must be made at once."""
-    return raw.error_class is not None
-
-
 def to_record(
     raw: RawExchange,
     spec: RequestSpec,
