@@ -1,0 +1,147 @@
+"""`llmsweep run` when things go wrong mid-sweep: the driver is SIGKILLed (then --resume), the server dies under a
+job, the user presses Ctrl-C. Three fixed-length jobs of a few seconds share one simulator server."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from test_run_support import (
+    RECIPES,
+    alive,
+    cli_env,
+    job_dirs,
+    kill_quietly,
+    read_json,
+    record_lines,
+    run_cli,
+    server_pids,
+    start_cli,
+    verdict,
+    wait_for,
+)
+
+RECIPE = RECIPES / "slow-fixed-sim.yaml"
+
+
+def _job(out: Path, conc: int) -> Path:
+    return out / "jobs" / next(n for n in job_dirs(out) if f"_conc{conc}_" in n)
+
+
+def _jobs_exist(out: Path, conc: int) -> Path | None:
+    jobs = out / "jobs"
+    if not jobs.is_dir():
+        return None
+    found = [p for p in jobs.iterdir() if f"_conc{conc}_" in p.name]
+    return found[0] if found else None
+
+
+def test_resume_after_the_driver_is_sigkilled_skips_done_jobs_reruns_the_rest_and_stops_the_orphan(
+    tmp_path: Path,
+) -> None:
+    out, log = tmp_path / "out", tmp_path / "first.log"
+    env = cli_env(tmp_path)
+    proc = start_cli([RECIPE, "--out", out], env, log)
+    orphan = 0
+    try:
+        first = wait_for(lambda: (j := _jobs_exist(out, 1)) and (j / "summary.json").exists() and j,
+                         timeout=90, what="the first job's summary", proc=proc, log=log)
+        second = wait_for(lambda: (j := _jobs_exist(out, 2)) and record_lines(j / "records.jsonl") > 0 and j,
+                          timeout=60, what="a record of the second job", proc=proc, log=log)
+        (orphan,) = server_pids(out)
+        os.kill(proc.pid, signal.SIGKILL)  # the driver alone dies, as a crashed one would
+        proc.wait(timeout=30)
+        assert alive(orphan), "the server should outlive its killed driver (own session)"
+        kept = record_lines(second / "records.jsonl")
+        assert kept > 0
+        assert verdict(first) == "smoke" and verdict(second) is None
+
+        resumed = run_cli([RECIPE, "--out", out, "--resume"], env)
+        assert resumed.returncode == 0, resumed.stderr[-4000:]
+        assert f"stopping server pid {orphan}" in resumed.stderr
+        assert not alive(orphan)
+        assert not list((out / "servers").glob("*/server.pid"))
+        outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+        assert outcomes[first.name]["status"] == "skipped"
+        assert outcomes[second.name]["status"] == "smoke"
+        assert all(verdict(j) == "smoke" for j in job_dirs(out).values())
+        # The half-done attempt's raw records are kept beside the rerun's.
+        assert record_lines(second / "attempts" / "1" / "records.jsonl") == kept
+        assert record_lines(second / "records.jsonl") > 0
+        assert resumed.stdout.strip().splitlines()[-1] == str(out / "report" / "index.html")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if orphan and alive(orphan):
+            kill_quietly(orphan)
+
+
+def test_a_server_killed_mid_job_fails_that_job_with_its_log_and_the_group_relaunches(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start_cli([RECIPE, "--out", out], cli_env(tmp_path), log)
+    try:
+        wait_for(lambda: (j := _jobs_exist(out, 1)) and record_lines(j / "records.jsonl") > 0,
+                 timeout=90, what="a record of the first job", proc=proc, log=log)
+        (server,) = server_pids(out)
+        os.kill(server, signal.SIGKILL)
+        rc = proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert rc == 1, text[-4000:]
+    first = _job(out, 1)
+    outcome = read_json(first / "outcome.json")
+    assert outcome["status"] == "failed"
+    reason = outcome["reasons"][0]
+    assert "died during job" in reason
+    (group,) = [p for p in (out / "servers").iterdir() if p.is_dir()]
+    first_log = (group / "server.log").read_text().strip().splitlines()
+    assert first_log and first_log[-1] in reason  # the tail of the server's log is in the reason
+    # The run went on: the next jobs got a relaunched server and finished.
+    assert (group / "server.2.log").is_file()
+    assert verdict(_job(out, 2)) == "smoke" and verdict(_job(out, 3)) == "smoke"
+    assert f"failed: {first.name}" in text  # the completeness report names it
+    assert "expected 3 job(s), 2 with a valid or smoke summary" in text
+
+
+def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start_cli([RECIPE, "--out", out], cli_env(tmp_path), log)
+    server = 0
+    try:
+        job = wait_for(lambda: (j := _jobs_exist(out, 1)) and record_lines(j / "records.jsonl") > 0 and j,
+                       timeout=90, what="a record of the first job", proc=proc, log=log)
+        (server,) = server_pids(out)
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+        assert rc == 130, log.read_text()[-4000:]
+        assert not alive(server), "Ctrl-C left the server running"
+        assert not list((out / "servers").glob("*/server.pid"))
+        assert record_lines(job / "records.jsonl") > 0
+        assert read_json(job / "outcome.json")["reasons"] == ["interrupted by the user"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if server and alive(server):
+            kill_quietly(server)
+
+
+def test_sigterm_to_the_driver_also_tears_the_server_down(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start_cli([RECIPE, "--out", out], cli_env(tmp_path), log)
+    server = 0
+    try:
+        wait_for(lambda: server_pids(out) if (out / "servers").is_dir() else None,
+                 timeout=90, what="the server's pid file", proc=proc, log=log)
+        (server,) = server_pids(out)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert proc.returncode != 0
+        assert not alive(server), "SIGTERM left the server running"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if server and alive(server):
+            kill_quietly(server)
