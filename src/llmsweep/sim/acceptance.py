@@ -11,7 +11,7 @@ rule that emits floor or ceil of (AL + debt) per verify step and carries the dif
 enters the debt — SGLang's formula (generation tokens / verify calls) also counts each request's first token, which
 comes from prefill, and the tokens a max_tokens cut drops from a last step; vLLM's (1 + accepted / drafts) counts the
 drafted step before the cut. With i.i.d. draws those made a 20-second run read ~+0.2 at conc 1 and ~−0.1 at conc 8–12;
-the controller keeps the window's realised AL within about 2 / verify-steps of the pinned value, at the cost of a
+the controller keeps the realised AL within a few tokens / verify-steps of the pinned value, at the cost of a
 narrower per-step spread than the i.i.d. model (the mean and the range [1, K+1] are unchanged).
 """
 
@@ -68,21 +68,23 @@ class AcceptanceSampler:
         return expected_length(self.p, self.k)
 
 
-DEBT_BOUND = 2.0
-"""Most tokens of surplus or deficit carried between steps: enough to pay back a few first tokens or a cut step,
-small enough that warmup requests (1 token, no verify step) cannot drag the next window's reading down."""
+DEBT_STEPS = 2
+"""Surplus or deficit carried between steps is bounded to this many full steps (2 (K+1) tokens): enough to pay back
+the cut last steps of a batch of requests that finish together, small enough that a burst of 1-token warmup requests
+(a first token, no verify step) moves a 100-step window's reading by well under the 0.10 read-back tolerance."""
 
 
 class AcceptanceController:
     """Tokens per verify step such that the engine's own acceptance formula reads back the configured AL."""
 
-    __slots__ = ("k", "acceptance_length", "counts_first_token", "debt", "rng")
+    __slots__ = ("k", "acceptance_length", "counts_first_token", "debt", "bound", "rng")
 
     def __init__(self, k: int, acceptance_length: float, seed: int, *, counts_first_token: bool) -> None:
         self.k = k
         self.acceptance_length = acceptance_length
         self.counts_first_token = counts_first_token
         self.debt = 0.0
+        self.bound = float(DEBT_STEPS * (k + 1))
         self.rng = random.Random(seed)
 
     def step(self) -> int:
@@ -101,5 +103,5 @@ class AcceptanceController:
             self._carry(-1.0)
 
     def _carry(self, delta: float) -> None:
-        debt = self.debt + delta
-        self.debt = DEBT_BOUND if debt > DEBT_BOUND else -DEBT_BOUND if debt < -DEBT_BOUND else debt
+        debt, bound = self.debt + delta, self.bound
+        self.debt = bound if debt > bound else -bound if debt < -bound else debt

@@ -1,0 +1,66 @@
+"""The read-back gate in the real lifecycle: a job pinned at AL 3.39 run by `run_group` against a real simulator
+server. Started at the pinned value it passes; started at 2.5 the job is invalid with the realised-vs-pinned reason,
+read from the server's /metrics. Also: a short run at the pinned value reads back within the default 0.10."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep import engines
+from llmsweep.execute.lifecycle import LifecycleSettings, ServerGroup, run_group
+from llmsweep.execute.local import LocalLauncher
+from llmsweep.plan import Job, jobs_from_files
+
+RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "spec-fixed-sim.yaml"
+
+
+def _job(key: str) -> Job:
+    (only,) = jobs_from_files([RECIPE], config_keys=[key])
+    assert only.acceptance is not None and only.acceptance.value == 3.39
+    return only
+
+
+@pytest.fixture(scope="module")
+def job() -> Job:
+    return _job("run-sim-spec")
+
+
+def _group_at(job: Job, al: str) -> ServerGroup:
+    spec = engines.render(job, port=0)
+    argv = list(spec.argv)
+    i = argv.index("--acceptance-length")
+    argv[i + 1] = al
+    return ServerGroup(id=f"sim-al-{al}", spec=spec.model_copy(update={"argv": tuple(argv)}), jobs=[job],
+                       source="simulated")
+
+
+@pytest.mark.parametrize("al", ["3.39", "2.5"])
+def test_realised_acceptance_length_is_read_back_against_the_pinned_one(job: Job, tmp_path: Path, al: str) -> None:
+    (outcome,) = run_group(_group_at(job, al), LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
+    summary = json.loads((tmp_path / "jobs" / job.id / "summary.json").read_text())
+    (check,) = summary["readback"]["checks"]
+    assert check["pinned"] == 3.39
+    assert check["verify_steps"] >= 100  # enough evidence for a verdict, in a run of a few seconds
+    assert abs(check["realised"] - float(al)) <= 0.10, check  # the simulator realises what it was started at
+    if al == "3.39":
+        assert check["ok"] is True
+        assert outcome.status == "smoke", outcome.reasons
+    else:
+        assert check["ok"] is False
+        assert outcome.status == "invalid"
+        assert any("realised acceptance length" in r and "pinned 3.39" in r for r in outcome.reasons), outcome.reasons
+        assert summary["validity"]["verdict"] == "invalid"
+
+
+def test_a_correctly_pinned_simulator_passes_with_short_outputs(tmp_path: Path) -> None:
+    """24-token outputs: a first token per request from prefill and cut last steps, all in the SGLang formula."""
+    job = _job("run-sim-spec-short")
+    (outcome,) = run_group(_group_at(job, "3.39"), LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
+    summary = json.loads((tmp_path / "jobs" / job.id / "summary.json").read_text())
+    (check,) = summary["readback"]["checks"]
+    assert check["verify_steps"] >= 100
+    assert check["ok"] is True, check
+    assert outcome.status == "smoke", outcome.reasons
