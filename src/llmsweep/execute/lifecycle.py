@@ -129,7 +129,12 @@ def _endpoint(job: Job, spec: LaunchSpec, base_url: str) -> Any:
     from llmsweep.client import Endpoint
 
     api = "chat" if job.scenario == "agentic-coding" or job.workload.use_chat_template else "completions"
-    return Endpoint(base_url=base_url, model=spec.served_model_name or job.workload.served_model_name, api=api)
+    # The engine's dialect: fields it answers 422 to stay out of requests; no metrics path means nothing to scrape.
+    rejected = set(spec.rejected_request_fields)
+    metrics_url = f"{base_url.rstrip('/')}{spec.metrics_path}" if spec.metrics_path else ""
+    return Endpoint(base_url=base_url, model=spec.served_model_name or job.workload.served_model_name, api=api,
+                    send_ignore_eos="ignore_eos" not in rejected, send_stream_options="stream_options" not in rejected,
+                    metrics_url=metrics_url)
 
 
 def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings) -> Any:
@@ -174,14 +179,17 @@ def _workload(job: Job, source: str) -> Any:
     return build_workload(job.workload, concurrency=job.concs[0], **kwargs)
 
 
-def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None) -> dict[str, Any]:
+def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
+                handle: ServerHandle | None = None) -> dict[str, Any]:
     seen = observed or {}
     return {
         "job": {"id": job.id, "exp_name": job.exp_name, "recipe_key": job.recipe_key,
                 "recipe_fingerprint": job.recipe_fingerprint},
+        # `image` is what the server ran in (None: on the host, as the simulator does); the recipe's stays in `job`.
         "launch": {"engine": spec.engine, "engine_version": spec.engine_version,
-                   "engine_version_reported": seen.get("engine_version"), "image": spec.image or job.image,
-                   "fingerprint": spec.fingerprint(), "executor": group.executor},
+                   "engine_version_reported": seen.get("engine_version"), "image": spec.image,
+                   "recipe_image": job.image, "fingerprint": spec.fingerprint(), "executor": group.executor,
+                   "slurm_job_id": handle.job_id if handle is not None else None},
         "hardware": {"sku": job.sku, "runner": job.runner, "gpus": job.gpus,
                      "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version")},
         "llmsweep_version": __version__,
@@ -321,7 +329,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         options = _run_options(job, spec, settings)
         result = run_benchmark(
             _workload(job, group.source), _endpoint(job, spec, handle.base_url), options, jdir,
-            provenance=_provenance(job, spec, group, server.observed), gates=_gates(job, options),
+            provenance=_provenance(job, spec, group, server.observed, handle), gates=_gates(job, options),
         )
         check_alive(handle, during=f"job {job.id}")
         summary = _finish_summary(result.out_dir, job, group.source, settings)

@@ -291,7 +291,8 @@ def _store(run_dir: Path, req: RunRequest, event: Event) -> Path | None:
     try:
         with Store(path) as store:
             report = store.ingest_run(run_dir)
-        event(f"stored {report} in {path}")
+        missing = f", {len(report.missing_expected)} expected job(s) without a result" if report.missing_expected else ""
+        event(f"stored {report.results} result(s) of {report.run_id} in {path}{missing}")
     except Exception as exc:  # a store failure must not lose the run: its files are already on disk
         event(f"warning: could not store the run in {path}: {exc}")
         return None
@@ -317,5 +318,6 @@ def run_worker(group_file: Path, event: Event = _stderr) -> int:
     if not isinstance(doc, dict):
         raise ConfigError(f"cannot read server group file {group_file}", fix="rerun `llmsweep run --executor slurm`")
     group, run_dir, settings = ServerGroup.from_json(doc)
-    outcomes = run_group(group, node_launcher_from_env(), run_dir, settings, event=event)
+    with _terminate_as_interrupt():  # scancel sends SIGTERM: stop the server step and mark the job interrupted
+        outcomes = run_group(group, node_launcher_from_env(), run_dir, settings, event=event)
     return 0 if all(o.ok for o in outcomes) else 1

@@ -1,0 +1,110 @@
+"""`llmsweep run --executor slurm` against the real single-node Slurm (scripts/ci/start_slurm.sh): one batch job per
+server group runs the lifecycle on the node, artifacts land in --out, job ids are recorded; Ctrl-C cancels them."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_run_support import (
+    JOB_ARTIFACTS,
+    RECIPES,
+    alive,
+    cli_env,
+    job_dirs,
+    read_json,
+    run_cli,
+    server_pids,
+    start_cli,
+    verdict,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slurm
+
+SLURM_OPTIONS = ("--executor", "slurm", "--executor-option", "poll_s=0.5", "--executor-option", "time_limit=00:05:00")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurm_available() -> None:
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        pytest.skip("Slurm client commands are not installed (apt-get install slurm-client)")
+    try:
+        ok = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=15).returncode == 0
+    except subprocess.TimeoutExpired:
+        ok = False
+    if not ok:
+        pytest.skip("no Slurm controller answers `sinfo` (start one with scripts/ci/start_slurm.sh)")
+
+
+def _in_queue(job_id: str) -> bool:
+    out = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, timeout=30)
+    return bool(out.stdout.strip())
+
+
+def _slurm_ids(out: Path) -> list[str]:
+    return [p.read_text().strip() for p in sorted((out / "servers").glob("*/slurm_job_id"))]
+
+
+def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path) -> None:
+    out, store = tmp_path / "out", tmp_path / "store.sqlite"
+    proc = run_cli([RECIPES / "two-servers-sim.yaml", "--out", out, *SLURM_OPTIONS], cli_env(tmp_path), timeout=280)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ids = _slurm_ids(out)
+    assert len(ids) == 2 and len(set(ids)) == 2 and all(i.isdigit() for i in ids)
+    for job_id in ids:
+        assert f"submitted Slurm job {job_id}" in proc.stderr
+        assert f"Slurm job {job_id} ended COMPLETED (exit 0)" in proc.stderr
+    jobs = job_dirs(out)
+    assert len(jobs) == 3
+    for name, jdir in jobs.items():
+        for artifact in JOB_ARTIFACTS:
+            assert (jdir / artifact).is_file(), f"{name} lacks {artifact}"
+        assert verdict(jdir) == "smoke"
+        launch = read_json(jdir / "run.json")["provenance"]["launch"]
+        assert launch["executor"] == "slurm" and launch["slurm_job_id"] in ids
+        assert launch["image"] is None  # the simulator ran on the node's host Python, not in the recipe's image
+        assert "srun" in (jdir / "server_command.txt").read_text()  # the server was a job step
+    from llmsweep.results.store import Store
+
+    with Store(store) as st:
+        points = st.results(read_json(out / "run.json")["run_id"])
+    assert sorted(p.job_id for p in points) == sorted(jobs)
+    report = out / "report" / "index.html"
+    assert report.is_file()
+    assert proc.stdout.strip().splitlines()[-1] == str(report)
+    assert not any(_in_queue(i) for i in ids)
+
+
+def test_ctrl_c_during_a_slurm_run_leaves_no_job_in_the_queue(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--out", out, *SLURM_OPTIONS], cli_env(tmp_path), log)
+    ids: list[str] = []
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        # Interrupt while the job is really running on the node (its server started), not merely queued.
+        wait_for(lambda: any((out / "servers").glob("*/server.pid")) or list((out / "jobs").glob("*/records.jsonl"))
+                 if (out / "jobs").is_dir() or (out / "servers").is_dir() else None,
+                 timeout=90, what="the batch job to start its server", proc=proc, log=log)
+        assert all(_in_queue(i) for i in ids)
+        server = wait_for(lambda: server_pids(out), timeout=60, what="the server's pid file", proc=proc, log=log)[0]
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=180)
+        assert rc != 0
+        assert f"cancelling Slurm job {ids[0]}" in log.read_text()
+        assert not any(_in_queue(i) for i in ids), log.read_text()[-4000:]
+        assert not alive(server), "the server step outlived its cancelled job"
+        # The worker on the node heard the cancellation (SIGTERM) and recorded the interrupted job.
+        interrupted = wait_for(lambda: [j for j in job_dirs(out).values() if (j / "outcome.json").exists()
+                                        and read_json(j / "outcome.json")["reasons"] == ["interrupted by the user"]],
+                               timeout=30, what="the interrupted job's outcome")
+        assert len(interrupted) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:  # never leave a job behind for the next test, even when an assertion failed
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
