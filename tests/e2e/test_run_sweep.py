@@ -167,5 +167,20 @@ def test_without_fail_fast_the_sweep_goes_on_after_a_failed_job(tmp_path: Path) 
     assert rc == 1
     assert len(outcomes) == 3
     assert all(o["status"] == "failed" and "not ready after" in o["reasons"][0] for o in outcomes.values()), outcomes
-    assert len([p for p in (out / "servers").iterdir() if p.is_dir()]) == 2
+    groups = [p for p in (out / "servers").iterdir() if p.is_dir()]
+    assert len(groups) == 2
+    # The server that missed its deadline is not reused by the next job of its group: that job launched afresh.
+    assert sorted(len(list(g.glob("server*.log"))) for g in groups) == [1, 2]
+    assert not list((out / "servers").glob("*/server.pid"))
     assert err.count("failed: ") == 3  # the completeness report lists every one
+
+
+def test_a_policy_error_refuses_only_the_recipe_it_names_even_when_keys_share_a_dotted_prefix(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "dotted-keys.yaml", "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+    clean = next(o for i, o in outcomes.items() if "_96_16_" in i)
+    capped = next(o for i, o in outcomes.items() if "_112_16_" in i)
+    assert clean["status"] == "smoke", clean
+    assert capped["status"] == "refused" and "[grid.max-conc]" in capped["reasons"][0]

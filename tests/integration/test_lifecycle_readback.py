@@ -64,3 +64,26 @@ def test_a_correctly_pinned_simulator_passes_with_short_outputs(tmp_path: Path) 
     assert check["verify_steps"] >= 100
     assert check["ok"] is True, check
     assert outcome.status == "smoke", outcome.reasons
+
+
+def _summary(realised: float | None, steps: float | None) -> dict:
+    return {"validity": {"verdict": "smoke", "reasons": ["smoke run: profile window 8 s is shorter than 900 s"]},
+            "server_metrics": {"spec_decode": {"acceptance_length": realised, "verify_steps": steps,
+                                               "method": "d(generation_tokens) / d(spec_verify_calls)"}}}
+
+
+def test_too_few_verify_steps_is_inconclusive_not_passed_and_a_missing_value_fails(job: Job) -> None:
+    """A smoke run of ~4-token agentic turns has a few dozen verify steps: no verdict either way, said aloud."""
+    from llmsweep.execute.readback import ReadbackSettings, apply_readback
+
+    few = apply_readback(job, _summary(2.5, 40), ReadbackSettings())
+    assert few["readback"]["checks"][0]["ok"] is None
+    assert few["validity"]["verdict"] == "smoke"
+    assert any("40 verify steps" in w and "too few" in w for w in few["validity"]["warnings"])
+
+    enough = apply_readback(job, _summary(2.5, 400), ReadbackSettings())
+    assert enough["validity"]["verdict"] == "invalid" and enough["readback"]["ok"] is False
+
+    missing = apply_readback(job, _summary(None, None), ReadbackSettings())
+    assert missing["validity"]["verdict"] == "invalid"
+    assert any("could not be read back" in r for r in missing["validity"]["reasons"])

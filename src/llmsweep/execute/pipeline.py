@@ -104,7 +104,14 @@ def _policy_findings(files: list[Path], jobs: list[Job], simulate: bool) -> list
     return list(policy.check(loaded, jobs, simulate=simulate))
 
 
-def _errors_for(job: Job, findings: list[Finding]) -> list[Finding]:
+def _recipe_of(path: str, keys: set[str]) -> str | None:
+    """The recipe key a finding's field path starts with. Keys contain dots (`qwen3.5-…`), so the longest key that
+    prefixes the path wins: a finding on `qwen3.5-x` must not land on a recipe called `qwen3`."""
+    owners = [k for k in keys if path == k or path.startswith(k + ".")]
+    return max(owners, key=len) if owners else None
+
+
+def _errors_for(job: Job, findings: list[Finding], keys: set[str]) -> list[Finding]:
     """Error findings that concern `job`: naming it, or its recipe without naming any job."""
     out = []
     for f in findings:
@@ -113,7 +120,7 @@ def _errors_for(job: Job, findings: list[Finding]) -> list[Finding]:
         if f.job:
             if job.id in f.job.replace(",", " ").split() or f.job == job.id:
                 out.append(f)
-        elif f.path and (f.path == job.recipe_key or f.path.startswith(job.recipe_key + ".")):
+        elif f.path and _recipe_of(f.path, keys) == job.recipe_key:
             out.append(f)
     return out
 
@@ -260,8 +267,9 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
 
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
+    keys = {job.recipe_key for job in jobs}
     for job in jobs:
-        reason = _refusal(job, req.simulate, _errors_for(job, findings))
+        reason = _refusal(job, req.simulate, _errors_for(job, findings, keys))
         if reason is None:
             runnable.append(job)
         else:
