@@ -37,6 +37,10 @@ class EngineInfo(BaseModel):
     metric_prefix: str | None = Field(description="Prometheus name prefix, e.g. 'sglang:'; None if unknown.")
     ready_markers: list[str] = Field(description="Log lines meaning the server is ready (any one).")
     metrics_flag: str | None = Field(default=None, description="Flag the engine needs to expose metrics, if any.")
+    rejected_request_fields: list[str] = Field(
+        default_factory=list,
+        description="OpenAI request fields the server answers with HTTP 422 (e.g. `ignore_eos`); clients leave them out.",
+    )
     known_versions: list[Version] = Field(default_factory=list)
     source: str
     estimates: dict[str, str] = Field(default_factory=dict)

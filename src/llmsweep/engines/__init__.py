@@ -17,12 +17,13 @@ from llmsweep.engines.launch import LaunchSpec, is_secret_name
 from llmsweep.engines.sglang import SGLangAdapter
 from llmsweep.engines.sim import SimAdapter
 from llmsweep.engines.trtllm import TRTLLMAdapter
+from llmsweep.engines.transformers import TransformersAdapter
 from llmsweep.engines.vllm import VLLMAdapter
 from llmsweep.errors import ContractError
 from llmsweep.plan.job import Job
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (SGLangAdapter(), VLLMAdapter(), TRTLLMAdapter(), ATOMAdapter(),
-                                                     SimAdapter())}
+                                                     SimAdapter(), TransformersAdapter())}
 
 
 def get_adapter(name: str) -> Adapter:

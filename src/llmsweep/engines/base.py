@@ -217,6 +217,7 @@ class Adapter(ABC):
             metrics_path=info.metrics_path,
             metrics_prefix=info.metric_prefix,
             ready_log_markers=tuple(info.ready_markers),
+            rejected_request_fields=tuple(info.rejected_request_fields),
             served_model_name=job.workload.served_model_name,
             gpus=job.decode.gpus_per_replica if job.multinode and job.decode is not None else job.gpus,
             notes=tuple(notes),

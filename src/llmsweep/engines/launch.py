@@ -45,6 +45,9 @@ class LaunchSpec(BaseModel):
     )
     served_model_name: str | None = None
     api_base: str = Field(default="/v1", description="Path prefix of the OpenAI-compatible API.")
+    rejected_request_fields: tuple[str, ...] = Field(
+        default=(), description="OpenAI request fields the server answers with HTTP 422; the client leaves them out."
+    )
     startup_timeout_s: float = Field(default=1800.0, description="How long to wait for readiness before failing.")
     gpus: int = 0
     notes: tuple[str, ...] = Field(default=(), description="Human notes the adapter wants reviewers to read.")
@@ -61,6 +64,8 @@ class LaunchSpec(BaseModel):
 
     def fingerprint(self) -> str:
         """Stable hash of what would be launched: jobs with equal fingerprints can share one server."""
-        payload: dict[str, Any] = self.model_dump(mode="json", exclude={"notes", "startup_timeout_s"})
+        # The client dialect is how to talk to the server, not what is launched: old fingerprints stay valid.
+        skip = {"notes", "startup_timeout_s", "rejected_request_fields"}
+        payload: dict[str, Any] = self.model_dump(mode="json", exclude=skip)
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()

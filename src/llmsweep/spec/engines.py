@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from llmsweep.spec.recipe import Recipe
 
-ADAPTERS: tuple[str, ...] = ("sglang", "vllm", "trtllm", "atom", "sim")
+ADAPTERS: tuple[str, ...] = ("sglang", "vllm", "trtllm", "atom", "sim", "transformers")
 
 _EXACT: dict[str, str] = {
     "sglang": "sglang",
@@ -23,6 +23,8 @@ _EXACT: dict[str, str] = {
     "atom": "atom",
     "sim": "sim",
     "llmd-vllm": "vllm",
+    "transformers": "transformers",
+    "transformers-serve": "transformers",
 }
 
 

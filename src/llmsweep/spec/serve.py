@@ -80,7 +80,7 @@ def _stringify_env(env: dict[str, EnvValue]) -> dict[str, str | None]:
 class EngineOverride(StrictInput):
     """Explicit engine identity when the image tag cannot tell (custom builds, nightlies)."""
 
-    name: Literal["sglang", "vllm", "trtllm", "atom", "sim"] | None = Field(
+    name: Literal["sglang", "vllm", "trtllm", "atom", "sim", "transformers"] | None = Field(
         default=None, description="Engine adapter to use instead of the one `framework` implies."
     )
     version: str | None = Field(default=None, min_length=1, description="Engine version, e.g. `0.5.16`.")

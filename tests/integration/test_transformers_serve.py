@@ -1,0 +1,197 @@
+"""`transformers serve` as a real engine: its dialect, the client that copes with it, and `llmsweep run` end to end.
+
+Three levels: the real client against an in-process server that speaks exactly transformers serve's dialect (422 on
+`ignore_eos`, no `[DONE]`, usage on the last chunk); `llmsweep run` launching a stand-in `transformers` module through
+the adapter's own argv; and, when the `python3` the adapter launches can import torch and transformers, the real
+server on the CPU (skipped otherwise — CI does not install torch). `LLMSWEEP_TRANSFORMERS_PYTHON` may name such a
+python (e.g. /tmp/venv-tfserve/bin/python); its folder then goes first on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.transformers_dialect import DialectServer, fake_transformers_package
+
+from llmsweep import engines
+from llmsweep.client import run_benchmark
+from llmsweep.execute.lifecycle import LifecycleSettings, _endpoint, _run_options, _workload
+from llmsweep.plan import Job, full_sweep
+from llmsweep.spec import loads_recipes
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def recipe(model_dir: Path, *, concs: str = "[1, 2, 4]", extra_args: str = "") -> str:
+    return f"""tf:
+  image: huggingface/transformers-pytorch-cpu:5.17.0
+  model: llmsweep/tiny
+  model-prefix: tiny
+  runner: h200
+  precision: bf16
+  framework: transformers
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 64
+      osl: 16
+      search-space:
+      - {{ tp: 1, conc-list: {concs} }}
+  serve:
+    engine: {{ name: transformers, version: 5.17.0 }}
+    model-path: {model_dir}
+    health-timeout: 120
+    args:
+      --device: cpu
+      --cb-num-blocks: 64
+      --cb-max-batch-tokens: 512{extra_args}
+    env:
+      HF_HUB_OFFLINE: "1"
+      TRANSFORMERS_OFFLINE: "1"
+      OMP_NUM_THREADS: "1"
+  workload:
+    tokenizer: {model_dir}
+    use-chat-template: true
+    num-prompts-per-conc: 4
+    num-warmups: 1
+"""
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A servable 2-layer Llama with random weights whose EOS logits never win (no `ignore_eos` needed)."""
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    from llmsweep.modelsynth import SynthRequest, synth_model
+
+    synth_model(SynthRequest(source="tiny", out=out, weights="random"))
+    return out
+
+
+def plan(text: str) -> list[Job]:
+    return full_sweep(loads_recipes(text, "tf.yaml").raise_on_error().recipes)
+
+
+def records(job_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (job_dir / "records.jsonl").read_text().splitlines()]
+
+
+def test_the_client_run_builds_for_a_transformers_job_completes_against_its_dialect(model_dir: Path,
+                                                                                   tmp_path: Path) -> None:
+    job = plan(recipe(model_dir, concs="[4]"))[0]
+    spec = engines.render(job, port=0)
+    with DialectServer(model=str(model_dir), ttft_s=0.03, itl_s=0.004) as srv:
+        res = run_benchmark(_workload(job, "measured"), _endpoint(job, spec, srv.url),
+                            _run_options(job, spec, LifecycleSettings()), tmp_path)
+        seen = srv.state
+    recs = records(tmp_path)
+    profiled = [r for r in recs if r["phase"] == "profiling"]
+    assert len(recs) == 16 and profiled and all(r["error_class"] is None for r in recs), recs[:2]
+    for r in recs:
+        # max_tokens honoured (max_completion_tokens would be ignored: 1024 tokens), counts from the final usage
+        assert r["completion_tokens"] == r["max_tokens"] == sum(r["chunk_tokens"])
+        assert r["prompt_tokens"] and r["first_token_at"] is not None
+    assert {s.status for s in seen.requests} == {200}
+    assert all("ignore_eos" not in s.fields and "max_completion_tokens" not in s.fields for s in seen.requests)
+    assert "/metrics" not in seen.gets  # nothing to scrape, so no scraping
+    s = res.summary
+    assert s["requests"]["failed"] == 0 and s["validity"]["verdict"] == "smoke"
+    assert s["latency"]["ttft"]["p50"] >= 0.03  # the server's first-token delay is measured, not hidden
+    assert s["latency"]["itl"]["count"] > 0 and s["tokens"]["output_total"] == sum(r["max_tokens"] for r in profiled)
+
+
+def test_without_the_dialect_every_request_is_a_422(model_dir: Path, tmp_path: Path) -> None:
+    """The negative control: the default endpoint (ignore_eos on) fails against this server."""
+    from llmsweep.client import Endpoint
+
+    job = plan(recipe(model_dir, concs="[1]"))[0]
+    spec = engines.render(job, port=0)
+    with DialectServer(model=str(model_dir)) as srv:
+        ep = Endpoint(base_url=srv.url, model=str(model_dir), api="chat", metrics_url="")
+        options = _run_options(job, spec, LifecycleSettings()).model_copy(update={"max_failure_ratio": 1.0})
+        res = run_benchmark(_workload(job, "measured"), ep, options, tmp_path)
+    assert {r["status"] for r in records(tmp_path)} == {422}
+    assert res.summary["validity"]["verdict"] == "invalid"
+
+
+def _cli(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _check_run(out: Path, proc: subprocess.CompletedProcess[str]) -> list[dict]:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = sorted((out / "jobs").iterdir())
+    assert len(jobs) == 3
+    summaries = []
+    for job_dir in jobs:
+        recs = records(job_dir)
+        assert recs and all(r["error_class"] is None for r in recs), recs[:2]
+        assert all(r["completion_tokens"] == r["max_tokens"] for r in recs)
+        summary = json.loads((job_dir / "summary.json").read_text())
+        assert summary["validity"]["verdict"] == "smoke" and summary["requests"]["failed"] == 0
+        assert summary["latency"]["ttft"]["count"] > 0 and summary["latency"]["itl"]["count"] > 0
+        assert "transformers.cli.transformers serve" in (job_dir / "server_command.txt").read_text()
+        summaries.append(summary)
+    return summaries
+
+
+def test_llmsweep_run_launches_the_rendered_command_and_follows_the_dialect(model_dir: Path, tmp_path: Path) -> None:
+    """The real pipeline (local executor, readiness, endpoint, gates) with a stand-in `transformers` module."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (shim / "python3").chmod(0o755)
+    fake = fake_transformers_package(tmp_path / "fake")
+    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": f"{fake}{os.pathsep}{REPO / 'src'}", "LLMSWEEP_STORE": str(tmp_path / "store.sqlite")}
+    rfile = tmp_path / "tf.yaml"
+    rfile.write_text(recipe(model_dir))
+    out = tmp_path / "run"
+    proc = _cli([str(rfile), "--executor", "local", "--executor-option", "allow_image=true", "--out", str(out),
+                 "--no-report"], env, timeout=120)
+    _check_run(out, proc)
+    log = [json.loads(x) for x in (model_dir / "dialect-requests.jsonl").read_text().splitlines()]
+    (model_dir / "dialect-requests.jsonl").unlink()
+    posts = [e for e in log if e["method"] == "POST"]
+    assert posts and {e["status"] for e in posts} == {200}
+    assert not any("ignore_eos" in e["fields"] for e in posts)
+    assert not any(e["path"] == "/metrics" for e in log)
+
+
+def _transformers_python() -> str | None:
+    """The `python3` the adapter would launch (after LLMSWEEP_TRANSFORMERS_PYTHON's folder), if it can serve."""
+    given = os.environ.get("LLMSWEEP_TRANSFORMERS_PYTHON")
+    path = (str(Path(given).parent) + os.pathsep if given else "") + os.environ.get("PATH", "")
+    exe = shutil.which("python3", path=path)
+    if exe is None:
+        return None
+    probe = "import torch, transformers, fastapi, uvicorn, requests; assert transformers.__version__ >= '5'"
+    try:
+        ok = subprocess.run([exe, "-c", probe], capture_output=True, timeout=120).returncode == 0
+    except subprocess.TimeoutExpired:
+        return None
+    return path if ok else None
+
+
+@pytest.mark.timeout(240)
+def test_real_transformers_serve_on_the_cpu(model_dir: Path, tmp_path: Path) -> None:
+    path = _transformers_python()
+    if path is None:
+        pytest.skip("no python3 on PATH (or LLMSWEEP_TRANSFORMERS_PYTHON) imports torch + transformers[serving]")
+    env = {**os.environ, "PATH": path, "PYTHONPATH": str(REPO / "src"),
+           "LLMSWEEP_STORE": str(tmp_path / "store.sqlite")}
+    rfile = tmp_path / "tf.yaml"
+    rfile.write_text(recipe(model_dir))
+    out = tmp_path / "run"
+    proc = _cli([str(rfile), "--executor", "local", "--executor-option", "allow_image=true", "--out", str(out),
+                 "--no-report"], env, timeout=220)
+    summaries = _check_run(out, proc)
+    assert all(s["throughput"]["output_tps"] > 0 for s in summaries)
+    log = (next((out / "servers").iterdir()) / "server.log").read_text()
+    assert "Unexpected fields" not in log and "CB: True" in log  # continuous batching served every request
