@@ -70,8 +70,7 @@ def fixed(**kw: Any) -> None:
     if (kw["num_prompts"] is None) == (kw["duration"] is None):
         raise ConfigError("bench fixed needs exactly one of --num-prompts or --duration",
                           fix="pass --num-prompts N or --duration S")
-    from llmsweep.client.shard import sharded_fixed
-    from llmsweep.workload.fixed import FixedLengthConfig
+    from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
 
     warmup = kw["warmup"] if kw["warmup"] is not None else 2 * (kw["concurrency"] or 0)
     api = kw["api"] or "completions"
@@ -80,7 +79,7 @@ def fixed(**kw: Any) -> None:
         range_ratio=kw["range_ratio"], seed=kw["seed"], tokenizer=kw["tokenizer"],
         ignore_eos=not kw["no_ignore_eos"],
     )
-    workload = sharded_fixed(config)
+    workload = FixedLengthWorkload(config)
     options = _options(kw, kind="fixed", warmup=warmup, rate=kw["request_rate"], arrival=kw["arrival"])
     _run("fixed", workload, kw, options)
 

@@ -134,9 +134,7 @@ class Interpreter:
         control: Control | None = None,
     ) -> None:
         self.workload = workload
-        bind = getattr(workload, "bind_worker", None)
-        if callable(bind):
-            bind(worker, workers)  # optional hook: a workload that shares one sequence across lanes partitions it
+        workload.bind_worker(worker, workers)  # a workload sharing one sequence across lanes takes only its part
         self.endpoint = endpoint
         self.options = options
         self.worker = worker

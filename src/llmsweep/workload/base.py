@@ -180,6 +180,16 @@ class Workload(ABC):
         """Timed sessions for open-loop replay (rate or timestamped traces); None for closed-loop workloads."""
         return None
 
+    def bind_worker(self, worker: int, workers: int) -> None:
+        """Make this copy produce only worker `worker`'s share of `workers` client processes' traffic.
+
+        Called once, before the first session, in every worker process (also with `(0, 1)` for one process). The
+        default does nothing: lanes and open-loop arrivals are already split by the client, which suffices unless a
+        workload shares one sequence across all its lanes (fixed-length prompts), where each process would
+        otherwise replay all of it.
+        """
+        return None
+
     def describe(self) -> dict[str, Any]:
         """JSON-able description recorded in summary provenance."""
         return {"name": self.name}

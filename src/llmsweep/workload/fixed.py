@@ -9,7 +9,7 @@ Conventions (InferenceX `benchmark_serving.py`, see research/inferencex-core-spe
 
 Prompt *i* is a pure function of `(seed, i)`, so any worker process can build any prompt, and every prompt starts
 with a marker that encodes its index: no two prompts share even one leading token, so the server's prefix cache can
-never turn one prompt into a hit for another.
+never turn one prompt into a hit for another. Several client processes split the sequence with `bind_worker`.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ class FixedLengthWorkload(Workload):
         self._words = np.array([w for w, _ in fillers], dtype=object)
         self._ids = np.array([i for _, i in fillers], dtype=np.int64)
         self._overhead = chat_overhead(self.tokenizer) if config.use_chat_template else 0
-        self._next = 0
+        self._worker, self._workers = 0, 1
+        self._next = 0  # how many prompts of this worker's share the lanes have taken
         self._lock = threading.Lock()
 
     # -- the sequence ---------------------------------------------------------------------------------------------
@@ -140,6 +141,19 @@ class FixedLengthWorkload(Workload):
     def sessions(self, lane: int) -> Iterator[LaneProgram]:
         while (index := self._take()) is not None:
             yield self._program(index, lane)
+
+    def bind_worker(self, worker: int, workers: int) -> None:
+        """Take only worker `worker`'s share of `workers`: within each phase, its positions worker, worker+workers, …
+
+        Each phase is strided on its own (warm-ups `w, w+n, …`, then prompts `W+w, W+w+n, …`), not the whole
+        sequence, so worker w holds exactly ⌈(W−w)/n⌉ warm-ups and ⌈(P−w)/n⌉ prompts: the even split the client
+        gives each worker as its warm-up and request budgets. The workers together then send the single-worker
+        sequence, every prompt once, with the same phase labels. Call it before the first session.
+        """
+        if workers < 1 or not 0 <= worker < workers:
+            raise ValueError(f"worker {worker} of {workers}: need workers >= 1 and 0 <= worker < workers")
+        with self._lock:
+            self._worker, self._workers, self._next = worker, workers, 0
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.config.model_dump(mode="json"), "tokenizer_name": self.tokenizer.name}
@@ -202,13 +216,22 @@ class FixedLengthWorkload(Workload):
     # -- lanes ----------------------------------------------------------------------------------------------------
 
     def _take(self) -> int | None:
+        """The sequence index of this worker's next prompt, or None when its share is spent."""
         with self._lock:
-            total = self.config.total_requests
-            if total is not None and self._next >= total:
-                return None
-            index = self._next
-            self._next += 1
+            index = self._index(self._next)
+            if index is not None:
+                self._next += 1
             return index
+
+    def _index(self, k: int) -> int | None:
+        """Sequence index of this worker's `k`-th prompt: its warm-ups first, then its profiling prompts."""
+        w, n, warmups = self._worker, self._workers, self.config.num_warmups
+        own_warmups = len(range(w, warmups, n))
+        if k < own_warmups:
+            return w + k * n
+        index = warmups + w + (k - own_warmups) * n
+        total = self.config.total_requests
+        return None if total is not None and index >= total else index
 
     def _program(self, index: int, lane: int) -> LaneProgram:
         yield Send(self.request(index, lane=lane))

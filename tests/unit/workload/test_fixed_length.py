@@ -98,3 +98,41 @@ def test_text_is_built_only_when_read() -> None:
 def test_config_rejects_unknown_fields() -> None:
     with pytest.raises(ValidationError):
         FixedLengthConfig(isl=10, osl=1, prompts=3)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(("warmups", "prompts", "workers"), [(3, 7, 2), (1, 1, 2), (0, 5, 3), (4, 2, 3), (8, 10, 4)])
+def test_bound_workers_split_each_phase_evenly_and_together_replay_the_sequence_once(
+    warmups: int, prompts: int, workers: int
+) -> None:
+    cfg = FixedLengthConfig(isl=200, osl=16, num_prompts=prompts, num_warmups=warmups, range_ratio=0.5)
+    whole = {s.identity.request_index: s for s in _drain(FixedLengthWorkload(cfg))}
+    seen: list[int] = []
+    for w in range(workers):
+        workload = FixedLengthWorkload(cfg)
+        workload.bind_worker(w, workers)
+        specs = _drain(workload, lanes=2)
+        phases = [s.identity.phase for s in specs]
+        # the even split the client budgets per worker: ceil((total - w) / workers) of each phase, warm-ups first
+        own_warmups, own_prompts = len(range(w, warmups, workers)), len(range(w, prompts, workers))
+        assert phases == ["warmup"] * own_warmups + ["profiling"] * own_prompts
+        for s in specs:
+            twin = whole[s.identity.request_index]
+            assert (s.identity.phase, s.input_tokens, s.max_tokens, s.prompt) == (
+                twin.identity.phase, twin.input_tokens, twin.max_tokens, twin.prompt
+            )
+        seen += [s.identity.request_index for s in specs]
+    assert sorted(seen) == list(range(warmups + prompts))
+
+
+def test_bound_worker_of_an_open_ended_sequence_keeps_to_its_stride() -> None:
+    workload = FixedLengthWorkload(FixedLengthConfig(isl=16, osl=4, num_warmups=2))
+    workload.bind_worker(1, 3)
+    lane = workload.sessions(0)
+    indices = [next(next(lane)).spec.identity.request_index for _ in range(4)]  # type: ignore[union-attr]
+    assert indices == [1, 3, 6, 9]  # warm-up 1 of 0..1, then prompts 2+1, 2+4, 2+7
+
+
+@pytest.mark.parametrize(("worker", "workers"), [(2, 2), (-1, 2), (0, 0)])
+def test_bind_worker_rejects_a_worker_outside_the_pool(worker: int, workers: int) -> None:
+    with pytest.raises(ValueError, match="worker"):
+        FixedLengthWorkload(FixedLengthConfig(isl=16, osl=4)).bind_worker(worker, workers)
