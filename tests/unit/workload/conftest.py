@@ -1,4 +1,4 @@
-"""Fixtures of the workload tests: the small BPE tokenizer committed under tests/data/tokenizer."""
+"""Fixtures of the workload tests: the BPE tokenizer llmsweep ships, and the trace corpus under tests/data."""
 
 from __future__ import annotations
 
@@ -10,9 +10,14 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 @pytest.fixture(scope="session")
-def bpe_tokenizer_dir() -> Path:
+def bpe_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The packaged 32000-entry byte-level BPE with its ChatML template, written once as an HF tokenizer directory."""
     pytest.importorskip("tokenizers")
-    return DATA / "tokenizer"
+    from llmsweep.modelsynth.tokenizer import packaged_tokenizer, write_tokenizer
+
+    out = tmp_path_factory.mktemp("tokenizer")
+    write_tokenizer(packaged_tokenizer(), out)
+    return out
 
 
 @pytest.fixture(scope="session")
