@@ -17,6 +17,8 @@ from llmsweep.policy import validate_files
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "transformers" / "tiny-cpu-transformers.yaml"
 FLEET = REPO / "examples" / "transformers" / "fleet.yaml"
+H200 = REPO / "examples" / "transformers" / "llama-1b-bf16-h200-transformers.yaml"
+H200_FLEET = REPO / "examples" / "gpu" / "fleet.yaml"
 Plan = Callable[[str], list[Job]]
 
 
@@ -136,3 +138,12 @@ def test_the_cpu_example_validates_and_shares_one_server() -> None:
     assert len({engines.launch_fingerprint(j) for j in jobs}) == 1
     spec = engines.render(jobs[0])
     assert spec.gpus == 0 and "--cb-use-cuda-graph" not in spec.argv and spec.engine_version == "5.17.0"
+
+
+def test_the_h200_example_renders_cuda_graphs_on_one_gpu() -> None:
+    report = validate_files([H200], runner_config=H200_FLEET)
+    assert report.ok and not report.findings, report.findings
+    assert sorted(j.concs[0] for j in report.jobs) == [1, 8, 32]
+    spec = engines.render(report.jobs[0])
+    assert flag(spec.argv, "--cb-use-cuda-graph") == "" and flag(spec.argv, "--dtype") == "bfloat16"
+    assert spec.gpus == 1 and spec.served_model_name == "/tmp/models/llama-1b-w"
