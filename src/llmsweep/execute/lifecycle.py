@@ -32,6 +32,7 @@ from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
 from llmsweep.execute.readback import ReadbackSettings, apply_readback
 from llmsweep.execute.ready import check_alive, wait_ready
+from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.plan import Job
 
 log = logging.getLogger(__name__)
@@ -249,6 +250,8 @@ class _Server:
         self.spec: LaunchSpec | None = None
         self.observed: dict[str, Any] = {}
         self.launches = 0
+        # The secrets of this group's launch, known before any launch succeeds (a failure message may quote them).
+        self.scrubber = SecretScrubber(collect_secrets(group.spec.secret_env).values())
 
     def ensure(self) -> ServerHandle:
         if self.handle is not None and self.handle.is_alive():
@@ -355,7 +358,9 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     finally:
         _copy_log(handle or server.handle, jdir)
     outcome.seconds = round(time.monotonic() - started, 3)
-    art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"))
+    # Reasons quote exceptions and log tails and travel on to run.json, the store and the console: scrub them here.
+    outcome.reasons = [server.scrubber.scrub(r) for r in outcome.reasons]
+    art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"), server.scrubber)
     event(f"job {job.id}: {outcome.status}" + (f" — {outcome.reasons[0]}" if outcome.reasons else ""))
     return outcome
 

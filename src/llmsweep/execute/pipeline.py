@@ -262,8 +262,8 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     _write_run_meta(run_dir, req, run_id, jobs, None, findings)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
-    if req.settings.resume:
-        stop_stale_servers(run_dir, event)
+    # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
+    stop_stale_servers(run_dir, event)
 
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
