@@ -114,6 +114,10 @@ def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_pa
         job = wait_for(lambda: (j := _jobs_exist(out, 1)) and record_lines(j / "records.jsonl") > 0 and j,
                        timeout=90, what="a record of the first job", proc=proc, log=log)
         (server,) = server_pids(out)
+        # Meanwhile a second run into the same --out is turned away (it would stop this one's server as stale).
+        second = run_cli([RECIPE, "--out", out], cli_env(tmp_path), timeout=60)
+        assert second.returncode == 2 and "another `llmsweep run` is using" in second.stderr
+        assert alive(server)
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(timeout=60)
         assert rc == 130, log.read_text()[-4000:]

@@ -259,6 +259,33 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
             event(f.render())
     run_dir = req.out
     run_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive(run_dir):
+        return _run_locked(req, jobs, findings, run_dir, event)
+
+
+LOCK_FILE = ".llmsweep-run.lock"
+
+
+@contextmanager
+def _exclusive(run_dir: Path) -> Iterator[None]:
+    """One `llmsweep run` per --out at a time: a second would mix its artifacts into the first's job folders, and
+    the stale-server clean-up below would stop the first one's live servers. The lock dies with its process."""
+    import fcntl
+
+    with open(run_dir / LOCK_FILE, "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"another `llmsweep run` is using {run_dir}",
+                              fix="wait for it to finish, or give this run its own --out") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _run_locked(req: RunRequest, jobs: list[Job], findings: list[Finding], run_dir: Path,
+                event: Event) -> RunOutcome:
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     _write_run_meta(run_dir, req, run_id, jobs, None, findings)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
