@@ -7,8 +7,8 @@
 # Env:
 #   NAME=llama                 run name: the run dir is $RUNS/$NAME, the archive $OUT/$NAME.tar.gz
 #   RECIPES="examples/gpu/llama-1b-bf16-h200-vllm.yaml"
-#   CONFIG_KEYS=''             optional --config-keys glob
-#   SYNTH="llama-1b"           presets to write under /tmp/models/<preset> (`preset:--draft` adds the draft)
+#   CONFIG_KEYS=''             optional --config-keys glob;  RESUME=1 adds --resume (rerun what a killed call left)
+#   SYNTH="llama-1b"           ("" for none) presets to write under /tmp/models/<preset> (`preset:--draft` adds the draft)
 #   RUN_TIMEOUT=520            seconds `llmsweep run` may take (SIGINT, then its servers are stopped)
 #   RUNS=/tmp/runs  RECORDS_PER_JOB=200  LOG_TAIL=400
 #   SKIP_INSTALL=1             CPU rehearsal: no vLLM install (put scripts/gpu/cpu_rehearsal first on PATH)
@@ -16,7 +16,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-NAME=${NAME:-llama}; RECIPES=${RECIPES:-examples/gpu/llama-1b-bf16-h200-vllm.yaml}; SYNTH=${SYNTH:-llama-1b}
+NAME=${NAME:-llama}; RECIPES=${RECIPES:-examples/gpu/llama-1b-bf16-h200-vllm.yaml}; SYNTH=${SYNTH-llama-1b}
 RUN_TIMEOUT=${RUN_TIMEOUT:-520}; RUNS=${RUNS:-/tmp/runs}; RECORDS_PER_JOB=${RECORDS_PER_JOB:-200}
 LOG_TAIL=${LOG_TAIL:-400}
 T0=$(date +%s)
@@ -49,7 +49,7 @@ log "llmsweep run $RECIPES -> $run"
 # shellcheck disable=SC2086
 timeout -s INT -k 30 "$RUN_TIMEOUT" python3 -m llmsweep.cli.main run $RECIPES "${keys[@]}" \
   --runner-config examples/gpu/fleet.yaml --executor local --executor-option allow_image=true \
-  --out "$run" --store "$run/results.sqlite" 2>&1 | tee "$OUT/run.log"
+  ${RESUME:+--resume} --out "$run" --store "$run/results.sqlite" 2>&1 | tee "$OUT/run.log"
 rc=${PIPESTATUS[0]}
 log "llmsweep run exit $rc"
 python3 - "$run" <<'PY' 2>&1 | tee -a "$OUT/steps.txt"
