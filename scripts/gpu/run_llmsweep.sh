@@ -10,6 +10,7 @@
 #   CONFIG_KEYS=''             optional --config-keys glob;  RESUME=1 adds --resume (rerun what a killed call left)
 #   SYNTH="llama-1b"           ("" for none) presets to write under /tmp/models/<preset> (`preset:--draft` adds the draft)
 #   RUN_TIMEOUT=520            seconds `llmsweep run` may take (SIGINT, then its servers are stopped)
+#   CALL_LIMIT=                the device call's timeout_s: RUN_TIMEOUT shrinks so stopping and packing still fit
 #   RUNS=/tmp/runs  RECORDS_PER_JOB=200  LOG_TAIL=400
 #   SKIP_INSTALL=1             CPU rehearsal: no vLLM install (put scripts/gpu/cpu_rehearsal first on PATH)
 set -uo pipefail
@@ -44,6 +45,12 @@ done
 
 # 3. the run
 run="$RUNS/$NAME"; mkdir -p "$run"
+# CALL_LIMIT (the device call's timeout_s): keep 40 s for stopping servers and packing, whatever setup took. The first
+# Qwen3-Next call lost its archive because RUN_TIMEOUT started after 44 s of install and ran into the call's limit.
+if [[ -n "${CALL_LIMIT:-}" ]]; then
+  left=$((CALL_LIMIT - ($(date +%s) - T0) - 40)); ((left < RUN_TIMEOUT)) && RUN_TIMEOUT=$left
+  log "RUN_TIMEOUT=$RUN_TIMEOUT s (CALL_LIMIT=$CALL_LIMIT)"
+fi
 keys=(); [[ -n "${CONFIG_KEYS:-}" ]] && keys=(--config-keys "$CONFIG_KEYS")
 log "llmsweep run $RECIPES -> $run"
 # shellcheck disable=SC2086

@@ -12,6 +12,7 @@ one as it finishes.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -177,7 +178,20 @@ def _workload(job: Job, source: str) -> Any:
         kwargs["tokenizer"] = None
     if job.scenario != "agentic-coding":
         kwargs["api"] = "chat" if job.workload.use_chat_template else "completions"
+        kwargs["seed"] = fixed_prompt_seed(job)
     return build_workload(job.workload, concurrency=job.concs[0], **kwargs)
+
+
+def fixed_prompt_seed(job: Job) -> int:
+    """The fixed-length prompt seed of one job: the workload's seed mixed with the job id, deterministic per job.
+
+    Every job of a server group runs against the same server. With the workload's seed alone, prompt *i* is the same
+    at every concurrency point, so each later point finds an earlier point's prompts in the engine's prefix cache:
+    measured on the H200 with vLLM 0.26.0, 6-37 % of the prompt tokens of conc 4..128 came from the cache where the
+    workload plans none. (Agentic replays already salt each run's prompts.)
+    """
+    digest = hashlib.sha256(f"{job.workload.seed}:{job.id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
 
 
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,

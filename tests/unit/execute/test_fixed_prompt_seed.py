@@ -1,0 +1,34 @@
+"""Jobs that share one server must not share fixed-length prompts (the engine's prefix cache would serve them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmsweep.execute.lifecycle import _workload, fixed_prompt_seed
+from llmsweep.plan import jobs_from_files
+
+ROOT = Path(__file__).resolve().parents[3]
+RECIPE = ROOT / "examples" / "gpu" / "llama-1b-bf16-h200-vllm.yaml"
+FLEET = ROOT / "examples" / "gpu" / "fleet.yaml"
+
+
+def _fixed_jobs():
+    jobs = [j for j in jobs_from_files([RECIPE], runner_config=FLEET) if j.scenario == "fixed-seq-len"]
+    assert len(jobs) >= 2
+    return jobs
+
+
+def test_each_fixed_job_of_a_shared_server_gets_its_own_prompts() -> None:
+    jobs = _fixed_jobs()
+    seeds = [fixed_prompt_seed(j) for j in jobs]
+    assert len(set(seeds)) == len(seeds)
+    first = [_workload(j, "simulated") for j in jobs[:2]]
+    assert [w.config.seed for w in first] == seeds[:2]
+    for index in range(4):  # not even the first 16-token block (vLLM's prefix-cache page) is shared
+        assert first[0].prompt_ids(index, 64)[:16] != first[1].prompt_ids(index, 64)[:16]
+
+
+def test_the_seed_is_a_pure_function_of_the_job() -> None:
+    job = _fixed_jobs()[0]
+    assert fixed_prompt_seed(job) == fixed_prompt_seed(job.model_copy())
+    assert _workload(job, "simulated").config.seed == fixed_prompt_seed(job)
