@@ -3,6 +3,7 @@ server group runs the lifecycle on the node, artifacts land in --out, job ids ar
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -67,7 +68,9 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
         launch = read_json(jdir / "run.json")["provenance"]["launch"]
         assert launch["executor"] == "slurm" and launch["slurm_job_id"] in ids
         assert launch["image"] is None  # the simulator ran on the node's host Python, not in the recipe's image
-        assert "srun" in (jdir / "server_command.txt").read_text()  # the server was a job step
+        # The server was a job step, and the file shows the step exactly as launched (its unique step name).
+        assert re.search(r"^srun .*--job-name=llmsweep-sim-[0-9a-f]{8} ", (jdir / "server_command.txt").read_text(),
+                         re.MULTILINE)
     from llmsweep.results.store import Store
 
     with Store(store) as st:

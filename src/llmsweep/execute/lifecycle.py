@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shlex
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -115,15 +116,19 @@ def _quiet(_: str) -> None:
     return None
 
 
-def command_text(spec: LaunchSpec, launcher: ServerLauncher) -> str:
-    """What `server_command.txt` holds: the engine line with its environment, and the launcher's wrapper if any."""
+def command_text(spec: LaunchSpec, launcher: ServerLauncher, launched: Sequence[str] | None = None) -> str:
+    """What `server_command.txt` holds: the engine line with its environment, and the launcher's wrapper if any.
+
+    `launched` is the argv the launcher really ran (the handle's): a wrapper may carry per-launch parts, such as the
+    unique srun step name, that a fresh `render` would not reproduce.
+    """
     lines = [f"# engine: {spec.engine} {spec.engine_version or ''}".rstrip(), f"# image: {spec.image or '(host)'}"]
     lines += [f"# note: {n}" for n in spec.notes]
     lines.append(spec.shell_command())
-    wrapped = launcher.render(spec)
+    wrapped = list(launched) if launched else launcher.render(spec)
     if list(wrapped) != list(spec.argv):
         lines.append(f"# launched by the {launcher.kind} executor as:")
-        lines.append(" ".join(wrapped))
+        lines.append(shlex.join(wrapped))
     return "\n".join(lines) + "\n"
 
 
@@ -341,7 +346,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         spec = server.spec or group.spec
         scrub = handle.scrubber
         art.write_json(jdir / art.JOB_FILE, job.to_json(), scrub)
-        scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher))
+        scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
         event(f"job {job.id}: conc {job.concs[0]} ({job.scenario})")
         options = _run_options(job, spec, settings)
         result = run_benchmark(
