@@ -81,6 +81,13 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
     assert proc.stdout.strip().splitlines()[-1] == str(report)
     assert not any(_in_queue(i) for i in ids)
 
+    # --resume of a finished run submits nothing: every job is already done.
+    again = run_cli([RECIPES / "two-servers-sim.yaml", "--out", out, "--resume", *SLURM_OPTIONS], cli_env(tmp_path))
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "submitted Slurm job" not in again.stderr
+    assert {o["status"] for o in read_json(out / "run.json")["outcomes"]} == {"skipped"}
+    assert _slurm_ids(out) == ids
+
 
 def test_ctrl_c_during_a_slurm_run_leaves_no_job_in_the_queue(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"

@@ -27,6 +27,7 @@ from llmsweep import __version__
 from llmsweep.errors import ConfigError
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.lifecycle import (
+    DONE_VERDICTS,
     JobOutcome,
     LifecycleSettings,
     ServerGroup,
@@ -303,10 +304,23 @@ def _run_locked(req: RunRequest, jobs: list[Job], findings: list[Finding], run_d
             refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
             event(f"job {job.id}: refused — {reason}")
 
+    skipped: list[JobOutcome] = []
+    if req.settings.resume:
+        # Decided here, before any launch: a group whose jobs are all done costs no server start and no Slurm job.
+        todo = []
+        for job in runnable:
+            verdict = art.finished_verdict(art.job_dir(run_dir, job.id))
+            if verdict in DONE_VERDICTS:
+                skipped.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
+                                          reasons=[f"resumed: summary already {verdict}"]))
+            else:
+                todo.append(job)
+        runnable = todo
     groups = _groups(runnable, req.simulate, req.executor)
-    event(f"{len(jobs)} job(s) planned, {len(runnable)} runnable on {len(groups)} server(s), {len(refused)} refused")
+    event(f"{len(jobs)} job(s) planned, {len(runnable)} to run on {len(groups)} server(s), {len(refused)} refused"
+          + (f", {len(skipped)} already done" if skipped else ""))
     ran = _run_slurm(groups, req, run_dir, event) if req.executor == "slurm" else _run_local(groups, req, run_dir, event)
-    by_id = {o.job_id: o for o in [*refused, *ran]}
+    by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
                 for j in jobs]
