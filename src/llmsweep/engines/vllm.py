@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, synthetic_acceptance, topology
+from llmsweep.engines.base import (
+    BIND_HOST,
+    Adapter,
+    Derived,
+    agentic_conc,
+    norm_flag,
+    synthetic_acceptance,
+    topology,
+)
 from llmsweep.engines.sglang import model_path, per_rank_gb
 from llmsweep.plan.job import Job
 
@@ -24,7 +32,8 @@ class VLLMAdapter(Adapter):
     })
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--speculative-config"})
     flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tensor-parallel-size", "--pp": "--pipeline-parallel-size",
-                                               "--dp": "--data-parallel-size", "--dcp": "--decode-context-parallel-size"}
+                                               "--dp": "--data-parallel-size", "--dcp": "--decode-context-parallel-size",
+                                               "--sc": "--speculative-config"}
     unsupported_args: ClassVar[dict[str, str]] = {
         "--mem-fraction-static": "vLLM spells it `--gpu-memory-utilization`",
         "--max-running-requests": "vLLM spells it `--max-num-seqs`",
@@ -39,6 +48,12 @@ class VLLMAdapter(Adapter):
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset({"vllm-simple", "native", "lmcache"})
     supports_dcp: ClassVar[bool] = True
     supports_pcp: ClassVar[bool] = True
+
+    def canonical(self, flag: str) -> str:
+        """vLLM's spellings of one flag: `-sc` is `--speculative-config`, and a dotted sub-key
+        (`--speculative-config.synthetic_acceptance_length 2`) replaces the whole JSON flag, as vLLM appends it last.
+        Found on the H200: `-sc` after the rendered --speculative-config ran AL 2.0 under a 3.39 pin, unseen by policy."""
+        return super().canonical(norm_flag(flag).split(".", 1)[0])
 
     def launcher(self, job: Job) -> list[str]:
         return ["vllm", "serve", model_path(job)]
