@@ -4,6 +4,7 @@ server group runs the lifecycle on the node, artifacts land in --out, job ids ar
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -52,7 +53,9 @@ def _slurm_ids(out: Path) -> list[str]:
 
 def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path) -> None:
     out, store = tmp_path / "out", tmp_path / "store.sqlite"
-    proc = run_cli([RECIPES / "two-servers-sim.yaml", "--out", out, *SLURM_OPTIONS], cli_env(tmp_path), timeout=280)
+    secret = "llmsweep-slurm-" + secrets.token_hex(12)
+    env = cli_env(tmp_path, LLMSWEEP_TEST_SECRET=secret)
+    proc = run_cli([RECIPES / "two-servers-sim.yaml", "--out", out, *SLURM_OPTIONS], env, timeout=280)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ids = _slurm_ids(out)
     assert len(ids) == 2 and len(set(ids)) == 2 and all(i.isdigit() for i in ids)
@@ -80,6 +83,12 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
     assert report.is_file()
     assert proc.stdout.strip().splitlines()[-1] == str(report)
     assert not any(_in_queue(i) for i in ids)
+
+    # The secret travelled to the node in the job's environment, but no file (batch script, Slurm logs, artifacts)
+    # and not the store holds it.
+    needle = secret.encode()
+    files = [p for p in [*out.rglob("*"), *tmp_path.glob("store.sqlite*")] if p.is_file()]
+    assert [p for p in files if needle in p.read_bytes()] == []
 
     # --resume of a finished run submits nothing: every job is already done.
     again = run_cli([RECIPES / "two-servers-sim.yaml", "--out", out, "--resume", *SLURM_OPTIONS], cli_env(tmp_path))

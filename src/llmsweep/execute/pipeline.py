@@ -340,7 +340,8 @@ def _store(run_dir: Path, req: RunRequest, event: Event) -> Path | None:
     try:
         with Store(path) as store:
             report = store.ingest_run(run_dir)
-        missing = f", {len(report.missing_expected)} expected job(s) without a result" if report.missing_expected else ""
+        gaps = len(report.missing_expected)
+        missing = f", {gaps} expected job(s) without a result" if gaps else ""
         event(f"stored {report.results} result(s) of {report.run_id} in {path}{missing}")
     except Exception as exc:  # a store failure must not lose the run: its files are already on disk
         event(f"warning: could not store the run in {path}: {exc}")
