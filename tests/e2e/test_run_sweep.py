@@ -3,6 +3,8 @@ and reports; secrets reach the server but no file; refusals are loud; --fail-fas
 
 from __future__ import annotations
 
+import json
+
 import secrets
 import sqlite3
 from pathlib import Path
@@ -75,6 +77,12 @@ def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) ->
     fixed = [j for n, j in jobs.items() if "_256_64_" in n]
     agentic = [j for n, j in jobs.items() if "_256_64_" not in n]
     assert len(fixed) == 2 and len(agentic) == 2
+    # Fixed-length points measure exactly the planned prompts (4 per conc); the warm-up is spent apart from them.
+    for jdir in fixed:
+        conc = read_json(jdir / "job.json")["conc"]
+        phases = [json.loads(line)["phase"] for line in (jdir / "records.jsonl").read_text().splitlines()]
+        assert phases.count("profiling") == 4 * conc, (jdir.name, phases)
+        assert phases.count("warmup") == 1
 
     # Identical launches share one server: the two fixed-length jobs, one launch; each agentic arm its own.
     servers = sorted(p for p in (out / "servers").iterdir() if p.is_dir())

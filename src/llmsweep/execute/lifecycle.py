@@ -160,7 +160,10 @@ def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings) -> Any
         duration = job.workload.duration or job.duration or 3600
         return RunOptions(duration_s=float(duration), max_failure_ratio=0.10, **common)
     num = job.workload.num_prompts or (job.workload.num_prompts_per_conc or 10) * conc
-    return RunOptions(num_requests=num, max_failure_ratio=0.05, **common)
+    # The workload marks its first `num_warmups` prompts as warm-up (InferenceX: 2 × conc); the client must spend
+    # them in its warm-up phase, or they would eat the profiling budget and the job would measure fewer prompts.
+    warmups = job.workload.num_warmups if job.workload.num_warmups is not None else 2 * conc
+    return RunOptions(num_requests=num, warmup_requests=warmups, max_failure_ratio=0.05, **common)
 
 
 def _gates(job: Job, options: Any) -> Any:
@@ -320,6 +323,35 @@ class _Server:
             self.handle = None
 
 
+def bench_job(
+    job: Job,
+    base_url: str,
+    out_dir: Path,
+    *,
+    spec: LaunchSpec | None = None,
+    source: str = "measured",
+    settings: LifecycleSettings | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Drive a job's workload against a server that already serves it; returns the gated summary.
+
+    The library form of `llmsweep bench` for a Job: the workload, concurrency, prompt counts, duration, gates and the
+    read-back checks all come from the job, exactly as `llmsweep run` uses them. `spec` (the job's LaunchSpec) tells
+    the served model name, the engine's request dialect and its metrics; rendered from the job when omitted.
+    """
+    from llmsweep import engines
+
+    settings = settings or LifecycleSettings()
+    if spec is None:
+        spec = engines.render(job, simulate=source != "measured", port=0)
+    options = _run_options(job, spec, settings)
+    from llmsweep.client import run_benchmark
+
+    run_benchmark(_workload(job, source), _endpoint(job, spec, base_url), options, out_dir,
+                  provenance=provenance, gates=_gates(job, options))
+    return _finish_summary(Path(out_dir), job, source, settings)
+
+
 def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
     if handle is None or not handle.log_path.exists():
         return
@@ -331,8 +363,6 @@ def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
 
 def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSettings, event: Event) -> JobOutcome:
     """Run one job against the group's server (launching it if needed) and return its outcome."""
-    from llmsweep.client import run_benchmark
-
     group = server.group
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
@@ -348,13 +378,9 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         art.write_json(jdir / art.JOB_FILE, job.to_json(), scrub)
         scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
         event(f"job {job.id}: conc {job.concs[0]} ({job.scenario})")
-        options = _run_options(job, spec, settings)
-        result = run_benchmark(
-            _workload(job, group.source), _endpoint(job, spec, handle.base_url), options, jdir,
-            provenance=_provenance(job, spec, group, server.observed, handle), gates=_gates(job, options),
-        )
+        summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
+                            provenance=_provenance(job, spec, group, server.observed, handle))
         check_alive(handle, during=f"job {job.id}")
-        summary = _finish_summary(result.out_dir, job, group.source, settings)
         validity = summary.get("validity", {})
         status: Status = validity.get("verdict", "invalid")
         reasons = list(validity.get("reasons", []))
