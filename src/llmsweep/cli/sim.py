@@ -13,7 +13,7 @@ from llmsweep.errors import ConfigError, LlmsweepError
 
 @click.group("sim")
 def sim() -> None:
-    """The simulated engine: serve it over HTTP, or calibrate it from measured records."""
+    """The simulated engine: serve it over HTTP, or calibrate it against measured runs."""
 
 
 @sim.command("serve")
@@ -114,6 +114,7 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
                             fix="pick a free --port (or 0 for any)") from exc
     style = server.config.engine_style
     click.echo(capacity_log_line(style, server.core), err=True)
+    click.echo(f"simulator calibration: {server.config.calibration_label()}", err=True)
     click.echo(f"Uvicorn running on http://{host}:{bound} (simulated engine, model {server.model_name})", err=True)
     click.echo(READY_LINES[style], err=True)
     sys.stderr.flush()
@@ -131,26 +132,126 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
 
 
 @sim.command("calibrate")
-@click.argument("records", type=click.Path(exists=True, dir_okay=False))
-@click.option("--model", required=True, help="Model the records were measured on.")
-@click.option("--hardware", required=True, help="GPU SKU the records were measured on.")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--model", default=None, help="records.jsonl mode: model the records were measured on.")
+@click.option("--hardware", default=None, help="records.jsonl mode: GPU SKU the records were measured on.")
 @click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
 @click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
 @click.option("--precision", default="bf16", show_default=True, help="Weight/compute precision.")
 @click.option("--kv-dtype", default="bf16", show_default=True, help="KV-cache dtype.")
 @click.option("--engine-style", type=click.Choice(["sglang", "vllm"]), default="vllm", show_default=True,
-              help="Engine whose default efficiencies to start from.")
-@click.option("--json", "as_json", is_flag=True, help="Print the fitted factors as JSON (for EngineConfig.efficiency).")
-def calibrate(records: str, model: str, hardware: str, tp: int, ep: int, precision: str, kv_dtype: str,
-              engine_style: str, as_json: bool) -> None:
-    """Fit the simulator's efficiency factors from a measured run's records.jsonl."""
+              help="records.jsonl mode: engine whose default efficiencies to start from.")
+@click.option("--max-iter", default=8, show_default=True, type=click.IntRange(1, 50),
+              help="Run mode: most Levenberg-Marquardt iterations per calibration key.")
+@click.option("--save", "save", is_flag=True,
+              help="Run mode: store the fitted factors in sim_calibration.yaml of the user catalog directory "
+                   "($LLMSWEEP_CATALOG_DIR), where every later prediction of that key picks them up.")
+@click.option("--save-to", type=click.Path(dir_okay=True), default=None,
+              help="Run mode: store the fitted factors in this calibration file (or directory) instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print the fit as JSON.")
+def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, tp: int, ep: int, precision: str,
+              kv_dtype: str, engine_style: str, max_iter: int, save: bool, save_to: str | None,
+              as_json: bool) -> None:
+    """Fit the simulator's efficiency factors to a measured run.
+
+    PATHS are run directories (`llmsweep run --out`) or job folders: every measured point (job.json +
+    summary.json) is replayed on the simulator and the factors move until its output throughput, median TPOT and
+    median TTFT match, per (engine, hardware, model class); the table shows each point before and after. A single
+    records.jsonl with --model and --hardware fits the per-request decode-step model instead.
+    """
+    import json
+    from pathlib import Path
+
+    if len(paths) == 1 and Path(paths[0]).is_file():
+        if not model or not hardware:
+            raise ConfigError("sim calibrate: a records.jsonl needs --model and --hardware",
+                              fix="add --model NAME --hardware SKU, or pass the run directory instead")
+        _calibrate_records(paths[0], model, hardware, tp, ep, precision, kv_dtype, engine_style, as_json)
+        return
+    from llmsweep.sim.calibrate import calibrate_runs
+
+    results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, max_iter=max_iter)
+    if not results:
+        raise LlmsweepError("sim calibrate: nothing the simulator can model was found to fit"
+                            + "".join(f"\n  skipped {s}" for s in skipped),
+                            fix="pass a run of a model the catalog knows, without speculative decoding")
+    saved: list[str] = []
+    if save or save_to:
+        from llmsweep.sim.calibration import user_file
+
+        target = user_file(Path(save_to) if save_to else None)
+        for result in results:
+            saved.append(str(_save(result, target)))
+    if as_json:
+        click.echo(json.dumps({"calibrations": [r.to_json() for r in results], "skipped": skipped,
+                               "saved": saved}, indent=2, default=str))
+        return
+    for result in results:
+        _print_calibration(result)
+    for line in skipped:
+        click.echo(f"skipped {line}", err=True)
+    for path in saved:
+        click.echo(f"saved to {path}")
+
+
+def _config_for_job(job: dict[str, object]) -> object:
+    """The simulator config `llmsweep predict` would run for a measured job (the sim adapter's rendering)."""
+    from llmsweep import engines
+    from llmsweep.plan.job import Job
+
+    return engine_config_from_argv(engines.render(Job.model_validate(job), simulate=True).argv)
+
+
+def _save(result: object, target: object) -> object:
+    from llmsweep.sim.calibration import CalibrationEntry, CalibrationProvenance, entry_id, now_utc, save_calibration
+
+    engine, hardware, klass = result.key  # type: ignore[attr-defined]
+    prov = result.provenance  # type: ignore[attr-defined]
+    version = " ".join(str(v) for v in (prov.get("engine"), prov.get("engine_version")) if v) or None
+    factors = {k: float(f"{v:.4g}") for k, v in result.overrides().items()}  # type: ignore[attr-defined]
+    entry = CalibrationEntry(
+        engine=engine, hardware=hardware, model_class=klass, efficiency=factors,
+        error_before=round(result.error_before, 4), error_after=round(result.error_after, 4),  # type: ignore[attr-defined]
+        provenance=CalibrationProvenance(
+            run_id=str(prov.get("run_id")), date=str(prov.get("date")), engine_version=version,
+            gpu=prov.get("gpu"), model=prov.get("model"), jobs=int(prov.get("jobs") or 0), fitted_at=now_utc()),
+    )
+    return save_calibration(target, entry_id(engine, hardware, klass), entry)  # type: ignore[arg-type]
+
+
+def _print_calibration(result: object) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    r = result
+    key = "/".join(r.key)  # type: ignore[attr-defined]
+    table = Table(title=f"{key}: measured / before / after (fit error {100 * r.error_before:.1f}% -> "  # type: ignore[attr-defined]
+                        f"{100 * r.error_after:.1f}%)")  # type: ignore[attr-defined]
+    for col in ("point", "conc", "out tok/s", "TPOT p50 ms", "TTFT p50 ms"):
+        table.add_column(col, justify="left" if col == "point" else "right")
+    fmt = {"output_tps": ("{:,.0f}", 1.0), "tpot_p50": ("{:.2f}", 1e3), "ttft_p50": ("{:.1f}", 1e3)}
+    for p in r.points:  # type: ignore[attr-defined]
+        cells = []
+        for m, (f, k) in fmt.items():
+            vals = ["-" if m not in d else f.format(d[m] * k) for d in (p.measured, p.before, p.after)]
+            mark = "" if p.weights.get(m, 0) > 0 else " *"
+            cells.append(" / ".join(vals) + mark)
+        table.add_row(p.label, str(p.concurrency), *cells)
+    Console(width=150).print(table)
+    click.echo("  * not fitted (an agentic point's output rate is set by the traces' idle gaps)")
+    for name in r.fitted:  # type: ignore[attr-defined]
+        click.echo(f"  {name:<12} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")  # type: ignore[attr-defined]
+
+
+def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int, precision: str, kv_dtype: str,
+                       engine_style: str, as_json: bool) -> None:
     import json
 
     from llmsweep.sim.calibrate import calibrate as fit
     from llmsweep.sim.engine import EngineConfig
 
     config = EngineConfig(model=model, hardware=hardware, tp=tp, ep=ep, precision=precision, kv_dtype=kv_dtype,
-                          engine_style=engine_style)  # type: ignore[arg-type]
+                          engine_style=engine_style, calibrated=False)  # type: ignore[arg-type]
     result = fit(records, config)
     if as_json:
         click.echo(json.dumps({"efficiency": result.overrides(), "samples": result.samples, "r2": result.r2,
@@ -200,6 +301,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     results = []
     for job in jobs:
         config = engine_config_from_argv(engines.render(job, simulate=True).argv)
+        calibration = config.calibration_label()  # type: ignore[attr-defined]
         seconds = duration or float(job.duration or 600)
         for conc in job.conc if isinstance(job.conc, list) else [job.conc]:
             # the simulator counts words (the built-in tokenizer's rule), so prompts are built with that tokenizer
@@ -212,8 +314,9 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
             records = predictor.run(workload, concurrency=conc, duration=seconds, max_requests=max_requests)
             summary = summarise(records, gpus=job.gpus, server_metrics=predictor.scrapes, source="predicted",
                                 provenance={"job": job.id, "concurrency": conc, "engine": "sim",
-                                            "engine_config": config.model_dump(mode="json")})  # type: ignore[attr-defined]
-            results.append({"job": job.id, "concurrency": conc, "summary": summary})
+                                            "engine_config": config.model_dump(mode="json"),  # type: ignore[attr-defined]
+                                            "calibration": calibration})
+            results.append({"job": job.id, "concurrency": conc, "summary": summary, "calibration": calibration})
             if out_dir is not None:
                 point = Path(out_dir) / job.id / f"conc{conc}"
                 point.mkdir(parents=True, exist_ok=True)
@@ -238,7 +341,7 @@ def _print_table(results: list[dict[str, object]]) -> None:
         return d if isinstance(d, (int, float)) else None
 
     table = Table(title="predicted (simulated engine)")
-    for col in ("job", "conc", "out tok/s/GPU", "TTFT p50 ms", "TPOT p50 ms", "hit rate", "AL"):
+    for col in ("job", "conc", "out tok/s/GPU", "TTFT p50 ms", "TPOT p50 ms", "hit rate", "AL", "calibration"):
         table.add_column(col, justify="left" if col == "job" else "right")
     for r in results:
         s = r["summary"]
@@ -248,5 +351,5 @@ def _print_table(results: list[dict[str, object]]) -> None:
         fmt = ["{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
         scale = [1, 1e3, 1e3, 1, 1]
         cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale)]
-        table.add_row(str(r["job"]), str(r["concurrency"]), *cells)
+        table.add_row(str(r["job"]), str(r["concurrency"]), *cells, str(r.get("calibration") or "-"))
     Console().print(table)

@@ -21,6 +21,7 @@ biases the decode-fit `compute` low (the idle-TTFT line replaces it when availab
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -156,3 +157,327 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
         rest = [t - timer.step_time(Batch(prefill_tokens=p, prefill_attn=p * (p + 1) / 2, new_seqs=1)) for p, t in idle]
         eff = eff.with_(frontend_s=max(0.0, float(np.median(rest))))
     return Calibration(efficiency=eff, samples=len(rows), r2=r2, mean_abs_pct_error=mape)
+
+
+# ------------------------------------------------------------------------------------------ fit from a run directory
+#
+# What a run directory always holds is one `job.json` and one `summary.json` per point (`records.jsonl` may be a
+# slice, as in examples/results/). So the run-level fit replays every measured point on the simulator — the same
+# workload shape, concurrency and engine knobs — and moves the efficiency factors until the predicted medians and
+# throughput match the measured ones: least squares on log(predicted / measured) (Levenberg-Marquardt over the
+# log of each factor, finite-difference Jacobian; the simulator is deterministic, so differences are clean). It fits
+# the simulator's *own* error, mixed prefill/decode steps and queueing included, which the per-record decode fit
+# above only approximates.
+
+FIT_FACTORS: tuple[str, ...] = ("mem", "compute", "step_s", "per_seq_s", "frontend_s")
+FACTOR_BOUNDS: dict[str, tuple[float, float]] = {
+    "mem": (0.05, 1.0), "compute": (0.01, 1.0), "step_s": (1e-5, 0.05), "per_seq_s": (1e-7, 2e-3),
+    "frontend_s": (1e-4, 0.5), "per_layer_s": (1e-7, 1e-3),
+}
+METRICS: tuple[str, ...] = ("output_tps", "tpot_p50", "ttft_p50")
+
+
+@dataclass(frozen=True)
+class MeasuredPoint:
+    """One measured job: what it ran (job.json), what it measured (summary.json) and how much each metric counts."""
+
+    path: Path
+    job: dict[str, Any]
+    config: EngineConfig
+    concurrency: int
+    scenario: str
+    measured: dict[str, float]
+    weights: dict[str, float]
+    excess_hit_rate: float
+    """Prefix-cache hits the workload did not plan (observed - theoretical): prefill work the engine skipped."""
+    provenance: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        if self.scenario == "agentic-coding":
+            return f"agentic c{self.concurrency}"
+        return f"fixed {self.job.get('isl')}/{self.job.get('osl')} c{self.concurrency}"
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        from llmsweep.sim.calibration import hardware_family
+
+        return (self.config.engine_style, hardware_family(self.config.hardware), self.config.model_class())
+
+
+def _get(d: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def job_dirs(paths: Iterable[Path | str]) -> list[Path]:
+    """Job folders under each path: a job folder itself, a run directory (`jobs/*/`) or a folder of runs."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if (path / "job.json").is_file():
+            found.append(path)
+            continue
+        hits = sorted(p.parent for p in path.glob("**/job.json") if (p.parent / "summary.json").is_file())
+        if not hits:
+            raise DatasetError(f"sim calibrate: no job folder (job.json + summary.json) under {path}",
+                               fix="pass a run directory `llmsweep run --out` wrote, or its jobs/<id>/ folders")
+        found.extend(hits)
+    return list(dict.fromkeys(found))
+
+
+def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
+    """Read one job folder; `config_for(job_dict)` gives the EngineConfig the simulator would run for it."""
+    try:
+        job = json.loads((path / "job.json").read_text())
+        summary = json.loads((path / "summary.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"sim calibrate: cannot read {path}/job.json and summary.json: {exc}",
+                           fix="pass job folders a `llmsweep run` wrote (job.json and summary.json)") from exc
+    measured = {"output_tps": _get(summary, "throughput", "output_tps"),
+                "tpot_p50": _get(summary, "latency", "tpot", "p50"),
+                "ttft_p50": _get(summary, "latency", "ttft", "p50")}
+    measured = {k: float(v) for k, v in measured.items() if isinstance(v, (int, float)) and v > 0}
+    scenario = str(_get(job, "workload", "scenario") or job.get("scenario"))
+    observed = _get(summary, "cache", "observed_hit_rate") or 0.0
+    planned = _get(summary, "cache", "theoretical_hit_rate") or 0.0
+    excess = max(0.0, float(observed) - float(planned))
+    # Prefill-side numbers of a point whose prompts came partly from the cache unplanned (the cross-job reuse bug of
+    # the first H200 run) understate the engine's prefill cost: count them less, in proportion. An agentic point's
+    # output rate is set by the traces' idle gaps, not by the engine: it is reported, not fitted.
+    prefill_w = max(0.25, 1.0 - 2.0 * excess)
+    weights = {"output_tps": 0.0 if scenario == "agentic-coding" else prefill_w, "tpot_p50": 1.0,
+               "ttft_p50": prefill_w}
+    prov = _get(summary, "provenance") or {}
+    started = prov.get("started_at")
+    run_json = next((p / "run.json" for p in path.parents if (p / "run.json").is_file() and p != path), None)
+    run_id = None
+    if run_json is not None:
+        try:
+            run_id = json.loads(run_json.read_text()).get("run_id")
+        except (OSError, ValueError):
+            run_id = None
+    provenance = {
+        "run_id": run_id or path.parent.parent.name,
+        "date": dt.datetime.fromtimestamp(float(started), dt.UTC).date().isoformat() if started else None,
+        "engine_version": _get(prov, "launch", "engine_version_reported") or _get(prov, "launch", "engine_version"),
+        "engine": _get(prov, "launch", "engine"),
+        "gpu": (_get(prov, "hardware", "gpu_names") or [None])[0],
+        "model": job.get("model"),
+        "verdict": _get(summary, "validity", "verdict"),
+    }
+    return MeasuredPoint(path=path, job=job, config=config_for(job), concurrency=int(job["conc"]), scenario=scenario,
+                         measured=measured, weights=weights, excess_hit_rate=excess, provenance=provenance)
+
+
+@dataclass
+class _Replay:
+    """A measured point's workload, built once and replayed under many candidate factors."""
+
+    point: MeasuredPoint
+    workload: Any
+    duration: float
+    max_requests: int | None
+
+
+def _replays(points: list[MeasuredPoint], *, fit_requests_per_lane: int | None = None) -> list[_Replay]:
+    from llmsweep.spec.workload import ResolvedWorkload
+    from llmsweep.workload.build import build_workload
+
+    out = []
+    for p in points:
+        resolved = ResolvedWorkload.model_validate(p.job["workload"])
+        extra: dict[str, Any] = {"tokenizer": None}  # the simulator counts with the built-in tokenizer
+        if resolved.scenario != "agentic-coding":
+            extra["api"] = "chat" if resolved.use_chat_template else "completions"
+            duration = float("inf")  # until the prompts run out, as the measured fixed-length run did
+        else:
+            duration = float(resolved.duration or p.job.get("duration") or 600)
+        # while fitting, a fixed-length point may stop after a few requests per lane (its medians settle early);
+        # the reported before/after comparison always replays the whole measured run
+        cap = p.concurrency * fit_requests_per_lane if fit_requests_per_lane and duration == float("inf") else None
+        out.append(_Replay(p, build_workload(resolved, concurrency=p.concurrency, **extra), duration, cap))
+    return out
+
+
+def predict_metrics(replay: _Replay, efficiency: dict[str, float]) -> dict[str, float]:
+    """The three compared metrics of one point, predicted with `efficiency` (stored calibrations not applied)."""
+    from llmsweep.metrics import summarise
+    from llmsweep.sim.engine import build_core
+    from llmsweep.sim.predict import Predictor
+
+    config = replay.point.config.model_copy(update={"efficiency": efficiency, "calibrated": False})
+    replay.workload.bind_worker(0, 1)  # rewinds a fixed-length workload's prompt cursor (a no-op for replays)
+    records = Predictor(build_core(config)).run(replay.workload, concurrency=replay.point.concurrency,
+                                               duration=replay.duration, max_requests=replay.max_requests)
+    s = summarise(records, gpus=int(replay.point.job.get("gpus") or config.tp), source="predicted")
+    got = {"output_tps": _get(s, "throughput", "output_tps"), "tpot_p50": _get(s, "latency", "tpot", "p50"),
+           "ttft_p50": _get(s, "latency", "ttft", "p50")}
+    return {k: float(v) for k, v in got.items() if isinstance(v, (int, float)) and v > 0}
+
+
+@dataclass(frozen=True)
+class PointComparison:
+    """Measured vs predicted for one point, before and after the fit."""
+
+    label: str
+    concurrency: int
+    scenario: str
+    measured: dict[str, float]
+    before: dict[str, float]
+    after: dict[str, float]
+    weights: dict[str, float]
+    excess_hit_rate: float
+
+
+@dataclass(frozen=True)
+class RunCalibration:
+    """The outcome of a run-level fit: factors, per-point comparison and the error before and after."""
+
+    key: tuple[str, str, str]
+    base: Efficiency
+    efficiency: Efficiency
+    fitted: tuple[str, ...]
+    points: list[PointComparison]
+    error_before: float
+    error_after: float
+    iterations: int
+    provenance: dict[str, Any]
+
+    def overrides(self) -> dict[str, float]:
+        """The fitted factors only (what a stored calibration holds)."""
+        return {k: getattr(self.efficiency, k) for k in self.fitted}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2]},
+                "efficiency": self.overrides(), "base": {k: getattr(self.base, k) for k in self.fitted},
+                "error_before": self.error_before, "error_after": self.error_after, "iterations": self.iterations,
+                "provenance": self.provenance,
+                "points": [asdict(p) for p in self.points]}
+
+
+def fit_error(points: Iterable[tuple[dict[str, float], dict[str, float], dict[str, float]]]) -> float:
+    """Weighted mean of |predicted / measured - 1| over (measured, predicted, weights) of every fitted metric."""
+    num = den = 0.0
+    for measured, predicted, weights in points:
+        for m, w in weights.items():
+            if w > 0 and m in measured and m in predicted:
+                num += w * abs(predicted[m] / measured[m] - 1.0)
+                den += w
+    return num / den if den else float("nan")
+
+
+def _residuals(replays: list[_Replay], eff: dict[str, float]) -> tuple[np.ndarray, list[dict[str, float]]]:
+    preds = [predict_metrics(r, eff) for r in replays]
+    res = []
+    for r, pred in zip(replays, preds):
+        for m in METRICS:
+            w = r.point.weights.get(m, 0.0)
+            if w > 0 and m in r.point.measured:
+                # a metric the prediction lacks (no profiled request) counts as a factor-of-e miss
+                res.append(np.sqrt(w) * (np.log(pred[m] / r.point.measured[m]) if m in pred else 1.0))
+    return np.asarray(res), preds
+
+
+def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTORS, max_iter: int = 8,
+            start: Efficiency | None = None, fit_requests_per_lane: int | None = 4) -> RunCalibration:
+    """Fit `factors` so the simulator reproduces the measured points (all of one calibration key)."""
+    if not points:
+        raise ResultError("sim calibrate: no measured points to fit", fix="pass a run directory with job folders")
+    keys = {p.key for p in points}
+    if len(keys) > 1:
+        raise ResultError(f"sim calibrate: the points span several calibration keys {sorted(keys)}",
+                          fix="fit one (engine, hardware, model class) at a time (calibrate_runs groups them)")
+    fitted_metrics = sum(1 for p in points for m, w in p.weights.items() if w > 0 and m in p.measured)
+    if fitted_metrics < len(factors) + 1:
+        raise ResultError(f"sim calibrate: {fitted_metrics} measured metrics cannot constrain {len(factors)} factors",
+                          fix="measure more concurrency points (at least two, better four or more)")
+    unknown = [f for f in factors if f not in FACTOR_BOUNDS]
+    if unknown:
+        raise ResultError(f"sim calibrate: cannot fit {unknown}", fix=f"fit a subset of {sorted(FACTOR_BOUNDS)}")
+    replays = _replays(points, fit_requests_per_lane=fit_requests_per_lane)
+    config = points[0].config.model_copy(update={"efficiency": {}, "calibrated": False})
+    base = start or config.efficiency_factors()
+    lo = np.log([FACTOR_BOUNDS[f][0] for f in factors])
+    hi = np.log([FACTOR_BOUNDS[f][1] for f in factors])
+
+    def eff_of(x: np.ndarray) -> dict[str, float]:
+        return {f: float(np.exp(v)) for f, v in zip(factors, x)}
+
+    x = np.clip(np.log([getattr(base, f) for f in factors]), lo, hi)
+    x0 = x.copy()
+    r, _ = _residuals(replays, eff_of(x))
+    cost = float(r @ r)
+    lam, h, it = 1e-2, 0.1, 0
+    for it in range(1, max_iter + 1):
+        J = np.empty((len(r), len(x)))
+        for j in range(len(x)):
+            xj = x.copy()
+            # step away from the nearer bound so the difference stays inside the box
+            xj[j] += h if xj[j] + h <= hi[j] else -h
+            rj, _ = _residuals(replays, eff_of(xj))
+            J[:, j] = (rj - r) / (xj[j] - x[j])
+        improved = False
+        for _ in range(6):
+            A = J.T @ J
+            step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-9), -J.T @ r)
+            x_new = np.clip(x + np.clip(step, -1.0, 1.0), lo, hi)
+            r_new, _ = _residuals(replays, eff_of(x_new))
+            c_new = float(r_new @ r_new)
+            if c_new < cost:
+                improved = cost - c_new > 1e-3 * cost
+                x, r, cost, lam = x_new, r_new, c_new, max(lam / 3, 1e-4)
+                break
+            lam *= 4
+        if not improved:
+            break
+    fitted_eff = base.with_(**eff_of(x))
+    for rp in replays:
+        rp.max_requests = None
+    before = [predict_metrics(rp, eff_of(x0)) for rp in replays]
+    after = [predict_metrics(rp, eff_of(x)) for rp in replays]
+    comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
+                                   measured=p.measured, before=b, after=a, weights=p.weights,
+                                   excess_hit_rate=p.excess_hit_rate) for p, b, a in zip(points, before, after)]
+    prov = dict(points[0].provenance)
+    prov["jobs"] = len(points)
+    return RunCalibration(
+        key=points[0].key, base=base, efficiency=fitted_eff, fitted=tuple(factors), points=comparisons,
+        error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
+        error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons),
+        iterations=it, provenance=prov,
+    )
+
+
+def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tuple[str, ...] = FIT_FACTORS,
+                   max_iter: int = 8, fit_requests_per_lane: int | None = 4) -> tuple[list[RunCalibration], list[str]]:
+    """Fit every calibration key found under `paths`; points the simulator cannot model are skipped with a reason."""
+    from llmsweep.errors import LlmsweepError
+
+    groups: dict[tuple[str, str, str], list[MeasuredPoint]] = {}
+    skipped: list[str] = []
+    for path in job_dirs(paths):
+        try:
+            point = measured_point(path, config_for)
+            key = point.key
+        except LlmsweepError as exc:
+            skipped.append(f"{path.name}: {exc.message if hasattr(exc, 'message') else exc}")
+            continue
+        if point.config.spec is not None:
+            # speculative decoding adds the draft and verify costs the roofline models separately: keep it out of
+            # a base calibration rather than let one MTP point bend the decode factors
+            skipped.append(f"{path.name}: speculative decoding ({point.config.spec.method}) is not calibrated yet")
+            continue
+        groups.setdefault(key, []).append(point)
+    results = []
+    for key, pts in groups.items():
+        pts.sort(key=lambda p: (p.scenario, p.concurrency))
+        try:
+            results.append(fit_run(pts, factors=factors, max_iter=max_iter,
+                                   fit_requests_per_lane=fit_requests_per_lane))
+        except ResultError as exc:
+            skipped.append(f"{'/'.join(key)}: {exc}")
+    return results, skipped

@@ -52,6 +52,7 @@ class EngineConfig(BaseModel):
     itl_s: float = Field(0.01, gt=0, description="constant timing: duration of a decode-only step.")
     kv_capacity_tokens: int | None = Field(None, ge=1, description="Override the KV pool size (tokens).")
     efficiency: dict[str, float] = Field(default_factory=dict, description="Overrides of Efficiency fields.")
+    calibrated: bool = Field(True, description="Apply the stored calibration of (engine, hardware, model class).")
     perf_overrides: dict[str, Any] = Field(default_factory=dict, description="Overrides of PerfInputs fields.")
 
     def perf_inputs(self) -> PerfInputs:
@@ -59,7 +60,32 @@ class EngineConfig(BaseModel):
                            overrides=self.perf_overrides)
 
     def efficiency_factors(self) -> Efficiency:
-        return default_efficiency(self.engine_style, self.hardware).with_(**self.efficiency)
+        """Defaults, then the stored calibration of this key (when one matches), then explicit overrides."""
+        found = self.calibration()
+        fitted = found[1].efficiency if found is not None else {}
+        return default_efficiency(self.engine_style, self.hardware).with_(**{**fitted, **self.efficiency})
+
+    def model_class(self) -> str:
+        from llmsweep.sim.calibration import model_class
+
+        return model_class(self.model, self.perf_inputs())
+
+    def calibration(self) -> tuple[str, Any] | None:
+        """(id, CalibrationEntry) stored for this (engine, hardware, model class); None when uncalibrated."""
+        if not self.calibrated or self.timing == "constant":
+            return None
+        from llmsweep.sim.calibration import find_calibration
+
+        return find_calibration(self.engine_style, self.hardware, self.model_class())
+
+    def calibration_label(self) -> str:
+        """'calibrated: <id> (<engine version>, <GPU>, <date>)' or 'uncalibrated', for tables and provenance."""
+        from llmsweep.sim.calibration import UNCALIBRATED
+
+        if self.timing == "constant":
+            return "constant timing (no roofline)"
+        found = self.calibration()
+        return found[1].label(found[0]) if found is not None else UNCALIBRATED
 
     def timer(self, inputs: PerfInputs | None = None) -> StepTimer:
         if self.timing == "constant":

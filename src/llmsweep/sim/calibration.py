@@ -1,0 +1,200 @@
+"""Stored calibrations: fitted efficiency factors keyed by (engine, hardware, model class), kept as data.
+
+A calibration fitted on one fleet is only evidence for engines, GPUs and models like the ones measured, so the
+simulator applies one only when all three match and otherwise says "uncalibrated" (in `llmsweep predict`'s table, a
+predicted summary's provenance and `sim serve`'s start-up log). The packaged file is
+`llmsweep/catalog/data/sim_calibration.yaml`; a file of the same name in a user catalog directory
+(`$LLMSWEEP_CATALOG_DIR`, `llmsweep sim calibrate --save`) adds entries or replaces one with the same id, exactly as
+the other catalogs layer.
+
+The model class is coarse on purpose: the architecture (dense, MoE, hybrid linear attention) decides which kernels
+run, and a size bucket of total parameters decides whether per-step overheads or bandwidth dominate. Two models of
+one class share launch and scheduling costs far more than two models of one family at different sizes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from llmsweep.errors import ConfigError
+from llmsweep.sim.perf import Efficiency, PerfInputs
+
+FILE_NAME = "sim_calibration.yaml"
+SECTION = "calibrations"
+UNCALIBRATED = "uncalibrated"
+
+# Upper bounds (exclusive) of total parameters, billions, per size bucket.
+SIZE_BUCKETS: tuple[tuple[str, float], ...] = (("tiny", 4.0), ("small", 20.0), ("medium", 100.0),
+                                               ("large", float("inf")))
+
+
+class CalibrationProvenance(BaseModel):
+    """Where fitted factors came from, so a reader can judge how far to trust them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str = Field(description="Run (or run directory) the factors were fitted on.")
+    date: str = Field(description="When the measured run happened (ISO date).")
+    engine_version: str | None = Field(None, description="Engine version the server reported, e.g. vLLM 0.26.0.")
+    gpu: str | None = Field(None, description="GPU as the driver names it, e.g. 'NVIDIA H200'.")
+    model: str | None = Field(None, description="The model measured (a member of the model class).")
+    jobs: int = Field(0, ge=0, description="Measured points the fit used.")
+    fitted_at: str | None = Field(None, description="When the fit ran (UTC, ISO).")
+    notes: str | None = Field(None, description="Caveats of the evidence (windows, dummy weights, known bugs).")
+
+
+class CalibrationEntry(BaseModel):
+    """One stored calibration: the key, the fitted factors, the fit's error and its provenance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: Literal["vllm", "sglang"] = Field(description="Engine style the factors apply to.")
+    hardware: str = Field(description="GPU family (catalog SKU id, e.g. h200).")
+    model_class: str = Field(description="Model class, e.g. dense-tiny (see llmsweep.sim.calibration).")
+    efficiency: dict[str, float] = Field(description="Fitted Efficiency fields; the rest keep their defaults.")
+    error_before: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with the defaults.")
+    error_after: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with these factors.")
+    provenance: CalibrationProvenance
+
+    @field_validator("efficiency")
+    @classmethod
+    def _known_fields(cls, value: dict[str, float]) -> dict[str, float]:
+        known = set(Efficiency.__dataclass_fields__)
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown efficiency field(s) {unknown}; known: {sorted(known)}")
+        return value
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.engine, hardware_family(self.hardware), self.model_class)
+
+    def label(self, entry_id: str) -> str:
+        """One line for tables and provenance: which calibration, from what evidence."""
+        p = self.provenance
+        bits = [b for b in (p.engine_version, p.gpu, p.date) if b]
+        return f"calibrated: {entry_id} ({', '.join(bits)})" if bits else f"calibrated: {entry_id}"
+
+
+def hardware_family(hardware: str) -> str:
+    """'h200-sxm' and 'h200_nvl' calibrate as 'h200' (the rule `default_efficiency` uses)."""
+    return hardware.lower().split("-")[0].split("_")[0]
+
+
+def size_bucket(params_total: float) -> str:
+    billions = params_total / 1e9
+    return next(name for name, upper in SIZE_BUCKETS if billions < upper)
+
+
+def model_class(model: str, inputs: PerfInputs) -> str:
+    """`<arch>-<size>`: arch is hybrid (linear-attention layers), moe or dense; size buckets total parameters."""
+    arch = "moe" if inputs.is_moe else "dense"
+    try:
+        from llmsweep.catalog.models import get_model
+
+        spec = get_model(model)
+    except Exception:  # noqa: BLE001 - a model outside the catalog keeps what its figures say
+        spec = None
+    if spec is not None and getattr(spec, "is_hybrid", False):
+        arch = "hybrid"
+    return f"{arch}-{size_bucket(inputs.params_total)}"
+
+
+def user_file(directory: Path | None = None) -> Path:
+    """Where `--save` writes: the given directory, else the first user catalog directory (created if needed)."""
+    from llmsweep.catalog.sources import ENV_VAR, user_dirs
+
+    if directory is None:
+        dirs = user_dirs()
+        if not dirs:
+            raise ConfigError(
+                "sim calibrate --save: no user catalog directory to save into",
+                fix=f"set {ENV_VAR}=/path/to/dir, create ~/.config/llmsweep/catalog, or pass --save-to PATH",
+            )
+        directory = dirs[0]
+    return directory / FILE_NAME if directory.suffix not in (".yaml", ".yml") else directory
+
+
+def load_calibrations(dirs: tuple[Path, ...] | None = None) -> dict[str, CalibrationEntry]:
+    """Every stored calibration, packaged first and user files after (a user entry replaces one of the same id)."""
+    from llmsweep.catalog.sources import catalog_dirs
+
+    return dict(_load(dirs if dirs is not None else catalog_dirs()))
+
+
+def _load_uncached(dirs: tuple[Path, ...]) -> tuple[tuple[str, CalibrationEntry], ...]:
+    from llmsweep.catalog.sources import build_models
+
+    return tuple((k, v) for k, (v, _) in build_models(FILE_NAME, SECTION, CalibrationEntry, dirs).items())
+
+
+def _cached_loader() -> Any:
+    from llmsweep.catalog.sources import cached
+
+    return cached(_load_uncached)
+
+
+_load = _cached_loader()
+
+
+def find_calibration(engine: str, hardware: str, klass: str,
+                     dirs: tuple[Path, ...] | None = None) -> tuple[str, CalibrationEntry] | None:
+    """The stored calibration for exactly this key (the last file defining one wins); None = uncalibrated."""
+    key = (engine, hardware_family(hardware), klass)
+    found = None
+    for entry_id, entry in load_calibrations(dirs).items():
+        if entry.key == key:
+            found = (entry_id, entry)
+    return found
+
+
+def entry_id(engine: str, hardware: str, klass: str) -> str:
+    return f"{engine}-{hardware_family(hardware)}-{klass}"
+
+
+def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Path:
+    """Add or replace one entry in a calibration YAML file (other entries are kept as they are)."""
+    data: dict[str, Any] = {}
+    if path.is_file():
+        from llmsweep.catalog.sources import load_yaml
+
+        loaded = load_yaml(path) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: not a calibration file (expected a '{SECTION}:' mapping)",
+                              fix="choose another --save-to path or fix the file")
+        data = loaded
+    section = data.setdefault(SECTION, {}) or {}
+    data[SECTION] = section
+    section[entry_id_] = entry.model_dump(mode="json", exclude_none=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = ("# Simulator calibrations written by `llmsweep sim calibrate --save` (llmsweep.sim.calibration).\n"
+              "# Keyed by (engine, hardware, model_class); an id here replaces a packaged entry of the same id.\n")
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=120), encoding="utf-8")
+    from llmsweep.catalog.sources import clear_caches
+
+    clear_caches()
+    return path
+
+
+def now_utc() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+__all__ = [
+    "CalibrationEntry",
+    "CalibrationProvenance",
+    "UNCALIBRATED",
+    "entry_id",
+    "find_calibration",
+    "hardware_family",
+    "load_calibrations",
+    "model_class",
+    "save_calibration",
+    "size_bucket",
+    "user_file",
+]
