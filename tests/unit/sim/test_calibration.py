@@ -1,0 +1,140 @@
+"""Run-level calibration: the fit recovers known factors, stored calibrations apply only to their key, a saved user
+calibration is picked up, and the fit really improves the simulator against the measured H200 vLLM run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from llmsweep.catalog.sources import clear_caches
+from llmsweep.cli.sim import calibrate as calibrate_cmd
+from llmsweep.cli.sim import predict as predict_cmd
+from llmsweep.sim.calibrate import MeasuredPoint, _replays, fit_run, predict_metrics
+from llmsweep.sim.calibration import (
+    UNCALIBRATED,
+    CalibrationEntry,
+    CalibrationProvenance,
+    find_calibration,
+    save_calibration,
+)
+from llmsweep.sim.engine import EngineConfig
+
+REPO = Path(__file__).resolve().parents[3]
+H200_RUN = REPO / "examples" / "results" / "h200-vllm-0.26.0"
+
+
+@pytest.fixture
+def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty user catalog directory, so a developer's own calibrations cannot leak into these tests."""
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
+    (tmp_path / "catalog").mkdir()
+    clear_caches()
+    yield tmp_path / "catalog"
+    clear_caches()
+
+
+def _fixed_point(config: EngineConfig, conc: int, truth: dict[str, float]) -> MeasuredPoint:
+    """A 'measured' fixed-length point whose numbers the simulator produced with the factors in `truth`."""
+    job = {"conc": conc, "gpus": 1, "isl": 1024, "osl": 128,
+           "workload": {"scenario": "fixed-seq-len", "tokenizer": "builtin", "served-model-name": "m",
+                        "use-chat-template": False, "seed": 3, "isl": 1024, "osl": 128,
+                        "num-prompts": 6 * conc, "num-warmups": conc, "range-ratio": 0.8}}
+    point = MeasuredPoint(path=Path("."), job=job, config=config, concurrency=conc, scenario="fixed-seq-len",
+                          measured={}, weights={"output_tps": 1.0, "tpot_p50": 1.0, "ttft_p50": 1.0},
+                          excess_hit_rate=0.0, provenance={"run_id": "synthetic"})
+    measured = predict_metrics(_replays([point])[0], truth)
+    return MeasuredPoint(**{**point.__dict__, "measured": measured})
+
+
+def test_run_fit_recovers_the_factors_that_produced_the_measurements(user_catalog: Path) -> None:
+    truth = {"mem": 0.5, "compute": 0.3, "step_s": 2.5e-3, "frontend_s": 0.03}
+    config = EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm")
+    points = [_fixed_point(config, conc, truth) for conc in (1, 4, 16, 64)]
+    result = fit_run(points, factors=tuple(truth), max_iter=10, fit_requests_per_lane=None)
+    assert result.error_before > 0.15  # the defaults really are wrong for these "measurements"
+    assert result.error_after < 0.02
+    for name, value in truth.items():
+        assert getattr(result.efficiency, name) == pytest.approx(value, rel=0.1), name
+    assert result.key == ("vllm", "h200", "dense-small")
+
+
+def test_stored_calibration_applies_only_to_its_key(user_catalog: Path) -> None:
+    calibrated = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm")
+    found = calibrated.calibration()
+    assert found is not None and found[0] == "vllm-h200-dense-tiny"
+    assert calibrated.calibration_label().startswith("calibrated: vllm-h200-dense-tiny (vllm 0.26.0, NVIDIA H200")
+    assert calibrated.efficiency_factors().compute == pytest.approx(found[1].efficiency["compute"])
+    # explicit overrides still win over the stored factors
+    assert EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm",
+                        efficiency={"compute": 0.5}).efficiency_factors().compute == 0.5
+    # another engine, GPU, model class or an opt-out is uncalibrated and keeps the defaults
+    for other in (EngineConfig(model="llama-1b", hardware="h200", engine_style="sglang"),
+                  EngineConfig(model="llama-1b", hardware="h100", engine_style="vllm"),
+                  EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm"),
+                  EngineConfig(model="qwen3-30b-a3b", hardware="h200", engine_style="vllm"),
+                  EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm", calibrated=False)):
+        assert other.calibration_label() == UNCALIBRATED, other
+        assert other.efficiency_factors().compute == pytest.approx(0.55)
+    assert EngineConfig(model="qwen3-30b-a3b").model_class() == "moe-medium"
+    assert find_calibration("vllm", "h200-sxm", "dense-tiny") is not None  # SKU variants share the family
+
+
+def test_a_saved_user_calibration_is_picked_up(user_catalog: Path) -> None:
+    config = EngineConfig(model="llama-3.1-8b", hardware="h100", engine_style="sglang")
+    assert config.calibration_label() == UNCALIBRATED
+    entry = CalibrationEntry(engine="sglang", hardware="h100", model_class="dense-small",
+                             efficiency={"mem": 0.61, "step_s": 0.002},
+                             provenance=CalibrationProvenance(run_id="run-x", date="2026-11-01",
+                                                              engine_version="sglang 0.5.9", gpu="NVIDIA H100"))
+    save_calibration(user_catalog / "sim_calibration.yaml", "my-fleet", entry)
+    assert config.calibration_label() == "calibrated: my-fleet (sglang 0.5.9, NVIDIA H100, 2026-11-01)"
+    eff = config.efficiency_factors()
+    assert (eff.mem, eff.step_s) == (0.61, 0.002)
+    assert eff.per_seq_s == pytest.approx(20e-6)  # unfitted factors keep the engine's defaults
+
+
+def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Path, tmp_path: Path) -> None:
+    # three fixed-length points of the H200 run are enough for a quick fit of two factors
+    run = tmp_path / "run"
+    for job in sorted((H200_RUN / "llama" / "jobs").glob("llama-1b_1024_256_*conc[14]_*")):
+        shutil.copytree(job, run / "jobs" / job.name)
+    shutil.copy(H200_RUN / "llama" / "run.json", run / "run.json")
+    out = CliRunner().invoke(calibrate_cmd, [str(run), "--max-iter", "1", "--save", "--json"])
+    assert out.exit_code == 0, out.output
+    saved = json.loads(out.output)
+    assert saved["saved"] == [str(user_catalog / "sim_calibration.yaml")]
+    stored = find_calibration("vllm", "h200", "dense-tiny")
+    assert stored is not None and stored[0] == "vllm-h200-dense-tiny"
+    assert stored[1].provenance.run_id == "run-20261129T210302Z-e8ae4c"
+    assert stored[1].provenance.jobs == 2 and stored[1].provenance.gpu == "NVIDIA H200"
+    fitted = saved["calibrations"][0]["efficiency"]
+    assert stored[1].efficiency == {k: pytest.approx(v, rel=1e-3) for k, v in fitted.items()}
+    assert EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm").efficiency_factors().mem == \
+        pytest.approx(fitted["mem"], rel=1e-3)
+
+
+def test_predict_says_uncalibrated_outside_a_calibrated_key(user_catalog: Path) -> None:
+    out = CliRunner().invoke(predict_cmd, [str(REPO / "examples" / "quickstart.yaml"), "--duration", "3",
+                                           "--max-requests", "3", "--json"])
+    assert out.exit_code == 0, out.output
+    results = json.loads(out.output)
+    assert results and all(r["calibration"] == UNCALIBRATED for r in results)
+    assert all(r["summary"]["provenance"]["calibration"] == UNCALIBRATED for r in results)
+
+
+def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -> None:
+    out = CliRunner().invoke(calibrate_cmd, [str(H200_RUN), "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    (fit,) = doc["calibrations"]
+    assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "dense-tiny"}
+    assert fit["error_after"] < fit["error_before"]
+    assert fit["error_after"] < 0.25  # measured on this run: 30.8 % -> 14.5 %
+    labels = {p["label"] for p in fit["points"]}
+    assert {"fixed 1024/256 c1", "fixed 1024/256 c128", "agentic c16"} <= labels
+    # the Qwen3-Next MTP points are not silently folded in: each is skipped with its reason
+    assert len(doc["skipped"]) == 3 and all("qwen3-next-small" in s for s in doc["skipped"])
