@@ -6,9 +6,15 @@ import asyncio
 import signal
 import sys
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import click
 
 from llmsweep.errors import ConfigError, LlmsweepError
+
+if TYPE_CHECKING:
+    from llmsweep.sim.calibrate import RunCalibration
 
 
 @click.group("sim")
@@ -160,7 +166,6 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     records.jsonl with --model and --hardware fits the per-request decode-step model instead.
     """
     import json
-    from pathlib import Path
 
     if len(paths) == 1 and Path(paths[0]).is_file():
         if not model or not hardware:
@@ -202,35 +207,33 @@ def _config_for_job(job: dict[str, object]) -> object:
     return engine_config_from_argv(engines.render(Job.model_validate(job), simulate=True).argv)
 
 
-def _save(result: object, target: object) -> object:
+def _save(result: RunCalibration, target: Path) -> Path:
     from llmsweep.sim.calibration import CalibrationEntry, CalibrationProvenance, entry_id, now_utc, save_calibration
 
-    engine, hardware, klass = result.key  # type: ignore[attr-defined]
-    prov = result.provenance  # type: ignore[attr-defined]
+    engine, hardware, klass = result.key
+    prov = result.provenance
     version = " ".join(str(v) for v in (prov.get("engine"), prov.get("engine_version")) if v) or None
-    factors = {k: float(f"{v:.4g}") for k, v in result.overrides().items()}  # type: ignore[attr-defined]
     entry = CalibrationEntry(
-        engine=engine, hardware=hardware, model_class=klass, efficiency=factors,
-        error_before=round(result.error_before, 4), error_after=round(result.error_after, 4),  # type: ignore[attr-defined]
+        engine=engine, hardware=hardware, model_class=klass,  # type: ignore[arg-type]
+        efficiency={k: float(f"{v:.4g}") for k, v in result.overrides().items()},
+        error_before=round(result.error_before, 4), error_after=round(result.error_after, 4),
         provenance=CalibrationProvenance(
             run_id=str(prov.get("run_id")), date=str(prov.get("date")), engine_version=version,
             gpu=prov.get("gpu"), model=prov.get("model"), jobs=int(prov.get("jobs") or 0), fitted_at=now_utc()),
     )
-    return save_calibration(target, entry_id(engine, hardware, klass), entry)  # type: ignore[arg-type]
+    return save_calibration(target, entry_id(engine, hardware, klass), entry)
 
 
-def _print_calibration(result: object) -> None:
+def _print_calibration(r: RunCalibration) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    r = result
-    key = "/".join(r.key)  # type: ignore[attr-defined]
-    table = Table(title=f"{key}: measured / before / after (fit error {100 * r.error_before:.1f}% -> "  # type: ignore[attr-defined]
-                        f"{100 * r.error_after:.1f}%)")  # type: ignore[attr-defined]
+    table = Table(title=f"{'/'.join(r.key)}: measured / before / after "
+                        f"(fit error {100 * r.error_before:.1f}% -> {100 * r.error_after:.1f}%)")
     for col in ("point", "conc", "out tok/s", "TPOT p50 ms", "TTFT p50 ms"):
         table.add_column(col, justify="left" if col == "point" else "right")
     fmt = {"output_tps": ("{:,.0f}", 1.0), "tpot_p50": ("{:.2f}", 1e3), "ttft_p50": ("{:.1f}", 1e3)}
-    for p in r.points:  # type: ignore[attr-defined]
+    for p in r.points:
         cells = []
         for m, (f, k) in fmt.items():
             vals = ["-" if m not in d else f.format(d[m] * k) for d in (p.measured, p.before, p.after)]
@@ -239,8 +242,8 @@ def _print_calibration(result: object) -> None:
         table.add_row(p.label, str(p.concurrency), *cells)
     Console(width=150).print(table)
     click.echo("  * not fitted (an agentic point's output rate is set by the traces' idle gaps)")
-    for name in r.fitted:  # type: ignore[attr-defined]
-        click.echo(f"  {name:<12} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")  # type: ignore[attr-defined]
+    for name in r.fitted:
+        click.echo(f"  {name:<12} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")
 
 
 def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int, precision: str, kv_dtype: str,
@@ -279,7 +282,6 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
             max_requests: int | None, out_dir: str | None, traces: str | None, as_json: bool) -> None:
     """Predict every job of a recipe in virtual time on the simulated engine."""
     import json
-    from pathlib import Path
 
     try:
         from llmsweep import engines
@@ -302,6 +304,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     for job in jobs:
         config = engine_config_from_argv(engines.render(job, simulate=True).argv)
         calibration = config.calibration_label()  # type: ignore[attr-defined]
+        engine_config = config.model_dump(mode="json")  # type: ignore[attr-defined]
         seconds = duration or float(job.duration or 600)
         for conc in job.conc if isinstance(job.conc, list) else [job.conc]:
             # the simulator counts words (the built-in tokenizer's rule), so prompts are built with that tokenizer
@@ -314,8 +317,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
             records = predictor.run(workload, concurrency=conc, duration=seconds, max_requests=max_requests)
             summary = summarise(records, gpus=job.gpus, server_metrics=predictor.scrapes, source="predicted",
                                 provenance={"job": job.id, "concurrency": conc, "engine": "sim",
-                                            "engine_config": config.model_dump(mode="json"),  # type: ignore[attr-defined]
-                                            "calibration": calibration})
+                                            "calibration": calibration, "engine_config": engine_config})
             results.append({"job": job.id, "concurrency": conc, "summary": summary, "calibration": calibration})
             if out_dir is not None:
                 point = Path(out_dir) / job.id / f"conc{conc}"
@@ -351,5 +353,9 @@ def _print_table(results: list[dict[str, object]]) -> None:
         fmt = ["{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
         scale = [1, 1e3, 1e3, 1, 1]
         cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale)]
-        table.add_row(str(r["job"]), str(r["concurrency"]), *cells, str(r.get("calibration") or "-"))
+        label = str(r.get("calibration") or "-")
+        # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
+        table.add_row(str(r["job"]), str(r["concurrency"]), *cells, label.split(" (")[0].replace("calibrated: ", ""))
+    labels = sorted({str(r.get("calibration")) for r in results if r.get("calibration")})
+    table.caption = "; ".join(labels)
     Console().print(table)
