@@ -149,6 +149,9 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
               help="records.jsonl mode: engine whose default efficiencies to start from.")
 @click.option("--max-iter", default=8, show_default=True, type=click.IntRange(1, 50),
               help="Run mode: most Levenberg-Marquardt iterations per calibration key.")
+@click.option("--factors", default=",".join(("mem", "compute", "step_s", "per_seq_s", "frontend_s")),
+              show_default=True, help="Run mode: Efficiency factors to fit, comma-separated (fewer points, fewer "
+                                      "factors; the rest keep the engine's defaults).")
 @click.option("--save", "save", is_flag=True,
               help="Run mode: store the fitted factors in sim_calibration.yaml of the user catalog directory "
                    "($LLMSWEEP_CATALOG_DIR), where every later prediction of that key picks them up.")
@@ -156,7 +159,7 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
               help="Run mode: store the fitted factors in this calibration file (or directory) instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fit as JSON.")
 def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, tp: int, ep: int, precision: str,
-              kv_dtype: str, engine_style: str, max_iter: int, save: bool, save_to: str | None,
+              kv_dtype: str, engine_style: str, max_iter: int, factors: str, save: bool, save_to: str | None,
               as_json: bool) -> None:
     """Fit the simulator's efficiency factors to a measured run.
 
@@ -173,9 +176,14 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
                               fix="add --model NAME --hardware SKU, or pass the run directory instead")
         _calibrate_records(paths[0], model, hardware, tp, ep, precision, kv_dtype, engine_style, as_json)
         return
-    from llmsweep.sim.calibrate import calibrate_runs
+    from llmsweep.sim.calibrate import FACTOR_BOUNDS, calibrate_runs
 
-    results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, max_iter=max_iter)
+    chosen = tuple(f.strip() for f in factors.split(",") if f.strip())
+    unknown = sorted(set(chosen) - set(FACTOR_BOUNDS))
+    if not chosen or unknown:
+        raise ConfigError(f"sim calibrate: --factors {factors!r} names no or unknown factors {unknown}",
+                          fix=f"choose from {', '.join(sorted(FACTOR_BOUNDS))}")
+    results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, factors=chosen, max_iter=max_iter)
     if not results:
         raise LlmsweepError("sim calibrate: nothing the simulator can model was found to fit"
                             + "".join(f"\n  skipped {s}" for s in skipped),

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from llmsweep.catalog.sources import clear_caches
 from llmsweep.cli.sim import calibrate as calibrate_cmd
 from llmsweep.cli.sim import predict as predict_cmd
+from llmsweep.errors import ConfigError, DatasetError
 from llmsweep.sim.calibrate import MeasuredPoint, _replays, fit_run, predict_metrics
 from llmsweep.sim.calibration import (
     UNCALIBRATED,
@@ -98,12 +99,13 @@ def test_a_saved_user_calibration_is_picked_up(user_catalog: Path) -> None:
 
 
 def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Path, tmp_path: Path) -> None:
-    # three fixed-length points of the H200 run are enough for a quick fit of two factors
+    # two fixed-length points of the H200 run are enough for a quick fit of two factors
     run = tmp_path / "run"
     for job in sorted((H200_RUN / "llama" / "jobs").glob("llama-1b_1024_256_*conc[14]_*")):
         shutil.copytree(job, run / "jobs" / job.name)
     shutil.copy(H200_RUN / "llama" / "run.json", run / "run.json")
-    out = CliRunner().invoke(calibrate_cmd, [str(run), "--max-iter", "1", "--save", "--json"])
+    out = CliRunner().invoke(calibrate_cmd, [str(run), "--max-iter", "1", "--factors", "mem,frontend_s", "--save",
+                                             "--json"])
     assert out.exit_code == 0, out.output
     saved = json.loads(out.output)
     assert saved["saved"] == [str(user_catalog / "sim_calibration.yaml")]
@@ -112,6 +114,7 @@ def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Pa
     assert stored[1].provenance.run_id == "run-20261129T210302Z-e8ae4c"
     assert stored[1].provenance.jobs == 2 and stored[1].provenance.gpu == "NVIDIA H200"
     fitted = saved["calibrations"][0]["efficiency"]
+    assert set(fitted) == {"mem", "frontend_s"}  # only the factors asked for are stored
     assert stored[1].efficiency == {k: pytest.approx(v, rel=1e-3) for k, v in fitted.items()}
     assert EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm").efficiency_factors().mem == \
         pytest.approx(fitted["mem"], rel=1e-3)
@@ -138,3 +141,10 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     assert {"fixed 1024/256 c1", "fixed 1024/256 c128", "agentic c16"} <= labels
     # the Qwen3-Next MTP points are not silently folded in: each is skipped with its reason
     assert len(doc["skipped"]) == 3 and all("qwen3-next-small" in s for s in doc["skipped"])
+
+
+def test_calibrate_refuses_unknown_factors_and_folders_without_jobs(tmp_path: Path) -> None:
+    out = CliRunner().invoke(calibrate_cmd, [str(H200_RUN / "llama"), "--factors", "mem,warp_speed"])
+    assert isinstance(out.exception, ConfigError) and "warp_speed" in str(out.exception)  # the CLI exits 2
+    out = CliRunner().invoke(calibrate_cmd, [str(tmp_path)])
+    assert isinstance(out.exception, DatasetError) and "no job folder" in str(out.exception)
