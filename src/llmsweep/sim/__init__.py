@@ -5,7 +5,8 @@
 - `engine` — `EngineConfig`, the one envelope the CLI, server and predictor share, and `build_core`
 - `server` — the live OpenAI-compatible aiohttp front (`llmsweep sim serve`)
 - `predict` — virtual-time interpretation of workload lane programs (no HTTP, no asyncio)
-- `calibrate` — fit the roofline's efficiency factors from measured request records
+- `calibrate` — fit the roofline's efficiency factors to measured runs (run-level replay fit, per-record fit)
+- `calibration` — stored calibrations keyed by (engine, hardware, model class), applied by `EngineConfig`
 
 Submodules are imported on use so `llmsweep --help` stays fast.
 """

@@ -1,4 +1,9 @@
-"""Fit the roofline's efficiency factors from measured request records (`records.jsonl`).
+"""Fit the roofline's efficiency factors to measured runs.
+
+Two fits live here. :func:`calibrate_runs` / :func:`fit_run` (what `llmsweep sim calibrate RUN_DIR` runs) replay
+every measured point of a run directory on the simulator and fit its output throughput and TPOT/TTFT medians; it
+needs only each job's `job.json` and `summary.json` (see the section further down). :func:`calibrate` fits the
+per-request decode-step model below from full `records.jsonl` files.
 
 Decode steps are the cleanest signal a client sees: between two streamed chunks of one request, exactly one engine
 step ran. For each successful request we take its mean step time (decode span / (chunks − 1)), the mean number of
