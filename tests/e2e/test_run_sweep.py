@@ -74,6 +74,8 @@ def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) ->
         assert record_lines(jdir / "records.jsonl") > 0
         assert read_json(jdir / "job.json")["id"] == name
         assert "sim serve" in (jdir / "server_command.txt").read_text()
+        # A simulated result says whether its (engine, hardware, model class) is calibrated: MI300X here is not.
+        assert read_json(jdir / "summary.json")["provenance"]["simulator"]["calibration"] == "uncalibrated"
     fixed = [j for n, j in jobs.items() if "_256_64_" in n]
     agentic = [j for n, j in jobs.items() if "_256_64_" not in n]
     assert len(fixed) == 2 and len(agentic) == 2

@@ -217,7 +217,19 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
                      "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version")},
         "llmsweep_version": __version__,
         "source": group.source,
+        **({"simulator": _simulator_provenance(spec)} if spec.engine == "sim" else {}),
     }
+
+
+def _simulator_provenance(spec: LaunchSpec) -> dict[str, Any]:
+    """Say whether a simulated result comes from a calibrated (engine, hardware, model class) or not."""
+    from llmsweep.cli.sim import engine_config_from_argv
+
+    try:
+        config: Any = engine_config_from_argv(spec.argv)
+        return {"calibration": config.calibration_label()}
+    except Exception as exc:  # provenance must never fail a job that already ran
+        return {"calibration": f"unknown ({type(exc).__name__}: {exc})"}
 
 
 def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
