@@ -2,16 +2,41 @@
 
 A verdict is `invalid` when any gate fails, else `smoke` when the profiling window is shorter than a submission
 needs (900 s), else `valid`. Reasons name the measured value and the threshold, so a reader can act on them.
+
+**Coverage of the profile window** (AgentX §3.9: at least 95 % of the window must be observed) is there to catch a
+client that stopped sending, a server that stalled, and a window much shorter than planned. It must not count the
+think time an agentic replay is obliged to keep: at low concurrency every lane may sit in a recorded end-to-start
+delay at once, so the server legitimately sees nothing for a while. The records do not carry sleeps, so coverage is
+measured from what they do carry (`window_coverage`):
+
+* the window runs from the first profiling send to that send + the planned duration (duration runs), else to the
+  last profiling end;
+* a request counts as *in flight* from its send to the last thing the server sent it: its end when the server
+  answered (success, HTTP, protocol or context-overflow error), its last streamed chunk (or nothing) when it timed
+  out, lost its connection or was cancelled — so a stalled server leaves the window uncovered;
+* a stretch of the window with nothing in flight is scheduled think time when it is no longer than the workload's
+  idle allowance: its whole-system idle cap (AgentX: 10 s; the replay brings every sleeper forward so that nothing
+  idles longer), else its per-trace delay cap (300 s), plus `IDLE_SLACK_S` for the client's polling. Such stretches
+  count as covered. A longer one — the client stopped sending, the server stopped answering, or the run ended
+  before the planned window did — counts as uncovered in full;
+* without a known idle cap (fixed-length and rate runs schedule no think time the records could bound) only the
+  tail counts: the share of the window after the last observation is uncovered (AgentX's original rule).
+
+coverage = 1 − uncovered / window, compared with `min_coverage`; the summary's `validity.coverage` holds the figures
+and the reason names the longest uncovered stretch.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 AGENTIC_MAX_ERROR_RATIO = 0.10
 FIXED_MAX_ERROR_RATIO = 0.05
+IDLE_SLACK_S = 1.0
+"""Added to the workload's idle cap: the client checks the cap every 50 ms per worker and a send takes a moment."""
 
 
 class GateConfig(BaseModel):
@@ -21,7 +46,15 @@ class GateConfig(BaseModel):
 
     max_error_ratio: float = Field(default=FIXED_MAX_ERROR_RATIO, ge=0, le=1, description="failed / finished, inclusive.")
     max_context_overflow_ratio: float = Field(default=0.01, ge=0, le=1, description="context overflows / finished.")
-    min_coverage: float = Field(default=0.95, ge=0, le=1, description="Share of the profile window with observations.")
+    min_coverage: float = Field(
+        default=0.95, ge=0, le=1,
+        description="Share of the profile window with a request in flight or in scheduled think time (see module doc).",
+    )
+    max_idle_gap_s: float | None = Field(
+        default=None, gt=0,
+        description="Workload idle cap: the longest stretch with nothing in flight that is scheduled think time;"
+        " None = the run's provenance (options/workload `system_idle_gap_cap_s`, else `trace_idle_gap_cap_s`).",
+    )
     min_submission_s: float = Field(default=900.0, ge=0, description="Shorter profiling windows are marked smoke.")
     planned_duration_s: float | None = Field(default=None, description="Nominal profile window (duration runs).")
     require_metrics_prefix: str | None = Field(default=None, description="A server metric must start with this.")
@@ -33,6 +66,89 @@ class GateConfig(BaseModel):
         return cls(max_error_ratio=kw.pop("max_error_ratio", ratio), **kw)
 
 
+def idle_cap_from(provenance: dict[str, Any] | None) -> float | None:
+    """The idle cap the run's client applied: its option, else the workload's system cap, else its per-trace cap."""
+    prov = provenance or {}
+    options = prov.get("options") or {}
+    workload = prov.get("workload") or {}
+    for value in (
+        options.get("system_idle_gap_cap_s"),
+        workload.get("system_idle_gap_cap_s"),
+        workload.get("trace_idle_gap_cap_s"),
+    ):
+        if isinstance(value, (int, float)) and value > 0:
+            return float(value)
+    return None
+
+
+def window_coverage(
+    starts: np.ndarray, ends: np.ndarray, *, window_start: float, window_end: float, idle_cap_s: float | None
+) -> dict[str, Any]:
+    """Coverage of [window_start, window_end] by in-flight spans [starts[i], ends[i]] and scheduled think time.
+
+    Returns `coverage` (0–1), `window_s`, `uncovered_s`, `idle_allowance_s` (None without a cap), the longest
+    stretch with nothing in flight (`longest_idle_s`, `longest_idle_from_s`, `longest_idle_to_s`), the longest one
+    counted as uncovered (`uncovered_from_s`, `uncovered_to_s`; both 0 when none) and `last_in_flight_s`; times are
+    offsets from the window start. See the module doc.
+    """
+    w0, w1 = float(window_start), float(window_end)
+    span = w1 - w0
+    allowance = idle_cap_s + IDLE_SLACK_S if idle_cap_s is not None else None
+    out: dict[str, Any] = {"coverage": 1.0, "window_s": span, "uncovered_s": 0.0, "idle_allowance_s": allowance,
+                           "longest_idle_s": 0.0, "longest_idle_from_s": 0.0, "longest_idle_to_s": 0.0,
+                           "uncovered_from_s": 0.0, "uncovered_to_s": 0.0, "last_in_flight_s": 0.0}
+    if span <= 0:
+        return out
+    s = np.clip(np.asarray(starts, dtype=np.float64), w0, w1)
+    e = np.clip(np.maximum(np.asarray(ends, dtype=np.float64), s), w0, w1)
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    # idle stretch before span i: from the furthest end of the spans before it (or the window start) to its start
+    reach = np.concatenate(([w0], np.maximum.accumulate(e))) if e.size else np.array([w0])
+    gap_from = reach  # the stretch before span i starts at reach[i]; the tail starts at reach[-1]
+    gap_to = np.concatenate((s, [w1]))
+    gaps = np.maximum(gap_to - gap_from, 0.0)
+    if allowance is not None:
+        counted = np.where(gaps > allowance, gaps, 0.0)
+    else:
+        counted = np.zeros_like(gaps)
+        counted[-1] = gaps[-1]  # the tail after the last observation
+    uncovered = float(counted.sum())
+    k = int(np.argmax(gaps))
+    u = int(np.argmax(counted))
+    if counted[u] > 0:
+        out.update({"uncovered_from_s": float(gap_from[u] - w0), "uncovered_to_s": float(gap_to[u] - w0)})
+    out.update({
+        "coverage": min(max(1.0 - uncovered / span, 0.0), 1.0),
+        "uncovered_s": uncovered,
+        "longest_idle_s": float(gaps[k]),
+        "longest_idle_from_s": float(gap_from[k] - w0),
+        "longest_idle_to_s": float(gap_to[k] - w0),
+        "last_in_flight_s": float(reach[-1] - w0),
+    })
+    return out
+
+
+def _coverage_reason(coverage: float, gates: GateConfig, detail: dict[str, Any] | None) -> str:
+    head = (f"requests in flight and scheduled think time cover {coverage:.1%} of the profile window, below "
+            f"{gates.min_coverage:.0%}")
+    if not detail:
+        return head
+    window = detail["window_s"]
+    allowance = detail.get("idle_allowance_s")
+    start, end = detail["uncovered_from_s"], detail["uncovered_to_s"]
+    if end >= window:
+        why = (f"nothing was in flight after {start:.1f} s of the {window:.1f} s window (the client stopped sending, "
+               f"the server stopped answering, or the run ended before the planned window)")
+    else:
+        why = f"nothing was in flight for {end - start:.1f} s ({start:.1f}–{end:.1f} s into the window)"
+    if allowance is not None:
+        why += f"; idle stretches up to {allowance:.1f} s (the workload's idle cap + slack) count as think time"
+    else:
+        why += "; the workload has no idle cap, so the tail after the last observation counts as uncovered"
+    return f"{head}: {why}"
+
+
 def evaluate(
     gates: GateConfig,
     *,
@@ -42,8 +158,10 @@ def evaluate(
     server_metrics: dict[str, Any],
     client_health: dict[str, Any],
     stop_reason: str | None,
+    coverage_detail: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Apply the gates; returns `{verdict, reasons, warnings, gates}`."""
+    """Apply the gates; returns `{verdict, reasons, warnings, gates, coverage}` (coverage: `window_coverage`'s
+    figures, or None)."""
     reasons: list[str] = []
     warnings: list[str] = []
     finished = requests["successful"] + requests["failed"]
@@ -59,7 +177,7 @@ def evaluate(
     if stop_reason and stop_reason.startswith("failure ratio"):
         reasons.append(f"run stopped early: {stop_reason}")
     if coverage is not None and coverage < gates.min_coverage:
-        reasons.append(f"observations cover {coverage:.1%} of the profile window, below {gates.min_coverage:.0%}")
+        reasons.append(_coverage_reason(coverage, gates, coverage_detail))
     req = server_metrics.get("required_prefix")
     if req and not req["found"]:
         reasons.append(f"no server metric starts with required prefix {req['prefix']!r}")
@@ -78,4 +196,10 @@ def evaluate(
         verdict = "valid"
     if smoke:
         reasons.append(f"smoke run: profile window {window:.0f} s is shorter than {gates.min_submission_s:.0f} s")
-    return {"verdict": verdict, "reasons": reasons, "warnings": warnings, "gates": gates.model_dump(mode="json")}
+    return {
+        "verdict": verdict,
+        "reasons": reasons,
+        "warnings": warnings,
+        "gates": gates.model_dump(mode="json"),
+        "coverage": coverage_detail,
+    }

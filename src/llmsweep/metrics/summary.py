@@ -2,8 +2,10 @@
 
 Follows AgentX §3 where it defines something: only successful profiling records feed latency, token, throughput and
 QPS figures; warmup and failed records are counted in `requests`; QPS windows are 1 s wide from the first completion;
-throughput divides by (last end − first send) of those records. A 1 M-record file is summarised in one pass: per
-record we append a handful of floats, and inter-chunk gaps are computed in vectorised batches.
+throughput divides by (last end − first send) of those records. Coverage of the profile window is measured from
+each profiling request's in-flight span, the workload's scheduled think time excused (see the `gates` module doc).
+A 1 M-record file is summarised in one pass: per record we append a handful of floats, and inter-chunk gaps are
+computed in vectorised batches.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 from llmsweep import __version__
 from llmsweep.errors import ResultError
 from llmsweep.metrics import registry
-from llmsweep.metrics.gates import GateConfig, evaluate
+from llmsweep.metrics.gates import GateConfig, evaluate, idle_cap_from, window_coverage
 from llmsweep.metrics.server import summarise_server
 from llmsweep.metrics.stats import Column, clean, inverted_block, stat_block
 
@@ -30,6 +32,8 @@ _GAP_BATCH = 200_000
 _PART_BYTES = 64 * 2**20
 """Files above this size are parsed by several processes (JSON decoding dominates the cost)."""
 _MAX_PARTS = 8
+_UNANSWERED = frozenset({"timeout", "connection", "cancelled"})
+"""Error classes where the server's last word is the last streamed chunk, not the record's end."""
 
 
 def iter_records(source: Iterable[dict[str, Any]] | Path | str) -> Iterator[dict[str, Any]]:
@@ -72,10 +76,11 @@ class _Accumulator:
         self.ends = Column()
         self.lag = Column()
         self.itl = Column("f")
+        self.span_start = Column()
+        self.span_end = Column()
         self.first_send = float("inf")
         self.last_end = float("-inf")
         self.profile_first_send = float("inf")
-        self.last_observation = float("-inf")
         self.input_sum = 0
         self.output_sum = 0
         self.theo_cached = 0
@@ -99,6 +104,7 @@ class _Accumulator:
         self.workers.add(int(r.get("worker") or 0))
         if sent is not None:
             self.profile_first_send = min(self.profile_first_send, sent)
+            self._span(r, sent, err)
             sched = r.get("scheduled_at")
             if sched is not None and err != "cancelled":
                 self.lag.append(max(sent - sched, 0.0))
@@ -106,9 +112,6 @@ class _Accumulator:
             if err == "cancelled":
                 self.cancelled += 1
                 self.categories["cancelled"] += 1
-                chunks = r.get("chunk_times")
-                if chunks:  # it was streaming until the drain ended: the window was observed up to here
-                    self.last_observation = max(self.last_observation, chunks[-1])
                 return
             self.failed += 1
             self.categories[err] += 1
@@ -135,8 +138,6 @@ class _Accumulator:
             self.last_end = max(self.last_end, end)
             self.ends.append(end)
         last_chunk = chunks[-1] if chunks else end
-        if last_chunk is not None:
-            self.last_observation = max(self.last_observation, last_chunk)
         if sent is not None and first is not None:
             ttft = first - sent
             self.ttft.append(ttft)
@@ -164,6 +165,20 @@ class _Accumulator:
         if max_tokens is not None and osl != max_tokens:
             self.osl_mismatch += 1
 
+    def _span(self, r: dict[str, Any], sent: float, err: str | None) -> None:
+        """In flight from the send to the last thing the server sent: its end when it answered, its last chunk (or
+        the send) when it timed out, lost the connection or was cancelled — a stalled server leaves a gap."""
+        if err in _UNANSWERED:
+            chunks = r.get("chunk_times")
+            last = chunks[-1] if chunks else sent
+        else:
+            last = r.get("end_at")
+            if last is None:
+                chunks = r.get("chunk_times")
+                last = chunks[-1] if chunks else sent
+        self.span_start.append(sent)
+        self.span_end.append(max(last, sent))
+
     def _flush_gaps(self) -> None:
         if not self._ct:
             return
@@ -187,12 +202,12 @@ class _Accumulator:
                      "osl_mismatch"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.categories.update(other.categories)
-        for name in ("ttft", "e2el", "tpot", "e2e_norm", "isl", "osl", "ends", "lag", "itl"):
+        for name in ("ttft", "e2el", "tpot", "e2e_norm", "isl", "osl", "ends", "lag", "itl", "span_start",
+                     "span_end"):
             getattr(self, name).concat(getattr(other, name))
         self.first_send = min(self.first_send, other.first_send)
         self.profile_first_send = min(self.profile_first_send, other.profile_first_send)
         self.last_end = max(self.last_end, other.last_end)
-        self.last_observation = max(self.last_observation, other.last_observation)
         self.workers |= other.workers
 
 
@@ -320,9 +335,14 @@ def summarise(
     else:
         coverage_end = window_end
     coverage: float | None = None
+    coverage_detail: dict[str, Any] | None = None
     if window_start is not None and coverage_end is not None and coverage_end > window_start:
-        seen = acc.last_observation if acc.last_observation != float("-inf") else window_start
-        coverage = min(max((seen - window_start) / (coverage_end - window_start), 0.0), 1.0)
+        idle_cap = gates.max_idle_gap_s if gates.max_idle_gap_s is not None else idle_cap_from(provenance)
+        coverage_detail = window_coverage(
+            acc.span_start.numpy(), acc.span_end.numpy(),
+            window_start=window_start, window_end=coverage_end, idle_cap_s=idle_cap,
+        )
+        coverage = coverage_detail["coverage"]
 
     server = summarise_server(
         server_metrics, start=window_start, end=window_end, require_prefix=gates.require_metrics_prefix
@@ -336,6 +356,7 @@ def summarise(
         server_metrics=server,
         client_health=health,
         stop_reason=client.get("stop_reason"),
+        coverage_detail=coverage_detail,
     )
     return {
         "schema_version": SCHEMA_VERSION,
