@@ -126,7 +126,10 @@ def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path)
         "policy": [o for i, o in outcomes.items() if "_256_32_" in i],
     }
     assert [len(v) for v in by_kind.values()] == [1, 1, 2]
-    assert all(o["status"] == "refused" for o in outcomes.values())
+    # Every job is refused but the in-cap conc-2 point of the capped recipe, which runs.
+    conc2 = next(o for o in by_kind["policy"] if "_conc2_" in o["job_id"])
+    assert conc2["status"] == "smoke", conc2
+    assert all(o["status"] == "refused" for o in outcomes.values() if o is not conc2)
     assert "not yet supported" in by_kind["eval"][0]["reasons"][0]
     assert "not runnable" in by_kind["no-serve"][0]["reasons"][0]
     assert "--simulate" in by_kind["no-serve"][0]["reasons"][0]
@@ -134,11 +137,28 @@ def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path)
     assert "[grid.max-conc]" in conc4["reasons"][0]
     # Printed as they happen, and again in the completeness report.
     for o in outcomes.values():
+        if o is conc2:
+            continue
         assert f"job {o['job_id']}: refused" in proc.stderr
         assert f"refused: {o['job_id']}" in proc.stderr
     assert "grid.max-conc" in proc.stderr and "not yet supported" in proc.stderr
-    # Nothing was launched for refused jobs.
-    assert not (out / "servers").exists() or not any((out / "servers").iterdir())
+    # Nothing was launched for refused jobs: the one server is the in-cap job's.
+    assert set(job_dirs(out)) == {conc2["job_id"]}
+
+
+def test_a_policy_error_about_one_job_refuses_that_job_only(tmp_path: Path) -> None:
+    # policy-max-conc.yaml caps conc at 2: its conc-4 job is refused, its conc-2 job of the same arm runs.
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "policy-max-conc.yaml", "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+    assert len(outcomes) == 2
+    over = next(o for i, o in outcomes.items() if "_conc4_" in i)
+    in_cap = next(o for i, o in outcomes.items() if "_conc2_" in i)
+    assert over["status"] == "refused" and "[grid.max-conc]" in over["reasons"][0]
+    assert in_cap["status"] == "smoke", in_cap
+    assert set(job_dirs(out)) == {in_cap["job_id"]}
+    assert verdict(job_dirs(out)[in_cap["job_id"]]) == "smoke"
 
 
 def test_a_recipe_without_serve_runs_on_the_simulator_with_simulate(tmp_path: Path) -> None:

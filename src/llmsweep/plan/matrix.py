@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,11 +100,25 @@ def jobs_from_files(
 
 
 def _unique_ids(jobs: list[Job]) -> list[Job]:
-    """InferenceX emits repeated list concurrencies verbatim; keep them, but give each job its own id."""
-    seen: dict[str, int] = {}
+    """Ids that are unique and do not depend on which files are given, nor in which order.
+
+    The id ends in a 12-hex hash of (recipe fingerprint, recipe key, occurrence): two recipes (or arms) with equal
+    matrix entries differ by their key, and InferenceX's repeated list concurrencies (emitted verbatim) by their
+    position among the recipe's equal jobs, which the recipe alone decides. The matrix entry itself is unchanged;
+    `recipe_fingerprint` keeps the full curve identity.
+    """
+    seen: dict[tuple[str, str], int] = {}
     out: list[Job] = []
     for job in jobs:
-        count = seen.get(job.id, 0) + 1
-        seen[job.id] = count
-        out.append(job if count == 1 else job.model_copy(update={"id": f"{job.id}-{count}"}))
+        count = seen.get((job.recipe_key, job.id), 0) + 1
+        seen[(job.recipe_key, job.id)] = count
+        out.append(job.model_copy(update={"id": _stable_id(job, count)}))
     return out
+
+
+def _stable_id(job: Job, occurrence: int) -> str:
+    head, sep, tail = job.id.rpartition("_")
+    if not sep or tail != job.recipe_fingerprint[:12]:
+        head = job.id
+    salt = job.recipe_fingerprint + "\0" + job.recipe_key + ("" if occurrence == 1 else f"\0{occurrence}")
+    return f"{head}_{hashlib.sha256(salt.encode()).hexdigest()[:12]}"

@@ -75,10 +75,21 @@ def _entry_matches(entry: object, job: Job) -> bool:
             and (not concs or any(c in concs for c in job.concs)))
 
 
+def _group_matches(recipe: Recipe, path: FieldPath, job: Job) -> bool:
+    """Whether the scenario group at `path` (its isl/osl, for fixed-seq-len) is the job's."""
+    if path[1] != job.scenario:
+        return False
+    if job.scenario != "fixed-seq-len":
+        return True
+    group = (recipe.scenarios.fixed_seq_len or [])[int(path[2])]
+    return (group.isl, group.osl) == (job.isl, job.osl)
+
+
 def entry_path(recipe: Recipe, job: Job) -> FieldPath:
-    """Path of the search-space entry a job came from (jobs do not carry it: matched on scenario, topology, conc)."""
+    """Path of the search-space entry a job came from (jobs do not carry it: matched on scenario, isl/osl,
+    topology and conc)."""
     for path, entry in recipe.search_space_entries():
-        if path[1] == job.scenario and _entry_matches(entry, job):
+        if _group_matches(recipe, path, job) and _entry_matches(entry, job):
             return path
     for path, _entry in recipe.search_space_entries():
         if path[1] == job.scenario:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,9 +37,16 @@ class Validation:
             if f.job is not None:
                 if job.id in f.job.split(", "):
                     out.append(f)
-            elif f.file == job.recipe_file and (f.path or "").startswith(job.recipe_key):
+            elif f.file == job.recipe_file and f.path and _recipe_of(f.path, self.loaded.recipes) == job.recipe_key:
                 out.append(f)
         return out
+
+
+def _recipe_of(path: str, keys: Iterable[str]) -> str | None:
+    """The recipe key a field path starts with: the longest key that prefixes it (keys contain dots, so a path under
+    `qwen3.5-x` must not land on a recipe called `qwen3`)."""
+    owners = [k for k in keys if path == k or path.startswith(k + ".")]
+    return max(owners, key=len) if owners else None
 
 
 def _plan(recipes: Mapping[str, Recipe], keys: Sequence[str] | None, fleet: FleetCatalog) -> list[Job]:

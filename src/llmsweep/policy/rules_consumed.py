@@ -81,9 +81,9 @@ def spec_unused(ctx: Context) -> Iterator[Finding]:
             continue
         jobs = ctx.jobs_of(recipe.key)
         if jobs and all(j.spec_decoding == "none" for j in jobs):
+            # Recipe-wide (every arm is concerned): it names no job, so every job of the recipe is refused.
             yield ctx.hit("serve.spec-unused", recipe, ("serve", "spec-decoding"),
-                          "spec-decoding is declared but unused: every arm has `spec-decoding: none`",
-                          job=jobs[0])
+                          "spec-decoding is declared but unused: every arm has `spec-decoding: none`")
 
 
 @rule("serve.spec-missing", Severity.ERROR,
@@ -137,12 +137,21 @@ def secret_value(ctx: Context) -> Iterator[Finding]:
         serve = recipe.serve
         if serve is None:
             continue
-        envs = [(("serve", "env", n), n, v) for n, v in serve.env.items()]
-        envs += [(("serve", "overrides", i, "env", n), n, v) for i, o in enumerate(serve.overrides)
+        envs = [(("serve", "env", n), n, v, None) for n, v in serve.env.items()]
+        envs += [(("serve", "overrides", i, "env", n), n, v, i) for i, o in enumerate(serve.overrides)
                  for n, v in o.env.items()]
-        for path, name, value in envs:
-            if value and is_secret_name(name):
-                yield ctx.hit("serve.secret-value", recipe, path, f"`{name}` carries a value in the recipe file")
+        for path, name, value, index in envs:
+            if not (value and is_secret_name(name)):
+                continue
+            # In an override, the jobs that apply it launch with the secret; in base env (or an override no job
+            # applies) the recipe file itself is at fault and the finding names no job.
+            concerned = [] if index is None else [j for j in ctx.jobs_of(recipe.key)
+                                                  if j.serve is not None and index in j.serve.applied_overrides]
+            message = f"`{name}` carries a value in the recipe file"
+            if not concerned:
+                yield ctx.hit("serve.secret-value", recipe, path, message)
+            for job in concerned:
+                yield ctx.hit("serve.secret-value", recipe, path, message, job=job)
 
 
 @rule("serve.render-failed", Severity.ERROR, "The engine adapter cannot render the job's launch",

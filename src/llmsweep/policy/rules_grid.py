@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from llmsweep.findings import Finding, Severity
-from llmsweep.policy.context import Context
+from llmsweep.plan.job import Job
+from llmsweep.policy.context import Context, entry_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import Recipe
 
@@ -74,14 +75,35 @@ def min_step(ctx: Context) -> Iterator[Finding]:
 @rule("grid.max-conc", Severity.ERROR, "A concurrency above the recipe's declared cap",
       "drop the points above `policy.max-conc`", NOISE)
 def max_conc(ctx: Context) -> Iterator[Finding]:
+    # Only the jobs above the cap are refused: the in-cap points of the same entry still run. A recipe that planned
+    # no jobs (it failed to plan) still hears about its over-cap entries, naming no job.
     for recipe in ctx.recipes.values():
         cap = declared(recipe, "max-conc")
         if cap is None:
             continue
-        for path, entry in recipe.search_space_entries():
-            concs = list(entry.conc_list or [c for c in (entry.conc_start, entry.conc_end) if c is not None])
-            over = [c for c in concs if c > cap]
+        entries = dict(recipe.search_space_entries())
+        jobs = ctx.jobs_of(recipe.key)
+        by_entry: dict[tuple[str | int, ...], list[Job]] = {}
+        for job in jobs:
+            if any(c > cap for c in job.concs):
+                by_entry.setdefault(entry_path(recipe, job), []).append(job)
+        for path, concerned in by_entry.items():
+            over = [c for job in concerned for c in job.concs if c > cap]
+            for job in concerned:
+                yield ctx.hit("grid.max-conc", recipe, (*path, _conc_field(entries.get(path))),
+                              f"conc {over} above policy.max-conc {cap}", job=job)
+        if jobs:
+            continue
+        for path, entry in entries.items():
+            over = [c for c in _declared_concs(entry) if c > cap]
             if over:
-                field = "conc-list" if entry.conc_list else "conc-end"
-                yield ctx.hit("grid.max-conc", recipe, (*path, field),
+                yield ctx.hit("grid.max-conc", recipe, (*path, _conc_field(entry)),
                               f"conc {over} above policy.max-conc {cap}")
+
+
+def _declared_concs(entry: Any) -> list[int]:
+    return list(entry.conc_list or [c for c in (entry.conc_start, entry.conc_end) if c is not None])
+
+
+def _conc_field(entry: Any) -> str:
+    return "conc-list" if entry is None or entry.conc_list else "conc-end"

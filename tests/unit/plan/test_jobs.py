@@ -50,7 +50,9 @@ def test_fingerprint_is_shared_by_the_points_of_one_curve_and_is_sha256_of_the_e
     entry = {k: v for k, v in resident[0].matrix_entry().items() if k not in ("conc", "exp-name", "run-eval")}
     canonical = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     assert resident[0].recipe_fingerprint == hashlib.sha256(canonical.encode()).hexdigest()
-    assert resident[0].id.endswith(resident[0].recipe_fingerprint[:12])
+    # The id's hash folds the recipe key into the fingerprint (ids stay unique across recipes with equal entries).
+    salt = f"{resident[0].recipe_fingerprint}\0{SEED_KEY}"
+    assert resident[0].id.endswith("_" + hashlib.sha256(salt.encode()).hexdigest()[:12])
 
 
 def test_seed_recipe_overrides_apply_only_to_the_offload_arm(seed_jobs) -> None:

@@ -1,0 +1,64 @@
+"""Job ids: unique, and the same job keeps its id whatever files are given and in whichever order (what
+`llmsweep run --resume` matches result folders by)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from llmsweep.plan import full_sweep, jobs_from_files, test_config
+from llmsweep.spec import load_recipes
+
+RECIPE = """
+{key}:
+  image: img:1
+  model: org/model
+  model-prefix: qwen3.5
+  precision: fp8
+  framework: sglang
+  runner: h200
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 1024
+      osl: 128
+      search-space:
+      - {{ tp: 8, conc-list: [4, 8, 4] }}
+"""
+
+
+def _write(tmp_path: Path, name: str, key: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(RECIPE.format(key=key)))
+    return path
+
+
+def test_same_recipes_in_either_order_get_the_same_ids(tmp_path: Path) -> None:
+    a, b = _write(tmp_path, "a.yaml", "alpha"), _write(tmp_path, "b.yaml", "beta")
+    forward = {(j.recipe_key, j.id) for j in jobs_from_files([a, b])}
+    backward = {(j.recipe_key, j.id) for j in jobs_from_files([b, a])}
+    assert forward == backward
+    assert len(forward) == 6 and len({i for _, i in forward}) == 6
+    # Planned alone (one file, or `--config-keys`), a recipe's jobs keep the ids they had in the sweep.
+    alone = {(j.recipe_key, j.id) for j in jobs_from_files([b])}
+    assert alone <= forward
+    both = load_recipes([a, b]).recipes
+    assert {(j.recipe_key, j.id) for j in test_config(both, ["beta"])} == alone
+
+
+def test_recipes_with_equal_entries_get_different_ids_but_equal_matrix_entries(tmp_path: Path) -> None:
+    recipes = load_recipes([_write(tmp_path, "a.yaml", "alpha"), _write(tmp_path, "b.yaml", "beta")]).recipes
+    jobs = full_sweep(recipes)
+    alpha = [j for j in jobs if j.recipe_key == "alpha"]
+    beta = [j for j in jobs if j.recipe_key == "beta"]
+    assert [j.matrix_entry() for j in alpha] == [j.matrix_entry() for j in beta]
+    assert [j.recipe_fingerprint for j in alpha] == [j.recipe_fingerprint for j in beta]
+    assert not {j.id for j in alpha} & {j.id for j in beta}
+
+
+def test_a_repeated_list_concurrency_keeps_its_id_by_position(tmp_path: Path) -> None:
+    recipes = load_recipes([_write(tmp_path, "a.yaml", "alpha")]).recipes
+    first, second = full_sweep(recipes), full_sweep(recipes)
+    assert [j.conc for j in first] == [4, 8, 4]
+    assert len({j.id for j in first}) == 3
+    assert [j.id for j in first] == [j.id for j in second]
