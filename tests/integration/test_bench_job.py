@@ -54,7 +54,7 @@ def test_bench_job_follows_the_job_and_gates_the_result(served_job, tmp_path: Pa
     assert len(profiling) == 4 * conc  # the recipe's num-prompts-per-conc, not a client default
     assert sum(r["phase"] == "warmup" for r in records) == 1
     # InferenceX range ratio 0.8: output lengths are drawn in [0.8·OSL, OSL].
-    assert all(0.8 * job.osl <= r["max_tokens"] <= job.osl for r in profiling)
+    assert all(int(0.8 * job.osl) <= r["max_tokens"] <= job.osl for r in profiling)
     assert summary["source"] == "simulated"
     assert summary["requests"]["successful"] == 4 * conc
     assert summary["validity"]["verdict"] in ("smoke", "valid")

@@ -74,7 +74,10 @@ def _conc_tag(conc: int | list[int]) -> str:
 
 
 def job_id(entry: dict[str, Any], fingerprint: str, *, eval_only: bool = False) -> str:
-    """RESULT_FILENAME-style id plus the first 12 hex of the recipe fingerprint; filesystem-safe.
+    """RESULT_FILENAME-style id plus a 12-hex suffix; filesystem-safe.
+
+    The suffix given here (the recipe fingerprint's first 12 hex) is provisional: `plan.matrix._unique_ids` replaces
+    it with a hash of (fingerprint, recipe key, occurrence) so ids do not depend on file order.
 
     `<exp-name>_<precision>_<framework>_<topology>_disagg-<d>_spec-<s>_conc<c>_<runner>[_eval]_<fp12>`.
     """
