@@ -217,19 +217,9 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
                      "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version")},
         "llmsweep_version": __version__,
         "source": group.source,
-        **({"simulator": _simulator_provenance(spec)} if spec.engine == "sim" else {}),
+        # The simulator says itself (GET /version) whether its (engine, hardware, model class) is calibrated.
+        **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == "sim" else {}),
     }
-
-
-def _simulator_provenance(spec: LaunchSpec) -> dict[str, Any]:
-    """Say whether a simulated result comes from a calibrated (engine, hardware, model class) or not."""
-    from llmsweep.cli.sim import engine_config_from_argv
-
-    try:
-        config: Any = engine_config_from_argv(spec.argv)
-        return {"calibration": config.calibration_label()}
-    except Exception as exc:  # provenance must never fail a job that already ran
-        return {"calibration": f"unknown ({type(exc).__name__}: {exc})"}
 
 
 def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
@@ -238,14 +228,15 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     import json
     import urllib.request
 
-    seen: dict[str, Any] = {"engine_version": None, "gpu_names": None, "driver_version": None}
-    if spec.engine != "sim":
-        try:
-            with urllib.request.urlopen(f"{handle.base_url}/version", timeout=5) as resp:  # noqa: S310 - loopback
-                doc = json.loads(resp.read().decode() or "{}")
-            seen["engine_version"] = doc.get("version") if isinstance(doc, dict) else None
-        except (OSError, ValueError) as exc:
-            log.info("could not read %s/version: %s", handle.base_url, exc)
+    seen: dict[str, Any] = {"engine_version": None, "gpu_names": None, "driver_version": None, "calibration": None}
+    try:
+        with urllib.request.urlopen(f"{handle.base_url}/version", timeout=5) as resp:  # noqa: S310 - loopback
+            doc = json.loads(resp.read().decode() or "{}")
+        if isinstance(doc, dict):
+            seen["engine_version"] = doc.get("version")
+            seen["calibration"] = doc.get("calibration")  # the simulator's; real engines have none
+    except (OSError, ValueError) as exc:
+        log.info("could not read %s/version: %s", handle.base_url, exc)
     if spec.gpus > 0 and shutil.which("nvidia-smi"):
         from llmsweep.execute.commands import run_command
 

@@ -82,6 +82,7 @@ class SimServer:
             web.post("/v1/completions", self.completions),
             web.get("/v1/models", self.models),
             web.get("/health", self.health),
+            web.get("/version", self.version),
             web.get("/metrics", self.metrics),
         ])
         self.app.on_startup.append(self._on_startup)
@@ -264,6 +265,13 @@ class SimServer:
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="")
+
+    async def version(self, request: web.Request) -> web.Response:
+        """Like vLLM's `/version`, plus what a reader of a simulated result must know: is this key calibrated?"""
+        from llmsweep import __version__
+
+        return web.json_response({"version": __version__, "engine": "sim",
+                                  "calibration": self.config.calibration_label()})
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=render(self.registry), headers={"Content-Type": "text/plain; version=0.0.4"})
