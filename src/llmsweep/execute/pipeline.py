@@ -95,14 +95,24 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)  # noqa: T201 - the CLI's progress channel, injected by default
 
 
-def _policy_findings(files: list[Path], jobs: list[Job], simulate: bool) -> list[Finding]:
-    try:
-        from llmsweep import policy
-        from llmsweep.spec import load_recipes
-    except ImportError:  # pragma: no cover - the policy room is part of the package
-        return []
-    loaded = load_recipes(files)
-    return list(policy.check(loaded, jobs, simulate=simulate))
+def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding]]:
+    """Load, plan and check the recipes once, with the run's fleet (`--runner-config`) and key selection.
+
+    Recipes that do not load or cannot be expanded stop the run (exit 2), as `matrix` would; policy errors only
+    refuse the jobs they name.
+    """
+    from llmsweep.policy import validate_files
+
+    validation = validate_files(req.files, config_keys=req.config_keys, runner_config=req.runner_config,
+                                simulate=req.simulate)
+    validation.loaded.raise_on_error()
+    unplannable = [f for f in validation.findings if f.rule == "plan.failed"]
+    if unplannable:
+        raise ConfigError(
+            "recipes that cannot be expanded into jobs:\n" + "\n".join(f.render() for f in unplannable),
+            fix="fix the named fields; `llmsweep validate` lists every finding", findings=unplannable,
+        )
+    return validation.jobs, validation.findings
 
 
 def _recipe_of(path: str, keys: set[str]) -> str | None:
@@ -249,12 +259,9 @@ def _run_slurm(groups: list[ServerGroup], req: RunRequest, run_dir: Path, event:
 
 def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     """Plan, check, run, store and report; the returned outcome says what happened to every expected job."""
-    from llmsweep.plan import jobs_from_files
-
-    jobs = jobs_from_files(req.files, config_keys=req.config_keys, runner_config=req.runner_config)
+    jobs, findings = _plan_and_check(req)
     if not jobs:
         raise ConfigError("the recipes expand to no job", fix="check --config-keys and the recipes' search spaces")
-    findings = _policy_findings(req.files, jobs, req.simulate)
     for f in findings:
         if f.is_error:
             event(f.render())
