@@ -4,12 +4,14 @@
 # root, each one part of at most 56 MiB plus SHA256SUMS: one device call may carry 64 MiB, working tree included.
 # Then follow docs/gpu.md: one `stage_chunk.sh N` call per chunk, back to back, then one long call.
 #
-# usage: scripts/gpu/stage_vllm.sh [--dry-run] [--no-download] [--cache DIR] [--chunk-mib N] [--list FILE]
+# usage: scripts/gpu/stage_vllm.sh [--dry-run] [--no-download] [--cache DIR] [--chunk-mib N] [--list FILE] [--prefix P]
 #   --dry-run      parse and check the list, print the plan, download nothing
 #   --no-download  pack what the cache already holds (it must match the list)
 #   --cache DIR    where wheels are downloaded and kept between runs (default ~/.cache/llmsweep/vllm-0.26.0)
 #   --chunk-mib N  part size (default 56)
 #   --list FILE    the pinned wheel list (default: vllm-0.26.0-runtime-wheels.txt beside this script)
+#   --prefix P     chunk folder prefix (default .v): another wheel set keeps its own folders, e.g. aiperf's
+#                  `--list scripts/gpu/aiperf-0.13.0-wheels.txt --cache ~/.cache/llmsweep/aiperf-0.13.0 --prefix .a`
 # STAGE_ROOT=DIR puts the chunk folders in another git checkout (default: this one).
 set -euo pipefail
 
@@ -18,6 +20,7 @@ repo=$(git -C "${STAGE_ROOT:-$here}" rev-parse --show-toplevel)
 list="$here/vllm-0.26.0-runtime-wheels.txt"
 cache="${LLMSWEEP_WHEEL_CACHE:-$HOME/.cache/llmsweep/vllm-0.26.0}"
 chunk_mib=56
+prefix=.v
 dry_run=0
 download=1
 while (($#)); do
@@ -27,11 +30,15 @@ while (($#)); do
     --list) list="$2"; shift ;;
     --cache) cache="$2"; shift ;;
     --chunk-mib) chunk_mib="$2"; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --prefix) prefix="$2"; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "stage_vllm: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+if [[ ! "$prefix" =~ ^\.[A-Za-z]+$ ]]; then
+  echo "stage_vllm: --prefix $prefix: use a dot and letters (.v, .a) so the folders stay hidden and git-excluded" >&2; exit 2
+fi
 if ((chunk_mib > 60)); then
   echo "stage_vllm: --chunk-mib $chunk_mib leaves no room for the working tree in a 64 MiB call; use 56" >&2; exit 2
 fi
@@ -93,19 +100,19 @@ trap 'rm -rf "$work"' EXIT
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$work/vllm.tar" WHEELS.sha256 -- *.whl
 (cd "$work" && split -b "${chunk_mib}M" -d -a 2 vllm.tar part. && rm vllm.tar && sha256sum part.* > SHA256SUMS)
 cd "$repo"
-for old in .v[0-9]*; do [[ -d "$old" ]] && rm -rf -- "$old"; done
+for old in "$prefix"[0-9]*; do [[ -d "$old" ]] && rm -rf -- "$old"; done
 i=0
 for part in "$work"/part.*; do
-  mkdir -p ".v$i"; mv "$part" ".v$i/"; cp "$work/SHA256SUMS" ".v$i/"; i=$((i + 1))
+  mkdir -p "$prefix$i"; mv "$part" "$prefix$i/"; cp "$work/SHA256SUMS" "$prefix$i/"; i=$((i + 1))
 done
 
 # --- keep the chunks out of git (and so out of every call that does not carry them) ---------------------------------
 exclude="$(git rev-parse --git-path info/exclude)"
 mkdir -p "$(dirname "$exclude")"
-grep -qxF '/.v[0-9]*/' "$exclude" 2>/dev/null || echo '/.v[0-9]*/' >> "$exclude"
+grep -qxF "/$prefix[0-9]*/" "$exclude" 2>/dev/null || echo "/$prefix[0-9]*/" >> "$exclude"
 
-echo "stage_vllm: $i chunk folders .v0 .. .v$((i - 1)) in $repo:"
-du -sh .v[0-9]* | sed 's/^/  /'
+echo "stage_vllm: $i chunk folders ${prefix}0 .. $prefix$((i - 1)) in $repo:"
+du -sh "$prefix"[0-9]* | sed 's/^/  /'
 echo "next (docs/gpu.md): for N in 0..$((i - 1)), back to back within 30 s:"
-echo "  run(command='bash scripts/gpu/stage_chunk.sh N', carry=['.vN'])"
+echo "  run(command='PREFIX=$prefix bash scripts/gpu/stage_chunk.sh N', carry=['${prefix}N'])"
 echo "then: run(command='bash scripts/gpu/run_vllm.sh', timeout_s=600)"

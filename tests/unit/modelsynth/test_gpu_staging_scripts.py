@@ -99,3 +99,54 @@ def test_a_list_naming_a_package_twice_is_refused(tmp_path: Path) -> None:
     listing.write_text("vllm==0.26.0\nPyYAML==6.0\npyyaml==6.0.1\n")
     run = sh(str(GPU / "stage_vllm.sh"), "--dry-run", "--list", str(listing), cwd=REPO)
     assert run.returncode == 2 and "twice" in run.stderr
+
+
+def installable_wheel(folder: Path, name: str, version: str) -> Path:
+    """A wheel pip installs: a module and its dist-info."""
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": f'__version__ = "{version}"\n',
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    with zipfile.ZipFile(path, "w") as z:
+        for member, text in files.items():
+            z.writestr(member, text)
+        z.writestr(f"{info}/RECORD", "".join(f"{m},,\n" for m in files) + f"{info}/RECORD,,\n")
+    return path
+
+
+def test_a_second_wheel_set_keeps_its_own_folders_and_installs_from_the_carried_chunk(
+    staged: dict[str, Path], tmp_path: Path
+) -> None:
+    root, cache = staged["root"], tmp_path / "peer-cache"
+    (cache / "wheels").mkdir(parents=True)
+    installable_wheel(cache / "wheels", "fakepeer", "1.2.3")
+    listing = tmp_path / "peer.txt"
+    listing.write_text("fakepeer==1.2.3\n")
+    run = sh(str(GPU / "stage_vllm.sh"), "--no-download", "--cache", str(cache), "--list", str(listing),
+             "--prefix", ".a", cwd=root, env={"STAGE_ROOT": str(root)})
+    assert run.returncode == 0, run.stderr + run.stdout
+    assert "PREFIX=.a bash scripts/gpu/stage_chunk.sh" in run.stdout
+    assert sorted(p.name for p in root.glob(".a[0-9]*")) == [".a0"]
+    assert len(list(root.glob(".v[0-9]*"))) == 3  # vLLM's chunks are left as they were
+    assert "/.a[0-9]*/" in (root / ".git" / "info" / "exclude").read_text().splitlines()
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+    assert ".a0" not in status
+    # the long call carries .a0 and installs straight from it, checking the package it names
+    env = {"STASH": str(root / ".a0"), "SITE": str(tmp_path / "peer-site"), "WHEEL_DIR": str(tmp_path / "pw"),
+           "PACKAGE": "fakepeer"}
+    done = sh(str(GPU / "install_vllm.sh"), cwd=root, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("install_vllm: fakepeer 1.2.3")
+    assert (tmp_path / "peer-site" / "fakepeer" / "__init__.py").exists()
+
+
+def test_a_prefix_that_git_could_not_exclude_is_refused(tmp_path: Path) -> None:
+    run = sh(str(GPU / "stage_vllm.sh"), "--dry-run", "--prefix", "wheels/", cwd=REPO)
+    assert run.returncode == 2 and "--prefix" in run.stderr
+
+
+def test_the_projects_aiperf_list_parses() -> None:
+    run = sh(str(GPU / "stage_vllm.sh"), "--dry-run", "--list", str(GPU / "aiperf-0.13.0-wheels.txt"), cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    assert "39 pinned wheels" in run.stdout
