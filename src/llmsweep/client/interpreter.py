@@ -135,6 +135,7 @@ class Interpreter:
     ) -> None:
         self.workload = workload
         workload.bind_worker(worker, workers)  # a workload sharing one sequence across lanes takes only its part
+        workload.prepare()  # prompts built now cannot hold up a send or a chunk's time stamp later
         self.endpoint = endpoint
         self.options = options
         self.worker = worker

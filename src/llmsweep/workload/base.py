@@ -190,6 +190,11 @@ class Workload(ABC):
         """
         return None
 
+    def prepare(self) -> None:
+        """Build, before the clock starts, what the lanes will send, so the hot loop only sends bytes and stamps
+        times. Called once per client worker, after `bind_worker`. The default builds nothing (prompts stay lazy)."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """JSON-able description recorded in summary provenance."""
         return {"name": self.name}

@@ -136,3 +136,48 @@ def test_bound_worker_of_an_open_ended_sequence_keeps_to_its_stride() -> None:
 def test_bind_worker_rejects_a_worker_outside_the_pool(worker: int, workers: int) -> None:
     with pytest.raises(ValueError, match="worker"):
         FixedLengthWorkload(FixedLengthConfig(isl=16, osl=4)).bind_worker(worker, workers)
+
+
+class _CountingTokenizer:
+    """The built-in tokenizer, counting how often a prompt is measured (each measure is an encode)."""
+
+    def __init__(self) -> None:
+        self._inner = get_tokenizer(None)
+        self.measures = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def count_tokens(self, text: str) -> int:
+        self.measures += 1
+        return self._inner.count_tokens(text)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_prepare_builds_the_whole_share_up_front_and_sending_then_measures_nothing(workers: int) -> None:
+    cfg = FixedLengthConfig(isl=300, osl=8, api="chat", num_prompts=9, num_warmups=3, range_ratio=0.5, seed=5)
+    lazy = {s.identity.request_index: s.messages for s in _drain(FixedLengthWorkload(cfg))}
+    for w in range(workers):
+        tok = _CountingTokenizer()
+        workload = FixedLengthWorkload(cfg, tokenizer=tok)  # type: ignore[arg-type]
+        workload.bind_worker(w, workers)
+        workload.prepare()
+        built = tok.measures
+        specs = _drain(workload, lanes=2)
+        assert [s.messages for s in specs] == [lazy[s.identity.request_index] for s in specs]
+        assert built > 0 and tok.measures == built  # sending re-measured no prompt: the hot loop only sends
+        assert len(specs) == len(range(w, 3, workers)) + len(range(w, 9, workers))
+
+
+def test_prepare_leaves_open_ended_and_oversized_runs_lazy(monkeypatch: pytest.MonkeyPatch) -> None:
+    open_ended = FixedLengthWorkload(FixedLengthConfig(isl=16, osl=4, api="chat"))
+    open_ended.prepare()
+    assert not next(next(open_ended.sessions(0))).spec.prompt_built  # type: ignore[union-attr]
+    import llmsweep.workload.fixed as fixed
+
+    monkeypatch.setattr(fixed, "PREPARE_BUDGET_BYTES", 1000)
+    tok = _CountingTokenizer()
+    big = FixedLengthWorkload(FixedLengthConfig(isl=500, osl=4, api="chat", num_prompts=4), tokenizer=tok)  # type: ignore[arg-type]
+    big.prepare()
+    assert tok.measures == 0
+    assert [len(s.messages or ()) for s in _drain(big)] == [1] * 4 and tok.measures > 0
