@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "compare": ("llmsweep.cli.results", "compare", "Compare two runs point by point with noise bands."),
     "report": ("llmsweep.cli.report", "report", "Write the HTML dashboard, plots and Markdown summary of a run."),
     "model": ("llmsweep.cli.model", "model", "Write dummy-weight model directories engines can serve offline."),
+    "peer": ("llmsweep.cli.peer", "peer", "Cross-check llmsweep's client against aiperf on the same server."),
 }
 
 

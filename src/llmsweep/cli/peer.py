@@ -1,0 +1,103 @@
+"""`llmsweep peer crosscheck|table|import`: llmsweep's client beside aiperf on one server, and aiperf runs read back.
+
+Thin: options become a `CrossCheckConfig` (or an artifact path), `llmsweep.peers` does the work, the table is
+printed from what it returns.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from llmsweep.errors import ConfigError
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        raise ConfigError(f"--concurrency {text!r} is not a list of positive integers", fix="e.g. --concurrency 1,8,32")
+    return levels
+
+
+@click.group("peer")
+def peer() -> None:
+    """Peer clients (aiperf) against the same endpoint, and their records under llmsweep's definitions."""
+
+
+@peer.command("crosscheck")
+@click.option("--url", required=True, help="Server base URL, e.g. http://127.0.0.1:8000.")
+@click.option("--model", required=True, help="Served model name sent in each request.")
+@click.option("--tokenizer", required=True, help="Tokenizer directory both clients count with (the served model's).")
+@click.option("--isl", type=int, required=True, help="Input tokens per request (prompt content).")
+@click.option("--osl", type=int, required=True, help="Output tokens per request (max_tokens, ignore_eos).")
+@click.option("--concurrency", "levels", required=True, help="Comma-separated closed-loop levels, e.g. 1,8,32.")
+@click.option("--prompts-per-conc", type=int, default=4, show_default=True, help="Measured requests per unit of concurrency.")
+@click.option("--min-prompts", type=int, default=16, show_default=True, help="At least this many measured requests per run.")
+@click.option("--warmups-per-conc", type=int, default=2, show_default=True, help="Warm-up requests per unit of concurrency.")
+@click.option("--repeats", type=int, default=2, show_default=True, help="Runs of each client per level, alternating.")
+@click.option("--aiperf", "aiperf_exe", default="aiperf", show_default=True, help="aiperf executable.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Per-request timeout, s.")
+@click.option("--run-deadline", type=float, default=None, help="Stop one aiperf run after this many seconds.")
+@click.option("--no-ignore-eos", is_flag=True, help="Neither client sends ignore_eos (servers that answer 422).")
+@click.option("--gpus", type=int, default=1, show_default=True, help="GPUs behind the endpoint.")
+@click.option("--seed", type=int, default=0, show_default=True, help="First prompt seed (each run adds its position).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Result directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print crosscheck.json instead of the table.")
+def crosscheck(**kw: Any) -> None:
+    """Run llmsweep's client and aiperf in turn at each concurrency on the same prompts; print both side by side.
+
+    Writes OUT/crosscheck.json, OUT/crosscheck.md and one folder per run (OUT/cCONC/CLIENT-REPEAT) with records.jsonl
+    and summary.json; aiperf's folders also hold its artifacts, the dataset it replayed and its command line.
+    """
+    from llmsweep.client import Endpoint
+    from llmsweep.peers.crosscheck import CrossCheckConfig, markdown, run_crosscheck
+
+    cfg = CrossCheckConfig(
+        endpoint=Endpoint(base_url=kw["url"], model=kw["model"], api="chat", send_ignore_eos=not kw["no_ignore_eos"]),
+        isl=kw["isl"], osl=kw["osl"], concurrencies=_levels(kw["levels"]),
+        prompts_per_concurrency=kw["prompts_per_conc"], min_prompts=kw["min_prompts"],
+        warmups_per_concurrency=kw["warmups_per_conc"], repeats=kw["repeats"], tokenizer=kw["tokenizer"],
+        aiperf=kw["aiperf_exe"], timeout_s=kw["timeout"], run_deadline_s=kw["run_deadline"], seed=kw["seed"],
+        gpus=kw["gpus"],
+    )
+
+    def progress(run: Any) -> None:
+        state = "ok" if run.ok and not run.error else (run.error or "no successful request")
+        click.echo(f"conc {run.concurrency} {run.client} #{run.repeat}: {state}", err=True)
+
+    check = run_crosscheck(cfg, kw["out_dir"], on_run=progress)
+    click.echo(json.dumps(check.to_dict(), indent=2) if kw["as_json"] else markdown(check))
+    if not any(r.ok for r in check.runs if r.client == "aiperf") or not any(r.ok for r in check.runs if r.client == "llmsweep"):
+        raise click.exceptions.Exit(1)
+
+
+@peer.command("table")
+@click.argument("out_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the recomputed crosscheck.json instead of the table.")
+def table(out_dir: Path, as_json: bool) -> None:
+    """Recompute and print the side-by-side table of a cross-check directory from its runs."""
+    from llmsweep.peers.crosscheck import load_crosscheck, markdown
+
+    check = load_crosscheck(out_dir)
+    click.echo(json.dumps(check.to_dict(), indent=2) if as_json else markdown(check))
+
+
+@peer.command("import")
+@click.argument("artifact_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Run directory to write.")
+@click.option("--warmups", type=int, default=0, show_default=True, help="Warm-up requests the aiperf run sent.")
+@click.option("--gpus", type=int, default=1, show_default=True, help="GPUs behind the endpoint.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the table.")
+def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int, as_json: bool) -> None:
+    """Read an aiperf --artifact-dir into OUT (records.jsonl, run.json, summary.json under llmsweep's definitions)."""
+    from llmsweep.cli.bench import _print_summary
+    from llmsweep.peers import import_aiperf_dir
+
+    summary = import_aiperf_dir(artifact_dir, out_dir, warmups=warmups, gpus=gpus)
+    _print_summary(summary, out_dir, as_json=as_json)

@@ -1,0 +1,323 @@
+"""aiperf (ai-dynamo/aiperf, 0.13) as a peer client: the same prompts in, its per-request export back as our records.
+
+Three pieces, each usable on its own:
+
+* `write_aiperf_dataset` turns a fixed-length workload into aiperf's `single_turn` JSONL (`text`, `output_length`,
+  `extra`), warm-ups first: with `--dataset-sampling-strategy sequential` aiperf sends entry *i* as llmsweep would
+  send request *i* — the same text, `max_tokens` and `ignore_eos`.
+* `aiperf_argv` / `run_aiperf` render and run `aiperf profile` against an `Endpoint`, in its own session so a timeout
+  stops aiperf's whole process tree.
+* `read_aiperf_records` maps `profile_export.jsonl` onto `RequestRecord` (absolute unix times from
+  `request_start_ns`, the first token at start + TTFT, one chunk time per inter-chunk gap, server usage, errors by
+  class), so `metrics.summarise` computes both clients' figures with one set of definitions;
+  `read_aiperf_figures` reads what aiperf itself reports (`profile_export_aiperf.json`), converted to seconds.
+
+aiperf's names differ from ours: its `inter_token_latency` is a per-request mean gap after the first token — our
+TPOT — and its `inter_chunk_latency` is our ITL; its `request_latency` ends at the end of the stream, ours (E2EL) at
+the last content chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmsweep.client.config import Endpoint
+from llmsweep.client.records import RECORDS_FILE, RequestRecord
+from llmsweep.errors import ConfigError, DatasetError, EndpointError, LaunchError
+from llmsweep.execute.process import start_process
+from llmsweep.workload.fixed import FixedLengthWorkload
+
+RECORDS_EXPORT = "profile_export.jsonl"
+FIGURES_EXPORT = "profile_export_aiperf.json"
+_OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+"""aiperf 0.13 treats a local tokenizer path as a hub repo id when these are set (HFValidationError)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AiperfRun:
+    """One `aiperf profile` invocation: closed loop at `concurrency`, `warmups` then `requests` from `dataset`."""
+
+    endpoint: Endpoint
+    dataset: Path
+    artifact_dir: Path
+    concurrency: int
+    requests: int
+    warmups: int
+    tokenizer: str
+    executable: str = "aiperf"
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class AiperfOutcome:
+    """How the aiperf process ended; `cpu_s` is the CPU time of its whole process tree."""
+
+    returncode: int | None
+    wall_s: float
+    cpu_s: float
+    timed_out: bool
+    log_path: Path
+
+
+# ---------------------------------------------------------------------------------------------------- dataset
+def write_aiperf_dataset(workload: FixedLengthWorkload, path: Path, *, send_ignore_eos: bool = True) -> list[int]:
+    """Write every request of `workload` (warm-ups first) as aiperf `single_turn` lines; return each `max_tokens`."""
+    cfg = workload.config
+    if cfg.api != "chat":
+        raise ConfigError(
+            "aiperf replays llmsweep prompts as chat text only (completions prompts are token ids)",
+            fix="use api=chat for a cross-check",
+        )
+    total = cfg.total_requests
+    if total is None:
+        raise ConfigError("an aiperf dataset needs a request count", fix="set num_prompts on the fixed workload")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    max_tokens: list[int] = []
+    with path.open("w") as fh:
+        for index in range(total):
+            spec = workload.request(index)
+            messages = spec.messages or ()
+            if len(messages) != 1 or messages[0].get("role") != "user":
+                raise DatasetError(f"request {index} is not one user message", fix="use the fixed-length workload")
+            extra: dict[str, Any] = {}
+            if send_ignore_eos and spec.ignore_eos:
+                extra["ignore_eos"] = True
+            extra.update(spec.extra_body)
+            line: dict[str, Any] = {"text": messages[0]["content"], "output_length": spec.max_tokens}
+            if extra:
+                line["extra"] = extra
+            fh.write(json.dumps(line, separators=(",", ":")) + "\n")
+            max_tokens.append(spec.max_tokens)
+    return max_tokens
+
+
+# ---------------------------------------------------------------------------------------------------- running
+def aiperf_argv(run: AiperfRun) -> list[str]:
+    """`aiperf profile` for `run`: server token counts, `max_tokens` (as llmsweep sends it), no UI."""
+    return [
+        run.executable, "profile",
+        "--model", run.endpoint.model,
+        "--url", run.endpoint.root,
+        "--endpoint-type", run.endpoint.api,
+        "--streaming",
+        "--input-file", str(run.dataset),
+        "--custom-dataset-type", "single_turn",
+        "--dataset-sampling-strategy", "sequential",
+        "--concurrency", str(run.concurrency),
+        "--request-count", str(run.requests),
+        "--warmup-request-count", str(run.warmups),
+        "--tokenizer", run.tokenizer,
+        "--use-server-token-count",
+        "--use-legacy-max-tokens",
+        "--request-timeout-seconds", f"{run.timeout_s:g}",
+        "--ui-type", "none",
+        "--artifact-dir", str(run.artifact_dir),
+    ]
+
+
+def run_aiperf(run: AiperfRun, *, deadline_s: float | None = None) -> AiperfOutcome:
+    """Run aiperf to completion (or until `deadline_s`, then stop its process tree); output goes to `aiperf.log`."""
+    run.artifact_dir.mkdir(parents=True, exist_ok=True)
+    log_path = run.artifact_dir.parent / "aiperf.log"
+    env = {k: v for k, v in os.environ.items() if k not in _OFFLINE_VARS}
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    cpu0 = _children_cpu()
+    t0 = time.monotonic()
+    try:
+        proc = start_process(aiperf_argv(run), log_path=log_path, env=env)
+    except LaunchError as exc:  # the executable is missing
+        raise EndpointError(
+            f"cannot start aiperf ({run.executable}): {exc}",
+            fix="install aiperf (pip install aiperf==0.13.0) or pass its path with --aiperf",
+        ) from exc
+    timed_out = False
+    try:
+        rc: int | None = proc.wait(timeout_s=deadline_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        rc = proc.stop(grace_s=10.0)
+    except BaseException:  # Ctrl-C or a signal: aiperf runs in its own session and would outlive us
+        proc.stop(grace_s=5.0)
+        raise
+    return AiperfOutcome(rc, time.monotonic() - t0, _children_cpu() - cpu0, timed_out, log_path)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+# ---------------------------------------------------------------------------------------------------- reading back
+def _value(metrics: dict[str, Any], name: str) -> Any:
+    entry = metrics.get(name)
+    return entry.get("value") if isinstance(entry, dict) else None
+
+
+def _error_class(error: dict[str, Any], cancelled: bool) -> str:
+    if cancelled:
+        return "cancelled"
+    code = error.get("code")
+    text = f"{error.get('type') or ''} {error.get('message') or ''}".lower()
+    if "context length" in text or "maximum context" in text or "too many tokens" in text:
+        return "context_overflow"
+    if isinstance(code, int) and 400 <= code < 600:
+        return "http"
+    if "timeout" in text or "timed out" in text:
+        return "timeout"
+    if "connect" in text or "connection" in text or "disconnect" in text:
+        return "connection"
+    return "protocol"
+
+
+def _record(line: dict[str, Any], workers: dict[str, int], max_tokens: Sequence[int] | None, warmups: int) -> RequestRecord:
+    meta = line.get("metadata") or {}
+    metrics = line.get("metrics") or {}
+    phase = "warmup" if meta.get("benchmark_phase") == "warmup" else "profiling"
+    position = int(meta.get("session_num") or 0) + (0 if phase == "warmup" else warmups)
+    start_ns, end_ns = meta.get("request_start_ns"), meta.get("request_end_ns")
+    sent = start_ns / 1e9 if start_ns is not None else None
+    record = RequestRecord(
+        id=str(meta.get("x_request_id") or f"aiperf-{phase}-{position}"),
+        phase=phase,
+        session=str(meta.get("conversation_id") or ""),
+        request_index=position,
+        scheduled_at=meta["credit_issued_ns"] / 1e9 if meta.get("credit_issued_ns") is not None else sent,
+        sent_at=sent,
+        end_at=end_ns / 1e9 if end_ns is not None else None,
+        worker=workers.setdefault(str(meta.get("worker_id") or ""), len(workers)),
+        max_tokens=max_tokens[position] if max_tokens is not None and position < len(max_tokens) else None,
+    )
+    error = line.get("error")
+    if error or meta.get("was_cancelled"):
+        record.error_class = _error_class(error or {}, bool(meta.get("was_cancelled")))  # type: ignore[assignment]
+        record.status = error.get("code") if isinstance((error or {}).get("code"), int) else None
+        record.error = str((error or {}).get("message") or (error or {}).get("type") or "cancelled")[:500]
+        return record
+    record.status = 200
+    ttft_ms = _value(metrics, "time_to_first_output_token")
+    if ttft_ms is None:
+        ttft_ms = _value(metrics, "time_to_first_token")
+    if sent is not None and ttft_ms is not None:
+        first = sent + ttft_ms / 1e3
+        record.first_token_at = first
+        times, t = [first], first
+        for gap_ms in _value(metrics, "inter_chunk_latency") or ():
+            t += gap_ms / 1e3
+            times.append(t)
+        record.chunk_times = times
+    record.prompt_tokens = _int(_value(metrics, "usage_prompt_tokens") or _value(metrics, "input_sequence_length"))
+    record.completion_tokens = _int(
+        _value(metrics, "usage_completion_tokens") or _value(metrics, "output_sequence_length")
+    )
+    record.cached_tokens = _int(_value(metrics, "usage_prompt_cache_read_tokens"))
+    if record.completion_tokens is None:
+        record.error_class, record.error = "protocol", "aiperf recorded no output token count"
+    return record
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def read_aiperf_records(
+    artifact_dir: Path, *, max_tokens: Sequence[int] | None = None, warmups: int = 0
+) -> Iterator[RequestRecord]:
+    """Our records from aiperf's `profile_export.jsonl`. `max_tokens` (per dataset position, warm-ups first, as
+    `write_aiperf_dataset` returns) lets the output-length gate check what each request asked for."""
+    path = _find(artifact_dir, RECORDS_EXPORT)
+    workers: dict[str, int] = {}
+    with path.open() as fh:
+        for number, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+            except ValueError as exc:
+                raise DatasetError(
+                    f"{path}:{number}: not JSON ({exc.args[0][:80]})", fix="re-run aiperf; the export is damaged"
+                ) from exc
+            yield _record(line, workers, max_tokens, warmups)
+
+
+_FIGURES: dict[str, tuple[str, float]] = {
+    "ttft": ("time_to_first_token", 1e-3),
+    "tpot": ("inter_token_latency", 1e-3),
+    "itl": ("inter_chunk_latency", 1e-3),
+    "e2el": ("request_latency", 1e-3),
+}
+
+
+def read_aiperf_figures(artifact_dir: Path) -> dict[str, Any]:
+    """aiperf's own aggregates under our names, seconds for latencies: what its console and JSON report."""
+    path = _find(artifact_dir, FIGURES_EXPORT)
+    data = json.loads(path.read_text())
+
+    def stat(name: str, key: str) -> float | None:
+        entry = data.get(name)
+        return entry.get(key) if isinstance(entry, dict) else None
+
+    latency = {
+        ours: {k: (None if (v := stat(theirs, src)) is None else v * scale)
+               for k, src in (("mean", "avg"), ("p50", "p50"), ("p90", "p90"), ("p99", "p99"))}
+        for ours, (theirs, scale) in _FIGURES.items()
+    }
+    errors = sum(int(e.get("count", 0)) for e in data.get("error_summary") or [] if isinstance(e, dict))
+    return {
+        "aiperf_version": data.get("aiperf_version"),
+        "latency": latency,
+        "throughput": {
+            "output_tps": stat("output_token_throughput", "avg"),
+            "request_rps": stat("request_throughput", "avg"),
+            "duration_s": stat("benchmark_duration", "avg"),
+        },
+        "tokens": {"input_mean": stat("input_sequence_length", "avg"), "output_mean": stat("output_sequence_length", "avg")},
+        "requests": {"successful": _int(stat("request_count", "avg")), "failed": errors},
+    }
+
+
+def _find(artifact_dir: Path, name: str) -> Path:
+    """aiperf writes its exports at the artifact root; accept the root or any folder above it."""
+    direct = artifact_dir / name
+    if direct.exists():
+        return direct
+    found = sorted(p for p in artifact_dir.rglob(name) if "phases" not in p.parts)
+    if not found:
+        raise DatasetError(
+            f"{artifact_dir} holds no aiperf {name}",
+            fix="point at an aiperf --artifact-dir (aiperf writes it when a run completes)",
+        )
+    return found[0]
+
+
+def import_aiperf_dir(
+    artifact_dir: Path, out: Path, *, max_tokens: Sequence[int] | None = None, warmups: int = 0,
+    gpus: int = 1, provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """aiperf artifacts → `out/records.jsonl` + `run.json` + `summary.json` (our definitions); returns the summary.
+
+    `llmsweep summarize OUT` then recomputes the same summary, as for any run of our own client.
+    """
+    from llmsweep.client.records import RecordWriter
+    from llmsweep.client.runner import RUN_FILE, summarise_dir
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RECORDS_FILE).unlink(missing_ok=True)
+    with RecordWriter(out / RECORDS_FILE) as writer:
+        for record in read_aiperf_records(artifact_dir, max_tokens=max_tokens, warmups=warmups):
+            writer.write(record)
+    try:  # aiperf writes no aggregate when every request failed; the records still say why
+        version = read_aiperf_figures(artifact_dir)["aiperf_version"]
+    except DatasetError:
+        version = None
+    prov = {"kind": "aiperf-import", "client": "aiperf", "aiperf_version": version,
+            "artifact_dir": str(artifact_dir), **(provenance or {})}
+    (out / RUN_FILE).write_text(json.dumps({"provenance": prov, "gpus": gpus}, indent=2))
+    return summarise_dir(out)

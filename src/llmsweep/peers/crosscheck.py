@@ -1,0 +1,373 @@
+"""Side by side: llmsweep's client and aiperf on the same server, the same prompts, the same concurrency.
+
+For each concurrency the two clients take turns (llmsweep, aiperf, llmsweep, aiperf, … `repeats` times each), so a
+drift of the server over time falls on both. Every run draws its own prompts (the seed advances per run) with the
+same lengths, so no run reads another's prompts from the prefix cache, and each run sends its own warm-ups first.
+
+Each figure is reported three ways: llmsweep's own, aiperf's own (its JSON export), and aiperf's records summarised
+by llmsweep. The difference between the clients then splits into a *definition* part (aiperf's own against its
+records under our definitions) and a *measurement* part (its records against ours under one set of definitions).
+The measurement part is judged against the between-run 95 % band of the repeats (`results.bands`, the band
+`llmsweep compare` calls regressions with): inside it the clients agree; outside it they differ.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.client import Endpoint, RunOptions, run_benchmark
+from llmsweep.errors import DatasetError
+from llmsweep.peers.aiperf import (
+    AiperfRun,
+    aiperf_argv,
+    import_aiperf_dir,
+    read_aiperf_figures,
+    run_aiperf,
+    write_aiperf_dataset,
+)
+from llmsweep.results.bands import between_run_band
+from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
+
+log = logging.getLogger(__name__)
+
+Client = Literal["llmsweep", "aiperf"]
+RESULT_FILE = "crosscheck.json"
+TABLE_FILE = "crosscheck.md"
+
+
+class CrossCheckConfig(BaseModel):
+    """What to compare: one endpoint, fixed lengths, a list of concurrencies."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: Endpoint
+    isl: int = Field(ge=1, description="Input tokens per request (content; the chat template adds its own).")
+    osl: int = Field(ge=1, description="Output tokens per request (max_tokens; ignore_eos keeps it exact).")
+    concurrencies: list[int] = Field(min_length=1, description="Closed-loop concurrency levels, in order.")
+    prompts_per_concurrency: int = Field(default=4, ge=1, description="Measured requests per unit of concurrency.")
+    min_prompts: int = Field(default=16, ge=1, description="At least this many measured requests per run.")
+    warmups_per_concurrency: int = Field(default=2, ge=0, description="Warm-up requests per unit of concurrency.")
+    repeats: int = Field(default=2, ge=1, description="Runs of each client per level (2+ gives the between-run band).")
+    tokenizer: str = Field(description="Tokenizer directory both clients count with (the served model's).")
+    aiperf: str = Field(default="aiperf", description="aiperf executable.")
+    timeout_s: float = Field(default=600.0, gt=0, description="Per-request timeout, both clients.")
+    run_deadline_s: float | None = Field(default=None, gt=0, description="Stop one aiperf run after this long.")
+    seed: int = Field(default=0, description="First prompt seed; each run adds its position.")
+    gpus: int = Field(default=1, ge=1)
+
+    def prompts(self, concurrency: int) -> int:
+        return max(self.min_prompts, self.prompts_per_concurrency * concurrency)
+
+    def warmups(self, concurrency: int) -> int:
+        return self.warmups_per_concurrency * concurrency
+
+
+@dataclass(slots=True)
+class ClientRun:
+    """One run of one client at one concurrency: its directory, our summary of it, and what the client itself said."""
+
+    client: Client
+    concurrency: int
+    repeat: int
+    seed: int
+    out_dir: str
+    summary: dict[str, Any] | None = None
+    own: dict[str, Any] | None = None
+    cpu_s: float | None = None
+    wall_s: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.summary is not None and self.summary["requests"]["successful"] > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """A compared figure: where it sits in our summary and in aiperf's own figures, and its display scale."""
+
+    label: str
+    unit: str
+    ours: tuple[str, ...]
+    theirs: tuple[str, ...]
+    scale: float = 1.0
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("TTFT p50", "ms", ("latency", "ttft", "p50"), ("latency", "ttft", "p50"), 1e3),
+    Figure("TTFT mean", "ms", ("latency", "ttft", "mean"), ("latency", "ttft", "mean"), 1e3),
+    Figure("TPOT p50", "ms", ("latency", "tpot", "p50"), ("latency", "tpot", "p50"), 1e3),
+    Figure("TPOT mean", "ms", ("latency", "tpot", "mean"), ("latency", "tpot", "mean"), 1e3),
+    Figure("ITL mean", "ms", ("latency", "itl", "mean"), ("latency", "itl", "mean"), 1e3),
+    Figure("E2EL p50", "ms", ("latency", "e2el", "p50"), ("latency", "e2el", "p50"), 1e3),
+    Figure("output tok/s", "tok/s", ("throughput", "output_tps"), ("throughput", "output_tps")),
+    Figure("requests/s", "req/s", ("throughput", "request_rps"), ("throughput", "request_rps")),
+)
+
+
+@dataclass(slots=True)
+class Row:
+    """One figure at one concurrency. Percentages are relative to llmsweep's value (or aiperf's, for the split)."""
+
+    concurrency: int
+    figure: str
+    unit: str
+    llmsweep: float | None
+    aiperf_own: float | None
+    aiperf_ours: float | None
+    difference_pct: float | None
+    definition_pct: float | None
+    measurement_pct: float | None
+    band_pct: float | None
+    verdict: str
+
+
+@dataclass(slots=True)
+class CrossCheck:
+    config: dict[str, Any]
+    runs: list[ClientRun] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    levels: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"config": self.config, "levels": self.levels, "rows": [asdict(r) for r in self.rows],
+                "runs": [asdict(r) for r in self.runs]}
+
+
+# ---------------------------------------------------------------------------------------------------- running
+def _workload(cfg: CrossCheckConfig, concurrency: int, seed: int) -> FixedLengthWorkload:
+    return FixedLengthWorkload(FixedLengthConfig(
+        isl=cfg.isl, osl=cfg.osl, api="chat", num_prompts=cfg.prompts(concurrency),
+        num_warmups=cfg.warmups(concurrency), seed=seed, tokenizer=cfg.tokenizer,
+        ignore_eos=cfg.endpoint.send_ignore_eos,
+    ))
+
+
+def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun) -> None:
+    workload = _workload(cfg, run.concurrency, run.seed)
+    options = RunOptions(
+        concurrency=run.concurrency, num_requests=cfg.prompts(run.concurrency),
+        warmup_requests=cfg.warmups(run.concurrency), timeout_s=cfg.timeout_s, seed=run.seed, gpus=cfg.gpus,
+    )
+    result = run_benchmark(workload, cfg.endpoint, options, Path(run.out_dir), provenance={"kind": "crosscheck"})
+    run.summary = result.summary
+    run.cpu_s = result.summary["client_health"]["cpu_s_total"]
+    prov = result.summary.get("provenance") or {}
+    if prov.get("started_at") and prov.get("finished_at"):
+        run.wall_s = prov["finished_at"] - prov["started_at"]
+
+
+def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun) -> None:
+    out = Path(run.out_dir)
+    workload = _workload(cfg, run.concurrency, run.seed)
+    dataset = out / "dataset.jsonl"
+    max_tokens = write_aiperf_dataset(workload, dataset, send_ignore_eos=cfg.endpoint.send_ignore_eos)
+    spec = AiperfRun(
+        endpoint=cfg.endpoint, dataset=dataset, artifact_dir=out / "artifacts", concurrency=run.concurrency,
+        requests=cfg.prompts(run.concurrency), warmups=cfg.warmups(run.concurrency), tokenizer=cfg.tokenizer,
+        executable=cfg.aiperf, timeout_s=cfg.timeout_s,
+    )
+    (out / "command.txt").write_text(" ".join(aiperf_argv(spec)) + "\n")
+    outcome = run_aiperf(spec, deadline_s=cfg.run_deadline_s)
+    run.cpu_s, run.wall_s = outcome.cpu_s, outcome.wall_s
+    if outcome.timed_out:
+        run.error = f"aiperf ran past {cfg.run_deadline_s:g} s and was stopped"
+    elif outcome.returncode:
+        run.error = f"aiperf exited {outcome.returncode} (see {outcome.log_path})"
+    try:
+        run.summary = import_aiperf_dir(
+            spec.artifact_dir, out, max_tokens=max_tokens, warmups=spec.warmups, gpus=cfg.gpus,
+            provenance={"command": aiperf_argv(spec), "returncode": outcome.returncode, "cpu_s": outcome.cpu_s},
+        )
+        run.own = read_aiperf_figures(spec.artifact_dir)
+    except DatasetError as exc:
+        run.error = (run.error + "; " if run.error else "") + exc.message
+
+
+def run_crosscheck(cfg: CrossCheckConfig, out: Path, *, on_run: Any = None) -> CrossCheck:
+    """Run every level, both clients in turn; write `crosscheck.json` and `crosscheck.md` under `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    check = CrossCheck(config=cfg.model_dump(mode="json"))
+    position = 0
+    for concurrency in cfg.concurrencies:
+        for repeat in range(cfg.repeats):
+            for client in ("llmsweep", "aiperf"):
+                run = ClientRun(client=client, concurrency=concurrency, repeat=repeat, seed=cfg.seed + position,
+                                out_dir=str(out / f"c{concurrency}" / f"{client}-{repeat}"))
+                position += 1
+                Path(run.out_dir).mkdir(parents=True, exist_ok=True)
+                try:
+                    (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run)
+                except KeyboardInterrupt:
+                    run.error = "interrupted"
+                    check.runs.append(run)
+                    _write(check, out)
+                    raise
+                except Exception as exc:  # a failed run is a row with its reason, never a lost cross-check
+                    log.exception("%s at concurrency %d failed", client, concurrency)
+                    run.error = f"{type(exc).__name__}: {exc}"
+                check.runs.append(run)
+                _write(check, out)  # after every run: a cross-check stopped half way keeps its table
+                if on_run is not None:
+                    on_run(run)
+    return check
+
+
+def load_crosscheck(out: Path) -> CrossCheck:
+    """A cross-check directory read back, rows and levels recomputed from its runs (e.g. after a change of bands)."""
+    path = out / RESULT_FILE
+    if not path.exists():
+        raise DatasetError(f"{out} holds no {RESULT_FILE}", fix="point at the --out of `llmsweep peer crosscheck`")
+    data = json.loads(path.read_text())
+    check = CrossCheck(config=data["config"], runs=[ClientRun(**r) for r in data["runs"]])
+    check.rows, check.levels = compare(check.runs), levels(check.runs)
+    return check
+
+
+def _write(check: CrossCheck, out: Path) -> None:
+    check.rows = compare(check.runs)
+    check.levels = levels(check.runs)
+    (out / RESULT_FILE).write_text(json.dumps(check.to_dict(), indent=2, allow_nan=False))
+    (out / TABLE_FILE).write_text(markdown(check))
+
+
+# ---------------------------------------------------------------------------------------------------- comparing
+def _get(data: dict[str, Any] | None, path: tuple[str, ...]) -> float | None:
+    for key in path:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return float(data) if isinstance(data, (int, float)) else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return float(np.mean(kept)) if kept else None
+
+
+def _pct(a: float | None, b: float | None) -> float | None:
+    """(a - b) / b in percent."""
+    return None if a is None or b is None or b == 0 else 100.0 * (a - b) / b
+
+
+def compare(runs: list[ClientRun]) -> list[Row]:
+    """One row per (concurrency, figure) over the runs that measured something."""
+    rows: list[Row] = []
+    for concurrency in dict.fromkeys(r.concurrency for r in runs):
+        ours = [r for r in runs if r.concurrency == concurrency and r.client == "llmsweep" and r.ok]
+        theirs = [r for r in runs if r.concurrency == concurrency and r.client == "aiperf" and r.ok]
+        for fig in FIGURES:
+            a = [v for r in ours if (v := _scaled(_get(r.summary, fig.ours), fig.scale)) is not None]
+            b_own = [_scaled(_get(r.own, fig.theirs), fig.scale) for r in theirs]
+            b_ours = [v for r in theirs if (v := _scaled(_get(r.summary, fig.ours), fig.scale)) is not None]
+            llm, own, mine = _mean(a), _mean(b_own), _mean(b_ours)
+            band = between_run_band(a, b_ours)
+            band_pct = None if band is None or not llm else 100.0 * band.half_width / abs(llm)
+            measurement = _pct(mine, llm)
+            rows.append(Row(
+                concurrency=concurrency, figure=fig.label, unit=fig.unit, llmsweep=llm, aiperf_own=own,
+                aiperf_ours=mine, difference_pct=_pct(own, llm), definition_pct=_pct(own, mine),
+                measurement_pct=measurement, band_pct=band_pct, verdict=_verdict(measurement, band_pct),
+            ))
+    return rows
+
+
+def _scaled(value: float | None, scale: float) -> float | None:
+    return None if value is None else value * scale
+
+
+def _verdict(measurement: float | None, band: float | None) -> str:
+    if measurement is None:
+        return "not measured"
+    if band is None:
+        return "no repeats"
+    return "agree" if abs(measurement) <= band else "differ"
+
+
+def levels(runs: list[ClientRun]) -> list[dict[str, Any]]:
+    """Per concurrency and client: requests, failures, server-counted lengths, cache hits, client CPU and lag."""
+    out: list[dict[str, Any]] = []
+    for concurrency in dict.fromkeys(r.concurrency for r in runs):
+        for client in ("llmsweep", "aiperf"):
+            mine = [r for r in runs if r.concurrency == concurrency and r.client == client]
+            done = [r for r in mine if r.summary is not None]
+            out.append({
+                "concurrency": concurrency, "client": client, "runs": len(mine),
+                "errors": [r.error for r in mine if r.error],
+                "successful": sum(r.summary["requests"]["successful"] for r in done),
+                "failed": sum(r.summary["requests"]["failed"] for r in done),
+                "output_length_mismatch": sum(r.summary["requests"]["output_length_mismatch"] for r in done),
+                "isl_mean": _mean([_get(r.summary, ("tokens", "input", "mean")) for r in done]),
+                "osl_mean": _mean([_get(r.summary, ("tokens", "output", "mean")) for r in done]),
+                "cache_hit": _mean([_get(r.summary, ("cache", "observed_hit_rate")) for r in done]),
+                "client_cpu_s": _mean([r.cpu_s for r in mine]),
+                "wall_s": _mean([r.wall_s for r in mine]),
+                "lag_p50_ms": _scaled(_mean([_get(r.summary, ("client_health", "schedule_lag_s", "p50"))
+                                             for r in done]), 1e3),
+            })
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- printing
+def _f(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def _p(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.1f} %"
+
+
+DEFINITIONS = """\
+How the two clients define what they report (aiperf 0.13 names in brackets; read from its metric classes):
+
+- TTFT: llmsweep from the request's send to its first non-empty content chunk; aiperf [time_to_first_token] from
+  its request start (taken as the HTTP session opens) to the first response with data. aiperf's TTFT percentiles
+  also count failed requests that had a first token; llmsweep's count successful requests only.
+- TPOT: llmsweep per request (E2EL − TTFT) / (output tokens − 1); aiperf [inter_token_latency] the same window over
+  (output tokens − the first chunk's tokens): equal when each chunk carries one token. ITL: pooled gaps between
+  content chunks [inter_chunk_latency]. E2EL: both from the start to the last content chunk [request_latency].
+- Throughput: llmsweep divides by (last end − first send) of the measured requests, the end being the stream's end
+  (usage chunk included); aiperf by [benchmark_duration], its last response minus its first request start.
+- "aiperf, our definitions" is aiperf's per-request export summarised by llmsweep: *definition* = aiperf's own
+  figure against that; *measurement* = that against llmsweep's client. *Band* is the between-run 95 % band on the
+  measurement difference from both clients' repeats (pooled run-to-run variance, Student t), as a share of
+  llmsweep's value: inside it the clients *agree*, outside it they *differ*.
+"""
+
+
+def markdown(check: CrossCheck) -> str:
+    cfg = check.config
+    lines = [
+        f"# llmsweep vs aiperf — {cfg['endpoint']['base_url']} ({cfg['endpoint']['model']})",
+        "",
+        f"Fixed {cfg['isl']}/{cfg['osl']} chat requests, the same prompts for both clients (aiperf reads llmsweep's "
+        f"prompts as a single_turn dataset), {cfg['repeats']} run(s) of each client per level, alternating.",
+        "",
+        "| conc | figure | llmsweep | aiperf (own) | aiperf (our definitions) | difference | definition | "
+        "measurement | 95 % band | verdict |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in check.rows:
+        lines.append(
+            f"| {r.concurrency} | {r.figure} ({r.unit}) | {_f(r.llmsweep)} | {_f(r.aiperf_own)} | {_f(r.aiperf_ours)} "
+            f"| {_p(r.difference_pct)} | {_p(r.definition_pct)} | {_p(r.measurement_pct)} | "
+            f"{'—' if r.band_pct is None else f'±{r.band_pct:.1f} %'} | {r.verdict} |"
+        )
+    lines += ["", "| conc | client | requests ok / failed | OSL mismatches | ISL mean (server) | OSL mean | "
+              "prefix-cache hits | client CPU-s | wall s | send lag p50 ms | errors |",
+              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for lv in check.levels:
+        lines.append(
+            f"| {lv['concurrency']} | {lv['client']} | {lv['successful']} / {lv['failed']} | "
+            f"{lv['output_length_mismatch']} | {_f(lv['isl_mean'], 1)} | {_f(lv['osl_mean'], 1)} | "
+            f"{_f(lv['cache_hit'], 3)} | {_f(lv['client_cpu_s'], 1)} | {_f(lv['wall_s'], 1)} | "
+            f"{_f(lv['lag_p50_ms'])} | {'; '.join(lv['errors']) or '—'} |"
+        )
+    return "\n".join(lines) + "\n\n" + DEFINITIONS

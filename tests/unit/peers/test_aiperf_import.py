@@ -1,0 +1,125 @@
+"""aiperf's exports read back as llmsweep records: the same requests, times and tokens, under our definitions.
+
+The fixtures are real aiperf 0.13.0 output (tests/data/aiperf/README.md). Where the two tools define a figure the same
+way (TTFT, TPOT, E2EL), our summary of aiperf's records must reproduce aiperf's own aggregate: a wrong time base, a
+dropped chunk or a mis-assigned phase shows up as a mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep.client import Endpoint
+from llmsweep.errors import ConfigError, DatasetError
+from llmsweep.peers import (
+    AiperfRun,
+    aiperf_argv,
+    import_aiperf_dir,
+    read_aiperf_figures,
+    read_aiperf_records,
+    write_aiperf_dataset,
+)
+from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "aiperf"
+OK, FAILED = DATA / "ok", DATA / "failed"
+WARMUPS = 4
+
+
+def _max_tokens() -> list[int]:
+    return [json.loads(line)["output_length"] for line in (OK / "dataset.jsonl").read_text().splitlines()]
+
+
+def test_records_keep_phase_position_times_and_server_usage() -> None:
+    records = list(read_aiperf_records(OK, max_tokens=_max_tokens(), warmups=WARMUPS))
+    assert [r.phase for r in records].count("warmup") == WARMUPS and len(records) == 12
+    assert sorted(r.request_index for r in records) == list(range(12))  # warm-ups first, as the dataset was written
+    for r in records:
+        assert r.ok and r.status == 200
+        assert r.completion_tokens == r.max_tokens  # each request got what its dataset line asked for
+        assert len(r.chunk_times) == r.completion_tokens  # one chunk per token from this server
+        assert r.sent_at is not None and r.first_token_at == r.chunk_times[0] and r.sent_at < r.first_token_at
+        assert r.chunk_times == sorted(r.chunk_times) and r.end_at is not None and r.end_at >= r.chunk_times[-1]
+        assert r.prompt_tokens and r.prompt_tokens > 32
+
+
+def test_summary_of_the_records_reproduces_aiperfs_own_figures_where_definitions_agree(tmp_path: Path) -> None:
+    summary = import_aiperf_dir(OK, tmp_path / "run", max_tokens=_max_tokens(), warmups=WARMUPS)
+    own = read_aiperf_figures(OK)
+    assert summary["requests"]["successful"] == own["requests"]["successful"] == 8
+    assert summary["requests"]["warmup"] == WARMUPS and summary["requests"]["output_length_mismatch"] == 0
+    for name in ("ttft", "tpot", "e2el"):
+        for stat in ("mean", "p50"):
+            # absolute unix times in float64 resolve ~0.2 µs: 1e-4 of a 5 ms gap, far below one lost chunk (1/16)
+            assert summary["latency"][name][stat] == pytest.approx(own["latency"][name][stat], rel=1e-4), (name, stat)
+    raw = json.loads((OK / "profile_export_aiperf.json").read_text())
+    assert summary["tokens"]["output_total"] == raw["total_osl"]["avg"]
+    assert summary["tokens"]["input_total"] == raw["total_isl"]["avg"]
+    # throughput: aiperf divides by its last response − first start; we by last end − first send: within 2 %
+    assert summary["throughput"]["output_tps"] == pytest.approx(own["throughput"]["output_tps"], rel=0.02)
+    assert own["aiperf_version"] == "0.13.0" and summary["provenance"]["aiperf_version"] == "0.13.0"
+
+
+def test_the_imported_directory_resummarises_to_the_same_summary(tmp_path: Path) -> None:
+    from llmsweep.client.runner import summarise_dir
+
+    first = import_aiperf_dir(OK, tmp_path / "run", warmups=WARMUPS)
+    again = summarise_dir(tmp_path / "run", write=False)
+    assert again["latency"] == first["latency"] and again["throughput"] == first["throughput"]
+
+
+def test_failed_requests_are_failed_records_with_their_class_not_a_crash(tmp_path: Path) -> None:
+    records = list(read_aiperf_records(FAILED))
+    assert records and all(r.error_class == "http" and r.status == 501 for r in records)
+    assert all("Unsupported method" in (r.error or "") for r in records)
+    summary = import_aiperf_dir(FAILED, tmp_path / "run")  # no aggregate: aiperf wrote none
+    assert summary["requests"]["failed"] == len(records) and summary["requests"]["error_categories"] == {"http": 4}
+    assert summary["validity"]["verdict"] == "invalid"
+    with pytest.raises(DatasetError, match="profile_export_aiperf.json"):
+        read_aiperf_figures(FAILED)
+
+
+def test_a_damaged_export_names_its_file_and_line(tmp_path: Path) -> None:
+    lines = (OK / "profile_export.jsonl").read_text().splitlines()
+    (tmp_path / "profile_export.jsonl").write_text("\n".join([lines[0], lines[1][:40], *lines[2:]]) + "\n")
+    with pytest.raises(DatasetError, match=r"profile_export\.jsonl:2: not JSON"):
+        list(read_aiperf_records(tmp_path))
+    with pytest.raises(DatasetError, match="holds no aiperf"):
+        list(read_aiperf_records(tmp_path / "nowhere"))
+
+
+def test_the_dataset_is_the_workloads_sequence_warmups_first(tmp_path: Path) -> None:
+    cfg = FixedLengthConfig(isl=80, osl=12, api="chat", num_prompts=5, num_warmups=2, range_ratio=0.5, seed=9,
+                            extra_body={"temperature": 0})
+    max_tokens = write_aiperf_dataset(FixedLengthWorkload(cfg), tmp_path / "d.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
+    twin = FixedLengthWorkload(cfg)
+    expected = [twin.request(i) for i in range(7)]
+    assert [line["text"] for line in lines] == [s.messages[0]["content"] for s in expected]  # type: ignore[index]
+    assert [line["output_length"] for line in lines] == [s.max_tokens for s in expected] == max_tokens
+    assert all(line["extra"] == {"ignore_eos": True, "temperature": 0} for line in lines)
+    write_aiperf_dataset(FixedLengthWorkload(cfg), tmp_path / "e.jsonl", send_ignore_eos=False)
+    assert all(json.loads(x)["extra"] == {"temperature": 0} for x in (tmp_path / "e.jsonl").read_text().splitlines())
+
+
+def test_the_dataset_refuses_what_aiperf_cannot_replay(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="chat"):
+        write_aiperf_dataset(FixedLengthWorkload(FixedLengthConfig(isl=8, osl=2, num_prompts=2)), tmp_path / "d")
+    with pytest.raises(ConfigError, match="request count"):
+        write_aiperf_dataset(FixedLengthWorkload(FixedLengthConfig(isl=8, osl=2, api="chat")), tmp_path / "d")
+
+
+def test_the_command_sends_what_llmsweep_sends() -> None:
+    run = AiperfRun(endpoint=Endpoint(base_url="http://h:8000/v1", model="m"), dataset=Path("d.jsonl"),
+                    artifact_dir=Path("a"), concurrency=8, requests=32, warmups=16, tokenizer="/tok")
+    argv = aiperf_argv(run)
+    flags = dict(zip(argv[2::2], argv[3::2], strict=False))
+    assert argv[:2] == ["aiperf", "profile"] and flags["--url"] == "http://h:8000"
+    assert "--use-legacy-max-tokens" in argv  # llmsweep sends max_tokens, not max_completion_tokens
+    assert "--use-server-token-count" in argv and "--streaming" in argv
+    opts = {a: argv[i + 1] for i, a in enumerate(argv) if a.startswith("--") and i + 1 < len(argv)}
+    assert (opts["--concurrency"], opts["--request-count"], opts["--warmup-request-count"]) == ("8", "32", "16")
+    assert opts["--dataset-sampling-strategy"] == "sequential" and opts["--custom-dataset-type"] == "single_turn"

@@ -1,0 +1,79 @@
+"""The side-by-side table: how a difference between the clients splits into definition and measurement, and when the
+repeats call it a disagreement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmsweep.peers.crosscheck import ClientRun, CrossCheck, _write, compare, levels, load_crosscheck, markdown
+
+
+def summary(ttft_p50: float, tpot_p50: float, output_tps: float, *, ok: int = 32) -> dict[str, Any]:
+    lat = {"p50": None, "mean": None}
+    return {
+        "requests": {"successful": ok, "failed": 0, "output_length_mismatch": 0},
+        "latency": {"ttft": {**lat, "p50": ttft_p50}, "tpot": {**lat, "p50": tpot_p50}, "itl": lat, "e2el": lat},
+        "throughput": {"output_tps": output_tps, "request_rps": output_tps / 256},
+        "tokens": {"input": {"mean": 1029.0}, "output": {"mean": 256.0}},
+        "cache": {"observed_hit_rate": 0.0},
+        "client_health": {"schedule_lag_s": {"p50": 0.001}},
+    }
+
+
+def own(ttft_p50: float, tpot_p50: float, output_tps: float) -> dict[str, Any]:
+    return {"latency": {"ttft": {"p50": ttft_p50}, "tpot": {"p50": tpot_p50}, "itl": {}, "e2el": {}},
+            "throughput": {"output_tps": output_tps, "request_rps": None}}
+
+
+def run(client: str, repeat: int, s: dict[str, Any] | None, o: dict[str, Any] | None = None, **kw: Any) -> ClientRun:
+    return ClientRun(client=client, concurrency=8, repeat=repeat, seed=repeat, out_dir=f"c8/{client}-{repeat}",  # type: ignore[arg-type]
+                     summary=s, own=o, **kw)
+
+
+def row(rows: list[Any], figure: str) -> Any:
+    return next(r for r in rows if r.figure == figure)
+
+
+def test_a_difference_in_definitions_is_not_a_difference_in_measurement() -> None:
+    runs = [run("llmsweep", 0, summary(0.050, 0.0030, 2000)), run("aiperf", 0, summary(0.051, 0.0030, 1990),
+                                                                  own(0.051, 0.0030, 1900)),
+            run("llmsweep", 1, summary(0.052, 0.0031, 2020)), run("aiperf", 1, summary(0.050, 0.0031, 2010),
+                                                                  own(0.050, 0.0031, 1920))]
+    rows = compare(runs)
+    tput = row(rows, "output tok/s")
+    assert tput.llmsweep == pytest.approx(2010) and tput.aiperf_ours == pytest.approx(2000)
+    assert tput.aiperf_own == pytest.approx(1910)
+    assert tput.definition_pct == pytest.approx(100 * (1910 - 2000) / 2000)  # aiperf's own vs its records, ours
+    assert tput.measurement_pct == pytest.approx(100 * (2000 - 2010) / 2010)  # its records vs our client
+    assert tput.verdict == "agree"  # -0.5 % against repeats that move by 1 %
+    ttft = row(rows, "TTFT p50")
+    assert ttft.llmsweep == pytest.approx(51.0) and ttft.unit == "ms" and ttft.definition_pct == pytest.approx(0)
+    assert row(rows, "TTFT mean").verdict == "not measured"  # no client reported it
+
+
+def test_a_gap_the_repeats_cannot_explain_is_a_disagreement() -> None:
+    runs = [run("llmsweep", r, summary(0.050 + 0.0002 * r, 0.0030, 2000 + r)) for r in range(3)]
+    runs += [run("aiperf", r, summary(0.080 + 0.0002 * r, 0.0030, 2000 - r), own(0.080, 0.0030, 2000)) for r in range(3)]
+    ttft = row(compare(runs), "TTFT p50")
+    assert ttft.measurement_pct == pytest.approx(100 * (80.2 - 50.2) / 50.2)
+    assert ttft.band_pct is not None and ttft.band_pct < 5 and ttft.verdict == "differ"
+
+
+def test_one_run_each_has_no_band_and_a_failed_run_is_left_out_but_reported(tmp_path: Path) -> None:
+    runs = [run("llmsweep", 0, summary(0.05, 0.003, 2000)), run("aiperf", 0, summary(0.05, 0.003, 2000), own(0.05, 0.003, 2000)),
+            run("aiperf", 1, None, error="aiperf exited 1 (see aiperf.log)")]
+    rows = compare(runs)
+    assert {r.verdict for r in rows if r.llmsweep is not None} == {"no repeats"}
+    lv = {x["client"]: x for x in levels(runs)}
+    assert lv["aiperf"]["runs"] == 2 and lv["aiperf"]["successful"] == 32
+    assert lv["aiperf"]["errors"] == ["aiperf exited 1 (see aiperf.log)"]
+    check = CrossCheck(config={"endpoint": {"base_url": "http://h", "model": "m"}, "isl": 1024, "osl": 256,
+                               "repeats": 2}, runs=runs)
+    _write(check, tmp_path)
+    again = load_crosscheck(tmp_path)
+    assert again.rows == check.rows and again.levels == check.levels  # the table is recomputed from the runs
+    text = (tmp_path / "crosscheck.md").read_text()
+    assert text == markdown(again) and "aiperf exited 1" in text and "| 8 | TTFT p50 (ms) | 50.00 |" in text
