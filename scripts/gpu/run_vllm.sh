@@ -13,6 +13,7 @@
 #   MODELS_ROOT=/tmp/models  PORT=8000
 #   WORKLOAD=''               command run against the ready server instead of smoke_load.py; it sees BASE_URL,
 #                             SERVED_MODEL, MODEL_DIR and OUT (e.g. the project's `llmsweep bench ...`)
+#   SKIP_INSTALL=1            CPU rehearsal: no install; PYTHONPATH=scripts/gpu/cpu_rehearsal/py serves the simulator
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -25,8 +26,10 @@ PORT=${PORT:-8000}; export BASE_URL="http://127.0.0.1:$PORT"
 export HF_HOME=/tmp/hfhome HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1 \
   DO_NOT_TRACK=1 VLLM_USE_FLASHINFER_SAMPLER=0
 
-# 1. vLLM from the staged chunks
-bash "$repo/scripts/gpu/install_vllm.sh" >>"$OUT/steps.txt" 2>&1 || { log "install failed"; tail -20 "$OUT/steps.txt"; exit 1; }
+# 1. vLLM from the staged chunks (SKIP_INSTALL=1: the CPU rehearsal, scripts/gpu/cpu_rehearsal/py on PYTHONPATH)
+if [[ -z "${SKIP_INSTALL:-}" ]]; then
+  bash "$repo/scripts/gpu/install_vllm.sh" >>"$OUT/steps.txt" 2>&1 || { log "install failed"; tail -20 "$OUT/steps.txt"; exit 1; }
+fi
 export PYTHONPATH="${SITE:-/tmp/site}${PYTHONPATH:+:$PYTHONPATH}" PATH="${SITE:-/tmp/site}/bin:$PATH"
 log "installed: $(tail -1 "$OUT/steps.txt")"
 

@@ -1,0 +1,49 @@
+"""Stand-in for `python3 -m vllm.entrypoints.openai.api_server`: parses the flags llmsweep's scripts and vLLM
+adapter render, the way vLLM 0.26.0 does (the last of `--speculative-config`/`-sc` wins), and execs llmsweep's
+simulator in vLLM style instead, so a GPU script walks its real path on a CPU: launch, readiness on /health,
+the served name, vLLM metric names, the acceptance read-back."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def sim_argv(argv: list[str]) -> list[str]:
+    """The `llmsweep sim serve` command line for a vLLM api_server command line."""
+    opts: dict[str, str | bool] = {}
+    i = 0
+    while i < len(argv):
+        flag = argv[i]
+        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            opts["--speculative-config" if flag == "-sc" else flag] = argv[i + 1]
+            i += 2
+        else:
+            opts[flag] = True
+            i += 1
+    model = str(opts.get("--model", "model"))
+    sim = [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--model", "llama-1b",  # figures only
+           "--served-model-name", str(opts.get("--served-model-name", model)), "--hardware", "h200",
+           "--tp", str(opts.get("--tensor-parallel-size", 1)), "--host", str(opts.get("--host", "127.0.0.1")),
+           "--port", str(opts.get("--port", 8000)), "--precision", "bf16", "--engine-style", "vllm"]
+    if "--max-num-seqs" in opts:
+        sim += ["--max-running-requests", str(opts["--max-num-seqs"])]
+    spec = opts.get("--speculative-config")
+    if isinstance(spec, str):
+        doc = json.loads(spec)
+        sim += ["--spec-method", "draft_model" if doc["method"] == "draft_model" else "mtp",
+                "--spec-k", str(doc["num_speculative_tokens"])]
+        if doc.get("synthetic_acceptance_length") is not None:
+            sim += ["--acceptance-length", str(doc["synthetic_acceptance_length"])]
+    return sim
+
+
+def main(argv: list[str]) -> None:
+    sim = sim_argv(argv)
+    print("vllm stand-in:", " ".join(sim), flush=True)
+    os.execv(sys.executable, sim)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

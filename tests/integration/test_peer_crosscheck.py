@@ -1,0 +1,123 @@
+"""llmsweep's client and the real aiperf side by side on the live simulator, and the GPU call's script rehearsed.
+
+Needs aiperf 0.13 (`.ci/run` installs it in a venv of its own and points `LLMSWEEP_AIPERF` at it; otherwise an
+`aiperf` on PATH); skips cleanly without. The simulator runs with constant timing (TTFT 20 ms, 8 ms per token), so
+whatever either client reports, the per-token gap it measures must be the server's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+AIPERF = os.environ.get("LLMSWEEP_AIPERF") or shutil.which("aiperf")
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(AIPERF is None, reason="needs aiperf (set LLMSWEEP_AIPERF)")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("tokenizers")
+    out = tmp_path_factory.mktemp("model") / "llama-1b"
+    run = cli("model", "synth", "llama-1b", "--out", str(out), "--weights", "none")
+    assert run.returncode == 0, run.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--model", "llama-3.1-8b", "--port", str(port),
+         "--served-model-name", "sim", "--timing", "constant", "--ttft-ms", "20", "--itl-ms", "8"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=15)
+
+
+def test_both_clients_send_the_same_prompts_and_agree_on_the_servers_token_gap(
+    server: str, tokenizer: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "cc"
+    run = cli("peer", "crosscheck", "--url", server, "--model", "sim", "--tokenizer", str(tokenizer), "--isl", "200",
+              "--osl", "24", "--concurrency", "1,4", "--repeats", "2", "--min-prompts", "8", "--prompts-per-conc", "2",
+              "--aiperf", str(AIPERF), "--out", str(out))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    check = json.loads((out / "crosscheck.json").read_text())
+    assert len(check["runs"]) == 8 and all(r["error"] is None for r in check["runs"]), check["runs"]
+    levels = {(lv["concurrency"], lv["client"]): lv for lv in check["levels"]}
+    for conc in (1, 4):
+        ours, theirs = levels[(conc, "llmsweep")], levels[(conc, "aiperf")]
+        assert ours["successful"] == theirs["successful"] == 2 * 8 and ours["failed"] == theirs["failed"] == 0
+        assert ours["isl_mean"] == theirs["isl_mean"]  # the server counted the same prompt lengths for both
+        assert ours["osl_mean"] == theirs["osl_mean"] == 24
+        assert ours["output_length_mismatch"] == theirs["output_length_mismatch"] == 0
+    rows = {(r["concurrency"], r["figure"]): r for r in check["rows"]}
+    for conc in (1, 4):
+        tpot = rows[(conc, "TPOT p50")]
+        assert tpot["llmsweep"] == pytest.approx(8.0, rel=0.25) and tpot["aiperf_ours"] == pytest.approx(8.0, rel=0.25)
+        assert abs(tpot["measurement_pct"]) < 15
+        assert abs(rows[(conc, "TTFT mean")]["definition_pct"]) < 1  # aiperf's own TTFT is its records' TTFT
+    for run_ in check["runs"]:
+        assert (Path(run_["out_dir"]) / "records.jsonl").exists() and (Path(run_["out_dir"]) / "summary.json").exists()
+        if run_["client"] == "aiperf":
+            assert "--use-legacy-max-tokens" in (Path(run_["out_dir"]) / "command.txt").read_text()
+    table = cli("peer", "table", str(out))
+    assert table.returncode == 0 and table.stdout.strip() == (out / "crosscheck.md").read_text().strip()
+    assert (out / "crosscheck.md").read_text().strip() in run.stdout
+
+
+def test_the_gpu_calls_script_serves_runs_both_clients_and_packs_the_evidence(tokenizer: Path, tmp_path: Path) -> None:
+    """scripts/gpu/run_crosscheck.sh on the CPU: the stand-in vLLM module serves the simulator (docs/gpu.md)."""
+    if shutil.which("curl") is None:
+        pytest.skip("needs curl")
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "SKIP_INSTALL": "1", "AIPERF": str(AIPERF), "LEVELS": "2", "ISL": "128",
+           "OSL": "16", "REPEATS": "1", "MIN_PROMPTS": "6", "CALL_LIMIT": "240", "PORT": str(free_port()),
+           "MODELS_ROOT": str(tmp_path / "models"), "CC_DIR": str(tmp_path / "cc"),
+           "PYTHONPATH": str(REPO / "scripts" / "gpu" / "cpu_rehearsal" / "py"),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    run = subprocess.run(["bash", str(REPO / "scripts" / "gpu" / "run_crosscheck.sh")], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=280)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    command = (out / "server_command.txt").read_text()
+    assert "vllm.entrypoints.openai.api_server" in command and "--load-format dummy" in command
+    with tarfile.open(out / "crosscheck.tgz") as tar:
+        names = set(tar.getnames())
+        table = tar.extractfile("./crosscheck.md").read().decode()  # type: ignore[union-attr]
+    assert {"./crosscheck.json", "./c2/llmsweep-0/summary.json", "./c2/aiperf-0/artifacts/profile_export.jsonl"} <= names
+    assert not any(n.endswith(("dataset.jsonl", "inputs.json")) for n in names)  # re-made from the seeds
+    assert "| 2 | TPOT p50 (ms) |" in table
+    assert "aiperf 0.13" in (out / "steps.txt").read_text()
