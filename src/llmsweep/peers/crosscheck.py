@@ -1,7 +1,8 @@
 """Side by side: llmsweep's client and aiperf on the same server, the same prompts, the same concurrency.
 
-For each concurrency the two clients take turns (llmsweep, aiperf, llmsweep, aiperf, … `repeats` times each), so a
-drift of the server over time falls on both. Every run draws its own prompts (the seed advances per run) with the
+At each concurrency the two clients take turns (llmsweep, then aiperf), and the whole list of levels is walked
+`repeats` times, so a drift of the server over time falls on both clients and a cross-check cut short by a deadline
+keeps whole repeats of every level. Every run draws its own prompts (the seed advances per run) with the
 same lengths, so no run reads another's prompts from the prefix cache, and each run sends its own warm-ups first.
 
 Each figure is reported three ways: llmsweep's own, aiperf's own (its JSON export), and aiperf's records summarised
@@ -196,8 +197,8 @@ def run_crosscheck(cfg: CrossCheckConfig, out: Path, *, on_run: Any = None) -> C
     out.mkdir(parents=True, exist_ok=True)
     check = CrossCheck(config=cfg.model_dump(mode="json"))
     position = 0
-    for concurrency in cfg.concurrencies:
-        for repeat in range(cfg.repeats):
+    for repeat in range(cfg.repeats):  # every level once before any twice: a run cut short keeps whole repeats
+        for concurrency in cfg.concurrencies:
             for client in ("llmsweep", "aiperf"):
                 run = ClientRun(client=client, concurrency=concurrency, repeat=repeat, seed=cfg.seed + position,
                                 out_dir=str(out / f"c{concurrency}" / f"{client}-{repeat}"))
