@@ -143,6 +143,30 @@ def _frac(value: float | None) -> float | None:
     return value / 100.0 if value > 1.5 else value
 
 
+def _mean_of(w: ServerWindow, *names: str) -> float | None:
+    """Mean of a histogram over the window (Δsum / Δcount), from the first name that has both."""
+    for name in names:
+        count = w.counter(f"{name}_count")
+        total = w.counter(f"{name}_sum")
+        if count and total is not None:
+            return total / count
+    return None
+
+
+def _latency(w: ServerWindow, *, ttft: tuple[str, ...], tpot: tuple[str, ...], itl: tuple[str, ...],
+             e2el: tuple[str, ...]) -> dict[str, Any]:
+    """What the server says its latency was over the window: a client that disagrees with it is measuring itself
+    (send, parse, event-loop stalls), a run that agrees with it and still differs from another run saw a different
+    server. Means only: Prometheus histograms keep buckets, and the scraper keeps only their sum and count."""
+    return {
+        "ttft_mean_s": _mean_of(w, *ttft),
+        "tpot_mean_s": _mean_of(w, *tpot),
+        "itl_mean_s": _mean_of(w, *itl),
+        "e2el_mean_s": _mean_of(w, *e2el),
+        "requests": w.counter(f"{ttft[0]}_count") if ttft else None,
+    }
+
+
 def _vllm(w: ServerWindow) -> dict[str, Any]:
     hits = w.counter("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
     queries = w.counter("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
@@ -172,6 +196,11 @@ def _vllm(w: ServerWindow) -> dict[str, Any]:
             "cpu_usage_max": _frac(w.gauge_max("vllm:cpu_kv_cache_usage_perc", "vllm:cpu_cache_usage_perc")),
         },
         "cache": {"gpu_hit_rate": gpu_rate, "cpu_hit_rate": ext_rate, "overall_hit_rate": overall},
+        # vLLM ≥ 0.11: per-request TPOT and per-token ITL histograms; before, time_per_output_token was per token
+        "latency": _latency(w, ttft=("vllm:time_to_first_token_seconds",),
+                            tpot=("vllm:request_time_per_output_token_seconds",),
+                            itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+                            e2el=("vllm:e2e_request_latency_seconds",)),
         "tokens": {
             "prompt_total": w.counter("vllm:prompt_tokens_total"),
             "generation_total": w.counter("vllm:generation_tokens_total"),
@@ -214,6 +243,9 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
             "cpu_hit_rate": _ratio(host, prompt),
             "overall_hit_rate": overall,
         },
+        "latency": _latency(w, ttft=("sglang:time_to_first_token_seconds",), tpot=(),
+                            itl=("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+                            e2el=("sglang:e2e_request_latency_seconds",)),
         "tokens": {
             "prompt_total": prompt,
             "generation_total": gen,

@@ -78,3 +78,34 @@ def test_required_prefix_is_reported_and_missing_metrics_warn() -> None:
     assert s["required_prefix"] == {"prefix": "sglang:", "found": False}
     empty = summarise_server([{"t": 0.0, "error": "refused"}], start=0, end=1)
     assert not empty["present"] and empty["scrape_errors"] == 1 and empty["warnings"]
+
+
+def test_vllm_latency_is_the_servers_own_histogram_means_over_the_window() -> None:
+    """Real scrapes of vLLM 0.26.0 on the H200 during 16 measured requests (conc 1, 1024/256, dummy 1.1B Llama)."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "data" / "server_metrics" / "vllm-0.26.0-h200.jsonl"
+    lat = summarise_server(path, start=1796107214.1645849, end=1796107221.4980326)["latency"]
+    assert lat["requests"] == 16  # the window's requests, not the warm-ups before it
+    assert 0.015 < lat["ttft_mean_s"] < 0.040 and 0.0010 < lat["tpot_mean_s"] < 0.0030
+    assert lat["itl_mean_s"] == pytest.approx(lat["tpot_mean_s"], rel=0.05)  # one token per step at conc 1
+    assert lat["e2el_mean_s"] == pytest.approx(lat["ttft_mean_s"] + 255 * lat["tpot_mean_s"], rel=0.02)
+
+
+def _hist(t: float, prefix: str, **hists: tuple[float, float]) -> dict[str, object]:
+    samples = []
+    for name, (total, count) in hists.items():
+        samples += [[f"{prefix}:{name}_sum", {"model_name": "m"}, total], [f"{prefix}:{name}_count", {"model_name": "m"}, count]]
+    return {"t": t, "samples": samples}
+
+
+def test_sglang_and_older_vllm_latency_names() -> None:
+    sg = [_hist(0.0, "sglang", time_to_first_token_seconds=(1.0, 10), time_per_output_token_seconds=(0.5, 100)),
+          _hist(2.0, "sglang", time_to_first_token_seconds=(1.6, 13), time_per_output_token_seconds=(0.8, 160))]
+    lat = summarise_server(sg, start=0.5, end=1.9)["latency"]
+    assert lat["ttft_mean_s"] == pytest.approx(0.6 / 3) and lat["itl_mean_s"] == pytest.approx(0.3 / 60)
+    assert lat["tpot_mean_s"] is None and lat["requests"] == 3
+    old = [_hist(0.0, "vllm", time_per_output_token_seconds=(0.0, 0)),
+           _hist(2.0, "vllm", time_per_output_token_seconds=(0.2, 50))]
+    lat = summarise_server(old, start=0.5, end=1.9)["latency"]
+    assert lat["itl_mean_s"] == pytest.approx(0.004) and lat["ttft_mean_s"] is None
