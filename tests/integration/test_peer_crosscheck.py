@@ -91,11 +91,14 @@ def test_both_clients_send_the_same_prompts_and_agree_on_the_servers_token_gap(
         assert abs(tpot["measurement_pct"]) < 15
         assert abs(rows[(conc, "TTFT mean")]["definition_pct"]) < 1  # aiperf's own TTFT is its records' TTFT
     for run_ in check["runs"]:
-        assert (Path(run_["out_dir"]) / "records.jsonl").exists() and (Path(run_["out_dir"]) / "summary.json").exists()
+        folder = out / run_["out_dir"]
+        assert (folder / "records.jsonl").exists() and (folder / "summary.json").exists()
         if run_["client"] == "aiperf":
-            assert "--use-legacy-max-tokens" in (Path(run_["out_dir"]) / "command.txt").read_text()
+            assert "--use-legacy-max-tokens" in (folder / "command.txt").read_text()
     table = cli("peer", "table", str(out))
     assert table.returncode == 0 and table.stdout.strip() == (out / "crosscheck.md").read_text().strip()
+    again = cli("peer", "table", str(out), "--resummarise")  # from the raw records and exports: the same table
+    assert again.returncode == 0 and again.stdout.strip() == table.stdout.strip()
     assert (out / "crosscheck.md").read_text().strip() in run.stdout
 
 

@@ -79,12 +79,17 @@ def crosscheck(**kw: Any) -> None:
 
 @peer.command("table")
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--resummarise", is_flag=True,
+              help="First recompute every run's summary from its raw files (needs whole records.jsonl files).")
+@click.option("--write", is_flag=True, help="Write the recomputed crosscheck.json and crosscheck.md back.")
 @click.option("--json", "as_json", is_flag=True, help="Print the recomputed crosscheck.json instead of the table.")
-def table(out_dir: Path, as_json: bool) -> None:
+def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
     """Recompute and print the side-by-side table of a cross-check directory from its runs."""
-    from llmsweep.peers.crosscheck import load_crosscheck, markdown
+    from llmsweep.peers.crosscheck import load_crosscheck, markdown, write_crosscheck
 
-    check = load_crosscheck(out_dir)
+    check = load_crosscheck(out_dir, resummarise=resummarise)
+    if write:
+        write_crosscheck(check, out_dir)
     click.echo(json.dumps(check.to_dict(), indent=2) if as_json else markdown(check))
 
 

@@ -143,28 +143,45 @@ def _frac(value: float | None) -> float | None:
     return value / 100.0 if value > 1.5 else value
 
 
-def _mean_of(w: ServerWindow, *names: str) -> float | None:
-    """Mean of a histogram over the window (Δsum / Δcount), from the first name that has both."""
-    for name in names:
-        count = w.counter(f"{name}_count")
-        total = w.counter(f"{name}_sum")
-        if count and total is not None:
-            return total / count
-    return None
+LATENCY_HISTOGRAMS: dict[str, tuple[str, ...]] = {
+    "ttft_mean_s": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
+    "tpot_mean_s": ("vllm:request_time_per_output_token_seconds",),
+    # vLLM ≥ 0.11 splits per-request TPOT from per-token ITL; before, time_per_output_token was per token
+    "itl_mean_s": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
+                   "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+    "e2el_mean_s": ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds"),
+}
+"""The engines' latency histograms, first name found wins, by the figure of `server_metrics.latency` they give."""
 
 
-def _latency(w: ServerWindow, *, ttft: tuple[str, ...], tpot: tuple[str, ...], itl: tuple[str, ...],
-             e2el: tuple[str, ...]) -> dict[str, Any]:
-    """What the server says its latency was over the window: a client that disagrees with it is measuring itself
-    (send, parse, event-loop stalls), a run that agrees with it and still differs from another run saw a different
-    server. Means only: Prometheus histograms keep buckets, and the scraper keeps only their sum and count."""
-    return {
-        "ttft_mean_s": _mean_of(w, *ttft),
-        "tpot_mean_s": _mean_of(w, *tpot),
-        "itl_mean_s": _mean_of(w, *itl),
-        "e2el_mean_s": _mean_of(w, *e2el),
-        "requests": w.counter(f"{ttft[0]}_count") if ttft else None,
-    }
+def latency_from_totals(totals: dict[str, tuple[float, float]], prefix: str = "") -> dict[str, Any]:
+    """`server_metrics.latency` from each histogram's (sum, count) over a window: the server's own mean TTFT, TPOT,
+    ITL and E2EL. A client that disagrees with it is measuring itself (send, parse, event-loop stalls); two runs
+    that agree with it and still differ saw a different server. Means only: the scraper keeps sum and count, not
+    buckets."""
+    out: dict[str, Any] = {}
+    requests = None
+    for key, names in LATENCY_HISTOGRAMS.items():
+        out[key] = None
+        for name in names:
+            total, count = totals.get(name, (None, None))
+            if name.startswith(prefix) and total is not None and count:
+                out[key] = total / count
+                if key == "ttft_mean_s":
+                    requests = count
+                break
+    out["requests"] = requests
+    return out
+
+
+def _latency(w: ServerWindow, prefix: str) -> dict[str, Any]:
+    totals: dict[str, tuple[float, float]] = {}
+    for names in LATENCY_HISTOGRAMS.values():
+        for name in names:
+            total, count = w.counter(f"{name}_sum"), w.counter(f"{name}_count")
+            if total is not None and count is not None:
+                totals[name] = (total, count)
+    return latency_from_totals(totals, prefix)
 
 
 def _vllm(w: ServerWindow) -> dict[str, Any]:
@@ -196,11 +213,7 @@ def _vllm(w: ServerWindow) -> dict[str, Any]:
             "cpu_usage_max": _frac(w.gauge_max("vllm:cpu_kv_cache_usage_perc", "vllm:cpu_cache_usage_perc")),
         },
         "cache": {"gpu_hit_rate": gpu_rate, "cpu_hit_rate": ext_rate, "overall_hit_rate": overall},
-        # vLLM ≥ 0.11: per-request TPOT and per-token ITL histograms; before, time_per_output_token was per token
-        "latency": _latency(w, ttft=("vllm:time_to_first_token_seconds",),
-                            tpot=("vllm:request_time_per_output_token_seconds",),
-                            itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-                            e2el=("vllm:e2e_request_latency_seconds",)),
+        "latency": _latency(w, "vllm:"),
         "tokens": {
             "prompt_total": w.counter("vllm:prompt_tokens_total"),
             "generation_total": w.counter("vllm:generation_tokens_total"),
@@ -243,9 +256,7 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
             "cpu_hit_rate": _ratio(host, prompt),
             "overall_hit_rate": overall,
         },
-        "latency": _latency(w, ttft=("sglang:time_to_first_token_seconds",), tpot=(),
-                            itl=("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
-                            e2el=("sglang:e2e_request_latency_seconds",)),
+        "latency": _latency(w, "sglang:"),
         "tokens": {
             "prompt_total": prompt,
             "generation_total": gen,

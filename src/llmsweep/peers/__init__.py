@@ -18,6 +18,7 @@ from llmsweep.peers.aiperf import (
     import_aiperf_dir,
     read_aiperf_figures,
     read_aiperf_records,
+    read_aiperf_server_latency,
     run_aiperf,
     write_aiperf_dataset,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "import_aiperf_dir",
     "read_aiperf_figures",
     "read_aiperf_records",
+    "read_aiperf_server_latency",
     "run_aiperf",
     "write_aiperf_dataset",
 ]

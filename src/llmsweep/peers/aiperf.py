@@ -10,7 +10,8 @@ Three pieces, each usable on its own:
 * `read_aiperf_records` maps `profile_export.jsonl` onto `RequestRecord` (absolute unix times from
   `request_start_ns`, the first token at start + TTFT, one chunk time per inter-chunk gap, server usage, errors by
   class), so `metrics.summarise` computes both clients' figures with one set of definitions;
-  `read_aiperf_figures` reads what aiperf itself reports (`profile_export_aiperf.json`), converted to seconds.
+  `read_aiperf_figures` reads what aiperf itself reports (`profile_export_aiperf.json`), converted to seconds, and
+  `read_aiperf_server_latency` what the server reported over aiperf's run (`server_metrics_export.json`).
 
 aiperf's names differ from ours: its `inter_token_latency` is a per-request mean gap after the first token — our
 TPOT — and its `inter_chunk_latency` is our ITL; its `request_latency` ends at the end of the stream, ours (E2EL) at
@@ -33,10 +34,12 @@ from llmsweep.client.config import Endpoint
 from llmsweep.client.records import RECORDS_FILE, RequestRecord
 from llmsweep.errors import ConfigError, DatasetError, EndpointError, LaunchError
 from llmsweep.execute.process import start_process
+from llmsweep.metrics.server import latency_from_totals
 from llmsweep.workload.fixed import FixedLengthWorkload
 
 RECORDS_EXPORT = "profile_export.jsonl"
 FIGURES_EXPORT = "profile_export_aiperf.json"
+SERVER_EXPORT = "server_metrics_export.json"
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 """aiperf 0.13 treats a local tokenizer path as a hub repo id when these are set (HFValidationError)."""
 
@@ -281,6 +284,24 @@ def read_aiperf_figures(artifact_dir: Path) -> dict[str, Any]:
         "tokens": {"input_mean": stat("input_sequence_length", "avg"), "output_mean": stat("output_sequence_length", "avg")},
         "requests": {"successful": _int(stat("request_count", "avg")), "failed": errors},
     }
+
+
+def read_aiperf_server_latency(artifact_dir: Path) -> dict[str, Any] | None:
+    """The server's own latency over aiperf's profiling phase, from the `/metrics` aiperf scraped itself
+    (`server_metrics_export.json`), in the shape of our `server_metrics.latency`; None when it scraped none."""
+    try:
+        data = json.loads(_find(artifact_dir, SERVER_EXPORT).read_text())
+    except (DatasetError, ValueError):
+        return None
+    totals: dict[str, tuple[float, float]] = {}
+    for name, metric in (data.get("metrics") or {}).items():
+        if not isinstance(metric, dict) or metric.get("type") != "histogram":
+            continue
+        stats = [series.get("stats") or {} for series in metric.get("series") or ()]
+        if stats and all(isinstance(st.get("sum"), (int, float)) and isinstance(st.get("count"), (int, float))
+                         for st in stats):
+            totals[name] = (sum(st["sum"] for st in stats), sum(st["count"] for st in stats))
+    return latency_from_totals(totals) if totals else None
 
 
 def _find(artifact_dir: Path, name: str) -> Path:

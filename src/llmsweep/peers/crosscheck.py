@@ -30,6 +30,7 @@ from llmsweep.peers.aiperf import (
     aiperf_argv,
     import_aiperf_dir,
     read_aiperf_figures,
+    read_aiperf_server_latency,
     run_aiperf,
     write_aiperf_dataset,
 )
@@ -79,8 +80,12 @@ class ClientRun:
     repeat: int
     seed: int
     out_dir: str
+    """Relative to the cross-check directory."""
     summary: dict[str, Any] | None = None
     own: dict[str, Any] | None = None
+    server: dict[str, Any] | None = None
+    """The server's own latency over the run (`server_metrics.latency`), for llmsweep's runs from its scrapes, for
+    aiperf's from the scrapes aiperf made."""
     cpu_s: float | None = None
     wall_s: float | None = None
     error: str | None = None
@@ -92,22 +97,24 @@ class ClientRun:
 
 @dataclass(frozen=True, slots=True)
 class Figure:
-    """A compared figure: where it sits in our summary and in aiperf's own figures, and its display scale."""
+    """A compared figure: where it sits in our summary, in aiperf's own figures and in the server's latency block
+    (means only), and its display scale."""
 
     label: str
     unit: str
     ours: tuple[str, ...]
     theirs: tuple[str, ...]
     scale: float = 1.0
+    server: str | None = None
 
 
 FIGURES: tuple[Figure, ...] = (
     Figure("TTFT p50", "ms", ("latency", "ttft", "p50"), ("latency", "ttft", "p50"), 1e3),
-    Figure("TTFT mean", "ms", ("latency", "ttft", "mean"), ("latency", "ttft", "mean"), 1e3),
+    Figure("TTFT mean", "ms", ("latency", "ttft", "mean"), ("latency", "ttft", "mean"), 1e3, "ttft_mean_s"),
     Figure("TPOT p50", "ms", ("latency", "tpot", "p50"), ("latency", "tpot", "p50"), 1e3),
-    Figure("TPOT mean", "ms", ("latency", "tpot", "mean"), ("latency", "tpot", "mean"), 1e3),
-    Figure("ITL mean", "ms", ("latency", "itl", "mean"), ("latency", "itl", "mean"), 1e3),
-    Figure("E2EL p50", "ms", ("latency", "e2el", "p50"), ("latency", "e2el", "p50"), 1e3),
+    Figure("TPOT mean", "ms", ("latency", "tpot", "mean"), ("latency", "tpot", "mean"), 1e3, "tpot_mean_s"),
+    Figure("ITL mean", "ms", ("latency", "itl", "mean"), ("latency", "itl", "mean"), 1e3, "itl_mean_s"),
+    Figure("E2EL mean", "ms", ("latency", "e2el", "mean"), ("latency", "e2el", "mean"), 1e3, "e2el_mean_s"),
     Figure("output tok/s", "tok/s", ("throughput", "output_tps"), ("throughput", "output_tps")),
     Figure("requests/s", "req/s", ("throughput", "request_rps"), ("throughput", "request_rps")),
 )
@@ -128,6 +135,12 @@ class Row:
     measurement_pct: float | None
     band_pct: float | None
     verdict: str
+    server_llmsweep: float | None = None
+    """The server's own figure during llmsweep's runs (means only), and during aiperf's."""
+    server_aiperf: float | None = None
+    server_pct: float | None = None
+    """How much the server itself differed between the two clients' runs: the part of `measurement_pct` that is
+    not the clients'."""
 
 
 @dataclass(slots=True)
@@ -151,22 +164,22 @@ def _workload(cfg: CrossCheckConfig, concurrency: int, seed: int) -> FixedLength
     ))
 
 
-def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun) -> None:
+def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
     workload = _workload(cfg, run.concurrency, run.seed)
     options = RunOptions(
         concurrency=run.concurrency, num_requests=cfg.prompts(run.concurrency),
         warmup_requests=cfg.warmups(run.concurrency), timeout_s=cfg.timeout_s, seed=run.seed, gpus=cfg.gpus,
     )
-    result = run_benchmark(workload, cfg.endpoint, options, Path(run.out_dir), provenance={"kind": "crosscheck"})
+    result = run_benchmark(workload, cfg.endpoint, options, out, provenance={"kind": "crosscheck"})
     run.summary = result.summary
+    run.server = (result.summary.get("server_metrics") or {}).get("latency")
     run.cpu_s = result.summary["client_health"]["cpu_s_total"]
     prov = result.summary.get("provenance") or {}
     if prov.get("started_at") and prov.get("finished_at"):
         run.wall_s = prov["finished_at"] - prov["started_at"]
 
 
-def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun) -> None:
-    out = Path(run.out_dir)
+def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
     workload = _workload(cfg, run.concurrency, run.seed)
     dataset = out / "dataset.jsonl"
     max_tokens = write_aiperf_dataset(workload, dataset, send_ignore_eos=cfg.endpoint.send_ignore_eos)
@@ -188,6 +201,7 @@ def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun) -> None:
             provenance={"command": aiperf_argv(spec), "returncode": outcome.returncode, "cpu_s": outcome.cpu_s},
         )
         run.own = read_aiperf_figures(spec.artifact_dir)
+        run.server = read_aiperf_server_latency(spec.artifact_dir)
     except DatasetError as exc:
         run.error = (run.error + "; " if run.error else "") + exc.message
 
@@ -201,38 +215,58 @@ def run_crosscheck(cfg: CrossCheckConfig, out: Path, *, on_run: Any = None) -> C
         for concurrency in cfg.concurrencies:
             for client in ("llmsweep", "aiperf"):
                 run = ClientRun(client=client, concurrency=concurrency, repeat=repeat, seed=cfg.seed + position,
-                                out_dir=str(out / f"c{concurrency}" / f"{client}-{repeat}"))
+                                out_dir=f"c{concurrency}/{client}-{repeat}")
                 position += 1
-                Path(run.out_dir).mkdir(parents=True, exist_ok=True)
+                (out / run.out_dir).mkdir(parents=True, exist_ok=True)
                 try:
-                    (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run)
+                    (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run, out / run.out_dir)
                 except KeyboardInterrupt:
                     run.error = "interrupted"
                     check.runs.append(run)
-                    _write(check, out)
+                    write_crosscheck(check, out)
                     raise
                 except Exception as exc:  # a failed run is a row with its reason, never a lost cross-check
                     log.exception("%s at concurrency %d failed", client, concurrency)
                     run.error = f"{type(exc).__name__}: {exc}"
                 check.runs.append(run)
-                _write(check, out)  # after every run: a cross-check stopped half way keeps its table
+                write_crosscheck(check, out)  # after every run: a cross-check stopped half way keeps its table
                 if on_run is not None:
                     on_run(run)
     return check
 
 
-def load_crosscheck(out: Path) -> CrossCheck:
-    """A cross-check directory read back, rows and levels recomputed from its runs (e.g. after a change of bands)."""
+def load_crosscheck(out: Path, *, resummarise: bool = False) -> CrossCheck:
+    """A cross-check directory read back, rows and levels recomputed from its runs. With `resummarise`, every run's
+    summary is first recomputed from its raw files (records, scrapes, aiperf's exports), as after a change of the
+    metric definitions; that needs the runs' whole `records.jsonl`, not a slice of it."""
     path = out / RESULT_FILE
     if not path.exists():
         raise DatasetError(f"{out} holds no {RESULT_FILE}", fix="point at the --out of `llmsweep peer crosscheck`")
     data = json.loads(path.read_text())
-    check = CrossCheck(config=data["config"], runs=[ClientRun(**r) for r in data["runs"]])
+    runs = [ClientRun(**r) for r in data["runs"]]
+    for run in runs:
+        if Path(run.out_dir).is_absolute():  # written before out_dir was relative: the layout is the same
+            run.out_dir = f"c{run.concurrency}/{run.client}-{run.repeat}"
+        if resummarise and run.summary is not None:
+            _resummarise(run, out / run.out_dir)
+    check = CrossCheck(config=data["config"], runs=runs)
     check.rows, check.levels = compare(check.runs), levels(check.runs)
     return check
 
 
-def _write(check: CrossCheck, out: Path) -> None:
+def _resummarise(run: ClientRun, folder: Path) -> None:
+    from llmsweep.client.runner import summarise_dir
+
+    run.summary = summarise_dir(folder)
+    if run.client == "llmsweep":
+        run.server = (run.summary.get("server_metrics") or {}).get("latency")
+    else:
+        run.own = read_aiperf_figures(folder / "artifacts")
+        run.server = read_aiperf_server_latency(folder / "artifacts")
+
+
+def write_crosscheck(check: CrossCheck, out: Path) -> None:
+    """Recompute the rows and levels from the runs and write `crosscheck.json` and `crosscheck.md`."""
     check.rows = compare(check.runs)
     check.levels = levels(check.runs)
     (out / RESULT_FILE).write_text(json.dumps(check.to_dict(), indent=2, allow_nan=False))
@@ -272,10 +306,13 @@ def compare(runs: list[ClientRun]) -> list[Row]:
             band = between_run_band(a, b_ours)
             band_pct = None if band is None or not llm else 100.0 * band.half_width / abs(llm)
             measurement = _pct(mine, llm)
+            srv_a = _mean([_scaled(_get(r.server, (fig.server,)), fig.scale) for r in ours]) if fig.server else None
+            srv_b = _mean([_scaled(_get(r.server, (fig.server,)), fig.scale) for r in theirs]) if fig.server else None
             rows.append(Row(
                 concurrency=concurrency, figure=fig.label, unit=fig.unit, llmsweep=llm, aiperf_own=own,
                 aiperf_ours=mine, difference_pct=_pct(own, llm), definition_pct=_pct(own, mine),
                 measurement_pct=measurement, band_pct=band_pct, verdict=_verdict(measurement, band_pct),
+                server_llmsweep=srv_a, server_aiperf=srv_b, server_pct=_pct(srv_b, srv_a),
             ))
     return rows
 
@@ -321,6 +358,10 @@ def _f(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
+def _d(client: float | None, server: float | None) -> str:
+    return "—" if client is None or server is None else f"{client - server:+,.2f}"
+
+
 def _p(value: float | None) -> str:
     return "—" if value is None else f"{value:+.1f} %"
 
@@ -340,6 +381,9 @@ How the two clients define what they report (aiperf 0.13 names in brackets; read
   figure against that; *measurement* = that against llmsweep's client. *Band* is the between-run 95 % band on the
   measurement difference from both clients' repeats (pooled run-to-run variance, Student t), as a share of
   llmsweep's value: inside it the clients *agree*, outside it they *differ*.
+- *Server Δ* is how much the server's own figure (its latency histograms, Δsum / Δcount over each run) differed
+  between aiperf's runs and llmsweep's: the part of a measurement difference the server, not the clients, made.
+  "client − server" is what a client adds to the engine's own figure (HTTP, tokenisation, streaming, its loop).
 """
 
 
@@ -352,15 +396,25 @@ def markdown(check: CrossCheck) -> str:
         f"prompts as a single_turn dataset), {cfg['repeats']} run(s) of each client per level, alternating.",
         "",
         "| conc | figure | llmsweep | aiperf (own) | aiperf (our definitions) | difference | definition | "
-        "measurement | 95 % band | verdict |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "measurement | 95 % band | verdict | server Δ |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in check.rows:
         lines.append(
             f"| {r.concurrency} | {r.figure} ({r.unit}) | {_f(r.llmsweep)} | {_f(r.aiperf_own)} | {_f(r.aiperf_ours)} "
             f"| {_p(r.difference_pct)} | {_p(r.definition_pct)} | {_p(r.measurement_pct)} | "
-            f"{'—' if r.band_pct is None else f'±{r.band_pct:.1f} %'} | {r.verdict} |"
+            f"{'—' if r.band_pct is None else f'±{r.band_pct:.1f} %'} | {r.verdict} | {_p(r.server_pct)} |"
         )
+    served = [r for r in check.rows if r.server_llmsweep is not None or r.server_aiperf is not None]
+    if served:
+        lines += ["", "What the server itself measured (its latency histograms over each run, means):", "",
+                  "| conc | figure | server, llmsweep's runs | server, aiperf's runs | server Δ | "
+                  "llmsweep − server | aiperf − server |", "|---:|---|---:|---:|---:|---:|---:|"]
+        for r in served:
+            lines.append(
+                f"| {r.concurrency} | {r.figure} ({r.unit}) | {_f(r.server_llmsweep)} | {_f(r.server_aiperf)} | "
+                f"{_p(r.server_pct)} | {_d(r.llmsweep, r.server_llmsweep)} | {_d(r.aiperf_ours, r.server_aiperf)} |"
+            )
     lines += ["", "| conc | client | requests ok / failed | OSL mismatches | ISL mean (server) | OSL mean | "
               "prefix-cache hits | client CPU-s | wall s | send lag p50 ms | errors |",
               "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]

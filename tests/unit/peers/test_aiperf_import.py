@@ -20,6 +20,7 @@ from llmsweep.peers import (
     import_aiperf_dir,
     read_aiperf_figures,
     read_aiperf_records,
+    read_aiperf_server_latency,
     write_aiperf_dataset,
 )
 from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
@@ -123,3 +124,16 @@ def test_the_command_sends_what_llmsweep_sends() -> None:
     opts = {a: argv[i + 1] for i, a in enumerate(argv) if a.startswith("--") and i + 1 < len(argv)}
     assert (opts["--concurrency"], opts["--request-count"], opts["--warmup-request-count"]) == ("8", "32", "16")
     assert opts["--dataset-sampling-strategy"] == "sequential" and opts["--custom-dataset-type"] == "single_turn"
+
+
+def test_the_servers_own_latency_over_aiperfs_run_comes_from_the_scrapes_aiperf_made() -> None:
+    """A real export: aiperf against vLLM 0.26.0 on the H200, 16 measured requests at concurrency 1."""
+    vllm = DATA / "vllm-h200"
+    lat = read_aiperf_server_latency(vllm)
+    assert lat is not None and lat["requests"] == 16  # the profiling phase, not the warm-ups
+    hist = json.loads((vllm / "server_metrics_export.json").read_text())["metrics"]
+    ttft = hist["vllm:time_to_first_token_seconds"]["series"][0]["stats"]
+    assert lat["ttft_mean_s"] == pytest.approx(ttft["sum"] / ttft["count"])
+    assert lat["tpot_mean_s"] == pytest.approx(hist["vllm:request_time_per_output_token_seconds"]["series"][0]["stats"]["avg"])
+    assert lat["itl_mean_s"] == pytest.approx(lat["tpot_mean_s"], rel=0.05)  # one token per step at concurrency 1
+    assert read_aiperf_server_latency(OK) is None  # the simulator's run: no latency histograms scraped

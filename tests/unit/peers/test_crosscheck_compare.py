@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from llmsweep.peers.crosscheck import ClientRun, CrossCheck, _write, compare, levels, load_crosscheck, markdown
+from llmsweep.peers.crosscheck import ClientRun, CrossCheck, compare, levels, load_crosscheck, markdown, write_crosscheck
 
 
 def summary(ttft_p50: float, tpot_p50: float, output_tps: float, *, ok: int = 32) -> dict[str, Any]:
@@ -54,6 +54,21 @@ def test_a_difference_in_definitions_is_not_a_difference_in_measurement() -> Non
     assert row(rows, "TTFT mean").verdict == "not measured"  # no client reported it
 
 
+def test_the_servers_own_figures_show_how_much_of_a_gap_the_server_made() -> None:
+    def srv(tpot: float) -> dict[str, Any]:
+        return {"ttft_mean_s": None, "tpot_mean_s": tpot, "itl_mean_s": None, "e2el_mean_s": None}
+
+    runs = [run("llmsweep", r, summary(0.05, 0.0020, 2000), server=srv(0.0020)) for r in range(2)]
+    runs += [run("aiperf", r, summary(0.05, 0.0022, 1900), own(0.05, 0.0022, 1900), server=srv(0.00218))
+             for r in range(2)]
+    for r in runs:
+        r.summary["latency"]["tpot"]["mean"] = r.summary["latency"]["tpot"]["p50"]  # type: ignore[index]
+    tpot = row(compare(runs), "TPOT mean")
+    assert tpot.measurement_pct == pytest.approx(10.0) and tpot.server_pct == pytest.approx(9.0)
+    assert (tpot.server_llmsweep, tpot.server_aiperf) == (pytest.approx(2.0), pytest.approx(2.18))
+    assert row(compare(runs), "TTFT p50").server_pct is None  # the server keeps means only
+
+
 def test_a_gap_the_repeats_cannot_explain_is_a_disagreement() -> None:
     runs = [run("llmsweep", r, summary(0.050 + 0.0002 * r, 0.0030, 2000 + r)) for r in range(3)]
     runs += [run("aiperf", r, summary(0.080 + 0.0002 * r, 0.0030, 2000 - r), own(0.080, 0.0030, 2000)) for r in range(3)]
@@ -72,7 +87,7 @@ def test_one_run_each_has_no_band_and_a_failed_run_is_left_out_but_reported(tmp_
     assert lv["aiperf"]["errors"] == ["aiperf exited 1 (see aiperf.log)"]
     check = CrossCheck(config={"endpoint": {"base_url": "http://h", "model": "m"}, "isl": 1024, "osl": 256,
                                "repeats": 2}, runs=runs)
-    _write(check, tmp_path)
+    write_crosscheck(check, tmp_path)
     again = load_crosscheck(tmp_path)
     assert again.rows == check.rows and again.levels == check.levels  # the table is recomputed from the runs
     text = (tmp_path / "crosscheck.md").read_text()
