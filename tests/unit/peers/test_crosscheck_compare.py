@@ -92,3 +92,11 @@ def test_one_run_each_has_no_band_and_a_failed_run_is_left_out_but_reported(tmp_
     assert again.rows == check.rows and again.levels == check.levels  # the table is recomputed from the runs
     text = (tmp_path / "crosscheck.md").read_text()
     assert text == markdown(again) and "aiperf exited 1" in text and "| 8 | TTFT p50 (ms) | 50.00 |" in text
+
+
+def test_the_committed_h200_cross_check_is_its_own_table() -> None:
+    """examples/results/h200-crosscheck-vllm-0.26.0: the table in the repository is what its runs give today."""
+    evidence = Path(__file__).resolve().parents[3] / "examples" / "results" / "h200-crosscheck-vllm-0.26.0"
+    check = load_crosscheck(evidence)
+    assert len(check.runs) == 24 and [r.client for r in check.runs if r.error] == ["aiperf"]  # cut by the deadline
+    assert markdown(check) == (evidence / "crosscheck.md").read_text()
