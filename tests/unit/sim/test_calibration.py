@@ -111,7 +111,7 @@ def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Pa
     assert saved["saved"] == [str(user_catalog / "sim_calibration.yaml")]
     stored = find_calibration("vllm", "h200", "dense-tiny")
     assert stored is not None and stored[0] == "vllm-h200-dense-tiny"
-    assert stored[1].provenance.run_id == "run-20261129T210302Z-e8ae4c"
+    assert stored[1].provenance.run_id == json.loads((run / "run.json").read_text())["run_id"]  # the run fitted
     assert stored[1].provenance.jobs == 2 and stored[1].provenance.gpu == "NVIDIA H200"
     fitted = saved["calibrations"][0]["efficiency"]
     assert set(fitted) == {"mem", "frontend_s"}  # only the factors asked for are stored
@@ -136,7 +136,7 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "dense-tiny"}
     assert fit["error_after"] < fit["error_before"]
-    assert fit["error_after"] < 0.25  # measured on this run: 26.9 % -> 12.5 %
+    assert fit["error_after"] < 0.25  # measured on this run: 36.4 % -> 11.0 %
     labels = {p["label"] for p in fit["points"]}
     assert {"fixed 1024/256 c1", "fixed 1024/256 c128", "agentic c16"} <= labels
     # the Qwen3-Next MTP points are not silently folded in: each is skipped with its reason
