@@ -309,12 +309,15 @@ def _find(artifact_dir: Path, name: str) -> Path:
     direct = artifact_dir / name
     if direct.exists():
         return direct
-    found = sorted(p for p in artifact_dir.rglob(name) if "phases" not in p.parts)
+    found = sorted(p for p in artifact_dir.rglob(name) if "phases" not in p.relative_to(artifact_dir).parts)
     if not found:
         raise DatasetError(
             f"{artifact_dir} holds no aiperf {name}",
             fix="point at an aiperf --artifact-dir (aiperf writes it when a run completes)",
         )
+    if len(found) > 1:
+        listed = ", ".join(str(p.parent) for p in found[:4]) + (", ..." if len(found) > 4 else "")
+        raise DatasetError(f"{artifact_dir} holds {len(found)} aiperf runs ({listed})", fix="point at one of them")
     return found[0]
 
 

@@ -137,3 +137,14 @@ def test_the_servers_own_latency_over_aiperfs_run_comes_from_the_scrapes_aiperf_
     assert lat["tpot_mean_s"] == pytest.approx(hist["vllm:request_time_per_output_token_seconds"]["series"][0]["stats"]["avg"])
     assert lat["itl_mean_s"] == pytest.approx(lat["tpot_mean_s"], rel=0.05)  # one token per step at concurrency 1
     assert read_aiperf_server_latency(OK) is None  # the simulator's run: no latency histograms scraped
+
+
+def test_a_folder_of_several_aiperf_runs_is_refused_not_guessed(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="holds 2 aiperf runs"):
+        list(read_aiperf_records(DATA))  # ok/ and failed/ both hold an export
+    from click.testing import CliRunner
+
+    from llmsweep.cli.peer import peer
+
+    assert CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "a"), "--warmups", "4"]).exit_code == 0
+    assert CliRunner().invoke(peer, ["import", str(FAILED), "--out", str(tmp_path / "b")]).exit_code == 1  # invalid
