@@ -59,6 +59,11 @@ class GateConfig(BaseModel):
     planned_duration_s: float | None = Field(default=None, description="Nominal profile window (duration runs).")
     require_metrics_prefix: str | None = Field(default=None, description="A server metric must start with this.")
     fail_on_saturated_client: bool = Field(default=False, description="Saturated client → invalid (else warning).")
+    min_cache_ratio: float = Field(
+        default=0.5, ge=0, le=1,
+        description="Warn when the server's observed prefix-cache hit rate is below this share of the hit rate the"
+        " workload makes possible (a reusable share of at least 20 %): prefix caching off or evicting.",
+    )
 
     @classmethod
     def for_kind(cls, kind: Literal["fixed", "agentic", "replay"], **kw: Any) -> GateConfig:
@@ -149,6 +154,20 @@ def _coverage_reason(coverage: float, gates: GateConfig, detail: dict[str, Any] 
     return f"{head}: {why}"
 
 
+def _cache_warning(cache: dict[str, Any], gates: GateConfig) -> str | None:
+    """The engine reused far less of the prompts than the workload makes reusable: the result measures another
+    setting than planned (seen on the H200: vLLM turns prefix caching off for a hybrid Qwen3-Next, 0.00 observed
+    where an agentic replay makes 0.91-0.95 reusable). Not invalid: a run without reuse is still a measurement."""
+    theoretical, observed = cache.get("theoretical_hit_rate"), cache.get("observed_hit_rate")
+    if theoretical is None or observed is None or theoretical < 0.2:
+        return None
+    if observed >= gates.min_cache_ratio * theoretical:
+        return None
+    return (f"the server read {observed:.0%} of the prompt tokens from its prefix cache where the workload makes "
+            f"{theoretical:.0%} reusable: prefix caching off (vLLM disables it for hybrid models unless asked), "
+            f"a cache too small for the working set, or a server that does not report cached tokens per request")
+
+
 def evaluate(
     gates: GateConfig,
     *,
@@ -159,6 +178,7 @@ def evaluate(
     client_health: dict[str, Any],
     stop_reason: str | None,
     coverage_detail: dict[str, Any] | None = None,
+    cache: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Apply the gates; returns `{verdict, reasons, warnings, gates, coverage}` (coverage: `window_coverage`'s
     figures, or None)."""
@@ -184,6 +204,8 @@ def evaluate(
     if client_health.get("saturated"):
         msg = "client saturated: " + "; ".join(client_health.get("saturation_reasons", []))
         (reasons if gates.fail_on_saturated_client else warnings).append(msg)
+    if (note := _cache_warning(cache or {}, gates)) is not None:
+        warnings.append(note)
     if client_health.get("fd_limit", {}).get("capped"):
         warnings.append("open-file limit below the connections the run needed (see client_health.fd_limit)")
     window = gates.planned_duration_s if gates.planned_duration_s is not None else profile_duration_s

@@ -348,8 +348,15 @@ def summarise(
         server_metrics, start=window_start, end=window_end, require_prefix=gates.require_metrics_prefix
     )
     health = _client_health(acc, client)
+    cache = {
+        "theoretical_hit_rate": _rate(acc.theo_cached, acc.theo_input),
+        "observed_hit_rate": _rate(acc.cached, acc.cached_prompt),
+        "theoretical_cached_tokens": acc.theo_cached,
+        "observed_cached_tokens": acc.cached,
+    }
     validity = evaluate(
         gates,
+        cache=cache,
         requests=requests,
         coverage=coverage,
         profile_duration_s=duration,
@@ -378,12 +385,7 @@ def summarise(
         },
         "throughput": tput,
         "qps": _qps(acc.ends.numpy()),
-        "cache": {
-            "theoretical_hit_rate": _rate(acc.theo_cached, acc.theo_input),
-            "observed_hit_rate": _rate(acc.cached, acc.cached_prompt),
-            "theoretical_cached_tokens": acc.theo_cached,
-            "observed_cached_tokens": acc.cached,
-        },
+        "cache": cache,
         "server_metrics": server,
         "client_health": health,
         "coverage": coverage,

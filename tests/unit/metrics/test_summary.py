@@ -126,3 +126,28 @@ def test_summary_has_the_contract_keys() -> None:
     assert set(s["latency"]) == {"ttft", "tpot", "itl", "e2el"}
     assert s["source"] == "measured" and s["provenance"]["seed"] == 7
     json.dumps(s, allow_nan=False)
+
+
+def test_a_server_that_reuses_far_less_than_the_workload_allows_is_warned_about_not_failed() -> None:
+    hybrid = [rec(i, sent=i * 0.2, theoretical_cached_tokens=90, cached_tokens=0) for i in range(10)]
+    s = summarise(hybrid, gpus=1)
+    assert s["cache"]["theoretical_hit_rate"] == pytest.approx(0.9) and s["cache"]["observed_hit_rate"] == 0.0
+    assert any("prefix cache" in w and "90%" in w for w in s["validity"]["warnings"])
+    assert s["validity"]["verdict"] == "smoke"  # still a measurement, of another setting
+    reusing = [rec(i, sent=i * 0.2, theoretical_cached_tokens=90, cached_tokens=80) for i in range(10)]
+    unplanned = [rec(i, sent=i * 0.2, theoretical_cached_tokens=0, cached_tokens=0) for i in range(10)]
+    for records in (reusing, unplanned):
+        assert not any("prefix cache" in w for w in summarise(records, gpus=1)["validity"]["warnings"])
+    strict = summarise(hybrid[:], gpus=1, gates=GateConfig(min_cache_ratio=0.0))
+    assert not any("prefix cache" in w for w in strict["validity"]["warnings"])
+
+
+def test_the_h200_hybrid_model_runs_would_have_been_warned_about() -> None:
+    """The committed Qwen3-Next summaries: vLLM turned prefix caching off; their cache blocks now raise the warning."""
+    from llmsweep.metrics.gates import _cache_warning
+
+    root = Path(__file__).resolve().parents[3] / "examples" / "results" / "h200-vllm-0.26.0"
+    hybrid = [json.loads(p.read_text())["cache"] for p in (root / "qwen3next" / "jobs").glob("*/summary.json")]
+    dense = [json.loads(p.read_text())["cache"] for p in (root / "llama" / "jobs").glob("*kvnone*/summary.json")]
+    assert hybrid and all(_cache_warning(c, GateConfig()) for c in hybrid)
+    assert dense and not any(_cache_warning(c, GateConfig()) for c in dense)
