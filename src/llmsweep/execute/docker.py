@@ -116,4 +116,5 @@ class DockerLauncher:
             run_command([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s, check=False,
                         fix="check the docker daemon")
 
-        return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container)
+        return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container,
+                                   cleanup=(self.options.docker, "rm", "-f", name))

@@ -75,12 +75,16 @@ class ProcessServerHandle:
         job_id: str | None = None,
         before_stop: Callable[[float], None] | None = None,
         after_stop: Callable[[], None] | None = None,
+        cleanup: Sequence[str] = (),
     ) -> None:
         self.spec = spec
         self.process = process
         self.log_path = process.log_path
         self.scrubber = scrubber
         self.command = tuple(command)
+        self.cleanup = tuple(cleanup)
+        """A command that removes what outlives the process tree (a container): a later `--resume` runs it when this
+        run was killed before it could stop the server itself."""
         self._job_id = job_id
         self._before_stop = before_stop
         self._after_stop = after_stop

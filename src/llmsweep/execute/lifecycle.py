@@ -296,12 +296,7 @@ class _Server:
         self.event(f"launching {spec.engine} server for {len(self.group.jobs)} job(s) on port {spec.port}")
         handle = self.launcher.launch(spec, log_path=log_path)
         self.handle = handle
-        if handle.pid is not None:
-            from llmsweep.execute.process import read_proc
-
-            info = read_proc(handle.pid)
-            art.write_json(self.dir / art.PID_FILE, {"pid": handle.pid, "argv0": os.path.basename(spec.argv[0]),
-                                                     "start_ticks": info.start_ticks if info else None})
+        write_pid_file(self.dir / art.PID_FILE, handle, spec)
         try:
             ready = wait_ready(handle, timeout_s=self.settings.startup_timeout_s, poll_s=0.25)
         except BaseException:
@@ -445,8 +440,24 @@ def run_group(
     return outcomes
 
 
+def write_pid_file(path: Path, handle: ServerHandle, spec: LaunchSpec) -> None:
+    """What a later `--resume` needs to stop this server if this run dies without stopping it: the pid, the program
+    running under it (docker, srun or the engine itself) and its start time, and the handle's cleanup command."""
+    if handle.pid is None:
+        return
+    from llmsweep.execute.process import read_proc
+
+    info = read_proc(handle.pid)
+    command = getattr(handle, "command", None) or spec.argv
+    art.write_json(path, {"pid": handle.pid, "argv0": os.path.basename(command[0]),
+                          "start_ticks": info.start_ticks if info else None,
+                          "cleanup": list(getattr(handle, "cleanup", ()) or ())})
+
+
 def stop_stale_servers(run_dir: Path, event: Event = _quiet) -> list[int]:
-    """Stop servers a killed run left behind (their pid files survive a SIGKILL of the run), before resuming."""
+    """Stop servers a killed run left behind (their pid files survive a SIGKILL of the run), before resuming; then
+    run each one's recorded cleanup (`docker rm -f NAME`: a container outlives the docker CLI that started it)."""
+    from llmsweep.execute.commands import run_command
     from llmsweep.execute.process import stop_process_tree
 
     stopped: list[int] = []
@@ -457,6 +468,13 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet) -> list[int]:
             event(f"stopping server pid {pid} left running by an earlier, interrupted run")
             stop_process_tree(pid, pgid=pid, grace_s=5.0)
             stopped.append(pid)
+        cleanup = [str(a) for a in doc.get("cleanup") or ()]
+        if cleanup:
+            event(f"removing what the interrupted run's server left: {' '.join(cleanup)}")
+            try:
+                run_command(cleanup, timeout_s=60.0, check=False, fix=f"run `{' '.join(cleanup)}` by hand")
+            except LaunchError as exc:
+                event(f"could not run the cleanup ({exc.message}); run `{' '.join(cleanup)}` by hand")
         pid_file.unlink(missing_ok=True)
     return stopped
 

@@ -105,7 +105,7 @@ FAKE_DOCKER = """#!/bin/sh
 # Stands in for the docker CLI: records calls; `run` prints what the container would see, then serves.
 echo "$*" >> "{calls}"
 case "$1" in
-  run) echo "container sees HF_TOKEN=$HF_TOKEN"; exec python3 -m http.server --bind 127.0.0.1 "{port}" ;;
+  run) echo "container sees HF_TOKEN=$HF_TOKEN"; python3 -m http.server --bind 127.0.0.1 "{port}" ;;  # stays `docker`
   *) exit 0 ;;
 esac
 """
@@ -133,3 +133,34 @@ def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_
     name = flag_value(list(handle.command), "--name")[0]
     assert recorded[0].startswith("run --rm --network=host --name " + name)
     assert f"stop --time 3 {name}" in recorded and f"rm -f {name}" in recorded
+
+
+def test_a_resume_after_a_killed_run_stops_the_docker_cli_and_removes_its_container(tmp_path: Path) -> None:
+    """A SIGKILLed driver never runs its teardown, and killing the docker CLI leaves the container running: the pid
+    file names the CLI and `docker rm -f NAME`, and `stop_stale_servers` (what `--resume` runs first) does both."""
+    from llmsweep.execute.lifecycle import stop_stale_servers, write_pid_file
+    from llmsweep.execute.preflight import pick_free_port
+
+    port = pick_free_port()
+    calls = tmp_path / "calls"
+    docker = tmp_path / "docker"
+    docker.write_text(FAKE_DOCKER.format(calls=calls, port=port))
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    spec = SPEC.model_copy(update={"port": port, "health_path": "/"})
+    handle = DockerLauncher(DockerOptions(docker=str(docker), gpu_vendor="none")).launch(
+        spec, log_path=tmp_path / "server.log", environ=dict(os.environ))
+    name = flag_value(list(handle.command), "--name")[0]
+    assert handle.cleanup == (str(docker), "rm", "-f", name)
+    run_dir = tmp_path / "run"
+    pid_file = run_dir / "servers" / "g" / "server.pid"
+    pid_file.parent.mkdir(parents=True)
+    try:
+        wait_ready(handle, timeout_s=20, poll_s=0.1)
+        write_pid_file(pid_file, handle, spec)  # what the run wrote before it was killed
+        events: list[str] = []
+        assert stop_stale_servers(run_dir, events.append) == [handle.pid]
+    finally:
+        handle.process.stop(grace_s=1)
+    assert not handle.is_alive() and not pid_file.exists()
+    assert f"rm -f {name}" in calls.read_text().splitlines()
+    assert any("removing what the interrupted run's server left" in e for e in events)
