@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,7 +112,8 @@ esac
 """
 
 
-def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_path: Path) -> None:
+def launch_with_stand_in(tmp_path: Path, environ: dict[str, str]) -> tuple[Any, Path, LaunchSpec]:
+    """Launch SPEC through DockerLauncher with the docker stand-in; returns the handle, its calls file and the spec."""
     from llmsweep.execute.preflight import pick_free_port
 
     port = pick_free_port()
@@ -121,7 +123,11 @@ def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_
     docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
     spec = SPEC.model_copy(update={"port": port, "health_path": "/"})
     launcher = DockerLauncher(DockerOptions(docker=str(docker), gpu_vendor="none"))
-    handle = launcher.launch(spec, log_path=tmp_path / "server.log", environ={**os.environ, "HF_TOKEN": TOKEN})
+    return launcher.launch(spec, log_path=tmp_path / "server.log", environ=environ), calls, spec
+
+
+def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_path: Path) -> None:
+    handle, calls, _ = launch_with_stand_in(tmp_path, {**os.environ, "HF_TOKEN": TOKEN})
     try:
         wait_ready(handle, timeout_s=20, poll_s=0.1)
     finally:
@@ -139,18 +145,10 @@ def test_a_resume_after_a_killed_run_stops_the_docker_cli_and_removes_its_contai
     """A SIGKILLed driver never runs its teardown, and killing the docker CLI leaves the container running: the pid
     file names the CLI and `docker rm -f NAME`, and `stop_stale_servers` (what `--resume` runs first) does both."""
     from llmsweep.execute.lifecycle import stop_stale_servers, write_pid_file
-    from llmsweep.execute.preflight import pick_free_port
 
-    port = pick_free_port()
-    calls = tmp_path / "calls"
-    docker = tmp_path / "docker"
-    docker.write_text(FAKE_DOCKER.format(calls=calls, port=port))
-    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
-    spec = SPEC.model_copy(update={"port": port, "health_path": "/"})
-    handle = DockerLauncher(DockerOptions(docker=str(docker), gpu_vendor="none")).launch(
-        spec, log_path=tmp_path / "server.log", environ=dict(os.environ))
+    handle, calls, spec = launch_with_stand_in(tmp_path, dict(os.environ))
     name = flag_value(list(handle.command), "--name")[0]
-    assert handle.cleanup == (str(docker), "rm", "-f", name)
+    assert handle.cleanup == (str(tmp_path / "docker"), "rm", "-f", name)
     run_dir = tmp_path / "run"
     pid_file = run_dir / "servers" / "g" / "server.pid"
     pid_file.parent.mkdir(parents=True)
