@@ -3,8 +3,8 @@
 Three pieces, each usable on its own:
 
 * `write_aiperf_dataset` turns a fixed-length workload into aiperf's `single_turn` JSONL (`text`, `output_length`,
-  `extra`), warm-ups first: with `--dataset-sampling-strategy sequential` aiperf sends entry *i* as llmsweep would
-  send request *i* — the same text, `max_tokens` and `ignore_eos`.
+  `extra`), warm-ups first, from the very bodies llmsweep's transport would send: with
+  `--dataset-sampling-strategy sequential` aiperf sends entry *i* as llmsweep would send request *i*.
 * `aiperf_argv` / `run_aiperf` render and run `aiperf profile` against an `Endpoint`, in its own session so a timeout
   stops aiperf's whole process tree.
 * `read_aiperf_records` maps `profile_export.jsonl` onto `RequestRecord` (absolute unix times from
@@ -14,8 +14,7 @@ Three pieces, each usable on its own:
   `read_aiperf_server_latency` what the server reported over aiperf's run (`server_metrics_export.json`).
 
 aiperf's names differ from ours: its `inter_token_latency` is a per-request mean gap after the first token — our
-TPOT — and its `inter_chunk_latency` is our ITL; its `request_latency` ends at the end of the stream, ours (E2EL) at
-the last content chunk.
+TPOT —, its `inter_chunk_latency` is our ITL and its `request_latency` our E2EL (both end at the last content chunk).
 """
 
 from __future__ import annotations
@@ -30,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmsweep.client.config import Endpoint
-from llmsweep.client.records import RECORDS_FILE, RequestRecord
+from llmsweep.client.config import Endpoint, RunOptions
+from llmsweep.client.records import RECORDS_FILE, RecordWriter, RequestRecord
+from llmsweep.client.runner import RUN_FILE, summarise_dir
+from llmsweep.client.transport import build_body
 from llmsweep.errors import ConfigError, DatasetError, EndpointError, LaunchError
 from llmsweep.execute.process import start_process
 from llmsweep.metrics.server import latency_from_totals
@@ -42,6 +43,10 @@ FIGURES_EXPORT = "profile_export_aiperf.json"
 SERVER_EXPORT = "server_metrics_export.json"
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 """aiperf 0.13 treats a local tokenizer path as a hub repo id when these are set (HFValidationError)."""
+_OVERFLOW_PATTERNS = RunOptions().context_overflow_patterns
+"""The error texts our client calls a context overflow, applied to aiperf's errors too."""
+_BODY_FIELDS = ("model", "stream", "max_tokens", "messages", "stream_options")
+"""Body fields aiperf sets itself (it always asks for usage); everything else goes to a line's `extra`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +76,10 @@ class AiperfOutcome:
 
 
 # ---------------------------------------------------------------------------------------------------- dataset
-def write_aiperf_dataset(workload: FixedLengthWorkload, path: Path, *, send_ignore_eos: bool = True) -> list[int]:
-    """Write every request of `workload` (warm-ups first) as aiperf `single_turn` lines; return each `max_tokens`."""
+def write_aiperf_dataset(workload: FixedLengthWorkload, path: Path, endpoint: Endpoint) -> list[int]:
+    """Write every request of `workload` (warm-ups first) as aiperf `single_turn` lines, each from the body llmsweep
+    would send to `endpoint` (so `ignore_eos` and engine fields follow the endpoint's switches); return each
+    `max_tokens`."""
     cfg = workload.config
     if cfg.api != "chat":
         raise ConfigError(
@@ -86,19 +93,15 @@ def write_aiperf_dataset(workload: FixedLengthWorkload, path: Path, *, send_igno
     max_tokens: list[int] = []
     with path.open("w") as fh:
         for index in range(total):
-            spec = workload.request(index)
-            messages = spec.messages or ()
+            body = json.loads(build_body(workload.request(index), endpoint))
+            messages = body["messages"]
             if len(messages) != 1 or messages[0].get("role") != "user":
                 raise DatasetError(f"request {index} is not one user message", fix="use the fixed-length workload")
-            extra: dict[str, Any] = {}
-            if send_ignore_eos and spec.ignore_eos:
-                extra["ignore_eos"] = True
-            extra.update(spec.extra_body)
-            line: dict[str, Any] = {"text": messages[0]["content"], "output_length": spec.max_tokens}
-            if extra:
+            line: dict[str, Any] = {"text": messages[0]["content"], "output_length": body["max_tokens"]}
+            if extra := {k: v for k, v in body.items() if k not in _BODY_FIELDS}:
                 line["extra"] = extra
             fh.write(json.dumps(line, separators=(",", ":")) + "\n")
-            max_tokens.append(spec.max_tokens)
+            max_tokens.append(body["max_tokens"])
     return max_tokens
 
 
@@ -169,7 +172,7 @@ def _error_class(error: dict[str, Any], cancelled: bool) -> str:
         return "cancelled"
     code = error.get("code")
     text = f"{error.get('type') or ''} {error.get('message') or ''}".lower()
-    if "context length" in text or "maximum context" in text or "too many tokens" in text:
+    if any(p.lower() in text for p in _OVERFLOW_PATTERNS):
         return "context_overflow"
     if isinstance(code, int) and 400 <= code < 600:
         return "http"
@@ -198,11 +201,11 @@ def _record(line: dict[str, Any], workers: dict[str, int], max_tokens: Sequence[
         worker=workers.setdefault(str(meta.get("worker_id") or ""), len(workers)),
         max_tokens=max_tokens[position] if max_tokens is not None and position < len(max_tokens) else None,
     )
-    error = line.get("error")
+    error = line.get("error") or {}
     if error or meta.get("was_cancelled"):
-        record.error_class = _error_class(error or {}, bool(meta.get("was_cancelled")))  # type: ignore[assignment]
-        record.status = error.get("code") if isinstance((error or {}).get("code"), int) else None
-        record.error = str((error or {}).get("message") or (error or {}).get("type") or "cancelled")[:500]
+        record.error_class = _error_class(error, bool(meta.get("was_cancelled")))  # type: ignore[assignment]
+        record.status = error["code"] if isinstance(error.get("code"), int) else None
+        record.error = str(error.get("message") or error.get("type") or "cancelled")[:500]
         return record
     record.status = 200
     ttft_ms = _value(metrics, "time_to_first_output_token")
@@ -329,9 +332,6 @@ def import_aiperf_dir(
 
     `llmsweep summarize OUT` then recomputes the same summary, as for any run of our own client.
     """
-    from llmsweep.client.records import RecordWriter
-    from llmsweep.client.runner import RUN_FILE, summarise_dir
-
     out.mkdir(parents=True, exist_ok=True)
     (out / RECORDS_FILE).unlink(missing_ok=True)
     with RecordWriter(out / RECORDS_FILE) as writer:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.client import Endpoint, RunOptions, run_benchmark
+from llmsweep.client import Endpoint, RunOptions, run_benchmark, summarise_dir
 from llmsweep.errors import DatasetError
 from llmsweep.peers.aiperf import (
     AiperfRun,
@@ -97,26 +98,25 @@ class ClientRun:
 
 @dataclass(frozen=True, slots=True)
 class Figure:
-    """A compared figure: where it sits in our summary, in aiperf's own figures and in the server's latency block
-    (means only), and its display scale."""
+    """A compared figure: where it sits in a summary and in aiperf's own figures (`read_aiperf_figures` puts them
+    under our names), in the server's latency block (means only), and its display scale."""
 
     label: str
     unit: str
-    ours: tuple[str, ...]
-    theirs: tuple[str, ...]
+    path: tuple[str, ...]
     scale: float = 1.0
     server: str | None = None
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("TTFT p50", "ms", ("latency", "ttft", "p50"), ("latency", "ttft", "p50"), 1e3),
-    Figure("TTFT mean", "ms", ("latency", "ttft", "mean"), ("latency", "ttft", "mean"), 1e3, "ttft_mean_s"),
-    Figure("TPOT p50", "ms", ("latency", "tpot", "p50"), ("latency", "tpot", "p50"), 1e3),
-    Figure("TPOT mean", "ms", ("latency", "tpot", "mean"), ("latency", "tpot", "mean"), 1e3, "tpot_mean_s"),
-    Figure("ITL mean", "ms", ("latency", "itl", "mean"), ("latency", "itl", "mean"), 1e3, "itl_mean_s"),
-    Figure("E2EL mean", "ms", ("latency", "e2el", "mean"), ("latency", "e2el", "mean"), 1e3, "e2el_mean_s"),
-    Figure("output tok/s", "tok/s", ("throughput", "output_tps"), ("throughput", "output_tps")),
-    Figure("requests/s", "req/s", ("throughput", "request_rps"), ("throughput", "request_rps")),
+    Figure("TTFT p50", "ms", ("latency", "ttft", "p50"), 1e3),
+    Figure("TTFT mean", "ms", ("latency", "ttft", "mean"), 1e3, "ttft_mean_s"),
+    Figure("TPOT p50", "ms", ("latency", "tpot", "p50"), 1e3),
+    Figure("TPOT mean", "ms", ("latency", "tpot", "mean"), 1e3, "tpot_mean_s"),
+    Figure("ITL mean", "ms", ("latency", "itl", "mean"), 1e3, "itl_mean_s"),
+    Figure("E2EL mean", "ms", ("latency", "e2el", "mean"), 1e3, "e2el_mean_s"),
+    Figure("output tok/s", "tok/s", ("throughput", "output_tps")),
+    Figure("requests/s", "req/s", ("throughput", "request_rps")),
 )
 
 
@@ -145,10 +145,18 @@ class Row:
 
 @dataclass(slots=True)
 class CrossCheck:
+    """The runs of a cross-check; its rows and per-level counts are always derived from them."""
+
     config: dict[str, Any]
     runs: list[ClientRun] = field(default_factory=list)
-    rows: list[Row] = field(default_factory=list)
-    levels: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def rows(self) -> list[Row]:
+        return compare(self.runs)
+
+    @property
+    def levels(self) -> list[dict[str, Any]]:
+        return levels(self.runs)
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config, "levels": self.levels, "rows": [asdict(r) for r in self.rows],
@@ -172,7 +180,7 @@ def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
     )
     result = run_benchmark(workload, cfg.endpoint, options, out, provenance={"kind": "crosscheck"})
     run.summary = result.summary
-    run.server = (result.summary.get("server_metrics") or {}).get("latency")
+    _read_back(run, out)
     run.cpu_s = result.summary["client_health"]["cpu_s_total"]
     prov = result.summary.get("provenance") or {}
     if prov.get("started_at") and prov.get("finished_at"):
@@ -182,7 +190,7 @@ def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
 def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
     workload = _workload(cfg, run.concurrency, run.seed)
     dataset = out / "dataset.jsonl"
-    max_tokens = write_aiperf_dataset(workload, dataset, send_ignore_eos=cfg.endpoint.send_ignore_eos)
+    max_tokens = write_aiperf_dataset(workload, dataset, cfg.endpoint)
     spec = AiperfRun(
         endpoint=cfg.endpoint, dataset=dataset, artifact_dir=out / "artifacts", concurrency=run.concurrency,
         requests=cfg.prompts(run.concurrency), warmups=cfg.warmups(run.concurrency), tokenizer=cfg.tokenizer,
@@ -200,13 +208,23 @@ def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
             spec.artifact_dir, out, max_tokens=max_tokens, warmups=spec.warmups, gpus=cfg.gpus,
             provenance={"command": aiperf_argv(spec), "returncode": outcome.returncode, "cpu_s": outcome.cpu_s},
         )
-        run.own = read_aiperf_figures(spec.artifact_dir)
-        run.server = read_aiperf_server_latency(spec.artifact_dir)
+        _read_back(run, out)
     except DatasetError as exc:
         run.error = (run.error + "; " if run.error else "") + exc.message
 
 
-def run_crosscheck(cfg: CrossCheckConfig, out: Path, *, on_run: Any = None) -> CrossCheck:
+def _read_back(run: ClientRun, folder: Path) -> None:
+    """What the client itself reported (aiperf's own figures) and what the server reported over the run: llmsweep's
+    scrapes are in its summary, aiperf's in its artifacts."""
+    if run.client == "llmsweep":
+        run.server = ((run.summary or {}).get("server_metrics") or {}).get("latency")
+    else:
+        run.own = read_aiperf_figures(folder / "artifacts")
+        run.server = read_aiperf_server_latency(folder / "artifacts")
+
+
+def run_crosscheck(cfg: CrossCheckConfig, out: Path, *,
+                   on_run: Callable[[ClientRun], None] | None = None) -> CrossCheck:
     """Run every level, both clients in turn; write `crosscheck.json` and `crosscheck.md` under `out`."""
     out.mkdir(parents=True, exist_ok=True)
     check = CrossCheck(config=cfg.model_dump(mode="json"))
@@ -245,30 +263,14 @@ def load_crosscheck(out: Path, *, resummarise: bool = False) -> CrossCheck:
     data = json.loads(path.read_text())
     runs = [ClientRun(**r) for r in data["runs"]]
     for run in runs:
-        if Path(run.out_dir).is_absolute():  # written before out_dir was relative: the layout is the same
-            run.out_dir = f"c{run.concurrency}/{run.client}-{run.repeat}"
         if resummarise and run.summary is not None:
-            _resummarise(run, out / run.out_dir)
-    check = CrossCheck(config=data["config"], runs=runs)
-    check.rows, check.levels = compare(check.runs), levels(check.runs)
-    return check
-
-
-def _resummarise(run: ClientRun, folder: Path) -> None:
-    from llmsweep.client.runner import summarise_dir
-
-    run.summary = summarise_dir(folder)
-    if run.client == "llmsweep":
-        run.server = (run.summary.get("server_metrics") or {}).get("latency")
-    else:
-        run.own = read_aiperf_figures(folder / "artifacts")
-        run.server = read_aiperf_server_latency(folder / "artifacts")
+            run.summary = summarise_dir(out / run.out_dir)
+            _read_back(run, out / run.out_dir)
+    return CrossCheck(config=data["config"], runs=runs)
 
 
 def write_crosscheck(check: CrossCheck, out: Path) -> None:
-    """Recompute the rows and levels from the runs and write `crosscheck.json` and `crosscheck.md`."""
-    check.rows = compare(check.runs)
-    check.levels = levels(check.runs)
+    """Write `crosscheck.json` (runs, rows, levels) and `crosscheck.md` under `out`."""
     (out / RESULT_FILE).write_text(json.dumps(check.to_dict(), indent=2, allow_nan=False))
     (out / TABLE_FILE).write_text(markdown(check))
 
@@ -299,9 +301,9 @@ def compare(runs: list[ClientRun]) -> list[Row]:
         ours = [r for r in runs if r.concurrency == concurrency and r.client == "llmsweep" and r.ok]
         theirs = [r for r in runs if r.concurrency == concurrency and r.client == "aiperf" and r.ok]
         for fig in FIGURES:
-            a = [v for r in ours if (v := _scaled(_get(r.summary, fig.ours), fig.scale)) is not None]
-            b_own = [_scaled(_get(r.own, fig.theirs), fig.scale) for r in theirs]
-            b_ours = [v for r in theirs if (v := _scaled(_get(r.summary, fig.ours), fig.scale)) is not None]
+            a = [v for r in ours if (v := _scaled(_get(r.summary, fig.path), fig.scale)) is not None]
+            b_own = [_scaled(_get(r.own, fig.path), fig.scale) for r in theirs]
+            b_ours = [v for r in theirs if (v := _scaled(_get(r.summary, fig.path), fig.scale)) is not None]
             llm, own, mine = _mean(a), _mean(b_own), _mean(b_ours)
             band = between_run_band(a, b_ours)
             band_pct = None if band is None or not llm else 100.0 * band.half_width / abs(llm)

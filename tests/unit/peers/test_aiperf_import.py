@@ -28,6 +28,7 @@ from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
 DATA = Path(__file__).resolve().parents[2] / "data" / "aiperf"
 OK, FAILED = DATA / "ok", DATA / "failed"
 WARMUPS = 4
+EP = Endpoint(base_url="http://h:8000", model="m")
 
 
 def _max_tokens() -> list[int]:
@@ -95,22 +96,24 @@ def test_a_damaged_export_names_its_file_and_line(tmp_path: Path) -> None:
 def test_the_dataset_is_the_workloads_sequence_warmups_first(tmp_path: Path) -> None:
     cfg = FixedLengthConfig(isl=80, osl=12, api="chat", num_prompts=5, num_warmups=2, range_ratio=0.5, seed=9,
                             extra_body={"temperature": 0})
-    max_tokens = write_aiperf_dataset(FixedLengthWorkload(cfg), tmp_path / "d.jsonl")
+    endpoint = Endpoint(base_url="http://h:8000", model="m")
+    max_tokens = write_aiperf_dataset(FixedLengthWorkload(cfg), tmp_path / "d.jsonl", endpoint)
     lines = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
     twin = FixedLengthWorkload(cfg)
     expected = [twin.request(i) for i in range(7)]
     assert [line["text"] for line in lines] == [s.messages[0]["content"] for s in expected]  # type: ignore[index]
     assert [line["output_length"] for line in lines] == [s.max_tokens for s in expected] == max_tokens
     assert all(line["extra"] == {"ignore_eos": True, "temperature": 0} for line in lines)
-    write_aiperf_dataset(FixedLengthWorkload(cfg), tmp_path / "e.jsonl", send_ignore_eos=False)
+    strict = endpoint.model_copy(update={"send_ignore_eos": False})  # a server that answers 422 to ignore_eos
+    write_aiperf_dataset(FixedLengthWorkload(cfg), tmp_path / "e.jsonl", strict)
     assert all(json.loads(x)["extra"] == {"temperature": 0} for x in (tmp_path / "e.jsonl").read_text().splitlines())
 
 
 def test_the_dataset_refuses_what_aiperf_cannot_replay(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="chat"):
-        write_aiperf_dataset(FixedLengthWorkload(FixedLengthConfig(isl=8, osl=2, num_prompts=2)), tmp_path / "d")
+        write_aiperf_dataset(FixedLengthWorkload(FixedLengthConfig(isl=8, osl=2, num_prompts=2)), tmp_path / "d", EP)
     with pytest.raises(ConfigError, match="request count"):
-        write_aiperf_dataset(FixedLengthWorkload(FixedLengthConfig(isl=8, osl=2, api="chat")), tmp_path / "d")
+        write_aiperf_dataset(FixedLengthWorkload(FixedLengthConfig(isl=8, osl=2, api="chat")), tmp_path / "d", EP)
 
 
 def test_the_command_sends_what_llmsweep_sends() -> None:
@@ -148,3 +151,12 @@ def test_a_folder_of_several_aiperf_runs_is_refused_not_guessed(tmp_path: Path) 
 
     assert CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "a"), "--warmups", "4"]).exit_code == 0
     assert CliRunner().invoke(peer, ["import", str(FAILED), "--out", str(tmp_path / "b")]).exit_code == 1  # invalid
+
+
+def test_an_overflowing_prompt_is_classed_as_our_client_would_class_it(tmp_path: Path) -> None:
+    line = json.loads((FAILED / "profile_export.jsonl").read_text().splitlines()[0])
+    line["error"] = {"code": 400, "type": "Bad Request",
+                     "message": "This model's maximum context length is 4096 tokens. However, you requested 5000"}
+    (tmp_path / "profile_export.jsonl").write_text(json.dumps(line) + "\n")
+    (record,) = read_aiperf_records(tmp_path)
+    assert record.error_class == "context_overflow" and record.status == 400
