@@ -56,7 +56,7 @@ def crosscheck(**kw: Any) -> None:
     and summary.json; aiperf's folders also hold its artifacts, the dataset it replayed and its command line.
     """
     from llmsweep.client import Endpoint
-    from llmsweep.peers.crosscheck import CrossCheckConfig, markdown, run_crosscheck
+    from llmsweep.peers.crosscheck import ClientRun, CrossCheckConfig, markdown, run_crosscheck
 
     cfg = CrossCheckConfig(
         endpoint=Endpoint(base_url=kw["url"], model=kw["model"], api="chat", send_ignore_eos=not kw["no_ignore_eos"]),
@@ -67,14 +67,14 @@ def crosscheck(**kw: Any) -> None:
         gpus=kw["gpus"],
     )
 
-    def progress(run: Any) -> None:
+    def progress(run: ClientRun) -> None:
         state = "ok" if run.ok and not run.error else (run.error or "no successful request")
         click.echo(f"conc {run.concurrency} {run.client} #{run.repeat}: {state}", err=True)
 
     check = run_crosscheck(cfg, kw["out_dir"], on_run=progress)
     click.echo(json.dumps(check.to_dict(), indent=2) if kw["as_json"] else markdown(check))
-    if not any(r.ok for r in check.runs if r.client == "aiperf") or not any(r.ok for r in check.runs if r.client == "llmsweep"):
-        raise click.exceptions.Exit(1)
+    if not all(any(r.ok for r in check.runs if r.client == c) for c in ("llmsweep", "aiperf")):
+        raise click.exceptions.Exit(1)  # one of the clients measured nothing: there is no comparison
 
 
 @peer.command("table")
