@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from llmsweep.metrics.accumulate import iter_records
 from llmsweep.metrics.gates import GateConfig
-from llmsweep.metrics.summary import SCHEMA_VERSION, iter_records, summarise
+from llmsweep.metrics.summary import SCHEMA_VERSION, summarise
 
 __all__ = ["SCHEMA_VERSION", "GateConfig", "iter_records", "summarise"]
