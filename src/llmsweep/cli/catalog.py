@@ -22,6 +22,7 @@ from llmsweep.catalog import hardware as hardware_mod
 from llmsweep.catalog import images as images_mod
 from llmsweep.catalog import models as models_mod
 from llmsweep.catalog.sources import ENV_VAR, catalog_dirs
+from llmsweep.engine_ids import acceptance_spellings
 from llmsweep.errors import ConfigError
 
 SECTIONS = ("hardware", "models", "engines", "images", "golden", "fleet")
@@ -308,17 +309,6 @@ def _known_curves_text(curves: Iterable[golden_mod.GoldenCurve]) -> str:
     )
 
 
-def _engine_spellings(value: float, k: int) -> dict[str, str]:
-    """How each engine spells the pinned AL (InferenceX spec §5.3); TRT counts draft tokens only."""
-    return {
-        "vllm": f'speculative-config: "rejection_sample_method": "synthetic", "synthetic_acceptance_length": {value:g}',
-        "sglang": f"SGLANG_SIMULATE_ACC_LEN={value:g} SGLANG_SIMULATE_ACC_METHOD=match-expected "
-        "SGLANG_SIMULATE_ACC_TOKEN_MODE=real-draft-token",
-        "trtllm": f"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS={value - 1:.2f}",
-        "atom": f"--spec-decode-acceptance-length {value:g} (or --spec-decode-acceptance-rate {(value - 1) / k:.4f})",
-    }
-
-
 @click.command(name="al")
 @click.argument("model")
 @click.option("--method", "-m", required=True, help="Draft method: mtp (also eagle, nextn), eagle3, dspark.")
@@ -356,7 +346,7 @@ def al(model: str, method: str, k: int, thinking: str, draft_model: str | None, 
             param_hint="--method/--k/--thinking",
         )
     mismatch = res.precision_mismatch(precision) if precision else False
-    spellings = _engine_spellings(res.value, k)
+    spellings = acceptance_spellings(res.value, k)
     if as_json:
         _emit_json({**res.model_dump(mode="json"), "precision_mismatch": mismatch, "engine_spellings": spellings})
         return
