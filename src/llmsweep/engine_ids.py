@@ -37,8 +37,8 @@ class PinnedAcceptance:
     args: tuple[tuple[str, str], ...] = ()
     speculative_config: tuple[tuple[str, str | float], ...] = ()
     """Keys of vLLM-style `--speculative-config` JSON, in the order they are written."""
-    alternative: str | None = None
-    """Another spelling of the same pin, shown to people (never rendered)."""
+    alternative: PinnedAcceptance | None = None
+    """Another spelling of the same pin the engine accepts: shown to people and refused in recipes, never rendered."""
 
     def describe(self) -> str:
         """One line a user can paste: `ENV=v …`, `--flag v …`, `speculative-config: "key": v, …`."""
@@ -48,7 +48,25 @@ class PinnedAcceptance:
             parts.append("speculative-config: " + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}"
                                                             for k, v in self.speculative_config))
         text = " ".join(parts)
-        return f"{text} (or {self.alternative})" if self.alternative else text
+        return f"{text} (or {self.alternative.describe()})" if self.alternative else text
+
+    def spellings(self) -> Iterator[PinnedAcceptance]:
+        """This spelling and its alternatives."""
+        yield self
+        if self.alternative is not None:
+            yield from self.alternative.spellings()
+
+
+@dataclass(frozen=True)
+class AcceptanceKnobs:
+    """The names engines pin an acceptance length with: a recipe must not write them by hand, an eval launch must
+    not carry them."""
+
+    env: frozenset[str]
+    args: frozenset[str]
+    speculative_config_keys: frozenset[str]
+    """Keys that carry the pinned value (a constant such as `rejection_sample_method` is also a real-verification
+    setting, so it is not one)."""
 
 
 AcceptanceSpelling = Callable[[float, int | None], PinnedAcceptance]
@@ -116,7 +134,7 @@ def _trtllm_pin(al: float, k: int | None) -> PinnedAcceptance:
 
 
 def _atom_pin(al: float, k: int | None) -> PinnedAcceptance:
-    rate = f"--spec-decode-acceptance-rate {(al - 1) / k:.4f}" if k else None
+    rate = PinnedAcceptance(args=(("--spec-decode-acceptance-rate", f"{(al - 1) / (k or 1):.4f}"),))
     return PinnedAcceptance(args=(("--spec-decode-acceptance-length", f"{al:g}"),), alternative=rate)
 
 
@@ -245,6 +263,22 @@ def engine_of_image(repository: str) -> str | None:
     return None
 
 
+def acceptance_knobs(*, simulated: bool = True) -> AcceptanceKnobs:
+    """Every env name, flag and speculative-config key an engine pins an acceptance length with (alternatives
+    included); `simulated=False` leaves the simulator's own flag out."""
+    env: set[str] = set()
+    args: set[str] = set()
+    keys: set[str] = set()
+    for e in ENGINE_IDS.values():
+        if e.pin_acceptance is None or (e.simulated and not simulated):
+            continue
+        for pin in e.pin_acceptance(2.0, 1).spellings():
+            env |= {k for k, _ in pin.env}
+            args |= {k for k, _ in pin.args}
+            keys |= {k for k, v in pin.speculative_config if not isinstance(v, str)}
+    return AcceptanceKnobs(frozenset(env), frozenset(args), frozenset(keys))
+
+
 def acceptance_spellings(al: float, k: int | None) -> dict[str, str]:
     """How each real engine spells a pinned acceptance length (`llmsweep al` prints these)."""
     return {e.id: e.pin_acceptance(al, k).describe() for e in ENGINE_IDS.values()
@@ -255,10 +289,12 @@ __all__ = [
     "ENGINE_IDS",
     "UNSERVED_FRAMEWORKS",
     "VERSION_TOKEN",
+    "AcceptanceKnobs",
     "AcceptanceSpelling",
     "EngineId",
     "EngineIdentity",
     "PinnedAcceptance",
+    "acceptance_knobs",
     "acceptance_spellings",
     "engine_env_prefixes",
     "engine_for",

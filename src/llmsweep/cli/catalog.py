@@ -7,7 +7,6 @@ method), with the message on stderr.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from llmsweep.catalog import engines as engines_mod
+from llmsweep.catalog import fleet as fleet_mod
 from llmsweep.catalog import golden as golden_mod
 from llmsweep.catalog import hardware as hardware_mod
 from llmsweep.catalog import images as images_mod
@@ -175,20 +175,12 @@ def _golden_table() -> Table:
                   ["curve", "prefix", "method", "variant", "checkpoint", "precision", "thinking", "K: AL"], rows)
 
 
-def _fleet_module() -> Any:
-    try:
-        return importlib.import_module("llmsweep.catalog.fleet")
-    except ImportError as exc:
-        raise click.UsageError(f"the fleet catalog is not available in this build ({exc})") from None
-
-
 def _fleet_data() -> dict[str, Any]:
-    fleet = _fleet_module().default_fleet()
-    return fleet.model_dump(mode="json", by_alias=True)
+    return fleet_mod.default_fleet().model_dump(mode="json", by_alias=True)
 
 
 def _fleet_table() -> Table:
-    fleet = _fleet_module().default_fleet()
+    fleet = fleet_mod.default_fleet()
     rows = []
     for label, nodes in fleet.labels.items():
         facts = fleet.hardware_of(label)
