@@ -201,7 +201,12 @@ def canonical_engine(engine_or_framework: str) -> str:
 
 def get_engine(engine_or_framework: str) -> EngineInfo:
     """Endpoint facts of an engine (default port, health/metrics paths, metric prefix, readiness markers)."""
-    return _engines(catalog_dirs())[canonical_engine(engine_or_framework)][0]
+    eid = canonical_engine(engine_or_framework)
+    found: dict[str, tuple[EngineInfo, Origin]] = _engines(catalog_dirs())
+    if eid not in found:
+        raise ConfigError(f"engine {eid!r} has no entry in engines.yaml (port, health and metrics paths, readiness)",
+                          fix=f"add `engines: {{{eid}: {{...}}}}` to catalog/data/engines.yaml or a user catalog")
+    return found[eid][0]
 
 
 def feature_gates(engine: str | None = None) -> list[FeatureGate]:
