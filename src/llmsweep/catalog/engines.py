@@ -4,6 +4,10 @@ Principle 3 of the design ("fail before the GPU") needs two answers a policy rul
 engine's internals: *does engine E at version V honour knob K?* (:func:`check_knob`, :func:`check_launch`) and *is
 this combination known to break?* (:func:`match_incompatibilities`). Both read packaged YAML that users extend
 through ``$LLMSWEEP_CATALOG_DIR/engines.yaml`` and ``incompatibilities.yaml``.
+
+Who an engine is (its framework spellings and metric prefix among them) is not catalog data: it is the engine's
+identity (:mod:`llmsweep.engine_ids`), which fills those fields of :class:`EngineInfo`. A catalog file may list an
+engine llmsweep has no adapter for (its feature gates still apply), spelling its frameworks itself.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
 from llmsweep.catalog.version import Version, as_version
+from llmsweep.engine_ids import ENGINE_IDS, engine_for
 from llmsweep.errors import ConfigError
 
 GateKind = Literal["env", "arg", "speculative-config-key"]
@@ -30,11 +35,16 @@ class EngineInfo(BaseModel):
 
     id: str
     display_name: str
-    frameworks: list[str] = Field(description="InferenceX framework spellings that run this engine.")
+    frameworks: list[str] = Field(
+        default_factory=list,
+        description="Spellings that name this engine (id, InferenceX frameworks, aliases); from its identity.",
+    )
     default_port: int = Field(gt=0, lt=65536)
     health_path: str
     metrics_path: str | None
-    metric_prefix: str | None = Field(description="Prometheus name prefix, e.g. 'sglang:'; None if unknown.")
+    metric_prefix: str | None = Field(
+        default=None, description="Prometheus name prefix, e.g. 'sglang:'; None if unknown. From its identity."
+    )
     ready_markers: list[str] = Field(description="Log lines meaning the server is ready (any one).")
     metrics_flag: str | None = Field(default=None, description="Flag the engine needs to expose metrics, if any.")
     rejected_request_fields: list[str] = Field(
@@ -131,9 +141,33 @@ def _inject_id(key: str, raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+def _inject_identity(key: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """Fill a registered engine's frameworks and metric prefix from its identity; a catalog file may restate them
+    (an older copy of the packaged entry), never contradict them: the identity is what resolves."""
+    raw = _inject_id(key, raw)
+    ident = ENGINE_IDS.get(str(raw["id"]))
+    if ident is None:
+        return raw
+    frameworks = [str(f).lower() for f in raw.get("frameworks") or []]
+    prefix = raw.get("metric_prefix", ident.metric_prefix)
+    stray = [f for f in frameworks if f not in ident.names]
+    if stray or prefix != ident.metric_prefix:
+        what = f"frameworks {stray}" if stray else f"metric_prefix {prefix!r}"
+        raise ConfigError(
+            f"engines.{key}: {what} contradicts engine {ident.id!r}'s identity "
+            f"(spellings {', '.join(ident.names)}; metric prefix {ident.metric_prefix!r})",
+            fix="drop `frameworks`/`metric_prefix` from the catalog entry: they are the engine's identity "
+                "(llmsweep/engine_ids.py)",
+        )
+    raw["frameworks"] = list(ident.names)
+    raw["metric_prefix"] = ident.metric_prefix
+    return raw
+
+
 @cached
 def _engines(dirs: tuple[Path, ...]) -> dict[str, tuple[EngineInfo, Origin]]:
-    return build_models("engines.yaml", "engines", EngineInfo, dirs, inject=_inject_id, sections=ENGINE_SECTIONS)
+    return build_models("engines.yaml", "engines", EngineInfo, dirs, inject=_inject_identity,
+                        sections=ENGINE_SECTIONS)
 
 
 @cached
@@ -151,8 +185,13 @@ def all_engines() -> list[EngineInfo]:
 
 
 def canonical_engine(engine_or_framework: str) -> str:
-    """``sglang-disagg`` / ``dynamo-sglang`` -> ``sglang``; ``trt`` -> ``trtllm``; a ConfigError names the known ones."""
+    """``sglang-disagg`` / ``dynamo-sglang`` -> ``sglang``; ``trt`` -> ``trtllm``; a ConfigError names the known ones.
+
+    Registered engines resolve through their identities; an engine only a catalog file names, through its entry."""
     name = engine_or_framework.strip().lower()
+    eid = engine_for(name)
+    if eid is not None:
+        return eid
     for info in all_engines():
         if name == info.id or name in (f.lower() for f in info.frameworks):
             return info.id
@@ -162,7 +201,12 @@ def canonical_engine(engine_or_framework: str) -> str:
 
 def get_engine(engine_or_framework: str) -> EngineInfo:
     """Endpoint facts of an engine (default port, health/metrics paths, metric prefix, readiness markers)."""
-    return _engines(catalog_dirs())[canonical_engine(engine_or_framework)][0]
+    eid = canonical_engine(engine_or_framework)
+    found: dict[str, tuple[EngineInfo, Origin]] = _engines(catalog_dirs())
+    if eid not in found:
+        raise ConfigError(f"engine {eid!r} has no entry in engines.yaml (port, health and metrics paths, readiness)",
+                          fix=f"add `engines: {{{eid}: {{...}}}}` to catalog/data/engines.yaml or a user catalog")
+    return found[eid][0]
 
 
 def feature_gates(engine: str | None = None) -> list[FeatureGate]:

@@ -17,12 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.catalog.sources import build_models, cached, catalog_dirs
 from llmsweep.catalog.version import Version
+from llmsweep.engine_ids import ENGINE_IDS, VERSION_TOKEN, engine_of_image
 from llmsweep.errors import ConfigError
 
 DEFAULT_REGISTRY = "docker.io"
 Channel = Literal["release", "nightly", "dev"]
 
-_VER = r"\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d*)?(?:\.dev\d*)?"
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/#:@+-]*$")
 _DIGEST = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{32,}$")
 
@@ -159,26 +159,6 @@ def _split_reference(ref: str) -> tuple[str, str, str | None, str | None, bool]:
     return registry.lower(), path.lower(), tag, digest, pyxis
 
 
-def _engine_of(repository: str) -> str | None:
-    repo = repository.lower()
-    if "dynamo" in repo:
-        for name in ("sglang", "vllm", "trtllm", "tensorrt-llm"):
-            if name in repo:
-                return "trtllm" if name == "tensorrt-llm" else name
-        return None
-    if "sglang" in repo or "sgl-dev" in repo:
-        return "sglang"
-    if "vllm" in repo:
-        return "vllm"
-    if "tensorrt-llm" in repo or "trtllm" in repo or "trt-llm" in repo:
-        return "trtllm"
-    if re.search(r"(^|/)atom(-dev)?$", repo):
-        return "atom"
-    if "llmsweep" in repo:
-        return "sim"
-    return None
-
-
 def _date(text: str) -> dt.date | None:
     try:
         return dt.date(int(text[:4]), int(text[4:6]), int(text[6:8]))
@@ -206,12 +186,13 @@ def _version_from(engine: str | None, tag: str, repository: str) -> str | None:
     """The engine's version token in a tag, per the engine's tagging convention; None when the tag has none."""
     if engine is None or "dynamo" in repository:
         return None  # dynamo runtime tags carry Dynamo's version, not the engine's
-    if engine == "atom":
-        m = re.search(rf"atom[-_]?v?({_VER})(?![\d.])", tag)
-        return m.group(1) if m else None
-    if engine == "sglang" and (m := re.search(rf"(?:^|[-_])sglang[-_]v?({_VER})(?=$|[-_])", tag)):
-        return m.group(1)
-    m = re.match(rf"^v?({_VER})(?=$|[-_])", tag)
+    ident = ENGINE_IDS[engine]
+    for pattern in ident.image_version_patterns:
+        if m := re.search(pattern, tag):
+            return m.group(1)
+    if not ident.image_version_leads_tag:
+        return None
+    m = re.match(rf"^v?({VERSION_TOKEN})(?=$|[-_])", tag)
     return m.group(1) if m else None
 
 
@@ -243,7 +224,7 @@ def _python_for(repository: str, tag: str) -> tuple[str | None, str | None, str 
 def parse_image(ref: str) -> ImageRef:
     """Parse an image reference and read engine, version, platform, GPU family, build date and Python from it."""
     registry, repository, tag, digest, pyxis = _split_reference(ref)
-    engine = _engine_of(repository)
+    engine = engine_of_image(repository)
     t = (tag or "").lower()
     version_text = _version_from(engine, t, repository) if tag else None
     version = Version.try_parse(version_text) if version_text else None
@@ -251,12 +232,10 @@ def parse_image(ref: str) -> ImageRef:
     cuda = _cuda(t)
     if rocm or "rocm" in repository:
         platform: Literal["cuda", "rocm"] | None = "rocm"
-    elif cuda or engine in {"sglang", "vllm", "trtllm"}:
+    elif cuda:
         platform = "cuda"
-    elif engine == "atom":
-        platform = "rocm"
     else:
-        platform = None
+        platform = ENGINE_IDS[engine].image_platform if engine is not None else None
     gpu = re.search(r"(?:^|[-_])(mi\d{2,3}x?)(?=$|[-_])", t)
     date = None
     if m := re.search(r"(?<!\d)(20\d{6})(?:\d{4})?(?!\d)", t):

@@ -7,7 +7,6 @@ method), with the message on stderr.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -17,11 +16,13 @@ from rich.console import Console
 from rich.table import Table
 
 from llmsweep.catalog import engines as engines_mod
+from llmsweep.catalog import fleet as fleet_mod
 from llmsweep.catalog import golden as golden_mod
 from llmsweep.catalog import hardware as hardware_mod
 from llmsweep.catalog import images as images_mod
 from llmsweep.catalog import models as models_mod
 from llmsweep.catalog.sources import ENV_VAR, catalog_dirs
+from llmsweep.engine_ids import acceptance_spellings
 from llmsweep.errors import ConfigError
 
 SECTIONS = ("hardware", "models", "engines", "images", "golden", "fleet")
@@ -174,20 +175,12 @@ def _golden_table() -> Table:
                   ["curve", "prefix", "method", "variant", "checkpoint", "precision", "thinking", "K: AL"], rows)
 
 
-def _fleet_module() -> Any:
-    try:
-        return importlib.import_module("llmsweep.catalog.fleet")
-    except ImportError as exc:
-        raise click.UsageError(f"the fleet catalog is not available in this build ({exc})") from None
-
-
 def _fleet_data() -> dict[str, Any]:
-    fleet = _fleet_module().default_fleet()
-    return fleet.model_dump(mode="json", by_alias=True)
+    return fleet_mod.default_fleet().model_dump(mode="json", by_alias=True)
 
 
 def _fleet_table() -> Table:
-    fleet = _fleet_module().default_fleet()
+    fleet = fleet_mod.default_fleet()
     rows = []
     for label, nodes in fleet.labels.items():
         facts = fleet.hardware_of(label)
@@ -308,17 +301,6 @@ def _known_curves_text(curves: Iterable[golden_mod.GoldenCurve]) -> str:
     )
 
 
-def _engine_spellings(value: float, k: int) -> dict[str, str]:
-    """How each engine spells the pinned AL (InferenceX spec §5.3); TRT counts draft tokens only."""
-    return {
-        "vllm": f'speculative-config: "rejection_sample_method": "synthetic", "synthetic_acceptance_length": {value:g}',
-        "sglang": f"SGLANG_SIMULATE_ACC_LEN={value:g} SGLANG_SIMULATE_ACC_METHOD=match-expected "
-        "SGLANG_SIMULATE_ACC_TOKEN_MODE=real-draft-token",
-        "trtllm": f"TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS={value - 1:.2f}",
-        "atom": f"--spec-decode-acceptance-length {value:g} (or --spec-decode-acceptance-rate {(value - 1) / k:.4f})",
-    }
-
-
 @click.command(name="al")
 @click.argument("model")
 @click.option("--method", "-m", required=True, help="Draft method: mtp (also eagle, nextn), eagle3, dspark.")
@@ -356,7 +338,7 @@ def al(model: str, method: str, k: int, thinking: str, draft_model: str | None, 
             param_hint="--method/--k/--thinking",
         )
     mismatch = res.precision_mismatch(precision) if precision else False
-    spellings = _engine_spellings(res.value, k)
+    spellings = acceptance_spellings(res.value, k)
     if as_json:
         _emit_json({**res.model_dump(mode="json"), "precision_mismatch": mismatch, "engine_spellings": spellings})
         return

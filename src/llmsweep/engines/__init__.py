@@ -16,8 +16,8 @@ from llmsweep.engines.base import Adapter, Conflict, flag_argv
 from llmsweep.engines.launch import LaunchSpec, is_secret_name
 from llmsweep.engines.sglang import SGLangAdapter
 from llmsweep.engines.sim import SimAdapter
-from llmsweep.engines.trtllm import TRTLLMAdapter
 from llmsweep.engines.transformers import TransformersAdapter
+from llmsweep.engines.trtllm import TRTLLMAdapter
 from llmsweep.engines.vllm import VLLMAdapter
 from llmsweep.errors import ContractError
 from llmsweep.plan.job import Job

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, synthetic_acceptance, topology
+from llmsweep.engine_ids import ATOM
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
 from llmsweep.engines.sglang import model_path
 from llmsweep.plan.job import Job
 
 
 class ATOMAdapter(Adapter):
-    name = "atom"
-    catalog_id = "atom"
+    identity = ATOM
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tensor-parallel-size", "--enable-expert-parallel",
                                                           "--enable-dp-attention"})
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--method", "--num-speculative-tokens",
@@ -26,7 +26,6 @@ class ATOMAdapter(Adapter):
         "--enable-hierarchical-cache": "HiCache is SGLang's",
         "--speculative-config": "write `serve.spec-decoding`",
     }
-    foreign_env_prefixes: ClassVar[tuple[str, ...]] = ("SGLANG_", "VLLM_", "TLLM_")
 
     def launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "atom.entrypoints.openai_server"]
@@ -55,7 +54,7 @@ class ATOMAdapter(Adapter):
             a["--method"] = sd.method
             if sd.num_steps is not None:
                 a["--num-speculative-tokens"] = sd.num_steps
-            al = synthetic_acceptance(job)
-            if al is not None:
-                a["--spec-decode-acceptance-length"] = f"{al:g}"
+            pin = self.pinned_acceptance(job)
+            if pin is not None:
+                a.update(pin.args)
         return d

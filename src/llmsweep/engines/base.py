@@ -4,6 +4,9 @@ An adapter turns a Job into a :class:`LaunchSpec`. It derives what the job impli
 speculative decoding, synthetic acceptance, KV offload, agentic sizing, metrics), then applies the recipe's own
 `serve.args`/`env`, which win. It also declares what it consumes, so policy can reject what it would silently drop:
 flags it marks unsupported, environment of another engine, offload backends and topologies it cannot render.
+
+Who the engine is (id, framework spellings, env prefix, image patterns, acceptance-length spelling, metric prefix) is
+its :class:`~llmsweep.engine_ids.EngineIdentity`; the adapter names it once (`identity = SGLANG`) and derives the rest.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, ClassVar
 
 from llmsweep.catalog.engines import EngineInfo, get_engine
 from llmsweep.catalog.images import parse_image
+from llmsweep.engine_ids import EngineIdentity, PinnedAcceptance, foreign_env_prefixes
 from llmsweep.engines.launch import LaunchSpec, is_secret_name
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
@@ -96,8 +100,8 @@ def topology(job: Job) -> tuple[int, int, int, bool, int, int]:
 class Adapter(ABC):
     """One engine's renderer and the contract of what it consumes."""
 
-    name: ClassVar[str]
-    catalog_id: ClassVar[str]
+    identity: ClassVar[EngineIdentity]
+    """Who the engine is; everything below that another room needs is derived from it."""
     parallel_flags: ClassVar[frozenset[str]] = frozenset()
     """Flags derived from the job's topology; a recipe overriding one with another value is a policy error."""
     spec_flags: ClassVar[frozenset[str]] = frozenset()
@@ -106,8 +110,6 @@ class Adapter(ABC):
     """Short spellings the engine accepts for a derived flag (`--tp` for `--tp-size`)."""
     unsupported_args: ClassVar[dict[str, str]] = {}
     """Flags this engine does not have (often another engine's spelling) → the fix."""
-    foreign_env_prefixes: ClassVar[tuple[str, ...]] = ()
-    """Environment prefixes of other engines: this engine never reads them."""
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset()
     supports_dcp: ClassVar[bool] = False
     supports_pcp: ClassVar[bool] = False
@@ -124,8 +126,25 @@ class Adapter(ABC):
 
     # ------------------------------------------------------------------------------------------- shared
 
+    @property
+    def name(self) -> str:
+        return self.identity.id
+
+    @property
+    def foreign_env_prefixes(self) -> tuple[str, ...]:
+        """Environment prefixes of other engines (from their identities): this engine never reads them."""
+        return foreign_env_prefixes(self.name)
+
     def info(self) -> EngineInfo:
-        return get_engine(self.catalog_id)
+        return get_engine(self.name)
+
+    def pinned_acceptance(self, job: Job) -> PinnedAcceptance | None:
+        """How this launch pins the job's acceptance length, in the engine's spelling (None: nothing pinned)."""
+        al = synthetic_acceptance(job)
+        if al is None or self.identity.pin_acceptance is None:
+            return None
+        sd = job.serve.spec_decoding if job.serve is not None else None
+        return self.identity.pin_acceptance(al, sd.num_steps if sd is not None else None)
 
     def canonical(self, flag: str) -> str:
         flag = norm_flag(flag)

@@ -1,15 +1,17 @@
 """SGLang: `python3 -m sglang.launch_server`, speculative decoding as EAGLE flags, synthetic acceptance as env.
 
 SGLang spells every MTP/EAGLE draft as `--speculative-algorithm EAGLE` (EAGLE3 for eagle3 heads); K is
-`--speculative-num-steps`. Synthetic acceptance is three environment variables (the token mode is only read from
-0.5.16 — policy gates it on the image's version). HiCache sizes its host pool per rank in GB.
+`--speculative-num-steps`. Synthetic acceptance is three environment variables, spelled by the engine's identity
+(`engine_ids.SGLANG`; the token mode is only read from 0.5.16 — policy gates it on the image's version). HiCache sizes
+its host pool per rank in GB.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, synthetic_acceptance, topology
+from llmsweep.engine_ids import SGLANG
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
 from llmsweep.plan.job import Job
 
 SPEC_ALGORITHM: dict[str, str] = {
@@ -34,8 +36,7 @@ def per_rank_gb(total_gb: int | None, ranks: int) -> int:
 
 
 class SGLangAdapter(Adapter):
-    name = "sglang"
-    catalog_id = "sglang"
+    identity = SGLANG
     parallel_flags: ClassVar[frozenset[str]] = frozenset(
         {"--tp-size", "--pp-size", "--ep-size", "--dp-size", "--enable-dp-attention"}
     )
@@ -53,7 +54,6 @@ class SGLangAdapter(Adapter):
         "--kv-transfer-config": "SGLang offloads KV with HiCache: `kv-offload-backend: {name: hicache}`",
         "--max-num-batched-tokens": "SGLang spells it `--chunked-prefill-size`",
     }
-    foreign_env_prefixes: ClassVar[tuple[str, ...]] = ("VLLM_", "TLLM_", "ATOM_")
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset({"hicache", "mooncake"})
 
     def launcher(self, job: Job) -> list[str]:
@@ -109,8 +109,6 @@ class SGLangAdapter(Adapter):
             d.args["--speculative-eagle-topk"] = sd.topk
         if sd.num_draft_tokens is not None:
             d.args["--speculative-num-draft-tokens"] = sd.num_draft_tokens
-        al = synthetic_acceptance(job)
-        if al is not None:
-            d.env["SGLANG_SIMULATE_ACC_LEN"] = f"{al:g}"
-            d.env["SGLANG_SIMULATE_ACC_METHOD"] = "match-expected"
-            d.env["SGLANG_SIMULATE_ACC_TOKEN_MODE"] = "real-draft-token"
+        pin = self.pinned_acceptance(job)
+        if pin is not None:
+            d.env.update(pin.env)

@@ -8,12 +8,12 @@ prefill chunk, KV dtype, speculative settings (method, K, the pinned AL) and the
 from __future__ import annotations
 
 import sys
-from typing import Any, ClassVar
+from typing import Any
 
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, norm_flag, synthetic_acceptance, topology
+from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_for
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, norm_flag, topology
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.plan.job import Job
-from llmsweep.spec.engines import engine_name
 
 SIM_METHODS: dict[str, str] = {
     "mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft_model": "draft_model", "ngram": "ngram",
@@ -44,15 +44,14 @@ def _kv_dtype(args: dict[str, Any]) -> str | None:
 
 
 class SimAdapter(Adapter):
-    name = "sim"
-    catalog_id = "sim"
+    identity = SIM
 
     def launcher(self, job: Job) -> list[str]:
         return [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve"]
 
     def style(self, job: Job) -> str:
         """Whose log lines and metric names to mimic: the engine the job stands in for."""
-        return "sglang" if "sglang" in (job.engine, engine_name(job.framework)) else "vllm"
+        return SGLANG.id if SGLANG.id in (job.engine, engine_for(job.framework)) else VLLM.id
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived(notes=["simulated engine: no GPU, no weights; timings come from the roofline model"])
@@ -91,9 +90,9 @@ class SimAdapter(Adapter):
         d.args["--spec-method"] = SIM_METHODS[sd.method]
         if sd.num_steps is not None:
             d.args["--spec-k"] = sd.num_steps
-        al = synthetic_acceptance(job)
-        if al is not None:
-            d.args["--acceptance-length"] = f"{al:g}"
+        pin = self.pinned_acceptance(job)
+        if pin is not None:
+            d.args.update(pin.args)
 
     def _kv(self, job: Job, d: Derived, recipe: dict[str, Any], tp: int) -> None:
         hicache = bool(recipe.get("--enable-hierarchical-cache"))
@@ -116,8 +115,8 @@ class SimAdapter(Adapter):
 
     def render(self, job: Job, *, port: int | None = None) -> LaunchSpec:
         spec = super().render(job, port=port)
-        env = {k: v for k, v in spec.env.items() if not k.startswith(("SGLANG_", "VLLM_", "TLLM_"))}
-        prefix = "sglang:" if self.style(job) == "sglang" else "vllm:"
+        env = {k: v for k, v in spec.env.items() if not k.startswith(engine_env_prefixes())}
+        prefix = (SGLANG if self.style(job) == SGLANG.id else VLLM).metric_prefix
         return spec.model_copy(update={"image": None, "engine_version": None, "gpus": 0, "env": env,
                                        "metrics_prefix": prefix})
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from llmsweep.engine_ids import TRANSFORMERS
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, norm_flag, topology
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.engines.sglang import model_path
@@ -47,8 +48,7 @@ def expects_gpu(job: Job) -> bool:
 
 
 class TransformersAdapter(Adapter):
-    name = "transformers"
-    catalog_id = "transformers"
+    identity = TRANSFORMERS
     flag_aliases: ClassVar[dict[str, str]] = {
         "--no-continuous-batching": CB_FLAG,
         "--no-cb-use-cuda-graph": CUDA_GRAPH_FLAG,
@@ -75,7 +75,6 @@ class TransformersAdapter(Adapter):
         "--enable-hierarchical-cache": "HiCache is SGLang's; transformers serve has no KV offload",
         "--enable-prefix-caching": "transformers serve has no prefix-caching switch",
     }
-    foreign_env_prefixes: ClassVar[tuple[str, ...]] = ("SGLANG_", "VLLM_", "TLLM_", "ATOM_")
 
     def launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "transformers.cli.transformers", "serve", model_path(job)]

@@ -9,19 +9,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, synthetic_acceptance, topology
+from llmsweep.engine_ids import TRTLLM
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
 from llmsweep.engines.sglang import model_path
 from llmsweep.plan.job import Job
 
 
-def forced_accepted_tokens(al: float) -> str:
-    """AL − 1, rounded to the golden curve's two decimals."""
-    return f"{round(al - 1.0, 2):g}"
-
-
 class TRTLLMAdapter(Adapter):
-    name = "trtllm"
-    catalog_id = "trtllm"
+    identity = TRTLLM
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tp-size", "--pp-size", "--ep-size"})
     flag_aliases: ClassVar[dict[str, str]] = {"--moe-expert-parallel-size": "--ep-size"}
     unsupported_args: ClassVar[dict[str, str]] = {
@@ -30,7 +25,6 @@ class TRTLLMAdapter(Adapter):
         "--speculative-config": "write `serve.spec-decoding`",
         "--enable-hierarchical-cache": "HiCache is SGLang's",
     }
-    foreign_env_prefixes: ClassVar[tuple[str, ...]] = ("SGLANG_", "VLLM_", "ATOM_")
 
     def launcher(self, job: Job) -> list[str]:
         return ["trtllm-serve", model_path(job)]
@@ -56,7 +50,7 @@ class TRTLLMAdapter(Adapter):
                 f"speculative_config: {{decoding_type: {sd.method}, max_draft_len: {sd.num_steps}}} goes in "
                 "extra_llm_api_options.yaml"
             )
-            al = synthetic_acceptance(job)
-            if al is not None:
-                d.env["TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"] = forced_accepted_tokens(al)
+            pin = self.pinned_acceptance(job)
+            if pin is not None:
+                d.env.update(pin.env)
         return d

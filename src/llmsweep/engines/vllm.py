@@ -8,15 +8,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from llmsweep.engines.base import (
-    BIND_HOST,
-    Adapter,
-    Derived,
-    agentic_conc,
-    norm_flag,
-    synthetic_acceptance,
-    topology,
-)
+from llmsweep.engine_ids import VLLM
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, norm_flag, topology
 from llmsweep.engines.sglang import model_path, per_rank_gb
 from llmsweep.plan.job import Job
 
@@ -24,8 +17,7 @@ BYTES_PER_GB = 1_000_000_000
 
 
 class VLLMAdapter(Adapter):
-    name = "vllm"
-    catalog_id = "vllm"
+    identity = VLLM
     parallel_flags: ClassVar[frozenset[str]] = frozenset({
         "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
         "--decode-context-parallel-size", "--prefill-context-parallel-size",
@@ -44,7 +36,6 @@ class VLLMAdapter(Adapter):
         "--speculative-algorithm": "write `serve.spec-decoding`; vLLM takes `--speculative-config`",
         "--chunked-prefill-size": "vLLM spells it `--max-num-batched-tokens`",
     }
-    foreign_env_prefixes: ClassVar[tuple[str, ...]] = ("SGLANG_", "TLLM_", "ATOM_")
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset({"vllm-simple", "native", "lmcache"})
     supports_dcp: ClassVar[bool] = True
     supports_pcp: ClassVar[bool] = True
@@ -99,10 +90,9 @@ class VLLMAdapter(Adapter):
             spec["num_speculative_tokens"] = sd.num_steps
         if sd.draft_model:
             spec["model"] = sd.draft_model
-        al = synthetic_acceptance(job)
-        if al is not None:
-            spec["rejection_sample_method"] = "synthetic"
-            spec["synthetic_acceptance_length"] = al
+        pin = self.pinned_acceptance(job)
+        if pin is not None:
+            spec.update(pin.speculative_config)
         return spec
 
     def _kv_offload(self, job: Job, d: Derived, ranks: int) -> None:

@@ -9,10 +9,12 @@ streamed line by line, so multi-GiB exports never sit in memory.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from llmsweep.engine_ids import ENGINE_IDS
 
 COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 END_SLACK_S = 1.0
@@ -281,7 +283,15 @@ def _queue(w: ServerWindow, running: str, waiting: str) -> dict[str, Any]:
     }
 
 
-ADAPTERS = (("sglang", "sglang:", _sglang), ("vllm", "vllm:", _vllm))
+ServerMetricsReader = Callable[[ServerWindow], dict[str, Any]]
+
+READERS: dict[str, ServerMetricsReader] = {"sglang": _sglang, "vllm": _vllm}
+"""Engine id → the reader of its Prometheus names; the prefix the names carry is the engine identity's."""
+
+ADAPTERS: tuple[tuple[str, str, ServerMetricsReader], ...] = tuple(
+    (e.id, e.metric_prefix, READERS[e.id]) for e in ENGINE_IDS.values() if e.id in READERS and e.metric_prefix
+)
+"""(engine, metric prefix, reader), in registry order: the first whose prefix the scraped names carry reads them."""
 
 
 def summarise_server(
@@ -312,7 +322,8 @@ def summarise_server(
                 out.update(adapter(w))
                 break
         else:
-            out["warnings"].append("server metrics present but no adapter (sglang:, vllm:) matched their names")
+            known = ", ".join(prefix for _, prefix, _ in ADAPTERS)
+            out["warnings"].append(f"server metrics present but no adapter ({known}) matched their names")
     elif source is not None:
         out["warnings"].append("no server metrics were scraped")
     if require_prefix is not None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from llmsweep.catalog.fleet import gpu_sku
+from llmsweep.catalog.golden import AcceptanceResolution, resolve_acceptance
+from llmsweep.errors import LlmsweepError
 from llmsweep.plan.expand import Cell
 from llmsweep.plan.fingerprint import recipe_fingerprint, throughput_entry
 from llmsweep.plan.job import Acceptance, Job, Worker
@@ -133,13 +134,6 @@ def resolve_workload(recipe: Recipe, entry: dict[str, Any], scenario: str) -> Re
     })
 
 
-def _golden_module() -> Any | None:
-    try:
-        return importlib.import_module("llmsweep.catalog.golden")
-    except ImportError:
-        return None
-
-
 def resolve_job_acceptance(
     recipe: Recipe, entry: dict[str, Any], scenario: str, serve: ResolvedServe | None
 ) -> Acceptance | None:
@@ -152,35 +146,26 @@ def resolve_job_acceptance(
         return None
     sd = serve.spec_decoding
     golden = _lookup_golden(recipe, sd.method, sd.thinking, sd.draft_length, sd.draft_model)
-    golden_value = getattr(golden, "value", None) if golden is not None else None
-    provenance = _provenance(golden)
-    common = {"golden": golden_value, "method": sd.method, "thinking": sd.thinking, "k": sd.draft_length,
-              "draft_model": sd.draft_model, "provenance": provenance}
+    golden_value = golden.value if golden is not None else None
+    provenance = golden.provenance() if golden is not None else None
+    source: Literal["golden", "pinned"]
     if sd.acceptance_length is not None:
-        return Acceptance(value=sd.acceptance_length, source="pinned", **common)
-    if scenario == "agentic-coding" and golden_value is not None:
-        return Acceptance(value=float(golden_value), source="golden", **common)
-    return None
+        value, source = sd.acceptance_length, "pinned"
+    elif scenario == "agentic-coding" and golden_value is not None:
+        value, source = golden_value, "golden"
+    else:
+        return None
+    return Acceptance(value=value, source=source, golden=golden_value, method=sd.method, thinking=sd.thinking,
+                      k=sd.draft_length, draft_model=sd.draft_model, provenance=provenance)
 
 
-def _lookup_golden(recipe: Recipe, method: str, thinking: str, k: int | None, draft_model: str | None) -> Any | None:
+def _lookup_golden(recipe: Recipe, method: str, thinking: str, k: int | None,
+                   draft_model: str | None) -> AcceptanceResolution | None:
     if k is None:
         return None
-    module = _golden_module()
-    if module is None or not hasattr(module, "resolve_acceptance"):
-        return None
     try:
-        return module.resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, method, thinking, k,
-                                         draft_model=draft_model)
-    except Exception as exc:  # a catalog problem must not stop planning; policy reports missing goldens
+        return resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, method, thinking, k,
+                                  draft_model=draft_model)
+    except LlmsweepError as exc:  # a broken catalog file must not stop planning; policy reports missing goldens
         log.warning("golden AL lookup failed for %s (%s K=%s): %s", recipe.key, method, k, exc)
         return None
-
-
-def _provenance(golden: Any | None) -> str | None:
-    if golden is None:
-        return None
-    prov = getattr(golden, "provenance", None)
-    if callable(prov):
-        prov = prov()
-    return str(prov) if prov is not None else None

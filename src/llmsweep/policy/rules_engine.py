@@ -12,6 +12,7 @@ from typing import Any
 
 from llmsweep.catalog.engines import check_launch, match_incompatibilities
 from llmsweep.catalog.images import ImageRef, image_fits_hardware, parse_image
+from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.engines import LaunchSpec, adapter_for
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
@@ -56,7 +57,7 @@ def _knob_path(recipe: Recipe, job: Job, kind: str, name: str) -> tuple[str | in
     if kind == "env":
         if job.serve is not None and name in job.serve.env:
             return serve_env_path(recipe, job, name)
-        return ("serve", "spec-decoding") if name.startswith(("SGLANG_SIMULATE", "TLLM_SPEC")) else ("image",)
+        return ("serve", "spec-decoding") if name in acceptance_knobs().env else ("image",)
     if kind == "arg" and job.serve is not None and f"--{name}" in job.serve.args:
         return serve_arg_path(recipe, job, f"--{name}")
     return ("serve", "spec-decoding") if kind == "speculative-config-key" else ("image",)

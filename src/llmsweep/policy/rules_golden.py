@@ -10,14 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmsweep.catalog.golden import resolve_acceptance
+from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
 
-SYNTHETIC_ENV = ("SGLANG_SIMULATE_ACC_LEN", "SGLANG_SIMULATE_ACC_METHOD", "SGLANG_SIMULATE_ACC_TOKEN_MODE",
-                 "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS")
-SYNTHETIC_ARGS = ("--spec-decode-acceptance-length", "--spec-decode-acceptance-rate")
+SYNTHETIC_ENV = tuple(sorted(acceptance_knobs(simulated=False).env))
+"""Env names real engines pin acceptance with (their identities' spellings)."""
+SYNTHETIC_ARGS = tuple(sorted(acceptance_knobs(simulated=False).args))
+"""Flags real engines pin acceptance with (ATOM's length and rate)."""
 CHECKLIST = "InferenceX docs/PR_REVIEW_CHECKLIST.md and golden_al_distribution/README.md (agentx-spec §4.1)"
 
 
@@ -103,7 +105,7 @@ def eval_synthetic(ctx: Context) -> Iterator[Finding]:
             continue
         spec = render(job, simulate=ctx.simulated(job))
         text = " ".join([*spec.argv, *spec.env])
-        if any(k in text for k in (*SYNTHETIC_ENV, *SYNTHETIC_ARGS, "synthetic_acceptance_length",
-                                   "--acceptance-length")):
+        knobs = acceptance_knobs()
+        if any(k in text for k in (*knobs.env, *knobs.args, *knobs.speculative_config_keys)):
             yield ctx.hit("golden-al.eval-synthetic", recipe, ("serve",),
                           "the eval job's launch pins a synthetic acceptance length", job=job)

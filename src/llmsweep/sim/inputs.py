@@ -1,18 +1,18 @@
 """The one adapter from the catalogs (or explicit numbers) to :class:`~llmsweep.sim.perf.PerfInputs`.
 
-The catalog owns the authoritative hardware and model figures; the simulator only needs a dozen numbers. Reading them
-here, tolerantly, keeps the core independent of the catalog's exact shapes and lets the simulator run (tests, a laptop)
-when a catalog entry or the catalog module itself is missing: a few built-in entries cover the common SKUs and the
-test models, and explicit overrides win over both.
+The catalog owns the authoritative hardware and model figures; the simulator only needs a dozen numbers, read here
+from the typed catalog entries. When the catalog has no entry for a SKU or model, a few built-in entries cover the
+common SKUs and the test models; explicit overrides win over both.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import fields, replace
 from typing import Any
 
+from llmsweep.catalog.hardware import find_hardware
+from llmsweep.catalog.models import find_model
 from llmsweep.errors import ConfigError
 from llmsweep.sim.perf import GB, PerfInputs
 
@@ -55,43 +55,16 @@ MODEL_ALIASES = {"qwen3.5": "qwen3.5-397b-a17b", "qwen/qwen3.5-397b-a17b": "qwen
 PRECISION_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "nvfp4": 0.5, "mxfp4": 0.5}
 
 
-def _first(obj: Any, *names: str) -> Any:
-    """First present, non-None attribute (or key) among `names`; tolerant of the catalog's naming."""
-    for name in names:
-        value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-        if value is not None:
-            return value
-    return None
-
-
-def _catalog_lookup(module: str, func: str, key: str) -> Any | None:
-    try:
-        mod = importlib.import_module(module)
-        return getattr(mod, func)(key)
-    except (ImportError, AttributeError):
-        return None
-    except Exception as exc:  # noqa: BLE001 - a missing entry is a fallback, not a crash
-        log.debug("catalog %s.%s(%r) failed: %s", module, func, key, exc)
-        return None
-
-
 def _hardware_figures(sku: str, precision: str) -> dict[str, float] | None:
-    spec = _catalog_lookup("llmsweep.catalog.hardware", "get_hardware", sku)
+    spec = find_hardware(sku)
     if spec is not None:
-        hbm_gb = _first(spec, "hbm_gb", "hbm_capacity_gb", "memory_gb")
-        bw = _first(spec, "hbm_bw_tbs", "hbm_tbps", "hbm_bandwidth_tbs")
-        tflops = None
-        if callable(getattr(spec, "tflops", None)):
-            try:
-                tflops = spec.tflops(precision)
-            except Exception:  # noqa: BLE001 - unknown precision: fall back to the bf16 column below
-                tflops = None
-        tflops = tflops or _first(spec, f"{precision}_tflops", "bf16_tflops")
-        link = _first(spec, "link_gbs", "interconnect_gbs")
-        if hbm_gb and bw and tflops:
-            return {"hbm_gb": float(hbm_gb), "hbm_bw_tbs": float(bw), "tflops": float(tflops),
-                    "link_gbs": float(link or 450)}
-        log.info("catalog entry for %r lacks HBM/bandwidth/FLOPs figures; using built-in defaults", sku)
+        try:
+            tflops = spec.tflops(precision) or spec.bf16_tflops
+        except ConfigError:  # a precision the catalog has no column for (int8): the bf16 column
+            tflops = spec.bf16_tflops
+        if tflops:
+            return {"hbm_gb": spec.hbm_gb, "hbm_bw_tbs": spec.hbm_bw_tbs, "tflops": tflops, "link_gbs": spec.link_gbs}
+        log.info("catalog entry for %r has no FLOP/s figure for %s; using built-in defaults", sku, precision)
     key = sku.lower().replace("_", "-")
     for name, figures in BUILTIN_HARDWARE.items():
         if key == name or key.startswith(name + "-") or key.startswith(name):
@@ -101,28 +74,18 @@ def _hardware_figures(sku: str, precision: str) -> dict[str, float] | None:
 
 
 def _model_figures(name: str) -> dict[str, float] | None:
-    spec = _catalog_lookup("llmsweep.catalog.models", "get_model", name)
+    spec = find_model(name)
     if spec is not None:
-        total = _first(spec, "params_total", "total_params")
-        layers = _first(spec, "layers", "n_layers", "num_layers")
-        hidden = _first(spec, "hidden_size", "hidden")
-        kv = spec.kv_bytes_per_token("bf16") if callable(getattr(spec, "kv_bytes_per_token", None)) else None
-        if total and layers and hidden and kv:
-            active = float(_first(spec, "params_active", "active_params") or total)
-            experts = int(_first(spec, "n_experts") or 0)
-            top_k = int(_first(spec, "experts_per_token") or 0)
-            # total = dense + E*e and active = dense + k*e  =>  routed share = E*e / total
-            share = experts * (float(total) - active) / (experts - top_k) / float(total) if experts > top_k else 0.0
-            attention = getattr(spec, "attention", None)
-            split = 1 << 20
-            if attention is not None:
-                split = 1 if getattr(attention, "kind", "gqa") == "mla" else int(getattr(attention, "kv_heads", 0)
-                                                                                  or split)
-            return {"params_total": float(total), "params_active": active, "n_layers": int(layers),
-                    "hidden": int(hidden), "kv_bytes_per_token_bf16": float(kv), "n_experts": experts,
-                    "experts_per_token": top_k, "expert_param_share": min(max(share, 0.0), 0.99),
-                    "kv_split_max": split}
-        log.info("catalog entry for %r lacks parameter/layer/KV figures; using built-in defaults", name)
+        total = spec.params_total
+        active = spec.params_active or total
+        experts, top_k = spec.n_experts, spec.experts_per_token
+        # total = dense + E*e and active = dense + k*e  =>  routed share = E*e / total
+        share = experts * (total - active) / (experts - top_k) / total if experts > top_k else 0.0
+        split = 1 if spec.attention.kind == "mla" else (spec.attention.kv_heads or 1 << 20)
+        return {"params_total": total, "params_active": active, "n_layers": spec.layers,
+                "hidden": spec.hidden_size, "kv_bytes_per_token_bf16": float(spec.kv_bytes_per_token("bf16")),
+                "n_experts": experts, "experts_per_token": top_k, "expert_param_share": min(max(share, 0.0), 0.99),
+                "kv_split_max": split}
     key = MODEL_ALIASES.get(name.lower(), name.lower())
     if key in BUILTIN_MODELS:
         return BUILTIN_MODELS[key]

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from llmsweep.engine_ids import ENGINE_IDS, unresolved_reason
 from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.spec.engines import resolve_engine
@@ -183,7 +184,7 @@ def _runnable_warnings(recipe: Recipe, file: str, line: int | None, result: Load
         result.findings.append(
             Finding(rule="spec.unknown-engine", severity=Severity.WARNING, file=file,
                     line=recipe.line_of(("framework",)), path=recipe.path_of(("framework",)),
-                    message=f"framework `{recipe.framework}` maps to no engine adapter; the recipe cannot be run",
-                    fix="name the engine with `serve.engine.name` (sglang, vllm, trtllm, atom, sim)")
+                    message=f"{unresolved_reason(recipe.framework)}; the recipe cannot be run",
+                    fix=f"name the engine with `serve.engine.name` ({', '.join(ENGINE_IDS)})")
         )
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from llmsweep.engine_ids import EngineId
 from llmsweep.spec.components import StrictInput
 from llmsweep.spec.rule_error import rule_error
 
@@ -80,7 +81,7 @@ def _stringify_env(env: dict[str, EnvValue]) -> dict[str, str | None]:
 class EngineOverride(StrictInput):
     """Explicit engine identity when the image tag cannot tell (custom builds, nightlies)."""
 
-    name: Literal["sglang", "vllm", "trtllm", "atom", "sim", "transformers"] | None = Field(
+    name: EngineId | None = Field(
         default=None, description="Engine adapter to use instead of the one `framework` implies."
     )
     version: str | None = Field(default=None, min_length=1, description="Engine version, e.g. `0.5.16`.")

@@ -200,3 +200,40 @@ def test_model_and_platform_may_be_named_as_the_recipe_names_them() -> None:
         "sglang", "0.5.16", "h200", "qwen3.5",
         args={"--hicache-io-backend": "direct", "--hicache-mem-layout": "layer_first"}, env={}, kv_offloading="dram",
     ) == []
+
+
+_VLLM_ENTRY = """\
+engines:
+  vllm:
+    display_name: vLLM (site build)
+    {extra}
+    default_port: 8100
+    health_path: /health
+    metrics_path: /metrics
+    ready_markers: ["Application startup complete."]
+    source: site build
+"""
+
+
+@pytest.mark.parametrize("extra", ["", "frameworks: [vllm, dynamo-vllm, llmd-vllm]", 'metric_prefix: "vllm:"'])
+def test_a_user_entry_may_restate_the_identity(user_catalog: Path, extra: str) -> None:
+    (user_catalog / "engines.yaml").write_text(_VLLM_ENTRY.format(extra=extra))
+    info = get_engine("dynamo-vllm")
+    assert info.default_port == 8100 and info.metric_prefix == "vllm:" and "llmd-vllm" in info.frameworks
+
+
+@pytest.mark.parametrize(("extra", "says"), [("frameworks: [vllm, my-vllm]", "my-vllm"),
+                                             ('metric_prefix: "myvllm:"', "myvllm:")])
+def test_a_user_entry_cannot_contradict_the_identity(user_catalog: Path, extra: str, says: str) -> None:
+    (user_catalog / "engines.yaml").write_text(_VLLM_ENTRY.format(extra=extra))
+    with pytest.raises(ConfigError, match=says) as err:
+        get_engine("vllm")
+    assert "engine_ids.py" in str(err.value)
+
+
+def test_an_engine_only_the_catalog_names_keeps_its_own_spellings(user_catalog: Path) -> None:
+    (user_catalog / "engines.yaml").write_text(
+        _VLLM_ENTRY.format(extra="").replace("  vllm:", "  tilert:")
+        .replace("display_name: vLLM (site build)", "display_name: TileRT\n    frameworks: [tilert, tilert-disagg]")
+    )
+    assert canonical_engine("tilert-disagg") == "tilert" and canonical_engine("dynamo-vllm") == "vllm"
