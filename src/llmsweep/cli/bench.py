@@ -23,7 +23,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options every bench subcommand shares."""
     opts = [
         option("url"),
-        option("served_model"),
+        option("model"),
         click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
                      help="Result directory (default results/bench-<kind>-<time>)."),
         option("seed"),

@@ -171,7 +171,7 @@ CONCEPTS: dict[str, Concept] = {
         "help": "Let measured, simulated and predicted points share series, frontiers and comparisons.",
     }),
     "url": Concept("--url", "url", {"required": True}, source=Field(_endpoint, "base_url")),
-    "served_model": Concept("--model", "model", {"required": True}, source=Field(_endpoint, "model")),
+    "model": Concept("--model", "model", {"required": True}, source=Field(_endpoint, "model")),
     "tokenizer": Concept("--tokenizer", "tokenizer", {"default": None}, source=Field(_workload, "tokenizer")),
     "no_ignore_eos": Concept("--no-ignore-eos", "no_ignore_eos", {
         "is_flag": True, "help": "Do not send ignore_eos (servers that answer 422).",

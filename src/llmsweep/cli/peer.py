@@ -33,7 +33,7 @@ def peer() -> None:
 
 @peer.command("crosscheck")
 @option("url")
-@option("served_model")
+@option("model")
 @option("tokenizer", required=True, help="Tokenizer directory both clients count with (the served model's).")
 @click.option("--isl", type=int, required=True, help="Input tokens per request (prompt content).")
 @click.option("--osl", type=int, required=True, help="Output tokens per request (max_tokens, ignore_eos).")

@@ -24,7 +24,8 @@ def sim() -> None:
 
 
 @sim.command("serve")
-@click.option("--model", default="llama-3.1-8b", show_default=True, help="Model name, HF id or catalog prefix.")
+@option("model", required=False, default="llama-3.1-8b", show_default=True,
+        help="Model name, HF id or catalog prefix.")
 @click.option("--hardware", default="h200", show_default=True, help="GPU SKU whose figures drive the roofline.")
 @click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
 @click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
@@ -140,7 +141,8 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
 
 @sim.command("calibrate")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--model", default=None, help="records.jsonl mode: model the records were measured on.")
+@option("model", required=False, default=None,
+        help="records.jsonl mode: model the records were measured on.")
 @click.option("--hardware", default=None, help="records.jsonl mode: GPU SKU the records were measured on.")
 @click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
 @click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
