@@ -310,7 +310,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
 
     jobs = jobs_from_files([Path(r) for r in recipes], config_keys=list(config_keys) or None)
     if not jobs:
-        raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-key and the recipes")
+        raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-keys and the recipes")
     results = []
     for job in jobs:
         config = engine_config_from_argv(engines.render(job, simulate=True).argv)
