@@ -212,3 +212,13 @@ def test_an_old_spelling_still_works_and_warns_once(old: list[str], new: list[st
     assert "deprecated" not in now.stderr
     repeated = llmsweep("predict", str(QUICKSTART), "--config-key", "nope-a", "--config-key", "nope-b")
     assert repeated.returncode == 2 and repeated.stderr.count("--config-key is deprecated") == 1
+
+
+def test_run_and_bench_share_the_client_defaults_the_lifecycle_applies() -> None:
+    """`run --request-timeout` / `--client-workers` feed LifecycleSettings: the CLI and the API default alike."""
+    from llmsweep.execute.lifecycle import LifecycleSettings
+
+    defaults = {(path, opt.opts[0]): opt.default for path, opt in OPTIONS}
+    assert defaults[("run", "--request-timeout")] == field_default(LifecycleSettings, "request_timeout_s")
+    assert defaults[("run", "--request-timeout")] == defaults[("bench fixed", "--request-timeout")]
+    assert defaults[("run", "--client-workers")] == field_default(LifecycleSettings, "client_workers")

@@ -15,7 +15,8 @@ from typing import Any
 
 import click
 
-from llmsweep.cli.options import json_option, option
+from llmsweep.cli.options import field_option, json_option, option
+from llmsweep.client.config import RunOptions
 from llmsweep.errors import ConfigError
 
 
@@ -28,9 +29,9 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Result directory (default results/bench-<kind>-<time>)."),
         option("seed"),
         option("request_timeout", dest="timeout"),
-        click.option("--stall-timeout", type=float, default=None,
+        field_option("--stall-timeout", type=float, source=(RunOptions, "stall_timeout_s"),
                      help="No bytes for this long ends the request as a timeout, s (default: --request-timeout)."),
-        click.option("--grace", type=float, default=30.0, show_default=True, help="Drain grace after the deadline, s."),
+        field_option("--grace", type=float, show_default=True, source=(RunOptions, "grace_s")),
         click.option("--max-failure-ratio", type=float, default=None,
                      help="Failed/finished ratio that stops the run and fails the gate (fixed 0.05, agentic 0.10)."),
         option("client_workers", dest="workers", default=None, show_default=False,
@@ -39,7 +40,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         option("tokenizer"),
         option("gpus"),
         click.option("--metrics-url", default=None, help="Prometheus URL (default URL/metrics; 'none' disables)."),
-        click.option("--require-metrics-prefix", default=None, help="Fail validity unless a server metric has this prefix."),
+        field_option("--require-metrics-prefix", source=(RunOptions, "require_metrics_prefix")),
         option("no_ignore_eos"),
         click.option("--no-stream-options", is_flag=True, help="Do not send stream_options (servers that answer 422)."),
         json_option("the summary (summary.json)"),

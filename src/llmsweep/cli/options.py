@@ -232,6 +232,11 @@ def option(concept: str, *, dest: str | None = None, short: str | None = None, d
                         **settings)
 
 
+def field_option(*decls: str, source: Source, **overrides: Any) -> Callable[[F], F]:
+    """One command's own option that feeds one model field: the field's default and description, unless narrowed."""
+    return click.option(*decls, cls=Opt, source=source, **{**_from_field(source), **overrides})
+
+
 def _inherit_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
     """`--json` given to a group (`catalog --json hardware`) holds for its subcommand too."""
     parent = ctx.parent
