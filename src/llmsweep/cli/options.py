@@ -98,7 +98,7 @@ class ManyValues(Opt):
         super().__init__(*args, **kwargs)
 
 
-class Field:
+class FieldRef:
     """A model field read only when an option is built, so a command imports only the models its options use."""
 
     def __init__(self, model: Callable[[], type[BaseModel]], name: str) -> None:
@@ -147,7 +147,7 @@ class Concept:
     dest: str
     settings: dict[str, Any] = dataclass_field(default_factory=dict)
     deprecated: tuple[str, ...] = ()
-    source: Field | None = None
+    source: FieldRef | None = None
 
 
 CONCEPTS: dict[str, Concept] = {
@@ -170,22 +170,22 @@ CONCEPTS: dict[str, Concept] = {
         "is_flag": True,
         "help": "Let measured, simulated and predicted points share series, frontiers and comparisons.",
     }),
-    "url": Concept("--url", "url", {"required": True}, source=Field(_endpoint, "base_url")),
-    "model": Concept("--model", "model", {"required": True}, source=Field(_endpoint, "model")),
-    "tokenizer": Concept("--tokenizer", "tokenizer", {"default": None}, source=Field(_workload, "tokenizer")),
+    "url": Concept("--url", "url", {"required": True}, source=FieldRef(_endpoint, "base_url")),
+    "model": Concept("--model", "model", {"required": True}, source=FieldRef(_endpoint, "model")),
+    "tokenizer": Concept("--tokenizer", "tokenizer", {"default": None}, source=FieldRef(_workload, "tokenizer")),
     "no_ignore_eos": Concept("--no-ignore-eos", "no_ignore_eos", {
         "is_flag": True, "help": "Do not send ignore_eos (servers that answer 422).",
     }),
-    "gpus": Concept("--gpus", "gpus", {"type": int, "show_default": True}, source=Field(_run_options, "gpus")),
+    "gpus": Concept("--gpus", "gpus", {"type": int, "show_default": True}, source=FieldRef(_run_options, "gpus")),
     "request_timeout": Concept("--request-timeout", "request_timeout", {"type": float, "show_default": True},
-                               deprecated=("--timeout",), source=Field(_run_options, "timeout_s")),
+                               deprecated=("--timeout",), source=FieldRef(_run_options, "timeout_s")),
     "client_workers": Concept("--client-workers", "client_workers", {"type": int, "show_default": True},
-                              deprecated=("--workers",), source=Field(_run_options, "workers")),
+                              deprecated=("--workers",), source=FieldRef(_run_options, "workers")),
     "seed": Concept("--seed", "seed", {
         "type": int, "show_default": True, "help": "Seed of the prompts and arrivals (the recipe's client seed).",
-    }, source=Field(_run_options, "seed")),
-    "num_prompts": Concept("--num-prompts", "num_prompts", {"type": int}, source=Field(_workload, "num_prompts")),
-    "num_warmups": Concept("--num-warmups", "num_warmups", {"type": int}, source=Field(_workload, "num_warmups")),
+    }, source=FieldRef(_run_options, "seed")),
+    "num_prompts": Concept("--num-prompts", "num_prompts", {"type": int}, source=FieldRef(_workload, "num_prompts")),
+    "num_warmups": Concept("--num-warmups", "num_warmups", {"type": int}, source=FieldRef(_workload, "num_warmups")),
     "num_prompts_per_conc": Concept("--num-prompts-per-conc", "num_prompts_per_conc", {
         "type": int, "help": "Measured requests per unit of concurrency.",
     }, deprecated=("--prompts-per-conc",)),
@@ -193,10 +193,10 @@ CONCEPTS: dict[str, Concept] = {
         "type": int, "help": "Warm-up requests per unit of concurrency.",
     }, deprecated=("--warmups-per-conc",)),
     "num_traces": Concept("--num-traces", "num_traces", {"type": click.IntRange(min=1), "show_default": True},
-                          source=Field(_synthetic_traces, "traces")),
+                          source=FieldRef(_synthetic_traces, "traces")),
     "traces": Concept("--traces", "traces", {"help": "Trace file, directory or Hugging Face dataset id."}),
-    "spec_method": Concept("--spec-method", "spec_method", {}, source=Field(_spec_decoding, "method")),
-    "spec_k": Concept("--spec-k", "spec_k", {"type": click.IntRange(min=1)}, source=Field(_spec_decoding, "num_steps")),
+    "spec_method": Concept("--spec-method", "spec_method", {}, source=FieldRef(_spec_decoding, "method")),
+    "spec_k": Concept("--spec-k", "spec_k", {"type": click.IntRange(min=1)}, source=FieldRef(_spec_decoding, "num_steps")),
     "resummarize": Concept("--resummarize", "resummarize", {
         "is_flag": True, "help": "First recompute every run's summary from its raw files (needs whole records.jsonl).",
     }, deprecated=("--resummarise",)),
