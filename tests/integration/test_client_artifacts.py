@@ -111,7 +111,7 @@ def test_cli_bench_fixed_writes_artifacts_and_exits_by_the_gate(tmp_path: Path) 
 def test_cli_fixed_with_two_workers_sends_each_prompt_once(tmp_path: Path) -> None:
     with StreamServer(ServerConfig()) as srv:
         res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "16", "--osl", "4",
-                   "--concurrency", "4", "--num-prompts", "24", "--warmup", "0", "--workers", "2",
+                   "--concurrency", "4", "--num-prompts", "24", "--num-warmups", "0", "--client-workers", "2",
                    "--out", str(tmp_path), "--json")
     assert res.returncode == 0, res.stderr
     recs = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]

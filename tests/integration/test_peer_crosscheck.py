@@ -72,8 +72,8 @@ def test_both_clients_send_the_same_prompts_and_agree_on_the_servers_token_gap(
 ) -> None:
     out = tmp_path / "cc"
     run = cli("peer", "crosscheck", "--url", server, "--model", "sim", "--tokenizer", str(tokenizer), "--isl", "200",
-              "--osl", "24", "--concurrency", "1,4", "--repeats", "2", "--min-prompts", "8", "--prompts-per-conc", "2",
-              "--aiperf", str(AIPERF), "--out", str(out))
+              "--osl", "24", "--concurrency", "1,4", "--repeats", "2", "--min-prompts", "8",
+              "--num-prompts-per-conc", "2", "--aiperf", str(AIPERF), "--out", str(out))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     check = json.loads((out / "crosscheck.json").read_text())
     assert len(check["runs"]) == 8 and all(r["error"] is None for r in check["runs"]), check["runs"]
@@ -97,7 +97,7 @@ def test_both_clients_send_the_same_prompts_and_agree_on_the_servers_token_gap(
             assert "--use-legacy-max-tokens" in (folder / "command.txt").read_text()
     table = cli("peer", "table", str(out))
     assert table.returncode == 0 and table.stdout.strip() == (out / "crosscheck.md").read_text().strip()
-    again = cli("peer", "table", str(out), "--resummarise")  # from the raw records and exports: the same table
+    again = cli("peer", "table", str(out), "--resummarize")  # from the raw records and exports: the same table
     assert again.returncode == 0 and again.stdout.strip() == table.stdout.strip()
     assert (out / "crosscheck.md").read_text().strip() in run.stdout
 

@@ -15,31 +15,35 @@ from typing import Any
 
 import click
 
+from llmsweep.cli.options import field_option, json_option, option
+from llmsweep.client.config import RunOptions
 from llmsweep.errors import ConfigError
 
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options every bench subcommand shares."""
     opts = [
-        click.option("--url", required=True, help="Server base URL, e.g. http://127.0.0.1:8000."),
-        click.option("--model", required=True, help="Served model name sent in each request."),
+        option("url"),
+        option("model"),
         click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
                      help="Result directory (default results/bench-<kind>-<time>)."),
-        click.option("--seed", type=int, default=42, show_default=True, help="Seed for prompts and arrivals."),
-        click.option("--timeout", type=float, default=600.0, show_default=True, help="Per-request timeout, s."),
-        click.option("--stall-timeout", type=float, default=None, help="No bytes for this long = timeout (default --timeout)."),
-        click.option("--grace", type=float, default=30.0, show_default=True, help="Drain grace after the deadline, s."),
+        option("seed"),
+        option("request_timeout", dest="timeout"),
+        field_option("--stall-timeout", type=float, source=(RunOptions, "stall_timeout_s"),
+                     help="No bytes for this long ends the request as a timeout, s (default: --request-timeout)."),
+        field_option("--grace", type=float, show_default=True, source=(RunOptions, "grace_s")),
         click.option("--max-failure-ratio", type=float, default=None,
                      help="Failed/finished ratio that stops the run and fails the gate (fixed 0.05, agentic 0.10)."),
-        click.option("--workers", type=int, default=None, help="Client worker processes (default: 1 unless the load needs more)."),
+        option("client_workers", dest="workers", default=None, show_default=False,
+               help="Client worker processes (default: 1 unless the load needs more)."),
         click.option("--api", type=click.Choice(["chat", "completions"]), default=None, help="OpenAI route to stream from."),
-        click.option("--tokenizer", default=None, help="Tokenizer directory or hub id for prompt synthesis."),
-        click.option("--gpus", type=int, default=1, show_default=True, help="GPUs behind the endpoint (per-GPU throughput)."),
+        option("tokenizer"),
+        option("gpus"),
         click.option("--metrics-url", default=None, help="Prometheus URL (default URL/metrics; 'none' disables)."),
-        click.option("--require-metrics-prefix", default=None, help="Fail validity unless a server metric has this prefix."),
-        click.option("--no-ignore-eos", is_flag=True, help="Do not send ignore_eos (servers that answer 422)."),
+        field_option("--require-metrics-prefix", source=(RunOptions, "require_metrics_prefix")),
+        option("no_ignore_eos"),
         click.option("--no-stream-options", is_flag=True, help="Do not send stream_options (servers that answer 422)."),
-        click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of a table."),
+        json_option("the summary (summary.json)"),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -58,9 +62,9 @@ def bench() -> None:
 @click.option("--concurrency", type=int, default=None, help="Closed loop: requests in flight.")
 @click.option("--request-rate", type=float, default=None, help="Open loop: requests per second.")
 @click.option("--arrival", type=click.Choice(["poisson", "constant"]), default="poisson", show_default=True)
-@click.option("--num-prompts", type=int, default=None, help="Profiling requests to send.")
+@option("num_prompts")
 @click.option("--duration", type=float, default=None, help="Profiling window, s.")
-@click.option("--warmup", type=int, default=None, help="Warmup requests first (default 2 x concurrency).")
+@option("num_warmups", dest="warmup", deprecated=("--warmup",))
 @click.option("--range-ratio", type=float, default=1.0, show_default=True, help="Lengths uniform in [ratio*L, L].")
 def fixed(**kw: Any) -> None:
     """Fixed input/output lengths (the InferenceX fixed-seq-len scenario)."""
@@ -86,7 +90,7 @@ def fixed(**kw: Any) -> None:
 
 @bench.command("agentic")
 @_common
-@click.option("--traces", required=True, help="Trace file, directory or Hugging Face dataset id.")
+@option("traces", required=True)
 @click.option("--concurrency", type=int, required=True, help="Live session trees (lanes).")
 @click.option("--duration", type=float, required=True, help="Profiling window, s (>= 900 for a submission).")
 def agentic(**kw: Any) -> None:
@@ -105,8 +109,8 @@ def agentic(**kw: Any) -> None:
 
 @bench.command("replay")
 @_common
-@click.option("--traces", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Mooncake timestamped trace (JSONL).")
+@option("traces", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="Mooncake timestamped trace (JSONL).")
 @click.option("--speedup", type=float, default=1.0, show_default=True, help="Replay the timeline this many times faster.")
 @click.option("--duration", type=float, default=None, help="Stop after this many seconds of profiling.")
 def replay(**kw: Any) -> None:
@@ -268,7 +272,7 @@ def _print_summary(summary: dict[str, Any], out: Path, *, as_json: bool) -> None
 
 @click.command("summarize")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of a table.")
+@json_option("the summary (summary.json)")
 def summarize(run_dir: Path, as_json: bool) -> None:
     """Recompute RUN_DIR/summary.json from records.jsonl (+ server_metrics.jsonl, run.json)."""
     from llmsweep.client.runner import summarise_dir

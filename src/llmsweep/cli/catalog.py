@@ -22,6 +22,7 @@ from llmsweep.catalog import hardware as hardware_mod
 from llmsweep.catalog import images as images_mod
 from llmsweep.catalog import models as models_mod
 from llmsweep.catalog.sources import ENV_VAR, catalog_dirs
+from llmsweep.cli.options import json_option, option
 from llmsweep.engine_ids import acceptance_spellings
 from llmsweep.errors import ConfigError
 
@@ -219,11 +220,8 @@ def _show(section: str, as_json: bool) -> None:
 
 # ------------------------------------------------------------------------------------------------------- commands
 
-_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
-
-
 @click.group(invoke_without_command=True)
-@_json_option
+@json_option()
 @click.pass_context
 def catalog(ctx: click.Context, as_json: bool) -> None:
     """Show the hardware, fleet, model, engine, image and golden-AL catalogs.
@@ -253,7 +251,7 @@ def catalog(ctx: click.Context, as_json: bool) -> None:
 
 def _section_command(section: str, help_text: str) -> click.Command:
     @click.command(name=section, help=help_text)
-    @_json_option
+    @json_option()
     def command(as_json: bool) -> None:
         _show(section, as_json)
 
@@ -273,7 +271,7 @@ for _name, _help in (
 
 @catalog.command(name="image")
 @click.argument("ref")
-@_json_option
+@json_option()
 def image(ref: str, as_json: bool) -> None:
     """Parse one image reference: registry, repository, tag, engine version, platform, GPU family, Python."""
     try:
@@ -303,22 +301,23 @@ def _known_curves_text(curves: Iterable[golden_mod.GoldenCurve]) -> str:
 
 @click.command(name="al")
 @click.argument("model")
-@click.option("--method", "-m", required=True, help="Draft method: mtp (also eagle, nextn), eagle3, dspark.")
-@click.option("--k", "-k", "k", required=True, type=click.IntRange(min=1),
-              help="Draft length: vLLM num_speculative_tokens; SGLang --speculative-num-steps.")
+@option("spec_method", dest="method", short="-m", deprecated=("--method",), required=True,
+        help="Draft method: mtp (also eagle, nextn), eagle3, dspark.")
+@option("spec_k", dest="k", short="-k", deprecated=("--k",), required=True)
 @click.option("--thinking", type=click.Choice(["on", "off"]), default="on", show_default=True,
               help="Thinking mode of the curve.")
 @click.option("--draft-model", default=None, help="Draft heads (HF id), variant (eagle3-gqa) or curve id.")
 @click.option("--precision", default=None,
               help="Precision the recipe serves (fp8, fp4…); default: what MODEL's id says. Warns on a mismatch.")
-@_json_option
+@json_option()
 def al(model: str, method: str, k: int, thinking: str, draft_model: str | None, precision: str | None,
        as_json: bool) -> None:
     """Look up the golden acceptance length for MODEL (HF id, model id or prefix) and print its provenance."""
     curves = golden_mod.list_curves()
     if golden_mod.normalise_method(method) is None:
         methods = ", ".join(sorted(golden_mod.METHOD_ALIASES))
-        raise click.BadParameter(f"unknown draft method {method!r}; known spellings: {methods}", param_hint="--method")
+        raise click.BadParameter(f"unknown draft method {method!r}; known spellings: {methods}",
+                                 param_hint="--spec-method")
     spec = models_mod.find_model(model)
     prefix = spec.prefix if spec else model.strip().lower()
     family = [c for c in curves if c.model_prefix == prefix]

@@ -8,7 +8,6 @@ go to stderr. Exit 2 when the input cannot be parsed or planned, else 0.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import click
 
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
+from llmsweep.cli.options import ManyValues, config_keys_option, runner_config_option
 from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan import EvalOptions, Job, SweepOptions, plan_jobs
@@ -23,38 +23,12 @@ from llmsweep.plan.checks import unused_overrides
 from llmsweep.plan.names import SEQ_LEN_NAMES
 from llmsweep.spec import LoadResult, load_recipes
 
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$")
-
-
-class ManyValues(click.Option):
-    """An option taking one or more space-separated values (argparse `nargs='+'`); repeating it also works."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["multiple"] = True
-        super().__init__(*args, **kwargs)
-
-    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
-        super().add_to_parser(parser, ctx)
-        for name in self.opts:
-            option = parser._long_opt.get(name) or parser._short_opt.get(name)
-            if option is None:
-                continue
-            original = option.process
-
-            def process(value: Any, state: Any, original: Callable[..., None] = original) -> None:
-                original(value, state)
-                while state.rargs and (not state.rargs[0].startswith("-") or _NEGATIVE_NUMBER.match(state.rargs[0])):
-                    original(state.rargs.pop(0), state)
-
-            option.process = process
-
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
         click.option("--config-files", cls=ManyValues, type=click.Path(path_type=Path),
                      help="Recipe/master files or directories (default: every *.yaml under ./recipes)."),
-        click.option("--runner-config", type=click.Path(path_type=Path), default=None,
-                     help="Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet)."),
+        runner_config_option(),
         click.option("--no-evals", is_flag=True, help="Throughput jobs only; do not mark eval rows."),
         click.option("--evals-only", is_flag=True, help="Only the eval subset (rows marked run-eval), as eval-only."),
         click.option("--all-evals", is_flag=True,
@@ -118,7 +92,7 @@ def full_sweep_cmd(**kw: Any) -> None:
 
 @matrix.command("test-config")
 @_common
-@click.option("--config-keys", cls=ManyValues, required=True, help="Recipe keys to expand (`*`/`?` globs allowed).")
+@config_keys_option(greedy=True, required=True)
 @click.option("--conc", cls=ManyValues, type=int, help="Keep only these concurrencies.")
 @click.option("--seq-lens", cls=ManyValues, type=click.Choice(list(SEQ_LEN_NAMES)), help="Keep these ISL/OSL pairs.")
 def test_config_cmd(**kw: Any) -> None:

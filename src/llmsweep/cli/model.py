@@ -8,6 +8,7 @@ from typing import Literal
 
 import click
 
+from llmsweep.cli.options import json_option, option
 from llmsweep.modelsynth.architectures import PRESETS, preset_config
 from llmsweep.modelsynth.synth import SynthRequest, synth_model
 from llmsweep.modelsynth.tensors import parameter_count
@@ -28,7 +29,7 @@ def model() -> None:
 
 
 @model.command("presets")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for other programs.")
+@json_option("the presets")
 def presets(as_json: bool) -> None:
     """List the named model shapes with their parameter counts."""
     rows = [(name, parameter_count(preset_config(name)), p.summary) for name, p in PRESETS.items()]
@@ -58,14 +59,14 @@ def presets(as_json: bool) -> None:
 @click.option("--layers", type=click.IntRange(min=1), default=None, help=_h("layers"))
 @click.option("--hidden", type=click.IntRange(min=64), default=None, help=_h("hidden"))
 @click.option("--vocab", type=click.IntRange(min=512), default=None, help=_h("vocab"))
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help=_h("seed"))
+@option("seed", source=(SynthRequest, "seed"), type=click.IntRange(min=0))
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True,
               help=_h("dtype"))
 @click.option("--retrain-tokenizer", is_flag=True, help=_h("retrain_tokenizer"))
 @click.option("--shard-mb", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Largest safetensors shard, in MiB.")
 @click.option("--force", is_flag=True, help=_h("force"))
-@click.option("--json", "as_json", is_flag=True, help="Print the provenance record as JSON.")
+@json_option("the provenance record")
 def synth(
     model_or_config: str,
     out: Path,

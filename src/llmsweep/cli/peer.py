@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from llmsweep.cli.options import json_option, option
 from llmsweep.errors import ConfigError
 
 
@@ -31,24 +32,24 @@ def peer() -> None:
 
 
 @peer.command("crosscheck")
-@click.option("--url", required=True, help="Server base URL, e.g. http://127.0.0.1:8000.")
-@click.option("--model", required=True, help="Served model name sent in each request.")
-@click.option("--tokenizer", required=True, help="Tokenizer directory both clients count with (the served model's).")
+@option("url")
+@option("model")
+@option("tokenizer", required=True, help="Tokenizer directory both clients count with (the served model's).")
 @click.option("--isl", type=int, required=True, help="Input tokens per request (prompt content).")
 @click.option("--osl", type=int, required=True, help="Output tokens per request (max_tokens, ignore_eos).")
 @click.option("--concurrency", "levels", required=True, help="Comma-separated closed-loop levels, e.g. 1,8,32.")
-@click.option("--prompts-per-conc", type=int, default=4, show_default=True, help="Measured requests per unit of concurrency.")
+@option("num_prompts_per_conc", dest="prompts_per_conc", default=4, show_default=True)
 @click.option("--min-prompts", type=int, default=16, show_default=True, help="At least this many measured requests per run.")
-@click.option("--warmups-per-conc", type=int, default=2, show_default=True, help="Warm-up requests per unit of concurrency.")
+@option("num_warmups_per_conc", dest="warmups_per_conc", default=2, show_default=True)
 @click.option("--repeats", type=int, default=2, show_default=True, help="Runs of each client per level, alternating.")
 @click.option("--aiperf", "aiperf_exe", default="aiperf", show_default=True, help="aiperf executable.")
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Per-request timeout, s.")
+@option("request_timeout", dest="timeout")
 @click.option("--run-deadline", type=float, default=None, help="Stop one aiperf run after this many seconds.")
-@click.option("--no-ignore-eos", is_flag=True, help="Neither client sends ignore_eos (servers that answer 422).")
-@click.option("--gpus", type=int, default=1, show_default=True, help="GPUs behind the endpoint.")
-@click.option("--seed", type=int, default=0, show_default=True, help="First prompt seed (each run adds its position).")
+@option("no_ignore_eos", help="Neither client sends ignore_eos (servers that answer 422).")
+@option("gpus")
+@option("seed", help="Seed of the first run's prompts (each run adds its position; the recipe's client seed).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Result directory.")
-@click.option("--json", "as_json", is_flag=True, help="Print crosscheck.json instead of the table.")
+@json_option("the cross-check (crosscheck.json)")
 def crosscheck(**kw: Any) -> None:
     """Run llmsweep's client and aiperf in turn at each concurrency on the same prompts; print both side by side.
 
@@ -79,10 +80,9 @@ def crosscheck(**kw: Any) -> None:
 
 @peer.command("table")
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--resummarise", is_flag=True,
-              help="First recompute every run's summary from its raw files (needs whole records.jsonl files).")
+@option("resummarize", dest="resummarise")
 @click.option("--write", is_flag=True, help="Write the recomputed crosscheck.json and crosscheck.md back.")
-@click.option("--json", "as_json", is_flag=True, help="Print the recomputed crosscheck.json instead of the table.")
+@json_option("the recomputed cross-check")
 def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
     """Recompute and print the side-by-side table of a cross-check directory from its runs."""
     from llmsweep.peers.crosscheck import load_crosscheck, markdown, write_crosscheck
@@ -96,9 +96,10 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
 @peer.command("import")
 @click.argument("artifact_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Run directory to write.")
-@click.option("--warmups", type=int, default=0, show_default=True, help="Warm-up requests the aiperf run sent.")
-@click.option("--gpus", type=int, default=1, show_default=True, help="GPUs behind the endpoint.")
-@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the table.")
+@option("num_warmups", dest="warmups", default=0, show_default=True, deprecated=("--warmups",),
+        help="Warm-up requests the aiperf run sent.")
+@option("gpus")
+@json_option("the summary (summary.json)")
 def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int, as_json: bool) -> None:
     """Read an aiperf --artifact-dir into OUT (records.jsonl, run.json, summary.json under llmsweep's definitions)."""
     from llmsweep.cli.bench import _print_summary

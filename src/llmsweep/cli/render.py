@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from llmsweep.cli.options import option, runner_config_option
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.plan.job import Job
@@ -55,11 +56,10 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
 @click.command("render")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--job", "selector", required=True, help="Job id, unique id prefix or exp-name.")
-@click.option("--simulate", is_flag=True, help="Render the simulator stand-in for the job.")
+@option("simulate", help="Render the simulator stand-in for the job.")
 @click.option("--format", "fmt", type=click.Choice(["text", "sh", "json"]), default="text", show_default=True)
 @click.option("--port", type=int, default=None, help="Port to render (default: the engine's).")
-@click.option("--runner-config", type=click.Path(path_type=Path), default=None,
-              help="Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet).")
+@runner_config_option()
 def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, port: int | None,
            runner_config: Path | None) -> int:
     """Print the exact server command and environment of a job (secrets by name only)."""

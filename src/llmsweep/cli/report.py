@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from llmsweep.cli.options import option, store_option
+
 
 @click.command()
 @click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -14,9 +16,8 @@ import click
 @click.option("--no-png", is_flag=True, help="Skip the matplotlib PNG plots.")
 @click.option("--with", "overlays", multiple=True, metavar="RUN_OR_ID",
               help="Overlay another run (directory, stored run id, or imported InferenceX rows) as separate series.")
-@click.option("--mix-sources", is_flag=True, help="Let measured/simulated/predicted points share series and frontiers.")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Results store for --with run ids. Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.")
+@option("mix_sources")
+@store_option(help="Results store for --with run ids. Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.")
 def report(run: Path, out: Path | None, no_png: bool, overlays: tuple[str, ...], mix_sources: bool,
            store_path: Path | None) -> None:
     """Write index.html (works offline), summary.md, data.json and pareto_<axis>.png for RUN."""

@@ -9,11 +9,8 @@ from typing import Any
 
 import click
 
+from llmsweep.cli.options import json_option, option, store_option
 from llmsweep.errors import ResultError
-
-STORE_HELP = "Results store (SQLite). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite."
-store_option = click.option("--store", "store_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                            help=STORE_HELP)
 
 
 def _open(store_path: Path | None) -> Any:
@@ -39,7 +36,7 @@ def results() -> None:
 
 @results.command("ingest")
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@store_option
+@store_option()
 def ingest(runs: tuple[Path, ...], store_path: Path | None) -> None:
     """Store every job and result of run directories (idempotent: re-ingesting replaces the run)."""
     with _open(store_path) as store:
@@ -56,8 +53,8 @@ def ingest(runs: tuple[Path, ...], store_path: Path | None) -> None:
 
 @results.command("list")
 @click.option("--run", "run_id", default=None, help="Only results of this run id.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@store_option
+@json_option()
+@store_option()
 def list_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> None:
     """Runs in the store, or the results of one run (`--json` without `--run`: every stored result)."""
     from llmsweep.results.point import describe
@@ -76,8 +73,8 @@ def list_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> None
 
 
 @results.command("runs")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@store_option
+@json_option()
+@store_option()
 def runs_cmd(as_json: bool, store_path: Path | None) -> None:
     """Runs in the store (ours and imported ones), with result counts and sources."""
     from dataclasses import asdict
@@ -117,8 +114,8 @@ def _print_points(points: list[Any]) -> None:
 
 @results.command("show")
 @click.argument("ref")
-@click.option("--json", "as_json", is_flag=True, help="Print the full stored record (summary included).")
-@store_option
+@json_option("the full stored record (summary included)")
+@store_option()
 def show(ref: str, as_json: bool, store_path: Path | None) -> None:
     """One result by result id, job id or RUN/JOB."""
     from llmsweep.results.interchange import export_points
@@ -137,9 +134,9 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
 @results.command("frontier")
 @click.option("--run", "run_id", required=True, help="Run id in the store, or a run directory.")
 @click.option("--x", "x_axis", default="p90_e2e_norm_intvty", show_default=True, help="x axis key.")
-@click.option("--mix-sources", is_flag=True, help="Let measured/simulated/predicted points share a frontier.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@store_option
+@option("mix_sources")
+@json_option()
+@store_option()
 def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_path: Path | None) -> None:
     """Per-series Pareto frontier of a run (throughput per GPU against an x axis, north-star rule)."""
     from llmsweep.results.frontier import AXIS_BY_KEY, axis_value, compute_frontiers
@@ -166,7 +163,7 @@ def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_p
 @click.option("--run", "run_id", default=None, help="Only this run (default: every stored result).")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex"]), default="json", show_default=True)
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default stdout).")
-@store_option
+@store_option()
 def export(run_id: str | None, fmt: str, out: Path | None, store_path: Path | None) -> None:
     """Export results: our lossless JSON, flat CSV, or InferenceX aggregate rows."""
     from llmsweep.results.interchange import export_points
@@ -182,7 +179,7 @@ def export(run_id: str | None, fmt: str, out: Path | None, store_path: Path | No
 
 @results.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@store_option
+@store_option()
 def import_cmd(file: Path, store_path: Path | None) -> None:
     """Import an export of ours or InferenceX aggregate result JSON as its own run (source kept)."""
     from llmsweep.results.interchange import import_into
@@ -201,15 +198,15 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
               type=click.Choice(["image", "engine", "hardware", "precision", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
                                  "spec", "offload", "offload_backend", "model", "workers", "router"]),
               help="Identity field to leave out of point matching (named in the output).")
-@click.option("--mix-sources", is_flag=True, help="Allow comparing measured with simulated/predicted points.")
+@option("mix_sources")
 @click.option("--no-history", is_flag=True, help="Do not use earlier stored runs of the same points as repeats.")
-@click.option("--seed", default=0, show_default=True, help="Bootstrap seed.")
+@option("seed", default=0, help="Bootstrap seed.")
 @click.option("--resamples", default=200, show_default=True, help="Bootstrap resamples per metric.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (deltas, bands, verdicts).")
+@json_option("the deltas, bands and verdicts")
 @click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when any metric is a (between-run) regression.")
-@store_option
+@store_option()
 def compare(a: str, b: str, repeats_a: tuple[str, ...], repeats_b: tuple[str, ...], ignore: tuple[str, ...],
             mix_sources: bool, no_history: bool, seed: int, resamples: int, as_json: bool, markdown: Path | None,
             fail_on_regression: bool, store_path: Path | None) -> None:

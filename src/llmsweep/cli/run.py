@@ -9,6 +9,7 @@ from typing import Any
 import click
 import yaml
 
+from llmsweep.cli.options import config_keys_option, option, runner_config_option, store_option
 from llmsweep.errors import ConfigError
 
 
@@ -24,23 +25,22 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 @click.command("run")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--config-keys", multiple=True, help="Recipe keys (globs allowed) to run; default: every key.")
+@config_keys_option()
 @click.option("--executor", type=click.Choice(["local", "docker", "slurm"]), default="local", show_default=True,
               help="Where servers run: this machine, Docker on this machine, or Slurm batch jobs.")
 @click.option("--executor-option", "executor_options", multiple=True, metavar="KEY=VALUE",
               help="Executor settings, e.g. partition=gpu, time_limit=04:00:00, squash_dir=/shared/sqsh.")
-@click.option("--simulate", is_flag=True, help="Run every job on the built-in simulated engine instead of its real one.")
+@option("simulate")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
 @click.option("--resume", is_flag=True, help="Skip jobs whose valid summary exists in --out; rerun half-done ones.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/latest"), show_default=True,
               help="Run directory (one folder per job under jobs/).")
-@click.option("--store", type=click.Path(path_type=Path), default=None,
-              help="Results database (default: $LLMSWEEP_STORE or ~/.llmsweep/results.sqlite).")
-@click.option("--runner-config", type=click.Path(path_type=Path), default=None, help="Fleet file (runners.yaml format).")
+@store_option(dest="store")
+@runner_config_option()
 @click.option("--no-report", is_flag=True, help="Skip writing the HTML dashboard.")
 @click.option("--startup-timeout", type=float, default=None, help="Seconds to wait for a server to become ready.")
-@click.option("--request-timeout", type=float, default=600.0, show_default=True, help="Whole-request timeout (s).")
-@click.option("--client-workers", type=int, default=1, show_default=True, help="Client worker processes.")
+@option("request_timeout")
+@option("client_workers")
 @click.option("--al-tolerance", type=float, default=0.10, show_default=True,
               help="Allowed |realised − pinned| acceptance length in the read-back gate.")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)

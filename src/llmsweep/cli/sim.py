@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from llmsweep.cli.options import config_keys_option, json_option, option
 from llmsweep.errors import ConfigError, LlmsweepError
+from llmsweep.sim.config import SimConfig
 
 if TYPE_CHECKING:
     from llmsweep.sim.calibrate import RunCalibration
@@ -23,7 +24,8 @@ def sim() -> None:
 
 
 @sim.command("serve")
-@click.option("--model", default="llama-3.1-8b", show_default=True, help="Model name, HF id or catalog prefix.")
+@option("model", required=False, default="llama-3.1-8b", show_default=True,
+        help="Model name, HF id or catalog prefix.")
 @click.option("--hardware", default="h200", show_default=True, help="GPU SKU whose figures drive the roofline.")
 @click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
 @click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
@@ -31,9 +33,9 @@ def sim() -> None:
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to bind (0 = any free port).")
 @click.option("--precision", default="bf16", show_default=True, help="Weight/compute precision (bf16, fp8, fp4).")
 @click.option("--kv-dtype", default="bf16", show_default=True, help="KV-cache dtype (bf16, fp8).")
-@click.option("--spec-method", type=click.Choice(["mtp", "eagle", "eagle3", "draft_model", "ngram"]),
-              default=None, help="Speculative decoding method (off when absent).")
-@click.option("--spec-k", default=3, show_default=True, type=click.IntRange(1, 16), help="Draft tokens per step.")
+@option("spec_method", type=click.Choice(["mtp", "eagle", "eagle3", "draft_model", "ngram"]), default=None,
+        help="Speculative decoding method (off when absent).")
+@option("spec_k", default=3, show_default=True, type=click.IntRange(1, 16), help="Draft tokens per step.")
 @click.option("--acceptance-length", type=float, default=None,
               help="Forced mean acceptance length (tokens per verify step, bonus included).")
 @click.option("--kv-offload", type=click.Choice(["none", "dram"]), default="none", show_default=True,
@@ -48,7 +50,7 @@ def sim() -> None:
               help="Step-time model.")
 @click.option("--ttft-ms", type=float, default=50.0, show_default=True, help="constant timing: prefill step.")
 @click.option("--itl-ms", type=float, default=10.0, show_default=True, help="constant timing: decode step.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed: same seed, same streams.")
+@option("seed", source=(SimConfig, "seed"))
 @click.option("--served-model-name", default=None, help="Model id the API reports (default: --model).")
 @click.option("--metrics-style", type=click.Choice(["sglang", "vllm", "both"]), default="both", show_default=True,
               help="Whose metric names /metrics exposes.")
@@ -139,7 +141,8 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
 
 @sim.command("calibrate")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--model", default=None, help="records.jsonl mode: model the records were measured on.")
+@option("model", required=False, default=None,
+        help="records.jsonl mode: model the records were measured on.")
 @click.option("--hardware", default=None, help="records.jsonl mode: GPU SKU the records were measured on.")
 @click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
 @click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
@@ -157,7 +160,7 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
                    "($LLMSWEEP_CATALOG_DIR), where every later prediction of that key picks them up.")
 @click.option("--save-to", type=click.Path(dir_okay=True), default=None,
               help="Run mode: store the fitted factors in this calibration file (or directory) instead.")
-@click.option("--json", "as_json", is_flag=True, help="Print the fit as JSON.")
+@json_option("the fit")
 def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, tp: int, ep: int, precision: str,
               kv_dtype: str, engine_style: str, max_iter: int, factors: str, save: bool, save_to: str | None,
               as_json: bool) -> None:
@@ -276,16 +279,16 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
 
 @click.command("predict")
 @click.argument("recipes", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--config-key", "config_keys", multiple=True, help="Only these recipe keys (glob patterns).")
+@config_keys_option()
 @click.option("--duration", type=float, default=None,
               help="Virtual seconds per point (default: the job's duration, else 600).")
 @click.option("--max-requests", type=int, default=None, help="Stop after this many profiling requests per point.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write records.jsonl, server_metrics.jsonl and summary.json per point under this folder.")
-@click.option("--traces", default=None,
-              help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic' = the built-in "
-                   "AgentX-shaped corpus; needs no network).")
-@click.option("--json", "as_json", is_flag=True, help="Print the predicted summaries as JSON.")
+@option("traces", default=None,
+        help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic' = the built-in "
+             "AgentX-shaped corpus; needs no network).")
+@json_option("the predicted summaries")
 def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: float | None,
             max_requests: int | None, out_dir: str | None, traces: str | None, as_json: bool) -> None:
     """Predict every job of a recipe in virtual time on the simulated engine."""
@@ -307,7 +310,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
 
     jobs = jobs_from_files([Path(r) for r in recipes], config_keys=list(config_keys) or None)
     if not jobs:
-        raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-key and the recipes")
+        raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-keys and the recipes")
     results = []
     for job in jobs:
         config = engine_config_from_argv(engines.render(job, simulate=True).argv)

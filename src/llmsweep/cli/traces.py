@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from llmsweep.cli.options import json_option, option
+from llmsweep.spec.workload import SyntheticTraces
 from llmsweep.workload.traces.synth import FULL_SCALE_ISL
 
 
@@ -18,9 +20,8 @@ def traces() -> None:
 @traces.command("synth")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="JSONL file to write (one trace per line, the Weka format).")
-@click.option("--traces", "n_traces", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Number of sessions.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed; the corpus is a pure function of it.")
+@option("num_traces", dest="n_traces", deprecated=("--traces",), default=32)
+@option("seed", source=(SyntheticTraces, "seed"), help="Generator seed; the corpus is a pure function of it.")
 @click.option("--max-isl", type=click.IntRange(min=2048), default=FULL_SCALE_ISL, show_default=True,
               help="Largest prompt; scales every token count (e.g. 16384 for a seconds-fast CI corpus).")
 def synth(out: Path, n_traces: int, seed: int, max_isl: int) -> None:
@@ -35,7 +36,7 @@ def synth(out: Path, n_traces: int, seed: int, max_isl: int) -> None:
 
 @traces.command("stats")
 @click.argument("source")
-@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@json_option("the statistics")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Read at most this many traces.")
 @click.option("--scale-to", "scale_to", type=click.IntRange(min=2048), default=FULL_SCALE_ISL, show_default=True,
               help="Compare with the published figures scaled to a corpus made with `synth --max-isl` this value.")

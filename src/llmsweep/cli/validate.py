@@ -11,18 +11,17 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.matrix import ManyValues
+from llmsweep.cli.options import config_keys_option, json_option, option, runner_config_option
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import has_errors
 
 
 @click.command("validate")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--config-keys", cls=ManyValues, help="Only these recipe keys (globs allowed), as `matrix test-config`.")
-@click.option("--simulate", is_flag=True, help="Check as the simulator would run it: image/version findings warn.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of findings.")
-@click.option("--runner-config", type=click.Path(path_type=Path), default=None,
-              help="Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet).")
+@config_keys_option(greedy=True)
+@option("simulate", help="Check as the simulator would run it: image/version findings warn.")
+@json_option("the list of findings")
+@runner_config_option()
 def validate(files: tuple[Path, ...], config_keys: tuple[str, ...], simulate: bool, as_json: bool,
              runner_config: Path | None) -> int:
     """Check recipes against the schema, policy and engine contracts (exit 2 on any error)."""
@@ -51,7 +50,7 @@ def _fail(exc: LlmsweepError) -> int:
 
 
 @click.command("rules")
-@click.option("--json", "as_json", is_flag=True, help="Print the rules as a JSON list.")
+@json_option("the list of rules")
 def rules(as_json: bool) -> int:
     """List every schema, plan and policy rule with its id, severity, title, fix and evidence."""
     from llmsweep.policy import all_rules

@@ -312,7 +312,7 @@ async def _run_processes(
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise ConfigError(
                 f"workload {workload.name!r} cannot be sent to worker processes: {exc}",
-                fix="build the workload from a picklable config, or run with --workers 1",
+                fix="build the workload from a picklable config, or run with --client-workers 1",
             ) from exc
         proc = ctx.Process(target=_worker_main, args=(payload, stop, queue, barrier), name=f"llmsweep-worker-{w}")
         proc.start()

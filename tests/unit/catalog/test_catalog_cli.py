@@ -19,14 +19,14 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 def test_al_prints_value_and_provenance() -> None:
-    code, out, err = run("al", "qwen3.5", "--method", "mtp", "--k", "3")
+    code, out, err = run("al", "qwen3.5", "--spec-method", "mtp", "--spec-k", "3")
     assert code == 0, err
     assert out.splitlines()[0] == "3.39"
     assert "qwen3.5-397b-a17b-nvfp4" in out and "B300" in out and "27317114007" in out
 
 
 def test_al_json_for_programs_flags_the_seed_precision_mismatch() -> None:
-    code, out, err = run("al", "Qwen/Qwen3.5-397B-A17B-FP8", "--method", "eagle", "--k", "3", "--json")
+    code, out, err = run("al", "Qwen/Qwen3.5-397B-A17B-FP8", "--spec-method", "eagle", "--spec-k", "3", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert data["value"] == 3.39 and data["curve"] == "qwen3.5_mtp" and data["thinking"] == "thinking_on"
@@ -36,14 +36,14 @@ def test_al_json_for_programs_flags_the_seed_precision_mismatch() -> None:
 
 
 def test_al_human_output_warns_on_precision_mismatch_on_stderr() -> None:
-    code, out, err = run("al", "qwen3.5", "--method", "mtp", "--k", "3", "--precision", "fp8")
+    code, out, err = run("al", "qwen3.5", "--spec-method", "mtp", "--spec-k", "3", "--precision", "fp8")
     assert code == 0
     assert "warning" in err and "nvfp4" in err
     assert "warning" not in out
 
 
 def test_al_thinking_off_and_draft_variant() -> None:
-    code, out, _ = run("al", "minimaxm3", "--method", "eagle3", "--k", "3", "--thinking", "off",
+    code, out, _ = run("al", "minimaxm3", "--spec-method", "eagle3", "--spec-k", "3", "--thinking", "off",
                        "--draft-model", "Inferact/MiniMax-M3-EAGLE3-GQA")
     assert code == 0 and out.splitlines()[0] == "2.97"
 
@@ -51,10 +51,10 @@ def test_al_thinking_off_and_draft_variant() -> None:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["al", "nosuch", "--method", "mtp", "--k", "3"], "qwen3.5_mtp"),  # unknown model: lists the curves
-        (["al", "glm5.2", "--method", "mtp", "--k", "3", "--thinking", "off"], "glm5.2_mtp"),
-        (["al", "qwen3.5", "--method", "medusa", "--k", "3"], "eagle3"),
-        (["al", "qwen3.5", "--method", "mtp", "--k", "0"], "--k"),
+        (["al", "nosuch", "--spec-method", "mtp", "--spec-k", "3"], "qwen3.5_mtp"),  # unknown model: lists the curves
+        (["al", "glm5.2", "--spec-method", "mtp", "--spec-k", "3", "--thinking", "off"], "glm5.2_mtp"),
+        (["al", "qwen3.5", "--spec-method", "medusa", "--spec-k", "3"], "eagle3"),
+        (["al", "qwen3.5", "--spec-method", "mtp", "--spec-k", "0"], "--spec-k"),
         (["catalog", "image", "lmsysorg/sglang:"], "tag"),
     ],
 )
@@ -102,15 +102,15 @@ def test_user_catalog_entry_shows_up(user_catalog: Path) -> None:
         "# Measured on mymodel-fp8 (H200, SGLang MTP), per num_speculative_tokens.\n"
         "mymodel-fp8:\n  thinking_on:\n    1: 1.7\n    2: 2.2\n"
     )
-    code, out, err = run("al", "mymodel", "--method", "mtp", "--k", "2")
+    code, out, err = run("al", "mymodel", "--spec-method", "mtp", "--spec-k", "2")
     assert code == 0, err
     assert out.splitlines()[0] == "2.20"
     assert json.loads(run("catalog", "--json")[1])["counts"]["golden"] == 10
 
 
 def test_console_entry_point_runs_the_command() -> None:
-    out = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "al", "dsv4", "--method", "mtp", "--k", "2"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "al", "dsv4", "--spec-method", "mtp",
+                          "--spec-k", "2"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "2.27"
 

@@ -149,7 +149,8 @@ def test_a_folder_of_several_aiperf_runs_is_refused_not_guessed(tmp_path: Path) 
 
     from llmsweep.cli.peer import peer
 
-    assert CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "a"), "--warmups", "4"]).exit_code == 0
+    made = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "a"), "--num-warmups", "4"])
+    assert made.exit_code == 0
     assert CliRunner().invoke(peer, ["import", str(FAILED), "--out", str(tmp_path / "b")]).exit_code == 1  # invalid
 
 

@@ -77,7 +77,8 @@ def test_stats_of_the_handbuilt_traces(traces_dir: Path) -> None:
 def test_cli_synth_then_stats_round_trip(tmp_path: Path) -> None:
     out = tmp_path / "corpus.jsonl"
     runner = CliRunner()
-    made = runner.invoke(traces_cli, ["synth", "--out", str(out), "--traces", "6", "--seed", "2", "--max-isl", "16384"])
+    made = runner.invoke(traces_cli, ["synth", "--out", str(out), "--num-traces", "6", "--seed", "2",
+                                      "--max-isl", "16384"])
     assert made.exit_code == 0, made.output
     assert len(out.read_text().splitlines()) == 6
     shown = runner.invoke(traces_cli, ["stats", str(out), "--json", "--scale-to", "16384"])

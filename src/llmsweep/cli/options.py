@@ -1,0 +1,270 @@
+"""Every CLI option that more than one command takes, declared once: its spelling, type, default and help.
+
+A command takes a shared option with `option(CONCEPT, ...)` (or one of the small helpers below), never with a second
+hand-written `click.option`: the concept fixes the spelling and the parameter name, and the help comes from the
+pydantic field that backs the option where there is one (`client.config`, `spec`), so the CLI says what the model
+says. A command may narrow an option (its own default, `required`, a more specific help or type) but not respell it.
+
+An option renamed for consistency keeps its old spelling as a hidden alias: it still works, and warns once on stderr.
+`tests/e2e/test_cli_options.py` walks every command and fails on a second spelling of a concept.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import BaseModel
+
+F = TypeVar("F", bound=Callable[..., Any])
+Source = tuple[type[BaseModel], str]
+
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$")
+_WARNED: set[str] = set()
+
+
+def describe(model: type[BaseModel], name: str) -> str:
+    """The description of `model.name`: the one source of an option's help where a model field backs it."""
+    return model.model_fields[name].description or ""
+
+
+def field_default(model: type[BaseModel], name: str) -> Any:
+    """The default of `model.name`, so an option and the field it feeds cannot disagree."""
+    return model.model_fields[name].get_default(call_default_factory=True)
+
+
+def _warn_deprecated(old: str, new: str) -> None:
+    if old in _WARNED:
+        return
+    _WARNED.add(old)
+    click.echo(f"warning: {old} is deprecated; use {new} (the old spelling will be removed)", err=True)
+
+
+class Opt(click.Option):
+    """A click option that names its concept, may take several space-separated values, and keeps old spellings.
+
+    `greedy`: one or more values after one flag (argparse `nargs='+'`, as InferenceX's flags); repeating also works.
+    `old_spellings`: hidden deprecated spellings that set this option and warn once on stderr.
+    `source`: the model field the option feeds (its default and description), where one does.
+    """
+
+    def __init__(self, *args: Any, concept: str | None = None, greedy: bool = False,
+                 old_spellings: tuple[str, ...] = (), source: Source | None = None, **kwargs: Any) -> None:
+        if greedy:
+            kwargs["multiple"] = True
+        super().__init__(*args, **kwargs)
+        self.concept = concept
+        self.source = source
+        self.greedy = greedy
+        self.old_spellings = tuple(old_spellings)
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        super().add_to_parser(parser, ctx)
+        name = self.opts[0]
+        primary = parser._long_opt.get(name) or parser._short_opt.get(name)
+        if primary is None:  # pragma: no cover - click registers every declared spelling
+            return
+        if self.greedy:
+            original = primary.process
+
+            def greedy(value: Any, state: Any, original: Callable[..., None] = original) -> None:
+                original(value, state)
+                while state.rargs and (not state.rargs[0].startswith("-") or _NEGATIVE_NUMBER.match(state.rargs[0])):
+                    original(state.rargs.pop(0), state)
+
+            primary.process = greedy
+        for old in self.old_spellings:
+            alias = copy.copy(primary)
+
+            def warned(value: Any, state: Any, old: str = old, process: Callable[..., None] = primary.process) -> None:
+                _warn_deprecated(old, name)
+                process(value, state)
+
+            alias.process = warned
+            parser._long_opt[old] = alias
+
+
+class ManyValues(Opt):
+    """An option taking one or more space-separated values (argparse `nargs='+'`); repeating it also works."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("greedy", True)
+        super().__init__(*args, **kwargs)
+
+
+class FieldRef:
+    """A model field read only when an option is built, so a command imports only the models its options use."""
+
+    def __init__(self, model: Callable[[], type[BaseModel]], name: str) -> None:
+        self.model = model
+        self.name = name
+
+    def source(self) -> Source:
+        return self.model(), self.name
+
+
+def _endpoint() -> type[BaseModel]:
+    from llmsweep.client.config import Endpoint
+
+    return Endpoint
+
+
+def _run_options() -> type[BaseModel]:
+    from llmsweep.client.config import RunOptions
+
+    return RunOptions
+
+
+def _workload() -> type[BaseModel]:
+    from llmsweep.spec.workload import WorkloadSpec
+
+    return WorkloadSpec
+
+
+def _synthetic_traces() -> type[BaseModel]:
+    from llmsweep.spec.workload import SyntheticTraces
+
+    return SyntheticTraces
+
+
+def _spec_decoding() -> type[BaseModel]:
+    from llmsweep.spec.serve import SpecDecoding
+
+    return SpecDecoding
+
+
+@dataclass(frozen=True)
+class Concept:
+    """One option concept: the one spelling, the parameter name commands receive, and its click settings."""
+
+    spelling: str
+    dest: str
+    settings: dict[str, Any] = dataclass_field(default_factory=dict)
+    deprecated: tuple[str, ...] = ()
+    source: FieldRef | None = None
+
+
+CONCEPTS: dict[str, Concept] = {
+    "json": Concept("--json", "as_json", {"is_flag": True, "help": "Print the result as JSON on stdout."}),
+    "config_keys": Concept("--config-keys", "config_keys", {
+        "multiple": True, "help": "Only these recipe keys (`*`/`?` globs allowed); default: every key.",
+    }, deprecated=("--config-key",)),
+    "runner_config": Concept("--runner-config", "runner_config", {
+        "type": click.Path(path_type=Path), "default": None,
+        "help": "Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet).",
+    }),
+    "store": Concept("--store", "store_path", {
+        "type": click.Path(dir_okay=False, path_type=Path), "default": None,
+        "help": "Results store (SQLite). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.",
+    }),
+    "simulate": Concept("--simulate", "simulate", {
+        "is_flag": True, "help": "Use the built-in simulated engine in place of each job's real one.",
+    }),
+    "mix_sources": Concept("--mix-sources", "mix_sources", {
+        "is_flag": True,
+        "help": "Let measured, simulated and predicted points share series, frontiers and comparisons.",
+    }),
+    "url": Concept("--url", "url", {"required": True}, source=FieldRef(_endpoint, "base_url")),
+    "model": Concept("--model", "model", {"required": True}, source=FieldRef(_endpoint, "model")),
+    "tokenizer": Concept("--tokenizer", "tokenizer", {"default": None}, source=FieldRef(_workload, "tokenizer")),
+    "no_ignore_eos": Concept("--no-ignore-eos", "no_ignore_eos", {
+        "is_flag": True, "help": "Do not send ignore_eos (servers that answer 422).",
+    }),
+    "gpus": Concept("--gpus", "gpus", {"type": int, "show_default": True}, source=FieldRef(_run_options, "gpus")),
+    "request_timeout": Concept("--request-timeout", "request_timeout", {"type": float, "show_default": True},
+                               deprecated=("--timeout",), source=FieldRef(_run_options, "timeout_s")),
+    "client_workers": Concept("--client-workers", "client_workers", {"type": int, "show_default": True},
+                              deprecated=("--workers",), source=FieldRef(_run_options, "workers")),
+    "seed": Concept("--seed", "seed", {
+        "type": int, "show_default": True, "help": "Seed of the prompts and arrivals (the recipe's client seed).",
+    }, source=FieldRef(_run_options, "seed")),
+    "num_prompts": Concept("--num-prompts", "num_prompts", {"type": int}, source=FieldRef(_workload, "num_prompts")),
+    "num_warmups": Concept("--num-warmups", "num_warmups", {"type": int}, source=FieldRef(_workload, "num_warmups")),
+    "num_prompts_per_conc": Concept("--num-prompts-per-conc", "num_prompts_per_conc", {
+        "type": int, "help": "Measured requests per unit of concurrency.",
+    }, deprecated=("--prompts-per-conc",)),
+    "num_warmups_per_conc": Concept("--num-warmups-per-conc", "num_warmups_per_conc", {
+        "type": int, "help": "Warm-up requests per unit of concurrency.",
+    }, deprecated=("--warmups-per-conc",)),
+    "num_traces": Concept("--num-traces", "num_traces", {"type": click.IntRange(min=1), "show_default": True},
+                          source=FieldRef(_synthetic_traces, "traces")),
+    "traces": Concept("--traces", "traces", {"help": "Trace file, directory or Hugging Face dataset id."}),
+    "spec_method": Concept("--spec-method", "spec_method", {}, source=FieldRef(_spec_decoding, "method")),
+    "spec_k": Concept("--spec-k", "spec_k", {"type": click.IntRange(min=1)}, source=FieldRef(_spec_decoding, "num_steps")),
+    "resummarize": Concept("--resummarize", "resummarize", {
+        "is_flag": True, "help": "First recompute every run's summary from its raw files (needs whole records.jsonl).",
+    }, deprecated=("--resummarise",)),
+}
+
+
+def _from_field(source: Source) -> dict[str, Any]:
+    model, name = source
+    settings: dict[str, Any] = {"help": describe(model, name)}
+    if not model.model_fields[name].is_required():
+        settings["default"] = field_default(model, name)
+    return settings
+
+
+def option(concept: str, *, dest: str | None = None, short: str | None = None, deprecated: tuple[str, ...] = (),
+           source: Source | None = None, cls: type[Opt] = Opt, **overrides: Any) -> Callable[[F], F]:
+    """The option of `concept`, passed to the command as `dest` (default: the concept's own parameter name).
+
+    The option's default and help are those of the model field it feeds: the concept's, or this command's `source`.
+    `overrides` narrow the shared settings for one command (default, required, type, a more specific help);
+    `deprecated` adds old spellings this command used to accept.
+    """
+    spec = CONCEPTS[concept]
+    settings = dict(spec.settings)
+    if source is not None:  # this command feeds a field of its own: its default and description win
+        settings.update(_from_field(source))
+    elif spec.source is not None and not {"default", "help"} <= overrides.keys():
+        source = spec.source.source()  # import the model only when this command takes something from it
+        settings = {**_from_field(source), **settings}
+    settings.update(overrides)
+    decls = [spec.spelling] + ([short] if short else []) + [dest or spec.dest]
+    return click.option(*decls, cls=cls, concept=concept, old_spellings=spec.deprecated + deprecated, source=source,
+                        **settings)
+
+
+def field_option(*decls: str, source: Source, **overrides: Any) -> Callable[[F], F]:
+    """One command's own option that feeds one model field: the field's default and description, unless narrowed."""
+    return click.option(*decls, cls=Opt, source=source, **{**_from_field(source), **overrides})
+
+
+def _inherit_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """`--json` given to a group (`catalog --json hardware`) holds for its subcommand too."""
+    parent = ctx.parent
+    while parent is not None:
+        if parent.params.get("as_json"):
+            return True
+        parent = parent.parent
+    return bool(value)
+
+
+def json_option(what: str = "the result") -> Callable[[F], F]:
+    """`--json`: print WHAT as JSON on stdout instead of a table; also honoured when given to the parent group."""
+    return option("json", help=f"Print {what} as JSON on stdout.", callback=_inherit_json)
+
+
+def config_keys_option(*, greedy: bool = False, required: bool = False) -> Callable[[F], F]:
+    """`--config-keys`: recipe keys to take. Greedy (`--config-keys a b`) where no positional argument follows."""
+    help_text = "Only these recipe keys (`*`/`?` globs allowed)"
+    help_text += "; several may follow one flag" if greedy else "; repeat for several"
+    help_text += "." if required else "; default: every key."
+    return option("config_keys", cls=ManyValues if greedy else Opt, required=required, help=help_text)
+
+
+def store_option(dest: str = "store_path", **overrides: Any) -> Callable[[F], F]:
+    """`--store`: the results database."""
+    return option("store", dest=dest, **overrides)
+
+
+def runner_config_option() -> Callable[[F], F]:
+    """`--runner-config`: the fleet file."""
+    return option("runner_config")
