@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -92,7 +92,7 @@ class HardwareSpec(BaseModel):
         return field in self.estimates
 
 
-def _inject_id(key: str, raw: dict) -> dict:
+def _inject_id(key: str, raw: dict[str, Any]) -> dict[str, Any]:
     raw.setdefault("id", key.lower())
     return raw
 

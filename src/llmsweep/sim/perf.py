@@ -273,9 +273,9 @@ def ceil_div(a: int, b: int) -> int:
 
 
 __all__ = [
+    "DEFAULT_EFFICIENCY",
     "Batch",
     "ConstantTimer",
-    "DEFAULT_EFFICIENCY",
     "Efficiency",
     "PerfInputs",
     "RooflineTimer",

@@ -53,7 +53,7 @@ def capacity_log_line(style: str, core: EngineCore) -> str:
 class _Stream:
     """Per-request delivery queue: (tokens emitted, finished) tuples from the scheduler."""
 
-    __slots__ = ("queue", "no")
+    __slots__ = ("no", "queue")
 
     def __init__(self, no: int) -> None:
         self.queue: asyncio.Queue[tuple[int, bool]] = asyncio.Queue()

@@ -163,7 +163,7 @@ def _walk(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], dups: l
 
 def _scalar_key(node: yaml.ScalarNode) -> str | int:
     # Keys are strings in every recipe mapping we read; integer keys (golden curves) stay ints.
-    value = node.value
+    value: str = node.value
     if node.tag == "tag:yaml.org,2002:int":
         try:
             return int(value)

@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from llmsweep.peers.crosscheck import ClientRun, CrossCheck, compare, levels, load_crosscheck, markdown, write_crosscheck
+from llmsweep.peers.crosscheck import (
+    ClientRun,
+    CrossCheck,
+    compare,
+    levels,
+    load_crosscheck,
+    markdown,
+    write_crosscheck,
+)
 
 
 def summary(ttft_p50: float, tpot_p50: float, output_tps: float, *, ok: int = 32) -> dict[str, Any]:
