@@ -126,8 +126,9 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         problem = " ".join(p for p in (exc.context, exc.problem) if p) or str(exc)
-        if exc.context_mark is not None and exc.problem_mark is not None and exc.context_mark.line != exc.problem_mark.line:
-            problem += f" (the construct started at line {exc.context_mark.line + 1})"
+        started, at = exc.context_mark, exc.problem_mark
+        if started is not None and at is not None and started.line != at.line:
+            problem += f" (the construct started at line {started.line + 1})"
         raise YamlSyntaxError(file, line, problem) from exc
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(file, None, str(exc)) from exc
