@@ -183,7 +183,9 @@ def _error_class(error: dict[str, Any], cancelled: bool) -> str:
     return "protocol"
 
 
-def _record(line: dict[str, Any], workers: dict[str, int], max_tokens: Sequence[int] | None, warmups: int) -> RequestRecord:
+def _record(
+    line: dict[str, Any], workers: dict[str, int], max_tokens: Sequence[int] | None, warmups: int
+) -> RequestRecord:
     meta = line.get("metadata") or {}
     metrics = line.get("metrics") or {}
     phase = "warmup" if meta.get("benchmark_phase") == "warmup" else "profiling"
@@ -284,7 +286,10 @@ def read_aiperf_figures(artifact_dir: Path) -> dict[str, Any]:
             "request_rps": stat("request_throughput", "avg"),
             "duration_s": stat("benchmark_duration", "avg"),
         },
-        "tokens": {"input_mean": stat("input_sequence_length", "avg"), "output_mean": stat("output_sequence_length", "avg")},
+        "tokens": {
+            "input_mean": stat("input_sequence_length", "avg"),
+            "output_mean": stat("output_sequence_length", "avg"),
+        },
         "requests": {"successful": _int(stat("request_count", "avg")), "failed": errors},
     }
 
