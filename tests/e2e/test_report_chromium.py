@@ -24,7 +24,8 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 pytestmark = [
     pytest.mark.chromium,
     pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-                       reason="needs /usr/bin/chromium and /usr/bin/chromedriver (apt-get install chromium chromium-driver)"),
+                       reason="needs /usr/bin/chromium and /usr/bin/chromedriver "
+                              "(apt-get install chromium chromium-driver)"),
 ]
 
 

@@ -48,7 +48,7 @@ def test_get_model_accepts_ids_hf_ids_checkpoint_keys_and_prefixes(name: str, mo
 
 
 def test_unknown_model_says_which_exist() -> None:
-    with pytest.raises(ConfigError, match="qwen3.5"):
+    with pytest.raises(ConfigError, match=r"qwen3\.5"):
         get_model("mistralai/Mistral-Large-3")
 
 

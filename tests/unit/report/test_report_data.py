@@ -32,7 +32,8 @@ def test_details_come_from_raw_artifacts(report_run) -> None:
     p = points[0]
     d = payload["details"][p.result_id]
     assert d["server_command"].startswith("python -m sglang.launch_server")
-    assert d["requests_total"] == sum(1 for _ in open(p.records_path))
+    with open(p.records_path) as records:
+        assert d["requests_total"] == sum(1 for _ in records)
     assert len(d["timeline"]) == d["requests_shown"] <= 1500
     assert d["ttft"] and d["throughput"] and d["inflight"] and d["kv_usage"] and d["cache_hit"]
     assert all(0 <= v <= 1 for _, v in d["kv_usage"]) and all(0 <= v <= 1 for _, v in d["cache_hit"])
