@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
 from llmsweep.report import write_report
-from llmsweep.results.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

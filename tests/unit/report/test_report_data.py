@@ -82,8 +82,9 @@ def test_request_budget_shrinks_with_the_number_of_points() -> None:
 def test_a_job_that_failed_is_listed_with_the_executors_reason(tmp_path) -> None:
     import json as _json
 
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
     from llmsweep.results.rundir import load_run
-    from llmsweep.results.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
     run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
     failed = run.jobs[0].dir
