@@ -70,10 +70,6 @@ class FleetCatalog(BaseModel):
         """Every label that lists `node`."""
         return [label for label, nodes in self.labels.items() if node in nodes]
 
-    def filter_nodes(self, label: str, substring: str) -> list[str]:
-        """Nodes of `label` whose name contains `substring` (InferenceX `--runner-node-filter`)."""
-        return [node for node in self.nodes(label) if substring in node]
-
 
 def cluster_prefix(node: str) -> str:
     """The launcher prefix of a node: text before the first `_` (`h200-dgxc-slurm_3` → `h200-dgxc-slurm`)."""

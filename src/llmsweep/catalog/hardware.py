@@ -20,7 +20,6 @@ Platform = Literal["cuda", "rocm"]
 Precision = Literal["bf16", "fp8", "fp4"]
 
 GB = 1_000_000_000
-GIB = 1 << 30
 
 
 class HardwareSpec(BaseModel):
@@ -62,10 +61,6 @@ class HardwareSpec(BaseModel):
     @property
     def hbm_bytes(self) -> int:
         return int(self.hbm_gb * GB)
-
-    @property
-    def hbm_gib(self) -> float:
-        return self.hbm_bytes / GIB
 
     @property
     def hbm_bw_tbs(self) -> float:
@@ -118,12 +113,6 @@ def _norm(name: str) -> str:
 def all_hardware() -> list[HardwareSpec]:
     """Every SKU, packaged and user-supplied."""
     return [spec for spec, _ in _catalog(catalog_dirs()).values()]
-
-
-def hardware_origin(sku: str) -> Origin:
-    """Which file (and line) defined a SKU, for messages that point at the catalog."""
-    spec = get_hardware(sku)
-    return _catalog(catalog_dirs())[spec.id][1]
 
 
 def find_hardware(sku: str) -> HardwareSpec | None:

@@ -333,8 +333,3 @@ def model_for_prefix(prefix: str) -> ModelSpec | None:
     dirs = catalog_dirs()
     key = _names(dirs)[2].get(prefix.strip().lower())
     return _catalog(dirs)[key][0] if key else None
-
-
-def model_origin(name: str) -> Origin:
-    spec = get_model(name)
-    return _catalog(catalog_dirs())[spec.id][1]

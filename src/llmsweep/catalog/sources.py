@@ -79,11 +79,6 @@ def key_lines(path: Path, section: str) -> dict[str, int]:
     return {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
 
 
-def key_line(path: Path, section: str, key: str) -> int | None:
-    """1-based line of ``section.key`` in a YAML file; None when it cannot be found."""
-    return key_lines(path, section).get(key)
-
-
 def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
         pairs: list[tuple[yaml.Node, yaml.Node]] = node.value

@@ -71,11 +71,6 @@ class KVPool:
         ref[arr] += 1
         return blocks
 
-    def touch_host(self, hashes: list[int]) -> None:
-        host = self.host
-        for h in hashes:
-            host.move_to_end(h)
-
     # -- allocation -------------------------------------------------------------------------------------------------
     def allocate(self, n: int) -> list[int] | None:
         """`n` fresh blocks (free first, then evicting the least recently released cached ones), or None if short."""

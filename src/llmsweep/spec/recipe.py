@@ -415,6 +415,3 @@ class MultiNodeRecipe(Recipe):
                 )
         self._check_common()
         return self
-
-
-AnyRecipe = SingleNodeRecipe | MultiNodeRecipe
