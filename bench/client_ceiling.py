@@ -28,7 +28,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -46,8 +46,8 @@ class _SSEServer(asyncio.Protocol):
     client. Streams share one ticker: every ITL the next chunk goes to every stream.
     """
 
-    served: dict[str, list[float]] = {}
-    active: dict[_SSEServer, list[Any]] = {}
+    served: ClassVar[dict[str, list[float]]] = {}  # shared by every connection of the one server process
+    active: ClassVar[dict[_SSEServer, list[Any]]] = {}
     ttft = 0.0
     itl = 0.0
     counter = itertools.count()
@@ -88,7 +88,8 @@ class _SSEServer(asyncio.Protocol):
             self.t_recv = time.time()
 
     def _plain(self, payload: bytes, ctype: bytes = b"application/json") -> None:
-        self.tr.write(b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s" % (ctype, len(payload), payload))
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (ctype, len(payload))
+        self.tr.write(head + payload)
 
     def _route(self, method: str, path: str, body: bytes, received: float) -> None:
         if path.startswith("/served"):
@@ -258,9 +259,12 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
         "ttft_client_ms": 1e3 * float(np.median(ttft_c)), "ttft_served_ms": 1e3 * float(np.median(ttft_s)),
         "ttft_error_p50_ms": 1e3 * float(np.median(np.array(ttft_c) - np.array(ttft_s))),
         "transit_p50_ms": 1e3 * float(np.median(transit)),
-        "delivery_p50_ms": 1e3 * float(np.median(delivery)), "delivery_p99_ms": 1e3 * float(np.percentile(delivery, 99)),
-        "itl_client_ms": 1e3 * sm["latency"]["tpot"]["mean"], "itl_served_ms": 1e3 * float(np.mean(itl_s)) if itl_s else 0.0,
-        "lag_p99_ms": 1e3 * sm["client_health"]["schedule_lag_s"]["p99"], "max_inflight": sm["client_health"]["max_inflight"],
+        "delivery_p50_ms": 1e3 * float(np.median(delivery)),
+        "delivery_p99_ms": 1e3 * float(np.percentile(delivery, 99)),
+        "itl_client_ms": 1e3 * sm["latency"]["tpot"]["mean"],
+        "itl_served_ms": 1e3 * float(np.mean(itl_s)) if itl_s else 0.0,
+        "lag_p99_ms": 1e3 * sm["client_health"]["schedule_lag_s"]["p99"],
+        "max_inflight": sm["client_health"]["max_inflight"],
     }
 
 
@@ -308,8 +312,10 @@ def _row(r: dict[str, Any]) -> str:
             f"({r['cpu_us_per_token']:>5.1f} us/tok, {r.get('chunks_per_core_s', 0):>8.0f} chunk/core-s)  "
             f"TTFT p50 client/served {r['ttft_client_ms'] or float('nan'):>7.2f}/{r['ttft_served_ms']:>6.2f} ms  "
             + (f"TTFT error p50 {r['ttft_error_p50_ms']:.2f} ms (request transit {r['transit_p50_ms']:.2f}) "
-               f"server CPU {r['server_cpu_s']:.2f} s  delivery p50/p99 {r['delivery_p50_ms']:.2f}/{r['delivery_p99_ms']:.2f} ms  "
-               f"ITL client/served {r['itl_client_ms']:.3f}/{r['itl_served_ms']:.3f} ms  lag p99 {r['lag_p99_ms']:.2f} ms"
+               f"server CPU {r['server_cpu_s']:.2f} s  "
+               f"delivery p50/p99 {r['delivery_p50_ms']:.2f}/{r['delivery_p99_ms']:.2f} ms  "
+               f"ITL client/served {r['itl_client_ms']:.3f}/{r['itl_served_ms']:.3f} ms  "
+               f"lag p99 {r['lag_p99_ms']:.2f} ms"
                if "delivery_p50_ms" in r else ""))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import statistics
@@ -42,7 +43,7 @@ async def one(session: aiohttp.ClientSession, url: str, body: dict) -> dict:
                 stamps.append(time.perf_counter())
     if not stamps:
         return {"error": "no text streamed"}
-    itl = [b - a for a, b in zip(stamps, stamps[1:])]
+    itl = [b - a for a, b in itertools.pairwise(stamps)]
     return {"ttft": stamps[0] - t0, "itl": itl, "e2e": stamps[-1] - t0,
             "completion_tokens": usage.get("completion_tokens", 0)}
 

@@ -7,6 +7,11 @@ exit code (bad input 2, failed run or gate 1).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmsweep.findings import Finding
+
 
 class LlmsweepError(Exception):
     """Root of every error llmsweep raises on purpose."""
@@ -25,7 +30,7 @@ class LlmsweepError(Exception):
 class ConfigError(LlmsweepError):
     """A recipe, runner file or other input is malformed; carries the findings that say where and why."""
 
-    def __init__(self, message: str, *, fix: str | None = None, findings: list | None = None) -> None:
+    def __init__(self, message: str, *, fix: str | None = None, findings: list[Finding] | None = None) -> None:
         super().__init__(message, fix=fix)
         self.findings = list(findings or [])
 

@@ -91,7 +91,8 @@ def test_runner_config_option(tmp_path: Path) -> None:
 
 def test_an_override_that_matches_no_arm_is_a_warning(tmp_path: Path) -> None:
     src = (REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml").read_text()
-    (tmp_path / "r.yaml").write_text(src.replace("when: { kv-offloading: dram }", "when: { kv-offloading: dram, tp: 4 }"))
+    narrowed = src.replace("when: { kv-offloading: dram }", "when: { kv-offloading: dram, tp: 4 }")
+    (tmp_path / "r.yaml").write_text(narrowed)
     out = matrix("full-sweep", "--config-files", str(tmp_path / "r.yaml"))
     assert out.returncode == 0, out.stderr
     assert "warning [plan.override-unused]" in out.stderr and "r.yaml:46" in out.stderr

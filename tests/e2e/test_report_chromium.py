@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
 from llmsweep.report import write_report
-from llmsweep.results.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -24,7 +24,8 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 pytestmark = [
     pytest.mark.chromium,
     pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-                       reason="needs /usr/bin/chromium and /usr/bin/chromedriver (apt-get install chromium chromium-driver)"),
+                       reason="needs /usr/bin/chromium and /usr/bin/chromedriver "
+                              "(apt-get install chromium chromium-driver)"),
 ]
 
 

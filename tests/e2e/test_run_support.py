@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -90,7 +91,5 @@ def server_pids(out: Path) -> list[int]:
 
 def kill_quietly(pid: int) -> None:
     """Test clean-up of a process this test caused to start (never by name)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -4,7 +4,6 @@ and reports; secrets reach the server but no file; refusals are loud; --fail-fas
 from __future__ import annotations
 
 import json
-
 import secrets
 import sqlite3
 from pathlib import Path
@@ -17,7 +16,6 @@ from test_run_support import (
     read_json,
     record_lines,
     run_cli,
-    start_cli,
     verdict,
     wait_for,
 )

@@ -81,7 +81,8 @@ def test_old_image_fails_the_token_mode_gate_unless_simulated(tmp_path: Path) ->
 
 
 def test_client_in_a_python_310_image_fails_client_isolation(tmp_path: Path) -> None:
-    path = variant(tmp_path, RESIDENT, "  serve:\n", "  serve:\n    client-image: lmsysorg/sglang:v0.5.16-rocm720-mi30x\n")
+    image = "lmsysorg/sglang:v0.5.16-rocm720-mi30x"  # Python 3.10
+    path = variant(tmp_path, RESIDENT, "  serve:\n", f"  serve:\n    client-image: {image}\n")
     rc, found = findings(str(path))
     assert rc == 2
     assert [f["rule"] for f in found if f["severity"] == "error"] == ["client.isolation"]

@@ -25,7 +25,8 @@ def server() -> StreamServer:
 
 def _run(server: StreamServer, out: Path, workers: int, load: dict[str, Any]) -> list[dict[str, Any]]:
     options = RunOptions(num_requests=CONFIG.num_prompts, warmup_requests=CONFIG.num_warmups, workers=workers, **load)
-    run_benchmark(FixedLengthWorkload(CONFIG), Endpoint(base_url=server.url, model="m", api="completions"), options, out)
+    endpoint = Endpoint(base_url=server.url, model="m", api="completions")
+    run_benchmark(FixedLengthWorkload(CONFIG), endpoint, options, out)
     return [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_open_loop_constant_rate_keeps_the_schedule(server: StreamServer, tmp_pa
     )
     recs = sorted(_records(tmp_path), key=lambda r: r["scheduled_at"])
     assert len(recs) == 20
-    gaps = [b["scheduled_at"] - a["scheduled_at"] for a, b in zip(recs, recs[1:], strict=False)]
+    gaps = [b["scheduled_at"] - a["scheduled_at"] for a, b in itertools.pairwise(recs)]
     assert all(g == pytest.approx(0.05, abs=1e-6) for g in gaps)
     lag = res.summary["client_health"]["schedule_lag_s"]
     assert lag["count"] == 20 and lag["p50"] < 0.05

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -40,7 +41,7 @@ def test_replay_follows_the_trace_timestamps_divided_by_speedup(server: StreamSe
     assert res.returncode == 0, res.stderr
     recs = sorted(_records(out), key=lambda r: r["scheduled_at"])
     assert len(recs) == 10 and all(r["error_class"] is None for r in recs)
-    gaps = [b["scheduled_at"] - a["scheduled_at"] for a, b in zip(recs, recs[1:], strict=False)]
+    gaps = [b["scheduled_at"] - a["scheduled_at"] for a, b in itertools.pairwise(recs)]
     assert all(g == pytest.approx(0.05, abs=1e-3) for g in gaps)
     summary = json.loads(res.stdout)
     assert summary["cache"]["theoretical_hit_rate"] > 0  # rows share hash block 0

@@ -120,7 +120,8 @@ def test_the_gpu_calls_script_serves_runs_both_clients_and_packs_the_evidence(to
     with tarfile.open(out / "crosscheck.tgz") as tar:
         names = set(tar.getnames())
         table = tar.extractfile("./crosscheck.md").read().decode()  # type: ignore[union-attr]
-    assert {"./crosscheck.json", "./c2/llmsweep-0/summary.json", "./c2/aiperf-0/artifacts/profile_export.jsonl"} <= names
+    kept = {"./crosscheck.json", "./c2/llmsweep-0/summary.json", "./c2/aiperf-0/artifacts/profile_export.jsonl"}
+    assert kept <= names
     assert not any(n.endswith(("dataset.jsonl", "inputs.json")) for n in names)  # re-made from the seeds
     assert "| 2 | TPOT p50 (ms) |" in table
     assert "aiperf 0.13" in (out / "steps.txt").read_text()

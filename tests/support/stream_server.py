@@ -189,7 +189,8 @@ class _App:
                     await asyncio.sleep(cfg.itl_s)
             else:
                 if cfg.usage == "separate":
-                    await resp.write(b"data: " + json.dumps({"id": "x", "choices": [], "usage": usage}).encode() + b"\n\n")
+                    event = {"id": "x", "choices": [], "usage": usage}
+                    await resp.write(b"data: " + json.dumps(event).encode() + b"\n\n")
                 if cfg.send_done:
                     await resp.write(b"data: [DONE]\n\n")
             self.prompt_total += prompt_words
@@ -271,7 +272,8 @@ def run_in_subprocess(config: ServerConfig, *, port: int | None = None) -> tuple
     port = port or free_port()
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    cmd = [sys.executable, "-m", "tests.support.stream_server", "--port", str(port), "--config", json.dumps(asdict(config))]
+    cmd = [sys.executable, "-m", "tests.support.stream_server", "--port", str(port),
+           "--config", json.dumps(asdict(config))]
     proc = subprocess.Popen(cmd, env=env, cwd=repo)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 30

@@ -70,10 +70,6 @@ class FleetCatalog(BaseModel):
         """Every label that lists `node`."""
         return [label for label, nodes in self.labels.items() if node in nodes]
 
-    def filter_nodes(self, label: str, substring: str) -> list[str]:
-        """Nodes of `label` whose name contains `substring` (InferenceX `--runner-node-filter`)."""
-        return [node for node in self.nodes(label) if substring in node]
-
 
 def cluster_prefix(node: str) -> str:
     """The launcher prefix of a node: text before the first `_` (`h200-dgxc-slurm_3` → `h200-dgxc-slurm`)."""
@@ -110,7 +106,8 @@ def _validate(data: Any, source: SourceMap) -> FleetCatalog:
     for key, value in labels.items():
         path = ("labels", key)
         if not isinstance(value, list):
-            findings.append(_finding(source, path, f"Runner config entry '{key}' must be a list, got {type(value).__name__}",
+            findings.append(_finding(source, path,
+                                     f"Runner config entry '{key}' must be a list, got {type(value).__name__}",
                                      "write the nodes as a YAML list"))
         elif not all(isinstance(item, str) for item in value):
             findings.append(_finding(source, path, f"Runner config entry '{key}' must contain only strings",
@@ -125,9 +122,10 @@ def _validate(data: Any, source: SourceMap) -> FleetCatalog:
         return FleetCatalog.model_validate({**data, "file": source.file})
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
-            path = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
-            findings.append(_finding(source, path, f"Runner config failed validation: {render_path(path)}: {err['msg']}",
-                                     "hardware entries take exactly `available-cpu-dram-mib` and `gpus-per-node` (> 0)"))
+            loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+            message = f"Runner config failed validation: {render_path(loc)}: {err['msg']}"
+            fix = "hardware entries take exactly `available-cpu-dram-mib` and `gpus-per-node` (> 0)"
+            findings.append(_finding(source, loc, message, fix))
         raise ConfigError("Runner config failed validation:\n" + "\n".join(f.render() for f in findings),
                           findings=findings) from None
 

@@ -278,7 +278,10 @@ def _index_from_name(stem: str) -> CurveIndexEntry:
         )
     variant = m.group("variant") or None
     return CurveIndexEntry(
-        model_prefix=m.group("prefix"), method=m.group("method"), variant=variant, default=variant is None
+        model_prefix=m.group("prefix"),
+        method=METHOD_ALIASES[m.group("method")],
+        variant=variant,
+        default=variant is None,
     )
 
 
@@ -293,7 +296,7 @@ def load_curve(path: Path, index: CurveIndexEntry | None = None) -> GoldenCurve:
     (checkpoint, modes), = body.items()
     if not isinstance(modes, dict) or not modes:
         raise ConfigError(f"{path}: checkpoint '{checkpoint}' has no thinking modes", fix=fix)
-    values: dict[str, dict[int, float]] = {}
+    values: dict[ThinkingMode, dict[int, float]] = {}
     for mode, per_k in modes.items():
         if mode not in ("thinking_on", "thinking_off") or not isinstance(per_k, dict):
             raise ConfigError(f"{path}: unexpected key '{mode}' under '{checkpoint}'", fix=fix)
@@ -304,7 +307,7 @@ def load_curve(path: Path, index: CurveIndexEntry | None = None) -> GoldenCurve:
             values[mode][k] = float(al)
     idx = index or _index_from_name(path.stem)
     precision = _precision_from(str(checkpoint))
-    basis = "checkpoint"
+    basis: Literal["checkpoint", "script", "unknown"] = "checkpoint"
     if precision is None and header.get("script"):
         precision = _precision_from(Path(header["script"]).stem)
         basis = "script" if precision else "unknown"

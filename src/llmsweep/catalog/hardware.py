@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -20,7 +20,6 @@ Platform = Literal["cuda", "rocm"]
 Precision = Literal["bf16", "fp8", "fp4"]
 
 GB = 1_000_000_000
-GIB = 1 << 30
 
 
 class HardwareSpec(BaseModel):
@@ -64,10 +63,6 @@ class HardwareSpec(BaseModel):
         return int(self.hbm_gb * GB)
 
     @property
-    def hbm_gib(self) -> float:
-        return self.hbm_bytes / GIB
-
-    @property
     def hbm_bw_tbs(self) -> float:
         """Alias of hbm_tbps under the simulator's name."""
         return self.hbm_tbps
@@ -92,7 +87,7 @@ class HardwareSpec(BaseModel):
         return field in self.estimates
 
 
-def _inject_id(key: str, raw: dict) -> dict:
+def _inject_id(key: str, raw: dict[str, Any]) -> dict[str, Any]:
     raw.setdefault("id", key.lower())
     return raw
 
@@ -118,12 +113,6 @@ def _norm(name: str) -> str:
 def all_hardware() -> list[HardwareSpec]:
     """Every SKU, packaged and user-supplied."""
     return [spec for spec, _ in _catalog(catalog_dirs()).values()]
-
-
-def hardware_origin(sku: str) -> Origin:
-    """Which file (and line) defined a SKU, for messages that point at the catalog."""
-    spec = get_hardware(sku)
-    return _catalog(catalog_dirs())[spec.id][1]
 
 
 def find_hardware(sku: str) -> HardwareSpec | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -150,7 +150,9 @@ class ModelSpec(BaseModel):
         full = self.attention.layers if self.attention.layers is not None else self.layers
         linear = self.linear_attention.layers if self.linear_attention else 0
         if full + linear != self.layers and self.linear_attention is not None:
-            raise ValueError(f"attention.layers ({full}) + linear_attention.layers ({linear}) != layers ({self.layers})")
+            raise ValueError(
+                f"attention.layers ({full}) + linear_attention.layers ({linear}) != layers ({self.layers})"
+            )
         return self
 
     # ------------------------------------------------------------------------------------------------ identity
@@ -260,7 +262,7 @@ def checkpoint_precision(hf_id: str, default: str = "bf16") -> str:
     found = _PRECISION_SUFFIX.findall(name)
     if not found:
         return default
-    p = found[-1]
+    p: str = found[-1]
     return {"w4a16": "int4", "fp16": "bf16"}.get(p, p)
 
 
@@ -273,7 +275,7 @@ def _base_name(name: str) -> str:
     return _VARIANT_SUFFIX.sub("", _norm(name).rsplit("/", 1)[-1])
 
 
-def _inject_id(key: str, raw: dict) -> dict:
+def _inject_id(key: str, raw: dict[str, Any]) -> dict[str, Any]:
     raw.setdefault("id", key.lower())
     return raw
 
@@ -331,8 +333,3 @@ def model_for_prefix(prefix: str) -> ModelSpec | None:
     dirs = catalog_dirs()
     key = _names(dirs)[2].get(prefix.strip().lower())
     return _catalog(dirs)[key][0] if key else None
-
-
-def model_origin(name: str) -> Origin:
-    spec = get_model(name)
-    return _catalog(catalog_dirs())[spec.id][1]

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -24,6 +24,7 @@ ENV_VAR = "LLMSWEEP_CATALOG_DIR"
 PACKAGED_DIR = Path(__file__).resolve().parent / "data"
 
 M = TypeVar("M", bound=BaseModel)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def user_dirs() -> tuple[Path, ...]:
@@ -53,7 +54,7 @@ def load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(f"cannot read catalog file {path}: {exc}", fix="check the path and permissions") from exc
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader (libyaml's when present)
+        return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -78,14 +79,10 @@ def key_lines(path: Path, section: str) -> dict[str, int]:
     return {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
 
 
-def key_line(path: Path, section: str, key: str) -> int | None:
-    """1-based line of ``section.key`` in a YAML file; None when it cannot be found."""
-    return key_lines(path, section).get(key)
-
-
 def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
+        pairs: list[tuple[yaml.Node, yaml.Node]] = node.value
+        for k, v in pairs:
             if str(k.value) == key:
                 return v
     return None
@@ -163,7 +160,8 @@ def build_models(
             )
             raise ConfigError(
                 f"{origin}: invalid {section} entry '{key}' in {name}: {problems}",
-                fix=f"correct the named field(s); the fields of a {model.__name__} are: {', '.join(model.model_fields)}",
+                fix=f"correct the named field(s); the fields of a {model.__name__} are: "
+                f"{', '.join(model.model_fields)}",
             ) from exc
     return out
 
@@ -174,11 +172,11 @@ def clear_caches() -> None:
         fn.cache_clear()
 
 
-_CACHED: list[Any] = []
+_CACHED: list[functools._lru_cache_wrapper[Any]] = []
 
 
-def cached(fn: Callable[..., Any]) -> Any:
+def cached(fn: F) -> F:
     """functools.cache that ``clear_caches`` can reset; catalog loaders key their cache on the directory tuple."""
     wrapped = functools.cache(fn)
     _CACHED.append(wrapped)
-    return wrapped
+    return cast(F, wrapped)  # same call signature; functools types the wrapper's arguments as Hashable

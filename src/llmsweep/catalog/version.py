@@ -63,10 +63,6 @@ class Version:
         return cls(release, pre, post, dev)
 
     @property
-    def is_prerelease(self) -> bool:
-        return self.pre is not None or self.dev is not None
-
-    @property
     def base(self) -> Version:
         """The release without pre/post/dev parts (``0.5.12.post1`` -> ``0.5.12``)."""
         return Version(self.release)

@@ -55,7 +55,9 @@ class RunOptions(BaseModel):
     duration_s: float | None = Field(
         default=None, gt=0, description="Profiling window; counted from the first profiling request."
     )
-    grace_s: float = Field(default=30.0, ge=0, description="After the deadline, let in-flight requests finish this long.")
+    grace_s: float = Field(
+        default=30.0, ge=0, description="After the deadline, let in-flight requests finish this long."
+    )
     warmup_requests: int = Field(
         default=0, ge=0, description="Requests sent first, closed loop, marked warmup and excluded from metrics."
     )
@@ -97,7 +99,9 @@ class RunOptions(BaseModel):
         description="Parse each stream before the lane continues (programs then see output text and token counts);"
         " off by default so parsing never delays sends and time stamps.",
     )
-    saturation_cpu_ratio: float = Field(default=0.9, gt=0, description="Worker CPU share that flags a saturated client.")
+    saturation_cpu_ratio: float = Field(
+        default=0.9, gt=0, description="Worker CPU share that flags a saturated client."
+    )
     saturation_lag_p99_s: float = Field(default=0.05, gt=0, description="p99 schedule lag that flags saturation.")
 
     @model_validator(mode="after")

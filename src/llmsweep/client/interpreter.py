@@ -14,7 +14,7 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,7 +66,7 @@ class WorkerStats:
     done: bool = False
 
     def snapshot(self) -> WorkerStats:
-        return WorkerStats(**{k: getattr(self, k) for k in self.__slots__})  # type: ignore[attr-defined]
+        return WorkerStats(**{k: getattr(self, k) for k in self.__slots__})
 
 
 class Control(Protocol):
@@ -276,9 +276,9 @@ class Interpreter:
                 lanes = closed_lanes or [self.worker + i * self.workers for i in range(min(budget, 16))]
                 await self._closed_loop(lanes)
         await self.control.barrier()
-        budget = share(opts.num_requests, self.worker, self.workers) if opts.num_requests else None
-        self._phase = _Phase(None, budget)
-        if self.stopping or budget == 0:
+        main_budget = share(opts.num_requests, self.worker, self.workers) if opts.num_requests else None
+        self._phase = _Phase(None, main_budget)
+        if self.stopping or main_budget == 0:
             return
         arrivals = self.workload.arrivals()
         if opts.request_rate is not None or (arrivals is not None and opts.concurrency is None):
@@ -355,7 +355,7 @@ class Interpreter:
             await asyncio.gather(*list(trees), return_exceptions=True)
 
     # ----------------------------------------------------------------------------------------------- programs
-    def _track(self, coro: Any) -> asyncio.Task[Any]:
+    def _track(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(coro)
         self._all.add(task)
         task.add_done_callback(self._all.discard)
@@ -382,8 +382,7 @@ class Interpreter:
                 except Exception:  # a workload bug ends this session, loudly, not the run
                     log.exception("lane %d: the workload program raised; ending its session", lane)
                     return
-                kind = type(action)
-                if kind is Send:
+                if isinstance(action, Send):
                     if self.stopping or not self._budget_left():
                         return
                     self._phase.used += 1
@@ -392,19 +391,19 @@ class Interpreter:
                     if overflow:
                         return  # AgentX: a context overflow ends that session
                     value = outcome
-                elif kind is Sleep:
+                elif isinstance(action, Sleep):
                     intended = time.perf_counter() + max(action.seconds, 0.0)
                     intended -= await self._sleep(action.seconds, cappable=True)
                     if self.stopping:
                         return
                     value = None
-                elif kind is Spawn:
+                elif isinstance(action, Spawn):
                     hid = next(self._handle_ids)
                     task = self._track(self._run_program(action.program, lane, tree, time.perf_counter()))
                     tree.tasks.add(task)
                     tree.handles[hid] = task
                     value = SpawnHandle(hid)
-                elif kind is Join:
+                elif isinstance(action, Join):
                     children = [tree.handles[h.id] for h in action.handles if h.id in tree.handles]
                     if children:
                         await asyncio.wait(children)
@@ -482,10 +481,13 @@ class Interpreter:
             self._record(*item)
             await asyncio.sleep(0)
 
-    def _record(self, raw: RawExchange, spec: RequestSpec, phase: str) -> tuple[bool, str, int | None, str | None, bool]:
+    def _record(
+        self, raw: RawExchange, spec: RequestSpec, phase: str
+    ) -> tuple[bool, str, int | None, str | None, bool]:
         rid = f"w{self.worker}-{next(self._ids)}"
         rec, text = to_record(
-            raw, spec, rid=rid, worker=self.worker, phase=phase, overflow_patterns=self.options.context_overflow_patterns
+            raw, spec, rid=rid, worker=self.worker, phase=phase,
+            overflow_patterns=self.options.context_overflow_patterns,
         )
         self.writer.write(rec)
         st = self.stats

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 ErrorClass = Literal["http", "timeout", "connection", "protocol", "context_overflow", "cancelled"]
-ERROR_CLASSES: tuple[str, ...] = ("http", "timeout", "connection", "protocol", "context_overflow", "cancelled")
 
 RECORDS_FILE = "records.jsonl"
 

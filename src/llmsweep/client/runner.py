@@ -96,7 +96,8 @@ def raise_fd_limit(needed: int) -> dict[str, Any]:
             soft,
             needed,
         )
-    return {"soft": int(soft), "hard": int(hard) if hard != resource.RLIM_INFINITY else -1, "needed": needed, "capped": capped}
+    hard_limit = int(hard) if hard != resource.RLIM_INFINITY else -1
+    return {"soft": int(soft), "hard": hard_limit, "needed": needed, "capped": capped}
 
 
 def _needed_fds(options: RunOptions) -> int:
@@ -289,7 +290,9 @@ def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any) -> None:
     endpoint = Endpoint.model_validate_json(endpoint_json)
     options = RunOptions.model_validate_json(options_json)
     control = ProcessControl(stop, queue, barrier, worker)
-    interp = Interpreter(workload, endpoint, options, Path(records_path), worker=worker, workers=workers, control=control)
+    interp = Interpreter(
+        workload, endpoint, options, Path(records_path), worker=worker, workers=workers, control=control
+    )
     asyncio.run(interp.run())
 
 
@@ -333,8 +336,9 @@ async def _run_processes(
         stats = list(latest.values())
         finished = sum(s.profiling_finished for s in stats)
         failed = sum(s.profiling_failed for s in stats)
-        if not stop.is_set() and finished >= options.failure_floor and failed / max(finished, 1) > options.max_failure_ratio:
-            reason = f"failure ratio {failed / finished:.3f} ({failed}/{finished}) exceeded max_failure_ratio {options.max_failure_ratio}"
+        ratio, limit = failed / max(finished, 1), options.max_failure_ratio
+        if not stop.is_set() and finished >= options.failure_floor and ratio > limit:
+            reason = f"failure ratio {failed / finished:.3f} ({failed}/{finished}) exceeded max_failure_ratio {limit}"
             stop.set()
         if on_progress is not None:
             on_progress(_progress(stats, options, t0, reason))

@@ -123,7 +123,8 @@ PRESETS: dict[str, Preset] = {
             "llama-1b", "TinyLlama-1.1B shape: 22 layers, hidden 2048, GQA 32/4", lambda: _llama(2048, 5632, 22, 32, 4)
         ),
         Preset(
-            "llama-draft", "4-layer Llama, hidden 768: the draft model of `--draft`", lambda: _llama(768, 2048, 4, 12, 4)
+            "llama-draft", "4-layer Llama, hidden 768: the draft model of `--draft`",
+            lambda: _llama(768, 2048, 4, 12, 4),
         ),
         Preset(
             "qwen3-moe-small",
@@ -166,7 +167,7 @@ def model_type(config: Config) -> str:
 
 
 def _round_to(value: float, multiple: int) -> int:
-    return max(multiple, int(round(value / multiple)) * multiple)
+    return max(multiple, round(value / multiple) * multiple)
 
 
 def scale_config(config: Config, *, layers: int | None = None, hidden: int | None = None) -> Config:

@@ -114,7 +114,7 @@ def _qwen3_moe_layer(prefix: str, cfg: Config, layer: int) -> Iterator[TensorSpe
 
 def is_full_attention(cfg: Config, layer: int) -> bool:
     """Qwen3-Next's layer pattern: every `full_attention_interval`-th layer is full attention, the rest linear."""
-    types = cfg.get("layer_types")
+    types: list[str] | None = cfg.get("layer_types")
     if types:
         return types[layer] == "full_attention"
     return (layer + 1) % int(cfg.get("full_attention_interval", 4)) == 0

@@ -46,7 +46,7 @@ CHAT_TEMPLATE = (
 )
 """ChatML, as Qwen models use it; list-of-parts content (OpenAI style) keeps its text parts."""
 
-_COMMON: tuple[str, ...] = tuple(
+_COMMON_TEXT = (
     "the of and to a in is it you that he was for on are with as his they be at one have this from or had by not"
     " word but what some we can out other were all there when up use your how said an each she which do their time"
     " if will way about many then them write would like so these her long make thing see him two has look more day"
@@ -57,8 +57,9 @@ _COMMON: tuple[str, ...] = tuple(
     " read hand port large spell add even land here must big high such follow act why ask men change went light"
     " kind off need house picture try us again animal point mother world near build self earth father model data"
     " request response server token user system function return value error file code test result question"
-    " answer".split()
+    " answer"
 )
+_COMMON: tuple[str, ...] = tuple(_COMMON_TEXT.split())
 
 _PACKAGE = "llmsweep.modelsynth"
 _PACKAGED_FILE = "tokenizer.json.gz"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.client.config import Endpoint, RunOptions
-from llmsweep.client.records import RECORDS_FILE, RecordWriter, RequestRecord
+from llmsweep.client.records import RECORDS_FILE, ErrorClass, RecordWriter, RequestRecord
 from llmsweep.client.runner import RUN_FILE, summarise_dir
 from llmsweep.client.transport import build_body
 from llmsweep.errors import ConfigError, DatasetError, EndpointError, LaunchError
@@ -167,7 +167,7 @@ def _value(metrics: dict[str, Any], name: str) -> Any:
     return entry.get("value") if isinstance(entry, dict) else None
 
 
-def _error_class(error: dict[str, Any], cancelled: bool) -> str:
+def _error_class(error: dict[str, Any], cancelled: bool) -> ErrorClass:
     if cancelled:
         return "cancelled"
     code = error.get("code")
@@ -183,7 +183,9 @@ def _error_class(error: dict[str, Any], cancelled: bool) -> str:
     return "protocol"
 
 
-def _record(line: dict[str, Any], workers: dict[str, int], max_tokens: Sequence[int] | None, warmups: int) -> RequestRecord:
+def _record(
+    line: dict[str, Any], workers: dict[str, int], max_tokens: Sequence[int] | None, warmups: int
+) -> RequestRecord:
     meta = line.get("metadata") or {}
     metrics = line.get("metrics") or {}
     phase = "warmup" if meta.get("benchmark_phase") == "warmup" else "profiling"
@@ -203,7 +205,7 @@ def _record(line: dict[str, Any], workers: dict[str, int], max_tokens: Sequence[
     )
     error = line.get("error") or {}
     if error or meta.get("was_cancelled"):
-        record.error_class = _error_class(error, bool(meta.get("was_cancelled")))  # type: ignore[assignment]
+        record.error_class = _error_class(error, bool(meta.get("was_cancelled")))
         record.status = error["code"] if isinstance(error.get("code"), int) else None
         record.error = str(error.get("message") or error.get("type") or "cancelled")[:500]
         return record
@@ -284,7 +286,10 @@ def read_aiperf_figures(artifact_dir: Path) -> dict[str, Any]:
             "request_rps": stat("request_throughput", "avg"),
             "duration_s": stat("benchmark_duration", "avg"),
         },
-        "tokens": {"input_mean": stat("input_sequence_length", "avg"), "output_mean": stat("output_sequence_length", "avg")},
+        "tokens": {
+            "input_mean": stat("input_sequence_length", "avg"),
+            "output_mean": stat("output_sequence_length", "avg"),
+        },
         "requests": {"successful": _int(stat("request_count", "avg")), "failed": errors},
     }
 

@@ -192,7 +192,10 @@ def _components(entry: Any, recipe: Recipe) -> dict[str, Any]:
 
 
 def _range_or_list(entry: Any, step: int, *, test_config: bool) -> list[int]:
-    """Concurrency values before filters. test-config treats a present `conc-list` as the list, full-sweep a non-empty one."""
+    """Concurrency values before filters.
+
+    test-config treats a present `conc-list` as the list, full-sweep a non-empty one.
+    """
     use_list = entry.conc_list is not None if test_config else bool(entry.conc_list)
     if use_list:
         return list(entry.conc_list)
@@ -208,10 +211,9 @@ def _conc_filter(values: list[int], options: SweepOptions) -> list[int]:
 def _fixed_cells(recipe: Recipe, runners: list[str], options: SweepOptions) -> Iterator[Cell]:
     if not options.wants_scenario("fixed-seq-len"):
         return
-    scenarios = recipe.scenarios
     seq_filter = {SEQ_LEN_NAMES[s] for s in options.seq_lens} if options.seq_lens else None
     full = options.mode == "full-sweep"
-    for si, scen in enumerate(scenarios.fixed_seq_len or []):
+    for si, scen in enumerate(recipe.fixed_seq_len()):
         isl, osl = scen.isl, scen.osl
         if seq_filter and (isl, osl) not in seq_filter:
             continue

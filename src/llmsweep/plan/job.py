@@ -73,7 +73,9 @@ class Acceptance(JobModel):
     thinking: Literal["on", "off"] = Field(description="Thinking mode the curve is read at.")
     k: int | None = Field(default=None, description="Draft length K.")
     draft_model: str | None = Field(default=None, description="Draft checkpoint when the curve depends on it.")
-    provenance: str | None = Field(default=None, description="Curve file / checkpoint / run the golden value comes from.")
+    provenance: str | None = Field(
+        default=None, description="Curve file / checkpoint / run the golden value comes from."
+    )
 
 
 class Job(JobModel):
@@ -126,7 +128,8 @@ class Job(JobModel):
 
     # --- llmsweep extensions ------------------------------------------------------------------------------------
     runner_label: str = Field(
-        alias="runner-label", description="The recipe's runner label (`runner` may be a node under --runner-node-filter)."
+        alias="runner-label",
+        description="The recipe's runner label (`runner` may be a node under --runner-node-filter).",
     )
     sku: str | None = Field(default=None, description="GPU SKU the runner label implies (h200, mi300x, b300, ...).")
     engine: str | None = Field(default=None, description="Engine adapter; None = not runnable (no serve / unmapped).")

@@ -59,9 +59,7 @@ def _merge(findings: list[Finding]) -> list[Finding]:
         ids = groups.setdefault(key, [])
         if f.job and f.job not in ids:
             ids.append(f.job)
-    out = []
-    for key, f in first.items():
-        out.append(f.model_copy(update={"job": ", ".join(groups[key]) or None}))
+    out = [f.model_copy(update={"job": ", ".join(groups[k]) or None}) for k, f in first.items()]
     return sorted(out, key=lambda f: (f.file or "", f.line or 0, f.rule))
 
 

@@ -81,7 +81,7 @@ def _group_matches(recipe: Recipe, path: FieldPath, job: Job) -> bool:
         return False
     if job.scenario != "fixed-seq-len":
         return True
-    group = (recipe.scenarios.fixed_seq_len or [])[int(path[2])]
+    group = recipe.fixed_seq_len()[int(path[2])]
     return (group.isl, group.osl) == (job.isl, job.osl)
 
 

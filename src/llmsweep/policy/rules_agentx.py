@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmsweep.findings import Finding, Severity
-from llmsweep.policy.context import Context, entry_path
+from llmsweep.policy.context import Context
 from llmsweep.policy.registry import rule
 
 

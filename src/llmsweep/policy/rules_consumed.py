@@ -14,8 +14,10 @@ from llmsweep.engines.base import norm_flag
 from llmsweep.engines.launch import is_secret_name
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
+from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, entry_path, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
+from llmsweep.spec.source import FieldPath
 
 EP_LESSON = "InferenceX changelog #1266: a launcher silently dropped --ep-size (GSM8K 0.93 → 0.0); #1019 ep: 4 unused"
 
@@ -137,7 +139,9 @@ def secret_value(ctx: Context) -> Iterator[Finding]:
         serve = recipe.serve
         if serve is None:
             continue
-        envs = [(("serve", "env", n), n, v, None) for n, v in serve.env.items()]
+        envs: list[tuple[FieldPath, str, str | None, int | None]] = [
+            (("serve", "env", n), n, v, None) for n, v in serve.env.items()
+        ]
         envs += [(("serve", "overrides", i, "env", n), n, v, i) for i, o in enumerate(serve.overrides)
                  for n, v in o.env.items()]
         for path, name, value, index in envs:
@@ -145,7 +149,7 @@ def secret_value(ctx: Context) -> Iterator[Finding]:
                 continue
             # In an override, the jobs that apply it launch with the secret; in base env (or an override no job
             # applies) the recipe file itself is at fault and the finding names no job.
-            concerned = [] if index is None else [j for j in ctx.jobs_of(recipe.key)
+            concerned: list[Job] = [] if index is None else [j for j in ctx.jobs_of(recipe.key)
                                                   if j.serve is not None and index in j.serve.applied_overrides]
             message = f"`{name}` carries a value in the recipe file"
             if not concerned:

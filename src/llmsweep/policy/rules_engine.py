@@ -155,6 +155,7 @@ def client_isolation(ctx: Context) -> Iterator[Finding]:
             continue
         image = _image(serve.client_image)
         python = serve.client_python or (image.python_version if image else None)
+        ok: bool | None
         if serve.client_python is not None:
             ok = tuple(int(x) for x in serve.client_python.split(".")[:2] if x.isdigit()) >= (3, 11)
         else:

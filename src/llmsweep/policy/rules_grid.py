@@ -8,6 +8,7 @@ floor and cap with `policy: {min-conc-step: 2, max-conc: 16}`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 from llmsweep.findings import Finding, Severity
@@ -17,18 +18,6 @@ from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import Recipe
 
 NOISE = "seed PR revision (steps >= 2 apart, hard stop at conc 16); InferenceX spec §8 lesson 12 (noise vs signal)"
-
-
-def declared(recipe: Recipe, name: str) -> int | None:
-    """A grid-policy value the recipe declares (`policy.min-conc-step`, `policy.max-conc`), or None."""
-    policy: Any = getattr(recipe, "policy", None)
-    if policy is None:
-        return None
-    if isinstance(policy, dict):
-        value = policy.get(name)
-    else:
-        value = getattr(policy, name.replace("-", "_"), None)
-    return value if isinstance(value, int) else None
 
 
 def conc_lists(recipe: Recipe) -> Iterator[tuple[tuple[str | int, ...], list[int]]]:
@@ -60,12 +49,12 @@ def unsorted(ctx: Context) -> Iterator[Finding]:
       "space the points at least `policy.min-conc-step` apart", NOISE)
 def min_step(ctx: Context) -> Iterator[Finding]:
     for recipe in ctx.recipes.values():
-        floor = declared(recipe, "min-conc-step")
+        floor = recipe.policy.min_conc_step if recipe.policy else None
         if floor is None:
             continue
         for path, concs in conc_lists(recipe):
             ordered = sorted(set(concs))
-            close = [(a, b) for a, b in zip(ordered, ordered[1:]) if b - a < floor]
+            close = [(a, b) for a, b in pairwise(ordered) if b - a < floor]
             if close:
                 a, b = close[0]
                 yield ctx.hit("grid.min-step", recipe, path,
@@ -78,7 +67,7 @@ def max_conc(ctx: Context) -> Iterator[Finding]:
     # Only the jobs above the cap are refused: the in-cap points of the same entry still run. A recipe that planned
     # no jobs (it failed to plan) still hears about its over-cap entries, naming no job.
     for recipe in ctx.recipes.values():
-        cap = declared(recipe, "max-conc")
+        cap = recipe.policy.max_conc if recipe.policy else None
         if cap is None:
             continue
         entries = dict(recipe.search_space_entries())

@@ -48,7 +48,7 @@ def solve_acceptance_rate(acceptance_length: float, k: int) -> float:
 class AcceptanceSampler:
     """Draws emitted tokens per verify step in [1, K+1] from a seeded RNG; one uniform draw per step (fast)."""
 
-    __slots__ = ("k", "p", "cdf", "rng")
+    __slots__ = ("cdf", "k", "p", "rng")
 
     def __init__(self, k: int, acceptance_length: float, seed: int) -> None:
         self.k = k
@@ -77,7 +77,7 @@ the cut last steps of a batch of requests that finish together, small enough tha
 class AcceptanceController:
     """Tokens per verify step such that the engine's own acceptance formula reads back the configured AL."""
 
-    __slots__ = ("k", "acceptance_length", "counts_first_token", "debt", "bound", "rng")
+    __slots__ = ("acceptance_length", "bound", "counts_first_token", "debt", "k", "rng")
 
     def __init__(self, k: int, acceptance_length: float, seed: int, *, counts_first_token: bool) -> None:
         self.k = k

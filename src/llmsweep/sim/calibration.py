@@ -98,7 +98,7 @@ def model_class(model: str, inputs: PerfInputs) -> str:
         from llmsweep.catalog.models import get_model
 
         spec = get_model(model)
-    except Exception:  # noqa: BLE001 - a model outside the catalog keeps what its figures say
+    except Exception:
         spec = None
     if spec is not None and getattr(spec, "is_hybrid", False):
         arch = "hybrid"
@@ -186,9 +186,9 @@ def now_utc() -> str:
 
 
 __all__ = [
+    "UNCALIBRATED",
     "CalibrationEntry",
     "CalibrationProvenance",
-    "UNCALIBRATED",
     "entry_id",
     "find_calibration",
     "hardware_family",

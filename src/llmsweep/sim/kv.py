@@ -71,11 +71,6 @@ class KVPool:
         ref[arr] += 1
         return blocks
 
-    def touch_host(self, hashes: list[int]) -> None:
-        host = self.host
-        for h in hashes:
-            host.move_to_end(h)
-
     # -- allocation -------------------------------------------------------------------------------------------------
     def allocate(self, n: int) -> list[int] | None:
         """`n` fresh blocks (free first, then evicting the least recently released cached ones), or None if short."""
@@ -116,7 +111,7 @@ class KVPool:
         out = np.concatenate(taken) if len(taken) > 1 else taken[0]
         hashed[out] = False
         self.n_evictable -= len(out)
-        blocks = out.tolist()
+        blocks: list[int] = out.tolist()
         cached, hash_of = self.cached, self.hash_of
         for b in blocks:
             h = hash_of[b]
@@ -130,7 +125,7 @@ class KVPool:
             return
         cached, hash_of = self.cached, self.hash_of
         fresh = []
-        for b, h in zip(blocks, hashes):
+        for b, h in zip(blocks, hashes, strict=False):
             if h not in cached:
                 cached[h] = b
                 hash_of[b] = h

@@ -141,7 +141,7 @@ class CoreCollector:
 
 def registry_for(core: EngineCore, *, model_name: str, style: MetricsStyle = "both") -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(CoreCollector(core, model_name=model_name, style=style))  # type: ignore[arg-type]
+    registry.register(CoreCollector(core, model_name=model_name, style=style))
     return registry
 
 

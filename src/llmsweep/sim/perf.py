@@ -268,19 +268,14 @@ def host_capacity_tokens(inputs: PerfInputs, *, dram_bytes: float) -> int:
     return max(0, int(dram_bytes // inputs.kv_bytes_per_token))
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 __all__ = [
+    "DEFAULT_EFFICIENCY",
     "Batch",
     "ConstantTimer",
-    "DEFAULT_EFFICIENCY",
     "Efficiency",
     "PerfInputs",
     "RooflineTimer",
     "StepTimer",
-    "ceil_div",
     "default_efficiency",
     "host_capacity_tokens",
     "kv_capacity_tokens",

@@ -44,7 +44,7 @@ def words(text: str) -> list[str]:
 class _State:
     """Tokens-so-far of a message prefix: the blocks it completed, the partial tail, the running chain hash."""
 
-    __slots__ = ("parent", "hashes", "tail", "last_hash", "tokens", "sid")
+    __slots__ = ("hashes", "last_hash", "parent", "sid", "tail", "tokens")
 
     def __init__(self, parent: _State | None, hashes: tuple[int, ...], tail: tuple[Any, ...], last_hash: int,
                  tokens: int, sid: int) -> None:
@@ -106,10 +106,10 @@ class PromptEncoder:
             if s.hashes:
                 parts.append(s.hashes)
             s = s.parent
-        hashes: list[int] = []
+        chain: list[int] = []
         for p in reversed(parts):
-            hashes.extend(p)
-        return state.tokens + 2, hashes
+            chain.extend(p)
+        return state.tokens + 2, chain
 
     def text(self, prompt: str) -> tuple[int, list[int]]:
         """(prompt tokens, block hashes) of a completions prompt string."""

@@ -16,6 +16,7 @@ two runs of the same request sequence give byte-identical SSE bodies.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Any
@@ -53,7 +54,7 @@ def capacity_log_line(style: str, core: EngineCore) -> str:
 class _Stream:
     """Per-request delivery queue: (tokens emitted, finished) tuples from the scheduler."""
 
-    __slots__ = ("queue", "no")
+    __slots__ = ("no", "queue")
 
     def __init__(self, no: int) -> None:
         self.queue: asyncio.Queue[tuple[int, bool]] = asyncio.Queue()
@@ -97,10 +98,8 @@ class SimServer:
     async def _on_cleanup(self, app: web.Application) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
 
     def _clock(self) -> float:
         return asyncio.get_running_loop().time() - self._t0
@@ -288,6 +287,6 @@ async def start_server(server: SimServer, host: str = "127.0.0.1", port: int = 0
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
-    bound = sockets[0].getsockname()[1] if sockets else port
+    addresses = runner.addresses
+    bound = int(addresses[0][1]) if addresses else port
     return runner, bound

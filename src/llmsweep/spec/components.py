@@ -50,7 +50,9 @@ class KvOffloadBackend(StrictInput):
     """`kv-offload-backend`: which engine moves KV to host DRAM; version optional for framework-native backends."""
 
     name: str = Field(min_length=1, description="Backend name, e.g. `hicache`, `mooncake`, `vllm-simple`, `lmcache`.")
-    version: str | None = Field(default=None, min_length=1, description="Backend version (expected for LMCache/Mooncake).")
+    version: str | None = Field(
+        default=None, min_length=1, description="Backend version (expected for LMCache/Mooncake)."
+    )
 
     @field_validator("version")
     @classmethod
@@ -63,7 +65,9 @@ class ConcFields(StrictInput):
 
     conc_start: int | None = Field(default=None, alias="conc-start", description="First concurrency of a ×step range.")
     conc_end: int | None = Field(default=None, alias="conc-end", description="Last concurrency (always included).")
-    conc_list: list[int] | None = Field(default=None, alias="conc-list", description="Explicit concurrencies, in order.")
+    conc_list: list[int] | None = Field(
+        default=None, alias="conc-list", description="Explicit concurrencies, in order."
+    )
 
     def check_conc(self) -> None:
         """InferenceX's `_validate_conc_fields`, with its messages."""
@@ -72,7 +76,8 @@ class ConcFields(StrictInput):
         if has_range and has_list:
             raise rule_error(
                 "conc-both",
-                "Cannot specify both 'conc-list' list and 'conc-start'/'conc-end'. Use either a list or a range, not both.",
+                "Cannot specify both 'conc-list' list and 'conc-start'/'conc-end'. "
+                "Use either a list or a range, not both.",
                 field="conc-list",
                 fix="delete either `conc-list` or `conc-start`/`conc-end`",
             )

@@ -104,7 +104,9 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
         )
         return
     except UnicodeDecodeError as exc:
-        result.findings.append(_error("schema.yaml-syntax", file, None, None, f"not UTF-8 text: {exc}", "save as UTF-8"))
+        result.findings.append(
+            _error("schema.yaml-syntax", file, None, None, f"not UTF-8 text: {exc}", "save as UTF-8")
+        )
         return
     source = doc.source
     result.sources[file] = source
@@ -133,7 +135,9 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
         _load_recipe(key, value, file, source, result, seen_in)
 
 
-def _load_recipe(key: Any, value: Any, file: str, source: SourceMap, result: LoadResult, seen_in: dict[str, str]) -> None:
+def _load_recipe(
+    key: Any, value: Any, file: str, source: SourceMap, result: LoadResult, seen_in: dict[str, str]
+) -> None:
     line = source.line_of((key,))
     if not isinstance(key, str):
         result.findings.append(
@@ -142,7 +146,8 @@ def _load_recipe(key: Any, value: Any, file: str, source: SourceMap, result: Loa
         return
     if "*" in key:
         result.findings.append(
-            _error("schema.wildcard-key", file, line, key, f"Wildcard '*' is not allowed in master config keys: '{key}'",
+            _error("schema.wildcard-key", file, line, key,
+                   f"Wildcard '*' is not allowed in master config keys: '{key}'",
                    "rename the key without `*` (reserved for changelog and --config-keys patterns)")
         )
         return

@@ -8,7 +8,7 @@ block is told that the key is unknown there.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, model_validator
@@ -41,7 +41,9 @@ class SingleNodeFixedEntry(ConcFields):
     dcp_size: int = Field(default=1, gt=0, strict=True, alias="dcp-size", description="Decode context parallelism.")
     pcp_size: int = Field(default=1, gt=0, strict=True, alias="pcp-size", description="Prefill context parallelism.")
     ep: int | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
-    spec_decoding: SpecDecodingMode = Field(default="none", alias="spec-decoding", description="mtp, draft_model, none.")
+    spec_decoding: SpecDecodingMode = Field(
+        default="none", alias="spec-decoding", description="mtp, draft_model, none."
+    )
     dp_attn: bool | None = Field(default=None, alias="dp-attn", description="Data-parallel attention (default false).")
     router: ComponentMetadata | None = Field(default=None, description="Router component `{name, version}`.")
 
@@ -55,7 +57,9 @@ class SingleNodeFixedEntry(ConcFields):
 class MultiNodeFixedEntry(ConcFields):
     """A multinode fixed-seq-len entry: prefill and decode worker pools sharing one allocation for all concs."""
 
-    spec_decoding: SpecDecodingMode = Field(default="none", alias="spec-decoding", description="mtp, draft_model, none.")
+    spec_decoding: SpecDecodingMode = Field(
+        default="none", alias="spec-decoding", description="mtp, draft_model, none."
+    )
     prefill: WorkerBlock = Field(description="Prefill worker pool.")
     decode: WorkerBlock = Field(description="Decode worker pool.")
     router: ComponentMetadata | None = Field(default=None, description="Router component `{name, version}`.")
@@ -79,7 +83,9 @@ class AgenticEntry(ConcFields):
     pcp_size: int = Field(default=1, gt=0, strict=True, alias="pcp-size", description="Prefill context parallelism.")
     ep: int | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
     dp_attn: bool | None = Field(default=None, alias="dp-attn", description="Data-parallel attention.")
-    spec_decoding: SpecDecodingMode = Field(default="none", alias="spec-decoding", description="mtp, draft_model, none.")
+    spec_decoding: SpecDecodingMode = Field(
+        default="none", alias="spec-decoding", description="mtp, draft_model, none."
+    )
     prefill: WorkerBlock | None = Field(default=None, description="Prefill worker pool (multinode form).")
     decode: WorkerBlock | None = Field(default=None, description="Decode worker pool (multinode form).")
     kv_offloading: KvOffloading | None = Field(
@@ -174,7 +180,9 @@ class MultiNodeFixedSeqLenScenario(StrictInput):
 
     isl: int = Field(description="Input sequence length in tokens.")
     osl: int = Field(description="Output sequence length in tokens.")
-    search_space: list[MultiNodeFixedEntry] = Field(alias="search-space", description="Worker topologies × concurrencies.")
+    search_space: list[MultiNodeFixedEntry] = Field(
+        alias="search-space", description="Worker topologies × concurrencies."
+    )
 
 
 class AgenticScenario(StrictInput):
@@ -236,7 +244,9 @@ class RecipePolicy(StrictInput):
     min_conc_step: int | None = Field(
         default=None, gt=0, alias="min-conc-step", description="Smallest gap between two concurrencies of a list."
     )
-    max_conc: int | None = Field(default=None, gt=0, alias="max-conc", description="Highest concurrency any arm may run.")
+    max_conc: int | None = Field(
+        default=None, gt=0, alias="max-conc", description="Highest concurrency any arm may run."
+    )
 
 
 class Recipe(StrictInput):
@@ -254,7 +264,8 @@ class Recipe(StrictInput):
     serve: Serve | None = Field(default=None, description="How to launch the engine (llmsweep extension).")
     workload: WorkloadSpec | None = Field(default=None, description="What the client sends (llmsweep extension).")
     policy: RecipePolicy | None = Field(
-        default=None, description="Grid policy validate enforces: `{min-conc-step: 2, max-conc: 16}` (llmsweep extension)."
+        default=None,
+        description="Grid policy validate enforces: `{min-conc-step: 2, max-conc: 16}` (llmsweep extension).",
     )
     scenarios: SingleNodeScenarios | MultiNodeScenarios = Field(
         description="`fixed-seq-len` and/or `agentic-coding` scenarios (narrowed by the single/multi-node subclass)."
@@ -302,21 +313,25 @@ class Recipe(StrictInput):
         """Plannable recipes are runnable only with a `serve` block and a framework an adapter knows."""
         return self.serve is not None and resolve_engine(self) is not None
 
+    def fixed_seq_len(self) -> Sequence[FixedSeqLenScenario | MultiNodeFixedSeqLenScenario]:
+        """The fixed-seq-len scenarios in the recipe's (single- or multinode) form; empty when there are none."""
+        return self.scenarios.fixed_seq_len or []
+
     def search_space_entries(self) -> Iterator[tuple[tuple[str | int, ...], Any]]:
         """(path under the recipe key, entry) for every search-space entry, in file order."""
-        scenarios = self.scenarios
-        for si, scen in enumerate(scenarios.fixed_seq_len or []):
+        for si, scen in enumerate(self.fixed_seq_len()):
             for ei, entry in enumerate(scen.search_space):
                 yield ("scenarios", "fixed-seq-len", si, "search-space", ei), entry
-        for si, scen in enumerate(scenarios.agentic_coding or []):
-            for ei, entry in enumerate(scen.search_space):
+        for si, agentic in enumerate(self.scenarios.agentic_coding or []):
+            for ei, entry in enumerate(agentic.search_space):
                 yield ("scenarios", "agentic-coding", si, "search-space", ei), entry
 
     def _check_common(self) -> None:
         if self.scenarios.agentic_coding and not self.runner.startswith(CLUSTER_LABEL_PREFIX):
             raise rule_error(
                 "agentic-runner",
-                "Agentic master configs must use a 'cluster:<name>' runner so every point runs on one exact hardware fleet.",
+                "Agentic master configs must use a 'cluster:<name>' runner "
+                "so every point runs on one exact hardware fleet.",
                 field="runner",
                 fix=f"use the exact fleet label, e.g. `runner: cluster:{self.runner.split('-')[0]}-...`",
             )
@@ -341,14 +356,15 @@ class Recipe(StrictInput):
                 field=render_path((*stray[0], "kv-p2p-transfer")),
                 fix="delete `kv-p2p-transfer` (single-node servers move no KV between workers)",
             )
-        if self.disagg and top_p2p is None:
-            if not entries or any(getattr(e, "kv_p2p_transfer", None) is None for e in entries):
-                raise rule_error(
-                    "disagg-p2p",
-                    "disagg=true requires kv-p2p-transfer at the top level or in every search-space entry",
-                    field="disagg",
-                    fix="add `kv-p2p-transfer: <nixl|mori|mooncake|ucx>` at the top level",
-                )
+        if self.disagg and top_p2p is None and (
+            not entries or any(getattr(e, "kv_p2p_transfer", None) is None for e in entries)
+        ):
+            raise rule_error(
+                "disagg-p2p",
+                "disagg=true requires kv-p2p-transfer at the top level or in every search-space entry",
+                field="disagg",
+                fix="add `kv-p2p-transfer: <nixl|mori|mooncake|ucx>` at the top level",
+            )
 
 
 class SingleNodeRecipe(Recipe):
@@ -399,6 +415,3 @@ class MultiNodeRecipe(Recipe):
                 )
         self._check_common()
         return self
-
-
-AnyRecipe = SingleNodeRecipe | MultiNodeRecipe

@@ -197,7 +197,9 @@ class Override(StrictInput):
     @classmethod
     def _known_fields(cls, when: dict[str, Any]) -> dict[str, Any]:
         if not when:
-            raise rule_error("override-when", "an override needs at least one `when` field", fix="add e.g. `kv-offloading: dram`")
+            raise rule_error(
+                "override-when", "an override needs at least one `when` field", fix="add e.g. `kv-offloading: dram`"
+            )
         for name in when:
             if name not in WHEN_FIELDS:
                 close = difflib.get_close_matches(name, WHEN_FIELDS, n=1)
@@ -276,7 +278,7 @@ class Serve(ServeCore):
 
 
 class ResolvedServe(ServeCore):
-    """`serve` after the arm's overrides: no `null`/`false` flags, no unset variables; records which overrides applied."""
+    """`serve` after the arm's overrides: no `null`/`false` flags, no unset variables; records the overrides applied."""
 
     applied_overrides: list[int] = Field(
         default_factory=list, alias="applied-overrides", description="Indexes of the overrides that matched."

@@ -126,8 +126,9 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         problem = " ".join(p for p in (exc.context, exc.problem) if p) or str(exc)
-        if exc.context_mark is not None and exc.problem_mark is not None and exc.context_mark.line != exc.problem_mark.line:
-            problem += f" (the construct started at line {exc.context_mark.line + 1})"
+        started, at = exc.context_mark, exc.problem_mark
+        if started is not None and at is not None and started.line != at.line:
+            problem += f" (the construct started at line {started.line + 1})"
         raise YamlSyntaxError(file, line, problem) from exc
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(file, None, str(exc)) from exc
@@ -163,7 +164,7 @@ def _walk(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], dups: l
 
 def _scalar_key(node: yaml.ScalarNode) -> str | int:
     # Keys are strings in every recipe mapping we read; integer keys (golden curves) stay ints.
-    value = node.value
+    value: str = node.value
     if node.tag == "tag:yaml.org,2002:int":
         try:
             return int(value)

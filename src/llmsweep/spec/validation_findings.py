@@ -12,6 +12,7 @@ import typing
 from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from llmsweep.findings import Finding, Severity
 from llmsweep.spec.source import FieldPath, SourceMap, parse_path, render_path
@@ -31,7 +32,7 @@ def findings_from_validation_error(
     exc: ValidationError, model: type[BaseModel], data: Any, prefix: FieldPath, source: SourceMap
 ) -> list[Finding]:
     """One finding per distinct problem; union branches failing at the same field collapse into one."""
-    by_path: dict[FieldPath, list[dict[str, Any]]] = {}
+    by_path: dict[FieldPath, list[ErrorDetails]] = {}
     for err in exc.errors(include_url=False):
         path = _clean_loc(err["loc"], data)
         ctx = err.get("ctx") or {}
@@ -50,10 +51,9 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> FieldPath:
     current = data
     for i, part in enumerate(loc):
         last = i == len(loc) - 1
-        if isinstance(current, dict) and part in current:
-            out.append(part)
-            current = current[part]
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+        in_dict = isinstance(current, dict) and part in current
+        in_list = isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        if in_dict or in_list:
             out.append(part)
             current = current[part]
         elif last and isinstance(part, (str, int)) and isinstance(current, dict):
@@ -63,7 +63,7 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> FieldPath:
 
 def _finding(
     path: FieldPath,
-    errs: list[dict[str, Any]],
+    errs: list[ErrorDetails],
     model: type[BaseModel],
     data: Any,
     prefix: FieldPath,
@@ -83,7 +83,7 @@ def _finding(
     )
 
 
-def _describe(path: FieldPath, errs: list[dict[str, Any]], model: type[BaseModel], data: Any) -> tuple[str, str, str]:
+def _describe(path: FieldPath, errs: list[ErrorDetails], model: type[BaseModel], data: Any) -> tuple[str, str, str]:
     custom = [e for e in errs if str(e["type"]).startswith("llmsweep.")]
     if custom:
         err = custom[0]
@@ -139,7 +139,7 @@ def _describe(path: FieldPath, errs: list[dict[str, Any]], model: type[BaseModel
     return "schema.invalid", f"`{name}`: {err['msg']}", "correct the value"
 
 
-def _expected_of(err: dict[str, Any]) -> str:
+def _expected_of(err: ErrorDetails) -> str:
     kind = str(err["type"])
     names = {
         "int_type": "an integer",

@@ -32,7 +32,8 @@ def test_endpoint_facts_for_adapters() -> None:
 
 @pytest.mark.parametrize(
     ("framework", "engine"),
-    [("sglang-disagg", "sglang"), ("trt", "trtllm"), ("atom-disagg", "atom"), ("llmd-vllm", "vllm"), ("SGLang", "sglang")],
+    [("sglang-disagg", "sglang"), ("trt", "trtllm"), ("atom-disagg", "atom"), ("llmd-vllm", "vllm"),
+     ("SGLang", "sglang")],
 )
 def test_framework_spellings(framework: str, engine: str) -> None:
     assert canonical_engine(framework) == engine

@@ -84,7 +84,9 @@ def test_header_sampling_is_parsed_per_thinking_mode() -> None:
     qwen = get_curve("qwen3.5_mtp")
     assert qwen is not None
     assert qwen.dataset == "coding" and qwen.output_len == 4096
-    assert qwen.sampling["thinking_off"].params == {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5}
+    assert qwen.sampling["thinking_off"].params == {
+        "temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5
+    }
     assert qwen.sampling["thinking_on"].chat_template_kwargs == {"enable_thinking": True}
     kimi = get_curve("kimik2.5_eagle3")
     assert kimi is not None and kimi.sampling["thinking_off"].params["temperature"] == 0.6
@@ -124,5 +126,5 @@ def test_user_curve_in_catalog_dir_is_used(user_catalog: Path) -> None:
 def test_malformed_user_curve_names_the_file(user_catalog: Path) -> None:
     (user_catalog / "golden_al").mkdir()
     (user_catalog / "golden_al" / "bad_mtp.yaml").write_text("bad:\n  thinking_on:\n    2: 7.5\n")
-    with pytest.raises(ConfigError, match="bad_mtp.yaml"):
+    with pytest.raises(ConfigError, match=r"bad_mtp\.yaml"):
         list_curves()

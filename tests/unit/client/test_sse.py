@@ -75,7 +75,8 @@ def test_per_chunk_cumulative_usage_gives_tokens_per_chunk() -> None:
 
 def test_multi_token_chunks_spread_the_final_usage_by_text_length() -> None:
     # speculative decoding: 3 chunks carry 9 tokens; the long chunk gets the most
-    reads = [(1.0, _chat("aaaaaa")), (2.0, _chat("aa")), (3.0, _chat("a")), (4.0, _ev({"choices": [], "usage": {"completion_tokens": 9}}))]
+    usage = _ev({"choices": [], "usage": {"completion_tokens": 9}})
+    reads = [(1.0, _chat("aaaaaa")), (2.0, _chat("aa")), (3.0, _chat("a")), (4.0, usage)]
     tokens = parse_stream(reads).chunk_tokens
     assert sum(tokens) == 9
     assert tokens[0] > tokens[1] >= tokens[2] >= 1

@@ -95,7 +95,8 @@ def test_vllm_latency_is_the_servers_own_histogram_means_over_the_window() -> No
 def _hist(t: float, prefix: str, **hists: tuple[float, float]) -> dict[str, object]:
     samples = []
     for name, (total, count) in hists.items():
-        samples += [[f"{prefix}:{name}_sum", {"model_name": "m"}, total], [f"{prefix}:{name}_count", {"model_name": "m"}, count]]
+        samples += [[f"{prefix}:{name}_sum", {"model_name": "m"}, total],
+                    [f"{prefix}:{name}_count", {"model_name": "m"}, count]]
     return {"t": t, "samples": samples}
 
 

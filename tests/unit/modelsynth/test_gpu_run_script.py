@@ -78,7 +78,8 @@ def fake_vllm_wheel(folder: Path) -> None:
         "vllm/entrypoints/cli/__init__.py": "",
         "vllm/entrypoints/cli/main.py": "def main():\n    print('0.26.0')\n",
         "vllm-0.26.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: vllm\nVersion: 0.26.0\n",
-        "vllm-0.26.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "vllm-0.26.0.dist-info/WHEEL":
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         "vllm-0.26.0.dist-info/entry_points.txt": "[console_scripts]\nvllm = vllm.entrypoints.cli.main:main\n",
     }
     record = "".join(f"{name},,\n" for name in files) + "vllm-0.26.0.dist-info/RECORD,,\n"

@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from llmsweep.peers.crosscheck import ClientRun, CrossCheck, compare, levels, load_crosscheck, markdown, write_crosscheck
+from llmsweep.peers.crosscheck import (
+    ClientRun,
+    CrossCheck,
+    compare,
+    levels,
+    load_crosscheck,
+    markdown,
+    write_crosscheck,
+)
 
 
 def summary(ttft_p50: float, tpot_p50: float, output_tps: float, *, ok: int = 32) -> dict[str, Any]:
@@ -71,14 +79,16 @@ def test_the_servers_own_figures_show_how_much_of_a_gap_the_server_made() -> Non
 
 def test_a_gap_the_repeats_cannot_explain_is_a_disagreement() -> None:
     runs = [run("llmsweep", r, summary(0.050 + 0.0002 * r, 0.0030, 2000 + r)) for r in range(3)]
-    runs += [run("aiperf", r, summary(0.080 + 0.0002 * r, 0.0030, 2000 - r), own(0.080, 0.0030, 2000)) for r in range(3)]
+    runs += [run("aiperf", r, summary(0.080 + 0.0002 * r, 0.0030, 2000 - r), own(0.080, 0.0030, 2000))
+             for r in range(3)]
     ttft = row(compare(runs), "TTFT p50")
     assert ttft.measurement_pct == pytest.approx(100 * (80.2 - 50.2) / 50.2)
     assert ttft.band_pct is not None and ttft.band_pct < 5 and ttft.verdict == "differ"
 
 
 def test_one_run_each_has_no_band_and_a_failed_run_is_left_out_but_reported(tmp_path: Path) -> None:
-    runs = [run("llmsweep", 0, summary(0.05, 0.003, 2000)), run("aiperf", 0, summary(0.05, 0.003, 2000), own(0.05, 0.003, 2000)),
+    runs = [run("llmsweep", 0, summary(0.05, 0.003, 2000)),
+            run("aiperf", 0, summary(0.05, 0.003, 2000), own(0.05, 0.003, 2000)),
             run("aiperf", 1, None, error="aiperf exited 1 (see aiperf.log)")]
     rows = compare(runs)
     assert {r.verdict for r in rows if r.llmsweep is not None} == {"no repeats"}

@@ -60,5 +60,5 @@ def test_invalid_runner_files_are_rejected_with_inferencex_messages(tmp_path, te
 
 
 def test_missing_runner_file() -> None:
-    with pytest.raises(ConfigError, match="Runner config file 'nope.yaml' does not exist."):
+    with pytest.raises(ConfigError, match=r"Runner config file 'nope\.yaml' does not exist\."):
         load_fleet("nope.yaml")

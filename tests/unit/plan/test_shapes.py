@@ -35,8 +35,8 @@ FIXED_SN = """    fixed-seq-len:
       - {{ tp: 4, pp: 2, pcp-size: 2, dcp-size: 2, conc-list: [4] }}
 """
 
-MN_WORKERS = """        prefill: { num-worker: 2, tp: 8, ep: 8, dp-attn: true, additional-settings: ["PREFILL_NODES=2"] }
-        decode: { num-worker: 1, tp: 8, ep: 1, dp-attn: false }
+MN_WORKERS = """        prefill: {num-worker: 2, tp: 8, ep: 8, dp-attn: true, additional-settings: ["PREFILL_NODES=2"]}
+        decode: {num-worker: 1, tp: 8, ep: 1, dp-attn: false}
 """
 
 

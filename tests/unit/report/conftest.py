@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
 from llmsweep.results.rundir import RunDir
-from llmsweep.results.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
 
 def three_series_run(root: Path, requests: int = 40) -> RunDir:

@@ -32,7 +32,8 @@ def test_details_come_from_raw_artifacts(report_run) -> None:
     p = points[0]
     d = payload["details"][p.result_id]
     assert d["server_command"].startswith("python -m sglang.launch_server")
-    assert d["requests_total"] == sum(1 for _ in open(p.records_path))
+    with open(p.records_path) as records:
+        assert d["requests_total"] == sum(1 for _ in records)
     assert len(d["timeline"]) == d["requests_shown"] <= 1500
     assert d["ttft"] and d["throughput"] and d["inflight"] and d["kv_usage"] and d["cache_hit"]
     assert all(0 <= v <= 1 for _, v in d["kv_usage"]) and all(0 <= v <= 1 for _, v in d["cache_hit"])
@@ -81,8 +82,9 @@ def test_request_budget_shrinks_with_the_number_of_points() -> None:
 def test_a_job_that_failed_is_listed_with_the_executors_reason(tmp_path) -> None:
     import json as _json
 
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
     from llmsweep.results.rundir import load_run
-    from llmsweep.results.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
     run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
     failed = run.jobs[0].dir

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
 from llmsweep.results.rundir import RunDir
-from llmsweep.results.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
 MakeRun = Callable[..., RunDir]
 

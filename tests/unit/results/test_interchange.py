@@ -73,7 +73,7 @@ def test_published_inferencex_rows_import_as_measured_in_their_own_run(tmp_path:
     ]
     path = tmp_path / "agg_bmk.json"
     path.write_text(json.dumps(rows))
-    run_id, origin, points = import_file(path)
+    _, origin, points = import_file(path)
     assert origin == "inferencex"
     fixed, agentic = points
     assert fixed.source == "measured" and fixed.origin == "inferencex"

@@ -100,6 +100,6 @@ def test_fixed_length_series_use_plain_pareto_and_agentic_ones_the_north_star(ma
     fronts = compute_frontiers(fixed, axes)
     (ids,) = fronts["p90_intvty"].values()
     assert ids  # plain Pareto: a frontier without the AgentX metric
-    assert list(fronts["conc"].values())[0]
+    assert next(iter(fronts["conc"].values()))
     agentic_fronts = compute_frontiers(no_trace, axes)["p90_intvty"]
     assert agentic_fronts and all(v == [] for v in agentic_fronts.values())  # agentic, no north-star metric: no winner

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from llmsweep.sim.config import SimConfig, SpecDecodeConfig
 from llmsweep.sim.core import EngineCore
 from llmsweep.sim.engine import EngineConfig, build_core
@@ -13,8 +15,8 @@ from llmsweep.sim.synthetic import AgentWorkload, ChatWorkload
 def _throughput(records: list[dict], duration: float) -> float:
     """Steady-state output tokens per second: tokens streamed in the last two thirds of the run."""
     start = duration / 3
-    return sum(n for r in records for t, n in zip(r["chunk_times"], r["chunk_tokens"]) if start <= t <= duration) \
-        / (duration - start)
+    chunks = ((t, n) for r in records for t, n in zip(r["chunk_times"], r["chunk_tokens"], strict=True))
+    return sum(n for t, n in chunks if start <= t <= duration) / (duration - start)
 
 
 def _mean_e2e(records: list[dict]) -> float:
@@ -34,7 +36,7 @@ def _sweep(config: EngineConfig, grid: list[int], duration: float = 180.0) -> li
 def _knee(throughputs: list[float], grid: list[int]) -> int:
     """Smallest concurrency reaching 90% of the best throughput of the sweep."""
     best = max(throughputs)
-    return next(c for c, t in zip(grid, throughputs) if t >= 0.9 * best)
+    return next(c for c, t in zip(grid, throughputs, strict=True) if t >= 0.9 * best)
 
 
 GRID = [1, 4, 16, 64, 128, 256]
@@ -48,10 +50,10 @@ def test_throughput_and_latency_rise_with_concurrency_and_halving_hbm_moves_the_
         tput = [t for t, _ in sweep]
         lat = [e for _, e in sweep]
         knee = GRID.index(_knee(tput, GRID))
-        assert all(b > a for a, b in zip(tput[:knee + 1], tput[1:knee + 1])), tput  # rises up to the knee
+        assert all(b > a for a, b in pairwise(tput[:knee + 1])), tput  # rises up to the knee
         assert all(t >= 0.9 * max(tput) for t in tput[knee:]), tput  # then flattens (no collapse)
         assert knee < len(GRID) - 1, "no knee: throughput still scales at the top of the grid"
-        assert all(b >= a for a, b in zip(lat, lat[1:])), lat  # latency only grows with load
+        assert all(b >= a for a, b in pairwise(lat)), lat  # latency only grows with load
     knee_full = _knee([t for t, _ in sweep_full], GRID)
     knee_half = _knee([t for t, _ in sweep_half], GRID)
     assert knee_half < knee_full, (knee_half, knee_full)
@@ -70,7 +72,7 @@ def _small_core(capacity_tokens: int, *, host_tokens: int = 0, block: int = 16, 
 
 def test_kv_capacity_is_never_exceeded_and_oversubscription_preempts() -> None:
     core = _small_core(1024)
-    for i in range(8):
+    for _ in range(8):
         core.new_request(100, [], 400)
     now, peak = 0.0, 0
     finished = []

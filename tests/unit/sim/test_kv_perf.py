@@ -7,7 +7,7 @@ import random
 import pytest
 
 from llmsweep.errors import ConfigError
-from llmsweep.sim.acceptance import AcceptanceSampler, solve_acceptance_rate, expected_length
+from llmsweep.sim.acceptance import AcceptanceSampler, expected_length, solve_acceptance_rate
 from llmsweep.sim.inputs import perf_inputs
 from llmsweep.sim.kv import KVPool
 from llmsweep.sim.perf import Batch, RooflineTimer, kv_capacity_tokens

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import pytest
@@ -70,7 +71,7 @@ def test_a_lane_takes_its_next_session_only_after_the_whole_tree_drains() -> Non
     assert len(records) == 2 * 3 * 6
     for lane in (0, 1):
         sessions = [f"l{lane}s{i}" for i in range(3)]
-        for prev, nxt in zip(sessions, sessions[1:]):
+        for prev, nxt in itertools.pairwise(sessions):
             prev_end = max(r["end_at"] for r in records if r["session"] == prev)
             next_start = min(r["sent_at"] for r in records if r["session"] == nxt)
             assert next_start == prev_end

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def test_synthesis_is_deterministic_and_blocks_grow_by_prefix() -> None:
     b = synthesize(SynthProfile(traces=3, seed=9, max_isl=16384))
     assert [t.to_json_line() for t in a] == [t.to_json_line() for t in b]
     mains = a[0].main_requests
-    for prev, cur in zip(mains, mains[1:]):
+    for prev, cur in itertools.pairwise(mains):
         assert cur.in_tokens == 64 * len(cur.hash_ids)
         extends = cur.hash_ids[: len(prev.hash_ids)] == prev.hash_ids
         compacted = len(cur.hash_ids) < len(prev.hash_ids)

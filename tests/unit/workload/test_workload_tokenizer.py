@@ -69,5 +69,5 @@ def test_bpe_chat_template_is_chatml_and_overhead_is_additive(bpe_tokenizer_dir:
 
 def test_missing_tokenizer_directory_is_a_config_error(tmp_path: Path) -> None:
     pytest.importorskip("tokenizers")
-    with pytest.raises(ConfigError, match="tokenizer.json"):
+    with pytest.raises(ConfigError, match=r"tokenizer\.json"):
         load_hf_tokenizer(tmp_path)

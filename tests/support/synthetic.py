@@ -1,4 +1,4 @@
-"""Write plausible run directories without an engine: for tests, demos and trying the dashboard.
+"""Write plausible run directories without an engine: the report and results tests read them as real runs.
 
 Each point gets raw per-request records from a small seeded latency model (per-user speed falls with concurrency,
 TTFT grows with it), Prometheus-style server scrapes, and a `summary.json` computed by the real
@@ -59,7 +59,9 @@ def synthetic_job(
         "framework": framework, "runner": f"cluster:{hardware}-synthetic", "tp": tp, "pp": 1, "dcp-size": 1,
         "pcp-size": 1, "ep": ep, "dp-attn": False, "spec-decoding": spec, "conc": conc, "kv-offloading": offload,
         "exp-name": exp, "recipe-key": f"{prefix}-{framework}-{hardware}", "multinode": False,
-        "recipe-fingerprint": hashlib.sha256(f"{prefix}-{framework}-{hardware}-{tp}-{spec}-{image}".encode()).hexdigest(),
+        "recipe-fingerprint": hashlib.sha256(
+            f"{prefix}-{framework}-{hardware}-{tp}-{spec}-{image}".encode()
+        ).hexdigest(),
         "runner-label": f"cluster:{hardware}-synthetic", "sku": hardware, "engine": framework, "gpus": tp,
         "scenario": scenario,
     }
