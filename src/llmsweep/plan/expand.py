@@ -28,7 +28,7 @@ from llmsweep.plan.names import (
     fixed_exp_name,
     multinode_agentic_exp_name,
 )
-from llmsweep.spec.recipe import AgenticEntry, AgenticScenario, Recipe
+from llmsweep.spec.recipe import AgenticEntry, AgenticScenario, Recipe, SearchSpaceEntry, entry_p2p
 from llmsweep.spec.workload import DEFAULT_AGENTIC_DURATION_SECONDS
 
 MAX_MULTINODE_AGENTIC_CONCURRENCIES_PER_ALLOCATION = 1
@@ -177,15 +177,15 @@ def _head(recipe: Recipe, runner: str) -> dict[str, Any]:
     }
 
 
-def _components(entry: Any, recipe: Recipe) -> dict[str, Any]:
+def _components(entry: SearchSpaceEntry, recipe: Recipe) -> dict[str, Any]:
     """Router / kv-p2p-transfer: the entry's value first, then the recipe's."""
     out: dict[str, Any] = {}
     router = entry.router if entry.router is not None else recipe.router
     if router is not None:
         out["router"] = router.model_dump(by_alias=True)
-    p2p = getattr(entry, "kv_p2p_transfer", None)
+    p2p = entry_p2p(entry)
     if p2p is None:
-        p2p = getattr(recipe, "kv_p2p_transfer", None)
+        p2p = recipe.top_p2p
     if p2p is not None:
         out["kv-p2p-transfer"] = p2p
     return out

@@ -9,7 +9,7 @@ from llmsweep.catalog.fleet import FleetCatalog, default_fleet
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.registry import get_rule
-from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.recipe import AgenticEntry, MultiNodeFixedEntry, Recipe, SearchSpaceEntry
 from llmsweep.spec.source import FieldPath
 
 
@@ -65,13 +65,20 @@ class Context:
         )
 
 
-def _entry_matches(entry: object, job: Job) -> bool:
-    concs = getattr(entry, "conc_list", None)
-    return (getattr(entry, "tp", None) == job.tp
-            and getattr(entry, "spec_decoding", None) == job.spec_decoding
-            and getattr(entry, "kv_offloading", None) in (None, job.kv_offloading)
-            and (getattr(entry, "ep", None) or 1) == (job.ep or 1)
-            and (getattr(entry, "dcp_size", 1) or 1) == (job.dcp_size or 1)
+def _entry_matches(entry: SearchSpaceEntry, job: Job) -> bool:
+    tp: int | None = None
+    ep: int | None = None
+    dcp, offloading = 1, None
+    if not isinstance(entry, MultiNodeFixedEntry):  # the worker-pool form has no single-node topology
+        tp, ep, dcp = entry.tp, entry.ep, entry.dcp_size
+    if isinstance(entry, AgenticEntry):
+        offloading = entry.kv_offloading
+    concs = entry.conc_list
+    return (tp == job.tp
+            and entry.spec_decoding == job.spec_decoding
+            and offloading in (None, job.kv_offloading)
+            and (ep or 1) == (job.ep or 1)
+            and (dcp or 1) == (job.dcp_size or 1)
             and (not concs or any(c in concs for c in job.concs)))
 
 

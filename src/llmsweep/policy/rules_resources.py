@@ -15,7 +15,7 @@ from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, entry_path
 from llmsweep.policy.registry import rule
-from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.recipe import AgenticEntry, Recipe
 
 DEFAULT_MEM_FRACTION = 0.9
 KV_CONTEXT_CAP = 131_072
@@ -24,7 +24,7 @@ KV_CONTEXT_CAP = 131_072
 
 def dram_arm_paths(recipe: Recipe) -> list[tuple[str | int, ...]]:
     return [path for path, entry in recipe.search_space_entries()
-            if getattr(entry, "kv_offloading", None) == "dram"]
+            if isinstance(entry, AgenticEntry) and entry.kv_offloading == "dram"]
 
 
 @rule("kv-offload.hardware-metadata", Severity.ERROR,

@@ -9,7 +9,7 @@ block is told that the key is unknown there.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -167,6 +167,15 @@ class AgenticEntry(ConcFields):
         check_worker_hardware_pair(self.prefill, self.decode)
 
 
+SearchSpaceEntry = SingleNodeFixedEntry | MultiNodeFixedEntry | AgenticEntry
+"""One search-space entry, in any of the three forms a scenario list holds."""
+
+
+def entry_p2p(entry: SearchSpaceEntry) -> str | None:
+    """An entry's `kv-p2p-transfer`; a single-node fixed-seq-len entry has no such field."""
+    return None if isinstance(entry, SingleNodeFixedEntry) else entry.kv_p2p_transfer
+
+
 class FixedSeqLenScenario(StrictInput):
     """One ISL/OSL pair and its search space (single-node form)."""
 
@@ -313,14 +322,20 @@ class Recipe(StrictInput):
         """Plannable recipes are runnable only with a `serve` block and a framework an adapter knows."""
         return self.serve is not None and resolve_engine(self) is not None
 
+    @property
+    def top_p2p(self) -> str | None:
+        """The recipe-level `kv-p2p-transfer`; only the multinode schema has the field."""
+        return self.kv_p2p_transfer if isinstance(self, MultiNodeRecipe) else None
+
     def fixed_seq_len(self) -> Sequence[FixedSeqLenScenario | MultiNodeFixedSeqLenScenario]:
         """The fixed-seq-len scenarios in the recipe's (single- or multinode) form; empty when there are none."""
         return self.scenarios.fixed_seq_len or []
 
-    def search_space_entries(self) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    def search_space_entries(self) -> Iterator[tuple[tuple[str | int, ...], SearchSpaceEntry]]:
         """(path under the recipe key, entry) for every search-space entry, in file order."""
         for si, scen in enumerate(self.fixed_seq_len()):
-            for ei, entry in enumerate(scen.search_space):
+            entries: Sequence[SearchSpaceEntry] = scen.search_space
+            for ei, entry in enumerate(entries):
                 yield ("scenarios", "fixed-seq-len", si, "search-space", ei), entry
         for si, agentic in enumerate(self.scenarios.agentic_coding or []):
             for ei, entry in enumerate(agentic.search_space):
@@ -337,10 +352,11 @@ class Recipe(StrictInput):
             )
         located = list(self.search_space_entries())
         entries = [entry for _, entry in located]
-        top_p2p = getattr(self, "kv_p2p_transfer", None)
-        for name, top in (("router", self.router), ("kv-p2p-transfer", top_p2p)):
-            attr = name.replace("-", "_")
-            inner = [path for path, e in located if getattr(e, attr, None) is not None]
+        top_p2p = self.top_p2p
+        for name, top, inner in (
+            ("router", self.router, [path for path, e in located if e.router is not None]),
+            ("kv-p2p-transfer", top_p2p, [path for path, e in located if entry_p2p(e) is not None]),
+        ):
             if top is not None and inner:
                 raise rule_error(
                     "component-scope",
@@ -348,7 +364,7 @@ class Recipe(StrictInput):
                     field=render_path((*inner[0], name)),
                     fix=f"keep `{name}` at the top level only, or only in the search-space entries",
                 )
-        stray = [path for path, e in located if getattr(e, "kv_p2p_transfer", None) is not None]
+        stray = [path for path, e in located if entry_p2p(e) is not None]
         if not self.multinode and stray:
             raise rule_error(
                 "p2p-multinode",
@@ -357,7 +373,7 @@ class Recipe(StrictInput):
                 fix="delete `kv-p2p-transfer` (single-node servers move no KV between workers)",
             )
         if self.disagg and top_p2p is None and (
-            not entries or any(getattr(e, "kv_p2p_transfer", None) is None for e in entries)
+            not entries or any(entry_p2p(e) is None for e in entries)
         ):
             raise rule_error(
                 "disagg-p2p",
