@@ -10,6 +10,7 @@ import click
 import yaml
 
 from llmsweep.errors import ConfigError
+from llmsweep.execute.registry import executor_help, executor_kinds
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -25,8 +26,8 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.command("run")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--config-keys", multiple=True, help="Recipe keys (globs allowed) to run; default: every key.")
-@click.option("--executor", type=click.Choice(["local", "docker", "slurm"]), default="local", show_default=True,
-              help="Where servers run: this machine, Docker on this machine, or Slurm batch jobs.")
+@click.option("--executor", type=click.Choice(executor_kinds()), default="local", show_default=True,
+              help=executor_help() + ".")
 @click.option("--executor-option", "executor_options", multiple=True, metavar="KEY=VALUE",
               help="Executor settings, e.g. partition=gpu, time_limit=04:00:00, squash_dir=/shared/sqsh.")
 @click.option("--simulate", is_flag=True, help="Run every job on the built-in simulated engine instead of its real one.")

@@ -203,7 +203,7 @@ def fixed_prompt_seed(job: Job) -> int:
 
 
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
-                handle: ServerHandle | None = None) -> dict[str, Any]:
+                handle: ServerHandle | None = None, launcher: str | None = None) -> dict[str, Any]:
     seen = observed or {}
     return {
         "job": {"id": job.id, "exp_name": job.exp_name, "recipe_key": job.recipe_key,
@@ -211,7 +211,9 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         # `image` is what the server ran in (None: on the host, as the simulator does); the recipe's stays in `job`.
         "launch": {"engine": spec.engine, "engine_version": spec.engine_version,
                    "engine_version_reported": seen.get("engine_version"), "image": spec.image,
-                   "recipe_image": job.image, "fingerprint": spec.fingerprint(), "executor": group.executor,
+                   "recipe_image": job.image, "fingerprint": spec.fingerprint(),
+                   # What placed the server: the group's executor and the launcher that started it there.
+                   "executor": group.executor, "launcher": launcher,
                    "slurm_job_id": handle.job_id if handle is not None else None},
         "hardware": {"sku": job.sku, "runner": job.runner, "gpus": job.gpus,
                      "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version")},
@@ -377,7 +379,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
         event(f"job {job.id}: conc {job.concs[0]} ({job.scenario})")
         summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
-                            provenance=_provenance(job, spec, group, server.observed, handle))
+                            provenance=_provenance(job, spec, group, server.observed, handle, server.launcher.kind))
         check_alive(handle, during=f"job {job.id}")
         validity = summary.get("validity", {})
         status: Status = validity.get("verdict", "invalid")
