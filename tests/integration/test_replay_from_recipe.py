@@ -38,3 +38,9 @@ def test_a_recipe_replays_a_mooncake_trace_on_the_simulator(tmp_path: Path) -> N
     launch = summary["provenance"]["launch"]
     assert (launch["executor"], launch["launcher"]) == ("local", "local")
     assert any("conc 4 (mooncake-replay)" in e for e in events)
+    # The store keeps it apart from agentic-coding points of the same recipe.
+    from llmsweep.results.store import Store
+
+    with Store(tmp_path / "store.sqlite") as store:
+        (point,) = store.results(outcome.run_id)
+    assert point.identity.scenario == "mooncake-replay"
