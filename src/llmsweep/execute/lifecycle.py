@@ -35,7 +35,8 @@ from llmsweep.execute.readback import ReadbackSettings, apply_readback
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.plan import Job
-from llmsweep.workload.scenario import point_seed, scenario_of
+from llmsweep.plan.point import Point
+from llmsweep.workload.scenario import point_seed
 
 if TYPE_CHECKING:
     from llmsweep.client import Endpoint, RunOptions
@@ -140,7 +141,7 @@ def command_text(spec: LaunchSpec, launcher: ServerLauncher, launched: Sequence[
 def _endpoint(job: Job, spec: LaunchSpec, base_url: str) -> Endpoint:
     from llmsweep.client import Endpoint
 
-    api = scenario_of(job.workload).api(job.workload)
+    api = Point.of(job).api
     # The engine's dialect: fields it answers 422 to stay out of requests; no metrics path means nothing to scrape.
     rejected = set(spec.rejected_request_fields)
     metrics_url = f"{base_url.rstrip('/')}{spec.metrics_path}" if spec.metrics_path else ""
@@ -153,27 +154,23 @@ def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings) -> Run
     """The client's options for the job's one concurrency point: its scenario's stopping rule and failure ratio."""
     from llmsweep.client import RunOptions
 
-    scenario = scenario_of(job.workload)
-    load = scenario.load(job.workload, concurrency=job.concs[0], job_duration=job.duration)
+    point = Point.of(job)
+    load = point.load
     return RunOptions(
         concurrency=load.concurrency, num_requests=load.num_requests, duration_s=load.duration_s,
-        warmup_requests=load.warmup_requests, max_failure_ratio=scenario.gate.max_error_ratio,
-        timeout_s=settings.request_timeout_s, workers=settings.client_workers, gpus=max(1, job.gpus),
+        warmup_requests=load.warmup_requests, max_failure_ratio=point.max_error_ratio,
+        timeout_s=settings.request_timeout_s, workers=settings.client_workers, gpus=point.gpus,
         seed=job.workload.seed, require_metrics_prefix=spec.metrics_prefix,
     )
 
 
 def _gates(job: Job, options: RunOptions) -> GateConfig:
-    return scenario_of(job.workload).gate.config(planned_duration_s=options.duration_s,
-                                                 require_metrics_prefix=options.require_metrics_prefix)
+    return Point.of(job).gates(planned_duration_s=options.duration_s,
+                               require_metrics_prefix=options.require_metrics_prefix)
 
 
 def _workload(job: Job, source: str) -> Workload:
-    kwargs: dict[str, Any] = {}
-    if source != "measured":
-        # The simulator counts tokens with the built-in tokenizer; the recipe's HF tokenizer is for real engines.
-        kwargs["tokenizer"] = None
-    return scenario_of(job.workload).build(job.workload, concurrency=job.concs[0], point=job.id, **kwargs)
+    return Point.of(job).workload(simulated=source != "measured")
 
 
 def fixed_prompt_seed(job: Job) -> int:

@@ -57,12 +57,15 @@ class GateProfile:
     kind: Literal["fixed", "agentic", "replay"]
     min_submission_s: float = MIN_SUBMISSION_S
 
-    def config(self, *, planned_duration_s: float | None = None,
-               require_metrics_prefix: str | None = None) -> GateConfig:
+    def config(self, *, planned_duration_s: float | None = None, require_metrics_prefix: str | None = None,
+               max_error_ratio: float | None = None) -> GateConfig:
+        """The gates of one run; `max_error_ratio` overrides the profile's (`bench --max-failure-ratio`)."""
         from llmsweep.metrics.gates import GateConfig
 
+        ratio = {} if max_error_ratio is None else {"max_error_ratio": max_error_ratio}
         return GateConfig.for_kind(self.kind, min_submission_s=self.min_submission_s,
-                                   planned_duration_s=planned_duration_s, require_metrics_prefix=require_metrics_prefix)
+                                   planned_duration_s=planned_duration_s, require_metrics_prefix=require_metrics_prefix,
+                                   **ratio)
 
     @property
     def max_error_ratio(self) -> float:
