@@ -17,6 +17,7 @@ Module imports stay light (planning imports this): workloads and gate configs ar
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
@@ -84,27 +85,29 @@ class Load:
     warmup_requests: int = 0
 
 
-class Scenario:
+class Scenario(ABC):
     """One scenario: its id, defaults, route, stopping rule, workload builder and gate profile."""
 
     id: ClassVar[ScenarioId]
     gate: ClassVar[GateProfile]
 
+    @abstractmethod
     def resolve(self, spec: WorkloadSpec, *, common: Mapping[str, Any], entry: Mapping[str, Any],
                 model_prefix: str, spec_decoding: bool) -> ResolvedWorkload:
         """`spec` (a recipe's `workload` block) with this scenario's defaults filled in for a matrix entry.
 
         `common` holds what every scenario shares (tokenizer, served model name, seed), already resolved.
         """
-        raise NotImplementedError
 
     def api(self, resolved: ResolvedWorkload) -> Api:
         """The OpenAI route the client streams from."""
         return "chat" if resolved.use_chat_template else "completions"
 
+    @abstractmethod
     def load(self, resolved: ResolvedWorkload, *, concurrency: int, job_duration: int | None = None) -> Load:
-        raise NotImplementedError
+        """The stopping rule of one point (`job_duration`: the matrix entry's duration, if any)."""
 
+    @abstractmethod
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
               **overrides: Any) -> Workload:
         """The workload of one concurrency point; `overrides` go to the workload's config (`tokenizer=None`: the
@@ -113,7 +116,6 @@ class Scenario:
         `point` names the point (a job id): a scenario whose prompts would otherwise repeat across the points that
         share one server mixes it into its seed, so no point finds an earlier one's prompts in the prefix cache.
         """
-        raise NotImplementedError
 
     def gates(self, load: Load, *, require_metrics_prefix: str | None = None) -> GateConfig:
         """The gate thresholds of a run driven by `load`."""
