@@ -5,7 +5,8 @@ A scenario (:class:`~llmsweep.spec.workload.ScenarioId`) decides, for one job:
 - its defaults: how a recipe's `workload` block resolves for an entry (`resolve` → `ResolvedWorkload`);
 - the route it speaks (`api`) and its stopping rule at one concurrency (`load`: prompt count, warm-ups, window);
 - its workload builder (`build` → the `Workload` the client or the simulator runs);
-- its gate profile (`gates`: the error-ratio threshold, the submission minimum, the planned window).
+- its gate profile (`gate`: the error-ratio threshold and the submission minimum; `gate.config` adds a run's
+  planned window).
 
 `fixed-seq-len` and `agentic-coding` are InferenceX's recipe scenarios; `mooncake-replay` is what an agentic-coding
 entry runs when `workload.replay` names a Mooncake trace. A new scenario is one `Scenario` subclass here, registered
@@ -116,10 +117,6 @@ class Scenario(ABC):
         `point` names the point (a job id): a scenario whose prompts would otherwise repeat across the points that
         share one server mixes it into its seed, so no point finds an earlier one's prompts in the prefix cache.
         """
-
-    def gates(self, load: Load, *, require_metrics_prefix: str | None = None) -> GateConfig:
-        """The gate thresholds of a run driven by `load`."""
-        return self.gate.config(planned_duration_s=load.duration_s, require_metrics_prefix=require_metrics_prefix)
 
 
 S = TypeVar("S", bound=type[Scenario])

@@ -56,9 +56,10 @@ def test_gate_profiles_keep_todays_thresholds() -> None:
     assert (fixed.gate.max_error_ratio, agentic.gate.max_error_ratio, replay.gate.max_error_ratio) == (0.05, 0.10, 0.05)
     # The 900 s submission minimum is decided by each profile (today: the same for all).
     assert {s.gate.config().min_submission_s for s in (fixed, agentic, replay)} == {900.0}
-    gates = agentic.gates(agentic.load(ResolvedWorkload.model_validate({
+    load = agentic.load(ResolvedWorkload.model_validate({
         **COMMON, "scenario": "agentic-coding", "use-chat-template": True, "traces": {"path": "x"}, "duration": 120,
-    }), concurrency=4), require_metrics_prefix="sglang:")
+    }), concurrency=4)
+    gates = agentic.gate.config(planned_duration_s=load.duration_s, require_metrics_prefix="sglang:")
     assert (gates.planned_duration_s, gates.max_error_ratio, gates.require_metrics_prefix) == (120.0, 0.10, "sglang:")
 
 
