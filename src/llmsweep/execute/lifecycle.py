@@ -36,7 +36,6 @@ from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
-from llmsweep.workload.scenario import point_seed
 
 if TYPE_CHECKING:
     from llmsweep.client import Endpoint, RunOptions
@@ -171,17 +170,6 @@ def _gates(job: Job, options: RunOptions) -> GateConfig:
 
 def _workload(job: Job, source: str) -> Workload:
     return Point.of(job).workload(simulated=source != "measured")
-
-
-def fixed_prompt_seed(job: Job) -> int:
-    """The fixed-length prompt seed of one job: the workload's seed mixed with the job id, deterministic per job.
-
-    Every job of a server group runs against the same server. With the workload's seed alone, prompt *i* is the same
-    at every concurrency point, so each later point finds an earlier point's prompts in the engine's prefix cache:
-    measured on the H200 with vLLM 0.26.0, 6-37 % of the prompt tokens of conc 4..128 came from the cache where the
-    workload plans none. (Agentic replays already salt each run's prompts.)
-    """
-    return point_seed(job.workload.seed, job.id)
 
 
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
