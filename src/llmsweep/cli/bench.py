@@ -18,6 +18,7 @@ import click
 from llmsweep.cli.options import field_option, json_option, option
 from llmsweep.client.config import RunOptions
 from llmsweep.errors import ConfigError
+from llmsweep.spec.workload import ScenarioId
 
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -146,14 +147,19 @@ def _build(mod: Any, workload_name: str, config_name: str, **values: Any) -> Any
     return wl_cls(cfg_cls(**args))
 
 
+# Each bench subcommand drives one scenario; its gate profile decides the failure ratio and the gates.
+_SCENARIOS = {"fixed": ScenarioId.FIXED_SEQ_LEN, "agentic": ScenarioId.AGENTIC_CODING,
+              "replay": ScenarioId.MOONCAKE_REPLAY}
+
+
 def _options(kw: dict[str, Any], *, kind: str, warmup: int, rate: float | None, arrival: str) -> Any:
     from llmsweep.client import RunOptions
     from llmsweep.client.runner import suggest_workers
-    from llmsweep.metrics.gates import AGENTIC_MAX_ERROR_RATIO, FIXED_MAX_ERROR_RATIO
+    from llmsweep.workload.scenario import get_scenario
 
     ratio = kw["max_failure_ratio"]
     if ratio is None:
-        ratio = AGENTIC_MAX_ERROR_RATIO if kind == "agentic" else FIXED_MAX_ERROR_RATIO
+        ratio = get_scenario(_SCENARIOS[kind]).gate.max_error_ratio
     options = RunOptions(
         concurrency=kw.get("concurrency") if rate is None else None,
         request_rate=rate,
@@ -189,8 +195,14 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     out = kw["out_dir"] or Path("results") / f"bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     api = kw["api"] or getattr(getattr(workload, "config", None), "api", None) or "chat"
     endpoint = _endpoint(kw, api)
+    from llmsweep.workload.scenario import get_scenario
+
+    gates = get_scenario(_SCENARIOS[kind]).gate.config(
+        planned_duration_s=options.duration_s, require_metrics_prefix=options.require_metrics_prefix,
+        max_error_ratio=options.max_failure_ratio)
     with _ProgressBar(options) as bar:
-        result = run_benchmark(workload, endpoint, options, out, provenance={"kind": kind}, on_progress=bar.update)
+        result = run_benchmark(workload, endpoint, options, out, provenance={"kind": kind}, gates=gates,
+                               on_progress=bar.update)
     _print_summary(result.summary, out, as_json=kw["as_json"])
     if result.gate_failed:
         raise click.exceptions.Exit(1)

@@ -11,6 +11,7 @@ import yaml
 
 from llmsweep.cli.options import config_keys_option, option, runner_config_option, store_option
 from llmsweep.errors import ConfigError
+from llmsweep.execute.registry import executor_help, executor_kinds
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -26,8 +27,8 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.command("run")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @config_keys_option()
-@click.option("--executor", type=click.Choice(["local", "docker", "slurm"]), default="local", show_default=True,
-              help="Where servers run: this machine, Docker on this machine, or Slurm batch jobs.")
+@click.option("--executor", type=click.Choice(executor_kinds()), default="local", show_default=True,
+              help=executor_help() + ".")
 @click.option("--executor-option", "executor_options", multiple=True, metavar="KEY=VALUE",
               help="Executor settings, e.g. partition=gpu, time_limit=04:00:00, squash_dir=/shared/sqsh.")
 @option("simulate")

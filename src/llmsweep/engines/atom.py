@@ -12,6 +12,7 @@ from llmsweep.engine_ids import ATOM
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
 from llmsweep.engines.sglang import model_path
 from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId
 
 
 class ATOMAdapter(Adapter):
@@ -43,11 +44,11 @@ class ATOMAdapter(Adapter):
             a["--enable-expert-parallel"] = True
         if dp_attn:
             a["--enable-dp-attention"] = True
-        if job.scenario == "fixed-seq-len" and job.max_model_len:
+        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
             a["--max-model-len"] = job.max_model_len
         if job.serve is not None and job.serve.load_format:
             a["--load-format"] = job.serve.load_format
-        if job.scenario == "agentic-coding":
+        if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max-num-seqs"] = 2 * agentic_conc(job)
         sd = job.serve.spec_decoding if job.serve is not None else None
         if sd is not None and job.spec_decoding != "none":

@@ -14,6 +14,7 @@ from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_f
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, norm_flag, topology
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId
 
 SIM_METHODS: dict[str, str] = {
     "mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft_model": "draft_model", "ngram": "ngram",
@@ -73,7 +74,7 @@ class SimAdapter(Adapter):
             a["--kv-dtype"] = kv_dtype
         style = self.style(job)
         a["--engine-style"] = style
-        if job.scenario == "agentic-coding":
+        if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max-running-requests"] = 2 * agentic_conc(job)
         for flag, value in recipe.items():
             target = TRANSLATED.get(flag)

@@ -13,6 +13,7 @@ from llmsweep.engine_ids import TRTLLM
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
 from llmsweep.engines.sglang import model_path
 from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId
 
 
 class TRTLLMAdapter(Adapter):
@@ -40,9 +41,9 @@ class TRTLLMAdapter(Adapter):
         if pp > 1:
             a["--pp_size"] = pp
         a["--ep_size"] = ep
-        if job.scenario == "fixed-seq-len" and job.max_model_len:
+        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
             a["--max_seq_len"] = job.max_model_len
-        if job.scenario == "agentic-coding":
+        if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max_batch_size"] = 2 * agentic_conc(job)
         sd = job.serve.spec_decoding if job.serve is not None else None
         if sd is not None and job.spec_decoding != "none":

@@ -12,7 +12,6 @@ one as it finishes.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shlex
@@ -21,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +35,12 @@ from llmsweep.execute.readback import ReadbackSettings, apply_readback
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.plan import Job
+from llmsweep.plan.point import Point
+
+if TYPE_CHECKING:
+    from llmsweep.client import Endpoint, RunOptions
+    from llmsweep.metrics import GateConfig
+    from llmsweep.workload.base import Workload
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +137,10 @@ def command_text(spec: LaunchSpec, launcher: ServerLauncher, launched: Sequence[
     return "\n".join(lines) + "\n"
 
 
-def _endpoint(job: Job, spec: LaunchSpec, base_url: str) -> Any:
+def _endpoint(job: Job, spec: LaunchSpec, base_url: str) -> Endpoint:
     from llmsweep.client import Endpoint
 
-    api = "chat" if job.scenario == "agentic-coding" or job.workload.use_chat_template else "completions"
+    api = Point.of(job).api
     # The engine's dialect: fields it answers 422 to stay out of requests; no metrics path means nothing to scrape.
     rejected = set(spec.rejected_request_fields)
     metrics_url = f"{base_url.rstrip('/')}{spec.metrics_path}" if spec.metrics_path else ""
@@ -144,66 +149,31 @@ def _endpoint(job: Job, spec: LaunchSpec, base_url: str) -> Any:
                     metrics_url=metrics_url)
 
 
-def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings) -> Any:
+def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings) -> RunOptions:
+    """The client's options for the job's one concurrency point: its scenario's stopping rule and failure ratio."""
     from llmsweep.client import RunOptions
 
-    conc = job.concs[0]
-    common: dict[str, Any] = {
-        "concurrency": conc,
-        "timeout_s": settings.request_timeout_s,
-        "workers": settings.client_workers,
-        "gpus": max(1, job.gpus),
-        "seed": job.workload.seed,
-        "require_metrics_prefix": spec.metrics_prefix,
-    }
-    if job.scenario == "agentic-coding":
-        duration = job.workload.duration or job.duration or 3600
-        return RunOptions(duration_s=float(duration), max_failure_ratio=0.10, **common)
-    num = job.workload.num_prompts or (job.workload.num_prompts_per_conc or 10) * conc
-    # The workload marks its first `num_warmups` prompts as warm-up (InferenceX: 2 × conc); the client must spend
-    # them in its warm-up phase, or they would eat the profiling budget and the job would measure fewer prompts.
-    warmups = job.workload.num_warmups if job.workload.num_warmups is not None else 2 * conc
-    return RunOptions(num_requests=num, warmup_requests=warmups, max_failure_ratio=0.05, **common)
-
-
-def _gates(job: Job, options: Any) -> Any:
-    from llmsweep.metrics import GateConfig
-
-    kind = "agentic" if job.scenario == "agentic-coding" else "fixed"
-    return GateConfig.for_kind(
-        kind,
-        planned_duration_s=options.duration_s,
-        require_metrics_prefix=options.require_metrics_prefix,
+    point = Point.of(job)
+    load = point.load
+    return RunOptions(
+        concurrency=load.concurrency, num_requests=load.num_requests, duration_s=load.duration_s,
+        warmup_requests=load.warmup_requests, max_failure_ratio=point.max_error_ratio,
+        timeout_s=settings.request_timeout_s, workers=settings.client_workers, gpus=point.gpus,
+        seed=job.workload.seed, require_metrics_prefix=spec.metrics_prefix,
     )
 
 
-def _workload(job: Job, source: str) -> Any:
-    from llmsweep.workload.build import build_workload
-
-    kwargs: dict[str, Any] = {}
-    if source != "measured":
-        # The simulator counts tokens with the built-in tokenizer; the recipe's HF tokenizer is for real engines.
-        kwargs["tokenizer"] = None
-    if job.scenario != "agentic-coding":
-        kwargs["api"] = "chat" if job.workload.use_chat_template else "completions"
-        kwargs["seed"] = fixed_prompt_seed(job)
-    return build_workload(job.workload, concurrency=job.concs[0], **kwargs)
+def _gates(job: Job, options: RunOptions) -> GateConfig:
+    return Point.of(job).gates(planned_duration_s=options.duration_s,
+                               require_metrics_prefix=options.require_metrics_prefix)
 
 
-def fixed_prompt_seed(job: Job) -> int:
-    """The fixed-length prompt seed of one job: the workload's seed mixed with the job id, deterministic per job.
-
-    Every job of a server group runs against the same server. With the workload's seed alone, prompt *i* is the same
-    at every concurrency point, so each later point finds an earlier point's prompts in the engine's prefix cache:
-    measured on the H200 with vLLM 0.26.0, 6-37 % of the prompt tokens of conc 4..128 came from the cache where the
-    workload plans none. (Agentic replays already salt each run's prompts.)
-    """
-    digest = hashlib.sha256(f"{job.workload.seed}:{job.id}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
+def _workload(job: Job, source: str) -> Workload:
+    return Point.of(job).workload(simulated=source != "measured")
 
 
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
-                handle: ServerHandle | None = None) -> dict[str, Any]:
+                handle: ServerHandle | None = None, launcher: str | None = None) -> dict[str, Any]:
     seen = observed or {}
     return {
         "job": {"id": job.id, "exp_name": job.exp_name, "recipe_key": job.recipe_key,
@@ -211,7 +181,9 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         # `image` is what the server ran in (None: on the host, as the simulator does); the recipe's stays in `job`.
         "launch": {"engine": spec.engine, "engine_version": spec.engine_version,
                    "engine_version_reported": seen.get("engine_version"), "image": spec.image,
-                   "recipe_image": job.image, "fingerprint": spec.fingerprint(), "executor": group.executor,
+                   "recipe_image": job.image, "fingerprint": spec.fingerprint(),
+                   # What placed the server: the group's executor and the launcher that started it there.
+                   "executor": group.executor, "launcher": launcher,
                    "slurm_job_id": handle.job_id if handle is not None else None},
         "hardware": {"sku": job.sku, "runner": job.runner, "gpus": job.gpus,
                      "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version")},
@@ -375,9 +347,9 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         scrub = handle.scrubber
         art.write_json(jdir / art.JOB_FILE, job.to_json(), scrub)
         scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
-        event(f"job {job.id}: conc {job.concs[0]} ({job.scenario})")
+        event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
         summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
-                            provenance=_provenance(job, spec, group, server.observed, handle))
+                            provenance=_provenance(job, spec, group, server.observed, handle, server.launcher.kind))
         check_alive(handle, during=f"job {job.id}")
         validity = summary.get("validity", {})
         status: Status = validity.get("verdict", "invalid")

@@ -11,6 +11,7 @@ from llmsweep.plan.job import Job
 from llmsweep.policy.registry import get_rule
 from llmsweep.spec.recipe import AgenticEntry, MultiNodeFixedEntry, Recipe, SearchSpaceEntry
 from llmsweep.spec.source import FieldPath
+from llmsweep.spec.workload import ScenarioId
 
 
 @dataclass
@@ -86,7 +87,7 @@ def _group_matches(recipe: Recipe, path: FieldPath, job: Job) -> bool:
     """Whether the scenario group at `path` (its isl/osl, for fixed-seq-len) is the job's."""
     if path[1] != job.scenario:
         return False
-    if job.scenario != "fixed-seq-len":
+    if job.scenario is not ScenarioId.FIXED_SEQ_LEN:
         return True
     group = recipe.fixed_seq_len()[int(path[2])]
     return (group.isl, group.osl) == (job.isl, job.osl)

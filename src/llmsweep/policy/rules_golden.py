@@ -15,6 +15,7 @@ from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
+from llmsweep.spec.workload import ScenarioId
 
 SYNTHETIC_ENV = tuple(sorted(acceptance_knobs(simulated=False).env))
 """Env names real engines pin acceptance with (their identities' spellings)."""
@@ -25,7 +26,7 @@ CHECKLIST = "InferenceX docs/PR_REVIEW_CHECKLIST.md and golden_al_distribution/R
 
 def _pins_synthetic(job: Job) -> bool:
     """A throughput job that must pin AL: agentic spec-decoding (AgentX policy), not an eval."""
-    return job.scenario == "agentic-coding" and job.spec_decoding != "none" and not job.eval_only
+    return job.scenario is ScenarioId.AGENTIC_CODING and job.spec_decoding != "none" and not job.eval_only
 
 
 @rule("golden-al.missing", Severity.ERROR,

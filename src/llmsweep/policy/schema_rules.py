@@ -61,6 +61,7 @@ SCHEMA_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     ("schema.secret-in-env", E, "A secret-env name with a value written in env", "delete the value", None),
     ("schema.num-prompts", E, "num-prompts and num-prompts-per-conc are exclusive", "keep one", None),
     ("schema.trace-source", E, "A trace source names exactly one of hf, path, synthetic", "keep one", None),
+    ("schema.replay", E, "traces (the agentic corpus) and replay (a Mooncake trace) are exclusive", "keep one", None),
     ("spec.not-runnable", W, "No `serve` block: plannable (matrix) only, not runnable",
      "add a `serve` block with the engine launch", None),
     ("spec.unknown-engine", W, "The framework maps to no engine adapter", "set `serve.engine.name`", None),

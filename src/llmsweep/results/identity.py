@@ -161,7 +161,10 @@ def hardware_of(job: Mapping[str, Any]) -> str:
 
 
 def scenario_of(job: Mapping[str, Any]) -> str:
-    scenario = _name(get_field(job, "scenario-type", "scenario", "scenario_type"))
+    # What the job sent (a replayed Mooncake trace is not an agentic-coding point), else the matrix's scenario type.
+    workload = job.get("workload")
+    sent = workload.get("scenario") if isinstance(workload, Mapping) else None
+    scenario = _name(sent or get_field(job, "scenario-type", "scenario", "scenario_type"))
     if scenario and scenario != "fixed-seq-len":
         return scenario
     isl, osl = _int(get_field(job, "isl"), None), _int(get_field(job, "osl"), None)
