@@ -1,4 +1,4 @@
-"""Records → `summary.json`: one streaming pass over `records.jsonl`, numpy columns built incrementally.
+"""Records → `Summary` (`summary.json`): one streaming pass over `records.jsonl`, numpy columns built incrementally.
 
 Follows AgentX §3 where it defines something: only successful profiling records feed latency, token, throughput and
 QPS figures; warmup and failed records are counted in `requests`; QPS windows are 1 s wide from the first completion;
@@ -20,10 +20,9 @@ from llmsweep.errors import ResultError
 from llmsweep.metrics import registry
 from llmsweep.metrics.accumulate import Accumulator, accumulate
 from llmsweep.metrics.gates import GateConfig, evaluate, idle_cap_from, window_coverage
+from llmsweep.metrics.model import SCHEMA_VERSION, Summary
 from llmsweep.metrics.server import summarise_server
 from llmsweep.metrics.stats import clean, inverted_block, stat_block
-
-SCHEMA_VERSION = 1
 
 
 def _qps(ends: np.ndarray) -> dict[str, Any]:
@@ -55,8 +54,8 @@ def summarise(
     provenance: dict[str, Any] | None = None,
     gates: GateConfig | None = None,
     client: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Aggregate raw request records into the versioned summary (see `docs/contracts.md`).
+) -> Summary:
+    """Aggregate raw request records into the typed, versioned summary (see `docs/contracts.md`).
 
     `client` is what only the live run knows (worker CPU, connection waits, open-file limit, stop reason); the run
     writes it to `run.json` so `llmsweep summarize` reproduces the same summary from the directory.
@@ -130,7 +129,7 @@ def summarise(
         stop_reason=client.get("stop_reason"),
         coverage_detail=coverage_detail,
     )
-    return {
+    return Summary.model_validate({
         "schema_version": SCHEMA_VERSION,
         "source": source,
         "requests": requests,
@@ -157,7 +156,7 @@ def summarise(
         "validity": validity,
         "units": registry.units(),
         "provenance": {"client_version": __version__, **(provenance or {})},
-    }
+    })
 
 
 def _client_health(acc: Accumulator, client: dict[str, Any]) -> dict[str, Any]:
