@@ -51,8 +51,15 @@ class Samples:
         if name == "output_tokens":
             return self.completion_tokens
         if name == "total_tokens":
-            return self.prompt_tokens + self.completion_tokens
-        return {"ttft": self.ttft, "tpot": self.tpot, "e2el": self.e2el, "e2el_per_token": self.e2el_per_token}[name]
+            both: np.ndarray = self.prompt_tokens + self.completion_tokens
+            return both
+        if name == "ttft":
+            return self.ttft
+        if name == "tpot":
+            return self.tpot
+        if name == "e2el":
+            return self.e2el
+        return self.e2el_per_token
 
 
 def is_success(record: Mapping[str, Any]) -> bool:
