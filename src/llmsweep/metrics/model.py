@@ -376,10 +376,6 @@ class Summary(_Block):
     power: PowerBlock | None = None
     roles: dict[str, RoleBlock] | None = None
 
-    @property
-    def verdict(self) -> Verdict:
-        return self.validity.verdict
-
     def dump(self) -> dict[str, Any]:
         """The JSON document of `summary.json`."""
         return self.model_dump(mode="json")
