@@ -158,12 +158,14 @@ class Store:
             if target <= version:
                 continue
             with self._db:
+                self._db.execute("BEGIN")  # DDL included: a migration is applied whole or not at all
                 for statement in _statements(sql):
                     self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version = {target}")
             log.info("results store %s migrated to schema %d: %s", self.path, target, description)
             version = target
         with self._db:
+            self._db.execute("BEGIN")
             for target, description, _ in MIGRATIONS:
                 if target >= 2:
                     self._db.execute("INSERT OR IGNORE INTO schema_version VALUES (?,?,?)", (target, description, _now()))
