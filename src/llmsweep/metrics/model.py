@@ -324,6 +324,15 @@ class Readback(_Block):
     ok: bool = True
 
 
+class Launch(_Open):
+    """What served the job (`llmsweep run`): the engine as rendered and as it reported itself."""
+
+    engine: str | None = None
+    engine_version: str | None = None
+    engine_version_reported: str | None = None
+    image: str | None = None
+
+
 class Provenance(_Open):
     """Who measured what: the client version plus what the run recorded (job, launch, hardware, options, …)."""
 
@@ -332,6 +341,15 @@ class Provenance(_Open):
     finished_at: float | None = None
     options: dict[str, Any] | None = None
     workload: dict[str, Any] | None = None
+    launch: Launch | None = None
+    hardware: dict[str, Any] | str | None = Field(
+        default=None, description="`llmsweep run`: sku, runner, gpus, gpu_names, driver_version; else a name.")
+
+    @property
+    def gpu_name(self) -> str | None:
+        """The first GPU as the driver named it, when the run recorded it."""
+        names = self.hardware.get("gpu_names") if isinstance(self.hardware, dict) else None
+        return str(names[0]) if isinstance(names, list) and names else None
 
 
 # ------------------------------------------------------------------------------------------------ reserved blocks

@@ -259,8 +259,8 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     agentic = scenario == "agentic-coding"
     weights = {"output_tps": 0.0 if agentic else prefill_w, "tpot_p50": 0.25 if agentic else 1.0,
                "ttft_p50": prefill_w}
-    prov = summary.provenance.model_dump()
-    started = summary.provenance.started_at
+    prov = summary.provenance
+    launch = prov.launch
     run_json = next((p / "run.json" for p in path.parents if (p / "run.json").is_file() and p != path), None)
     run_id = None
     if run_json is not None:
@@ -270,10 +270,10 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
             run_id = None
     provenance = {
         "run_id": run_id or path.parent.parent.name,
-        "date": dt.datetime.fromtimestamp(float(started), dt.UTC).date().isoformat() if started else None,
-        "engine_version": _get(prov, "launch", "engine_version_reported") or _get(prov, "launch", "engine_version"),
-        "engine": _get(prov, "launch", "engine"),
-        "gpu": (_get(prov, "hardware", "gpu_names") or [None])[0],
+        "date": dt.datetime.fromtimestamp(prov.started_at, dt.UTC).date().isoformat() if prov.started_at else None,
+        "engine_version": (launch.engine_version_reported or launch.engine_version) if launch else None,
+        "engine": launch.engine if launch else None,
+        "gpu": prov.gpu_name,
         "model": job.get("model"),
         "verdict": summary.validity.verdict,
     }
