@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep.errors import ResultError
 from llmsweep.execute.artifacts import JOB_FILE, RUN_FILE, SUMMARY_FILE, write_json
@@ -101,7 +101,12 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
     summary = summarise_dir(job_dir, write=False)
     job_path = job_dir / JOB_FILE
     if job_path.is_file():
-        job = Job.model_validate(_read_object(job_path))
+        try:
+            job = Job.model_validate(_read_object(job_path))
+        except ValidationError as exc:
+            raise ResultError(f"{job_path} is not a job this llmsweep reads ({exc.error_count()} problem(s): "
+                              f"{exc.errors()[0]['msg']})",
+                              fix="summarize it with the llmsweep release that ran it, or re-run the job") from exc
         summary = apply_readback(job, summary, settings)
     if write:
         write_json(job_dir / SUMMARY_FILE, summary.dump())
