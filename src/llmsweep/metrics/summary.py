@@ -81,7 +81,7 @@ def summarise(
         "error_ratio": acc.failed / (acc.successful + acc.failed) if acc.successful + acc.failed else 0.0,
         "output_length_mismatch": acc.osl_mismatch,
     }
-    tput = {
+    tput: dict[str, Any] = {
         "duration_s": duration,
         "request_rps": _rate(acc.successful, duration) or 0.0,
         "input_tps": _rate(acc.input_sum, duration) or 0.0,
@@ -93,6 +93,7 @@ def summarise(
 
     window_start = acc.profile_first_send if acc.profile_first_send != float("inf") else None
     window_end = acc.last_end if acc.last_end != float("-inf") else None
+    coverage_end: float | None
     if window_start is not None and gates.planned_duration_s is not None:
         planned_end = window_start + gates.planned_duration_s
         coverage_end = planned_end
@@ -109,7 +110,7 @@ def summarise(
         coverage = coverage_detail["coverage"]
 
     server = summarise_server(
-        server_metrics, start=window_start, end=window_end, require_prefix=gates.require_metrics_prefix
+        Path(server_metrics) if isinstance(server_metrics, str) else server_metrics, start=window_start, end=window_end, require_prefix=gates.require_metrics_prefix
     )
     health = _client_health(acc, client)
     cache = {

@@ -23,7 +23,7 @@ from typing import Any
 
 from llmsweep.errors import ResultError
 from llmsweep.metrics.model import InvertedStats, Stats, Summary
-from llmsweep.metrics.registry import HOT_NAMES
+from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.extract import SOURCES
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, describe, result_id_for
@@ -231,10 +231,18 @@ def _flat(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def inferencex_name(column: HotColumn) -> str:
+    """A hot column's InferenceX field: `<stat>_<metric>` with p50 spelled `median` (`median_ttft`), else its name."""
+    if column.stat is None or column.metric.column is None:
+        return column.name
+    return f"{'median' if column.stat == 'p50' else column.stat}_{column.metric.column}"
+
+
 def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
     """One InferenceX aggregate row as a ResultPoint (source from its `llmsweep` block, else measured)."""
     flat = _flat(row)
-    ours = row.get("llmsweep") if isinstance(row.get("llmsweep"), Mapping) else {}
+    block = row.get("llmsweep")
+    ours: Mapping[str, Any] = block if isinstance(block, Mapping) else {}
     job = {k: v for k, v in flat.items() if not isinstance(v, (Mapping, list)) or k == "kv_offload_backend"}
     job.setdefault("runner", flat.get("hw"))
     if ours.get("hardware"):
@@ -243,19 +251,9 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     if "scenario_type" in flat:
         job["scenario-type"] = flat["scenario_type"]
     identity = identity_from_job(job)
-    g = lambda *names: _number(flat, *names)  # noqa: E731
-    metrics: dict[str, float | None] = {
-        "tput_per_gpu": g("tput_per_gpu"), "output_tput_per_gpu": g("output_tput_per_gpu"),
-        "input_tput_per_gpu": g("input_tput_per_gpu"),
-        "p50_ttft": g("median_ttft"), "p90_ttft": g("p90_ttft"), "p99_ttft": g("p99_ttft"),
-        "p50_tpot": g("median_tpot"), "p90_tpot": g("p90_tpot"),
-        "p50_e2el": g("median_e2el"), "p90_e2el": g("p90_e2el"),
-        "p50_intvty": g("median_intvty"), "p90_intvty": g("p90_intvty"),
-        "p90_e2e_norm_intvty": g("p90_e2e_norm_intvty"), "p75_e2e_norm_intvty": g("p75_e2e_norm_intvty"),
-    }
-    total, ok = g("num_requests_total"), g("num_requests_successful")
+    metrics = {c.name: _number(flat, inferencex_name(c)) for c in HOT_COLUMNS}
+    total, ok = _number(flat, "num_requests_total"), _number(flat, "num_requests_successful")
     metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
-    metrics = {c: metrics.get(c) for c in HOT_NAMES}
     job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
     source = str(ours.get("source") or "measured")
     if source not in SOURCES:
