@@ -236,17 +236,19 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from llmsweep.metrics import registry
+
     console = Console()
-    req, lat, tput = summary.requests, summary.latency, summary.throughput
+    req, tput = summary.requests, summary.throughput
     table = Table(title=f"llmsweep bench — {out}", show_header=True)
     table.add_column("metric")
     stats = ("mean", "p50", "p90", "p99", "p99.9")
     for col in stats:
         table.add_column(col, justify="right")
-    for label, block in (("TTFT ms", lat.ttft), ("TPOT ms", lat.tpot), ("ITL ms", lat.itl), ("E2EL ms", lat.e2el)):
-        table.add_row(label, *(_fmt(block.stat(c), 1e3) for c in stats))
-    inter = summary.interactivity
-    table.add_row("interactivity tok/s/user", *(_fmt(inter.stat(c)) for c in stats))
+    for metric in (registry.TTFT, registry.TPOT, registry.ITL, registry.E2EL):  # labels from the metric table
+        table.add_row(f"{metric.label} ms", *(_fmt(metric.stats_of(summary).stat(c), 1e3) for c in stats))
+    inter = registry.INTERACTIVITY
+    table.add_row(f"{inter.label} {inter.unit}", *(_fmt(summary.interactivity.stat(c)) for c in stats))
     console.print(table)
     health = summary.client_health
     spec = summary.server_metrics.spec_decode

@@ -60,6 +60,12 @@ class MetricDef:
     block: BlockReader | None = None
     value: Reader | None = None
 
+    def stats_of(self, summary: Summary) -> Stats | InvertedStats:
+        """The metric's statistic block in a summary (a distribution metric)."""
+        if self.block is None:
+            raise ValueError(f"metric {self.name!r} is a scalar, not a distribution")
+        return self.block(summary)
+
     @property
     def display_unit(self) -> str:
         """The unit tables and axes print: ratios are shown as percentages, so their unit is empty."""
@@ -178,7 +184,8 @@ KV_USAGE_MAX = define(
     "server_metrics.kv_cache.gpu_usage_max", "ratio", "Peak GPU KV-cache usage the engine reported over the window.",
     label="Peak GPU KV-cache usage", direction="lower", column="gpu_kv_usage_max", value=_kv_usage_max)
 
-ITL = define("latency.itl", "s", "Pooled gaps between consecutive content chunks (a chunk may hold several tokens).")
+ITL = define("latency.itl", "s", "Pooled gaps between consecutive content chunks (a chunk may hold several tokens).",
+             label="ITL", direction="lower", block=lambda s: s.latency.itl)
 INPUT_TPUT = define("throughput.input_tps", "tok/s", "Sum of input tokens / (last end - first send).")
 OUTPUT_TPUT = define("throughput.output_tps", "tok/s", "Sum of output tokens / (last end - first send).")
 TOTAL_TPUT = define("throughput.total_tps", "tok/s", "Input plus output throughput.")
