@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,9 @@ from llmsweep.cli.options import field_option, json_option, option
 from llmsweep.client.config import RunOptions
 from llmsweep.errors import ConfigError
 from llmsweep.spec.workload import ScenarioId
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.model import Summary
 
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -242,57 +245,62 @@ def _fmt(v: Any, scale: float = 1.0, digits: int = 2) -> str:
     return "-" if v is None else f"{v * scale:,.{digits}f}"
 
 
-def _print_summary(summary: dict[str, Any], out: Path, *, as_json: bool) -> None:
+def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(json.dumps(summary.dump(), indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
+    from llmsweep.metrics import registry
+
     console = Console()
-    req, lat, tput = summary["requests"], summary["latency"], summary["throughput"]
+    req, tput = summary.requests, summary.throughput
     table = Table(title=f"llmsweep bench — {out}", show_header=True)
     table.add_column("metric")
-    for col in ("mean", "p50", "p90", "p99", "p99.9"):
+    stats = ("mean", "p50", "p90", "p99", "p99.9")
+    for col in stats:
         table.add_column(col, justify="right")
-    for name, label in (("ttft", "TTFT ms"), ("tpot", "TPOT ms"), ("itl", "ITL ms"), ("e2el", "E2EL ms")):
-        b = lat[name]
-        table.add_row(label, *(_fmt(b[c], 1e3) for c in ("mean", "p50", "p90", "p99", "p99.9")))
-    inter = summary["interactivity"]
-    table.add_row("interactivity tok/s/user", *(_fmt(inter[c]) for c in ("mean", "p50", "p90", "p99", "p99.9")))
+    for metric in (registry.TTFT, registry.TPOT, registry.ITL, registry.E2EL):  # labels from the metric table
+        table.add_row(f"{metric.label} ms", *(_fmt(metric.stats_of(summary).stat(c), 1e3) for c in stats))
+    inter = registry.INTERACTIVITY
+    table.add_row(f"{inter.label} {inter.unit}", *(_fmt(summary.interactivity.stat(c)) for c in stats))
     console.print(table)
-    health = summary["client_health"]
-    sm = summary["server_metrics"]
-    al = (sm.get("spec_decode") or {}).get("acceptance_length")
+    health = summary.client_health
+    spec = summary.server_metrics.spec_decode
+    al = spec.acceptance_length if spec is not None else None
     lines = [
-        f"requests: {req['successful']} ok, {req['failed']} failed, {req['cancelled']} cancelled, "
-        f"{req['warmup']} warmup  errors: {req['error_categories'] or '-'}",
-        f"throughput: {_fmt(tput['request_rps'])} req/s, {_fmt(tput['output_tps'])} out tok/s, "
-        f"{_fmt(tput['per_gpu']['total_tps'])} total tok/s/GPU over {_fmt(tput['duration_s'])} s",
-        f"cache hit: theoretical {_fmt(summary['cache']['theoretical_hit_rate'])}, "
-        f"observed {_fmt(summary['cache']['observed_hit_rate'])}"
+        f"requests: {req.successful} ok, {req.failed} failed, {req.cancelled} cancelled, "
+        f"{req.warmup} warmup  errors: {req.error_categories or '-'}",
+        f"throughput: {_fmt(tput.request_rps)} req/s, {_fmt(tput.output_tps)} out tok/s, "
+        f"{_fmt(tput.per_gpu.total_tps)} total tok/s/GPU over {_fmt(tput.duration_s)} s",
+        f"cache hit: theoretical {_fmt(summary.cache.theoretical_hit_rate)}, "
+        f"observed {_fmt(summary.cache.observed_hit_rate)}"
         + (f"   realised acceptance length {al:.3f}" if al else ""),
-        f"client: {_fmt(health['cpu_s_total'])} CPU-s, lag p99 {_fmt(health['schedule_lag_s']['p99'], 1e3)} ms"
-        + ("  [red]SATURATED: " + "; ".join(health["saturation_reasons"]) + "[/]" if health["saturated"] else ""),
+        f"client: {_fmt(health.cpu_s_total)} CPU-s, lag p99 {_fmt(health.schedule_lag_s.p99, 1e3)} ms"
+        + ("  [red]SATURATED: " + "; ".join(health.saturation_reasons) + "[/]" if health.saturated else ""),
     ]
     for line in lines:
         console.print(line)
-    v = summary["validity"]
-    colour = {"valid": "green", "smoke": "yellow", "invalid": "red"}[v["verdict"]]
-    console.print(f"validity: [{colour}]{v['verdict']}[/] " + "; ".join(v["reasons"] + v["warnings"]))
+    v = summary.validity
+    colour = {"valid": "green", "smoke": "yellow", "invalid": "red"}[v.verdict]
+    console.print(f"validity: [{colour}]{v.verdict}[/] " + "; ".join(v.reasons + v.warnings))
 
 
 @click.command("summarize")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @json_option("the summary (summary.json)")
 def summarize(run_dir: Path, as_json: bool) -> None:
-    """Recompute RUN_DIR/summary.json from records.jsonl (+ server_metrics.jsonl, run.json)."""
-    from llmsweep.client.runner import summarise_dir
+    """Recompute RUN_DIR/summary.json from records.jsonl (+ server_metrics.jsonl, run.json, job.json).
+
+    Every gate `llmsweep run` applied is applied again from what the folder recorded, read-back checks included, so
+    a job folder gets the verdict `run` gave it.
+    """
+    from llmsweep.execute.readback import summarise_job
 
     if not (run_dir / "records.jsonl").exists():
         raise ConfigError(f"{run_dir} has no records.jsonl", fix="point at a directory written by `llmsweep bench`")
-    summary = summarise_dir(run_dir)
+    summary = summarise_job(run_dir)
     _print_summary(summary, run_dir, as_json=as_json)
-    if summary["validity"]["verdict"] == "invalid":
+    if summary.validity.verdict == "invalid":
         raise click.exceptions.Exit(1)
-

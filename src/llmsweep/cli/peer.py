@@ -107,5 +107,5 @@ def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int, as_json:
 
     summary = import_aiperf_dir(artifact_dir, out_dir, warmups=warmups, gpus=gpus)
     _print_summary(summary, out_dir, as_json=as_json)
-    if summary["validity"]["verdict"] == "invalid":
+    if summary.validity.verdict == "invalid":
         raise click.exceptions.Exit(1)

@@ -101,14 +101,16 @@ def _print_runs(store: Any) -> None:
 def _print_points(points: list[Any]) -> None:
     from rich.table import Table
 
+    from llmsweep.metrics.registry import HOT_BY_NAME
+
+    shown = (("tput_per_gpu", 4), ("p90_e2e_norm_intvty", 3), ("p90_ttft", 3))  # column, significant digits
     table = Table()
-    for col in ("result", "job", "series", "conc", "topology", "tput/GPU", "P90 E2E-norm", "P90 TTFT s", "verdict",
-                "source"):
+    for col in ("result", "job", "series", "conc", "topology",
+                *(f"{HOT_BY_NAME[c].label} {HOT_BY_NAME[c].unit}".strip() for c, _ in shown), "verdict", "source"):
         table.add_column(col)
     for p in points:
         table.add_row(p.result_id, p.job_id, p.identity.series_label(), str(p.identity.conc), p.identity.topology(),
-                      _num(p.metric("tput_per_gpu"), 4), _num(p.metric("p90_e2e_norm_intvty")),
-                      _num(p.metric("p90_ttft")), p.verdict, p.source)
+                      *(_num(p.metric(c), digits) for c, digits in shown), p.verdict, p.source)
     _console().print(table)
 
 

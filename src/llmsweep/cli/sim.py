@@ -6,7 +6,7 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +15,7 @@ from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import SimConfig
 
 if TYPE_CHECKING:
+    from llmsweep.metrics.model import Summary
     from llmsweep.sim.calibrate import RunCalibration
     from llmsweep.sim.engine import EngineConfig
 
@@ -304,7 +305,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     jobs = jobs_from_files([Path(r) for r in recipes], config_keys=list(config_keys) or None)
     if not jobs:
         raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-keys and the recipes")
-    results = []
+    results: list[dict[str, Any]] = []
     for job in jobs:
         config = engine_config_from_argv(engines.render(job, simulate=True).argv)
         calibration = config.calibration_label()
@@ -325,32 +326,25 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                 out.mkdir(parents=True, exist_ok=True)
                 (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in predicted.records))
                 (out / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predicted.scrapes))
-                (out / "summary.json").write_text(json.dumps(summary, indent=2))
+                summary.write(out / "summary.json")
     if as_json:
-        click.echo(json.dumps(results, indent=2))
+        click.echo(json.dumps([{**r, "summary": r["summary"].dump()} for r in results], indent=2))
         return
     _print_table(results)
 
 
-def _print_table(results: list[dict[str, object]]) -> None:
+def _print_table(results: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
-
-    def get(d: object, *path: str) -> float | None:
-        for key in path:
-            if not isinstance(d, dict) or key not in d:
-                return None
-            d = d[key]
-        return d if isinstance(d, (int, float)) else None
 
     table = Table(title="predicted (simulated engine)")
     for col in ("job", "conc", "out tok/s/GPU", "TTFT p50 ms", "TPOT p50 ms", "hit rate", "AL", "calibration"):
         table.add_column(col, justify="left" if col == "job" else "right")
     for r in results:
-        s = r["summary"]
-        vals = [get(s, "throughput", "per_gpu", "output_tps"), get(s, "latency", "ttft", "p50"),
-                get(s, "latency", "tpot", "p50"), get(s, "cache", "observed_hit_rate"),
-                get(s, "server_metrics", "spec_decode", "acceptance_length")]
+        s: Summary = r["summary"]
+        spec = s.server_metrics.spec_decode
+        vals = [s.throughput.per_gpu.output_tps, s.latency.ttft.p50, s.latency.tpot.p50, s.cache.observed_hit_rate,
+                spec.acceptance_length if spec is not None else None]
         fmt = ["{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
         scale = [1, 1e3, 1e3, 1, 1]
         cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale)]

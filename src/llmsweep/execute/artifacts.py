@@ -65,11 +65,16 @@ def read_json(path: Path) -> Any | None:
 
 def finished_verdict(directory: Path) -> str | None:
     """The validity verdict of a job folder's summary, or None when it has none (never run or half done)."""
-    summary = read_json(directory / SUMMARY_FILE)
-    if not isinstance(summary, dict):
+    from llmsweep.errors import ResultError
+    from llmsweep.metrics.model import Summary
+
+    path = directory / SUMMARY_FILE
+    if not path.is_file():
         return None
-    validity = summary.get("validity")
-    return str(validity.get("verdict")) if isinstance(validity, dict) else None
+    try:
+        return Summary.load(path).validity.verdict
+    except ResultError:
+        return None
 
 
 def keep_previous_attempt(directory: Path) -> Path | None:

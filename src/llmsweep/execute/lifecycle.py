@@ -31,9 +31,10 @@ from llmsweep.execute import artifacts as art
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
-from llmsweep.execute.readback import ReadbackSettings, apply_readback
+from llmsweep.execute.readback import ReadbackSettings, summarise_job
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
+from llmsweep.metrics.model import Summary
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 
@@ -223,17 +224,13 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     return seen
 
 
-def _finish_summary(job_dir: Path, job: Job, source: str, settings: LifecycleSettings) -> dict[str, Any]:
-    """Stamp the source, re-summarise from the raw records, apply the read-back checks, write summary.json."""
-    from llmsweep.client import summarise_dir
-
+def _finish_summary(job_dir: Path, job: Job, source: str, settings: LifecycleSettings) -> Summary:
+    """Stamp the source, then re-summarise from the raw records and apply every gate (`summarise_job`, the one home
+    of a job's verdict that `llmsweep summarize` uses too), writing summary.json."""
     run_info = art.read_json(job_dir / art.RUN_FILE) or {}
     run_info["source"] = source
     art.write_json(job_dir / art.RUN_FILE, run_info)
-    summary = summarise_dir(job_dir, write=False)
-    summary = apply_readback(job, summary, settings.readback)
-    art.write_json(job_dir / art.SUMMARY_FILE, summary)
-    return summary
+    return summarise_job(job_dir, settings=settings.readback)
 
 
 class _Server:
@@ -302,7 +299,7 @@ def bench_job(
     source: str = "measured",
     settings: LifecycleSettings | None = None,
     provenance: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """Drive a job's workload against a server that already serves it; returns the gated summary.
 
     The library form of `llmsweep bench` for a Job: the workload, concurrency, prompt counts, duration, gates and the
@@ -351,9 +348,8 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
                             provenance=_provenance(job, spec, group, server.observed, handle, server.launcher.kind))
         check_alive(handle, during=f"job {job.id}")
-        validity = summary.get("validity", {})
-        status: Status = validity.get("verdict", "invalid")
-        reasons = list(validity.get("reasons", []))
+        status: Status = summary.validity.verdict
+        reasons = list(summary.validity.reasons)
         # The smoke note is informational; a reader of a failed job wants the failing reason first.
         reasons.sort(key=lambda r: r.startswith("smoke run"))
         outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status=status, reasons=reasons,

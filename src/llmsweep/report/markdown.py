@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.compare import Comparison, MetricDelta
-from llmsweep.results.extract import HOT_BY_NAME
 from llmsweep.results.pareto import NORTH_STAR_X
 
 VERDICT_MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "within noise": "≈ within noise",

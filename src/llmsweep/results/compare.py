@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, within_run_band
-from llmsweep.results.extract import HOT_BY_NAME
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.samples import Samples, load_samples
 

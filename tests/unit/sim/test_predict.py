@@ -129,10 +129,11 @@ def test_predicted_records_and_scrapes_summarise_like_a_measured_run() -> None:
                             duration=60)
     assert len(predictor.scrapes) >= 60
     summary = summarise(records, gpus=1, server_metrics=predictor.scrapes, source="predicted")
-    assert summary["source"] == "predicted"
-    server = summary["server_metrics"]
-    assert server["present"] and server["adapter"]
-    assert abs(server["spec_decode"]["acceptance_length"] - 2.5) < 0.15
+    assert summary.source == "predicted"
+    server = summary.server_metrics
+    assert server.present and server.adapter
+    assert server.spec_decode is not None and server.spec_decode.acceptance_length is not None
+    assert abs(server.spec_decode.acceptance_length - 2.5) < 0.15
 
 
 def test_max_requests_stops_profiling_sends_like_the_clients_num_requests() -> None:
