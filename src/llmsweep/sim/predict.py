@@ -37,6 +37,7 @@ from llmsweep.workload.base import (
 )
 
 if TYPE_CHECKING:
+    from llmsweep.metrics.model import Summary
     from llmsweep.plan.point import Point
 
 log = logging.getLogger(__name__)
@@ -334,7 +335,7 @@ class PredictedPoint:
     seconds: float
     records: list[dict[str, Any]]
     scrapes: list[dict[str, Any]]
-    summary: dict[str, Any]
+    summary: Summary
 
 
 def predict_point(
