@@ -138,10 +138,11 @@ t = time.perf_counter()
 from llmsweep.metrics import summarise
 s = summarise(sys.argv[1], gpus=8)
 wall = time.perf_counter() - t
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 itl = s["latency"]["itl"]
-print(json.dumps({"wall_s": wall, "peak_mb": peak, "child_peak_mb": children, "successful": s["requests"]["successful"],
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_mb": me.ru_maxrss / 1024, "child_peak_mb": kids.ru_maxrss / 1024,
+                  "successful": s["requests"]["successful"],
                   "itl": itl, "ttft_p99": s["latency"]["ttft"]["p99"], "output_mean": s["tokens"]["output"]["mean"]}))
 """
 
@@ -157,8 +158,8 @@ def measure(path: Path, src: Path, parts: int) -> dict[str, object]:
 
 
 def _line(label: str, res: dict[str, object]) -> str:
-    return (f"{label}: {res['wall_s']:.1f} s, peak RSS {res['peak_mb']:,.0f} MB (summariser) + "
-            f"{res['child_peak_mb']:,.0f} MB per parsing child -> {res['whole_mb']:,.0f} MB whole")
+    return (f"{label}: {res['wall_s']:.1f} s wall, {res['cpu_s']:.1f} CPU-s, peak RSS {res['peak_mb']:,.0f} MB "
+            f"(summariser) + {res['child_peak_mb']:,.0f} MB per parsing child -> {res['whole_mb']:,.0f} MB whole")
 
 
 def main() -> None:

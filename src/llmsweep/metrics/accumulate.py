@@ -83,34 +83,36 @@ def _decimal_times(text: bytes, count: int) -> np.ndarray:
     """`count` comma-separated JSON numbers as float64, each the double `float()` would give.
 
     The fast path takes what the client writes for unix times: ten integer digits, a point and 1-9 fraction digits.
-    Each number's 20 bytes are read as two-digit head, eight-digit words and a tail (no Python call per number), the
-    fraction (in 1e-9 units) is rounded to the double's grid with exact integer arithmetic (half to even), so the
+    Each number is read as two eight-digit words (SWAR) and three single digits, with no Python call per number, and
+    its fraction (in 1e-9 units) rounded to the double's grid with exact integer arithmetic (half to even), so the
     value is the correctly rounded one. Anything else (exponents, signs, spaces, small values) goes to `json.loads`."""
     b = np.frombuffer(text, dtype=np.uint8)
-    seps = np.flatnonzero(b < 48)  # the points and commas (and anything else below "0")
-    if count and seps.size == 2 * count - 1:
-        points, commas = seps[0::2], seps[1::2]
+    commas = np.flatnonzero(b == 44)
+    if count and commas.size == count - 1:
+        points = np.empty(count, dtype=np.int64)
+        points[0] = 10
+        points[1:] = commas + 11
         frac_digits = np.empty(count, dtype=np.int64)
         frac_digits[:-1] = commas - points[:-1] - 1
         frac_digits[-1] = b.size - points[-1] - 1
-        if (points[0] == 10 and (points[1:] - commas == 11).all() and (b[commas] == 44).all()
-                and (b[points] == 46).all() and frac_digits.min() >= 1 and frac_digits.max() <= 9):
-            padded = np.full(b.size + 20, 48, dtype=np.uint8)
+        if frac_digits.min() >= 1 and frac_digits.max() <= 9 and (b[points] == 46).all():
+            padded = np.full(b.size + 24, 48, dtype=np.uint8)
             padded[:b.size] = b
-            row = np.lib.stride_tricks.sliding_window_view(padded, 20)[points - 10]  # "dddddddddd.fffffffff"
-            high, ok_high = _eight_digits(np.ascontiguousarray(row[:, 2:10]).view("<u8")[:, 0])
-            frac_words = np.ascontiguousarray(row[:, 11:19]).view("<u8")[:, 0]
+            words = np.ndarray((b.size + 17,), dtype="<u8", buffer=padded, strides=(1,))  # the 8 bytes from each byte
+            high, ok_high = _eight_digits(words[points - 8])  # integer digits 3-10
             keep = _LEADING_BYTES[frac_digits]
-            frac8, ok_frac = _eight_digits((frac_words & keep) | (_ASCII_ZEROS & ~keep))
-            edge = row[:, [0, 1, 19]].astype(np.int64) - 48
-            edge[:, 2] *= frac_digits == 9
-            if ok_high and ok_frac and 0 <= edge.min() and edge.max() <= 9:
-                whole = (edge[:, 0] * 10 + edge[:, 1]) * 100_000_000 + high  # >= 1e9 > 2**20
-                frac = frac8 * 10 + edge[:, 2]  # < 1e9 < 2**30
+            frac8, ok_frac = _eight_digits((words[points + 1] & keep) | (_ASCII_ZEROS & ~keep))  # fraction digits 1-8
+            lead = padded[points - 10] - np.uint8(48)
+            second = padded[points - 9] - np.uint8(48)
+            ninth = np.where(frac_digits == 9, padded[points + 9], 48) - np.uint8(48)
+            if (ok_high and ok_frac and int(lead.min()) >= 1  # ten digits, no leading zero: whole >= 1e9 > 2**20
+                    and max(int(lead.max()), int(second.max()), int(ninth.max())) <= 9):
+                whole = (lead.astype(np.int64) * 10 + second) * 100_000_000 + high
+                frac = frac8 * 10 + ninth  # in 1e-9 units: < 1e9 < 2**30
                 shift = 53 - np.frexp(whole.astype(np.float64))[1]  # the double's grid is 2**-shift (<= 2**-20)
                 q, rem = np.divmod(frac << shift, _BILLION)  # < 2**62
                 q += (2 * rem > _BILLION) | ((2 * rem == _BILLION) & (q & 1 == 1))
-                return whole.astype(np.float64) + np.ldexp(q.astype(np.float64), -shift)
+                return np.asarray(whole.astype(np.float64) + np.ldexp(q.astype(np.float64), -shift))
     try:
         values = np.asarray(json.loads(b"[" + text + b"]"), dtype=np.float64)
     except ValueError:
@@ -165,6 +167,8 @@ class Accumulator:
         """One record as a dict (`chunk_times` a list of floats)."""
         chunks = r.get("chunk_times") or []
         if self._add(r, chunks[-1] if chunks else None) and len(chunks) > 1:
+            if self._text:
+                self._flush_text()  # gaps keep file order
             self._ct_starts.append(len(self._ct))
             self._ct.extend(chunks)
             if len(self._ct) >= _GAP_BATCH:
@@ -207,6 +211,8 @@ class Accumulator:
             self.add(r)
             return True
         if self._add(r, last) and n > 1:
+            if self._ct:
+                self._flush_gaps()  # gaps keep file order
             self._text.append(times)
             self._text_counts.append(n)
             self._text_bytes += len(times)
@@ -287,12 +293,8 @@ class Accumulator:
     def _span(self, r: dict[str, Any], sent: float, err: str | None, last_chunk: float | None) -> None:
         """In flight from the send to the last thing the server sent: its end when it answered, its last chunk (or
         the send) when it timed out, lost the connection or was cancelled — a stalled server leaves a gap."""
-        if err in _UNANSWERED:
-            last = last_chunk if last_chunk is not None else sent
-        else:
-            last = r.get("end_at")
-            if last is None:
-                last = last_chunk if last_chunk is not None else sent
+        end = None if err in _UNANSWERED else r.get("end_at")
+        last: float = end if end is not None else last_chunk if last_chunk is not None else sent
         self.span_start.append(sent)
         self.span_end.append(max(last, sent))
 

@@ -182,7 +182,7 @@ class SketchColumn:
         """Values at 0-based fractional ranks (numpy's "linear" method between closest ranks)."""
         ranks = np.asarray(ranks, dtype=np.float64)
         if self._raw is not None:
-            return np.percentile(self._raw.numpy(), ranks / max(self.count - 1, 1) * 100.0, method="linear")
+            return np.asarray(np.percentile(self._raw.numpy(), ranks / max(self.count - 1, 1) * 100.0, method="linear"))
         assert self._hist is not None
         cum = np.cumsum(self._hist)
         lo = np.floor(ranks).astype(np.int64)
@@ -193,10 +193,10 @@ class SketchColumn:
             mid = self.LOW * self.RATIO ** (b - 0.5)  # geometric centre of the bin
             value = np.clip(mid, self.min, self.max)
             value = np.where(rank <= 0, self.min, value)
-            return np.where(rank >= self.count - 1, self.max, value)
+            return np.asarray(np.where(rank >= self.count - 1, self.max, value), dtype=np.float64)
 
         low = at(lo)
-        return low + frac * (at(np.minimum(lo + 1, self.count - 1)) - low)
+        return np.asarray(low + frac * (at(np.minimum(lo + 1, self.count - 1)) - low), dtype=np.float64)
 
     def stat_block(self) -> dict[str, float | int]:
         """The column's `stat_block`: identical to `stat_block(clean(values))` while exact; count, mean, std, min and
