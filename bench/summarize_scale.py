@@ -3,7 +3,7 @@ output lengths follow the AgentX corpus shape, one `chunk_times` entry per strea
 (unrounded unix floats), and summarises them in a fresh process, printing wall time and peak memory.
 
     .venv/bin/python bench/summarize_scale.py [--records 1000000] [--max-isl 131072] [--cache DIR]
-                                              [--compare SRC] [--parts N]
+                                              [--baseline REV|none]
 
 Output lengths (and prompt lengths) are drawn from the synthetic AgentX corpus (`workload/traces/synth.py`, which
 lands in the published corpus bands: research/agentx-spec §2.2). At the corpus' full scale the mean output is ≈ 2k
@@ -12,10 +12,10 @@ token counts (mean output ≈ 240 tokens, p99 ≈ 2.1k), which is the 6.3 GB-per
 4 % HTTP failures (no chunks), 0.5 % timeouts and 0.5 % cancellations with partial streams, 1 % warmup.
 
 The file is written once per (records, max-isl, seed) under `--cache` (default /tmp/llmsweep-bench) and reused.
-`--compare SRC` summarises the same file a second time with another checkout's `src` directory (e.g. the commit
-before the streaming pass, extracted with `git archive COMMIT src | tar -x -C /tmp/base`), so the baseline is
-measured in the same run on the same machine. InferenceX's agentic aggregator is quoted, not run: 472 s and 13.9 GB
-on 1 M records *without* per-chunk lists (it runs out of memory with them), measured on this kind of machine.
+The baseline is measured in the same run on the same file: `--baseline REV` (default 2f884f1, the last commit whose
+pass decoded every line with `json.loads` and kept every inter-chunk gap) is extracted with `git archive` and
+summarises the file in a fresh process too. InferenceX's agentic aggregator is quoted, not run: 472 s and 13.9 GB on
+1 M records *without* per-chunk lists (it runs out of memory with them), measured on this kind of machine.
 
 Goal (issue 11): 1 M records in <= 30 s and <= 1 GB on 2 cores. Measured on the 2-core dev box (shared, load ~1-2):
 
@@ -32,12 +32,15 @@ import multiprocessing as mp
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+BASELINE_REV = "2f884f1"
+"""The pass before the streaming one: json.loads of every line, every inter-chunk gap kept as float32."""
 INFERENCEX_1M = (472.0, 13.9 * 1024)
 """InferenceX's aggregator on 1 M lean records (no per-chunk lists): seconds, MB."""
 _BLOCK = 20_000
@@ -93,7 +96,10 @@ def _block(args: tuple[int, int, int, int, np.ndarray, np.ndarray]) -> bytes:
     gaps = rng.gamma(6.0, 1.0 / 6.0, owner.size) * rng.gamma(6.0, 0.0025, count)[owner]
     gaps[first[chunks > 0]] = 0.0
     rel = np.cumsum(gaps)
-    rel -= np.repeat(rel[first] - gaps[first], chunks)
+    streamed = first[chunks > 0]
+    start_of = np.zeros(count)
+    start_of[chunks > 0] = rel[streamed] - gaps[streamed]
+    rel -= np.repeat(start_of, chunks)
     ticks = np.round((sent[owner] + ttft[owner] + rel) * 1e7).astype(np.int64)
     text, ends = _decimal_text(ticks)
     bounds = np.r_[0, ends]
@@ -168,7 +174,7 @@ def main() -> None:
     ap.add_argument("--max-isl", type=int, default=131_072, help="AgentX corpus scale (1,000,000 = full scale)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/llmsweep-bench"), help="where the records file is kept")
-    ap.add_argument("--compare", type=Path, default=None, help="another checkout's src/ to summarise with too")
+    ap.add_argument("--baseline", default=BASELINE_REV, help="git revision to summarise with too ('none' to skip)")
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     path = args.cache / f"summarize_scale-{args.records}-{args.max_isl}-{args.seed}.jsonl"
@@ -191,16 +197,20 @@ def main() -> None:
     print(f"  successful {res['successful']:,}, ITL gaps {itl['count']:,} (p50 {itl['p50'] * 1e3:.3f} ms, "
           f"p99.9 {itl['p99.9'] * 1e3:.3f} ms), mean output {res['output_mean']:.0f} tokens")
     scale = args.records / 1e6
-    print(f"InferenceX aggregator, 1 M lean records (quoted): {INFERENCEX_1M[0]:.0f} s, "
-          f"{INFERENCEX_1M[1]:,.0f} MB -> at this size ~{INFERENCEX_1M[0] * scale:.0f} s; "
-          f"ratio {INFERENCEX_1M[0] * scale / float(res['wall_s']):.1f}x faster")  # type: ignore[arg-type]
-    if args.compare is not None:
-        base = measure(path, args.compare.resolve(), parts)
-        print(_line(f"compare ({args.compare})", base))
-        print(f"  -> {float(base['wall_s']) / float(res['wall_s']):.2f}x the speed, "  # type: ignore[arg-type]
-              f"{float(base['whole_mb']) / float(res['whole_mb']):.2f}x less memory; "  # type: ignore[arg-type]
-              f"ITL count {base['itl']['count']:,} vs {itl['count']:,}")  # type: ignore[index]
-
+    print(f"InferenceX aggregator on 1 M lean records (quoted, no chunk lists): {INFERENCEX_1M[0]:.0f} s, "
+          f"{INFERENCEX_1M[1] / 1024:.1f} GB -> ~{INFERENCEX_1M[0] * scale:.0f} s at this size; this pass is "
+          f"{INFERENCEX_1M[0] * scale / float(res['wall_s']):.1f}x as fast "  # type: ignore[arg-type]
+          f"in {INFERENCEX_1M[1] / float(res['whole_mb']):.0f}x less memory than its 1 M figure")  # type: ignore[arg-type]
+    if args.baseline != "none":
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "src"], capture_output=True,
+                                     check=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+            base = measure(path, Path(tmp) / "src", parts)
+        print(_line(f"baseline ({args.baseline})", base))
+        print(f"  -> this pass is {float(base['wall_s']) / float(res['wall_s']):.2f}x as fast "  # type: ignore[arg-type]
+              f"({float(base['cpu_s']) / float(res['cpu_s']):.2f}x less CPU) "  # type: ignore[arg-type]
+              f"in {float(base['whole_mb']) / float(res['whole_mb']):.2f}x less memory")  # type: ignore[arg-type]
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@ standard deviation. An empty sample gives count 0 and zeros (AgentX convention),
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 
 import numpy as np
 
@@ -63,10 +64,9 @@ class Column:
     """A growable float column built incrementally (compact `array`), viewed as numpy at the end."""
 
     def __init__(self, typecode: str = "d") -> None:
-        self._data = array(typecode)
-
-    def append(self, value: float) -> None:
-        self._data.append(value)
+        self._data: array[float] = array(typecode)
+        self.append: Callable[[float], None] = self._data.append
+        """Append one value (the array's own method: this is the per-record hot path)."""
 
     def extend(self, values: np.ndarray | list[float]) -> None:
         if isinstance(values, np.ndarray):
