@@ -26,8 +26,8 @@ def run(n: int, seed: int = 0) -> list[dict[str, Any]]:
     for i in range(n):
         sent = T0 + i * 0.37 + float(rng.random())
         kind = float(rng.random())
-        err: ErrorClass | None = ("http" if kind < 0.05 else "context_overflow" if kind < 0.07 else "timeout" if kind < 0.09
-               else "cancelled" if kind < 0.11 else None)
+        err: ErrorClass | None = ("http" if kind < 0.05 else "context_overflow" if kind < 0.07
+                                  else "timeout" if kind < 0.09 else "cancelled" if kind < 0.11 else None)
         osl = int(rng.integers(1, 120))
         chunks = 0 if err in ("http", "context_overflow") else osl // 2 if err else osl
         times = (sent + 0.2 + np.cumsum(rng.gamma(4.0, 0.004, chunks))).tolist()
@@ -108,7 +108,7 @@ def test_parts_parsed_in_parallel_merge_to_the_sequential_pass(
     monkeypatch.setattr(SketchColumn.__init__, "__defaults__", (exact_max,))
     whole = acc_mod._accumulate_range(str(path), 0, path.stat().st_size)
     monkeypatch.setattr(acc_mod, "_PART_BYTES", path.stat().st_size // 3)
-    monkeypatch.setattr("os.cpu_count", lambda: 3)
+    monkeypatch.setattr(acc_mod, "_cores", lambda: 3)
     parts = accumulate(path)
     for name in ("total", "successful", "failed", "warmup", "cancelled", "input_sum", "output_sum", "osl_mismatch"):
         assert getattr(parts, name) == getattr(whole, name)
