@@ -162,7 +162,7 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_mb": me.ru_maxrss / 1024, 
 
 def measure(path: Path, src: Path, parts: int) -> dict[str, object]:
     """Summarise `path` in a fresh interpreter importing llmsweep from `src`."""
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=True, env=env)
     res: dict[str, object] = json.loads(out.stdout)
     # the summarising process plus its parsing children (one per part, alive together)
