@@ -79,7 +79,7 @@ def test_beyond_its_exact_size_the_itl_sketch_keeps_counts_and_moments_and_perce
 ) -> None:
     records = run(2000, seed=1)
     path = write(tmp_path / "records.jsonl", records)
-    monkeypatch.setattr(SketchColumn.__init__, "__defaults__", (5_000,))
+    monkeypatch.setattr(acc_mod, "_ITL_EXACT_MAX", 5_000)
     acc = accumulate(path)
     assert not acc.itl.exact
     got, want = acc.itl.stat_block(), stat_block(exact_gaps(records))
@@ -105,7 +105,7 @@ def test_parts_parsed_in_parallel_merge_to_the_sequential_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_max: int
 ) -> None:
     path = write(tmp_path / "records.jsonl", run(800, seed=2))
-    monkeypatch.setattr(SketchColumn.__init__, "__defaults__", (exact_max,))
+    monkeypatch.setattr(acc_mod, "_ITL_EXACT_MAX", exact_max)
     whole = acc_mod._accumulate_range(str(path), 0, path.stat().st_size)
     monkeypatch.setattr(acc_mod, "_PART_BYTES", path.stat().st_size // 3)
     monkeypatch.setattr(acc_mod, "_cores", lambda: 3)
