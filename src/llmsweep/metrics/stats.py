@@ -99,7 +99,7 @@ class SketchColumn:
     LOW = 1e-9
     HIGH = 1e6
     BINS = int(np.ceil(np.log(HIGH / LOW) / np.log(RATIO))) + 2
-    """Bin 0 holds values below LOW, the last bin values at or above HIGH (both ends are exact through min/max)."""
+    """Bin 0 holds values below LOW (1 ns), the last one values from HIGH on; percentiles there clamp to min/max."""
 
     def __init__(self, exact_max: int = 2_000_000) -> None:
         self.exact_max = exact_max

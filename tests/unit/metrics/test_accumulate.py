@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,14 @@ def test_sketch_merge_and_empty() -> None:
     empty = SketchColumn()
     empty.extend(np.array([0.0, -1.0, np.nan]))  # not latencies
     assert empty.stat_block() == stat_block(np.zeros(0)) and len(empty) == 0
+
+
+def test_an_accumulator_comes_back_from_a_worker_process_and_keeps_growing() -> None:
+    records = run(40, seed=3)
+    acc = accumulate(records[:20])
+    back = pickle.loads(pickle.dumps(acc))
+    for r in records[20:]:
+        back.add(r)
+    back.finish()
+    whole = accumulate(records)
+    assert np.array_equal(back.ttft.numpy(), whole.ttft.numpy()) and back.itl.stat_block() == whole.itl.stat_block()
