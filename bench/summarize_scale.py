@@ -17,18 +17,18 @@ pass decoded every line with `json.loads` and kept every inter-chunk gap) is ext
 summarises the file in a fresh process too. InferenceX's agentic aggregator is quoted, not run: 472 s and 13.9 GB on
 1 M records *without* per-chunk lists (it runs out of memory with them), measured on this kind of machine.
 
-Goal (issue 11): 1 M records in <= 30 s and <= 1 GB on 2 cores. Measured 2026-12-01 on the 2-core dev box, shared
-with other work (load average 4.2 during the run, so wall time is about 1.5x what the CPU time allows on two idle
-cores); memory is the summarising process plus each parsing child's peak RSS (an upper bound: shared pages counted
-twice):
+Goal (issue 11): 1 M records in <= 30 s and <= 1 GB on 2 cores. Measured 2026-12-01 on the 2-core dev box while
+other work ran on it (load average 4-7, so the wall times below are 1.5-2.5x what the CPU time needs on two idle
+cores; CPU seconds are the comparable figure); memory is the summarising process plus each parsing child's peak RSS
+(an upper bound: pages shared after the fork are counted twice):
 
 | records (file) | this pass: wall, CPU, memory | baseline 2f884f1: wall, CPU, memory | InferenceX (quoted) |
 |---|---|---|---|
-| 100 k (0.51 GB) | 8.8 s, 4.2 CPU-s, 0.39 GB | 30.1 s, 12.3 CPU-s, 0.66 GB | |
+| 100 k (0.51 GB) | 9.8 s, 3.9 CPU-s, 0.39 GB | 28.6 s, 12.5 CPU-s, 0.66 GB | |
 | 1 M (5.11 GB) | 51.4 s, 34.9 CPU-s, 0.66 GB | 143.6 s, 128.3 CPU-s, 5.4 GB | 472 s, 13.9 GB (no chunk lists) |
 
-At 1 M: 2.8x as fast in 8.2x less memory than the baseline on the same file, 3.7x less CPU; 35 CPU-s is ~18 s of
-wall time on two idle cores. Generating the 1 M file takes ~140 s once.
+At 1 M: 3.7x less CPU and 8.2x less memory than the baseline on the same file; 35 CPU-s is ~18 s of wall time on two
+idle cores (the baseline's 128 CPU-s, ~64 s). Generating the 1 M file takes ~140 s, once.
 """
 
 from __future__ import annotations
