@@ -46,14 +46,14 @@ _scan = json.scanner.make_scanner(cast(Any, json.JSONDecoder()))  # typeshed typ
 
 def _loads(line: bytes) -> Any:
     """`json.loads` of one whole line without its Python-level wrappers (the line's hot path)."""
-    text = line.decode()
     try:
+        text = line.decode()
         value, end = _scan(text, 0)
+        if end == len(text) or text[end:].isspace():
+            return value
     except (StopIteration, ValueError):
-        return json.loads(text)  # leading space, or not JSON: json.loads says which
-    if end != len(text) and not text[end:].isspace():
-        return json.loads(text)  # raises: trailing data
-    return value
+        pass
+    return json.loads(line)  # anything unusual (a BOM, leading space, trailing data, not JSON): json.loads decides
 
 
 def iter_records(source: Iterable[dict[str, Any]] | Path | str) -> Iterator[dict[str, Any]]:
