@@ -32,6 +32,8 @@ _TEXT_BATCH = 2 * 2**20
 """Bytes of `chunk_times` text parsed together (small enough for the numpy temporaries to stay in cache)."""
 _ITL_EXACT_MAX = 2_000_000
 """Inter-chunk gaps held exactly (8 MB of float32); beyond, the ITL column is a histogram (percentiles to 0.025 %)."""
+_LINE_BATCH = 256
+"""Compact lines whose heads are decoded together."""
 _CHUNK_TIMES = b'"chunk_times":['
 _CHUNK_TOKENS = b'"chunk_tokens":['
 _PART_BYTES = 64 * 2**20
@@ -45,7 +47,7 @@ _scan = json.scanner.make_scanner(cast(Any, json.JSONDecoder()))  # typeshed typ
 
 
 def _loads(line: bytes) -> Any:
-    """`json.loads` of one whole line without its Python-level wrappers (the line's hot path)."""
+    """`json.loads` of one whole line without its Python-level wrappers."""
     try:
         text = line.decode()
         value, end = _scan(text, 0)
@@ -54,6 +56,26 @@ def _loads(line: bytes) -> Any:
     except (StopIteration, ValueError):
         pass
     return json.loads(line)  # anything unusual (a BOM, leading space, trailing data, not JSON): json.loads decides
+
+
+def _loads_many(lines: list[bytes]) -> list[Any]:
+    """Each line decoded as `json.loads` would, None where it is not JSON. The lines (each "{...}") are decoded as
+    one array, which costs half as much as a call per line; if that array is not exactly one value per line, each
+    line is decoded on its own."""
+    try:
+        text = (b"[" + b",".join(lines) + b"]").decode()
+        values, end = _scan(text, 0)
+        if end == len(text) and len(values) == len(lines):
+            return list(values)
+    except (StopIteration, ValueError):
+        pass
+    out: list[Any] = []
+    for line in lines:
+        try:
+            out.append(_loads(line))
+        except ValueError:
+            out.append(None)
+    return out
 
 
 def iter_records(source: Iterable[dict[str, Any]] | Path | str) -> Iterator[dict[str, Any]]:
@@ -180,6 +202,7 @@ class Accumulator:
         self._text: list[bytes] = []
         self._text_counts: list[int] = []
         self._text_bytes = 0
+        self._lines: list[tuple[bytes, bytes, bytes, int, float | None]] = []
 
     def add(self, r: dict[str, Any]) -> None:
         """One record as a dict (`chunk_times` a list of floats)."""
@@ -192,51 +215,68 @@ class Accumulator:
             if len(self._ct) >= _GAP_BATCH:
                 self._flush_gaps()
 
-    def add_line(self, line: bytes) -> bool:
-        """One line of `records.jsonl`; False (and nothing counted) when it is not a whole JSON record (a torn one).
+    def add_line(self, line: bytes) -> None:
+        """One line of `records.jsonl`; a line that is not a whole JSON record (a torn one) is skipped uncounted.
 
-        A compact line (the client's writer) has its `chunk_times` and `chunk_tokens` arrays cut out before
-        `json.loads`: the times are parsed later, many records at once, and the tokens only when the record has no
-        `completion_tokens`. Any other spelling is decoded whole."""
+        A compact line (the client's writer) has its `chunk_times` and `chunk_tokens` arrays cut out, and the rest
+        is decoded with the next few hundred such lines in one `json` call; the times are parsed later, many records
+        at once, and the tokens only when the record has no `completion_tokens`. Any other line is decoded whole."""
         i = line.find(_CHUNK_TIMES)
-        try:
-            if i < 0:
+        if i < 0 or line[:1] != b"{" or not line.endswith((b"}\n", b"}", b"}\r\n")):
+            self._flush_lines()  # records keep file order
+            try:
                 r = json.loads(line)
-            else:
-                a = i + len(_CHUNK_TIMES)
-                j = line.find(b"]", a)
-                if j < 0:
-                    return False
-                times = line[a:j]
-                k = line.find(_CHUNK_TOKENS, j)
-                tokens = b""
-                if k >= 0:
-                    b = k + len(_CHUNK_TOKENS)
-                    m = line.find(b"]", b)
-                    if m < 0:
-                        return False
-                    tokens = line[b:m]
-                    r = _loads(line[:a] + line[j:b] + line[m:])
-                else:
-                    r = _loads(line[:a] + line[j:])
-                n = times.count(b",") + 1 if times.strip() else 0
-                last = float(times[times.rfind(b",") + 1:]) if n else None
-                if tokens.strip() and r.get("completion_tokens") is None:
-                    r["chunk_tokens"] = json.loads(b"[" + tokens + b"]")
-        except ValueError:
-            return False
-        if i < 0:
+            except ValueError:
+                return
             self.add(r)
-            return True
-        if self._add(r, last) and n > 1:
-            if self._ct:
-                self._flush_gaps()  # gaps keep file order
-            self._text.append(times)
-            self._text_counts.append(n)
-            self._text_bytes += len(times)
-            if self._text_bytes >= _TEXT_BATCH:
-                self._flush_text()
-        return True
+            return
+        a = i + len(_CHUNK_TIMES)
+        j = line.find(b"]", a)
+        if j < 0:
+            return
+        times = line[a:j]
+        k = line.find(_CHUNK_TOKENS, j)
+        tokens = b""
+        if k >= 0:
+            b = k + len(_CHUNK_TOKENS)
+            m = line.find(b"]", b)
+            if m < 0:
+                return
+            tokens = line[b:m]
+            head = line[:a] + line[j:b] + line[m:]
+        else:
+            head = line[:a] + line[j:]
+        n = times.count(b",") + 1 if times.strip() else 0
+        try:
+            last = float(times[times.rfind(b",") + 1:]) if n else None
+        except ValueError:
+            return
+        self._lines.append((head, times, tokens, n, last))
+        if len(self._lines) >= _LINE_BATCH:
+            self._flush_lines()
+
+    def _flush_lines(self) -> None:
+        """Decode the pending lines' heads (one `json` call for all of them) and add their records."""
+        if not self._lines:
+            return
+        records = _loads_many([line[0] for line in self._lines])
+        for (_, times, tokens, n, last), r in zip(self._lines, records, strict=True):
+            if r is None:
+                continue
+            if tokens.strip() and r.get("completion_tokens") is None:
+                try:
+                    r["chunk_tokens"] = json.loads(b"[" + tokens + b"]")
+                except ValueError:
+                    continue
+            if self._add(r, last) and n > 1:
+                if self._ct:
+                    self._flush_gaps()  # gaps keep file order
+                self._text.append(times)
+                self._text_counts.append(n)
+                self._text_bytes += len(times)
+                if self._text_bytes >= _TEXT_BATCH:
+                    self._flush_text()
+        self._lines.clear()
 
     def _add(self, r: dict[str, Any], last_chunk: float | None) -> bool:
         """Everything but the gaps between chunks; True when the record's gaps belong to the ITL column."""
@@ -342,6 +382,7 @@ class Accumulator:
         self._text_bytes = 0
 
     def finish(self) -> None:
+        self._flush_lines()
         self._flush_gaps()
         self._flush_text()
 

@@ -59,6 +59,16 @@ def write(path: Path, records: list[dict[str, Any]], torn: bool = True) -> Path:
     return path
 
 
+def test_lines_that_are_not_one_whole_record_are_skipped_wherever_they_are(tmp_path: Path) -> None:
+    records = run(600, seed=4)
+    lines = [RequestRecord.from_dict(r).to_line() for r in records]
+    two_values, extra_brace, torn = b'{"a":1},' + lines[5], lines[7][:-1] + b"}\n", lines[3][:-300] + b"\n"
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(b"".join([*lines[:100], two_values, *lines[100:300], torn, b"\n", *lines[300:450], extra_brace,
+                               *lines[450:]]))
+    assert summarise(path, gpus=1) == summarise(records, gpus=1)
+
+
 def exact_gaps(records: list[dict[str, Any]]) -> np.ndarray:
     """Every inter-chunk gap of the successful profiling records, as the previous pass kept them."""
     gaps = [np.diff(r["chunk_times"]) for r in records if r["phase"] != "warmup" and r["error_class"] is None]
