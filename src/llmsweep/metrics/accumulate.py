@@ -3,9 +3,9 @@
 Only successful profiling records feed latency, token and throughput columns; warmup and failed records are counted.
 Memory is bounded by per-request scalars: the inter-chunk gaps (hundreds per request) go into a `SketchColumn`
 (exact while small, a 0.05 %-wide log histogram beyond). Time is linear in the bytes read, and most of those bytes
-are `chunk_times` arrays, so a line is not decoded whole: the arrays are cut out of it, the rest goes to `json.loads`,
-and the times of many records are parsed together by `_decimal_times` (numpy over the bytes, correctly rounded like
-`float()`), 5-7x cheaper than a Python float per chunk. A big file is split into byte ranges parsed by
+are `chunk_times` arrays, so a line is not decoded whole: the arrays are cut out of it, the rest is decoded with a
+few hundred other lines in one `json` call, and the times of many records are parsed together by `_decimal_times`
+(numpy over the bytes, correctly rounded like `float()`), 5-7x cheaper than a Python float per chunk. A big file is split into byte ranges parsed by
 parallel processes and merged in file order, so the result is the one of a sequential pass (up to the summation
 order of the ITL mean and std once the sketch is a histogram).
 """
