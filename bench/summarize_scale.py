@@ -152,11 +152,11 @@ from llmsweep.metrics import summarise
 s = summarise(sys.argv[1], gpus=8)
 wall = time.perf_counter() - t
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+mine, theirs = me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 itl = s["latency"]["itl"]
-print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_mb": me.ru_maxrss / 1024, "child_peak_mb": kids.ru_maxrss / 1024,
-                  "successful": s["requests"]["successful"],
-                  "itl": itl, "ttft_p99": s["latency"]["ttft"]["p99"], "output_mean": s["tokens"]["output"]["mean"]}))
+print(json.dumps({"wall_s": wall, "cpu_s": mine + theirs, "cpu_self_s": mine, "peak_mb": me.ru_maxrss / 1024,
+                  "child_peak_mb": kids.ru_maxrss / 1024, "successful": s["requests"]["successful"], "itl": itl,
+                  "output_mean": s["tokens"]["output"]["mean"]}))
 """
 
 
@@ -167,11 +167,15 @@ def measure(path: Path, src: Path, parts: int) -> dict[str, object]:
     res: dict[str, object] = json.loads(out.stdout)
     # the summarising process plus its parsing children (one per part, alive together)
     res["whole_mb"] = float(res["peak_mb"]) + float(res["child_peak_mb"]) * parts  # type: ignore[arg-type]
+    # on idle cores: the summariser's own CPU runs alone, the children's is shared among the parts
+    own = float(res["cpu_self_s"])  # type: ignore[arg-type]
+    res["idle_s"] = own + (float(res["cpu_s"]) - own) / max(parts, 1)  # type: ignore[arg-type]
     return res
 
 
 def _line(label: str, res: dict[str, object]) -> str:
-    return (f"{label}: {res['wall_s']:.1f} s wall, {res['cpu_s']:.1f} CPU-s, peak RSS {res['peak_mb']:,.0f} MB "
+    return (f"{label}: {res['wall_s']:.1f} s wall, {res['cpu_s']:.1f} CPU-s (~{res['idle_s']:.0f} s on idle cores), "
+            f"peak RSS {res['peak_mb']:,.0f} MB "
             f"(summariser) + {res['child_peak_mb']:,.0f} MB per parsing child -> {res['whole_mb']:,.0f} MB whole")
 
 
