@@ -18,17 +18,22 @@ summarises the file in a fresh process too. InferenceX's agentic aggregator is q
 1 M records *without* per-chunk lists (it runs out of memory with them), measured on this kind of machine.
 
 Goal (issue 11): 1 M records in <= 30 s and <= 1 GB on 2 cores. Measured 2026-12-01 on the 2-core dev box while
-other work ran on it (load average 4-7, so the wall times below are 1.5-2.5x what the CPU time needs on two idle
-cores; CPU seconds are the comparable figure); memory is the summarising process plus each parsing child's peak RSS
-(an upper bound: pages shared after the fork are counted twice):
+other work ran on it (load average 4-9), so wall time says more about the neighbours than about summarise; the CPU
+seconds, and the estimate for two idle cores the bench derives from them (the summariser's own CPU plus the parsing
+children's shared between two cores), are the comparable figures. Memory is the summarising process plus each parsing
+child's peak RSS (an upper bound: pages shared after the fork are counted twice).
 
-| records (file) | this pass: wall, CPU, memory | baseline 2f884f1: wall, CPU, memory | InferenceX (quoted) |
-|---|---|---|---|
-| 100 k (0.51 GB) | 9.8 s, 3.9 CPU-s, 0.39 GB | 28.6 s, 12.5 CPU-s, 0.66 GB | |
-| 1 M (5.11 GB) | 51.4 s, 34.9 CPU-s, 0.66 GB | 143.6 s, 128.3 CPU-s, 5.4 GB | 472 s, 13.9 GB (no chunk lists) |
+| records (file) | pass | load | wall | CPU | idle 2 cores | memory |
+|---|---|---|---|---|---|---|
+| 100 k (0.51 GB) | this one | 8.5 | 9.6 s | 3.8 CPU-s | ~2 s | 0.40 GB |
+| 100 k (0.51 GB) | baseline 2f884f1 | 4.8 | 28.6 s | 12.5 CPU-s | ~6 s | 0.66 GB |
+| 1 M (5.11 GB) | this one | 8.3 | 96.7 s | 32.9 CPU-s | ~17 s | 0.67 GB |
+| 1 M (5.11 GB) | this one, earlier | 4.2 | 51.4 s | 34.9 CPU-s | ~18 s | 0.66 GB |
+| 1 M (5.11 GB) | baseline 2f884f1 | 4.2 | 143.6 s | 128.3 CPU-s | ~64 s | 5.4 GB |
+| 1 M lean (no chunk lists) | InferenceX, quoted | | 472 s | | | 13.9 GB |
 
-At 1 M: 3.7x less CPU and 8.2x less memory than the baseline on the same file; 35 CPU-s is ~18 s of wall time on two
-idle cores (the baseline's 128 CPU-s, ~64 s). Generating the 1 M file takes ~140 s, once.
+At 1 M: 3.9x less CPU and 8x less memory than the baseline on the same file. Generating the 1 M file takes ~140 s,
+once.
 """
 
 from __future__ import annotations
