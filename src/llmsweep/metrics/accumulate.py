@@ -5,9 +5,9 @@ Memory is bounded by per-request scalars: the inter-chunk gaps (hundreds per req
 (exact while small, a 0.05 %-wide log histogram beyond). Time is linear in the bytes read, and most of those bytes
 are `chunk_times` arrays, so a line is not decoded whole: the arrays are cut out of it, the rest is decoded with a
 few hundred other lines in one `json` call, and the times of many records are parsed together by `_decimal_times`
-(numpy over the bytes, correctly rounded like `float()`), 5-7x cheaper than a Python float per chunk. A big file is split into byte ranges parsed by
-parallel processes and merged in file order, so the result is the one of a sequential pass (up to the summation
-order of the ITL mean and std once the sketch is a histogram).
+(numpy over the bytes, correctly rounded like `float()`), 5-7x cheaper than a Python float per chunk. A big file is
+split into byte ranges parsed by parallel processes and merged in file order, so the result is the one of a
+sequential pass (up to the summation order of the ITL mean and std once the sketch is a histogram).
 """
 
 from __future__ import annotations
@@ -206,6 +206,8 @@ class Accumulator:
 
     def add(self, r: dict[str, Any]) -> None:
         """One record as a dict (`chunk_times` a list of floats)."""
+        if self._lines:
+            self._flush_lines()  # records keep file order
         chunks = r.get("chunk_times") or []
         if self._add(r, chunks[-1] if chunks else None) and len(chunks) > 1:
             if self._text:
@@ -223,7 +225,6 @@ class Accumulator:
         at once, and the tokens only when the record has no `completion_tokens`. Any other line is decoded whole."""
         i = line.find(_CHUNK_TIMES)
         if i < 0 or line[:1] != b"{" or not line.endswith((b"}\n", b"}", b"}\r\n")):
-            self._flush_lines()  # records keep file order
             try:
                 r = json.loads(line)
             except ValueError:
