@@ -137,7 +137,7 @@ def summarise(
         "latency": {
             "ttft": stat_block(clean(acc.ttft.numpy())),
             "tpot": stat_block(tpot),
-            "itl": stat_block(clean(acc.itl.numpy())),
+            "itl": acc.itl.stat_block(),
             "e2el": stat_block(clean(acc.e2el.numpy())),
         },
         "interactivity": inverted_block(tpot),
