@@ -150,8 +150,10 @@ def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_p
         _, points = resolve_points(run_id, store)
     fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], mix_sources=mix_sources)[x_axis]
     by_id = {p.result_id: p for p in points}
-    doc = {series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
-                     "y": by_id[i].metric("tput_per_gpu")} for i in ids] for series, ids in fronts.items()}
+    doc: dict[str, list[dict[str, Any]]] = {
+        series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
+                  "y": by_id[i].metric("tput_per_gpu")} for i in ids]
+        for series, ids in fronts.items()}
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return

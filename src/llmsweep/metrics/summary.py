@@ -110,7 +110,8 @@ def summarise(
         coverage = coverage_detail["coverage"]
 
     server = summarise_server(
-        Path(server_metrics) if isinstance(server_metrics, str) else server_metrics, start=window_start, end=window_end, require_prefix=gates.require_metrics_prefix
+        Path(server_metrics) if isinstance(server_metrics, str) else server_metrics,
+        start=window_start, end=window_end, require_prefix=gates.require_metrics_prefix,
     )
     health = _client_health(acc, client)
     cache = {

@@ -20,7 +20,7 @@ from llmsweep.workload.scenario import get_scenario
 
 log = logging.getLogger(__name__)
 
-_ENTRY_TO_FIELD: dict[str, str] = {
+_ENTRY_TO_FIELD: dict[str, str | None] = {
     "model-prefix": "model_prefix",
     "dcp-size": "dcp_size",
     "pcp-size": "pcp_size",

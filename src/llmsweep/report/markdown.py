@@ -41,7 +41,8 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     lines = [f"## llmsweep run `{run['run_id']}`", "",
              f"{len(points)} points in {len(series)} series · source: {', '.join(payload['sources']) or '–'} · "
              f"{len(invalid)} invalid · {len(payload['missing'])} missing", ""]
-    lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity (north-star rule for agentic series)", "",
+    lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity "
+              "(north-star rule for agentic series)", "",
               _row(["Series", "Conc", "Topology", "Tput/GPU (tok/s)", "P90 E2E-norm intvty (tok/s/user)",
                     "P90 intvty", "P90 TTFT", "P90 E2EL", "Verdict"]),
               _row(["---"] * 9)]

@@ -127,8 +127,8 @@ def workers_of(job: Mapping[str, Any]) -> str:
     if isinstance(prefill, Mapping) or isinstance(decode, Mapping):
         return f"P{_worker(prefill)} D{_worker(decode)}"
     if get_field(job, "prefill_tp") is not None:
-        flat = {role: {k: get_field(job, f"{role}_{k}") for k in ("num_workers", "tp", "ep", "dp_attention", "pp",
-                                                               "dcp_size", "pcp_size")} for role in ("prefill", "decode")}
+        keys = ("num_workers", "tp", "ep", "dp_attention", "pp", "dcp_size", "pcp_size")
+        flat = {role: {k: get_field(job, f"{role}_{k}") for k in keys} for role in ("prefill", "decode")}
         for role in flat.values():
             role["num-worker"], role["dp-attn"] = role.pop("num_workers"), role.pop("dp_attention")
         return f"P{_worker(flat['prefill'])} D{_worker(flat['decode'])}"

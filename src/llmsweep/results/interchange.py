@@ -63,7 +63,8 @@ def _latency_blocks(summary: Summary) -> dict[str, Stats]:
 
 def _worker_gpus(worker: Mapping[str, Any]) -> int:
     n = int(get_field(worker, "num-worker") or 1)
-    return n * int(get_field(worker, "tp") or 1) * int(get_field(worker, "pp") or 1) * int(get_field(worker, "pcp-size") or 1)
+    return (n * int(get_field(worker, "tp") or 1) * int(get_field(worker, "pp") or 1)
+            * int(get_field(worker, "pcp-size") or 1))
 
 
 def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
@@ -74,7 +75,8 @@ def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
     row["is_multinode"] = True
     for role, w in (("prefill", prefill), ("decode", decode)):
         row.update({f"{role}_tp": get_field(w, "tp"), f"{role}_pp": get_field(w, "pp") or 1,
-                    f"{role}_dcp_size": get_field(w, "dcp-size") or 1, f"{role}_pcp_size": get_field(w, "pcp-size") or 1,
+                    f"{role}_dcp_size": get_field(w, "dcp-size") or 1,
+                    f"{role}_pcp_size": get_field(w, "pcp-size") or 1,
                     f"{role}_ep": get_field(w, "ep"), f"{role}_dp_attention": bool(get_field(w, "dp-attn")),
                     f"{role}_num_workers": get_field(w, "num-worker") or 1})
         row.pop(role, None)

@@ -75,7 +75,8 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise ResultError(f"cannot read {path}: {exc}", fix="re-run `llmsweep summarize` for that job or remove the broken file") from exc
+        raise ResultError(f"cannot read {path}: {exc}",
+                          fix="re-run `llmsweep summarize` for that job or remove the broken file") from exc
 
 
 def is_run_dir(path: Path) -> bool:

@@ -168,7 +168,8 @@ class Store:
             self._db.execute("BEGIN")
             for target, description, _ in MIGRATIONS:
                 if target >= 2:
-                    self._db.execute("INSERT OR IGNORE INTO schema_version VALUES (?,?,?)", (target, description, _now()))
+                    self._db.execute("INSERT OR IGNORE INTO schema_version VALUES (?,?,?)",
+                                     (target, description, _now()))
             self._sync_hot_columns()
 
     def _sync_hot_columns(self) -> None:

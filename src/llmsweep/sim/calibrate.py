@@ -117,7 +117,7 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
         steps = len(r["chunk_times"]) - 1
         running = max(decoding.mean_active(a, b), 1.0)
         lo, hi = bisect.bisect_left(starts, a - decoding.longest), bisect.bisect_right(starts, b)
-        ctx = [c for (s, e), c in zip(decode[lo:hi], ctx_of[lo:hi]) if e > a]
+        ctx = [c for (s, e), c in zip(decode[lo:hi], ctx_of[lo:hi], strict=True) if e > a]
         ctx_mean = sum(ctx) / len(ctx) if ctx else ctx_of[i]
         # prefills of other requests that finished inside this request's decode span stalled its steps
         lo_i, hi_i = bisect.bisect_right(firsts, a), bisect.bisect_right(firsts, b)
@@ -385,7 +385,7 @@ def fit_error(points: Iterable[tuple[dict[str, float], dict[str, float], dict[st
 def _residuals(replays: list[_Replay], eff: dict[str, float]) -> tuple[np.ndarray, list[dict[str, float]]]:
     preds = [predict_metrics(r, eff) for r in replays]
     res = []
-    for r, pred in zip(replays, preds):
+    for r, pred in zip(replays, preds, strict=True):
         for m in METRICS:
             w = r.point.weights.get(m, 0.0)
             if w > 0 and m in r.point.measured:
@@ -417,14 +417,15 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTO
     hi = np.log([FACTOR_BOUNDS[f][1] for f in factors])
 
     def eff_of(x: np.ndarray) -> dict[str, float]:
-        return {f: float(np.exp(v)) for f, v in zip(factors, x)}
+        return {f: float(np.exp(v)) for f, v in zip(factors, x, strict=True)}
 
     x = np.clip(np.log([getattr(base, f) for f in factors]), lo, hi)
     x0 = x.copy()
     r, _ = _residuals(replays, eff_of(x))
     cost = float(r @ r)
-    lam, h, it = 1e-2, 0.1, 0
-    for it in range(1, max_iter + 1):
+    lam, h, iterations = 1e-2, 0.1, 0
+    for _ in range(max_iter):
+        iterations += 1
         J = np.empty((len(r), len(x)))
         for j in range(len(x)):
             xj = x.copy()
@@ -453,14 +454,14 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTO
     after = [predict_metrics(rp, eff_of(x)) for rp in replays]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
-                                   excess_hit_rate=p.excess_hit_rate) for p, b, a in zip(points, before, after)]
+                                   excess_hit_rate=p.excess_hit_rate) for p, b, a in zip(points, before, after, strict=True)]
     prov = dict(points[0].provenance)
     prov["jobs"] = len(points)
     return RunCalibration(
         key=points[0].key, base=base, efficiency=fitted_eff, fitted=tuple(factors), points=comparisons,
         error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
         error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons),
-        iterations=it, provenance=prov,
+        iterations=iterations, provenance=prov,
     )
 
 

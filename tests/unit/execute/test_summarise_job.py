@@ -69,5 +69,5 @@ def test_a_folder_without_job_json_pins_nothing(tmp_path: Path) -> None:
 def test_a_job_json_this_release_cannot_read_is_an_error_not_a_silent_pass(tmp_path: Path) -> None:
     d = _job_folder(tmp_path, None)
     (d / "job.json").write_text(json.dumps({"model": 3}))
-    with pytest.raises(ResultError, match="job.json is not a job"):
+    with pytest.raises(ResultError, match=r"job\.json is not a job"):
         summarise_job(d)

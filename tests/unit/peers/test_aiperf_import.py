@@ -56,7 +56,8 @@ def test_summary_of_the_records_reproduces_aiperfs_own_figures_where_definitions
     for name in ("ttft", "tpot", "e2el"):
         for stat in ("mean", "p50"):
             # absolute unix times in float64 resolve ~0.2 µs: 1e-4 of a 5 ms gap, far below one lost chunk (1/16)
-            assert getattr(summary.latency, name).stat(stat) == pytest.approx(own["latency"][name][stat], rel=1e-4), (name, stat)
+            got = getattr(summary.latency, name).stat(stat)
+            assert got == pytest.approx(own["latency"][name][stat], rel=1e-4), (name, stat)
     raw = json.loads((OK / "profile_export_aiperf.json").read_text())
     assert summary.tokens.output_total == raw["total_osl"]["avg"]
     assert summary.tokens.input_total == raw["total_isl"]["avg"]
