@@ -34,6 +34,10 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("simulate")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
 @click.option("--resume", is_flag=True, help="Skip jobs whose valid summary exists in --out; rerun half-done ones.")
+@option("force", help="Run every job again although --out holds a run's results (they move to jobs/<id>/attempts/). "
+        "Without --resume or --force, an --out holding results is refused.")
+@option("repeats", help="Run every job N times (repeat k is job `<id>-repeat<k>`), so `compare` has a between-run "
+        "noise band.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/latest"), show_default=True,
               help="Run directory (one folder per job under jobs/).")
 @store_option(dest="store")
@@ -46,7 +50,7 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
               help="Allowed |realised − pinned| acceptance length in the read-back gate.")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
-        simulate: bool, fail_fast: bool, resume: bool, out: Path, store: Path | None, runner_config: Path | None,
+        simulate: bool, fail_fast: bool, resume: bool, force: bool, repeats: int, out: Path, store: Path | None, runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
         al_tolerance: float, worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.
@@ -59,6 +63,9 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         sys.exit(run_worker(worker))
     if not files:
         raise ConfigError("no recipe files given", fix="llmsweep run recipes/my-recipe.yaml --out runs/x")
+    if resume and force:
+        raise ConfigError("--resume and --force contradict each other",
+                          fix="--resume keeps the finished jobs of --out; --force runs them all again: pick one")
     settings: dict[str, Any] = {
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
         "request_timeout_s": request_timeout, "client_workers": client_workers,
@@ -67,7 +74,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
         executor_options=_options(executor_options), simulate=simulate, out=out, store=store,
-        report=not no_report, settings=settings,
+        report=not no_report, force=force, repeats=repeats, settings=settings,
     )
     outcome = run_sweep(request)
     click.echo(outcome.completeness(), err=True)

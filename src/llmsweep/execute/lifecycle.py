@@ -338,7 +338,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     jdir.mkdir(parents=True, exist_ok=True)
     kept = art.keep_previous_attempt(jdir)
     if kept is not None:
-        event(f"job {job.id}: the artifacts of an earlier, unfinished attempt are kept in {kept}")
+        event(f"job {job.id}: the artifacts of an earlier attempt are kept in {kept}")
     started = time.monotonic()
     handle: ServerHandle | None = None
     try:
