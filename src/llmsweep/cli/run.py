@@ -50,7 +50,8 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
               help="Allowed |realised − pinned| acceptance length in the read-back gate.")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
-        simulate: bool, fail_fast: bool, resume: bool, force: bool, repeats: int, out: Path, store: Path | None, runner_config: Path | None,
+        simulate: bool, fail_fast: bool, resume: bool, force: bool, repeats: int,
+        out: Path, store: Path | None, runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
         al_tolerance: float, worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.

@@ -308,8 +308,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         runnable = todo
     groups = _groups(runnable, req.simulate, executor.kind)
     times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 else ""
-    event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run on {len(groups)} server(s), {len(refused)} refused"
-          + (f", {len(skipped)} already done" if skipped else ""))
+    event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run on {len(groups)} server(s), "
+          f"{len(refused)} refused" + (f", {len(skipped)} already done" if skipped else ""))
     ran = executor.run_groups(groups, run_dir, req.settings, event=event)
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
