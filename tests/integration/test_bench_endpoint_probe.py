@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from support.stream_server import ServerConfig, StreamServer, free_port
@@ -46,9 +46,9 @@ def test_bench_against_a_closed_port_exits_2_within_seconds_and_sends_nothing(tm
 
 
 class _Fake(BaseHTTPRequestHandler):
-    routes: dict[str, tuple[int, Any]] = {}
+    routes: ClassVar[dict[str, tuple[int, Any]]] = {}
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's spelling
+    def do_GET(self) -> None:
         status, doc = self.routes.get(self.path, (404, {"detail": "Not Found"}))
         body = json.dumps(doc).encode()
         self.send_response(status)
@@ -63,7 +63,7 @@ class _Fake(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake() -> Iterator[tuple[str, dict[str, tuple[int, Any]]]]:
-    routes: dict[str, tuple[int, Any]] = {}
+    routes: ClassVar[dict[str, tuple[int, Any]]] = {}
     handler = type("Handler", (_Fake,), {"routes": routes})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -78,7 +78,7 @@ def fake() -> Iterator[tuple[str, dict[str, tuple[int, Any]]]]:
 def test_a_server_still_loading_is_refused_and_one_without_health_routes_passes(fake: Any) -> None:
     url, routes = fake
     routes.update({"/health": (503, {}), "/v1/models": (503, {})})
-    with pytest.raises(ConfigError, match="not ready .*/health HTTP 503"):
+    with pytest.raises(ConfigError, match=r"not ready .*/health HTTP 503"):
         require_endpoint(url, timeout_s=2)
     routes.clear()  # both 404: a server listens (its own routes will tell what is wrong with the requests)
     probe = require_endpoint(url + "/v1", timeout_s=2)
@@ -107,7 +107,7 @@ def sim_tp8() -> Iterator[str]:
     try:
         for _ in range(600):
             try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)  # noqa: S310 - loopback
+                urllib.request.urlopen(f"{url}/health", timeout=1)
                 break
             except OSError:
                 time.sleep(0.1)
