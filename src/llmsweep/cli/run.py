@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
 
-from llmsweep.cli.options import config_keys_option, option, runner_config_option, store_option
+from llmsweep.cli.options import config_keys_option, json_option, option, runner_config_option, store_option
 from llmsweep.errors import ConfigError
 from llmsweep.execute.registry import executor_help, executor_kinds
+
+if TYPE_CHECKING:
+    from llmsweep.execute.pipeline import RunOutcome
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -48,17 +52,21 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("client_workers")
 @click.option("--al-tolerance", type=float, default=0.10, show_default=True,
               help="Allowed |realised − pinned| acceptance length in the read-back gate.")
+@json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
         simulate: bool, fail_fast: bool, resume: bool, force: bool, repeats: int,
         out: Path, store: Path | None, runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
-        al_tolerance: float, worker: Path | None) -> int:
+        al_tolerance: float, as_json: bool, worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.
 
-    Jobs with identical launch specs share one server. The last line printed is the dashboard's path.
+    Jobs with identical launch specs share one server. Progress goes to stderr (a live display under a terminal,
+    timestamped lines otherwise); at the end a table of every job, and the last line printed is the dashboard's path
+    (with --json, stdout is the table as JSON only).
     """
     from llmsweep.execute.pipeline import RunRequest, run_sweep, run_worker
+    from llmsweep.execute.progress import progress_for, use_progress
 
     if worker is not None:
         sys.exit(run_worker(worker))
@@ -77,10 +85,84 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         executor_options=_options(executor_options), simulate=simulate, out=out, store=store,
         report=not no_report, force=force, repeats=repeats, settings=settings,
     )
-    outcome = run_sweep(request)
+    with use_progress(progress_for()) as progress:
+        outcome = run_sweep(request, event=progress.line)
+    rows = outcome_rows(outcome)
+    if as_json:
+        click.echo(json.dumps({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir),
+                               "report": str(outcome.report_path) if outcome.report_path else None,
+                               "ok": outcome.ok, "jobs": rows}, indent=2))
+        click.echo(outcome.completeness(), err=True)
+        return 0 if outcome.ok else 1
+    _print_rows(rows)
     click.echo(outcome.completeness(), err=True)
     if outcome.report_path is not None:
         click.echo(str(outcome.report_path))
     else:
         click.echo(str(outcome.run_dir))
     return 0 if outcome.ok else 1
+
+
+def _get(doc: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
+    """One row per expected job: its concurrency, verdict and the reason for it, and the headline metrics."""
+    rows = []
+    for o in outcome.outcomes:
+        summary: Any = None
+        if o.summary_path:
+            try:
+                summary = json.loads(Path(o.summary_path).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                summary = None
+        ms = 1e3
+        ttft, tpot = _get(summary, "latency", "ttft", "p50"), _get(summary, "latency", "tpot", "p50")
+        rows.append({
+            "job": o.job_id,
+            "conc": outcome.concurrency.get(o.job_id),
+            "verdict": o.status,
+            "reason": o.reasons[0] if o.reasons else None,
+            "requests_ok": _get(summary, "requests", "successful"),
+            "requests_failed": _get(summary, "requests", "failed"),
+            "total_tps_per_gpu": _get(summary, "throughput", "per_gpu", "total_tps"),
+            "output_tps_per_gpu": _get(summary, "throughput", "per_gpu", "output_tps"),
+            "ttft_p50_ms": ttft * ms if isinstance(ttft, int | float) else None,
+            "tpot_p50_ms": tpot * ms if isinstance(tpot, int | float) else None,
+            "interactivity_p50": _get(summary, "interactivity", "p50"),
+            "seconds": o.seconds,
+            "summary": o.summary_path,
+        })
+    return rows
+
+
+def _print_rows(rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def num(v: Any, digits: int = 1) -> str:
+        return "-" if not isinstance(v, int | float) else f"{v:,.{digits}f}"
+
+    colour = {"valid": "green", "smoke": "yellow", "skipped": "cyan"}
+    table = Table(title="llmsweep run", show_header=True, header_style="bold")
+    for col, justify in (("job", "left"), ("conc", "right"), ("verdict", "left"), ("reason", "left"),
+                         ("ok/failed", "right"), ("tok/s/GPU", "right"), ("TTFT p50 ms", "right"),
+                         ("TPOT p50 ms", "right"), ("tok/s/user p50", "right")):
+        width = min(60, max((len(r["job"]) for r in rows), default=3)) if col == "job" else None
+        table.add_column(col, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
+    for r in rows:
+        verdict = r["verdict"]
+        ok = f"{r['requests_ok']}/{r['requests_failed']}" if r["requests_ok"] is not None else "-"
+        table.add_row(r["job"], str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{verdict}[/]",
+                      r["reason"] or "", ok, num(r["total_tps_per_gpu"]), num(r["ttft_p50_ms"]),
+                      num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]))
+    # A terminal folds long job ids into its width; a log or a pipe gets the table at its natural width.
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=10_000)
+    console.print(table)

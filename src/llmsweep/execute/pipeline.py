@@ -33,6 +33,7 @@ from llmsweep.execute.lifecycle import (
     stop_stale_servers,
     summarize_outcomes,
 )
+from llmsweep.execute.progress import current_progress
 from llmsweep.findings import Finding
 from llmsweep.plan import Job
 
@@ -73,6 +74,8 @@ class RunOutcome:
     findings: list[Finding] = field(default_factory=list)
     report_path: Path | None = None
     store_path: Path | None = None
+    concurrency: dict[str, int] = field(default_factory=dict)
+    """Each job's concurrency, by job id (for the end-of-run table)."""
 
     @property
     def expected(self) -> int:
@@ -310,6 +313,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 else ""
     event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run on {len(groups)} server(s), "
           f"{len(refused)} refused" + (f", {len(skipped)} already done" if skipped else ""))
+    current_progress().sweep(len(runnable))
     ran = executor.run_groups(groups, run_dir, req.settings, event=event)
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
@@ -317,7 +321,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                 for j in jobs]
     _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings)
 
-    outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings)
+    outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
+                         concurrency={j.id: j.concs[0] for j in jobs if j.concs})
     outcome.store_path = _store(run_dir, req, event)
     if req.report:
         outcome.report_path = _report(run_dir, event)
