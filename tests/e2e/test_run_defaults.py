@@ -5,6 +5,7 @@ takes its between-run noise band from the repeats."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,29 @@ def test_resume_of_a_finished_run_skips_every_job(tmp_path: Path) -> None:
     resumed = run_cli([RECIPE, "--out", out, "--no-report", "--resume"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "0 to run on 0 server(s)" in resumed.stderr and "2 already done" in resumed.stderr
+
+
+def test_run_json_prints_the_end_table_and_stderr_says_what_each_job_is_doing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli([RECIPE, "--out", out, "--json"], cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads(proc.stdout)  # stdout is the JSON table and nothing else
+    assert doc["ok"] is True and doc["report"] == str(out / "report" / "index.html")
+    rows = {r["conc"]: r for r in doc["jobs"]}
+    assert sorted(rows) == [2, 4]
+    for row in rows.values():
+        assert row["verdict"] == "smoke" and "shorter than 900 s" in row["reason"]
+        assert row["requests_ok"] > 0 and row["requests_failed"] == 0
+        assert row["total_tps_per_gpu"] > 0 and row["ttft_p50_ms"] > 0 and row["tpot_p50_ms"] > 0
+    # Not a terminal: timestamped lines, job k/N with its phases.
+    lines = proc.stderr.splitlines()
+    assert any(re.match(r"^\[\d\d:\d\d:\d\d\] job 1/2 conc 2 · launching", line) for line in lines), proc.stderr
+    assert any(re.match(r"^\[\d\d:\d\d:\d\d\] job 2/2 conc 4 · measuring · .* in flight", line) for line in lines)
+
+    # Without --json: the table on stdout, and the dashboard's path is still the last line.
+    again = run_cli([RECIPE, "--out", tmp_path / "plain", "--no-report"], cli_env(tmp_path))
+    assert again.returncode == 0, again.stderr[-4000:]
+    stdout = again.stdout.strip().splitlines()
+    assert stdout[-1] == str(tmp_path / "plain")
+    assert any("verdict" in line and "tok/s/GPU" in line for line in stdout)
+    assert sum("smoke run: profile window" in line for line in stdout) == 2
