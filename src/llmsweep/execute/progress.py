@@ -50,6 +50,7 @@ class SweepState:
     index: int = 0
     phase: Phase | None = None
     client: Progress | None = None
+    job_started_at: float = 0.0
 
     def job_fraction(self) -> float:
         p = self.client
@@ -74,6 +75,8 @@ class SweepState:
             head = f"{self.done}/{self.total} job(s) done" if self.total else "starting"
             return head + self._eta()
         parts = [f"job {self.index}/{self.total} conc {self.concurrency}", self.phase or "starting"]
+        if self.phase == "launching":
+            parts.append(f"{_duration(time.monotonic() - self.job_started_at)} so far")
         p = self.client
         if p is not None and self.phase != "launching":
             parts.append(f"{p.finished} done, {p.failed} failed, {p.inflight} in flight")
@@ -116,6 +119,7 @@ class SweepProgress:
     def job_started(self, job_id: str, concurrency: int | None) -> None:
         s = self.state
         s.job_id, s.concurrency, s.index, s.phase, s.client = job_id, concurrency, s.done + 1, None, None
+        s.job_started_at = time.monotonic()
         self.changed()
 
     def phase(self, phase: Phase) -> None:
@@ -189,6 +193,9 @@ class LiveProgress(SweepProgress):
         self.console = console or Console(stderr=True)
         self._live: Any = None
 
+    def __rich__(self) -> Any:
+        return self._render()
+
     def _render(self) -> Any:
         from rich.progress_bar import ProgressBar
         from rich.table import Table
@@ -205,7 +212,8 @@ class LiveProgress(SweepProgress):
     def __enter__(self) -> LiveProgress:
         from rich.live import Live
 
-        self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
+        # Live re-renders `self` (its __rich__) on every refresh, so elapsed times and the ETA move between events.
+        self._live = Live(self, console=self.console, refresh_per_second=4, transient=True)
         self._live.__enter__()
         return self
 
@@ -222,7 +230,7 @@ class LiveProgress(SweepProgress):
 
     def changed(self) -> None:
         if self._live is not None:
-            self._live.update(self._render())
+            self._live.refresh()
 
 
 _ACTIVE: ContextVar[SweepProgress | None] = ContextVar("llmsweep_sweep_progress", default=None)

@@ -60,7 +60,7 @@ def test_plain_lines_are_timestamped_phase_changes_at_once_status_throttled() ->
     progress.client(_p(2.0))  # same phase, within the interval: no line
     lines = out.getvalue().splitlines()
     assert all(re.match(r"^\[\d\d:\d\d:\d\d\] ", line) for line in lines), lines
-    assert [line[11:] for line in lines[:2]] == ["launching sim server", "job 1/1 conc 2 · launching"]
+    assert [line[11:] for line in lines[:2]] == ["launching sim server", "job 1/1 conc 2 · launching · 0s so far"]
     assert "warming" in lines[2] and "measuring" in lines[3] and len(lines) == 4
 
 
