@@ -325,6 +325,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                          concurrency={j.id: j.concs[0] for j in jobs if j.concs})
     outcome.store_path = _store(run_dir, req, event)
     if req.report:
+        event(f"writing the dashboard to {run_dir / 'report'}")
         outcome.report_path = _report(run_dir, event)
     return outcome
 
