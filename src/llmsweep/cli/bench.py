@@ -42,7 +42,9 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
                help="Client worker processes (default: 1 unless the load needs more)."),
         click.option("--api", type=click.Choice(["chat", "completions"]), default=None, help="OpenAI route to stream from."),
         option("tokenizer"),
-        option("gpus"),
+        option("gpus", default=None, show_default=False,
+               help="GPUs serving the endpoint, for per-GPU throughput (default: what the server reports — the "
+                    "simulator and SGLang do; otherwise throughput is shown per endpoint)."),
         click.option("--metrics-url", default=None, help="Prometheus URL (default URL/metrics; 'none' disables)."),
         field_option("--require-metrics-prefix", source=(RunOptions, "require_metrics_prefix")),
         option("no_ignore_eos"),
@@ -174,7 +176,7 @@ def _options(kw: dict[str, Any], *, kind: str, warmup: int, rate: float | None, 
         stall_timeout_s=kw["stall_timeout"],
         max_failure_ratio=ratio,
         seed=kw["seed"],
-        gpus=kw["gpus"],
+        gpus=kw["gpus"] or 1,  # the server's own count, when it reports one, replaces this in `_run`
         require_metrics_prefix=kw["require_metrics_prefix"],
     )
     workers = kw["workers"] or suggest_workers(options)
@@ -192,19 +194,40 @@ def _endpoint(kw: dict[str, Any], api: str) -> Any:
     )
 
 
+def _gpus(given: int | None, probe: Any) -> tuple[int, dict[str, Any]]:
+    """The GPU count per-GPU figures divide by, and the provenance that says where it came from.
+
+    `--gpus` wins; else the server's own report (`client.probe`); else 1, recorded as unknown so the figures are
+    labelled per endpoint rather than passed off as per GPU.
+    """
+    if given is not None:
+        return given, {"gpus_known": True, "gpus_from": "--gpus"}
+    if probe.gpus is not None:
+        return int(probe.gpus), {"gpus_known": True, "gpus_from": probe.gpus_from}
+    return 1, {"gpus_known": False, "gpus_from": "unknown: the server reports no GPU count and --gpus was not given"}
+
+
 def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     from llmsweep.client import run_benchmark
+    from llmsweep.client.probe import require_endpoint
 
     out = kw["out_dir"] or Path("results") / f"bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     api = kw["api"] or getattr(getattr(workload, "config", None), "api", None) or "chat"
     endpoint = _endpoint(kw, api)
+    # Before any load: nothing listening (or a server still loading) is exit 2 within seconds, not a window of
+    # connection errors ending in an all-zero table.
+    probe = require_endpoint(endpoint.base_url, headers=endpoint.headers)
+    gpus, gpus_prov = _gpus(kw["gpus"], probe)
+    if gpus_prov["gpus_known"] and kw["gpus"] is None:
+        click.echo(f"GPUs serving the endpoint: {gpus} ({gpus_prov['gpus_from']})", err=True)
+    options = options.model_copy(update={"gpus": gpus})
     from llmsweep.workload.scenario import get_scenario
 
     gates = get_scenario(_SCENARIOS[kind]).gate.config(
         planned_duration_s=options.duration_s, require_metrics_prefix=options.require_metrics_prefix,
         max_error_ratio=options.max_failure_ratio)
     with _ProgressBar(options) as bar:
-        result = run_benchmark(workload, endpoint, options, out, provenance={"kind": kind}, gates=gates,
+        result = run_benchmark(workload, endpoint, options, out, provenance={"kind": kind, **gpus_prov}, gates=gates,
                                on_progress=bar.update)
     _print_summary(result.summary, out, as_json=kw["as_json"])
     if result.gate_failed:
@@ -269,11 +292,14 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
     health = summary.client_health
     spec = summary.server_metrics.spec_decode
     al = spec.acceptance_length if spec is not None else None
+    # A GPU count nobody stated or read is no GPU count: the figure is the whole endpoint's, and says so.
+    known = summary.provenance.gpus_known is not False
+    per = "tok/s/GPU" if known else "tok/s/endpoint (GPUs unknown: pass --gpus for per GPU)"
     lines = [
         f"requests: {req.successful} ok, {req.failed} failed, {req.cancelled} cancelled, "
         f"{req.warmup} warmup  errors: {req.error_categories or '-'}",
         f"throughput: {_fmt(tput.request_rps)} req/s, {_fmt(tput.output_tps)} out tok/s, "
-        f"{_fmt(tput.per_gpu.total_tps)} total tok/s/GPU over {_fmt(tput.duration_s)} s",
+        f"{_fmt(tput.per_gpu.total_tps)} total {per} over {_fmt(tput.duration_s)} s",
         f"cache hit: theoretical {_fmt(summary.cache.theoretical_hit_rate)}, "
         f"observed {_fmt(summary.cache.observed_hit_rate)}"
         + (f"   realised acceptance length {al:.3f}" if al else ""),

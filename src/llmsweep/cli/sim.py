@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -306,6 +307,8 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     if not jobs:
         raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-keys and the recipes")
     results: list[dict[str, Any]] = []
+    # Per-point progress on stderr: a point of a long window takes seconds of CPU, a whole matrix many minutes.
+    total, k, began = sum(len(points_of(job)) for job in jobs), 0, time.monotonic()
     for job in jobs:
         config = engine_config_from_argv(engines.render(job, simulate=True).argv)
         calibration = config.calibration_label()
@@ -314,6 +317,10 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
             extra: dict[str, object] = {}
             if traces is not None and job.workload.scenario is ScenarioId.AGENTIC_CODING:
                 extra["source"] = traces
+            k += 1
+            eta = (time.monotonic() - began) / (k - 1) * (total - k + 1) if k > 1 else None
+            click.echo(f"[{time.strftime('%H:%M:%S')}] point {k}/{total}: {job.id} conc {point.concurrency}"
+                       + (f" (ETA {eta:.0f} s)" if eta is not None else ""), err=True)
             predicted = predict_point(point, config, duration=duration, max_requests=max_requests,
                                       provenance={"job": job.id, "concurrency": point.concurrency, "engine": "sim",
                                                   "calibration": calibration, "engine_config": engine_config},

@@ -31,6 +31,7 @@ from llmsweep.execute import artifacts as art
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
+from llmsweep.execute.progress import current_progress
 from llmsweep.execute.readback import ReadbackSettings, summarise_job
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
@@ -39,7 +40,7 @@ from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 
 if TYPE_CHECKING:
-    from llmsweep.client import Endpoint, RunOptions
+    from llmsweep.client import Endpoint, Progress, RunOptions
     from llmsweep.metrics import GateConfig
     from llmsweep.workload.base import Workload
 
@@ -262,6 +263,7 @@ class _Server:
         self.spec = spec
         self.dir.mkdir(parents=True, exist_ok=True)
         log_path = self.dir / (art.SERVER_LOG if self.launches == 1 else f"server.{self.launches}.log")
+        current_progress().phase("launching")
         self.event(f"launching {spec.engine} server for {len(self.group.jobs)} job(s) on port {spec.port}")
         handle = self.launcher.launch(spec, log_path=log_path)
         self.handle = handle
@@ -299,6 +301,7 @@ def bench_job(
     source: str = "measured",
     settings: LifecycleSettings | None = None,
     provenance: dict[str, Any] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
 ) -> Summary:
     """Drive a job's workload against a server that already serves it; returns the gated summary.
 
@@ -315,7 +318,7 @@ def bench_job(
     from llmsweep.client import run_benchmark
 
     run_benchmark(_workload(job, source), _endpoint(job, spec, base_url), options, out_dir,
-                  provenance=provenance, gates=_gates(job, options))
+                  provenance=provenance, gates=_gates(job, options), on_progress=on_progress)
     return _finish_summary(Path(out_dir), job, source, settings)
 
 
@@ -335,9 +338,11 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     jdir.mkdir(parents=True, exist_ok=True)
     kept = art.keep_previous_attempt(jdir)
     if kept is not None:
-        event(f"job {job.id}: the artifacts of an earlier, unfinished attempt are kept in {kept}")
+        event(f"job {job.id}: the artifacts of an earlier attempt are kept in {kept}")
     started = time.monotonic()
     handle: ServerHandle | None = None
+    progress = current_progress()
+    progress.job_started(job.id, job.concs[0] if job.concs else None)
     try:
         handle = server.ensure()
         spec = server.spec or group.spec
@@ -346,7 +351,8 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
         event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
         summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
-                            provenance=_provenance(job, spec, group, server.observed, handle, server.launcher.kind))
+                            provenance=_provenance(job, spec, group, server.observed, handle, server.launcher.kind),
+                            on_progress=progress.client)
         check_alive(handle, during=f"job {job.id}")
         status: Status = summary.validity.verdict
         reasons = list(summary.validity.reasons)
@@ -372,6 +378,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     # Reasons quote exceptions and log tails and travel on to run.json, the store and the console: scrub them here.
     outcome.reasons = [server.scrubber.scrub(r) for r in outcome.reasons]
     art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"), server.scrubber)
+    progress.job_finished(job.id, outcome.status)
     event(f"job {job.id}: {outcome.status}" + (f" — {outcome.reasons[0]}" if outcome.reasons else ""))
     return outcome
 

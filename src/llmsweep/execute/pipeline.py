@@ -33,6 +33,7 @@ from llmsweep.execute.lifecycle import (
     stop_stale_servers,
     summarize_outcomes,
 )
+from llmsweep.execute.progress import current_progress
 from llmsweep.findings import Finding
 from llmsweep.plan import Job
 
@@ -53,6 +54,9 @@ class RunRequest(BaseModel):
     out: Path
     store: Path | None = None
     report: bool = True
+    force: bool = Field(default=False, description="Run into an --out that holds a run's results (kept in attempts/).")
+    repeats: int = Field(default=1, ge=1, description="Runs of every job; repeats after the first are jobs of their "
+                         "own (`<job-id>-repeat<k>`), so `compare` has a between-run band.")
     settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
 
     def make_executor(self) -> Executor:
@@ -70,6 +74,8 @@ class RunOutcome:
     findings: list[Finding] = field(default_factory=list)
     report_path: Path | None = None
     store_path: Path | None = None
+    concurrency: dict[str, int] = field(default_factory=dict)
+    """Each job's concurrency, by job id (for the end-of-run table)."""
 
     @property
     def expected(self) -> int:
@@ -179,6 +185,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         "config_keys": req.config_keys,
         "executor": req.executor,
         "simulate": req.simulate,
+        "repeats": req.repeats,
         "expected_job_ids": [j.id for j in jobs],
         "findings": [f.to_json() for f in findings],
     }
@@ -204,7 +211,45 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     run_dir = req.out
     run_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(run_dir):
+        # Checked under the lock: a run still going into this --out is "another run", not a finished one.
+        _refuse_finished(run_dir, req)
         return _run_locked(req, executor, jobs, findings, run_dir, event)
+
+
+REPEAT_MARK = "-repeat"
+
+
+def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:
+    """Every job `repeats` times: the first keeps its id, repeat k (2, 3, …) is `<job-id>-repeat<k>`.
+
+    Every job runs once before any runs twice, so a drift of the server over the sweep falls on every point alike.
+    A repeat draws its own prompts (a point's seed mixes in its job id, `workload.scenario.point_seed`): the same
+    prompts would find the first run's in the server's prefix cache. Results of one run that share a point's identity
+    are repeats to `compare`, which takes its between-run noise band from them.
+    """
+    out = list(jobs)
+    for k in range(2, repeats + 1):
+        out += [job.model_copy(update={"id": f"{job.id}{REPEAT_MARK}{k}"}) for job in jobs]
+    return out
+
+
+def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
+    """Refuse (exit 2, nothing moved) an --out that holds a run's results, unless --resume or --force says what to
+    do with them: rerunning over them would move every result into `attempts/` and run the whole sweep again."""
+    if req.settings.resume or req.force:
+        return
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    finished = isinstance(meta, dict) and bool(meta.get("finished"))
+    results = sorted(p.parent.name for p in art.jobs_dir(run_dir).glob(f"*/{art.SUMMARY_FILE}"))
+    if not finished and not results:
+        return
+    what = "a finished run" if finished else "an unfinished run"
+    held = f" ({len(results)} job result(s))" if results else ""
+    raise ConfigError(
+        f"{run_dir} already holds {what}{held}; not running over it",
+        fix=f"pass --resume to run only the jobs without a valid or smoke result, --force to run every job again "
+            f"(earlier results are kept in jobs/<id>/{art.ATTEMPTS_DIR}/), or give this run another --out",
+    )
 
 
 LOCK_FILE = ".llmsweep-run.lock"
@@ -231,6 +276,8 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], run_dir: Path,
                 event: Event) -> RunOutcome:
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    planned = jobs
+    jobs = with_repeats(planned, req.repeats)
     _write_run_meta(run_dir, req, run_id, jobs, None, findings)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
     # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
@@ -238,14 +285,17 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
-    keys = {job.recipe_key for job in jobs}
-    for job in jobs:
-        reason = _refusal(job, req.simulate, _errors_for(job, findings, keys))
+    keys = {job.recipe_key for job in planned}
+    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys)) for job in planned}
+    for job in planned:
+        if refusals[job.id] is not None:
+            event(f"job {job.id}: refused — {refusals[job.id]}")
+    for i, job in enumerate(jobs):  # `jobs` is `planned` once per repeat; a repeat shares its job's refusal
+        reason = refusals[planned[i % len(planned)].id]
         if reason is None:
             runnable.append(job)
         else:
             refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
-            event(f"job {job.id}: refused — {reason}")
 
     skipped: list[JobOutcome] = []
     if req.settings.resume:
@@ -260,8 +310,10 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                 todo.append(job)
         runnable = todo
     groups = _groups(runnable, req.simulate, executor.kind)
-    event(f"{len(jobs)} job(s) planned, {len(runnable)} to run on {len(groups)} server(s), {len(refused)} refused"
-          + (f", {len(skipped)} already done" if skipped else ""))
+    times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 else ""
+    event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run on {len(groups)} server(s), "
+          f"{len(refused)} refused" + (f", {len(skipped)} already done" if skipped else ""))
+    current_progress().sweep(len(runnable))
     ran = executor.run_groups(groups, run_dir, req.settings, event=event)
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
@@ -269,9 +321,11 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                 for j in jobs]
     _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings)
 
-    outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings)
+    outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
+                         concurrency={j.id: j.concs[0] for j in jobs if j.concs})
     outcome.store_path = _store(run_dir, req, event)
     if req.report:
+        event(f"writing the dashboard to {run_dir / 'report'}")
         outcome.report_path = _report(run_dir, event)
     return outcome
 

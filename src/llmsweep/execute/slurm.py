@@ -347,6 +347,7 @@ class SlurmExecutor:
         """One batch job per group, all submitted first, then waited for; an interrupt cancels those still live."""
         from llmsweep.execute import artifacts as art
         from llmsweep.execute.lifecycle import JobOutcome
+        from llmsweep.execute.progress import current_progress
 
         submitted: list[tuple[ServerGroup, SlurmJob]] = []
         outcomes: list[JobOutcome] = []
@@ -372,6 +373,7 @@ class SlurmExecutor:
                                      f"before this job wrote its outcome; see {result.stdout_path} and "
                                      f"{result.stderr_path}"],
                         ))
+                    current_progress().job_finished(job.id, outcomes[-1].status)  # k/N and the ETA on the driver
         return outcomes
 
     def node_launch(self, spec: LaunchSpec, out_dir: Path) -> NodeLaunch:

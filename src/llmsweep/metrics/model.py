@@ -344,6 +344,10 @@ class Provenance(_Open):
     launch: Launch | None = None
     hardware: dict[str, Any] | str | None = Field(
         default=None, description="`llmsweep run`: sku, runner, gpus, gpu_names, driver_version; else a name.")
+    gpus_known: bool | None = Field(
+        default=None, description="False when nobody stated or read the endpoint's GPU count: per-GPU figures are "
+                                  "then the whole endpoint's (`bench` against a server that does not report it).")
+    gpus_from: str | None = Field(default=None, description="Where the GPU count came from (option, server, job).")
 
     @property
     def gpu_name(self) -> str | None:

@@ -192,7 +192,7 @@ def test_cli_predict_runs_every_job_of_the_seed_recipe_offline(tmp_path) -> None
     out = CliRunner().invoke(predict_cmd, [str(seed), "--duration", "20", "--max-requests", "15", "--traces",
                                            "synthetic", "--out", str(tmp_path), "--json"])
     assert out.exit_code == 0, out.output
-    points = json.loads(out.output)
+    points = json.loads(out.stdout)  # stdout: the JSON; stderr: the per-point progress
     assert len(points) == 9  # the seed PR's 9 generated jobs
     for p in points:
         s = p["summary"]
