@@ -15,6 +15,8 @@ AGENTX = "InferenceX validation.py / agentx-spec §1.1 (AgentX master-config rul
 SCHEMA_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     ("schema.file", E, "Input file does not exist", "check the path", None),
     ("schema.yaml-syntax", E, "The file is not valid YAML (or not UTF-8)", "fix the YAML at the named line", None),
+    ("schema.yaml-limits", E, "The file nests too deep or expands too far through aliases (an alias bomb)",
+     "write the recipe out plainly", None),
     ("schema.duplicate-key", E, "A key is written twice in one mapping (YAML keeps the last silently)",
      "delete or rename one of them", None),
     ("schema.empty-file", W, "The file holds no recipes", "add a recipe key or delete the file", None),
@@ -58,6 +60,9 @@ SCHEMA_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     ("schema.scenario-empty", E, "At least one scenario", "add a scenario", "InferenceX validation.py"),
     ("schema.override-when", E, "An override `when` that can never match", "use a listed value", None),
     ("schema.serve-flag", E, "An engine argument that is not a flag", "write `--flag`", None),
+    ("schema.env-name", E, "An environment variable name that is not `[A-Za-z_][A-Za-z0-9_]*` (it reaches shells)",
+     "rename the variable", None),
+    ("schema.image", E, "An empty, malformed or untagged image", "pin the image as `registry/path:tag`", None),
     ("schema.secret-in-env", E, "A secret-env name with a value written in env", "delete the value", None),
     ("schema.num-prompts", E, "num-prompts and num-prompts-per-conc are exclusive", "keep one", None),
     ("schema.trace-source", E, "A trace source names exactly one of hf, path, synthetic", "keep one", None),

@@ -8,15 +8,18 @@ block is told that the key is unknown there.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from llmsweep.spec.components import (
     ComponentMetadata,
     ConcFields,
     KvOffloadBackend,
+    PositiveInt,
+    SeqLen,
     KvOffloading,
     SpecDecodingMode,
     StrictInput,
@@ -32,17 +35,38 @@ from llmsweep.spec.workload import WorkloadSpec
 
 CLUSTER_LABEL_PREFIX = "cluster:"
 
+IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@#+-]*")
+"""A container image reference (`registry/path:tag`, `@sha256:` digests, pyxis `registry#path:tag`): no spaces,
+quotes or shell syntax, and no leading `-` (it is an argument of `docker run` and `srun --container-image`)."""
+
+
+def check_image(image: str) -> str:
+    """Reject an empty, malformed or untagged image: an untagged one is whatever `latest` is on the day it runs."""
+    if not image.strip():
+        raise rule_error("image", "`image` is empty", fix="write the engine image with its tag, e.g. "
+                         "`lmsysorg/sglang:v0.5.16`")
+    if not IMAGE_REF.fullmatch(image):
+        shown = repr(image) if not image.isprintable() else f"`{image}`"
+        raise rule_error("image", f"image {shown} is not a container image reference (letters, digits and "
+                         "`._/:@#+-` only, not starting with `-`)",
+                         fix="write the image as `registry/path:tag`")
+    name = re.split(r"[/#]", image)[-1]
+    if ":" not in name and "@" not in image:
+        raise rule_error("image", f"image `{image}` has no tag: it would run whatever `latest` is that day",
+                         fix=f"pin the image, e.g. `{image}:<version>` or `{image}@sha256:<digest>`")
+    return image
+
 
 class SingleNodeFixedEntry(ConcFields):
     """A single-node fixed-seq-len search-space entry: one TP/PP/DCP/PCP/EP topology × concurrencies."""
 
-    tp: int = Field(description="Tensor parallelism.")
+    tp: PositiveInt = Field(description="Tensor parallelism.")
     pp: int = Field(default=1, gt=0, strict=True, description="Pipeline parallelism.")
     dcp_size: int = Field(default=1, gt=0, strict=True, alias="dcp-size", description="Decode context parallelism.")
     pcp_size: int = Field(default=1, gt=0, strict=True, alias="pcp-size", description="Prefill context parallelism.")
-    ep: int | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
+    ep: PositiveInt | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
     spec_decoding: SpecDecodingMode = Field(default="none", alias="spec-decoding", description="mtp, draft_model, none.")
-    dp_attn: bool | None = Field(default=None, alias="dp-attn", description="Data-parallel attention (default false).")
+    dp_attn: bool | None = Field(default=None, alias="dp-attn", strict=True, description="Data-parallel attention (default false).")
     router: ComponentMetadata | None = Field(default=None, description="Router component `{name, version}`.")
 
     @model_validator(mode="after")
@@ -73,12 +97,12 @@ class MultiNodeFixedEntry(ConcFields):
 class AgenticEntry(ConcFields):
     """An agentic-coding entry: `tp` (single node) or `prefill` + `decode` (multinode), with KV-offload settings."""
 
-    tp: int | None = Field(default=None, description="Tensor parallelism (single-node form).")
+    tp: PositiveInt | None = Field(default=None, description="Tensor parallelism (single-node form).")
     pp: int = Field(default=1, gt=0, strict=True, description="Pipeline parallelism (single-node form).")
     dcp_size: int = Field(default=1, gt=0, strict=True, alias="dcp-size", description="Decode context parallelism.")
     pcp_size: int = Field(default=1, gt=0, strict=True, alias="pcp-size", description="Prefill context parallelism.")
-    ep: int | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
-    dp_attn: bool | None = Field(default=None, alias="dp-attn", description="Data-parallel attention.")
+    ep: PositiveInt | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
+    dp_attn: bool | None = Field(default=None, alias="dp-attn", strict=True, description="Data-parallel attention.")
     spec_decoding: SpecDecodingMode = Field(default="none", alias="spec-decoding", description="mtp, draft_model, none.")
     prefill: WorkerBlock | None = Field(default=None, description="Prefill worker pool (multinode form).")
     decode: WorkerBlock | None = Field(default=None, description="Decode worker pool (multinode form).")
@@ -164,16 +188,16 @@ class AgenticEntry(ConcFields):
 class FixedSeqLenScenario(StrictInput):
     """One ISL/OSL pair and its search space (single-node form)."""
 
-    isl: int = Field(description="Input sequence length in tokens.")
-    osl: int = Field(description="Output sequence length in tokens.")
+    isl: SeqLen = Field(description="Input sequence length in tokens.")
+    osl: SeqLen = Field(description="Output sequence length in tokens.")
     search_space: list[SingleNodeFixedEntry] = Field(alias="search-space", description="Topologies × concurrencies.")
 
 
 class MultiNodeFixedSeqLenScenario(StrictInput):
     """One ISL/OSL pair and its search space (multinode form)."""
 
-    isl: int = Field(description="Input sequence length in tokens.")
-    osl: int = Field(description="Output sequence length in tokens.")
+    isl: SeqLen = Field(description="Input sequence length in tokens.")
+    osl: SeqLen = Field(description="Output sequence length in tokens.")
     search_space: list[MultiNodeFixedEntry] = Field(alias="search-space", description="Worker topologies × concurrencies.")
 
 
@@ -262,6 +286,11 @@ class Recipe(StrictInput):
 
     _key: str = PrivateAttr(default="")
     _source: SourceMap | None = PrivateAttr(default=None)
+
+    @field_validator("image")
+    @classmethod
+    def _tagged_image(cls, image: str) -> str:
+        return check_image(image)
 
     @property
     def key(self) -> str:
