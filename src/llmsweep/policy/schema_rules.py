@@ -62,6 +62,8 @@ SCHEMA_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     ("schema.serve-flag", E, "An engine argument that is not a flag", "write `--flag`", None),
     ("schema.env-name", E, "An environment variable name that is not `[A-Za-z_][A-Za-z0-9_]*` (it reaches shells)",
      "rename the variable", None),
+    ("schema.secret-arg", E, "A credential written as an engine argument (`--api-key`, `--hf-token`, an `hf_…` value)",
+     "list the variable under `serve.secret-env` instead", "DESIGN.md principle 2 (secrets are never written down)"),
     ("schema.image", E, "An empty, malformed or untagged image", "pin the image as `registry/path:tag`", None),
     ("schema.secret-in-env", E, "A secret-env name with a value written in env", "delete the value", None),
     ("schema.num-prompts", E, "num-prompts and num-prompts-per-conc are exclusive", "keep one", None),

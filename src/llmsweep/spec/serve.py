@@ -85,6 +85,31 @@ def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
     return args
 
 
+SECRET_FLAG = re.compile(r"((^|_)TOKEN$|_KEY$|^KEY$|SECRET$|PASSWORD$|PASSWD$|CREDENTIALS?$)")
+"""Flag names (dashes as `_`, upper-cased) whose value is a credential: `--api-key`, `--hf-token`, `--token`."""
+SECRET_VALUE = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16})")
+"""Values that are credentials whatever flag carries them (Hugging Face, OpenAI-style, GitHub, AWS key ids)."""
+
+
+def _check_secret_args(args: dict[str, ArgValue]) -> None:
+    """A credential written as an engine argument would land in job.json, server_command.txt, the store and the
+    report; it must come from the caller's environment (`secret-env`) instead."""
+    for flag, value in args.items():
+        if value is None or isinstance(value, bool):
+            continue
+        bare = flag.lstrip("-").replace("-", "_").replace(".", "_").upper()
+        text = value if isinstance(value, str) else str(value)
+        if SECRET_FLAG.search(bare) or SECRET_VALUE.search(text):
+            raise rule_error(
+                "secret-arg",
+                f"engine argument `{_printable(flag)}` carries a secret-looking value written in the recipe; it would "
+                "be written to job.json, server_command.txt, the results store and the report",
+                field=flag,
+                fix="delete the value; list the variable the engine reads it from (e.g. HF_TOKEN, VLLM_API_KEY) under "
+                    "`serve.secret-env`, so it is taken from the caller's environment at launch and never written",
+            )
+
+
 def check_env_name(name: str, *, field: str | None = None) -> None:
     """Raise the `schema.env-name` rule error unless `name` is a valid shell variable name."""
     if not ENV_NAME.fullmatch(name):
@@ -199,7 +224,8 @@ class ServeCore(StrictInput):
     @field_validator("args", mode="after")
     @classmethod
     def _flags(cls, args: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        return _check_args(args)
+        _check_secret_args(_check_args(args))
+        return args
 
     @field_validator("env", mode="before")
     @classmethod
@@ -266,7 +292,8 @@ class Override(StrictInput):
     @field_validator("args", mode="after")
     @classmethod
     def _flags(cls, args: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        return _check_args(args)
+        _check_secret_args(_check_args(args))
+        return args
 
     @field_validator("env", mode="before")
     @classmethod
