@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from llmsweep.catalog.models import ModelSpec, checkpoint_precision, find_model, model_for_prefix
+from llmsweep.catalog.models import (
+    ModelSpec,
+    checkpoint_precision,
+    find_model,
+    model_for_prefix,
+)
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, entry_path

@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from annotated_types import Gt, Le
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    field_validator,
+    model_validator,
+)
 
 from llmsweep.spec.rule_error import rule_error
 

@@ -144,19 +144,20 @@ class _BoundedLoader(yaml.SafeLoader):
         self._aliases = 0
 
     def _limit(self, problem: str) -> YamlLimitError:
-        return YamlLimitError(self._file, self.peek_event().start_mark.line + 1, problem)
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        return YamlLimitError(self._file, event.start_mark.line + 1, problem)
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
                 raise self._limit(f"more than {MAX_ALIASES} aliases (`*name`) in one file")
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
                 raise self._limit(f"nesting deeper than {MAX_DEPTH} levels of mappings and lists")
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
