@@ -132,7 +132,7 @@ def _cli(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True,
                           timeout=60, preexec_fn=_limited, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+                          env={**os.environ, "PYTHONPATH": str(REPO / "src")}, check=False)
     return proc, time.monotonic() - started
 
 
@@ -159,7 +159,7 @@ def test_a_policy_error_makes_run_exit_2_before_any_server(tmp_path: Path) -> No
     out = tmp_path / "out"
     env = {**os.environ, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite")}
     proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", str(path), "--out", str(out),
-                           "--no-report"], capture_output=True, text=True, timeout=120, env=env)
+                           "--no-report"], capture_output=True, text=True, timeout=120, env=env, check=False)
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "resources.gpu-divisibility" in proc.stderr

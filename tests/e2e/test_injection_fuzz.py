@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -44,7 +45,7 @@ PAYLOADS: dict[str, str] = {
     "and": f"&& touch {MARK}",
     "pipe": f"| touch {MARK}",
     "ifs": f"${{IFS}}$(touch${{IFS}}{MARK})",
-    "unicode": f"ünïcødé‐名前 $(touch {MARK}) ‮",
+    "unicode": f"ünïcødé‐名前 $(touch {MARK}) \u202e",
     "html": f"</script><script>alert(1)</script><img src=x onerror=alert(1)>$(touch {MARK})",
 }
 ENGINES = ("sglang", "vllm", "sim")
@@ -138,7 +139,8 @@ def _run_bash(script: str, tmp_path: Path, stub_dir: Path) -> subprocess.Complet
     path.write_text(script, encoding="utf-8")
     env = {"PATH": f"{stub_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "HF_TOKEN": "hf-test-value",
            "LANG": "C.UTF-8"}
-    return subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    return subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                          check=False)
 
 
 def _argv_words(log: Path) -> list[str]:
@@ -204,16 +206,12 @@ def test_an_invalid_name_reaching_a_renderer_is_still_inert(tmp_path: Path) -> N
     spec = LaunchSpec(engine="vllm", argv=("vllm", "serve", "m"), port=8000, image="vllm/vllm-openai:v0.26.0",
                       env={f"A;touch {marker};B": "1", "OK": f"$(touch {marker})"},
                       secret_env=("HF_TOKEN", f"X$(touch {marker})"))
-    stub_dir, log = _stubs(tmp_path, ["vllm", "env"])
+    stub_dir, _log = _stubs(tmp_path, ["vllm", "env"])
     for text in (spec.shell_command(), command_text(spec, DockerLauncher())):
         _run_bash(text, tmp_path, stub_dir)
         assert not marker.exists(), text
-    from llmsweep.plan.job import Job  # noqa: F401 - render_sh needs only the id
-
-    class _J:
-        id = "j"
-
-    _run_bash(render_sh(_J(), spec), tmp_path, stub_dir)  # type: ignore[arg-type]
+    job = SimpleNamespace(id="j")  # render_sh reads only the id
+    _run_bash(render_sh(job, spec), tmp_path, stub_dir)  # type: ignore[arg-type]
     assert not marker.exists()
 
 
@@ -247,7 +245,8 @@ def test_a_run_with_hostile_values_writes_safe_names_and_an_inert_dashboard(tmp_
     out = tmp_path / "out"
     env = {**os.environ, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", str(path), "--runner-config", str(fleet),
-                           "--out", str(out)], env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+                           "--out", str(out)], env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path,
+                          check=False)
     assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert not marker.exists()
