@@ -43,7 +43,8 @@ SeqLen = Annotated[int, Strict(), Gt(0), Le(MAX_SEQ_LEN)]
 class StrictInput(BaseModel):
     """Base of every input model: unknown keys are errors, aliases are the YAML spellings."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # strict: YAML's `true` is not the number 1, nor `"8"` or `8.0` the integer 8 (no silent coercion of any field).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 def _reject_image_version(version: str | None) -> str | None:

@@ -267,11 +267,15 @@ class Recipe(StrictInput):
     """One recipe key. Use :func:`llmsweep.spec.load_recipes`; `key` and `source` are set by the loader."""
 
     image: str = Field(description="Container image of the engine (pyxis `registry#path` allowed).")
-    model: str = Field(description="Hugging Face id (or launcher alias) of the served model.")
-    model_prefix: str = Field(alias="model-prefix", description="Short model code; first token of exp-name.")
-    precision: str = Field(description="Weight precision, e.g. fp8, fp4.")
-    framework: str = Field(description="Engine framework (sglang, vllm, trt, atom, dynamo-*, *-disagg, sim, ...).")
-    runner: str = Field(description="Scheduling label from the fleet (`cluster:<name>` for agentic).")
+    model: str = Field(min_length=1, description="Hugging Face id (or launcher alias) of the served model.")
+    model_prefix: str = Field(
+        min_length=1, alias="model-prefix", description="Short model code; first token of exp-name."
+    )
+    precision: str = Field(min_length=1, description="Weight precision, e.g. fp8, fp4.")
+    framework: str = Field(
+        min_length=1, description="Engine framework (sglang, vllm, trt, atom, dynamo-*, *-disagg, sim, ...)."
+    )
+    runner: str = Field(min_length=1, description="Scheduling label from the fleet (`cluster:<name>` for agentic).")
     multinode: bool = Field(description="Selects the single- or multi-node schema.")
     disagg: bool = Field(default=False, description="Disaggregated prefill/decode (multinode only).")
     router: ComponentMetadata | None = Field(default=None, description="Router component `{name, version}`.")
