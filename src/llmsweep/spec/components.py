@@ -6,6 +6,7 @@ unchanged, and one it rejects is rejected with the same meaning — plus the lin
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from annotated_types import Gt, Le
@@ -174,6 +175,22 @@ class WorkerBlock(StrictInput):
         alias="additional-settings",
         description="`KEY=VALUE` strings exported to the multinode launcher.",
     )
+
+    @field_validator("additional_settings")
+    @classmethod
+    def _settings_are_assignments(cls, settings: list[str] | None) -> list[str] | None:
+        for index, setting in enumerate(settings or []):
+            name, eq, _ = setting.partition("=")
+            if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                shown = setting if setting.isprintable() else repr(setting)[1:-1]
+                raise rule_error(
+                    "env-name",
+                    f"additional setting `{shown}` is not `NAME=value` with a valid variable name (launchers export "
+                    "it into a shell)",
+                    field=f"[{index}]",
+                    fix="write it as `NAME=value`, NAME being letters, digits and `_`, not starting with a digit",
+                )
+        return settings
 
     @model_validator(mode="after")
     def _topology(self) -> WorkerBlock:
