@@ -100,7 +100,8 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         click.echo(str(outcome.report_path))
     else:
         click.echo(str(outcome.run_dir))
-    return 0 if outcome.ok else 1
+    # A policy error is bad input (2, as `validate`): its jobs were refused before any launch.
+    return 0 if outcome.ok else 2 if any(f.is_error for f in outcome.findings) else 1
 
 
 def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:

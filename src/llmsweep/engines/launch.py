@@ -17,6 +17,29 @@ from pydantic import BaseModel, ConfigDict, Field
 SECRET_NAME = re.compile(r"(^HF_TOKEN$|_TOKEN$|_KEY$|_SECRET$)")
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""Names a shell accepts in `NAME=value` and `export NAME=value` (the recipe loader rejects every other name)."""
+
+
+def env_assignment(name: str, value: str) -> str:
+    """`NAME=value` for a shell, the value quoted. A name that is not a variable name (the loader rejects those; this
+    is the second line of defence) is quoted whole: the shell then sees one inert word, never code."""
+    if ENV_NAME.fullmatch(name):
+        return f"{name}={shlex.quote(value)}"
+    return shlex.quote(f"{name}={value}")
+
+
+def secret_reference(name: str) -> str | None:
+    """`NAME="${NAME}"`: pass a secret through by name. None for a name no shell can reference."""
+    return f'{name}="${{{name}}}"' if ENV_NAME.fullmatch(name) else None
+
+
+def comment_text(text: str) -> str:
+    """Text safe to put after `# ` in a shell script: newlines and other control characters escaped, so a value
+    cannot end the comment and start a command."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def is_secret_name(name: str, extra_secret: frozenset[str] | set[str] = frozenset()) -> bool:
     """Environment names whose values must never be written down (HF_TOKEN, *_TOKEN, *_KEY, *_SECRET, or marked)."""
     return name in extra_secret or bool(SECRET_NAME.search(name))
@@ -58,9 +81,11 @@ class LaunchSpec(BaseModel):
 
     def shell_command(self) -> str:
         """The command as one shell line, env assignments first; secrets referenced by name, never by value."""
-        assigns = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
-        assigns += [f'{name}="${{{name}}}"' for name in self.secret_env]
-        return " ".join([*assigns, *(shlex.quote(a) for a in self.argv)])
+        assigns = [env_assignment(k, v) for k, v in sorted(self.env.items())]
+        assigns += [ref for ref in (secret_reference(name) for name in self.secret_env) if ref is not None]
+        # A name that is not a variable name is not an assignment to the shell: `env` sets it, inertly.
+        prefix = ["env"] if any(not ENV_NAME.fullmatch(k) for k in self.env) else []
+        return " ".join([*prefix, *assigns, *(shlex.quote(a) for a in self.argv)])
 
     def fingerprint(self) -> str:
         """Stable hash of what would be launched: jobs with equal fingerprints can share one server."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
-from llmsweep.engines.launch import LaunchSpec
+from llmsweep.engines.launch import LaunchSpec, comment_text
 from llmsweep.errors import LaunchError, LlmsweepError
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.base import ServerLauncher
@@ -131,6 +131,7 @@ def command_text(spec: LaunchSpec, launcher: ServerLauncher, launched: Sequence[
     """
     lines = [f"# engine: {spec.engine} {spec.engine_version or ''}".rstrip(), f"# image: {spec.image or '(host)'}"]
     lines += [f"# note: {n}" for n in spec.notes]
+    lines = [comment_text(line) for line in lines]  # a recipe value never ends a comment line
     lines.append(spec.shell_command())
     wrapped = list(launched) if launched else launcher.render(spec)
     if list(wrapped) != list(spec.argv):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.engines.launch import LaunchSpec
+from llmsweep.engines.launch import LaunchSpec, env_assignment
 from llmsweep.errors import ConfigError, LaunchError
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, validate_options
@@ -203,7 +203,7 @@ def render_batch_script(
                 fix="set squash_dir in the slurm executor options to a directory every node can read and write",
             )
         for key, value in sorted(options.import_env.items()):
-            lines.append(f"export {key}={shlex.quote(value)}")
+            lines.append(f"export {env_assignment(key, value)}")
         lines.append(import_image_script(
             spec.image, squash_path(spec.image, options.squash_dir),
             lock_timeout_s=options.import_lock_timeout_s, import_timeout_s=options.import_timeout_s,

@@ -40,7 +40,7 @@ def hardware_metadata(ctx: Context) -> Iterator[Finding]:
                           "computed")
 
 
-def _gpus_per_node(ctx: Context, job: Job) -> int | None:
+def gpus_per_node_of(ctx: Context, job: Job) -> int | None:
     per_node = ctx.fleet.gpus_per_node(job.runner_label)
     if per_node is None:
         hw = hardware_for_runner(job.runner_label)
@@ -56,7 +56,7 @@ def gpus_per_node(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.job_pairs():
         if job.multinode:
             continue
-        per_node = _gpus_per_node(ctx, job)
+        per_node = gpus_per_node_of(ctx, job)
         if per_node is not None and job.gpus > per_node:
             yield ctx.hit("resources.gpus-per-node", recipe, (*entry_path(recipe, job), "tp"),
                           f"tp·pp·pcp = {job.gpus} GPUs but `{job.runner_label}` has {per_node} per node", job=job)

@@ -8,16 +8,19 @@ block is told that the key is unknown there.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from llmsweep.spec.components import (
     ComponentMetadata,
     ConcFields,
     KvOffloadBackend,
     KvOffloading,
+    PositiveInt,
+    SeqLen,
     SpecDecodingMode,
     StrictInput,
     WorkerBlock,
@@ -32,19 +35,41 @@ from llmsweep.spec.workload import WorkloadSpec
 
 CLUSTER_LABEL_PREFIX = "cluster:"
 
+IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@#+-]*")
+"""A container image reference (`registry/path:tag`, `@sha256:` digests, pyxis `registry#path:tag`): no spaces,
+quotes or shell syntax, and no leading `-` (it is an argument of `docker run` and `srun --container-image`)."""
+
+
+def check_image(image: str) -> str:
+    """Reject an empty, malformed or untagged image: an untagged one is whatever `latest` is on the day it runs."""
+    if not image.strip():
+        raise rule_error("image", "`image` is empty", fix="write the engine image with its tag, e.g. "
+                         "`lmsysorg/sglang:v0.5.16`")
+    if not IMAGE_REF.fullmatch(image):
+        shown = repr(image) if not image.isprintable() else f"`{image}`"
+        raise rule_error("image", f"image {shown} is not a container image reference (letters, digits and "
+                         "`._/:@#+-` only, not starting with `-`)",
+                         fix="write the image as `registry/path:tag`")
+    name = re.split(r"[/#]", image)[-1]
+    if ":" not in name and "@" not in image:
+        raise rule_error("image", f"image `{image}` has no tag: it would run whatever `latest` is that day",
+                         fix=f"pin the image, e.g. `{image}:<version>` or `{image}@sha256:<digest>`")
+    return image
+
 
 class SingleNodeFixedEntry(ConcFields):
     """A single-node fixed-seq-len search-space entry: one TP/PP/DCP/PCP/EP topology × concurrencies."""
 
-    tp: int = Field(description="Tensor parallelism.")
+    tp: PositiveInt = Field(description="Tensor parallelism.")
     pp: int = Field(default=1, gt=0, strict=True, description="Pipeline parallelism.")
     dcp_size: int = Field(default=1, gt=0, strict=True, alias="dcp-size", description="Decode context parallelism.")
     pcp_size: int = Field(default=1, gt=0, strict=True, alias="pcp-size", description="Prefill context parallelism.")
-    ep: int | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
+    ep: PositiveInt | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
     spec_decoding: SpecDecodingMode = Field(
         default="none", alias="spec-decoding", description="mtp, draft_model, none."
     )
-    dp_attn: bool | None = Field(default=None, alias="dp-attn", description="Data-parallel attention (default false).")
+    dp_attn: bool | None = Field(default=None, alias="dp-attn", strict=True,
+                                 description="Data-parallel attention (default false).")
     router: ComponentMetadata | None = Field(default=None, description="Router component `{name, version}`.")
 
     @model_validator(mode="after")
@@ -77,12 +102,13 @@ class MultiNodeFixedEntry(ConcFields):
 class AgenticEntry(ConcFields):
     """An agentic-coding entry: `tp` (single node) or `prefill` + `decode` (multinode), with KV-offload settings."""
 
-    tp: int | None = Field(default=None, description="Tensor parallelism (single-node form).")
+    tp: PositiveInt | None = Field(default=None, description="Tensor parallelism (single-node form).")
     pp: int = Field(default=1, gt=0, strict=True, description="Pipeline parallelism (single-node form).")
     dcp_size: int = Field(default=1, gt=0, strict=True, alias="dcp-size", description="Decode context parallelism.")
     pcp_size: int = Field(default=1, gt=0, strict=True, alias="pcp-size", description="Prefill context parallelism.")
-    ep: int | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
-    dp_attn: bool | None = Field(default=None, alias="dp-attn", description="Data-parallel attention.")
+    ep: PositiveInt | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
+    dp_attn: bool | None = Field(default=None, alias="dp-attn", strict=True,
+                                 description="Data-parallel attention.")
     spec_decoding: SpecDecodingMode = Field(
         default="none", alias="spec-decoding", description="mtp, draft_model, none."
     )
@@ -179,16 +205,16 @@ def entry_p2p(entry: SearchSpaceEntry) -> str | None:
 class FixedSeqLenScenario(StrictInput):
     """One ISL/OSL pair and its search space (single-node form)."""
 
-    isl: int = Field(description="Input sequence length in tokens.")
-    osl: int = Field(description="Output sequence length in tokens.")
+    isl: SeqLen = Field(description="Input sequence length in tokens.")
+    osl: SeqLen = Field(description="Output sequence length in tokens.")
     search_space: list[SingleNodeFixedEntry] = Field(alias="search-space", description="Topologies × concurrencies.")
 
 
 class MultiNodeFixedSeqLenScenario(StrictInput):
     """One ISL/OSL pair and its search space (multinode form)."""
 
-    isl: int = Field(description="Input sequence length in tokens.")
-    osl: int = Field(description="Output sequence length in tokens.")
+    isl: SeqLen = Field(description="Input sequence length in tokens.")
+    osl: SeqLen = Field(description="Output sequence length in tokens.")
     search_space: list[MultiNodeFixedEntry] = Field(
         alias="search-space", description="Worker topologies × concurrencies."
     )
@@ -262,11 +288,15 @@ class Recipe(StrictInput):
     """One recipe key. Use :func:`llmsweep.spec.load_recipes`; `key` and `source` are set by the loader."""
 
     image: str = Field(description="Container image of the engine (pyxis `registry#path` allowed).")
-    model: str = Field(description="Hugging Face id (or launcher alias) of the served model.")
-    model_prefix: str = Field(alias="model-prefix", description="Short model code; first token of exp-name.")
-    precision: str = Field(description="Weight precision, e.g. fp8, fp4.")
-    framework: str = Field(description="Engine framework (sglang, vllm, trt, atom, dynamo-*, *-disagg, sim, ...).")
-    runner: str = Field(description="Scheduling label from the fleet (`cluster:<name>` for agentic).")
+    model: str = Field(min_length=1, description="Hugging Face id (or launcher alias) of the served model.")
+    model_prefix: str = Field(
+        min_length=1, alias="model-prefix", description="Short model code; first token of exp-name."
+    )
+    precision: str = Field(min_length=1, description="Weight precision, e.g. fp8, fp4.")
+    framework: str = Field(
+        min_length=1, description="Engine framework (sglang, vllm, trt, atom, dynamo-*, *-disagg, sim, ...)."
+    )
+    runner: str = Field(min_length=1, description="Scheduling label from the fleet (`cluster:<name>` for agentic).")
     multinode: bool = Field(description="Selects the single- or multi-node schema.")
     disagg: bool = Field(default=False, description="Disaggregated prefill/decode (multinode only).")
     router: ComponentMetadata | None = Field(default=None, description="Router component `{name, version}`.")
@@ -282,6 +312,11 @@ class Recipe(StrictInput):
 
     _key: str = PrivateAttr(default="")
     _source: SourceMap | None = PrivateAttr(default=None)
+
+    @field_validator("image")
+    @classmethod
+    def _tagged_image(cls, image: str) -> str:
+        return check_image(image)
 
     @property
     def key(self) -> str:
