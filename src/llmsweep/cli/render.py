@@ -28,6 +28,10 @@ def render_text(job: Job, spec: LaunchSpec) -> str:
     lines += [f"# note: {n}" for n in spec.notes]
     lines += [f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items())]
     lines += [f"{name}=<from caller's environment>" for name in spec.secret_env]
+    for file in spec.files:
+        lines.append(f"# file {file.placeholder_path} (written beside the launch; {file.description or 'read by the '
+                     'engine'}):")
+        lines += [f"#   {line}" for line in file.content.splitlines()]
     lines.append(_command_lines(spec))
     return "\n".join(lines)
 
@@ -48,6 +52,10 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
     lines = ["#!/usr/bin/env bash", f"# llmsweep render: job {job.id}", f"# image: {spec.image or '(host)'}",
              "set -euo pipefail"]
     lines += [f'export {name}="${{{name}:?set {name} in the caller environment}}"' for name in spec.secret_env]
+    # The launch's files go into the folder the script runs in, under the names argv gives them.
+    for file in spec.files:
+        lines += [f"cat > ./{file.name} <<'LLMSWEEP_EOF'", file.content.rstrip("\n"), "LLMSWEEP_EOF"]
+    spec = spec.with_launch_dir(".")
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(spec.env.items())]
     lines.append("exec " + _command_lines(spec))
     return "\n".join(lines) + "\n"
