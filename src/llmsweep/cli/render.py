@@ -29,8 +29,8 @@ def render_text(job: Job, spec: LaunchSpec) -> str:
     lines += [f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items())]
     lines += [f"{name}=<from caller's environment>" for name in spec.secret_env]
     for file in spec.files:
-        lines.append(f"# file {file.placeholder_path} (written beside the launch; {file.description or 'read by the '
-                     'engine'}):")
+        what = file.description or "read by the engine"
+        lines.append(f"# file {file.placeholder_path} (written beside the launch; {what}):")
         lines += [f"#   {line}" for line in file.content.splitlines()]
     lines.append(_command_lines(spec))
     return "\n".join(lines)

@@ -6,7 +6,7 @@ Layout of `--out RUN/`:
     RUN/servers/<group>/              one folder per shared server: group.json, server.log, server.pid (Slurm: job.sbatch…)
     RUN/jobs/<job-id>/                job.json, server_command.txt, server.log, records.jsonl,
                                       server_metrics.jsonl, run.json (client), summary.json, outcome.json,
-                                      and the launch's files (TensorRT-LLM: extra_llm_api_options.yaml);
+                                      the launch's files (TensorRT-LLM: extra_llm_api_options.yaml);
                                       attempts/N/ holds what an earlier, unfinished attempt left
     RUN/report/index.html             the dashboard
 """
