@@ -230,25 +230,30 @@ class Adapter(ABC):
         watched = self.parallel_flags if kind == "parallel" else self.spec_flags
         derived = {self.canonical(k): v for k, v in self.derive(job, self.info().default_port).args.items()}
         out: list[Conflict] = []
-        for flag, value in self.recipe_args(job).items():
+        for written, (flag, value) in self._written_args(job):
             name = self.canonical(flag)
             if name not in watched:
                 continue
             have = derived.get(name)
             if have is None or not (have == value or str(have).lower() == str(value).lower()):
-                out.append(Conflict(flag, have, value))
+                out.append(Conflict(written, have, value))
         return out
+
+    def _written_args(self, job: Job) -> list[tuple[str, tuple[str, Any]]]:
+        """(the key as the recipe wrote it, (flag, value) as argparse reads it) for each of `serve.args`."""
+        args = job.serve.args if job.serve is not None else {}
+        return [(k, split_flag(k, v)) for k, v in args.items()]
 
     def unsupported(self, job: Job) -> list[tuple[str, str]]:
         """(flag, fix) for recipe flags this engine does not consume."""
         bad = {norm_flag(k): v for k, v in self.unsupported_args.items()}
         out: list[tuple[str, str]] = []
-        for flag in self.recipe_args(job):
+        for written, (flag, _value) in self._written_args(job):
             name = norm_flag(flag)
             if name not in bad:
                 name = self.canonical(flag)
             if name in bad:
-                out.append((flag, bad[name]))
+                out.append((written, bad[name]))
         return out
 
     def foreign_env(self, job: Job) -> list[str]:
