@@ -280,20 +280,31 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
     }
 
 
+SGLANG_AL_METHOD = "(d(generation_tokens) - 1.5 d(num_requests)) / (d(spec_verify_calls) - 0.5 d(num_requests))"
+
+
 def sglang_acceptance_length(generated: float | None, requests: float | None,
                              verify_calls: float | None) -> tuple[float | None, str]:
     """SGLang's realised AL over a window, and how it was computed.
 
-    Each request's first token comes from its prefill, not from a verify step, so it is taken out of the generated
-    tokens before dividing by the verify calls: AL = (Δgenerated − Δrequests) / Δverify. Without the correction a
-    short-output window reads high (1000 requests of 8 tokens at a true AL of 2 have 3,500 verify calls and 8,000
-    tokens: 2.29, not 2.0). Without a request count the uncorrected ratio is returned, and the method says so."""
+    SGLang counts tokens and verify calls, not accepted drafts, so two per-request effects are taken out of
+    `generated / verify_calls`. Each request's first token comes from its prefill, not from a verify step (G − R
+    tokens came from the V steps). And its last step is cut where the output stops (max_tokens, or EOS, drop what was
+    accepted past it): by Wald's identity the V steps carry G − R tokens plus the cut-off overshoot, whose mean over
+    output lengths is (E[X²] − AL) / (2 AL) for X tokens per step; with the near-constant X of a pinned acceptance
+    (E[X²] ≈ AL²) that is (AL − 1) / 2 per request, and solving AL = (G − R + R (AL − 1) / 2) / V gives
+    AL = (G − 1.5 R) / (V − 0.5 R). Worked example, AL 2: requests of 8 and 9 tokens take 1 prefill token and 7 and
+    8 tokens from 4 steps each (the 7-token one's 4th step cut to 1): G = 17, R = 2, V = 8; the raw ratio reads
+    2.125, the prefill correction alone 1.875, the formula (17 − 3) / (8 − 1) = 2.0. Without a request count the raw
+    ratio is returned, and the method says so."""
     if generated is None or not verify_calls:
-        return None, "(d(generation_tokens) - d(num_requests)) / d(spec_verify_calls)"
+        return None, SGLANG_AL_METHOD
     if requests is None:
         return generated / verify_calls, "d(generation_tokens) / d(spec_verify_calls) (uncorrected: no request count)"
-    return max(generated - requests, 0.0) / verify_calls, \
-        "(d(generation_tokens) - d(num_requests)) / d(spec_verify_calls)"
+    steps = verify_calls - 0.5 * requests
+    if steps <= 0:
+        return None, SGLANG_AL_METHOD
+    return max(generated - 1.5 * requests, 0.0) / steps, SGLANG_AL_METHOD
 
 
 def _trtllm(w: ServerWindow) -> dict[str, Any]:

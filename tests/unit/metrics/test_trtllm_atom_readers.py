@@ -91,15 +91,18 @@ def test_atom_acceptance_from_decode_steps_and_its_average_gauge_as_fallback() -
     assert g["acceptance_length"] == pytest.approx(2.7) and "mtp_average_tokens_per_forward" in g["method"]
 
 
-def test_sglang_acceptance_leaves_each_requests_prefill_token_out() -> None:
-    # 1000 requests of 8 output tokens at a true AL of 2: the first token of each comes from prefill, the other 7
-    # from 3.5 verify steps on average → 8000 tokens, 3500 verify calls. Uncorrected: 8000/3500 = 2.29.
-    al, method = sglang_acceptance_length(8000, 1000, 3500)
+def test_sglang_acceptance_leaves_out_each_requests_prefill_token_and_cut_last_step() -> None:
+    # AL 2, requests of 8 and 9 tokens: 1 prefill token each, then 7 and 8 tokens from 4 verify steps each (the
+    # 7-token request's 4th step cut to 1 at max_tokens). Raw tokens / steps read 2.125; the prefill fix alone 1.875.
+    al, method = sglang_acceptance_length(17, 2, 8)
     assert al == pytest.approx(2.0) and "num_requests" in method
+    # AL 3 over outputs of 8, 9 and 10 tokens: 7, 8, 9 tokens from 3 steps each (last cut to 1, 2, 3).
+    assert sglang_acceptance_length(27, 3, 9)[0] == pytest.approx(3.0)
+
     def sc(t: float, gen: float, req: float, verify: float) -> dict[str, Any]:
         return {"t": t, "samples": [["sglang:generation_tokens_total", {}, gen], ["sglang:num_requests_total", {}, req],
                                     ["sglang:spec_verify_calls_total", {}, verify]]}
-    s = summarise_server([sc(0, 0, 0, 0), sc(1, 8000, 1000, 3500)], start=0.0, end=1.0)
+    s = summarise_server([sc(0, 0, 0, 0), sc(1, 17000, 2000, 8000)], start=0.0, end=1.0)
     assert s["spec_decode"]["acceptance_length"] == pytest.approx(2.0)
 
 
