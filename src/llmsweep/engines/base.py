@@ -219,10 +219,6 @@ class Adapter(ABC):
             return {}
         return dict(split_flag(k, v) for k, v in job.serve.args.items())
 
-    def normalised_args(self, job: Job) -> dict[str, Any]:
-        """The recipe's flags keyed by the flag the engine will see (`resolve_flag`): what a policy rule reads."""
-        return {self.canonical(k): v for k, v in self.recipe_args(job).items()}
-
     def conflicts(self, job: Job, kind: str = "parallel") -> list[Conflict]:
         """Recipe flags that change a derived parallelism flag (the launcher silently dropping --ep-size cost
         InferenceX a GSM8K 0.0: topology comes from the search space, never from a hand-written flag), or with
