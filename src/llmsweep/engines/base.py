@@ -302,7 +302,7 @@ class Adapter(ABC):
                          "transfer are started by the cluster orchestrator")
         image, version = self.image_and_version(job)
         timeout = job.serve.health_timeout if job.serve is not None and job.serve.health_timeout else None
-        return LaunchSpec(
+        spec = LaunchSpec(
             engine=self.name,
             engine_version=version,
             image=image,
@@ -320,8 +320,8 @@ class Adapter(ABC):
             served_model_name=job.workload.served_model_name,
             gpus=job.decode.gpus_per_replica if job.multinode and job.decode is not None else job.gpus,
             notes=tuple(notes),
-            **({"startup_timeout_s": float(timeout)} if timeout else {}),
         )
+        return spec.model_copy(update={"startup_timeout_s": float(timeout)}) if timeout else spec
 
     def speculative_config(self, job: Job) -> dict[str, Any] | None:
         """The vLLM-style speculative-config mapping this launch passes, if any (feature gates read its keys)."""
