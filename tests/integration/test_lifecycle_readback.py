@@ -106,3 +106,23 @@ def test_too_few_verify_steps_is_inconclusive_not_passed_and_a_missing_value_fai
     missing = apply_readback(job, _summary(None, None), ReadbackSettings())
     assert missing.validity.verdict == "invalid"
     assert any("could not be read back" in r for r in missing.validity.reasons)
+
+
+def test_launch_files_are_written_beside_the_server_and_kept_with_the_job(job: Job, tmp_path: Path) -> None:
+    """A file a launch reads at start-up (TensorRT-LLM's LLM-API options) is written where the server runs before
+    it starts, its `{launch_dir}` reference made absolute, and a copy kept in the job's folder with the command."""
+    from llmsweep.engines.launch import LaunchFile
+
+    group = _group_at(job, "3.39")
+    file = LaunchFile(name="extra_llm_api_options.yaml", content="speculative_config:\n  decoding_type: MTP\n")
+    spec = group.spec.model_copy(update={"files": (file,), "env": {**group.spec.env,
+                                                                    "LLMSWEEP_OPTIONS": file.placeholder_path}})
+    group = ServerGroup(id="with-file", spec=spec, jobs=[job], source="simulated")
+    (outcome,) = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
+    assert outcome.status in ("smoke", "valid"), outcome.reasons
+    placed = tmp_path.resolve() / "servers" / "with-file" / file.name
+    assert placed.read_text() == file.content
+    jdir = tmp_path / "jobs" / job.id
+    assert (jdir / file.name).read_text() == file.content
+    command = (jdir / "server_command.txt").read_text()
+    assert f"LLMSWEEP_OPTIONS={placed}" in command and "{launch_dir}" not in command

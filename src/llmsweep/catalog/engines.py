@@ -387,3 +387,25 @@ def match_incompatibilities(
 
 #: The name docs/contracts.md uses for a feature gate.
 EngineGate = FeatureGate
+
+
+ENGINE_FLAGS_FILE = Path(__file__).parent / "data" / "engine_flags.yaml"
+
+
+@cached
+def _engine_flags() -> dict[str, frozenset[str]]:
+    import yaml
+
+    doc = yaml.safe_load(ENGINE_FLAGS_FILE.read_text(encoding="utf-8")) or {}
+    out: dict[str, frozenset[str]] = {}
+    for engine, entry in doc.items():
+        flags = entry.get("flags") if isinstance(entry, dict) else None
+        if not isinstance(flags, list):
+            raise ConfigError(f"{ENGINE_FLAGS_FILE}: `{engine}` lists no `flags`", fix="restore the packaged file")
+        out[str(engine)] = frozenset("--" + str(f).lstrip("-").replace("_", "-") for f in flags)
+    return out
+
+
+def known_flags(engine: str) -> frozenset[str]:
+    """The long flags the engine's server parser defines (normalised `--a-b`), empty when the catalog lists none."""
+    return _engine_flags().get(engine, frozenset())

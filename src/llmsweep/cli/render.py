@@ -29,6 +29,10 @@ def render_text(job: Job, spec: LaunchSpec) -> str:
     lines += [f"# note: {comment_text(n)}" for n in spec.notes]
     lines += [env_assignment(k, v) for k, v in sorted(spec.env.items())]
     lines += [f"{comment_text(name)}=<from caller's environment>" for name in spec.secret_env]
+    for file in spec.files:
+        what = file.description or "read by the engine"
+        lines.append(comment_text(f"# file {file.placeholder_path} (written beside the launch; {what}):"))
+        lines += [comment_text(f"#   {line}") for line in file.content.splitlines()]
     lines.append(_command_lines(spec))
     return "\n".join(lines)
 
@@ -53,6 +57,11 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
             lines.append(f'export {name}="${{{name}:?set {name} in the caller environment}}"')
         else:  # the loader rejects such names; never let one reach the shell as code
             lines.append(f"# secret-env entry {name!a} is not a variable name: left out")
+    # The launch's files go into the folder the script runs in, under the names argv gives them; the content is one
+    # quoted word (no here-document a recipe value could close).
+    for file in spec.files:
+        lines.append(f"printf '%s\\n' {shlex.quote(file.content.rstrip(chr(10)))} > ./{shlex.quote(file.name)}")
+    spec = spec.with_launch_dir(".")
     # Names are validated at load; an invalid one is quoted whole, so `export` fails on it (set -e) and runs nothing.
     lines += [f"export {env_assignment(k, v)}" for k, v in sorted(spec.env.items())]
     lines.append("exec " + _command_lines(spec))

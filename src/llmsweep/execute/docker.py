@@ -82,6 +82,8 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str) -> li
         argv += ["-v", f"{options.harness_dir}:{HARNESS_MOUNT}:ro"]
     for mount in options.extra_mounts:
         argv += ["-v", mount]
+    if spec.files and spec.files_dir:  # the launch's files, named in argv by their host path
+        argv += ["-v", f"{spec.files_dir}:{spec.files_dir}:ro"]
     if options.workdir:
         argv += ["-w", options.workdir]
     for key, value in sorted(spec.env.items()):

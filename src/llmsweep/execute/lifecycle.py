@@ -261,8 +261,9 @@ class _Server:
             )
         self.launches += 1
         spec = preflight(self.group.spec, gpus=self.group.spec.engine != "sim")
-        self.spec = spec
         self.dir.mkdir(parents=True, exist_ok=True)
+        spec = art.write_launch_files(spec, self.dir, self.scrubber)
+        self.spec = spec
         log_path = self.dir / (art.SERVER_LOG if self.launches == 1 else f"server.{self.launches}.log")
         current_progress().phase("launching")
         self.event(f"launching {spec.engine} server for {len(self.group.jobs)} job(s) on port {spec.port}")
@@ -350,6 +351,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         scrub = handle.scrubber
         art.write_json(jdir / art.JOB_FILE, job.to_json(), scrub)
         scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
+        art.write_files_beside(spec, jdir, scrub)
         event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
         summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
                             provenance=_provenance(job, spec, group, server.observed, handle, server.launcher.kind),
