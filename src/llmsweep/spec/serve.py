@@ -56,8 +56,9 @@ WHEN_CHOICES: dict[str, tuple[str, ...]] = {
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A shell variable name: what `export NAME=...`, `NAME=... cmd` and `docker run -e NAME` accept without quoting."""
 
-FLAG_NAME = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_.-]*|-[A-Za-z][A-Za-z0-9]*")
-"""An engine flag: `--long-name` (dots for `--compilation-config.level`-style keys) or a short `-sc`."""
+FLAG_NAME = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_.-]*|-[A-Za-z][A-Za-z0-9]*)(=.*)?", re.DOTALL)
+"""An engine flag: `--long-name` (dots for `--compilation-config.level`-style keys) or a short `-sc`, optionally
+`=value` as argparse accepts it (the engine adapter splits the value off, and it is quoted wherever it is written)."""
 
 
 def _printable(text: str) -> str:

@@ -157,7 +157,8 @@ class WorkloadSpec(StrictInput):
 class ResolvedWorkload(StrictInput):
     """The workload of one job after defaults: every field the client needs is set for the job's scenario."""
 
-    scenario: ScenarioId
+    # Not strict: job.json spells the scenario as its string, and a closed enum coerces nothing else.
+    scenario: ScenarioId = Field(strict=False)
     tokenizer: str
     served_model_name: str = Field(alias="served-model-name")
     use_chat_template: bool = Field(alias="use-chat-template")
