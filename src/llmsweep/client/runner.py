@@ -16,6 +16,7 @@ import os
 import pickle
 import platform
 import resource
+import signal
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -122,8 +123,13 @@ async def run_benchmark_async(
     provenance: dict[str, Any] | None = None,
     gates: GateConfig | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    stop_requested: Callable[[], str | None] | None = None,
 ) -> BenchResult:
-    """Drive `workload` against `endpoint`; returns the summary (also written to `out_dir/summary.json`)."""
+    """Drive `workload` against `endpoint`; returns the summary (also written to `out_dir/summary.json`).
+
+    `stop_requested` is polled during the run: a reason (e.g. "interrupted by SIGTERM") stops it at once, in-flight
+    requests are recorded as cancelled, and the reason is the run's `stop_reason` (the gates read it).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / RECORDS_FILE
@@ -139,9 +145,11 @@ async def run_benchmark_async(
         scraper.start()
     try:
         if options.workers == 1:
-            stats, stop_reason = await _run_local(workload, endpoint, options, records_path, on_progress)
+            stats, stop_reason = await _run_local(workload, endpoint, options, records_path, on_progress,
+                                                  stop_requested)
         else:
-            stats, stop_reason = await _run_processes(workload, endpoint, options, records_path, on_progress)
+            stats, stop_reason = await _run_processes(workload, endpoint, options, records_path, on_progress,
+                                                      stop_requested)
     finally:
         if scraper is not None:
             await scraper.stop()
@@ -203,11 +211,13 @@ def run_benchmark(
     provenance: dict[str, Any] | None = None,
     gates: GateConfig | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    stop_requested: Callable[[], str | None] | None = None,
 ) -> BenchResult:
     """Blocking form of `run_benchmark_async`."""
     return asyncio.run(
         run_benchmark_async(
-            workload, endpoint, options, out_dir, provenance=provenance, gates=gates, on_progress=on_progress
+            workload, endpoint, options, out_dir, provenance=provenance, gates=gates, on_progress=on_progress,
+            stop_requested=stop_requested,
         )
     )
 
@@ -236,17 +246,21 @@ async def _run_local(
     options: RunOptions,
     records_path: Path,
     on_progress: Callable[[Progress], None] | None,
+    stop_requested: Callable[[], str | None] | None = None,
 ) -> tuple[list[WorkerStats], str | None]:
     control = LocalControl()
     interp = Interpreter(workload, endpoint, options, records_path, control=control)
     task = asyncio.ensure_future(interp.run())
     t0 = now_unix()
+    interrupt: str | None = None
     while not task.done():
         await asyncio.wait([task], timeout=0.25)
+        if interrupt is None and stop_requested is not None and (interrupt := stop_requested()) is not None:
+            interp.stop(interrupt, grace=0.0)  # no drain: in-flight requests are cancelled and recorded now
         if on_progress is not None:
             on_progress(_progress([interp.stats], options, t0, interp.stats.stop_reason))
     stats = await task
-    return [stats], stats.stop_reason
+    return [stats], interrupt or stats.stop_reason
 
 
 # ------------------------------------------------------------------------------------------------------ processes
@@ -285,6 +299,8 @@ def _rebuild(portable: tuple[str, Any, Any]) -> Workload:
 
 
 def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any) -> None:
+    # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop, through `stop`.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     portable, endpoint_json, options_json, records_path, worker, workers = pickle.loads(payload)
     workload = _rebuild(portable)
     endpoint = Endpoint.model_validate_json(endpoint_json)
@@ -302,6 +318,7 @@ async def _run_processes(
     options: RunOptions,
     records_path: Path,
     on_progress: Callable[[Progress], None] | None,
+    stop_requested: Callable[[], str | None] | None = None,
 ) -> tuple[list[WorkerStats], str | None]:
     n = options.workers
     ctx = mp.get_context("spawn")
@@ -337,7 +354,10 @@ async def _run_processes(
         finished = sum(s.profiling_finished for s in stats)
         failed = sum(s.profiling_failed for s in stats)
         ratio, limit = failed / max(finished, 1), options.max_failure_ratio
-        if not stop.is_set() and finished >= options.failure_floor and ratio > limit:
+        if stop_requested is not None and (interrupt := stop_requested()) is not None and interrupt != reason:
+            reason = interrupt  # an interrupt wins over any earlier reason: the run did not end on its own
+            stop.set()
+        elif not stop.is_set() and finished >= options.failure_floor and ratio > limit:
             reason = f"failure ratio {failed / finished:.3f} ({failed}/{finished}) exceeded max_failure_ratio {limit}"
             stop.set()
         if on_progress is not None:
