@@ -97,9 +97,9 @@ def remove_container(rm: Sequence[str], *, timeout_s: float = 60.0) -> None:
     """`docker rm -f NAME`; a container already gone (`--rm` removed it) is success, any other failure a LaunchError
     (the caller keeps the pid file and its clean-up command for `--resume`)."""
     proc = run_command(rm, timeout_s=timeout_s, check=False, new_session=True, fix="check the docker daemon")
-    said = (proc.stderr + proc.stdout).lower()
-    if proc.returncode != 0 and "no such container" not in said:
-        raise LaunchError(f"`{' '.join(rm)}` failed with exit status {proc.returncode}: {said.strip()[-500:]}",
+    said = (proc.stderr + proc.stdout).strip()
+    if proc.returncode != 0 and "no such container" not in said.lower():
+        raise LaunchError(f"`{' '.join(rm)}` failed with exit status {proc.returncode}: {said[-500:]}",
                           fix=f"check the docker daemon, then run `{' '.join(rm)}` by hand")
 
 
