@@ -41,7 +41,7 @@ def sim_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _get(url: str) -> str | None:
     try:
-        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(url, timeout=5) as resp:
             return str(resp.read().decode())
     except OSError:
         return None

@@ -145,10 +145,10 @@ def test_sigterm_then_sigint_during_the_teardown_kills_the_server_now_and_exits_
 
 
 def test_resume_after_the_harness_is_sigkilled_mid_teardown_stops_the_server_it_left(tmp_path: Path) -> None:
-    proc, out, log, pgid = None, tmp_path, tmp_path / "run.log", 0
+    proc, out, pgid = None, tmp_path, 0
     resumed = None
     try:
-        proc, out, log, pgid = _teardown_under_way(tmp_path)
+        proc, out, _, pgid = _teardown_under_way(tmp_path)
         proc.kill()
         proc.wait(timeout=30)
         assert group_members(pgid) == [pgid] and pid_files(out), "the killed run's server and its pid file remain"
