@@ -128,3 +128,14 @@ def test_summarize_of_an_interrupted_bench_says_so_and_fails(sim_url: str, tmp_p
     assert again.returncode == 1, again.stderr[-2000:]
     assert json.loads(again.stdout)["validity"]["verdict"] == "invalid"
     assert_interrupted(out, "SIGTERM")
+
+
+def test_summarize_of_a_sigkilled_bench_is_not_a_clean_run(sim_url: str, tmp_path: Path) -> None:
+    rc, out = interrupt(sim_url, tmp_path, signal.SIGKILL)
+    assert rc == -signal.SIGKILL and not (out / "summary.json").exists()
+    again = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "summarize", str(out), "--json"],
+                           env=cli_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1, again.stderr[-2000:]
+    validity = json.loads(again.stdout)["validity"]
+    assert validity["verdict"] == "invalid"
+    assert any("the run ended before writing its final run.json" in r for r in validity["reasons"])

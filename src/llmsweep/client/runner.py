@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
+UNFINISHED = "interrupted: the run ended before writing its final run.json (killed?)"
 
 
 @dataclass(slots=True)
@@ -138,6 +139,13 @@ async def run_benchmark_async(
         stale.unlink(missing_ok=True)
     fd_limit = raise_fd_limit(_needed_fds(options))
     started_at = now_unix()
+    gates = gates or default_gates(options)
+    # Until the run writes its final run.json, this one says it did not finish: a bench killed outright (SIGKILL,
+    # OOM) leaves records that `summarize` must not call a clean run.
+    (out / RUN_FILE).write_text(json.dumps({
+        "provenance": {"client_version": __version__, "started_at": started_at, **(provenance or {})},
+        "gates": gates.model_dump(mode="json"), "client": {"stop_reason": UNFINISHED}, "gpus": options.gpus,
+    }, indent=2))
 
     scraper: MetricsScraper | None = None
     if (url := endpoint.resolved_metrics_url()) is not None:
@@ -174,7 +182,6 @@ async def run_benchmark_async(
         "finished_at": now_unix(),
         **(provenance or {}),
     }
-    gates = gates or default_gates(options)
     run_info = {"provenance": prov, "gates": gates.model_dump(mode="json"), "client": client, "gpus": options.gpus}
     (out / RUN_FILE).write_text(json.dumps(run_info, indent=2))
     summary = summarise_dir(out)
