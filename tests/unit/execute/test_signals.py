@@ -68,7 +68,8 @@ def test_a_second_signal_makes_the_teardown_kill_a_server_that_ignores_sigterm_a
                           "print('ready', flush=True)\ntime.sleep(120)"], log_path=tmp_path / "log", env=os.environ)
     try:
         deadline = time.monotonic() + 20
-        while "ready" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
+        log = tmp_path / "log"  # created by the log pump once it runs
+        while not (log.exists() and "ready" in log.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
         signals.record(signal.SIGTERM)
         signals.record(signal.SIGINT)
@@ -147,3 +148,43 @@ def test_resume_scancels_slurm_jobs_that_never_finished(tmp_path: Path, monkeypa
     stop_stale_servers(run_dir, events.append)
     assert calls.read_text().split() == ["101"]
     assert any("cancelling Slurm job 101" in e for e in events)
+
+
+BROKEN_RM_DOCKER = """#!/bin/sh
+# A docker stand-in: `run` serves; `stop` works; `rm` fails as with a daemon gone away.
+case "$1" in
+  run) exec python3 -m http.server --bind 127.0.0.1 "{port}" ;;
+  rm) echo "Cannot connect to the Docker daemon" >&2; exit 1 ;;
+  *) exit 0 ;;
+esac
+"""
+
+
+def test_a_container_that_could_not_be_removed_keeps_the_pid_file_for_resume(tmp_path: Path) -> None:
+    from llmsweep.engines.launch import LaunchSpec
+    from llmsweep.execute.docker import DockerLauncher, DockerOptions
+    from llmsweep.execute.lifecycle import LifecycleSettings, ServerGroup, _Server, write_pid_file
+    from llmsweep.execute.preflight import pick_free_port
+    from llmsweep.execute.ready import wait_ready
+
+    port = pick_free_port()
+    docker = tmp_path / "docker"
+    docker.write_text(BROKEN_RM_DOCKER.format(port=port))
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    spec = LaunchSpec(engine="sglang", image="lmsysorg/sglang:v0.5.6-cu129", argv=("python3", "-m", "x"), port=port,
+                      health_path="/")
+    launcher = DockerLauncher(DockerOptions(docker=str(docker), gpu_vendor="none"))
+    server = _Server(ServerGroup(id="g", spec=spec, jobs=[]), launcher, tmp_path / "run", LifecycleSettings(),
+                     lambda _: None)
+    server.dir.mkdir(parents=True)
+    handle = launcher.launch(spec, log_path=server.dir / "server.log")
+    server.handle = handle
+    write_pid_file(server.dir / "server.pid", handle, spec)
+    try:
+        wait_ready(handle, timeout_s=20, poll_s=0.1)
+        server.stop()
+        assert handle.process.alive_pids() == []  # the docker CLI is gone...
+        assert not handle.gone()  # ...but the container may not be
+        assert (server.dir / "server.pid").exists()
+    finally:
+        handle.process.stop(grace_s=1)
