@@ -257,6 +257,9 @@ class _Server:
             return self.handle
         if self.handle is not None:
             self.stop()
+            left = self.dir / art.PID_FILE
+            if left.exists():  # what the dead server left could not be stopped: keep its record beside the next
+                left.replace(left.with_name(f"server.{self.launches}.pid"))
         if self.launches > self.settings.max_relaunches:
             raise LaunchError(
                 f"server of group {self.group.id} died {self.launches} times; not relaunching again",
@@ -295,11 +298,12 @@ class _Server:
             return
         with shielded():
             handle.stop(grace_s=self.settings.stop_grace_s)
+            pid_file = self.dir / art.PID_FILE
             if handle.gone():
-                (self.dir / art.PID_FILE).unlink(missing_ok=True)
-            else:
+                pid_file.unlink(missing_ok=True)
+            elif pid_file.exists():
                 self.event(f"warning: the {self.group.spec.engine} server (pid {handle.pid}) may not be fully "
-                           f"stopped; {self.dir / art.PID_FILE} is kept so `llmsweep run --resume` stops it")
+                           f"stopped; {pid_file} is kept so `llmsweep run --resume` stops it")
             self.handle = None
 
 
@@ -444,7 +448,7 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet) -> list[int]:
 
     stopped: list[int] = []
     with shielded():
-        for pid_file in sorted((run_dir / "servers").glob(f"*/{art.PID_FILE}")):
+        for pid_file in sorted((run_dir / "servers").glob("*/server*.pid")):  # server.pid, or server.N.pid kept
             doc = art.read_json(pid_file) or {}
             pid, argv0 = int(doc.get("pid") or 0), str(doc.get("argv0") or "")
             left = False

@@ -83,8 +83,8 @@ def test_a_second_signal_makes_the_teardown_kill_a_server_that_ignores_sigterm_a
 
 
 # ------------------------------------------------------------------------------------------------ --resume
-def _pid_file(run_dir: Path, doc: str) -> Path:
-    path = run_dir / "servers" / "g" / "server.pid"
+def _pid_file(run_dir: Path, doc: str, name: str = "server.pid") -> Path:
+    path = run_dir / "servers" / "g" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(doc)
     return path
@@ -105,7 +105,9 @@ def test_resume_stops_the_workers_left_in_a_dead_servers_process_group(tmp_path:
     leader = _sleeping_group(tmp_path)
     try:
         assert tree_alive([], pgid=leader.pid), "the worker should outlive its leader"
-        pid_file = _pid_file(tmp_path, f'{{"pid": {leader.pid}, "argv0": "python3", "start_ticks": 1}}')
+        # Kept under the name a relaunch gives the pid file of a server that could not be stopped.
+        pid_file = _pid_file(tmp_path, f'{{"pid": {leader.pid}, "argv0": "python3", "start_ticks": 1}}',
+                             "server.1.pid")
         events: list[str] = []
         stop_stale_servers(tmp_path, events.append)
         assert tree_alive([], pgid=leader.pid) == []
