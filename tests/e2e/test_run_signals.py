@@ -10,7 +10,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from test_run_support import RECIPES, cli_env, kill_quietly, read_json, record_lines, run_argv, wait_for
+from test_run_support import RECIPES, alive, cli_env, kill_quietly, read_json, record_lines, run_argv, wait_for
 
 RECIPE = RECIPES / "slow-fixed-sim.yaml"
 LIVE: tuple[str, ...] = ()
@@ -168,3 +168,34 @@ def test_resume_after_the_harness_is_sigkilled_mid_teardown_stops_the_server_it_
             cleanup(proc, pgid)
         if resumed is not None:
             cleanup(resumed, None)
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def test_sigint_with_client_worker_processes_stops_them_too(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start([RECIPE, "--out", out, "--client-workers", "2"], cli_env(tmp_path), log)
+    pgid = None
+    try:
+        wait_for(lambda: first_job_has_records(out), timeout=90, what="a record of the first job", proc=proc, log=log)
+        pgid = server_pgid(out)
+        workers = [c for c in children_of(proc.pid) if c != pgid]
+        assert len(workers) >= 2, "two client worker processes (and multiprocessing's helpers)"
+        proc.send_signal(signal.SIGINT)
+        assert finish(proc, log) == 130, log.read_text()[-4000:]
+        assert pgid
+        assert_nothing_left(out, pgid, log)
+        assert [w for w in workers if alive(w)] == [], "client workers outlived the run"
+    finally:
+        cleanup(proc, pgid)

@@ -8,6 +8,7 @@ why it stopped), so `llmsweep summarize DIR` recomputes exactly the summary the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -17,6 +18,7 @@ import pickle
 import platform
 import resource
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -347,31 +349,45 @@ async def _run_processes(
     latest: dict[int, WorkerStats] = {w: WorkerStats(worker=w) for w in range(n)}
     reason: str | None = None
     t0 = now_unix()
-    while True:
+    try:
         while True:
-            try:
-                msg = queue.get_nowait()
-            except Exception:  # queue.Empty
+            while True:
+                try:
+                    msg = queue.get_nowait()
+                except Exception:  # queue.Empty
+                    break
+                if msg[0] == "stats":
+                    latest[msg[1]] = msg[2]
+                elif msg[0] == "stop" and reason is None:
+                    reason = msg[2]
+            stats = list(latest.values())
+            finished = sum(s.profiling_finished for s in stats)
+            failed = sum(s.profiling_failed for s in stats)
+            ratio, limit = failed / max(finished, 1), options.max_failure_ratio
+            if stop_requested is not None and (interrupt := stop_requested()) is not None and interrupt != reason:
+                reason = interrupt  # an interrupt wins over any earlier reason: the run did not end on its own
+                stop.set()
+            elif not stop.is_set() and finished >= options.failure_floor and ratio > limit:
+                reason = (f"failure ratio {failed / finished:.3f} ({failed}/{finished}) exceeded "
+                          f"max_failure_ratio {limit}")
+                stop.set()
+            if on_progress is not None:
+                on_progress(_progress(stats, options, t0, reason))
+            if all(not p.is_alive() for p in procs) and queue.empty():
                 break
-            if msg[0] == "stats":
-                latest[msg[1]] = msg[2]
-            elif msg[0] == "stop" and reason is None:
-                reason = msg[2]
-        stats = list(latest.values())
-        finished = sum(s.profiling_finished for s in stats)
-        failed = sum(s.profiling_failed for s in stats)
-        ratio, limit = failed / max(finished, 1), options.max_failure_ratio
-        if stop_requested is not None and (interrupt := stop_requested()) is not None and interrupt != reason:
-            reason = interrupt  # an interrupt wins over any earlier reason: the run did not end on its own
-            stop.set()
-        elif not stop.is_set() and finished >= options.failure_floor and ratio > limit:
-            reason = f"failure ratio {failed / finished:.3f} ({failed}/{finished}) exceeded max_failure_ratio {limit}"
-            stop.set()
-        if on_progress is not None:
-            on_progress(_progress(stats, options, t0, reason))
-        if all(not p.is_alive() for p in procs) and queue.empty():
-            break
-        await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)
+    except BaseException:  # cancelled or interrupted: the workers (which ignore SIGINT) must stop now too
+        stop.set()
+        deadline = now_unix() + 30.0
+        while any(p.is_alive() for p in procs) and now_unix() < deadline:
+            while not queue.empty():  # a worker exits only once what it queued is read
+                with contextlib.suppress(Exception):
+                    queue.get_nowait()
+            time.sleep(0.05)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        raise
     for p in procs:
         p.join()
         if p.exitcode not in (0, None):
