@@ -7,7 +7,7 @@
   (:func:`hurried`: no more SIGTERM grace, SIGKILL now). SIGKILL abandons a shutdown; `run --resume` then stops what
   the killed run left.
 - A teardown, or a launch that must record what it started, runs :func:`shielded`: even a first signal arriving
-  there is held and raised when the block ends, unless an exception is already unwinding through it.
+  there is held and raised when the block ends, unless an interrupt is already unwinding through it.
 - The process exits 128 + the number of the first signal it received: 130 for SIGINT, 143 for SIGTERM, 129 for
   SIGHUP (:func:`exit_code`).
 
@@ -128,7 +128,7 @@ def shielded() -> Iterator[None]:
     """Run a teardown (or a launch that must record what it started) to its end whatever signals arrive.
 
     A signal received inside is recorded (a second one overall makes :func:`hurried` true) and raised as
-    :class:`Interrupted` when the outermost shield closes, unless an exception is already unwinding through it.
+    :class:`Interrupted` when the outermost shield closes, unless an interrupt is already unwinding through it.
     """
     global _shield_depth
     if not _in_main_thread():
@@ -139,11 +139,11 @@ def shielded() -> Iterator[None]:
     if outer:
         _deferred.clear()
     _shield_depth += 1
-    unwinding = False
+    unwinding: BaseException | None = None
     try:
         yield
-    except BaseException:
-        unwinding = True
+    except BaseException as exc:
+        unwinding = exc
         raise
     finally:
         _shield_depth -= 1
@@ -151,7 +151,8 @@ def shielded() -> Iterator[None]:
             _restore(previous)
             pending = list(_deferred)
             _deferred.clear()
-            if pending and not unwinding and not _raised:
+            # The held signal wins over an error (the user asked to stop), never over an interrupt already unwinding.
+            if pending and not _raised and not isinstance(unwinding, KeyboardInterrupt):
                 raise _interrupt(pending[0])
 
 

@@ -52,11 +52,22 @@ def test_a_shielded_step_runs_to_its_end_and_then_raises_the_signal_it_held() ->
     assert err.value.signum == signal.SIGINT and signals.exit_code(err.value) == 130
 
 
-def test_a_shield_does_not_replace_an_exception_already_unwinding() -> None:
-    with pytest.raises(ValueError), signals.interrupting(), signals.shielded():
+def test_a_signal_held_by_a_shield_wins_over_an_error_but_not_over_an_interrupt_already_unwinding() -> None:
+    with pytest.raises(signals.Interrupted), signals.interrupting(), signals.shielded():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)
-        raise ValueError("the teardown's own error")
+        raise ValueError("the launch's own error")  # the user's stop must not be lost with it
+    signals.reset()
+    with pytest.raises(signals.Interrupted) as err, signals.interrupting():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        finally:
+            with signals.shielded():  # the teardown, while the first interrupt unwinds
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+    assert err.value.signum == signal.SIGINT
+    assert signals.received() == [signal.SIGINT, signal.SIGTERM] and signals.hurried()
 
 
 def test_plain_keyboard_interrupt_is_130() -> None:
