@@ -18,11 +18,12 @@ LIVE: tuple[str, ...] = ()
 SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
 
 
-def start(args: list[str | Path], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """`llmsweep run` in the background with SIGINT at its default (a shell's background job would ignore it)."""
+def start(args: list[str | Path], env: dict[str, str], log: Path, *,
+          sigint: signal.Handlers = signal.SIG_DFL) -> subprocess.Popen[bytes]:
+    """`llmsweep run` in the background, started with SIGINT at `sigint` (a script's `cmd &` starts it ignored)."""
     fh = open(log, "wb")  # noqa: SIM115 - the child's; closed with the test's tmp dir
     return subprocess.Popen(run_argv(*args, *LIVE), env=env, stdout=fh, stderr=subprocess.STDOUT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
 
 
 def group_members(pgid: int) -> list[int]:
@@ -103,7 +104,8 @@ def test_sigterm_mid_job_exits_143_and_leaves_no_process_of_the_servers_group(tm
 
 def test_sigint_twice_quickly_while_the_server_starts_exits_130_and_leaves_nothing(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start([RECIPE, "--out", out], cli_env(tmp_path), log)
+    # Started as a shell script's background job is (SIGINT ignored): an explicit `kill -INT` still stops it.
+    proc = start([RECIPE, "--out", out], cli_env(tmp_path), log, sigint=signal.SIG_IGN)
     pgid = None
     try:
         pgid = wait_for(lambda: server_pgid(out), timeout=90, what="the server's pid file", proc=proc, log=log)

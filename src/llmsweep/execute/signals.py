@@ -105,7 +105,9 @@ def install() -> None:
     if not _in_main_thread():
         return
     for sig in INTERRUPT_SIGNALS:
-        if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup` and background jobs ignore some on purpose
+        # `nohup` ignores SIGHUP on purpose: kept. A script's `llmsweep run &` starts with SIGINT ignored too, but an
+        # explicit `kill -INT` must still stop the run (and its servers) the way Ctrl-C does.
+        if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, _raise)
 
 
