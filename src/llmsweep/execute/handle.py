@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.execute.process import ManagedProcess
 from llmsweep.execute.secrets import SecretScrubber
-from llmsweep.execute.signals import shielded
+from llmsweep.execute.signals import hurried, shielded
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class ProcessServerHandle:
             self._cleaned = True
             if self._before_stop is not None:
                 try:
-                    self._before_stop(grace_s)
+                    self._before_stop(0.0 if hurried() else grace_s)  # `docker stop --time 0` after a second signal
                 except Exception:  # teardown must go on: the process tree is still ours to kill
                     self._cleaned = False
                     log.exception("pre-stop step failed for %s; killing the process tree anyway", self.spec.engine)
