@@ -226,10 +226,17 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     gates = get_scenario(_SCENARIOS[kind]).gate.config(
         planned_duration_s=options.duration_s, require_metrics_prefix=options.require_metrics_prefix,
         max_error_ratio=options.max_failure_ratio)
-    with _ProgressBar(options) as bar:
+    from llmsweep.execute.signals import stop_on_signal
+
+    # SIGINT/SIGTERM stop the run instead of killing it: in-flight requests are recorded as cancelled and the summary
+    # is written, its stop reason "interrupted by SIG…" (an invalid run); the exit status is then 130 or 143.
+    with stop_on_signal() as stop, _ProgressBar(options) as bar:
         result = run_benchmark(workload, endpoint, options, out, provenance={"kind": kind, **gpus_prov}, gates=gates,
-                               on_progress=bar.update)
+                               on_progress=bar.update, stop_requested=stop.reason)
     _print_summary(result.summary, out, as_json=kw["as_json"])
+    if stop.exit_code is not None:
+        click.echo(f"{stop.reason()}: the records and the summary so far are in {out}", err=True)
+        raise click.exceptions.Exit(stop.exit_code)
     if result.gate_failed:
         raise click.exceptions.Exit(1)
 

@@ -80,7 +80,14 @@ def cli(verbose: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Console entry point: run the group, print llmsweep errors once without a traceback."""
+    """Console entry point: run the group, print llmsweep errors once without a traceback.
+
+    SIGINT, SIGTERM and SIGHUP unwind like Ctrl-C (servers a command started are stopped on the way out) and the
+    exit status follows the shell's convention: 128 + the first signal received (130 SIGINT, 143 SIGTERM).
+    """
+    from llmsweep.execute import signals
+
+    signals.install()
     try:
         rv = cli.main(args=argv, prog_name="llmsweep", standalone_mode=False)
     except LlmsweepError as exc:
@@ -91,12 +98,14 @@ def main(argv: list[str] | None = None) -> Any:
     except click.ClickException as exc:
         exc.show()
         sys.exit(2)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
+    except click.exceptions.Abort as exc:
+        # click turns KeyboardInterrupt (our signals' Interrupted among them) into Abort.
+        interrupted = isinstance(exc.__cause__, KeyboardInterrupt) or bool(signals.received())
+        click.echo("interrupted" if interrupted else "aborted", err=True)
+        sys.exit(signals.exit_code(exc.__cause__))
+    except KeyboardInterrupt as exc:
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        sys.exit(signals.exit_code(exc))
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -454,6 +454,8 @@ class Interpreter:
         try:
             await exchange(self._session, url, body, self._headers, raw, self._timeout)
         except asyncio.CancelledError:
+            if self.stopping and self._grace == 0.0 and raw.error_class == "cancelled":  # no drain: say why
+                raw.error = f"cancelled in flight: {self.stats.stop_reason}"
             self._record(raw, spec, phase)
             raise
         finally:

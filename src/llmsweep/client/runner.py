@@ -8,6 +8,7 @@ why it stopped), so `llmsweep summarize DIR` recomputes exactly the summary the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -16,6 +17,8 @@ import os
 import pickle
 import platform
 import resource
+import signal
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
+UNFINISHED = "interrupted: the run ended before writing its final run.json (killed?)"
 
 
 @dataclass(slots=True)
@@ -122,8 +126,13 @@ async def run_benchmark_async(
     provenance: dict[str, Any] | None = None,
     gates: GateConfig | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    stop_requested: Callable[[], str | None] | None = None,
 ) -> BenchResult:
-    """Drive `workload` against `endpoint`; returns the summary (also written to `out_dir/summary.json`)."""
+    """Drive `workload` against `endpoint`; returns the summary (also written to `out_dir/summary.json`).
+
+    `stop_requested` is polled during the run: a reason (e.g. "interrupted by SIGTERM") stops it at once, in-flight
+    requests are recorded as cancelled, and the reason is the run's `stop_reason` (the gates read it).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / RECORDS_FILE
@@ -132,6 +141,13 @@ async def run_benchmark_async(
         stale.unlink(missing_ok=True)
     fd_limit = raise_fd_limit(_needed_fds(options))
     started_at = now_unix()
+    gates = gates or default_gates(options)
+    # Until the run writes its final run.json, this one says it did not finish: a bench killed outright (SIGKILL,
+    # OOM) leaves records that `summarize` must not call a clean run.
+    (out / RUN_FILE).write_text(json.dumps({
+        "provenance": {"client_version": __version__, "started_at": started_at, **(provenance or {})},
+        "gates": gates.model_dump(mode="json"), "client": {"stop_reason": UNFINISHED}, "gpus": options.gpus,
+    }, indent=2))
 
     scraper: MetricsScraper | None = None
     if (url := endpoint.resolved_metrics_url()) is not None:
@@ -139,9 +155,11 @@ async def run_benchmark_async(
         scraper.start()
     try:
         if options.workers == 1:
-            stats, stop_reason = await _run_local(workload, endpoint, options, records_path, on_progress)
+            stats, stop_reason = await _run_local(workload, endpoint, options, records_path, on_progress,
+                                                  stop_requested)
         else:
-            stats, stop_reason = await _run_processes(workload, endpoint, options, records_path, on_progress)
+            stats, stop_reason = await _run_processes(workload, endpoint, options, records_path, on_progress,
+                                                      stop_requested)
     finally:
         if scraper is not None:
             await scraper.stop()
@@ -166,7 +184,6 @@ async def run_benchmark_async(
         "finished_at": now_unix(),
         **(provenance or {}),
     }
-    gates = gates or default_gates(options)
     run_info = {"provenance": prov, "gates": gates.model_dump(mode="json"), "client": client, "gpus": options.gpus}
     (out / RUN_FILE).write_text(json.dumps(run_info, indent=2))
     summary = summarise_dir(out)
@@ -203,11 +220,13 @@ def run_benchmark(
     provenance: dict[str, Any] | None = None,
     gates: GateConfig | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    stop_requested: Callable[[], str | None] | None = None,
 ) -> BenchResult:
     """Blocking form of `run_benchmark_async`."""
     return asyncio.run(
         run_benchmark_async(
-            workload, endpoint, options, out_dir, provenance=provenance, gates=gates, on_progress=on_progress
+            workload, endpoint, options, out_dir, provenance=provenance, gates=gates, on_progress=on_progress,
+            stop_requested=stop_requested,
         )
     )
 
@@ -236,17 +255,21 @@ async def _run_local(
     options: RunOptions,
     records_path: Path,
     on_progress: Callable[[Progress], None] | None,
+    stop_requested: Callable[[], str | None] | None = None,
 ) -> tuple[list[WorkerStats], str | None]:
     control = LocalControl()
     interp = Interpreter(workload, endpoint, options, records_path, control=control)
     task = asyncio.ensure_future(interp.run())
     t0 = now_unix()
+    interrupt: str | None = None
     while not task.done():
         await asyncio.wait([task], timeout=0.25)
+        if interrupt is None and stop_requested is not None and (interrupt := stop_requested()) is not None:
+            interp.stop(interrupt, grace=0.0)  # no drain: in-flight requests are cancelled and recorded now
         if on_progress is not None:
             on_progress(_progress([interp.stats], options, t0, interp.stats.stop_reason))
     stats = await task
-    return [stats], stats.stop_reason
+    return [stats], interrupt or stats.stop_reason
 
 
 # ------------------------------------------------------------------------------------------------------ processes
@@ -285,6 +308,8 @@ def _rebuild(portable: tuple[str, Any, Any]) -> Workload:
 
 
 def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any) -> None:
+    # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop, through `stop`.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     portable, endpoint_json, options_json, records_path, worker, workers = pickle.loads(payload)
     workload = _rebuild(portable)
     endpoint = Endpoint.model_validate_json(endpoint_json)
@@ -302,6 +327,7 @@ async def _run_processes(
     options: RunOptions,
     records_path: Path,
     on_progress: Callable[[Progress], None] | None,
+    stop_requested: Callable[[], str | None] | None = None,
 ) -> tuple[list[WorkerStats], str | None]:
     n = options.workers
     ctx = mp.get_context("spawn")
@@ -323,28 +349,45 @@ async def _run_processes(
     latest: dict[int, WorkerStats] = {w: WorkerStats(worker=w) for w in range(n)}
     reason: str | None = None
     t0 = now_unix()
-    while True:
+    try:
         while True:
-            try:
-                msg = queue.get_nowait()
-            except Exception:  # queue.Empty
+            while True:
+                try:
+                    msg = queue.get_nowait()
+                except Exception:  # queue.Empty
+                    break
+                if msg[0] == "stats":
+                    latest[msg[1]] = msg[2]
+                elif msg[0] == "stop" and reason is None:
+                    reason = msg[2]
+            stats = list(latest.values())
+            finished = sum(s.profiling_finished for s in stats)
+            failed = sum(s.profiling_failed for s in stats)
+            ratio, limit = failed / max(finished, 1), options.max_failure_ratio
+            if stop_requested is not None and (interrupt := stop_requested()) is not None and interrupt != reason:
+                reason = interrupt  # an interrupt wins over any earlier reason: the run did not end on its own
+                stop.set()
+            elif not stop.is_set() and finished >= options.failure_floor and ratio > limit:
+                reason = (f"failure ratio {failed / finished:.3f} ({failed}/{finished}) exceeded "
+                          f"max_failure_ratio {limit}")
+                stop.set()
+            if on_progress is not None:
+                on_progress(_progress(stats, options, t0, reason))
+            if all(not p.is_alive() for p in procs) and queue.empty():
                 break
-            if msg[0] == "stats":
-                latest[msg[1]] = msg[2]
-            elif msg[0] == "stop" and reason is None:
-                reason = msg[2]
-        stats = list(latest.values())
-        finished = sum(s.profiling_finished for s in stats)
-        failed = sum(s.profiling_failed for s in stats)
-        ratio, limit = failed / max(finished, 1), options.max_failure_ratio
-        if not stop.is_set() and finished >= options.failure_floor and ratio > limit:
-            reason = f"failure ratio {failed / finished:.3f} ({failed}/{finished}) exceeded max_failure_ratio {limit}"
-            stop.set()
-        if on_progress is not None:
-            on_progress(_progress(stats, options, t0, reason))
-        if all(not p.is_alive() for p in procs) and queue.empty():
-            break
-        await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)
+    except BaseException:  # cancelled or interrupted: the workers (which ignore SIGINT) must stop now too
+        stop.set()
+        deadline = now_unix() + 30.0
+        while any(p.is_alive() for p in procs) and now_unix() < deadline:
+            while not queue.empty():  # a worker exits only once what it queued is read
+                with contextlib.suppress(Exception):
+                    queue.get_nowait()
+            time.sleep(0.05)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        raise
     for p in procs:
         p.join()
         if p.exitcode not in (0, None):

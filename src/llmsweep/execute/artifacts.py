@@ -30,6 +30,7 @@ OUTCOME_FILE = "outcome.json"
 GROUP_FILE = "group.json"
 PID_FILE = "server.pid"
 RECORDS_FILE = "records.jsonl"
+SLURM_JOB_ID_FILE = "slurm_job_id"
 ATTEMPTS_DIR = "attempts"
 _ATTEMPT_FILES = (RECORDS_FILE, "server_metrics.jsonl", "run.json", SUMMARY_FILE, OUTCOME_FILE, SERVER_LOG)
 

@@ -30,8 +30,12 @@ def run_command(
     cwd: Path | None = None,
     check: bool = True,
     input_text: str | None = None,
+    new_session: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `argv`, capture its output, raise :class:`LaunchError` naming it on timeout, absence or failure."""
+    """Run `argv`, capture its output, raise :class:`LaunchError` naming it on timeout, absence or failure.
+
+    `new_session` keeps a terminal's Ctrl-C away from it (a teardown command killed halfway leaves a container).
+    """
     log.debug("running %s (timeout %.0f s)", describe(argv), timeout_s)
     try:
         proc = subprocess.run(
@@ -43,6 +47,7 @@ def run_command(
             cwd=cwd,
             input=input_text,
             stdin=None if input_text is not None else subprocess.DEVNULL,
+            start_new_session=new_session,
         )
     except FileNotFoundError as exc:
         raise LaunchError(f"`{argv[0]}` is not installed or not on PATH (running `{describe(argv)}`)", fix=fix) from exc

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, LaunchError
 from llmsweep.execute.base import server_environment
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
@@ -95,6 +95,16 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str) -> li
     return argv
 
 
+def remove_container(rm: Sequence[str], *, timeout_s: float = 60.0) -> None:
+    """`docker rm -f NAME`; a container already gone (`--rm` removed it) is success, any other failure a LaunchError
+    (the caller keeps the pid file and its clean-up command for `--resume`)."""
+    proc = run_command(rm, timeout_s=timeout_s, check=False, new_session=True, fix="check the docker daemon")
+    said = (proc.stderr + proc.stdout).strip()
+    if proc.returncode != 0 and "no such container" not in said.lower():
+        raise LaunchError(f"`{' '.join(rm)}` failed with exit status {proc.returncode}: {said[-500:]}",
+                          fix=f"check the docker daemon, then run `{' '.join(rm)}` by hand")
+
+
 class DockerLauncher:
     """Runs the server with `docker run` attached, so the CLI's output is the server's log and its life the server's."""
 
@@ -115,12 +125,12 @@ class DockerLauncher:
         process = start_process(argv, log_path=log_path, env=env, scrubber=scrubber)
 
         def stop_container(grace_s: float) -> None:
-            # Killing the attached CLI does not stop the container: ask the daemon, then make sure it is gone.
+            # Killing the attached CLI does not stop the container: ask the daemon, then make sure it is gone. Both
+            # calls run in their own session, so a terminal's second Ctrl-C cannot cut them short.
             stop = [self.options.docker, "stop", "--time", str(int(grace_s)), name]
-            run_command(stop, timeout_s=grace_s + self.options.stop_timeout_s, check=False,
+            run_command(stop, timeout_s=grace_s + self.options.stop_timeout_s, check=False, new_session=True,
                         fix="check the docker daemon; remove the container by hand with `docker rm -f`")
-            run_command([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s, check=False,
-                        fix="check the docker daemon")
+            remove_container([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s)
 
         return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container,
                                    cleanup=(self.options.docker, "rm", "-f", name))

@@ -12,12 +12,9 @@ A new executor is one module: a class with `kind`, `summary`, `options_model` (i
 
 from __future__ import annotations
 
-import signal
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -71,24 +68,16 @@ def registered_executors() -> dict[str, type[Executor]]:
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP unwind like Ctrl-C while servers run here, so `finally` blocks stop them.
+    """SIGINT, SIGTERM and SIGHUP unwind like Ctrl-C while servers run here, so `finally` blocks stop them.
 
     Python's default SIGTERM ends the process at once: a `kill` of the driver (or a closed terminal) would leave the
-    server, which runs in its own session, holding its port and GPUs.
+    server, which runs in its own session, holding its port and GPUs. The teardowns themselves are shielded (see
+    :mod:`llmsweep.execute.signals`): a second signal hurries them but cannot cut them short.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    from llmsweep.execute.signals import interrupting
 
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
+    with interrupting():
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def run_groups_here(launcher: ServerLauncher, groups: Sequence[ServerGroup], run_dir: Path,

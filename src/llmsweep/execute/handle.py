@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.execute.process import ManagedProcess
 from llmsweep.execute.secrets import SecretScrubber
+from llmsweep.execute.signals import hurried, shielded
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,10 @@ class ServerHandle(Protocol):
 
     def stop(self, grace_s: float = 10.0) -> int | None: ...
 
+    def gone(self) -> bool:
+        """True once nothing of the server is left (process tree, container, job step): the pid file may go."""
+        ...
+
     def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str: ...
 
 
@@ -89,6 +94,7 @@ class ProcessServerHandle:
         self._before_stop = before_stop
         self._after_stop = after_stop
         self._stopped = False
+        self._cleaned = False
 
     @property
     def base_url(self) -> str:
@@ -110,21 +116,31 @@ class ProcessServerHandle:
         return self.process.is_alive()
 
     def stop(self, grace_s: float = 10.0) -> int | None:
+        """Stop the server (idempotent). Signals arriving meanwhile do not cut it short (a second one only skips
+        the rest of the grace); it is done when :meth:`gone` says so."""
         if self._stopped:
             return self.process.returncode
-        self._stopped = True
-        if self._before_stop is not None:
-            try:
-                self._before_stop(grace_s)
-            except Exception:  # teardown must go on: the process tree is still ours to kill
-                log.exception("pre-stop step failed for %s; killing the process tree anyway", self.spec.engine)
-        rc = self.process.stop(grace_s)
-        if self._after_stop is not None:
-            try:
-                self._after_stop()
-            except Exception:
-                log.exception("post-stop clean-up failed for %s", self.spec.engine)
+        with shielded():
+            self._cleaned = True
+            if self._before_stop is not None:
+                try:
+                    self._before_stop(0.0 if hurried() else grace_s)  # `docker stop --time 0` after a second signal
+                except Exception:  # teardown must go on: the process tree is still ours to kill
+                    self._cleaned = False
+                    log.exception("pre-stop step failed for %s; killing the process tree anyway", self.spec.engine)
+            rc = self.process.stop(grace_s)
+            if self._after_stop is not None:
+                try:
+                    self._after_stop()
+                except Exception:
+                    self._cleaned = False
+                    log.exception("post-stop clean-up failed for %s", self.spec.engine)
+            self._stopped = self.gone()
         return rc
+
+    def gone(self) -> bool:
+        """Nothing of the server is left: no process of its tree or group, and its clean-up (a container) done."""
+        return self._cleaned and not self.process.alive_pids()
 
     def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str:
         return log_tail(self.log_path, lines)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import shlex
 import shutil
 import time
@@ -35,6 +36,7 @@ from llmsweep.execute.progress import current_progress
 from llmsweep.execute.readback import ReadbackSettings, summarise_job
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
+from llmsweep.execute.signals import shielded
 from llmsweep.metrics.model import Summary
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
@@ -254,6 +256,9 @@ class _Server:
             return self.handle
         if self.handle is not None:
             self.stop()
+            left = self.dir / art.PID_FILE
+            if left.exists():  # what the dead server left could not be stopped: keep its record beside the next
+                left.replace(left.with_name(f"server.{self.launches}.pid"))
         if self.launches > self.settings.max_relaunches:
             raise LaunchError(
                 f"server of group {self.group.id} died {self.launches} times; not relaunching again",
@@ -267,9 +272,10 @@ class _Server:
         log_path = self.dir / (art.SERVER_LOG if self.launches == 1 else f"server.{self.launches}.log")
         current_progress().phase("launching")
         self.event(f"launching {spec.engine} server for {len(self.group.jobs)} job(s) on port {spec.port}")
-        handle = self.launcher.launch(spec, log_path=log_path)
-        self.handle = handle
-        write_pid_file(self.dir / art.PID_FILE, handle, spec)
+        with shielded():  # a signal now waits until the server is recorded: held here and in its pid file
+            handle = self.launcher.launch(spec, log_path=log_path)
+            self.handle = handle
+            write_pid_file(self.dir / art.PID_FILE, handle, spec)
         try:
             ready = wait_ready(handle, timeout_s=self.settings.startup_timeout_s, poll_s=0.25)
         except BaseException:
@@ -285,12 +291,20 @@ class _Server:
         return handle
 
     def stop(self) -> None:
-        if self.handle is None:
+        """Tear the server down; its pid file goes only once nothing of it is left, so a `--resume` after anything
+        that went wrong here (a kill, a process that would not die, a container `docker rm` could not remove) still
+        finds it. Signals arriving meanwhile do not cut the teardown short (a second one skips the grace)."""
+        handle = self.handle
+        if handle is None:
             return
-        try:
-            self.handle.stop(grace_s=self.settings.stop_grace_s)
-        finally:
-            (self.dir / art.PID_FILE).unlink(missing_ok=True)
+        with shielded():
+            handle.stop(grace_s=self.settings.stop_grace_s)
+            pid_file = self.dir / art.PID_FILE
+            if handle.gone():
+                pid_file.unlink(missing_ok=True)
+            elif pid_file.exists():
+                self.event(f"warning: the {self.group.spec.engine} server (pid {handle.pid}) may not be fully "
+                           f"stopped; {pid_file} is kept so `llmsweep run --resume` stops it")
             self.handle = None
 
 
@@ -427,34 +441,86 @@ def write_pid_file(path: Path, handle: ServerHandle, spec: LaunchSpec) -> None:
 
     info = read_proc(handle.pid)
     command = getattr(handle, "command", None) or spec.argv
-    art.write_json(path, {"pid": handle.pid, "argv0": os.path.basename(command[0]),
+    art.write_json(path, {"pid": handle.pid, "host": platform.node(), "argv0": os.path.basename(command[0]),
                           "start_ticks": info.start_ticks if info else None,
                           "cleanup": list(getattr(handle, "cleanup", ()) or ())})
 
 
 def stop_stale_servers(run_dir: Path, event: Event = _quiet) -> list[int]:
     """Stop servers a killed run left behind (their pid files survive a SIGKILL of the run), before resuming; then
-    run each one's recorded cleanup (`docker rm -f NAME`: a container outlives the docker CLI that started it)."""
-    from llmsweep.execute.commands import run_command
-    from llmsweep.execute.process import stop_process_tree
+    run each one's recorded cleanup (`docker rm -f NAME`: a container outlives the docker CLI that started it), and
+    scancel the Slurm jobs it submitted that never finished. A pid file goes only once its server is gone."""
+    from llmsweep.execute.process import read_proc, stop_process_tree, tree_alive
 
     stopped: list[int] = []
-    for pid_file in sorted((run_dir / "servers").glob(f"*/{art.PID_FILE}")):
-        doc = art.read_json(pid_file) or {}
-        pid, argv0 = int(doc.get("pid") or 0), str(doc.get("argv0") or "")
-        if pid > 1 and _is_our_server(pid, argv0, doc.get("start_ticks")):
-            event(f"stopping server pid {pid} left running by an earlier, interrupted run")
-            stop_process_tree(pid, pgid=pid, grace_s=5.0)
-            stopped.append(pid)
-        cleanup = [str(a) for a in doc.get("cleanup") or ()]
-        if cleanup:
-            event(f"removing what the interrupted run's server left: {' '.join(cleanup)}")
-            try:
-                run_command(cleanup, timeout_s=60.0, check=False, fix=f"run `{' '.join(cleanup)}` by hand")
-            except LaunchError as exc:
-                event(f"could not run the cleanup ({exc.message}); run `{' '.join(cleanup)}` by hand")
-        pid_file.unlink(missing_ok=True)
+    with shielded():
+        for pid_file in sorted((run_dir / "servers").glob("*/server*.pid")):  # server.pid, or server.N.pid kept
+            doc = art.read_json(pid_file) or {}
+            pid, argv0 = int(doc.get("pid") or 0), str(doc.get("argv0") or "")
+            left = False
+            # An srun step's pid file names a process on the node: the Slurm job's cancellation below stops it.
+            here = doc.get("host") in (None, platform.node())
+            if here and pid > 1 and _is_our_server(pid, argv0, doc.get("start_ticks")):
+                event(f"stopping server pid {pid} left running by an earlier, interrupted run")
+                stop_process_tree(pid, pgid=pid, grace_s=5.0)
+                stopped.append(pid)
+                left = bool(tree_alive(pid, pgid=pid))
+            if here and pid > 1 and not left and read_proc(pid) is None:
+                # The root is gone but members of its group may not be. Linux never hands out a PID still in use as
+                # a process group id, so processes in group `pid` without their leader are this server's.
+                left = bool(tree_alive([], pgid=pid))
+                if left:
+                    event(f"stopping what is left of the process group of server pid {pid}")
+                    stop_process_tree(pid, pgid=pid, grace_s=5.0)
+                    stopped.append(pid)
+                    left = bool(tree_alive([], pgid=pid))
+            cleanup = [str(a) for a in doc.get("cleanup") or ()]
+            if cleanup and not _run_cleanup(cleanup, event):
+                left = True
+            if left:
+                event(f"warning: could not stop everything server pid {pid} left; {pid_file} is kept")
+            else:
+                pid_file.unlink(missing_ok=True)
+        _cancel_stale_slurm_jobs(run_dir, event)
     return stopped
+
+
+def _run_cleanup(cleanup: list[str], event: Event) -> bool:
+    from llmsweep.execute.docker import remove_container
+
+    event(f"removing what the interrupted run's server left: {' '.join(cleanup)}")
+    try:
+        if cleanup[1:3] == ["rm", "-f"]:
+            remove_container(cleanup)
+        else:
+            from llmsweep.execute.commands import run_command
+
+            run_command(cleanup, timeout_s=60.0, new_session=True, fix=f"run `{' '.join(cleanup)}` by hand")
+    except LaunchError as exc:
+        event(f"could not run the cleanup ({exc.message}); run `{' '.join(cleanup)}` by hand")
+        return False
+    return True
+
+
+def _cancel_stale_slurm_jobs(run_dir: Path, event: Event) -> None:
+    """scancel every batch job an earlier run submitted into this --out whose end it never saw (no `slurm-ID.rc`):
+    a SIGKILLed submitter cannot cancel them, and each holds a node and runs an engine that would race the resumed
+    run's. A job that already ended makes scancel a no-op."""
+    from llmsweep.execute.commands import run_command
+
+    for id_file in sorted((run_dir / "servers").glob(f"*/{art.SLURM_JOB_ID_FILE}")):
+        job_id = id_file.read_text(encoding="utf-8").strip()
+        if not job_id or (id_file.parent / f"slurm-{job_id}.rc").exists():
+            continue
+        event(f"cancelling Slurm job {job_id} left by an earlier, interrupted run")
+        try:
+            proc = run_command(["scancel", job_id], timeout_s=60.0, check=False, new_session=True,
+                               fix=f"cancel it by hand: scancel {job_id}")
+        except LaunchError as exc:
+            event(f"could not cancel Slurm job {job_id} ({exc.message}); run `scancel {job_id}` by hand")
+            continue
+        if proc.returncode != 0:
+            event(f"scancel {job_id}: {(proc.stderr or proc.stdout).strip()[-300:]}")
 
 
 def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool:

@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from llmsweep.errors import LaunchError
 from llmsweep.execute.secrets import SecretScrubber
+from llmsweep.execute.signals import hurried
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def stop_process_tree(
     for info in known.values():
         _signal(info, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not hurried():
         if reap is not None:
             reap.poll()
         living = [info.pid for info in known.values() if _alive(info)]
@@ -141,9 +142,21 @@ def stop_process_tree(
             reap.poll()
         time.sleep(_POLL_S)
     if survivors:
-        log.warning("killed %d process(es) that ignored SIGTERM for %.0f s: %s", len(survivors), grace_s,
-                    [i.pid for i in survivors])
+        log.warning("killed %d process(es) that %s: %s", len(survivors),
+                    "were still stopping at a second interrupt" if hurried() else
+                    f"ignored SIGTERM for {grace_s:.0f} s", [i.pid for i in survivors])
     return [i.pid for i in survivors]
+
+
+def tree_alive(roots: int | Iterable[int], *, pgid: int | None = None, seen: Iterable[ProcInfo] = ()) -> list[int]:
+    """The PIDs still running (zombies aside) of `roots`, their descendants, group `pgid` and the `seen` processes.
+
+    Empty means the server is gone: only then may the pid file that lets `--resume` find it go.
+    """
+    known = process_tree(roots, pgid)
+    for info in seen:
+        known.setdefault(info.pid, info)
+    return sorted(pid for pid, info in known.items() if _alive(info))
 
 
 class _LogPump(threading.Thread):
@@ -221,6 +234,13 @@ class ManagedProcess:
         rc = self._popen.wait(timeout=timeout_s)
         self._pump.join(timeout=5.0)
         return rc
+
+    def alive_pids(self) -> list[int]:
+        """What is left of the tree (the root, its group, every descendant seen); empty once it is all gone."""
+        running = self._popen.poll() is None  # a reaped root's PID may already belong to someone else
+        if running:
+            self._remember_descendants()
+        return tree_alive([self.pid] if running else [], pgid=self.pgid, seen=self._seen.values())
 
     def stop(self, grace_s: float = 10.0) -> int | None:
         """Stop the whole tree (idempotent); return the root's exit status."""

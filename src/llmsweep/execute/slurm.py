@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec, env_assignment
 from llmsweep.errors import ConfigError, LaunchError
+from llmsweep.execute.artifacts import SLURM_JOB_ID_FILE
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, validate_options
 from llmsweep.execute.handle import log_tail
@@ -38,6 +39,7 @@ from llmsweep.execute.pyxis import (
     squash_path,
     write_node_launch,
 )
+from llmsweep.execute.signals import Interrupted, record
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -402,12 +404,12 @@ class SlurmExecutor:
         proc = run_command(["sbatch", "--parsable", str(script_path)], timeout_s=self.options.command_timeout_s,
                            env=environ, fix=_SLURM_FIX + "; check partition/account/gres in the slurm options")
         job_id = parse_job_id(proc.stdout)
-        (out_dir / "slurm_job_id").write_text(job_id + "\n", encoding="utf-8")
+        (out_dir / SLURM_JOB_ID_FILE).write_text(job_id + "\n", encoding="utf-8")
         log.info("submitted Slurm job %s (%s) → %s", job_id, name, out_dir)
         return SlurmJob(job_id=job_id, name=name, out_dir=out_dir, script_path=script_path, options=self.options)
 
 
-class SlurmInterrupted(KeyboardInterrupt):
+class SlurmInterrupted(Interrupted):
     """The submitter got SIGTERM/SIGHUP; raised in the main thread so `with` blocks cancel their jobs."""
 
 
@@ -421,12 +423,14 @@ def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
     previous: dict[signal.Signals, Any] = {}
 
     def raise_interrupt(signum: int, frame: FrameType | None) -> None:
-        raise SlurmInterrupted(f"received signal {signal.Signals(signum).name}")
+        record(signum)  # the exit code follows the first signal: 143 for SIGTERM
+        raise SlurmInterrupted(signum)
 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             previous[sig] = signal.signal(sig, raise_interrupt)
     def keep_cancelling(signum: int, frame: FrameType | None) -> None:
+        record(signum)
         log.warning("received %s while cancelling Slurm jobs; finishing the cancellation first",
                     signal.Signals(signum).name)
 

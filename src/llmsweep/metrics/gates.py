@@ -195,7 +195,7 @@ def evaluate(
         overflow = requests["context_overflow"] / finished
         if overflow > gates.max_context_overflow_ratio:
             reasons.append(f"context-overflow ratio {overflow:.4f} exceeds {gates.max_context_overflow_ratio}")
-    if stop_reason and stop_reason.startswith("failure ratio"):
+    if stop_reason and stop_reason.startswith(("failure ratio", "interrupted")):
         reasons.append(f"run stopped early: {stop_reason}")
     if coverage is not None and coverage < gates.min_coverage:
         reasons.append(_coverage_reason(coverage, gates, coverage_detail))

@@ -1,0 +1,215 @@
+"""SIGINT, SIGTERM and SIGHUP: how a run unwinds, how its teardown survives more of them, and its exit code.
+
+- The first signal unwinds like Ctrl-C (:class:`Interrupted`, a KeyboardInterrupt), so `finally` blocks stop the
+  servers this process started (they run in their own sessions and would outlive it).
+- Later signals never raise: an exception raised halfway through a teardown (or on the way to it) is how an engine
+  gets orphaned, its pid file gone and its process group alive. They make the teardown hurry instead
+  (:func:`hurried`: no more SIGTERM grace, SIGKILL now). SIGKILL abandons a shutdown; `run --resume` then stops what
+  the killed run left.
+- A teardown, or a launch that must record what it started, runs :func:`shielded`: even a first signal arriving
+  there is held and raised when the block ends, unless an interrupt is already unwinding through it.
+- The process exits 128 + the number of the first signal it received: 130 for SIGINT, 143 for SIGTERM, 129 for
+  SIGHUP (:func:`exit_code`).
+
+Handlers are installed only from the main thread (Python delivers signals there); elsewhere every helper is a no-op.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+INTERRUPT_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_received: list[int] = []
+"""Signals this process received through the handlers below, in order."""
+_shield_depth = 0
+_raised = False
+"""An Interrupted was raised already: the shutdown it started is under way."""
+_deferred: list[int] = []
+"""Signals received inside the outermost shield now open (raised when it closes)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The process got SIGINT, SIGTERM or SIGHUP; unwinds like Ctrl-C and carries the signal for the exit code."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"received {signal.Signals(signum).name}")
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def received() -> list[int]:
+    """The signals received so far, oldest first."""
+    return list(_received)
+
+
+def record(signum: int) -> None:
+    """Note a signal that a handler elsewhere (the Slurm submitter's) turned into an exception."""
+    _received.append(signum)
+
+
+def hurried() -> bool:
+    """True once a second interrupt arrived: a teardown stops waiting out its grace and kills what is left."""
+    return len(_received) >= 2
+
+
+def exit_code(exc: BaseException | None = None) -> int:
+    """128 + the first signal received (130, 143, 129); 130 for an interrupt no handler of ours saw (plain Ctrl-C)."""
+    if _received:
+        return 128 + _received[0]
+    if isinstance(exc, Interrupted):
+        return exc.exit_code
+    return 128 + signal.SIGINT
+
+
+def reset() -> None:
+    """Forget received signals (tests that interrupt an in-process run more than once)."""
+    global _raised
+    _received.clear()
+    _deferred.clear()
+    _raised = False
+
+
+def _interrupt(signum: int) -> Interrupted:
+    global _raised
+    _raised = True
+    return Interrupted(signum)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    if not _raised:
+        raise _interrupt(signum)
+
+
+def _defer(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    _deferred.append(signum)
+
+
+def install() -> None:
+    """Make the first interrupt signal raise :class:`Interrupted` (and later ones hurry the shutdown) for the rest of
+    the process: the CLI's entry point."""
+    if not _in_main_thread():
+        return
+    for sig in INTERRUPT_SIGNALS:
+        # `nohup` ignores SIGHUP on purpose: kept. A script's `llmsweep run &` starts with SIGINT ignored too, but an
+        # explicit `kill -INT` must still stop the run (and its servers) the way Ctrl-C does.
+        if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _raise)
+
+
+@contextmanager
+def interrupting() -> Iterator[None]:
+    """Inside the block the first interrupt signal raises :class:`Interrupted` (SIGTERM's default would end the
+    process at once, leaving the servers it started running); the previous handlers come back afterwards."""
+    if not _in_main_thread():
+        yield
+        return
+    previous = _swap(_raise)
+    try:
+        yield
+    finally:
+        _restore(previous)
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """Run a teardown (or a launch that must record what it started) to its end whatever signals arrive.
+
+    A signal received inside is recorded (a second one overall makes :func:`hurried` true) and raised as
+    :class:`Interrupted` when the outermost shield closes, unless an interrupt is already unwinding through it.
+    """
+    global _shield_depth
+    if not _in_main_thread():
+        yield
+        return
+    outer = _shield_depth == 0
+    previous = _swap(_defer) if outer else {}
+    if outer:
+        _deferred.clear()
+    _shield_depth += 1
+    unwinding: BaseException | None = None
+    try:
+        yield
+    except BaseException as exc:
+        unwinding = exc
+        raise
+    finally:
+        _shield_depth -= 1
+        if outer:
+            _restore(previous)
+            pending = list(_deferred)
+            _deferred.clear()
+            # The held signal wins over an error (the user asked to stop), never over an interrupt already unwinding.
+            if pending and not _raised and not isinstance(unwinding, KeyboardInterrupt):
+                raise _interrupt(pending[0])
+
+
+class StopRequest:
+    """The first interrupt signal received inside :func:`stop_on_signal`, for a long-running loop to poll."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def reason(self) -> str | None:
+        """`interrupted by SIGTERM` once a signal came, else None (the form `RunOptions` stop reasons take)."""
+        return None if self.signum is None else f"interrupted by {signal.Signals(self.signum).name}"
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self.signum is None else exit_code()
+
+
+@contextmanager
+def stop_on_signal() -> Iterator[StopRequest]:
+    """Inside the block interrupt signals raise nothing: the first is noted in the returned request, which the work
+    polls to stop itself and still write what it has (a benchmark's in-flight records and summary); later ones are
+    recorded only. The shutdown the first one starts counts as under way: after the block, signals no longer raise.
+    """
+    global _raised
+    request = StopRequest()
+    if not _in_main_thread():
+        yield request
+        return
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        global _raised
+        _received.append(signum)
+        if request.signum is None:
+            request.signum = signum
+            _raised = True
+
+    previous = _swap(note)
+    try:
+        yield request
+    finally:
+        _restore(previous)
+
+
+def _swap(handler: Any) -> dict[signal.Signals, Any]:
+    previous: dict[signal.Signals, Any] = {}
+    for sig in INTERRUPT_SIGNALS:
+        current = signal.getsignal(sig)
+        if current is signal.SIG_IGN:
+            continue
+        previous[sig] = current
+        signal.signal(sig, handler)
+    return previous
+
+
+def _restore(previous: dict[signal.Signals, Any]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)

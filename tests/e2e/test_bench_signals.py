@@ -1,0 +1,141 @@
+"""`llmsweep bench` interrupted by SIGINT or SIGTERM against a live simulator: it stops at once, records every
+request that was in flight (cancelled, saying why), writes run.json and a summary marked interrupted (an invalid run,
+never a clean smoke one, also when `summarize` recomputes it) and exits 130 or 143."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_run_support import cli_env, record_lines, wait_for
+
+from llmsweep.execute.preflight import pick_free_port
+
+CONC = 4
+
+
+@pytest.fixture(scope="module")
+def sim_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A simulator whose requests take long (2000 tokens at 20 ms each): a signal always finds CONC in flight."""
+    port = pick_free_port()
+    log = tmp_path_factory.mktemp("sim") / "sim.log"
+    with open(log, "wb") as fh:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--host", "127.0.0.1", "--port", str(port),
+             "--timing", "constant", "--ttft-ms", "10", "--itl-ms", "20"], stdout=fh, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _get(f"{url}/health") is not None, timeout=60, what="the simulator", proc=server, log=log)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return str(resp.read().decode())
+    except OSError:
+        return None
+
+
+def running(url: str) -> int:
+    """Requests the simulator is serving now (its SGLang-style gauge)."""
+    text = _get(f"{url}/metrics") or ""
+    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith("sglang:num_running_reqs")]
+    return int(sum(values))
+
+
+def start_bench(url: str, out: Path, log: Path, tmp_path: Path, *extra: str) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "llmsweep.cli.main", "bench", "fixed", "--url", url, "--model", "llama-3.1-8b",
+            "--isl", "64", "--osl", "2000", "--concurrency", str(CONC), "--num-prompts", "8", "--num-warmups", "0",
+            "--out", str(out), *extra]
+    fh = open(log, "wb")  # noqa: SIM115 - the child's; closed with the test's tmp dir
+    return subprocess.Popen(argv, env=cli_env(tmp_path), stdout=fh, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def interrupt(url: str, tmp_path: Path, *signals: signal.Signals, extra: tuple[str, ...] = ()) -> tuple[int, Path]:
+    """Start a bench, wait until CONC requests are in flight, send `signals`; its exit status and out dir."""
+    out, log = tmp_path / "bench", tmp_path / "bench.log"
+    proc = start_bench(url, out, log, tmp_path, *extra)
+    try:
+        wait_for(lambda: running(url) >= CONC, timeout=60, what=f"{CONC} requests in flight", proc=proc, log=log)
+        for sig in signals:
+            proc.send_signal(sig)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    wait_for(lambda: running(url) == 0, timeout=30, what="the simulator to see the requests go")
+    return rc, out
+
+
+def assert_interrupted(out: Path, name: str) -> None:
+    summary = json.loads((out / "summary.json").read_text())
+    reason = f"interrupted by {name}"
+    assert summary["client_health"]["stop_reason"] == reason
+    assert summary["validity"]["verdict"] == "invalid"
+    assert f"run stopped early: {reason}" in summary["validity"]["reasons"]
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
+    assert len(records) == CONC == summary["requests"]["cancelled"]  # every request that was in flight
+    assert all(r["error_class"] == "cancelled" for r in records)
+    assert all(name in r["error"] or "stopped by the parent" in r["error"] for r in records)
+
+
+def test_sigint_writes_every_in_flight_record_and_an_interrupted_summary_and_exits_130(
+    sim_url: str, tmp_path: Path
+) -> None:
+    rc, out = interrupt(sim_url, tmp_path, signal.SIGINT)
+    assert rc == 130
+    assert_interrupted(out, "SIGINT")
+
+
+def test_sigterm_does_the_same_and_exits_143(sim_url: str, tmp_path: Path) -> None:
+    rc, out = interrupt(sim_url, tmp_path, signal.SIGTERM)
+    assert rc == 143
+    assert_interrupted(out, "SIGTERM")
+
+
+def test_sigint_twice_quickly_still_writes_the_summary(sim_url: str, tmp_path: Path) -> None:
+    rc, out = interrupt(sim_url, tmp_path, signal.SIGINT, signal.SIGINT)
+    assert rc == 130
+    assert_interrupted(out, "SIGINT")
+
+
+def test_sigterm_with_worker_processes_stops_them_all_and_writes_their_records(sim_url: str, tmp_path: Path) -> None:
+    rc, out = interrupt(sim_url, tmp_path, signal.SIGTERM, extra=("--client-workers", "2"))
+    assert rc == 143
+    assert_interrupted(out, "SIGTERM")
+
+
+def test_summarize_of_an_interrupted_bench_says_so_and_fails(sim_url: str, tmp_path: Path) -> None:
+    rc, out = interrupt(sim_url, tmp_path, signal.SIGTERM)
+    assert rc == 143 and record_lines(out / "records.jsonl") == CONC
+    (out / "summary.json").unlink()
+    started = time.monotonic()
+    again = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "summarize", str(out), "--json"],
+                           env=cli_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < 120
+    assert again.returncode == 1, again.stderr[-2000:]
+    assert json.loads(again.stdout)["validity"]["verdict"] == "invalid"
+    assert_interrupted(out, "SIGTERM")
+
+
+def test_summarize_of_a_sigkilled_bench_is_not_a_clean_run(sim_url: str, tmp_path: Path) -> None:
+    rc, out = interrupt(sim_url, tmp_path, signal.SIGKILL)
+    assert rc == -signal.SIGKILL and not (out / "summary.json").exists()
+    again = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "summarize", str(out), "--json"],
+                           env=cli_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1, again.stderr[-2000:]
+    validity = json.loads(again.stdout)["validity"]
+    assert validity["verdict"] == "invalid"
+    assert any("the run ended before writing its final run.json" in r for r in validity["reasons"])

@@ -1,0 +1,203 @@
+"""Signal sequences sent to a `llmsweep run` of three slow jobs on one live simulator server: whatever arrives, and
+whenever (starting, mid-job, mid-teardown), the run exits 130 (SIGINT) or 143 (SIGTERM), no process of the server's
+process group is left, and its pid file stays until the group is gone, so a `--resume` after a SIGKILL of the
+harness finds and stops what was left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from test_run_support import RECIPES, alive, cli_env, kill_quietly, read_json, record_lines, run_argv, wait_for
+
+RECIPE = RECIPES / "slow-fixed-sim.yaml"
+LIVE: tuple[str, ...] = ()
+"""Options that keep a simulated run on the live HTTP path (its server a real process to signal)."""
+SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
+
+
+def start(args: list[str | Path], env: dict[str, str], log: Path, *,
+          sigint: signal.Handlers = signal.SIG_DFL) -> subprocess.Popen[bytes]:
+    """`llmsweep run` in the background, started with SIGINT at `sigint` (a script's `cmd &` starts it ignored)."""
+    fh = open(log, "wb")  # noqa: SIM115 - the child's; closed with the test's tmp dir
+    return subprocess.Popen(run_argv(*args, *LIVE), env=env, stdout=fh, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group `pgid`, read from /proc."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] not in "ZX":
+            members.append(int(entry))
+    return members
+
+
+def pid_files(out: Path) -> list[Path]:
+    return sorted((out / "servers").glob("*/server.pid")) if (out / "servers").is_dir() else []
+
+
+def server_pgid(out: Path) -> int | None:
+    """The server's process group (its pid: it leads its own session) once its pid file is written."""
+    files = pid_files(out)
+    return int(read_json(files[0])["pid"]) if files and files[0].stat().st_size else None
+
+
+def first_job_has_records(out: Path) -> bool:
+    jobs = out / "jobs"
+    return jobs.is_dir() and any(record_lines(p / "records.jsonl") > 0 for p in jobs.iterdir())
+
+
+def sigterm_pending(pid: int) -> bool:
+    """The (stopped) process has a SIGTERM waiting: the run's teardown has begun."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    shd = next(line for line in status.splitlines() if line.startswith("ShdPnd:"))
+    return bool(int(shd.split()[1], 16) & SIGTERM_BIT)
+
+
+def finish(proc: subprocess.Popen[bytes], log: Path) -> int:
+    try:
+        return proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the run did not exit within 60 s of the signal:\n" + log.read_text()[-4000:]) from None
+
+
+def assert_nothing_left(out: Path, pgid: int, log: Path) -> None:
+    assert group_members(pgid) == [], f"the server's process group lives on:\n{log.read_text()[-4000:]}"
+    assert pid_files(out) == [], "the pid file outlived its server's teardown"
+
+
+def cleanup(proc: subprocess.Popen[bytes], pgid: int | None) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    if pgid and group_members(pgid):
+        kill_quietly(pgid)
+
+
+def test_sigterm_mid_job_exits_143_and_leaves_no_process_of_the_servers_group(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start([RECIPE, "--out", out], cli_env(tmp_path), log)
+    pgid = None
+    try:
+        wait_for(lambda: first_job_has_records(out), timeout=90, what="a record of the first job", proc=proc, log=log)
+        pgid = server_pgid(out)
+        assert pgid and group_members(pgid)
+        proc.send_signal(signal.SIGTERM)
+        assert finish(proc, log) == 143, log.read_text()[-4000:]
+        assert_nothing_left(out, pgid, log)
+    finally:
+        cleanup(proc, pgid)
+
+
+def test_sigint_twice_quickly_while_the_server_starts_exits_130_and_leaves_nothing(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    # Started as a shell script's background job is (SIGINT ignored): an explicit `kill -INT` still stops it.
+    proc = start([RECIPE, "--out", out], cli_env(tmp_path), log, sigint=signal.SIG_IGN)
+    pgid = None
+    try:
+        pgid = wait_for(lambda: server_pgid(out), timeout=90, what="the server's pid file", proc=proc, log=log)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)
+        assert finish(proc, log) == 130, log.read_text()[-4000:]
+        assert_nothing_left(out, pgid, log)
+    finally:
+        cleanup(proc, pgid)
+
+
+def _teardown_under_way(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path, int]:
+    """A run mid-job whose server is frozen (SIGSTOP) and then asked to stop (SIGTERM to the run): the teardown
+    waits out its grace on a server that cannot exit, as an engine stuck freeing its GPUs would."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start([RECIPE, "--out", out], cli_env(tmp_path), log)
+    wait_for(lambda: first_job_has_records(out), timeout=90, what="a record of the first job", proc=proc, log=log)
+    pgid = server_pgid(out)
+    assert pgid
+    os.killpg(pgid, signal.SIGSTOP)
+    proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: sigterm_pending(pgid), timeout=30, what="the teardown's SIGTERM to the server", proc=proc, log=log)
+    assert group_members(pgid) and pid_files(out), "the pid file must stay while the server's group lives"
+    return proc, out, log, pgid
+
+
+def test_sigterm_then_sigint_during_the_teardown_kills_the_server_now_and_exits_143(tmp_path: Path) -> None:
+    proc, out, log, pgid = None, tmp_path, tmp_path / "run.log", 0
+    try:
+        proc, out, log, pgid = _teardown_under_way(tmp_path)
+        proc.send_signal(signal.SIGINT)  # the second signal: no more grace
+        rc = finish(proc, log)
+        assert_nothing_left(out, pgid, log)
+        assert rc == 143, log.read_text()[-4000:]
+        assert "still stopping at a second interrupt" in log.read_text()
+    finally:
+        if proc is not None:
+            cleanup(proc, pgid)
+
+
+def test_resume_after_the_harness_is_sigkilled_mid_teardown_stops_the_server_it_left(tmp_path: Path) -> None:
+    proc, out, pgid = None, tmp_path, 0
+    resumed = None
+    try:
+        proc, out, _, pgid = _teardown_under_way(tmp_path)
+        proc.kill()
+        proc.wait(timeout=30)
+        assert group_members(pgid) == [pgid] and pid_files(out), "the killed run's server and its pid file remain"
+
+        resume_log = tmp_path / "resume.log"
+        resumed = start([RECIPE, "--out", out, "--resume"], cli_env(tmp_path), resume_log)
+        wait_for(lambda: not group_members(pgid), timeout=60, what="the left server to be stopped", proc=resumed,
+                 log=resume_log)
+        assert f"stopping server pid {pgid} left running" in resume_log.read_text()
+        new_pgid = wait_for(lambda: (g := server_pgid(out)) != pgid and g, timeout=60,
+                            what="the resumed run's own server", proc=resumed, log=resume_log)
+        resumed.send_signal(signal.SIGINT)
+        assert finish(resumed, resume_log) == 130
+        assert_nothing_left(out, new_pgid, resume_log)
+    finally:
+        if proc is not None:
+            cleanup(proc, pgid)
+        if resumed is not None:
+            cleanup(resumed, None)
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def test_sigint_with_client_worker_processes_stops_them_too(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start([RECIPE, "--out", out, "--client-workers", "2"], cli_env(tmp_path), log)
+    pgid = None
+    try:
+        wait_for(lambda: first_job_has_records(out), timeout=90, what="a record of the first job", proc=proc, log=log)
+        pgid = server_pgid(out)
+        workers = [c for c in children_of(proc.pid) if c != pgid]
+        assert len(workers) >= 2, "two client worker processes (and multiprocessing's helpers)"
+        proc.send_signal(signal.SIGINT)
+        assert finish(proc, log) == 130, log.read_text()[-4000:]
+        assert pgid
+        assert_nothing_left(out, pgid, log)
+        assert [w for w in workers if alive(w)] == [], "client workers outlived the run"
+    finally:
+        cleanup(proc, pgid)

@@ -1,0 +1,203 @@
+"""Signals in-process: the first one unwinds, later ones only hurry a teardown, a shielded step is never cut short,
+and the exit status is 128 + the first signal. Also what `--resume` does with what a killed run left: a pid file is
+kept until its server is gone, a container `docker rm` could not remove is retried, unfinished Slurm jobs are
+scancelled."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from llmsweep.execute import signals
+from llmsweep.execute.lifecycle import stop_stale_servers
+from llmsweep.execute.process import start_process, stop_process_tree, tree_alive
+
+
+@pytest.fixture(autouse=True)
+def fresh_signals() -> Iterator[None]:
+    signals.reset()
+    yield
+    signals.reset()
+
+
+def test_the_first_signal_raises_with_its_number_and_later_ones_only_hurry() -> None:
+    with pytest.raises(signals.Interrupted) as err, signals.interrupting():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    assert err.value.signum == signal.SIGTERM and signals.exit_code(err.value) == 143
+    assert not signals.hurried()
+    with signals.interrupting():
+        os.kill(os.getpid(), signal.SIGINT)  # a second signal during the unwinding: recorded, not raised
+        time.sleep(0.05)
+    assert signals.hurried()
+    assert signals.received() == [signal.SIGTERM, signal.SIGINT]
+    assert signals.exit_code() == 143  # the first signal decides
+
+
+def test_a_shielded_step_runs_to_its_end_and_then_raises_the_signal_it_held() -> None:
+    steps: list[str] = []
+    with pytest.raises(signals.Interrupted) as err, signals.interrupting(), signals.shielded():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        steps.append("after the signal")
+    assert steps == ["after the signal"]
+    assert err.value.signum == signal.SIGINT and signals.exit_code(err.value) == 130
+
+
+def test_a_signal_held_by_a_shield_wins_over_an_error_but_not_over_an_interrupt_already_unwinding() -> None:
+    with pytest.raises(signals.Interrupted), signals.interrupting(), signals.shielded():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        raise ValueError("the launch's own error")  # the user's stop must not be lost with it
+    signals.reset()
+    with pytest.raises(signals.Interrupted) as err, signals.interrupting():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        finally:
+            with signals.shielded():  # the teardown, while the first interrupt unwinds
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+    assert err.value.signum == signal.SIGINT
+    assert signals.received() == [signal.SIGINT, signal.SIGTERM] and signals.hurried()
+
+
+def test_plain_keyboard_interrupt_is_130() -> None:
+    assert signals.exit_code(KeyboardInterrupt()) == 130
+
+
+def test_a_second_signal_makes_the_teardown_kill_a_server_that_ignores_sigterm_at_once(tmp_path: Path) -> None:
+    proc = start_process([sys.executable, "-c", "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                          "print('ready', flush=True)\ntime.sleep(120)"], log_path=tmp_path / "log", env=os.environ)
+    try:
+        deadline = time.monotonic() + 20
+        log = tmp_path / "log"  # created by the log pump once it runs
+        while not (log.exists() and "ready" in log.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        signals.record(signal.SIGTERM)
+        signals.record(signal.SIGINT)
+        started = time.monotonic()
+        killed = stop_process_tree(proc.pid, pgid=proc.pgid, grace_s=60.0)
+        assert killed == [proc.pid]
+        assert time.monotonic() - started < 30  # not the 60 s grace
+    finally:
+        proc.stop(grace_s=0)
+    assert proc.alive_pids() == []
+
+
+# ------------------------------------------------------------------------------------------------ --resume
+def _pid_file(run_dir: Path, doc: str, name: str = "server.pid") -> Path:
+    path = run_dir / "servers" / "g" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc)
+    return path
+
+
+def _sleeping_group(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """A server whose leader is gone and whose worker lives on in its process group."""
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys\n"
+         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\nprint('started', flush=True)"],
+        start_new_session=True, stdout=subprocess.PIPE)
+    assert leader.stdout is not None and leader.stdout.readline().strip() == b"started"
+    leader.wait(timeout=20)
+    return leader
+
+
+def test_resume_stops_the_workers_left_in_a_dead_servers_process_group(tmp_path: Path) -> None:
+    leader = _sleeping_group(tmp_path)
+    try:
+        assert tree_alive([], pgid=leader.pid), "the worker should outlive its leader"
+        # Kept under the name a relaunch gives the pid file of a server that could not be stopped.
+        pid_file = _pid_file(tmp_path, f'{{"pid": {leader.pid}, "argv0": "python3", "start_ticks": 1}}',
+                             "server.1.pid")
+        events: list[str] = []
+        stop_stale_servers(tmp_path, events.append)
+        assert tree_alive([], pgid=leader.pid) == []
+        assert not pid_file.exists()
+        assert any("process group" in e for e in events)
+    finally:
+        stop_process_tree(leader.pid, pgid=leader.pid, grace_s=1)
+
+
+def test_resume_keeps_the_pid_file_when_the_container_cannot_be_removed(tmp_path: Path) -> None:
+    docker = tmp_path / "docker"  # a docker stand-in whose daemon is down
+    docker.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    pid_file = _pid_file(tmp_path, f'{{"pid": 0, "argv0": "docker", "cleanup": ["{docker}", "rm", "-f", "llm-x"]}}')
+    events: list[str] = []
+    stop_stale_servers(tmp_path, events.append)
+    assert pid_file.exists(), "the container may still run: the next --resume must try again"
+    assert any("Cannot connect to the Docker daemon" in e for e in events)
+
+    docker.write_text("#!/bin/sh\necho 'Error: No such container: llm-x' >&2\nexit 1\n")  # already gone: done
+    stop_stale_servers(tmp_path, events.append)
+    assert not pid_file.exists()
+
+
+def test_resume_scancels_slurm_jobs_that_never_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    scancel = bin_dir / "scancel"  # a scancel stand-in: records what it was asked to cancel
+    scancel.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\n')
+    scancel.chmod(scancel.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    run_dir = tmp_path / "run"
+    for group, job_id, finished in (("a", "101", False), ("b", "102", True)):
+        gdir = run_dir / "servers" / group
+        gdir.mkdir(parents=True)
+        (gdir / "slurm_job_id").write_text(job_id + "\n")
+        if finished:
+            (gdir / f"slurm-{job_id}.rc").write_text("0\n")
+    events: list[str] = []
+    stop_stale_servers(run_dir, events.append)
+    assert calls.read_text().split() == ["101"]
+    assert any("cancelling Slurm job 101" in e for e in events)
+
+
+BROKEN_RM_DOCKER = """#!/bin/sh
+# A docker stand-in: `run` serves; `stop` works; `rm` fails as with a daemon gone away.
+case "$1" in
+  run) exec python3 -m http.server --bind 127.0.0.1 "{port}" ;;
+  rm) echo "Cannot connect to the Docker daemon" >&2; exit 1 ;;
+  *) exit 0 ;;
+esac
+"""
+
+
+def test_a_container_that_could_not_be_removed_keeps_the_pid_file_for_resume(tmp_path: Path) -> None:
+    from llmsweep.engines.launch import LaunchSpec
+    from llmsweep.execute.docker import DockerLauncher, DockerOptions
+    from llmsweep.execute.lifecycle import LifecycleSettings, ServerGroup, _Server, write_pid_file
+    from llmsweep.execute.preflight import pick_free_port
+    from llmsweep.execute.ready import wait_ready
+
+    port = pick_free_port()
+    docker = tmp_path / "docker"
+    docker.write_text(BROKEN_RM_DOCKER.format(port=port))
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    spec = LaunchSpec(engine="sglang", image="lmsysorg/sglang:v0.5.6-cu129", argv=("python3", "-m", "x"), port=port,
+                      health_path="/")
+    launcher = DockerLauncher(DockerOptions(docker=str(docker), gpu_vendor="none"))
+    server = _Server(ServerGroup(id="g", spec=spec, jobs=[]), launcher, tmp_path / "run", LifecycleSettings(),
+                     lambda _: None)
+    server.dir.mkdir(parents=True)
+    handle = launcher.launch(spec, log_path=server.dir / "server.log")
+    server.handle = handle
+    write_pid_file(server.dir / "server.pid", handle, spec)
+    try:
+        wait_ready(handle, timeout_s=20, poll_s=0.1)
+        server.stop()
+        assert handle.process.alive_pids() == []  # the docker CLI is gone...
+        assert not handle.gone()  # ...but the container may not be
+        assert (server.dir / "server.pid").exists()
+    finally:
+        handle.process.stop(grace_s=1)
