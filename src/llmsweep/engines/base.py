@@ -287,7 +287,8 @@ class Adapter(ABC):
         info = self.info()
         port = self.port_of(job, port)
         args, derived = self.merged_args(job, port)
-        env = {**derived.env, **(job.serve.env if job.serve is not None else {})}
+        merged = {**derived.env, **(job.serve.env if job.serve is not None else {})}
+        env = {k: v for k, v in merged.items() if v is not None}  # a recipe's `null` unsets a derived variable
         secrets = list(job.serve.secret_env) if job.serve is not None else []
         extra = set(secrets)
         notes = list(derived.notes)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from llmsweep.errors import LaunchError
 from llmsweep.execute.secrets import SecretScrubber
@@ -105,7 +105,7 @@ def stop_process_tree(
     *,
     pgid: int | None = None,
     grace_s: float = 10.0,
-    reap: subprocess.Popen | None = None,
+    reap: subprocess.Popen[Any] | None = None,
     seen: Iterable[ProcInfo] = (),
 ) -> list[int]:
     """SIGTERM the group and every descendant, wait `grace_s`, SIGKILL survivors; return the PIDs that needed SIGKILL.

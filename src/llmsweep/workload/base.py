@@ -28,7 +28,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 Phase = Literal["warmup", "profiling"]
 Api = Literal["chat", "completions"]
@@ -49,6 +49,8 @@ class RequestIdentity:
     request_index: int = 0
     """Position of the request in the workload (fixed-length: prompt index)."""
 
+T = TypeVar("T")
+
 
 class Deferred:
     """A prompt (chat history or completions prompt) built only when someone reads it.
@@ -67,22 +69,27 @@ class Deferred:
 DeferredMessages = Deferred  # the name the agentic workload uses for chat histories
 
 
-class _Lazy:
-    """Data descriptor behind `RequestSpec.messages` and `.prompt`: stores a value or a `Deferred`, returns a value."""
+class _Lazy(Generic[T]):
+    """Data descriptor behind `RequestSpec.messages` and `.prompt`: stores a value or a `Deferred`, returns a value
+    (the constructor accepts either; readers always get the built value)."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._key = "_stored_" + name
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> None: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> T | None:
         if obj is None:
             return None  # the dataclass default
         value = obj.__dict__[self._key]
         if isinstance(value, Deferred):
             value = value.build()
             obj.__dict__[self._key] = value
-        return value
+        return cast("T", value)
 
-    def __set__(self, obj: Any, value: Any) -> None:
+    def __set__(self, obj: object, value: T | Deferred) -> None:
         obj.__dict__[self._key] = value
 
 
@@ -96,8 +103,8 @@ class RequestSpec:
 
     api: Api
     max_tokens: int
-    messages: tuple[dict[str, Any], ...] | None = _Lazy()  # type: ignore[assignment]
-    prompt: str | tuple[int, ...] | None = _Lazy()  # type: ignore[assignment]
+    messages: _Lazy[tuple[dict[str, Any], ...] | None] = _Lazy()
+    prompt: _Lazy[str | tuple[int, ...] | None] = _Lazy()
     ignore_eos: bool = True
     input_tokens: int | None = None
     """Input length the workload intended (theoretical ISL), for accounting and cross-checks."""
