@@ -48,8 +48,8 @@ def _round(v: float | None) -> float | None:
 def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, Sequence[str]]]) -> dict[str, Any]:
     return {
         "id": p.result_id, "job_id": p.job_id, "run_id": p.run_id, "series": sk, "source": p.source, "origin": p.origin,
-        "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons), "reason": verdict_reason(p.verdict, p.reasons),
-        "gpus": p.gpus,
+        "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
+        "reason": verdict_reason(p.verdict, p.reasons), "gpus": p.gpus,
         "identity": p.identity.as_dict(), "topology": p.identity.topology(),
         "metrics": {**{c.name: _round(p.metric(c.name)) for c in HOT_COLUMNS}, "conc": p.identity.conc},
         "requests": {"finished": p.num_requests, "successful": p.num_successful},
@@ -150,22 +150,25 @@ def group_reasons(items: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
         parts = _NUMBER.split(reason)
         groups.setdefault(tuple(parts), []).append((_NUMBER.findall(reason), ident))
     out = []
-    for parts, members in groups.items():
-        text = parts[0]
-        for i, part in enumerate(parts[1:]):
-            text += _span([nums[i] for nums, _ in members]) + part
+    for key, members in groups.items():
+        text = key[0]
+        for slot, part in enumerate(key[1:]):
+            text += _span([nums[slot] for nums, _ in members]) + part
         ids = list(dict.fromkeys(ident for _, ident in members))
         out.append({"reason": text, "count": len(ids), "ids": ids})
     return sorted(out, key=lambda g: (-g["count"], g["reason"]))
 
 
 def no_result_entries(run: RunDir, have: set[str]) -> list[dict[str, str]]:
-    """Every expected job without a result: its status and reason, from its `outcome.json` or from `run.json`."""
+    """Every expected job without a result, in the plan's order: its status and reason, from its `outcome.json` or
+    from `run.json` (a refused job has no folder; `run` records its refusal there)."""
     recorded = recorded_outcomes(run)
     folders = {j.job_id: j for j in run.jobs}
     ids = [j.job_id for j in run.jobs if j.job_id not in have]
     ids += [jid for jid in run.missing_job_ids if jid not in folders and jid not in have]
-    ids += [jid for jid, o in recorded.items() if jid not in folders and jid not in have and jid not in ids]
+    ids += [jid for jid in recorded if jid not in folders and jid not in have and jid not in ids]
+    planned = {jid: n for n, jid in enumerate(run.expected_job_ids)}
+    ids.sort(key=lambda jid: planned.get(jid, len(planned)))  # the plan's order (by arm, then concurrency)
     out = []
     for jid in ids:
         art, rec = folders.get(jid), recorded.get(jid)
@@ -235,10 +238,10 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
                                     "precision": i.precision, "scenario": i.scenario, "spec": i.spec,
                                     "offload": i.offload}}
     # Table order: series by label (this run's before overlays), then concurrency as a number, then job id.
-    order = {sk: i for i, sk in enumerate(sorted(series, key=lambda k: (series[k]["overlay"], series[k]["label"])))}
+    order = {sk: n for n, sk in enumerate(sorted(series, key=lambda k: (series[k]["overlay"], series[k]["label"])))}
     everything.sort(key=lambda p: (order[keys[p.result_id]], p.identity.conc, p.job_id))
-    for sk, i in order.items():
-        series[sk]["color"] = PALETTE[i % len(PALETTE)]
+    for sk, n in order.items():
+        series[sk]["color"] = PALETTE[n % len(PALETTE)]
     points_out = [point_payload(p, keys[p.result_id], frontiers) for p in everything]
     missing = no_result_entries(run, {p.job_id for p in points})
     return {

@@ -82,3 +82,39 @@ def test_report_overlays_imported_published_rows(report_run, tmp_path: Path, mon
     published = [p for p in payload["points"] if p["run_id"] == run_id]
     assert len(published) == 1 and published[0]["origin"] == "inferencex" and published[0]["source"] == "measured"
     assert published[0]["frontier"]["p90_e2e_norm_intvty"]  # alone in its series, so it is its own frontier
+
+
+def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from llmsweep.report.data import build_payload
+    from llmsweep.report.plots import SMOKE_STYLE, pareto_figure
+    from llmsweep.results.point import points_from_run
+
+    payload = build_payload(report_run, points_from_run(report_run), details=False)
+    smoke_ids = {p["id"] for p in payload["points"][:2]}
+    for p in payload["points"]:
+        if p["id"] in smoke_ids:
+            p["verdict"] = "smoke"
+    axis = next(a for a in payload["axes"] if a["key"] == "conc")
+    fig = pareto_figure(payload, axis)
+    ax = fig.axes[0]
+    labels = sorted(t.get_text() for t in ax.texts)
+    want = sorted(f"c{p['metrics']['conc']} · n{p['requests']['successful']}"
+                  + (f"/{p['requests']['finished']}" if p["requests"]["finished"] != p["requests"]["successful"]
+                     else "") for p in payload["points"])
+    assert labels == want and "c16 · n" in " ".join(labels)
+    faded = [c for c in ax.collections if c.get_alpha() == SMOKE_STYLE["alpha"]]
+    assert sum(len(c.get_offsets()) for c in faded) == 2  # the two smoke points, and only they, are faded
+    assert "smoke" in ax.get_title()
+    plt.close(fig)
+
+    empty = {**payload, "points": [], "series": [], "frontiers": {},
+             "empty": "No result in this run: 9 expected job(s), 9 without a result. The reasons are above."}
+    fig = pareto_figure(empty, axis)
+    assert [t.get_text() for t in fig.axes[0].texts] == [empty["empty"]]
+    plt.close(fig)
