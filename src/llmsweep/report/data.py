@@ -180,7 +180,7 @@ def no_result_entries(run: RunDir, have: set[str]) -> list[dict[str, str]]:
         elif art is not None:
             status, reason = "failed", "no summary.json in its job folder"
         else:
-            status, reason = "missing", "expected by run.json, no job folder (the run stopped before it, or still goes)"
+            status, reason = "missing", "planned, but no job folder: the run stopped before it, or is still going"
         out.append({"job_id": jid, "status": status, "kind": "refused" if status == "refused" else "failed",
                     "reason": reason})
     return out
@@ -211,7 +211,7 @@ def empty_message(run: RunDir, n_points: int, missing: Sequence[dict[str, str]])
     refused = sum(1 for m in missing if m["kind"] == "refused")
     failed = len(missing) - refused
     bits = [f"{n} {what}" for n, what in ((refused, "refused"), (failed, "without a result")) if n]
-    return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}. The reasons are above."
+    return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}; the reasons are listed below."
 
 
 def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequence[ResultPoint] = (),

@@ -171,8 +171,8 @@ def test_identical_failures_make_one_banner_line_and_an_empty_run_says_so(tmp_pa
     payload = build_payload(run, points_from_run(run), details=False)
     assert payload["points"] == [] and len(payload["missing"]) == 9
     assert payload["verdicts"] == {"failed": {"count": 9, "reasons": [{"reason": error, "count": 9, "ids": ids}]}}
-    assert payload["empty"] == ("No result in this run: 9 expected job(s), 9 without a result. "
-                                "The reasons are above.")
+    assert payload["empty"] == ("No result in this run: 9 expected job(s), 9 without a result; "
+                                "the reasons are listed below.")
 
     nothing = tmp_path / "nothing"
     (nothing / "jobs").mkdir(parents=True)

@@ -114,7 +114,7 @@ def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Pat
     plt.close(fig)
 
     empty = {**payload, "points": [], "series": [], "frontiers": {},
-             "empty": "No result in this run: 9 expected job(s), 9 without a result. The reasons are above."}
+             "empty": "No result in this run: 9 expected job(s), 9 without a result; the reasons are listed below."}
     fig = pareto_figure(empty, axis)
     assert [t.get_text() for t in fig.axes[0].texts] == [empty["empty"]]
     plt.close(fig)

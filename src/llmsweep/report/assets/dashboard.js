@@ -159,10 +159,11 @@
     var note = document.getElementById("unplotted");
     note.textContent = unplotted.length ? unplotted.length + " point(s) lack " + axis.label + " or " + yaxis().label +
       " and are listed in the table but not plotted: " + unplotted.map(function (p) { return p.job_id; }).join(", ") : "";
+    if (!D.points.length) svg.setAttribute("viewBox", "0 0 " + W + " 120");  // no result: a line, not an empty frame
     if (!plotted.length) {
       var msg = D.points.length ? "no point has values for " + axis.label + " and " + yaxis().label + " (choose another axis)"
         : "no result to plot: " + (D.missing.length ? "every expected job was refused or failed (reasons above)" : "the run has no job");
-      el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", "class": "axis-title", id: "chart-empty" }, svg, msg);
+      el("text", { x: W / 2, y: D.points.length ? H / 2 : 64, "text-anchor": "middle", "class": "axis-title", id: "chart-empty" }, svg, msg);
       return;
     }
     var xd = domain(plotted.map(function (p) { return xval(p, state.x); }), false);
@@ -423,6 +424,7 @@
   }
 
   function renderAll() { renderChart(); renderTable(); }
+  if (!D.points.length) document.body.classList.add("no-points");
   var h = readHash();
   renderHeader(); renderControls(); renderLegend(); renderAll();
   if (h.p && pointById[h.p]) openDrill(h.p);
