@@ -157,17 +157,10 @@ def test_a_policy_refused_job_is_listed_with_the_reason_run_json_recorded(tmp_pa
     assert payload["empty"] is None
 
 
-def test_identical_failures_make_one_banner_line_and_an_empty_run_says_so(tmp_path) -> None:
-    root = tmp_path / "r"
-    error = "trace source hf:agentx/traces is not available offline (fix: pass --traces synthetic)"
-    ids = [f"job-conc{c}" for c in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
-    for jid in ids:
-        (root / "jobs" / jid).mkdir(parents=True)
-        (root / "jobs" / jid / "job.json").write_text(json.dumps(synthetic_job(conc=1, job_id=jid)))
-        (root / "jobs" / jid / "outcome.json").write_text(json.dumps(
-            {"job_id": jid, "exp_name": "x", "status": "launch_failed", "reasons": [error]}))
-    (root / "run.json").write_text(json.dumps({"run_id": "all-failed", "expected_job_ids": ids}))
-    run = load_run(root)
+def test_identical_failures_make_one_banner_line_and_an_empty_run_says_so(failed_run, tmp_path) -> None:
+    run = failed_run
+    ids = list(run.expected_job_ids)
+    (error,) = {r for j in run.jobs for r in j.outcome["reasons"]}
     payload = build_payload(run, points_from_run(run), details=False)
     assert payload["points"] == [] and len(payload["missing"]) == 9
     assert payload["verdicts"] == {"failed": {"count": 9, "reasons": [{"reason": error, "count": 9, "ids": ids}]}}

@@ -118,3 +118,13 @@ def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Pat
     fig = pareto_figure(empty, axis)
     assert [t.get_text() for t in fig.axes[0].texts] == [empty["empty"]]
     plt.close(fig)
+
+
+def test_cli_says_when_a_run_has_no_result(failed_run) -> None:
+    run = failed_run
+    res = CliRunner().invoke(cli, ["report", str(run.path), "--no-png"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "0 point(s), 0 invalid, 9 missing" in res.output
+    assert "No result in this run: 9 expected job(s), 9 without a result" in res.output
+    md = (run.path / "report" / "summary.md").read_text()
+    assert "**No result in this run" in md and md.count("launch_failed: trace source") == 9
