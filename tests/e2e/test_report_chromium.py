@@ -282,3 +282,22 @@ def _keep(png: Path) -> None:
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(png, Path(keep) / png.name)
+
+
+def test_a_real_run_lists_its_policy_refused_job_with_the_reason(driver, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`llmsweep run` on the simulator: the conc-4 job its recipe's policy refuses has no folder, and the dashboard
+    reads its reason from what `run` recorded."""
+    from selenium.webdriver.common.by import By
+    from test_run_support import RECIPES, cli_env, read_json, run_cli
+
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "policy-max-conc.yaml", "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    (refused,) = [o for o in read_json(out / "run.json")["outcomes"] if o["status"] == "refused"]
+    _open(driver, out / "report" / "index.html")
+    row = driver.find_element(By.CSS_SELECTOR, f'#points-table tr.missing.refused[data-job="{refused["job_id"]}"]')
+    assert "refused" in row.text and refused["reasons"][0] in row.find_element(By.CSS_SELECTOR, "td.reason").text
+    assert "[grid.max-conc]" in driver.find_element(By.ID, "banner-refused").text
+    (tag,) = driver.find_elements(By.CSS_SELECTOR, "#chart .pt-label")
+    assert tag.text.startswith("c2 · n")
+    assert _errors(driver) == []
