@@ -38,9 +38,10 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     series = {s["key"]: s for s in payload["series"]}
     by_id = {p["id"]: p for p in points}
     invalid = [p for p in points if not p["valid"]]
+    smoke_count = sum(1 for p in points if p["verdict"] == "smoke")
     lines = [f"## llmsweep run `{run['run_id']}`", "",
              f"{len(points)} points in {len(series)} series · source: {', '.join(payload['sources']) or '–'} · "
-             f"{len(invalid)} invalid · {len(payload['missing'])} missing", ""]
+             f"{len(invalid)} invalid · {smoke_count} smoke · {len(payload['missing'])} missing", ""]
     if payload.get("empty"):
         lines += [f"**{payload['empty']}**", ""]
     lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity "

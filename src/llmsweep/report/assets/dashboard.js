@@ -205,7 +205,8 @@
         "data-x": xval(p, state.x), "data-y": yval(p), "data-valid": p.valid ? "1" : "0", "data-verdict": p.verdict }, svg);
       if (state.labels && !dim) {
         var right = cx < W - M.r - 70;
-        el("text", { "class": "pt-label", x: (cx + (right ? 8 : -8)).toFixed(1), y: (cy - 6).toFixed(1), "text-anchor": right ? "start" : "end",
+        // Above-right of the marker; near the right edge below-left (a frontier reaches such a point from the left).
+        el("text", { "class": "pt-label", x: (cx + (right ? 8 : -8)).toFixed(1), y: (cy + (right ? -6 : 16)).toFixed(1), "text-anchor": right ? "start" : "end",
           "data-id": p.id }, labels, pointTag(p));
       }
       c.addEventListener("mouseenter", function (ev) { showTip(ev, p); });
