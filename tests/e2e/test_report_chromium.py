@@ -220,6 +220,7 @@ def test_dashboard_explains_its_verdicts(driver, report_html: Path, tmp_path: Pa
         p = by_id[pid]
         assert text.startswith(f"c{p['metrics']['conc']} · n{p['requests']['successful']}"), text
     assert len(drv.find_elements(By.CSS_SELECTOR, "#chart .marker.smoke")) == 2
+    assert _label_overlaps(drv) == []
 
     # The table: a reason column, no column twice, rows by series then concurrency as a number.
     def headers() -> list[str]:
@@ -275,6 +276,28 @@ def test_an_empty_run_says_so_once(driver, empty_report_html: Path, tmp_path: Pa
     assert drv.save_screenshot(str(shot))
     _keep(shot)
     assert _errors(drv) == []
+
+
+def _label_overlaps(drv) -> list[tuple[list[float], list[float]]]:  # type: ignore[no-untyped-def]
+    boxes = drv.execute_script("return Array.from(document.querySelectorAll('#chart .pt-label')).map(function (t) {"
+                               " var b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; })")
+    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+
+
+def test_labels_of_points_that_nearly_coincide_stay_apart(driver, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+
+    # Two engines with the same results: their points at each concurrency land on top of each other.
+    points = [SyntheticPoint(synthetic_job(conc=c, framework=fw), requests=40)
+              for fw in ("sglang", "vllm") for c in (1, 4, 16)]
+    run = write_synthetic_run(tmp_path / "run", points, run_id="close-run")
+    for a, b in zip(points[:3], points[3:], strict=True):
+        shutil.copy(run.path / "jobs" / a.job["id"] / "summary.json", run.path / "jobs" / b.job["id"] / "summary.json")
+    _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#chart .pt-label")) == 6
+    assert _label_overlaps(driver) == []
+    assert _errors(driver) == []
 
 
 def _keep(png: Path) -> None:

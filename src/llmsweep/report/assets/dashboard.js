@@ -193,7 +193,7 @@
         points: pts.map(function (p) { return sx(xval(p, state.x)).toFixed(1) + "," + sy(yval(p)).toFixed(1); }).join(" ") }, svg);
     });
     var tip = document.getElementById("tooltip");
-    var labels = el("g", { "class": "pt-labels" }, svg);
+    var labels = el("g", { "class": "pt-labels" }, svg), placed = [];
     plotted.forEach(function (p) {
       var s = seriesByKey[p.series], front = onFrontier(p), smoke = p.verdict === "smoke";
       var cls = "marker" + (p.valid ? "" : " invalid") + (smoke ? " smoke" : "") + (front ? " onfront" : " offfront") + (state.selected === p.id ? " selected" : "");
@@ -203,12 +203,7 @@
       var c = el("circle", { "class": cls, cx: cx.toFixed(2), cy: cy.toFixed(2), r: front ? 6 : p.valid ? 4.5 : 6,
         fill: s.color, style: p.valid && !smoke ? null : "stroke:" + s.color, "data-id": p.id, "data-series": p.series,
         "data-x": xval(p, state.x), "data-y": yval(p), "data-valid": p.valid ? "1" : "0", "data-verdict": p.verdict }, svg);
-      if (state.labels && !dim) {
-        var right = cx < W - M.r - 70;
-        // Above-right of the marker; near the right edge below-left (a frontier reaches such a point from the left).
-        el("text", { "class": "pt-label", x: (cx + (right ? 8 : -8)).toFixed(1), y: (cy + (right ? -6 : 16)).toFixed(1), "text-anchor": right ? "start" : "end",
-          "data-id": p.id }, labels, pointTag(p));
-      }
+      if (state.labels && !dim) placeLabel(labels, placed, p, cx, cy);
       c.addEventListener("mouseenter", function (ev) { showTip(ev, p); });
       c.addEventListener("mousemove", function (ev) { moveTip(ev); });
       c.addEventListener("mouseleave", function () { tip.style.display = "none"; });
@@ -234,6 +229,26 @@
     var x = ev.clientX - box.left + 14, y = ev.clientY - box.top + 10;
     if (x + 300 > box.width) x = Math.max(0, x - 330);
     tip.style.left = x + "px"; tip.style.top = y + "px";
+  }
+
+  /* A marker's label goes to the first spot around it that overlaps no label already placed and stays inside the
+     plot (above-right first; a frontier usually reaches a point from the left), else further below. */
+  function placeLabel(parent, placed, p, cx, cy) {
+    var text = pointTag(p), w = text.length * 5.9 + 2, h = 12;
+    var spots = [[8, -6, "start"], [8, 15, "start"], [-8, -6, "end"], [-8, 15, "end"], [8, -18, "start"], [8, 27, "start"],
+                 [-8, -18, "end"], [-8, 27, "end"]];
+    var best = null;
+    for (var i = 0; i < spots.length; i++) {
+      var x = cx + spots[i][0], y = cy + spots[i][1], x0 = spots[i][2] === "start" ? x : x - w;
+      var box = { x0: x0, x1: x0 + w, y0: y - h + 2, y1: y + 2 };
+      if (box.x0 < M.l || box.x1 > W - M.r + 18 || box.y0 < 0 || box.y1 > H - M.b) continue;
+      var clash = placed.some(function (b) { return b.x0 < box.x1 && box.x0 < b.x1 && b.y0 < box.y1 && box.y0 < b.y1; });
+      if (!clash) { best = [x, y, spots[i][2], box]; break; }
+      if (!best) best = [x, y, spots[i][2], box];
+    }
+    if (!best) best = [cx + 8, cy - 6, "start", { x0: cx + 8, x1: cx + 8 + w, y0: cy - 16, y1: cy - 4 }];
+    placed.push(best[3]);
+    el("text", { "class": "pt-label", x: best[0].toFixed(1), y: best[1].toFixed(1), "text-anchor": best[2], "data-id": p.id }, parent, text);
   }
 
   /* ---------------------------------------------------------------- table */
