@@ -106,18 +106,19 @@ class RecordedOutcome(BaseModel):
     reasons: list[str] = Field(default_factory=list)
 
 
+def read_outcome(doc: Any, where: str) -> RecordedOutcome | None:
+    try:
+        return RecordedOutcome.model_validate(doc)
+    except ValidationError:
+        log.debug("%s: an outcome that is not readable, skipped: %r", where, doc)
+        return None
+
+
 def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:
-    """job id → its recorded outcome (empty for a run still going, or written before outcomes were recorded)."""
+    """job id → its outcome as `run.json` recorded it (empty for a run still going, or one from before outcomes)."""
     raw = run.meta.get("outcomes")
-    out: dict[str, RecordedOutcome] = {}
-    for doc in raw if isinstance(raw, list) else ():
-        try:
-            o = RecordedOutcome.model_validate(doc)
-        except ValidationError:
-            log.debug("run.json: an outcome entry is not readable, skipped: %r", doc)
-            continue
-        out[o.job_id] = o
-    return out
+    read = (read_outcome(doc, "run.json") for doc in (raw if isinstance(raw, list) else ()))
+    return {o.job_id: o for o in read if o is not None}
 
 
 def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
@@ -171,11 +172,11 @@ def no_result_entries(run: RunDir, have: set[str]) -> list[dict[str, str]]:
     ids.sort(key=lambda jid: planned.get(jid, len(planned)))  # the plan's order (by arm, then concurrency)
     out = []
     for jid in ids:
-        art, rec = folders.get(jid), recorded.get(jid)
-        if art is not None and art.outcome:
-            status = str(art.outcome.get("status") or "failed")
-            reason = "; ".join(str(r) for r in art.outcome.get("reasons") or ()) or "no reason recorded"
-        elif rec is not None:
+        art = folders.get(jid)
+        # The job folder's own outcome.json first (the executor's last word), else what run.json recorded.
+        own = read_outcome(art.outcome, f"{art.dir}/outcome.json") if art is not None and art.outcome else None
+        rec = own or recorded.get(jid)
+        if rec is not None:
             status, reason = rec.status, "; ".join(rec.reasons) or "no reason recorded"
         elif art is not None:
             status, reason = "failed", "no summary.json in its job folder"
@@ -202,7 +203,7 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
     return {k: {"count": counts[k], "reasons": group_reasons(items[k])} for k in VERDICT_KINDS if counts[k]}
 
 
-def empty_message(run: RunDir, n_points: int, missing: Sequence[dict[str, str]]) -> str | None:
+def empty_message(n_points: int, missing: Sequence[dict[str, str]]) -> str | None:
     """What the page says instead of a chart when the run has no point at all; None when it has one."""
     if n_points:
         return None
@@ -258,7 +259,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "frontiers_by_y": frontiers_by_y,
         "missing": missing,
         "verdicts": verdict_groups(points_out, missing),
-        "empty": empty_message(run, len(points_out), missing),
+        "empty": empty_message(len(points_out), missing),
         "sources": sorted({p.source for p in everything}),
         "mix_sources": mix_sources,
         "overlays": sorted({tag for _, tag in tagged if tag}),
