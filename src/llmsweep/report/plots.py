@@ -34,6 +34,32 @@ def empty_text(payload: Mapping[str, Any], axis_label: str) -> str:
     return f"no point has values for {axis_label} and {payload['y']['label']}"
 
 
+LABEL_SPOTS = ((5, 4, "left"), (5, -10, "left"), (-5, 4, "right"), (-5, -10, "right"), (5, 13, "left"),
+               (5, -19, "left"), (-5, 13, "right"), (-5, -19, "right"))
+"""Offsets (points) tried around a marker for its label, in order, as on the dashboard."""
+
+
+def label_points(ax: Any, tags: Sequence[tuple[str, float, float]], fontsize: float = 6.5) -> None:
+    """Annotate each point with its tag at the first spot around it that overlaps no label placed before it."""
+    to_px = ax.figure.dpi / 72.0
+    placed: list[tuple[float, float, float, float]] = []
+    for text, x, y in tags:
+        px, py = ax.transData.transform((x, y))
+        w, h = len(text) * fontsize * 0.55 * to_px, fontsize * 1.2 * to_px
+        choice = LABEL_SPOTS[0]
+        for dx, dy, ha in LABEL_SPOTS:
+            x0 = px + dx * to_px - (w if ha == "right" else 0)
+            box = (x0, py + dy * to_px, x0 + w, py + dy * to_px + h)
+            if not any(b[0] < box[2] and box[0] < b[2] and b[1] < box[3] and box[1] < b[3] for b in placed):
+                choice = (dx, dy, ha)
+                placed.append(box)
+                break
+        else:
+            placed.append((px, py, px + w, py + h))
+        ax.annotate(text, (x, y), xytext=choice[:2], textcoords="offset points", ha=choice[2], fontsize=fontsize,
+                    color="#344054")
+
+
 def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | None = None) -> list[Path]:
     """`pareto_<axis>.png` per x axis; returns the files written (empty when matplotlib is missing)."""
     if not matplotlib_available():
@@ -72,6 +98,7 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
         return float(p["metrics"][key])
 
     plotted = 0
+    tags: list[tuple[str, float, float]] = []
     for s in payload["series"]:
         pts = [p for p in payload["points"] if p["series"] == s["key"] and p["metrics"].get(key) is not None
                and p["metrics"].get(y) is not None]
@@ -91,9 +118,7 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
         front = [by_id[i] for i in payload["frontiers"].get(key, {}).get(s["key"], [])]
         if front:
             ax.plot([xv(p) for p in front], [p["metrics"][y] for p in front], color=s["color"], linewidth=1.8)
-        for p in pts:
-            ax.annotate(point_tag(p), (xv(p), p["metrics"][y]), xytext=(5, 4), textcoords="offset points",
-                        fontsize=6.5, color="#344054")
+        tags += [(point_tag(p), xv(p), float(p["metrics"][y])) for p in pts]
     if not plotted:
         ax.text(0.5, 0.5, empty_text(payload, axis["label"]), transform=ax.transAxes, ha="center", va="center",
                 fontsize=10, wrap=True)
@@ -102,6 +127,8 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     ax.set_ylabel(f"{payload['y']['label']} ({payload['y']['unit']})")
     ax.margins(x=0.07)  # room for the labels of the outermost points
     ax.set_ylim(bottom=0)
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.06)  # and above the highest point
+    label_points(ax, tags)
     ax.grid(alpha=0.3)
     ax.set_title(f"run {payload['run']['run_id']} · ■ faded = smoke · ○ hollow = invalid · "
                  "c = concurrency, n = requests", fontsize=9)

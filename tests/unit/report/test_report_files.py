@@ -113,6 +113,17 @@ def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Pat
     assert "smoke" in ax.get_title()
     plt.close(fig)
 
+    # Two points on the same spot: their labels take different places around it.
+    twin = payload["points"][1]
+    twin["metrics"] = dict(payload["points"][0]["metrics"])
+    fig = pareto_figure(payload, axis)
+    by_xy: dict[tuple[float, float], list[tuple[float, float]]] = {}
+    for t in fig.axes[0].texts:
+        by_xy.setdefault(tuple(t.xy), []).append(tuple(t.xyann))
+    assert any(len(v) == 2 for v in by_xy.values())
+    assert all(len(set(v)) == len(v) for v in by_xy.values())
+    plt.close(fig)
+
     empty = {**payload, "points": [], "series": [], "frontiers": {},
              "empty": "No result in this run: 9 expected job(s), 9 without a result; the reasons are listed below."}
     fig = pareto_figure(empty, axis)
