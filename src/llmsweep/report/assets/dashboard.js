@@ -396,7 +396,8 @@
     el("span", { "class": "badge " + p.verdict }, badges, p.verdict);
     badges.appendChild(document.createTextNode(" "));
     el("span", { "class": "badge src" }, badges, "source: " + p.source);
-    badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s)" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
+    badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s) · " +
+      requestsText(p) + " request(s) measured" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
     var v = d.validity || {};
     var reasons = (v.reasons || p.reasons || []), warnings = v.warnings || [];
     if (reasons.length || warnings.length) {
