@@ -1,12 +1,15 @@
 """The dashboard in a real browser: headless Chromium via Selenium, offline, from file://.
 
 Checks what a reader relies on: the page loads without console errors, every series and point is drawn, the x-axis
-selector really changes the x values, a point opens its drill-down, and a screenshot can be taken.
+selector really changes the x values, a point opens its drill-down, and a screenshot can be taken; the page explains
+its verdicts (a reason column, one banner per verdict kind with identical reasons grouped, labelled points, the table
+in series-then-concurrency order, refused jobs with their reasons) and says so when a run has no result at all.
 Set LLMSWEEP_SCREENSHOT_DIR to keep the screenshots.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
+from llmsweep.metrics.model import Summary
 from llmsweep.report import write_report
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -38,8 +42,38 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     points.append(SyntheticPoint(synthetic_job(conc=8, framework="vllm", hardware="mi300x"), speed=0.8, requests=40,
                                  invalid_reason="realised TP 4 differs from the job's tp 8"))
     root = tmp_path_factory.mktemp("chromium")
-    run = write_synthetic_run(root / "run", points, run_id="browser-run", expected_extra=("never-ran",))
-    return write_report(run, root / "report", png=False).html
+    run = write_synthetic_run(root / "run", points, run_id="browser-run", expected_extra=("never-ran", REFUSED))
+    for job, window in ((points[0].job, 1), (points[1].job, 2)):  # sglang on mi300x at conc 1 and 4: too short
+        path = run.path / "jobs" / job["id"] / "summary.json"
+        summary = Summary.load(path)
+        summary.validity.verdict = "smoke"
+        summary.validity.reasons = [f"smoke run: profile window {window} s is shorter than 900 s"]
+        path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    meta = json.loads((run.path / "run.json").read_text())
+    meta["outcomes"] = [{"job_id": REFUSED, "exp_name": "x", "status": "refused", "reasons": [REFUSED_WHY]}]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    return write_report(run.path, root / "report", png=False).html
+
+
+REFUSED = "qwen3.5_tp8_conc32_kvnone_spec-none_sglang_mi300x"
+REFUSED_WHY = "policy error [grid.max-conc] conc [32] above policy.max-conc 16 (fix: drop the points above it)"
+
+
+@pytest.fixture(scope="module")
+def empty_report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Nine jobs that all failed the same way: no point at all."""
+    root = tmp_path_factory.mktemp("chromium-empty") / "run"
+    ids = [f"job-conc{c}" for c in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    for jid in ids:
+        (root / "jobs" / jid).mkdir(parents=True)
+        (root / "jobs" / jid / "job.json").write_text(json.dumps(synthetic_job(job_id=jid)))
+        (root / "jobs" / jid / "outcome.json").write_text(json.dumps(
+            {"job_id": jid, "exp_name": "x", "status": "launch_failed", "reasons": [EMPTY_WHY]}))
+    (root / "run.json").write_text(json.dumps({"run_id": "all-failed", "expected_job_ids": ids}))
+    return write_report(root, root.parent / "report", png=False).html
+
+
+EMPTY_WHY = "trace source hf:agentx/traces is not available offline (fix: pass --traces synthetic)"
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +124,7 @@ def test_dashboard_in_headless_chromium(driver, report_html: Path, tmp_path: Pat
     invalid = drv.find_elements(By.CSS_SELECTOR, "#chart .marker.invalid")
     assert len(invalid) == 1 and invalid[0].get_attribute("data-valid") == "0"
     assert len(drv.find_elements(By.CSS_SELECTOR, "#chart polyline.frontier")) == 3
-    assert "never-ran" in drv.find_element(By.ID, "missing-banner").text
+    assert "1 job(s) without a result" in drv.find_element(By.ID, "banner-failed").text
     assert len(drv.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")) == 10
 
     # The default x axis is P90 E2E-normalised interactivity; switching to concurrency moves every point.
@@ -148,3 +182,145 @@ def test_dashboard_in_headless_chromium(driver, report_html: Path, tmp_path: Pat
         for png in (overview, shot):
             shutil.copy(png, Path(keep) / png.name)
     assert _errors(drv) == []
+
+
+def _open(drv, html: Path) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    drv.get(html.resolve().as_uri())
+    WebDriverWait(drv, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    assert _errors(drv) == []
+
+
+def test_dashboard_explains_its_verdicts(driver, report_html: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    drv = driver
+    _open(drv, report_html)
+    payload = drv.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+    labels = {s["key"]: s["label"] for s in payload["series"]}
+    by_id = {p["id"]: p for p in payload["points"]}
+
+    # One banner per verdict kind; the two smoke reasons differ only in a number, so they are one line with ×2.
+    smoke = drv.find_element(By.ID, "banner-smoke")
+    (line,) = smoke.find_elements(By.CSS_SELECTOR, "li")
+    assert line.get_attribute("data-count") == "2" and "×2" in line.text
+    assert "profile window 1–2 s is shorter than 900 s" in line.text and "conc 1, 4" in line.text
+    assert "realised TP 4 differs" in drv.find_element(By.ID, "banner-invalid").text
+    refused = drv.find_element(By.ID, "banner-refused")
+    assert "1 job(s) refused" in refused.text and REFUSED_WHY in refused.text
+
+    # Every plotted point is labelled with its concurrency and its request count.
+    markers = drv.find_elements(By.CSS_SELECTOR, "#chart .marker")
+    tags = {t.get_attribute("data-id"): t.text for t in drv.find_elements(By.CSS_SELECTOR, "#chart .pt-label")}
+    assert set(tags) == {m.get_attribute("data-id") for m in markers} and len(tags) == 10
+    for pid, text in tags.items():
+        p = by_id[pid]
+        assert text.startswith(f"c{p['metrics']['conc']} · n{p['requests']['successful']}"), text
+    assert len(drv.find_elements(By.CSS_SELECTOR, "#chart .marker.smoke")) == 2
+    assert _label_overlaps(drv) == []
+
+    # The table: a reason column, no column twice, rows by series then concurrency as a number.
+    def headers() -> list[str]:
+        return [th.text.rstrip(" ▲▼") for th in drv.find_elements(By.CSS_SELECTOR, "#points-table th")]
+
+    def row_order() -> list[tuple[str, int]]:
+        rows = drv.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")
+        return [(labels[by_id[r.get_attribute("data-id")]["series"]], by_id[r.get_attribute("data-id")]["metrics"]
+                 ["conc"]) for r in rows]
+
+    assert "Reason" in headers() and len(headers()) == len(set(headers()))
+    order = row_order()
+    assert order == sorted(order) and [c for s, c in order if "vllm" in s] == [1, 4, 8, 16]
+    reasons = {r.get_attribute("data-id"): r.find_element(By.CSS_SELECTOR, "td.reason").text
+               for r in drv.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")}
+    for pid, text in reasons.items():
+        assert text == by_id[pid]["reason"]
+    assert sum(1 for t in reasons.values() if "shorter than 900 s" in t) == 2
+    for axis in ("conc", "p90_ttft", "p90_intvty"):
+        Select(drv.find_element(By.ID, "x-axis")).select_by_value(axis)
+        assert len(headers()) == len(set(headers())), (axis, headers())
+    Select(drv.find_element(By.ID, "x-axis")).select_by_value("p90_e2e_norm_intvty")
+    conc_header = drv.find_element(By.CSS_SELECTOR, '#points-table th[data-col="conc"]')
+    conc_header.click()  # sorts on concurrency alone, as numbers (1, 4, 8, 16, not 1, 16, 4, 8)
+    concs = [c for _, c in row_order()]
+    assert concs == sorted(concs) and concs[-3:] == [16, 16, 16]
+
+    # A refused job is a row with its status and reason, and so is the one that never ran.
+    row = drv.find_element(By.CSS_SELECTOR, f'#points-table tr.missing.refused[data-job="{REFUSED}"]')
+    assert "refused" in row.text and REFUSED_WHY in row.find_element(By.CSS_SELECTOR, "td.reason").text
+    assert drv.find_elements(By.CSS_SELECTOR, '#points-table tr.missing.failed[data-job="never-ran"]')
+
+    shot = tmp_path / "dashboard_verdicts.png"
+    assert drv.save_screenshot(str(shot))
+    _keep(shot)
+    assert _errors(drv) == []
+
+
+def test_an_empty_run_says_so_once(driver, empty_report_html: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+
+    drv = driver
+    _open(drv, empty_report_html)
+    banner = drv.find_element(By.ID, "empty-banner").text
+    assert "No result in this run: 9 expected job(s), 9 without a result" in banner
+    failed = drv.find_element(By.ID, "banner-failed")
+    (line,) = failed.find_elements(By.CSS_SELECTOR, "li")  # nine identical errors, one line
+    assert line.get_attribute("data-count") == "9" and "×9" in line.text and EMPTY_WHY in line.text
+    chart = drv.find_element(By.ID, "chart-empty").text
+    assert "no result to plot" in chart and "no point has values" not in chart
+    assert len(drv.find_elements(By.CSS_SELECTOR, "#points-table tr.missing.failed")) == 9
+    shot = tmp_path / "dashboard_empty.png"
+    assert drv.save_screenshot(str(shot))
+    _keep(shot)
+    assert _errors(drv) == []
+
+
+def _label_overlaps(drv) -> list[tuple[list[float], list[float]]]:  # type: ignore[no-untyped-def]
+    boxes = drv.execute_script("return Array.from(document.querySelectorAll('#chart .pt-label')).map(function (t) {"
+                               " var b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; })")
+    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+
+
+def test_labels_of_points_that_nearly_coincide_stay_apart(driver, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+
+    # Two engines with the same results: their points at each concurrency land on top of each other.
+    points = [SyntheticPoint(synthetic_job(conc=c, framework=fw), requests=40)
+              for fw in ("sglang", "vllm") for c in (1, 4, 16)]
+    run = write_synthetic_run(tmp_path / "run", points, run_id="close-run")
+    for a, b in zip(points[:3], points[3:], strict=True):
+        shutil.copy(run.path / "jobs" / a.job["id"] / "summary.json", run.path / "jobs" / b.job["id"] / "summary.json")
+    _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#chart .pt-label")) == 6
+    assert _label_overlaps(driver) == []
+    assert _errors(driver) == []
+
+
+def _keep(png: Path) -> None:
+    keep = os.environ.get("LLMSWEEP_SCREENSHOT_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(png, Path(keep) / png.name)
+
+
+def test_a_real_run_lists_its_policy_refused_job_with_the_reason(driver, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`llmsweep run` on the simulator: the conc-4 job its recipe's policy refuses has no folder, and the dashboard
+    reads its reason from what `run` recorded."""
+    from selenium.webdriver.common.by import By
+    from test_run_support import RECIPES, cli_env, read_json, run_cli
+
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "policy-max-conc.yaml", "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    (refused,) = [o for o in read_json(out / "run.json")["outcomes"] if o["status"] == "refused"]
+    _open(driver, out / "report" / "index.html")
+    row = driver.find_element(By.CSS_SELECTOR, f'#points-table tr.missing.refused[data-job="{refused["job_id"]}"]')
+    assert "refused" in row.text and refused["reasons"][0] in row.find_element(By.CSS_SELECTOR, "td.reason").text
+    assert "[grid.max-conc]" in driver.find_element(By.ID, "banner-refused").text
+    (tag,) = driver.find_elements(By.CSS_SELECTOR, "#chart .pt-label")
+    assert tag.text.startswith("c2 · n")
+    assert _errors(driver) == []

@@ -31,7 +31,11 @@ def report(run: Path, out: Path | None, no_png: bool, overlays: tuple[str, ...],
         with Store(store_path) as store:
             extra = [p for ref in overlays for p in resolve_points(ref, store)[1]]
     files = write_report(run, out, png=not no_png, overlay=extra, mix_sources=mix_sources)
-    click.echo(f"{files.points} point(s), {files.invalid} invalid, {files.missing} missing")
+    refused = f" ({files.refused} refused)" if files.refused else ""
+    smoke = f", {files.smoke} smoke" if files.smoke else ""
+    click.echo(f"{files.points} point(s), {files.invalid} invalid, {files.missing} missing{refused}{smoke}")
+    if files.empty:
+        click.echo(files.empty)
     click.echo(f"dashboard: {files.html}")
     click.echo(f"summary:   {files.markdown}")
     if files.pngs:

@@ -34,6 +34,11 @@ class ReportFiles:
     points: int = 0
     invalid: int = 0
     missing: int = 0
+    smoke: int = 0
+    refused: int = 0
+    """Of the missing jobs, those refused before running (policy, unsupported)."""
+    empty: str | None = None
+    """What the page says when the run has no point at all; None otherwise."""
 
 
 def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *, png: bool = True,
@@ -58,5 +63,8 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     data_path.write_text(json.dumps(finite(slim), indent=1, default=str), encoding="utf-8")
     pngs = write_pngs(payload, out) if png else []
     log.info("report of %s written to %s", run.run_id, out)
+    verdicts = payload["verdicts"]
     return ReportFiles(out, html_path, md_path, data_path, pngs, len(points),
-                       sum(1 for p in points if not p.valid), len(payload["missing"]))
+                       sum(1 for p in points if not p.valid), len(payload["missing"]),
+                       smoke=verdicts.get("smoke", {}).get("count", 0),
+                       refused=verdicts.get("refused", {}).get("count", 0), empty=payload["empty"])

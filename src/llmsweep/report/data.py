@@ -6,10 +6,13 @@ environment dump that slipped into an artifact never reaches the page.
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
@@ -17,7 +20,9 @@ from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, serie
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.rundir import RunDir
 
-PAYLOAD_VERSION = 1
+log = logging.getLogger(__name__)
+
+PAYLOAD_VERSION = 2
 Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu")
 """Y choices (InferenceX: token throughput per chip, total/output/input); each gets its own north-star frontiers."""
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
@@ -43,7 +48,8 @@ def _round(v: float | None) -> float | None:
 def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, Sequence[str]]]) -> dict[str, Any]:
     return {
         "id": p.result_id, "job_id": p.job_id, "run_id": p.run_id, "series": sk, "source": p.source, "origin": p.origin,
-        "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons), "gpus": p.gpus,
+        "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
+        "reason": verdict_reason(p.verdict, p.reasons), "gpus": p.gpus,
         "identity": p.identity.as_dict(), "topology": p.identity.topology(),
         "metrics": {**{c.name: _round(p.metric(c.name)) for c in HOT_COLUMNS}, "conc": p.identity.conc},
         "requests": {"finished": p.num_requests, "successful": p.num_successful},
@@ -86,6 +92,129 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
     return out
 
 
+class RecordedOutcome(BaseModel):
+    """One entry of `run.json: outcomes` as `llmsweep run` records it: how a job ended and why.
+
+    Read back for the jobs that left no job folder (a refused job never gets one), so the page can say why they have
+    no result. Only the fields the page shows are read; the rest of the executor's record is ignored.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    job_id: str
+    status: str
+    reasons: list[str] = Field(default_factory=list)
+
+
+def read_outcome(doc: Any, where: str) -> RecordedOutcome | None:
+    try:
+        return RecordedOutcome.model_validate(doc)
+    except ValidationError:
+        log.debug("%s: an outcome that is not readable, skipped: %r", where, doc)
+        return None
+
+
+def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:
+    """job id → its outcome as `run.json` recorded it (empty for a run still going, or one from before outcomes)."""
+    raw = run.meta.get("outcomes")
+    read = (read_outcome(doc, "run.json") for doc in (raw if isinstance(raw, list) else ()))
+    return {o.job_id: o for o in read if o is not None}
+
+
+def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
+    """The one-line reason shown beside a verdict: the gates' reasons, or a note that an unclean verdict has none."""
+    return "; ".join(reasons) or ("" if verdict == "valid" else "no reason recorded")
+
+
+VERDICT_KINDS = ("invalid", "smoke", "refused", "failed")
+"""The kinds that get a banner each, in page order: results excluded from frontiers, results too short to publish,
+jobs refused before they ran, jobs that ran and produced no result."""
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
+
+
+def _span(values: Sequence[str]) -> str:
+    nums = sorted({float(v) for v in values})
+    text = {float(v): v for v in values}
+    return text[nums[0]] if len(nums) == 1 else f"{text[nums[0]]}–{text[nums[-1]]}"
+
+
+def group_reasons(items: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Group (reason, id) pairs whose reasons are identical, or differ only in their numbers.
+
+    A group reads as its reason with each number that varies written as its range (`profile window 1–2 s is shorter
+    than 900 s`), its count and its ids; groups come most frequent first, so nine jobs that failed the same way make
+    one line, not nine.
+    """
+    groups: dict[tuple[str, ...], list[tuple[list[str], str]]] = {}
+    for reason, ident in items:
+        parts = _NUMBER.split(reason)
+        groups.setdefault(tuple(parts), []).append((_NUMBER.findall(reason), ident))
+    out = []
+    for key, members in groups.items():
+        text = key[0]
+        for slot, part in enumerate(key[1:]):
+            text += _span([nums[slot] for nums, _ in members]) + part
+        ids = list(dict.fromkeys(ident for _, ident in members))
+        out.append({"reason": text, "count": len(ids), "ids": ids})
+    return sorted(out, key=lambda g: (-g["count"], g["reason"]))
+
+
+def no_result_entries(run: RunDir, have: set[str]) -> list[dict[str, str]]:
+    """Every expected job without a result, in the plan's order: its status and reason, from its `outcome.json` or
+    from `run.json` (a refused job has no folder; `run` records its refusal there)."""
+    recorded = recorded_outcomes(run)
+    folders = {j.job_id: j for j in run.jobs}
+    ids = [j.job_id for j in run.jobs if j.job_id not in have]
+    ids += [jid for jid in run.missing_job_ids if jid not in folders and jid not in have]
+    ids += [jid for jid in recorded if jid not in folders and jid not in have and jid not in ids]
+    planned = {jid: n for n, jid in enumerate(run.expected_job_ids)}
+    ids.sort(key=lambda jid: planned.get(jid, len(planned)))  # the plan's order (by arm, then concurrency)
+    out = []
+    for jid in ids:
+        art = folders.get(jid)
+        # The job folder's own outcome.json first (the executor's last word), else what run.json recorded.
+        own = read_outcome(art.outcome, f"{art.dir}/outcome.json") if art is not None and art.outcome else None
+        rec = own or recorded.get(jid)
+        if rec is not None:
+            status, reason = rec.status, "; ".join(rec.reasons) or "no reason recorded"
+        elif art is not None:
+            status, reason = "failed", "no summary.json in its job folder"
+        else:
+            status, reason = "missing", "planned, but no job folder: the run stopped before it, or is still going"
+        out.append({"job_id": jid, "status": status, "kind": "refused" if status == "refused" else "failed",
+                    "reason": reason})
+    return out
+
+
+def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]]) -> dict[str, Any]:
+    """Per verdict kind, its points or jobs and their reasons grouped (what each banner of the page says)."""
+    items: dict[str, list[tuple[str, str]]] = {k: [] for k in VERDICT_KINDS}
+    counts = dict.fromkeys(VERDICT_KINDS, 0)
+    for p in points:
+        kind = "smoke" if p["verdict"] == "smoke" else "invalid" if not p["valid"] else None
+        if kind is None:
+            continue
+        counts[kind] += 1
+        items[kind] += [(r, p["id"]) for r in p["reasons"] or [p["reason"]]]
+    for m in missing:
+        counts[m["kind"]] += 1
+        items[m["kind"]].append((m["reason"], m["job_id"]))
+    return {k: {"count": counts[k], "reasons": group_reasons(items[k])} for k in VERDICT_KINDS if counts[k]}
+
+
+def empty_message(n_points: int, missing: Sequence[dict[str, str]]) -> str | None:
+    """What the page says instead of a chart when the run has no point at all; None when it has one."""
+    if n_points:
+        return None
+    if not missing:
+        return "This run has no result and no recorded job: nothing was planned into it, or it has not started yet."
+    refused = sum(1 for m in missing if m["kind"] == "refused")
+    failed = len(missing) - refused
+    bits = [f"{n} {what}" for n, what in ((refused, "refused"), (failed, "without a result")) if n]
+    return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}; the reasons are listed below."
+
+
 def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequence[ResultPoint] = (),
                   mix_sources: bool = False, details: bool = True) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able data.
@@ -104,15 +233,18 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         if sk not in series:
             i = p.identity
             series[sk] = {"key": sk, "label": series_label(p, mix_sources=mix_sources, tag=tag),
-                          "color": PALETTE[len(series) % len(PALETTE)], "source": p.source,
+                          "source": p.source,
                           "run": tag or run.run_id, "overlay": bool(tag),
                           "attrs": {"model": i.model, "hardware": i.hardware, "engine": i.engine,
                                     "precision": i.precision, "scenario": i.scenario, "spec": i.spec,
                                     "offload": i.offload}}
-    have = {p.job_id for p in points}
-    no_result = [{"job_id": j.job_id, "reason": j.why_no_result()} for j in run.jobs if j.job_id not in have]
-    never_ran = [{"job_id": jid, "reason": "expected by run.json, no job folder"}
-                 for jid in run.missing_job_ids if jid not in {j.job_id for j in run.jobs}]
+    # Table order: series by label (this run's before overlays), then concurrency as a number, then job id.
+    order = {sk: n for n, sk in enumerate(sorted(series, key=lambda k: (series[k]["overlay"], series[k]["label"])))}
+    everything.sort(key=lambda p: (order[keys[p.result_id]], p.identity.conc, p.job_id))
+    for sk, n in order.items():
+        series[sk]["color"] = PALETTE[n % len(PALETTE)]
+    points_out = [point_payload(p, keys[p.result_id], frontiers) for p in everything]
+    missing = no_result_entries(run, {p.job_id for p in points})
     return {
         "version": PAYLOAD_VERSION,
         "run": {**{k: scrub(run.meta[k]) for k in RUN_FIELDS if k in run.meta}, "run_id": run.run_id},
@@ -121,11 +253,13 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "y_axes": [{"key": y, "label": HOT_BY_NAME[y].label, "unit": HOT_BY_NAME[y].unit} for y in Y_METRICS],
         "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity}
                     for m in HOT_COLUMNS],
-        "series": list(series.values()),
-        "points": [point_payload(p, keys[p.result_id], frontiers) for p in everything],
+        "series": sorted(series.values(), key=lambda s: order[s["key"]]),
+        "points": points_out,
         "frontiers": frontiers,
         "frontiers_by_y": frontiers_by_y,
-        "missing": no_result + never_ran,
+        "missing": missing,
+        "verdicts": verdict_groups(points_out, missing),
+        "empty": empty_message(len(points_out), missing),
         "sources": sorted({p.source for p in everything}),
         "mix_sources": mix_sources,
         "overlays": sorted({tag for _, tag in tagged if tag}),

@@ -38,9 +38,12 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     series = {s["key"]: s for s in payload["series"]}
     by_id = {p["id"]: p for p in points}
     invalid = [p for p in points if not p["valid"]]
+    smoke_count = sum(1 for p in points if p["verdict"] == "smoke")
     lines = [f"## llmsweep run `{run['run_id']}`", "",
              f"{len(points)} points in {len(series)} series · source: {', '.join(payload['sources']) or '–'} · "
-             f"{len(invalid)} invalid · {len(payload['missing'])} missing", ""]
+             f"{len(invalid)} invalid · {smoke_count} smoke · {len(payload['missing'])} missing", ""]
+    if payload.get("empty"):
+        lines += [f"**{payload['empty']}**", ""]
     lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity "
               "(north-star rule for agentic series)", "",
               _row(["Series", "Conc", "Topology", "Tput/GPU (tok/s)", "P90 E2E-norm intvty (tok/s/user)",
@@ -61,9 +64,13 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
         lines += ["", "### Invalid points (shown in the dashboard, excluded from frontiers)", ""]
         lines += [f"- `{p['job_id']}` ({series[p['series']]['label']}, conc {p['metrics']['conc']}): "
                   + ("; ".join(p["reasons"]) or "no reason recorded") for p in invalid]
+    smoke = payload.get("verdicts", {}).get("smoke")
+    if smoke:
+        lines += ["", f"### Smoke points ({smoke['count']}: they ran, but too little to be valid)", ""]
+        lines += [f"- ×{g['count']} {g['reason']}" for g in smoke["reasons"]]
     if payload["missing"]:
         lines += ["", "### Jobs without a result", ""]
-        lines += [f"- `{m['job_id']}`: {m['reason']}" for m in payload["missing"]]
+        lines += [f"- `{m['job_id']}`: {m['status']}: {m['reason']}" for m in payload["missing"]]
     return "\n".join(lines) + "\n"
 
 

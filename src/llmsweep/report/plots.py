@@ -19,6 +19,47 @@ def matplotlib_available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
+def point_tag(p: Mapping[str, Any]) -> str:
+    """The label beside a point, as on the dashboard: concurrency and successful requests (`c16 · n48`)."""
+    req = p.get("requests") or {}
+    ok, total = req.get("successful"), req.get("finished")
+    n = "–" if ok is None else f"{ok}" + (f"/{total}" if total is not None and total != ok else "")
+    return f"c{p['metrics']['conc']} · n{n}"
+
+
+def empty_text(payload: Mapping[str, Any], axis_label: str) -> str:
+    """What a plot without a point says: the run's empty message, or which axis lacks values."""
+    if payload.get("empty"):
+        return str(payload["empty"])
+    return f"no point has values for {axis_label} and {payload['y']['label']}"
+
+
+LABEL_SPOTS = ((5, 4, "left"), (5, -10, "left"), (-5, 4, "right"), (-5, -10, "right"), (5, 13, "left"),
+               (5, -19, "left"), (-5, 13, "right"), (-5, -19, "right"))
+"""Offsets (points) tried around a marker for its label, in order, as on the dashboard."""
+
+
+def label_points(ax: Any, tags: Sequence[tuple[str, float, float]], fontsize: float = 6.5) -> None:
+    """Annotate each point with its tag at the first spot around it that overlaps no label placed before it."""
+    to_px = ax.figure.dpi / 72.0
+    placed: list[tuple[float, float, float, float]] = []
+    for text, x, y in tags:
+        px, py = ax.transData.transform((x, y))
+        w, h = len(text) * fontsize * 0.55 * to_px, fontsize * 1.2 * to_px
+        choice = LABEL_SPOTS[0]
+        for dx, dy, ha in LABEL_SPOTS:
+            x0 = px + dx * to_px - (w if ha == "right" else 0)
+            box = (x0, py + dy * to_px, x0 + w, py + dy * to_px + h)
+            if not any(b[0] < box[2] and box[0] < b[2] and b[1] < box[3] and box[1] < b[3] for b in placed):
+                choice = (dx, dy, ha)
+                placed.append(box)
+                break
+        else:
+            placed.append((px, py, px + w, py + h))
+        ax.annotate(text, (x, y), xytext=choice[:2], textcoords="offset points", ha=choice[2], fontsize=fontsize,
+                    color="#344054")
+
+
 def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | None = None) -> list[Path]:
     """`pareto_<axis>.png` per x axis; returns the files written (empty when matplotlib is missing)."""
     if not matplotlib_available():
@@ -30,40 +71,68 @@ def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | 
     import matplotlib.pyplot as plt
 
     wanted = axes or [a["key"] for a in payload["axes"]]
-    by_id = {p["id"]: p for p in payload["points"]}
     written = []
     for axis in (a for a in payload["axes"] if a["key"] in wanted):
-        fig, ax = plt.subplots(figsize=(8.5, 5.2), dpi=110)
-        key = axis["key"]
-
-        def xv(p: Mapping[str, Any], key: str = key) -> float:
-            """The point's value on this axis (points without one are filtered out before plotting)."""
-            return float(p["metrics"][key])
-
-        for s in payload["series"]:
-            pts = [p for p in payload["points"] if p["series"] == s["key"] and p["metrics"].get(key) is not None
-                   and p["metrics"].get(payload["y"]["key"]) is not None]
-            ok = [p for p in pts if p["valid"]]
-            bad = [p for p in pts if not p["valid"]]
-            y = payload["y"]["key"]
-            ax.scatter([xv(p) for p in ok], [p["metrics"][y] for p in ok], color=s["color"], s=28, label=s["label"])
-            if bad:
-                ax.scatter([xv(p) for p in bad], [p["metrics"][y] for p in bad], facecolors="none",
-                           edgecolors=s["color"], linestyle="--", s=36)
-            front = [by_id[i] for i in payload["frontiers"].get(key, {}).get(s["key"], [])]
-            if front:
-                ax.plot([xv(p) for p in front], [p["metrics"][y] for p in front], color=s["color"], linewidth=1.8)
-        unit = f" ({axis['unit']})" if axis["unit"] else ""
-        ax.set_xlabel(axis["label"] + unit)
-        ax.set_ylabel(f"{payload['y']['label']} ({payload['y']['unit']})")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.set_title(f"run {payload['run']['run_id']} · hollow = invalid", fontsize=10)
-        if payload["series"]:
-            ax.legend(fontsize=7, loc="best")
-        fig.tight_layout()
-        path = out_dir / f"pareto_{key}.png"
+        fig = pareto_figure(payload, axis)
+        path = out_dir / f"pareto_{axis['key']}.png"
         fig.savefig(path)
         plt.close(fig)
         written.append(path)
     return written
+
+
+SMOKE_STYLE: dict[str, Any] = {"alpha": 0.35, "linewidths": 1.2, "marker": "s", "s": 34}
+"""Smoke points: faded squares (they ran too little to be valid); invalid ones are hollow dashed circles."""
+
+
+def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
+    """The scatter of one x axis as a matplotlib Figure (the caller has selected a backend and closes it)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8.5, 5.2), dpi=110)
+    key, y = axis["key"], payload["y"]["key"]
+    by_id = {p["id"]: p for p in payload["points"]}
+
+    def xv(p: Mapping[str, Any]) -> float:
+        """The point's value on this axis (points without one are filtered out before plotting)."""
+        return float(p["metrics"][key])
+
+    plotted = 0
+    tags: list[tuple[str, float, float]] = []
+    for s in payload["series"]:
+        pts = [p for p in payload["points"] if p["series"] == s["key"] and p["metrics"].get(key) is not None
+               and p["metrics"].get(y) is not None]
+        plotted += len(pts)
+        styles: tuple[tuple[list[Any], dict[str, Any]], ...] = (
+            ([p for p in pts if p["valid"] and p["verdict"] != "smoke"], {"color": s["color"], "s": 28}),
+            ([p for p in pts if p["valid"] and p["verdict"] == "smoke"],
+             {"color": s["color"], "edgecolors": s["color"], **SMOKE_STYLE}),
+            ([p for p in pts if not p["valid"]], {"facecolors": "none", "edgecolors": s["color"], "linestyle": "--",
+                                                  "s": 36}),
+        )
+        label: str | None = s["label"]  # once per series, on its first drawn kind
+        for group, style in styles:
+            if group:
+                ax.scatter([xv(p) for p in group], [p["metrics"][y] for p in group], label=label, **style)
+                label = None
+        front = [by_id[i] for i in payload["frontiers"].get(key, {}).get(s["key"], [])]
+        if front:
+            ax.plot([xv(p) for p in front], [p["metrics"][y] for p in front], color=s["color"], linewidth=1.8)
+        tags += [(point_tag(p), xv(p), float(p["metrics"][y])) for p in pts]
+    if not plotted:
+        ax.text(0.5, 0.5, empty_text(payload, axis["label"]), transform=ax.transAxes, ha="center", va="center",
+                fontsize=10, wrap=True)
+    unit = f" ({axis['unit']})" if axis["unit"] else ""
+    ax.set_xlabel(axis["label"] + unit)
+    ax.set_ylabel(f"{payload['y']['label']} ({payload['y']['unit']})")
+    ax.margins(x=0.07)  # room for the labels of the outermost points
+    ax.set_ylim(bottom=0)
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.06)  # and above the highest point
+    label_points(ax, tags)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"run {payload['run']['run_id']} · ■ faded = smoke · ○ hollow = invalid · "
+                 "c = concurrency, n = requests", fontsize=9)
+    if plotted:
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig

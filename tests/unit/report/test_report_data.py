@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
 from llmsweep.report.data import build_payload, scrub
 from llmsweep.results.frontier import X_AXES
 from llmsweep.results.point import points_from_run
+from llmsweep.results.rundir import RunDir, load_run
 
 
 def test_every_point_series_and_missing_job_is_in_the_payload(report_run) -> None:
@@ -94,4 +97,105 @@ def test_a_job_that_failed_is_listed_with_the_executors_reason(tmp_path) -> None
     run = load_run(run.path)
     payload = build_payload(run, points_from_run(run))
     assert len(payload["points"]) == 1
-    assert payload["missing"] == [{"job_id": run.jobs[0].job_id, "reason": "launch_failed: server exited 1"}]
+    assert payload["missing"] == [{"job_id": run.jobs[0].job_id, "status": "launch_failed", "kind": "failed",
+                                   "reason": "server exited 1"}]
+
+
+def _set_verdict(run: RunDir, job_id: str, verdict: str, reasons: list[str]) -> None:
+    """Rewrite one job's summary with another verdict, as the gates would have written it."""
+    from llmsweep.metrics.model import Summary
+
+    path = run.path / "jobs" / job_id / "summary.json"
+    summary = Summary.load(path)
+    summary.validity.verdict = verdict
+    summary.validity.reasons = reasons
+    path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+
+
+def test_points_come_sorted_by_series_then_concurrency_as_a_number(tmp_path) -> None:
+    concs = (16, 1, 12, 4)  # as job folders these sort by string: conc1, conc12, conc16, conc4
+    pts = [SyntheticPoint(synthetic_job(conc=c, framework=fw, job_id=f"{fw}-conc{c}"), requests=10)
+           for fw in ("vllm", "sglang") for c in concs]
+    run = write_synthetic_run(tmp_path / "r", pts)
+    assert [j.job_id for j in run.jobs][:4] == ["sglang-conc1", "sglang-conc12", "sglang-conc16", "sglang-conc4"]
+    payload = build_payload(run, points_from_run(run), details=False)
+    labels = {s["key"]: s["label"] for s in payload["series"]}
+    rows = [(labels[p["series"]], p["metrics"]["conc"]) for p in payload["points"]]
+    assert rows == sorted(rows) and [c for _, c in rows] == [1, 4, 12, 16, 1, 4, 12, 16]
+    assert [s["label"] for s in payload["series"]] == sorted(labels.values())  # the legend follows the table
+    assert len({s["color"] for s in payload["series"]}) == 2
+
+
+def test_every_point_carries_its_verdict_reason_and_request_count(report_run) -> None:
+    points = {p.result_id: p for p in points_from_run(report_run)}
+    payload = build_payload(report_run, list(points.values()), details=False)
+    for p in payload["points"]:
+        assert p["reason"] == "; ".join(p["reasons"]) if p["reasons"] else p["reason"] == ""
+        req = points[p["id"]].summary.requests
+        assert p["requests"] == {"finished": req.successful + req.failed, "successful": req.successful}
+        assert req.successful > 0
+    (bad,) = [p for p in payload["points"] if not p["valid"]]
+    assert "realised TP 4 differs from the job's tp 8" in bad["reason"]
+
+
+def test_a_policy_refused_job_is_listed_with_the_reason_run_json_recorded(tmp_path) -> None:
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=2), requests=10)],
+                              expected_extra=("refused-conc4", "not-reached"))
+    meta = json.loads((run.path / "run.json").read_text())
+    reason = "policy error [grid.max-conc] conc [4] above policy.max-conc 2 (fix: drop the points above it)"
+    meta["outcomes"] = [{"job_id": "refused-conc4", "exp_name": "x", "status": "refused", "reasons": [reason],
+                         "summary_path": None, "seconds": None}]
+    (run.path / "run.json").write_text(json.dumps(meta))
+    run = load_run(run.path)
+    payload = build_payload(run, points_from_run(run), details=False)
+    by_id = {m["job_id"]: m for m in payload["missing"]}
+    assert by_id["refused-conc4"] == {"job_id": "refused-conc4", "status": "refused", "kind": "refused",
+                                      "reason": reason}
+    assert by_id["not-reached"]["status"] == "missing" and "no job folder" in by_id["not-reached"]["reason"]
+    assert payload["verdicts"]["refused"] == {"count": 1, "reasons": [{"reason": reason, "count": 1,
+                                                                       "ids": ["refused-conc4"]}]}
+    assert payload["empty"] is None
+
+
+def test_identical_failures_make_one_banner_line_and_an_empty_run_says_so(failed_run, tmp_path) -> None:
+    run = failed_run
+    ids = list(run.expected_job_ids)
+    (error,) = {r for j in run.jobs for r in j.outcome["reasons"]}
+    payload = build_payload(run, points_from_run(run), details=False)
+    assert payload["points"] == [] and len(payload["missing"]) == 9
+    assert payload["verdicts"] == {"failed": {"count": 9, "reasons": [{"reason": error, "count": 9, "ids": ids}]}}
+    assert payload["empty"] == ("No result in this run: 9 expected job(s), 9 without a result; "
+                                "the reasons are listed below.")
+
+    nothing = tmp_path / "nothing"
+    (nothing / "jobs").mkdir(parents=True)
+    empty = build_payload(load_run(nothing), [], details=False)
+    assert empty["missing"] == [] and empty["verdicts"] == {} and "no result and no recorded job" in empty["empty"]
+
+
+def test_smoke_reasons_that_differ_only_in_numbers_are_grouped_with_their_range(tmp_path) -> None:
+    pts = [SyntheticPoint(synthetic_job(conc=c, job_id=f"j{c}"), requests=10) for c in (1, 2, 4)]
+    run = write_synthetic_run(tmp_path / "r", pts)
+    _set_verdict(run, "j1", "smoke", ["smoke run: profile window 1 s is shorter than 900 s"])
+    _set_verdict(run, "j2", "smoke", ["smoke run: profile window 2.5 s is shorter than 900 s"])
+    _set_verdict(run, "j4", "invalid", ["error ratio 0.30 above 0.05", "fp8 model served as bf16"])
+    run = load_run(run.path)
+    payload = build_payload(run, points_from_run(run), details=False)
+    smoke = payload["verdicts"]["smoke"]
+    assert smoke["count"] == 2
+    assert [(g["reason"], g["count"]) for g in smoke["reasons"]] == [
+        ("smoke run: profile window 1–2.5 s is shorter than 900 s", 2)]
+    invalid = payload["verdicts"]["invalid"]
+    assert invalid["count"] == 1 and {g["reason"] for g in invalid["reasons"]} == {
+        "error ratio 0.30 above 0.05", "fp8 model served as bf16"}
+    assert [p["verdict"] for p in payload["points"]] == ["smoke", "smoke", "invalid"]
+    assert payload["points"][2]["reason"] == "error ratio 0.30 above 0.05; fp8 model served as bf16"
+
+
+def test_group_reasons_keeps_distinct_reasons_apart_most_frequent_first() -> None:
+    from llmsweep.report.data import group_reasons
+
+    groups = group_reasons([("server exited 1", "a"), ("out of memory on GPU 3", "b"), ("server exited 1", "c"),
+                            ("server exited 137", "d"), ("model qwen3.5 not found", "e")])
+    assert groups[0] == {"reason": "server exited 1–137", "count": 3, "ids": ["a", "c", "d"]}
+    assert {g["reason"] for g in groups[1:]} == {"out of memory on GPU 3", "model qwen3.5 not found"}

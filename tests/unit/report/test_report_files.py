@@ -82,3 +82,60 @@ def test_report_overlays_imported_published_rows(report_run, tmp_path: Path, mon
     published = [p for p in payload["points"] if p["run_id"] == run_id]
     assert len(published) == 1 and published[0]["origin"] == "inferencex" and published[0]["source"] == "measured"
     assert published[0]["frontier"]["p90_e2e_norm_intvty"]  # alone in its series, so it is its own frontier
+
+
+def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from llmsweep.report.data import build_payload
+    from llmsweep.report.plots import SMOKE_STYLE, pareto_figure
+    from llmsweep.results.point import points_from_run
+
+    payload = build_payload(report_run, points_from_run(report_run), details=False)
+    smoke_ids = {p["id"] for p in payload["points"][:2]}
+    for p in payload["points"]:
+        if p["id"] in smoke_ids:
+            p["verdict"] = "smoke"
+    axis = next(a for a in payload["axes"] if a["key"] == "conc")
+    fig = pareto_figure(payload, axis)
+    ax = fig.axes[0]
+    labels = sorted(t.get_text() for t in ax.texts)
+    want = sorted(f"c{p['metrics']['conc']} · n{p['requests']['successful']}"
+                  + (f"/{p['requests']['finished']}" if p["requests"]["finished"] != p["requests"]["successful"]
+                     else "") for p in payload["points"])
+    assert labels == want and "c16 · n" in " ".join(labels)
+    faded = [c for c in ax.collections if c.get_alpha() == SMOKE_STYLE["alpha"]]
+    assert sum(len(c.get_offsets()) for c in faded) == 2  # the two smoke points, and only they, are faded
+    assert "smoke" in ax.get_title()
+    plt.close(fig)
+
+    # Two points on the same spot: their labels take different places around it.
+    twin = payload["points"][1]
+    twin["metrics"] = dict(payload["points"][0]["metrics"])
+    fig = pareto_figure(payload, axis)
+    by_xy: dict[tuple[float, float], list[tuple[float, float]]] = {}
+    for t in fig.axes[0].texts:
+        by_xy.setdefault(tuple(t.xy), []).append(tuple(t.xyann))
+    assert any(len(v) == 2 for v in by_xy.values())
+    assert all(len(set(v)) == len(v) for v in by_xy.values())
+    plt.close(fig)
+
+    empty = {**payload, "points": [], "series": [], "frontiers": {},
+             "empty": "No result in this run: 9 expected job(s), 9 without a result; the reasons are listed below."}
+    fig = pareto_figure(empty, axis)
+    assert [t.get_text() for t in fig.axes[0].texts] == [empty["empty"]]
+    plt.close(fig)
+
+
+def test_cli_says_when_a_run_has_no_result(failed_run) -> None:
+    run = failed_run
+    res = CliRunner().invoke(cli, ["report", str(run.path), "--no-png"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "0 point(s), 0 invalid, 9 missing" in res.output
+    assert "No result in this run: 9 expected job(s), 9 without a result" in res.output
+    md = (run.path / "report" / "summary.md").read_text()
+    assert "**No result in this run" in md and md.count("launch_failed: trace source") == 9

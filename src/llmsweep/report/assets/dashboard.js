@@ -12,7 +12,7 @@
   D.metrics.forEach(function (m) { metricByKey[m.key] = m; });
   var yByKey = {};
   (D.y_axes || [D.y]).forEach(function (y) { yByKey[y.key] = y; });
-  var state = { x: D.axes[0].key, y: D.y.key, frontierOnly: false, hidden: {}, selected: null };
+  var state = { x: D.axes[0].key, y: D.y.key, frontierOnly: false, labels: true, hidden: {}, selected: null };
 
   function el(tag, attrs, parent, text) {
     var svg = ["svg", "g", "line", "path", "circle", "rect", "text", "polyline", "title"].indexOf(tag) >= 0;
@@ -61,6 +61,12 @@
   }
   function scale(d0, r0, r1) { return function (v) { return r0 + (v - d0[0]) / (d0[1] - d0[0]) * (r1 - r0); }; }
   function onFrontier(p) { return (frontierMap()[p.series] || []).indexOf(p.id) >= 0; }
+  function requestsText(p) {
+    var r = p.requests || {};
+    return finite(r.successful) ? r.successful + (finite(r.finished) && r.finished !== r.successful ? "/" + r.finished : "") : "–";
+  }
+  /* The label drawn beside a marker: concurrency and the requests measured ("c16 · n48"). */
+  function pointTag(p) { return "c" + p.metrics.conc + " · n" + requestsText(p); }
   function pointLabel(p) {
     var s = seriesByKey[p.series];
     return (s ? s.label : p.series) + " · " + p.topology + " · conc " + p.metrics.conc;
@@ -76,13 +82,40 @@
     bits.push("source: " + (D.sources.join(", ") || "–"));
     document.getElementById("run-meta").textContent = bits.join(" · ");
     var b = document.getElementById("banners");
+    if (D.empty) el("div", { "class": "banner empty", id: "empty-banner" }, b, D.empty);
     if (D.sources.length > 1) el("div", { "class": "banner", id: "sources-banner" }, b, D.mix_sources ?
       "Sources are mixed on request (--mix-sources): " + D.sources.join(", ") + " points share series and frontiers." :
       "Several sources (" + D.sources.join(", ") + "); each source forms its own series and frontier.");
     if (D.overlays && D.overlays.length) el("div", { "class": "banner", id: "overlay-banner" }, b, "Overlaid for comparison (own series, never merged into this run's frontiers): " + D.overlays.join(", "));
-    if (D.missing.length) el("div", { "class": "banner", id: "missing-banner" }, b, D.missing.length + " expected job(s) have no result: " + D.missing.map(function (m) { return m.job_id + " (" + m.reason + ")"; }).join(", "));
-    var inval = D.points.filter(function (p) { return !p.valid; }).length;
-    if (inval) el("div", { "class": "banner" }, b, inval + " invalid point(s) are shown as hollow dashed markers and are excluded from frontiers.");
+    VERDICT_KINDS.forEach(function (kind) { verdictBanner(b, kind, (D.verdicts || {})[kind]); });
+  }
+  var VERDICT_KINDS = ["invalid", "smoke", "refused", "failed"];
+  var VERDICT_HEAD = {
+    invalid: function (n) { return n + " invalid point(s): drawn as hollow dashed markers and excluded from frontiers."; },
+    smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn half-filled); read them as a smoke test, not as results."; },
+    refused: function (n) { return n + " job(s) refused before running, so they have no point:"; },
+    failed: function (n) { return n + " job(s) without a result:"; }
+  };
+  /* One banner per verdict kind; identical reasons (up to their numbers) are one line with a count. */
+  function verdictBanner(parent, kind, v) {
+    if (!v || !v.count) return;
+    var box = el("div", { "class": "banner verdict " + kind, id: "banner-" + kind, "data-count": v.count }, parent);
+    el("div", { "class": "banner-head" }, box, VERDICT_HEAD[kind](v.count));
+    var ul = el("ul", { "class": "reasons" }, box);
+    v.reasons.forEach(function (g) {
+      var li = el("li", { "data-count": g.count }, ul);
+      el("span", { "class": "count-badge" }, li, "×" + g.count);
+      li.appendChild(document.createTextNode(" " + g.reason));
+      var pts = g.ids.map(function (id) { return pointById[id]; }).filter(Boolean);
+      if (pts.length) {
+        var concs = pts.map(function (p) { return p.metrics.conc; }).sort(function (a, c) { return a - c; });
+        el("span", { "class": "which" }, li, " — conc " + concs.filter(function (c, i) { return concs.indexOf(c) === i; }).join(", "));
+      } else {
+        var det = el("details", { "class": "which" }, li);
+        el("summary", null, det, "job(s)");
+        el("div", { "class": "ids" }, det, g.ids.join("\n"));
+      }
+    });
   }
   function renderControls() {
     var sel = document.getElementById("x-axis");
@@ -95,6 +128,9 @@
     ysel.addEventListener("change", function () { state.y = ysel.value; writeHash(); renderAll(); });
     var fo = document.getElementById("frontier-only");
     fo.addEventListener("change", function () { state.frontierOnly = fo.checked; renderChart(); });
+    var lb = document.getElementById("point-labels");
+    lb.checked = state.labels;
+    lb.addEventListener("change", function () { state.labels = lb.checked; renderChart(); });
   }
   function renderLegend() {
     var box = document.getElementById("legend-items");
@@ -102,6 +138,7 @@
     D.series.forEach(function (s) {
       var pts = D.points.filter(function (p) { return p.series === s.key; });
       var bad = pts.filter(function (p) { return !p.valid; }).length;
+      var smoke = pts.filter(function (p) { return p.verdict === "smoke"; }).length;
       var item = el("label", { "class": "item", "data-series": s.key }, box);
       var cb = el("input", { type: "checkbox" }, item);
       cb.checked = !state.hidden[s.key];
@@ -109,7 +146,7 @@
       el("span", { "class": "sw", style: "background:" + s.color }, item);
       var txt = el("span", null, item);
       el("div", null, txt, s.label);
-      el("div", { "class": "count" }, txt, pts.length + " point(s)" + (bad ? ", " + bad + " invalid" : "") + " · " + s.source);
+      el("div", { "class": "count" }, txt, pts.length + " point(s)" + (smoke ? ", " + smoke + " smoke" : "") + (bad ? ", " + bad + " invalid" : "") + " · " + s.source);
     });
   }
 
@@ -122,7 +159,13 @@
     var note = document.getElementById("unplotted");
     note.textContent = unplotted.length ? unplotted.length + " point(s) lack " + axis.label + " or " + yaxis().label +
       " and are listed in the table but not plotted: " + unplotted.map(function (p) { return p.job_id; }).join(", ") : "";
-    if (!plotted.length) { el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", "class": "axis-title" }, svg, "no point has values on this axis"); return; }
+    if (!D.points.length) svg.setAttribute("viewBox", "0 0 " + W + " 120");  // no result: a line, not an empty frame
+    if (!plotted.length) {
+      var msg = D.points.length ? "no point has values for " + axis.label + " and " + yaxis().label + " (choose another axis)"
+        : "no result to plot: " + (D.missing.length ? "every expected job was refused or failed (reasons above)" : "the run has no job");
+      el("text", { x: W / 2, y: D.points.length ? H / 2 : 64, "text-anchor": "middle", "class": "axis-title", id: "chart-empty" }, svg, msg);
+      return;
+    }
     var xd = domain(plotted.map(function (p) { return xval(p, state.x); }), false);
     var yd = domain(plotted.map(yval), true);
     var sx = scale(xd, M.l, W - M.r), sy = scale(yd, H - M.b, M.t);
@@ -150,13 +193,17 @@
         points: pts.map(function (p) { return sx(xval(p, state.x)).toFixed(1) + "," + sy(yval(p)).toFixed(1); }).join(" ") }, svg);
     });
     var tip = document.getElementById("tooltip");
+    var labels = el("g", { "class": "pt-labels" }, svg), placed = [];
     plotted.forEach(function (p) {
-      var s = seriesByKey[p.series], front = onFrontier(p);
-      var cls = "marker" + (p.valid ? "" : " invalid") + (front ? " onfront" : " offfront") + (state.selected === p.id ? " selected" : "");
-      if (state.hidden[p.series] || (state.frontierOnly && !front)) cls += " dim";
-      var c = el("circle", { "class": cls, cx: sx(xval(p, state.x)).toFixed(2), cy: sy(yval(p)).toFixed(2), r: front ? 6 : p.valid ? 4.5 : 6,
-        fill: s.color, style: p.valid ? null : "stroke:" + s.color, "data-id": p.id, "data-series": p.series,
-        "data-x": xval(p, state.x), "data-y": yval(p), "data-valid": p.valid ? "1" : "0" }, svg);
+      var s = seriesByKey[p.series], front = onFrontier(p), smoke = p.verdict === "smoke";
+      var cls = "marker" + (p.valid ? "" : " invalid") + (smoke ? " smoke" : "") + (front ? " onfront" : " offfront") + (state.selected === p.id ? " selected" : "");
+      var dim = state.hidden[p.series] || (state.frontierOnly && !front);
+      if (dim) cls += " dim";
+      var cx = sx(xval(p, state.x)), cy = sy(yval(p));
+      var c = el("circle", { "class": cls, cx: cx.toFixed(2), cy: cy.toFixed(2), r: front ? 6 : p.valid ? 4.5 : 6,
+        fill: s.color, style: p.valid && !smoke ? null : "stroke:" + s.color, "data-id": p.id, "data-series": p.series,
+        "data-x": xval(p, state.x), "data-y": yval(p), "data-valid": p.valid ? "1" : "0", "data-verdict": p.verdict }, svg);
+      if (state.labels && !dim) placeLabel(labels, placed, p, cx, cy);
       c.addEventListener("mouseenter", function (ev) { showTip(ev, p); });
       c.addEventListener("mousemove", function (ev) { moveTip(ev); });
       c.addEventListener("mouseleave", function () { tip.style.display = "none"; });
@@ -170,7 +217,8 @@
     el("div", null, tip, a.label + ": " + fmt(xval(p, state.x), a.unit));
     el("div", null, tip, yaxis().label + ": " + fmt(yval(p), yaxis().unit));
     el("div", null, tip, "P90 TTFT " + fmt(p.metrics.p90_ttft, "s") + " · P90 E2EL " + fmt(p.metrics.p90_e2el, "s"));
-    el("div", null, tip, "verdict: " + p.verdict + (p.reasons.length ? " — " + p.reasons.join("; ") : "") + " · source: " + p.source);
+    el("div", null, tip, "requests measured: " + requestsText(p) + " successful" + (finite((p.requests || {}).finished) ? " of " + p.requests.finished : ""));
+    el("div", null, tip, "verdict: " + p.verdict + (p.reason ? " — " + p.reason : "") + " · source: " + p.source);
     el("div", null, tip, onFrontier(p) ? "on the frontier" : "not on the frontier");
     el("div", { style: "opacity:.7" }, tip, "click for details");
     tip.style.display = "block";
@@ -183,51 +231,89 @@
     tip.style.left = x + "px"; tip.style.top = y + "px";
   }
 
+  /* A marker's label goes to the first spot around it that overlaps no label already placed and stays inside the
+     plot (above-right first; a frontier usually reaches a point from the left), else further below. */
+  function placeLabel(parent, placed, p, cx, cy) {
+    var text = pointTag(p), w = text.length * 5.9 + 2, h = 12;
+    var spots = [[8, -6, "start"], [8, 15, "start"], [-8, -6, "end"], [-8, 15, "end"], [8, -18, "start"], [8, 27, "start"],
+                 [-8, -18, "end"], [-8, 27, "end"]];
+    var best = null;
+    for (var i = 0; i < spots.length; i++) {
+      var x = cx + spots[i][0], y = cy + spots[i][1], x0 = spots[i][2] === "start" ? x : x - w;
+      var box = { x0: x0, x1: x0 + w, y0: y - h + 2, y1: y + 2 };
+      if (box.x0 < M.l || box.x1 > W - M.r + 18 || box.y0 < 0 || box.y1 > H - M.b) continue;
+      var clash = placed.some(function (b) { return b.x0 < box.x1 && box.x0 < b.x1 && b.y0 < box.y1 && box.y0 < b.y1; });
+      if (!clash) { best = [x, y, spots[i][2], box]; break; }
+      if (!best) best = [x, y, spots[i][2], box];
+    }
+    if (!best) best = [cx + 8, cy - 6, "start", { x0: cx + 8, x1: cx + 8 + w, y0: cy - 16, y1: cy - 4 }];
+    placed.push(best[3]);
+    el("text", { "class": "pt-label", x: best[0].toFixed(1), y: best[1].toFixed(1), "text-anchor": best[2], "data-id": p.id }, parent, text);
+  }
+
   /* ---------------------------------------------------------------- table */
-  var TABLE_COLS = [
-    ["series", "Series"], ["conc", "Conc"], ["topology", "Topology"], ["x", "x"], ["y", "y"],
-    ["p90_e2e_norm_intvty", "P90 E2E-norm intvty"], ["p90_intvty", "P90 intvty"], ["p90_ttft", "P90 TTFT"],
-    ["p90_e2el", "P90 E2EL"], ["error_ratio", "Errors"], ["verdict", "Verdict"], ["source", "Source"], ["front", "Frontier"]
-  ];
+  var FIXED_COLS = ["p90_e2e_norm_intvty", "p90_intvty", "p90_ttft", "p90_e2el", "error_ratio"];
+  /* Columns: the x and y of the chart, then the fixed metrics that are neither (no column twice). */
+  function tableCols() {
+    var cols = [["series", "Series"], ["conc", "Conc"], ["requests", "Requests (ok)"], ["topology", "Topology"]];
+    if (state.x !== "conc") cols.push(["x", colTitle(axisByKey[state.x])]);
+    cols.push(["y", colTitle(yaxis())]);
+    FIXED_COLS.forEach(function (k) {
+      if (k !== state.x && k !== state.y && metricByKey[k]) cols.push([k, k === "error_ratio" ? "Errors" : colTitle(metricByKey[k])]);
+    });
+    return cols.concat([["verdict", "Verdict"], ["reason", "Reason"], ["source", "Source"], ["front", "Frontier"]]);
+  }
+  function colTitle(m) { return m.label + (m.unit ? " (" + m.unit + ")" : ""); }
+  function colUnit(key) { return key === "x" ? axisByKey[state.x].unit : key === "y" ? yaxis().unit : (metricByKey[key] || {}).unit; }
   var sortKey = null, sortDir = 1;
   function cell(p, key) {
     if (key === "series") return seriesByKey[p.series].label;
     if (key === "conc") return p.metrics.conc;
+    if (key === "requests") return (p.requests || {}).successful;
     if (key === "topology") return p.topology;
     if (key === "x") return xval(p, state.x);
     if (key === "y") return yval(p);
     if (key === "verdict") return p.verdict;
+    if (key === "reason") return p.reason || "";
     if (key === "source") return p.source;
     if (key === "front") return onFrontier(p) ? "yes" : "";
     return p.metrics[key];
   }
   function renderTable() {
-    var t = document.getElementById("points-table");
+    var t = document.getElementById("points-table"), cols = tableCols();
     clear(t);
     var head = el("tr", null, el("thead", null, t));
-    TABLE_COLS.forEach(function (c) {
-      var label = c[0] === "x" ? axisByKey[state.x].label : c[0] === "y" ? yaxis().label : c[1];
-      var th = el("th", null, head, label + (sortKey === c[0] ? (sortDir > 0 ? " ▲" : " ▼") : ""));
+    cols.forEach(function (c) {
+      var th = el("th", { "data-col": c[0] }, head, c[1] + (sortKey === c[0] ? (sortDir > 0 ? " ▲" : " ▼") : ""));
       th.addEventListener("click", function () { sortDir = sortKey === c[0] ? -sortDir : 1; sortKey = c[0]; renderTable(); });
     });
-    var body = el("tbody", null, t), rows = D.points.slice();
+    // D.points comes sorted by series, then concurrency as a number; a clicked column sorts on top of that order.
+    var body = el("tbody", null, t), rank = {}, rows = D.points.slice();
+    D.points.forEach(function (p, i) { rank[p.id] = i; });
+    var seriesRank = {};
+    D.series.forEach(function (s, i) { seriesRank[s.key] = i; });
     if (sortKey) rows.sort(function (a, b) {
-      var va = cell(a, sortKey), vb = cell(b, sortKey);
-      if (va === vb) return 0; if (va === null || va === undefined) return 1; if (vb === null || vb === undefined) return -1;
+      var va = sortKey === "series" ? seriesRank[a.series] : cell(a, sortKey), vb = sortKey === "series" ? seriesRank[b.series] : cell(b, sortKey);
+      var na = va === null || va === undefined || va === "", nb = vb === null || vb === undefined || vb === "";
+      if (na || nb || va === vb) return na === nb ? rank[a.id] - rank[b.id] : na ? 1 : -1;
       return (va < vb ? -1 : 1) * sortDir;
     });
     rows.forEach(function (p) {
-      var tr = el("tr", { "class": "clickable" + (p.valid ? "" : " invalid"), "data-id": p.id }, body);
-      TABLE_COLS.forEach(function (c) {
-        var v = cell(p, c[0]), num = typeof v === "number";
-        var unit = c[0] === "x" ? axisByKey[state.x].unit : (metricByKey[c[0]] || {}).unit;
-        el("td", { "class": num ? "num" : null }, tr, num && c[0] !== "conc" ? fmt(v, unit === "" ? "" : null) : v);
+      var tr = el("tr", { "class": "clickable " + p.verdict + (p.valid ? "" : " invalid"), "data-id": p.id }, body);
+      cols.forEach(function (c) {
+        var v = cell(p, c[0]), num = typeof v === "number", raw = c[0] === "conc" || c[0] === "requests";
+        var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(v, colUnit(c[0]) === "" ? "" : null) : v;
+        el("td", { "class": (num || raw ? "num" : "") + (c[0] === "reason" ? " reason" : "") || null, "data-col": c[0] }, tr, txt);
       });
       tr.addEventListener("click", function () { openDrill(p.id); });
     });
+    var vcol = cols.map(function (c) { return c[0]; }).indexOf("verdict");
     D.missing.forEach(function (m) {
-      var tr = el("tr", { "class": "invalid missing" }, body);
-      el("td", { colspan: TABLE_COLS.length }, tr, "missing: " + m.job_id + " — " + m.reason);
+      var tr = el("tr", { "class": "missing " + m.kind, "data-job": m.job_id }, body);
+      el("td", { colspan: vcol, "class": "job" }, tr, "job " + m.job_id);
+      el("td", { "data-col": "verdict" }, tr, m.status);
+      el("td", { "class": "reason", "data-col": "reason" }, tr, m.reason);
+      el("td", { colspan: cols.length - vcol - 2 }, tr, "");
     });
   }
 
@@ -310,7 +396,8 @@
     el("span", { "class": "badge " + p.verdict }, badges, p.verdict);
     badges.appendChild(document.createTextNode(" "));
     el("span", { "class": "badge src" }, badges, "source: " + p.source);
-    badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s)" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
+    badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s) · " +
+      requestsText(p) + " request(s) measured" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
     var v = d.validity || {};
     var reasons = (v.reasons || p.reasons || []), warnings = v.warnings || [];
     if (reasons.length || warnings.length) {
@@ -354,6 +441,7 @@
   }
 
   function renderAll() { renderChart(); renderTable(); }
+  if (!D.points.length) document.body.classList.add("no-points");
   var h = readHash();
   renderHeader(); renderControls(); renderLegend(); renderAll();
   if (h.p && pointById[h.p]) openDrill(h.p);
