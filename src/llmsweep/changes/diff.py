@@ -246,6 +246,13 @@ def _relative_files(files: Sequence[Path], top: Path | None) -> list[Path]:
     return out
 
 
+def _inside(path: Path, root: Path) -> Path:
+    try:
+        return path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return path
+
+
 def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None = None,
                     runner_config: Path | None = None) -> ChangeSet:
     """The change set of `BASE..HEAD`: revisions of the git repository at `repo` (default: the current directory),
@@ -254,6 +261,8 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
     base, head = split_range(spec, top)
     git_mode = not (Path(base).is_dir() and Path(head).is_dir())
     rel = _relative_files(files, top if git_mode else None)
+    if not git_mode:  # a file named inside HEAD's directory (`new/recipes/x.yaml`) is that path in both trees
+        rel = [_inside(f, Path(head)) for f in rel]
     head_label = head or "working tree"
     with _materialised(base, top) as base_root, _materialised(head, top) as head_root:
         base_jobs = _plan(base_root, rel, runner_config, base)

@@ -38,3 +38,20 @@ def repeat_of(job_id: str) -> int:
     """The repeat index a job id carries (`<id>-repeat<k>` → k; else 1)."""
     head, sep, tail = job_id.rpartition(REPEAT_MARK)
     return int(tail) if sep and head and tail.isdigit() else 1
+
+
+def reuse_keys(jobs: list[Job], *, simulate: bool) -> dict[str, str]:
+    """Every job's reuse key, by job id; a job that cannot be rendered (not runnable) has none."""
+    from llmsweep import engines
+    from llmsweep.errors import LlmsweepError
+
+    out: dict[str, str] = {}
+    for job in jobs:
+        if job.engine is None and not simulate:
+            continue
+        try:
+            spec = engines.render(job, simulate=simulate or job.engine == "sim", port=0)
+        except LlmsweepError:
+            continue
+        out[job.id] = reuse_key(job, spec.fingerprint(), repeat=repeat_of(job.id))
+    return out
