@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("llmsweep.cli.run", "run", "Run recipes end to end: launch, load, gate, store, report."),
     "changes": ("llmsweep.cli.changes", "changes", "Jobs added, removed and changed between two recipe revisions."),
     "changelog": ("llmsweep.cli.changes", "changelog", "Validate a perf-changelog.yaml and list the jobs it selects."),
+    "ci": ("llmsweep.cli.ci", "ci", "Write the GitHub Actions workflow that sweeps a labelled pull request."),
     "results": ("llmsweep.cli.results", "results", "List, show, export and import stored results."),
     "compare": ("llmsweep.cli.results", "compare", "Compare two runs point by point with noise bands."),
     "report": ("llmsweep.cli.report", "report", "Write the HTML dashboard, plots and Markdown summary of a run."),

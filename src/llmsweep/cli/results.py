@@ -195,8 +195,8 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
 
 @click.command()
 @click.argument("runs", nargs=-1, metavar="A B | B --baseline A")
-@click.option("--baseline", default=None, metavar="RUN",
-              help="The baseline run (stored run id or run directory); the one argument is then the run under test.")
+@option("baseline", help="The baseline run (stored run id or run directory); the one argument is then the run under "
+        "test.")
 @click.option("--repeats-from", "repeats_a", multiple=True, help="Further runs of A's points (dir or run id); repeatable.")
 @click.option("--b-repeats-from", "repeats_b", multiple=True, help="Further runs of B's points (dir or run id).")
 @click.option("--ignore", "ignore", multiple=True,

@@ -38,9 +38,10 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("simulate")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
 @click.option("--resume", is_flag=True, help="Skip jobs whose valid summary exists in --out; rerun half-done ones.")
-@click.option("--changed", "changed", metavar="BASE..HEAD", default=None,
-              help="Run only the jobs a recipe change added or changed (see `llmsweep changes`); HEAD must be the "
-              "files given (BASE.. compares with the working tree).")
+@option("changed", help="Run only the jobs a recipe change added or changed (see `llmsweep changes`); HEAD must be "
+        "the files given (BASE.. compares with the working tree).")
+@click.option("--only-job", "only_job", multiple=True, metavar="JOB_ID",
+              help="Run only this planned job (repeatable): one matrix entry of a CI workflow (`llmsweep ci github`).")
 @click.option("--reuse", is_flag=True, help="Do not run a job whose full identity (recipe fingerprint, image, "
               "launch, workload, measurement definitions) matches a stored valid result; its outcome points at it.")
 @option("force", help="Run every job again although --out holds a run's results (they move to jobs/<id>/attempts/). "
@@ -60,7 +61,7 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
-        simulate: bool, fail_fast: bool, resume: bool, changed: str | None, reuse: bool, force: bool, repeats: int,
+        simulate: bool, fail_fast: bool, resume: bool, changed: str | None, only_job: tuple[str, ...], reuse: bool, force: bool, repeats: int,
         out: Path, store: Path | None, runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
         al_tolerance: float, as_json: bool, worker: Path | None) -> int:
@@ -80,7 +81,9 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     if resume and force:
         raise ConfigError("--resume and --force contradict each other",
                           fix="--resume keeps the finished jobs of --out; --force runs them all again: pick one")
-    only_jobs: list[str] | None = None
+    only_jobs: list[str] | None = list(only_job) or None
+    if changed is not None and only_jobs:
+        raise ConfigError("--changed and --only-job both choose the jobs", fix="pass one of them")
     if changed is not None:
         from llmsweep.changes import changes_between
 

@@ -228,12 +228,13 @@ REPEAT_MARK = "-repeat"
 
 
 def _only(jobs: list[Job], ids: list[str]) -> list[Job]:
-    """The planned jobs named by id (`--changed`); an id the plan lacks means HEAD is not the files being run."""
+    """The planned jobs named by id (`--changed`, `--only-job`); an id the plan lacks is an error, not a no-op."""
     planned = {j.id for j in jobs}
     missing = [i for i in ids if i not in planned]
     if missing:
-        raise ConfigError(f"{len(missing)} changed job(s) are not in the plan of the files given, e.g. {missing[0]}",
-                          fix="give the recipe files of HEAD (run --changed BASE.. plans the working tree)")
+        raise ConfigError(f"{len(missing)} job(s) to run are not in the plan of the files given, e.g. {missing[0]}",
+                          fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); --only-job: "
+                              "an id from `llmsweep matrix --format ids`")
     wanted = set(ids)
     return [j for j in jobs if j.id in wanted]
 
