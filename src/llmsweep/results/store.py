@@ -314,7 +314,7 @@ class Store:
         an identical job earns the same valid-or-smoke kind of verdict), so a match is the same measurement. Invalid
         and failed results are never reused."""
         wanted, out = set(keys), {}
-        runs = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at DESC, run_id DESC").fetchall()
+        runs = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at DESC, rowid DESC").fetchall()
         for run in runs:
             recorded = json.loads(run["meta"]).get("reuse_keys")
             if not isinstance(recorded, dict):

@@ -70,3 +70,13 @@ def test_bad_range_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"BASE\.\.HEAD"):
         changes_between(f"{base}..no-such-rev", repo=repo)
 
+
+
+def test_workload_change_names_workload(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_recipe(old)
+    path = write_recipe(new)
+    path.write_text(path.read_text().replace("num-prompts-per-conc: 4", "num-prompts-per-conc: 6"))
+    cs = changes_between(f"{old}..{new}")
+    assert len(cs.changed) == 4 and {c.causes for c in cs.changed} == {("workload",)}
+    assert all(any(f.startswith("workload.") for f in c.fields) for c in cs.changed)
