@@ -92,8 +92,12 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             *setup_py,
             {"name": "Labels decide whether and how to sweep", "id": "gate",
              "env": {"RUN": f"${{{{ github.event_name != 'pull_request' || {run_if} }}}}",
-                     "FAIL_FAST": f"${{{{ contains({labels}, '{FAIL_FAST_LABEL}') }}}}"},
-             "run": 'echo "run=$RUN" >> "$GITHUB_OUTPUT"\necho "fail-fast=$FAIL_FAST" >> "$GITHUB_OUTPUT"'},
+                     "FAIL_FAST": f"${{{{ contains({labels}, '{FAIL_FAST_LABEL}') }}}}",
+                     "BOTH": "${{ " + " && ".join(f"contains({labels}, '{label}')" for label in RUN_LABELS) + " }}"},
+             "run": 'if [ "$BOTH" = true ]; then\n'
+                    f'  echo "::error::label the pull request with one of {" or ".join(RUN_LABELS)}, not both"\n'
+                    '  exit 1\nfi\n'
+                    'echo "run=$RUN" >> "$GITHUB_OUTPUT"\necho "fail-fast=$FAIL_FAST" >> "$GITHUB_OUTPUT"'},
             {"name": "Jobs to run, highest priority first", "id": "matrix", "if": "steps.gate.outputs.run == 'true'",
              "env": matrix_env, "run": matrix_cmd},
         ],
@@ -131,6 +135,9 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             {"name": "Store the results", "run": "llmsweep results ingest sweep"},
             {"name": "Dashboard", "run": "llmsweep report sweep"},
             {"uses": "actions/upload-artifact@v4", "with": {"name": "dashboard", "path": "sweep/report"}},
+            {"name": "Link the unofficial run",
+             "env": {"RUN_URL": "${{ github.server_url }}/${{ github.repository }}/actions/runs/${{ github.run_id }}"},
+             "run": 'echo "Unofficial run: $RUN_URL (artifacts: dashboard, bmk_<job>)" >> "$GITHUB_STEP_SUMMARY"'},
             *compare,
         ],
     }
@@ -151,6 +158,15 @@ class _NoAliases(yaml.SafeDumper):
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    """Multi-line scripts as literal blocks (`run: |`), as a person writes them."""
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_NoAliases.add_representer(str, _str)
 
 
 def dump_workflow(doc: dict[str, Any]) -> str:

@@ -52,6 +52,8 @@ def test_labels_fail_fast_artifacts_and_collect_job() -> None:
     assert "'full-sweep-enabled'" in gate["RUN"] and "'full-sweep-fail-fast'" in gate["RUN"]
     assert "github.event_name != 'pull_request'" in gate["RUN"]  # a push to main always sweeps
     assert "full-sweep-fail-fast" in gate["FAIL_FAST"] and "full-sweep-enabled" not in gate["FAIL_FAST"]
+    assert "exit 1" in next(s for s in setup["steps"] if s.get("id") == "gate")["run"]  # one full-sweep label only
+    assert "&&" in gate["BOTH"]
     assert sweep["strategy"]["fail-fast"] == "${{ needs.setup.outputs.fail-fast == 'true' }}"
     assert sweep["runs-on"] == ["self-hosted", "${{ matrix.runner }}"]
     upload = next(s for s in sweep["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
