@@ -61,8 +61,8 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
-        simulate: bool, fail_fast: bool, resume: bool, changed: str | None, only_job: tuple[str, ...], reuse: bool, force: bool, repeats: int,
-        out: Path, store: Path | None, runner_config: Path | None,
+        simulate: bool, fail_fast: bool, resume: bool, changed: str | None, only_job: tuple[str, ...], reuse: bool,
+        force: bool, repeats: int, out: Path, store: Path | None, runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
         al_tolerance: float, as_json: bool, worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.
