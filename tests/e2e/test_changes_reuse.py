@@ -62,3 +62,19 @@ def test_changed_with_nothing_changed_runs_nothing(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "nothing to run" in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_reuse_after_a_change_runs_the_changed_jobs_and_reuses_the_rest(tmp_path: Path) -> None:
+    repo, base, head = scratch_repo(tmp_path)
+    env = cli_env(tmp_path)
+    git(repo, "checkout", "-q", base)
+    first = _run(repo, env, "--out", tmp_path / "base")
+    git(repo, "checkout", "-q", head)
+    doc = _run(repo, env, "--out", tmp_path / "head", "--reuse")
+    rows = doc["jobs"]
+    assert isinstance(rows, list)
+    reused = sorted((r["job"].split("_")[5].split("-")[0], r["conc"]) for r in rows if r["verdict"] == "skipped")
+    ran = sorted((r["job"].split("_")[5].split("-")[0], r["conc"]) for r in rows if r["verdict"] != "skipped")
+    assert reused == [("tp4", 2), ("tp4", 4)]  # unchanged: the stored results stand
+    assert ran == [("tp4", 8), ("tp8", 2), ("tp8", 4)]  # added, and the arm whose env changed
+    assert all(f"run {first['run_id']}" in r["reason"] for r in rows if r["verdict"] == "skipped")
