@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
-from llmsweep.cli.options import ManyValues, config_keys_option, runner_config_option
+from llmsweep.cli.options import ManyValues, config_keys_option, option, runner_config_option
 from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan import EvalOptions, Job, SweepOptions, plan_jobs
@@ -30,9 +30,9 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Recipe/master files or directories (default: every *.yaml under ./recipes)."),
         runner_config_option(),
         click.option("--no-evals", is_flag=True, help="Throughput jobs only; do not mark eval rows."),
-        click.option("--evals-only", is_flag=True, help="Only the eval subset (rows marked run-eval), as eval-only."),
-        click.option("--all-evals", is_flag=True,
-                     help="Every 8k1k fixed row and every agentic row becomes an eval row (implies eval-only jobs)."),
+        option("evals_only", help="Only the eval subset (rows marked run-eval), as eval-only."),
+        option("all_evals", help="Every 8k1k fixed row and every agentic row becomes an eval row (implies eval-only "
+               "jobs)."),
         click.option("--runner-node-filter", default=None,
                      help="One job per node of the label whose name contains this substring."),
         click.option("--scenario-type", cls=ManyValues, type=click.Choice(["fixed-seq-len", "agentic-coding"]),

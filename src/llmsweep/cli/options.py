@@ -163,6 +163,21 @@ CONCEPTS: dict[str, Concept] = {
         "type": click.Path(dir_okay=False, path_type=Path), "default": None,
         "help": "Results store (SQLite). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.",
     }),
+    "evals_only": Concept("--evals-only", "evals_only", {
+        "is_flag": True, "help": "Only the eval jobs (InferenceX `--evals-only`, label `evals-only`).",
+    }),
+    "all_evals": Concept("--all-evals", "all_evals", {
+        "is_flag": True, "help": "Evals on every 8k1k fixed-seq-len and agentic job (InferenceX `--all-evals`).",
+    }),
+    "changed": Concept("--changed", "changed", {
+        "metavar": "BASE..HEAD", "default": None,
+        "help": "Only the jobs a recipe change added or changed (`llmsweep changes BASE..HEAD`: git revisions or two "
+                "directories; BASE.. compares with the working tree).",
+    }),
+    "baseline": Concept("--baseline", "baseline", {
+        "metavar": "RUN", "default": None,
+        "help": "The baseline run to compare with (a stored run id or a run directory).",
+    }),
     "simulate": Concept("--simulate", "simulate", {
         "is_flag": True, "help": "Use the built-in simulated engine in place of each job's real one.",
     }),

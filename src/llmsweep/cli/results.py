@@ -194,8 +194,9 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
 
 
 @click.command()
-@click.argument("a")
-@click.argument("b")
+@click.argument("runs", nargs=-1, metavar="A B | B --baseline A")
+@option("baseline", help="The baseline run (stored run id or run directory); the one argument is then the run under "
+        "test.")
 @click.option("--repeats-from", "repeats_a", multiple=True, help="Further runs of A's points (dir or run id); repeatable.")
 @click.option("--b-repeats-from", "repeats_b", multiple=True, help="Further runs of B's points (dir or run id).")
 @click.option("--ignore", "ignore", multiple=True,
@@ -210,14 +211,28 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
 @click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when any metric is a (between-run) regression.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default=None,
+              help="`markdown`: the pull-request verdict (per point improvement / regression / no change, and the "
+              "sweep's success rate) on stdout; `json` is --json; default: the table.")
 @store_option()
-def compare(a: str, b: str, repeats_a: tuple[str, ...], repeats_b: tuple[str, ...], ignore: tuple[str, ...],
+def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeats_a: tuple[str, ...],
+            repeats_b: tuple[str, ...], ignore: tuple[str, ...],
             mix_sources: bool, no_history: bool, seed: int, resamples: int, as_json: bool, markdown: Path | None,
             fail_on_regression: bool, store_path: Path | None) -> None:
-    """Compare run B against run A point by point, with noise bands (A, B: run directories or stored run ids)."""
+    """Compare run B against run A point by point, with noise bands (A, B: run directories or stored run ids).
+
+    Only a between-run band (repeats: --repeats, --repeats-from, or earlier stored runs) may call a change an
+    improvement or a regression; `--baseline A --format markdown` gives a pull request's verdict.
+    """
     from llmsweep.results.compare import compare_points
     from llmsweep.results.sides import history_from_store, resolve_points
 
+    expected = 1 if baseline is not None else 2
+    if len(runs) != expected:
+        raise click.UsageError("give the run under test after --baseline RUN" if baseline is not None
+                               else "give two runs, A (the baseline) and B, or --baseline A and B")
+    a, b = (baseline, runs[0]) if baseline is not None else runs
+    as_json = as_json or fmt == "json"
     with _open(store_path) as store:
         label_a, pa = resolve_points(a, store)
         label_b, pb = resolve_points(b, store)
@@ -225,19 +240,33 @@ def compare(a: str, b: str, repeats_a: tuple[str, ...], repeats_b: tuple[str, ..
         rb = [p for ref in repeats_b for p in resolve_points(ref, store)[1]]
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         history = [] if no_history else history_from_store(store, used)
+        success = _success(b, label_b, pb, store) if fmt == "markdown" else None
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
     if markdown is not None:
         from llmsweep.report.markdown import comparison_markdown
 
         markdown.write_text(comparison_markdown(comp), encoding="utf-8")
-    if as_json:
+    if success is not None:
+        from llmsweep.report.verdict import verdict_markdown
+
+        click.echo(verdict_markdown(comp, success), nl=False)
+    elif as_json:
         click.echo(json.dumps(comp.as_dict(), indent=1, default=str))
     else:
         _print_comparison(comp)
     if fail_on_regression and comp.regressions:
         raise ResultError(f"{len(comp.regressions)} regression(s) beyond run-to-run noise",
                           fix="inspect the table above; re-run with more repeats if the band is wide")
+
+
+def _success(ref: str, run_id: str, points: list[Any], store: Any) -> Any:
+    """The success rate of the run under test, from its run.json (a directory) or the store's copy of it."""
+    from llmsweep.results.rundir import is_run_dir, load_run
+    from llmsweep.results.verdict import success_rate
+
+    meta = load_run(Path(ref)).meta if is_run_dir(Path(ref)) else store.run_meta(run_id)
+    return success_rate(meta, points)
 
 
 def _print_comparison(comp: Any) -> None:

@@ -38,6 +38,12 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("simulate")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
 @click.option("--resume", is_flag=True, help="Skip jobs whose valid summary exists in --out; rerun half-done ones.")
+@option("changed", help="Run only the jobs a recipe change added or changed (see `llmsweep changes`); HEAD must be "
+        "the files given (BASE.. compares with the working tree).")
+@click.option("--only-job", "only_job", multiple=True, metavar="JOB_ID",
+              help="Run only this planned job (repeatable): one matrix entry of a CI workflow (`llmsweep ci github`).")
+@click.option("--reuse", is_flag=True, help="Do not run a job whose full identity (recipe fingerprint, image, "
+              "launch, workload, measurement definitions) matches a stored valid result; its outcome points at it.")
 @option("force", help="Run every job again although --out holds a run's results (they move to jobs/<id>/attempts/). "
         "Without --resume or --force, an --out holding results is refused.")
 @option("repeats", help="Run every job N times (repeat k is job `<id>-repeat<k>`), so `compare` has a between-run "
@@ -55,8 +61,8 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
-        simulate: bool, fail_fast: bool, resume: bool, force: bool, repeats: int,
-        out: Path, store: Path | None, runner_config: Path | None,
+        simulate: bool, fail_fast: bool, resume: bool, changed: str | None, only_job: tuple[str, ...], reuse: bool,
+        force: bool, repeats: int, out: Path, store: Path | None, runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
         al_tolerance: float, as_json: bool, worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.
@@ -75,6 +81,19 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     if resume and force:
         raise ConfigError("--resume and --force contradict each other",
                           fix="--resume keeps the finished jobs of --out; --force runs them all again: pick one")
+    only_jobs: list[str] | None = list(only_job) or None
+    if changed is not None and only_jobs:
+        raise ConfigError("--changed and --only-job both choose the jobs", fix="pass one of them")
+    if changed is not None:
+        from llmsweep.changes import changes_between
+
+        change_set = changes_between(changed, files, runner_config=runner_config)
+        only_jobs = change_set.to_run()
+        click.echo(f"{changed}: {len(change_set.added)} added, {len(change_set.changed)} changed, "
+                   f"{len(change_set.removed)} removed, {len(change_set.unchanged)} unchanged job(s)", err=True)
+        if not only_jobs:
+            click.echo("no job changed: nothing to run", err=True)
+            return 0
     settings: dict[str, Any] = {
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
         "request_timeout_s": request_timeout, "client_workers": client_workers,
@@ -83,7 +102,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
         executor_options=_options(executor_options), simulate=simulate, out=out, store=store,
-        report=not no_report, force=force, repeats=repeats, settings=settings,
+        report=not no_report, force=force, repeats=repeats, settings=settings, only_jobs=only_jobs, reuse=reuse,
     )
     with use_progress(progress_for()) as progress:
         outcome = run_sweep(request, event=progress.line)

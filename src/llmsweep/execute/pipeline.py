@@ -58,6 +58,10 @@ class RunRequest(BaseModel):
     repeats: int = Field(default=1, ge=1, description="Runs of every job; repeats after the first are jobs of their "
                          "own (`<job-id>-repeat<k>`), so `compare` has a between-run band.")
     settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
+    only_jobs: list[str] | None = Field(default=None, description="Run only these planned job ids (`run --changed`: "
+                                        "the jobs a recipe change added or changed).")
+    reuse: bool = Field(default=False, description="A job whose full identity matches a stored valid result is not "
+                        "run; its outcome points at that result (`run --reuse`).")
 
     def make_executor(self) -> Executor:
         """The requested executor with its options validated (a ConfigError names a bad option)."""
@@ -176,7 +180,8 @@ def _groups(jobs: list[Job], simulate: bool, executor: str) -> list[ServerGroup]
 
 
 def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job],
-                    outcomes: list[JobOutcome] | None, findings: list[Finding]) -> None:
+                    outcomes: list[JobOutcome] | None, findings: list[Finding],
+                    reuse: dict[str, Any] | None = None) -> None:
     meta = {
         "run_id": run_id,
         "llmsweep_version": __version__,
@@ -188,6 +193,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         "repeats": req.repeats,
         "expected_job_ids": [j.id for j in jobs],
         "findings": [f.to_json() for f in findings],
+        **(reuse or {}),
     }
     previous = art.read_json(run_dir / art.RUN_FILE)
     if isinstance(previous, dict):
@@ -203,6 +209,8 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     """Plan, check, run, store and report; the returned outcome says what happened to every expected job."""
     executor = req.make_executor()  # an unknown kind or a bad option stops the run before anything is planned
     jobs, findings = _plan_and_check(req)
+    if req.only_jobs is not None:
+        jobs = _only(jobs, req.only_jobs)
     if not jobs:
         raise ConfigError("the recipes expand to no job", fix="check --config-keys and the recipes' search spaces")
     for f in findings:
@@ -217,6 +225,44 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
 
 
 REPEAT_MARK = "-repeat"
+
+
+def _only(jobs: list[Job], ids: list[str]) -> list[Job]:
+    """The planned jobs named by id (`--changed`, `--only-job`); an id the plan lacks is an error, not a no-op."""
+    planned = {j.id for j in jobs}
+    missing = [i for i in ids if i not in planned]
+    if missing:
+        raise ConfigError(f"{len(missing)} job(s) to run are not in the plan of the files given, e.g. {missing[0]}",
+                          fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); --only-job: "
+                              "an id from `llmsweep matrix --format ids`")
+    wanted = set(ids)
+    return [j for j in jobs if j.id in wanted]
+
+
+def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, str],
+           event: Event) -> tuple[list[Job], list[JobOutcome], dict[str, Any]]:
+    """Before any launch: jobs whose reuse key matches a stored valid result become outcomes pointing at it."""
+    from llmsweep.results.store import Store, default_store_path
+
+    try:
+        with Store(default_store_path(req.store)) as store:
+            found = store.reusable((keys[j.id] for j in runnable if j.id in keys), DONE_VERDICTS)
+    except Exception as exc:  # no store to reuse from is not a reason to stop the run: everything runs
+        event(f"warning: cannot look up reusable results ({exc}); running every job")
+        return runnable, [], {}
+    todo, reused, sources = [], [], {}
+    for job in runnable:
+        src = found.get(keys.get(job.id, ""))
+        if src is None:
+            todo.append(job)
+            continue
+        source = {"run_id": src.run_id, "job_id": src.job_id, "result_id": src.result_id, "verdict": src.verdict,
+                  "reuse_key": keys[job.id]}
+        art.write_json(art.job_dir(run_dir, job.id) / "reused.json", source)
+        sources[job.id] = source
+        reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
+                                 reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
+    return todo, reused, sources
 
 
 def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:
@@ -278,7 +324,12 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     planned = jobs
     jobs = with_repeats(planned, req.repeats)
-    _write_run_meta(run_dir, req, run_id, jobs, None, findings)
+    from llmsweep.changes.reuse import reuse_keys
+    from llmsweep.metrics.version import measurement_identity
+
+    identities = reuse_keys(jobs, simulate=req.simulate)
+    reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": identities}
+    _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
     # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
     stop_stale_servers(run_dir, event)
@@ -309,17 +360,21 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             else:
                 todo.append(job)
         runnable = todo
+    if req.reuse:
+        runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event)
+        skipped += reused
     groups = _groups(runnable, req.simulate, executor.kind)
     times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 else ""
     event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run on {len(groups)} server(s), "
-          f"{len(refused)} refused" + (f", {len(skipped)} already done" if skipped else ""))
+          f"{len(refused)} refused" + (f", {len(skipped)} already done" if skipped else "")
+          + (f" ({len(reuse_meta['reused'])} reused from the store)" if reuse_meta.get("reused") else ""))
     current_progress().sweep(len(runnable))
     ran = executor.run_groups(groups, run_dir, req.settings, event=event)
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
                 for j in jobs]
-    _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings)
+    _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta)
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
                          concurrency={j.id: j.concs[0] for j in jobs if j.concs})

@@ -100,6 +100,16 @@ class IngestReport:
 
 
 @dataclass(frozen=True, slots=True)
+class Reusable:
+    """A stored valid result a job may stand on instead of running: where it came from."""
+
+    run_id: str
+    job_id: str
+    result_id: str
+    verdict: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunInfo:
     run_id: str
     origin: str
@@ -295,6 +305,31 @@ class Store:
                "JOIN runs r ON r.run_id = x.run_id LEFT JOIN provenance p ON p.result_id = x.result_id"
                + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.ingested_at, x.run_id, x.job_id")
         return [self._point(row) for row in self._db.execute(sql, args)]
+
+    def reusable(self, keys: Iterable[str], verdicts: tuple[str, ...] = ("valid", "smoke")) -> dict[str, Reusable]:
+        """For each reuse key (`changes.reuse`), the newest stored result with one of `verdicts` recorded under it.
+
+        A run records its jobs' keys in its `run.json` (`reuse_keys`, kept in `runs.meta`); a key names the job's
+        full identity including llmsweep's measurement definitions and the workload (so its planned profile window:
+        an identical job earns the same valid-or-smoke kind of verdict), so a match is the same measurement. Invalid
+        and failed results are never reused."""
+        wanted, out = set(keys), {}
+        runs = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at DESC, rowid DESC").fetchall()
+        for run in runs:
+            recorded = json.loads(run["meta"]).get("reuse_keys")
+            if not isinstance(recorded, dict):
+                continue
+            hits = {job: key for job, key in recorded.items() if key in wanted and key not in out}
+            if not hits:
+                continue
+            marks = ",".join("?" * len(verdicts))
+            rows = self._db.execute(f"SELECT result_id, job_id, verdict FROM results WHERE run_id = ? AND verdict IN "
+                                    f"({marks}) ORDER BY job_id", (run["run_id"], *verdicts))
+            for row in rows:
+                key = hits.get(row["job_id"])
+                if key is not None and key not in out:
+                    out[key] = Reusable(run["run_id"], row["job_id"], row["result_id"], row["verdict"])
+        return out
 
     def jobs_without_result(self, run: str) -> list[str]:
         rows = self._db.execute("SELECT job_id FROM jobs WHERE run_id = ? AND has_result = 0 ORDER BY job_id", (run,))

@@ -1,0 +1,355 @@
+"""InferenceX's `perf-changelog.yaml`: validated with file:line findings, and turned into the jobs it selects.
+
+Format (InferenceX core spec §3.1): a YAML list of entries, each `config-keys` (recipe keys, `*` wildcards), a
+`description` (list of lines), a `pr-link`, and the optional `evals-only`, `all-evals`, `append-only`,
+`eval-min-prefill-ep` and `scenario-type`. The file is append-only history: a pull request adds entries at the end,
+separated by exactly one blank line.
+
+Validation (:func:`validate_changelog`) reports every problem as a `Finding` with its file and line, as the recipe
+loader does: bytes (UTF-8, no CR/tab/NUL, one final newline), YAML syntax and duplicate keys, the root a list, one
+`- config-keys:` line per entry, each entry's fields, well-formed pull-request links, config keys that exist (a
+wildcard must match), duplicate entries, and — against a base version — that history is unchanged (pr-link
+corrections alone excepted) and the appended bytes follow the base with one blank line.
+
+Selection (:func:`select_jobs`) follows `utils/process_changelog.py` (§3.3): entries with `all-evals` first;
+throughput jobs unless the entry (or the caller) suppresses them; eval jobs (all evals for `all-evals`), filtered by
+`eval-min-prefill-ep`; each (recipe, scenario) generated once; `trim_conc` keeps each curve's lowest concurrency.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from llmsweep.catalog.fleet import FleetCatalog, default_fleet
+from llmsweep.errors import ConfigError
+from llmsweep.findings import Finding, Severity
+from llmsweep.plan import EvalOptions, Job, test_config
+from llmsweep.plan.names import job_id
+from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.source import SourceMap, YamlSyntaxError, parse_yaml, render_path
+from llmsweep.spec.validation_findings import findings_from_validation_error
+
+ENTRY_MARK = "- config-keys:"
+PR_LINK = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/pull/(?P<n>[1-9][0-9]*|XXX)$")
+"""A pull-request link; `XXX` is the placeholder a PR writes before it has a number (refused with `final_links`)."""
+
+ScenarioName = Literal["fixed-seq-len", "agentic-coding"]
+
+
+class ChangelogEntry(BaseModel):
+    """One entry of `perf-changelog.yaml`."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    config_keys: list[str] = Field(alias="config-keys", min_length=1,
+                                   description="Recipe keys the entry selects; `*` matches any run of characters.")
+    description: list[str] = Field(min_length=1, description="What changed and why (one item per line).")
+    pr_link: str = Field(alias="pr-link", description="The pull request: https://github.com/OWNER/REPO/pull/N.")
+    evals_only: bool = Field(default=False, alias="evals-only", description="Run evals only, no throughput.")
+    all_evals: bool = Field(default=False, alias="all-evals",
+                            description="Evals on every fixed-seq-len job, and no throughput.")
+    append_only: bool = Field(default=False, alias="append-only",
+                              description="Run only points added to existing curves.")
+    eval_min_prefill_ep: int | None = Field(default=None, alias="eval-min-prefill-ep", ge=1,
+                                            description="Drop multi-node eval jobs whose prefill EP is below this.")
+    scenario_type: list[ScenarioName] | None = Field(default=None, alias="scenario-type", min_length=1,
+                                                     description="Restrict the entry to these scenarios.")
+
+    def identity(self) -> str:
+        """The entry without its link, as canonical JSON: two entries equal here are duplicates."""
+        doc = self.model_dump(mode="json", by_alias=True, exclude={"pr_link"})
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class Changelog:
+    """A validated (or not) changelog: its entries with their lines, the new ones, and every finding."""
+
+    file: str
+    entries: list[ChangelogEntry] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    added_from: int = 0
+    """Index of the first entry not in the base (0 without a base: every entry counts as added)."""
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def added(self) -> list[ChangelogEntry]:
+        return self.entries[self.added_from:]
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.is_error for f in self.findings)
+
+    def raise_on_error(self) -> Changelog:
+        errors = [f for f in self.findings if f.is_error]
+        if errors:
+            listing = "\n".join(f.render() for f in errors)
+            raise ConfigError(f"{self.file}: {len(errors)} changelog error(s):\n{listing}",
+                              fix="fix the lines named above", findings=errors)
+        return self
+
+
+def _error(rule: str, file: str, line: int | None, message: str, fix: str, path: str | None = None) -> Finding:
+    return Finding(rule=f"changelog.{rule}", severity=Severity.ERROR, file=file, line=line, path=path,
+                   message=message, fix=fix)
+
+
+def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_keys: Sequence[str] | None = None,
+                       base: str | None = None, final_links: bool = False) -> Changelog:
+    """Check a changelog's text; `recipe_keys` checks that config keys exist, `base` that history is append-only,
+    `final_links` refuses the `XXX` placeholder (a merged changelog)."""
+    log = Changelog(file)
+    _check_bytes(text, file, log.findings)
+    try:
+        doc = parse_yaml(text, file)
+    except YamlSyntaxError as exc:
+        log.findings.append(_error("yaml-syntax", file, exc.line, f"YAML syntax error: {exc.problem}",
+                                   "fix the YAML at that line"))
+        return log
+    for dup in doc.duplicates:
+        log.findings.append(_error("duplicate-key", file, dup.line, f"key `{dup.path[-1]}` is written twice in one "
+                                   f"entry (first at line {dup.first_line})", "delete one of them",
+                                   render_path(dup.path)))
+    data = [] if doc.data is None else doc.data
+    if not isinstance(data, list):
+        log.findings.append(_error("not-list", file, 1, f"the changelog must be a YAML list of entries, got "
+                                   f"{type(data).__name__}", f"start each entry with `{ENTRY_MARK}`"))
+        return log
+    marks = sum(1 for line in text.splitlines() if line.startswith(ENTRY_MARK))
+    if marks != len(data):
+        log.findings.append(_error("entry-lines", file, None, f"{len(data)} entries but {marks} lines start with "
+                                   f"`{ENTRY_MARK}`", f"begin every entry with `{ENTRY_MARK}` at column 0"))
+    seen: dict[str, int] = {}
+    placed: list[tuple[int, ChangelogEntry]] = []
+    for index, raw in enumerate(data):
+        line = doc.source.line_of((index,))
+        entry = _entry(index, raw, doc.source, log.findings)
+        if entry is None:
+            continue
+        log.entries.append(entry)
+        log.lines.append(line or 0)
+        placed.append((index, entry))
+        _check_entry(entry, index, doc.source, final_links, log.findings)
+        ident = entry.identity()
+        if ident in seen:
+            log.findings.append(_error("duplicate-entry", file, line, f"entry {index} repeats the entry at line "
+                                       f"{seen[ident]} (same keys, description and flags)",
+                                       "delete the repeated entry", f"[{index}]"))
+        else:
+            seen[ident] = line or 0
+    if base is not None:
+        log.added_from = _check_append_only(base, text, file, log.findings)
+    if recipe_keys is not None:  # history may name recipes deleted since: only the new entries must resolve
+        for index, entry in placed:
+            if index >= log.added_from:
+                _check_keys(entry, index, doc.source, recipe_keys, log.findings)
+    return log
+
+
+def _check_bytes(text: str, file: str, findings: list[Finding]) -> None:
+    for number, line in enumerate(text.split("\n"), start=1):
+        for char, name in (("\r", "a carriage return (CRLF line end)"), ("\t", "a tab"), ("\0", "a NUL byte")):
+            if char in line:
+                findings.append(_error("bytes", file, number, f"line holds {name}",
+                                       "use LF line ends and spaces for indentation"))
+    if text and not text.endswith("\n"):
+        findings.append(_error("final-newline", file, text.count("\n") + 1, "the file does not end with a newline",
+                               "end the last line with one newline"))
+
+
+def _entry(index: int, raw: Any, source: SourceMap, findings: list[Finding]) -> ChangelogEntry | None:
+    if not isinstance(raw, dict):
+        findings.append(_error("not-mapping", source.file, source.line_of((index,)),
+                               f"entry {index} must be a mapping (config-keys, description, pr-link, ...)",
+                               f"write the entry as `{ENTRY_MARK} [...]` with its fields indented under it"))
+        return None
+    try:
+        return ChangelogEntry.model_validate(raw)
+    except ValidationError as exc:
+        found = findings_from_validation_error(exc, ChangelogEntry, raw, (index,), source)
+        findings.extend(f.model_copy(update={"rule": f.rule.replace("schema.", "changelog.", 1)}) for f in found)
+        return None
+
+
+def _check_entry(entry: ChangelogEntry, index: int, source: SourceMap, final_links: bool,
+                 findings: list[Finding]) -> None:
+    file = source.file
+    link = PR_LINK.match(entry.pr_link)
+    if link is None:
+        findings.append(_error("pr-link", file, source.line_of((index, "pr-link")),
+                               f"pr-link {entry.pr_link!r} is not a pull-request link",
+                               "write https://github.com/OWNER/REPO/pull/NUMBER", f"[{index}].pr-link"))
+    elif final_links and link.group("n") == "XXX":
+        findings.append(_error("pr-link", file, source.line_of((index, "pr-link")),
+                               "pr-link still holds the XXX placeholder", "put the pull request's number in",
+                               f"[{index}].pr-link"))
+    if entry.append_only and (entry.evals_only or entry.all_evals):
+        findings.append(_error("append-only", file, source.line_of((index, "append-only")),
+                               "append-only cannot be combined with evals-only or all-evals",
+                               "drop the eval flags or append-only", f"[{index}].append-only"))
+    seen: set[str] = set()
+    for k, key in enumerate(entry.config_keys):
+        line = source.line_of((index, "config-keys", k))
+        if key in seen:
+            findings.append(_error("duplicate-key", file, line, f"config key {key!r} is listed twice",
+                                   "list each key once", f"[{index}].config-keys[{k}]"))
+        seen.add(key)
+
+
+def _check_keys(entry: ChangelogEntry, index: int, source: SourceMap, recipe_keys: Sequence[str],
+                findings: list[Finding]) -> None:
+    file = source.file
+    for k, key in enumerate(entry.config_keys):
+        line = source.line_of((index, "config-keys", k))
+        if "*" in key:
+            pattern = re.compile(".*".join(re.escape(p) for p in key.split("*")))
+            if not any(pattern.fullmatch(r) for r in recipe_keys):
+                findings.append(_error("unknown-key", file, line,
+                                       f"No config keys matched the wildcard pattern {key!r}",
+                                       "check the pattern against the recipe keys", f"[{index}].config-keys[{k}]"))
+        elif key not in recipe_keys:
+            findings.append(_error("unknown-key", file, line, f"Config key {key!r} not found in the recipes",
+                                   "name an existing recipe key (see `llmsweep matrix`)",
+                                   f"[{index}].config-keys[{k}]"))
+
+
+def _check_append_only(base: str, head: str, file: str, findings: list[Finding]) -> int:
+    """Head = base bytes + one blank line + new entries; pr-link-only corrections of history stand alone.
+
+    Returns the number of entries in the base (the index of the first added entry)."""
+    base_lines, head_lines = base.splitlines(), head.splitlines()
+    try:
+        base_entries = len(parse_yaml(base, f"{file} (base)").data or [])
+    except YamlSyntaxError:
+        base_entries = sum(1 for line in base_lines if line.startswith(ENTRY_MARK))
+    edited = [n for n, (a, b) in enumerate(zip(base_lines, head_lines, strict=False), start=1) if a != b]
+    removed = len(head_lines) < len(base_lines)
+    link_only = all(base_lines[n - 1].startswith("  pr-link:") and head_lines[n - 1].startswith("  pr-link:")
+                    for n in edited)
+    if removed:
+        findings.append(_error("history", file, len(head_lines) + 1, f"lines of the base are missing (the base has "
+                               f"{len(base_lines)} lines, this file {len(head_lines)})",
+                               "history is append-only: restore the deleted lines"))
+        return base_entries
+    appended = head_lines[len(base_lines):]
+    for n in edited:
+        if not link_only:
+            findings.append(_error("history", file, n, f"line {n} of the base was changed: "
+                                   f"{base_lines[n - 1].strip()!r} → {head_lines[n - 1].strip()!r}",
+                                   "history is append-only: restore the line and add a new entry at the end"))
+    if edited and link_only and any(line.strip() for line in appended):
+        findings.append(_error("history", file, edited[0], "pr-link corrections of history are mixed with new "
+                               "entries", "correct links in a change of their own"))
+    if appended and base_lines:
+        start = len(base_lines) + 1
+        if appended[0].strip() or (len(appended) > 1 and not appended[1].strip()):
+            findings.append(_error("separator", file, start, "the appended entries must follow the base after "
+                                   "exactly one blank line", "leave one empty line between entries"))
+    if appended and not appended[-1].strip():
+        findings.append(_error("separator", file, len(head_lines), "the file ends with a blank line",
+                               "end with the last entry's line and one newline"))
+    return base_entries
+
+
+def load_changelog(path: Path, **kw: Any) -> Changelog:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read changelog {path}: {exc}", fix="check the path") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        log = Changelog(str(path))
+        log.findings.append(_error("bytes", str(path), line, f"not UTF-8 text: {exc.reason}", "save as UTF-8"))
+        return log
+    return validate_changelog(text, str(path), **kw)
+
+
+# ------------------------------------------------------------------------------------------------ selection
+
+
+@dataclass
+class Selection:
+    """The jobs a changelog selects: throughput and eval jobs, each with the entries that chose them."""
+
+    throughput: list[Job] = field(default_factory=list)
+    evals: list[Job] = field(default_factory=list)
+
+    @property
+    def jobs(self) -> list[Job]:
+        return [*self.throughput, *self.evals]
+
+
+def _scenarios(entry: ChangelogEntry) -> tuple[str, ...]:
+    return tuple(entry.scenario_type) if entry.scenario_type else ("fixed-seq-len", "agentic-coding")
+
+
+def select_jobs(entries: Sequence[ChangelogEntry], recipes: Mapping[str, Recipe], *,
+                fleet: FleetCatalog | None = None, trim_conc: bool = False, evals_only: bool = False,
+                all_evals: bool = False) -> Selection:
+    """The jobs `entries` select, as InferenceX's `process_changelog.py` generates them (see module doc)."""
+    if not entries:
+        return Selection()
+    if any(e.append_only for e in entries):
+        if not all(e.append_only for e in entries):
+            raise ConfigError("append-only entries cannot share a sweep with regular changelog entries",
+                              fix="put the append-only entry in a pull request of its own")
+        raise ConfigError("append-only entries select only the points added to existing curves",
+                          fix="run them with `llmsweep run --changed BASE..HEAD`, which runs exactly the added jobs")
+    fleet = fleet or default_fleet()
+    out = Selection()
+    done_bench: set[tuple[str, str]] = set()
+    done_eval: set[tuple[str, str]] = set()
+    for entry in sorted(entries, key=lambda e: not e.all_evals):  # all-evals first: the broader eval set wins
+        keys = tuple(entry.config_keys)
+        scenarios = _scenarios(entry)
+        if not (evals_only or entry.evals_only or entry.all_evals):
+            jobs = test_config(recipes, keys, fleet, EvalOptions(no_evals=True), scenario_types=scenarios)
+            out.throughput += _new(jobs, done_bench)
+        jobs = test_config(recipes, keys, fleet, EvalOptions(evals_only=True, all_evals=all_evals or entry.all_evals),
+                           scenario_types=scenarios)
+        if entry.eval_min_prefill_ep is not None:
+            jobs = [j for j in jobs if j.prefill is None or j.prefill.ep >= entry.eval_min_prefill_ep]
+        out.evals += _new(jobs, done_eval)
+    if trim_conc:
+        out.throughput = trim_concurrencies(out.throughput)
+    return out
+
+
+def _new(jobs: list[Job], done: set[tuple[str, str]]) -> list[Job]:
+    """Jobs of (recipe, scenario) pairs no earlier entry generated (per scenario, so disjoint filters both count)."""
+    fresh = {(j.recipe_key, j.scenario.value) for j in jobs} - done
+    done |= fresh
+    return [j for j in jobs if (j.recipe_key, j.scenario.value) in fresh]
+
+
+def trim_concurrencies(jobs: Sequence[Job]) -> list[Job]:
+    """`--trim-conc` (label `sweep-enabled`): each curve keeps its lowest concurrency; a multi-node job its lowest."""
+    best: dict[tuple[str, str], Job] = {}
+    order: list[tuple[str, str]] = []
+    for job in jobs:
+        if job.multinode:
+            low = min(job.concs)
+            trimmed = job.model_copy(update={"conc": [low]})
+            suffix = job.id.rpartition("_")[2]
+            trimmed = trimmed.model_copy(update={"id": job_id(trimmed.matrix_entry(), suffix,
+                                                              eval_only=bool(job.eval_only))})
+            key = (job.recipe_key, job.id)
+            order.append(key)
+            best[key] = trimmed
+            continue
+        key = (job.recipe_key, job.recipe_fingerprint)
+        if key not in best:
+            order.append(key)
+            best[key] = job
+        elif min(job.concs) < min(best[key].concs):
+            best[key] = job
+    return [best[k] for k in order]

@@ -1,0 +1,270 @@
+"""The semantic difference of two recipe trees at job level: added, removed and changed jobs, each change named.
+
+Both sides are planned with the same planner `run` uses (`plan.jobs_from_files`), so a change shows exactly as the
+jobs it makes: a new concurrency is one added job, an env var changed in one arm changes that arm's jobs and no
+other. Jobs are matched by identity — recipe key plus the readable part of the job id (exp-name, precision,
+framework, topology, disagg, spec method, concurrency, runner, eval) — and a matched pair that differs is a change,
+with the typed fields that differ and their cause (`CAUSES`).
+
+A side is a git revision (materialised with `git archive` into a temporary directory) or a directory.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmsweep.errors import ConfigError
+from llmsweep.plan import Job, jobs_from_files
+
+CAUSES: tuple[str, ...] = ("search space", "image", "engine args", "env", "workload", "golden curve")
+"""What can change a job, in the order they are reported."""
+
+RECIPES_DIR = "recipes"
+"""Where a tree keeps its recipes when no files are named."""
+
+_NOT_COMPARED = frozenset({"id", "recipe_file", "recipe_fingerprint"})
+"""Job fields that are consequences (the fingerprint, the id's hash) or locations, not causes."""
+
+
+def cause_of(path: str) -> str:
+    """The cause a differing Job field (dotted path) is reported under."""
+    head, _, rest = path.partition(".")
+    if head == "image":
+        return "image"
+    if head == "serve":
+        return "env" if rest.split(".")[0] in ("env", "secret_env") else "engine args"
+    if head == "workload":
+        return "workload"
+    if head == "acceptance":
+        return "golden curve"
+    return "search space"
+
+
+@dataclass(frozen=True)
+class JobChange:
+    """One job on both sides whose typed fields differ."""
+
+    base: Job
+    head: Job
+    fields: tuple[str, ...]
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        found = {cause_of(f) for f in self.fields}
+        return tuple(c for c in CAUSES if c in found)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"job": self.head.id, "base_job": self.base.id, "recipe_key": self.head.recipe_key,
+                "causes": list(self.causes), "fields": list(self.fields)}
+
+
+@dataclass
+class ChangeSet:
+    """What differs between the jobs of two recipe trees."""
+
+    base: str
+    head: str
+    added: list[Job] = field(default_factory=list)
+    removed: list[Job] = field(default_factory=list)
+    changed: list[JobChange] = field(default_factory=list)
+    unchanged: list[Job] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+    def to_run(self) -> list[str]:
+        """Ids of the head jobs that must run: every added and every changed job."""
+        return [j.id for j in self.added] + [c.head.id for c in self.changed]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per added, removed or changed job (the table and `--json`)."""
+        out: list[dict[str, Any]] = []
+        for job in self.added:
+            out.append({"change": "added", "job": job.id, "recipe_key": job.recipe_key, "causes": [], "fields": []})
+        for change in self.changed:
+            out.append({"change": "changed", **change.as_dict()})
+        for job in self.removed:
+            out.append({"change": "removed", "job": job.id, "recipe_key": job.recipe_key, "causes": [], "fields": []})
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "head": self.head, "added": len(self.added), "removed": len(self.removed),
+                "changed": len(self.changed), "unchanged": len(self.unchanged), "to_run": self.to_run(),
+                "jobs": self.rows()}
+
+
+def match_key(job: Job) -> tuple[str, str]:
+    """A job's identity across two plans: its recipe key and its id without the fingerprint hash."""
+    head, sep, _ = job.id.rpartition("_")
+    return job.recipe_key, head if sep else job.id
+
+
+def _keyed(jobs: Sequence[Job]) -> dict[tuple[str, str, int], Job]:
+    out: dict[tuple[str, str, int], Job] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for job in jobs:
+        key = match_key(job)
+        seen[key] = seen.get(key, 0) + 1
+        out[(*key, seen[key])] = job
+    return out
+
+
+def _leaf_diff(a: Any, b: Any, prefix: str) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in sorted(set(a) | set(b), key=str):
+            out += _leaf_diff(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [] if a == b else [prefix]
+
+
+def job_field_diff(base: Job, head: Job) -> tuple[str, ...]:
+    """Dotted paths of the typed Job fields that differ (serve.env.X, workload.num_prompts, image, ...)."""
+    a = {k: v for k, v in base.model_dump(mode="json").items() if k not in _NOT_COMPARED}
+    b = {k: v for k, v in head.model_dump(mode="json").items() if k not in _NOT_COMPARED}
+    return tuple(_leaf_diff(a, b, ""))
+
+
+def diff_jobs(base: Sequence[Job], head: Sequence[Job], *, base_label: str = "base",
+              head_label: str = "head") -> ChangeSet:
+    """Match the jobs of two plans by identity and name what differs; order follows the head plan."""
+    a, b = _keyed(base), _keyed(head)
+    out = ChangeSet(base_label, head_label)
+    for key, job in b.items():
+        old = a.get(key)
+        if old is None:
+            out.added.append(job)
+            continue
+        fields = job_field_diff(old, job)
+        if fields:
+            out.changed.append(JobChange(old, job, fields))
+        else:
+            out.unchanged.append(job)
+    out.removed = [job for key, job in a.items() if key not in b]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ sides
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"cannot run git in {repo}: {exc}", fix="install git, or compare two directories") from exc
+
+
+def git_toplevel(repo: Path) -> Path | None:
+    proc = _git(repo, "rev-parse", "--show-toplevel")
+    return Path(proc.stdout.decode().strip()) if proc.returncode == 0 else None
+
+
+def _is_rev(repo: Path | None, rev: str) -> bool:
+    return repo is not None and bool(rev) and _git(repo, "rev-parse", "--verify", "--quiet",
+                                                   f"{rev}^{{commit}}").returncode == 0
+
+
+def split_range(spec: str, repo: Path | None) -> tuple[str, str]:
+    """`BASE..HEAD` → (BASE, HEAD); each side a directory or a git revision; an empty HEAD is the working tree.
+
+    Directory names may hold `..` themselves (`../a..../b`), so every split is tried until both sides resolve.
+    """
+    if "..." in spec and not Path(spec).exists() and spec.count("...") == 1 and _is_rev(repo, spec.split("...")[0]):
+        raise ConfigError(f"{spec!r}: a three-dot range is not supported", fix="write BASE..HEAD")
+    start = 0
+    while (i := spec.find("..", start)) >= 0:
+        base, head = spec[:i], spec[i + 2:]
+        if base and (Path(base).is_dir() or _is_rev(repo, base)) and (
+                (not head and repo is not None) or Path(head).is_dir() or _is_rev(repo, head)):
+            return base, head
+        start = i + 1
+    raise ConfigError(f"{spec!r} is not BASE..HEAD of two git revisions or two directories",
+                      fix="e.g. `llmsweep changes main..HEAD` inside the repository, or `changes old/..new/`")
+
+
+@contextmanager
+def _materialised(side: str, repo: Path | None) -> Iterator[Path]:
+    """The tree of one side: a directory as it is, the working tree for an empty side, a revision via git archive."""
+    if not side:
+        assert repo is not None
+        yield repo
+        return
+    if Path(side).is_dir():
+        yield Path(side)
+        return
+    assert repo is not None
+    proc = _git(repo, "archive", "--format=tar", side)
+    if proc.returncode != 0:
+        raise ConfigError(f"git archive {side} failed: {proc.stderr.decode(errors='replace').strip()}",
+                          fix="name a commit of this repository")
+    with tempfile.TemporaryDirectory(prefix="llmsweep-changes-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        yield Path(tmp)
+
+
+def _recipe_files(root: Path, files: Sequence[Path]) -> list[Path]:
+    if files:
+        return [root / f for f in files if (root / f).is_file()]
+    folder = root / RECIPES_DIR
+    return sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def _plan(root: Path, files: Sequence[Path], runner_config: Path | None, label: str) -> list[Job]:
+    paths = _recipe_files(root, files)
+    if not paths:
+        return []
+    try:
+        return jobs_from_files(paths, runner_config=runner_config)
+    except ConfigError as exc:
+        raise ConfigError(f"the recipes of {label} do not plan: {exc.message}", fix=exc.fix,
+                          findings=exc.findings) from exc
+
+
+def _relative_files(files: Sequence[Path], top: Path | None) -> list[Path]:
+    """Files named on the command line, as paths inside the tree (relative to the repository top in git mode)."""
+    out = []
+    for f in files:
+        if top is not None:
+            full = f if f.is_absolute() else Path.cwd() / f
+            try:
+                out.append(full.resolve().relative_to(top.resolve()))
+                continue
+            except ValueError:
+                raise ConfigError(f"{f} is not inside the repository {top}",
+                                  fix="name recipe files of the repository whose revisions are compared") from None
+        out.append(f)
+    return out
+
+
+def _inside(path: Path, root: Path) -> Path:
+    try:
+        return path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return path
+
+
+def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None = None,
+                    runner_config: Path | None = None) -> ChangeSet:
+    """The change set of `BASE..HEAD`: revisions of the git repository at `repo` (default: the current directory),
+    or two directories. `files` narrows it to those recipe files (else every YAML file under `recipes/`)."""
+    top = git_toplevel(repo or Path.cwd())
+    base, head = split_range(spec, top)
+    git_mode = not (Path(base).is_dir() and Path(head).is_dir())
+    rel = _relative_files(files, top if git_mode else None)
+    if not git_mode:  # a file named inside HEAD's directory (`new/recipes/x.yaml`) is that path in both trees
+        rel = [_inside(f, Path(head)) for f in rel]
+    head_label = head or "working tree"
+    with _materialised(base, top) as base_root, _materialised(head, top) as head_root:
+        base_jobs = _plan(base_root, rel, runner_config, base)
+        head_jobs = _plan(head_root, rel, runner_config, head_label)
+    return diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)

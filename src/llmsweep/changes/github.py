@@ -1,0 +1,217 @@
+"""`llmsweep ci github`: a GitHub Actions workflow that sweeps a labelled pull request.
+
+The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2), reduced to its parts llmsweep owns:
+
+- `setup` decides from the labels whether to run at all (`full-sweep-enabled`, `full-sweep-fail-fast`; a push to
+  the default branch always runs) and whether a failure cancels the rest (`full-sweep-fail-fast`), and computes the
+  matrix at run time with `llmsweep ci matrix`: every job of the recipes, or (`source="changes"`) only the jobs the
+  pull request added or changed (`llmsweep changes BASE..HEAD`), ordered by the priority score (`changes.priority`);
+  each entry names its runner label, checked against the fleet file when the workflow is written;
+- `sweep` runs one job per matrix entry on `[self-hosted, <runner label>]` with `llmsweep run --only-job` and
+  uploads the job's run folder as the artifact `bmk_<job id>`;
+- `collect` merges the artifacts into one run (`llmsweep ci collect`), stores it, writes the dashboard (an
+  artifact), compares it with the baseline run in the store using between-run bands (`llmsweep compare --baseline
+  --format markdown`) and posts that verdict with the sweep's success rate as the job summary.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from llmsweep.catalog.fleet import FleetCatalog
+from llmsweep.changes.priority import by_priority
+from llmsweep.errors import ConfigError
+from llmsweep.plan import Job
+
+Source = Literal["matrix", "changes"]
+RUN_LABELS = ("full-sweep-enabled", "full-sweep-fail-fast")
+FAIL_FAST_LABEL = "full-sweep-fail-fast"
+ARTIFACT_PREFIX = "bmk_"
+
+
+def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, event: str | None = None,
+                   labels: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The `strategy.matrix.include` list: one entry per job, highest priority first; runner labels from the fleet."""
+    if fleet is not None:
+        unknown = sorted({j.runner_label for j in jobs if not fleet.has_label(j.runner_label)})
+        if unknown:
+            raise ConfigError(f"runner label(s) {', '.join(unknown)} are not in the fleet file {fleet.file}",
+                              fix="add the label to the runner file (--runner-config) or fix the recipe's runner")
+    return [{"job": job.id, "runner": job.runner, "recipe": job.recipe_key, "priority": f"{score:.3f}"}
+            for job, score in by_priority(jobs, event=event, labels=labels)]
+
+
+class _Env(str):
+    """A word written as is: a double-quoted reference to the step's environment (`"$JOB"`, `"runs/$JOB"`)."""
+
+    __slots__ = ()
+
+
+def _sh(*words: str) -> str:
+    """A shell command line: every word quoted except :class:`_Env` references. Expressions (`${{ … }}`) never
+    appear in a `run:` script; they reach it through `env:`, so no value is parsed as shell."""
+    import shlex
+
+    return " ".join(w if isinstance(w, _Env) else shlex.quote(w) for w in words)
+
+
+def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str | None = None,
+             runner_config: Path | None = None, store: str | None = None, collect_runner: str = "ubuntu-latest",
+             python: str = "3.11", install: str = "pip install .", name: str = "llmsweep sweep") -> dict[str, Any]:
+    """The workflow document (a dict, dumped as YAML by :func:`write_workflow`)."""
+    recipe_args = [str(f) for f in files]
+    fleet_args = ["--runner-config", str(runner_config)] if runner_config is not None else []
+    labels = "github.event.pull_request.labels.*.name"
+    run_if = " || ".join([f"contains({labels}, '{label}')" for label in RUN_LABELS])
+    changed = source == "changes"
+    setup_py = [{"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}},
+                {"uses": "actions/setup-python@v5", "with": {"python-version": python}},
+                {"name": "Install llmsweep", "run": install}]
+    env = {"LLMSWEEP_STORE": store} if store else {}
+    matrix_cmd = _sh("llmsweep", "ci", "matrix", *recipe_args, *fleet_args, "--event", _Env('"$EVENT"'),
+                     "--github-output", _Env('"$GITHUB_OUTPUT"'))
+    matrix_env = {"EVENT": "${{ github.event_name }}"}
+    if changed:  # a pull request runs the jobs it changed; a push or a manual run, every job
+        matrix_env.update({"BASE": "${{ github.event.pull_request.base.sha }}",
+                           "HEAD": "${{ github.event.pull_request.head.sha }}"})
+        matrix_cmd = (f'if [ "$EVENT" = pull_request ]; then {matrix_cmd} --changed "$BASE..$HEAD"; '
+                      f"else {matrix_cmd}; fi")
+    setup = {
+        "runs-on": "ubuntu-latest",
+        "outputs": {"run": "${{ steps.gate.outputs.run }}", "fail-fast": "${{ steps.gate.outputs.fail-fast }}",
+                    "matrix": "${{ steps.matrix.outputs.matrix }}", "jobs": "${{ steps.matrix.outputs.jobs }}",
+                    "count": "${{ steps.matrix.outputs.count }}"},
+        "steps": [
+            *setup_py,
+            {"name": "Labels decide whether and how to sweep", "id": "gate",
+             "env": {"RUN": f"${{{{ github.event_name != 'pull_request' || {run_if} }}}}",
+                     "FAIL_FAST": f"${{{{ contains({labels}, '{FAIL_FAST_LABEL}') }}}}",
+                     "BOTH": "${{ " + " && ".join(f"contains({labels}, '{label}')" for label in RUN_LABELS) + " }}"},
+             "run": 'if [ "$BOTH" = true ]; then\n'
+                    f'  echo "::error::label the pull request with one of {" or ".join(RUN_LABELS)}, not both"\n'
+                    '  exit 1\nfi\n'
+                    'echo "run=$RUN" >> "$GITHUB_OUTPUT"\necho "fail-fast=$FAIL_FAST" >> "$GITHUB_OUTPUT"'},
+            {"name": "Jobs to run, highest priority first", "id": "matrix", "if": "steps.gate.outputs.run == 'true'",
+             "env": matrix_env, "run": matrix_cmd},
+        ],
+    }
+    sweep = {
+        "name": "${{ matrix.job }} (priority ${{ matrix.priority }})",
+        "needs": "setup",
+        "if": "needs.setup.outputs.run == 'true' && needs.setup.outputs.count != '0'",
+        "runs-on": ["self-hosted", "${{ matrix.runner }}"],
+        "strategy": {"fail-fast": "${{ needs.setup.outputs.fail-fast == 'true' }}",
+                     "matrix": "${{ fromJSON(needs.setup.outputs.matrix) }}"},
+        "steps": [
+            *setup_py,
+            {"name": "Run the job", "env": {"JOB": "${{ matrix.job }}"},
+             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, "--only-job", _Env('"$JOB"'), "--out",
+                        _Env('"runs/$JOB"'), "--no-report")},
+            {"name": "Upload the job's results", "if": "always()", "uses": "actions/upload-artifact@v4",
+             "with": {"name": ARTIFACT_PREFIX + "${{ matrix.job }}", "path": "runs/${{ matrix.job }}",
+                      "if-no-files-found": "warn"}},
+        ],
+    }
+    compare = ([{"name": "Compare with the baseline and post the verdict",
+                 "run": _sh("llmsweep", "compare", "--baseline", baseline, "sweep", "--format", "markdown",
+                            "--no-history") + ' >> "$GITHUB_STEP_SUMMARY"'}] if baseline else [])
+    collect = {
+        "needs": ["setup", "sweep"],
+        "if": "always() && needs.setup.outputs.run == 'true' && needs.setup.outputs.count != '0'",
+        "runs-on": collect_runner,
+        "steps": [
+            *setup_py,
+            {"uses": "actions/download-artifact@v4", "with": {"pattern": ARTIFACT_PREFIX + "*", "path": "artifacts"}},
+            {"name": "Merge the jobs into one run", "env": {"JOBS": "${{ needs.setup.outputs.jobs }}"},
+             "run": _sh("llmsweep", "ci", "collect", "artifacts", "--out", "sweep", "--run-id",
+                        _Env('"gh-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT"'), "--expected-env", "JOBS")},
+            {"name": "Store the results", "run": "llmsweep results ingest sweep"},
+            {"name": "Dashboard", "run": "llmsweep report sweep"},
+            {"uses": "actions/upload-artifact@v4", "with": {"name": "dashboard", "path": "sweep/report"}},
+            {"name": "Link the unofficial run",
+             "env": {"RUN_URL": "${{ github.server_url }}/${{ github.repository }}/actions/runs/${{ github.run_id }}"},
+             "run": 'echo "Unofficial run: $RUN_URL (artifacts: dashboard, bmk_<job>)" >> "$GITHUB_STEP_SUMMARY"'},
+            *compare,
+        ],
+    }
+    return {
+        "name": name,
+        "on": {"pull_request": {"types": ["opened", "synchronize", "reopened", "labeled"]},
+               "push": {"branches": ["main"]}, "workflow_dispatch": {}},
+        "concurrency": {"group": "llmsweep-${{ github.event.pull_request.number || github.ref }}",
+                        "cancel-in-progress": True},
+        "permissions": {"contents": "read"},
+        **({"env": env} if env else {}),
+        "jobs": {"setup": setup, "sweep": sweep, "collect": collect},
+    }
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Repeated steps are written out in full: a workflow reader should not need to follow YAML anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    """Multi-line scripts as literal blocks (`run: |`), as a person writes them."""
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_NoAliases.add_representer(str, _str)
+
+
+def dump_workflow(doc: dict[str, Any]) -> str:
+    head = "# Written by `llmsweep ci github`; regenerate it rather than editing by hand.\n"
+    return head + yaml.dump(doc, Dumper=_NoAliases, sort_keys=False, width=120, allow_unicode=True)
+
+
+# ------------------------------------------------------------------------------------------------ collect
+
+
+def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] = ()) -> dict[str, Any]:
+    """Merge per-job run folders (one `llmsweep run --only-job` each) into one run folder; returns its run.json.
+
+    An expected job without an artifact is recorded as failed, so the sweep's success rate counts it."""
+    if not artifacts.is_dir():
+        raise ConfigError(f"{artifacts} is not a directory", fix="download the bmk_* artifacts into it first")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"{out} is not empty", fix="collect into a new directory")
+    (out / "jobs").mkdir(parents=True, exist_ok=True)
+    outcomes: dict[str, dict[str, Any]] = {}
+    keys: dict[str, str] = {}
+    started: list[str] = []
+    first: dict[str, Any] = {}
+    for meta_path in sorted(artifacts.glob("**/run.json")):
+        run_dir = meta_path.parent
+        if not (run_dir / "jobs").is_dir():
+            continue  # a job's own run.json (client record), not a run folder
+        meta = json.loads(meta_path.read_text())
+        first = first or meta
+        started += [meta["started"]] if meta.get("started") else []
+        keys.update(meta.get("reuse_keys") or {})
+        for o in meta.get("outcomes") or []:
+            outcomes[o["job_id"]] = o
+        for job_dir in sorted(p for p in (run_dir / "jobs").iterdir() if p.is_dir()):
+            shutil.copytree(job_dir, out / "jobs" / job_dir.name, dirs_exist_ok=True)
+    for job in expected:
+        outcomes.setdefault(job, {"job_id": job, "exp_name": "", "status": "failed",
+                                  "reasons": ["no artifact: the matrix job did not upload its results"]})
+    meta = {
+        "run_id": run_id, "llmsweep_version": first.get("llmsweep_version"), "executor": first.get("executor"),
+        "recipe_files": first.get("recipe_files"), "measurement": first.get("measurement"),
+        "started": min(started) if started else None,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "expected_job_ids": sorted(outcomes), "outcomes": [outcomes[j] for j in sorted(outcomes)],
+        "reuse_keys": keys, "collected_from": str(artifacts),
+    }
+    (out / "run.json").write_text(json.dumps(meta, indent=2))
+    return meta

@@ -1,0 +1,134 @@
+"""`llmsweep changes BASE..HEAD`: the jobs a recipe change adds, removes and changes, and why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from llmsweep.cli.options import json_option, option, runner_config_option
+
+
+@click.command("changes")
+@click.argument("revisions")
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The git repository whose revisions are compared (default: the current directory's).")
+@runner_config_option()
+@json_option("the change set (added, removed and changed jobs, each change with its causes and fields)")
+def changes(revisions: str, files: tuple[Path, ...], repo: Path | None, runner_config: Path | None,
+            as_json: bool) -> None:
+    """Jobs added, removed and changed between BASE..HEAD (git revisions, or two directories).
+
+    Both sides are planned as `run` plans them; jobs match by recipe key and job identity, and each changed job
+    names what changed it: search space, image, engine args, env, workload or golden curve. FILES narrows the
+    comparison to those recipe files (default: every YAML file under recipes/). An empty HEAD (`main..`) is the
+    working tree. `llmsweep run --changed BASE..HEAD` runs exactly the added and changed jobs.
+    """
+    from llmsweep.changes import changes_between
+
+    change_set = changes_between(revisions, files, repo=repo, runner_config=runner_config)
+    if as_json:
+        click.echo(json.dumps(change_set.as_dict(), indent=2))
+        return
+    _print(change_set)
+
+
+def _print(change_set: object) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from llmsweep.changes import ChangeSet
+
+    assert isinstance(change_set, ChangeSet)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=10_000)
+    table = Table(title=f"changes {change_set.base}..{change_set.head}", header_style="bold")
+    for col in ("change", "job", "recipe", "cause", "fields"):
+        table.add_column(col, overflow="fold")
+    colour = {"added": "green", "removed": "red", "changed": "yellow"}
+    for row in change_set.rows():
+        table.add_row(f"[{colour[row['change']]}]{row['change']}[/]", row["job"], row["recipe_key"],
+                      ", ".join(row["causes"]), ", ".join(row["fields"]))
+    if change_set.rows():
+        console.print(table)
+    click.echo(f"{len(change_set.added)} added, {len(change_set.changed)} changed, {len(change_set.removed)} removed, "
+               f"{len(change_set.unchanged)} unchanged; {len(change_set.to_run())} job(s) to run")
+
+
+@click.command("changelog")
+@click.argument("changelog_file", type=click.Path(dir_okay=False, path_type=Path), default=Path("perf-changelog.yaml"))
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--base", "base", default=None, metavar="REV|FILE",
+              help="The changelog before this change (a git revision of its repository, or a file): history must be "
+              "unchanged and only the entries added since select jobs.")
+@click.option("--final-links", is_flag=True, help="Refuse the `XXX` pr-link placeholder (a merged changelog).")
+@click.option("--trim-conc", is_flag=True, help="Keep only each curve's lowest concurrency (label `sweep-enabled`).")
+@option("evals_only", help="Select eval jobs only (label `evals-only`).")
+@option("all_evals", help="Evals on every 8k1k fixed-seq-len job, throughput kept (label `all-evals`).")
+@runner_config_option()
+@json_option("the findings and the selected jobs")
+def changelog(changelog_file: Path, files: tuple[Path, ...], base: str | None, final_links: bool, trim_conc: bool,
+              evals_only: bool, all_evals: bool, runner_config: Path | None, as_json: bool) -> int:
+    """Validate a perf-changelog.yaml (file:line errors) and list the jobs its entries select.
+
+    FILES are the recipes its config keys name (default: every YAML file under recipes/). With --base, history must
+    be unchanged and only the appended entries select jobs, as InferenceX's CI does for a pull request.
+    """
+    from llmsweep.catalog.fleet import default_fleet, load_fleet
+    from llmsweep.changes.changelog import load_changelog, select_jobs
+    from llmsweep.changes.diff import RECIPES_DIR
+    from llmsweep.errors import ConfigError
+    from llmsweep.spec.loader import load_recipes
+
+    paths = list(files) or sorted(p for p in Path(RECIPES_DIR).rglob("*") if p.suffix in (".yaml", ".yml"))
+    recipes = load_recipes(paths).raise_on_error().recipes if paths else {}
+    base_text = _base_text(base, changelog_file) if base is not None else None
+    log = load_changelog(changelog_file, recipe_keys=list(recipes), base=base_text, final_links=final_links)
+    for finding in log.findings:
+        click.echo(finding.render(), err=True)
+    if not log.ok:
+        if as_json:
+            click.echo(json.dumps({"ok": False, "findings": [f.to_json() for f in log.findings]}, indent=2))
+        raise ConfigError(f"{changelog_file}: {sum(f.is_error for f in log.findings)} changelog error(s)",
+                          fix="fix the lines named above")
+    fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
+    selection = select_jobs(log.added, recipes, fleet=fleet, trim_conc=trim_conc, evals_only=evals_only,
+                            all_evals=all_evals)
+    rows = [{"job": j.id, "recipe_key": j.recipe_key, "kind": kind, "conc": j.conc}
+            for kind, jobs in (("throughput", selection.throughput), ("eval", selection.evals)) for j in jobs]
+    if as_json:
+        click.echo(json.dumps({"ok": True, "entries": len(log.entries), "added": len(log.added),
+                               "findings": [f.to_json() for f in log.findings], "jobs": rows}, indent=2))
+        return 0
+    for row in rows:
+        click.echo(f"{row['kind']:<10} {row['job']}")
+    click.echo(f"{len(log.entries)} entries ({len(log.added)} new) select {len(selection.throughput)} throughput and "
+               f"{len(selection.evals)} eval job(s)", err=True)
+    return 0
+
+
+def _base_text(base: str, changelog_file: Path) -> str:
+    """The base changelog: a file, else `git show REV:path` of the changelog's repository."""
+    import subprocess
+
+    from llmsweep.changes.diff import git_toplevel
+    from llmsweep.errors import ConfigError
+
+    if Path(base).is_file():
+        return Path(base).read_text(encoding="utf-8")
+    top = git_toplevel(changelog_file.resolve().parent)
+    if top is None:
+        raise ConfigError(f"--base {base}: no such file, and {changelog_file} is not in a git repository",
+                          fix="give the base changelog as a file, or run inside the repository")
+    rel = changelog_file.resolve().relative_to(top.resolve())
+    proc = subprocess.run(["git", "-C", str(top), "show", f"{base}:{rel.as_posix()}"], capture_output=True,
+                          check=False)
+    if proc.returncode != 0:
+        if b"does not exist" in proc.stderr or b"exists on disk, but not in" in proc.stderr:
+            return ""  # the changelog is new in this change: everything in it is appended
+        raise ConfigError(f"--base {base}: {proc.stderr.decode(errors='replace').strip()}",
+                          fix="name a commit of the changelog's repository, or a file")
+    return proc.stdout.decode("utf-8")

@@ -1,0 +1,111 @@
+"""`llmsweep ci …`: the GitHub Actions workflow that sweeps a labelled pull request, and the steps it calls."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from llmsweep.cli.options import option, runner_config_option
+
+
+@click.group("ci")
+def ci() -> None:
+    """Continuous integration: write the GitHub Actions workflow, and the steps it runs."""
+
+
+@ci.command("github")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path(".github/workflows/llmsweep-sweep.yml"), show_default=True, help="Workflow file to write.")
+@click.option("--source", type=click.Choice(["matrix", "changes"]), default="matrix", show_default=True,
+              help="`matrix`: every job of the recipes; `changes`: on a pull request, only the jobs it added or "
+              "changed (`llmsweep changes BASE..HEAD`).")
+@option("baseline", help="Stored run the collect job compares the sweep with (between-run bands); no comparison "
+        "without it.")
+@click.option("--ci-store", "ci_store", default=None, metavar="PATH",
+              help="Results store path on the collect runner (LLMSWEEP_STORE in the workflow); it must hold the "
+              "baseline and persist between runs, e.g. a shared disk of a self-hosted runner.")
+@click.option("--collect-runner", default="ubuntu-latest", show_default=True, help="runs-on of the collect job.")
+@runner_config_option()
+def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None, ci_store: str | None,
+           collect_runner: str, runner_config: Path | None) -> None:
+    """Write a GitHub Actions workflow that sweeps FILES on a pull request labelled `full-sweep-enabled` or
+    `full-sweep-fail-fast` (the latter cancels the sweep at the first failure), and on every push to main.
+
+    Jobs run on `[self-hosted, <runner label>]` (labels checked against the fleet file), highest priority first;
+    each uploads `bmk_<job id>`; a final job merges them, stores, writes the dashboard and posts the verdict
+    against --baseline with the success rate.
+    """
+    from llmsweep.catalog.fleet import default_fleet, load_fleet
+    from llmsweep.changes.github import dump_workflow, matrix_entries, workflow
+    from llmsweep.plan import jobs_from_files
+
+    fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
+    jobs = jobs_from_files(list(files), runner_config=runner_config)
+    matrix_entries(jobs, fleet)  # every runner label must be the fleet's before a workflow names it
+    doc = workflow(list(files), source="changes" if source == "changes" else "matrix", baseline=baseline,
+                   runner_config=runner_config, store=ci_store, collect_runner=collect_runner)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dump_workflow(doc), encoding="utf-8")
+    click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
+               f"{', '.join(sorted({j.runner for j in jobs}))}", err=True)
+    click.echo(str(out))
+
+
+@ci.command("matrix")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@option("changed")
+@click.option("--event", default=None, help="The triggering event (`push` adds to every priority).")
+@click.option("--label", "labels", multiple=True, help="A pull-request label that moves priorities (repeatable).")
+@click.option("--github-output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Append matrix=, jobs= and count= for a workflow step's outputs to this file ($GITHUB_OUTPUT).")
+@runner_config_option()
+def matrix(files: tuple[Path, ...], changed: str | None, event: str | None, labels: tuple[str, ...],
+           github_output: Path | None, runner_config: Path | None) -> None:
+    """The sweep's matrix as JSON (`{"include": [{job, runner, recipe, priority}]}`), highest priority first."""
+    from llmsweep.catalog.fleet import default_fleet, load_fleet
+    from llmsweep.changes.github import matrix_entries
+    from llmsweep.plan import jobs_from_files
+
+    fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
+    jobs = jobs_from_files(list(files), runner_config=runner_config)
+    if changed:
+        from llmsweep.changes import changes_between
+
+        wanted = set(changes_between(changed, files, runner_config=runner_config).to_run())
+        jobs = [j for j in jobs if j.id in wanted]
+    jobs = [j for j in jobs if not (j.is_eval or j.run_eval)]  # `run` refuses eval jobs: no matrix entry for them
+    include = matrix_entries(jobs, fleet, event=event, labels=labels)
+    doc = {"include": include}
+    if github_output is not None:
+        with github_output.open("a", encoding="utf-8") as fh:
+            fh.write(f"matrix={json.dumps(doc, separators=(',', ':'))}\n")
+            fh.write(f"jobs={json.dumps([e['job'] for e in include], separators=(',', ':'))}\n")
+            fh.write(f"count={len(include)}\n")
+    click.echo(json.dumps(doc, indent=2))
+
+
+@ci.command("collect")
+@click.argument("artifacts", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder to write.")
+@click.option("--run-id", required=True, help="Id of the merged run (e.g. gh-<run id>-<attempt>).")
+@click.option("--expected-env", default=None, metavar="NAME",
+              help="Environment variable holding the JSON list of every job id the sweep expected.")
+def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | None) -> None:
+    """Merge the per-job run folders of a CI sweep into one run folder (missing jobs recorded as failed)."""
+    from llmsweep.changes.github import collect
+    from llmsweep.errors import ConfigError
+
+    expected: list[str] = []
+    if expected_env:
+        try:
+            expected = [str(j) for j in json.loads(os.environ.get(expected_env) or "[]")]
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"${expected_env} is not a JSON list of job ids: {exc}",
+                              fix="pass the setup job's `jobs` output") from exc
+    meta = collect(artifacts, out, run_id=run_id, expected=expected)
+    ok = sum(o["status"] in ("valid", "smoke", "skipped") for o in meta["outcomes"])
+    click.echo(f"collected {len(meta['outcomes'])} job(s) into {out} ({ok} with a result)", err=True)

@@ -1,0 +1,33 @@
+"""The version of llmsweep's measurement definitions: what a stored result's numbers mean.
+
+A stored result is reused instead of run (`llmsweep run --reuse`) only when it was measured under the same
+definitions. Bump :data:`MEASUREMENT_VERSION` whenever a change alters what a number measures without touching the
+metric table — a metric's computation in `metrics.summary` / `metrics.accumulate` (a percentile method, TPOT's
+definition, what counts as the profile window), the client's timing (when a request's send, first token or last
+chunk is stamped), or a validity gate. The declarative part of the metric table (names, units, stored statistics,
+samples) is hashed into :func:`measurement_identity` by itself, so adding or redefining a metric there needs no bump.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+MEASUREMENT_VERSION = 1
+"""1: the metric table and client timing of llmsweep 0.x (TPOT per request excluding the first token, E2EL to the
+last content chunk, per-GPU throughput over last end − first send)."""
+
+
+def metric_table_digest() -> str:
+    """16 hex of the metric table's declarative part: name, unit, stored column and statistics, per-request sample."""
+    from llmsweep.metrics.registry import all_metrics
+
+    rows = [[m.name, m.unit, m.column, list(m.stats), None if m.sample is None else [m.sample.column, m.sample.kind]]
+            for m in all_metrics()]
+    blob = json.dumps(sorted(rows, key=lambda r: str(r[0])), separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def measurement_identity() -> str:
+    """What a result's numbers mean: the measurement version and the metric table's digest."""
+    return f"m{MEASUREMENT_VERSION}-{metric_table_digest()}"

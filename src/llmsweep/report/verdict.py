@@ -1,0 +1,39 @@
+"""The pull-request verdict as Markdown: per point improvement / regression / no change, and the success rate."""
+
+from __future__ import annotations
+
+from llmsweep.metrics.registry import HOT_BY_NAME
+from llmsweep.report.markdown import _row, delta_cell, fmt
+from llmsweep.results.compare import Comparison
+from llmsweep.results.verdict import SuccessRate, point_called, point_verdict, verdict_counts
+
+MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "no change": "➖ no change"}
+
+
+def verdict_markdown(comp: Comparison, success: SuccessRate,
+                     metrics: tuple[str, ...] = ("tput_per_gpu", "p90_e2e_norm_intvty", "p90_ttft")) -> str:
+    counts = verdict_counts(comp)
+    rate = "–" if success.rate is None else f"{success.rate:.1%}"
+    lines = [f"## llmsweep verdict: `{comp.label_b}` against baseline `{comp.label_a}`", "",
+             f"**{counts['regression']} regression(s), {counts['improvement']} improvement(s), "
+             f"{counts['no change']} without change** over {len(comp.matched)} matched point(s). "
+             f"Sweep success rate: **{rate}** ({success.success}/{success.total} jobs).", ""]
+    lines += [f"> {n}" for n in comp.notes]
+    head = ["Point", "Verdict", *(HOT_BY_NAME[m].label for m in metrics)]
+    lines += ["", _row(head), _row(["---"] * len(head))]
+    order = {"regression": 0, "improvement": 1, "no change": 2}
+    for pc in sorted(comp.matched, key=lambda p: (order[point_verdict(p)], p.label)):
+        verdict = MARK[point_verdict(pc)] + ("" if point_called(pc) else " (no between-run band)")
+        by = {d.metric: d for d in pc.deltas}
+        cells = [pc.label, verdict]
+        for m in metrics:
+            d = by.get(m)
+            cells.append("–" if d is None else f"{fmt(d.b, HOT_BY_NAME[m].unit)}: {delta_cell(d)}")
+        lines.append(_row(cells))
+    if len(success.by_hardware) > 1 or success.total != success.success:
+        lines += ["", _row(["Hardware", "Successful", "Jobs"]), _row(["---"] * 3)]
+        lines += [_row([h, s, t]) for h, (s, t) in success.by_hardware.items()]
+    for title, pts in (("Only in the baseline", comp.only_a), ("New points", comp.only_b)):
+        if pts:
+            lines += ["", f"**{title}:** " + ", ".join(f"`{p.job_id}`" for p in pts)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,84 @@
+"""A pull request's verdict: per point improvement / regression / no change, and the sweep's success rate.
+
+Only a between-run band may call a change (`results.compare`): a point is a `regression` when any metric regressed
+beyond its between-run band, an `improvement` when at least one improved and none regressed, and `no change`
+otherwise — including points whose deltas are only `unverified` (no repeats), which the verdict says.
+
+The success rate (InferenceX `calc_success_rate.py`: successful jobs over all attempted, per hardware bucket) is read
+from the run's own record of its outcomes (`run.json`: `outcomes`), so a job that produced no result counts as a
+failure; a reused job counts as a success. A run with no record of outcomes (an import) counts its results.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from llmsweep.results.compare import Comparison, PointComparison
+from llmsweep.results.point import ResultPoint
+
+PointVerdict = Literal["improvement", "regression", "no change"]
+SUCCESS_STATUSES = frozenset({"valid", "smoke", "skipped"})
+"""Outcome statuses that count as a successful job (skipped = resumed or reused, with a result)."""
+
+
+def point_verdict(pc: PointComparison) -> PointVerdict:
+    verdicts = {d.verdict for d in pc.deltas}
+    if "regression" in verdicts:
+        return "regression"
+    if "improvement" in verdicts:
+        return "improvement"
+    return "no change"
+
+
+def point_called(pc: PointComparison) -> bool:
+    """Whether a between-run band could have called a change at this point (False: `no change` is unverified)."""
+    return any(d.band is not None and d.band.kind == "between-run" for d in pc.deltas)
+
+
+@dataclass(frozen=True)
+class SuccessRate:
+    """Successful jobs over expected jobs, overall and per hardware."""
+
+    success: int
+    total: int
+    by_status: Mapping[str, int] = field(default_factory=dict)
+    by_hardware: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float | None:
+        return self.success / self.total if self.total else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"success": self.success, "total": self.total, "rate": self.rate, "by_status": dict(self.by_status),
+                "by_hardware": {h: {"n_success": s, "total": t} for h, (s, t) in self.by_hardware.items()}}
+
+
+def success_rate(meta: Mapping[str, Any], points: Sequence[ResultPoint]) -> SuccessRate:
+    """The sweep's success rate from its run record (`outcomes`), else from its results' verdicts."""
+    hardware = {p.job_id: p.identity.hardware or "unknown" for p in points}
+    outcomes = meta.get("outcomes")
+    if isinstance(outcomes, list) and outcomes:
+        rows = [(str(o.get("job_id")), str(o.get("status"))) for o in outcomes if isinstance(o, dict)]
+    else:  # no record of outcomes: the results, and every expected job without one as missing
+        rows = [(p.job_id, p.verdict) for p in points]
+        have = {p.job_id for p in points}
+        expected = meta.get("expected_job_ids") or meta.get("expected_jobs") or []
+        rows += [(str(j), "missing") for j in expected if str(j) not in have]
+    status = Counter(s for _, s in rows)
+    per: dict[str, list[int]] = {}
+    for job, s in rows:
+        cell = per.setdefault(hardware.get(job, "unknown"), [0, 0])
+        cell[0] += s in SUCCESS_STATUSES
+        cell[1] += 1
+    return SuccessRate(sum(n for s, n in status.items() if s in SUCCESS_STATUSES), len(rows), dict(status),
+                       {h: (s, t) for h, (s, t) in sorted(per.items())})
+
+
+def verdict_counts(comp: Comparison) -> dict[PointVerdict, int]:
+    counts: dict[PointVerdict, int] = {"improvement": 0, "regression": 0, "no change": 0}
+    for pc in comp.matched:
+        counts[point_verdict(pc)] += 1
+    return counts

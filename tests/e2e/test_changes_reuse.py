@@ -1,0 +1,80 @@
+"""Change control end to end on the simulator, in a scratch git repository: `run --changed BASE..HEAD` runs exactly
+the added job and the changed arm's jobs; `run --reuse` runs nothing whose identity a stored result already has, and
+points at the run that measured it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_run_support import cli_env, read_json
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "changes"))
+from changes_scratch import git, scratch_repo
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def _run(repo: Path, env: dict[str, str], *args: str | Path) -> dict[str, object]:
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", "recipes/chg.yaml", "--no-report",
+                           "--json", *(str(a) for a in args)], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc: dict[str, object] = json.loads(proc.stdout)
+    return doc
+
+
+def test_changed_runs_exactly_the_changed_jobs_and_reuse_runs_nothing_known(tmp_path: Path) -> None:
+    repo, base, head = scratch_repo(tmp_path)
+    env = cli_env(tmp_path)
+    git(repo, "checkout", "-q", base)
+    first = _run(repo, env, "--out", tmp_path / "base")
+    assert len(first["jobs"]) == 4  # type: ignore[arg-type]
+
+    git(repo, "checkout", "-q", head)
+    changed = _run(repo, env, "--out", tmp_path / "changed", "--changed", f"{base}..{head}")
+    rows = changed["jobs"]
+    assert isinstance(rows, list)
+    ran = sorted((r["job"].split("_")[5].split("-")[0], r["conc"]) for r in rows)
+    assert ran == [("tp4", 8), ("tp8", 2), ("tp8", 4)]  # the added concurrency, and the arm whose env changed
+    assert all(r["verdict"] in ("valid", "smoke") for r in rows)
+
+    # Every job of HEAD now has a stored result of the same identity: nothing runs, each points at its source.
+    again = _run(repo, env, "--out", tmp_path / "again", "--reuse")
+    rows = again["jobs"]
+    assert isinstance(rows, list) and len(rows) == 5
+    assert all(r["verdict"] == "skipped" and r["reason"].startswith("reused:") for r in rows)
+    sources = {r["job"]: read_json(tmp_path / "again" / "jobs" / r["job"] / "reused.json")["run_id"] for r in rows}
+    tp4_old = [j for j in sources if "_tp4-" in j and "_conc8_" not in j]
+    assert {sources[j] for j in tp4_old} == {first["run_id"]}
+    assert {sources[j] for j in sources if j not in tp4_old} == {changed["run_id"]}
+    assert read_json(tmp_path / "again" / "run.json")["reused"].keys() == sources.keys()
+
+
+def test_changed_with_nothing_changed_runs_nothing(tmp_path: Path) -> None:
+    repo, _, head = scratch_repo(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", "recipes/chg.yaml", "--changed",
+                           f"{head}..", "--out", tmp_path / "out"], cwd=repo, env=cli_env(tmp_path),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to run" in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_reuse_after_a_change_runs_the_changed_jobs_and_reuses_the_rest(tmp_path: Path) -> None:
+    repo, base, head = scratch_repo(tmp_path)
+    env = cli_env(tmp_path)
+    git(repo, "checkout", "-q", base)
+    first = _run(repo, env, "--out", tmp_path / "base")
+    git(repo, "checkout", "-q", head)
+    doc = _run(repo, env, "--out", tmp_path / "head", "--reuse")
+    rows = doc["jobs"]
+    assert isinstance(rows, list)
+    reused = sorted((r["job"].split("_")[5].split("-")[0], r["conc"]) for r in rows if r["verdict"] == "skipped")
+    ran = sorted((r["job"].split("_")[5].split("-")[0], r["conc"]) for r in rows if r["verdict"] != "skipped")
+    assert reused == [("tp4", 2), ("tp4", 4)]  # unchanged: the stored results stand
+    assert ran == [("tp4", 8), ("tp8", 2), ("tp8", 4)]  # added, and the arm whose env changed
+    assert all(f"run {first['run_id']}" in r["reason"] for r in rows if r["verdict"] == "skipped")

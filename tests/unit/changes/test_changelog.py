@@ -1,0 +1,114 @@
+"""perf-changelog.yaml: every malformed part gets a located error; valid entries select InferenceX's jobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from changes_scratch import commit, scratch_repo
+from click.testing import CliRunner
+
+from llmsweep.changes.changelog import select_jobs, trim_concurrencies, validate_changelog
+from llmsweep.cli.main import cli
+from llmsweep.errors import ConfigError
+from llmsweep.spec.loader import load_recipes
+
+KEYS = ["chg-sim", "other-key"]
+LINK = "https://github.com/acme/recipes/pull/12"
+
+
+def entry(keys: str = "[chg-sim]", link: str = LINK, extra: str = "") -> str:
+    return f"- config-keys: {keys}\n  description:\n  - why\n  pr-link: {link}\n{extra}"
+
+
+def rules(text: str, **kw: object) -> list[tuple[str, int | None]]:
+    log = validate_changelog(text, "cl.yaml", recipe_keys=KEYS, **kw)  # type: ignore[arg-type]
+    return [(f.rule, f.line) for f in log.findings]
+
+
+def test_a_valid_changelog_has_no_finding() -> None:
+    text = entry() + "\n" + entry("['chg-*']", extra="  evals-only: true\n")
+    log = validate_changelog(text, "cl.yaml", recipe_keys=KEYS)
+    assert log.findings == [] and len(log.entries) == 2 and log.lines == [1, 6]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (entry("[no-such]"), [("changelog.unknown-key", 1)]),
+    (entry("['zz-*']"), [("changelog.unknown-key", 1)]),
+    (entry(link="https://example.com/pr/1"), [("changelog.pr-link", 4)]),
+    (entry(extra="  colour: red\n"), [("changelog.unknown-key", 5)]),
+    (entry(extra="  pr-link: x\n"), [("changelog.duplicate-key", 5), ("changelog.pr-link", 5)]),
+    (entry() + "\n" + entry(), [("changelog.duplicate-entry", 6)]),
+    (entry().rstrip("\n"), [("changelog.final-newline", 4)]),
+    (entry().replace("  description", "\tdescription", 1), [("changelog.bytes", 2), ("changelog.yaml-syntax", 2)]),
+    ("- config-keys: [chg-sim]\n  description: [a\n", [("changelog.yaml-syntax", 3)]),
+])
+def test_malformed_changelogs_get_located_errors(text: str, expected: list[tuple[str, int]]) -> None:
+    assert rules(text) == expected
+
+
+def test_missing_field_points_at_its_entry() -> None:
+    found = rules("- config-keys: [chg-sim]\n  pr-link: " + LINK + "\n")
+    assert found == [("changelog.missing", 1)]
+
+
+def test_placeholder_link_is_refused_only_when_final() -> None:
+    text = entry(link="https://github.com/acme/recipes/pull/XXX")
+    assert rules(text) == []
+    assert rules(text, final_links=True) == [("changelog.pr-link", 4)]
+
+
+def test_append_only_against_a_base() -> None:
+    base = entry()
+    assert rules(base + "\n" + entry("[other-key]"), base=base) == []
+    log = validate_changelog(base + "\n" + entry("[other-key]"), "cl.yaml", recipe_keys=KEYS, base=base)
+    assert [e.config_keys for e in log.added] == [["other-key"]]
+    edited = base.replace("- why", "- because") + "\n" + entry("[other-key]")
+    assert rules(edited, base=base) == [("changelog.history", 3)]
+    assert rules(base + entry("[other-key]"), base=base) == [("changelog.separator", 5)]
+    assert rules(base + "\n\n" + entry("[other-key]"), base=base) == [("changelog.separator", 5)]
+    assert rules("", base=base)[0][0] == "changelog.history"
+    relinked = base.replace(LINK, "https://github.com/acme/recipes/pull/13")
+    assert rules(relinked, base=base) == []
+    assert rules(relinked + "\n" + entry("[other-key]"), base=base) == [("changelog.history", 4)]
+
+
+def _recipes(tmp_path: Path) -> dict[str, object]:
+    _, _, _ = scratch_repo(tmp_path)
+    return dict(load_recipes([tmp_path / "repo" / "recipes" / "chg.yaml"]).raise_on_error().recipes)
+
+
+def test_selection_semantics(tmp_path: Path) -> None:
+    recipes = _recipes(tmp_path)
+    log = validate_changelog(entry(), "cl.yaml", recipe_keys=list(recipes))
+    sel = select_jobs(log.entries, recipes)  # type: ignore[arg-type]
+    assert sorted((j.tp, j.conc) for j in sel.throughput) == [(4, 2), (4, 4), (4, 8), (8, 2), (8, 4)]
+    assert all(not j.eval_only for j in sel.throughput)
+    trimmed = select_jobs(log.entries, recipes, trim_conc=True)  # type: ignore[arg-type]
+    assert sorted((j.tp, j.conc) for j in trimmed.throughput) == [(4, 2), (8, 2)]
+    assert trim_concurrencies(sel.throughput) == trimmed.throughput
+    evals = validate_changelog(entry(extra="  evals-only: true\n"), "cl.yaml").entries
+    assert select_jobs(evals, recipes).throughput == []  # type: ignore[arg-type]
+    twice = validate_changelog(entry() + "\n" + entry(link=LINK.replace("12", "13")), "cl.yaml").entries
+    assert len(select_jobs(twice, recipes).throughput) == 5  # type: ignore[arg-type]  # a pair is generated once
+    append = validate_changelog(entry(extra="  append-only: true\n"), "cl.yaml").entries
+    with pytest.raises(ConfigError, match="run --changed"):
+        select_jobs(append, recipes)  # type: ignore[arg-type]
+
+
+def test_cli_validates_against_git_base_and_lists_the_new_entries_jobs(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, _, _ = scratch_repo(tmp_path)
+    (repo / "perf-changelog.yaml").write_text(entry("[other]"))
+    base = commit(repo, "changelog")
+    (repo / "perf-changelog.yaml").write_text(entry("[other]") + "\n" + entry())
+    monkeypatch.chdir(repo)
+    result = CliRunner().invoke(cli, ["changelog", "--base", base, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["added"] == 1 and len(doc["jobs"]) == 5  # history may name a deleted recipe
+    (repo / "perf-changelog.yaml").write_text(entry("[other]") + entry())
+    bad = CliRunner().invoke(cli, ["changelog", "--base", base])
+    assert bad.exit_code != 0
+    assert "perf-changelog.yaml:5" in bad.stderr and "separator" in bad.stderr

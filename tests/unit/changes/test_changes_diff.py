@@ -1,0 +1,82 @@
+"""`llmsweep changes`: a recipe commit gives exactly the jobs it adds, removes and changes, with the cause."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from llmsweep.changes import changes_between
+from llmsweep.cli.main import cli
+from llmsweep.errors import ConfigError
+from llmsweep.plan import jobs_from_files
+
+if shutil.which("git") is None:  # pragma: no cover - git is part of the dev environment
+    pytest.skip("git is not installed", allow_module_level=True)
+
+from changes_scratch import scratch_repo, write_recipe
+
+
+def test_added_concurrency_and_changed_env_give_exactly_those_jobs(tmp_path: Path) -> None:
+    repo, base, head = scratch_repo(tmp_path)
+    cs = changes_between(f"{base}..{head}", repo=repo)
+
+    head_jobs = jobs_from_files([repo / "recipes" / "chg.yaml"])
+    tp8 = {j.id for j in head_jobs if j.tp == 8}
+    assert [(j.tp, j.conc) for j in cs.added] == [(4, 8)]
+    assert {c.head.id for c in cs.changed} == tp8
+    assert all(c.causes == ("env",) and c.fields == ("serve.env.ARM_VAR",) for c in cs.changed)
+    assert not cs.removed
+    assert sorted((j.tp, j.conc) for j in cs.unchanged) == [(4, 2), (4, 4)]
+    assert set(cs.to_run()) == tp8 | {cs.added[0].id}
+
+
+def test_two_directories_and_removed_jobs(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_recipe(old, tp4_concs="[2, 4, 8]")
+    write_recipe(new, tp4_concs="[2]")
+    cs = changes_between(f"{old}..{new}")
+    assert sorted(j.conc for j in cs.removed) == [4, 8]
+    assert not cs.added and not cs.changed
+
+
+def test_image_change_names_image_and_empty_head_is_the_working_tree(tmp_path: Path) -> None:
+    repo, _, head = scratch_repo(tmp_path)
+    path = repo / "recipes" / "chg.yaml"
+    path.write_text(path.read_text().replace("20260730", "20260801"))
+    cs = changes_between(f"{head}..", repo=repo)
+    assert cs.head == "working tree"
+    assert len(cs.changed) == 5 and {c.causes for c in cs.changed} == {("image",)}
+
+
+def test_cli_json_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, base, head = scratch_repo(tmp_path)
+    monkeypatch.chdir(repo)
+    result = CliRunner().invoke(cli, ["changes", f"{base}..{head}", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert (doc["added"], doc["changed"], doc["removed"], doc["unchanged"]) == (1, 2, 0, 2)
+    assert {r["change"] for r in doc["jobs"]} == {"added", "changed"}
+    table = CliRunner().invoke(cli, ["changes", f"{base}..{head}", "recipes/chg.yaml"])
+    assert table.exit_code == 0, table.output
+    assert "serve.env.ARM_VAR" in table.output and "1 added, 2 changed, 0 removed" in table.output
+
+
+def test_bad_range_is_a_clear_error(tmp_path: Path) -> None:
+    repo, base, _ = scratch_repo(tmp_path)
+    with pytest.raises(ConfigError, match=r"BASE\.\.HEAD"):
+        changes_between(f"{base}..no-such-rev", repo=repo)
+
+
+
+def test_workload_change_names_workload(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_recipe(old)
+    path = write_recipe(new)
+    path.write_text(path.read_text().replace("num-prompts-per-conc: 4", "num-prompts-per-conc: 6"))
+    cs = changes_between(f"{old}..{new}")
+    assert len(cs.changed) == 4 and {c.causes for c in cs.changed} == {("workload",)}
+    assert all(any(f.startswith("workload.") for f in c.fields) for c in cs.changed)

@@ -1,0 +1,124 @@
+"""`llmsweep ci github`: the workflow validates against GitHub's schema, its labels mean what InferenceX's mean, its
+jobs are ordered by the priority score and run on the fleet's runner labels."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from changes_scratch import scratch_repo, write_recipe
+from click.testing import CliRunner
+
+from llmsweep.changes.github import collect, matrix_entries, workflow
+from llmsweep.changes.priority import priority
+from llmsweep.cli.main import cli
+from llmsweep.errors import ConfigError
+from llmsweep.plan import jobs_from_files
+from llmsweep.spec.workload import ScenarioId
+
+
+def _checker() -> str | None:
+    local = Path(sys.executable).parent / "check-jsonschema"
+    return str(local) if local.exists() else shutil.which("check-jsonschema")
+
+
+@pytest.mark.parametrize("source", ["matrix", "changes"])
+def test_generated_workflow_validates_against_githubs_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             source: str) -> None:
+    checker = _checker()
+    if checker is None:
+        pytest.skip("check-jsonschema is not installed (pip install -e '.[test]')")
+    recipe = write_recipe(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / ".github" / "workflows" / "sweep.yml"
+    res = CliRunner().invoke(cli, ["ci", "github", str(recipe.relative_to(tmp_path)), "--out", str(out), "--source",
+                                   source, "--baseline", "run-main"])
+    assert res.exit_code == 0, res.output
+    proc = subprocess.run([checker, "--builtin-schema", "vendor.github-workflows", str(out)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "&id" not in out.read_text()  # no YAML anchors
+
+
+def test_labels_fail_fast_artifacts_and_collect_job() -> None:
+    doc = workflow([Path("recipes/chg.yaml")], source="changes", baseline="run-main")
+    setup, sweep, collect_job = (doc["jobs"][k] for k in ("setup", "sweep", "collect"))
+    gate = next(s for s in setup["steps"] if s.get("id") == "gate")["env"]
+    assert "'full-sweep-enabled'" in gate["RUN"] and "'full-sweep-fail-fast'" in gate["RUN"]
+    assert "github.event_name != 'pull_request'" in gate["RUN"]  # a push to main always sweeps
+    assert "full-sweep-fail-fast" in gate["FAIL_FAST"] and "full-sweep-enabled" not in gate["FAIL_FAST"]
+    assert "exit 1" in next(s for s in setup["steps"] if s.get("id") == "gate")["run"]  # one full-sweep label only
+    assert "&&" in gate["BOTH"]
+    assert sweep["strategy"]["fail-fast"] == "${{ needs.setup.outputs.fail-fast == 'true' }}"
+    assert sweep["runs-on"] == ["self-hosted", "${{ matrix.runner }}"]
+    upload = next(s for s in sweep["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["with"]["name"] == "bmk_${{ matrix.job }}" and upload["if"] == "always()"
+    assert collect_job["if"].startswith("always()") and collect_job["needs"] == ["setup", "sweep"]
+    runs = "\n".join(s.get("run", "") for s in collect_job["steps"])
+    assert "llmsweep ci collect" in runs and "llmsweep results ingest sweep" in runs
+    assert "llmsweep compare --baseline run-main sweep --format markdown" in runs and "GITHUB_STEP_SUMMARY" in runs
+    matrix_step = next(s for s in setup["steps"] if s.get("id") == "matrix")
+    assert '--changed "$BASE..$HEAD"' in matrix_step["run"] and "${{" not in matrix_step["run"]
+    assert all("${{" not in s.get("run", "") for job in doc["jobs"].values() for s in job["steps"])
+
+
+def test_priority_score_follows_the_policy(tmp_path: Path) -> None:
+    job = jobs_from_files([write_recipe(tmp_path)])[0]
+    assert priority(job) == Decimal("1.500")  # base + sglang
+    assert priority(job, event="push") == Decimal("3.500")
+    big = job.model_copy(update={"multinode": True, "scenario": ScenarioId.AGENTIC_CODING, "precision": "fp4",
+                                 "spec_decoding": "mtp", "model_prefix": "dsv4"})
+    assert priority(big) == Decimal("6.000")  # the spec's example: multi-node agentic sglang fp4 mtp dsv4
+    assert priority(big, labels=["ci-checklist-complete"]) == Decimal("6.250")
+    assert priority(big, labels=["ci-patchwork"]) == Decimal("0.000")
+    assert priority(big, labels=["engine-patch", "ci-patchwork-waived"]) == Decimal("6.000")
+    assert priority(job.model_copy(update={"framework": "sglang-disagg"})) == Decimal("1.500")
+    assert priority(job.model_copy(update={"framework": "sglangx"})) == Decimal("1.000")
+
+
+def test_matrix_is_ordered_by_priority_and_checks_runner_labels(tmp_path: Path) -> None:
+    from llmsweep.catalog.fleet import default_fleet
+
+    jobs = jobs_from_files([write_recipe(tmp_path)])
+    jobs[3] = jobs[3].model_copy(update={"precision": "fp4"})
+    include = matrix_entries(jobs, default_fleet())
+    assert include[0]["job"] == jobs[3].id and include[0]["priority"] == "2.250"
+    assert {e["runner"] for e in include} == {"mi300x"}
+    with pytest.raises(ConfigError, match="not in the fleet"):
+        matrix_entries([jobs[0].model_copy(update={"runner_label": "nope-gpu"})], default_fleet())
+
+
+def test_ci_matrix_changed_and_github_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, base, head = scratch_repo(tmp_path)
+    monkeypatch.chdir(repo)
+    out = tmp_path / "gh-output"
+    res = CliRunner().invoke(cli, ["ci", "matrix", "recipes/chg.yaml", "--changed", f"{base}..{head}",
+                                   "--github-output", str(out)])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)["include"]) == 3
+    lines = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert lines["count"] == "3" and len(json.loads(lines["jobs"])) == 3
+    assert json.loads(lines["matrix"])["include"][0]["runner"] == "mi300x"
+
+
+def test_collect_merges_job_runs_and_counts_a_missing_one_as_failed(tmp_path: Path) -> None:
+    artifacts = tmp_path / "artifacts"
+    for n, job in enumerate(("job-a", "job-b")):
+        run = artifacts / f"bmk_{job}"
+        (run / "jobs" / job).mkdir(parents=True)
+        (run / "jobs" / job / "job.json").write_text(json.dumps({"id": job}))
+        (run / "run.json").write_text(json.dumps({
+            "run_id": f"r{n}", "started": f"2026-01-0{n + 1}T00:00:00+00:00", "reuse_keys": {job: "k" * 64},
+            "outcomes": [{"job_id": job, "exp_name": "x", "status": "valid"}]}))
+    meta = collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=["job-a", "job-b", "job-c"])
+    assert meta["expected_job_ids"] == ["job-a", "job-b", "job-c"]
+    assert [o["status"] for o in meta["outcomes"]] == ["valid", "valid", "failed"]
+    assert meta["started"] == "2026-01-01T00:00:00+00:00" and set(meta["reuse_keys"]) == {"job-a", "job-b"}
+    assert sorted(p.name for p in (tmp_path / "sweep" / "jobs").iterdir()) == ["job-a", "job-b"]
+    with pytest.raises(ConfigError, match="not empty"):
+        collect(artifacts, tmp_path / "sweep", run_id="again")

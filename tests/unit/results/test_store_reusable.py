@@ -1,0 +1,36 @@
+"""`Store.reusable`: a reuse key finds the newest stored result recorded under it, never an invalid one."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from llmsweep.results.store import Store
+
+
+def _keyed(run, keys: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    meta_path = run.path / "run.json"
+    meta = json.loads(meta_path.read_text())
+    meta["reuse_keys"] = keys
+    meta_path.write_text(json.dumps(meta))
+
+
+def test_newest_done_result_is_found_and_invalid_ones_are_not(make_run, store_path: Path) -> None:
+    old, new = make_run("old", concs=(1, 4)), make_run("new", concs=(1, 4), seed=3)
+    jobs = sorted(j.job_id for j in old.jobs)
+    _keyed(old, {jobs[0]: "k1", jobs[1]: "k2"})
+    _keyed(new, {jobs[0]: "k1"})
+    with Store(store_path) as store:
+        store.ingest_run(old.path)
+        store.ingest_run(new.path)
+        found = store.reusable(["k1", "k2", "k3"])
+        assert found["k1"].run_id == "new" and found["k2"].run_id == "old" and "k3" not in found
+        assert found["k1"].job_id == jobs[0] and found["k1"].verdict in ("valid", "smoke")
+    db = sqlite3.connect(store_path)
+    with db:
+        db.execute("UPDATE results SET verdict = 'invalid' WHERE run_id = 'new'")
+    db.close()
+    with Store(store_path) as store:
+        assert store.reusable(["k1"])["k1"].run_id == "old"  # the invalid newer result is passed over
+        assert store.reusable(["k1"], verdicts=("valid",)).keys() <= {"k1"}
