@@ -17,7 +17,9 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -333,6 +335,21 @@ def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
         log.warning("could not copy the server log into %s: %s", job_dir, exc)
 
 
+JobSink = Callable[[Path, "JobOutcome"], None]
+_JOB_SINK: ContextVar[JobSink | None] = ContextVar("llmsweep_job_sink", default=None)
+
+
+@contextmanager
+def on_job_finished(sink: JobSink) -> Iterator[None]:
+    """Call `sink(job_dir, outcome)` as each job run in this context finishes, its outcome.json written (`run`
+    stores each job's result then, so an interrupted sweep keeps what completed). The sink must not raise."""
+    token = _JOB_SINK.set(sink)
+    try:
+        yield
+    finally:
+        _JOB_SINK.reset(token)
+
+
 def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSettings, event: Event) -> JobOutcome:
     """Run one job against the group's server (launching it if needed) and return its outcome."""
     group = server.group
@@ -381,6 +398,9 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     # Reasons quote exceptions and log tails and travel on to run.json, the store and the console: scrub them here.
     outcome.reasons = [server.scrubber.scrub(r) for r in outcome.reasons]
     art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"), server.scrubber)
+    sink = _JOB_SINK.get()
+    if sink is not None:
+        sink(jdir, outcome)
     progress.job_finished(job.id, outcome.status)
     event(f"job {job.id}: {outcome.status}" + (f" — {outcome.reasons[0]}" if outcome.reasons else ""))
     return outcome
