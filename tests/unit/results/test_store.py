@@ -198,9 +198,8 @@ def test_a_read_only_file_fails_the_write_test(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     Store(path).close()
     path.chmod(0o444)
-    with pytest.raises(StoreError, match="readonly|read-only|cannot"):
-        with Store(path) as store:
-            store.check_writable()
+    with pytest.raises(StoreError, match=r"readonly|read-only|cannot"), Store(path) as store:
+        store.check_writable()
     with Store(path, readonly=True) as store:  # still readable
         assert store.runs() == []
 
