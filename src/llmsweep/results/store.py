@@ -93,9 +93,8 @@ class StoreError(ResultError):
     exit_code = 2
 
 
-def _store_fix(path: Path) -> str:
-    return (f"point --store (or ${ENV_VAR}) at a writable SQLite file llmsweep created, or at a new path; "
-            f"`llmsweep results ingest RUN_DIR` stores a run again later")
+_STORE_FIX = (f"point --store (or ${ENV_VAR}) at a writable SQLite file llmsweep created, or at a new path; "
+              "`llmsweep results ingest RUN_DIR` stores a run again later")
 
 
 def default_store_path(explicit: Path | str | None = None) -> Path:
@@ -144,7 +143,7 @@ class Store:
         self.readonly = readonly
         self._columns: frozenset[str] = frozenset()
         if self.path.is_dir():
-            raise StoreError(f"results store {self.path} is a directory, not a SQLite file", fix=_store_fix(self.path))
+            raise StoreError(f"results store {self.path} is a directory, not a SQLite file", fix=_STORE_FIX)
         try:
             if readonly:
                 self._db = self._connect_readonly()
@@ -152,7 +151,7 @@ class Store:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._db = sqlite3.connect(self.path, timeout=30)  # the run pipeline and a user may write at once
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open results store {self.path}: {exc}", fix=_store_fix(self.path)) from exc
+            raise StoreError(f"cannot open results store {self.path}: {exc}", fix=_STORE_FIX) from exc
         self._db.row_factory = sqlite3.Row
         try:
             self._db.execute("PRAGMA foreign_keys = ON")
@@ -164,8 +163,7 @@ class Store:
         except sqlite3.Error as exc:
             self._db.close()
             what = "read" if readonly else "open and migrate"
-            raise StoreError(f"cannot {what} results store {self.path}: {exc} (is it an llmsweep store?)",
-                             fix=_store_fix(self.path)) from exc
+            raise StoreError(f"cannot {what} results store {self.path}: {exc}", fix=_STORE_FIX) from exc
         except ResultError:
             self._db.close()
             raise
@@ -187,7 +185,7 @@ class Store:
         missing = {"runs", "jobs", "results", "provenance"} - tables
         if missing and tables:
             raise StoreError(f"{self.path} is a SQLite file but not an llmsweep results store (no table "
-                             f"{', '.join(sorted(missing))})", fix=_store_fix(self.path))
+                             f"{', '.join(sorted(missing))})", fix=_STORE_FIX)
         if missing:  # an empty file: read it as an empty store, without writing a schema into it
             self._db.close()
             self._db = _empty_store()
@@ -208,7 +206,7 @@ class Store:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute(f"PRAGMA user_version = {self.schema_version}")
         except sqlite3.Error as exc:
-            raise StoreError(f"results store {self.path} cannot be written: {exc}", fix=_store_fix(self.path)) from exc
+            raise StoreError(f"results store {self.path} cannot be written: {exc}", fix=_STORE_FIX) from exc
 
     def __enter__(self) -> Store:
         return self
