@@ -350,6 +350,14 @@ def on_job_finished(sink: JobSink) -> Iterator[None]:
         _JOB_SINK.reset(token)
 
 
+def report_job_finished(job_dir: Path, outcome: JobOutcome) -> None:
+    """Tell the `on_job_finished` sink (if any) that a job's folder is final: `run_job` calls it here; an executor
+    whose jobs run elsewhere (Slurm) calls it on the driver as it reads their outcomes back."""
+    sink = _JOB_SINK.get()
+    if sink is not None:
+        sink(job_dir, outcome)
+
+
 def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSettings, event: Event) -> JobOutcome:
     """Run one job against the group's server (launching it if needed) and return its outcome."""
     group = server.group
@@ -398,9 +406,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     # Reasons quote exceptions and log tails and travel on to run.json, the store and the console: scrub them here.
     outcome.reasons = [server.scrubber.scrub(r) for r in outcome.reasons]
     art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"), server.scrubber)
-    sink = _JOB_SINK.get()
-    if sink is not None:
-        sink(jdir, outcome)
+    report_job_finished(jdir, outcome)
     progress.job_finished(job.id, outcome.status)
     event(f"job {job.id}: {outcome.status}" + (f" — {outcome.reasons[0]}" if outcome.reasons else ""))
     return outcome
