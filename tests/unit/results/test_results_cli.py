@@ -130,3 +130,16 @@ def test_reading_commands_never_write_the_store(make_run, tmp_path: Path, capsys
     run = make_run("run1", concs=(1,))
     assert _main("results", "ingest", str(run.path), "--store", str(old)) == 0
     assert old.read_bytes() != before
+
+
+def test_writing_commands_refuse_a_bad_store_with_one_error(make_run, tmp_path: Path, capsys) -> None:
+    run = make_run("run1", concs=(1,))
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"\x00garbage, not SQLite\n" * 200)
+    export = tmp_path / "export.json"
+    assert _main("results", "export", "--out", str(export), "--store", str(tmp_path / "none.sqlite")) == 0
+    for cmd in (["results", "ingest", str(run.path)], ["results", "import", str(export)]):
+        assert _main(*cmd, "--store", str(corrupt)) == 2
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1 and "not a database" in err and "Traceback" not in err, err
+    assert corrupt.read_bytes() == b"\x00garbage, not SQLite\n" * 200
