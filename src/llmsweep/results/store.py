@@ -181,7 +181,7 @@ class Store:
         version = self.schema_version
         if version > SCHEMA_VERSION:
             raise self._too_new(version)
-        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = self._tables()
         missing = {"runs", "jobs", "results", "provenance"} - tables
         if missing and tables:
             raise StoreError(f"{self.path} is a SQLite file but not an llmsweep results store (no table "
@@ -190,6 +190,16 @@ class Store:
             self._db.close()
             self._db = _empty_store()
             self._db.row_factory = sqlite3.Row
+
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def _refuse_foreign(self) -> None:
+        """A SQLite file with tables but none of ours is someone else's database: never write our schema into it."""
+        tables = self._tables()
+        if tables and "runs" not in tables:
+            raise StoreError(f"{self.path} is a SQLite file but not an llmsweep results store (it holds "
+                             f"{', '.join(sorted(tables)[:5])})", fix=_STORE_FIX)
 
     def _too_new(self, version: int) -> StoreError:
         return StoreError(f"results store {self.path} has schema version {version}, this llmsweep reads up to "
@@ -227,6 +237,8 @@ class Store:
         version = self.schema_version
         if version > SCHEMA_VERSION:
             raise self._too_new(version)
+        if version == 0:
+            self._refuse_foreign()
         for target, description, sql in MIGRATIONS:
             if target <= version:
                 continue

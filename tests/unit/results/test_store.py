@@ -188,9 +188,11 @@ def test_a_directory_corrupt_or_foreign_store_is_a_store_error(tmp_path: Path, r
         with pytest.raises(StoreError, match=match) as err:
             Store(tmp_path / name, readonly=readonly)
         assert err.value.exit_code == 2 and err.value.fix
-    if readonly:
-        with pytest.raises(StoreError, match="not an llmsweep results store"):
-            Store(tmp_path / "foreign.sqlite", readonly=True)
+    with pytest.raises(StoreError, match="not an llmsweep results store"):
+        Store(tmp_path / "foreign.sqlite", readonly=readonly)
+    check = sqlite3.connect(tmp_path / "foreign.sqlite")  # someone else's database got none of our tables
+    assert [r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["notes"]
+    check.close()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file modes")
