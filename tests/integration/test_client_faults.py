@@ -77,3 +77,24 @@ def test_a_server_killed_mid_run_gives_connection_errors_and_the_run_completes(t
     assert ok and failed
     assert {r["error_class"] for r in recs} <= {None, "connection"}
     assert res.summary.requests.failed == len(failed)
+
+
+def test_the_newer_faults_are_recorded_with_their_error_class(tmp_path: Path) -> None:
+    """Rate limiting, an unavailable server and a response cut in the middle of an event fail their request; a slow
+    first byte inside the timeouts only shows in its TTFT; the requests around them are untouched."""
+    faults = {1: "http429", 2: "http503", 3: "truncated", 4: "slow_first_byte"}
+    with StreamServer(ServerConfig(itl_s=0.001, slow_first_byte_s=0.3)) as srv:
+        run_benchmark(
+            SimpleWorkload(max_tokens=6, faults=faults, sessions_per_lane=6),
+            Endpoint(base_url=srv.url, model="m"),
+            RunOptions(concurrency=1, stall_timeout_s=2, timeout_s=30, max_failure_ratio=1.0),
+            tmp_path,
+        )
+    by_index = {r["request_index"]: r for r in _records(tmp_path)}
+    assert (by_index[1]["error_class"], by_index[1]["status"]) == ("http", 429)
+    assert (by_index[2]["error_class"], by_index[2]["status"]) == ("http", 503)
+    assert by_index[3]["error_class"] in ("protocol", "truncated")  # half an event: never a success
+    assert by_index[4]["error_class"] is None and by_index[4]["completion_tokens"] == 6
+    assert by_index[4]["first_token_at"] - by_index[4]["sent_at"] >= 0.3
+    for index in (0, 5):
+        assert by_index[index]["error_class"] is None and by_index[index]["completion_tokens"] == 6

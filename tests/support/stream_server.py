@@ -3,8 +3,12 @@
 It streams `/v1/chat/completions` and `/v1/completions` over loopback, logs when it actually sent every chunk
 (`served`, also `GET /served`), and serves Prometheus text at `/metrics` with vLLM-style names. A request can ask for
 a fault through its body field `test_fault` (clients send it via `RequestSpec.extra_body`), or the server can inject
-one on every Nth request. Faults: `http500`, `overflow` (HTTP 400 "maximum context length"), `reset` (connection
-reset mid-stream), `stall` (stops sending after the first chunk), `invalid_json`, `stream_error` (an error event).
+one on every Nth request. Faults: `http500`, `http503`, `http429` (rate limited, with Retry-After), `overflow`
+(HTTP 400 "maximum context length"), `reset` (connection reset mid-stream), `stall` (stops sending after the first
+chunk), `invalid_json` (a garbage event mid-stream), `stream_error` (an error event), `truncated` (the response ends
+cleanly in the middle of an event, half the tokens sent), `early_end` (a clean end after half the tokens: no usage,
+no finish_reason, no `[DONE]`), `slow_first_byte` (the response headers come after `slow_first_byte_s`). A killed
+server is the subprocess form killed by the test.
 
 Use in-process (`with StreamServer(ServerConfig(ttft_s=0.05)) as srv: srv.url`) — it runs its own event loop in a
 thread — or in a separate process (`run_in_subprocess(...)`, or `python -m tests.support.stream_server --port 0`),
@@ -28,7 +32,8 @@ from typing import Any
 
 from aiohttp import web
 
-FAULTS = ("http500", "overflow", "reset", "stall", "invalid_json", "stream_error")
+FAULTS = ("http500", "http503", "http429", "overflow", "reset", "stall", "invalid_json", "stream_error", "truncated",
+          "early_end", "slow_first_byte")
 
 
 @dataclass
@@ -43,6 +48,7 @@ class ServerConfig:
     fault: str | None = None
     fault_every: int = 0  # inject `fault` on every Nth request (1-based); 0 = never
     stall_s: float = 3600.0
+    slow_first_byte_s: float = 2.0
     spec_accept_length: float | None = None  # expose vLLM spec-decode counters with this realised AL
     metrics_prefix: str = "vllm:"
     record_served: bool = True
@@ -132,6 +138,13 @@ class _App:
             self.served.append(served)
         if fault == "http500":
             return web.json_response({"error": {"message": "injected failure"}}, status=500)
+        if fault == "http503":
+            return web.json_response({"error": {"message": "service unavailable"}}, status=503)
+        if fault == "http429":
+            return web.json_response({"error": {"message": "rate limit exceeded", "type": "rate_limit"}}, status=429,
+                                     headers={"Retry-After": "1"})
+        if fault == "slow_first_byte":
+            await asyncio.sleep(cfg.slow_first_byte_s)
         if fault == "overflow":
             msg = "This model's maximum context length is 8 tokens. However, you requested 99 tokens."
             return web.json_response({"error": {"message": msg, "type": "BadRequestError"}}, status=400)
@@ -175,6 +188,10 @@ class _App:
                     break
                 if fault == "stream_error" and sent > 1:
                     await resp.write(b'data: {"error": {"message": "engine died"}}\n\n')
+                    break
+                if fault in ("truncated", "early_end") and sent > max(1, n // 2):
+                    if fault == "truncated":  # half an event, then a clean end of the response
+                        await resp.write(b"data: " + json.dumps(chunk).encode()[:25])
                     break
                 await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                 served.chunk_sent_at.append(time.time())

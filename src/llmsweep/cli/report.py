@@ -28,7 +28,7 @@ def report(run: Path, out: Path | None, no_png: bool, overlays: tuple[str, ...],
         from llmsweep.results.sides import resolve_points
         from llmsweep.results.store import Store
 
-        with Store(store_path) as store:
+        with Store(store_path, readonly=True) as store:
             extra = [p for ref in overlays for p in resolve_points(ref, store)[1]]
     files = write_report(run, out, png=not no_png, overlay=extra, mix_sources=mix_sources)
     refused = f" ({files.refused} refused)" if files.refused else ""

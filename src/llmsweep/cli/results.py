@@ -13,10 +13,11 @@ from llmsweep.cli.options import json_option, option, store_option
 from llmsweep.errors import ResultError
 
 
-def _open(store_path: Path | None) -> Any:
+def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
+    """The store: read-only (never created, migrated or written) unless the command writes."""
     from llmsweep.results.store import Store
 
-    return Store(store_path)
+    return Store(store_path, readonly=readonly)
 
 
 def _console() -> Any:
@@ -39,7 +40,7 @@ def results() -> None:
 @store_option()
 def ingest(runs: tuple[Path, ...], store_path: Path | None) -> None:
     """Store every job and result of run directories (idempotent: re-ingesting replaces the run)."""
-    with _open(store_path) as store:
+    with _open(store_path, readonly=False) as store:
         for run in runs:
             rep = store.ingest_run(run)
             extra = ""
@@ -188,7 +189,7 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
     """Import an export of ours or InferenceX aggregate result JSON as its own run (source kept)."""
     from llmsweep.results.interchange import import_into
 
-    with _open(store_path) as store:
+    with _open(store_path, readonly=False) as store:
         run_id, n = import_into(store, file)
     click.echo(f"imported {n} row(s) as run {run_id}")
 

@@ -18,7 +18,9 @@ import platform
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -347,6 +349,29 @@ def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
         log.warning("could not copy the server log into %s: %s", job_dir, exc)
 
 
+JobSink = Callable[[Path, "JobOutcome"], None]
+_JOB_SINK: ContextVar[JobSink | None] = ContextVar("llmsweep_job_sink", default=None)
+
+
+@contextmanager
+def on_job_finished(sink: JobSink) -> Iterator[None]:
+    """Call `sink(job_dir, outcome)` as each job run in this context finishes, its outcome.json written (`run`
+    stores each job's result then, so an interrupted sweep keeps what completed). The sink must not raise."""
+    token = _JOB_SINK.set(sink)
+    try:
+        yield
+    finally:
+        _JOB_SINK.reset(token)
+
+
+def report_job_finished(job_dir: Path, outcome: JobOutcome) -> None:
+    """Tell the `on_job_finished` sink (if any) that a job's folder is final: `run_job` calls it here; an executor
+    whose jobs run elsewhere (Slurm) calls it on the driver as it reads their outcomes back."""
+    sink = _JOB_SINK.get()
+    if sink is not None:
+        sink(job_dir, outcome)
+
+
 def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSettings, event: Event) -> JobOutcome:
     """Run one job against the group's server (launching it if needed) and return its outcome."""
     group = server.group
@@ -395,6 +420,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     # Reasons quote exceptions and log tails and travel on to run.json, the store and the console: scrub them here.
     outcome.reasons = [server.scrubber.scrub(r) for r in outcome.reasons]
     art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"), server.scrubber)
+    report_job_finished(jdir, outcome)
     progress.job_finished(job.id, outcome.status)
     event(f"job {job.id}: {outcome.status}" + (f" — {outcome.reasons[0]}" if outcome.reasons else ""))
     return outcome

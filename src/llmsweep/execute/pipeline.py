@@ -29,6 +29,7 @@ from llmsweep.execute.lifecycle import (
     JobOutcome,
     LifecycleSettings,
     ServerGroup,
+    on_job_finished,
     run_group,
     stop_stale_servers,
     summarize_outcomes,
@@ -80,6 +81,8 @@ class RunOutcome:
     store_path: Path | None = None
     concurrency: dict[str, int] = field(default_factory=dict)
     """Each job's concurrency, by job id (for the end-of-run table)."""
+    store_error: str | None = None
+    """Why the run could not be stored at its end (the run is on disk; the run is not ok: exit 1)."""
 
     @property
     def expected(self) -> int:
@@ -87,7 +90,7 @@ class RunOutcome:
 
     @property
     def ok(self) -> bool:
-        return all(o.ok for o in self.outcomes)
+        return self.store_error is None and all(o.ok for o in self.outcomes)
 
     def completeness(self) -> str:
         counts = summarize_outcomes(self.outcomes)
@@ -97,6 +100,8 @@ class RunOutcome:
         for o in self.outcomes:
             if not o.ok:
                 lines.append(f"  {o.status}: {o.job_id}: {o.reasons[0] if o.reasons else 'no reason recorded'}")
+        if self.store_error:
+            lines.append(f"  not stored: {self.store_error}")
         return "\n".join(lines)
 
 
@@ -216,6 +221,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     for f in findings:
         if f.is_error:
             event(f.render())
+    _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
     run_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(run_dir):
@@ -369,7 +375,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
           f"{len(refused)} refused" + (f", {len(skipped)} already done" if skipped else "")
           + (f" ({len(reuse_meta['reused'])} reused from the store)" if reuse_meta.get("reused") else ""))
     current_progress().sweep(len(runnable))
-    ran = executor.run_groups(groups, run_dir, req.settings, event=event)
+    stored = _JobStore(run_dir, req, event)
+    with on_job_finished(stored):
+        ran = executor.run_groups(groups, run_dir, req.settings, event=event)
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
@@ -378,14 +386,47 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
                          concurrency={j.id: j.concs[0] for j in jobs if j.concs})
-    outcome.store_path = _store(run_dir, req, event)
+    outcome.store_path, outcome.store_error = _store(run_dir, req, event)
     if req.report:
         event(f"writing the dashboard to {run_dir / 'report'}")
         outcome.report_path = _report(run_dir, event)
     return outcome
 
 
-def _store(run_dir: Path, req: RunRequest, event: Event) -> Path | None:
+def _check_store(req: RunRequest) -> None:
+    """Open, migrate and write-test the results store; a StoreError (exit 2) stops the run before any GPU time."""
+    from llmsweep.results.store import Store
+
+    with Store(req.store) as store:
+        store.check_writable()
+
+
+class _JobStore:
+    """Stores each job's result as it finishes (`lifecycle.on_job_finished`), so a sweep stopped halfway keeps the
+    jobs it completed in the store, not only on disk. A failure here is said once and left to the end-of-run ingest,
+    which decides the run's fate: the job's files are on disk either way."""
+
+    def __init__(self, run_dir: Path, req: RunRequest, event: Event) -> None:
+        from llmsweep.results.store import default_store_path
+
+        self.run_dir, self.path, self.event = run_dir, default_store_path(req.store), event
+        self.failed = False
+
+    def __call__(self, job_dir: Path, outcome: JobOutcome) -> None:
+        from llmsweep.results.store import Store
+
+        try:
+            with Store(self.path) as store:
+                store.ingest_job(self.run_dir, job_dir)
+        except Exception as exc:  # the sweep goes on; the end-of-run ingest tries again and fails the run if it must
+            if not self.failed:
+                self.event(f"warning: could not store job {outcome.job_id} in {self.path}: {exc} "
+                           "(the run goes on; its files are on disk)")
+            self.failed = True
+
+
+def _store(run_dir: Path, req: RunRequest, event: Event) -> tuple[Path | None, str | None]:
+    """Store the whole run (replacing what was stored job by job): (store path, None), or (None, why not)."""
     from llmsweep.results.store import Store, default_store_path
 
     path = default_store_path(req.store)
@@ -395,10 +436,11 @@ def _store(run_dir: Path, req: RunRequest, event: Event) -> Path | None:
         gaps = len(report.missing_expected)
         missing = f", {gaps} expected job(s) without a result" if gaps else ""
         event(f"stored {report.results} result(s) of {report.run_id} in {path}{missing}")
-    except Exception as exc:  # a store failure must not lose the run: its files are already on disk
-        event(f"warning: could not store the run in {path}: {exc}")
-        return None
-    return path
+    except Exception as exc:  # the run's files are on disk; the run fails (exit 1) so nobody misses the gap
+        why = f"could not store the run in {path}: {exc}"
+        event(f"error: {why}; the run is kept in {run_dir} (`llmsweep results ingest {run_dir}` stores it later)")
+        return None, why
+    return path, None
 
 
 def _report(run_dir: Path, event: Event) -> Path | None:

@@ -348,7 +348,7 @@ class SlurmExecutor:
                    event: Event) -> list[JobOutcome]:
         """One batch job per group, all submitted first, then waited for; an interrupt cancels those still live."""
         from llmsweep.execute import artifacts as art
-        from llmsweep.execute.lifecycle import JobOutcome
+        from llmsweep.execute.lifecycle import JobOutcome, report_job_finished
         from llmsweep.execute.progress import current_progress
 
         submitted: list[tuple[ServerGroup, SlurmJob]] = []
@@ -375,6 +375,7 @@ class SlurmExecutor:
                                      f"before this job wrote its outcome; see {result.stdout_path} and "
                                      f"{result.stderr_path}"],
                         ))
+                    report_job_finished(art.job_dir(run_dir, job.id), outcomes[-1])  # `run` stores it now
                     current_progress().job_finished(job.id, outcomes[-1].status)  # k/N and the ETA on the driver
         return outcomes
 

@@ -1,7 +1,8 @@
 """Results: the store, Pareto frontiers, and comparison with noise bands.
 
 Public entry points the `run` pipeline and the CLI use:
-- :class:`Store` (`Store(path).ingest_run(run_dir)`), :func:`default_store_path`;
+- :class:`Store` (`Store(path).ingest_run(run_dir)`, `ingest_job`; `Store(path, readonly=True)` to read),
+  :class:`StoreError`, :func:`default_store_path`;
 - :func:`load_run`, :func:`points_from_run` (run directory → :class:`ResultPoint`);
 - :func:`compute_frontiers` (AgentX north-star rule), :func:`pareto_front`;
 - :func:`compare_points` (noise-banded deltas).
@@ -15,7 +16,7 @@ from llmsweep.results.frontier import X_AXES, compute_frontiers
 from llmsweep.results.pareto import XY, agentx_frontier, pareto_front
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
-from llmsweep.results.store import Store, default_store_path
+from llmsweep.results.store import Store, StoreError, default_store_path
 
 __all__ = [
     "HOT_METRICS",
@@ -25,6 +26,7 @@ __all__ = [
     "ResultPoint",
     "RunDir",
     "Store",
+    "StoreError",
     "agentx_frontier",
     "compare_points",
     "compute_frontiers",

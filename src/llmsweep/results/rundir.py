@@ -91,28 +91,40 @@ def load_run(path: Path | str) -> RunDir:
             f"{root} is not a run directory (no jobs/ folder or run.json)",
             fix="pass the folder `llmsweep run` wrote, e.g. runs/<run-id>",
         )
+    run_id, meta = load_run_meta(root)
+    return RunDir(path=root, run_id=run_id, meta=meta, jobs=tuple(_iter_jobs(root / "jobs")))
+
+
+def load_run_meta(root: Path) -> tuple[str, dict[str, Any]]:
+    """(run id, run.json) of a run directory; the folder's name is the run id when run.json names none."""
     meta_path = root / "run.json"
     meta = _read_json(meta_path) if meta_path.is_file() else {}
     if not isinstance(meta, Mapping):
         raise ResultError(f"{meta_path} is not a JSON object", fix="restore run.json or delete it")
-    run_id = str(meta.get("run_id") or meta.get("id") or root.resolve().name)
-    return RunDir(path=root, run_id=run_id, meta=dict(meta), jobs=tuple(_iter_jobs(root / "jobs")))
+    return str(meta.get("run_id") or meta.get("id") or root.resolve().name), dict(meta)
+
+
+def load_job(job_dir: Path) -> JobArtifacts | None:
+    """One job folder, or None when it holds neither job.json nor summary.json."""
+    job_path, summary_path, outcome_path = job_dir / "job.json", job_dir / "summary.json", job_dir / "outcome.json"
+    job = _read_json(job_path) if job_path.is_file() else {}
+    summary = Summary.load(summary_path) if summary_path.is_file() else None
+    outcome = _read_json(outcome_path) if outcome_path.is_file() else None
+    if not job and summary is None:
+        log.debug("skipping %s: neither job.json nor summary.json", job_dir)
+        return None
+    job_id = str(job.get("id") or job_dir.name) if isinstance(job, Mapping) else job_dir.name
+    return JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary,
+                        outcome=outcome if isinstance(outcome, dict) else None)
 
 
 def _iter_jobs(jobs_dir: Path) -> Iterator[JobArtifacts]:
     if not jobs_dir.is_dir():
         return
     for job_dir in sorted(p for p in jobs_dir.iterdir() if p.is_dir()):
-        job_path, summary_path, outcome_path = job_dir / "job.json", job_dir / "summary.json", job_dir / "outcome.json"
-        job = _read_json(job_path) if job_path.is_file() else {}
-        summary = Summary.load(summary_path) if summary_path.is_file() else None
-        outcome = _read_json(outcome_path) if outcome_path.is_file() else None
-        if not job and summary is None:
-            log.debug("skipping %s: neither job.json nor summary.json", job_dir)
-            continue
-        job_id = str(job.get("id") or job_dir.name) if isinstance(job, Mapping) else job_dir.name
-        yield JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary,
-                           outcome=outcome if isinstance(outcome, dict) else None)
+        art = load_job(job_dir)
+        if art is not None:
+            yield art
 
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:

@@ -5,7 +5,12 @@ Location, first match wins: an explicit path (`--store`), the `LLMSWEEP_STORE` e
 that turn a within-run noise band into a between-run one) wherever the run directories were written.
 
 Ingest is idempotent: a run is replaced as a whole in one transaction, so ingesting twice (or after re-summarising)
-leaves exactly one copy. Imported rows live in runs whose `origin` says where they came from.
+leaves exactly one copy; `ingest_job` replaces one job of a run the same way (`run` stores each job as it finishes).
+Imported rows live in runs whose `origin` says where they came from.
+
+Commands that only read open the store with `readonly=True`: SQLite's read-only mode, so they never create, migrate or
+write it. A store of an older schema is read as it is (a hot column it lacks is computed from the stored summary); a
+missing store reads as empty. A path that is not a store (a directory, a corrupt or foreign file) is a `StoreError`.
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ from llmsweep.metrics.model import Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES
 from llmsweep.results.extract import hot_values
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
-from llmsweep.results.point import ResultPoint, points_from_run
-from llmsweep.results.rundir import RunDir, load_run
+from llmsweep.results.point import ResultPoint, point_from_job, points_from_run
+from llmsweep.results.rundir import RunDir, load_job, load_run, load_run_meta
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +85,18 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
 """(version, what it does, SQL), applied in order to a store below that version. Append; never edit one."""
 
 
+class StoreError(ResultError):
+    """The results store cannot be opened, migrated, read or written: `--store` names a directory, a file that is not
+    a store of ours, a corrupt or read-only file. Bad input (exit 2) when it stops a command before it does anything;
+    `run` turns a failure at its end into exit 1, the run kept on disk."""
+
+    exit_code = 2
+
+
+_STORE_FIX = (f"point --store (or ${ENV_VAR}) at a writable SQLite file llmsweep created, or at a new path; "
+              "`llmsweep results ingest RUN_DIR` stores a run again later")
+
+
 def default_store_path(explicit: Path | str | None = None) -> Path:
     """`explicit`, else $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite."""
     if explicit:
@@ -131,17 +148,85 @@ def _dumps(doc: Any) -> str:
 class Store:
     """A handle on one SQLite results store. Use as a context manager or call :meth:`close`."""
 
-    def __init__(self, path: Path | str | None = None) -> None:
+    def __init__(self, path: Path | str | None = None, *, readonly: bool = False) -> None:
         self.path = default_store_path(path)
+        self.readonly = readonly
+        self._columns: frozenset[str] = frozenset()
+        if self.path.is_dir():
+            raise StoreError(f"results store {self.path} is a directory, not a SQLite file", fix=_STORE_FIX)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30)  # the run pipeline and a user may write at once
+            if readonly:
+                self._db = self._connect_readonly()
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, timeout=30)  # the run pipeline and a user may write at once
         except (OSError, sqlite3.Error) as exc:
-            raise ResultError(f"cannot open results store {self.path}: {exc}",
-                              fix=f"pass --store PATH or set {ENV_VAR} to a writable file") from exc
+            raise StoreError(f"cannot open results store {self.path}: {exc}", fix=_STORE_FIX) from exc
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA foreign_keys = ON")
-        self._migrate()
+        try:
+            self._db.execute("PRAGMA foreign_keys = ON")
+            if readonly:
+                self._check_readable()
+            else:
+                self._migrate()
+            self._columns = frozenset(r["name"] for r in self._db.execute("PRAGMA table_info(results)"))
+        except sqlite3.Error as exc:
+            self._db.close()
+            what = "read" if readonly else "open and migrate"
+            raise StoreError(f"cannot {what} results store {self.path}: {exc}", fix=_STORE_FIX) from exc
+        except ResultError:
+            self._db.close()
+            raise
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        """SQLite's read-only mode on the file; a store that does not exist yet reads as an empty one (in memory:
+        nothing is created on disk)."""
+        if not self.path.exists():
+            return _empty_store()
+        return sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+
+    def _check_readable(self) -> None:
+        """A read-only open reads any schema this llmsweep knows as it is; it refuses a newer one and a file without
+        our tables (a foreign SQLite file, or an empty one: nothing stored there yet)."""
+        version = self.schema_version
+        if version > SCHEMA_VERSION:
+            raise self._too_new(version)
+        tables = self._tables()
+        missing = {"runs", "jobs", "results", "provenance"} - tables
+        if missing and tables:
+            raise StoreError(f"{self.path} is a SQLite file but not an llmsweep results store (no table "
+                             f"{', '.join(sorted(missing))})", fix=_STORE_FIX)
+        if missing:  # an empty file: read it as an empty store, without writing a schema into it
+            self._db.close()
+            self._db = _empty_store()
+            self._db.row_factory = sqlite3.Row
+
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def _refuse_foreign(self) -> None:
+        """A SQLite file with tables but none of ours is someone else's database: never write our schema into it."""
+        tables = self._tables()
+        if tables and "runs" not in tables:
+            raise StoreError(f"{self.path} is a SQLite file but not an llmsweep results store (it holds "
+                             f"{', '.join(sorted(tables)[:5])})", fix=_STORE_FIX)
+
+    def _too_new(self, version: int) -> StoreError:
+        return StoreError(f"results store {self.path} has schema version {version}, this llmsweep reads up to "
+                          f"{SCHEMA_VERSION}",
+                          fix="use a newer llmsweep, or point --store at a new file and re-ingest the runs")
+
+    def check_writable(self) -> None:
+        """Prove the store takes a write (a committed transaction that rewrites its schema version), so a run learns
+        of a read-only file or folder before any server starts rather than after its GPU time."""
+        if self.readonly:
+            raise StoreError(f"results store {self.path} was opened read-only", fix="open it without readonly=True")
+        try:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(f"PRAGMA user_version = {self.schema_version}")
+        except sqlite3.Error as exc:
+            raise StoreError(f"results store {self.path} cannot be written: {exc}", fix=_STORE_FIX) from exc
 
     def __enter__(self) -> Store:
         return self
@@ -161,9 +246,9 @@ class Store:
         table has gained since the store was written."""
         version = self.schema_version
         if version > SCHEMA_VERSION:
-            raise ResultError(f"results store {self.path} has schema version {version}, this llmsweep reads up to "
-                              f"{SCHEMA_VERSION}",
-                              fix="use a newer llmsweep, or point --store at a new file and re-ingest the runs")
+            raise self._too_new(version)
+        if version == 0:
+            self._refuse_foreign()
         for target, description, sql in MIGRATIONS:
             if target <= version:
                 continue
@@ -222,6 +307,27 @@ class Store:
         missing = tuple(j.job_id for j in run.jobs if j.summary is None)
         log.info("ingested run %s: %d results", run.run_id, len(points))
         return IngestReport(run.run_id, len(points), missing, run.missing_job_ids, replaced)
+
+    def ingest_job(self, run_dir: Path | str, job_dir: Path | str) -> bool:
+        """Store (or replace) one job of a run directory, creating the run's row if it is the first; True when the
+        job had a result. `ingest_run` at the end of the run replaces the whole run, so both meet in one copy."""
+        root = Path(run_dir)
+        run_id, meta = load_run_meta(root)
+        art = load_job(Path(job_dir))
+        if art is None:
+            return False
+        point = point_from_job(run_id, art)
+        with self._db:
+            if not self.has_run(run_id):
+                self._insert_run(run_id, "llmsweep", str(root.resolve()), meta)
+            self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, art.job_id))
+            if point is None:
+                ident = identity_from_job(art.job)
+                self._insert_job(run_id, art.job_id, ident.key(), ident.series_key(), ident.as_dict(), art.job,
+                                 gpus_of(art.job, ident), str(art.dir.resolve()), has_result=False)
+            else:
+                self._insert_point(point)
+        return point is not None
 
     def ingest_points(self, run_id: str, origin: str, points: Iterable[ResultPoint], meta: Mapping[str, Any]) -> int:
         """Store imported points as one run (replacing an earlier import with the same run id)."""
@@ -351,6 +457,13 @@ class Store:
             found = [p for p in self.results() if p.job_id == ref]
         yield from reversed(found)
 
+    def _metrics(self, row: sqlite3.Row, summary: Summary | None) -> dict[str, Any]:
+        """The hot columns of a row; one an older store (read without migrating) lacks is computed from the stored
+        summary, as the migration would fill it (None for an imported row)."""
+        lacking = [c for c in HOT_NAMES if c not in self._columns]
+        computed = hot_values(summary) if lacking and summary is not None else {}
+        return {c: row[c] if c in self._columns else computed.get(c) for c in HOT_NAMES}
+
     def _point(self, row: sqlite3.Row) -> ResultPoint:
         art = row["artifact_dir"]
         doc = json.loads(row["summary"])
@@ -358,7 +471,7 @@ class Store:
         return ResultPoint(
             result_id=row["result_id"], run_id=row["run_id"], job_id=row["job_id"],
             identity=identity_from_dict(json.loads(row["identity"])), source=row["source"], verdict=row["verdict"],
-            metrics={c: row[c] for c in HOT_NAMES}, gpus=row["gpus"] or 1, origin=row["origin"],
+            metrics=self._metrics(row, summary), gpus=row["gpus"] or 1, origin=row["origin"],
             reasons=tuple(json.loads(row["reasons"])), num_requests=row["num_requests"],
             num_successful=row["num_successful"], job=json.loads(row["job"]), summary=summary,
             imported=doc if summary is None else {},
@@ -376,6 +489,16 @@ def _summary_of(doc: Any) -> Summary | None:
     if isinstance(doc, dict) and "schema_version" in doc:
         return Summary.from_doc(doc, where="a stored summary")
     return None
+
+
+def _empty_store() -> sqlite3.Connection:
+    """An empty store of the current schema in memory: what a read-only command reads where none exists yet."""
+    db = sqlite3.connect(":memory:")
+    for _, _, sql in MIGRATIONS:
+        for statement in _statements(sql):
+            db.execute(statement)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return db
 
 
 def _statements(script: str) -> list[str]:

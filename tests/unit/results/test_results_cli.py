@@ -77,3 +77,69 @@ def test_compare_with_repeat_runs_calls_a_regression_and_can_fail(make_run, stor
     assert d["p50_tpot"]["verdict"] == "regression"  # slower tokens: a lower-is-better metric went up
     res = CliRunner().invoke(cli, [*args, "--fail-on-regression"])
     assert res.exit_code != 0 and "regression(s) beyond run-to-run noise" in str(res.exception)
+
+
+def _main(*args: str) -> int:
+    from llmsweep.cli.main import main
+
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_a_bad_store_is_one_clear_error_for_every_reading_command(tmp_path: Path, capsys, monkeypatch) -> None:
+    (tmp_path / "dir.sqlite").mkdir()
+    (tmp_path / "corrupt.sqlite").write_bytes(b"\x00garbage, not SQLite\n" * 200)
+    for store, says in (("dir.sqlite", "is a directory"), ("corrupt.sqlite", "not a database")):
+        for cmd in (["results", "list"], ["results", "runs"], ["results", "list", "--json"],
+                    ["results", "export"], ["results", "show", "x"], ["compare", "a", "b"]):
+            rc = _main(*cmd, "--store", str(tmp_path / store))
+            err = capsys.readouterr().err
+            assert rc == 2, (cmd, store, err)
+            # (--store refuses a directory as a click usage error; $LLMSWEEP_STORE reaches the store's own check)
+            assert err.lower().count("error:") == 1 and says in err and "Traceback" not in err, err
+            monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / store))
+            assert _main(*cmd) == 2
+            err = capsys.readouterr().err
+            assert err.count("error:") == 1 and says in err and "fix:" in err and "Traceback" not in err, err
+            monkeypatch.delenv("LLMSWEEP_STORE")
+
+
+def test_reading_commands_never_write_the_store(make_run, tmp_path: Path, capsys) -> None:
+    import shutil
+
+    old = tmp_path / "v1.sqlite"
+    shutil.copyfile(Path(__file__).resolve().parents[2] / "data" / "stores" / "v1-results.sqlite", old)
+    before = old.read_bytes()
+    assert _main("results", "runs", "--json", "--store", str(old)) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert len(runs) == 3
+    rid = runs[0]["run_id"]
+    for cmd in (["results", "list"], ["results", "list", "--run", rid, "--json"], ["results", "export"],
+                ["results", "export", "--format", "csv"]):
+        assert _main(*cmd, "--store", str(old)) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "p99_tpot" in out  # the column the old store lacks is read from its summaries
+    assert old.read_bytes() == before
+    missing = tmp_path / "none" / "results.sqlite"
+    assert _main("results", "list", "--store", str(missing)) == 0
+    assert not missing.parent.exists()
+    # a writing command migrates it
+    run = make_run("run1", concs=(1,))
+    assert _main("results", "ingest", str(run.path), "--store", str(old)) == 0
+    assert old.read_bytes() != before
+
+
+def test_writing_commands_refuse_a_bad_store_with_one_error(make_run, tmp_path: Path, capsys) -> None:
+    run = make_run("run1", concs=(1,))
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"\x00garbage, not SQLite\n" * 200)
+    export = tmp_path / "export.json"
+    assert _main("results", "export", "--out", str(export), "--store", str(tmp_path / "none.sqlite")) == 0
+    for cmd in (["results", "ingest", str(run.path)], ["results", "import", str(export)]):
+        assert _main(*cmd, "--store", str(corrupt)) == 2
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1 and "not a database" in err and "Traceback" not in err, err
+    assert corrupt.read_bytes() == b"\x00garbage, not SQLite\n" * 200

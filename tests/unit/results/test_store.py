@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.errors import ResultError
-from llmsweep.results.store import Store, default_store_path
+from llmsweep.results.store import Store, StoreError, default_store_path
 
 
 def test_default_location_env_then_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -136,3 +137,96 @@ def test_a_fresh_store_has_every_hot_column_of_the_metric_table(tmp_path: Path) 
     db = sqlite3.connect(tmp_path / "s.sqlite")
     columns = {r[1] for r in db.execute("PRAGMA table_info(results)")}
     assert set(HOT_NAMES) <= columns
+
+
+# ---------------------------------------------------------------- read-only opens, bad stores, job-by-job ingest
+
+
+def test_a_read_only_open_of_a_missing_store_reads_empty_and_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere" / "results.sqlite"
+    with Store(path, readonly=True) as store:
+        assert store.runs() == [] and store.results() == []
+    assert not path.exists() and not path.parent.exists()
+
+
+def test_a_read_only_open_reads_an_older_store_without_migrating_or_writing_it(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    shutil.copyfile(V1_STORE, path)
+    before = path.read_bytes()
+    with Store(path, readonly=True) as store:
+        assert store.schema_version == 1
+        points = store.results()
+        assert len(points) == 7 and len(store.runs()) == 3
+        with pytest.raises(ResultError, match="read-only"):
+            store.check_writable()
+    assert path.read_bytes() == before  # not migrated, not touched
+    ours = [p for p in points if p.origin == "llmsweep"]
+    # p99_tpot is not a column of a v1 store: read from the stored summary, as the migration would fill it
+    assert all(p.summary is not None and p.metric("p99_tpot") == p.summary.latency.tpot.p99 > 0 for p in ours)
+    (imported,) = [p for p in points if p.origin == "inferencex"]
+    assert imported.metric("p99_tpot") is None and imported.metric("p90_intvty") == 40.0
+
+
+def test_a_read_only_open_refuses_a_newer_schema(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "new.sqlite")
+    db.execute("CREATE TABLE runs (x)")
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(StoreError, match="schema version 99"):
+        Store(tmp_path / "new.sqlite", readonly=True)
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_directory_corrupt_or_foreign_store_is_a_store_error(tmp_path: Path, readonly: bool) -> None:
+    (tmp_path / "dir.sqlite").mkdir()
+    (tmp_path / "corrupt.sqlite").write_bytes(b"this is not a database, it is a text file " * 100)
+    foreign = sqlite3.connect(tmp_path / "foreign.sqlite")
+    foreign.execute("CREATE TABLE notes (body TEXT)")
+    foreign.commit()
+    foreign.close()
+    for name, match in (("dir.sqlite", "is a directory"), ("corrupt.sqlite", "not a database")):
+        with pytest.raises(StoreError, match=match) as err:
+            Store(tmp_path / name, readonly=readonly)
+        assert err.value.exit_code == 2 and err.value.fix
+    with pytest.raises(StoreError, match="not an llmsweep results store"):
+        Store(tmp_path / "foreign.sqlite", readonly=readonly)
+    check = sqlite3.connect(tmp_path / "foreign.sqlite")  # someone else's database got none of our tables
+    assert [r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["notes"]
+    check.close()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file modes")
+def test_a_read_only_file_fails_the_write_test(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    path.chmod(0o444)
+    with pytest.raises(StoreError, match=r"readonly|read-only|cannot"), Store(path) as store:
+        store.check_writable()
+    with Store(path, readonly=True) as store:  # still readable
+        assert store.runs() == []
+
+
+def test_the_write_test_passes_on_a_fresh_store_and_changes_nothing(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        store.check_writable()
+        assert store.schema_version == 2 and store.runs() == []
+
+
+def test_jobs_are_stored_one_by_one_and_the_run_ingest_leaves_one_copy(make_run, store_path: Path) -> None:
+    run = make_run("run1", concs=(1, 4, 8))
+    (run.jobs[2].dir / "summary.json").unlink()  # the third job has not finished yet
+    with Store() as store:
+        assert store.ingest_job(run.path, run.jobs[0].dir) is True
+        assert [p.job_id for p in store.results("run1")] == [run.jobs[0].job_id]
+        assert store.ingest_job(run.path, run.jobs[0].dir) is True  # again: replaced, not doubled
+        assert store.ingest_job(run.path, run.jobs[1].dir) is True
+        assert store.ingest_job(run.path, run.jobs[2].dir) is False
+        assert len(store.results("run1")) == 2
+        assert store.jobs_without_result("run1") == [run.jobs[2].job_id]
+        assert [r.run_id for r in store.runs()] == ["run1"]
+        store.ingest_run(run.path)
+        assert len(store.results("run1")) == 2 and len(store.runs()) == 1
+    db = sqlite3.connect(store_path)
+    assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 2
+    assert db.execute("SELECT COUNT(*) FROM provenance").fetchone()[0] == 2
+    assert db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 3

@@ -1,0 +1,86 @@
+"""`llmsweep run` and its results store: a store that cannot take the run stops it before any server starts (exit 2);
+one that fails at the end fails the run (exit 1) with the run kept on disk; each job is stored as it finishes, so an
+interrupted sweep keeps what completed. Fixed-length jobs of a few seconds on one simulator server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from test_run_support import RECIPES, cli_env, job_dirs, run_cli, start_cli, verdict, wait_for
+
+RECIPE = RECIPES / "slow-fixed-sim.yaml"
+
+
+def _summaries(out: Path) -> list[Path]:
+    jobs = out / "jobs"
+    return sorted(jobs.glob("*/summary.json")) if jobs.is_dir() else []
+
+
+def test_a_store_that_cannot_be_written_stops_the_run_before_any_server(tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"not a database " * 300)
+    folder = tmp_path / "folder.sqlite"
+    folder.mkdir()
+    for store in (corrupt, folder):
+        out = tmp_path / f"out-{store.stem}"
+        res = run_cli([RECIPE, "--out", out], cli_env(tmp_path, LLMSWEEP_STORE=str(store)), timeout=120)
+        assert res.returncode == 2, res.stderr[-3000:]
+        assert "error:" in res.stderr and str(store) in res.stderr and "fix:" in res.stderr
+        assert "Traceback" not in res.stderr
+        assert not out.exists(), "nothing is written (no server started) when the store cannot take the run"
+    assert corrupt.read_bytes() == b"not a database " * 300
+
+
+def test_an_interrupted_sweep_keeps_its_completed_jobs_in_the_store(tmp_path: Path) -> None:
+    out, log, store = tmp_path / "out", tmp_path / "run.log", tmp_path / "store.sqlite"
+    proc = start_cli([RECIPE, "--out", out], cli_env(tmp_path), log)
+    try:
+        (first,) = wait_for(lambda: _summaries(out), timeout=120, what="the first job's summary", proc=proc, log=log)
+        # stored as it finished, before the sweep ends
+        stored = wait_for(lambda: store.exists() and sqlite3.connect(store).execute(
+            "SELECT job_id FROM results").fetchall(), timeout=30, what="the first job in the store", proc=proc, log=log)
+        assert stored == [(first.parent.name,)]
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 130, log.read_text()[-3000:]
+    listed = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "results", "list", "--json", "--store",
+                             str(store)], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert first.parent.name in [r["job_id"] for r in rows]
+    assert all(r["verdict"] == "smoke" for r in rows)
+
+
+def test_a_store_failing_at_the_end_fails_the_run_and_keeps_it_on_disk(tmp_path: Path) -> None:
+    out, log, store = tmp_path / "out", tmp_path / "run.log", tmp_path / "store.sqlite"
+    proc = start_cli([RECIPE, "--out", out], cli_env(tmp_path), log)
+    try:
+        wait_for(lambda: _summaries(out) and store.exists(), timeout=120, what="the first job stored", proc=proc,
+                 log=log)
+        store.unlink()
+        store.mkdir()  # the store becomes unusable mid-run (a full disk, a mount gone read-only, …)
+        rc = proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert rc == 1, text[-3000:]
+    assert "error: could not store the run" in text and "llmsweep results ingest" in text
+    assert "not stored:" in text  # the completeness report says so too
+    assert "Traceback" not in text
+    jobs = job_dirs(out)
+    assert len(jobs) == 3 and all(verdict(j) == "smoke" for j in jobs.values())
+    # the run is whole on disk: ingesting it later stores every job
+    shutil.rmtree(store)
+    ingest = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "results", "ingest", str(out), "--store",
+                             str(store)], capture_output=True, text=True, timeout=60)
+    assert ingest.returncode == 0 and ": 3 result(s)" in ingest.stdout, ingest.stderr
