@@ -99,6 +99,12 @@ class RunOptions(BaseModel):
         description="Parse each stream before the lane continues (programs then see output text and token counts);"
         " off by default so parsing never delays sends and time stamps.",
     )
+    stamp_reads: Literal["protocol", "task"] = Field(
+        default="protocol",
+        description="Where network reads are time-stamped: 'protocol' in the connection's read callback, before any"
+        " parsing or task switch (a busy event loop cannot add its queue to TTFT); 'task' when the request's task"
+        " resumes after each read (the earlier path, kept to measure the difference).",
+    )
     saturation_cpu_ratio: float = Field(
         default=0.9, gt=0, description="Worker CPU share that flags a saturated client."
     )

@@ -24,7 +24,15 @@ import aiohttp
 from llmsweep.client.arrivals import arrival_times
 from llmsweep.client.config import Endpoint, RunOptions
 from llmsweep.client.records import RecordWriter
-from llmsweep.client.transport import RawExchange, build_body, exchange, now_unix, on_request_sent, to_record
+from llmsweep.client.transport import (
+    RawExchange,
+    StampingConnector,
+    build_body,
+    exchange,
+    now_unix,
+    on_request_sent,
+    to_record,
+)
 from llmsweep.workload.base import (
     Join,
     LaneProgram,
@@ -184,7 +192,7 @@ class Interpreter:
         trace.on_connection_create_end.append(self._on_create_end)
         trace.on_request_headers_sent.append(on_request_sent)
         trace.on_request_chunk_sent.append(on_request_sent)
-        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
+        connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
         try:
             async with aiohttp.ClientSession(
                 connector=connector, trace_configs=[trace], auto_decompress=False, skip_auto_headers=["User-Agent"]
@@ -452,7 +460,10 @@ class Interpreter:
         st.inflight += 1
         st.max_inflight = max(st.max_inflight, st.inflight)
         try:
-            await exchange(self._session, url, body, self._headers, raw, self._timeout)
+            await exchange(
+                self._session, url, body, self._headers, raw, self._timeout,
+                stamp_in_protocol=self.options.stamp_reads == "protocol",
+            )
         except asyncio.CancelledError:
             self._record(raw, spec, phase)
             raise

@@ -1,19 +1,30 @@
 """Streaming HTTP transport: send one request, stamp times, keep the raw bytes.
 
-The hot loop does nothing but `perf_counter()` and a list append per network read; SSE parsing and token counting
-happen after the response ended (`to_record`). Times are taken on the monotonic clock and converted to unix seconds
-with one anchor per process, so a wall-clock step during a run cannot bend latencies.
+Every network read is stamped inside the connection's protocol callback (`data_received`), right after the socket
+read and before any parsing or task switch: `StampingConnector` hooks each connection it hands out to the request
+being sent, and the hook takes the response body bytes that read delivered. The request's task does not wake per
+chunk (it waits for the end of the body), so a busy event loop neither delays a stamp by a task switch nor spends
+time on per-chunk wake-ups. SSE parsing and token counting happen after the response ended (`to_record`). Times are
+taken on the monotonic clock and converted to unix seconds with one anchor per process, so a wall-clock step during a
+run cannot bend latencies.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import time
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.client_reqrep import ClientRequest
+from aiohttp.connector import Connection
+from aiohttp.streams import StreamReader
+from aiohttp.tracing import Trace
 
 from llmsweep.client.config import Endpoint
 from llmsweep.client.records import RequestRecord
@@ -61,6 +72,103 @@ class RawExchange:
     reads: list[tuple[float, bytes]] = field(default_factory=list)
     error_class: str | None = None
     error: str | None = None
+    stamper: _ReadStamper | None = None  # the hook of the connection this exchange uses, while it uses it
+    marks: list[tuple[float, int]] = field(default_factory=list)  # (read time, body bytes received after it)
+    pieces: list[bytes] = field(default_factory=list)  # body bytes moved out of aiohttp's buffer so far
+    drained: int = 0
+
+
+# The exchange whose request is being sent from the current task: how `StampingConnector.connect` finds it.
+_SENDING: ContextVar[RawExchange | None] = ContextVar("llmsweep_sending", default=None)
+
+
+# A response body larger than this is moved out of aiohttp's buffer as it arrives, so aiohttp's flow control (which
+# pauses reading when its buffer is full) never engages while the request's task waits for the end of the body.
+_DRAIN_BYTES = 1 << 20
+# aiohttp pauses reading past `read_bufsize` * 2 bytes or `read_bufsize` / 16 chunks buffered; with this size the
+# drain above keeps both limits out of reach.
+READ_BUFSIZE = 1 << 22
+
+
+class _ReadStamper:
+    """Replaces one connection protocol's `data_received`: stamp the read, let aiohttp parse it, then note how many
+    body bytes the response had after it. Nothing else happens per read: the body is cut into reads by those marks
+    once it ended (`RawExchange.reads`), so the request's task never wakes per chunk."""
+
+    __slots__ = ("orig", "proto", "raw", "stale")
+
+    def __init__(self, proto: ResponseHandler) -> None:
+        self.proto = proto
+        self.orig = proto.data_received
+        self.raw: RawExchange | None = None
+        self.stale: StreamReader | None = None  # the previous response's body on a reused connection
+
+    def attach(self, raw: RawExchange) -> None:
+        self.raw = raw
+        self.stale = self.proto._payload
+        raw.stamper = self
+
+    def __call__(self, data: bytes) -> None:
+        t = time.perf_counter()
+        self.orig(data)
+        raw = self.raw
+        if raw is None or not data:
+            return  # b"" is aiohttp resuming its own parser (from inside `read_nowait`)
+        if raw.first_byte is None:
+            raw.first_byte = t
+        payload: StreamReader | None = self.proto._payload
+        if payload is None or payload is self.stale:
+            return
+        total = payload.total_bytes
+        marks = raw.marks
+        if total != (marks[-1][1] if marks else 0):
+            marks.append((t, total))
+        if payload.is_eof():
+            if raw.end is None:
+                raw.end = t  # the read that completed the body, not the later wake-up of the request's task
+        elif total - raw.drained > _DRAIN_BYTES:
+            try:
+                raw.pieces.append(payload.read_nowait())
+            except Exception:
+                return
+            raw.drained = total
+
+    @staticmethod
+    def cut(raw: RawExchange, body: bytes) -> None:
+        """Split the whole body into `raw.reads` at the byte marks the reads left."""
+        prev = 0
+        reads = raw.reads
+        for t, n in raw.marks:
+            if n > prev:
+                reads.append((t, body[prev:n]))
+                prev = n
+        if prev < len(body):  # bytes no mark covers (should not happen): stamped when the task saw them
+            reads.append((time.perf_counter(), body[prev:]))
+
+
+def _rest_of(content: StreamReader) -> bytes:
+    """What is left in a finished body's buffer, in one join (`read_nowait` goes chunk by chunk, re-entering the
+    protocol for each one)."""
+    buffer = getattr(content, "_buffer", None)
+    if isinstance(buffer, collections.deque) and not getattr(content, "_buffer_offset", 0):
+        return b"".join(buffer)  # the body ended and nothing else reads it; the response is released next
+    return content.read_nowait()
+
+
+class StampingConnector(aiohttp.TCPConnector):
+    """A TCP connector that hooks every connection it hands out to the exchange being sent (see `_ReadStamper`)."""
+
+    async def connect(self, req: ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout) -> Connection:
+        conn = await super().connect(req, traces, timeout)
+        raw = _SENDING.get()
+        proto = conn.protocol
+        if raw is not None and proto is not None:
+            stamper = proto.__dict__.get("data_received")
+            if not isinstance(stamper, _ReadStamper):
+                stamper = _ReadStamper(proto)
+                proto.data_received = stamper  # type: ignore[method-assign]
+            stamper.attach(raw)
+        return conn
 
 
 async def exchange(
@@ -70,26 +178,50 @@ async def exchange(
     headers: dict[str, str],
     raw: RawExchange,
     timeout: aiohttp.ClientTimeout,
+    *,
+    stamp_in_protocol: bool = True,
 ) -> RawExchange:
-    """Send and stream one request into `raw`. Never raises except CancelledError (after marking `raw`)."""
+    """Send and stream one request into `raw`. Never raises except CancelledError (after marking `raw`).
+
+    With `stamp_in_protocol` (and a `StampingConnector` session) reads are stamped in the connection's protocol;
+    otherwise, or when the connection could not be hooked, when this task resumes after each read (the old path)."""
     perf = time.perf_counter
     raw.sent = perf()  # replaced by the moment the headers were written (trace hook), when they were
+    token: Token[RawExchange | None] | None = _SENDING.set(raw if stamp_in_protocol else None)
     try:
-        async with session.post(url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw) as resp:
-            raw.first_byte = perf()
+        async with session.post(
+            url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw,
+            read_bufsize=READ_BUFSIZE if stamp_in_protocol else None,
+        ) as resp:
+            if token is not None:
+                _SENDING.reset(token)
+                token = None
+            if raw.first_byte is None:
+                raw.first_byte = perf()
             raw.status = resp.status
             reads = raw.reads
-            readany = resp.content.readany
-            if resp.status != 200:
+            content = resp.content
+            if raw.stamper is not None:
+                if (exc := content.exception()) is not None:
+                    raise exc
+                await content.wait_eof()
+                if (exc := content.exception()) is not None:
+                    raise exc
+                raw.pieces.append(_rest_of(content))
+                _ReadStamper.cut(raw, b"".join(raw.pieces))
+                raw.pieces.clear()
+            elif resp.status != 200:
                 reads.append((perf(), await resp.read()))
-                raw.error_class = "http"
-                raw.error = f"HTTP {resp.status}"
             else:
+                readany = content.readany
                 while True:
                     data = await readany()
                     if not data:
                         break
                     reads.append((perf(), data))
+            if resp.status != 200:
+                raw.error_class = "http"
+                raw.error = f"HTTP {resp.status}"
     except asyncio.CancelledError:
         raw.error_class, raw.error = "cancelled", "cancelled at the end of the drain grace period"
         raw.end = perf()
@@ -100,7 +232,14 @@ async def exchange(
         raw.error_class, raw.error = "protocol", f"{type(exc).__name__}: {exc}"
     except (aiohttp.ClientError, OSError) as exc:
         raw.error_class, raw.error = "connection", f"{type(exc).__name__}: {exc}"
-    raw.end = perf()
+    finally:
+        if token is not None:
+            _SENDING.reset(token)
+        if raw.stamper is not None:
+            raw.stamper.raw = None  # the connection goes back to the pool; its reads are no longer ours
+            raw.stamper = None
+    if raw.end is None or raw.error_class is not None:
+        raw.end = perf()
     return raw
 
 
