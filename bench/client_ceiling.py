@@ -197,27 +197,37 @@ def _cpu_of(pid: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------- our client
+from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload  # noqa: E402
+
+_FILLER = " ".join(["word"] * 120)
+
+
+class CeilingWorkload(Workload):
+    """Closed-loop chat requests of `config` output tokens; request indices unique across worker processes (the
+    server keys what it served by them). Module level with a picklable config, so worker processes can rebuild it."""
+
+    name = "ceiling"
+
+    def __init__(self, config: int) -> None:
+        self.config = config
+        self._next = itertools.count()
+        self._worker, self._workers = 0, 1
+
+    def bind_worker(self, worker: int, workers: int) -> None:
+        self._worker, self._workers = worker, workers
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        while True:
+            yield self._one(lane, next(self._next) * self._workers + self._worker)
+
+    def _one(self, lane: int, i: int) -> LaneProgram:
+        yield Send(RequestSpec(api="chat", max_tokens=self.config, input_tokens=128,
+                               messages=({"role": "user", "content": f"idx={i} {_FILLER}"},),
+                               identity=RequestIdentity(lane=lane, request_index=i)))
+
+
 def _workload(osl: int) -> Any:
-    from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
-
-    filler = " ".join(["word"] * 120)
-
-    class Ceiling(Workload):
-        name = "ceiling"
-
-        def __init__(self) -> None:
-            self._next = itertools.count()
-
-        def sessions(self, lane: int) -> Iterator[LaneProgram]:
-            while True:
-                yield self._one(lane, next(self._next))
-
-        def _one(self, lane: int, i: int) -> LaneProgram:
-            yield Send(RequestSpec(api="chat", max_tokens=osl, input_tokens=128,
-                                   messages=({"role": "user", "content": f"idx={i} {filler}"},),
-                                   identity=RequestIdentity(lane=lane, request_index=i)))
-
-    return Ceiling()
+    return CeilingWorkload(osl)
 
 
 def _usage() -> float:

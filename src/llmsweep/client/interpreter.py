@@ -10,6 +10,8 @@ in-flight requests get the grace period, then are cancelled and recorded as `can
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import gc
 import itertools
 import logging
@@ -127,6 +129,74 @@ class _Tree:
     handles: dict[int, asyncio.Task[None]] = field(default_factory=dict)
 
 
+class Pacer:
+    """Turns for client work (starting a request, parsing a finished one), so the event loop polls the network at
+    least about every `budget_s` and reads are stamped on time.
+
+    A closed loop's lanes finish together and send together; without turns one loop iteration would run hundreds of
+    sends and parses while the first tokens of the earliest requests wait, unread, in their sockets. Work runs at
+    once while the current loop iteration has spent less than the budget on it; past that, callers queue and each
+    later iteration lets through as many as the budget holds at their measured cost, sends before parses (parsing
+    is never urgent), each kind first come, first served. `budget_s` None turns pacing off.
+    """
+
+    def __init__(self, budget_s: float | None) -> None:
+        self.budget = budget_s
+        self.since: float | None = None  # when the current iteration's client work began
+        self.queues: tuple[collections.deque[asyncio.Future[None]], ...] = (collections.deque(), collections.deque())
+        self.cost = [0.0005, 0.001]  # moving averages of a turn's CPU time: send, parse
+        self.ticking = False
+        self.waits = 0
+
+    def spent(self, kind: int, seconds: float) -> None:
+        """Report how long a turn of `kind` (0 send, 1 parse) took; sizes the batches."""
+        self.cost[kind] += 0.1 * (min(seconds, 0.005) - self.cost[kind])
+
+    async def turn(self, kind: int = 0) -> None:
+        if self.budget is None:
+            return
+        if not self.queues[0] and not self.queues[kind]:
+            now = time.perf_counter()
+            if self.since is None:
+                self.since = now
+                self._schedule()
+                return
+            if now - self.since < self.budget:
+                return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        queue = self.queues[kind]
+        queue.append(fut)
+        self.waits += 1
+        self._schedule()
+        try:
+            await fut
+        except asyncio.CancelledError:
+            with contextlib.suppress(ValueError):
+                queue.remove(fut)
+            raise
+
+    def _schedule(self) -> None:
+        if not self.ticking:
+            self.ticking = True
+            asyncio.get_running_loop().call_soon(self._tick)
+
+    def _tick(self) -> None:
+        """Once per loop iteration while work waits (after the network was polled): a new budget, the next batch
+        (its turns run in the next iteration)."""
+        self.ticking = False
+        self.since = None
+        left = self.budget or 0.0
+        for kind, queue in enumerate(self.queues):
+            while queue and left > 0:
+                fut = queue.popleft()
+                if not fut.done():
+                    fut.set_result(None)
+                    left -= self.cost[kind]
+        if any(self.queues):
+            self._schedule()
+
+
 class Interpreter:
     """Runs one worker's share of a benchmark against one endpoint, writing records as requests finish."""
 
@@ -169,6 +239,7 @@ class Interpreter:
         self._timeout = aiohttp.ClientTimeout(total=options.timeout_s, sock_read=options.stall_s)
         self._headers = {"Content-Type": "application/json", **endpoint.headers}
         self._parse_queue: asyncio.Queue[tuple[RawExchange, RequestSpec, str] | None] = asyncio.Queue()
+        self._pacer = Pacer(options.loop_budget_s)
         self._inline = (
             options.parse_inline
             or bool(getattr(workload, "needs_output_text", False))
@@ -445,6 +516,11 @@ class Interpreter:
     # ----------------------------------------------------------------------------------------------- sending
     async def _send(self, spec: RequestSpec, intended: float | None) -> tuple[RequestOutcome, bool]:
         assert self._session is not None
+        scheduled = intended if intended is not None else time.perf_counter()
+        await self._pacer.turn()  # waiting for a turn is schedule lag: `scheduled` was taken before it
+        if self.stopping:
+            return RequestOutcome(ok=False, error="not sent: the run stopped"), False
+        turn_at = time.perf_counter()
         phase = self._phase.name or spec.identity.phase
         if phase == "profiling" and self.stats.first_profiling_sent is None:
             self.stats.first_profiling_sent = now_unix()
@@ -452,7 +528,7 @@ class Interpreter:
                 self.stats.deadline = self.stats.first_profiling_sent + self.options.duration_s
         body = build_body(spec, self.endpoint)
         url = self.endpoint.url_for(spec.api)
-        raw = RawExchange(scheduled=intended if intended is not None else time.perf_counter())
+        raw = RawExchange(scheduled=scheduled)
         st = self.stats
         loop = asyncio.get_running_loop()
         self._last_activity = loop.time()
@@ -470,6 +546,8 @@ class Interpreter:
         finally:
             st.inflight -= 1
             self._last_activity = loop.time()
+            if raw.sent > turn_at:
+                self._pacer.spent(0, raw.sent - turn_at)  # from the turn to the request on the wire
         if self._inline or raw.error_class is not None:
             rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)
             return RequestOutcome(ok=rec_ok, output_text=text, output_tokens=tokens, error=error), overflow
@@ -489,8 +567,10 @@ class Interpreter:
                     if rest is not None:
                         self._record(*rest)
                 return
+            await self._pacer.turn(1)
+            t0 = time.perf_counter()
             self._record(*item)
-            await asyncio.sleep(0)
+            self._pacer.spent(1, time.perf_counter() - t0)
 
     def _record(
         self, raw: RawExchange, spec: RequestSpec, phase: str

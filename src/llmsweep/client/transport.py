@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import time
 from contextvars import ContextVar, Token
@@ -76,6 +77,7 @@ class RawExchange:
     marks: list[tuple[float, int]] = field(default_factory=list)  # (read time, body bytes received after it)
     pieces: list[bytes] = field(default_factory=list)  # body bytes moved out of aiohttp's buffer so far
     drained: int = 0
+    body: bytes | None = None  # the whole body, until `to_record` cuts it into `reads` at the marks
 
 
 # The exchange whose request is being sent from the current task: how `StampingConnector.connect` finds it.
@@ -135,15 +137,18 @@ class _ReadStamper:
 
     @staticmethod
     def cut(raw: RawExchange, body: bytes) -> None:
-        """Split the whole body into `raw.reads` at the byte marks the reads left."""
+        """Split the whole body into `raw.reads` at the byte marks the reads left (stamped at the end when a read
+        was not marked)."""
         prev = 0
         reads = raw.reads
-        for t, n in raw.marks:
+        size = len(body)
+        for t, mark in raw.marks:
+            n = min(mark, size)
             if n > prev:
                 reads.append((t, body[prev:n]))
                 prev = n
-        if prev < len(body):  # bytes no mark covers (should not happen): stamped when the task saw them
-            reads.append((time.perf_counter(), body[prev:]))
+        if prev < len(body):  # bytes no mark covers (should not happen): stamped at the end of the exchange
+            reads.append((raw.end if raw.end is not None else time.perf_counter(), body[prev:]))
 
 
 def _rest_of(content: StreamReader) -> bytes:
@@ -188,6 +193,7 @@ async def exchange(
     perf = time.perf_counter
     raw.sent = perf()  # replaced by the moment the headers were written (trace hook), when they were
     token: Token[RawExchange | None] | None = _SENDING.set(raw if stamp_in_protocol else None)
+    content: StreamReader | None = None
     try:
         async with session.post(
             url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw,
@@ -208,7 +214,7 @@ async def exchange(
                 if (exc := content.exception()) is not None:
                     raise exc
                 raw.pieces.append(_rest_of(content))
-                _ReadStamper.cut(raw, b"".join(raw.pieces))
+                raw.body = b"".join(raw.pieces)  # cut into reads later, off the path from here to the next send
                 raw.pieces.clear()
             elif resp.status != 200:
                 reads.append((perf(), await resp.read()))
@@ -238,6 +244,11 @@ async def exchange(
         if raw.stamper is not None:
             raw.stamper.raw = None  # the connection goes back to the pool; its reads are no longer ours
             raw.stamper = None
+            if raw.body is None:  # the body did not end: keep what arrived (a stalled stream's chunks count)
+                if content is not None:
+                    with contextlib.suppress(Exception):
+                        raw.pieces.append(_rest_of(content))
+                raw.body = b"".join(raw.pieces)
     if raw.end is None or raw.error_class is not None:
         raw.end = perf()
     return raw
@@ -262,6 +273,9 @@ def to_record(
     overflow_patterns: tuple[str, ...],
 ) -> tuple[RequestRecord, str]:
     """Parse the raw exchange into a record (and the output text the lane program may want)."""
+    if raw.body is not None:
+        _ReadStamper.cut(raw, raw.body)
+        raw.body = None
     ident = spec.identity
     rec = RequestRecord(
         id=rid,
