@@ -230,6 +230,16 @@ def _workload(osl: int) -> Any:
     return CeilingWorkload(osl)
 
 
+# Client settings the bench can compare in one run ("earlier": reads stamped when the request's task resumes and no
+# turns for client work, the transport of the branch before timing at high concurrency was fixed).
+SETTINGS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "earlier": {"stamp_reads": "task", "loop_budget_s": None},
+    "task-stamps": {"stamp_reads": "task"},
+    "no-pacing": {"loop_budget_s": None},
+}
+
+
 def _usage() -> float:
     """CPU seconds of this process and its reaped children (worker processes; the server is reaped only at the end)."""
     a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -276,7 +286,7 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
     dlv = _ms(delivery)
     return {
         "client": "llmsweep", "concurrency": concurrency, "requests": len(ok), "failed": len(recs) - len(ok),
-        "workers": len(run["client"]["workers"]), "stamp_reads": run["provenance"]["options"]["stamp_reads"],
+        "workers": len(run["client"]["workers"]),
         "req_s": len(ok) / span, "chunks_s": chunks / span, "tok_s": tokens / span,
         "client_cpu_s": client_cpu, "server_cpu_s": _cpu_of(server_pid) - srv0, "wall_s": wall,
         "chunks_per_core_s": chunks / client_cpu if client_cpu else 0.0,
@@ -342,7 +352,7 @@ def run_aiperf(aiperf: str, url: str, concurrency: int, requests: int, osl: int,
 # ---------------------------------------------------------------------------------------------------- report
 def _row(r: dict[str, Any]) -> str:
     nan = float("nan")
-    who = r["client"] + (f"[{r['stamp_reads']},w{r['workers']}]" if "stamp_reads" in r else "")
+    who = r["client"] + (f"[{r['setting']},w{r['workers']}]" if "setting" in r else "")
     line = (f"{who:>20} c{r['concurrency']:<5} {r['requests']:>5} req {r['req_s']:>7.1f} req/s "
             f"{r.get('chunks_s', r['tok_s']):>7.0f} chunk/s  client {r['client_cpu_s']:>5.2f} CPU-s "
             f"({r['cpu_us_per_token']:>5.1f} us/tok)  server {r['server_cpu_s']:.2f} CPU-s  "
@@ -384,9 +394,9 @@ def main() -> None:
     ap.add_argument("--passes", default="zero,timed",
                     help="which servers: zero (zero compute, every level) and/or timed (TTFT 20 ms / ITL 5 ms, "
                          "levels 64 and 256)")
-    ap.add_argument("--stamp-reads", default="protocol",
-                    help="comma list of RunOptions.stamp_reads to compare side by side: protocol (default), task "
-                         "(the earlier path)")
+    ap.add_argument("--settings", default="default",
+                    help="comma list of client settings to compare side by side: " + ", ".join(
+                        f"{k} ({v or 'the defaults'})" for k, v in SETTINGS.items()))
     ap.add_argument("--client-workers", default="default",
                     help="comma list of worker counts to compare; 'default' = the client's own choice")
     ap.add_argument("--repeats", type=int, default=1, help="runs per setting; a median line follows when > 1")
@@ -399,7 +409,9 @@ def main() -> None:
         serve(args.serve, args.ttft_ms, args.itl_ms)
         return
     levels = [int(x) for x in args.levels.split(",")]
-    stamps = [x.strip() for x in args.stamp_reads.split(",")]
+    settings = [x.strip() for x in args.settings.split(",")]
+    if unknown := [x for x in settings if x not in SETTINGS]:
+        ap.error(f"unknown setting(s) {unknown}; choose from {list(SETTINGS)}")
     workers: list[int | None] = [None if x.strip() == "default" else int(x) for x in args.client_workers.split(",")]
     passes = {x.strip() for x in args.passes.split(",")}
     if not args.aiperf:
@@ -419,21 +431,22 @@ def main() -> None:
             try:
                 for c in lv:
                     n = args.requests or min(max(8 * c, 400), 4096)
-                    for stamp in stamps:
-                        for w in workers:
-                            opts: dict[str, Any] = {"stamp_reads": stamp}
+                    combos = [(setting, w) for setting in settings for w in workers]
+                    reps: dict[tuple[str, int | None], list[dict[str, Any]]] = {k: [] for k in combos}
+                    for i in range(args.repeats):  # settings alternate within a repeat: load drifts, pairs do not
+                        for setting, w in combos:
+                            opts: dict[str, Any] = dict(SETTINGS[setting])
                             if w is not None:
                                 opts["workers"] = w
-                            reps = []
-                            for i in range(args.repeats):
-                                r = run_ours(url, c, n, args.osl, Path(tmp) / f"{key}-{c}-{stamp}-{w}-{i}", proc.pid,
-                                             **opts)
-                                r["server"] = label
-                                rows.append(r)
-                                reps.append(r)
-                                print(_row(r), flush=True)
-                            if args.repeats > 1:
-                                print(_medians(reps), flush=True)
+                            r = run_ours(url, c, n, args.osl, Path(tmp) / f"{key}-{c}-{setting}-{w}-{i}",
+                                         proc.pid, **opts)
+                            r["server"], r["setting"], r["load"] = label, setting, _load()
+                            rows.append(r)
+                            reps[(setting, w)].append(r)
+                            print(_row(r), flush=True)
+                    if args.repeats > 1:
+                        for (setting, w), rs in reps.items():
+                            print(f"{setting} workers {w or 'default'} c{c}:" + _medians(rs), flush=True)
                     if args.aiperf and c in (64, 256):
                         a = run_aiperf(args.aiperf, url, c, n, args.osl, proc.pid)
                         a["server"] = label

@@ -135,46 +135,59 @@ class Pacer:
 
     A closed loop's lanes finish together and send together; without turns one loop iteration would run hundreds of
     sends and parses while the first tokens of the earliest requests wait, unread, in their sockets. Work runs at
-    once while the current loop iteration has spent less than the budget on it; past that, callers queue and each
-    later iteration lets through as many as the budget holds at their measured cost, sends before parses (parsing
-    is never urgent), each kind first come, first served. `budget_s` None turns pacing off.
+    once while the current loop iteration has spent less than the budget on client work; past that, callers queue,
+    sends before parses (parsing is never urgent), each kind first come, first served. Every later iteration lets a
+    batch through; a turn that finds the iteration's budget spent goes back to the head of its queue, and the batch
+    shrinks to what fitted or grows by a quarter when all of it did. `budget_s` None turns pacing off.
     """
 
     def __init__(self, budget_s: float | None) -> None:
         self.budget = budget_s
         self.since: float | None = None  # when the current iteration's client work began
         self.queues: tuple[collections.deque[asyncio.Future[None]], ...] = (collections.deque(), collections.deque())
-        self.cost = [0.0005, 0.001]  # moving averages of a turn's CPU time: send, parse
+        self.batch = 4
+        self.granted = 0
+        self.returned = 0
         self.ticking = False
         self.waits = 0
 
-    def spent(self, kind: int, seconds: float) -> None:
-        """Report how long a turn of `kind` (0 send, 1 parse) took; sizes the batches."""
-        self.cost[kind] += 0.1 * (min(seconds, 0.005) - self.cost[kind])
+    def _spent(self) -> bool:
+        """Start this iteration's budget, or say whether it is spent."""
+        now = time.perf_counter()
+        if self.since is None:
+            self.since = now
+            self._schedule()  # the tick that starts the next iteration's budget
+            return False
+        return now - self.since >= (self.budget or 0.0)
 
     async def turn(self, kind: int = 0) -> None:
         if self.budget is None:
+            if kind == 1:
+                await asyncio.sleep(0)  # one parse per loop iteration, as before there were turns
             return
-        if not self.queues[0] and not self.queues[kind]:
-            now = time.perf_counter()
-            if self.since is None:
-                self.since = now
-                self._schedule()
-                return
-            if now - self.since < self.budget:
-                return
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
         queue = self.queues[kind]
-        queue.append(fut)
+        if not self.queues[0] and not queue and not self._spent():
+            return
+        loop = asyncio.get_running_loop()
         self.waits += 1
-        self._schedule()
-        try:
-            await fut
-        except asyncio.CancelledError:
-            with contextlib.suppress(ValueError):
-                queue.remove(fut)
-            raise
+        head = False
+        while True:
+            fut: asyncio.Future[None] = loop.create_future()
+            if head:
+                queue.appendleft(fut)
+            else:
+                queue.append(fut)
+            self._schedule()
+            try:
+                await fut
+            except asyncio.CancelledError:
+                with contextlib.suppress(ValueError):
+                    queue.remove(fut)
+                raise
+            if not self._spent():
+                return
+            self.returned += 1
+            head = True
 
     def _schedule(self) -> None:
         if not self.ticking:
@@ -182,17 +195,22 @@ class Pacer:
             asyncio.get_running_loop().call_soon(self._tick)
 
     def _tick(self) -> None:
-        """Once per loop iteration while work waits (after the network was polled): a new budget, the next batch
+        """Once per loop iteration (after the network was polled): a new budget and, when work waits, the next batch
         (its turns run in the next iteration)."""
         self.ticking = False
         self.since = None
-        left = self.budget or 0.0
-        for kind, queue in enumerate(self.queues):
-            while queue and left > 0:
+        if self.granted:
+            fitted = self.granted - self.returned
+            self.batch = max(1, fitted) if self.returned else min(self.batch + max(1, self.batch // 4), 1024)
+        self.granted = self.returned = 0
+        n = self.batch
+        for queue in self.queues:
+            while queue and n > 0:
                 fut = queue.popleft()
                 if not fut.done():
                     fut.set_result(None)
-                    left -= self.cost[kind]
+                    n -= 1
+                    self.granted += 1
         if any(self.queues):
             self._schedule()
 
@@ -520,7 +538,6 @@ class Interpreter:
         await self._pacer.turn()  # waiting for a turn is schedule lag: `scheduled` was taken before it
         if self.stopping:
             return RequestOutcome(ok=False, error="not sent: the run stopped"), False
-        turn_at = time.perf_counter()
         phase = self._phase.name or spec.identity.phase
         if phase == "profiling" and self.stats.first_profiling_sent is None:
             self.stats.first_profiling_sent = now_unix()
@@ -546,8 +563,6 @@ class Interpreter:
         finally:
             st.inflight -= 1
             self._last_activity = loop.time()
-            if raw.sent > turn_at:
-                self._pacer.spent(0, raw.sent - turn_at)  # from the turn to the request on the wire
         if self._inline or raw.error_class is not None:
             rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)
             return RequestOutcome(ok=rec_ok, output_text=text, output_tokens=tokens, error=error), overflow
@@ -568,9 +583,7 @@ class Interpreter:
                         self._record(*rest)
                 return
             await self._pacer.turn(1)
-            t0 = time.perf_counter()
             self._record(*item)
-            self._pacer.spent(1, time.perf_counter() - t0)
 
     def _record(
         self, raw: RawExchange, spec: RequestSpec, phase: str

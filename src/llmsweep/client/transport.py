@@ -242,7 +242,8 @@ async def exchange(
         if token is not None:
             _SENDING.reset(token)
         if raw.stamper is not None:
-            raw.stamper.raw = None  # the connection goes back to the pool; its reads are no longer ours
+            if raw.stamper.raw is raw:  # the pool may already have handed the connection to the next request
+                raw.stamper.raw = None
             raw.stamper = None
             if raw.body is None:  # the body did not end: keep what arrived (a stalled stream's chunks count)
                 if content is not None:
