@@ -148,6 +148,7 @@ class Pacer:
         self.batch = 4
         self.granted = 0
         self.returned = 0
+        self.heads = [0, 0]
         self.ticking = False
         self.waits = 0
 
@@ -173,8 +174,9 @@ class Pacer:
         head = False
         while True:
             fut: asyncio.Future[None] = loop.create_future()
-            if head:
-                queue.appendleft(fut)
+            if head:  # back to the head of the queue, behind the others of its batch that came back before it
+                queue.insert(self.heads[kind], fut)
+                self.heads[kind] += 1
             else:
                 queue.append(fut)
             self._schedule()
@@ -203,6 +205,7 @@ class Pacer:
             fitted = self.granted - self.returned
             self.batch = max(1, fitted) if self.returned else min(self.batch + max(1, self.batch // 4), 1024)
         self.granted = self.returned = 0
+        self.heads = [0, 0]
         n = self.batch
         for queue in self.queues:
             while queue and n > 0:
