@@ -33,6 +33,7 @@ from llmsweep.client.transport import (
     exchange,
     now_unix,
     on_request_sent,
+    stalled,
     to_record,
 )
 from llmsweep.workload.base import (
@@ -257,7 +258,13 @@ class Interpreter:
         self._lane_iters: dict[int, Iterator[LaneProgram]] = {}
         self._phase = _Phase(None, None)
         self._session: aiohttp.ClientSession | None = None
-        self._timeout = aiohttp.ClientTimeout(total=options.timeout_s, sock_read=options.stall_s)
+        self._protocol_stamps = options.stamp_reads == "protocol"
+        # hooked connections are watched for stalls by `_watch_stalls`, not by aiohttp's per-read timer
+        self._timeout = aiohttp.ClientTimeout(
+            total=options.timeout_s, sock_read=None if self._protocol_stamps else options.stall_s
+        )
+        self._inflight: set[RawExchange] = set()
+        self._stall_checked = 0.0
         self._headers = {"Content-Type": "application/json", **endpoint.headers}
         self._parse_queue: asyncio.Queue[tuple[RawExchange, RequestSpec, str] | None] = asyncio.Queue()
         self._pacer = Pacer(options.loop_budget_s)
@@ -322,10 +329,24 @@ class Interpreter:
             if self.stopping and self._stop_at is not None and now >= self._stop_at + self._grace:
                 self._cancel_all()
             self._cap_idle_gap()
+            self._watch_stalls()
             if now - last_publish >= 0.2:
                 self.control.publish(self.stats.snapshot())
                 last_publish = now
         await main
+
+    def _watch_stalls(self) -> None:
+        """End in-flight requests that received nothing for `stall_s` as read timeouts (hooked connections)."""
+        if not self._protocol_stamps:
+            return
+        now = time.perf_counter()
+        stall_s = self.options.stall_s
+        if now - self._stall_checked < min(0.25, stall_s / 4):
+            return
+        self._stall_checked = now
+        for raw in list(self._inflight):  # one not hooked yet (still connecting) is left to the total timeout
+            if raw.sent and stalled(raw, now, stall_s):
+                self._inflight.discard(raw)
 
     def _cap_idle_gap(self) -> None:
         """AgentX system idle cap: when nothing is in flight and every live program sleeps, and the earliest wake-up
@@ -555,16 +576,17 @@ class Interpreter:
         st.started += 1
         st.inflight += 1
         st.max_inflight = max(st.max_inflight, st.inflight)
+        self._inflight.add(raw)
         try:
             await exchange(
-                self._session, url, body, self._headers, raw, self._timeout,
-                stamp_in_protocol=self.options.stamp_reads == "protocol",
+                self._session, url, body, self._headers, raw, self._timeout, stamp_in_protocol=self._protocol_stamps
             )
         except asyncio.CancelledError:
             self._record(raw, spec, phase)
             raise
         finally:
             st.inflight -= 1
+            self._inflight.discard(raw)
             self._last_activity = loop.time()
         if self._inline or raw.error_class is not None:
             rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)

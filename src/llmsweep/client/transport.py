@@ -61,7 +61,7 @@ def build_body(spec: RequestSpec, endpoint: Endpoint) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # compared and hashed by identity: the interpreter keeps the in-flight ones in a set
 class RawExchange:
     """What the hot loop saw: perf_counter stamps, status and raw reads."""
 
@@ -78,6 +78,7 @@ class RawExchange:
     pieces: list[bytes] = field(default_factory=list)  # body bytes moved out of aiohttp's buffer so far
     drained: int = 0
     body: bytes | None = None  # the whole body, until `to_record` cuts it into `reads` at the marks
+    last_read: float | None = None
 
 
 # The exchange whose request is being sent from the current task: how `StampingConnector.connect` finds it.
@@ -116,6 +117,7 @@ class _ReadStamper:
         raw = self.raw
         if raw is None or not data:
             return  # b"" is aiohttp resuming its own parser (from inside `read_nowait`)
+        raw.last_read = t
         if raw.first_byte is None:
             raw.first_byte = t
         payload: StreamReader | None = self.proto._payload
@@ -149,6 +151,25 @@ class _ReadStamper:
                 prev = n
         if prev < len(body):  # bytes no mark covers (should not happen): stamped at the end of the exchange
             reads.append((raw.end if raw.end is not None else time.perf_counter(), body[prev:]))
+
+
+def stalled(raw: RawExchange, now: float, stall_s: float) -> bool:
+    """End `raw` as a read timeout when nothing arrived for `stall_s` (hooked connections only; returns whether it
+    did). Hooked exchanges leave aiohttp's per-read timer off: re-arming it on every read cost more than the rest of
+    handling the read, and a watchdog polling every in-flight request a few times a second does the same job."""
+    stamper = raw.stamper
+    if stamper is None or stamper.raw is not raw:
+        return False
+    last = raw.last_read if raw.last_read is not None else raw.sent
+    if now - last < stall_s:
+        return False
+    proto = stamper.proto
+    exc = aiohttp.SocketTimeoutError("Timeout on reading data from socket")
+    proto.set_exception(exc)  # wakes a request still waiting for its response headers
+    payload = proto._payload
+    if payload is not None and payload is not stamper.stale:
+        payload.set_exception(exc)  # wakes one waiting for the end of its body
+    return True
 
 
 def _rest_of(content: StreamReader) -> bytes:
