@@ -82,6 +82,17 @@ def _content_of(choice: dict[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
+def _text_of_one(choice: Any) -> str:
+    """`_content_of` for the usual chunk: one choice whose delta holds only `content` (the hot path of parsing)."""
+    if type(choice) is not dict:
+        return ""
+    delta = choice.get("delta")
+    if type(delta) is dict and "reasoning_content" not in delta and "reasoning" not in delta:
+        text = delta.get("content")
+        return text if type(text) is str else ""
+    return _content_of(choice)
+
+
 def _decode_all(datas: list[bytes]) -> list[Any] | None:
     """Every event's JSON in one decoder call (most of the cost of parsing a stream is per-call overhead); None when
     any of them is not one valid JSON value, so the caller decodes one by one and reports the first bad one."""
@@ -96,7 +107,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
     """Parse `reads` (arrival time, bytes) of an SSE response body."""
     out = ParsedStream()
     texts: list[str] = []
-    usage_cum: list[int | None] = []
+    usage_cum: list[int | None]
     times: list[float] = []
     datas: list[bytes] = []
     for t, event in _events(reads):
@@ -109,6 +120,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
         times.append(t)
         datas.append(data)
     objs = _decode_all(datas)
+    chunk_times, usage_cum = out.chunk_times, []
     for i, t in enumerate(times):
         if objs is not None:
             obj = objs[i]
@@ -118,7 +130,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
             except ValueError:
                 out.protocol_error = f"invalid JSON in stream event: {datas[i][:120]!r}"
                 break
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             out.protocol_error = f"stream event is not a JSON object: {datas[i][:120]!r}"
             break
         if obj.get("error"):
@@ -126,22 +138,24 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
             out.stream_error = err.get("message", str(err)) if isinstance(err, dict) else str(err)
             break
         usage = obj.get("usage")
-        if isinstance(usage, dict):
+        if usage is not None and type(usage) is dict:
             out.prompt_tokens = usage.get("prompt_tokens", out.prompt_tokens)
             out.completion_tokens = usage.get("completion_tokens", out.completion_tokens)
             details = usage.get("prompt_tokens_details")
             if isinstance(details, dict) and details.get("cached_tokens") is not None:
                 out.cached_tokens = details["cached_tokens"]
-        choices = obj.get("choices") or []
-        if len(choices) == 1:
-            only = choices[0]
-            text = _content_of(only) if isinstance(only, dict) else ""
         else:
-            text = "".join(_content_of(c) for c in choices if isinstance(c, dict))
+            usage = None
+        choices = obj.get("choices")
+        if not choices or type(choices) is not list:
+            continue
+        text = _text_of_one(choices[0]) if len(choices) == 1 else "".join(
+            _content_of(c) for c in choices if isinstance(c, dict)
+        )
         if text:
-            out.chunk_times.append(t)
+            chunk_times.append(t)
             texts.append(text)
-            usage_cum.append(usage.get("completion_tokens") if isinstance(usage, dict) else None)
+            usage_cum.append(usage.get("completion_tokens") if usage is not None else None)
     out.chunk_tokens = _chunk_tokens(texts, usage_cum, out.completion_tokens)
     if keep_text:
         out.output_text = "".join(texts)
