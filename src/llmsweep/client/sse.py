@@ -110,18 +110,22 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
     usage_cum: list[int | None]
     times: list[float] = []
     datas: list[bytes] = []
+    done_after: int | None = None  # how many data events preceded the first [DONE]
     for t, event in _events(reads):
         data = _data_of(event)
         if data is None:
             continue
         if data.strip() == b"[DONE]":
-            out.done = True
+            if done_after is None:
+                done_after = len(datas)
             continue
         times.append(t)
         datas.append(data)
     objs = _decode_all(datas)
     chunk_times, usage_cum = out.chunk_times, []
+    seen = len(times)  # events read before a bad one stops the parse
     for i, t in enumerate(times):
+        seen = i
         if objs is not None:
             obj = objs[i]
         else:
@@ -156,6 +160,9 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
             chunk_times.append(t)
             texts.append(text)
             usage_cum.append(usage.get("completion_tokens") if usage is not None else None)
+    else:
+        seen = len(times)
+    out.done = done_after is not None and done_after <= seen
     out.chunk_tokens = _chunk_tokens(texts, usage_cum, out.completion_tokens)
     if keep_text:
         out.output_text = "".join(texts)
