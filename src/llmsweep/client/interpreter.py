@@ -579,7 +579,8 @@ class Interpreter:
         self._inflight.add(raw)
         try:
             await exchange(
-                self._session, url, body, self._headers, raw, self._timeout, stamp_in_protocol=self._protocol_stamps
+                self._session, url, body, self._headers, raw, self._timeout, stamp_in_protocol=self._protocol_stamps,
+                turn=self._pacer.turn,
             )
         except asyncio.CancelledError:
             self._record(raw, spec, phase)

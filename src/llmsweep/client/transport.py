@@ -16,6 +16,7 @@ import collections
 import contextlib
 import json
 import time
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
@@ -206,11 +207,15 @@ async def exchange(
     timeout: aiohttp.ClientTimeout,
     *,
     stamp_in_protocol: bool = True,
+    turn: Callable[[], Awaitable[None]] | None = None,
 ) -> RawExchange:
     """Send and stream one request into `raw`. Never raises except CancelledError (after marking `raw`).
 
     With `stamp_in_protocol` (and a `StampingConnector` session) reads are stamped in the connection's protocol;
-    otherwise, or when the connection could not be hooked, when this task resumes after each read (the old path)."""
+    otherwise, or when the connection could not be hooked, when this task resumes after each read (the old path).
+    `turn`, when given, is awaited as soon as the body ended, before anything else happens: streams that end on the
+    same server tick wake their tasks together, and the work that follows each (releasing the response, the lane's
+    next request) is then spread over loop iterations instead of holding one."""
     perf = time.perf_counter
     raw.sent = perf()  # replaced by the moment the headers were written (trace hook), when they were
     token: Token[RawExchange | None] | None = _SENDING.set(raw if stamp_in_protocol else None)
@@ -232,6 +237,8 @@ async def exchange(
                 if (exc := content.exception()) is not None:
                     raise exc
                 await content.wait_eof()
+                if turn is not None:
+                    await turn()
                 if (exc := content.exception()) is not None:
                     raise exc
                 raw.pieces.append(_rest_of(content))
