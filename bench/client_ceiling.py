@@ -237,6 +237,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "earlier": {"stamp_reads": "task", "loop_budget_s": None},
     "task-stamps": {"stamp_reads": "task"},
     "no-pacing": {"loop_budget_s": None},
+    "budget-1ms": {"loop_budget_s": 0.001},
+    "budget-4ms": {"loop_budget_s": 0.004},
 }
 
 

@@ -73,6 +73,7 @@ class WorkerStats:
     conn_queue_waits: int = 0
     connect_s: float = 0.0
     connects: int = 0
+    turns_queued: int = 0  # sends, body ends and parses that waited for a turn (see Pacer): the loop was busy
     stop_reason: str | None = None
     done: bool = False
 
@@ -308,6 +309,7 @@ class Interpreter:
             gc.set_threshold(*thresholds)
             gc.unfreeze()
             self.writer.close()
+            self.stats.turns_queued = self._pacer.waits
             self.stats.cpu_s = time.process_time() - cpu0
             self.stats.wall_s = time.perf_counter() - wall0
             self.stats.done = True
@@ -331,6 +333,7 @@ class Interpreter:
             self._cap_idle_gap()
             self._watch_stalls()
             if now - last_publish >= 0.2:
+                self.stats.turns_queued = self._pacer.waits
                 self.control.publish(self.stats.snapshot())
                 last_publish = now
         await main
