@@ -1,13 +1,21 @@
 """What can one llmsweep client drive, and how true are its times? A zero-compute streaming server in a separate
 process, our client at concurrency 1…1,024, and (optionally) aiperf against the same server in the same run.
 
-    .venv/bin/python bench/client_ceiling.py [--levels 1,4,16,64,256,1024] [--osl 128] [--aiperf PATH]
+    .venv/bin/python bench/client_ceiling.py [--levels 1,4,16,64,256,1024] [--osl 128] [--passes zero,timed]
+        [--settings default,earlier] [--client-workers 1,2] [--repeats 3] [--aiperf PATH] [--json FILE]
 
-Reported per level: requests/s and chunks/s, client CPU seconds, chunks/s per client core (chunks / client CPU-s),
-client CPU per streamed token, and TTFT as the client saw it against what the server actually served (the server logs
-when it wrote each request's first chunk; the delivery error is client first-token time minus that). A second pass
-injects TTFT 20 ms / ITL 5 ms, the setting of research/peer-baselines.md. Goals: <= 50 us client CPU per streamed
-token; TTFT within 5 ms of served at concurrency 64 on 2 shared cores.
+Reported per run: requests/s and chunks/s, client CPU seconds (this process and its worker processes) and per
+streamed token, the TTFT error (client TTFT minus the TTFT the server served, per request: mean/p50/p99) and the
+delivery error (client first-token stamp minus the moment the server wrote that first chunk, both on this machine's
+clock: robust to the server's own load), request transit, ITL as seen and as served, and p99 schedule lag. The second
+pass ("timed") injects TTFT 20 ms / ITL 5 ms at concurrency 64 and 256, the setting of research/peer-baselines.md.
+
+--settings compares client settings side by side in one run, alternating within each repeat so load drift hits them
+alike: `default`, and `earlier` (reads stamped when the request's task resumes, no turns for client work: the client
+before timing at high concurrency was fixed; its parser and record writer are the new ones). With --repeats > 1 a
+median line per setting follows. aiperf is compared when --aiperf, $LLMSWEEP_AIPERF or an `aiperf` on PATH names one;
+otherwise its rows are skipped. The load average is printed with each pass: the figures are only comparable within a
+run. Goals: <= 50 us client CPU per streamed token; TTFT error <= 5 ms at concurrency 64 and 256 on 2 shared cores.
 """
 
 from __future__ import annotations
