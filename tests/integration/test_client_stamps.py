@@ -85,3 +85,38 @@ def test_first_tokens_are_stamped_on_time_at_high_concurrency(tmp_path: Path) ->
     # (the test server stamps a chunk after its write returned, which may be after the client read it: no lower bound)
     # a behaviour, not a benchmark: the bench measures a few ms; this bounds it with room for a loaded machine
     assert np.median(delivery) < 0.05
+
+
+@pytest.mark.parametrize("stamp_reads", ["protocol", "task"])
+def test_a_stalled_stream_ends_as_a_timeout_and_keeps_what_arrived(tmp_path: Path, stamp_reads: str) -> None:
+    """Hooked connections are watched for stalls by the client itself (aiohttp's per-read timer is off for them)."""
+    with StreamServer(ServerConfig(itl_s=0.01, fault="stall", fault_every=2)) as srv:
+        res = run_benchmark(
+            KeyedWorkload(max_tokens=6), Endpoint(base_url=srv.url, model="m"),
+            RunOptions(concurrency=2, num_requests=4, stall_timeout_s=0.3, timeout_s=20, max_failure_ratio=1.0,
+                       grace_s=5, stamp_reads=stamp_reads),  # type: ignore[arg-type]
+            tmp_path,
+        )
+    recs = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    stalled = [r for r in recs if r["error_class"] is not None]
+    assert len(stalled) == 2 and all(r["error_class"] == "timeout" for r in stalled)
+    for r in stalled:
+        assert len(r["chunk_times"]) == 1  # the chunk sent before the stall was kept, with its own time
+        assert 0.25 < r["end_at"] - r["chunk_times"][0] < 5.0
+    assert res.summary["requests"]["successful"] == 2
+
+
+def test_a_body_larger_than_the_drain_size_arrives_whole(tmp_path: Path) -> None:
+    """Bodies are cut into reads only at the end, except that every MiB is moved out of aiohttp's buffer as it
+    arrives (so aiohttp never pauses reading while the request waits for the end)."""
+    n, per_chunk = 300_000, 100  # 3,000 chunks of about 0.5 kB: 1.6 MB
+    with StreamServer(ServerConfig(tokens_per_chunk=per_chunk, itl_s=0.0)) as srv:
+        res = run_benchmark(
+            KeyedWorkload(max_tokens=n), Endpoint(base_url=srv.url, model="m"),
+            RunOptions(concurrency=1, num_requests=1), tmp_path,
+        )
+    (rec,) = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert rec["error_class"] is None
+    assert len(rec["chunk_times"]) == n // per_chunk and sum(rec["chunk_tokens"]) == n
+    assert rec["chunk_times"] == sorted(rec["chunk_times"])
+    assert res.summary["tokens"]["output_total"] == n
