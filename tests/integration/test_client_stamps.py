@@ -120,3 +120,45 @@ def test_a_body_larger_than_the_drain_size_arrives_whole(tmp_path: Path) -> None
     assert len(rec["chunk_times"]) == n // per_chunk and sum(rec["chunk_tokens"]) == n
     assert rec["chunk_times"] == sorted(rec["chunk_times"])
     assert res.summary["tokens"]["output_total"] == n
+
+
+def test_a_body_that_ended_while_its_task_waited_for_a_turn_is_not_cancelled() -> None:
+    """Cancelling a request whose body already ended (the task still waiting for its turn) keeps it finished."""
+    import asyncio
+
+    import aiohttp
+
+    from llmsweep.client.transport import RawExchange, StampingConnector, exchange, to_record
+
+    async def main(url: str) -> tuple[RawExchange, RawExchange]:
+        release = asyncio.Event()
+
+        async def never() -> None:
+            await release.wait()
+
+        async with aiohttp.ClientSession(connector=StampingConnector()) as session:
+            raws = []
+            for turn in (never, None):
+                raw = RawExchange(scheduled=0.0)
+                body = json.dumps({"model": "m", "stream": True, "max_tokens": 3, "messages": []}).encode()
+                task = asyncio.ensure_future(exchange(
+                    session, url + "/v1/chat/completions", body, {"Content-Type": "application/json"}, raw,
+                    aiohttp.ClientTimeout(total=10), turn=turn,
+                ))
+                if turn is None:
+                    await task
+                else:
+                    while raw.end is None:  # the hook saw the end of the body
+                        await asyncio.sleep(0.01)
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+                raws.append(raw)
+            return raws[0], raws[1]
+
+    with StreamServer(ServerConfig()) as srv:
+        cancelled, normal = asyncio.run(main(srv.url))
+    spec = chat_spec(0, 0, max_tokens=3)
+    rec, _ = to_record(cancelled, spec, rid="a", worker=0, phase="profiling", overflow_patterns=())
+    ref, _ = to_record(normal, spec, rid="b", worker=0, phase="profiling", overflow_patterns=())
+    assert rec.error_class is None and rec.completion_tokens == ref.completion_tokens == 3
+    assert len(rec.chunk_times) == 3

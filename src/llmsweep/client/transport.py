@@ -257,8 +257,12 @@ async def exchange(
                 raw.error_class = "http"
                 raw.error = f"HTTP {resp.status}"
     except asyncio.CancelledError:
-        raw.error_class, raw.error = "cancelled", "cancelled at the end of the drain grace period"
-        raw.end = perf()
+        # the hook sets `end` at the read that completed the body: a request whose body had ended (its task was
+        # waiting for a turn) is finished, whatever aiohttp did to the response on the way out
+        complete = raw.stamper is not None and raw.status == 200 and raw.end is not None
+        if not complete:
+            raw.error_class, raw.error = "cancelled", "cancelled at the end of the drain grace period"
+            raw.end = perf()
         raise
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         raw.error_class, raw.error = "timeout", f"timed out: {exc or type(exc).__name__}"
