@@ -209,7 +209,9 @@ class Pacer:
         self.granted = self.returned = 0
         self.heads = [0, 0]
         n = self.batch
-        for queue in self.queues:
+        for kind, queue in enumerate(self.queues):
+            if kind == 1:
+                n = max(n, 1)  # at least one parse per iteration: sends never starve the record writer
             while queue and n > 0:
                 fut = queue.popleft()
                 if not fut.done():

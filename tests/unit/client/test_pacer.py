@@ -74,3 +74,31 @@ def test_a_cancelled_wait_leaves_the_queue() -> None:
         return sum(len(q) for q in pacer.queues)
 
     assert asyncio.run(main()) == 0
+
+
+def test_parses_are_not_starved_by_a_steady_stream_of_sends() -> None:
+    async def main() -> int:
+        pacer = Pacer(0.001)
+        parsed = 0
+        stop = False
+
+        async def sender() -> None:
+            while not stop:
+                await pacer.turn(0)
+                _busy(0.0005)
+
+        async def parser() -> None:
+            nonlocal parsed
+            while not stop:
+                await pacer.turn(1)
+                parsed += 1
+
+        tasks = [asyncio.ensure_future(sender()) for _ in range(50)] + [asyncio.ensure_future(parser())]
+        await asyncio.sleep(0.3)
+        stop = True
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return parsed
+
+    assert asyncio.run(main()) >= 5
