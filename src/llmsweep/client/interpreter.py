@@ -146,7 +146,8 @@ class Pacer:
     def __init__(self, budget_s: float | None) -> None:
         self.budget = budget_s
         self.since: float | None = None  # when the current iteration's client work began
-        self.queues: tuple[collections.deque[asyncio.Future[None]], ...] = (collections.deque(), collections.deque())
+        # futures of the turns waiting (sends, parses); the result says the turn goes ahead even if the budget is spent
+        self.queues: tuple[collections.deque[asyncio.Future[bool]], ...] = (collections.deque(), collections.deque())
         self.batch = 4
         self.granted = 0
         self.returned = 0
@@ -175,7 +176,7 @@ class Pacer:
         self.waits += 1
         head = False
         while True:
-            fut: asyncio.Future[None] = loop.create_future()
+            fut: asyncio.Future[bool] = loop.create_future()
             if head:  # back to the head of the queue, behind the others of its batch that came back before it
                 queue.insert(self.heads[kind], fut)
                 self.heads[kind] += 1
@@ -183,12 +184,12 @@ class Pacer:
                 queue.append(fut)
             self._schedule()
             try:
-                await fut
+                forced = await fut
             except asyncio.CancelledError:
                 with contextlib.suppress(ValueError):
                     queue.remove(fut)
                 raise
-            if not self._spent():
+            if not self._spent() or forced:
                 return
             self.returned += 1
             head = True
@@ -210,12 +211,13 @@ class Pacer:
         self.heads = [0, 0]
         n = self.batch
         for kind, queue in enumerate(self.queues):
-            if kind == 1:
-                n = max(n, 1)  # at least one parse per iteration: sends never starve the record writer
+            forced = kind == 1 and n <= 0  # at least one parse per iteration: sends never starve the record writer
+            n = max(n, 1) if kind == 1 else n
             while queue and n > 0:
                 fut = queue.popleft()
                 if not fut.done():
-                    fut.set_result(None)
+                    fut.set_result(forced)
+                    forced = False
                     n -= 1
                     self.granted += 1
         if any(self.queues):
