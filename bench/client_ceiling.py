@@ -1,13 +1,21 @@
 """What can one llmsweep client drive, and how true are its times? A zero-compute streaming server in a separate
 process, our client at concurrency 1…1,024, and (optionally) aiperf against the same server in the same run.
 
-    .venv/bin/python bench/client_ceiling.py [--levels 1,4,16,64,256,1024] [--osl 128] [--aiperf PATH]
+    .venv/bin/python bench/client_ceiling.py [--levels 1,4,16,64,256,1024] [--osl 128] [--passes zero,timed]
+        [--settings default,earlier] [--client-workers 1,2] [--repeats 3] [--aiperf PATH] [--json FILE]
 
-Reported per level: requests/s and chunks/s, client CPU seconds, chunks/s per client core (chunks / client CPU-s),
-client CPU per streamed token, and TTFT as the client saw it against what the server actually served (the server logs
-when it wrote each request's first chunk; the delivery error is client first-token time minus that). A second pass
-injects TTFT 20 ms / ITL 5 ms, the setting of research/peer-baselines.md. Goals: <= 50 us client CPU per streamed
-token; TTFT within 5 ms of served at concurrency 64 on 2 shared cores.
+Reported per run: requests/s and chunks/s, client CPU seconds (this process and its worker processes) and per
+streamed token, the TTFT error (client TTFT minus the TTFT the server served, per request: mean/p50/p99) and the
+delivery error (client first-token stamp minus the moment the server wrote that first chunk, both on this machine's
+clock: robust to the server's own load), request transit, ITL as seen and as served, and p99 schedule lag. The second
+pass ("timed") injects TTFT 20 ms / ITL 5 ms at concurrency 64 and 256, the setting of research/peer-baselines.md.
+
+--settings compares client settings side by side in one run, alternating within each repeat so load drift hits them
+alike: `default`, and `earlier` (reads stamped when the request's task resumes, no turns for client work: the client
+before timing at high concurrency was fixed; its parser and record writer are the new ones). With --repeats > 1 a
+median line per setting follows. aiperf is compared when --aiperf, $LLMSWEEP_AIPERF or an `aiperf` on PATH names one;
+otherwise its rows are skipped. The load average is printed with each pass: the figures are only comparable within a
+run. Goals: <= 50 us client CPU per streamed token; TTFT error <= 5 ms at concurrency 64 and 256 on 2 shared cores.
 """
 
 from __future__ import annotations
@@ -197,41 +205,74 @@ def _cpu_of(pid: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------- our client
+from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload  # noqa: E402
+
+_FILLER = " ".join(["word"] * 120)
+
+
+class CeilingWorkload(Workload):
+    """Closed-loop chat requests of `config` output tokens; request indices unique across worker processes (the
+    server keys what it served by them). Module level with a picklable config, so worker processes can rebuild it."""
+
+    name = "ceiling"
+
+    def __init__(self, config: int) -> None:
+        self.config = config
+        self._next = itertools.count()
+        self._worker, self._workers = 0, 1
+
+    def bind_worker(self, worker: int, workers: int) -> None:
+        self._worker, self._workers = worker, workers
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        while True:
+            yield self._one(lane, next(self._next) * self._workers + self._worker)
+
+    def _one(self, lane: int, i: int) -> LaneProgram:
+        yield Send(RequestSpec(api="chat", max_tokens=self.config, input_tokens=128,
+                               messages=({"role": "user", "content": f"idx={i} {_FILLER}"},),
+                               identity=RequestIdentity(lane=lane, request_index=i)))
+
+
 def _workload(osl: int) -> Any:
-    from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
-
-    filler = " ".join(["word"] * 120)
-
-    class Ceiling(Workload):
-        name = "ceiling"
-
-        def __init__(self) -> None:
-            self._next = itertools.count()
-
-        def sessions(self, lane: int) -> Iterator[LaneProgram]:
-            while True:
-                yield self._one(lane, next(self._next))
-
-        def _one(self, lane: int, i: int) -> LaneProgram:
-            yield Send(RequestSpec(api="chat", max_tokens=osl, input_tokens=128,
-                                   messages=({"role": "user", "content": f"idx={i} {filler}"},),
-                                   identity=RequestIdentity(lane=lane, request_index=i)))
-
-    return Ceiling()
+    return CeilingWorkload(osl)
 
 
-def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, server_pid: int) -> dict[str, Any]:
+# Client settings the bench can compare in one run ("earlier": reads stamped when the request's task resumes and no
+# turns for client work, the transport of the branch before timing at high concurrency was fixed).
+SETTINGS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "earlier": {"stamp_reads": "task", "loop_budget_s": None},
+    "task-stamps": {"stamp_reads": "task"},
+    "no-pacing": {"loop_budget_s": None},
+    "budget-1ms": {"loop_budget_s": 0.001},
+    "budget-4ms": {"loop_budget_s": 0.004},
+}
+
+
+def _usage() -> float:
+    """CPU seconds of this process and its reaped children (worker processes; the server is reaped only at the end)."""
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def _ms(values: list[float]) -> dict[str, float]:
+    arr = np.array(values) * 1e3
+    return {"mean": float(arr.mean()), "p50": float(np.median(arr)), "p99": float(np.percentile(arr, 99))}
+
+
+def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, server_pid: int,
+             **options: Any) -> dict[str, Any]:
     from llmsweep.client import Endpoint, RunOptions, run_benchmark
 
     _reset(url)
-    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = _usage()
     srv0 = _cpu_of(server_pid)
     t0 = time.perf_counter()
     res = run_benchmark(_workload(osl), Endpoint(base_url=url, model="m", metrics_url=""),
-                        RunOptions(concurrency=concurrency, num_requests=requests, timeout_s=120), out)
+                        RunOptions(concurrency=concurrency, num_requests=requests, timeout_s=120, **options), out)
     wall = time.perf_counter() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    client_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    client_cpu = _usage() - cpu0
     served = _served(url)
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     ok = [r for r in recs if r["error_class"] is None]
@@ -250,17 +291,21 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
     span = sm["throughput"]["duration_s"] or wall
     chunks = sum(len(r["chunk_times"]) for r in ok)
     tokens = sm["tokens"]["output_total"]
+    run = json.loads((out / "run.json").read_text())
+    err = _ms([c - v for c, v in zip(ttft_c, ttft_s, strict=True)])
+    dlv = _ms(delivery)
     return {
         "client": "llmsweep", "concurrency": concurrency, "requests": len(ok), "failed": len(recs) - len(ok),
+        "workers": len(run["client"]["workers"]),
         "req_s": len(ok) / span, "chunks_s": chunks / span, "tok_s": tokens / span,
-        "client_cpu_s": client_cpu, "server_cpu_s": _cpu_of(server_pid) - srv0,
+        "client_cpu_s": client_cpu, "server_cpu_s": _cpu_of(server_pid) - srv0, "wall_s": wall,
         "chunks_per_core_s": chunks / client_cpu if client_cpu else 0.0,
         "cpu_us_per_token": client_cpu / tokens * 1e6 if tokens else 0.0,
         "ttft_client_ms": 1e3 * float(np.median(ttft_c)), "ttft_served_ms": 1e3 * float(np.median(ttft_s)),
-        "ttft_error_p50_ms": 1e3 * float(np.median(np.array(ttft_c) - np.array(ttft_s))),
+        "ttft_client_mean_ms": 1e3 * float(np.mean(ttft_c)), "ttft_served_mean_ms": 1e3 * float(np.mean(ttft_s)),
+        "ttft_error_mean_ms": err["mean"], "ttft_error_p50_ms": err["p50"], "ttft_error_p99_ms": err["p99"],
         "transit_p50_ms": 1e3 * float(np.median(transit)),
-        "delivery_p50_ms": 1e3 * float(np.median(delivery)),
-        "delivery_p99_ms": 1e3 * float(np.percentile(delivery, 99)),
+        "delivery_mean_ms": dlv["mean"], "delivery_p50_ms": dlv["p50"], "delivery_p99_ms": dlv["p99"],
         "itl_client_ms": 1e3 * sm["latency"]["tpot"]["mean"],
         "itl_served_ms": 1e3 * float(np.mean(itl_s)) if itl_s else 0.0,
         "lag_p99_ms": 1e3 * sm["client_health"]["schedule_lag_s"]["p99"],
@@ -290,33 +335,62 @@ def run_aiperf(aiperf: str, url: str, concurrency: int, requests: int, osl: int,
     firsts = sorted(v[1] for v in served.values())
     ends = sorted(v[2] for v in served.values())
     span = ends[-1] - sorted(v[0] for v in served.values())[0]
-    ttft_client = None
+    ttft_client: dict[str, Any] = {}
     for f in art.rglob("profile_export_aiperf.json"):
         data = json.loads(f.read_text())
         ttft = data.get("time_to_first_token") or data.get("records", {}).get("time_to_first_token", {})
-        ttft_client = ttft.get("p50") if isinstance(ttft, dict) else None
+        ttft_client = ttft if isinstance(ttft, dict) else {}
     shutil.rmtree(art, ignore_errors=True)
     n = len(served)
-    return {
+    served_ttft = [v[1] - v[0] for v in served.values()]
+    mean, p50 = ttft_client.get("avg"), ttft_client.get("p50")
+    row: dict[str, Any] = {
         "client": "aiperf", "concurrency": concurrency, "requests": n, "req_s": n / span, "tok_s": n * osl / span,
         "client_cpu_s": cpu, "wall_s": wall, "server_cpu_s": _cpu_of(server_pid) - srv0,
-        "cpu_us_per_token": cpu / (n * osl) * 1e6, "ttft_client_ms": ttft_client,
-        "ttft_served_ms": 1e3 * float(np.median([v[1] - v[0] for v in served.values()])), "_firsts": len(firsts),
+        "cpu_us_per_token": cpu / (n * osl) * 1e6, "ttft_client_ms": p50,
+        "ttft_served_ms": 1e3 * float(np.median(served_ttft)), "_firsts": len(firsts),
+        "ttft_served_mean_ms": 1e3 * float(np.mean(served_ttft)),
     }
+    # aiperf reports its own TTFT statistics only: its error is mean (p50) client TTFT minus mean (p50) served TTFT
+    if mean is not None:
+        row["ttft_error_mean_ms"] = float(mean) - row["ttft_served_mean_ms"]
+    if p50 is not None:
+        row["ttft_error_p50_ms"] = float(p50) - row["ttft_served_ms"]
+    return row
 
 
 # ---------------------------------------------------------------------------------------------------- report
 def _row(r: dict[str, Any]) -> str:
-    return (f"{r['client']:>8} c{r['concurrency']:<5} {r['requests']:>6} req {r['req_s']:>8.1f} req/s "
-            f"{r.get('chunks_s', r['tok_s']):>9.0f} chunk/s  client {r['client_cpu_s']:>6.2f} CPU-s "
-            f"({r['cpu_us_per_token']:>5.1f} us/tok, {r.get('chunks_per_core_s', 0):>8.0f} chunk/core-s)  "
-            f"TTFT p50 client/served {r['ttft_client_ms'] or float('nan'):>7.2f}/{r['ttft_served_ms']:>6.2f} ms  "
-            + (f"TTFT error p50 {r['ttft_error_p50_ms']:.2f} ms (request transit {r['transit_p50_ms']:.2f}) "
-               f"server CPU {r['server_cpu_s']:.2f} s  "
-               f"delivery p50/p99 {r['delivery_p50_ms']:.2f}/{r['delivery_p99_ms']:.2f} ms  "
-               f"ITL client/served {r['itl_client_ms']:.3f}/{r['itl_served_ms']:.3f} ms  "
-               f"lag p99 {r['lag_p99_ms']:.2f} ms"
-               if "delivery_p50_ms" in r else ""))
+    nan = float("nan")
+    who = r["client"] + (f"[{r['setting']},w{r['workers']}]" if "setting" in r else "")
+    line = (f"{who:>20} c{r['concurrency']:<5} {r['requests']:>5} req {r['req_s']:>7.1f} req/s "
+            f"{r.get('chunks_s', r['tok_s']):>7.0f} chunk/s  client {r['client_cpu_s']:>5.2f} CPU-s "
+            f"({r['cpu_us_per_token']:>5.1f} us/tok)  server {r['server_cpu_s']:.2f} CPU-s  "
+            f"TTFT error mean/p50/p99 {r.get('ttft_error_mean_ms', nan):6.2f}/{r.get('ttft_error_p50_ms', nan):6.2f}/"
+            f"{r.get('ttft_error_p99_ms', nan):6.2f} ms")
+    if "delivery_p50_ms" in r:
+        line += (f"  delivery mean/p50/p99 {r['delivery_mean_ms']:6.2f}/{r['delivery_p50_ms']:6.2f}/"
+                 f"{r['delivery_p99_ms']:6.2f} ms  transit p50 {r['transit_p50_ms']:.2f} ms  "
+                 f"ITL client/served {r['itl_client_ms']:.2f}/{r['itl_served_ms']:.2f} ms  "
+                 f"lag p99 {r['lag_p99_ms']:.1f} ms")
+    return line
+
+
+def _medians(rows: list[dict[str, Any]]) -> str:
+    keys = ("ttft_error_mean_ms", "ttft_error_p50_ms", "ttft_error_p99_ms", "delivery_mean_ms", "delivery_p50_ms",
+            "delivery_p99_ms", "client_cpu_s", "cpu_us_per_token")
+    med = {k: float(np.median([r[k] for r in rows])) for k in keys if all(k in r for r in rows)}
+    return (f"  median of {len(rows)}: TTFT error mean/p50/p99 {med['ttft_error_mean_ms']:.2f}/"
+            f"{med['ttft_error_p50_ms']:.2f}/{med['ttft_error_p99_ms']:.2f} ms, delivery mean/p50/p99 "
+            f"{med['delivery_mean_ms']:.2f}/{med['delivery_p50_ms']:.2f}/{med['delivery_p99_ms']:.2f} ms, client "
+            f"{med['client_cpu_s']:.2f} CPU-s ({med['cpu_us_per_token']:.1f} us/token)")
+
+
+def _load() -> str:
+    try:
+        return "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "load average unknown"
 
 
 def main() -> None:
@@ -327,29 +401,62 @@ def main() -> None:
     ap.add_argument("--levels", default="1,4,16,64,256,1024")
     ap.add_argument("--osl", type=int, default=128)
     ap.add_argument("--requests", type=int, default=0, help="requests per level (default max(8*c, 400), <= 4096)")
-    ap.add_argument("--aiperf", default=None, help="path to an aiperf executable to compare at c64 and c256")
+    ap.add_argument("--passes", default="zero,timed",
+                    help="which servers: zero (zero compute, every level) and/or timed (TTFT 20 ms / ITL 5 ms, "
+                         "levels 64 and 256)")
+    ap.add_argument("--settings", default="default",
+                    help="comma list of client settings to compare side by side: " + ", ".join(
+                        f"{k} ({v or 'the defaults'})" for k, v in SETTINGS.items()))
+    ap.add_argument("--client-workers", default="default",
+                    help="comma list of worker counts to compare; 'default' = the client's own choice")
+    ap.add_argument("--repeats", type=int, default=1, help="runs per setting; a median line follows when > 1")
+    ap.add_argument("--aiperf", default=os.environ.get("LLMSWEEP_AIPERF") or shutil.which("aiperf"),
+                    help="aiperf executable to compare at c64 and c256 (default $LLMSWEEP_AIPERF, else aiperf on "
+                         "PATH; skipped when neither exists)")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = ap.parse_args()
     if args.serve is not None:
         serve(args.serve, args.ttft_ms, args.itl_ms)
         return
     levels = [int(x) for x in args.levels.split(",")]
+    settings = [x.strip() for x in args.settings.split(",")]
+    if unknown := [x for x in settings if x not in SETTINGS]:
+        ap.error(f"unknown setting(s) {unknown}; choose from {list(SETTINGS)}")
+    workers: list[int | None] = [None if x.strip() == "default" else int(x) for x in args.client_workers.split(",")]
+    passes = {x.strip() for x in args.passes.split(",")}
+    if not args.aiperf:
+        print("aiperf: not installed (set LLMSWEEP_AIPERF or --aiperf to compare against it); its rows are skipped",
+              flush=True)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for label, ttft, itl, lv in (("zero-compute server", 0.0, 0.0, levels),
-                                     ("server TTFT 20 ms, ITL 5 ms", 20.0, 5.0, [c for c in (64, 256) if c in levels])):
-            if not lv:
+        for key, label, ttft, itl, lv in (
+            ("zero", "zero-compute server", 0.0, 0.0, levels),
+            ("timed", "server TTFT 20 ms, ITL 5 ms", 20.0, 5.0, [c for c in (64, 256) if c in levels]),
+        ):
+            if key not in passes or not lv:
                 continue
             print(f"== {label} (osl {args.osl}, one token per chunk; client and server share this machine's "
-                  f"{os.cpu_count()} cores)", flush=True)
+                  f"{os.cpu_count()} cores; {_load()})", flush=True)
             proc, url = _start_server(ttft, itl)
             try:
                 for c in lv:
                     n = args.requests or min(max(8 * c, 400), 4096)
-                    r = run_ours(url, c, n, args.osl, Path(tmp) / f"{label[:4]}-{c}", proc.pid)
-                    r["server"] = label
-                    rows.append(r)
-                    print(_row(r), flush=True)
+                    combos = [(setting, w) for setting in settings for w in workers]
+                    reps: dict[tuple[str, int | None], list[dict[str, Any]]] = {k: [] for k in combos}
+                    for i in range(args.repeats):  # settings alternate within a repeat: load drifts, pairs do not
+                        for setting, w in combos:
+                            opts: dict[str, Any] = dict(SETTINGS[setting])
+                            if w is not None:
+                                opts["workers"] = w
+                            r = run_ours(url, c, n, args.osl, Path(tmp) / f"{key}-{c}-{setting}-{w}-{i}",
+                                         proc.pid, **opts)
+                            r["server"], r["setting"], r["load"] = label, setting, _load()
+                            rows.append(r)
+                            reps[(setting, w)].append(r)
+                            print(_row(r), flush=True)
+                    if args.repeats > 1:
+                        for (setting, w), rs in reps.items():
+                            print(f"{setting} workers {w or 'default'} c{c}:" + _medians(rs), flush=True)
                     if args.aiperf and c in (64, 256):
                         a = run_aiperf(args.aiperf, url, c, n, args.osl, proc.pid)
                         a["server"] = label
@@ -358,8 +465,6 @@ def main() -> None:
                             print(f"  aiperf failed: {a['error']}", flush=True)
                         else:
                             print(_row(a), flush=True)
-                            print(f"  ratios aiperf/llmsweep: req/s {a['req_s'] / r['req_s']:.2f}x, client CPU per "
-                                  f"token {a['cpu_us_per_token'] / r['cpu_us_per_token']:.2f}x", flush=True)
             finally:
                 proc.terminate()
                 proc.wait()

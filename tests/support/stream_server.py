@@ -62,6 +62,7 @@ class Served:
     chunk_sent_at: list[float] = field(default_factory=list)
     tokens: int = 0
     fault: str | None = None
+    key: str | None = None  # the request body's `test_key`, so a test can pair client records with what was served
 
 
 class _App:
@@ -133,7 +134,7 @@ class _App:
         if cfg.strict_fields and ({"ignore_eos", "stream_options"} & body.keys()):
             return web.json_response({"detail": "unknown field"}, status=422)
         fault = self._fault_for(body)
-        served = Served(received_at=time.time(), fault=fault)
+        served = Served(received_at=time.time(), fault=fault, key=body.get("test_key"))
         if cfg.record_served:
             self.served.append(served)
         if fault == "http500":

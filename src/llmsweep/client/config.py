@@ -99,6 +99,18 @@ class RunOptions(BaseModel):
         description="Parse each stream before the lane continues (programs then see output text and token counts);"
         " off by default so parsing never delays sends and time stamps.",
     )
+    stamp_reads: Literal["protocol", "task"] = Field(
+        default="protocol",
+        description="Where network reads are time-stamped: 'protocol' in the connection's read callback, before any"
+        " parsing or task switch (a busy event loop cannot add its queue to TTFT); 'task' when the request's task"
+        " resumes after each read (the earlier path, kept to measure the difference).",
+    )
+    loop_budget_s: float | None = Field(
+        default=0.002, gt=0,
+        description="Client work (starting requests, parsing finished ones) takes turns so the event loop reads the"
+        " network at least about this often; reads are stamped on time when a closed loop's lanes all finish and send"
+        " together. None = no turns.",
+    )
     saturation_cpu_ratio: float = Field(
         default=0.9, gt=0, description="Worker CPU share that flags a saturated client."
     )

@@ -10,6 +10,8 @@ in-flight requests get the grace period, then are cancelled and recorded as `can
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import gc
 import itertools
 import logging
@@ -24,7 +26,16 @@ import aiohttp
 from llmsweep.client.arrivals import arrival_times
 from llmsweep.client.config import Endpoint, RunOptions
 from llmsweep.client.records import RecordWriter
-from llmsweep.client.transport import RawExchange, build_body, exchange, now_unix, on_request_sent, to_record
+from llmsweep.client.transport import (
+    RawExchange,
+    StampingConnector,
+    build_body,
+    exchange,
+    now_unix,
+    on_request_sent,
+    stalled,
+    to_record,
+)
 from llmsweep.workload.base import (
     Join,
     LaneProgram,
@@ -62,6 +73,7 @@ class WorkerStats:
     conn_queue_waits: int = 0
     connect_s: float = 0.0
     connects: int = 0
+    turns_queued: int = 0  # sends, body ends and parses that waited for a turn (see Pacer): the loop was busy
     stop_reason: str | None = None
     done: bool = False
 
@@ -119,6 +131,99 @@ class _Tree:
     handles: dict[int, asyncio.Task[None]] = field(default_factory=dict)
 
 
+class Pacer:
+    """Turns for client work (starting a request, parsing a finished one), so the event loop polls the network at
+    least about every `budget_s` and reads are stamped on time.
+
+    A closed loop's lanes finish together and send together; without turns one loop iteration would run hundreds of
+    sends and parses while the first tokens of the earliest requests wait, unread, in their sockets. Work runs at
+    once while the current loop iteration has spent less than the budget on client work; past that, callers queue,
+    sends before parses (parsing is never urgent), each kind first come, first served. Every later iteration lets a
+    batch through; a turn that finds the iteration's budget spent goes back to the head of its queue, and the batch
+    shrinks to what fitted or grows by a quarter when all of it did. `budget_s` None turns pacing off.
+    """
+
+    def __init__(self, budget_s: float | None) -> None:
+        self.budget = budget_s
+        self.since: float | None = None  # when the current iteration's client work began
+        # futures of the turns waiting (sends, parses); the result says the turn goes ahead even if the budget is spent
+        self.queues: tuple[collections.deque[asyncio.Future[bool]], ...] = (collections.deque(), collections.deque())
+        self.batch = 4
+        self.granted = 0
+        self.returned = 0
+        self.heads = [0, 0]
+        self.ticking = False
+        self.waits = 0
+
+    def _spent(self) -> bool:
+        """Start this iteration's budget, or say whether it is spent."""
+        now = time.perf_counter()
+        if self.since is None:
+            self.since = now
+            self._schedule()  # the tick that starts the next iteration's budget
+            return False
+        return now - self.since >= (self.budget or 0.0)
+
+    async def turn(self, kind: int = 0) -> None:
+        if self.budget is None:
+            if kind == 1:
+                await asyncio.sleep(0)  # one parse per loop iteration, as before there were turns
+            return
+        queue = self.queues[kind]
+        if not self.queues[0] and not queue and not self._spent():
+            return
+        loop = asyncio.get_running_loop()
+        self.waits += 1
+        head = False
+        while True:
+            fut: asyncio.Future[bool] = loop.create_future()
+            if head:  # back to the head of the queue, behind the others of its batch that came back before it
+                queue.insert(self.heads[kind], fut)
+                self.heads[kind] += 1
+            else:
+                queue.append(fut)
+            self._schedule()
+            try:
+                forced = await fut
+            except asyncio.CancelledError:
+                with contextlib.suppress(ValueError):
+                    queue.remove(fut)
+                raise
+            if not self._spent() or forced:
+                return
+            self.returned += 1
+            head = True
+
+    def _schedule(self) -> None:
+        if not self.ticking:
+            self.ticking = True
+            asyncio.get_running_loop().call_soon(self._tick)
+
+    def _tick(self) -> None:
+        """Once per loop iteration (after the network was polled): a new budget and, when work waits, the next batch
+        (its turns run in the next iteration)."""
+        self.ticking = False
+        self.since = None
+        if self.granted:
+            fitted = self.granted - self.returned
+            self.batch = max(1, fitted) if self.returned else min(self.batch + max(1, self.batch // 4), 1024)
+        self.granted = self.returned = 0
+        self.heads = [0, 0]
+        n = self.batch
+        for kind, queue in enumerate(self.queues):
+            forced = kind == 1 and n <= 0  # at least one parse per iteration: sends never starve the record writer
+            n = max(n, 1) if kind == 1 else n
+            while queue and n > 0:
+                fut = queue.popleft()
+                if not fut.done():
+                    fut.set_result(forced)
+                    forced = False
+                    n -= 1
+                    self.granted += 1
+        if any(self.queues):
+            self._schedule()
+
+
 class Interpreter:
     """Runs one worker's share of a benchmark against one endpoint, writing records as requests finish."""
 
@@ -158,9 +263,16 @@ class Interpreter:
         self._lane_iters: dict[int, Iterator[LaneProgram]] = {}
         self._phase = _Phase(None, None)
         self._session: aiohttp.ClientSession | None = None
-        self._timeout = aiohttp.ClientTimeout(total=options.timeout_s, sock_read=options.stall_s)
+        self._protocol_stamps = options.stamp_reads == "protocol"
+        # hooked connections are watched for stalls by `_watch_stalls`, not by aiohttp's per-read timer
+        self._timeout = aiohttp.ClientTimeout(
+            total=options.timeout_s, sock_read=None if self._protocol_stamps else options.stall_s
+        )
+        self._inflight: set[RawExchange] = set()
+        self._stall_checked = 0.0
         self._headers = {"Content-Type": "application/json", **endpoint.headers}
         self._parse_queue: asyncio.Queue[tuple[RawExchange, RequestSpec, str] | None] = asyncio.Queue()
+        self._pacer = Pacer(options.loop_budget_s)
         self._inline = (
             options.parse_inline
             or bool(getattr(workload, "needs_output_text", False))
@@ -184,7 +296,7 @@ class Interpreter:
         trace.on_connection_create_end.append(self._on_create_end)
         trace.on_request_headers_sent.append(on_request_sent)
         trace.on_request_chunk_sent.append(on_request_sent)
-        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
+        connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
         try:
             async with aiohttp.ClientSession(
                 connector=connector, trace_configs=[trace], auto_decompress=False, skip_auto_headers=["User-Agent"]
@@ -201,6 +313,7 @@ class Interpreter:
             gc.set_threshold(*thresholds)
             gc.unfreeze()
             self.writer.close()
+            self.stats.turns_queued = self._pacer.waits
             self.stats.cpu_s = time.process_time() - cpu0
             self.stats.wall_s = time.perf_counter() - wall0
             self.stats.done = True
@@ -222,10 +335,25 @@ class Interpreter:
             if self.stopping and self._stop_at is not None and now >= self._stop_at + self._grace:
                 self._cancel_all()
             self._cap_idle_gap()
+            self._watch_stalls()
             if now - last_publish >= 0.2:
+                self.stats.turns_queued = self._pacer.waits
                 self.control.publish(self.stats.snapshot())
                 last_publish = now
         await main
+
+    def _watch_stalls(self) -> None:
+        """End in-flight requests that received nothing for `stall_s` as read timeouts (hooked connections)."""
+        if not self._protocol_stamps:
+            return
+        now = time.perf_counter()
+        stall_s = self.options.stall_s
+        if now - self._stall_checked < min(0.25, stall_s / 4):
+            return
+        self._stall_checked = now
+        for raw in list(self._inflight):  # one not hooked yet (still connecting) is left to the total timeout
+            if raw.sent and stalled(raw, now, stall_s):
+                self._inflight.discard(raw)
 
     def _cap_idle_gap(self) -> None:
         """AgentX system idle cap: when nothing is in flight and every live program sleeps, and the earliest wake-up
@@ -437,6 +565,10 @@ class Interpreter:
     # ----------------------------------------------------------------------------------------------- sending
     async def _send(self, spec: RequestSpec, intended: float | None) -> tuple[RequestOutcome, bool]:
         assert self._session is not None
+        scheduled = intended if intended is not None else time.perf_counter()
+        await self._pacer.turn()  # waiting for a turn is schedule lag: `scheduled` was taken before it
+        if self.stopping:
+            return RequestOutcome(ok=False, error="not sent: the run stopped"), False
         phase = self._phase.name or spec.identity.phase
         if phase == "profiling" and self.stats.first_profiling_sent is None:
             self.stats.first_profiling_sent = now_unix()
@@ -444,15 +576,19 @@ class Interpreter:
                 self.stats.deadline = self.stats.first_profiling_sent + self.options.duration_s
         body = build_body(spec, self.endpoint)
         url = self.endpoint.url_for(spec.api)
-        raw = RawExchange(scheduled=intended if intended is not None else time.perf_counter())
+        raw = RawExchange(scheduled=scheduled)
         st = self.stats
         loop = asyncio.get_running_loop()
         self._last_activity = loop.time()
         st.started += 1
         st.inflight += 1
         st.max_inflight = max(st.max_inflight, st.inflight)
+        self._inflight.add(raw)
         try:
-            await exchange(self._session, url, body, self._headers, raw, self._timeout)
+            await exchange(
+                self._session, url, body, self._headers, raw, self._timeout, stamp_in_protocol=self._protocol_stamps,
+                turn=self._pacer.turn,
+            )
         except asyncio.CancelledError:
             if self.stopping and self._grace == 0.0 and raw.error_class == "cancelled":  # no drain: say why
                 raw.error = f"cancelled in flight: {self.stats.stop_reason}"
@@ -460,6 +596,7 @@ class Interpreter:
             raise
         finally:
             st.inflight -= 1
+            self._inflight.discard(raw)
             self._last_activity = loop.time()
         if self._inline or raw.error_class is not None:
             rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)
@@ -480,8 +617,8 @@ class Interpreter:
                     if rest is not None:
                         self._record(*rest)
                 return
+            await self._pacer.turn(1)
             self._record(*item)
-            await asyncio.sleep(0)
 
     def _record(
         self, raw: RawExchange, spec: RequestSpec, phase: str

@@ -170,6 +170,9 @@ async def run_benchmark_async(
         ],
         "fd_limit": fd_limit,
         "stop_reason": stop_reason,
+        # what `suggest_workers` would have chosen for this load on this host (one event loop per ~256 lanes when
+        # cores allow; on 2 cores more worker processes measured no better, bench/client_ceiling.py)
+        "suggested_workers": suggest_workers(options),
         "saturation_cpu_ratio": options.saturation_cpu_ratio,
         "saturation_lag_p99_s": options.saturation_lag_p99_s,
     }

@@ -9,7 +9,9 @@ comments and keep-alives, and an `error` object in the middle of the stream.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 
@@ -28,6 +30,26 @@ class ParsedStream:
 
 def _events(reads: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
     """Split reads into complete SSE events (each stamped with the read that completed it)."""
+    body = b"".join([d for _, d in reads])
+    if b"\r" in body:
+        return _events_incremental(reads)
+    ends = list(accumulate([len(d) for _, d in reads]))
+    parts = body.split(b"\n\n")
+    last = len(parts) - 1
+    events: list[tuple[float, bytes]] = []
+    pos = 0
+    for i, ev in enumerate(parts):
+        end = pos + len(ev)
+        if ev.strip():
+            # the read holding the blank line's second byte completed the event; a last event without its blank
+            # line (connection closed right after it) still counts, at the last read
+            events.append((reads[bisect_left(ends, end + 2)][0] if i < last else reads[-1][0], ev))
+        pos = end + 2
+    return events
+
+
+def _events_incremental(reads: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
+    """`_events` for streams with `\\r\\n` line ends: normalise as the reads come."""
     events: list[tuple[float, bytes]] = []
     buf = b""
     for t, data in reads:
@@ -44,6 +66,8 @@ def _events(reads: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
 
 
 def _data_of(event: bytes) -> bytes | None:
+    if event.startswith(b"data: ") and b"\n" not in event:
+        return event[6:]  # the usual one-line event
     parts = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
     return b"\n".join(parts) if parts else None
 
@@ -58,43 +82,87 @@ def _content_of(choice: dict[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
+def _text_of_one(choice: Any) -> str:
+    """`_content_of` for the usual chunk: one choice whose delta holds only `content` (the hot path of parsing)."""
+    if type(choice) is not dict:
+        return ""
+    delta = choice.get("delta")
+    if type(delta) is dict and "reasoning_content" not in delta and "reasoning" not in delta:
+        text = delta.get("content")
+        return text if type(text) is str else ""
+    return _content_of(choice)
+
+
+def _decode_all(datas: list[bytes]) -> list[Any] | None:
+    """Every event's JSON in one decoder call (most of the cost of parsing a stream is per-call overhead); None when
+    any of them is not one valid JSON value, so the caller decodes one by one and reports the first bad one."""
+    try:
+        objs = json.loads(b"[" + b",".join(datas) + b"]")
+    except ValueError:
+        return None
+    return objs if isinstance(objs, list) and len(objs) == len(datas) else None
+
+
 def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -> ParsedStream:
     """Parse `reads` (arrival time, bytes) of an SSE response body."""
     out = ParsedStream()
     texts: list[str] = []
-    usage_cum: list[int | None] = []
+    usage_cum: list[int | None]
+    times: list[float] = []
+    datas: list[bytes] = []
+    done_after: int | None = None  # how many data events preceded the first [DONE]
     for t, event in _events(reads):
         data = _data_of(event)
         if data is None:
             continue
         if data.strip() == b"[DONE]":
-            out.done = True
+            if done_after is None:
+                done_after = len(datas)
             continue
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            out.protocol_error = f"invalid JSON in stream event: {data[:120]!r}"
-            break
-        if not isinstance(obj, dict):
-            out.protocol_error = f"stream event is not a JSON object: {data[:120]!r}"
+        times.append(t)
+        datas.append(data)
+    objs = _decode_all(datas)
+    chunk_times, usage_cum = out.chunk_times, []
+    seen = len(times)  # events read before a bad one stops the parse
+    for i, t in enumerate(times):
+        seen = i
+        if objs is not None:
+            obj = objs[i]
+        else:
+            try:
+                obj = json.loads(datas[i])
+            except ValueError:
+                out.protocol_error = f"invalid JSON in stream event: {datas[i][:120]!r}"
+                break
+        if type(obj) is not dict:
+            out.protocol_error = f"stream event is not a JSON object: {datas[i][:120]!r}"
             break
         if obj.get("error"):
             err = obj["error"]
             out.stream_error = err.get("message", str(err)) if isinstance(err, dict) else str(err)
             break
         usage = obj.get("usage")
-        if isinstance(usage, dict):
+        if usage is not None and type(usage) is dict:
             out.prompt_tokens = usage.get("prompt_tokens", out.prompt_tokens)
             out.completion_tokens = usage.get("completion_tokens", out.completion_tokens)
             details = usage.get("prompt_tokens_details")
             if isinstance(details, dict) and details.get("cached_tokens") is not None:
                 out.cached_tokens = details["cached_tokens"]
-        choices = obj.get("choices") or []
-        text = "".join(_content_of(c) for c in choices if isinstance(c, dict))
+        else:
+            usage = None
+        choices = obj.get("choices")
+        if not choices or type(choices) is not list:
+            continue
+        text = _text_of_one(choices[0]) if len(choices) == 1 else "".join(
+            _content_of(c) for c in choices if isinstance(c, dict)
+        )
         if text:
-            out.chunk_times.append(t)
+            chunk_times.append(t)
             texts.append(text)
-            usage_cum.append(usage.get("completion_tokens") if isinstance(usage, dict) else None)
+            usage_cum.append(usage.get("completion_tokens") if usage is not None else None)
+    else:
+        seen = len(times)
+    out.done = done_after is not None and done_after <= seen
     out.chunk_tokens = _chunk_tokens(texts, usage_cum, out.completion_tokens)
     if keep_text:
         out.output_text = "".join(texts)

@@ -1,19 +1,32 @@
 """Streaming HTTP transport: send one request, stamp times, keep the raw bytes.
 
-The hot loop does nothing but `perf_counter()` and a list append per network read; SSE parsing and token counting
-happen after the response ended (`to_record`). Times are taken on the monotonic clock and converted to unix seconds
-with one anchor per process, so a wall-clock step during a run cannot bend latencies.
+Every network read is stamped inside the connection's protocol callback (`data_received`), right after the socket
+read and before any parsing or task switch: `StampingConnector` hooks each connection it hands out to the request
+being sent, and the hook takes the response body bytes that read delivered. The request's task does not wake per
+chunk (it waits for the end of the body), so a busy event loop neither delays a stamp by a task switch nor spends
+time on per-chunk wake-ups. SSE parsing and token counting happen after the response ended (`to_record`). Times are
+taken on the monotonic clock and converted to unix seconds with one anchor per process, so a wall-clock step during a
+run cannot bend latencies.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import json
 import time
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.client_reqrep import ClientRequest
+from aiohttp.connector import Connection
+from aiohttp.streams import StreamReader
+from aiohttp.tracing import Trace
 
 from llmsweep.client.config import Endpoint
 from llmsweep.client.records import RequestRecord
@@ -49,7 +62,7 @@ def build_body(spec: RequestSpec, endpoint: Endpoint) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # compared and hashed by identity: the interpreter keeps the in-flight ones in a set
 class RawExchange:
     """What the hot loop saw: perf_counter stamps, status and raw reads."""
 
@@ -61,6 +74,128 @@ class RawExchange:
     reads: list[tuple[float, bytes]] = field(default_factory=list)
     error_class: str | None = None
     error: str | None = None
+    stamper: _ReadStamper | None = None  # the hook of the connection this exchange uses, while it uses it
+    marks: list[tuple[float, int]] = field(default_factory=list)  # (read time, body bytes received after it)
+    pieces: list[bytes] = field(default_factory=list)  # body bytes moved out of aiohttp's buffer so far
+    drained: int = 0
+    body: bytes | None = None  # the whole body, until `to_record` cuts it into `reads` at the marks
+    last_read: float | None = None
+
+
+# The exchange whose request is being sent from the current task: how `StampingConnector.connect` finds it.
+_SENDING: ContextVar[RawExchange | None] = ContextVar("llmsweep_sending", default=None)
+
+
+# A response body larger than this is moved out of aiohttp's buffer as it arrives, so aiohttp's flow control (which
+# pauses reading when its buffer is full) never engages while the request's task waits for the end of the body.
+_DRAIN_BYTES = 1 << 20
+# aiohttp pauses reading past `read_bufsize` * 2 bytes or `read_bufsize` / 16 chunks buffered; with this size the
+# drain above keeps both limits out of reach.
+READ_BUFSIZE = 1 << 22
+
+
+class _ReadStamper:
+    """Replaces one connection protocol's `data_received`: stamp the read, let aiohttp parse it, then note how many
+    body bytes the response had after it. Nothing else happens per read: the body is cut into reads by those marks
+    once it ended (`RawExchange.reads`), so the request's task never wakes per chunk."""
+
+    __slots__ = ("orig", "proto", "raw", "stale")
+
+    def __init__(self, proto: ResponseHandler) -> None:
+        self.proto = proto
+        self.orig = proto.data_received
+        self.raw: RawExchange | None = None
+        self.stale: StreamReader | None = None  # the previous response's body on a reused connection
+
+    def attach(self, raw: RawExchange) -> None:
+        self.raw = raw
+        self.stale = self.proto._payload
+        raw.stamper = self
+
+    def __call__(self, data: bytes) -> None:
+        t = time.perf_counter()
+        self.orig(data)
+        raw = self.raw
+        if raw is None or not data:
+            return  # b"" is aiohttp resuming its own parser (from inside `read_nowait`)
+        raw.last_read = t
+        if raw.first_byte is None:
+            raw.first_byte = t
+        payload: StreamReader | None = self.proto._payload
+        if payload is None or payload is self.stale:
+            return
+        total = payload.total_bytes
+        marks = raw.marks
+        if total != (marks[-1][1] if marks else 0):
+            marks.append((t, total))
+        if payload.is_eof():
+            if raw.end is None:
+                raw.end = t  # the read that completed the body, not the later wake-up of the request's task
+        elif total - raw.drained > _DRAIN_BYTES:
+            try:
+                raw.pieces.append(payload.read_nowait())
+            except Exception:
+                return
+            raw.drained = total
+
+    @staticmethod
+    def cut(raw: RawExchange, body: bytes) -> None:
+        """Split the whole body into `raw.reads` at the byte marks the reads left (stamped at the end when a read
+        was not marked)."""
+        prev = 0
+        reads = raw.reads
+        size = len(body)
+        for t, mark in raw.marks:
+            n = min(mark, size)
+            if n > prev:
+                reads.append((t, body[prev:n]))
+                prev = n
+        if prev < len(body):  # bytes no mark covers (should not happen): stamped at the end of the exchange
+            reads.append((raw.end if raw.end is not None else time.perf_counter(), body[prev:]))
+
+
+def stalled(raw: RawExchange, now: float, stall_s: float) -> bool:
+    """End `raw` as a read timeout when nothing arrived for `stall_s` (hooked connections only; returns whether it
+    did). Hooked exchanges leave aiohttp's per-read timer off: re-arming it on every read cost more than the rest of
+    handling the read, and a watchdog polling every in-flight request a few times a second does the same job."""
+    stamper = raw.stamper
+    if stamper is None or stamper.raw is not raw:
+        return False
+    last = raw.last_read if raw.last_read is not None else raw.sent
+    if now - last < stall_s:
+        return False
+    proto = stamper.proto
+    exc = aiohttp.SocketTimeoutError("Timeout on reading data from socket")
+    proto.set_exception(exc)  # wakes a request still waiting for its response headers
+    payload = proto._payload
+    if payload is not None and payload is not stamper.stale:
+        payload.set_exception(exc)  # wakes one waiting for the end of its body
+    return True
+
+
+def _rest_of(content: StreamReader) -> bytes:
+    """What is left in a finished body's buffer, in one join (`read_nowait` goes chunk by chunk, re-entering the
+    protocol for each one)."""
+    buffer = getattr(content, "_buffer", None)
+    if isinstance(buffer, collections.deque) and not getattr(content, "_buffer_offset", 0):
+        return b"".join(buffer)  # the body ended and nothing else reads it; the response is released next
+    return content.read_nowait()
+
+
+class StampingConnector(aiohttp.TCPConnector):
+    """A TCP connector that hooks every connection it hands out to the exchange being sent (see `_ReadStamper`)."""
+
+    async def connect(self, req: ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout) -> Connection:
+        conn = await super().connect(req, traces, timeout)
+        raw = _SENDING.get()
+        proto = conn.protocol
+        if raw is not None and proto is not None:
+            stamper = proto.__dict__.get("data_received")
+            if not isinstance(stamper, _ReadStamper):
+                stamper = _ReadStamper(proto)
+                proto.data_received = stamper  # type: ignore[method-assign]
+            stamper.attach(raw)
+        return conn
 
 
 async def exchange(
@@ -70,29 +205,64 @@ async def exchange(
     headers: dict[str, str],
     raw: RawExchange,
     timeout: aiohttp.ClientTimeout,
+    *,
+    stamp_in_protocol: bool = True,
+    turn: Callable[[], Awaitable[None]] | None = None,
 ) -> RawExchange:
-    """Send and stream one request into `raw`. Never raises except CancelledError (after marking `raw`)."""
+    """Send and stream one request into `raw`. Never raises except CancelledError (after marking `raw`).
+
+    With `stamp_in_protocol` (and a `StampingConnector` session) reads are stamped in the connection's protocol;
+    otherwise, or when the connection could not be hooked, when this task resumes after each read (the old path).
+    `turn`, when given, is awaited as soon as the body ended, before anything else happens: streams that end on the
+    same server tick wake their tasks together, and the work that follows each (releasing the response, the lane's
+    next request) is then spread over loop iterations instead of holding one."""
     perf = time.perf_counter
     raw.sent = perf()  # replaced by the moment the headers were written (trace hook), when they were
+    token: Token[RawExchange | None] | None = _SENDING.set(raw if stamp_in_protocol else None)
+    content: StreamReader | None = None
     try:
-        async with session.post(url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw) as resp:
-            raw.first_byte = perf()
+        async with session.post(
+            url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw,
+            read_bufsize=READ_BUFSIZE if stamp_in_protocol else None,
+        ) as resp:
+            if token is not None:
+                _SENDING.reset(token)
+                token = None
+            if raw.first_byte is None:
+                raw.first_byte = perf()
             raw.status = resp.status
             reads = raw.reads
-            readany = resp.content.readany
-            if resp.status != 200:
+            content = resp.content
+            if raw.stamper is not None:
+                if (exc := content.exception()) is not None:
+                    raise exc
+                await content.wait_eof()
+                if turn is not None:
+                    await turn()
+                if (exc := content.exception()) is not None:
+                    raise exc
+                raw.pieces.append(_rest_of(content))
+                raw.body = b"".join(raw.pieces)  # cut into reads later, off the path from here to the next send
+                raw.pieces.clear()
+            elif resp.status != 200:
                 reads.append((perf(), await resp.read()))
-                raw.error_class = "http"
-                raw.error = f"HTTP {resp.status}"
             else:
+                readany = content.readany
                 while True:
                     data = await readany()
                     if not data:
                         break
                     reads.append((perf(), data))
+            if resp.status != 200:
+                raw.error_class = "http"
+                raw.error = f"HTTP {resp.status}"
     except asyncio.CancelledError:
-        raw.error_class, raw.error = "cancelled", "cancelled at the end of the drain grace period"
-        raw.end = perf()
+        # the hook sets `end` at the read that completed the body: a request whose body had ended (its task was
+        # waiting for a turn) is finished, whatever aiohttp did to the response on the way out
+        complete = raw.stamper is not None and raw.status == 200 and raw.end is not None
+        if not complete:
+            raw.error_class, raw.error = "cancelled", "cancelled at the end of the drain grace period"
+            raw.end = perf()
         raise
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         raw.error_class, raw.error = "timeout", f"timed out: {exc or type(exc).__name__}"
@@ -100,7 +270,20 @@ async def exchange(
         raw.error_class, raw.error = "protocol", f"{type(exc).__name__}: {exc}"
     except (aiohttp.ClientError, OSError) as exc:
         raw.error_class, raw.error = "connection", f"{type(exc).__name__}: {exc}"
-    raw.end = perf()
+    finally:
+        if token is not None:
+            _SENDING.reset(token)
+        if raw.stamper is not None:
+            if raw.stamper.raw is raw:  # the pool may already have handed the connection to the next request
+                raw.stamper.raw = None
+            raw.stamper = None
+            if raw.body is None:  # the body did not end: keep what arrived (a stalled stream's chunks count)
+                if content is not None:
+                    with contextlib.suppress(Exception):
+                        raw.pieces.append(_rest_of(content))
+                raw.body = b"".join(raw.pieces)
+    if raw.end is None or raw.error_class is not None:
+        raw.end = perf()
     return raw
 
 
@@ -123,6 +306,9 @@ def to_record(
     overflow_patterns: tuple[str, ...],
 ) -> tuple[RequestRecord, str]:
     """Parse the raw exchange into a record (and the output text the lane program may want)."""
+    if raw.body is not None:
+        _ReadStamper.cut(raw, raw.body)
+        raw.body = None
     ident = spec.identity
     rec = RequestRecord(
         id=rid,

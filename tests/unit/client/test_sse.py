@@ -85,3 +85,39 @@ def test_multi_token_chunks_spread_the_final_usage_by_text_length() -> None:
 def test_last_event_without_blank_line_still_counts() -> None:
     out = parse_stream([(1.0, _chat("a")), (2.0, b'data: {"choices":[{"delta":{"content":"b"}}]}')])
     assert out.chunk_times == [1.0, 2.0]
+
+
+def test_whole_body_event_split_matches_splitting_read_by_read() -> None:
+    """The parser splits the joined body and maps each event to the read that completed it; the stamps must be those
+    of splitting as the reads came, for any way the bytes were cut."""
+    import random
+
+    from llmsweep.client.sse import _events, _events_incremental
+
+    body = b"".join(_chat(f"w{i}") for i in range(30)) + b": keep-alive\n\n" + _ev({"choices": [], "usage": USAGE})
+    body += b"data: [DONE]"  # last event without its blank line
+    rng = random.Random(7)
+    for _ in range(200):
+        cuts = sorted(rng.sample(range(1, len(body)), rng.randint(1, 40)))
+        pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+        reads = [(float(i), p) for i, p in enumerate(pieces)]
+        assert _events(reads) == _events_incremental(reads)
+
+
+def test_a_bad_event_after_good_ones_keeps_the_good_chunks_and_names_the_bad_one() -> None:
+    body = _chat("a") + _chat("b") + b"data: {not json\n\n" + _chat("c")
+    out = parse_stream([(1.0, body)])
+    assert out.chunk_times == [1.0, 1.0]
+    assert out.protocol_error is not None and "not json" in out.protocol_error
+
+
+def test_reasoning_deltas_and_odd_choices_count_as_in_the_general_path() -> None:
+    body = (
+        _ev({"choices": [{"index": 0, "delta": {"reasoning_content": "think", "content": None}}]})
+        + _ev({"choices": [{"index": 0, "delta": {"content": "x"}}, {"index": 1, "delta": {"content": "y"}}]})
+        + _ev({"choices": {"0": {"delta": {"content": "z"}}}})  # not a list: no content
+        + _ev({"choices": [{"index": 0, "text": "t"}]})  # completions
+    )
+    out = parse_stream([(1.0, body)], keep_text=True)
+    assert out.output_text == "thinkxyt"
+    assert len(out.chunk_times) == 3
