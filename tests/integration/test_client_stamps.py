@@ -103,7 +103,7 @@ def test_a_stalled_stream_ends_as_a_timeout_and_keeps_what_arrived(tmp_path: Pat
     for r in stalled:
         assert len(r["chunk_times"]) == 1  # the chunk sent before the stall was kept, with its own time
         assert 0.25 < r["end_at"] - r["chunk_times"][0] < 5.0
-    assert res.summary["requests"]["successful"] == 2
+    assert res.summary.requests.successful == 2
 
 
 def test_a_body_larger_than_the_drain_size_arrives_whole(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_a_body_larger_than_the_drain_size_arrives_whole(tmp_path: Path) -> None
     assert rec["error_class"] is None
     assert len(rec["chunk_times"]) == n // per_chunk and sum(rec["chunk_tokens"]) == n
     assert rec["chunk_times"] == sorted(rec["chunk_times"])
-    assert res.summary["tokens"]["output_total"] == n
+    assert res.summary.tokens.output_total == n
 
 
 def test_a_body_that_ended_while_its_task_waited_for_a_turn_is_not_cancelled() -> None:
