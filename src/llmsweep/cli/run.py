@@ -52,13 +52,18 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("client_workers")
 @click.option("--al-tolerance", type=float, default=0.10, show_default=True,
               help="Allowed |realised − pinned| acceptance length in the read-back gate.")
+@click.option("--require-power", is_flag=True,
+              help="Fail a job whose GPU power is not valid (no sampler, gaps, GPU count not TP x PP x PCP, ...).")
+@click.option("--power-backend", type=click.Choice(["auto", "off", "nvml", "amd-smi", "nvidia-smi"]), default="auto",
+              show_default=True, help="GPU power sampler: auto tries NVML, amd-smi, then nvidia-smi; the simulator "
+              "always reports its modelled power.")
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
         simulate: bool, fail_fast: bool, resume: bool, force: bool, repeats: int,
         out: Path, store: Path | None, runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
-        al_tolerance: float, as_json: bool, worker: Path | None) -> int:
+        al_tolerance: float, require_power: bool, power_backend: str, as_json: bool, worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.
 
     Jobs with identical launch specs share one server. Progress goes to stderr (a live display under a terminal,
@@ -79,6 +84,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
         "request_timeout_s": request_timeout, "client_workers": client_workers,
         "readback": {"al_tolerance": al_tolerance},
+        "power": {"require": require_power, "backend": power_backend},
     }
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
