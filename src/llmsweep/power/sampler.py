@@ -79,8 +79,12 @@ class PowerSampler:
                 next_at = time.monotonic() + self.interval_s
 
     def write_job(self, job_dir: Path, since: float, *, expected_gpus: int) -> Path:
-        """Write the job's `gpu_metrics.jsonl`: samples from just before `since` to a fresh one taken now."""
-        self.sample_now()
+        """Write the job's `gpu_metrics.jsonl`: samples from just before `since` to a fresh one taken now (retried a
+        few times: without it the window's end is not bracketed)."""
+        for _ in range(3):
+            if self.sample_now():
+                break
+            time.sleep(min(0.2, self.interval_s))
         lead = since - 2 * self.header.max_gap_s
         with self._lock:
             kept = [s for s in self.samples if s.t >= lead]
