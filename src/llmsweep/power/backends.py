@@ -15,6 +15,7 @@ decorated with `@register_backend` (kind, source, `probe` saying why it cannot r
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -96,7 +97,7 @@ def _number(text: object) -> float | None:
 
 
 def _run(argv: Sequence[str], timeout_s: float) -> str:
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)  # noqa: S603
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
         raise OSError(f"{argv[0]} exited {done.returncode}: {done.stderr.strip()[:200]}")
     return done.stdout
@@ -160,10 +161,8 @@ class NvmlBackend(Backend):
         return out
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(self.nvml.NVMLError):
             self.nvml.nvmlShutdown()
-        except self.nvml.NVMLError:
-            pass
 
 
 # ------------------------------------------------------------------------------------------------ nvidia-smi
@@ -295,7 +294,7 @@ class SimBackend(Backend):
 
     def read(self) -> list[GpuSample]:
         url = f"{(self.ctx.base_url or '').rstrip('/')}/power"
-        with urllib.request.urlopen(url, timeout=self.ctx.timeout_s) as resp:  # noqa: S310 - the simulator, loopback
+        with urllib.request.urlopen(url, timeout=self.ctx.timeout_s) as resp:
             doc = json.loads(resp.read().decode() or "{}")
         return parse_sim_power(doc, time.time())
 

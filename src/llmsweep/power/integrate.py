@@ -12,6 +12,7 @@ the throughput per GPU; they do not depend on the samples and are labelled `assu
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -64,7 +65,7 @@ def _series(samples: Sequence[GpuSample], value: str) -> list[tuple[float, float
 
 def _at(series: Sequence[tuple[float, float]], t: float) -> float:
     """Linear interpolation of a bracketing series at t."""
-    for (t0, v0), (t1, v1) in zip(series, series[1:], strict=False):
+    for (t0, v0), (t1, v1) in itertools.pairwise(series):
         if t0 <= t <= t1:
             return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
     raise ValueError("t is not bracketed")
@@ -73,7 +74,7 @@ def _at(series: Sequence[tuple[float, float]], t: float) -> float:
 def integrate_gpu(series: Sequence[tuple[float, float]], start: float, end: float) -> float:
     """Trapezoid of a bracketing (t, W) series over [start, end], interpolated at both edges; joules."""
     points = [(start, _at(series, start)), *((t, v) for t, v in series if start < t < end), (end, _at(series, end))]
-    return sum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in zip(points, points[1:], strict=False))
+    return sum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in itertools.pairwise(points))
 
 
 def _window_gap(series: Sequence[tuple[float, float]], start: float, end: float) -> float:
@@ -81,7 +82,7 @@ def _window_gap(series: Sequence[tuple[float, float]], start: float, end: float)
     first = max(i for i, (t, _) in enumerate(series) if t <= start)
     last = min(i for i, (t, _) in enumerate(series) if t >= end)
     span = series[first:last + 1]
-    return max((b[0] - a[0] for a, b in zip(span, span[1:], strict=False)), default=0.0)
+    return max((b[0] - a[0] for a, b in itertools.pairwise(span)), default=0.0)
 
 
 def gpu_energy(samples: Sequence[GpuSample], start: float, end: float, max_gap_s: float,
@@ -177,9 +178,9 @@ def integrate(header: TelemetryHeader | None, samples: Sequence[GpuSample], work
     per_gpu: dict[str, GpuEnergy] = {}
     if start is not None and end is not None and end > start:
         for gpu in sorted(by_gpu, key=_gpu_order):
-            energy = gpu_energy(by_gpu[gpu], start, end, header.max_gap_s, reasons)
-            if energy is not None:
-                per_gpu[gpu] = energy
+            one = gpu_energy(by_gpu[gpu], start, end, header.max_gap_s, reasons)
+            if one is not None:
+                per_gpu[gpu] = one
     reasons = list(dict.fromkeys(reasons))
     valid = not reasons and bool(per_gpu)
     block: dict[str, Any] = {
