@@ -38,6 +38,13 @@ def test_nvidia_smi_csv_rows() -> None:
     assert rows[0].t == 5.0
 
 
+def test_nvidia_smi_line_as_the_lent_h200_printed_it() -> None:
+    """Read on the lent H200 (driver 580) with InferenceX's fields and `--format=csv,noheader,nounits`."""
+    (row,) = parse_nvidia_smi("2026/12/01 11:40:54.384, 0, 125.24, 41, 1980, 3201, 3, 0\n", 9.0)
+    assert (row.gpu, row.power_w, row.temperature_c, row.sm_clock_mhz, row.mem_clock_mhz, row.util_gpu,
+            row.util_mem) == ("0", 125.24, 41, 1980, 3201, 3, 0)
+
+
 def test_amd_smi_columns_found_by_header_rules() -> None:
     text = ("gpu,power_limit,socket_power,gfx_voltage,hotspot,mem,gfx_clk,mem_clk,gfx_activity,umc_activity\n"
             "0,750 W,512 W,900,61 C,55 C,2100 MHz,1300 MHz,93 %,41 %\n"
