@@ -184,7 +184,7 @@ class NvidiaSmiBackend(Backend):
     def read(self) -> list[GpuSample]:
         argv = ["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader,nounits"]
         if self.ctx.gpu_indices is not None:
-            argv.append("-i=" + ",".join(str(i) for i in self.ctx.gpu_indices))
+            argv.append("--id=" + ",".join(str(i) for i in self.ctx.gpu_indices))
         return parse_nvidia_smi(_run(argv, self.ctx.timeout_s), time.time())
 
 
