@@ -16,6 +16,7 @@ from llmsweep.execute.registry import executor_help, executor_kinds
 
 if TYPE_CHECKING:
     from llmsweep.execute.pipeline import RunOutcome
+    from llmsweep.metrics.model import Summary
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -136,10 +137,19 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             "ttft_p50_ms": summary.latency.ttft.p50 * ms if summary else None,
             "tpot_p50_ms": summary.latency.tpot.p50 * ms if summary else None,
             "interactivity_p50": summary.interactivity.p50 if summary else None,
+            # Power, when it was sampled: None unless valid (`summary.power.reasons` says why not).
+            "tokens_per_joule": _power_figure(summary, "tokens_per_joule"),
+            "avg_power_w_per_gpu": _power_figure(summary, "avg_power_w"),
             "seconds": o.seconds,
             "summary": o.summary_path,
         })
     return rows
+
+
+def _power_figure(summary: Summary | None, field: str) -> float | None:
+    power = summary.power if summary is not None else None
+    value = getattr(power, field) if power is not None and power.power_valid else None
+    return float(value) if value is not None else None
 
 
 def _print_rows(rows: list[dict[str, Any]]) -> None:
@@ -153,7 +163,8 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     table = Table(title="llmsweep run", show_header=True, header_style="bold")
     for col, justify in (("job", "left"), ("conc", "right"), ("verdict", "left"), ("reason", "left"),
                          ("ok/failed", "right"), ("tok/s/GPU", "right"), ("TTFT p50 ms", "right"),
-                         ("TPOT p50 ms", "right"), ("tok/s/user p50", "right")):
+                         ("TPOT p50 ms", "right"), ("tok/s/user p50", "right"), ("tok/J", "right"),
+                         ("W/GPU", "right")):
         width = min(60, max((len(r["job"]) for r in rows), default=3)) if col == "job" else None
         table.add_column(col, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
     for r in rows:
@@ -161,7 +172,8 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
         ok = f"{r['requests_ok']}/{r['requests_failed']}" if r["requests_ok"] is not None else "-"
         table.add_row(r["job"], str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{verdict}[/]",
                       r["reason"] or "", ok, num(r["total_tps_per_gpu"]), num(r["ttft_p50_ms"]),
-                      num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]))
+                      num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]), num(r["tokens_per_joule"], 3),
+                      num(r["avg_power_w_per_gpu"]))
     # A terminal folds long job ids into its width; a log or a pipe gets the table at its natural width.
     console = Console()
     if not console.is_terminal:
