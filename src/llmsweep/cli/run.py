@@ -16,6 +16,7 @@ from llmsweep.execute.registry import executor_help, executor_kinds
 
 if TYPE_CHECKING:
     from llmsweep.execute.pipeline import RunOutcome
+    from llmsweep.metrics.model import Summary
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -58,13 +59,18 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("client_workers")
 @click.option("--al-tolerance", type=float, default=0.10, show_default=True,
               help="Allowed |realised − pinned| acceptance length in the read-back gate.")
+@click.option("--require-power", is_flag=True,
+              help="Fail a job whose GPU power is not valid (no sampler, gaps, GPU count not TP x PP x PCP, ...).")
+@click.option("--power-backend", type=click.Choice(["auto", "off", "nvml", "amd-smi", "nvidia-smi"]), default="auto",
+              show_default=True, help="GPU power sampler: auto tries NVML, amd-smi, then nvidia-smi; the simulator "
+              "always reports its modelled power.")
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
         simulate: bool, fail_fast: bool, resume: bool, changed: str | None, only_job: tuple[str, ...], reuse: bool,
         force: bool, repeats: int, out: Path, store: Path | None, runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
-        al_tolerance: float, as_json: bool, worker: Path | None) -> int:
+        al_tolerance: float, require_power: bool, power_backend: str, as_json: bool, worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.
 
     Jobs with identical launch specs share one server. Progress goes to stderr (a live display under a terminal,
@@ -98,6 +104,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
         "request_timeout_s": request_timeout, "client_workers": client_workers,
         "readback": {"al_tolerance": al_tolerance},
+        "power": {"require": require_power, "backend": power_backend},
     }
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
@@ -149,10 +156,19 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             "ttft_p50_ms": summary.latency.ttft.p50 * ms if summary else None,
             "tpot_p50_ms": summary.latency.tpot.p50 * ms if summary else None,
             "interactivity_p50": summary.interactivity.p50 if summary else None,
+            # Power, when it was sampled: None unless valid (`summary.power.reasons` says why not).
+            "tokens_per_joule": _power_figure(summary, "tokens_per_joule"),
+            "avg_power_w_per_gpu": _power_figure(summary, "avg_power_w"),
             "seconds": o.seconds,
             "summary": o.summary_path,
         })
     return rows
+
+
+def _power_figure(summary: Summary | None, field: str) -> float | None:
+    power = summary.power if summary is not None else None
+    value = getattr(power, field) if power is not None and power.power_valid else None
+    return float(value) if value is not None else None
 
 
 def _print_rows(rows: list[dict[str, Any]]) -> None:
@@ -166,7 +182,8 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     table = Table(title="llmsweep run", show_header=True, header_style="bold")
     for col, justify in (("job", "left"), ("conc", "right"), ("verdict", "left"), ("reason", "left"),
                          ("ok/failed", "right"), ("tok/s/GPU", "right"), ("TTFT p50 ms", "right"),
-                         ("TPOT p50 ms", "right"), ("tok/s/user p50", "right")):
+                         ("TPOT p50 ms", "right"), ("tok/s/user p50", "right"), ("tok/J", "right"),
+                         ("W/GPU", "right")):
         width = min(60, max((len(r["job"]) for r in rows), default=3)) if col == "job" else None
         table.add_column(col, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
     for r in rows:
@@ -174,7 +191,8 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
         ok = f"{r['requests_ok']}/{r['requests_failed']}" if r["requests_ok"] is not None else "-"
         table.add_row(r["job"], str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{verdict}[/]",
                       r["reason"] or "", ok, num(r["total_tps_per_gpu"]), num(r["ttft_p50_ms"]),
-                      num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]))
+                      num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]), num(r["tokens_per_joule"], 3),
+                      num(r["avg_power_w_per_gpu"]))
     # A terminal folds long job ids into its width; a log or a pipe gets the table at its natural width.
     console = Console()
     if not console.is_terminal:

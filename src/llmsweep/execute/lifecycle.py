@@ -42,6 +42,7 @@ from llmsweep.execute.signals import shielded
 from llmsweep.metrics.model import Summary
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
+from llmsweep.power.sampler import PowerSettings, Sampler, start_sampler
 
 if TYPE_CHECKING:
     from llmsweep.client import Endpoint, Progress, RunOptions
@@ -67,6 +68,7 @@ class LifecycleSettings(BaseModel):
     client_workers: int = Field(default=1, ge=1, description="Client worker processes.")
     readback: ReadbackSettings = Field(default_factory=ReadbackSettings)
     max_relaunches: int = Field(default=1, ge=0, description="Times a group relaunches a server that died.")
+    power: PowerSettings = Field(default_factory=PowerSettings)
 
 
 class JobOutcome(BaseModel):
@@ -250,6 +252,7 @@ class _Server:
         self.spec: LaunchSpec | None = None
         self.observed: dict[str, Any] = {}
         self.launches = 0
+        self.power: Sampler | None = None
         # The secrets of this group's launch, known before any launch succeeds (a failure message may quote them).
         self.scrubber = SecretScrubber(collect_secrets(group.spec.secret_env).values())
 
@@ -287,6 +290,8 @@ class _Server:
             raise
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
         self.observed = observe_runtime(handle, spec)
+        self.power = start_sampler(self.settings.power, engine=spec.engine, gpus=spec.gpus, base_url=handle.base_url,
+                                   env=spec.env, server_dir=self.dir)
         if self.observed.get("engine_version") or self.observed.get("gpu_names"):
             self.event(f"server reports {spec.engine} {self.observed.get('engine_version') or '?'} on "
                        f"{', '.join(self.observed.get('gpu_names') or ['?'])}")
@@ -308,6 +313,9 @@ class _Server:
                 self.event(f"warning: the {self.group.spec.engine} server (pid {handle.pid}) may not be fully "
                            f"stopped; {pid_file} is kept so `llmsweep run --resume` stops it")
             self.handle = None
+            if self.power is not None:  # stopped after the server, so the samples cover its teardown
+                self.power.stop()
+                self.power = None
 
 
 def bench_job(
@@ -320,6 +328,7 @@ def bench_job(
     settings: LifecycleSettings | None = None,
     provenance: dict[str, Any] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    power: Sampler | None = None,
 ) -> Summary:
     """Drive a job's workload against a server that already serves it; returns the gated summary.
 
@@ -335,8 +344,11 @@ def bench_job(
     options = _run_options(job, spec, settings)
     from llmsweep.client import run_benchmark
 
+    began = time.time()
     run_benchmark(_workload(job, source), _endpoint(job, spec, base_url), options, out_dir,
                   provenance=provenance, gates=_gates(job, options), on_progress=on_progress)
+    if power is not None:  # the job's samples beside its records, read by the summary's power block
+        power.write_job(Path(out_dir), began, expected_gpus=Point.of(job).gpus)
     return _finish_summary(Path(out_dir), job, source, settings)
 
 
@@ -394,7 +406,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
         summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
                             provenance=_provenance(job, spec, group, server.observed, handle, server.launcher.kind),
-                            on_progress=progress.client)
+                            on_progress=progress.client, power=server.power)
         check_alive(handle, during=f"job {job.id}")
         status: Status = summary.validity.verdict
         reasons = list(summary.validity.reasons)

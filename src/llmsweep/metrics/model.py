@@ -363,8 +363,68 @@ class EvalBlock(_Open):
     """Reserved for accuracy evaluations (scores per task); typed by the feature that fills it."""
 
 
-class PowerBlock(_Open):
-    """Reserved for power and energy figures; typed by the feature that fills it."""
+class PowerCost(_Block):
+    """Cost per million tokens and provisioned tokens/s per MW from the catalog's ASSUMED prices (`power.yaml`)."""
+
+    assumption: bool = Field(default=True, description="Always true: prices are assumptions, not measurements.")
+    sku: str
+    usd_per_gpu_hour: float | None = None
+    source: str | None = Field(default=None, description="Where the assumed price comes from.")
+    date: str | None = Field(default=None, description="When the assumed price was written down.")
+    usd_per_mtok_output: float | None = Field(default=None, description="US$ per million output tokens.")
+    usd_per_mtok_total: float | None = Field(default=None, description="US$ per million input + output tokens.")
+    all_in_kw_per_gpu: float | None = Field(default=None, description="All-in utility kW per GPU (InferenceX app).")
+    all_in_source: str | None = None
+    tokens_per_s_per_mw_all_in: float | None = Field(
+        default=None, description="Total tokens/s per all-in utility MW: throughput per GPU x 1000 / kW per GPU.")
+
+
+class CounterCheck(_Block):
+    """The driver's energy counter over the same window, beside the integral (advisory: within 5 %)."""
+
+    energy_j: float
+    deviation: float | None = None
+    negative_delta: bool = False
+    within_tolerance: bool = False
+
+
+class PowerBlock(_Block):
+    """GPU power and energy over the profile window (`llmsweep.power.integrate`; InferenceX's aggregate_power).
+
+    Every figure measured from samples is None unless `power_valid`; `reasons` then says why (InferenceX's codes).
+    `source` is `simulated` when the simulator's power model was sampled."""
+
+    source: Literal["measured", "simulated"] = "measured"
+    backend: str | None = Field(default=None, description="Sampler backend: nvml, amd-smi, nvidia-smi, sim.")
+    power_valid: bool = False
+    reasons: list[str] = Field(default_factory=list)
+    required: bool = Field(default=False, description="The run required valid power (invalid power fails the job).")
+    error: str | None = Field(default=None, description="Why nothing could be sampled, when nothing was.")
+    integration_method: str | None = None
+    window: Window = Field(default_factory=Window)
+    interval_s: float | None = None
+    max_gap_s: float | None = None
+    expected_gpus: int | None = Field(default=None, description="TP x PP x PCP of the job.")
+    observed_gpus: int = 0
+    observed_gpu_ids: list[str] = Field(default_factory=list)
+    per_gpu_sample_counts: dict[str, int] = Field(default_factory=dict)
+    per_gpu_max_sample_gap_s: dict[str, float] = Field(default_factory=dict)
+    per_gpu_energy_j: dict[str, float] = Field(default_factory=dict)
+    energy_j: float | None = Field(default=None, description="Energy of all the job's GPUs over the window, J.")
+    avg_total_gpu_power_w: float | None = None
+    avg_power_w: float | None = Field(default=None, description="Average power per GPU over the window, W.")
+    peak_power_w: float | None = Field(default=None, description="Highest per-GPU power in the window, W.")
+    joules_per_successful_query: float | None = None
+    joules_per_input_token: float | None = None
+    joules_per_output_token: float | None = None
+    joules_per_total_token: float | None = None
+    tokens_per_joule: float | None = Field(default=None, description="Input + output tokens per joule.")
+    output_tokens_per_joule: float | None = None
+    tokens_per_s_per_mw: float | None = Field(
+        default=None, description="Total tokens/s per MW of the GPUs' measured power.")
+    output_tokens_per_s_per_mw: float | None = None
+    counter_check: CounterCheck | None = None
+    cost: PowerCost | None = None
 
 
 class RoleBlock(_Open):

@@ -184,6 +184,50 @@ KV_USAGE_MAX = define(
     "server_metrics.kv_cache.gpu_usage_max", "ratio", "Peak GPU KV-cache usage the engine reported over the window.",
     label="Peak GPU KV-cache usage", direction="lower", column="gpu_kv_usage_max", value=_kv_usage_max)
 
+
+def _power(field: str) -> Reader:
+    """A figure of the power block (None without a block, or when power is not valid)."""
+    def read(s: Summary) -> float | None:
+        value = getattr(s.power, field) if s.power is not None and s.power.power_valid else None
+        return float(value) if value is not None else None
+    return read
+
+
+def _cost(field: str) -> Reader:
+    def read(s: Summary) -> float | None:
+        cost = s.power.cost if s.power is not None else None
+        value = getattr(cost, field) if cost is not None else None
+        return float(value) if value is not None else None
+    return read
+
+
+# Power and cost (`llmsweep.power`): per window, not per request, so no `sample` (the noise bands of `compare`
+# come from repeats for these). InferenceX spells the energy figures as the columns do.
+TOKENS_PER_JOULE = define(
+    "power.tokens_per_joule", "tok/J", "Input plus output tokens per joule of GPU energy over the profile window.",
+    label="Tokens per joule", direction="higher", column="tokens_per_joule", value=_power("tokens_per_joule"))
+J_PER_OUTPUT_TOKEN = define(
+    "power.joules_per_output_token", "J/tok", "GPU energy over the window / output tokens (InferenceX's name).",
+    label="Energy per output token", direction="lower", column="joules_per_output_token",
+    value=_power("joules_per_output_token"))
+AVG_POWER = define(
+    "power.avg_power_w", "W/GPU", "Average power per GPU over the profile window (trapezoid of the samples).",
+    label="Average power per GPU", direction="lower", column="avg_power_w", value=_power("avg_power_w"))
+USD_PER_MTOK_OUTPUT = define(
+    "power.cost.usd_per_mtok_output", "$/Mtok",
+    "ASSUMED price of a GPU-hour (catalog power.yaml) / output tokens per GPU-hour, per million tokens.",
+    label="Cost per million output tokens (assumed $/GPU-h)", direction="lower", column="usd_per_mtok_output",
+    value=_cost("usd_per_mtok_output"))
+J_PER_TOTAL_TOKEN = define("power.joules_per_total_token", "J/tok", "GPU energy / (input + output tokens).")
+J_PER_INPUT_TOKEN = define("power.joules_per_input_token", "J/tok", "GPU energy / input tokens.")
+TOKENS_PER_MW = define("power.tokens_per_s_per_mw", "tok/s/MW", "Total tokens/s per MW of measured GPU power.")
+PEAK_POWER = define("power.peak_power_w", "W", "Highest per-GPU power in the profile window.")
+ENERGY = define("power.energy_j", "J", "Energy of all the job's GPUs over the profile window.")
+USD_PER_MTOK_TOTAL = define("power.cost.usd_per_mtok_total", "$/Mtok",
+                            "ASSUMED price of a GPU-hour / total tokens per GPU-hour, per million tokens.")
+TOKENS_PER_MW_ALL_IN = define("power.cost.tokens_per_s_per_mw_all_in", "tok/s/MW",
+                              "Throughput per GPU x 1000 / all-in utility kW per GPU (InferenceX app's table).")
+
 ITL = define("latency.itl", "s", "Pooled gaps between consecutive content chunks (a chunk may hold several tokens).",
              label="ITL", direction="lower", block=lambda s: s.latency.itl)
 INPUT_TPUT = define("throughput.input_tps", "tok/s", "Sum of input tokens / (last end - first send).")

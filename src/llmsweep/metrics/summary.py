@@ -131,6 +131,14 @@ def summarise(
         stop_reason=client.get("stop_reason"),
         coverage_detail=coverage_detail,
     )
+    power = _power(records, acc, tput, duration, window_start, window_end, provenance)
+    if power is not None and not power["power_valid"]:
+        note = "power not valid: " + ", ".join(power["reasons"] or ["no samples"])
+        if power["required"]:
+            validity["verdict"] = "invalid"
+            validity["reasons"].insert(0, "required " + note)
+        else:
+            validity["warnings"].append(note)
     return Summary.model_validate({
         "schema_version": SCHEMA_VERSION,
         "source": source,
@@ -158,7 +166,28 @@ def summarise(
         "validity": validity,
         "units": registry.units(),
         "provenance": {"client_version": __version__, **(provenance or {})},
+        **({"power": power} if power is not None else {}),
     })
+
+
+def _power(records: object, acc: Accumulator, tput: dict[str, Any], duration: float, start: float | None,
+           end: float | None, provenance: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The `power` block from the `gpu_metrics.jsonl` beside the records (None when power was not sampled)."""
+    if not isinstance(records, (str, Path)):
+        return None
+    from llmsweep.power.integrate import WorkDone, power_block
+    from llmsweep.power.samples import GPU_METRICS_FILE
+
+    path = Path(records).parent / GPU_METRICS_FILE
+    if not path.is_file():
+        return None
+    hardware = (provenance or {}).get("hardware")
+    sku = hardware.get("sku") if isinstance(hardware, dict) else hardware if isinstance(hardware, str) else None
+    work = WorkDone(start=start, end=end, duration_s=duration, successful=acc.successful,
+                    input_tokens=int(acc.input_sum), output_tokens=int(acc.output_sum),
+                    total_tps_per_gpu=tput["per_gpu"]["total_tps"], output_tps_per_gpu=tput["per_gpu"]["output_tps"],
+                    gpus=int(tput["gpus"]))
+    return power_block(path, work, sku=sku)
 
 
 def _client_health(acc: Accumulator, client: dict[str, Any]) -> dict[str, Any]:

@@ -23,8 +23,9 @@ from llmsweep.results.rundir import RunDir
 log = logging.getLogger(__name__)
 
 PAYLOAD_VERSION = 2
-Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu")
-"""Y choices (InferenceX: token throughput per chip, total/output/input); each gets its own north-star frontiers."""
+Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tokens_per_joule")
+"""Y choices (InferenceX: token throughput per chip, total/output/input; and tokens per joule where power was
+sampled); each gets its own north-star frontiers (higher is better on every one)."""
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#393b79", "#ad494a")
 RUN_FIELDS = ("run_id", "started", "finished", "recipe_files", "llmsweep_version", "executor", "seed", "host")

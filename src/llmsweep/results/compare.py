@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from llmsweep.metrics.registry import HOT_BY_NAME
+from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, within_run_band
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.samples import Samples, load_samples
@@ -29,6 +29,9 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "tput_per_gpu", "output_tput_per_gpu", "p90_e2e_norm_intvty", "p50_intvty", "p90_intvty", "p50_ttft",
     "p90_ttft", "p50_tpot", "p90_tpot", "p50_e2el", "p90_e2el", "error_ratio",
 )
+
+POWER_METRICS: tuple[str, ...] = tuple(c.name for c in HOT_COLUMNS if c.metric.name.startswith("power."))
+"""Compared by default too, when a point on either side has them (runs that sampled power)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,8 @@ def compare_points(
     """
     ignored = frozenset(ignore)
     cache = _SampleCache()
+    if metrics is DEFAULT_METRICS:
+        metrics = (*DEFAULT_METRICS, *(m for m in POWER_METRICS if any(p.metric(m) is not None for p in (*a, *b))))
 
     def key(p: ResultPoint) -> str:
         return p.identity.key(ignored)

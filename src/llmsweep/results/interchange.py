@@ -118,6 +118,7 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
     _multinode_fields(point, row)
     if point.summary is not None:
         row.update(_stat_fields(point.summary))
+        row.update(_power_fields(point.summary))
     else:  # a row imported from elsewhere: the statistics it published
         flat = _flat(point.imported)
         for name in (*_LATENCIES, "intvty", "e2e_norm_intvty"):
@@ -127,6 +128,36 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
     row["llmsweep"] = {"source": point.source, "verdict": point.verdict, "reasons": list(point.reasons),
                        "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
                        "origin": point.origin, "hardware": i.hardware}
+    power = point.summary.power if point.summary is not None else None
+    if power is not None:
+        row["llmsweep"]["power"] = {"source": power.source, "backend": power.backend, "reasons": list(power.reasons),
+                                    "tokens_per_joule": power.tokens_per_joule,
+                                    "cost": power.cost.model_dump(mode="json") if power.cost is not None else None}
+    return row
+
+
+POWER_SCHEMA_VERSION = 2
+"""InferenceX's `power_metric_schema_version` (wave-2 spec §3.2)."""
+_POWER_FIELDS = (("gpu_energy_j", "energy_j", 3), ("avg_total_gpu_power_w", "avg_total_gpu_power_w", 3),
+                 ("avg_power_w", "avg_power_w", 3), ("joules_per_successful_query", "joules_per_successful_query", 6),
+                 ("joules_per_input_token", "joules_per_input_token", 6),
+                 ("joules_per_output_token", "joules_per_output_token", 6),
+                 ("joules_per_total_token", "joules_per_total_token", 6))
+"""(InferenceX field, power block field, decimals): `_w`/`_j` to 3 places, ratios to 6, as aggregate_power writes."""
+
+
+def _power_fields(summary: Summary) -> dict[str, Any]:
+    """InferenceX's power keys: `power_metric_schema_version`, `power_valid` 1/0 and, when valid, the energy figures
+    (a 0 verdict carries none, as the app deletes them at ingest). Absent when the job sampled no power."""
+    power = summary.power
+    if power is None:
+        return {}
+    row: dict[str, Any] = {"power_metric_schema_version": POWER_SCHEMA_VERSION, "power_valid": int(power.power_valid)}
+    if power.power_valid:
+        for name, attr, places in _POWER_FIELDS:
+            value = getattr(power, attr)
+            if value is not None:
+                row[name] = round(float(value), places)
     return row
 
 
@@ -254,6 +285,11 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
         job["scenario-type"] = flat["scenario_type"]
     identity = identity_from_job(job)
     metrics = {c.name: _number(flat, inferencex_name(c)) for c in HOT_COLUMNS}
+    if "power_valid" in flat and flat.get("power_valid") not in (1, "1"):  # the app's rule: a 0 verdict drops them
+        metrics.update({c.name: None for c in HOT_COLUMNS if c.metric.name.startswith("power.")
+                        and not c.metric.name.startswith("power.cost.")})
+    elif (per_token := _number(flat, "joules_per_total_token")) and metrics.get("tokens_per_joule") is None:
+        metrics["tokens_per_joule"] = 1 / per_token
     total, ok = _number(flat, "num_requests_total"), _number(flat, "num_requests_successful")
     metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
     job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")

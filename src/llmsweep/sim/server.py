@@ -2,7 +2,8 @@
 
 Endpoints: `/v1/chat/completions` and `/v1/completions` (SSE streaming and non-streaming, usage with
 `prompt_tokens_details.cached_tokens`, `stream_options.include_usage`, `max_tokens` / `max_completion_tokens`,
-`data: [DONE]`), `/v1/models`, `/health`, `/metrics` (SGLang and/or vLLM names).
+`data: [DONE]`), `/v1/models`, `/health`, `/metrics` (SGLang and/or vLLM names),
+`/power` (modelled GPU power, NVML units; `sim.power`).
 
 Timing: one scheduler task advances the core. It begins a step at the engine's clock, sleeps until the step's end
 and then delivers that step's tokens. While the engine stays busy the next step begins exactly where the previous one
@@ -26,6 +27,7 @@ from aiohttp import web
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.metrics import MetricsStyle, registry_for, render
+from llmsweep.sim.power import PowerModel
 from llmsweep.sim.prompt import PromptEncoder
 from llmsweep.sim.text import token_text
 
@@ -72,6 +74,7 @@ class SimServer:
         self.encoder = PromptEncoder(self.core.block_size)
         self.registry = registry_for(self.core, model_name=self.model_name, style=metrics_style)
         self.frontend_s = self.core.timer.frontend_latency()
+        self.power = PowerModel(self.core, hardware=config.hardware, tp=config.tp)
         self.resync_s = resync_s
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -85,6 +88,7 @@ class SimServer:
             web.get("/health", self.health),
             web.get("/version", self.version),
             web.get("/metrics", self.metrics),
+            web.get("/power", self.power_reading),
         ])
         self.app.on_startup.append(self._on_startup)
         self.app.on_cleanup.append(self._on_cleanup)
@@ -275,6 +279,11 @@ class SimServer:
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=render(self.registry), headers={"Content-Type": "text/plain; version=0.0.4"})
+
+
+    async def power_reading(self, request: web.Request) -> web.Response:
+        """The modelled GPU power (`sim.power`), in NVML's units, for the `sim` power sampler backend."""
+        return web.json_response(self.power.read())
 
 
 def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:

@@ -112,3 +112,14 @@ def test_invalid_measurements_are_called_out(make_run) -> None:
     comp = compare_points(a, b, resamples=10)
     assert len(comp.matched) == 1
     assert any("B " in n and "invalid" in n and "error ratio 0.2" in n for n in comp.notes)
+
+
+def test_power_metrics_are_compared_when_a_side_sampled_power(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(4,)))
+    b = points_from_run(make_run("b", concs=(4,), speed=1.2))
+    plain = compare_points(a, b, resamples=10)
+    assert "tokens_per_joule" not in {d.metric for d in plain.matched[0].deltas}  # no power: the old table
+    b[0].metrics["tokens_per_joule"], a[0].metrics["tokens_per_joule"] = 1.2, 1.0
+    comp = compare_points(a, b, resamples=10)
+    delta = next(d for d in comp.matched[0].deltas if d.metric == "tokens_per_joule")
+    assert delta.a == 1.0 and delta.b == 1.2 and delta.verdict == "unverified"  # one run: no between-run band

@@ -127,3 +127,28 @@ def test_multinode_rows_normalise_per_role(make_run) -> None:
     back = from_inferencex_row("import:x", row, 0)
     assert back.identity.workers == mn.identity.workers == "P1x(tp4 ep1) D1x(tp8 ep8 dpa)"
 
+
+
+def test_inferencex_rows_carry_power_as_aggregate_power_writes_it(make_run, tmp_path: Path) -> None:
+    from llmsweep.metrics.model import PowerBlock
+
+    points = points_from_run(make_run("r", concs=(1, 4)))
+    valid, invalid = points[0].summary, points[1].summary
+    assert valid is not None and invalid is not None
+    valid.power = PowerBlock(source="simulated", backend="sim", power_valid=True, energy_j=5400.12345,
+                             avg_total_gpu_power_w=540.0, avg_power_w=270.0, joules_per_successful_query=54.0,
+                             joules_per_input_token=5.4, joules_per_output_token=1.3500004,
+                             joules_per_total_token=1.08, tokens_per_joule=1 / 1.08)
+    invalid.power = PowerBlock(power_valid=False, reasons=["expected_gpu_count_mismatch"])
+    rows = json.loads(export_points(points, "inferencex"))
+    assert rows[0]["power_metric_schema_version"] == 2 and rows[0]["power_valid"] == 1
+    assert rows[0]["gpu_energy_j"] == 5400.123 and rows[0]["avg_power_w"] == 270.0
+    assert rows[0]["joules_per_output_token"] == 1.35  # ratios to 6 places
+    assert rows[0]["llmsweep"]["power"]["source"] == "simulated"
+    assert rows[1]["power_valid"] == 0 and "joules_per_output_token" not in rows[1]
+    # Read back: a 0 verdict carries no power figures (the app deletes them); a valid row's figures come back.
+    invalid_row = {**rows[0], "power_valid": 0}
+    assert from_inferencex_row("x", invalid_row, 0).metric("joules_per_output_token") is None
+    back = from_inferencex_row("x", rows[0], 0)
+    assert back.metric("joules_per_output_token") == 1.35 and back.metric("avg_power_w") == 270.0
+    assert back.metric("tokens_per_joule") == pytest.approx(1 / 1.08)

@@ -1,0 +1,316 @@
+"""Power sampler backends, a small registry keyed by kind: `nvml`, `amd-smi`, `nvidia-smi`, `sim`.
+
+A backend answers one question, many times: "each GPU, now?" (`read`, one `GpuSample` per GPU, SI units). The
+sampler (`power.sampler`) calls it at its interval in a background thread. Adding a backend is one class here
+decorated with `@register_backend` (kind, source, `probe` saying why it cannot run on this host, `read`, `close`).
+
+- `nvml`: NVIDIA's management library through `nvidia-ml-py` (import `pynvml`, the optional extra `power`): board
+  power (mW), the total-energy counter (mJ, Volta and newer), SM and memory clocks, temperature, utilisation.
+- `amd-smi`: `amd-smi metric -p -c -t -u --csv` one shot per tick, plus `amd-smi metric -E --csv` for the energy
+  counter; columns found by InferenceX's header rules (wave-2 spec §3.1).
+- `nvidia-smi`: the CSV fallback InferenceX uses, with its exact fields (`timestamp,index,power.draw,temperature.gpu,
+  clocks.current.sm,clocks.current.memory,utilization.gpu,utilization.memory`), one shot per tick.
+- `sim`: the simulator's `GET /power`, which reports its modelled power the way NVML is read (mW, mJ, MHz, °C, %).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import logging
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from llmsweep.power.samples import GpuSample, PowerSource
+
+log = logging.getLogger(__name__)
+
+VISIBLE_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+@dataclass(frozen=True, slots=True)
+class BackendContext:
+    """What a backend needs to know: the server's URL (the simulator's) and which GPUs it runs on (None: all)."""
+
+    base_url: str | None = None
+    gpu_indices: tuple[int, ...] | None = None
+    timeout_s: float = 5.0
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+class Backend:
+    kind: ClassVar[str]
+    source: ClassVar[PowerSource] = "measured"
+    summary: ClassVar[str] = ""
+
+    def __init__(self, ctx: BackendContext) -> None:
+        self.ctx = ctx
+
+    @classmethod
+    def probe(cls, ctx: BackendContext) -> str | None:
+        """None when this backend can sample on this host, else why not."""
+        return None
+
+    def read(self) -> list[GpuSample]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        return None
+
+
+B = TypeVar("B", bound=type[Backend])
+BACKENDS: dict[str, type[Backend]] = {}
+
+
+def register_backend(cls: B) -> B:
+    if cls.kind in BACKENDS:
+        raise ValueError(f"power backend {cls.kind!r} registered twice")
+    BACKENDS[cls.kind] = cls
+    return cls
+
+
+def visible_gpus(env: Mapping[str, str]) -> tuple[int, ...] | None:
+    """The GPU indices a `*_VISIBLE_DEVICES` variable selects (integers only), or None for all of them."""
+    for name in VISIBLE_ENV:
+        raw = env.get(name)
+        if raw is not None and raw.strip():
+            parts = [p.strip() for p in raw.split(",") if p.strip()]
+            if all(p.isdigit() for p in parts):
+                return tuple(int(p) for p in parts)
+    return None
+
+
+def _number(text: object) -> float | None:
+    """The first number in a field (`[N/A]`, empty or absent: None)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    m = re.search(r"-?\d+(?:\.\d+)?", str(text or ""))
+    return float(m.group()) if m else None
+
+
+def _run(argv: Sequence[str], timeout_s: float) -> str:
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        raise OSError(f"{argv[0]} exited {done.returncode}: {done.stderr.strip()[:200]}")
+    return done.stdout
+
+
+# ------------------------------------------------------------------------------------------------------ NVML
+
+
+@register_backend
+class NvmlBackend(Backend):
+    kind = "nvml"
+    summary = "NVIDIA NVML through nvidia-ml-py (power, energy counter, clocks, temperature, utilisation)"
+
+    @classmethod
+    def probe(cls, ctx: BackendContext) -> str | None:
+        try:
+            import pynvml
+        except ImportError:
+            return "nvidia-ml-py is not installed (pip install 'llmsweep[power]')"
+        try:
+            pynvml.nvmlInit()
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError as exc:
+            return f"NVML did not initialise: {exc}"
+        return None
+
+    def __init__(self, ctx: BackendContext) -> None:
+        super().__init__(ctx)
+        import pynvml
+
+        self.nvml: Any = pynvml
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+        indices = ctx.gpu_indices if ctx.gpu_indices is not None else tuple(range(count))
+        self.handles = [(i, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in indices if i < count]
+
+    def _try(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except self.nvml.NVMLError:
+            return None
+
+    def read(self) -> list[GpuSample]:
+        n = self.nvml
+        out = []
+        for index, h in self.handles:
+            t = time.time()
+            power_mw = self._try(n.nvmlDeviceGetPowerUsage, h)
+            energy_mj = self._try(n.nvmlDeviceGetTotalEnergyConsumption, h)
+            util = self._try(n.nvmlDeviceGetUtilizationRates, h)
+            out.append(GpuSample(
+                t=t, gpu=str(index),
+                power_w=power_mw / 1000 if power_mw is not None else None,
+                energy_j=energy_mj / 1000 if energy_mj is not None else None,
+                sm_clock_mhz=self._try(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_SM),
+                mem_clock_mhz=self._try(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_MEM),
+                temperature_c=self._try(n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU),
+                util_gpu=util.gpu if util is not None else None,
+                util_mem=util.memory if util is not None else None,
+            ))
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(self.nvml.NVMLError):
+            self.nvml.nvmlShutdown()
+
+
+# ------------------------------------------------------------------------------------------------ nvidia-smi
+
+NVIDIA_SMI_FIELDS = ("timestamp", "index", "power.draw", "temperature.gpu", "clocks.current.sm",
+                     "clocks.current.memory", "utilization.gpu", "utilization.memory")
+"""InferenceX's `benchmark_lib.sh` query, field for field (wave-2 spec §3.1)."""
+
+
+@register_backend
+class NvidiaSmiBackend(Backend):
+    kind = "nvidia-smi"
+    summary = "nvidia-smi --query-gpu CSV (InferenceX's fields; no energy counter)"
+
+    @classmethod
+    def probe(cls, ctx: BackendContext) -> str | None:
+        return None if shutil.which("nvidia-smi") else "nvidia-smi is not on PATH"
+
+    def read(self) -> list[GpuSample]:
+        argv = ["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader,nounits"]
+        if self.ctx.gpu_indices is not None:
+            argv.append("--id=" + ",".join(str(i) for i in self.ctx.gpu_indices))
+        return parse_nvidia_smi(_run(argv, self.ctx.timeout_s), time.time())
+
+
+def parse_nvidia_smi(text: str, now: float) -> list[GpuSample]:
+    """Rows of `--format=csv,noheader,nounits` in NVIDIA_SMI_FIELDS order; the host clock stamps them."""
+    out = []
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) < len(NVIDIA_SMI_FIELDS):
+            continue  # a truncated line
+        v = [c.strip() for c in row]
+        out.append(GpuSample(t=now, gpu=v[1], power_w=_number(v[2]), temperature_c=_number(v[3]),
+                             sm_clock_mhz=_number(v[4]), mem_clock_mhz=_number(v[5]), util_gpu=_number(v[6]),
+                             util_mem=_number(v[7])))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ amd-smi
+
+_ID_HEADERS = ("index", "gpu", "gpu_id", "gpu_index", "card", "device")
+
+
+def _column(headers: Sequence[str], test: Callable[[str], bool]) -> int | None:
+    return next((i for i, h in enumerate(headers) if test(h.strip().lower())), None)
+
+
+def parse_amd_smi(text: str, now: float, energy: Mapping[str, float] | None = None) -> list[GpuSample]:
+    """`amd-smi metric … --csv` rows, columns found as InferenceX finds them: power = the first header naming power
+    but no limit/cap/max/min (`socket_power`), GPU id = a header exactly index|gpu|gpu_id|gpu_index|card|device."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return []
+    headers = [h.strip().lower() for h in rows[0]]
+    power = _column(headers, lambda h: "power" in h and not re.search(r"limit|cap|max|min", h))
+    gpu = _column(headers, lambda h: h in _ID_HEADERS)
+    temp = _column(headers, lambda h: "hotspot" in h) or _column(headers, lambda h: "temp" in h or "edge" in h)
+    gfx_clk = _column(headers, lambda h: "gfx" in h and "clk" in h)
+    mem_clk = _column(headers, lambda h: ("mem" in h or "uclk" in h) and "clk" in h)
+    util = _column(headers, lambda h: "gfx_activity" in h or h == "gfx_usage")
+    umc = _column(headers, lambda h: "umc_activity" in h or h == "mem_usage")
+
+    def cell(row: Sequence[str], i: int | None) -> float | None:
+        return _number(row[i]) if i is not None and i < len(row) else None
+
+    out = []
+    for row in rows[1:]:
+        if gpu is None or gpu >= len(row) or not row[gpu].strip() or row == rows[0]:
+            continue
+        gid = row[gpu].strip()
+        out.append(GpuSample(t=now, gpu=gid, power_w=cell(row, power), temperature_c=cell(row, temp),
+                             sm_clock_mhz=cell(row, gfx_clk), mem_clock_mhz=cell(row, mem_clk),
+                             util_gpu=cell(row, util), util_mem=cell(row, umc),
+                             energy_j=(energy or {}).get(gid)))
+    return out
+
+
+def parse_amd_energy(text: str) -> dict[str, float]:
+    """`amd-smi metric -E --csv`: GPU id -> `total_energy_consumption` (J)."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return {}
+    headers = [h.strip().lower() for h in rows[0]]
+    gpu = _column(headers, lambda h: h in _ID_HEADERS)
+    energy = _column(headers, lambda h: "total_energy_consumption" in h)
+    out: dict[str, float] = {}
+    for row in rows[1:]:
+        if gpu is None or energy is None or max(gpu, energy) >= len(row):
+            continue
+        value = _number(row[energy])
+        if value is not None:
+            out[row[gpu].strip()] = value
+    return out
+
+
+@register_backend
+class AmdSmiBackend(Backend):
+    kind = "amd-smi"
+    summary = "amd-smi metric CSV (socket power, clocks, temperature, activity; energy counter from -E)"
+
+    @classmethod
+    def probe(cls, ctx: BackendContext) -> str | None:
+        return None if shutil.which("amd-smi") else "amd-smi is not on PATH"
+
+    def read(self) -> list[GpuSample]:
+        now = time.time()
+        sel = ["-g", *(str(i) for i in self.ctx.gpu_indices)] if self.ctx.gpu_indices is not None else []
+        energy: dict[str, float] = {}
+        try:
+            energy = parse_amd_energy(_run(["amd-smi", "metric", "-E", *sel, "--csv"], self.ctx.timeout_s))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.debug("amd-smi energy counter unavailable: %s", exc)
+        return parse_amd_smi(_run(["amd-smi", "metric", "-p", "-c", "-t", "-u", *sel, "--csv"], self.ctx.timeout_s),
+                             now, energy)
+
+
+# ------------------------------------------------------------------------------------------------ simulator
+
+
+@register_backend
+class SimBackend(Backend):
+    kind = "sim"
+    source = "simulated"
+    summary = "the simulator's modelled power from GET /power (NVML units), labelled simulated"
+
+    @classmethod
+    def probe(cls, ctx: BackendContext) -> str | None:
+        return None if ctx.base_url else "the sim backend needs the simulator's URL"
+
+    def read(self) -> list[GpuSample]:
+        url = f"{(self.ctx.base_url or '').rstrip('/')}/power"
+        with urllib.request.urlopen(url, timeout=self.ctx.timeout_s) as resp:
+            doc = json.loads(resp.read().decode() or "{}")
+        return parse_sim_power(doc, time.time())
+
+
+def parse_sim_power(doc: Mapping[str, Any], now: float) -> list[GpuSample]:
+    """The simulator's `/power` document (NVML's units: mW, mJ) as samples in SI units."""
+    out = []
+    for g in doc.get("gpus") or ():
+        mw, mj = _number(g.get("power_usage_mw")), _number(g.get("total_energy_consumption_mj"))
+        out.append(GpuSample(t=now, gpu=str(g.get("index")), power_w=mw / 1000 if mw is not None else None,
+                             energy_j=mj / 1000 if mj is not None else None,
+                             sm_clock_mhz=_number(g.get("clock_sm_mhz")), mem_clock_mhz=_number(g.get("clock_mem_mhz")),
+                             temperature_c=_number(g.get("temperature_c")),
+                             util_gpu=_number(g.get("utilization_gpu")), util_mem=_number(g.get("utilization_memory"))))
+    return out
+
+
+def backend_kinds() -> tuple[str, ...]:
+    return tuple(BACKENDS)

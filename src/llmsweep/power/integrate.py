@@ -1,0 +1,232 @@
+"""Energy over a profile window from sampled GPU power (InferenceX `utils/aggregate_power.py`, wave-2 spec §3.2).
+
+Per GPU: samples within ±`margin_s` of the window, duplicate timestamps averaged, power interpolated linearly at the
+window's start and end, trapezoid over [start, interior samples, end]. The job's energy is the sum over GPUs. Power
+is valid only when every check passes; each failed check adds its reason code (deduplicated, in discovery order),
+spelled as InferenceX spells them. Where the driver keeps an energy counter, the counter's rise over the same window
+(interpolated the same way) is reported beside the integral as an advisory cross-check.
+
+Cost per million tokens and tokens per second per all-in MW come from the catalog's assumptions (`power.yaml`) and
+the throughput per GPU; they do not depend on the samples and are labelled `assumption`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmsweep.power.samples import GpuSample, TelemetryHeader, read_gpu_metrics
+
+INTEGRATION_METHOD = "per_device_trapezoidal_with_linear_boundary_interpolation"
+MARGIN_S = 3.0
+"""Samples further than this outside the window are not considered (InferenceX: ±3 s)."""
+COUNTER_TOLERANCE = 0.05
+"""The energy counter agrees with the integral when within 5 % (advisory, as InferenceX's accumulator check)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkDone:
+    """What the client measured over the window: the denominators of the per-token figures."""
+
+    start: float | None
+    end: float | None
+    duration_s: float
+    successful: int
+    input_tokens: int
+    output_tokens: int
+    total_tps_per_gpu: float
+    output_tps_per_gpu: float
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuEnergy:
+    energy_j: float
+    peak_w: float
+    samples: int
+    max_gap_s: float
+    counter_j: float | None
+
+
+def _series(samples: Sequence[GpuSample], value: str) -> list[tuple[float, float]]:
+    """(t, value) sorted by time, duplicates of one timestamp averaged, samples without the value dropped."""
+    by_t: dict[float, list[float]] = defaultdict(list)
+    for s in samples:
+        v = getattr(s, value)
+        if v is not None and math.isfinite(v):
+            by_t[s.t].append(float(v))
+    return [(t, sum(vs) / len(vs)) for t, vs in sorted(by_t.items())]
+
+
+def _at(series: Sequence[tuple[float, float]], t: float) -> float:
+    """Linear interpolation of a bracketing series at t."""
+    for (t0, v0), (t1, v1) in itertools.pairwise(series):
+        if t0 <= t <= t1:
+            return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+    raise ValueError("t is not bracketed")
+
+
+def integrate_gpu(series: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """Trapezoid of a bracketing (t, W) series over [start, end], interpolated at both edges; joules."""
+    points = [(start, _at(series, start)), *((t, v) for t, v in series if start < t < end), (end, _at(series, end))]
+    return sum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in itertools.pairwise(points))
+
+
+def _window_gap(series: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """Longest gap between consecutive samples from the last one at or before start to the first at or after end."""
+    first = max(i for i, (t, _) in enumerate(series) if t <= start)
+    last = min(i for i, (t, _) in enumerate(series) if t >= end)
+    span = series[first:last + 1]
+    return max((b[0] - a[0] for a, b in itertools.pairwise(span)), default=0.0)
+
+
+def gpu_energy(samples: Sequence[GpuSample], start: float, end: float, max_gap_s: float,
+               reasons: list[str]) -> GpuEnergy | None:
+    """One GPU's energy over the window, or None (with reason codes added) when its samples cannot give it."""
+    near = [s for s in samples if start - MARGIN_S <= s.t <= end + MARGIN_S]
+    if any(s.power_w is not None and not math.isfinite(s.power_w) for s in near):
+        reasons.append("invalid_power_sample")
+    power = _series(near, "power_w")
+    if not power:
+        reasons.append("no_usable_power_samples")
+        return None
+    if len(power) < 2:
+        reasons.append("insufficient_power_samples")
+        return None
+    if power[0][0] > start or power[-1][0] < end:
+        reasons.append("benchmark_window_not_bracketed")
+        return None
+    gap = _window_gap(power, start, end)
+    if gap > max_gap_s:
+        reasons.append("sampling_gap_exceeded")
+    inside = [v for t, v in power if start <= t <= end]
+    peak = max([_at(power, start), _at(power, end), *inside])
+    counter = _series(near, "energy_j")
+    counter_j = None
+    if len(counter) >= 2 and counter[0][0] <= start and counter[-1][0] >= end:
+        counter_j = _at(counter, end) - _at(counter, start)
+    return GpuEnergy(integrate_gpu(power, start, end), peak, len(power), gap, counter_j)
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den > 0 else None
+
+
+def cost_block(sku: str | None, work: WorkDone) -> dict[str, Any] | None:
+    """Cost per million tokens and provisioned tokens/s per MW from the catalog's assumptions, or None."""
+    from llmsweep.catalog.power import find_power
+
+    spec = find_power(sku)
+    if spec is None:
+        return None
+    price = spec.usd_per_gpu_hour
+    block: dict[str, Any] = {
+        "assumption": True, "sku": spec.id, "usd_per_gpu_hour": price, "source": spec.cost_source,
+        "date": spec.cost_date, "all_in_kw_per_gpu": spec.all_in_kw_per_gpu, "all_in_source": spec.all_in_source,
+        "usd_per_mtok_output": None, "usd_per_mtok_total": None, "tokens_per_s_per_mw_all_in": None,
+    }
+    if price is not None:
+        if work.output_tps_per_gpu > 0:
+            block["usd_per_mtok_output"] = price / (work.output_tps_per_gpu * 3600) * 1e6
+        if work.total_tps_per_gpu > 0:
+            block["usd_per_mtok_total"] = price / (work.total_tps_per_gpu * 3600) * 1e6
+    if spec.all_in_kw_per_gpu is not None and work.total_tps_per_gpu > 0:
+        block["tokens_per_s_per_mw_all_in"] = work.total_tps_per_gpu * 1000 / spec.all_in_kw_per_gpu
+    return block
+
+
+def power_block(path: Path, work: WorkDone, *, sku: str | None = None) -> dict[str, Any]:
+    """The summary's `power` block for a job whose `gpu_metrics.jsonl` is `path`."""
+    header, samples, problems = read_gpu_metrics(path)
+    return integrate(header, samples, work, sku=sku, problems=problems)
+
+
+def integrate(header: TelemetryHeader | None, samples: Sequence[GpuSample], work: WorkDone, *,
+              sku: str | None = None, problems: Sequence[str] = ()) -> dict[str, Any]:
+    """Validate and integrate; every figure measured from samples is None unless `power_valid`."""
+    header = header or TelemetryHeader(backend=None)
+    reasons: list[str] = []
+    if problems:
+        reasons.append("telemetry_file_unreadable" if "telemetry_file_unreadable" in problems
+                       else "invalid_timestamp_sample")
+    start, end = work.start, work.end
+    if start is None or end is None or not end > start:
+        reasons.append("invalid_benchmark_window")
+    elif abs(work.duration_s - (end - start)) > max(0.5, 0.01 * (end - start)):
+        reasons.append("benchmark_duration_mismatch")
+    if work.successful <= 0:
+        reasons.append("invalid_successful_query_count")
+    if work.input_tokens <= 0:
+        reasons.append("invalid_input_token_count")
+    if work.output_tokens <= 0:
+        reasons.append("invalid_output_token_count")
+    if header.backend is None or header.error:
+        reasons.append("telemetry_unavailable")
+    if not samples:
+        reasons.append("telemetry_file_empty")
+    by_gpu: dict[str, list[GpuSample]] = defaultdict(list)
+    for s in samples:
+        by_gpu[s.gpu].append(s)
+    expected = header.expected_gpus if header.expected_gpus is not None else work.gpus
+    if samples and len(by_gpu) != expected:
+        reasons.append("expected_gpu_count_mismatch")
+    per_gpu: dict[str, GpuEnergy] = {}
+    if start is not None and end is not None and end > start:
+        for gpu in sorted(by_gpu, key=_gpu_order):
+            one = gpu_energy(by_gpu[gpu], start, end, header.max_gap_s, reasons)
+            if one is not None:
+                per_gpu[gpu] = one
+    reasons = list(dict.fromkeys(reasons))
+    valid = not reasons and bool(per_gpu)
+    block: dict[str, Any] = {
+        "source": header.source, "backend": header.backend, "power_valid": valid, "reasons": reasons,
+        "required": header.require, "integration_method": INTEGRATION_METHOD,
+        "window": {"start": start, "end": end}, "interval_s": header.interval_s, "max_gap_s": header.max_gap_s,
+        "expected_gpus": expected, "observed_gpus": len(by_gpu), "observed_gpu_ids": sorted(by_gpu, key=_gpu_order),
+        "per_gpu_sample_counts": {g: e.samples for g, e in per_gpu.items()},
+        "per_gpu_max_sample_gap_s": {g: round(e.max_gap_s, 3) for g, e in per_gpu.items()},
+        "per_gpu_energy_j": {g: round(e.energy_j, 3) for g, e in per_gpu.items()},
+        "cost": cost_block(sku, work),
+    }
+    if header.error:
+        block["error"] = header.error
+    if valid and start is not None and end is not None:
+        energy = sum(e.energy_j for e in per_gpu.values())
+        seconds = end - start
+        total_power = energy / seconds
+        tokens = work.input_tokens + work.output_tokens
+        block.update({
+            "energy_j": energy,
+            "avg_total_gpu_power_w": total_power,
+            "avg_power_w": total_power / len(per_gpu),
+            "peak_power_w": max(e.peak_w for e in per_gpu.values()),
+            "joules_per_successful_query": energy / work.successful,
+            "joules_per_input_token": energy / work.input_tokens,
+            "joules_per_output_token": energy / work.output_tokens,
+            "joules_per_total_token": energy / tokens,
+            "tokens_per_joule": tokens / energy if energy > 0 else None,
+            "output_tokens_per_joule": work.output_tokens / energy if energy > 0 else None,
+            # Throughput over the client's duration against the GPUs' measured power over the same window.
+            "tokens_per_s_per_mw": _ratio(work.total_tps_per_gpu * work.gpus, total_power / 1e6),
+            "output_tokens_per_s_per_mw": _ratio(work.output_tps_per_gpu * work.gpus, total_power / 1e6),
+        })
+        counters = [e.counter_j for e in per_gpu.values()]
+        if counters and all(c is not None for c in counters):
+            counted = sum(c for c in counters if c is not None)
+            deviation = abs(counted - energy) / energy if energy > 0 else None
+            block["counter_check"] = {
+                "energy_j": counted, "deviation": deviation, "negative_delta": any(c is not None and c < 0
+                                                                                   for c in counters),
+                "within_tolerance": deviation is not None and deviation <= COUNTER_TOLERANCE
+                and all(c is not None and c >= 0 for c in counters),
+            }
+    return block
+
+
+def _gpu_order(gpu: str) -> tuple[int, str]:
+    return (int(gpu), "") if gpu.isdigit() else (1 << 30, gpu)

@@ -1,0 +1,165 @@
+"""The power sampler: a background thread that reads a backend at its interval while a server runs.
+
+The lifecycle starts one when a server is ready and stops it after the server is torn down. For each job it writes
+the job's slice of the samples to `gpu_metrics.jsonl` beside the records (`write_job`): the last samples before the
+job began, every sample since, and one more taken on the spot so the window's end is bracketed (as InferenceX
+appends a one-shot sample after killing its `nvidia-smi -l 1`). The server folder keeps every sample of the launch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.power.backends import BACKENDS, Backend, BackendContext, visible_gpus
+from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, write_gpu_metrics
+
+log = logging.getLogger(__name__)
+
+BackendChoice = Literal["auto", "off", "nvml", "amd-smi", "nvidia-smi", "sim"]
+AUTO_ORDER = ("nvml", "amd-smi", "nvidia-smi")
+"""`auto` on real hardware: NVML first, then amd-smi, then nvidia-smi's CSV; the simulator always uses `sim`."""
+
+
+class PowerSettings(BaseModel):
+    """How a run samples GPU power (`llmsweep run --require-power`, `--power-backend`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: BackendChoice = Field(default="auto", description="Sampler backend; auto picks one that works here.")
+    interval_s: float = Field(default=1.0, gt=0, le=1.0, description="Sampling period (1 Hz or faster).")
+    sim_interval_s: float = Field(default=0.25, gt=0, le=1.0, description="Sampling period on the simulator.")
+    max_gap_s: float = Field(default=3.0, gt=0, description="Longest gap between samples integration accepts.")
+    require: bool = Field(default=False, description="Power that is not valid makes the job invalid.")
+
+
+class PowerSampler:
+    """Samples one backend in a thread; `write_job` and `stop` are safe to call from the lifecycle's thread."""
+
+    def __init__(self, backend: Backend, *, interval_s: float, header: TelemetryHeader, log_path: Path | None = None
+                 ) -> None:
+        self.backend, self.interval_s, self.header = backend, interval_s, header
+        self.samples: list[GpuSample] = []
+        self.errors = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._log_path = log_path
+        self._thread = threading.Thread(target=self._loop, name=f"power-{backend.kind}", daemon=True)
+
+    def start(self) -> PowerSampler:
+        self.sample_now()
+        self._thread.start()
+        return self
+
+    def sample_now(self) -> list[GpuSample]:
+        """One reading of every GPU, kept with the others; a failed read is logged and counted, never raised."""
+        try:
+            got = self.backend.read()
+        except Exception as exc:  # a sensor hiccup must not end the sweep; gaps show up as invalid power
+            self.errors += 1
+            log.debug("power sample failed (%s): %s", self.backend.kind, exc)
+            return []
+        with self._lock:
+            self.samples.extend(got)
+        return got
+
+    def _loop(self) -> None:
+        next_at = time.monotonic() + self.interval_s
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            self.sample_now()
+            next_at += self.interval_s
+            if next_at < time.monotonic():  # a slow read: keep the period, skip the missed ticks
+                next_at = time.monotonic() + self.interval_s
+
+    def write_job(self, job_dir: Path, since: float, *, expected_gpus: int) -> Path:
+        """Write the job's `gpu_metrics.jsonl`: samples from just before `since` to a fresh one taken now (retried a
+        few times: without it the window's end is not bracketed)."""
+        for _ in range(3):
+            if self.sample_now():
+                break
+            time.sleep(min(0.2, self.interval_s))
+        lead = since - 2 * self.header.max_gap_s
+        with self._lock:
+            kept = [s for s in self.samples if s.t >= lead]
+        header = self.header.model_copy(update={"expected_gpus": expected_gpus})
+        path = job_dir / GPU_METRICS_FILE
+        write_gpu_metrics(path, header, kept)
+        return path
+
+    def stop(self) -> None:
+        """Stop the thread, keep the launch's samples in the server folder (when given) and close the backend."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.interval_s + 10)
+        if self._log_path is not None:
+            try:
+                with self._lock:
+                    write_gpu_metrics(self._log_path, self.header, list(self.samples))
+            except OSError as exc:
+                log.warning("could not write %s: %s", self._log_path, exc)
+        self.backend.close()
+
+
+class NoSampler:
+    """What the lifecycle holds when no backend can sample: each job still says so in its `gpu_metrics.jsonl`
+    (required power then fails with the reason, instead of a job that silently has no power block)."""
+
+    def __init__(self, header: TelemetryHeader) -> None:
+        self.header = header
+
+    def write_job(self, job_dir: Path, since: float, *, expected_gpus: int) -> Path:
+        path = job_dir / GPU_METRICS_FILE
+        write_gpu_metrics(path, self.header.model_copy(update={"expected_gpus": expected_gpus}), [])
+        return path
+
+    def stop(self) -> None:
+        return None
+
+
+Sampler = PowerSampler | NoSampler
+
+
+def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: str | None,
+                  env: Mapping[str, str] | None = None, server_dir: Path | None = None) -> Sampler | None:
+    """A started sampler for a server that is now ready, or None when power is not sampled at all (`off`, or no
+    backend here and power not required)."""
+    if settings.backend == "off":
+        return None
+    simulated = engine == "sim"
+    if simulated:
+        kinds: tuple[str, ...] = ("sim",)
+    elif settings.backend == "auto":
+        kinds = AUTO_ORDER if gpus > 0 else ()
+    else:
+        kinds = (settings.backend,)
+    merged = {**os.environ, **(env or {})}
+    ctx = BackendContext(base_url=base_url, gpu_indices=None if simulated else visible_gpus(merged), env=merged)
+    interval = settings.sim_interval_s if simulated else settings.interval_s
+    why: list[str] = []
+    for kind in kinds:
+        cls = BACKENDS[kind]
+        problem = cls.probe(ctx)
+        if problem is not None:
+            why.append(f"{kind}: {problem}")
+            continue
+        try:
+            backend = cls(ctx)
+        except Exception as exc:  # the driver refused after a good probe: try the next backend
+            why.append(f"{kind}: {exc}")
+            continue
+        header = TelemetryHeader(backend=kind, source=cls.source, interval_s=interval, max_gap_s=settings.max_gap_s,
+                                 gpu_ids=[str(i) for i in ctx.gpu_indices or ()], require=settings.require)
+        log_path = server_dir / GPU_METRICS_FILE if server_dir is not None else None
+        return PowerSampler(backend, interval_s=interval, header=header, log_path=log_path).start()
+    if not settings.require:
+        log.info("power not sampled: %s", "; ".join(why) or "no GPUs")
+        return None
+    return NoSampler(TelemetryHeader(backend=None, interval_s=interval, max_gap_s=settings.max_gap_s,
+                                     require=True, error="; ".join(why) or "no GPU to sample"))

@@ -1,0 +1,84 @@
+"""`gpu_metrics.jsonl`: what a power sampler recorded for one job, in SI units.
+
+Line 1 is a `TelemetryHeader` (`"type": "header"`); every other line is one `GpuSample` (`"type": "sample"`): one GPU
+at one instant. Timestamps are unix seconds of the host that sampled (the client's records use the same clock).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+GPU_METRICS_FILE = "gpu_metrics.jsonl"
+
+PowerSource = Literal["measured", "simulated"]
+
+
+class TelemetryHeader(BaseModel):
+    """What sampled and what the integration must check."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["header"] = "header"
+    backend: str | None = Field(description="Sampler backend (nvml, amd-smi, nvidia-smi, sim); None: none available.")
+    source: PowerSource = "measured"
+    interval_s: float = Field(default=1.0, gt=0, description="Sampling period.")
+    max_gap_s: float = Field(default=3.0, gt=0, description="Longest gap between samples the integration accepts.")
+    expected_gpus: int | None = Field(default=None, description="GPUs the job's topology uses (TP x PP x PCP).")
+    gpu_ids: list[str] = Field(default_factory=list, description="The GPUs the sampler was asked to read.")
+    require: bool = Field(default=False, description="Invalid power makes the job invalid.")
+    error: str | None = Field(default=None, description="Why no samples could be taken, when none were.")
+
+
+class GpuSample(BaseModel):
+    """One GPU at one instant; a figure the driver does not report is None."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["sample"] = "sample"
+    t: float = Field(description="Unix seconds.")
+    gpu: str = Field(description="GPU index (or id) as the backend names it.")
+    power_w: float | None = None
+    energy_j: float | None = Field(default=None, description="The driver's cumulative energy counter, J.")
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    util_gpu: float | None = Field(default=None, description="Share of time a kernel ran, 0-100 %.")
+    util_mem: float | None = Field(default=None, description="Memory-controller utilisation, 0-100 %.")
+
+
+def write_gpu_metrics(path: Path, header: TelemetryHeader, samples: Iterable[GpuSample]) -> None:
+    """Write the header and the samples (atomically: a reader never sees half a file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(header.model_dump_json() + "\n")
+        for s in samples:
+            fh.write(s.model_dump_json(exclude_none=True) + "\n")
+    tmp.replace(path)
+
+
+def read_gpu_metrics(path: Path) -> tuple[TelemetryHeader | None, list[GpuSample], list[str]]:
+    """(header, samples, problems): unreadable lines are reported, not fatal (they make power invalid)."""
+    header: TelemetryHeader | None = None
+    samples: list[GpuSample] = []
+    problems: list[str] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None, [], ["telemetry_file_unreadable"]
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+            if isinstance(doc, dict) and doc.get("type") == "header":
+                header = TelemetryHeader.model_validate(doc)
+            else:
+                samples.append(GpuSample.model_validate(doc))
+        except (ValueError, ValidationError):
+            problems.append(f"line {n}")
+    return header, samples, problems

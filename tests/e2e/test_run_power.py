@@ -1,0 +1,58 @@
+"""`llmsweep run --require-power` on the simulator: every job's summary carries a valid, simulated power block
+computed from the `gpu_metrics.jsonl` beside its records, tokens per joule rise with concurrency, the store keeps
+the power columns, and `summarize` on the folder reproduces the block."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
+
+
+def test_simulated_sweep_reports_valid_power_rising_tokens_per_joule(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = cli_env(tmp_path)
+    proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--require-power", "--json"], env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # The end-of-run table speaks power too.
+    table = json.loads(proc.stdout)["jobs"]
+    assert all(r["tokens_per_joule"] > 0 and r["avg_power_w_per_gpu"] > 0 for r in table)
+
+    by_conc: dict[int, dict[str, object]] = {}
+    for name, jdir in job_dirs(out).items():
+        assert (jdir / "gpu_metrics.jsonl").is_file(), name
+        header = json.loads((jdir / "gpu_metrics.jsonl").read_text().splitlines()[0])
+        assert header["backend"] == "sim" and header["source"] == "simulated" and header["require"] is True
+        summary = read_json(jdir / "summary.json")
+        power = summary["power"]
+        assert power["power_valid"] is True, power["reasons"]
+        assert power["source"] == "simulated" and power["backend"] == "sim"
+        assert power["expected_gpus"] == power["observed_gpus"] == 8  # TP 8 in the recipe
+        assert power["counter_check"]["within_tolerance"] is True  # the modelled energy counter agrees
+        assert power["cost"]["assumption"] is True and power["cost"]["sku"] == "mi300x"
+        assert power["avg_power_w"] > 0 and power["joules_per_output_token"] > 0
+        assert summary["validity"]["verdict"] == "smoke"  # short windows; power did not make it invalid
+        by_conc[int(name.split("_conc")[1].split("_")[0])] = power
+    assert sorted(by_conc) == [2, 4]
+    assert by_conc[4]["tokens_per_joule"] > by_conc[2]["tokens_per_joule"]  # type: ignore[operator]
+
+    # The server folder keeps every sample of the launch.
+    assert list((out / "servers").glob("*/gpu_metrics.jsonl"))
+
+    # The store holds the power columns the metric table declares.
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        rows = db.execute("SELECT tokens_per_joule, joules_per_output_token, avg_power_w, usd_per_mtok_output "
+                          "FROM results").fetchall()
+    assert len(rows) == 2 and all(all(v is not None and v > 0 for v in row) for row in rows)
+
+    # `summarize` on a job folder reads the same samples and gives the same block.
+    jdir = next(iter(job_dirs(out).values()))
+    before = read_json(jdir / "summary.json")["power"]
+    done = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "summarize", str(jdir)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert read_json(jdir / "summary.json")["power"] == before

@@ -1,0 +1,116 @@
+"""Sampler backends read what the tools print (InferenceX's nvidia-smi fields, amd-smi's columns, the simulator's
+NVML-style document); the sampler brackets a job's window and keeps sampling through a sensor hiccup."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from llmsweep.power.backends import (
+    BACKENDS,
+    Backend,
+    BackendContext,
+    parse_amd_energy,
+    parse_amd_smi,
+    parse_nvidia_smi,
+    parse_sim_power,
+    visible_gpus,
+)
+from llmsweep.power.sampler import NoSampler, PowerSampler, PowerSettings, start_sampler
+from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, read_gpu_metrics
+
+
+def test_backends_are_a_registry_keyed_by_kind() -> None:
+    assert {"nvml", "amd-smi", "nvidia-smi", "sim"} <= set(BACKENDS)
+    assert BACKENDS["sim"].source == "simulated"
+    assert all(BACKENDS[k].source == "measured" for k in ("nvml", "amd-smi", "nvidia-smi"))
+
+
+def test_nvidia_smi_csv_rows() -> None:
+    text = "2026/12/01 11:00:00.123, 0, 312.45, 41, 1980, 2619, 87, 55\n2026/12/01 11:00:00.123, 1, [N/A], 40, 1980, " \
+           "2619, 0, 0\n2026/12/01 11:00:00.1"  # a truncated last line is dropped
+    rows = parse_nvidia_smi(text, 5.0)
+    assert [r.gpu for r in rows] == ["0", "1"]
+    assert rows[0].power_w == pytest.approx(312.45) and rows[0].sm_clock_mhz == 1980 and rows[0].util_gpu == 87
+    assert rows[1].power_w is None  # [N/A]
+    assert rows[0].t == 5.0
+
+
+def test_nvidia_smi_line_as_the_lent_h200_printed_it() -> None:
+    """Read on the lent H200 (driver 580) with InferenceX's fields and `--format=csv,noheader,nounits`."""
+    (row,) = parse_nvidia_smi("2026/12/01 11:40:54.384, 0, 125.24, 41, 1980, 3201, 3, 0\n", 9.0)
+    assert (row.gpu, row.power_w, row.temperature_c, row.sm_clock_mhz, row.mem_clock_mhz, row.util_gpu,
+            row.util_mem) == ("0", 125.24, 41, 1980, 3201, 3, 0)
+
+
+def test_amd_smi_columns_found_by_header_rules() -> None:
+    text = ("gpu,power_limit,socket_power,gfx_voltage,hotspot,mem,gfx_clk,mem_clk,gfx_activity,umc_activity\n"
+            "0,750 W,512 W,900,61 C,55 C,2100 MHz,1300 MHz,93 %,41 %\n"
+            "1,750 W,498 W,900,60 C,54 C,2100 MHz,1300 MHz,90 %,40 %\n")
+    energy = parse_amd_energy("gpu,total_energy_consumption\n0,123456.5 J\n1,223456.25 J\n")
+    rows = parse_amd_smi(text, 7.0, energy)
+    assert [r.power_w for r in rows] == [512, 498]  # socket_power, not power_limit
+    assert rows[0].temperature_c == 61 and rows[0].sm_clock_mhz == 2100 and rows[0].util_gpu == 93
+    assert rows[1].energy_j == pytest.approx(223456.25)
+
+
+def test_sim_document_is_read_in_nvml_units() -> None:
+    doc = {"gpus": [{"index": 0, "power_usage_mw": 350500, "total_energy_consumption_mj": 1_234_000,
+                     "clock_sm_mhz": 1980, "clock_mem_mhz": 2619, "temperature_c": 50.5, "utilization_gpu": 97,
+                     "utilization_memory": 60}]}
+    (s,) = parse_sim_power(doc, 1.0)
+    assert s.power_w == pytest.approx(350.5) and s.energy_j == pytest.approx(1234.0) and s.gpu == "0"
+
+
+def test_visible_devices_select_gpus() -> None:
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == (2, 3)
+    assert visible_gpus({"HIP_VISIBLE_DEVICES": "1"}) == (1,)
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-uuid"}) is None
+    assert visible_gpus({}) is None
+
+
+class _Fake(Backend):
+    kind = "fake"
+
+    def __init__(self, fail_every: int = 0) -> None:
+        super().__init__(BackendContext())
+        self.n, self.fail_every = 0, fail_every
+
+    def read(self) -> list[GpuSample]:
+        self.n += 1
+        if self.fail_every and self.n % self.fail_every == 0:
+            raise OSError("sensor hiccup")
+        return [GpuSample(t=time.time(), gpu="0", power_w=100.0 + self.n)]
+
+
+def test_sampler_brackets_the_job_window_and_survives_failed_reads(tmp_path: Path) -> None:
+    header = TelemetryHeader(backend="fake", interval_s=0.02)
+    sampler = PowerSampler(_Fake(fail_every=3), interval_s=0.02, header=header,
+                           log_path=tmp_path / "server.jsonl").start()
+    began = time.time()
+    time.sleep(0.15)
+    ended = time.time()
+    path = sampler.write_job(tmp_path, began, expected_gpus=1)
+    sampler.stop()
+    head, samples, problems = read_gpu_metrics(path)
+    assert path.name == GPU_METRICS_FILE and not problems
+    assert head is not None and head.expected_gpus == 1 and head.backend == "fake"
+    times = [s.t for s in samples]
+    assert min(times) <= began and max(times) >= ended  # bracketed on both sides
+    assert sampler.errors > 0 and len(samples) >= 5
+    assert (tmp_path / "server.jsonl").is_file()
+
+
+def test_no_backend_and_power_required_still_writes_why(tmp_path: Path) -> None:
+    settings = PowerSettings(backend="nvidia-smi", require=True)
+    sampler = start_sampler(settings, engine="vllm", gpus=1, base_url=None, env={"PATH": str(tmp_path)})
+    assert isinstance(sampler, NoSampler)
+    head, samples, _ = read_gpu_metrics(sampler.write_job(tmp_path, time.time(), expected_gpus=1))
+    assert head is not None and head.require and head.backend is None and "nvidia-smi" in (head.error or "")
+    assert samples == []
+    # Not required and nothing can sample: no sampler, no block.
+    assert start_sampler(PowerSettings(backend="nvidia-smi"), engine="vllm", gpus=1, base_url=None,
+                         env={"PATH": str(tmp_path)}) is None
+    assert start_sampler(PowerSettings(backend="off", require=True), engine="sim", gpus=1, base_url="x") is None
