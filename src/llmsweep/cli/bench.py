@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -40,7 +40,8 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Failed/finished ratio that stops the run and fails the gate (fixed 0.05, agentic 0.10)."),
         option("client_workers", dest="workers", default=None, show_default=False,
                help="Client worker processes (default: 1 unless the load needs more)."),
-        click.option("--api", type=click.Choice(["chat", "completions"]), default=None, help="OpenAI route to stream from."),
+        click.option("--api", type=click.Choice(["chat", "completions"]), default=None,
+                     help="OpenAI route to stream from."),
         option("tokenizer"),
         option("gpus", default=None, show_default=False,
                help="GPUs serving the endpoint, for per-GPU throughput (default: what the server reports — the "
@@ -83,7 +84,7 @@ def fixed(**kw: Any) -> None:
     from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
 
     warmup = kw["warmup"] if kw["warmup"] is not None else 2 * (kw["concurrency"] or 0)
-    api = kw["api"] or "completions"
+    api: Literal["chat", "completions"] = "chat" if kw["api"] == "chat" else "completions"
     config = FixedLengthConfig(
         isl=kw["isl"], osl=kw["osl"], api=api, num_prompts=kw["num_prompts"], num_warmups=warmup,
         range_ratio=kw["range_ratio"], seed=kw["seed"], tokenizer=kw["tokenizer"],
@@ -117,7 +118,8 @@ def agentic(**kw: Any) -> None:
 @_common
 @option("traces", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
         help="Mooncake timestamped trace (JSONL).")
-@click.option("--speedup", type=float, default=1.0, show_default=True, help="Replay the timeline this many times faster.")
+@click.option("--speedup", type=float, default=1.0, show_default=True,
+              help="Replay the timeline this many times faster.")
 @click.option("--duration", type=float, default=None, help="Stop after this many seconds of profiling.")
 def replay(**kw: Any) -> None:
     """Open-loop replay of a Mooncake timestamped trace."""

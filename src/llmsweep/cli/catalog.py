@@ -103,14 +103,16 @@ def _models_table() -> Table:
             attn += f" + {m.linear_attention.layers} linear"  # type: ignore[union-attr]
         moe = f"{m.moe.experts}e top{m.moe.top_k}" if m.moe else "dense"
         rows.append([
-            m.id, m.prefix, _mark(m.total_params_b, e("total_params_b")), _mark(m.active_params_b, e("active_params_b")),
+            m.id, m.prefix, _mark(m.total_params_b, e("total_params_b")),
+            _mark(m.active_params_b, e("active_params_b")),
             _mark(m.layers, e("layers")), _mark(attn, e("attention")), _mark(moe, e("moe")),
             _mark(m.kv_bytes_per_token("bf16"), e("attention") or e("layers")), m.context_class,
             ",".join(m.draft_methods) or "—",
         ])
     return _table(
         "Models",
-        ["id", "prefix", "params B", "active B", "layers", "attention", "MoE", "KV B/token bf16", "ctx class", "drafts"],
+        ["id", "prefix", "params B", "active B", "layers", "attention", "MoE", "KV B/token bf16", "ctx class",
+         "drafts"],
         rows,
         caption="* estimate (see --json for notes and sources)",
     )
@@ -206,14 +208,15 @@ def _show(section: str, as_json: bool) -> None:
         _emit_json(_DATA[section]())
         return
     console = _console()
-    tables = {
+    builders: dict[str, Callable[[], list[Table]]] = {
         "hardware": lambda: [_hardware_table()],
         "models": lambda: [_models_table()],
         "engines": _engines_tables,
         "images": lambda: [_images_table()],
         "golden": lambda: [_golden_table()],
         "fleet": lambda: [_fleet_table()],
-    }[section]()
+    }
+    tables = builders[section]()
     for table in tables:
         console.print(table)
 
@@ -353,7 +356,8 @@ def al(model: str, method: str, k: int, thinking: str, draft_model: str | None, 
     _console().print(_table("Golden acceptance length", ["", ""], rows))
     if mismatch:
         click.echo(
-            f"warning: curve measured on {res.precision_measured} ({res.checkpoint}) but the recipe serves {precision}; "
+            f"warning: curve measured on {res.precision_measured} ({res.checkpoint}) "
+            f"but the recipe serves {precision}; "
             "no curve for that precision is committed (collect one with SPEED-Bench rather than adjusting by hand)",
             err=True,
         )

@@ -60,6 +60,8 @@ class LazyGroup(click.Group):
                 return None
             raise
         command = getattr(module, attr)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{module_name}.{attr} is not a click command")
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -211,7 +211,8 @@ CONCEPTS: dict[str, Concept] = {
                           source=FieldRef(_synthetic_traces, "traces")),
     "traces": Concept("--traces", "traces", {"help": "Trace file, directory or Hugging Face dataset id."}),
     "spec_method": Concept("--spec-method", "spec_method", {}, source=FieldRef(_spec_decoding, "method")),
-    "spec_k": Concept("--spec-k", "spec_k", {"type": click.IntRange(min=1)}, source=FieldRef(_spec_decoding, "num_steps")),
+    "spec_k": Concept("--spec-k", "spec_k", {"type": click.IntRange(min=1)},
+                      source=FieldRef(_spec_decoding, "num_steps")),
     "repeats": Concept("--repeats", "repeats", {
         "type": click.IntRange(min=1), "default": 1, "show_default": True, "help": "Runs of every point.",
     }),

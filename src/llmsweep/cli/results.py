@@ -167,7 +167,8 @@ def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_p
 @results.command("export")
 @click.option("--run", "run_id", default=None, help="Only this run (default: every stored result).")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex"]), default="json", show_default=True)
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default stdout).")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File (default stdout).")
 @store_option()
 def export(run_id: str | None, fmt: str, out: Path | None, store_path: Path | None) -> None:
     """Export results: our lossless JSON, flat CSV, or InferenceX aggregate rows."""
@@ -198,7 +199,8 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
 @click.argument("runs", nargs=-1, metavar="A B | B --baseline A")
 @option("baseline", help="The baseline run (stored run id or run directory); the one argument is then the run under "
         "test.")
-@click.option("--repeats-from", "repeats_a", multiple=True, help="Further runs of A's points (dir or run id); repeatable.")
+@click.option("--repeats-from", "repeats_a", multiple=True,
+              help="Further runs of A's points (dir or run id); repeatable.")
 @click.option("--b-repeats-from", "repeats_b", multiple=True, help="Further runs of B's points (dir or run id).")
 @click.option("--ignore", "ignore", multiple=True,
               type=click.Choice(["image", "engine", "hardware", "precision", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",

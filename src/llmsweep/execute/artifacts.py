@@ -3,7 +3,8 @@
 Layout of `--out RUN/`:
 
     RUN/run.json                      run id, recipe files, executor, expected job ids, outcome
-    RUN/servers/<group>/              one folder per shared server: group.json, server.log, server.pid (Slurm: job.sbatch…)
+    RUN/servers/<group>/              one folder per shared server: group.json, server.log, server.pid
+                                      (Slurm: job.sbatch…)
     RUN/jobs/<job-id>/                job.json, server_command.txt, server.log, records.jsonl,
                                       server_metrics.jsonl, run.json (client), summary.json, outcome.json,
                                       the launch's files (TensorRT-LLM: extra_llm_api_options.yaml);

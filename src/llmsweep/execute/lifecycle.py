@@ -211,7 +211,7 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
 
     seen: dict[str, Any] = {"engine_version": None, "gpu_names": None, "driver_version": None, "calibration": None}
     try:
-        with urllib.request.urlopen(f"{handle.base_url}/version", timeout=5) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(f"{handle.base_url}/version", timeout=5) as resp:
             doc = json.loads(resp.read().decode() or "{}")
         if isinstance(doc, dict):
             seen["engine_version"] = doc.get("version")

@@ -192,14 +192,16 @@ def _vllm(w: ServerWindow) -> dict[str, Any]:
     hits = w.counter("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
     queries = w.counter("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
     gpu_rate = _ratio(hits, queries)
-    ext_rate = _ratio(w.counter("vllm:external_prefix_cache_hits_total"), w.counter("vllm:external_prefix_cache_queries_total"))
+    ext_rate = _ratio(w.counter("vllm:external_prefix_cache_hits_total"),
+                      w.counter("vllm:external_prefix_cache_queries_total"))
     overall = gpu_rate
     by_source = w.label_values("vllm:prompt_tokens_by_source_total")
     if by_source:
         sources: dict[str, float] = {}
         for labels in by_source:
             src = dict(labels).get("source", "")
-            sources[src] = sources.get(src, 0.0) + (w.counter("vllm:prompt_tokens_by_source_total", where=dict(labels)) or 0.0)
+            tokens = w.counter("vllm:prompt_tokens_by_source_total", where=dict(labels)) or 0.0
+            sources[src] = sources.get(src, 0.0) + tokens
         total = sum(sources.values())
         if total > 0:
             gpu_rate = sources.get("local_cache_hit", 0.0) / total

@@ -454,7 +454,8 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTO
     after = [predict_metrics(rp, eff_of(x)) for rp in replays]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
-                                   excess_hit_rate=p.excess_hit_rate) for p, b, a in zip(points, before, after, strict=True)]
+                                   excess_hit_rate=p.excess_hit_rate)
+                   for p, b, a in zip(points, before, after, strict=True)]
     prov = dict(points[0].provenance)
     prov["jobs"] = len(points)
     return RunCalibration(

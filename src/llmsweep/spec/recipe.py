@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 

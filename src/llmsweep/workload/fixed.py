@@ -177,7 +177,8 @@ class FixedLengthWorkload(Workload):
             return
         for index in indices:
             isl = self.lengths(index)[0]
-            self._built[index] = self.prompt_ids(index, isl) if self.config.api == "completions" else self.messages(index, isl)
+            completions = self.config.api == "completions"
+            self._built[index] = self.prompt_ids(index, isl) if completions else self.messages(index, isl)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.config.model_dump(mode="json"), "tokenizer_name": self.tokenizer.name}
@@ -208,7 +209,8 @@ class FixedLengthWorkload(Workload):
 
     def _measure(self, content: str) -> int:
         if self.config.use_chat_template:
-            return len(self.tokenizer.encode(self.tokenizer.apply_chat_template([{"role": "user", "content": content}])))
+            templated = self.tokenizer.apply_chat_template([{"role": "user", "content": content}])
+            return len(self.tokenizer.encode(templated))
         return self.tokenizer.count_tokens(content)
 
     def _exact(self, index: int, content: str, target: int) -> str:
