@@ -5,6 +5,7 @@ Adapters know nothing of executors: they produce a `LaunchSpec`; an executor dec
 Public API:
     render(job, *, simulate=False, port=None) -> LaunchSpec
     launch_fingerprint(job, *, simulate=False) -> str     jobs with equal fingerprints can share one server
+    launch_refusal(job) -> str | None                      why `run`/`predict` refuse the job (multinode today)
     adapter_for(job, *, simulate=False) -> Adapter         what policy asks: consumed flags, conflicts, backends
     get_adapter(name) -> Adapter;  ADAPTERS: name -> Adapter
 """
@@ -47,6 +48,25 @@ def adapter_for(job: Job, *, simulate: bool = False) -> Adapter:
     return get_adapter(job.engine)
 
 
+DISAGG_NOT_LAUNCHABLE = (
+    "disaggregated prefill/decode launch is not supported by this executor yet: it would run one aggregated server "
+    "under the disaggregated job's name"
+)
+"""Why `run` (every executor, the simulator included) and `predict` refuse a multinode/disaggregated job today."""
+
+
+def launch_refusal(job: Job) -> str | None:
+    """Why `job` cannot be launched as planned (None when it can).
+
+    A multinode job (prefill and decode pools, a router, KV transfer) rendered as one server would be a single
+    aggregated server with the decode worker's parallelism, stored under the disaggregated job's identity and
+    `gpus = prefill + decode`: a label the run did not earn. It is refused until the roles are launched as roles.
+    """
+    if job.multinode or job.disagg or job.prefill is not None or job.decode is not None:
+        return DISAGG_NOT_LAUNCHABLE
+    return None
+
+
 def render(job: Job, *, simulate: bool = False, port: int | None = None) -> LaunchSpec:
     """The exact launch of `job`'s server: argv, env (secrets by name), port, health, metrics, readiness."""
     return adapter_for(job, simulate=simulate).render(job, port=port)
@@ -59,6 +79,7 @@ def launch_fingerprint(job: Job, *, simulate: bool = False) -> str:
 
 __all__ = [
     "ADAPTERS",
+    "DISAGG_NOT_LAUNCHABLE",
     "Adapter",
     "Conflict",
     "LaunchSpec",
@@ -67,5 +88,6 @@ __all__ = [
     "get_adapter",
     "is_secret_name",
     "launch_fingerprint",
+    "launch_refusal",
     "render",
 ]
