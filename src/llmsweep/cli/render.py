@@ -50,6 +50,11 @@ def render_topology_text(job: Job, topology: Topology) -> str:
              f"use, KV transfer {topology.kv_transfer or '-'}"]
     lines += [f"# note: {n}" for n in topology.notes]
     for role in topology.roles:
+        if role.gpus_per_worker == 0:
+            nodes = sorted({n for w in role.workers for n in w.nodes})
+            lines.append(f"# role {role.name}: {role.count} worker(s), no GPUs, beside the workers on node(s) "
+                         f"{', '.join(str(n) for n in nodes)}")
+            continue
         lines.append(f"# role {role.name}: {role.count} worker(s) × {role.gpus_per_worker} GPU(s), "
                      f"{role.nodes_per_worker} node(s) each")
     blocks = ["\n".join(comment_text(line) for line in lines)]
