@@ -63,3 +63,14 @@ def test_predict_of_only_disagg_jobs_is_an_error_that_says_why(tmp_path: Path) -
                            "--duration", "3"], env=cli_env(tmp_path), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 2, proc.stderr
     assert REASON in proc.stderr and "were refused" in proc.stderr
+
+
+def test_run_refuses_a_framework_llmsweep_cannot_launch_with_why(tmp_path: Path) -> None:
+    recipe = tmp_path / "tilert.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text().replace("framework: sglang", "framework: tilert")
+                      .replace("  serve:\n    engine: { name: sim }\n", ""))
+    out = tmp_path / "out"
+    proc = run_cli([recipe, "--out", out], cli_env(tmp_path))
+    outcomes = read_json(out / "run.json")["outcomes"]
+    assert len(outcomes) == 2 and all(o["status"] == "refused" for o in outcomes), proc.stderr
+    assert all("TileRT is its own engine" in o["reasons"][0] for o in outcomes)

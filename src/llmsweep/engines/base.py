@@ -463,14 +463,15 @@ class Adapter(ABC):
         next_node = 0
         roles: list[Role] = []
         pools: dict[str, list[RoleWorker]] = {}
-        for kind, worker in (("prefill", job.prefill), ("decode", job.decode)):
+        pool_workers: tuple[tuple[RoleKind, Worker], ...] = (("prefill", job.prefill), ("decode", job.decode))
+        for kind, worker in pool_workers:
             wjob = worker_job(job, worker)
             per = math.ceil(worker.gpus_per_replica / gpus_per_node)
             workers: list[RoleWorker] = []
             for i in range(worker.num_worker):
                 nodes = tuple(range(next_node, next_node + per))
                 next_node += per
-                ctx = RoleContext(kind=kind, index=i, nodes=nodes, transfer=transfer, dynamo=dynamo)  # type: ignore[arg-type]
+                ctx = RoleContext(kind=kind, index=i, nodes=nodes, transfer=transfer, dynamo=dynamo)
                 spec = self.render(wjob, port=worker_port, role=ctx)
                 extra = settings_env(worker)
                 role_notes = [f"{kind} worker {i}: TP{worker.tp} PP{worker.pp} EP{worker.ep}"
@@ -481,7 +482,7 @@ class Adapter(ABC):
                                                "notes": (*spec.notes, *role_notes)})
                 workers.append(RoleWorker(index=i, nodes=nodes, spec=spec))
             pools[kind] = workers
-            roles.append(Role(name=kind, kind=kind, count=worker.num_worker,  # type: ignore[arg-type]
+            roles.append(Role(name=kind, kind=kind, count=worker.num_worker,
                               gpus_per_worker=worker.gpus_per_replica, nodes_per_worker=per, workers=tuple(workers)))
         router = (self.dynamo_frontend(job, 0) if dynamo
                   else self.router_spec(job, pools["prefill"], pools["decode"], 0, transfer))

@@ -169,8 +169,12 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
         # Every executor, the simulator included: one aggregated server would be stored under the disagg identity.
         return launch
     if job.engine is None and not simulate:
-        return ("not runnable: the recipe has no `serve` section or its framework maps to no engine adapter; "
-                "add `serve`, or run it on the simulator with --simulate")
+        from llmsweep.engine_ids import UNSERVED_FRAMEWORKS
+
+        unserved = UNSERVED_FRAMEWORKS.get(job.framework.lower())
+        return ("not runnable: the recipe has no `serve` section or its framework maps to no engine adapter"
+                + (f" ({job.framework}: {unserved})" if unserved else "")
+                + "; add `serve`, or run it on the simulator with --simulate")
     return None
 
 
