@@ -50,7 +50,8 @@ def test_json_is_the_topology() -> None:
     assert doc["job"] == topo["job"] and topo["disaggregated"] is True and topo["nodes"] == 3
     roles = {r["kind"]: r for r in topo["roles"]}
     assert set(roles) == {"prefill", "decode", "router"}
-    assert sum(r["count"] * r["gpus_per_worker"] for r in topo["roles"]) == 24
+    assert sum(r["count"] * r["gpus_per_worker"] for r in topo["roles"]) == topo["gpus"] == 24
+    assert [r["gpus"] for r in topo["roles"]] == [8, 16, 0]
     assert [w["nodes"] for w in roles["decode"]["workers"]] == [[1], [2]]
     assert roles["prefill"]["workers"][0]["spec"]["argv"][:3] == ["python3", "-m", "sglang.launch_server"]
 

@@ -12,7 +12,7 @@ import re
 import shlex
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
 SECRET_NAME = re.compile(r"(^HF_TOKEN$|_TOKEN$|_KEY$|_SECRET$)")
 LAUNCH_DIR = "{launch_dir}"
@@ -182,6 +182,7 @@ class Role(BaseModel):
     nodes_per_worker: int = Field(ge=0, description="Nodes one worker spans: ceil(GPUs per worker / GPUs per node).")
     workers: tuple[RoleWorker, ...]
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def gpus(self) -> int:
         return self.count * self.gpus_per_worker
@@ -201,6 +202,7 @@ class Topology(BaseModel):
     roles: tuple[Role, ...]
     notes: tuple[str, ...] = ()
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def gpus(self) -> int:
         """GPUs of every role together (a router's are 0): the job's GPUs."""
