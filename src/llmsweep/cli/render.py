@@ -3,6 +3,11 @@
 Also for a job that fails validation (its findings go to stderr first), so a reviewer reads what would have run.
 `--format sh` writes a runnable script; `json` the LaunchSpec. Exit 0 unless the input cannot be parsed or planned,
 or the job is unknown (2, listing candidates).
+
+A multinode (disaggregated prefill/decode) job renders role by role (`engines.render_topology`): every prefill and
+decode worker with its own parallelism and nodes, and the router; `json` is then `{"job", "topology"}`. `sh` refuses
+it: one script runs on one host, and the roles run on several nodes. A job whose engine or framework llmsweep cannot
+launch disaggregated is refused with the reason (exit 2).
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ from pathlib import Path
 import click
 
 from llmsweep.cli.options import option, runner_config_option
-from llmsweep.engines.launch import ENV_NAME, LaunchSpec, comment_text, env_assignment
-from llmsweep.errors import ConfigError, LlmsweepError
+from llmsweep.engines.launch import ENV_NAME, LaunchSpec, Topology, comment_text, env_assignment
+from llmsweep.errors import ConfigError, ContractError, LlmsweepError
 from llmsweep.plan.job import Job
 
 
@@ -35,6 +40,30 @@ def render_text(job: Job, spec: LaunchSpec) -> str:
         lines += [comment_text(f"#   {line}") for line in file.content.splitlines()]
     lines.append(_command_lines(spec))
     return "\n".join(lines)
+
+
+def render_topology_text(job: Job, topology: Topology) -> str:
+    """Human form of a disaggregated job: the allocation, then every role's workers, each as `render_text` prints a
+    single launch (host placeholders `{nodeN}` stand for node N of the allocation)."""
+    lines = [f"# job: {job.id}",
+             f"# topology: {topology.nodes} node(s) of {topology.gpus_per_node} GPU(s), {topology.gpus} GPU(s) in "
+             f"use, KV transfer {topology.kv_transfer or '-'}"]
+    lines += [f"# note: {n}" for n in topology.notes]
+    for role in topology.roles:
+        if role.gpus_per_worker == 0:
+            nodes = sorted({n for w in role.workers for n in w.nodes})
+            lines.append(f"# role {role.name}: {role.count} worker(s), no GPUs, beside the workers on node(s) "
+                         f"{', '.join(str(n) for n in nodes)}")
+            continue
+        lines.append(f"# role {role.name}: {role.count} worker(s) × {role.gpus_per_worker} GPU(s), "
+                     f"{role.nodes_per_worker} node(s) each")
+    blocks = ["\n".join(comment_text(line) for line in lines)]
+    for role in topology.roles:
+        for worker in role.workers:
+            head = comment_text(f"# ---- {role.name} {worker.index} on node(s) "
+                                f"{', '.join(str(n) for n in worker.nodes)}")
+            blocks.append(head + "\n" + render_text(job, worker.spec))
+    return "\n\n".join(blocks)
 
 
 def _command_lines(spec: LaunchSpec) -> str:
@@ -79,6 +108,7 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
            runner_config: Path | None) -> int:
     """Print the exact server command and environment of a job (secrets by name only)."""
     from llmsweep import engines
+    from llmsweep.catalog.fleet import load_fleet
     from llmsweep.plan import select_job
     from llmsweep.policy import shorten_jobs, validate_files
 
@@ -93,10 +123,24 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
         job = select_job(result.jobs, selector)
         for f in result.findings_for(job):
             click.echo(shorten_jobs(f).render(), err=True)
-        spec = engines.render(job, simulate=simulate, port=port)
+        if job.multinode:
+            gpus_per_node = load_fleet(runner_config).gpus_per_node(job.runner_label) if runner_config else None
+            topology = engines.render_topology(job, simulate=simulate, port=port, gpus_per_node=gpus_per_node)
+            if fmt == "sh":
+                raise ContractError(f"job {job.id} is multinode: its {len(topology.roles)} roles run on "
+                                    f"{topology.nodes} nodes, and one script runs on one host",
+                                    fix="use --format text or --format json (the topology, every role's launch)")
+        else:
+            spec = engines.render(job, simulate=simulate, port=port)
     except LlmsweepError as exc:
         click.echo(f"error: {exc}", err=True)
         return exc.exit_code
+    if job.multinode:
+        if fmt == "json":
+            click.echo(json.dumps({"job": job.id, "topology": topology.model_dump(mode="json")}, indent=2))
+        else:
+            click.echo(render_topology_text(job, topology))
+        return 0
     if fmt == "json":
         click.echo(json.dumps({"job": job.id, **spec.model_dump(mode="json")}, indent=2))
     elif fmt == "sh":

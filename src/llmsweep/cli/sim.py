@@ -306,6 +306,14 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     jobs = jobs_from_files([Path(r) for r in recipes], config_keys=list(config_keys) or None)
     if not jobs:
         raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-keys and the recipes")
+    refused = {job.id: reason for job in jobs if (reason := engines.launch_refusal(job)) is not None}
+    for job_id, reason in refused.items():
+        # A multinode job predicted as one aggregated server would be a point under a label it did not earn.
+        click.echo(f"job {job_id}: refused — {reason}", err=True)
+    jobs = [job for job in jobs if job.id not in refused]
+    if not jobs:
+        raise ConfigError(f"llmsweep predict: all {len(refused)} job(s) were refused (see above)",
+                          fix="select single-node jobs with --config-keys")
     results: list[dict[str, Any]] = []
     # Per-point progress on stderr: a point of a long window takes seconds of CPU, a whole matrix many minutes.
     total, k, began = sum(len(points_of(job)) for job in jobs), 0, time.monotonic()

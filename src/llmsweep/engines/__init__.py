@@ -4,16 +4,19 @@ Adapters know nothing of executors: they produce a `LaunchSpec`; an executor dec
 
 Public API:
     render(job, *, simulate=False, port=None) -> LaunchSpec
+    render_topology(job, *, simulate=False, port=None, gpus_per_node=None) -> Topology   every role, its nodes
     launch_fingerprint(job, *, simulate=False) -> str     jobs with equal fingerprints can share one server
+    launch_refusal(job) -> str | None                      why `run`/`predict` refuse the job (multinode today)
     adapter_for(job, *, simulate=False) -> Adapter         what policy asks: consumed flags, conflicts, backends
     get_adapter(name) -> Adapter;  ADAPTERS: name -> Adapter
 """
 
 from __future__ import annotations
 
+from llmsweep.engine_ids import UNSERVED_FRAMEWORKS
 from llmsweep.engines.atom import ATOMAdapter
 from llmsweep.engines.base import Adapter, Conflict, flag_argv
-from llmsweep.engines.launch import LaunchSpec, is_secret_name
+from llmsweep.engines.launch import LaunchSpec, Role, RoleWorker, Topology, is_secret_name
 from llmsweep.engines.sglang import SGLangAdapter
 from llmsweep.engines.sim import SimAdapter
 from llmsweep.engines.transformers import TransformersAdapter
@@ -40,16 +43,51 @@ def adapter_for(job: Job, *, simulate: bool = False) -> Adapter:
     if simulate or job.engine == "sim":
         return ADAPTERS["sim"]
     if job.engine is None:
-        reason = "it has no `serve` block" if job.serve is None else f"framework `{job.framework}` maps to no adapter"
+        unserved = UNSERVED_FRAMEWORKS.get(job.framework.lower())
+        reason = ("it has no `serve` block" if job.serve is None
+                  else f"framework `{job.framework}` maps to no adapter" + (f" ({unserved})" if unserved else ""))
         raise ContractError(f"job {job.id} is not runnable: {reason}",
                             fix="add a `serve` block (and `serve.engine.name` for an unmapped framework), "
                                 "or render it on the simulator with --simulate")
     return get_adapter(job.engine)
 
 
+DISAGG_NOT_LAUNCHABLE = (
+    "disaggregated prefill/decode launch is not supported by this executor yet: it would run one aggregated server "
+    "under the disaggregated job's name"
+)
+"""Why `run` (every executor, the simulator included) and `predict` refuse a multinode/disaggregated job today."""
+
+
+def launch_refusal(job: Job) -> str | None:
+    """Why `job` cannot be launched as planned (None when it can).
+
+    A multinode job (prefill and decode pools, a router, KV transfer) rendered as one server would be a single
+    aggregated server with the decode worker's parallelism, stored under the disaggregated job's identity and
+    `gpus = prefill + decode`: a label the run did not earn. It is refused until the roles are launched as roles.
+    """
+    if job.multinode or job.disagg or job.prefill is not None or job.decode is not None:
+        return DISAGG_NOT_LAUNCHABLE
+    return None
+
+
 def render(job: Job, *, simulate: bool = False, port: int | None = None) -> LaunchSpec:
     """The exact launch of `job`'s server: argv, env (secrets by name), port, health, metrics, readiness."""
     return adapter_for(job, simulate=simulate).render(job, port=port)
+
+
+def render_topology(job: Job, *, simulate: bool = False, port: int | None = None,
+                    gpus_per_node: int | None = None) -> Topology:
+    """Every role of `job` (one `server` for an aggregated job; prefill, decode and router for a disaggregated one),
+    each worker's exact launch and its nodes. `gpus_per_node` defaults to the fleet catalog's for the job's runner.
+    A ContractError says why a job cannot be rendered role by role (an engine or framework llmsweep cannot launch
+    disaggregated yet): such a job stays planned and is never run under a wrong label."""
+    if job.multinode and gpus_per_node is None:
+        from llmsweep.catalog.fleet import default_fleet
+
+        fleet = default_fleet()
+        gpus_per_node = fleet.gpus_per_node(job.runner_label) or fleet.gpus_per_node(job.runner)
+    return adapter_for(job, simulate=simulate).render_topology(job, port=port, gpus_per_node=gpus_per_node)
 
 
 def launch_fingerprint(job: Job, *, simulate: bool = False) -> str:
@@ -59,13 +97,19 @@ def launch_fingerprint(job: Job, *, simulate: bool = False) -> str:
 
 __all__ = [
     "ADAPTERS",
+    "DISAGG_NOT_LAUNCHABLE",
     "Adapter",
     "Conflict",
     "LaunchSpec",
+    "Role",
+    "RoleWorker",
+    "Topology",
     "adapter_for",
     "flag_argv",
     "get_adapter",
     "is_secret_name",
     "launch_fingerprint",
+    "launch_refusal",
     "render",
+    "render_topology",
 ]

@@ -12,6 +12,7 @@ its :class:`~llmsweep.engine_ids.EngineIdentity`; the adapter names it once (`id
 from __future__ import annotations
 
 import json
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -19,9 +20,18 @@ from typing import Any, ClassVar
 from llmsweep.catalog.engines import EngineInfo, get_engine, known_flags
 from llmsweep.catalog.images import parse_image
 from llmsweep.engine_ids import EngineIdentity, PinnedAcceptance, foreign_env_prefixes
-from llmsweep.engines.launch import LaunchFile, LaunchSpec, is_secret_name
-from llmsweep.errors import ConfigError
-from llmsweep.plan.job import Job
+from llmsweep.engines.launch import (
+    LaunchFile,
+    LaunchSpec,
+    Role,
+    RoleKind,
+    RoleWorker,
+    Topology,
+    is_secret_name,
+    node_host,
+)
+from llmsweep.errors import ConfigError, ContractError
+from llmsweep.plan.job import Job, Worker
 
 BIND_HOST = "0.0.0.0"
 """Servers bind every interface: a container's port is only reachable from the host that way."""
@@ -97,6 +107,52 @@ class Derived:
     """Files the engine reads at start-up, written beside the launch (argv names them `{launch_dir}/NAME`)."""
 
 
+DEFAULT_GPUS_PER_NODE = 8
+"""GPUs per node assumed for a runner the fleet catalog does not describe (the topology notes say so)."""
+DYNAMO_FRONTEND_PORT = 8000
+"""NVIDIA Dynamo's frontend HTTP port as InferenceX's srt-slurm recipes use it (wave-2 spec §6.3)."""
+DIST_INIT_PORT = 20000
+"""Port the first node of a multi-node worker listens on for its peers' process-group rendezvous (unverified)."""
+
+
+@dataclass(frozen=True)
+class RoleContext:
+    """Which worker of a disaggregated job an adapter renders: its role, index, nodes, and the job-wide choices."""
+
+    kind: RoleKind
+    index: int
+    nodes: tuple[int, ...]
+    transfer: str
+    """The KV-transfer backend in the engine's spelling."""
+    dynamo: bool
+    """Launched under NVIDIA Dynamo (framework `dynamo-*`): `python3 -m dynamo.<engine>` workers and its frontend."""
+
+    @property
+    def head(self) -> str:
+        """The host placeholder of the worker's first node."""
+        return node_host(self.nodes[0])
+
+
+def worker_job(job: Job, worker: Worker) -> Job:
+    """The job as one worker of a multinode pool sees it: a single server with that worker's parallelism.
+
+    `topology()`, the GPU count and every derived flag then read the worker's own TP/PP/EP/DP-attention."""
+    return job.model_copy(update={
+        "multinode": False, "tp": worker.tp, "pp": worker.pp, "ep": worker.ep, "dp_attn": worker.dp_attn,
+        "dcp_size": worker.dcp_size, "pcp_size": worker.pcp_size, "gpus": worker.gpus_per_replica,
+    })
+
+
+def settings_env(worker: Worker) -> dict[str, str]:
+    """A worker's InferenceX `additional-settings` (`NAME=VALUE` lines its launch script reads) as environment."""
+    out: dict[str, str] = {}
+    for item in worker.additional_settings or []:
+        name, sep, value = item.partition("=")
+        if sep:
+            out[name.strip()] = value
+    return out
+
+
 def agentic_conc(job: Job) -> int:
     """The concurrency that sizes a server: the job's (largest) conc."""
     return max(job.concs)
@@ -139,6 +195,13 @@ class Adapter(ABC):
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset()
     supports_dcp: ClassVar[bool] = False
     supports_pcp: ClassVar[bool] = False
+    disagg_transfer_default: ClassVar[str | None] = None
+    """The KV-transfer backend a disaggregated launch uses when the job names none (`kv-p2p-transfer`); None: this
+    adapter renders no disaggregated launch, and a multinode job of its engine is refused with that reason."""
+    disagg_worker_port: ClassVar[int | None] = None
+    """The port a disaggregated worker serves on when the caller names none (None: the engine's default port)."""
+    dynamo_module: ClassVar[str | None] = None
+    """NVIDIA Dynamo's worker module for this engine (`dynamo.sglang`), for the `dynamo-*` frameworks."""
 
     # ------------------------------------------------------------------------------------------- to implement
 
@@ -256,9 +319,11 @@ class Adapter(ABC):
         env = job.serve.env if job.serve is not None else {}
         return [name for name in env if name.startswith(self.foreign_env_prefixes)]
 
-    def merged_args(self, job: Job, port: int) -> tuple[Flags, Derived]:
+    def merged_args(self, job: Job, port: int, role: RoleContext | None = None) -> tuple[Flags, Derived]:
         """Derived flags, then the recipe's; a recipe flag replaces the derived one of the same meaning."""
         derived = self.derive(job, port)
+        if role is not None:
+            self.derive_role(job, port, role, derived)
         recipe = self.recipe_args(job)
         taken = {self.canonical(k) for k in recipe}
         args = {k: v for k, v in derived.args.items() if self.canonical(k) not in taken}
@@ -283,10 +348,12 @@ class Adapter(ABC):
             version = str(parsed) if parsed is not None else None
         return job.image, version
 
-    def render(self, job: Job, *, port: int | None = None) -> LaunchSpec:
+    def render(self, job: Job, *, port: int | None = None, role: RoleContext | None = None) -> LaunchSpec:
+        """The launch of `job`'s server; with `role`, of that worker of a disaggregated job (`job` is then the
+        worker's view, `worker_job`)."""
         info = self.info()
         port = self.port_of(job, port)
-        args, derived = self.merged_args(job, port)
+        args, derived = self.merged_args(job, port, role)
         merged = {**derived.env, **(job.serve.env if job.serve is not None else {})}
         env = {k: v for k, v in merged.items() if v is not None}  # a recipe's `null` unsets a derived variable
         secrets = list(job.serve.secret_env) if job.serve is not None else []
@@ -307,7 +374,8 @@ class Adapter(ABC):
             engine=self.name,
             engine_version=version,
             image=image,
-            argv=tuple([*self.launcher(job), *flag_argv(args)]),
+            argv=tuple([*(self.launcher(job) if role is None or not role.dynamo else self.dynamo_launcher(job)),
+                        *flag_argv(args)]),
             env=env,
             secret_env=tuple(secrets),
             port=port,
@@ -327,3 +395,98 @@ class Adapter(ABC):
     def speculative_config(self, job: Job) -> dict[str, Any] | None:
         """The vLLM-style speculative-config mapping this launch passes, if any (feature gates read its keys)."""
         return None
+
+    # ------------------------------------------------------------------------------------------- roles
+
+    def disagg_refusal(self, job: Job) -> str | None:
+        """Why this adapter cannot render `job`'s disaggregated launch (None when it can)."""
+        if self.disagg_transfer_default is None:
+            return (f"llmsweep cannot render {self.name}'s disaggregated prefill/decode launch (framework "
+                    f"`{job.framework}`) yet")
+        if job.framework.startswith("dynamo-") and self.dynamo_module is None:
+            return f"llmsweep has no NVIDIA Dynamo worker for {self.name}"
+        return None
+
+    def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:
+        """Add the flags one disaggregated worker needs (its mode, KV transfer, bootstrap, multi-node rendezvous)."""
+        raise ContractError(f"{self.name} renders no disaggregated worker", fix="run an aggregated configuration")
+
+    def dynamo_launcher(self, job: Job) -> list[str]:
+        """argv before the flags of a Dynamo worker of this engine (unverified against a Dynamo release)."""
+        assert self.dynamo_module is not None
+        return ["python3", "-m", self.dynamo_module]
+
+    def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
+                    transfer: str) -> LaunchSpec:
+        """The launch of the router/front door of a disaggregated job (the client talks to it)."""
+        raise ContractError(f"{self.name} renders no disaggregated router", fix="run an aggregated configuration")
+
+    def dynamo_frontend(self, job: Job, node: int) -> LaunchSpec:
+        """NVIDIA Dynamo's OpenAI frontend: workers register with it through etcd/NATS, so it takes no worker list.
+        Unverified: flag spellings follow Dynamo's docs (`python -m dynamo.frontend --http-port`); the etcd and NATS
+        services it needs are not rendered."""
+        port = DYNAMO_FRONTEND_PORT
+        return LaunchSpec(
+            engine=self.name, image=job.image, argv=("python3", "-m", "dynamo.frontend", "--http-port", str(port)),
+            host=node_host(node), port=port, health_path="/health", metrics_path="/metrics",
+            served_model_name=job.workload.served_model_name,
+            notes=("NVIDIA Dynamo frontend: needs etcd and NATS reachable by every worker (not rendered)",),
+        )
+
+    def render_topology(self, job: Job, *, port: int | None = None,
+                        gpus_per_node: int | None = None) -> Topology:
+        """Every role `job` launches and where: one `server` role for an aggregated job; prefill and decode pools
+        (each worker with its own parallelism, on its own nodes) and a router for a multinode one.
+
+        Nodes are numbered within the job's allocation: each worker takes ceil(its GPUs / GPUs per node) nodes of its
+        own, prefill workers first; the router runs on node 0 beside the first prefill worker (as InferenceX's AMD
+        disagg script does). A ContractError says why a job cannot be rendered role by role."""
+        if not job.multinode:
+            spec = self.render(job, port=port)
+            server = Role(name="server", kind="server", count=1, gpus_per_worker=spec.gpus, nodes_per_worker=1,
+                          workers=(RoleWorker(index=0, nodes=(0,), spec=spec),))
+            return Topology(job=job.id, engine=self.name, disaggregated=False, gpus_per_node=gpus_per_node, nodes=1,
+                            roles=(server,))
+        refusal = self.disagg_refusal(job)
+        if refusal is not None:
+            raise ContractError(f"job {job.id}: {refusal}",
+                                fix="it stays planned; run an aggregated configuration of the model instead")
+        assert job.prefill is not None and job.decode is not None
+        notes: list[str] = []
+        if gpus_per_node is None:
+            gpus_per_node = DEFAULT_GPUS_PER_NODE
+            notes.append(f"runner `{job.runner}` has no GPUs-per-node record: {DEFAULT_GPUS_PER_NODE} assumed")
+        transfer = job.kv_p2p_transfer or self.disagg_transfer_default
+        assert transfer is not None
+        dynamo = job.framework.startswith("dynamo-")
+        worker_port = port if port is not None else self.disagg_worker_port
+        next_node = 0
+        roles: list[Role] = []
+        pools: dict[str, list[RoleWorker]] = {}
+        pool_workers: tuple[tuple[RoleKind, Worker], ...] = (("prefill", job.prefill), ("decode", job.decode))
+        for kind, worker in pool_workers:
+            wjob = worker_job(job, worker)
+            per = math.ceil(worker.gpus_per_replica / gpus_per_node)
+            workers: list[RoleWorker] = []
+            for i in range(worker.num_worker):
+                nodes = tuple(range(next_node, next_node + per))
+                next_node += per
+                ctx = RoleContext(kind=kind, index=i, nodes=nodes, transfer=transfer, dynamo=dynamo)
+                spec = self.render(wjob, port=worker_port, role=ctx)
+                extra = settings_env(worker)
+                role_notes = [f"{kind} worker {i}: TP{worker.tp} PP{worker.pp} EP{worker.ep}"
+                              f"{' DP-attention' if worker.dp_attn else ''} on node(s) {', '.join(map(str, nodes))}"]
+                if extra:
+                    role_notes.append("InferenceX additional-settings passed as environment: " + ", ".join(extra))
+                spec = spec.model_copy(update={"env": {**extra, **spec.env}, "host": node_host(nodes[0]),
+                                               "notes": (*spec.notes, *role_notes)})
+                workers.append(RoleWorker(index=i, nodes=nodes, spec=spec))
+            pools[kind] = workers
+            roles.append(Role(name=kind, kind=kind, count=worker.num_worker,
+                              gpus_per_worker=worker.gpus_per_replica, nodes_per_worker=per, workers=tuple(workers)))
+        router = (self.dynamo_frontend(job, 0) if dynamo
+                  else self.router_spec(job, pools["prefill"], pools["decode"], 0, transfer))
+        roles.append(Role(name="router", kind="router", count=1, gpus_per_worker=0, nodes_per_worker=0,
+                          workers=(RoleWorker(index=0, nodes=(0,), spec=router),)))
+        return Topology(job=job.id, engine=self.name, disaggregated=True, gpus_per_node=gpus_per_node,
+                        nodes=next_node, kv_transfer=transfer, roles=tuple(roles), notes=tuple(notes))

@@ -10,9 +10,9 @@ import hashlib
 import json
 import re
 import shlex
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
 SECRET_NAME = re.compile(r"(^HF_TOKEN$|_TOKEN$|_KEY$|_SECRET$)")
 LAUNCH_DIR = "{launch_dir}"
@@ -144,3 +144,69 @@ class LaunchSpec(BaseModel):
         payload: dict[str, Any] = self.model_dump(mode="json", exclude=skip)
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+NODE_HOST = "{{node{index}}}"
+"""Placeholder in a role's argv/env for the host of node `index` of the job's allocation (`{node0}`, `{node1}`, …);
+whatever places the roles substitutes the node's address (unverified: no executor places roles yet)."""
+NODE_RANK = "{node_rank}"
+"""Placeholder for a worker's node rank when one worker spans several nodes (each node runs the same launch)."""
+
+RoleKind = Literal["server", "prefill", "decode", "router"]
+
+
+def node_host(index: int) -> str:
+    """The placeholder for node `index` (0-based within the job's allocation)."""
+    return NODE_HOST.format(index=index)
+
+
+class RoleWorker(BaseModel):
+    """One worker of a role: where it lands and exactly what it launches."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: int = Field(ge=0, description="The worker's index within its role.")
+    nodes: tuple[int, ...] = Field(description="Node indices within the job's allocation the worker runs on.")
+    spec: LaunchSpec = Field(description="The launch on each of those nodes (`{node_rank}` differs per node).")
+
+
+class Role(BaseModel):
+    """A pool of identical workers: the aggregated server, the prefill or decode pool, or the router/frontend."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Role name as printed (`server`, `prefill`, `decode`, `router`).")
+    kind: RoleKind
+    count: int = Field(ge=1, description="Workers in the pool (InferenceX `num-worker`).")
+    gpus_per_worker: int = Field(ge=0, description="GPUs one worker uses (tp·pp·pcp; 0 for a router).")
+    nodes_per_worker: int = Field(ge=0, description="Nodes one worker spans: ceil(GPUs per worker / GPUs per node).")
+    workers: tuple[RoleWorker, ...]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def gpus(self) -> int:
+        return self.count * self.gpus_per_worker
+
+
+class Topology(BaseModel):
+    """Every role a job launches, on which nodes, with which launch: one `server` role for an aggregated job."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job: str
+    engine: str
+    disaggregated: bool
+    gpus_per_node: int | None = Field(description="GPUs per node of the job's runner (None: single-node job).")
+    nodes: int = Field(ge=0, description="Nodes the allocation needs (0: a single-node job placed by its executor).")
+    kv_transfer: str | None = Field(default=None, description="KV-transfer backend between prefill and decode.")
+    roles: tuple[Role, ...]
+    notes: tuple[str, ...] = ()
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def gpus(self) -> int:
+        """GPUs of every role together (a router's are 0): the job's GPUs."""
+        return sum(r.gpus for r in self.roles)
+
+    def role(self, kind: RoleKind) -> Role | None:
+        return next((r for r in self.roles if r.kind == kind), None)

@@ -11,7 +11,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 from llmsweep.engine_ids import SGLANG
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
+from llmsweep.engines.base import (
+    BIND_HOST,
+    DIST_INIT_PORT,
+    Adapter,
+    Derived,
+    RoleContext,
+    agentic_conc,
+    topology,
+)
+from llmsweep.engines.launch import NODE_RANK, LaunchSpec, RoleWorker, node_host
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
 
@@ -25,6 +34,11 @@ SPEC_ALGORITHM: dict[str, str] = {
     "medusa": "EAGLE",
 }
 CUDA_GRAPH_MAX_BS_CAP = 64
+BOOTSTRAP_PORT = 8998
+"""SGLang's default `--disaggregation-bootstrap-port`: the prefill server's KV-handshake port the router passes on."""
+ROUTER_PORT = 30000
+"""The PD router's port in InferenceX's AMD disagg script (wave-2 spec §6.4); its workers serve on 8000 there."""
+WORKER_PORT = 8000
 
 
 def model_path(job: Job) -> str:
@@ -56,6 +70,9 @@ class SGLangAdapter(Adapter):
         "--max-num-batched-tokens": "SGLang spells it `--chunked-prefill-size`",
     }
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset({"hicache", "mooncake"})
+    disagg_transfer_default: ClassVar[str | None] = "mooncake"
+    disagg_worker_port: ClassVar[int | None] = WORKER_PORT
+    dynamo_module: ClassVar[str | None] = "dynamo.sglang"
 
     def launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "sglang.launch_server"]
@@ -113,3 +130,36 @@ class SGLangAdapter(Adapter):
         pin = self.pinned_acceptance(job)
         if pin is not None:
             d.env.update(pin.env)
+
+    def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:
+        """SGLang's PD-disaggregation flags (`sglang.srt.server_args`): the worker's mode, the KV-transfer backend
+        (the job's `kv-p2p-transfer`, e.g. mori on AMD, as InferenceX's `KV_P2P_TRANSFER` overrides it; mooncake by
+        default), the prefill bootstrap port; a worker wider than a node adds `--nnodes/--node-rank/--dist-init-addr`.
+        Unverified against a run: the RDMA device flag (`--disaggregation-ib-device`) is site-specific and left to
+        `serve.args`."""
+        a = d.args
+        a["--disaggregation-mode"] = role.kind
+        a["--disaggregation-transfer-backend"] = role.transfer
+        if role.kind == "prefill":
+            a["--disaggregation-bootstrap-port"] = BOOTSTRAP_PORT
+        if len(role.nodes) > 1:
+            a["--nnodes"] = len(role.nodes)
+            a["--node-rank"] = NODE_RANK
+            a["--dist-init-addr"] = f"{role.head}:{DIST_INIT_PORT}"
+
+    def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
+                    transfer: str) -> LaunchSpec:
+        """`python3 -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP … --decode URL …`
+        (sglang-router; the AMD disagg script's router on port 30000)."""
+        argv = ["python3", "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+        for w in prefill:
+            argv += ["--prefill", f"http://{w.spec.host}:{w.spec.port}", str(BOOTSTRAP_PORT)]
+        for w in decode:
+            argv += ["--decode", f"http://{w.spec.host}:{w.spec.port}"]
+        argv += ["--host", BIND_HOST, "--port", str(ROUTER_PORT)]
+        version = job.router.version if job.router is not None else None
+        return LaunchSpec(engine="sglang-router", engine_version=version, image=job.image, argv=tuple(argv),
+                          host=node_host(node), port=ROUTER_PORT, health_path="/health", metrics_path=None,
+                          served_model_name=job.workload.served_model_name,
+                          notes=(f"PD router over {len(prefill)} prefill and {len(decode)} decode worker(s); KV "
+                                 f"moves prefill→decode over {transfer}",))

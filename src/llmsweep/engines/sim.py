@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_for
-from llmsweep.engines.base import Adapter, Derived, agentic_conc, norm_flag, topology
+from llmsweep.engines.base import Adapter, Derived, RoleContext, agentic_conc, norm_flag, topology
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
@@ -109,16 +109,17 @@ class SimAdapter(Adapter):
         d.args["--kv-offload"] = "dram"
         d.args["--dram-gb"] = f"{gb:g}"
 
-    def merged_args(self, job: Job, port: int) -> tuple[dict[str, Any], Derived]:
-        """The simulator takes only its own flags: the recipe's were translated in :meth:`derive`."""
+    def merged_args(self, job: Job, port: int, role: RoleContext | None = None) -> tuple[dict[str, Any], Derived]:
+        """The simulator takes only its own flags: the recipe's were translated in :meth:`derive`. It renders no
+        disaggregated worker yet (`disagg_transfer_default` is None), so `role` is never set here."""
         derived = self.derive(job, port)
         return dict(derived.args), derived
 
     def conflicts(self, job: Job, kind: str = "parallel") -> list[Any]:
         return []
 
-    def render(self, job: Job, *, port: int | None = None) -> LaunchSpec:
-        spec = super().render(job, port=port)
+    def render(self, job: Job, *, port: int | None = None, role: RoleContext | None = None) -> LaunchSpec:
+        spec = super().render(job, port=port, role=role)
         env = {k: v for k, v in spec.env.items() if not k.startswith(engine_env_prefixes())}
         prefix = (SGLANG if self.style(job) == SGLANG.id else VLLM).metric_prefix
         return spec.model_copy(update={"image": None, "engine_version": None, "gpus": 0, "env": env,

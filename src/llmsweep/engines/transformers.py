@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from llmsweep.engine_ids import TRANSFORMERS
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, norm_flag, topology
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, RoleContext, norm_flag, topology
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.engines.sglang import model_path
 from llmsweep.errors import ContractError
@@ -117,14 +117,14 @@ class TransformersAdapter(Adapter):
                        "`workload.use-chat-template: true` so fixed-length prompts go to the chat route as text")
         return out
 
-    def render(self, job: Job, *, port: int | None = None) -> LaunchSpec:
+    def render(self, job: Job, *, port: int | None = None, role: RoleContext | None = None) -> LaunchSpec:
         refused = self.refusals(job)
         if refused:
             raise ContractError(
                 f"job {job.id}: transformers serve cannot run " + "; ".join(refused),
                 fix="change the recipe as the message says, or run this job on vLLM/SGLang (`serve.engine.name`)",
             )
-        spec = super().render(job, port=port)
+        spec = super().render(job, port=port, role=role)
         served = model_path(job)
         notes = list(spec.notes)
         if job.workload.served_model_name != served:

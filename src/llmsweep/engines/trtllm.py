@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 import yaml
 
 from llmsweep.engine_ids import TRTLLM
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
-from llmsweep.engines.launch import LaunchFile
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, RoleContext, agentic_conc, topology
+from llmsweep.engines.launch import LaunchFile, LaunchSpec, RoleWorker, node_host
 from llmsweep.engines.sglang import model_path
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
@@ -32,6 +32,13 @@ OPTIONS_FLAG = "--extra_llm_api_options"
 DECODING_TYPE: dict[str, str] = {"mtp": "MTP", "eagle": "Eagle", "eagle3": "Eagle", "draft_model": "DraftTarget",
                                  "ngram": "NGram"}
 """serve.spec-decoding method → the LLM API's `decoding_type`."""
+DISAGG_CONFIG = "disagg_config.yaml"
+DISAGG_SERVER_PORT = 8000
+"""The disaggregated server faces the client on trtllm-serve's usual port; context/generation servers use 8336."""
+WORKER_PORT = 8336
+CACHE_TRANSCEIVER: dict[str, str] = {"nixl": "NIXL", "ucx": "UCX", "mpi": "MPI", "default": "DEFAULT"}
+"""`kv-p2p-transfer` → the LLM API's `cache_transceiver_config.backend` (NIXL/UCX as InferenceX's dynamo-trt recipes
+write it, wave-2 spec §6.3)."""
 
 
 class TRTLLMAdapter(Adapter):
@@ -40,6 +47,12 @@ class TRTLLMAdapter(Adapter):
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--extra-llm-api-options"})
     flag_aliases: ClassVar[dict[str, str]] = {"--moe-expert-parallel-size": "--ep-size"}
     allow_abbrev: ClassVar[bool] = False  # trtllm-serve is a click command: no abbreviations
+    disagg_transfer_default: ClassVar[str | None] = "nixl"
+    disagg_worker_port: ClassVar[int | None] = WORKER_PORT
+    dynamo_module: ClassVar[str | None] = "dynamo.trtllm"
+
+    def dynamo_launcher(self, job: Job) -> list[str]:
+        return ["python3", "-m", "dynamo.trtllm", "--model-path", model_path(job)]  # unverified spelling
     unsupported_args: ClassVar[dict[str, str]] = {
         "--mem-fraction-static": "TensorRT-LLM sets the KV share with `kv_cache_config.free_gpu_memory_fraction`",
         "--gpu-memory-utilization": "TensorRT-LLM sets the KV share with `kv_cache_config.free_gpu_memory_fraction`",
@@ -107,3 +120,49 @@ class TRTLLMAdapter(Adapter):
         if spec is None:
             return None
         return {"speculative_config": spec, "return_perf_metrics": True, "enable_iter_perf_stats": True}
+
+    def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:
+        """A context (prefill) or generation (decode) server: the LLM-API options file gains
+        `cache_transceiver_config.backend` (the KV transfer), and a context server `disable_overlap_scheduler`
+        (TensorRT-LLM's disaggregated examples; unverified against a run). A worker wider than a node runs under
+        `trtllm-llmapi-launch` with MPI across its nodes (left to the placer; noted)."""
+        backend = CACHE_TRANSCEIVER.get(role.transfer.lower())
+        if backend is None:
+            raise ConfigError(f"TensorRT-LLM has no cache transceiver for kv-p2p-transfer `{role.transfer}`",
+                              fix=f"use one of {', '.join(sorted(CACHE_TRANSCEIVER))}")
+        options: dict[str, Any] = dict(self.llm_api_options(job) or {})
+        options["cache_transceiver_config"] = {"backend": backend}
+        if role.kind == "prefill":
+            options["disable_overlap_scheduler"] = True
+        d.files = [f for f in d.files if f.name != LLM_API_OPTIONS]
+        file = LaunchFile(name=LLM_API_OPTIONS, content=yaml.safe_dump(options, sort_keys=False),
+                          description=f"TensorRT-LLM LLM-API options of a {role.kind} server: KV transfer over "
+                                      f"{backend}")
+        d.files.append(file)
+        d.args[OPTIONS_FLAG] = file.placeholder_path
+        if role.dynamo:
+            d.args["--disaggregation-mode"] = role.kind  # Dynamo's TensorRT-LLM worker flag (unverified)
+        if len(role.nodes) > 1:
+            d.notes.append(f"spans {len(role.nodes)} nodes: started under trtllm-llmapi-launch (MPI) on each")
+
+    def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
+                    transfer: str) -> LaunchSpec:
+        """`trtllm-serve disaggregated -c disagg_config.yaml`: the config lists the context and generation servers
+        (TensorRT-LLM's disaggregated serving docs; unverified against a run)."""
+        config = {
+            "hostname": BIND_HOST,
+            "port": DISAGG_SERVER_PORT,
+            "backend": "pytorch",
+            "context_servers": {"num_instances": len(prefill),
+                                "urls": [f"{w.spec.host}:{w.spec.port}" for w in prefill]},
+            "generation_servers": {"num_instances": len(decode),
+                                   "urls": [f"{w.spec.host}:{w.spec.port}" for w in decode]},
+        }
+        file = LaunchFile(name=DISAGG_CONFIG, content=yaml.safe_dump(config, sort_keys=False),
+                          description="TensorRT-LLM disaggregated server: its context and generation servers")
+        return LaunchSpec(engine="trtllm-disagg", image=job.image,
+                          argv=("trtllm-serve", "disaggregated", "-c", file.placeholder_path),
+                          host=node_host(node), port=DISAGG_SERVER_PORT, health_path="/health", metrics_path=None,
+                          files=(file,), served_model_name=job.workload.served_model_name,
+                          notes=(f"disaggregated server over {len(prefill)} context and {len(decode)} generation "
+                                 f"server(s); KV over {transfer}",))

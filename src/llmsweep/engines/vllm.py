@@ -9,12 +9,30 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from llmsweep.engine_ids import VLLM
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, norm_flag, topology
+from llmsweep.engines.base import (
+    BIND_HOST,
+    DIST_INIT_PORT,
+    Adapter,
+    Derived,
+    RoleContext,
+    agentic_conc,
+    norm_flag,
+    topology,
+)
+from llmsweep.engines.launch import NODE_RANK, LaunchSpec, RoleWorker, node_host
 from llmsweep.engines.sglang import model_path, per_rank_gb
+from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
 
 BYTES_PER_GB = 1_000_000_000
+KV_CONNECTORS: dict[str, str] = {"nixl": "NixlConnector", "mooncake": "MooncakeConnector",
+                                 "lmcache": "LMCacheConnectorV1"}
+"""`kv-p2p-transfer` → vLLM's KV connector between prefill and decode (NixlConnector verified in vLLM's docs; the
+others unverified against a run)."""
+PROXY_PORT = 8000
+"""The disaggregated proxy serves the client on vLLM's usual port; the workers behind it move to WORKER_PORT."""
+WORKER_PORT = 8100
 
 
 class VLLMAdapter(Adapter):
@@ -40,6 +58,12 @@ class VLLMAdapter(Adapter):
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset({"vllm-simple", "native", "lmcache"})
     supports_dcp: ClassVar[bool] = True
     supports_pcp: ClassVar[bool] = True
+    disagg_transfer_default: ClassVar[str | None] = "nixl"
+    disagg_worker_port: ClassVar[int | None] = WORKER_PORT
+    dynamo_module: ClassVar[str | None] = "dynamo.vllm"
+
+    def dynamo_launcher(self, job: Job) -> list[str]:
+        return ["python3", "-m", "dynamo.vllm", "--model", model_path(job)]  # unverified spelling
 
     def canonical(self, flag: str) -> str:
         """vLLM's spellings of one flag: `-sc` is `--speculative-config`, and a dotted sub-key
@@ -112,3 +136,42 @@ class VLLMAdapter(Adapter):
             d.env["LMCACHE_LOCAL_CPU"] = "True"
             d.env["LMCACHE_MAX_LOCAL_CPU_SIZE"] = str(per_rank_gb(total, ranks))
         d.notes.append(f"KV offload ({backend}): {total} GB total-cpu-dram-gb")
+
+    def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:
+        """vLLM's disaggregated worker: every worker gets `--kv-transfer-config` with the transfer connector and
+        `kv_role: kv_both` (the proxy decides who prefills); a worker wider than a node adds vLLM's multi-node
+        `--nnodes/--node-rank/--master-addr/--master-port` (unverified). A KV-offload connector the job already has
+        is kept beside it in a MultiConnector (unverified)."""
+        connector = KV_CONNECTORS.get(role.transfer)
+        if connector is None:
+            raise ConfigError(f"vLLM has no KV connector llmsweep knows for kv-p2p-transfer `{role.transfer}`",
+                              fix=f"use one of {', '.join(sorted(KV_CONNECTORS))}")
+        transfer: dict[str, Any] = {"kv_connector": connector, "kv_role": "kv_both"}
+        offload = d.args.get("--kv-transfer-config")
+        if isinstance(offload, dict):
+            transfer = {"kv_connector": "MultiConnector", "kv_role": "kv_both",
+                        "kv_connector_extra_config": {"connectors": [transfer, offload]}}
+        d.args["--kv-transfer-config"] = transfer
+        if role.dynamo:
+            d.args["--is-prefill-worker"] = role.kind == "prefill"  # Dynamo's vLLM worker flag (unverified)
+        if len(role.nodes) > 1:
+            d.args["--nnodes"] = len(role.nodes)
+            d.args["--node-rank"] = NODE_RANK
+            d.args["--master-addr"] = role.head
+            d.args["--master-port"] = DIST_INIT_PORT
+
+    def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
+                    transfer: str) -> LaunchSpec:
+        """vLLM's disaggregated proxy (`toy_proxy_server.py` of vLLM's NIXL integration tests: it sends each request
+        to a prefiller with max_tokens 1, then to a decoder with the KV handle). Unverified: the script is not in the
+        vLLM wheel and must be provided beside the launch."""
+        argv = ["python3", "toy_proxy_server.py", "--host", BIND_HOST, "--port", str(PROXY_PORT),
+                "--prefiller-hosts", *(w.spec.host for w in prefill), "--prefiller-ports",
+                *(str(w.spec.port) for w in prefill), "--decoder-hosts", *(w.spec.host for w in decode),
+                "--decoder-ports", *(str(w.spec.port) for w in decode)]
+        return LaunchSpec(engine="vllm-proxy", image=job.image, argv=tuple(argv), host=node_host(node),
+                          port=PROXY_PORT, health_path="/healthcheck", metrics_path=None,
+                          served_model_name=job.workload.served_model_name,
+                          notes=(f"disaggregated proxy over {len(prefill)} prefill and {len(decode)} decode "
+                                 f"worker(s); KV over {transfer} (unverified: toy_proxy_server.py is vLLM's test "
+                                 "proxy, not in the wheel)",))

@@ -2,8 +2,9 @@
 
 plan → policy (errors stop their jobs before launch, with the rule printed) → render every job's LaunchSpec → group
 jobs with identical specs onto one server → run each group through the executor → store → report → completeness
-report. Eval jobs are planned but refused ("not yet supported"), never silently skipped; so are jobs that cannot
-run (no `serve`, unmapped framework) unless the simulator is asked for.
+report. Eval jobs are planned but refused ("not yet supported"), never silently skipped; so are multinode
+(disaggregated prefill/decode) jobs, which no executor launches role by role yet, and jobs that cannot run (no
+`serve`, unmapped framework) unless the simulator is asked for.
 """
 
 from __future__ import annotations
@@ -161,9 +162,19 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
     if errors:
         first = errors[0]
         return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
+    from llmsweep import engines
+
+    launch = engines.launch_refusal(job)
+    if launch is not None:
+        # Every executor, the simulator included: one aggregated server would be stored under the disagg identity.
+        return launch
     if job.engine is None and not simulate:
-        return ("not runnable: the recipe has no `serve` section or its framework maps to no engine adapter; "
-                "add `serve`, or run it on the simulator with --simulate")
+        from llmsweep.engine_ids import UNSERVED_FRAMEWORKS
+
+        unserved = UNSERVED_FRAMEWORKS.get(job.framework.lower())
+        return ("not runnable: the recipe has no `serve` section or its framework maps to no engine adapter"
+                + (f" ({job.framework}: {unserved})" if unserved else "")
+                + "; add `serve`, or run it on the simulator with --simulate")
     return None
 
 

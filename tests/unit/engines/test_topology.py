@@ -1,0 +1,200 @@
+"""A multinode job renders role by role: every prefill and decode worker with its own parallelism, KV-transfer and
+disaggregation flags, on nodes of its own, and the router or frontend that knows them; GPUs per role sum to the
+job's. An aggregated job is one `server` role whose launch is exactly `render`'s. What llmsweep cannot launch
+disaggregated is refused with the reason."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llmsweep import engines
+from llmsweep.engines.launch import Topology
+from llmsweep.errors import ContractError
+from llmsweep.plan import Job, jobs_from_files
+
+Plan = Callable[[str], list[Job]]
+
+
+def flag(argv: tuple[str, ...], name: str) -> str | None:
+    if name not in argv:
+        return None
+    i = argv.index(name)
+    return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
+
+
+def mn_recipe(framework: str, image: str, *, prefill: str, decode: str, transfer: str | None = None,
+              runner: str = "mi355x-disagg", spec: str = "none", serve: str = "  serve: {}\n") -> str:
+    p2p = f"  kv-p2p-transfer: {transfer}\n" if transfer else ""
+    return (f"k:\n  image: {image}\n  model: deepseek-ai/DeepSeek-R1-0528\n  model-prefix: dsr1\n"
+            f"  runner: {runner}\n  precision: fp8\n  framework: {framework}\n  multinode: true\n  disagg: true\n"
+            f"{p2p}  scenarios:\n    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n      search-space:\n"
+            f"      - spec-decoding: {spec}\n        conc-list: [8, 16]\n        prefill: {prefill}\n"
+            f"        decode: {decode}\n{serve}")
+
+
+SGLANG_IMAGE = "lmsysorg/sglang:v0.5.16-rocm720-mi35x"
+P1_TP8 = "{num-worker: 1, tp: 8, ep: 8, dp-attn: true, additional-settings: [PREFILL_NODES=1]}"
+D2_TP8 = "{num-worker: 2, tp: 8, ep: 1, dp-attn: false}"
+
+
+def check_placement(topology: Topology, job: Job) -> None:
+    """GPUs sum to the job's; each worker takes ceil(GPUs / GPUs per node) nodes of its own, within the allocation."""
+    assert topology.gpus == job.gpus
+    assert topology.gpus_per_node is not None
+    seen: list[int] = []
+    for role in topology.roles:
+        assert len(role.workers) == role.count
+        if role.kind == "router":
+            assert role.gpus_per_worker == 0 and role.workers[0].nodes == (0,)
+            continue
+        assert role.nodes_per_worker == math.ceil(role.gpus_per_worker / topology.gpus_per_node)
+        for w in role.workers:
+            assert len(w.nodes) == role.nodes_per_worker and w.spec.gpus == role.gpus_per_worker
+            seen += w.nodes
+            assert w.spec.host == f"{{node{w.nodes[0]}}}"
+    assert sorted(seen) == list(range(topology.nodes)), "workers own disjoint nodes numbered from 0"
+
+
+def test_an_aggregated_job_is_one_server_role_with_renders_launch(plan: Plan) -> None:
+    text = ("k:\n  image: lmsysorg/sglang:v0.5.16-cu130\n  model: org/m\n  model-prefix: m\n  runner: h200\n"
+            "  precision: fp8\n  framework: sglang\n  multinode: false\n  scenarios:\n    fixed-seq-len:\n"
+            "    - isl: 1024\n      osl: 1024\n      search-space:\n      - { tp: 4, conc-list: [4] }\n  serve: {}\n")
+    (job,) = plan(text)
+    topology = engines.render_topology(job)
+    assert not topology.disaggregated and [r.kind for r in topology.roles] == ["server"]
+    assert topology.roles[0].workers[0].spec == engines.render(job) and topology.gpus == job.gpus == 4
+
+
+def test_sglang_disagg_renders_prefill_decode_and_the_pd_router(plan: Plan) -> None:
+    (job,) = plan(mn_recipe("sglang-disagg", SGLANG_IMAGE, prefill=P1_TP8, decode=D2_TP8, transfer="mori"))
+    topology = engines.render_topology(job)
+    check_placement(topology, job)
+    assert topology.disaggregated and topology.kv_transfer == "mori" and topology.nodes == 3
+    prefill, decode, router = topology.roles
+    assert (prefill.kind, prefill.count, decode.kind, decode.count) == ("prefill", 1, "decode", 2)
+    p = prefill.workers[0].spec
+    assert flag(p.argv, "--disaggregation-mode") == "prefill" and flag(p.argv, "--disaggregation-transfer-backend") \
+        == "mori"
+    # Each worker's own parallelism: prefill has EP8 + DP-attention, decode EP1 without.
+    assert flag(p.argv, "--ep-size") == "8" and flag(p.argv, "--enable-dp-attention") == ""
+    assert p.env["PREFILL_NODES"] == "1"
+    bootstrap = flag(p.argv, "--disaggregation-bootstrap-port")
+    assert bootstrap is not None
+    for w in decode.workers:
+        assert flag(w.spec.argv, "--disaggregation-mode") == "decode" and flag(w.spec.argv, "--ep-size") == "1"
+        assert "--enable-dp-attention" not in w.spec.argv and "--disaggregation-bootstrap-port" not in w.spec.argv
+    r = router.workers[0].spec
+    assert r.argv[:4] == ("python3", "-m", "sglang_router.launch_router", "--pd-disaggregation")
+    assert r.argv[r.argv.index("--prefill") + 1:r.argv.index("--prefill") + 3] == (
+        f"http://{{node0}}:{p.port}", bootstrap)
+    decodes = [r.argv[i + 1] for i, a in enumerate(r.argv) if a == "--decode"]
+    assert decodes == [f"http://{w.spec.host}:{w.spec.port}" for w in decode.workers] == [
+        f"http://{{node1}}:{p.port}", f"http://{{node2}}:{p.port}"]
+    assert r.port != p.port, "the router shares node 0 with the first prefill worker"
+
+
+def test_a_worker_wider_than_a_node_spans_nodes_with_a_rendezvous(plan: Plan) -> None:
+    wide = "{num-worker: 1, tp: 16, ep: 16, dp-attn: true}"
+    (job,) = plan(mn_recipe("sglang-disagg", SGLANG_IMAGE, prefill=P1_TP8, decode=wide, transfer="mooncake"))
+    topology = engines.render_topology(job, gpus_per_node=8)
+    check_placement(topology, job)
+    d = topology.roles[1].workers[0]
+    assert d.nodes == (1, 2) and flag(d.spec.argv, "--nnodes") == "2"
+    assert flag(d.spec.argv, "--node-rank") == "{node_rank}" and flag(d.spec.argv, "--dist-init-addr", ) \
+        .startswith("{node1}:")  # type: ignore[union-attr]
+
+
+def test_vllm_disagg_workers_carry_the_nixl_connector_and_the_proxy_lists_them(plan: Plan) -> None:
+    (job,) = plan(mn_recipe("vllm-disagg", "vllm/vllm-openai:v0.26.0", prefill=P1_TP8, decode=D2_TP8,
+                            transfer="nixl"))
+    topology = engines.render_topology(job)
+    check_placement(topology, job)
+    assert topology.kv_transfer == "nixl"
+    workers = [w for role in topology.roles[:2] for w in role.workers]
+    for w in workers:
+        config = json.loads(flag(w.spec.argv, "--kv-transfer-config") or "{}")
+        assert config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    proxy = topology.roles[2].workers[0].spec
+    hosts = proxy.argv[proxy.argv.index("--decoder-hosts") + 1:proxy.argv.index("--decoder-ports")]
+    assert list(hosts) == ["{node1}", "{node2}"]
+    assert proxy.port not in {w.spec.port for w in workers}
+
+
+def test_trtllm_disagg_renders_options_per_server_and_the_disaggregated_config(plan: Plan) -> None:
+    (job,) = plan(mn_recipe("dynamo-trt", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0", prefill=P1_TP8,
+                            decode=D2_TP8, transfer="ucx", runner="gb300-nv"))
+    adapter = engines.get_adapter("trtllm")
+    topology = adapter.render_topology(job.model_copy(update={"framework": "trt"}), gpus_per_node=4)
+    check_placement(topology, job)
+    assert topology.nodes == 2 + 2 * 2, "TP8 workers on 4-GPU nodes take 2 nodes each"
+    for role in topology.roles[:2]:
+        for w in role.workers:
+            (options,) = w.spec.files
+            content = yaml.safe_load(options.content)
+            assert content["cache_transceiver_config"] == {"backend": "UCX"}
+            assert content.get("disable_overlap_scheduler", False) is (role.kind == "prefill")
+            assert flag(w.spec.argv, "--extra_llm_api_options") == options.placeholder_path
+    server = topology.roles[2].workers[0].spec
+    assert server.argv[:3] == ("trtllm-serve", "disaggregated", "-c")
+    config = yaml.safe_load(server.files[0].content)
+    assert config["context_servers"]["num_instances"] == 1 and config["generation_servers"]["urls"] == [
+        f"{{node2}}:{w.spec.port}" for w in topology.roles[1].workers[:1]] + [
+        f"{{node4}}:{topology.roles[1].workers[1].spec.port}"]
+
+
+def test_dynamo_frameworks_launch_dynamo_workers_behind_the_dynamo_frontend(plan: Plan) -> None:
+    (job,) = plan(mn_recipe("dynamo-sglang", "nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.7.0", prefill=P1_TP8,
+                            decode=D2_TP8, transfer="nixl", runner="gb300-nv"))
+    topology = engines.render_topology(job, gpus_per_node=4)
+    check_placement(topology, job)
+    for role in topology.roles[:2]:
+        for w in role.workers:
+            assert w.spec.argv[:3] == ("python3", "-m", "dynamo.sglang")
+            assert flag(w.spec.argv, "--disaggregation-mode") == role.kind
+    assert topology.roles[2].workers[0].spec.argv[:3] == ("python3", "-m", "dynamo.frontend")
+
+
+def test_an_engine_without_a_disaggregated_launch_is_refused_with_the_reason(plan: Plan) -> None:
+    (job,) = plan(mn_recipe("atom-disagg", "rocm/atom:v0.1.2", prefill=P1_TP8, decode=D2_TP8, transfer="mori"))
+    with pytest.raises(ContractError, match="cannot render atom's disaggregated"):
+        engines.render_topology(job)
+    with pytest.raises(ContractError, match="disaggregated"):
+        engines.render_topology(job, simulate=True)
+
+
+def test_tilert_is_refused_with_why_llmsweep_cannot_launch_it(plan: Plan) -> None:
+    (job,) = plan(mn_recipe("tilert", "tilert/tilert:1.0", prefill=P1_TP8, decode=D2_TP8, transfer="nixl"))
+    assert job.engine is None
+    with pytest.raises(ContractError, match="TileRT"):
+        engines.render_topology(job)
+
+
+def test_every_multinode_job_of_the_amd_master_renders_every_role(shared_dir: Path, tmp_path: Path) -> None:
+    doc = yaml.safe_load((shared_dir / "reference" / "inferencex" / "amd-master.yaml").read_text())
+    for entry in doc.values():
+        if isinstance(entry, dict) and entry.get("multinode"):
+            entry["serve"] = {}
+    master = tmp_path / "amd-master.yaml"
+    master.write_text(yaml.safe_dump(doc, sort_keys=False))
+    jobs = [j for j in jobs_from_files([master]) if j.multinode]
+    assert len(jobs) >= 40
+    rendered = refused = 0
+    for job in jobs:
+        if job.framework == "atom-disagg":
+            with pytest.raises(ContractError, match="disaggregated"):
+                engines.render_topology(job)
+            refused += 1
+            continue
+        topology = engines.render_topology(job)
+        check_placement(topology, job)
+        assert [r.kind for r in topology.roles] == ["prefill", "decode", "router"]
+        assert topology.roles[0].gpus + topology.roles[1].gpus == job.gpus
+        assert topology.kv_transfer == job.kv_p2p_transfer
+        rendered += 1
+    assert rendered and refused
