@@ -13,6 +13,16 @@ One step, as in vLLM's V1 / SGLang's unified scheduler:
 
 Callers drive it: ``end = core.begin_step(now)`` (None when idle), then at ``end``: ``core.end_step()`` returns the
 requests that emitted tokens this step. The live server sleeps until ``end``; the predictor jumps there.
+
+Event to event: a caller in virtual time passes ``begin_step(now, horizon=...)``, the time of its next event (an
+arrival, a lane's wake-up, a metrics scrape). When the step just scheduled is decode-only, the core then runs the
+following decode steps too, as one *block*, while the batch's composition cannot change: no step of the block ends
+at or after the horizon, no request reaches its output length (that step is left to the step-by-step path), and every
+KV block the decodes need fits the pool (no preemption, evictions in the same order). Step times come vectorised from
+the timer (the context grows by the tokens each step emits), speculative draws from the same stream the step path
+reads (:meth:`~llmsweep.sim.acceptance.AcceptanceController.plan`), so a block equals its steps taken one by one.
+``end_step`` then applies the whole block; :attr:`EngineCore.last_block` holds each step's end time and each
+request's tokens per step, so a caller can still stamp every chunk. ``coalesce=False`` keeps the step-by-step path.
 """
 
 from __future__ import annotations
@@ -21,10 +31,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from llmsweep.sim.acceptance import AcceptanceController
 from llmsweep.sim.config import SimConfig
 from llmsweep.sim.kv import KVPool
-from llmsweep.sim.perf import Batch, StepTimer
+from llmsweep.sim.perf import Batch, StepTimer, decode_step_times
+
+BLOCK_ELEMENTS = 1 << 16
+"""Most (step x request) cells one coalesced block plans at once (bounds the arrays; a longer run is several blocks)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -61,6 +76,26 @@ class SimRequest:
 
 
 @dataclass(slots=True)
+class Block:
+    """Decode steps applied together (see the module doc): what ``end_step`` returns emitted this many tokens, in
+    this order, at these times."""
+
+    ends: list[float]
+    """End time of each step of the block (the last is the block's end)."""
+    tokens: list[list[int]]
+    """Per emitted request (same order as ``end_step``'s list), its tokens in each step."""
+
+
+@dataclass(slots=True)
+class _Plan:
+    steps: int
+    ends: np.ndarray
+    busy: float
+    tokens: np.ndarray | None
+    """(steps, requests) tokens per step with speculative decoding; None when each step emits one token."""
+
+
+@dataclass(slots=True)
 class Counters:
     """Monotonic counters and last-step gauges the metrics endpoint exposes."""
 
@@ -87,9 +122,14 @@ class EngineCore:
     """Waiting and running queues, a token budget per step, a KV block pool with prefix cache, preemption and
     speculative decoding — see the module doc for one step's order."""
 
-    def __init__(self, config: SimConfig, timer: StepTimer) -> None:
+    def __init__(self, config: SimConfig, timer: StepTimer, *, coalesce: bool = True) -> None:
         self.config = config
         self.timer = timer
+        self.coalesce = coalesce
+        """Run decode steps as blocks when the caller passes a horizon (False: always one step at a time)."""
+        self.last_block: Block | None = None
+        """The block the last ``end_step`` applied; None when it applied a single step."""
+        self._plan: _Plan | None = None
         bs = config.block_size
         self.block_size = bs
         self.num_blocks = max(1, config.kv_capacity_tokens // bs)
@@ -150,8 +190,11 @@ class EngineCore:
         return bool(self.running or self.waiting)
 
     # -- step -------------------------------------------------------------------------------------------------------
-    def begin_step(self, now: float) -> float | None:
-        """Schedule a batch at `now`; returns the time it ends, or None when there is nothing to run."""
+    def begin_step(self, now: float, horizon: float | None = None) -> float | None:
+        """Schedule a batch at `now`; returns the time it ends, or None when there is nothing to run.
+
+        With a `horizon` (the caller's next event; see the module doc) a decode-only batch may run as a block of
+        steps that all end before it; the returned time is then the block's end."""
         assert not self._in_step, "end_step() must follow begin_step()"
         self.now = now
         cfg, pool, bs = self.config, self.pool, self.block_size
@@ -267,13 +310,107 @@ class EngineCore:
         c.busy_seconds += dt
         if len(running) > c.max_running_seen:
             c.max_running_seen = len(running)
+        if (horizon is not None and self.coalesce and not batch.prefill_tokens and now + dt < horizon
+                and len(scheduled) == len(running) and not self._aborts):
+            plan = self._plan_block(batch, now, dt, horizon)
+            if plan is not None:
+                self._plan = plan
+                self._step_end = float(plan.ends[-1])
+                c.steps += plan.steps - 1
+                c.busy_seconds += plan.busy - dt
         return self._step_end
+
+    def _plan_block(self, batch: Batch, now: float, dt: float, horizon: float) -> _Plan | None:
+        """The longest run of decode steps, from the one just scheduled, that keeps the batch's composition (see the
+        module doc); extra KV blocks it needs are taken now. None when that run is a single step."""
+        scheduled = self._scheduled
+        n = len(scheduled)
+        lookahead = self.spec_k + 1
+        remaining = np.fromiter((r.max_tokens - r.generated for r in scheduled), np.int64, n)
+        # each step emits >= 1 token per request; the step in which one reaches its length stays out of the block
+        cap = int(remaining.min()) - 1
+        if horizon != float("inf"):
+            # step times never fall while the context grows: at most this many steps end before the horizon
+            cap = min(cap, int((horizon - now) / dt) + 1)
+        cap = min(cap, BLOCK_ELEMENTS // n)
+        if cap < 2:
+            return None
+        sampler = self.sampler
+        tokens: np.ndarray | None = None
+        if sampler is not None:
+            tokens = sampler.plan(cap, n)
+            steps = len(tokens)
+            if steps < 2:
+                return None
+            done = np.cumsum(tokens, axis=0)
+            reach = (done >= remaining).any(axis=1)
+            if reach.any():
+                steps = int(np.argmax(reach))
+            before = done[:steps - 1].sum(axis=1) if steps > 1 else np.empty(0, np.int64)
+        else:
+            steps = cap
+            before = np.arange(1, steps, dtype=np.int64) * n
+        if steps < 2:
+            return None
+        ctx = np.empty(steps, np.int64)
+        ctx[0] = batch.decode_ctx
+        ctx[1:] = batch.decode_ctx + before[:steps - 1]
+        times = decode_step_times(self.timer, batch, ctx)
+        times[0] = dt
+        ends = np.cumsum(np.concatenate(((now,), times)))[1:]
+        steps = min(steps, int(np.searchsorted(ends, horizon, "left")))
+        if steps < 2:
+            return None
+        # KV: every decode must find its blocks in every step of the block
+        bs = self.block_size
+        computed = np.fromiter((r.computed for r in scheduled), np.int64, n)
+        held = np.fromiter((len(r.blocks) for r in scheduled), np.int64, n)
+        available = self.pool.available()
+        while True:
+            if tokens is not None:
+                grown = np.cumsum(tokens[:steps - 1], axis=0)[-1] if steps > 1 else np.zeros(n, np.int64)
+            else:
+                grown = np.full(n, steps - 1, np.int64)
+            extra = np.maximum(-(-(computed + grown + lookahead) // bs) - held, 0)
+            total = int(extra.sum())
+            if total <= available:
+                break
+            # shorten to the steps whose allocations fit (rare: only near a full pool)
+            steps = self._kv_steps(tokens, computed, held, steps, available, n, lookahead)
+            if steps < 2:
+                return None
+        if total:
+            got = self.pool.allocate(total)
+            assert got is not None
+            at = 0
+            for r, e in zip(scheduled, extra.tolist(), strict=True):
+                if e:
+                    r.blocks.extend(got[at:at + e])
+                    at += e
+        if tokens is not None:
+            tokens = tokens[:steps]
+        ends = ends[:steps]
+        return _Plan(steps, ends, float(ends[-1] - now), tokens)
+
+    def _kv_steps(self, tokens: np.ndarray | None, computed: np.ndarray, held: np.ndarray, steps: int,
+                  available: int, n: int, lookahead: int) -> int:
+        """Steps (from the first) whose KV blocks fit in `available` free or evictable blocks."""
+        if tokens is not None:
+            grown = np.zeros((steps, n), np.int64)
+            np.cumsum(tokens[:steps - 1], axis=0, out=grown[1:])
+        else:
+            grown = np.broadcast_to(np.arange(steps, dtype=np.int64)[:, None], (steps, n))
+        need = np.maximum(-(-(computed + grown + lookahead) // self.block_size) - held, 0).sum(axis=1)
+        return int(np.searchsorted(need, available, "right"))
 
     def end_step(self) -> list[SimRequest]:
         """Apply the scheduled step at its end time; returns requests that emitted tokens (`last_emitted` > 0)."""
         assert self._in_step, "begin_step() must come first"
         self._in_step = False
         now = self.now = self._step_end
+        self.last_block = None
+        if self._plan is not None:
+            return self._end_block(self._plan)
         pool, bs, c = self.pool, self.block_size, self.counters
         sampler = self.sampler
         emitted: list[SimRequest] = []
@@ -336,6 +473,37 @@ class EngineCore:
             self.running = [r for r in self.running if not r.done]
         self._scheduled = []
         return emitted
+
+    def _end_block(self, plan: _Plan) -> list[SimRequest]:
+        """Apply a planned block: no request finishes or starts in it, every decode emits in every step."""
+        self._plan = None
+        scheduled = self._scheduled
+        self._scheduled = []
+        c = self.counters
+        steps, n = plan.steps, len(scheduled)
+        if plan.tokens is None:
+            per_step = [1] * steps
+            rows = [per_step] * n
+            totals = [steps] * n
+            emitted = steps * n
+        else:
+            cols = plan.tokens.T
+            rows = cols.tolist()
+            totals = cols.sum(axis=1).tolist()
+            emitted = int(sum(totals))
+            draws = steps * n
+            assert self.sampler is not None
+            self.sampler.commit(draws, emitted)
+            c.spec_verify_steps += draws
+            c.spec_draft_tokens += draws * self.spec_k
+            c.spec_accepted_tokens += emitted - draws
+        for r, tot in zip(scheduled, totals, strict=True):
+            r.computed += tot
+            r.generated += tot
+            r.last_emitted = tot
+        c.generation_tokens += emitted
+        self.last_block = Block(plan.ends.tolist(), rows)
+        return scheduled
 
     # -- internals --------------------------------------------------------------------------------------------------
     def _release(self, r: SimRequest) -> None:
