@@ -84,7 +84,8 @@ class AcceptanceController:
     one would.
     """
 
-    __slots__ = ("_buf", "_gen", "_list", "_pos", "acceptance_length", "bound", "counts_first_token", "debt", "k")
+    __slots__ = ("_buf", "_gen", "_list", "_pos", "_ramp", "acceptance_length", "bound", "counts_first_token", "debt",
+                 "k")
 
     CHUNK = 4096
 
@@ -98,6 +99,7 @@ class AcceptanceController:
         self._buf: np.ndarray = np.empty(0)
         self._list: list[float] = []
         self._pos = 0
+        self._ramp: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
 
     def _ensure(self, n: int) -> None:
         """At least `n` unread uniforms in the buffer."""
@@ -147,18 +149,26 @@ class AcceptanceController:
             return np.empty((0, cols), np.int64)
         self._ensure(total)
         u = self._buf[self._pos:self._pos + total]
-        al, k1, d0 = self.acceptance_length, self.k + 1, self.debt
-        j = np.arange(1, total + 1, dtype=np.float64)
-        target = np.floor(d0 + j * al + u)
-        slack = np.minimum.accumulate(target - j * k1)
-        n_cum = j * k1 + np.minimum(slack, 0.0)
-        tokens = np.diff(n_cum, prepend=0.0)
-        debt = d0 + j * al - n_cum
-        bad = (tokens < 1.0) | (debt > self.bound) | (debt < -self.bound)
-        if bad.any():
+        if len(self._ramp) < total:
+            j = np.arange(1, max(total, self.CHUNK) + 1, dtype=np.float64)
+            self._ramp = (j * self.acceptance_length, j * (self.k + 1))
+        j_al, j_k1 = self._ramp[0][:total], self._ramp[1][:total]
+        base = j_al + self.debt  # d0 + j AL
+        slack = np.floor(base + u)
+        slack -= j_k1
+        np.minimum.accumulate(slack, out=slack)
+        np.minimum(slack, 0.0, out=slack)
+        n_cum = slack
+        n_cum += j_k1  # N(j) = j (K + 1) + min(0, min_(i <= j) (T(i) - i (K + 1)))
+        tokens = np.empty(total, np.int64)
+        tokens[0] = n_cum[0]
+        np.subtract(n_cum[1:], n_cum[:-1], out=tokens[1:], casting="unsafe")
+        debt = base - n_cum
+        if tokens.min() < 1 or debt.max() > self.bound or debt.min() < -self.bound:
+            bad = (tokens < 1) | (debt > self.bound) | (debt < -self.bound)
             total = int(np.argmax(bad)) // cols * cols
             tokens = tokens[:total]
-        return tokens.astype(np.int64).reshape(-1, cols)
+        return tokens.reshape(-1, cols)
 
     def commit(self, draws: int, emitted: int) -> None:
         """Book `draws` verify steps planned by :meth:`plan` that emitted `emitted` tokens in all."""

@@ -38,6 +38,7 @@ from llmsweep.sim.config import SimConfig
 from llmsweep.sim.kv import KVPool
 from llmsweep.sim.perf import Batch, StepTimer, decode_step_times
 
+_INF = float("inf")
 BLOCK_ELEMENTS = 1 << 16
 """Most (step x request) cells one coalesced block plans at once (bounds the arrays; a longer run is several blocks)."""
 
@@ -262,10 +263,11 @@ class EngineCore:
             r = waiting[0]
             target = r.prompt_len + r.generated
             limit = (r.prompt_len - 1) // bs
-            g, h = pool.match(r.block_hashes, limit)
+            cached_blocks, h = pool.lookup(r.block_hashes, limit)
+            g = len(cached_blocks)
             hit_tokens = (g + h) * bs
             chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget)
-            cached_blocks = pool.acquire_cached(r.block_hashes, g) if g else []
+            pool.acquire(cached_blocks)
             need = -(-(hit_tokens + chunk) // bs) - g
             got = pool.allocate(need)
             if got is None:
@@ -326,10 +328,10 @@ class EngineCore:
         scheduled = self._scheduled
         n = len(scheduled)
         lookahead = self.spec_k + 1
-        remaining = np.fromiter((r.max_tokens - r.generated for r in scheduled), np.int64, n)
+        remaining = [r.max_tokens - r.generated for r in scheduled]
         # each step emits >= 1 token per request; the step in which one reaches its length stays out of the block
-        cap = int(remaining.min()) - 1
-        if horizon != float("inf"):
+        cap = min(remaining) - 1
+        if horizon != _INF:
             # step times never fall while the context grows: at most this many steps end before the horizon
             cap = min(cap, int((horizon - now) / dt) + 1)
         cap = min(cap, BLOCK_ELEMENTS // n)
@@ -342,66 +344,67 @@ class EngineCore:
             steps = len(tokens)
             if steps < 2:
                 return None
-            done = np.cumsum(tokens, axis=0)
-            reach = (done >= remaining).any(axis=1)
-            if reach.any():
-                steps = int(np.argmax(reach))
-            before = done[:steps - 1].sum(axis=1) if steps > 1 else np.empty(0, np.int64)
+            done = tokens.cumsum(axis=0)
+            reach = np.asarray((done >= np.array(remaining)).any(axis=1))
+            if reach[-1]:
+                steps = int(reach.argmax())
+                if steps < 2:
+                    return None
+            grown = done.sum(axis=1)  # tokens emitted by the end of each step
+            ctx = np.empty(steps, np.int64)
+            ctx[0] = 0
+            ctx[1:] = grown[:steps - 1]
+            ctx += batch.decode_ctx
         else:
             steps = cap
-            before = np.arange(1, steps, dtype=np.int64) * n
-        if steps < 2:
-            return None
-        ctx = np.empty(steps, np.int64)
-        ctx[0] = batch.decode_ctx
-        ctx[1:] = batch.decode_ctx + before[:steps - 1]
+            ctx = np.arange(batch.decode_ctx, batch.decode_ctx + n * steps, n, dtype=np.int64)
         times = decode_step_times(self.timer, batch, ctx)
-        times[0] = dt
-        ends = np.cumsum(np.concatenate(((now,), times)))[1:]
-        steps = min(steps, int(np.searchsorted(ends, horizon, "left")))
-        if steps < 2:
-            return None
-        # KV: every decode must find its blocks in every step of the block
-        bs = self.block_size
-        computed = np.fromiter((r.computed for r in scheduled), np.int64, n)
-        held = np.fromiter((len(r.blocks) for r in scheduled), np.int64, n)
-        available = self.pool.available()
-        while True:
-            if tokens is not None:
-                grown = np.cumsum(tokens[:steps - 1], axis=0)[-1] if steps > 1 else np.zeros(n, np.int64)
-            else:
-                grown = np.full(n, steps - 1, np.int64)
-            extra = np.maximum(-(-(computed + grown + lookahead) // bs) - held, 0)
-            total = int(extra.sum())
-            if total <= available:
-                break
-            # shorten to the steps whose allocations fit (rare: only near a full pool)
-            steps = self._kv_steps(tokens, computed, held, steps, available, n, lookahead)
+        times[0] = now + dt
+        ends = times.cumsum()  # ((now + t0) + t1) + ...: the step path's sums, bit for bit
+        if ends[steps - 1] >= horizon:
+            steps = int(ends.searchsorted(horizon, "left"))
             if steps < 2:
                 return None
+        # KV: every decode must find its blocks in every step of the block (the last step needs the most)
+        bs = self.block_size
+        if tokens is not None:
+            last = (done[steps - 2] + lookahead).tolist()
+        else:
+            last = [steps - 1 + lookahead] * n
+        extra = [max(0, -(-(r.computed + g) // bs) - len(r.blocks)) for r, g in zip(scheduled, last, strict=True)]
+        total = sum(extra)
+        if total > self.pool.available():
+            steps = self._kv_steps(tokens, steps, n, lookahead)
+            if steps < 2:
+                return None
+            if tokens is not None:
+                last = (done[steps - 2] + lookahead).tolist()
+            else:
+                last = [steps - 1 + lookahead] * n
+            extra = [max(0, -(-(r.computed + g) // bs) - len(r.blocks)) for r, g in zip(scheduled, last, strict=True)]
+            total = sum(extra)
         if total:
             got = self.pool.allocate(total)
             assert got is not None
             at = 0
-            for r, e in zip(scheduled, extra.tolist(), strict=True):
+            for r, e in zip(scheduled, extra, strict=True):
                 if e:
                     r.blocks.extend(got[at:at + e])
                     at += e
-        if tokens is not None:
-            tokens = tokens[:steps]
         ends = ends[:steps]
-        return _Plan(steps, ends, float(ends[-1] - now), tokens)
+        return _Plan(steps, ends, float(ends[-1] - now), None if tokens is None else tokens[:steps])
 
-    def _kv_steps(self, tokens: np.ndarray | None, computed: np.ndarray, held: np.ndarray, steps: int,
-                  available: int, n: int, lookahead: int) -> int:
-        """Steps (from the first) whose KV blocks fit in `available` free or evictable blocks."""
+    def _kv_steps(self, tokens: np.ndarray | None, steps: int, n: int, lookahead: int) -> int:
+        """Steps (from the first) whose KV blocks fit in the pool's free or evictable blocks (near a full pool)."""
+        computed = np.fromiter((r.computed for r in self._scheduled), np.int64, n)
+        held = np.fromiter((len(r.blocks) for r in self._scheduled), np.int64, n)
+        grown = np.zeros((steps, n), np.int64)
         if tokens is not None:
-            grown = np.zeros((steps, n), np.int64)
             np.cumsum(tokens[:steps - 1], axis=0, out=grown[1:])
         else:
-            grown = np.broadcast_to(np.arange(steps, dtype=np.int64)[:, None], (steps, n))
+            grown += np.arange(steps, dtype=np.int64)[:, None]
         need = np.maximum(-(-(computed + grown + lookahead) // self.block_size) - held, 0).sum(axis=1)
-        return int(np.searchsorted(need, available, "right"))
+        return int(np.searchsorted(need, self.pool.available(), "right"))
 
     def end_step(self) -> list[SimRequest]:
         """Apply the scheduled step at its end time; returns requests that emitted tokens (`last_emitted` > 0)."""

@@ -147,7 +147,7 @@ class StepTimer(Protocol):
 
 def decode_step_times(timer: StepTimer, batch: Batch, decode_ctx: np.ndarray) -> np.ndarray:
     """Step times of consecutive decode-only steps that differ from `batch` only in their total context length
-    `decode_ctx` (one entry per step): the timer's vectorised `decode_step_times` when it has one, else one call each."""
+    `decode_ctx` (one entry per step): the timer's vectorised `decode_step_times` when it has one, else a call each."""
     vectorised = getattr(timer, "decode_step_times", None)
     if vectorised is not None:
         out: np.ndarray = vectorised(batch, decode_ctx)
