@@ -366,22 +366,13 @@ class EngineCore:
             if steps < 2:
                 return None
         # KV: every decode must find its blocks in every step of the block (the last step needs the most)
-        bs = self.block_size
-        if tokens is not None:
-            last = (done[steps - 2] + lookahead).tolist()
-        else:
-            last = [steps - 1 + lookahead] * n
-        extra = [max(0, -(-(r.computed + g) // bs) - len(r.blocks)) for r, g in zip(scheduled, last, strict=True)]
+        extra = self._extra_blocks(None if tokens is None else done[steps - 2], steps, lookahead)
         total = sum(extra)
         if total > self.pool.available():
             steps = self._kv_steps(tokens, steps, n, lookahead)
             if steps < 2:
                 return None
-            if tokens is not None:
-                last = (done[steps - 2] + lookahead).tolist()
-            else:
-                last = [steps - 1 + lookahead] * n
-            extra = [max(0, -(-(r.computed + g) // bs) - len(r.blocks)) for r, g in zip(scheduled, last, strict=True)]
+            extra = self._extra_blocks(None if tokens is None else done[steps - 2], steps, lookahead)
             total = sum(extra)
         if total:
             got = self.pool.allocate(total)
@@ -393,6 +384,13 @@ class EngineCore:
                     at += e
         ends = ends[:steps]
         return _Plan(steps, ends, float(ends[-1] - now), None if tokens is None else tokens[:steps])
+
+    def _extra_blocks(self, grown: np.ndarray | None, steps: int, lookahead: int) -> list[int]:
+        """Blocks each scheduled request needs beyond those it holds for the last of `steps` steps, given the tokens
+        it emitted before that step (`grown`; None: one per step)."""
+        bs = self.block_size
+        last = [steps - 1 + lookahead] * len(self._scheduled) if grown is None else (grown + lookahead).tolist()
+        return [max(0, -(-(r.computed + g) // bs) - len(r.blocks)) for r, g in zip(self._scheduled, last, strict=True)]
 
     def _kv_steps(self, tokens: np.ndarray | None, steps: int, n: int, lookahead: int) -> int:
         """Steps (from the first) whose KV blocks fit in the pool's free or evictable blocks (near a full pool)."""

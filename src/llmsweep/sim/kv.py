@@ -21,7 +21,6 @@ from itertools import repeat, takewhile
 
 import numpy as np
 
-
 _MISSING = repeat(-1)
 """The default :meth:`dict.get` gives a hash the GPU does not cache (block ids are >= 0)."""
 
