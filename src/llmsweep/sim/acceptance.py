@@ -149,7 +149,7 @@ class AcceptanceController:
             return np.empty((0, cols), np.int64)
         self._ensure(total)
         u = self._buf[self._pos:self._pos + total]
-        if len(self._ramp) < total:
+        if len(self._ramp[0]) < total:
             j = np.arange(1, max(total, self.CHUNK) + 1, dtype=np.float64)
             self._ramp = (j * self.acceptance_length, j * (self.k + 1))
         j_al, j_k1 = self._ramp[0][:total], self._ramp[1][:total]

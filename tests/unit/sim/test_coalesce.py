@@ -122,14 +122,15 @@ def test_a_block_of_planned_draws_is_what_the_draws_one_by_one_give() -> None:
     for al, first_token in ((2.5, True), (3.39, False), (3.9, True), (1.3, False)):
         one = AcceptanceController(3, al, seed=5, counts_first_token=first_token)
         block = AcceptanceController(3, al, seed=5, counts_first_token=first_token)
-        for _ in range(40):
-            planned = block.plan(30, 7)
+        for i in range(40):
+            planned = block.plan(*((30, 7) if i % 3 else (1, 2)))  # small plans too
             got = []
-            for _ in range(len(planned) * 7):
+            for _ in range(planned.size):
                 n = one.step()
                 one.settle(n, n)
                 got.append(n)
             assert planned.ravel().tolist() == got
+            assert planned.shape[1] == (7 if i % 3 else 2)
             block.commit(planned.size, int(planned.sum()))
             # a first token (SGLang counts it) between blocks moves the debt like the step path does
             one.first_token()
