@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from llmsweep.metrics import summarise
-from llmsweep.sim import engine as sim_engine
 from llmsweep.sim.config import SpecDecodeConfig
 from llmsweep.sim.core import EngineCore
 from llmsweep.sim.engine import EngineConfig, build_core
@@ -148,20 +147,20 @@ def point(args: argparse.Namespace) -> None:
 
 @contextlib.contextmanager
 def _step_path(enabled: bool) -> Iterator[None]:
-    """Make `build_core` (as the CLI calls it) build step-by-step cores."""
+    """Make every engine core built meanwhile (however the CLI builds it) a step-by-step one."""
     if not enabled:
         yield
         return
-    original = sim_engine.build_core
+    original = EngineCore.__init__
 
-    def step_core(config: EngineConfig, *, coalesce: bool = True) -> EngineCore:
-        return original(config, coalesce=False)
+    def step_init(self: EngineCore, config: Any, timer: Any, *, coalesce: bool = True) -> None:
+        original(self, config, timer, coalesce=False)
 
-    sim_engine.build_core = step_core  # type: ignore[assignment]
+    EngineCore.__init__ = step_init  # type: ignore[method-assign]
     try:
         yield
     finally:
-        sim_engine.build_core = original  # type: ignore[assignment]
+        EngineCore.__init__ = original  # type: ignore[method-assign]
 
 
 def matrix(args: argparse.Namespace) -> None:

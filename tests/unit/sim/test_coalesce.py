@@ -21,6 +21,7 @@ from llmsweep.sim.acceptance import AcceptanceController
 from llmsweep.sim.config import SpecDecodeConfig
 from llmsweep.sim.core import EngineCore
 from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.perf import Batch, decode_step_times
 from llmsweep.sim.predict import Predictor
 from llmsweep.sim.synthetic import AgentWorkload
 from llmsweep.workload.base import Workload
@@ -159,3 +160,22 @@ def test_the_live_server_path_is_unchanged_without_a_horizon() -> None:
         now, steps = end, steps + 1
     assert steps == 50 and all(r.generated == 50 for r in reqs)
     assert now == pytest.approx(0.02 + 49 * 0.01)
+
+
+@pytest.mark.parametrize("spec", [None, MTP])
+@pytest.mark.parametrize("model,tp", [("llama-3.1-8b", 1), ("qwen3.5-397b-a17b", 8)])
+def test_vectorised_step_times_equal_the_scalar_ones(model: str, tp: int, spec: SpecDecodeConfig | None) -> None:
+    """A block prices its steps in one pass; each must be the step time the step path computes for that context
+    (memory-bound at short contexts, compute-bound attention at long ones for big batches)."""
+    timer = EngineConfig(model=model, hardware="h200", tp=tp, ep=tp, precision="fp8", spec=spec).timer()
+    seqs = 48
+    lookahead = spec.k + 1 if spec else 1
+    batch = Batch(decode_seqs=seqs, decode_tokens=seqs * lookahead, draft_tokens=spec.k if spec else 0)
+    ctx = np.array([seqs * 10, seqs * 3_000, seqs * 120_000, seqs * 1_000_000], np.int64)
+    vectorised = decode_step_times(timer, batch, ctx)
+    scalar = []
+    for c in ctx.tolist():
+        batch.decode_ctx = c
+        scalar.append(timer.step_time(batch))
+    assert vectorised.tolist() == scalar
+    assert sorted(scalar) == scalar and scalar[0] < scalar[-1]  # never falls as the context grows
