@@ -184,6 +184,7 @@ ATOM = EngineIdentity(
     image_version_patterns=(rf"atom[-_]?v?({VERSION_TOKEN})(?![\d.])",),
     image_version_leads_tag=False,
     image_platform="rocm",
+    metric_prefix="atom:",
     pin_acceptance=_atom_pin,
 )
 SIM = EngineIdentity(

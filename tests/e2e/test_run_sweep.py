@@ -116,7 +116,7 @@ def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path)
     out = tmp_path / "out"
     files = [RECIPES / "eval-8k1k.yaml", RECIPES / "no-serve.yaml", RECIPES / "policy-max-conc.yaml"]
     proc = run_cli([*files, "--out", out], cli_env(tmp_path))
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     by_kind = {
         "eval": [o for i, o in outcomes.items() if "_8k1k_" in i],
@@ -148,7 +148,7 @@ def test_a_policy_error_about_one_job_refuses_that_job_only(tmp_path: Path) -> N
     # policy-max-conc.yaml caps conc at 2: its conc-4 job is refused, its conc-2 job of the same arm runs.
     out = tmp_path / "out"
     proc = run_cli([RECIPES / "policy-max-conc.yaml", "--out", out], cli_env(tmp_path))
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     assert len(outcomes) == 2
     over = next(o for i, o in outcomes.items() if "_conc4_" in i)
@@ -206,7 +206,7 @@ def test_without_fail_fast_the_sweep_goes_on_after_a_failed_job(tmp_path: Path) 
 def test_a_policy_error_refuses_only_the_recipe_it_names_even_when_keys_share_a_dotted_prefix(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_cli([RECIPES / "dotted-keys.yaml", "--out", out], cli_env(tmp_path))
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     clean = next(o for i, o in outcomes.items() if "_96_16_" in i)
     capped = next(o for i, o in outcomes.items() if "_112_16_" in i)

@@ -54,7 +54,7 @@ def test_bench_job_follows_the_job_and_gates_the_result(served_job, tmp_path: Pa
     assert sum(r["phase"] == "warmup" for r in records) == 1
     # InferenceX range ratio 0.8: output lengths are drawn in [0.8·OSL, OSL].
     assert all(int(0.8 * job.osl) <= r["max_tokens"] <= job.osl for r in profiling)
-    assert summary["source"] == "simulated"
-    assert summary["requests"]["successful"] == 4 * conc
-    assert summary["validity"]["verdict"] in ("smoke", "valid")
-    assert json.loads((out / "summary.json").read_text())["requests"] == summary["requests"]
+    assert summary.source == "simulated"
+    assert summary.requests.successful == 4 * conc
+    assert summary.validity.verdict in ("smoke", "valid")
+    assert json.loads((out / "summary.json").read_text())["requests"] == summary.dump()["requests"]

@@ -29,7 +29,7 @@ def test_summarize_recomputes_the_same_summary_from_the_directory(tmp_path: Path
             RunOptions(concurrency=2, num_requests=30, gpus=8, scrape_interval_s=0.05), tmp_path,
         )
     written = json.loads((tmp_path / "summary.json").read_text())
-    assert written == res.summary
+    assert written == res.summary.dump()
     cli = subprocess.run(
         [sys.executable, "-m", "llmsweep.cli.main", "summarize", str(tmp_path), "--json"],
         capture_output=True, text=True, cwd=REPO,
@@ -50,7 +50,7 @@ def test_required_metrics_prefix_missing_makes_the_run_invalid(tmp_path: Path) -
             RunOptions(concurrency=1, num_requests=3, require_metrics_prefix="sglang:"), tmp_path,
         )
     assert res.verdict == "invalid"
-    assert any("sglang:" in r for r in res.summary["validity"]["reasons"])
+    assert any("sglang:" in r for r in res.summary.validity.reasons)
 
 
 def test_finished_records_survive_a_sigkill_of_the_client(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_finished_records_survive_a_sigkill_of_the_client(tmp_path: Path) -> Non
     complete = [json.loads(x) for x in lines[:-1]]
     assert len(complete) >= 40 and lines[-1] == b""  # whole lines only: one write per record
     assert all(r["error_class"] is None for r in complete)
-    assert summarise(path, gpus=1)["requests"]["successful"] == len(complete)
+    assert summarise(path, gpus=1).requests.successful == len(complete)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

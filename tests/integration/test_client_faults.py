@@ -34,8 +34,8 @@ def test_each_fault_is_recorded_with_its_error_class(tmp_path: Path) -> None:
     assert by_index[5]["status"] == 400 and "maximum context length" in by_index[5]["error"]
     for index in (0, 7, 8):
         assert by_index[index]["error_class"] is None and by_index[index]["completion_tokens"] == 6
-    r = res.summary["requests"]
-    assert (r["successful"], r["failed"], r["context_overflow"]) == (3, 6, 1)
+    r = res.summary.requests
+    assert (r.successful, r.failed, r.context_overflow) == (3, 6, 1)
     assert res.verdict == "invalid"
 
 
@@ -49,8 +49,8 @@ def test_strict_server_needs_the_field_switches(tmp_path: Path) -> None:
             RunOptions(concurrency=1, num_requests=2), tmp_path / "good",
         )
     assert {r["status"] for r in _records(tmp_path / "bad")} == {422}
-    assert bad.summary["requests"]["error_categories"] == {"http": 2}
-    assert good.summary["requests"]["successful"] == 2 and good.summary["tokens"]["output_total"] == 16
+    assert bad.summary.requests.error_categories == {"http": 2}
+    assert good.summary.requests.successful == 2 and good.summary.tokens.output_total == 16
 
 
 def test_a_server_killed_mid_run_gives_connection_errors_and_the_run_completes(tmp_path: Path) -> None:
@@ -76,4 +76,4 @@ def test_a_server_killed_mid_run_gives_connection_errors_and_the_run_completes(t
     failed = [r for r in recs if r["error_class"] == "connection"]
     assert ok and failed
     assert {r["error_class"] for r in recs} <= {None, "connection"}
-    assert res.summary["requests"]["failed"] == len(failed)
+    assert res.summary.requests.failed == len(failed)

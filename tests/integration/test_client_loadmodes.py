@@ -43,7 +43,7 @@ def test_lanes_run_whole_session_trees_one_at_a_time_while_fan_out_exceeds_concu
         last_root = next(r for r in first if r["node"] == "" and r["turn"] == 2)
         children = [r for r in first if r["node"].startswith("sa")]
         assert last_root["sent_at"] >= max(c["end_at"] for c in children)
-    assert res.summary["cache"]["theoretical_hit_rate"] is not None
+    assert res.summary.cache.theoretical_hit_rate is not None
 
 
 def test_open_loop_constant_rate_keeps_the_schedule(server: StreamServer, tmp_path: Path) -> None:
@@ -55,8 +55,8 @@ def test_open_loop_constant_rate_keeps_the_schedule(server: StreamServer, tmp_pa
     assert len(recs) == 20
     gaps = [b["scheduled_at"] - a["scheduled_at"] for a, b in itertools.pairwise(recs)]
     assert all(g == pytest.approx(0.05, abs=1e-6) for g in gaps)
-    lag = res.summary["client_health"]["schedule_lag_s"]
-    assert lag["count"] == 20 and lag["p50"] < 0.05
+    lag = res.summary.client_health.schedule_lag_s
+    assert lag.count == 20 and lag.p50 < 0.05
 
 
 def test_warmup_is_sent_first_and_excluded(server: StreamServer, tmp_path: Path) -> None:
@@ -69,7 +69,7 @@ def test_warmup_is_sent_first_and_excluded(server: StreamServer, tmp_path: Path)
     prof = [r for r in recs if r["phase"] == "profiling"]
     assert len(warm) == 4 and len(prof) == 6
     assert max(r["end_at"] for r in warm) <= min(r["sent_at"] for r in prof)  # warmup drained first
-    assert res.summary["requests"]["warmup"] == 4 and res.summary["requests"]["successful"] == 6
+    assert res.summary.requests.warmup == 4 and res.summary.requests.successful == 6
 
 
 def test_duration_stops_new_requests_and_cancels_stragglers_after_the_grace(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_duration_stops_new_requests_and_cancels_stragglers_after_the_grace(tmp_
     assert len(recs) == 3 and {r["error_class"] for r in recs} == {"cancelled"}
     first_send = min(r["sent_at"] for r in recs)
     assert all(r["end_at"] >= first_send + 0.5 + 0.3 - 0.05 for r in recs)
-    assert res.summary["requests"]["cancelled"] == 3 and res.summary["requests"]["failed"] == 0
+    assert res.summary.requests.cancelled == 3 and res.summary.requests.failed == 0
 
 
 def test_failure_threshold_stops_the_run_early(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_failure_threshold_stops_the_run_early(tmp_path: Path) -> None:
         )
     assert len(_records(tmp_path)) < 100
     assert res.verdict == "invalid"
-    assert any("stopped early" in r for r in res.summary["validity"]["reasons"])
+    assert any("stopped early" in r for r in res.summary.validity.reasons)
 
 
 def test_two_worker_processes_share_the_lanes(server: StreamServer, tmp_path: Path) -> None:
@@ -105,8 +105,8 @@ def test_two_worker_processes_share_the_lanes(server: StreamServer, tmp_path: Pa
     assert len(recs) == 20 and len({r["id"] for r in recs}) == 20
     assert {r["worker"] for r in recs} == {0, 1}
     assert {r["lane"] for r in recs if r["worker"] == 1} == {1, 3}
-    health = res.summary["client_health"]
-    assert len(health["workers"]) == 2 and all(w["cpu_s"] > 0 for w in health["workers"])
+    health = res.summary.client_health
+    assert len(health.workers) == 2 and all(w["cpu_s"] > 0 for w in health.workers)
 
 
 def test_system_idle_cap_shortens_gaps_when_nothing_is_in_flight(server: StreamServer, tmp_path: Path) -> None:
@@ -117,4 +117,4 @@ def test_system_idle_cap_shortens_gaps_when_nothing_is_in_flight(server: StreamS
     assert [r["turn"] for r in recs] == [0, 1, 2]
     gap = recs[1]["sent_at"] - recs[0]["end_at"]
     assert 0.15 < gap < 5.0  # capped near 0.2 s instead of 30 s
-    assert res.summary["client_health"]["schedule_lag_s"]["max"] < 1.0  # the shortened sleep is not counted as lag
+    assert res.summary.client_health.schedule_lag_s.max < 1.0  # the shortened sleep is not counted as lag

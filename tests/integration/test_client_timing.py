@@ -26,13 +26,13 @@ def test_ttft_and_itl_match_the_injected_delays(tmp_path: Path) -> None:
             tmp_path,
         )
         served = list(srv.served)
-    lat = res.summary["latency"]
+    lat = res.summary.latency
     # sleeps only overshoot; allow generous slack for a busy 2-core machine
-    assert ttft <= lat["ttft"]["p50"] < ttft + 0.04
-    assert itl * 0.9 <= lat["itl"]["p50"] < itl + 0.015
-    assert itl * 0.9 <= lat["tpot"]["p50"] < itl + 0.015
-    assert res.summary["requests"]["successful"] == 16
-    assert res.summary["tokens"]["output_total"] == 16 * n
+    assert ttft <= lat.ttft.p50 < ttft + 0.04
+    assert itl * 0.9 <= lat.itl.p50 < itl + 0.015
+    assert itl * 0.9 <= lat.tpot.p50 < itl + 0.015
+    assert res.summary.requests.successful == 16
+    assert res.summary.tokens.output_total == 16 * n
     # against what the server really did: first token as served vs as seen by the client
     recs = _records(tmp_path)
     assert len(served) == 16
@@ -51,4 +51,4 @@ def test_chunk_token_counts_follow_server_usage_for_multi_token_chunks(tmp_path:
     recs = _records(tmp_path)
     assert all(r["error_class"] is None for r in recs)
     assert all(len(r["chunk_times"]) == 4 and sum(r["chunk_tokens"]) == 10 for r in recs)
-    assert res.summary["tokens"]["output"]["mean"] == 10
+    assert res.summary.tokens.output.mean == 10

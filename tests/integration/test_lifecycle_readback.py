@@ -12,6 +12,7 @@ import pytest
 from llmsweep import engines
 from llmsweep.execute.lifecycle import LifecycleSettings, ServerGroup, run_group
 from llmsweep.execute.local import LocalLauncher
+from llmsweep.metrics.model import Summary
 from llmsweep.plan import Job, jobs_from_files
 
 RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "spec-fixed-sim.yaml"
@@ -53,6 +54,23 @@ def test_realised_acceptance_length_is_read_back_against_the_pinned_one(job: Job
         assert outcome.status == "invalid"
         assert any("realised acceptance length" in r and "pinned 3.39" in r for r in outcome.reasons), outcome.reasons
         assert summary["validity"]["verdict"] == "invalid"
+        _summarize_keeps_the_verdict(tmp_path / "jobs" / job.id, summary)
+
+
+def _summarize_keeps_the_verdict(job_dir: Path, summary: dict) -> None:
+    """Gates have one home: `llmsweep summarize` on the job folder applies the read-back again, from job.json and
+    the tolerances the run recorded, so the job stays invalid with the same reason (it used to become smoke)."""
+    from click.testing import CliRunner
+
+    from llmsweep.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["summarize", str(job_dir), "--json"], catch_exceptions=False)
+    assert res.exit_code == 1, res.output  # a gate failed
+    again = json.loads(res.output)
+    assert again["validity"]["verdict"] == "invalid"
+    assert again["validity"]["reasons"] == summary["validity"]["reasons"]
+    assert again["readback"] == summary["readback"]
+    assert json.loads((job_dir / "summary.json").read_text())["validity"] == summary["validity"]
 
 
 def test_a_correctly_pinned_simulator_passes_with_short_outputs(tmp_path: Path) -> None:
@@ -66,10 +84,11 @@ def test_a_correctly_pinned_simulator_passes_with_short_outputs(tmp_path: Path) 
     assert outcome.status == "smoke", outcome.reasons
 
 
-def _summary(realised: float | None, steps: float | None) -> dict:
-    return {"validity": {"verdict": "smoke", "reasons": ["smoke run: profile window 8 s is shorter than 900 s"]},
-            "server_metrics": {"spec_decode": {"acceptance_length": realised, "verify_steps": steps,
-                                               "method": "d(generation_tokens) / d(spec_verify_calls)"}}}
+def _summary(realised: float | None, steps: float | None) -> Summary:
+    return Summary.model_validate({
+        "validity": {"verdict": "smoke", "reasons": ["smoke run: profile window 8 s is shorter than 900 s"]},
+        "server_metrics": {"spec_decode": {"acceptance_length": realised, "verify_steps": steps,
+                                           "method": "d(generation_tokens) / d(spec_verify_calls)"}}})
 
 
 def test_too_few_verify_steps_is_inconclusive_not_passed_and_a_missing_value_fails(job: Job) -> None:
@@ -77,13 +96,33 @@ def test_too_few_verify_steps_is_inconclusive_not_passed_and_a_missing_value_fai
     from llmsweep.execute.readback import ReadbackSettings, apply_readback
 
     few = apply_readback(job, _summary(2.5, 40), ReadbackSettings())
-    assert few["readback"]["checks"][0]["ok"] is None
-    assert few["validity"]["verdict"] == "smoke"
-    assert any("40 verify steps" in w and "too few" in w for w in few["validity"]["warnings"])
+    assert few.readback is not None and few.readback.checks[0].ok is None
+    assert few.validity.verdict == "smoke"
+    assert any("40 verify steps" in w and "too few" in w for w in few.validity.warnings)
 
     enough = apply_readback(job, _summary(2.5, 400), ReadbackSettings())
-    assert enough["validity"]["verdict"] == "invalid" and enough["readback"]["ok"] is False
+    assert enough.validity.verdict == "invalid" and enough.readback is not None and enough.readback.ok is False
 
     missing = apply_readback(job, _summary(None, None), ReadbackSettings())
-    assert missing["validity"]["verdict"] == "invalid"
-    assert any("could not be read back" in r for r in missing["validity"]["reasons"])
+    assert missing.validity.verdict == "invalid"
+    assert any("could not be read back" in r for r in missing.validity.reasons)
+
+
+def test_launch_files_are_written_beside_the_server_and_kept_with_the_job(job: Job, tmp_path: Path) -> None:
+    """A file a launch reads at start-up (TensorRT-LLM's LLM-API options) is written where the server runs before
+    it starts, its `{launch_dir}` reference made absolute, and a copy kept in the job's folder with the command."""
+    from llmsweep.engines.launch import LaunchFile
+
+    group = _group_at(job, "3.39")
+    file = LaunchFile(name="extra_llm_api_options.yaml", content="speculative_config:\n  decoding_type: MTP\n")
+    spec = group.spec.model_copy(update={"files": (file,), "env": {**group.spec.env,
+                                                                    "LLMSWEEP_OPTIONS": file.placeholder_path}})
+    group = ServerGroup(id="with-file", spec=spec, jobs=[job], source="simulated")
+    (outcome,) = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
+    assert outcome.status in ("smoke", "valid"), outcome.reasons
+    placed = tmp_path.resolve() / "servers" / "with-file" / file.name
+    assert placed.read_text() == file.content
+    jdir = tmp_path / "jobs" / job.id
+    assert (jdir / file.name).read_text() == file.content
+    command = (jdir / "server_command.txt").read_text()
+    assert f"LLMSWEEP_OPTIONS={placed}" in command and "{launch_dir}" not in command

@@ -102,9 +102,9 @@ def test_the_client_run_builds_for_a_transformers_job_completes_against_its_dial
     assert all("ignore_eos" not in s.fields and "max_completion_tokens" not in s.fields for s in seen.requests)
     assert "/metrics" not in seen.gets  # nothing to scrape, so no scraping
     s = res.summary
-    assert s["requests"]["failed"] == 0 and s["validity"]["verdict"] == "smoke"
-    assert s["latency"]["ttft"]["p50"] >= 0.03  # the server's first-token delay is measured, not hidden
-    assert s["latency"]["itl"]["count"] > 0 and s["tokens"]["output_total"] == sum(r["max_tokens"] for r in profiled)
+    assert s.requests.failed == 0 and s.validity.verdict == "smoke"
+    assert s.latency.ttft.p50 >= 0.03  # the server's first-token delay is measured, not hidden
+    assert s.latency.itl.count > 0 and s.tokens.output_total == sum(r["max_tokens"] for r in profiled)
 
 
 def test_without_the_dialect_every_request_is_a_422(model_dir: Path, tmp_path: Path) -> None:
@@ -118,7 +118,7 @@ def test_without_the_dialect_every_request_is_a_422(model_dir: Path, tmp_path: P
         options = _run_options(job, spec, LifecycleSettings()).model_copy(update={"max_failure_ratio": 1.0})
         res = run_benchmark(_workload(job, "measured"), ep, options, tmp_path)
     assert {r["status"] for r in records(tmp_path)} == {422}
-    assert res.summary["validity"]["verdict"] == "invalid"
+    assert res.summary.validity.verdict == "invalid"
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ class SyntheticPoint:
     requests: int = 60
     invalid_reason: str | None = None
     """Force an invalid verdict with this reason (e.g. a read-back mismatch the gates cannot see)."""
-    extra_summary: dict[str, Any] = field(default_factory=dict)
 
 
 def synthetic_job(
@@ -175,10 +174,9 @@ def write_synthetic_run(root: Path, points: Sequence[SyntheticPoint], *, run_id:
                                         "hardware": point.job.get("sku")},
                             gates=GateConfig(min_submission_s=0))
         if point.invalid_reason:
-            summary["validity"]["verdict"] = "invalid"
-            summary["validity"]["reasons"] = [*summary["validity"]["reasons"], point.invalid_reason]
-        summary.update(point.extra_summary)
-        (d / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+            summary.validity.verdict = "invalid"
+            summary.validity.reasons.append(point.invalid_reason)
+        (d / "summary.json").write_text(json.dumps(summary.dump(), indent=1), encoding="utf-8")
     meta = {"run_id": run_id, "started": "2026-11-29T12:00:00Z", "recipe_files": ["recipes/synthetic.yaml"],
             "llmsweep_version": "synthetic", "executor": "synthetic", "expected_job_ids": [*ids, *expected_extra]}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")

@@ -49,7 +49,8 @@ class EngineInfo(BaseModel):
     metrics_flag: str | None = Field(default=None, description="Flag the engine needs to expose metrics, if any.")
     rejected_request_fields: list[str] = Field(
         default_factory=list,
-        description="OpenAI request fields the server answers with HTTP 422 (e.g. `ignore_eos`); clients leave them out.",
+        description="OpenAI request fields the server answers with HTTP 422 (e.g. `ignore_eos`); "
+                    "clients leave them out.",
     )
     known_versions: list[Version] = Field(default_factory=list)
     source: str
@@ -80,11 +81,9 @@ class FeatureGate(BaseModel):
         v = as_version(version)
         if v is None:
             return None
-        if self.min_version is not None and v.base < self.min_version.base:
-            return False
-        if self.max_version is not None and v.base > self.max_version.base:
-            return False
-        return True
+        too_old = self.min_version is not None and v.base < self.min_version.base
+        too_new = self.max_version is not None and v.base > self.max_version.base
+        return not (too_old or too_new)
 
     def range_text(self) -> str:
         lo = f">= {self.min_version}" if self.min_version else ""
@@ -377,7 +376,8 @@ def match_incompatibilities(
         c = inc.conditions
         if c.kv_offloading is not None and kv not in {k.lower() for k in c.kv_offloading}:
             continue
-        if not all(_value_matches(w, _norm_arg(k) in norm_args, norm_args.get(_norm_arg(k))) for k, w in c.args.items()):
+        if not all(_value_matches(w, _norm_arg(k) in norm_args, norm_args.get(_norm_arg(k)))
+                   for k, w in c.args.items()):
             continue
         if not all(_value_matches(w, k in env, env.get(k)) for k, w in c.env.items()):
             continue
@@ -387,3 +387,25 @@ def match_incompatibilities(
 
 #: The name docs/contracts.md uses for a feature gate.
 EngineGate = FeatureGate
+
+
+ENGINE_FLAGS_FILE = Path(__file__).parent / "data" / "engine_flags.yaml"
+
+
+@cached
+def _engine_flags() -> dict[str, frozenset[str]]:
+    import yaml
+
+    doc = yaml.safe_load(ENGINE_FLAGS_FILE.read_text(encoding="utf-8")) or {}
+    out: dict[str, frozenset[str]] = {}
+    for engine, entry in doc.items():
+        flags = entry.get("flags") if isinstance(entry, dict) else None
+        if not isinstance(flags, list):
+            raise ConfigError(f"{ENGINE_FLAGS_FILE}: `{engine}` lists no `flags`", fix="restore the packaged file")
+        out[str(engine)] = frozenset("--" + str(f).lstrip("-").replace("_", "-") for f in flags)
+    return out
+
+
+def known_flags(engine: str) -> frozenset[str]:
+    """The long flags the engine's server parser defines (normalised `--a-b`), empty when the catalog lists none."""
+    return _engine_flags().get(engine, frozenset())

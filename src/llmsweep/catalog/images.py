@@ -241,9 +241,9 @@ def parse_image(ref: str) -> ImageRef:
     if m := re.search(r"(?<!\d)(20\d{6})(?:\d{4})?(?!\d)", t):
         date = _date(m.group(1))
     commit = None
-    if m := re.search(r"(?:^|[-_])([0-9a-f]{40}|[0-9a-f]{7,12})(?=$|[-_])", t):
-        if re.search(r"[a-f]", m.group(1)):
-            commit = m.group(1)
+    m = re.search(r"(?:^|[-_])([0-9a-f]{40}|[0-9a-f]{7,12})(?=$|[-_])", t)
+    if m and re.search(r"[a-f]", m.group(1)):
+        commit = m.group(1)
     channel = _channel(t, repository, engine, version_text) if tag else "dev"
     warnings: list[str] = []
     if engine is None:

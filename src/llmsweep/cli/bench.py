@@ -11,13 +11,17 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from llmsweep.cli.options import field_option, json_option, option
 from llmsweep.client.config import RunOptions
 from llmsweep.errors import ConfigError
+from llmsweep.spec.workload import ScenarioId
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.model import Summary
 
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -38,7 +42,9 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
                help="Client worker processes (default: 1 unless the load needs more)."),
         click.option("--api", type=click.Choice(["chat", "completions"]), default=None, help="OpenAI route to stream from."),
         option("tokenizer"),
-        option("gpus"),
+        option("gpus", default=None, show_default=False,
+               help="GPUs serving the endpoint, for per-GPU throughput (default: what the server reports — the "
+                    "simulator and SGLang do; otherwise throughput is shown per endpoint)."),
         click.option("--metrics-url", default=None, help="Prometheus URL (default URL/metrics; 'none' disables)."),
         field_option("--require-metrics-prefix", source=(RunOptions, "require_metrics_prefix")),
         option("no_ignore_eos"),
@@ -146,14 +152,19 @@ def _build(mod: Any, workload_name: str, config_name: str, **values: Any) -> Any
     return wl_cls(cfg_cls(**args))
 
 
+# Each bench subcommand drives one scenario; its gate profile decides the failure ratio and the gates.
+_SCENARIOS = {"fixed": ScenarioId.FIXED_SEQ_LEN, "agentic": ScenarioId.AGENTIC_CODING,
+              "replay": ScenarioId.MOONCAKE_REPLAY}
+
+
 def _options(kw: dict[str, Any], *, kind: str, warmup: int, rate: float | None, arrival: str) -> Any:
     from llmsweep.client import RunOptions
     from llmsweep.client.runner import suggest_workers
-    from llmsweep.metrics.gates import AGENTIC_MAX_ERROR_RATIO, FIXED_MAX_ERROR_RATIO
+    from llmsweep.workload.scenario import get_scenario
 
     ratio = kw["max_failure_ratio"]
     if ratio is None:
-        ratio = AGENTIC_MAX_ERROR_RATIO if kind == "agentic" else FIXED_MAX_ERROR_RATIO
+        ratio = get_scenario(_SCENARIOS[kind]).gate.max_error_ratio
     options = RunOptions(
         concurrency=kw.get("concurrency") if rate is None else None,
         request_rate=rate,
@@ -165,7 +176,7 @@ def _options(kw: dict[str, Any], *, kind: str, warmup: int, rate: float | None, 
         stall_timeout_s=kw["stall_timeout"],
         max_failure_ratio=ratio,
         seed=kw["seed"],
-        gpus=kw["gpus"],
+        gpus=kw["gpus"] or 1,  # the server's own count, when it reports one, replaces this in `_run`
         require_metrics_prefix=kw["require_metrics_prefix"],
     )
     workers = kw["workers"] or suggest_workers(options)
@@ -183,14 +194,41 @@ def _endpoint(kw: dict[str, Any], api: str) -> Any:
     )
 
 
+def _gpus(given: int | None, probe: Any) -> tuple[int, dict[str, Any]]:
+    """The GPU count per-GPU figures divide by, and the provenance that says where it came from.
+
+    `--gpus` wins; else the server's own report (`client.probe`); else 1, recorded as unknown so the figures are
+    labelled per endpoint rather than passed off as per GPU.
+    """
+    if given is not None:
+        return given, {"gpus_known": True, "gpus_from": "--gpus"}
+    if probe.gpus is not None:
+        return int(probe.gpus), {"gpus_known": True, "gpus_from": probe.gpus_from}
+    return 1, {"gpus_known": False, "gpus_from": "unknown: the server reports no GPU count and --gpus was not given"}
+
+
 def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     from llmsweep.client import run_benchmark
+    from llmsweep.client.probe import require_endpoint
 
     out = kw["out_dir"] or Path("results") / f"bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     api = kw["api"] or getattr(getattr(workload, "config", None), "api", None) or "chat"
     endpoint = _endpoint(kw, api)
+    # Before any load: nothing listening (or a server still loading) is exit 2 within seconds, not a window of
+    # connection errors ending in an all-zero table.
+    probe = require_endpoint(endpoint.base_url, headers=endpoint.headers)
+    gpus, gpus_prov = _gpus(kw["gpus"], probe)
+    if gpus_prov["gpus_known"] and kw["gpus"] is None:
+        click.echo(f"GPUs serving the endpoint: {gpus} ({gpus_prov['gpus_from']})", err=True)
+    options = options.model_copy(update={"gpus": gpus})
+    from llmsweep.workload.scenario import get_scenario
+
+    gates = get_scenario(_SCENARIOS[kind]).gate.config(
+        planned_duration_s=options.duration_s, require_metrics_prefix=options.require_metrics_prefix,
+        max_error_ratio=options.max_failure_ratio)
     with _ProgressBar(options) as bar:
-        result = run_benchmark(workload, endpoint, options, out, provenance={"kind": kind}, on_progress=bar.update)
+        result = run_benchmark(workload, endpoint, options, out, provenance={"kind": kind, **gpus_prov}, gates=gates,
+                               on_progress=bar.update)
     _print_summary(result.summary, out, as_json=kw["as_json"])
     if result.gate_failed:
         raise click.exceptions.Exit(1)
@@ -230,57 +268,65 @@ def _fmt(v: Any, scale: float = 1.0, digits: int = 2) -> str:
     return "-" if v is None else f"{v * scale:,.{digits}f}"
 
 
-def _print_summary(summary: dict[str, Any], out: Path, *, as_json: bool) -> None:
+def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(json.dumps(summary.dump(), indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
+    from llmsweep.metrics import registry
+
     console = Console()
-    req, lat, tput = summary["requests"], summary["latency"], summary["throughput"]
+    req, tput = summary.requests, summary.throughput
     table = Table(title=f"llmsweep bench — {out}", show_header=True)
     table.add_column("metric")
-    for col in ("mean", "p50", "p90", "p99", "p99.9"):
+    stats = ("mean", "p50", "p90", "p99", "p99.9")
+    for col in stats:
         table.add_column(col, justify="right")
-    for name, label in (("ttft", "TTFT ms"), ("tpot", "TPOT ms"), ("itl", "ITL ms"), ("e2el", "E2EL ms")):
-        b = lat[name]
-        table.add_row(label, *(_fmt(b[c], 1e3) for c in ("mean", "p50", "p90", "p99", "p99.9")))
-    inter = summary["interactivity"]
-    table.add_row("interactivity tok/s/user", *(_fmt(inter[c]) for c in ("mean", "p50", "p90", "p99", "p99.9")))
+    for metric in (registry.TTFT, registry.TPOT, registry.ITL, registry.E2EL):  # labels from the metric table
+        table.add_row(f"{metric.label} ms", *(_fmt(metric.stats_of(summary).stat(c), 1e3) for c in stats))
+    inter = registry.INTERACTIVITY
+    table.add_row(f"{inter.label} {inter.unit}", *(_fmt(summary.interactivity.stat(c)) for c in stats))
     console.print(table)
-    health = summary["client_health"]
-    sm = summary["server_metrics"]
-    al = (sm.get("spec_decode") or {}).get("acceptance_length")
+    health = summary.client_health
+    spec = summary.server_metrics.spec_decode
+    al = spec.acceptance_length if spec is not None else None
+    # A GPU count nobody stated or read is no GPU count: the figure is the whole endpoint's, and says so.
+    known = summary.provenance.gpus_known is not False
+    per = "tok/s/GPU" if known else "tok/s/endpoint (GPUs unknown: pass --gpus for per GPU)"
     lines = [
-        f"requests: {req['successful']} ok, {req['failed']} failed, {req['cancelled']} cancelled, "
-        f"{req['warmup']} warmup  errors: {req['error_categories'] or '-'}",
-        f"throughput: {_fmt(tput['request_rps'])} req/s, {_fmt(tput['output_tps'])} out tok/s, "
-        f"{_fmt(tput['per_gpu']['total_tps'])} total tok/s/GPU over {_fmt(tput['duration_s'])} s",
-        f"cache hit: theoretical {_fmt(summary['cache']['theoretical_hit_rate'])}, "
-        f"observed {_fmt(summary['cache']['observed_hit_rate'])}"
+        f"requests: {req.successful} ok, {req.failed} failed, {req.cancelled} cancelled, "
+        f"{req.warmup} warmup  errors: {req.error_categories or '-'}",
+        f"throughput: {_fmt(tput.request_rps)} req/s, {_fmt(tput.output_tps)} out tok/s, "
+        f"{_fmt(tput.per_gpu.total_tps)} total {per} over {_fmt(tput.duration_s)} s",
+        f"cache hit: theoretical {_fmt(summary.cache.theoretical_hit_rate)}, "
+        f"observed {_fmt(summary.cache.observed_hit_rate)}"
         + (f"   realised acceptance length {al:.3f}" if al else ""),
-        f"client: {_fmt(health['cpu_s_total'])} CPU-s, lag p99 {_fmt(health['schedule_lag_s']['p99'], 1e3)} ms"
-        + ("  [red]SATURATED: " + "; ".join(health["saturation_reasons"]) + "[/]" if health["saturated"] else ""),
+        f"client: {_fmt(health.cpu_s_total)} CPU-s, lag p99 {_fmt(health.schedule_lag_s.p99, 1e3)} ms"
+        + ("  [red]SATURATED: " + "; ".join(health.saturation_reasons) + "[/]" if health.saturated else ""),
     ]
     for line in lines:
         console.print(line)
-    v = summary["validity"]
-    colour = {"valid": "green", "smoke": "yellow", "invalid": "red"}[v["verdict"]]
-    console.print(f"validity: [{colour}]{v['verdict']}[/] " + "; ".join(v["reasons"] + v["warnings"]))
+    v = summary.validity
+    colour = {"valid": "green", "smoke": "yellow", "invalid": "red"}[v.verdict]
+    console.print(f"validity: [{colour}]{v.verdict}[/] " + "; ".join(v.reasons + v.warnings))
 
 
 @click.command("summarize")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @json_option("the summary (summary.json)")
 def summarize(run_dir: Path, as_json: bool) -> None:
-    """Recompute RUN_DIR/summary.json from records.jsonl (+ server_metrics.jsonl, run.json)."""
-    from llmsweep.client.runner import summarise_dir
+    """Recompute RUN_DIR/summary.json from records.jsonl (+ server_metrics.jsonl, run.json, job.json).
+
+    Every gate `llmsweep run` applied is applied again from what the folder recorded, read-back checks included, so
+    a job folder gets the verdict `run` gave it.
+    """
+    from llmsweep.execute.readback import summarise_job
 
     if not (run_dir / "records.jsonl").exists():
         raise ConfigError(f"{run_dir} has no records.jsonl", fix="point at a directory written by `llmsweep bench`")
-    summary = summarise_dir(run_dir)
+    summary = summarise_job(run_dir)
     _print_summary(summary, run_dir, as_json=as_json)
-    if summary["validity"]["verdict"] == "invalid":
+    if summary.validity.verdict == "invalid":
         raise click.exceptions.Exit(1)
-

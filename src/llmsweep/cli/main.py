@@ -21,7 +21,7 @@ from llmsweep.errors import LlmsweepError
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "validate": ("llmsweep.cli.validate", "validate", "Check recipes against the schema, policy and engine contracts."),
     "rules": ("llmsweep.cli.validate", "rules", "List every policy and contract rule with its id and severity."),
-    "schema": ("llmsweep.cli.validate", "schema", "Print the recipe JSON Schema for editors."),
+    "schema": ("llmsweep.cli.validate", "schema", "Print the recipe (or summary.json) JSON Schema for editors."),
     "matrix": ("llmsweep.cli.matrix", "matrix", "Expand recipes into jobs (InferenceX-compatible JSON)."),
     "render": ("llmsweep.cli.render", "render", "Print the exact server command and environment of a job."),
     "al": ("llmsweep.cli.catalog", "al", "Look up a golden acceptance length."),

@@ -65,7 +65,7 @@ def presets(as_json: bool) -> None:
 @click.option("--retrain-tokenizer", is_flag=True, help=_h("retrain_tokenizer"))
 @click.option("--shard-mb", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Largest safetensors shard, in MiB.")
-@click.option("--force", is_flag=True, help=_h("force"))
+@option("force", help=_h("force"))
 @json_option("the provenance record")
 def synth(
     model_or_config: str,

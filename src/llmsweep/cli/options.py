@@ -197,6 +197,10 @@ CONCEPTS: dict[str, Concept] = {
     "traces": Concept("--traces", "traces", {"help": "Trace file, directory or Hugging Face dataset id."}),
     "spec_method": Concept("--spec-method", "spec_method", {}, source=FieldRef(_spec_decoding, "method")),
     "spec_k": Concept("--spec-k", "spec_k", {"type": click.IntRange(min=1)}, source=FieldRef(_spec_decoding, "num_steps")),
+    "repeats": Concept("--repeats", "repeats", {
+        "type": click.IntRange(min=1), "default": 1, "show_default": True, "help": "Runs of every point.",
+    }),
+    "force": Concept("--force", "force", {"is_flag": True, "help": "Write over what the output already holds."}),
     "resummarize": Concept("--resummarize", "resummarize", {
         "is_flag": True, "help": "First recompute every run's summary from its raw files (needs whole records.jsonl).",
     }, deprecated=("--resummarise",)),

@@ -41,7 +41,7 @@ def peer() -> None:
 @option("num_prompts_per_conc", dest="prompts_per_conc", default=4, show_default=True)
 @click.option("--min-prompts", type=int, default=16, show_default=True, help="At least this many measured requests per run.")
 @option("num_warmups_per_conc", dest="warmups_per_conc", default=2, show_default=True)
-@click.option("--repeats", type=int, default=2, show_default=True, help="Runs of each client per level, alternating.")
+@option("repeats", default=2, help="Runs of each client per level, alternating.")
 @click.option("--aiperf", "aiperf_exe", default="aiperf", show_default=True, help="aiperf executable.")
 @option("request_timeout", dest="timeout")
 @click.option("--run-deadline", type=float, default=None, help="Stop one aiperf run after this many seconds.")
@@ -107,5 +107,5 @@ def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int, as_json:
 
     summary = import_aiperf_dir(artifact_dir, out_dir, warmups=warmups, gpus=gpus)
     _print_summary(summary, out_dir, as_json=as_json)
-    if summary["validity"]["verdict"] == "invalid":
+    if summary.validity.verdict == "invalid":
         raise click.exceptions.Exit(1)

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from llmsweep.cli.options import option, runner_config_option
-from llmsweep.engines.launch import LaunchSpec
+from llmsweep.engines.launch import ENV_NAME, LaunchSpec, comment_text, env_assignment
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.plan.job import Job
 
@@ -25,9 +25,14 @@ def render_text(job: Job, spec: LaunchSpec) -> str:
                                                                   else ""),
              f"# image: {spec.image or '(host)'}", f"# endpoint: {spec.base_url}{spec.api_base} "
              f"(health {spec.health_path}, metrics {spec.metrics_path or '-'})"]
-    lines += [f"# note: {n}" for n in spec.notes]
-    lines += [f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items())]
-    lines += [f"{name}=<from caller's environment>" for name in spec.secret_env]
+    lines = [comment_text(line) for line in lines]
+    lines += [f"# note: {comment_text(n)}" for n in spec.notes]
+    lines += [env_assignment(k, v) for k, v in sorted(spec.env.items())]
+    lines += [f"{comment_text(name)}=<from caller's environment>" for name in spec.secret_env]
+    for file in spec.files:
+        what = file.description or "read by the engine"
+        lines.append(comment_text(f"# file {file.placeholder_path} (written beside the launch; {what}):"))
+        lines += [comment_text(f"#   {line}") for line in file.content.splitlines()]
     lines.append(_command_lines(spec))
     return "\n".join(lines)
 
@@ -45,10 +50,20 @@ def _command_lines(spec: LaunchSpec) -> str:
 
 def render_sh(job: Job, spec: LaunchSpec) -> str:
     """A runnable script: strict mode, exports, secrets required from the caller, exec of the server."""
-    lines = ["#!/usr/bin/env bash", f"# llmsweep render: job {job.id}", f"# image: {spec.image or '(host)'}",
-             "set -euo pipefail"]
-    lines += [f'export {name}="${{{name}:?set {name} in the caller environment}}"' for name in spec.secret_env]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(spec.env.items())]
+    lines = ["#!/usr/bin/env bash", comment_text(f"# llmsweep render: job {job.id}"),
+             comment_text(f"# image: {spec.image or '(host)'}"), "set -euo pipefail"]
+    for name in spec.secret_env:
+        if ENV_NAME.fullmatch(name):
+            lines.append(f'export {name}="${{{name}:?set {name} in the caller environment}}"')
+        else:  # the loader rejects such names; never let one reach the shell as code
+            lines.append(f"# secret-env entry {name!a} is not a variable name: left out")
+    # The launch's files go into the folder the script runs in, under the names argv gives them; the content is one
+    # quoted word (no here-document a recipe value could close).
+    for file in spec.files:
+        lines.append(f"printf '%s\\n' {shlex.quote(file.content.rstrip(chr(10)))} > ./{shlex.quote(file.name)}")
+    spec = spec.with_launch_dir(".")
+    # Names are validated at load; an invalid one is quoted whole, so `export` fails on it (set -e) and runs nothing.
+    lines += [f"export {env_assignment(k, v)}" for k, v in sorted(spec.env.items())]
     lines.append("exec " + _command_lines(spec))
     return "\n".join(lines) + "\n"
 

@@ -101,14 +101,16 @@ def _print_runs(store: Any) -> None:
 def _print_points(points: list[Any]) -> None:
     from rich.table import Table
 
+    from llmsweep.metrics.registry import HOT_BY_NAME
+
+    shown = (("tput_per_gpu", 4), ("p90_e2e_norm_intvty", 3), ("p90_ttft", 3))  # column, significant digits
     table = Table()
-    for col in ("result", "job", "series", "conc", "topology", "tput/GPU", "P90 E2E-norm", "P90 TTFT s", "verdict",
-                "source"):
+    for col in ("result", "job", "series", "conc", "topology",
+                *(f"{HOT_BY_NAME[c].label} {HOT_BY_NAME[c].unit}".strip() for c, _ in shown), "verdict", "source"):
         table.add_column(col)
     for p in points:
         table.add_row(p.result_id, p.job_id, p.identity.series_label(), str(p.identity.conc), p.identity.topology(),
-                      _num(p.metric("tput_per_gpu"), 4), _num(p.metric("p90_e2e_norm_intvty")),
-                      _num(p.metric("p90_ttft")), p.verdict, p.source)
+                      *(_num(p.metric(c), digits) for c, digits in shown), p.verdict, p.source)
     _console().print(table)
 
 
@@ -148,8 +150,10 @@ def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_p
         _, points = resolve_points(run_id, store)
     fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], mix_sources=mix_sources)[x_axis]
     by_id = {p.result_id: p for p in points}
-    doc = {series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
-                     "y": by_id[i].metric("tput_per_gpu")} for i in ids] for series, ids in fronts.items()}
+    doc: dict[str, list[dict[str, Any]]] = {
+        series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
+                  "y": by_id[i].metric("tput_per_gpu")} for i in ids]
+        for series, ids in fronts.items()}
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
 
-from llmsweep.cli.options import config_keys_option, option, runner_config_option, store_option
+from llmsweep.cli.options import config_keys_option, json_option, option, runner_config_option, store_option
 from llmsweep.errors import ConfigError
+from llmsweep.execute.registry import executor_help, executor_kinds
+
+if TYPE_CHECKING:
+    from llmsweep.execute.pipeline import RunOutcome
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -26,13 +31,17 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.command("run")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @config_keys_option()
-@click.option("--executor", type=click.Choice(["local", "docker", "slurm"]), default="local", show_default=True,
-              help="Where servers run: this machine, Docker on this machine, or Slurm batch jobs.")
+@click.option("--executor", type=click.Choice(executor_kinds()), default="local", show_default=True,
+              help=executor_help() + ".")
 @click.option("--executor-option", "executor_options", multiple=True, metavar="KEY=VALUE",
               help="Executor settings, e.g. partition=gpu, time_limit=04:00:00, squash_dir=/shared/sqsh.")
 @option("simulate")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
 @click.option("--resume", is_flag=True, help="Skip jobs whose valid summary exists in --out; rerun half-done ones.")
+@option("force", help="Run every job again although --out holds a run's results (they move to jobs/<id>/attempts/). "
+        "Without --resume or --force, an --out holding results is refused.")
+@option("repeats", help="Run every job N times (repeat k is job `<id>-repeat<k>`), so `compare` has a between-run "
+        "noise band.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/latest"), show_default=True,
               help="Run directory (one folder per job under jobs/).")
 @store_option(dest="store")
@@ -43,21 +52,29 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("client_workers")
 @click.option("--al-tolerance", type=float, default=0.10, show_default=True,
               help="Allowed |realised − pinned| acceptance length in the read-back gate.")
+@json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
-        simulate: bool, fail_fast: bool, resume: bool, out: Path, store: Path | None, runner_config: Path | None,
+        simulate: bool, fail_fast: bool, resume: bool, force: bool, repeats: int,
+        out: Path, store: Path | None, runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
-        al_tolerance: float, worker: Path | None) -> int:
+        al_tolerance: float, as_json: bool, worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.
 
-    Jobs with identical launch specs share one server. The last line printed is the dashboard's path.
+    Jobs with identical launch specs share one server. Progress goes to stderr (a live display under a terminal,
+    timestamped lines otherwise); at the end a table of every job, and the last line printed is the dashboard's path
+    (with --json, stdout is the table as JSON only).
     """
     from llmsweep.execute.pipeline import RunRequest, run_sweep, run_worker
+    from llmsweep.execute.progress import progress_for, use_progress
 
     if worker is not None:
         sys.exit(run_worker(worker))
     if not files:
         raise ConfigError("no recipe files given", fix="llmsweep run recipes/my-recipe.yaml --out runs/x")
+    if resume and force:
+        raise ConfigError("--resume and --force contradict each other",
+                          fix="--resume keeps the finished jobs of --out; --force runs them all again: pick one")
     settings: dict[str, Any] = {
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
         "request_timeout_s": request_timeout, "client_workers": client_workers,
@@ -66,12 +83,81 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
         executor_options=_options(executor_options), simulate=simulate, out=out, store=store,
-        report=not no_report, settings=settings,
+        report=not no_report, force=force, repeats=repeats, settings=settings,
     )
-    outcome = run_sweep(request)
+    with use_progress(progress_for()) as progress:
+        outcome = run_sweep(request, event=progress.line)
+    rows = outcome_rows(outcome)
+    if as_json:
+        click.echo(json.dumps({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir),
+                               "report": str(outcome.report_path) if outcome.report_path else None,
+                               "ok": outcome.ok, "jobs": rows}, indent=2))
+        click.echo(outcome.completeness(), err=True)
+        return 0 if outcome.ok else 1
+    _print_rows(rows)
     click.echo(outcome.completeness(), err=True)
     if outcome.report_path is not None:
         click.echo(str(outcome.report_path))
     else:
         click.echo(str(outcome.run_dir))
-    return 0 if outcome.ok else 1
+    # A policy error is bad input (2, as `validate`): its jobs were refused before any launch.
+    return 0 if outcome.ok else 2 if any(f.is_error for f in outcome.findings) else 1
+
+
+def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
+    """One row per expected job: its concurrency, verdict and the reason for it, and the headline metrics."""
+    from llmsweep.errors import ResultError
+    from llmsweep.metrics.model import Summary
+
+    rows = []
+    for o in outcome.outcomes:
+        summary: Summary | None = None
+        if o.summary_path:
+            try:
+                summary = Summary.load(o.summary_path)
+            except ResultError:
+                summary = None
+        ms = 1e3
+        rows.append({
+            "job": o.job_id,
+            "conc": outcome.concurrency.get(o.job_id),
+            "verdict": o.status,
+            "reason": o.reasons[0] if o.reasons else None,
+            "requests_ok": summary.requests.successful if summary else None,
+            "requests_failed": summary.requests.failed if summary else None,
+            "total_tps_per_gpu": summary.throughput.per_gpu.total_tps if summary else None,
+            "output_tps_per_gpu": summary.throughput.per_gpu.output_tps if summary else None,
+            "ttft_p50_ms": summary.latency.ttft.p50 * ms if summary else None,
+            "tpot_p50_ms": summary.latency.tpot.p50 * ms if summary else None,
+            "interactivity_p50": summary.interactivity.p50 if summary else None,
+            "seconds": o.seconds,
+            "summary": o.summary_path,
+        })
+    return rows
+
+
+def _print_rows(rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def num(v: Any, digits: int = 1) -> str:
+        return "-" if not isinstance(v, int | float) else f"{v:,.{digits}f}"
+
+    colour = {"valid": "green", "smoke": "yellow", "skipped": "cyan"}
+    table = Table(title="llmsweep run", show_header=True, header_style="bold")
+    for col, justify in (("job", "left"), ("conc", "right"), ("verdict", "left"), ("reason", "left"),
+                         ("ok/failed", "right"), ("tok/s/GPU", "right"), ("TTFT p50 ms", "right"),
+                         ("TPOT p50 ms", "right"), ("tok/s/user p50", "right")):
+        width = min(60, max((len(r["job"]) for r in rows), default=3)) if col == "job" else None
+        table.add_column(col, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
+    for r in rows:
+        verdict = r["verdict"]
+        ok = f"{r['requests_ok']}/{r['requests_failed']}" if r["requests_ok"] is not None else "-"
+        table.add_row(r["job"], str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{verdict}[/]",
+                      r["reason"] or "", ok, num(r["total_tps_per_gpu"]), num(r["ttft_p50_ms"]),
+                      num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]))
+    # A terminal folds long job ids into its width; a log or a pipe gets the table at its natural width.
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=10_000)
+    console.print(table)

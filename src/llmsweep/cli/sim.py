@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,7 +16,9 @@ from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import SimConfig
 
 if TYPE_CHECKING:
+    from llmsweep.metrics.model import Summary
     from llmsweep.sim.calibrate import RunCalibration
+    from llmsweep.sim.engine import EngineConfig
 
 
 @click.group("sim")
@@ -64,7 +67,7 @@ def serve(**opts: object) -> None:
                        served_model_name=opts["served_model_name"], metrics_style=style))  # type: ignore[arg-type]
 
 
-def engine_config_from_argv(argv: list[str] | tuple[str, ...]) -> object:
+def engine_config_from_argv(argv: list[str] | tuple[str, ...]) -> EngineConfig:
     """The `EngineConfig` a `llmsweep sim serve ...` command line would serve.
 
     Accepts the full argv an engine adapter renders (anything up to and including `serve` is skipped), so a planner
@@ -77,7 +80,7 @@ def engine_config_from_argv(argv: list[str] | tuple[str, ...]) -> object:
         return _engine_config(dict(ctx.params))
 
 
-def _engine_config(opts: dict[str, object]):  # noqa: ANN202 - EngineConfig imported lazily
+def _engine_config(opts: dict[str, object]) -> EngineConfig:
     from pydantic import ValidationError
 
     from llmsweep.sim.config import SpecDecodeConfig
@@ -294,73 +297,61 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     """Predict every job of a recipe in virtual time on the simulated engine."""
     import json
 
-    try:
-        from llmsweep import engines
-        from llmsweep.metrics import summarise
-        from llmsweep.plan import jobs_from_files
-        from llmsweep.workload.build import build_workload
-    except ImportError as exc:
-        raise LlmsweepError(
-            f"llmsweep predict: the planner is not wired to the simulator yet ({exc})",
-            fix="predict one point from Python meanwhile: llmsweep.sim.predict.predict(workload, EngineConfig(...), "
-                "concurrency=N, duration=S)",
-        ) from exc
-    from llmsweep.sim.engine import build_core
-    from llmsweep.sim.predict import Predictor
+    from llmsweep import engines
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.plan.point import points_of
+    from llmsweep.sim.predict import predict_point
+    from llmsweep.spec.workload import ScenarioId
 
     jobs = jobs_from_files([Path(r) for r in recipes], config_keys=list(config_keys) or None)
     if not jobs:
         raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-keys and the recipes")
-    results = []
+    results: list[dict[str, Any]] = []
+    # Per-point progress on stderr: a point of a long window takes seconds of CPU, a whole matrix many minutes.
+    total, k, began = sum(len(points_of(job)) for job in jobs), 0, time.monotonic()
     for job in jobs:
         config = engine_config_from_argv(engines.render(job, simulate=True).argv)
-        calibration = config.calibration_label()  # type: ignore[attr-defined]
-        engine_config = config.model_dump(mode="json")  # type: ignore[attr-defined]
-        seconds = duration or float(job.duration or 600)
-        for conc in job.conc if isinstance(job.conc, list) else [job.conc]:
-            # the simulator counts words (the built-in tokenizer's rule), so prompts are built with that tokenizer
-            extra: dict[str, object] = {"tokenizer": None}
-            if traces is not None and job.workload.scenario == "agentic-coding":
+        calibration = config.calibration_label()
+        engine_config = config.model_dump(mode="json")
+        for point in points_of(job):
+            extra: dict[str, object] = {}
+            if traces is not None and job.workload.scenario is ScenarioId.AGENTIC_CODING:
                 extra["source"] = traces
-            workload = build_workload(job.workload, concurrency=conc, **extra)
-            predictor = Predictor(build_core(config), scrape_interval=1.0,  # type: ignore[arg-type]
-                                  metrics_style=config.engine_style, model_name=job.model)  # type: ignore[attr-defined]
-            records = predictor.run(workload, concurrency=conc, duration=seconds, max_requests=max_requests)
-            summary = summarise(records, gpus=job.gpus, server_metrics=predictor.scrapes, source="predicted",
-                                provenance={"job": job.id, "concurrency": conc, "engine": "sim",
-                                            "calibration": calibration, "engine_config": engine_config})
-            results.append({"job": job.id, "concurrency": conc, "summary": summary, "calibration": calibration})
+            k += 1
+            eta = (time.monotonic() - began) / (k - 1) * (total - k + 1) if k > 1 else None
+            click.echo(f"[{time.strftime('%H:%M:%S')}] point {k}/{total}: {job.id} conc {point.concurrency}"
+                       + (f" (ETA {eta:.0f} s)" if eta is not None else ""), err=True)
+            predicted = predict_point(point, config, duration=duration, max_requests=max_requests,
+                                      provenance={"job": job.id, "concurrency": point.concurrency, "engine": "sim",
+                                                  "calibration": calibration, "engine_config": engine_config},
+                                      **extra)
+            summary = predicted.summary
+            results.append({"job": job.id, "concurrency": point.concurrency, "summary": summary,
+                            "calibration": calibration})
             if out_dir is not None:
-                point = Path(out_dir) / job.id / f"conc{conc}"
-                point.mkdir(parents=True, exist_ok=True)
-                (point / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-                (point / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predictor.scrapes))
-                (point / "summary.json").write_text(json.dumps(summary, indent=2))
+                out = Path(out_dir) / job.id / f"conc{point.concurrency}"
+                out.mkdir(parents=True, exist_ok=True)
+                (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in predicted.records))
+                (out / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predicted.scrapes))
+                summary.write(out / "summary.json")
     if as_json:
-        click.echo(json.dumps(results, indent=2))
+        click.echo(json.dumps([{**r, "summary": r["summary"].dump()} for r in results], indent=2))
         return
     _print_table(results)
 
 
-def _print_table(results: list[dict[str, object]]) -> None:
+def _print_table(results: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
-
-    def get(d: object, *path: str) -> float | None:
-        for key in path:
-            if not isinstance(d, dict) or key not in d:
-                return None
-            d = d[key]
-        return d if isinstance(d, (int, float)) else None
 
     table = Table(title="predicted (simulated engine)")
     for col in ("job", "conc", "out tok/s/GPU", "TTFT p50 ms", "TPOT p50 ms", "hit rate", "AL", "calibration"):
         table.add_column(col, justify="left" if col == "job" else "right")
     for r in results:
-        s = r["summary"]
-        vals = [get(s, "throughput", "per_gpu", "output_tps"), get(s, "latency", "ttft", "p50"),
-                get(s, "latency", "tpot", "p50"), get(s, "cache", "observed_hit_rate"),
-                get(s, "server_metrics", "spec_decode", "acceptance_length")]
+        s: Summary = r["summary"]
+        spec = s.server_metrics.spec_decode
+        vals = [s.throughput.per_gpu.output_tps, s.latency.ttft.p50, s.latency.tpot.p50, s.cache.observed_hit_rate,
+                spec.acceptance_length if spec is not None else None]
         fmt = ["{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
         scale = [1, 1e3, 1e3, 1, 1]
         cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale)]

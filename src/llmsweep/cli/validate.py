@@ -68,8 +68,14 @@ def rules(as_json: bool) -> int:
 
 
 @click.command("schema")
-def schema() -> int:
-    """Print the recipe JSON Schema (for editors and CI linters)."""
+@click.argument("subject", type=click.Choice(["recipe", "summary"]), default="recipe")
+def schema(subject: str) -> int:
+    """Print a JSON Schema (for editors and CI linters): SUBJECT `recipe` (default) or `summary` (summary.json)."""
+    if subject == "summary":
+        from llmsweep.metrics.model import json_schema
+
+        click.echo(json.dumps(json_schema(), indent=2))
+        return 0
     from llmsweep.spec import recipe_json_schema
 
     click.echo(json.dumps(recipe_json_schema(), indent=2))

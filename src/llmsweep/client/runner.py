@@ -28,7 +28,7 @@ from llmsweep.client.records import RECORDS_FILE
 from llmsweep.client.scrape import SERVER_METRICS_FILE, MetricsScraper
 from llmsweep.client.transport import now_unix
 from llmsweep.errors import ConfigError
-from llmsweep.metrics import GateConfig, summarise
+from llmsweep.metrics import GateConfig, Summary, summarise
 from llmsweep.workload.base import Workload
 
 log = logging.getLogger(__name__)
@@ -56,13 +56,13 @@ class Progress:
 @dataclass(slots=True)
 class BenchResult:
     out_dir: Path
-    summary: dict[str, Any]
+    summary: Summary
     records_path: Path
     workers: list[WorkerStats] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
-        return str(self.summary["validity"]["verdict"])
+        return self.summary.validity.verdict
 
     @property
     def gate_failed(self) -> bool:
@@ -173,7 +173,7 @@ async def run_benchmark_async(
     return BenchResult(out_dir=out, summary=summary, records_path=records_path, workers=stats)
 
 
-def summarise_dir(out: Path | str, *, write: bool = True) -> dict[str, Any]:
+def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
     """Recompute a run directory's summary from `records.jsonl`, `server_metrics.jsonl` and `run.json`."""
     out = Path(out)
     run_file = out / RUN_FILE
@@ -190,7 +190,7 @@ def summarise_dir(out: Path | str, *, write: bool = True) -> dict[str, Any]:
         client=info.get("client"),
     )
     if write:
-        (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, allow_nan=False))
+        summary.write(out / SUMMARY_FILE)
     return summary
 
 

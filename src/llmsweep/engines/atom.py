@@ -1,7 +1,15 @@
 """ATOM (ROCm): an OpenAI-compatible server with vLLM-like flags; synthetic acceptance as a flag.
 
-`--spec-decode-acceptance-length AL` keeps the golden AL unchanged (range [1, K+1]). ATOM's exact entrypoint and
-flag spellings are not in our notes beyond the InferenceX recipes, so the adapter says so in its notes.
+`--spec-decode-acceptance-length AL` keeps the golden AL unchanged (range [1, K+1]).
+
+Flag spellings, checked against ATOM's public CLI (ROCm/ATOM `atom/entrypoints/openai_server.py` main() and
+`atom/model_engine/arg_utils.py` EngineArgs.add_cli_args): the entrypoint `python3 -m atom.entrypoints.openai_server`;
+`--host` and `--server-port` are the HTTP server's (`--port` is the engine's *internal* port, so the serving port is
+`--server-port`, which the executor substitutes: `port_flag`); `--model`, `--tensor-parallel-size`/`-tp`,
+`--enable-expert-parallel`, `--enable-dp-attention`, `--max-model-len`, `--max-num-seqs`, `--method`,
+`--num-speculative-tokens` are defined there. `--served-model-name`, `--load-format`, `--draft-model` and
+`--spec-decode-acceptance-length` come from later releases (ATOM's docs and InferenceX's atom recipes), not from the
+arg_utils read; unverified against the exact image a job names.
 """
 
 from __future__ import annotations
@@ -12,15 +20,17 @@ from llmsweep.engine_ids import ATOM
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
 from llmsweep.engines.sglang import model_path
 from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId
 
 
 class ATOMAdapter(Adapter):
     identity = ATOM
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tensor-parallel-size", "--enable-expert-parallel",
                                                           "--enable-dp-attention"})
-    spec_flags: ClassVar[frozenset[str]] = frozenset({"--method", "--num-speculative-tokens",
+    spec_flags: ClassVar[frozenset[str]] = frozenset({"--method", "--num-speculative-tokens", "--draft-model",
                                                       "--spec-decode-acceptance-length"})
-    flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tensor-parallel-size", "-tp": "--tensor-parallel-size"}
+    flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tensor-parallel-size", "--dp": "--data-parallel-size"}
+    port_flag: ClassVar[str] = "--server-port"
     unsupported_args: ClassVar[dict[str, str]] = {
         "--mem-fraction-static": "ATOM spells it `--gpu-memory-utilization`",
         "--enable-hierarchical-cache": "HiCache is SGLang's",
@@ -31,27 +41,30 @@ class ATOMAdapter(Adapter):
         return ["python3", "-m", "atom.entrypoints.openai_server"]
 
     def derive(self, job: Job, port: int) -> Derived:
-        d = Derived(notes=["ATOM flag spellings follow InferenceX's atom recipes; confirm against the image"])
+        d = Derived(notes=["ATOM flags checked against ROCm/ATOM's public CLI; --served-model-name, --load-format "
+                           "and --spec-decode-acceptance-length from later releases' docs: confirm against the image"])
         tp, _pp, ep, dp_attn, _dcp, _pcp = topology(job)
         a = d.args
         a["--model"] = model_path(job)
         a["--served-model-name"] = job.workload.served_model_name
         a["--host"] = BIND_HOST
-        a["--server-port"] = port
+        a[self.port_flag] = port
         a["--tensor-parallel-size"] = tp
         if ep > 1:
             a["--enable-expert-parallel"] = True
         if dp_attn:
             a["--enable-dp-attention"] = True
-        if job.scenario == "fixed-seq-len" and job.max_model_len:
+        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
             a["--max-model-len"] = job.max_model_len
         if job.serve is not None and job.serve.load_format:
             a["--load-format"] = job.serve.load_format
-        if job.scenario == "agentic-coding":
+        if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max-num-seqs"] = 2 * agentic_conc(job)
         sd = job.serve.spec_decoding if job.serve is not None else None
         if sd is not None and job.spec_decoding != "none":
             a["--method"] = sd.method
+            if sd.draft_model:
+                a["--draft-model"] = sd.draft_model
             if sd.num_steps is not None:
                 a["--num-speculative-tokens"] = sd.num_steps
             pin = self.pinned_acceptance(job)

@@ -16,10 +16,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from llmsweep.catalog.engines import EngineInfo, get_engine
+from llmsweep.catalog.engines import EngineInfo, get_engine, known_flags
 from llmsweep.catalog.images import parse_image
 from llmsweep.engine_ids import EngineIdentity, PinnedAcceptance, foreign_env_prefixes
-from llmsweep.engines.launch import LaunchSpec, is_secret_name
+from llmsweep.engines.launch import LaunchFile, LaunchSpec, is_secret_name
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 
@@ -30,8 +30,27 @@ Flags = dict[str, Any]
 
 
 def norm_flag(flag: str) -> str:
-    """`--tp_size` and `--tp-size` are one flag to every engine we render (argparse accepts both spellings)."""
-    return "--" + flag.lstrip("-").replace("_", "-")
+    """`--tp_size` and `--tp-size` are one flag to every engine we render (argparse accepts both spellings);
+    `--flag=value` names `--flag`."""
+    return "--" + flag.split("=", 1)[0].lstrip("-").replace("_", "-")
+
+
+def split_flag(flag: str, value: Any) -> tuple[str, Any]:
+    """A recipe flag written `--flag=value` (value True: a bare key) is `--flag` with that value, as argparse reads
+    it; any other key keeps its value."""
+    if "=" in flag and (value is True or value is None):
+        name, _, joined = flag.partition("=")
+        return name, joined
+    return flag.split("=", 1)[0], value
+
+
+class AmbiguousFlagError(ConfigError):
+    """A flag abbreviation that more than one of the engine's flags starts with (argparse refuses it too)."""
+
+    def __init__(self, engine: str, flag: str, candidates: list[str]) -> None:
+        self.flag, self.candidates = flag, candidates
+        super().__init__(f"{engine} reads `{flag}` as an abbreviation, and it is ambiguous: it could match "
+                         f"{', '.join(candidates)}", fix="write the flag in full")
 
 
 def flag_argv(flags: Flags) -> list[str]:
@@ -74,6 +93,8 @@ class Derived:
     args: Flags = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    files: list[LaunchFile] = field(default_factory=list)
+    """Files the engine reads at start-up, written beside the launch (argv names them `{launch_dir}/NAME`)."""
 
 
 def agentic_conc(job: Job) -> int:
@@ -107,7 +128,12 @@ class Adapter(ABC):
     spec_flags: ClassVar[frozenset[str]] = frozenset()
     """Flags derived from `serve.spec-decoding` and the pinned AL; a recipe changing one silently drops the contract."""
     flag_aliases: ClassVar[dict[str, str]] = {}
-    """Short spellings the engine accepts for a derived flag (`--tp` for `--tp-size`)."""
+    """Short spellings the engine accepts for a derived flag (`--tp` for `--tp-size`; a single-dash `-sc` is
+    looked up as `--sc`)."""
+    allow_abbrev: ClassVar[bool] = True
+    """The engine's parser takes a unique prefix of a long flag for the flag (argparse's default; click's is off)."""
+    port_flag: ClassVar[str] = "--port"
+    """The flag that carries the serving port (the executor substitutes a free port after it)."""
     unsupported_args: ClassVar[dict[str, str]] = {}
     """Flags this engine does not have (often another engine's spelling) → the fix."""
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset()
@@ -146,12 +172,52 @@ class Adapter(ABC):
         sd = job.serve.spec_decoding if job.serve is not None else None
         return self.identity.pin_acceptance(al, sd.num_steps if sd is not None else None)
 
+    @property
+    def known_flags(self) -> frozenset[str]:
+        """The engine's long flags (catalog data, `catalog/data/engine_flags.yaml`), normalised."""
+        return known_flags(self.name)
+
+    def resolve_flag(self, flag: str) -> str:
+        """The flag the engine's parser will see for `flag`: `_`/`-` and `--flag=value` normalised, an alias
+        resolved, then (argparse's `allow_abbrev`) a unique prefix of a known long flag expanded. An exact known flag
+        wins over a longer one it prefixes, as in argparse; a prefix of several raises :class:`AmbiguousFlagError`
+        naming them; a flag the catalog does not list is returned as written (normalised)."""
+        name = norm_flag(flag)
+        name = self.flag_aliases.get(name, name)
+        known = self.known_flags
+        if not self.allow_abbrev or not known or name in known:
+            return name
+        candidates = sorted(k for k in known if k.startswith(name))
+        if len(candidates) == 1:
+            name = candidates[0]
+            return self.flag_aliases.get(name, name)
+        if len(candidates) > 1:
+            raise AmbiguousFlagError(self.name, flag, candidates)
+        return name
+
     def canonical(self, flag: str) -> str:
-        flag = norm_flag(flag)
-        return self.flag_aliases.get(flag, flag)
+        """`resolve_flag`, except that an ambiguous abbreviation stays as written (the `serve.ambiguous-flag` rule
+        reports it; the engine would refuse to start)."""
+        try:
+            return self.resolve_flag(flag)
+        except AmbiguousFlagError:
+            return norm_flag(flag)
+
+    def ambiguous_flags(self, job: Job) -> list[AmbiguousFlagError]:
+        """The recipe's flags the engine's parser would refuse as ambiguous abbreviations."""
+        out: list[AmbiguousFlagError] = []
+        for flag in self.recipe_args(job):
+            try:
+                self.resolve_flag(flag)
+            except AmbiguousFlagError as exc:
+                out.append(exc)
+        return out
 
     def recipe_args(self, job: Job) -> Flags:
-        return dict(job.serve.args) if job.serve is not None else {}
+        """The recipe's `serve.args`, a `--flag=value` key split into flag and value."""
+        if job.serve is None:
+            return {}
+        return dict(split_flag(k, v) for k, v in job.serve.args.items())
 
     def conflicts(self, job: Job, kind: str = "parallel") -> list[Conflict]:
         """Recipe flags that change a derived parallelism flag (the launcher silently dropping --ep-size cost
@@ -160,19 +226,31 @@ class Adapter(ABC):
         watched = self.parallel_flags if kind == "parallel" else self.spec_flags
         derived = {self.canonical(k): v for k, v in self.derive(job, self.info().default_port).args.items()}
         out: list[Conflict] = []
-        for flag, value in self.recipe_args(job).items():
+        for written, (flag, value) in self._written_args(job):
             name = self.canonical(flag)
             if name not in watched:
                 continue
             have = derived.get(name)
             if have is None or not (have == value or str(have).lower() == str(value).lower()):
-                out.append(Conflict(flag, have, value))
+                out.append(Conflict(written, have, value))
         return out
+
+    def _written_args(self, job: Job) -> list[tuple[str, tuple[str, Any]]]:
+        """(the key as the recipe wrote it, (flag, value) as argparse reads it) for each of `serve.args`."""
+        args = job.serve.args if job.serve is not None else {}
+        return [(k, split_flag(k, v)) for k, v in args.items()]
 
     def unsupported(self, job: Job) -> list[tuple[str, str]]:
         """(flag, fix) for recipe flags this engine does not consume."""
         bad = {norm_flag(k): v for k, v in self.unsupported_args.items()}
-        return [(flag, bad[norm_flag(flag)]) for flag in self.recipe_args(job) if norm_flag(flag) in bad]
+        out: list[tuple[str, str]] = []
+        for written, (flag, _value) in self._written_args(job):
+            name = norm_flag(flag)
+            if name not in bad:
+                name = self.canonical(flag)
+            if name in bad:
+                out.append((written, bad[name]))
+        return out
 
     def foreign_env(self, job: Job) -> list[str]:
         env = job.serve.env if job.serve is not None else {}
@@ -224,7 +302,7 @@ class Adapter(ABC):
                          "transfer are started by the cluster orchestrator")
         image, version = self.image_and_version(job)
         timeout = job.serve.health_timeout if job.serve is not None and job.serve.health_timeout else None
-        return LaunchSpec(
+        spec = LaunchSpec(
             engine=self.name,
             engine_version=version,
             image=image,
@@ -236,12 +314,14 @@ class Adapter(ABC):
             metrics_path=info.metrics_path,
             metrics_prefix=info.metric_prefix,
             ready_log_markers=tuple(info.ready_markers),
+            port_flag=self.port_flag,
+            files=tuple(derived.files),
             rejected_request_fields=tuple(info.rejected_request_fields),
             served_model_name=job.workload.served_model_name,
             gpus=job.decode.gpus_per_replica if job.multinode and job.decode is not None else job.gpus,
             notes=tuple(notes),
-            **({"startup_timeout_s": float(timeout)} if timeout else {}),
         )
+        return spec.model_copy(update={"startup_timeout_s": float(timeout)}) if timeout else spec
 
     def speculative_config(self, job: Job) -> dict[str, Any] | None:
         """The vLLM-style speculative-config mapping this launch passes, if any (feature gates read its keys)."""

@@ -12,9 +12,58 @@ import re
 import shlex
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SECRET_NAME = re.compile(r"(^HF_TOKEN$|_TOKEN$|_KEY$|_SECRET$)")
+LAUNCH_DIR = "{launch_dir}"
+"""Placeholder in argv/env for the folder the launch's files are written to (`LaunchSpec.files`); the executor
+substitutes it (`execute.artifacts.write_launch_files`) where the server runs, `render --format sh` with `.`."""
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class LaunchFile(BaseModel):
+    """A file the engine reads at start-up, written beside the launch (TensorRT-LLM's extra_llm_api_options.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Plain file name (no folder); the argv names it as `{launch_dir}/NAME`.")
+    content: str = Field(description="The file's exact text.")
+    description: str = Field(default="", description="What the engine reads from it.")
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not _FILE_NAME.match(value):
+            raise ValueError(f"launch file name {value!r} must be a plain file name (letters, digits, . _ -)")
+        return value
+
+    @property
+    def placeholder_path(self) -> str:
+        """How argv refers to the file before the executor places it."""
+        return f"{LAUNCH_DIR}/{self.name}"
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""Names a shell accepts in `NAME=value` and `export NAME=value` (the recipe loader rejects every other name)."""
+
+
+def env_assignment(name: str, value: str) -> str:
+    """`NAME=value` for a shell, the value quoted. A name that is not a variable name (the loader rejects those; this
+    is the second line of defence) is quoted whole: the shell then sees one inert word, never code."""
+    if ENV_NAME.fullmatch(name):
+        return f"{name}={shlex.quote(value)}"
+    return shlex.quote(f"{name}={value}")
+
+
+def secret_reference(name: str) -> str | None:
+    """`NAME="${NAME}"`: pass a secret through by name. None for a name no shell can reference."""
+    return f'{name}="${{{name}}}"' if ENV_NAME.fullmatch(name) else None
+
+
+def comment_text(text: str) -> str:
+    """Text safe to put after `# ` in a shell script: newlines and other control characters escaped, so a value
+    cannot end the comment and start a command."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def is_secret_name(name: str, extra_secret: frozenset[str] | set[str] = frozenset()) -> bool:
@@ -50,6 +99,18 @@ class LaunchSpec(BaseModel):
     )
     startup_timeout_s: float = Field(default=1800.0, description="How long to wait for readiness before failing.")
     gpus: int = 0
+    port_flag: str = Field(
+        default="--port", description="The flag argv carries the serving port in (ATOM: --server-port); a port 0 "
+        "after it is replaced by the port the executor picks."
+    )
+    files: tuple[LaunchFile, ...] = Field(
+        default=(), description="Files written beside the launch before it starts; argv names them by "
+        f"`{LAUNCH_DIR}/NAME`."
+    )
+    files_dir: str | None = Field(
+        default=None, description="Where the files were written (set by the executor; None before): a container "
+        "launcher mounts it at the same path."
+    )
     notes: tuple[str, ...] = Field(default=(), description="Human notes the adapter wants reviewers to read.")
 
     @property
@@ -58,14 +119,28 @@ class LaunchSpec(BaseModel):
 
     def shell_command(self) -> str:
         """The command as one shell line, env assignments first; secrets referenced by name, never by value."""
-        assigns = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
-        assigns += [f'{name}="${{{name}}}"' for name in self.secret_env]
-        return " ".join([*assigns, *(shlex.quote(a) for a in self.argv)])
+        assigns = [env_assignment(k, v) for k, v in sorted(self.env.items())]
+        assigns += [ref for ref in (secret_reference(name) for name in self.secret_env) if ref is not None]
+        # A name that is not a variable name is not an assignment to the shell: `env` sets it, inertly.
+        prefix = ["env"] if any(not ENV_NAME.fullmatch(k) for k in self.env) else []
+        return " ".join([*prefix, *assigns, *(shlex.quote(a) for a in self.argv)])
+
+    def with_launch_dir(self, directory: str) -> LaunchSpec:
+        """The spec with `{launch_dir}` in argv and env replaced by `directory` (where its files are, or will be)."""
+        if not self.files:
+            return self
+        argv = tuple(a.replace(LAUNCH_DIR, directory) for a in self.argv)
+        env = {k: v.replace(LAUNCH_DIR, directory) for k, v in self.env.items()}
+        return self.model_copy(update={"argv": argv, "env": env, "files_dir": directory})
 
     def fingerprint(self) -> str:
         """Stable hash of what would be launched: jobs with equal fingerprints can share one server."""
         # The client dialect is how to talk to the server, not what is launched: old fingerprints stay valid.
-        skip = {"notes", "startup_timeout_s", "rejected_request_fields"}
+        # The port flag is already in argv, and where the files were written is not what is launched; a spec
+        # without files hashes as before files existed.
+        skip = {"notes", "startup_timeout_s", "rejected_request_fields", "port_flag", "files_dir"}
+        if not self.files:
+            skip.add("files")
         payload: dict[str, Any] = self.model_dump(mode="json", exclude=skip)
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()

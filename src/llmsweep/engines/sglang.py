@@ -13,6 +13,7 @@ from typing import ClassVar
 from llmsweep.engine_ids import SGLANG
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
 from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId
 
 SPEC_ALGORITHM: dict[str, str] = {
     "mtp": "EAGLE",
@@ -74,12 +75,12 @@ class SGLangAdapter(Adapter):
         if dp_attn:
             a["--enable-dp-attention"] = True
             a["--dp-size"] = tp
-        if job.scenario == "fixed-seq-len" and job.max_model_len:
+        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
             a["--context-length"] = job.max_model_len
         if job.serve is not None and job.serve.load_format:
             a["--load-format"] = job.serve.load_format
         a["--enable-metrics"] = True
-        if job.scenario == "agentic-coding":
+        if job.scenario is ScenarioId.AGENTIC_CODING:
             conc = agentic_conc(job)
             a["--max-running-requests"] = 2 * conc
             a["--cuda-graph-max-bs"] = min(conc, CUDA_GRAPH_MAX_BS_CAP)

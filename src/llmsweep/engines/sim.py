@@ -11,9 +11,10 @@ import sys
 from typing import Any
 
 from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_for
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, norm_flag, topology
+from llmsweep.engines.base import Adapter, Derived, agentic_conc, norm_flag, topology
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId
 
 SIM_METHODS: dict[str, str] = {
     "mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft_model": "draft_model", "ngram": "ngram",
@@ -21,6 +22,9 @@ SIM_METHODS: dict[str, str] = {
 }
 PRECISIONS: dict[str, str] = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "bf16": "bf16"}
 DEFAULT_HARDWARE = "h200"
+LOOPBACK = "127.0.0.1"
+"""The simulator runs on the host (never in a container whose port needs every interface) and speaks to a client on
+the same machine: it binds loopback, so an unauthenticated server is never reachable from the network."""
 
 TRANSLATED: dict[str, str] = {
     "--mem-fraction-static": "--mem-fraction-static",
@@ -65,7 +69,7 @@ class SimAdapter(Adapter):
             d.notes.append(f"runner {job.runner_label!r} names no known GPU SKU; simulating {DEFAULT_HARDWARE}")
         a["--tp"] = tp
         a["--ep"] = ep
-        a["--host"] = BIND_HOST
+        a["--host"] = LOOPBACK
         a["--port"] = port
         a["--precision"] = PRECISIONS.get(job.precision.lower(), "bf16")
         kv_dtype = _kv_dtype(recipe)
@@ -73,7 +77,7 @@ class SimAdapter(Adapter):
             a["--kv-dtype"] = kv_dtype
         style = self.style(job)
         a["--engine-style"] = style
-        if job.scenario == "agentic-coding":
+        if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max-running-requests"] = 2 * agentic_conc(job)
         for flag, value in recipe.items():
             target = TRANSLATED.get(flag)

@@ -25,6 +25,7 @@ from llmsweep.engines.launch import LaunchSpec
 from llmsweep.engines.sglang import model_path
 from llmsweep.errors import ContractError
 from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId
 
 CB_FLAG = "--continuous-batching"
 CUDA_GRAPH_FLAG = "--cb-use-cuda-graph"
@@ -111,7 +112,7 @@ class TransformersAdapter(Adapter):
         if job.serve is not None and job.serve.load_format:
             out.append(f"`load-format: {job.serve.load_format}` (it loads real weights: write random ones with "
                        "`llmsweep model synth MODEL --weights random`)")
-        if job.scenario == "fixed-seq-len" and not job.workload.use_chat_template:
+        if job.scenario is ScenarioId.FIXED_SEQ_LEN and not job.workload.use_chat_template:
             out.append("token-id prompts on /v1/completions (HTTP 400 'prompt must be a string'): set "
                        "`workload.use-chat-template: true` so fixed-length prompts go to the chat route as text")
         return out

@@ -1,24 +1,45 @@
 """TensorRT-LLM: `trtllm-serve MODEL` with underscore flags; synthetic acceptance counts draft tokens only.
 
 `TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS` is AL − 1 (the fractional part is the probability of one more accepted
-token), e.g. golden 2.78 → 1.78. The speculative method itself lives in the LLM-API options file, which the adapter
-records as a note (the executor writes `extra_llm_api_options.yaml` beside the results).
+token), e.g. golden 2.78 → 1.78. The speculative method itself lives in the LLM-API options file
+(`extra_llm_api_options.yaml`, read by `trtllm-serve --extra_llm_api_options PATH`): the adapter renders it as a
+:class:`~llmsweep.engines.launch.LaunchFile`, which the executor writes beside the launch (and into the job's folder).
+
+The file's `speculative_config` follows the LLM API's decoding configs (`tensorrt_llm.llmapi.llm_args`):
+MTP is `{decoding_type: MTP, num_nextn_predict_layers: K}`; EAGLE/EAGLE3 is `{decoding_type: Eagle, max_draft_len: K,
+speculative_model_dir: DRAFT}`; a draft model is `{decoding_type: DraftTarget, ...}` and n-gram
+`{decoding_type: NGram, max_draft_len: K}` (those two are unverified against a run). The file also turns on
+`return_perf_metrics` and `enable_iter_perf_stats`, without which `/prometheus/metrics` carries no per-request
+speculative or KV-cache counters (the read-back needs them).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import yaml
 
 from llmsweep.engine_ids import TRTLLM
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
+from llmsweep.engines.launch import LaunchFile
 from llmsweep.engines.sglang import model_path
+from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId
+
+LLM_API_OPTIONS = "extra_llm_api_options.yaml"
+OPTIONS_FLAG = "--extra_llm_api_options"
+DECODING_TYPE: dict[str, str] = {"mtp": "MTP", "eagle": "Eagle", "eagle3": "Eagle", "draft_model": "DraftTarget",
+                                 "ngram": "NGram"}
+"""serve.spec-decoding method → the LLM API's `decoding_type`."""
 
 
 class TRTLLMAdapter(Adapter):
     identity = TRTLLM
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tp-size", "--pp-size", "--ep-size"})
+    spec_flags: ClassVar[frozenset[str]] = frozenset({"--extra-llm-api-options"})
     flag_aliases: ClassVar[dict[str, str]] = {"--moe-expert-parallel-size": "--ep-size"}
+    allow_abbrev: ClassVar[bool] = False  # trtllm-serve is a click command: no abbreviations
     unsupported_args: ClassVar[dict[str, str]] = {
         "--mem-fraction-static": "TensorRT-LLM sets the KV share with `kv_cache_config.free_gpu_memory_fraction`",
         "--gpu-memory-utilization": "TensorRT-LLM sets the KV share with `kv_cache_config.free_gpu_memory_fraction`",
@@ -40,17 +61,49 @@ class TRTLLMAdapter(Adapter):
         if pp > 1:
             a["--pp_size"] = pp
         a["--ep_size"] = ep
-        if job.scenario == "fixed-seq-len" and job.max_model_len:
+        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
             a["--max_seq_len"] = job.max_model_len
-        if job.scenario == "agentic-coding":
+        if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max_batch_size"] = 2 * agentic_conc(job)
-        sd = job.serve.spec_decoding if job.serve is not None else None
-        if sd is not None and job.spec_decoding != "none":
-            d.notes.append(
-                f"speculative_config: {{decoding_type: {sd.method}, max_draft_len: {sd.num_steps}}} goes in "
-                "extra_llm_api_options.yaml"
-            )
+        options = self.llm_api_options(job)
+        if options is not None:
+            file = LaunchFile(name=LLM_API_OPTIONS, content=yaml.safe_dump(options, sort_keys=False),
+                              description="TensorRT-LLM LLM-API options: the speculative config and perf metrics")
+            d.files.append(file)
+            a[OPTIONS_FLAG] = file.placeholder_path
+            spec = options["speculative_config"]
+            d.notes.append(f"speculative_config ({spec['decoding_type']}) is in {LLM_API_OPTIONS}, written beside "
+                           "the launch")
             pin = self.pinned_acceptance(job)
             if pin is not None:
                 d.env.update(pin.env)
         return d
+
+    def llm_api_speculative_config(self, job: Job) -> dict[str, Any] | None:
+        """The LLM API's `speculative_config` for the job's `serve.spec-decoding`, or None without one."""
+        sd = job.serve.spec_decoding if job.serve is not None else None
+        if sd is None or job.spec_decoding == "none":
+            return None
+        decoding = DECODING_TYPE.get(sd.method)
+        if decoding is None:
+            raise ConfigError(f"TensorRT-LLM has no `{sd.method}` speculative decoding llmsweep can render",
+                              fix=f"use one of {', '.join(sorted(DECODING_TYPE))}, or another engine")
+        spec: dict[str, Any] = {"decoding_type": decoding}
+        if decoding == "MTP":
+            spec["num_nextn_predict_layers"] = sd.num_steps or 1
+            return spec
+        if sd.num_steps is not None:
+            spec["max_draft_len"] = sd.num_steps
+        if decoding in ("Eagle", "DraftTarget"):
+            if not sd.draft_model:
+                raise ConfigError(f"TensorRT-LLM's {decoding} decoding needs the draft checkpoint",
+                                  fix="set `serve.spec-decoding.draft-model`")
+            spec["speculative_model_dir"] = sd.draft_model
+        return spec
+
+    def llm_api_options(self, job: Job) -> dict[str, Any] | None:
+        """The contents of `extra_llm_api_options.yaml`, or None when the job needs none (no speculative decoding)."""
+        spec = self.llm_api_speculative_config(job)
+        if spec is None:
+            return None
+        return {"speculative_config": spec, "return_perf_metrics": True, "enable_iter_perf_stats": True}

@@ -12,6 +12,7 @@ from llmsweep.engine_ids import VLLM
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, norm_flag, topology
 from llmsweep.engines.sglang import model_path, per_rank_gb
 from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId
 
 BYTES_PER_GB = 1_000_000_000
 
@@ -69,11 +70,11 @@ class VLLMAdapter(Adapter):
             a["--decode-context-parallel-size"] = dcp
         if pcp > 1:
             a["--prefill-context-parallel-size"] = pcp
-        if job.scenario == "fixed-seq-len" and job.max_model_len:
+        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
             a["--max-model-len"] = job.max_model_len
         if job.serve is not None and job.serve.load_format:
             a["--load-format"] = job.serve.load_format
-        if job.scenario == "agentic-coding":
+        if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max-num-seqs"] = 2 * agentic_conc(job)
         self._kv_offload(job, d, tp * pp)
         spec = self.speculative_config(job)

@@ -5,7 +5,8 @@ Layout of `--out RUN/`:
     RUN/run.json                      run id, recipe files, executor, expected job ids, outcome
     RUN/servers/<group>/              one folder per shared server: group.json, server.log, server.pid (Slurm: job.sbatch…)
     RUN/jobs/<job-id>/                job.json, server_command.txt, server.log, records.jsonl,
-                                      server_metrics.jsonl, run.json (client), summary.json, outcome.json;
+                                      server_metrics.jsonl, run.json (client), summary.json, outcome.json,
+                                      the launch's files (TensorRT-LLM: extra_llm_api_options.yaml);
                                       attempts/N/ holds what an earlier, unfinished attempt left
     RUN/report/index.html             the dashboard
 """
@@ -17,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from llmsweep.engines.launch import LaunchSpec
 from llmsweep.execute.secrets import SecretScrubber
 
 RUN_FILE = "run.json"
@@ -56,6 +58,31 @@ def write_json(path: Path, doc: Any, scrubber: SecretScrubber | None = None) -> 
     return path
 
 
+def write_launch_files(spec: LaunchSpec, directory: Path, scrubber: SecretScrubber | None = None) -> LaunchSpec:
+    """Write the spec's files (`LaunchSpec.files`) into `directory` and return the spec whose argv and env name them
+    there (`{launch_dir}` → the absolute folder). Call it where the server runs, before launching; a spec without
+    files comes back unchanged."""
+    if not spec.files:
+        return spec
+    directory = directory.resolve()
+    write_files_beside(spec, directory, scrubber)
+    return spec.with_launch_dir(str(directory))
+
+
+def write_files_beside(spec: LaunchSpec, directory: Path, scrubber: SecretScrubber | None = None) -> list[Path]:
+    """Write the spec's launch files into `directory` (a job's folder keeps what its server read); their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    for file in spec.files:
+        text = scrubber.scrub(file.content) if scrubber is not None else file.content
+        path = directory / file.name
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
 def read_json(path: Path) -> Any | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -65,11 +92,16 @@ def read_json(path: Path) -> Any | None:
 
 def finished_verdict(directory: Path) -> str | None:
     """The validity verdict of a job folder's summary, or None when it has none (never run or half done)."""
-    summary = read_json(directory / SUMMARY_FILE)
-    if not isinstance(summary, dict):
+    from llmsweep.errors import ResultError
+    from llmsweep.metrics.model import Summary
+
+    path = directory / SUMMARY_FILE
+    if not path.is_file():
         return None
-    validity = summary.get("validity")
-    return str(validity.get("verdict")) if isinstance(validity, dict) else None
+    try:
+        return Summary.load(path).validity.verdict
+    except ResultError:
+        return None
 
 
 def keep_previous_attempt(directory: Path) -> Path | None:

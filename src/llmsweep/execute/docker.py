@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,8 +20,12 @@ from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
 from llmsweep.execute.base import server_environment
 from llmsweep.execute.commands import run_command
+from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle
 from llmsweep.execute.process import start_process
+
+if TYPE_CHECKING:
+    from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,8 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str) -> li
         argv += ["-v", f"{options.harness_dir}:{HARNESS_MOUNT}:ro"]
     for mount in options.extra_mounts:
         argv += ["-v", mount]
+    if spec.files and spec.files_dir:  # the launch's files, named in argv by their host path
+        argv += ["-v", f"{spec.files_dir}:{spec.files_dir}:ro"]
     if options.workdir:
         argv += ["-w", options.workdir]
     for key, value in sorted(spec.env.items()):
@@ -118,3 +124,19 @@ class DockerLauncher:
 
         return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container,
                                    cleanup=(self.options.docker, "rm", "-f", name))
+
+
+@register_executor
+class DockerExecutor:
+    """Servers run in their engine images with `docker run` on this machine; the lifecycle runs in this process."""
+
+    kind: ClassVar[str] = "docker"
+    summary: ClassVar[str] = "Docker on this machine"
+    options_model: ClassVar[type[BaseModel]] = DockerOptions
+
+    def __init__(self, options: Mapping[str, Any] | DockerOptions | None = None) -> None:
+        self.launcher = DockerLauncher(validate_options(self.kind, DockerOptions, options))
+
+    def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
+                   event: Event) -> list[JobOutcome]:
+        return run_groups_here(self.launcher, groups, run_dir, settings, event)

@@ -12,7 +12,6 @@ one as it finishes.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shlex
@@ -21,21 +20,29 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
-from llmsweep.engines.launch import LaunchSpec
+from llmsweep.engines.launch import LaunchSpec, comment_text
 from llmsweep.errors import LaunchError, LlmsweepError
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
-from llmsweep.execute.readback import ReadbackSettings, apply_readback
+from llmsweep.execute.progress import current_progress
+from llmsweep.execute.readback import ReadbackSettings, summarise_job
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
+from llmsweep.metrics.model import Summary
 from llmsweep.plan import Job
+from llmsweep.plan.point import Point
+
+if TYPE_CHECKING:
+    from llmsweep.client import Endpoint, Progress, RunOptions
+    from llmsweep.metrics import GateConfig
+    from llmsweep.workload.base import Workload
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +131,7 @@ def command_text(spec: LaunchSpec, launcher: ServerLauncher, launched: Sequence[
     """
     lines = [f"# engine: {spec.engine} {spec.engine_version or ''}".rstrip(), f"# image: {spec.image or '(host)'}"]
     lines += [f"# note: {n}" for n in spec.notes]
+    lines = [comment_text(line) for line in lines]  # a recipe value never ends a comment line
     lines.append(spec.shell_command())
     wrapped = list(launched) if launched else launcher.render(spec)
     if list(wrapped) != list(spec.argv):
@@ -132,10 +140,10 @@ def command_text(spec: LaunchSpec, launcher: ServerLauncher, launched: Sequence[
     return "\n".join(lines) + "\n"
 
 
-def _endpoint(job: Job, spec: LaunchSpec, base_url: str) -> Any:
+def _endpoint(job: Job, spec: LaunchSpec, base_url: str) -> Endpoint:
     from llmsweep.client import Endpoint
 
-    api = "chat" if job.scenario == "agentic-coding" or job.workload.use_chat_template else "completions"
+    api = Point.of(job).api
     # The engine's dialect: fields it answers 422 to stay out of requests; no metrics path means nothing to scrape.
     rejected = set(spec.rejected_request_fields)
     metrics_url = f"{base_url.rstrip('/')}{spec.metrics_path}" if spec.metrics_path else ""
@@ -144,66 +152,31 @@ def _endpoint(job: Job, spec: LaunchSpec, base_url: str) -> Any:
                     metrics_url=metrics_url)
 
 
-def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings) -> Any:
+def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings) -> RunOptions:
+    """The client's options for the job's one concurrency point: its scenario's stopping rule and failure ratio."""
     from llmsweep.client import RunOptions
 
-    conc = job.concs[0]
-    common: dict[str, Any] = {
-        "concurrency": conc,
-        "timeout_s": settings.request_timeout_s,
-        "workers": settings.client_workers,
-        "gpus": max(1, job.gpus),
-        "seed": job.workload.seed,
-        "require_metrics_prefix": spec.metrics_prefix,
-    }
-    if job.scenario == "agentic-coding":
-        duration = job.workload.duration or job.duration or 3600
-        return RunOptions(duration_s=float(duration), max_failure_ratio=0.10, **common)
-    num = job.workload.num_prompts or (job.workload.num_prompts_per_conc or 10) * conc
-    # The workload marks its first `num_warmups` prompts as warm-up (InferenceX: 2 × conc); the client must spend
-    # them in its warm-up phase, or they would eat the profiling budget and the job would measure fewer prompts.
-    warmups = job.workload.num_warmups if job.workload.num_warmups is not None else 2 * conc
-    return RunOptions(num_requests=num, warmup_requests=warmups, max_failure_ratio=0.05, **common)
-
-
-def _gates(job: Job, options: Any) -> Any:
-    from llmsweep.metrics import GateConfig
-
-    kind = "agentic" if job.scenario == "agentic-coding" else "fixed"
-    return GateConfig.for_kind(
-        kind,
-        planned_duration_s=options.duration_s,
-        require_metrics_prefix=options.require_metrics_prefix,
+    point = Point.of(job)
+    load = point.load
+    return RunOptions(
+        concurrency=load.concurrency, num_requests=load.num_requests, duration_s=load.duration_s,
+        warmup_requests=load.warmup_requests, max_failure_ratio=point.max_error_ratio,
+        timeout_s=settings.request_timeout_s, workers=settings.client_workers, gpus=point.gpus,
+        seed=job.workload.seed, require_metrics_prefix=spec.metrics_prefix,
     )
 
 
-def _workload(job: Job, source: str) -> Any:
-    from llmsweep.workload.build import build_workload
-
-    kwargs: dict[str, Any] = {}
-    if source != "measured":
-        # The simulator counts tokens with the built-in tokenizer; the recipe's HF tokenizer is for real engines.
-        kwargs["tokenizer"] = None
-    if job.scenario != "agentic-coding":
-        kwargs["api"] = "chat" if job.workload.use_chat_template else "completions"
-        kwargs["seed"] = fixed_prompt_seed(job)
-    return build_workload(job.workload, concurrency=job.concs[0], **kwargs)
+def _gates(job: Job, options: RunOptions) -> GateConfig:
+    return Point.of(job).gates(planned_duration_s=options.duration_s,
+                               require_metrics_prefix=options.require_metrics_prefix)
 
 
-def fixed_prompt_seed(job: Job) -> int:
-    """The fixed-length prompt seed of one job: the workload's seed mixed with the job id, deterministic per job.
-
-    Every job of a server group runs against the same server. With the workload's seed alone, prompt *i* is the same
-    at every concurrency point, so each later point finds an earlier point's prompts in the engine's prefix cache:
-    measured on the H200 with vLLM 0.26.0, 6-37 % of the prompt tokens of conc 4..128 came from the cache where the
-    workload plans none. (Agentic replays already salt each run's prompts.)
-    """
-    digest = hashlib.sha256(f"{job.workload.seed}:{job.id}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
+def _workload(job: Job, source: str) -> Workload:
+    return Point.of(job).workload(simulated=source != "measured")
 
 
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
-                handle: ServerHandle | None = None) -> dict[str, Any]:
+                handle: ServerHandle | None = None, launcher: str | None = None) -> dict[str, Any]:
     seen = observed or {}
     return {
         "job": {"id": job.id, "exp_name": job.exp_name, "recipe_key": job.recipe_key,
@@ -211,7 +184,9 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         # `image` is what the server ran in (None: on the host, as the simulator does); the recipe's stays in `job`.
         "launch": {"engine": spec.engine, "engine_version": spec.engine_version,
                    "engine_version_reported": seen.get("engine_version"), "image": spec.image,
-                   "recipe_image": job.image, "fingerprint": spec.fingerprint(), "executor": group.executor,
+                   "recipe_image": job.image, "fingerprint": spec.fingerprint(),
+                   # What placed the server: the group's executor and the launcher that started it there.
+                   "executor": group.executor, "launcher": launcher,
                    "slurm_job_id": handle.job_id if handle is not None else None},
         "hardware": {"sku": job.sku, "runner": job.runner, "gpus": job.gpus,
                      "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version")},
@@ -251,17 +226,13 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     return seen
 
 
-def _finish_summary(job_dir: Path, job: Job, source: str, settings: LifecycleSettings) -> dict[str, Any]:
-    """Stamp the source, re-summarise from the raw records, apply the read-back checks, write summary.json."""
-    from llmsweep.client import summarise_dir
-
+def _finish_summary(job_dir: Path, job: Job, source: str, settings: LifecycleSettings) -> Summary:
+    """Stamp the source, then re-summarise from the raw records and apply every gate (`summarise_job`, the one home
+    of a job's verdict that `llmsweep summarize` uses too), writing summary.json."""
     run_info = art.read_json(job_dir / art.RUN_FILE) or {}
     run_info["source"] = source
     art.write_json(job_dir / art.RUN_FILE, run_info)
-    summary = summarise_dir(job_dir, write=False)
-    summary = apply_readback(job, summary, settings.readback)
-    art.write_json(job_dir / art.SUMMARY_FILE, summary)
-    return summary
+    return summarise_job(job_dir, settings=settings.readback)
 
 
 class _Server:
@@ -290,9 +261,11 @@ class _Server:
             )
         self.launches += 1
         spec = preflight(self.group.spec, gpus=self.group.spec.engine != "sim")
-        self.spec = spec
         self.dir.mkdir(parents=True, exist_ok=True)
+        spec = art.write_launch_files(spec, self.dir, self.scrubber)
+        self.spec = spec
         log_path = self.dir / (art.SERVER_LOG if self.launches == 1 else f"server.{self.launches}.log")
+        current_progress().phase("launching")
         self.event(f"launching {spec.engine} server for {len(self.group.jobs)} job(s) on port {spec.port}")
         handle = self.launcher.launch(spec, log_path=log_path)
         self.handle = handle
@@ -330,7 +303,8 @@ def bench_job(
     source: str = "measured",
     settings: LifecycleSettings | None = None,
     provenance: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    on_progress: Callable[[Progress], None] | None = None,
+) -> Summary:
     """Drive a job's workload against a server that already serves it; returns the gated summary.
 
     The library form of `llmsweep bench` for a Job: the workload, concurrency, prompt counts, duration, gates and the
@@ -346,7 +320,7 @@ def bench_job(
     from llmsweep.client import run_benchmark
 
     run_benchmark(_workload(job, source), _endpoint(job, spec, base_url), options, out_dir,
-                  provenance=provenance, gates=_gates(job, options))
+                  provenance=provenance, gates=_gates(job, options), on_progress=on_progress)
     return _finish_summary(Path(out_dir), job, source, settings)
 
 
@@ -366,22 +340,25 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     jdir.mkdir(parents=True, exist_ok=True)
     kept = art.keep_previous_attempt(jdir)
     if kept is not None:
-        event(f"job {job.id}: the artifacts of an earlier, unfinished attempt are kept in {kept}")
+        event(f"job {job.id}: the artifacts of an earlier attempt are kept in {kept}")
     started = time.monotonic()
     handle: ServerHandle | None = None
+    progress = current_progress()
+    progress.job_started(job.id, job.concs[0] if job.concs else None)
     try:
         handle = server.ensure()
         spec = server.spec or group.spec
         scrub = handle.scrubber
         art.write_json(jdir / art.JOB_FILE, job.to_json(), scrub)
         scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
-        event(f"job {job.id}: conc {job.concs[0]} ({job.scenario})")
+        art.write_files_beside(spec, jdir, scrub)
+        event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
         summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
-                            provenance=_provenance(job, spec, group, server.observed, handle))
+                            provenance=_provenance(job, spec, group, server.observed, handle, server.launcher.kind),
+                            on_progress=progress.client)
         check_alive(handle, during=f"job {job.id}")
-        validity = summary.get("validity", {})
-        status: Status = validity.get("verdict", "invalid")
-        reasons = list(validity.get("reasons", []))
+        status: Status = summary.validity.verdict
+        reasons = list(summary.validity.reasons)
         # The smoke note is informational; a reader of a failed job wants the failing reason first.
         reasons.sort(key=lambda r: r.startswith("smoke run"))
         outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status=status, reasons=reasons,
@@ -404,6 +381,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     # Reasons quote exceptions and log tails and travel on to run.json, the store and the console: scrub them here.
     outcome.reasons = [server.scrubber.scrub(r) for r in outcome.reasons]
     art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"), server.scrubber)
+    progress.job_finished(job.id, outcome.status)
     event(f"job {job.id}: {outcome.status}" + (f" — {outcome.reasons[0]}" if outcome.reasons else ""))
     return outcome
 

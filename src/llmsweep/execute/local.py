@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
 from llmsweep.execute.base import server_environment
+from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle
 from llmsweep.execute.process import start_process
+
+if TYPE_CHECKING:
+    from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
 
 
 class LocalOptions(BaseModel):
@@ -51,3 +56,19 @@ class LocalLauncher:
         env, scrubber = server_environment(spec, environ)
         process = start_process(argv, log_path=log_path, env=env, scrubber=scrubber, cwd=self.options.cwd)
         return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv)
+
+
+@register_executor
+class LocalExecutor:
+    """Servers run on this machine, one group after the other; the lifecycle runs in this process."""
+
+    kind: ClassVar[str] = "local"
+    summary: ClassVar[str] = "this machine"
+    options_model: ClassVar[type[BaseModel]] = LocalOptions
+
+    def __init__(self, options: Mapping[str, Any] | LocalOptions | None = None) -> None:
+        self.launcher = LocalLauncher(validate_options(self.kind, LocalOptions, options))
+
+    def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
+                   event: Event) -> list[JobOutcome]:
+        return run_groups_here(self.launcher, groups, run_dir, settings, event)

@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import signal
 import sys
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import FrameType
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
 from llmsweep.errors import ConfigError
 from llmsweep.execute import artifacts as art
+from llmsweep.execute.executor import Executor, terminate_as_interrupt
 from llmsweep.execute.lifecycle import (
     DONE_VERDICTS,
     JobOutcome,
@@ -35,12 +33,11 @@ from llmsweep.execute.lifecycle import (
     stop_stale_servers,
     summarize_outcomes,
 )
+from llmsweep.execute.progress import current_progress
 from llmsweep.findings import Finding
 from llmsweep.plan import Job
 
 log = logging.getLogger(__name__)
-
-ExecutorKind = Literal["local", "docker", "slurm"]
 
 
 class RunRequest(BaseModel):
@@ -51,13 +48,22 @@ class RunRequest(BaseModel):
     files: list[Path]
     config_keys: list[str] | None = None
     runner_config: Path | None = None
-    executor: ExecutorKind = "local"
+    executor: str = Field(default="local", description="Registered executor kind (`llmsweep.execute.registry`).")
     executor_options: dict[str, Any] = Field(default_factory=dict)
     simulate: bool = False
     out: Path
     store: Path | None = None
     report: bool = True
+    force: bool = Field(default=False, description="Run into an --out that holds a run's results (kept in attempts/).")
+    repeats: int = Field(default=1, ge=1, description="Runs of every job; repeats after the first are jobs of their "
+                         "own (`<job-id>-repeat<k>`), so `compare` has a between-run band.")
     settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
+
+    def make_executor(self) -> Executor:
+        """The requested executor with its options validated (a ConfigError names a bad option)."""
+        from llmsweep.execute.registry import get_executor
+
+        return get_executor(self.executor, self.executor_options)
 
 
 @dataclass
@@ -68,6 +74,8 @@ class RunOutcome:
     findings: list[Finding] = field(default_factory=list)
     report_path: Path | None = None
     store_path: Path | None = None
+    concurrency: dict[str, int] = field(default_factory=dict)
+    """Each job's concurrency, by job id (for the end-of-run table)."""
 
     @property
     def expected(self) -> int:
@@ -177,6 +185,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         "config_keys": req.config_keys,
         "executor": req.executor,
         "simulate": req.simulate,
+        "repeats": req.repeats,
         "expected_job_ids": [j.id for j in jobs],
         "findings": [f.to_json() for f in findings],
     }
@@ -190,75 +199,9 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     art.write_json(run_dir / art.RUN_FILE, meta)
 
 
-@contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP unwind like Ctrl-C while servers run here, so `finally` blocks stop them.
-
-    Python's default SIGTERM ends the process at once: a `kill` of the driver (or a closed terminal) would leave the
-    server, which runs in its own session, holding its port and GPUs.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _run_local(groups: list[ServerGroup], req: RunRequest, run_dir: Path, event: Event) -> list[JobOutcome]:
-    from llmsweep.execute import make_launcher
-
-    launcher = make_launcher(req.executor, req.executor_options)
-    outcomes: list[JobOutcome] = []
-    with _terminate_as_interrupt():
-        for group in groups:
-            got = run_group(group, launcher, run_dir, req.settings, event=event)
-            outcomes.extend(got)
-            if req.settings.fail_fast and not all(o.ok for o in got):
-                event("fail-fast: stopping after the first failed job")
-                break
-    return outcomes
-
-
-def _run_slurm(groups: list[ServerGroup], req: RunRequest, run_dir: Path, event: Event) -> list[JobOutcome]:
-    from llmsweep.execute.slurm import SlurmExecutor, SlurmJob, SlurmOptions, cancel_on_interrupt
-
-    executor = SlurmExecutor(SlurmOptions.model_validate(req.executor_options))
-    submitted: list[tuple[ServerGroup, SlurmJob]] = []
-    outcomes: list[JobOutcome] = []
-    with cancel_on_interrupt([]) as live:
-        for group in groups:
-            gdir = art.server_dir(run_dir, group.id)
-            group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, req.settings))
-            sjob = executor.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id)
-            live.append(sjob)
-            submitted.append((group, sjob))
-            event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
-        for group, sjob in submitted:
-            result = sjob.wait()
-            event(f"Slurm job {result.job_id} ended {result.state} (exit {result.exit_code})")
-            for job in group.jobs:
-                doc = art.read_json(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
-                if isinstance(doc, dict):
-                    outcomes.append(JobOutcome.model_validate(doc))
-                else:
-                    outcomes.append(JobOutcome(
-                        job_id=job.id, exp_name=job.exp_name, status="failed",
-                        reasons=[f"Slurm job {result.job_id} ended {result.state} (exit {result.exit_code}) before "
-                                 f"this job wrote its outcome; see {result.stdout_path} and {result.stderr_path}"],
-                    ))
-    return outcomes
-
-
 def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     """Plan, check, run, store and report; the returned outcome says what happened to every expected job."""
+    executor = req.make_executor()  # an unknown kind or a bad option stops the run before anything is planned
     jobs, findings = _plan_and_check(req)
     if not jobs:
         raise ConfigError("the recipes expand to no job", fix="check --config-keys and the recipes' search spaces")
@@ -268,7 +211,45 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     run_dir = req.out
     run_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(run_dir):
-        return _run_locked(req, jobs, findings, run_dir, event)
+        # Checked under the lock: a run still going into this --out is "another run", not a finished one.
+        _refuse_finished(run_dir, req)
+        return _run_locked(req, executor, jobs, findings, run_dir, event)
+
+
+REPEAT_MARK = "-repeat"
+
+
+def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:
+    """Every job `repeats` times: the first keeps its id, repeat k (2, 3, …) is `<job-id>-repeat<k>`.
+
+    Every job runs once before any runs twice, so a drift of the server over the sweep falls on every point alike.
+    A repeat draws its own prompts (a point's seed mixes in its job id, `workload.scenario.point_seed`): the same
+    prompts would find the first run's in the server's prefix cache. Results of one run that share a point's identity
+    are repeats to `compare`, which takes its between-run noise band from them.
+    """
+    out = list(jobs)
+    for k in range(2, repeats + 1):
+        out += [job.model_copy(update={"id": f"{job.id}{REPEAT_MARK}{k}"}) for job in jobs]
+    return out
+
+
+def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
+    """Refuse (exit 2, nothing moved) an --out that holds a run's results, unless --resume or --force says what to
+    do with them: rerunning over them would move every result into `attempts/` and run the whole sweep again."""
+    if req.settings.resume or req.force:
+        return
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    finished = isinstance(meta, dict) and bool(meta.get("finished"))
+    results = sorted(p.parent.name for p in art.jobs_dir(run_dir).glob(f"*/{art.SUMMARY_FILE}"))
+    if not finished and not results:
+        return
+    what = "a finished run" if finished else "an unfinished run"
+    held = f" ({len(results)} job result(s))" if results else ""
+    raise ConfigError(
+        f"{run_dir} already holds {what}{held}; not running over it",
+        fix=f"pass --resume to run only the jobs without a valid or smoke result, --force to run every job again "
+            f"(earlier results are kept in jobs/<id>/{art.ATTEMPTS_DIR}/), or give this run another --out",
+    )
 
 
 LOCK_FILE = ".llmsweep-run.lock"
@@ -292,9 +273,11 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def _run_locked(req: RunRequest, jobs: list[Job], findings: list[Finding], run_dir: Path,
+def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], run_dir: Path,
                 event: Event) -> RunOutcome:
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    planned = jobs
+    jobs = with_repeats(planned, req.repeats)
     _write_run_meta(run_dir, req, run_id, jobs, None, findings)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
     # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
@@ -302,14 +285,17 @@ def _run_locked(req: RunRequest, jobs: list[Job], findings: list[Finding], run_d
 
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
-    keys = {job.recipe_key for job in jobs}
-    for job in jobs:
-        reason = _refusal(job, req.simulate, _errors_for(job, findings, keys))
+    keys = {job.recipe_key for job in planned}
+    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys)) for job in planned}
+    for job in planned:
+        if refusals[job.id] is not None:
+            event(f"job {job.id}: refused — {refusals[job.id]}")
+    for i, job in enumerate(jobs):  # `jobs` is `planned` once per repeat; a repeat shares its job's refusal
+        reason = refusals[planned[i % len(planned)].id]
         if reason is None:
             runnable.append(job)
         else:
             refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
-            event(f"job {job.id}: refused — {reason}")
 
     skipped: list[JobOutcome] = []
     if req.settings.resume:
@@ -323,19 +309,23 @@ def _run_locked(req: RunRequest, jobs: list[Job], findings: list[Finding], run_d
             else:
                 todo.append(job)
         runnable = todo
-    groups = _groups(runnable, req.simulate, req.executor)
-    event(f"{len(jobs)} job(s) planned, {len(runnable)} to run on {len(groups)} server(s), {len(refused)} refused"
-          + (f", {len(skipped)} already done" if skipped else ""))
-    ran = _run_slurm(groups, req, run_dir, event) if req.executor == "slurm" else _run_local(groups, req, run_dir, event)
+    groups = _groups(runnable, req.simulate, executor.kind)
+    times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 else ""
+    event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run on {len(groups)} server(s), "
+          f"{len(refused)} refused" + (f", {len(skipped)} already done" if skipped else ""))
+    current_progress().sweep(len(runnable))
+    ran = executor.run_groups(groups, run_dir, req.settings, event=event)
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
                 for j in jobs]
     _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings)
 
-    outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings)
+    outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
+                         concurrency={j.id: j.concs[0] for j in jobs if j.concs})
     outcome.store_path = _store(run_dir, req, event)
     if req.report:
+        event(f"writing the dashboard to {run_dir / 'report'}")
         outcome.report_path = _report(run_dir, event)
     return outcome
 
@@ -375,6 +365,6 @@ def run_worker(group_file: Path, event: Event = _stderr) -> int:
     if not isinstance(doc, dict):
         raise ConfigError(f"cannot read server group file {group_file}", fix="rerun `llmsweep run --executor slurm`")
     group, run_dir, settings = ServerGroup.from_json(doc)
-    with _terminate_as_interrupt():  # scancel sends SIGTERM: stop the server step and mark the job interrupted
+    with terminate_as_interrupt():  # scancel sends SIGTERM: stop the server step and mark the job interrupted
         outcomes = run_group(group, node_launcher_from_env(), run_dir, settings, event=event)
     return 0 if all(o.ok for o in outcomes) else 1

@@ -17,7 +17,6 @@ from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
 
 PORT_PLACEHOLDER = "{port}"
-_PORT_FLAGS = ("--port",)
 _GPU_TOOL_TIMEOUT_S = 30.0
 
 
@@ -44,16 +43,18 @@ def _bind_host(host: str) -> str:
 
 
 def _with_port(spec: LaunchSpec, port: int) -> LaunchSpec:
-    """Substitute `port` wherever the adapter left port 0: `{port}` placeholders, `--port 0`, `--port=0`."""
+    """Substitute `port` wherever the adapter left port 0: `{port}` placeholders, `PORTFLAG 0`, `PORTFLAG=0`, where
+    PORTFLAG is the spec's `port_flag` (`--port`; ATOM's `--server-port`, its `--port` being an internal one)."""
+    flags = (spec.port_flag,)
     argv: list[str] = []
     previous = ""
     for arg in spec.argv:
-        if previous in _PORT_FLAGS and arg == "0":
+        if previous in flags and arg == "0":
             arg = str(port)
-        elif any(arg == f"{flag}=0" for flag in _PORT_FLAGS):
+        elif any(arg == f"{flag}=0" for flag in flags):
             arg = f"{arg[:-1]}{port}"
         argv.append(arg.replace(PORT_PLACEHOLDER, str(port)))
-        previous = arg if arg in _PORT_FLAGS else ""
+        previous = arg if arg in flags else ""
     env = {k: v.replace(PORT_PLACEHOLDER, str(port)) for k, v in spec.env.items()}
     return spec.model_copy(update={"port": port, "argv": tuple(argv), "env": env})
 

@@ -16,18 +16,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.engines.launch import LaunchSpec
+from llmsweep.engines.launch import LaunchSpec, env_assignment
 from llmsweep.errors import ConfigError, LaunchError
 from llmsweep.execute.commands import run_command
+from llmsweep.execute.executor import Event, register_executor, validate_options
 from llmsweep.execute.handle import log_tail
 from llmsweep.execute.pyxis import (
     NODE_LAUNCHER_ENV,
@@ -37,6 +38,9 @@ from llmsweep.execute.pyxis import (
     squash_path,
     write_node_launch,
 )
+
+if TYPE_CHECKING:
+    from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +203,7 @@ def render_batch_script(
                 fix="set squash_dir in the slurm executor options to a directory every node can read and write",
             )
         for key, value in sorted(options.import_env.items()):
-            lines.append(f"export {key}={shlex.quote(value)}")
+            lines.append(f"export {env_assignment(key, value)}")
         lines.append(import_image_script(
             spec.image, squash_path(spec.image, options.squash_dir),
             lock_timeout_s=options.import_lock_timeout_s, import_timeout_s=options.import_timeout_s,
@@ -327,13 +331,50 @@ class SlurmJob:
             self.cancel()
 
 
+@register_executor
 class SlurmExecutor:
     """Submits batch jobs; the lifecycle runs on the node through `worker_command`."""
 
-    kind = "slurm"
+    kind: ClassVar[str] = "slurm"
+    summary: ClassVar[str] = "Slurm batch jobs"
+    options_model: ClassVar[type[BaseModel]] = SlurmOptions
 
-    def __init__(self, options: SlurmOptions | None = None) -> None:
-        self.options = options or SlurmOptions()
+    def __init__(self, options: Mapping[str, Any] | SlurmOptions | None = None) -> None:
+        self.options = validate_options(self.kind, SlurmOptions, options)
+
+    def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
+                   event: Event) -> list[JobOutcome]:
+        """One batch job per group, all submitted first, then waited for; an interrupt cancels those still live."""
+        from llmsweep.execute import artifacts as art
+        from llmsweep.execute.lifecycle import JobOutcome
+        from llmsweep.execute.progress import current_progress
+
+        submitted: list[tuple[ServerGroup, SlurmJob]] = []
+        outcomes: list[JobOutcome] = []
+        with cancel_on_interrupt([]) as live:
+            for group in groups:
+                gdir = art.server_dir(run_dir, group.id)
+                group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
+                sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id)
+                live.append(sjob)
+                submitted.append((group, sjob))
+                event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
+            for group, sjob in submitted:
+                result = sjob.wait()
+                event(f"Slurm job {result.job_id} ended {result.state} (exit {result.exit_code})")
+                for job in group.jobs:
+                    doc = art.read_json(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
+                    if isinstance(doc, dict):
+                        outcomes.append(JobOutcome.model_validate(doc))
+                    else:
+                        outcomes.append(JobOutcome(
+                            job_id=job.id, exp_name=job.exp_name, status="failed",
+                            reasons=[f"Slurm job {result.job_id} ended {result.state} (exit {result.exit_code}) "
+                                     f"before this job wrote its outcome; see {result.stdout_path} and "
+                                     f"{result.stderr_path}"],
+                        ))
+                    current_progress().job_finished(job.id, outcomes[-1].status)  # k/N and the ETA on the driver
+        return outcomes
 
     def node_launch(self, spec: LaunchSpec, out_dir: Path) -> NodeLaunch:
         sqsh = None

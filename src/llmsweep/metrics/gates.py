@@ -44,7 +44,8 @@ class GateConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_error_ratio: float = Field(default=FIXED_MAX_ERROR_RATIO, ge=0, le=1, description="failed / finished, inclusive.")
+    max_error_ratio: float = Field(default=FIXED_MAX_ERROR_RATIO, ge=0, le=1,
+                                   description="failed / finished, inclusive.")
     max_context_overflow_ratio: float = Field(default=0.01, ge=0, le=1, description="context overflows / finished.")
     min_coverage: float = Field(
         default=0.95, ge=0, le=1,

@@ -1,30 +1,109 @@
-"""The registry of metric definitions: each metric is defined once, with its unit and meaning.
+"""The metric table: each metric defined once — name, unit, label, direction, where its per-request samples come
+from, which statistics are stored — and everything else derived from it.
 
-The summary carries the units of every block it reports (`summary["units"]`), the CLI labels its table from here,
-and the names say which of the field's clashing definitions we mean (TPOT = per-request mean gap excluding the first
+Derived here or from here: the summary's `units` block (`units()`), the results store's hot columns and the CLI and
+report tables (`HOT_COLUMNS`, each with its label, unit, polarity and how it is read from a `Summary`), the noise
+bands' resampled statistics (`results.samples` computes a hot column's statistic from its metric's `Sample`), the
+dashboard's axes (`report.data`). Adding a metric is one `define(...)` here plus its computation in
+`metrics.summary` (and, to store it, a `stats`/`column`: the store migrates its new column in by itself).
+
+The names say which of the field's clashing definitions we mean (TPOT = per-request mean gap excluding the first
 token; ITL = pooled inter-chunk gaps).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.model import InvertedStats, Stats, Summary
+
+Direction = Literal["higher", "lower"]
+"""Which way is better."""
+Polarity = Literal["max", "min"]
+SampleKind = Literal["percentile", "inverse_percentile", "tokens_per_second_per_gpu"]
+SampleColumn = Literal["ttft", "tpot", "e2el", "e2el_per_token", "input_tokens", "output_tokens", "total_tokens"]
+"""The per-request sample columns of `results.samples.Samples` (successful profiling requests)."""
+
+Reader = Callable[["Summary"], "float | None"]
+BlockReader = Callable[["Summary"], "Stats | InvertedStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """Where a metric's statistics come from per request, so the noise bands can resample requests.
+
+    `percentile`: pXX of the column; `inverse_percentile`: 1 / pXX of the column (slow-tail inversion);
+    `tokens_per_second_per_gpu`: the column's sum / (last end − first send) / GPUs."""
+
+    column: SampleColumn
+    kind: SampleKind = "percentile"
 
 
 @dataclass(frozen=True, slots=True)
 class MetricDef:
+    """One metric. `block` reads its statistic block from a summary (distributions), `value` its scalar.
+
+    Stored in the results store when `column` is set: as `<stat>_<column>` for each of `stats` (a distribution), or
+    as `column` itself (a scalar)."""
+
     name: str
     unit: str
     description: str
+    label: str | None = None
+    direction: Direction | None = None
+    column: str | None = None
+    stats: tuple[str, ...] = ()
+    sample: Sample | None = None
+    block: BlockReader | None = None
+    value: Reader | None = None
+
+    def stats_of(self, summary: Summary) -> Stats | InvertedStats:
+        """The metric's statistic block in a summary (a distribution metric)."""
+        if self.block is None:
+            raise ValueError(f"metric {self.name!r} is a scalar, not a distribution")
+        return self.block(summary)
+
+    @property
+    def display_unit(self) -> str:
+        """The unit tables and axes print: ratios are shown as percentages, so their unit is empty."""
+        return "" if self.unit == "ratio" else self.unit
+
+
+@dataclass(frozen=True, slots=True)
+class HotColumn:
+    """One stored column: a metric's statistic (or scalar), with its label, unit and polarity for tables and axes."""
+
+    name: str
+    label: str
+    unit: str
+    polarity: Polarity
+    metric: MetricDef
+    stat: str | None = None
+
+    def read(self, summary: Summary) -> float | None:
+        """The column's value in a summary (None where the summary does not have it)."""
+        m = self.metric
+        if self.stat is not None and m.block is not None:
+            return m.block(summary).stat(self.stat)
+        return m.value(summary) if m.value is not None else None
 
 
 _REGISTRY: dict[str, MetricDef] = {}
 
 
-def define(name: str, unit: str, description: str) -> MetricDef:
+def define(name: str, unit: str, description: str, **kw: object) -> MetricDef:
     if name in _REGISTRY:
         raise ValueError(f"metric {name!r} is defined twice")
-    _REGISTRY[name] = MetricDef(name, unit, description)
-    return _REGISTRY[name]
+    metric = MetricDef(name, unit, description, **kw)  # type: ignore[arg-type]
+    if metric.column is not None and (metric.label is None or metric.direction is None):
+        raise ValueError(f"stored metric {name!r} needs a label and a direction")
+    if metric.stats and metric.block is None:
+        raise ValueError(f"metric {name!r} stores statistics but says no block to read them from")
+    _REGISTRY[name] = metric
+    return metric
 
 
 def get(name: str) -> MetricDef:
@@ -32,6 +111,7 @@ def get(name: str) -> MetricDef:
 
 
 def units() -> dict[str, str]:
+    """The summary's `units` block: every metric's unit by name."""
     return {name: m.unit for name, m in _REGISTRY.items()}
 
 
@@ -39,13 +119,73 @@ def all_metrics() -> list[MetricDef]:
     return list(_REGISTRY.values())
 
 
-TTFT = define("latency.ttft", "s", "First non-empty content chunk minus request send time.")
-E2EL = define("latency.e2el", "s", "Last non-empty content chunk minus request send time (AgentX request latency).")
-TPOT = define("latency.tpot", "s", "Per request (E2EL - TTFT) / (OSL - 1), requests with OSL >= 2.")
-ITL = define("latency.itl", "s", "Pooled gaps between consecutive content chunks (a chunk may hold several tokens).")
-INTERACTIVITY = define("interactivity", "tok/s/user", "Slow-tail inversion of TPOT: pXX = 1 / pXX(TPOT).")
-E2E_NORM = define("e2e_norm_interactivity", "tok/s/user", "pXX = 1 / pXX(E2EL / OSL) per request.")
-QPS = define("qps", "req/s", "Completions counted in consecutive 1-second windows from the first completion.")
+def _server_gpu_hit_rate(s: Summary) -> float | None:
+    """The engine's GPU prefix-cache hit rate, else its overall one, else the client-side observed one."""
+    cache = s.server_metrics.cache
+    if cache is not None:
+        if cache.gpu_hit_rate is not None:
+            return cache.gpu_hit_rate
+        if cache.overall_hit_rate is not None:
+            return cache.overall_hit_rate
+    return s.cache.observed_hit_rate
+
+
+def _kv_usage_max(s: Summary) -> float | None:
+    kv = s.server_metrics.kv_cache
+    return kv.gpu_usage_max if kv is not None else None
+
+
+# ---------------------------------------------------------------------------------------------------- the table
+# Order: stored metrics in the order of the store's original columns (tables list them in this order).
+
+TOTAL_PER_GPU = define(
+    "throughput.per_gpu.total_tps", "tok/s/GPU", "Input plus output throughput divided by the GPUs serving it.",
+    label="Throughput per GPU", direction="higher", column="tput_per_gpu",
+    sample=Sample("total_tokens", "tokens_per_second_per_gpu"), value=lambda s: s.throughput.per_gpu.total_tps)
+OUTPUT_PER_GPU = define(
+    "throughput.per_gpu.output_tps", "tok/s/GPU", "Output throughput divided by the GPUs serving the endpoint.",
+    label="Output throughput per GPU", direction="higher", column="output_tput_per_gpu",
+    sample=Sample("output_tokens", "tokens_per_second_per_gpu"), value=lambda s: s.throughput.per_gpu.output_tps)
+INPUT_PER_GPU = define(
+    "throughput.per_gpu.input_tps", "tok/s/GPU", "Input throughput divided by the GPUs serving the endpoint.",
+    label="Input throughput per GPU", direction="higher", column="input_tput_per_gpu",
+    sample=Sample("input_tokens", "tokens_per_second_per_gpu"), value=lambda s: s.throughput.per_gpu.input_tps)
+TTFT = define(
+    "latency.ttft", "s", "First non-empty content chunk minus request send time.",
+    label="TTFT", direction="lower", column="ttft", stats=("p50", "p90", "p99"), sample=Sample("ttft"),
+    block=lambda s: s.latency.ttft)
+TPOT = define(
+    "latency.tpot", "s", "Per request (E2EL - TTFT) / (OSL - 1), requests with OSL >= 2.",
+    label="TPOT", direction="lower", column="tpot", stats=("p50", "p90", "p99"), sample=Sample("tpot"),
+    block=lambda s: s.latency.tpot)
+E2EL = define(
+    "latency.e2el", "s", "Last non-empty content chunk minus request send time (AgentX request latency).",
+    label="E2E latency", direction="lower", column="e2el", stats=("p50", "p90"), sample=Sample("e2el"),
+    block=lambda s: s.latency.e2el)
+INTERACTIVITY = define(
+    "interactivity", "tok/s/user", "Slow-tail inversion of TPOT: pXX = 1 / pXX(TPOT).",
+    label="interactivity", direction="higher", column="intvty", stats=("p50", "p90"),
+    sample=Sample("tpot", "inverse_percentile"), block=lambda s: s.interactivity)
+E2E_NORM = define(
+    "e2e_norm_interactivity", "tok/s/user", "pXX = 1 / pXX(E2EL / OSL) per request.",
+    label="E2E-normalised interactivity", direction="higher", column="e2e_norm_intvty", stats=("p90", "p75"),
+    sample=Sample("e2el_per_token", "inverse_percentile"), block=lambda s: s.e2e_norm_interactivity)
+QPS = define(
+    "qps", "req/s", "Completions counted in consecutive 1-second windows from the first completion.",
+    label="Requests per second", direction="higher", column="request_qps", value=lambda s: s.qps.mean)
+ERROR_RATIO = define(
+    "requests.error_ratio", "ratio", "Failed / (successful + failed) profiling requests.",
+    label="Error ratio", direction="lower", column="error_ratio", value=lambda s: s.requests.error_ratio)
+GPU_CACHE_HIT = define(
+    "server_metrics.cache.gpu_hit_rate", "ratio",
+    "The engine's GPU prefix-cache hit rate over the window (else its overall rate, else the observed one).",
+    label="GPU prefix-cache hit rate", direction="higher", column="gpu_cache_hit_rate", value=_server_gpu_hit_rate)
+KV_USAGE_MAX = define(
+    "server_metrics.kv_cache.gpu_usage_max", "ratio", "Peak GPU KV-cache usage the engine reported over the window.",
+    label="Peak GPU KV-cache usage", direction="lower", column="gpu_kv_usage_max", value=_kv_usage_max)
+
+ITL = define("latency.itl", "s", "Pooled gaps between consecutive content chunks (a chunk may hold several tokens).",
+             label="ITL", direction="lower", block=lambda s: s.latency.itl)
 INPUT_TPUT = define("throughput.input_tps", "tok/s", "Sum of input tokens / (last end - first send).")
 OUTPUT_TPUT = define("throughput.output_tps", "tok/s", "Sum of output tokens / (last end - first send).")
 TOTAL_TPUT = define("throughput.total_tps", "tok/s", "Input plus output throughput.")
@@ -56,3 +196,23 @@ OBS_CACHE = define("cache.observed_hit_rate", "ratio", "Sum of server cached_tok
 INPUT_TOKENS = define("tokens.input", "tok", "Server prompt_tokens per request (else the workload's intended ISL).")
 OUTPUT_TOKENS = define("tokens.output", "tok", "Server completion_tokens per request (else the sum of chunk tokens).")
 SCHEDULE_LAG = define("client_health.schedule_lag", "s", "Actual send time minus scheduled send time.")
+
+
+def _hot_columns() -> tuple[HotColumn, ...]:
+    out: list[HotColumn] = []
+    for m in _REGISTRY.values():
+        if m.column is None or m.label is None or m.direction is None:
+            continue
+        polarity: Polarity = "max" if m.direction == "higher" else "min"
+        if m.stats:
+            out += [HotColumn(f"{stat}_{m.column}", f"{stat.upper()} {m.label}", m.display_unit, polarity, m, stat)
+                    for stat in m.stats]
+        else:
+            out.append(HotColumn(m.column, m.label, m.display_unit, polarity, m))
+    return tuple(out)
+
+
+HOT_COLUMNS: tuple[HotColumn, ...] = _hot_columns()
+"""Every stored column, in table order."""
+HOT_BY_NAME: dict[str, HotColumn] = {c.name: c for c in HOT_COLUMNS}
+HOT_NAMES: tuple[str, ...] = tuple(c.name for c in HOT_COLUMNS)

@@ -1,5 +1,5 @@
 """Server-side metrics: Prometheus scrapes → deltas and gauge statistics over the profiling window, read through
-engine adapters (SGLang, vLLM) into one engine-neutral block.
+engine adapters (SGLang, vLLM, TensorRT-LLM, ATOM) into one engine-neutral block.
 
 Counters (`*_total`, `*_count`, `*_sum`) become the increase over the window (last value at or before the window end
 minus last value at or before its start); gauges become max and mean over the scrapes inside the window. Scrapes are
@@ -146,12 +146,14 @@ def _frac(value: float | None) -> float | None:
 
 
 LATENCY_HISTOGRAMS: dict[str, tuple[str, ...]] = {
-    "ttft_mean_s": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
-    "tpot_mean_s": ("vllm:request_time_per_output_token_seconds",),
+    "ttft_mean_s": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds",
+                    "trtllm_time_to_first_token_seconds"),
+    "tpot_mean_s": ("vllm:request_time_per_output_token_seconds", "trtllm_time_per_output_token_seconds"),
     # vLLM ≥ 0.11 splits per-request TPOT from per-token ITL; before, time_per_output_token was per token
     "itl_mean_s": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
                    "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
-    "e2el_mean_s": ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds"),
+    "e2el_mean_s": ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds",
+                    "trtllm_e2e_request_latency_seconds"),
 }
 """The engines' latency histograms, first name found wins, by the figure of `server_metrics.latency` they give."""
 
@@ -243,9 +245,11 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
         overall = _frac(w.gauge_mean("sglang:cache_hit_rate"))
     gen = w.counter("sglang:generation_tokens_total")
     verify = w.counter("sglang:spec_verify_calls_total")
-    al = _ratio(gen, verify)
+    requests = w.counter("sglang:num_requests_total")
+    al, method = sglang_acceptance_length(gen, requests, verify)
     if al is None:
         al = w.gauge_mean("sglang:spec_accept_length")
+        method = "mean of sglang:spec_accept_length"
     return {
         "queue": _queue(w, "sglang:num_running_reqs", "sglang:num_queue_reqs"),
         "kv_cache": {
@@ -271,7 +275,121 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
             "drafts": None,
             "draft_tokens": None,
             "verify_steps": verify,
-            "method": "d(generation_tokens) / d(spec_verify_calls)",
+            "method": method,
+        },
+    }
+
+
+SGLANG_AL_METHOD = "(d(generation_tokens) - 1.5 d(num_requests)) / (d(spec_verify_calls) - 0.5 d(num_requests))"
+
+
+def sglang_acceptance_length(generated: float | None, requests: float | None,
+                             verify_calls: float | None) -> tuple[float | None, str]:
+    """SGLang's realised AL over a window, and how it was computed.
+
+    SGLang counts tokens and verify calls, not accepted drafts, so two per-request effects are taken out of
+    `generated / verify_calls`. Each request's first token comes from its prefill, not from a verify step (G − R
+    tokens came from the V steps). And its last step is cut where the output stops (max_tokens, or EOS, drop what was
+    accepted past it): by Wald's identity the V steps carry G − R tokens plus the cut-off overshoot, whose mean over
+    output lengths is (E[X²] − AL) / (2 AL) for X tokens per step; with the near-constant X of a pinned acceptance
+    (E[X²] ≈ AL²) that is (AL − 1) / 2 per request, and solving AL = (G − R + R (AL − 1) / 2) / V gives
+    AL = (G − 1.5 R) / (V − 0.5 R). Worked example, AL 2: requests of 8 and 9 tokens take 1 prefill token and 7 and
+    8 tokens from 4 steps each (the 7-token one's 4th step cut to 1): G = 17, R = 2, V = 8; the raw ratio reads
+    2.125, the prefill correction alone 1.875, the formula (17 − 3) / (8 − 1) = 2.0. Without a request count the raw
+    ratio is returned, and the method says so."""
+    if generated is None or not verify_calls:
+        return None, SGLANG_AL_METHOD
+    if requests is None:
+        return generated / verify_calls, "d(generation_tokens) / d(spec_verify_calls) (uncorrected: no request count)"
+    steps = verify_calls - 0.5 * requests
+    if steps <= 0:
+        return None, SGLANG_AL_METHOD
+    return max(generated - 1.5 * requests, 0.0) / steps, SGLANG_AL_METHOD
+
+
+def _trtllm(w: ServerWindow) -> dict[str, Any]:
+    """TensorRT-LLM's `/prometheus/metrics` (`trtllm_` names, `tensorrt_llm/metrics/collector.py`). Per-request
+    counters need `return_perf_metrics: true` and the KV gauges `enable_iter_perf_stats: true` in the LLM-API options
+    (the adapter writes both). Speculative counters are per draft position (`token_position`): every draft round
+    drafts position 0, so its drafted count is the number of verify steps, and AL = 1 + Σaccepted / drafted[pos 0].
+    The names are read from the collector's source; not yet checked against a live trtllm-serve scrape."""
+    prompt = w.counter("trtllm_prompt_tokens_total")
+    cached = w.counter("trtllm_prompt_cached_tokens_total")
+    hit = _ratio(cached, prompt)
+    if hit is None:
+        hit = _frac(w.gauge_mean("trtllm_kv_cache_hit_rate"))
+    accepted = w.counter("trtllm_spec_decode_accepted_tokens_total")
+    drafted = w.counter("trtllm_spec_decode_drafted_tokens_total")
+    steps = w.counter("trtllm_spec_decode_drafted_tokens_total", where={"token_position": "0"})
+    al = 1.0 + accepted / steps if accepted is not None and steps else None
+    return {
+        "queue": _queue(w, "trtllm_num_active_requests", "trtllm_server_queue_length"),
+        "kv_cache": {
+            "gpu_usage_max": _frac(w.gauge_max("trtllm_kv_cache_utilization")),
+            "gpu_usage_mean": _frac(w.gauge_mean("trtllm_kv_cache_utilization")),
+            "cpu_usage_max": None,
+        },
+        "cache": {"gpu_hit_rate": hit, "cpu_hit_rate": None, "overall_hit_rate": hit},
+        "latency": _latency(w, "trtllm_"),
+        "tokens": {
+            "prompt_total": prompt,
+            "generation_total": None,
+            "requests_completed": w.counter("trtllm_request_success_total"),
+        },
+        "spec_decode": {
+            "acceptance_length": al,
+            "acceptance_rate": _ratio(accepted, drafted),
+            "accepted_tokens": accepted,
+            "drafts": steps,
+            "draft_tokens": drafted,
+            "verify_steps": steps,
+            "method": "1 + d(spec_decode_accepted_tokens) / d(spec_decode_drafted_tokens{token_position=0})",
+        },
+    }
+
+
+def _atom(w: ServerWindow) -> dict[str, Any]:
+    """ATOM's `/metrics` (`atom:` names, ATOM's metrics reference; `prometheus_client` appends `_total` to counters,
+    so both spellings are read). AL = 1 + Δaccepted / Δverify steps, the steps being `atom:mtp_decode_steps` summed
+    over its `accepted_tokens` label — the formula ATOM itself uses for `atom:mtp_average_tokens_per_forward`, whose
+    in-window mean is the fallback (the gauge is cumulative since start, so it lags a window that follows warm-up)."""
+    full = w.counter("atom:prefix_cache_full_tokens_total", "atom:prefix_cache_full_tokens")
+    cached = w.counter("atom:prefix_cache_cached_tokens_total", "atom:prefix_cache_cached_tokens")
+    loaded = w.counter("atom:lmcache_loaded_tokens_total", "atom:lmcache_loaded_tokens")
+    gpu = _ratio(cached, full)
+    if gpu is None:
+        gpu = _frac(w.gauge_mean("atom:prefix_cache_hit_ratio"))
+    accepted = w.counter("atom:mtp_accepted_tokens_total", "atom:mtp_accepted_tokens")
+    drafted = w.counter("atom:mtp_draft_tokens_total", "atom:mtp_draft_tokens")
+    steps = w.counter("atom:mtp_decode_steps_total", "atom:mtp_decode_steps")
+    al = 1.0 + accepted / steps if accepted is not None and steps else None
+    method = "1 + d(mtp_accepted_tokens) / d(mtp_decode_steps)"
+    if al is None:
+        al = w.gauge_mean("atom:mtp_average_tokens_per_forward")
+        method = "mean of atom:mtp_average_tokens_per_forward"
+    return {
+        "queue": _queue(w, "atom:requests_running", "atom:requests_waiting"),
+        "kv_cache": {
+            "gpu_usage_max": _frac(w.gauge_max("atom:kv_cache_usage_ratio")),
+            "gpu_usage_mean": _frac(w.gauge_mean("atom:kv_cache_usage_ratio")),
+            "cpu_usage_max": None,
+        },
+        # ATOM's admitted cache already includes LMCache loads: the overall rate is the GPU one (agentx-spec §3.7).
+        "cache": {"gpu_hit_rate": gpu, "cpu_hit_rate": _ratio(loaded, full), "overall_hit_rate": gpu},
+        "latency": _latency(w, "atom:"),
+        "tokens": {
+            "prompt_total": w.counter("atom:prompt_tokens_total", "atom:prompt_tokens"),
+            "generation_total": w.counter("atom:generation_tokens_total", "atom:generation_tokens"),
+            "requests_completed": w.counter("atom:requests_finished_total", "atom:requests_finished"),
+        },
+        "spec_decode": {
+            "acceptance_length": al,
+            "acceptance_rate": _ratio(accepted, drafted),
+            "accepted_tokens": accepted,
+            "drafts": steps,
+            "draft_tokens": drafted,
+            "verify_steps": steps,
+            "method": method,
         },
     }
 
@@ -285,7 +403,7 @@ def _queue(w: ServerWindow, running: str, waiting: str) -> dict[str, Any]:
 
 ServerMetricsReader = Callable[[ServerWindow], dict[str, Any]]
 
-READERS: dict[str, ServerMetricsReader] = {"sglang": _sglang, "vllm": _vllm}
+READERS: dict[str, ServerMetricsReader] = {"sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm, "atom": _atom}
 """Engine id → the reader of its Prometheus names; the prefix the names carry is the engine identity's."""
 
 ADAPTERS: tuple[tuple[str, str, ServerMetricsReader], ...] = tuple(

@@ -1,4 +1,4 @@
-"""Records → `summary.json`: one streaming pass over `records.jsonl`, numpy columns built incrementally.
+"""Records → `Summary` (`summary.json`): one streaming pass over `records.jsonl`, numpy columns built incrementally.
 
 Follows AgentX §3 where it defines something: only successful profiling records feed latency, token, throughput and
 QPS figures; warmup and failed records are counted in `requests`; QPS windows are 1 s wide from the first completion;
@@ -20,10 +20,9 @@ from llmsweep.errors import ResultError
 from llmsweep.metrics import registry
 from llmsweep.metrics.accumulate import Accumulator, accumulate
 from llmsweep.metrics.gates import GateConfig, evaluate, idle_cap_from, window_coverage
+from llmsweep.metrics.model import SCHEMA_VERSION, Summary
 from llmsweep.metrics.server import summarise_server
 from llmsweep.metrics.stats import clean, inverted_block, stat_block
-
-SCHEMA_VERSION = 1
 
 
 def _qps(ends: np.ndarray) -> dict[str, Any]:
@@ -55,8 +54,8 @@ def summarise(
     provenance: dict[str, Any] | None = None,
     gates: GateConfig | None = None,
     client: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Aggregate raw request records into the versioned summary (see `docs/contracts.md`).
+) -> Summary:
+    """Aggregate raw request records into the typed, versioned summary (see `docs/contracts.md`).
 
     `client` is what only the live run knows (worker CPU, connection waits, open-file limit, stop reason); the run
     writes it to `run.json` so `llmsweep summarize` reproduces the same summary from the directory.
@@ -82,7 +81,7 @@ def summarise(
         "error_ratio": acc.failed / (acc.successful + acc.failed) if acc.successful + acc.failed else 0.0,
         "output_length_mismatch": acc.osl_mismatch,
     }
-    tput = {
+    tput: dict[str, Any] = {
         "duration_s": duration,
         "request_rps": _rate(acc.successful, duration) or 0.0,
         "input_tps": _rate(acc.input_sum, duration) or 0.0,
@@ -94,6 +93,7 @@ def summarise(
 
     window_start = acc.profile_first_send if acc.profile_first_send != float("inf") else None
     window_end = acc.last_end if acc.last_end != float("-inf") else None
+    coverage_end: float | None
     if window_start is not None and gates.planned_duration_s is not None:
         planned_end = window_start + gates.planned_duration_s
         coverage_end = planned_end
@@ -110,7 +110,8 @@ def summarise(
         coverage = coverage_detail["coverage"]
 
     server = summarise_server(
-        server_metrics, start=window_start, end=window_end, require_prefix=gates.require_metrics_prefix
+        Path(server_metrics) if isinstance(server_metrics, str) else server_metrics,
+        start=window_start, end=window_end, require_prefix=gates.require_metrics_prefix,
     )
     health = _client_health(acc, client)
     cache = {
@@ -130,14 +131,14 @@ def summarise(
         stop_reason=client.get("stop_reason"),
         coverage_detail=coverage_detail,
     )
-    return {
+    return Summary.model_validate({
         "schema_version": SCHEMA_VERSION,
         "source": source,
         "requests": requests,
         "latency": {
             "ttft": stat_block(clean(acc.ttft.numpy())),
             "tpot": stat_block(tpot),
-            "itl": stat_block(clean(acc.itl.numpy())),
+            "itl": acc.itl.stat_block(),
             "e2el": stat_block(clean(acc.e2el.numpy())),
         },
         "interactivity": inverted_block(tpot),
@@ -157,7 +158,7 @@ def summarise(
         "validity": validity,
         "units": registry.units(),
         "provenance": {"client_version": __version__, **(provenance or {})},
-    }
+    })
 
 
 def _client_health(acc: Accumulator, client: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from llmsweep.client.runner import RUN_FILE, summarise_dir
 from llmsweep.client.transport import build_body
 from llmsweep.errors import ConfigError, DatasetError, EndpointError, LaunchError
 from llmsweep.execute.process import start_process
+from llmsweep.metrics.model import Summary
 from llmsweep.metrics.server import latency_from_totals
 from llmsweep.workload.fixed import FixedLengthWorkload
 
@@ -332,7 +333,7 @@ def _find(artifact_dir: Path, name: str) -> Path:
 def import_aiperf_dir(
     artifact_dir: Path, out: Path, *, max_tokens: Sequence[int] | None = None, warmups: int = 0,
     gpus: int = 1, provenance: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """aiperf artifacts → `out/records.jsonl` + `run.json` + `summary.json` (our definitions); returns the summary.
 
     `llmsweep summarize OUT` then recomputes the same summary, as for any run of our own client.

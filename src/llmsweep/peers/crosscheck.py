@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark, summarise_dir
 from llmsweep.errors import DatasetError
+from llmsweep.metrics.model import Summary
 from llmsweep.peers.aiperf import (
     AiperfRun,
     aiperf_argv,
@@ -82,7 +83,7 @@ class ClientRun:
     seed: int
     out_dir: str
     """Relative to the cross-check directory."""
-    summary: dict[str, Any] | None = None
+    summary: Summary | None = None
     own: dict[str, Any] | None = None
     server: dict[str, Any] | None = None
     """The server's own latency over the run (`server_metrics.latency`), for llmsweep's runs from its scrapes, for
@@ -93,30 +94,31 @@ class ClientRun:
 
     @property
     def ok(self) -> bool:
-        return self.summary is not None and self.summary["requests"]["successful"] > 0
+        return self.summary is not None and self.summary.requests.successful > 0
 
 
 @dataclass(frozen=True, slots=True)
 class Figure:
-    """A compared figure: where it sits in a summary and in aiperf's own figures (`read_aiperf_figures` puts them
-    under our names), in the server's latency block (means only), and its display scale."""
+    """A compared figure: how it is read from a summary, where it sits in aiperf's own figures (`read_aiperf_figures`
+    puts them under our names), in the server's latency block (means only), and its display scale."""
 
     label: str
     unit: str
+    of: Callable[[Summary], float]
     path: tuple[str, ...]
     scale: float = 1.0
     server: str | None = None
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("TTFT p50", "ms", ("latency", "ttft", "p50"), 1e3),
-    Figure("TTFT mean", "ms", ("latency", "ttft", "mean"), 1e3, "ttft_mean_s"),
-    Figure("TPOT p50", "ms", ("latency", "tpot", "p50"), 1e3),
-    Figure("TPOT mean", "ms", ("latency", "tpot", "mean"), 1e3, "tpot_mean_s"),
-    Figure("ITL mean", "ms", ("latency", "itl", "mean"), 1e3, "itl_mean_s"),
-    Figure("E2EL mean", "ms", ("latency", "e2el", "mean"), 1e3, "e2el_mean_s"),
-    Figure("output tok/s", "tok/s", ("throughput", "output_tps")),
-    Figure("requests/s", "req/s", ("throughput", "request_rps")),
+    Figure("TTFT p50", "ms", lambda s: s.latency.ttft.p50, ("latency", "ttft", "p50"), 1e3),
+    Figure("TTFT mean", "ms", lambda s: s.latency.ttft.mean, ("latency", "ttft", "mean"), 1e3, "ttft_mean_s"),
+    Figure("TPOT p50", "ms", lambda s: s.latency.tpot.p50, ("latency", "tpot", "p50"), 1e3),
+    Figure("TPOT mean", "ms", lambda s: s.latency.tpot.mean, ("latency", "tpot", "mean"), 1e3, "tpot_mean_s"),
+    Figure("ITL mean", "ms", lambda s: s.latency.itl.mean, ("latency", "itl", "mean"), 1e3, "itl_mean_s"),
+    Figure("E2EL mean", "ms", lambda s: s.latency.e2el.mean, ("latency", "e2el", "mean"), 1e3, "e2el_mean_s"),
+    Figure("output tok/s", "tok/s", lambda s: s.throughput.output_tps, ("throughput", "output_tps")),
+    Figure("requests/s", "req/s", lambda s: s.throughput.request_rps, ("throughput", "request_rps")),
 )
 
 
@@ -160,7 +162,8 @@ class CrossCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config, "levels": self.levels, "rows": [asdict(r) for r in self.rows],
-                "runs": [asdict(r) for r in self.runs]}
+                "runs": [{**asdict(r), "summary": r.summary.dump() if r.summary is not None else None}
+                         for r in self.runs]}
 
 
 # ---------------------------------------------------------------------------------------------------- running
@@ -181,10 +184,10 @@ def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
     result = run_benchmark(workload, cfg.endpoint, options, out, provenance={"kind": "crosscheck"})
     run.summary = result.summary
     _read_back(run, out)
-    run.cpu_s = result.summary["client_health"]["cpu_s_total"]
-    prov = result.summary.get("provenance") or {}
-    if prov.get("started_at") and prov.get("finished_at"):
-        run.wall_s = prov["finished_at"] - prov["started_at"]
+    run.cpu_s = result.summary.client_health.cpu_s_total
+    prov = result.summary.provenance
+    if prov.started_at and prov.finished_at:
+        run.wall_s = prov.finished_at - prov.started_at
 
 
 def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
@@ -217,7 +220,8 @@ def _read_back(run: ClientRun, folder: Path) -> None:
     """What the client itself reported (aiperf's own figures) and what the server reported over the run: llmsweep's
     scrapes are in its summary, aiperf's in its artifacts."""
     if run.client == "llmsweep":
-        run.server = ((run.summary or {}).get("server_metrics") or {}).get("latency")
+        latency = run.summary.server_metrics.latency if run.summary is not None else None
+        run.server = latency.model_dump() if latency is not None else None
     else:
         run.own = read_aiperf_figures(folder / "artifacts")
         run.server = read_aiperf_server_latency(folder / "artifacts")
@@ -261,7 +265,8 @@ def load_crosscheck(out: Path, *, resummarise: bool = False) -> CrossCheck:
     if not path.exists():
         raise DatasetError(f"{out} holds no {RESULT_FILE}", fix="point at the --out of `llmsweep peer crosscheck`")
     data = json.loads(path.read_text())
-    runs = [ClientRun(**r) for r in data["runs"]]
+    runs = [ClientRun(**{**r, "summary": Summary.from_doc(r["summary"]) if r.get("summary") else None})
+            for r in data["runs"]]
     for run in runs:
         if resummarise and run.summary is not None:
             run.summary = summarise_dir(out / run.out_dir)
@@ -276,7 +281,14 @@ def write_crosscheck(check: CrossCheck, out: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- comparing
+def _of(summary: Summary | None, fig: Figure) -> float | None:
+    """A figure of one of our summaries; zero is no measurement (an empty sample's statistics are zeros)."""
+    value = fig.of(summary) if summary is not None else 0.0
+    return value or None
+
+
 def _get(data: dict[str, Any] | None, path: tuple[str, ...]) -> float | None:
+    """A figure of aiperf's own export (`read_aiperf_figures`, a dict under our names) or the server's block."""
     for key in path:
         if not isinstance(data, dict):
             return None
@@ -284,7 +296,7 @@ def _get(data: dict[str, Any] | None, path: tuple[str, ...]) -> float | None:
     return float(data) if isinstance(data, (int, float)) else None
 
 
-def _mean(values: list[float | None]) -> float | None:
+def _mean(values: Sequence[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return float(np.mean(kept)) if kept else None
 
@@ -301,9 +313,9 @@ def compare(runs: list[ClientRun]) -> list[Row]:
         ours = [r for r in runs if r.concurrency == concurrency and r.client == "llmsweep" and r.ok]
         theirs = [r for r in runs if r.concurrency == concurrency and r.client == "aiperf" and r.ok]
         for fig in FIGURES:
-            a = [v for r in ours if (v := _scaled(_get(r.summary, fig.path), fig.scale)) is not None]
+            a = [v for r in ours if (v := _scaled(_of(r.summary, fig), fig.scale)) is not None]
             b_own = [_scaled(_get(r.own, fig.path), fig.scale) for r in theirs]
-            b_ours = [v for r in theirs if (v := _scaled(_get(r.summary, fig.path), fig.scale)) is not None]
+            b_ours = [v for r in theirs if (v := _scaled(_of(r.summary, fig), fig.scale)) is not None]
             llm, own, mine = _mean(a), _mean(b_own), _mean(b_ours)
             band = between_run_band(a, b_ours)
             band_pct = None if band is None or not llm else 100.0 * band.half_width / abs(llm)
@@ -337,20 +349,19 @@ def levels(runs: list[ClientRun]) -> list[dict[str, Any]]:
     for concurrency in dict.fromkeys(r.concurrency for r in runs):
         for client in ("llmsweep", "aiperf"):
             mine = [r for r in runs if r.concurrency == concurrency and r.client == client]
-            done = [r for r in mine if r.summary is not None]
+            done = [r.summary for r in mine if r.summary is not None]
             out.append({
                 "concurrency": concurrency, "client": client, "runs": len(mine),
                 "errors": [r.error for r in mine if r.error],
-                "successful": sum(r.summary["requests"]["successful"] for r in done),
-                "failed": sum(r.summary["requests"]["failed"] for r in done),
-                "output_length_mismatch": sum(r.summary["requests"]["output_length_mismatch"] for r in done),
-                "isl_mean": _mean([_get(r.summary, ("tokens", "input", "mean")) for r in done]),
-                "osl_mean": _mean([_get(r.summary, ("tokens", "output", "mean")) for r in done]),
-                "cache_hit": _mean([_get(r.summary, ("cache", "observed_hit_rate")) for r in done]),
+                "successful": sum(s.requests.successful for s in done),
+                "failed": sum(s.requests.failed for s in done),
+                "output_length_mismatch": sum(s.requests.output_length_mismatch for s in done),
+                "isl_mean": _mean([s.tokens.input.mean for s in done]),
+                "osl_mean": _mean([s.tokens.output.mean for s in done]),
+                "cache_hit": _mean([s.cache.observed_hit_rate for s in done]),
                 "client_cpu_s": _mean([r.cpu_s for r in mine]),
                 "wall_s": _mean([r.wall_s for r in mine]),
-                "lag_p50_ms": _scaled(_mean([_get(r.summary, ("client_health", "schedule_lag_s", "p50"))
-                                             for r in done]), 1e3),
+                "lag_p50_ms": _scaled(_mean([s.client_health.schedule_lag_s.p50 for s in done]), 1e3),
             })
     return out
 

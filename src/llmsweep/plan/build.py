@@ -15,21 +15,12 @@ from llmsweep.plan.names import job_id
 from llmsweep.spec.engines import resolve_engine
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.serve import ResolvedServe
-from llmsweep.spec.workload import (
-    CORPUS_DATASETS,
-    DEFAULT_PROMPTS_PER_CONC,
-    DEFAULT_RANGE_RATIO,
-    DEFAULT_WARMUP_PER_LANE,
-    DEFAULT_WARMUPS_PER_CONC,
-    ResolvedWorkload,
-    TraceSource,
-    WorkloadSpec,
-    default_corpus,
-)
+from llmsweep.spec.workload import ResolvedWorkload, ScenarioId, WorkloadSpec
+from llmsweep.workload.scenario import get_scenario
 
 log = logging.getLogger(__name__)
 
-_ENTRY_TO_FIELD: dict[str, str] = {
+_ENTRY_TO_FIELD: dict[str, str | None] = {
     "model-prefix": "model_prefix",
     "dcp-size": "dcp_size",
     "pcp-size": "pcp_size",
@@ -57,7 +48,8 @@ def job_from_entry(
     fingerprint: str | None = None,
 ) -> Job:
     """Build a Job whose :meth:`Job.matrix_entry` equals `entry`."""
-    scenario = "agentic-coding" if entry.get("scenario-type") == "agentic-coding" else "fixed-seq-len"
+    agentic = entry.get("scenario-type") == ScenarioId.AGENTIC_CODING
+    scenario = ScenarioId.AGENTIC_CODING if agentic else ScenarioId.FIXED_SEQ_LEN
     multinode = "prefill" in entry
     fp = fingerprint or recipe_fingerprint(throughput_entry(entry))
     fields: dict[str, Any] = {}
@@ -97,45 +89,26 @@ def job_from_cell(cell: Cell) -> Job:
     return job_from_entry(cell.entry, cell.recipe, cell.arm)
 
 
-def resolve_workload(recipe: Recipe, entry: dict[str, Any], scenario: str) -> ResolvedWorkload:
-    """`recipe.workload` with InferenceX's defaults filled in for this job."""
+def resolve_workload(recipe: Recipe, entry: dict[str, Any], scenario: ScenarioId) -> ResolvedWorkload:
+    """`recipe.workload` with its scenario's defaults (InferenceX's, for its two) filled in for this job.
+
+    `scenario` is the recipe block the entry came from; an agentic-coding entry of a recipe whose workload names a
+    `replay` trace runs the `mooncake-replay` scenario.
+    """
     spec = recipe.workload or WorkloadSpec()
-    spec_on = entry.get("spec-decoding", "none") != "none"
+    if scenario is ScenarioId.AGENTIC_CODING and spec.replay is not None:
+        scenario = ScenarioId.MOONCAKE_REPLAY
     common: dict[str, Any] = {
-        "scenario": scenario,
         "tokenizer": spec.tokenizer or recipe.model,
         "served-model-name": spec.served_model_name or recipe.model,
         "seed": spec.seed if spec.seed is not None else 42,
     }
-    if scenario == "agentic-coding":
-        traces = spec.traces or TraceSource(hf=CORPUS_DATASETS[default_corpus(recipe.model_prefix)])
-        return ResolvedWorkload.model_validate({
-            **common,
-            "use-chat-template": spec.use_chat_template if spec.use_chat_template is not None else True,
-            "traces": traces,
-            "duration": spec.duration if spec.duration is not None else entry["duration"],
-            "warmup-per-lane": spec.warmup_per_lane if spec.warmup_per_lane is not None else DEFAULT_WARMUP_PER_LANE,
-        })
-    conc = entry["conc"]
-    single = conc if isinstance(conc, int) else None
-    per_conc = spec.num_prompts_per_conc or DEFAULT_PROMPTS_PER_CONC
-    num_prompts = spec.num_prompts if spec.num_prompts is not None else (per_conc * single if single else None)
-    num_warmups = spec.num_warmups if spec.num_warmups is not None else (
-        DEFAULT_WARMUPS_PER_CONC * single if single else None)
-    return ResolvedWorkload.model_validate({
-        **common,
-        "use-chat-template": spec.use_chat_template if spec.use_chat_template is not None else spec_on,
-        "isl": entry["isl"],
-        "osl": entry["osl"],
-        "num-prompts": num_prompts,
-        "num-prompts-per-conc": None if spec.num_prompts is not None else per_conc,
-        "range-ratio": spec.range_ratio if spec.range_ratio is not None else DEFAULT_RANGE_RATIO,
-        "num-warmups": num_warmups,
-    })
+    return get_scenario(scenario).resolve(spec, common=common, entry=entry, model_prefix=recipe.model_prefix,
+                                          spec_decoding=entry.get("spec-decoding", "none") != "none")
 
 
 def resolve_job_acceptance(
-    recipe: Recipe, entry: dict[str, Any], scenario: str, serve: ResolvedServe | None
+    recipe: Recipe, entry: dict[str, Any], scenario: ScenarioId, serve: ResolvedServe | None
 ) -> Acceptance | None:
     """Acceptance to pin for a speculative throughput job.
 
@@ -151,7 +124,7 @@ def resolve_job_acceptance(
     source: Literal["golden", "pinned"]
     if sd.acceptance_length is not None:
         value, source = sd.acceptance_length, "pinned"
-    elif scenario == "agentic-coding" and golden_value is not None:
+    elif scenario is ScenarioId.AGENTIC_CODING and golden_value is not None:
         value, source = golden_value, "golden"
     else:
         return None

@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from llmsweep.plan.expand import Cell
+from llmsweep.spec.workload import ScenarioId
 
 MIN_EVAL_CONC = 16
 EVAL_ISL, EVAL_OSL = 8192, 1024
@@ -84,7 +85,7 @@ def mark_eval_entries(cells: list[Cell], include_agentic: bool = False) -> list[
         ag_single: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
         ag_multi: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
         for i, e in enumerate(rows):
-            if e.get("scenario-type") != "agentic-coding":
+            if e.get("scenario-type") != ScenarioId.AGENTIC_CODING:
                 continue
             if "prefill" in e:
                 eligible = _eligible(e)
@@ -116,7 +117,7 @@ def mark_all_eval_entries(cells: list[Cell]) -> list[Cell]:
     agentic_merge: dict[tuple[Any, ...], int] = {}
     for cell in cells:
         e = cell.entry
-        if e.get("scenario-type") == "agentic-coding":
+        if e.get("scenario-type") == ScenarioId.AGENTIC_CODING:
             if "prefill" not in e:
                 e["run-eval"] = True
                 out.append(cell)

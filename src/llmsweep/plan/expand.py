@@ -28,8 +28,8 @@ from llmsweep.plan.names import (
     fixed_exp_name,
     multinode_agentic_exp_name,
 )
-from llmsweep.spec.recipe import AgenticEntry, AgenticScenario, Recipe
-from llmsweep.spec.workload import DEFAULT_AGENTIC_DURATION_SECONDS
+from llmsweep.spec.recipe import AgenticEntry, AgenticScenario, Recipe, SearchSpaceEntry, entry_p2p
+from llmsweep.spec.workload import DEFAULT_AGENTIC_DURATION_SECONDS, ScenarioId
 
 MAX_MULTINODE_AGENTIC_CONCURRENCIES_PER_ALLOCATION = 1
 """One agentic concurrency per multinode allocation (each gets its own server, as single-node agentic does)."""
@@ -177,15 +177,15 @@ def _head(recipe: Recipe, runner: str) -> dict[str, Any]:
     }
 
 
-def _components(entry: Any, recipe: Recipe) -> dict[str, Any]:
+def _components(entry: SearchSpaceEntry, recipe: Recipe) -> dict[str, Any]:
     """Router / kv-p2p-transfer: the entry's value first, then the recipe's."""
     out: dict[str, Any] = {}
     router = entry.router if entry.router is not None else recipe.router
     if router is not None:
         out["router"] = router.model_dump(by_alias=True)
-    p2p = getattr(entry, "kv_p2p_transfer", None)
+    p2p = entry_p2p(entry)
     if p2p is None:
-        p2p = getattr(recipe, "kv_p2p_transfer", None)
+        p2p = recipe.top_p2p
     if p2p is not None:
         out["kv-p2p-transfer"] = p2p
     return out
@@ -209,7 +209,7 @@ def _conc_filter(values: list[int], options: SweepOptions) -> list[int]:
 
 
 def _fixed_cells(recipe: Recipe, runners: list[str], options: SweepOptions) -> Iterator[Cell]:
-    if not options.wants_scenario("fixed-seq-len"):
+    if not options.wants_scenario(ScenarioId.FIXED_SEQ_LEN):
         return
     seq_filter = {SEQ_LEN_NAMES[s] for s in options.seq_lens} if options.seq_lens else None
     full = options.mode == "full-sweep"
@@ -218,7 +218,7 @@ def _fixed_cells(recipe: Recipe, runners: list[str], options: SweepOptions) -> I
         if seq_filter and (isl, osl) not in seq_filter:
             continue
         for ei, entry in enumerate(scen.search_space):
-            path = ("scenarios", "fixed-seq-len", si, "search-space", ei)
+            path = ("scenarios", ScenarioId.FIXED_SEQ_LEN.value, si, "search-space", ei)
             if recipe.multinode:
                 if full and not options.multi_node:
                     continue
@@ -263,7 +263,7 @@ def _single_fixed(recipe: Recipe, entry: Any, isl: int, osl: int, path: tuple[st
                 "disagg": recipe.disagg, "run-eval": False,
             })
             row.update(_components(entry, recipe))
-            yield Cell(recipe, row, _arm("fixed-seq-len", row), path)
+            yield Cell(recipe, row, _arm(ScenarioId.FIXED_SEQ_LEN.value, row), path)
 
 
 def _multinode_fixed(recipe: Recipe, entry: Any, isl: int, osl: int, path: tuple[str | int, ...],
@@ -287,14 +287,14 @@ def _multinode_fixed(recipe: Recipe, entry: Any, isl: int, osl: int, path: tuple
             "exp-name": fixed_exp_name(recipe.model_prefix, isl, osl), "disagg": recipe.disagg, "run-eval": False,
         })
         row.update(_components(entry, recipe))
-        yield Cell(recipe, row, _arm("fixed-seq-len", row), path)
+        yield Cell(recipe, row, _arm(ScenarioId.FIXED_SEQ_LEN.value, row), path)
 
 
 # ------------------------------------------------------------------------------------------------ agentic-coding
 
 
 def _agentic_cells(recipe: Recipe, fleet: FleetCatalog, runners: list[str], options: SweepOptions) -> Iterator[Cell]:
-    if not options.wants_scenario("agentic-coding"):
+    if not options.wants_scenario(ScenarioId.AGENTIC_CODING):
         return
     if options.mode == "full-sweep":
         if recipe.multinode and not options.multi_node:
@@ -304,7 +304,7 @@ def _agentic_cells(recipe: Recipe, fleet: FleetCatalog, runners: list[str], opti
     scenarios = recipe.scenarios
     for si, scen in enumerate(scenarios.agentic_coding or []):
         for ei, entry in enumerate(scen.search_space):
-            path = ("scenarios", "agentic-coding", si, "search-space", ei)
+            path = ("scenarios", ScenarioId.AGENTIC_CODING.value, si, "search-space", ei)
             yield from _agentic_entry_cells(recipe, fleet, scen, entry, path, runners, options)
 
 
@@ -344,12 +344,12 @@ def _agentic_entry_cells(recipe: Recipe, fleet: FleetCatalog, scen: AgenticScena
                     "kv-offloading": kv, "total-cpu-dram-gb": dram, "duration": DEFAULT_AGENTIC_DURATION_SECONDS,
                     "exp-name": multinode_agentic_exp_name(recipe.model_prefix, prefill, decode, batch, kv,
                                                            backend_name),
-                    "disagg": recipe.disagg, "scenario-type": "agentic-coding",
+                    "disagg": recipe.disagg, "scenario-type": ScenarioId.AGENTIC_CODING.value,
                 })
                 if backend is not None:
                     row["kv-offload-backend"] = backend.model_dump(by_alias=True, exclude_unset=True)
                 row.update(_components(entry, recipe))
-                yield Cell(recipe, row, _arm("agentic-coding", row), path, extra)
+                yield Cell(recipe, row, _arm(ScenarioId.AGENTIC_CODING.value, row), path, extra)
         return
     assert entry.tp is not None
     for conc in values:
@@ -363,12 +363,12 @@ def _agentic_entry_cells(recipe: Recipe, fleet: FleetCatalog, scen: AgenticScena
                 "total-cpu-dram-gb": dram, "duration": DEFAULT_AGENTIC_DURATION_SECONDS,
                 "exp-name": agentic_exp_name(recipe.model_prefix, entry.tp, conc, kv, backend_name,
                                              entry.spec_decoding),
-                "scenario-type": "agentic-coding",
+                "scenario-type": ScenarioId.AGENTIC_CODING.value,
             })
             if backend is not None:
                 row["kv-offload-backend"] = backend.model_dump(by_alias=True, exclude_unset=True)
             row.update(_components(entry, recipe))
-            yield Cell(recipe, row, _arm("agentic-coding", row), path, extra)
+            yield Cell(recipe, row, _arm(ScenarioId.AGENTIC_CODING.value, row), path, extra)
 
 
 def _arm(scenario: str, row: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import hashlib
 import json
 from typing import Any
 
+from llmsweep.spec.workload import ScenarioId
+
 POINT_FIELDS = frozenset({"conc", "exp-name", "recipe-fingerprint"})
 EVAL_FIELDS = frozenset({"run-eval", "eval-only", "eval-conc", "eval-all-concs"})
 
@@ -31,6 +33,6 @@ def throughput_entry(entry: dict[str, Any]) -> dict[str, Any]:
     Fixed-seq-len rows carry `run-eval: false`; agentic rows carry no eval fields.
     """
     out = {k: v for k, v in entry.items() if k not in EVAL_FIELDS}
-    if entry.get("scenario-type") != "agentic-coding":
+    if entry.get("scenario-type") != ScenarioId.AGENTIC_CODING:
         out["run-eval"] = False
     return out

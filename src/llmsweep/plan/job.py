@@ -14,9 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.spec.components import ComponentMetadata, KvOffloadBackend
 from llmsweep.spec.serve import ResolvedServe
-from llmsweep.spec.workload import ResolvedWorkload
-
-Scenario = Literal["fixed-seq-len", "agentic-coding"]
+from llmsweep.spec.workload import ResolvedWorkload, ScenarioId
 
 
 class JobModel(BaseModel):
@@ -90,7 +88,10 @@ class Job(JobModel):
         pattern=r"^[0-9a-f]{64}$",
         description="InferenceX curve identity: sha256 of the throughput entry minus conc and exp-name.",
     )
-    scenario: Scenario
+    scenario: ScenarioId = Field(
+        description="The recipe scenario block the job came from (fixed-seq-len or agentic-coding); what it sends is "
+        "`workload.scenario`."
+    )
     multinode: bool
 
     # --- InferenceX matrix entry fields (None = key absent from the entry) ---------------------------------------
@@ -157,7 +158,7 @@ class Job(JobModel):
 
         `with_fingerprint` adds `recipe-fingerprint`, as InferenceX's changelog processing does for benchmark rows.
         """
-        entry = self._agentic_entry() if self.scenario == "agentic-coding" else self._fixed_entry()
+        entry = self._agentic_entry() if self.scenario is ScenarioId.AGENTIC_CODING else self._fixed_entry()
         if with_fingerprint:
             entry["recipe-fingerprint"] = self.recipe_fingerprint
         return entry
@@ -207,7 +208,7 @@ class Job(JobModel):
                     "duration": self.duration, "exp-name": self.exp_name})
         if self.multinode:
             out["disagg"] = self.disagg
-        out["scenario-type"] = "agentic-coding"
+        out["scenario-type"] = ScenarioId.AGENTIC_CODING.value
         if self.kv_offload_backend is not None:
             out["kv-offload-backend"] = self.kv_offload_backend.model_dump(by_alias=True, exclude_none=True)
         self._tail(out)

@@ -51,6 +51,10 @@ def multinode_agentic_exp_name(
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+MAX_ID_HEAD = 224
+"""Longest readable part of a job id (the id is a directory name: 255 bytes at most, `safe` keeps it ASCII)."""
+
+
 def safe(text: str) -> str:
     """Filesystem-safe form: anything outside `[A-Za-z0-9._-]` becomes `-`."""
     return _UNSAFE.sub("-", text).strip("-")
@@ -98,5 +102,7 @@ def job_id(entry: dict[str, Any], fingerprint: str, *, eval_only: bool = False) 
     ]
     if eval_only:
         parts.append("eval")
-    parts.append(fingerprint[:12])
-    return "_".join(safe(str(p)) for p in parts)
+    # A job id names a directory: the readable head is capped so it stays under the 255-byte file-name limit
+    # (recipe text is free-form; InferenceX's longest ids are ~200), the unique hash suffix is always kept.
+    head = "_".join(safe(str(p)) for p in parts)[:MAX_ID_HEAD].rstrip("_")
+    return f"{head}_{safe(fingerprint[:12])}"

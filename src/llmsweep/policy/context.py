@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.registry import get_rule
-from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.recipe import AgenticEntry, MultiNodeFixedEntry, Recipe, SearchSpaceEntry
 from llmsweep.spec.source import FieldPath
+from llmsweep.spec.workload import ScenarioId
 
 
 @dataclass
@@ -65,13 +67,20 @@ class Context:
         )
 
 
-def _entry_matches(entry: object, job: Job) -> bool:
-    concs = getattr(entry, "conc_list", None)
-    return (getattr(entry, "tp", None) == job.tp
-            and getattr(entry, "spec_decoding", None) == job.spec_decoding
-            and getattr(entry, "kv_offloading", None) in (None, job.kv_offloading)
-            and (getattr(entry, "ep", None) or 1) == (job.ep or 1)
-            and (getattr(entry, "dcp_size", 1) or 1) == (job.dcp_size or 1)
+def _entry_matches(entry: SearchSpaceEntry, job: Job) -> bool:
+    tp: int | None = None
+    ep: int | None = None
+    dcp, offloading = 1, None
+    if not isinstance(entry, MultiNodeFixedEntry):  # the worker-pool form has no single-node topology
+        tp, ep, dcp = entry.tp, entry.ep, entry.dcp_size
+    if isinstance(entry, AgenticEntry):
+        offloading = entry.kv_offloading
+    concs = entry.conc_list
+    return (tp == job.tp
+            and entry.spec_decoding == job.spec_decoding
+            and offloading in (None, job.kv_offloading)
+            and (ep or 1) == (job.ep or 1)
+            and (dcp or 1) == (job.dcp_size or 1)
             and (not concs or any(c in concs for c in job.concs)))
 
 
@@ -79,7 +88,7 @@ def _group_matches(recipe: Recipe, path: FieldPath, job: Job) -> bool:
     """Whether the scenario group at `path` (its isl/osl, for fixed-seq-len) is the job's."""
     if path[1] != job.scenario:
         return False
-    if job.scenario != "fixed-seq-len":
+    if job.scenario is not ScenarioId.FIXED_SEQ_LEN:
         return True
     group = recipe.fixed_seq_len()[int(path[2])]
     return (group.isl, group.osl) == (job.isl, job.osl)
@@ -114,3 +123,24 @@ def serve_env_path(recipe: Recipe, job: Job, name: str) -> FieldPath:
             if name in serve.overrides[index].env:
                 return ("serve", "overrides", index, "env", name)
     return ("serve", "env", name)
+
+
+def engine_flags(job: Job) -> list[tuple[str, str, Any]]:
+    """(as written, as the engine's parser resolves it, value) for each of the job's `serve.args`: `_`/`-`,
+    `--flag=value`, aliases (`-sc`) and unique prefixes (`--speculative-conf`) resolved the way the engine will, so a
+    rule compares what the engine sees. Jobs with no engine adapter get the normalised spelling."""
+    from llmsweep.engines import adapter_for
+    from llmsweep.engines.base import norm_flag, split_flag
+    from llmsweep.errors import LlmsweepError
+
+    if job.serve is None:
+        return []
+    try:
+        adapter = adapter_for(job) if job.engine is not None else None
+    except LlmsweepError:
+        adapter = None
+    out: list[tuple[str, str, Any]] = []
+    for flag, value in job.serve.args.items():
+        name, value = split_flag(flag, value)
+        out.append((flag, adapter.canonical(name) if adapter is not None else norm_flag(name), value))
+    return out

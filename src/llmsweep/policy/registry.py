@@ -89,6 +89,7 @@ def _load_rule_modules() -> None:
         rules_engine,
         rules_golden,
         rules_grid,
+        rules_input,
         rules_resources,
         schema_rules,
     )

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from llmsweep.findings import Finding, Severity
 from llmsweep.policy.context import Context
 from llmsweep.policy.registry import rule
+from llmsweep.spec.workload import ScenarioId
 
 
 @rule("agentx.spec-decode-only", Severity.WARNING,
@@ -20,7 +21,7 @@ from llmsweep.policy.registry import rule
 def spec_decode_only(ctx: Context) -> Iterator[Finding]:
     for recipe in ctx.recipes.values():
         for path, entry in recipe.search_space_entries():
-            if path[1] == "agentic-coding" and entry.spec_decoding == "none":
+            if path[1] == ScenarioId.AGENTIC_CODING and entry.spec_decoding == "none":
                 yield ctx.hit("agentx.spec-decode-only", recipe, (*path, "spec-decoding"),
                               "agentic arm without speculative decoding")
 

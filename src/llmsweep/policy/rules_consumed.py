@@ -34,6 +34,23 @@ def unsupported_arg(ctx: Context) -> Iterator[Finding]:
                           f"{adapter.name} has no `{flag}`: it would be rejected or ignored", job=job, fix=fix)
 
 
+@rule("serve.ambiguous-flag", Severity.ERROR,
+      "A serve flag abbreviates several of the engine's flags (its argparse refuses to start)",
+      "write the flag in full (the message lists what it could mean)",
+      "issue 14: `--speculative-conf` reaches vLLM 0.26.0 as `--speculative-config`; argparse resolves unique "
+      "prefixes and refuses ambiguous ones")
+def ambiguous_flag(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, "sim"):
+            continue
+        for exc in adapter_for(job).ambiguous_flags(job):
+            original = next((k for k in (job.serve.args if job.serve else {}) if k.split("=", 1)[0] == exc.flag),
+                            exc.flag)
+            yield ctx.hit("serve.ambiguous-flag", recipe, serve_arg_path(recipe, job, original),
+                          f"`{exc.flag}` is ambiguous to {job.engine}: it could be {', '.join(exc.candidates)}",
+                          job=job, fix="write the flag in full")
+
+
 @rule("serve.foreign-env", Severity.ERROR, "Environment of another engine (declared but never read)",
       "delete it, or move it to a recipe for the engine that reads it", EP_LESSON)
 def foreign_env(ctx: Context) -> Iterator[Finding]:

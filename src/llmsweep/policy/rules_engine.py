@@ -14,10 +14,11 @@ from llmsweep.catalog.engines import check_launch, match_incompatibilities
 from llmsweep.catalog.images import ImageRef, image_fits_hardware, parse_image
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.engines import LaunchSpec, adapter_for
+from llmsweep.engines.base import split_flag
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
-from llmsweep.policy.context import Context, serve_arg_path, serve_env_path
+from llmsweep.policy.context import Context, engine_flags, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import Recipe
 
@@ -43,14 +44,21 @@ def _real_launch(job: Job) -> LaunchSpec | None:
 
 
 def _launch_knobs(job: Job, spec: LaunchSpec) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
-    """(env, args without dashes, speculative-config) of a rendered launch."""
+    """(env, args without dashes, speculative-config) of a rendered launch; each flag named as the engine's parser
+    resolves it (`--speculative-conf` is vLLM's `--speculative-config`, `--flag=value` is `--flag`)."""
+    adapter = adapter_for(job)
     args: dict[str, Any] = {}
     argv = list(spec.argv)
+    def is_flag(token: str) -> bool:
+        return token.startswith("-") and len(token) > 1 and not (token[1].isdigit() or token[1] == ".")
+
     for i, token in enumerate(argv):
-        if token.startswith("--"):
-            nxt = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else True
-            args[token.lstrip("-")] = nxt
-    return dict(spec.env), args, adapter_for(job).speculative_config(job)
+        if is_flag(token):
+            name, value = split_flag(token, True)
+            if value is True:
+                value = argv[i + 1] if i + 1 < len(argv) and not is_flag(argv[i + 1]) else True
+            args[adapter.canonical(name).lstrip("-")] = value
+    return dict(spec.env), args, adapter.speculative_config(job)
 
 
 def _knob_path(recipe: Recipe, job: Job, kind: str, name: str) -> tuple[str | int, ...]:
@@ -58,8 +66,11 @@ def _knob_path(recipe: Recipe, job: Job, kind: str, name: str) -> tuple[str | in
         if job.serve is not None and name in job.serve.env:
             return serve_env_path(recipe, job, name)
         return ("serve", "spec-decoding") if name in acceptance_knobs().env else ("image",)
-    if kind == "arg" and job.serve is not None and f"--{name}" in job.serve.args:
-        return serve_arg_path(recipe, job, f"--{name}")
+    if kind == "arg":
+        written = next((f for f, n, _ in engine_flags(job) if n.lstrip("-") == name.lstrip("-").replace("_", "-")),
+                       None)
+        if written is not None:
+            return serve_arg_path(recipe, job, written)
     return ("serve", "spec-decoding") if kind == "speculative-config-key" else ("image",)
 
 
@@ -117,7 +128,9 @@ def known_incompatibility(ctx: Context) -> Iterator[Finding]:
         except LlmsweepError:
             continue
         for inc in hits:
-            flag = next((f"--{k}" for k in inc.conditions.args if job.serve and f"--{k}" in job.serve.args), None)
+            resolved = {n.lstrip("-"): f for f, n, _ in engine_flags(job)}
+            flag = next((resolved[k.lstrip("-").replace("_", "-")] for k in inc.conditions.args
+                         if k.lstrip("-").replace("_", "-") in resolved), None)
             path = serve_arg_path(recipe, job, flag) if flag else ("image",)
             severity = Severity.WARNING if inc.severity == "warning" else None
             yield ctx.hit("engine.known-incompatibility", recipe, path,

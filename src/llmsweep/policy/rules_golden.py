@@ -13,8 +13,9 @@ from llmsweep.catalog.golden import resolve_acceptance
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
-from llmsweep.policy.context import Context, serve_arg_path, serve_env_path
+from llmsweep.policy.context import Context, engine_flags, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
+from llmsweep.spec.workload import ScenarioId
 
 SYNTHETIC_ENV = tuple(sorted(acceptance_knobs(simulated=False).env))
 """Env names real engines pin acceptance with (their identities' spellings)."""
@@ -25,7 +26,7 @@ CHECKLIST = "InferenceX docs/PR_REVIEW_CHECKLIST.md and golden_al_distribution/R
 
 def _pins_synthetic(job: Job) -> bool:
     """A throughput job that must pin AL: agentic spec-decoding (AgentX policy), not an eval."""
-    return job.scenario == "agentic-coding" and job.spec_decoding != "none" and not job.eval_only
+    return job.scenario is ScenarioId.AGENTIC_CODING and job.spec_decoding != "none" and not job.eval_only
 
 
 @rule("golden-al.missing", Severity.ERROR,
@@ -86,11 +87,12 @@ def hand_written(ctx: Context) -> Iterator[Finding]:
             if name in SYNTHETIC_ENV:
                 yield ctx.hit("golden-al.hand-written", recipe, serve_env_path(recipe, job, name),
                               f"`{name}` is written in the recipe", job=job)
-        for flag, value in job.serve.args.items():
+        for flag, name, value in engine_flags(job):
             text = str(value)
-            if flag in SYNTHETIC_ARGS or (flag == "--speculative-config" and "synthetic" in text):
+            if name in SYNTHETIC_ARGS or (name == "--speculative-config" and "synthetic" in text):
                 yield ctx.hit("golden-al.hand-written", recipe, serve_arg_path(recipe, job, flag),
-                              f"`{flag}` pins acceptance by hand", job=job)
+                              f"`{flag}` pins acceptance by hand" + (f" (the engine reads `{name}`)"
+                                                                     if name != flag else ""), job=job)
 
 
 @rule("golden-al.eval-synthetic", Severity.ERROR,
@@ -106,6 +108,8 @@ def eval_synthetic(ctx: Context) -> Iterator[Finding]:
         spec = render(job, simulate=ctx.simulated(job))
         text = " ".join([*spec.argv, *spec.env])
         knobs = acceptance_knobs()
+        # A recipe flag counts as the engine reads it: `--spec-decode-acceptance-len` is ATOM's length flag.
+        text += " " + " ".join(name for _, name, _ in engine_flags(job))
         if any(k in text for k in (*knobs.env, *knobs.args, *knobs.speculative_config_keys)):
             yield ctx.hit("golden-al.eval-synthetic", recipe, ("serve",),
                           "the eval job's launch pins a synthetic acceptance length", job=job)

@@ -13,9 +13,9 @@ from llmsweep.catalog.models import find_model, model_for_prefix
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
-from llmsweep.policy.context import Context, entry_path
+from llmsweep.policy.context import Context, engine_flags, entry_path
 from llmsweep.policy.registry import rule
-from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.recipe import AgenticEntry, Recipe
 
 DEFAULT_MEM_FRACTION = 0.9
 KV_CONTEXT_CAP = 131_072
@@ -24,7 +24,7 @@ KV_CONTEXT_CAP = 131_072
 
 def dram_arm_paths(recipe: Recipe) -> list[tuple[str | int, ...]]:
     return [path for path, entry in recipe.search_space_entries()
-            if getattr(entry, "kv_offloading", None) == "dram"]
+            if isinstance(entry, AgenticEntry) and entry.kv_offloading == "dram"]
 
 
 @rule("kv-offload.hardware-metadata", Severity.ERROR,
@@ -40,7 +40,7 @@ def hardware_metadata(ctx: Context) -> Iterator[Finding]:
                           "computed")
 
 
-def _gpus_per_node(ctx: Context, job: Job) -> int | None:
+def gpus_per_node_of(ctx: Context, job: Job) -> int | None:
     per_node = ctx.fleet.gpus_per_node(job.runner_label)
     if per_node is None:
         hw = hardware_for_runner(job.runner_label)
@@ -56,14 +56,14 @@ def gpus_per_node(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.job_pairs():
         if job.multinode:
             continue
-        per_node = _gpus_per_node(ctx, job)
+        per_node = gpus_per_node_of(ctx, job)
         if per_node is not None and job.gpus > per_node:
             yield ctx.hit("resources.gpus-per-node", recipe, (*entry_path(recipe, job), "tp"),
                           f"tp·pp·pcp = {job.gpus} GPUs but `{job.runner_label}` has {per_node} per node", job=job)
 
 
 def _mem_fraction(job: Job) -> float:
-    args = job.serve.args if job.serve is not None else {}
+    args = {name: value for _, name, value in engine_flags(job)}
     for flag in ("--mem-fraction-static", "--gpu-memory-utilization"):
         value = args.get(flag)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1:
@@ -102,7 +102,8 @@ def _offload_gb(job: Job) -> tuple[str, float] | None:
     if job.serve is None:
         return None
     ranks = (job.tp or 1) * (job.pp or 1)
-    size = job.serve.args.get("--hicache-size")
+    args = {name: value for _, name, value in engine_flags(job)}
+    size = args.get("--hicache-size")
     if isinstance(size, (int, float)) and not isinstance(size, bool):
         return f"--hicache-size {size:g} GB × {ranks} ranks", float(size) * ranks
     lmcache = job.serve.env.get("LMCACHE_MAX_LOCAL_CPU_SIZE")
@@ -111,7 +112,7 @@ def _offload_gb(job: Job) -> tuple[str, float] | None:
             return f"LMCACHE_MAX_LOCAL_CPU_SIZE {lmcache} GB × {ranks} ranks", float(lmcache) * ranks
         except ValueError:
             return None
-    cfg = job.serve.args.get("--kv-transfer-config")
+    cfg = args.get("--kv-transfer-config")
     if isinstance(cfg, dict):
         extra = cfg.get("kv_connector_extra_config") or {}
         cpu = extra.get("cpu_bytes_to_use") if isinstance(extra, dict) else None

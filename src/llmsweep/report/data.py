@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
-from llmsweep.results.extract import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.rundir import RunDir
@@ -45,7 +45,7 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "id": p.result_id, "job_id": p.job_id, "run_id": p.run_id, "series": sk, "source": p.source, "origin": p.origin,
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons), "gpus": p.gpus,
         "identity": p.identity.as_dict(), "topology": p.identity.topology(),
-        "metrics": {**{c: _round(p.metric(c)) for c in HOT_COLUMNS}, "conc": p.identity.conc},
+        "metrics": {**{c.name: _round(p.metric(c.name)) for c in HOT_COLUMNS}, "conc": p.identity.conc},
         "requests": {"finished": p.num_requests, "successful": p.num_successful},
         "frontier": {axis: p.result_id in by_series.get(sk, ()) for axis, by_series in frontiers.items()},
     }
@@ -63,9 +63,11 @@ def request_budget(n_points: int) -> int:
 def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[str, Any]:
     """Drill-down data of one point: raw-derived series, exact server command, validity and provenance."""
     out: dict[str, Any] = {
-        "server_command": None, "validity": scrub(p.summary.get("validity") or {"verdict": p.verdict,
-                                                                               "reasons": list(p.reasons)}),
-        "provenance": scrub(p.provenance), "client_health": scrub(p.summary.get("client_health") or {}),
+        "server_command": None,
+        "validity": scrub(p.summary.validity.model_dump(mode="json") if p.summary is not None
+                          else {"verdict": p.verdict, "reasons": list(p.reasons)}),
+        "provenance": scrub(p.provenance),
+        "client_health": scrub(p.summary.client_health.model_dump(mode="json") if p.summary is not None else {}),
         "job": scrub(p.job), "timeline": [], "ttft": [], "throughput": [], "inflight": [], "kv_usage": [],
         "cache_hit": [], "requests_total": 0, "requests_shown": 0,
     }
@@ -118,7 +120,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "y": {"key": Y_METRIC, "label": HOT_BY_NAME[Y_METRIC].label, "unit": HOT_BY_NAME[Y_METRIC].unit},
         "y_axes": [{"key": y, "label": HOT_BY_NAME[y].label, "unit": HOT_BY_NAME[y].unit} for y in Y_METRICS],
         "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity}
-                    for m in HOT_BY_NAME.values()],
+                    for m in HOT_COLUMNS],
         "series": list(series.values()),
         "points": [point_payload(p, keys[p.result_id], frontiers) for p in everything],
         "frontiers": frontiers,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.compare import Comparison, MetricDelta
-from llmsweep.results.extract import HOT_BY_NAME
 from llmsweep.results.pareto import NORTH_STAR_X
 
 VERDICT_MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "within noise": "≈ within noise",
@@ -41,7 +41,8 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     lines = [f"## llmsweep run `{run['run_id']}`", "",
              f"{len(points)} points in {len(series)} series · source: {', '.join(payload['sources']) or '–'} · "
              f"{len(invalid)} invalid · {len(payload['missing'])} missing", ""]
-    lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity (north-star rule for agentic series)", "",
+    lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity "
+              "(north-star rule for agentic series)", "",
               _row(["Series", "Conc", "Topology", "Tput/GPU (tok/s)", "P90 E2E-norm intvty (tok/s/user)",
                     "P90 intvty", "P90 TTFT", "P90 E2EL", "Verdict"]),
               _row(["---"] * 9)]

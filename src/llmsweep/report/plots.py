@@ -36,11 +36,12 @@ def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | 
         fig, ax = plt.subplots(figsize=(8.5, 5.2), dpi=110)
         key = axis["key"]
 
-        def xv(p: Mapping[str, Any], key: str = key) -> float | None:
-            return p["metrics"].get(key)
+        def xv(p: Mapping[str, Any], key: str = key) -> float:
+            """The point's value on this axis (points without one are filtered out before plotting)."""
+            return float(p["metrics"][key])
 
         for s in payload["series"]:
-            pts = [p for p in payload["points"] if p["series"] == s["key"] and xv(p) is not None
+            pts = [p for p in payload["points"] if p["series"] == s["key"] and p["metrics"].get(key) is not None
                    and p["metrics"].get(payload["y"]["key"]) is not None]
             ok = [p for p in pts if p["valid"]]
             bad = [p for p in pts if not p["valid"]]

@@ -33,11 +33,11 @@ class RequestSeries:
     t0: float
     timeline: list[list[float | int | None]]
     """[sent, first token, end, ok(1/0), phase(1 = profiling)] per request, seconds from t0; downsampled."""
-    ttft: list[list[float]]
+    ttft: list[list[float | None]]
     """[sent, ttft] per successful profiling request; downsampled."""
-    throughput: list[list[float]]
+    throughput: list[list[float | None]]
     """[bin centre, output tokens/s] over the run."""
-    inflight: list[list[float]]
+    inflight: list[list[float | None]]
     """[bin centre, requests in flight]."""
     total: int
     shown: int
@@ -61,11 +61,11 @@ def request_series(records: Iterable[Mapping[str, Any]], *, max_requests: int = 
             continue
         first = r.get("first_token_at")
         end = r.get("end_at")
-        ok = r.get("error_class") is None
+        succeeded = r.get("error_class") is None
         tokens = r.get("completion_tokens") or sum(r.get("chunk_tokens") or ()) or 0
         rows.append((float(sent), float(first) if isinstance(first, (int, float)) else math.nan,
-                     float(end) if isinstance(end, (int, float)) else math.nan, 1.0 if ok else 0.0,
-                     1.0 if r.get("phase", "profiling") == "profiling" else 0.0, float(tokens) if ok else 0.0))
+                     float(end) if isinstance(end, (int, float)) else math.nan, 1.0 if succeeded else 0.0,
+                     1.0 if r.get("phase", "profiling") == "profiling" else 0.0, float(tokens) if succeeded else 0.0))
     if not rows:
         return None
     a = np.array(rows)
@@ -99,7 +99,8 @@ def _spread_rate(first: np.ndarray, end: np.ndarray, tokens: np.ndarray, grid: n
     lo, hi = grid[:-1][:, None], grid[1:][:, None]
     overlap = np.clip(np.minimum(hi, e[None, :]) - np.maximum(lo, f[None, :]), 0, None) if f.size < 20000 else None
     if overlap is not None:
-        return (overlap * rate[None, :]).sum(axis=1) / (grid[1:] - grid[:-1])
+        rates: np.ndarray = (overlap * rate[None, :]).sum(axis=1) / (grid[1:] - grid[:-1])
+        return rates
     # Large runs: sample the rate level at bin centres instead of integrating (O(n log n), no n×bins matrix).
     return _level(f, e, (grid[:-1] + grid[1:]) / 2, weights=rate)
 
@@ -112,7 +113,8 @@ def _level(starts: np.ndarray, ends: np.ndarray, at: np.ndarray, weights: np.nda
     cum_e = np.concatenate([[0.0], np.cumsum(w[e_order])])
     started = cum_s[np.searchsorted(starts[s_order], at, side="right")]
     ended = cum_e[np.searchsorted(ends[e_order], at, side="right")]
-    return started - ended
+    level: np.ndarray = started - ended
+    return level
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,19 @@ from llmsweep.results.rundir import RunDir, load_run
 from llmsweep.results.store import Store, default_store_path
 
 __all__ = [
-    "HOT_METRICS", "X_AXES", "XY", "Comparison", "ResultPoint", "RunDir", "Store", "agentx_frontier",
-    "compare_points", "compute_frontiers", "default_store_path", "extract_hot", "load_run", "pareto_front",
+    "HOT_METRICS",
+    "XY",
+    "X_AXES",
+    "Comparison",
+    "ResultPoint",
+    "RunDir",
+    "Store",
+    "agentx_frontier",
+    "compare_points",
+    "compute_frontiers",
+    "default_store_path",
+    "extract_hot",
+    "load_run",
+    "pareto_front",
     "points_from_run",
 ]

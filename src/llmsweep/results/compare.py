@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, within_run_band
-from llmsweep.results.extract import HOT_BY_NAME
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.samples import Samples, load_samples
 
@@ -153,8 +153,8 @@ def compare_points(
     """Match A and B by identity and compute every metric's delta, band and verdict.
 
     `repeats_a`/`repeats_b` are further runs of the same points on each side; `history` holds earlier stored runs of
-    A's points (e.g. from the store) that inform run-to-run variance only, as repeats of the baseline. Points in A or B that share a key
-    within one side (in-run repeats) are repeats too.
+    A's points (e.g. from the store) that inform run-to-run variance only, as repeats of the baseline. Points in A or
+    B that share a key within one side (in-run repeats) are repeats too.
     """
     ignored = frozenset(ignore)
     cache = _SampleCache()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.pareto import NORTH_STAR_X, Direction, frontiers_by_series
 from llmsweep.results.point import ResultPoint
 
@@ -26,13 +27,19 @@ class Axis:
     direction: Direction
 
 
+def _axis(column: str, note: str = "") -> Axis:
+    """An x axis over a hot column: label, unit and direction from the metric table."""
+    c = HOT_BY_NAME[column]
+    return Axis(c.name, c.label + note, c.unit, c.polarity)
+
+
 X_AXES: tuple[Axis, ...] = (
-    Axis(NORTH_STAR_X, "P90 E2E-normalised interactivity", "tok/s/user", "max"),
-    Axis("p75_e2e_norm_intvty", "P75 E2E-normalised interactivity", "tok/s/user", "max"),
-    Axis("p90_intvty", "P90 interactivity (1/P90 TPOT)", "tok/s/user", "max"),
-    Axis("p50_intvty", "P50 interactivity (1/P50 TPOT)", "tok/s/user", "max"),
-    Axis("p90_ttft", "P90 TTFT", "s", "min"),
-    Axis("p90_e2el", "P90 E2E latency", "s", "min"),
+    _axis(NORTH_STAR_X),
+    _axis("p75_e2e_norm_intvty"),
+    _axis("p90_intvty", " (1/P90 TPOT)"),
+    _axis("p50_intvty", " (1/P50 TPOT)"),
+    _axis("p90_ttft"),
+    _axis("p90_e2el"),
     Axis("conc", "Concurrency", "users", "none"),
 )
 AXIS_BY_KEY = {a.key: a for a in X_AXES}

@@ -127,8 +127,8 @@ def workers_of(job: Mapping[str, Any]) -> str:
     if isinstance(prefill, Mapping) or isinstance(decode, Mapping):
         return f"P{_worker(prefill)} D{_worker(decode)}"
     if get_field(job, "prefill_tp") is not None:
-        flat = {role: {k: get_field(job, f"{role}_{k}") for k in ("num_workers", "tp", "ep", "dp_attention", "pp",
-                                                               "dcp_size", "pcp_size")} for role in ("prefill", "decode")}
+        keys = ("num_workers", "tp", "ep", "dp_attention", "pp", "dcp_size", "pcp_size")
+        flat = {role: {k: get_field(job, f"{role}_{k}") for k in keys} for role in ("prefill", "decode")}
         for role in flat.values():
             role["num-worker"], role["dp-attn"] = role.pop("num_workers"), role.pop("dp_attention")
         return f"P{_worker(flat['prefill'])} D{_worker(flat['decode'])}"
@@ -161,7 +161,10 @@ def hardware_of(job: Mapping[str, Any]) -> str:
 
 
 def scenario_of(job: Mapping[str, Any]) -> str:
-    scenario = _name(get_field(job, "scenario-type", "scenario", "scenario_type"))
+    # What the job sent (a replayed Mooncake trace is not an agentic-coding point), else the matrix's scenario type.
+    workload = job.get("workload")
+    sent = workload.get("scenario") if isinstance(workload, Mapping) else None
+    scenario = _name(sent or get_field(job, "scenario-type", "scenario", "scenario_type"))
     if scenario and scenario != "fixed-seq-len":
         return scenario
     isl, osl = _int(get_field(job, "isl"), None), _int(get_field(job, "osl"), None)

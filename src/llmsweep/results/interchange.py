@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.errors import ResultError
-from llmsweep.results.extract import HOT_COLUMNS, SOURCES, dig, first_number
+from llmsweep.metrics.model import InvertedStats, Stats, Summary
+from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
+from llmsweep.results.extract import SOURCES
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, describe, result_id_for
 
@@ -32,20 +34,37 @@ _STATS = (("mean", "mean"), ("median", "p50"), ("p90", "p90"), ("p99", "p99"), (
 _LATENCIES = ("ttft", "tpot", "itl", "e2el")
 
 
+def _dig(doc: Mapping[str, Any], path: str) -> Any:
+    """Follow a dotted path through an InferenceX row (a foreign format: ours are read as a typed Summary)."""
+    node: Any = doc
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _number(doc: Mapping[str, Any], *keys: str) -> float | None:
+    """The first finite number under one of `keys` of an InferenceX row (bools are not numbers here)."""
+    for key in keys:
+        value = doc.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
+
+
 # ------------------------------------------------------------------------------------------------ export
 
 
-def _latency_block(summary: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    for path in (f"latency.{name}", name, f"request_metrics.latency.{name}"):
-        block = dig(summary, path)
-        if isinstance(block, Mapping):
-            return block
-    return {}
+def _latency_blocks(summary: Summary) -> dict[str, Stats]:
+    lat = summary.latency
+    return {"ttft": lat.ttft, "tpot": lat.tpot, "itl": lat.itl, "e2el": lat.e2el}
 
 
 def _worker_gpus(worker: Mapping[str, Any]) -> int:
     n = int(get_field(worker, "num-worker") or 1)
-    return n * int(get_field(worker, "tp") or 1) * int(get_field(worker, "pp") or 1) * int(get_field(worker, "pcp-size") or 1)
+    return (n * int(get_field(worker, "tp") or 1) * int(get_field(worker, "pp") or 1)
+            * int(get_field(worker, "pcp-size") or 1))
 
 
 def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
@@ -56,7 +75,8 @@ def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
     row["is_multinode"] = True
     for role, w in (("prefill", prefill), ("decode", decode)):
         row.update({f"{role}_tp": get_field(w, "tp"), f"{role}_pp": get_field(w, "pp") or 1,
-                    f"{role}_dcp_size": get_field(w, "dcp-size") or 1, f"{role}_pcp_size": get_field(w, "pcp-size") or 1,
+                    f"{role}_dcp_size": get_field(w, "dcp-size") or 1,
+                    f"{role}_pcp_size": get_field(w, "pcp-size") or 1,
                     f"{role}_ep": get_field(w, "ep"), f"{role}_dp_attention": bool(get_field(w, "dp-attn")),
                     f"{role}_num_workers": get_field(w, "num-worker") or 1})
         row.pop(role, None)
@@ -64,9 +84,8 @@ def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
     row["num_prefill_gpu"], row["num_decode_gpu"] = p_gpus, d_gpus
     for key in ("tp", "pp", "dcp_size", "pcp_size", "ep", "dp_attention"):
         row.pop(key, None)
-    total = first_number(point.summary, ("throughput.total_tps",))
-    out = first_number(point.summary, ("throughput.output_tps",))
-    if total is not None and out is not None:
+    if point.summary is not None:
+        total, out = point.summary.throughput.total_tps, point.summary.throughput.output_tps
         row["tput_per_gpu"] = total / (p_gpus + d_gpus)
         row["output_tput_per_gpu"] = out / (d_gpus or p_gpus + d_gpus)
         row["input_tput_per_gpu"] = (total - out) / p_gpus if p_gpus else None
@@ -74,7 +93,7 @@ def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
 
 def inferencex_row(point: ResultPoint) -> dict[str, Any]:
     """One InferenceX aggregate row for a result (single-node shape, or the multinode one for disagg jobs)."""
-    i, job, s = point.identity, point.job, point.summary
+    i, job = point.identity, point.job
     runner = get_field(job, "runner-label", "runner") or i.hardware
     row: dict[str, Any] = {
         "hw": runner, "conc": i.conc, "image": i.image, "model": i.model,
@@ -97,41 +116,33 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
     for col in ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu"):
         row[col] = point.metric(col)
     _multinode_fields(point, row)
-    for name in _LATENCIES:
-        block = _latency_block(s, name)
-        for prefix, stat in _STATS:
-            value = _key_number(block, stat, "median" if stat == "p50" else stat)
-            if value is not None:
-                row[f"{prefix}_{name}"] = value
-    intv = _intvty_block(s, "interactivity", "intvty")
-    for prefix, stat in _STATS[:-1]:  # std of an inverted quantity is meaningless (InferenceX flaw); not exported
-        if (value := _key_number(intv, stat)) is not None:
-            row[f"{prefix}_intvty"] = value
-    norm = _intvty_block(s, "e2e_norm_interactivity", "e2e_norm_intvty")
-    for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90")):
-        if (value := _key_number(norm, stat)) is not None:
-            row[f"{prefix}_e2e_norm_intvty"] = value
+    if point.summary is not None:
+        row.update(_stat_fields(point.summary))
+    else:  # a row imported from elsewhere: the statistics it published
+        flat = _flat(point.imported)
+        for name in (*_LATENCIES, "intvty", "e2e_norm_intvty"):
+            for prefix in (*(p for p, _ in _STATS), "p75"):
+                if (value := _number(flat, f"{prefix}_{name}")) is not None:
+                    row[f"{prefix}_{name}"] = value
     row["llmsweep"] = {"source": point.source, "verdict": point.verdict, "reasons": list(point.reasons),
                        "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
                        "origin": point.origin, "hardware": i.hardware}
     return row
 
 
-def _key_number(block: Mapping[str, Any], *keys: str) -> float | None:
-    """A finite number under one of `keys` (plain keys: `p99.9` is a key, not a path)."""
-    for key in keys:
-        value = block.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-    return None
-
-
-def _intvty_block(summary: Mapping[str, Any], top: str, nested: str) -> Mapping[str, Any]:
-    for path in (top, f"latency.{nested}", f"request_metrics.latency.{nested}"):
-        block = dig(summary, path)
-        if isinstance(block, Mapping):
-            return block
-    return {}
+def _stat_fields(summary: Summary) -> dict[str, float]:
+    """InferenceX's `<stat>_<metric>` fields of one of our summaries (latencies in seconds)."""
+    row: dict[str, float] = {}
+    for name, block in _latency_blocks(summary).items():
+        for prefix, stat in _STATS:
+            row[f"{prefix}_{name}"] = block.stat(stat)
+    intv: InvertedStats = summary.interactivity
+    for prefix, stat in _STATS[:-1]:  # std of an inverted quantity is meaningless (InferenceX flaw); not exported
+        row[f"{prefix}_intvty"] = intv.stat(stat)
+    norm = summary.e2e_norm_interactivity
+    for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90")):
+        row[f"{prefix}_e2e_norm_intvty"] = norm.stat(stat)
+    return {k: v for k, v in row.items() if math.isfinite(v)}
 
 
 def export_points(points: Sequence[ResultPoint], fmt: str) -> str:
@@ -157,8 +168,8 @@ def _our_row(p: ResultPoint) -> dict[str, Any]:
     return {"result_id": p.result_id, "run_id": p.run_id, "job_id": p.job_id, "source": p.source,
             "origin": p.origin, "verdict": p.verdict, "reasons": list(p.reasons), "gpus": p.gpus,
             "num_requests": p.num_requests, "num_successful": p.num_successful, "job": p.job,
-            "identity": p.identity.as_dict(), "metrics": p.metrics, "summary": p.summary,
-            "provenance": p.provenance}
+            "identity": p.identity.as_dict(), "metrics": p.metrics,
+            "summary": p.summary.dump() if p.summary is not None else p.imported, "provenance": p.provenance}
 
 
 # ------------------------------------------------------------------------------------------------ import
@@ -187,13 +198,15 @@ def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
 def _from_our_row(run_id: str, row: Mapping[str, Any]) -> ResultPoint:
     job_id = str(row.get("job_id") or row.get("result_id"))
     source = str(row.get("source", "measured"))
+    doc = row.get("summary") or {}
+    summary = Summary.from_doc(doc, where=f"result {job_id}") if "schema_version" in doc else None
     return ResultPoint(
         result_id=result_id_for(run_id, job_id), run_id=run_id, job_id=job_id,
         identity=identity_from_dict(row.get("identity") or {}), source=source, verdict=str(row.get("verdict")),
-        metrics={c: (row.get("metrics") or {}).get(c) for c in HOT_COLUMNS}, gpus=int(row.get("gpus") or 1),
+        metrics={c: (row.get("metrics") or {}).get(c) for c in HOT_NAMES}, gpus=int(row.get("gpus") or 1),
         origin="llmsweep-export", reasons=tuple(row.get("reasons") or ()),
         num_requests=row.get("num_requests"), num_successful=row.get("num_successful"),
-        job=dict(row.get("job") or {}), summary=dict(row.get("summary") or {}),
+        job=dict(row.get("job") or {}), summary=summary, imported={} if summary is not None else dict(doc),
         provenance=dict(row.get("provenance") or {}),
     )
 
@@ -201,7 +214,7 @@ def _from_our_row(run_id: str, row: Mapping[str, Any]) -> ResultPoint:
 def _flat(row: Mapping[str, Any]) -> dict[str, Any]:
     """Flatten a v3 nested agentic aggregate into InferenceX's flat names (stat blocks → `<stat>_<metric>`)."""
     out = dict(row)
-    latency = dig(row, "request_metrics.latency")
+    latency = _dig(row, "request_metrics.latency")
     if isinstance(latency, Mapping):
         for name, block in latency.items():
             if isinstance(block, Mapping):
@@ -212,7 +225,7 @@ def _flat(row: Mapping[str, Any]) -> dict[str, Any]:
                         out.setdefault(f"median_{name}", block["median"])
                 if "p75" in block:
                     out.setdefault(f"p75_{name}", block["p75"])
-    per_gpu = dig(row, "request_metrics.throughput.per_gpu")
+    per_gpu = _dig(row, "request_metrics.throughput.per_gpu")
     if isinstance(per_gpu, Mapping):
         out.setdefault("tput_per_gpu", per_gpu.get("total_tput_tps"))
         out.setdefault("output_tput_per_gpu", per_gpu.get("output_tput_tps"))
@@ -220,10 +233,18 @@ def _flat(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def inferencex_name(column: HotColumn) -> str:
+    """A hot column's InferenceX field: `<stat>_<metric>` with p50 spelled `median` (`median_ttft`), else its name."""
+    if column.stat is None or column.metric.column is None:
+        return column.name
+    return f"{'median' if column.stat == 'p50' else column.stat}_{column.metric.column}"
+
+
 def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
     """One InferenceX aggregate row as a ResultPoint (source from its `llmsweep` block, else measured)."""
     flat = _flat(row)
-    ours = row.get("llmsweep") if isinstance(row.get("llmsweep"), Mapping) else {}
+    block = row.get("llmsweep")
+    ours: Mapping[str, Any] = block if isinstance(block, Mapping) else {}
     job = {k: v for k, v in flat.items() if not isinstance(v, (Mapping, list)) or k == "kv_offload_backend"}
     job.setdefault("runner", flat.get("hw"))
     if ours.get("hardware"):
@@ -232,19 +253,9 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     if "scenario_type" in flat:
         job["scenario-type"] = flat["scenario_type"]
     identity = identity_from_job(job)
-    g = lambda *names: first_number(flat, names)  # noqa: E731
-    metrics: dict[str, float | None] = {
-        "tput_per_gpu": g("tput_per_gpu"), "output_tput_per_gpu": g("output_tput_per_gpu"),
-        "input_tput_per_gpu": g("input_tput_per_gpu"),
-        "p50_ttft": g("median_ttft"), "p90_ttft": g("p90_ttft"), "p99_ttft": g("p99_ttft"),
-        "p50_tpot": g("median_tpot"), "p90_tpot": g("p90_tpot"),
-        "p50_e2el": g("median_e2el"), "p90_e2el": g("p90_e2el"),
-        "p50_intvty": g("median_intvty"), "p90_intvty": g("p90_intvty"),
-        "p90_e2e_norm_intvty": g("p90_e2e_norm_intvty"), "p75_e2e_norm_intvty": g("p75_e2e_norm_intvty"),
-    }
-    total, ok = g("num_requests_total"), g("num_requests_successful")
+    metrics = {c.name: _number(flat, inferencex_name(c)) for c in HOT_COLUMNS}
+    total, ok = _number(flat, "num_requests_total"), _number(flat, "num_requests_successful")
     metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
-    metrics = {c: metrics.get(c) for c in HOT_COLUMNS}
     job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
     source = str(ours.get("source") or "measured")
     if source not in SOURCES:
@@ -255,7 +266,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
         verdict=verdict, metrics=metrics, gpus=gpus_of(job, identity),
         origin="llmsweep-export" if ours else "inferencex", reasons=tuple(ours.get("reasons") or ()),
         num_requests=int(total) if total is not None else None, num_successful=int(ok) if ok is not None else None,
-        job=job, summary=dict(row), provenance={"recipe_fingerprint": flat.get("recipe_fingerprint"),
+        job=job, imported=dict(row), provenance={"recipe_fingerprint": flat.get("recipe_fingerprint"),
                                                 "image": flat.get("image")},
     )
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmsweep.metrics.model import Summary
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
 from llmsweep.results.identity import PointIdentity, get_field, gpus_of, identity_from_job
 from llmsweep.results.rundir import JobArtifacts, RunDir
@@ -40,7 +41,10 @@ class ResultPoint:
     num_requests: int | None = None
     num_successful: int | None = None
     job: dict[str, Any] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Summary | None = None
+    """Our summary of the result; None for a row imported from elsewhere (see `imported`)."""
+    imported: dict[str, Any] = field(default_factory=dict)
+    """The row as it was published, for a result imported from another tool (InferenceX); empty for ours."""
     provenance: dict[str, Any] = field(default_factory=dict)
     artifact_dir: Path | None = None
 

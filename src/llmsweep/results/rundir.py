@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.errors import ResultError
+from llmsweep.metrics.model import Summary
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ class JobArtifacts:
     job_id: str
     dir: Path
     job: dict[str, Any]
-    summary: dict[str, Any] | None
+    summary: Summary | None
     outcome: dict[str, Any] | None = None
     """`outcome.json` written by the executor (status and reasons), when present."""
 
@@ -74,7 +75,8 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise ResultError(f"cannot read {path}: {exc}", fix="re-run `llmsweep summarize` for that job or remove the broken file") from exc
+        raise ResultError(f"cannot read {path}: {exc}",
+                          fix="re-run `llmsweep summarize` for that job or remove the broken file") from exc
 
 
 def is_run_dir(path: Path) -> bool:
@@ -103,13 +105,13 @@ def _iter_jobs(jobs_dir: Path) -> Iterator[JobArtifacts]:
     for job_dir in sorted(p for p in jobs_dir.iterdir() if p.is_dir()):
         job_path, summary_path, outcome_path = job_dir / "job.json", job_dir / "summary.json", job_dir / "outcome.json"
         job = _read_json(job_path) if job_path.is_file() else {}
-        summary = _read_json(summary_path) if summary_path.is_file() else None
+        summary = Summary.load(summary_path) if summary_path.is_file() else None
         outcome = _read_json(outcome_path) if outcome_path.is_file() else None
         if not job and summary is None:
             log.debug("skipping %s: neither job.json nor summary.json", job_dir)
             continue
         job_id = str(job.get("id") or job_dir.name) if isinstance(job, Mapping) else job_dir.name
-        yield JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary if isinstance(summary, dict) else None,
+        yield JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary,
                            outcome=outcome if isinstance(outcome, dict) else None)
 
 

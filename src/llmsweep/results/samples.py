@@ -1,8 +1,10 @@
 """Per-request samples from raw records, and the statistics the noise bands resample.
 
-Only successful profiling requests count (AgentX §3.1). Definitions follow AgentX §3.3: ITL = (E2EL − TTFT)/(OSL − 1)
-for OSL ≥ 2; interactivity_q = 1/percentile_q(ITL) ("slow-tail inversion"); E2E-normalised interactivity_q =
-1/percentile_q(E2EL/OSL). The statistics take index arrays so a bootstrap can resample requests without copying.
+Only successful profiling requests count (AgentX §3.1). The definitions are the metrics room's (`metrics.summary`):
+TPOT = (E2EL − TTFT)/(OSL − 1) for OSL ≥ 2; interactivity_q = 1/percentile_q(TPOT) ("slow-tail inversion");
+E2E-normalised interactivity_q = 1/percentile_q(E2EL/OSL). Which statistic of which column each hot metric is comes
+from the metric table (`metrics.registry`: a metric's `Sample` and stored `stats`). The statistics take index arrays
+so a bootstrap can resample requests without copying.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from llmsweep.metrics.registry import HOT_COLUMNS, HotColumn, SampleColumn
 from llmsweep.results.rundir import iter_jsonl
+
 
 @dataclass(frozen=True, slots=True)
 class Samples:
@@ -25,7 +29,7 @@ class Samples:
     end: np.ndarray
     ttft: np.ndarray
     e2el: np.ndarray
-    itl: np.ndarray
+    tpot: np.ndarray
     e2el_per_token: np.ndarray
     prompt_tokens: np.ndarray
     completion_tokens: np.ndarray
@@ -39,6 +43,23 @@ class Samples:
     @property
     def errors(self) -> int:
         return self.total - self.n
+
+    def column(self, name: SampleColumn) -> np.ndarray:
+        """A sample column of the metric table by name."""
+        if name == "input_tokens":
+            return self.prompt_tokens
+        if name == "output_tokens":
+            return self.completion_tokens
+        if name == "total_tokens":
+            both: np.ndarray = self.prompt_tokens + self.completion_tokens
+            return both
+        if name == "ttft":
+            return self.ttft
+        if name == "tpot":
+            return self.tpot
+        if name == "e2el":
+            return self.e2el
+        return self.e2el_per_token
 
 
 def is_success(record: Mapping[str, Any]) -> bool:
@@ -54,7 +75,7 @@ def samples_from_records(records: Iterable[Mapping[str, Any]]) -> Samples:
     """Turn record dicts into Samples with the metrics room's definitions (llmsweep.metrics.summary).
 
     E2EL runs to the last content chunk (else `end_at`); OSL is `completion_tokens` (else the sum of chunk tokens);
-    throughput uses `end_at`.
+    ISL is `prompt_tokens` (else the workload's intended `input_tokens_expected`, else 0); throughput uses `end_at`.
     """
     rows: list[tuple[float, float, float, float, float, float]] = []
     total = 0
@@ -68,17 +89,20 @@ def samples_from_records(records: Iterable[Mapping[str, Any]]) -> Samples:
         osl = rec.get("completion_tokens")
         if osl is None:
             osl = sum(rec.get("chunk_tokens") or ())
+        isl = rec.get("prompt_tokens")
+        if isl is None:
+            isl = rec.get("input_tokens_expected") or 0
         last = chunks[-1] if chunks else rec.get("end_at")
         rows.append((_num(rec.get("sent_at")), _num(rec.get("first_token_at")), _num(last),
-                     _num(rec.get("end_at")), _num(rec.get("prompt_tokens") or 0), _num(osl)))
+                     _num(rec.get("end_at")), _num(isl), _num(osl)))
     arr = np.array(rows, dtype=float).reshape(-1, 6)
     start, first, last, end, ptok, ctok = arr.T
     with np.errstate(invalid="ignore", divide="ignore"):
         ttft = first - start
         e2el = last - start
-        itl = np.where(ctok >= 2, (e2el - ttft) / (ctok - 1), np.nan)
+        tpot = np.where(ctok >= 2, (e2el - ttft) / (ctok - 1), np.nan)
         per_tok = np.where((ctok > 0) & (e2el > 0), e2el / ctok, np.nan)
-    return Samples(start=start, first_token=first, end=end, ttft=ttft, e2el=e2el, itl=itl, e2el_per_token=per_tok,
+    return Samples(start=start, first_token=first, end=end, ttft=ttft, e2el=e2el, tpot=tpot, e2el_per_token=per_tok,
                    prompt_tokens=ptok, completion_tokens=ctok, total=total)
 
 
@@ -99,38 +123,38 @@ def _inv(x: float) -> float:
     return 1.0 / x if x > 0 and np.isfinite(x) else float("nan")
 
 
-# A statistic maps (samples, request index array, gpus) to one number; the names match extract.HOT_METRICS.
+# A statistic maps (samples, request index array, gpus) to one number.
 Statistic = Callable[[Samples, np.ndarray, int], float]
 
 
-def _tput(kind: str) -> Statistic:
-    def stat(s: Samples, idx: np.ndarray, gpus: int) -> float:
-        duration = float(np.nanmax(s.end) - np.nanmin(s.start)) if s.n else 0.0
-        if duration <= 0:
-            return float("nan")
-        tokens = {"total": s.prompt_tokens + s.completion_tokens, "output": s.completion_tokens,
-                  "input": s.prompt_tokens}[kind]
-        # A resample keeps the request count and the measurement window; only which requests it holds varies.
-        return float(np.nansum(tokens[idx]) / duration / max(gpus, 1))
-    return stat
+def _percentile(stat: str) -> float:
+    return float(stat.removeprefix("p"))
 
 
-STATISTICS: dict[str, Statistic] = {
-    "tput_per_gpu": _tput("total"),
-    "output_tput_per_gpu": _tput("output"),
-    "input_tput_per_gpu": _tput("input"),
-    "p50_ttft": lambda s, i, g: _pct(s.ttft[i], 50),
-    "p90_ttft": lambda s, i, g: _pct(s.ttft[i], 90),
-    "p99_ttft": lambda s, i, g: _pct(s.ttft[i], 99),
-    "p50_tpot": lambda s, i, g: _pct(s.itl[i], 50),
-    "p90_tpot": lambda s, i, g: _pct(s.itl[i], 90),
-    "p50_e2el": lambda s, i, g: _pct(s.e2el[i], 50),
-    "p90_e2el": lambda s, i, g: _pct(s.e2el[i], 90),
-    "p50_intvty": lambda s, i, g: _inv(_pct(s.itl[i], 50)),
-    "p90_intvty": lambda s, i, g: _inv(_pct(s.itl[i], 90)),
-    "p90_e2e_norm_intvty": lambda s, i, g: _inv(_pct(s.e2el_per_token[i], 90)),
-    "p75_e2e_norm_intvty": lambda s, i, g: _inv(_pct(s.e2el_per_token[i], 75)),
-}
+def statistic(column: HotColumn) -> Statistic | None:
+    """How a hot column is recomputed from per-request samples (its metric's `Sample`), or None when it has none."""
+    sample = column.metric.sample
+    if sample is None:
+        return None
+    name = sample.column
+    if sample.kind == "tokens_per_second_per_gpu":
+        def rate(s: Samples, idx: np.ndarray, gpus: int) -> float:
+            duration = float(np.nanmax(s.end) - np.nanmin(s.start)) if s.n else 0.0
+            if duration <= 0:
+                return float("nan")
+            # A resample keeps the request count and the measurement window; only which requests it holds varies.
+            return float(np.nansum(s.column(name)[idx]) / duration / max(gpus, 1))
+        return rate
+    if column.stat is None:
+        return None
+    q = _percentile(column.stat)
+    if sample.kind == "inverse_percentile":
+        return lambda s, i, g: _inv(_pct(s.column(name)[i], q))
+    return lambda s, i, g: _pct(s.column(name)[i], q)
+
+
+STATISTICS: dict[str, Statistic] = {c.name: stat for c in HOT_COLUMNS if (stat := statistic(c)) is not None}
+"""Every hot column the noise bands can resample, by column name (derived from the metric table)."""
 
 
 def point_estimate(samples: Samples, metric: str, gpus: int) -> float:

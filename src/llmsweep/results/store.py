@@ -21,18 +21,26 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.errors import ResultError
-from llmsweep.results.extract import HOT_COLUMNS
+from llmsweep.metrics.model import Summary
+from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES
+from llmsweep.results.extract import hot_values
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the first release (hot columns of that day, no record of migrations); 2: a `schema_version` table records
+every migration applied; hot columns follow the metric table (`metrics.registry`), added and backfilled on open."""
 ENV_VAR = "LLMSWEEP_STORE"
 
-_HOT_SQL = ",\n  ".join(f'"{c}" REAL' for c in HOT_COLUMNS)
-SCHEMA = f"""
+_V1_HOT = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "p50_ttft", "p90_ttft", "p99_ttft", "p50_tpot",
+           "p90_tpot", "p50_e2el", "p90_e2el", "p50_intvty", "p90_intvty", "p90_e2e_norm_intvty",
+           "p75_e2e_norm_intvty", "request_qps", "error_ratio", "gpu_cache_hit_rate", "gpu_kv_usage_max")
+"""The hot columns schema 1 created (frozen: later columns are added by `_sync_hot_columns`, never here)."""
+
+_V1_SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
   run_id TEXT PRIMARY KEY, origin TEXT NOT NULL, path TEXT, started TEXT, llmsweep_version TEXT, executor TEXT,
   expected_jobs TEXT, meta TEXT NOT NULL, ingested_at TEXT NOT NULL
@@ -46,7 +54,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS results (
   result_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, job_id TEXT NOT NULL, source TEXT NOT NULL, origin TEXT NOT NULL,
   verdict TEXT NOT NULL, reasons TEXT NOT NULL, num_requests INTEGER, num_successful INTEGER,
-  {_HOT_SQL},
+  """ + ",\n  ".join(f'"{c}" REAL' for c in _V1_HOT) + """,
   summary TEXT NOT NULL,
   FOREIGN KEY (run_id, job_id) REFERENCES jobs(run_id, job_id) ON DELETE CASCADE
 );
@@ -58,6 +66,18 @@ CREATE TABLE IF NOT EXISTS provenance (
 CREATE INDEX IF NOT EXISTS jobs_point ON jobs(point_key);
 CREATE INDEX IF NOT EXISTS results_job ON results(job_id);
 """
+
+_V2_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (
+  version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (1, "runs, jobs, results (hot columns), provenance", _V1_SCHEMA),
+    (2, "schema_version records the migrations applied", _V2_SCHEMA),
+)
+"""(version, what it does, SQL), applied in order to a store below that version. Append; never edit one."""
 
 
 def default_store_path(explicit: Path | str | None = None) -> Path:
@@ -122,14 +142,54 @@ class Store:
     def close(self) -> None:
         self._db.close()
 
+    @property
+    def schema_version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
     def _migrate(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise ResultError(f"results store {self.path} has schema version {version}, this llmsweep reads {SCHEMA_VERSION}",
+        """Bring the store to SCHEMA_VERSION (each migration in one transaction), then add the hot columns the metric
+        table has gained since the store was written."""
+        version = self.schema_version
+        if version > SCHEMA_VERSION:
+            raise ResultError(f"results store {self.path} has schema version {version}, this llmsweep reads up to "
+                              f"{SCHEMA_VERSION}",
                               fix="use a newer llmsweep, or point --store at a new file and re-ingest the runs")
+        for target, description, sql in MIGRATIONS:
+            if target <= version:
+                continue
+            with self._db:
+                self._db.execute("BEGIN")  # DDL included: a migration is applied whole or not at all
+                for statement in _statements(sql):
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {target}")
+            log.info("results store %s migrated to schema %d: %s", self.path, target, description)
+            version = target
         with self._db:
-            self._db.executescript(SCHEMA)
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._db.execute("BEGIN")
+            for target, description, _ in MIGRATIONS:
+                if target >= 2:
+                    self._db.execute("INSERT OR IGNORE INTO schema_version VALUES (?,?,?)",
+                                     (target, description, _now()))
+            self._sync_hot_columns()
+
+    def _sync_hot_columns(self) -> None:
+        """Add a column for every hot column of the metric table the results table lacks, filled from the stored
+        summaries (imported rows from elsewhere have no summary of ours: NULL)."""
+        have = {r["name"] for r in self._db.execute("PRAGMA table_info(results)")}
+        new = [c for c in HOT_COLUMNS if c.name not in have]
+        if not new:
+            return
+        for col in new:
+            self._db.execute(f'ALTER TABLE results ADD COLUMN "{col.name}" REAL')
+        for row in self._db.execute("SELECT result_id, summary FROM results").fetchall():
+            summary = _summary_of(json.loads(row["summary"]))
+            if summary is None:
+                continue
+            values = hot_values(summary)
+            self._db.execute(
+                "UPDATE results SET " + ", ".join(f'"{c.name}" = ?' for c in new) + " WHERE result_id = ?",
+                (*(values[c.name] for c in new), row["result_id"]))
+        log.info("results store %s gained hot column(s) %s", self.path, ", ".join(c.name for c in new))
 
     # ---------------------------------------------------------------- writing
 
@@ -187,12 +247,14 @@ class Store:
         ident = p.identity
         self._insert_job(p.run_id, p.job_id, ident.key(), ident.series_key(), ident.as_dict(), p.job, p.gpus,
                          str(p.artifact_dir.resolve()) if p.artifact_dir else None, has_result=True)
-        hot = [p.metrics.get(c) for c in HOT_COLUMNS]
-        placeholders = ",".join("?" * (10 + len(HOT_COLUMNS)))
+        columns = ("result_id", "run_id", "job_id", "source", "origin", "verdict", "reasons", "num_requests",
+                   "num_successful", *HOT_NAMES, "summary")
+        doc = p.summary.dump() if p.summary is not None else p.imported
+        names = ", ".join(f'"{c}"' for c in columns)
         self._db.execute(
-            f"INSERT INTO results VALUES ({placeholders})",
+            f"INSERT INTO results ({names}) VALUES ({','.join('?' * len(columns))})",
             (p.result_id, p.run_id, p.job_id, p.source, p.origin, p.verdict, _dumps(list(p.reasons)),
-             p.num_requests, p.num_successful, *hot, _dumps(p.summary)),
+             p.num_requests, p.num_successful, *(p.metrics.get(c) for c in HOT_NAMES), _dumps(doc)),
         )
         prov = p.provenance
         self._db.execute(
@@ -256,12 +318,15 @@ class Store:
 
     def _point(self, row: sqlite3.Row) -> ResultPoint:
         art = row["artifact_dir"]
+        doc = json.loads(row["summary"])
+        summary = _summary_of(doc)
         return ResultPoint(
             result_id=row["result_id"], run_id=row["run_id"], job_id=row["job_id"],
             identity=identity_from_dict(json.loads(row["identity"])), source=row["source"], verdict=row["verdict"],
-            metrics={c: row[c] for c in HOT_COLUMNS}, gpus=row["gpus"] or 1, origin=row["origin"],
+            metrics={c: row[c] for c in HOT_NAMES}, gpus=row["gpus"] or 1, origin=row["origin"],
             reasons=tuple(json.loads(row["reasons"])), num_requests=row["num_requests"],
-            num_successful=row["num_successful"], job=json.loads(row["job"]), summary=json.loads(row["summary"]),
+            num_successful=row["num_successful"], job=json.loads(row["job"]), summary=summary,
+            imported=doc if summary is None else {},
             provenance=json.loads(row["provenance"]) if row["provenance"] else {},
             artifact_dir=Path(art) if art else None,
         )
@@ -269,3 +334,16 @@ class Store:
 
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _summary_of(doc: Any) -> Summary | None:
+    """A stored summary of ours (it carries a schema_version), or None for a row imported from elsewhere."""
+    if isinstance(doc, dict) and "schema_version" in doc:
+        return Summary.from_doc(doc, where="a stored summary")
+    return None
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration script, run one by one inside the migration's transaction (executescript
+    would commit first)."""
+    return [s.strip() for s in script.split(";") if s.strip()]

@@ -31,13 +31,16 @@ import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from llmsweep.errors import DatasetError, ResultError
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.model import Summary
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
         steps = len(r["chunk_times"]) - 1
         running = max(decoding.mean_active(a, b), 1.0)
         lo, hi = bisect.bisect_left(starts, a - decoding.longest), bisect.bisect_right(starts, b)
-        ctx = [c for (s, e), c in zip(decode[lo:hi], ctx_of[lo:hi]) if e > a]
+        ctx = [c for (s, e), c in zip(decode[lo:hi], ctx_of[lo:hi], strict=True) if e > a]
         ctx_mean = sum(ctx) / len(ctx) if ctx else ctx_of[i]
         # prefills of other requests that finished inside this request's decode span stalled its steps
         lo_i, hi_i = bisect.bisect_right(firsts, a), bisect.bisect_right(firsts, b)
@@ -236,20 +239,17 @@ def job_dirs(paths: Iterable[Path | str]) -> list[Path]:
 
 def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     """Read one job folder; `config_for(job_dict)` gives the EngineConfig the simulator would run for it."""
+    from llmsweep.metrics.model import Summary
+
     try:
         job = json.loads((path / "job.json").read_text())
-        summary = json.loads((path / "summary.json").read_text())
-    except (OSError, ValueError) as exc:
+        summary = Summary.load(path / "summary.json")
+    except (OSError, ValueError, ResultError) as exc:
         raise DatasetError(f"sim calibrate: cannot read {path}/job.json and summary.json: {exc}",
                            fix="pass job folders a `llmsweep run` wrote (job.json and summary.json)") from exc
-    measured = {"output_tps": _get(summary, "throughput", "output_tps"),
-                "tpot_p50": _get(summary, "latency", "tpot", "p50"),
-                "ttft_p50": _get(summary, "latency", "ttft", "p50")}
-    measured = {k: float(v) for k, v in measured.items() if isinstance(v, (int, float)) and v > 0}
+    measured = _compared(summary)
     scenario = str(_get(job, "workload", "scenario") or job.get("scenario"))
-    observed = _get(summary, "cache", "observed_hit_rate") or 0.0
-    planned = _get(summary, "cache", "theoretical_hit_rate") or 0.0
-    excess = max(0.0, float(observed) - float(planned))
+    excess = max(0.0, (summary.cache.observed_hit_rate or 0.0) - (summary.cache.theoretical_hit_rate or 0.0))
     # Prefill-side numbers of a point whose prompts came partly from the cache unplanned (the cross-job reuse bug of
     # the first H200 run) understate the engine's prefill cost: count them less, in proportion. An agentic point's
     # output rate is set by the traces' idle gaps, not by the engine: it is reported, not fitted.
@@ -259,8 +259,8 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     agentic = scenario == "agentic-coding"
     weights = {"output_tps": 0.0 if agentic else prefill_w, "tpot_p50": 0.25 if agentic else 1.0,
                "ttft_p50": prefill_w}
-    prov = _get(summary, "provenance") or {}
-    started = prov.get("started_at")
+    prov = summary.provenance
+    launch = prov.launch
     run_json = next((p / "run.json" for p in path.parents if (p / "run.json").is_file() and p != path), None)
     run_id = None
     if run_json is not None:
@@ -270,12 +270,12 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
             run_id = None
     provenance = {
         "run_id": run_id or path.parent.parent.name,
-        "date": dt.datetime.fromtimestamp(float(started), dt.UTC).date().isoformat() if started else None,
-        "engine_version": _get(prov, "launch", "engine_version_reported") or _get(prov, "launch", "engine_version"),
-        "engine": _get(prov, "launch", "engine"),
-        "gpu": (_get(prov, "hardware", "gpu_names") or [None])[0],
+        "date": dt.datetime.fromtimestamp(prov.started_at, dt.UTC).date().isoformat() if prov.started_at else None,
+        "engine_version": (launch.engine_version_reported or launch.engine_version) if launch else None,
+        "engine": launch.engine if launch else None,
+        "gpu": prov.gpu_name,
         "model": job.get("model"),
-        "verdict": _get(summary, "validity", "verdict"),
+        "verdict": summary.validity.verdict,
     }
     return MeasuredPoint(path=path, job=job, config=config_for(job), concurrency=int(job["conc"]), scenario=scenario,
                          measured=measured, weights=weights, excess_hit_rate=excess, provenance=provenance)
@@ -322,9 +322,13 @@ def predict_metrics(replay: _Replay, efficiency: dict[str, float]) -> dict[str, 
     records = Predictor(build_core(config)).run(replay.workload, concurrency=replay.point.concurrency,
                                                duration=replay.duration, max_requests=replay.max_requests)
     s = summarise(records, gpus=int(replay.point.job.get("gpus") or config.tp), source="predicted")
-    got = {"output_tps": _get(s, "throughput", "output_tps"), "tpot_p50": _get(s, "latency", "tpot", "p50"),
-           "ttft_p50": _get(s, "latency", "ttft", "p50")}
-    return {k: float(v) for k, v in got.items() if isinstance(v, (int, float)) and v > 0}
+    return _compared(s)
+
+
+def _compared(s: Summary) -> dict[str, float]:
+    """The compared METRICS of a summary, those it measured (> 0)."""
+    got = {"output_tps": s.throughput.output_tps, "tpot_p50": s.latency.tpot.p50, "ttft_p50": s.latency.ttft.p50}
+    return {k: v for k, v in got.items() if v > 0}
 
 
 @dataclass(frozen=True)
@@ -381,7 +385,7 @@ def fit_error(points: Iterable[tuple[dict[str, float], dict[str, float], dict[st
 def _residuals(replays: list[_Replay], eff: dict[str, float]) -> tuple[np.ndarray, list[dict[str, float]]]:
     preds = [predict_metrics(r, eff) for r in replays]
     res = []
-    for r, pred in zip(replays, preds):
+    for r, pred in zip(replays, preds, strict=True):
         for m in METRICS:
             w = r.point.weights.get(m, 0.0)
             if w > 0 and m in r.point.measured:
@@ -413,14 +417,15 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTO
     hi = np.log([FACTOR_BOUNDS[f][1] for f in factors])
 
     def eff_of(x: np.ndarray) -> dict[str, float]:
-        return {f: float(np.exp(v)) for f, v in zip(factors, x)}
+        return {f: float(np.exp(v)) for f, v in zip(factors, x, strict=True)}
 
     x = np.clip(np.log([getattr(base, f) for f in factors]), lo, hi)
     x0 = x.copy()
     r, _ = _residuals(replays, eff_of(x))
     cost = float(r @ r)
-    lam, h, it = 1e-2, 0.1, 0
-    for it in range(1, max_iter + 1):
+    lam, h, iterations = 1e-2, 0.1, 0
+    for _ in range(max_iter):
+        iterations += 1
         J = np.empty((len(r), len(x)))
         for j in range(len(x)):
             xj = x.copy()
@@ -449,14 +454,14 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTO
     after = [predict_metrics(rp, eff_of(x)) for rp in replays]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
-                                   excess_hit_rate=p.excess_hit_rate) for p, b, a in zip(points, before, after)]
+                                   excess_hit_rate=p.excess_hit_rate) for p, b, a in zip(points, before, after, strict=True)]
     prov = dict(points[0].provenance)
     prov["jobs"] = len(points)
     return RunCalibration(
         key=points[0].key, base=base, efficiency=fitted_eff, fitted=tuple(factors), points=comparisons,
         error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
         error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons),
-        iterations=it, provenance=prov,
+        iterations=iterations, provenance=prov,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from llmsweep.catalog.models import find_model
 from llmsweep.errors import ConfigError
 from llmsweep.sim.perf import Efficiency, PerfInputs
 
@@ -94,13 +95,8 @@ def size_bucket(params_total: float) -> str:
 def model_class(model: str, inputs: PerfInputs) -> str:
     """`<arch>-<size>`: arch is hybrid (linear-attention layers), moe or dense; size buckets total parameters."""
     arch = "moe" if inputs.is_moe else "dense"
-    try:
-        from llmsweep.catalog.models import get_model
-
-        spec = get_model(model)
-    except Exception:
-        spec = None
-    if spec is not None and getattr(spec, "is_hybrid", False):
+    spec = find_model(model)  # a model outside the catalog keeps what its figures say
+    if spec is not None and spec.is_hybrid:
         arch = "hybrid"
     return f"{arch}-{size_bucket(inputs.params_total)}"
 

@@ -16,7 +16,7 @@ import heapq
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmsweep.errors import ConfigError
 from llmsweep.sim.core import EngineCore, SimRequest
@@ -35,6 +35,10 @@ from llmsweep.workload.base import (
     SpawnHandle,
     Workload,
 )
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.model import Summary
+    from llmsweep.plan.point import Point
 
 log = logging.getLogger(__name__)
 
@@ -239,17 +243,20 @@ class Predictor:
 
     # -- main loop ----------------------------------------------------------------------------------------------------
     def run(self, workload: Workload, *, concurrency: int, duration: float,
-            max_requests: int | None = None) -> list[dict[str, Any]]:
+            max_requests: int | None = None, open_loop: bool | None = None) -> list[dict[str, Any]]:
         """Interpret `workload` for a profiling window of `duration` virtual seconds counted from the first profiling
         request (warm-up requests come first and do not count, as in the client), or until `max_requests` profiling
-        requests were sent (the client's `num_requests`); in-flight requests then run to completion."""
+        requests were sent (the client's `num_requests`); in-flight requests then run to completion.
+
+        `open_loop`: start sessions at the workload's own arrival times; None = whenever it has them. False runs
+        `concurrency` closed-loop lanes even then (the client does so when given a concurrency)."""
         if duration <= 0:
             raise ConfigError(f"predict: duration must be positive, got {duration}", fix="pass --duration > 0")
         self._duration = duration
         # until the first profiling request the deadline only bounds a runaway warm-up
         self._deadline = 10 * duration + 3600.0
         self._max_requests = float("inf") if max_requests is None else max_requests
-        arrivals = workload.arrivals()
+        arrivals = workload.arrivals() if open_loop is not False else None
         if arrivals is not None:
             self._push_arrival(arrivals)
         else:
@@ -326,3 +333,41 @@ def predict(
     core = engine_config if isinstance(engine_config, EngineCore) else build_core(engine_config)
     return Predictor(core, start_time=start_time, output_text=output_text).run(
         workload, concurrency=concurrency, duration=duration, max_requests=max_requests)
+
+
+@dataclass
+class PredictedPoint:
+    """What `llmsweep predict` produced for one point: the records, the scrapes and the gated summary."""
+
+    point: Point
+    seconds: float
+    records: list[dict[str, Any]]
+    scrapes: list[dict[str, Any]]
+    summary: Summary
+
+
+def predict_point(
+    point: Point,
+    config: EngineConfig,
+    *,
+    duration: float | None = None,
+    max_requests: int | None = None,
+    provenance: dict[str, Any] | None = None,
+    **workload_overrides: Any,
+) -> PredictedPoint:
+    """Predict one point of a job on the simulated engine `config`, as `llmsweep run` would drive it: the point's
+    workload (built-in tokenizer), concurrency and gates; a profiling window of `duration` virtual seconds (default:
+    the point's own window, else the job's duration, else 600 s) or until `max_requests` profiling requests."""
+    from llmsweep.metrics import summarise
+
+    load = point.load
+    seconds = duration or load.duration_s or float(point.job.duration or 600)
+    workload = point.workload(simulated=True, **workload_overrides)
+    predictor = Predictor(build_core(config), scrape_interval=1.0, metrics_style=config.engine_style,
+                          model_name=point.job.model)
+    records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
+                            open_loop=load.concurrency is None)
+    gates = point.gates(planned_duration_s=seconds if load.duration_s is not None else None)
+    summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
+                        provenance=provenance, gates=gates)
+    return PredictedPoint(point, seconds, records, predictor.scrapes, summary)

@@ -269,7 +269,8 @@ class SimServer:
         """Like vLLM's `/version`, plus what a reader of a simulated result must know: is this key calibrated?"""
         from llmsweep import __version__
 
-        return web.json_response({"version": __version__, "engine": "sim",
+        # `tp`: the GPUs of this engine, so a client can compute per-GPU figures without being told (`bench`).
+        return web.json_response({"version": __version__, "engine": "sim", "tp": self.config.tp,
                                   "calibration": self.config.calibration_label()})
 
     async def metrics(self, request: web.Request) -> web.Response:

@@ -6,9 +6,18 @@ unchanged, and one it rejects is rejected with the same meaning — plus the lin
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from annotated_types import Gt, Le
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    field_validator,
+    model_validator,
+)
 
 from llmsweep.spec.rule_error import rule_error
 
@@ -16,11 +25,27 @@ SpecDecodingMode = Literal["mtp", "draft_model", "none"]
 KvOffloading = Literal["none", "dram"]
 ScenarioType = Literal["fixed-seq-len", "agentic-coding"]
 
+MAX_CONC = 65_536
+"""Highest concurrency a recipe may ask for: well above any real sweep (InferenceX's reach 4096), low enough that
+the client's per-lane state stays bounded."""
+MAX_PARALLEL = 4096
+"""Highest tp/ep/num-worker: a typo guard (no fleet has this many GPUs for one server)."""
+
+PositiveInt = Annotated[int, Strict(), Gt(0), Le(MAX_PARALLEL)]
+"""A strict positive count: `true` is not 1 and `8.0` or `"8"` are not 8 (a YAML typo must not become a topology)."""
+ConcInt = Annotated[int, Strict()]
+"""A strict integer concurrency; its range is checked by :meth:`ConcFields.check_conc` with InferenceX's messages."""
+MAX_SEQ_LEN = 16_777_216
+"""Highest isl/osl the schema accepts for any model (16M tokens); the model's own context is checked by policy."""
+SeqLen = Annotated[int, Strict(), Gt(0), Le(MAX_SEQ_LEN)]
+"""A strict positive token count (`osl: 0` asks for nothing and would divide by zero in every per-token metric)."""
+
 
 class StrictInput(BaseModel):
     """Base of every input model: unknown keys are errors, aliases are the YAML spellings."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # strict: YAML's `true` is not the number 1, nor `"8"` or `8.0` the integer 8 (no silent coercion of any field).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 def _reject_image_version(version: str | None) -> str | None:
@@ -63,9 +88,10 @@ class KvOffloadBackend(StrictInput):
 class ConcFields(StrictInput):
     """Concurrency: `conc-start` + `conc-end` (×2 geometric, end clamped) xor a non-empty `conc-list` (verbatim)."""
 
-    conc_start: int | None = Field(default=None, alias="conc-start", description="First concurrency of a ×step range.")
-    conc_end: int | None = Field(default=None, alias="conc-end", description="Last concurrency (always included).")
-    conc_list: list[int] | None = Field(
+    conc_start: ConcInt | None = Field(default=None, alias="conc-start",
+                                      description="First concurrency of a ×step range.")
+    conc_end: ConcInt | None = Field(default=None, alias="conc-end", description="Last concurrency (always included).")
+    conc_list: list[ConcInt] | None = Field(
         default=None, alias="conc-list", description="Explicit concurrencies, in order."
     )
 
@@ -114,6 +140,16 @@ class ConcFields(StrictInput):
                     field="conc-list",
                     fix="remove the zero or negative entries from `conc-list`",
                 )
+        for name, values in (("conc-end", [self.conc_end]), ("conc-start", [self.conc_start]),
+                             ("conc-list", self.conc_list or [])):
+            over = [v for v in values if v is not None and v > MAX_CONC]
+            if over:
+                raise rule_error(
+                    "range",
+                    f"concurrency {over[0]} in `{name}` is above the limit of {MAX_CONC} concurrent requests",
+                    field=name,
+                    fix=f"use concurrencies of at most {MAX_CONC}",
+                )
 
 
 def check_dcp(tp: int, dcp_size: int) -> None:
@@ -130,19 +166,35 @@ def check_dcp(tp: int, dcp_size: int) -> None:
 class WorkerBlock(StrictInput):
     """A multinode prefill or decode worker pool; uses `num-worker × tp × pp × pcp-size` GPUs."""
 
-    num_worker: int = Field(alias="num-worker", description="Replicas of this worker.")
-    tp: int = Field(description="Tensor parallelism per replica.")
+    num_worker: PositiveInt = Field(alias="num-worker", description="Replicas of this worker.")
+    tp: PositiveInt = Field(description="Tensor parallelism per replica.")
     pp: int = Field(default=1, gt=0, strict=True, description="Pipeline parallelism per replica.")
     dcp_size: int = Field(default=1, gt=0, strict=True, alias="dcp-size", description="Decode context parallelism.")
     pcp_size: int = Field(default=1, gt=0, strict=True, alias="pcp-size", description="Prefill context parallelism.")
-    ep: int = Field(description="Expert parallelism.")
-    dp_attn: bool = Field(alias="dp-attn", description="Data-parallel attention.")
+    ep: PositiveInt = Field(description="Expert parallelism.")
+    dp_attn: bool = Field(alias="dp-attn", strict=True, description="Data-parallel attention.")
     hardware: str | None = Field(default=None, min_length=1, description="GPU SKU metadata; set on both or neither.")
     additional_settings: list[str] | None = Field(
         default_factory=list,
         alias="additional-settings",
         description="`KEY=VALUE` strings exported to the multinode launcher.",
     )
+
+    @field_validator("additional_settings")
+    @classmethod
+    def _settings_are_assignments(cls, settings: list[str] | None) -> list[str] | None:
+        for index, setting in enumerate(settings or []):
+            name, eq, _ = setting.partition("=")
+            if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                shown = setting if setting.isprintable() else repr(setting)[1:-1]
+                raise rule_error(
+                    "env-name",
+                    f"additional setting `{shown}` is not `NAME=value` with a valid variable name (launchers export "
+                    "it into a shell)",
+                    field=f"[{index}]",
+                    fix="write it as `NAME=value`, NAME being letters, digits and `_`, not starting with a digit",
+                )
+        return settings
 
     @model_validator(mode="after")
     def _topology(self) -> WorkerBlock:

@@ -19,7 +19,15 @@ from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.spec.engines import resolve_engine
 from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SingleNodeRecipe
-from llmsweep.spec.source import SourceMap, YamlDocument, YamlSyntaxError, load_yaml, parse_yaml, render_path
+from llmsweep.spec.source import (
+    SourceMap,
+    YamlDocument,
+    YamlLimitError,
+    YamlSyntaxError,
+    load_yaml,
+    parse_yaml,
+    render_path,
+)
 from llmsweep.spec.validation_findings import findings_from_validation_error
 
 
@@ -97,6 +105,12 @@ def _load_file(path: Path, result: LoadResult, seen_in: dict[str, str]) -> None:
 def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, seen_in: dict[str, str]) -> None:
     try:
         doc = read()
+    except YamlLimitError as exc:
+        result.findings.append(
+            _error("schema.yaml-limits", file, exc.line, None, f"YAML refused: {exc.problem}",
+                   "write the recipe out plainly: a recipe nests about 10 levels and needs few aliases")
+        )
+        return
     except YamlSyntaxError as exc:
         result.findings.append(
             _error("schema.yaml-syntax", file, exc.line, None, f"YAML syntax error: {exc.problem}",

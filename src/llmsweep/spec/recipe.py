@@ -8,16 +8,19 @@ block is told that the key is unknown there.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from llmsweep.spec.components import (
     ComponentMetadata,
     ConcFields,
     KvOffloadBackend,
     KvOffloading,
+    PositiveInt,
+    SeqLen,
     SpecDecodingMode,
     StrictInput,
     WorkerBlock,
@@ -32,19 +35,41 @@ from llmsweep.spec.workload import WorkloadSpec
 
 CLUSTER_LABEL_PREFIX = "cluster:"
 
+IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@#+-]*")
+"""A container image reference (`registry/path:tag`, `@sha256:` digests, pyxis `registry#path:tag`): no spaces,
+quotes or shell syntax, and no leading `-` (it is an argument of `docker run` and `srun --container-image`)."""
+
+
+def check_image(image: str) -> str:
+    """Reject an empty, malformed or untagged image: an untagged one is whatever `latest` is on the day it runs."""
+    if not image.strip():
+        raise rule_error("image", "`image` is empty", fix="write the engine image with its tag, e.g. "
+                         "`lmsysorg/sglang:v0.5.16`")
+    if not IMAGE_REF.fullmatch(image):
+        shown = repr(image) if not image.isprintable() else f"`{image}`"
+        raise rule_error("image", f"image {shown} is not a container image reference (letters, digits and "
+                         "`._/:@#+-` only, not starting with `-`)",
+                         fix="write the image as `registry/path:tag`")
+    name = re.split(r"[/#]", image)[-1]
+    if ":" not in name and "@" not in image:
+        raise rule_error("image", f"image `{image}` has no tag: it would run whatever `latest` is that day",
+                         fix=f"pin the image, e.g. `{image}:<version>` or `{image}@sha256:<digest>`")
+    return image
+
 
 class SingleNodeFixedEntry(ConcFields):
     """A single-node fixed-seq-len search-space entry: one TP/PP/DCP/PCP/EP topology × concurrencies."""
 
-    tp: int = Field(description="Tensor parallelism.")
+    tp: PositiveInt = Field(description="Tensor parallelism.")
     pp: int = Field(default=1, gt=0, strict=True, description="Pipeline parallelism.")
     dcp_size: int = Field(default=1, gt=0, strict=True, alias="dcp-size", description="Decode context parallelism.")
     pcp_size: int = Field(default=1, gt=0, strict=True, alias="pcp-size", description="Prefill context parallelism.")
-    ep: int | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
+    ep: PositiveInt | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
     spec_decoding: SpecDecodingMode = Field(
         default="none", alias="spec-decoding", description="mtp, draft_model, none."
     )
-    dp_attn: bool | None = Field(default=None, alias="dp-attn", description="Data-parallel attention (default false).")
+    dp_attn: bool | None = Field(default=None, alias="dp-attn", strict=True,
+                                 description="Data-parallel attention (default false).")
     router: ComponentMetadata | None = Field(default=None, description="Router component `{name, version}`.")
 
     @model_validator(mode="after")
@@ -77,12 +102,13 @@ class MultiNodeFixedEntry(ConcFields):
 class AgenticEntry(ConcFields):
     """An agentic-coding entry: `tp` (single node) or `prefill` + `decode` (multinode), with KV-offload settings."""
 
-    tp: int | None = Field(default=None, description="Tensor parallelism (single-node form).")
+    tp: PositiveInt | None = Field(default=None, description="Tensor parallelism (single-node form).")
     pp: int = Field(default=1, gt=0, strict=True, description="Pipeline parallelism (single-node form).")
     dcp_size: int = Field(default=1, gt=0, strict=True, alias="dcp-size", description="Decode context parallelism.")
     pcp_size: int = Field(default=1, gt=0, strict=True, alias="pcp-size", description="Prefill context parallelism.")
-    ep: int | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
-    dp_attn: bool | None = Field(default=None, alias="dp-attn", description="Data-parallel attention.")
+    ep: PositiveInt | None = Field(default=None, description="Expert parallelism (emitted as 1 when absent).")
+    dp_attn: bool | None = Field(default=None, alias="dp-attn", strict=True,
+                                 description="Data-parallel attention.")
     spec_decoding: SpecDecodingMode = Field(
         default="none", alias="spec-decoding", description="mtp, draft_model, none."
     )
@@ -167,19 +193,28 @@ class AgenticEntry(ConcFields):
         check_worker_hardware_pair(self.prefill, self.decode)
 
 
+SearchSpaceEntry = SingleNodeFixedEntry | MultiNodeFixedEntry | AgenticEntry
+"""One search-space entry, in any of the three forms a scenario list holds."""
+
+
+def entry_p2p(entry: SearchSpaceEntry) -> str | None:
+    """An entry's `kv-p2p-transfer`; a single-node fixed-seq-len entry has no such field."""
+    return None if isinstance(entry, SingleNodeFixedEntry) else entry.kv_p2p_transfer
+
+
 class FixedSeqLenScenario(StrictInput):
     """One ISL/OSL pair and its search space (single-node form)."""
 
-    isl: int = Field(description="Input sequence length in tokens.")
-    osl: int = Field(description="Output sequence length in tokens.")
+    isl: SeqLen = Field(description="Input sequence length in tokens.")
+    osl: SeqLen = Field(description="Output sequence length in tokens.")
     search_space: list[SingleNodeFixedEntry] = Field(alias="search-space", description="Topologies × concurrencies.")
 
 
 class MultiNodeFixedSeqLenScenario(StrictInput):
     """One ISL/OSL pair and its search space (multinode form)."""
 
-    isl: int = Field(description="Input sequence length in tokens.")
-    osl: int = Field(description="Output sequence length in tokens.")
+    isl: SeqLen = Field(description="Input sequence length in tokens.")
+    osl: SeqLen = Field(description="Output sequence length in tokens.")
     search_space: list[MultiNodeFixedEntry] = Field(
         alias="search-space", description="Worker topologies × concurrencies."
     )
@@ -253,11 +288,15 @@ class Recipe(StrictInput):
     """One recipe key. Use :func:`llmsweep.spec.load_recipes`; `key` and `source` are set by the loader."""
 
     image: str = Field(description="Container image of the engine (pyxis `registry#path` allowed).")
-    model: str = Field(description="Hugging Face id (or launcher alias) of the served model.")
-    model_prefix: str = Field(alias="model-prefix", description="Short model code; first token of exp-name.")
-    precision: str = Field(description="Weight precision, e.g. fp8, fp4.")
-    framework: str = Field(description="Engine framework (sglang, vllm, trt, atom, dynamo-*, *-disagg, sim, ...).")
-    runner: str = Field(description="Scheduling label from the fleet (`cluster:<name>` for agentic).")
+    model: str = Field(min_length=1, description="Hugging Face id (or launcher alias) of the served model.")
+    model_prefix: str = Field(
+        min_length=1, alias="model-prefix", description="Short model code; first token of exp-name."
+    )
+    precision: str = Field(min_length=1, description="Weight precision, e.g. fp8, fp4.")
+    framework: str = Field(
+        min_length=1, description="Engine framework (sglang, vllm, trt, atom, dynamo-*, *-disagg, sim, ...)."
+    )
+    runner: str = Field(min_length=1, description="Scheduling label from the fleet (`cluster:<name>` for agentic).")
     multinode: bool = Field(description="Selects the single- or multi-node schema.")
     disagg: bool = Field(default=False, description="Disaggregated prefill/decode (multinode only).")
     router: ComponentMetadata | None = Field(default=None, description="Router component `{name, version}`.")
@@ -273,6 +312,11 @@ class Recipe(StrictInput):
 
     _key: str = PrivateAttr(default="")
     _source: SourceMap | None = PrivateAttr(default=None)
+
+    @field_validator("image")
+    @classmethod
+    def _tagged_image(cls, image: str) -> str:
+        return check_image(image)
 
     @property
     def key(self) -> str:
@@ -313,14 +357,20 @@ class Recipe(StrictInput):
         """Plannable recipes are runnable only with a `serve` block and a framework an adapter knows."""
         return self.serve is not None and resolve_engine(self) is not None
 
+    @property
+    def top_p2p(self) -> str | None:
+        """The recipe-level `kv-p2p-transfer`; only the multinode schema has the field."""
+        return self.kv_p2p_transfer if isinstance(self, MultiNodeRecipe) else None
+
     def fixed_seq_len(self) -> Sequence[FixedSeqLenScenario | MultiNodeFixedSeqLenScenario]:
         """The fixed-seq-len scenarios in the recipe's (single- or multinode) form; empty when there are none."""
         return self.scenarios.fixed_seq_len or []
 
-    def search_space_entries(self) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    def search_space_entries(self) -> Iterator[tuple[tuple[str | int, ...], SearchSpaceEntry]]:
         """(path under the recipe key, entry) for every search-space entry, in file order."""
         for si, scen in enumerate(self.fixed_seq_len()):
-            for ei, entry in enumerate(scen.search_space):
+            entries: Sequence[SearchSpaceEntry] = scen.search_space
+            for ei, entry in enumerate(entries):
                 yield ("scenarios", "fixed-seq-len", si, "search-space", ei), entry
         for si, agentic in enumerate(self.scenarios.agentic_coding or []):
             for ei, entry in enumerate(agentic.search_space):
@@ -337,10 +387,11 @@ class Recipe(StrictInput):
             )
         located = list(self.search_space_entries())
         entries = [entry for _, entry in located]
-        top_p2p = getattr(self, "kv_p2p_transfer", None)
-        for name, top in (("router", self.router), ("kv-p2p-transfer", top_p2p)):
-            attr = name.replace("-", "_")
-            inner = [path for path, e in located if getattr(e, attr, None) is not None]
+        top_p2p = self.top_p2p
+        for name, top, inner in (
+            ("router", self.router, [path for path, e in located if e.router is not None]),
+            ("kv-p2p-transfer", top_p2p, [path for path, e in located if entry_p2p(e) is not None]),
+        ):
             if top is not None and inner:
                 raise rule_error(
                     "component-scope",
@@ -348,7 +399,7 @@ class Recipe(StrictInput):
                     field=render_path((*inner[0], name)),
                     fix=f"keep `{name}` at the top level only, or only in the search-space entries",
                 )
-        stray = [path for path, e in located if getattr(e, "kv_p2p_transfer", None) is not None]
+        stray = [path for path, e in located if entry_p2p(e) is not None]
         if not self.multinode and stray:
             raise rule_error(
                 "p2p-multinode",
@@ -357,7 +408,7 @@ class Recipe(StrictInput):
                 fix="delete `kv-p2p-transfer` (single-node servers move no KV between workers)",
             )
         if self.disagg and top_p2p is None and (
-            not entries or any(getattr(e, "kv_p2p_transfer", None) is None for e in entries)
+            not entries or any(entry_p2p(e) is None for e in entries)
         ):
             raise rule_error(
                 "disagg-p2p",

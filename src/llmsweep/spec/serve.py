@@ -8,6 +8,7 @@ speculative decoding as typed data, with per-arm `overrides`; the engine adapter
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -52,21 +53,81 @@ WHEN_CHOICES: dict[str, tuple[str, ...]] = {
 """Closed value sets: an override whose value is outside them could never match, so it is an error."""
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A shell variable name: what `export NAME=...`, `NAME=... cmd` and `docker run -e NAME` accept without quoting."""
+
+FLAG_NAME = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_.-]*|-[A-Za-z][A-Za-z0-9]*)(=.*)?", re.DOTALL)
+"""An engine flag: `--long-name` (dots for `--compilation-config.level`-style keys) or a short `-sc`, optionally
+`=value` as argparse accepts it (the engine adapter splits the value off, and it is quoted wherever it is written)."""
+
+
+def _printable(text: str) -> str:
+    """The name as a finding prints it: repr-escaped, so a newline or escape code in a hostile name stays visible."""
+    return repr(text)[1:-1] if not text.isprintable() else text
+
+
 def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
     for flag in args:
         if not flag.startswith("-"):
             raise rule_error(
                 "serve-flag",
-                f"engine argument `{flag}` is not a flag",
+                f"engine argument `{_printable(flag)}` is not a flag",
                 field=flag,
-                fix=f"write it as the engine spells it on the command line, e.g. `--{flag}`",
+                fix=f"write it as the engine spells it on the command line, e.g. `--{_printable(flag)}`",
+            )
+        if not FLAG_NAME.fullmatch(flag):
+            raise rule_error(
+                "serve-flag",
+                f"engine argument `{_printable(flag)}` is not a valid flag name: flags are `--` then letters, digits, "
+                "`_`, `.` or `-` (it is written into shell scripts and command lines)",
+                field=flag,
+                fix="spell the flag as the engine's --help does; put values under the flag, never in its name",
             )
     return args
+
+
+SECRET_FLAG = re.compile(r"((^|_)TOKEN$|_KEY$|^KEY$|SECRET$|PASSWORD$|PASSWD$|CREDENTIALS?$)")
+"""Flag names (dashes as `_`, upper-cased) whose value is a credential: `--api-key`, `--hf-token`, `--token`."""
+SECRET_VALUE = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16})")
+"""Values that are credentials whatever flag carries them (Hugging Face, OpenAI-style, GitHub, AWS key ids)."""
+
+
+def _check_secret_args(args: dict[str, ArgValue]) -> None:
+    """A credential written as an engine argument would land in job.json, server_command.txt, the store and the
+    report; it must come from the caller's environment (`secret-env`) instead."""
+    for flag, value in args.items():
+        if value is None or isinstance(value, bool):
+            continue
+        bare = flag.lstrip("-").replace("-", "_").replace(".", "_").upper()
+        text = value if isinstance(value, str) else str(value)
+        if SECRET_FLAG.search(bare) or SECRET_VALUE.search(text):
+            raise rule_error(
+                "secret-arg",
+                f"engine argument `{_printable(flag)}` carries a secret-looking value written in the recipe; it would "
+                "be written to job.json, server_command.txt, the results store and the report",
+                field=flag,
+                fix="delete the value; list the variable the engine reads it from (e.g. HF_TOKEN, VLLM_API_KEY) under "
+                    "`serve.secret-env`, so it is taken from the caller's environment at launch and never written",
+            )
+
+
+def check_env_name(name: str, *, field: str | None = None) -> None:
+    """Raise the `schema.env-name` rule error unless `name` is a valid shell variable name."""
+    if not ENV_NAME.fullmatch(name):
+        raise rule_error(
+            "env-name",
+            f"`{_printable(name)}` is not a valid environment variable name: names are a letter or `_`, then letters, "
+            "digits or `_` (it is written into `export NAME=...` lines and the server's environment)",
+            field=field if field is not None else name,
+            fix="rename the variable to the engine's documented name, e.g. `NCCL_DEBUG`",
+        )
 
 
 def _stringify_env(env: dict[str, EnvValue]) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for name, value in env.items():
+        if isinstance(name, str):
+            check_env_name(name)
         if isinstance(value, bool):
             raise rule_error(
                 "type",
@@ -164,12 +225,20 @@ class ServeCore(StrictInput):
     @field_validator("args", mode="after")
     @classmethod
     def _flags(cls, args: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        return _check_args(args)
+        _check_secret_args(_check_args(args))
+        return args
 
     @field_validator("env", mode="before")
     @classmethod
     def _env(cls, env: Any) -> Any:
         return _stringify_env(env) if isinstance(env, dict) else env
+
+    @field_validator("secret_env", mode="after")
+    @classmethod
+    def _secret_names(cls, names: list[str]) -> list[str]:
+        for index, name in enumerate(names):
+            check_env_name(name, field=f"[{index}]")
+        return names
 
     @model_validator(mode="after")
     def _secrets_have_no_value(self) -> ServeCore:
@@ -226,7 +295,8 @@ class Override(StrictInput):
     @field_validator("args", mode="after")
     @classmethod
     def _flags(cls, args: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        return _check_args(args)
+        _check_secret_args(_check_args(args))
+        return args
 
     @field_validator("env", mode="before")
     @classmethod

@@ -16,6 +16,15 @@ import yaml
 
 FieldPath = tuple[str | int, ...]
 
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and sequences a recipe file may have (recipes need about 10; PyYAML's composer
+recurses per level, so a deeper file would end in a RecursionError)."""
+MAX_ALIASES = 1_000
+"""Most `*alias` references one file may use."""
+MAX_NODES = 1_000_000
+"""Most YAML nodes a file may expand to once every alias is followed: a 700-byte "billion laughs" alias bomb
+expands to 10⁹ and would take minutes and gigabytes before failing; real master files are a few thousand nodes."""
+
 
 def render_path(path: Iterable[str | int]) -> str:
     """`('k', 'scenarios', 'agentic-coding', 0, 'tp')` → `k.scenarios.agentic-coding[0].tp`."""
@@ -38,10 +47,13 @@ def parse_path(text: str) -> FieldPath:
     for chunk in text.split("."):
         while "[" in chunk:
             head, _, rest = chunk.partition("[")
+            index, closed, tail = rest.partition("]")
+            if not (closed and index.isdigit()):
+                break  # not an index (a hostile key such as `A[x`): the rest is part of the key
             if head:
                 parts.append(head)
-            index, _, chunk = rest.partition("]")
             parts.append(int(index))
+            chunk = tail
         if chunk:
             parts.append(chunk)
     return tuple(parts)
@@ -110,17 +122,92 @@ class YamlSyntaxError(Exception):
         self.problem = problem
 
 
+class YamlLimitError(YamlSyntaxError):
+    """Valid YAML beyond what a recipe file may be: nested deeper than :data:`MAX_DEPTH`, or expanding (through
+    aliases) past :data:`MAX_ALIASES` references or :data:`MAX_NODES` nodes."""
+
+
 def load_yaml(path: Path) -> YamlDocument:
     """Read one YAML file, returning the data and where each field was written."""
     text = path.read_text(encoding="utf-8")
     return parse_yaml(text, str(path))
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses deep nesting and alias expansion beyond the module limits while composing, before
+    any Python object is built."""
+
+    def __init__(self, stream: str, file: str) -> None:
+        super().__init__(stream)
+        self._file = file
+        self._depth = 0
+        self._aliases = 0
+
+    def _limit(self, problem: str) -> YamlLimitError:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        return YamlLimitError(self._file, event.start_mark.line + 1, problem)
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise self._limit(f"more than {MAX_ALIASES} aliases (`*name`) in one file")
+            return super().compose_node(parent, index)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise self._limit(f"nesting deeper than {MAX_DEPTH} levels of mappings and lists")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """Nodes the document has once aliases are followed (a shared node counts once per reference), stopping just
+    past :data:`MAX_NODES`; iterative with memoisation, so an alias bomb is measured in microseconds."""
+    sizes: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if not done:
+            if id(node) in visiting:
+                return MAX_NODES + 1  # a recursive alias (`&a [*a]`): infinitely large once followed
+            visiting.add(id(node))
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+            continue
+        total = 1
+        for child in children:
+            total += sizes.get(id(child), 1)
+            if total > MAX_NODES:
+                return total
+        sizes[id(node)] = total
+        visiting.discard(id(node))
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def parse_yaml(text: str, file: str) -> YamlDocument:
-    """Parse YAML text; raise :class:`YamlSyntaxError` naming file:line on malformed input."""
-    loader = yaml.SafeLoader(text)
+    """Parse YAML text; raise :class:`YamlSyntaxError` naming file:line on malformed input, or on a file that nests
+    deeper than :data:`MAX_DEPTH` or expands past :data:`MAX_NODES` nodes through aliases."""
+    loader = _BoundedLoader(text, file)
     try:
         node = loader.get_single_node()
+        if node is not None and _expanded_size(node) > MAX_NODES:
+            raise YamlLimitError(file, node.start_mark.line + 1,
+                                  f"the document expands to more than {MAX_NODES} nodes through aliases (`*name`): "
+                                  "an alias bomb, or a file far larger than any recipe")
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

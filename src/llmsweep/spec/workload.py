@@ -7,12 +7,26 @@ resolves the defaults per job so every job states the exact workload it will run
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from llmsweep.spec.components import StrictInput
 from llmsweep.spec.rule_error import rule_error
+
+
+class ScenarioId(StrEnum):
+    """Every scenario llmsweep runs, spelled once. The recipe's `scenarios` blocks are the first two (InferenceX's);
+    `mooncake-replay` is what an agentic-coding block runs when `workload.replay` names a Mooncake trace.
+
+    What each one sends, its defaults and its gate profile are its `Scenario` object in `llmsweep.workload.scenario`.
+    """
+
+    FIXED_SEQ_LEN = "fixed-seq-len"
+    AGENTIC_CODING = "agentic-coding"
+    MOONCAKE_REPLAY = "mooncake-replay"
+
 
 DEFAULT_AGENTIC_DURATION_SECONDS = 3600
 DEFAULT_WARMUP_PER_LANE = 10
@@ -71,11 +85,32 @@ class TraceSource(StrictInput):
         return "hf" if self.hf is not None else "path" if self.path is not None else "synthetic"
 
 
+class ReplayTrace(StrictInput):
+    """Replay a Mooncake-format trace (JSONL rows of timestamp, input/output length and hash ids) instead of the
+    agentic corpus: the recipe's agentic-coding entries become `mooncake-replay` jobs."""
+
+    mooncake: str = Field(min_length=1, description="Mooncake JSONL file (a path, as `traces.path`).")
+    timestamps: bool = Field(
+        default=False,
+        description="Send each row at its timestamp (open loop; the job's concurrency is not used). Default: closed "
+        "loop, `conc` rows in flight, every row once.",
+    )
+    speedup: float = Field(default=1.0, gt=0, description="With `timestamps`: divide every timestamp by this.")
+    block_size: int = Field(default=512, ge=1, alias="block-size", description="Tokens per hash id (Mooncake: 512).")
+    max_rows: int | None = Field(default=None, ge=1, alias="max-rows", description="Replay only the first rows.")
+
+
 class WorkloadSpec(StrictInput):
     """The `workload` block of a recipe; every field optional."""
 
     traces: TraceSource | None = Field(default=None, description="Agentic trace corpus (default: per model family).")
-    duration: int | None = Field(default=None, gt=0, description="Agentic profiling window in seconds (default 3600).")
+    replay: ReplayTrace | None = Field(
+        default=None, description="Replay a Mooncake trace in the agentic-coding entries instead of the corpus."
+    )
+    duration: int | None = Field(
+        default=None, gt=0,
+        description="Agentic profiling window in seconds (default 3600); with `replay`, a cap (default: every row).",
+    )
     warmup_per_lane: int | None = Field(
         default=None, ge=0, alias="warmup-per-lane", description="Agentic warmup requests per lane (default 10)."
     )
@@ -109,13 +144,21 @@ class WorkloadSpec(StrictInput):
                 field="num-prompts-per-conc",
                 fix="delete one of them",
             )
+        if self.traces is not None and self.replay is not None:
+            raise rule_error(
+                "replay",
+                "set either `traces` (the agentic corpus) or `replay` (a Mooncake trace), not both",
+                field="replay",
+                fix="delete one of them",
+            )
         return self
 
 
 class ResolvedWorkload(StrictInput):
     """The workload of one job after defaults: every field the client needs is set for the job's scenario."""
 
-    scenario: Literal["fixed-seq-len", "agentic-coding"]
+    # Not strict: job.json spells the scenario as its string, and a closed enum coerces nothing else.
+    scenario: ScenarioId = Field(strict=False)
     tokenizer: str
     served_model_name: str = Field(alias="served-model-name")
     use_chat_template: bool = Field(alias="use-chat-template")
@@ -133,3 +176,5 @@ class ResolvedWorkload(StrictInput):
     traces: TraceSource | None = None
     duration: int | None = None
     warmup_per_lane: int | None = Field(default=None, alias="warmup-per-lane")
+    # mooncake-replay (duration: an optional cap)
+    replay: ReplayTrace | None = None

@@ -11,5 +11,7 @@ simulator's predictor (virtual-time interpreter). Modules (import what you need;
 - `blocks`     — hash-id blocks → deterministic text; the ideal prefix cache of a play.
 - `conversation` — how a replayed stream lays its blocks out as chat messages.
 - `traces`     — Weka schema, loader, synthetic generator, corpus statistics, replay plan.
-- `build`      — a job's `ResolvedWorkload` → the workload of one concurrency point.
+- `scenario`   — the scenario registry: fixed-seq-len, agentic-coding, mooncake-replay, each owning its defaults,
+                 stopping rule, workload builder and gate profile (`get_scenario`, `scenario_of`).
+- `build`      — the workload configs of a job's `ResolvedWorkload` at one concurrency point.
 """

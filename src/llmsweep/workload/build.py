@@ -1,8 +1,9 @@
-"""From a job's resolved workload to the workload the client (or the simulator) runs.
+"""From a job's resolved workload to the workload configs the client (or the simulator) runs.
 
-This is the one place that knows both the recipe-side `ResolvedWorkload` (spec) and the workload configs, so the
-client keeps knowing nothing of recipes. InferenceX defaults were already filled in by the planner (range ratio 0.8,
-10 × conc prompts, 2 × conc warm-ups, 10 warm-up requests per lane); here they become configs.
+With `llmsweep.workload.scenario` (whose scenarios call these), the one place that knows both the recipe-side
+`ResolvedWorkload` (spec) and the workload configs, so the client keeps knowing nothing of recipes. InferenceX
+defaults were already filled in by the planner (range ratio 0.8, 10 × conc prompts, 2 × conc warm-ups, 10 warm-up
+requests per lane); here they become configs.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from typing import Any
 
 from llmsweep.errors import ConfigError
 from llmsweep.spec.workload import ResolvedWorkload, TraceSource
-from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
+from llmsweep.workload.agentic import AgenticConfig
 from llmsweep.workload.base import Api, Workload
-from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
+from llmsweep.workload.fixed import FixedLengthConfig
 from llmsweep.workload.traces.synth import FULL_SCALE_ISL, SynthProfile
 
 _FROM_JOB = object()
@@ -72,7 +73,8 @@ def agentic_config(
 
 
 def build_workload(resolved: ResolvedWorkload, *, concurrency: int, **kwargs: Any) -> Workload:
-    """The workload of one job at one concurrency (keyword arguments go to `fixed_config`/`agentic_config`)."""
-    if resolved.scenario == "agentic-coding":
-        return AgenticWorkload(agentic_config(resolved, concurrency=concurrency, **kwargs))
-    return FixedLengthWorkload(fixed_config(resolved, concurrency=concurrency, **kwargs))
+    """The workload of one job at one concurrency, built by its scenario (keyword arguments go to
+    `Scenario.build`: `point`, then the workload config's fields)."""
+    from llmsweep.workload.scenario import scenario_of
+
+    return scenario_of(resolved).build(resolved, concurrency=concurrency, **kwargs)

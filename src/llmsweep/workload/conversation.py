@@ -41,7 +41,8 @@ class _Part:
             if self.literal is not None:
                 body = self.literal
             else:
-                body = conv.blocks.join(conv.namespace, self.ids[self.start : self.end], conv.block_size, self.last_size)
+                body = conv.blocks.join(conv.namespace, self.ids[self.start : self.end], conv.block_size,
+                                        self.last_size)
             self.cached = self.marker + body
         return self.cached
 

@@ -194,13 +194,13 @@ class HFTokenizer:
         if self._fillers is None:
             vocab: dict[str, int] = self._tok.get_vocab(with_added_tokens=False)
             candidates: dict[str, int] = {}
-            for piece, tid in vocab.items():
+            for tid in vocab.values():
                 text = self._tok.decode([tid])
                 if text.startswith(" ") and _FILLER_RE.match(text[1:]):
                     candidates.setdefault(text[1:], tid)
             words = sorted(candidates)
             encoded = self._tok.encode_batch([" " + w for w in words], add_special_tokens=False)
-            fillers = [(w, candidates[w]) for w, enc in zip(words, encoded) if enc.ids == [candidates[w]]]
+            fillers = [(w, candidates[w]) for w, enc in zip(words, encoded, strict=True) if enc.ids == [candidates[w]]]
             # Two-word check on a sample guards against tokenizers whose pre-tokenizer merges across spaces.
             probe = " ".join(w for w, _ in fillers[:64])
             if len(self._tok.encode(" " + probe, add_special_tokens=False).ids) != min(64, len(fillers)):

@@ -86,7 +86,8 @@ def test_each_engine_refuses_every_other_engines_environment_and_none_of_its_own
 
 
 def test_server_metric_readers_belong_to_engines_with_a_prefix() -> None:
-    assert [(name, prefix) for name, prefix, _ in server.ADAPTERS] == [("sglang", "sglang:"), ("vllm", "vllm:")]
+    assert [(name, prefix) for name, prefix, _ in server.ADAPTERS] == [
+        ("sglang", "sglang:"), ("vllm", "vllm:"), ("trtllm", "trtllm_"), ("atom", "atom:")]
     for name in server.READERS:
         assert ENGINE_IDS[name].metric_prefix, name
 

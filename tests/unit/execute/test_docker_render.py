@@ -11,9 +11,9 @@ import pytest
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
-from llmsweep.execute import make_launcher
 from llmsweep.execute.docker import DockerLauncher, DockerOptions, container_name, render_docker_run
 from llmsweep.execute.ready import wait_ready
+from llmsweep.execute.registry import get_executor
 
 TOKEN = "hf_DOCKERsecretVALUE123"
 SPEC = LaunchSpec(
@@ -97,9 +97,7 @@ def test_docker_without_image_is_a_config_error() -> None:
 
 def test_options_reject_unknown_fields() -> None:
     with pytest.raises(ConfigError, match="shm"):
-        make_launcher("docker", {"gpu_vendor": "nvidia", "shm": "1g"})
-    with pytest.raises(ConfigError, match="unknown executor kind"):
-        make_launcher("kubernetes")
+        get_executor("docker", {"gpu_vendor": "nvidia", "shm": "1g"})
 
 
 FAKE_DOCKER = """#!/bin/sh

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmsweep.execute.lifecycle import _workload, fixed_prompt_seed
-from llmsweep.plan import jobs_from_files
+from llmsweep.execute.lifecycle import _workload
+from llmsweep.plan import Job, jobs_from_files
+from llmsweep.workload.scenario import point_seed
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPE = ROOT / "examples" / "gpu" / "llama-1b-bf16-h200-vllm.yaml"
 FLEET = ROOT / "examples" / "gpu" / "fleet.yaml"
+
+
+def fixed_prompt_seed(job: Job) -> int:
+    return point_seed(job.workload.seed, job.id)
 
 
 def _fixed_jobs():

@@ -40,19 +40,19 @@ def think_time_run() -> list[dict[str, Any]]:
 def test_think_time_under_the_idle_cap_at_low_concurrency_is_valid() -> None:
     s = summarise(think_time_run(), gpus=1, gates=GateConfig.for_kind("agentic", planned_duration_s=30.0),
                   provenance=AGENTIC)
-    assert s["coverage"] == pytest.approx(1.0)
-    assert s["validity"]["verdict"] == "smoke"  # a 30 s window is a smoke run, not an invalid one
-    assert not any("cover" in r for r in s["validity"]["reasons"])
-    detail = s["validity"]["coverage"]
-    assert detail["idle_allowance_s"] == pytest.approx(11.0) and detail["longest_idle_s"] == pytest.approx(8.1)
+    assert s.coverage == pytest.approx(1.0)
+    assert s.validity.verdict == "smoke"  # a 30 s window is a smoke run, not an invalid one
+    assert not any("cover" in r for r in s.validity.reasons)
+    detail = s.validity.coverage
+    assert detail.idle_allowance_s == pytest.approx(11.0) and detail.longest_idle_s == pytest.approx(8.1)
 
 
 def test_without_an_idle_cap_the_tail_after_the_last_observation_counts() -> None:
     # the same records with no workload idle cap known: AgentX's original rule, only the tail counts
     s = summarise(think_time_run(), gpus=1, gates=GateConfig(planned_duration_s=30.0))
-    assert s["coverage"] == pytest.approx(24.0 / 30.0)
-    assert s["validity"]["verdict"] == "invalid"
-    reason = next(r for r in s["validity"]["reasons"] if "cover" in r)
+    assert s.coverage == pytest.approx(24.0 / 30.0)
+    assert s.validity.verdict == "invalid"
+    reason = next(r for r in s.validity.reasons if "cover" in r)
     assert "nothing was in flight after 24.0 s" in reason and "no idle cap" in reason
 
 
@@ -61,9 +61,9 @@ def test_client_that_stops_sending_half_way_is_invalid_with_a_clear_reason() -> 
     last_end = max(r["end_at"] for r in records)
     assert last_end == pytest.approx(15.0 - 0.1 + 0.3, abs=0.2)  # busy until ~15 s, then silence
     s = summarise(records, gpus=1, gates=GateConfig.for_kind("agentic", planned_duration_s=30.0), provenance=AGENTIC)
-    assert s["coverage"] == pytest.approx(last_end / 30.0)
-    assert s["validity"]["verdict"] == "invalid"
-    reason = next(r for r in s["validity"]["reasons"] if "cover" in r)
+    assert s.coverage == pytest.approx(last_end / 30.0)
+    assert s.validity.verdict == "invalid"
+    reason = next(r for r in s.validity.reasons if "cover" in r)
     assert f"nothing was in flight after {last_end:.1f} s of the 30.0 s window" in reason
     assert "11.0 s" in reason  # the allowance it was judged against
 
@@ -71,9 +71,9 @@ def test_client_that_stops_sending_half_way_is_invalid_with_a_clear_reason() -> 
 def test_planned_60_s_window_that_ran_20_s_is_invalid() -> None:
     records = [rec(i, sent=i * 1.0, took=0.9) for i in range(20)]  # busy 0–19.9 s
     s = summarise(records, gpus=1, gates=GateConfig.for_kind("agentic", planned_duration_s=60.0), provenance=AGENTIC)
-    assert s["coverage"] == pytest.approx(19.9 / 60.0)
-    assert s["validity"]["verdict"] == "invalid"
-    assert s["validity"]["coverage"]["window_s"] == pytest.approx(60.0)
+    assert s.coverage == pytest.approx(19.9 / 60.0)
+    assert s.validity.verdict == "invalid"
+    assert s.validity.coverage.window_s == pytest.approx(60.0)
 
 
 def test_an_idle_stretch_longer_than_the_cap_mid_window_counts_in_full() -> None:
@@ -81,8 +81,8 @@ def test_an_idle_stretch_longer_than_the_cap_mid_window_counts_in_full() -> None
     records = [rec(i, sent=i * 1.0, took=0.9) for i in range(10)]
     records += [rec(100 + i, sent=29.9 + i * 1.0, took=0.9) for i in range(11)]
     s = summarise(records, gpus=1, gates=GateConfig.for_kind("agentic", planned_duration_s=40.0), provenance=AGENTIC)
-    assert s["coverage"] == pytest.approx(1.0 - 20.0 / 40.0)
-    reason = next(r for r in s["validity"]["reasons"] if "cover" in r)
+    assert s.coverage == pytest.approx(1.0 - 20.0 / 40.0)
+    reason = next(r for r in s.validity.reasons if "cover" in r)
     assert "nothing was in flight for 20.0 s (9.9–29.9 s into the window)" in reason
 
 
@@ -91,20 +91,20 @@ def test_a_stalled_server_leaves_the_window_uncovered() -> None:
     records = [rec(i, sent=i * 1.0, took=0.9) for i in range(12)]
     records += [rec(50 + k, sent=12.0 + k * 0.1, took=25.0, error="cancelled") for k in range(4)]
     s = summarise(records, gpus=1, gates=GateConfig.for_kind("agentic", planned_duration_s=30.0), provenance=AGENTIC)
-    assert s["coverage"] == pytest.approx(12.3 / 30.0)
-    assert s["validity"]["verdict"] == "invalid"
-    assert any("server stopped answering" in r for r in s["validity"]["reasons"])
+    assert s.coverage == pytest.approx(12.3 / 30.0)
+    assert s.validity.verdict == "invalid"
+    assert any("server stopped answering" in r for r in s.validity.reasons)
     # chunks streamed before the stall count up to the last one
     streamed = [*records[:12], rec(60, sent=12.0, took=25.0, error="cancelled", chunks=[12.1, 14.0])]
     s = summarise(streamed, gpus=1, gates=GateConfig.for_kind("agentic", planned_duration_s=30.0), provenance=AGENTIC)
-    assert s["coverage"] == pytest.approx(14.0 / 30.0)
+    assert s.coverage == pytest.approx(14.0 / 30.0)
 
 
 def test_an_explicit_idle_allowance_overrides_the_workload_cap() -> None:
     gates = GateConfig.for_kind("agentic", planned_duration_s=30.0, max_idle_gap_s=2.0)
     s = summarise(think_time_run(), gpus=1, gates=gates, provenance=AGENTIC)
-    assert s["validity"]["coverage"]["idle_allowance_s"] == pytest.approx(3.0)
-    assert s["validity"]["verdict"] == "invalid"  # gaps of 8 s are beyond a 2 s cap
+    assert s.validity.coverage.idle_allowance_s == pytest.approx(3.0)
+    assert s.validity.verdict == "invalid"  # gaps of 8 s are beyond a 2 s cap
 
 
 def test_summarize_dir_reproduces_the_coverage_from_run_json(tmp_path: Path) -> None:
@@ -115,4 +115,4 @@ def test_summarize_dir_reproduces_the_coverage_from_run_json(tmp_path: Path) -> 
                                                    "client": {}, "gpus": 1}))
     s = summarise_dir(tmp_path, write=False)
     assert s == summarise(records, gpus=1, gates=gates, provenance=AGENTIC)
-    assert s["validity"]["verdict"] == "smoke" and s["coverage"] == pytest.approx(1.0)
+    assert s.validity.verdict == "smoke" and s.coverage == pytest.approx(1.0)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from llmsweep.errors import ResultError
-from llmsweep.metrics import GateConfig, summarise
+from llmsweep.metrics import SCHEMA_VERSION, GateConfig, Summary, summarise
 
 
 def rec(i: int, *, sent: float, ttft: float = 0.1, gap: float = 0.01, osl: int = 5, phase: str = "profiling",
@@ -33,13 +33,13 @@ def test_latency_definitions_follow_agentx() -> None:
     s = summarise(records, gpus=1)
     e2el = [0.1 + 4 * 0.01, 0.3 + 2 * 0.03]  # send → last content chunk
     tpot = [(e2el[0] - 0.1) / 4, (e2el[1] - 0.3) / 2]
-    assert s["latency"]["ttft"]["mean"] == pytest.approx(0.2)
-    assert s["latency"]["e2el"]["p50"] == pytest.approx(np.percentile(e2el, 50))
-    assert s["latency"]["tpot"]["mean"] == pytest.approx(np.mean(tpot))
-    assert s["latency"]["itl"]["count"] == 4 + 2  # gaps within each record, none across records
-    assert s["latency"]["itl"]["max"] == pytest.approx(0.03, rel=1e-5)
-    assert s["interactivity"]["p90"] == pytest.approx(1 / np.percentile(tpot, 90))
-    assert s["e2e_norm_interactivity"]["p50"] == pytest.approx(1 / np.percentile([e2el[0] / 5, e2el[1] / 3], 50))
+    assert s.latency.ttft.mean == pytest.approx(0.2)
+    assert s.latency.e2el.p50 == pytest.approx(np.percentile(e2el, 50))
+    assert s.latency.tpot.mean == pytest.approx(np.mean(tpot))
+    assert s.latency.itl.count == 4 + 2  # gaps within each record, none across records
+    assert s.latency.itl.max == pytest.approx(0.03, rel=1e-5)
+    assert s.interactivity.p90 == pytest.approx(1 / np.percentile(tpot, 90))
+    assert s.e2e_norm_interactivity.p50 == pytest.approx(1 / np.percentile([e2el[0] / 5, e2el[1] / 3], 50))
 
 
 def test_warmup_errors_and_cancellations_are_accounted_and_excluded() -> None:
@@ -50,33 +50,33 @@ def test_warmup_errors_and_cancellations_are_accounted_and_excluded() -> None:
         rec(5, sent=0.4, error="cancelled"),
     ]
     s = summarise(records, gpus=1)
-    r = s["requests"]
-    assert (r["total"], r["successful"], r["failed"], r["warmup"], r["cancelled"]) == (6, 2, 2, 1, 1)
-    assert r["error_categories"] == {"cancelled": 1, "context_overflow": 1, "http": 1}
-    assert r["context_overflow"] == 1 and r["error_ratio"] == 0.5
-    assert s["latency"]["ttft"]["max"] < 1.0  # the 9 s warmup request is not in the stats
+    r = s.requests
+    assert (r.total, r.successful, r.failed, r.warmup, r.cancelled) == (6, 2, 2, 1, 1)
+    assert r.error_categories == {"cancelled": 1, "context_overflow": 1, "http": 1}
+    assert r.context_overflow == 1 and r.error_ratio == 0.5
+    assert s.latency.ttft.max < 1.0  # the 9 s warmup request is not in the stats
 
 
 def test_throughput_cache_and_per_gpu() -> None:
     records = [rec(i, sent=float(i), osl=4) for i in range(4)]
     s = summarise(records, gpus=4)
-    t = s["throughput"]
+    t = s.throughput
     duration = records[-1]["end_at"] - 0.0
-    assert t["duration_s"] == pytest.approx(duration)
-    assert t["output_tps"] == pytest.approx(16 / duration) and t["input_tps"] == pytest.approx(400 / duration)
-    assert t["per_gpu"]["total_tps"] == pytest.approx(416 / duration / 4)
-    assert s["cache"]["theoretical_hit_rate"] == pytest.approx(0.5)
-    assert s["cache"]["observed_hit_rate"] == pytest.approx(0.4)
+    assert t.duration_s == pytest.approx(duration)
+    assert t.output_tps == pytest.approx(16 / duration) and t.input_tps == pytest.approx(400 / duration)
+    assert t.per_gpu.total_tps == pytest.approx(416 / duration / 4)
+    assert s.cache.theoretical_hit_rate == pytest.approx(0.5)
+    assert s.cache.observed_hit_rate == pytest.approx(0.4)
 
 
 def test_qps_counts_completions_in_one_second_windows_from_the_first() -> None:
     ends = [10.0, 10.2, 10.9, 11.5, 12.1, 12.2, 12.3, 13.05]
     records = [rec(i, sent=e - 0.2, ttft=0.1, gap=0.01, osl=2, end_at=e) for i, e in enumerate(ends)]
-    q = summarise(records, gpus=1)["qps"]
+    q = summarise(records, gpus=1).qps
     # windows [10,11) [11,12) [12,13); the window [13,14) does not fit before the last completion 13.05
-    assert q["samples"] == 3
-    assert q["mean"] == pytest.approx((3 + 1 + 3) / 3)
-    assert q["p50"] == 3
+    assert q.samples == 3
+    assert q.mean == pytest.approx((3 + 1 + 3) / 3)
+    assert q.p50 == 3
 
 
 def test_streaming_from_a_file_equals_summarising_the_list(tmp_path: Path) -> None:
@@ -89,57 +89,82 @@ def test_streaming_from_a_file_equals_summarising_the_list(tmp_path: Path) -> No
 def test_error_ratio_gate_is_inclusive_and_invalidates_above() -> None:
     ok = [rec(i, sent=i * 0.1) for i in range(19)]
     at = summarise([*ok, rec(50, sent=0, error="http")], gpus=1, gates=GateConfig(max_error_ratio=0.05))
-    assert at["validity"]["verdict"] == "smoke"  # 1/20 = 0.05 passes
+    assert at.validity.verdict == "smoke"  # 1/20 = 0.05 passes
     above = summarise([*ok[:18], rec(50, sent=0, error="http"), rec(51, sent=0, error="http")], gpus=1,
                       gates=GateConfig(max_error_ratio=0.05))
-    assert above["validity"]["verdict"] == "invalid"
-    assert any("error ratio" in r for r in above["validity"]["reasons"])
+    assert above.validity.verdict == "invalid"
+    assert any("error ratio" in r for r in above.validity.reasons)
 
 
 def test_context_overflow_gate_and_long_runs_are_valid() -> None:
     ok = [rec(i, sent=i * 10.0) for i in range(98)]  # spans ~970 s: not smoke
     s = summarise([*ok, rec(98, sent=5, error="context_overflow"), rec(99, sent=6, error="context_overflow")],
                   gpus=1, gates=GateConfig(max_error_ratio=0.1))
-    assert s["validity"]["verdict"] == "invalid"
-    assert any("context-overflow" in r for r in s["validity"]["reasons"])
-    assert summarise(ok, gpus=1)["validity"]["verdict"] == "valid"
+    assert s.validity.verdict == "invalid"
+    assert any("context-overflow" in r for r in s.validity.reasons)
+    assert summarise(ok, gpus=1).validity.verdict == "valid"
 
 
 def test_coverage_gate_fails_when_observations_stop_early_in_the_window() -> None:
     records = [rec(i, sent=i * 1.0) for i in range(10)]  # observations end near 9.1 s
     s = summarise(records, gpus=1, gates=GateConfig(planned_duration_s=100.0))
-    assert s["coverage"] < 0.2 and s["validity"]["verdict"] == "invalid"
-    assert any("cover" in r for r in s["validity"]["reasons"])
+    assert s.coverage < 0.2 and s.validity.verdict == "invalid"
+    assert any("cover" in r for r in s.validity.reasons)
 
 
 def test_no_successful_request_is_invalid_and_gpus_must_be_positive() -> None:
-    assert summarise([rec(0, sent=0, error="connection")], gpus=1)["validity"]["verdict"] == "invalid"
+    assert summarise([rec(0, sent=0, error="connection")], gpus=1).validity.verdict == "invalid"
     with pytest.raises(ResultError):
         summarise([], gpus=0)
 
 
-def test_summary_has_the_contract_keys() -> None:
+def test_summary_json_has_the_contract_keys_and_reads_back(tmp_path: Path) -> None:
     s = summarise([rec(0, sent=0.0)], gpus=1, provenance={"seed": 7})
+    doc = json.loads(json.dumps(s.dump(), allow_nan=False))
     for key in ("schema_version", "source", "requests", "latency", "interactivity", "e2e_norm_interactivity",
                 "throughput", "qps", "cache", "server_metrics", "client_health", "validity", "provenance"):
-        assert key in s
-    assert set(s["latency"]) == {"ttft", "tpot", "itl", "e2el"}
-    assert s["source"] == "measured" and s["provenance"]["seed"] == 7
-    json.dumps(s, allow_nan=False)
+        assert key in doc
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert set(doc["latency"]) == {"ttft", "tpot", "itl", "e2el"}
+    assert "p99.9" in doc["latency"]["ttft"] and "readback" not in doc  # unset optional blocks are not written
+    assert doc["source"] == "measured" and doc["provenance"]["seed"] == 7
+    s.write(tmp_path / "summary.json")
+    assert Summary.load(tmp_path / "summary.json") == s
+
+
+def test_a_schema_version_1_summary_reads_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+    """Summaries written before the typed model (schema_version 1, the committed examples) still read."""
+    root = Path(__file__).resolve().parents[3] / "examples" / "results"
+    paths = sorted(root.glob("**/summary.json"))
+    assert paths
+    for path in paths:
+        doc = json.loads(path.read_text())
+        assert doc["schema_version"] == 1
+        s = Summary.load(path)
+        assert s.schema_version == SCHEMA_VERSION
+        assert s.latency.ttft.p99_9 == doc["latency"]["ttft"]["p99.9"]
+        assert s.validity.verdict == doc["validity"]["verdict"]
+        assert s.requests.successful == doc["requests"]["successful"]
+    (tmp_path / "summary.json").write_text(json.dumps({"schema_version": 99}))
+    with pytest.raises(ResultError, match="schema_version 99"):
+        Summary.load(tmp_path / "summary.json")
+    (tmp_path / "summary.json").write_text(json.dumps({"schema_version": 2, "latency": {"ttft": {"p99_9x": 1}}}))
+    with pytest.raises(ResultError, match="not a summary"):
+        Summary.load(tmp_path / "summary.json")
 
 
 def test_a_server_that_reuses_far_less_than_the_workload_allows_is_warned_about_not_failed() -> None:
     hybrid = [rec(i, sent=i * 0.2, theoretical_cached_tokens=90, cached_tokens=0) for i in range(10)]
     s = summarise(hybrid, gpus=1)
-    assert s["cache"]["theoretical_hit_rate"] == pytest.approx(0.9) and s["cache"]["observed_hit_rate"] == 0.0
-    assert any("prefix cache" in w and "90%" in w for w in s["validity"]["warnings"])
-    assert s["validity"]["verdict"] == "smoke"  # still a measurement, of another setting
+    assert s.cache.theoretical_hit_rate == pytest.approx(0.9) and s.cache.observed_hit_rate == 0.0
+    assert any("prefix cache" in w and "90%" in w for w in s.validity.warnings)
+    assert s.validity.verdict == "smoke"  # still a measurement, of another setting
     reusing = [rec(i, sent=i * 0.2, theoretical_cached_tokens=90, cached_tokens=80) for i in range(10)]
     unplanned = [rec(i, sent=i * 0.2, theoretical_cached_tokens=0, cached_tokens=0) for i in range(10)]
     for records in (reusing, unplanned):
-        assert not any("prefix cache" in w for w in summarise(records, gpus=1)["validity"]["warnings"])
+        assert not any("prefix cache" in w for w in summarise(records, gpus=1).validity.warnings)
     strict = summarise(hybrid[:], gpus=1, gates=GateConfig(min_cache_ratio=0.0))
-    assert not any("prefix cache" in w for w in strict["validity"]["warnings"])
+    assert not any("prefix cache" in w for w in strict.validity.warnings)
 
 
 def test_the_h200_hybrid_model_runs_would_have_been_warned_about() -> None:

@@ -51,18 +51,19 @@ def test_records_keep_phase_position_times_and_server_usage() -> None:
 def test_summary_of_the_records_reproduces_aiperfs_own_figures_where_definitions_agree(tmp_path: Path) -> None:
     summary = import_aiperf_dir(OK, tmp_path / "run", max_tokens=_max_tokens(), warmups=WARMUPS)
     own = read_aiperf_figures(OK)
-    assert summary["requests"]["successful"] == own["requests"]["successful"] == 8
-    assert summary["requests"]["warmup"] == WARMUPS and summary["requests"]["output_length_mismatch"] == 0
+    assert summary.requests.successful == own["requests"]["successful"] == 8
+    assert summary.requests.warmup == WARMUPS and summary.requests.output_length_mismatch == 0
     for name in ("ttft", "tpot", "e2el"):
         for stat in ("mean", "p50"):
             # absolute unix times in float64 resolve ~0.2 µs: 1e-4 of a 5 ms gap, far below one lost chunk (1/16)
-            assert summary["latency"][name][stat] == pytest.approx(own["latency"][name][stat], rel=1e-4), (name, stat)
+            got = getattr(summary.latency, name).stat(stat)
+            assert got == pytest.approx(own["latency"][name][stat], rel=1e-4), (name, stat)
     raw = json.loads((OK / "profile_export_aiperf.json").read_text())
-    assert summary["tokens"]["output_total"] == raw["total_osl"]["avg"]
-    assert summary["tokens"]["input_total"] == raw["total_isl"]["avg"]
+    assert summary.tokens.output_total == raw["total_osl"]["avg"]
+    assert summary.tokens.input_total == raw["total_isl"]["avg"]
     # throughput: aiperf divides by its last response − first start; we by last end − first send: within 2 %
-    assert summary["throughput"]["output_tps"] == pytest.approx(own["throughput"]["output_tps"], rel=0.02)
-    assert own["aiperf_version"] == "0.13.0" and summary["provenance"]["aiperf_version"] == "0.13.0"
+    assert summary.throughput.output_tps == pytest.approx(own["throughput"]["output_tps"], rel=0.02)
+    assert own["aiperf_version"] == "0.13.0" and summary.provenance.aiperf_version == "0.13.0"
 
 
 def test_the_imported_directory_resummarises_to_the_same_summary(tmp_path: Path) -> None:
@@ -70,7 +71,7 @@ def test_the_imported_directory_resummarises_to_the_same_summary(tmp_path: Path)
 
     first = import_aiperf_dir(OK, tmp_path / "run", warmups=WARMUPS)
     again = summarise_dir(tmp_path / "run", write=False)
-    assert again["latency"] == first["latency"] and again["throughput"] == first["throughput"]
+    assert again.latency == first.latency and again.throughput == first.throughput
 
 
 def test_failed_requests_are_failed_records_with_their_class_not_a_crash(tmp_path: Path) -> None:
@@ -78,8 +79,8 @@ def test_failed_requests_are_failed_records_with_their_class_not_a_crash(tmp_pat
     assert records and all(r.error_class == "http" and r.status == 501 for r in records)
     assert all("Unsupported method" in (r.error or "") for r in records)
     summary = import_aiperf_dir(FAILED, tmp_path / "run")  # no aggregate: aiperf wrote none
-    assert summary["requests"]["failed"] == len(records) and summary["requests"]["error_categories"] == {"http": 4}
-    assert summary["validity"]["verdict"] == "invalid"
+    assert summary.requests.failed == len(records) and summary.requests.error_categories == {"http": 4}
+    assert summary.validity.verdict == "invalid"
     with pytest.raises(DatasetError, match=r"profile_export_aiperf\.json"):
         read_aiperf_figures(FAILED)
 

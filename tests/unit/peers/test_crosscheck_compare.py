@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from llmsweep.metrics.model import Summary
 from llmsweep.peers.crosscheck import (
     ClientRun,
     CrossCheck,
@@ -19,16 +20,15 @@ from llmsweep.peers.crosscheck import (
 )
 
 
-def summary(ttft_p50: float, tpot_p50: float, output_tps: float, *, ok: int = 32) -> dict[str, Any]:
-    lat = {"p50": None, "mean": None}
-    return {
+def summary(ttft_p50: float, tpot_p50: float, output_tps: float, *, ok: int = 32) -> Summary:
+    return Summary.model_validate({
         "requests": {"successful": ok, "failed": 0, "output_length_mismatch": 0},
-        "latency": {"ttft": {**lat, "p50": ttft_p50}, "tpot": {**lat, "p50": tpot_p50}, "itl": lat, "e2el": lat},
+        "latency": {"ttft": {"p50": ttft_p50}, "tpot": {"p50": tpot_p50}},
         "throughput": {"output_tps": output_tps, "request_rps": output_tps / 256},
         "tokens": {"input": {"mean": 1029.0}, "output": {"mean": 256.0}},
         "cache": {"observed_hit_rate": 0.0},
         "client_health": {"schedule_lag_s": {"p50": 0.001}},
-    }
+    })
 
 
 def own(ttft_p50: float, tpot_p50: float, output_tps: float) -> dict[str, Any]:
@@ -36,7 +36,7 @@ def own(ttft_p50: float, tpot_p50: float, output_tps: float) -> dict[str, Any]:
             "throughput": {"output_tps": output_tps, "request_rps": None}}
 
 
-def run(client: str, repeat: int, s: dict[str, Any] | None, o: dict[str, Any] | None = None, **kw: Any) -> ClientRun:
+def run(client: str, repeat: int, s: Summary | None, o: dict[str, Any] | None = None, **kw: Any) -> ClientRun:
     return ClientRun(client=client, concurrency=8, repeat=repeat, seed=repeat, out_dir=f"c8/{client}-{repeat}",  # type: ignore[arg-type]
                      summary=s, own=o, **kw)
 
@@ -70,7 +70,8 @@ def test_the_servers_own_figures_show_how_much_of_a_gap_the_server_made() -> Non
     runs += [run("aiperf", r, summary(0.05, 0.0022, 1900), own(0.05, 0.0022, 1900), server=srv(0.00218))
              for r in range(2)]
     for r in runs:
-        r.summary["latency"]["tpot"]["mean"] = r.summary["latency"]["tpot"]["p50"]  # type: ignore[index]
+        assert r.summary is not None
+        r.summary.latency.tpot.mean = r.summary.latency.tpot.p50
     tpot = row(compare(runs), "TPOT mean")
     assert tpot.measurement_pct == pytest.approx(10.0) and tpot.server_pct == pytest.approx(9.0)
     assert (tpot.server_llmsweep, tpot.server_aiperf) == (pytest.approx(2.0), pytest.approx(2.18))

@@ -1,9 +1,13 @@
-"""summary.json → hot columns: the one adapter between the metrics room's layout and everything else."""
+"""Summary → hot columns: every column comes from the metric table, and the noise bands recompute each one from the
+records with the summary's own definitions."""
 
 from __future__ import annotations
 
+import json
+
+from llmsweep.metrics import registry, summarise
 from llmsweep.results.extract import extract_hot
-from llmsweep.results.samples import STATISTICS, load_samples, point_estimate
+from llmsweep.results.samples import STATISTICS, load_samples, point_estimate, samples_from_records
 
 
 def test_reads_the_metrics_layout(make_run) -> None:
@@ -11,12 +15,14 @@ def test_reads_the_metrics_layout(make_run) -> None:
     art = run.jobs[0]
     ex = extract_hot(art.summary)
     s = art.summary
-    assert ex.metrics["tput_per_gpu"] == s["throughput"]["per_gpu"]["total_tps"]
-    assert ex.metrics["p90_ttft"] == s["latency"]["ttft"]["p90"]
-    assert ex.metrics["p90_e2e_norm_intvty"] == s["e2e_norm_interactivity"]["p90"]
-    assert ex.metrics["p50_intvty"] == s["interactivity"]["p50"]
+    assert ex.metrics["tput_per_gpu"] == s.throughput.per_gpu.total_tps
+    assert ex.metrics["p90_ttft"] == s.latency.ttft.p90
+    assert ex.metrics["p90_e2e_norm_intvty"] == s.e2e_norm_interactivity.p90
+    assert ex.metrics["p50_intvty"] == s.interactivity.p50
+    assert ex.metrics["p99_tpot"] == s.latency.tpot.p99
     assert ex.source == "simulated" and ex.verdict == "valid" and ex.valid
-    assert ex.num_successful == s["requests"]["successful"]
+    assert ex.num_successful == s.requests.successful
+    assert set(ex.metrics) == set(registry.HOT_BY_NAME)
 
 
 def test_records_recompute_every_statistic_the_summary_reports(make_run) -> None:
@@ -26,23 +32,30 @@ def test_records_recompute_every_statistic_the_summary_reports(make_run) -> None
     ex = extract_hot(art.summary)
     samples = load_samples(art.records_path)
     assert samples is not None
+    sampled = {c.name for c in registry.HOT_COLUMNS if c.metric.sample is not None}
+    assert set(STATISTICS) == sampled and "p50_tpot" in STATISTICS and "p99_tpot" in STATISTICS
     for metric in STATISTICS:
         assert point_estimate(samples, metric, gpus=8) == ex.metrics[metric], metric
 
 
-def test_alternative_nesting_and_missing_blocks() -> None:
-    nested = {
-        "source": "measured",
-        "request_metrics": {"latency": {"ttft": {"p90": 0.5}, "e2e_norm_intvty": {"p90": 42.0}},
-                            "throughput": {"per_gpu": {"total_tput_tps": 900.0}}},
-        "requests": {"successful": 90, "failed": 10},
-    }
-    ex = extract_hot(nested)
-    assert ex.metrics["p90_ttft"] == 0.5
-    assert ex.metrics["p90_e2e_norm_intvty"] == 42.0
-    assert ex.metrics["tput_per_gpu"] == 900.0
-    assert ex.metrics["error_ratio"] == 0.1
-    assert ex.verdict == "unknown" and ex.reasons  # no validity block is said, not assumed valid
-    bad = extract_hot({"validity": {"verdict": "invalid", "reasons": ["error ratio too high"]}})
-    assert not bad.valid and bad.reasons == ("error ratio too high",)
-    assert bad.metrics["tput_per_gpu"] is None
+def test_bands_centre_on_the_stored_value_when_the_server_reports_no_prompt_tokens(make_run) -> None:
+    """Without `prompt_tokens` the summary counts the workload's intended ISL; the samples count the same (they
+    counted 0, so input-throughput bands were centred away from the stored value)."""
+    run = make_run("r", concs=(4,))
+    records = [json.loads(line) for line in run.jobs[0].records_path.read_text().splitlines()]
+    for rec in records:
+        rec["input_tokens_expected"] = rec.pop("prompt_tokens", None) or 100
+    stored = extract_hot(summarise(records, gpus=2))
+    samples = samples_from_records(records)
+    for metric in ("input_tput_per_gpu", "tput_per_gpu"):
+        assert stored.metrics[metric] and point_estimate(samples, metric, gpus=2) == stored.metrics[metric], metric
+
+
+def test_a_stored_column_is_one_entry_of_the_metric_table() -> None:
+    """Labels, units and polarity of every column (tables, axes, the store) are the metric's."""
+    col = registry.HOT_BY_NAME["p90_ttft"]
+    assert (col.label, col.unit, col.polarity, col.metric) == ("P90 TTFT", "s", "min", registry.TTFT)
+    assert registry.HOT_BY_NAME["error_ratio"].unit == ""  # ratios print as percentages
+    assert registry.HOT_BY_NAME["tput_per_gpu"].polarity == "max"
+    names = [c.name for c in registry.HOT_COLUMNS]
+    assert len(names) == len(set(names))

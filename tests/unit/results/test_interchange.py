@@ -22,16 +22,17 @@ def test_inferencex_rows_have_the_published_fields_in_seconds(make_run) -> None:
     row = json.loads(export_points(points, "inferencex"))[0]
     p = points[0]
     s = p.summary
+    assert s is not None
     for key in ("hw", "conc", "image", "model", "infmax_model_prefix", "framework", "precision", "spec_decoding",
                 "disagg", "tp", "ep", "dp_attention", "pp", "dcp_size", "pcp_size", "tput_per_gpu",
                 "output_tput_per_gpu", "input_tput_per_gpu"):
         assert key in row, key
     assert row["hw"] == "cluster:mi300x-synthetic" and row["conc"] == 4 and row["scenario_type"] == "agentic-coding"
-    assert row["tput_per_gpu"] == pytest.approx(s["throughput"]["total_tps"] / 8)
-    assert row["median_ttft"] == s["latency"]["ttft"]["p50"]
-    assert row["p99.9_e2el"] == s["latency"]["e2el"]["p99.9"]
-    assert row["p90_intvty"] == s["interactivity"]["p90"]
-    assert row["p90_e2e_norm_intvty"] == s["e2e_norm_interactivity"]["p90"]
+    assert row["tput_per_gpu"] == pytest.approx(s.throughput.total_tps / 8)
+    assert row["median_ttft"] == s.latency.ttft.p50
+    assert row["p99.9_e2el"] == s.latency.e2el.p99_9
+    assert row["p90_intvty"] == s.interactivity.p90
+    assert row["p90_e2e_norm_intvty"] == s.e2e_norm_interactivity.p90
     assert "std_intvty" not in row  # 1/std is meaningless; InferenceX exported it anyway
     assert row["llmsweep"]["source"] == "simulated"
 
@@ -116,12 +117,13 @@ def test_multinode_rows_normalise_per_role(make_run) -> None:
         job.pop(key)
     mn = dataclasses.replace(p, job=job, identity=identity_from_job(job), gpus=12)
     row = json.loads(export_points([mn], "inferencex"))[0]
-    thr = p.summary["throughput"]
+    assert p.summary is not None
+    thr = p.summary.throughput
     assert row["is_multinode"] is True and row["num_prefill_gpu"] == 4 and row["num_decode_gpu"] == 8
     assert row["decode_ep"] == 8 and row["decode_dp_attention"] is True and "tp" not in row
-    assert row["tput_per_gpu"] == pytest.approx(thr["total_tps"] / 12)
-    assert row["output_tput_per_gpu"] == pytest.approx(thr["output_tps"] / 8)
-    assert row["input_tput_per_gpu"] == pytest.approx((thr["total_tps"] - thr["output_tps"]) / 4)
+    assert row["tput_per_gpu"] == pytest.approx(thr.total_tps / 12)
+    assert row["output_tput_per_gpu"] == pytest.approx(thr.output_tps / 8)
+    assert row["input_tput_per_gpu"] == pytest.approx((thr.total_tps - thr.output_tps) / 4)
     back = from_inferencex_row("import:x", row, 0)
     assert back.identity.workers == mn.identity.workers == "P1x(tp4 ep1) D1x(tp8 ep8 dpa)"
 

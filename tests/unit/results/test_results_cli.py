@@ -24,7 +24,7 @@ def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Pa
     rows = json.loads(_run("results", "list", "--run", "run1", "--json"))
     assert [r["conc"] for r in rows] == [1, 4] and all(r["source"] == "simulated" for r in rows)
     shown = json.loads(_run("results", "show", rows[0]["result_id"], "--json"))
-    assert shown["job_id"] == rows[0]["job_id"] and shown["summary"]["schema_version"] == 1
+    assert shown["job_id"] == rows[0]["job_id"] and shown["summary"]["schema_version"] == 2
     out = tmp_path / "ix.json"
     _run("results", "export", "--format", "inferencex", "--out", str(out))
     assert len(json.loads(out.read_text())) == 2

@@ -34,7 +34,7 @@ def test_ingest_is_idempotent_and_keeps_every_column(make_run, store_path: Path)
     assert {p.identity.conc for p in points} == {1, 4, 8}
     p = next(p for p in points if p.identity.conc == 4)
     summary = json.loads((run.path / "jobs" / p.job_id / "summary.json").read_text())
-    assert p.summary == summary
+    assert p.summary is not None and p.summary.dump() == summary
     assert p.metric("tput_per_gpu") == summary["throughput"]["per_gpu"]["total_tps"]
     assert p.source == "simulated" and p.gpus == 8
     assert p.provenance["image"] == p.identity.image
@@ -87,3 +87,52 @@ def test_not_a_run_directory_and_foreign_schema_are_errors(tmp_path: Path) -> No
     db.close()
     with pytest.raises(ResultError, match="schema version 99"):
         Store(tmp_path / "old.sqlite")
+
+
+V1_STORE = Path(__file__).resolve().parents[2] / "data" / "stores" / "v1-results.sqlite"
+
+
+def test_a_store_written_by_the_previous_release_opens_migrates_and_reads(tmp_path: Path) -> None:
+    """tests/data/stores/v1-results.sqlite was written by the release before the metric table (store schema 1):
+    it opens, migrates to the current schema (recorded), keeps its rows, and gains the hot columns the metric table
+    added since (p99_tpot), filled from the summaries it stored."""
+    path = tmp_path / "v1.sqlite"
+    shutil.copyfile(V1_STORE, path)
+    before = sqlite3.connect(path)
+    assert before.execute("PRAGMA user_version").fetchone()[0] == 1
+    old_columns = {r[1] for r in before.execute("PRAGMA table_info(results)")}
+    assert "p99_tpot" not in old_columns
+    old = {r[0]: r[1:] for r in before.execute("SELECT result_id, verdict, p50_ttft, tput_per_gpu FROM results")}
+    before.close()
+
+    with Store(path) as store:
+        assert store.schema_version == 2
+        points = store.results()
+        runs = store.runs()
+    assert len(points) == 7 and len(runs) == 3
+    assert {p.result_id: (p.verdict, p.metric("p50_ttft"), p.metric("tput_per_gpu")) for p in points} == old
+    ours = [p for p in points if p.origin == "llmsweep"]
+    assert len(ours) == 6 and all(p.summary is not None for p in ours)
+    for p in ours:
+        assert p.summary is not None and p.metric("p99_tpot") == p.summary.latency.tpot.p99 > 0
+    invalid = [p for p in ours if p.verdict == "invalid"]
+    assert len(invalid) == 1 and any("realised acceptance length" in r for r in invalid[0].reasons)
+    (imported,) = [p for p in points if p.origin == "inferencex"]
+    assert imported.summary is None and imported.imported["hw"] == "b200" and imported.metric("p99_tpot") is None
+    assert imported.metric("p90_intvty") == 40.0
+
+    db = sqlite3.connect(path)
+    assert [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY version")] == [2]
+    db.close()
+    with Store(path) as again:  # a second open finds nothing to do
+        assert again.schema_version == 2 and len(again.results()) == 7
+
+
+def test_a_fresh_store_has_every_hot_column_of_the_metric_table(tmp_path: Path) -> None:
+    from llmsweep.metrics.registry import HOT_NAMES
+
+    with Store(tmp_path / "s.sqlite") as store:
+        assert store.schema_version == 2
+    db = sqlite3.connect(tmp_path / "s.sqlite")
+    columns = {r[1] for r in db.execute("PRAGMA table_info(results)")}
+    assert set(HOT_NAMES) <= columns

@@ -124,7 +124,7 @@ def test_predict_says_uncalibrated_outside_a_calibrated_key(user_catalog: Path) 
     out = CliRunner().invoke(predict_cmd, [str(REPO / "examples" / "quickstart.yaml"), "--duration", "3",
                                            "--max-requests", "3", "--json"])
     assert out.exit_code == 0, out.output
-    results = json.loads(out.output)
+    results = json.loads(out.stdout)
     assert results and all(r["calibration"] == UNCALIBRATED for r in results)
     assert all(r["summary"]["provenance"]["calibration"] == UNCALIBRATED for r in results)
 

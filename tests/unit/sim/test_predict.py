@@ -129,10 +129,11 @@ def test_predicted_records_and_scrapes_summarise_like_a_measured_run() -> None:
                             duration=60)
     assert len(predictor.scrapes) >= 60
     summary = summarise(records, gpus=1, server_metrics=predictor.scrapes, source="predicted")
-    assert summary["source"] == "predicted"
-    server = summary["server_metrics"]
-    assert server["present"] and server["adapter"]
-    assert abs(server["spec_decode"]["acceptance_length"] - 2.5) < 0.15
+    assert summary.source == "predicted"
+    server = summary.server_metrics
+    assert server.present and server.adapter
+    assert server.spec_decode is not None and server.spec_decode.acceptance_length is not None
+    assert abs(server.spec_decode.acceptance_length - 2.5) < 0.15
 
 
 def test_max_requests_stops_profiling_sends_like_the_clients_num_requests() -> None:
@@ -191,7 +192,7 @@ def test_cli_predict_runs_every_job_of_the_seed_recipe_offline(tmp_path) -> None
     out = CliRunner().invoke(predict_cmd, [str(seed), "--duration", "20", "--max-requests", "15", "--traces",
                                            "synthetic", "--out", str(tmp_path), "--json"])
     assert out.exit_code == 0, out.output
-    points = json.loads(out.output)
+    points = json.loads(out.stdout)  # stdout: the JSON; stderr: the per-point progress
     assert len(points) == 9  # the seed PR's 9 generated jobs
     for p in points:
         s = p["summary"]

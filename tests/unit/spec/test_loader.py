@@ -69,10 +69,10 @@ def test_missing_file_is_a_finding(tmp_path: Path) -> None:
 def test_all_problems_of_a_file_are_reported_at_once(tmp_path: Path) -> None:
     path = tmp_path / "many.yaml"
     path.write_text(
-        "a:\n  image: i\n  model: m\n  model-prefix: p\n  precision: fp8\n  framework: sglang\n  runner: h200\n"
+        "a:\n  image: i:1\n  model: m\n  model-prefix: p\n  precision: fp8\n  framework: sglang\n  runner: h200\n"
         "  multinode: false\n  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n"
         "      - { tp: 8, conc-start: 8, conc-end: 4 }\n"
-        "b:\n  image: i\n  model: m\n  precision: fp8\n  framework: sglang\n  runner: h200\n  multinode: false\n"
+        "b:\n  image: i:1\n  model: m\n  precision: fp8\n  framework: sglang\n  runner: h200\n  multinode: false\n"
         "  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n"
         "      - { tp: 8, conc-list: [4], tpp: 2 }\n"
     )

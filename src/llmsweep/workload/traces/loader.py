@@ -30,7 +30,8 @@ AGENTX_LOADERS: dict[str, str] = {
        for d in _DATED},
     **{f"semianalysis_cc_traces_weka_with_subagents_{d}_256k":
        f"semianalysisai/cc-traces-weka-with-subagents-{d}-256k" for d in _DATED},
-    **{f"semianalysis_cc_traces_weka_{d}": f"semianalysisai/cc-traces-weka-{d}" for d in ("061326", "061526", "062126")},
+    **{f"semianalysis_cc_traces_weka_{d}": f"semianalysisai/cc-traces-weka-{d}"
+       for d in ("061326", "061526", "062126")},
     **{f"semianalysis_cc_traces_weka_{d}_256k": f"semianalysisai/cc-traces-weka-{d}-256k"
        for d in ("061326", "061526", "062126")},
     "semianalysis_cc_traces_weka_no_subagents": "semianalysisai/cc-traces-weka-no-subagents-051826",

@@ -7,6 +7,7 @@ with numpy over concatenated id arrays, so a corpus of millions of blocks takes 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ class Distribution(BaseModel):
     max: float
 
     @classmethod
-    def of(cls, values: list[float] | np.ndarray) -> Distribution:
+    def of(cls, values: Sequence[float] | np.ndarray) -> Distribution:
         arr = np.asarray(values, dtype=float)
         if arr.size == 0:
             return cls(count=0, mean=0.0, p50=0.0, p90=0.0, p99=0.0, max=0.0)

@@ -1,0 +1,134 @@
+"""Before any load: is something serving at the URL, and how many GPUs serve it?
+
+`probe_endpoint` asks the server's cheap routes (`/health`, `/v1/models`) whether it answers, and what it says about
+its parallelism (`/version` of the simulator reports its TP; SGLang's `/get_server_info` its tp/dp/pp sizes). It never
+sends a generation request. `require_endpoint` turns "nothing answers" into a ConfigError (exit 2) within seconds,
+where sending load would take the whole window and end in an all-zero table.
+
+vLLM and TensorRT-LLM expose no parallel config on a route a client can read; for them `gpus` stays None and the
+caller labels its per-GPU figures per endpoint unless the user says `--gpus`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmsweep.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+READY_ROUTES = ("/health", "/v1/models")
+
+
+@dataclass(frozen=True)
+class EndpointProbe:
+    """What the server's cheap routes said: each route's answer, and its GPU count where it reports one."""
+
+    root: str
+    answers: dict[str, str] = field(default_factory=dict)
+    """Route → `HTTP 200`, `HTTP 503`, or why nothing came back (`connection refused`, `timed out`)."""
+    ready: bool = False
+    """A readiness route answered 2xx."""
+    answered: bool = False
+    """Something answered HTTP at all (a 404 on both routes still means a server listens)."""
+    gpus: int | None = None
+    gpus_from: str | None = None
+    """Where `gpus` was read, e.g. `sim /version: tp 8`."""
+
+    def describe(self) -> str:
+        return ", ".join(f"{route} {answer}" for route, answer in self.answers.items())
+
+
+def _root(base_url: str) -> str:
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def _get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int | None, Any, str]:
+    """(status, parsed JSON or None, a short description); status None when no HTTP answer came back."""
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+            status, body = int(resp.status), resp.read(1 << 20)
+    except urllib.error.HTTPError as exc:
+        return exc.code, None, f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ConnectionRefusedError):
+            return None, None, "connection refused"
+        if isinstance(reason, TimeoutError):
+            return None, None, "timed out"
+        return None, None, str(reason)
+    try:
+        doc = json.loads(body.decode() or "null")
+    except (UnicodeDecodeError, ValueError):
+        doc = None
+    return status, doc, f"HTTP {status}"
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def gpus_from_server_info(doc: Any) -> int | None:
+    """GPUs of one SGLang server from `/get_server_info`: tp × pp, times dp unless dp is data-parallel attention
+    inside the TP group (`enable_dp_attention`), where the dp ranks share the tp GPUs."""
+    if not isinstance(doc, dict):
+        return None
+    tp = _positive(doc.get("tp_size"))
+    if tp is None:
+        return None
+    pp = _positive(doc.get("pp_size")) or 1
+    dp = _positive(doc.get("dp_size")) or 1
+    return tp * pp * (1 if doc.get("enable_dp_attention") else dp)
+
+
+def probe_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, str] | None = None) -> EndpointProbe:
+    """Ask the readiness routes, then the info routes for the GPU count; each request waits at most `timeout_s`."""
+    root = _root(base_url)
+    hdrs = dict(headers or {})
+    answers: dict[str, str] = {}
+    ready = answered = False
+    for route in READY_ROUTES:
+        status, _, said = _get(root + route, timeout_s, hdrs)
+        answers[route] = said
+        answered = answered or status is not None
+        if status is not None and 200 <= status < 300:
+            ready = True
+            break
+        if status is None and "refused" in said.lower():
+            break  # nothing listens: the next route would say the same
+    gpus, gpus_from = None, None
+    if answered:
+        status, doc, _ = _get(root + "/version", timeout_s, hdrs)
+        if isinstance(doc, dict) and (tp := _positive(doc.get("tp"))) is not None:
+            gpus, gpus_from = tp, f"{doc.get('engine') or 'server'} /version: tp {tp}"
+        else:
+            status, doc, _ = _get(root + "/get_server_info", timeout_s, hdrs)
+            if (n := gpus_from_server_info(doc)) is not None:
+                gpus, gpus_from = n, (f"sglang /get_server_info: tp {doc['tp_size']}, dp {doc.get('dp_size', 1)}, "
+                                      f"pp {doc.get('pp_size', 1)}")
+    return EndpointProbe(root=root, answers=answers, ready=ready, answered=answered, gpus=gpus, gpus_from=gpus_from)
+
+
+def require_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, str] | None = None) -> EndpointProbe:
+    """The probe, or a ConfigError when nothing answers at `base_url` or the server says it is not ready (5xx).
+
+    A server that answers its routes with 4xx (no `/health`, `/v1/models` behind a key) passes: it listens, and the
+    requests themselves will say what is wrong.
+    """
+    probe = probe_endpoint(base_url, timeout_s=timeout_s, headers=headers)
+    if not probe.answered:
+        raise ConfigError(f"nothing answers at {probe.root} ({probe.describe()}); no load was sent",
+                          fix="start the server, or check --url (host, port, scheme)")
+    if not probe.ready and all(a.startswith("HTTP 5") for a in probe.answers.values()):
+        raise ConfigError(f"the server at {probe.root} is not ready ({probe.describe()}); no load was sent",
+                          fix="wait until its /health answers 200 (a large model takes minutes to load), then rerun")
+    if not probe.ready:
+        log.info("no readiness route answered 2xx at %s (%s); sending load anyway", probe.root, probe.describe())
+    return probe

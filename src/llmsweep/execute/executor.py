@@ -1,0 +1,126 @@
+"""The `Executor` protocol: what every executor provides, and the registry its module registers it in.
+
+An executor places server groups: it decides where each group's lifecycle runs (this process, or a batch job on an
+allocated node), which launcher starts the group's server there, and it tears every server down before it returns.
+Provenance records what was placed — the group's executor kind and the launcher that started the server (`local`,
+`docker`, `srun`) — never merely which executor the command line asked for.
+
+A new executor is one module: a class with `kind`, `summary`, `options_model` (its pydantic options,
+`extra="forbid"`) and `run_groups`, decorated with `@register_executor`, plus its module on the import line of
+:mod:`llmsweep.execute.registry`. The CLI's `--executor` choices and `llmsweep run`'s dispatch come from the registry.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from llmsweep.execute.base import ServerLauncher
+    from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
+
+Event = Callable[[str], None]
+
+
+class Executor(Protocol):
+    """Places server groups, starts each group's server, runs its jobs there and tears the server down."""
+
+    kind: ClassVar[str]
+    """Registry key and the `--executor` choice; recorded in each group and in every job's provenance."""
+    summary: ClassVar[str]
+    """One line for `--help`: where servers run."""
+    options_model: ClassVar[type[BaseModel]]
+    """The executor's settings (`--executor-option KEY=VALUE`), validated with `extra="forbid"`."""
+
+    def __init__(self, options: Any = None) -> None: ...
+
+    def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
+                   event: Event) -> list[JobOutcome]:
+        """Run every group (each on one server, always torn down); the outcomes of the jobs that ran.
+
+        Stops after the first group with a failed job when `settings.fail_fast`; jobs left out get no outcome.
+        """
+        ...
+
+
+E = TypeVar("E", bound=type[Executor])
+
+_EXECUTORS: dict[str, type[Executor]] = {}
+
+
+def register_executor(cls: E) -> E:
+    """Class decorator: make `cls` the executor of `cls.kind` (a second class for one kind is a programming error)."""
+    known = _EXECUTORS.get(cls.kind)
+    if known is not None and known is not cls:
+        raise ValueError(f"executor kind {cls.kind!r} is registered twice ({known.__qualname__}, {cls.__qualname__})")
+    _EXECUTORS[cls.kind] = cls
+    return cls
+
+
+def registered_executors() -> dict[str, type[Executor]]:
+    """The executors registered so far, by kind (import :mod:`llmsweep.execute.registry` for every built-in one)."""
+    return dict(_EXECUTORS)
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP unwind like Ctrl-C while servers run here, so `finally` blocks stop them.
+
+    Python's default SIGTERM ends the process at once: a `kill` of the driver (or a closed terminal) would leave the
+    server, which runs in its own session, holding its port and GPUs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_groups_here(launcher: ServerLauncher, groups: Sequence[ServerGroup], run_dir: Path,
+                    settings: LifecycleSettings, event: Event) -> list[JobOutcome]:
+    """Run the groups one after the other in this process, each server started by `launcher` (local, docker)."""
+    from llmsweep.execute.lifecycle import run_group
+
+    outcomes: list[JobOutcome] = []
+    with terminate_as_interrupt():
+        for group in groups:
+            got = run_group(group, launcher, run_dir, settings, event=event)
+            outcomes.extend(got)
+            if settings.fail_fast and not all(o.ok for o in got):
+                event("fail-fast: stopping after the first failed job")
+                break
+    return outcomes
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate_options(kind: str, model: type[M], options: Mapping[str, Any] | BaseModel | None) -> M:
+    """`options` as the executor's options model; unknown or ill-typed fields are a ConfigError naming them."""
+    from pydantic import ValidationError
+
+    from llmsweep.errors import ConfigError
+
+    if isinstance(options, model):
+        return options
+    try:
+        return model.model_validate(options if options is not None else {})
+    except ValidationError as exc:
+        raise ConfigError(
+            f"invalid {kind} executor options: {exc}", fix="fix or remove the fields named above"
+        ) from exc

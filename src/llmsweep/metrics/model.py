@@ -1,0 +1,437 @@
+"""The typed, versioned `Summary`: what `summary.json` holds, and the one object every reader takes.
+
+`metrics.summarise` builds it; `Summary.load` reads a `summary.json` of any schema version this llmsweep knows
+(older versions are upgraded on read); `Summary.dump` gives the JSON document (`model_dump(mode="json")`). Its JSON
+Schema (`llmsweep schema summary`) is the contract documented in `docs/contracts.md`.
+
+Versioning rule: `SCHEMA_VERSION` goes up when a key is renamed or removed, changes meaning or unit, or a block every
+reader needs is added; `Summary.from_doc` upgrades every older version it knows. A new *optional* block (eval, power,
+roles, the next feature's) is added as a field defaulting to None and does not bump the version. A field left unset
+whose value is None is not written, so a summary without a block keeps the shape it had before the block existed.
+
+Units: latencies and durations in seconds, token counts in tokens, throughput in tokens/s (per GPU where named),
+interactivity in tokens/s/user, rates as 0-1 ratios; `units` names the unit of every registered metric.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
+
+from llmsweep.errors import ResultError
+from llmsweep.metrics.gates import GateConfig
+
+SCHEMA_VERSION = 2
+"""1: the untyped dict of llmsweep ≤ 0.x (same keys); 2: the typed model (unset empty blocks are left out)."""
+KNOWN_VERSIONS = (1, 2)
+
+Source = Literal["measured", "simulated", "predicted"]
+Verdict = Literal["valid", "smoke", "invalid"]
+
+
+class _Block(BaseModel):
+    """A block of the summary: strict keys, p99.9 spelled as in the file, unset Nones left out of the JSON."""
+
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_none(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name, field in type(self).model_fields.items():
+                key = field.alias or name
+                if name not in self.model_fields_set and data.get(key, 0) is None:
+                    del data[key]
+        return data
+
+
+class _Open(_Block):
+    """A block whose shape varies by engine or feature: the keys readers use are typed, the rest kept as they came."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+
+
+class Stats(_Block):
+    """count, mean, p50…p99.9, std, min, max of one per-request (or pooled) sample (`metrics.stats.stat_block`)."""
+
+    count: int = 0
+    mean: float = 0.0
+    p50: float = 0.0
+    p75: float = 0.0
+    p90: float = 0.0
+    p95: float = 0.0
+    p99: float = 0.0
+    p99_9: float = Field(default=0.0, alias="p99.9")
+    std: float = 0.0
+    min: float = 0.0
+    max: float = 0.0
+
+    def stat(self, name: str) -> float:
+        """A statistic by its stored key (`p50`, `p99.9`, `mean`, …)."""
+        return float(getattr(self, _STAT_ATTR.get(name, name)))
+
+
+class InvertedStats(_Block):
+    """Slow-tail inversion of a per-token time: pXX = 1/pXX(time), mean = 1/mean(time), std = pstdev(1/time)."""
+
+    count: int = 0
+    mean: float = 0.0
+    p50: float = 0.0
+    p75: float = 0.0
+    p90: float = 0.0
+    p95: float = 0.0
+    p99: float = 0.0
+    p99_9: float = Field(default=0.0, alias="p99.9")
+    std: float = 0.0
+
+    def stat(self, name: str) -> float:
+        return float(getattr(self, _STAT_ATTR.get(name, name)))
+
+
+_STAT_ATTR = {"p99.9": "p99_9", "median": "p50"}
+
+
+class Qps(_Block):
+    """Completions per 1-s window from the first completion; statistics absent with fewer than two completions."""
+
+    window_seconds: int = 1
+    samples: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p75: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p99_9: float | None = Field(default=None, alias="p99.9")
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+
+# ------------------------------------------------------------------------------------------------ client-side blocks
+
+
+class Requests(_Block):
+    """Request accounting: only successful profiling requests feed the statistics; the rest are counted here."""
+
+    total: int = 0
+    successful: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    warmup: int = 0
+    warmup_failed: int = 0
+    context_overflow: int = 0
+    error_categories: dict[str, int] = Field(default_factory=dict)
+    error_ratio: float = Field(default=0.0, description="failed / (successful + failed)")
+    output_length_mismatch: int = Field(default=0, description="Successful requests whose OSL differs from max_tokens.")
+
+
+class Latency(_Block):
+    """Latency statistics in seconds (TPOT: per-request mean gap after the first token; ITL: pooled chunk gaps)."""
+
+    ttft: Stats = Field(default_factory=Stats)
+    tpot: Stats = Field(default_factory=Stats)
+    itl: Stats = Field(default_factory=Stats)
+    e2el: Stats = Field(default_factory=Stats)
+
+
+class Tokens(_Block):
+    """Input and output tokens per successful profiling request, and their sums."""
+
+    input: Stats = Field(default_factory=Stats)
+    output: Stats = Field(default_factory=Stats)
+    input_total: int = 0
+    output_total: int = 0
+
+
+class PerGpu(_Block):
+    input_tps: float = 0.0
+    output_tps: float = 0.0
+    total_tps: float = 0.0
+
+
+class Throughput(_Block):
+    """Tokens (and requests) per second over (last end − first send) of the successful profiling requests."""
+
+    duration_s: float = 0.0
+    request_rps: float = 0.0
+    input_tps: float = 0.0
+    output_tps: float = 0.0
+    total_tps: float = 0.0
+    gpus: int = 1
+    per_gpu: PerGpu = Field(default_factory=PerGpu)
+
+
+class Cache(_Block):
+    """Prefix-cache hit rates: what the workload makes reusable (theoretical) and what the server reported."""
+
+    theoretical_hit_rate: float | None = None
+    observed_hit_rate: float | None = None
+    theoretical_cached_tokens: int = 0
+    observed_cached_tokens: int = 0
+
+
+class ScheduleLag(_Block):
+    count: int = 0
+    p50: float = 0.0
+    p99: float = 0.0
+    max: float = 0.0
+
+
+class FdLimit(_Open):
+    soft: int | None = None
+    hard: int | None = None
+    needed: int | None = None
+    capped: bool | None = None
+
+
+class ClientHealth(_Block):
+    """Whether the client kept up: schedule lag from the records, worker CPU and connection waits from the run."""
+
+    workers: list[dict[str, Any]] = Field(default_factory=list)
+    cpu_s_total: float = 0.0
+    cpu_us_per_output_token: float | None = None
+    schedule_lag_s: ScheduleLag = Field(default_factory=ScheduleLag)
+    connection_queue_wait_s: float = 0.0
+    connect_s: float = 0.0
+    connections_opened: int = 0
+    max_inflight: int = 0
+    fd_limit: FdLimit = Field(default_factory=FdLimit)
+    stop_reason: str | None = None
+    saturated: bool = False
+    saturation_reasons: list[str] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ server metrics
+
+
+class Window(_Block):
+    start: float | None = None
+    end: float | None = None
+
+
+class RequiredPrefix(_Block):
+    prefix: str
+    found: bool
+
+
+class KvCache(_Open):
+    gpu_usage_max: float | None = None
+    gpu_usage_mean: float | None = None
+    cpu_usage_max: float | None = None
+
+
+class ServerCache(_Open):
+    gpu_hit_rate: float | None = None
+    cpu_hit_rate: float | None = None
+    overall_hit_rate: float | None = None
+
+
+class ServerLatency(_Open):
+    ttft_mean_s: float | None = None
+    tpot_mean_s: float | None = None
+    itl_mean_s: float | None = None
+    e2el_mean_s: float | None = None
+    requests: float | None = None
+
+
+class ServerTokens(_Open):
+    prompt_total: float | None = None
+    generation_total: float | None = None
+    requests_completed: float | None = None
+
+
+class SpecDecode(_Open):
+    """The realised speculative decoding, from the engine's counters over the window."""
+
+    acceptance_length: float | None = None
+    acceptance_rate: float | None = None
+    accepted_tokens: float | None = None
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    verify_steps: float | None = None
+    method: str | None = None
+
+
+class ServerMetrics(_Open):
+    """The engine's /metrics over the profiling window, read through an engine adapter (`metrics.server`)."""
+
+    present: bool = False
+    adapter: str | None = None
+    scrapes: int = 0
+    scrape_errors: int = 0
+    metric_count: int = 0
+    window: Window = Field(default_factory=Window)
+    warnings: list[str] = Field(default_factory=list)
+    required_prefix: RequiredPrefix | None = None
+    queue: dict[str, Any] | None = None
+    kv_cache: KvCache | None = None
+    cache: ServerCache | None = None
+    latency: ServerLatency | None = None
+    tokens: ServerTokens | None = None
+    spec_decode: SpecDecode | None = None
+
+
+# ------------------------------------------------------------------------------------------------ verdict
+
+
+class CoverageDetail(_Block):
+    """`gates.window_coverage`'s figures; times are offsets from the window start, in seconds."""
+
+    coverage: float = 1.0
+    window_s: float = 0.0
+    uncovered_s: float = 0.0
+    idle_allowance_s: float | None = None
+    longest_idle_s: float = 0.0
+    longest_idle_from_s: float = 0.0
+    longest_idle_to_s: float = 0.0
+    uncovered_from_s: float = 0.0
+    uncovered_to_s: float = 0.0
+    last_in_flight_s: float = 0.0
+
+
+class Validity(_Block):
+    """The gates' verdict: invalid when any gate fails, else smoke below the submission window, else valid."""
+
+    verdict: Verdict = "invalid"
+    reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    gates: GateConfig = Field(default_factory=GateConfig)
+    coverage: CoverageDetail | None = None
+
+
+class ReadbackCheck(_Block):
+    """One trust-but-verify check: the value the engine realised against the one the job pinned."""
+
+    check: str
+    pinned: float
+    realised: float | None = None
+    tolerance: float
+    verify_steps: float | None = None
+    source: str
+    ok: bool | None = Field(description="True passed, False failed (invalid), None inconclusive (a warning).")
+    reason: str | None = None
+
+
+class Readback(_Block):
+    checks: list[ReadbackCheck] = Field(default_factory=list)
+    ok: bool = True
+
+
+class Launch(_Open):
+    """What served the job (`llmsweep run`): the engine as rendered and as it reported itself."""
+
+    engine: str | None = None
+    engine_version: str | None = None
+    engine_version_reported: str | None = None
+    image: str | None = None
+
+
+class Provenance(_Open):
+    """Who measured what: the client version plus what the run recorded (job, launch, hardware, options, …)."""
+
+    client_version: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    options: dict[str, Any] | None = None
+    workload: dict[str, Any] | None = None
+    launch: Launch | None = None
+    hardware: dict[str, Any] | str | None = Field(
+        default=None, description="`llmsweep run`: sku, runner, gpus, gpu_names, driver_version; else a name.")
+    gpus_known: bool | None = Field(
+        default=None, description="False when nobody stated or read the endpoint's GPU count: per-GPU figures are "
+                                  "then the whole endpoint's (`bench` against a server that does not report it).")
+    gpus_from: str | None = Field(default=None, description="Where the GPU count came from (option, server, job).")
+
+    @property
+    def gpu_name(self) -> str | None:
+        """The first GPU as the driver named it, when the run recorded it."""
+        names = self.hardware.get("gpu_names") if isinstance(self.hardware, dict) else None
+        return str(names[0]) if isinstance(names, list) and names else None
+
+
+# ------------------------------------------------------------------------------------------------ reserved blocks
+
+
+class EvalBlock(_Open):
+    """Reserved for accuracy evaluations (scores per task); typed by the feature that fills it."""
+
+
+class PowerBlock(_Open):
+    """Reserved for power and energy figures; typed by the feature that fills it."""
+
+
+class RoleBlock(_Open):
+    """Reserved for per-role figures of a disaggregated deployment (prefill, decode, router)."""
+
+
+# ------------------------------------------------------------------------------------------------ the summary
+
+
+class Summary(_Block):
+    """One job's summary: `summary.json`."""
+
+    schema_version: int = SCHEMA_VERSION
+    source: Source = "measured"
+    requests: Requests = Field(default_factory=Requests)
+    latency: Latency = Field(default_factory=Latency)
+    interactivity: InvertedStats = Field(default_factory=InvertedStats, description="1/TPOT, tok/s/user.")
+    e2e_norm_interactivity: InvertedStats = Field(default_factory=InvertedStats, description="OSL/E2EL, tok/s/user.")
+    tokens: Tokens = Field(default_factory=Tokens)
+    throughput: Throughput = Field(default_factory=Throughput)
+    qps: Qps = Field(default_factory=Qps)
+    cache: Cache = Field(default_factory=Cache)
+    server_metrics: ServerMetrics = Field(default_factory=ServerMetrics)
+    client_health: ClientHealth = Field(default_factory=ClientHealth)
+    coverage: float | None = Field(default=None, description="Share of the profile window covered (0-1).")
+    validity: Validity = Field(default_factory=Validity)
+    readback: Readback | None = Field(default=None, description="Read-back checks of a job that pinned settings.")
+    units: dict[str, str] = Field(default_factory=dict)
+    provenance: Provenance = Field(default_factory=Provenance)
+    eval: EvalBlock | None = None
+    power: PowerBlock | None = None
+    roles: dict[str, RoleBlock] | None = None
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON document of `summary.json`."""
+        return self.model_dump(mode="json")
+
+    def write(self, path: Path | str) -> None:
+        Path(path).write_text(json.dumps(self.dump(), indent=2, allow_nan=False), encoding="utf-8")
+
+    @classmethod
+    def from_doc(cls, doc: Any, *, where: str = "summary") -> Summary:
+        """A summary document of any known schema version, upgraded to this one."""
+        if not isinstance(doc, dict):
+            raise ResultError(f"{where} is not a JSON object", fix="re-run `llmsweep summarize` on its job folder")
+        version = doc.get("schema_version", 1)
+        if version not in KNOWN_VERSIONS:
+            raise ResultError(f"{where} has summary schema_version {version!r}; this llmsweep reads {KNOWN_VERSIONS}",
+                              fix="use a newer llmsweep, or re-run `llmsweep summarize` on its job folder")
+        try:
+            summary = cls.model_validate({**doc, "schema_version": SCHEMA_VERSION})
+        except ValidationError as exc:
+            raise ResultError(f"{where} is not a summary llmsweep can read: {exc}",
+                              fix="re-run `llmsweep summarize` on its job folder") from exc
+        return summary
+
+    @classmethod
+    def load(cls, path: Path | str) -> Summary:
+        """Read a `summary.json` (any known schema version)."""
+        p = Path(path)
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ResultError(f"cannot read {p}: {exc}", fix="re-run `llmsweep summarize` on its job folder") from exc
+        return cls.from_doc(doc, where=str(p))
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of `summary.json` (what `llmsweep schema summary` prints)."""
+    return Summary.model_json_schema(by_alias=True)

@@ -1,0 +1,139 @@
+"""What the recipe names must exist and agree: the model (and its context), the runner label, the checkpoint's
+precision, and a topology that divides the node.
+
+Each of these used to pass validation and fail later: an unknown runner label silently simulated the default GPU,
+an `isl` beyond the model's context spent 88 s per job before the server refused it, `fp4` on an FP8 checkpoint
+started an engine that cannot serve it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from llmsweep.catalog.models import (
+    ModelSpec,
+    checkpoint_precision,
+    find_model,
+    model_for_prefix,
+)
+from llmsweep.findings import Finding, Severity
+from llmsweep.plan.job import Job
+from llmsweep.policy.context import Context, entry_path
+from llmsweep.policy.registry import rule
+from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.source import FieldPath
+
+PRECISION_BITS: dict[str, int] = {
+    "fp4": 4, "mxfp4": 4, "nvfp4": 4, "int4": 4, "w4a16": 4, "w4a8": 4,
+    "fp8": 8, "mxfp8": 8, "int8": 8, "w8a8": 8,
+    "bf16": 16, "fp16": 16,
+    "fp32": 32,
+}
+"""Bits per weight of a precision name; names not listed are not compared."""
+
+
+def recipe_model(recipe: Recipe) -> ModelSpec | None:
+    """The catalog model a recipe serves: by `model` (HF id, any org or precision variant), else by `model-prefix`."""
+    return find_model(recipe.model) or model_for_prefix(recipe.model_prefix)
+
+
+@rule("input.unknown-model", Severity.ERROR,
+      "The model is in no catalog, so its size, context and the simulator's figures are unknown",
+      "use a model of `llmsweep catalog models`, add it to models.yaml in $LLMSWEEP_CATALOG_DIR, or serve local "
+      "weights with `serve.model-path`",
+      "DESIGN.md principle 1 (checked before any GPU hour)")
+def unknown_model(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        if find_model(recipe.model) is not None:
+            continue
+        serve = recipe.serve
+        if serve is not None and serve.model_path:
+            continue  # local weights: the recipe says what is served
+        # A plan-only recipe (no serve: InferenceX master files) keeps a warning, as `matrix` plans it anyway.
+        severity = Severity.ERROR if serve is not None else Severity.WARNING
+        prefix = model_for_prefix(recipe.model_prefix)
+        hint = f"; model-prefix `{recipe.model_prefix}` is {prefix.id}, but the id does not name it" if prefix else ""
+        yield ctx.hit("input.unknown-model", recipe, ("model",),
+                      f"model `{recipe.model}` is not in the model catalog{hint}", severity=severity)
+
+
+@rule("fleet.unknown-label", Severity.ERROR,
+      "The runner label is not in the runner (fleet) file",
+      "add the label to the runner file (--runner-config), or check its spelling",
+      "InferenceX runners.yaml (a job is scheduled by its exact label)")
+def unknown_label(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        if ctx.fleet.has_label(recipe.runner):
+            continue
+        # `matrix` warns with the same message and keeps the label; a recipe llmsweep would run is refused: its
+        # GPU (and so the simulator's hardware and every fit check) would be a guess.
+        severity = Severity.ERROR if recipe.serve is not None else Severity.WARNING
+        yield ctx.hit("fleet.unknown-label", recipe, ("runner",),
+                      f"runner label `{recipe.runner}` is not in the runner file ({ctx.fleet.file}); jobs keep the "
+                      "label", severity=severity)
+
+
+def _isl_path(recipe: Recipe, job: Job) -> FieldPath:
+    path = entry_path(recipe, job)
+    return (*path[:3], "isl") if len(path) >= 3 and path[1] == "fixed-seq-len" else (*path, "isl")
+
+
+@rule("input.context-length", Severity.ERROR,
+      "isl + osl exceed the model's context window",
+      "lower isl/osl to fit the model's native context",
+      "catalog models (native_context)")
+def context_length(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.job_pairs():
+        if job.isl is None or job.osl is None:
+            continue
+        model = recipe_model(recipe)
+        if model is None:
+            continue
+        total = job.isl + job.osl
+        if total > model.native_context:
+            yield ctx.hit("input.context-length", recipe, _isl_path(recipe, job),
+                          f"isl {job.isl} + osl {job.osl} = {total} tokens exceed {model.id}'s context of "
+                          f"{model.native_context} tokens: every request would be refused", job=job)
+
+
+@rule("input.precision-checkpoint", Severity.ERROR,
+      "The recipe's precision is below the checkpoint's: a quantized checkpoint cannot be served at fewer bits",
+      "serve a checkpoint of that precision (e.g. an -MXFP4 / -NVFP4 id), or set `precision` to the checkpoint's",
+      "checkpoint id suffix (-FP8, -MXFP4, ...) or the catalog model's native precision")
+def precision_checkpoint(ctx: Context) -> Iterator[Finding]:
+    for recipe in ctx.recipes.values():
+        model = find_model(recipe.model)
+        stated = checkpoint_precision(recipe.model, default="")
+        ckpt = stated or (model.native_precision if model is not None else "")
+        have, want = PRECISION_BITS.get(ckpt.lower()), PRECISION_BITS.get(recipe.precision.lower())
+        if have is None or want is None or have > 8:
+            continue  # unknown names, or a bf16 checkpoint (engines quantize those online)
+        if want < have:
+            source = "its id says" if stated else "the catalog's native precision"
+            yield ctx.hit("input.precision-checkpoint", recipe, ("precision",),
+                          f"precision `{recipe.precision}` ({want}-bit) on checkpoint `{recipe.model}`, which is "
+                          f"{ckpt} ({have}-bit, {source}): the weights are not there to serve at {want} bits")
+
+
+@rule("resources.gpu-divisibility", Severity.ERROR,
+      "The job's GPUs do not divide the node, or ep does not divide them",
+      "use tp·pp·pcp that divides the runner's GPUs per node, and an ep that divides tp·pp·pcp",
+      "InferenceX spec §2.4 (single-node topologies tile the node)")
+def gpu_divisibility(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.policy.rules_resources import gpus_per_node_of
+
+    for job, recipe in ctx.job_pairs():
+        if job.multinode or job.tp is None:
+            continue
+        path = entry_path(recipe, job)
+        per_node = gpus_per_node_of(ctx, job)
+        gpus = job.gpus
+        if per_node is not None and gpus <= per_node and per_node % gpus != 0:
+            yield ctx.hit("resources.gpu-divisibility", recipe, (*path, "tp"),
+                          f"tp·pp·pcp = {gpus} GPUs does not divide the {per_node} GPUs per node of "
+                          f"`{job.runner_label}`", job=job)
+        ep = job.ep or 1
+        if ep > gpus or gpus % ep != 0:
+            yield ctx.hit("resources.gpu-divisibility", recipe, (*path, "ep"),
+                          f"ep {ep} does not divide the job's tp·pp·pcp = {gpus} GPUs: experts are sharded over "
+                          "the GPUs the job has", job=job)

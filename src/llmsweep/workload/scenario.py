@@ -1,0 +1,284 @@
+"""Scenarios: each one object owning what it sends, its defaults and its gate profile.
+
+A scenario (:class:`~llmsweep.spec.workload.ScenarioId`) decides, for one job:
+
+- its defaults: how a recipe's `workload` block resolves for an entry (`resolve` → `ResolvedWorkload`);
+- the route it speaks (`api`) and its stopping rule at one concurrency (`load`: prompt count, warm-ups, window);
+- its workload builder (`build` → the `Workload` the client or the simulator runs);
+- its gate profile (`gate`: the error-ratio threshold and the submission minimum; `gate.config` adds a run's
+  planned window).
+
+`fixed-seq-len` and `agentic-coding` are InferenceX's recipe scenarios; `mooncake-replay` is what an agentic-coding
+entry runs when `workload.replay` names a Mooncake trace. A new scenario is one `Scenario` subclass here, registered
+with `@register_scenario`, and one member of `ScenarioId`.
+
+Module imports stay light (planning imports this): workloads and gate configs are imported when first built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+
+from llmsweep.errors import ConfigError
+from llmsweep.spec.workload import (
+    CORPUS_DATASETS,
+    DEFAULT_AGENTIC_DURATION_SECONDS,
+    DEFAULT_PROMPTS_PER_CONC,
+    DEFAULT_RANGE_RATIO,
+    DEFAULT_WARMUP_PER_LANE,
+    DEFAULT_WARMUPS_PER_CONC,
+    ResolvedWorkload,
+    ScenarioId,
+    TraceSource,
+    WorkloadSpec,
+    default_corpus,
+)
+from llmsweep.workload.base import Api
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.gates import GateConfig
+    from llmsweep.workload.base import Workload
+
+MIN_SUBMISSION_S = 900.0
+"""A profiling window shorter than this is a smoke run. Today every scenario keeps AgentX's 900 s; a scenario that
+needs another minimum says so in its profile."""
+
+
+@dataclass(frozen=True)
+class GateProfile:
+    """The validity thresholds a scenario implies; `config` makes the metrics' `GateConfig` of one run.
+
+    `kind` picks the gates' threshold set (`GateConfig.for_kind`: agentic runs tolerate a 0.10 error ratio, the
+    others 0.05); the client's live failure stop uses the same ratio.
+    """
+
+    kind: Literal["fixed", "agentic", "replay"]
+    min_submission_s: float = MIN_SUBMISSION_S
+
+    def config(self, *, planned_duration_s: float | None = None, require_metrics_prefix: str | None = None,
+               max_error_ratio: float | None = None) -> GateConfig:
+        """The gates of one run; `max_error_ratio` overrides the profile's (`bench --max-failure-ratio`)."""
+        from llmsweep.metrics.gates import GateConfig
+
+        ratio = {} if max_error_ratio is None else {"max_error_ratio": max_error_ratio}
+        return GateConfig.for_kind(self.kind, min_submission_s=self.min_submission_s,
+                                   planned_duration_s=planned_duration_s, require_metrics_prefix=require_metrics_prefix,
+                                   **ratio)
+
+    @property
+    def max_error_ratio(self) -> float:
+        return self.config().max_error_ratio
+
+
+@dataclass(frozen=True)
+class Load:
+    """How one point of a scenario drives the server: closed loop at `concurrency` (None: the workload's own
+    arrivals), stopping after `num_requests` profiling requests or a `duration_s` window (neither: when the workload
+    runs out), after `warmup_requests` warm-up requests."""
+
+    concurrency: int | None
+    num_requests: int | None = None
+    duration_s: float | None = None
+    warmup_requests: int = 0
+
+
+class Scenario(ABC):
+    """One scenario: its id, defaults, route, stopping rule, workload builder and gate profile."""
+
+    id: ClassVar[ScenarioId]
+    gate: ClassVar[GateProfile]
+
+    @abstractmethod
+    def resolve(self, spec: WorkloadSpec, *, common: Mapping[str, Any], entry: Mapping[str, Any],
+                model_prefix: str, spec_decoding: bool) -> ResolvedWorkload:
+        """`spec` (a recipe's `workload` block) with this scenario's defaults filled in for a matrix entry.
+
+        `common` holds what every scenario shares (tokenizer, served model name, seed), already resolved.
+        """
+
+    def api(self, resolved: ResolvedWorkload) -> Api:
+        """The OpenAI route the client streams from."""
+        return "chat" if resolved.use_chat_template else "completions"
+
+    @abstractmethod
+    def load(self, resolved: ResolvedWorkload, *, concurrency: int, job_duration: int | None = None) -> Load:
+        """The stopping rule of one point (`job_duration`: the matrix entry's duration, if any)."""
+
+    @abstractmethod
+    def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
+              **overrides: Any) -> Workload:
+        """The workload of one concurrency point; `overrides` go to the workload's config (`tokenizer=None`: the
+        built-in tokenizer, as the simulator counts).
+
+        `point` names the point (a job id): a scenario whose prompts would otherwise repeat across the points that
+        share one server mixes it into its seed, so no point finds an earlier one's prompts in the prefix cache.
+        """
+
+
+S = TypeVar("S", bound=type[Scenario])
+_SCENARIOS: dict[ScenarioId, Scenario] = {}
+
+
+def register_scenario(cls: S) -> S:
+    """Class decorator: the one instance of `cls` becomes the scenario of `cls.id`."""
+    if cls.id in _SCENARIOS:
+        raise ValueError(f"scenario {cls.id.value!r} is registered twice")
+    _SCENARIOS[cls.id] = cls()
+    return cls
+
+
+def get_scenario(scenario: ScenarioId | str) -> Scenario:
+    """The scenario of an id; an unknown one is a ConfigError listing the known ones."""
+    try:
+        return _SCENARIOS[ScenarioId(scenario)]
+    except ValueError:
+        raise ConfigError(f"unknown scenario {scenario!r}", fix=f"use one of {', '.join(scenario_ids())}") from None
+
+
+def scenario_ids() -> tuple[str, ...]:
+    return tuple(s.value for s in _SCENARIOS)
+
+
+def point_seed(seed: int, point: str) -> int:
+    """A seed mixed with a point's name (a job id): deterministic per point, different between the points of one
+    server.
+
+    Every job of a server group runs against the same server. With the workload's seed alone, fixed-length prompt *i*
+    is the same at every concurrency point, so each later point finds an earlier point's prompts in the engine's
+    prefix cache: measured on the H200 with vLLM 0.26.0, 6-37 % of the prompt tokens of conc 4..128 came from the
+    cache where the workload plans none. (Agentic and Mooncake replays already salt each run's prompts.)
+    """
+    digest = hashlib.sha256(f"{seed}:{point}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+@register_scenario
+class FixedSeqLen(Scenario):
+    """Random prompts of fixed input/output lengths, `num-prompts` (10 × conc) after 2 × conc warm-ups."""
+
+    id = ScenarioId.FIXED_SEQ_LEN
+    gate = GateProfile("fixed")
+
+    def resolve(self, spec: WorkloadSpec, *, common: Mapping[str, Any], entry: Mapping[str, Any],
+                model_prefix: str, spec_decoding: bool) -> ResolvedWorkload:
+        conc = entry["conc"]
+        single = conc if isinstance(conc, int) else None
+        per_conc = spec.num_prompts_per_conc or DEFAULT_PROMPTS_PER_CONC
+        num_prompts = spec.num_prompts if spec.num_prompts is not None else (per_conc * single if single else None)
+        num_warmups = spec.num_warmups if spec.num_warmups is not None else (
+            DEFAULT_WARMUPS_PER_CONC * single if single else None)
+        return ResolvedWorkload.model_validate({
+            **common,
+            "scenario": self.id,
+            # Chat-templated prompts when speculative decoding is on: real acceptance needs real-looking text.
+            "use-chat-template": spec.use_chat_template if spec.use_chat_template is not None else spec_decoding,
+            "isl": entry["isl"],
+            "osl": entry["osl"],
+            "num-prompts": num_prompts,
+            "num-prompts-per-conc": None if spec.num_prompts is not None else per_conc,
+            "range-ratio": spec.range_ratio if spec.range_ratio is not None else DEFAULT_RANGE_RATIO,
+            "num-warmups": num_warmups,
+        })
+
+    def load(self, resolved: ResolvedWorkload, *, concurrency: int, job_duration: int | None = None) -> Load:
+        num = resolved.num_prompts or (resolved.num_prompts_per_conc or DEFAULT_PROMPTS_PER_CONC) * concurrency
+        # The workload marks its first `num_warmups` prompts as warm-up (InferenceX: 2 × conc); the client must spend
+        # them in its warm-up phase, or they would eat the profiling budget and the job would measure fewer prompts.
+        warmups = resolved.num_warmups if resolved.num_warmups is not None else DEFAULT_WARMUPS_PER_CONC * concurrency
+        return Load(concurrency=concurrency, num_requests=num, warmup_requests=warmups)
+
+    def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
+              **overrides: Any) -> Workload:
+        from llmsweep.workload.build import fixed_config
+        from llmsweep.workload.fixed import FixedLengthWorkload
+
+        overrides.setdefault("api", self.api(resolved))
+        if point is not None:
+            overrides.setdefault("seed", point_seed(resolved.seed, point))
+        return FixedLengthWorkload(fixed_config(resolved, concurrency=concurrency, **overrides))
+
+
+@register_scenario
+class AgenticCoding(Scenario):
+    """AgentX replay of a Weka-format agentic corpus with subagents, for a profiling window (default 3600 s)."""
+
+    id = ScenarioId.AGENTIC_CODING
+    gate = GateProfile("agentic")
+
+    def resolve(self, spec: WorkloadSpec, *, common: Mapping[str, Any], entry: Mapping[str, Any],
+                model_prefix: str, spec_decoding: bool) -> ResolvedWorkload:
+        traces = spec.traces or TraceSource(hf=CORPUS_DATASETS[default_corpus(model_prefix)])
+        return ResolvedWorkload.model_validate({
+            **common,
+            "scenario": self.id,
+            "use-chat-template": spec.use_chat_template if spec.use_chat_template is not None else True,
+            "traces": traces,
+            "duration": spec.duration if spec.duration is not None else entry["duration"],
+            "warmup-per-lane": spec.warmup_per_lane if spec.warmup_per_lane is not None else DEFAULT_WARMUP_PER_LANE,
+        })
+
+    def api(self, resolved: ResolvedWorkload) -> Api:
+        return "chat"
+
+    def load(self, resolved: ResolvedWorkload, *, concurrency: int, job_duration: int | None = None) -> Load:
+        duration = resolved.duration or job_duration or DEFAULT_AGENTIC_DURATION_SECONDS
+        return Load(concurrency=concurrency, duration_s=float(duration))
+
+    def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
+              **overrides: Any) -> Workload:
+        # Agentic replays salt every run's prompts themselves (a run-wide marker): `point` is not needed.
+        from llmsweep.workload.agentic import AgenticWorkload
+        from llmsweep.workload.build import agentic_config
+
+        return AgenticWorkload(agentic_config(resolved, concurrency=concurrency, **overrides))
+
+
+@register_scenario
+class MooncakeReplay(Scenario):
+    """A Mooncake trace, every row once: `conc` rows in flight (closed loop), or on the rows' timestamps."""
+
+    id = ScenarioId.MOONCAKE_REPLAY
+    gate = GateProfile("replay")
+
+    def resolve(self, spec: WorkloadSpec, *, common: Mapping[str, Any], entry: Mapping[str, Any],
+                model_prefix: str, spec_decoding: bool) -> ResolvedWorkload:
+        if spec.replay is None:
+            raise ConfigError("a mooncake-replay job needs `workload.replay`",
+                              fix="add `replay: {mooncake: <file.jsonl>}` to the recipe's workload block")
+        return ResolvedWorkload.model_validate({
+            **common,
+            "scenario": self.id,
+            "use-chat-template": spec.use_chat_template if spec.use_chat_template is not None else True,
+            "replay": spec.replay,
+            "duration": spec.duration,
+        })
+
+    def load(self, resolved: ResolvedWorkload, *, concurrency: int, job_duration: int | None = None) -> Load:
+        timestamps = resolved.replay is not None and resolved.replay.timestamps
+        return Load(concurrency=None if timestamps else concurrency,
+                    duration_s=float(resolved.duration) if resolved.duration else None)
+
+    def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
+              **overrides: Any) -> Workload:
+        # Mooncake replays prefix every prompt with a run-wide marker (`cache_bust`): `point` is not needed.
+        from llmsweep.workload.mooncake import MooncakeConfig, MooncakeWorkload
+
+        replay = resolved.replay
+        if replay is None:
+            raise ConfigError("a mooncake-replay workload needs a trace", fix="set workload.replay in the recipe")
+        values: dict[str, Any] = {
+            "source": replay.mooncake, "api": self.api(resolved), "block_size": replay.block_size,
+            "speedup": replay.speedup, "max_rows": replay.max_rows, "seed": resolved.seed,
+            "tokenizer": resolved.tokenizer,
+        }
+        return MooncakeWorkload(MooncakeConfig(**{**values, **overrides}))
+
+
+def scenario_of(resolved: ResolvedWorkload) -> Scenario:
+    """The scenario a resolved workload belongs to."""
+    return get_scenario(resolved.scenario)
+

@@ -1,0 +1,143 @@
+"""`bench` looks before it sends load: nothing listening is exit 2 within seconds (no all-zero table, no spurious
+SATURATED warning); the GPU count per-GPU figures divide by comes from the server where it says (the simulator's
+TP, SGLang's server info), and where nobody knows it the figure is labelled per endpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from support.stream_server import ServerConfig, StreamServer, free_port
+
+from llmsweep.client.probe import gpus_from_server_info, probe_endpoint, require_endpoint
+from llmsweep.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+FIXED = ("--isl", "64", "--osl", "8", "--concurrency", "2", "--num-prompts", "4")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=120, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def test_bench_against_a_closed_port_exits_2_within_seconds_and_sends_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    started = time.monotonic()
+    res = _cli("bench", "fixed", "--url", f"http://127.0.0.1:{free_port()}", "--model", "m", *FIXED,
+               "--out", str(out))
+    took = time.monotonic() - started
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert took < 20  # the interpreter's start on 2 busy cores included; the probe itself is one refused connect
+    assert "nothing answers at" in res.stderr and "connection refused" in res.stderr
+    assert "--url" in res.stderr  # the fix names what to check
+    assert not out.exists()  # no records, no summary, no all-zero table
+    assert "SATURATED" not in res.stdout + res.stderr
+
+
+class _Fake(BaseHTTPRequestHandler):
+    routes: ClassVar[dict[str, tuple[int, Any]]] = {}
+
+    def do_GET(self) -> None:
+        status, doc = self.routes.get(self.path, (404, {"detail": "Not Found"}))
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[str, dict[str, tuple[int, Any]]]]:
+    routes: ClassVar[dict[str, tuple[int, Any]]] = {}
+    handler = type("Handler", (_Fake,), {"routes": routes})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", routes
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_still_loading_is_refused_and_one_without_health_routes_passes(fake: Any) -> None:
+    url, routes = fake
+    routes.update({"/health": (503, {}), "/v1/models": (503, {})})
+    with pytest.raises(ConfigError, match=r"not ready .*/health HTTP 503"):
+        require_endpoint(url, timeout_s=2)
+    routes.clear()  # both 404: a server listens (its own routes will tell what is wrong with the requests)
+    probe = require_endpoint(url + "/v1", timeout_s=2)
+    assert probe.answered and not probe.ready and probe.gpus is None
+
+
+def test_sglang_server_info_gives_the_gpu_count(fake: Any) -> None:
+    url, routes = fake
+    routes.update({"/health": (200, {}), "/get_server_info": (200, {"tp_size": 4, "dp_size": 2, "pp_size": 1})})
+    probe = probe_endpoint(url, timeout_s=2)
+    assert probe.ready and probe.gpus == 8 and "get_server_info" in (probe.gpus_from or "")
+    # Data-parallel attention splits the TP group's GPUs; it adds none.
+    assert gpus_from_server_info({"tp_size": 8, "dp_size": 8, "enable_dp_attention": True}) == 8
+    assert gpus_from_server_info({"tp_size": 2, "pp_size": 2}) == 4
+    assert gpus_from_server_info({"version": "0.26.0"}) is None
+
+
+@pytest.fixture(scope="module")
+def sim_tp8() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--model", "llama-3.1-8b", "--tp", "8",
+         "--port", str(port), "--timing", "constant", "--ttft-ms", "5", "--itl-ms", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_bench_reads_the_simulators_tp_as_its_gpu_count(sim_tp8: str, tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    res = _cli("bench", "fixed", "--url", sim_tp8, "--model", "llama-3.1-8b", *FIXED, "--out", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    tput = summary["throughput"]
+    assert summary["provenance"]["gpus_known"] is True and "tp 8" in summary["provenance"]["gpus_from"]
+    assert tput["per_gpu"]["total_tps"] == pytest.approx(tput["total_tps"] / 8)
+    assert "GPUs serving the endpoint: 8" in res.stderr
+    # --gpus still wins over what the server says.
+    res = _cli("bench", "fixed", "--url", sim_tp8, "--model", "llama-3.1-8b", *FIXED, "--gpus", "2",
+               "--out", str(tmp_path / "two"), "--json")
+    summary = json.loads(res.stdout)
+    assert summary["provenance"]["gpus_from"] == "--gpus"
+    assert summary["throughput"]["per_gpu"]["total_tps"] == pytest.approx(summary["throughput"]["total_tps"] / 2)
+
+
+def test_an_unknown_gpu_count_is_labelled_per_endpoint(tmp_path: Path) -> None:
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as server:
+        res = _cli("bench", "fixed", "--url", server.url, "--model", "m", *FIXED, "--out", str(tmp_path / "b"))
+    assert res.returncode == 0, res.stderr
+    assert "tok/s/endpoint" in res.stdout and "tok/s/GPU" not in res.stdout
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["provenance"]["gpus_known"] is False

@@ -1,0 +1,83 @@
+"""The executor registry: one place lists the executors, the CLI offers exactly those, a new one is one class."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import click
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from llmsweep.errors import ConfigError
+from llmsweep.execute import executor as executor_mod
+from llmsweep.execute.docker import DockerExecutor
+from llmsweep.execute.executor import Event, register_executor
+from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
+from llmsweep.execute.local import LocalExecutor
+from llmsweep.execute.registry import executor_kinds, get_executor
+from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions
+
+
+def test_the_registry_lists_local_docker_and_slurm() -> None:
+    assert executor_kinds() == ("docker", "local", "slurm")
+    assert isinstance(get_executor("local"), LocalExecutor)
+    assert isinstance(get_executor("docker"), DockerExecutor)
+    assert isinstance(get_executor("slurm"), SlurmExecutor)
+
+
+def test_an_unknown_kind_names_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="unknown executor kind 'kubernetes'") as err:
+        get_executor("kubernetes")
+    assert err.value.fix == "use one of docker, local, slurm"
+
+
+def test_options_are_validated_by_the_executor() -> None:
+    with pytest.raises(ConfigError, match=r"(?s)invalid slurm executor options.*partion"):
+        get_executor("slurm", {"partion": "gpu"})
+    slurm = get_executor("slurm", {"partition": "gpu", "time_limit": "04:00:00"})
+    assert isinstance(slurm, SlurmExecutor) and slurm.options == SlurmOptions(partition="gpu", time_limit="04:00:00")
+    with pytest.raises(ConfigError, match="invalid local executor options"):
+        get_executor("local", {"cwd": 3, "image": True})
+
+
+def test_the_cli_offers_exactly_the_registered_kinds() -> None:
+    from llmsweep.cli.run import run
+
+    (option,) = [p for p in run.params if p.name == "executor"]
+    assert isinstance(option.type, click.Choice)
+    assert tuple(option.type.choices) == executor_kinds()
+    assert option.default == "local"
+
+
+class _NoOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@pytest.fixture
+def clean_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(executor_mod, "_EXECUTORS", dict(executor_mod._EXECUTORS))
+    yield
+
+
+def test_a_new_executor_is_one_registered_class(clean_registry: None) -> None:
+    @register_executor
+    class RecordingExecutor:
+        kind: ClassVar[str] = "recording"
+        summary: ClassVar[str] = "nowhere: records the groups it was given"
+        options_model: ClassVar[type[BaseModel]] = _NoOptions
+
+        def __init__(self, options: object = None) -> None:
+            self.options = _NoOptions.model_validate(options or {})
+            self.placed: list[str] = []
+
+        def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
+                       event: Event) -> list[JobOutcome]:
+            self.placed.extend(g.id for g in groups)
+            return []
+
+    assert "recording" in executor_kinds()
+    assert isinstance(get_executor("recording"), RecordingExecutor)
+    with pytest.raises(ValueError, match="registered twice"):
+        register_executor(type("Other", (RecordingExecutor,), {}))

@@ -1,0 +1,43 @@
+"""The Point: run and predict read one job's concurrency point the same way."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from llmsweep import engines
+from llmsweep.cli.sim import engine_config_from_argv
+from llmsweep.execute.lifecycle import LifecycleSettings, _run_options, _workload
+from llmsweep.plan import jobs_from_files
+from llmsweep.plan.point import Point, points_of
+from llmsweep.sim.predict import predict_point
+from llmsweep.workload.mooncake import MooncakeWorkload
+
+RUN = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run"
+
+
+def test_a_fixed_point_is_what_run_sends() -> None:
+    (job, *_) = sorted(jobs_from_files([RUN / "fixed-sim.yaml"]), key=lambda j: j.concs[0])
+    point = Point.of(job)
+    assert point.concurrency == 2 and point.load.num_requests == 8 and point.load.warmup_requests == 1
+    options = _run_options(job, engines.render(job, simulate=True), LifecycleSettings())
+    assert (options.concurrency, options.num_requests, options.warmup_requests, options.max_failure_ratio) == (
+        point.load.concurrency, point.load.num_requests, point.load.warmup_requests, point.max_error_ratio)
+    # the same prompts: the point salts its seed with the job id, as the lifecycle's workload does
+    assert point.workload(simulated=True).config.seed == _workload(job, "simulated").config.seed  # type: ignore[attr-defined]
+
+
+def test_predict_replays_a_mooncake_trace_from_a_recipe(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 5,
+                                         "hash_ids": [0, i]}) + "\n" for i in range(10)))
+    recipe = tmp_path / "replay.yaml"
+    recipe.write_text((RUN / "replay-sim.yaml").read_text().replace("mooncake: TRACE", f"mooncake: {trace}"))
+    (job,) = jobs_from_files([recipe])
+    (point,) = points_of(job)
+    assert isinstance(point.workload(simulated=True), MooncakeWorkload)
+    predicted = predict_point(point, engine_config_from_argv(engines.render(job, simulate=True).argv))
+    assert len(predicted.records) == 10  # every row once
+    assert {r["lane"] for r in predicted.records} == {0, 1, 2, 3}  # closed loop at the job's conc, as `run` sends it
+    assert predicted.summary["requests"]["successful"] == 10
+    assert predicted.summary["source"] == "predicted"
