@@ -65,10 +65,9 @@ class _Clock:
 
 def _headline(records: list[dict[str, Any]], scrapes: list[dict[str, Any]]) -> dict[str, float]:
     s = summarise(records, gpus=1, server_metrics=scrapes, source="predicted")
-    lat = s["latency"]
-    return {"output_tps": s["throughput"]["output_tps"], "ttft_p50": lat["ttft"]["p50"],
-            "ttft_p90": lat["ttft"]["p90"], "tpot_p50": lat["tpot"]["p50"], "tpot_p90": lat["tpot"]["p90"],
-            "hit_rate": s["cache"]["observed_hit_rate"]}
+    lat = s.latency
+    return {"output_tps": s.throughput.output_tps, "ttft_p50": lat.ttft.p50, "ttft_p90": lat.ttft.p90,
+            "tpot_p50": lat.tpot.p50, "tpot_p90": lat.tpot.p90, "hit_rate": s.cache.observed_hit_rate or 0.0}
 
 
 def _point(args: argparse.Namespace, config: EngineConfig, make: Callable[[], Workload], duration: float, *,

@@ -73,14 +73,14 @@ def _run(case: str, *, coalesce: bool, duration: float = 40.0) -> tuple[list[dic
 
 def _headline(records: list[dict[str, Any]], scrapes: list[dict[str, Any]]) -> dict[str, float]:
     s = summarise(records, gpus=1, server_metrics=scrapes, source="predicted")
-    lat = s["latency"]
+    lat = s.latency
     return {
-        "output_tps": s["throughput"]["output_tps"],
-        "ttft_p50": lat["ttft"]["p50"], "ttft_p90": lat["ttft"]["p90"],
-        "tpot_p50": lat["tpot"]["p50"], "tpot_p90": lat["tpot"]["p90"], "tpot_p99": lat["tpot"]["p99"],
-        "itl_p50": lat["itl"]["p50"],
-        "hit_rate": s["cache"]["observed_hit_rate"],
-        "requests": s["requests"]["successful"],
+        "output_tps": s.throughput.output_tps,
+        "ttft_p50": lat.ttft.p50, "ttft_p90": lat.ttft.p90,
+        "tpot_p50": lat.tpot.p50, "tpot_p90": lat.tpot.p90, "tpot_p99": lat.tpot.p99,
+        "itl_p50": lat.itl.p50,
+        "hit_rate": s.cache.observed_hit_rate or 0.0,
+        "requests": s.requests.successful,
     }
 
 
