@@ -41,6 +41,9 @@ from llmsweep.sim.perf import Batch, StepTimer, decode_step_times
 _INF = float("inf")
 BLOCK_ELEMENTS = 1 << 16
 """Most (step x request) cells one coalesced block plans at once (bounds the arrays; a longer run is several blocks)."""
+MIN_BLOCK = 4.0
+"""Expected steps below which the core does not plan a block (planning costs a few single steps; exactness does not
+depend on it: any run of steps may be taken one by one)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -329,15 +332,18 @@ class EngineCore:
         n = len(scheduled)
         lookahead = self.spec_k + 1
         remaining = [r.max_tokens - r.generated for r in scheduled]
+        sampler = self.sampler
         # each step emits >= 1 token per request; the step in which one reaches its length stays out of the block
         cap = min(remaining) - 1
+        expected = cap / sampler.acceptance_length if sampler is not None else cap
         if horizon != _INF:
             # step times never fall while the context grows: at most this many steps end before the horizon
-            cap = min(cap, int((horizon - now) / dt) + 1)
-        cap = min(cap, BLOCK_ELEMENTS // n)
-        if cap < 2:
+            before = (horizon - now) / dt
+            cap = min(cap, int(before) + 1)
+            expected = min(expected, before)
+        if expected < MIN_BLOCK:  # a block this short costs more to plan than its steps one by one
             return None
-        sampler = self.sampler
+        cap = min(cap, BLOCK_ELEMENTS // n)
         tokens: np.ndarray | None = None
         if sampler is not None:
             tokens = sampler.plan(cap, n)
