@@ -344,6 +344,8 @@ class EngineCore:
         if expected < MIN_BLOCK:  # a block this short costs more to plan than its steps one by one
             return None
         cap = min(cap, BLOCK_ELEMENTS // n)
+        if cap < 2:
+            return None
         tokens: np.ndarray | None = None
         if sampler is not None:
             tokens = sampler.plan(cap, n)
