@@ -184,6 +184,8 @@ def matrix(args: argparse.Namespace) -> None:
                 argv += ["--duration", str(args.duration_override)]
             if args.traces:
                 argv += ["--traces", args.traces]
+            if args.max_requests:
+                argv += ["--max-requests", str(args.max_requests)]
             t0, c0 = time.perf_counter(), time.process_time()
             buf = io.StringIO()
             try:
@@ -237,6 +239,7 @@ def main() -> None:
     ap.add_argument("--config-keys", action="append", default=[], help="--matrix: only these keys (globs)")
     ap.add_argument("--limit", type=int, default=0, help="--matrix: at most this many recipe keys")
     ap.add_argument("--duration-override", type=float, default=0.0, help="--matrix: predict --duration")
+    ap.add_argument("--max-requests", type=int, default=0, help="--matrix: predict --max-requests")
     ap.add_argument("--traces", default="synthetic", help="--matrix: predict --traces ('' = the recipe's)")
     ap.add_argument("--job-hours", type=float, default=1800.0, help="--matrix: extrapolate to this many job-hours")
     args = ap.parse_args()
