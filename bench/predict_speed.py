@@ -1,26 +1,223 @@
-"""How long the virtual-time predictor takes for a one-hour AgentX-like replay at concurrency 16 (target < 10 s).
+"""How fast the virtual-time predictor is, event to event (coalesced decode steps) against step by step.
 
 Run: `.venv/bin/python bench/predict_speed.py [--workload agentx|toy] [--duration 3600] [--concurrency 16]
-[--profile]`. Prints the wall and CPU time of the prediction (lane programs, prompt text and the engine together),
-the request and step counts, and the predicted throughput and prefix-cache hit rate.
+[--compare-window 300] [--scrape-interval 1] [--profile]`. Prints, for one AgentX-like point:
+
+- both paths on the same `--compare-window` virtual seconds: CPU seconds of each, the ratio step / coalesced, and the
+  largest relative difference of the headline metrics (throughput, TTFT/TPOT percentiles, cache hit rate);
+- the coalesced path on the full `--duration` (default one hour): wall and CPU time (the issue's target: <= 0.5 s CPU
+  for the engine's share), request and step counts, throughput and prefix-cache hit rate, and where the CPU went
+  (engine core, prompt encoding, server-metric scrapes, the rest: lane programs and prompt text).
+
+`--matrix RECIPE [--config-keys K ...] [--limit N]` instead times `llmsweep predict --json` over a recipe's keys in
+this process (as the CLI runs them: a scrape per virtual second), per key and in total, and extrapolates the CPU per
+job-hour of measured (profiling-window) virtual time to `--job-hours` (default 1800, both InferenceX master files).
+`--step` runs either mode on the step-by-step path only.
+
+CPU time is `time.process_time()` of this process (one core); wall time is shown too because the machine may be
+shared (compare the two to see the load).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
+import io
+import json
 import pstats
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
+from llmsweep.metrics import summarise
 from llmsweep.sim.config import SpecDecodeConfig
 from llmsweep.sim.core import EngineCore
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.predict import Predictor
 from llmsweep.sim.synthetic import AgentWorkload
+from llmsweep.workload.base import Workload
+
+
+class _Clock:
+    """CPU seconds spent inside wrapped functions (outermost call only)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self._depth = 0
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        fn = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self._depth:
+                return fn(*args, **kwargs)
+            self._depth += 1
+            t = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._depth -= 1
+                self.spent[label] = self.spent.get(label, 0.0) + time.process_time() - t
+
+        setattr(owner, name, timed)
+
+
+def _headline(records: list[dict[str, Any]], scrapes: list[dict[str, Any]]) -> dict[str, float]:
+    s = summarise(records, gpus=1, server_metrics=scrapes, source="predicted")
+    lat = s.latency
+    return {"output_tps": s.throughput.output_tps, "ttft_p50": lat.ttft.p50, "ttft_p90": lat.ttft.p90,
+            "tpot_p50": lat.tpot.p50, "tpot_p90": lat.tpot.p90, "hit_rate": s.cache.observed_hit_rate or 0.0}
+
+
+def _point(args: argparse.Namespace, config: EngineConfig, make: Callable[[], Workload], duration: float, *,
+           coalesce: bool, clock: _Clock | None = None, profile: bool = False
+           ) -> tuple[Predictor, list[dict[str, Any]], float, float]:
+    core: EngineCore = build_core(config, coalesce=coalesce)
+    predictor = Predictor(core, scrape_interval=args.scrape_interval or None)
+    if clock is not None:
+        clock.wrap(core, "begin_step", "engine core")
+        clock.wrap(core, "end_step", "engine core")
+        clock.wrap(predictor.encoder, "encode", "prompt encoding")
+        clock.wrap(predictor, "scrape", "metric scrapes")
+    workload = make()
+    profiler = cProfile.Profile() if profile else None
+    t0, c0 = time.perf_counter(), time.process_time()
+    if profiler:
+        profiler.enable()
+    records = predictor.run(workload, concurrency=args.concurrency, duration=duration)
+    if profiler:
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
+    return predictor, records, time.perf_counter() - t0, time.process_time() - c0
+
+
+def point(args: argparse.Namespace) -> None:
+    spec = None if args.no_spec else SpecDecodeConfig(method="mtp", k=3, acceptance_length=3.39)
+    config = EngineConfig(model=args.model, hardware=args.hardware, tp=args.tp, ep=args.tp, precision=args.precision,
+                          spec=spec, dram_gb=args.dram_gb)
+    make: Callable[[], Workload]
+    if args.workload == "agentx":
+        from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
+        from llmsweep.workload.traces.synth import SynthProfile
+
+        t_build = time.perf_counter()
+        agentic = AgenticConfig(synthetic=SynthProfile(traces=64, max_isl=args.max_isl),
+                                concurrency=args.concurrency, run_id="bench")
+        AgenticWorkload(agentic)  # builds and caches the corpus
+        print(f"corpus built in {time.perf_counter() - t_build:.2f} s (not counted below)")
+
+        def make() -> Workload:
+            return AgenticWorkload(agentic)
+    else:
+        def make() -> Workload:
+            return AgentWorkload(system_tokens=20000, turns=60, tool_tokens=1500, osl=600, think_s=3.0)
+
+    print(f"model={args.model} hw={args.hardware} tp={args.tp} conc={args.concurrency} "
+          f"spec={'off' if spec is None else 'mtp k=3 al=3.39'} scrape every {args.scrape_interval or 'never'} s")
+    if args.compare_window > 0 and not args.step:
+        step_pred, step_rec, step_wall, step_cpu = _point(args, config, make, args.compare_window, coalesce=False)
+        fast_pred, fast_rec, fast_wall, fast_cpu = _point(args, config, make, args.compare_window, coalesce=True)
+        a, b = _headline(step_rec, step_pred.scrapes), _headline(fast_rec, fast_pred.scrapes)
+        worst = max(abs(b[k] - v) / abs(v) if v else abs(b[k]) for k, v in a.items())
+        print(f"{args.compare_window:.0f} virtual s, both paths: step-by-step {step_cpu:.2f} s CPU "
+              f"({step_wall:.2f} s wall), coalesced {fast_cpu:.2f} s CPU ({fast_wall:.2f} s wall): "
+              f"ratio {step_cpu / max(fast_cpu, 1e-9):.1f}x; headline metrics differ by at most {worst:.2e} "
+              f"(relative); {step_pred.core.counters.steps} steps in both")
+    clock = _Clock()
+    predictor, records, wall, cpu = _point(args, config, make, args.duration, coalesce=not args.step, clock=clock,
+                                           profile=args.profile)
+    core = predictor.core
+    c = core.counters
+    ok = [r for r in records if r["status"] == 200]
+    out = sum(r["completion_tokens"] for r in ok)
+    isl = sum(r["prompt_tokens"] for r in ok) / max(len(ok), 1)
+    hit = (c.device_hit_tokens + c.host_hit_tokens) / max(c.prefix_query_tokens, 1)
+    vs = predictor.stats.virtual_seconds
+    path = "step-by-step" if args.step else "coalesced"
+    print(f"{path}, {args.duration:.0f} s window: {wall:.2f} s wall, {cpu:.2f} s CPU (one core): {len(records)} "
+          f"requests, {c.steps} steps, {vs:.0f} virtual s")
+    spent = dict(clock.spent)
+    spent["rest (lane programs, prompt text, predictor loop)"] = cpu - sum(spent.values())
+    print("  CPU by part: " + ", ".join(f"{k} {v:.2f} s" for k, v in spent.items()))
+    print(f"  mean ISL {isl:,.0f} tokens, output {out / max(vs, 1e-9):,.0f} tok/s, prefix hit {hit:.3f}, "
+          f"preemptions {c.preemptions}, KV pool {core.capacity_tokens:,} tokens")
+
+
+@contextlib.contextmanager
+def _step_path(enabled: bool) -> Iterator[None]:
+    """Make every engine core built meanwhile (however the CLI builds it) a step-by-step one."""
+    if not enabled:
+        yield
+        return
+    original = EngineCore.__init__
+
+    def step_init(self: EngineCore, config: Any, timer: Any, *, coalesce: bool = True) -> None:
+        original(self, config, timer, coalesce=False)
+
+    EngineCore.__init__ = step_init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        EngineCore.__init__ = original  # type: ignore[method-assign]
+
+
+def matrix(args: argparse.Namespace) -> None:
+    import fnmatch
+
+    import yaml
+
+    from llmsweep.cli.main import main as cli_main
+
+    with open(args.matrix) as f:
+        keys = [k for k in yaml.safe_load(f) if not args.config_keys
+                or any(fnmatch.fnmatchcase(k, pat) for pat in args.config_keys)]
+    if args.limit:
+        keys = keys[:args.limit]
+    total_cpu = total_wall = virtual_total = 0.0
+    points = 0
+    failed: list[str] = []
+    with _step_path(args.step):
+        for key in keys:
+            argv = ["predict", args.matrix, "--config-keys", key, "--json"]
+            if args.duration_override:
+                argv += ["--duration", str(args.duration_override)]
+            if args.traces:
+                argv += ["--traces", args.traces]
+            if args.max_requests:
+                argv += ["--max-requests", str(args.max_requests)]
+            t0, c0 = time.perf_counter(), time.process_time()
+            buf = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+                    cli_main(argv)
+            except SystemExit as exc:
+                if exc.code not in (0, None):
+                    failed.append(f"{key}: exit {exc.code}")
+            except Exception as exc:  # a bench: report and go on
+                failed.append(f"{key}: {type(exc).__name__}: {exc}")
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            try:
+                results = json.loads(buf.getvalue() or "[]")
+            except json.JSONDecodeError:
+                results = []
+            virtual = sum(r["summary"]["throughput"]["duration_s"] or 0.0 for r in results)
+            total_cpu, total_wall, virtual_total = total_cpu + cpu, total_wall + wall, virtual_total + virtual
+            points += len(results)
+            print(f"{key}: {len(results)} points, {virtual:,.0f} virtual s measured, {cpu:.2f} s CPU, "
+                  f"{wall:.2f} s wall", flush=True)
+    hours = virtual_total / 3600
+    rate = total_cpu / max(hours, 1e-9)
+    print(f"total: {len(keys)} keys, {points} points, {hours:.2f} job-hours of measured virtual time, "
+          f"{total_cpu:.1f} s CPU, {total_wall:.1f} s wall; {total_cpu / max(points, 1):.2f} s CPU per point, "
+          f"{rate:.1f} s CPU per job-hour -> {args.job_hours:.0f} job-hours: {rate * args.job_hours / 60:.1f} "
+          f"CPU-minutes, {rate * args.job_hours / 120:.1f} min on 2 cores")
+    for f in failed:
+        print(f"  failed: {f}")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=3600.0)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--model", default="qwen3.5-397b-a17b")
@@ -32,43 +229,24 @@ def main() -> None:
     ap.add_argument("--workload", choices=["agentx", "toy"], default="agentx",
                     help="agentx: the real AgenticWorkload on the synthetic AgentX corpus; toy: sim.synthetic")
     ap.add_argument("--max-isl", type=int, default=1_000_000, help="agentx: corpus scale (largest prompt)")
+    ap.add_argument("--scrape-interval", type=float, default=0.0,
+                    help="virtual seconds between server-metric scrapes (predict's CLI: 1); 0 = none")
+    ap.add_argument("--compare-window", type=float, default=300.0,
+                    help="virtual seconds both paths run for the ratio (0 = skip)")
+    ap.add_argument("--step", action="store_true", help="time the step-by-step path only")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--matrix", metavar="RECIPE", help="time `llmsweep predict` over this recipe's jobs instead")
+    ap.add_argument("--config-keys", action="append", default=[], help="--matrix: only these keys (globs)")
+    ap.add_argument("--limit", type=int, default=0, help="--matrix: at most this many recipe keys")
+    ap.add_argument("--duration-override", type=float, default=0.0, help="--matrix: predict --duration")
+    ap.add_argument("--max-requests", type=int, default=0, help="--matrix: predict --max-requests")
+    ap.add_argument("--traces", default="synthetic", help="--matrix: predict --traces ('' = the recipe's)")
+    ap.add_argument("--job-hours", type=float, default=1800.0, help="--matrix: extrapolate to this many job-hours")
     args = ap.parse_args()
-    spec = None if args.no_spec else SpecDecodeConfig(method="mtp", k=3, acceptance_length=3.39)
-    config = EngineConfig(model=args.model, hardware=args.hardware, tp=args.tp, ep=args.tp, precision=args.precision,
-                          spec=spec, dram_gb=args.dram_gb)
-    core: EngineCore = build_core(config)
-    if args.workload == "agentx":
-        from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
-        from llmsweep.workload.traces.synth import SynthProfile
-
-        t_build = time.perf_counter()
-        workload = AgenticWorkload(AgenticConfig(synthetic=SynthProfile(traces=64, max_isl=args.max_isl),
-                                                 concurrency=args.concurrency, run_id="bench"))
-        print(f"corpus built in {time.perf_counter() - t_build:.2f} s (not counted below)")
+    if args.matrix:
+        matrix(args)
     else:
-        workload = AgentWorkload(system_tokens=20000, turns=60, tool_tokens=1500, osl=600, think_s=3.0)
-    predictor = Predictor(core)
-    profiler = cProfile.Profile() if args.profile else None
-    t0, c0 = time.perf_counter(), time.process_time()
-    if profiler:
-        profiler.enable()
-    records = predictor.run(workload, concurrency=args.concurrency, duration=args.duration)
-    if profiler:
-        profiler.disable()
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    c = core.counters
-    ok = [r for r in records if r["status"] == 200]
-    out = sum(r["completion_tokens"] for r in ok)
-    isl = sum(r["prompt_tokens"] for r in ok) / max(len(ok), 1)
-    hit = (c.device_hit_tokens + c.host_hit_tokens) / max(c.prefix_query_tokens, 1)
-    print(f"model={args.model} hw={args.hardware} tp={args.tp} conc={args.concurrency} duration={args.duration:.0f}s")
-    print(f"predicted in {wall:.2f} s wall, {cpu:.2f} s CPU (one core): {len(records)} requests, {c.steps} steps, "
-          f"{predictor.stats.virtual_seconds:.0f} virtual s, {cpu / max(c.steps, 1) * 1e6:.1f} us CPU/step")
-    print(f"mean ISL {isl:,.0f} tokens, output {out / predictor.stats.virtual_seconds:,.0f} tok/s, "
-          f"prefix hit {hit:.3f}, preemptions {c.preemptions}, KV pool {core.capacity_tokens:,} tokens")
-    if profiler:
-        pstats.Stats(profiler).sort_stats("cumulative").sort_stats("tottime").print_stats(18)
+        point(args)
 
 
 if __name__ == "__main__":

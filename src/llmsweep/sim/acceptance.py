@@ -21,6 +21,8 @@ import bisect
 import random
 from itertools import accumulate
 
+import numpy as np
+
 
 def expected_length(p: float, k: int) -> float:
     """Mean tokens per verify step when each draft is accepted with probability `p`."""
@@ -75,9 +77,17 @@ the cut last steps of a batch of requests that finish together, small enough tha
 
 
 class AcceptanceController:
-    """Tokens per verify step such that the engine's own acceptance formula reads back the configured AL."""
+    """Tokens per verify step such that the engine's own acceptance formula reads back the configured AL.
 
-    __slots__ = ("acceptance_length", "bound", "counts_first_token", "debt", "k", "rng")
+    The uniforms come from one seeded stream that :meth:`step` reads one at a time and :meth:`plan` reads as an array,
+    so a block of steps planned at once (the core's coalesced path) draws exactly what the same steps taken one by
+    one would.
+    """
+
+    __slots__ = ("_buf", "_gen", "_list", "_pos", "_ramp", "acceptance_length", "bound", "counts_first_token", "debt",
+                 "k")
+
+    CHUNK = 4096
 
     def __init__(self, k: int, acceptance_length: float, seed: int, *, counts_first_token: bool) -> None:
         self.k = k
@@ -85,11 +95,29 @@ class AcceptanceController:
         self.counts_first_token = counts_first_token
         self.debt = 0.0
         self.bound = float(DEBT_STEPS * (k + 1))
-        self.rng = random.Random(seed)
+        self._gen = np.random.default_rng(seed)
+        self._buf: np.ndarray = np.empty(0)
+        self._list: list[float] = []
+        self._pos = 0
+        self._ramp: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
+
+    def _ensure(self, n: int) -> None:
+        """At least `n` unread uniforms in the buffer."""
+        rest = self._buf[self._pos:]
+        if len(rest) >= n:
+            return
+        self._buf = np.concatenate((rest, self._gen.random(max(self.CHUNK, n - len(rest)))))
+        self._list = self._buf.tolist()
+        self._pos = 0
 
     def step(self) -> int:
         """Tokens the next verify step emits (accepted drafts + 1) before any max_tokens cut; in [1, K+1]."""
-        n = int(self.acceptance_length + self.debt + self.rng.random())
+        pos = self._pos
+        if pos >= len(self._list):
+            self._ensure(1)
+            pos = 0
+        self._pos = pos + 1
+        n = int(self.acceptance_length + self.debt + self._list[pos])
         return 1 if n < 1 else self.k + 1 if n > self.k + 1 else n
 
     def settle(self, drawn: int, emitted: int) -> None:
@@ -105,3 +133,44 @@ class AcceptanceController:
     def _carry(self, delta: float) -> None:
         debt, bound = self.debt + delta, self.bound
         self.debt = bound if debt > bound else -bound if debt < -bound else debt
+
+    # -- a block of verify steps at once ----------------------------------------------------------------------------
+    def plan(self, rows: int, cols: int) -> np.ndarray:
+        """Tokens of up to `rows` verify steps of `cols` sequences each (draws in row-major order), as :meth:`step` and
+        :meth:`settle` one by one would give them when no max_tokens cut occurs; consumes nothing (see :meth:`commit`).
+
+        Fewer rows come back when a draw would meet the lower clamp or push the debt past its bound (after a burst of
+        first tokens): the caller then takes that step one by one. Without clamps the recurrence has a closed form —
+        after j draws the tokens emitted are N(j) = floor(d0 + j AL + u_(j-1)) — and the upper clamp (at most K + 1
+        per draw) makes it N(j+1) = min(T(j), N(j) + K + 1), a running minimum.
+        """
+        total = rows * cols
+        if total <= 0:
+            return np.empty((0, cols), np.int64)
+        self._ensure(total)
+        u = self._buf[self._pos:self._pos + total]
+        if len(self._ramp[0]) < total:
+            j = np.arange(1, max(total, self.CHUNK) + 1, dtype=np.float64)
+            self._ramp = (j * self.acceptance_length, j * (self.k + 1))
+        j_al, j_k1 = self._ramp[0][:total], self._ramp[1][:total]
+        base = j_al + self.debt  # d0 + j AL
+        slack = np.floor(base + u)
+        slack -= j_k1
+        np.minimum.accumulate(slack, out=slack)
+        np.minimum(slack, 0.0, out=slack)
+        n_cum = slack
+        n_cum += j_k1  # N(j) = j (K + 1) + min(0, min_(i <= j) (T(i) - i (K + 1)))
+        tokens = np.empty(total, np.int64)
+        tokens[0] = n_cum[0]
+        np.subtract(n_cum[1:], n_cum[:-1], out=tokens[1:], casting="unsafe")
+        debt = base - n_cum
+        if tokens.min() < 1 or debt.max() > self.bound or debt.min() < -self.bound:
+            bad = (tokens < 1) | (debt > self.bound) | (debt < -self.bound)
+            total = int(np.argmax(bad)) // cols * cols
+            tokens = tokens[:total]
+        return tokens.reshape(-1, cols)
+
+    def commit(self, draws: int, emitted: int) -> None:
+        """Book `draws` verify steps planned by :meth:`plan` that emitted `emitted` tokens in all."""
+        self._pos += draws
+        self.debt = self.debt + draws * self.acceptance_length - emitted

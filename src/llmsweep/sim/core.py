@@ -13,6 +13,16 @@ One step, as in vLLM's V1 / SGLang's unified scheduler:
 
 Callers drive it: ``end = core.begin_step(now)`` (None when idle), then at ``end``: ``core.end_step()`` returns the
 requests that emitted tokens this step. The live server sleeps until ``end``; the predictor jumps there.
+
+Event to event: a caller in virtual time passes ``begin_step(now, horizon=...)``, the time of its next event (an
+arrival, a lane's wake-up, a metrics scrape). When the step just scheduled is decode-only, the core then runs the
+following decode steps too, as one *block*, while the batch's composition cannot change: no step of the block ends
+at or after the horizon, no request reaches its output length (that step is left to the step-by-step path), and every
+KV block the decodes need fits the pool (no preemption, evictions in the same order). Step times come vectorised from
+the timer (the context grows by the tokens each step emits), speculative draws from the same stream the step path
+reads (:meth:`~llmsweep.sim.acceptance.AcceptanceController.plan`), so a block equals its steps taken one by one.
+``end_step`` then applies the whole block; :attr:`EngineCore.last_block` holds each step's end time and each
+request's tokens per step, so a caller can still stamp every chunk. ``coalesce=False`` keeps the step-by-step path.
 """
 
 from __future__ import annotations
@@ -21,10 +31,19 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from llmsweep.sim.acceptance import AcceptanceController
 from llmsweep.sim.config import SimConfig
 from llmsweep.sim.kv import KVPool
-from llmsweep.sim.perf import Batch, StepTimer
+from llmsweep.sim.perf import Batch, StepTimer, decode_step_times
+
+_INF = float("inf")
+BLOCK_ELEMENTS = 1 << 16
+"""Most (step x request) cells one coalesced block plans at once (bounds the arrays; a longer run is several blocks)."""
+MIN_BLOCK = 4.0
+"""Expected steps below which the core does not plan a block (planning costs a few single steps; exactness does not
+depend on it: any run of steps may be taken one by one)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -61,6 +80,26 @@ class SimRequest:
 
 
 @dataclass(slots=True)
+class Block:
+    """Decode steps applied together (see the module doc): what ``end_step`` returns emitted this many tokens, in
+    this order, at these times."""
+
+    ends: list[float]
+    """End time of each step of the block (the last is the block's end)."""
+    tokens: list[list[int]]
+    """Per emitted request (same order as ``end_step``'s list), its tokens in each step."""
+
+
+@dataclass(slots=True)
+class _Plan:
+    steps: int
+    ends: np.ndarray
+    busy: float
+    tokens: np.ndarray | None
+    """(steps, requests) tokens per step with speculative decoding; None when each step emits one token."""
+
+
+@dataclass(slots=True)
 class Counters:
     """Monotonic counters and last-step gauges the metrics endpoint exposes."""
 
@@ -87,9 +126,14 @@ class EngineCore:
     """Waiting and running queues, a token budget per step, a KV block pool with prefix cache, preemption and
     speculative decoding — see the module doc for one step's order."""
 
-    def __init__(self, config: SimConfig, timer: StepTimer) -> None:
+    def __init__(self, config: SimConfig, timer: StepTimer, *, coalesce: bool = True) -> None:
         self.config = config
         self.timer = timer
+        self.coalesce = coalesce
+        """Run decode steps as blocks when the caller passes a horizon (False: always one step at a time)."""
+        self.last_block: Block | None = None
+        """The block the last ``end_step`` applied; None when it applied a single step."""
+        self._plan: _Plan | None = None
         bs = config.block_size
         self.block_size = bs
         self.num_blocks = max(1, config.kv_capacity_tokens // bs)
@@ -150,8 +194,11 @@ class EngineCore:
         return bool(self.running or self.waiting)
 
     # -- step -------------------------------------------------------------------------------------------------------
-    def begin_step(self, now: float) -> float | None:
-        """Schedule a batch at `now`; returns the time it ends, or None when there is nothing to run."""
+    def begin_step(self, now: float, horizon: float | None = None) -> float | None:
+        """Schedule a batch at `now`; returns the time it ends, or None when there is nothing to run.
+
+        With a `horizon` (the caller's next event; see the module doc) a decode-only batch may run as a block of
+        steps that all end before it; the returned time is then the block's end."""
         assert not self._in_step, "end_step() must follow begin_step()"
         self.now = now
         cfg, pool, bs = self.config, self.pool, self.block_size
@@ -219,10 +266,11 @@ class EngineCore:
             r = waiting[0]
             target = r.prompt_len + r.generated
             limit = (r.prompt_len - 1) // bs
-            g, h = pool.match(r.block_hashes, limit)
+            cached_blocks, h = pool.lookup(r.block_hashes, limit)
+            g = len(cached_blocks)
             hit_tokens = (g + h) * bs
             chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget)
-            cached_blocks = pool.acquire_cached(r.block_hashes, g) if g else []
+            pool.acquire(cached_blocks)
             need = -(-(hit_tokens + chunk) // bs) - g
             got = pool.allocate(need)
             if got is None:
@@ -267,13 +315,111 @@ class EngineCore:
         c.busy_seconds += dt
         if len(running) > c.max_running_seen:
             c.max_running_seen = len(running)
+        if (horizon is not None and self.coalesce and not batch.prefill_tokens and now + dt < horizon
+                and len(scheduled) == len(running) and not self._aborts):
+            plan = self._plan_block(batch, now, dt, horizon)
+            if plan is not None:
+                self._plan = plan
+                self._step_end = float(plan.ends[-1])
+                c.steps += plan.steps - 1
+                c.busy_seconds += plan.busy - dt
         return self._step_end
+
+    def _plan_block(self, batch: Batch, now: float, dt: float, horizon: float) -> _Plan | None:
+        """The longest run of decode steps, from the one just scheduled, that keeps the batch's composition (see the
+        module doc); extra KV blocks it needs are taken now. None when that run is a single step."""
+        scheduled = self._scheduled
+        n = len(scheduled)
+        lookahead = self.spec_k + 1
+        remaining = [r.max_tokens - r.generated for r in scheduled]
+        sampler = self.sampler
+        # each step emits >= 1 token per request; the step in which one reaches its length stays out of the block
+        cap = min(remaining) - 1
+        expected = cap / sampler.acceptance_length if sampler is not None else cap
+        if horizon != _INF:
+            # step times never fall while the context grows: at most this many steps end before the horizon
+            before = (horizon - now) / dt
+            cap = min(cap, int(before) + 1)
+            expected = min(expected, before)
+        if expected < MIN_BLOCK:  # a block this short costs more to plan than its steps one by one
+            return None
+        cap = min(cap, BLOCK_ELEMENTS // n)
+        if cap < 2:
+            return None
+        tokens: np.ndarray | None = None
+        if sampler is not None:
+            tokens = sampler.plan(cap, n)
+            steps = len(tokens)
+            if steps < 2:
+                return None
+            done = tokens.cumsum(axis=0)
+            reach = np.asarray((done >= np.array(remaining)).any(axis=1))
+            if reach[-1]:
+                steps = int(reach.argmax())
+                if steps < 2:
+                    return None
+            grown = done.sum(axis=1)  # tokens emitted by the end of each step
+            ctx = np.empty(steps, np.int64)
+            ctx[0] = 0
+            ctx[1:] = grown[:steps - 1]
+            ctx += batch.decode_ctx
+        else:
+            steps = cap
+            ctx = np.arange(batch.decode_ctx, batch.decode_ctx + n * steps, n, dtype=np.int64)
+        times = decode_step_times(self.timer, batch, ctx)
+        times[0] = now + dt
+        ends = times.cumsum()  # ((now + t0) + t1) + ...: the step path's sums, bit for bit
+        if ends[steps - 1] >= horizon:
+            steps = int(ends.searchsorted(horizon, "left"))
+            if steps < 2:
+                return None
+        # KV: every decode must find its blocks in every step of the block (the last step needs the most)
+        extra = self._extra_blocks(None if tokens is None else done[steps - 2], steps, lookahead)
+        total = sum(extra)
+        if total > self.pool.available():
+            steps = self._kv_steps(tokens, steps, n, lookahead)
+            if steps < 2:
+                return None
+            extra = self._extra_blocks(None if tokens is None else done[steps - 2], steps, lookahead)
+            total = sum(extra)
+        if total:
+            got = self.pool.allocate(total)
+            assert got is not None
+            at = 0
+            for r, e in zip(scheduled, extra, strict=True):
+                if e:
+                    r.blocks.extend(got[at:at + e])
+                    at += e
+        ends = ends[:steps]
+        return _Plan(steps, ends, float(ends[-1] - now), None if tokens is None else tokens[:steps])
+
+    def _extra_blocks(self, grown: np.ndarray | None, steps: int, lookahead: int) -> list[int]:
+        """Blocks each scheduled request needs beyond those it holds for the last of `steps` steps, given the tokens
+        it emitted before that step (`grown`; None: one per step)."""
+        bs = self.block_size
+        last = [steps - 1 + lookahead] * len(self._scheduled) if grown is None else (grown + lookahead).tolist()
+        return [max(0, -(-(r.computed + g) // bs) - len(r.blocks)) for r, g in zip(self._scheduled, last, strict=True)]
+
+    def _kv_steps(self, tokens: np.ndarray | None, steps: int, n: int, lookahead: int) -> int:
+        """Steps (from the first) whose KV blocks fit in the pool's free or evictable blocks (near a full pool)."""
+        computed = np.fromiter((r.computed for r in self._scheduled), np.int64, n)
+        held = np.fromiter((len(r.blocks) for r in self._scheduled), np.int64, n)
+        grown = np.zeros((steps, n), np.int64)
+        if tokens is not None:
+            np.cumsum(tokens[:steps - 1], axis=0, out=grown[1:])
+        else:
+            grown += np.arange(steps, dtype=np.int64)[:, None]
+        need = np.maximum(-(-(computed + grown + lookahead) // self.block_size) - held, 0).sum(axis=1)
+        return int(np.searchsorted(need, self.pool.available(), "right"))
 
     def end_step(self) -> list[SimRequest]:
         """Apply the scheduled step at its end time; returns requests that emitted tokens (`last_emitted` > 0)."""
         assert self._in_step, "begin_step() must come first"
         self._in_step = False
         now = self.now = self._step_end
+        self.last_block = None
+        if self._plan is not None:
+            return self._end_block(self._plan)
         pool, bs, c = self.pool, self.block_size, self.counters
         sampler = self.sampler
         emitted: list[SimRequest] = []
@@ -336,6 +482,37 @@ class EngineCore:
             self.running = [r for r in self.running if not r.done]
         self._scheduled = []
         return emitted
+
+    def _end_block(self, plan: _Plan) -> list[SimRequest]:
+        """Apply a planned block: no request finishes or starts in it, every decode emits in every step."""
+        self._plan = None
+        scheduled = self._scheduled
+        self._scheduled = []
+        c = self.counters
+        steps, n = plan.steps, len(scheduled)
+        if plan.tokens is None:
+            per_step = [1] * steps
+            rows = [per_step] * n
+            totals = [steps] * n
+            emitted = steps * n
+        else:
+            cols = plan.tokens.T
+            rows = cols.tolist()
+            totals = cols.sum(axis=1).tolist()
+            emitted = int(sum(totals))
+            draws = steps * n
+            assert self.sampler is not None
+            self.sampler.commit(draws, emitted)
+            c.spec_verify_steps += draws
+            c.spec_draft_tokens += draws * self.spec_k
+            c.spec_accepted_tokens += emitted - draws
+        for r, tot in zip(scheduled, totals, strict=True):
+            r.computed += tot
+            r.generated += tot
+            r.last_emitted = tot
+        c.generation_tokens += emitted
+        self.last_block = Block(plan.ends.tolist(), rows)
+        return scheduled
 
     # -- internals --------------------------------------------------------------------------------------------------
     def _release(self, r: SimRequest) -> None:

@@ -119,8 +119,8 @@ class EngineConfig(BaseModel):
         )
 
 
-def build_core(config: EngineConfig) -> EngineCore:
-    """A ready engine core for `config`."""
+def build_core(config: EngineConfig, *, coalesce: bool = True) -> EngineCore:
+    """A ready engine core for `config`; `coalesce=False` keeps virtual-time callers on the step-by-step path."""
     inputs = None if (config.timing == "constant" and config.kv_capacity_tokens and not config.dram_gb) \
         else config.perf_inputs()
-    return EngineCore(config.sim_config(inputs), config.timer(inputs))
+    return EngineCore(config.sim_config(inputs), config.timer(inputs), coalesce=coalesce)

@@ -17,9 +17,12 @@ tier, and those blocks are loaded back (the core charges their transfer time to 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from itertools import takewhile
+from itertools import repeat, takewhile
 
 import numpy as np
+
+_MISSING = repeat(-1)
+"""The default :meth:`dict.get` gives a hash the GPU does not cache (block ids are >= 0)."""
 
 
 class KVPool:
@@ -65,11 +68,32 @@ class KVPool:
     def acquire_cached(self, hashes: list[int], n: int) -> list[int]:
         """Take a reference on the GPU blocks caching the first `n` hashes (all present, per :meth:`match`)."""
         blocks = list(map(self.cached.__getitem__, hashes[:n]))
+        self.acquire(blocks)
+        return blocks
+
+    def lookup(self, hashes: list[int], limit: int) -> tuple[list[int], int]:
+        """:meth:`match` in one pass that also returns the GPU blocks of the cached prefix (for :meth:`acquire`)."""
+        if not self.prefix_caching or limit <= 0:
+            return [], 0
+        head = hashes[:limit] if limit < len(hashes) else hashes
+        found: list[int] = list(map(self.cached.get, head, _MISSING))
+        try:
+            g = found.index(-1)
+        except ValueError:
+            return found, 0
+        del found[g:]
+        if not self.host_blocks:
+            return found, 0
+        return found, len(list(takewhile(self.host.__contains__, head[g:])))
+
+    def acquire(self, blocks: list[int]) -> None:
+        """Take a reference on cached blocks (from :meth:`lookup`)."""
+        if not blocks:
+            return
         arr = np.array(blocks, np.int64)
         ref = self.ref
         self.n_evictable -= int(np.count_nonzero(ref[arr] == 0))
         ref[arr] += 1
-        return blocks
 
     # -- allocation -------------------------------------------------------------------------------------------------
     def allocate(self, n: int) -> list[int] | None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+import numpy as np
+
 GB = 1e9
 GIB = 1024**3
 
@@ -143,6 +145,20 @@ class StepTimer(Protocol):
     def frontend_latency(self) -> float: ...
 
 
+def decode_step_times(timer: StepTimer, batch: Batch, decode_ctx: np.ndarray) -> np.ndarray:
+    """Step times of consecutive decode-only steps that differ from `batch` only in their total context length
+    `decode_ctx` (one entry per step): the timer's vectorised `decode_step_times` when it has one, else a call each."""
+    vectorised = getattr(timer, "decode_step_times", None)
+    if vectorised is not None:
+        out: np.ndarray = vectorised(batch, decode_ctx)
+        return out
+    times = []
+    for ctx in decode_ctx.tolist():
+        batch.decode_ctx = int(ctx)
+        times.append(timer.step_time(batch))
+    return np.array(times, np.float64)
+
+
 @dataclass(frozen=True, slots=True)
 class ConstantTimer:
     """Deterministic timing for tests: a step holding a prefill takes `ttft_s`, a decode-only step `itl_s`."""
@@ -153,6 +169,9 @@ class ConstantTimer:
 
     def step_time(self, batch: Batch) -> float:
         return self.ttft_s if batch.prefill_tokens else self.itl_s
+
+    def decode_step_times(self, batch: Batch, decode_ctx: np.ndarray) -> np.ndarray:
+        return np.full(len(decode_ctx), self.step_time(batch))
 
     def frontend_latency(self) -> float:
         return self.frontend_s
@@ -249,6 +268,26 @@ class RooflineTimer:
             t += batch.host_load_tokens * self._host_s
         return t + self._overhead_s + self.efficiency.per_seq_s * (batch.decode_seqs + batch.new_seqs)
 
+    def decode_step_times(self, batch: Batch, decode_ctx: np.ndarray) -> np.ndarray:
+        """:meth:`step_time` of `batch` for each total context length in `decode_ctx`, in one vectorised pass (same
+        operations in the same order, so each entry equals the scalar answer)."""
+        tokens = batch.prefill_tokens + batch.decode_tokens
+        if tokens <= 0:
+            return np.full(len(decode_ctx), self.efficiency.step_s)
+        weights_s, comm_s = self._per_token_count(tokens)
+        ctx = decode_ctx.astype(np.float64)
+        t_mem = weights_s + ctx * self._kv_s
+        per_seq_tokens = batch.decode_tokens / batch.decode_seqs if batch.decode_seqs else 1.0
+        attn = self._attn_flops * (batch.prefill_attn + ctx * per_seq_tokens)
+        t_compute = (self._token_flops * tokens + attn) * self._flops_s
+        t = np.maximum(t_mem, t_compute) + comm_s
+        if batch.draft_tokens:
+            t = t + batch.draft_tokens * self._draft_s
+        if batch.host_load_tokens:
+            t = t + batch.host_load_tokens * self._host_s
+        out: np.ndarray = t + self._overhead_s + self.efficiency.per_seq_s * (batch.decode_seqs + batch.new_seqs)
+        return out
+
 
 def kv_capacity_tokens(
     inputs: PerfInputs, *, tp: int, mem_fraction_static: float, reserve_bytes_per_gpu: float = 1.0 * GIB
@@ -276,6 +315,7 @@ __all__ = [
     "PerfInputs",
     "RooflineTimer",
     "StepTimer",
+    "decode_step_times",
     "default_efficiency",
     "host_capacity_tokens",
     "kv_capacity_tokens",

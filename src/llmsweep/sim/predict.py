@@ -218,7 +218,15 @@ class Predictor:
 
     def _on_step_end(self, now: float) -> None:
         t_abs = self.start_time + now
-        for r in self.core.end_step():
+        emitted = self.core.end_step()
+        block = self.core.last_block
+        if block is not None:  # several decode steps at once: no first token, no finish, a chunk per step
+            ends = [self.start_time + t for t in block.ends]
+            for r, tokens in zip(emitted, block.tokens, strict=True):
+                r.owner[2].extend(ends)
+                r.owner[3].extend(tokens)
+            return
+        for r in emitted:
             task, record, times, tokens = r.owner
             if not times:
                 record["first_token_at"] = record["first_byte_at"] = t_abs
@@ -277,7 +285,7 @@ class Predictor:
                 else:
                     self._on_arrival(payload, now)
             if not self._busy and core.has_work() and (not heap or heap[0][0] > now):
-                end = core.begin_step(now)
+                end = core.begin_step(now, min(heap[0][0], self._next_scrape) if heap else self._next_scrape)
                 if end is not None:
                     self._busy = True
                     self._push(end, _STEP, None)

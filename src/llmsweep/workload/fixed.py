@@ -190,7 +190,7 @@ class FixedLengthWorkload(Workload):
         if (built := self._built.get(index)) is not None:
             return built  # type: ignore[no-any-return]
         if not self.config.use_chat_template:
-            return tuple(int(i) for i in self._ids[self._choices(index, isl)])
+            return tuple(self._ids[self._choices(index, isl)].tolist())
         text = self._templated_text(index, isl)
         ids = self.tokenizer.encode(text)
         return tuple(ids)

@@ -1,0 +1,181 @@
+"""Event-to-event virtual time equals step-by-step virtual time.
+
+The core runs consecutive decode steps as one block while the batch cannot change (see `llmsweep.sim.core`); the
+predictor still stamps every chunk. A user relies on the fast path giving the numbers the step path gives: these
+tests run the same short windows both ways — fixed-length and agentic, with and without speculative decoding, with
+prefix caching, a CPU tier and a KV pool small enough to evict and preempt — and compare what a summary reports
+(throughput, TTFT/TPOT percentiles, cache hit rate) within 1 %, the server-metric scrapes, and each request's
+token accounting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from llmsweep.metrics import summarise
+from llmsweep.sim.acceptance import AcceptanceController
+from llmsweep.sim.config import SpecDecodeConfig
+from llmsweep.sim.core import EngineCore
+from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.perf import Batch, decode_step_times
+from llmsweep.sim.predict import Predictor
+from llmsweep.sim.synthetic import AgentWorkload
+from llmsweep.workload.base import Workload
+from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
+
+MTP = SpecDecodeConfig(method="mtp", k=3, acceptance_length=2.5)
+MTP_HIGH = SpecDecodeConfig(method="mtp", k=3, acceptance_length=3.39)  # AL > K: the K+1 clamp binds often
+
+
+def _fixed() -> Workload:
+    return FixedLengthWorkload(FixedLengthConfig(isl=1500, osl=300, num_prompts=48, range_ratio=0.5,
+                                                 num_warmups=4))
+
+
+def _agentic() -> Workload:
+    return AgentWorkload(system_tokens=3000, turns=10, tool_tokens=600, osl=150, think_s=0.5, subagent_every=3)
+
+
+CASES: dict[str, tuple[Callable[[], Workload], EngineConfig, int]] = {
+    "fixed": (_fixed, EngineConfig(model="llama-3.1-8b", hardware="h200"), 16),
+    "fixed-mtp-vllm": (_fixed, EngineConfig(model="llama-3.1-8b", hardware="h200", spec=MTP,
+                                            engine_style="vllm"), 16),
+    "fixed-mtp-over-k": (_fixed, EngineConfig(model="llama-3.1-8b", hardware="h200", spec=MTP_HIGH), 16),
+    "agentic-prefix-cache": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200"), 8),
+    "agentic-mtp-cpu-tier": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200", spec=MTP_HIGH,
+                                                    kv_capacity_tokens=40_000, dram_gb=4.0), 12),
+    "agentic-kv-pressure": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200", spec=MTP,
+                                                   kv_capacity_tokens=25_000), 12),
+}
+
+
+def _run(case: str, *, coalesce: bool, duration: float = 40.0) -> tuple[list[dict[str, Any]], Predictor, int]:
+    make, config, conc = CASES[case]
+    core = build_core(config, coalesce=coalesce)
+    blocks = 0
+    end_step = core.end_step
+
+    def counting_end_step() -> list[Any]:
+        nonlocal blocks
+        out = end_step()
+        blocks += core.last_block is not None
+        return out
+
+    core.end_step = counting_end_step  # type: ignore[method-assign]
+    predictor = Predictor(core, scrape_interval=1.0)
+    records = predictor.run(make(), concurrency=conc, duration=duration)
+    return records, predictor, blocks
+
+
+def _headline(records: list[dict[str, Any]], scrapes: list[dict[str, Any]]) -> dict[str, float]:
+    s = summarise(records, gpus=1, server_metrics=scrapes, source="predicted")
+    lat = s.latency
+    return {
+        "output_tps": s.throughput.output_tps,
+        "ttft_p50": lat.ttft.p50, "ttft_p90": lat.ttft.p90,
+        "tpot_p50": lat.tpot.p50, "tpot_p90": lat.tpot.p90, "tpot_p99": lat.tpot.p99,
+        "itl_p50": lat.itl.p50,
+        "hit_rate": s.cache.observed_hit_rate or 0.0,
+        "requests": s.requests.successful,
+    }
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_coalesced_prediction_equals_the_step_by_step_one(case: str) -> None:
+    step_records, step_pred, step_blocks = _run(case, coalesce=False)
+    fast_records, fast_pred, fast_blocks = _run(case, coalesce=True)
+    assert step_blocks == 0
+    assert fast_blocks > 0, "the fast path never coalesced a step"
+    step, fast = step_pred.core, fast_pred.core
+    assert fast.counters.steps == step.counters.steps
+    if case == "agentic-kv-pressure":
+        assert step.counters.preemptions > 0  # the case does exercise a full pool
+    if case == "agentic-mtp-cpu-tier":
+        assert step.counters.host_hit_tokens > 0
+
+    a, b = _headline(step_records, step_pred.scrapes), _headline(fast_records, fast_pred.scrapes)
+    assert a["requests"] >= 20
+    for key, value in a.items():
+        assert b[key] == pytest.approx(value, rel=0.01, abs=1e-9), (key, value, b[key])
+
+    # the same requests with the same token accounting, a chunk per step, chunk times within float rounding
+    def accounting(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["session"], r["node"], r["turn"], r["prompt_tokens"], r["completion_tokens"], r["cached_tokens"],
+                r["chunk_tokens"])
+
+    assert [accounting(r) for r in fast_records] == [accounting(r) for r in step_records]
+    for x, y in zip(step_records, fast_records, strict=True):
+        assert len(x["chunk_times"]) == len(y["chunk_times"])
+        np.testing.assert_allclose(y["chunk_times"], x["chunk_times"], rtol=0, atol=1e-6)
+
+    # server metrics a scrape reads are the same at every scrape (counters move only at step ends)
+    assert len(fast_pred.scrapes) == len(step_pred.scrapes)
+    for x, y in zip(step_pred.scrapes, fast_pred.scrapes, strict=True):
+        assert [s[:2] for s in x["samples"]] == [s[:2] for s in y["samples"]]
+        np.testing.assert_allclose([s[2] for s in y["samples"]], [s[2] for s in x["samples"]], rtol=1e-9)
+
+
+def test_a_block_of_planned_draws_is_what_the_draws_one_by_one_give() -> None:
+    for al, first_token in ((2.5, True), (3.39, False), (3.9, True), (1.3, False)):
+        one = AcceptanceController(3, al, seed=5, counts_first_token=first_token)
+        block = AcceptanceController(3, al, seed=5, counts_first_token=first_token)
+        for i in range(40):
+            planned = block.plan(*((30, 7) if i % 3 else (1, 2)))  # small plans too
+            got = []
+            for _ in range(planned.size):
+                n = one.step()
+                one.settle(n, n)
+                got.append(n)
+            assert planned.ravel().tolist() == got
+            assert planned.shape[1] == (7 if i % 3 else 2)
+            block.commit(planned.size, int(planned.sum()))
+            # a first token (SGLang counts it) between blocks moves the debt like the step path does
+            one.first_token()
+            block.first_token()
+            # a step the planner declined (debt out of its range) is taken one by one on both
+            if not len(planned):
+                n = one.step()
+                one.settle(n, n)
+                m = block.step()
+                block.settle(m, m)
+                assert n == m
+        assert block.debt == pytest.approx(one.debt, abs=1e-9)
+
+
+def test_the_live_server_path_is_unchanged_without_a_horizon() -> None:
+    """`begin_step(now)` with no horizon steps once, as the live HTTP server needs."""
+    core: EngineCore = build_core(EngineConfig(model="llama-1b", timing="constant", ttft_s=0.02, itl_s=0.01,
+                                               kv_capacity_tokens=100_000))
+    reqs = [core.new_request(100, [], 50) for _ in range(4)]
+    now, steps = 0.0, 0
+    while core.has_work():
+        end = core.begin_step(now)
+        assert end is not None
+        core.end_step()
+        assert core.last_block is None
+        now, steps = end, steps + 1
+    assert steps == 50 and all(r.generated == 50 for r in reqs)
+    assert now == pytest.approx(0.02 + 49 * 0.01)
+
+
+@pytest.mark.parametrize("spec", [None, MTP])
+@pytest.mark.parametrize("model,tp", [("llama-3.1-8b", 1), ("qwen3.5-397b-a17b", 8)])
+def test_vectorised_step_times_equal_the_scalar_ones(model: str, tp: int, spec: SpecDecodeConfig | None) -> None:
+    """A block prices its steps in one pass; each must be the step time the step path computes for that context
+    (memory-bound at short contexts, compute-bound attention at long ones for big batches)."""
+    timer = EngineConfig(model=model, hardware="h200", tp=tp, ep=tp, precision="fp8", spec=spec).timer()
+    seqs = 48
+    lookahead = spec.k + 1 if spec else 1
+    batch = Batch(decode_seqs=seqs, decode_tokens=seqs * lookahead, draft_tokens=spec.k if spec else 0)
+    ctx = np.array([seqs * 10, seqs * 3_000, seqs * 120_000, seqs * 1_000_000], np.int64)
+    vectorised = decode_step_times(timer, batch, ctx)
+    scalar = []
+    for c in ctx.tolist():
+        batch.decode_ctx = c
+        scalar.append(timer.step_time(batch))
+    assert vectorised.tolist() == scalar
+    assert sorted(scalar) == scalar and scalar[0] < scalar[-1]  # never falls as the context grows
