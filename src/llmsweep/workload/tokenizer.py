@@ -263,14 +263,19 @@ def load_hf_tokenizer(source: str | Path) -> HFTokenizer:
             return fallback
     tokenizer_json = path / "tokenizer.json"
     if not tokenizer_json.is_file():
-        fallback = _transformers_backend(str(path))
-        if fallback is not None:
-            return fallback
-        raise ConfigError(
+        missing = ConfigError(
             f"no tokenizer.json in {path}",
             fix="point tokenizer at a directory holding a fast tokenizer (tokenizer.json), or install transformers"
             " for other tokenizer formats",
         )
+        try:
+            fallback = _transformers_backend(str(path))
+        except ConfigError as exc:  # transformers could not read the folder either: say what is missing first
+            raise ConfigError(f"no tokenizer.json in {path}, and transformers could not load it: {exc.message}",
+                              fix=missing.fix) from exc
+        if fallback is not None:
+            return fallback
+        raise missing
     backend = _Backend.from_file(str(tokenizer_json))
     return HFTokenizer(backend, name=str(source), chat_template=_chat_template_from(path))
 
