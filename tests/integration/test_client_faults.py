@@ -32,6 +32,7 @@ def test_each_fault_is_recorded_with_its_error_class(tmp_path: Path) -> None:
     for index, fault in faults.items():
         assert by_index[index]["error_class"] == expected[fault], (fault, by_index[index])
     assert by_index[5]["status"] == 400 and "maximum context length" in by_index[5]["error"]
+    assert "0.5 s (the stall timeout)" in by_index[3]["error"]
     for index in (0, 7, 8):
         assert by_index[index]["error_class"] is None and by_index[index]["completion_tokens"] == 6
     r = res.summary.requests

@@ -165,7 +165,7 @@ def stalled(raw: RawExchange, now: float, stall_s: float) -> bool:
     if now - last < stall_s:
         return False
     proto = stamper.proto
-    exc = aiohttp.SocketTimeoutError("Timeout on reading data from socket")
+    exc = aiohttp.SocketTimeoutError(f"no byte from the server for {stall_s:g} s (the stall timeout)")
     proto.set_exception(exc)  # wakes a request still waiting for its response headers
     payload = proto._payload
     if payload is not None and payload is not stamper.stale:
