@@ -125,6 +125,21 @@ def test_a_stream_ending_cleanly_after_half_its_tokens_crashes_nothing(tmp_path:
     assert summary["validity"]["verdict"] == "invalid"
 
 
+def test_a_run_with_one_stream_in_five_ending_early_fails_its_gate(tmp_path: Path) -> None:
+    """20 % truncated streams is not a smoke run that exits 0: they are failures and the error-ratio gate fails."""
+    out = tmp_path / "bench"
+    with StreamServer(ServerConfig(itl_s=0.002, fault="early_end", fault_every=5)) as srv:
+        res, seconds = _bench(srv.url, out, "--num-prompts", "10")
+    _no_crash(res)
+    records = _records(out)
+    _figures("early_end on every 5th request", res, seconds, records)
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert sorted(r["error_class"] or "ok" for r in records) == ["ok"] * 8 + ["truncated"] * 2
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests"]["error_categories"] == {"truncated": 2}
+    assert summary["validity"]["verdict"] == "invalid"
+
+
 def test_a_slow_first_byte_within_the_timeouts_is_a_success_whose_ttft_shows_it(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     with StreamServer(ServerConfig(itl_s=0.002, fault="slow_first_byte", fault_every=1,
