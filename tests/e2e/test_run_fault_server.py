@@ -96,13 +96,8 @@ def _run(tmp_path: Path, model_dir: Path, fault: str | None) -> tuple[subprocess
     return res, out, store
 
 
-EARLY_END = pytest.mark.xfail(
-    strict=True, reason="known defect (issue 12 item 3): a stream that ends cleanly after half its tokens, without "
-    "usage or [DONE], counts as a success; stream integrity will record it as `truncated` and this case will pass")
-
-
 @pytest.mark.parametrize(("fault", "error_class"), [("reset", "connection"), ("http429", "http"),
-                                                    pytest.param("early_end", "truncated", marks=EARLY_END)])
+                                                    ("early_end", "truncated")])
 def test_a_run_against_a_faulty_engine_is_a_recorded_failure(tmp_path: Path, model_dir: Path, fault: str,
                                                              error_class: str) -> None:
     res, out, store = _run(tmp_path, model_dir, fault)

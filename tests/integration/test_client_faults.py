@@ -32,6 +32,7 @@ def test_each_fault_is_recorded_with_its_error_class(tmp_path: Path) -> None:
     for index, fault in faults.items():
         assert by_index[index]["error_class"] == expected[fault], (fault, by_index[index])
     assert by_index[5]["status"] == 400 and "maximum context length" in by_index[5]["error"]
+    assert "0.5 s (the stall timeout)" in by_index[3]["error"]
     for index in (0, 7, 8):
         assert by_index[index]["error_class"] is None and by_index[index]["completion_tokens"] == 6
     r = res.summary.requests
@@ -93,8 +94,31 @@ def test_the_newer_faults_are_recorded_with_their_error_class(tmp_path: Path) ->
     by_index = {r["request_index"]: r for r in _records(tmp_path)}
     assert (by_index[1]["error_class"], by_index[1]["status"]) == ("http", 429)
     assert (by_index[2]["error_class"], by_index[2]["status"]) == ("http", 503)
-    assert by_index[3]["error_class"] in ("protocol", "truncated")  # half an event: never a success
+    assert by_index[3]["error_class"] == "truncated"  # half an event, then the end: never a success
     assert by_index[4]["error_class"] is None and by_index[4]["completion_tokens"] == 6
     assert by_index[4]["first_token_at"] - by_index[4]["sent_at"] >= 0.3
     for index in (0, 5):
         assert by_index[index]["error_class"] is None and by_index[index]["completion_tokens"] == 6
+
+
+def test_a_clean_early_end_is_truncated_and_the_dialects_own_endings_are_whole(tmp_path: Path) -> None:
+    """Half the tokens then a clean end (no usage, finish_reason or [DONE]) is `truncated`, keeping what arrived; a
+    server that never sends [DONE] but ends on a finish_reason with usage (transformers serve) is whole unless the
+    endpoint says its server promises [DONE]."""
+    with StreamServer(ServerConfig(itl_s=0.001)) as srv:
+        run_benchmark(SimpleWorkload(max_tokens=8, faults={1: "early_end"}, sessions_per_lane=3),
+                      Endpoint(base_url=srv.url, model="m"),
+                      RunOptions(concurrency=1, timeout_s=30, max_failure_ratio=1.0), tmp_path / "early")
+    by_index = {r["request_index"]: r for r in _records(tmp_path / "early")}
+    assert by_index[1]["error_class"] == "truncated" and 0 < len(by_index[1]["chunk_times"]) < 8
+    assert by_index[0]["error_class"] is None and by_index[2]["error_class"] is None
+    assert by_index[0]["finish_reason"] == "length"
+
+    with StreamServer(ServerConfig(itl_s=0.001, usage="final_chunk", send_done=False)) as srv:
+        whole = run_benchmark(SimpleWorkload(max_tokens=8), Endpoint(base_url=srv.url, model="m"),
+                              RunOptions(concurrency=1, num_requests=2), tmp_path / "no-done")
+        promised = run_benchmark(SimpleWorkload(max_tokens=8), Endpoint(base_url=srv.url, model="m", sends_done=True),
+                                 RunOptions(concurrency=1, num_requests=2, max_failure_ratio=1.0),
+                                 tmp_path / "promised")
+    assert whole.summary.requests.successful == 2 and whole.summary.tokens.output_total == 16
+    assert promised.summary.requests.error_categories == {"truncated": 2}

@@ -21,6 +21,12 @@ class Endpoint(BaseModel):
     send_stream_options: bool = Field(
         default=True, description="Send `stream_options: {include_usage: true}` (off for servers that reject it)."
     )
+    sends_done: bool | None = Field(
+        default=None,
+        description="Whether the server ends every stream with `data: [DONE]`: True makes a stream without it"
+        " `truncated`; False (transformers serve) or None (not known) takes a chunk with a `finish_reason` or"
+        " `[DONE]` as the end, and a stream with neither is `truncated`.",
+    )
     headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers on every request.")
     metrics_url: str | None = Field(
         default=None, description="Prometheus endpoint; None = base URL + /metrics; '' disables scraping."
@@ -38,6 +44,11 @@ class Endpoint(BaseModel):
         if self.metrics_url == "":
             return None
         return self.metrics_url or f"{self.root}/metrics"
+
+
+DEFAULT_STALL_TIMEOUT_S = 60.0
+"""A server that sends nothing for this long is stalled: well below the 600-s request timeout, which a long answer
+may legitimately need, so a hung server ends a run in a minute, not ten."""
 
 
 class RunOptions(BaseModel):
@@ -62,8 +73,9 @@ class RunOptions(BaseModel):
         default=0, ge=0, description="Requests sent first, closed loop, marked warmup and excluded from metrics."
     )
     timeout_s: float = Field(default=600.0, gt=0, description="Whole-request timeout.")
-    stall_timeout_s: float | None = Field(
-        default=None, gt=0, description="No bytes for this long ends the request as a timeout (default: timeout)."
+    stall_timeout_s: float = Field(
+        default=DEFAULT_STALL_TIMEOUT_S, gt=0,
+        description="No bytes for this long ends the request as a timeout (capped at the request timeout).",
     )
     max_failure_ratio: float = Field(
         default=0.05, ge=0, le=1, description="Live failed/finished ratio that stops the run early and fails the gate."
@@ -127,4 +139,4 @@ class RunOptions(BaseModel):
 
     @property
     def stall_s(self) -> float:
-        return self.stall_timeout_s or self.timeout_s
+        return min(self.stall_timeout_s, self.timeout_s)

@@ -627,6 +627,7 @@ class Interpreter:
         rec, text = to_record(
             raw, spec, rid=rid, worker=self.worker, phase=phase,
             overflow_patterns=self.options.context_overflow_patterns,
+            ignore_eos=spec.ignore_eos and self.endpoint.send_ignore_eos, sends_done=self.endpoint.sends_done,
         )
         self.writer.write(rec)
         st = self.stats

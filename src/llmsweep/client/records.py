@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-ErrorClass = Literal["http", "timeout", "connection", "protocol", "context_overflow", "cancelled"]
+ErrorClass = Literal["http", "timeout", "connection", "protocol", "truncated", "context_overflow", "cancelled"]
+"""`truncated`: the stream ended cleanly but incomplete (no terminator the server's dialect promises, or fewer tokens
+than asked under `ignore_eos` without `finish_reason: length`; see `transport.judge_stream`)."""
 
 RECORDS_FILE = "records.jsonl"
 
@@ -48,6 +50,7 @@ class RequestRecord:
     input_tokens_expected: int | None = None
     theoretical_cached_tokens: int | None = None
     max_tokens: int | None = None
+    finish_reason: str | None = None
     worker: int = 0
 
     @property

@@ -23,6 +23,8 @@ class ParsedStream:
     completion_tokens: int | None = None
     cached_tokens: int | None = None
     done: bool = False
+    finish_reason: str | None = None  # of the last chunk that had choices
+    cut: bool = False  # the body ended inside an event (no blank line after its last bytes)
     output_text: str = ""
     protocol_error: str | None = None
     stream_error: str | None = None
@@ -123,6 +125,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
         datas.append(data)
     objs = _decode_all(datas)
     chunk_times, usage_cum = out.chunk_times, []
+    last_choices: list[Any] | None = None
     seen = len(times)  # events read before a bad one stops the parse
     for i, t in enumerate(times):
         seen = i
@@ -153,6 +156,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
         choices = obj.get("choices")
         if not choices or type(choices) is not list:
             continue
+        last_choices = choices
         text = _text_of_one(choices[0]) if len(choices) == 1 else "".join(
             _content_of(c) for c in choices if isinstance(c, dict)
         )
@@ -163,6 +167,13 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
     else:
         seen = len(times)
     out.done = done_after is not None and done_after <= seen
+    if out.protocol_error is not None and seen == len(times) - 1:  # the last event is the bad one: was it cut?
+        tail = reads[-1][1] if len(reads[-1][1]) >= 4 else b"".join([d for _, d in reads[-4:]])
+        out.cut = not tail.endswith((b"\n\n", b"\r\n\r\n"))
+    if last_choices is not None:  # looked at once, at the end: the finish reason rides on the last chunk with choices
+        first = last_choices[0]
+        reason = first.get("finish_reason") if type(first) is dict else None
+        out.finish_reason = reason if isinstance(reason, str) else None
     out.chunk_tokens = _chunk_tokens(texts, usage_cum, out.completion_tokens)
     if keep_text:
         out.output_text = "".join(texts)

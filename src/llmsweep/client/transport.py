@@ -30,7 +30,7 @@ from aiohttp.tracing import Trace
 
 from llmsweep.client.config import Endpoint
 from llmsweep.client.records import RequestRecord
-from llmsweep.client.sse import parse_stream
+from llmsweep.client.sse import ParsedStream, parse_stream
 from llmsweep.workload.base import RequestSpec
 
 _ANCHOR_UNIX = time.time()
@@ -165,7 +165,7 @@ def stalled(raw: RawExchange, now: float, stall_s: float) -> bool:
     if now - last < stall_s:
         return False
     proto = stamper.proto
-    exc = aiohttp.SocketTimeoutError("Timeout on reading data from socket")
+    exc = aiohttp.SocketTimeoutError(f"no byte from the server for {stall_s:g} s (the stall timeout)")
     proto.set_exception(exc)  # wakes a request still waiting for its response headers
     payload = proto._payload
     if payload is not None and payload is not stamper.stale:
@@ -304,8 +304,13 @@ def to_record(
     worker: int,
     phase: str,
     overflow_patterns: tuple[str, ...],
+    ignore_eos: bool = False,
+    sends_done: bool | None = None,
 ) -> tuple[RequestRecord, str]:
-    """Parse the raw exchange into a record (and the output text the lane program may want)."""
+    """Parse the raw exchange into a record (and the output text the lane program may want).
+
+    `ignore_eos`: the request was sent with `ignore_eos` (the server owes `max_tokens` tokens); `sends_done`: the
+    server's dialect ends every stream with `[DONE]` (`Endpoint.sends_done`). Both feed `judge_stream`."""
     if raw.body is not None:
         _ReadStamper.cut(raw, raw.body)
         raw.body = None
@@ -347,6 +352,7 @@ def to_record(
         rec.prompt_tokens = parsed.prompt_tokens
         rec.completion_tokens = parsed.completion_tokens
         rec.cached_tokens = parsed.cached_tokens
+        rec.finish_reason = parsed.finish_reason
         text = parsed.output_text
         if rec.error_class is None:
             if parsed.stream_error is not None:
@@ -354,12 +360,41 @@ def to_record(
                 rec.error_class = "context_overflow" if overflow else "http"
                 rec.error = f"error event in stream: {parsed.stream_error[:500]}"
             elif parsed.protocol_error is not None:
-                rec.error_class, rec.error = "protocol", parsed.protocol_error
+                if parsed.cut:
+                    rec.error_class, rec.error = "truncated", f"stream ended inside an event ({parsed.protocol_error})"
+                else:
+                    rec.error_class, rec.error = "protocol", parsed.protocol_error
             elif not rec.chunk_times and not parsed.completion_tokens:
                 rec.error_class, rec.error = "protocol", "stream ended without any content chunk"
+            elif (why := judge_stream(parsed, max_tokens=spec.max_tokens, ignore_eos=ignore_eos,
+                                      sends_done=sends_done)) is not None:
+                rec.error_class, rec.error = "truncated", why
     elif rec.error_class is None:
         rec.error_class, rec.error = "protocol", "empty response body"
     return rec, text
+
+
+def judge_stream(parsed: ParsedStream, *, max_tokens: int | None, ignore_eos: bool,
+                 sends_done: bool | None) -> str | None:
+    """Why a stream that ended cleanly is incomplete (a `truncated` failure), or None when it is whole.
+
+    Incomplete: a dialect that promises `[DONE]` did not send it; a stream with neither `[DONE]` nor a
+    `finish_reason` (every OpenAI-compatible server sends one or the other at the end); the server says it aborted
+    the request; or, under `ignore_eos`, fewer completion tokens (usage, else counted chunks) than `max_tokens`
+    without `finish_reason: length`. A stream that stops early on its own (`finish_reason: stop` without
+    `ignore_eos`) is whole: a short output, which the summary counts and a gate bounds. Runs once per request."""
+    reason = parsed.finish_reason
+    if sends_done and not parsed.done:
+        return f"stream ended without the `data: [DONE]` the server sends (finish_reason {reason!r})"
+    if not parsed.done and reason is None:
+        return "stream ended without `data: [DONE]` or a finish_reason"
+    if reason == "abort":
+        return "the server aborted the request (finish_reason 'abort')"
+    if ignore_eos and max_tokens and reason != "length":
+        got = parsed.completion_tokens if parsed.completion_tokens is not None else sum(parsed.chunk_tokens)
+        if got < max_tokens:
+            return f"{got} of {max_tokens} tokens under ignore_eos, finish_reason {reason!r}"
+    return None
 
 
 def _is_overflow(text: str, patterns: tuple[str, ...]) -> bool:

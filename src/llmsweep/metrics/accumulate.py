@@ -196,6 +196,7 @@ class Accumulator:
         self.cached = 0
         self.cached_prompt = 0
         self.osl_mismatch = 0
+        self.short_outputs = 0
         self.workers: set[int] = set()
         self._ct: list[float] = []
         self._ct_starts: list[int] = []
@@ -347,6 +348,8 @@ class Accumulator:
         max_tokens = r.get("max_tokens")
         if max_tokens is not None and osl != max_tokens:
             self.osl_mismatch += 1
+            if osl < max_tokens:
+                self.short_outputs += 1
         return True
 
     def _span(self, r: dict[str, Any], sent: float, err: str | None, last_chunk: float | None) -> None:
@@ -392,7 +395,7 @@ class Accumulator:
         merged result is identical to one sequential pass."""
         for name in ("total", "successful", "failed", "warmup", "warmup_failed", "cancelled", "context_overflow",
                      "input_sum", "output_sum", "theo_cached", "theo_input", "cached", "cached_prompt",
-                     "osl_mismatch"):
+                     "osl_mismatch", "short_outputs"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.categories.update(other.categories)
         for name in ("ttft", "e2el", "tpot", "e2e_norm", "isl", "osl", "ends", "lag", "span_start", "span_end"):

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 AGENTIC_MAX_ERROR_RATIO = 0.10
 FIXED_MAX_ERROR_RATIO = 0.05
+WARMUP_MAX_FAILURE_RATIO = 0.5
 IDLE_SLACK_S = 1.0
 """Added to the workload's idle cap: the client checks the cap every 50 ms per worker and a send takes a moment."""
 
@@ -55,6 +56,16 @@ class GateConfig(BaseModel):
         default=None, gt=0,
         description="Workload idle cap: the longest stretch with nothing in flight that is scheduled think time;"
         " None = the run's provenance (options/workload `system_idle_gap_cap_s`, else `trace_idle_gap_cap_s`).",
+    )
+    max_short_output_ratio: float | None = Field(
+        default=None, ge=0, le=1,
+        description="Short outputs / successful requests (answers that stopped before max_tokens on their own);"
+        " None = not gated. The scenario's gate profile sets it.",
+    )
+    max_warmup_failure_ratio: float = Field(
+        default=WARMUP_MAX_FAILURE_RATIO, ge=0, le=1,
+        description="Failed / sent warm-up requests above this (or every warm-up failed) invalidates the run: the"
+        " server was not ready or not serving what the profile then measured. Any warm-up failure is a warning.",
     )
     min_submission_s: float = Field(default=900.0, ge=0, description="Shorter profiling windows are marked smoke.")
     planned_duration_s: float | None = Field(default=None, description="Nominal profile window (duration runs).")
@@ -195,6 +206,20 @@ def evaluate(
         overflow = requests["context_overflow"] / finished
         if overflow > gates.max_context_overflow_ratio:
             reasons.append(f"context-overflow ratio {overflow:.4f} exceeds {gates.max_context_overflow_ratio}")
+    successful, short = requests["successful"], requests.get("short_outputs", 0)
+    short_max = gates.max_short_output_ratio
+    if short_max is not None and successful > 0 and short / successful > short_max:
+        reasons.append(f"short-output ratio {short / successful:.4f} exceeds {short_max} "
+                       f"({short}/{successful} successful requests stopped before max_tokens: the server ended them "
+                       f"early, e.g. at an end-of-sequence token it was not told to ignore)")
+    warmup, warmup_failed = requests.get("warmup", 0), requests.get("warmup_failed", 0)
+    if warmup_failed:
+        ratio = warmup_failed / warmup
+        if warmup_failed == warmup or ratio > gates.max_warmup_failure_ratio:
+            reasons.append(f"warm-up failure ratio {ratio:.4f} exceeds {gates.max_warmup_failure_ratio} "
+                           f"({warmup_failed}/{warmup} warm-up requests failed)")
+        else:
+            warnings.append(f"{warmup_failed}/{warmup} warm-up requests failed")
     if stop_reason and stop_reason.startswith(("failure ratio", "interrupted")):
         reasons.append(f"run stopped early: {stop_reason}")
     if coverage is not None and coverage < gates.min_coverage:

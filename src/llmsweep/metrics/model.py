@@ -130,6 +130,11 @@ class Requests(_Block):
     error_categories: dict[str, int] = Field(default_factory=dict)
     error_ratio: float = Field(default=0.0, description="failed / (successful + failed)")
     output_length_mismatch: int = Field(default=0, description="Successful requests whose OSL differs from max_tokens.")
+    short_outputs: int = Field(
+        default=0,
+        description="Successful requests that stopped before max_tokens on their own (finish_reason stop without"
+        " ignore_eos, or length below it): whole answers, but shorter than the workload asked; a gate bounds them.",
+    )
 
 
 class Latency(_Block):

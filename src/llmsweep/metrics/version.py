@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 
-MEASUREMENT_VERSION = 1
+MEASUREMENT_VERSION = 2
 """1: the metric table and client timing of llmsweep 0.x (TPOT per request excluding the first token, E2EL to the
-last content chunk, per-GPU throughput over last end − first send)."""
+last content chunk, per-GPU throughput over last end − first send).
+2: stream integrity judged: a stream that ended incomplete is a `truncated` failure (it was a success), short outputs
+and warm-up failures are gated."""
 
 
 def metric_table_digest() -> str:

@@ -202,7 +202,7 @@ class Predictor:
             "error_class": None, "error": None, "prompt_tokens": n_tokens, "completion_tokens": None,
             "cached_tokens": None, "input_tokens_expected": spec.input_tokens,
             "theoretical_cached_tokens": spec.theoretical_cached_tokens, "max_tokens": spec.max_tokens,
-            "worker": 0,
+            "finish_reason": "length", "worker": 0,  # the predicted engine generates max_tokens, as under ignore_eos
         }
         self.records.append(record)
         self._push(now + self.frontend, _SUBMIT, (task, record, n_tokens, hashes, spec.max_tokens))

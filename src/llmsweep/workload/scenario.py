@@ -5,8 +5,8 @@ A scenario (:class:`~llmsweep.spec.workload.ScenarioId`) decides, for one job:
 - its defaults: how a recipe's `workload` block resolves for an entry (`resolve` → `ResolvedWorkload`);
 - the route it speaks (`api`) and its stopping rule at one concurrency (`load`: prompt count, warm-ups, window);
 - its workload builder (`build` → the `Workload` the client or the simulator runs);
-- its gate profile (`gate`: the error-ratio threshold and the submission minimum; `gate.config` adds a run's
-  planned window).
+- its gate profile (`gate`: the error-ratio threshold, the submission minimum and the short-output bound;
+  `gate.config` adds a run's planned window).
 
 `fixed-seq-len` and `agentic-coding` are InferenceX's recipe scenarios; `mooncake-replay` is what an agentic-coding
 entry runs when `workload.replay` names a Mooncake trace. A new scenario is one `Scenario` subclass here, registered
@@ -58,6 +58,10 @@ class GateProfile:
 
     kind: Literal["fixed", "agentic", "replay"]
     min_submission_s: float = MIN_SUBMISSION_S
+    max_short_output_ratio: float | None = None
+    """Successful requests that stopped before max_tokens on their own (the server could not be told to ignore
+    end-of-sequence), as a share of the successful ones, above which the run does not measure the lengths it planned;
+    None = not gated."""
 
     def config(self, *, planned_duration_s: float | None = None, require_metrics_prefix: str | None = None,
                max_error_ratio: float | None = None) -> GateConfig:
@@ -66,6 +70,7 @@ class GateProfile:
 
         ratio = {} if max_error_ratio is None else {"max_error_ratio": max_error_ratio}
         return GateConfig.for_kind(self.kind, min_submission_s=self.min_submission_s,
+                                   max_short_output_ratio=self.max_short_output_ratio,
                                    planned_duration_s=planned_duration_s, require_metrics_prefix=require_metrics_prefix,
                                    **ratio)
 
@@ -161,7 +166,7 @@ class FixedSeqLen(Scenario):
     """Random prompts of fixed input/output lengths, `num-prompts` (10 × conc) after 2 × conc warm-ups."""
 
     id = ScenarioId.FIXED_SEQ_LEN
-    gate = GateProfile("fixed")
+    gate = GateProfile("fixed", max_short_output_ratio=0.05)
 
     def resolve(self, spec: WorkloadSpec, *, common: Mapping[str, Any], entry: Mapping[str, Any],
                 model_prefix: str, spec_decoding: bool) -> ResolvedWorkload:
@@ -207,7 +212,7 @@ class AgenticCoding(Scenario):
     """AgentX replay of a Weka-format agentic corpus with subagents, for a profiling window (default 3600 s)."""
 
     id = ScenarioId.AGENTIC_CODING
-    gate = GateProfile("agentic")
+    gate = GateProfile("agentic", max_short_output_ratio=0.10)
 
     def resolve(self, spec: WorkloadSpec, *, common: Mapping[str, Any], entry: Mapping[str, Any],
                 model_prefix: str, spec_decoding: bool) -> ResolvedWorkload:
@@ -242,7 +247,7 @@ class MooncakeReplay(Scenario):
     """A Mooncake trace, every row once: `conc` rows in flight (closed loop), or on the rows' timestamps."""
 
     id = ScenarioId.MOONCAKE_REPLAY
-    gate = GateProfile("replay")
+    gate = GateProfile("replay", max_short_output_ratio=0.10)
 
     def resolve(self, spec: WorkloadSpec, *, common: Mapping[str, Any], entry: Mapping[str, Any],
                 model_prefix: str, spec_decoding: bool) -> ResolvedWorkload:

@@ -176,3 +176,46 @@ def test_the_h200_hybrid_model_runs_would_have_been_warned_about() -> None:
     dense = [json.loads(p.read_text())["cache"] for p in (root / "llama" / "jobs").glob("*kvnone*/summary.json")]
     assert hybrid and all(_cache_warning(c, GateConfig()) for c in hybrid)
     assert dense and not any(_cache_warning(c, GateConfig()) for c in dense)
+
+
+def test_truncated_streams_are_failures_a_fifth_of_them_fails_a_fixed_run() -> None:
+    """A run where one stream in five ended early is not a smoke run: `truncated` is a failure like any other."""
+    from llmsweep.workload.scenario import get_scenario
+
+    gates = get_scenario("fixed-seq-len").gate.config()
+    records = [rec(i, sent=i * 0.1) for i in range(8)] + [rec(8, sent=0.8, error="truncated"),
+                                                         rec(9, sent=0.9, error="truncated")]
+    s = summarise(records, gpus=1, gates=gates)
+    assert s.requests.error_categories == {"truncated": 2} and s.requests.failed == 2
+    assert s.validity.verdict == "invalid"
+
+
+def test_short_outputs_are_counted_and_gated_by_the_scenario_profile() -> None:
+    from llmsweep.workload.scenario import get_scenario
+
+    gates = get_scenario("fixed-seq-len").gate.config()
+    assert gates.max_short_output_ratio is not None
+    whole = [rec(i, sent=i * 0.1, osl=8) for i in range(19)]
+    one_short = summarise([*whole, rec(19, sent=2.0, osl=3, max_tokens=8, finish_reason="stop")], gpus=1, gates=gates)
+    assert one_short.requests.short_outputs == 1 and one_short.requests.failed == 0
+    assert one_short.validity.verdict == "smoke"  # 1/20 is within the fixed profile's 0.05
+    shorts = [rec(i, sent=i * 0.1, osl=3, max_tokens=8, finish_reason="stop") for i in range(20, 24)]
+    many = summarise([*whole, *shorts], gpus=1, gates=gates)
+    assert many.requests.short_outputs == 4
+    assert many.validity.verdict == "invalid"
+    assert any("short-output ratio" in r for r in many.validity.reasons)
+    assert summarise([*whole, *shorts], gpus=1).validity.verdict == "smoke"  # ungated without a profile
+
+
+def test_warmup_failures_warn_and_above_the_threshold_invalidate() -> None:
+    ok = [rec(i, sent=i * 0.1) for i in range(10)]
+    warm_ok = [rec(100 + i, sent=0.0, phase="warmup") for i in range(3)]
+    warm_bad = [rec(200 + i, sent=0.0, phase="warmup", error="truncated") for i in range(3)]
+    one = summarise([*warm_ok, warm_bad[0], *ok], gpus=1)
+    assert one.validity.verdict == "smoke"
+    assert any("1/4 warm-up requests failed" in w for w in one.validity.warnings)
+    most = summarise([warm_ok[0], *warm_bad, *ok], gpus=1)
+    assert most.validity.verdict == "invalid"
+    assert any("warm-up failure ratio" in r and "3/4" in r for r in most.validity.reasons)
+    every = summarise([warm_bad[0], *ok], gpus=1, gates=GateConfig(max_warmup_failure_ratio=1.0))
+    assert every.validity.verdict == "invalid"  # every warm-up failed: the server never served one
