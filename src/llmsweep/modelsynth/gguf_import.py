@@ -405,18 +405,18 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def _prepare_out(out: Path, force: bool) -> None:
+def _check_out(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file", fix="name a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ConfigError(f"--out {out} is not empty", fix="choose an empty directory or pass --force")
-    out.mkdir(parents=True, exist_ok=True)
 
 
 def import_gguf(request: ImportRequest) -> ImportResult:
     """Write the Hugging Face directory of the GGUF model `request` names; return what was written."""
     started = time.monotonic()
     path = resolve_gguf(request.source)
+    _check_out(request.out, request.force)  # before the reading, which takes seconds
     model = GgufModel(path)
     tok = build_tokenizer(model)
     pad = tok.tokens.index(tok.pad_token) if tok.pad_token is not None else None
@@ -427,7 +427,7 @@ def import_gguf(request: ImportRequest) -> ImportResult:
             fix="pass a GGUF whose tokenizer matches its embedding",
         )
     tensors = hf_tensors(model, config)
-    _prepare_out(request.out, request.force)
+    request.out.mkdir(parents=True, exist_ok=True)
     files = ["config.json", "generation_config.json"]
     _write_json(request.out / "config.json", config)
     _write_json(request.out / "generation_config.json", {
