@@ -390,6 +390,14 @@ def test_transformers_serves_the_directory(imported: Path, hf_tensors: dict[str,
     assert tok.decode(out[0][len(ids):]) == "The capital of France is Paris.<|im_end|>"
 
 
+def test_tokenizer_matches_transformers_own_gguf_tokenizer(gguf_path: Path, tokenizer: Any) -> None:
+    transformers = pytest.importorskip("transformers")
+    reference = transformers.AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    for text in ("Hello 2024 world!", "  indented code:\n\tx = 12345 + 6.7e-8", "naïve café — 東京 🚀",
+                 "<|im_start|>user\nHi<|im_end|>\n", "I'm  don't   you'll\n\n\n x"):
+        assert tokenizer.encode(text).ids == reference(text, add_special_tokens=False)["input_ids"], text
+
+
 # ---- bad input ---------------------------------------------------------------------------------------------------
 
 
