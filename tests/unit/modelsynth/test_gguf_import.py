@@ -314,8 +314,9 @@ def test_logits_match_the_gguf_reference_forward(imported: Path, reader: Any, gg
     assert got.shape == expected.shape == (len(ids), 49152)
     # bf16 storage of the weights is the only difference: same top token everywhere, logits within rounding.
     assert np.array_equal(got.argmax(-1), expected.argmax(-1))
-    assert np.abs(got - expected).max() < 0.05 * np.abs(expected).max()
-    assert np.corrcoef(got.ravel(), expected.ravel())[0, 1] > 0.999
+    # Measured: max difference 0.22 on logits up to 38.5, correlation 0.99998; left permuted, correlation 0.62.
+    assert np.abs(got - expected).max() < 0.02 * np.abs(expected).max()
+    assert np.corrcoef(got.ravel(), expected.ravel())[0, 1] > 0.9999
     # The same weights with the permutation left in place (GGUF layout under HF's rotary) are a different model.
     still_permuted = dict(hf_tensors)
     for i in range(30):
