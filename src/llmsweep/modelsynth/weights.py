@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -72,19 +72,85 @@ def _serialize_entry(dtype: DType, shape: tuple[int, ...], data: np.ndarray) -> 
     return {"dtype": _ST_DTYPE[dtype], "shape": list(shape), "data": data.tobytes()}
 
 
-def _shards(specs: Iterable[TensorSpec], dtype: DType, shard_bytes: int) -> Iterator[list[TensorSpec]]:
+@dataclass(frozen=True)
+class NamedTensor:
+    """A tensor to write: its name, its shape and how to make its float32 values (called once, when it is written)."""
+
+    name: str
+    shape: tuple[int, ...]
+    values: Callable[[], np.ndarray]
+
+    @property
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def _shards(tensors: Iterable[NamedTensor], dtype: DType, shard_bytes: int) -> Iterator[list[NamedTensor]]:
     """Group tensors in order into shards of at most `shard_bytes` (a single larger tensor gets its own shard)."""
-    shard: list[TensorSpec] = []
+    shard: list[NamedTensor] = []
     size = 0
-    for spec in specs:
-        nbytes = spec.numel * _BYTES[dtype]
+    for tensor in tensors:
+        nbytes = tensor.numel * _BYTES[dtype]
         if shard and size + nbytes > shard_bytes:
             yield shard
             shard, size = [], 0
-        shard.append(spec)
+        shard.append(tensor)
         size += nbytes
     if shard:
         yield shard
+
+
+def write_weights(
+    tensors: Sequence[NamedTensor],
+    out: Path,
+    *,
+    dtype: DType = "bf16",
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+) -> WrittenWeights:
+    """Write `tensors` in `dtype`; one `model.safetensors`, or shards plus `model.safetensors.index.json`.
+
+    Each tensor's values are made when its shard is written, so only one shard is in memory at a time.
+    """
+    try:
+        from safetensors import serialize_file
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConfigError(
+            "writing weights needs the `safetensors` package", fix="pip install safetensors, or use --weights none"
+        ) from exc
+    if dtype not in _ST_DTYPE:
+        raise ConfigError(f"unknown weight dtype {dtype!r}", fix=f"use one of {', '.join(_ST_DTYPE)}")
+    groups = list(_shards(tensors, dtype, shard_bytes))
+    names = (
+        [SINGLE_FILE]
+        if len(groups) == 1
+        else [f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
+    )
+    weight_map: dict[str, str] = {}
+    total = 0
+    params = 0
+    for name, group in zip(names, groups, strict=True):
+        entries: dict[str, object] = {}
+        keep_alive: list[np.ndarray] = []  # TensorSpec holds raw pointers into these buffers
+        for tensor in group:
+            values = tensor.values()
+            if values.shape != tensor.shape:
+                raise ValueError(f"{tensor.name}: values of shape {values.shape}, declared {tensor.shape}")
+            data = _encode(values, dtype)
+            keep_alive.append(data)
+            entries[tensor.name] = _serialize_entry(dtype, tensor.shape, data)
+            weight_map[tensor.name] = name
+            total += data.nbytes
+            params += tensor.numel
+        log.info("writing %s (%d tensors)", name, len(group))
+        serialize_file(entries, str(out / name), metadata={"format": "pt"})  # type: ignore[arg-type]
+        (out / name).chmod(0o644)  # the writer creates 0600; an engine in a container may run as another user
+        del keep_alive
+    files = list(names)
+    if len(names) > 1:
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
+        files.append(INDEX_FILE)
+    return WrittenWeights(files=files, total_bytes=total, parameters=params)
 
 
 def write_random_weights(
@@ -97,44 +163,17 @@ def write_random_weights(
     shard_bytes: int = DEFAULT_SHARD_BYTES,
 ) -> WrittenWeights:
     """Write `specs` with random values; one `model.safetensors`, or shards plus `model.safetensors.index.json`."""
-    try:
-        from safetensors import serialize_file
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ConfigError(
-            "--weights random needs the `safetensors` package", fix="pip install safetensors, or use --weights none"
-        ) from exc
-    if dtype not in _ST_DTYPE:
-        raise ConfigError(f"unknown weight dtype {dtype!r}", fix=f"use one of {', '.join(_ST_DTYPE)}")
     rng = np.random.default_rng(seed)
-    groups = list(_shards(specs, dtype, shard_bytes))
-    names = (
-        [SINGLE_FILE]
-        if len(groups) == 1
-        else [f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
-    )
-    weight_map: dict[str, str] = {}
-    total = 0
-    params = 0
-    for name, group in zip(names, groups, strict=True):
-        tensors: dict[str, object] = {}
-        keep_alive: list[np.ndarray] = []  # TensorSpec holds raw pointers into these buffers
-        for spec in group:
+
+    def random_values(spec: TensorSpec) -> Callable[[], np.ndarray]:
+        def make() -> np.ndarray:
             values = _fill(spec, rng)
             if spec.name == "lm_head.weight" and zero_lm_head_rows:
                 values[list(zero_lm_head_rows)] = 0.0
-            data = _encode(values, dtype)
-            keep_alive.append(data)
-            tensors[spec.name] = _serialize_entry(dtype, spec.shape, data)
-            weight_map[spec.name] = name
-            total += data.nbytes
-            params += spec.numel
-        log.info("writing %s (%d tensors)", name, len(group))
-        serialize_file(tensors, str(out / name), metadata={"format": "pt"})  # type: ignore[arg-type]
-        (out / name).chmod(0o644)  # the writer creates 0600; an engine in a container may run as another user
-        del keep_alive
-    files = list(names)
-    if len(names) > 1:
-        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-        (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
-        files.append(INDEX_FILE)
-    return WrittenWeights(files=files, total_bytes=total, parameters=params)
+            return values
+
+        return make
+
+    # Values are drawn in write order, as before: the same seed gives the same bytes.
+    tensors = [NamedTensor(spec.name, tuple(spec.shape), random_values(spec)) for spec in specs]
+    return write_weights(tensors, out, dtype=dtype, shard_bytes=shard_bytes)
