@@ -106,6 +106,25 @@ def test_a_stalled_stream_ends_as_a_timeout_and_keeps_what_arrived(tmp_path: Pat
     assert res.summary.requests.successful == 2
 
 
+def test_a_request_queued_for_its_prefill_is_not_a_stall_but_a_server_that_never_answers_is(tmp_path: Path) -> None:
+    """Between the response headers and the first body byte a real engine holds a queued request while it prefills,
+    which can take longer than the stall limit under load: only the request timeout bounds that wait. A server that
+    sends no headers at all within the stall limit is stalled."""
+    options = RunOptions(concurrency=2, num_requests=2, stall_timeout_s=0.3, timeout_s=20, max_failure_ratio=1.0,
+                         grace_s=5)
+    with StreamServer(ServerConfig(ttft_s=0.9, itl_s=0.01)) as srv:  # headers at once, first token after 0.9 s
+        res = run_benchmark(KeyedWorkload(max_tokens=4), Endpoint(base_url=srv.url, model="m"), options,
+                            tmp_path / "queued")
+    assert res.summary.requests.successful == 2 and res.summary.requests.failed == 0
+    assert res.summary.latency.ttft.p50 > 0.85
+    with StreamServer(ServerConfig(fault="slow_first_byte", fault_every=1, slow_first_byte_s=3.0)) as srv:
+        res = run_benchmark(KeyedWorkload(max_tokens=4), Endpoint(base_url=srv.url, model="m"), options,
+                            tmp_path / "silent")
+    recs = [json.loads(x) for x in (tmp_path / "silent" / "records.jsonl").read_text().splitlines()]
+    assert [r["error_class"] for r in recs if r.get("phase") != "warmup"] == ["timeout", "timeout"]
+    assert all(r["end_at"] - r["sent_at"] < 2.5 for r in recs)
+
+
 def test_a_body_larger_than_the_drain_size_arrives_whole(tmp_path: Path) -> None:
     """Bodies are cut into reads only at the end, except that every MiB is moved out of aiohttp's buffer as it
     arrives (so aiohttp never pauses reading while the request waits for the end)."""

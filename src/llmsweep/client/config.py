@@ -48,7 +48,9 @@ class Endpoint(BaseModel):
 
 DEFAULT_STALL_TIMEOUT_S = 60.0
 """A server that sends nothing for this long is stalled: well below the 600-s request timeout, which a long answer
-may legitimately need, so a hung server ends a run in a minute, not ten."""
+may legitimately need, so a hung server ends a run in a minute, not ten. It counts before the response headers and
+between body reads; between the headers and the first body byte (a request queued for its prefill) only the request
+timeout applies."""
 
 
 class RunOptions(BaseModel):

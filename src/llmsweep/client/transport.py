@@ -161,6 +161,10 @@ def stalled(raw: RawExchange, now: float, stall_s: float) -> bool:
     stamper = raw.stamper
     if stamper is None or stamper.raw is not raw:
         return False
+    if raw.first_byte is not None and not raw.marks:
+        # The server answered (headers) and has not started the body: a queued request waiting for its prefill.
+        # Under load that wait can legitimately exceed the stall limit; only the request timeout bounds it.
+        return False
     last = raw.last_read if raw.last_read is not None else raw.sent
     if now - last < stall_s:
         return False
