@@ -62,7 +62,8 @@ class TransformersAdapter(Adapter):
         "--served-model-name": "transformers serve answers to the model argument it was started with; clients send "
                                "that (the adapter sets it as the served name)",
         "--model-path": "write `serve.model-path`",
-        "--load-format": "transformers serve loads real weights: write them with `llmsweep model synth --weights random`",
+        "--load-format": "transformers serve loads real weights: "
+                         "write them with `llmsweep model synth --weights random`",
         "--max-num-seqs": "transformers serve has no running-request cap; bound the batch with `--cb-max-batch-tokens`",
         "--max-running-requests": "transformers serve has no running-request cap; bound the batch with "
                                   "`--cb-max-batch-tokens`",

@@ -42,9 +42,10 @@ class VLLMAdapter(Adapter):
         "--decode-context-parallel-size", "--prefill-context-parallel-size",
     })
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--speculative-config"})
-    flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tensor-parallel-size", "--pp": "--pipeline-parallel-size",
-                                               "--dp": "--data-parallel-size", "--dcp": "--decode-context-parallel-size",
-                                               "--sc": "--speculative-config"}
+    flag_aliases: ClassVar[dict[str, str]] = {
+        "--tp": "--tensor-parallel-size", "--pp": "--pipeline-parallel-size", "--dp": "--data-parallel-size",
+        "--dcp": "--decode-context-parallel-size", "--sc": "--speculative-config",
+    }
     unsupported_args: ClassVar[dict[str, str]] = {
         "--mem-fraction-static": "vLLM spells it `--gpu-memory-utilization`",
         "--max-running-requests": "vLLM spells it `--max-num-seqs`",
@@ -68,7 +69,8 @@ class VLLMAdapter(Adapter):
     def canonical(self, flag: str) -> str:
         """vLLM's spellings of one flag: `-sc` is `--speculative-config`, and a dotted sub-key
         (`--speculative-config.synthetic_acceptance_length 2`) replaces the whole JSON flag, as vLLM appends it last.
-        Found on the H200: `-sc` after the rendered --speculative-config ran AL 2.0 under a 3.39 pin, unseen by policy."""
+        Found on the H200: `-sc` after the rendered --speculative-config ran AL 2.0 under a 3.39 pin, unseen by
+        policy."""
         return super().canonical(norm_flag(flag).split(".", 1)[0])
 
     def launcher(self, job: Job) -> list[str]:
