@@ -156,6 +156,7 @@ t = time.perf_counter()
 from llmsweep.metrics import summarise
 s = summarise(sys.argv[1], gpus=8)
 wall = time.perf_counter() - t
+s = s.dump() if hasattr(s, "dump") else s  # a typed Summary today; a dict at the baseline revision
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 mine, theirs = me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 itl = s["latency"]["itl"]
