@@ -1,8 +1,9 @@
 """`llmsweep run`: recipes to a stored, reported, resumable sweep.
 
-plan → policy (errors stop their jobs before launch, with the rule printed) → render every job's LaunchSpec → group
-jobs with identical specs onto one server → run each group through the executor → store → report → completeness
-report. Eval jobs are planned but refused ("not yet supported"), never silently skipped; so are jobs that cannot
+plan → policy (errors stop their jobs before launch, with the rule printed) → trace sources resolved once (a missing
+one refuses its jobs, said once) → render every job's LaunchSpec → group jobs with identical specs onto one server →
+run each group through the executor (a simulated group: on the simulator core in virtual time, `execute.virtual`,
+unless `--live`) → store → report → completeness report. Eval jobs are planned but refused ("not yet supported"), never silently skipped; so are jobs that cannot
 run (no `serve`, unmapped framework) unless the simulator is asked for.
 """
 
@@ -50,6 +51,10 @@ class RunRequest(BaseModel):
     executor: str = Field(default="local", description="Registered executor kind (`llmsweep.execute.registry`).")
     executor_options: dict[str, Any] = Field(default_factory=dict)
     simulate: bool = False
+    live: bool = Field(default=False, description="Simulated jobs: serve the simulator over HTTP in wall-clock time "
+                       "instead of running its core in virtual time.")
+    traces: str | None = Field(default=None, description="Agentic jobs replay this trace source ('synthetic', a "
+                               "path or a Hugging Face dataset id) instead of the recipe's.")
     out: Path
     store: Path | None = None
     report: bool = True
@@ -114,7 +119,9 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding]]:
             "recipes that cannot be expanded into jobs:\n" + "\n".join(f.render() for f in unplannable),
             fix="fix the named fields; `llmsweep validate` lists every finding", findings=unplannable,
         )
-    return validation.jobs, validation.findings
+    from llmsweep.plan.point import with_traces
+
+    return with_traces(validation.jobs, req.traces), validation.findings
 
 
 def _recipe_of(path: str, keys: set[str]) -> str | None:
@@ -152,6 +159,29 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
     return None
 
 
+def _check_traces(jobs: list[Job], event: Event) -> tuple[list[Job], list[JobOutcome]]:
+    """Resolve every trace source once, before any server starts: the jobs of one that cannot be read are refused
+    with its reason and fix, said once, and the rest run."""
+    from llmsweep.plan.point import check_trace_sources, trace_source_label
+
+    failed = check_trace_sources(jobs)
+    if not failed:
+        return jobs, []
+    keep: list[Job] = []
+    refused: list[JobOutcome] = []
+    for job in jobs:
+        error = failed.get(trace_source_label(job) or "")
+        if error is None:
+            keep.append(job)
+            continue
+        reason = f"{error.message} (fix: {error.fix})"
+        refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
+    for source, error in failed.items():
+        n = sum(1 for j in jobs if trace_source_label(j) == source)
+        event(f"{error.message}; {n} job(s) refused (fix: {error.fix})")
+    return keep, refused
+
+
 def _groups(jobs: list[Job], simulate: bool, executor: str) -> list[ServerGroup]:
     from llmsweep import engines
 
@@ -179,6 +209,9 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         "config_keys": req.config_keys,
         "executor": req.executor,
         "simulate": req.simulate,
+        # how simulated jobs ran: the simulator core in virtual time, or its HTTP server in wall-clock time
+        "clock": "wall" if req.live else "virtual",
+        **({"traces": req.traces} if req.traces else {}),
         "expected_job_ids": [j.id for j in jobs],
         "findings": [f.to_json() for f in findings],
     }
@@ -259,10 +292,23 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             else:
                 todo.append(job)
         runnable = todo
+    runnable, unreadable = _check_traces(runnable, event)
+    refused += unreadable
     groups = _groups(runnable, req.simulate, executor.kind)
-    event(f"{len(jobs)} job(s) planned, {len(runnable)} to run on {len(groups)} server(s), {len(refused)} refused"
+    # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
+    virtual = [g for g in groups if g.spec.engine == "sim" and not req.live]
+    served = [g for g in groups if g not in virtual]
+    where = (f"{len(served)} server(s)" if served else "") + (" and " if served and virtual else "") + (
+        f"the simulator in virtual time ({len(virtual)} engine config(s))" if virtual else "")
+    event(f"{len(jobs)} job(s) planned, {len(runnable)} to run on {where or 'no server'}, {len(refused)} refused"
           + (f", {len(skipped)} already done" if skipped else ""))
-    ran = executor.run_groups(groups, run_dir, req.settings, event=event)
+    ran: list[JobOutcome] = []
+    if virtual:
+        from llmsweep.execute import virtual as virtual_time
+
+        ran += virtual_time.run_groups(virtual, run_dir, req.settings, event=event)
+    if served and not (req.settings.fail_fast and not all(o.ok for o in ran)):
+        ran += executor.run_groups(served, run_dir, req.settings, event=event)
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
