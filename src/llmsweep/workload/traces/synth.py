@@ -10,8 +10,10 @@ The generator imitates a Claude-Code-like session (research/agentx-spec §2.2–
   prefix; most are awaited (the next main turn starts after they end), some run in the background and may outlive
   the root.
 
-`scale = max_isl / 1,000,000` multiplies every token count, so a small `max_isl` keeps the corpus shape (hit rates,
-fan-out, turns, timing) at a fraction of the size — the profile CI uses. At the default 1M, `traces stats` lands in
+`scale = max_isl / 1,000,000` multiplies every prompt-side token count, so a small `max_isl` keeps the corpus shape
+(hit rates, fan-out, turns, timing) at a fraction of the context size — the profile CI uses. Output lengths are not
+scaled (`max_osl` caps them): what a lane spends generating against what it spends thinking is the corpus's at any
+context size, so requests in flight track the concurrency. At the default 1M, `traces stats` lands in
 the bands of the published corpus statistics (ISL p50 ≈ 95k, p99 ≈ 500k, prefix hit ≈ 0.95, mean OSL ≈ 2k).
 """
 
@@ -81,7 +83,9 @@ class _TraceBuilder:
         return max(1, round(self._lognormal(median, sigma, 1.0, hi) * self.scale))
 
     def _out(self, median: float, sigma: float, hi: float) -> int:
-        out = self._tokens(median, sigma, hi)
+        """An answer's length. Not scaled with the context: a session capped at a small prompt still answers at
+        AgentX length (mean ≈ 2k tokens), so a lane spends its time generating, not thinking, as in the corpus."""
+        out = max(1, round(self._lognormal(median, sigma, 1.0, hi)))
         return out if self.p.max_osl is None else min(out, self.p.max_osl)
 
     def _new_blocks(self, tokens: int) -> list[int]:
