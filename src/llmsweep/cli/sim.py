@@ -292,31 +292,58 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
 @json_option("the predicted summaries")
 def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: float | None,
             max_requests: int | None, out_dir: str | None, traces: str | None, as_json: bool) -> None:
-    """Predict every job of a recipe in virtual time on the simulated engine."""
+    """Predict every job of a recipe in virtual time on the simulated engine.
+
+    Every job gets a result or a refusal with its reason (the simulator cannot model it, or its trace source cannot
+    be read); one job never stops the others.
+    """
     import json
 
     from llmsweep import engines
+    from llmsweep.engines.sim import simulated_acceptance
+    from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan import jobs_from_files
-    from llmsweep.plan.point import points_of
+    from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
     from llmsweep.sim.predict import predict_point
-    from llmsweep.spec.workload import ScenarioId
 
     jobs = jobs_from_files([Path(r) for r in recipes], config_keys=list(config_keys) or None)
     if not jobs:
         raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-keys and the recipes")
-    results = []
+    jobs = with_traces(jobs, traces)
+    unreadable = check_trace_sources(jobs)
+    for source, error in unreadable.items():
+        n = sum(1 for j in jobs if trace_source_label(j) == source)
+        click.echo(f"{error.message}; {n} job(s) refused (fix: {error.fix})", err=True)
+    results: list[dict[str, object]] = []
     for job in jobs:
-        config = engine_config_from_argv(engines.render(job, simulate=True).argv)
+        error = unreadable.get(trace_source_label(job) or "")
+        try:
+            if error is not None:
+                raise error
+            if job.eval_only or job.run_eval:
+                raise NotModelled("eval jobs (eval-only / run-eval) measure accuracy, which the simulator does not "
+                                  "model", fix="predict the job's throughput row instead")
+            spec = engines.render(job, simulate=True)
+            config = engine_config(spec)
+        except (NotModelled, LlmsweepError) as exc:
+            reason = str(exc) if isinstance(exc, NotModelled) or error is not None else (
+                f"the simulator cannot model this job: {exc}")
+            results.append({"job": job.id, "concurrency": None, "refused": reason})
+            continue
         calibration = config.calibration_label()
-        engine_config = config.model_dump(mode="json")
+        engine_config_doc = config.model_dump(mode="json")
+        estimate = simulated_acceptance(job)
+        acceptance = estimate.provenance() if estimate is not None else {}
         for point in points_of(job):
-            extra: dict[str, object] = {}
-            if traces is not None and job.workload.scenario is ScenarioId.AGENTIC_CODING:
-                extra["source"] = traces
-            predicted = predict_point(point, config, duration=duration, max_requests=max_requests,
-                                      provenance={"job": job.id, "concurrency": point.concurrency, "engine": "sim",
-                                                  "calibration": calibration, "engine_config": engine_config},
-                                      **extra)
+            try:
+                predicted = predict_point(point, config, duration=duration, max_requests=max_requests,
+                                          provenance={"job": job.id, "concurrency": point.concurrency,
+                                                      "engine": "sim", "calibration": calibration,
+                                                      "engine_config": engine_config_doc, "clock": "virtual",
+                                                      **acceptance})
+            except LlmsweepError as exc:
+                results.append({"job": job.id, "concurrency": point.concurrency, "refused": str(exc)})
+                continue
             summary = predicted.summary
             results.append({"job": job.id, "concurrency": point.concurrency, "summary": summary,
                             "calibration": calibration})
@@ -329,7 +356,13 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     if as_json:
         click.echo(json.dumps(results, indent=2))
         return
-    _print_table(results)
+    _print_table([r for r in results if "refused" not in r])
+    refused = [r for r in results if "refused" in r]
+    for r in refused:
+        at = f" conc {r['concurrency']}" if r.get("concurrency") is not None else ""
+        click.echo(f"refused {r['job']}{at}: {r['refused']}", err=True)
+    if refused:
+        click.echo(f"{len(results) - len(refused)} point(s) predicted, {len(refused)} refused", err=True)
 
 
 def _print_table(results: list[dict[str, object]]) -> None:

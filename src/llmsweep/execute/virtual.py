@@ -158,6 +158,7 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path,
     from llmsweep import __version__
     from llmsweep.client.records import RECORDS_FILE
     from llmsweep.client.scrape import SERVER_METRICS_FILE
+    from llmsweep.engines.sim import simulated_acceptance
     from llmsweep.sim.predict import predict_point
 
     spec = group.spec
@@ -182,6 +183,7 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path,
         "started_at": started_at,
         "finished_at": time.time(),
         **_provenance(job, spec, _placed(group), {"calibration": config.calibration_label()}, None, KIND),
+        **(estimate.provenance() if (estimate := simulated_acceptance(job)) is not None else {}),
         "clock": CLOCK,
         "virtual": {"window_s": predicted.seconds,
                     "virtual_seconds": round(stats.virtual_seconds, 3) if stats is not None else None,

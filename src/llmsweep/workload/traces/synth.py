@@ -12,8 +12,8 @@ The generator imitates a Claude-Code-like session (research/agentx-spec §2.2–
 
 `scale = max_isl / 1,000,000` multiplies every prompt-side token count, so a small `max_isl` keeps the corpus shape
 (hit rates, fan-out, turns, timing) at a fraction of the context size — the profile CI uses. Output lengths are not
-scaled (`max_osl` caps them): what a lane spends generating against what it spends thinking is the corpus's at any
-context size, so requests in flight track the concurrency. At the default 1M, `traces stats` lands in
+scaled (`max_osl` caps them; only their share in the next prompt is): what a lane spends generating against what it
+spends thinking is the corpus's at any context size, so requests in flight track the concurrency. At the default 1M, `traces stats` lands in
 the bands of the published corpus statistics (ISL p50 ≈ 95k, p99 ≈ 500k, prefix hit ≈ 0.95, mean OSL ≈ 2k).
 """
 
@@ -88,6 +88,12 @@ class _TraceBuilder:
         out = max(1, round(self._lognormal(median, sigma, 1.0, hi)))
         return out if self.p.max_osl is None else min(out, self.p.max_osl)
 
+    def _in_context(self, out: int) -> int:
+        """What an answer adds to the next prompt: all of it at full scale, its scaled share in a smaller profile
+        (the next turn's hash ids are the trace's, not the live answer's), so prompts keep the corpus's growth and
+        prefix-hit shape while answers keep their length."""
+        return max(1, round(out * self.scale))
+
     def _new_blocks(self, tokens: int) -> list[int]:
         n = max(1, math.ceil(tokens / BLOCK))
         start = self.next_id
@@ -143,7 +149,7 @@ class _TraceBuilder:
                     if not background:
                         resume = max(resume, entry.end)
             # The next turn's prompt: this answer plus a tool result (or a compaction cut).
-            growth = out + self._tokens(1000, 1.5, 80000)
+            growth = self._in_context(out) + self._tokens(1000, 1.5, 80000)
             grown = ids + self._new_blocks(growth)
             if len(grown) * BLOCK > threshold or len(grown) * BLOCK > p.max_isl:
                 summary = self._new_blocks(self._tokens(6000, 0.5, 20000))
@@ -179,7 +185,7 @@ class _TraceBuilder:
             out = self._out(700, 1.1, 16000)
             row = self._request(t, model, ids, new_tokens, out)
             rows.append(row)
-            growth = out + self._tokens(4000, 1.4, 60000)
+            growth = self._in_context(out) + self._tokens(4000, 1.4, 60000)
             grown = ids + self._new_blocks(growth)
             if len(grown) * BLOCK > limit:
                 break
