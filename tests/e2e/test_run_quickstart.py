@@ -9,6 +9,7 @@ shortened copy of the quickstart: every point a smoke result whose acceptance le
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
             resident[job["conc"]] = summary["throughput"]["per_gpu"]["output_tps"]
     concs = sorted(resident)
     assert concs == [1, 4, 8, 12, 16]
-    for low, high in zip(concs, concs[1:]):
+    for low, high in pairwise(concs):
         assert resident[high] >= resident[low] * (1 - NOISE), resident
     assert resident[16] > 3 * resident[1], resident
 

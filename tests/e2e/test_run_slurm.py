@@ -91,7 +91,8 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
     assert [p for p in files if needle in p.read_bytes()] == []
 
     # --resume of a finished run submits nothing: every job is already done.
-    again = run_cli([RECIPES / "two-servers-sim.yaml", "--live", "--out", out, "--resume", *SLURM_OPTIONS], cli_env(tmp_path))
+    again = run_cli([RECIPES / "two-servers-sim.yaml", "--live", "--out", out, "--resume", *SLURM_OPTIONS],
+                    cli_env(tmp_path))
     assert again.returncode == 0, again.stderr[-4000:]
     assert "submitted Slurm job" not in again.stderr
     assert {o["status"] for o in read_json(out / "run.json")["outcomes"]} == {"skipped"}

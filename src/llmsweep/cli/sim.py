@@ -311,18 +311,20 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
         raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-keys and the recipes")
     jobs = with_traces(jobs, traces)
     unreadable = check_trace_sources(jobs)
-    for source, error in unreadable.items():
+    for source, unread in unreadable.items():
         n = sum(1 for j in jobs if trace_source_label(j) == source)
-        click.echo(f"{error.message}; {n} job(s) refused (fix: {error.fix})", err=True)
+        click.echo(f"{unread.message}; {n} job(s) refused (fix: {unread.fix})", err=True)
     results: list[dict[str, object]] = []
     for job in jobs:
         error = unreadable.get(trace_source_label(job) or "")
         try:
             if error is not None:
                 raise error
-            if job.eval_only or job.run_eval:
-                raise NotModelled("eval jobs (eval-only / run-eval) measure accuracy, which the simulator does not "
-                                  "model", fix="predict the job's throughput row instead")
+            if job.eval_only:
+                raise NotModelled("an eval-only job measures accuracy, which the simulator does not model",
+                                  fix="predict the throughput rows of the recipe")
+            if job.run_eval:  # a throughput row that also runs an eval: its throughput is what can be predicted
+                job = job.model_copy(update={"run_eval": False})
             spec = engines.render(job, simulate=True)
             config = engine_config(spec)
         except (NotModelled, LlmsweepError) as exc:

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_for
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, norm_flag, topology
-from llmsweep.errors import LlmsweepError
 from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import LlmsweepError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
 
@@ -66,33 +66,52 @@ def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
     """
     from llmsweep.engines.base import synthetic_acceptance
 
-    sd = job.serve.spec_decoding if job.serve is not None else None
-    if sd is None or job.spec_decoding == "none" or job.eval_only or job.run_eval:
+    if job.eval_only or job.run_eval:
         return None  # an eval job verifies real drafts for its accuracy: nothing the simulator could stand in for
+    draft = _draft(job)
+    if draft is None:
+        return None
+    method, k, thinking, draft_model = draft
     pinned = synthetic_acceptance(job)
     if pinned is not None:
         source = job.acceptance.source if job.acceptance is not None else "pinned"
         return AcceptanceEstimate(pinned, source, f"the job's {source} acceptance length")
-    k = sd.draft_length or 3
     try:
         from llmsweep.catalog.golden import resolve_acceptance
 
-        golden = resolve_acceptance(job.model_prefix, job.model, job.precision, sd.method, sd.thinking, k,
-                                    draft_model=sd.draft_model)
+        golden = resolve_acceptance(job.model_prefix, job.model, job.precision, method, thinking, k,
+                                    draft_model=draft_model)
     except LlmsweepError:
         golden = None
     if golden is not None:
         return AcceptanceEstimate(golden.value, "estimate",
-                                  f"golden curve {golden.curve} (thinking {sd.thinking}, K={k}) for "
-                                  f"{job.model} {sd.method}; the job itself measures real acceptance")
+                                  f"golden curve {golden.curve} (thinking {thinking}, K={k}) for "
+                                  f"{job.model} {method}; the job itself measures real acceptance")
     from llmsweep.sim.acceptance import expected_length
 
-    method = SIM_METHODS.get(sd.method, "mtp")
-    p = ESTIMATED_DRAFT_ACCEPTANCE.get(method, 0.7)
+    sim_method = SIM_METHODS.get(method, "mtp")
+    p = ESTIMATED_DRAFT_ACCEPTANCE.get(sim_method, 0.7)
     value = round(expected_length(p, k), 2)
     return AcceptanceEstimate(value, "estimate",
-                              f"typical {method} acceptance (p={p} per draft token, K={k}) for {job.model}: no golden "
-                              "curve covers it, and the job itself measures real acceptance")
+                              f"typical {sim_method} acceptance (p={p} per draft token, K={k}) for {job.model}: no "
+                              "golden curve covers it, and the job itself measures real acceptance")
+
+
+DEFAULT_DRAFT_LENGTH = 3
+"""K of a speculative job whose recipe names only the method (an InferenceX master entry without `serve`)."""
+
+
+def _draft(job: Job) -> tuple[str, int, str, str | None] | None:
+    """(method, K, thinking, draft model) of a speculative job: its `serve.spec-decoding`, else the matrix entry's
+    method at the default K; None when it does not speculate or the simulator has no such method."""
+    sd = job.serve.spec_decoding if job.serve is not None else None
+    if job.spec_decoding == "none" or (sd is None and not job.spec_decoding):
+        return None
+    if sd is not None:
+        return sd.method, sd.draft_length or DEFAULT_DRAFT_LENGTH, sd.thinking, sd.draft_model
+    if job.spec_decoding not in SIM_METHODS:
+        return None
+    return job.spec_decoding, DEFAULT_DRAFT_LENGTH, "on", None
 
 
 MODELLED: frozenset[str] = frozenset({*TRANSLATED, "--kv-cache-dtype", "--hicache-size", "--enable-hierarchical-cache"})
@@ -149,6 +168,7 @@ class SimAdapter(Adapter):
     def _spec(self, job: Job, d: Derived) -> None:
         sd = job.serve.spec_decoding if job.serve is not None else None
         if sd is None or job.spec_decoding == "none":
+            self._recipe_less_spec(job, d)
             return
         d.args["--spec-method"] = SIM_METHODS[sd.method]
         if sd.num_steps is not None:
@@ -161,6 +181,18 @@ class SimAdapter(Adapter):
         if estimate is not None:
             d.args["--acceptance-length"] = f"{estimate.value:g}"
             d.notes.append(f"acceptance length {estimate.value:g} is the simulator's estimate: {estimate.basis}")
+
+    def _recipe_less_spec(self, job: Job, d: Derived) -> None:
+        """A speculative matrix entry without `serve.spec-decoding` (an InferenceX master file): its method at the
+        default K, at the estimated acceptance length."""
+        draft = _draft(job) if job.spec_decoding != "none" else None
+        estimate = simulated_acceptance(job) if draft is not None else None
+        if draft is None or estimate is None:
+            return
+        d.args["--spec-method"] = SIM_METHODS[draft[0]]
+        d.args["--spec-k"] = draft[1]
+        d.args["--acceptance-length"] = f"{estimate.value:g}"
+        d.notes.append(f"acceptance length {estimate.value:g} is the simulator's estimate: {estimate.basis}")
 
     def _kv(self, job: Job, d: Derived, recipe: dict[str, Any], tp: int) -> None:
         hicache = bool(recipe.get("--enable-hierarchical-cache"))

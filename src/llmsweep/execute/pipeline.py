@@ -3,8 +3,9 @@
 plan → policy (errors stop their jobs before launch, with the rule printed) → trace sources resolved once (a missing
 one refuses its jobs, said once) → render every job's LaunchSpec → group jobs with identical specs onto one server →
 run each group through the executor (a simulated group: on the simulator core in virtual time, `execute.virtual`,
-unless `--live`) → store → report → completeness report. Eval jobs are planned but refused ("not yet supported"), never silently skipped; so are jobs that cannot
-run (no `serve`, unmapped framework) unless the simulator is asked for.
+unless `--live`) → store → report → completeness report. Eval jobs are planned but refused ("not yet supported"),
+never silently skipped; so are jobs that cannot run (no `serve`, unmapped framework) unless the simulator is asked
+for.
 """
 
 from __future__ import annotations

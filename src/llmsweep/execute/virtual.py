@@ -190,7 +190,7 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path,
                     "engine_steps": stats.steps if stats is not None else None,
                     "wall_seconds": round(time.time() - started_at, 3)},
     }
-    client = {"workers": [], "stop_reason": "duration reached" if options.duration_s is not None else None,
+    client: dict[str, Any] = {"workers": [], "stop_reason": "duration reached" if options.duration_s is not None else None,
               "clock": CLOCK}
     run_info = {"provenance": provenance, "gates": gates.model_dump(mode="json"), "client": client,
                 "gpus": options.gpus}

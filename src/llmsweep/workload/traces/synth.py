@@ -13,8 +13,9 @@ The generator imitates a Claude-Code-like session (research/agentx-spec §2.2–
 `scale = max_isl / 1,000,000` multiplies every prompt-side token count, so a small `max_isl` keeps the corpus shape
 (hit rates, fan-out, turns, timing) at a fraction of the context size — the profile CI uses. Output lengths are not
 scaled (`max_osl` caps them; only their share in the next prompt is): what a lane spends generating against what it
-spends thinking is the corpus's at any context size, so requests in flight track the concurrency. At the default 1M, `traces stats` lands in
-the bands of the published corpus statistics (ISL p50 ≈ 95k, p99 ≈ 500k, prefix hit ≈ 0.95, mean OSL ≈ 2k).
+spends thinking is the corpus's at any context size, so requests in flight track the concurrency. At the default 1M,
+`traces stats` lands in the bands of the published corpus statistics (ISL p50 ≈ 95k, p99 ≈ 500k, prefix hit ≈ 0.95,
+mean OSL ≈ 2k).
 """
 
 from __future__ import annotations
