@@ -12,6 +12,7 @@ hash of the id sequence computed with numpy, so the longest cached prefix of a r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from collections import OrderedDict
@@ -31,6 +32,19 @@ CHUNK = 8
 POOL = 1 << 16
 
 
+@functools.lru_cache(maxsize=8)
+def _chunk_pool(tokenizer: Tokenizer, seed: int) -> tuple[list[list[str]], list[str], list[list[int]]]:
+    """The seeded chunk pool of a (tokenizer, seed), built once per process: every point of a sweep shares it
+    (read-only)."""
+    fillers = tokenizer.filler_words()
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, 0xB10C])
+    picks = rng.integers(0, len(fillers), size=(POOL, CHUNK)).tolist()
+    words = [" " + w for w, _ in fillers]
+    ids = [i for _, i in fillers]
+    chunk_words = [[words[i] for i in row] for row in picks]
+    return chunk_words, ["".join(row) for row in chunk_words], [[ids[i] for i in row] for row in picks]
+
+
 class BlockText:
     """Deterministic text (and token ids) for blocks; same (namespace, id, size) → same text, always.
 
@@ -40,16 +54,9 @@ class BlockText:
     """
 
     def __init__(self, tokenizer: Tokenizer, *, seed: int = 0, cache_blocks: int = 200_000) -> None:
-        fillers = tokenizer.filler_words()
         self.tokenizer = tokenizer
         self._seed = seed
-        rng = np.random.default_rng([seed & 0xFFFFFFFF, 0xB10C])
-        picks = rng.integers(0, len(fillers), size=(POOL, CHUNK)).tolist()
-        words = [" " + w for w, _ in fillers]
-        ids = [i for _, i in fillers]
-        self._chunk_words: list[list[str]] = [[words[i] for i in row] for row in picks]
-        self._chunk_text: list[str] = ["".join(row) for row in self._chunk_words]
-        self._chunk_ids: list[list[int]] = [[ids[i] for i in row] for row in picks]
+        self._chunk_words, self._chunk_text, self._chunk_ids = _chunk_pool(tokenizer, seed)
         self._cache: OrderedDict[tuple[str, int, int], str] = OrderedDict()
         self._cache_blocks = cache_blocks
 

@@ -20,6 +20,7 @@ mean OSL ≈ 2k).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,9 +219,14 @@ def _stamp_think_times(entries: list[TraceRequest | SubagentEntry]) -> None:
 
 
 def synthesize(profile: SynthProfile | None = None) -> list[Trace]:
-    """The synthetic corpus of `profile` (default: 32 full-scale sessions)."""
-    profile = profile or SynthProfile()
-    return [_TraceBuilder(profile, i).build() for i in range(profile.traces)]
+    """The synthetic corpus of `profile` (default: 32 full-scale sessions). A pure function of the profile, built
+    once per process: the points of a sweep share it, so treat the traces as read-only."""
+    return list(_corpus(profile or SynthProfile()))
+
+
+@functools.lru_cache(maxsize=8)
+def _corpus(profile: SynthProfile) -> tuple[Trace, ...]:
+    return tuple(_TraceBuilder(profile, i).build() for i in range(profile.traces))
 
 
 def write_jsonl(traces: list[Trace], path: Path) -> None:
