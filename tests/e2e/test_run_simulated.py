@@ -134,3 +134,26 @@ def test_predict_on_the_amd_master_gives_every_job_a_result_or_a_refusal(tmp_pat
     assert dsv4, "DeepSeek-V4-Pro FP8 fits 8 x MI300X (its FP4 experts stay FP4)"
     spec = [r for r in results if "_spec-mtp_" in r["job"] and "summary" in r and "agentic" not in r["job"]]
     assert spec and all(r["summary"]["provenance"]["acceptance"]["source"] == "estimate" for r in spec)
+
+
+@pytest.mark.skipif(not AMD_MASTER.is_file(), reason="the InferenceX reference files are not present")
+@pytest.mark.timeout(300)
+def test_run_simulate_on_the_amd_master_accounts_for_every_job(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    keys = ["--config-keys", "dsv4-fp8-mi300x-vllm-mtp", "--config-keys", "qwen3.5-fp8-mi300x-sglang-agentic-mtp"]
+    proc = run_cli([AMD_MASTER, "--runner-config", RUNNERS, "--simulate", *keys, "--out", out, "--no-report"],
+                   _offline(tmp_path))
+    assert proc.returncode == 1, proc.stderr[-4000:]  # refusals fail the run, never abort it
+    outcomes = read_json(out / "run.json")["outcomes"]
+    assert outcomes and all(o["status"] == "valid" or (o["status"] == "refused" and o["reasons"])
+                            for o in outcomes), outcomes
+    ran = [o for o in outcomes if o["status"] == "valid"]
+    # DeepSeek-V4-Pro FP8 on 8 x MI300X fits; its MTP throughput rows run at the golden-curve estimate.
+    assert ran and all(o["job_id"].startswith("dsv4") for o in ran)
+    for o in ran:
+        acceptance = read_json(out / "jobs" / o["job_id"] / "summary.json")["provenance"]["acceptance"]
+        assert acceptance["source"] == "estimate" and acceptance["value"] > 1
+    # The AgentX jobs' HF corpus is not reachable offline: resolved once, every such job refused with the fix.
+    agentic = [o for o in outcomes if o["job_id"].startswith("qwen3.5")]
+    assert agentic and all(o["status"] == "refused" and "--traces synthetic" in o["reasons"][0] for o in agentic)
+    assert proc.stderr.count("cannot be read") == 1 + len(agentic)  # once up front, then the completeness report
