@@ -204,7 +204,7 @@ def test_cli_predict_runs_every_job_of_the_seed_recipe_offline(tmp_path) -> None
 class Pauses(Workload):
     """One lane: a request, a long pause, a request; `config.system_idle_gap_cap_s` as an agentic workload has."""
 
-    class config:  # noqa: N801 - the attribute interpreters read
+    class config:  # the attribute interpreters read the idle cap from
         system_idle_gap_cap_s = 10.0
 
     def sessions(self, lane: int) -> Iterator[LaneProgram]:
