@@ -12,7 +12,6 @@ hash of the id sequence computed with numpy, so the longest cached prefix of a r
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import struct
 from collections import OrderedDict
@@ -32,17 +31,28 @@ CHUNK = 8
 POOL = 1 << 16
 
 
-@functools.lru_cache(maxsize=8)
-def _chunk_pool(tokenizer: Tokenizer, seed: int) -> tuple[list[list[str]], list[str], list[list[int]]]:
+_Pool = tuple[list[list[str]], list[str], list[list[int]]]
+_POOLS: OrderedDict[tuple[int, int], tuple[Tokenizer, _Pool]] = OrderedDict()
+
+
+def _chunk_pool(tokenizer: Tokenizer, seed: int) -> _Pool:
     """The seeded chunk pool of a (tokenizer, seed), built once per process: every point of a sweep shares it
-    (read-only)."""
+    (read-only). Keyed by the tokenizer object itself (kept alive with its pool, so its id is never reused)."""
+    key = (id(tokenizer), seed)
+    hit = _POOLS.get(key)
+    if hit is not None and hit[0] is tokenizer:
+        return hit[1]
     fillers = tokenizer.filler_words()
     rng = np.random.default_rng([seed & 0xFFFFFFFF, 0xB10C])
     picks = rng.integers(0, len(fillers), size=(POOL, CHUNK)).tolist()
     words = [" " + w for w, _ in fillers]
     ids = [i for _, i in fillers]
     chunk_words = [[words[i] for i in row] for row in picks]
-    return chunk_words, ["".join(row) for row in chunk_words], [[ids[i] for i in row] for row in picks]
+    pool = (chunk_words, ["".join(row) for row in chunk_words], [[ids[i] for i in row] for row in picks])
+    _POOLS[key] = (tokenizer, pool)
+    while len(_POOLS) > 8:
+        _POOLS.popitem(last=False)
+    return pool
 
 
 class BlockText:
