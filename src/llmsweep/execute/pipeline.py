@@ -210,8 +210,9 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         "config_keys": req.config_keys,
         "executor": req.executor,
         "simulate": req.simulate,
-        # how simulated jobs ran: the simulator core in virtual time, or its HTTP server in wall-clock time
-        "clock": "wall" if req.live else "virtual",
+        # how simulated jobs run: on the simulator core in virtual time, or on its HTTP server in wall-clock time
+        # (each job's provenance says `clock` too; jobs on real engines always run in wall-clock time)
+        "simulated_clock": "wall" if req.live else "virtual",
         **({"traces": req.traces} if req.traces else {}),
         "expected_job_ids": [j.id for j in jobs],
         "findings": [f.to_json() for f in findings],
