@@ -327,9 +327,10 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                 job = job.model_copy(update={"run_eval": False})
             spec = engines.render(job, simulate=True)
             config = engine_config(spec)
-        except (NotModelled, LlmsweepError) as exc:
-            reason = str(exc) if isinstance(exc, NotModelled) or error is not None else (
-                f"the simulator cannot model this job: {exc}")
+        except LlmsweepError as exc:
+            reason = exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
+            if not (isinstance(exc, NotModelled) or error is not None):
+                reason = f"the simulator cannot model this job: {reason}"
             results.append({"job": job.id, "concurrency": None, "refused": reason})
             continue
         calibration = config.calibration_label()
@@ -344,7 +345,8 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                                                       "engine_config": engine_config_doc, "clock": "virtual",
                                                       **acceptance})
             except LlmsweepError as exc:
-                results.append({"job": job.id, "concurrency": point.concurrency, "refused": str(exc)})
+                results.append({"job": job.id, "concurrency": point.concurrency,
+                                "refused": exc.message + (f" (fix: {exc.fix})" if exc.fix else "")})
                 continue
             summary = predicted.summary
             results.append({"job": job.id, "concurrency": point.concurrency, "summary": summary,

@@ -71,6 +71,11 @@ def engine_config(spec: LaunchSpec) -> EngineConfig:
     return config
 
 
+def _reason(exc: LlmsweepError) -> str:
+    """One line for a refusal: the message and its fix."""
+    return exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
+
+
 def command_text(spec: LaunchSpec) -> str:
     """`server_command.txt` of a virtual-time job: what would have served it live, and that nothing was launched."""
     lines = [f"# engine: {spec.engine} (virtual time: no server was launched; the simulator core ran in-process)"]
@@ -101,7 +106,7 @@ def run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycle
                                            reasons=[f"resumed: summary already {verdict}"]))
                 continue
             if config is None:
-                reason = str(refusal) if refusal is not None else "the simulator cannot model this job"
+                reason = _reason(refusal) if refusal is not None else "the simulator cannot model this job"
                 outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
                 event(f"job {job.id}: refused — {reason}")
                 continue
@@ -190,8 +195,8 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path,
                     "engine_steps": stats.steps if stats is not None else None,
                     "wall_seconds": round(time.time() - started_at, 3)},
     }
-    client: dict[str, Any] = {"workers": [], "stop_reason": "duration reached" if options.duration_s is not None else None,
-              "clock": CLOCK}
+    stop_reason = "duration reached" if options.duration_s is not None else None
+    client: dict[str, Any] = {"workers": [], "stop_reason": stop_reason, "clock": CLOCK}
     run_info = {"provenance": provenance, "gates": gates.model_dump(mode="json"), "client": client,
                 "gpus": options.gpus}
     art.write_json(jdir / art.RUN_FILE, run_info)
