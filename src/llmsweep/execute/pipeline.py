@@ -302,7 +302,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     served = [g for g in groups if g not in virtual]
     where = (f"{len(served)} server(s)" if served else "") + (" and " if served and virtual else "") + (
         f"the simulator in virtual time ({len(virtual)} engine config(s))" if virtual else "")
-    event(f"{len(jobs)} job(s) planned, {len(runnable)} to run on {where or 'no server'}, {len(refused)} refused"
+    event(f"{len(jobs)} job(s) planned, {len(runnable)} to run" + (f" on {where}" if where else "")
+          + f", {len(refused)} refused"
           + (f", {len(skipped)} already done" if skipped else ""))
     ran: list[JobOutcome] = []
     if virtual:
