@@ -51,11 +51,14 @@ def test_predict_refuses_the_disagg_job_and_predicts_the_rest(tmp_path: Path) ->
                            str(RECIPES / "fixed-sim.yaml"), "--duration", "3", "--json"],
                           env=cli_env(tmp_path), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
-    predicted = json.loads(proc.stdout)
+    rows = json.loads(proc.stdout)  # every point: a prediction or a refusal with its reason
+    predicted = [r for r in rows if "summary" in r]
     assert len(predicted) == 2 and all("disagg-true" not in p["job"] for p in predicted)
     assert all(p["summary"]["throughput"]["gpus"] == 8 for p in predicted)
-    refused = [line for line in proc.stderr.splitlines() if ": refused — " in line]
-    assert len(refused) == 1 and "disagg-true" in refused[0] and REASON in refused[0]
+    refused = [r for r in rows if "refused" in r]
+    assert refused and all("disagg-true" in r["job"] and REASON in r["refused"] for r in refused)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("refused ")]
+    assert lines and all("disagg-true" in line and REASON in line for line in lines)
 
 
 def test_predict_of_only_disagg_jobs_is_an_error_that_says_why(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_resume_after_the_driver_is_sigkilled_skips_done_jobs_reruns_the_rest_an
 ) -> None:
     out, log = tmp_path / "out", tmp_path / "first.log"
     env = cli_env(tmp_path)
-    proc = start_cli([RECIPE, "--out", out], env, log)
+    proc = start_cli([RECIPE, "--live", "--out", out], env, log)
     orphan = 0
     try:
         first = wait_for(lambda: (j := _jobs_exist(out, 1)) and (j / "summary.json").exists() and j,
@@ -55,17 +55,17 @@ def test_resume_after_the_driver_is_sigkilled_skips_done_jobs_reruns_the_rest_an
         assert alive(orphan), "the server should outlive its killed driver (own session)"
         kept = record_lines(second / "records.jsonl")
         assert kept > 0
-        assert verdict(first) == "smoke" and verdict(second) is None
+        assert verdict(first) == "valid" and verdict(second) is None
 
-        resumed = run_cli([RECIPE, "--out", out, "--resume"], env)
+        resumed = run_cli([RECIPE, "--live", "--out", out, "--resume"], env)
         assert resumed.returncode == 0, resumed.stderr[-4000:]
         assert f"stopping server pid {orphan}" in resumed.stderr
         assert not alive(orphan)
         assert not list((out / "servers").glob("*/server.pid"))
         outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
         assert outcomes[first.name]["status"] == "skipped"
-        assert outcomes[second.name]["status"] == "smoke"
-        assert all(verdict(j) == "smoke" for j in job_dirs(out).values())
+        assert outcomes[second.name]["status"] == "valid"
+        assert all(verdict(j) == "valid" for j in job_dirs(out).values())
         # The half-done attempt's raw records are kept beside the rerun's.
         assert record_lines(second / "attempts" / "1" / "records.jsonl") == kept
         assert record_lines(second / "records.jsonl") > 0
@@ -79,7 +79,7 @@ def test_resume_after_the_driver_is_sigkilled_skips_done_jobs_reruns_the_rest_an
 
 def test_a_server_killed_mid_job_fails_that_job_with_its_log_and_the_group_relaunches(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start_cli([RECIPE, "--out", out], cli_env(tmp_path), log)
+    proc = start_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), log)
     try:
         wait_for(lambda: (j := _jobs_exist(out, 1)) and record_lines(j / "records.jsonl") > 0,
                  timeout=90, what="a record of the first job", proc=proc, log=log)
@@ -101,21 +101,21 @@ def test_a_server_killed_mid_job_fails_that_job_with_its_log_and_the_group_relau
     assert first_log and first_log[-1] in reason  # the tail of the server's log is in the reason
     # The run went on: the next jobs got a relaunched server and finished.
     assert (group / "server.2.log").is_file()
-    assert verdict(_job(out, 2)) == "smoke" and verdict(_job(out, 3)) == "smoke"
+    assert verdict(_job(out, 2)) == "valid" and verdict(_job(out, 3)) == "valid"
     assert f"failed: {first.name}" in text  # the completeness report names it
     assert "expected 3 job(s), 2 with a valid or smoke summary" in text
 
 
 def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start_cli([RECIPE, "--out", out], cli_env(tmp_path), log)
+    proc = start_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), log)
     server = 0
     try:
         job = wait_for(lambda: (j := _jobs_exist(out, 1)) and record_lines(j / "records.jsonl") > 0 and j,
                        timeout=90, what="a record of the first job", proc=proc, log=log)
         (server,) = server_pids(out)
         # Meanwhile a second run into the same --out is turned away (it would stop this one's server as stale).
-        second = run_cli([RECIPE, "--out", out], cli_env(tmp_path), timeout=60)
+        second = run_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), timeout=60)
         assert second.returncode == 2 and "another `llmsweep run` is using" in second.stderr
         assert alive(server)
         proc.send_signal(signal.SIGINT)
@@ -134,7 +134,7 @@ def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_pa
 
 def test_sigterm_to_the_driver_also_tears_the_server_down(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start_cli([RECIPE, "--out", out], cli_env(tmp_path), log)
+    proc = start_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), log)
     server = 0
     try:
         wait_for(lambda: server_pids(out) if (out / "servers").is_dir() else None,

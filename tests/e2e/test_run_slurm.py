@@ -55,7 +55,7 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
     out, store = tmp_path / "out", tmp_path / "store.sqlite"
     secret = "llmsweep-slurm-" + secrets.token_hex(12)
     env = cli_env(tmp_path, LLMSWEEP_TEST_SECRET=secret)
-    proc = run_cli([RECIPES / "two-servers-sim.yaml", "--out", out, *SLURM_OPTIONS], env, timeout=280)
+    proc = run_cli([RECIPES / "two-servers-sim.yaml", "--live", "--out", out, *SLURM_OPTIONS], env, timeout=280)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ids = _slurm_ids(out)
     assert len(ids) == 2 and len(set(ids)) == 2 and all(i.isdigit() for i in ids)
@@ -67,7 +67,7 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
     for name, jdir in jobs.items():
         for artifact in JOB_ARTIFACTS:
             assert (jdir / artifact).is_file(), f"{name} lacks {artifact}"
-        assert verdict(jdir) == "smoke"
+        assert verdict(jdir) == "valid"
         launch = read_json(jdir / "run.json")["provenance"]["launch"]
         assert launch["executor"] == "slurm" and launch["slurm_job_id"] in ids
         assert launch["image"] is None  # the simulator ran on the node's host Python, not in the recipe's image
@@ -91,7 +91,8 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
     assert [p for p in files if needle in p.read_bytes()] == []
 
     # --resume of a finished run submits nothing: every job is already done.
-    again = run_cli([RECIPES / "two-servers-sim.yaml", "--out", out, "--resume", *SLURM_OPTIONS], cli_env(tmp_path))
+    again = run_cli([RECIPES / "two-servers-sim.yaml", "--live", "--out", out, "--resume", *SLURM_OPTIONS],
+                    cli_env(tmp_path))
     assert again.returncode == 0, again.stderr[-4000:]
     assert "submitted Slurm job" not in again.stderr
     assert {o["status"] for o in read_json(out / "run.json")["outcomes"]} == {"skipped"}
@@ -100,7 +101,7 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
 
 def test_ctrl_c_during_a_slurm_run_leaves_no_job_in_the_queue(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--out", out, *SLURM_OPTIONS], cli_env(tmp_path), log)
+    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, *SLURM_OPTIONS], cli_env(tmp_path), log)
     ids: list[str] = []
     try:
         ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,

@@ -40,7 +40,9 @@ def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) ->
 
         from test_run_support import run_argv
 
-        proc = subprocess.Popen(run_argv(RECIPES / "agentic-sim.yaml", RECIPES / "fixed-sim.yaml", "--out", out),
+        # --live: the simulator served over HTTP, so the client, the launch and the secret's route are exercised.
+        proc = subprocess.Popen(run_argv(RECIPES / "agentic-sim.yaml", RECIPES / "fixed-sim.yaml", "--live",
+                                         "--out", out),
                                 env=env, stdout=out_fh, stderr=err_fh)
         try:
             # While the first (agentic, secret-env) server runs, its process environment holds the secret.
@@ -62,13 +64,15 @@ def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) ->
     assert lines[-1] == str(report)
     assert report.is_file() and "<html" in report.read_text()[:2000].lower()
 
-    # Every job: the full set of artifacts, a smoke verdict (short windows), records written.
+    # Every job: the full set of artifacts, records written; the agentic points are smoke (short windows), the
+    # fixed-length ones valid (they completed their planned prompts: no window minimum, as in InferenceX).
     jobs = job_dirs(out)
     assert len(jobs) == 4  # 2 agentic arms (conc 8) + 2 fixed-length concurrencies
     for name, jdir in jobs.items():
         for artifact in JOB_ARTIFACTS:
             assert (jdir / artifact).is_file(), f"{name} lacks {artifact}"
-        assert verdict(jdir) == "smoke", (name, read_json(jdir / "summary.json")["validity"])
+        expected = "valid" if "_256_64_" in name else "smoke"
+        assert verdict(jdir) == expected, (name, read_json(jdir / "summary.json")["validity"])
         assert record_lines(jdir / "records.jsonl") > 0
         assert read_json(jdir / "job.json")["id"] == name
         assert "sim serve" in (jdir / "server_command.txt").read_text()
@@ -103,7 +107,7 @@ def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) ->
     with Store(store) as st:
         points = st.results(run_id)
     assert sorted(p.job_id for p in points) == sorted(jobs)
-    assert {p.verdict for p in points} == {"smoke"}
+    assert sorted(p.verdict for p in points) == ["smoke", "smoke", "valid", "valid"]
 
     # The secret reached the server (above) but no byte of any file under --out, nor the store, carries it.
     needle = secret.encode()
@@ -126,7 +130,7 @@ def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path)
     assert [len(v) for v in by_kind.values()] == [1, 1, 2]
     # Every job is refused but the in-cap conc-2 point of the capped recipe, which runs.
     conc2 = next(o for o in by_kind["policy"] if "_conc2_" in o["job_id"])
-    assert conc2["status"] == "smoke", conc2
+    assert conc2["status"] == "valid", conc2
     assert all(o["status"] == "refused" for o in outcomes.values() if o is not conc2)
     assert "not yet supported" in by_kind["eval"][0]["reasons"][0]
     assert "not runnable" in by_kind["no-serve"][0]["reasons"][0]
@@ -154,9 +158,9 @@ def test_a_policy_error_about_one_job_refuses_that_job_only(tmp_path: Path) -> N
     over = next(o for i, o in outcomes.items() if "_conc4_" in i)
     in_cap = next(o for i, o in outcomes.items() if "_conc2_" in i)
     assert over["status"] == "refused" and "[grid.max-conc]" in over["reasons"][0]
-    assert in_cap["status"] == "smoke", in_cap
+    assert in_cap["status"] == "valid", in_cap
     assert set(job_dirs(out)) == {in_cap["job_id"]}
-    assert verdict(job_dirs(out)[in_cap["job_id"]]) == "smoke"
+    assert verdict(job_dirs(out)[in_cap["job_id"]]) == "valid"
 
 
 def test_a_recipe_without_serve_runs_on_the_simulator_with_simulate(tmp_path: Path) -> None:
@@ -164,15 +168,15 @@ def test_a_recipe_without_serve_runs_on_the_simulator_with_simulate(tmp_path: Pa
     proc = run_cli([RECIPES / "no-serve.yaml", "--simulate", "--out", out], cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     (jdir,) = job_dirs(out).values()
-    assert verdict(jdir) == "smoke"
+    assert verdict(jdir) == "valid"  # a fixed-length point that completed its prompts
     assert "sim serve" in (jdir / "server_command.txt").read_text()
     assert proc.stdout.strip().splitlines()[-1] == str(out / "report" / "index.html")
 
 
 def _unready_run(tmp_path: Path, *extra: str) -> tuple[int, dict[str, dict], Path, str]:
-    """Two server groups whose servers never get ready in time (a 0.05 s readiness deadline)."""
+    """Two server groups whose servers never get ready in time (a 0.05 s readiness deadline; --live: served)."""
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "two-servers-sim.yaml", "--startup-timeout", "0.05", "--out", out, *extra],
+    proc = run_cli([RECIPES / "two-servers-sim.yaml", "--live", "--startup-timeout", "0.05", "--out", out, *extra],
                    cli_env(tmp_path))
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     return proc.returncode, outcomes, out, proc.stderr
@@ -210,5 +214,5 @@ def test_a_policy_error_refuses_only_the_recipe_it_names_even_when_keys_share_a_
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     clean = next(o for i, o in outcomes.items() if "_96_16_" in i)
     capped = next(o for i, o in outcomes.items() if "_112_16_" in i)
-    assert clean["status"] == "smoke", clean
+    assert clean["status"] == "valid", clean
     assert capped["status"] == "refused" and "[grid.max-conc]" in capped["reasons"][0]

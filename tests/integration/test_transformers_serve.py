@@ -136,7 +136,7 @@ def _check_run(out: Path, proc: subprocess.CompletedProcess[str]) -> list[dict]:
         assert recs and all(r["error_class"] is None for r in recs), recs[:2]
         assert all(r["completion_tokens"] == r["max_tokens"] for r in recs)
         summary = json.loads((job_dir / "summary.json").read_text())
-        assert summary["validity"]["verdict"] == "smoke" and summary["requests"]["failed"] == 0
+        assert summary["validity"]["verdict"] == "valid" and summary["requests"]["failed"] == 0
         assert summary["latency"]["ttft"]["count"] > 0 and summary["latency"]["itl"]["count"] > 0
         assert "transformers.cli.transformers serve" in (job_dir / "server_command.txt").read_text()
         summaries.append(summary)

@@ -37,6 +37,12 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--executor-option", "executor_options", multiple=True, metavar="KEY=VALUE",
               help="Executor settings, e.g. partition=gpu, time_limit=04:00:00, squash_dir=/shared/sqsh.")
 @option("simulate")
+@click.option("--live", is_flag=True,
+              help="Simulated jobs: serve the simulator over HTTP and drive it in wall-clock time (exercises the "
+                   "client) instead of running its core in virtual time (the default: a full window in seconds).")
+@option("traces", default=None,
+        help="Agentic jobs: replay this trace source instead of the recipe's: 'synthetic' (the built-in AgentX-shaped "
+             "corpus; needs no network), a trace file or directory, or a Hugging Face dataset id.")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
 @click.option("--resume", is_flag=True, help="Skip jobs whose valid summary exists in --out; rerun half-done ones.")
 @option("changed", help="Run only the jobs a recipe change added or changed (see `llmsweep changes`); HEAD must be "
@@ -67,13 +73,15 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
-        simulate: bool, fail_fast: bool, resume: bool, changed: str | None, only_job: tuple[str, ...], reuse: bool,
-        force: bool, repeats: int, out: Path, store: Path | None, runner_config: Path | None,
+        simulate: bool, live: bool, traces: str | None, fail_fast: bool, resume: bool, changed: str | None,
+        only_job: tuple[str, ...], reuse: bool, force: bool, repeats: int, out: Path, store: Path | None,
+        runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
         al_tolerance: float, require_power: bool, power_backend: str, as_json: bool, worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.
 
-    Jobs with identical launch specs share one server. Progress goes to stderr (a live display under a terminal,
+    Jobs with identical launch specs share one server. Simulated jobs (the `sim` engine, or --simulate) run on the
+    simulator core in virtual time unless --live. Progress goes to stderr (a live display under a terminal,
     timestamped lines otherwise); at the end a table of every job, and the last line printed is the dashboard's path
     (with --json, stdout is the table as JSON only).
     """
@@ -108,8 +116,9 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     }
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
-        executor_options=_options(executor_options), simulate=simulate, out=out, store=store,
-        report=not no_report, force=force, repeats=repeats, settings=settings, only_jobs=only_jobs, reuse=reuse,
+        executor_options=_options(executor_options), simulate=simulate, live=live, traces=traces, out=out,
+        store=store, report=not no_report, force=force, repeats=repeats, settings=settings, only_jobs=only_jobs,
+        reuse=reuse,
     )
     with use_progress(progress_for()) as progress:
         outcome = run_sweep(request, event=progress.line)

@@ -294,45 +294,71 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
 @json_option("the predicted summaries")
 def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: float | None,
             max_requests: int | None, out_dir: str | None, traces: str | None, as_json: bool) -> None:
-    """Predict every job of a recipe in virtual time on the simulated engine."""
+    """Predict every job of a recipe in virtual time on the simulated engine.
+
+    Every job gets a result or a refusal with its reason (the simulator cannot model it, or its trace source cannot
+    be read); one job never stops the others.
+    """
     import json
 
     from llmsweep import engines
+    from llmsweep.engines.sim import simulated_acceptance
+    from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan import jobs_from_files
-    from llmsweep.plan.point import points_of
+    from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
     from llmsweep.sim.predict import predict_point
-    from llmsweep.spec.workload import ScenarioId
 
     jobs = jobs_from_files([Path(r) for r in recipes], config_keys=list(config_keys) or None)
     if not jobs:
         raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-keys and the recipes")
-    refused = {job.id: reason for job in jobs if (reason := engines.launch_refusal(job)) is not None}
-    for job_id, reason in refused.items():
-        # A multinode job predicted as one aggregated server would be a point under a label it did not earn.
-        click.echo(f"job {job_id}: refused — {reason}", err=True)
-    jobs = [job for job in jobs if job.id not in refused]
-    if not jobs:
-        raise ConfigError(f"llmsweep predict: all {len(refused)} job(s) were refused (see above)",
-                          fix="select single-node jobs with --config-keys")
-    results: list[dict[str, Any]] = []
+    jobs = with_traces(jobs, traces)
+    unreadable = check_trace_sources(jobs)
+    for source, unread in unreadable.items():
+        n = sum(1 for j in jobs if trace_source_label(j) == source)
+        click.echo(f"{unread.message}; {n} job(s) refused (fix: {unread.fix})", err=True)
+    results: list[dict[str, object]] = []
     # Per-point progress on stderr: a point of a long window takes seconds of CPU, a whole matrix many minutes.
     total, k, began = sum(len(points_of(job)) for job in jobs), 0, time.monotonic()
     for job in jobs:
-        config = engine_config_from_argv(engines.render(job, simulate=True).argv)
+        error = unreadable.get(trace_source_label(job) or "")
+        try:
+            if error is not None:
+                raise error
+            if (refusal := engines.launch_refusal(job)) is not None:
+                # A multinode job predicted as one aggregated server would be a point under a label it did not earn.
+                raise NotModelled(refusal)
+            if job.eval_only:
+                raise NotModelled("an eval-only job measures accuracy, which the simulator does not model",
+                                  fix="predict the throughput rows of the recipe")
+            if job.run_eval:  # a throughput row that also runs an eval: its throughput is what can be predicted
+                job = job.model_copy(update={"run_eval": False})
+            spec = engines.render(job, simulate=True)
+            config = engine_config(spec)
+        except LlmsweepError as exc:
+            reason = exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
+            if not (isinstance(exc, NotModelled) or error is not None):
+                reason = f"the simulator cannot model this job: {reason}"
+            results.append({"job": job.id, "concurrency": None, "refused": reason})
+            continue
         calibration = config.calibration_label()
-        engine_config = config.model_dump(mode="json")
+        engine_config_doc = config.model_dump(mode="json")
+        estimate = simulated_acceptance(job)
+        acceptance = estimate.provenance() if estimate is not None else {}
         for point in points_of(job):
-            extra: dict[str, object] = {}
-            if traces is not None and job.workload.scenario is ScenarioId.AGENTIC_CODING:
-                extra["source"] = traces
             k += 1
             eta = (time.monotonic() - began) / (k - 1) * (total - k + 1) if k > 1 else None
             click.echo(f"[{time.strftime('%H:%M:%S')}] point {k}/{total}: {job.id} conc {point.concurrency}"
                        + (f" (ETA {eta:.0f} s)" if eta is not None else ""), err=True)
-            predicted = predict_point(point, config, duration=duration, max_requests=max_requests,
-                                      provenance={"job": job.id, "concurrency": point.concurrency, "engine": "sim",
-                                                  "calibration": calibration, "engine_config": engine_config},
-                                      **extra)
+            try:
+                predicted = predict_point(point, config, duration=duration, max_requests=max_requests,
+                                          provenance={"job": job.id, "concurrency": point.concurrency,
+                                                      "engine": "sim", "calibration": calibration,
+                                                      "engine_config": engine_config_doc, "clock": "virtual",
+                                                      **acceptance})
+            except LlmsweepError as exc:
+                results.append({"job": job.id, "concurrency": point.concurrency,
+                                "refused": exc.message + (f" (fix: {exc.fix})" if exc.fix else "")})
+                continue
             summary = predicted.summary
             results.append({"job": job.id, "concurrency": point.concurrency, "summary": summary,
                             "calibration": calibration})
@@ -342,10 +368,20 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                 (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in predicted.records))
                 (out / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predicted.scrapes))
                 summary.write(out / "summary.json")
+    refused = [r for r in results if "refused" in r]
+    for r in refused:
+        at = f" conc {r['concurrency']}" if r.get("concurrency") is not None else ""
+        click.echo(f"refused {r['job']}{at}: {r['refused']}", err=True)
+    if results and len(refused) == len(results):
+        raise ConfigError(f"llmsweep predict: all {len(results)} point(s) were refused (see above)",
+                          fix="select jobs the simulator can run with --config-keys")
+    if refused:
+        click.echo(f"{len(results) - len(refused)} point(s) predicted, {len(refused)} refused", err=True)
     if as_json:
-        click.echo(json.dumps([{**r, "summary": r["summary"].dump()} for r in results], indent=2))
+        click.echo(json.dumps([{**r, "summary": r["summary"].dump()} if "summary" in r else r for r in results],
+                              indent=2))
         return
-    _print_table(results)
+    _print_table([r for r in results if "refused" not in r])
 
 
 def _print_table(results: list[dict[str, Any]]) -> None:

@@ -8,11 +8,13 @@ prefill chunk, KV dtype, speculative settings (method, K, the pinned AL) and the
 from __future__ import annotations
 
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_for
 from llmsweep.engines.base import Adapter, Derived, RoleContext, agentic_conc, norm_flag, topology
 from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import LlmsweepError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
 
@@ -35,6 +37,85 @@ TRANSLATED: dict[str, str] = {
     "--max-num-batched-tokens": "--chunked-prefill-size",
 }
 """Recipe flags (SGLang or vLLM spelling) → the simulator flag with the same meaning."""
+
+ESTIMATED_DRAFT_ACCEPTANCE: dict[str, float] = {
+    "mtp": 0.80, "eagle": 0.75, "eagle3": 0.70, "draft_model": 0.65, "ngram": 0.40,
+}
+"""Per-draft-token acceptance probability the simulator assumes for a method where a job measures real acceptance
+and no golden curve covers its (model, method, thinking, K): the i.i.d. model of `llmsweep.sim.acceptance`, so the
+estimated AL is (1 - p^(K+1)) / (1 - p) (MTP K=3 → 2.95, EAGLE3 K=3 → 2.53, n-gram K=3 → 1.62). Typical of the
+published curves' K=1..3 range; a real engine's acceptance depends on the prompts it drafts for."""
+
+
+@dataclass(frozen=True)
+class AcceptanceEstimate:
+    """The acceptance length the simulator runs a speculative job at, and where it comes from."""
+
+    value: float
+    source: Literal["pinned", "golden", "estimate"]
+    basis: str
+
+    def provenance(self) -> dict[str, Any]:
+        return {"acceptance": {"value": self.value, "source": self.source, "basis": self.basis}}
+
+
+def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
+    """The AL a speculative job runs at on the simulator (None: no speculative decoding).
+
+    A job that pins its AL (agentic jobs: the golden curve) runs at the pin. A job that measures real acceptance
+    (fixed-seq-len) cannot on the simulator, which drafts nothing: it runs at an *estimate* for its (model, method,
+    thinking, K) — the golden curve's value where one covers it, else the method's typical acceptance
+    (:data:`ESTIMATED_DRAFT_ACCEPTANCE`) — labelled as an estimate in the launch notes and the provenance.
+    """
+    from llmsweep.engines.base import synthetic_acceptance
+
+    if job.eval_only or job.run_eval:
+        return None  # an eval job verifies real drafts for its accuracy: nothing the simulator could stand in for
+    draft = _draft(job)
+    if draft is None:
+        return None
+    method, k, thinking, draft_model = draft
+    pinned = synthetic_acceptance(job)
+    if pinned is not None:
+        source = job.acceptance.source if job.acceptance is not None else "pinned"
+        return AcceptanceEstimate(pinned, source, f"the job's {source} acceptance length")
+    try:
+        from llmsweep.catalog.golden import resolve_acceptance
+
+        golden = resolve_acceptance(job.model_prefix, job.model, job.precision, method, thinking, k,
+                                    draft_model=draft_model)
+    except LlmsweepError:
+        golden = None
+    if golden is not None:
+        return AcceptanceEstimate(golden.value, "estimate",
+                                  f"golden curve {golden.curve} (thinking {thinking}, K={k}) for "
+                                  f"{job.model} {method}; the job itself measures real acceptance")
+    from llmsweep.sim.acceptance import expected_length
+
+    sim_method = SIM_METHODS.get(method, "mtp")
+    p = ESTIMATED_DRAFT_ACCEPTANCE.get(sim_method, 0.7)
+    value = round(expected_length(p, k), 2)
+    return AcceptanceEstimate(value, "estimate",
+                              f"typical {sim_method} acceptance (p={p} per draft token, K={k}) for {job.model}: no "
+                              "golden curve covers it, and the job itself measures real acceptance")
+
+
+DEFAULT_DRAFT_LENGTH = 3
+"""K of a speculative job whose recipe names only the method (an InferenceX master entry without `serve`)."""
+
+
+def _draft(job: Job) -> tuple[str, int, str, str | None] | None:
+    """(method, K, thinking, draft model) of a speculative job: its `serve.spec-decoding`, else the matrix entry's
+    method at the default K; None when it does not speculate or the simulator has no such method."""
+    sd = job.serve.spec_decoding if job.serve is not None else None
+    if job.spec_decoding == "none" or (sd is None and not job.spec_decoding):
+        return None
+    if sd is not None:
+        return sd.method, sd.draft_length or DEFAULT_DRAFT_LENGTH, sd.thinking, sd.draft_model
+    if job.spec_decoding not in SIM_METHODS:
+        return None
+    return job.spec_decoding, DEFAULT_DRAFT_LENGTH, "on", None
+
 
 MODELLED: frozenset[str] = frozenset({*TRANSLATED, "--kv-cache-dtype", "--hicache-size", "--enable-hierarchical-cache"})
 """Recipe flags whose meaning the simulator reproduces; the rest it runs without (policy warns on `sim` recipes)."""
@@ -90,6 +171,7 @@ class SimAdapter(Adapter):
     def _spec(self, job: Job, d: Derived) -> None:
         sd = job.serve.spec_decoding if job.serve is not None else None
         if sd is None or job.spec_decoding == "none":
+            self._recipe_less_spec(job, d)
             return
         d.args["--spec-method"] = SIM_METHODS[sd.method]
         if sd.num_steps is not None:
@@ -97,6 +179,23 @@ class SimAdapter(Adapter):
         pin = self.pinned_acceptance(job)
         if pin is not None:
             d.args.update(pin.args)
+            return
+        estimate = simulated_acceptance(job)
+        if estimate is not None:
+            d.args["--acceptance-length"] = f"{estimate.value:g}"
+            d.notes.append(f"acceptance length {estimate.value:g} is the simulator's estimate: {estimate.basis}")
+
+    def _recipe_less_spec(self, job: Job, d: Derived) -> None:
+        """A speculative matrix entry without `serve.spec-decoding` (an InferenceX master file): its method at the
+        default K, at the estimated acceptance length."""
+        draft = _draft(job) if job.spec_decoding != "none" else None
+        estimate = simulated_acceptance(job) if draft is not None else None
+        if draft is None or estimate is None:
+            return
+        d.args["--spec-method"] = SIM_METHODS[draft[0]]
+        d.args["--spec-k"] = draft[1]
+        d.args["--acceptance-length"] = f"{estimate.value:g}"
+        d.notes.append(f"acceptance length {estimate.value:g} is the simulator's estimate: {estimate.basis}")
 
     def _kv(self, job: Job, d: Derived, recipe: dict[str, Any], tp: int) -> None:
         hicache = bool(recipe.get("--enable-hierarchical-cache"))

@@ -198,6 +198,7 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
                      "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version")},
         "llmsweep_version": __version__,
         "source": group.source,
+        "clock": "wall",  # the live path; `execute.virtual` records "virtual"
         # The simulator says itself (GET /version) whether its (engine, hardware, model class) is calibrated.
         **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == "sim" else {}),
     }

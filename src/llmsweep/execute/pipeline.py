@@ -1,10 +1,11 @@
 """`llmsweep run`: recipes to a stored, reported, resumable sweep.
 
-plan → policy (errors stop their jobs before launch, with the rule printed) → render every job's LaunchSpec → group
-jobs with identical specs onto one server → run each group through the executor → store → report → completeness
-report. Eval jobs are planned but refused ("not yet supported"), never silently skipped; so are multinode
-(disaggregated prefill/decode) jobs, which no executor launches role by role yet, and jobs that cannot run (no
-`serve`, unmapped framework) unless the simulator is asked for.
+plan → policy (errors stop their jobs before launch, with the rule printed) → trace sources resolved once (a missing
+one refuses its jobs, said once) → render every job's LaunchSpec → group jobs with identical specs onto one server →
+run each group through the executor (a simulated group: on the simulator core in virtual time, `execute.virtual`,
+unless `--live`) → store → report → completeness report. Eval jobs are planned but refused ("not yet supported"),
+never silently skipped; so are multinode (disaggregated prefill/decode) jobs, which no executor launches role by role
+yet, and jobs that cannot run (no `serve`, unmapped framework) unless the simulator is asked for.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class RunRequest(BaseModel):
     executor: str = Field(default="local", description="Registered executor kind (`llmsweep.execute.registry`).")
     executor_options: dict[str, Any] = Field(default_factory=dict)
     simulate: bool = False
+    live: bool = Field(default=False, description="Simulated jobs: serve the simulator over HTTP in wall-clock time "
+                       "instead of running its core in virtual time.")
+    traces: str | None = Field(default=None, description="Agentic jobs replay this trace source ('synthetic', a "
+                               "path or a Hugging Face dataset id) instead of the recipe's.")
     out: Path
     store: Path | None = None
     report: bool = True
@@ -130,7 +135,9 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding]]:
             "recipes that cannot be expanded into jobs:\n" + "\n".join(f.render() for f in unplannable),
             fix="fix the named fields; `llmsweep validate` lists every finding", findings=unplannable,
         )
-    return validation.jobs, validation.findings
+    from llmsweep.plan.point import with_traces
+
+    return with_traces(validation.jobs, req.traces), validation.findings
 
 
 def _recipe_of(path: str, keys: set[str]) -> str | None:
@@ -178,6 +185,29 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
     return None
 
 
+def _check_traces(jobs: list[Job], event: Event) -> tuple[list[Job], list[JobOutcome]]:
+    """Resolve every trace source once, before any server starts: the jobs of one that cannot be read are refused
+    with its reason and fix, said once, and the rest run."""
+    from llmsweep.plan.point import check_trace_sources, trace_source_label
+
+    failed = check_trace_sources(jobs)
+    if not failed:
+        return jobs, []
+    keep: list[Job] = []
+    refused: list[JobOutcome] = []
+    for job in jobs:
+        error = failed.get(trace_source_label(job) or "")
+        if error is None:
+            keep.append(job)
+            continue
+        reason = f"{error.message} (fix: {error.fix})"
+        refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
+    for source, error in failed.items():
+        n = sum(1 for j in jobs if trace_source_label(j) == source)
+        event(f"{error.message}; {n} job(s) refused (fix: {error.fix})")
+    return keep, refused
+
+
 def _groups(jobs: list[Job], simulate: bool, executor: str) -> list[ServerGroup]:
     from llmsweep import engines
 
@@ -207,6 +237,10 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         "executor": req.executor,
         "simulate": req.simulate,
         "repeats": req.repeats,
+        # how simulated jobs run: on the simulator core in virtual time, or on its HTTP server in wall-clock time
+        # (each job's provenance says `clock` too; jobs on real engines always run in wall-clock time)
+        "simulated_clock": "wall" if req.live else "virtual",
+        **({"traces": req.traces} if req.traces else {}),
         "expected_job_ids": [j.id for j in jobs],
         "findings": [f.to_json() for f in findings],
         **(reuse or {}),
@@ -380,15 +414,29 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     if req.reuse:
         runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event)
         skipped += reused
+    runnable, unreadable = _check_traces(runnable, event)
+    refused += unreadable
     groups = _groups(runnable, req.simulate, executor.kind)
+    # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
+    virtual = [g for g in groups if g.spec.engine == "sim" and not req.live]
+    served = [g for g in groups if g not in virtual]
+    where = (f"{len(served)} server(s)" if served else "") + (" and " if served and virtual else "") + (
+        f"the simulator in virtual time ({len(virtual)} engine config(s))" if virtual else "")
     times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 else ""
-    event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run on {len(groups)} server(s), "
-          f"{len(refused)} refused" + (f", {len(skipped)} already done" if skipped else "")
+    event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run" + (f" on {where}" if where else "")
+          + f", {len(refused)} refused"
+          + (f", {len(skipped)} already done" if skipped else "")
           + (f" ({len(reuse_meta['reused'])} reused from the store)" if reuse_meta.get("reused") else ""))
     current_progress().sweep(len(runnable))
     stored = _JobStore(run_dir, req, event)
+    ran: list[JobOutcome] = []
     with on_job_finished(stored):
-        ran = executor.run_groups(groups, run_dir, req.settings, event=event)
+        if virtual:
+            from llmsweep.execute import virtual as virtual_time
+
+            ran += virtual_time.run_groups(virtual, run_dir, req.settings, event=event)
+        if served and not (req.settings.fail_fast and not all(o.ok for o in ran)):
+            ran += executor.run_groups(served, run_dir, req.settings, event=event)
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from llmsweep.errors import DatasetError, LlmsweepError
 from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId, TraceSource
 from llmsweep.workload.base import Api
 from llmsweep.workload.scenario import Load, Scenario, scenario_of
 
@@ -73,3 +75,69 @@ class Point:
 def points_of(job: Job) -> list[Point]:
     """Every concurrency point of a job, in the job's order."""
     return [Point(job, conc) for conc in job.concs]
+
+
+def trace_source(text: str, model_prefix: str) -> TraceSource:
+    """`--traces` as a recipe's trace source: `synthetic` (the built-in AgentX-shaped corpus, capped as the corpus
+    InferenceX would pick for the model: 256k-token prompts unless it is a 1M-context family), a local path, or a
+    Hugging Face dataset id / AgentX loader id."""
+    from pathlib import Path
+
+    from llmsweep.spec.workload import DEFAULT_CORPUS_256K, SyntheticTraces, default_corpus
+
+    if text == "synthetic":
+        cap = 256_000 if default_corpus(model_prefix) == DEFAULT_CORPUS_256K else None
+        return TraceSource(synthetic=SyntheticTraces.model_validate({"max-isl": cap}))
+    if Path(text).exists():
+        return TraceSource(path=text)
+    return TraceSource(hf=text)
+
+
+def with_traces(jobs: list[Job], traces: str | None) -> list[Job]:
+    """The jobs with every agentic job replaying `traces` (`run --traces`, `predict --traces`); others unchanged."""
+    if traces is None:
+        return jobs
+    out = []
+    for job in jobs:
+        if job.workload.scenario is ScenarioId.AGENTIC_CODING:
+            workload = job.workload.model_copy(update={"traces": trace_source(traces, job.model_prefix)})
+            job = job.model_copy(update={"workload": workload})
+        out.append(job)
+    return out
+
+
+def trace_source_label(job: Job) -> str | None:
+    """The external trace source a job reads (a path or a dataset id), or None (synthetic, or none)."""
+    w = job.workload
+    if w.scenario is ScenarioId.AGENTIC_CODING and w.traces is not None and w.traces.synthetic is None:
+        return w.traces.hf or w.traces.path
+    if w.scenario is ScenarioId.MOONCAKE_REPLAY and w.replay is not None:
+        return w.replay.mooncake
+    return None
+
+
+def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:
+    """Resolve every distinct external trace source of `jobs` once (a local file or directory must hold a trace;
+    a dataset id is fetched into, or found in, the Hugging Face cache); returns the ones that cannot be read, with
+    why and the fix."""
+    from pathlib import Path
+
+    from llmsweep.workload.traces.loader import iter_traces
+
+    failed: dict[str, LlmsweepError] = {}
+    for source in sorted({s for s in map(trace_source_label, jobs) if s is not None}):
+        if any(j.workload.scenario is ScenarioId.MOONCAKE_REPLAY and trace_source_label(j) == source for j in jobs):
+            if not Path(source).is_file():
+                failed[source] = DatasetError(f"Mooncake trace {source} does not exist",
+                                              fix="check `workload.replay.mooncake`")
+            continue
+        try:
+            next(iter(iter_traces(source)))
+        except StopIteration:
+            failed[source] = DatasetError(f"trace source {source} holds no trace",
+                                          fix="point at a traces.jsonl or a directory of trace files")
+        except LlmsweepError as exc:
+            fix = exc.fix or "check the trace source"
+            failed[source] = DatasetError(f"trace source {source} cannot be read: {exc.message}",
+                                          fix=f"{fix}; or replay the built-in corpus offline with --traces synthetic")
+    return failed

@@ -82,7 +82,9 @@ def _model_figures(name: str) -> dict[str, float] | None:
         # total = dense + E*e and active = dense + k*e  =>  routed share = E*e / total
         share = experts * (total - active) / (experts - top_k) / total if experts > top_k else 0.0
         split = 1 if spec.attention.kind == "mla" else (spec.attention.kv_heads or 1 << 20)
+        stored = PRECISION_BYTES.get(spec.checkpoint_precision(name if "/" in name else None).lower())
         return {"params_total": total, "params_active": active, "n_layers": spec.layers,
+                **({"checkpoint_bytes_per_param": stored} if stored is not None else {}),
                 "hidden": spec.hidden_size, "kv_bytes_per_token_bf16": float(spec.kv_bytes_per_token("bf16")),
                 "n_experts": experts, "experts_per_token": top_k, "expert_param_share": min(max(share, 0.0), 0.99),
                 "kv_split_max": split}
@@ -127,6 +129,10 @@ def perf_inputs(
                           fix=f"use one of {', '.join(BUILTIN_MODELS)} or pass --params-b, --layers, --hidden and "
                               "--kv-bytes-per-token")
     bpp = PRECISION_BYTES.get(precision, 2.0)
+    if md is not None and md.get("checkpoint_bytes_per_param", bpp) < bpp:
+        # Weights stay as the checkpoint stores them: an FP4-native checkpoint served at "fp8" (DeepSeek-V4-Pro on
+        # MI300X, which has no FP4 compute) keeps its FP4 experts in HBM; the precision still picks the FLOP/s.
+        bpp = md["checkpoint_bytes_per_param"]
     kv_scale = PRECISION_BYTES.get((kv_dtype or "bf16").lower(), 2.0) / 2.0
     values: dict[str, Any] = {"hardware": hardware, "model": model, "bytes_per_param": bpp}
     if hw is not None:

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _STEP, _SUBMIT, _WAKE, _ARRIVAL = 0, 1, 2, 3
+UNBOUNDED_WINDOW_S = 1e7
+"""The window of a point that stops on its prompt count (fixed-length): long enough never to be the reason."""
 
 
 @dataclass(slots=True, eq=False)
@@ -98,6 +100,8 @@ class Predictor:
         """Server-metric snapshots in the client's scrape format ({"t", "samples": [[name, labels, value]]})."""
         self._collector = CoreCollector(core, model_name=model_name, style=metrics_style)
         self._next_scrape = 0.0 if scrape_interval else float("inf")
+        self._idle_cap: float | None = None
+        self._last_activity = 0.0
 
     def scrape(self, now: float) -> None:
         """Record one snapshot of the engine's Prometheus series at virtual time `now`."""
@@ -112,6 +116,19 @@ class Predictor:
     def _new_task(self, gen: LaneProgram, lane: int, parent: _Task | None) -> _Task:
         self._tid += 1
         return _Task(gen, lane, parent, self._tid)
+
+    def _cap_idle_gap(self) -> None:
+        """AgentX's system idle cap, as the client applies it: when nothing is in flight and every program sleeps,
+        and the earliest wake-up lies more than the cap after the last activity, bring every sleeper forward by the
+        same amount (order and relative delays are kept)."""
+        heap, cap = self._heap, self._idle_cap
+        if cap is None or not heap or self._busy or self.core.has_work():
+            return
+        shift = heap[0][0] - (self._last_activity + cap)
+        if shift <= 1e-9 or any(kind != _WAKE for _, _, kind, _ in heap):
+            return
+        self._heap = [(t - shift, seq, kind, payload) for t, seq, kind, payload in heap]
+        heapq.heapify(self._heap)
 
     # -- program interpretation --------------------------------------------------------------------------------------
     def _stopped(self, now: float) -> bool:
@@ -205,6 +222,7 @@ class Predictor:
             "finish_reason": "length", "worker": 0,  # the predicted engine generates max_tokens, as under ignore_eos
         }
         self.records.append(record)
+        self._last_activity = now
         self._push(now + self.frontend, _SUBMIT, (task, record, n_tokens, hashes, spec.max_tokens))
 
     def _submit(self, payload: tuple[_Task, dict[str, Any], int, list[int], int], now: float) -> None:
@@ -214,6 +232,7 @@ class Predictor:
         if req.error is not None:
             record.update(status=400, error_class="context_overflow" if n_tokens else "http", error=req.error,
                           end_at=self.start_time + now)
+            self._last_activity = now
             self._advance(task, RequestOutcome(ok=False, error=req.error), now)
 
     def _on_step_end(self, now: float) -> None:
@@ -238,6 +257,7 @@ class Predictor:
     def _finish(self, r: SimRequest, task: _Task, record: dict[str, Any], now: float) -> None:
         record.update(end_at=self.start_time + now, status=200, completion_tokens=r.generated,
                       cached_tokens=max(r.cached_tokens, 0))
+        self._last_activity = now
         text = token_text(self.core.config.seed, r.rid, 0, r.generated) if self.output_text else ""
         self._push(now, _WAKE, (task, RequestOutcome(ok=True, output_text=text, output_tokens=r.generated)))
 
@@ -256,6 +276,8 @@ class Predictor:
         # until the first profiling request the deadline only bounds a runaway warm-up
         self._deadline = 10 * duration + 3600.0
         self._max_requests = float("inf") if max_requests is None else max_requests
+        # the whole-system idle cap needs every lane in view, so the interpreter applies it (as the client does)
+        self._idle_cap = getattr(getattr(workload, "config", None), "system_idle_gap_cap_s", None)
         arrivals = workload.arrivals() if open_loop is not False else None
         if arrivals is not None:
             self._push_arrival(arrivals)
@@ -265,9 +287,12 @@ class Predictor:
             for lane in range(concurrency):
                 self._lane_sessions[lane] = iter(workload.sessions(lane))
                 self._start_lane_session(lane, 0.0)
-        core, heap = self.core, self._heap
+        core = self.core
         now = 0.0
-        while heap or (not self._busy and core.has_work()):
+        while self._heap or (not self._busy and core.has_work()):
+            if self._idle_cap is not None and not self._stopped(now):
+                self._cap_idle_gap()
+            heap = self._heap
             if heap:
                 if heap[0][0] >= self._next_scrape:
                     self.scrape(self._next_scrape)
@@ -344,6 +369,8 @@ class PredictedPoint:
     records: list[dict[str, Any]]
     scrapes: list[dict[str, Any]]
     summary: Summary
+    workload: Workload | None = None
+    stats: PredictionStats | None = None
 
 
 def predict_point(
@@ -353,21 +380,31 @@ def predict_point(
     duration: float | None = None,
     max_requests: int | None = None,
     provenance: dict[str, Any] | None = None,
+    start_time: float = 0.0,
+    summarize: bool = True,
     **workload_overrides: Any,
 ) -> PredictedPoint:
     """Predict one point of a job on the simulated engine `config`, as `llmsweep run` would drive it: the point's
     workload (built-in tokenizer), concurrency and gates; a profiling window of `duration` virtual seconds (default:
-    the point's own window, else the job's duration, else 600 s) or until `max_requests` profiling requests."""
+    the point's own window, else the job's duration, else 600 s) or until `max_requests` profiling requests (default:
+    the point's prompt count — a fixed-length point sends its planned prompts whatever the window). Times in the
+    records are `start_time` + virtual seconds; `summarize=False` leaves the summary empty."""
     from llmsweep.metrics import summarise
 
     load = point.load
-    seconds = duration or load.duration_s or float(point.job.duration or 600)
+    if duration is None and max_requests is None and load.duration_s is None and load.num_requests is not None:
+        max_requests = load.num_requests
+        seconds = UNBOUNDED_WINDOW_S
+    else:
+        seconds = duration or load.duration_s or float(point.job.duration or 600)
     workload = point.workload(simulated=True, **workload_overrides)
-    predictor = Predictor(build_core(config), scrape_interval=1.0, metrics_style=config.engine_style,
-                          model_name=point.job.model)
+    predictor = Predictor(build_core(config), start_time=start_time, scrape_interval=1.0,
+                          metrics_style=config.engine_style, model_name=point.job.model)
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=load.concurrency is None)
-    gates = point.gates(planned_duration_s=seconds if load.duration_s is not None else None)
-    summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
-                        provenance=provenance, gates=gates)
-    return PredictedPoint(point, seconds, records, predictor.scrapes, summary)
+    summary: dict[str, Any] = {}
+    if summarize:  # `llmsweep run` in virtual time writes the files and summarises them as the live path does
+        gates = point.gates(planned_duration_s=seconds if load.duration_s is not None else None)
+        summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
+                            provenance=provenance, gates=gates)
+    return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats)

@@ -31,6 +31,30 @@ CHUNK = 8
 POOL = 1 << 16
 
 
+_Pool = tuple[list[list[str]], list[str], list[list[int]]]
+_POOLS: OrderedDict[tuple[int, int], tuple[Tokenizer, _Pool]] = OrderedDict()
+
+
+def _chunk_pool(tokenizer: Tokenizer, seed: int) -> _Pool:
+    """The seeded chunk pool of a (tokenizer, seed), built once per process: every point of a sweep shares it
+    (read-only). Keyed by the tokenizer object itself (kept alive with its pool, so its id is never reused)."""
+    key = (id(tokenizer), seed)
+    hit = _POOLS.get(key)
+    if hit is not None and hit[0] is tokenizer:
+        return hit[1]
+    fillers = tokenizer.filler_words()
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, 0xB10C])
+    picks = rng.integers(0, len(fillers), size=(POOL, CHUNK)).tolist()
+    words = [" " + w for w, _ in fillers]
+    ids = [i for _, i in fillers]
+    chunk_words = [[words[i] for i in row] for row in picks]
+    pool = (chunk_words, ["".join(row) for row in chunk_words], [[ids[i] for i in row] for row in picks])
+    _POOLS[key] = (tokenizer, pool)
+    while len(_POOLS) > 8:
+        _POOLS.popitem(last=False)
+    return pool
+
+
 class BlockText:
     """Deterministic text (and token ids) for blocks; same (namespace, id, size) → same text, always.
 
@@ -40,16 +64,9 @@ class BlockText:
     """
 
     def __init__(self, tokenizer: Tokenizer, *, seed: int = 0, cache_blocks: int = 200_000) -> None:
-        fillers = tokenizer.filler_words()
         self.tokenizer = tokenizer
         self._seed = seed
-        rng = np.random.default_rng([seed & 0xFFFFFFFF, 0xB10C])
-        picks = rng.integers(0, len(fillers), size=(POOL, CHUNK)).tolist()
-        words = [" " + w for w, _ in fillers]
-        ids = [i for _, i in fillers]
-        self._chunk_words: list[list[str]] = [[words[i] for i in row] for row in picks]
-        self._chunk_text: list[str] = ["".join(row) for row in self._chunk_words]
-        self._chunk_ids: list[list[int]] = [[ids[i] for i in row] for row in picks]
+        self._chunk_words, self._chunk_text, self._chunk_ids = _chunk_pool(tokenizer, seed)
         self._cache: OrderedDict[tuple[str, int, int], str] = OrderedDict()
         self._cache_blocks = cache_blocks
 

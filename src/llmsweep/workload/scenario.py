@@ -44,8 +44,9 @@ if TYPE_CHECKING:
     from llmsweep.workload.base import Workload
 
 MIN_SUBMISSION_S = 900.0
-"""A profiling window shorter than this is a smoke run. Today every scenario keeps AgentX's 900 s; a scenario that
-needs another minimum says so in its profile."""
+"""An agentic profiling window shorter than this is a smoke run (AgentX's minimum). Only agentic points have a
+window to be long enough: a fixed-length or replay point is defined by the prompts it sends, so its profile has no
+minimum (InferenceX: a fixed-length point is valid when its planned prompts completed within the gates)."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class GateProfile:
     """
 
     kind: Literal["fixed", "agentic", "replay"]
-    min_submission_s: float = MIN_SUBMISSION_S
+    min_submission_s: float = 0.0
     max_short_output_ratio: float | None = None
     """Successful requests that stopped before max_tokens on their own (the server could not be told to ignore
     end-of-sequence), as a share of the successful ones, above which the run does not measure the lengths it planned;
@@ -212,7 +213,7 @@ class AgenticCoding(Scenario):
     """AgentX replay of a Weka-format agentic corpus with subagents, for a profiling window (default 3600 s)."""
 
     id = ScenarioId.AGENTIC_CODING
-    gate = GateProfile("agentic", max_short_output_ratio=0.10)
+    gate = GateProfile("agentic", min_submission_s=MIN_SUBMISSION_S, max_short_output_ratio=0.10)
 
     def resolve(self, spec: WorkloadSpec, *, common: Mapping[str, Any], entry: Mapping[str, Any],
                 model_prefix: str, spec_decoding: bool) -> ResolvedWorkload:

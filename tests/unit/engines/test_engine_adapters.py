@@ -198,3 +198,34 @@ def test_every_simulator_flag_is_one_sim_serve_accepts(plan: Plan, method: str) 
     assert ctx.params["kv_offload"] == "dram" and ctx.params["dram_gb"] == 400.0
     assert ctx.params["kv_dtype"] == "fp8" and ctx.params["chunked_prefill_size"] == 4096
     assert ctx.params["spec_k"] == 2
+
+
+def test_a_fixed_length_job_with_real_acceptance_runs_on_the_simulator_at_a_labelled_estimate(plan: Plan) -> None:
+    from llmsweep.engines.sim import simulated_acceptance
+
+    # MiniMax-M3 EAGLE3-GQA has a golden curve: the estimate is its K=3 value (thinking on: 2.78).
+    text = recipe("vllm", "vllm/vllm-openai:v0.26.0", scenario="fixed", arm="{ tp: 8, spec-decoding: mtp, "
+                  "conc-list: [4] }", serve=VLLM_SPEC)
+    (job,) = [j for j in plan(text) if not (j.run_eval or j.eval_only)]
+    assert job.acceptance is None  # fixed-seq-len: the real engine measures real acceptance
+    estimate = simulated_acceptance(job)
+    assert estimate is not None and estimate.source == "estimate" and estimate.value == pytest.approx(2.78)
+    spec = engines.render(job, simulate=True)
+    assert flag(spec.argv, "--acceptance-length") == "2.78" and flag(spec.argv, "--spec-k") == "3"
+    assert any("simulator's estimate" in n for n in spec.notes)
+    # No curve for this model: the method's typical per-draft acceptance, still labelled an estimate.
+    other = recipe("vllm", "vllm/vllm-openai:v0.26.0", scenario="fixed", arm="{ tp: 8, spec-decoding: mtp, "
+                   "conc-list: [4] }", serve=VLLM_SPEC, model="meta-llama/Llama-3.1-8B-Instruct", prefix="llama3.1")
+    (job,) = [j for j in plan(other) if not (j.run_eval or j.eval_only)]
+    estimate = simulated_acceptance(job)
+    assert estimate is not None and estimate.source == "estimate" and "typical eagle3" in estimate.basis
+    assert 1.0 < estimate.value < 4.0
+
+
+def test_an_fp4_checkpoint_served_at_fp8_keeps_its_fp4_weights_on_the_simulator() -> None:
+    from llmsweep.sim.inputs import perf_inputs
+
+    fp8 = perf_inputs("deepseek-ai/DeepSeek-V4-Pro", "mi300x", precision="fp8")
+    assert fp8.bytes_per_param == 0.5  # the checkpoint's FP4 experts, not 1 byte per parameter
+    assert fp8.weight_bytes / 8 < 0.88 * fp8.hbm_bytes  # so it fits 8 x MI300X with room for a KV cache
+    assert perf_inputs("Qwen/Qwen3.5-397B-A17B-FP8", "mi300x", precision="fp8").bytes_per_param == 1.0

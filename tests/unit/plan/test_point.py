@@ -41,3 +41,35 @@ def test_predict_replays_a_mooncake_trace_from_a_recipe(tmp_path: Path) -> None:
     assert {r["lane"] for r in predicted.records} == {0, 1, 2, 3}  # closed loop at the job's conc, as `run` sends it
     assert predicted.summary["requests"]["successful"] == 10
     assert predicted.summary["source"] == "predicted"
+
+
+def test_traces_override_the_agentic_jobs_source_only() -> None:
+    from llmsweep.plan.point import trace_source, with_traces
+
+    jobs = jobs_from_files([RUN / "agentic-sim.yaml", RUN / "fixed-sim.yaml"])
+    replaced = with_traces(jobs, "synthetic")
+    for before, after in zip(jobs, replaced, strict=True):
+        assert after.id == before.id
+        if before.workload.scenario.value == "agentic-coding":
+            assert after.workload.traces is not None and after.workload.traces.synthetic is not None
+        else:
+            assert after.workload == before.workload
+    # `synthetic` is capped like the corpus InferenceX picks for the model: 256k for Qwen3.5, 1M for DeepSeek-V4.
+    assert trace_source("synthetic", "qwen3.5").synthetic.max_isl == 256_000  # type: ignore[union-attr]
+    assert trace_source("synthetic", "dsv4").synthetic.max_isl is None  # type: ignore[union-attr]
+    assert trace_source("org/dataset", "qwen3.5").hf == "org/dataset"
+
+
+def test_an_unreadable_trace_source_is_named_once_with_its_fix(tmp_path: Path) -> None:
+    from llmsweep.plan.point import check_trace_sources, with_traces
+
+    jobs = jobs_from_files([RUN / "agentic-sim.yaml"])
+    assert len(jobs) > 1
+    assert check_trace_sources(with_traces(jobs, "synthetic")) == {}
+    missing = str(tmp_path / "missing.jsonl")
+    (error,) = check_trace_sources(with_traces(jobs, missing)).values()  # one source, however many jobs
+    assert "cannot be read" in error.message and "--traces synthetic" in (error.fix or "")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (error,) = check_trace_sources(with_traces(jobs, str(empty))).values()
+    assert "holds no trace" in error.message

@@ -200,3 +200,23 @@ def test_cli_predict_runs_every_job_of_the_seed_recipe_offline(tmp_path) -> None
         assert abs(s["server_metrics"]["spec_decode"]["acceptance_length"] - 3.39) < 0.2
     written = list(tmp_path.rglob("summary.json"))
     assert len(written) == 9 and all((f.parent / "records.jsonl").stat().st_size > 0 for f in written)
+
+
+class Pauses(Workload):
+    """One lane: a request, a long pause, a request; `config.system_idle_gap_cap_s` as an agentic workload has."""
+
+    class config:  # the attribute interpreters read the idle cap from
+        system_idle_gap_cap_s = 10.0
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        def program() -> LaneProgram:
+            yield send("", 0, "p", lane)
+            yield Sleep(120.0)
+            yield send("", 1, "p", lane)
+        yield program()
+
+
+def test_the_system_idle_cap_brings_sleepers_forward_as_the_client_does() -> None:
+    """AgentX: when nothing is in flight and every program sleeps, no idle stretch outlasts the 10 s cap."""
+    first, second = predict(Pauses(), CONST, concurrency=1, duration=1000)
+    assert second["sent_at"] - first["end_at"] == pytest.approx(10.0)

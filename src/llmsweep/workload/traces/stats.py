@@ -187,13 +187,14 @@ def lookup(stats: CorpusStats, key: str) -> float:
     return float(value)
 
 
-_TOKEN_FIGURES = ("isl.", "osl.")
+_TOKEN_FIGURES = ("isl.",)
+"""Figures that scale with a synthetic corpus's `max_isl` (prompts do; answers keep their length)."""
 
 
 def band_report(stats: CorpusStats, *, scale: float = 1.0) -> list[dict[str, Any]]:
     """Each reference figure with the corpus value and whether it lies inside the band.
 
-    `scale` multiplies the token figures, to judge a corpus synthesised with `--max-isl` = scale × 1M.
+    `scale` multiplies the prompt-token figures, to judge a corpus synthesised with `--max-isl` = scale × 1M.
     """
     rows = []
     for key, (what, published, low, high) in REFERENCE_BANDS.items():

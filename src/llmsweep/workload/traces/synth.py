@@ -10,13 +10,17 @@ The generator imitates a Claude-Code-like session (research/agentx-spec §2.2–
   prefix; most are awaited (the next main turn starts after they end), some run in the background and may outlive
   the root.
 
-`scale = max_isl / 1,000,000` multiplies every token count, so a small `max_isl` keeps the corpus shape (hit rates,
-fan-out, turns, timing) at a fraction of the size — the profile CI uses. At the default 1M, `traces stats` lands in
-the bands of the published corpus statistics (ISL p50 ≈ 95k, p99 ≈ 500k, prefix hit ≈ 0.95, mean OSL ≈ 2k).
+`scale = max_isl / 1,000,000` multiplies every prompt-side token count, so a small `max_isl` keeps the corpus shape
+(hit rates, fan-out, turns, timing) at a fraction of the context size — the profile CI uses. Output lengths are not
+scaled (`max_osl` caps them; only their share in the next prompt is): what a lane spends generating against what it
+spends thinking is the corpus's at any context size, so requests in flight track the concurrency. At the default 1M,
+`traces stats` lands in the bands of the published corpus statistics (ISL p50 ≈ 95k, p99 ≈ 500k, prefix hit ≈ 0.95,
+mean OSL ≈ 2k).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,8 +85,16 @@ class _TraceBuilder:
         return max(1, round(self._lognormal(median, sigma, 1.0, hi) * self.scale))
 
     def _out(self, median: float, sigma: float, hi: float) -> int:
-        out = self._tokens(median, sigma, hi)
+        """An answer's length. Not scaled with the context: a session capped at a small prompt still answers at
+        AgentX length (mean ≈ 2k tokens), so a lane spends its time generating, not thinking, as in the corpus."""
+        out = max(1, round(self._lognormal(median, sigma, 1.0, hi)))
         return out if self.p.max_osl is None else min(out, self.p.max_osl)
+
+    def _in_context(self, out: int) -> int:
+        """What an answer adds to the next prompt: all of it at full scale, its scaled share in a smaller profile
+        (the next turn's hash ids are the trace's, not the live answer's), so prompts keep the corpus's growth and
+        prefix-hit shape while answers keep their length."""
+        return max(1, round(out * self.scale))
 
     def _new_blocks(self, tokens: int) -> list[int]:
         n = max(1, math.ceil(tokens / BLOCK))
@@ -139,7 +151,7 @@ class _TraceBuilder:
                     if not background:
                         resume = max(resume, entry.end)
             # The next turn's prompt: this answer plus a tool result (or a compaction cut).
-            growth = out + self._tokens(1000, 1.5, 80000)
+            growth = self._in_context(out) + self._tokens(1000, 1.5, 80000)
             grown = ids + self._new_blocks(growth)
             if len(grown) * BLOCK > threshold or len(grown) * BLOCK > p.max_isl:
                 summary = self._new_blocks(self._tokens(6000, 0.5, 20000))
@@ -175,7 +187,7 @@ class _TraceBuilder:
             out = self._out(700, 1.1, 16000)
             row = self._request(t, model, ids, new_tokens, out)
             rows.append(row)
-            growth = out + self._tokens(4000, 1.4, 60000)
+            growth = self._in_context(out) + self._tokens(4000, 1.4, 60000)
             grown = ids + self._new_blocks(growth)
             if len(grown) * BLOCK > limit:
                 break
@@ -207,9 +219,14 @@ def _stamp_think_times(entries: list[TraceRequest | SubagentEntry]) -> None:
 
 
 def synthesize(profile: SynthProfile | None = None) -> list[Trace]:
-    """The synthetic corpus of `profile` (default: 32 full-scale sessions)."""
-    profile = profile or SynthProfile()
-    return [_TraceBuilder(profile, i).build() for i in range(profile.traces)]
+    """The synthetic corpus of `profile` (default: 32 full-scale sessions). A pure function of the profile, built
+    once per process: the points of a sweep share it, so treat the traces as read-only."""
+    return list(_corpus(profile or SynthProfile()))
+
+
+@functools.lru_cache(maxsize=8)
+def _corpus(profile: SynthProfile) -> tuple[Trace, ...]:
+    return tuple(_TraceBuilder(profile, i).build() for i in range(profile.traces))
 
 
 def write_jsonl(traces: list[Trace], path: Path) -> None:

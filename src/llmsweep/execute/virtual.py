@@ -1,0 +1,214 @@
+"""Simulated jobs in virtual time: the predictor as the place a server group runs.
+
+`llmsweep run` sends a group whose server is the simulated engine here unless `--live` asks for the HTTP path. No
+server is launched and no clock is waited on: each job's point runs on the simulator core in-process
+(:func:`llmsweep.sim.predict.predict_point`: the same lane programs the client interprets over HTTP, the engine the
+`sim serve` command line would serve), so a full-length AgentX window (900–3,600 s) takes seconds. The job folder
+gets the live path's artifacts — job.json, server_command.txt (saying that nothing was launched), records.jsonl,
+server_metrics.jsonl, run.json, summary.json, outcome.json — and the summary is made exactly as the live path makes
+it (re-summarised from the files, then the read-back checks), so the store, the dashboard and `summarize` read both
+alike. Every summary says `source: simulated` and, in its provenance, `clock: virtual`.
+
+A job the simulator cannot model (its engine options are refused, or the model does not fit the GPUs' memory) is
+refused with the reason; the rest of the sweep runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llmsweep.errors import LlmsweepError
+from llmsweep.execute import artifacts as art
+from llmsweep.execute.lifecycle import (
+    DONE_VERDICTS,
+    JobOutcome,
+    LifecycleSettings,
+    ServerGroup,
+    Status,
+    _finish_summary,
+    _gates,
+    _provenance,
+    _run_options,
+    report_job_finished,
+)
+from llmsweep.execute.progress import current_progress
+from llmsweep.plan import Job
+from llmsweep.plan.point import Point
+
+if TYPE_CHECKING:
+    from llmsweep.engines.launch import LaunchSpec
+    from llmsweep.metrics.model import Summary
+    from llmsweep.sim.engine import EngineConfig
+
+log = logging.getLogger(__name__)
+
+Event = Callable[[str], None]
+
+KIND = "virtual"
+"""What provenance records as the place the group ran (`launch.executor`, `launch.launcher`)."""
+CLOCK = "virtual"
+
+
+class NotModelled(LlmsweepError):
+    """The simulator cannot run this job (a refusal, not a failure: nothing was tried)."""
+
+
+def engine_config(spec: LaunchSpec) -> EngineConfig:
+    """The engine the group's `sim serve` command line would serve, built from that very command line; a job the
+    simulator cannot model is a :class:`NotModelled` with the reason."""
+    from llmsweep.cli.sim import engine_config_from_argv
+    from llmsweep.sim.engine import build_core
+
+    try:
+        config = engine_config_from_argv(spec.argv)
+        build_core(config)  # sizes the KV pool: a model that does not fit the GPUs says so here, once per group
+    except LlmsweepError as exc:
+        raise NotModelled(f"the simulator cannot model this job: {exc.message}", fix=exc.fix) from exc
+    except (ValueError, ArithmeticError) as exc:
+        raise NotModelled(f"the simulator cannot model this job: {exc}",
+                          fix="check the model's catalog entry and the job's parallelism") from exc
+    return config
+
+
+def _reason(exc: LlmsweepError) -> str:
+    """One line for a refusal: the message and its fix."""
+    return exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
+
+
+def command_text(spec: LaunchSpec) -> str:
+    """`server_command.txt` of a virtual-time job: what would have served it live, and that nothing was launched."""
+    lines = [f"# engine: {spec.engine} (virtual time: no server was launched; the simulator core ran in-process)"]
+    lines += [f"# note: {n}" for n in spec.notes]
+    lines.append("# the same engine served live (`llmsweep run --live`):")
+    lines.append(spec.shell_command())
+    return "\n".join(lines) + "\n"
+
+
+def run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
+               event: Event) -> list[JobOutcome]:
+    """Run every job of every group in virtual time (the `Executor.run_groups` contract, with no server)."""
+    outcomes: list[JobOutcome] = []
+    total = sum(len(g.jobs) for g in groups)
+    done = 0
+    for group in groups:
+        config: EngineConfig | None = None
+        refusal: NotModelled | None = None
+        try:
+            config = engine_config(group.spec)
+        except NotModelled as exc:
+            refusal = exc
+        for job in group.jobs:
+            done += 1
+            verdict = art.finished_verdict(art.job_dir(run_dir, job.id)) if settings.resume else None
+            if verdict in DONE_VERDICTS:
+                outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
+                                           reasons=[f"resumed: summary already {verdict}"]))
+                continue
+            if config is None:
+                reason = _reason(refusal) if refusal is not None else "the simulator cannot model this job"
+                outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
+                event(f"job {job.id}: refused — {reason}")
+                continue
+            event(f"job {done}/{total} {job.id}: conc {job.concs[0]} ({job.workload.scenario}), virtual time")
+            current_progress().job_started(job.id, job.concs[0] if job.concs else None)
+            outcome = run_job(job, group, config, run_dir, settings, event)
+            outcomes.append(outcome)
+            if settings.fail_fast and not outcome.ok:
+                return outcomes
+    return outcomes
+
+
+def run_job(job: Job, group: ServerGroup, config: EngineConfig, run_dir: Path, settings: LifecycleSettings,
+            event: Event) -> JobOutcome:
+    """Run one job's point on the simulator core and write its job folder; returns its outcome."""
+    jdir = art.job_dir(run_dir, job.id)
+    jdir.mkdir(parents=True, exist_ok=True)
+    kept = art.keep_previous_attempt(jdir)
+    if kept is not None:
+        event(f"job {job.id}: the artifacts of an earlier, unfinished attempt are kept in {kept}")
+    started = time.monotonic()
+    try:
+        art.write_json(jdir / art.JOB_FILE, job.to_json())
+        (jdir / art.COMMAND_FILE).write_text(command_text(group.spec), encoding="utf-8")
+        summary = _simulate(job, group, config, jdir, settings)
+        status: Status = summary.validity.verdict
+        reasons = sorted(summary.validity.reasons, key=lambda r: str(r).startswith("smoke run"))
+        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status=status, reasons=reasons,
+                             summary_path=str(jdir / art.SUMMARY_FILE))
+    except LlmsweepError as exc:
+        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
+    except KeyboardInterrupt:
+        art.write_json(jdir / art.OUTCOME_FILE, JobOutcome(
+            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=["interrupted by the user"],
+            seconds=round(time.monotonic() - started, 3)).model_dump(mode="json"))
+        raise
+    except Exception as exc:  # a bug below must fail this job, not abandon the rest of the sweep
+        log.exception("job %s failed unexpectedly", job.id)
+        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
+                             reasons=[f"internal error: {type(exc).__name__}: {exc}"])
+    outcome.seconds = round(time.monotonic() - started, 3)
+    art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"))
+    report_job_finished(jdir, outcome)  # stored as it finishes, as the live path does
+    current_progress().job_finished(job.id, outcome.status)
+    event(f"job {job.id}: {outcome.status} in {outcome.seconds:.1f} s"
+          + (f" — {outcome.reasons[0]}" if outcome.reasons else ""))
+    return outcome
+
+
+def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path,
+              settings: LifecycleSettings) -> Summary:
+    """Predict the point, write what the client would have written, and summarise it as the live path does."""
+    import json
+    import platform
+
+    from llmsweep import __version__
+    from llmsweep.client.records import RECORDS_FILE
+    from llmsweep.client.scrape import SERVER_METRICS_FILE
+    from llmsweep.engines.sim import simulated_acceptance
+    from llmsweep.sim.predict import predict_point
+
+    spec = group.spec
+    point = Point.of(job)
+    options = _run_options(job, spec, settings)
+    gates = _gates(job, options)
+    started_at = time.time()
+    predicted = predict_point(point, config, start_time=started_at, summarize=False)
+    with (jdir / RECORDS_FILE).open("w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in predicted.records)
+    with (jdir / SERVER_METRICS_FILE).open("w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(s) + "\n" for s in predicted.scrapes)
+    stats = predicted.stats
+    provenance = {
+        "client_version": __version__,
+        "seed": options.seed,
+        "endpoint": {"base_url": None, "model": spec.served_model_name or job.workload.served_model_name,
+                     "api": point.api},
+        "workload": predicted.workload.describe() if predicted.workload is not None else None,
+        "options": options.model_dump(mode="json"),
+        "host": platform.node(),
+        "started_at": started_at,
+        "finished_at": time.time(),
+        **_provenance(job, spec, _placed(group), {"calibration": config.calibration_label()}, None, KIND),
+        **(estimate.provenance() if (estimate := simulated_acceptance(job)) is not None else {}),
+        "clock": CLOCK,
+        "virtual": {"window_s": predicted.seconds,
+                    "virtual_seconds": round(stats.virtual_seconds, 3) if stats is not None else None,
+                    "engine_steps": stats.steps if stats is not None else None,
+                    "wall_seconds": round(time.time() - started_at, 3)},
+    }
+    stop_reason = "duration reached" if options.duration_s is not None else None
+    client: dict[str, Any] = {"workers": [], "stop_reason": stop_reason, "clock": CLOCK}
+    run_info = {"provenance": provenance, "gates": gates.model_dump(mode="json"), "client": client,
+                "gpus": options.gpus}
+    art.write_json(jdir / art.RUN_FILE, run_info)
+    return _finish_summary(jdir, job, group.source, settings)
+
+
+def _placed(group: ServerGroup) -> ServerGroup:
+    """The group as provenance should record it: placed by the virtual clock, not by the executor asked for."""
+    return ServerGroup(id=group.id, spec=group.spec, jobs=group.jobs, source=group.source, executor=KIND,
+                       notes=group.notes)

@@ -1,0 +1,159 @@
+"""`llmsweep run --simulate` and `llmsweep predict` in virtual time: any recipe runs on the simulator offline, every
+job gets a result or a refusal with its reason, and fixed-length points are valid when their prompts completed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = ROOT / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+AMD_MASTER = Path("/work/shared/reference/inferencex/amd-master.yaml")
+RUNNERS = AMD_MASTER.with_name("runners.yaml")
+
+
+def _offline(tmp_path: Path) -> dict[str, str]:
+    return cli_env(tmp_path, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+
+
+def _short_seed(tmp_path: Path) -> Path:
+    """The seed recipe as it is, with one concurrency per arm and a 300 s window (CI time)."""
+    doc = yaml.safe_load(SEED.read_text())
+    (recipe,) = doc.values()
+    for entry in recipe["scenarios"]["agentic-coding"]:
+        for arm in entry["search-space"]:
+            arm["conc-list"] = [4]
+    recipe.setdefault("workload", {})["duration"] = 300
+    path = tmp_path / SEED.name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.mark.timeout(300)
+def test_the_seed_recipe_runs_offline_on_the_simulator_with_synthetic_traces(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli([_short_seed(tmp_path), "--simulate", "--traces", "synthetic", "--out", out], _offline(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    jobs = job_dirs(out)
+    assert len(jobs) == 2
+    for jdir in jobs.values():
+        summary = read_json(jdir / "summary.json")
+        assert summary["source"] == "simulated" and summary["provenance"]["clock"] == "virtual"
+        assert summary["requests"]["successful"] > 0 and summary["requests"]["failed"] == 0
+        assert read_json(jdir / "job.json")["workload"]["traces"]["synthetic"]["max-isl"] == 256000
+
+
+@pytest.mark.timeout(120)
+def test_an_unreadable_trace_source_is_resolved_once_before_anything_runs_and_refuses_its_jobs(
+        tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli([SEED, "--simulate", "--out", out], _offline(tmp_path))
+    assert proc.returncode == 1
+    outcomes = read_json(out / "run.json")["outcomes"]
+    assert len(outcomes) == 9 and {o["status"] for o in outcomes} == {"refused"}
+    assert all("--traces synthetic" in o["reasons"][0] for o in outcomes)
+    # Said once (plus the completeness report's line per job), before any job ran; nothing was simulated.
+    assert proc.stderr.count("9 job(s) refused") == 1
+    assert not (out / "jobs").exists() or not list((out / "jobs").iterdir())
+
+
+def _without_pin(tmp_path: Path) -> Path:
+    """spec-fixed-sim.yaml's MTP job without its pinned AL: a fixed-length job that measures real acceptance."""
+    doc = yaml.safe_load((RECIPES / "spec-fixed-sim.yaml").read_text())
+    recipe = doc["run-sim-spec"]
+    del recipe["serve"]["spec-decoding"]["acceptance-length"]
+    path = tmp_path / "spec-real.yaml"
+    path.write_text(yaml.safe_dump({"run-sim-spec-real": recipe}, sort_keys=False))
+    return path
+
+
+@pytest.mark.timeout(120)
+def test_fixed_length_points_are_valid_and_real_acceptance_runs_at_the_labelled_estimate(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "fixed-sim.yaml", _without_pin(tmp_path), "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    jobs = job_dirs(out)
+    assert len(jobs) == 3
+    for name, jdir in jobs.items():
+        summary = read_json(jdir / "summary.json")
+        job = read_json(jdir / "job.json")
+        # InferenceX: a fixed-length point is valid when its planned prompts completed within the gates.
+        assert summary["validity"]["verdict"] == "valid", (name, summary["validity"])
+        assert summary["requests"]["successful"] == job["workload"]["num-prompts"] or \
+            summary["requests"]["successful"] == job["workload"]["num-prompts-per-conc"] * job["conc"]
+        if job.get("spec-decoding", "none") != "none":
+            acceptance = summary["provenance"]["acceptance"]
+            # The golden curve covers Qwen3.5 MTP K=3: the estimate is its value, labelled as an estimate.
+            assert acceptance["source"] == "estimate" and acceptance["value"] == pytest.approx(3.39)
+            assert "estimate" in (jdir / "server_command.txt").read_text()
+
+
+def _predict(args: list[str | Path], env: dict[str, str], timeout: float = 240) -> list[dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", *(str(a) for a in args), "--json"],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+MASTER_KEYS = ("dsv4-fp8-mi300x-vllm", "dsr1-fp8-mi355x-sglang-mtp", "qwen3.5-fp8-mi300x-sglang-agentic-mtp",
+               "dsr1-fp8-mi355x-sglang-disagg")
+"""A slice of the AMD master: the DeepSeek-V4-Pro FP8 job that used to abort `predict`, fixed-length speculative
+jobs with real acceptance, the seed's AgentX jobs (their HF corpus is not reachable offline) and a disaggregated
+recipe."""
+
+
+@pytest.mark.skipif(not AMD_MASTER.is_file(), reason="the InferenceX reference files are not present")
+@pytest.mark.timeout(300)
+def test_predict_on_the_amd_master_gives_every_job_a_result_or_a_refusal(tmp_path: Path) -> None:
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.plan.point import points_of
+
+    expected = {(j.id, p.concurrency) for j in jobs_from_files([AMD_MASTER], config_keys=list(MASTER_KEYS))
+                for p in points_of(j)}
+    keys = [a for k in MASTER_KEYS for a in ("--config-keys", k)]
+    results = _predict([AMD_MASTER, *keys, "--max-requests", "16", "--duration", "60"], _offline(tmp_path))
+    by_job: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by_job.setdefault(r["job"], []).append(r)
+    assert {job for job, _ in expected} == set(by_job)
+    for rows in by_job.values():
+        for r in rows:
+            assert ("summary" in r) != ("refused" in r), r
+            if "refused" in r:
+                assert r["refused"], r
+    refused = [r for r in results if "refused" in r]
+    assert all("agentic" in r["job"] or "cannot" in r["refused"] for r in refused), refused
+    dsv4 = [r for r in results if r["job"].startswith("dsv4") and "summary" in r]
+    assert dsv4, "DeepSeek-V4-Pro FP8 fits 8 x MI300X (its FP4 experts stay FP4)"
+    spec = [r for r in results if "_spec-mtp_" in r["job"] and "summary" in r and "agentic" not in r["job"]]
+    assert spec and all(r["summary"]["provenance"]["acceptance"]["source"] == "estimate" for r in spec)
+
+
+@pytest.mark.skipif(not AMD_MASTER.is_file(), reason="the InferenceX reference files are not present")
+@pytest.mark.timeout(300)
+def test_run_simulate_on_the_amd_master_accounts_for_every_job(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    keys = ["--config-keys", "dsv4-fp8-mi300x-vllm-mtp", "--config-keys", "qwen3.5-fp8-mi300x-sglang-agentic-mtp"]
+    proc = run_cli([AMD_MASTER, "--runner-config", RUNNERS, "--simulate", *keys, "--out", out, "--no-report"],
+                   _offline(tmp_path))
+    assert proc.returncode == 1, proc.stderr[-4000:]  # refusals fail the run, never abort it
+    outcomes = read_json(out / "run.json")["outcomes"]
+    assert outcomes and all(o["status"] == "valid" or (o["status"] == "refused" and o["reasons"])
+                            for o in outcomes), outcomes
+    ran = [o for o in outcomes if o["status"] == "valid"]
+    # DeepSeek-V4-Pro FP8 on 8 x MI300X fits; its MTP throughput rows run at the golden-curve estimate.
+    assert ran and all(o["job_id"].startswith("dsv4") for o in ran)
+    for o in ran:
+        acceptance = read_json(out / "jobs" / o["job_id"] / "summary.json")["provenance"]["acceptance"]
+        assert acceptance["source"] == "estimate" and acceptance["value"] > 1
+    # The AgentX jobs' HF corpus is not reachable offline: resolved once, every such job refused with the fix.
+    agentic = [o for o in outcomes if o["job_id"].startswith("qwen3.5")]
+    assert agentic and all(o["status"] == "refused" and "--traces synthetic" in o["reasons"][0] for o in agentic)
+    assert proc.stderr.count("cannot be read") == 1 + len(agentic)  # once up front, then the completeness report
