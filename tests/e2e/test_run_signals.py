@@ -13,7 +13,7 @@ from pathlib import Path
 from test_run_support import RECIPES, alive, cli_env, kill_quietly, read_json, record_lines, run_argv, wait_for
 
 RECIPE = RECIPES / "slow-fixed-sim.yaml"
-LIVE: tuple[str, ...] = ()
+LIVE: tuple[str, ...] = ("--live",)
 """Options that keep a simulated run on the live HTTP path (its server a real process to signal)."""
 SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
 
