@@ -24,7 +24,8 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ConfigError(f"--executor-option {pair!r} is not KEY=VALUE", fix="e.g. --executor-option partition=gpu")
+            raise ConfigError(f"--executor-option {pair!r} is not KEY=VALUE",
+                              fix="e.g. --executor-option partition=gpu")
         out[key.strip().replace("-", "_")] = yaml.safe_load(value)
     return out
 
@@ -108,12 +109,14 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         if not only_jobs:
             click.echo("no job changed: nothing to run", err=True)
             return 0
-    settings: dict[str, Any] = {
+    from llmsweep.execute.lifecycle import LifecycleSettings
+
+    settings = LifecycleSettings.model_validate({
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
         "request_timeout_s": request_timeout, "client_workers": client_workers,
         "readback": {"al_tolerance": al_tolerance},
         "power": {"require": require_power, "backend": power_backend},
-    }
+    })
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
         executor_options=_options(executor_options), simulate=simulate, live=live, traces=traces, out=out,

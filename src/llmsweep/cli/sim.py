@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 import time
@@ -63,8 +64,8 @@ def serve(**opts: object) -> None:
     """Serve the simulated engine over an OpenAI-compatible HTTP API."""
     config = _engine_config(opts)
     style = str(opts["metrics_style"])
-    asyncio.run(_serve(config, host=str(opts["host"]), port=int(opts["port"]),  # type: ignore[arg-type]
-                       served_model_name=opts["served_model_name"], metrics_style=style))  # type: ignore[arg-type]
+    asyncio.run(_serve(config, host=str(opts["host"]), port=int(str(opts["port"])),
+                       served_model_name=opts["served_model_name"], metrics_style=style))
 
 
 def engine_config_from_argv(argv: list[str] | tuple[str, ...]) -> EngineConfig:
@@ -132,10 +133,8 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+        with contextlib.suppress(NotImplementedError):  # non-POSIX
             loop.add_signal_handler(sig, stop.set)
-        except NotImplementedError:  # pragma: no cover - non-POSIX
-            pass
     try:
         await stop.wait()
     finally:
@@ -316,7 +315,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     for source, unread in unreadable.items():
         n = sum(1 for j in jobs if trace_source_label(j) == source)
         click.echo(f"{unread.message}; {n} job(s) refused (fix: {unread.fix})", err=True)
-    results: list[dict[str, object]] = []
+    results: list[dict[str, Any]] = []
     # Per-point progress on stderr: a point of a long window takes seconds of CPU, a whole matrix many minutes.
     total, k, began = sum(len(points_of(job)) for job in jobs), 0, time.monotonic()
     for job in jobs:
@@ -360,6 +359,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                                 "refused": exc.message + (f" (fix: {exc.fix})" if exc.fix else "")})
                 continue
             summary = predicted.summary
+            assert summary is not None  # predict_point summarises unless asked not to
             results.append({"job": job.id, "concurrency": point.concurrency, "summary": summary,
                             "calibration": calibration})
             if out_dir is not None:
@@ -398,7 +398,7 @@ def _print_table(results: list[dict[str, Any]]) -> None:
                 spec.acceptance_length if spec is not None else None]
         fmt = ["{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
         scale = [1, 1e3, 1e3, 1, 1]
-        cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale)]
+        cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale, strict=True)]
         label = str(r.get("calibration") or "-")
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
         table.add_row(str(r["job"]), str(r["concurrency"]), *cells, label.split(" (")[0].replace("calibrated: ", ""))

@@ -115,7 +115,7 @@ Event = Callable[[str], None]
 
 
 def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)  # noqa: T201 - the CLI's progress channel, injected by default
+    print(msg, file=sys.stderr, flush=True)  # the CLI's progress channel, injected by default
 
 
 def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding]]:

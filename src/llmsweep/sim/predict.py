@@ -368,7 +368,8 @@ class PredictedPoint:
     seconds: float
     records: list[dict[str, Any]]
     scrapes: list[dict[str, Any]]
-    summary: Summary
+    summary: Summary | None
+    """None when the caller summarises the written files itself (`llmsweep run` in virtual time)."""
     workload: Workload | None = None
     stats: PredictionStats | None = None
 
@@ -402,7 +403,7 @@ def predict_point(
                           metrics_style=config.engine_style, model_name=point.job.model)
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=load.concurrency is None)
-    summary: dict[str, Any] = {}
+    summary: Summary | None = None
     if summarize:  # `llmsweep run` in virtual time writes the files and summarises them as the live path does
         gates = point.gates(planned_duration_s=seconds if load.duration_s is not None else None)
         summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",

@@ -116,7 +116,8 @@ class WorkloadSpec(StrictInput):
     )
     num_prompts: int | None = Field(default=None, gt=0, alias="num-prompts", description="Fixed-length prompt count.")
     num_prompts_per_conc: int | None = Field(
-        default=None, gt=0, alias="num-prompts-per-conc", description="Fixed-length prompts per unit of conc (default 10)."
+        default=None, gt=0, alias="num-prompts-per-conc",
+        description="Fixed-length prompts per unit of conc (default 10).",
     )
     range_ratio: float | None = Field(
         default=None, gt=0, le=1, alias="range-ratio", description="Random ISL/OSL range ratio (default 0.8)."
@@ -168,7 +169,8 @@ class ResolvedWorkload(StrictInput):
     osl: int | None = None
     num_prompts: int | None = Field(default=None, alias="num-prompts")
     num_prompts_per_conc: int | None = Field(
-        default=None, alias="num-prompts-per-conc", description="Prompts per unit of conc when num-prompts is not fixed."
+        default=None, alias="num-prompts-per-conc",
+        description="Prompts per unit of conc when num-prompts is not fixed.",
     )
     range_ratio: float | None = Field(default=None, alias="range-ratio")
     num_warmups: int | None = Field(default=None, alias="num-warmups")

@@ -302,9 +302,8 @@ class AgenticWorkload(Workload):
         last: RequestOutcome | None = None
         for j in range(nxt, len(turns)):
             turn = turns[j]
-            if j > nxt or begun:
-                if turn.delay > 0:
-                    yield Sleep(self._cap(turn.delay))
+            if (j > nxt or begun) and turn.delay > 0:
+                yield Sleep(self._cap(turn.delay))
             last = yield play.send(conv, stream.node, turn, "profiling", last=last)
 
     def _child(self, play: _Play, stream: StreamPlan) -> LaneProgram:

@@ -21,6 +21,7 @@ mean OSL ≈ 2k).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,7 +215,7 @@ def _stamp_think_times(entries: list[TraceRequest | SubagentEntry]) -> None:
     for e in entries:
         rows.extend(e.requests if isinstance(e, SubagentEntry) else [e])
     rows.sort(key=lambda r: r.t)
-    for prev, row in zip(rows, rows[1:]):
+    for prev, row in itertools.pairwise(rows):
         row.think_time = round(max(0.0, row.t - (prev.t + prev.api_time)), 3)
 
 
