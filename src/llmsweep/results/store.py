@@ -412,13 +412,13 @@ class Store:
                + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.ingested_at, x.run_id, x.job_id")
         return [self._point(row) for row in self._db.execute(sql, args)]
 
-    def reusable(self, keys: Iterable[str], verdicts: tuple[str, ...] = ("valid", "smoke")) -> dict[str, Reusable]:
+    def reusable(self, keys: Iterable[str], verdicts: tuple[str, ...] = ("valid",)) -> dict[str, Reusable]:
         """For each reuse key (`changes.reuse`), the newest stored result with one of `verdicts` recorded under it.
 
         A run records its jobs' keys in its `run.json` (`reuse_keys`, kept in `runs.meta`); a key names the job's
         full identity including llmsweep's measurement definitions and the workload (so its planned profile window:
-        an identical job earns the same valid-or-smoke kind of verdict), so a match is the same measurement. Invalid
-        and failed results are never reused."""
+        an identical job earns the same kind of verdict), so a match is the same measurement. Only valid results are
+        reused by default: smoke, invalid and failed ones are measured again."""
         wanted, out = set(keys), {}
         runs = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at DESC, rowid DESC").fetchall()
         for run in runs:

@@ -24,7 +24,7 @@ def test_newest_done_result_is_found_and_invalid_ones_are_not(make_run, store_pa
     with Store(store_path) as store:
         store.ingest_run(old.path)
         store.ingest_run(new.path)
-        found = store.reusable(["k1", "k2", "k3"])
+        found = store.reusable(["k1", "k2", "k3"], verdicts=("valid", "smoke"))
         assert found["k1"].run_id == "new" and found["k2"].run_id == "old" and "k3" not in found
         assert found["k1"].job_id == jobs[0] and found["k1"].verdict in ("valid", "smoke")
     db = sqlite3.connect(store_path)
@@ -32,5 +32,11 @@ def test_newest_done_result_is_found_and_invalid_ones_are_not(make_run, store_pa
         db.execute("UPDATE results SET verdict = 'invalid' WHERE run_id = 'new'")
     db.close()
     with Store(store_path) as store:
-        assert store.reusable(["k1"])["k1"].run_id == "old"  # the invalid newer result is passed over
-        assert store.reusable(["k1"], verdicts=("valid",)).keys() <= {"k1"}
+        # the invalid newer result is passed over
+        assert store.reusable(["k1"], verdicts=("valid", "smoke"))["k1"].run_id == "old"
+    db = sqlite3.connect(store_path)
+    with db:
+        db.execute("UPDATE results SET verdict = 'smoke'")
+    db.close()
+    with Store(store_path) as store:
+        assert store.reusable(["k1", "k2"]) == {}  # by default only valid results are reused
