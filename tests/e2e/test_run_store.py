@@ -29,7 +29,7 @@ def test_a_store_that_cannot_be_written_stops_the_run_before_any_server(tmp_path
     folder.mkdir()
     for store in (corrupt, folder):
         out = tmp_path / f"out-{store.stem}"
-        res = run_cli([RECIPE, "--out", out], cli_env(tmp_path, LLMSWEEP_STORE=str(store)), timeout=120)
+        res = run_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path, LLMSWEEP_STORE=str(store)), timeout=120)
         assert res.returncode == 2, res.stderr[-3000:]
         assert "error:" in res.stderr and str(store) in res.stderr and "fix:" in res.stderr
         assert "Traceback" not in res.stderr
@@ -39,7 +39,7 @@ def test_a_store_that_cannot_be_written_stops_the_run_before_any_server(tmp_path
 
 def test_an_interrupted_sweep_keeps_its_completed_jobs_in_the_store(tmp_path: Path) -> None:
     out, log, store = tmp_path / "out", tmp_path / "run.log", tmp_path / "store.sqlite"
-    proc = start_cli([RECIPE, "--out", out], cli_env(tmp_path), log)
+    proc = start_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), log)
     try:
         (first,) = wait_for(lambda: _summaries(out), timeout=120, what="the first job's summary", proc=proc, log=log)
         # stored as it finished, before the sweep ends
@@ -57,12 +57,12 @@ def test_an_interrupted_sweep_keeps_its_completed_jobs_in_the_store(tmp_path: Pa
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     assert first.parent.name in [r["job_id"] for r in rows]
-    assert all(r["verdict"] == "smoke" for r in rows)
+    assert all(r["verdict"] == "valid" for r in rows)
 
 
 def test_a_store_failing_at_the_end_fails_the_run_and_keeps_it_on_disk(tmp_path: Path) -> None:
     out, log, store = tmp_path / "out", tmp_path / "run.log", tmp_path / "store.sqlite"
-    proc = start_cli([RECIPE, "--out", out], cli_env(tmp_path), log)
+    proc = start_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), log)
     try:
         wait_for(lambda: _summaries(out) and store.exists(), timeout=120, what="the first job stored", proc=proc,
                  log=log)
@@ -78,7 +78,7 @@ def test_a_store_failing_at_the_end_fails_the_run_and_keeps_it_on_disk(tmp_path:
     assert "not stored:" in text  # the completeness report says so too
     assert "Traceback" not in text
     jobs = job_dirs(out)
-    assert len(jobs) == 3 and all(verdict(j) == "smoke" for j in jobs.values())
+    assert len(jobs) == 3 and all(verdict(j) == "valid" for j in jobs.values())
     # the run is whole on disk: ingesting it later stores every job
     shutil.rmtree(store)
     ingest = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "results", "ingest", str(out), "--store",
