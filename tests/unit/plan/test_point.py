@@ -39,8 +39,9 @@ def test_predict_replays_a_mooncake_trace_from_a_recipe(tmp_path: Path) -> None:
     predicted = predict_point(point, engine_config_from_argv(engines.render(job, simulate=True).argv))
     assert len(predicted.records) == 10  # every row once
     assert {r["lane"] for r in predicted.records} == {0, 1, 2, 3}  # closed loop at the job's conc, as `run` sends it
-    assert predicted.summary["requests"]["successful"] == 10
-    assert predicted.summary["source"] == "predicted"
+    assert predicted.summary is not None
+    assert predicted.summary.requests.successful == 10
+    assert predicted.summary.source == "predicted"
 
 
 def test_traces_override_the_agentic_jobs_source_only() -> None:
