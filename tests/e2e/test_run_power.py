@@ -16,7 +16,8 @@ from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
 def test_simulated_sweep_reports_valid_power_rising_tokens_per_joule(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = cli_env(tmp_path)
-    proc = run_cli([RECIPES / "fixed-sim.yaml", "--live", "--out", out, "--no-report", "--require-power", "--json"], env)
+    proc = run_cli([RECIPES / "fixed-sim.yaml", "--live", "--out", out, "--no-report", "--require-power", "--json"],
+                   env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     # The end-of-run table speaks power too.
     table = json.loads(proc.stdout)["jobs"]
