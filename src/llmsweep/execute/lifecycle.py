@@ -377,6 +377,15 @@ def on_job_finished(sink: JobSink) -> Iterator[None]:
         _JOB_SINK.reset(token)
 
 
+def outcome_of(job: Job, summary: Summary, job_dir: Path) -> JobOutcome:
+    """A measured job's outcome: its summary's verdict and reasons (the failing reason first: the smoke note is
+    informational)."""
+    status: Status = summary.validity.verdict
+    reasons = sorted(summary.validity.reasons, key=lambda r: r.startswith("smoke run"))
+    return JobOutcome(job_id=job.id, exp_name=job.exp_name, status=status, reasons=reasons,
+                      summary_path=str(job_dir / art.SUMMARY_FILE))
+
+
 def report_job_finished(job_dir: Path, outcome: JobOutcome) -> None:
     """Tell the `on_job_finished` sink (if any) that a job's folder is final: `run_job` calls it here; an executor
     whose jobs run elsewhere (Slurm) calls it on the driver as it reads their outcomes back."""
@@ -409,12 +418,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
                             provenance=_provenance(job, spec, group, server.observed, handle, server.launcher.kind),
                             on_progress=progress.client, power=server.power)
         check_alive(handle, during=f"job {job.id}")
-        status: Status = summary.validity.verdict
-        reasons = list(summary.validity.reasons)
-        # The smoke note is informational; a reader of a failed job wants the failing reason first.
-        reasons.sort(key=lambda r: r.startswith("smoke run"))
-        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status=status, reasons=reasons,
-                             summary_path=str(jdir / art.SUMMARY_FILE))
+        outcome = outcome_of(job, summary, jdir)
     except LlmsweepError as exc:
         outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
     except KeyboardInterrupt:

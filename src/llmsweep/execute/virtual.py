@@ -28,11 +28,11 @@ from llmsweep.execute.lifecycle import (
     JobOutcome,
     LifecycleSettings,
     ServerGroup,
-    Status,
     _finish_summary,
     _gates,
     _provenance,
     _run_options,
+    outcome_of,
     report_job_finished,
 )
 from llmsweep.execute.progress import current_progress
@@ -134,11 +134,7 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig, run_dir: Path, s
     try:
         art.write_json(jdir / art.JOB_FILE, job.to_json())
         (jdir / art.COMMAND_FILE).write_text(command_text(group.spec), encoding="utf-8")
-        summary = _simulate(job, group, config, jdir, settings)
-        status: Status = summary.validity.verdict
-        reasons = sorted(summary.validity.reasons, key=lambda r: str(r).startswith("smoke run"))
-        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status=status, reasons=reasons,
-                             summary_path=str(jdir / art.SUMMARY_FILE))
+        outcome = outcome_of(job, _simulate(job, group, config, jdir, settings), jdir)
     except LlmsweepError as exc:
         outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
     except KeyboardInterrupt:
