@@ -161,6 +161,12 @@ def test_a_policy_error_about_one_job_refuses_that_job_only(tmp_path: Path) -> N
     assert in_cap["status"] == "valid", in_cap
     assert set(job_dirs(out)) == {in_cap["job_id"]}
     assert verdict(job_dirs(out)[in_cap["job_id"]]) == "valid"
+    # `--json` (what a script or CI reads) exits the same way, and its table says which job was refused
+    as_json = run_cli([RECIPES / "policy-max-conc.yaml", "--out", tmp_path / "json", "--json", "--no-report"],
+                      cli_env(tmp_path))
+    assert as_json.returncode == 2, as_json.stderr
+    rows = {r["job"]: r for r in json.loads(as_json.stdout)["jobs"]}
+    assert rows[over["job_id"]]["verdict"] == "refused" and "[grid.max-conc]" in rows[over["job_id"]]["reason"]
 
 
 def test_a_recipe_without_serve_runs_on_the_simulator_with_simulate(tmp_path: Path) -> None:

@@ -126,20 +126,21 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     with use_progress(progress_for()) as progress:
         outcome = run_sweep(request, event=progress.line)
     rows = outcome_rows(outcome)
+    # A policy error is bad input (2, as `validate`): its jobs were refused before any launch.
+    status = 0 if outcome.ok else 2 if any(f.is_error for f in outcome.findings) else 1
     if as_json:
         click.echo(json.dumps({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir),
                                "report": str(outcome.report_path) if outcome.report_path else None,
                                "ok": outcome.ok, "jobs": rows}, indent=2))
         click.echo(outcome.completeness(), err=True)
-        return 0 if outcome.ok else 1
+        return status
     _print_rows(rows)
     click.echo(outcome.completeness(), err=True)
     if outcome.report_path is not None:
         click.echo(str(outcome.report_path))
     else:
         click.echo(str(outcome.run_dir))
-    # A policy error is bad input (2, as `validate`): its jobs were refused before any launch.
-    return 0 if outcome.ok else 2 if any(f.is_error for f in outcome.findings) else 1
+    return status
 
 
 def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
