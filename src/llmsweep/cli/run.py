@@ -13,6 +13,7 @@ import yaml
 from llmsweep.cli.options import config_keys_option, json_option, option, runner_config_option, store_option
 from llmsweep.errors import ConfigError
 from llmsweep.execute.registry import executor_help, executor_kinds
+from llmsweep.power.sampler import RUN_BACKEND_CHOICES
 from llmsweep.power.samples import REQUIRE_POWER_HELP
 
 if TYPE_CHECKING:
@@ -68,9 +69,9 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--al-tolerance", type=float, default=0.10, show_default=True,
               help="Allowed |realised − pinned| acceptance length in the read-back gate.")
 @click.option("--require-power/--no-require-power", default=None, help=REQUIRE_POWER_HELP)
-@click.option("--power-backend", type=click.Choice(["auto", "off", "nvml", "amd-smi", "nvidia-smi"]), default="auto",
-              show_default=True, help="GPU power sampler: auto tries NVML, amd-smi, then nvidia-smi; the simulator "
-              "always reports its modelled power.")
+@click.option("--power-backend", type=click.Choice(RUN_BACKEND_CHOICES), default="auto",
+              show_default=True, help="GPU power sampler: auto tries NVML, amd-smi, then nvidia-smi (DCGM first for "
+              "a disaggregated prefill/decode role); the simulator always reports its modelled power.")
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,10 +32,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BackendChoice = Literal["auto", "off", "nvml", "amd-smi", "nvidia-smi", "sim"]
+BackendChoice = Literal["auto", "off", "nvml", "amd-smi", "nvidia-smi", "dcgm", "sim"]
+RUN_BACKEND_CHOICES = tuple(c for c in get_args(BackendChoice) if c != "sim")
+"""What `llmsweep run --power-backend` offers (the simulator's own backend is chosen by the engine, never asked)."""
 OFF_REASON = "power sampling is off (--power-backend off)"
 AUTO_ORDER = ("nvml", "amd-smi", "nvidia-smi")
 """`auto` on real hardware: NVML first, then amd-smi, then nvidia-smi's CSV; the simulator always uses `sim`."""
+MULTINODE_ROLES = frozenset({"prefill", "decode"})
+"""Roles of a multi-node (disaggregated) deployment: InferenceX samples them through DCGM (wave-2 spec §3.3)."""
+
+
+def auto_order(role: str | None = None) -> tuple[str, ...]:
+    """The backends `auto` tries for a server of `role` (None or `server`: an aggregated one): a disaggregated role
+    reads DCGM first, where its node runs a host engine, then what a single node uses."""
+    return ("dcgm", *AUTO_ORDER) if role in MULTINODE_ROLES else AUTO_ORDER
 
 
 class PowerSettings(BaseModel):
@@ -154,9 +164,11 @@ def _job_header(header: TelemetryHeader, expected_gpus: int, require: bool | Non
 
 
 def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: str | None,
-                  env: Mapping[str, str] | None = None, server_dir: Path | None = None) -> Sampler | None:
+                  env: Mapping[str, str] | None = None, server_dir: Path | None = None,
+                  role: str | None = None) -> Sampler | None:
     """A started sampler for a server that is now ready, or None when power is not sampled at all (`off`, or no
-    backend here and power not required)."""
+    backend here and power not required). `role`: the server's role in a disaggregated deployment (prefill, decode:
+    `auto` tries DCGM first, as InferenceX's multi-node lane does), None for an aggregated server."""
     if settings.backend == "off" and not settings.require:
         return None
     simulated = engine == "sim"
@@ -165,7 +177,7 @@ def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: 
     elif simulated:
         kinds = ("sim",)
     elif settings.backend == "auto":
-        kinds = AUTO_ORDER if gpus > 0 else ()
+        kinds = auto_order(role) if gpus > 0 else ()
     else:
         kinds = (settings.backend,)
     merged = {**os.environ, **(env or {})}
