@@ -8,6 +8,7 @@
 #   NAME=llama                 run name: the run dir is $RUNS/$NAME, the archive $OUT/$NAME.tar.gz
 #   RECIPES="examples/gpu/llama-1b-bf16-h200-vllm.yaml"
 #   CONFIG_KEYS=''             optional --config-keys glob;  RESUME=1 adds --resume (rerun what a killed call left)
+#   REQUIRE_POWER=1            adds --require-power (a job without valid GPU power fails; docs/gpu.md §8)
 #   SYNTH="llama-1b"           ("" for none) presets to write under /tmp/models/<preset> (`preset:--draft` adds the draft)
 #   RUN_TIMEOUT=520            seconds `llmsweep run` may take (SIGINT, then its servers are stopped)
 #   CALL_LIMIT=                the device call's timeout_s: RUN_TIMEOUT shrinks so stopping and packing still fit
@@ -56,7 +57,7 @@ log "llmsweep run $RECIPES -> $run"
 # shellcheck disable=SC2086
 timeout -s INT -k 30 "$RUN_TIMEOUT" python3 -m llmsweep.cli.main run $RECIPES "${keys[@]}" \
   --runner-config examples/gpu/fleet.yaml --executor local --executor-option allow_image=true \
-  ${RESUME:+--resume} --out "$run" --store "$run/results.sqlite" 2>&1 | tee "$OUT/run.log"
+  ${RESUME:+--resume} ${REQUIRE_POWER:+--require-power} --out "$run" --store "$run/results.sqlite" 2>&1 | tee "$OUT/run.log"
 rc=${PIPESTATUS[0]}
 log "llmsweep run exit $rc"
 python3 - "$run" <<'PY' 2>&1 | tee -a "$OUT/steps.txt"

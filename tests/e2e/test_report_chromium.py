@@ -324,3 +324,33 @@ def test_a_real_run_lists_its_policy_refused_job_with_the_reason(driver, tmp_pat
     (tag,) = driver.find_elements(By.CSS_SELECTOR, "#chart .pt-label")
     assert tag.text.startswith("c2 · n")
     assert _errors(driver) == []
+
+
+def test_cost_and_energy_per_token_are_y_axes_with_lower_is_better_frontiers(driver, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A simulated run carries modelled power and assumed cost: $/Mtok and J/token are selectable on y, each
+    titled lower-is-better, its markers at the summaries' values and its frontier the cheaper point's side."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
+
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    powers = [read_json(j / "summary.json")["power"] for j in job_dirs(out).values()]
+    _open(driver, out / "report" / "index.html")
+    options = {o.get_attribute("value"): o.text for o in Select(driver.find_element(By.ID, "y-axis")).options}
+    assert all("lower is better" in options[k] for k in ("usd_per_mtok_output", "joules_per_output_token"))
+    assert "lower is better" not in options["tokens_per_joule"]
+    for key, want in (("usd_per_mtok_output", [p["cost"]["usd_per_mtok_output"] for p in powers]),
+                      ("joules_per_output_token", [p["joules_per_output_token"] for p in powers])):
+        Select(driver.find_element(By.ID, "y-axis")).select_by_value(key)
+        ys = sorted(float(m.get_attribute("data-y")) for m in driver.find_elements(By.CSS_SELECTOR, "#chart .marker"))
+        assert ys == pytest.approx(sorted(want), rel=1e-4)
+        assert "↓ better" in driver.find_element(By.ID, "y-title").text
+        fronts = driver.execute_script(
+            "return JSON.parse(document.getElementById('llmsweep-data').textContent).frontiers_by_y")[key]
+        payload = driver.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+        by_id = {p["id"]: p["metrics"][key] for p in payload["points"]}
+        for ids in fronts["p90_intvty"].values():  # the cheapest point of each series is on its frontier
+            assert min(by_id.values()) in [by_id[i] for i in ids]
+    assert _errors(driver) == []

@@ -57,3 +57,66 @@ def test_simulated_sweep_reports_valid_power_rising_tokens_per_joule(tmp_path: P
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert read_json(jdir / "summary.json")["power"] == before
+
+
+def test_virtual_time_sweep_carries_the_live_paths_power_block(tmp_path: Path) -> None:
+    """The default simulated run (virtual time, no server) models power over virtual time: the job's
+    `gpu_metrics.jsonl` has the live sampler's form, and the summary's block is valid, simulated, and rises in
+    tokens per joule with concurrency."""
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--require-power", "--json"],
+                   cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    by_conc: dict[int, dict[str, object]] = {}
+    for name, jdir in job_dirs(out).items():
+        summary = read_json(jdir / "summary.json")
+        assert summary["provenance"]["clock"] == "virtual"
+        lines = (jdir / "gpu_metrics.jsonl").read_text().splitlines()
+        header = json.loads(lines[0])
+        assert header["backend"] == "sim" and header["source"] == "simulated" and header["require"] is True
+        assert len({json.loads(line)["gpu"] for line in lines[1:]}) == 8
+        power = summary["power"]
+        assert power["power_valid"] is True, power["reasons"]
+        assert power["source"] == "simulated" and power["observed_gpus"] == 8
+        # (the energy counter is checked on full-length windows in the quickstart test: over a window of about a
+        # second, 1 Hz samples of a stepwise model cannot match it within 5 %)
+        assert power["counter_check"]["energy_j"] > 0
+        assert 0 < power["avg_power_w"] <= 750  # between the MI300X's idle and maximum board watts
+        by_conc[int(name.split("_conc")[1].split("_")[0])] = power
+    assert sorted(by_conc) == [2, 4]
+    assert by_conc[4]["tokens_per_joule"] > by_conc[2]["tokens_per_joule"]  # type: ignore[operator]
+
+
+def test_virtual_time_sweep_without_power(tmp_path: Path) -> None:
+    """`--power-backend off`: no samples, no power block (nothing claimed that was not modelled)."""
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--power-backend", "off"],
+                   cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for jdir in job_dirs(out).values():
+        assert not (jdir / "gpu_metrics.jsonl").exists()
+        assert read_json(jdir / "summary.json").get("power") is None
+
+
+def test_recipe_require_power_fails_jobs_without_power_unless_the_run_overrides_it(tmp_path: Path) -> None:
+    """`require-power: true` in the recipe with sampling off: every job is invalid and says why; the run's
+    `--no-require-power` overrides the recipe (the jobs are valid and claim no power)."""
+    recipe = tmp_path / "required.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text().replace(
+        "  multinode: false\n", "  multinode: false\n  require-power: true\n"))
+    out = tmp_path / "out"
+    proc = run_cli([recipe, "--out", out, "--no-report", "--power-backend", "off"], cli_env(tmp_path))
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    for jdir in job_dirs(out).values():
+        summary = read_json(jdir / "summary.json")
+        power = summary["power"]
+        assert power["required"] is True and power["power_valid"] is False
+        assert "telemetry_unavailable" in power["reasons"] and "--power-backend off" in power["error"]
+        assert summary["validity"]["verdict"] == "invalid"
+        assert any("power not valid" in r for r in summary["validity"]["reasons"]), summary["validity"]
+
+    out2 = tmp_path / "out2"
+    proc = run_cli([recipe, "--out", out2, "--no-report", "--power-backend", "off", "--no-require-power"],
+                   cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert all(read_json(j / "summary.json").get("power") is None for j in job_dirs(out2).values())

@@ -34,6 +34,7 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
     jobs = job_dirs(out)
     assert len(jobs) == 9
     resident: dict[int, float] = {}
+    tokens_per_joule: dict[int, float] = {}
     for name, jdir in jobs.items():
         summary = read_json(jdir / "summary.json")
         job = read_json(jdir / "job.json")
@@ -47,13 +48,19 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
         assert check["ok"] is True and abs(check["realised"] - 3.39) <= 0.10, (name, check)
         # The lanes generate rather than think: in-flight requests track concurrency (AgentX-shaped traces).
         assert summary["tokens"]["output"]["p50"] >= 300, (name, summary["tokens"]["output"])
+        # Modelled power over virtual time: valid, labelled simulated, the energy counter agreeing with the integral.
+        power = summary["power"]
+        assert power["power_valid"] is True and power["source"] == "simulated", (name, power["reasons"])
+        assert power["counter_check"]["within_tolerance"] is True, (name, power["counter_check"])
         if job["kv-offloading"] == "none":
             resident[job["conc"]] = summary["throughput"]["per_gpu"]["output_tps"]
+            tokens_per_joule[job["conc"]] = power["tokens_per_joule"]
     concs = sorted(resident)
     assert concs == [1, 4, 8, 12, 16]
     for low, high in pairwise(concs):
         assert resident[high] >= resident[low] * (1 - NOISE), resident
     assert resident[16] > 3 * resident[1], resident
+    assert all(tokens_per_joule[high] > tokens_per_joule[low] for low, high in pairwise(concs)), tokens_per_joule
 
 
 def _short_live_quickstart(tmp_path: Path) -> Path:

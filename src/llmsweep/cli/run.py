@@ -13,6 +13,8 @@ import yaml
 from llmsweep.cli.options import config_keys_option, json_option, option, runner_config_option, store_option
 from llmsweep.errors import ConfigError
 from llmsweep.execute.registry import executor_help, executor_kinds
+from llmsweep.power.sampler import RUN_BACKEND_CHOICES
+from llmsweep.power.samples import REQUIRE_POWER_HELP
 
 if TYPE_CHECKING:
     from llmsweep.execute.pipeline import RunOutcome
@@ -66,11 +68,10 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("client_workers")
 @click.option("--al-tolerance", type=float, default=0.10, show_default=True,
               help="Allowed |realised − pinned| acceptance length in the read-back gate.")
-@click.option("--require-power", is_flag=True,
-              help="Fail a job whose GPU power is not valid (no sampler, gaps, GPU count not TP x PP x PCP, ...).")
-@click.option("--power-backend", type=click.Choice(["auto", "off", "nvml", "amd-smi", "nvidia-smi"]), default="auto",
-              show_default=True, help="GPU power sampler: auto tries NVML, amd-smi, then nvidia-smi; the simulator "
-              "always reports its modelled power.")
+@click.option("--require-power/--no-require-power", default=None, help=REQUIRE_POWER_HELP)
+@click.option("--power-backend", type=click.Choice(RUN_BACKEND_CHOICES), default="auto",
+              show_default=True, help="GPU power sampler: auto tries NVML, amd-smi, then nvidia-smi (DCGM first for "
+              "a disaggregated prefill/decode role); the simulator always reports its modelled power.")
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
@@ -78,7 +79,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         only_job: tuple[str, ...], reuse: bool, force: bool, repeats: int, out: Path, store: Path | None,
         runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
-        al_tolerance: float, require_power: bool, power_backend: str, as_json: bool, worker: Path | None) -> int:
+        al_tolerance: float, require_power: bool | None, power_backend: str, as_json: bool, worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.
 
     Jobs with identical launch specs share one server. Simulated jobs (the `sim` engine, or --simulate) run on the

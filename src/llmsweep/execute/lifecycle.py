@@ -291,8 +291,8 @@ class _Server:
             raise
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
         self.observed = observe_runtime(handle, spec)
-        self.power = start_sampler(self.settings.power, engine=spec.engine, gpus=spec.gpus, base_url=handle.base_url,
-                                   env=spec.env, server_dir=self.dir)
+        self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine, gpus=spec.gpus,
+                                   base_url=handle.base_url, env=spec.env, server_dir=self.dir)
         if self.observed.get("engine_version") or self.observed.get("gpu_names"):
             self.event(f"server reports {spec.engine} {self.observed.get('engine_version') or '?'} on "
                        f"{', '.join(self.observed.get('gpu_names') or ['?'])}")
@@ -349,7 +349,8 @@ def bench_job(
     run_benchmark(_workload(job, source), _endpoint(job, spec, base_url), options, out_dir,
                   provenance=provenance, gates=_gates(job, options), on_progress=on_progress)
     if power is not None:  # the job's samples beside its records, read by the summary's power block
-        power.write_job(Path(out_dir), began, expected_gpus=Point.of(job).gpus)
+        power.write_job(Path(out_dir), began, expected_gpus=Point.of(job).gpus,
+                        require=settings.power.required([job]))
     return _finish_summary(Path(out_dir), job, source, settings)
 
 

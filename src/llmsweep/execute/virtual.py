@@ -165,6 +165,7 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path,
     from llmsweep.client.records import RECORDS_FILE
     from llmsweep.client.scrape import SERVER_METRICS_FILE
     from llmsweep.engines.sim import simulated_acceptance
+    from llmsweep.power.virtual import virtual_power
     from llmsweep.sim.predict import predict_point
 
     spec = group.spec
@@ -172,7 +173,11 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path,
     options = _run_options(job, spec, settings)
     gates = _gates(job, options)
     started_at = time.time()
-    predicted = predict_point(point, config, start_time=started_at, summarize=False)
+    power = virtual_power(settings.power.for_jobs([job]), hardware=config.hardware, tp=config.tp, start_time=started_at)
+    predicted = predict_point(point, config, start_time=started_at, summarize=False,
+                              probe=power.probe if power is not None else None)
+    if power is not None:  # the modelled watts over virtual time, beside the records, as the live sampler leaves them
+        power.write_job(jdir, expected_gpus=point.gpus)
     with (jdir / RECORDS_FILE).open("w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in predicted.records)
     with (jdir / SERVER_METRICS_FILE).open("w", encoding="utf-8") as fh:

@@ -80,6 +80,7 @@ def job_from_entry(
         serve=serve,
         workload=resolve_workload(recipe, entry, scenario),
         acceptance=None if eval_only else resolve_job_acceptance(recipe, entry, scenario, serve),
+        require_power=recipe.require_power,
         **fields,
     )
     return job

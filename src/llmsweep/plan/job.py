@@ -140,6 +140,9 @@ class Job(JobModel):
     acceptance: Acceptance | None = Field(
         default=None, description="Pinned acceptance length (speculative throughput jobs only)."
     )
+    require_power: bool | None = Field(
+        default=None, alias="require-power", description="The recipe's `require-power` (None: not written)."
+    )
 
     @property
     def runnable(self) -> bool:

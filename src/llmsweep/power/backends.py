@@ -10,6 +10,9 @@ decorated with `@register_backend` (kind, source, `probe` saying why it cannot r
   counter; columns found by InferenceX's header rules (wave-2 spec §3.1).
 - `nvidia-smi`: the CSV fallback InferenceX uses, with its exact fields (`timestamp,index,power.draw,temperature.gpu,
   clocks.current.sm,clocks.current.memory,utilization.gpu,utilization.memory`), one shot per tick.
+- `dcgm`: DCGM's `dcgmi dmon` one shot per tick (power W, total-energy counter mJ, clocks, temperature,
+  utilisation): the lane InferenceX uses for multi-node (disaggregated prefill/decode) roles, where a node's
+  DCGM host engine is already running; `auto` tries it first for those roles (`power.sampler.auto_order`).
 - `sim`: the simulator's `GET /power`, which reports its modelled power the way NVML is read (mW, mJ, MHz, °C, %).
 """
 
@@ -277,6 +280,70 @@ class AmdSmiBackend(Backend):
             log.debug("amd-smi energy counter unavailable: %s", exc)
         return parse_amd_smi(_run(["amd-smi", "metric", "-p", "-c", "-t", "-u", *sel, "--csv"], self.ctx.timeout_s),
                              now, energy)
+
+
+# ------------------------------------------------------------------------------------------------ DCGM
+
+DCGM_FIELDS = {155: "POWER", 156: "TOTEC", 100: "SMCLK", 101: "MMCLK", 150: "TMPTR", 203: "GPUTL", 204: "MCUTL"}
+"""DCGM field ids `dcgmi dmon -e` asks for, with the short names its header prints: DCGM_FI_DEV_POWER_USAGE (W),
+DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ), SM and memory clocks (MHz), GPU temperature (C), GPU and memory-copy
+utilisation (%)."""
+
+
+def dcgmi_argv(gpu_indices: Sequence[int] | None) -> list[str]:
+    """One sample of every field (`-c 1`), taken at once (`-d 100` ms rather than dmon's 1 s default)."""
+    argv = ["dcgmi", "dmon", "-e", ",".join(str(f) for f in DCGM_FIELDS), "-c", "1", "-d", "100"]
+    if gpu_indices is not None:
+        argv += ["-i", ",".join(str(i) for i in gpu_indices)]
+    return argv
+
+
+def parse_dcgmi_dmon(text: str, now: float) -> list[GpuSample]:
+    """`dcgmi dmon` output: a `#Entity` header naming the fields, a units line (`ID  W  mJ ...`), then one row per
+    entity (`GPU 0  312.45  ...`); `N/A` is None; rows of other entities and repeated headers are skipped. Columns
+    are found by their short names, so a DCGM that prints them in another order still reads right."""
+    names: list[str] = []
+    out: list[GpuSample] = []
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if words[0].startswith("#"):  # `#Entity POWER ...` or `# Entity POWER ...`: the field names
+            names = [w for w in words if w.lstrip("#").lower() not in ("", "entity")]
+            continue
+        if words[0] != "GPU" or len(words) < 2 or not words[1].isdigit() or not names:
+            continue
+        values = dict(zip(names, words[2:], strict=False))
+
+        def field(name: str, values: dict[str, str] = values) -> float | None:
+            return _number(values.get(name)) if values.get(name, "N/A") != "N/A" else None
+
+        energy_mj = field("TOTEC")
+        out.append(GpuSample(t=now, gpu=words[1], power_w=field("POWER"),
+                             energy_j=energy_mj / 1000 if energy_mj is not None else None,
+                             sm_clock_mhz=field("SMCLK"), mem_clock_mhz=field("MMCLK"),
+                             temperature_c=field("TMPTR"), util_gpu=field("GPUTL"), util_mem=field("MCUTL")))
+    return out
+
+
+@register_backend
+class DcgmBackend(Backend):
+    kind = "dcgm"
+    summary = "DCGM's dcgmi dmon (power, total-energy counter, clocks, temperature, utilisation): multi-node roles"
+
+    @classmethod
+    def probe(cls, ctx: BackendContext) -> str | None:
+        if not shutil.which("dcgmi"):
+            return "dcgmi is not on PATH (install DCGM, or run its host engine nv-hostengine)"
+        try:
+            _run(["dcgmi", "discovery", "-l"], ctx.timeout_s)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"dcgmi cannot reach a DCGM host engine: {exc}"
+        return None
+
+    def read(self) -> list[GpuSample]:
+        now = time.time()
+        return parse_dcgmi_dmon(_run(dcgmi_argv(self.ctx.gpu_indices), self.ctx.timeout_s), now)
 
 
 # ------------------------------------------------------------------------------------------------ simulator

@@ -12,20 +12,40 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.power.backends import BACKENDS, Backend, BackendContext, visible_gpus
-from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, write_gpu_metrics
+from llmsweep.power.samples import (
+    GPU_METRICS_FILE,
+    REQUIRE_POWER_HELP,
+    GpuSample,
+    TelemetryHeader,
+    write_gpu_metrics,
+)
+
+if TYPE_CHECKING:
+    from llmsweep.plan import Job
 
 log = logging.getLogger(__name__)
 
-BackendChoice = Literal["auto", "off", "nvml", "amd-smi", "nvidia-smi", "sim"]
+BackendChoice = Literal["auto", "off", "nvml", "amd-smi", "nvidia-smi", "dcgm", "sim"]
+RUN_BACKEND_CHOICES = tuple(c for c in get_args(BackendChoice) if c != "sim")
+"""What `llmsweep run --power-backend` offers (the simulator's own backend is chosen by the engine, never asked)."""
+OFF_REASON = "power sampling is off (--power-backend off)"
 AUTO_ORDER = ("nvml", "amd-smi", "nvidia-smi")
 """`auto` on real hardware: NVML first, then amd-smi, then nvidia-smi's CSV; the simulator always uses `sim`."""
+MULTINODE_ROLES = frozenset({"prefill", "decode"})
+"""Roles of a multi-node (disaggregated) deployment: InferenceX samples them through DCGM (wave-2 spec §3.3)."""
+
+
+def auto_order(role: str | None = None) -> tuple[str, ...]:
+    """The backends `auto` tries for a server of `role` (None or `server`: an aggregated one): a disaggregated role
+    reads DCGM first, where its node runs a host engine, then what a single node uses."""
+    return ("dcgm", *AUTO_ORDER) if role in MULTINODE_ROLES else AUTO_ORDER
 
 
 class PowerSettings(BaseModel):
@@ -37,7 +57,17 @@ class PowerSettings(BaseModel):
     interval_s: float = Field(default=1.0, gt=0, le=1.0, description="Sampling period (1 Hz or faster).")
     sim_interval_s: float = Field(default=0.25, gt=0, le=1.0, description="Sampling period on the simulator.")
     max_gap_s: float = Field(default=3.0, gt=0, description="Longest gap between samples integration accepts.")
-    require: bool = Field(default=False, description="Power that is not valid makes the job invalid.")
+    require: bool | None = Field(default=None, description=REQUIRE_POWER_HELP + " None: each recipe decides.")
+
+    def required(self, jobs: Iterable[Job]) -> bool:
+        """Whether power is required for these jobs: the run's switch when given, else any of their recipes'."""
+        if self.require is not None:
+            return self.require
+        return any(job.require_power for job in jobs)
+
+    def for_jobs(self, jobs: Iterable[Job]) -> PowerSettings:
+        """These settings with `require` decided for `jobs` (a server group's, or one job's)."""
+        return self.model_copy(update={"require": self.required(jobs)})
 
 
 class PowerSampler:
@@ -78,9 +108,9 @@ class PowerSampler:
             if next_at < time.monotonic():  # a slow read: keep the period, skip the missed ticks
                 next_at = time.monotonic() + self.interval_s
 
-    def write_job(self, job_dir: Path, since: float, *, expected_gpus: int) -> Path:
+    def write_job(self, job_dir: Path, since: float, *, expected_gpus: int, require: bool | None = None) -> Path:
         """Write the job's `gpu_metrics.jsonl`: samples from just before `since` to a fresh one taken now (retried a
-        few times: without it the window's end is not bracketed)."""
+        few times: without it the window's end is not bracketed). `require`: the job's own (default: the group's)."""
         for _ in range(3):
             if self.sample_now():
                 break
@@ -88,7 +118,7 @@ class PowerSampler:
         lead = since - 2 * self.header.max_gap_s
         with self._lock:
             kept = [s for s in self.samples if s.t >= lead]
-        header = self.header.model_copy(update={"expected_gpus": expected_gpus})
+        header = _job_header(self.header, expected_gpus, require)
         path = job_dir / GPU_METRICS_FILE
         write_gpu_metrics(path, header, kept)
         return path
@@ -114,9 +144,9 @@ class NoSampler:
     def __init__(self, header: TelemetryHeader) -> None:
         self.header = header
 
-    def write_job(self, job_dir: Path, since: float, *, expected_gpus: int) -> Path:
+    def write_job(self, job_dir: Path, since: float, *, expected_gpus: int, require: bool | None = None) -> Path:
         path = job_dir / GPU_METRICS_FILE
-        write_gpu_metrics(path, self.header.model_copy(update={"expected_gpus": expected_gpus}), [])
+        write_gpu_metrics(path, _job_header(self.header, expected_gpus, require), [])
         return path
 
     def stop(self) -> None:
@@ -126,23 +156,34 @@ class NoSampler:
 Sampler = PowerSampler | NoSampler
 
 
+def _job_header(header: TelemetryHeader, expected_gpus: int, require: bool | None) -> TelemetryHeader:
+    update: dict[str, object] = {"expected_gpus": expected_gpus}
+    if require is not None:
+        update["require"] = require
+    return header.model_copy(update=update)
+
+
 def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: str | None,
-                  env: Mapping[str, str] | None = None, server_dir: Path | None = None) -> Sampler | None:
+                  env: Mapping[str, str] | None = None, server_dir: Path | None = None,
+                  role: str | None = None) -> Sampler | None:
     """A started sampler for a server that is now ready, or None when power is not sampled at all (`off`, or no
-    backend here and power not required)."""
-    if settings.backend == "off":
+    backend here and power not required). `role`: the server's role in a disaggregated deployment (prefill, decode:
+    `auto` tries DCGM first, as InferenceX's multi-node lane does), None for an aggregated server."""
+    if settings.backend == "off" and not settings.require:
         return None
     simulated = engine == "sim"
-    if simulated:
-        kinds: tuple[str, ...] = ("sim",)
+    if settings.backend == "off":  # required, yet sampling is off: every job says so and fails
+        kinds: tuple[str, ...] = ()
+    elif simulated:
+        kinds = ("sim",)
     elif settings.backend == "auto":
-        kinds = AUTO_ORDER if gpus > 0 else ()
+        kinds = auto_order(role) if gpus > 0 else ()
     else:
         kinds = (settings.backend,)
     merged = {**os.environ, **(env or {})}
     ctx = BackendContext(base_url=base_url, gpu_indices=None if simulated else visible_gpus(merged), env=merged)
     interval = settings.sim_interval_s if simulated else settings.interval_s
-    why: list[str] = []
+    why: list[str] = [OFF_REASON] if settings.backend == "off" else []
     for kind in kinds:
         cls = BACKENDS[kind]
         problem = cls.probe(ctx)
@@ -155,7 +196,7 @@ def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: 
             why.append(f"{kind}: {exc}")
             continue
         header = TelemetryHeader(backend=kind, source=cls.source, interval_s=interval, max_gap_s=settings.max_gap_s,
-                                 gpu_ids=[str(i) for i in ctx.gpu_indices or ()], require=settings.require)
+                                 gpu_ids=[str(i) for i in ctx.gpu_indices or ()], require=bool(settings.require))
         log_path = server_dir / GPU_METRICS_FILE if server_dir is not None else None
         return PowerSampler(backend, interval_s=interval, header=header, log_path=log_path).start()
     if not settings.require:

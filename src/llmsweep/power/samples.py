@@ -17,6 +17,10 @@ GPU_METRICS_FILE = "gpu_metrics.jsonl"
 
 PowerSource = Literal["measured", "simulated"]
 
+REQUIRE_POWER_HELP = ("Fail a job whose GPU power is not valid (no sampler, gaps, GPU count not TP x PP x PCP, ...); "
+                      "the recipe's `require-power`, overridden by `llmsweep run --require-power/--no-require-power`.")
+"""What requiring power means, said once: the recipe field, the run switch and the settings all show this text."""
+
 
 class TelemetryHeader(BaseModel):
     """What sampled and what the integration must check."""
@@ -30,7 +34,7 @@ class TelemetryHeader(BaseModel):
     max_gap_s: float = Field(default=3.0, gt=0, description="Longest gap between samples the integration accepts.")
     expected_gpus: int | None = Field(default=None, description="GPUs the job's topology uses (TP x PP x PCP).")
     gpu_ids: list[str] = Field(default_factory=list, description="The GPUs the sampler was asked to read.")
-    require: bool = Field(default=False, description="Invalid power makes the job invalid.")
+    require: bool = Field(default=False, description=REQUIRE_POWER_HELP)
     error: str | None = Field(default=None, description="Why no samples could be taken, when none were.")
 
 

@@ -16,16 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
-from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label
+from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
 PAYLOAD_VERSION = 2
-Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tokens_per_joule")
-"""Y choices (InferenceX: token throughput per chip, total/output/input; and tokens per joule where power was
-sampled); each gets its own north-star frontiers (higher is better on every one)."""
+Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tokens_per_joule",
+             "joules_per_output_token", "usd_per_mtok_output")
+"""Y choices (InferenceX: token throughput per chip, total/output/input; tokens per joule and energy per output token
+where power was sampled; cost per million output tokens at the catalog's assumed price); each gets its own
+north-star frontiers, with the metric table's direction (energy and cost per token: lower is better)."""
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#393b79", "#ad494a")
 RUN_FIELDS = ("run_id", "started", "finished", "recipe_files", "llmsweep_version", "executor", "seed", "host")
@@ -251,7 +253,8 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "run": {**{k: scrub(run.meta[k]) for k in RUN_FIELDS if k in run.meta}, "run_id": run.run_id},
         "axes": [asdict(a) for a in X_AXES],
         "y": {"key": Y_METRIC, "label": HOT_BY_NAME[Y_METRIC].label, "unit": HOT_BY_NAME[Y_METRIC].unit},
-        "y_axes": [{"key": y, "label": HOT_BY_NAME[y].label, "unit": HOT_BY_NAME[y].unit} for y in Y_METRICS],
+        "y_axes": [{"key": y, "label": HOT_BY_NAME[y].label, "unit": HOT_BY_NAME[y].unit,
+                    "direction": y_direction(y)} for y in Y_METRICS],
         "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity}
                     for m in HOT_COLUMNS],
         "series": sorted(series.values(), key=lambda s: order[s["key"]]),

@@ -45,6 +45,12 @@ X_AXES: tuple[Axis, ...] = (
 AXIS_BY_KEY = {a.key: a for a in X_AXES}
 
 
+def y_direction(metric: str) -> Direction:
+    """Which way a y metric is better, from the metric table (a metric it does not list: higher)."""
+    column = HOT_BY_NAME.get(metric)
+    return column.polarity if column is not None else "max"
+
+
 def series_key(point: ResultPoint, *, mix_sources: bool = False, tag: str = "") -> str:
     """Series of a point; `tag` separates overlaid runs (e.g. imported published points) from the main run."""
     key = point.identity.series_key() + ("" if mix_sources else f"|{point.source}")
@@ -76,6 +82,7 @@ def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AX
     such rule and published rows carry no E2E-normalised metric) use the plain Pareto frontier of the displayed axis;
     on the direction-less concurrency axis they show the P90-interactivity winners.
     `series_of` (result id → series key) overrides the default grouping, e.g. to keep overlaid runs apart.
+    Whether a lower or a higher `y_metric` is better comes from the metric table (cost and energy per token: lower).
     """
     series_of = dict(series_of) if series_of is not None else {
         p.result_id: series_key(p, mix_sources=mix_sources) for p in points}
@@ -83,12 +90,14 @@ def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AX
     values = {p.result_id: {**{m: axis_value(p, m) for m in metrics}, y_metric: p.metric(y_metric)} for p in points}
     valid = {p.result_id for p in points if p.valid}
     agentic = {p.result_id for p in points if is_agentic(p)}
+    y_dir = y_direction(y_metric)
     out: dict[str, dict[str, list[str]]] = {}
     for a in axes:
         star = frontiers_by_series({i: s for i, s in series_of.items() if i in agentic}, values, a.key, a.direction,
-                                   y_metric, eligible=valid.__contains__)
+                                   y_metric, eligible=valid.__contains__, y_dir=y_dir)
         plain_star = a.key if a.direction != "none" else FIXED_WINNER_X
         plain = frontiers_by_series({i: s for i, s in series_of.items() if i not in agentic}, values, a.key,
-                                    a.direction, y_metric, north_star_metric=plain_star, eligible=valid.__contains__)
+                                    a.direction, y_metric, north_star_metric=plain_star, eligible=valid.__contains__,
+                                    y_dir=y_dir)
         out[a.key] = {**star, **plain}
     return out

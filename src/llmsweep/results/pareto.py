@@ -108,8 +108,9 @@ def frontiers_by_series(
     *,
     north_star_metric: str = NORTH_STAR_X,
     eligible: Callable[[str], bool] = lambda _id: True,
+    y_dir: Direction = "max",
 ) -> dict[str, list[str]]:
-    """Per-series AgentX frontiers on one x metric.
+    """Per-series AgentX frontiers on one x metric; `y_dir` "min" for a lower-is-better y ($/Mtok, J/token).
 
     `series_of` maps point id → series key; `values` maps point id → metric name → value. Points for which
     `eligible` is False (invalid results) are never on a frontier but stay in the data for the scatter.
@@ -119,5 +120,5 @@ def frontiers_by_series(
         ok = [i for i in ids if eligible(i)]
         shown = [XY(i, values[i].get(x_metric), values[i].get(y_metric)) for i in ok]
         star = [XY(i, values[i].get(north_star_metric), values[i].get(y_metric)) for i in ok]
-        out[series] = agentx_frontier(shown, star, x_dir)
+        out[series] = agentx_frontier(shown, star, x_dir, y_dir)
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +100,8 @@ class Predictor:
         """Server-metric snapshots in the client's scrape format ({"t", "samples": [[name, labels, value]]})."""
         self._collector = CoreCollector(core, model_name=model_name, style=metrics_style)
         self._next_scrape = 0.0 if scrape_interval else float("inf")
+        self.probes: list[Callable[[float], None]] = []
+        """Called with each scrape's unix time (after the snapshot), e.g. the modelled power (`power.virtual`)."""
         self._idle_cap: float | None = None
         self._last_activity = 0.0
 
@@ -107,6 +109,8 @@ class Predictor:
         """Record one snapshot of the engine's Prometheus series at virtual time `now`."""
         samples = [[smp.name, dict(smp.labels), smp.value] for fam in self._collector.collect() for smp in fam.samples]
         self.scrapes.append({"t": self.start_time + now, "samples": samples})
+        for probe in self.probes:
+            probe(self.start_time + now)
 
     # -- scheduling helpers ----------------------------------------------------------------------------------------
     def _push(self, t: float, kind: int, payload: Any) -> None:
@@ -383,13 +387,15 @@ def predict_point(
     provenance: dict[str, Any] | None = None,
     start_time: float = 0.0,
     summarize: bool = True,
+    probe: Callable[[EngineCore], Callable[[float], None]] | None = None,
     **workload_overrides: Any,
 ) -> PredictedPoint:
     """Predict one point of a job on the simulated engine `config`, as `llmsweep run` would drive it: the point's
     workload (built-in tokenizer), concurrency and gates; a profiling window of `duration` virtual seconds (default:
     the point's own window, else the job's duration, else 600 s) or until `max_requests` profiling requests (default:
     the point's prompt count — a fixed-length point sends its planned prompts whatever the window). Times in the
-    records are `start_time` + virtual seconds; `summarize=False` leaves the summary empty."""
+    records are `start_time` + virtual seconds; `summarize=False` leaves the summary empty. `probe`, given the core,
+    returns a callable the interpreter calls at every scrape (the modelled power of `power.virtual`)."""
     from llmsweep.metrics import summarise
 
     load = point.load
@@ -401,6 +407,8 @@ def predict_point(
     workload = point.workload(simulated=True, **workload_overrides)
     predictor = Predictor(build_core(config), start_time=start_time, scrape_interval=1.0,
                           metrics_style=config.engine_style, model_name=point.job.model)
+    if probe is not None:
+        predictor.probes.append(probe(predictor.core))
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=load.concurrency is None)
     summary: Summary | None = None

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from llmsweep.power.samples import REQUIRE_POWER_HELP
 from llmsweep.spec.components import (
     ComponentMetadata,
     ConcFields,
@@ -305,6 +306,9 @@ class Recipe(StrictInput):
     policy: RecipePolicy | None = Field(
         default=None,
         description="Grid policy validate enforces: `{min-conc-step: 2, max-conc: 16}` (llmsweep extension).",
+    )
+    require_power: bool | None = Field(
+        default=None, alias="require-power", description=REQUIRE_POWER_HELP + " (llmsweep extension)"
     )
     scenarios: SingleNodeScenarios | MultiNodeScenarios = Field(
         description="`fixed-seq-len` and/or `agentic-coding` scenarios (narrowed by the single/multi-node subclass)."

@@ -113,4 +113,9 @@ def test_no_backend_and_power_required_still_writes_why(tmp_path: Path) -> None:
     # Not required and nothing can sample: no sampler, no block.
     assert start_sampler(PowerSettings(backend="nvidia-smi"), engine="vllm", gpus=1, base_url=None,
                          env={"PATH": str(tmp_path)}) is None
-    assert start_sampler(PowerSettings(backend="off", require=True), engine="sim", gpus=1, base_url="x") is None
+    assert start_sampler(PowerSettings(backend="off"), engine="sim", gpus=1, base_url="x") is None
+    # Off while required: the job cannot have the power it requires, and its file says why (it then fails).
+    off = start_sampler(PowerSettings(backend="off", require=True), engine="sim", gpus=1, base_url="x")
+    assert isinstance(off, NoSampler)
+    head, _, _ = read_gpu_metrics(off.write_job(tmp_path, time.time(), expected_gpus=1))
+    assert head is not None and head.require and "--power-backend off" in (head.error or "")

@@ -103,3 +103,23 @@ def test_fixed_length_series_use_plain_pareto_and_agentic_ones_the_north_star(ma
     assert next(iter(fronts["conc"].values()))
     agentic_fronts = compute_frontiers(no_trace, axes)["p90_intvty"]
     assert agentic_fronts and all(v == [] for v in agentic_fronts.values())  # agentic, no north-star metric: no winner
+
+
+def test_cost_and_energy_per_token_frontiers_prefer_the_lower_value(make_run) -> None:
+    """$/Mtok and J/token on y: the metric table says lower is better, so the frontier keeps the cheapest points,
+    never the most expensive ones (which a higher-is-better frontier would pick)."""
+    import dataclasses
+
+    from llmsweep.results.frontier import AXIS_BY_KEY, compute_frontiers, y_direction
+    from llmsweep.results.point import points_from_run
+
+    assert y_direction("usd_per_mtok_output") == y_direction("joules_per_output_token") == "min"
+    assert y_direction("tokens_per_joule") == y_direction("tput_per_gpu") == "max"
+    base = points_from_run(make_run("cost", concs=(1, 4)))[0]
+    # Same interactivity; the cheap point costs 1 $/Mtok, the dear one 5: only the cheap one is on the frontier.
+    cheap, dear = (dataclasses.replace(base, result_id=rid, metrics={
+        **base.metrics, "usd_per_mtok_output": usd, "joules_per_output_token": usd / 10})
+        for rid, usd in (("cheap", 1.0), ("dear", 5.0)))
+    for y in ("usd_per_mtok_output", "joules_per_output_token"):
+        fronts = compute_frontiers([cheap, dear], [AXIS_BY_KEY["p90_intvty"]], y_metric=y)
+        assert list(fronts["p90_intvty"].values()) == [["cheap"]], (y, fronts)

@@ -123,7 +123,7 @@
     sel.value = state.x;
     sel.addEventListener("change", function () { state.x = sel.value; writeHash(); renderAll(); });
     var ysel = document.getElementById("y-axis");
-    (D.y_axes || [D.y]).forEach(function (y) { el("option", { value: y.key }, ysel, y.label + " (" + y.unit + ")"); });
+    (D.y_axes || [D.y]).forEach(function (y) { el("option", { value: y.key }, ysel, y.label + " (" + y.unit + ")" + (y.direction === "min" ? ", lower is better" : "")); });
     ysel.value = state.y;
     ysel.addEventListener("change", function () { state.y = ysel.value; writeHash(); renderAll(); });
     var fo = document.getElementById("frontier-only");
@@ -184,7 +184,7 @@
     el("line", { x1: M.l, x2: M.l, y1: M.t, y2: H - M.b, stroke: "#98a2b3" }, ax);
     var dirNote = axis.direction === "max" ? " → better" : axis.direction === "min" ? " ← better" : "";
     el("text", { x: (M.l + W - M.r) / 2, y: H - 12, "text-anchor": "middle", "class": "axis-title", id: "x-title" }, svg, axis.label + (axis.unit ? " (" + axis.unit + ")" : "") + dirNote);
-    el("text", { x: 16, y: (M.t + H - M.b) / 2, "text-anchor": "middle", "class": "axis-title", id: "y-title", transform: "rotate(-90 16 " + (M.t + H - M.b) / 2 + ")" }, svg, yaxis().label + " (" + yaxis().unit + ")");
+    el("text", { x: 16, y: (M.t + H - M.b) / 2, "text-anchor": "middle", "class": "axis-title", id: "y-title", transform: "rotate(-90 16 " + (M.t + H - M.b) / 2 + ")" }, svg, yaxis().label + " (" + yaxis().unit + ")" + (yaxis().direction === "min" ? " ↓ better" : ""));
     var fr = frontierMap();
     Object.keys(fr).forEach(function (sk) {
       if (state.hidden[sk] || fr[sk].length < 1) return;

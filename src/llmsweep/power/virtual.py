@@ -1,0 +1,76 @@
+"""Modelled GPU power for simulated jobs run in virtual time (`execute.virtual`), labelled simulated.
+
+The live simulator serves its power model (`sim.power.PowerModel`) at `GET /power` and the `sim` backend samples it
+on the wall clock. In virtual time no server runs and no clock is waited on, so the same model is read on the
+virtual clock instead: the predictor calls :class:`VirtualPower` at each of its scrapes (every virtual second), the
+model advances over the virtual interval from the core's counters, and its NVML-style document is turned into
+samples by the `sim` backend's own parser. The job's `gpu_metrics.jsonl` then has the live path's form and the
+summary's power block comes from the one integration (`power.integrate`), exactly as for a live job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from llmsweep.power.backends import SimBackend, parse_sim_power
+from llmsweep.power.sampler import OFF_REASON, PowerSettings
+from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, write_gpu_metrics
+
+if TYPE_CHECKING:
+    from llmsweep.sim.core import EngineCore
+    from llmsweep.sim.power import PowerModel
+
+VIRTUAL_INTERVAL_S = 1.0
+"""The predictor scrapes every virtual second (`sim.predict.predict_point`), so the model is sampled at 1 Hz."""
+
+
+class VirtualPower:
+    """The simulated GPUs' power read on the virtual clock; `probe` is the predictor's probe factory (None when
+    sampling is off, in which case the job's file says so)."""
+
+    def __init__(self, *, hardware: str, tp: int, start_time: float, settings: PowerSettings) -> None:
+        self.hardware, self.tp, self.settings = hardware, tp, settings
+        self.now = start_time
+        self.samples: list[GpuSample] = []
+        self.model: PowerModel | None = None
+        self.error = OFF_REASON if settings.backend == "off" else None
+
+    @property
+    def probe(self) -> Callable[[EngineCore], Callable[[float], None]] | None:
+        return None if self.error else self.bind
+
+    def bind(self, core: EngineCore) -> VirtualPower:
+        """Attach the model to the core the predictor runs (its counters drive the utilisation)."""
+        from llmsweep.sim.power import PowerModel
+
+        self.model = PowerModel(core, hardware=self.hardware, tp=self.tp, clock=lambda: self.now)
+        return self
+
+    def __call__(self, t: float) -> None:
+        """One reading of every modelled GPU at unix time `t` (start time + virtual seconds)."""
+        if self.model is None:
+            raise RuntimeError("VirtualPower read before it was bound to a core")
+        self.now = t
+        self.samples.extend(parse_sim_power(self.model.read(), t))
+
+    def header(self, expected_gpus: int) -> TelemetryHeader:
+        return TelemetryHeader(backend=None if self.error else SimBackend.kind, source=SimBackend.source,
+                               interval_s=VIRTUAL_INTERVAL_S, max_gap_s=self.settings.max_gap_s,
+                               expected_gpus=expected_gpus, gpu_ids=[str(i) for i in range(self.tp)],
+                               require=bool(self.settings.require), error=self.error)
+
+    def write_job(self, job_dir: Path, *, expected_gpus: int) -> Path:
+        """The job's `gpu_metrics.jsonl`, as the live sampler writes it."""
+        path = job_dir / GPU_METRICS_FILE
+        write_gpu_metrics(path, self.header(expected_gpus), self.samples)
+        return path
+
+
+def virtual_power(settings: PowerSettings, *, hardware: str, tp: int, start_time: float) -> VirtualPower | None:
+    """The modelled power of a virtual-time job (`settings` decided for the job: `PowerSettings.for_jobs`), or None
+    when power is neither sampled nor required (`--power-backend off`)."""
+    if settings.backend == "off" and not settings.require:
+        return None
+    return VirtualPower(hardware=hardware, tp=tp, start_time=start_time, settings=settings)
