@@ -163,9 +163,14 @@ def job_name(options: SlurmOptions, name: str) -> str:
 
 
 def render_batch_script(
-    spec: LaunchSpec, options: SlurmOptions, *, name: str, group_file: Path, out_dir: Path, launcher_file: Path
+    spec: LaunchSpec, options: SlurmOptions, *, name: str, group_file: Path, out_dir: Path, launcher_file: Path,
+    nodes: int = 1,
 ) -> str:
-    """The sbatch script: resources, output files in `out_dir`, image import (if any), then the worker command."""
+    """The sbatch script: resources, output files in `out_dir`, image import (if any), then the worker command.
+
+    `nodes` > 1: the allocation of a job launched role by role (`execute.roles`), one task per node; the worker runs
+    on the first node and starts each role as a step on its own node (only the simulator's roles are launched so
+    far: they use no GPU)."""
     _check_path(out_dir, "out directory")
     _check_path(Path(options.python), "python")
     headers = [f"--job-name={job_name(options, name)}"]
@@ -173,7 +178,10 @@ def render_batch_script(
         headers.append(f"--partition={options.partition}")
     if options.account:
         headers.append(f"--account={options.account}")
-    headers += ["--nodes=1", "--ntasks=1", f"--time={options.time_limit}"]
+    if nodes > 1:
+        headers += [f"--nodes={nodes}", "--ntasks-per-node=1", f"--time={options.time_limit}"]
+    else:
+        headers += ["--nodes=1", "--ntasks=1", f"--time={options.time_limit}"]
     if spec.gpus > 0:
         gres = f"gpu:{options.gpu_type}:{spec.gpus}" if options.gpu_type else f"gpu:{spec.gpus}"
         headers.append(f"--gres={gres}")
@@ -357,7 +365,8 @@ class SlurmExecutor:
             for group in groups:
                 gdir = art.server_dir(run_dir, group.id)
                 group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
-                sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id)
+                nodes = group.topology.nodes if group.topology is not None else 1
+                sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes)
                 live.append(sjob)
                 submitted.append((group, sjob))
                 event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
@@ -393,13 +402,14 @@ class SlurmExecutor:
         out_dir: Path,
         name: str,
         environ: Mapping[str, str] | None = None,
+        nodes: int = 1,
     ) -> SlurmJob:
         """Write the batch script and node launch file into `out_dir`, sbatch it, record and return the job."""
         out_dir = out_dir.resolve()
         out_dir.mkdir(parents=True, exist_ok=True)
         launcher_file = write_node_launch(self.node_launch(spec, out_dir), out_dir / "node_launch.json")
         script = render_batch_script(spec, self.options, name=name, group_file=group_file.resolve(),
-                                     out_dir=out_dir, launcher_file=launcher_file)
+                                     out_dir=out_dir, launcher_file=launcher_file, nodes=nodes)
         script_path = out_dir / "job.sbatch"
         script_path.write_text(script, encoding="utf-8")
         proc = run_command(["sbatch", "--parsable", str(script_path)], timeout_s=self.options.command_timeout_s,
