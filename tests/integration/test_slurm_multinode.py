@@ -133,8 +133,15 @@ def test_roles_land_on_different_nodes_talk_over_their_addresses_and_serve_the_c
     # The client talked to the router: its address is the one the run's command names.
     router_url = roles["router"]["workers"][0]["url"]
     assert f"--host {urlparse(router_url).hostname}" in (job_dir / "server_command.txt").read_text()
-    router_log = next((out / "servers").glob("*/roles/router-0.log")).read_text()
-    assert "simulated PD router" in router_log
+    roles_dir = next((out / "servers").glob("*/roles"))
+    assert "simulated PD router" in (roles_dir / "router-0.log").read_text()
+    commands = (roles_dir / "commands.txt").read_text()
+    for node in prefill_nodes + decode_nodes:  # every role's step, pinned to its node
+        assert f"--nodelist={node} " in commands
+    # One power sampler per node that ran a worker, each reading its worker's modelled power.
+    for node in prefill_nodes + decode_nodes:
+        lines = (roles_dir / "power" / node / "gpu_metrics.jsonl").read_text().splitlines()
+        assert len(lines) > 2 and '"backend":"sim"' in lines[0].replace(" ", ""), lines[:2]
     assert_nothing_left(slurm_job_id(out), multinode_cluster)
 
 

@@ -18,6 +18,9 @@ import json
 import logging
 import os
 import re
+import shlex
+import sys
+import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +32,7 @@ from llmsweep.engines.launch import NODE_RANK, LaunchSpec, Role, RoleKind, RoleW
 from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
+from llmsweep.execute.node_power import READY_LINE
 from llmsweep.execute.pyxis import SrunLauncher
 from llmsweep.execute.ready import wait_ready
 from llmsweep.execute.secrets import SecretScrubber
@@ -41,6 +45,11 @@ _FIX = "check that slurmctld answers (`sinfo`) and that the job runs inside its 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 ROLES_DIR = "roles"
 """Per-role logs, beside the server group's `server.log`."""
+POWER_DIR = "power"
+"""Under ROLES_DIR: one folder per node with that node's `gpu_metrics.jsonl` (`execute.node_power`)."""
+_SAMPLER_START_S = 30.0
+COMMANDS_FILE = "commands.txt"
+"""Under ROLES_DIR: every role step's command line, as launched."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,7 @@ class RoleDeployment:
         self.scrubber = SecretScrubber(())
         self.command: tuple[str, ...] = ()
         self.started: list[tuple[Role, RoleWorker, ProcessServerHandle]] = []
+        self.samplers: list[ProcessServerHandle] = []
 
     # -- start ------------------------------------------------------------------------------------------------------
     def start(self, *, startup_timeout_s: float | None, event: object = None) -> None:
@@ -168,6 +178,31 @@ class RoleDeployment:
                                       fix=exc.fix) from exc
                 say(f"{role.name} worker {worker.index} ready in {ready.seconds:.1f} s on "
                     f"{self.nodes[worker.nodes[0]].name} ({handle.base_url})")
+        self._start_samplers(say)
+
+    def _start_samplers(self, say: object) -> None:
+        """One power-sampler step per node that runs a worker (`execute.node_power`): on the simulator it reads the
+        worker's modelled `/power`. A sampler that cannot start is said, never a reason to fail the job."""
+        by_node: dict[int, tuple[Role, ProcessServerHandle]] = {}
+        for role, worker, handle in self.started:
+            if role.kind != "router":
+                by_node.setdefault(worker.nodes[0], (role, handle))
+        for k, (role, handle) in sorted(by_node.items()):
+            node = self.nodes[k]
+            argv = [sys.executable, "-m", "llmsweep.execute.node_power", "--dir",
+                    str(self.dir / POWER_DIR / node.name), "--gpus", str(role.gpus_per_worker)]
+            argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == "sim" else [])
+            spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0)
+            with shielded():
+                sampler = self.launcher.launch(spec, log_path=self.dir / f"power-{node.name}.log", node=node.name,
+                                               step_label=f"power-{node.name}")
+                self.samplers.append(sampler)
+        deadline = time.monotonic() + _SAMPLER_START_S
+        for sampler in self.samplers:
+            while sampler.is_alive() and READY_LINE not in sampler.tail(5) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if READY_LINE not in sampler.tail(5) and callable(say):
+                say(f"warning: power sampler {sampler.log_path.name} did not start: {sampler.tail(3)}")
 
     def _launch(self, role: Role, worker: RoleWorker) -> tuple[Role, RoleWorker, ProcessServerHandle]:
         node = self.nodes[worker.nodes[0]]
@@ -176,6 +211,9 @@ class RoleDeployment:
             handle = self.launcher.launch(spec, log_path=self.dir / f"{role.name}-{worker.index}.log",
                                           node=node.name, step_label=f"{role.name}{worker.index}")
             self.started.append((role, worker, handle))
+        with open(self.dir / COMMANDS_FILE, "a", encoding="utf-8") as fh:  # what each step ran, secrets scrubbed
+            fh.write(handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"
+                                           f"{shlex.join(handle.command)}\n"))
         if role.kind == "router" or len(self.topology.roles) == 1:
             self.scrubber, self.command = handle.scrubber, handle.command
         return role, worker, handle
@@ -211,10 +249,12 @@ class RoleDeployment:
             for _role, _worker, handle in reversed(self.started):
                 code = handle.stop(grace_s)
                 rc = code if rc is None else rc
+            for sampler in self.samplers:  # last, so the samples cover the teardown; SIGTERM writes the node's file
+                sampler.stop(grace_s)
         return rc
 
     def gone(self) -> bool:
-        return all(handle.gone() for _r, _w, handle in self.started)
+        return all(handle.gone() for _r, _w, handle in self.started) and all(s.gone() for s in self.samplers)
 
     def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str:
         """The log tail of the first role that died (named), else the router's."""
