@@ -181,11 +181,8 @@ def test_ctrl_c_of_the_run_tears_down_every_role_step(tmp_path: Path, multinode_
     with open(log, "wb") as fh:
         driver = subprocess.Popen(run_argv(recipe, out), env=env(tmp_path), stdout=fh, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while not list((out / "servers").glob("*/roles/router-0.log")) or "simulated PD router" not in next(
-                (out / "servers").glob("*/roles/router-0.log")).read_text():
-            assert driver.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
+        wait_until(lambda: any("simulated PD router" in p.read_text()
+                               for p in (out / "servers").glob("*/roles/router-0.log")), driver, log)
         job_id = slurm_job_id(out)
         assert role_processes(multinode_cluster), "the roles run while the client does"
         driver.send_signal(signal.SIGINT)
@@ -194,3 +191,54 @@ def test_ctrl_c_of_the_run_tears_down_every_role_step(tmp_path: Path, multinode_
         if driver.poll() is None:
             driver.kill()
     assert_nothing_left(job_id, multinode_cluster)
+
+
+def test_resume_after_a_killed_run_cancels_its_role_steps_before_launching_again(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    recipe = tmp_path / "long.yaml"
+    recipe.write_text(RECIPE.read_text().replace("osl: 64", "osl: 4096").replace("num-prompts-per-conc: 4",
+                                                                                 "num-prompts-per-conc: 64"))
+    out = tmp_path / "out"
+    router_logs = out / "servers"
+
+    def router_up() -> bool:
+        logs = list(router_logs.glob("*/roles/router-0.log"))
+        return bool(logs) and "simulated PD router" in logs[0].read_text()
+
+    def start(*extra: str) -> subprocess.Popen[bytes]:
+        with open(tmp_path / "run.log", "ab") as fh:
+            return subprocess.Popen([*run_argv(recipe, out), *extra], env=env(tmp_path), stdout=fh,
+                                    stderr=subprocess.STDOUT)
+
+    first = start()
+    try:
+        wait_until(router_up, first, tmp_path / "run.log")
+        old_job = slurm_job_id(out)
+        first.kill()  # SIGKILL: the submitter cannot cancel anything; the allocation and its steps run on
+        first.wait(timeout=30)
+        assert job_in_queue(old_job) and role_processes(multinode_cluster)
+        for log in router_logs.glob("*/roles/router-0.log"):
+            log.unlink()
+        resumed = start("--resume")
+        try:
+            wait_until(router_up, resumed, tmp_path / "run.log")
+            # The resumed run cancelled the old allocation (its steps with it) before it launched its own.
+            assert not job_in_queue(old_job) and slurm_job_id(out) != old_job
+            new_job = slurm_job_id(out)
+            resumed.send_signal(signal.SIGINT)
+            assert resumed.wait(timeout=120) != 0
+        finally:
+            if resumed.poll() is None:
+                resumed.kill()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert_nothing_left(old_job, multinode_cluster)
+    assert_nothing_left(new_job, multinode_cluster)
+
+
+def wait_until(predicate: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+        time.sleep(0.2)
