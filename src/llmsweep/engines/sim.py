@@ -228,6 +228,11 @@ class SimAdapter(Adapter):
             self.derive_role(job, port, role, derived)
         return dict(derived.args), derived
 
+    def disagg_refusal(self, job: Job) -> str | None:
+        """None: the simulator stands in for every engine's workers, NVIDIA Dynamo's included (its own router then
+        replaces the Dynamo frontend)."""
+        return None
+
     def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:
         """A live simulator worker of a disaggregated job (`llmsweep sim serve --role`): it binds its node's address
         (its peers and the router are on other nodes) and, on the decode side, models the KV transfer over the

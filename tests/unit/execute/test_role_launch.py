@@ -87,3 +87,16 @@ def test_the_batch_job_asks_for_the_topologys_nodes_and_each_step_for_its_node()
     argv = render_srun(spec, NodeLaunch(), "step", node="mn2")
     assert argv[:7] == ["srun", "--overlap", "--ntasks=1", "--export=ALL", "--job-name=step", "--nodes=1",
                         "--nodelist=mn2"]
+
+
+def test_a_dynamo_job_on_the_simulator_gets_simulator_workers_behind_the_simulated_router(tmp_path: Path) -> None:
+    from llmsweep.plan import jobs_from_files
+
+    recipe = tmp_path / "dynamo.yaml"
+    recipe.write_text(RECIPE.read_text().replace("framework: sglang-disagg", "framework: dynamo-sglang"))
+    (job,) = jobs_from_files([recipe])
+    topology = engines.render_topology(job, simulate=True)
+    assert [r.kind for r in topology.roles] == ["prefill", "decode", "router"]
+    assert all(w.spec.argv[3:5] == ("sim", "serve") for r in topology.roles[:2] for w in r.workers)
+    assert topology.roles[2].workers[0].spec.argv[3:5] == ("sim", "router")
+    assert launches_roles(job, simulate=True, live=True, executor="slurm")
