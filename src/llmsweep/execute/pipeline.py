@@ -4,8 +4,9 @@ plan → policy (errors stop their jobs before launch, with the rule printed) �
 one refuses its jobs, said once) → render every job's LaunchSpec → group jobs with identical specs onto one server →
 run each group through the executor (a simulated group: on the simulator core in virtual time, `execute.virtual`,
 unless `--live`) → store → report → completeness report. Eval jobs are planned but refused ("not yet supported"),
-never silently skipped; so are multinode (disaggregated prefill/decode) jobs, which no executor launches role by role
-yet, and jobs that cannot run (no `serve`, unmapped framework) unless the simulator is asked for.
+never silently skipped; so are multinode (disaggregated prefill/decode) jobs, except on the live simulator under
+Slurm, which launches them role by role (`launches_roles`, `execute.roles`), and jobs that cannot run (no `serve`,
+unmapped framework) unless the simulator is asked for.
 """
 
 from __future__ import annotations
