@@ -32,7 +32,7 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 
-START=$(date +%s.%N)
+START_NS=$(date +%s%N)
 N=${SLURM_MN_NODES:-3}
 CPUS=${SLURM_MN_CPUS:-4}
 NET=${SLURM_MN_SUBNET:-10.201.0}
@@ -163,5 +163,5 @@ until [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -c -E '^(idle|mixed|allocated)
   sleep 0.2
 done
 sinfo -N
-echo "start_slurm_multinode: ${N} node(s) up in $(printf '%.2f' "$(echo "$(date +%s.%N) - $START" | bc 2>/dev/null \
-  || echo 0)") s; use SLURM_CONF=$CONF_FILE"
+echo "start_slurm_multinode: ${N} node(s) up in $(( ($(date +%s%N) - START_NS) / 1000000 )) ms;" \
+     "use SLURM_CONF=$CONF_FILE"
