@@ -242,3 +242,18 @@ def wait_until(predicate: Any, proc: subprocess.Popen[bytes], log: Path, timeout
     while not predicate():
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
         time.sleep(0.2)
+
+
+def test_a_topology_wider_than_the_cluster_is_refused_with_slurms_reason_not_left_pending(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    recipe = tmp_path / "wide.yaml"  # one node per worker: more workers than the cluster has nodes
+    workers = len(multinode_cluster)
+    recipe.write_text(RECIPE.read_text().replace("prefill: {num-worker: 2,", f"prefill: {{num-worker: {workers},"))
+    out = tmp_path / "out"
+    proc = subprocess.run(run_argv(recipe, out), env=env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    (outcome,) = outcomes(out)
+    assert outcome["status"] == "refused"
+    assert f"Slurm cannot allocate the {workers + 1} nodes" in outcome["reasons"][0]
+    assert "Requested node configuration is not available" in outcome["reasons"][0]
+    assert not list((out / "servers").glob("*/slurm_job_id"))  # nothing was submitted

@@ -366,7 +366,18 @@ class SlurmExecutor:
                 gdir = art.server_dir(run_dir, group.id)
                 group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
                 nodes = group.topology.nodes if group.topology is not None else 1
-                sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes)
+                try:
+                    sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes)
+                except LaunchError as exc:
+                    if group.topology is None:
+                        raise
+                    # A topology the cluster cannot hold: its jobs are refused with the reason, the others run.
+                    event(f"{group.id}: refused — {exc.message}")
+                    for job in group.jobs:
+                        outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused",
+                                                   reasons=[f"{exc.message} (fix: {exc.fix})"]))
+                        current_progress().job_finished(job.id, "refused")
+                    continue
                 live.append(sjob)
                 submitted.append((group, sjob))
                 event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
@@ -412,12 +423,29 @@ class SlurmExecutor:
                                      out_dir=out_dir, launcher_file=launcher_file, nodes=nodes)
         script_path = out_dir / "job.sbatch"
         script_path.write_text(script, encoding="utf-8")
+        if nodes > 1:
+            self._check_nodes(script_path, nodes, name, environ)
         proc = run_command(["sbatch", "--parsable", str(script_path)], timeout_s=self.options.command_timeout_s,
                            env=environ, fix=_SLURM_FIX + "; check partition/account/gres in the slurm options")
         job_id = parse_job_id(proc.stdout)
         (out_dir / SLURM_JOB_ID_FILE).write_text(job_id + "\n", encoding="utf-8")
         log.info("submitted Slurm job %s (%s) → %s", job_id, name, out_dir)
         return SlurmJob(job_id=job_id, name=name, out_dir=out_dir, script_path=script_path, options=self.options)
+
+
+    def _check_nodes(self, script_path: Path, nodes: int, name: str, environ: Mapping[str, str] | None) -> None:
+        """`sbatch --test-only`: a multi-node allocation the partition can never hold would pend forever
+        (PartitionNodeLimit); it is refused now with Slurm's reason instead."""
+        proc = run_command(["sbatch", "--test-only", str(script_path)], timeout_s=self.options.command_timeout_s,
+                           env=environ, check=False, fix=_SLURM_FIX)
+        if proc.returncode != 0:
+            said = (proc.stderr or proc.stdout).strip().splitlines()
+            raise LaunchError(
+                f"Slurm cannot allocate the {nodes} nodes the topology of {name} needs"
+                + (f": {said[-1]}" if said else ""),
+                fix="run it on a partition with that many nodes (--executor-option partition=NAME), or choose a "
+                    "topology with fewer workers",
+            )
 
 
 class SlurmInterrupted(Interrupted):
