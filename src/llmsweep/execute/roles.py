@@ -22,7 +22,7 @@ import shlex
 import sys
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,9 +161,9 @@ class RoleDeployment:
         self.samplers: list[ProcessServerHandle] = []
 
     # -- start ------------------------------------------------------------------------------------------------------
-    def start(self, *, startup_timeout_s: float | None, event: object = None) -> None:
+    def start(self, *, startup_timeout_s: float | None, event: Callable[[str], None] | None = None) -> None:
         """Start the workers (prefill, then decode), wait for each, then the router; LaunchError names the role."""
-        say = event if callable(event) else (lambda _msg: None)
+        say: Callable[[str], None] = event or (lambda _msg: None)
         self.dir.mkdir(parents=True, exist_ok=True)
         workers = [r for r in self.topology.roles if r.kind != "router"]
         routers = [r for r in self.topology.roles if r.kind == "router"]
@@ -180,7 +180,7 @@ class RoleDeployment:
                     f"{self.nodes[worker.nodes[0]].name} ({handle.base_url})")
         self._start_samplers(say)
 
-    def _start_samplers(self, say: object) -> None:
+    def _start_samplers(self, say: Callable[[str], None]) -> None:
         """One power-sampler step per node that runs a worker (`execute.node_power`): on the simulator it reads the
         worker's modelled `/power`. A sampler that cannot start is said, never a reason to fail the job."""
         by_node: dict[int, tuple[Role, ProcessServerHandle]] = {}
@@ -201,7 +201,7 @@ class RoleDeployment:
         for sampler in self.samplers:
             while sampler.is_alive() and READY_LINE not in sampler.tail(5) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if READY_LINE not in sampler.tail(5) and callable(say):
+            if READY_LINE not in sampler.tail(5):
                 say(f"warning: power sampler {sampler.log_path.name} did not start: {sampler.tail(3)}")
 
     def _launch(self, role: Role, worker: RoleWorker) -> tuple[Role, RoleWorker, ProcessServerHandle]:
@@ -258,10 +258,10 @@ class RoleDeployment:
 
     def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str:
         """The log tail of the first role that died (named), else the router's."""
-        dead = self._dead()
-        role, worker, handle = dead if dead is not None else (self.started[-1] if self.started else (None,) * 3)
-        if handle is None or role is None or worker is None:
+        shown = self._dead() or (self.started[-1] if self.started else None)
+        if shown is None:
             return ""
+        role, worker, handle = shown
         return f"[{role.name} worker {worker.index} on {self.nodes[worker.nodes[0]].name}]\n{handle.tail(lines)}"
 
     # -- read back --------------------------------------------------------------------------------------------------
