@@ -237,7 +237,9 @@ class SimAdapter(Adapter):
         """A live simulator worker of a disaggregated job (`llmsweep sim serve --role`): it binds its node's address
         (its peers and the router are on other nodes) and, on the decode side, models the KV transfer over the
         scale-out fabric: prefill and decode workers always own different nodes (`render_topology`). A worker wider
-        than a node runs as one simulator process on its first node that models all its GPUs."""
+        than a node runs as one simulator process on its first node that models all its GPUs. Unlike the aggregated
+        simulator (loopback only), a role is reachable, unauthenticated, from the allocation's network, as any
+        engine server in a Slurm job is."""
         a = d.args
         a["--role"] = role.kind
         a["--host"] = role.head
