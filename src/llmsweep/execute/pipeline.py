@@ -170,7 +170,8 @@ def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bo
     from llmsweep.execute.slurm import SlurmExecutor
 
     sim = simulate or job.engine == "sim"
-    return (engines.launch_refusal(job) is not None and sim and live and executor == SlurmExecutor.kind
+    # `multinode` is what `render_topology` renders role by role on (never the refusal's wording or its absence).
+    return (job.multinode and sim and live and executor == SlurmExecutor.kind
             and engines.adapter_for(job, simulate=True).disagg_refusal(job) is None)
 
 
