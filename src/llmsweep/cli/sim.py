@@ -60,12 +60,60 @@ def sim() -> None:
               help="Whose metric names /metrics exposes.")
 @click.option("--engine-style", type=click.Choice(["sglang", "vllm"]), default=None,
               help="Whose log lines and efficiency defaults to mimic (default from --metrics-style).")
+@click.option("--role", type=click.Choice(["server", "prefill", "decode"]), default="server", show_default=True,
+              help="Disaggregated role: prefill computes prompts and hands their KV over; decode admits requests "
+              "whose KV arrives over the modelled link (`llmsweep sim router` sits in front of both).")
+@click.option("--kv-transfer", default=None, help="Disaggregated roles: the KV-transfer backend the link stands for.")
+@click.option("--kv-link-gbs", type=click.FloatRange(min=0, min_open=True), default=50.0, show_default=True,
+              help="Decode role: modelled KV link bandwidth, GB/s.")
+@click.option("--kv-link-latency-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Decode role: modelled latency of one KV transfer, ms.")
 def serve(**opts: object) -> None:
     """Serve the simulated engine over an OpenAI-compatible HTTP API."""
+    from llmsweep.sim.roles import RoleConfig
+
     config = _engine_config(opts)
     style = str(opts["metrics_style"])
+    role = RoleConfig(role=opts["role"], kv_transfer=opts["kv_transfer"],  # type: ignore[arg-type]
+                      link_gbs=float(str(opts["kv_link_gbs"])),
+                      link_latency_s=float(str(opts["kv_link_latency_ms"])) / 1e3)
     asyncio.run(_serve(config, host=str(opts["host"]), port=int(str(opts["port"])),
-                       served_model_name=opts["served_model_name"], metrics_style=style))
+                       served_model_name=opts["served_model_name"], metrics_style=style, role=role))
+
+
+@sim.command("router")
+@click.option("--prefill", "prefill", multiple=True, required=True, help="A prefill worker's URL (repeatable).")
+@click.option("--decode", "decode", multiple=True, required=True, help="A decode worker's URL (repeatable).")
+@click.option("--kv-transfer", default=None, help="The KV-transfer backend the workers' link stands for.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8001, show_default=True, type=int, help="Port to bind (0 = any free port).")
+def router(prefill: tuple[str, ...], decode: tuple[str, ...], kv_transfer: str | None, host: str, port: int) -> None:
+    """Serve a simulated PD router in front of simulator prefill and decode workers (`sim serve --role`)."""
+    asyncio.run(_route(list(prefill), list(decode), kv_transfer=kv_transfer, host=host, port=port))
+
+
+async def _route(prefill: list[str], decode: list[str], *, kv_transfer: str | None, host: str, port: int) -> None:
+    from llmsweep.sim.router import PDRouter, start_router
+
+    pd = PDRouter(prefill, decode, kv_transfer=kv_transfer)
+    try:
+        runner, bound = await start_router(pd, host, port)
+    except OSError as exc:
+        raise LlmsweepError(f"llmsweep sim router: cannot bind {host}:{port}: {exc.strerror}",
+                            fix="pick a free --port (or 0 for any)") from exc
+    click.echo(f"simulated PD router on http://{host}:{bound}: prefill {', '.join(pd.prefill)}; decode "
+               f"{', '.join(pd.decode)}", err=True)
+    await _wait_for_stop()
+    await runner.cleanup()
+
+
+async def _wait_for_stop() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):  # non-POSIX
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
 
 
 def engine_config_from_argv(argv: list[str] | tuple[str, ...]) -> EngineConfig:
@@ -114,11 +162,12 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
                           fix="see `llmsweep sim serve --help`") from exc
 
 
-async def _serve(config: object, *, host: str, port: int, served_model_name: object, metrics_style: str) -> None:
+async def _serve(config: object, *, host: str, port: int, served_model_name: object, metrics_style: str,
+                 role: object = None) -> None:
     from llmsweep.sim.server import READY_LINES, SimServer, capacity_log_line, start_server
 
     server = SimServer(config, served_model_name=served_model_name or None,  # type: ignore[arg-type]
-                       metrics_style=metrics_style)  # type: ignore[arg-type]
+                       metrics_style=metrics_style, role=role)  # type: ignore[arg-type]
     try:
         runner, bound = await start_server(server, host, port)
     except OSError as exc:
@@ -128,15 +177,13 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
     click.echo(capacity_log_line(style, server.core), err=True)
     click.echo(f"simulator calibration: {server.config.calibration_label()}", err=True)
     click.echo(f"Uvicorn running on http://{host}:{bound} (simulated engine, model {server.model_name})", err=True)
+    if server.role.role != "server":
+        click.echo(f"simulated {server.role.role} worker on node {server.node}"
+                   + (f", KV over {server.link_label()}" if server.role.role == "decode" else ""), err=True)
     click.echo(READY_LINES[style], err=True)
     sys.stderr.flush()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):  # non-POSIX
-            loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        await _wait_for_stop()
     finally:
         await runner.cleanup()
 

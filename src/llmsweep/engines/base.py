@@ -458,7 +458,8 @@ class Adapter(ABC):
             notes.append(f"runner `{job.runner}` has no GPUs-per-node record: {DEFAULT_GPUS_PER_NODE} assumed")
         transfer = job.kv_p2p_transfer or self.disagg_transfer_default
         assert transfer is not None
-        dynamo = job.framework.startswith("dynamo-")
+        # An adapter without a Dynamo worker that still renders the job (the simulator) launches its own roles.
+        dynamo = job.framework.startswith("dynamo-") and self.dynamo_module is not None
         worker_port = port if port is not None else self.disagg_worker_port
         next_node = 0
         roles: list[Role] = []

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_for
 from llmsweep.engines.base import Adapter, Derived, RoleContext, agentic_conc, norm_flag, topology
-from llmsweep.engines.launch import LaunchSpec
+from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
 from llmsweep.errors import LlmsweepError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
@@ -128,8 +128,20 @@ def _kv_dtype(args: dict[str, Any]) -> str | None:
     return None
 
 
+SCALE_OUT_GBS = 50.0
+"""KV link bandwidth between a prefill and a decode worker on different nodes, GB/s per direction: one 400 Gb/s
+(NDR InfiniBand / 400G RoCE) NIC per GPU, the scale-out fabric of the H100/H200/B200/MI300-class nodes InferenceX's
+disaggregated jobs run on. Unverified per site; the live simulator's decode worker models the transfer with it."""
+SCALE_OUT_LATENCY_MS = 0.01
+"""Per-transfer latency over that fabric, ms (one RDMA round trip, ~10 µs)."""
+ROUTER_PORT_OFFSET = 1
+"""The simulated PD router serves on the workers' port + 1 (it shares node 0 with the first prefill worker)."""
+
+
 class SimAdapter(Adapter):
     identity = SIM
+    disagg_transfer_default: ClassVar[str | None] = "nixl"
+    """The simulator models any KV-transfer backend as a link (`sim.roles`); a job naming none is labelled nixl."""
 
     def launcher(self, job: Job) -> list[str]:
         return [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve"]
@@ -209,10 +221,52 @@ class SimAdapter(Adapter):
         d.args["--dram-gb"] = f"{gb:g}"
 
     def merged_args(self, job: Job, port: int, role: RoleContext | None = None) -> tuple[dict[str, Any], Derived]:
-        """The simulator takes only its own flags: the recipe's were translated in :meth:`derive`. It renders no
-        disaggregated worker yet (`disagg_transfer_default` is None), so `role` is never set here."""
+        """The simulator takes only its own flags: the recipe's were translated in :meth:`derive`; a disaggregated
+        worker adds its role's (:meth:`derive_role`)."""
         derived = self.derive(job, port)
+        if role is not None:
+            self.derive_role(job, port, role, derived)
         return dict(derived.args), derived
+
+    def disagg_refusal(self, job: Job) -> str | None:
+        """None: the simulator stands in for every engine's workers, NVIDIA Dynamo's included (its own router then
+        replaces the Dynamo frontend)."""
+        return None
+
+    def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:
+        """A live simulator worker of a disaggregated job (`llmsweep sim serve --role`): it binds its node's address
+        (its peers and the router are on other nodes) and, on the decode side, models the KV transfer over the
+        scale-out fabric: prefill and decode workers always own different nodes (`render_topology`). A worker wider
+        than a node runs as one simulator process on its first node that models all its GPUs. Unlike the aggregated
+        simulator (loopback only), a role is reachable, unauthenticated, from the allocation's network, as any
+        engine server in a Slurm job is."""
+        a = d.args
+        a["--role"] = role.kind
+        a["--host"] = role.head
+        a["--kv-transfer"] = role.transfer
+        if role.kind == "decode":
+            a["--kv-link-gbs"] = f"{SCALE_OUT_GBS:g}"
+            a["--kv-link-latency-ms"] = f"{SCALE_OUT_LATENCY_MS:g}"
+        d.notes.append(f"live simulator {role.kind} worker on node {role.nodes[0]}"
+                       + (f" (one process modelling all {len(role.nodes)} nodes' GPUs)" if len(role.nodes) > 1 else "")
+                       + (f"; KV arrives over a modelled {SCALE_OUT_GBS:g} GB/s link standing for {role.transfer}"
+                          if role.kind == "decode" else ""))
+
+    def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
+                    transfer: str) -> LaunchSpec:
+        """`llmsweep sim router --prefill URL … --decode URL …` on `node` (the analogue of SGLang's PD router)."""
+        port = (prefill[0].spec.port if prefill else self.info().default_port) + ROUTER_PORT_OFFSET
+        argv = [sys.executable, "-m", "llmsweep.cli.main", "sim", "router"]
+        for w in prefill:
+            argv += ["--prefill", f"http://{w.spec.host}:{w.spec.port}"]
+        for w in decode:
+            argv += ["--decode", f"http://{w.spec.host}:{w.spec.port}"]
+        argv += ["--kv-transfer", transfer, "--host", node_host(node), "--port", str(port)]
+        return LaunchSpec(engine=self.name, argv=tuple(argv), host=node_host(node), port=port,
+                          health_path="/health", metrics_path=None,
+                          served_model_name=job.workload.served_model_name,
+                          notes=(f"simulated PD router over {len(prefill)} prefill and {len(decode)} decode "
+                                 f"worker(s); KV moves prefill→decode over a modelled link standing for {transfer}",))
 
     def conflicts(self, job: Job, kind: str = "parallel") -> list[Any]:
         return []

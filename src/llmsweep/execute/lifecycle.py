@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
-from llmsweep.engines.launch import LaunchSpec, comment_text
+from llmsweep.engines.launch import LaunchSpec, Topology, comment_text
 from llmsweep.errors import LaunchError, LlmsweepError
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.base import ServerLauncher
@@ -98,6 +98,8 @@ class ServerGroup:
     source: str = "measured"
     executor: str = "local"
     notes: list[str] = field(default_factory=list)
+    topology: Topology | None = None
+    """Set for a job launched role by role (disaggregated, `execute.roles`); `spec` is then its router's launch."""
 
     def to_json(self, run_dir: Path, settings: LifecycleSettings) -> dict[str, Any]:
         return {
@@ -108,6 +110,8 @@ class ServerGroup:
             "source": self.source,
             "executor": self.executor,
             "settings": settings.model_dump(mode="json"),
+            # The node renders the topology again from the job (one home: `engines.render_topology`).
+            "roles": self.topology is not None,
         }
 
     @classmethod
@@ -119,6 +123,10 @@ class ServerGroup:
             source=doc.get("source", "measured"),
             executor=doc.get("executor", "slurm"),
         )
+        if doc.get("roles") and group.jobs:
+            from llmsweep import engines
+
+            group.topology = engines.render_topology(group.jobs[0], simulate=group.source != "measured")
         return group, Path(doc["run_dir"]), LifecycleSettings.model_validate(doc.get("settings", {}))
 
 
@@ -201,6 +209,8 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         "clock": "wall",  # the live path; `execute.virtual` records "virtual"
         # The simulator says itself (GET /version) whether its (engine, hardware, model class) is calibrated.
         **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == "sim" else {}),
+        # A job launched role by role: the topology that ran, read back from its roles (`execute.roles`).
+        **({"topology": seen["topology"]} if seen.get("topology") is not None else {}),
     }
 
 
@@ -271,6 +281,8 @@ class _Server:
                 fix=f"read {self.dir / art.SERVER_LOG}",
             )
         self.launches += 1
+        if self.group.topology is not None:
+            return self._ensure_roles(self.group.topology)
         spec = preflight(self.group.spec, gpus=self.group.spec.engine != "sim")
         self.dir.mkdir(parents=True, exist_ok=True)
         spec = art.write_launch_files(spec, self.dir, self.scrubber)
@@ -297,6 +309,34 @@ class _Server:
             self.event(f"server reports {spec.engine} {self.observed.get('engine_version') or '?'} on "
                        f"{', '.join(self.observed.get('gpu_names') or ['?'])}")
         return handle
+
+    def _ensure_roles(self, topology: Topology) -> ServerHandle:
+        """Start every role of a disaggregated job as a step on its node, each ready in turn, then the router; read
+        back what started. Any failure tears down every step started so far."""
+        from llmsweep.execute.pyxis import SrunLauncher
+        from llmsweep.execute.roles import RoleDeployment, allocation_nodes
+
+        if not isinstance(self.launcher, SrunLauncher):
+            raise LaunchError(f"job roles of group {self.group.id} start only as srun steps of a Slurm allocation; "
+                              f"the {self.launcher.kind} launcher cannot place them on nodes",
+                              fix="run it with --executor slurm (node.use_srun true)")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        nodes = allocation_nodes()
+        deployment = RoleDeployment(topology, self.launcher, self.dir, nodes, job_id=os.environ.get("SLURM_JOB_ID"))
+        self.handle, self.spec = deployment, deployment.spec
+        current_progress().phase("launching")
+        self.event(f"launching {sum(r.count for r in topology.roles)} role step(s) of {topology.job} on "
+                   f"{', '.join(n.name for n in nodes)}")
+        try:
+            deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event)
+            self.observed = observe_runtime(deployment, deployment.spec)
+            self.observed["topology"] = deployment.readback().model_dump(mode="json")
+        except BaseException:
+            self.stop()
+            raise
+        write_pid_file(self.dir / art.PID_FILE, deployment, deployment.spec)
+        self.event(f"router ready at {deployment.base_url}")
+        return deployment
 
     def stop(self) -> None:
         """Tear the server down; its pid file goes only once nothing of it is left, so a `--resume` after anything

@@ -4,8 +4,9 @@ plan → policy (errors stop their jobs before launch, with the rule printed) �
 one refuses its jobs, said once) → render every job's LaunchSpec → group jobs with identical specs onto one server →
 run each group through the executor (a simulated group: on the simulator core in virtual time, `execute.virtual`,
 unless `--live`) → store → report → completeness report. Eval jobs are planned but refused ("not yet supported"),
-never silently skipped; so are multinode (disaggregated prefill/decode) jobs, which no executor launches role by role
-yet, and jobs that cannot run (no `serve`, unmapped framework) unless the simulator is asked for.
+never silently skipped; so are multinode (disaggregated prefill/decode) jobs, except on the live simulator under
+Slurm, which launches them role by role (`launches_roles`, `execute.roles`), and jobs that cannot run (no `serve`,
+unmapped framework) unless the simulator is asked for.
 """
 
 from __future__ import annotations
@@ -161,7 +162,21 @@ def _errors_for(job: Job, findings: list[Finding], keys: set[str]) -> list[Findi
     return out
 
 
-def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
+def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bool:
+    """True for the one case of a multinode (disaggregated) job llmsweep launches role by role: served by the live
+    simulator (`--simulate` or the `sim` engine, with `--live`) under the Slurm executor, each role a step on its
+    node (`execute.roles`). Every other multinode job keeps `engines.launch_refusal`'s reason."""
+    from llmsweep import engines
+    from llmsweep.execute.slurm import SlurmExecutor
+
+    sim = simulate or job.engine == "sim"
+    # `multinode` is what `render_topology` renders role by role on (never the refusal's wording or its absence).
+    return (job.multinode and sim and live and executor == SlurmExecutor.kind
+            and engines.adapter_for(job, simulate=True).disagg_refusal(job) is None)
+
+
+def _refusal(job: Job, simulate: bool, errors: list[Finding], *, live: bool = False,
+             executor: str = "local") -> str | None:
     if job.is_eval or job.run_eval:
         # A run-eval row promises throughput *and* an accuracy eval; running half of it would store a row whose
         # eval silently never happened.
@@ -172,7 +187,7 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
     from llmsweep import engines
 
     launch = engines.launch_refusal(job)
-    if launch is not None:
+    if launch is not None and not launches_roles(job, simulate=simulate, live=live, executor=executor):
         # Every executor, the simulator included: one aggregated server would be stored under the disagg identity.
         return launch
     if job.engine is None and not simulate:
@@ -208,18 +223,31 @@ def _check_traces(jobs: list[Job], event: Event) -> tuple[list[Job], list[JobOut
     return keep, refused
 
 
-def _groups(jobs: list[Job], simulate: bool, executor: str) -> list[ServerGroup]:
+def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False) -> list[ServerGroup]:
+    import hashlib
+
     from llmsweep import engines
 
     by_fp: dict[str, ServerGroup] = {}
     for job in jobs:
         sim = simulate or job.engine == "sim"
-        spec = engines.render(job, simulate=sim, port=0)
-        fp = spec.fingerprint()
+        topology = None
+        if launches_roles(job, simulate=simulate, live=live, executor=executor):
+            # Role by role: the group is the whole deployment (its jobs differ only in concurrency); `spec` is the
+            # router's launch, the one the client talks to.
+            topology = engines.render_topology(job, simulate=True)
+            router = topology.role("router")
+            spec = (router or topology.roles[0]).workers[0].spec
+            blob = topology.model_dump_json(exclude={"job"})
+            fp = hashlib.sha256(blob.encode()).hexdigest()
+        else:
+            spec = engines.render(job, simulate=sim, port=0)
+            fp = spec.fingerprint()
         group = by_fp.get(fp)
         if group is None:
-            group = ServerGroup(id=f"{spec.engine}-{fp[:12]}", spec=spec, jobs=[],
-                                source="simulated" if spec.engine == "sim" else "measured", executor=executor)
+            group = ServerGroup(id=f"{spec.engine}-{'roles-' if topology else ''}{fp[:12]}", spec=spec, jobs=[],
+                                source="simulated" if spec.engine == "sim" else "measured", executor=executor,
+                                topology=topology)
             by_fp[fp] = group
         group.jobs.append(job)
     return list(by_fp.values())
@@ -388,7 +416,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
     keys = {job.recipe_key for job in planned}
-    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys)) for job in planned}
+    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys), live=req.live,
+                                 executor=executor.kind) for job in planned}
     for job in planned:
         if refusals[job.id] is not None:
             event(f"job {job.id}: refused — {refusals[job.id]}")
@@ -416,7 +445,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         skipped += reused
     runnable, unreadable = _check_traces(runnable, event)
     refused += unreadable
-    groups = _groups(runnable, req.simulate, executor.kind)
+    groups = _groups(runnable, req.simulate, executor.kind, req.live)
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
     virtual = [g for g in groups if g.spec.engine == "sim" and not req.live]
     served = [g for g in groups if g not in virtual]

@@ -141,11 +141,15 @@ def _mount_list(launch: NodeLaunch) -> list[str]:
     return mounts
 
 
-def render_srun(spec: LaunchSpec, launch: NodeLaunch, step_name: str = "llmsweep-server") -> list[str]:
+def render_srun(spec: LaunchSpec, launch: NodeLaunch, step_name: str = "llmsweep-server",
+                node: str | None = None) -> list[str]:
     """The `srun` step argv. Env (spec env and secrets) travels by `--export=ALL` from the step's environment, so
-    values with commas survive and secret values never appear on the command line."""
+    values with commas survive and secret values never appear on the command line. `node`: the allocation's node
+    the step runs on (a role of a multi-node job); None: Slurm's choice (the first node)."""
     opts = launch.srun
     argv = [opts.srun, "--overlap", "--ntasks=1", "--export=ALL", f"--job-name={step_name}"]
+    if node is not None:
+        argv += ["--nodes=1", f"--nodelist={node}"]
     if spec.gpus > 0:
         argv.append(f"--gres=gpu:{spec.gpus}")
     if spec.image:
@@ -177,14 +181,16 @@ class SrunLauncher:
     def __init__(self, launch: NodeLaunch) -> None:
         self.launch_options = launch
 
-    def render(self, spec: LaunchSpec, step_name: str | None = None) -> list[str]:
-        return render_srun(spec, self.launch_options, step_name or f"llmsweep-{spec.engine}-server")
+    def render(self, spec: LaunchSpec, step_name: str | None = None, node: str | None = None) -> list[str]:
+        return render_srun(spec, self.launch_options, step_name or f"llmsweep-{spec.engine}-server", node)
 
     def launch(
-        self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None
+        self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None, node: str | None = None,
+        step_label: str | None = None,
     ) -> ProcessServerHandle:
-        step_name = f"llmsweep-{spec.engine}-{uuid.uuid4().hex[:8]}"
-        argv = self.render(spec, step_name)
+        """Start `spec` as a step (on `node` of the allocation when given; `step_label` names a role's step)."""
+        step_name = f"llmsweep-{step_label or spec.engine}-{uuid.uuid4().hex[:8]}"
+        argv = self.render(spec, step_name, node)
         env, scrubber = server_environment(spec, environ)
         job_id = env.get("SLURM_JOB_ID")
         if not job_id:

@@ -163,9 +163,14 @@ def job_name(options: SlurmOptions, name: str) -> str:
 
 
 def render_batch_script(
-    spec: LaunchSpec, options: SlurmOptions, *, name: str, group_file: Path, out_dir: Path, launcher_file: Path
+    spec: LaunchSpec, options: SlurmOptions, *, name: str, group_file: Path, out_dir: Path, launcher_file: Path,
+    nodes: int = 1,
 ) -> str:
-    """The sbatch script: resources, output files in `out_dir`, image import (if any), then the worker command."""
+    """The sbatch script: resources, output files in `out_dir`, image import (if any), then the worker command.
+
+    `nodes` > 1: the allocation of a job launched role by role (`execute.roles`), one task per node; the worker runs
+    on the first node and starts each role as a step on its own node (only the simulator's roles are launched so
+    far: they use no GPU)."""
     _check_path(out_dir, "out directory")
     _check_path(Path(options.python), "python")
     headers = [f"--job-name={job_name(options, name)}"]
@@ -173,7 +178,10 @@ def render_batch_script(
         headers.append(f"--partition={options.partition}")
     if options.account:
         headers.append(f"--account={options.account}")
-    headers += ["--nodes=1", "--ntasks=1", f"--time={options.time_limit}"]
+    if nodes > 1:
+        headers += [f"--nodes={nodes}", "--ntasks-per-node=1", f"--time={options.time_limit}"]
+    else:
+        headers += ["--nodes=1", "--ntasks=1", f"--time={options.time_limit}"]
     if spec.gpus > 0:
         gres = f"gpu:{options.gpu_type}:{spec.gpus}" if options.gpu_type else f"gpu:{spec.gpus}"
         headers.append(f"--gres={gres}")
@@ -357,7 +365,19 @@ class SlurmExecutor:
             for group in groups:
                 gdir = art.server_dir(run_dir, group.id)
                 group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
-                sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id)
+                nodes = group.topology.nodes if group.topology is not None else 1
+                try:
+                    sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes)
+                except LaunchError as exc:
+                    if group.topology is None:
+                        raise
+                    # A topology the cluster cannot hold: its jobs are refused with the reason, the others run.
+                    event(f"{group.id}: refused — {exc.message}")
+                    for job in group.jobs:
+                        outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused",
+                                                   reasons=[f"{exc.message} (fix: {exc.fix})"]))
+                        current_progress().job_finished(job.id, "refused")
+                    continue
                 live.append(sjob)
                 submitted.append((group, sjob))
                 event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
@@ -393,21 +413,39 @@ class SlurmExecutor:
         out_dir: Path,
         name: str,
         environ: Mapping[str, str] | None = None,
+        nodes: int = 1,
     ) -> SlurmJob:
         """Write the batch script and node launch file into `out_dir`, sbatch it, record and return the job."""
         out_dir = out_dir.resolve()
         out_dir.mkdir(parents=True, exist_ok=True)
         launcher_file = write_node_launch(self.node_launch(spec, out_dir), out_dir / "node_launch.json")
         script = render_batch_script(spec, self.options, name=name, group_file=group_file.resolve(),
-                                     out_dir=out_dir, launcher_file=launcher_file)
+                                     out_dir=out_dir, launcher_file=launcher_file, nodes=nodes)
         script_path = out_dir / "job.sbatch"
         script_path.write_text(script, encoding="utf-8")
+        if nodes > 1:
+            self._check_nodes(script_path, nodes, name, environ)
         proc = run_command(["sbatch", "--parsable", str(script_path)], timeout_s=self.options.command_timeout_s,
                            env=environ, fix=_SLURM_FIX + "; check partition/account/gres in the slurm options")
         job_id = parse_job_id(proc.stdout)
         (out_dir / SLURM_JOB_ID_FILE).write_text(job_id + "\n", encoding="utf-8")
         log.info("submitted Slurm job %s (%s) → %s", job_id, name, out_dir)
         return SlurmJob(job_id=job_id, name=name, out_dir=out_dir, script_path=script_path, options=self.options)
+
+
+    def _check_nodes(self, script_path: Path, nodes: int, name: str, environ: Mapping[str, str] | None) -> None:
+        """`sbatch --test-only`: a multi-node allocation the partition can never hold would pend forever
+        (PartitionNodeLimit); it is refused now with Slurm's reason instead."""
+        proc = run_command(["sbatch", "--test-only", str(script_path)], timeout_s=self.options.command_timeout_s,
+                           env=environ, check=False, fix=_SLURM_FIX)
+        if proc.returncode != 0:
+            said = (proc.stderr or proc.stdout).strip().splitlines()
+            raise LaunchError(
+                f"Slurm cannot allocate the {nodes} nodes the topology of {name} needs"
+                + (f": {said[-1]}" if said else ""),
+                fix="run it on a partition with that many nodes (--executor-option partition=NAME), or choose a "
+                    "topology with fewer workers",
+            )
 
 
 class SlurmInterrupted(Interrupted):

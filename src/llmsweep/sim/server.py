@@ -29,6 +29,7 @@ from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.metrics import MetricsStyle, registry_for, render
 from llmsweep.sim.power import PowerModel
 from llmsweep.sim.prompt import PromptEncoder
+from llmsweep.sim.roles import KV_SOURCE_HEADER, KV_TOKENS_HEADER, RoleConfig, node_name, transfer_seconds
 from llmsweep.sim.text import token_text
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,16 @@ class SimServer:
     """Owns the core, the scheduler task and the aiohttp application."""
 
     def __init__(self, config: EngineConfig, *, served_model_name: str | None = None,
-                 metrics_style: MetricsStyle = "both", resync_s: float = 0.005) -> None:
+                 metrics_style: MetricsStyle = "both", resync_s: float = 0.005,
+                 role: RoleConfig | None = None) -> None:
         self.config = config
+        self.role = role or RoleConfig()
+        self.node = node_name()
+        self.kv_bytes_per_token = config.perf_inputs().kv_bytes_per_token
+        self._arrived: list[list[int]] = []
+        """Decode role: block hashes of prompts whose KV arrived, placed in the pool before the next step."""
+        self.transfers = 0
+        self.transfer_seconds = 0.0
         self.core = build_core(config)
         self.model_name = served_model_name or config.model
         self.encoder = PromptEncoder(self.core.block_size)
@@ -117,6 +126,8 @@ class SimServer:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            if self._arrived:
+                self._place_arrived()
             now = self._clock()
             start = core.now if busy and now - core.now < self.resync_s else max(now, core.now)
             end = core.begin_step(start)
@@ -133,8 +144,39 @@ class SimServer:
                 stream: _Stream = r.owner
                 stream.queue.put_nowait((r.last_emitted, r.finished_at is not None))
 
+    def _place_arrived(self) -> None:
+        """Put the full prompt blocks whose KV arrived from a prefill worker into the pool as cached blocks, between
+        steps (never while a step holds its plan). A pool too full to take them leaves them out: the decode worker
+        then recomputes that prompt, as a real one would have to."""
+        pool = self.core.pool
+        for hashes in self._arrived:
+            blocks = pool.allocate(len(hashes))
+            if blocks is None:
+                log.info("decode worker: no room for %d arrived KV blocks; the prompt is recomputed", len(hashes))
+                continue
+            pool.register_many(blocks, hashes)
+            pool.release(blocks)
+        self._arrived.clear()
+
+    async def _receive_kv(self, headers: Any, n_tokens: int, hashes: list[int]) -> None:
+        """Decode role: wait for the KV of a prompt the router says a prefill worker computed (modelled transfer)."""
+        raw = headers.get(KV_TOKENS_HEADER)
+        if self.role.role != "decode" or raw is None:
+            return
+        tokens = min(int(raw), n_tokens) if str(raw).isdigit() else 0
+        delay = transfer_seconds(tokens, self.kv_bytes_per_token, self.role)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        self.transfers += 1
+        self.transfer_seconds += delay
+        full = tokens // self.core.block_size
+        if full:
+            self._arrived.append(hashes[:full])
+        log.debug("decode worker: KV of %d tokens from %s in %.4f s", tokens, headers.get(KV_SOURCE_HEADER), delay)
+
     # -- request intake ---------------------------------------------------------------------------------------------
-    async def _admit(self, body: dict[str, Any], *, chat: bool) -> tuple[SimRequest, _Stream] | web.Response:
+    async def _admit(self, body: dict[str, Any], *, chat: bool,
+                     headers: Any = None) -> tuple[SimRequest, _Stream] | web.Response:
         model = body.get("model")
         if model not in (None, "", self.model_name):
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
@@ -160,6 +202,10 @@ class SimServer:
                 return _error(400, "prompt must be a string or a list of token ids")
         if self.frontend_s > 0:
             await asyncio.sleep(self.frontend_s)
+        if self.role.role == "prefill":
+            max_tokens = 1  # a prefill worker computes the prompt (and its first token) and hands the KV over
+        if headers is not None:
+            await self._receive_kv(headers, n_tokens, hashes)
         no = self._requests
         self._requests += 1
         stream = _Stream(no)
@@ -182,7 +228,7 @@ class SimServer:
             return _error(400, "request body is not valid JSON")
         if not isinstance(body, dict):
             return _error(400, "request body must be a JSON object")
-        admitted = await self._admit(body, chat=chat)
+        admitted = await self._admit(body, chat=chat, headers=request.headers)
         if isinstance(admitted, web.Response):
             return admitted
         req, stream = admitted
@@ -274,8 +320,19 @@ class SimServer:
         from llmsweep import __version__
 
         # `tp`: the GPUs of this engine, so a client can compute per-GPU figures without being told (`bench`).
+        # `role`, `node`, `kv_transfer`: what this process serves as and where, read back into a disaggregated run's
+        # provenance (the topology that ran, not the one planned).
         return web.json_response({"version": __version__, "engine": "sim", "tp": self.config.tp,
-                                  "calibration": self.config.calibration_label()})
+                                  "calibration": self.config.calibration_label(), "role": self.role.role,
+                                  "node": self.node, "kv_transfer": self.link_label(),
+                                  "kv_transfers": self.transfers,
+                                  "kv_transfer_seconds": round(self.transfer_seconds, 6)})
+
+    def link_label(self) -> str | None:
+        if self.role.role not in ("prefill", "decode"):
+            return None
+        name = self.role.kv_transfer or "kv"
+        return f"{name} (modelled link {self.role.link_gbs:g} GB/s, {self.role.link_latency_s * 1e3:g} ms)"
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=render(self.registry), headers={"Content-Type": "text/plain; version=0.0.4"})

@@ -1,0 +1,297 @@
+"""A disaggregated job's roles, launched as `srun` steps on their nodes of one Slurm allocation.
+
+The batch job of a multi-node topology (`engines.launch.Topology`) holds every node the topology numbers; its worker
+runs on the first node and starts each prefill and decode worker as a step on the worker's node (pyxis/enroot flags
+as for any server step), waits until each answers its health check, then starts the router beside the first prefill
+worker and waits for it; the client talks to the router. The node placeholders a topology's launches carry
+(`{node0}`, `{node1}`, …) become the nodes' addresses (`NodeAddr`) here, where the allocation is known.
+
+What ran is read back, never copied from the plan: every role's `/version` says what it serves as and where
+(:class:`RanTopology`, stored in each job's provenance); a role that does not come up, dies, or reports another role
+fails the job, and every step started so far is torn down. Ctrl-C, `scancel` and `--resume` reach the steps through
+the handle's `stop` (or, for a killed run, the cancellation of the whole allocation).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shlex
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.engines.launch import NODE_RANK, LaunchSpec, Role, RoleKind, RoleWorker, Topology
+from llmsweep.errors import LaunchError
+from llmsweep.execute.commands import run_command
+from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
+from llmsweep.execute.node_power import READY_LINE
+from llmsweep.execute.pyxis import SrunLauncher
+from llmsweep.execute.ready import wait_ready
+from llmsweep.execute.secrets import SecretScrubber
+from llmsweep.execute.signals import shielded
+
+log = logging.getLogger(__name__)
+
+_NODE_PLACEHOLDER = re.compile(r"\{node(\d+)\}")
+_FIX = "check that slurmctld answers (`sinfo`) and that the job runs inside its allocation"
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+ROLES_DIR = "roles"
+"""Per-role logs, beside the server group's `server.log`."""
+POWER_DIR = "power"
+"""Under ROLES_DIR: one folder per node with that node's `gpu_metrics.jsonl` (`execute.node_power`)."""
+_SAMPLER_START_S = 30.0
+COMMANDS_FILE = "commands.txt"
+"""Under ROLES_DIR: every role step's command line, as launched."""
+
+
+@dataclass(frozen=True)
+class AllocatedNode:
+    """A node of the current allocation: Slurm's name and the address its daemons (and our servers) use."""
+
+    name: str
+    address: str
+
+
+def allocation_nodes(environ: Mapping[str, str] | None = None, timeout_s: float = 30.0) -> list[AllocatedNode]:
+    """The allocation's nodes in Slurm's order (`scontrol show hostnames $SLURM_JOB_NODELIST`), each with its
+    `NodeAddr` (`scontrol show node`)."""
+    env = os.environ if environ is None else environ
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not nodelist:
+        raise LaunchError("the roles of a multi-node job start only inside its Slurm allocation "
+                          "(SLURM_JOB_NODELIST is not set)", fix="run the job through the slurm executor")
+    names = run_command(["scontrol", "show", "hostnames", nodelist], timeout_s=timeout_s, fix=_FIX).stdout.split()
+    nodes = []
+    for name in names:
+        out = run_command(["scontrol", "show", "node", "-o", name], timeout_s=timeout_s, fix=_FIX).stdout
+        fields = dict(tok.split("=", 1) for tok in out.split() if "=" in tok)
+        nodes.append(AllocatedNode(name=name, address=fields.get("NodeAddr") or name))
+    return nodes
+
+
+def place(spec: LaunchSpec, nodes: list[AllocatedNode], node_rank: int = 0) -> LaunchSpec:
+    """`spec` with every `{nodeK}` replaced by node K's address and `{node_rank}` by `node_rank`."""
+
+    def sub(text: str) -> str:
+        def address(match: re.Match[str]) -> str:
+            k = int(match.group(1))
+            if k >= len(nodes):
+                raise LaunchError(f"the launch names node {k} but the allocation has {len(nodes)} node(s)",
+                                  fix="the batch job must request the topology's node count (`--nodes`)")
+            return nodes[k].address
+
+        return _NODE_PLACEHOLDER.sub(address, text).replace(NODE_RANK, str(node_rank))
+
+    return spec.model_copy(update={
+        "argv": tuple(sub(a) for a in spec.argv), "env": {k: sub(v) for k, v in spec.env.items()},
+        "host": sub(spec.host)})
+
+
+class RanWorker(BaseModel):
+    """One started worker, as it reported itself."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    node: str = Field(description="The node Slurm placed the step on.")
+    reported_node: str | None = Field(default=None, description="The node the server says it runs on (/version).")
+    url: str
+    gpus: int | None = Field(default=None, description="GPUs the server says it uses (/version `tp`).")
+
+
+class RanRole(BaseModel):
+    """A role that ran: its kind, the GPUs planned per worker, and every worker that came up."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: RoleKind
+    count: int
+    gpus_per_worker: int
+    workers: list[RanWorker]
+
+
+class RanTopology(BaseModel):
+    """The topology that ran, read back from the started roles: what a disaggregated result's provenance says."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    disaggregated: bool
+    nodes: list[str] = Field(description="The allocation's nodes, in Slurm's order.")
+    kv_transfer: str | None = Field(description="The KV-transfer backend the decode workers report.")
+    gpus: int = Field(description="GPUs of every role together (the job's).")
+    roles: list[RanRole]
+
+
+def _version(url: str) -> dict[str, object]:
+    try:
+        with _OPENER.open(f"{url}/version", timeout=5) as resp:
+            doc = json.loads(resp.read().decode() or "{}")
+    except (OSError, ValueError) as exc:
+        log.info("could not read %s/version: %s", url, exc)
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+class RoleDeployment:
+    """Every role of one topology as steps of the current allocation; one :class:`ServerHandle` for the lifecycle
+    (its URL is the router's). `stop` tears down every step started, router first."""
+
+    def __init__(self, topology: Topology, launcher: SrunLauncher, server_dir: Path, nodes: list[AllocatedNode],
+                 *, job_id: str | None) -> None:
+        if topology.nodes > len(nodes):
+            raise LaunchError(f"topology of job {topology.job} needs {topology.nodes} node(s); the allocation has "
+                              f"{len(nodes)}", fix="the batch job must request the topology's node count")
+        self.topology, self.launcher, self.nodes, self._job_id = topology, launcher, nodes, job_id
+        self.dir = server_dir / ROLES_DIR
+        router = topology.role("router")
+        front = router.workers[0] if router is not None else topology.roles[0].workers[0]
+        self.spec = place(front.spec, nodes)
+        self.log_path = self.dir / f"{router.name if router is not None else 'server'}-0.log"
+        self.scrubber = SecretScrubber(())
+        self.command: tuple[str, ...] = ()
+        self.started: list[tuple[Role, RoleWorker, ProcessServerHandle]] = []
+        self.samplers: list[ProcessServerHandle] = []
+
+    # -- start ------------------------------------------------------------------------------------------------------
+    def start(self, *, startup_timeout_s: float | None, event: Callable[[str], None] | None = None) -> None:
+        """Start the workers (prefill, then decode), wait for each, then the router; LaunchError names the role."""
+        say: Callable[[str], None] = event or (lambda _msg: None)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        workers = [r for r in self.topology.roles if r.kind != "router"]
+        routers = [r for r in self.topology.roles if r.kind == "router"]
+        for batch in (workers, routers):
+            launched = [self._launch(role, worker) for role in batch for worker in role.workers]
+            for role, worker, handle in launched:
+                try:
+                    ready = wait_ready(handle, timeout_s=startup_timeout_s, poll_s=0.25)
+                except LaunchError as exc:
+                    raise LaunchError(f"{role.name} worker {worker.index} on node "
+                                      f"{self.nodes[worker.nodes[0]].name} did not come up: {exc.message}",
+                                      fix=exc.fix) from exc
+                say(f"{role.name} worker {worker.index} ready in {ready.seconds:.1f} s on "
+                    f"{self.nodes[worker.nodes[0]].name} ({handle.base_url})")
+        self._start_samplers(say)
+
+    def _start_samplers(self, say: Callable[[str], None]) -> None:
+        """One power-sampler step per node that runs a worker (`execute.node_power`): on the simulator it reads the
+        worker's modelled `/power`. A sampler that cannot start is said, never a reason to fail the job."""
+        by_node: dict[int, tuple[Role, ProcessServerHandle]] = {}
+        for role, worker, handle in self.started:
+            if role.kind != "router":
+                by_node.setdefault(worker.nodes[0], (role, handle))
+        for k, (role, handle) in sorted(by_node.items()):
+            node = self.nodes[k]
+            argv = [sys.executable, "-m", "llmsweep.execute.node_power", "--dir",
+                    str(self.dir / POWER_DIR / node.name), "--gpus", str(role.gpus_per_worker)]
+            argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == "sim" else [])
+            spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0)
+            with shielded():
+                sampler = self.launcher.launch(spec, log_path=self.dir / f"power-{node.name}.log", node=node.name,
+                                               step_label=f"power-{node.name}")
+                self.samplers.append(sampler)
+        deadline = time.monotonic() + _SAMPLER_START_S
+        for sampler in self.samplers:
+            while sampler.is_alive() and READY_LINE not in sampler.tail(5) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if READY_LINE not in sampler.tail(5):
+                say(f"warning: power sampler {sampler.log_path.name} did not start: {sampler.tail(3)}")
+
+    def _launch(self, role: Role, worker: RoleWorker) -> tuple[Role, RoleWorker, ProcessServerHandle]:
+        node = self.nodes[worker.nodes[0]]
+        spec = place(worker.spec, self.nodes)
+        with shielded():  # held in `started` before a signal can arrive, so `stop` reaches it
+            handle = self.launcher.launch(spec, log_path=self.dir / f"{role.name}-{worker.index}.log",
+                                          node=node.name, step_label=f"{role.name}{worker.index}")
+            self.started.append((role, worker, handle))
+        with open(self.dir / COMMANDS_FILE, "a", encoding="utf-8") as fh:  # what each step ran, secrets scrubbed
+            fh.write(handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"
+                                           f"{shlex.join(handle.command)}\n"))
+        if role.kind == "router" or len(self.topology.roles) == 1:
+            self.scrubber, self.command = handle.scrubber, handle.command
+        return role, worker, handle
+
+    # -- ServerHandle -----------------------------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return self.spec.base_url
+
+    @property
+    def pid(self) -> int | None:
+        return self.started[-1][2].pid if self.started else None
+
+    @property
+    def job_id(self) -> str | None:
+        return self._job_id
+
+    @property
+    def returncode(self) -> int | None:
+        dead = self._dead()
+        return dead[2].returncode if dead is not None else None
+
+    def _dead(self) -> tuple[Role, RoleWorker, ProcessServerHandle] | None:
+        return next((s for s in self.started if not s[2].is_alive()), None)
+
+    def is_alive(self) -> bool:
+        return bool(self.started) and self._dead() is None
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        """Stop every started step, the router first (it holds the client's connections), then the workers."""
+        rc = None
+        with shielded():
+            for _role, _worker, handle in reversed(self.started):
+                code = handle.stop(grace_s)
+                rc = code if rc is None else rc
+            for sampler in self.samplers:  # last, so the samples cover the teardown; SIGTERM writes the node's file
+                sampler.stop(grace_s)
+        return rc
+
+    def gone(self) -> bool:
+        return all(handle.gone() for _r, _w, handle in self.started) and all(s.gone() for s in self.samplers)
+
+    def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str:
+        """The log tail of the first role that died (named), else the router's."""
+        shown = self._dead() or (self.started[-1] if self.started else None)
+        if shown is None:
+            return ""
+        role, worker, handle = shown
+        return f"[{role.name} worker {worker.index} on {self.nodes[worker.nodes[0]].name}]\n{handle.tail(lines)}"
+
+    # -- read back --------------------------------------------------------------------------------------------------
+    def readback(self) -> RanTopology:
+        """Every started role's own account (`/version`: role, node, GPUs, KV transfer); a role that reports another
+        role, or a node other than the one its step was placed on, fails the job."""
+        roles: dict[str, RanRole] = {}
+        transfer: str | None = None
+        for role, worker, handle in self.started:
+            doc = _version(handle.base_url)
+            placed = self.nodes[worker.nodes[0]].name
+            said_role, said_node = doc.get("role"), doc.get("node")
+            if said_role is not None and said_role != role.kind:
+                raise LaunchError(f"the {role.name} step on {placed} says it serves as {said_role}",
+                                  fix="check the role's launch (`llmsweep render --job ID`)")
+            if said_node is not None and said_node != placed:
+                raise LaunchError(f"the {role.name} step placed on {placed} says it runs on {said_node}",
+                                  fix="check the node's Slurm name and the srun --nodelist placement")
+            if role.kind == "decode" and isinstance(doc.get("kv_transfer"), str):
+                transfer = str(doc["kv_transfer"])
+            tp = doc.get("tp")
+            ran = roles.setdefault(role.name, RanRole(role=role.kind, count=role.count,
+                                                      gpus_per_worker=role.gpus_per_worker, workers=[]))
+            ran.workers.append(RanWorker(index=worker.index, node=placed,
+                                         reported_node=str(said_node) if said_node is not None else None,
+                                         url=handle.base_url, gpus=tp if isinstance(tp, int) else None))
+        for ran in roles.values():
+            if len(ran.workers) != ran.count:
+                raise LaunchError(f"{len(ran.workers)} of {ran.count} {ran.role} worker(s) started",
+                                  fix="read the role logs in the server directory")
+        return RanTopology(disaggregated=self.topology.disaggregated, nodes=[n.name for n in self.nodes],
+                           kv_transfer=transfer,
+                           gpus=sum(r.count * r.gpus_per_worker for r in roles.values()), roles=list(roles.values()))

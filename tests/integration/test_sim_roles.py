@@ -1,0 +1,108 @@
+"""The live simulator's disaggregated roles over loopback: a prefill worker, a decode worker and the simulated PD
+router in front of them. The client's answer comes through the router; the decode worker waited the modelled KV
+transfer (bytes over the link) before its first token, and placed the arrived blocks so it did not recompute the
+prompt; the router is healthy only while every worker is; each process says what it serves as."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import aiohttp
+
+from llmsweep.sim.engine import EngineConfig
+from llmsweep.sim.roles import RoleConfig, transfer_seconds
+from llmsweep.sim.router import PDRouter, start_router
+from llmsweep.sim.server import SimServer, start_server
+
+FAST = {"model": "llama-1b", "hardware": "h200", "timing": "constant", "ttft_s": 0.004, "itl_s": 0.001}
+PROMPT = " ".join(f"w{i % 97}" for i in range(3000))
+LINK = RoleConfig(role="decode", kv_transfer="nixl", link_gbs=0.5, link_latency_s=0.005)
+
+
+@asynccontextmanager
+async def deployment() -> AsyncIterator[tuple[str, SimServer, SimServer]]:
+    async with AsyncExitStack() as stack:
+        prefill = SimServer(EngineConfig(**FAST), served_model_name="m", role=RoleConfig(role="prefill"))
+        decode = SimServer(EngineConfig(**FAST), served_model_name="m", role=LINK)
+        urls = []
+        for server in (prefill, decode):
+            runner, port = await start_server(server, "127.0.0.1", 0)
+            stack.push_async_callback(runner.cleanup)
+            urls.append(f"http://127.0.0.1:{port}")
+        router = PDRouter([urls[0]], [urls[1]], kv_transfer="nixl")
+        runner, port = await start_router(router, "127.0.0.1", 0)
+        stack.push_async_callback(runner.cleanup)
+        yield f"http://127.0.0.1:{port}", prefill, decode
+
+
+def body(stream: bool) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 16, "stream": stream,
+            "stream_options": {"include_usage": True}, "ignore_eos": True}
+
+
+def test_a_request_through_the_router_waits_for_the_modelled_kv_transfer_and_decodes_on_the_decode_worker() -> None:
+    async def main() -> None:
+        async with deployment() as (url, prefill, decode), aiohttp.ClientSession() as http:
+            began = time.monotonic()
+            async with http.post(f"{url}/v1/chat/completions", json=body(stream=True)) as resp:
+                assert resp.status == 200
+                first: float | None = None
+                events = []
+                async for line in resp.content:
+                    if line.startswith(b"data: ") and first is None:
+                        first = time.monotonic() - began
+                    if line.startswith(b"data: {"):
+                        events.append(json.loads(line[6:]))
+            usage = events[-1]["usage"]
+            assert usage["completion_tokens"] == 16  # the decode worker generated the answer ...
+            prompt = usage["prompt_tokens"]
+            expected = transfer_seconds(prompt, decode.kv_bytes_per_token, LINK)
+            assert expected > 0.1  # a transfer long enough to see: 3,000 tokens of KV over 0.5 GB/s
+            assert decode.transfers == 1 and abs(decode.transfer_seconds - expected) < 1e-6
+            assert first is not None and first >= expected  # ... and its first token came after the KV arrived
+            # The prefill worker computed the prompt once, with one output token; the decode worker found the
+            # arrived blocks in its pool and computed at most the prompt's last partial block.
+            assert prefill.core.counters.generation_tokens == 1
+            assert prefill.core.counters.computed_prompt_tokens == prompt
+            assert decode.core.counters.computed_prompt_tokens < decode.core.block_size
+            # Whole (non-streaming) answers come through the router as well.
+            async with http.post(f"{url}/v1/chat/completions", json=body(stream=False)) as resp:
+                whole = await resp.json()
+            assert resp.status == 200 and whole["usage"]["completion_tokens"] == 16
+            async with http.get(f"{url}/version") as resp:
+                router_doc = await resp.json()
+            assert router_doc["role"] == "router" and router_doc["routed"] == 2
+            async with http.get(f"{decode_url(router_doc)}/version") as resp:
+                doc = await resp.json()
+            assert doc["role"] == "decode" and doc["kv_transfer"].startswith("nixl (modelled link 0.5 GB/s")
+
+    asyncio.run(main())
+
+
+def decode_url(router_doc: dict[str, Any]) -> str:
+    return str(router_doc["decode"][0])
+
+
+def test_the_router_is_unhealthy_while_a_worker_is_down_and_says_which() -> None:
+    async def main() -> None:
+        server = SimServer(EngineConfig(**FAST), served_model_name="m", role=RoleConfig(role="prefill"))
+        runner, port = await start_server(server, "127.0.0.1", 0)
+        dead = "http://127.0.0.1:9"  # discard port: nothing answers
+        router = PDRouter([f"http://127.0.0.1:{port}"], [dead])
+        rrunner, rport = await start_router(router, "127.0.0.1", 0)
+        try:
+            async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{rport}/health") as resp:
+                assert resp.status == 503 and dead in await resp.text()
+            async with aiohttp.ClientSession() as http, http.post(f"http://127.0.0.1:{rport}/v1/completions",
+                                                                  json={"model": "m", "prompt": "hi"}) as resp:
+                assert resp.status == 502 and "decode worker" in (await resp.json())["error"]["message"]
+        finally:
+            await rrunner.cleanup()
+            await runner.cleanup()
+
+    asyncio.run(main())

@@ -1,0 +1,259 @@
+"""A disaggregated job run role by role on a REAL multi-node Slurm (scripts/ci/start_slurm_multinode.sh: one slurmd
+per network namespace, each node its own address on a bridge): `llmsweep run --simulate --live --executor slurm`
+places the prefill and decode workers as srun steps on different nodes, the router beside the first prefill
+worker; they talk over the nodes' addresses; the client's results come through the router; provenance records the
+topology read back from the roles; a role that cannot come up fails the job; success, failure and Ctrl-C leave no
+step and no process behind. Skipped when that cluster is not running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+MN_CONF = Path("/etc/slurm-mn/slurm.conf")
+RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "disagg-sim.yaml"
+NODES_NEEDED = 3  # two prefill workers and one decode worker, each on a node of its own
+
+pytestmark = pytest.mark.slurm
+
+
+def slurm(*argv: str) -> str:
+    env = {**os.environ, "SLURM_CONF": str(MN_CONF)}
+    return subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+@pytest.fixture(scope="module", autouse=True)
+def multinode_cluster() -> dict[str, str]:
+    """The cluster's nodes and their addresses; skip when the multi-node cluster is not up."""
+    if not MN_CONF.is_file():
+        pytest.skip(f"no multi-node Slurm ({MN_CONF} missing; start it with scripts/ci/start_slurm_multinode.sh)")
+    try:
+        lines = slurm("sinfo", "-h", "-N", "-o", "%N %T").split("\n")
+    except (subprocess.SubprocessError, OSError):
+        pytest.skip("the multi-node Slurm controller does not answer (scripts/ci/start_slurm_multinode.sh)")
+    up = [line.split()[0] for line in lines if len(line.split()) == 2 and line.split()[1] in ("idle", "mixed")]
+    if len(up) < NODES_NEEDED:
+        pytest.skip(f"the multi-node Slurm has {len(up)} usable node(s); {NODES_NEEDED} needed")
+    addresses = {}
+    for node in up:
+        fields = dict(t.split("=", 1) for t in slurm("scontrol", "show", "node", "-o", node).split() if "=" in t)
+        addresses[node] = fields["NodeAddr"]
+    return addresses
+
+
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "SLURM_CONF": str(MN_CONF), "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"),
+            "PYTHONUNBUFFERED": "1"}
+
+
+def run_argv(recipe: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "llmsweep.cli.main", "run", str(recipe), "--simulate", "--live", "--executor",
+            "slurm", "--executor-option", "poll_s=0.5", "--executor-option", "time_limit=00:05:00", "--out", str(out),
+            "--no-report"]
+
+
+def outcomes(out: Path) -> list[dict[str, Any]]:
+    return list(json.loads((out / "run.json").read_text())["outcomes"])
+
+
+def slurm_job_id(out: Path) -> str:
+    (path,) = (out / "servers").glob("*/slurm_job_id")
+    return path.read_text().strip()
+
+
+def role_processes(addresses: dict[str, str]) -> list[str]:
+    """Command lines of simulator role processes bound to one of the cluster's node addresses."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = " ".join(a.decode(errors="replace") for a in argv)
+        if "llmsweep.cli.main sim" in text and any(f"--host {a}" in text for a in addresses.values()):
+            found.append(text)
+    return found
+
+
+def assert_nothing_left(job_id: str, addresses: dict[str, str]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        steps = slurm("squeue", "-h", "-s", "-j", job_id).strip() if job_in_queue(job_id) else ""
+        if not steps and not job_in_queue(job_id) and not role_processes(addresses):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"left behind: steps {slurm('squeue', '-h', '-s')!r}, processes {role_processes(addresses)}")
+
+
+def job_in_queue(job_id: str) -> bool:
+    try:
+        return bool(slurm("squeue", "-h", "-j", job_id).strip())
+    except subprocess.CalledProcessError:
+        return False  # "Invalid job id": it has left
+
+
+def test_roles_land_on_different_nodes_talk_over_their_addresses_and_serve_the_client(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(run_argv(RECIPE, out), env=env(tmp_path), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (outcome,) = outcomes(out)
+    assert outcome["status"] == "valid", outcome
+    job_dir = out / "jobs" / outcome["job_id"]
+    run_doc = json.loads((job_dir / "run.json").read_text())
+    topology = run_doc["provenance"]["topology"]
+    roles = {r["role"]: r for r in topology["roles"]}
+    assert set(roles) == {"prefill", "decode", "router"} and topology["disaggregated"]
+    prefill_nodes = [w["node"] for w in roles["prefill"]["workers"]]
+    decode_nodes = [w["node"] for w in roles["decode"]["workers"]]
+    # Every worker on a node of its own; the router beside the first prefill worker.
+    assert len(set(prefill_nodes + decode_nodes)) == 3 and roles["router"]["workers"][0]["node"] == prefill_nodes[0]
+    for role in topology["roles"]:
+        for w in role["workers"]:
+            # Read back from the process itself, which bound its node's namespace address (not loopback).
+            assert w["reported_node"] == w["node"]
+            assert urlparse(w["url"]).hostname == multinode_cluster[w["node"]] != "127.0.0.1"
+    # GPUs per role as planned (2 prefill x TP8 + 1 decode x TP8), the job's 24, and the throughput divides by them.
+    assert (roles["prefill"]["count"], roles["prefill"]["gpus_per_worker"]) == (2, 8)
+    assert topology["gpus"] == 24 == run_doc["provenance"]["hardware"]["gpus"]
+    assert topology["kv_transfer"].startswith("mori (modelled link")
+    summary = json.loads((job_dir / "summary.json").read_text())
+    assert summary["throughput"]["gpus"] == 24 and summary["validity"]["verdict"] == "valid"
+    # The client talked to the router: its address is the one the run's command names.
+    router_url = roles["router"]["workers"][0]["url"]
+    assert f"--host {urlparse(router_url).hostname}" in (job_dir / "server_command.txt").read_text()
+    roles_dir = next((out / "servers").glob("*/roles"))
+    assert "simulated PD router" in (roles_dir / "router-0.log").read_text()
+    commands = (roles_dir / "commands.txt").read_text()
+    for node in prefill_nodes + decode_nodes:  # every role's step, pinned to its node
+        assert f"--nodelist={node} " in commands
+    # One power sampler per node that ran a worker, each reading its worker's modelled power.
+    for node in prefill_nodes + decode_nodes:
+        lines = (roles_dir / "power" / node / "gpu_metrics.jsonl").read_text().splitlines()
+        assert len(lines) > 2 and '"backend":"sim"' in lines[0].replace(" ", ""), lines[:2]
+    assert_nothing_left(slurm_job_id(out), multinode_cluster)
+
+
+def test_a_role_that_cannot_come_up_fails_the_job_and_every_step_is_torn_down(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    decode_node = sorted(multinode_cluster)[2]  # nodes 0, 1: prefill workers; node 2: the decode worker
+    address = multinode_cluster[decode_node]
+    hold = (f"import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+            f"s.bind(('{address}', 8000)); s.listen(); print('bound', flush=True); time.sleep(300)")
+    blocker = subprocess.Popen(  # holds the decode worker's port on its node, in a Slurm job of its own
+        ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={decode_node}", "--job-name=llmsweep-test-blocker",
+         sys.executable, "-c", hold], env={**os.environ, "SLURM_CONF": str(MN_CONF)}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert blocker.stdout is not None and blocker.stdout.readline().strip() == "bound"
+        out = tmp_path / "out"
+        proc = subprocess.run(run_argv(RECIPE, out), env=env(tmp_path), capture_output=True, text=True, timeout=240)
+    finally:
+        blocker.terminate()  # srun cancels its step on SIGTERM
+        blocker.wait(timeout=30)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    (outcome,) = outcomes(out)
+    assert outcome["status"] == "failed"
+    assert f"decode worker 0 on node {decode_node} did not come up" in outcome["reasons"][0]
+    from llmsweep.results.store import Store
+
+    with Store(tmp_path / "store.sqlite", readonly=True) as store:
+        assert [p for p in store.results() if p.job_id == outcome["job_id"] and p.verdict == "valid"] == []
+    assert_nothing_left(slurm_job_id(out), multinode_cluster)
+
+
+def test_ctrl_c_of_the_run_tears_down_every_role_step(tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    recipe = tmp_path / "long.yaml"  # a workload long enough to interrupt mid-run
+    recipe.write_text(RECIPE.read_text().replace("osl: 64", "osl: 4096").replace("num-prompts-per-conc: 4",
+                                                                                 "num-prompts-per-conc: 64"))
+    out = tmp_path / "out"
+    log = tmp_path / "run.log"
+    with open(log, "wb") as fh:
+        driver = subprocess.Popen(run_argv(recipe, out), env=env(tmp_path), stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: any("simulated PD router" in p.read_text()
+                               for p in (out / "servers").glob("*/roles/router-0.log")), driver, log)
+        job_id = slurm_job_id(out)
+        assert role_processes(multinode_cluster), "the roles run while the client does"
+        driver.send_signal(signal.SIGINT)
+        assert driver.wait(timeout=120) != 0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert_nothing_left(job_id, multinode_cluster)
+
+
+def test_resume_after_a_killed_run_cancels_its_role_steps_before_launching_again(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    recipe = tmp_path / "long.yaml"
+    recipe.write_text(RECIPE.read_text().replace("osl: 64", "osl: 4096").replace("num-prompts-per-conc: 4",
+                                                                                 "num-prompts-per-conc: 64"))
+    out = tmp_path / "out"
+    router_logs = out / "servers"
+
+    def router_up() -> bool:
+        logs = list(router_logs.glob("*/roles/router-0.log"))
+        return bool(logs) and "simulated PD router" in logs[0].read_text()
+
+    def start(*extra: str) -> subprocess.Popen[bytes]:
+        with open(tmp_path / "run.log", "ab") as fh:
+            return subprocess.Popen([*run_argv(recipe, out), *extra], env=env(tmp_path), stdout=fh,
+                                    stderr=subprocess.STDOUT)
+
+    first = start()
+    try:
+        wait_until(router_up, first, tmp_path / "run.log")
+        old_job = slurm_job_id(out)
+        first.kill()  # SIGKILL: the submitter cannot cancel anything; the allocation and its steps run on
+        first.wait(timeout=30)
+        assert job_in_queue(old_job) and role_processes(multinode_cluster)
+        for log in router_logs.glob("*/roles/router-0.log"):
+            log.unlink()
+        resumed = start("--resume")
+        try:
+            wait_until(router_up, resumed, tmp_path / "run.log")
+            # The resumed run cancelled the old allocation (its steps with it) before it launched its own.
+            assert not job_in_queue(old_job) and slurm_job_id(out) != old_job
+            new_job = slurm_job_id(out)
+            resumed.send_signal(signal.SIGINT)
+            assert resumed.wait(timeout=120) != 0
+        finally:
+            if resumed.poll() is None:
+                resumed.kill()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert_nothing_left(old_job, multinode_cluster)
+    assert_nothing_left(new_job, multinode_cluster)
+
+
+def wait_until(predicate: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+        time.sleep(0.2)
+
+
+def test_a_topology_wider_than_the_cluster_is_refused_with_slurms_reason_not_left_pending(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    recipe = tmp_path / "wide.yaml"  # one node per worker: more workers than the cluster has nodes
+    workers = len(multinode_cluster)
+    recipe.write_text(RECIPE.read_text().replace("prefill: {num-worker: 2,", f"prefill: {{num-worker: {workers},"))
+    out = tmp_path / "out"
+    proc = subprocess.run(run_argv(recipe, out), env=env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    (outcome,) = outcomes(out)
+    assert outcome["status"] == "refused"
+    assert f"Slurm cannot allocate the {workers + 1} nodes" in outcome["reasons"][0]
+    assert "Requested node configuration is not available" in outcome["reasons"][0]
+    assert not list((out / "servers").glob("*/slurm_job_id"))  # nothing was submitted
