@@ -408,7 +408,7 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         hardware=_hardware_text(job, cells, simulate), engine=engine,
         dataset=result.dataset, sampling=settings.sampling.model_dump(), output_len=settings.output_len,
         chat_template_kwargs={m: settings.chat_template_kwargs.get(m) or {} for m in values},
-        generator=f"llmsweep al collect (llmsweep {__version__})",
+        generator=f"llmsweep al collect (llmsweep {__version__})", simulated=simulate,
         notes=[*_launch_notes(run_dir, cells), *_unmeasured(cells), *settings.notes],
     )
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -90,10 +90,10 @@ def _prompts(source: str, category: str, limit: int | None, echo: Any) -> Any:
 @field_option("--temperature", source=(Sampling, "temperature"), type=float, show_default=True)
 @field_option("--top-p", source=(Sampling, "top_p"), type=float, show_default=True)
 @field_option("--top-k", source=(Sampling, "top_k"), type=int, show_default=True)
-@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
-              help="Where each cell's server starts: this machine, or a docker container here.")
-@click.option("--executor-option", "executor_options", multiple=True, metavar="KEY=VALUE",
-              help="An executor setting (local: cwd, allow_image=true when the engine is installed on the host).")
+@option("executor", type=click.Choice(EXECUTORS),
+        help="Where each cell's server starts: this machine, or a docker container here.")
+@option("executor_option",
+        help="An executor setting (local: cwd, allow_image=true when the engine is installed on the host).")
 @option("simulate")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("golden_al"),
               show_default=True, help="Directory the curve file is written into; read it back with "
@@ -105,9 +105,8 @@ def _prompts(source: str, category: str, limit: int | None, echo: Any) -> Any:
 @field_option("--checkpoint", source=(CollectSettings, "checkpoint"))
 @field_option("--precision", source=(CollectSettings, "precision"))
 @click.option("--note", "notes", multiple=True, help="A `note:` line for the curve header (repeatable).")
-@field_option("--startup-timeout", "startup_timeout", source=(CollectSettings, "startup_timeout_s"), type=float)
-@field_option("--request-timeout", "request_timeout", source=(CollectSettings, "request_timeout_s"), type=float,
-              show_default=True)
+@option("startup_timeout")
+@option("request_timeout", source=(CollectSettings, "request_timeout_s"), show_default=True)
 @option("force")
 @json_option("the cells and the curve file")
 def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, ks: tuple[int, ...],

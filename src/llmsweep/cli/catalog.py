@@ -387,6 +387,8 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
     if chosen is not None:
         rows.append(("file", f"{chosen.file}" + ("" if chosen.packaged else " (user curve)")))
         rows += [("note", note) for note in chosen.notes]
+    if res.simulated:
+        rows.append(("simulated", "yes: collected on llmsweep's simulator (a modelled AL, not a measurement)"))
     if res.passed_over:
         rows.append(("chosen over", f"{res.passed_over} (the family's default, measured in another precision)"))
     rows += [(f"{engine} spelling", text) for engine, text in spellings.items()]
