@@ -1,0 +1,50 @@
+"""The prompt set a golden-AL collection sends: SPEED-Bench rows from a local file, one category, first turns; the
+builtin coding set as the offline stand-in, labelled as such."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep.alcollect.prompts import BUILTIN, load_prompts
+from llmsweep.errors import DatasetError
+
+
+def _rows(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_local_speed_bench_file_gives_its_category_in_order(tmp_path: Path) -> None:
+    path = _rows(tmp_path / "speed.jsonl", [
+        {"question_id": "a", "category": "coding", "turns": ["write a sort"], "multiturn": False, "difficulty": "x"},
+        {"question_id": "b", "category": "math", "turns": ["2+2"]},
+        {"question_id": "c", "category": "coding", "turns": ["fix this", "now test it"], "multiturn": True},
+    ])
+    prompts = load_prompts(str(path), "coding")
+    assert [p.question_id for p in prompts.prompts] == ["a", "c"]
+    assert prompts.describe(2) == f"coding ({path}, 2 prompts; first turn of 1 multi-turn rows)"
+    assert [p.question_id for p in load_prompts(str(path), "coding", limit=1).prompts] == ["a"]
+
+
+def test_a_missing_category_names_the_ones_there(tmp_path: Path) -> None:
+    path = _rows(tmp_path / "speed.jsonl", [{"category": "math", "turns": ["2+2"]}])
+    with pytest.raises(DatasetError, match=r"no `coding` rows \(it has: math\)"):
+        load_prompts(str(path), "coding")
+
+
+def test_a_malformed_row_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "speed.jsonl"
+    path.write_text('{"category": "coding", "turns": ["ok"]}\n{"category": "coding", "turns": []}\n')
+    with pytest.raises(DatasetError, match=r"speed\.jsonl:2: not a SPEED-Bench row") as info:
+        load_prompts(str(path), "coding")
+    assert info.value.fix is not None and "turns" in info.value.fix
+
+
+def test_the_builtin_set_is_coding_prompts_that_say_they_are_not_speed_bench() -> None:
+    prompts = load_prompts(BUILTIN, "coding")
+    assert len(prompts.prompts) == 24 and len({p.question_id for p in prompts.prompts}) == 24
+    assert all(p.turns[0].strip() and p.source == "llmsweep" for p in prompts.prompts)
+    assert "not SPEED-Bench" in prompts.describe(24)
