@@ -383,12 +383,17 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     run_dir.mkdir(parents=True, exist_ok=True)
     cells: list[CellResult] = []
     total = len(settings.thinking) * len(settings.ks)
-    with terminate_as_interrupt():
-        for mode in settings.thinking:
-            for k in settings.ks:
+    plan = [(mode, k) for mode in settings.thinking for k in settings.ks]
+    try:
+        with terminate_as_interrupt():
+            for mode, k in plan:
                 event(f"[{len(cells) + 1}/{total}] {mode} K={k}")
                 cells.append(_run_cell(job, mode, k, settings, prompts, run_dir / f"{mode}-k{k}", launcher,
                                        simulate, event))
+    except KeyboardInterrupt:  # the cell's server was stopped on the way out; keep what was measured
+        event(f"interrupted: {len(cells)} of {total} cells ran; writing the curve of the measured ones")
+        cells += [CellResult(thinking=m, k=k, status="failed", directory=str(run_dir / f"{m}-k{k}"),
+                             reason="interrupted") for m, k in plan[len(cells):]]
     measured = [c for c in cells if c.status == "measured"]
     checkpoint = settings.checkpoint or default_checkpoint(job)
     engine = _engine_text(job, cells, simulate)
