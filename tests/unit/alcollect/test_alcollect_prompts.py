@@ -48,3 +48,53 @@ def test_the_builtin_set_is_coding_prompts_that_say_they_are_not_speed_bench() -
     assert len(prompts.prompts) == 24 and len({p.question_id for p in prompts.prompts}) == 24
     assert all(p.turns[0].strip() and p.source == "llmsweep" for p in prompts.prompts)
     assert "not SPEED-Bench" in prompts.describe(24)
+
+
+def test_the_hub_rows_are_read_page_by_page_over_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The datasets-server rows API, served over loopback in its JSON shape: every page is read, one category kept."""
+    import threading
+    import urllib.parse
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from llmsweep.alcollect import prompts as prompts_mod
+
+    rows = [{"question_id": f"q{i}", "category": "coding" if i % 2 else "math", "turns": [f"task {i}"]}
+            for i in range(250)]
+    seen: list[dict[str, list[str]]] = []
+
+    class Rows(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+            seen.append(query)
+            offset, length = int(query["offset"][0]), int(query["length"][0])
+            body = json.dumps({"rows": [{"row_idx": offset + i, "row": r, "truncated_cells": []}
+                                        for i, r in enumerate(rows[offset:offset + length])],
+                               "num_rows_total": len(rows)}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Rows)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setattr(prompts_mod, "ROWS_API", f"http://127.0.0.1:{server.server_address[1]}/rows")
+        got = load_prompts("hub", "coding")
+    finally:
+        server.shutdown()
+    assert len(seen) == 3 and [q["offset"][0] for q in seen] == ["0", "100", "200"]
+    assert seen[0]["dataset"] == ["nvidia/SPEED-Bench"] and seen[0]["config"] == ["qualitative"]
+    assert [p.question_id for p in got.prompts] == [f"q{i}" for i in range(1, 250, 2)]
+    assert got.origin == "nvidia/SPEED-Bench qualitative/test"
+
+
+def test_an_unreachable_hub_says_how_to_go_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmsweep.alcollect import prompts as prompts_mod
+
+    monkeypatch.setattr(prompts_mod, "ROWS_API", "http://127.0.0.1:9/rows")  # discard port: refused at once
+    with pytest.raises(DatasetError, match="cannot read nvidia/SPEED-Bench") as info:
+        load_prompts("hub", "coding")
+    assert info.value.fix is not None and "--prompts builtin" in info.value.fix
