@@ -23,14 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
 from llmsweep.alcollect.prompts import PromptSet
+from llmsweep.alcollect.settings import CellResult, CollectResult, CollectSettings
 from llmsweep.catalog.golden import CurveHeader, ThinkingMode, format_curve, load_curve, normalise_method
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
+from llmsweep.execute.base import ServerLauncher
+from llmsweep.execute.handle import ServerHandle
 from llmsweep.plan.job import Job
 from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
 
@@ -40,91 +43,10 @@ Event = Callable[[str], None]
 CONCURRENCY = 1
 """InferenceX collects at concurrency 1 (`--max-concurrency 1`): one request drafts at a time, as in its curves."""
 CELL_FILE = "cell.json"
-DEFAULT_KWARGS: dict[ThinkingMode, dict[str, Any]] = {"thinking_on": {"enable_thinking": True}, "thinking_off": {}}
-"""chat_template_kwargs per thinking mode unless told otherwise: Qwen's switch for on, nothing sent for off."""
 
 
 def _quiet(_: str) -> None:
     return None
-
-
-class Sampling(BaseModel):
-    """Sampling of every request (InferenceX's coding curves: temperature 1.0, top_p 0.95, top_k 40)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature of every request.")
-    top_p: float = Field(default=0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
-    top_k: int = Field(default=40, ge=-1, description="Top-k cut (-1: none).")
-
-
-class CollectSettings(BaseModel):
-    """What one collection measures and how patient it is."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    ks: list[int] = Field(min_length=1, description="Draft lengths K (vLLM num_speculative_tokens), one cell each.")
-    thinking: list[ThinkingMode] = Field(min_length=1, description="Thinking modes, one cell per K each.")
-    chat_template_kwargs: dict[ThinkingMode, dict[str, Any]] = Field(
-        default_factory=lambda: dict(DEFAULT_KWARGS),
-        description="chat_template_kwargs sent per thinking mode (recorded in the curve header).",
-    )
-    sampling: Sampling = Field(default_factory=Sampling)
-    output_len: int = Field(default=4096, ge=1, description="max_tokens of every request (InferenceX: 4096).")
-    startup_timeout_s: float | None = Field(default=None, gt=0, description="Readiness deadline per server.")
-    request_timeout_s: float = Field(default=900.0, gt=0, description="Whole-request timeout.")
-    stop_grace_s: float = Field(default=15.0, ge=0, description="SIGTERM → SIGKILL grace when stopping a server.")
-    checkpoint: str | None = Field(default=None, description="The curve's model key; default: the served model.")
-    precision: str | None = Field(default=None, description="Served precision; default: read from the model dir.")
-    notes: list[str] = Field(default_factory=list, description="Extra `note:` lines for the curve header.")
-
-    @field_validator("ks")
-    @classmethod
-    def _positive(cls, ks: list[int]) -> list[int]:
-        if any(k < 1 for k in ks):
-            raise ValueError("every K must be >= 1")
-        return sorted(set(ks))
-
-
-class CellResult(BaseModel):
-    """One (thinking, K) cell: the realised acceptance and what it rests on."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    thinking: ThinkingMode
-    k: int
-    status: Literal["measured", "failed"]
-    acceptance_length: float | None = None
-    accepted_tokens: float | None = None
-    drafts: float | None = None
-    requests_ok: int = 0
-    requests_failed: int = 0
-    output_tokens: int = 0
-    engine_version: str | None = None
-    gpu_names: list[str] | None = None
-    seconds: float = 0.0
-    directory: str
-    reason: str | None = None
-
-
-class CollectResult(BaseModel):
-    """A whole collection: the curve file written (None when no cell was measured) and every cell."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    curve_file: str | None
-    curve_id: str
-    model_prefix: str
-    method: str
-    checkpoint: str
-    dataset: str
-    engine: str
-    simulated: bool
-    cells: list[CellResult]
-
-    @property
-    def ok(self) -> bool:
-        return all(c.status == "measured" for c in self.cells)
 
 
 # ------------------------------------------------------------------------------------------------------- workload
@@ -197,9 +119,10 @@ def collection_job(jobs: list[Job], *, simulate: bool) -> Job:
             fix="name one recipe with --config-keys, or narrow its search space to one parallelism",
         )
     job = spec_jobs[0]
-    sd = job.serve.spec_decoding  # type: ignore[union-attr]
-    if normalise_method(sd.method) is None:  # type: ignore[union-attr]
-        raise ConfigError(f"draft method {sd.method!r} has no golden-curve family",  # type: ignore[union-attr]
+    assert job.serve is not None and job.serve.spec_decoding is not None
+    method = job.serve.spec_decoding.method
+    if normalise_method(method) is None:
+        raise ConfigError(f"draft method {method!r} has no golden-curve family",
                           fix="use mtp, eagle3, dspark, ngram or draft_model")
     return job
 
@@ -280,7 +203,7 @@ def _scrape(spec: LaunchSpec, base_url: str, out: Path) -> dict[str, Any]:
 
 
 def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, prompts: PromptSet, cell_dir: Path,
-              launcher: Any, simulate: bool, event: Event) -> CellResult:
+              launcher: ServerLauncher, simulate: bool, event: Event) -> CellResult:
     from llmsweep.client import Endpoint, RunOptions, run_benchmark
     from llmsweep.engines import render
     from llmsweep.execute import artifacts as art
@@ -294,7 +217,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     cell = CellResult(thinking=mode, k=k, status="failed", directory=str(cell_dir))
     cell_dir.mkdir(parents=True, exist_ok=True)
     cjob = _cell_job(job, k, mode)
-    handle = None
+    handle: ServerHandle | None = None
     try:
         spec = render(cjob, simulate=simulate, port=0)
         _refuse_pins(spec)
@@ -371,7 +294,7 @@ def curve_file_name(job: Job, variant: str | None = None) -> str:
 
 
 def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_dir: Path, out: Path, *,
-                  launcher: Any, simulate: bool = False, event: Event = _quiet) -> CollectResult:
+                  launcher: ServerLauncher, simulate: bool = False, event: Event = _quiet) -> CollectResult:
     """Measure every (thinking, K) cell on a fresh server each and write the curve file `out` (its stem is the
     curve id: see :func:`curve_file_name`). Returns every cell; the file holds only the measured ones."""
     from llmsweep.execute.executor import terminate_as_interrupt

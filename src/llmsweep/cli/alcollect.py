@@ -8,15 +8,20 @@ some were not (the curve holds the measured ones), 2 for bad input.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
 
-from llmsweep.alcollect.collect import CollectSettings, Sampling
+from llmsweep.alcollect.settings import DEFAULT_KWARGS, CollectSettings, Sampling
 from llmsweep.cli.options import ManyValues, config_keys_option, field_option, json_option, option, runner_config_option
 from llmsweep.errors import ConfigError, DatasetError
+
+if TYPE_CHECKING:
+    from llmsweep.alcollect.prompts import PromptSet
+    from llmsweep.execute.base import ServerLauncher
 
 EXECUTORS = ("local", "docker")
 """Executors whose launcher starts a server from this process (Slurm runs its lifecycle on the node)."""
@@ -47,7 +52,7 @@ def _executor_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def _launcher(executor: str, options: dict[str, Any]) -> Any:
+def _launcher(executor: str, options: dict[str, Any]) -> ServerLauncher:
     if executor == "docker":
         from llmsweep.execute.docker import DockerExecutor
 
@@ -57,7 +62,7 @@ def _launcher(executor: str, options: dict[str, Any]) -> Any:
     return LocalExecutor(options).launcher
 
 
-def _prompts(source: str, category: str, limit: int | None, echo: Any) -> Any:
+def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str], None]) -> PromptSet:
     from llmsweep.alcollect.prompts import BUILTIN, HUB, load_prompts
 
     if source != "auto":
@@ -118,26 +123,26 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     """Measure a golden acceptance-length curve: per thinking mode and draft length K, a fresh server of RECIPE's
     speculative job (real verification), the SPEED-Bench-style prompt set at concurrency 1, AL = 1 + Δaccepted /
     Δdrafts from the server's /metrics; written as an InferenceX golden-AL file with its provenance."""
-    from llmsweep.alcollect import collect_curve, collection_job, curve_file_name
+    from llmsweep.alcollect.collect import collect_curve, collection_job, curve_file_name
     from llmsweep.plan import jobs_from_files
 
     def echo(line: str) -> None:
         click.echo(line, err=True)
 
-    kwargs = {"thinking_on": {"enable_thinking": True}, "thinking_off": {}, **_kwargs(template_kwargs)}
-    settings = CollectSettings(
-        ks=list(ks), thinking=[f"thinking_{m}" for m in dict.fromkeys(thinking)],  # type: ignore[misc]
-        chat_template_kwargs=kwargs,  # type: ignore[arg-type]
-        sampling=Sampling(temperature=temperature, top_p=top_p, top_k=top_k), output_len=output_len,
-        startup_timeout_s=startup_timeout, request_timeout_s=request_timeout, checkpoint=checkpoint,
-        precision=precision, notes=list(notes))
+    settings = CollectSettings.model_validate({
+        "ks": list(ks), "thinking": [f"thinking_{m}" for m in dict.fromkeys(thinking)],
+        "chat_template_kwargs": {**DEFAULT_KWARGS, **_kwargs(template_kwargs)},
+        "sampling": Sampling(temperature=temperature, top_p=top_p, top_k=top_k), "output_len": output_len,
+        "startup_timeout_s": startup_timeout, "request_timeout_s": request_timeout, "checkpoint": checkpoint,
+        "precision": precision, "notes": list(notes)})
     jobs = jobs_from_files([recipe], config_keys=list(config_keys) or None, runner_config=runner_config)
     job = collection_job(jobs, simulate=simulate)
     out = out_dir / curve_file_name(job, variant)
     if out.exists() and not force:
         raise ConfigError(f"{out} exists", fix="pass --force to replace it, or --variant to write another file")
     prompts = _prompts(prompt_source, category, num_prompts, echo)
-    echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "  # type: ignore[union-attr]
+    assert job.serve is not None and job.serve.spec_decoding is not None
+    echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "
          f"K {' '.join(map(str, settings.ks))}, thinking {' '.join(thinking)}, {len(prompts.prompts)} prompts "
          f"({prompts.origin}), {'simulated' if simulate else executor} servers")
     result = collect_curve(job, settings, prompts, run_dir or out_dir / f"{out.stem}.runs", out,
