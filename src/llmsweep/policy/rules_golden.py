@@ -31,7 +31,7 @@ def _pins_synthetic(job: Job) -> bool:
 
 @rule("golden-al.missing", Severity.ERROR,
       "Agentic speculative jobs need a golden acceptance-length curve for (model, method, thinking, K)",
-      "pick a K the curve has (`llmsweep al` lists them), or collect a curve with speedbench-al.yml",
+      "pick a K the curve has (`llmsweep al` lists them), or collect a curve with `llmsweep al collect`",
       CHECKLIST)
 def missing(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
