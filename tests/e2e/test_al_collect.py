@@ -142,3 +142,16 @@ def test_an_existing_curve_is_not_overwritten_without_force(collected: tuple[Pat
     out, _ = collected
     proc = _collect(out, "-k", "1")
     assert proc.returncode == 2 and "--force" in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_thinking_on_cells_send_and_record_their_chat_template_kwargs(tmp_path: Path) -> None:
+    proc = _collect(tmp_path / "golden", "-k", "2", "--thinking", "on", "--json",
+                    "--chat-template-kwargs", 'on={"thinking_mode": "enabled"}')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    curve = load_curve(Path(result["curve_file"]))
+    assert list(curve.values) == ["thinking_on"] and list(curve.values["thinking_on"]) == [2]
+    assert curve.sampling["thinking_on"].chat_template_kwargs == {"thinking_mode": "enabled"}
+    run = json.loads((Path(result["cells"][0]["directory"]) / "client" / "run.json").read_text())
+    assert run["provenance"]["workload"]["extra_body"]["chat_template_kwargs"] == {"thinking_mode": "enabled"}
