@@ -109,7 +109,7 @@ def collection_job(jobs: list[Job], *, simulate: bool) -> Job:
         raise ConfigError(
             "the recipe has no runnable single-server job with speculative decoding",
             fix="give it a `serve.spec-decoding` block (method, num-steps) and a search-space entry with "
-            "`spec-decoding: <method>`",
+            "`spec-decoding: mtp` (InferenceX's spelling of every draft method)",
         )
     launches = {launch_fingerprint(_cell_job(j, 1, "thinking_off"), simulate=simulate): j for j in spec_jobs}
     if len(launches) > 1:
@@ -386,4 +386,7 @@ def _launch_notes(run_dir: Path, cells: list[CellResult]) -> list[str]:
 
 
 def _unmeasured(cells: list[CellResult]) -> list[str]:
-    return [f"not measured: {c.thinking} K={c.k} ({c.reason})" for c in cells if c.status != "measured"]
+    """Header notes for the cells the body leaves out, and for measured cells some of whose requests failed."""
+    return [f"not measured: {c.thinking} K={c.k} ({c.reason})" if c.status != "measured" else
+            f"{c.thinking} K={c.k}: {c.requests_failed} of {c.requests_ok + c.requests_failed} requests failed"
+            for c in cells if c.status != "measured" or c.requests_failed]
