@@ -15,21 +15,26 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.catalog.sources import build_models, cached, catalog_dirs, load_yaml
+from llmsweep.catalog.sources import PACKAGED_DIR, build_models, cached, catalog_dirs, load_yaml
 from llmsweep.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 CURVE_DIR = "golden_al"
 INDEX_FILE = "golden_al.yaml"
+CURVES_ENV_VAR = "LLMSWEEP_GOLDEN_AL_DIR"
+"""Directories (pathsep list) of curve files a user collected (`llmsweep al collect`), read next to the packaged
+curves and the catalog directories' ``golden_al/`` folders by `llmsweep al` and the planner alike."""
 
-Method = Literal["mtp", "eagle3", "dspark"]
+Method = Literal["mtp", "eagle3", "dspark", "ngram", "draft_model"]
 ThinkingMode = Literal["thinking_on", "thinking_off"]
 
 #: How recipes and engines spell a draft method -> the curve family it reads. SGLang spells native MTP "EAGLE"
@@ -42,6 +47,8 @@ METHOD_ALIASES: dict[str, Method] = {
     "qwen3_next_mtp": "mtp",
     "eagle3": "eagle3",
     "dspark": "dspark",
+    "ngram": "ngram",
+    "draft_model": "draft_model",
 }
 
 #: Precision families: recipes say fp4/fp8, checkpoints say nvfp4/mxfp4/mxfp8; a curve measured on NVFP4 is a fair
@@ -117,8 +124,9 @@ class GoldenCurve(BaseModel):
     default: bool = True
     checkpoint: str = Field(description="Model key of the curve body: the checkpoint the curve was measured on.")
     precision_measured: str | None = Field(description="Checkpoint precision (nvfp4, fp8, fp4…); None if unknown.")
-    precision_basis: Literal["checkpoint", "script", "unknown"] = Field(
-        description="Where precision_measured comes from: the checkpoint id, or the generating script's name."
+    precision_basis: Literal["checkpoint", "header", "script", "unknown"] = Field(
+        description="Where precision_measured comes from: the checkpoint id, the header's `precision:` line (curves "
+        "`llmsweep al collect` wrote), or the generating script's name."
     )
     hardware: str | None = None
     engine: str | None = None
@@ -130,7 +138,15 @@ class GoldenCurve(BaseModel):
     speculative_config: dict[str, str] = Field(default_factory=dict)
     script: str | None = None
     k_meaning: str | None = None
+    notes: list[str] = Field(default_factory=list, description="The header's `note:` lines (how it was measured).")
+    simulated: bool = Field(default=False, description="Collected on llmsweep's simulator: a modelled AL, not a "
+                            "measured one (the header's `simulated: yes`).")
     values: dict[ThinkingMode, dict[int, float]]
+
+    @property
+    def packaged(self) -> bool:
+        """True for a curve shipped with llmsweep; False for one a user collected or copied in."""
+        return PACKAGED_DIR in Path(self.file).resolve().parents
 
     def value(self, thinking: bool | str, k: int) -> float | None:
         return self.values.get(normalise_thinking(thinking), {}).get(k)
@@ -165,6 +181,13 @@ class AcceptanceResolution(BaseModel):
     dataset: str | None
     thinking: ThinkingMode
     k: int
+    simulated: bool = Field(default=False, description="The curve was collected on the simulator (modelled AL).")
+    passed_over: str | None = Field(
+        default=None, description="The family's default curve, passed over for this one measured in the precision "
+        "the recipe serves.")
+    better: list[str] = Field(
+        default_factory=list, description="Curves of the same family and draft measured in the served precision that "
+        "lack this (thinking, K) cell, as 'id (precision, thinking K…)'; the warning names them.")
 
     def precision_mismatch(self, recipe_precision: str | None = None) -> bool:
         """True when the curve was measured in another precision family than the recipe serves (FP8 vs NVFP4)."""
@@ -190,9 +213,10 @@ class AcceptanceResolution(BaseModel):
 _MEASURED = re.compile(
     r"Measured on (?P<ckpt>\S+) \((?P<hw>[^,()]+), (?P<engine>\S+)(?P<label>[^,()]*)(?:, draft: (?P<draft>[^)]+))?\)"
 )
+_METHODS_RX = "mtp|eagle3|dspark|ngram|draft_model"
 _FILE_KEYS = (
-    re.compile(r"^(?P<prefix>[^_]+)_(?P<method>mtp|eagle3|dspark)(?:_(?P<variant>.+))?$"),  # qwen3.5_mtp
-    re.compile(r"^(?P<prefix>[a-z0-9.]+?)-(?:.+-)?(?P<method>mtp|eagle3|dspark)(?P<variant>)$"),  # dsv4-pro-0813-dspark
+    re.compile(rf"^(?P<prefix>[^_]+)_(?P<method>{_METHODS_RX})(?:_(?P<variant>.+))?$"),  # qwen3.5_mtp
+    re.compile(rf"^(?P<prefix>[a-z0-9.]+?)-(?:.+-)?(?P<method>{_METHODS_RX})(?P<variant>)$"),  # dsv4-pro-0813-dspark
 )
 _PRECISION_TOKEN = re.compile(r"(?:^|[-_])(nvfp4|mxfp4|mxfp8|fp8|fp4|bf16|int4)(?=$|[-_.])")
 
@@ -235,7 +259,7 @@ def parse_header(lines: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"sampling": {}, "sampling_common": {}, "speculative_config": {}}
     for line in lines:
         text = line.lstrip("#").strip()
-        if text.startswith("Source GitHub Actions run:"):
+        if text.startswith(("Source GitHub Actions run:", "Source:")):
             out["source"] = text.split(":", 1)[1].strip()
         elif text.startswith("dataset:"):
             fields = [f.strip() for f in text.split("|")]
@@ -257,6 +281,13 @@ def parse_header(lines: list[str]) -> dict[str, Any]:
             out["engine"] = m.group("engine").strip()
             if m.group("draft"):
                 out["header_draft"] = m.group("draft").strip()
+        elif text.startswith(("precision:", "engine:", "hardware:")):
+            key, value = text.split(":", 1)
+            out["header_" + key] = value.strip()  # collected curves: stated, not guessed from names
+        elif text.startswith("simulated:"):
+            out["simulated"] = text.split(":", 1)[1].strip().lower().startswith(("yes", "true"))
+        elif text.startswith("note:"):
+            out.setdefault("notes", []).append(text.split(":", 1)[1].strip())
         elif text.startswith("Auto-generated by"):
             out["script"] = text.removeprefix("Auto-generated by").split("(")[0].strip()
         elif text.startswith("key ="):
@@ -274,7 +305,7 @@ def _index_from_name(stem: str) -> CurveIndexEntry:
     if not m:
         raise ConfigError(
             f"golden AL curve file '{stem}.yaml' has no index entry and its name does not say prefix and method",
-            fix=f"name it <prefix>_<mtp|eagle3|dspark>[_<variant>].yaml or add it under 'curves:' in {INDEX_FILE}",
+            fix=f"name it <prefix>_<{_METHODS_RX}>[_<variant>].yaml or add it under 'curves:' in {INDEX_FILE}",
         )
     variant = m.group("variant") or None
     return CurveIndexEntry(
@@ -307,8 +338,10 @@ def load_curve(path: Path, index: CurveIndexEntry | None = None) -> GoldenCurve:
             values[mode][k] = float(al)
     idx = index or _index_from_name(path.stem)
     precision = _precision_from(str(checkpoint))
-    basis: Literal["checkpoint", "script", "unknown"] = "checkpoint"
-    if precision is None and header.get("script"):
+    basis: Literal["checkpoint", "header", "script", "unknown"] = "checkpoint"
+    if header.get("header_precision"):
+        precision, basis = header["header_precision"].split()[0].lower(), "header"
+    elif precision is None and header.get("script"):
         precision = _precision_from(Path(header["script"]).stem)
         basis = "script" if precision else "unknown"
     elif precision is None:
@@ -324,8 +357,8 @@ def load_curve(path: Path, index: CurveIndexEntry | None = None) -> GoldenCurve:
         checkpoint=str(checkpoint),
         precision_measured=precision,
         precision_basis=basis,
-        hardware=header.get("hardware"),
-        engine=header.get("engine"),
+        hardware=header.get("header_hardware") or header.get("hardware"),
+        engine=header.get("header_engine") or header.get("engine"),
         source=header.get("source"),
         dataset=header.get("dataset"),
         output_len=header.get("output_len"),
@@ -334,29 +367,46 @@ def load_curve(path: Path, index: CurveIndexEntry | None = None) -> GoldenCurve:
         speculative_config=header.get("speculative_config", {}),
         script=header.get("script"),
         k_meaning=header.get("k_meaning"),
+        notes=header.get("notes", []),
+        simulated=header.get("simulated", False),
         values=values,
     )
 
 
+def user_curve_dirs(extra: Sequence[Path | str] = ()) -> tuple[Path, ...]:
+    """Directories of user curve files: ``extra`` (a command's ``--curves``), then ``$LLMSWEEP_GOLDEN_AL_DIR``."""
+    raw = os.environ.get(CURVES_ENV_VAR, "")
+    env = [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+    return tuple(dict.fromkeys([Path(p).expanduser() for p in extra] + env))
+
+
+def _curve_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []
+
+
 @cached
-def _curves(dirs: tuple[Path, ...]) -> dict[str, GoldenCurve]:
+def _curves(dirs: tuple[Path, ...], curve_dirs: tuple[Path, ...] = ()) -> dict[str, GoldenCurve]:
     index = {k: v for k, (v, _) in build_models(INDEX_FILE, "curves", CurveIndexEntry, dirs).items()}
     files: dict[str, Path] = {}
     for d in dirs:
-        folder = d / CURVE_DIR
-        if folder.is_dir():
-            for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
-                files[path.stem] = path  # a user file with the same stem replaces the packaged curve
+        for path in _curve_files(d / CURVE_DIR):
+            files[path.stem] = path  # a user file with the same stem replaces the packaged curve
+    for folder in reversed(curve_dirs):  # the first directory named wins
+        if not folder.is_dir():
+            raise ConfigError(f"golden AL curve directory {folder} does not exist",
+                              fix=f"point --curves / {CURVES_ENV_VAR} at the folder `llmsweep al collect` wrote into")
+        for path in _curve_files(folder):
+            files[path.stem] = path
     return {stem: load_curve(path, index.get(stem)) for stem, path in sorted(files.items())}
 
 
-def list_curves() -> list[GoldenCurve]:
-    """Every golden curve, packaged and user-supplied, sorted by id."""
-    return list(_curves(catalog_dirs()).values())
+def list_curves(curve_dirs: Sequence[Path | str] = ()) -> list[GoldenCurve]:
+    """Every golden curve, packaged and user-supplied (catalog directories, ``curve_dirs``, the env var), by id."""
+    return list(_curves(catalog_dirs(), user_curve_dirs(curve_dirs)).values())
 
 
-def get_curve(curve_id: str) -> GoldenCurve | None:
-    return _curves(catalog_dirs()).get(curve_id)
+def get_curve(curve_id: str, curve_dirs: Sequence[Path | str] = ()) -> GoldenCurve | None:
+    return _curves(catalog_dirs(), user_curve_dirs(curve_dirs)).get(curve_id)
 
 
 def _prefix_candidates(model_prefix: str, model: str) -> list[str]:
@@ -371,13 +421,14 @@ def _prefix_candidates(model_prefix: str, model: str) -> list[str]:
     return list(dict.fromkeys(prefixes))
 
 
-def find_curves(model_prefix: str, method: str, model: str = "") -> list[GoldenCurve]:
+def find_curves(model_prefix: str, method: str, model: str = "",
+                curve_dirs: Sequence[Path | str] = ()) -> list[GoldenCurve]:
     """Curves of one model family and draft method (all variants), default curve first."""
     fam = normalise_method(method)
     if fam is None:
         return []
     prefixes = _prefix_candidates(model_prefix, model)
-    found = [c for c in list_curves() if c.model_prefix in prefixes and c.method == fam]
+    found = [c for c in list_curves(curve_dirs) if c.model_prefix in prefixes and c.method == fam]
     return sorted(found, key=lambda c: (not c.default, c.id))
 
 
@@ -399,6 +450,26 @@ def _pick(curves: list[GoldenCurve], draft_model: str | None) -> GoldenCurve | N
     return defaults[0] if defaults else curves[0]
 
 
+def _same_draft(a: GoldenCurve, b: GoldenCurve) -> bool:
+    """Two curves of one family measure the same drafter (same draft heads; a precision is not a variant of it)."""
+    return (a.draft_model or "").lower() == (b.draft_model or "").lower()
+
+
+def _served_precision(curves: list[GoldenCurve], chosen: GoldenCurve, precision: str) -> list[GoldenCurve]:
+    """Curves of the chosen one's family and drafter measured in the precision family the recipe serves."""
+    if not precision:
+        return []
+    want = precision_family(precision)
+    return [c for c in curves if c.id != chosen.id and _same_draft(c, chosen) and c.precision_measured
+            and precision_family(c.precision_measured) == want]
+
+
+def _cells_text(curve: GoldenCurve) -> str:
+    modes = ", ".join(f"{m.removeprefix('thinking_')} K {' '.join(str(k) for k in sorted(curve.values[m]))}"
+                      for m in sorted(curve.values))
+    return f"{curve.id} ({curve.precision_measured}, {modes})"
+
+
 def resolve_acceptance(
     model_prefix: str,
     model: str,
@@ -407,18 +478,34 @@ def resolve_acceptance(
     thinking: bool | str,
     k: int,
     draft_model: str | None = None,
+    curve_dirs: Sequence[Path | str] = (),
 ) -> AcceptanceResolution | None:
     """The golden AL for (model family, draft method and model, thinking mode, K), or None when no curve has it.
 
     ``method``: ``mtp``/``eagle``/``nextn`` read the model's MTP curve, ``eagle3`` the EAGLE3 curves, ``dspark`` the
-    DSpark curves. ``draft_model`` (HF id such as ``Inferact/MiniMax-M3-EAGLE3-GQA``, a variant tag such as
-    ``eagle3-gqa``, or a curve id) selects among curves of one family; without it the family's default curve is used.
-    ``k`` is the draft length (vLLM ``num_speculative_tokens``, SGLang ``--speculative-num-steps``).
+    DSpark curves, ``ngram`` and ``draft_model`` their own. ``draft_model`` (HF id such as
+    ``Inferact/MiniMax-M3-EAGLE3-GQA``, a variant tag such as ``eagle3-gqa``, or a curve id) selects among curves of
+    one family; without it the family's default curve is used. ``k`` is the draft length (vLLM
+    ``num_speculative_tokens``, SGLang ``--speculative-num-steps``).
+
+    A curve of the same family and drafter measured in the precision the recipe serves (``precision``) wins over the
+    default curve measured in another one, when it has the (thinking, K) cell: InferenceX's fix for a curve measured
+    on the wrong checkpoint is a new collection on the right one (`llmsweep al collect`), and once it exists it is the
+    curve to pin. The resolution says which curve it passed over; when the better curve lacks the cell, it names it.
     """
-    curve = _pick(find_curves(model_prefix, method, model), draft_model)
+    family = find_curves(model_prefix, method, model, curve_dirs)
+    curve = _pick(family, draft_model)
     if curve is None:
         return None
     mode = normalise_thinking(thinking)
+    passed_over: str | None = None
+    better = _served_precision(family, curve, precision)
+    if curve.precision_measured and precision and \
+            precision_family(curve.precision_measured) != precision_family(precision):
+        having = [c for c in better if c.values.get(mode, {}).get(int(k)) is not None]
+        if having:
+            passed_over, curve = curve.id, having[0]
+            better = []
     value = curve.values.get(mode, {}).get(int(k))
     if value is None:
         log.debug("curve %s has no %s K=%s (has %s, K %s)", curve.id, mode, k, curve.modes, curve.ks)
@@ -440,4 +527,63 @@ def resolve_acceptance(
         dataset=curve.dataset,
         thinking=mode,
         k=int(k),
+        simulated=curve.simulated,
+        passed_over=passed_over,
+        better=[_cells_text(c) for c in better] if passed_over is None else [],
     )
+
+
+# --------------------------------------------------------------------------------------------------- writing
+
+
+class CurveHeader(BaseModel):
+    """What a collected curve file states about itself: the provenance `load_curve` reads back."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(description="Where and when it was collected (first line).")
+    checkpoint: str = Field(description="The body's model key: the checkpoint served.")
+    method: str = Field(description="Draft method as the engine spells it (ngram, mtp, eagle3…).")
+    precision: str = Field(description="Precision of the served weights, and where that was read.")
+    hardware: str
+    engine: str = Field(description="Engine and version as the server reported them.")
+    dataset: str = Field(description="Prompt set: category, origin, prompt count.")
+    sampling: dict[str, float | int] = Field(description="temperature, top_p, top_k.")
+    output_len: int
+    chat_template_kwargs: dict[ThinkingMode, dict[str, Any]]
+    generator: str
+    simulated: bool = Field(default=False, description="Collected on llmsweep's simulator (no drafting).")
+    notes: list[str] = Field(default_factory=list)
+
+
+def format_curve(header: CurveHeader, values: dict[ThinkingMode, dict[int, float]]) -> str:
+    """A curve file in InferenceX's golden-AL format (header comments, then ``checkpoint: {mode: {K: AL}}`` with two
+    decimals), whose header :func:`load_curve` parses back into the same provenance."""
+    sampling = " | ".join(f"{k}: {v}" for k, v in header.sampling.items())
+    plain = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", header.checkpoint)
+    key = header.checkpoint if plain else json.dumps(header.checkpoint)
+    lines = [
+        f"# Source: {header.source}",
+        "# Acceptance Length (AL) reference values measured with SPEED-Bench-style prompts.",
+        f"# dataset: {header.dataset} | {sampling} | output_len: {header.output_len}",
+    ]
+    for mode in sorted(values):
+        kwargs = header.chat_template_kwargs.get(mode, {})
+        lines.append(f"# {mode} chat_template_kwargs: {json.dumps(kwargs, sort_keys=True)}")
+    lines += [
+        f"# precision: {header.precision}",
+        f"# hardware: {header.hardware}",
+        f"# engine: {header.engine}",
+        *(["# simulated: yes (llmsweep's simulator drafts nothing: these ALs are its acceptance model, not a "
+            "measurement)"] if header.simulated else []),
+        *(f"# note: {note}" for note in header.notes),
+        f"# Auto-generated by {header.generator}",
+        "#",
+        f"# key = num_speculative_tokens ({header.method} level); value = golden AL = 1 + accepted / drafts "
+        "(counter deltas over the cell's run, concurrency 1, a fresh server per cell)",
+        f"{key}:",
+    ]
+    for mode in sorted(values):
+        lines.append(f"  {mode}:")
+        lines += [f"    {k}: {values[mode][k]:.2f}" for k in sorted(values[mode])]
+    return "\n".join(lines) + "\n"

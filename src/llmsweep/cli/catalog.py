@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -302,7 +303,28 @@ def _known_curves_text(curves: Iterable[golden_mod.GoldenCurve]) -> str:
     )
 
 
-@click.command(name="al")
+class _AlGroup(click.Group):
+    """`llmsweep al MODEL …` looks a value up; `llmsweep al collect …` measures a curve. The lookup is the group's
+    hidden default subcommand, so every existing spelling of the lookup keeps working."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [LOOKUP, *args]
+        return super().parse_args(ctx, args)
+
+
+LOOKUP = "lookup"
+
+
+@click.group(name="al", cls=_AlGroup, invoke_without_command=False,
+             help="Golden acceptance lengths: `llmsweep al MODEL -m METHOD -k K` looks one up (with its "
+             "provenance; its options: `llmsweep al lookup --help`); `llmsweep al collect RECIPE` measures a curve "
+             "on a served model.")
+def al() -> None:
+    pass
+
+
+@al.command(name=LOOKUP, hidden=True)
 @click.argument("model")
 @option("spec_method", dest="method", short="-m", deprecated=("--method",), required=True,
         help="Draft method: mtp (also eagle, nextn), eagle3, dspark.")
@@ -311,18 +333,26 @@ def _known_curves_text(curves: Iterable[golden_mod.GoldenCurve]) -> str:
               help="Thinking mode of the curve.")
 @click.option("--draft-model", default=None, help="Draft heads (HF id), variant (eagle3-gqa) or curve id.")
 @click.option("--precision", default=None,
-              help="Precision the recipe serves (fp8, fp4…); default: what MODEL's id says. Warns on a mismatch.")
+              help="Precision the recipe serves (fp8, fp4…); default: what MODEL's id says. A curve measured in it "
+              "wins over the default curve; warns on a mismatch.")
+@click.option("--curves", "curve_dirs", multiple=True, type=click.Path(path_type=Path),
+              help=f"A directory of curve files you collected (`llmsweep al collect`), read next to the packaged ones "
+              f"(repeat for several; also ${golden_mod.CURVES_ENV_VAR}).")
 @json_option()
-def al(model: str, method: str, k: int, thinking: str, draft_model: str | None, precision: str | None,
-       as_json: bool) -> None:
+def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | None, precision: str | None,
+           curve_dirs: tuple[Path, ...], as_json: bool) -> None:
     """Look up the golden acceptance length for MODEL (HF id, model id or prefix) and print its provenance."""
-    curves = golden_mod.list_curves()
+    try:
+        curves = golden_mod.list_curves(curve_dirs)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--curves") from None
     if golden_mod.normalise_method(method) is None:
         methods = ", ".join(sorted(golden_mod.METHOD_ALIASES))
         raise click.BadParameter(f"unknown draft method {method!r}; known spellings: {methods}",
                                  param_hint="--spec-method")
     spec = models_mod.find_model(model)
-    prefix = spec.prefix if spec else model.strip().lower()
+    raw = model.strip().lower()  # a curve keyed by a recipe's own model-prefix is found by that name
+    prefix = raw if any(c.model_prefix == raw for c in curves) or spec is None else spec.prefix
     family = [c for c in curves if c.model_prefix == prefix]
     if not family:
         raise click.BadParameter(
@@ -331,7 +361,8 @@ def al(model: str, method: str, k: int, thinking: str, draft_model: str | None, 
         )
     if precision is None and spec is not None and "/" in model:
         precision = spec.checkpoint_precision(model)
-    res = golden_mod.resolve_acceptance(prefix, model, precision or "", method, thinking, k, draft_model=draft_model)
+    res = golden_mod.resolve_acceptance(prefix, model, precision or "", method, thinking, k, draft_model=draft_model,
+                                        curve_dirs=curve_dirs)
     if res is None:
         raise click.BadParameter(
             f"no golden AL for {prefix} method={method} thinking={thinking} K={k}"
@@ -352,12 +383,32 @@ def al(model: str, method: str, k: int, thinking: str, draft_model: str | None, 
         ("precision measured", f"{res.precision_measured} (from {res.precision_basis})"),
         ("hardware / engine", f"{res.hardware} / {res.engine}"), ("dataset", res.dataset), ("source", res.source),
     ]
+    chosen = golden_mod.get_curve(res.curve, curve_dirs)
+    if chosen is not None:
+        rows.append(("file", f"{chosen.file}" + ("" if chosen.packaged else " (user curve)")))
+        rows += [("note", note) for note in chosen.notes]
+    if res.simulated:
+        rows.append(("simulated", "yes: collected on llmsweep's simulator (a modelled AL, not a measurement)"))
+    if res.passed_over:
+        rows.append(("chosen over", f"{res.passed_over} (the family's default, measured in another precision)"))
     rows += [(f"{engine} spelling", text) for engine, text in spellings.items()]
     _console().print(_table("Golden acceptance length", ["", ""], rows))
     if mismatch:
+        better = (f"; the curve measured in {precision}, {'; '.join(res.better)}, lacks thinking {thinking} K={k}: "
+                  "collect that cell with `llmsweep al collect`") if res.better else (
+                  "; no curve for that precision is known (collect one with `llmsweep al collect` rather than "
+                  "adjusting by hand)")
         click.echo(
             f"warning: curve measured on {res.precision_measured} ({res.checkpoint}) "
-            f"but the recipe serves {precision}; "
-            "no curve for that precision is committed (collect one with SPEED-Bench rather than adjusting by hand)",
+            f"but the recipe serves {precision}{better}",
             err=True,
         )
+
+
+def _collect() -> click.Command:
+    from llmsweep.cli.alcollect import collect
+
+    return collect
+
+
+al.add_command(_collect())

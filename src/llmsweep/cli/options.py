@@ -213,6 +213,13 @@ CONCEPTS: dict[str, Concept] = {
     "spec_method": Concept("--spec-method", "spec_method", {}, source=FieldRef(_spec_decoding, "method")),
     "spec_k": Concept("--spec-k", "spec_k", {"type": click.IntRange(min=1)},
                       source=FieldRef(_spec_decoding, "num_steps")),
+    "executor": Concept("--executor", "executor", {"default": "local", "show_default": True}),
+    "executor_option": Concept("--executor-option", "executor_options", {
+        "multiple": True, "metavar": "KEY=VALUE", "help": "An executor setting (repeatable), e.g. allow_image=true.",
+    }),
+    "startup_timeout": Concept("--startup-timeout", "startup_timeout", {
+        "type": float, "default": None, "help": "Seconds to wait for a server to become ready.",
+    }),
     "repeats": Concept("--repeats", "repeats", {
         "type": click.IntRange(min=1), "default": 1, "show_default": True, "help": "Runs of every point.",
     }),

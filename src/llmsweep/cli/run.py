@@ -35,10 +35,8 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.command("run")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @config_keys_option()
-@click.option("--executor", type=click.Choice(executor_kinds()), default="local", show_default=True,
-              help=executor_help() + ".")
-@click.option("--executor-option", "executor_options", multiple=True, metavar="KEY=VALUE",
-              help="Executor settings, e.g. partition=gpu, time_limit=04:00:00, squash_dir=/shared/sqsh.")
+@option("executor", type=click.Choice(executor_kinds()), help=executor_help() + ".")
+@option("executor_option", help="Executor settings, e.g. partition=gpu, time_limit=04:00:00, squash_dir=/shared/sqsh.")
 @option("simulate")
 @click.option("--live", is_flag=True,
               help="Simulated jobs: serve the simulator over HTTP and drive it in wall-clock time (exercises the "
@@ -63,7 +61,7 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @store_option(dest="store")
 @runner_config_option()
 @click.option("--no-report", is_flag=True, help="Skip writing the HTML dashboard.")
-@click.option("--startup-timeout", type=float, default=None, help="Seconds to wait for a server to become ready.")
+@option("startup_timeout")
 @option("request_timeout")
 @option("client_workers")
 @click.option("--al-tolerance", type=float, default=0.10, show_default=True,

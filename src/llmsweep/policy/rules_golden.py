@@ -31,7 +31,7 @@ def _pins_synthetic(job: Job) -> bool:
 
 @rule("golden-al.missing", Severity.ERROR,
       "Agentic speculative jobs need a golden acceptance-length curve for (model, method, thinking, K)",
-      "pick a K the curve has (`llmsweep al` lists them), or collect a curve with speedbench-al.yml",
+      "pick a K the curve has (`llmsweep al` lists them), or collect a curve with `llmsweep al collect`",
       CHECKLIST)
 def missing(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
@@ -45,8 +45,8 @@ def missing(ctx: Context) -> Iterator[Finding]:
 
 @rule("golden-al.precision-provenance", Severity.WARNING,
       "The golden curve was measured on a different checkout/precision than the recipe serves",
-      "collect a curve on this checkpoint (speedbench-al.yml) if acceptance is precision-sensitive; "
-      "do not hand-adjust the value",
+      "collect a curve on this checkpoint (`llmsweep al collect`, or speedbench-al.yml) if acceptance is "
+      "precision-sensitive; do not hand-adjust the value",
       "seed PR provenance note: qwen3.5_mtp.yaml was measured on the NVFP4 checkpoint, the recipe serves FP8")
 def precision_provenance(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
@@ -57,9 +57,11 @@ def precision_provenance(ctx: Context) -> Iterator[Finding]:
                                  sd.num_steps, draft_model=sd.draft_model)
         if res is None or not res.precision_mismatch(recipe.precision):
             continue
+        better = (f"; the curve measured in {recipe.precision}, {'; '.join(res.better)}, has no thinking "
+                  f"{sd.thinking} K={sd.num_steps}: collect that cell with `llmsweep al collect`") if res.better else ""
         yield ctx.hit("golden-al.precision-provenance", recipe, ("serve", "spec-decoding"),
                       f"golden AL {res.value:g} comes from {res.checkpoint} ({res.precision_measured}), "
-                      f"but the recipe serves {recipe.model} ({recipe.precision})",
+                      f"but the recipe serves {recipe.model} ({recipe.precision}){better}",
                       job=job, evidence=f"{res.provenance()}")
 
 

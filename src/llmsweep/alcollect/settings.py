@@ -1,0 +1,92 @@
+"""What a golden-AL collection measures and what it found: the typed settings and results (`llmsweep al collect`'s
+options come from these fields), kept apart from the collector so the CLI imports no engine or client to build them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from llmsweep.catalog.golden import ThinkingMode
+
+DEFAULT_KWARGS: dict[ThinkingMode, dict[str, Any]] = {"thinking_on": {"enable_thinking": True}, "thinking_off": {}}
+"""chat_template_kwargs per thinking mode unless told otherwise: Qwen's switch for on, nothing sent for off."""
+
+
+class Sampling(BaseModel):
+    """Sampling of every request (InferenceX's coding curves: temperature 1.0, top_p 0.95, top_k 40)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature of every request.")
+    top_p: float = Field(default=0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    top_k: int = Field(default=40, ge=-1, description="Top-k cut (-1: none).")
+
+
+class CollectSettings(BaseModel):
+    """What one collection measures and how patient it is."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ks: list[int] = Field(min_length=1, description="Draft lengths K (vLLM num_speculative_tokens), one cell each.")
+    thinking: list[ThinkingMode] = Field(min_length=1, description="Thinking modes, one cell per K each.")
+    chat_template_kwargs: dict[ThinkingMode, dict[str, Any]] = Field(
+        default_factory=lambda: dict(DEFAULT_KWARGS),
+        description="chat_template_kwargs sent per thinking mode (recorded in the curve header).",
+    )
+    sampling: Sampling = Field(default_factory=Sampling)
+    output_len: int = Field(default=4096, ge=1, description="max_tokens of every request (InferenceX: 4096).")
+    startup_timeout_s: float | None = Field(default=None, gt=0, description="Readiness deadline per server.")
+    request_timeout_s: float = Field(default=900.0, gt=0, description="Whole-request timeout.")
+    stop_grace_s: float = Field(default=15.0, ge=0, description="SIGTERM → SIGKILL grace when stopping a server.")
+    checkpoint: str | None = Field(default=None, description="The curve's model key; default: the served model.")
+    precision: str | None = Field(default=None, description="Served precision; default: read from the model dir.")
+    notes: list[str] = Field(default_factory=list, description="Extra `note:` lines for the curve header.")
+
+    @field_validator("ks")
+    @classmethod
+    def _positive(cls, ks: list[int]) -> list[int]:
+        if any(k < 1 for k in ks):
+            raise ValueError("every K must be >= 1")
+        return sorted(set(ks))
+
+
+class CellResult(BaseModel):
+    """One (thinking, K) cell: the realised acceptance and what it rests on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thinking: ThinkingMode
+    k: int
+    status: Literal["measured", "failed"]
+    acceptance_length: float | None = None
+    accepted_tokens: float | None = None
+    drafts: float | None = None
+    requests_ok: int = 0
+    requests_failed: int = 0
+    output_tokens: int = 0
+    engine_version: str | None = None
+    gpu_names: list[str] | None = None
+    seconds: float = 0.0
+    directory: str
+    reason: str | None = None
+
+
+class CollectResult(BaseModel):
+    """A whole collection: the curve file written (None when no cell was measured) and every cell."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    curve_file: str | None
+    curve_id: str
+    model_prefix: str
+    method: str
+    checkpoint: str
+    dataset: str
+    engine: str
+    simulated: bool
+    cells: list[CellResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status == "measured" for c in self.cells)

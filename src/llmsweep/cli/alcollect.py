@@ -1,0 +1,172 @@
+"""`llmsweep al collect RECIPE`: measure a golden acceptance-length curve on a served model (`llmsweep.alcollect`).
+
+Thin: parses options, loads the recipe's job and the prompt set, calls :func:`llmsweep.alcollect.collect_curve`,
+prints progress lines on stderr and the cells as a table (or `--json`). Exit 0 when every cell was measured, 1 when
+some were not (the curve holds the measured ones), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+import yaml
+
+from llmsweep.alcollect.settings import DEFAULT_KWARGS, CollectSettings, Sampling
+from llmsweep.cli.options import ManyValues, config_keys_option, field_option, json_option, option, runner_config_option
+from llmsweep.errors import ConfigError, DatasetError
+
+if TYPE_CHECKING:
+    from llmsweep.alcollect.prompts import PromptSet
+    from llmsweep.execute.base import ServerLauncher
+
+EXECUTORS = ("local", "docker")
+"""Executors whose launcher starts a server from this process (Slurm runs its lifecycle on the node)."""
+
+
+def _kwargs(pairs: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        mode, sep, text = pair.partition("=")
+        try:
+            value = json.loads(text) if sep else None
+        except ValueError:
+            value = None
+        if mode.strip() not in ("on", "off") or not isinstance(value, dict):
+            raise ConfigError(f"--chat-template-kwargs {pair!r} is not on=JSON or off=JSON",
+                              fix="e.g. --chat-template-kwargs 'on={\"enable_thinking\": true}'")
+        out[f"thinking_{mode.strip()}"] = value
+    return out
+
+
+def _executor_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--executor-option {pair!r} is not KEY=VALUE", fix="e.g. --executor-option cwd=/tmp")
+        out[key.strip().replace("-", "_")] = yaml.safe_load(value)
+    return out
+
+
+def _launcher(executor: str, options: dict[str, Any]) -> ServerLauncher:
+    if executor == "docker":
+        from llmsweep.execute.docker import DockerExecutor
+
+        return DockerExecutor(options).launcher
+    from llmsweep.execute.local import LocalExecutor
+
+    return LocalExecutor(options).launcher
+
+
+def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str], None]) -> PromptSet:
+    from llmsweep.alcollect.prompts import BUILTIN, HUB, load_prompts
+
+    if source != "auto":
+        return load_prompts(source, category, limit)
+    try:
+        return load_prompts(HUB, category, limit)
+    except DatasetError as exc:
+        echo(f"the hub is not reachable ({str(exc).splitlines()[0]}); using the builtin coding set — the curve's "
+             "dataset line says so")
+        return load_prompts(BUILTIN, category, limit)
+
+
+@click.command("collect")
+@click.argument("recipe", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@config_keys_option()
+@runner_config_option()
+@option("spec_k", dest="ks", short="-k", cls=ManyValues, type=click.IntRange(min=1), default=(1, 2, 3),
+        show_default=True, help="Draft lengths K, a fresh server each (several after one flag: -k 1 2 3 4).")
+@click.option("--thinking", "thinking", cls=ManyValues, type=click.Choice(["off", "on"]), default=("off",),
+              show_default=True, help="Thinking modes, a fresh server per K each (--thinking off on).")
+@click.option("--chat-template-kwargs", "template_kwargs", multiple=True, metavar="MODE=JSON",
+              help='chat_template_kwargs per thinking mode (default: on={"enable_thinking": true}, off sends none).')
+@click.option("--prompts", "prompt_source", default="auto", show_default=True,
+              help="hub (SPEED-Bench qualitative from the Hugging Face hub), builtin (llmsweep's own 24 coding "
+              "prompts), a JSONL file of SPEED-Bench rows, or auto (the hub, else builtin).")
+@click.option("--category", default="coding", show_default=True, help="SPEED-Bench category (InferenceX: coding).")
+@option("num_prompts", default=None, type=click.IntRange(min=1),
+        help="Use only the first N prompts of the category (default: all of them).")
+@field_option("--output-len", source=(CollectSettings, "output_len"), type=click.IntRange(min=1), show_default=True)
+@field_option("--temperature", source=(Sampling, "temperature"), type=float, show_default=True)
+@field_option("--top-p", source=(Sampling, "top_p"), type=float, show_default=True)
+@field_option("--top-k", source=(Sampling, "top_k"), type=int, show_default=True)
+@option("executor", type=click.Choice(EXECUTORS),
+        help="Where each cell's server starts: this machine, or a docker container here.")
+@option("executor_option",
+        help="An executor setting (local: cwd, allow_image=true when the engine is installed on the host).")
+@option("simulate")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("golden_al"),
+              show_default=True, help="Directory the curve file is written into; read it back with "
+              "`llmsweep al MODEL … --curves DIR` (the planner: LLMSWEEP_GOLDEN_AL_DIR=DIR).")
+@click.option("--variant", default=None, help="Curve file suffix: <prefix>_<method>_<variant>.yaml (e.g. fp8).")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Evidence folder (server logs and commands, /metrics before and after, client records) per "
+              "cell; default: OUT/<curve>.runs.")
+@field_option("--checkpoint", source=(CollectSettings, "checkpoint"))
+@field_option("--precision", source=(CollectSettings, "precision"))
+@click.option("--note", "notes", multiple=True, help="A `note:` line for the curve header (repeatable).")
+@option("startup_timeout")
+@option("request_timeout", source=(CollectSettings, "request_timeout_s"), show_default=True)
+@option("force")
+@json_option("the cells and the curve file")
+def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, ks: tuple[int, ...],
+            thinking: tuple[str, ...], template_kwargs: tuple[str, ...], prompt_source: str, category: str,
+            num_prompts: int | None, output_len: int, temperature: float, top_p: float, top_k: int, executor: str,
+            executor_options: tuple[str, ...], simulate: bool, out_dir: Path, variant: str | None,
+            run_dir: Path | None, checkpoint: str | None, precision: str | None, notes: tuple[str, ...],
+            startup_timeout: float | None, request_timeout: float, force: bool, as_json: bool) -> None:
+    """Measure a golden acceptance-length curve: per thinking mode and draft length K, a fresh server of RECIPE's
+    speculative job (real verification), the SPEED-Bench-style prompt set at concurrency 1, AL = 1 + Δaccepted /
+    Δdrafts from the server's /metrics; written as an InferenceX golden-AL file with its provenance."""
+    from llmsweep.alcollect.collect import collect_curve, collection_job, curve_file_name
+    from llmsweep.plan import jobs_from_files
+
+    def echo(line: str) -> None:
+        click.echo(line, err=True)
+
+    settings = CollectSettings.model_validate({
+        "ks": list(ks), "thinking": [f"thinking_{m}" for m in dict.fromkeys(thinking)],
+        "chat_template_kwargs": {**DEFAULT_KWARGS, **_kwargs(template_kwargs)},
+        "sampling": Sampling(temperature=temperature, top_p=top_p, top_k=top_k), "output_len": output_len,
+        "startup_timeout_s": startup_timeout, "request_timeout_s": request_timeout, "checkpoint": checkpoint,
+        "precision": precision, "notes": list(notes)})
+    jobs = jobs_from_files([recipe], config_keys=list(config_keys) or None, runner_config=runner_config)
+    job = collection_job(jobs, simulate=simulate)
+    out = out_dir / curve_file_name(job, variant)
+    if out.exists() and not force:
+        raise ConfigError(f"{out} exists", fix="pass --force to replace it, or --variant to write another file")
+    prompts = _prompts(prompt_source, category, num_prompts, echo)
+    assert job.serve is not None and job.serve.spec_decoding is not None
+    echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "
+         f"K {' '.join(map(str, settings.ks))}, thinking {' '.join(thinking)}, {len(prompts.prompts)} prompts "
+         f"({prompts.origin}), {'simulated' if simulate else executor} servers")
+    result = collect_curve(job, settings, prompts, run_dir or out_dir / f"{out.stem}.runs", out,
+                           launcher=_launcher(executor, _executor_options(executor_options)), simulate=simulate,
+                           event=echo)
+    if as_json:
+        click.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table("thinking", "K", "AL", "accepted", "drafts", "requests", "tokens", "s", "status",
+                      title=f"Golden AL: {result.checkpoint} {result.method} ({result.engine})")
+        for c in result.cells:
+            table.add_row(c.thinking, str(c.k), f"{c.acceptance_length:.2f}" if c.acceptance_length else "—",
+                          f"{c.accepted_tokens:.0f}" if c.accepted_tokens is not None else "—",
+                          f"{c.drafts:.0f}" if c.drafts is not None else "—", f"{c.requests_ok}",
+                          str(c.output_tokens), f"{c.seconds:.0f}", c.status)
+        Console(soft_wrap=False).print(table)
+        for c in result.cells:
+            if c.reason:
+                click.echo(f"{c.thinking} K={c.k}: {c.reason} (see {c.directory})", err=True)
+        if result.curve_file:
+            click.echo(f"wrote {result.curve_file}; read it back: llmsweep al {result.model_prefix} -m "
+                       f"{result.method} -k {settings.ks[0]} --thinking {thinking[0]} --curves {out_dir}")
+    if not result.ok:
+        raise SystemExit(1)

@@ -1,0 +1,157 @@
+"""`llmsweep al collect` end to end on the simulator serving with speculative decoding, read back by `llmsweep al`
+and by the planner.
+
+The simulator stands in for vLLM with the n-gram drafter: a fresh `llmsweep sim serve` per draft length K, whose
+acceptance model realises the n-gram acceptance (AL rising with K); the collector reads it from the vLLM counters of
+`/metrics` like on a real engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from llmsweep.catalog.golden import CURVES_ENV_VAR, load_curve
+from llmsweep.catalog.sources import clear_caches
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "tests" / "data" / "recipes" / "alcollect" / "llama-1b-ngram.yaml"
+FLEET = ROOT / "examples" / "gpu" / "fleet.yaml"
+
+
+def _cli(*args: str | Path, env: dict[str, str] | None = None,
+         timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+
+
+def _collect(out: Path, *extra: str | Path, recipe: Path = RECIPE) -> subprocess.CompletedProcess[str]:
+    return _cli("al", "collect", recipe, "--simulate", "--prompts", "builtin", "--num-prompts", "3",
+                "--output-len", "48", "--out", out, *extra)
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("golden")
+    proc = _collect(out, "-k", "1", "2", "3", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, json.loads(proc.stdout)
+
+
+@pytest.mark.timeout(240)
+def test_collect_writes_a_curve_rising_with_k_from_a_fresh_server_per_cell(
+        collected: tuple[Path, dict[str, Any]]) -> None:
+    _, result = collected
+    cells = result["cells"]
+    assert [(c["thinking"], c["k"], c["status"]) for c in cells] == [("thinking_off", k, "measured") for k in (1, 2, 3)]
+    als = [c["acceptance_length"] for c in cells]
+    assert als == sorted(als) and als[0] < als[-1] and als[0] > 1.0 and als[-1] <= 4.0
+    for c in cells:  # AL = 1 + Δaccepted / Δdrafts, from the two scrapes kept beside the cell
+        assert c["acceptance_length"] == pytest.approx(1 + c["accepted_tokens"] / c["drafts"])
+        assert c["requests_ok"] == 3 and c["drafts"] > 0
+        cell_dir = Path(c["directory"])
+        command = (cell_dir / "server_command.txt").read_text()
+        assert f"--spec-method ngram --spec-k {c['k']}" in command  # one launch per K, the rendered argv
+        assert (cell_dir / "metrics_before.txt").is_file() and (cell_dir / "metrics_after.txt").is_file()
+        assert not (cell_dir / "server.pid").exists()  # every server was stopped
+    curve = load_curve(Path(result["curve_file"]))
+    assert curve.id == "llama-1b_ngram" and curve.model_prefix == "llama-1b" and curve.method == "ngram"
+    assert curve.values == {"thinking_off": {c["k"]: round(c["acceptance_length"], 2) for c in cells}}
+    assert curve.simulated and "simulator" in (curve.engine or "") and curve.hardware == "simulated h200"
+    assert curve.dataset is not None and curve.dataset.startswith("coding (llmsweep builtin coding set")
+    assert curve.output_len == 48 and curve.sampling_common == {"temperature": 1.0, "top_p": 0.95, "top_k": 40}
+    assert curve.precision_measured == "bf16" and curve.precision_basis == "header"
+
+
+@pytest.mark.timeout(120)
+def test_al_reads_the_collected_curve_back(collected: tuple[Path, dict[str, Any]]) -> None:
+    out, result = collected
+    want = round(result["cells"][1]["acceptance_length"], 2)
+    proc = _cli("al", "llama-1b", "-m", "ngram", "-k", "2", "--thinking", "off", "--curves", out, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["value"] == want and doc["curve"] == "llama-1b_ngram" and doc["simulated"] is True
+    # The same through the environment, as the planner reads it; the table says where the curve lives.
+    proc = _cli("al", "llama-1b", "-m", "ngram", "-k", "2", "--thinking", "off", env={CURVES_ENV_VAR: str(out)})
+    assert proc.returncode == 0 and proc.stdout.startswith(f"{want:.2f}") and "user curve" in proc.stdout
+    proc = _cli("al", "llama-1b", "-m", "ngram", "-k", "4", "--thinking", "off", "--curves", out)
+    assert proc.returncode == 2 and "llama-1b_ngram (llama-1b/ngram: off, K 1-3)" in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_the_planner_pins_the_collected_curve(collected: tuple[Path, dict[str, Any]], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmsweep.plan import jobs_from_files
+
+    out, result = collected
+    doc = yaml.safe_load(RECIPE.read_text())
+    (recipe,) = doc.values()
+    recipe["runner"] = "cluster:h200-lent"
+    recipe["scenarios"] = {"agentic-coding": [{"search-space": [
+        {"tp": 1, "spec-decoding": "mtp", "kv-offloading": "none", "conc-list": [1]}]}]}
+    recipe["serve"]["spec-decoding"]["num-steps"] = 3
+    path = tmp_path / "agentic.yaml"
+    path.write_text(yaml.safe_dump({"llama-1b-ngram-agentic": recipe}, sort_keys=False))
+    monkeypatch.setenv(CURVES_ENV_VAR, str(out))
+    clear_caches()
+    try:
+        (job,) = jobs_from_files([path], runner_config=FLEET)
+    finally:
+        monkeypatch.delenv(CURVES_ENV_VAR)
+        clear_caches()
+    assert job.acceptance is not None and job.acceptance.source == "golden"
+    assert job.acceptance.value == round(result["cells"][2]["acceptance_length"], 2)
+    assert "llama-1b_ngram" in (job.acceptance.provenance or "")
+
+
+@pytest.mark.timeout(120)
+def test_a_cell_whose_server_cannot_start_is_named_and_fails_the_collection(tmp_path: Path) -> None:
+    doc = yaml.safe_load(RECIPE.read_text())
+    (recipe,) = doc.values()
+    recipe["model"] = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the simulator has no figures for it: it exits
+    path = tmp_path / "unknown.yaml"
+    path.write_text(yaml.safe_dump({"unknown-ngram": recipe}, sort_keys=False))
+    proc = _collect(tmp_path / "golden", "-k", "2", recipe=path)
+    assert proc.returncode == 1
+    assert "thinking_off K=2: not measured" in proc.stderr and "exited" in proc.stderr
+    assert not (tmp_path / "golden" / "llama-1b_ngram.yaml").exists()  # no curve from nothing measured
+
+
+@pytest.mark.timeout(60)
+def test_a_recipe_without_speculative_decoding_is_refused_with_the_fix(tmp_path: Path) -> None:
+    doc = yaml.safe_load(RECIPE.read_text())
+    (recipe,) = doc.values()
+    del recipe["serve"]["spec-decoding"]
+    recipe["scenarios"]["fixed-seq-len"][0]["search-space"][0]["spec-decoding"] = "none"
+    path = tmp_path / "plain.yaml"
+    path.write_text(yaml.safe_dump({"plain": recipe}, sort_keys=False))
+    proc = _collect(tmp_path / "golden", recipe=path)
+    assert proc.returncode == 2
+    assert "no runnable single-server job with speculative decoding" in proc.stderr and "fix:" in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_an_existing_curve_is_not_overwritten_without_force(collected: tuple[Path, dict[str, Any]]) -> None:
+    out, _ = collected
+    proc = _collect(out, "-k", "1")
+    assert proc.returncode == 2 and "--force" in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_thinking_on_cells_send_and_record_their_chat_template_kwargs(tmp_path: Path) -> None:
+    proc = _collect(tmp_path / "golden", "-k", "2", "--thinking", "on", "--json",
+                    "--chat-template-kwargs", 'on={"thinking_mode": "enabled"}')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    curve = load_curve(Path(result["curve_file"]))
+    assert list(curve.values) == ["thinking_on"] and list(curve.values["thinking_on"]) == [2]
+    assert curve.sampling["thinking_on"].chat_template_kwargs == {"thinking_mode": "enabled"}
+    run = json.loads((Path(result["cells"][0]["directory"]) / "client" / "run.json").read_text())
+    assert run["provenance"]["workload"]["extra_body"]["chat_template_kwargs"] == {"thinking_mode": "enabled"}

@@ -1,0 +1,100 @@
+"""The prompt set a golden-AL collection sends: SPEED-Bench rows from a local file, one category, first turns; the
+builtin coding set as the offline stand-in, labelled as such."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep.alcollect.prompts import BUILTIN, load_prompts
+from llmsweep.errors import DatasetError
+
+
+def _rows(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_local_speed_bench_file_gives_its_category_in_order(tmp_path: Path) -> None:
+    path = _rows(tmp_path / "speed.jsonl", [
+        {"question_id": "a", "category": "coding", "turns": ["write a sort"], "multiturn": False, "difficulty": "x"},
+        {"question_id": "b", "category": "math", "turns": ["2+2"]},
+        {"question_id": "c", "category": "coding", "turns": ["fix this", "now test it"], "multiturn": True},
+    ])
+    prompts = load_prompts(str(path), "coding")
+    assert [p.question_id for p in prompts.prompts] == ["a", "c"]
+    assert prompts.describe(2) == f"coding ({path}, 2 prompts; first turn of 1 multi-turn rows)"
+    assert [p.question_id for p in load_prompts(str(path), "coding", limit=1).prompts] == ["a"]
+
+
+def test_a_missing_category_names_the_ones_there(tmp_path: Path) -> None:
+    path = _rows(tmp_path / "speed.jsonl", [{"category": "math", "turns": ["2+2"]}])
+    with pytest.raises(DatasetError, match=r"no `coding` rows \(it has: math\)"):
+        load_prompts(str(path), "coding")
+
+
+def test_a_malformed_row_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "speed.jsonl"
+    path.write_text('{"category": "coding", "turns": ["ok"]}\n{"category": "coding", "turns": []}\n')
+    with pytest.raises(DatasetError, match=r"speed\.jsonl:2: not a SPEED-Bench row") as info:
+        load_prompts(str(path), "coding")
+    assert info.value.fix is not None and "turns" in info.value.fix
+
+
+def test_the_builtin_set_is_coding_prompts_that_say_they_are_not_speed_bench() -> None:
+    prompts = load_prompts(BUILTIN, "coding")
+    assert len(prompts.prompts) == 24 and len({p.question_id for p in prompts.prompts}) == 24
+    assert all(p.turns[0].strip() and p.source == "llmsweep" for p in prompts.prompts)
+    assert "not SPEED-Bench" in prompts.describe(24)
+
+
+def test_the_hub_rows_are_read_page_by_page_over_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The datasets-server rows API, served over loopback in its JSON shape: every page is read, one category kept."""
+    import threading
+    import urllib.parse
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from llmsweep.alcollect import prompts as prompts_mod
+
+    rows = [{"question_id": f"q{i}", "category": "coding" if i % 2 else "math", "turns": [f"task {i}"]}
+            for i in range(250)]
+    seen: list[dict[str, list[str]]] = []
+
+    class Rows(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+            seen.append(query)
+            offset, length = int(query["offset"][0]), int(query["length"][0])
+            body = json.dumps({"rows": [{"row_idx": offset + i, "row": r, "truncated_cells": []}
+                                        for i, r in enumerate(rows[offset:offset + length])],
+                               "num_rows_total": len(rows)}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Rows)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setattr(prompts_mod, "ROWS_API", f"http://127.0.0.1:{server.server_address[1]}/rows")
+        got = load_prompts("hub", "coding")
+    finally:
+        server.shutdown()
+    assert len(seen) == 3 and [q["offset"][0] for q in seen] == ["0", "100", "200"]
+    assert seen[0]["dataset"] == ["nvidia/SPEED-Bench"] and seen[0]["config"] == ["qualitative"]
+    assert [p.question_id for p in got.prompts] == [f"q{i}" for i in range(1, 250, 2)]
+    assert got.origin == "nvidia/SPEED-Bench qualitative/test"
+
+
+def test_an_unreachable_hub_says_how_to_go_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmsweep.alcollect import prompts as prompts_mod
+
+    monkeypatch.setattr(prompts_mod, "ROWS_API", "http://127.0.0.1:9/rows")  # discard port: refused at once
+    with pytest.raises(DatasetError, match="cannot read nvidia/SPEED-Bench") as info:
+        load_prompts("hub", "coding")
+    assert info.value.fix is not None and "--prompts builtin" in info.value.fix

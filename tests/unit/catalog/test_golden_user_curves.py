@@ -1,0 +1,97 @@
+"""User curves (`llmsweep al collect`'s output) next to the packaged ones: the file format reads back into the same
+provenance, a curve measured in the served precision wins over the default, and the warning names the better curve
+when it lacks the cell asked for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from llmsweep.catalog.golden import CURVES_ENV_VAR, CurveHeader, format_curve, load_curve, resolve_acceptance
+from llmsweep.catalog.sources import clear_caches
+from llmsweep.cli.catalog import al
+from llmsweep.errors import ConfigError
+from llmsweep.policy import validate_files
+
+SEED_CASE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "policy" / "golden-al.precision-provenance.yaml"
+
+
+def _header(**changes: object) -> CurveHeader:
+    base: dict[str, object] = dict(
+        source="llmsweep al collect on h200-lent at 2026-12-01T14:00:00Z", checkpoint="qwen3.5-397b-a17b-fp8",
+        method="mtp", precision="fp8 (config.json of /models/q)", hardware="1 x NVIDIA H200 (nvidia-smi)",
+        engine="vllm 0.26.0 (reported by /version)", dataset="coding (nvidia/SPEED-Bench qualitative/test, 80 prompts)",
+        sampling={"temperature": 0.6, "top_p": 0.95, "top_k": 20}, output_len=4096,
+        chat_template_kwargs={"thinking_on": {"enable_thinking": True}}, generator="llmsweep al collect (test)",
+        notes=["served with --enforce-eager"])
+    base.update(changes)
+    return CurveHeader.model_validate(base)
+
+
+def _write(folder: Path, name: str, values: dict[int, float], **changes: object) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(format_curve(_header(**changes), {"thinking_on": values}))
+    return path
+
+
+def test_the_written_file_reads_back_into_the_provenance_it_states(tmp_path: Path) -> None:
+    curve = load_curve(_write(tmp_path, "qwen3.5_mtp_fp8.yaml", {1: 1.9, 2: 2.714, 3: 3.3}))
+    assert curve.values == {"thinking_on": {1: 1.9, 2: 2.71, 3: 3.3}}  # two decimals, as InferenceX writes them
+    assert (curve.model_prefix, curve.method, curve.variant) == ("qwen3.5", "mtp", "fp8")
+    assert curve.checkpoint == "qwen3.5-397b-a17b-fp8" and curve.precision_measured == "fp8"
+    assert curve.precision_basis == "header" and curve.hardware == "1 x NVIDIA H200 (nvidia-smi)"
+    assert curve.engine == "vllm 0.26.0 (reported by /version)" and curve.output_len == 4096
+    assert curve.dataset == "coding (nvidia/SPEED-Bench qualitative/test, 80 prompts)"
+    assert curve.sampling_common == {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
+    assert curve.sampling["thinking_on"].chat_template_kwargs == {"enable_thinking": True}
+    assert curve.notes == ["served with --enforce-eager"] and not curve.simulated and not curve.packaged
+    assert curve.source is not None and curve.source.startswith("llmsweep al collect on h200-lent")
+
+
+def test_a_curve_measured_in_the_served_precision_wins_and_says_what_it_passed_over(tmp_path: Path) -> None:
+    _write(tmp_path, "qwen3.5_mtp_fp8.yaml", {1: 1.9, 2: 2.6, 3: 3.1})
+    args = ("qwen3.5", "Qwen/Qwen3.5-397B-A17B-FP8", "fp8", "mtp", "on")
+    packaged = resolve_acceptance(*args, 3)
+    assert packaged is not None and packaged.value == 3.39 and packaged.precision_mismatch()
+    fp8 = resolve_acceptance(*args, 3, curve_dirs=[tmp_path])
+    assert fp8 is not None and (fp8.curve, fp8.value, fp8.passed_over) == ("qwen3.5_mtp_fp8", 3.1, "qwen3.5_mtp")
+    assert not fp8.precision_mismatch()
+    nvfp4 = resolve_acceptance("qwen3.5", "", "nvfp4", "mtp", "on", 3, curve_dirs=[tmp_path])
+    assert nvfp4 is not None and nvfp4.curve == "qwen3.5_mtp" and nvfp4.passed_over is None and not nvfp4.better
+    # The fp8 curve lacks K=5: the default answers, and the resolution names the better curve for the warning.
+    k5 = resolve_acceptance(*args, 5, curve_dirs=[tmp_path])
+    assert k5 is not None and k5.curve == "qwen3.5_mtp" and k5.value == 4.41
+    assert k5.better == ["qwen3.5_mtp_fp8 (fp8, on K 1 2 3)"]
+
+
+def test_al_warns_naming_the_better_curve_that_lacks_the_cell(tmp_path: Path) -> None:
+    _write(tmp_path, "qwen3.5_mtp_fp8.yaml", {1: 1.9, 2: 2.6})
+    runner = CliRunner()
+    got = runner.invoke(al, ["Qwen/Qwen3.5-397B-A17B-FP8", "-m", "mtp", "-k", "3", "--curves", str(tmp_path)])
+    assert got.exit_code == 0, got.output
+    assert got.stdout.startswith("3.39")
+    assert "the curve measured in fp8, qwen3.5_mtp_fp8 (fp8, on K 1 2), lacks thinking on K=3" in got.stderr
+    got = runner.invoke(al, ["Qwen/Qwen3.5-397B-A17B-FP8", "-m", "mtp", "-k", "2", "--curves", str(tmp_path)])
+    assert got.exit_code == 0 and got.stdout.startswith("2.60") and "warning" not in got.stderr
+    assert "chosen over" in got.stdout and "qwen3.5_mtp" in got.stdout
+
+
+def test_the_policy_warning_names_the_better_curve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path, "qwen3.5_mtp_fp8.yaml", {1: 1.9, 2: 2.6})
+    monkeypatch.setenv(CURVES_ENV_VAR, str(tmp_path))
+    clear_caches()
+    try:
+        findings = [f for f in validate_files([SEED_CASE]).findings if f.rule == "golden-al.precision-provenance"]
+    finally:
+        monkeypatch.delenv(CURVES_ENV_VAR)
+        clear_caches()
+    assert findings and "qwen3.5_mtp_fp8 (fp8, on K 1 2), has no thinking on K=3" in findings[0].message
+
+
+def test_a_missing_curve_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist") as info:
+        resolve_acceptance("qwen3.5", "", "fp8", "mtp", "on", 3, curve_dirs=[tmp_path / "nope"])
+    assert info.value.fix is not None and "al collect" in info.value.fix
