@@ -302,6 +302,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
 
     from llmsweep import engines
     from llmsweep.engines.sim import simulated_acceptance
+    from llmsweep.execute import virtual_disagg
     from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan import jobs_from_files
     from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
@@ -323,7 +324,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
         try:
             if error is not None:
                 raise error
-            if (refusal := engines.launch_refusal(job)) is not None:
+            if (refusal := engines.launch_refusal(job, simulate=True)) is not None:
                 # A multinode job predicted as one aggregated server would be a point under a label it did not earn.
                 raise NotModelled(refusal)
             if job.eval_only:
@@ -331,6 +332,14 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                                   fix="predict the throughput rows of the recipe")
             if job.run_eval:  # a throughput row that also runs an eval: its throughput is what can be predicted
                 job = job.model_copy(update={"run_eval": False})
+            if virtual_disagg.is_disaggregated(job):  # its roles, its concurrencies one after another
+                results += [{"job": job.id, "concurrency": p.point.concurrency, "summary": p.summary,
+                             "calibration": "per role (summary provenance)"}
+                            for p in virtual_disagg.predict_job(job, duration=duration, max_requests=max_requests,
+                                                                provenance={"job": job.id, "engine": "sim",
+                                                                            "clock": "virtual"})]
+                k += len(points_of(job))
+                continue
             spec = engines.render(job, simulate=True)
             config = engine_config(spec)
         except LlmsweepError as exc:

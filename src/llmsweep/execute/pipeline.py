@@ -161,7 +161,7 @@ def _errors_for(job: Job, findings: list[Finding], keys: set[str]) -> list[Findi
     return out
 
 
-def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
+def _refusal(job: Job, simulate: bool, errors: list[Finding], *, live: bool = False) -> str | None:
     if job.is_eval or job.run_eval:
         # A run-eval row promises throughput *and* an accuracy eval; running half of it would store a row whose
         # eval silently never happened.
@@ -171,9 +171,9 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
         return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
     from llmsweep import engines
 
-    launch = engines.launch_refusal(job)
+    launch = engines.launch_refusal(job, simulate=simulate, live=live)
     if launch is not None:
-        # Every executor, the simulator included: one aggregated server would be stored under the disagg identity.
+        # One aggregated server would be stored under the disagg identity: only the simulator runs the roles.
         return launch
     if job.engine is None and not simulate:
         from llmsweep.engine_ids import UNSERVED_FRAMEWORKS
@@ -316,6 +316,22 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
     return todo, reused, sources
 
 
+CONC_MARK = "-conc"
+
+
+def one_point_per_job(jobs: list[Job]) -> list[Job]:
+    """A job that plans several concurrencies (a multinode matrix entry's `conc` list) becomes one job per
+    concurrency, `<job-id>-conc<N>`, each with its own folder and result; they keep the curve identity, so the
+    simulator runs them one after another on one deployment as InferenceX does. Other jobs pass unchanged."""
+    out: list[Job] = []
+    for job in jobs:
+        if len(job.concs) < 2:
+            out.append(job)
+            continue
+        out += [job.model_copy(update={"id": f"{job.id}{CONC_MARK}{c}", "conc": [c]}) for c in job.concs]
+    return out
+
+
 def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:
     """Every job `repeats` times: the first keeps its id, repeat k (2, 3, …) is `<job-id>-repeat<k>`.
 
@@ -373,7 +389,7 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], run_dir: Path,
                 event: Event) -> RunOutcome:
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-    planned = jobs
+    planned = one_point_per_job(jobs)
     jobs = with_repeats(planned, req.repeats)
     from llmsweep.changes.reuse import reuse_keys
     from llmsweep.metrics.version import measurement_identity
@@ -388,7 +404,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
     keys = {job.recipe_key for job in planned}
-    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys)) for job in planned}
+    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys), live=req.live)
+                for job in planned}
     for job in planned:
         if refusals[job.id] is not None:
             event(f"job {job.id}: refused — {refusals[job.id]}")
