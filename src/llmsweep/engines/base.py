@@ -505,4 +505,5 @@ class Adapter(ABC):
         roles.append(Role(name="router", kind="router", count=1, gpus_per_worker=0, nodes_per_worker=0,
                           workers=(RoleWorker(index=0, nodes=(0,), spec=router),)))
         return Topology(job=job.id, engine=self.name, disaggregated=True, gpus_per_node=gpus_per_node,
-                        nodes=max(n for pool in placed.values() for nodes in pool for n in nodes) + 1, kv_transfer=transfer, roles=tuple(roles), notes=tuple(notes))
+                        nodes=max(n for pool in placed.values() for nodes in pool for n in nodes) + 1,
+                        kv_transfer=transfer, roles=tuple(roles), notes=tuple(notes))
