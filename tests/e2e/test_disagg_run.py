@@ -69,6 +69,26 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
     assert len(series) == 1 and not series & aggregated  # the dashboard and compare keep them apart
 
 
+def test_agentic_multinode_concurrencies_run_one_after_another_on_one_deployment(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "disagg-agentic-sim.yaml", "--out", out, "--no-report"], cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stderr.count("disaggregated deployment of 2 job(s)") == 1  # one deployment for both concurrencies
+    dirs = sorted(job_dirs(out).values(), key=lambda d: read_json(d / "summary.json")["provenance"]["started_at"])
+    assert len(dirs) == 2
+    spans = []
+    for d in dirs:
+        summary = read_json(d / "summary.json")
+        assert summary["validity"]["verdict"] == "smoke"  # an 8 s window is a smoke run, as for an aggregated job
+        # two GB200 trays of one NVL72 rack: the KV moves over NVLink, not the NIC
+        assert [link["kind"] for link in summary["deployment"]["links"]] == ["scale-up"]
+        assert summary["roles"]["decode"]["max_running_requests"] == 8  # sized for the largest conc it serves
+        records = _records(d)
+        spans.append((min(r["sent_at"] for r in records), max(r["end_at"] for r in records if r["end_at"])))
+    (_, first_end), (second_start, _) = spans
+    assert second_start >= first_end + 30  # drained, then three idle 10 s polls
+
+
 def test_the_live_simulator_and_real_engines_refuse_the_disagg_job(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_cli([RECIPES / "disagg-sim.yaml", "--live", "--out", out, "--no-report"], cli_env(tmp_path))
