@@ -120,7 +120,8 @@ def test_no_stored_result_carries_a_disaggregated_identity_without_its_deploymen
 
 def test_predict_runs_the_disagg_job_role_by_role(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", str(RECIPES / "disagg-sim.yaml"),
-                           str(RECIPES / "fixed-sim.yaml"), "--duration", "3", "--json"],
+                           str(RECIPES / "fixed-sim.yaml"), "--duration", "3", "--json", "--out",
+                           str(tmp_path / "pred")],
                           env=cli_env(tmp_path), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
@@ -130,6 +131,8 @@ def test_predict_runs_the_disagg_job_role_by_role(tmp_path: Path) -> None:
     for r in disagg:
         assert r["summary"]["deployment"]["gpus"] == r["summary"]["throughput"]["gpus"] == 24
         assert set(r["summary"]["roles"]) == {"prefill", "decode", "router"}
+        written = tmp_path / "pred" / r["job"] / f"conc{r['concurrency']}"
+        assert read_json(written / "summary.json")["deployment"]["kv_transfer"] == "mori"
     assert all(r["summary"]["throughput"]["gpus"] == 8 and "deployment" not in r["summary"]
                for r in rows if r not in disagg)
 
