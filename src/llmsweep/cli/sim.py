@@ -336,8 +336,9 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
             if virtual_disagg.is_disaggregated(job):  # its roles, its concurrencies one after another
                 for p in virtual_disagg.predict_job(job, duration=duration, max_requests=max_requests,
                                                     provenance={"job": job.id, "engine": "sim", "clock": "virtual"}):
+                    assert p.summary is not None
                     results.append({"job": job.id, "concurrency": p.point.concurrency, "summary": p.summary,
-                                    "calibration": "per role (summary provenance)"})
+                                    "calibration": p.summary.provenance.model_dump().get("calibration")})
                     if out_dir is not None:
                         _write_predicted(Path(out_dir), p)
                 k += len(points_of(job))

@@ -195,12 +195,14 @@ def predict_job(job: Job, *, duration: float | None = None, max_requests: int | 
     them (`llmsweep predict`); raises NotModelled when the simulator cannot model the job."""
     from llmsweep.sim.disagg import Cluster, drain_wait_s
 
-    cluster = Cluster(disagg_config(job), model_name=job.model)
+    config = disagg_config(job)
+    cluster = Cluster(config, model_name=job.model)
     clock = 0.0
     out: list[PredictedPoint] = []
     for point in sorted(points_of(job), key=lambda p: p.concurrency):
         predicted = predict_point(point, cluster, start_time=clock, duration=duration, max_requests=max_requests,
-                                  provenance={**(provenance or {}), "concurrency": point.concurrency},
+                                  provenance={**(provenance or {}), "concurrency": point.concurrency,
+                                              "calibration": calibration_label(config)},
                                   summarize=True)
         clock += (predicted.stats.virtual_seconds if predicted.stats is not None else 0.0) + drain_wait_s()
         out.append(predicted)
@@ -218,6 +220,10 @@ def _simulate(job: Job, group: ServerGroup, cluster: Cluster, jdir: Path, settin
     if not cluster.drained():  # a point's requests all end before it returns; anything left is a model fault
         log.warning("job %s: the deployment did not drain", job.id)
     config = cluster.config
-    calibration = {role.kind: role.engine.calibration_label() for role in (config.prefill, config.decode)}
     return write_point(job, group, predicted, jdir, settings, started_at=started_at,
-                       observed={"calibration": calibration}, extra={"topology": config.describe()})
+                       observed={"calibration": calibration_label(config)}, extra={"topology": config.describe()})
+
+
+def calibration_label(config: DisaggConfig) -> str:
+    """Each pool's calibration label (`prefill: uncalibrated; decode: ...`), for tables and provenance."""
+    return "; ".join(f"{role.kind}: {role.engine.calibration_label()}" for role in (config.prefill, config.decode))
