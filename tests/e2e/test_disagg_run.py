@@ -69,6 +69,33 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
     assert len(series) == 1 and not series & aggregated  # the dashboard and compare keep them apart
 
 
+AMD_MASTER = Path("/work/shared/reference/inferencex/amd-master.yaml")
+RUNNERS = AMD_MASTER.with_name("runners.yaml")
+
+
+@pytest.mark.skipif(not AMD_MASTER.is_file(), reason="the InferenceX reference files are not present")
+@pytest.mark.timeout(300)
+def test_an_amd_master_sglang_disagg_job_runs_role_by_role_at_full_length(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli([AMD_MASTER, "--runner-config", RUNNERS, "--simulate", "--config-keys",
+                    "qwen3.5-fp8-mi355x-sglang-disagg", "--out", out, "--no-report"], cli_env(tmp_path))
+    outcomes = {o["job_id"].rsplit("-conc", 1)[1]: o for o in read_json(out / "run.json")["outcomes"]}
+    # the row's accuracy eval runs at its eval-conc (128) only: that point is refused until evals run; the other
+    # concurrencies are throughput points of the same deployment and run
+    assert outcomes["128"]["status"] == "refused" and "eval" in outcomes["128"]["reasons"][0]
+    assert {c for c, o in outcomes.items() if o["status"] == "valid"} == {"8", "16", "32", "64"}, proc.stderr[-3000:]
+    for job_id, d in job_dirs(out).items():
+        summary = read_json(d / "summary.json")
+        job = read_json(d / "job.json")
+        assert not job["run-eval"] and job["conc"] == [summary["provenance"]["options"]["concurrency"]]
+        roles = summary["roles"]
+        assert (roles["prefill"]["tp"], roles["prefill"]["gpus"], roles["decode"]["tp"], roles["decode"]["gpus"]) == (
+            4, 4, 8, 8)
+        assert summary["throughput"]["gpus"] == 12 and summary["deployment"]["kv_transfer"] == "mori"
+        assert summary["requests"]["successful"] == 10 * job["conc"][0], job_id  # InferenceX's conc x 10 prompts
+        assert roles["decode"]["metrics"]["kv_transfers"] >= summary["requests"]["successful"]
+
+
 def test_agentic_multinode_concurrencies_run_one_after_another_on_one_deployment(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_cli([RECIPES / "disagg-agentic-sim.yaml", "--out", out, "--no-report"], cli_env(tmp_path))

@@ -322,13 +322,19 @@ CONC_MARK = "-conc"
 def one_point_per_job(jobs: list[Job]) -> list[Job]:
     """A job that plans several concurrencies (a multinode matrix entry's `conc` list) becomes one job per
     concurrency, `<job-id>-conc<N>`, each with its own folder and result; they keep the curve identity, so the
-    simulator runs them one after another on one deployment as InferenceX does. Other jobs pass unchanged."""
+    simulator runs them one after another on one deployment as InferenceX does. A multinode row's accuracy eval runs
+    at its `eval-conc` only (InferenceX): that point keeps `run-eval`, the others are throughput points. Other jobs
+    pass unchanged."""
     out: list[Job] = []
     for job in jobs:
         if len(job.concs) < 2:
             out.append(job)
             continue
-        out += [job.model_copy(update={"id": f"{job.id}{CONC_MARK}{c}", "conc": [c]}) for c in job.concs]
+        for c in job.concs:
+            update: dict[str, Any] = {"id": f"{job.id}{CONC_MARK}{c}", "conc": [c]}
+            if job.run_eval and job.eval_conc is not None and not job.eval_all_concs and c != job.eval_conc:
+                update.update(run_eval=False, eval_conc=None)
+            out.append(job.model_copy(update=update))
     return out
 
 
