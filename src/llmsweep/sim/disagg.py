@@ -232,10 +232,11 @@ class Cluster:
 
     def route(self) -> tuple[int, int]:
         """The (prefill, decode) pair the router sends the next request to."""
-        picks = []
+        picks: list[int] = []
         for i, pool in enumerate((self.prefill, self.decode)):
             if self.config.router_policy == "least_load":
-                picks.append(min(range(len(pool)), key=lambda k, p=pool: (p[k].outstanding, k)))  # type: ignore[misc]
+                loads = [w.outstanding for w in pool]
+                picks.append(loads.index(min(loads)))
             else:
                 picks.append(self._rr[i] % len(pool))
                 self._rr[i] += 1
@@ -356,29 +357,14 @@ class DisaggPredictor(Predictor):
         worker.transfers += 1
         worker.transfer_seconds += now - h.started
         worker.transfer_bytes += h.nbytes
-        rid = core._next_rid
-        core._next_rid += 1
-        r = SimRequest(rid, h.prompt_len, h.hashes, h.max_tokens, (h.task, h.record, h.record["chunk_times"],
-                                                                    h.record["chunk_tokens"]), now)
-        r.blocks = h.blocks
-        r.computed = h.prompt_len
-        r.generated = 1
-        r.prefilled = True
-        r.cached_tokens = h.cached_tokens
-        r.first_token_at = now
-        core.counters.requests_submitted += 1
+        r = core.adopt(h.prompt_len, h.hashes, h.max_tokens, h.blocks, now=now, cached_tokens=h.cached_tokens,
+                       owner=(h.task, h.record, h.record["chunk_times"], h.record["chunk_tokens"]))
         t_abs = self.start_time + now
         h.record["first_token_at"] = h.record["first_byte_at"] = t_abs
         h.record["chunk_times"].append(t_abs)
         h.record["chunk_tokens"].append(1)
-        if r.generated >= r.max_tokens:
-            r.finished_at = now
-            core.counters.requests_finished += 1
-            core.pool.release(r.blocks)
-            r.blocks = []
+        if r.finished_at is not None:
             self._done(r, now, worker.index)
-            return
-        core.running.append(r)
 
     def _done(self, r: SimRequest, now: float, d: int) -> None:
         task, record = r.owner[0], r.owner[1]

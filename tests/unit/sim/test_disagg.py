@@ -124,3 +124,13 @@ def test_a_pair_across_domains_without_scale_out_figures_is_a_clear_error() -> N
     with pytest.raises(ConfigError, match="no scale-out bandwidth") as err:
         config.links()
     assert "scaleout_gbps" in (err.value.fix or "")
+
+
+def test_the_least_load_router_sends_work_to_the_idle_worker() -> None:
+    config = deployment(prefill_workers=2, decode_workers=2).model_copy(update={"router_policy": "least_load"})
+    cluster = Cluster(config)
+    cluster.prefill[0].outstanding = 3
+    cluster.decode[1].outstanding = 1
+    assert cluster.route() == (1, 0)
+    rr = Cluster(deployment(prefill_workers=2, decode_workers=2))
+    assert [rr.route() for _ in range(3)] == [(0, 0), (1, 1), (0, 0)]
