@@ -71,7 +71,10 @@ def disagg_config(job: Job, *, max_concurrency: int | None = None) -> DisaggConf
         plans: dict[str, RolePlan] = {}
         conc = max_concurrency or max(job.concs)
         for kind, worker in (("prefill", job.prefill), ("decode", job.decode)):
-            wjob = worker_job(job, worker).model_copy(update={"conc": conc})
+            update: dict[str, Any] = {"conc": conc}
+            if kind == "decode":  # the DRAM budget is planned for the prefill workers only (`plan.dram`)
+                update.update(kv_offloading="none", total_cpu_dram_gb=None)
+            wjob = worker_job(job, worker).model_copy(update=update)
             spec = engines.render(wjob, simulate=True)
             plans[kind] = RolePlan(kind=kind, engine=engine_config(spec),  # type: ignore[arg-type]
                                    gpus_per_worker=worker.gpus_per_replica, nodes=tuple(placed[kind]))  # type: ignore[index]
