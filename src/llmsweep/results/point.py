@@ -61,11 +61,12 @@ class ResultPoint:
         return self.metrics.get(name)
 
 
-def check_topology(job_id: str, identity: PointIdentity, summary: Summary) -> None:
+def check_topology(job_id: str, identity: PointIdentity, summary: Summary, gpus: int | None = None) -> None:
     """No result carries a disaggregated identity with an aggregated topology: a disaggregated or multinode job's
-    summary must say which deployment served it (`deployment`, read back from what ran), and an aggregated job's must
-    not claim one. A ResultError names the job otherwise."""
-    deployed = summary.deployment is not None and summary.deployment.disaggregated
+    summary must say which deployment served it (`deployment`, read back from what ran, on the job's `gpus`), and an
+    aggregated job's must not claim one. A ResultError names the job otherwise."""
+    deployment = summary.deployment
+    deployed = deployment is not None and deployment.disaggregated
     if (identity.disagg or identity.workers) and not deployed:
         raise ResultError(
             f"job {job_id} is a disaggregated prefill/decode job ({identity.workers or 'disagg: true'}) but its "
@@ -76,6 +77,9 @@ def check_topology(job_id: str, identity: PointIdentity, summary: Summary) -> No
     if deployed and not (identity.disagg or identity.workers):
         raise ResultError(f"job {job_id} is an aggregated job but its summary records a disaggregated deployment",
                           fix="re-summarise the job folder (`llmsweep summarize`) or re-run it")
+    if deployed and gpus is not None and deployment is not None and deployment.gpus not in (None, gpus):
+        raise ResultError(f"job {job_id} plans {gpus} GPU(s) but the deployment that ran had {deployment.gpus}",
+                          fix="re-run the job: a result is stored only under the topology that earned it")
 
 
 def point_from_job(run_id: str, art: JobArtifacts) -> ResultPoint | None:
@@ -83,7 +87,7 @@ def point_from_job(run_id: str, art: JobArtifacts) -> ResultPoint | None:
     if art.summary is None:
         return None
     identity = identity_from_job(art.job)
-    check_topology(art.job_id, identity, art.summary)
+    check_topology(art.job_id, identity, art.summary, gpus_of(art.job, identity))
     ex = extract_hot(art.summary)
     provenance = dict(ex.provenance)
     for key in ("recipe_fingerprint", "recipe_key"):

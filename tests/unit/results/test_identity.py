@@ -85,3 +85,22 @@ def test_compare_refuses_to_ignore_the_topology() -> None:
     for field in ("disagg", "workers"):
         with pytest.raises(ConfigError, match="aggregated and disaggregated"):
             compare_points([], [], ignore=[field])
+
+
+def test_a_result_is_stored_only_under_the_topology_that_earned_it() -> None:
+    from llmsweep.errors import ResultError
+    from llmsweep.metrics.model import Summary
+    from llmsweep.results.point import check_topology
+
+    disagg = identity_from_job({"model": "m", "framework": "sglang-disagg", "disagg": True,
+                                "prefill": {"num-worker": 1, "tp": 4, "ep": 1, "dp-attn": False},
+                                "decode": {"num-worker": 1, "tp": 8, "ep": 1, "dp-attn": False}})
+    aggregated = identity_from_job({"model": "m", "framework": "sglang", "tp": 8})
+    ran = Summary.model_validate({"deployment": {"disaggregated": True, "gpus": 12, "kv_transfer": "mori"}})
+    check_topology("j", disagg, ran, 12)
+    with pytest.raises(ResultError, match="no disaggregated deployment"):
+        check_topology("j", disagg, Summary(), 12)
+    with pytest.raises(ResultError, match="aggregated job"):
+        check_topology("j", aggregated, ran, 8)
+    with pytest.raises(ResultError, match="plans 16 GPU"):
+        check_topology("j", disagg, ran, 16)
