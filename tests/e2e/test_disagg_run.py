@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
@@ -19,7 +20,7 @@ from llmsweep.engines import DISAGG_NOT_LAUNCHABLE
 REASON = "disaggregated prefill/decode launch is not supported by this executor yet"
 
 
-def _records(job_dir: Path) -> list[dict]:
+def _records(job_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (job_dir / "records.jsonl").read_text().splitlines() if line.strip()]
 
 

@@ -4,6 +4,7 @@ disaggregated point with an aggregated one, and what the deployment exports."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,16 +49,16 @@ def deployment(prefill_workers: int = 1, decode_workers: int = 1, *, same_domain
         transfer_backend="nixl")
 
 
-def run_disagg(config: DisaggConfig, workload: Workload, concurrency: int) -> tuple[list[dict], DisaggPredictor]:
+def run_disagg(config: DisaggConfig, workload: Workload, concurrency: int) -> tuple[list[dict[str, Any]], DisaggPredictor]:
     predictor = DisaggPredictor(Cluster(config), scrape_interval=1.0)
     return predictor.run(workload, concurrency=concurrency, duration=1e6), predictor
 
 
-def ttft(records: list[dict]) -> np.ndarray:
+def ttft(records: list[dict[str, Any]]) -> np.ndarray:
     return np.array([r["first_token_at"] - r["sent_at"] for r in records])
 
 
-def tpot(records: list[dict]) -> np.ndarray:
+def tpot(records: list[dict[str, Any]]) -> np.ndarray:
     return np.array([(r["end_at"] - r["first_token_at"]) / (r["completion_tokens"] - 1) for r in records])
 
 
