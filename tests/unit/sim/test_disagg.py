@@ -49,7 +49,10 @@ def deployment(prefill_workers: int = 1, decode_workers: int = 1, *, same_domain
         transfer_backend="nixl")
 
 
-def run_disagg(config: DisaggConfig, workload: Workload, concurrency: int) -> tuple[list[dict[str, Any]], DisaggPredictor]:
+Records = list[dict[str, Any]]
+
+
+def run_disagg(config: DisaggConfig, workload: Workload, concurrency: int) -> tuple[Records, DisaggPredictor]:
     predictor = DisaggPredictor(Cluster(config), scrape_interval=1.0)
     return predictor.run(workload, concurrency=concurrency, duration=1e6), predictor
 
