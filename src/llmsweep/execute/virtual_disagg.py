@@ -16,9 +16,9 @@ the links), which the summary's `deployment` and `roles` blocks are read from.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
     from llmsweep.sim.disagg import Cluster, DisaggConfig
     from llmsweep.sim.predict import PredictedPoint
-
-log = logging.getLogger(__name__)
 
 Event = Callable[[str], None]
 
@@ -138,32 +136,53 @@ def run_jobs(jobs: Sequence[tuple[Job, ServerGroup]], run_dir: Path, settings: L
     return outcomes
 
 
+@dataclass
+class _Deployment:
+    """One simulated deployment and its virtual clock (epoch seconds: each point starts where the last one drained,
+    plus the drain wait)."""
+
+    config: DisaggConfig
+    model: str
+    clock: float
+    cluster: Cluster = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        from llmsweep.sim.disagg import Cluster
+
+        self.cluster = Cluster(self.config, model_name=self.model)
+
+
 def _run_deployment(members: list[tuple[Job, ServerGroup]], config: DisaggConfig, run_dir: Path,
                     settings: LifecycleSettings, event: Event) -> list[JobOutcome]:
     from llmsweep.execute.virtual import run_job
-    from llmsweep.sim.disagg import Cluster, drain_wait_s
+    from llmsweep.sim.disagg import drain_wait_s
 
-    cluster = Cluster(config, model_name=members[0][0].model)
-    clock = [time.time()]
-    """The deployment's virtual clock (epoch seconds): each point starts where the last one drained, plus the wait."""
+    deployment = _Deployment(config, members[0][0].model, time.time())
     outcomes: list[JobOutcome] = []
     event(f"disaggregated deployment of {len(members)} job(s): {config.prefill.workers} prefill + "
           f"{config.decode.workers} decode worker(s), {config.gpus} GPU(s) on {config.nodes} node(s), virtual time")
     for job, group in members:
-        if settings.resume and art.finished_verdict(art.job_dir(run_dir, job.id)) in DONE_VERDICTS:
+        verdict = art.finished_verdict(art.job_dir(run_dir, job.id)) if settings.resume else None
+        if verdict in DONE_VERDICTS:
             outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
-                                       reasons=["resumed: summary already done"]))
+                                       reasons=[f"resumed: summary already {verdict}"]))
             continue
         event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario}), disaggregated, virtual time")
         current_progress().job_started(job.id, job.concs[0] if job.concs else None)
 
         def simulate(jdir: Path, job: Job = job, group: ServerGroup = group) -> Summary:
-            return _simulate(job, group, cluster, jdir, settings, clock)
+            return _simulate(job, group, deployment, jdir, settings)
 
         outcome = run_job(job, group, None, run_dir, settings, event, simulate=simulate,
                           command=command_text(job, config))
         outcomes.append(outcome)
-        clock[0] += drain_wait_s()
+        deployment.clock += drain_wait_s()
+        if not deployment.cluster.drained():  # a point that failed half-way: the next one gets a fresh deployment
+            event(f"job {job.id}: the deployment did not drain; the next point starts a fresh one")
+            deployment.start()
         if settings.fail_fast and not outcome.ok:
             break
     return outcomes
@@ -212,17 +231,15 @@ def predict_job(job: Job, *, duration: float | None = None, max_requests: int | 
     return out
 
 
-def _simulate(job: Job, group: ServerGroup, cluster: Cluster, jdir: Path, settings: LifecycleSettings,
-              clock: list[float]) -> Summary:
+def _simulate(job: Job, group: ServerGroup, deployment: _Deployment, jdir: Path,
+              settings: LifecycleSettings) -> Summary:
     from llmsweep.execute.virtual import write_point
 
     started_at = time.time()
-    predicted = predict_point(Point.of(job), cluster, start_time=clock[0])
+    predicted = predict_point(Point.of(job), deployment.cluster, start_time=deployment.clock)
     if predicted.stats is not None:
-        clock[0] += predicted.stats.virtual_seconds
-    if not cluster.drained():  # a point's requests all end before it returns; anything left is a model fault
-        log.warning("job %s: the deployment did not drain", job.id)
-    config = cluster.config
+        deployment.clock += predicted.stats.virtual_seconds
+    config = deployment.config
     return write_point(job, group, predicted, jdir, settings, started_at=started_at,
                        observed={"calibration": calibration_label(config)}, extra={"topology": config.describe()})
 
