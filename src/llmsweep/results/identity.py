@@ -146,7 +146,8 @@ def workers_of(job: Mapping[str, Any]) -> str:
 
 
 def _conc(job: Mapping[str, Any]) -> int:
-    """A result is one concurrency point; a multinode job listing several takes its first (see report to lead)."""
+    """A result is one concurrency point (`llmsweep run` gives each concurrency of a multinode row its own job); a
+    stored job listing several takes its first."""
     conc = get_field(job, "conc")
     if isinstance(conc, (list, tuple)):
         return _int(conc[0], 0) or 0 if conc else 0
