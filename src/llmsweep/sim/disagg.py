@@ -6,7 +6,8 @@ parallelism), and a router in front. A request's life, as in SGLang's PD disaggr
 prefill:
 
 1. the router picks a (prefill, decode) pair (:data:`RouterPolicy`: round robin, or the least loaded of each pool);
-2. the prefill worker computes the prompt (its own chunked prefill and prefix cache) and emits the first token;
+2. the prefill worker computes the prompt (its own chunked prefill and prefix cache) and emits the first token; it
+   holds the prompt's KV blocks until the transfer has read them;
 3. decode-side admission: the decode worker reserves KV blocks for the prompt while it has room (running plus
    arriving requests under its running cap, blocks free); until then the request waits in its *pre-allocation queue*;
 4. the KV cache moves over the link between the two workers — the scale-up interconnect (NVLink / xGMI) when both
@@ -169,6 +170,9 @@ class _Handoff:
     decode: int
     cached_tokens: int = 0
     blocks: list[int] = field(default_factory=list)
+    """Decode-side blocks reserved for the prompt's KV."""
+    held: list[int] = field(default_factory=list)
+    """Prefill-side blocks of the prompt's KV, held until the transfer has read them."""
     started: float = 0.0
     nbytes: float = 0.0
 
@@ -320,6 +324,12 @@ class DisaggPredictor(Predictor):
         """A prefill finished (its first token is computed): queue the hand-off for decode-side admission."""
         handoff: _Handoff = r.owner
         handoff.cached_tokens = max(r.cached_tokens, 0)
+        # The prefill worker keeps the prompt's KV until the transfer has read it: its full blocks (now in the prefix
+        # cache) are held, so neither eviction nor a new request takes them meanwhile.
+        pool = self.cluster.prefill[handoff.prefill].core.pool
+        held, _ = pool.lookup(handoff.hashes, len(handoff.hashes))
+        pool.acquire(held)
+        handoff.held = held
         self.cluster.prefill[handoff.prefill].outstanding -= 1
         self.cluster.decode[handoff.decode].prealloc.append(handoff)
         self._admit(handoff.decode, now)
@@ -353,6 +363,8 @@ class DisaggPredictor(Predictor):
         """The KV is on the decode worker: it streams the first token and decodes the rest in its batches."""
         worker = self.cluster.decode[h.decode]
         core = worker.core
+        self.cluster.prefill[h.prefill].core.pool.release(h.held)
+        h.held = []
         worker.arriving -= 1
         worker.transfers += 1
         worker.transfer_seconds += now - h.started

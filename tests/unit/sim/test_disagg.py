@@ -138,3 +138,21 @@ def test_the_least_load_router_sends_work_to_the_idle_worker() -> None:
     assert cluster.route() == (1, 0)
     rr = Cluster(deployment(prefill_workers=2, decode_workers=2))
     assert [rr.route() for _ in range(3)] == [(0, 0), (1, 1), (0, 0)]
+
+
+def test_the_prefill_worker_holds_the_prompts_kv_until_the_transfer_has_read_it() -> None:
+    slow = deployment().model_copy(update={"scaleout": NIC.model_copy(update={"gbps": 0.5})})
+    predictor = DisaggPredictor(Cluster(slow), scrape_interval=0.02)
+    records = predictor.run(Fixed(1024, 8, per_lane=1), concurrency=1, duration=1e6)
+    assert len(records) == 1 and records[0]["status"] == 200
+
+    def value(samples: list[list[Any]], name: str, role: str) -> float:
+        return float(next(v for n, labels, v in samples if n == name and labels["role"] == role))
+
+    in_transfer = [s["samples"] for s in predictor.scrapes
+                   if value(s["samples"], TRANSFER_METRICS["transfer"], "decode") > 0]
+    assert in_transfer  # a 1024-token prompt over 0.5 GB/s takes about 0.4 s
+    for samples in in_transfer:  # the prefill worker is idle, yet its pool still holds the prompt's blocks
+        assert value(samples, "sglang:num_running_reqs", "prefill") == 0
+        assert value(samples, "sglang:token_usage", "prefill") > 0
+    assert value(predictor.scrapes[-1]["samples"], "sglang:token_usage", "prefill") == 0
