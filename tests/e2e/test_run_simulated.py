@@ -103,10 +103,10 @@ def _predict(args: list[str | Path], env: dict[str, str], timeout: float = 240) 
 
 
 MASTER_KEYS = ("dsv4-fp8-mi300x-vllm", "dsr1-fp8-mi355x-sglang-mtp", "qwen3.5-fp8-mi300x-sglang-agentic-mtp",
-               "dsr1-fp8-mi355x-sglang-disagg")
+               "qwen3.5-fp8-mi355x-sglang-disagg")
 """A slice of the AMD master: the DeepSeek-V4-Pro FP8 job that used to abort `predict`, fixed-length speculative
 jobs with real acceptance, the seed's AgentX jobs (their HF corpus is not reachable offline) and a disaggregated
-recipe."""
+SGLang recipe (1 prefill TP4 + 1 decode TP8 over MoRI)."""
 
 
 @pytest.mark.skipif(not AMD_MASTER.is_file(), reason="the InferenceX reference files are not present")
@@ -129,11 +129,17 @@ def test_predict_on_the_amd_master_gives_every_job_a_result_or_a_refusal(tmp_pat
             if "refused" in r:
                 assert r["refused"], r
     refused = [r for r in results if "refused" in r]
-    # refused only for a reason: the seed's HF corpus offline, a job the simulator cannot model, or a disaggregated
-    # job no executor launches role by role yet (never predicted as one aggregated server)
-    assert all("--traces synthetic" in r["refused"] or "cannot" in r["refused"] or "disaggregated" in r["refused"]
-               for r in refused), refused
-    assert any("disagg" in r["job"] and "disaggregated" in r["refused"] for r in refused)
+    # refused only for a reason: the seed's HF corpus offline, or a job the simulator cannot model
+    assert all("--traces synthetic" in r["refused"] or "cannot" in r["refused"] for r in refused), refused
+    # the disaggregated job is predicted role by role: every concurrency, on its 4 + 8 GPUs, over the scale-out NIC
+    disagg = [r for r in results if "disagg-true" in r["job"]]
+    assert sorted(r["concurrency"] for r in disagg) == [8, 16, 32, 64, 128]
+    for r in disagg:
+        summary = r["summary"]
+        assert summary["throughput"]["gpus"] == summary["deployment"]["gpus"] == 12
+        assert (summary["roles"]["prefill"]["tp"], summary["roles"]["decode"]["tp"]) == (4, 8)
+        assert summary["deployment"]["kv_transfer"] == "mori"
+        assert summary["roles"]["decode"]["metrics"]["kv_transfer_s_mean"] > 0
     dsv4 = [r for r in results if r["job"].startswith("dsv4") and "summary" in r]
     assert dsv4, "DeepSeek-V4-Pro FP8 fits 8 x MI300X (its FP4 experts stay FP4)"
     spec = [r for r in results if "_spec-mtp_" in r["job"] and "summary" in r and "agentic" not in r["job"]]

@@ -108,30 +108,35 @@ def test_roles_land_on_different_nodes_talk_over_their_addresses_and_serve_the_c
     out = tmp_path / "out"
     proc = subprocess.run(run_argv(RECIPE, out), env=env(tmp_path), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (outcome,) = outcomes(out)
-    assert outcome["status"] == "valid", outcome
+    # One job per concurrency (`<id>-conc<N>`), both served by the one deployment (one allocation, below).
+    every = outcomes(out)
+    assert [o["status"] for o in every] == ["valid", "valid"], every
+    outcome = every[0]
     job_dir = out / "jobs" / outcome["job_id"]
     run_doc = json.loads((job_dir / "run.json").read_text())
     topology = run_doc["provenance"]["topology"]
-    roles = {r["role"]: r for r in topology["roles"]}
+    roles = topology["roles"]
     assert set(roles) == {"prefill", "decode", "router"} and topology["disaggregated"]
-    prefill_nodes = [w["node"] for w in roles["prefill"]["workers"]]
-    decode_nodes = [w["node"] for w in roles["decode"]["workers"]]
+    prefill_nodes = [w["node"] for w in roles["prefill"]["placed"]]
+    decode_nodes = [w["node"] for w in roles["decode"]["placed"]]
     # Every worker on a node of its own; the router beside the first prefill worker.
-    assert len(set(prefill_nodes + decode_nodes)) == 3 and roles["router"]["workers"][0]["node"] == prefill_nodes[0]
-    for role in topology["roles"]:
-        for w in role["workers"]:
+    assert len(set(prefill_nodes + decode_nodes)) == 3 and roles["router"]["placed"][0]["node"] == prefill_nodes[0]
+    for role in roles.values():
+        for w in role["placed"]:
             # Read back from the process itself, which bound its node's namespace address (not loopback).
             assert w["reported_node"] == w["node"]
             assert urlparse(w["url"]).hostname == multinode_cluster[w["node"]] != "127.0.0.1"
     # GPUs per role as planned (2 prefill x TP8 + 1 decode x TP8), the job's 24, and the throughput divides by them.
-    assert (roles["prefill"]["count"], roles["prefill"]["gpus_per_worker"]) == (2, 8)
+    assert (roles["prefill"]["workers"], roles["prefill"]["gpus_per_worker"]) == (2, 8)
     assert topology["gpus"] == 24 == run_doc["provenance"]["hardware"]["gpus"]
     assert topology["kv_transfer"].startswith("mori (modelled link")
     summary = json.loads((job_dir / "summary.json").read_text())
     assert summary["throughput"]["gpus"] == 24 and summary["validity"]["verdict"] == "valid"
+    # The summary's deployment and roles blocks are read from that same record (one shape for every path).
+    assert summary["deployment"]["gpus"] == 24 and summary["deployment"]["nodes"] == 3
+    assert {r: summary["roles"][r]["gpus"] for r in ("prefill", "decode")} == {"prefill": 16, "decode": 8}
     # The client talked to the router: its address is the one the run's command names.
-    router_url = roles["router"]["workers"][0]["url"]
+    router_url = roles["router"]["placed"][0]["url"]
     assert f"--host {urlparse(router_url).hostname}" in (job_dir / "server_command.txt").read_text()
     roles_dir = next((out / "servers").glob("*/roles"))
     assert "simulated PD router" in (roles_dir / "router-0.log").read_text()
@@ -162,8 +167,9 @@ def test_a_role_that_cannot_come_up_fails_the_job_and_every_step_is_torn_down(
         blocker.terminate()  # srun cancels its step on SIGTERM
         blocker.wait(timeout=30)
     assert proc.returncode == 1, proc.stderr[-3000:]
-    (outcome,) = outcomes(out)
-    assert outcome["status"] == "failed"
+    every = outcomes(out)
+    assert {o["status"] for o in every} == {"failed"}, every
+    outcome = every[0]
     assert f"decode worker 0 on node {decode_node} did not come up" in outcome["reasons"][0]
     from llmsweep.results.store import Store
 
@@ -252,8 +258,9 @@ def test_a_topology_wider_than_the_cluster_is_refused_with_slurms_reason_not_lef
     out = tmp_path / "out"
     proc = subprocess.run(run_argv(recipe, out), env=env(tmp_path), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr[-3000:]
-    (outcome,) = outcomes(out)
-    assert outcome["status"] == "refused"
+    every = outcomes(out)
+    assert {o["status"] for o in every} == {"refused"}, every
+    outcome = every[0]
     assert f"Slurm cannot allocate the {workers + 1} nodes" in outcome["reasons"][0]
     assert "Requested node configuration is not available" in outcome["reasons"][0]
     assert not list((out / "servers").glob("*/slurm_job_id"))  # nothing was submitted

@@ -42,6 +42,14 @@ class HardwareSpec(BaseModel):
     scaleup: str = Field(description="Scale-up interconnect: nvlink4, nvlink5, xgmi.")
     scaleup_gbps: float = Field(gt=0, description="Scale-up bandwidth per GPU, GB/s, bidirectional aggregate.")
     gpus_per_node: int = Field(gt=0, description="GPUs sharing one host (NVL72 compute tray: 4).")
+    scaleup_domain_gpus: int | None = Field(
+        default=None, gt=0, description="GPUs one scale-up domain reaches (NVL72: 72); None: the node's GPUs.")
+    scaleout: str | None = Field(default=None, description="Scale-out NIC per GPU (InfiniBand / RoCE).")
+    scaleout_gbps: float | None = Field(
+        default=None, gt=0, description="Scale-out bandwidth per GPU per direction, GB/s; None: not recorded.")
+    scaleout_latency_us: float | None = Field(
+        default=None, ge=0, description="Set-up latency of one scale-out transfer, microseconds (an estimate).")
+    scaleout_source: str | None = Field(default=None, description="Where the scale-out figures come from.")
     image_gpu_family: str | None = Field(
         default=None, description="GPU family token of ROCm image tags built for this SKU (mi30x, mi35x)."
     )
@@ -71,6 +79,11 @@ class HardwareSpec(BaseModel):
     def link_gbs(self) -> float:
         """Scale-up bandwidth per GPU per direction, GB/s (half the bidirectional figure vendors quote)."""
         return self.scaleup_gbps / 2
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs that reach each other over the scale-up interconnect (at least the node's)."""
+        return max(self.scaleup_domain_gpus or self.gpus_per_node, self.gpus_per_node)
 
     def tflops(self, precision: str) -> float | None:
         """Dense TFLOP/s for a serving precision (``fp4``/``nvfp4``/``mxfp4`` -> fp4, ``fp16`` -> bf16)."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
     from llmsweep.sim.calibrate import RunCalibration
     from llmsweep.sim.engine import EngineConfig
+    from llmsweep.sim.predict import PredictedPoint
 
 
 @click.group("sim")
@@ -349,6 +350,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
 
     from llmsweep import engines
     from llmsweep.engines.sim import simulated_acceptance
+    from llmsweep.execute import virtual_disagg
     from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan import jobs_from_files
     from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
@@ -370,7 +372,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
         try:
             if error is not None:
                 raise error
-            if (refusal := engines.launch_refusal(job)) is not None:
+            if (refusal := engines.launch_refusal(job, simulate=True)) is not None:
                 # A multinode job predicted as one aggregated server would be a point under a label it did not earn.
                 raise NotModelled(refusal)
             if job.eval_only:
@@ -378,6 +380,16 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                                   fix="predict the throughput rows of the recipe")
             if job.run_eval:  # a throughput row that also runs an eval: its throughput is what can be predicted
                 job = job.model_copy(update={"run_eval": False})
+            if virtual_disagg.is_disaggregated(job):  # its roles, its concurrencies one after another
+                for p in virtual_disagg.predict_job(job, duration=duration, max_requests=max_requests,
+                                                    provenance={"job": job.id, "engine": "sim", "clock": "virtual"}):
+                    assert p.summary is not None
+                    results.append({"job": job.id, "concurrency": p.point.concurrency, "summary": p.summary,
+                                    "calibration": p.summary.provenance.model_dump().get("calibration")})
+                    if out_dir is not None:
+                        _write_predicted(Path(out_dir), p)
+                k += len(points_of(job))
+                continue
             spec = engines.render(job, simulate=True)
             config = engine_config(spec)
         except LlmsweepError as exc:
@@ -410,11 +422,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
             results.append({"job": job.id, "concurrency": point.concurrency, "summary": summary,
                             "calibration": calibration})
             if out_dir is not None:
-                out = Path(out_dir) / job.id / f"conc{point.concurrency}"
-                out.mkdir(parents=True, exist_ok=True)
-                (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in predicted.records))
-                (out / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predicted.scrapes))
-                summary.write(out / "summary.json")
+                _write_predicted(Path(out_dir), predicted)
     refused = [r for r in results if "refused" in r]
     for r in refused:
         at = f" conc {r['concurrency']}" if r.get("concurrency") is not None else ""
@@ -429,6 +437,18 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                               indent=2))
         return
     _print_table([r for r in results if "refused" not in r])
+
+
+def _write_predicted(out_dir: Path, predicted: PredictedPoint) -> None:
+    """`--out`: a point's records, scrapes and summary under `<out>/<job id>/conc<N>/`."""
+    import json
+
+    out = out_dir / predicted.point.job.id / f"conc{predicted.point.concurrency}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in predicted.records))
+    (out / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predicted.scrapes))
+    if predicted.summary is not None:
+        predicted.summary.write(out / "summary.json")
 
 
 def _print_table(results: list[dict[str, Any]]) -> None:

@@ -6,7 +6,7 @@ Public API:
     render(job, *, simulate=False, port=None) -> LaunchSpec
     render_topology(job, *, simulate=False, port=None, gpus_per_node=None) -> Topology   every role, its nodes
     launch_fingerprint(job, *, simulate=False) -> str     jobs with equal fingerprints can share one server
-    launch_refusal(job) -> str | None                      why `run`/`predict` refuse the job (multinode today)
+    launch_refusal(job, *, simulate, live) -> str | None  why `run`/`predict` refuse a multinode job
     adapter_for(job, *, simulate=False) -> Adapter         what policy asks: consumed flags, conflicts, backends
     get_adapter(name) -> Adapter;  ADAPTERS: name -> Adapter
 """
@@ -56,19 +56,30 @@ DISAGG_NOT_LAUNCHABLE = (
     "disaggregated prefill/decode launch is not supported by this executor yet: it would run one aggregated server "
     "under the disaggregated job's name"
 )
-"""Why `run` (every executor, the simulator included) and `predict` refuse a multinode/disaggregated job today."""
+"""Why `run` on a real engine (or the simulator's live HTTP server, `--live`) refuses a multinode/disaggregated job."""
+MULTINODE_NOT_DISAGG = (
+    "a multinode job whose prefill/decode pools are not disaggregated (`disagg: false`) has no model on the simulator "
+    "yet: it would run as one aggregated server under the multinode job's name"
+)
+"""Why the simulator refuses a multinode job that is not a disaggregated prefill/decode deployment."""
 
 
-def launch_refusal(job: Job) -> str | None:
-    """Why `job` cannot be launched as planned (None when it can).
+def launch_refusal(job: Job, *, simulate: bool = False, live: bool = False) -> str | None:
+    """Why `job` cannot be launched as planned (None when it can): the one home of that decision.
 
     A multinode job (prefill and decode pools, a router, KV transfer) rendered as one server would be a single
     aggregated server with the decode worker's parallelism, stored under the disaggregated job's identity and
-    `gpus = prefill + decode`: a label the run did not earn. It is refused until the roles are launched as roles.
+    `gpus = prefill + decode`: a label the run did not earn. The simulator in virtual time (`simulate`, or the `sim`
+    engine, without `live`) runs a disaggregated job role by role (`llmsweep.sim.disagg`); everything else refuses it
+    until an executor launches the roles as roles.
     """
-    if job.multinode or job.disagg or job.prefill is not None or job.decode is not None:
-        return DISAGG_NOT_LAUNCHABLE
-    return None
+    if not (job.multinode or job.disagg or job.prefill is not None or job.decode is not None):
+        return None
+    if (simulate or job.engine == "sim") and not live:
+        if job.disagg and job.prefill is not None and job.decode is not None:
+            return None
+        return MULTINODE_NOT_DISAGG
+    return DISAGG_NOT_LAUNCHABLE
 
 
 def render(job: Job, *, simulate: bool = False, port: int | None = None) -> LaunchSpec:
@@ -83,11 +94,16 @@ def render_topology(job: Job, *, simulate: bool = False, port: int | None = None
     A ContractError says why a job cannot be rendered role by role (an engine or framework llmsweep cannot launch
     disaggregated yet): such a job stays planned and is never run under a wrong label."""
     if job.multinode and gpus_per_node is None:
-        from llmsweep.catalog.fleet import default_fleet
-
-        fleet = default_fleet()
-        gpus_per_node = fleet.gpus_per_node(job.runner_label) or fleet.gpus_per_node(job.runner)
+        gpus_per_node = runner_gpus_per_node(job)
     return adapter_for(job, simulate=simulate).render_topology(job, port=port, gpus_per_node=gpus_per_node)
+
+
+def runner_gpus_per_node(job: Job) -> int | None:
+    """GPUs per node of the job's runner, from the fleet catalog (None: the catalog does not say)."""
+    from llmsweep.catalog.fleet import default_fleet
+
+    fleet = default_fleet()
+    return fleet.gpus_per_node(job.runner_label) or fleet.gpus_per_node(job.runner)
 
 
 def launch_fingerprint(job: Job, *, simulate: bool = False) -> str:
@@ -98,6 +114,7 @@ def launch_fingerprint(job: Job, *, simulate: bool = False) -> str:
 __all__ = [
     "ADAPTERS",
     "DISAGG_NOT_LAUNCHABLE",
+    "MULTINODE_NOT_DISAGG",
     "Adapter",
     "Conflict",
     "LaunchSpec",
@@ -112,4 +129,5 @@ __all__ = [
     "launch_refusal",
     "render",
     "render_topology",
+    "runner_gpus_per_node",
 ]

@@ -143,6 +143,24 @@ def worker_job(job: Job, worker: Worker) -> Job:
     })
 
 
+def worker_nodes(job: Job, gpus_per_node: int) -> dict[RoleKind, list[tuple[int, ...]]]:
+    """Where each prefill and decode worker of a multinode job lands, as node indices within its allocation: each
+    worker takes ceil(its GPUs / GPUs per node) nodes of its own, prefill workers first (the one placement rule that
+    `render_topology` and the simulator's disaggregated model both read)."""
+    assert job.prefill is not None and job.decode is not None
+    out: dict[RoleKind, list[tuple[int, ...]]] = {}
+    next_node = 0
+    pools: tuple[tuple[RoleKind, Worker], ...] = (("prefill", job.prefill), ("decode", job.decode))
+    for kind, worker in pools:
+        per = math.ceil(worker.gpus_per_replica / gpus_per_node)
+        nodes: list[tuple[int, ...]] = []
+        for _ in range(worker.num_worker):
+            nodes.append(tuple(range(next_node, next_node + per)))
+            next_node += per
+        out[kind] = nodes
+    return out
+
+
 def settings_env(worker: Worker) -> dict[str, str]:
     """A worker's InferenceX `additional-settings` (`NAME=VALUE` lines its launch script reads) as environment."""
     out: dict[str, str] = {}
@@ -461,7 +479,7 @@ class Adapter(ABC):
         # An adapter without a Dynamo worker that still renders the job (the simulator) launches its own roles.
         dynamo = job.framework.startswith("dynamo-") and self.dynamo_module is not None
         worker_port = port if port is not None else self.disagg_worker_port
-        next_node = 0
+        placed = worker_nodes(job, gpus_per_node)
         roles: list[Role] = []
         pools: dict[str, list[RoleWorker]] = {}
         pool_workers: tuple[tuple[RoleKind, Worker], ...] = (("prefill", job.prefill), ("decode", job.decode))
@@ -469,9 +487,7 @@ class Adapter(ABC):
             wjob = worker_job(job, worker)
             per = math.ceil(worker.gpus_per_replica / gpus_per_node)
             workers: list[RoleWorker] = []
-            for i in range(worker.num_worker):
-                nodes = tuple(range(next_node, next_node + per))
-                next_node += per
+            for i, nodes in enumerate(placed[kind]):
                 ctx = RoleContext(kind=kind, index=i, nodes=nodes, transfer=transfer, dynamo=dynamo)
                 spec = self.render(wjob, port=worker_port, role=ctx)
                 extra = settings_env(worker)
@@ -490,4 +506,5 @@ class Adapter(ABC):
         roles.append(Role(name="router", kind="router", count=1, gpus_per_worker=0, nodes_per_worker=0,
                           workers=(RoleWorker(index=0, nodes=(0,), spec=router),)))
         return Topology(job=job.id, engine=self.name, disaggregated=True, gpus_per_node=gpus_per_node,
-                        nodes=next_node, kv_transfer=transfer, roles=tuple(roles), notes=tuple(notes))
+                        nodes=max(n for pool in placed.values() for nodes in pool for n in nodes) + 1,
+                        kv_transfer=transfer, roles=tuple(roles), notes=tuple(notes))

@@ -330,7 +330,7 @@ class _Server:
         try:
             deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event)
             self.observed = observe_runtime(deployment, deployment.spec)
-            self.observed["topology"] = deployment.readback().model_dump(mode="json")
+            self.observed["topology"] = deployment.readback().describe()
         except BaseException:
             self.stop()
             raise

@@ -186,9 +186,10 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], *, live: bool = Fa
         return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
     from llmsweep import engines
 
-    launch = engines.launch_refusal(job)
+    launch = engines.launch_refusal(job, simulate=simulate, live=live)
     if launch is not None and not launches_roles(job, simulate=simulate, live=live, executor=executor):
-        # Every executor, the simulator included: one aggregated server would be stored under the disagg identity.
+        # One aggregated server would be stored under the disagg identity: only the simulator (in virtual time, or
+        # live role by role on Slurm) runs the roles.
         return launch
     if job.engine is None and not simulate:
         from llmsweep.engine_ids import UNSERVED_FRAMEWORKS
@@ -344,6 +345,28 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
     return todo, reused, sources
 
 
+CONC_MARK = "-conc"
+
+
+def one_point_per_job(jobs: list[Job]) -> list[Job]:
+    """A job that plans several concurrencies (a multinode matrix entry's `conc` list) becomes one job per
+    concurrency, `<job-id>-conc<N>`, each with its own folder and result; they keep the curve identity, so the
+    simulator runs them one after another on one deployment as InferenceX does. A multinode row's accuracy eval runs
+    at its `eval-conc` only (InferenceX): that point keeps `run-eval`, the others are throughput points. Other jobs
+    pass unchanged."""
+    out: list[Job] = []
+    for job in jobs:
+        if len(job.concs) < 2:
+            out.append(job)
+            continue
+        for c in job.concs:
+            update: dict[str, Any] = {"id": f"{job.id}{CONC_MARK}{c}", "conc": [c]}
+            if job.run_eval and job.eval_conc is not None and not job.eval_all_concs and c != job.eval_conc:
+                update.update(run_eval=False, eval_conc=None)
+            out.append(job.model_copy(update=update))
+    return out
+
+
 def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:
     """Every job `repeats` times: the first keeps its id, repeat k (2, 3, …) is `<job-id>-repeat<k>`.
 
@@ -401,7 +424,7 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], run_dir: Path,
                 event: Event) -> RunOutcome:
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-    planned = jobs
+    planned = one_point_per_job(jobs)
     jobs = with_repeats(planned, req.repeats)
     from llmsweep.changes.reuse import reuse_keys
     from llmsweep.metrics.version import measurement_identity

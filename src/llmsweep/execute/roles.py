@@ -25,6 +25,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -128,6 +129,24 @@ class RanTopology(BaseModel):
     kv_transfer: str | None = Field(description="The KV-transfer backend the decode workers report.")
     gpus: int = Field(description="GPUs of every role together (the job's).")
     roles: list[RanRole]
+
+    def describe(self) -> dict[str, Any]:
+        """The deployment as provenance records it (`provenance.topology`), in the one shape the summary's
+        `deployment` and `roles` blocks are read from (`metrics.roles`; the virtual-time deployment writes the same
+        through `sim.disagg.DisaggConfig.describe`): roles by kind, node indices into `node_names`, and each started
+        worker under `placed`."""
+        index = {name: i for i, name in enumerate(self.nodes)}
+        roles: dict[str, Any] = {}
+        for ran in self.roles:
+            roles[ran.role] = {
+                "kind": ran.role, "workers": ran.count, "gpus_per_worker": ran.gpus_per_worker,
+                "gpus": ran.count * ran.gpus_per_worker,
+                "nodes": sorted({index[w.node] for w in ran.workers if w.node in index}),
+                "placed": [w.model_dump(mode="json") for w in ran.workers],
+            }
+        return {"disaggregated": self.disaggregated, "nodes": len(self.nodes), "node_names": list(self.nodes),
+                "gpus": self.gpus, "kv_transfer": self.kv_transfer, "router_policy": "round_robin", "links": [],
+                "roles": roles}
 
 
 def _version(url: str) -> dict[str, object]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from llmsweep.engines.launch import LaunchSpec
     from llmsweep.metrics.model import Summary
     from llmsweep.sim.engine import EngineConfig
+    from llmsweep.sim.predict import PredictedPoint
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +92,19 @@ def command_text(spec: LaunchSpec) -> str:
 
 def run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                event: Event) -> list[JobOutcome]:
-    """Run every job of every group in virtual time (the `Executor.run_groups` contract, with no server)."""
+    """Run every job of every group in virtual time (the `Executor.run_groups` contract, with no server); the jobs
+    of a disaggregated deployment run on its roles (`execute.virtual_disagg`)."""
+    from llmsweep.execute import virtual_disagg
+
     outcomes: list[JobOutcome] = []
+    disagg = [(job, g) for g in groups for job in g.jobs if virtual_disagg.is_disaggregated(job)]
+    if disagg:
+        outcomes += virtual_disagg.run_jobs(disagg, run_dir, settings, event=event)
+        if settings.fail_fast and not all(o.ok for o in outcomes):
+            return outcomes
+        groups = [g for g in groups if not all(virtual_disagg.is_disaggregated(j) for j in g.jobs)]
+        groups = [ServerGroup(id=g.id, spec=g.spec, jobs=[j for j in g.jobs if not virtual_disagg.is_disaggregated(j)],
+                              source=g.source, executor=g.executor, notes=g.notes) for g in groups]
     total = sum(len(g.jobs) for g in groups)
     done = 0
     for group in groups:
@@ -122,9 +135,11 @@ def run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycle
     return outcomes
 
 
-def run_job(job: Job, group: ServerGroup, config: EngineConfig, run_dir: Path, settings: LifecycleSettings,
-            event: Event) -> JobOutcome:
-    """Run one job's point on the simulator core and write its job folder; returns its outcome."""
+def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: Path, settings: LifecycleSettings,
+            event: Event, *, simulate: Callable[[Path], Summary] | None = None,
+            command: str | None = None) -> JobOutcome:
+    """Run one job's point on the simulator core and write its job folder; returns its outcome. `simulate` (given the
+    job folder) and `command` stand in for the aggregated engine's (a disaggregated deployment's roles)."""
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
     kept = art.keep_previous_attempt(jdir)
@@ -133,8 +148,11 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig, run_dir: Path, s
     started = time.monotonic()
     try:
         art.write_json(jdir / art.JOB_FILE, job.to_json())
-        (jdir / art.COMMAND_FILE).write_text(command_text(group.spec), encoding="utf-8")
-        outcome = outcome_of(job, _simulate(job, group, config, jdir, settings), jdir)
+        (jdir / art.COMMAND_FILE).write_text(command or command_text(group.spec), encoding="utf-8")
+        if simulate is None:
+            assert config is not None
+            simulate = partial(_simulate, job, group, config, settings=settings)
+        outcome = outcome_of(job, simulate(jdir), jdir)
     except LlmsweepError as exc:
         outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
     except KeyboardInterrupt:
@@ -155,9 +173,27 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig, run_dir: Path, s
     return outcome
 
 
-def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path,
+def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, *,
               settings: LifecycleSettings) -> Summary:
     """Predict the point, write what the client would have written, and summarise it as the live path does."""
+    from llmsweep.power.virtual import virtual_power
+    from llmsweep.sim.predict import predict_point
+
+    point = Point.of(job)
+    started_at = time.time()
+    power = virtual_power(settings.power.for_jobs([job]), hardware=config.hardware, tp=config.tp, start_time=started_at)
+    predicted = predict_point(point, config, start_time=started_at, summarize=False,
+                              probe=power.probe if power is not None else None)
+    if power is not None:  # the modelled watts over virtual time, beside the records, as the live sampler leaves them
+        power.write_job(jdir, expected_gpus=point.gpus)
+    return write_point(job, group, predicted, jdir, settings, started_at=started_at,
+                       observed={"calibration": config.calibration_label()})
+
+
+def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: Path, settings: LifecycleSettings, *,
+                started_at: float, observed: dict[str, Any], extra: dict[str, Any] | None = None) -> Summary:
+    """Write what the client would have written for a predicted point (records, scrapes, run.json with provenance;
+    `extra` joins the provenance) and summarise the folder as the live path does."""
     import json
     import platform
 
@@ -165,19 +201,11 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path,
     from llmsweep.client.records import RECORDS_FILE
     from llmsweep.client.scrape import SERVER_METRICS_FILE
     from llmsweep.engines.sim import simulated_acceptance
-    from llmsweep.power.virtual import virtual_power
-    from llmsweep.sim.predict import predict_point
 
     spec = group.spec
-    point = Point.of(job)
+    point = predicted.point
     options = _run_options(job, spec, settings)
     gates = _gates(job, options)
-    started_at = time.time()
-    power = virtual_power(settings.power.for_jobs([job]), hardware=config.hardware, tp=config.tp, start_time=started_at)
-    predicted = predict_point(point, config, start_time=started_at, summarize=False,
-                              probe=power.probe if power is not None else None)
-    if power is not None:  # the modelled watts over virtual time, beside the records, as the live sampler leaves them
-        power.write_job(jdir, expected_gpus=point.gpus)
     with (jdir / RECORDS_FILE).open("w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in predicted.records)
     with (jdir / SERVER_METRICS_FILE).open("w", encoding="utf-8") as fh:
@@ -193,13 +221,14 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path,
         "host": platform.node(),
         "started_at": started_at,
         "finished_at": time.time(),
-        **_provenance(job, spec, _placed(group), {"calibration": config.calibration_label()}, None, KIND),
+        **_provenance(job, spec, _placed(group), observed, None, KIND),
         **(estimate.provenance() if (estimate := simulated_acceptance(job)) is not None else {}),
         "clock": CLOCK,
         "virtual": {"window_s": predicted.seconds,
                     "virtual_seconds": round(stats.virtual_seconds, 3) if stats is not None else None,
                     "engine_steps": stats.steps if stats is not None else None,
                     "wall_seconds": round(time.time() - started_at, 3)},
+        **(extra or {}),
     }
     stop_reason = "duration reached" if options.duration_s is not None else None
     client: dict[str, Any] = {"workers": [], "stop_reason": stop_reason, "clock": CLOCK}

@@ -432,8 +432,63 @@ class PowerBlock(_Block):
     cost: PowerCost | None = None
 
 
+class RoleMetrics(_Block):
+    """What one role's workers did over the profiling window, from their labelled server-metric series."""
+
+    queue_mean: float | None = Field(default=None, description="Requests waiting to be scheduled, summed over the "
+                                     "role's workers (mean over the window's scrapes).")
+    queue_max: float | None = Field(default=None, description="Most requests one worker had waiting.")
+    running_mean: float | None = Field(default=None, description="Requests running, summed over the workers.")
+    running_max: float | None = None
+    kv_usage_mean: float | None = Field(default=None, description="KV-pool usage (0-1), mean over the workers.")
+    kv_usage_max: float | None = None
+    prealloc_queue_mean: float | None = Field(
+        default=None, description="Decode: requests waiting for KV blocks before their transfer, summed over workers.")
+    prealloc_queue_max: float | None = None
+    prompt_tokens: float | None = Field(default=None, description="Prompt tokens the role took in over the window.")
+    generation_tokens: float | None = None
+    kv_transfers: float | None = Field(default=None, description="Decode: KV transfers completed in the window.")
+    kv_transfer_s_mean: float | None = Field(
+        default=None, description="Decode: mean seconds from KV-block reservation to the KV's arrival (queueing on "
+        "the NICs included).")
+    kv_transfer_bytes: float | None = None
+
+
 class RoleBlock(_Open):
-    """Reserved for per-role figures of a disaggregated deployment (prefill, decode, router)."""
+    """One role of a disaggregated deployment (prefill, decode, router): what ran, read back from provenance, and what
+    it did (`metrics`)."""
+
+    kind: str | None = Field(default=None, description="prefill, decode or router.")
+    workers: int | None = Field(default=None, description="Workers in the pool.")
+    gpus_per_worker: int | None = None
+    gpus: int | None = Field(default=None, description="GPUs of the whole pool.")
+    nodes: list[int] | None = Field(default=None, description="Node indices of the allocation the pool ran on.")
+    tp: int | None = None
+    ep: int | None = None
+    max_running_requests: int | None = None
+    metrics: RoleMetrics | None = None
+
+
+class LinkBlock(_Block):
+    """A KV-transfer link between prefill and decode workers."""
+
+    kind: str
+    name: str
+    gbps: float = Field(description="Bandwidth per GPU per direction, GB/s.")
+    latency_s: float
+    source: str = ""
+
+
+class DeploymentBlock(_Block):
+    """The deployment that served a disaggregated job, as it ran (`provenance.topology`)."""
+
+    disaggregated: bool = True
+    nodes: int | None = None
+    gpus: int | None = Field(default=None, description="GPUs of every role: what per-GPU throughput divides by.")
+    gpus_per_node: int | None = None
+    kv_transfer: str | None = Field(default=None, description="KV-transfer backend between prefill and decode.")
+    router_policy: str | None = None
+    links: list[LinkBlock] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------ the summary
@@ -461,6 +516,8 @@ class Summary(_Block):
     provenance: Provenance = Field(default_factory=Provenance)
     eval: EvalBlock | None = None
     power: PowerBlock | None = None
+    deployment: DeploymentBlock | None = Field(
+        default=None, description="A disaggregated job: the deployment that ran (None: one aggregated server).")
     roles: dict[str, RoleBlock] | None = None
 
     def dump(self) -> dict[str, Any]:

@@ -114,6 +114,10 @@ def summarise(
         Path(server_metrics) if isinstance(server_metrics, str) else server_metrics,
         start=window_start, end=window_end, require_prefix=gates.require_metrics_prefix,
     )
+    from llmsweep.metrics.roles import deployment_blocks
+
+    roles = deployment_blocks(provenance, Path(server_metrics) if isinstance(server_metrics, str) else server_metrics,
+                              window_start, window_end)
     health = _client_health(acc, client)
     cache = {
         "theoretical_hit_rate": _rate(acc.theo_cached, acc.theo_input),
@@ -168,6 +172,7 @@ def summarise(
         "units": registry.units(),
         "provenance": {"client_version": __version__, **(provenance or {})},
         **({"power": power} if power is not None else {}),
+        **roles,
     })
 
 

@@ -18,8 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from llmsweep.errors import ConfigError
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, within_run_band
+from llmsweep.results.identity import TOPOLOGY_FIELDS
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.samples import Samples, load_samples
 
@@ -160,6 +162,10 @@ def compare_points(
     B that share a key within one side (in-run repeats) are repeats too.
     """
     ignored = frozenset(ignore)
+    if topology := sorted(ignored & set(TOPOLOGY_FIELDS)):
+        raise ConfigError(f"compare: --ignore {', '.join(topology)} would match aggregated and disaggregated points",
+                          fix="compare aggregated with aggregated and disaggregated with disaggregated results "
+                              "(their series are kept apart); drop that --ignore")
     cache = _SampleCache()
     if metrics is DEFAULT_METRICS:
         metrics = (*DEFAULT_METRICS, *(m for m in POWER_METRICS if any(p.metric(m) is not None for p in (*a, *b))))

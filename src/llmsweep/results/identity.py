@@ -20,6 +20,9 @@ POINT_FIELDS: tuple[str, ...] = (
     "spec", "offload", "offload_backend", "disagg", "workers", "router", "conc", "isl", "osl",
 )
 SERIES_FIELDS: tuple[str, ...] = ("model", "hardware", "engine", "precision", "scenario", "spec", "offload")
+TOPOLOGY_FIELDS: tuple[str, ...] = ("disagg", "workers")
+"""Fields that tell an aggregated point from a disaggregated one: part of a disaggregated series' key, and never
+ignored by `compare`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +60,12 @@ class PointIdentity:
         return "|".join(f"{f}={getattr(self, f)}" for f in POINT_FIELDS if f not in ignore)
 
     def series_key(self) -> str:
-        return "|".join(str(getattr(self, f)) for f in SERIES_FIELDS)
+        """Series identity. A disaggregated point's series also carries its topology (`disagg` and the workers), so
+        it is never drawn, nor compared, on an aggregated curve; an aggregated key is what it always was."""
+        key = "|".join(str(getattr(self, f)) for f in SERIES_FIELDS)
+        if not (self.disagg or self.workers):
+            return key
+        return "|".join([key, *(str(getattr(self, f)) for f in TOPOLOGY_FIELDS)])
 
     def series_label(self) -> str:
         """Short human label: `model · hardware · engine · precision · scenario [+spec] [+offload]`."""
@@ -66,6 +74,8 @@ class PointIdentity:
             parts.append(f"spec={self.spec}")
         if self.offload not in ("", "none"):
             parts.append(f"offload={self.offload}")
+        if self.disagg or self.workers:
+            parts.append(f"disagg {self.workers}".rstrip())
         return " · ".join(p for p in parts if p)
 
     @property
@@ -136,7 +146,8 @@ def workers_of(job: Mapping[str, Any]) -> str:
 
 
 def _conc(job: Mapping[str, Any]) -> int:
-    """A result is one concurrency point; a multinode job listing several takes its first (see report to lead)."""
+    """A result is one concurrency point (`llmsweep run` gives each concurrency of a multinode row its own job); a
+    stored job listing several takes its first."""
     conc = get_field(job, "conc")
     if isinstance(conc, (list, tuple)):
         return _int(conc[0], 0) or 0 if conc else 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmsweep.errors import ResultError
 from llmsweep.metrics.model import Summary
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
 from llmsweep.results.identity import PointIdentity, get_field, gpus_of, identity_from_job
@@ -60,12 +61,34 @@ class ResultPoint:
         return self.metrics.get(name)
 
 
+def check_topology(job_id: str, identity: PointIdentity, summary: Summary, gpus: int | None = None) -> None:
+    """No result carries a disaggregated identity with an aggregated topology: a disaggregated or multinode job's
+    summary must say which deployment served it (`deployment`, read back from what ran, on the job's `gpus`), and an
+    aggregated job's must not claim one. A ResultError names the job otherwise."""
+    deployment = summary.deployment
+    deployed = deployment is not None and deployment.disaggregated
+    if (identity.disagg or identity.workers) and not deployed:
+        raise ResultError(
+            f"job {job_id} is a disaggregated prefill/decode job ({identity.workers or 'disagg: true'}) but its "
+            "summary records no disaggregated deployment: it would be stored as an aggregated server's result under "
+            "the disaggregated job's identity",
+            fix="re-run it where its roles are launched as roles (`llmsweep run --simulate` runs them in virtual "
+                "time); never relabel an aggregated result")
+    if deployed and not (identity.disagg or identity.workers):
+        raise ResultError(f"job {job_id} is an aggregated job but its summary records a disaggregated deployment",
+                          fix="re-summarise the job folder (`llmsweep summarize`) or re-run it")
+    if deployed and gpus is not None and deployment is not None and deployment.gpus not in (None, gpus):
+        raise ResultError(f"job {job_id} plans {gpus} GPU(s) but the deployment that ran had {deployment.gpus}",
+                          fix="re-run the job: a result is stored only under the topology that earned it")
+
+
 def point_from_job(run_id: str, art: JobArtifacts) -> ResultPoint | None:
     """The point of one job folder, or None when the job has no summary yet."""
     if art.summary is None:
         return None
-    ex = extract_hot(art.summary)
     identity = identity_from_job(art.job)
+    check_topology(art.job_id, identity, art.summary, gpus_of(art.job, identity))
+    ex = extract_hot(art.summary)
     provenance = dict(ex.provenance)
     for key in ("recipe_fingerprint", "recipe_key"):
         value = get_field(art.job, key)

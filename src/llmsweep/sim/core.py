@@ -180,6 +180,25 @@ class EngineCore:
         self.waiting.append(req)
         return req
 
+    def adopt(self, prompt_len: int, block_hashes: list[int], max_tokens: int, blocks: list[int], *,
+              owner: Any = None, now: float, cached_tokens: int = 0) -> SimRequest:
+        """Take over a request another engine prefilled (disaggregated decode): its prompt's KV already sits in
+        `blocks` (taken from this pool) and its first token was emitted; it joins the running batch to decode the
+        rest. The caller checks the running cap and the length against the pool first."""
+        rid = self._next_rid
+        self._next_rid += 1
+        req = SimRequest(rid, prompt_len, block_hashes, max(1, max_tokens), owner, now, computed=prompt_len,
+                         generated=1, blocks=blocks, cached_tokens=cached_tokens, prefilled=True,
+                         first_token_at=now)
+        self.counters.requests_submitted += 1
+        if req.generated >= req.max_tokens:
+            req.finished_at = now
+            self.counters.requests_finished += 1
+            self._release(req)
+        else:
+            self.running.append(req)
+        return req
+
     def abort(self, req: SimRequest) -> None:
         """Stop a request (client went away); its blocks are released at the next step boundary."""
         if req.done:

@@ -126,13 +126,17 @@ class Predictor:
         and the earliest wake-up lies more than the cap after the last activity, bring every sleeper forward by the
         same amount (order and relative delays are kept)."""
         heap, cap = self._heap, self._idle_cap
-        if cap is None or not heap or self._busy or self.core.has_work():
+        if cap is None or not heap or self._engine_busy():
             return
         shift = heap[0][0] - (self._last_activity + cap)
         if shift <= 1e-9 or any(kind != _WAKE for _, _, kind, _ in heap):
             return
         self._heap = [(t - shift, seq, kind, payload) for t, seq, kind, payload in heap]
         heapq.heapify(self._heap)
+
+    def _engine_busy(self) -> bool:
+        """True while the engine has a step in flight or requests to run (a disaggregated cluster: any instance)."""
+        return self._busy or self.core.has_work()
 
     # -- program interpretation --------------------------------------------------------------------------------------
     def _stopped(self, now: float) -> bool:
@@ -291,6 +295,21 @@ class Predictor:
             for lane in range(concurrency):
                 self._lane_sessions[lane] = iter(workload.sessions(lane))
                 self._start_lane_session(lane, 0.0)
+        now = self._loop()
+        if self.scrape_interval:
+            self.scrape(now)
+        self._finish_stats(now)
+        return self.records
+
+    def _finish_stats(self, now: float) -> None:
+        c = self.core.counters
+        self.stats.requests = len(self.records)
+        self.stats.steps = c.steps
+        self.stats.virtual_seconds = now
+        self.stats.preemptions = c.preemptions
+
+    def _loop(self) -> float:
+        """Pop events until none is left and the engine is idle; returns the virtual time of the last one."""
         core = self.core
         now = 0.0
         while self._heap or (not self._busy and core.has_work()):
@@ -321,14 +340,7 @@ class Predictor:
                 elif not heap:
                     log.warning("predict: engine stalled with %d waiting requests", len(core.waiting))
                     break
-        if self.scrape_interval:
-            self.scrape(now)
-        c = core.counters
-        self.stats.requests = len(self.records)
-        self.stats.steps = c.steps
-        self.stats.virtual_seconds = now
-        self.stats.preemptions = c.preemptions
-        return self.records
+        return now
 
     def _push_arrival(self, arrivals: Iterator[Any]) -> None:
         if self._profiling_sent >= self._max_requests:
@@ -378,6 +390,16 @@ class PredictedPoint:
     stats: PredictionStats | None = None
 
 
+def point_window(point: Point, duration: float | None, max_requests: int | None) -> tuple[float, int | None]:
+    """(profiling window in virtual seconds, profiling requests to send) of a point, as `predict_point` runs it: a
+    fixed-length point sends its planned prompts whatever the window; otherwise the window asked for, the point's own,
+    the job's duration, else 600 s."""
+    load = point.load
+    if duration is None and max_requests is None and load.duration_s is None and load.num_requests is not None:
+        return UNBOUNDED_WINDOW_S, load.num_requests
+    return duration or load.duration_s or float(point.job.duration or 600), max_requests
+
+
 def predict_point(
     point: Point,
     config: EngineConfig,
@@ -399,11 +421,7 @@ def predict_point(
     from llmsweep.metrics import summarise
 
     load = point.load
-    if duration is None and max_requests is None and load.duration_s is None and load.num_requests is not None:
-        max_requests = load.num_requests
-        seconds = UNBOUNDED_WINDOW_S
-    else:
-        seconds = duration or load.duration_s or float(point.job.duration or 600)
+    seconds, max_requests = point_window(point, duration, max_requests)
     workload = point.workload(simulated=True, **workload_overrides)
     predictor = Predictor(build_core(config), start_time=start_time, scrape_interval=1.0,
                           metrics_style=config.engine_style, model_name=point.job.model)

@@ -30,13 +30,14 @@ def disagg_job() -> Job:
 @pytest.mark.parametrize(("simulate", "live", "executor", "expected"), [
     (True, True, "slurm", True),
     (False, True, "slurm", True),  # the recipe's engine is `sim`
-    (True, False, "slurm", False),  # virtual time: refused here (no role-by-role virtual run in this path)
+    (True, False, "slurm", False),  # virtual time: the roles run on the virtual clock, no step is launched
     (True, True, "local", False),  # one machine cannot place roles on nodes
     (True, True, "docker", False),
 ])
 def test_only_the_live_simulator_under_slurm_launches_roles(disagg_job: Job, simulate: bool, live: bool,
                                                              executor: str, expected: bool) -> None:
-    assert engines.launch_refusal(disagg_job) is not None
+    assert engines.launch_refusal(disagg_job, live=True) is not None  # live: only an executor of roles runs it
+    assert engines.launch_refusal(disagg_job) is None  # the sim engine in virtual time runs it role by role
     assert launches_roles(disagg_job, simulate=simulate, live=live, executor=executor) is expected
 
 

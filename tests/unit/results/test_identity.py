@@ -57,3 +57,50 @@ def test_spellings_and_defaults() -> None:
     assert a == b
     assert a.hardware == "mi300x" and a.dcp == 2 and a.dp_attn and a.offload_backend == "lmcache"
     assert identity_from_job({}).spec == "none" and identity_from_job({}).tp == 1
+
+
+def test_disaggregated_series_are_kept_apart_from_aggregated_ones() -> None:
+    base = {"image": "img", "model": "Qwen/Qwen3.5-397B-A17B-FP8", "precision": "fp8", "framework": "sglang",
+            "runner": "mi355x", "sku": "mi355x", "scenario": "fixed-seq-len", "isl": 8192, "osl": 1024,
+            "spec-decoding": "none", "tp": 8, "ep": 1, "conc": 64}
+    aggregated = identity_from_job(base)
+    disagg = identity_from_job({**base, "tp": None, "disagg": True,
+                                "prefill": {"num-worker": 1, "tp": 4, "ep": 1, "dp-attn": False},
+                                "decode": {"num-worker": 1, "tp": 8, "ep": 1, "dp-attn": False}})
+    other = identity_from_job({**base, "tp": None, "disagg": True,
+                               "prefill": {"num-worker": 2, "tp": 4, "ep": 1, "dp-attn": False},
+                               "decode": {"num-worker": 1, "tp": 8, "ep": 1, "dp-attn": False}})
+    # an aggregated key is what it always was (stored series keep matching); a disaggregated one carries its topology
+    assert aggregated.series_key() == "|".join(str(getattr(aggregated, f)) for f in
+                                                 ("model", "hardware", "engine", "precision", "scenario", "spec",
+                                                  "offload"))
+    assert len({aggregated.series_key(), disagg.series_key(), other.series_key()}) == 3
+    assert "disagg" in disagg.series_label() and "disagg" not in aggregated.series_label()
+
+
+def test_compare_refuses_to_ignore_the_topology() -> None:
+    from llmsweep.errors import ConfigError
+    from llmsweep.results.compare import compare_points
+
+    for field in ("disagg", "workers"):
+        with pytest.raises(ConfigError, match="aggregated and disaggregated"):
+            compare_points([], [], ignore=[field])
+
+
+def test_a_result_is_stored_only_under_the_topology_that_earned_it() -> None:
+    from llmsweep.errors import ResultError
+    from llmsweep.metrics.model import Summary
+    from llmsweep.results.point import check_topology
+
+    disagg = identity_from_job({"model": "m", "framework": "sglang-disagg", "disagg": True,
+                                "prefill": {"num-worker": 1, "tp": 4, "ep": 1, "dp-attn": False},
+                                "decode": {"num-worker": 1, "tp": 8, "ep": 1, "dp-attn": False}})
+    aggregated = identity_from_job({"model": "m", "framework": "sglang", "tp": 8})
+    ran = Summary.model_validate({"deployment": {"disaggregated": True, "gpus": 12, "kv_transfer": "mori"}})
+    check_topology("j", disagg, ran, 12)
+    with pytest.raises(ResultError, match="no disaggregated deployment"):
+        check_topology("j", disagg, Summary(), 12)
+    with pytest.raises(ResultError, match="aggregated job"):
+        check_topology("j", aggregated, ran, 8)
+    with pytest.raises(ResultError, match="plans 16 GPU"):
+        check_topology("j", disagg, ran, 16)

@@ -1,0 +1,487 @@
+"""Disaggregated prefill/decode on the simulator: separate instances, KV transfer over a modelled link, a router.
+
+A deployment is a pool of prefill workers and a pool of decode workers, each worker one
+:class:`~llmsweep.sim.core.EngineCore` of its own (its own batching, KV pool and roofline over its own GPUs and
+parallelism), and a router in front. A request's life, as in SGLang's PD disaggregation and vLLM's disaggregated
+prefill:
+
+1. the router picks a (prefill, decode) pair (:data:`RouterPolicy`: round robin, or the least loaded of each pool);
+2. the prefill worker computes the prompt (its own chunked prefill and prefix cache) and emits the first token; it
+   holds the prompt's KV blocks until the transfer has read them;
+3. decode-side admission: the decode worker reserves KV blocks for the prompt while it has room (running plus
+   arriving requests under its running cap, blocks free); until then the request waits in its *pre-allocation queue*;
+4. the KV cache moves over the link between the two workers — the scale-up interconnect (NVLink / xGMI) when both
+   sit in one scale-up domain, else the scale-out NIC — in ``latency + bytes / (bandwidth x efficiency)``, where the
+   bytes are the prompt's KV on the busier side's GPU (each GPU sends or receives its shard in parallel); transfers
+   from one prefill worker, and into one decode worker, queue behind each other on its NICs;
+5. when the KV has arrived the decode worker streams the first token (TTFT includes the transfer) and decodes the
+   rest in its own batches, undisturbed by prefills.
+
+:class:`DisaggPredictor` drives the whole deployment with the same discrete-event interpreter of lane programs the
+aggregated predictor runs (:class:`~llmsweep.sim.predict.Predictor`), so records, scrapes and summaries look exactly
+like a measured disaggregated run's. Every scrape carries each worker's engine series labelled with its ``role`` and
+``worker``, plus the transfer series of the deployment (pre-allocation and transfer queues, transfer seconds and
+bytes; names under ``llmsweep:``, as no engine agrees on one spelling).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.errors import ConfigError
+from llmsweep.sim.core import EngineCore, SimRequest
+from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.metrics import CoreCollector, MetricsStyle
+from llmsweep.sim.predict import _ARRIVAL, _STEP, _SUBMIT, _WAKE, Predictor, _Task
+from llmsweep.workload.base import RequestOutcome
+
+log = logging.getLogger(__name__)
+
+RoleName = Literal["prefill", "decode"]
+RouterPolicy = Literal["round_robin", "least_load"]
+_XFER = 4
+"""Event kind: a KV transfer completed (the payload is the hand-off)."""
+
+TRANSFER_METRICS = {
+    "prealloc": "llmsweep:disagg_prealloc_queue_reqs",
+    "transfer": "llmsweep:disagg_transfer_queue_reqs",
+    "seconds": "llmsweep:kv_transfer_seconds",
+    "bytes": "llmsweep:kv_transfer_bytes",
+}
+"""Series a simulated disaggregated deployment exports beside each worker's engine series: requests waiting for
+decode-side KV blocks, transfers in flight (gauges, per decode worker), seconds and bytes transferred (counters,
+`_sum`/`_count` and `_total`)."""
+
+
+class Link(BaseModel):
+    """The path KV takes between a prefill and a decode worker: figures per GPU, from the hardware catalog."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["scale-up", "scale-out"] = Field(description="NVLink/xGMI within a domain, or the NIC across.")
+    name: str = Field(description="The interconnect (`nvlink4`, `ConnectX-7 400G`, ...).")
+    gbps: float = Field(gt=0, description="Bandwidth per GPU per direction, GB/s.")
+    latency_s: float = Field(ge=0, description="Set-up latency of one transfer, seconds.")
+    source: str = Field(default="", description="Where the figures come from (the catalog entry's source).")
+
+
+class RolePlan(BaseModel):
+    """One pool of identical workers: the engine each runs and where each lands."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: RoleName
+    engine: EngineConfig = Field(description="The simulated engine one worker runs (its own TP/EP, KV pool).")
+    gpus_per_worker: int = Field(ge=1, description="GPUs of one worker (tp·pp·pcp).")
+    nodes: tuple[tuple[int, ...], ...] = Field(description="Node indices of each worker within the allocation.")
+
+    @property
+    def workers(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def gpus(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+
+class DisaggConfig(BaseModel):
+    """A disaggregated deployment the simulator runs: both pools, the links between them and the router."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefill: RolePlan
+    decode: RolePlan
+    scaleup: Link
+    scaleout: Link | None = Field(description="None: the hardware catalog has no scale-out figures for the GPU.")
+    domain_nodes: int = Field(ge=1, description="Nodes one scale-up domain spans (NVL72 racks: 18 trays).")
+    gpus_per_node: int = Field(ge=1)
+    transfer_backend: str = Field(description="The KV-transfer backend the job names (mori, nixl, mooncake, ...).")
+    router_policy: RouterPolicy = "round_robin"
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of every role: what throughput per GPU divides by (a router holds none)."""
+        return self.prefill.gpus + self.decode.gpus
+
+    @property
+    def nodes(self) -> int:
+        return 1 + max(n for role in (self.prefill, self.decode) for nodes in role.nodes for n in nodes)
+
+    def link(self, prefill: int, decode: int) -> Link:
+        """The link between prefill worker `prefill` and decode worker `decode`: scale-up when every node of both
+        lies in one scale-up domain, else scale-out. A ConfigError when that needs figures the catalog lacks."""
+        nodes = {*self.prefill.nodes[prefill], *self.decode.nodes[decode]}
+        if len({n // self.domain_nodes for n in nodes}) == 1:
+            return self.scaleup
+        if self.scaleout is None:
+            raise ConfigError(
+                f"simulator: {self.decode.engine.hardware} has no scale-out bandwidth in the hardware catalog, and "
+                "this job's prefill and decode workers sit in different scale-up domains",
+                fix="add scaleout_gbps (and scaleout_latency_us) to the SKU's hardware catalog entry")
+        return self.scaleout
+
+    def links(self) -> list[Link]:
+        """Every distinct link some (prefill, decode) pair uses."""
+        out: list[Link] = []
+        for p in range(self.prefill.workers):
+            for d in range(self.decode.workers):
+                link = self.link(p, d)
+                if link not in out:
+                    out.append(link)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """The deployment as provenance records it (`provenance.topology`; the summary's `deployment` and `roles`
+        blocks are read from it)."""
+        return {
+            "disaggregated": True,
+            "nodes": self.nodes,
+            "gpus": self.gpus,
+            "gpus_per_node": self.gpus_per_node,
+            "kv_transfer": self.transfer_backend,
+            "router_policy": self.router_policy,
+            "links": [link.model_dump(mode="json") for link in self.links()],
+            "roles": {
+                role.kind: {"kind": role.kind, "workers": role.workers, "gpus_per_worker": role.gpus_per_worker,
+                            "gpus": role.gpus, "nodes": sorted({n for nodes in role.nodes for n in nodes}),
+                            "tp": role.engine.tp, "ep": role.engine.ep,
+                            "max_running_requests": role.engine.max_running_requests}
+                for role in (self.prefill, self.decode)
+            } | {"router": {"kind": "router", "workers": 1, "gpus_per_worker": 0, "gpus": 0, "nodes": [0]}},
+        }
+
+
+@dataclass(slots=True, eq=False)
+class _Handoff:
+    """A request between its prefill and its decode: what the decode worker needs to continue it."""
+
+    task: _Task
+    record: dict[str, Any]
+    prompt_len: int
+    hashes: list[int]
+    max_tokens: int
+    prefill: int
+    decode: int
+    cached_tokens: int = 0
+    blocks: list[int] = field(default_factory=list)
+    """Decode-side blocks reserved for the prompt's KV."""
+    held: list[int] = field(default_factory=list)
+    """Prefill-side blocks of the prompt's KV, held until the transfer has read them."""
+    started: float = 0.0
+    nbytes: float = 0.0
+
+
+@dataclass(slots=True, eq=False)
+class Worker:
+    """One engine instance of a pool, with the deployment-side state around it."""
+
+    role: RoleName
+    index: int
+    core: EngineCore
+    collector: CoreCollector
+    busy: bool = False
+    outstanding: int = 0
+    """Requests the router sent here that have not finished here (its load, for `least_load`)."""
+    nic_free: float = 0.0
+    """When the worker's NICs finish the transfers already queued on them."""
+    prealloc: deque[_Handoff] = field(default_factory=deque)
+    arriving: int = 0
+    transfer_seconds: float = 0.0
+    transfers: int = 0
+    transfer_bytes: float = 0.0
+
+
+class Cluster:
+    """Every worker of a deployment, built from a :class:`DisaggConfig`; kept across the points run on it."""
+
+    def __init__(self, config: DisaggConfig, *, model_name: str = "sim", coalesce: bool = True) -> None:
+        self.config = config
+        style: MetricsStyle = config.decode.engine.engine_style
+        self.prefill = [self._worker("prefill", i, config.prefill.engine, model_name, style, coalesce)
+                        for i in range(config.prefill.workers)]
+        self.decode = [self._worker("decode", i, config.decode.engine, model_name, style, coalesce)
+                       for i in range(config.decode.workers)]
+        if len({w.core.block_size for w in self.workers}) != 1:
+            raise ConfigError("simulator: prefill and decode workers need one KV block size",
+                              fix="give both pools the same --block-size")
+        p_inputs, d_inputs = config.prefill.engine.perf_inputs(), config.decode.engine.perf_inputs()
+        # Each GPU sends (or receives) its own shard in parallel: the side whose GPUs hold the larger shard bounds it.
+        self.bytes_per_token = p_inputs.kv_bytes_per_token
+        self.bytes_per_token_per_gpu = max(p_inputs.kv_bytes_per_token_per_gpu(config.prefill.engine.tp),
+                                           d_inputs.kv_bytes_per_token_per_gpu(config.decode.engine.tp))
+        self.efficiency = config.prefill.engine.efficiency_factors().comm
+        self._links = {(p, d): config.link(p, d) for p in range(len(self.prefill)) for d in range(len(self.decode))}
+        self._rr = [0, 0]
+
+    @staticmethod
+    def _worker(role: RoleName, index: int, engine: EngineConfig, model_name: str, style: MetricsStyle,
+                coalesce: bool) -> Worker:
+        core = build_core(engine, coalesce=coalesce)
+        return Worker(role, index, core, CoreCollector(core, model_name=model_name, style=style))
+
+    @property
+    def workers(self) -> list[Worker]:
+        return [*self.prefill, *self.decode]
+
+    def transfer_time(self, tokens: int, prefill: int, decode: int) -> float:
+        """Seconds to move `tokens` tokens of KV from prefill worker `prefill` to decode worker `decode`."""
+        link = self._links[(prefill, decode)]
+        return link.latency_s + tokens * self.bytes_per_token_per_gpu / (link.gbps * 1e9 * self.efficiency)
+
+    def route(self) -> tuple[int, int]:
+        """The (prefill, decode) pair the router sends the next request to."""
+        picks: list[int] = []
+        for i, pool in enumerate((self.prefill, self.decode)):
+            if self.config.router_policy == "least_load":
+                loads = [w.outstanding for w in pool]
+                picks.append(loads.index(min(loads)))
+            else:
+                picks.append(self._rr[i] % len(pool))
+                self._rr[i] += 1
+        return picks[0], picks[1]
+
+    def has_work(self) -> bool:
+        return any(w.core.has_work() or w.prealloc or w.arriving for w in self.workers)
+
+    def drained(self) -> bool:
+        """Nothing running, waiting, queued for KV or in transfer anywhere (InferenceX's drain condition)."""
+        return not self.has_work() and not any(w.busy for w in self.workers)
+
+    def reset_links(self) -> None:
+        """Between points: the NICs are idle once the deployment has drained."""
+        for w in self.workers:
+            w.nic_free = 0.0
+
+    def scrape_samples(self) -> list[list[Any]]:
+        """Every worker's engine series labelled with its role and index, and the transfer series."""
+        out: list[list[Any]] = []
+        for w in self.workers:
+            extra = {"role": w.role, "worker": str(w.index)}
+            for fam in w.collector.collect():
+                for smp in fam.samples:
+                    out.append([smp.name, {**smp.labels, **extra}, smp.value])
+            if w.role == "decode":
+                out += [[TRANSFER_METRICS["prealloc"], extra, float(len(w.prealloc))],
+                        [TRANSFER_METRICS["transfer"], extra, float(w.arriving)],
+                        [TRANSFER_METRICS["seconds"] + "_sum", extra, w.transfer_seconds],
+                        [TRANSFER_METRICS["seconds"] + "_count", extra, float(w.transfers)],
+                        [TRANSFER_METRICS["bytes"] + "_total", extra, w.transfer_bytes]]
+        return out
+
+    def counters(self) -> dict[str, Any]:
+        return {f"{w.role}{w.index}": {"steps": w.core.counters.steps, "busy_s": w.core.counters.busy_seconds}
+                for w in self.workers}
+
+
+class DisaggPredictor(Predictor):
+    """The lane-program interpreter over a :class:`Cluster` (see the module doc): one event heap, a step in flight
+    per worker, transfers as events of their own."""
+
+    def __init__(self, cluster: Cluster, *, start_time: float = 0.0, scrape_interval: float | None = None,
+                 model_name: str = "sim") -> None:
+        self.cluster = cluster
+        first = cluster.prefill[0].core
+        super().__init__(first, start_time=start_time, scrape_interval=scrape_interval,
+                         metrics_style=cluster.config.decode.engine.engine_style, model_name=model_name)
+        cluster.reset_links()
+
+    def scrape(self, now: float) -> None:
+        self.scrapes.append({"t": self.start_time + now, "samples": self.cluster.scrape_samples()})
+
+    def _engine_busy(self) -> bool:
+        return any(w.busy for w in self.cluster.workers) or self.cluster.has_work()
+
+    # -- request path ------------------------------------------------------------------------------------------------
+    def _submit(self, payload: tuple[_Task, dict[str, Any], int, list[int], int], now: float) -> None:
+        task, record, n_tokens, hashes, max_tokens = payload
+        cluster = self.cluster
+        p, d = cluster.route()
+        decode = cluster.decode[d].core
+        error = None
+        if n_tokens + max_tokens + decode.spec_k + 1 > decode.capacity_tokens:
+            error = (f"This model's maximum context length is {decode.capacity_tokens} tokens (the simulated decode "
+                     f"worker's KV pool); the request asks for {n_tokens + max_tokens} tokens")
+        handoff = _Handoff(task, record, n_tokens, hashes, max_tokens, p, d)
+        if error is None:
+            req = cluster.prefill[p].core.new_request(n_tokens, hashes, 1, owner=handoff, now=now)
+            error = req.error
+        if error is not None:
+            record.update(status=400, error_class="context_overflow" if n_tokens else "http", error=error,
+                          end_at=self.start_time + now)
+            self._last_activity = now
+            self._advance(task, RequestOutcome(ok=False, error=error), now)
+            return
+        cluster.prefill[p].outstanding += 1
+        cluster.decode[d].outstanding += 1
+
+    def _prefilled(self, r: SimRequest, now: float) -> None:
+        """A prefill finished (its first token is computed): queue the hand-off for decode-side admission."""
+        handoff: _Handoff = r.owner
+        handoff.cached_tokens = max(r.cached_tokens, 0)
+        # The prefill worker keeps the prompt's KV until the transfer has read it: its full blocks (now in the prefix
+        # cache) are held, so neither eviction nor a new request takes them meanwhile.
+        pool = self.cluster.prefill[handoff.prefill].core.pool
+        held, _ = pool.lookup(handoff.hashes, len(handoff.hashes))
+        pool.acquire(held)
+        handoff.held = held
+        self.cluster.prefill[handoff.prefill].outstanding -= 1
+        self.cluster.decode[handoff.decode].prealloc.append(handoff)
+        self._admit(handoff.decode, now)
+
+    def _admit(self, d: int, now: float) -> None:
+        """Decode-side admission: reserve KV blocks for queued hand-offs while the worker has room, and start their
+        transfers (queued behind earlier ones on both workers' NICs)."""
+        cluster = self.cluster
+        worker = cluster.decode[d]
+        core = worker.core
+        bs = core.block_size
+        while worker.prealloc:
+            if len(core.running) + len(core.waiting) + worker.arriving >= core.config.max_running_requests:
+                return
+            h = worker.prealloc[0]
+            blocks = core.pool.allocate(-(-h.prompt_len // bs))
+            if blocks is None:
+                return
+            worker.prealloc.popleft()
+            h.blocks = blocks
+            worker.arriving += 1
+            source = cluster.prefill[h.prefill]
+            start = max(now, source.nic_free, worker.nic_free)
+            end = start + cluster.transfer_time(h.prompt_len, h.prefill, d)
+            source.nic_free = worker.nic_free = end
+            h.started = now
+            h.nbytes = h.prompt_len * cluster.bytes_per_token
+            self._push(end, _XFER, h)
+
+    def _arrived(self, h: _Handoff, now: float) -> None:
+        """The KV is on the decode worker: it streams the first token and decodes the rest in its batches."""
+        worker = self.cluster.decode[h.decode]
+        core = worker.core
+        self.cluster.prefill[h.prefill].core.pool.release(h.held)
+        h.held = []
+        worker.arriving -= 1
+        worker.transfers += 1
+        worker.transfer_seconds += now - h.started
+        worker.transfer_bytes += h.nbytes
+        r = core.adopt(h.prompt_len, h.hashes, h.max_tokens, h.blocks, now=now, cached_tokens=h.cached_tokens,
+                       owner=(h.task, h.record, h.record["chunk_times"], h.record["chunk_tokens"]))
+        t_abs = self.start_time + now
+        h.record["first_token_at"] = h.record["first_byte_at"] = t_abs
+        h.record["chunk_times"].append(t_abs)
+        h.record["chunk_tokens"].append(1)
+        if r.finished_at is not None:
+            self._done(r, now, worker.index)
+
+    def _done(self, r: SimRequest, now: float, d: int) -> None:
+        task, record = r.owner[0], r.owner[1]
+        self.cluster.decode[d].outstanding -= 1
+        self._finish(r, task, record, now)
+        self._admit(d, now)
+
+    def _step_ended(self, worker: Worker, now: float) -> None:
+        core = worker.core
+        emitted = core.end_step()
+        if worker.role == "prefill":
+            for r in emitted:
+                if r.finished_at is not None:
+                    self._prefilled(r, now)
+            return
+        block = core.last_block
+        if block is not None:
+            ends = [self.start_time + t for t in block.ends]
+            for r, tokens in zip(emitted, block.tokens, strict=True):
+                r.owner[2].extend(ends)
+                r.owner[3].extend(tokens)
+            return
+        t_abs = self.start_time + now
+        finished = False
+        for r in emitted:
+            r.owner[2].append(t_abs)
+            r.owner[3].append(r.last_emitted)
+            if r.finished_at is not None:
+                finished = True
+                self._done(r, now, worker.index)
+        if finished:
+            self._admit(worker.index, now)
+
+    # -- main loop ---------------------------------------------------------------------------------------------------
+    def _loop(self) -> float:
+        workers = self.cluster.workers
+        now = 0.0
+        while self._heap or any(not w.busy and w.core.has_work() for w in workers):
+            if self._idle_cap is not None and not self._stopped(now):
+                self._cap_idle_gap()
+            heap = self._heap
+            if heap:
+                if heap[0][0] >= self._next_scrape:
+                    self.scrape(self._next_scrape)
+                    self._next_scrape += self.scrape_interval or float("inf")
+                    continue
+                now, _, kind, payload = heapq.heappop(heap)
+                if kind == _STEP:
+                    worker = workers[payload]
+                    worker.busy = False
+                    self._step_ended(worker, now)
+                elif kind == _XFER:
+                    self._arrived(payload, now)
+                elif kind == _SUBMIT:
+                    self._submit(payload, now)
+                elif kind == _WAKE:
+                    task, value = payload
+                    self._advance(task, value, now)
+                elif kind == _ARRIVAL:
+                    self._on_arrival(payload, now)
+            if heap and heap[0][0] <= now:
+                continue  # every event of this instant first, then the steps it enables
+            horizon = min(heap[0][0], self._next_scrape) if heap else self._next_scrape
+            started = False
+            for i, w in enumerate(workers):
+                if w.busy or not w.core.has_work():
+                    continue
+                end = w.core.begin_step(now, horizon)
+                if end is not None:
+                    w.busy = started = True
+                    self._push(end, _STEP, i)
+            if not started and not heap and not any(w.busy for w in workers):
+                if self.cluster.has_work():
+                    log.warning("predict: disaggregated deployment stalled (%s)", self.cluster.counters())
+                break
+        return now
+
+    def _finish_stats(self, now: float) -> None:
+        self.stats.requests = len(self.records)
+        self.stats.steps = sum(w.core.counters.steps for w in self.cluster.workers)
+        self.stats.virtual_seconds = now
+        self.stats.preemptions = sum(w.core.counters.preemptions for w in self.cluster.workers)
+        self.stats.counters = self.cluster.counters()
+
+
+DRAIN_POLL_S = 10.0
+"""InferenceX's agentic multinode client polls the deployment every 10 s between concurrencies ..."""
+DRAIN_POLLS = 3
+"""... and starts the next one after this many polls in a row found nothing running or waiting (wave-2 spec §6.3)."""
+
+
+def drain_wait_s() -> float:
+    """Idle seconds between two points on one deployment once it has drained: the polls that must see it empty."""
+    return DRAIN_POLL_S * DRAIN_POLLS
+
+
+__all__ = [
+    "DRAIN_POLLS",
+    "DRAIN_POLL_S",
+    "TRANSFER_METRICS",
+    "Cluster",
+    "DisaggConfig",
+    "DisaggPredictor",
+    "Link",
+    "RolePlan",
+    "RouterPolicy",
+    "drain_wait_s",
+]

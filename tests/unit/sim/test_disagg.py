@@ -1,0 +1,158 @@
+"""The simulator's disaggregated prefill/decode model: the physics a benchmark engineer relies on when comparing a
+disaggregated point with an aggregated one, and what the deployment exports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from llmsweep.errors import ConfigError
+from llmsweep.sim.disagg import TRANSFER_METRICS, Cluster, DisaggConfig, DisaggPredictor, Link, RolePlan
+from llmsweep.sim.engine import EngineConfig
+from llmsweep.sim.perf import Batch, RooflineTimer
+from llmsweep.sim.predict import predict
+from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
+
+ENGINE = EngineConfig(model="llama-3.1-8b", hardware="h200", tp=1, calibrated=False)
+NVLINK = Link(kind="scale-up", name="nvlink4", gbps=450, latency_s=8e-6)
+NIC = Link(kind="scale-out", name="ConnectX-7 400G", gbps=50, latency_s=10e-6)
+
+
+class Fixed(Workload):
+    """Every lane sends `per_lane` requests of `isl` prompt tokens (distinct words: no prefix sharing) one by one."""
+
+    def __init__(self, isl: int, osl: int, per_lane: int) -> None:
+        self.isl, self.osl, self.per_lane = isl, osl, per_lane
+
+    def one(self, lane: int, i: int) -> LaneProgram:
+        prompt = " ".join(f"l{lane}r{i}w{k}" for k in range(self.isl))
+        yield Send(RequestSpec(api="completions", max_tokens=self.osl, prompt=prompt,
+                               identity=RequestIdentity(session=f"l{lane}r{i}", node="", turn=0, lane=lane)))
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        for i in range(self.per_lane):
+            yield self.one(lane, i)
+
+
+def deployment(prefill_workers: int = 1, decode_workers: int = 1, *, same_domain: bool = False,
+               engine: EngineConfig = ENGINE) -> DisaggConfig:
+    nodes = list(range(prefill_workers + decode_workers))
+    return DisaggConfig(
+        prefill=RolePlan(kind="prefill", engine=engine, gpus_per_worker=1,
+                         nodes=tuple((n,) for n in nodes[:prefill_workers])),
+        decode=RolePlan(kind="decode", engine=engine, gpus_per_worker=1,
+                        nodes=tuple((n,) for n in nodes[prefill_workers:])),
+        scaleup=NVLINK, scaleout=NIC, domain_nodes=len(nodes) if same_domain else 1, gpus_per_node=8,
+        transfer_backend="nixl")
+
+
+Records = list[dict[str, Any]]
+
+
+def run_disagg(config: DisaggConfig, workload: Workload, concurrency: int) -> tuple[Records, DisaggPredictor]:
+    predictor = DisaggPredictor(Cluster(config), scrape_interval=1.0)
+    return predictor.run(workload, concurrency=concurrency, duration=1e6), predictor
+
+
+def ttft(records: list[dict[str, Any]]) -> np.ndarray:
+    return np.array([r["first_token_at"] - r["sent_at"] for r in records])
+
+
+def tpot(records: list[dict[str, Any]]) -> np.ndarray:
+    return np.array([(r["end_at"] - r["first_token_at"]) / (r["completion_tokens"] - 1) for r in records])
+
+
+def test_at_long_isl_and_low_concurrency_ttft_pays_the_kv_transfer() -> None:
+    isl = 16_000
+    work = Fixed(isl, 32, per_lane=3)
+    agg = predict(work, ENGINE, concurrency=1, duration=1e6)
+    dis, predictor = run_disagg(deployment(), work, concurrency=1)
+    transfer = predictor.cluster.transfer_time(isl, 0, 0)
+    # 16k tokens x 128 KiB of KV over a 50 GB/s NIC at 70 %: tens of milliseconds, not a rounding error
+    assert transfer > 0.05
+    assert all(r["status"] == 200 for r in [*agg, *dis]) and len(agg) == len(dis) == 3
+    assert np.all(ttft(dis) >= ttft(agg) + transfer * (1 - 1e-9)), (ttft(dis), ttft(agg), transfer)
+    # the same pair inside one NVLink domain moves the KV ~9x faster: the link is the catalog's, not a constant
+    near, near_predictor = run_disagg(deployment(same_domain=True), work, concurrency=1)
+    assert near_predictor.cluster.transfer_time(isl, 0, 0) < transfer / 5
+    assert ttft(near).mean() < ttft(dis).mean()
+
+
+def test_at_high_concurrency_decode_interference_disappears_from_tpot() -> None:
+    isl, osl, conc = 2048, 128, 32
+    work = Fixed(isl, osl, per_lane=4)
+    agg = predict(work, ENGINE, concurrency=conc, duration=1e6)
+    dis, _ = run_disagg(deployment(prefill_workers=2), work, concurrency=conc)
+    assert len(agg) == len(dis) == conc * 4 and all(r["status"] == 200 for r in [*agg, *dis])
+    # The slowest step a decode worker can take with every lane decoding at its longest context: no prefill in it.
+    timer = RooflineTimer(ENGINE.perf_inputs(), efficiency=ENGINE.efficiency_factors())
+    bound = timer.step_time(Batch(decode_seqs=conc, decode_tokens=conc, decode_ctx=conc * (isl + osl)))
+    assert tpot(dis).max() <= bound * (1 + 1e-9), (tpot(dis).max(), bound)
+    # Aggregated, the prefills of arriving requests share steps with the decodes: TPOT carries them.
+    assert np.median(tpot(agg)) > bound
+    assert np.median(tpot(agg)) > 1.3 * np.median(tpot(dis))
+
+
+def test_the_deployment_exports_per_role_metrics_like_a_real_one() -> None:
+    work = Fixed(1024, 16, per_lane=2)
+    records, predictor = run_disagg(deployment(prefill_workers=2, decode_workers=2), work, concurrency=4)
+    assert len(records) == 8
+    last = predictor.scrapes[-1]["samples"]
+    roles = {(labels["role"], labels["worker"]) for _, labels, _ in last}
+    assert roles == {("prefill", "0"), ("prefill", "1"), ("decode", "0"), ("decode", "1")}
+    by = {(name, labels["role"], labels["worker"]): value for name, labels, value in last}
+    transfers = sum(by[(TRANSFER_METRICS["seconds"] + "_count", "decode", w)] for w in "01")
+    assert transfers == 8  # every request's KV moved once
+    assert sum(by[(TRANSFER_METRICS["bytes"] + "_total", "decode", w)] for w in "01") == pytest.approx(
+        8 * 1024 * ENGINE.perf_inputs().kv_bytes_per_token)
+    # the round-robin router spread the prompts over both prefill workers
+    assert all(by[("sglang:prompt_tokens_total", "prefill", w)] == 4 * 1024 for w in "01")
+
+
+def test_decode_admission_waits_for_kv_room_and_every_request_still_completes() -> None:
+    small = ENGINE.model_copy(update={"kv_capacity_tokens": 3 * 1024, "block_size": 64})
+    work = Fixed(1000, 64, per_lane=2)
+    records, predictor = run_disagg(deployment(engine=small), work, concurrency=4)
+    assert len(records) == 8 and all(r["status"] == 200 for r in records)
+    queued = [v for s in predictor.scrapes for name, labels, v in s["samples"]
+              if name == TRANSFER_METRICS["prealloc"]]
+    assert max(queued) >= 1  # a hand-off waited for decode-side KV blocks before its transfer
+    assert predictor.cluster.drained()
+
+
+def test_a_pair_across_domains_without_scale_out_figures_is_a_clear_error() -> None:
+    config = deployment().model_copy(update={"scaleout": None})
+    with pytest.raises(ConfigError, match="no scale-out bandwidth") as err:
+        config.links()
+    assert "scaleout_gbps" in (err.value.fix or "")
+
+
+def test_the_least_load_router_sends_work_to_the_idle_worker() -> None:
+    config = deployment(prefill_workers=2, decode_workers=2).model_copy(update={"router_policy": "least_load"})
+    cluster = Cluster(config)
+    cluster.prefill[0].outstanding = 3
+    cluster.decode[1].outstanding = 1
+    assert cluster.route() == (1, 0)
+    rr = Cluster(deployment(prefill_workers=2, decode_workers=2))
+    assert [rr.route() for _ in range(3)] == [(0, 0), (1, 1), (0, 0)]
+
+
+def test_the_prefill_worker_holds_the_prompts_kv_until_the_transfer_has_read_it() -> None:
+    slow = deployment().model_copy(update={"scaleout": NIC.model_copy(update={"gbps": 0.5})})
+    predictor = DisaggPredictor(Cluster(slow), scrape_interval=0.02)
+    records = predictor.run(Fixed(1024, 8, per_lane=1), concurrency=1, duration=1e6)
+    assert len(records) == 1 and records[0]["status"] == 200
+
+    def value(samples: list[list[Any]], name: str, role: str) -> float:
+        return float(next(v for n, labels, v in samples if n == name and labels["role"] == role))
+
+    in_transfer = [s["samples"] for s in predictor.scrapes
+                   if value(s["samples"], TRANSFER_METRICS["transfer"], "decode") > 0]
+    assert in_transfer  # a 1024-token prompt over 0.5 GB/s takes about 0.4 s
+    for samples in in_transfer:  # the prefill worker is idle, yet its pool still holds the prompt's blocks
+        assert value(samples, "sglang:num_running_reqs", "prefill") == 0
+        assert value(samples, "sglang:token_usage", "prefill") > 0
+    assert value(predictor.scrapes[-1]["samples"], "sglang:token_usage", "prefill") == 0
