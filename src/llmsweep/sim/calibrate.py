@@ -262,6 +262,13 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     except (OSError, ValueError, ResultError) as exc:
         raise DatasetError(f"sim calibrate: cannot read {path}/job.json and summary.json: {exc}",
                            fix="pass job folders a `llmsweep run` wrote (job.json and summary.json)") from exc
+    checks = summary.readback.checks if summary.readback is not None else []
+    failed = [c.reason or c.check for c in checks if c.ok is False]
+    if failed:
+        # the engine did not run what the job says (a wrong acceptance pin that reached it): no replay of the job
+        # describes what was measured
+        raise ResultError(f"sim calibrate: {path.name} failed its read-back ({'; '.join(failed)})",
+                          fix="calibrate from points whose engine ran what the job asked")
     measured = _compared(summary)
     scenario = str(_get(job, "workload", "scenario") or job.get("scenario"))
     excess = max(0.0, (summary.cache.observed_hit_rate or 0.0) - (summary.cache.theoretical_hit_rate or 0.0))
