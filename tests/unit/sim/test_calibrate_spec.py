@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ MODEL = "llmsweep/qwen3-next-small"
 
 
 @pytest.fixture(autouse=True)
-def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An empty user catalog directory, so a developer's own calibrations cannot leak into these tests."""
     monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
     (tmp_path / "catalog").mkdir()
