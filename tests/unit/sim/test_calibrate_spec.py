@@ -130,8 +130,7 @@ def test_the_wrong_pin_control_is_not_fitted() -> None:
 def test_calibrate_cli_fits_and_holds_out_on_the_cpu_rehearsal_output(tmp_path: Path) -> None:
     # three points of the rehearsal of the calibration recipe (the simulator posing as vLLM over HTTP)
     run = tmp_path / "run"
-    for job in sorted((REHEARSAL / "jobs").glob("qwen3.5_1024_128_*conc[14]_*")) + \
-            sorted((REHEARSAL / "jobs").glob("qwen3.5_4096_128_*conc1_*")):
+    for job in sorted((REHEARSAL / "jobs").glob("qwen3.5_*_conc[14]_*")):
         shutil.copytree(job, run / "jobs" / job.name)
     shutil.copy(REHEARSAL / "run.json", run / "run.json")
     out = CliRunner().invoke(calibrate_cmd, [str(run), "--factors", "step_s,frontend_s", "--max-iter", "2",
