@@ -383,6 +383,8 @@ class PointComparison:
     after: dict[str, float]
     weights: dict[str, float]
     excess_hit_rate: float
+    acceptance_length: float | None = None
+    """The realised acceptance length the point was replayed at (speculative points)."""
 
 
 @dataclass(frozen=True)
@@ -507,7 +509,7 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
     after = [predict_metrics(rp, eff_of(x)) for rp in replays]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
-                                   excess_hit_rate=p.excess_hit_rate)
+                                   excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
                    for p, b, a in zip(points, before, after, strict=True)]
     prov = dict(points[0].provenance)
     prov["jobs"] = len(points)
@@ -595,7 +597,7 @@ def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: t
     after = [predict_metrics(rp, fit.overrides()) for rp in replays]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
-                                   excess_hit_rate=p.excess_hit_rate)
+                                   excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
                    for p, b, a in zip(held, before, after, strict=True)]
     return HoldOut(key=points[0].key, patterns=pats, fit=fit, points=comparisons,
                    error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),

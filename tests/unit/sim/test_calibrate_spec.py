@@ -141,6 +141,7 @@ def test_calibrate_cli_fits_and_holds_out_on_the_cpu_rehearsal_output(tmp_path: 
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "hybrid-moe-tiny+mtp"}
     assert fit["provenance"]["acceptance_length"]["pinned"] == 3.39
     assert fit["error_after"] <= fit["error_before"] and fit["error_after"] < 0.15
+    assert all(3.3 < p["acceptance_length"] < 3.5 for p in fit["points"])  # replayed at the realised AL
     (check,) = doc["hold_out"]
     assert [p["label"] for p in check["held_out"]] == ["fixed 1024/128 c4"]
     assert "fixed 1024/128 c4" not in {p["label"] for p in check["in_sample"]["points"]}
