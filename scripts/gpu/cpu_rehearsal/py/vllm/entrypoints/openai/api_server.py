@@ -42,8 +42,10 @@ def sim_argv(argv: list[str]) -> list[str]:
 def _figures(model: str) -> str:
     """The model whose figures the simulator uses: the served directory's name when the catalog knows it (a
     synthesised `qwen3-next-small` prices as that shape), else the 1.1B Llama."""
-    from llmsweep.catalog.models import find_model
-
+    try:
+        from llmsweep.catalog.models import find_model
+    except ImportError:  # llmsweep not importable here: the exec'd simulator will say so
+        return "llama-1b"
     name = os.path.basename(model.rstrip("/"))
     return name if find_model(name) is not None else "llama-1b"
 
