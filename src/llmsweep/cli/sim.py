@@ -18,7 +18,7 @@ from llmsweep.sim.config import SimConfig
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
-    from llmsweep.sim.calibrate import RunCalibration
+    from llmsweep.sim.calibrate import PointComparison, RunCalibration
     from llmsweep.sim.engine import EngineConfig
     from llmsweep.sim.predict import PredictedPoint
 
@@ -202,9 +202,13 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
               help="records.jsonl mode: engine whose default efficiencies to start from.")
 @click.option("--max-iter", default=8, show_default=True, type=click.IntRange(1, 50),
               help="Run mode: most Levenberg-Marquardt iterations per calibration key.")
-@click.option("--factors", default=",".join(("mem", "compute", "step_s", "per_seq_s", "frontend_s")),
-              show_default=True, help="Run mode: Efficiency factors to fit, comma-separated (fewer points, fewer "
-                                      "factors; the rest keep the engine's defaults).")
+@click.option("--factors", default="",
+              help="Run mode: Efficiency factors to fit, comma-separated (fewer points, fewer factors; the rest keep "
+                   "the engine's defaults). Default: mem,compute,step_s,per_seq_s,frontend_s, plus "
+                   "draft_layer_fraction for speculative points.")
+@click.option("--hold-out", "hold_out", multiple=True, metavar="PATTERN",
+              help="Run mode: also fit without the points whose label matches PATTERN (shell-style, e.g. "
+                   "'fixed 1024/128 c4', 'agentic *'; repeatable) and report how well that fit predicts them.")
 @click.option("--save", "save", is_flag=True,
               help="Run mode: store the fitted factors in sim_calibration.yaml of the user catalog directory "
                    "($LLMSWEEP_CATALOG_DIR), where every later prediction of that key picks them up.")
@@ -212,8 +216,8 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
               help="Run mode: store the fitted factors in this calibration file (or directory) instead.")
 @json_option("the fit")
 def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, tp: int, ep: int, precision: str,
-              kv_dtype: str, engine_style: str, max_iter: int, factors: str, save: bool, save_to: str | None,
-              as_json: bool) -> None:
+              kv_dtype: str, engine_style: str, max_iter: int, factors: str, hold_out: tuple[str, ...], save: bool,
+              save_to: str | None, as_json: bool) -> None:
     """Fit the simulator's efficiency factors to a measured run.
 
     PATHS are run directories (`llmsweep run --out`) or job folders: every measured point (job.json +
@@ -229,18 +233,21 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
                               fix="add --model NAME --hardware SKU, or pass the run directory instead")
         _calibrate_records(paths[0], model, hardware, tp, ep, precision, kv_dtype, engine_style, as_json)
         return
-    from llmsweep.sim.calibrate import FACTOR_BOUNDS, calibrate_runs
+    from llmsweep.sim.calibrate import FACTOR_BOUNDS, calibrate_runs, hold_out_runs
 
-    chosen = tuple(f.strip() for f in factors.split(",") if f.strip())
-    unknown = sorted(set(chosen) - set(FACTOR_BOUNDS))
-    if not chosen or unknown:
-        raise ConfigError(f"sim calibrate: --factors {factors!r} names no or unknown factors {unknown}",
+    chosen = tuple(f.strip() for f in factors.split(",") if f.strip()) or None
+    unknown = sorted(set(chosen or ()) - set(FACTOR_BOUNDS))
+    if unknown:
+        raise ConfigError(f"sim calibrate: --factors {factors!r} names unknown factors {unknown}",
                           fix=f"choose from {', '.join(sorted(FACTOR_BOUNDS))}")
     results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, factors=chosen, max_iter=max_iter)
+    checks = hold_out_runs([Path(p) for p in paths], _config_for_job, hold_out, factors=chosen,
+                           max_iter=max_iter) if hold_out and results else []
     if not results:
         raise LlmsweepError("sim calibrate: nothing the simulator can model was found to fit"
                             + "".join(f"\n  skipped {s}" for s in skipped),
-                            fix="pass a run of a model the catalog knows, without speculative decoding")
+                            fix="pass a run of a model the catalog knows (a speculative run with its realised "
+                                "acceptance length)")
     saved: list[str] = []
     if save or save_to:
         from llmsweep.sim.calibration import user_file
@@ -250,10 +257,15 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
             saved.append(str(_save(result, target)))
     if as_json:
         click.echo(json.dumps({"calibrations": [r.to_json() for r in results], "skipped": skipped,
-                               "saved": saved}, indent=2, default=str))
+                               "hold_out": [c.to_json() for c in checks], "saved": saved}, indent=2, default=str))
         return
     for result in results:
         _print_calibration(result)
+    for check in checks:
+        _print_calibration(check.fit, title="in-sample (hold-out fit)")
+        _print_points(f"{'/'.join(check.key)} held out ({', '.join(check.patterns)}): measured / defaults / "
+                      f"in-sample fit (error {100 * check.error_before:.1f}% -> {100 * check.error_after:.1f}%)",
+                      check.points)
     for line in skipped:
         click.echo(f"skipped {line}", err=True)
     for path in saved:
@@ -285,16 +297,22 @@ def _save(result: RunCalibration, target: Path) -> Path:
     return save_calibration(target, entry_id(engine, hardware, klass), entry)
 
 
-def _print_calibration(r: RunCalibration) -> None:
+def _print_calibration(r: RunCalibration, title: str = "") -> None:
+    _print_points(f"{'/'.join(r.key)}{' ' + title if title else ''}: measured / before / after "
+                  f"(fit error {100 * r.error_before:.1f}% -> {100 * r.error_after:.1f}%)", r.points)
+    for name in r.fitted:
+        click.echo(f"  {name:<20} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")
+
+
+def _print_points(title: str, points: list[PointComparison]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{'/'.join(r.key)}: measured / before / after "
-                        f"(fit error {100 * r.error_before:.1f}% -> {100 * r.error_after:.1f}%)")
+    table = Table(title=title)
     for col in ("point", "conc", "out tok/s", "TPOT p50 ms", "TTFT p50 ms"):
         table.add_column(col, justify="left" if col == "point" else "right")
     fmt = {"output_tps": ("{:,.0f}", 1.0), "tpot_p50": ("{:.2f}", 1e3), "ttft_p50": ("{:.1f}", 1e3)}
-    for p in r.points:
+    for p in points:
         cells = []
         for m, (f, k) in fmt.items():
             vals = ["-" if m not in d else f.format(d[m] * k) for d in (p.measured, p.before, p.after)]
@@ -303,8 +321,6 @@ def _print_calibration(r: RunCalibration) -> None:
         table.add_row(p.label, str(p.concurrency), *cells)
     Console(width=150).print(table)
     click.echo("  * not fitted (an agentic point's output rate is set by the traces' idle gaps)")
-    for name in r.fitted:
-        click.echo(f"  {name:<12} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")
 
 
 def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int, precision: str, kv_dtype: str,

@@ -178,10 +178,17 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
 # above only approximates.
 
 FIT_FACTORS: tuple[str, ...] = ("mem", "compute", "step_s", "per_seq_s", "frontend_s")
+SPEC_FACTORS: tuple[str, ...] = ("draft_layer_fraction",)
+"""Fitted on top of FIT_FACTORS when the points ran speculative decoding: the cost of one draft pass."""
 FACTOR_BOUNDS: dict[str, tuple[float, float]] = {
     "mem": (0.05, 1.0), "compute": (0.01, 1.0), "step_s": (1e-5, 0.05), "per_seq_s": (1e-7, 2e-3),
-    "frontend_s": (1e-4, 0.5), "per_layer_s": (1e-7, 1e-3),
+    "frontend_s": (1e-4, 0.5), "per_layer_s": (1e-7, 1e-3), "draft_layer_fraction": (0.01, 50.0),
 }
+PRIOR_WEIGHT = 0.03
+"""Weight of a weak pull (per factor, log units) towards the starting factors when a draft cost is fitted. With one
+draft length K the draft passes and `step_s` are both a fixed cost per decode step, so the data fix only their sum;
+the pull splits it the least-change way instead of wherever the iterations wander. Points at two or more K separate
+them (the draft term scales with K, `step_s` does not) and the pull is then negligible."""
 METRICS: tuple[str, ...] = ("output_tps", "tpot_p50", "ttft_p50")
 
 
@@ -199,6 +206,9 @@ class MeasuredPoint:
     excess_hit_rate: float
     """Prefix-cache hits the workload did not plan (observed - theoretical): prefill work the engine skipped."""
     provenance: dict[str, Any]
+    acceptance_length: float | None = None
+    """Realised acceptance length the engine's counters read over the window (speculative points only); the replay
+    runs at this value, not at the pin."""
 
     @property
     def label(self) -> str:
@@ -238,7 +248,12 @@ def job_dirs(paths: Iterable[Path | str]) -> list[Path]:
 
 
 def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
-    """Read one job folder; `config_for(job_dict)` gives the EngineConfig the simulator would run for it."""
+    """Read one job folder; `config_for(job_dict)` gives the EngineConfig the simulator would run for it.
+
+    What the engine did overrides what the job asked where the run read it back: a speculative point replays at the
+    realised acceptance length from the engine's counters (refused when the run has none), and a point whose
+    planned prefix hits never happened (vLLM turns prefix caching off for hybrid models) replays without the cache.
+    """
     from llmsweep.metrics.model import Summary
 
     try:
@@ -247,6 +262,13 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     except (OSError, ValueError, ResultError) as exc:
         raise DatasetError(f"sim calibrate: cannot read {path}/job.json and summary.json: {exc}",
                            fix="pass job folders a `llmsweep run` wrote (job.json and summary.json)") from exc
+    checks = summary.readback.checks if summary.readback is not None else []
+    failed = [c.reason or c.check for c in checks if c.ok is False]
+    if failed:
+        # the engine did not run what the job says (a wrong acceptance pin that reached it): no replay of the job
+        # describes what was measured
+        raise ResultError(f"sim calibrate: {path.name} failed its read-back ({'; '.join(failed)})",
+                          fix="calibrate from points whose engine ran what the job asked")
     measured = _compared(summary)
     scenario = str(_get(job, "workload", "scenario") or job.get("scenario"))
     excess = max(0.0, (summary.cache.observed_hit_rate or 0.0) - (summary.cache.theoretical_hit_rate or 0.0))
@@ -277,8 +299,26 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         "model": job.get("model"),
         "verdict": summary.validity.verdict,
     }
-    return MeasuredPoint(path=path, job=job, config=config_for(job), concurrency=int(job["conc"]), scenario=scenario,
-                         measured=measured, weights=weights, excess_hit_rate=excess, provenance=provenance)
+    config: EngineConfig = config_for(job)
+    realised = None
+    if config.spec is not None:
+        sd = summary.server_metrics.spec_decode
+        realised = sd.acceptance_length if sd is not None else None
+        if realised is None:
+            raise ResultError(
+                f"sim calibrate: {path.name} ran speculative decoding ({config.spec.method}) but its summary has no "
+                "realised acceptance length (the engine's spec-decode counters were not read)",
+                fix="calibrate from a run whose /metrics scrapes carry the spec-decode counters")
+        provenance["acceptance_length"] = {"realised": realised, "pinned": config.spec.acceptance_length}
+        al = min(max(float(realised), 1.0), config.spec.k + 1.0)
+        config = config.model_copy(update={"spec": config.spec.model_copy(update={"acceptance_length": al})})
+    planned, observed = summary.cache.theoretical_hit_rate or 0.0, summary.cache.observed_hit_rate
+    if config.prefix_caching and planned > 0.05 and observed is not None and observed < 0.01 * planned:
+        config = config.model_copy(update={"prefix_caching": False})
+        provenance["prefix_caching"] = f"off: planned hit rate {planned:.2f}, observed {observed:.2f}"
+    return MeasuredPoint(path=path, job=job, config=config, concurrency=int(job["conc"]), scenario=scenario,
+                         measured=measured, weights=weights, excess_hit_rate=excess, provenance=provenance,
+                         acceptance_length=realised)
 
 
 @dataclass
@@ -343,6 +383,8 @@ class PointComparison:
     after: dict[str, float]
     weights: dict[str, float]
     excess_hit_rate: float
+    acceptance_length: float | None = None
+    """The realised acceptance length the point was replayed at (speculative points)."""
 
 
 @dataclass(frozen=True)
@@ -394,11 +436,18 @@ def _residuals(replays: list[_Replay], eff: dict[str, float]) -> tuple[np.ndarra
     return np.asarray(res), preds
 
 
-def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTORS, max_iter: int = 8,
+def default_factors(points: Iterable[MeasuredPoint]) -> tuple[str, ...]:
+    """FIT_FACTORS, plus the draft pass's cost when the points ran speculative decoding."""
+    return FIT_FACTORS + SPEC_FACTORS if any(p.config.spec is not None for p in points) else FIT_FACTORS
+
+
+def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = None, max_iter: int = 8,
             start: Efficiency | None = None, fit_requests_per_lane: int | None = 4) -> RunCalibration:
-    """Fit `factors` so the simulator reproduces the measured points (all of one calibration key)."""
+    """Fit `factors` (default: :func:`default_factors`) so the simulator reproduces the measured points (all of one
+    calibration key)."""
     if not points:
         raise ResultError("sim calibrate: no measured points to fit", fix="pass a run directory with job folders")
+    factors = factors or default_factors(points)
     keys = {p.key for p in points}
     if len(keys) > 1:
         raise ResultError(f"sim calibrate: the points span several calibration keys {sorted(keys)}",
@@ -421,7 +470,13 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTO
 
     x = np.clip(np.log([getattr(base, f) for f in factors]), lo, hi)
     x0 = x.copy()
-    r, _ = _residuals(replays, eff_of(x))
+    prior = PRIOR_WEIGHT if set(SPEC_FACTORS) & set(factors) else 0.0
+
+    def residuals(xv: np.ndarray) -> np.ndarray:
+        data, _ = _residuals(replays, eff_of(xv))
+        return np.concatenate([data, prior * (xv - x0)]) if prior else data
+
+    r = residuals(x)
     cost = float(r @ r)
     lam, h, iterations = 1e-2, 0.1, 0
     for _ in range(max_iter):
@@ -431,14 +486,14 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTO
             xj = x.copy()
             # step away from the nearer bound so the difference stays inside the box
             xj[j] += h if xj[j] + h <= hi[j] else -h
-            rj, _ = _residuals(replays, eff_of(xj))
+            rj = residuals(xj)
             J[:, j] = (rj - r) / (xj[j] - x[j])
         improved = False
         for _ in range(6):
             A = J.T @ J
             step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-9), -J.T @ r)
             x_new = np.clip(x + np.clip(step, -1.0, 1.0), lo, hi)
-            r_new, _ = _residuals(replays, eff_of(x_new))
+            r_new = residuals(x_new)
             c_new = float(r_new @ r_new)
             if c_new < cost:
                 improved = cost - c_new > 1e-3 * cost
@@ -454,7 +509,7 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTO
     after = [predict_metrics(rp, eff_of(x)) for rp in replays]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
-                                   excess_hit_rate=p.excess_hit_rate)
+                                   excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
                    for p, b, a in zip(points, before, after, strict=True)]
     prov = dict(points[0].provenance)
     prov["jobs"] = len(points)
@@ -466,9 +521,10 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] = FIT_FACTO
     )
 
 
-def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tuple[str, ...] = FIT_FACTORS,
-                   max_iter: int = 8, fit_requests_per_lane: int | None = 4) -> tuple[list[RunCalibration], list[str]]:
-    """Fit every calibration key found under `paths`; points the simulator cannot model are skipped with a reason."""
+def measured_groups(paths: Iterable[Path | str],
+                    config_for: Any) -> tuple[dict[tuple[str, str, str], list[MeasuredPoint]], list[str]]:
+    """The measured points under `paths` grouped by calibration key; points the simulator cannot model are skipped
+    with a reason (a model without figures, a speculative run without its realised acceptance length)."""
     from llmsweep.errors import LlmsweepError
 
     groups: dict[tuple[str, str, str], list[MeasuredPoint]] = {}
@@ -480,18 +536,86 @@ def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tup
         except LlmsweepError as exc:
             skipped.append(f"{path.name}: {exc.message if hasattr(exc, 'message') else exc}")
             continue
-        if point.config.spec is not None:
-            # speculative decoding adds the draft and verify costs the roofline models separately: keep it out of
-            # a base calibration rather than let one MTP point bend the decode factors
-            skipped.append(f"{path.name}: speculative decoding ({point.config.spec.method}) is not calibrated yet")
-            continue
         groups.setdefault(key, []).append(point)
+    for pts in groups.values():
+        pts.sort(key=lambda p: (p.scenario, p.concurrency, str(p.job.get("isl")), str(p.path)))
+    return groups, skipped
+
+
+def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tuple[str, ...] | None = None,
+                   max_iter: int = 8, fit_requests_per_lane: int | None = 4) -> tuple[list[RunCalibration], list[str]]:
+    """Fit every calibration key found under `paths`; points the simulator cannot model are skipped with a reason."""
+    groups, skipped = measured_groups(paths, config_for)
     results = []
     for key, pts in groups.items():
-        pts.sort(key=lambda p: (p.scenario, p.concurrency))
         try:
             results.append(fit_run(pts, factors=factors, max_iter=max_iter,
                                    fit_requests_per_lane=fit_requests_per_lane))
         except ResultError as exc:
             skipped.append(f"{'/'.join(key)}: {exc}")
     return results, skipped
+
+
+@dataclass(frozen=True)
+class HoldOut:
+    """Out-of-sample check: factors fitted without some points, then asked to predict those points."""
+
+    key: tuple[str, str, str]
+    patterns: tuple[str, ...]
+    fit: RunCalibration
+    """The fit on the in-sample points only (its own before/after errors are in-sample)."""
+    points: list[PointComparison]
+    """The held-out points: measured / predicted with the defaults (before) / with the in-sample fit (after)."""
+    error_before: float
+    error_after: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2]},
+                "patterns": list(self.patterns), "in_sample": self.fit.to_json(),
+                "held_out": [asdict(p) for p in self.points],
+                "error_before": self.error_before, "error_after": self.error_after}
+
+
+def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: tuple[str, ...] | None = None,
+             max_iter: int = 8, fit_requests_per_lane: int | None = 4) -> HoldOut:
+    """Fit on the points whose label matches none of `patterns` (shell-style, e.g. `fixed 1024/128 c4`,
+    `agentic *`), then predict the matching ones with those factors and with the defaults."""
+    from fnmatch import fnmatchcase
+
+    pats = tuple(patterns)
+    held = [p for p in points if any(fnmatchcase(p.label, pat) for pat in pats)]
+    kept = [p for p in points if not any(fnmatchcase(p.label, pat) for pat in pats)]
+    if not held or not kept:
+        raise ResultError(
+            f"sim calibrate --hold-out {' '.join(pats)}: {len(held)} of {len(points)} points match; a hold-out needs "
+            "points on both sides",
+            fix=f"match some, not all, of: {', '.join(p.label for p in points)}")
+    fit = fit_run(kept, factors=factors or default_factors(points), max_iter=max_iter,
+                  fit_requests_per_lane=fit_requests_per_lane)
+    replays = _replays(held)
+    before = [predict_metrics(rp, {}) for rp in replays]
+    after = [predict_metrics(rp, fit.overrides()) for rp in replays]
+    comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
+                                   measured=p.measured, before=b, after=a, weights=p.weights,
+                                   excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
+                   for p, b, a in zip(held, before, after, strict=True)]
+    return HoldOut(key=points[0].key, patterns=pats, fit=fit, points=comparisons,
+                   error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
+                   error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons))
+
+
+def hold_out_runs(paths: Iterable[Path | str], config_for: Any, patterns: Iterable[str], *,
+                  factors: tuple[str, ...] | None = None, max_iter: int = 8,
+                  fit_requests_per_lane: int | None = 4) -> list[HoldOut]:
+    """:func:`hold_out` for every calibration key under `paths` that has points on both sides of `patterns`."""
+    from fnmatch import fnmatchcase
+
+    pats = tuple(patterns)
+    groups, _ = measured_groups(paths, config_for)
+    out = []
+    for pts in groups.values():
+        held = sum(1 for p in pts if any(fnmatchcase(p.label, pat) for pat in pats))
+        if 0 < held < len(pts):
+            out.append(hold_out(pts, pats, factors=factors, max_iter=max_iter,
+                                fit_requests_per_lane=fit_requests_per_lane))
+    return out

@@ -7,9 +7,11 @@ predicted summary's provenance and `sim serve`'s start-up log). The packaged fil
 (`$LLMSWEEP_CATALOG_DIR`, `llmsweep sim calibrate --save`) adds entries or replaces one with the same id, exactly as
 the other catalogs layer.
 
-The model class is coarse on purpose: the architecture (dense, MoE, hybrid linear attention) decides which kernels
-run, and a size bucket of total parameters decides whether per-step overheads or bandwidth dominate. Two models of
-one class share launch and scheduling costs far more than two models of one family at different sizes.
+The model class is coarse on purpose: the architecture (dense, MoE, hybrid linear attention, with or without experts)
+decides which kernels run, and a size bucket of total parameters decides whether per-step overheads or bandwidth
+dominate. Two models of one class share launch and scheduling costs far more than two models of one family at
+different sizes. A speculative method in the served config is part of the class (`+mtp`): its draft passes are
+fitted with the rest, so those factors describe runs with that draft only.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class CalibrationEntry(BaseModel):
 
     engine: Literal["vllm", "sglang"] = Field(description="Engine style the factors apply to.")
     hardware: str = Field(description="GPU family (catalog SKU id, e.g. h200).")
-    model_class: str = Field(description="Model class, e.g. dense-tiny (see llmsweep.sim.calibration).")
+    model_class: str = Field(description="Model class, e.g. dense-tiny or hybrid-moe-tiny+mtp "
+                                         "(llmsweep.sim.calibration.model_class).")
     efficiency: dict[str, float] = Field(description="Fitted Efficiency fields; the rest keep their defaults.")
     error_before: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with the defaults.")
     error_after: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with these factors.")
@@ -92,13 +95,21 @@ def size_bucket(params_total: float) -> str:
     return next(name for name, upper in SIZE_BUCKETS if billions < upper)
 
 
-def model_class(model: str, inputs: PerfInputs) -> str:
-    """`<arch>-<size>`: arch is hybrid (linear-attention layers), moe or dense; size buckets total parameters."""
+def model_class(model: str, inputs: PerfInputs, spec_method: str | None = None) -> str:
+    """`<arch>-<size>[+<spec method>]`, the one place a calibration key's model class is derived.
+
+    arch: `hybrid` (linear-attention layers, from the catalog's model config) or `hybrid-moe` (linear attention and
+    routed experts: Qwen3-Next / Qwen3.5), else `moe` or `dense`; size buckets total parameters. A served
+    speculative method adds `+<method>` (`hybrid-moe-tiny+mtp`): the draft passes and the verify step change what a
+    step costs, so factors fitted with a draft are evidence only for runs with that draft, and factors fitted
+    without one say nothing about the draft's cost.
+    """
     arch = "moe" if inputs.is_moe else "dense"
     spec = find_model(model)  # a model outside the catalog keeps what its figures say
     if spec is not None and spec.is_hybrid:
-        arch = "hybrid"
-    return f"{arch}-{size_bucket(inputs.params_total)}"
+        arch = "hybrid-moe" if inputs.is_moe else "hybrid"
+    klass = f"{arch}-{size_bucket(inputs.params_total)}"
+    return f"{klass}+{spec_method}" if spec_method else klass
 
 
 def user_file(directory: Path | None = None) -> Path:

@@ -68,7 +68,7 @@ class EngineConfig(BaseModel):
     def model_class(self) -> str:
         from llmsweep.sim.calibration import model_class
 
-        return model_class(self.model, self.perf_inputs())
+        return model_class(self.model, self.perf_inputs(), self.spec.method if self.spec is not None else None)
 
     def calibration(self) -> tuple[str, Any] | None:
         """(id, CalibrationEntry) stored for this (engine, hardware, model class); None when uncalibrated."""

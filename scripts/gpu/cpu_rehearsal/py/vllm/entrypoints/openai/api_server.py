@@ -23,7 +23,7 @@ def sim_argv(argv: list[str]) -> list[str]:
             opts[flag] = True
             i += 1
     model = str(opts.get("--model", "model"))
-    sim = [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--model", "llama-1b",  # figures only
+    sim = [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--model", _figures(model),
            "--served-model-name", str(opts.get("--served-model-name", model)), "--hardware", "h200",
            "--tp", str(opts.get("--tensor-parallel-size", 1)), "--host", str(opts.get("--host", "127.0.0.1")),
            "--port", str(opts.get("--port", 8000)), "--precision", "bf16", "--engine-style", "vllm"]
@@ -43,6 +43,17 @@ def sim_argv(argv: list[str]) -> list[str]:
 
             sim += ["--acceptance-length", f"{expected_length(ESTIMATED_DRAFT_ACCEPTANCE[method], k):.3f}"]
     return sim
+
+
+def _figures(model: str) -> str:
+    """The model whose figures the simulator uses: the served directory's name when the catalog knows it (a
+    synthesised `qwen3-next-small` prices as that shape), else the 1.1B Llama."""
+    try:
+        from llmsweep.catalog.models import find_model
+    except ImportError:  # llmsweep not importable here: the exec'd simulator will say so
+        return "llama-1b"
+    name = os.path.basename(model.rstrip("/"))
+    return name if find_model(name) is not None else "llama-1b"
 
 
 def main(argv: list[str]) -> None:

@@ -1,0 +1,148 @@
+"""Calibrating the hybrid speculative class: the model class names architecture and draft, a speculative point
+replays at the acceptance the engine realised, the fit recovers a known draft cost from the simulator's own
+numbers, and the hold-out check reports how a fit predicts points it never saw."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from llmsweep.catalog.sources import clear_caches
+from llmsweep.cli.sim import _config_for_job
+from llmsweep.cli.sim import calibrate as calibrate_cmd
+from llmsweep.sim.calibrate import (
+    MeasuredPoint,
+    _replays,
+    calibrate_runs,
+    fit_run,
+    hold_out,
+    measured_point,
+    predict_metrics,
+)
+from llmsweep.sim.calibration import UNCALIBRATED
+from llmsweep.sim.config import SpecDecodeConfig
+from llmsweep.sim.engine import EngineConfig
+
+REPO = Path(__file__).resolve().parents[3]
+QWEN_RUN = REPO / "examples" / "results" / "h200-vllm-0.26.0" / "qwen3next"
+REHEARSAL = REPO / "tests" / "data" / "calib-rehearsal-qwen3next"
+MODEL = "llmsweep/qwen3-next-small"
+
+
+@pytest.fixture(autouse=True)
+def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty user catalog directory, so a developer's own calibrations cannot leak into these tests."""
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
+    (tmp_path / "catalog").mkdir()
+    clear_caches()
+    yield tmp_path / "catalog"
+    clear_caches()
+
+
+def _mtp(k: int, al: float) -> EngineConfig:
+    return EngineConfig(model=MODEL, hardware="h200", engine_style="vllm", max_running_requests=64,
+                        spec=SpecDecodeConfig(method="mtp", k=k, acceptance_length=al))
+
+
+def _point(config: EngineConfig, conc: int, truth: dict[str, float], isl: int = 1024) -> MeasuredPoint:
+    """A 'measured' fixed-length point whose numbers the simulator produced with the factors in `truth`."""
+    job = {"conc": conc, "gpus": 1, "isl": isl, "osl": 96,
+           "workload": {"scenario": "fixed-seq-len", "tokenizer": "builtin", "served-model-name": "m",
+                        "use-chat-template": False, "seed": 5, "isl": isl, "osl": 96,
+                        "num-prompts": 4 * conc, "num-warmups": conc, "range-ratio": 0.8}}
+    assert config.spec is not None
+    point = MeasuredPoint(path=Path(f"k{config.spec.k}"), job=job, config=config, concurrency=conc,
+                          scenario="fixed-seq-len", measured={},
+                          weights={"output_tps": 1.0, "tpot_p50": 1.0, "ttft_p50": 1.0}, excess_hit_rate=0.0,
+                          provenance={"run_id": "synthetic"}, acceptance_length=config.spec.acceptance_length)
+    measured = predict_metrics(_replays([point], fit_requests_per_lane=None)[0], truth)
+    return MeasuredPoint(**{**point.__dict__, "measured": measured})
+
+
+def test_the_model_class_names_linear_attention_experts_and_the_draft() -> None:
+    assert EngineConfig(model=MODEL, hardware="h200").model_class() == "hybrid-moe-tiny"
+    assert _mtp(3, 3.39).model_class() == "hybrid-moe-tiny+mtp"
+    assert EngineConfig(model="qwen3.5-397b-a17b").model_class() == "hybrid-moe-large"
+    # factors fitted without a draft say nothing about one: the dense class does not price a draft_model run
+    drafted = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm",
+                           spec=SpecDecodeConfig(method="draft_model", k=3, acceptance_length=2.5))
+    assert drafted.model_class() == "dense-tiny+draft_model"
+    assert drafted.calibration_label() == UNCALIBRATED
+    assert EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm").calibration() is not None
+
+
+def test_the_fit_recovers_a_known_draft_cost_from_two_draft_lengths() -> None:
+    # With one K the draft passes and step_s are one fixed cost per step; two K separate them.
+    truth = {"step_s": 2.0e-3, "draft_layer_fraction": 3.0, "mem": 0.6}
+    points = [_point(_mtp(k, al), conc, truth) for k, al in ((1, 1.8), (3, 3.2)) for conc in (1, 16)]
+    result = fit_run(points, factors=tuple(truth), max_iter=10, fit_requests_per_lane=None)
+    assert result.key == ("vllm", "h200", "hybrid-moe-tiny+mtp")
+    assert result.error_before > 0.15 and result.error_after < 0.02
+    eff = result.efficiency
+    assert eff.step_s == pytest.approx(truth["step_s"], rel=0.1)
+    # a draft pass reads one layer at the achieved bandwidth: its cost is draft_layer_fraction / mem
+    assert eff.draft_layer_fraction / eff.mem == pytest.approx(truth["draft_layer_fraction"] / truth["mem"], rel=0.1)
+    assert eff.mem == pytest.approx(truth["mem"], rel=0.15)
+    assert eff.draft_layer_fraction == pytest.approx(truth["draft_layer_fraction"], rel=0.2)
+
+
+def test_hold_out_predicts_points_the_fit_never_saw() -> None:
+    truth = {"step_s": 2.0e-3, "draft_layer_fraction": 3.0, "frontend_s": 0.03}
+    points = [_point(_mtp(3, 3.3), conc, truth) for conc in (1, 4, 16)]
+    check = hold_out(points, ["fixed 1024/96 c4"], factors=("step_s", "frontend_s"), max_iter=6,
+                     fit_requests_per_lane=None)
+    assert [p.label for p in check.points] == ["fixed 1024/96 c4"]
+    assert {p.label for p in check.fit.points} == {"fixed 1024/96 c1", "fixed 1024/96 c16"}
+    # the draft cost stayed at its default, so step_s absorbs it: the per-step total still predicts c4
+    assert check.error_before > 0.15 and check.error_after < 0.03
+
+
+def test_a_speculative_point_replays_at_the_realised_acceptance_without_the_unused_prefix_cache(
+        tmp_path: Path) -> None:
+    (job,) = QWEN_RUN.glob("jobs/*conc2_*")
+    point = measured_point(job, _config_for_job)
+    summary = json.loads((job / "summary.json").read_text())
+    realised = summary["server_metrics"]["spec_decode"]["acceptance_length"]
+    assert point.config.spec is not None and point.config.spec.acceptance_length == pytest.approx(realised)
+    assert point.provenance["acceptance_length"] == {"realised": realised, "pinned": 3.39}
+    # vLLM turned prefix caching off for the hybrid model: planned hits 0.9, observed 0
+    assert point.config.prefix_caching is False and "off" in point.provenance["prefix_caching"]
+    assert point.key == ("vllm", "h200", "hybrid-moe-tiny+mtp")
+    # without the engine's counters there is nothing to replay at: skipped with the reason
+    copy = tmp_path / "run" / "jobs" / job.name
+    shutil.copytree(job, copy)
+    summary["server_metrics"]["spec_decode"] = None
+    (copy / "summary.json").write_text(json.dumps(summary))
+    results, skipped = calibrate_runs([tmp_path / "run"], _config_for_job)
+    assert results == [] and len(skipped) == 1 and "no realised acceptance length" in skipped[0]
+
+
+def test_the_wrong_pin_control_is_not_fitted() -> None:
+    _, skipped = calibrate_runs([QWEN_RUN], _config_for_job, factors=("step_s",), max_iter=1)
+    assert any("conc4" in s and "failed its read-back" in s for s in skipped)
+
+
+def test_calibrate_cli_fits_and_holds_out_on_the_cpu_rehearsal_output(tmp_path: Path) -> None:
+    # three points of the rehearsal of the calibration recipe (the simulator posing as vLLM over HTTP)
+    run = tmp_path / "run"
+    for job in sorted((REHEARSAL / "jobs").glob("qwen3.5_*_conc[14]_*")):
+        shutil.copytree(job, run / "jobs" / job.name)
+    shutil.copy(REHEARSAL / "run.json", run / "run.json")
+    out = CliRunner().invoke(calibrate_cmd, [str(run), "--factors", "step_s,frontend_s", "--max-iter", "2",
+                                             "--hold-out", "fixed 1024/128 c4", "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    (fit,) = doc["calibrations"]
+    assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "hybrid-moe-tiny+mtp"}
+    assert fit["provenance"]["acceptance_length"]["pinned"] == 3.39
+    assert fit["error_after"] <= fit["error_before"] and fit["error_after"] < 0.15
+    assert all(3.3 < p["acceptance_length"] < 3.5 for p in fit["points"])  # replayed at the realised AL
+    (check,) = doc["hold_out"]
+    assert [p["label"] for p in check["held_out"]] == ["fixed 1024/128 c4"]
+    assert "fixed 1024/128 c4" not in {p["label"] for p in check["in_sample"]["points"]}
+    assert check["error_after"] < 0.15
