@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from llmsweep.cli.main import cli
+
+PACKAGED_CURVES = len(list((resources.files("llmsweep.catalog") / "data" / "golden_al").iterdir()))
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -84,7 +87,7 @@ def test_catalog_json_contents() -> None:
     qwen = next(m for m in models if m["prefix"] == "qwen3.5")
     assert qwen["context_class"] == "256k" and qwen["kv_bytes_per_token"]["bf16"] > 0
     summary = json.loads(run("catalog", "--json")[1])
-    assert summary["counts"]["golden"] == 9
+    assert summary["counts"]["golden"] == PACKAGED_CURVES  # every packaged curve file, none lost
 
 
 def test_catalog_image_parses_one_reference() -> None:
@@ -105,7 +108,7 @@ def test_user_catalog_entry_shows_up(user_catalog: Path) -> None:
     code, out, err = run("al", "mymodel", "--spec-method", "mtp", "--spec-k", "2")
     assert code == 0, err
     assert out.splitlines()[0] == "2.20"
-    assert json.loads(run("catalog", "--json")[1])["counts"]["golden"] == 10
+    assert json.loads(run("catalog", "--json")[1])["counts"]["golden"] == PACKAGED_CURVES + 1
 
 
 def test_console_entry_point_runs_the_command() -> None:
