@@ -12,6 +12,7 @@ import yaml
 
 from llmsweep.cli.options import config_keys_option, json_option, option, runner_config_option, store_option
 from llmsweep.errors import ConfigError
+from llmsweep.evals.tasks import DEFAULT_TASK, known_tasks
 from llmsweep.execute.registry import executor_help, executor_kinds
 
 if TYPE_CHECKING:
@@ -44,6 +45,22 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's: 'synthetic' (the built-in AgentX-shaped "
              "corpus; needs no network), a trace file or directory, or a Hugging Face dataset id.")
+@option("no_evals", help="Throughput jobs only: the rows InferenceX marks `run-eval` run their throughput point "
+        "without an eval.")
+@option("evals_only", help="Only the eval rows, as eval-only jobs: the server starts at the eval context length and "
+        "runs only the eval.")
+@option("all_evals", help="Every 8k1k fixed-seq-len row and every agentic row runs as an eval-only job.")
+@click.option("--eval-task", type=click.Choice(known_tasks()), default=DEFAULT_TASK, show_default=True,
+              help="The lm-eval task of eval jobs.")
+@click.option("--eval-dataset", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A local JSON-lines file in the task's format (GSM8K: `question`, `answer` ending `#### N`) instead "
+                   "of the Hugging Face dataset: offline evals.")
+@click.option("--eval-limit", type=click.IntRange(min=1), default=None,
+              help="Score only the first N samples of the task (lm-eval --limit; recorded with the result).")
+@click.option("--eval-max-tokens", type=click.IntRange(min=1), default=None,
+              help="Answer budget per sample instead of the one the eval context implies (recorded).")
+@click.option("--lm-eval", "lm_eval", default=None, metavar="PYTHON",
+              help="Python interpreter with lm-eval[api]==0.4.13 (default: $LLMSWEEP_LM_EVAL).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
 @click.option("--resume", is_flag=True, help="Skip jobs whose valid summary exists in --out; rerun half-done ones.")
 @option("changed", help="Run only the jobs a recipe change added or changed (see `llmsweep changes`); HEAD must be "
@@ -74,7 +91,9 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
-        simulate: bool, live: bool, traces: str | None, fail_fast: bool, resume: bool, changed: str | None,
+        simulate: bool, live: bool, traces: str | None, no_evals: bool, evals_only: bool, all_evals: bool,
+        eval_task: str, eval_dataset: Path | None, eval_limit: int | None, eval_max_tokens: int | None,
+        lm_eval: str | None, fail_fast: bool, resume: bool, changed: str | None,
         only_job: tuple[str, ...], reuse: bool, force: bool, repeats: int, out: Path, store: Path | None,
         runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
@@ -116,12 +135,18 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         "request_timeout_s": request_timeout, "client_workers": client_workers,
         "readback": {"al_tolerance": al_tolerance},
         "power": {"require": require_power, "backend": power_backend},
+        "eval": {"task": eval_task, "dataset": eval_dataset, "limit": eval_limit, "python": lm_eval,
+                 "max_tokens": eval_max_tokens},
     })
+    from llmsweep.plan.matrix import EvalOptions
+
+    evals = EvalOptions(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
+    evals.check()
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
         executor_options=_options(executor_options), simulate=simulate, live=live, traces=traces, out=out,
         store=store, report=not no_report, force=force, repeats=repeats, settings=settings, only_jobs=only_jobs,
-        reuse=reuse,
+        reuse=reuse, evals=evals,
     )
     with use_progress(progress_for()) as progress:
         outcome = run_sweep(request, event=progress.line)

@@ -3,9 +3,10 @@
 plan → policy (errors stop their jobs before launch, with the rule printed) → trace sources resolved once (a missing
 one refuses its jobs, said once) → render every job's LaunchSpec → group jobs with identical specs onto one server →
 run each group through the executor (a simulated group: on the simulator core in virtual time, `execute.virtual`,
-unless `--live`) → store → report → completeness report. Eval jobs are planned but refused ("not yet supported"),
-never silently skipped; so are multinode (disaggregated prefill/decode) jobs, which no executor launches role by role
-yet, and jobs that cannot run (no `serve`, unmapped framework) unless the simulator is asked for.
+unless `--live`) → store → report → completeness report. Eval jobs run their eval with lm-eval on the job's server
+(`llmsweep.evals`; refused with the reason when lm-eval is not at hand). Multinode (disaggregated prefill/decode)
+jobs, which no executor launches role by role yet, are refused, and so are jobs that cannot run (no `serve`,
+unmapped framework) unless the simulator is asked for.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
 from llmsweep.errors import ConfigError
+from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.executor import Executor, terminate_as_interrupt
 from llmsweep.execute.lifecycle import (
@@ -39,6 +41,7 @@ from llmsweep.execute.lifecycle import (
 from llmsweep.execute.progress import current_progress
 from llmsweep.findings import Finding
 from llmsweep.plan import Job
+from llmsweep.plan.matrix import EvalOptions
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,8 @@ class RunRequest(BaseModel):
     repeats: int = Field(default=1, ge=1, description="Runs of every job; repeats after the first are jobs of their "
                          "own (`<job-id>-repeat<k>`), so `compare` has a between-run band.")
     settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
+    evals: EvalOptions = Field(default_factory=EvalOptions, description="Which rows run evals (`--no-evals`, "
+                               "`--evals-only`, `--all-evals`: the matrix's meanings).")
     only_jobs: list[str] | None = Field(default=None, description="Run only these planned job ids (`run --changed`: "
                                         "the jobs a recipe change added or changed).")
     reuse: bool = Field(default=False, description="A job whose full identity matches a stored valid result is not "
@@ -127,7 +132,7 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding]]:
     from llmsweep.policy import validate_files
 
     validation = validate_files(req.files, config_keys=req.config_keys, runner_config=req.runner_config,
-                                simulate=req.simulate)
+                                simulate=req.simulate, evals=req.evals)
     validation.loaded.raise_on_error()
     unplannable = [f for f in validation.findings if f.rule == "plan.failed"]
     if unplannable:
@@ -161,11 +166,15 @@ def _errors_for(job: Job, findings: list[Finding], keys: set[str]) -> list[Findi
     return out
 
 
-def _refusal(job: Job, simulate: bool, errors: list[Finding]) -> str | None:
+def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None) -> str | None:
     if job.is_eval or job.run_eval:
-        # A run-eval row promises throughput *and* an accuracy eval; running half of it would store a row whose
-        # eval silently never happened.
-        return "eval jobs (eval-only / run-eval) are planned but not yet supported by `llmsweep run`"
+        # A run-eval row promises throughput *and* an accuracy eval: without lm-eval at hand it is refused whole,
+        # never run as half of itself.
+        from llmsweep.evals.harness import check_harness
+
+        missing = check_harness(evals or EvalSettings())
+        if missing is not None:
+            return missing
     if errors:
         first = errors[0]
         return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
@@ -388,7 +397,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
     keys = {job.recipe_key for job in planned}
-    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys)) for job in planned}
+    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys), req.settings.eval)
+                for job in planned}
     for job in planned:
         if refusals[job.id] is not None:
             event(f"job {job.id}: refused — {refusals[job.id]}")

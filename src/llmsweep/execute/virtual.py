@@ -32,6 +32,8 @@ from llmsweep.execute.lifecycle import (
     _gates,
     _provenance,
     _run_options,
+    _Server,
+    eval_job,
     outcome_of,
     report_job_finished,
 )
@@ -95,36 +97,71 @@ def run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycle
     total = sum(len(g.jobs) for g in groups)
     done = 0
     for group in groups:
-        config: EngineConfig | None = None
-        refusal: NotModelled | None = None
+        live = _EvalServer(group, run_dir, settings, event)
         try:
-            config = engine_config(group.spec)
-        except NotModelled as exc:
-            refusal = exc
-        for job in group.jobs:
-            done += 1
-            verdict = art.finished_verdict(art.job_dir(run_dir, job.id)) if settings.resume else None
-            if verdict in DONE_VERDICTS:
-                outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
-                                           reasons=[f"resumed: summary already {verdict}"]))
-                continue
-            if config is None:
-                reason = _reason(refusal) if refusal is not None else "the simulator cannot model this job"
-                outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
-                event(f"job {job.id}: refused — {reason}")
-                continue
-            event(f"job {done}/{total} {job.id}: conc {job.concs[0]} ({job.workload.scenario}), virtual time")
-            current_progress().job_started(job.id, job.concs[0] if job.concs else None)
-            outcome = run_job(job, group, config, run_dir, settings, event)
-            outcomes.append(outcome)
-            if settings.fail_fast and not outcome.ok:
-                return outcomes
+            outcomes += _run_group(group, live, run_dir, settings, event, total, done)
+        finally:
+            live.stop()
+        done += len(group.jobs)
+        if settings.fail_fast and not all(o.ok for o in outcomes):
+            break
+    return outcomes
+
+
+class _EvalServer:
+    """The group's simulator served over HTTP in wall-clock time, for its evals only: lm-eval talks to a server, and
+    the simulator core in virtual time is none. Launched on the first eval of the group, stopped after its last."""
+
+    def __init__(self, group: ServerGroup, run_dir: Path, settings: LifecycleSettings, event: Event) -> None:
+        self.group, self.run_dir, self.settings, self.event = group, run_dir, settings, event
+        self.server: _Server | None = None
+
+    def get(self) -> _Server:
+        if self.server is None:
+            from llmsweep.execute.local import LocalLauncher
+
+            self.server = _Server(self.group, LocalLauncher(), self.run_dir, self.settings, self.event)
+        return self.server
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def _run_group(group: ServerGroup, live: _EvalServer, run_dir: Path, settings: LifecycleSettings, event: Event,
+               total: int, done: int) -> list[JobOutcome]:
+    outcomes: list[JobOutcome] = []
+    config: EngineConfig | None = None
+    refusal: NotModelled | None = None
+    try:
+        config = engine_config(group.spec)
+    except NotModelled as exc:
+        refusal = exc
+    for job in group.jobs:
+        done += 1
+        verdict = art.finished_verdict(art.job_dir(run_dir, job.id)) if settings.resume else None
+        if verdict in DONE_VERDICTS:
+            outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
+                                       reasons=[f"resumed: summary already {verdict}"]))
+            continue
+        if config is None:
+            reason = _reason(refusal) if refusal is not None else "the simulator cannot model this job"
+            outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
+            event(f"job {job.id}: refused — {reason}")
+            continue
+        event(f"job {done}/{total} {job.id}: conc {job.concs[0]} ({job.workload.scenario}), virtual time")
+        current_progress().job_started(job.id, job.concs[0] if job.concs else None)
+        outcome = run_job(job, group, config, run_dir, settings, event, live)
+        outcomes.append(outcome)
+        if settings.fail_fast and not outcome.ok:
+            return outcomes
     return outcomes
 
 
 def run_job(job: Job, group: ServerGroup, config: EngineConfig, run_dir: Path, settings: LifecycleSettings,
-            event: Event) -> JobOutcome:
-    """Run one job's point on the simulator core and write its job folder; returns its outcome."""
+            event: Event, live: _EvalServer | None = None) -> JobOutcome:
+    """Run one job's point on the simulator core and write its job folder; returns its outcome. An eval (eval-only,
+    or after a run-eval row's point) runs against the group's simulator served live (`live`)."""
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
     kept = art.keep_previous_attempt(jdir)
@@ -134,7 +171,18 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig, run_dir: Path, s
     try:
         art.write_json(jdir / art.JOB_FILE, job.to_json())
         (jdir / art.COMMAND_FILE).write_text(command_text(group.spec), encoding="utf-8")
-        outcome = outcome_of(job, _simulate(job, group, config, jdir, settings), jdir)
+        summary = None if job.eval_only else _simulate(job, group, config, jdir, settings)
+        if (job.eval_only or job.run_eval) and live is not None:
+            server = live.get()
+            handle = server.ensure()
+            spec = server.spec or group.spec
+            provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind)
+            summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
+                               provenance=provenance, event=event)
+        if summary is None:
+            raise LlmsweepError(f"job {job.id} is eval-only and no server was at hand for its eval",
+                                fix="run it with `llmsweep run` (or --live)")
+        outcome = outcome_of(job, summary, jdir)
     except LlmsweepError as exc:
         outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
     except KeyboardInterrupt:
