@@ -81,7 +81,7 @@ def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AX
         p.result_id: series_key(p, mix_sources=mix_sources) for p in points}
     metrics = {a.key for a in axes} | {NORTH_STAR_X, FIXED_WINNER_X}
     values = {p.result_id: {**{m: axis_value(p, m) for m in metrics}, y_metric: p.metric(y_metric)} for p in points}
-    valid = {p.result_id for p in points if p.valid}
+    valid = {p.result_id for p in points if p.valid and not p.eval_only}  # an eval-only result has no throughput
     agentic = {p.result_id for p in points if is_agentic(p)}
     out: dict[str, dict[str, list[str]]] = {}
     for a in axes:
