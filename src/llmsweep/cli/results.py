@@ -166,12 +166,13 @@ def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_p
 
 @results.command("export")
 @click.option("--run", "run_id", default=None, help="Only this run (default: every stored result).")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex"]), default="json", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex", "inferencex-evals"]), default="json",
+              show_default=True, help="inferencex-evals: InferenceX's eval rows (agg_eval_all.json shape).")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File (default stdout).")
 @store_option()
 def export(run_id: str | None, fmt: str, out: Path | None, store_path: Path | None) -> None:
-    """Export results: our lossless JSON, flat CSV, or InferenceX aggregate rows."""
+    """Export results: our lossless JSON, flat CSV, InferenceX aggregate rows, or InferenceX eval rows."""
     from llmsweep.results.interchange import export_points
 
     with _open(store_path) as store:
