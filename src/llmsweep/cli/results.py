@@ -287,6 +287,11 @@ def _print_comparison(comp: Any) -> None:
             table.add_column(col)
         for d in pc.deltas:
             table.add_row(d.metric, _num(d.a, 4), _num(d.b, 4), delta_cell(d), VERDICT_MARK[d.verdict])
+        if pc.eval is not None:
+            e = pc.eval
+            band = f" ± {_num(e.band, 4)} (stderr)" if e.band is not None else ""
+            table.add_row(f"eval {e.task} score", f"{_num(e.a, 4)} ({e.verdict_a})", f"{_num(e.b, 4)} ({e.verdict_b})",
+                          f"{_num(e.delta, 4)}{band}", VERDICT_MARK[e.verdict])
         con.print(table)
     for title, pts in (("only in A", comp.only_a), ("only in B", comp.only_b)):
         if pts:

@@ -187,8 +187,8 @@ def export_points(points: Sequence[ResultPoint], fmt: str) -> str:
     if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per eval
         from llmsweep.results.evals import inferencex_eval_row
 
-        return json.dumps([row for p in points if (row := inferencex_eval_row(p)) is not None], indent=1,
-                          default=str)
+        evals = [e for e in (inferencex_eval_row(p) for p in points) if e is not None]
+        return json.dumps(evals, indent=1, default=str)
     if fmt == "csv":
         rows = [describe(p) for p in points]
         buf = io.StringIO()
