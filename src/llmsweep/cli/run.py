@@ -182,6 +182,9 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             except ResultError:
                 summary = None
         ms = 1e3
+        block = summary.eval if summary is not None else None
+        if block is not None and block.mode == "eval-only":
+            summary = None  # an eval-only job measured no throughput: its row says so rather than 0
         rows.append({
             "job": o.job_id,
             "conc": outcome.concurrency.get(o.job_id),
@@ -197,6 +200,9 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             # Power, when it was sampled: None unless valid (`summary.power.reasons` says why not).
             "tokens_per_joule": _power_figure(summary, "tokens_per_joule"),
             "avg_power_w_per_gpu": _power_figure(summary, "avg_power_w"),
+            "eval_task": block.task if block is not None else None,
+            "eval_score": block.score if block is not None else None,
+            "eval_verdict": block.verdict if block is not None else None,
             "seconds": o.seconds,
             "summary": o.summary_path,
         })
@@ -207,6 +213,14 @@ def _power_figure(summary: Summary | None, field: str) -> float | None:
     power = summary.power if summary is not None else None
     value = getattr(power, field) if power is not None and power.power_valid else None
     return float(value) if value is not None else None
+
+
+def _eval_cell(row: dict[str, Any]) -> str:
+    """`gsm8k 0.8123 valid`: the task, headline score and threshold verdict of the job's eval ('' when none)."""
+    if row["eval_task"] is None:
+        return ""
+    score = "-" if row["eval_score"] is None else f"{row['eval_score']:.4f}"
+    return f"{row['eval_task']} {score} {row['eval_verdict']}"
 
 
 def _print_rows(rows: list[dict[str, Any]]) -> None:
@@ -221,7 +235,7 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     for col, justify in (("job", "left"), ("conc", "right"), ("verdict", "left"), ("reason", "left"),
                          ("ok/failed", "right"), ("tok/s/GPU", "right"), ("TTFT p50 ms", "right"),
                          ("TPOT p50 ms", "right"), ("tok/s/user p50", "right"), ("tok/J", "right"),
-                         ("W/GPU", "right")):
+                         ("W/GPU", "right"), ("eval", "left")):
         width = min(60, max((len(r["job"]) for r in rows), default=3)) if col == "job" else None
         table.add_column(col, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
     for r in rows:
@@ -230,7 +244,7 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
         table.add_row(r["job"], str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{verdict}[/]",
                       r["reason"] or "", ok, num(r["total_tps_per_gpu"]), num(r["ttft_p50_ms"]),
                       num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]), num(r["tokens_per_joule"], 3),
-                      num(r["avg_power_w_per_gpu"]))
+                      num(r["avg_power_w_per_gpu"]), _eval_cell(r))
     # A terminal folds long job ids into its width; a log or a pipe gets the table at its natural width.
     console = Console()
     if not console.is_terminal:
