@@ -335,9 +335,8 @@ def summarize(run_dir: Path, as_json: bool) -> None:
     Every gate `llmsweep run` applied is applied again from what the folder recorded, read-back checks included, so
     a job folder gets the verdict `run` gave it.
     """
-    from llmsweep.execute.readback import summarise_job
-
     from llmsweep.evals.results import EVAL_DIR, EVAL_FILE
+    from llmsweep.execute.readback import summarise_job
 
     if not (run_dir / "records.jsonl").exists() and not (run_dir / EVAL_DIR / EVAL_FILE).exists():  # eval-only: none
         raise ConfigError(f"{run_dir} has no records.jsonl", fix="point at a directory written by `llmsweep bench`")
