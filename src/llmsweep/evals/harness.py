@@ -22,6 +22,9 @@ from llmsweep.metrics.model import EvalMetric, EvalRun
 ENV_VAR = "LLMSWEEP_LM_EVAL"
 PINNED_VERSION = "0.4.13"
 TIMEOUT_S = 1800
+"""lm-eval's per-request timeout (`timeout=` of its model args), InferenceX's."""
+RUN_TIMEOUT_S = 4 * 3600
+"""A whole lm-eval run longer than this is stopped and failed (a hung harness must not hold the sweep forever)."""
 LOG_FILE = "lm_eval.log"
 
 
@@ -81,7 +84,7 @@ def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: b
     try:
         with log_path.open("w", encoding="utf-8") as log:
             proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out,
-                                  timeout=TIMEOUT_S * 2, check=False)
+                                  timeout=RUN_TIMEOUT_S, check=False)
         rc: int | None = proc.returncode
     except subprocess.TimeoutExpired:
         rc = None

@@ -312,7 +312,8 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         return runnable, [], {}
     todo, reused, sources = [], [], {}
     for job in runnable:
-        src = found.get(keys.get(job.id, ""))
+        # An eval job always runs: its task, samples and limit are run settings its reuse key does not hold.
+        src = None if job.eval_only or job.run_eval else found.get(keys.get(job.id, ""))
         if src is None:
             todo.append(job)
             continue
