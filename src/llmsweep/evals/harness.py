@@ -57,6 +57,20 @@ def check_harness(settings: EvalSettings) -> str | None:
     return None
 
 
+def refusal(job_spec_decoding: str, *, run_eval: bool, eval_only: bool, simulated: bool,
+            settings: EvalSettings) -> str | None:
+    """Why an eval job cannot run as planned (None when it can): no lm-eval at hand, or a speculative `run-eval`
+    row on the simulator (its throughput point needs speculation the simulator can only force, and its eval needs
+    real verification, on one server)."""
+    if not (run_eval or eval_only):
+        return None
+    if simulated and run_eval and not eval_only and job_spec_decoding != "none":
+        return ("a speculative run-eval row cannot run on the simulator: its throughput point needs an acceptance "
+                "length the simulator can only force, and its eval on the same server needs real verification; run "
+                "it on an engine, or --no-evals for the throughput point (--evals-only for the eval alone)")
+    return check_harness(settings)
+
+
 def build_command(python: str, task: TaskFile, *, base_url: str, model: str, conc: int, context: int,
                   max_tokens: int, out: Path, limit: int | None) -> list[str]:
     """The exact lm-eval argv (InferenceX `run_lm_eval`)."""

@@ -168,13 +168,14 @@ def _errors_for(job: Job, findings: list[Finding], keys: set[str]) -> list[Findi
 
 def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None) -> str | None:
     if job.is_eval or job.run_eval:
-        # A run-eval row promises throughput *and* an accuracy eval: without lm-eval at hand it is refused whole,
+        # A run-eval row promises throughput *and* an accuracy eval: one that cannot run its eval is refused whole,
         # never run as half of itself.
-        from llmsweep.evals.harness import check_harness
+        from llmsweep.evals.harness import refusal
 
-        missing = check_harness(evals or EvalSettings())
-        if missing is not None:
-            return missing
+        why = refusal(job.spec_decoding, run_eval=bool(job.run_eval), eval_only=bool(job.eval_only),
+                      simulated=simulate or job.engine == "sim", settings=evals or EvalSettings())
+        if why is not None:
+            return why
     if errors:
         first = errors[0]
         return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")

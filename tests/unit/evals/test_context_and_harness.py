@@ -86,3 +86,18 @@ def test_without_lm_eval_the_reason_says_how_to_install_it(monkeypatch: pytest.M
     monkeypatch.delenv("LLMSWEEP_LM_EVAL", raising=False)
     assert "LLMSWEEP_LM_EVAL" in (check_harness(EvalSettings()) or "")
     assert "not an executable" in (check_harness(EvalSettings(python=str(tmp_path / "nope"))) or "")
+
+
+def test_a_speculative_run_eval_row_is_refused_on_the_simulator_with_why(tmp_path: Path) -> None:
+    from llmsweep.evals.harness import refusal
+
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    ok = EvalSettings(python=str(python))
+    why = refusal("mtp", run_eval=True, eval_only=False, simulated=True, settings=ok)
+    assert why is not None and "simulator" in why and "--no-evals" in why and "--evals-only" in why
+    assert refusal("mtp", run_eval=True, eval_only=True, simulated=True, settings=ok) is None  # eval-only: runs
+    assert refusal("mtp", run_eval=True, eval_only=False, simulated=False, settings=ok) is None  # a real engine
+    assert refusal("none", run_eval=True, eval_only=False, simulated=True, settings=ok) is None
+    assert refusal("mtp", run_eval=False, eval_only=False, simulated=True, settings=EvalSettings()) is None
