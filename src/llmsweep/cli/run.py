@@ -52,7 +52,7 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("all_evals", help="Every 8k1k fixed-seq-len row and every agentic row runs as an eval-only job.")
 @click.option("--eval-task", type=click.Choice(known_tasks()), default=DEFAULT_TASK, show_default=True,
               help="The lm-eval task of eval jobs.")
-@click.option("--eval-dataset", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--eval-dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A local JSON-lines file in the task's format (GSM8K: `question`, `answer` ending `#### N`) instead "
                    "of the Hugging Face dataset: offline evals.")
 @click.option("--eval-limit", type=click.IntRange(min=1), default=None,

@@ -101,3 +101,11 @@ def test_a_speculative_run_eval_row_is_refused_on_the_simulator_with_why(tmp_pat
     assert refusal("mtp", run_eval=True, eval_only=False, simulated=False, settings=ok) is None  # a real engine
     assert refusal("none", run_eval=True, eval_only=False, simulated=True, settings=ok) is None
     assert refusal("mtp", run_eval=False, eval_only=False, simulated=True, settings=EvalSettings()) is None
+
+
+def test_a_multinode_row_evaluates_at_its_eval_conc_or_every_conc_when_batched() -> None:
+    job = _job(8192, 1024)
+    multi = job.model_copy(update={"multinode": True, "conc": [4, 16, 64], "eval_conc": 16})
+    assert eval_concurrencies(multi) == [16]
+    batched = multi.model_copy(update={"eval_conc": None, "eval_all_concs": True})
+    assert eval_concurrencies(batched) == [4, 16, 64]
