@@ -92,69 +92,68 @@ def command_text(spec: LaunchSpec) -> str:
 
 def run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                event: Event) -> list[JobOutcome]:
-    """Run every job of every group in virtual time (the `Executor.run_groups` contract, with no server)."""
-    outcomes: list[JobOutcome] = []
-    total = sum(len(g.jobs) for g in groups)
-    done = 0
-    for group in groups:
-        live = _EvalServer(group, run_dir, settings, event)
-        try:
-            outcomes += _run_group(group, live, run_dir, settings, event, total, done)
-        finally:
-            live.stop()
-        done += len(group.jobs)
-        if settings.fail_fast and not all(o.ok for o in outcomes):
-            break
-    return outcomes
+    """Run every job of every group in virtual time (the `Executor.run_groups` contract, with no server; an eval
+    runs against the group's simulator served live, `_EvalServer`)."""
+    live = _EvalServer(run_dir, settings, event)
+    try:
+        return _run_groups(groups, run_dir, settings, event=event, live=live)
+    finally:
+        live.stop()
 
 
 class _EvalServer:
     """The group's simulator served over HTTP in wall-clock time, for its evals only: lm-eval talks to a server, and
-    the simulator core in virtual time is none. Launched on the first eval of the group, stopped after its last."""
+    the simulator core in virtual time is none. Launched on a group's first eval; one group's at a time."""
 
-    def __init__(self, group: ServerGroup, run_dir: Path, settings: LifecycleSettings, event: Event) -> None:
-        self.group, self.run_dir, self.settings, self.event = group, run_dir, settings, event
+    def __init__(self, run_dir: Path, settings: LifecycleSettings, event: Event) -> None:
+        self.run_dir, self.settings, self.event = run_dir, settings, event
         self.server: _Server | None = None
 
-    def get(self) -> _Server:
+    def get(self, group: ServerGroup) -> _Server:
+        if self.server is not None and self.server.group is not group:
+            self.stop()
         if self.server is None:
             from llmsweep.execute.local import LocalLauncher
 
-            self.server = _Server(self.group, LocalLauncher(), self.run_dir, self.settings, self.event)
+            self.server = _Server(group, LocalLauncher(), self.run_dir, self.settings, self.event)
         return self.server
 
     def stop(self) -> None:
         if self.server is not None:
             self.server.stop()
+            self.server = None
 
 
-def _run_group(group: ServerGroup, live: _EvalServer, run_dir: Path, settings: LifecycleSettings, event: Event,
-               total: int, done: int) -> list[JobOutcome]:
+def _run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
+                event: Event, live: _EvalServer) -> list[JobOutcome]:
     outcomes: list[JobOutcome] = []
-    config: EngineConfig | None = None
-    refusal: NotModelled | None = None
-    try:
-        config = engine_config(group.spec)
-    except NotModelled as exc:
-        refusal = exc
-    for job in group.jobs:
-        done += 1
-        verdict = art.finished_verdict(art.job_dir(run_dir, job.id)) if settings.resume else None
-        if verdict in DONE_VERDICTS:
-            outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
-                                       reasons=[f"resumed: summary already {verdict}"]))
-            continue
-        if config is None:
-            reason = _reason(refusal) if refusal is not None else "the simulator cannot model this job"
-            outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
-            event(f"job {job.id}: refused — {reason}")
-            continue
-        event(f"job {done}/{total} {job.id}: conc {job.concs[0]} ({job.workload.scenario}), virtual time")
-        current_progress().job_started(job.id, job.concs[0] if job.concs else None)
-        outcome = run_job(job, group, config, run_dir, settings, event, live)
-        outcomes.append(outcome)
-        if settings.fail_fast and not outcome.ok:
-            return outcomes
+    total = sum(len(g.jobs) for g in groups)
+    done = 0
+    for group in groups:
+        config: EngineConfig | None = None
+        refusal: NotModelled | None = None
+        try:
+            config = engine_config(group.spec)
+        except NotModelled as exc:
+            refusal = exc
+        for job in group.jobs:
+            done += 1
+            verdict = art.finished_verdict(art.job_dir(run_dir, job.id)) if settings.resume else None
+            if verdict in DONE_VERDICTS:
+                outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
+                                           reasons=[f"resumed: summary already {verdict}"]))
+                continue
+            if config is None:
+                reason = _reason(refusal) if refusal is not None else "the simulator cannot model this job"
+                outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
+                event(f"job {job.id}: refused — {reason}")
+                continue
+            event(f"job {done}/{total} {job.id}: conc {job.concs[0]} ({job.workload.scenario}), virtual time")
+            current_progress().job_started(job.id, job.concs[0] if job.concs else None)
+            outcome = run_job(job, group, config, run_dir, settings, event, live)
+            outcomes.append(outcome)
+            if settings.fail_fast and not outcome.ok:
+                return outcomes
     return outcomes
 
 
@@ -173,7 +172,7 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig, run_dir: Path, s
         (jdir / art.COMMAND_FILE).write_text(command_text(group.spec), encoding="utf-8")
         summary = None if job.eval_only else _simulate(job, group, config, jdir, settings)
         if (job.eval_only or job.run_eval) and live is not None:
-            server = live.get()
+            server = live.get(group)
             handle = server.ensure()
             spec = server.spec or group.spec
             provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind)
