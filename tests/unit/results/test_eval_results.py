@@ -54,7 +54,9 @@ def test_an_eval_is_stored_and_exported_as_inferencex_eval_rows(make_run: MakeRu
 def test_an_eval_only_result_has_no_throughput_row_and_no_frontier_place(make_run: MakeRun) -> None:
     run = with_eval(make_run("a", concs=(16, 32)), 32, 0.95, mode="eval-only")
     points = points_from_run(run)
-    assert [p.job_id for p in points if p.eval_only] and len(json.loads(export_points(points, "inferencex"))) == 1
+    (only,) = [p for p in points if p.eval_only]
+    assert len(json.loads(export_points(points, "inferencex"))) == 1
+    assert only.metric("tput_per_gpu") is None and only.metric("p50_ttft") is None  # no throughput, not zero
     fronts = compute_frontiers(points)
     on_front = {i for by_series in fronts.values() for ids in by_series.values() for i in ids}
     assert not on_front & {p.result_id for p in points if p.eval_only}
