@@ -109,3 +109,16 @@ def test_a_multinode_row_evaluates_at_its_eval_conc_or_every_conc_when_batched()
     assert eval_concurrencies(multi) == [16]
     batched = multi.model_copy(update={"eval_conc": None, "eval_all_concs": True})
     assert eval_concurrencies(batched) == [4, 16, 64]
+
+
+def test_an_lm_eval_that_fails_is_a_failed_run_with_its_exit_status_and_log_tail(tmp_path: Path) -> None:
+    from llmsweep.evals.harness import run_once
+
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'Traceback: connection refused' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    run, version = run_once([str(broken), "-m", "lm_eval"], tmp_path / "eval" / "conc8", conc=8, job_dir=tmp_path,
+                            offline=True)
+    assert run.status == "failed" and version is None and run.conc == 8
+    assert run.error is not None and "exited 3" in run.error and "connection refused" in run.error
+    assert "eval/conc8/lm_eval.log" in run.error
