@@ -96,6 +96,11 @@ def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path,
     assert ("exact_match,strict-match = 0.0000 is below the threshold 0.90 (default.gsm8k.exact_match)"
             in summary["validity"]["reasons"][0])
     assert summary["source"] == "simulated" and ev["acceptance_length"] is None
+    # InferenceX's meta_env.json beside lm-eval's results, so its own collector and score gate read the folder.
+    job_dir = next((out / "jobs").iterdir())
+    meta = json.loads((job_dir / "eval" / "meta_env.json").read_text())
+    assert (meta["infmax_model_prefix"], meta["conc"], meta["isl"], meta["osl"], meta["tp"]) == (
+        "llama3.1-8b", 16, "8192", "1024", 1)
     # Stored, and exported in InferenceX's eval row shape.
     with sqlite3.connect(tmp_path / "store.sqlite") as db:
         rows = db.execute("SELECT mode, task, score, verdict FROM evals").fetchall()
@@ -106,7 +111,6 @@ def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path,
     throughput = json.loads(llmsweep(tmp_path, "results", "export", "--format", "inferencex").stdout)
     assert throughput == []  # an eval-only result has no throughput row
     # `summarize` re-reads the folder and reaches the same verdict.
-    job_dir = next((out / "jobs").iterdir())
     again = llmsweep(tmp_path, "summarize", job_dir, "--json")
     assert json.loads(again.stdout)["eval"]["verdict"] == "invalid", again.stderr
 

@@ -2,9 +2,9 @@
 
 `run_eval` runs lm-eval once per eval concurrency into `<job>/eval/conc<N>/`, scrapes the server's `/metrics` just
 before and after (`eval/server_metrics.jsonl`: the realised acceptance over the eval, since an eval never pins it)
-and writes `eval/eval.json`. `attach` is what `summarise_job` calls (for `run` and `summarize` alike): it reads those
-files back, re-applies the score gate and puts the typed block in the summary; an eval-only job's summary has no
-throughput and takes the eval's verdict as its own.
+and writes `eval/eval.json` and InferenceX's `eval/meta_env.json`. `attach` is what `summarise_job` calls (for `run`
+and `summarize` alike): it reads those files back, re-applies the score gate and puts the typed block in the summary;
+an eval-only job's summary has no throughput and takes the eval's verdict as its own.
 """
 
 from __future__ import annotations
@@ -57,6 +57,32 @@ def _scrape(url: str | None, out: Path) -> float:
     return t
 
 
+META_ENV_FILE = "meta_env.json"
+
+
+def meta_env(job: Job, concs: list[int], completed: list[int]) -> dict[str, Any]:
+    """InferenceX's `meta_env.json` of an eval (spec §1.6), so its own collector and score gate read the folder."""
+    single = job.tp is not None
+    doc: dict[str, Any] = {
+        "is_multinode": bool(job.multinode), "framework": job.framework, "precision": job.precision,
+        "spec_decoding": job.spec_decoding, "recipe_fingerprint": job.recipe_fingerprint,
+        "tp": job.tp if single else None, "pp": job.pp if single else None,
+        "dcp_size": job.dcp_size if single else None, "pcp_size": job.pcp_size if single else None,
+        "conc": concs[0], "ep": job.ep if single else None, "dp_attention": bool(job.dp_attn),
+        "model": job.model, "infmax_model_prefix": job.model_prefix, "hw": job.runner_label,
+        "isl": str(job.isl) if job.isl is not None else "", "osl": str(job.osl) if job.osl is not None else "",
+    }
+    if len(concs) > 1:
+        doc.update({"eval_concs": concs, "completed_eval_concs": completed,
+                    "failed_eval_concs": [c for c in concs if c not in completed]})
+    for role, worker in (("prefill", job.prefill), ("decode", job.decode)):
+        if worker is not None:
+            doc.update({f"{role}_tp": worker.tp, f"{role}_pp": worker.pp, f"{role}_dcp_size": worker.dcp_size,
+                        f"{role}_pcp_size": worker.pcp_size, f"{role}_ep": worker.ep,
+                        f"{role}_dp_attention": worker.dp_attn, f"{role}_num_workers": worker.num_worker})
+    return doc
+
+
 def run_eval(job: Job, base_url: str, *, model: str, metrics_url: str | None, job_dir: Path,
              settings: EvalSettings) -> EvalBlock:
     """Run the job's eval against `base_url` and write `eval/eval.json`; returns the judged block."""
@@ -84,6 +110,9 @@ def run_eval(job: Job, base_url: str, *, model: str, metrics_url: str | None, jo
         block.runs.append(run)
         block.harness_version = version or block.harness_version
     end = _scrape(metrics_url, scrapes)
+    concs = [r.conc for r in block.runs]
+    completed = [r.conc for r in block.runs if r.status == "completed"]
+    (edir / META_ENV_FILE).write_text(json.dumps(meta_env(job, concs, completed), indent=2), encoding="utf-8")
     record = {"block": block.model_dump(mode="json"), "window": {"start": start, "end": end}}
     (edir / EVAL_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
     return judge(_with_acceptance(block, job_dir, start, end))
