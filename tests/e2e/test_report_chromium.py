@@ -354,3 +354,49 @@ def test_cost_and_energy_per_token_are_y_axes_with_lower_is_better_frontiers(dri
         for ids in fronts["p90_intvty"].values():  # the cheapest point of each series is on its frontier
             assert min(by_id.values()) in [by_id[i] for i in ids]
     assert _errors(driver) == []
+
+
+@pytest.fixture(scope="module")
+def eval_report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three throughput points, the conc-16 one with a failed run-eval eval, and one eval-only result."""
+    from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun
+
+    points = [SyntheticPoint(synthetic_job(conc=c), speed=1.0, requests=40) for c in (4, 16, 32)]
+    points.append(SyntheticPoint(synthetic_job(conc=64, job_id="eval-only-conc64"), speed=1.0, requests=40))
+    root = tmp_path_factory.mktemp("chromium-evals")
+    run = write_synthetic_run(root / "run", points, run_id="eval-run")
+    for job, mode, score in ((points[1].job, "run-eval", 0.41), (points[3].job, "eval-only", 0.93)):
+        path = run.path / "jobs" / job["id"] / "summary.json"
+        summary = Summary.load(path)
+        verdict = "valid" if score >= 0.9 else "invalid"
+        reasons = [] if verdict == "valid" else [
+            "eval gsm8k: exact_match,strict-match = 0.4100 is below the threshold 0.94 (qwen3.5.gsm8k.exact_match)"]
+        summary.eval = EvalBlock(
+            mode=mode, task="gsm8k", dataset="openai/gsm8k", context_length=9472, max_tokens=5376,  # type: ignore[arg-type]
+            score=score, score_name="exact_match,strict-match", score_stderr=0.01, verdict=verdict,  # type: ignore[arg-type]
+            reasons=reasons, harness_version="0.4.13",
+            runs=[EvalRun(conc=job["conc"], status="completed", n_samples=1319, command=["python", "-m", "lm_eval"],
+                          metrics=[EvalMetric(name="exact_match,strict-match", value=score, stderr=0.01)])])
+        path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    return write_report(run.path, root / "report", png=False).html
+
+
+def test_the_evaluation_view_and_a_failed_eval_on_its_point(driver, eval_report_html: Path) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    drv = driver
+    drv.get(eval_report_html.resolve().as_uri())
+    WebDriverWait(drv, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    assert _errors(drv) == []
+    # The eval-only result is no throughput point; the three throughput points are, one ringed for its failed eval.
+    assert len(drv.find_elements(By.CSS_SELECTOR, "#chart .marker")) == 3
+    (ring,) = drv.find_elements(By.CSS_SELECTOR, "#chart circle.eval-failed")
+    ringed = drv.find_element(By.CSS_SELECTOR, f'#chart .marker[data-id="{ring.get_attribute("data-id")}"]')
+    assert ringed.get_attribute("data-x") is not None
+    assert drv.find_element(By.ID, "evals").is_displayed()
+    rows = drv.find_elements(By.CSS_SELECTOR, "#evals-table tbody tr")
+    assert len(rows) == 2
+    text = drv.find_element(By.ID, "evals-table").text
+    assert "run-eval" in text and "eval-only" in text and "41.0%" in text and "93.0%" in text
+    assert "below the threshold 0.94" in text

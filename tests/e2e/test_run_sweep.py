@@ -119,7 +119,9 @@ def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) ->
 def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path) -> None:
     out = tmp_path / "out"
     files = [RECIPES / "eval-8k1k.yaml", RECIPES / "no-serve.yaml", RECIPES / "policy-max-conc.yaml"]
-    proc = run_cli([*files, "--out", out], cli_env(tmp_path))
+    env = cli_env(tmp_path)
+    env.pop("LLMSWEEP_LM_EVAL", None)  # no lm-eval: the run-eval row cannot run its eval, so it is refused whole
+    proc = run_cli([*files, "--out", out], env)
     assert proc.returncode == 2, proc.stderr
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     by_kind = {
@@ -132,7 +134,7 @@ def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path)
     conc2 = next(o for o in by_kind["policy"] if "_conc2_" in o["job_id"])
     assert conc2["status"] == "valid", conc2
     assert all(o["status"] == "refused" for o in outcomes.values() if o is not conc2)
-    assert "not yet supported" in by_kind["eval"][0]["reasons"][0]
+    assert "LLMSWEEP_LM_EVAL" in by_kind["eval"][0]["reasons"][0] and "--no-evals" in by_kind["eval"][0]["reasons"][0]
     assert "not runnable" in by_kind["no-serve"][0]["reasons"][0]
     assert "--simulate" in by_kind["no-serve"][0]["reasons"][0]
     conc4 = next(o for o in by_kind["policy"] if "_conc4_" in o["job_id"])
@@ -143,7 +145,7 @@ def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path)
             continue
         assert f"job {o['job_id']}: refused" in proc.stderr
         assert f"refused: {o['job_id']}" in proc.stderr
-    assert "grid.max-conc" in proc.stderr and "not yet supported" in proc.stderr
+    assert "grid.max-conc" in proc.stderr and "eval jobs need lm-eval" in proc.stderr
     # Nothing was launched for refused jobs: the one server is the in-cap job's.
     assert set(job_dirs(out)) == {conc2["job_id"]}
 

@@ -314,6 +314,11 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
         f"client: {_fmt(health.cpu_s_total)} CPU-s, lag p99 {_fmt(health.schedule_lag_s.p99, 1e3)} ms"
         + ("  [red]SATURATED: " + "; ".join(health.saturation_reasons) + "[/]" if health.saturated else ""),
     ]
+    if summary.eval is not None:
+        ev = summary.eval
+        score = "-" if ev.score is None else f"{ev.score:.4f}"
+        lines.append(f"eval ({ev.mode}): {ev.task} {ev.score_name or 'score'} {score} → {ev.verdict} "
+                     f"({ev.harness} {ev.harness_version or '?'}, {ev.runs[0].n_samples if ev.runs else '-'} samples)")
     for line in lines:
         console.print(line)
     v = summary.validity
@@ -330,9 +335,10 @@ def summarize(run_dir: Path, as_json: bool) -> None:
     Every gate `llmsweep run` applied is applied again from what the folder recorded, read-back checks included, so
     a job folder gets the verdict `run` gave it.
     """
+    from llmsweep.evals.results import EVAL_DIR, EVAL_FILE
     from llmsweep.execute.readback import summarise_job
 
-    if not (run_dir / "records.jsonl").exists():
+    if not (run_dir / "records.jsonl").exists() and not (run_dir / EVAL_DIR / EVAL_FILE).exists():  # eval-only: none
         raise ConfigError(f"{run_dir} has no records.jsonl", fix="point at a directory written by `llmsweep bench`")
     summary = summarise_job(run_dir)
     _print_summary(summary, run_dir, as_json=as_json)

@@ -77,7 +77,9 @@ def matrix(files: tuple[Path, ...], changed: str | None, event: str | None, labe
 
         wanted = set(changes_between(changed, files, runner_config=runner_config).to_run())
         jobs = [j for j in jobs if j.id in wanted]
-    jobs = [j for j in jobs if not (j.is_eval or j.run_eval)]  # `run` refuses eval jobs: no matrix entry for them
+    # Eval rows need lm-eval (LLMSWEEP_LM_EVAL) on the runner, which the generated workflow does not install: `run`
+    # would refuse them there, so they get no matrix entry (`llmsweep run` runs them where lm-eval is).
+    jobs = [j for j in jobs if not (j.is_eval or j.run_eval)]
     include = matrix_entries(jobs, fleet, event=event, labels=labels)
     doc = {"include": include}
     if github_output is not None:

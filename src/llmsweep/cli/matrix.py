@@ -29,7 +29,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--config-files", cls=ManyValues, type=click.Path(path_type=Path),
                      help="Recipe/master files or directories (default: every *.yaml under ./recipes)."),
         runner_config_option(),
-        click.option("--no-evals", is_flag=True, help="Throughput jobs only; do not mark eval rows."),
+        option("no_evals"),
         option("evals_only", help="Only the eval subset (rows marked run-eval), as eval-only."),
         option("all_evals", help="Every 8k1k fixed row and every agentic row becomes an eval row (implies eval-only "
                "jobs)."),

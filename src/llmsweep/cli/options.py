@@ -163,6 +163,9 @@ CONCEPTS: dict[str, Concept] = {
         "type": click.Path(dir_okay=False, path_type=Path), "default": None,
         "help": "Results store (SQLite). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.",
     }),
+    "no_evals": Concept("--no-evals", "no_evals", {
+        "is_flag": True, "help": "Throughput jobs only: no row is marked for an eval (InferenceX `--no-evals`).",
+    }),
     "evals_only": Concept("--evals-only", "evals_only", {
         "is_flag": True, "help": "Only the eval jobs (InferenceX `--evals-only`, label `evals-only`).",
     }),

@@ -103,8 +103,12 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
 @option("simulate", help="Render the simulator stand-in for the job.")
 @click.option("--format", "fmt", type=click.Choice(["text", "sh", "json"]), default="text", show_default=True)
 @click.option("--port", type=int, default=None, help="Port to render (default: the engine's).")
+@option("evals_only", help="Plan the eval rows as eval-only jobs (as `run --evals-only`): render an eval job's "
+        "launch, at the eval context length and without synthetic acceptance.")
+@option("all_evals", help="Plan as `run --all-evals` (every 8k1k and agentic row an eval-only job).")
 @runner_config_option()
-def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, port: int | None,
+def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, port: int | None, evals_only: bool,
+           all_evals: bool,
            runner_config: Path | None) -> int:
     """Print the exact server command and environment of a job (secrets by name only)."""
     from llmsweep import engines
@@ -113,7 +117,10 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
     from llmsweep.policy import shorten_jobs, validate_files
 
     try:
-        result = validate_files(list(files), runner_config=runner_config, simulate=simulate)
+        from llmsweep.plan.matrix import EvalOptions
+
+        result = validate_files(list(files), runner_config=runner_config, simulate=simulate,
+                                evals=EvalOptions(evals_only=evals_only, all_evals=all_evals))
         unparsed = [f for f in result.loaded.findings if f.is_error and f.rule in ("schema.file", "schema.yaml-syntax")]
         if unparsed or not result.jobs:
             for f in result.loaded.findings:

@@ -166,12 +166,13 @@ def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_p
 
 @results.command("export")
 @click.option("--run", "run_id", default=None, help="Only this run (default: every stored result).")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex"]), default="json", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex", "inferencex-evals"]), default="json",
+              show_default=True, help="inferencex-evals: InferenceX's eval rows (agg_eval_all.json shape).")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File (default stdout).")
 @store_option()
 def export(run_id: str | None, fmt: str, out: Path | None, store_path: Path | None) -> None:
-    """Export results: our lossless JSON, flat CSV, or InferenceX aggregate rows."""
+    """Export results: our lossless JSON, flat CSV, InferenceX aggregate rows, or InferenceX eval rows."""
     from llmsweep.results.interchange import export_points
 
     with _open(store_path) as store:
@@ -286,6 +287,11 @@ def _print_comparison(comp: Any) -> None:
             table.add_column(col)
         for d in pc.deltas:
             table.add_row(d.metric, _num(d.a, 4), _num(d.b, 4), delta_cell(d), VERDICT_MARK[d.verdict])
+        if pc.eval is not None:
+            e = pc.eval
+            band = f" ± {_num(e.band, 4)} (stderr)" if e.band is not None else ""
+            table.add_row(f"eval {e.task} score", f"{_num(e.a, 4)} ({e.verdict_a})", f"{_num(e.b, 4)} ({e.verdict_b})",
+                          f"{_num(e.delta, 4)}{band}", VERDICT_MARK[e.verdict])
         con.print(table)
     for title, pts in (("only in A", comp.only_a), ("only in B", comp.only_b)):
         if pts:

@@ -12,6 +12,7 @@ import yaml
 
 from llmsweep.cli.options import config_keys_option, json_option, option, runner_config_option, store_option
 from llmsweep.errors import ConfigError
+from llmsweep.evals.tasks import DEFAULT_TASK, known_tasks
 from llmsweep.execute.registry import executor_help, executor_kinds
 from llmsweep.power.sampler import RUN_BACKEND_CHOICES
 from llmsweep.power.samples import REQUIRE_POWER_HELP
@@ -44,6 +45,22 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's: 'synthetic' (the built-in AgentX-shaped "
              "corpus; needs no network), a trace file or directory, or a Hugging Face dataset id.")
+@option("no_evals", help="Throughput jobs only: the rows InferenceX marks `run-eval` run their throughput point "
+        "without an eval.")
+@option("evals_only", help="Only the eval rows, as eval-only jobs: the server starts at the eval context length and "
+        "runs only the eval.")
+@option("all_evals", help="Every 8k1k fixed-seq-len row and every agentic row runs as an eval-only job.")
+@click.option("--eval-task", type=click.Choice(known_tasks()), default=DEFAULT_TASK, show_default=True,
+              help="The lm-eval task of eval jobs.")
+@click.option("--eval-dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A local JSON-lines file in the task's format (GSM8K: `question`, `answer` ending `#### N`) instead "
+                   "of the Hugging Face dataset: offline evals.")
+@click.option("--eval-limit", type=click.IntRange(min=1), default=None,
+              help="Score only the first N samples of the task (lm-eval --limit; recorded with the result).")
+@click.option("--eval-max-tokens", type=click.IntRange(min=1), default=None,
+              help="Answer budget per sample instead of the one the eval context implies (recorded).")
+@click.option("--lm-eval", "lm_eval", default=None, metavar="PYTHON",
+              help="Python interpreter with lm-eval[api]==0.4.13 (default: $LLMSWEEP_LM_EVAL).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
 @click.option("--resume", is_flag=True, help="Skip jobs whose valid summary exists in --out; rerun half-done ones.")
 @option("changed", help="Run only the jobs a recipe change added or changed (see `llmsweep changes`); HEAD must be "
@@ -73,7 +90,9 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
-        simulate: bool, live: bool, traces: str | None, fail_fast: bool, resume: bool, changed: str | None,
+        simulate: bool, live: bool, traces: str | None, no_evals: bool, evals_only: bool, all_evals: bool,
+        eval_task: str, eval_dataset: Path | None, eval_limit: int | None, eval_max_tokens: int | None,
+        lm_eval: str | None, fail_fast: bool, resume: bool, changed: str | None,
         only_job: tuple[str, ...], reuse: bool, force: bool, repeats: int, out: Path, store: Path | None,
         runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
@@ -115,12 +134,18 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         "request_timeout_s": request_timeout, "client_workers": client_workers,
         "readback": {"al_tolerance": al_tolerance},
         "power": {"require": require_power, "backend": power_backend},
+        "eval": {"task": eval_task, "dataset": eval_dataset, "limit": eval_limit, "python": lm_eval,
+                 "max_tokens": eval_max_tokens},
     })
+    from llmsweep.plan.matrix import EvalOptions
+
+    evals = EvalOptions(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
+    evals.check()
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
         executor_options=_options(executor_options), simulate=simulate, live=live, traces=traces, out=out,
         store=store, report=not no_report, force=force, repeats=repeats, settings=settings, only_jobs=only_jobs,
-        reuse=reuse,
+        reuse=reuse, evals=evals,
     )
     with use_progress(progress_for()) as progress:
         outcome = run_sweep(request, event=progress.line)
@@ -156,6 +181,9 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             except ResultError:
                 summary = None
         ms = 1e3
+        block = summary.eval if summary is not None else None
+        if block is not None and block.mode == "eval-only":
+            summary = None  # an eval-only job measured no throughput: its row says so rather than 0
         rows.append({
             "job": o.job_id,
             "conc": outcome.concurrency.get(o.job_id),
@@ -171,6 +199,9 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             # Power, when it was sampled: None unless valid (`summary.power.reasons` says why not).
             "tokens_per_joule": _power_figure(summary, "tokens_per_joule"),
             "avg_power_w_per_gpu": _power_figure(summary, "avg_power_w"),
+            "eval_task": block.task if block is not None else None,
+            "eval_score": block.score if block is not None else None,
+            "eval_verdict": block.verdict if block is not None else None,
             "seconds": o.seconds,
             "summary": o.summary_path,
         })
@@ -181,6 +212,14 @@ def _power_figure(summary: Summary | None, field: str) -> float | None:
     power = summary.power if summary is not None else None
     value = getattr(power, field) if power is not None and power.power_valid else None
     return float(value) if value is not None else None
+
+
+def _eval_cell(row: dict[str, Any]) -> str:
+    """`gsm8k 0.8123 valid`: the task, headline score and threshold verdict of the job's eval ('' when none)."""
+    if row["eval_task"] is None:
+        return ""
+    score = "-" if row["eval_score"] is None else f"{row['eval_score']:.4f}"
+    return f"{row['eval_task']} {score} {row['eval_verdict']}"
 
 
 def _print_rows(rows: list[dict[str, Any]]) -> None:
@@ -195,7 +234,7 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     for col, justify in (("job", "left"), ("conc", "right"), ("verdict", "left"), ("reason", "left"),
                          ("ok/failed", "right"), ("tok/s/GPU", "right"), ("TTFT p50 ms", "right"),
                          ("TPOT p50 ms", "right"), ("tok/s/user p50", "right"), ("tok/J", "right"),
-                         ("W/GPU", "right")):
+                         ("W/GPU", "right"), ("eval", "left")):
         width = min(60, max((len(r["job"]) for r in rows), default=3)) if col == "job" else None
         table.add_column(col, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
     for r in rows:
@@ -204,7 +243,7 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
         table.add_row(r["job"], str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{verdict}[/]",
                       r["reason"] or "", ok, num(r["total_tps_per_gpu"]), num(r["ttft_p50_ms"]),
                       num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]), num(r["tokens_per_joule"], 3),
-                      num(r["avg_power_w_per_gpu"]))
+                      num(r["avg_power_w_per_gpu"]), _eval_cell(r))
     # A terminal folds long job ids into its width; a log or a pipe gets the table at its natural width.
     console = Console()
     if not console.is_terminal:

@@ -83,8 +83,12 @@ def launch_refusal(job: Job, *, simulate: bool = False, live: bool = False) -> s
 
 
 def render(job: Job, *, simulate: bool = False, port: int | None = None) -> LaunchSpec:
-    """The exact launch of `job`'s server: argv, env (secrets by name), port, health, metrics, readiness."""
-    return adapter_for(job, simulate=simulate).render(job, port=port)
+    """The exact launch of `job`'s server: argv, env (secrets by name), port, health, metrics, readiness.
+
+    An eval-only job's server starts at the eval context length (`evals.context.serving_job`)."""
+    from llmsweep.evals.context import serving_job
+
+    return adapter_for(job, simulate=simulate).render(serving_job(job), port=port)
 
 
 def render_topology(job: Job, *, simulate: bool = False, port: int | None = None,

@@ -182,6 +182,12 @@ class SimAdapter(Adapter):
 
     def _spec(self, job: Job, d: Derived) -> None:
         sd = job.serve.spec_decoding if job.serve is not None else None
+        if job.eval_only and job.spec_decoding != "none":
+            # Greedy speculative decoding with real verification answers what the model alone answers; the simulator
+            # has no drafts to verify and an eval never pins acceptance, so it serves the eval without speculation.
+            d.notes.append("eval-only job: the simulator serves it without speculative decoding (it has no drafts "
+                           "to verify, and an eval never pins acceptance); no acceptance is read back")
+            return
         if sd is None or job.spec_decoding == "none":
             self._recipe_less_spec(job, d)
             return

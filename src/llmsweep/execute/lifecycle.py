@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmsweep import __version__
 from llmsweep.engines.launch import LaunchSpec, Topology, comment_text
 from llmsweep.errors import LaunchError, LlmsweepError
+from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
@@ -69,6 +70,7 @@ class LifecycleSettings(BaseModel):
     readback: ReadbackSettings = Field(default_factory=ReadbackSettings)
     max_relaunches: int = Field(default=1, ge=0, description="Times a group relaunches a server that died.")
     power: PowerSettings = Field(default_factory=PowerSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings)
 
 
 class JobOutcome(BaseModel):
@@ -394,6 +396,23 @@ def bench_job(
     return _finish_summary(Path(out_dir), job, source, settings)
 
 
+def eval_job(job: Job, base_url: str, out_dir: Path, *, spec: LaunchSpec, source: str, settings: LifecycleSettings,
+             provenance: dict[str, Any], event: Event = _quiet) -> Summary:
+    """The job's eval against a server that already serves it (`llmsweep.evals`), then its summary re-made with the
+    eval attached. An eval-only job records here what ran (run.json), as the client does for a throughput point."""
+    from llmsweep.evals.results import run_eval
+
+    if job.eval_only:
+        art.write_json(out_dir / art.RUN_FILE, {"provenance": provenance, "gpus": Point.of(job).gpus})
+    metrics_url = f"{base_url.rstrip('/')}{spec.metrics_path}" if spec.metrics_path else None
+    event(f"job {job.id}: eval {settings.eval.task} ({'eval-only' if job.eval_only else 'after the throughput run'})")
+    block = run_eval(job, base_url, model=spec.served_model_name or job.workload.served_model_name,
+                     metrics_url=metrics_url, job_dir=out_dir, settings=settings.eval)
+    score = "n/a" if block.score is None else f"{block.score:.4f}"
+    event(f"job {job.id}: eval {block.task} {block.score_name or 'score'} = {score} → {block.verdict}")
+    return _finish_summary(out_dir, job, source, settings)
+
+
 def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
     if handle is None or not handle.log_path.exists():
         return
@@ -454,10 +473,14 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         art.write_json(jdir / art.JOB_FILE, job.to_json(), scrub)
         scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
         art.write_files_beside(spec, jdir, scrub)
-        event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
-        summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
-                            provenance=_provenance(job, spec, group, server.observed, handle, server.launcher.kind),
-                            on_progress=progress.client, power=server.power)
+        provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind)
+        if not job.eval_only:
+            event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
+            summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
+                                provenance=provenance, on_progress=progress.client, power=server.power)
+        if job.eval_only or job.run_eval:  # on the same server, after the throughput point if the row has one
+            summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
+                               provenance=provenance, event=event)
         check_alive(handle, during=f"job {job.id}")
         outcome = outcome_of(job, summary, jdir)
     except LlmsweepError as exc:

@@ -3,9 +3,10 @@
 plan → policy (errors stop their jobs before launch, with the rule printed) → trace sources resolved once (a missing
 one refuses its jobs, said once) → render every job's LaunchSpec → group jobs with identical specs onto one server →
 run each group through the executor (a simulated group: on the simulator core in virtual time, `execute.virtual`,
-unless `--live`) → store → report → completeness report. Eval jobs are planned but refused ("not yet supported"),
-never silently skipped; so are multinode (disaggregated prefill/decode) jobs, except on the live simulator under
-Slurm, which launches them role by role (`launches_roles`, `execute.roles`), and jobs that cannot run (no `serve`,
+unless `--live`) → store → report → completeness report. Eval jobs run their eval with lm-eval on the job's server
+(`llmsweep.evals`; refused with the reason when lm-eval is not at hand). Multinode (disaggregated prefill/decode)
+jobs run role by role on the simulator (in virtual time, and live under Slurm: `launches_roles`, `execute.roles`);
+elsewhere they are refused, and so are jobs that cannot run (no `serve`,
 unmapped framework) unless the simulator is asked for.
 """
 
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
 from llmsweep.errors import ConfigError
+from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.executor import Executor, terminate_as_interrupt
 from llmsweep.execute.lifecycle import (
@@ -40,6 +42,7 @@ from llmsweep.execute.lifecycle import (
 from llmsweep.execute.progress import current_progress
 from llmsweep.findings import Finding
 from llmsweep.plan import Job
+from llmsweep.plan.matrix import EvalOptions
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,8 @@ class RunRequest(BaseModel):
     repeats: int = Field(default=1, ge=1, description="Runs of every job; repeats after the first are jobs of their "
                          "own (`<job-id>-repeat<k>`), so `compare` has a between-run band.")
     settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
+    evals: EvalOptions = Field(default_factory=EvalOptions, description="Which rows run evals (`--no-evals`, "
+                               "`--evals-only`, `--all-evals`: the matrix's meanings).")
     only_jobs: list[str] | None = Field(default=None, description="Run only these planned job ids (`run --changed`: "
                                         "the jobs a recipe change added or changed).")
     reuse: bool = Field(default=False, description="A job whose full identity matches a stored valid result is not "
@@ -128,7 +133,7 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding]]:
     from llmsweep.policy import validate_files
 
     validation = validate_files(req.files, config_keys=req.config_keys, runner_config=req.runner_config,
-                                simulate=req.simulate)
+                                simulate=req.simulate, evals=req.evals)
     validation.loaded.raise_on_error()
     unplannable = [f for f in validation.findings if f.rule == "plan.failed"]
     if unplannable:
@@ -175,12 +180,22 @@ def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bo
             and engines.adapter_for(job, simulate=True).disagg_refusal(job) is None)
 
 
-def _refusal(job: Job, simulate: bool, errors: list[Finding], *, live: bool = False,
-             executor: str = "local") -> str | None:
+def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None, *,
+             live: bool = False, executor: str = "local") -> str | None:
     if job.is_eval or job.run_eval:
-        # A run-eval row promises throughput *and* an accuracy eval; running half of it would store a row whose
-        # eval silently never happened.
-        return "eval jobs (eval-only / run-eval) are planned but not yet supported by `llmsweep run`"
+        # A run-eval row promises throughput *and* an accuracy eval: one that cannot run its eval is refused whole,
+        # never run as half of itself.
+        from llmsweep.evals.harness import refusal
+
+        why = refusal(job.spec_decoding, run_eval=bool(job.run_eval), eval_only=bool(job.eval_only),
+                      simulated=simulate or job.engine == "sim", settings=evals or EvalSettings())
+        if why is not None:
+            return why
+        if job.multinode and not launches_roles(job, simulate=simulate, live=live, executor=executor):
+            # lm-eval talks to a server; a deployment simulated in virtual time (or refused outright) serves none.
+            return ("the accuracy eval of a multinode job needs its deployment served live, role by role; only the "
+                    "simulator under Slurm (--simulate --live --executor slurm) serves one yet; run the throughput "
+                    "points with --no-evals")
     if errors:
         first = errors[0]
         return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
@@ -332,7 +347,8 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         return runnable, [], {}
     todo, reused, sources = [], [], {}
     for job in runnable:
-        src = found.get(keys.get(job.id, ""))
+        # An eval job always runs: its task, samples and limit are run settings its reuse key does not hold.
+        src = None if job.eval_only or job.run_eval else found.get(keys.get(job.id, ""))
         if src is None:
             todo.append(job)
             continue
@@ -439,8 +455,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
     keys = {job.recipe_key for job in planned}
-    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys), live=req.live,
-                                 executor=executor.kind) for job in planned}
+    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys), req.settings.eval,
+                                 live=req.live, executor=executor.kind) for job in planned}
     for job in planned:
         if refusals[job.id] is not None:
             event(f"job {job.id}: refused — {refusals[job.id]}")

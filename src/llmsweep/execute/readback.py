@@ -38,10 +38,13 @@ class ReadbackSettings(BaseModel):
 
 
 def acceptance_check(job: Job, summary: Summary, settings: ReadbackSettings) -> ReadbackCheck | None:
-    """Realised vs pinned acceptance length, or None when the job pins none (non-spec or eval jobs)."""
-    if job.acceptance is None:
+    """Realised vs pinned acceptance length, or None when the job's launch pins none (non-spec or eval jobs)."""
+    from llmsweep.engines.base import synthetic_acceptance
+
+    pinned_value = synthetic_acceptance(job)  # the value the launch spelled: eval jobs keep real verification
+    if job.acceptance is None or pinned_value is None:
         return None
-    pinned = job.acceptance.value
+    pinned = pinned_value
     spec = summary.server_metrics.spec_decode or SpecDecode()
     realised, steps = spec.acceptance_length, spec.verify_steps
     check = ReadbackCheck(check="acceptance_length", pinned=pinned, realised=realised, tolerance=settings.al_tolerance,
@@ -98,8 +101,8 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
         write_json(run_path, run_info)
     else:
         settings = ReadbackSettings.model_validate(run_info.get("readback") or {})
-    summary = summarise_dir(job_dir, write=False)
     job_path = job_dir / JOB_FILE
+    job: Job | None = None
     if job_path.is_file():
         try:
             job = Job.model_validate(_read_object(job_path))
@@ -107,7 +110,16 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
             raise ResultError(f"{job_path} is not a job this llmsweep reads ({exc.error_count()} problem(s): "
                               f"{exc.errors()[0]['msg']})",
                               fix="summarize it with the llmsweep release that ran it, or re-run the job") from exc
-        summary = apply_readback(job, summary, settings)
+    if job is not None and job.eval_only:
+        from llmsweep.evals.results import eval_only_summary
+
+        summary = eval_only_summary(run_info)  # no throughput point: the eval is the result
+    else:
+        summary = summarise_dir(job_dir, write=False)
+    if job is not None:
+        from llmsweep.evals.results import attach
+
+        summary = attach(apply_readback(job, summary, settings), job, job_dir)
     if write:
         write_json(job_dir / SUMMARY_FILE, summary.dump())
     return summary

@@ -33,6 +33,8 @@ from llmsweep.execute.lifecycle import (
     _gates,
     _provenance,
     _run_options,
+    _Server,
+    eval_job,
     outcome_of,
     report_job_finished,
 )
@@ -92,8 +94,41 @@ def command_text(spec: LaunchSpec) -> str:
 
 def run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                event: Event) -> list[JobOutcome]:
-    """Run every job of every group in virtual time (the `Executor.run_groups` contract, with no server); the jobs
-    of a disaggregated deployment run on its roles (`execute.virtual_disagg`)."""
+    """Run every job of every group in virtual time (the `Executor.run_groups` contract, with no server; an eval
+    runs against the group's simulator served live, `_EvalServer`); the jobs of a disaggregated deployment run on its
+    roles (`execute.virtual_disagg`)."""
+    live = _EvalServer(run_dir, settings, event)
+    try:
+        return _run_groups(groups, run_dir, settings, event=event, live=live)
+    finally:
+        live.stop()
+
+
+class _EvalServer:
+    """The group's simulator served over HTTP in wall-clock time, for its evals only: lm-eval talks to a server, and
+    the simulator core in virtual time is none. Launched on a group's first eval; one group's at a time."""
+
+    def __init__(self, run_dir: Path, settings: LifecycleSettings, event: Event) -> None:
+        self.run_dir, self.settings, self.event = run_dir, settings, event
+        self.server: _Server | None = None
+
+    def get(self, group: ServerGroup) -> _Server:
+        if self.server is not None and self.server.group is not group:
+            self.stop()
+        if self.server is None:
+            from llmsweep.execute.local import LocalLauncher
+
+            self.server = _Server(group, LocalLauncher(), self.run_dir, self.settings, self.event)
+        return self.server
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def _run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
+                event: Event, live: _EvalServer) -> list[JobOutcome]:
     from llmsweep.execute import virtual_disagg
 
     outcomes: list[JobOutcome] = []
@@ -128,7 +163,7 @@ def run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycle
                 continue
             event(f"job {done}/{total} {job.id}: conc {job.concs[0]} ({job.workload.scenario}), virtual time")
             current_progress().job_started(job.id, job.concs[0] if job.concs else None)
-            outcome = run_job(job, group, config, run_dir, settings, event)
+            outcome = run_job(job, group, config, run_dir, settings, event, live)
             outcomes.append(outcome)
             if settings.fail_fast and not outcome.ok:
                 return outcomes
@@ -136,10 +171,11 @@ def run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycle
 
 
 def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: Path, settings: LifecycleSettings,
-            event: Event, *, simulate: Callable[[Path], Summary] | None = None,
+            event: Event, live: _EvalServer | None = None, *, simulate: Callable[[Path], Summary] | None = None,
             command: str | None = None) -> JobOutcome:
     """Run one job's point on the simulator core and write its job folder; returns its outcome. `simulate` (given the
-    job folder) and `command` stand in for the aggregated engine's (a disaggregated deployment's roles)."""
+    job folder) and `command` stand in for the aggregated engine's (a disaggregated deployment's roles). An eval
+    (eval-only, or after a run-eval row's point) runs against the group's simulator served live (`live`)."""
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
     kept = art.keep_previous_attempt(jdir)
@@ -152,7 +188,18 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
         if simulate is None:
             assert config is not None
             simulate = partial(_simulate, job, group, config, settings=settings)
-        outcome = outcome_of(job, simulate(jdir), jdir)
+        summary = None if job.eval_only else simulate(jdir)
+        if (job.eval_only or job.run_eval) and live is not None:
+            server = live.get(group)
+            handle = server.ensure()
+            spec = server.spec or group.spec
+            provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind)
+            summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
+                               provenance=provenance, event=event)
+        if summary is None:
+            raise LlmsweepError(f"job {job.id} is eval-only and no server was at hand for its eval",
+                                fix="run it with `llmsweep run` (or --live)")
+        outcome = outcome_of(job, summary, jdir)
     except LlmsweepError as exc:
         outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
     except KeyboardInterrupt:

@@ -364,8 +364,66 @@ class Provenance(_Open):
 # ------------------------------------------------------------------------------------------------ reserved blocks
 
 
-class EvalBlock(_Open):
-    """Reserved for accuracy evaluations (scores per task); typed by the feature that fills it."""
+class EvalMetric(_Block):
+    """One metric lm-eval reported for the task, as it names it (`exact_match,strict-match`), with its stderr."""
+
+    name: str
+    value: float | None = None
+    stderr: float | None = None
+
+
+class EvalCheck(_Block):
+    """One metric held against its threshold (the score gate: every `exact_match,*` metric must reach it)."""
+
+    metric: str
+    score: float | None = None
+    threshold: float
+    threshold_from: str = Field(description="Where the threshold comes from: `<model-prefix>.<task>.<metric>` of "
+                                "eval_thresholds.yaml, or its `default` fallbacks.")
+    ok: bool
+
+
+class EvalRun(_Block):
+    """One lm-eval invocation at one concurrency (several when the eval is batched over concurrencies)."""
+
+    conc: int = Field(description="Concurrent requests lm-eval sent (`num_concurrent`).")
+    status: Literal["completed", "failed"]
+    error: str | None = Field(default=None, description="Why the run did not complete (exit status, log tail).")
+    metrics: list[EvalMetric] = Field(default_factory=list)
+    n_samples: int | None = Field(default=None, description="Samples scored (lm-eval's `n-samples.effective`).")
+    n_samples_original: int | None = Field(default=None, description="Samples in the task's test split.")
+    command: list[str] = Field(default_factory=list, description="The exact lm-eval argv that ran.")
+    results_file: str | None = Field(default=None, description="lm-eval's results JSON, relative to the job folder.")
+    seconds: float | None = None
+
+
+class EvalBlock(_Block):
+    """An accuracy evaluation run with lm-eval against the job's server (`llmsweep.evals`).
+
+    `verdict` is the eval's own: valid when every run completed and every `exact_match,*` metric of every run reached
+    its threshold; the reasons name metric, score and threshold. The throughput verdict of a `run-eval` job is the
+    summary's `validity`; an eval-only job's `validity` is this verdict."""
+
+    mode: Literal["eval-only", "run-eval"]
+    task: str = Field(description="lm-eval task name (gsm8k, gpqa_diamond_cot_n_shot).")
+    harness: str = "lm-eval"
+    harness_version: str | None = Field(default=None, description="lm-eval's version, read from its results file.")
+    dataset: str = Field(description="Where the samples came from: a Hugging Face dataset id or a local file.")
+    limit: int | None = Field(default=None, description="Samples per run when limited (`--limit`); None: all.")
+    num_fewshot: int | None = None
+    model_prefix: str | None = None
+    context_length: int = Field(description="Context length the eval ran at (lm-eval `max_length`), tokens.")
+    max_tokens: int = Field(description="Most tokens generated per answer (`--gen_kwargs max_tokens`).")
+    runs: list[EvalRun] = Field(default_factory=list)
+    score: float | None = Field(default=None, description="The headline score: strict match, else accuracy.")
+    score_name: str | None = None
+    score_stderr: float | None = None
+    checks: list[EvalCheck] = Field(default_factory=list)
+    verdict: Literal["valid", "invalid"]
+    reasons: list[str] = Field(default_factory=list)
+    acceptance_length: float | None = Field(
+        default=None, description="Realised acceptance length over the eval, read from the server's /metrics (real "
+        "verification: an eval never pins it); None when the server runs no speculative decoding or exposes none.")
 
 
 class PowerCost(_Block):

@@ -13,6 +13,7 @@ from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.plan import Job, full_sweep, test_config
 from llmsweep.plan.checks import unused_overrides
 from llmsweep.plan.expand import expand_config_keys
+from llmsweep.plan.matrix import EvalOptions
 from llmsweep.policy.rules_resources import dram_arm_paths
 from llmsweep.spec import LoadResult, load_recipes
 from llmsweep.spec.recipe import Recipe
@@ -49,12 +50,14 @@ def _recipe_of(path: str, keys: Iterable[str]) -> str | None:
     return max(owners, key=len) if owners else None
 
 
-def _plan(recipes: Mapping[str, Recipe], keys: Sequence[str] | None, fleet: FleetCatalog) -> list[Job]:
-    return test_config(recipes, list(keys), fleet) if keys else full_sweep(recipes, fleet)
+def _plan(recipes: Mapping[str, Recipe], keys: Sequence[str] | None, fleet: FleetCatalog,
+          evals: EvalOptions | None = None) -> list[Job]:
+    return test_config(recipes, list(keys), fleet, evals) if keys else full_sweep(recipes, fleet, evals)
 
 
 def plan_recipes(
-    recipes: Mapping[str, Recipe], fleet: FleetCatalog, config_keys: Sequence[str] | None = None
+    recipes: Mapping[str, Recipe], fleet: FleetCatalog, config_keys: Sequence[str] | None = None,
+    evals: EvalOptions | None = None,
 ) -> tuple[list[Job], list[Finding]]:
     """Plan every recipe that can be planned; one `plan.failed` finding per recipe that cannot.
 
@@ -66,14 +69,14 @@ def plan_recipes(
     plannable = {k: recipes[k] for k in keys
                  if not (dram_arm_paths(recipes[k]) and fleet.hardware_of(recipes[k].runner) is None)}
     try:
-        return _plan(plannable, list(plannable) if config_keys else None, fleet), []
+        return _plan(plannable, list(plannable) if config_keys else None, fleet, evals), []
     except LlmsweepError:
         pass
     jobs: list[Job] = []
     findings: list[Finding] = []
     for key, recipe in plannable.items():
         try:
-            jobs += _plan({key: recipe}, [key] if config_keys else None, fleet)
+            jobs += _plan({key: recipe}, [key] if config_keys else None, fleet, evals)
         except LlmsweepError as exc:
             findings.append(Finding(
                 rule="plan.failed", severity=Severity.ERROR, file=recipe.file, line=recipe.line_of(()),
@@ -88,6 +91,7 @@ def validate_files(
     config_keys: Sequence[str] | None = None,
     runner_config: Path | str | None = None,
     simulate: bool = False,
+    evals: EvalOptions | None = None,
 ) -> Validation:
     """Load recipe files, plan them and run every rule. Raises only for bad invocation (unknown config key,
     unreadable runner file); recipe problems are findings."""
@@ -95,7 +99,7 @@ def validate_files(
 
     loaded = load_recipes([Path(p) for p in paths])
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
-    jobs, plan_findings = plan_recipes(loaded.recipes, fleet, config_keys)
+    jobs, plan_findings = plan_recipes(loaded.recipes, fleet, config_keys, evals)
     if not config_keys:
         plan_findings += unused_overrides(loaded.recipes, jobs)
     keys = expand_config_keys(tuple(config_keys), list(loaded.recipes)) if config_keys else list(loaded.recipes)

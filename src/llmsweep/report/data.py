@@ -57,6 +57,34 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "metrics": {**{c.name: _round(p.metric(c.name)) for c in HOT_COLUMNS}, "conc": p.identity.conc},
         "requests": {"finished": p.num_requests, "successful": p.num_successful},
         "frontier": {axis: p.result_id in by_series.get(sk, ()) for axis, by_series in frontiers.items()},
+        "eval": _eval_mark(p),
+    }
+
+
+def _eval_mark(p: ResultPoint) -> dict[str, Any] | None:
+    """What a throughput point shows of the eval its job ran after it (None: the job ran none)."""
+    block = p.eval
+    if block is None:
+        return None
+    return {"task": block.task, "verdict": block.verdict, "score": _round(block.score),
+            "reason": block.reasons[0] if block.reasons else ""}
+
+
+def eval_payload(p: ResultPoint, series_label: str) -> dict[str, Any]:
+    """One row of the evaluation view: the eval of an eval-only or a run-eval job."""
+    block = p.eval
+    assert block is not None
+    return {
+        "id": p.result_id, "job_id": p.job_id, "series": series_label, "conc": p.identity.conc, "mode": block.mode,
+        "task": block.task, "score": _round(block.score), "score_name": block.score_name,
+        "score_stderr": _round(block.score_stderr), "n_samples": block.runs[0].n_samples if block.runs else None,
+        "eval_concs": [r.conc for r in block.runs], "verdict": block.verdict, "reasons": list(block.reasons),
+        "checks": [{"metric": c.metric, "score": _round(c.score), "threshold": c.threshold, "ok": c.ok,
+                    "from": c.threshold_from} for c in block.checks],
+        "dataset": block.dataset, "limit": block.limit, "harness": f"{block.harness} {block.harness_version or '?'}",
+        "context_length": block.context_length, "max_tokens": block.max_tokens,
+        "acceptance_length": _round(block.acceptance_length), "source": p.source,
+        "command": " ".join(block.runs[0].command) if block.runs else "",
     }
 
 
@@ -225,7 +253,10 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     `overlay` holds points of other runs (e.g. imported published InferenceX rows) drawn as their own series, tagged
     with their run id, so they are compared by eye but never merged into this run's frontiers.
     """
-    tagged = [(p, "") for p in points] + [(p, p.run_id) for p in overlay if p.run_id != run.run_id]
+    evals = [eval_payload(p, series_label(p, mix_sources=mix_sources)) for p in points if p.eval is not None]
+    ran = {p.job_id for p in points}
+    points = [p for p in points if not p.eval_only]  # an accuracy score has no place on a throughput plot
+    tagged = [(p, "") for p in points] + [(p, p.run_id) for p in overlay if p.run_id != run.run_id and not p.eval_only]
     keys = {p.result_id: series_key(p, mix_sources=mix_sources, tag=tag) for p, tag in tagged}
     everything = [p for p, _ in tagged]
     frontiers_by_y = {y: compute_frontiers(everything, y_metric=y, series_of=keys) for y in Y_METRICS}
@@ -247,7 +278,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     for sk, n in order.items():
         series[sk]["color"] = PALETTE[n % len(PALETTE)]
     points_out = [point_payload(p, keys[p.result_id], frontiers) for p in everything]
-    missing = no_result_entries(run, {p.job_id for p in points})
+    missing = no_result_entries(run, ran)
     return {
         "version": PAYLOAD_VERSION,
         "run": {**{k: scrub(run.meta[k]) for k in RUN_FIELDS if k in run.meta}, "run_id": run.run_id},
@@ -259,11 +290,12 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
                     for m in HOT_COLUMNS],
         "series": sorted(series.values(), key=lambda s: order[s["key"]]),
         "points": points_out,
+        "evals": evals,
         "frontiers": frontiers,
         "frontiers_by_y": frontiers_by_y,
         "missing": missing,
         "verdicts": verdict_groups(points_out, missing),
-        "empty": empty_message(len(points_out), missing),
+        "empty": empty_message(len(points_out) + len(evals), missing),
         "sources": sorted({p.source for p in everything}),
         "mix_sources": mix_sources,
         "overlays": sorted({tag for _, tag in tagged if tag}),

@@ -64,6 +64,14 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
         lines += ["", "### Invalid points (shown in the dashboard, excluded from frontiers)", ""]
         lines += [f"- `{p['job_id']}` ({series[p['series']]['label']}, conc {p['metrics']['conc']}): "
                   + ("; ".join(p["reasons"]) or "no reason recorded") for p in invalid]
+    evals = payload.get("evals") or []
+    if evals:
+        lines += ["", "### Evaluation (lm-eval; every exact_match metric against its threshold)", "",
+                  _row(["Job", "Mode", "Task", "Score", "± stderr", "Samples", "Verdict", "Reason"]),
+                  _row(["---"] * 8)]
+        lines += [_row([f"`{e['job_id']}`", e["mode"], e["task"], fmt(e["score"]), fmt(e["score_stderr"]),
+                        e["n_samples"] if e["n_samples"] is not None else "–", e["verdict"],
+                        e["reasons"][0] if e["reasons"] else ""]) for e in evals]
     smoke = payload.get("verdicts", {}).get("smoke")
     if smoke:
         lines += ["", f"### Smoke points ({smoke['count']}: they ran, but too little to be valid)", ""]
@@ -101,6 +109,16 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
     for title, pts in (("Only in A", comp.only_a), ("Only in B", comp.only_b)):
         if pts:
             lines += ["", f"**{title}:** " + ", ".join(f"`{p.job_id}`" for p in pts)]
+    evals = [pc for pc in comp.matched if pc.eval is not None]
+    if evals:
+        lines += ["", _row(["Eval point", "Task", "A", "B", "Δ ± stderr band", "Verdict"]), _row(["---"] * 6)]
+        for pc in evals:
+            e = pc.eval
+            assert e is not None
+            band = f" ±{fmt(e.band)}" if e.band is not None else " (no band)"
+            delta = "–" if e.delta is None else f"{e.delta:+.4f}{band}"
+            lines.append(_row([pc.label, e.task, f"{fmt(e.a)} ({e.verdict_a})", f"{fmt(e.b)} ({e.verdict_b})", delta,
+                               VERDICT_MARK[e.verdict]]))
     if comp.skipped:
         lines += ["", "**Not compared:** " + "; ".join(f"`{s.point.job_id}` ({s.reason})" for s in comp.skipped)]
     return "\n".join(lines) + "\n"

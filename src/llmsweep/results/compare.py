@@ -53,6 +53,30 @@ class MetricDelta:
                 "verdict": self.verdict}
 
 
+EVAL_Z = 1.96
+"""An eval score's band: 1.96 × the combined standard error of the two sides' scores (lm-eval's stderr)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvalDelta:
+    """The eval scores of a matched point on both sides (same task), their difference against the scores' combined
+    standard error, and each side's threshold verdict."""
+
+    task: str
+    a: float | None
+    b: float | None
+    delta: float | None
+    band: float | None
+    verdict: Verdict
+    verdict_a: str
+    verdict_b: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "a": self.a, "b": self.b, "delta": self.delta, "band": self.band,
+                "band_kind": "stderr", "verdict": self.verdict, "eval_verdict_a": self.verdict_a,
+                "eval_verdict_b": self.verdict_b}
+
+
 @dataclass(frozen=True, slots=True)
 class PointComparison:
     key: str
@@ -60,6 +84,7 @@ class PointComparison:
     b: tuple[ResultPoint, ...]
     history: int
     deltas: tuple[MetricDelta, ...]
+    eval: EvalDelta | None = None
 
     @property
     def label(self) -> str:
@@ -90,8 +115,10 @@ class Comparison:
     notes: tuple[str, ...] = field(default=())
 
     @property
-    def regressions(self) -> list[tuple[PointComparison, MetricDelta]]:
-        return [(p, d) for p in self.matched for d in p.deltas if d.verdict == "regression"]
+    def regressions(self) -> list[tuple[PointComparison, MetricDelta | EvalDelta]]:
+        found: list[tuple[PointComparison, MetricDelta | EvalDelta]] = [
+            (p, d) for p in self.matched for d in p.deltas if d.verdict == "regression"]
+        return found + [(p, p.eval) for p in self.matched if p.eval is not None and p.eval.verdict == "regression"]
 
     def as_dict(self) -> dict[str, Any]:
         def pid(p: ResultPoint) -> dict[str, Any]:
@@ -103,7 +130,8 @@ class Comparison:
             "ignored_fields": list(self.ignored_fields), "notes": list(self.notes),
             "matched": [{"key": m.key, "label": m.label, "identity": m.a[0].identity.as_dict(),
                          "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b], "history_runs": m.history,
-                         "deltas": [d.as_dict() for d in m.deltas]} for m in self.matched],
+                         "deltas": [d.as_dict() for d in m.deltas],
+                         "eval": m.eval.as_dict() if m.eval is not None else None} for m in self.matched],
             "only_a": [pid(p) for p in self.only_a], "only_b": [pid(p) for p in self.only_b],
             "skipped": [{**pid(s.point), "reason": s.reason} for s in self.skipped],
         }
@@ -170,8 +198,8 @@ def compare_points(
     if metrics is DEFAULT_METRICS:
         metrics = (*DEFAULT_METRICS, *(m for m in POWER_METRICS if any(p.metric(m) is not None for p in (*a, *b))))
 
-    def key(p: ResultPoint) -> str:
-        return p.identity.key(ignored)
+    def key(p: ResultPoint) -> str:  # an eval-only result matches eval-only results only: it has no throughput
+        return p.identity.key(ignored) + ("|eval-only" if p.eval_only else "")
 
     def grouped(points: Sequence[ResultPoint]) -> dict[str, list[ResultPoint]]:
         out: dict[str, list[ResultPoint]] = {}
@@ -195,8 +223,10 @@ def compare_points(
         runs_a = pa + [p for p in rep_a.get(k, []) if mix_sources or p.source in sources]
         runs_b = pb + [p for p in rep_b.get(k, []) if mix_sources or p.source in sources]
         past = [p for p in hist.get(k, []) if mix_sources or p.source in sources]
-        deltas = tuple(_metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
-        matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), len(past), deltas))
+        deltas = () if pa[0].eval_only else tuple(
+            _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
+        matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), len(past), deltas,
+                                       _eval_delta(runs_a, runs_b)))
     only_a = tuple(p for k, ps in side_a.items() if k not in side_b for p in ps)
     only_b = tuple(p for k, ps in side_b.items() if k not in side_a for p in ps)
     notes = []
@@ -212,6 +242,32 @@ def compare_points(
                      "(re-run with --repeats, or pass --repeats-from)")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, seed, tuple(notes))
+
+
+def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDelta | None:
+    """The eval comparison of a matched point, when both sides ran one (None otherwise)."""
+    ea = [e for p in runs_a if (e := p.eval) is not None]
+    eb = [e for p in runs_b if (e := p.eval) is not None]
+    if not ea or not eb:
+        return None
+    verdict_a, verdict_b = ea[0].verdict, eb[0].verdict
+    if ea[0].task != eb[0].task:
+        return EvalDelta(f"{ea[0].task} vs {eb[0].task}", ea[0].score, eb[0].score, None, None, "n/a", verdict_a,
+                         verdict_b)
+    va, vb = _mean(e.score for e in ea), _mean(e.score for e in eb)
+    delta = vb - va if va is not None and vb is not None else None
+    se_a, se_b = ea[0].score_stderr, eb[0].score_stderr
+    band = EVAL_Z * math.sqrt(se_a ** 2 + se_b ** 2) if se_a is not None and se_b is not None else None
+    verdict: Verdict
+    if delta is None:
+        verdict = "n/a"
+    elif band is None:
+        verdict = "unverified"
+    elif abs(delta) <= band:
+        verdict = "within noise"
+    else:
+        verdict = "improvement" if delta > 0 else "regression"  # a higher score is better
+    return EvalDelta(ea[0].task, va, vb, delta, band, verdict, verdict_a, verdict_b)
 
 
 def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint], past: list[ResultPoint],

@@ -46,7 +46,10 @@ def _finite(value: float | None) -> float | None:
 
 
 def hot_values(summary: Summary) -> dict[str, float | None]:
-    """Every hot column of a summary, by column name (None where it has no finite value)."""
+    """Every hot column of a summary, by column name (None where it has no finite value; all None for an eval-only
+    result, which measured an accuracy score and no throughput)."""
+    if summary.eval is not None and summary.eval.mode == "eval-only":
+        return {c.name: None for c in HOT_COLUMNS}
     return {c.name: _finite(c.read(summary)) for c in HOT_COLUMNS}
 
 

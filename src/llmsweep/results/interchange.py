@@ -177,12 +177,18 @@ def _stat_fields(summary: Summary) -> dict[str, float]:
 
 
 def export_points(points: Sequence[ResultPoint], fmt: str) -> str:
-    """Serialise results as `json` (ours, lossless), `csv` (flat hot columns) or `inferencex` (list of rows)."""
+    """Serialise results as `json` (ours, lossless), `csv` (flat hot columns), `inferencex` (list of throughput rows)
+    or `inferencex-evals` (InferenceX's eval rows, one per result that ran an eval)."""
     if fmt == "json":
         doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "results": [_our_row(p) for p in points]}
         return json.dumps(doc, indent=1, sort_keys=True, default=str)
-    if fmt == "inferencex":
-        return json.dumps([inferencex_row(p) for p in points], indent=1, default=str)
+    if fmt == "inferencex":  # throughput rows: an eval-only result has none (its row is in `inferencex-evals`)
+        return json.dumps([inferencex_row(p) for p in points if not p.eval_only], indent=1, default=str)
+    if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per eval
+        from llmsweep.results.evals import inferencex_eval_row
+
+        evals = [e for e in (inferencex_eval_row(p) for p in points) if e is not None]
+        return json.dumps(evals, indent=1, default=str)
     if fmt == "csv":
         rows = [describe(p) for p in points]
         buf = io.StringIO()
@@ -192,7 +198,7 @@ def export_points(points: Sequence[ResultPoint], fmt: str) -> str:
         for row in rows:
             writer.writerow({k: (";".join(v) if isinstance(v, list) else v) for k, v in row.items()})
         return buf.getvalue()
-    raise ResultError(f"unknown export format {fmt!r}", fix="use one of json, csv, inferencex")
+    raise ResultError(f"unknown export format {fmt!r}", fix="use one of json, csv, inferencex, inferencex-evals")
 
 
 def _our_row(p: ResultPoint) -> dict[str, Any]:

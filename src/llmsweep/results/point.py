@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.errors import ResultError
-from llmsweep.metrics.model import Summary
+from llmsweep.metrics.model import EvalBlock, Summary
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
 from llmsweep.results.identity import PointIdentity, get_field, gpus_of, identity_from_job
 from llmsweep.results.rundir import JobArtifacts, RunDir
@@ -52,6 +52,16 @@ class ResultPoint:
     @property
     def valid(self) -> bool:
         return self.verdict not in INVALID_VERDICTS
+
+    @property
+    def eval(self) -> EvalBlock | None:
+        """The accuracy eval the job ran (eval-only, or after its throughput point), if any."""
+        return self.summary.eval if self.summary is not None else None
+
+    @property
+    def eval_only(self) -> bool:
+        """An eval-only result: an accuracy score, no throughput point (kept out of frontiers and plots)."""
+        return self.eval is not None and self.eval.mode == "eval-only"
 
     @property
     def records_path(self) -> Path | None:

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.errors import ResultError
-from llmsweep.metrics.model import Summary
+from llmsweep.metrics.model import EvalBlock, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES
+from llmsweep.results.evals import StoredEval, eval_scores
 from llmsweep.results.extract import hot_values
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, point_from_job, points_from_run
@@ -35,9 +36,10 @@ from llmsweep.results.rundir import RunDir, load_job, load_run, load_run_meta
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """1: the first release (hot columns of that day, no record of migrations); 2: a `schema_version` table records
-every migration applied; hot columns follow the metric table (`metrics.registry`), added and backfilled on open."""
+every migration applied; hot columns follow the metric table (`metrics.registry`), added and backfilled on open;
+3: an `evals` table (the summary's eval block, one row per result that ran one)."""
 ENV_VAR = "LLMSWEEP_STORE"
 
 _V1_HOT = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "p50_ttft", "p90_ttft", "p99_ttft", "p50_tpot",
@@ -78,9 +80,21 @@ CREATE TABLE IF NOT EXISTS schema_version (
 );
 """
 
+_V3_SCHEMA = """
+CREATE TABLE IF NOT EXISTS evals (
+  result_id TEXT PRIMARY KEY REFERENCES results(result_id) ON DELETE CASCADE,
+  run_id TEXT NOT NULL, job_id TEXT NOT NULL, mode TEXT NOT NULL, task TEXT NOT NULL, score REAL, score_name TEXT,
+  score_stderr REAL, em_strict REAL, em_strict_se REAL, em_flexible REAL, em_flexible_se REAL, n_samples INTEGER,
+  verdict TEXT NOT NULL, reasons TEXT NOT NULL, harness_version TEXT, command TEXT NOT NULL, doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS evals_run ON evals(run_id);
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "runs, jobs, results (hot columns), provenance", _V1_SCHEMA),
     (2, "schema_version records the migrations applied", _V2_SCHEMA),
+    (3, "evals: one row per result that ran an accuracy eval (task, scores with stderr, verdict, command)",
+     _V3_SCHEMA),
 )
 """(version, what it does, SQL), applied in order to a store below that version. Append; never edit one."""
 
@@ -372,6 +386,8 @@ class Store:
             (p.result_id, p.run_id, p.job_id, p.source, p.origin, p.verdict, _dumps(list(p.reasons)),
              p.num_requests, p.num_successful, *(p.metrics.get(c) for c in HOT_NAMES), _dumps(doc)),
         )
+        if p.eval is not None:
+            self._insert_eval(p, p.eval)
         prov = p.provenance
         self._db.execute(
             "INSERT INTO provenance VALUES (?,?,?,?,?,?,?,?)",
@@ -379,6 +395,25 @@ class Store:
              _str(prov.get("engine_version")), _str(prov.get("llmsweep_version")), _str(prov.get("seed")),
              _str(prov.get("hardware") or ident.hardware), _dumps(prov)),
         )
+
+    def _insert_eval(self, p: ResultPoint, block: EvalBlock) -> None:
+        strict, flexible = eval_scores(block)
+        self._db.execute(
+            "INSERT INTO evals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (p.result_id, p.run_id, p.job_id, block.mode, block.task, block.score, block.score_name,
+             block.score_stderr, strict.value if strict else None, strict.stderr if strict else None,
+             flexible.value if flexible else None, flexible.stderr if flexible else None,
+             block.runs[0].n_samples if block.runs else None, block.verdict, _dumps(list(block.reasons)),
+             block.harness_version, _dumps([r.command for r in block.runs]), _dumps(block.model_dump(mode="json"))),
+        )
+
+    def evals(self, run: str | None = None) -> list[StoredEval]:
+        """Every stored eval (optionally of one run), oldest run first."""
+        sql = ("SELECT e.* FROM evals e JOIN runs r ON r.run_id = e.run_id" + (" WHERE e.run_id = ?" if run else "")
+               + " ORDER BY r.ingested_at, e.run_id, e.job_id")
+        return [StoredEval(r["result_id"], r["run_id"], r["job_id"], r["mode"], r["task"], r["score"],
+                           r["score_name"], r["verdict"], tuple(json.loads(r["reasons"])), r["harness_version"])
+                for r in self._db.execute(sql, (run,) if run else ())]
 
     # ---------------------------------------------------------------- reading
 

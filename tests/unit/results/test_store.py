@@ -107,8 +107,9 @@ def test_a_store_written_by_the_previous_release_opens_migrates_and_reads(tmp_pa
     before.close()
 
     with Store(path) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == 3
         points = store.results()
+        assert store.evals() == []  # schema 3's evals table: no result of that release ran an eval
         runs = store.runs()
     assert len(points) == 7 and len(runs) == 3
     assert {p.result_id: (p.verdict, p.metric("p50_ttft"), p.metric("tput_per_gpu")) for p in points} == old
@@ -123,17 +124,17 @@ def test_a_store_written_by_the_previous_release_opens_migrates_and_reads(tmp_pa
     assert imported.metric("p90_intvty") == 40.0
 
     db = sqlite3.connect(path)
-    assert [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY version")] == [2]
+    assert [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY version")] == [2, 3]
     db.close()
     with Store(path) as again:  # a second open finds nothing to do
-        assert again.schema_version == 2 and len(again.results()) == 7
+        assert again.schema_version == 3 and len(again.results()) == 7
 
 
 def test_a_fresh_store_has_every_hot_column_of_the_metric_table(tmp_path: Path) -> None:
     from llmsweep.metrics.registry import HOT_NAMES
 
     with Store(tmp_path / "s.sqlite") as store:
-        assert store.schema_version == 2
+        assert store.schema_version == 3
     db = sqlite3.connect(tmp_path / "s.sqlite")
     columns = {r[1] for r in db.execute("PRAGMA table_info(results)")}
     assert set(HOT_NAMES) <= columns
@@ -209,7 +210,7 @@ def test_a_read_only_file_fails_the_write_test(tmp_path: Path) -> None:
 def test_the_write_test_passes_on_a_fresh_store_and_changes_nothing(tmp_path: Path) -> None:
     with Store(tmp_path / "s.sqlite") as store:
         store.check_writable()
-        assert store.schema_version == 2 and store.runs() == []
+        assert store.schema_version == 3 and store.runs() == []
 
 
 def test_jobs_are_stored_one_by_one_and_the_run_ingest_leaves_one_copy(make_run, store_path: Path) -> None:

@@ -200,6 +200,9 @@
       var dim = state.hidden[p.series] || (state.frontierOnly && !front);
       if (dim) cls += " dim";
       var cx = sx(xval(p, state.x)), cy = sy(yval(p));
+      if (p.eval && p.eval.verdict !== "valid")
+        el("circle", { "class": "eval-failed", cx: cx.toFixed(2), cy: cy.toFixed(2), r: 9, fill: "none", stroke: "#d92d20",
+          "stroke-width": 2, "data-id": p.id }, svg);
       var c = el("circle", { "class": cls, cx: cx.toFixed(2), cy: cy.toFixed(2), r: front ? 6 : p.valid ? 4.5 : 6,
         fill: s.color, style: p.valid && !smoke ? null : "stroke:" + s.color, "data-id": p.id, "data-series": p.series,
         "data-x": xval(p, state.x), "data-y": yval(p), "data-valid": p.valid ? "1" : "0", "data-verdict": p.verdict }, svg);
@@ -219,6 +222,7 @@
     el("div", null, tip, "P90 TTFT " + fmt(p.metrics.p90_ttft, "s") + " · P90 E2EL " + fmt(p.metrics.p90_e2el, "s"));
     el("div", null, tip, "requests measured: " + requestsText(p) + " successful" + (finite((p.requests || {}).finished) ? " of " + p.requests.finished : ""));
     el("div", null, tip, "verdict: " + p.verdict + (p.reason ? " — " + p.reason : "") + " · source: " + p.source);
+    if (p.eval) el("div", { "class": "tip-eval" }, tip, "eval " + p.eval.task + ": " + fmt(p.eval.score, "") + " — " + p.eval.verdict + (p.eval.reason ? " (" + p.eval.reason + ")" : ""));
     el("div", null, tip, onFrontier(p) ? "on the frontier" : "not on the frontier");
     el("div", { style: "opacity:.7" }, tip, "click for details");
     tip.style.display = "block";
@@ -440,7 +444,26 @@
     return out;
   }
 
-  function renderAll() { renderChart(); renderTable(); }
+  function renderEvals() {
+    var rows = D.evals || [], t = document.getElementById("evals-table");
+    if (!t) return;
+    document.getElementById("evals").hidden = !rows.length;
+    clear(t);
+    var cols = [["job_id", "job"], ["series", "series"], ["mode", "mode"], ["task", "task"], ["score", "score"],
+      ["score_stderr", "± stderr"], ["n_samples", "samples"], ["eval_concs", "eval conc"], ["verdict", "verdict"],
+      ["reason", "reason"], ["acceptance_length", "realised AL"], ["harness", "harness"]];
+    var head = el("tr", null, el("thead", null, t)), body = el("tbody", null, t);
+    cols.forEach(function (c) { el("th", { "data-col": c[0] }, head, c[1]); });
+    rows.forEach(function (r) {
+      var tr = el("tr", { "class": r.verdict + (r.verdict === "valid" ? "" : " invalid"), "data-id": r.id, title: r.command }, body);
+      cols.forEach(function (c) {
+        var v = c[0] === "reason" ? (r.reasons[0] || "") : c[0] === "eval_concs" ? r.eval_concs.join(" ") : r[c[0]];
+        el("td", { "data-col": c[0], "class": typeof v === "number" ? "num" : null }, tr, typeof v === "number" ? (c[0] === "score" || c[0] === "score_stderr" ? fmt(v, "") : fmt(v, null)) : v === null || v === undefined ? "-" : String(v));
+      });
+    });
+  }
+
+  function renderAll() { renderChart(); renderTable(); renderEvals(); }
   if (!D.points.length) document.body.classList.add("no-points");
   var h = readHash();
   renderHeader(); renderControls(); renderLegend(); renderAll();

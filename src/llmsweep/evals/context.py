@@ -1,0 +1,84 @@
+"""The eval's context length, answer budget and concurrencies, from the job (InferenceX `setup_eval_context`).
+
+Requested context: ISL + OSL + 256 for a fixed-seq-len job (8k1k: 9,472), else the job's `max-model-len`; an agentic
+job asks for the model's native maximum. The request is capped at the native maximum (the model's config.json when
+the model is a local directory, else the model catalog's `native_context`); nothing known → `max-model-len` or 16,384.
+The answer budget is context − 4,096 above 4,096 tokens, else half the context, capped at 16,384 (8k1k: 5,376).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from llmsweep.plan.job import Job
+from llmsweep.spec.workload import ScenarioId
+
+CONTEXT_MARGIN = 256
+FALLBACK_CONTEXT = 16_384
+MAX_ANSWER_TOKENS = 16_384
+PROMPT_RESERVE = 4_096
+_CONFIG_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions")
+
+
+def native_context(job: Job) -> int | None:
+    """The model's native maximum context: a local model directory's config.json first, then the model catalog."""
+    path = job.serve.model_path if job.serve is not None else None
+    for where in (path, job.model):
+        if not where:
+            continue
+        config = Path(where) / "config.json"
+        if config.is_file():
+            try:
+                doc = json.loads(config.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                doc = {}
+            text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else {}
+            for source in (doc, text):
+                for key in _CONFIG_KEYS:
+                    value = source.get(key) if isinstance(source, dict) else None
+                    if isinstance(value, int) and value > 0:
+                        return value
+    from llmsweep.catalog.models import find_model
+
+    spec = find_model(job.model) or find_model(job.model_prefix)
+    return spec.native_context if spec is not None else None
+
+
+def eval_context_length(job: Job) -> int:
+    """The context length the eval's server starts with and lm-eval's `max_length`."""
+    if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.isl and job.osl:
+        requested = job.isl + job.osl + CONTEXT_MARGIN
+    else:
+        requested = job.max_model_len or 0
+    native = native_context(job)
+    if requested <= 0:
+        requested = native or 0
+    elif native:
+        requested = min(requested, native)
+    if requested <= 0:
+        requested = job.max_model_len or FALLBACK_CONTEXT
+    return requested
+
+
+def eval_max_tokens(context: int) -> int:
+    """Most tokens generated per answer at this context length."""
+    budget = context - PROMPT_RESERVE if context > PROMPT_RESERVE else context // 2
+    return min(budget, MAX_ANSWER_TOKENS)
+
+
+def eval_concurrencies(job: Job) -> list[int]:
+    """lm-eval's `num_concurrent` per run: the row's conc (single node); a multinode row's `eval-conc`, or every one
+    of its concs when it evaluates all of them (`eval-all-concs`: one run per value)."""
+    if job.multinode:
+        if job.eval_all_concs:
+            return sorted(set(job.concs))
+        return [job.eval_conc or max(job.concs)]
+    return [job.concs[0]]
+
+
+def serving_job(job: Job) -> Job:
+    """The job as its server is launched: an eval-only fixed-seq-len job starts at the eval context length."""
+    if job.eval_only and job.scenario is ScenarioId.FIXED_SEQ_LEN:
+        return job.model_copy(update={"max_model_len": eval_context_length(job)})
+    return job

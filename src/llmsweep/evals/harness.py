@@ -1,0 +1,145 @@
+"""lm-eval, the harness: where it is, the exact command, one run, and what its results file says.
+
+lm-eval lives in an environment of its own (its pins are not llmsweep's): `LLMSWEEP_LM_EVAL` (or `run --lm-eval`)
+names a Python interpreter that has `lm-eval[api]==0.4.13` (`.ci/run` makes `.venv-lmeval`). The command is
+InferenceX's: `python -m lm_eval --model local-chat-completions --apply_chat_template` against the server's
+`/v1/chat/completions`, greedy, `max_tokens` from the context, `num_concurrent` per run, `--log_samples`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.evals.tasks import DEFAULT_TASK, TaskFile
+from llmsweep.metrics.model import EvalMetric, EvalRun
+
+ENV_VAR = "LLMSWEEP_LM_EVAL"
+PINNED_VERSION = "0.4.13"
+TIMEOUT_S = 1800
+"""lm-eval's per-request timeout (`timeout=` of its model args), InferenceX's."""
+RUN_TIMEOUT_S = 4 * 3600
+"""A whole lm-eval run longer than this is stopped and failed (a hung harness must not hold the sweep forever)."""
+LOG_FILE = "lm_eval.log"
+
+
+class EvalSettings(BaseModel):
+    """How `run` evaluates eval jobs (not part of a job: the same row can be scored on another task or data)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(default=DEFAULT_TASK, description="lm-eval task: gsm8k (5-shot) or gpqa_diamond_cot_n_shot.")
+    dataset: Path | None = Field(default=None, description="A local JSON-lines file in the task's format instead "
+                                 "of the Hugging Face dataset (offline runs).")
+    limit: int | None = Field(default=None, ge=1, description="Score only the first N samples (lm-eval --limit).")
+    python: str | None = Field(default=None, description=f"Python interpreter with lm-eval (default: ${ENV_VAR}).")
+    max_tokens: int | None = Field(default=None, ge=1, description="Answer budget instead of the one the context "
+                                   "implies (recorded in the result).")
+
+    def interpreter(self) -> str | None:
+        return self.python or os.environ.get(ENV_VAR) or None
+
+
+def check_harness(settings: EvalSettings) -> str | None:
+    """Why no eval can run here (None when lm-eval is at hand): a job that cannot run its eval is refused."""
+    python = settings.interpreter()
+    if not python:
+        return (f"eval jobs need lm-eval: set {ENV_VAR} to a Python with lm-eval[api]=={PINNED_VERSION} (python3 -m "
+                f"venv .venv-lmeval && .venv-lmeval/bin/pip install 'lm-eval[api]=={PINNED_VERSION}'), or pass "
+                "--lm-eval PYTHON; --no-evals runs the throughput jobs alone")
+    if not Path(python).is_file() or not os.access(python, os.X_OK):
+        return f"{ENV_VAR}/--lm-eval names {python}, which is not an executable file"
+    return None
+
+
+def refusal(job_spec_decoding: str, *, run_eval: bool, eval_only: bool, simulated: bool,
+            settings: EvalSettings) -> str | None:
+    """Why an eval job cannot run as planned (None when it can): no lm-eval at hand, or a speculative `run-eval`
+    row on the simulator (its throughput point needs speculation the simulator can only force, and its eval needs
+    real verification, on one server)."""
+    if not (run_eval or eval_only):
+        return None
+    if simulated and run_eval and not eval_only and job_spec_decoding != "none":
+        return ("a speculative run-eval row cannot run on the simulator: its throughput point needs an acceptance "
+                "length the simulator can only force, and its eval on the same server needs real verification; run "
+                "it on an engine, or --no-evals for the throughput point (--evals-only for the eval alone)")
+    return check_harness(settings)
+
+
+def build_command(python: str, task: TaskFile, *, base_url: str, model: str, conc: int, context: int,
+                  max_tokens: int, out: Path, limit: int | None) -> list[str]:
+    """The exact lm-eval argv (InferenceX `run_lm_eval`)."""
+    url = f"{base_url.rstrip('/')}/v1/chat/completions"
+    model_args = ",".join([f"model={model}", f"base_url={url}", "api_key=EMPTY", "eos_string=</s>", "max_retries=5",
+                           f"num_concurrent={conc}", f"timeout={TIMEOUT_S}", "tokenized_requests=False",
+                           f"max_length={context}"])
+    argv = [python, "-m", "lm_eval", "--model", "local-chat-completions", "--apply_chat_template",
+            "--model_args", model_args, "--gen_kwargs", f"max_tokens={max_tokens},temperature=0,top_p=1",
+            "--tasks", str(task.path), "--output_path", str(out), "--log_samples"]
+    if limit is not None:
+        argv += ["--limit", str(limit)]
+    return argv
+
+
+def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: bool) -> tuple[EvalRun, str | None]:
+    """Run lm-eval once; (the run as its results file says, the lm-eval version it reports)."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if offline:  # a local dataset: nothing to fetch, so no waiting on a hub that is not there
+        env.update({"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
+    env.pop("PYTHONPATH", None)  # lm-eval's environment is its own
+    started = time.monotonic()
+    log_path = out / LOG_FILE
+    try:
+        with log_path.open("w", encoding="utf-8") as log:
+            proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out,
+                                  timeout=RUN_TIMEOUT_S, check=False)
+        rc: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        rc = None
+    except OSError as exc:
+        return EvalRun(conc=conc, status="failed", command=argv, error=f"cannot start lm-eval ({argv[0]}): {exc}"), None
+    seconds = round(time.monotonic() - started, 3)
+    results = sorted(out.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
+    run = EvalRun(conc=conc, status="failed", command=argv, seconds=seconds)
+    if rc != 0 or not results:
+        tail = " | ".join(log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:])
+        why = "timed out" if rc is None else f"exited {rc}" if rc != 0 else "wrote no results file"
+        run.error = f"lm-eval {why} (log {log_path.relative_to(job_dir)}): {tail[-400:]}"
+        return run, None
+    return read_results(results[-1], run, job_dir)
+
+
+def read_results(path: Path, run: EvalRun, job_dir: Path) -> tuple[EvalRun, str | None]:
+    """Fill `run` from lm-eval's results JSON: every metric of the task with its stderr, the sample counts."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        run.error = f"cannot read lm-eval's results {path}: {exc}"
+        return run, None
+    run.results_file = str(path.relative_to(job_dir))
+    results = doc.get("results") if isinstance(doc, dict) else None
+    if not isinstance(results, dict) or not results:
+        run.error = f"lm-eval's results {path} hold no task results"
+        return run, doc.get("lm_eval_version") if isinstance(doc, dict) else None
+    for task, values in results.items():
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            name, _, filt = key.partition(",")
+            if name.endswith("_stderr") or not filt or not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            stderr = values.get(f"{name}_stderr,{filt}")
+            run.metrics.append(EvalMetric(name=key, value=float(value),
+                                          stderr=float(stderr) if isinstance(stderr, (int, float)) else None))
+        counts = (doc.get("n-samples") or {}).get(task) or {}
+        run.n_samples = counts.get("effective")
+        run.n_samples_original = counts.get("original")
+    run.status = "completed"
+    version = doc.get("lm_eval_version")
+    return run, str(version) if version else None

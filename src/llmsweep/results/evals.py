@@ -1,0 +1,83 @@
+"""Eval results as the results room reads them: the strict and flexible scores of an eval block, and the InferenceX
+eval row (`collect_eval_results.py`'s shape, inferencex-wave2-spec §1.8) of a stored result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llmsweep.metrics.model import EvalBlock, EvalMetric
+from llmsweep.results.identity import get_field
+from llmsweep.results.point import ResultPoint
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEval:
+    """One row of the store's `evals` table."""
+
+    result_id: str
+    run_id: str
+    job_id: str
+    mode: str
+    task: str
+    score: float | None
+    score_name: str | None
+    verdict: str
+    reasons: tuple[str, ...]
+    harness_version: str | None
+
+
+def _kind(name: str) -> str | None:
+    """InferenceX's filter classes: `strict`/`resolved` → strict, `flex`/`extract` → flexible."""
+    _, _, filt = name.partition(",")
+    if "strict" in filt or "resolved" in filt:
+        return "strict"
+    if "flex" in filt or "extract" in filt:
+        return "flexible"
+    return None
+
+
+def eval_scores(block: EvalBlock) -> tuple[EvalMetric | None, EvalMetric | None]:
+    """(strict, flexible) `exact_match` of the first completed run."""
+    run = next((r for r in block.runs if r.status == "completed"), None)
+    found: dict[str, EvalMetric] = {}
+    for metric in run.metrics if run is not None else []:
+        kind = _kind(metric.name)
+        if metric.name.startswith("exact_match,") and kind is not None and kind not in found:
+            found[kind] = metric
+    return found.get("strict"), found.get("flexible")
+
+
+def inferencex_eval_row(point: ResultPoint) -> dict[str, Any] | None:
+    """The InferenceX eval row of a result that ran an eval (None when it ran none)."""
+    block = point.eval
+    if block is None:
+        return None
+    i, job = point.identity, point.job
+    strict, flexible = eval_scores(block)
+    runs = [r for r in block.runs if r.status == "completed"]
+    row: dict[str, Any] = {
+        "is_multinode": bool(get_field(job, "prefill")),
+        "model_prefix": get_field(job, "model-prefix") or block.model_prefix,
+        "model": i.model, "hw": str(get_field(job, "runner-label", "runner") or i.hardware).upper(),
+        "framework": str(get_field(job, "framework") or i.engine).lower(), "precision": str(i.precision).lower(),
+        "spec_decoding": i.spec, "isl": i.isl, "osl": i.osl, "tp": i.tp, "ep": i.ep, "conc": i.conc,
+        "dp_attention": i.dp_attn, "task": block.task,
+        "em_strict": strict.value if strict else None, "em_strict_se": strict.stderr if strict else None,
+        "em_flexible": flexible.value if flexible else None,
+        "em_flexible_se": flexible.stderr if flexible else None,
+        "n_eff": runs[0].n_samples if runs else None, "source": runs[0].results_file if runs else None,
+        "score": block.score, "score_name": block.score_name, "score_se": block.score_stderr,
+    }
+    for role in ("prefill", "decode"):
+        worker = get_field(job, role)
+        if isinstance(worker, dict):
+            row.update({f"{role}_tp": get_field(worker, "tp"), f"{role}_ep": get_field(worker, "ep"),
+                        f"{role}_num_workers": get_field(worker, "num-worker"),
+                        f"{role}_dp_attention": bool(get_field(worker, "dp-attn"))})
+    row["llmsweep"] = {"verdict": block.verdict, "reasons": list(block.reasons), "mode": block.mode,
+                       "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
+                       "source": point.source, "harness": f"{block.harness} {block.harness_version or ''}".strip(),
+                       "eval_concs": [r.conc for r in block.runs], "dataset": block.dataset,
+                       "limit": block.limit, "commands": [r.command for r in block.runs]}
+    return row

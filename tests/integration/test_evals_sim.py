@@ -1,0 +1,141 @@
+"""Eval rows through `llmsweep run` on the simulator with real lm-eval: an eval-only recipe and a run-eval 8k1k row.
+
+Needs lm-eval[api]==0.4.13 in its own environment (`.ci/run` makes `.venv-lmeval` and sets `LLMSWEEP_LM_EVAL`);
+skips cleanly without it. The samples are a small GSM8K-format file the test writes (offline: no hub). The simulator
+answers with made-up words, so the score is 0 and the eval is invalid against its threshold: that is the truth, and
+it must be stored, exported, compared and shown as such.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LM_EVAL = os.environ.get("LLMSWEEP_LM_EVAL")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not LM_EVAL or not Path(LM_EVAL).is_file(),
+                                 reason="needs lm-eval (set LLMSWEEP_LM_EVAL to a Python with lm-eval[api]==0.4.13)")]
+
+RECIPE = """\
+llama8b-h200-sim-evals:
+  image: vllm/vllm-openai:v0.26.0
+  model: meta-llama/Llama-3.1-8B-Instruct
+  model-prefix: llama3.1-8b
+  runner: h200
+  precision: bf16
+  framework: vllm
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 8192
+      osl: 1024
+      search-space:
+      - { tp: 1, conc-list: [4, 16] }
+  serve:
+    engine: { name: sim }
+  workload:
+    num-prompts: 4
+    num-warmups: 1
+"""
+
+
+def gsm8k_file(path: Path, n: int = 12) -> Path:
+    """A small set in GSM8K's format: `question`, and an `answer` whose last line is `#### <number>`."""
+    rows = [{"question": f"Ann has {i} pens and buys {i + 3} more. How many pens does she have now?",
+             "answer": f"She has {i} + {i + 3} = {2 * i + 3} pens.\n#### {2 * i + 3}"} for i in range(1, n + 1)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def llmsweep(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"), "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], env=env,
+                          capture_output=True, text=True, timeout=280)
+
+
+def summaries(out: Path) -> dict[str, dict[str, Any]]:
+    return {p.parent.name: json.loads(p.read_text()) for p in (out / "jobs").glob("*/summary.json")}
+
+
+@pytest.fixture
+def recipe(tmp_path: Path) -> Path:
+    path = tmp_path / "evals.yaml"
+    path.write_text(RECIPE, encoding="utf-8")
+    return path
+
+
+def eval_args(tmp_path: Path) -> list[str | Path]:
+    return ["--eval-dataset", gsm8k_file(tmp_path / "gsm8k.jsonl"), "--eval-limit", "4", "--eval-max-tokens", "16"]
+
+
+def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path, recipe: Path) -> None:
+    out = tmp_path / "out"
+    proc = llmsweep(tmp_path, "run", recipe, "--evals-only", "--out", out, "--json", *eval_args(tmp_path))
+    assert proc.returncode == 1, proc.stderr  # the eval ran and failed its threshold
+    (row,) = json.loads(proc.stdout)["jobs"]
+    assert row["job"].endswith(row["job"][-12:]) and "_conc16_" in row["job"] and "_eval_" in row["job"]
+    assert row["verdict"] == "invalid" and row["total_tps_per_gpu"] is None
+    assert row["eval_task"] == "gsm8k" and row["eval_score"] == 0.0 and row["eval_verdict"] == "invalid"
+    (summary,) = summaries(out).values()
+    ev = summary["eval"]
+    assert ev["mode"] == "eval-only" and ev["harness_version"] == "0.4.13" and ev["context_length"] == 9472
+    assert ev["runs"][0]["n_samples"] == 4 and ev["runs"][0]["conc"] == 16 and ev["num_fewshot"] == 5
+    command = ev["runs"][0]["command"]
+    assert command[1:7] == ["-m", "lm_eval", "--model", "local-chat-completions", "--apply_chat_template",
+                            "--model_args"] and "num_concurrent=16" in command[7]
+    assert {m["name"] for m in ev["runs"][0]["metrics"]} == {"exact_match,strict-match",
+                                                             "exact_match,flexible-extract"}
+    assert summary["validity"]["verdict"] == "invalid"
+    assert ("exact_match,strict-match = 0.0000 is below the threshold 0.90 (default.gsm8k.exact_match)"
+            in summary["validity"]["reasons"][0])
+    assert summary["source"] == "simulated" and ev["acceptance_length"] is None
+    # InferenceX's meta_env.json beside lm-eval's results, so its own collector and score gate read the folder.
+    job_dir = next((out / "jobs").iterdir())
+    meta = json.loads((job_dir / "eval" / "meta_env.json").read_text())
+    assert (meta["infmax_model_prefix"], meta["conc"], meta["isl"], meta["osl"], meta["tp"]) == (
+        "llama3.1-8b", 16, "8192", "1024", 1)
+    # Stored, and exported in InferenceX's eval row shape.
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        rows = db.execute("SELECT mode, task, score, verdict FROM evals").fetchall()
+    assert rows == [("eval-only", "gsm8k", 0.0, "invalid")]
+    exported = llmsweep(tmp_path, "results", "export", "--format", "inferencex-evals")
+    (erow,) = json.loads(exported.stdout)
+    assert (erow["task"], erow["hw"], erow["em_strict"], erow["n_eff"], erow["conc"]) == ("gsm8k", "H200", 0.0, 4, 16)
+    throughput = json.loads(llmsweep(tmp_path, "results", "export", "--format", "inferencex").stdout)
+    assert throughput == []  # an eval-only result has no throughput row
+    # `summarize` re-reads the folder and reaches the same verdict.
+    again = llmsweep(tmp_path, "summarize", job_dir, "--json")
+    assert json.loads(again.stdout)["eval"]["verdict"] == "invalid", again.stderr
+
+
+def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, recipe: Path) -> None:
+    out = tmp_path / "out"
+    proc = llmsweep(tmp_path, "run", recipe, "--out", out, "--json", *eval_args(tmp_path))
+    assert proc.returncode == 0, proc.stderr  # both throughput points are valid; the eval's failure is its own
+    by_conc = {s["provenance"]["options"]["concurrency"]: s for s in summaries(out).values()}
+    assert set(by_conc) == {4, 16} and "eval" not in by_conc[4]
+    point = by_conc[16]
+    assert point["validity"]["verdict"] == "valid" and point["requests"]["successful"] == 4
+    assert point["throughput"]["total_tps"] > 0 and point["provenance"]["clock"] == "virtual"
+    assert point["eval"]["mode"] == "run-eval" and point["eval"]["verdict"] == "invalid"
+    assert any("below the threshold" in w for w in point["validity"]["warnings"])
+    # The dashboard: an evaluation view, and the failure on the throughput point it belongs to.
+    data = json.loads((out / "report" / "data.json").read_text())
+    (ev,) = data["evals"]
+    assert ev["mode"] == "run-eval" and ev["verdict"] == "invalid" and ev["score"] == 0.0
+    marked = [p for p in data["points"] if p["eval"]]
+    assert len(marked) == 1 and marked[0]["eval"]["verdict"] == "invalid" and marked[0]["metrics"]["conc"] == 16
+    assert 'id="evals-table"' in (out / "report" / "index.html").read_text()
+    # `compare` matches the eval too: a run against itself is within noise, each side's verdict shown.
+    cmp = llmsweep(tmp_path, "compare", out, out, "--json")
+    matched = json.loads(cmp.stdout)["matched"]
+    evals = [m["eval"] for m in matched if m["eval"]]
+    assert evals == [{"task": "gsm8k", "a": 0.0, "b": 0.0, "delta": 0.0, "band": 0.0, "band_kind": "stderr",
+                      "verdict": "within noise", "eval_verdict_a": "invalid", "eval_verdict_b": "invalid"}]

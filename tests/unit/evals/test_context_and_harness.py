@@ -1,0 +1,124 @@
+"""The eval's context length and answer budget, lm-eval's exact command, a local GSM8K-format task file, and how
+lm-eval's results file is read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep.evals.context import eval_concurrencies, eval_context_length, eval_max_tokens
+from llmsweep.evals.harness import EvalSettings, build_command, check_harness, read_results
+from llmsweep.evals.tasks import task_file
+from llmsweep.metrics.model import EvalRun
+from llmsweep.plan import Job, full_sweep
+from llmsweep.plan.matrix import EvalOptions
+from llmsweep.spec import loads_recipes
+
+
+def _job(isl: int, osl: int, model_path: str | None = None) -> Job:
+    path = f"    model-path: {model_path}\n" if model_path else ""
+    text = ("k:\n  image: vllm/vllm-openai:v0.26.0\n  model: meta-llama/Llama-3.1-8B-Instruct\n  model-prefix: "
+            "llama3.1-8b\n  runner: h200\n  precision: bf16\n  framework: vllm\n  multinode: false\n  scenarios:\n"
+            f"    fixed-seq-len:\n    - isl: {isl}\n      osl: {osl}\n      search-space:\n"
+            "      - { tp: 1, conc-list: [16, 64] }\n  serve:\n    engine: { name: vllm, version: 0.26.0 }\n" + path)
+    jobs = full_sweep(loads_recipes(text, "t.yaml").raise_on_error().recipes, evals=EvalOptions(all_evals=True))
+    return next(j for j in jobs if j.conc == 64)
+
+
+def test_8k1k_runs_at_9472_tokens_with_5376_to_answer() -> None:
+    job = _job(8192, 1024)
+    assert eval_context_length(job) == 9472 and eval_max_tokens(9472) == 5376
+    assert eval_concurrencies(job) == [64]
+    assert eval_max_tokens(3000) == 1500 and eval_max_tokens(400_000) == 16_384
+
+
+def test_the_context_is_capped_at_the_models_native_maximum(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    assert eval_context_length(_job(8192, 1024, str(tmp_path))) == 8192
+
+
+def test_lm_eval_command_is_inferencex_invocation(tmp_path: Path) -> None:
+    task = task_file("gsm8k", None, tmp_path)
+    argv = build_command("/venv/bin/python", task, base_url="http://127.0.0.1:8000/", model="m", conc=64,
+                         context=9472, max_tokens=5376, out=tmp_path / "o", limit=None)
+    assert argv[:7] == ["/venv/bin/python", "-m", "lm_eval", "--model", "local-chat-completions",
+                        "--apply_chat_template", "--model_args"]
+    assert argv[7] == ("model=m,base_url=http://127.0.0.1:8000/v1/chat/completions,api_key=EMPTY,eos_string=</s>,"
+                       "max_retries=5,num_concurrent=64,timeout=1800,tokenized_requests=False,max_length=9472")
+    assert argv[8:10] == ["--gen_kwargs", "max_tokens=5376,temperature=0,top_p=1"]
+    assert "--log_samples" in argv and "--limit" not in argv and task.num_fewshot == 5
+    assert task.dataset == "openai/gsm8k"
+
+
+def test_a_local_gsm8k_file_replaces_the_hub_dataset(tmp_path: Path) -> None:
+    data = tmp_path / "gsm.jsonl"
+    data.write_text(json.dumps({"question": "1+1?", "answer": "1+1=2\n#### 2"}) + "\n")
+    task = task_file("gsm8k", data, tmp_path / "task")
+    text = task.path.read_text()
+    assert task.path.parent == tmp_path / "task" and task.dataset == str(data)
+    assert "dataset_path: json" in text and f'test: "{data}"' in text and "openai/gsm8k" not in text
+    assert "num_fewshot: 5" in text and "strict-match" in text
+    from llmsweep.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="not a file"):
+        task_file("gsm8k", tmp_path / "missing.jsonl", tmp_path / "t2")
+    with pytest.raises(ConfigError, match="gpqa_diamond_cot_n_shot"):
+        task_file("mmlu", None, tmp_path)
+
+
+def test_results_file_metrics_with_stderr_and_sample_counts(tmp_path: Path) -> None:
+    path = tmp_path / "o" / "m" / "results_1.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"results": {"gsm8k": {
+        "alias": "gsm8k", "exact_match,strict-match": 0.75, "exact_match_stderr,strict-match": 0.04,
+        "exact_match,flexible-extract": 0.8, "exact_match_stderr,flexible-extract": "N/A"}},
+        "n-samples": {"gsm8k": {"original": 1319, "effective": 100}}, "lm_eval_version": "0.4.13"}))
+    run, version = read_results(path, EvalRun(conc=8, status="failed"), tmp_path)
+    assert version == "0.4.13" and run.status == "completed" and run.n_samples == 100
+    assert [(m.name, m.value, m.stderr) for m in run.metrics] == [
+        ("exact_match,strict-match", 0.75, 0.04), ("exact_match,flexible-extract", 0.8, None)]
+    assert run.results_file == "o/m/results_1.json"
+
+
+def test_without_lm_eval_the_reason_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("LLMSWEEP_LM_EVAL", raising=False)
+    assert "LLMSWEEP_LM_EVAL" in (check_harness(EvalSettings()) or "")
+    assert "not an executable" in (check_harness(EvalSettings(python=str(tmp_path / "nope"))) or "")
+
+
+def test_a_speculative_run_eval_row_is_refused_on_the_simulator_with_why(tmp_path: Path) -> None:
+    from llmsweep.evals.harness import refusal
+
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    ok = EvalSettings(python=str(python))
+    why = refusal("mtp", run_eval=True, eval_only=False, simulated=True, settings=ok)
+    assert why is not None and "simulator" in why and "--no-evals" in why and "--evals-only" in why
+    assert refusal("mtp", run_eval=True, eval_only=True, simulated=True, settings=ok) is None  # eval-only: runs
+    assert refusal("mtp", run_eval=True, eval_only=False, simulated=False, settings=ok) is None  # a real engine
+    assert refusal("none", run_eval=True, eval_only=False, simulated=True, settings=ok) is None
+    assert refusal("mtp", run_eval=False, eval_only=False, simulated=True, settings=EvalSettings()) is None
+
+
+def test_a_multinode_row_evaluates_at_its_eval_conc_or_every_conc_when_batched() -> None:
+    job = _job(8192, 1024)
+    multi = job.model_copy(update={"multinode": True, "conc": [4, 16, 64], "eval_conc": 16})
+    assert eval_concurrencies(multi) == [16]
+    batched = multi.model_copy(update={"eval_conc": None, "eval_all_concs": True})
+    assert eval_concurrencies(batched) == [4, 16, 64]
+
+
+def test_an_lm_eval_that_fails_is_a_failed_run_with_its_exit_status_and_log_tail(tmp_path: Path) -> None:
+    from llmsweep.evals.harness import run_once
+
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'Traceback: connection refused' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    run, version = run_once([str(broken), "-m", "lm_eval"], tmp_path / "eval" / "conc8", conc=8, job_dir=tmp_path,
+                            offline=True)
+    assert run.status == "failed" and version is None and run.conc == 8
+    assert run.error is not None and "exited 3" in run.error and "connection refused" in run.error
+    assert "eval/conc8/lm_eval.log" in run.error

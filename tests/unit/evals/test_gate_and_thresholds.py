@@ -1,0 +1,75 @@
+"""The score gate: every exact_match metric of every run against the model prefix's threshold (with the catalog's
+fallbacks), reasons naming metric, score and threshold; thresholds are user-extendable catalog data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from llmsweep.catalog.eval_thresholds import threshold_for
+from llmsweep.catalog.sources import clear_caches
+from llmsweep.errors import ConfigError
+from llmsweep.evals.gate import judge
+from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun
+
+
+@pytest.fixture(autouse=True)
+def _fresh_catalog(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "none"))
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def block(prefix: str, *runs: EvalRun, task: str = "gsm8k") -> EvalBlock:
+    return EvalBlock(mode="eval-only", task=task, dataset="openai/gsm8k", model_prefix=prefix, context_length=9472,
+                     max_tokens=5376, runs=list(runs), verdict="invalid")
+
+
+def run(strict: float, flexible: float, conc: int = 64) -> EvalRun:
+    return EvalRun(conc=conc, status="completed", n_samples=1319, metrics=[
+        EvalMetric(name="exact_match,strict-match", value=strict, stderr=0.008),
+        EvalMetric(name="exact_match,flexible-extract", value=flexible, stderr=0.007)])
+
+
+def test_thresholds_resolve_model_prefix_then_task_default_then_any_task() -> None:
+    assert threshold_for("qwen3.5", "gsm8k", "exact_match,strict-match") == (0.94, "qwen3.5.gsm8k.exact_match")
+    assert threshold_for("glm5.2", "gsm8k", "exact_match,strict-match") == (0.90, "default.gsm8k.exact_match")
+    assert threshold_for("qwen3.5", "gpqa_diamond_cot_n_shot", "exact_match,extract_abcd")[0] == 0.30
+    assert threshold_for(None, "mmlu_pro", "exact_match,custom") == (0.85, "default.*.exact_match")
+
+
+def test_both_gsm8k_filters_must_pass_and_the_reason_names_metric_score_and_threshold() -> None:
+    judged = judge(block("qwen3.5", run(0.95, 0.93)))
+    assert judged.verdict == "invalid" and [c.ok for c in judged.checks] == [True, False]
+    assert judged.reasons == ["eval gsm8k: exact_match,flexible-extract = 0.9300 is below the threshold 0.94 "
+                              "(qwen3.5.gsm8k.exact_match)"]
+    assert judged.score == 0.95 and judged.score_name == "exact_match,strict-match"
+    assert judge(block("qwen3.5", run(0.95, 0.95))).verdict == "valid"
+
+
+def test_every_batched_run_is_gated_and_a_failed_run_fails_the_eval() -> None:
+    failed = EvalRun(conc=128, status="failed", error="lm-eval exited 1")
+    judged = judge(block("dsr1", run(0.95, 0.95, conc=64), failed))
+    assert judged.verdict == "invalid"
+    assert judged.reasons == ["eval gsm8k (conc 128) did not complete: lm-eval exited 1"]
+    nothing = EvalRun(conc=8, status="completed", metrics=[EvalMetric(name="acc,none", value=0.9)])
+    assert "no exact_match metric" in judge(block("dsr1", nothing)).reasons[0]
+    assert judge(block("dsr1")).reasons == ["eval gsm8k: lm-eval never ran"]
+
+
+def test_a_user_catalog_adds_a_model_prefix_and_a_bad_threshold_names_the_file(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    user = tmp_path / "cat"
+    user.mkdir()
+    (user / "eval_thresholds.yaml").write_text("thresholds:\n  smollm2: { gsm8k: { exact_match: 0.05 } }\n")
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(user))
+    clear_caches()
+    assert threshold_for("smollm2", "gsm8k", "exact_match,strict-match") == (0.05, "smollm2.gsm8k.exact_match")
+    assert judge(block("smollm2", run(0.06, 0.07))).verdict == "valid"
+    (user / "eval_thresholds.yaml").write_text("thresholds:\n  smollm2: { gsm8k: { exact_match: 5 } }\n")
+    clear_caches()
+    with pytest.raises(ConfigError, match=r"eval_thresholds.yaml:2.*smollm2.*between 0 and 1"):
+        threshold_for("smollm2", "gsm8k", "exact_match,strict-match")

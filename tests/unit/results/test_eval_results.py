@@ -1,0 +1,74 @@
+"""Eval results are results: stored in the `evals` table, exported in InferenceX's eval row shape, kept off the
+throughput export and frontiers when eval-only, and compared against the scores' standard error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
+from llmsweep.results.compare import compare_points
+from llmsweep.results.frontier import compute_frontiers
+from llmsweep.results.interchange import export_points
+from llmsweep.results.point import points_from_run
+from llmsweep.results.rundir import RunDir, load_run
+from llmsweep.results.store import Store
+
+MakeRun = Callable[..., RunDir]
+
+
+def with_eval(run: RunDir, conc: int, score: float, *, mode: str = "run-eval", stderr: float = 0.01) -> RunDir:
+    """Give the run's job at `conc` an eval block (as `llmsweep.evals` writes it) and read the run again."""
+    art = next(a for a in run.jobs if a.job.get("conc") == conc)
+    summary = Summary.load(art.dir / "summary.json")
+    verdict = "valid" if score >= 0.9 else "invalid"
+    summary.eval = EvalBlock(
+        mode=mode, task="gsm8k", harness_version="0.4.13", dataset="openai/gsm8k", model_prefix="qwen3.5",  # type: ignore[arg-type]
+        context_length=9472, max_tokens=5376, score=score, score_name="exact_match,strict-match",
+        score_stderr=stderr, verdict=verdict, reasons=[] if verdict == "valid" else ["below the threshold"],
+        runs=[EvalRun(conc=conc, status="completed", n_samples=1319, command=["python", "-m", "lm_eval"],
+                      metrics=[EvalMetric(name="exact_match,strict-match", value=score, stderr=stderr),
+                               EvalMetric(name="exact_match,flexible-extract", value=score + 0.01, stderr=stderr)])])
+    if mode == "eval-only":
+        summary.validity.verdict = verdict  # type: ignore[assignment]
+    summary.write(art.dir / "summary.json")
+    return load_run(run.path)
+
+
+def test_an_eval_is_stored_and_exported_as_inferencex_eval_rows(make_run: MakeRun, tmp_path: Path) -> None:
+    run = with_eval(make_run("a", concs=(16, 32)), 32, 0.95)
+    with Store(tmp_path / "s.sqlite") as store:
+        store.ingest_run(run)
+        (stored,) = store.evals()
+        points = store.results()
+    assert (stored.task, stored.score, stored.verdict, stored.mode, stored.harness_version) == (
+        "gsm8k", 0.95, "valid", "run-eval", "0.4.13")
+    (row,) = json.loads(export_points(points, "inferencex-evals"))
+    assert (row["task"], row["em_strict"], row["em_strict_se"], row["em_flexible"], row["n_eff"]) == (
+        "gsm8k", 0.95, 0.01, 0.96, 1319)
+    assert row["conc"] == 32 and row["score_name"] == "exact_match,strict-match" and row["hw"] == row["hw"].upper()
+    assert len(json.loads(export_points(points, "inferencex"))) == 2  # a run-eval point is a throughput point too
+
+
+def test_an_eval_only_result_has_no_throughput_row_and_no_frontier_place(make_run: MakeRun) -> None:
+    run = with_eval(make_run("a", concs=(16, 32)), 32, 0.95, mode="eval-only")
+    points = points_from_run(run)
+    (only,) = [p for p in points if p.eval_only]
+    assert len(json.loads(export_points(points, "inferencex"))) == 1
+    assert only.metric("tput_per_gpu") is None and only.metric("p50_ttft") is None  # no throughput, not zero
+    fronts = compute_frontiers(points)
+    on_front = {i for by_series in fronts.values() for ids in by_series.values() for i in ids}
+    assert not on_front & {p.result_id for p in points if p.eval_only}
+
+
+def test_compare_judges_an_eval_score_change_against_the_scores_stderr(make_run: MakeRun) -> None:
+    a = points_from_run(with_eval(make_run("a", concs=(32,)), 32, 0.95))
+    b = points_from_run(with_eval(make_run("b", concs=(32,)), 32, 0.90))
+    (m,) = compare_points(a, b).matched
+    assert m.eval is not None and m.eval.verdict == "regression" and round(m.eval.delta or 0, 6) == -0.05
+    assert m.eval.band is not None and abs(m.eval.band - 1.96 * (2 * 0.01**2) ** 0.5) < 1e-9
+    close = points_from_run(with_eval(make_run("c", concs=(32,)), 32, 0.94))
+    (m2,) = compare_points(a, close).matched
+    assert m2.eval is not None and m2.eval.verdict == "within noise"
+    assert compare_points(a, b).regressions[-1][1] == m.eval
