@@ -58,8 +58,8 @@ def _noise(runs: list[Run]) -> list[MetricNoise]:
     return [analysis.noise(runs, m) for m in analysis.NOISE_METRICS]
 
 
-class _Stages:
-    """Runs stages and keeps what they measured."""
+class Stages:
+    """Runs stages (each an ordinary `run_sweep` of a stage recipe) and keeps the runs they measured."""
 
     def __init__(self, req: DiscoverRequest, arms: list[Arm], event: Event) -> None:
         self.req, self.arms, self.event = req, arms, event
@@ -121,7 +121,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     if any(a.start > top for a in arms):
         raise ConfigError(f"discover: --max-conc {top} is below an arm's first concurrency",
                           fix=f"pass --max-conc of at least {max(a.start for a in arms)}")
-    stages = _Stages(req, arms, event)
+    stages = Stages(req, arms, event)
     stages.run("ladder", {a.id: analysis.ladder(a.start, top) for a in arms}, req.repeats)
     for round_ in range(1, req.refine + 1):
         targets: dict[str, list[int]] = {}
@@ -163,7 +163,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     return result
 
 
-def _proposal(arm: Arm, stages: _Stages) -> ArmProposal:
+def _proposal(arm: Arm, stages: Stages) -> ArmProposal:
     runs = stages.of(arm)
     noise = _noise(runs)
     points = analysis.curve(runs)
