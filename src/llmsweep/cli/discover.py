@@ -43,7 +43,8 @@ def discover(recipe: Path, simulate: bool, repeats: int, max_conc: int | None, r
     and its diff with the evidence. Runs on the simulator in virtual time with --simulate, on the recipe's engine
     otherwise (as `llmsweep run`).
     """
-    from llmsweep.discover.sweep import DiscoverRequest, discover as run_discovery
+    from llmsweep.discover.sweep import DiscoverRequest
+    from llmsweep.discover.sweep import discover as run_discovery
     from llmsweep.execute.progress import progress_for, use_progress
 
     req = DiscoverRequest(recipe=recipe, out=out, simulate=simulate, repeats=repeats, max_conc=max_conc,

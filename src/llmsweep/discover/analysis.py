@@ -11,6 +11,7 @@ simulator alike).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -241,4 +242,4 @@ def propose_grid(points: Sequence[CurvePoint], start: int, knee: Knee,
 
 def min_step(concs: Sequence[int]) -> int | None:
     ordered = sorted(set(concs))
-    return min((b - a for a, b in zip(ordered, ordered[1:], strict=False)), default=None)
+    return min((b - a for a, b in itertools.pairwise(ordered)), default=None)

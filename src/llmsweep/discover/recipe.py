@@ -171,7 +171,7 @@ def _in_place(file: Path, recipes: dict[str, Recipe], grids: dict[str, list[int]
         line = recipes[arm.recipe_key].source.lines.get((arm.recipe_key, *arm.path, "conc-list"))
         if line is None or not _FLOW_LIST.search(lines[line - 1]):
             return None
-        lines[line - 1] = _FLOW_LIST.sub(lambda m: f"{m.group(1)}{grid}", lines[line - 1], count=1)
+        lines[line - 1] = _FLOW_LIST.sub(rf"\g<1>{grid}", lines[line - 1], count=1)
     inserts: list[tuple[int, str]] = []
     for key, (min_step, max_conc) in policy.items():
         source = recipes[key].source.lines

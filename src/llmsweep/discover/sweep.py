@@ -21,6 +21,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.plan import Job
+from llmsweep.spec.source import render_path
 
 Event = Callable[[str], None]
 
@@ -167,17 +168,18 @@ def _proposal(arm: Arm, stages: Stages) -> ArmProposal:
     runs = stages.of(arm)
     noise = _noise(runs)
     points = analysis.curve(runs)
-    base = {"arm": arm.id, "recipe_key": arm.recipe_key, "path": ".".join(map(str, arm.path)), "label": arm.label,
-            "original": list(arm.concs), "noise": noise, "curve": points}
     by_metric = {n.metric: n for n in noise}
     tput = by_metric[analysis.THROUGHPUT]
     knee = analysis.find_knee(points, tput, by_metric[analysis.INTERACTIVITY])
+    proposal = ArmProposal(arm=arm.id, recipe_key=arm.recipe_key, path=render_path(arm.path), label=arm.label,
+                           original=list(arm.concs), proposed=[], min_step=None, knee=knee, noise=noise, curve=points)
     if knee is None:
         why = "; ".join(f"{stage}: {p}" for stage, p in stages.problems.items()) or "no valid run"
-        return ArmProposal(**base, proposed=[], min_step=None, knee=None, error=f"no valid run of this arm ({why})")
-    if tput.cv is None:
-        return ArmProposal(**base, proposed=[], min_step=None, knee=knee,
-                           error=f"no repeated point with a {HOT_BY_NAME[analysis.THROUGHPUT].label}: the noise is "
-                                 "unknown (every repeat but one failed?)")
-    grid = analysis.propose_grid(points, arm.start, knee, by_metric)
-    return ArmProposal(**base, proposed=grid, min_step=analysis.min_step([g.conc for g in grid]), knee=knee)
+        proposal.error = f"no valid run of this arm ({why})"
+    elif tput.cv is None:
+        proposal.error = (f"no repeated point with a {HOT_BY_NAME[analysis.THROUGHPUT].label}: the noise is unknown "
+                          "(every repeat but one failed?)")
+    else:
+        proposal.proposed = analysis.propose_grid(points, arm.start, knee, by_metric)
+        proposal.min_step = analysis.min_step(proposal.concs)
+    return proposal

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -47,7 +48,8 @@ def _ladder(points: list[tuple[int, float, float, float | None, float | None]], 
 def test_the_knee_is_where_throughput_per_gpu_stops_rising_beyond_noise() -> None:
     runs = _ladder([(1, 100, 60, 0.1, 0), (2, 195, 58, 0.2, 0), (4, 380, 55, 0.4, 0), (8, 700, 50, 0.7, 0),
                     (16, 710, 30, 0.9, 0), (32, 715, 15, 0.92, 0)])
-    knee = analysis.find_knee(analysis.curve(runs), analysis.noise(runs, THROUGHPUT), analysis.noise(runs, INTERACTIVITY))
+    knee = analysis.find_knee(analysis.curve(runs), analysis.noise(runs, THROUGHPUT),
+                              analysis.noise(runs, INTERACTIVITY))
     assert knee is not None and knee.conc == 8 and knee.next_conc == 16
     assert "beyond noise" in knee.reason and knee.cliff_conc is None
 
@@ -91,7 +93,7 @@ def test_the_grid_steps_only_as_far_as_noise_needs_and_stops_at_the_knee() -> No
     concs = [g.conc for g in grid]
     assert concs[0] == 1 and concs[-1] == 64 and concs == sorted(set(concs))
     need = analysis.separation(noise[THROUGHPUT], 1, 2)
-    for a, b in zip(concs, concs[1:-1], strict=False):
+    for a, b in itertools.pairwise(concs[:-1]):
         # every step separates beyond noise, and the step one smaller would not have
         ta, tb, tb1 = (100 + 100 * math.log2(c) for c in (a, b, b - 1))
         assert (tb - ta) / ta > need
