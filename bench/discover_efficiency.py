@@ -1,11 +1,11 @@
 """Does `llmsweep discover` find the same Pareto frontier as a dense grid, for fewer runs? Measured in one run.
 
-Run: `.venv/bin/python bench/discover_efficiency.py [RECIPE] [--max-conc 64] [--repeats 3] [--refine 2]
+Run: `.venv/bin/python bench/discover_efficiency.py [RECIPE] [--ladder-top 64] [--repeats 3] [--refine 2]
 [--duration S] [--out DIR] [--json]`. On the simulator (virtual time), for each arm of RECIPE (default: the small
 KV-cliff arm of the discover tests, `tests/data/recipes/discover/cliff-sim.yaml`):
 
-- discovery: the repeated coarse ladder up to `--max-conc` plus its refinement rounds (`llmsweep discover`);
-- the dense grid: every concurrency from the arm's first to `--max-conc`, one run each (the same workload seed as
+- discovery: the repeated coarse ladder up to `--ladder-top` plus its refinement rounds (`llmsweep discover`);
+- the dense grid: every concurrency from the arm's first to `--ladder-top`, one run each (the same workload seed as
   the ladder's first repeat);
 - the ratio of runs (discovery's, repeats included, over the dense grid's) and the frontier distance: for each point
   on the dense grid's frontier (throughput per GPU against P90 E2E-normalised interactivity, the AgentX north star),
@@ -64,7 +64,7 @@ def _distance(dense: list[CurvePoint], found: list[CurvePoint], tput: MetricNois
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("recipe", nargs="?", type=Path, default=DEFAULT_RECIPE)
-    ap.add_argument("--max-conc", type=int, default=64)
+    ap.add_argument("--ladder-top", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--refine", type=int, default=2)
     ap.add_argument("--duration", type=int, default=None)
@@ -77,17 +77,17 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     req = DiscoverRequest(recipe=args.recipe, out=args.out / "discover", simulate=True, repeats=args.repeats,
-                          max_conc=args.max_conc, refine=args.refine, duration=args.duration,
+                          ladder_top=args.ladder_top, refine=args.refine, duration=args.duration,
                           store=args.out / "store.sqlite")
     found = discover(req, event=quiet)
     t1 = time.perf_counter()
     _, arms = load_arms(args.recipe)
     dense_req = req.model_copy(update={"out": args.out / "dense"})
     dense = Stages(dense_req, arms, quiet)
-    dense.run("dense", {a.id: list(range(a.start, args.max_conc + 1)) for a in arms}, 1)
+    dense.run("dense", {a.id: list(range(a.start, args.ladder_top + 1)) for a in arms}, 1)
     t2 = time.perf_counter()
 
-    report: dict[str, Any] = {"recipe": str(args.recipe), "max_conc": args.max_conc, "repeats": args.repeats,
+    report: dict[str, Any] = {"recipe": str(args.recipe), "ladder_top": args.ladder_top, "repeats": args.repeats,
                               "refine": args.refine, "discover_wall_s": round(t1 - t0, 1),
                               "dense_wall_s": round(t2 - t1, 1), "arms": []}
     for arm, proposal in zip(arms, found.arms, strict=True):
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"recipe {report['recipe']}: ladder to {args.max_conc}, {args.repeats} repeats, {args.refine} refine "
+    print(f"recipe {report['recipe']}: ladder to {args.ladder_top}, {args.repeats} repeats, {args.refine} refine "
           f"round(s); discover {report['discover_wall_s']} s, dense grid {report['dense_wall_s']} s (wall)")
     for a in report["arms"]:
         f = a["frontier"]

@@ -24,7 +24,7 @@ def _discover(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[
 @pytest.mark.timeout(300)
 def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_path: Path) -> None:
     out = tmp_path / "disc"
-    proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--max-conc", "32", "--refine", "1",
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--ladder-top", "32", "--refine", "1",
                      "--out", out, "--json")
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout)

@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from llmsweep.cli.options import json_option, option, store_option
-from llmsweep.execute.registry import executor_help, executor_kinds
 
 
 @click.command("discover")
@@ -16,8 +15,9 @@ from llmsweep.execute.registry import executor_help, executor_kinds
 @option("simulate")
 @option("repeats", default=3, type=click.IntRange(min=2),
         help="Runs of every ladder point (each draws its own prompts): the run-to-run noise comes from them.")
-@click.option("--max-conc", type=click.IntRange(min=1), default=None,
-              help="Top of the coarse ladder (default: the larger of 64 and 4x the recipe's highest concurrency).")
+@click.option("--ladder-top", type=click.IntRange(min=1), default=None,
+              help="Highest concurrency of the coarse ladder (default: the larger of 64 and 4x the recipe's "
+                   "highest concurrency).")
 @click.option("--refine", type=click.IntRange(min=0), default=2, show_default=True,
               help="Bisection rounds around each arm's knee and KV cliff (one run per new point).")
 @click.option("--duration", type=click.IntRange(min=1), default=None,
@@ -26,14 +26,12 @@ from llmsweep.execute.registry import executor_help, executor_kinds
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic', a file or directory, or "
              "a Hugging Face dataset id).")
-@click.option("--executor", type=click.Choice(executor_kinds()), default="local", show_default=True,
-              help=executor_help() + ".")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/discover"), show_default=True,
               help="Discovery directory: stages/ (one run per stage), discovery.json, proposed.yaml, proposed.diff.")
 @store_option(dest="store", help="Results store for the discovery runs (default: store.sqlite in --out).")
 @json_option("the discovery (every run, the noise, the knee and the proposed grid of each arm)")
-def discover(recipe: Path, simulate: bool, repeats: int, max_conc: int | None, refine: int, duration: int | None,
-             traces: str | None, executor: str, out: Path, store: Path | None, as_json: bool) -> int:
+def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None, refine: int, duration: int | None,
+             traces: str | None, out: Path, store: Path | None, as_json: bool) -> int:
     """Propose RECIPE's official concurrency grid from measurements.
 
     For each arm: a coarse ladder (the arm's first concurrency, then powers of two) run --repeats times to measure
@@ -41,14 +39,14 @@ def discover(recipe: Path, simulate: bool, repeats: int, max_conc: int | None, r
     the KV/HBM cliff (the server's KV usage and preemptions); then the grid from the arm's first concurrency to the
     knee, each step the smallest that moves throughput or interactivity beyond noise. Writes the proposed recipe
     and its diff with the evidence. Runs on the simulator in virtual time with --simulate, on the recipe's engine
-    otherwise (as `llmsweep run`).
+    otherwise (as `llmsweep run` with the local executor).
     """
     from llmsweep.discover.sweep import DiscoverRequest
     from llmsweep.discover.sweep import discover as run_discovery
     from llmsweep.execute.progress import progress_for, use_progress
 
-    req = DiscoverRequest(recipe=recipe, out=out, simulate=simulate, repeats=repeats, max_conc=max_conc,
-                          refine=refine, duration=duration, traces=traces, store=store, executor=executor)
+    req = DiscoverRequest(recipe=recipe, out=out, simulate=simulate, repeats=repeats, ladder_top=ladder_top,
+                          refine=refine, duration=duration, traces=traces, store=store)
     with use_progress(progress_for()) as progress:
         result = run_discovery(req, event=progress.line)
     if as_json:

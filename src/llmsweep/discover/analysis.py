@@ -171,7 +171,7 @@ def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoi
     top = pts[-1]
     return Knee(conc=top.conc, next_conc=None, cliff_conc=cliff[0], cliff=cliff_text,
                 reason=f"throughput per GPU still rises beyond noise at the top of the ladder (conc {top.conc}): "
-                       "the knee lies above it (raise --max-conc)")
+                       "the knee lies above it (raise --ladder-top)")
 
 
 def refine_targets(points: Sequence[CurvePoint], knee: Knee, resolution: int) -> list[int]:

@@ -43,7 +43,7 @@ class DiscoverRequest(BaseModel):
     simulate: bool = False
     repeats: int = Field(default=3, ge=2, description="Runs of every ladder point (different prompts each): the "
                          "run-to-run noise comes from them, so at least 2.")
-    max_conc: int | None = Field(default=None, ge=1, description="Top of the coarse ladder (default: the larger of "
+    ladder_top: int | None = Field(default=None, ge=1, description="Top of the coarse ladder (default: the larger of "
                                  f"{LADDER_FLOOR} and four times the recipe's highest concurrency).")
     refine: int = Field(default=2, ge=0, description="Bisection rounds around each arm's knee (and KV cliff).")
     duration: int | None = Field(default=None, ge=1, description="Profiling window of every discovery run, in "
@@ -118,10 +118,10 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     recipes, arms = load_arms(req.recipe)
     _refuse_used(req.out)
     highest = max(c for a in arms for c in a.concs)
-    top = req.max_conc or max(LADDER_FLOOR, 4 * highest)
+    top = req.ladder_top or max(LADDER_FLOOR, 4 * highest)
     if any(a.start > top for a in arms):
-        raise ConfigError(f"discover: --max-conc {top} is below an arm's first concurrency",
-                          fix=f"pass --max-conc of at least {max(a.start for a in arms)}")
+        raise ConfigError(f"discover: --ladder-top {top} is below an arm's first concurrency",
+                          fix=f"pass --ladder-top of at least {max(a.start for a in arms)}")
     stages = Stages(req, arms, event)
     stages.run("ladder", {a.id: analysis.ladder(a.start, top) for a in arms}, req.repeats)
     for round_ in range(1, req.refine + 1):

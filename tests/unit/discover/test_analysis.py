@@ -78,7 +78,7 @@ def test_the_kv_cliff_stops_the_grid_where_interactivity_collapses_although_thro
 def test_a_curve_still_rising_at_the_top_says_so() -> None:
     runs = _ladder([(1, 100, 60, None, None), (2, 200, 58, None, None), (4, 400, 55, None, None)])
     knee = analysis.find_knee(analysis.curve(runs), analysis.noise(runs, THROUGHPUT))
-    assert knee is not None and knee.conc == 4 and knee.next_conc is None and "--max-conc" in knee.reason
+    assert knee is not None and knee.conc == 4 and knee.next_conc is None and "--ladder-top" in knee.reason
 
 
 def test_the_grid_steps_only_as_far_as_noise_needs_and_stops_at_the_knee() -> None:
