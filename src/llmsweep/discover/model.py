@@ -56,6 +56,11 @@ class Knee(_Out):
                                    description="First concurrency whose KV cache saturates or preempts (the cliff).")
     cliff: str | None = None
 
+    @property
+    def found(self) -> bool:
+        """False when throughput still rose at the top of the ladder: the knee lies above what was measured."""
+        return self.next_conc is not None
+
 
 class GridPoint(_Out):
     conc: int

@@ -145,8 +145,12 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     for key in recipes:
         mine = [p for p in proposals if p.recipe_key == key and p.error is None]
         if mine:
+            # A cap only where every arm of the recipe found its knee: a ladder that still rose at its top earned none.
             steps = [s for p in mine if (s := p.min_step) is not None]
-            policy[key] = (min(steps) if steps else None, max(max(p.concs) for p in mine))
+            found = all(p.knee is not None and p.knee.found for p in mine)
+            cap = max(max(p.concs) for p in mine) if found else None
+            if steps or cap is not None:
+                policy[key] = (min(steps) if steps else None, cap)
     min_steps = [s for s, _ in policy.values() if s is not None]
     caps = [c for _, c in policy.values() if c is not None]
     result = Discovery(
