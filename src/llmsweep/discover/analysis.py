@@ -72,17 +72,21 @@ def noise(runs: Sequence[Run], metric: str) -> MetricNoise:
         by_conc[conc] = math.sqrt(dev / (len(values) - 1))
         ss += dev
         dof += len(values) - 1
+    concs = sorted(by_conc)
+    smoothed = {c: math.sqrt(sum(by_conc[n] ** 2 for n in concs[max(0, i - 1):i + 2]) / len(concs[max(0, i - 1):i + 2]))
+                for i, c in enumerate(concs)}
     return MetricNoise(metric=metric, label=HOT_BY_NAME[metric].label, cv=math.sqrt(ss / dof) if dof else None,
-                       dof=dof, by_conc=by_conc, t=t975(dof) if dof else None)
+                       dof=dof, by_conc=by_conc, smoothed=smoothed, t=t975(dof) if dof else None)
 
 
 def cv_at(n: MetricNoise, conc: int) -> float | None:
-    """The metric's run-to-run coefficient of variation at `conc`: from the repeats there, else interpolated in log
-    concurrency between the nearest repeated ones (held flat beyond the ends)."""
-    if not n.by_conc:
+    """The metric's run-to-run coefficient of variation at `conc`: the smoothed figure of the repeats there (pooled
+    with the neighbouring repeated concurrencies), else interpolated in log concurrency between the nearest repeated
+    ones (held flat beyond the ends)."""
+    if not n.smoothed:
         return n.cv
-    xs = sorted(n.by_conc)
-    return float(np.interp(math.log(conc), [math.log(c) for c in xs], [n.by_conc[c] for c in xs]))
+    xs = sorted(n.smoothed)
+    return float(np.interp(math.log(conc), [math.log(c) for c in xs], [n.smoothed[c] for c in xs]))
 
 
 def separation(n: MetricNoise, a: int, b: int, runs_a: int = 1, runs_b: int = 1) -> float:

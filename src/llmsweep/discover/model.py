@@ -33,6 +33,9 @@ class MetricNoise(_Out):
     by_conc: dict[int, float] = Field(default_factory=dict, description="Coefficient of variation between the repeats "
                                       "of each repeated concurrency (noise depends on load; between two, it is "
                                       "interpolated in log concurrency).")
+    smoothed: dict[int, float] = Field(default_factory=dict, description="The figure separations use: each repeated "
+                                       "concurrency's variance pooled with its repeated neighbours' (two repeats "
+                                       "alone pin a spread poorly).")
     t: float | None = Field(default=None, description="95 % Student-t quantile at the pooled degrees of freedom.")
 
 

@@ -30,10 +30,15 @@ def test_noise_is_the_spread_between_repeats_per_concurrency_and_pooled() -> Non
     assert n.by_conc[1] == pytest.approx(0.10) and n.by_conc[8] == pytest.approx(0.02)
     assert 16 not in n.by_conc  # one run: no spread to measure
     assert n.dof == 4 and n.cv == pytest.approx(math.sqrt((0.10**2 * 2 + 0.02**2 * 2) / 4))
-    # Between two repeated concurrencies the noise is interpolated in log concurrency; beyond them held flat.
-    assert analysis.cv_at(n, 1) == pytest.approx(0.10)
-    assert 0.02 < analysis.cv_at(n, 3) < 0.10  # type: ignore[operator]
-    assert analysis.cv_at(n, 64) == pytest.approx(0.02)
+    # Separations use each concurrency's variance pooled with its repeated neighbours' (two of them here), between
+    # repeated concurrencies interpolated in log concurrency, beyond them held flat.
+    both = math.sqrt((0.10**2 + 0.02**2) / 2)
+    assert n.smoothed == {1: pytest.approx(both), 8: pytest.approx(both)}
+    assert analysis.cv_at(n, 1) == analysis.cv_at(n, 3) == analysis.cv_at(n, 64) == pytest.approx(both)
+    wide = analysis.noise([*runs, *_repeats(64, 900, 20, spread=0.01), *_repeats(128, 950, 10, spread=0.01)],
+                          THROUGHPUT)
+    assert wide.smoothed[1] > wide.smoothed[8] > wide.smoothed[64] >= wide.smoothed[128]
+    assert wide.smoothed[128] < analysis.cv_at(wide, 100) < wide.smoothed[64]  # type: ignore[operator]
 
 
 def test_no_repeat_means_no_noise_estimate() -> None:
