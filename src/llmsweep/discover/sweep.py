@@ -115,7 +115,7 @@ def _refuse_used(out: Path) -> None:
 
 def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     """Measure, refine and propose; writes discovery.json, proposed.yaml and proposed.diff into `req.out`."""
-    recipes, arms = load_arms(req.recipe)
+    _, arms = load_arms(req.recipe)
     _refuse_used(req.out)
     highest = max(c for a in arms for c in a.concs)
     top = req.ladder_top or max(LADDER_FLOOR, 4 * highest)
@@ -141,16 +141,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
 
     proposals = [_proposal(arm, stages) for arm in arms]
     grids = {p.arm: p.concs for p in proposals if p.error is None}
-    policy: dict[str, tuple[int | None, int | None]] = {}
-    for key in recipes:
-        mine = [p for p in proposals if p.recipe_key == key and p.error is None]
-        if mine:
-            # A cap only where every arm of the recipe found its knee: a ladder that still rose at its top earned none.
-            steps = [s for p in mine if (s := p.min_step) is not None]
-            found = all(p.knee is not None and p.knee.found for p in mine)
-            cap = max(max(p.concs) for p in mine) if found else None
-            if steps or cap is not None:
-                policy[key] = (min(steps) if steps else None, cap)
+    policy = grid_policy(proposals)
     min_steps = [s for s, _ in policy.values() if s is not None]
     caps = [c for _, c in policy.values() if c is not None]
     result = Discovery(
@@ -166,6 +157,24 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         (req.out / PATCH_FILE).write_text(result.patch, encoding="utf-8")
     (req.out / DISCOVERY_FILE).write_text(result.model_dump_json(indent=2), encoding="utf-8")
     return result
+
+
+def grid_policy(proposals: list[ArmProposal]) -> dict[str, tuple[int | None, int | None]]:
+    """Each recipe key's proposed `policy: (min-conc-step, max-conc)`: the smallest proposed step of its arms, and
+    their highest knee — a cap only where every arm of the recipe measured its knee (a ladder that still rose at its
+    top earned none); a key none of whose arms got a grid gets nothing."""
+    policy: dict[str, tuple[int | None, int | None]] = {}
+    for key in dict.fromkeys(p.recipe_key for p in proposals):
+        arms = [p for p in proposals if p.recipe_key == key]
+        mine = [p for p in arms if p.error is None]
+        if not mine:
+            continue
+        steps = [s for p in mine if (s := p.min_step) is not None]
+        found = len(mine) == len(arms) and all(p.knee is not None and p.knee.found for p in mine)
+        cap = max(max(p.concs) for p in mine) if found else None
+        if steps or cap is not None:
+            policy[key] = (min(steps) if steps else None, cap)
+    return policy
 
 
 def _proposal(arm: Arm, stages: Stages) -> ArmProposal:
