@@ -37,6 +37,7 @@ def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_pa
     assert ladder == [1, 2, 4, 8, 16, 32]
     # Repeats differ in their workload seed, and the noise comes from them.
     assert {r["seed"] for r in result["runs"] if r["stage"] == "ladder"} == {42, 43}
+    assert {r["source"] for r in result["runs"]} == {"simulated"}
     noise = {n["metric"]: n for n in arm["noise"]}
     assert noise["tput_per_gpu"]["cv"] > 0 and noise["tput_per_gpu"]["dof"] == len(ladder)
     # The server's KV figures were read back: the cliff is named, and the grid stops at the knee, below the top.

@@ -18,6 +18,7 @@ class Run(_Out):
     seed: int = Field(description="The run's workload seed (repeats differ in it: trace order, prompts).")
     job_id: str
     verdict: str
+    source: str = Field(description="What ran it, read back from its summary: `measured` or `simulated`.")
     metrics: dict[str, float | None] = Field(description="Hot columns of the metric table, by name.")
     kv_usage_max: float | None = Field(default=None, description="Peak GPU KV-cache usage the server reported.")
     preemptions: float | None = Field(default=None, description="Requests the server preempted in the window.")
@@ -92,7 +93,7 @@ class Discovery(_Out):
     """What `llmsweep discover` measured and proposes."""
 
     recipe_file: str
-    simulate: bool
+    simulate: bool = Field(description="Whether `--simulate` was asked for (each run's `source` says what ran it).")
     repeats: int
     ladder_top: int
     runs: list[Run]

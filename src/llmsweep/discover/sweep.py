@@ -98,7 +98,7 @@ class Stages:
                 continue
             self.runs.append(Run(
                 arm=key.arm.id, conc=point.identity.conc, stage=name, seed=key.seed, job_id=point.job_id,
-                verdict=point.verdict,
+                verdict=point.verdict, source=point.source,
                 metrics={m: point.metric(m) for m in analysis.NOISE_METRICS},
                 kv_usage_max=point.metric("gpu_kv_usage_max"),
                 preemptions=point.summary.server_metrics.preemptions,

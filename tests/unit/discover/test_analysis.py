@@ -15,7 +15,8 @@ from llmsweep.discover.model import Run
 def _run(conc: int, tput: float, intvty: float, seed: int = 42, kv: float | None = None,
          preemptions: float | None = None) -> Run:
     return Run(arm="a", conc=conc, stage="ladder", seed=seed, job_id=f"j{conc}-{seed}", verdict="valid",
-               metrics={THROUGHPUT: tput, INTERACTIVITY: intvty}, kv_usage_max=kv, preemptions=preemptions)
+               source="simulated", metrics={THROUGHPUT: tput, INTERACTIVITY: intvty}, kv_usage_max=kv,
+               preemptions=preemptions)
 
 
 def _repeats(conc: int, tput: float, intvty: float, spread: float = 0.02, **kw: float | None) -> list[Run]:
