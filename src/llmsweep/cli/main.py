@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sim": ("llmsweep.cli.sim", "sim", "The simulated engine: serve it, or calibrate it."),
     "predict": ("llmsweep.cli.sim", "predict", "Predict every job of a recipe in virtual time."),
     "run": ("llmsweep.cli.run", "run", "Run recipes end to end: launch, load, gate, store, report."),
+    "discover": ("llmsweep.cli.discover", "discover", "Measure noise and knee per arm; propose the official grid."),
     "changes": ("llmsweep.cli.changes", "changes", "Jobs added, removed and changed between two recipe revisions."),
     "changelog": ("llmsweep.cli.changes", "changelog", "Validate a perf-changelog.yaml and list the jobs it selects."),
     "ci": ("llmsweep.cli.ci", "ci", "Write the GitHub Actions workflow that sweeps a labelled pull request."),

@@ -281,6 +281,8 @@ class ServerMetrics(_Open):
     latency: ServerLatency | None = None
     tokens: ServerTokens | None = None
     spec_decode: SpecDecode | None = None
+    preemptions: float | None = Field(default=None, description="Requests the engine preempted (vLLM) or retracted "
+                                      "(SGLang) over the window: its KV cache ran out.")
 
 
 # ------------------------------------------------------------------------------------------------ verdict

@@ -213,6 +213,7 @@ def _vllm(w: ServerWindow) -> dict[str, Any]:
     al = 1.0 + accepted / drafts if accepted is not None and drafts else None
     return {
         "queue": _queue(w, "vllm:num_requests_running", "vllm:num_requests_waiting"),
+        "preemptions": w.counter("vllm:num_preemptions_total"),
         "kv_cache": {
             "gpu_usage_max": _frac(w.gauge_max("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
             "gpu_usage_mean": _frac(w.gauge_mean("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
@@ -254,6 +255,7 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
         method = "mean of sglang:spec_accept_length"
     return {
         "queue": _queue(w, "sglang:num_running_reqs", "sglang:num_queue_reqs"),
+        "preemptions": w.counter("sglang:num_retracted_requests_total"),
         "kv_cache": {
             "gpu_usage_max": _frac(w.gauge_max("sglang:token_usage")),
             "gpu_usage_mean": _frac(w.gauge_mean("sglang:token_usage")),

@@ -110,3 +110,14 @@ def test_sglang_and_older_vllm_latency_names() -> None:
            _hist(2.0, "vllm", time_per_output_token_seconds=(0.2, 50))]
     lat = summarise_server(old, start=0.5, end=1.9)["latency"]
     assert lat["itl_mean_s"] == pytest.approx(0.004) and lat["ttft_mean_s"] is None
+
+
+def test_preemptions_over_the_window_are_read_for_vllm_and_sglang() -> None:
+    vllm = [_scrape(0.0, vllm__num_preemptions_total=5), _scrape(4.0, vllm__num_preemptions_total=12)]
+    assert summarise_server(vllm, start=0.0, end=4.0)["preemptions"] == 7
+    sglang = [_scrape(0.0, sglang__num_retracted_requests_total=0, sglang__token_usage=0.5),
+              _scrape(4.0, sglang__num_retracted_requests_total=3, sglang__token_usage=1.0)]
+    s = summarise_server(sglang, start=0.0, end=4.0)
+    assert s["adapter"] == "sglang" and s["preemptions"] == 3 and s["kv_cache"]["gpu_usage_max"] == 1.0
+    # An engine that exposes no such counter says nothing, not zero.
+    assert summarise_server([_scrape(0.0, vllm__prompt_tokens_total=1)], start=0.0, end=1.0)["preemptions"] is None

@@ -1,0 +1,90 @@
+"""`llmsweep discover`: measure an arm's noise and knee, propose the official grid. Parsing and printing only; the
+work is in `llmsweep.discover`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from llmsweep.cli.options import json_option, option, store_option
+
+
+@click.command("discover")
+@click.argument("recipe", type=click.Path(path_type=Path))
+@option("simulate")
+@option("repeats", default=3, type=click.IntRange(min=2),
+        help="Runs of every ladder point (each draws its own prompts): the run-to-run noise comes from them.")
+@click.option("--ladder-top", type=click.IntRange(min=1), default=None,
+              help="Highest concurrency of the coarse ladder (default: the larger of 64 and 4x the recipe's "
+                   "highest concurrency).")
+@click.option("--refine", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Bisection rounds around each arm's knee and KV cliff (one run per new point).")
+@click.option("--duration", type=click.IntRange(min=1), default=None,
+              help="Profiling window of every discovery run in seconds (default: the recipe's); the proposed recipe "
+                   "keeps its own.")
+@option("traces", default=None,
+        help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic', a file or directory, or "
+             "a Hugging Face dataset id).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/discover"), show_default=True,
+              help="Discovery directory: stages/ (one run per stage), discovery.json, proposed.yaml, proposed.diff.")
+@store_option(dest="store", help="Results store for the discovery runs (default: store.sqlite in --out).")
+@json_option("the discovery (every run, the noise, the knee and the proposed grid of each arm)")
+def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None, refine: int, duration: int | None,
+             traces: str | None, out: Path, store: Path | None, as_json: bool) -> int:
+    """Propose RECIPE's official concurrency grid from measurements.
+
+    For each arm: a coarse ladder (the arm's first concurrency, then powers of two) run --repeats times to measure
+    run-to-run noise per metric; bisection around the knee (where throughput per GPU stops rising beyond noise) and
+    the KV/HBM cliff (the server's KV usage and preemptions); then the grid from the arm's first concurrency to the
+    knee, each step the smallest that moves throughput or interactivity beyond noise. Writes the proposed recipe
+    and its diff with the evidence. Runs on the simulator in virtual time with --simulate, on the recipe's engine
+    otherwise (as `llmsweep run` with the local executor).
+    """
+    from llmsweep.discover.sweep import DiscoverRequest
+    from llmsweep.discover.sweep import discover as run_discovery
+    from llmsweep.execute.progress import progress_for, use_progress
+
+    req = DiscoverRequest(recipe=recipe, out=out, simulate=simulate, repeats=repeats, ladder_top=ladder_top,
+                          refine=refine, duration=duration, traces=traces, store=store)
+    with use_progress(progress_for()) as progress:
+        result = run_discovery(req, event=progress.line)
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+    else:
+        _print(result)
+    return 0 if all(a.error is None for a in result.arms) else 1
+
+
+def _print(result: object) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from llmsweep.discover.model import Discovery
+
+    assert isinstance(result, Discovery)
+    console = Console() if Console().is_terminal else Console(width=200)
+    for arm in result.arms:
+        console.print(f"[bold]{arm.arm}[/]  {arm.label}")
+        noise = ", ".join(f"{n.label} {n.cv:.1%}" for n in arm.noise if n.cv is not None)
+        console.print(f"  noise (cv between repeats): {noise or 'unknown'}")
+        if arm.error:
+            console.print(f"  [red]no proposal:[/] {arm.error}")
+            continue
+        if arm.knee is not None:
+            console.print(f"  knee: conc {arm.knee.conc} — {arm.knee.reason}")
+            if arm.knee.cliff:
+                console.print(f"  cliff: {arm.knee.cliff}")
+        console.print(f"  recipe: {arm.original}  ->  proposed: {arm.concs}")
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        table.add_column("conc", justify="right")
+        table.add_column("why")
+        for p in arm.proposed:
+            table.add_row(str(p.conc), p.why)
+        console.print(table)
+    console.print(f"measured {result.points_measured} point(s) in {result.runs_measured} run(s); "
+                  f"policy: min-conc-step {result.min_conc_step}, max-conc {result.max_conc}")
+    if result.patch:
+        console.print(result.patch, markup=False, highlight=False)
+    if result.proposed_recipe:
+        click.echo(result.proposed_recipe)

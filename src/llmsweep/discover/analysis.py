@@ -1,0 +1,249 @@
+"""The pure part of discovery: run-to-run noise, the knee, where to refine, and the proposed grid.
+
+Every figure comes from runs: noise is the pooled spread of repeats of the same point (relative to the point's mean,
+so one figure covers the arm's whole ladder); a step "separates" two points when the metric moves by more than two
+single runs of the same point would by chance (at 95 %, with the noise of each concurrency: it depends on load);
+the knee is the last concurrency whose throughput
+per GPU still rises beyond noise over the point before it; the KV/HBM cliff is the first concurrency at which the
+server reports its KV cache full or preempts requests (what the flattening is made of, on a real engine or the
+simulator alike).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from llmsweep.discover.model import CurvePoint, GridPoint, Knee, MetricNoise, Run
+from llmsweep.metrics.registry import HOT_BY_NAME
+from llmsweep.results.bands import t975
+from llmsweep.results.frontier import Y_METRIC
+from llmsweep.results.pareto import NORTH_STAR_X
+
+THROUGHPUT = Y_METRIC
+"""The frontier's y: throughput per GPU (its flattening is the knee)."""
+INTERACTIVITY = NORTH_STAR_X
+"""The frontier's canonical x: P90 E2E-normalised interactivity."""
+SEPARATION_METRICS: tuple[str, ...] = (THROUGHPUT, INTERACTIVITY)
+"""Adjacent grid points must differ beyond noise in at least one of the frontier's two coordinates."""
+NOISE_METRICS: tuple[str, ...] = (THROUGHPUT, INTERACTIVITY, "p50_intvty", "p90_ttft")
+"""Metrics whose run-to-run noise the evidence reports."""
+KV_SATURATED = 0.95
+"""Peak KV-cache usage at or above which the server is at its KV/HBM cliff."""
+
+
+def ladder(start: int, top: int) -> list[int]:
+    """The coarse ladder: `start`, then the powers of two above it, up to and including `top`."""
+    if start < 1 or top < start:
+        raise ValueError(f"a ladder needs 1 <= start <= top (got {start}..{top})")
+    out = [start]
+    c = 1
+    while c <= top:
+        if c > start:
+            out.append(c)
+        c *= 2
+    if out[-1] != top:
+        out.append(top)
+    return out
+
+
+def _finite(v: float | None) -> bool:
+    return v is not None and math.isfinite(v)
+
+
+def noise(runs: Sequence[Run], metric: str) -> MetricNoise:
+    """Coefficient of variation of `metric` between repeats (same concurrency): per concurrency, and pooled."""
+    groups: dict[int, list[float]] = {}
+    for r in runs:
+        v = r.metrics.get(metric)
+        if _finite(v):
+            groups.setdefault(r.conc, []).append(float(v))  # type: ignore[arg-type]
+    ss, dof = 0.0, 0
+    by_conc: dict[int, float] = {}
+    for conc in sorted(groups):
+        values = groups[conc]
+        mean = sum(values) / len(values)
+        if len(values) < 2 or mean == 0:
+            continue
+        dev = sum((v / mean - 1.0) ** 2 for v in values)
+        by_conc[conc] = math.sqrt(dev / (len(values) - 1))
+        ss += dev
+        dof += len(values) - 1
+    concs = sorted(by_conc)
+    smoothed = {c: math.sqrt(sum(by_conc[n] ** 2 for n in concs[max(0, i - 1):i + 2]) / len(concs[max(0, i - 1):i + 2]))
+                for i, c in enumerate(concs)}
+    return MetricNoise(metric=metric, label=HOT_BY_NAME[metric].label, cv=math.sqrt(ss / dof) if dof else None,
+                       dof=dof, by_conc=by_conc, smoothed=smoothed, t=t975(dof) if dof else None)
+
+
+def cv_at(n: MetricNoise, conc: int) -> float | None:
+    """The metric's run-to-run coefficient of variation at `conc`: the smoothed figure of the repeats there (pooled
+    with the neighbouring repeated concurrencies), else interpolated in log concurrency between the nearest repeated
+    ones (held flat beyond the ends)."""
+    if not n.smoothed:
+        return n.cv
+    xs = sorted(n.smoothed)
+    return float(np.interp(math.log(conc), [math.log(c) for c in xs], [n.smoothed[c] for c in xs]))
+
+
+def separation(n: MetricNoise, a: int, b: int, runs_a: int = 1, runs_b: int = 1) -> float:
+    """Relative difference between the means of `runs_a` runs at conc a and `runs_b` runs at conc b that noise alone
+    stays under 95 % of the time (0 when the noise is unknown)."""
+    ca, cb = cv_at(n, a), cv_at(n, b)
+    if ca is None or cb is None or n.t is None:
+        return 0.0
+    return n.t * math.sqrt(ca * ca / runs_a + cb * cb / runs_b)
+
+
+def curve(runs: Sequence[Run]) -> list[CurvePoint]:
+    """Means per concurrency, ascending; KV usage and preemptions are the worst run's."""
+    by_conc: dict[int, list[Run]] = {}
+    for r in runs:
+        by_conc.setdefault(r.conc, []).append(r)
+    out = []
+    for conc in sorted(by_conc):
+        group = by_conc[conc]
+        means: dict[str, float | None] = {}
+        for name in {k for r in group for k in r.metrics}:
+            vals = [float(v) for r in group if _finite(v := r.metrics.get(name))]  # type: ignore[arg-type]
+            means[name] = sum(vals) / len(vals) if vals else None
+        kv = [r.kv_usage_max for r in group if _finite(r.kv_usage_max)]
+        pre = [r.preemptions for r in group if _finite(r.preemptions)]
+        out.append(CurvePoint(conc=conc, runs=len(group), means=dict(sorted(means.items())),
+                              kv_usage_max=max(kv) if kv else None,  # type: ignore[type-var]
+                              preemptions=max(pre) if pre else None))  # type: ignore[type-var]
+    return out
+
+
+def saturated(point: CurvePoint) -> str | None:
+    """Why the server was at its KV/HBM cliff at this point (None when it was not)."""
+    why = []
+    if point.kv_usage_max is not None and point.kv_usage_max >= KV_SATURATED:
+        why.append(f"KV cache peaks at {point.kv_usage_max:.0%}")
+    if point.preemptions:
+        why.append(f"{point.preemptions:.0f} preemption(s)")
+    return " and ".join(why) or None
+
+
+def collapse(a: CurvePoint, b: CurvePoint, tput: MetricNoise, intvty: MetricNoise) -> str | None:
+    """Why going from a to b falls off the KV/HBM cliff (None when it does not): the server saturates at b and
+    interactivity falls by more than throughput per GPU gains, beyond the noise of both (their product drops)."""
+    at_b = saturated(b)
+    ta, tb = a.means.get(THROUGHPUT), b.means.get(THROUGHPUT)
+    ia, ib = a.means.get(INTERACTIVITY), b.means.get(INTERACTIVITY)
+    if at_b is None or not (_finite(ta) and _finite(tb) and _finite(ia) and _finite(ib)) or not ta or not ia:
+        return None
+    gain, loss = tb / ta - 1.0, ib / ia - 1.0  # type: ignore[operator]
+    product = (1.0 + gain) * (1.0 + loss) - 1.0
+    band = math.hypot(separation(tput, a.conc, b.conc, a.runs, b.runs),
+                      separation(intvty, a.conc, b.conc, a.runs, b.runs))
+    if product >= -band:
+        return None
+    return (f"interactivity collapses from conc {a.conc} to {b.conc} ({intvty.label} {loss:+.1%} for throughput per "
+            f"GPU {gain:+.1%}: their product {product:+.1%}, noise ±{band:.1%}) as {at_b}")
+
+
+def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoise | None = None) -> Knee | None:
+    """The lowest concurrency that no higher measured one beats in throughput per GPU beyond noise, or whose next
+    point falls off the KV/HBM cliff (:func:`collapse`), whichever comes first.
+
+    Judged against every higher point, not only the next one, so one noisy pair does not end the curve early."""
+    pts = [p for p in points if _finite(p.means.get(THROUGHPUT))]
+    if not pts:
+        return None
+    cliff = next(((p.conc, why) for p in pts if (why := saturated(p)) is not None), (None, None))
+    cliff_text = f"from conc {cliff[0]} the server is at its KV/HBM cliff: {cliff[1]}" if cliff[0] else None
+    for i, a in enumerate(pts[:-1]):
+        fell = collapse(a, pts[i + 1], tput, intvty) if intvty is not None else None
+        if fell is not None:
+            return Knee(conc=a.conc, next_conc=pts[i + 1].conc, reason=fell, cliff_conc=cliff[0], cliff=cliff_text)
+        ta = float(a.means[THROUGHPUT])  # type: ignore[arg-type]
+        gains = [((float(b.means[THROUGHPUT]) - ta) / ta if ta else 0.0,  # type: ignore[arg-type]
+                  separation(tput, a.conc, b.conc, a.runs, b.runs), b) for b in pts[i + 1:]]
+        if any(gain > band for gain, band, _ in gains):
+            continue
+        nxt = pts[i + 1]
+        gain, band, best = max(gains, key=lambda g: g[0] - g[1])
+        at_next = saturated(nxt)
+        reason = (f"no higher concurrency (measured up to {pts[-1].conc}) raises throughput per GPU beyond noise over "
+                  f"conc {a.conc}: the best, conc {best.conc}, is {gain:+.1%} (noise ±{band:.1%})"
+                  + (f"; at conc {nxt.conc} {at_next}" if at_next else ""))
+        return Knee(conc=a.conc, next_conc=nxt.conc, reason=reason, cliff_conc=cliff[0], cliff=cliff_text)
+    top = pts[-1]
+    return Knee(conc=top.conc, next_conc=None, cliff_conc=cliff[0], cliff=cliff_text,
+                reason=f"throughput per GPU still rises beyond noise at the top of the ladder (conc {top.conc}): "
+                       "the knee lies above it (raise --ladder-top)")
+
+
+def refine_targets(points: Sequence[CurvePoint], knee: Knee, resolution: int) -> list[int]:
+    """Concurrencies to measure next: the midpoint of the knee's interval, and of the cliff's when it lies below."""
+    measured = {p.conc for p in points}
+    out: list[int] = []
+    if knee.next_conc is not None and knee.next_conc - knee.conc > resolution:
+        out.append((knee.conc + knee.next_conc) // 2)
+    if knee.cliff_conc is not None and knee.cliff_conc <= knee.conc:
+        below = [p.conc for p in points if p.conc < knee.cliff_conc]
+        if below and knee.cliff_conc - below[-1] > resolution:
+            out.append((below[-1] + knee.cliff_conc) // 2)
+    return sorted({c for c in out if c not in measured})
+
+
+def _interp(points: Sequence[CurvePoint], metric: str, conc: int) -> float | None:
+    xs = [math.log(p.conc) for p in points if _finite(p.means.get(metric))]
+    ys = [float(p.means[metric]) for p in points if _finite(p.means.get(metric))]  # type: ignore[arg-type]
+    if not xs:
+        return None
+    return float(np.interp(math.log(conc), xs, ys))
+
+
+def _moves(points: Sequence[CurvePoint], a: int, b: int,
+           noise_by: dict[str, MetricNoise]) -> tuple[bool, str]:
+    """Whether going from conc a to b moves a frontier coordinate beyond noise, and the figures that say so."""
+    parts, beyond = [], False
+    for metric in SEPARATION_METRICS:
+        va, vb, n = _interp(points, metric, a), _interp(points, metric, b), noise_by.get(metric)
+        if va is None or vb is None or not va or n is None:
+            continue
+        rel = (vb - va) / va
+        need = separation(n, a, b)
+        beyond = beyond or abs(rel) > need
+        parts.append(f"{n.label} {rel:+.1%} (noise ±{need:.1%})")
+    return beyond, ", ".join(parts)
+
+
+def propose_grid(points: Sequence[CurvePoint], start: int, knee: Knee,
+                 noise_by: dict[str, MetricNoise]) -> list[GridPoint]:
+    """The official grid from `start` to the knee: each point the first concurrency (on the measured curve, linear
+    in log concurrency between measured points) that moves throughput per GPU or interactivity beyond the noise of
+    a single run; the knee itself ends the grid (merged into the last point when it is too close to it)."""
+    measured = {p.conc for p in points}
+
+    def note(c: int) -> str:
+        return "" if c in measured else " (interpolated between measured points)"
+
+    top = max(knee.conc, start)
+    grid = [GridPoint(conc=start, why=f"the arm's first concurrency (the recipe's){note(start)}")]
+    last = start
+    for c in range(start + 1, top + 1):
+        beyond, figures = _moves(points, last, c, noise_by)
+        if beyond:
+            grid.append(GridPoint(conc=c, why=f"first step that separates from conc {last}: {figures}{note(c)}"))
+            last = c
+    if grid[-1].conc != top:
+        beyond, figures = _moves(points, grid[-1].conc, top, noise_by)
+        if not beyond and len(grid) > 1:
+            grid.pop()  # too close to the knee to tell apart: the knee takes its place
+            figures = _moves(points, grid[-1].conc, top, noise_by)[1]
+        grid.append(GridPoint(conc=top, why=f"the knee, where the grid stops: {knee.reason}; vs conc "
+                                            f"{grid[-1].conc}: {figures}{note(top)}"))
+    else:
+        grid[-1] = GridPoint(conc=top, why=f"{grid[-1].why}; the knee, where the grid stops: {knee.reason}")
+    return grid
+
+
+def min_step(concs: Sequence[int]) -> int | None:
+    ordered = sorted(set(concs))
+    return min((b - a for a, b in itertools.pairwise(ordered)), default=None)

@@ -1,0 +1,106 @@
+"""The typed results of a discovery sweep: each run, the noise, the knee, the proposed grid and why."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Run(_Out):
+    """One measured run of one arm at one concurrency (a repeat is a run of its own)."""
+
+    arm: str = Field(description="Arm id: recipe key and search-space path.")
+    conc: int
+    stage: str = Field(description="`ladder` (coarse, repeated) or `refine-<n>` (around the knee).")
+    seed: int = Field(description="The run's workload seed (repeats differ in it: trace order, prompts).")
+    job_id: str
+    verdict: str
+    source: str = Field(description="What ran it, read back from its summary: `measured` or `simulated`.")
+    metrics: dict[str, float | None] = Field(description="Hot columns of the metric table, by name.")
+    kv_usage_max: float | None = Field(default=None, description="Peak GPU KV-cache usage the server reported.")
+    preemptions: float | None = Field(default=None, description="Requests the server preempted in the window.")
+
+
+class MetricNoise(_Out):
+    """Run-to-run noise of one metric over an arm's repeated ladder points."""
+
+    metric: str = Field(description="Hot column name (metric table).")
+    label: str
+    cv: float | None = Field(description="Pooled coefficient of variation between repeats (None: no repeat).")
+    dof: int = Field(description="Degrees of freedom of the pooled estimate.")
+    by_conc: dict[int, float] = Field(default_factory=dict, description="Coefficient of variation between the repeats "
+                                      "of each repeated concurrency (noise depends on load; between two, it is "
+                                      "interpolated in log concurrency).")
+    smoothed: dict[int, float] = Field(default_factory=dict, description="The figure separations use: each repeated "
+                                       "concurrency's variance pooled with its repeated neighbours' (two repeats "
+                                       "alone pin a spread poorly).")
+    t: float | None = Field(default=None, description="95 % Student-t quantile at the pooled degrees of freedom.")
+
+
+class CurvePoint(_Out):
+    """An arm's mean at one concurrency over its runs."""
+
+    conc: int
+    runs: int
+    means: dict[str, float | None]
+    kv_usage_max: float | None = None
+    preemptions: float | None = None
+
+
+class Knee(_Out):
+    """Where adding users stops paying: the last concurrency whose throughput per GPU rises beyond noise."""
+
+    conc: int
+    next_conc: int | None = Field(description="The measured point after the knee (flat or worse); None at the top.")
+    reason: str
+    cliff_conc: int | None = Field(default=None,
+                                   description="First concurrency whose KV cache saturates or preempts (the cliff).")
+    cliff: str | None = None
+
+    @property
+    def found(self) -> bool:
+        """False when throughput still rose at the top of the ladder: the knee lies above what was measured."""
+        return self.next_conc is not None
+
+
+class GridPoint(_Out):
+    conc: int
+    why: str
+
+
+class ArmProposal(_Out):
+    arm: str
+    recipe_key: str
+    path: str = Field(description="The arm's search-space entry under the recipe key.")
+    label: str
+    original: list[int] = Field(description="The recipe's concurrencies for this arm.")
+    proposed: list[GridPoint]
+    min_step: int | None = Field(description="Smallest gap between two proposed concurrencies.")
+    knee: Knee | None
+    noise: list[MetricNoise]
+    curve: list[CurvePoint]
+    error: str | None = Field(default=None, description="Why no grid could be proposed for this arm.")
+
+    @property
+    def concs(self) -> list[int]:
+        return [p.conc for p in self.proposed]
+
+
+class Discovery(_Out):
+    """What `llmsweep discover` measured and proposes."""
+
+    recipe_file: str
+    simulate: bool = Field(description="Whether `--simulate` was asked for (each run's `source` says what ran it).")
+    repeats: int
+    ladder_top: int
+    runs: list[Run]
+    arms: list[ArmProposal]
+    points_measured: int = Field(description="Distinct (arm, concurrency) points measured.")
+    runs_measured: int = Field(description="Runs, repeats included.")
+    min_conc_step: int | None = Field(description="Proposed `policy.min-conc-step`: the smallest proposed gap.")
+    max_conc: int | None = Field(description="Proposed `policy.max-conc`: the highest knee over the arms.")
+    proposed_recipe: str | None = None
+    patch: str = Field(default="", description="Unified diff of the recipe file to the proposed one.")

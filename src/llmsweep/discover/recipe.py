@@ -1,0 +1,253 @@
+"""A recipe's arms, the recipes a discovery stage runs, and the proposed recipe (a patch of the original file).
+
+An arm is one search-space entry of one recipe key. A stage runs each arm as a recipe key of its own
+(`<key>-discover<n>`: the arm's scenario group with only that entry, at the stage's concurrencies, the recipe's
+`policy` left out so the ladder may pass the recipe's cap), so every run maps back to its arm by the recipe key its
+job carries. The proposal rewrites each arm's `conc-list` (and `policy: {min-conc-step, max-conc}`) in the
+original text, keeping its comments and layout; where a line cannot be rewritten in place (a block-style list,
+`conc-start`/`conc-end`) the proposed file is the YAML re-dumped, and says so. Either way the proposed file is loaded
+back and checked to say exactly the proposed concurrencies before it is written.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llmsweep.errors import ConfigError
+from llmsweep.plan.conc import expand_range
+from llmsweep.spec.loader import load_recipes
+from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.source import render_path
+
+FieldPath = tuple[str | int, ...]
+CONC_FIELDS = ("conc-list", "conc-start", "conc-end")
+STAGE_KEY = "{key}-discover{n}"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One search-space entry of one recipe key."""
+
+    recipe_key: str
+    path: FieldPath
+    label: str
+    concs: tuple[int, ...]
+    """The recipe's concurrencies for this arm."""
+
+    @property
+    def id(self) -> str:
+        return f"{self.recipe_key}:{render_path(self.path)}"
+
+    @property
+    def start(self) -> int:
+        return min(self.concs)
+
+
+def load_arms(file: Path) -> tuple[dict[str, Recipe], list[Arm]]:
+    """The recipes of `file` (bad input is a ConfigError naming file:line) and their arms in file order."""
+    if not file.is_file():
+        raise ConfigError(f"discover: no recipe file {file}", fix="pass a recipe YAML, e.g. recipes/my-recipe.yaml")
+    recipes = load_recipes([file]).raise_on_error().recipes
+    arms = []
+    for key, recipe in recipes.items():
+        for path, entry in recipe.search_space_entries():
+            concs = list(entry.conc_list or expand_range(entry.conc_start, entry.conc_end))  # type: ignore[arg-type]
+            fields = entry.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True,
+                                      exclude={"conc_list", "conc_start", "conc_end"})
+            label = " ".join(f"{k}={_flat(v)}" for k, v in fields.items())
+            arms.append(Arm(recipe_key=key, path=path, label=f"{path[1]} {label}".strip(), concs=tuple(concs)))
+    if not arms:
+        raise ConfigError(f"discover: {file} has no search-space entry", fix="add an arm to a scenario's search-space")
+    return recipes, arms
+
+
+def _flat(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("name") or value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _raw(file: Path) -> dict[str, Any]:
+    doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict):
+        raise ConfigError(f"discover: {file} is not a mapping of recipe keys", fix="see recipes/README.md")
+    return doc
+
+
+def _at(doc: Any, path: FieldPath) -> Any:
+    for part in path:
+        doc = doc[part]
+    return doc
+
+
+def _set_concs(entry: dict[str, Any], concs: list[int]) -> None:
+    for field in CONC_FIELDS:
+        entry.pop(field, None)
+    entry["conc-list"] = list(concs)
+
+
+DEFAULT_SEED = 42
+"""The client's workload seed when a recipe sets none (`spec.workload.WorkloadSpec.seed`)."""
+
+
+@dataclass(frozen=True)
+class StageKey:
+    """What a stage recipe key runs: an arm, with one workload seed (a repeat)."""
+
+    arm: Arm
+    seed: int
+    repeat: int
+
+
+def stage_document(file: Path, arms: list[Arm], concs: dict[str, list[int]], repeats: int,
+                   duration: int | None) -> tuple[dict[str, Any], dict[str, StageKey]]:
+    """The stage's recipes — one key per arm and repeat, each repeat with its own workload seed (its own trace order
+    and prompts: the recipe's seed, then +1, +2, …) — and which arm and repeat each key is."""
+    raw = _raw(file)
+    doc: dict[str, Any] = {}
+    keys: dict[str, StageKey] = {}
+    for n, arm in enumerate(arms, 1):
+        todo = concs.get(arm.id)
+        if not todo:
+            continue
+        recipe = copy.deepcopy(raw[arm.recipe_key])
+        recipe.pop("policy", None)  # the ladder goes past the recipe's cap on purpose
+        _, scenario, group_index, _, entry_index = arm.path
+        group = copy.deepcopy(recipe["scenarios"][scenario][group_index])
+        entry = copy.deepcopy(group["search-space"][entry_index])
+        _set_concs(entry, todo)
+        group["search-space"] = [entry]
+        recipe["scenarios"] = {scenario: [group]}
+        workload = dict(recipe.get("workload") or {})
+        if duration is not None:
+            workload["duration"] = duration
+        base = int(workload.get("seed", DEFAULT_SEED))
+        for k in range(repeats):
+            key = STAGE_KEY.format(key=arm.recipe_key, n=n) + (f"-seed{base + k}" if repeats > 1 else "")
+            doc[key] = {**copy.deepcopy(recipe), "workload": {**workload, "seed": base + k}}
+            keys[key] = StageKey(arm=arm, seed=base + k, repeat=k + 1)
+    return doc, keys
+
+
+def write_stage(path: Path, doc: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# written by `llmsweep discover`: one recipe key per arm, at this stage's concurrencies\n"
+                    + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@dataclass(frozen=True)
+class Proposal:
+    text: str
+    in_place: bool
+    """True when the original text was rewritten line by line (comments kept); False when re-dumped."""
+
+
+_FLOW_LIST = re.compile(r"(conc-list\s*:\s*)\[[^\]\n]*\]")
+
+
+def _policy_line(indent: str, min_step: int | None, max_conc: int | None) -> str:
+    parts = [f"min-conc-step: {min_step}"] if min_step is not None else []
+    parts += [f"max-conc: {max_conc}"] if max_conc is not None else []
+    return f"{indent}policy: {{ {', '.join(parts)} }}"
+
+
+def _in_place(file: Path, recipes: dict[str, Recipe], grids: dict[str, list[int]], arms: list[Arm],
+              policy: dict[str, tuple[int | None, int | None]]) -> str | None:
+    """The original text with each arm's flow-style `conc-list` and each recipe's policy rewritten; None when a
+    line is not of that shape."""
+    lines = file.read_text(encoding="utf-8").splitlines()
+    for arm in arms:
+        grid = grids.get(arm.id)
+        if grid is None:
+            continue
+        line = recipes[arm.recipe_key].source.lines.get((arm.recipe_key, *arm.path, "conc-list"))
+        if line is None or not _FLOW_LIST.search(lines[line - 1]):
+            return None
+        lines[line - 1] = _FLOW_LIST.sub(rf"\g<1>{grid}", lines[line - 1], count=1)
+    inserts: list[tuple[int, str]] = []
+    for key, (min_step, max_conc) in policy.items():
+        source = recipes[key].source.lines
+        if (key, "policy") in source:
+            for field, value in (("min-conc-step", min_step), ("max-conc", max_conc)):
+                at = source.get((key, "policy", field))
+                if value is None:
+                    continue
+                if at is None:
+                    return None
+                new, n = re.subn(rf"({field}\s*:\s*)\d+", rf"\g<1>{value}", lines[at - 1], count=1)
+                if not n:
+                    return None
+                lines[at - 1] = new
+            continue
+        first = min((ln for p, ln in source.items() if p[0] == key and len(p) == 2), default=None)
+        key_line = source.get((key,))
+        if first is None or key_line is None:
+            return None
+        indent = re.match(r"\s*", lines[first - 1]).group(0)  # type: ignore[union-attr]
+        inserts.append((key_line, _policy_line(indent, min_step, max_conc)))
+    for at, text in sorted(inserts, reverse=True):
+        lines.insert(at, text)
+    return "\n".join(lines) + "\n"
+
+
+def _redumped(file: Path, grids: dict[str, list[int]], arms: list[Arm],
+              policy: dict[str, tuple[int | None, int | None]]) -> str:
+    raw = _raw(file)
+    for arm in arms:
+        if arm.id in grids:
+            _set_concs(_at(raw[arm.recipe_key], arm.path), grids[arm.id])
+    for key, (min_step, max_conc) in policy.items():
+        block = raw[key].get("policy") or {}
+        if min_step is not None:
+            block["min-conc-step"] = min_step
+        if max_conc is not None:
+            block["max-conc"] = max_conc
+        raw[key]["policy"] = block
+    return ("# written by `llmsweep discover` (re-dumped: the original's comments are not kept)\n"
+            + yaml.safe_dump(raw, sort_keys=False))
+
+
+def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
+            policy: dict[str, tuple[int | None, int | None]]) -> Proposal:
+    """Write the proposed recipe to `out` after loading it back: its arms must say exactly `grids`."""
+    recipes = load_recipes([file]).raise_on_error().recipes
+    text = _in_place(file, recipes, grids, arms, policy)
+    for candidate, in_place in ((text, True), (_redumped(file, grids, arms, policy), False)):
+        if candidate is None:
+            continue
+        out.write_text(candidate, encoding="utf-8")
+        if _says(out, grids, arms, policy):
+            return Proposal(candidate, in_place)
+    raise ConfigError(f"discover: the proposed recipe {out} does not load back with the proposed grid",
+                      fix="report this; the measured points and proposal are in discovery.json")
+
+
+def _says(file: Path, grids: dict[str, list[int]], arms: list[Arm],
+          policy: dict[str, tuple[int | None, int | None]]) -> bool:
+    loaded = load_recipes([file])
+    if not loaded.ok:
+        return False
+    _, back = load_arms(file)
+    by_id = {a.id: a for a in back}
+    if any(list(by_id[a.id].concs) != grids[a.id] for a in arms if a.id in grids and a.id in by_id):
+        return False
+    for key, (min_step, max_conc) in policy.items():
+        got = loaded.recipes[key].policy
+        if got is None or (min_step is not None and got.min_conc_step != min_step) or (
+                max_conc is not None and got.max_conc != max_conc):
+            return False
+    return True
+
+
+def unified_diff(before: Path, after_text: str, after_name: str) -> str:
+    return "".join(difflib.unified_diff(before.read_text(encoding="utf-8").splitlines(keepends=True),
+                                        after_text.splitlines(keepends=True), fromfile=str(before),
+                                        tofile=after_name))

@@ -1,0 +1,198 @@
+"""The discovery loop: a repeated coarse ladder per arm, a few refinement rounds around the knee, the proposal.
+
+Every stage is an ordinary `llmsweep run` (`execute.pipeline.run_sweep`) of a stage recipe: on the simulator in
+virtual time with `simulate`, on the recipe's real engine otherwise, through the same executors, gates and store.
+What a stage measured is read back from its run directory (summaries, with their server-metric blocks); a job that
+was refused or failed adds no run, and an arm left without runs says why instead of proposing a grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.discover import analysis
+from llmsweep.discover.model import ArmProposal, Discovery, MetricNoise, Run
+from llmsweep.discover.recipe import Arm, load_arms, propose, stage_document, unified_diff, write_stage
+from llmsweep.errors import ConfigError
+from llmsweep.execute.lifecycle import LifecycleSettings
+from llmsweep.metrics.registry import HOT_BY_NAME
+from llmsweep.plan import Job
+from llmsweep.spec.source import render_path
+
+Event = Callable[[str], None]
+
+DISCOVERY_FILE = "discovery.json"
+PROPOSED_FILE = "proposed.yaml"
+PATCH_FILE = "proposed.diff"
+STAGES_DIR = "stages"
+LADDER_FLOOR = 64
+"""The ladder's default top: at least this, else four times the recipe's highest concurrency."""
+
+
+class DiscoverRequest(BaseModel):
+    """Everything `llmsweep discover` was asked to do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: Path
+    out: Path
+    simulate: bool = False
+    repeats: int = Field(default=3, ge=2, description="Runs of every ladder point (different prompts each): the "
+                         "run-to-run noise comes from them, so at least 2.")
+    ladder_top: int | None = Field(default=None, ge=1, description="Top of the coarse ladder (default: the larger of "
+                                 f"{LADDER_FLOOR} and four times the recipe's highest concurrency).")
+    refine: int = Field(default=2, ge=0, description="Bisection rounds around each arm's knee (and KV cliff).")
+    duration: int | None = Field(default=None, ge=1, description="Profiling window of every discovery run, in "
+                                 "seconds (default: the recipe's); the proposed recipe keeps the recipe's own.")
+    traces: str | None = None
+    store: Path | None = None
+    executor: str = "local"
+    executor_options: dict[str, Any] = Field(default_factory=dict)
+    settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
+
+
+def _noise(runs: list[Run]) -> list[MetricNoise]:
+    return [analysis.noise(runs, m) for m in analysis.NOISE_METRICS]
+
+
+class Stages:
+    """Runs stages (each an ordinary `run_sweep` of a stage recipe) and keeps the runs they measured."""
+
+    def __init__(self, req: DiscoverRequest, arms: list[Arm], event: Event) -> None:
+        self.req, self.arms, self.event = req, arms, event
+        self.runs: list[Run] = []
+        self.problems: dict[str, str] = {}
+
+    def run(self, name: str, concs: dict[str, list[int]], repeats: int) -> None:
+        from llmsweep.execute.pipeline import RunRequest, run_sweep
+        from llmsweep.results.point import points_from_run
+        from llmsweep.results.rundir import load_run
+
+        doc, keys = stage_document(self.req.recipe, self.arms, concs, repeats, self.req.duration)
+        if not doc:
+            return
+        out = self.req.out / STAGES_DIR / name
+        recipe = write_stage(self.req.out / STAGES_DIR / f"{name}.yaml", doc)
+        n = sum(len(c) for c in concs.values()) * repeats
+        self.event(f"discover: stage {name}: {n} run(s) — " + "; ".join(
+            f"{arm.label} conc {concs[arm.id]}" for arm in {k.arm.id: k.arm for k in keys.values()}.values())
+            + (f", × {repeats} repeats (one workload seed each)" if repeats > 1 else ""))
+        outcome = run_sweep(RunRequest(
+            files=[recipe], simulate=self.req.simulate, traces=self.req.traces, out=out,
+            store=self.req.store or self.req.out / "store.sqlite", report=False,
+            settings=self.req.settings, executor=self.req.executor, executor_options=self.req.executor_options,
+        ), event=self.event)
+        for o in outcome.outcomes:
+            if not o.ok and o.reasons:
+                self.problems.setdefault(name, f"{o.status}: {o.reasons[0]}")
+        for point in points_from_run(load_run(out)):
+            if not point.valid or point.summary is None:
+                continue
+            job = Job.model_validate(point.job)
+            key = keys.get(job.recipe_key)
+            if key is None:
+                continue
+            self.runs.append(Run(
+                arm=key.arm.id, conc=point.identity.conc, stage=name, seed=key.seed, job_id=point.job_id,
+                verdict=point.verdict, source=point.source,
+                metrics={m: point.metric(m) for m in analysis.NOISE_METRICS},
+                kv_usage_max=point.metric("gpu_kv_usage_max"),
+                preemptions=point.summary.server_metrics.preemptions,
+            ))
+
+    def of(self, arm: Arm) -> list[Run]:
+        return [r for r in self.runs if r.arm == arm.id]
+
+
+def _refuse_used(out: Path) -> None:
+    if (out / DISCOVERY_FILE).exists() or (out / STAGES_DIR).exists():
+        raise ConfigError(f"discover: {out} already holds a discovery", fix="give this discovery another --out")
+
+
+def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
+    """Measure, refine and propose; writes discovery.json, proposed.yaml and proposed.diff into `req.out`."""
+    _, arms = load_arms(req.recipe)
+    _refuse_used(req.out)
+    highest = max(c for a in arms for c in a.concs)
+    top = req.ladder_top or max(LADDER_FLOOR, 4 * highest)
+    if any(a.start > top for a in arms):
+        raise ConfigError(f"discover: --ladder-top {top} is below an arm's first concurrency",
+                          fix=f"pass --ladder-top of at least {max(a.start for a in arms)}")
+    stages = Stages(req, arms, event)
+    stages.run("ladder", {a.id: analysis.ladder(a.start, top) for a in arms}, req.repeats)
+    for round_ in range(1, req.refine + 1):
+        targets: dict[str, list[int]] = {}
+        for arm in arms:
+            runs = stages.of(arm)
+            points = analysis.curve(runs)
+            knee = analysis.find_knee(points, analysis.noise(runs, analysis.THROUGHPUT),
+                                      analysis.noise(runs, analysis.INTERACTIVITY))
+            if knee is not None:
+                todo = analysis.refine_targets(points, knee, resolution=1)
+                if todo:
+                    targets[arm.id] = todo
+        if not targets:
+            break
+        stages.run(f"refine-{round_}", targets, 1)
+
+    proposals = [_proposal(arm, stages) for arm in arms]
+    grids = {p.arm: p.concs for p in proposals if p.error is None}
+    policy = grid_policy(proposals)
+    min_steps = [s for s, _ in policy.values() if s is not None]
+    caps = [c for _, c in policy.values() if c is not None]
+    result = Discovery(
+        recipe_file=str(req.recipe), simulate=req.simulate, repeats=req.repeats, ladder_top=top, runs=stages.runs,
+        arms=proposals, points_measured=len({(r.arm, r.conc) for r in stages.runs}), runs_measured=len(stages.runs),
+        min_conc_step=min(min_steps) if min_steps else None, max_conc=max(caps) if caps else None,
+    )
+    req.out.mkdir(parents=True, exist_ok=True)
+    if grids:
+        proposed = propose(req.recipe, req.out / PROPOSED_FILE, grids, arms, policy)
+        result.proposed_recipe = str(req.out / PROPOSED_FILE)
+        result.patch = unified_diff(req.recipe, proposed.text, str(req.out / PROPOSED_FILE))
+        (req.out / PATCH_FILE).write_text(result.patch, encoding="utf-8")
+    (req.out / DISCOVERY_FILE).write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    return result
+
+
+def grid_policy(proposals: list[ArmProposal]) -> dict[str, tuple[int | None, int | None]]:
+    """Each recipe key's proposed `policy: (min-conc-step, max-conc)`: the smallest proposed step of its arms, and
+    their highest knee — a cap only where every arm of the recipe measured its knee (a ladder that still rose at its
+    top earned none); a key none of whose arms got a grid gets nothing."""
+    policy: dict[str, tuple[int | None, int | None]] = {}
+    for key in dict.fromkeys(p.recipe_key for p in proposals):
+        arms = [p for p in proposals if p.recipe_key == key]
+        mine = [p for p in arms if p.error is None]
+        if not mine:
+            continue
+        steps = [s for p in mine if (s := p.min_step) is not None]
+        found = len(mine) == len(arms) and all(p.knee is not None and p.knee.found for p in mine)
+        cap = max(max(p.concs) for p in mine) if found else None
+        if steps or cap is not None:
+            policy[key] = (min(steps) if steps else None, cap)
+    return policy
+
+
+def _proposal(arm: Arm, stages: Stages) -> ArmProposal:
+    runs = stages.of(arm)
+    noise = _noise(runs)
+    points = analysis.curve(runs)
+    by_metric = {n.metric: n for n in noise}
+    tput = by_metric[analysis.THROUGHPUT]
+    knee = analysis.find_knee(points, tput, by_metric[analysis.INTERACTIVITY])
+    proposal = ArmProposal(arm=arm.id, recipe_key=arm.recipe_key, path=render_path(arm.path), label=arm.label,
+                           original=list(arm.concs), proposed=[], min_step=None, knee=knee, noise=noise, curve=points)
+    if knee is None:
+        why = "; ".join(f"{stage}: {p}" for stage, p in stages.problems.items()) or "no valid run"
+        proposal.error = f"no valid run of this arm ({why})"
+    elif tput.cv is None:
+        proposal.error = (f"no repeated point with a {HOT_BY_NAME[analysis.THROUGHPUT].label}: the noise is unknown "
+                          "(every repeat but one failed?)")
+    else:
+        proposal.proposed = analysis.propose_grid(points, arm.start, knee, by_metric)
+        proposal.min_step = analysis.min_step(proposal.concs)
+    return proposal

@@ -1,0 +1,66 @@
+"""`llmsweep discover --simulate`: a small arm with a KV cliff, measured on the simulator in virtual time, proposes a
+grid that stops at the knee, with its evidence, as a recipe that loads back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_run_support import cli_env
+
+from llmsweep.spec.loader import load_recipes
+
+RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "discover" / "cliff-sim.yaml"
+
+
+def _discover(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "llmsweep.cli.main", "discover", *(str(a) for a in args)]
+    return subprocess.run(argv, env=cli_env(tmp_path), capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.timeout(300)
+def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_path: Path) -> None:
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--ladder-top", "32", "--refine", "1",
+                     "--out", out, "--json")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    assert result == json.loads((out / "discovery.json").read_text())
+    # Progress lines on stderr name each stage.
+    assert "discover: stage ladder" in proc.stderr and "× 2 repeats" in proc.stderr
+    (arm,) = result["arms"]
+    assert arm["error"] is None and arm["original"] == [1, 4, 8]
+    ladder = sorted({r["conc"] for r in result["runs"] if r["stage"] == "ladder"})
+    assert ladder == [1, 2, 4, 8, 16, 32]
+    # Repeats differ in their workload seed, and the noise comes from them.
+    assert {r["seed"] for r in result["runs"] if r["stage"] == "ladder"} == {42, 43}
+    assert {r["source"] for r in result["runs"]} == {"simulated"}
+    noise = {n["metric"]: n for n in arm["noise"]}
+    assert noise["tput_per_gpu"]["cv"] > 0 and noise["tput_per_gpu"]["dof"] == len(ladder)
+    # The server's KV figures were read back: the cliff is named, and the grid stops at the knee, below the top.
+    knee = arm["knee"]
+    assert knee["cliff_conc"] is not None and "KV cache peaks" in knee["cliff"]
+    concs = [p["conc"] for p in arm["proposed"]]
+    assert concs[0] == 1 and concs[-1] == knee["conc"] and concs == sorted(set(concs)) and concs[-1] < 32
+    assert all(p["why"] for p in arm["proposed"])
+    # The proposed recipe loads and says the proposed grid; the diff is written beside it.
+    recipe = load_recipes([out / "proposed.yaml"]).raise_on_error().recipes["disc-sim-cliff"]
+    (entry,) = recipe.scenarios.agentic_coding[0].search_space  # type: ignore[index]
+    assert entry.conc_list == concs
+    assert recipe.policy is not None and recipe.policy.max_conc == knee["conc"]
+    assert (out / "proposed.diff").read_text() == result["patch"] and "+      - { tp: 8" in result["patch"]
+    # Every run is a simulated job of an ordinary `llmsweep run` under stages/.
+    summaries = list((out / "stages").glob("*/jobs/*/summary.json"))
+    assert len(summaries) == result["runs_measured"] == len(result["runs"])
+    assert all(json.loads(s.read_text())["provenance"]["clock"] == "virtual" for s in summaries)
+
+
+def test_discover_refuses_a_single_repeat_and_a_used_out(tmp_path: Path) -> None:
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "1", "--out", tmp_path / "d")
+    assert proc.returncode == 2 and "--repeats" in proc.stderr
+    (tmp_path / "d" / "stages").mkdir(parents=True)
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--out", tmp_path / "d")
+    assert proc.returncode == 2 and "already holds a discovery" in proc.stderr

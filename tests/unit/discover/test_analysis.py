@@ -1,0 +1,121 @@
+"""Discovery's noise, knee, cliff and grid logic on constructed runs: what the user reads in the proposal."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from llmsweep.discover import analysis
+from llmsweep.discover.analysis import INTERACTIVITY, THROUGHPUT
+from llmsweep.discover.model import Run
+
+
+def _run(conc: int, tput: float, intvty: float, seed: int = 42, kv: float | None = None,
+         preemptions: float | None = None) -> Run:
+    return Run(arm="a", conc=conc, stage="ladder", seed=seed, job_id=f"j{conc}-{seed}", verdict="valid",
+               source="simulated", metrics={THROUGHPUT: tput, INTERACTIVITY: intvty}, kv_usage_max=kv,
+               preemptions=preemptions)
+
+
+def _repeats(conc: int, tput: float, intvty: float, spread: float = 0.02, **kw: float | None) -> list[Run]:
+    """Three repeats at ±spread around the values (relative cv = spread exactly)."""
+    return [_run(conc, tput * (1 + d * spread), intvty * (1 - d * spread), seed=42 + i, **kw)  # type: ignore[arg-type]
+            for i, d in enumerate((-1.0, 0.0, 1.0))]
+
+
+def test_noise_is_the_spread_between_repeats_per_concurrency_and_pooled() -> None:
+    runs = [*_repeats(1, 100, 50, spread=0.10), *_repeats(8, 800, 40, spread=0.02), _run(16, 900, 30)]
+    n = analysis.noise(runs, THROUGHPUT)
+    assert n.by_conc[1] == pytest.approx(0.10) and n.by_conc[8] == pytest.approx(0.02)
+    assert 16 not in n.by_conc  # one run: no spread to measure
+    assert n.dof == 4 and n.cv == pytest.approx(math.sqrt((0.10**2 * 2 + 0.02**2 * 2) / 4))
+    # Separations use each concurrency's variance pooled with its repeated neighbours' (two of them here), between
+    # repeated concurrencies interpolated in log concurrency, beyond them held flat.
+    both = math.sqrt((0.10**2 + 0.02**2) / 2)
+    assert n.smoothed == {1: pytest.approx(both), 8: pytest.approx(both)}
+    assert analysis.cv_at(n, 1) == analysis.cv_at(n, 3) == analysis.cv_at(n, 64) == pytest.approx(both)
+    wide = analysis.noise([*runs, *_repeats(64, 900, 20, spread=0.01), *_repeats(128, 950, 10, spread=0.01)],
+                          THROUGHPUT)
+    assert wide.smoothed[1] > wide.smoothed[8] > wide.smoothed[64] >= wide.smoothed[128]
+    assert wide.smoothed[128] < analysis.cv_at(wide, 100) < wide.smoothed[64]  # type: ignore[operator]
+
+
+def test_no_repeat_means_no_noise_estimate() -> None:
+    n = analysis.noise([_run(1, 100, 50), _run(2, 190, 48)], THROUGHPUT)
+    assert n.cv is None and n.dof == 0 and analysis.separation(n, 1, 2) == 0.0
+
+
+def _ladder(points: list[tuple[int, float, float, float | None, float | None]], spread: float = 0.02) -> list[Run]:
+    return [r for c, t, i, kv, pre in points for r in _repeats(c, t, i, spread, kv=kv, preemptions=pre)]
+
+
+def test_the_knee_is_where_throughput_per_gpu_stops_rising_beyond_noise() -> None:
+    runs = _ladder([(1, 100, 60, 0.1, 0), (2, 195, 58, 0.2, 0), (4, 380, 55, 0.4, 0), (8, 700, 50, 0.7, 0),
+                    (16, 710, 30, 0.9, 0), (32, 715, 15, 0.92, 0)])
+    knee = analysis.find_knee(analysis.curve(runs), analysis.noise(runs, THROUGHPUT),
+                              analysis.noise(runs, INTERACTIVITY))
+    assert knee is not None and knee.conc == 8 and knee.next_conc == 16
+    assert "beyond noise" in knee.reason and knee.cliff_conc is None
+
+
+def test_one_noisy_flat_pair_does_not_end_the_curve_early() -> None:
+    # 2 -> 4 is flat, but 8 beats 2 far beyond noise: the curve goes on.
+    runs = _ladder([(1, 100, 60, None, None), (2, 200, 58, None, None), (4, 201, 55, None, None),
+                    (8, 700, 50, None, None), (16, 705, 30, None, None)])
+    knee = analysis.find_knee(analysis.curve(runs), analysis.noise(runs, THROUGHPUT))
+    assert knee is not None and knee.conc == 8
+
+
+def test_the_kv_cliff_stops_the_grid_where_interactivity_collapses_although_throughput_still_rises() -> None:
+    runs = _ladder([(4, 400, 60, 0.3, 0), (8, 780, 55, 0.6, 0), (16, 1400, 45, 0.97, 3), (32, 1600, 8, 1.0, 400)])
+    curve = analysis.curve(runs)
+    knee = analysis.find_knee(curve, analysis.noise(runs, THROUGHPUT), analysis.noise(runs, INTERACTIVITY))
+    assert knee is not None and knee.conc == 16 and knee.next_conc == 32
+    assert "collapses" in knee.reason and "400 preemption(s)" in knee.reason
+    # The cliff (KV saturated, first preemptions) is read from the server's figures and reported with the knee.
+    assert knee.cliff_conc == 16 and "KV cache peaks at 97%" in (knee.cliff or "")
+    # Refinement bisects the knee's interval (16, 32) and the cliff's onset (8, 16).
+    assert analysis.refine_targets(curve, knee, resolution=1) == [12, 24]
+    assert analysis.refine_targets(curve, knee, resolution=16) == []
+
+
+def test_a_curve_still_rising_at_the_top_says_so() -> None:
+    runs = _ladder([(1, 100, 60, None, None), (2, 200, 58, None, None), (4, 400, 55, None, None)])
+    knee = analysis.find_knee(analysis.curve(runs), analysis.noise(runs, THROUGHPUT))
+    assert knee is not None and knee.conc == 4 and knee.next_conc is None and "--ladder-top" in knee.reason
+
+
+def test_the_grid_steps_only_as_far_as_noise_needs_and_stops_at_the_knee() -> None:
+    # Throughput linear in log2(conc): +100 tok/s/GPU per doubling from 100 at conc 1; noise 2 % everywhere.
+    pts = [(c, 100 + 100 * math.log2(c), 50.0, None, None) for c in (1, 2, 4, 8, 16, 32, 64)]
+    runs = _ladder(pts)
+    curve = analysis.curve(runs)
+    noise = {m: analysis.noise(runs, m) for m in analysis.SEPARATION_METRICS}
+    knee = analysis.find_knee(curve, noise[THROUGHPUT], noise[INTERACTIVITY])
+    assert knee is not None and knee.conc == 64
+    grid = analysis.propose_grid(curve, 1, knee, noise)
+    concs = [g.conc for g in grid]
+    assert concs[0] == 1 and concs[-1] == 64 and concs == sorted(set(concs))
+    need = analysis.separation(noise[THROUGHPUT], 1, 2)
+    for a, b in itertools.pairwise(concs[:-1]):
+        # every step separates beyond noise, and the step one smaller would not have
+        ta, tb, tb1 = (100 + 100 * math.log2(c) for c in (a, b, b - 1))
+        assert (tb - ta) / ta > need
+        assert b - 1 == a or (tb1 - ta) / ta <= need
+    assert "the knee" in grid[-1].why and "first concurrency" in grid[0].why
+    # Noisier measurements need wider steps: fewer points for the same curve.
+    noisy = _ladder(pts, spread=0.06)
+    wide = analysis.propose_grid(analysis.curve(noisy), 1, knee,
+                                 {m: analysis.noise(noisy, m) for m in analysis.SEPARATION_METRICS})
+    assert len(wide) < len(grid)
+
+
+def test_ladder_and_min_step() -> None:
+    assert analysis.ladder(1, 64) == [1, 2, 4, 8, 16, 32, 64]
+    assert analysis.ladder(4, 48) == [4, 8, 16, 32, 48]
+    assert analysis.ladder(3, 3) == [3]
+    with pytest.raises(ValueError):
+        analysis.ladder(8, 4)
+    assert analysis.min_step([1, 4, 6, 16]) == 2 and analysis.min_step([8]) is None

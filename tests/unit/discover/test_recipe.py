@@ -1,0 +1,78 @@
+"""The proposed recipe: the original file with each arm's grid and the recipe's policy rewritten, comments kept, and
+loaded back to say exactly what was proposed; stage recipes run each arm and repeat under a key of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llmsweep.discover.recipe import load_arms, propose, stage_document, unified_diff
+from llmsweep.errors import ConfigError
+from llmsweep.spec.loader import load_recipes
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "recipes"
+SEED = Path(__file__).resolve().parents[3] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+
+
+def test_the_seed_recipe_has_two_arms_with_their_grids() -> None:
+    _, arms = load_arms(SEED)
+    assert [a.concs for a in arms] == [(1, 4, 8, 12, 16), (4, 8, 12, 16)]
+    assert [a.start for a in arms] == [1, 4]
+    assert "kv-offloading=dram" in arms[1].label and arms[0].id.endswith("search-space[0]")
+
+
+def test_the_proposal_rewrites_the_grid_in_place_keeps_comments_and_declares_the_policy(tmp_path: Path) -> None:
+    _, arms = load_arms(SEED)
+    grids = {arms[0].id: [1, 3, 6, 10, 24], arms[1].id: [4, 8, 20]}
+    out = tmp_path / "proposed.yaml"
+    proposal = propose(SEED, out, grids, arms, {arms[0].recipe_key: (2, 24)})
+    assert proposal.in_place
+    text = out.read_text()
+    original = SEED.read_text()
+    # Every comment of the original survives; only the grid lines change and one policy line is added.
+    assert [ln for ln in text.splitlines() if ln.lstrip().startswith("#")] == \
+        [ln for ln in original.splitlines() if ln.lstrip().startswith("#")]
+    diff = unified_diff(SEED, text, str(out))
+    changed = [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    assert len(changed) == 5, diff
+    recipe = load_recipes([out]).raise_on_error().recipes[arms[0].recipe_key]
+    assert recipe.policy is not None and (recipe.policy.min_conc_step, recipe.policy.max_conc) == (2, 24)
+    assert [a.concs for a in load_arms(out)[1]] == [(1, 3, 6, 10, 24), (4, 8, 20)]
+
+
+def test_an_existing_policy_is_updated_and_a_range_arm_is_re_dumped(tmp_path: Path) -> None:
+    doc = yaml.safe_load(SEED.read_text())
+    (recipe,) = doc.values()
+    recipe["policy"] = {"min-conc-step": 2, "max-conc": 16}
+    arm = recipe["scenarios"]["agentic-coding"][0]["search-space"][0]
+    del arm["conc-list"]
+    arm.update({"conc-start": 1, "conc-end": 16})
+    src = tmp_path / "range.yaml"
+    src.write_text(yaml.safe_dump(doc, sort_keys=False))
+    _, arms = load_arms(src)
+    assert arms[0].concs == (1, 2, 4, 8, 16)
+    out = tmp_path / "proposed.yaml"
+    proposal = propose(src, out, {arms[0].id: [1, 5, 9]}, arms, {arms[0].recipe_key: (4, 9)})
+    assert not proposal.in_place and out.read_text().startswith("# written by `llmsweep discover` (re-dumped")
+    back = load_recipes([out]).raise_on_error().recipes[arms[0].recipe_key]
+    assert back.policy is not None and (back.policy.min_conc_step, back.policy.max_conc) == (4, 9)
+    assert [a.concs for a in load_arms(out)[1]] == [(1, 5, 9), (4, 8, 12, 16)]
+
+
+def test_a_stage_runs_each_arm_and_repeat_under_its_own_key_and_seed_without_the_cap() -> None:
+    recipe = DATA / "discover" / "cliff-sim.yaml"
+    _, arms = load_arms(recipe)
+    doc, keys = stage_document(recipe, arms, {arms[0].id: [1, 2, 64]}, 3, duration=60)
+    assert sorted(k.seed for k in keys.values()) == [42, 43, 44]
+    for key, stage in keys.items():
+        entry = doc[key]["scenarios"]["agentic-coding"][0]["search-space"][0]
+        assert entry["conc-list"] == [1, 2, 64] and stage.arm == arms[0]
+        assert doc[key]["workload"]["seed"] == stage.seed and doc[key]["workload"]["duration"] == 60
+        assert "policy" not in doc[key]
+
+
+def test_a_missing_recipe_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no recipe file"):
+        load_arms(tmp_path / "nope.yaml")
