@@ -242,6 +242,8 @@ def _workload(osl: int) -> Any:
 # turns for client work, the transport of the branch before timing at high concurrency was fixed).
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
+    "records-in-loop": {"record_process": False},
+    "records-helper": {"record_process": True},
     "earlier": {"stamp_reads": "task", "loop_budget_s": None},
     "task-stamps": {"stamp_reads": "task"},
     "no-pacing": {"loop_budget_s": None},
@@ -288,9 +290,9 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
         if osl > 1:
             itl_s.append((s[2] - s[1]) / (osl - 1))
     sm = res.summary
-    span = sm["throughput"]["duration_s"] or wall
+    span = sm.throughput.duration_s or wall
     chunks = sum(len(r["chunk_times"]) for r in ok)
-    tokens = sm["tokens"]["output_total"]
+    tokens = sm.tokens.output_total
     run = json.loads((out / "run.json").read_text())
     err = _ms([c - v for c, v in zip(ttft_c, ttft_s, strict=True)])
     dlv = _ms(delivery)
@@ -306,10 +308,10 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
         "ttft_error_mean_ms": err["mean"], "ttft_error_p50_ms": err["p50"], "ttft_error_p99_ms": err["p99"],
         "transit_p50_ms": 1e3 * float(np.median(transit)),
         "delivery_mean_ms": dlv["mean"], "delivery_p50_ms": dlv["p50"], "delivery_p99_ms": dlv["p99"],
-        "itl_client_ms": 1e3 * sm["latency"]["tpot"]["mean"],
+        "itl_client_ms": 1e3 * sm.latency.tpot.mean,
         "itl_served_ms": 1e3 * float(np.mean(itl_s)) if itl_s else 0.0,
-        "lag_p99_ms": 1e3 * sm["client_health"]["schedule_lag_s"]["p99"],
-        "max_inflight": sm["client_health"]["max_inflight"],
+        "lag_p99_ms": 1e3 * sm.client_health.schedule_lag_s.p99,
+        "max_inflight": sm.client_health.max_inflight,
     }
 
 

@@ -53,6 +53,12 @@ between body reads; between the headers and the first body byte (a request queue
 timeout applies."""
 
 
+RECORD_PROCESS_LANES = 128
+"""Live lanes per worker from which parsing moves to a helper process (`RunOptions.record_process`)."""
+RECORD_PROCESS_RATE = 100.0
+"""Arrivals per second per worker from which parsing moves to a helper process."""
+
+
 class RunOptions(BaseModel):
     """How to drive the load. Closed loop when `concurrency` is set, open loop when `request_rate` is set (or the
     workload brings its own timed arrivals)."""
@@ -85,7 +91,12 @@ class RunOptions(BaseModel):
     failure_floor: int = Field(
         default=10, ge=1, description="Finished requests needed before the live failure ratio may stop the run."
     )
-    workers: int = Field(default=1, ge=1, description="Client worker processes sharing the lanes.")
+    workers: int | None = Field(
+        default=None, ge=1,
+        description="Client worker processes sharing the lanes; None = chosen from the planned load and the host's"
+        " cores (one event loop per 256 lanes or 200 arrivals/s, a core left free; one on 2 cores, where more"
+        " measured worse).",
+    )
     seed: int = Field(default=42, description="Seed for arrival processes (workloads carry their own).")
     gpus: int = Field(default=1, ge=1, description="GPUs serving the endpoint, for per-GPU throughput.")
     scrape_interval_s: float = Field(default=1 / 3, gt=0, description="Prometheus scrape period.")
@@ -125,6 +136,14 @@ class RunOptions(BaseModel):
         " network at least about this often; reads are stamped on time when a closed loop's lanes all finish and send"
         " together. None = no turns.",
     )
+    record_process: bool | None = Field(
+        default=None,
+        description="Parse finished streams and write their records in a helper process, off the event loop that"
+        " stamps reads (a third of that loop's work at high concurrency). None = when the planned load is high:"
+        f" {RECORD_PROCESS_LANES} or more live lanes, or {RECORD_PROCESS_RATE:g} or more arrivals per second, per"
+        " worker."
+        " Programs that read their output (parse_inline) are parsed in the loop either way.",
+    )
     saturation_cpu_ratio: float = Field(
         default=0.9, gt=0, description="Worker CPU share that flags a saturated client."
     )
@@ -138,6 +157,16 @@ class RunOptions(BaseModel):
                 fix="choose closed loop (--concurrency) or open loop (--request-rate), not both",
             )
         return self
+
+    @property
+    def records_off_loop(self) -> bool:
+        """Whether finished streams go to a record helper process (`record_process`, resolved for the planned load)."""
+        if self.record_process is not None:
+            return self.record_process
+        workers = self.workers or 1
+        lanes = (self.concurrency or 0) / workers
+        rate = (self.request_rate or 0.0) / workers
+        return lanes >= RECORD_PROCESS_LANES or rate >= RECORD_PROCESS_RATE
 
     @property
     def stall_s(self) -> float:

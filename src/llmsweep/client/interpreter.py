@@ -25,6 +25,7 @@ import aiohttp
 
 from llmsweep.client.arrivals import arrival_times
 from llmsweep.client.config import Endpoint, RunOptions
+from llmsweep.client.recorder import RecordHelper, Tally
 from llmsweep.client.records import RecordWriter
 from llmsweep.client.transport import (
     RawExchange,
@@ -74,6 +75,7 @@ class WorkerStats:
     connect_s: float = 0.0
     connects: int = 0
     turns_queued: int = 0  # sends, body ends and parses that waited for a turn (see Pacer): the loop was busy
+    record_helper: bool = False  # finished streams were parsed and recorded by a helper process (recorder.py)
     stop_reason: str | None = None
     done: bool = False
 
@@ -278,6 +280,13 @@ class Interpreter:
             or bool(getattr(workload, "needs_output_text", False))
             or bool(getattr(getattr(workload, "config", None), "live_assistant_responses", False))
         )
+        # complete streams are parsed and recorded by a helper process, off this loop (see recorder.py)
+        self._helper: RecordHelper | None = None
+        if options.records_off_loop and not self._inline:
+            self._helper = RecordHelper(
+                records_path, worker=worker, overflow_patterns=options.context_overflow_patterns,
+                sends_done=endpoint.sends_done, on_tallies=self._tallies,
+            )
 
     # ----------------------------------------------------------------------------------------------- lifecycle
     async def run(self) -> WorkerStats:
@@ -297,7 +306,16 @@ class Interpreter:
         trace.on_request_headers_sent.append(on_request_sent)
         trace.on_request_chunk_sent.append(on_request_sent)
         connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
+        helper_started = False
         try:
+            if self._helper is not None:
+                try:
+                    await self._helper.start()
+                    helper_started = self.stats.record_helper = True
+                except Exception as exc:  # e.g. no process can be started here: parse in the loop, as before
+                    log.warning("finished streams are parsed in the event loop: the record helper failed (%s)", exc)
+                    self._helper.abandon(kill=True)
+                    self._helper = None
             async with aiohttp.ClientSession(
                 connector=connector, trace_configs=[trace], auto_decompress=False, skip_auto_headers=["User-Agent"]
             ) as session:
@@ -310,6 +328,12 @@ class Interpreter:
                     self._parse_queue.put_nowait(None)
                     await parser
         finally:
+            if helper_started and self._helper is not None:
+                try:
+                    await self._helper.close()  # its last records written, its tallies counted
+                except BaseException:
+                    self._helper.abandon()
+                    raise
             gc.set_threshold(*thresholds)
             gc.unfreeze()
             self.writer.close()
@@ -602,7 +626,10 @@ class Interpreter:
             rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)
             return RequestOutcome(ok=rec_ok, output_text=text, output_tokens=tokens, error=error), overflow
         # A complete stream: let the program send its next request first; parse later, one response at a time.
-        self._parse_queue.put_nowait((raw, spec, phase))
+        if self._helper is not None:
+            self._helper.submit(raw, spec, self._next_id(), phase, self._ignore_eos(spec))
+        else:
+            self._parse_queue.put_nowait((raw, spec, phase))
         return RequestOutcome(ok=True), False
 
     async def _parser(self) -> None:
@@ -623,27 +650,40 @@ class Interpreter:
     def _record(
         self, raw: RawExchange, spec: RequestSpec, phase: str
     ) -> tuple[bool, str, int | None, str | None, bool]:
-        rid = f"w{self.worker}-{next(self._ids)}"
         rec, text = to_record(
-            raw, spec, rid=rid, worker=self.worker, phase=phase,
+            raw, spec, rid=self._next_id(), worker=self.worker, phase=phase,
             overflow_patterns=self.options.context_overflow_patterns,
-            ignore_eos=spec.ignore_eos and self.endpoint.send_ignore_eos, sends_done=self.endpoint.sends_done,
+            ignore_eos=self._ignore_eos(spec), sends_done=self.endpoint.sends_done,
         )
         self.writer.write(rec)
+        self._tally(phase, rec.error_class, rec.completion_tokens)
+        return rec.ok, text, rec.completion_tokens, rec.error, rec.error_class == "context_overflow"
+
+    def _next_id(self) -> str:
+        return f"w{self.worker}-{next(self._ids)}"
+
+    def _ignore_eos(self, spec: RequestSpec) -> bool:
+        return spec.ignore_eos and self.endpoint.send_ignore_eos
+
+    def _tallies(self, tallies: list[Tally]) -> None:
+        for phase, error_class, tokens in tallies:
+            self._tally(phase, error_class, tokens)
+
+    def _tally(self, phase: str, error_class: str | None, completion_tokens: int | None) -> None:
+        """Count one written record (whoever parsed it); a failure may stop the run (failure ratio)."""
         st = self.stats
         st.finished += 1
-        if rec.completion_tokens:
-            st.output_tokens += rec.completion_tokens
-        if rec.error_class == "cancelled":
+        if completion_tokens:
+            st.output_tokens += completion_tokens
+        if error_class == "cancelled":
             st.cancelled += 1
         elif phase == "warmup":
             st.warmup_finished += 1
         else:
             st.profiling_finished += 1
-            if rec.error_class is not None:
+            if error_class is not None:
                 st.profiling_failed += 1
                 self._check_failures()
-        return rec.ok, text, rec.completion_tokens, rec.error, rec.error_class == "context_overflow"
 
     def _check_failures(self) -> None:
         st, opts = self.stats, self.options

@@ -1,0 +1,177 @@
+"""Records off the timing path: a helper process parses finished streams and writes their records.
+
+The event loop that stamps network reads should do little else. At high concurrency, parsing every finished stream
+(SSE split, JSON decode, token counts) and writing its record took about a third of the loop's CPU, and while it ran
+the first tokens of other requests waited unread in their sockets: that wait is billed to their TTFT. With a
+`RecordHelper`, the loop hands each complete stream (its stamps and raw bytes, one batch per loop iteration, through a
+non-blocking pipe) to a helper process that runs the same `transport.to_record` and `RecordWriter`, and sends back one
+tally per record (phase, error class, output tokens) so the worker's counters, progress and failure-ratio stop work
+as before. Streams that failed, and runs whose programs read the output, are still parsed in the loop (the program is
+waiting for the outcome).
+
+The helper lives exactly as long as its pipe: it exits once the loop closes it, or the worker dies (the kernel closes
+the pipe), after writing what it was already given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing as mp
+import pickle
+import signal
+import struct
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from llmsweep.client.records import RecordWriter
+from llmsweep.client.transport import RawExchange, to_record
+from llmsweep.workload.base import RequestSpec
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct("!i")  # multiprocessing.Connection's frame header: `recv_bytes` on the other end reads ours
+_MAX_FRAME = 0x7FFFFFFF
+
+Tally = tuple[str, str | None, int | None]
+"""What the worker learns of a record the helper wrote: (phase, error class, completion tokens)."""
+
+
+def slim(spec: RequestSpec) -> RequestSpec:
+    """The parts of `spec` a record is made from (no prompt: an agentic history can be megabytes)."""
+    return RequestSpec(
+        api=spec.api, max_tokens=spec.max_tokens, ignore_eos=spec.ignore_eos, input_tokens=spec.input_tokens,
+        theoretical_cached_tokens=spec.theoretical_cached_tokens, identity=spec.identity,
+    )
+
+
+def _helper_main(inbox: Connection, outbox: Connection, records_path: str, worker: int,
+                 overflow_patterns: tuple[str, ...], sends_done: bool | None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when the run ends; its pipe says so
+    writer = RecordWriter(Path(records_path))
+    try:
+        outbox.send_bytes(pickle.dumps([]))  # ready: the worker sends no request while this process boots
+        while True:
+            try:
+                batch = pickle.loads(inbox.recv_bytes())
+            except EOFError:
+                return
+            tallies: list[Tally] = []
+            for raw, spec, rid, phase, ignore_eos in batch:
+                rec, _ = to_record(raw, spec, rid=rid, worker=worker, phase=phase, overflow_patterns=overflow_patterns,
+                                   ignore_eos=ignore_eos, sends_done=sends_done)
+                writer.write(rec)
+                tallies.append((phase, rec.error_class, rec.completion_tokens))
+            with contextlib.suppress(OSError):  # the worker is gone: keep writing what it sent
+                outbox.send_bytes(pickle.dumps(tallies, protocol=pickle.HIGHEST_PROTOCOL))
+    finally:
+        writer.close()
+        outbox.close()
+
+
+class _TallyReader(asyncio.Protocol):
+    """Reads the helper's framed tallies on the worker's loop."""
+
+    def __init__(self, on_tallies: Callable[[list[Tally]], None]) -> None:
+        self.on_tallies = on_tallies
+        self.buf = bytearray()
+        loop = asyncio.get_running_loop()
+        self.ready: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        while len(buf) >= 4:
+            (n,) = _HEADER.unpack_from(buf)
+            if len(buf) < 4 + n:
+                return
+            tallies = pickle.loads(bytes(buf[4 : 4 + n]))
+            del buf[: 4 + n]
+            if not self.ready.done():
+                self.ready.set_result(None)
+            self.on_tallies(tallies)
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ready.done():
+            self.ready.set_exception(RuntimeError("the record helper process ended before it was ready"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class RecordHelper:
+    """The worker's side of the helper process: `submit` finished streams, `close` at the end of the run."""
+
+    def __init__(self, records_path: Path, *, worker: int, overflow_patterns: tuple[str, ...],
+                 sends_done: bool | None, on_tallies: Callable[[list[Tally]], None]) -> None:
+        self._args = (str(records_path), worker, tuple(overflow_patterns), sends_done)
+        self._on_tallies = on_tallies
+        self._batch: list[tuple[RawExchange, RequestSpec, str, str, bool]] = []
+        self._flush_scheduled = False
+        self._proc: Any = None
+        self._writer: asyncio.WriteTransport | None = None
+        self._reader: _TallyReader | None = None
+        self.submitted = 0
+
+    async def start(self) -> None:
+        ctx = mp.get_context("spawn")
+        inbox_r, inbox_w = ctx.Pipe(duplex=False)
+        outbox_r, outbox_w = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_helper_main, args=(inbox_r, outbox_w, *self._args),
+                                 name=f"llmsweep-records-{self._args[1]}")
+        self._proc.start()
+        inbox_r.close()
+        outbox_w.close()
+        loop = asyncio.get_running_loop()
+        self._writer, _ = await loop.connect_write_pipe(asyncio.Protocol, inbox_w)
+        _, reader = await loop.connect_read_pipe(lambda: _TallyReader(self._on_tallies), outbox_r)
+        self._reader = reader
+        await reader.ready  # its start-up (an interpreter and imports, ~0.3 s of CPU) stays out of the measurement
+
+    def submit(self, raw: RawExchange, spec: RequestSpec, rid: str, phase: str, ignore_eos: bool) -> None:
+        """Queue a complete stream; the batch goes to the helper once this loop iteration is over."""
+        raw.stamper = None
+        self._batch.append((raw, slim(spec), rid, phase, ignore_eos))
+        self.submitted += 1
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._batch or self._writer is None or self._writer.is_closing():
+            return
+        payload = pickle.dumps(self._batch, protocol=pickle.HIGHEST_PROTOCOL)
+        self._batch = []
+        if len(payload) > _MAX_FRAME:  # pragma: no cover - a 2-GiB batch of finished streams
+            raise ValueError("a batch of finished streams exceeds 2 GiB")
+        self._writer.write(_HEADER.pack(len(payload)) + payload)
+
+    async def close(self) -> None:
+        """Send what is queued, let the helper write it, and wait for its last tallies and its exit."""
+        self._flush()
+        if self._writer is not None:
+            self._writer.close()  # after the buffered batches are written: the helper reads them, then EOF
+        if self._reader is not None:
+            await self._reader.closed
+        if self._proc is not None:
+            await asyncio.to_thread(self._proc.join, 30.0)
+            if self._proc.is_alive():  # pragma: no cover - a helper stuck writing records
+                log.error("the record helper did not exit; killing it")
+                self._proc.kill()
+            elif self._proc.exitcode:
+                log.error("the record helper exited with %s: records may be missing", self._proc.exitcode)
+
+    def abandon(self, *, kill: bool = False) -> None:
+        """Stop at once (the run was abandoned): records queued here are lost; those sent are written, unless `kill`
+        ends the helper too."""
+        if self._writer is not None:
+            self._writer.abort()
+        if kill and self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
