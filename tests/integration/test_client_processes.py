@@ -65,7 +65,8 @@ def test_worker_processes_and_record_helpers_die_with_a_killed_parent(tmp_path: 
         from support.workloads import SimpleWorkload
         from llmsweep.client import Endpoint, RunOptions, run_benchmark
         run_benchmark(SimpleWorkload(max_tokens=2000, lanes_hint=4), Endpoint(base_url={url!r}, model="m"),
-                      RunOptions(concurrency=4, duration_s=600, workers=2, record_process=True), Path({str(tmp_path)!r}))
+                      RunOptions(concurrency=4, duration_s=600, workers=2, record_process=True),
+                      Path({str(tmp_path)!r}))
     """)
     parent = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     try:
@@ -130,5 +131,9 @@ def test_helpers_in_worker_processes_keep_session_trees_in_their_lane(tmp_path: 
     assert len({r["id"] for r in recs}) == len(recs)
     for lane in range(4):
         assert {r["worker"] for r in recs if r["lane"] == lane} == {lane % 2}
-    assert [w["record_helper"] for w in res.summary.client_health.workers] == [True, True]
+    workers = res.summary.client_health.workers
+    assert [w["record_helper"] for w in workers] == [True, True]
+    # the client's CPU counts the helpers' too
+    assert all(w["helper_cpu_s"] > 0 for w in workers)
+    assert res.summary.client_health.cpu_s_total == pytest.approx(sum(w["cpu_s"] + w["helper_cpu_s"] for w in workers))
     assert res.summary.requests.successful == len(recs)

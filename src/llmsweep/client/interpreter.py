@@ -76,6 +76,7 @@ class WorkerStats:
     connects: int = 0
     turns_queued: int = 0  # sends, body ends and parses that waited for a turn (see Pacer): the loop was busy
     record_helper: bool = False  # finished streams were parsed and recorded by a helper process (recorder.py)
+    helper_cpu_s: float = 0.0  # that process's CPU time (client CPU, beside this loop's `cpu_s`)
     stop_reason: str | None = None
     done: bool = False
 
@@ -334,6 +335,8 @@ class Interpreter:
                 except BaseException:
                     self._helper.abandon()
                     raise
+                finally:
+                    self.stats.helper_cpu_s = self._helper.cpu_s
             gc.set_threshold(*thresholds)
             gc.unfreeze()
             self.writer.close()

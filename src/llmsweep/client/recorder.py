@@ -22,6 +22,7 @@ import multiprocessing as mp
 import pickle
 import signal
 import struct
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -58,6 +59,8 @@ def _helper_main(inbox: Connection, outbox: Connection, records_path: str, worke
             try:
                 batch = pickle.loads(inbox.recv_bytes())
             except EOFError:
+                with contextlib.suppress(OSError):  # the client's CPU includes this process's
+                    outbox.send_bytes(pickle.dumps({"cpu_s": time.process_time()}))
                 return
             tallies: list[Tally] = []
             for raw, spec, rid, phase, ignore_eos in batch:
@@ -78,6 +81,7 @@ class _TallyReader(asyncio.Protocol):
     def __init__(self, on_tallies: Callable[[list[Tally]], None]) -> None:
         self.on_tallies = on_tallies
         self.buf = bytearray()
+        self.cpu_s = 0.0  # the helper's CPU time, reported as it exits
         loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[None] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
@@ -89,11 +93,14 @@ class _TallyReader(asyncio.Protocol):
             (n,) = _HEADER.unpack_from(buf)
             if len(buf) < 4 + n:
                 return
-            tallies = pickle.loads(bytes(buf[4 : 4 + n]))
+            message = pickle.loads(bytes(buf[4 : 4 + n]))
             del buf[: 4 + n]
             if not self.ready.done():
                 self.ready.set_result(None)
-            self.on_tallies(tallies)
+            if isinstance(message, dict):
+                self.cpu_s = float(message.get("cpu_s", 0.0))
+            else:
+                self.on_tallies(message)
 
     def eof_received(self) -> bool | None:
         return None
@@ -118,6 +125,11 @@ class RecordHelper:
         self._writer: asyncio.WriteTransport | None = None
         self._reader: _TallyReader | None = None
         self.submitted = 0
+
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the helper process used (known once it exited)."""
+        return self._reader.cpu_s if self._reader is not None else 0.0
 
     async def start(self) -> None:
         ctx = mp.get_context("spawn")
