@@ -199,6 +199,38 @@ def _reset(url: str) -> None:
     urllib.request.urlopen(urllib.request.Request(url + "/reset", method="POST"), timeout=10).read()
 
 
+class _Probe:
+    """How late a sleeping process on this machine wakes up while a client runs: a third process sleeps 2 ms at a
+    time and notes by how much it overslept. That lateness is the machine's share of any timing error (both the server
+    and the client wake up late on a loaded host); it puts each row's error in context."""
+
+    def __enter__(self) -> _Probe:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--probe"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        out, _ = self.proc.communicate(b"", timeout=30)
+        self.stats = json.loads(out or b"{}")
+
+    def result(self) -> dict[str, float]:
+        return {f"wake_{k}_ms": v for k, v in self.stats.items()}
+
+
+def probe() -> None:
+    """--probe: sleep 2 ms at a time until stdin closes, then print the oversleep's mean/p50/p99 in ms."""
+    import threading
+
+    done = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.buffer.read(), done.set()), daemon=True).start()
+    late: list[float] = []
+    while not done.is_set():
+        t = time.perf_counter()
+        time.sleep(0.002)
+        late.append(time.perf_counter() - t - 0.002)
+    print(json.dumps(_ms(late) if late else {}))
+
+
 def _cpu_of(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -271,8 +303,9 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
     cpu0 = _usage()
     srv0 = _cpu_of(server_pid)
     t0 = time.perf_counter()
-    res = run_benchmark(_workload(osl), Endpoint(base_url=url, model="m", metrics_url=""),
-                        RunOptions(concurrency=concurrency, num_requests=requests, timeout_s=120, **options), out)
+    with _Probe() as probe:
+        res = run_benchmark(_workload(osl), Endpoint(base_url=url, model="m", metrics_url=""),
+                            RunOptions(concurrency=concurrency, num_requests=requests, timeout_s=120, **options), out)
     wall = time.perf_counter() - t0
     client_cpu = _usage() - cpu0
     served = _served(url)
@@ -299,6 +332,7 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
     return {
         "client": "llmsweep", "concurrency": concurrency, "requests": len(ok), "failed": len(recs) - len(ok),
         "workers": len(run["client"]["workers"]),
+        "record_helper": any(w.get("record_helper") for w in run["client"]["workers"]), **probe.result(),
         "req_s": len(ok) / span, "chunks_s": chunks / span, "tok_s": tokens / span,
         "client_cpu_s": client_cpu, "server_cpu_s": _cpu_of(server_pid) - srv0, "wall_s": wall,
         "chunks_per_core_s": chunks / client_cpu if client_cpu else 0.0,
@@ -316,55 +350,70 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
 
 
 # ---------------------------------------------------------------------------------------------------- aiperf
-def run_aiperf(aiperf: str, url: str, concurrency: int, requests: int, osl: int, server_pid: int) -> dict[str, Any]:
+def aiperf_tokenizer(tmp: Path) -> Path:
+    """A local tokenizer for aiperf (it counts synthetic prompt tokens with one): `llmsweep model synth`, offline."""
+    out = tmp / "tokenizer"
+    subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "model", "synth", "tiny", "--out", str(out),
+                    "--weights", "none"], check=True, capture_output=True)
+    return out
+
+
+def run_aiperf(aiperf: str, url: str, concurrency: int, requests: int, osl: int, server_pid: int,
+               tokenizer: Path) -> dict[str, Any]:
+    """aiperf at its own defaults against the same server; its error is its mean TTFT minus the mean TTFT the server
+    served (aiperf keeps no per-request key the server could match)."""
+    from llmsweep.peers.aiperf import read_aiperf_figures
+
     _reset(url)
     art = Path(tempfile.mkdtemp(prefix="aiperf-"))
     cmd = [aiperf, "profile", "--model", "m", "--url", url, "--endpoint-type", "chat", "--streaming",
            "--concurrency", str(concurrency), "--request-count", str(requests),
-           "--tokenizer", str(REPO / "tests" / "data" / "tokenizer"), "--use-legacy-max-tokens",
+           "--tokenizer", str(tokenizer), "--use-legacy-max-tokens",
            "--use-server-token-count", "--synthetic-input-tokens-mean", "128", "--output-tokens-mean", str(osl),
-           "--extra-inputs", "ignore_eos:true", "--output-artifact-dir", str(art), "--ui-type", "none"]
+           "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(art), "--ui-type", "none"]
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     srv0 = _cpu_of(server_pid)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)  # a local tokenizer dir needs no network
+    with _Probe() as probe:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     served = _served(url)
-    if proc.returncode != 0 or not served:
+    try:
+        figures = read_aiperf_figures(art) if proc.returncode == 0 else None
+    except (OSError, ValueError) as exc:
+        figures, proc.stderr = None, f"{proc.stderr}\n{exc}"
+    finally:
+        shutil.rmtree(art, ignore_errors=True)
+    if figures is None or not served:
         return {"client": "aiperf", "error": (proc.stderr or proc.stdout)[-800:]}
-    firsts = sorted(v[1] for v in served.values())
-    ends = sorted(v[2] for v in served.values())
-    span = ends[-1] - sorted(v[0] for v in served.values())[0]
-    ttft_client: dict[str, Any] = {}
-    for f in art.rglob("profile_export_aiperf.json"):
-        data = json.loads(f.read_text())
-        ttft = data.get("time_to_first_token") or data.get("records", {}).get("time_to_first_token", {})
-        ttft_client = ttft if isinstance(ttft, dict) else {}
-    shutil.rmtree(art, ignore_errors=True)
     n = len(served)
+    span = max(v[2] for v in served.values()) - min(v[0] for v in served.values())
     served_ttft = [v[1] - v[0] for v in served.values()]
-    mean, p50 = ttft_client.get("avg"), ttft_client.get("p50")
+    itl_s = [(v[2] - v[1]) / (osl - 1) for v in served.values()] if osl > 1 else [0.0]
+    ttft = figures["latency"]["ttft"]
     row: dict[str, Any] = {
-        "client": "aiperf", "concurrency": concurrency, "requests": n, "req_s": n / span, "tok_s": n * osl / span,
-        "client_cpu_s": cpu, "wall_s": wall, "server_cpu_s": _cpu_of(server_pid) - srv0,
-        "cpu_us_per_token": cpu / (n * osl) * 1e6, "ttft_client_ms": p50,
-        "ttft_served_ms": 1e3 * float(np.median(served_ttft)), "_firsts": len(firsts),
+        "client": "aiperf", "version": figures.get("aiperf_version"), "concurrency": concurrency, "requests": n,
+        "req_s": n / span, "tok_s": n * osl / span, "client_cpu_s": cpu, "wall_s": wall,
+        "server_cpu_s": _cpu_of(server_pid) - srv0, "cpu_us_per_token": cpu / (n * osl) * 1e6,
+        "ttft_served_ms": 1e3 * float(np.median(served_ttft)),
         "ttft_served_mean_ms": 1e3 * float(np.mean(served_ttft)),
+        "itl_served_ms": 1e3 * float(np.mean(itl_s)), **probe.result(),
     }
-    # aiperf reports its own TTFT statistics only: its error is mean (p50) client TTFT minus mean (p50) served TTFT
-    if mean is not None:
-        row["ttft_error_mean_ms"] = float(mean) - row["ttft_served_mean_ms"]
-    if p50 is not None:
-        row["ttft_error_p50_ms"] = float(p50) - row["ttft_served_ms"]
+    if ttft["mean"] is not None:
+        row["ttft_error_mean_ms"] = 1e3 * ttft["mean"] - row["ttft_served_mean_ms"]
+    if ttft["p50"] is not None:
+        row["ttft_error_p50_ms"] = 1e3 * ttft["p50"] - row["ttft_served_ms"]
     return row
 
 
 # ---------------------------------------------------------------------------------------------------- report
 def _row(r: dict[str, Any]) -> str:
     nan = float("nan")
-    who = r["client"] + (f"[{r['setting']},w{r['workers']}]" if "setting" in r else "")
+    who = r["client"] + (f"[{r['setting']},w{r['workers']}{'+h' if r.get('record_helper') else ''}]"
+                         if "setting" in r else "")
     line = (f"{who:>20} c{r['concurrency']:<5} {r['requests']:>5} req {r['req_s']:>7.1f} req/s "
             f"{r.get('chunks_s', r['tok_s']):>7.0f} chunk/s  client {r['client_cpu_s']:>5.2f} CPU-s "
             f"({r['cpu_us_per_token']:>5.1f} us/tok)  server {r['server_cpu_s']:.2f} CPU-s  "
@@ -375,7 +424,24 @@ def _row(r: dict[str, Any]) -> str:
                  f"{r['delivery_p99_ms']:6.2f} ms  transit p50 {r['transit_p50_ms']:.2f} ms  "
                  f"ITL client/served {r['itl_client_ms']:.2f}/{r['itl_served_ms']:.2f} ms  "
                  f"lag p99 {r['lag_p99_ms']:.1f} ms")
+    elif "itl_served_ms" in r:
+        line += f"  ITL served {r['itl_served_ms']:.2f} ms"
+    if "wake_mean_ms" in r:
+        line += f"  machine wakes late mean/p99 {r['wake_mean_ms']:.2f}/{r['wake_p99_ms']:.2f} ms"
     return line
+
+
+def _versus(c: int, ours: list[dict[str, Any]], theirs: dict[str, Any] | None) -> str:
+    """One line per timed level: llmsweep's mean TTFT error (median and spread of its runs) next to aiperf's."""
+    errs = sorted(r["ttft_error_mean_ms"] for r in ours)
+    wake = float(np.median([r["wake_mean_ms"] for r in ours if "wake_mean_ms" in r] or [float("nan")]))
+    line = (f"c{c} mean TTFT error: llmsweep {float(np.median(errs)):.2f} ms (median of {len(errs)}, "
+            f"{errs[0]:.2f}-{errs[-1]:.2f}; machine wakes late {wake:.2f} ms on average)")
+    if theirs is None:
+        return line + ", aiperf not run"
+    if "error" in theirs or "ttft_error_mean_ms" not in theirs:
+        return line + ", aiperf failed"
+    return line + f", aiperf {theirs.get('version') or ''} {theirs['ttft_error_mean_ms']:.2f} ms"
 
 
 def _medians(rows: list[dict[str, Any]]) -> str:
@@ -399,6 +465,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ttft-ms", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--itl-ms", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--levels", default="1,4,16,64,256,1024")
     ap.add_argument("--osl", type=int, default=128)
@@ -420,6 +487,9 @@ def main() -> None:
     if args.serve is not None:
         serve(args.serve, args.ttft_ms, args.itl_ms)
         return
+    if args.probe:
+        probe()
+        return
     levels = [int(x) for x in args.levels.split(",")]
     settings = [x.strip() for x in args.settings.split(",")]
     if unknown := [x for x in settings if x not in SETTINGS]:
@@ -430,6 +500,8 @@ def main() -> None:
         print("aiperf: not installed (set LLMSWEEP_AIPERF or --aiperf to compare against it); its rows are skipped",
               flush=True)
     rows: list[dict[str, Any]] = []
+    versus: list[str] = []
+    tokenizer: Path | None = None
     with tempfile.TemporaryDirectory() as tmp:
         for key, label, ttft, itl, lv in (
             ("zero", "zero-compute server", 0.0, 0.0, levels),
@@ -459,17 +531,28 @@ def main() -> None:
                     if args.repeats > 1:
                         for (setting, w), rs in reps.items():
                             print(f"{setting} workers {w or 'default'} c{c}:" + _medians(rs), flush=True)
+                    a: dict[str, Any] | None = None
                     if args.aiperf and c in (64, 256):
-                        a = run_aiperf(args.aiperf, url, c, n, args.osl, proc.pid)
-                        a["server"] = label
+                        if tokenizer is None:
+                            tokenizer = aiperf_tokenizer(Path(tmp))
+                        a = run_aiperf(args.aiperf, url, c, n, args.osl, proc.pid, tokenizer)
+                        a["server"], a["load"] = label, _load()
                         rows.append(a)
                         if "error" in a:
                             print(f"  aiperf failed: {a['error']}", flush=True)
                         else:
                             print(_row(a), flush=True)
+                    if key == "timed":
+                        first = reps[combos[0]]
+                        versus.append(_versus(c, first, a))
+                        print(versus[-1], flush=True)
             finally:
                 proc.terminate()
                 proc.wait()
+    if versus:
+        print("== " + f"llmsweep ({settings[0]}) against aiperf, TTFT 20 ms / ITL 5 ms server; {_load()}")
+        for line in versus:
+            print(line)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 
