@@ -29,6 +29,7 @@ import re
 import resource
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -69,13 +70,19 @@ class _SSEServer(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         self.t_recv = 0.0
+        self.rx: float | None = None
+        _kernel_receive_times(transport, self)
+
+    def received(self, data: bytes, rx: float | None) -> None:
+        self.rx = rx
+        self.data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         _SSEServer.active.pop(self, None)
 
     def data_received(self, data: bytes) -> None:
         if not self.buf:
-            self.t_recv = time.time()
+            self.t_recv = self.rx or time.time()
         self.buf += data
         while True:
             head_end = self.buf.find(b"\r\n\r\n")
@@ -139,6 +146,36 @@ class _SSEServer(asyncio.Protocol):
         tail = usage + b"data: [DONE]\n\n"
         self.tr.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
         _SSEServer.served[state[1]] = [state[2], state[3], time.time()]
+
+
+def _kernel_receive_times(transport: Any, proto: _SSEServer) -> None:
+    """Stamp a request as received when its bytes reached this machine (the kernel's receive time, SO_TIMESTAMPNS on
+    Linux), not when this busy loop got to it: what the server served starts there. Elsewhere, the read callback."""
+    sock = getattr(transport, "_sock", None)
+    if not sys.platform.startswith("linux") or sock is None or getattr(transport, "_read_ready_cb", None) is None:
+        return
+    so_timestampns = getattr(socket, "SO_TIMESTAMPNS", 35)
+    sock.setsockopt(socket.SOL_SOCKET, so_timestampns, 1)
+
+    def read() -> None:
+        try:
+            data, ancillary, _, _ = sock.recvmsg(transport.max_size, 64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            transport._fatal_error(exc, "read error")
+            return
+        if not data:
+            transport._read_ready__on_eof()
+            return
+        rx = None
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == so_timestampns:
+                sec, nsec = struct.unpack_from("qq", payload)
+                rx = sec + nsec * 1e-9
+        proto.received(data, rx)
+
+    transport._read_ready_cb = read
 
 
 def _tick(loop: asyncio.AbstractEventLoop, next_at: float) -> None:
@@ -274,6 +311,7 @@ def _workload(osl: int) -> Any:
 # turns for client work, the transport of the branch before timing at high concurrency was fixed).
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
+    "loop-stamps": {"stamp_reads": "protocol"},
     "records-in-loop": {"record_process": False},
     "records-helper": {"record_process": True},
     "earlier": {"stamp_reads": "task", "loop_budget_s": None},

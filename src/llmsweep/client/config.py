@@ -124,11 +124,12 @@ class RunOptions(BaseModel):
         description="Parse each stream before the lane continues (programs then see output text and token counts);"
         " off by default so parsing never delays sends and time stamps.",
     )
-    stamp_reads: Literal["protocol", "task"] = Field(
-        default="protocol",
-        description="Where network reads are time-stamped: 'protocol' in the connection's read callback, before any"
-        " parsing or task switch (a busy event loop cannot add its queue to TTFT); 'task' when the request's task"
-        " resumes after each read (the earlier path, kept to measure the difference).",
+    stamp_reads: Literal["kernel", "protocol", "task"] = Field(
+        default="kernel",
+        description="How network reads are time-stamped: 'kernel' with the kernel's receive time of the read (Linux,"
+        " plain TCP: immune to a busy event loop and to the scheduler), else as 'protocol'; 'protocol' in the"
+        " connection's read callback, before any parsing or task switch; 'task' when the request's task resumes after"
+        " each read (the earliest path, kept to measure the difference). run.json counts the reads each clock stamped.",
     )
     loop_budget_s: float | None = Field(
         default=0.002, gt=0,

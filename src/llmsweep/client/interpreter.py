@@ -28,6 +28,7 @@ from llmsweep.client.config import Endpoint, RunOptions
 from llmsweep.client.recorder import RecordHelper, Tally
 from llmsweep.client.records import RecordWriter
 from llmsweep.client.transport import (
+    READS_STAMPED,
     RawExchange,
     StampingConnector,
     build_body,
@@ -77,6 +78,8 @@ class WorkerStats:
     turns_queued: int = 0  # sends, body ends and parses that waited for a turn (see Pacer): the loop was busy
     record_helper: bool = False  # finished streams were parsed and recorded by a helper process (recorder.py)
     helper_cpu_s: float = 0.0  # that process's CPU time (client CPU, beside this loop's `cpu_s`)
+    reads_kernel_stamped: int = 0  # network reads stamped with the kernel's receive time (transport._KernelReader)
+    reads_loop_stamped: int = 0  # network reads stamped when the event loop handled them
     stop_reason: str | None = None
     done: bool = False
 
@@ -266,7 +269,7 @@ class Interpreter:
         self._lane_iters: dict[int, Iterator[LaneProgram]] = {}
         self._phase = _Phase(None, None)
         self._session: aiohttp.ClientSession | None = None
-        self._protocol_stamps = options.stamp_reads == "protocol"
+        self._protocol_stamps = options.stamp_reads in ("kernel", "protocol")
         # hooked connections are watched for stalls by `_watch_stalls`, not by aiohttp's per-read timer
         self._timeout = aiohttp.ClientTimeout(
             total=options.timeout_s, sock_read=None if self._protocol_stamps else options.stall_s
@@ -307,6 +310,8 @@ class Interpreter:
         trace.on_request_headers_sent.append(on_request_sent)
         trace.on_request_chunk_sent.append(on_request_sent)
         connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
+        connector.kernel_stamps = self.options.stamp_reads == "kernel"
+        stamped = dict(READS_STAMPED)
         helper_started = False
         try:
             if self._helper is not None:
@@ -341,6 +346,8 @@ class Interpreter:
             gc.unfreeze()
             self.writer.close()
             self.stats.turns_queued = self._pacer.waits
+            self.stats.reads_kernel_stamped = READS_STAMPED["kernel"] - stamped["kernel"]
+            self.stats.reads_loop_stamped = READS_STAMPED["loop"] - stamped["loop"]
             self.stats.cpu_s = time.process_time() - cpu0
             self.stats.wall_s = time.perf_counter() - wall0
             self.stats.done = True
