@@ -4,18 +4,25 @@ process, our client at concurrency 1…1,024, and (optionally) aiperf against th
     .venv/bin/python bench/client_ceiling.py [--levels 1,4,16,64,256,1024] [--osl 128] [--passes zero,timed]
         [--settings default,earlier] [--client-workers 1,2] [--repeats 3] [--aiperf PATH] [--json FILE]
 
-Reported per run: requests/s and chunks/s, client CPU seconds (this process and its worker processes) and per
-streamed token, the TTFT error (client TTFT minus the TTFT the server served, per request: mean/p50/p99) and the
-delivery error (client first-token stamp minus the moment the server wrote that first chunk, both on this machine's
-clock: robust to the server's own load), request transit, ITL as seen and as served, and p99 schedule lag. The second
-pass ("timed") injects TTFT 20 ms / ITL 5 ms at concurrency 64 and 256, the setting of research/peer-baselines.md.
+Reported per run: requests/s and chunks/s, client CPU seconds (this process, its worker processes and record helpers)
+and per streamed token, the TTFT error (client TTFT minus the TTFT the server served, per request: mean/p50/p99) and
+the delivery error (client first-token stamp minus the moment the server wrote that first chunk, both on this
+machine's clock), request transit, ITL as seen and as served, p99 schedule lag, and how late the machine wakes a
+sleeping process during the run (a probe process: the machine's own share of any timing error). The server serves
+from the moment a request's bytes reached its socket (the kernel's receive time on Linux, so its own busy loop is
+not billed to the client) to its write of the first chunk. The second pass ("timed") injects TTFT 20 ms / ITL 5 ms at
+concurrency 64 and 256, the setting of research/peer-baselines.md, and ends with one line per level: llmsweep's mean
+TTFT error (median and range of the repeats) next to aiperf's.
 
 --settings compares client settings side by side in one run, alternating within each repeat so load drift hits them
-alike: `default`, and `earlier` (reads stamped when the request's task resumes, no turns for client work: the client
-before timing at high concurrency was fixed; its parser and record writer are the new ones). With --repeats > 1 a
-median line per setting follows. aiperf is compared when --aiperf, $LLMSWEEP_AIPERF or an `aiperf` on PATH names one;
-otherwise its rows are skipped. The load average is printed with each pass: the figures are only comparable within a
-run. Goals: <= 50 us client CPU per streamed token; TTFT error <= 5 ms at concurrency 64 and 256 on 2 shared cores.
+alike: `default`; `loop-stamps` (reads stamped in the read callback, not by the kernel); `records-in-loop` /
+`records-helper` (finished streams parsed in the event loop / by the record helper process); `earlier` (reads stamped
+when the request's task resumes, no turns for client work: the client before timing at high concurrency was fixed).
+--client-workers compares worker counts likewise. With --repeats > 1 a median line per setting follows. aiperf (its
+own defaults; a tokenizer is synthesized offline) is compared when --aiperf, $LLMSWEEP_AIPERF or an `aiperf` on PATH
+names one; otherwise its rows are skipped. The load average is printed with each pass: the figures are only comparable
+within a run. Goals: <= 50 us client CPU per streamed token; TTFT error <= 5 ms at concurrency 64 and 256 on 2 shared
+cores.
 """
 
 from __future__ import annotations
@@ -307,14 +314,13 @@ def _workload(osl: int) -> Any:
     return CeilingWorkload(osl)
 
 
-# Client settings the bench can compare in one run ("earlier": reads stamped when the request's task resumes and no
-# turns for client work, the transport of the branch before timing at high concurrency was fixed).
+# Client settings the bench can compare in one run (see the module docstring).
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "loop-stamps": {"stamp_reads": "protocol"},
     "records-in-loop": {"record_process": False},
     "records-helper": {"record_process": True},
-    "earlier": {"stamp_reads": "task", "loop_budget_s": None},
+    "earlier": {"stamp_reads": "task", "loop_budget_s": None, "record_process": False},
     "task-stamps": {"stamp_reads": "task"},
     "no-pacing": {"loop_budget_s": None},
     "budget-1ms": {"loop_budget_s": 0.001},
