@@ -15,14 +15,14 @@ concurrency 64 and 256, the setting of research/peer-baselines.md, and ends with
 TTFT error (median and range of the repeats) next to aiperf's.
 
 --settings compares client settings side by side in one run, alternating within each repeat so load drift hits them
-alike: `default`; `loop-stamps` (reads stamped in the read callback, not by the kernel); `records-in-loop` /
-`records-helper` (finished streams parsed in the event loop / by the record helper process); `earlier` (reads stamped
+alike: `default`; `loop-stamps` (reads stamped in the read callback, not by the kernel); `before-kernel-stamps` (that,
+and finished streams parsed in the event loop: the client before kernel stamps and the record helper); `records-in-loop`
+/ `records-helper` (finished streams parsed in the event loop / by the record helper process); `earlier` (reads stamped
 when the request's task resumes, no turns for client work: the client before timing at high concurrency was fixed).
---client-workers compares worker counts likewise. With --repeats > 1 a median line per setting follows. aiperf (its
-own defaults; a tokenizer is synthesized offline) is compared when --aiperf, $LLMSWEEP_AIPERF or an `aiperf` on PATH
-names one; otherwise its rows are skipped. The load average is printed with each pass: the figures are only comparable
-within a run. Goals: <= 50 us client CPU per streamed token; TTFT error <= 5 ms at concurrency 64 and 256 on 2 shared
-cores.
+--client-workers compares worker counts likewise. With --repeats > 1 a median line per setting follows. aiperf (its own
+defaults; a tokenizer is synthesized offline) is compared when --aiperf, $LLMSWEEP_AIPERF or an `aiperf` on PATH names
+one; otherwise its rows are skipped. The load average is printed with each pass: the figures are only comparable within
+a run. Goals: <= 50 us client CPU per streamed token; TTFT error <= 5 ms at concurrency 64 and 256 on 2 shared cores.
 """
 
 from __future__ import annotations
@@ -318,6 +318,7 @@ def _workload(osl: int) -> Any:
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "loop-stamps": {"stamp_reads": "protocol"},
+    "before-kernel-stamps": {"stamp_reads": "protocol", "record_process": False},
     "records-in-loop": {"record_process": False},
     "records-helper": {"record_process": True},
     "earlier": {"stamp_reads": "task", "loop_budget_s": None, "record_process": False},
