@@ -24,13 +24,14 @@ import signal
 import struct
 import time
 from collections.abc import Callable
+from dataclasses import fields
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from llmsweep.client.records import RecordWriter
 from llmsweep.client.transport import RawExchange, to_record
-from llmsweep.workload.base import RequestSpec
+from llmsweep.workload.base import RequestIdentity, RequestSpec
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,25 @@ Tally = tuple[str, str | None, int | None]
 """What the worker learns of a record the helper wrote: (phase, error class, completion tokens)."""
 
 
-def slim(spec: RequestSpec) -> RequestSpec:
-    """The parts of `spec` a record is made from (no prompt: an agentic history can be megabytes)."""
-    return RequestSpec(
-        api=spec.api, max_tokens=spec.max_tokens, ignore_eos=spec.ignore_eos, input_tokens=spec.input_tokens,
-        theoretical_cached_tokens=spec.theoretical_cached_tokens, identity=spec.identity,
-    )
+_RAW_FIELDS = ("scheduled", "sent", "first_byte", "end", "status", "error_class", "error", "marks", "body")
+_ID_FIELDS = tuple(f.name for f in fields(RequestIdentity))
+
+
+def to_wire(raw: RawExchange, spec: RequestSpec) -> tuple[Any, ...]:
+    """What the helper needs of a finished exchange, as plain tuples (pickling the dataclasses cost three times as
+    much): the exchange's stamps and bytes, and the parts of its request a record is made from (no prompt: an agentic
+    history can be megabytes)."""
+    ident = spec.identity
+    return (tuple(getattr(raw, f) for f in _RAW_FIELDS), spec.api, spec.max_tokens, spec.input_tokens,
+            spec.theoretical_cached_tokens, tuple(getattr(ident, f) for f in _ID_FIELDS))
+
+
+def from_wire(wire: tuple[Any, ...]) -> tuple[RawExchange, RequestSpec]:
+    raw_fields, api, max_tokens, input_tokens, cached, ident = wire
+    raw = RawExchange(**dict(zip(_RAW_FIELDS, raw_fields, strict=True)))
+    spec = RequestSpec(api=api, max_tokens=max_tokens, input_tokens=input_tokens, theoretical_cached_tokens=cached,
+                       identity=RequestIdentity(**dict(zip(_ID_FIELDS, ident, strict=True))))
+    return raw, spec
 
 
 def _helper_main(inbox: Connection, outbox: Connection, records_path: str, worker: int,
@@ -63,7 +77,8 @@ def _helper_main(inbox: Connection, outbox: Connection, records_path: str, worke
                     outbox.send_bytes(pickle.dumps({"cpu_s": time.process_time()}))
                 return
             tallies: list[Tally] = []
-            for raw, spec, rid, phase, ignore_eos in batch:
+            for wire, rid, phase, ignore_eos in batch:
+                raw, spec = from_wire(wire)
                 rec, _ = to_record(raw, spec, rid=rid, worker=worker, phase=phase, overflow_patterns=overflow_patterns,
                                    ignore_eos=ignore_eos, sends_done=sends_done)
                 writer.write(rec)
@@ -119,7 +134,7 @@ class RecordHelper:
                  sends_done: bool | None, on_tallies: Callable[[list[Tally]], None]) -> None:
         self._args = (str(records_path), worker, tuple(overflow_patterns), sends_done)
         self._on_tallies = on_tallies
-        self._batch: list[tuple[RawExchange, RequestSpec, str, str, bool]] = []
+        self._batch: list[tuple[tuple[Any, ...], str, str, bool]] = []
         self._flush_scheduled = False
         self._proc: Any = None
         self._writer: asyncio.WriteTransport | None = None
@@ -148,8 +163,7 @@ class RecordHelper:
 
     def submit(self, raw: RawExchange, spec: RequestSpec, rid: str, phase: str, ignore_eos: bool) -> None:
         """Queue a complete stream; the batch goes to the helper once this loop iteration is over."""
-        raw.stamper = None
-        self._batch.append((raw, slim(spec), rid, phase, ignore_eos))
+        self._batch.append((to_wire(raw, spec), rid, phase, ignore_eos))
         self.submitted += 1
         if not self._flush_scheduled:
             self._flush_scheduled = True
