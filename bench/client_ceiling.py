@@ -236,7 +236,8 @@ def _start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes
 
 
 def _served(url: str) -> dict[str, list[float]]:
-    return json.loads(urllib.request.urlopen(url + "/served", timeout=30).read())
+    served: dict[str, list[float]] = json.loads(urllib.request.urlopen(url + "/served", timeout=30).read())
+    return served
 
 
 def _reset(url: str) -> None:
@@ -266,7 +267,11 @@ def probe() -> None:
     import threading
 
     done = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.buffer.read(), done.set()), daemon=True).start()
+    def wait_for_eof() -> None:
+        sys.stdin.buffer.read()
+        done.set()
+
+    threading.Thread(target=wait_for_eof, daemon=True).start()
     late: list[float] = []
     while not done.is_set():
         t = time.perf_counter()
