@@ -53,6 +53,10 @@ between body reads; between the headers and the first body byte (a request queue
 timeout applies."""
 
 
+WORKER_LANES = 256
+"""Live lanes one event loop takes before the client suggests another worker process (`RunOptions.workers`)."""
+WORKER_RATE = 200.0
+"""Arrivals per second one event loop takes before the client suggests another worker process."""
 RECORD_PROCESS_LANES = 128
 """Live lanes per worker from which parsing moves to a helper process (`RunOptions.record_process`)."""
 RECORD_PROCESS_RATE = 100.0
@@ -94,8 +98,8 @@ class RunOptions(BaseModel):
     workers: int | None = Field(
         default=None, ge=1,
         description="Client worker processes sharing the lanes; None = chosen from the planned load and the host's"
-        " cores (one event loop per 256 lanes or 200 arrivals/s, a core left free; one on 2 cores, where more"
-        " measured worse).",
+        f" cores (one event loop per {WORKER_LANES} lanes or {WORKER_RATE:g} arrivals/s, a core left free; one on 2"
+        " cores, where more measured worse).",
     )
     seed: int = Field(default=42, description="Seed for arrival processes (workloads carry their own).")
     gpus: int = Field(default=1, ge=1, description="GPUs serving the endpoint, for per-GPU throughput.")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep import __version__
-from llmsweep.client.config import Endpoint, RunOptions
+from llmsweep.client.config import WORKER_LANES, WORKER_RATE, Endpoint, RunOptions
 from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
 from llmsweep.client.records import RECORDS_FILE
 from llmsweep.client.scrape import SERVER_METRICS_FILE, MetricsScraper
@@ -76,14 +76,16 @@ class BenchResult:
 
 
 def suggest_workers(options: RunOptions) -> int:
-    """One worker unless the load needs more: about one per 256 live lanes or 200 req/s, leaving a core free.
+    """One worker unless the load needs more: one per `WORKER_LANES` live lanes or `WORKER_RATE` arrivals/s, leaving
+    a core free.
 
     On 2 cores one: a second event loop measured worse there (more CPU in all, the server starved; see
     bench/client_ceiling.py --client-workers 1,2)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if cpus <= 2:
         return 1
-    need = max(math.ceil((options.concurrency or 0) / 256), math.ceil((options.request_rate or 0) / 200), 1)
+    need = max(math.ceil((options.concurrency or 0) / WORKER_LANES),
+               math.ceil((options.request_rate or 0) / WORKER_RATE), 1)
     return max(1, min(need, cpus - 1))
 
 
