@@ -72,10 +72,11 @@ def test_worker_processes_and_record_helpers_die_with_a_killed_parent(tmp_path: 
     try:
         deadline = time.time() + 60
         kids: set[int] = set()
-        while time.time() < deadline and len(_spawned(kids)) < 4:  # two workers, each with its record helper
+        while time.time() < deadline and (len(_named(kids, b"spawn_main")), len(_named(kids, b"_record_helper"))) != (
+                2, 2):  # two worker processes, each with its record helper
             time.sleep(0.2)
             kids = _children(parent.pid)
-        assert len(_spawned(kids)) == 4, f"expected two workers and two helpers under the run, found {kids}"
+        assert len(_named(kids, b"spawn_main")) == 2 and len(_named(kids, b"_record_helper")) == 2, kids
         time.sleep(1.0)  # requests in flight
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
@@ -92,12 +93,12 @@ def test_worker_processes_and_record_helpers_die_with_a_killed_parent(tmp_path: 
         server.wait(timeout=10)
 
 
-def _spawned(pids: set[int]) -> set[int]:
-    """The processes multiprocessing spawned (workers and record helpers, not its resource tracker)."""
+def _named(pids: set[int], word: bytes) -> set[int]:
+    """The processes among `pids` whose command line holds `word` (`spawn_main`: a worker; `_record_helper`)."""
     out = set()
     for pid in pids:
         try:
-            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if word in Path(f"/proc/{pid}/cmdline").read_bytes():
                 out.add(pid)
         except OSError:
             continue
@@ -142,8 +143,6 @@ def test_helpers_in_worker_processes_keep_session_trees_in_their_lane(tmp_path: 
 def test_an_interrupt_with_a_record_helper_records_every_request_and_leaves_no_process(tmp_path: Path) -> None:
     """Interrupted mid-stream: finished streams (written by the helper) and in-flight ones (cancelled, written by the
     loop) are all recorded once, and the helper is gone when the run returns."""
-    import multiprocessing as mp
-
     t0 = time.monotonic()
     with StreamServer(ServerConfig(ttft_s=0.005, itl_s=0.01)) as srv:
         res = run_benchmark(
@@ -160,4 +159,28 @@ def test_an_interrupt_with_a_record_helper_records_every_request_and_leaves_no_p
     assert res.summary.client_health.stop_reason == "interrupted by SIGTERM"
     assert res.summary.requests.successful == len(done) and res.summary.requests.cancelled == len(cancelled)
     assert worker["record_helper"] is True
-    assert not [p for p in mp.active_children() if p.name.startswith("llmsweep-records")]
+    assert not _alive(_named(_children(os.getpid()), b"_record_helper"))
+
+
+def test_a_script_without_a_main_guard_gets_its_record_helper_and_its_records(tmp_path: Path) -> None:
+    """The helper is a fresh interpreter that imports nothing of the calling script (a multiprocessing spawn would
+    run the script's top level again, and a second benchmark with it)."""
+    with StreamServer(ServerConfig(itl_s=0.001)) as srv:
+        script = tmp_path / "naive.py"
+        script.write_text(textwrap.dedent(f"""
+            import sys
+            sys.path.insert(0, {str(REPO / "tests")!r})
+            from pathlib import Path
+            from support.workloads import SimpleWorkload
+            from llmsweep.client import Endpoint, RunOptions, run_benchmark
+            print("top level ran", flush=True)
+            run_benchmark(SimpleWorkload(max_tokens=4, lanes_hint=2), Endpoint(base_url={srv.url!r}, model="m"),
+                          RunOptions(concurrency=2, num_requests=20, record_process=True), Path({str(tmp_path)!r}))
+        """))
+        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("top level ran") == 1
+    recs = _records(tmp_path)
+    assert len(recs) == 20 and all(r["error_class"] is None for r in recs)
+    assert json.loads((tmp_path / "run.json").read_text())["client"]["workers"][0]["record_helper"] is True

@@ -9,19 +9,23 @@ tally per record (phase, error class, output tokens) so the worker's counters, p
 as before. Streams that failed, and runs whose programs read the output, are still parsed in the loop (the program is
 waiting for the outcome).
 
-The helper lives exactly as long as its pipe: it exits once the loop closes it, or the worker dies (the kernel closes
-the pipe), after writing what it was already given.
+The helper is a fresh interpreter (`python -m llmsweep.client._record_helper`), so nothing of the calling script runs
+in it again. It lives exactly as long as its pipe: it exits once the loop closes it, or the worker dies (the kernel
+closes the pipe), after writing what it was already given; signals to the process group do not cut it short.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-import multiprocessing as mp
+import os
 import pickle
 import signal
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import fields
@@ -63,9 +67,19 @@ def from_wire(wire: tuple[Any, ...]) -> tuple[RawExchange, RequestSpec]:
     return raw, spec
 
 
-def _helper_main(inbox: Connection, outbox: Connection, records_path: str, worker: int,
-                 overflow_patterns: tuple[str, ...], sends_done: bool | None) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when the run ends; its pipe says so
+def helper_main(spec: dict[str, Any]) -> None:
+    """The helper process (`_record_helper`): read batches until the worker closes the pipe, write their records."""
+    inbox = Connection(spec["inbox"], writable=False)
+    outbox = Connection(spec["outbox"], readable=False)
+    _serve(inbox, outbox, spec["records"], int(spec["worker"]), tuple(spec["overflow_patterns"]), spec["sends_done"])
+
+
+def _serve(inbox: Connection, outbox: Connection, records_path: str, worker: int,
+           overflow_patterns: tuple[str, ...], sends_done: bool | None) -> None:
+    # The worker decides when the run ends and its pipe says so: a Ctrl-C or a SIGTERM to the process group must not
+    # cut the records of a run that is winding down in order. A dead worker closes the pipe.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     writer = RecordWriter(Path(records_path))
     try:
         outbox.send_bytes(pickle.dumps([]))  # ready: the worker sends no request while this process boots
@@ -147,17 +161,27 @@ class RecordHelper:
         return self._reader.cpu_s if self._reader is not None else 0.0
 
     async def start(self) -> None:
-        ctx = mp.get_context("spawn")
-        inbox_r, inbox_w = ctx.Pipe(duplex=False)
-        outbox_r, outbox_w = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_helper_main, args=(inbox_r, outbox_w, *self._args),
-                                 name=f"llmsweep-records-{self._args[1]}")
-        self._proc.start()
-        inbox_r.close()
-        outbox_w.close()
+        """Start the helper (`python -m llmsweep.client._record_helper`: a fresh interpreter that imports nothing of
+        the caller's script, unlike a multiprocessing spawn) and wait until it is ready."""
+        inbox_r, inbox_w = os.pipe()
+        outbox_r, outbox_w = os.pipe()
+        path, worker, patterns, sends_done = self._args
+        spec = {"inbox": inbox_r, "outbox": outbox_w, "records": path, "worker": worker,
+                "overflow_patterns": list(patterns), "sends_done": sends_done}
+        package_root = str(Path(__file__).resolve().parents[2])  # where `llmsweep` was imported from
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH"))))}
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "llmsweep.client._record_helper", json.dumps(spec)],
+                pass_fds=(inbox_r, outbox_w), stdin=subprocess.DEVNULL, env=env,
+            )
+        finally:
+            os.close(inbox_r)
+            os.close(outbox_w)
         loop = asyncio.get_running_loop()
-        self._writer, _ = await loop.connect_write_pipe(asyncio.Protocol, inbox_w)
-        _, reader = await loop.connect_read_pipe(lambda: _TallyReader(self._on_tallies), outbox_r)
+        self._writer, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(inbox_w, "wb", buffering=0))
+        _, reader = await loop.connect_read_pipe(lambda: _TallyReader(self._on_tallies),
+                                                 os.fdopen(outbox_r, "rb", buffering=0))
         self._reader = reader
         await reader.ready  # its start-up (an interpreter and imports, ~0.3 s of CPU) stays out of the measurement
 
@@ -187,17 +211,21 @@ class RecordHelper:
         if self._reader is not None:
             await self._reader.closed
         if self._proc is not None:
-            await asyncio.to_thread(self._proc.join, 30.0)
-            if self._proc.is_alive():  # pragma: no cover - a helper stuck writing records
+            try:
+                code = await asyncio.to_thread(self._proc.wait, 30.0)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a helper stuck writing records
                 log.error("the record helper did not exit; killing it")
                 self._proc.kill()
-            elif self._proc.exitcode:
-                log.error("the record helper exited with %s: records may be missing", self._proc.exitcode)
+                self._proc.wait()
+            else:
+                if code:
+                    log.error("the record helper exited with %s: records may be missing", code)
 
     def abandon(self, *, kill: bool = False) -> None:
         """Stop at once (the run was abandoned): records queued here are lost; those sent are written, unless `kill`
         ends the helper too."""
         if self._writer is not None:
             self._writer.abort()
-        if kill and self._proc is not None and self._proc.is_alive():
+        if kill and self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
+            self._proc.wait()
