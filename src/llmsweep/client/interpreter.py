@@ -317,11 +317,15 @@ class Interpreter:
             if self._helper is not None:
                 try:
                     await self._helper.start()
-                    helper_started = self.stats.record_helper = True
                 except Exception as exc:  # e.g. no process can be started here: parse in the loop, as before
                     log.warning("finished streams are parsed in the event loop: the record helper failed (%s)", exc)
                     self._helper.abandon(kill=True)
                     self._helper = None
+                except BaseException:  # cancelled while it started: it must not outlive this run
+                    self._helper.abandon(kill=True)
+                    raise
+                else:
+                    helper_started = self.stats.record_helper = True
             async with aiohttp.ClientSession(
                 connector=connector, trace_configs=[trace], auto_decompress=False, skip_auto_headers=["User-Agent"]
             ) as session:
