@@ -184,3 +184,16 @@ def test_a_script_without_a_main_guard_gets_its_record_helper_and_its_records(tm
     recs = _records(tmp_path)
     assert len(recs) == 20 and all(r["error_class"] is None for r in recs)
     assert json.loads((tmp_path / "run.json").read_text())["client"]["workers"][0]["record_helper"] is True
+
+
+def test_a_record_helper_that_cannot_start_leaves_parsing_to_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No interpreter to start the helper with: the run goes on, parsed in the event loop, and says so."""
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    with StreamServer(ServerConfig(itl_s=0.001)) as srv:
+        res = run_benchmark(SimpleWorkload(max_tokens=4, lanes_hint=2), Endpoint(base_url=srv.url, model="m"),
+                            RunOptions(concurrency=2, num_requests=10, record_process=True), tmp_path)
+    assert len(_records(tmp_path)) == 10 and res.summary.requests.successful == 10
+    assert res.summary.client_health.workers[0]["record_helper"] is False
+    assert "the record helper failed" in caplog.text
