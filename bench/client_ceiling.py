@@ -323,6 +323,7 @@ def _workload(osl: int) -> Any:
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "loop-stamps": {"stamp_reads": "protocol"},
+    "no-first-reads-first": {"read_first_tokens_first": False},
     "before-kernel-stamps": {"stamp_reads": "protocol", "record_process": False},
     "records-in-loop": {"record_process": False},
     "records-helper": {"record_process": True},

@@ -135,6 +135,11 @@ class RunOptions(BaseModel):
         " connection's read callback, before any parsing or task switch; 'task' when the request's task resumes after"
         " each read (the earliest path, kept to measure the difference). run.json counts the reads each clock stamped.",
     )
+    read_first_tokens_first: bool = Field(
+        default=True,
+        description="Each event-loop iteration reads the sockets still waiting for their first body byte before the"
+        " others, so a first token is read before the server's next chunk joins it (and moves its stamp).",
+    )
     loop_budget_s: float | None = Field(
         default=0.002, gt=0,
         description="Client work (starting requests, parsing finished ones) takes turns so the event loop reads the"

@@ -33,6 +33,7 @@ from llmsweep.client.transport import (
     StampingConnector,
     build_body,
     exchange,
+    first_tokens_first,
     now_unix,
     on_request_sent,
     stalled,
@@ -313,6 +314,9 @@ class Interpreter:
         connector.kernel_stamps = self.options.stamp_reads == "kernel"
         stamped = dict(READS_STAMPED)
         helper_started = False
+        undo_order = None
+        if self._protocol_stamps and self.options.read_first_tokens_first:
+            undo_order = first_tokens_first(asyncio.get_running_loop())
         try:
             if self._helper is not None:
                 try:
@@ -346,6 +350,8 @@ class Interpreter:
                     raise
                 finally:
                     self.stats.helper_cpu_s = self._helper.cpu_s
+            if undo_order is not None:
+                undo_order()
             gc.set_threshold(*thresholds)
             gc.unfreeze()
             self.writer.close()

@@ -104,6 +104,10 @@ _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35) if sys.platform.startswi
 _TIMESPEC = struct.Struct("qq")
 _ANCILLARY = 64  # room for one struct timespec control message
 
+AWAITING_FIRST: set[int] = set()
+"""Socket descriptors of this process's requests that have not received their first body byte (see
+`read_first_tokens_first`)."""
+
 READS_STAMPED = {"kernel": 0, "loop": 0}
 """Reads of this process stamped with the kernel's receive time, and with the time of the read (see `_KernelReader`):
 a run says which clock its latencies came from."""
@@ -181,7 +185,7 @@ class _ReadStamper:
     once it ended (`RawExchange.reads`), so the request's task never wakes per chunk. The stamp is the kernel's
     receive time when `_KernelReader` left one in `rx`, else the time of this call."""
 
-    __slots__ = ("orig", "proto", "raw", "rx", "stale")
+    __slots__ = ("fd", "orig", "proto", "raw", "rx", "stale")
 
     def __init__(self, proto: ResponseHandler) -> None:
         self.proto = proto
@@ -189,11 +193,20 @@ class _ReadStamper:
         self.raw: RawExchange | None = None
         self.stale: StreamReader | None = None  # the previous response's body on a reused connection
         self.rx: float | None = None  # the kernel's receive time of the read being handled (perf_counter seconds)
+        sock = proto.transport.get_extra_info("socket") if proto.transport is not None else None
+        self.fd: int | None = sock.fileno() if sock is not None else None
 
     def attach(self, raw: RawExchange) -> None:
         self.raw = raw
         self.stale = self.proto._payload
         raw.stamper = self
+        if self.fd is not None:
+            AWAITING_FIRST.add(self.fd)
+
+    def detach(self) -> None:
+        self.raw = None
+        if self.fd is not None:
+            AWAITING_FIRST.discard(self.fd)
 
     def __call__(self, data: bytes) -> None:
         t = self.rx
@@ -219,6 +232,8 @@ class _ReadStamper:
         total = payload.total_bytes
         marks = raw.marks
         if total != (marks[-1][1] if marks else 0):
+            if not marks and self.fd is not None:
+                AWAITING_FIRST.discard(self.fd)
             marks.append((t, total))
         if payload.is_eof():
             if raw.end is None:
@@ -244,6 +259,32 @@ class _ReadStamper:
                 prev = n
         if prev < len(body):  # bytes no mark covers (should not happen): stamped at the end of the exchange
             reads.append((raw.end if raw.end is not None else time.perf_counter(), body[prev:]))
+
+
+def first_tokens_first(loop: asyncio.AbstractEventLoop) -> Callable[[], None] | None:
+    """Have each iteration of `loop` handle the sockets still waiting for their first body byte before the others;
+    returns how to undo it (None where the loop has no selector to order).
+
+    A closed loop's streams share the server's step clock, so a busy iteration reads hundreds of sockets; a first token
+    read after the server's next chunk arrived is merged with it by the kernel and stamped at that chunk's arrival.
+    Reading those sockets first keeps TTFT stamps exact; the order costs one set lookup per ready socket."""
+    selector = getattr(loop, "_selector", None)
+    if selector is None or "select" in vars(selector):
+        return None
+    select = selector.select
+
+    def ordered(timeout: float | None = None) -> list[Any]:
+        events: list[Any] = select(timeout)
+        if len(events) > 1 and AWAITING_FIRST:
+            events.sort(key=lambda event: event[0].fd not in AWAITING_FIRST)
+        return events
+
+    selector.select = ordered
+
+    def undo() -> None:
+        vars(selector).pop("select", None)
+
+    return undo
 
 
 def stalled(raw: RawExchange, now: float, stall_s: float) -> bool:
@@ -376,7 +417,7 @@ async def exchange(
             _SENDING.reset(token)
         if raw.stamper is not None:
             if raw.stamper.raw is raw:  # the pool may already have handed the connection to the next request
-                raw.stamper.raw = None
+                raw.stamper.detach()
             raw.stamper = None
             if raw.body is None:  # the body did not end: keep what arrived (a stalled stream's chunks count)
                 if content is not None:
