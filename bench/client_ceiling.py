@@ -4,18 +4,25 @@ process, our client at concurrency 1…1,024, and (optionally) aiperf against th
     .venv/bin/python bench/client_ceiling.py [--levels 1,4,16,64,256,1024] [--osl 128] [--passes zero,timed]
         [--settings default,earlier] [--client-workers 1,2] [--repeats 3] [--aiperf PATH] [--json FILE]
 
-Reported per run: requests/s and chunks/s, client CPU seconds (this process and its worker processes) and per
-streamed token, the TTFT error (client TTFT minus the TTFT the server served, per request: mean/p50/p99) and the
-delivery error (client first-token stamp minus the moment the server wrote that first chunk, both on this machine's
-clock: robust to the server's own load), request transit, ITL as seen and as served, and p99 schedule lag. The second
-pass ("timed") injects TTFT 20 ms / ITL 5 ms at concurrency 64 and 256, the setting of research/peer-baselines.md.
+Reported per run: requests/s and chunks/s, client CPU seconds (this process, its worker processes and record helpers)
+and per streamed token, the TTFT error (client TTFT minus the TTFT the server served, per request: mean/p50/p99) and
+the delivery error (client first-token stamp minus the moment the server wrote that first chunk, both on this
+machine's clock), request transit, ITL as seen and as served, p99 schedule lag, and how late the machine wakes a
+sleeping process during the run (a probe process: the machine's own share of any timing error). The server serves
+from the moment a request's bytes reached its socket (the kernel's receive time on Linux, so its own busy loop is
+not billed to the client) to its write of the first chunk. The second pass ("timed") injects TTFT 20 ms / ITL 5 ms at
+concurrency 64 and 256, the setting of research/peer-baselines.md, and ends with one line per level: llmsweep's mean
+TTFT error (median and range of the repeats) next to aiperf's.
 
 --settings compares client settings side by side in one run, alternating within each repeat so load drift hits them
-alike: `default`, and `earlier` (reads stamped when the request's task resumes, no turns for client work: the client
-before timing at high concurrency was fixed; its parser and record writer are the new ones). With --repeats > 1 a
-median line per setting follows. aiperf is compared when --aiperf, $LLMSWEEP_AIPERF or an `aiperf` on PATH names one;
-otherwise its rows are skipped. The load average is printed with each pass: the figures are only comparable within a
-run. Goals: <= 50 us client CPU per streamed token; TTFT error <= 5 ms at concurrency 64 and 256 on 2 shared cores.
+alike: `default`; `loop-stamps` (reads stamped in the read callback, not by the kernel); `before-kernel-stamps` (that,
+and finished streams parsed in the event loop: the client before kernel stamps and the record helper); `records-in-loop`
+/ `records-helper` (finished streams parsed in the event loop / by the record helper process); `earlier` (reads stamped
+when the request's task resumes, no turns for client work: the client before timing at high concurrency was fixed).
+--client-workers compares worker counts likewise. With --repeats > 1 a median line per setting follows. aiperf (its own
+defaults; a tokenizer is synthesized offline) is compared when --aiperf, $LLMSWEEP_AIPERF or an `aiperf` on PATH names
+one; otherwise its rows are skipped. The load average is printed with each pass: the figures are only comparable within
+a run. Goals: <= 50 us client CPU per streamed token; TTFT error <= 5 ms at concurrency 64 and 256 on 2 shared cores.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import re
 import resource
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -69,13 +77,19 @@ class _SSEServer(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         self.t_recv = 0.0
+        self.rx: float | None = None
+        _kernel_receive_times(transport, self)
+
+    def received(self, data: bytes, rx: float | None) -> None:
+        self.rx = rx
+        self.data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         _SSEServer.active.pop(self, None)
 
     def data_received(self, data: bytes) -> None:
         if not self.buf:
-            self.t_recv = time.time()
+            self.t_recv = self.rx or time.time()
         self.buf += data
         while True:
             head_end = self.buf.find(b"\r\n\r\n")
@@ -141,6 +155,36 @@ class _SSEServer(asyncio.Protocol):
         _SSEServer.served[state[1]] = [state[2], state[3], time.time()]
 
 
+def _kernel_receive_times(transport: Any, proto: _SSEServer) -> None:
+    """Stamp a request as received when its bytes reached this machine (the kernel's receive time, SO_TIMESTAMPNS on
+    Linux), not when this busy loop got to it: what the server served starts there. Elsewhere, the read callback."""
+    sock = getattr(transport, "_sock", None)
+    if not sys.platform.startswith("linux") or sock is None or getattr(transport, "_read_ready_cb", None) is None:
+        return
+    so_timestampns = getattr(socket, "SO_TIMESTAMPNS", 35)
+    sock.setsockopt(socket.SOL_SOCKET, so_timestampns, 1)
+
+    def read() -> None:
+        try:
+            data, ancillary, _, _ = sock.recvmsg(transport.max_size, 64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            transport._fatal_error(exc, "read error")
+            return
+        if not data:
+            transport._read_ready__on_eof()
+            return
+        rx = None
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == so_timestampns:
+                sec, nsec = struct.unpack_from("qq", payload)
+                rx = sec + nsec * 1e-9
+        proto.received(data, rx)
+
+    transport._read_ready_cb = read
+
+
 def _tick(loop: asyncio.AbstractEventLoop, next_at: float) -> None:
     """Write the next chunk to every active stream, then schedule the next tick (a sync callback: no tasks)."""
     for proto, state in list(_SSEServer.active.items()):
@@ -192,11 +236,48 @@ def _start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes
 
 
 def _served(url: str) -> dict[str, list[float]]:
-    return json.loads(urllib.request.urlopen(url + "/served", timeout=30).read())
+    served: dict[str, list[float]] = json.loads(urllib.request.urlopen(url + "/served", timeout=30).read())
+    return served
 
 
 def _reset(url: str) -> None:
     urllib.request.urlopen(urllib.request.Request(url + "/reset", method="POST"), timeout=10).read()
+
+
+class _Probe:
+    """How late a sleeping process on this machine wakes up while a client runs: a third process sleeps 2 ms at a
+    time and notes by how much it overslept. That lateness is the machine's share of any timing error (both the server
+    and the client wake up late on a loaded host); it puts each row's error in context."""
+
+    def __enter__(self) -> _Probe:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--probe"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        out, _ = self.proc.communicate(b"", timeout=30)
+        self.stats = json.loads(out or b"{}")
+
+    def result(self) -> dict[str, float]:
+        return {f"wake_{k}_ms": v for k, v in self.stats.items()}
+
+
+def probe() -> None:
+    """--probe: sleep 2 ms at a time until stdin closes, then print the oversleep's mean/p50/p99 in ms."""
+    import threading
+
+    done = threading.Event()
+    def wait_for_eof() -> None:
+        sys.stdin.buffer.read()
+        done.set()
+
+    threading.Thread(target=wait_for_eof, daemon=True).start()
+    late: list[float] = []
+    while not done.is_set():
+        t = time.perf_counter()
+        time.sleep(0.002)
+        late.append(time.perf_counter() - t - 0.002)
+    print(json.dumps(_ms(late) if late else {}))
 
 
 def _cpu_of(pid: int) -> float:
@@ -238,11 +319,15 @@ def _workload(osl: int) -> Any:
     return CeilingWorkload(osl)
 
 
-# Client settings the bench can compare in one run ("earlier": reads stamped when the request's task resumes and no
-# turns for client work, the transport of the branch before timing at high concurrency was fixed).
+# Client settings the bench can compare in one run (see the module docstring).
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
-    "earlier": {"stamp_reads": "task", "loop_budget_s": None},
+    "loop-stamps": {"stamp_reads": "protocol"},
+    "no-first-reads-first": {"read_first_tokens_first": False},
+    "before-kernel-stamps": {"stamp_reads": "protocol", "record_process": False},
+    "records-in-loop": {"record_process": False},
+    "records-helper": {"record_process": True},
+    "earlier": {"stamp_reads": "task", "loop_budget_s": None, "record_process": False},
     "task-stamps": {"stamp_reads": "task"},
     "no-pacing": {"loop_budget_s": None},
     "budget-1ms": {"loop_budget_s": 0.001},
@@ -269,8 +354,9 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
     cpu0 = _usage()
     srv0 = _cpu_of(server_pid)
     t0 = time.perf_counter()
-    res = run_benchmark(_workload(osl), Endpoint(base_url=url, model="m", metrics_url=""),
-                        RunOptions(concurrency=concurrency, num_requests=requests, timeout_s=120, **options), out)
+    with _Probe() as probe:
+        res = run_benchmark(_workload(osl), Endpoint(base_url=url, model="m", metrics_url=""),
+                            RunOptions(concurrency=concurrency, num_requests=requests, timeout_s=120, **options), out)
     wall = time.perf_counter() - t0
     client_cpu = _usage() - cpu0
     served = _served(url)
@@ -288,15 +374,16 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
         if osl > 1:
             itl_s.append((s[2] - s[1]) / (osl - 1))
     sm = res.summary
-    span = sm["throughput"]["duration_s"] or wall
+    span = sm.throughput.duration_s or wall
     chunks = sum(len(r["chunk_times"]) for r in ok)
-    tokens = sm["tokens"]["output_total"]
+    tokens = sm.tokens.output_total
     run = json.loads((out / "run.json").read_text())
     err = _ms([c - v for c, v in zip(ttft_c, ttft_s, strict=True)])
     dlv = _ms(delivery)
     return {
         "client": "llmsweep", "concurrency": concurrency, "requests": len(ok), "failed": len(recs) - len(ok),
         "workers": len(run["client"]["workers"]),
+        "record_helper": any(w.get("record_helper") for w in run["client"]["workers"]), **probe.result(),
         "req_s": len(ok) / span, "chunks_s": chunks / span, "tok_s": tokens / span,
         "client_cpu_s": client_cpu, "server_cpu_s": _cpu_of(server_pid) - srv0, "wall_s": wall,
         "chunks_per_core_s": chunks / client_cpu if client_cpu else 0.0,
@@ -306,63 +393,78 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
         "ttft_error_mean_ms": err["mean"], "ttft_error_p50_ms": err["p50"], "ttft_error_p99_ms": err["p99"],
         "transit_p50_ms": 1e3 * float(np.median(transit)),
         "delivery_mean_ms": dlv["mean"], "delivery_p50_ms": dlv["p50"], "delivery_p99_ms": dlv["p99"],
-        "itl_client_ms": 1e3 * sm["latency"]["tpot"]["mean"],
+        "itl_client_ms": 1e3 * sm.latency.tpot.mean,
         "itl_served_ms": 1e3 * float(np.mean(itl_s)) if itl_s else 0.0,
-        "lag_p99_ms": 1e3 * sm["client_health"]["schedule_lag_s"]["p99"],
-        "max_inflight": sm["client_health"]["max_inflight"],
+        "lag_p99_ms": 1e3 * sm.client_health.schedule_lag_s.p99,
+        "max_inflight": sm.client_health.max_inflight,
     }
 
 
 # ---------------------------------------------------------------------------------------------------- aiperf
-def run_aiperf(aiperf: str, url: str, concurrency: int, requests: int, osl: int, server_pid: int) -> dict[str, Any]:
+def aiperf_tokenizer(tmp: Path) -> Path:
+    """A local tokenizer for aiperf (it counts synthetic prompt tokens with one): `llmsweep model synth`, offline."""
+    out = tmp / "tokenizer"
+    subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "model", "synth", "tiny", "--out", str(out),
+                    "--weights", "none"], check=True, capture_output=True)
+    return out
+
+
+def run_aiperf(aiperf: str, url: str, concurrency: int, requests: int, osl: int, server_pid: int,
+               tokenizer: Path) -> dict[str, Any]:
+    """aiperf at its own defaults against the same server; its error is its mean TTFT minus the mean TTFT the server
+    served (aiperf keeps no per-request key the server could match)."""
+    from llmsweep.peers.aiperf import read_aiperf_figures
+
     _reset(url)
     art = Path(tempfile.mkdtemp(prefix="aiperf-"))
     cmd = [aiperf, "profile", "--model", "m", "--url", url, "--endpoint-type", "chat", "--streaming",
            "--concurrency", str(concurrency), "--request-count", str(requests),
-           "--tokenizer", str(REPO / "tests" / "data" / "tokenizer"), "--use-legacy-max-tokens",
+           "--tokenizer", str(tokenizer), "--use-legacy-max-tokens",
            "--use-server-token-count", "--synthetic-input-tokens-mean", "128", "--output-tokens-mean", str(osl),
-           "--extra-inputs", "ignore_eos:true", "--output-artifact-dir", str(art), "--ui-type", "none"]
+           "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(art), "--ui-type", "none"]
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     srv0 = _cpu_of(server_pid)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)  # a local tokenizer dir needs no network
+    with _Probe() as probe:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     served = _served(url)
-    if proc.returncode != 0 or not served:
+    try:
+        figures = read_aiperf_figures(art) if proc.returncode == 0 else None
+    except (OSError, ValueError) as exc:
+        figures, proc.stderr = None, f"{proc.stderr}\n{exc}"
+    finally:
+        shutil.rmtree(art, ignore_errors=True)
+    if figures is None or not served:
         return {"client": "aiperf", "error": (proc.stderr or proc.stdout)[-800:]}
-    firsts = sorted(v[1] for v in served.values())
-    ends = sorted(v[2] for v in served.values())
-    span = ends[-1] - sorted(v[0] for v in served.values())[0]
-    ttft_client: dict[str, Any] = {}
-    for f in art.rglob("profile_export_aiperf.json"):
-        data = json.loads(f.read_text())
-        ttft = data.get("time_to_first_token") or data.get("records", {}).get("time_to_first_token", {})
-        ttft_client = ttft if isinstance(ttft, dict) else {}
-    shutil.rmtree(art, ignore_errors=True)
     n = len(served)
+    span = max(v[2] for v in served.values()) - min(v[0] for v in served.values())
     served_ttft = [v[1] - v[0] for v in served.values()]
-    mean, p50 = ttft_client.get("avg"), ttft_client.get("p50")
+    itl_s = [(v[2] - v[1]) / (osl - 1) for v in served.values()] if osl > 1 else [0.0]
+    ttft = figures["latency"]["ttft"]
     row: dict[str, Any] = {
-        "client": "aiperf", "concurrency": concurrency, "requests": n, "req_s": n / span, "tok_s": n * osl / span,
-        "client_cpu_s": cpu, "wall_s": wall, "server_cpu_s": _cpu_of(server_pid) - srv0,
-        "cpu_us_per_token": cpu / (n * osl) * 1e6, "ttft_client_ms": p50,
-        "ttft_served_ms": 1e3 * float(np.median(served_ttft)), "_firsts": len(firsts),
+        "client": "aiperf", "version": figures.get("aiperf_version"), "concurrency": concurrency, "requests": n,
+        "req_s": n / span, "tok_s": n * osl / span, "client_cpu_s": cpu, "wall_s": wall,
+        "server_cpu_s": _cpu_of(server_pid) - srv0, "cpu_us_per_token": cpu / (n * osl) * 1e6,
+        "ttft_served_ms": 1e3 * float(np.median(served_ttft)),
         "ttft_served_mean_ms": 1e3 * float(np.mean(served_ttft)),
+        "itl_served_ms": 1e3 * float(np.mean(itl_s)), **probe.result(),
     }
-    # aiperf reports its own TTFT statistics only: its error is mean (p50) client TTFT minus mean (p50) served TTFT
-    if mean is not None:
-        row["ttft_error_mean_ms"] = float(mean) - row["ttft_served_mean_ms"]
-    if p50 is not None:
-        row["ttft_error_p50_ms"] = float(p50) - row["ttft_served_ms"]
+    if ttft["mean"] is not None:
+        row["ttft_error_mean_ms"] = 1e3 * ttft["mean"] - row["ttft_served_mean_ms"]
+    if ttft["p50"] is not None:
+        row["ttft_error_p50_ms"] = 1e3 * ttft["p50"] - row["ttft_served_ms"]
     return row
 
 
 # ---------------------------------------------------------------------------------------------------- report
 def _row(r: dict[str, Any]) -> str:
     nan = float("nan")
-    who = r["client"] + (f"[{r['setting']},w{r['workers']}]" if "setting" in r else "")
+    who = r["client"] + (f"[{r['setting']},w{r['workers']}{'+h' if r.get('record_helper') else ''}]"
+                         if "setting" in r else "")
     line = (f"{who:>20} c{r['concurrency']:<5} {r['requests']:>5} req {r['req_s']:>7.1f} req/s "
             f"{r.get('chunks_s', r['tok_s']):>7.0f} chunk/s  client {r['client_cpu_s']:>5.2f} CPU-s "
             f"({r['cpu_us_per_token']:>5.1f} us/tok)  server {r['server_cpu_s']:.2f} CPU-s  "
@@ -373,7 +475,24 @@ def _row(r: dict[str, Any]) -> str:
                  f"{r['delivery_p99_ms']:6.2f} ms  transit p50 {r['transit_p50_ms']:.2f} ms  "
                  f"ITL client/served {r['itl_client_ms']:.2f}/{r['itl_served_ms']:.2f} ms  "
                  f"lag p99 {r['lag_p99_ms']:.1f} ms")
+    elif "itl_served_ms" in r:
+        line += f"  ITL served {r['itl_served_ms']:.2f} ms"
+    if "wake_mean_ms" in r:
+        line += f"  machine wakes late mean/p99 {r['wake_mean_ms']:.2f}/{r['wake_p99_ms']:.2f} ms"
     return line
+
+
+def _versus(c: int, ours: list[dict[str, Any]], theirs: dict[str, Any] | None) -> str:
+    """One line per timed level: llmsweep's mean TTFT error (median and spread of its runs) next to aiperf's."""
+    errs = sorted(r["ttft_error_mean_ms"] for r in ours)
+    wake = float(np.median([r["wake_mean_ms"] for r in ours if "wake_mean_ms" in r] or [float("nan")]))
+    line = (f"c{c} mean TTFT error: llmsweep {float(np.median(errs)):.2f} ms (median of {len(errs)}, "
+            f"{errs[0]:.2f}-{errs[-1]:.2f}; machine wakes late {wake:.2f} ms on average)")
+    if theirs is None:
+        return line + ", aiperf not run"
+    if "error" in theirs or "ttft_error_mean_ms" not in theirs:
+        return line + ", aiperf failed"
+    return line + f", aiperf {theirs.get('version') or ''} {theirs['ttft_error_mean_ms']:.2f} ms"
 
 
 def _medians(rows: list[dict[str, Any]]) -> str:
@@ -397,6 +516,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ttft-ms", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--itl-ms", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--levels", default="1,4,16,64,256,1024")
     ap.add_argument("--osl", type=int, default=128)
@@ -418,6 +538,9 @@ def main() -> None:
     if args.serve is not None:
         serve(args.serve, args.ttft_ms, args.itl_ms)
         return
+    if args.probe:
+        probe()
+        return
     levels = [int(x) for x in args.levels.split(",")]
     settings = [x.strip() for x in args.settings.split(",")]
     if unknown := [x for x in settings if x not in SETTINGS]:
@@ -428,6 +551,8 @@ def main() -> None:
         print("aiperf: not installed (set LLMSWEEP_AIPERF or --aiperf to compare against it); its rows are skipped",
               flush=True)
     rows: list[dict[str, Any]] = []
+    versus: list[str] = []
+    tokenizer: Path | None = None
     with tempfile.TemporaryDirectory() as tmp:
         for key, label, ttft, itl, lv in (
             ("zero", "zero-compute server", 0.0, 0.0, levels),
@@ -457,17 +582,28 @@ def main() -> None:
                     if args.repeats > 1:
                         for (setting, w), rs in reps.items():
                             print(f"{setting} workers {w or 'default'} c{c}:" + _medians(rs), flush=True)
+                    a: dict[str, Any] | None = None
                     if args.aiperf and c in (64, 256):
-                        a = run_aiperf(args.aiperf, url, c, n, args.osl, proc.pid)
-                        a["server"] = label
+                        if tokenizer is None:
+                            tokenizer = aiperf_tokenizer(Path(tmp))
+                        a = run_aiperf(args.aiperf, url, c, n, args.osl, proc.pid, tokenizer)
+                        a["server"], a["load"] = label, _load()
                         rows.append(a)
                         if "error" in a:
                             print(f"  aiperf failed: {a['error']}", flush=True)
                         else:
                             print(_row(a), flush=True)
+                    if key == "timed":
+                        first = reps[combos[0]]
+                        versus.append(_versus(c, first, a))
+                        print(versus[-1], flush=True)
             finally:
                 proc.terminate()
                 proc.wait()
+    if versus:
+        print("== " + f"llmsweep ({settings[0]}) against aiperf, TTFT 20 ms / ITL 5 ms server; {_load()}")
+        for line in versus:
+            print(line)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

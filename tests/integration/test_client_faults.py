@@ -6,6 +6,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from support.stream_server import ServerConfig, StreamServer, run_in_subprocess
 from support.workloads import SimpleWorkload
 
@@ -16,7 +17,12 @@ def _records(out: Path) -> list[dict]:
     return [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
 
 
-def test_each_fault_is_recorded_with_its_error_class(tmp_path: Path) -> None:
+# records are made in the event loop, or by the record helper process (the default at high concurrency)
+_WHERE = pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+
+
+@_WHERE
+def test_each_fault_is_recorded_with_its_error_class(tmp_path: Path, record_process: bool) -> None:
     faults = {1: "http500", 2: "reset", 3: "stall", 4: "invalid_json", 5: "overflow", 6: "stream_error"}
     expected = {"http500": "http", "reset": "connection", "stall": "timeout", "invalid_json": "protocol",
                 "overflow": "context_overflow", "stream_error": "http"}
@@ -24,7 +30,8 @@ def test_each_fault_is_recorded_with_its_error_class(tmp_path: Path) -> None:
         res = run_benchmark(
             SimpleWorkload(max_tokens=6, faults=faults, sessions_per_lane=9),
             Endpoint(base_url=srv.url, model="m"),
-            RunOptions(concurrency=1, stall_timeout_s=0.5, timeout_s=30, max_failure_ratio=1.0),
+            RunOptions(concurrency=1, stall_timeout_s=0.5, timeout_s=30, max_failure_ratio=1.0,
+                       record_process=record_process),
             tmp_path,
         )
     by_index = {r["request_index"]: r for r in _records(tmp_path)}
@@ -38,6 +45,8 @@ def test_each_fault_is_recorded_with_its_error_class(tmp_path: Path) -> None:
     r = res.summary.requests
     assert (r.successful, r.failed, r.context_overflow) == (3, 6, 1)
     assert res.verdict == "invalid"
+    assert [w["record_helper"] for w in json.loads((tmp_path / "run.json").read_text())["client"]["workers"]] == [
+        record_process]
 
 
 def test_strict_server_needs_the_field_switches(tmp_path: Path) -> None:
@@ -80,7 +89,8 @@ def test_a_server_killed_mid_run_gives_connection_errors_and_the_run_completes(t
     assert res.summary.requests.failed == len(failed)
 
 
-def test_the_newer_faults_are_recorded_with_their_error_class(tmp_path: Path) -> None:
+@_WHERE
+def test_the_newer_faults_are_recorded_with_their_error_class(tmp_path: Path, record_process: bool) -> None:
     """Rate limiting, an unavailable server and a response cut in the middle of an event fail their request; a slow
     first byte inside the timeouts only shows in its TTFT; the requests around them are untouched."""
     faults = {1: "http429", 2: "http503", 3: "truncated", 4: "slow_first_byte"}
@@ -88,7 +98,8 @@ def test_the_newer_faults_are_recorded_with_their_error_class(tmp_path: Path) ->
         run_benchmark(
             SimpleWorkload(max_tokens=6, faults=faults, sessions_per_lane=6),
             Endpoint(base_url=srv.url, model="m"),
-            RunOptions(concurrency=1, stall_timeout_s=2, timeout_s=30, max_failure_ratio=1.0),
+            RunOptions(concurrency=1, stall_timeout_s=2, timeout_s=30, max_failure_ratio=1.0,
+                       record_process=record_process),
             tmp_path,
         )
     by_index = {r["request_index"]: r for r in _records(tmp_path)}

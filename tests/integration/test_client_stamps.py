@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +17,7 @@ from support.stream_server import ServerConfig, StreamServer, run_in_subprocess
 from support.workloads import chat_spec
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark
-from llmsweep.workload.base import LaneProgram, Send, Workload
+from llmsweep.workload.base import LaneProgram, Send, Sleep, Spawn, Workload
 
 
 class KeyedWorkload(Workload):
@@ -181,3 +184,52 @@ def test_a_body_that_ended_while_its_task_waited_for_a_turn_is_not_cancelled() -
     ref, _ = to_record(normal, spec, rid="b", worker=0, phase="profiling", overflow_patterns=())
     assert rec.error_class is None and rec.completion_tokens == ref.completion_tokens == 3
     assert len(rec.chunk_times) == 3
+
+
+class BusyLoopWorkload(Workload):
+    """One session: a request, and beside it a program that blocks the event loop for `block_s` (plain CPU-bound
+    client work) from `after_s` on, while the first token arrives."""
+
+    name = "busy-loop"
+
+    def __init__(self, *, after_s: float, block_s: float) -> None:
+        self.after_s, self.block_s = after_s, block_s
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        yield self._root(lane)
+
+    def _root(self, lane: int) -> LaneProgram:
+        yield Spawn(self._blocker())
+        yield Send(chat_spec(lane, 0, max_tokens=2, test_key="0"))
+
+    def _blocker(self) -> LaneProgram:
+        yield Sleep(self.after_s)
+        time.sleep(self.block_s)  # holds the event loop: no read callback runs until it returns
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel receive times are a Linux socket option")
+@pytest.mark.parametrize("stamp_reads", ["kernel", "protocol"])
+def test_the_kernel_stamps_a_first_token_that_arrives_while_the_event_loop_is_blocked(
+    tmp_path: Path, stamp_reads: str
+) -> None:
+    """The first token arrives 50 ms after the request while the loop is stuck for 400 ms: the kernel's receive time
+    still says 50 ms; the read callback's time (stamp_reads=protocol) says when the loop got to it."""
+    proc, url = run_in_subprocess(ServerConfig(ttft_s=0.05, itl_s=0.6))  # the second token long after the block
+    try:
+        res = run_benchmark(
+            BusyLoopWorkload(after_s=0.02, block_s=0.4), Endpoint(base_url=url, model="m", metrics_url=""),
+            RunOptions(concurrency=1, stamp_reads=stamp_reads), tmp_path,  # type: ignore[arg-type]
+        )
+        served = json.loads(urllib.request.urlopen(url + "/served", timeout=30).read())
+    finally:
+        proc.kill()
+        proc.wait()
+    (rec, srv), = _paired(tmp_path, [{"key": s["key"], "chunks": s["chunk_sent_at"]} for s in served])
+    late = rec["first_token_at"] - srv["chunks"][0]
+    (worker,) = res.summary.client_health.workers
+    if stamp_reads == "kernel":
+        assert late < 0.05, late
+        assert worker["reads_kernel_stamped"] > 0 and worker["reads_loop_stamped"] == 0
+    else:
+        assert late > 0.2, late  # the blocked loop shows: the test can tell the two clocks apart
+        assert worker["reads_kernel_stamped"] == 0 and worker["reads_loop_stamped"] > 0

@@ -160,7 +160,6 @@ _SCENARIOS = {"fixed": ScenarioId.FIXED_SEQ_LEN, "agentic": ScenarioId.AGENTIC_C
 
 def _options(kw: dict[str, Any], *, kind: str, warmup: int, rate: float | None, arrival: str) -> Any:
     from llmsweep.client import RunOptions
-    from llmsweep.client.runner import suggest_workers
     from llmsweep.workload.scenario import get_scenario
 
     ratio = kw["max_failure_ratio"]
@@ -179,9 +178,9 @@ def _options(kw: dict[str, Any], *, kind: str, warmup: int, rate: float | None, 
         seed=kw["seed"],
         gpus=kw["gpus"] or 1,  # the server's own count, when it reports one, replaces this in `_run`
         require_metrics_prefix=kw["require_metrics_prefix"],
+        workers=kw["workers"],  # None: the client chooses from the load and the cores (client.runner.resolve_workers)
     )
-    workers = kw["workers"] or suggest_workers(options)
-    return options.model_copy(update={"workers": workers})
+    return options
 
 
 def _endpoint(kw: dict[str, Any], api: str) -> Any:

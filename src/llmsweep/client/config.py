@@ -53,6 +53,16 @@ between body reads; between the headers and the first body byte (a request queue
 timeout applies."""
 
 
+WORKER_LANES = 256
+"""Live lanes one event loop takes before the client suggests another worker process (`RunOptions.workers`)."""
+WORKER_RATE = 200.0
+"""Arrivals per second one event loop takes before the client suggests another worker process."""
+RECORD_PROCESS_LANES = 128
+"""Live lanes per worker from which parsing moves to a helper process (`RunOptions.record_process`)."""
+RECORD_PROCESS_RATE = 100.0
+"""Arrivals per second per worker from which parsing moves to a helper process."""
+
+
 class RunOptions(BaseModel):
     """How to drive the load. Closed loop when `concurrency` is set, open loop when `request_rate` is set (or the
     workload brings its own timed arrivals)."""
@@ -85,7 +95,12 @@ class RunOptions(BaseModel):
     failure_floor: int = Field(
         default=10, ge=1, description="Finished requests needed before the live failure ratio may stop the run."
     )
-    workers: int = Field(default=1, ge=1, description="Client worker processes sharing the lanes.")
+    workers: int | None = Field(
+        default=None, ge=1,
+        description="Client worker processes sharing the lanes; None = chosen from the planned load and the host's"
+        f" cores (one event loop per {WORKER_LANES} lanes or {WORKER_RATE:g} arrivals/s, a core left free; one on 2"
+        " cores, where more measured worse).",
+    )
     seed: int = Field(default=42, description="Seed for arrival processes (workloads carry their own).")
     gpus: int = Field(default=1, ge=1, description="GPUs serving the endpoint, for per-GPU throughput.")
     scrape_interval_s: float = Field(default=1 / 3, gt=0, description="Prometheus scrape period.")
@@ -113,17 +128,31 @@ class RunOptions(BaseModel):
         description="Parse each stream before the lane continues (programs then see output text and token counts);"
         " off by default so parsing never delays sends and time stamps.",
     )
-    stamp_reads: Literal["protocol", "task"] = Field(
-        default="protocol",
-        description="Where network reads are time-stamped: 'protocol' in the connection's read callback, before any"
-        " parsing or task switch (a busy event loop cannot add its queue to TTFT); 'task' when the request's task"
-        " resumes after each read (the earlier path, kept to measure the difference).",
+    stamp_reads: Literal["kernel", "protocol", "task"] = Field(
+        default="kernel",
+        description="How network reads are time-stamped: 'kernel' with the kernel's receive time of the read (Linux,"
+        " plain TCP: immune to a busy event loop and to the scheduler), else as 'protocol'; 'protocol' in the"
+        " connection's read callback, before any parsing or task switch; 'task' when the request's task resumes after"
+        " each read (the earliest path, kept to measure the difference). run.json counts the reads each clock stamped.",
+    )
+    read_first_tokens_first: bool = Field(
+        default=True,
+        description="Each event-loop iteration reads the sockets still waiting for their first body byte before the"
+        " others, so a first token is read before the server's next chunk joins it (and moves its stamp).",
     )
     loop_budget_s: float | None = Field(
         default=0.002, gt=0,
         description="Client work (starting requests, parsing finished ones) takes turns so the event loop reads the"
         " network at least about this often; reads are stamped on time when a closed loop's lanes all finish and send"
         " together. None = no turns.",
+    )
+    record_process: bool | None = Field(
+        default=None,
+        description="Parse finished streams and write their records in a helper process, off the event loop that"
+        " stamps reads (a third of that loop's work at high concurrency). None = when the planned load is high:"
+        f" {RECORD_PROCESS_LANES} or more live lanes, or {RECORD_PROCESS_RATE:g} or more arrivals per second, per"
+        " worker."
+        " Programs that read their output (parse_inline) are parsed in the loop either way.",
     )
     saturation_cpu_ratio: float = Field(
         default=0.9, gt=0, description="Worker CPU share that flags a saturated client."
@@ -138,6 +167,16 @@ class RunOptions(BaseModel):
                 fix="choose closed loop (--concurrency) or open loop (--request-rate), not both",
             )
         return self
+
+    @property
+    def records_off_loop(self) -> bool:
+        """Whether finished streams go to a record helper process (`record_process`, resolved for the planned load)."""
+        if self.record_process is not None:
+            return self.record_process
+        workers = self.workers or 1
+        lanes = (self.concurrency or 0) / workers
+        rate = (self.request_rate or 0.0) / workers
+        return lanes >= RECORD_PROCESS_LANES or rate >= RECORD_PROCESS_RATE
 
     @property
     def stall_s(self) -> float:

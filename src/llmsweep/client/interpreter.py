@@ -25,12 +25,15 @@ import aiohttp
 
 from llmsweep.client.arrivals import arrival_times
 from llmsweep.client.config import Endpoint, RunOptions
+from llmsweep.client.recorder import RecordHelper, Tally
 from llmsweep.client.records import RecordWriter
 from llmsweep.client.transport import (
+    READS_STAMPED,
     RawExchange,
     StampingConnector,
     build_body,
     exchange,
+    first_tokens_first,
     now_unix,
     on_request_sent,
     stalled,
@@ -74,6 +77,10 @@ class WorkerStats:
     connect_s: float = 0.0
     connects: int = 0
     turns_queued: int = 0  # sends, body ends and parses that waited for a turn (see Pacer): the loop was busy
+    record_helper: bool = False  # finished streams were parsed and recorded by a helper process (recorder.py)
+    helper_cpu_s: float = 0.0  # that process's CPU time (client CPU, beside this loop's `cpu_s`)
+    reads_kernel_stamped: int = 0  # network reads stamped with the kernel's receive time (transport._KernelReader)
+    reads_loop_stamped: int = 0  # network reads stamped when the event loop handled them
     stop_reason: str | None = None
     done: bool = False
 
@@ -263,7 +270,7 @@ class Interpreter:
         self._lane_iters: dict[int, Iterator[LaneProgram]] = {}
         self._phase = _Phase(None, None)
         self._session: aiohttp.ClientSession | None = None
-        self._protocol_stamps = options.stamp_reads == "protocol"
+        self._protocol_stamps = options.stamp_reads in ("kernel", "protocol")
         # hooked connections are watched for stalls by `_watch_stalls`, not by aiohttp's per-read timer
         self._timeout = aiohttp.ClientTimeout(
             total=options.timeout_s, sock_read=None if self._protocol_stamps else options.stall_s
@@ -278,6 +285,13 @@ class Interpreter:
             or bool(getattr(workload, "needs_output_text", False))
             or bool(getattr(getattr(workload, "config", None), "live_assistant_responses", False))
         )
+        # complete streams are parsed and recorded by a helper process, off this loop (see recorder.py)
+        self._helper: RecordHelper | None = None
+        if options.records_off_loop and not self._inline:
+            self._helper = RecordHelper(
+                records_path, worker=worker, overflow_patterns=options.context_overflow_patterns,
+                sends_done=endpoint.sends_done, on_tallies=self._tallies,
+            )
 
     # ----------------------------------------------------------------------------------------------- lifecycle
     async def run(self) -> WorkerStats:
@@ -297,7 +311,25 @@ class Interpreter:
         trace.on_request_headers_sent.append(on_request_sent)
         trace.on_request_chunk_sent.append(on_request_sent)
         connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
+        connector.kernel_stamps = self.options.stamp_reads == "kernel"
+        stamped = dict(READS_STAMPED)
+        helper_started = False
+        undo_order = None
+        if self._protocol_stamps and self.options.read_first_tokens_first:
+            undo_order = first_tokens_first(asyncio.get_running_loop())
         try:
+            if self._helper is not None:
+                try:
+                    await self._helper.start()
+                except Exception as exc:  # e.g. no process can be started here: parse in the loop, as before
+                    log.warning("finished streams are parsed in the event loop: the record helper failed (%s)", exc)
+                    self._helper.abandon(kill=True)
+                    self._helper = None
+                except BaseException:  # cancelled while it started: it must not outlive this run
+                    self._helper.abandon(kill=True)
+                    raise
+                else:
+                    helper_started = self.stats.record_helper = True
             async with aiohttp.ClientSession(
                 connector=connector, trace_configs=[trace], auto_decompress=False, skip_auto_headers=["User-Agent"]
             ) as session:
@@ -310,10 +342,22 @@ class Interpreter:
                     self._parse_queue.put_nowait(None)
                     await parser
         finally:
+            if helper_started and self._helper is not None:
+                try:
+                    await self._helper.close()  # its last records written, its tallies counted
+                except BaseException:
+                    self._helper.abandon()
+                    raise
+                finally:
+                    self.stats.helper_cpu_s = self._helper.cpu_s
+            if undo_order is not None:
+                undo_order()
             gc.set_threshold(*thresholds)
             gc.unfreeze()
             self.writer.close()
             self.stats.turns_queued = self._pacer.waits
+            self.stats.reads_kernel_stamped = READS_STAMPED["kernel"] - stamped["kernel"]
+            self.stats.reads_loop_stamped = READS_STAMPED["loop"] - stamped["loop"]
             self.stats.cpu_s = time.process_time() - cpu0
             self.stats.wall_s = time.perf_counter() - wall0
             self.stats.done = True
@@ -602,7 +646,10 @@ class Interpreter:
             rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)
             return RequestOutcome(ok=rec_ok, output_text=text, output_tokens=tokens, error=error), overflow
         # A complete stream: let the program send its next request first; parse later, one response at a time.
-        self._parse_queue.put_nowait((raw, spec, phase))
+        if self._helper is not None:
+            self._helper.submit(raw, spec, self._next_id(), phase, self._ignore_eos(spec))
+        else:
+            self._parse_queue.put_nowait((raw, spec, phase))
         return RequestOutcome(ok=True), False
 
     async def _parser(self) -> None:
@@ -623,27 +670,40 @@ class Interpreter:
     def _record(
         self, raw: RawExchange, spec: RequestSpec, phase: str
     ) -> tuple[bool, str, int | None, str | None, bool]:
-        rid = f"w{self.worker}-{next(self._ids)}"
         rec, text = to_record(
-            raw, spec, rid=rid, worker=self.worker, phase=phase,
+            raw, spec, rid=self._next_id(), worker=self.worker, phase=phase,
             overflow_patterns=self.options.context_overflow_patterns,
-            ignore_eos=spec.ignore_eos and self.endpoint.send_ignore_eos, sends_done=self.endpoint.sends_done,
+            ignore_eos=self._ignore_eos(spec), sends_done=self.endpoint.sends_done,
         )
         self.writer.write(rec)
+        self._tally(phase, rec.error_class, rec.completion_tokens)
+        return rec.ok, text, rec.completion_tokens, rec.error, rec.error_class == "context_overflow"
+
+    def _next_id(self) -> str:
+        return f"w{self.worker}-{next(self._ids)}"
+
+    def _ignore_eos(self, spec: RequestSpec) -> bool:
+        return spec.ignore_eos and self.endpoint.send_ignore_eos
+
+    def _tallies(self, tallies: list[Tally]) -> None:
+        for phase, error_class, tokens in tallies:
+            self._tally(phase, error_class, tokens)
+
+    def _tally(self, phase: str, error_class: str | None, completion_tokens: int | None) -> None:
+        """Count one written record (whoever parsed it); a failure may stop the run (failure ratio)."""
         st = self.stats
         st.finished += 1
-        if rec.completion_tokens:
-            st.output_tokens += rec.completion_tokens
-        if rec.error_class == "cancelled":
+        if completion_tokens:
+            st.output_tokens += completion_tokens
+        if error_class == "cancelled":
             st.cancelled += 1
         elif phase == "warmup":
             st.warmup_finished += 1
         else:
             st.profiling_finished += 1
-            if rec.error_class is not None:
+            if error_class is not None:
                 st.profiling_failed += 1
                 self._check_failures()
-        return rec.ok, text, rec.completion_tokens, rec.error, rec.error_class == "context_overflow"
 
     def _check_failures(self) -> None:
         st, opts = self.stats, self.options

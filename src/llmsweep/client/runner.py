@@ -13,11 +13,13 @@ import json
 import logging
 import math
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import pickle
 import platform
 import resource
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep import __version__
-from llmsweep.client.config import Endpoint, RunOptions
+from llmsweep.client.config import WORKER_LANES, WORKER_RATE, Endpoint, RunOptions
 from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
 from llmsweep.client.records import RECORDS_FILE
 from llmsweep.client.scrape import SERVER_METRICS_FILE, MetricsScraper
@@ -74,12 +76,32 @@ class BenchResult:
 
 
 def suggest_workers(options: RunOptions) -> int:
-    """One worker unless the load needs more: about one per 256 live lanes or 200 req/s, leaving a core free."""
-    cpus = os.cpu_count() or 1
+    """One worker unless the load needs more: one per `WORKER_LANES` live lanes or `WORKER_RATE` arrivals/s, leaving
+    a core free.
+
+    On 2 cores one: a second event loop measured worse there (more CPU in all, the server starved; see
+    bench/client_ceiling.py --client-workers 1,2)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if cpus <= 2:
         return 1
-    need = max(math.ceil((options.concurrency or 0) / 256), math.ceil((options.request_rate or 0) / 200), 1)
+    need = max(math.ceil((options.concurrency or 0) / WORKER_LANES),
+               math.ceil((options.request_rate or 0) / WORKER_RATE), 1)
     return max(1, min(need, cpus - 1))
+
+
+def resolve_workers(workload: Workload, options: RunOptions) -> RunOptions:
+    """`options` with its worker count decided: as given, else `suggest_workers`, kept at one when the workload
+    cannot be sent to worker processes (a given count > 1 then fails, in `_run_processes`, with the fix)."""
+    if options.workers is not None:
+        return options
+    workers = suggest_workers(options)
+    if workers > 1:
+        try:
+            pickle.dumps(_portable(workload))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            log.info("one client worker: workload %r cannot be sent to worker processes (%s)", workload.name, exc)
+            workers = 1
+    return options.model_copy(update={"workers": workers})
 
 
 def raise_fd_limit(needed: int) -> dict[str, Any]:
@@ -135,6 +157,7 @@ async def run_benchmark_async(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    options = resolve_workers(workload, options)
     records_path = out / RECORDS_FILE
     metrics_path = out / SERVER_METRICS_FILE
     for stale in (records_path, metrics_path, out / SUMMARY_FILE, out / RUN_FILE):
@@ -310,9 +333,24 @@ def _rebuild(portable: tuple[str, Any, Any]) -> Workload:
     return a(b) if kind == "config" else a  # type: ignore[no-any-return]
 
 
+def exit_with_parent() -> None:
+    """In a spawned process: exit at once when the parent process dies, however it died (SIGKILL, OOM), so a killed
+    run leaves no worker behind. A daemon thread waits on the parent's sentinel; it costs nothing until then."""
+    parent = mp.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        mp.connection.wait([parent.sentinel])
+        os._exit(1)  # records already written stay; nobody is left to read the rest
+
+    threading.Thread(target=watch, name="llmsweep-parent-watch", daemon=True).start()
+
+
 def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any) -> None:
     # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop, through `stop`.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
     portable, endpoint_json, options_json, records_path, worker, workers = pickle.loads(payload)
     workload = _rebuild(portable)
     endpoint = Endpoint.model_validate_json(endpoint_json)
@@ -332,7 +370,7 @@ async def _run_processes(
     on_progress: Callable[[Progress], None] | None,
     stop_requested: Callable[[], str | None] | None = None,
 ) -> tuple[list[WorkerStats], str | None]:
-    n = options.workers
+    n = options.workers or 1
     ctx = mp.get_context("spawn")
     stop, queue, barrier = ctx.Event(), ctx.Queue(), ctx.Barrier(n)
     procs = []

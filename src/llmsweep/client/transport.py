@@ -1,12 +1,15 @@
 """Streaming HTTP transport: send one request, stamp times, keep the raw bytes.
 
-Every network read is stamped inside the connection's protocol callback (`data_received`), right after the socket
-read and before any parsing or task switch: `StampingConnector` hooks each connection it hands out to the request
-being sent, and the hook takes the response body bytes that read delivered. The request's task does not wake per
-chunk (it waits for the end of the body), so a busy event loop neither delays a stamp by a task switch nor spends
-time on per-chunk wake-ups. SSE parsing and token counting happen after the response ended (`to_record`). Times are
-taken on the monotonic clock and converted to unix seconds with one anchor per process, so a wall-clock step during a
-run cannot bend latencies.
+Every network read is stamped with the moment its bytes reached this machine: on Linux, for plain TCP, the kernel's
+receive time of the read (SO_TIMESTAMPNS: taken as the packet arrived, whatever the event loop or the scheduler were
+doing then); elsewhere, or where the kernel gives none, the moment of the read inside the connection's protocol
+callback (`data_received`), right after the socket read and before any parsing or task switch. `StampingConnector`
+hooks each connection it hands out to the request being sent, and the hook takes the response body bytes that read
+delivered. The request's task does not wake per chunk (it waits for the end of the body), so a busy event loop
+neither delays a stamp by a task switch nor spends time on per-chunk wake-ups. SSE parsing and token counting happen
+after the response ended (`to_record`). Times are taken on the monotonic clock (kernel times are converted to it as
+they are read) and converted to unix seconds with one anchor per process, so a wall-clock step during a run cannot
+bend latencies.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import asyncio
 import collections
 import contextlib
 import json
+import socket
+import struct
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
@@ -94,30 +100,129 @@ _DRAIN_BYTES = 1 << 20
 READ_BUFSIZE = 1 << 22
 
 
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35) if sys.platform.startswith("linux") else None
+_TIMESPEC = struct.Struct("qq")
+_ANCILLARY = 64  # room for one struct timespec control message
+
+AWAITING_FIRST: set[int] = set()
+"""Socket descriptors of this process's requests that have not received their first body byte (see
+`read_first_tokens_first`)."""
+
+READS_STAMPED = {"kernel": 0, "loop": 0}
+"""Reads of this process stamped with the kernel's receive time, and with the time of the read (see `_KernelReader`):
+a run says which clock its latencies came from."""
+
+
+class _KernelReader:
+    """Replaces a plain TCP transport's read step (asyncio's `_read_ready__data_received`, same error handling) with
+    `recvmsg`, and hands the kernel's receive time of the read to the connection's stamper before the protocol sees
+    the bytes. The kernel stamps each packet as it arrives (SO_TIMESTAMPNS); for a read that took several, the time of
+    the last, the one that completed what was read."""
+
+    __slots__ = ("stamper", "transport")
+
+    def __init__(self, transport: Any, stamper: _ReadStamper) -> None:
+        self.transport = transport
+        self.stamper = stamper
+
+    def __call__(self) -> None:
+        tr = self.transport
+        if tr._conn_lost:
+            return
+        try:
+            data, ancillary, _, _ = tr._sock.recvmsg(tr.max_size, _ANCILLARY)
+        except (BlockingIOError, InterruptedError):
+            return
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            tr._fatal_error(exc, "Fatal read error on socket transport")
+            return
+        if not data:
+            tr._read_ready__on_eof()
+            return
+        self.stamper.rx = _receive_time(ancillary)
+        try:
+            tr._protocol.data_received(data)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            tr._fatal_error(exc, "Fatal error: protocol.data_received() call failed.")
+
+
+def _receive_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """The kernel's receive time of a read on the perf_counter clock; None when there is none or it is implausible
+    (later than now, or more than a minute old)."""
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(payload)
+            now = time.perf_counter()
+            rx = sec + nsec * 1e-9 - (time.time() - now)  # CLOCK_REALTIME to perf_counter, at this moment
+            return rx if now - 60.0 < rx <= now else None
+    return None
+
+
+def _stamp_in_kernel(proto: ResponseHandler, stamper: _ReadStamper) -> bool:
+    """Have the kernel stamp the reads of `proto`'s connection, when it is a plain TCP socket transport on Linux."""
+    transport: Any = proto.transport
+    if _SO_TIMESTAMPNS is None or transport is None:
+        return False
+    sock = getattr(transport, "_sock", None)
+    if (not isinstance(sock, socket.socket) or getattr(transport, "_read_ready_cb", None) is None
+            or not hasattr(transport, "_read_ready__on_eof") or not hasattr(sock, "recvmsg")):
+        return False  # TLS, or a transport this hook does not know: the read callback stamps, as elsewhere
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    transport._read_ready_cb = _KernelReader(transport, stamper)
+    return True
+
+
 class _ReadStamper:
     """Replaces one connection protocol's `data_received`: stamp the read, let aiohttp parse it, then note how many
     body bytes the response had after it. Nothing else happens per read: the body is cut into reads by those marks
-    once it ended (`RawExchange.reads`), so the request's task never wakes per chunk."""
+    once it ended (`RawExchange.reads`), so the request's task never wakes per chunk. The stamp is the kernel's
+    receive time when `_KernelReader` left one in `rx`, else the time of this call."""
 
-    __slots__ = ("orig", "proto", "raw", "stale")
+    __slots__ = ("fd", "orig", "proto", "raw", "rx", "stale")
 
     def __init__(self, proto: ResponseHandler) -> None:
         self.proto = proto
         self.orig = proto.data_received
         self.raw: RawExchange | None = None
         self.stale: StreamReader | None = None  # the previous response's body on a reused connection
+        self.rx: float | None = None  # the kernel's receive time of the read being handled (perf_counter seconds)
+        sock = proto.transport.get_extra_info("socket") if proto.transport is not None else None
+        self.fd: int | None = sock.fileno() if sock is not None else None
 
     def attach(self, raw: RawExchange) -> None:
         self.raw = raw
         self.stale = self.proto._payload
         raw.stamper = self
+        if self.fd is not None:
+            AWAITING_FIRST.add(self.fd)
+
+    def detach(self) -> None:
+        self.raw = None
+        if self.fd is not None:
+            AWAITING_FIRST.discard(self.fd)
 
     def __call__(self, data: bytes) -> None:
-        t = time.perf_counter()
+        t = self.rx
+        self.rx = None
+        if t is None:
+            t = time.perf_counter()
+            if data:
+                READS_STAMPED["loop"] += 1
+        else:
+            READS_STAMPED["kernel"] += 1
         self.orig(data)
         raw = self.raw
         if raw is None or not data:
             return  # b"" is aiohttp resuming its own parser (from inside `read_nowait`)
+        if raw.last_read is not None and t < raw.last_read:
+            t = raw.last_read  # a read before it the kernel did not stamp (timestamps still being switched on)
         raw.last_read = t
         if raw.first_byte is None:
             raw.first_byte = t
@@ -127,6 +232,8 @@ class _ReadStamper:
         total = payload.total_bytes
         marks = raw.marks
         if total != (marks[-1][1] if marks else 0):
+            if not marks and self.fd is not None:
+                AWAITING_FIRST.discard(self.fd)
             marks.append((t, total))
         if payload.is_eof():
             if raw.end is None:
@@ -152,6 +259,32 @@ class _ReadStamper:
                 prev = n
         if prev < len(body):  # bytes no mark covers (should not happen): stamped at the end of the exchange
             reads.append((raw.end if raw.end is not None else time.perf_counter(), body[prev:]))
+
+
+def first_tokens_first(loop: asyncio.AbstractEventLoop) -> Callable[[], None] | None:
+    """Have each iteration of `loop` handle the sockets still waiting for their first body byte before the others;
+    returns how to undo it (None where the loop has no selector to order).
+
+    A closed loop's streams share the server's step clock, so a busy iteration reads hundreds of sockets; a first token
+    read after the server's next chunk arrived is merged with it by the kernel and stamped at that chunk's arrival.
+    Reading those sockets first keeps TTFT stamps exact; the order costs one set lookup per ready socket."""
+    selector = getattr(loop, "_selector", None)
+    if selector is None or "select" in vars(selector):
+        return None
+    select = selector.select
+
+    def ordered(timeout: float | None = None) -> list[Any]:
+        events: list[Any] = select(timeout)
+        if len(events) > 1 and AWAITING_FIRST:
+            events.sort(key=lambda event: event[0].fd not in AWAITING_FIRST)
+        return events
+
+    selector.select = ordered
+
+    def undo() -> None:
+        vars(selector).pop("select", None)
+
+    return undo
 
 
 def stalled(raw: RawExchange, now: float, stall_s: float) -> bool:
@@ -187,7 +320,10 @@ def _rest_of(content: StreamReader) -> bytes:
 
 
 class StampingConnector(aiohttp.TCPConnector):
-    """A TCP connector that hooks every connection it hands out to the exchange being sent (see `_ReadStamper`)."""
+    """A TCP connector that hooks every connection it hands out to the exchange being sent (see `_ReadStamper`), and
+    with `kernel_stamps` has the kernel time-stamp its reads where it can (see `_KernelReader`)."""
+
+    kernel_stamps = True
 
     async def connect(self, req: ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout) -> Connection:
         conn = await super().connect(req, traces, timeout)
@@ -198,6 +334,8 @@ class StampingConnector(aiohttp.TCPConnector):
             if not isinstance(stamper, _ReadStamper):
                 stamper = _ReadStamper(proto)
                 proto.data_received = stamper  # type: ignore[method-assign]
+                if self.kernel_stamps:
+                    _stamp_in_kernel(proto, stamper)
             stamper.attach(raw)
         return conn
 
@@ -279,7 +417,7 @@ async def exchange(
             _SENDING.reset(token)
         if raw.stamper is not None:
             if raw.stamper.raw is raw:  # the pool may already have handed the connection to the next request
-                raw.stamper.raw = None
+                raw.stamper.detach()
             raw.stamper = None
             if raw.body is None:  # the body did not end: keep what arrived (a stalled stream's chunks count)
                 if content is not None:

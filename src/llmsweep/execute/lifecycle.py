@@ -66,7 +66,9 @@ class LifecycleSettings(BaseModel):
     startup_timeout_s: float | None = Field(default=None, description="Override the LaunchSpec's readiness timeout.")
     stop_grace_s: float = Field(default=15.0, ge=0, description="SIGTERM → SIGKILL grace when stopping a server.")
     request_timeout_s: float = Field(default=600.0, gt=0, description="Whole-request timeout of the client.")
-    client_workers: int = Field(default=1, ge=1, description="Client worker processes.")
+    client_workers: int | None = Field(
+        default=None, ge=1, description="Client worker processes; None = chosen from the load and the cores."
+    )
     readback: ReadbackSettings = Field(default_factory=ReadbackSettings)
     max_relaunches: int = Field(default=1, ge=0, description="Times a group relaunches a server that died.")
     power: PowerSettings = Field(default_factory=PowerSettings)

@@ -217,7 +217,7 @@ def _client_health(acc: Accumulator, client: dict[str, Any]) -> dict[str, Any]:
     if lag_block["p99"] > lag_limit:
         reasons.append(f"p99 schedule lag {lag_block['p99'] * 1e3:.1f} ms above {lag_limit * 1e3:.0f} ms")
     tokens = acc.output_sum
-    cpu_total = sum(w.get("cpu_s", 0.0) for w in workers)
+    cpu_total = sum(w.get("cpu_s", 0.0) + w.get("helper_cpu_s", 0.0) for w in workers)  # loops and record helpers
     return {
         "workers": workers,
         "cpu_s_total": cpu_total,

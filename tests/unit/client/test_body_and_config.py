@@ -49,3 +49,36 @@ def test_endpoint_urls_accept_a_trailing_v1() -> None:
 def test_concurrency_and_rate_together_are_rejected() -> None:
     with pytest.raises(ConfigError, match="both concurrency and request_rate"):
         RunOptions(concurrency=2, request_rate=1.0)
+
+
+def test_records_leave_the_event_loop_at_high_planned_load_unless_told() -> None:
+    """The record helper takes over parsing from 128 lanes (or 100 arrivals/s) per worker; an explicit choice wins."""
+    assert not RunOptions(concurrency=64).records_off_loop
+    assert RunOptions(concurrency=256).records_off_loop
+    assert RunOptions(concurrency=256, workers=1).records_off_loop
+    assert not RunOptions(concurrency=256, workers=4).records_off_loop  # 64 lanes each
+    assert RunOptions(request_rate=150.0).records_off_loop
+    assert not RunOptions(concurrency=256, record_process=False).records_off_loop
+    assert RunOptions(concurrency=1, record_process=True).records_off_loop
+
+
+def test_the_worker_count_is_chosen_from_the_load_and_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One event loop per 256 lanes or 200 arrivals/s, a core left free; one on 2 cores; a given count stands; a
+    workload that cannot go to worker processes keeps one."""
+    from support.workloads import SimpleWorkload
+
+    from llmsweep.client.runner import resolve_workers
+
+    class Unpicklable(SimpleWorkload):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lock = __import__("threading").Lock()
+
+    for cores, load, expected in [
+        (2, {"concurrency": 1024}, 1), (8, {"concurrency": 64}, 1), (8, {"concurrency": 512}, 2),
+        (8, {"concurrency": 4096}, 7), (8, {"request_rate": 450.0}, 3), (4, {"request_rate": 1000.0}, 3),
+    ]:
+        monkeypatch.setattr("os.sched_getaffinity", lambda _pid, n=cores: set(range(n)))
+        assert resolve_workers(SimpleWorkload(), RunOptions(**load)).workers == expected, (cores, load)
+    assert resolve_workers(SimpleWorkload(), RunOptions(concurrency=512, workers=1)).workers == 1
+    assert resolve_workers(Unpicklable(), RunOptions(concurrency=512)).workers == 1
