@@ -2,7 +2,8 @@
 
 `python -m llmsweep.execute.node_power --dir DIR [--url URL] [--backend KIND]` samples with `llmsweep.power`'s
 backends (the simulator's `/power` at URL when the role it serves is simulated; NVML, amd-smi or nvidia-smi
-otherwise) until SIGTERM/SIGINT, then writes every sample to DIR/gpu_metrics.jsonl (one folder per node).
+otherwise) until SIGTERM/SIGINT, appending the samples to DIR/gpu_metrics.jsonl (one folder per node) every FLUSH_S
+seconds, where the lifecycle reads each job's window (`power.deployment`), and writing the file whole at the end.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from llmsweep.power.sampler import PowerSampler, PowerSettings, start_sampler
 
 READY_LINE = "node power sampler running"
+FLUSH_S = 0.5
+"""How often the node's file gets the samples taken since the last write (a job's window end waits for one)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"node power sampler: no backend can sample here ({args.backend})", file=sys.stderr, flush=True)
         return 3
     print(f"{READY_LINE} ({sampler.header.backend}) → {args.dir}", file=sys.stderr, flush=True)
-    stop.wait()
+    while not stop.wait(FLUSH_S):  # the samples so far, for the lifecycle's per-job power blocks (`power.deployment`)
+        sampler.flush()
     sampler.stop()
     return 0
 

@@ -36,6 +36,12 @@ class TelemetryHeader(BaseModel):
     gpu_ids: list[str] = Field(default_factory=list, description="The GPUs the sampler was asked to read.")
     require: bool = Field(default=False, description=REQUIRE_POWER_HELP)
     error: str | None = Field(default=None, description="Why no samples could be taken, when none were.")
+    gpu_roles: dict[str, str] = Field(
+        default_factory=dict, description="A disaggregated deployment's samples: the role (prefill, decode) of each "
+        "GPU id; empty for one aggregated server.")
+    role_gpus: dict[str, int] = Field(default_factory=dict, description="GPUs each role's topology uses.")
+    missing: list[str] = Field(
+        default_factory=list, description="Samplers of a multi-node deployment that left no samples (node, role).")
 
 
 class GpuSample(BaseModel):
@@ -65,15 +71,20 @@ def write_gpu_metrics(path: Path, header: TelemetryHeader, samples: Iterable[Gpu
     tmp.replace(path)
 
 
-def read_gpu_metrics(path: Path) -> tuple[TelemetryHeader | None, list[GpuSample], list[str]]:
-    """(header, samples, problems): unreadable lines are reported, not fatal (they make power invalid)."""
+def read_gpu_metrics(path: Path, *, growing: bool = False) -> tuple[TelemetryHeader | None, list[GpuSample],
+                                                                    list[str]]:
+    """(header, samples, problems): unreadable lines are reported, not fatal (they make power invalid). `growing`: the
+    file is being appended to (a node sampler's), so a last line without its newline is not yet written, not bad."""
     header: TelemetryHeader | None = None
     samples: list[GpuSample] = []
     problems: list[str] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return None, [], ["telemetry_file_unreadable"]
+    if growing and not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]
+    lines = text.splitlines()
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
