@@ -445,8 +445,8 @@ class PowerBlock(_Block):
     output_tokens_per_s_per_mw: float | None = None
     counter_check: CounterCheck | None = None
     cost: PowerCost | None = None
-    missing: list[str] = Field(default_factory=list, description="Samplers of a multi-node deployment that left no "
-                               "samples (reason `node_telemetry_missing`).")
+    missing: list[str] | None = Field(default=None, description="Samplers of a multi-node deployment that left no "
+                                      "samples (reason `node_telemetry_missing`).")
     roles: dict[str, RolePower] | None = Field(default=None, description="A disaggregated deployment: each role's "
                                                "share (also under the summary's `roles.<role>.power`).")
 
