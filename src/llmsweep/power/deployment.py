@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, read_gpu_metrics, write_gpu_metrics
+from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, parse_gpu_metrics, write_gpu_metrics
 
 END_WAIT_S = 10.0
 """How long a job's end waits for every node's file to hold a sample at or after it (nodes flush every 0.5 s)."""
@@ -68,27 +68,62 @@ def merge(parts: Sequence[WorkerSamples], *, since: float, expected_gpus: int, r
     return header, samples
 
 
+class NodeFile:
+    """A node sampler's `gpu_metrics.jsonl` read as it grows: each read parses only the whole lines appended since the
+    last (a line the node is still writing waits for the next read); samples a later job cannot need are dropped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.lines = 0
+        self.header: TelemetryHeader | None = None
+        self.samples: list[GpuSample] = []
+
+    def read(self) -> bool:
+        """Take in what was appended; False when there is no file yet."""
+        try:
+            with self.path.open("rb") as fh:
+                if fh.seek(0, 2) < self.offset:  # rewritten from the start (the sampler's final write)
+                    self.offset, self.lines, self.header, self.samples = 0, 0, None, []
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return False
+        whole = data[:data.rfind(b"\n") + 1]
+        if whole:
+            lines = whole.decode("utf-8", errors="replace").splitlines()
+            header, samples, _problems = parse_gpu_metrics(lines, self.lines + 1)
+            self.header = header or self.header
+            self.samples += samples
+            self.offset += len(whole)
+            self.lines += len(lines)
+        return True
+
+    def forget_before(self, t: float) -> None:
+        self.samples = [s for s in self.samples if s.t >= t]
+
+
 class NodePowerFiles:
     """A role-by-role Slurm job's node samplers as the lifecycle's sampler (`write_job`, `stop`): each job's file is
     merged from the nodes' files, once every node has written a sample at or after the job's end."""
 
     def __init__(self, nodes: Sequence[tuple[SampledWorker, Path]], *, role_gpus: dict[str, int], require: bool,
                  max_gap_s: float, not_started: dict[str, str] | None = None, end_wait_s: float = END_WAIT_S) -> None:
-        self.nodes, self.role_gpus, self.require, self.max_gap_s = list(nodes), role_gpus, require, max_gap_s
+        self.nodes = [(worker, NodeFile(path)) for worker, path in nodes]
+        self.role_gpus, self.require, self.max_gap_s = role_gpus, require, max_gap_s
         self.not_started = not_started or {}
         self.end_wait_s = end_wait_s
 
     def _read(self) -> list[WorkerSamples]:
         parts = []
-        for worker, path in self.nodes:
+        for worker, node in self.nodes:
             if worker.label in self.not_started:
                 why = f"sampler did not start: {self.not_started[worker.label]}"
                 parts.append(WorkerSamples(worker, None, [], why))
-            elif not path.is_file():
+            elif not node.read():
                 parts.append(WorkerSamples(worker, None, [], f"no {GPU_METRICS_FILE} from the node"))
             else:
-                header, samples, _problems = read_gpu_metrics(path, growing=True)
-                parts.append(WorkerSamples(worker, header, samples))
+                parts.append(WorkerSamples(worker, node.header, node.samples))
         return parts
 
     def write_job(self, job_dir: Path, since: float, *, expected_gpus: int, require: bool | None = None) -> Path:
@@ -103,6 +138,8 @@ class NodePowerFiles:
                                 require=self.require if require is None else require, max_gap_s=self.max_gap_s)
         path = job_dir / GPU_METRICS_FILE
         write_gpu_metrics(path, header, samples)
+        for _worker, node in self.nodes:  # the next job starts after this one ended
+            node.forget_before(end - 2 * self.max_gap_s)
         return path
 
     def stop(self) -> None:

@@ -71,21 +71,23 @@ def write_gpu_metrics(path: Path, header: TelemetryHeader, samples: Iterable[Gpu
     tmp.replace(path)
 
 
-def read_gpu_metrics(path: Path, *, growing: bool = False) -> tuple[TelemetryHeader | None, list[GpuSample],
-                                                                    list[str]]:
-    """(header, samples, problems): unreadable lines are reported, not fatal (they make power invalid). `growing`: the
-    file is being appended to (a node sampler's), so a last line without its newline is not yet written, not bad."""
+def read_gpu_metrics(path: Path) -> tuple[TelemetryHeader | None, list[GpuSample], list[str]]:
+    """(header, samples, problems): unreadable lines are reported, not fatal (they make power invalid)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None, [], ["telemetry_file_unreadable"]
+    return parse_gpu_metrics(lines)
+
+
+def parse_gpu_metrics(lines: Iterable[str], first_line: int = 1) -> tuple[TelemetryHeader | None, list[GpuSample],
+                                                                          list[str]]:
+    """The lines of a `gpu_metrics.jsonl` (numbered from `first_line` in the problems) as (header, samples,
+    problems)."""
     header: TelemetryHeader | None = None
     samples: list[GpuSample] = []
     problems: list[str] = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None, [], ["telemetry_file_unreadable"]
-    if growing and not text.endswith("\n"):
-        text = text[:text.rfind("\n") + 1]
-    lines = text.splitlines()
-    for n, line in enumerate(lines, 1):
+    for n, line in enumerate(lines, first_line):
         if not line.strip():
             continue
         try:

@@ -66,3 +66,21 @@ def test_a_line_the_node_is_still_writing_is_not_a_bad_sample(tmp_path: Path) ->
     job.mkdir()
     block = power_block(node.write_job(job, T0, expected_gpus=2), WORK)
     assert block["power_valid"] and block["reasons"] == []
+
+
+def test_each_job_reads_what_the_nodes_appended_since_the_last(tmp_path: Path) -> None:
+    node = files(tmp_path)
+    first = tmp_path / "job1"
+    first.mkdir()
+    assert power_block(node.write_job(first, T0, expected_gpus=2), WORK)["power_valid"]
+    for folder, watts in (("n0", 150.0), ("n1", 250.0)):  # the nodes keep sampling: a flat second window
+        with (tmp_path / folder / "gpu_metrics.jsonl").open("a") as fh:
+            fh.writelines(GpuSample(t=T0 + 20 + dt, gpu="0", power_w=watts).model_dump_json() + "\n"
+                          for dt in OFFSETS)
+    second = tmp_path / "job2"
+    second.mkdir()
+    later = WorkDone(start=T0 + 20, end=T0 + 30, duration_s=10.0, successful=10, input_tokens=1000,
+                     output_tokens=4000, total_tps_per_gpu=250.0, output_tps_per_gpu=200.0, gpus=2)
+    block = power_block(node.write_job(second, T0 + 20, expected_gpus=2), later)
+    assert block["power_valid"] and block["energy_j"] == pytest.approx(4000)  # (150 + 250) W x 10 s
+    assert block["roles"]["decode"]["avg_power_w"] == pytest.approx(250)
