@@ -112,11 +112,12 @@ class VirtualDeploymentPower:
 
     def write_job(self, job_dir: Path, *, expected_gpus: int) -> Path:
         """The job's `gpu_metrics.jsonl`: every worker's GPUs, as a role-by-role job's node files are merged."""
-        head = TelemetryHeader(backend=None if self.error else SimBackend.kind, source=SimBackend.source,
-                               interval_s=VIRTUAL_INTERVAL_S, error=self.error)
-        parts = [WorkerSamples(worker, head, samples, self.error) for worker, _model, samples in self.workers]
+        head = TelemetryHeader(backend=SimBackend.kind, source=SimBackend.source, interval_s=VIRTUAL_INTERVAL_S)
+        parts = [WorkerSamples(worker, head, samples) for worker, _model, samples in self.workers]
         header, samples = merge(parts, since=self.start_time, expected_gpus=expected_gpus, role_gpus=self.role_gpus,
                                 require=bool(self.settings.require), max_gap_s=self.settings.max_gap_s)
+        if self.error:  # sampling is off yet power is required: the job says why it has none
+            header = header.model_copy(update={"backend": None, "error": self.error, "missing": []})
         path = job_dir / GPU_METRICS_FILE
         write_gpu_metrics(path, header, samples)
         return path
