@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=None, help="The simulated role's URL (its /power), for the sim backend.")
     parser.add_argument("--backend", default="auto", choices=["auto", "nvml", "amd-smi", "nvidia-smi", "sim"])
     parser.add_argument("--gpus", type=int, default=0, help="GPUs of the node's role (auto backends need > 0).")
+    parser.add_argument("--role", default=None, help="The role the node serves (prefill, decode: auto tries DCGM "
+                        "first, as InferenceX's multi-node lane samples through DCGM).")
     args = parser.parse_args(argv)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -34,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     engine = "sim" if args.backend == "sim" else "node"
     settings = PowerSettings(backend="auto" if args.backend == "sim" else args.backend)
     args.dir.mkdir(parents=True, exist_ok=True)
-    sampler = start_sampler(settings, engine=engine, gpus=args.gpus, base_url=args.url, server_dir=args.dir)
+    sampler = start_sampler(settings, engine=engine, gpus=args.gpus, base_url=args.url, server_dir=args.dir,
+                            role=args.role)
     if not isinstance(sampler, PowerSampler):
         print(f"node power sampler: no backend can sample here ({args.backend})", file=sys.stderr, flush=True)
         return 3

@@ -217,7 +217,7 @@ class RoleDeployment:
             node = self.nodes[k]
             folder = self.dir / POWER_DIR / node.name
             argv = [sys.executable, "-m", "llmsweep.execute.node_power", "--dir",
-                    str(folder), "--gpus", str(role.gpus_per_worker)]
+                    str(folder), "--gpus", str(role.gpus_per_worker), "--role", role.kind]
             argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == "sim" else [])
             spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0)
             with shielded():
