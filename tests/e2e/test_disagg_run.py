@@ -37,8 +37,17 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
     assert all(o["status"] == "valid" for o in outcomes.values()), outcomes
     dirs = job_dirs(out)
     ends: list[float] = []
+    per_joule: list[float] = []
     for job_id in disagg:
         summary = read_json(dirs[job_id] / "summary.json")
+        # Modelled power over every worker's GPUs (24: two prefill and one decode worker of 8), each role's share.
+        power = summary["power"]
+        assert power["power_valid"] and power["source"] == "simulated" and power["observed_gpus"] == 24, power
+        assert (summary["roles"]["prefill"]["power"]["observed_gpus"],
+                summary["roles"]["decode"]["power"]["observed_gpus"]) == (16, 8)
+        assert (summary["roles"]["prefill"]["power"]["energy_j"] + summary["roles"]["decode"]["power"]["energy_j"]
+                == pytest.approx(power["energy_j"]))
+        per_joule.append(power["tokens_per_joule"])
         topo = summary["provenance"]["topology"]
         assert topo["disaggregated"] and topo["kv_transfer"] == "mori" and topo["nodes"] == 3
         roles = summary["roles"]
@@ -59,6 +68,7 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
         if ends:  # the next concurrency ran on the same deployment after the drain wait
             assert first >= ends[-1] + 30
         ends.append(max(r["end_at"] for r in records))
+    assert per_joule[1] > per_joule[0]  # more concurrency, more tokens per joule on the same deployment
 
     from llmsweep.results.store import Store
 

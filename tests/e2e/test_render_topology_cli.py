@@ -66,3 +66,25 @@ def test_a_framework_llmsweep_cannot_launch_disaggregated_is_refused() -> None:
     out = render("--job", job_id("atom-disagg"))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "cannot render atom's disaggregated prefill/decode launch" in out.stderr
+
+
+def test_simulate_prints_the_simulators_roles_one_by_one() -> None:
+    """`--simulate` renders what the simulator launches for the job: its own prefill and decode workers on their nodes
+    (each `sim serve --role` with the worker's parallelism) and its PD router, never a refusal."""
+    from llmsweep import engines
+
+    job = next(j for j in jobs_from_files([RECIPE]) if j.framework == "sglang-disagg")
+    out = render("--job", job.id, "--simulate")
+    assert out.returncode == 0, out.stderr
+    blocks = out.stdout.split("# ---- ")[1:]
+    assert [b.splitlines()[0] for b in blocks] == ["prefill 0 on node(s) 0", "decode 0 on node(s) 1",
+                                                   "decode 1 on node(s) 2", "router 0 on node(s) 0"]
+    assert all("# engine: sim" in b for b in blocks)
+    assert "sim serve" in blocks[0] and "--role prefill" in blocks[0] and "--ep 8" in blocks[0]
+    assert all("--role decode" in b and "--kv-transfer mori" in b for b in blocks[1:3])
+    assert "sim router" in blocks[3] and "--decode 'http://{node2}:8000'" in blocks[3]
+    as_json = render("--job", job.id, "--simulate", "--format", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    topology = json.loads(as_json.stdout)["topology"]
+    assert topology == engines.render_topology(job, simulate=True).model_dump(mode="json")
+    assert topology["engine"] == "sim" and topology["gpus"] == 24

@@ -147,6 +147,23 @@ def test_roles_land_on_different_nodes_talk_over_their_addresses_and_serve_the_c
     for node in prefill_nodes + decode_nodes:
         lines = (roles_dir / "power" / node / "gpu_metrics.jsonl").read_text().splitlines()
         assert len(lines) > 2 and '"backend":"sim"' in lines[0].replace(" ", ""), lines[:2]
+    # Each job's power block integrates every node's samples over its window: all 24 GPUs of all roles, the
+    # per-token figures dividing by them all, and each role's share, also beside what the role did.
+    for done in every:
+        summary = json.loads((out / "jobs" / done["job_id"] / "summary.json").read_text())
+        power = summary["power"]
+        assert power["power_valid"] is True and power["reasons"] == [] and power["source"] == "simulated", power
+        assert power["expected_gpus"] == power["observed_gpus"] == 24
+        assert {g.split("/")[0] for g in power["observed_gpu_ids"]} == set(prefill_nodes + decode_nodes)
+        shares = power["roles"]
+        assert {r: shares[r]["observed_gpus"] for r in ("prefill", "decode")} == {"prefill": 16, "decode": 8}
+        assert shares["prefill"]["energy_j"] + shares["decode"]["energy_j"] == pytest.approx(power["energy_j"])
+        assert power["joules_per_output_token"] == pytest.approx(
+            power["energy_j"] / summary["tokens"]["output_total"])
+        assert power["avg_power_w"] == pytest.approx(power["avg_total_gpu_power_w"] / 24)
+        # The decode worker runs every step of every request: it draws more per GPU than the prefill workers.
+        assert shares["decode"]["avg_power_w"] > shares["prefill"]["avg_power_w"] > 0
+        assert summary["roles"]["decode"]["power"] == shares["decode"]
     assert_nothing_left(slurm_job_id(out), multinode_cluster)
 
 

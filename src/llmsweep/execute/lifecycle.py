@@ -335,6 +335,7 @@ class _Server:
             deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event)
             self.observed = observe_runtime(deployment, deployment.spec)
             self.observed["topology"] = deployment.readback().describe()
+            self.power = deployment.power(self.settings.power.for_jobs(self.group.jobs))  # every node's GPUs
         except BaseException:
             self.stop()
             raise

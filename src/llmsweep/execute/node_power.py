@@ -2,7 +2,8 @@
 
 `python -m llmsweep.execute.node_power --dir DIR [--url URL] [--backend KIND]` samples with `llmsweep.power`'s
 backends (the simulator's `/power` at URL when the role it serves is simulated; NVML, amd-smi or nvidia-smi
-otherwise) until SIGTERM/SIGINT, then writes every sample to DIR/gpu_metrics.jsonl (one folder per node).
+otherwise) until SIGTERM/SIGINT, appending the samples to DIR/gpu_metrics.jsonl (one folder per node) every FLUSH_S
+seconds, where the lifecycle reads each job's window (`power.deployment`), and writing the file whole at the end.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from llmsweep.power.sampler import PowerSampler, PowerSettings, start_sampler
 
 READY_LINE = "node power sampler running"
+FLUSH_S = 0.5
+"""How often the node's file gets the samples taken since the last write (a job's window end waits for one)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=None, help="The simulated role's URL (its /power), for the sim backend.")
     parser.add_argument("--backend", default="auto", choices=["auto", "nvml", "amd-smi", "nvidia-smi", "sim"])
     parser.add_argument("--gpus", type=int, default=0, help="GPUs of the node's role (auto backends need > 0).")
+    parser.add_argument("--role", default=None, help="The role the node serves (prefill, decode: auto tries DCGM "
+                        "first, as InferenceX's multi-node lane samples through DCGM).")
     args = parser.parse_args(argv)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -31,12 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     engine = "sim" if args.backend == "sim" else "node"
     settings = PowerSettings(backend="auto" if args.backend == "sim" else args.backend)
     args.dir.mkdir(parents=True, exist_ok=True)
-    sampler = start_sampler(settings, engine=engine, gpus=args.gpus, base_url=args.url, server_dir=args.dir)
+    sampler = start_sampler(settings, engine=engine, gpus=args.gpus, base_url=args.url, server_dir=args.dir,
+                            role=args.role)
     if not isinstance(sampler, PowerSampler):
         print(f"node power sampler: no backend can sample here ({args.backend})", file=sys.stderr, flush=True)
         return 3
     print(f"{READY_LINE} ({sampler.header.backend}) → {args.dir}", file=sys.stderr, flush=True)
-    stop.wait()
+    while not stop.wait(FLUSH_S):  # the samples so far, for the lifecycle's per-job power blocks (`power.deployment`)
+        sampler.flush()
     sampler.stop()
     return 0
 

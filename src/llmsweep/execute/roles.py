@@ -38,6 +38,9 @@ from llmsweep.execute.pyxis import SrunLauncher
 from llmsweep.execute.ready import wait_ready
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import shielded
+from llmsweep.power.deployment import NodePowerFiles, SampledWorker
+from llmsweep.power.sampler import PowerSettings
+from llmsweep.power.samples import GPU_METRICS_FILE
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +181,10 @@ class RoleDeployment:
         self.command: tuple[str, ...] = ()
         self.started: list[tuple[Role, RoleWorker, ProcessServerHandle]] = []
         self.samplers: list[ProcessServerHandle] = []
+        self.sampled: list[tuple[SampledWorker, Path]] = []
+        """Every node a power sampler was started for, with the file it appends to."""
+        self.sampler_problems: dict[str, str] = {}
+        """Nodes whose sampler did not start, and what its log said."""
 
     # -- start ------------------------------------------------------------------------------------------------------
     def start(self, *, startup_timeout_s: float | None, event: Callable[[str], None] | None = None) -> None:
@@ -208,20 +215,34 @@ class RoleDeployment:
                 by_node.setdefault(worker.nodes[0], (role, handle))
         for k, (role, handle) in sorted(by_node.items()):
             node = self.nodes[k]
+            folder = self.dir / POWER_DIR / node.name
             argv = [sys.executable, "-m", "llmsweep.execute.node_power", "--dir",
-                    str(self.dir / POWER_DIR / node.name), "--gpus", str(role.gpus_per_worker)]
+                    str(folder), "--gpus", str(role.gpus_per_worker), "--role", role.kind]
             argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == "sim" else [])
             spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0)
             with shielded():
                 sampler = self.launcher.launch(spec, log_path=self.dir / f"power-{node.name}.log", node=node.name,
                                                step_label=f"power-{node.name}")
                 self.samplers.append(sampler)
+            self.sampled.append((SampledWorker(label=node.name, role=role.kind, gpus=role.gpus_per_worker),
+                                 folder / GPU_METRICS_FILE))
         deadline = time.monotonic() + _SAMPLER_START_S
-        for sampler in self.samplers:
+        for sampler, (sampled, _path) in zip(self.samplers, self.sampled, strict=True):
             while sampler.is_alive() and READY_LINE not in sampler.tail(5) and time.monotonic() < deadline:
                 time.sleep(0.1)
             if READY_LINE not in sampler.tail(5):
+                self.sampler_problems[sampled.label] = sampler.tail(3).strip() or "no output"
                 say(f"warning: power sampler {sampler.log_path.name} did not start: {sampler.tail(3)}")
+
+    def power(self, settings: PowerSettings) -> NodePowerFiles | None:
+        """The node samplers as the lifecycle's sampler: each job's power block is integrated over every node's GPUs
+        (`power.deployment`); None when power is neither sampled nor required (`--power-backend off`)."""
+        if settings.backend == "off" and not settings.require:
+            return None
+        role_gpus: dict[str, int] = {r.kind: r.count * r.gpus_per_worker for r in self.topology.roles
+                                     if r.kind != "router"}
+        return NodePowerFiles(self.sampled, role_gpus=role_gpus, require=bool(settings.require),
+                              max_gap_s=settings.max_gap_s, not_started=self.sampler_problems)
 
     def _launch(self, role: Role, worker: RoleWorker) -> tuple[Role, RoleWorker, ProcessServerHandle]:
         node = self.nodes[worker.nodes[0]]

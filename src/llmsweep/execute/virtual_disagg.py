@@ -190,10 +190,11 @@ def _run_deployment(members: list[tuple[Job, ServerGroup]], config: DisaggConfig
 
 def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration: float | None = None,
                   max_requests: int | None = None, provenance: dict[str, Any] | None = None,
-                  summarize: bool = False) -> PredictedPoint:
+                  summarize: bool = False, probe: Callable[[float], None] | None = None) -> PredictedPoint:
     """One point on a running deployment (left drained afterwards); its records start at `start_time`. With
     `summarize`, the gated summary of the point (`provenance` joined by the deployment's topology), as
-    :func:`llmsweep.sim.predict.predict_point` makes it."""
+    :func:`llmsweep.sim.predict.predict_point` makes it. `probe` is called at every scrape with its unix time (the
+    workers' modelled power, `power.virtual.VirtualDeploymentPower`)."""
     from llmsweep.metrics import summarise
     from llmsweep.sim.disagg import DisaggPredictor
     from llmsweep.sim.predict import PredictedPoint, point_window
@@ -201,6 +202,8 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
     seconds, max_requests = point_window(point, duration, max_requests)
     workload = point.workload(simulated=True)
     predictor = DisaggPredictor(cluster, start_time=start_time, scrape_interval=1.0, model_name=point.job.model)
+    if probe is not None:
+        predictor.probes.append(probe)
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=point.load.concurrency is None)
     summary = None
@@ -234,11 +237,17 @@ def predict_job(job: Job, *, duration: float | None = None, max_requests: int | 
 def _simulate(job: Job, group: ServerGroup, deployment: _Deployment, jdir: Path,
               settings: LifecycleSettings) -> Summary:
     from llmsweep.execute.virtual import write_point
+    from llmsweep.power.virtual import virtual_deployment_power
 
     started_at = time.time()
-    predicted = predict_point(Point.of(job), deployment.cluster, start_time=deployment.clock)
+    point = Point.of(job)
+    power = virtual_deployment_power(settings.power.for_jobs([job]), deployment.cluster, start_time=deployment.clock)
+    predicted = predict_point(point, deployment.cluster, start_time=deployment.clock,
+                              probe=power.probe if power is not None else None)
     if predicted.stats is not None:
         deployment.clock += predicted.stats.virtual_seconds
+    if power is not None:  # every worker's modelled watts over the point, as the node samplers leave them on Slurm
+        power.write_job(jdir, expected_gpus=point.gpus)
     config = deployment.config
     return write_point(job, group, predicted, jdir, settings, started_at=started_at,
                        observed={"calibration": calibration_label(config)}, extra={"topology": config.describe()})

@@ -453,6 +453,21 @@ class CounterCheck(_Block):
     within_tolerance: bool = False
 
 
+class RolePower(_Block):
+    """One role's share of a disaggregated deployment's GPU energy over the window (wave-2 spec §3.3); every figure
+    None unless the deployment's power is valid."""
+
+    expected_gpus: int | None = Field(default=None, description="GPUs of the role's pool.")
+    observed_gpus: int = 0
+    gpu_ids: list[str] = Field(default_factory=list, description="The role's sampled GPUs (`node/index`).")
+    energy_j: float | None = Field(default=None, description="The role's GPUs' energy over the whole window, J.")
+    avg_total_power_w: float | None = None
+    avg_power_w: float | None = Field(default=None, description="The role's average power per GPU, W.")
+    peak_power_w: float | None = None
+    joules_per_input_token: float | None = Field(default=None, description="Prefill: role energy / input tokens.")
+    joules_per_output_token: float | None = Field(default=None, description="Decode: role energy / output tokens.")
+
+
 class PowerBlock(_Block):
     """GPU power and energy over the profile window (`llmsweep.power.integrate`; InferenceX's aggregate_power).
 
@@ -490,6 +505,10 @@ class PowerBlock(_Block):
     output_tokens_per_s_per_mw: float | None = None
     counter_check: CounterCheck | None = None
     cost: PowerCost | None = None
+    missing: list[str] | None = Field(default=None, description="Samplers of a multi-node deployment that left no "
+                                      "samples (reason `node_telemetry_missing`).")
+    roles: dict[str, RolePower] | None = Field(default=None, description="A disaggregated deployment: each role's "
+                                               "share (also under the summary's `roles.<role>.power`).")
 
 
 class RoleMetrics(_Block):
@@ -527,6 +546,7 @@ class RoleBlock(_Open):
     ep: int | None = None
     max_running_requests: int | None = None
     metrics: RoleMetrics | None = None
+    power: RolePower | None = Field(default=None, description="The role's GPU energy and watts (`power.roles`).")
 
 
 class LinkBlock(_Block):

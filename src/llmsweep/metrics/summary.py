@@ -144,6 +144,9 @@ def summarise(
             validity["reasons"].insert(0, "required " + note)
         else:
             validity["warnings"].append(note)
+    for name, share in ((power or {}).get("roles") or {}).items():  # each role's watts beside what it did
+        if name in (roles.get("roles") or {}):
+            roles["roles"][name] = {**roles["roles"][name], "power": share}
     return Summary.model_validate({
         "schema_version": SCHEMA_VERSION,
         "source": source,

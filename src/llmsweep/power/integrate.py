@@ -175,6 +175,11 @@ def integrate(header: TelemetryHeader | None, samples: Sequence[GpuSample], work
     expected = header.expected_gpus if header.expected_gpus is not None else work.gpus
     if samples and len(by_gpu) != expected:
         reasons.append("expected_gpu_count_mismatch")
+    if header.missing:
+        reasons.append("node_telemetry_missing")
+    for role, gpus in header.role_gpus.items():
+        if samples and sum(1 for g in by_gpu if header.gpu_roles.get(g) == role) != gpus:
+            reasons.append("role_gpu_count_mismatch")
     per_gpu: dict[str, GpuEnergy] = {}
     if start is not None and end is not None and end > start:
         for gpu in sorted(by_gpu, key=_gpu_order):
@@ -195,6 +200,10 @@ def integrate(header: TelemetryHeader | None, samples: Sequence[GpuSample], work
     }
     if header.error:
         block["error"] = header.error
+    if header.missing:
+        block["missing"] = list(header.missing)
+    if header.gpu_roles or header.role_gpus:
+        block["roles"] = role_power(header, by_gpu, per_gpu if valid else {}, work)
     if valid and start is not None and end is not None:
         energy = sum(e.energy_j for e in per_gpu.values())
         seconds = end - start
@@ -226,6 +235,35 @@ def integrate(header: TelemetryHeader | None, samples: Sequence[GpuSample], work
                 and all(c is not None and c >= 0 for c in counters),
             }
     return block
+
+
+def role_power(header: TelemetryHeader, by_gpu: dict[str, list[GpuSample]], per_gpu: dict[str, GpuEnergy],
+               work: WorkDone) -> dict[str, dict[str, Any]]:
+    """Each role's share of a disaggregated deployment's energy (InferenceX's multinode aggregation, wave-2 spec
+    §3.3): the role's GPUs' energy over the whole window (not only while the role worked), its average power per GPU,
+    and the energy per token of the tokens the role handles (prefill: input tokens, decode: output tokens). Figures
+    are None unless the deployment's power is valid (`per_gpu` empty)."""
+    roles = dict.fromkeys([*header.role_gpus, *dict.fromkeys(header.gpu_roles.values())])
+    out: dict[str, dict[str, Any]] = {}
+    seconds = (work.end - work.start) if work.start is not None and work.end is not None else 0.0
+    for role in roles:
+        ids = sorted((g for g in by_gpu if header.gpu_roles.get(g) == role), key=_gpu_order)
+        energies = [per_gpu[g] for g in ids if g in per_gpu]
+        gpus = header.role_gpus.get(role, len(ids))
+        block: dict[str, Any] = {"expected_gpus": gpus, "observed_gpus": len(ids), "gpu_ids": ids,
+                                 "energy_j": None, "avg_total_power_w": None, "avg_power_w": None,
+                                 "peak_power_w": None, "joules_per_input_token": None,
+                                 "joules_per_output_token": None}
+        if energies and seconds > 0:
+            energy = sum(e.energy_j for e in energies)
+            block.update(energy_j=energy, avg_total_power_w=energy / seconds,
+                         avg_power_w=energy / seconds / len(energies), peak_power_w=max(e.peak_w for e in energies))
+            if role == "prefill" and work.input_tokens > 0:
+                block["joules_per_input_token"] = energy / work.input_tokens
+            if role == "decode" and work.output_tokens > 0:
+                block["joules_per_output_token"] = energy / work.output_tokens
+        out[role] = block
+    return out
 
 
 def _gpu_order(gpu: str) -> tuple[int, str]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.power.backends import BACKENDS, Backend, BackendContext, visible_gpus
+from llmsweep.power.deployment import NodePowerFiles
 from llmsweep.power.samples import (
     GPU_METRICS_FILE,
     REQUIRE_POWER_HELP,
@@ -81,6 +82,7 @@ class PowerSampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._log_path = log_path
+        self._flushed: int | None = None
         self._thread = threading.Thread(target=self._loop, name=f"power-{backend.kind}", daemon=True)
 
     def start(self) -> PowerSampler:
@@ -123,6 +125,23 @@ class PowerSampler:
         write_gpu_metrics(path, header, kept)
         return path
 
+    def flush(self) -> None:
+        """Append the samples taken since the last flush to the server folder's file (the header and a fresh file on
+        the first): a reader elsewhere sees them while the server runs (a multi-node job's node samplers,
+        `execute.node_power`). Each flush writes whole lines only; `stop` rewrites the file whole."""
+        if self._log_path is None:
+            return
+        with self._lock:
+            first = self._flushed is None
+            new = self.samples[self._flushed or 0:]
+            self._flushed = len(self.samples)
+        text = "".join(s.model_dump_json(exclude_none=True) + "\n" for s in new)
+        try:
+            with self._log_path.open("w" if first else "a", encoding="utf-8") as fh:
+                fh.write((self.header.model_dump_json() + "\n" if first else "") + text)
+        except OSError as exc:
+            log.warning("could not write %s: %s", self._log_path, exc)
+
     def stop(self) -> None:
         """Stop the thread, keep the launch's samples in the server folder (when given) and close the backend."""
         self._stop.set()
@@ -153,7 +172,8 @@ class NoSampler:
         return None
 
 
-Sampler = PowerSampler | NoSampler
+Sampler = PowerSampler | NoSampler | NodePowerFiles
+"""What the lifecycle holds for a server group (`NodePowerFiles`: a role-by-role job's node samplers)."""
 
 
 def _job_header(header: TelemetryHeader, expected_gpus: int, require: bool | None) -> TelemetryHeader:

@@ -36,6 +36,12 @@ class TelemetryHeader(BaseModel):
     gpu_ids: list[str] = Field(default_factory=list, description="The GPUs the sampler was asked to read.")
     require: bool = Field(default=False, description=REQUIRE_POWER_HELP)
     error: str | None = Field(default=None, description="Why no samples could be taken, when none were.")
+    gpu_roles: dict[str, str] = Field(
+        default_factory=dict, description="A disaggregated deployment's samples: the role (prefill, decode) of each "
+        "GPU id; empty for one aggregated server.")
+    role_gpus: dict[str, int] = Field(default_factory=dict, description="GPUs each role's topology uses.")
+    missing: list[str] = Field(
+        default_factory=list, description="Samplers of a multi-node deployment that left no samples (node, role).")
 
 
 class GpuSample(BaseModel):
@@ -67,14 +73,21 @@ def write_gpu_metrics(path: Path, header: TelemetryHeader, samples: Iterable[Gpu
 
 def read_gpu_metrics(path: Path) -> tuple[TelemetryHeader | None, list[GpuSample], list[str]]:
     """(header, samples, problems): unreadable lines are reported, not fatal (they make power invalid)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None, [], ["telemetry_file_unreadable"]
+    return parse_gpu_metrics(lines)
+
+
+def parse_gpu_metrics(lines: Iterable[str], first_line: int = 1) -> tuple[TelemetryHeader | None, list[GpuSample],
+                                                                          list[str]]:
+    """The lines of a `gpu_metrics.jsonl` (numbered from `first_line` in the problems) as (header, samples,
+    problems)."""
     header: TelemetryHeader | None = None
     samples: list[GpuSample] = []
     problems: list[str] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None, [], ["telemetry_file_unreadable"]
-    for n, line in enumerate(lines, 1):
+    for n, line in enumerate(lines, first_line):
         if not line.strip():
             continue
         try:

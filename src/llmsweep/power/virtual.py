@@ -1,4 +1,5 @@
-"""Modelled GPU power for simulated jobs run in virtual time (`execute.virtual`), labelled simulated.
+"""Modelled GPU power for simulated jobs run in virtual time (`execute.virtual`, and a disaggregated deployment's
+workers in `execute.virtual_disagg`), labelled simulated.
 
 The live simulator serves its power model (`sim.power.PowerModel`) at `GET /power` and the `sim` backend samples it
 on the wall clock. In virtual time no server runs and no clock is waited on, so the same model is read on the
@@ -15,11 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llmsweep.power.backends import SimBackend, parse_sim_power
+from llmsweep.power.deployment import SampledWorker, WorkerSamples, merge
 from llmsweep.power.sampler import OFF_REASON, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, write_gpu_metrics
 
 if TYPE_CHECKING:
     from llmsweep.sim.core import EngineCore
+    from llmsweep.sim.disagg import Cluster
     from llmsweep.sim.power import PowerModel
 
 VIRTUAL_INTERVAL_S = 1.0
@@ -74,3 +77,56 @@ def virtual_power(settings: PowerSettings, *, hardware: str, tp: int, start_time
     if settings.backend == "off" and not settings.require:
         return None
     return VirtualPower(hardware=hardware, tp=tp, start_time=start_time, settings=settings)
+
+
+class VirtualDeploymentPower:
+    """The modelled power of a disaggregated deployment in virtual time (`execute.virtual_disagg`): one power model
+    per simulated worker, each over its own engine's counters and its own GPUs, read together at every scrape of the
+    deployment's predictor. The job's file merges them as the node samplers' are merged on Slurm
+    (`power.deployment`): GPUs named `prefill0/3`, `decode0/0`, …, each with its role."""
+
+    def __init__(self, cluster: Cluster, *, start_time: float, settings: PowerSettings) -> None:
+        from llmsweep.sim.power import PowerModel
+
+        self.settings, self.now, self.start_time = settings, start_time, start_time
+        self.error = OFF_REASON if settings.backend == "off" else None
+        config = cluster.config
+        plans = {"prefill": config.prefill, "decode": config.decode}
+        self.role_gpus = {kind: plan.gpus for kind, plan in plans.items()}
+        self.workers: list[tuple[SampledWorker, PowerModel, list[GpuSample]]] = []
+        for w in cluster.workers:
+            plan = plans[w.role]
+            model = PowerModel(w.core, hardware=plan.engine.hardware, tp=plan.gpus_per_worker, clock=lambda: self.now)
+            self.workers.append((SampledWorker(label=f"{w.role}{w.index}", role=w.role, gpus=plan.gpus_per_worker),
+                                 model, []))
+
+    @property
+    def probe(self) -> Callable[[float], None] | None:
+        """What the deployment's predictor calls at each scrape (None when sampling is off)."""
+        return None if self.error else self
+
+    def __call__(self, t: float) -> None:
+        self.now = t
+        for _worker, model, samples in self.workers:
+            samples.extend(parse_sim_power(model.read(), t))
+
+    def write_job(self, job_dir: Path, *, expected_gpus: int) -> Path:
+        """The job's `gpu_metrics.jsonl`: every worker's GPUs, as a role-by-role job's node files are merged."""
+        head = TelemetryHeader(backend=SimBackend.kind, source=SimBackend.source, interval_s=VIRTUAL_INTERVAL_S)
+        parts = [WorkerSamples(worker, head, samples) for worker, _model, samples in self.workers]
+        header, samples = merge(parts, since=self.start_time, expected_gpus=expected_gpus, role_gpus=self.role_gpus,
+                                require=bool(self.settings.require), max_gap_s=self.settings.max_gap_s)
+        if self.error:  # sampling is off yet power is required: the job says why it has none
+            header = header.model_copy(update={"backend": None, "error": self.error, "missing": []})
+        path = job_dir / GPU_METRICS_FILE
+        write_gpu_metrics(path, header, samples)
+        return path
+
+
+def virtual_deployment_power(settings: PowerSettings, cluster: Cluster, *,
+                             start_time: float) -> VirtualDeploymentPower | None:
+    """The modelled power of one point run on a simulated deployment (None when power is neither sampled nor
+    required: `--power-backend off`)."""
+    if settings.backend == "off" and not settings.require:
+        return None
+    return VirtualDeploymentPower(cluster, start_time=start_time, settings=settings)

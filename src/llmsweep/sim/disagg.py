@@ -293,6 +293,8 @@ class DisaggPredictor(Predictor):
 
     def scrape(self, now: float) -> None:
         self.scrapes.append({"t": self.start_time + now, "samples": self.cluster.scrape_samples()})
+        for probe in self.probes:  # e.g. every worker's modelled power (`power.virtual.VirtualDeploymentPower`)
+            probe(self.start_time + now)
 
     def _engine_busy(self) -> bool:
         return any(w.busy for w in self.cluster.workers) or self.cluster.has_work()

@@ -1,0 +1,86 @@
+"""A disaggregated deployment's power: every node's samples merged into the job's file and integrated once over all
+GPUs of all roles (InferenceX's worked vector split across two nodes), each role's share, and a node that left no
+samples making the job's power invalid with the node named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmsweep.power.deployment import NodePowerFiles, SampledWorker
+from llmsweep.power.integrate import WorkDone, power_block
+from llmsweep.power.samples import GpuSample, TelemetryHeader, write_gpu_metrics
+
+T0 = 1_800_000_000.0
+OFFSETS = (-1.0, 1.0, 3.5, 6.0, 8.5, 11.0)
+WORK = WorkDone(start=T0, end=T0 + 10, duration_s=10.0, successful=10, input_tokens=1000, output_tokens=4000,
+                total_tps_per_gpu=250.0, output_tps_per_gpu=200.0, gpus=2)
+
+
+def node_file(folder: Path, w0: float, w1: float) -> Path:
+    """One node's sampler file: one GPU whose power rises linearly from w0 to w1 over the 10 s window."""
+    folder.mkdir(parents=True)
+    path = folder / "gpu_metrics.jsonl"
+    samples = [GpuSample(t=T0 + dt, gpu="0", power_w=w0 + (w1 - w0) * dt / 10) for dt in OFFSETS]
+    write_gpu_metrics(path, TelemetryHeader(backend="nvml", gpu_ids=["0"]), samples)
+    return path
+
+
+def files(tmp_path: Path, *, decode_sampled: bool = True) -> NodePowerFiles:
+    prefill = node_file(tmp_path / "n0", 100, 340)
+    decode = node_file(tmp_path / "n1", 200, 440) if decode_sampled else tmp_path / "n1" / "gpu_metrics.jsonl"
+    return NodePowerFiles([(SampledWorker("n0", "prefill", 1), prefill), (SampledWorker("n1", "decode", 1), decode)],
+                          role_gpus={"prefill": 1, "decode": 1}, require=False, max_gap_s=3.0, end_wait_s=0.1)
+
+
+def test_every_nodes_gpus_integrate_into_one_block_with_each_roles_share(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    block = power_block(files(tmp_path).write_job(job, T0, expected_gpus=2), WORK)
+    assert block["power_valid"] and block["observed_gpu_ids"] == ["n0/0", "n1/0"]
+    assert block["energy_j"] == pytest.approx(5400)  # the spec's vector: 2200 + 3200 J over both nodes
+    assert block["avg_power_w"] == pytest.approx(270) and block["joules_per_output_token"] == pytest.approx(5400 / 4000)
+    prefill, decode = block["roles"]["prefill"], block["roles"]["decode"]
+    assert prefill["energy_j"] == pytest.approx(2200) and decode["energy_j"] == pytest.approx(3200)
+    assert prefill["avg_power_w"] == pytest.approx(220) and decode["avg_power_w"] == pytest.approx(320)
+    assert prefill["joules_per_input_token"] == pytest.approx(2.2) and decode["joules_per_output_token"] == 0.8
+
+
+def test_a_node_that_left_no_samples_makes_power_invalid_and_is_named(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    block = power_block(files(tmp_path, decode_sampled=False).write_job(job, T0, expected_gpus=2), WORK)
+    assert not block["power_valid"]
+    assert {"node_telemetry_missing", "expected_gpu_count_mismatch", "role_gpu_count_mismatch"} <= set(
+        block["reasons"])
+    assert block["missing"] == ["n1 (decode): no gpu_metrics.jsonl from the node"]
+    assert "energy_j" not in block and block["roles"]["prefill"]["energy_j"] is None
+
+
+def test_a_line_the_node_is_still_writing_is_not_a_bad_sample(tmp_path: Path) -> None:
+    node = files(tmp_path)
+    with (tmp_path / "n1" / "gpu_metrics.jsonl").open("a") as fh:
+        fh.write('{"type": "sample", "t": 18000')  # half a line: the node's next flush completes it
+    job = tmp_path / "job"
+    job.mkdir()
+    block = power_block(node.write_job(job, T0, expected_gpus=2), WORK)
+    assert block["power_valid"] and block["reasons"] == []
+
+
+def test_each_job_reads_what_the_nodes_appended_since_the_last(tmp_path: Path) -> None:
+    node = files(tmp_path)
+    first = tmp_path / "job1"
+    first.mkdir()
+    assert power_block(node.write_job(first, T0, expected_gpus=2), WORK)["power_valid"]
+    for folder, watts in (("n0", 150.0), ("n1", 250.0)):  # the nodes keep sampling: a flat second window
+        with (tmp_path / folder / "gpu_metrics.jsonl").open("a") as fh:
+            fh.writelines(GpuSample(t=T0 + 20 + dt, gpu="0", power_w=watts).model_dump_json() + "\n"
+                          for dt in OFFSETS)
+    second = tmp_path / "job2"
+    second.mkdir()
+    later = WorkDone(start=T0 + 20, end=T0 + 30, duration_s=10.0, successful=10, input_tokens=1000,
+                     output_tokens=4000, total_tps_per_gpu=250.0, output_tps_per_gpu=200.0, gpus=2)
+    block = power_block(node.write_job(second, T0 + 20, expected_gpus=2), later)
+    assert block["power_valid"] and block["energy_j"] == pytest.approx(4000)  # (150 + 250) W x 10 s
+    assert block["roles"]["decode"]["avg_power_w"] == pytest.approx(250)
