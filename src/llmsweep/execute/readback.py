@@ -152,7 +152,8 @@ def _draft_length(job: Job, spec: SpecDecode) -> float | None:
 
 
 def apply_readback(job: Job, summary: Summary, settings: ReadbackSettings) -> Summary:
-    """Set the summary's `readback` block and turn its verdict invalid when a check failed."""
+    """Set the summary's `readback` block; a failed check makes the verdict invalid, an inconclusive one leaves it at
+    most smoke, each with its reason among the verdict's reasons (what the dashboard and `run`'s table show)."""
     checks = [c for c in (acceptance_check(job, summary, settings),) if c is not None]
     summary.readback = Readback(checks=checks, ok=all(c.ok is not False for c in checks))
     failed = [c.reason or c.check for c in checks if c.ok is False]
