@@ -98,7 +98,8 @@ def test_too_few_verify_steps_is_inconclusive_not_passed_and_a_missing_value_fai
     few = apply_readback(job, _summary(2.5, 40), ReadbackSettings())
     assert few.readback is not None and few.readback.checks[0].ok is None
     assert few.validity.verdict == "smoke"
-    assert any("40 verify steps" in w and "too few" in w for w in few.validity.warnings)
+    assert any("read-back inconclusive" in r and "40 verify steps" in r and "too few" in r
+               for r in few.validity.reasons), few.validity.reasons
 
     enough = apply_readback(job, _summary(2.5, 400), ReadbackSettings())
     assert enough.validity.verdict == "invalid" and enough.readback is not None and enough.readback.ok is False

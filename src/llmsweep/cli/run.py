@@ -81,8 +81,9 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @option("startup_timeout")
 @option("request_timeout")
 @option("client_workers")
-@click.option("--al-tolerance", type=float, default=0.10, show_default=True,
-              help="Allowed |realised − pinned| acceptance length in the read-back gate.")
+@click.option("--al-tolerance", type=float, default=None,
+              help="Least allowed |realised − pinned| acceptance length in the read-back gate (default 0.10, "
+              "execute.readback's); the gate widens it to 3 standard errors of the verify steps' sampling error.")
 @click.option("--require-power/--no-require-power", default=None, help=REQUIRE_POWER_HELP)
 @click.option("--power-backend", type=click.Choice(RUN_BACKEND_CHOICES), default="auto",
               show_default=True, help="GPU power sampler: auto tries NVML, amd-smi, then nvidia-smi (DCGM first for "
@@ -96,7 +97,8 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         only_job: tuple[str, ...], reuse: bool, force: bool, repeats: int, out: Path, store: Path | None,
         runner_config: Path | None,
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
-        al_tolerance: float, require_power: bool | None, power_backend: str, as_json: bool, worker: Path | None) -> int:
+        al_tolerance: float | None, require_power: bool | None, power_backend: str, as_json: bool,
+        worker: Path | None) -> int:
     """Run recipes end to end: validate, launch, load, gate, store, report.
 
     Jobs with identical launch specs share one server. Simulated jobs (the `sim` engine, or --simulate) run on the
@@ -132,7 +134,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     settings = LifecycleSettings.model_validate({
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
         "request_timeout_s": request_timeout, "client_workers": client_workers,
-        "readback": {"al_tolerance": al_tolerance},
+        "readback": {} if al_tolerance is None else {"al_tolerance": al_tolerance},
         "power": {"require": require_power, "backend": power_backend},
         "eval": {"task": eval_task, "dataset": eval_dataset, "limit": eval_limit, "python": lm_eval,
                  "max_tokens": eval_max_tokens},

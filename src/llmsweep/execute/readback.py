@@ -3,12 +3,15 @@
 Values come only from the server's `/metrics` scrapes (already folded into the summary's `server_metrics` block by
 the metrics room), never from the job itself. A disagreement marks the result invalid with a reason a reader can act
 on; a check whose value the engine does not expose fails (unchecked is not passed), and one with too little evidence
-in the window (a smoke run) is recorded as inconclusive: a warning, never a pass that would look like proof.
+in the window (a smoke run) is recorded as inconclusive: the result is at most smoke and says why, never a pass that
+would look like proof. The acceptance length's allowance widens with the sampling error its verify steps imply
+(:func:`acceptance_check` derives the bound).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +23,32 @@ from llmsweep.metrics.model import Readback, ReadbackCheck, SpecDecode, Summary
 from llmsweep.plan import Job
 
 DEFAULT_AL_TOLERANCE = 0.10
+DEFAULT_AL_Z = 3.0
+DEFAULT_AL_MAX_ALLOWANCE = 0.25
 DEFAULT_MIN_VERIFY_STEPS = 100
 
 
 class ReadbackSettings(BaseModel):
+    """How the read-back gate judges a realised acceptance length (the rule is :func:`acceptance_check`'s)."""
+
     model_config = ConfigDict(extra="forbid")
 
     al_tolerance: float = Field(
-        default=DEFAULT_AL_TOLERANCE, ge=0, description="Allowed |realised − pinned| acceptance length, tokens/step."
+        default=DEFAULT_AL_TOLERANCE, ge=0,
+        description="Least allowed |realised − pinned| acceptance length, tokens/step: what is not sampling error "
+        "(each request's first token and cut last step) stays within it. The gate allows more when the verify "
+        "steps' sampling error needs it: max(this, z × standard error).",
+    )
+    al_z: float = Field(
+        default=DEFAULT_AL_Z, gt=0,
+        description="Standard errors of the realised acceptance length the read-back gate allows: 3 fails a "
+        "correctly pinned engine in at most ~0.3% of points (normal approximation, worst-case spread).",
+    )
+    al_max_allowance: float = Field(
+        default=DEFAULT_AL_MAX_ALLOWANCE, gt=0,
+        description="Widest |realised − pinned| allowance, tokens/step, at which a pass still counts: a point "
+        "whose sampling error needs more is too short to judge (inconclusive, never valid) unless it is off by "
+        "more than even that wide allowance (failed).",
     )
     min_verify_steps: int = Field(
         default=DEFAULT_MIN_VERIFY_STEPS,
@@ -38,7 +59,25 @@ class ReadbackSettings(BaseModel):
 
 
 def acceptance_check(job: Job, summary: Summary, settings: ReadbackSettings) -> ReadbackCheck | None:
-    """Realised vs pinned acceptance length, or None when the job's launch pins none (non-spec or eval jobs)."""
+    """Realised vs pinned acceptance length, or None when the job's launch pins none (non-spec or eval jobs).
+
+    The one home of the rule. The realised AL is a mean over the window's n verify steps of the tokens X each step
+    produced; X lies in [1, K + 1] for draft length K. For a correctly pinned engine E[X] = AL (the pinned value),
+    and any variable on [1, K + 1] with that mean has Var(X) ≤ (AL − 1)(K + 1 − AL) (the Bhatia–Davis inequality;
+    equality when every step accepts all drafts or none). Synthetic acceptance draws each step afresh, so the
+    realised AL's standard error is at most SE = √((AL − 1)(K + 1 − AL) / n) whatever distribution the engine
+    draws from, and the check allows |realised − pinned| ≤ max(al_tolerance, al_z × SE). K is the larger of the
+    job's draft length and the engine's draft tokens per draft (a larger K only widens the bound). With z = 3 a
+    correct engine fails at most ~0.3% of points by chance (normal approximation), fewer in practice since the
+    bound is the worst case. (The fixed 0.10 alone failed correct MTP K=3 points at AL 3.39 by chance: a third of
+    them at 100 verify steps, one in eight at 243, with each draft position accepted independently.)
+
+    Verdicts: failed (`ok` False, the result invalid) when the value is missing or off by more than the allowance;
+    passed when within it and the allowance is no wider than `al_max_allowance`; inconclusive (`ok` None: the result
+    at most smoke, the reason said) when there are fewer than `min_verify_steps` steps, when the step count or K is
+    unknown, or when a pass would rest on an allowance wider than `al_max_allowance`. Every reason states the
+    numbers (allowance, SE, K, steps), so the dashboard and the CLI explain the verdict.
+    """
     from llmsweep.engines.base import synthetic_acceptance
 
     pinned_value = synthetic_acceptance(job)  # the value the launch spelled: eval jobs keep real verification
@@ -55,31 +94,81 @@ def acceptance_check(job: Job, summary: Summary, settings: ReadbackSettings) -> 
             f"realised acceptance length could not be read back from the server's /metrics (pinned {pinned:.2f}); "
             "the engine may have ignored the synthetic-acceptance setting or exposes no speculative counters"
         )
-    elif steps is not None and steps < settings.min_verify_steps:
+        return check
+    if steps is None:
+        check.ok = None
+        check.reason = (
+            f"realised acceptance length {realised:.3f} (pinned {pinned:.2f}) comes without a verify-step count, so "
+            "its sampling error cannot be bounded: no read-back verdict"
+        )
+        return check
+    if steps < settings.min_verify_steps:
         check.ok = None
         check.reason = (
             f"realised acceptance length {realised:.3f} (pinned {pinned:.2f}) rests on {steps:.0f} verify "
             f"steps, fewer than {settings.min_verify_steps}: too few to judge; run longer for a read-back verdict"
         )
-    elif abs(realised - pinned) > settings.al_tolerance:
+        return check
+    k = _draft_length(job, spec)
+    if k is None:
+        check.ok = None
+        check.reason = (
+            f"realised acceptance length {realised:.3f} (pinned {pinned:.2f}): neither the job nor the engine's "
+            "counters give the draft length K, so the sampling error cannot be bounded: no read-back verdict"
+        )
+        return check
+    mean_accepted = min(max(pinned - 1.0, 0.0), k)
+    se = math.sqrt(mean_accepted * (k - mean_accepted) / steps) if steps > 0 else math.inf
+    allowance = max(settings.al_tolerance, settings.al_z * se)
+    check.draft_length, check.standard_error, check.allowance = k, se, allowance
+    off = abs(realised - pinned)
+    rule = (f"allowed {allowance:.3f} = max(tolerance {settings.al_tolerance:.2f}, {settings.al_z:g} × standard "
+            f"error {se:.3f}); SE ≤ √((AL−1)(K+1−AL)/n) for K={k:g} over n={steps:.0f} verify steps")
+    if off > allowance:
         check.ok = False
         check.reason = (
-            f"realised acceptance length {realised:.3f} differs from the pinned {pinned:.2f} by more than "
-            f"{settings.al_tolerance} (read from /metrics): the engine is not running the acceptance the job asked for"
+            f"realised acceptance length {realised:.3f} differs from the pinned {pinned:.2f} by {off:.3f} (read from "
+            f"/metrics), more than the {rule}: the engine is not running the acceptance the job asked for"
         )
+    elif allowance > settings.al_max_allowance:
+        needed = math.ceil((settings.al_z / settings.al_max_allowance) ** 2 * mean_accepted * (k - mean_accepted))
+        check.ok = None
+        check.reason = (
+            f"realised acceptance length {realised:.3f} (pinned {pinned:.2f}) is within the {rule}, but that is "
+            f"wider than the {settings.al_max_allowance:.2f} a read-back pass may allow: too short to judge; about "
+            f"{needed} verify steps give a verdict"
+        )
+    else:
+        check.reason = f"realised acceptance length {realised:.3f} matches the pinned {pinned:.2f}: {rule}"
     return check
 
 
+def _draft_length(job: Job, spec: SpecDecode) -> float | None:
+    """The most draft tokens a verify step can accept: the larger of the job's K and the engine's draft tokens per
+    draft (a bound on X − 1 must not be too small; one that is too large only widens the allowance)."""
+    known = []
+    if job.acceptance is not None and job.acceptance.k is not None:
+        known.append(float(job.acceptance.k))
+    if spec.draft_tokens is not None and spec.drafts:
+        known.append(spec.draft_tokens / spec.drafts)
+    return max(known) if known else None
+
+
 def apply_readback(job: Job, summary: Summary, settings: ReadbackSettings) -> Summary:
-    """Set the summary's `readback` block and turn its verdict invalid when a check failed."""
+    """Set the summary's `readback` block; a failed check makes the verdict invalid, an inconclusive one leaves it at
+    most smoke, each with its reason among the verdict's reasons (what the dashboard and `run`'s table show)."""
     checks = [c for c in (acceptance_check(job, summary, settings),) if c is not None]
     summary.readback = Readback(checks=checks, ok=all(c.ok is not False for c in checks))
     failed = [c.reason or c.check for c in checks if c.ok is False]
-    inconclusive = [c.reason or c.check for c in checks if c.ok is None]
-    summary.validity.warnings.extend(inconclusive)
+    inconclusive = [f"read-back inconclusive: {c.reason or c.check}" for c in checks if c.ok is None]
     if failed:
         summary.validity.verdict = "invalid"
         summary.validity.reasons.extend(failed)
+    if inconclusive:
+        # a setting the run could not confirm is no label to publish under: at most smoke, with the reason
+        if summary.validity.verdict == "valid":
+            summary.validity.verdict = "smoke"
+        summary.validity.reasons.extend(inconclusive)
     return summary
 
 

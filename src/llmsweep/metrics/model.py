@@ -321,8 +321,13 @@ class ReadbackCheck(_Block):
     realised: float | None = None
     tolerance: float
     verify_steps: float | None = None
+    draft_length: float | None = Field(default=None, description="K bounding the tokens a verify step accepts.")
+    standard_error: float | None = Field(
+        default=None, description="Upper bound on the realised value's sampling error over the verify steps.")
+    allowance: float | None = Field(
+        default=None, description="The |realised − pinned| the check allowed: max(tolerance, z × standard_error).")
     source: str
-    ok: bool | None = Field(description="True passed, False failed (invalid), None inconclusive (a warning).")
+    ok: bool | None = Field(description="True passed, False failed (invalid), None inconclusive (at most smoke).")
     reason: str | None = None
 
 

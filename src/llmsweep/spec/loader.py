@@ -20,6 +20,7 @@ from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.spec.engines import resolve_engine
 from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SingleNodeRecipe
 from llmsweep.spec.source import (
+    MERGE_KEY,
     SourceMap,
     YamlDocument,
     YamlLimitError,
@@ -125,12 +126,16 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
     source = doc.source
     result.sources[file] = source
     for dup in doc.duplicates:
-        result.findings.append(
-            _error("schema.duplicate-key", file, dup.line, render_path(dup.path),
-                   f"key `{dup.path[-1]}` is written twice in one mapping (first at line {dup.first_line}); "
-                   "YAML would silently keep only the last",
-                   "delete or rename one of them")
-        )
+        if dup.path[-1] == MERGE_KEY:
+            message = (f"merge key `<<` is written twice in one mapping (first at line {dup.first_line}); "
+                       "YAML keys are unique, and which merge wins would depend on the YAML library")
+            fix = "merge several mappings with one key, `<<: [*first, *second]` (earlier ones win)"
+        else:
+            message = (f"key `{dup.path[-1]}` is written twice in one mapping (first at line {dup.first_line}); "
+                       "YAML would silently keep only the last")
+            fix = ("delete or rename one of them (to change a value a `<<: *anchor` merge brought in, write the key "
+                   "once beside the `<<`)")
+        result.findings.append(_error("schema.duplicate-key", file, dup.line, render_path(dup.path), message, fix))
     data = doc.data
     if data is None:
         result.findings.append(

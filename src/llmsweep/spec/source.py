@@ -94,9 +94,14 @@ class SourceMap:
         return parse_path(path)
 
 
+MERGE_KEY = "<<"
+"""The YAML 1.1 merge key: `<<: *anchor` copies the anchored mapping's keys in, under the mapping's own."""
+
+
 @dataclass(frozen=True)
 class DuplicateKey:
-    """A key written twice in one mapping (PyYAML would silently keep the last one)."""
+    """A key written twice in one mapping (PyYAML would silently keep the last one), or two merge keys (`<<`) in
+    one mapping. A key written over one that a merge key brought in is an override, never a duplicate."""
 
     path: FieldPath
     line: int
@@ -161,6 +166,62 @@ class _BoundedLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """Apply YAML merge keys (`<<: *anchor`, `<<: [*a, *b]`) the way the merge-key spec says: the mapping's own
+        keys win over merged ones, and an earlier mapping of a `<<` list wins over a later one. (PyYAML 6.0.4's own
+        flattening lets a later list entry win for most keys.)"""
+        own, merged = _merge(node)
+        for key_node, _ in own:
+            if key_node.tag == "tag:yaml.org,2002:value":  # PyYAML's reading of a bare `=` key, kept
+                key_node.tag = "tag:yaml.org,2002:str"
+        node.value = merged + own  # construction keeps the last of equal keys: an own key overrides a merged one
+
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+"""The tag PyYAML resolves a plain `<<` key to: a YAML 1.1 merge key."""
+
+_Pair = tuple[yaml.Node, yaml.Node]
+
+
+def _key_id(node: yaml.Node) -> Any:
+    return _scalar_key(node) if isinstance(node, yaml.ScalarNode) else ("<node>", id(node))
+
+
+def _merge(node: yaml.MappingNode) -> tuple[list[_Pair], list[_Pair]]:
+    """A mapping's own pairs (every one written, duplicates included) and the pairs its merge keys bring in.
+
+    Merged pairs are those of each `<<` source in order (a list's earlier mappings first), each source with its own
+    merges applied, keeping the first pair of each key and none whose key the mapping writes itself: YAML's merge
+    key (yaml.org/type/merge.html). A source that is not a mapping is refused with its line.
+    """
+    own = [(k, v) for k, v in node.value if k.tag != MERGE_TAG]
+    taken = {_key_id(k) for k, _ in own}
+    merged: list[_Pair] = []
+    for key_node, value_node in node.value:
+        if key_node.tag != MERGE_TAG:
+            continue
+        sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        for source in sources:
+            if not isinstance(source, yaml.MappingNode):
+                raise yaml.constructor.ConstructorError(
+                    "while merging into a mapping (`<<`)", node.start_mark,
+                    f"expected a mapping or a list of mappings to merge, but found {source.id}", source.start_mark)
+            for pair in _resolved(source):
+                if (key := _key_id(pair[0])) not in taken:
+                    taken.add(key)
+                    merged.append(pair)
+    return own, merged
+
+
+def _resolved(node: yaml.MappingNode) -> list[_Pair]:
+    """A mapping's pairs as its value holds them: one per key, the last of a key written twice, merges applied."""
+    own, merged = _merge(node)
+    last: dict[Any, _Pair] = {}
+    for pair in own:
+        last.pop(_key_id(pair[0]), None)
+        last[_key_id(pair[0])] = pair
+    return merged + list(last.values())
+
 
 def _expanded_size(root: yaml.Node) -> int:
     """Nodes the document has once aliases are followed (a shared node counts once per reference), stopping just
@@ -208,6 +269,10 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
             raise YamlLimitError(file, node.start_mark.line + 1,
                                   f"the document expands to more than {MAX_NODES} nodes through aliases (`*name`): "
                                   "an alias bomb, or a file far larger than any recipe")
+        source = SourceMap(file)
+        duplicates: list[DuplicateKey] = []
+        if node is not None:  # before construction, which rewrites mappings that use merge keys
+            _walk(node, (), source.lines, duplicates, set())
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -221,32 +286,41 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
         raise YamlSyntaxError(file, None, str(exc)) from exc
     finally:
         loader.dispose()
-    source = SourceMap(file)
-    duplicates: list[DuplicateKey] = []
-    if node is not None:
-        _walk(node, (), source.lines, duplicates)
     return YamlDocument(data, source, duplicates)
 
 
-def _walk(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], dups: list[DuplicateKey]) -> None:
+def _walk(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], dups: list[DuplicateKey],
+          checked: set[int]) -> None:
+    """Record the line of every field under `path` and every key written twice in one mapping.
+
+    A merged field (`<<: *anchor`) points at the line where the anchored mapping wrote it. A key the mapping writes
+    over a merged one is an override, not a duplicate; a key written twice by the mapping itself, or two `<<` keys
+    in one mapping, is. A mapping reached again through an alias is checked for duplicates once.
+    """
     if isinstance(node, yaml.MappingNode):
-        seen: dict[Any, int] = {}
-        for key_node, value_node in node.value:
+        own, merged = _merge(node)
+        if id(node) not in checked:
+            checked.add(id(node))
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = MERGE_KEY if key_node.tag == MERGE_TAG else _scalar_key(key_node)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    dups.append(DuplicateKey((*path, key), line, seen[key]))
+                seen[key] = line
+        for key_node, value_node in merged + own:
             if not isinstance(key_node, yaml.ScalarNode):
                 continue
-            key = _scalar_key(key_node)
-            line = key_node.start_mark.line + 1
-            child = (*path, key)
-            if key in seen:
-                dups.append(DuplicateKey(child, line, seen[key]))
-            seen[key] = line
-            lines[child] = line
-            _walk(value_node, child, lines, dups)
+            child = (*path, _scalar_key(key_node))
+            lines[child] = key_node.start_mark.line + 1
+            _walk(value_node, child, lines, dups, checked)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             child = (*path, index)
             lines[child] = item.start_mark.line + 1
-            _walk(item, child, lines, dups)
+            _walk(item, child, lines, dups, checked)
 
 
 def _scalar_key(node: yaml.ScalarNode) -> str | int:
