@@ -10,7 +10,8 @@
 #   CONFIG_KEYS=''             optional --config-keys glob;  RESUME=1 adds --resume (rerun what a killed call left)
 #   REQUIRE_POWER=1            adds --require-power (a job without valid GPU power fails; docs/gpu.md §8)
 #   SYNTH="llama-1b"           ("" for none) presets to write under /tmp/models/<preset> (`preset:--draft` adds the draft)
-#   GGUF_STASH=/tmp/mstash     real weights: the staged GGUF (.m chunks) imported into MODEL_DIR (scripts/gpu/import_gguf.sh)
+#   GGUF_STASH=/tmp/mstash     real weights: the staged GGUF (.m chunks; or GGUF=FILE) imported into MODEL_DIR
+#                              (scripts/gpu/import_gguf.sh)
 #   LMEVAL_STASH=/tmp/stash-e  lm-eval 0.4.13 (.e chunks, scripts/gpu/lmeval-0.4.13-wheels.txt) installed into
 #                              /tmp/lmsite; LLMSWEEP_LM_EVAL names a python3 that imports it (eval rows)
 #   RUN_ARGS=''                more `llmsweep run` arguments (e.g. --all-evals --eval-dataset FILE)
@@ -50,7 +51,7 @@ for item in $SYNTH; do
 done
 
 # 2b. real weights from a staged GGUF, and lm-eval for eval rows
-if [[ -n "${GGUF_STASH:-}" ]]; then
+if [[ -n "${GGUF_STASH:-}" || -n "${GGUF:-}" ]]; then
   fail() { log "FAILED: $*"; tail -30 "$OUT/steps.txt"; exit 1; }
   # shellcheck source=scripts/gpu/import_gguf.sh
   . scripts/gpu/import_gguf.sh

@@ -61,8 +61,11 @@ def task_file(task: str, dataset: Path | None, out_dir: Path) -> TaskFile:
         raise ConfigError(f"eval dataset {dataset} is not a file",
                           fix=f"give a JSON-lines file in the {task} format (--eval-dataset)")
     kept = [line for line in text.splitlines() if not line.startswith(_DATASET_KEYS)]
-    local = ["dataset_path: json", "dataset_kwargs:", "  data_files:", f"    train: {_quote(data)}",
-             f"    test: {_quote(data)}", "training_split: train", "fewshot_split: train", "test_split: test"]
+    # One split for the questions and the few-shot examples: lm-eval then leaves each question out of its own
+    # examples (it excludes the evaluated doc only when the few-shot split *is* the test split; a `train` split
+    # naming the same file would let a question's own worked answer into its prompt).
+    local = ["dataset_path: json", "dataset_kwargs:", "  data_files:", f"    test: {_quote(data)}",
+             "fewshot_split: test", "test_split: test"]
     at = next(i for i, line in enumerate(kept) if line.startswith("task:")) + 1
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / src.name
