@@ -78,8 +78,11 @@ class Predictor:
 
     def __init__(self, core: EngineCore, *, start_time: float = 0.0, output_text: bool = False,
                  encoder: PromptEncoder | None = None, scrape_interval: float | None = None,
-                 metrics_style: MetricsStyle = "both", model_name: str = "sim") -> None:
+                 metrics_style: MetricsStyle = "both", model_name: str = "sim", shapes: bool = True) -> None:
         self.core = core
+        self.shapes = shapes
+        """Encode prompts from their token shapes when the workload gives them (False: always from the text, the
+        reference path)."""
         self.start_time = start_time
         self.output_text = output_text
         self.encoder = encoder or PromptEncoder(core.block_size)
@@ -209,7 +212,10 @@ class Predictor:
 
     def _send(self, task: _Task, spec: RequestSpec, now: float) -> None:
         ident = spec.identity
-        n_tokens, hashes = self.encoder.encode(messages=spec.messages, prompt=spec.prompt)
+        if self.shapes and spec.shape is not None:
+            n_tokens, hashes = self.encoder.shaped(spec.shape)
+        else:
+            n_tokens, hashes = self.encoder.encode(messages=spec.messages, prompt=spec.prompt)
         record: dict[str, Any] = {
             "id": f"sim-{len(self.records)}", "trace": ident.trace, "lane": ident.lane, "turn": ident.turn,
             "phase": ident.phase, "session": ident.session, "node": ident.node,

@@ -10,13 +10,22 @@ received content, so two requests share cached blocks exactly as far as their pr
 
 Speed: an agentic prompt repeats the previous turn's messages and appends a few. A memo keyed by (parent state,
 message) remembers each message's tokens-so-far state, so a request costs the work of its *new* messages only.
+
+Without text: a workload that knows its prompt's structure hands over :class:`~llmsweep.workload.base.MessageShape`s
+(token runs of deterministic sources) and :meth:`PromptEncoder.shaped` hashes each block as the tuple of
+(source, first, last) slices it covers — no text is built or split. Token counts equal the text path's, and two
+blocks hash alike exactly when their tokens are equal, so the engine sees the same prefix reuse (hash values differ
+between the paths; nothing depends on them).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llmsweep.workload.base import MessageShape, TokenRun
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -69,6 +78,28 @@ def _extend(block_size: int, last_hash: int, tail: tuple[Any, ...], pieces: Sequ
     return tuple(out), tokens[full * block_size:], h
 
 
+def _extend_runs(block_size: int, last_hash: int, tail: tuple[Any, ...], runs: Sequence[TokenRun]
+                 ) -> tuple[tuple[int, ...], tuple[Any, ...], int]:
+    """`_extend` over token runs: a block is the tuple of (source, first, last) slices that fill it."""
+    window = list(tail)
+    fill = sum(hi - lo for _, lo, hi in window)
+    out = []
+    h = last_hash
+    for source, n in runs:
+        lo = 0
+        while lo < n:
+            take = min(n - lo, block_size - fill)
+            window.append((source, lo, lo + take))
+            lo += take
+            fill += take
+            if fill == block_size:
+                h = hash((h, tuple(window)))
+                out.append(h)
+                window = []
+                fill = 0
+    return tuple(out), tuple(window), h
+
+
 class PromptEncoder:
     """Counts tokens and hashes prompt blocks; memoises message prefixes (bounded LRU)."""
 
@@ -100,6 +131,34 @@ class PromptEncoder:
                 memo.move_to_end(key)
             state = nxt
         final, _, _ = _extend(self.block_size, state.last_hash, state.tail, (IM_START, "assistant"))
+        return state.tokens + 2, self._chain(state, final)
+
+    def shaped(self, messages: Sequence[MessageShape]) -> tuple[int, list[int]]:
+        """:meth:`chat` from message shapes instead of text: the same token count, the same prefix equality."""
+        state = self._root
+        memo = self._memo
+        bs = self.block_size
+        for m in messages:
+            key = (state.sid, "shape", m.key)
+            nxt = memo.get(key)
+            if nxt is None:
+                role = m.role
+                runs = m.runs()
+                head = ((IM_START, 1), (role, 1))
+                hashes, tail, h = _extend_runs(bs, state.last_hash, state.tail, (*head, *runs, (IM_END, 1)))
+                tokens = state.tokens + 3 + sum(n for _, n in runs)
+                nxt = _State(state, hashes, tail, h, tokens, self._next_sid)
+                self._next_sid += 1
+                memo[key] = nxt
+                if len(memo) > self.memo_size:
+                    memo.popitem(last=False)
+            else:
+                memo.move_to_end(key)
+            state = nxt
+        final, _, _ = _extend_runs(bs, state.last_hash, state.tail, ((IM_START, 1), ("assistant", 1)))
+        return state.tokens + 2, self._chain(state, final)
+
+    def _chain(self, state: _State, final: tuple[int, ...]) -> list[int]:
         parts: list[tuple[int, ...]] = [final]
         s: _State | None = state
         while s is not None:
@@ -109,7 +168,7 @@ class PromptEncoder:
         chain: list[int] = []
         for p in reversed(parts):
             chain.extend(p)
-        return state.tokens + 2, chain
+        return chain
 
     def text(self, prompt: str) -> tuple[int, list[int]]:
         """(prompt tokens, block hashes) of a completions prompt string."""

@@ -26,7 +26,7 @@ in the process that interprets it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast, overload
 
@@ -93,6 +93,23 @@ class _Lazy(Generic[T]):
         obj.__dict__[self._key] = value
 
 
+TokenRun = tuple[Hashable, int]
+"""The first `n` tokens of one deterministic token source (a trace block, a filler tail, a single word)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageShape:
+    """A chat message's tokens without its text, for an interpreter that needs only token counts and prefix
+    equality (the simulator in virtual time). Its content is the concatenation of `runs()`: two contents are equal
+    exactly when their runs are, source by source (a source is a pure function of its key, as block text is of its
+    id, and a shorter run of a source is a prefix of a longer one). `key` names the message for memoisation: equal
+    keys mean equal role and runs. The chat template around the content is the interpreter's to add."""
+
+    key: Hashable
+    role: str
+    runs: Callable[[], Sequence[TokenRun]]
+
+
 @dataclass(frozen=True)
 class RequestSpec:
     """One request to send. Exactly one of `messages` (chat) or `prompt` (completions) is set.
@@ -113,6 +130,9 @@ class RequestSpec:
     identity: RequestIdentity = field(default_factory=RequestIdentity)
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Engine-specific request fields (e.g. chat_template_kwargs); merged into the JSON body as is."""
+    shape: tuple[MessageShape, ...] | None = None
+    """The chat prompt as token runs (see :class:`MessageShape`), when the workload can say so without text: the
+    same tokens as `messages`, which stays what is sent over HTTP. None: read `messages`."""
 
     @property
     def prompt_built(self) -> bool:

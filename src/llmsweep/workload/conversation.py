@@ -14,14 +14,18 @@ someone reads `RequestSpec.messages`.
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from llmsweep.workload.base import Deferred
+from llmsweep.workload.base import Deferred, MessageShape, TokenRun
 from llmsweep.workload.blocks import BlockText, common_prefix
+
+_PART_KEYS = itertools.count()
 
 
 @dataclass(slots=True)
@@ -35,6 +39,22 @@ class _Part:
     literal: str | None = None
     marker: str = ""
     cached: str | None = None
+    key: int = field(default_factory=_PART_KEYS.__next__)
+    """Unique per part (its content never changes): the memo key of its shape."""
+    _runs: list[TokenRun] | None = None
+
+    def runs(self, conv: Conversation) -> list[TokenRun]:
+        """The part's text as token runs (see `MessageShape`): the marker's words, then each block's tokens — the
+        source of a block is (namespace, id), as `BlockText.text` draws it, so a partial block is a prefix run."""
+        if self._runs is None:
+            ns, bs = conv.namespace, conv.block_size
+            out: list[TokenRun] = [(w, 1) for w in self.marker.split()]
+            ids = self.ids[self.start : self.end]
+            out += [((ns, b), bs) for b in ids]
+            if ids and self.last_size is not None:
+                out[-1] = ((ns, ids[-1]), self.last_size)
+            self._runs = out
+        return self._runs
 
     def text(self, conv: Conversation) -> str:
         if self.cached is None:
@@ -62,8 +82,9 @@ class Conversation:
     def advance(
         self, ids: list[int], in_tokens: int, out: int, keys: np.ndarray, *, live_answer: str | None = None,
         tail_key: str = "",
-    ) -> Deferred:
-        """Lay out the next turn (hash ids `ids`, `in_tokens` long) and return its messages, deferred."""
+    ) -> tuple[Deferred, tuple[MessageShape, ...] | None]:
+        """Lay out the next turn (hash ids `ids`, `in_tokens` long); return its messages, deferred, and their shape
+        (None when a message is a live answer: its tokens are known only as text)."""
         n = len(ids)
         bs = self.block_size
         last_size = in_tokens - bs * (n - 1) if n and 0 < in_tokens - bs * (n - 1) < bs else None
@@ -81,8 +102,20 @@ class Conversation:
         self._prev_keys = keys
         self._prev_out = out
         snapshot = tuple(parts)
-        tail_text = self.blocks.filler(self.namespace, tail_key, tail) if tail else ""
-        return Deferred(lambda: self._render(snapshot, tail_text))
+        messages = Deferred(lambda: self._render(snapshot, tail_key, tail))
+        return messages, self._shape(snapshot, tail_key, tail)
+
+    def _shape(self, parts: tuple[_Part, ...], tail_key: str, tail: int) -> tuple[MessageShape, ...] | None:
+        """The messages of `_render` as token runs; the tail's source is the one `BlockText.filler` draws from."""
+        if any(part.literal is not None for part in parts):
+            return None
+        shapes = [MessageShape(part.key, part.role, partial(part.runs, self)) for part in parts]
+        if tail:
+            last = parts[-1]
+            source = (f"{self.namespace}|tail|{tail_key}", 0)
+            shapes[-1] = MessageShape((last.key, source, tail), last.role,
+                                      lambda: [*last.runs(self), (source, tail)])
+        return tuple(shapes)
 
     def _extend(self, ids: list[int], p: int, n: int, last_size: int | None, live_answer: str | None) -> None:
         delta = n - p
@@ -109,8 +142,9 @@ class Conversation:
         del self._parts[keep:]
         self._parts.append(_Part("user", ids, start, n, last_size))
 
-    def _render(self, parts: tuple[_Part, ...], tail: str) -> tuple[dict[str, Any], ...]:
+    def _render(self, parts: tuple[_Part, ...], tail_key: str, tail_tokens: int) -> tuple[dict[str, Any], ...]:
         messages = [{"role": part.role, "content": part.text(self)} for part in parts]
+        tail = self.blocks.filler(self.namespace, tail_key, tail_tokens) if tail_tokens else ""
         if tail:
             messages[-1] = {"role": messages[-1]["role"], "content": messages[-1]["content"] + tail}
         return tuple(messages)
