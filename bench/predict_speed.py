@@ -79,6 +79,7 @@ def _point(args: argparse.Namespace, config: EngineConfig, make: Callable[[], Wo
         clock.wrap(core, "begin_step", "engine core")
         clock.wrap(core, "end_step", "engine core")
         clock.wrap(predictor.encoder, "encode", "prompt encoding")
+        clock.wrap(predictor.encoder, "shaped", "prompt encoding")
         clock.wrap(predictor, "scrape", "metric scrapes")
     workload = make()
     profiler = cProfile.Profile() if profile else None

@@ -12,10 +12,10 @@ Speed: an agentic prompt repeats the previous turn's messages and appends a few.
 message) remembers each message's tokens-so-far state, so a request costs the work of its *new* messages only.
 
 Without text: a workload that knows its prompt's structure hands over :class:`~llmsweep.workload.base.MessageShape`s
-(token runs of deterministic sources) and :meth:`PromptEncoder.shaped` hashes each block as the tuple of
-(source, first, last) slices it covers — no text is built or split. Token counts equal the text path's, and two
-blocks hash alike exactly when their tokens are equal, so the engine sees the same prefix reuse (hash values differ
-between the paths; nothing depends on them).
+(token runs of deterministic sources) and :meth:`PromptEncoder.shaped` gives each token a 64-bit code from its
+(source, position) and each block the rolling hash of the prompt through it, vectorised — no text is built or
+split. Token counts equal the text path's, and two blocks hash alike exactly when their prefixes are equal, so the
+engine sees the same prefix reuse (hash values differ between the paths; nothing depends on them).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
     from llmsweep.workload.base import MessageShape, TokenRun
@@ -78,26 +80,86 @@ def _extend(block_size: int, last_hash: int, tail: tuple[Any, ...], pieces: Sequ
     return tuple(out), tokens[full * block_size:], h
 
 
-def _extend_runs(block_size: int, last_hash: int, tail: tuple[Any, ...], runs: Sequence[TokenRun]
-                 ) -> tuple[tuple[int, ...], tuple[Any, ...], int]:
-    """`_extend` over token runs: a block is the tuple of (source, first, last) slices that fill it."""
-    window = list(tail)
-    fill = sum(hi - lo for _, lo, hi in window)
-    out = []
-    h = last_hash
-    for source, n in runs:
-        lo = 0
-        while lo < n:
-            take = min(n - lo, block_size - fill)
-            window.append((source, lo, lo + take))
-            lo += take
-            fill += take
-            if fill == block_size:
-                h = hash((h, tuple(window)))
-                out.append(h)
-                window = []
-                fill = 0
-    return tuple(out), tuple(window), h
+_MASK = (1 << 64) - 1
+_P = 0x100000001B3  # odd: invertible modulo 2^64
+_P_INV = pow(_P, -1, 1 << 64)
+_U = np.uint64
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, elementwise on uint64 (wrapping)."""
+    x = x ^ (x >> _U(30))
+    x *= _U(0xBF58476D1CE4E5B9)
+    x ^= x >> _U(27)
+    x *= _U(0x94D049BB133111EB)
+    return x ^ (x >> _U(31))
+
+
+class _Powers:
+    """P^j and P^-j modulo 2^64 for j < n, grown on demand (shared by every encoder of the process)."""
+
+    pw: np.ndarray = np.ones(1, _U)
+    inv: np.ndarray = np.ones(1, _U)
+
+    @classmethod
+    def upto(cls, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if len(cls.pw) < n:
+            size = max(n, 2 * len(cls.pw), 4096)
+            with np.errstate(over="ignore"):
+                cls.pw = np.concatenate(([_U(1)], np.cumprod(np.full(size - 1, _P, _U), dtype=_U)))
+                cls.inv = np.concatenate(([_U(1)], np.cumprod(np.full(size - 1, _P_INV, _U), dtype=_U)))
+        return cls.pw, cls.inv
+
+
+def _token_codes(items: Sequence[TokenRun]) -> np.ndarray:
+    """One pseudo-random 64-bit code per token of `items`: a function of the token's (source, position in the
+    source) only, so equal runs give equal codes (a word's source is the word; a block's is (namespace, id))."""
+    sources: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    words: list[int] = []
+    for item in items:
+        if isinstance(item, str):
+            words.append(hash(item) & _MASK)
+            continue
+        if words:
+            sources.append(np.array(words, _U))
+            lengths.append(np.ones(len(words), np.int64))
+            words = []
+        ids = np.asarray(item.ids, np.int64).astype(_U)
+        ns = _U(hash(item.namespace) & _MASK)
+        sources.append(_mix(_mix(ids + _U(0x9E3779B97F4A7C15)) ^ ns))
+        size = np.full(len(ids), item.size, np.int64)
+        size[-1] = item.last
+        lengths.append(size)
+    if words:
+        sources.append(np.array(words, _U))
+        lengths.append(np.ones(len(words), np.int64))
+    src = np.concatenate(sources) if len(sources) > 1 else sources[0]
+    length = np.concatenate(lengths) if len(lengths) > 1 else lengths[0]
+    total = int(length.sum())
+    starts = np.cumsum(length) - length
+    position = np.arange(total, dtype=np.int64) - np.repeat(starts, length)
+    with np.errstate(over="ignore"):
+        return _mix(np.repeat(src, length) ^ _mix(position.astype(_U) + _U(1)))
+
+
+def _extend_codes(block_size: int, acc: int, done: int, codes: np.ndarray) -> tuple[tuple[int, ...], int]:
+    """Append tokens (`codes`) to a prefix of `done` tokens whose rolling hash is `acc`; returns the prefix hash at
+    every block boundary crossed (the chain hashes of the blocks completed) and the new prefix hash.
+
+    The prefix hash is H(t+1) = H(t)·P + c(t) modulo 2^64, vectorised:
+    H(t0+j) = P^j · (H(t0) + Σ_{i<j} c_i·P^-(i+1))."""
+    m = len(codes)
+    if m == 0:
+        return (), acc
+    pw, inv = _Powers.upto(m + 1)
+    with np.errstate(over="ignore"):
+        partial = np.cumsum(codes * inv[1:m + 1], dtype=_U) + _U(acc)
+        first = block_size - done % block_size  # j of the first boundary
+        js = np.arange(first, m + 1, block_size)
+        at = pw[js] * partial[js - 1]
+        end = int(pw[m] * partial[m - 1])
+    return tuple(at.tolist()), end
 
 
 class PromptEncoder:
@@ -134,20 +196,20 @@ class PromptEncoder:
         return state.tokens + 2, self._chain(state, final)
 
     def shaped(self, messages: Sequence[MessageShape]) -> tuple[int, list[int]]:
-        """:meth:`chat` from message shapes instead of text: the same token count, the same prefix equality."""
+        """:meth:`chat` from message shapes instead of text: the same token count, the same prefix equality. A block's
+        hash is the rolling hash of the whole prefix through it (`_extend_codes`); a state's `last_hash` is the rolling
+        hash of its whole prefix, partial block included."""
         state = self._root
         memo = self._memo
         bs = self.block_size
         for m in messages:
-            key = (state.sid, "shape", m.key)
+            key = (state.sid, None, m.key)
             nxt = memo.get(key)
             if nxt is None:
-                role = m.role
                 runs = m.runs()
-                head = ((IM_START, 1), (role, 1))
-                hashes, tail, h = _extend_runs(bs, state.last_hash, state.tail, (*head, *runs, (IM_END, 1)))
-                tokens = state.tokens + 3 + sum(n for _, n in runs)
-                nxt = _State(state, hashes, tail, h, tokens, self._next_sid)
+                codes = _token_codes((IM_START, m.role, *runs, IM_END))
+                hashes, acc = _extend_codes(bs, state.last_hash, state.tokens, codes)
+                nxt = _State(state, hashes, (), acc, state.tokens + len(codes), self._next_sid)
                 self._next_sid += 1
                 memo[key] = nxt
                 if len(memo) > self.memo_size:
@@ -155,7 +217,8 @@ class PromptEncoder:
             else:
                 memo.move_to_end(key)
             state = nxt
-        final, _, _ = _extend_runs(bs, state.last_hash, state.tail, ((IM_START, 1), ("assistant", 1)))
+        final, _ = _extend_codes(bs, state.last_hash, state.tokens,
+                                 _token_codes((IM_START, "assistant")))
         return state.tokens + 2, self._chain(state, final)
 
     def _chain(self, state: _State, final: tuple[int, ...]) -> list[int]:

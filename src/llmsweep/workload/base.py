@@ -28,7 +28,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, cast, overload
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast, overload
 
 Phase = Literal["warmup", "profiling"]
 Api = Literal["chat", "completions"]
@@ -93,21 +93,35 @@ class _Lazy(Generic[T]):
         obj.__dict__[self._key] = value
 
 
-TokenRun = tuple[Hashable, int]
-"""The first `n` tokens of one deterministic token source (a trace block, a filler tail, a single word)."""
-
-
 @dataclass(frozen=True, slots=True)
-class MessageShape:
+class BlockRun:
+    """Consecutive deterministic blocks of one namespace: block `ids[i]` contributes the first `size` tokens of
+    source (namespace, ids[i]) — the last block only `last` — as `BlockText.text(namespace, id, n)` draws them."""
+
+    namespace: str
+    ids: Sequence[int]
+    size: int
+    last: int
+
+
+TokenRun = str | BlockRun
+"""A piece of message content: a str is one word (one token), a `BlockRun` is block text."""
+
+
+class MessageShape(Protocol):
     """A chat message's tokens without its text, for an interpreter that needs only token counts and prefix
-    equality (the simulator in virtual time). Its content is the concatenation of `runs()`: two contents are equal
-    exactly when their runs are, source by source (a source is a pure function of its key, as block text is of its
+    equality (the simulator in virtual time). Its content is the concatenation of `runs()`; two contents are equal
+    exactly when their runs' tokens are (a source's tokens are a pure function of its key, as block text is of its
     id, and a shorter run of a source is a prefix of a longer one). `key` names the message for memoisation: equal
     keys mean equal role and runs. The chat template around the content is the interpreter's to add."""
 
-    key: Hashable
-    role: str
-    runs: Callable[[], Sequence[TokenRun]]
+    @property
+    def key(self) -> Hashable: ...
+
+    @property
+    def role(self) -> str: ...
+
+    def runs(self) -> Sequence[TokenRun]: ...
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,11 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from llmsweep.workload.base import Deferred, MessageShape, TokenRun
+from llmsweep.workload.base import BlockRun, Deferred, MessageShape, TokenRun
 from llmsweep.workload.blocks import BlockText, common_prefix
 
 _PART_KEYS = itertools.count()
@@ -39,22 +38,18 @@ class _Part:
     literal: str | None = None
     marker: str = ""
     cached: str | None = None
+    namespace: str = ""
+    block_size: int = 0
     key: int = field(default_factory=_PART_KEYS.__next__)
-    """Unique per part (its content never changes): the memo key of its shape."""
-    _runs: list[TokenRun] | None = None
+    """Unique per part (its content never changes): the memo key of its shape (`MessageShape`)."""
 
-    def runs(self, conv: Conversation) -> list[TokenRun]:
-        """The part's text as token runs (see `MessageShape`): the marker's words, then each block's tokens — the
-        source of a block is (namespace, id), as `BlockText.text` draws it, so a partial block is a prefix run."""
-        if self._runs is None:
-            ns, bs = conv.namespace, conv.block_size
-            out: list[TokenRun] = [(w, 1) for w in self.marker.split()]
-            ids = self.ids[self.start : self.end]
-            out += [((ns, b), bs) for b in ids]
-            if ids and self.last_size is not None:
-                out[-1] = ((ns, ids[-1]), self.last_size)
-            self._runs = out
-        return self._runs
+    def runs(self) -> list[TokenRun]:
+        """The part's text as token runs: the marker's words, then its blocks (`BlockText.text`'s sources)."""
+        out: list[TokenRun] = list(self.marker.split())
+        if self.end > self.start:
+            last = self.block_size if self.last_size is None else self.last_size
+            out.append(BlockRun(self.namespace, self.ids[self.start : self.end], self.block_size, last))
+        return out
 
     def text(self, conv: Conversation) -> str:
         if self.cached is None:
@@ -65,6 +60,26 @@ class _Part:
                                         self.last_size)
             self.cached = self.marker + body
         return self.cached
+
+
+@dataclass(frozen=True, slots=True)
+class _Tailed:
+    """A turn's last message with its unhashed tail (filler text of `tokens` tokens from `namespace`, block 0)."""
+
+    part: _Part
+    namespace: str
+    tokens: int
+
+    @property
+    def key(self) -> tuple[int, str, int]:
+        return (self.part.key, self.namespace, self.tokens)
+
+    @property
+    def role(self) -> str:
+        return self.part.role
+
+    def runs(self) -> list[TokenRun]:
+        return [*self.part.runs(), BlockRun(self.namespace, (0,), self.tokens, self.tokens)]
 
 
 class Conversation:
@@ -92,7 +107,7 @@ class Conversation:
         parts = self._parts
         prev = self._prev_keys
         if prev is None or not parts:
-            parts[:] = [_Part("user", ids, 0, n, last_size, marker=self.marker)]
+            parts[:] = [self._part("user", ids, 0, n, last_size, marker=self.marker)]
         else:
             p = common_prefix(prev, keys)
             if p == len(prev):
@@ -109,13 +124,14 @@ class Conversation:
         """The messages of `_render` as token runs; the tail's source is the one `BlockText.filler` draws from."""
         if any(part.literal is not None for part in parts):
             return None
-        shapes = [MessageShape(part.key, part.role, partial(part.runs, self)) for part in parts]
-        if tail:
-            last = parts[-1]
-            source = (f"{self.namespace}|tail|{tail_key}", 0)
-            shapes[-1] = MessageShape((last.key, source, tail), last.role,
-                                      lambda: [*last.runs(self), (source, tail)])
-        return tuple(shapes)
+        if not tail:
+            return parts
+        return (*parts[:-1], _Tailed(parts[-1], f"{self.namespace}|tail|{tail_key}", tail))
+
+    def _part(self, role: str, ids: list[int], start: int, end: int, last_size: int | None = None, *,
+              literal: str | None = None, marker: str = "") -> _Part:
+        return _Part(role, ids, start, end, last_size, literal=literal, marker=marker, namespace=self.namespace,
+                     block_size=self.block_size)
 
     def _extend(self, ids: list[int], p: int, n: int, last_size: int | None, live_answer: str | None) -> None:
         delta = n - p
@@ -123,10 +139,10 @@ class Conversation:
             return  # same prompt again (a retry in the recording): resend it
         answer = min(math.ceil(self._prev_out / self.block_size), delta - 1) if delta >= 2 else 0
         if live_answer:
-            self._parts.append(_Part("assistant", ids, p, p + answer, literal=live_answer))
+            self._parts.append(self._part("assistant", ids, p, p + answer, literal=live_answer))
         elif answer > 0:
-            self._parts.append(_Part("assistant", ids, p, p + answer))
-        self._parts.append(_Part("user", ids, p + answer, n, last_size))
+            self._parts.append(self._part("assistant", ids, p, p + answer))
+        self._parts.append(self._part("user", ids, p + answer, n, last_size))
 
     def _cut(self, ids: list[int], p: int, n: int, last_size: int | None) -> None:
         keep = 0
@@ -136,11 +152,11 @@ class Conversation:
             if part.role == "assistant":
                 keep = i + 1
         if keep == 0:
-            self._parts[:] = [_Part("user", ids, 0, n, last_size, marker=self.marker)]
+            self._parts[:] = [self._part("user", ids, 0, n, last_size, marker=self.marker)]
             return
         start = self._parts[keep - 1].end
         del self._parts[keep:]
-        self._parts.append(_Part("user", ids, start, n, last_size))
+        self._parts.append(self._part("user", ids, start, n, last_size))
 
     def _render(self, parts: tuple[_Part, ...], tail_key: str, tail_tokens: int) -> tuple[dict[str, Any], ...]:
         messages = [{"role": part.role, "content": part.text(self)} for part in parts]
