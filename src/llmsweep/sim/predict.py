@@ -108,8 +108,7 @@ class Predictor:
 
     def scrape(self, now: float) -> None:
         """Record one snapshot of the engine's Prometheus series at virtual time `now`."""
-        samples = [[smp.name, dict(smp.labels), smp.value] for fam in self._collector.collect() for smp in fam.samples]
-        self.scrapes.append({"t": self.start_time + now, "samples": samples})
+        self.scrapes.append({"t": self.start_time + now, "samples": self._collector.samples()})
 
     # -- scheduling helpers ----------------------------------------------------------------------------------------
     def _push(self, t: float, kind: int, payload: Any) -> None:

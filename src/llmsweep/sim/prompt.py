@@ -21,7 +21,7 @@ engine sees the same prefix reuse (hash values differ between the paths; nothing
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -92,7 +92,8 @@ def _mix(x: np.ndarray) -> np.ndarray:
     x *= _U(0xBF58476D1CE4E5B9)
     x ^= x >> _U(27)
     x *= _U(0x94D049BB133111EB)
-    return x ^ (x >> _U(31))
+    out: np.ndarray = x ^ (x >> _U(31))
+    return out
 
 
 class _Powers:
@@ -168,7 +169,7 @@ class PromptEncoder:
     def __init__(self, block_size: int, *, memo_size: int = 65536) -> None:
         self.block_size = block_size
         self.memo_size = memo_size
-        self._memo: OrderedDict[tuple[int, str, str], _State] = OrderedDict()
+        self._memo: OrderedDict[tuple[int, str | None, Hashable], _State] = OrderedDict()
         self._root = _State(None, (), (), _ROOT_HASH, 0, 0)
         self._next_sid = 1
 
