@@ -40,25 +40,30 @@ from llmsweep.workload.base import Workload
 
 
 class _Clock:
-    """CPU seconds spent inside wrapped functions (outermost call only)."""
+    """CPU seconds spent inside wrapped functions, exclusive: a wrapped call inside another counts for its own label
+    only (a label wrapping itself counts once)."""
 
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
-        self._depth = 0
+        self._stack: list[str] = []
 
     def wrap(self, owner: Any, name: str, label: str) -> None:
         fn = getattr(owner, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            if self._depth:
+            stack = self._stack
+            if stack and stack[-1] == label:
                 return fn(*args, **kwargs)
-            self._depth += 1
+            stack.append(label)
             t = time.process_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self._depth -= 1
-                self.spent[label] = self.spent.get(label, 0.0) + time.process_time() - t
+                dt = time.process_time() - t
+                stack.pop()
+                self.spent[label] = self.spent.get(label, 0.0) + dt
+                if stack:
+                    self.spent[stack[-1]] = self.spent.get(stack[-1], 0.0) - dt
 
         setattr(owner, name, timed)
 
@@ -76,6 +81,7 @@ def _point(args: argparse.Namespace, config: EngineConfig, make: Callable[[], Wo
     core: EngineCore = build_core(config, coalesce=coalesce)
     predictor = Predictor(core, scrape_interval=args.scrape_interval or None)
     if clock is not None:
+        clock.wrap(core.pool, "lookup", "prefix lookup")
         clock.wrap(core, "begin_step", "engine core")
         clock.wrap(core, "end_step", "engine core")
         clock.wrap(predictor.encoder, "encode", "prompt encoding")

@@ -106,9 +106,9 @@ class _Powers:
     def upto(cls, n: int) -> tuple[np.ndarray, np.ndarray]:
         if len(cls.pw) < n:
             size = max(n, 2 * len(cls.pw), 4096)
-            with np.errstate(over="ignore"):
-                cls.pw = np.concatenate(([_U(1)], np.cumprod(np.full(size - 1, _P, _U), dtype=_U)))
-                cls.inv = np.concatenate(([_U(1)], np.cumprod(np.full(size - 1, _P_INV, _U), dtype=_U)))
+            # array arithmetic wraps modulo 2^64 silently (only numpy scalars warn)
+            cls.pw = np.concatenate(([_U(1)], np.cumprod(np.full(size - 1, _P, _U), dtype=_U)))
+            cls.inv = np.concatenate(([_U(1)], np.cumprod(np.full(size - 1, _P_INV, _U), dtype=_U)))
         return cls.pw, cls.inv
 
 
@@ -140,8 +140,7 @@ def _token_codes(items: Sequence[TokenRun]) -> np.ndarray:
     total = int(length.sum())
     starts = np.cumsum(length) - length
     position = np.arange(total, dtype=np.int64) - np.repeat(starts, length)
-    with np.errstate(over="ignore"):
-        return _mix(np.repeat(src, length) ^ _mix(position.astype(_U) + _U(1)))
+    return _mix(np.repeat(src, length) ^ _mix(position.astype(_U) + _U(1)))
 
 
 def _extend_codes(block_size: int, acc: int, done: int, codes: np.ndarray) -> tuple[tuple[int, ...], int]:
@@ -154,13 +153,11 @@ def _extend_codes(block_size: int, acc: int, done: int, codes: np.ndarray) -> tu
     if m == 0:
         return (), acc
     pw, inv = _Powers.upto(m + 1)
-    with np.errstate(over="ignore"):
-        partial = np.cumsum(codes * inv[1:m + 1], dtype=_U) + _U(acc)
-        first = block_size - done % block_size  # j of the first boundary
-        js = np.arange(first, m + 1, block_size)
-        at = pw[js] * partial[js - 1]
-        end = int(pw[m] * partial[m - 1])
-    return tuple(at.tolist()), end
+    partial = np.cumsum(codes * inv[1:m + 1], dtype=_U) + _U(acc)
+    first = block_size - done % block_size  # j of the first boundary
+    js = np.arange(first, m + 1, block_size)
+    at = pw[js] * partial[js - 1]
+    return tuple(at.tolist()), int(pw[m]) * int(partial[m - 1]) & _MASK
 
 
 class PromptEncoder:
@@ -169,7 +166,9 @@ class PromptEncoder:
     def __init__(self, block_size: int, *, memo_size: int = 65536) -> None:
         self.block_size = block_size
         self.memo_size = memo_size
-        self._memo: OrderedDict[tuple[int, str | None, Hashable], _State] = OrderedDict()
+        self._memo: OrderedDict[tuple[int, str, str], _State] = OrderedDict()
+        self._shaped: dict[Hashable, _State] = {}
+        """State through each shaped message, by its key (insertion-ordered, oldest dropped first)."""
         self._root = _State(None, (), (), _ROOT_HASH, 0, 0)
         self._next_sid = 1
 
@@ -199,27 +198,27 @@ class PromptEncoder:
     def shaped(self, messages: Sequence[MessageShape]) -> tuple[int, list[int]]:
         """:meth:`chat` from message shapes instead of text: the same token count, the same prefix equality. A block's
         hash is the rolling hash of the whole prefix through it (`_extend_codes`); a state's `last_hash` is the rolling
-        hash of its whole prefix, partial block included."""
-        state = self._root
-        memo = self._memo
+        hash of its whole prefix, partial block included. A shape's key names the conversation through it, so the
+        memo is searched from the last message back and only the messages after the deepest known one are encoded."""
+        memo = self._shaped
         bs = self.block_size
-        for m in messages:
-            key = (state.sid, None, m.key)
-            nxt = memo.get(key)
-            if nxt is None:
-                runs = m.runs()
-                codes = _token_codes((IM_START, m.role, *runs, IM_END))
-                hashes, acc = _extend_codes(bs, state.last_hash, state.tokens, codes)
-                nxt = _State(state, hashes, (), acc, state.tokens + len(codes), self._next_sid)
-                self._next_sid += 1
-                memo[key] = nxt
-                if len(memo) > self.memo_size:
-                    memo.popitem(last=False)
-            else:
-                memo.move_to_end(key)
-            state = nxt
-        final, _ = _extend_codes(bs, state.last_hash, state.tokens,
-                                 _token_codes((IM_START, "assistant")))
+        start = len(messages)
+        state = self._root
+        while start:
+            known = memo.get(messages[start - 1].key)
+            if known is not None:
+                state = known
+                break
+            start -= 1
+        for m in messages[start:]:
+            codes = _token_codes((IM_START, m.role, *m.runs(), IM_END))
+            hashes, acc = _extend_codes(bs, state.last_hash, state.tokens, codes)
+            state = _State(state, hashes, (), acc, state.tokens + len(codes), self._next_sid)
+            self._next_sid += 1
+            memo[m.key] = state
+            if len(memo) > self.memo_size:
+                del memo[next(iter(memo))]
+        final, _ = _extend_codes(bs, state.last_hash, state.tokens, _token_codes((IM_START, "assistant")))
         return state.tokens + 2, self._chain(state, final)
 
     def _chain(self, state: _State, final: tuple[int, ...]) -> list[int]:

@@ -112,8 +112,9 @@ class MessageShape(Protocol):
     """A chat message's tokens without its text, for an interpreter that needs only token counts and prefix
     equality (the simulator in virtual time). Its content is the concatenation of `runs()`; two contents are equal
     exactly when their runs' tokens are (a source's tokens are a pure function of its key, as block text is of its
-    id, and a shorter run of a source is a prefix of a longer one). `key` names the message for memoisation: equal
-    keys mean equal role and runs. The chat template around the content is the interpreter's to add."""
+    id, and a shorter run of a source is a prefix of a longer one). `key` names the conversation *through* this
+    message, for memoisation: equal keys mean equal roles and runs of this message and of every message before it.
+    The chat template around the content is the interpreter's to add."""
 
     @property
     def key(self) -> Hashable: ...

@@ -41,7 +41,8 @@ class _Part:
     namespace: str = ""
     block_size: int = 0
     key: int = field(default_factory=_PART_KEYS.__next__)
-    """Unique per part (its content never changes): the memo key of its shape (`MessageShape`)."""
+    """Unique per part: names the conversation through this part (`MessageShape.key`), as neither the part's content
+    nor the parts before it ever change (a cut drops whole parts after the kept ones)."""
 
     def runs(self) -> list[TokenRun]:
         """The part's text as token runs: the marker's words, then its blocks (`BlockText.text`'s sources)."""
