@@ -112,52 +112,67 @@ class _Powers:
         return cls.pw, cls.inv
 
 
+class _Positions:
+    """mix(position + 1) for positions within a source, grown on demand (sources are blocks: short)."""
+
+    codes: np.ndarray = np.empty(0, _U)
+
+    @classmethod
+    def upto(cls, n: int) -> np.ndarray:
+        if len(cls.codes) < n:
+            cls.codes = _mix(np.arange(1, max(n, 2 * len(cls.codes), 1024) + 1, dtype=_U))
+        return cls.codes
+
+
 def _token_codes(items: Sequence[TokenRun]) -> np.ndarray:
     """One pseudo-random 64-bit code per token of `items`: a function of the token's (source, position in the
     source) only, so equal runs give equal codes (a word's source is the word; a block's is (namespace, id))."""
-    sources: list[np.ndarray] = []
-    lengths: list[np.ndarray] = []
-    words: list[int] = []
+    sources: list[np.uint64 | np.ndarray] = []
+    lengths: list[int | np.ndarray] = []
+    longest = 1
     for item in items:
         if isinstance(item, str):
-            words.append(hash(item) & _MASK)
+            sources.append(_U(hash(item) & _MASK))
+            lengths.append(1)
             continue
-        if words:
-            sources.append(np.array(words, _U))
-            lengths.append(np.ones(len(words), np.int64))
-            words = []
         ids = np.asarray(item.ids, np.int64).astype(_U)
-        ns = _U(hash(item.namespace) & _MASK)
-        sources.append(_mix(_mix(ids + _U(0x9E3779B97F4A7C15)) ^ ns))
-        size = np.full(len(ids), item.size, np.int64)
-        size[-1] = item.last
-        lengths.append(size)
-    if words:
-        sources.append(np.array(words, _U))
-        lengths.append(np.ones(len(words), np.int64))
-    src = np.concatenate(sources) if len(sources) > 1 else sources[0]
-    length = np.concatenate(lengths) if len(lengths) > 1 else lengths[0]
-    total = int(length.sum())
-    starts = np.cumsum(length) - length
-    position = np.arange(total, dtype=np.int64) - np.repeat(starts, length)
-    return _mix(np.repeat(src, length) ^ _mix(position.astype(_U) + _U(1)))
+        sources.append(_mix(ids ^ _U(hash(item.namespace) & _MASK)))
+        if len(ids) == 1:
+            lengths.append(item.last)
+        else:
+            size = np.full(len(ids), item.size, np.int64)
+            size[-1] = item.last
+            lengths.append(size)
+        longest = max(longest, item.size, item.last)
+    src = np.hstack(sources)
+    length = np.hstack(lengths).astype(np.int64, copy=False)
+    ends = np.cumsum(length)
+    position = np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(ends - length, length)
+    return _mix(np.repeat(src, length) ^ _Positions.upto(longest)[position])
 
 
-def _extend_codes(block_size: int, acc: int, done: int, codes: np.ndarray) -> tuple[tuple[int, ...], int]:
-    """Append tokens (`codes`) to a prefix of `done` tokens whose rolling hash is `acc`; returns the prefix hash at
-    every block boundary crossed (the chain hashes of the blocks completed) and the new prefix hash.
+def _extend_codes(block_size: int, acc: int, done: int, codes: np.ndarray, cuts: Sequence[int]
+                  ) -> tuple[list[list[int]], list[int]]:
+    """Append tokens (`codes`) to a prefix of `done` tokens whose rolling hash is `acc`, in pieces that end at the
+    offsets `cuts` (the last is len(codes)); for each piece, the prefix hash at every block boundary it completes (the
+    chain hashes of its blocks) and the prefix hash at its end.
 
     The prefix hash is H(t+1) = H(t)·P + c(t) modulo 2^64, vectorised:
     H(t0+j) = P^j · (H(t0) + Σ_{i<j} c_i·P^-(i+1))."""
     m = len(codes)
-    if m == 0:
-        return (), acc
     pw, inv = _Powers.upto(m + 1)
     partial = np.cumsum(codes * inv[1:m + 1], dtype=_U) + _U(acc)
     first = block_size - done % block_size  # j of the first boundary
     js = np.arange(first, m + 1, block_size)
-    at = pw[js] * partial[js - 1]
-    return tuple(at.tolist()), int(pw[m]) * int(partial[m - 1]) & _MASK
+    at = (pw[js] * partial[js - 1]).tolist()
+    cut = np.asarray(cuts, np.int64)
+    ends = (pw[cut] * partial[cut - 1]).tolist()
+    split = np.searchsorted(js, cut, "right").tolist()
+    hashes, lo = [], 0
+    for hi in split:
+        hashes.append(at[lo:hi])
+        lo = hi
+    return hashes, ends
 
 
 class PromptEncoder:
@@ -210,16 +225,25 @@ class PromptEncoder:
                 state = known
                 break
             start -= 1
-        for m in messages[start:]:
-            codes = _token_codes((IM_START, m.role, *m.runs(), IM_END))
-            hashes, acc = _extend_codes(bs, state.last_hash, state.tokens, codes)
-            state = _State(state, hashes, (), acc, state.tokens + len(codes), self._next_sid)
+        new = messages[start:]
+        items: list[TokenRun] = []
+        cuts: list[int] = []
+        for m in new:
+            runs = m.runs()
+            items += (IM_START, m.role, *runs, IM_END)
+            cuts.append((cuts[-1] if cuts else 0) + 3 + sum(1 if isinstance(r, str) else
+                                                            len(r.ids) * r.size - r.size + r.last for r in runs))
+        items += (IM_START, "assistant")  # the generation prompt: hashed, never memoised
+        cuts.append((cuts[-1] if cuts else 0) + 2)
+        hashes, ends = _extend_codes(bs, state.last_hash, state.tokens, _token_codes(items), cuts)
+        done = state.tokens
+        for m, h, acc, cut in zip(new, hashes, ends, cuts, strict=False):
+            state = _State(state, tuple(h), (), acc, done + cut, self._next_sid)
             self._next_sid += 1
             memo[m.key] = state
             if len(memo) > self.memo_size:
                 del memo[next(iter(memo))]
-        final, _ = _extend_codes(bs, state.last_hash, state.tokens, _token_codes((IM_START, "assistant")))
-        return state.tokens + 2, self._chain(state, final)
+        return state.tokens + 2, self._chain(state, tuple(hashes[-1]))
 
     def _chain(self, state: _State, final: tuple[int, ...]) -> list[int]:
         parts: list[tuple[int, ...]] = [final]
