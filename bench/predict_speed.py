@@ -239,8 +239,8 @@ def matrix(args: argparse.Namespace) -> None:
           f"{total_cpu:.1f} s CPU, {total_wall:.1f} s wall; {total_cpu / max(points, 1):.2f} s CPU per point, "
           f"{rate:.1f} s CPU per job-hour -> {args.job_hours:.0f} job-hours: {rate * args.job_hours / 60:.1f} "
           f"CPU-minutes, {rate * args.job_hours / 120:.1f} min on 2 cores")
-    for f in failed:
-        print(f"  failed: {f}")
+    for failure in failed:
+        print(f"  failed: {failure}")
 
 
 def main() -> None:
