@@ -12,6 +12,8 @@ The output is one record dict per request with exactly the fields of `llmsweep.c
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
 import logging
 from collections.abc import Iterator
@@ -71,6 +73,21 @@ class PredictionStats:
     preemptions: int = 0
     sessions_started: int = 0
     counters: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def _heap_frozen() -> Iterator[None]:
+    """No cyclic garbage collection during a run: its passes over what existed before (a trace corpus: millions of
+    objects) and over the records and scrapes the run keeps anyway were an eighth of a one-hour point's CPU, and the
+    run's own cycles (finished lane programs) are few. Collection resumes afterwards; an outer caller's setting is
+    restored."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Predictor:
@@ -277,6 +294,12 @@ class Predictor:
         `concurrency` closed-loop lanes even then (the client does so when given a concurrency)."""
         if duration <= 0:
             raise ConfigError(f"predict: duration must be positive, got {duration}", fix="pass --duration > 0")
+        with _heap_frozen():
+            return self._run(workload, concurrency=concurrency, duration=duration, max_requests=max_requests,
+                             open_loop=open_loop)
+
+    def _run(self, workload: Workload, *, concurrency: int, duration: float, max_requests: int | None,
+             open_loop: bool | None) -> list[dict[str, Any]]:
         self._duration = duration
         # until the first profiling request the deadline only bounds a runaway warm-up
         self._deadline = 10 * duration + 3600.0
