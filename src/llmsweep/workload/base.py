@@ -125,6 +125,18 @@ class MessageShape(Protocol):
     def runs(self) -> Sequence[TokenRun]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ShapedMessage:
+    """A :class:`MessageShape` whose runs are known when it is made."""
+
+    key: Hashable
+    role: str
+    content: tuple[TokenRun, ...]
+
+    def runs(self) -> tuple[TokenRun, ...]:
+        return self.content
+
+
 @dataclass(frozen=True)
 class RequestSpec:
     """One request to send. Exactly one of `messages` (chat) or `prompt` (completions) is set.

@@ -16,10 +16,11 @@ import pytest
 from llmsweep.sim.config import SpecDecodeConfig
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.metrics import CoreCollector
-from llmsweep.sim.predict import Predictor
+from llmsweep.sim.predict import UNBOUNDED_WINDOW_S, Predictor
 from llmsweep.sim.prompt import PromptEncoder
 from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
 from llmsweep.workload.base import LaneProgram, RequestOutcome, RequestSpec, Send, Spawn, SpawnHandle
+from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
 from llmsweep.workload.traces.synth import SynthProfile
 
 MTP = SpecDecodeConfig(method="mtp", k=3, acceptance_length=2.5)
@@ -66,6 +67,24 @@ def _drive(program: LaneProgram, specs: list[RequestSpec], limit: int) -> None:
         elif isinstance(action, Spawn):
             _drive(action.program, specs, limit)
             value = SpawnHandle(0)
+
+
+@pytest.mark.parametrize("template", [False, True])
+def test_fixed_length_chat_prompts_predict_from_their_shape_exactly_what_their_text_does(template: bool) -> None:
+    config = FixedLengthConfig(isl=2000, osl=200, api="chat", num_prompts=40, num_warmups=2, range_ratio=0.5,
+                               use_chat_template=template)
+    runs = []
+    for shapes in (False, True):
+        predictor = Predictor(build_core(ENGINES["resident"]), scrape_interval=1.0, shapes=shapes)
+        workload = FixedLengthWorkload(config)
+        records = predictor.run(workload, concurrency=8, duration=UNBOUNDED_WINDOW_S, max_requests=40)
+        runs.append((records, predictor.scrapes))
+    (text_records, text_scrapes), (fast_records, fast_scrapes) = runs
+    assert len(text_records) == 42 and all(r["status"] == 200 for r in text_records)
+    assert fast_records == text_records
+    assert fast_scrapes == text_scrapes
+    spec = FixedLengthWorkload(config).request(5)
+    assert spec.shape is not None and not spec.prompt_built  # the shape is there without building the text
 
 
 def test_a_shape_counts_the_tokens_the_text_has_and_shares_prefixes_where_the_text_does() -> None:
