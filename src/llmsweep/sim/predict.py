@@ -76,7 +76,7 @@ class PredictionStats:
 
 
 @contextlib.contextmanager
-def _heap_frozen() -> Iterator[None]:
+def _no_cyclic_gc() -> Iterator[None]:
     """No cyclic garbage collection during a run: its passes over what existed before (a trace corpus: millions of
     objects) and over the records and scrapes the run keeps anyway were an eighth of a one-hour point's CPU, and the
     run's own cycles (finished lane programs) are few. Collection resumes afterwards; an outer caller's setting is
@@ -294,7 +294,7 @@ class Predictor:
         `concurrency` closed-loop lanes even then (the client does so when given a concurrency)."""
         if duration <= 0:
             raise ConfigError(f"predict: duration must be positive, got {duration}", fix="pass --duration > 0")
-        with _heap_frozen():
+        with _no_cyclic_gc():
             return self._run(workload, concurrency=concurrency, duration=duration, max_requests=max_requests,
                              open_loop=open_loop)
 
