@@ -1,18 +1,24 @@
-"""How fast the virtual-time predictor is, event to event (coalesced decode steps) against step by step.
+"""How fast the virtual-time predictor is: the fast path against the reference path, in the same run.
+
+The fast path (what `predict` and `run` in virtual time use) advances event to event (coalesced decode steps) and
+encodes agentic prompts from their token shapes; the reference path steps token by token and encodes prompts from
+their synthesised text. Both give the same records (tests/unit/sim/test_coalesce.py, test_fast_prompts.py).
 
 Run: `.venv/bin/python bench/predict_speed.py [--workload agentx|toy] [--duration 3600] [--concurrency 16]
 [--compare-window 300] [--scrape-interval 1] [--profile]`. Prints, for one AgentX-like point:
 
-- both paths on the same `--compare-window` virtual seconds: CPU seconds of each, the ratio step / coalesced, and the
-  largest relative difference of the headline metrics (throughput, TTFT/TPOT percentiles, cache hit rate);
-- the coalesced path on the full `--duration` (default one hour): wall and CPU time (the issue's target: <= 0.5 s CPU
-  for the engine's share), request and step counts, throughput and prefix-cache hit rate, and where the CPU went
-  (engine core, prompt encoding, server-metric scrapes, the rest: lane programs and prompt text).
+- both paths on the same `--compare-window` virtual seconds: CPU seconds of each, the ratio reference / fast, the
+  largest relative difference of the headline metrics (throughput, TTFT/TPOT percentiles, cache hit rate) and
+  whether the records are identical;
+- both paths on the full `--duration` (default one hour; `--no-reference` skips the reference): CPU and wall time
+  and the ratio (the issue's target: <= 0.5 s CPU for the fast path);
+- the fast path once more with a timer per part: request and step counts, throughput and prefix-cache hit rate, and
+  where the CPU went (engine core, prefix lookup, prompt encoding, server-metric scrapes, the rest).
 
 `--matrix RECIPE [--config-keys K ...] [--limit N]` instead times `llmsweep predict --json` over a recipe's keys in
 this process (as the CLI runs them: a scrape per virtual second), per key and in total, and extrapolates the CPU per
 job-hour of measured (profiling-window) virtual time to `--job-hours` (default 1800, both InferenceX master files).
-`--step` runs either mode on the step-by-step path only.
+`--step` runs either mode on the reference path only.
 
 CPU time is `time.process_time()` of this process (one core); wall time is shown too because the machine may be
 shared (compare the two to see the load).
@@ -40,25 +46,30 @@ from llmsweep.workload.base import Workload
 
 
 class _Clock:
-    """CPU seconds spent inside wrapped functions (outermost call only)."""
+    """CPU seconds spent inside wrapped functions, exclusive: a wrapped call inside another counts for its own label
+    only (a label wrapping itself counts once)."""
 
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
-        self._depth = 0
+        self._stack: list[str] = []
 
     def wrap(self, owner: Any, name: str, label: str) -> None:
         fn = getattr(owner, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            if self._depth:
+            stack = self._stack
+            if stack and stack[-1] == label:
                 return fn(*args, **kwargs)
-            self._depth += 1
+            stack.append(label)
             t = time.process_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self._depth -= 1
-                self.spent[label] = self.spent.get(label, 0.0) + time.process_time() - t
+                dt = time.process_time() - t
+                stack.pop()
+                self.spent[label] = self.spent.get(label, 0.0) + dt
+                if stack:
+                    self.spent[stack[-1]] = self.spent.get(stack[-1], 0.0) - dt
 
         setattr(owner, name, timed)
 
@@ -71,14 +82,18 @@ def _headline(records: list[dict[str, Any]], scrapes: list[dict[str, Any]]) -> d
 
 
 def _point(args: argparse.Namespace, config: EngineConfig, make: Callable[[], Workload], duration: float, *,
-           coalesce: bool, clock: _Clock | None = None, profile: bool = False
+           fast: bool, clock: _Clock | None = None, profile: bool = False
            ) -> tuple[Predictor, list[dict[str, Any]], float, float]:
-    core: EngineCore = build_core(config, coalesce=coalesce)
-    predictor = Predictor(core, scrape_interval=args.scrape_interval or None)
+    """One prediction: `fast` = event to event with shaped prompts (the default path), else the reference path
+    (step by step, prompts encoded from their text)."""
+    core: EngineCore = build_core(config, coalesce=fast)
+    predictor = Predictor(core, scrape_interval=args.scrape_interval or None, shapes=fast)
     if clock is not None:
+        clock.wrap(core.pool, "lookup", "prefix lookup")
         clock.wrap(core, "begin_step", "engine core")
         clock.wrap(core, "end_step", "engine core")
         clock.wrap(predictor.encoder, "encode", "prompt encoding")
+        clock.wrap(predictor.encoder, "shaped", "prompt encoding")
         clock.wrap(predictor, "scrape", "metric scrapes")
     workload = make()
     profiler = cProfile.Profile() if profile else None
@@ -116,16 +131,23 @@ def point(args: argparse.Namespace) -> None:
     print(f"model={args.model} hw={args.hardware} tp={args.tp} conc={args.concurrency} "
           f"spec={'off' if spec is None else 'mtp k=3 al=3.39'} scrape every {args.scrape_interval or 'never'} s")
     if args.compare_window > 0 and not args.step:
-        step_pred, step_rec, step_wall, step_cpu = _point(args, config, make, args.compare_window, coalesce=False)
-        fast_pred, fast_rec, fast_wall, fast_cpu = _point(args, config, make, args.compare_window, coalesce=True)
-        a, b = _headline(step_rec, step_pred.scrapes), _headline(fast_rec, fast_pred.scrapes)
+        ref_pred, ref_rec, ref_wall, ref_cpu = _point(args, config, make, args.compare_window, fast=False)
+        fast_pred, fast_rec, fast_wall, fast_cpu = _point(args, config, make, args.compare_window, fast=True)
+        a, b = _headline(ref_rec, ref_pred.scrapes), _headline(fast_rec, fast_pred.scrapes)
         worst = max(abs(b[k] - v) / abs(v) if v else abs(b[k]) for k, v in a.items())
-        print(f"{args.compare_window:.0f} virtual s, both paths: step-by-step {step_cpu:.2f} s CPU "
-              f"({step_wall:.2f} s wall), coalesced {fast_cpu:.2f} s CPU ({fast_wall:.2f} s wall): "
-              f"ratio {step_cpu / max(fast_cpu, 1e-9):.1f}x; headline metrics differ by at most {worst:.2e} "
-              f"(relative); {step_pred.core.counters.steps} steps in both")
+        print(f"{args.compare_window:.0f} virtual s, both paths: reference {ref_cpu:.2f} s CPU "
+              f"({ref_wall:.2f} s wall), "
+              f"fast {fast_cpu:.2f} s CPU ({fast_wall:.2f} s wall): ratio {ref_cpu / max(fast_cpu, 1e-9):.1f}x; "
+              f"headline metrics differ by at most {worst:.2e} (relative); records identical: {ref_rec == fast_rec}; "
+              f"{ref_pred.core.counters.steps} steps in both")
+    path = "reference" if args.step else "fast"
+    if not args.step and not args.no_reference:
+        _, _, ref_wall, ref_cpu = _point(args, config, make, args.duration, fast=False)
+        _, _, wall, cpu = _point(args, config, make, args.duration, fast=True)
+        print(f"{args.duration:.0f} s window: reference path {ref_cpu:.2f} s CPU ({ref_wall:.2f} s wall), fast path "
+              f"{cpu:.2f} s CPU ({wall:.2f} s wall): ratio {ref_cpu / max(cpu, 1e-9):.1f}x (target: <= 0.5 s CPU)")
     clock = _Clock()
-    predictor, records, wall, cpu = _point(args, config, make, args.duration, coalesce=not args.step, clock=clock,
+    predictor, records, wall, cpu = _point(args, config, make, args.duration, fast=not args.step, clock=clock,
                                            profile=args.profile)
     core = predictor.core
     c = core.counters
@@ -134,32 +156,37 @@ def point(args: argparse.Namespace) -> None:
     isl = sum(r["prompt_tokens"] for r in ok) / max(len(ok), 1)
     hit = (c.device_hit_tokens + c.host_hit_tokens) / max(c.prefix_query_tokens, 1)
     vs = predictor.stats.virtual_seconds
-    path = "step-by-step" if args.step else "coalesced"
-    print(f"{path}, {args.duration:.0f} s window: {wall:.2f} s wall, {cpu:.2f} s CPU (one core): {len(records)} "
-          f"requests, {c.steps} steps, {vs:.0f} virtual s")
+    print(f"{path} path, {args.duration:.0f} s window, timed by part: {wall:.2f} s wall, {cpu:.2f} s CPU (one core; "
+          f"the timers add some): {len(records)} requests, {c.steps} steps, {vs:.0f} virtual s")
     spent = dict(clock.spent)
-    spent["rest (lane programs, prompt text, predictor loop)"] = cpu - sum(spent.values())
+    spent["rest (lane programs, records, predictor loop)"] = cpu - sum(spent.values())
     print("  CPU by part: " + ", ".join(f"{k} {v:.2f} s" for k, v in spent.items()))
     print(f"  mean ISL {isl:,.0f} tokens, output {out / max(vs, 1e-9):,.0f} tok/s, prefix hit {hit:.3f}, "
           f"preemptions {c.preemptions}, KV pool {core.capacity_tokens:,} tokens")
 
 
 @contextlib.contextmanager
-def _step_path(enabled: bool) -> Iterator[None]:
-    """Make every engine core built meanwhile (however the CLI builds it) a step-by-step one."""
+def _reference_path(enabled: bool) -> Iterator[None]:
+    """Make every engine core and predictor built meanwhile (however the CLI builds them) take the reference path:
+    step by step, prompts encoded from their text."""
     if not enabled:
         yield
         return
-    original = EngineCore.__init__
+    core_init, predictor_init = EngineCore.__init__, Predictor.__init__
 
     def step_init(self: EngineCore, config: Any, timer: Any, *, coalesce: bool = True) -> None:
-        original(self, config, timer, coalesce=False)
+        core_init(self, config, timer, coalesce=False)
+
+    def text_init(self: Predictor, *args: Any, **kwargs: Any) -> None:
+        predictor_init(self, *args, **{**kwargs, "shapes": False})
 
     EngineCore.__init__ = step_init  # type: ignore[method-assign]
+    Predictor.__init__ = text_init  # type: ignore[method-assign]
     try:
         yield
     finally:
-        EngineCore.__init__ = original  # type: ignore[method-assign]
+        EngineCore.__init__ = core_init  # type: ignore[method-assign]
+        Predictor.__init__ = predictor_init  # type: ignore[method-assign]
 
 
 def matrix(args: argparse.Namespace) -> None:
@@ -177,7 +204,7 @@ def matrix(args: argparse.Namespace) -> None:
     total_cpu = total_wall = virtual_total = 0.0
     points = 0
     failed: list[str] = []
-    with _step_path(args.step):
+    with _reference_path(args.step):
         for key in keys:
             argv = ["predict", args.matrix, "--config-keys", key, "--json"]
             if args.duration_override:
@@ -212,8 +239,8 @@ def matrix(args: argparse.Namespace) -> None:
           f"{total_cpu:.1f} s CPU, {total_wall:.1f} s wall; {total_cpu / max(points, 1):.2f} s CPU per point, "
           f"{rate:.1f} s CPU per job-hour -> {args.job_hours:.0f} job-hours: {rate * args.job_hours / 60:.1f} "
           f"CPU-minutes, {rate * args.job_hours / 120:.1f} min on 2 cores")
-    for f in failed:
-        print(f"  failed: {f}")
+    for failure in failed:
+        print(f"  failed: {failure}")
 
 
 def main() -> None:
@@ -233,7 +260,10 @@ def main() -> None:
                     help="virtual seconds between server-metric scrapes (predict's CLI: 1); 0 = none")
     ap.add_argument("--compare-window", type=float, default=300.0,
                     help="virtual seconds both paths run for the ratio (0 = skip)")
-    ap.add_argument("--step", action="store_true", help="time the step-by-step path only")
+    ap.add_argument("--step", action="store_true",
+                    help="time the reference path only (step by step, prompts from text)")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="point: skip the reference path on the full window (its ratio)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--matrix", metavar="RECIPE", help="time `llmsweep predict` over this recipe's jobs instead")
     ap.add_argument("--config-keys", action="append", default=[], help="--matrix: only these keys (globs)")

@@ -120,18 +120,29 @@ class KVPool:
         taken: list[np.ndarray] = []
         while k > 0:
             gid, arr = groups[0]
-            valid = arr[(ref[arr] == 0) & (stamp[arr] == gid) & hashed[arr]]
-            if len(valid) <= k:
+            # the group's first k valid entries, checking only as far as needed: an entry that is not valid now never
+            # becomes valid for this group again (re-released blocks carry a newer stamp), so an unchecked remainder
+            # filtered later keeps exactly the entries a full filter now would
+            n = len(arr)
+            scan = min(k, n)
+            while True:
+                head = arr[:scan]
+                pos = np.flatnonzero((ref[head] == 0) & (stamp[head] == gid) & hashed[head])
+                if len(pos) >= k or scan == n:
+                    break
+                scan = min(n, 2 * scan + k - len(pos))
+            if len(pos) > k:  # stop at the k-th valid entry; the rest of the head stays queued
+                pos = pos[:k]
+                scan = int(pos[-1]) + 1
+            valid = head[pos]
+            if scan == n:
                 groups.popleft()
-                self._group_entries -= len(arr)
-                use = valid
             else:
-                use, rest = valid[:k], valid[k:]
-                groups[0] = (gid, rest)
-                self._group_entries -= len(arr) - len(rest)
-            if len(use):
-                taken.append(use)
-                k -= len(use)
+                groups[0] = (gid, arr[scan:])
+            self._group_entries -= scan
+            if len(valid):
+                taken.append(valid)
+                k -= len(valid)
         out = np.concatenate(taken) if len(taken) > 1 else taken[0]
         hashed[out] = False
         self.n_evictable -= len(out)

@@ -9,7 +9,7 @@ preemptions, and speculative-decoding counters from which a read-back gate compu
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -17,6 +17,50 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from llmsweep.sim.core import EngineCore
 
 MetricsStyle = Literal["sglang", "vllm", "both"]
+
+
+class _Families:
+    """Sink that builds prometheus_client metric families (what `/metrics` renders)."""
+
+    def __init__(self) -> None:
+        self.families: list[Metric] = []
+
+    def gauge(self, name: str, doc: str, value: float, labels: dict[str, str]) -> None:
+        g = GaugeMetricFamily(name, doc, labels=list(labels))
+        g.add_metric(list(labels.values()), value)
+        self.families.append(g)
+
+    def counter(self, name: str, doc: str, value: float, labels: dict[str, str]) -> None:
+        c = CounterMetricFamily(name, doc, labels=list(labels))
+        c.add_metric(list(labels.values()), value)
+        self.families.append(c)
+
+    def by(self, name: str, doc: str, key: str, values: dict[str, float], labels: dict[str, str]) -> None:
+        c = CounterMetricFamily(name, doc, labels=[*labels, key])
+        for label, value in values.items():
+            c.add_metric([*labels.values(), label], value)
+        self.families.append(c)
+
+
+class _Rows:
+    """Sink that writes the samples the families would hold as [name, labels, value] rows (counters' samples are
+    named `<name>_total`, as prometheus_client names them), with no metric objects: a scrape in virtual time."""
+
+    def __init__(self) -> None:
+        self.rows: list[list[Any]] = []
+
+    def gauge(self, name: str, doc: str, value: float, labels: dict[str, str]) -> None:
+        self.rows.append([name, dict(labels), value])
+
+    def counter(self, name: str, doc: str, value: float, labels: dict[str, str]) -> None:
+        self.rows.append([name + "_total", dict(labels), value])
+
+    def by(self, name: str, doc: str, key: str, values: dict[str, float], labels: dict[str, str]) -> None:
+        total = name + "_total"
+        self.rows.extend([total, {**labels, key: label}, value] for label, value in values.items())
+
+
+_Sink = _Families | _Rows
 
 
 class CoreCollector:
@@ -27,115 +71,107 @@ class CoreCollector:
         self.model_name = model_name
         self.style = style
 
-    def collect(self) -> Iterator[Metric]:
+    def _emit(self, sink: _Sink) -> None:
         if self.style in ("sglang", "both"):
-            yield from self._sglang()
+            self._sglang(sink)
         if self.style in ("vllm", "both"):
-            yield from self._vllm()
+            self._vllm(sink)
 
-    # -- helpers ----------------------------------------------------------------------------------------------------
-    def _gauge(self, name: str, doc: str, value: float, labels: dict[str, str]) -> GaugeMetricFamily:
-        g = GaugeMetricFamily(name, doc, labels=list(labels))
-        g.add_metric(list(labels.values()), value)
-        return g
+    def collect(self) -> Iterator[Metric]:
+        sink = _Families()
+        self._emit(sink)
+        yield from sink.families
 
-    def _counter(self, name: str, doc: str, value: float, labels: dict[str, str]) -> CounterMetricFamily:
-        c = CounterMetricFamily(name, doc, labels=list(labels))
-        c.add_metric(list(labels.values()), value)
-        return c
-
-    def _by(self, name: str, doc: str, key: str, values: dict[str, float], labels: dict[str, str]
-            ) -> CounterMetricFamily:
-        c = CounterMetricFamily(name, doc, labels=[*labels, key])
-        for label, value in values.items():
-            c.add_metric([*labels.values(), label], value)
-        return c
+    def samples(self) -> list[list[Any]]:
+        """What a scrape of `collect()` reads, as [sample name, labels, value] rows, built directly (no families)."""
+        sink = _Rows()
+        self._emit(sink)
+        return sink.rows
 
     # -- SGLang names -----------------------------------------------------------------------------------------------
-    def _sglang(self) -> Iterator[Metric]:
+    def _sglang(self, out: _Sink) -> None:
         core, c = self.core, self.core.counters
         lb = {"model_name": self.model_name}
-        yield self._gauge("sglang:num_running_reqs", "The number of running requests.", len(core.running), lb)
-        yield self._gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.",
+        out.gauge("sglang:num_running_reqs", "The number of running requests.", len(core.running), lb)
+        out.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.",
                           len(core.waiting), lb)
-        yield self._gauge("sglang:num_used_tokens", "The number of used tokens.", core.used_tokens(), lb)
-        yield self._gauge("sglang:token_usage", "The token usage.", core.kv_usage(), lb)
-        yield self._gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.",
+        out.gauge("sglang:num_used_tokens", "The number of used tokens.", core.used_tokens(), lb)
+        out.gauge("sglang:token_usage", "The token usage.", core.kv_usage(), lb)
+        out.gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.",
                           core.capacity_tokens, lb)
         hits = c.device_hit_tokens + c.host_hit_tokens
-        yield self._gauge("sglang:cache_hit_rate", "The prefix cache hit rate.",
+        out.gauge("sglang:cache_hit_rate", "The prefix cache hit rate.",
                           hits / c.prefix_query_tokens if c.prefix_query_tokens else 0.0, lb)
-        yield self._counter("sglang:prompt_tokens", "Number of prefill tokens processed.", c.prompt_tokens, lb)
-        yield self._counter("sglang:generation_tokens", "Number of generation tokens processed.",
+        out.counter("sglang:prompt_tokens", "Number of prefill tokens processed.", c.prompt_tokens, lb)
+        out.counter("sglang:generation_tokens", "Number of generation tokens processed.",
                             c.generation_tokens, lb)
-        yield self._by("sglang:cached_tokens", "Number of cached prompt tokens by source (device/host/storage).",
+        out.by("sglang:cached_tokens", "Number of cached prompt tokens by source (device/host/storage).",
                        "cache_source", {"device": c.device_hit_tokens, "host": c.host_hit_tokens}, lb)
-        yield self._by("sglang:realtime_tokens", "Total number of tokens processed. mode: prefill_compute, "
+        out.by("sglang:realtime_tokens", "Total number of tokens processed. mode: prefill_compute, "
                        "prefill_cache, decode.", "mode",
                        {"prefill_compute": c.computed_prompt_tokens, "prefill_cache": hits,
                         "decode": c.generation_tokens}, lb)
-        yield self._counter("sglang:num_requests", "Number of requests processed.", c.requests_finished, lb)
-        yield self._counter("sglang:num_retracted_requests", "Total number of retracted requests.",
+        out.counter("sglang:num_requests", "Number of requests processed.", c.requests_finished, lb)
+        out.counter("sglang:num_retracted_requests", "Total number of retracted requests.",
                             c.preemptions, lb)
         if core.config.host_capacity_tokens:
-            yield self._gauge("sglang:hicache_host_used_tokens", "Tokens held by the HiCache host pool.",
+            out.gauge("sglang:hicache_host_used_tokens", "Tokens held by the HiCache host pool.",
                               core.host_used_tokens(), lb)
-            yield self._gauge("sglang:hicache_host_total_tokens", "Capacity of the HiCache host pool in tokens.",
+            out.gauge("sglang:hicache_host_total_tokens", "Capacity of the HiCache host pool in tokens.",
                               core.config.host_capacity_tokens, lb)
         if core.sampler is not None:
-            yield self._counter("sglang:spec_verify_calls", "Number of speculative verify calls.",
+            out.counter("sglang:spec_verify_calls", "Number of speculative verify calls.",
                                 c.spec_verify_steps, lb)
             steps = c.spec_verify_steps
-            yield self._gauge("sglang:spec_accept_length", "The average acceptance length of speculative decoding.",
+            out.gauge("sglang:spec_accept_length", "The average acceptance length of speculative decoding.",
                               1 + c.spec_accepted_tokens / steps if steps else 0.0, lb)
-            yield self._gauge("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.",
+            out.gauge("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.",
                               c.spec_accepted_tokens / c.spec_draft_tokens if c.spec_draft_tokens else 0.0, lb)
 
     # -- vLLM names -------------------------------------------------------------------------------------------------
-    def _vllm(self) -> Iterator[Metric]:
+    def _vllm(self, out: _Sink) -> None:
         core, c = self.core, self.core.counters
         lb = {"model_name": self.model_name, "engine": "0"}
-        yield self._gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+        out.gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
                           len(core.running), lb)
-        yield self._gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+        out.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
                           len(core.waiting), lb)
-        yield self._gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+        out.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
                           core.kv_usage(), lb)
-        info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-                                 labels=["block_size", "num_gpu_blocks", "num_cpu_blocks"])
-        info.add_metric([str(core.block_size), str(core.num_blocks), str(core.pool.host_blocks)], 1.0)
-        yield info
-        yield self._counter("vllm:prompt_tokens", "Number of prefill tokens processed.", c.prompt_tokens, lb)
-        yield self._counter("vllm:generation_tokens", "Number of generation tokens processed.",
+        out.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1.0,
+                  {"block_size": str(core.block_size), "num_gpu_blocks": str(core.num_blocks),
+                   "num_cpu_blocks": str(core.pool.host_blocks)})
+        out.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", c.prompt_tokens, lb)
+        out.counter("vllm:generation_tokens", "Number of generation tokens processed.",
                             c.generation_tokens, lb)
         local_compute = c.prompt_tokens - c.device_hit_tokens - c.host_hit_tokens
-        yield self._by("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", "source",
+        out.by("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", "source",
                        {"local_compute": local_compute, "local_cache_hit": c.device_hit_tokens,
                         "external_kv_transfer": c.host_hit_tokens}, lb)
-        yield self._counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
+        out.counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
                             c.device_hit_tokens + c.host_hit_tokens, lb)
-        yield self._counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried "
+        out.counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried "
                             "tokens.", c.prefix_query_tokens, lb)
-        yield self._counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+        out.counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
                             c.device_hit_tokens, lb)
         if core.config.host_capacity_tokens:
-            yield self._counter("vllm:external_prefix_cache_queries", "External prefix cache queries, in tokens.",
+            out.counter("vllm:external_prefix_cache_queries", "External prefix cache queries, in tokens.",
                                 c.prefix_query_tokens - c.device_hit_tokens, lb)
-            yield self._counter("vllm:external_prefix_cache_hits", "External prefix cache hits, in tokens.",
+            out.counter("vllm:external_prefix_cache_hits", "External prefix cache hits, in tokens.",
                                 c.host_hit_tokens, lb)
             host_total = core.config.host_capacity_tokens
-            yield self._gauge("vllm:cpu_kv_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.",
+            out.gauge("vllm:cpu_kv_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.",
                               core.host_used_tokens() / host_total if host_total else 0.0, lb)
-        yield self._counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+        out.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
                             c.preemptions, lb)
-        yield self._by("vllm:request_success", "Count of successfully processed requests.", "finished_reason",
+        out.by("vllm:request_success", "Count of successfully processed requests.", "finished_reason",
                        {"length": c.requests_finished}, lb)
         if core.sampler is not None:
-            yield self._counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
+            out.counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
                                 c.spec_verify_steps, lb)
-            yield self._counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
+            out.counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
                                 c.spec_draft_tokens, lb)
-            yield self._counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+            out.counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
                                 c.spec_accepted_tokens, lb)
 
 

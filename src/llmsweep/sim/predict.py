@@ -12,6 +12,8 @@ The output is one record dict per request with exactly the fields of `llmsweep.c
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
 import logging
 from collections.abc import Callable, Iterator
@@ -73,13 +75,31 @@ class PredictionStats:
     counters: dict[str, Any] = field(default_factory=dict)
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection during a run: its passes over what existed before (a trace corpus: millions of
+    objects) and over the records and scrapes the run keeps anyway were an eighth of a one-hour point's CPU, and the
+    run's own cycles (finished lane programs) are few. Collection resumes afterwards; an outer caller's setting is
+    restored."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class Predictor:
     """Discrete-event interpreter of lane programs over an :class:`EngineCore`."""
 
     def __init__(self, core: EngineCore, *, start_time: float = 0.0, output_text: bool = False,
                  encoder: PromptEncoder | None = None, scrape_interval: float | None = None,
-                 metrics_style: MetricsStyle = "both", model_name: str = "sim") -> None:
+                 metrics_style: MetricsStyle = "both", model_name: str = "sim", shapes: bool = True) -> None:
         self.core = core
+        self.shapes = shapes
+        """Encode prompts from their token shapes when the workload gives them (False: always from the text, the
+        reference path)."""
         self.start_time = start_time
         self.output_text = output_text
         self.encoder = encoder or PromptEncoder(core.block_size)
@@ -107,8 +127,7 @@ class Predictor:
 
     def scrape(self, now: float) -> None:
         """Record one snapshot of the engine's Prometheus series at virtual time `now`."""
-        samples = [[smp.name, dict(smp.labels), smp.value] for fam in self._collector.collect() for smp in fam.samples]
-        self.scrapes.append({"t": self.start_time + now, "samples": samples})
+        self.scrapes.append({"t": self.start_time + now, "samples": self._collector.samples()})
         for probe in self.probes:
             probe(self.start_time + now)
 
@@ -217,7 +236,10 @@ class Predictor:
 
     def _send(self, task: _Task, spec: RequestSpec, now: float) -> None:
         ident = spec.identity
-        n_tokens, hashes = self.encoder.encode(messages=spec.messages, prompt=spec.prompt)
+        if self.shapes and spec.shape is not None:
+            n_tokens, hashes = self.encoder.shaped(spec.shape)
+        else:
+            n_tokens, hashes = self.encoder.encode(messages=spec.messages, prompt=spec.prompt)
         record: dict[str, Any] = {
             "id": f"sim-{len(self.records)}", "trace": ident.trace, "lane": ident.lane, "turn": ident.turn,
             "phase": ident.phase, "session": ident.session, "node": ident.node,
@@ -280,6 +302,12 @@ class Predictor:
         `concurrency` closed-loop lanes even then (the client does so when given a concurrency)."""
         if duration <= 0:
             raise ConfigError(f"predict: duration must be positive, got {duration}", fix="pass --duration > 0")
+        with _no_cyclic_gc():
+            return self._run(workload, concurrency=concurrency, duration=duration, max_requests=max_requests,
+                             open_loop=open_loop)
+
+    def _run(self, workload: Workload, *, concurrency: int, duration: float, max_requests: int | None,
+             open_loop: bool | None) -> list[dict[str, Any]]:
         self._duration = duration
         # until the first profiling request the deadline only bounds a runaway warm-up
         self._deadline = 10 * duration + 3600.0

@@ -10,13 +10,24 @@ received content, so two requests share cached blocks exactly as far as their pr
 
 Speed: an agentic prompt repeats the previous turn's messages and appends a few. A memo keyed by (parent state,
 message) remembers each message's tokens-so-far state, so a request costs the work of its *new* messages only.
+
+Without text: a workload that knows its prompt's structure hands over :class:`~llmsweep.workload.base.MessageShape`s
+(token runs of deterministic sources) and :meth:`PromptEncoder.shaped` gives each token a 64-bit code from its
+(source, position) and each block the rolling hash of the prompt through it, vectorised — no text is built or
+split. Token counts equal the text path's, and two blocks hash alike exactly when their prefixes are equal, so the
+engine sees the same prefix reuse (hash values differ between the paths; nothing depends on them).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from llmsweep.workload.base import MessageShape, TokenRun
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -69,6 +80,101 @@ def _extend(block_size: int, last_hash: int, tail: tuple[Any, ...], pieces: Sequ
     return tuple(out), tokens[full * block_size:], h
 
 
+_MASK = (1 << 64) - 1
+_P = 0x100000001B3  # odd: invertible modulo 2^64
+_P_INV = pow(_P, -1, 1 << 64)
+_U = np.uint64
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, elementwise on uint64 (wrapping)."""
+    x = x ^ (x >> _U(30))
+    x *= _U(0xBF58476D1CE4E5B9)
+    x ^= x >> _U(27)
+    x *= _U(0x94D049BB133111EB)
+    out: np.ndarray = x ^ (x >> _U(31))
+    return out
+
+
+class _Powers:
+    """P^j and P^-j modulo 2^64 for j < n, grown on demand (shared by every encoder of the process)."""
+
+    pw: np.ndarray = np.ones(1, _U)
+    inv: np.ndarray = np.ones(1, _U)
+
+    @classmethod
+    def upto(cls, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if len(cls.pw) < n:
+            size = max(n, 2 * len(cls.pw), 4096)
+            # array arithmetic wraps modulo 2^64 silently (only numpy scalars warn)
+            cls.pw = np.concatenate(([_U(1)], np.cumprod(np.full(size - 1, _P, _U), dtype=_U)))
+            cls.inv = np.concatenate(([_U(1)], np.cumprod(np.full(size - 1, _P_INV, _U), dtype=_U)))
+        return cls.pw, cls.inv
+
+
+class _Positions:
+    """mix(position + 1) for positions within a source, grown on demand (sources are blocks: short)."""
+
+    codes: np.ndarray = np.empty(0, _U)
+
+    @classmethod
+    def upto(cls, n: int) -> np.ndarray:
+        if len(cls.codes) < n:
+            cls.codes = _mix(np.arange(1, max(n, 2 * len(cls.codes), 1024) + 1, dtype=_U))
+        return cls.codes
+
+
+def _token_codes(items: Sequence[TokenRun]) -> np.ndarray:
+    """One pseudo-random 64-bit code per token of `items`: a function of the token's (source, position in the
+    source) only, so equal runs give equal codes (a word's source is the word; a block's is (namespace, id))."""
+    sources: list[np.uint64 | np.ndarray] = []
+    lengths: list[int | np.ndarray] = []
+    longest = 1
+    for item in items:
+        if isinstance(item, str):
+            sources.append(_U(hash(item) & _MASK))
+            lengths.append(1)
+            continue
+        ids = np.asarray(item.ids, np.int64).astype(_U)
+        sources.append(_mix(ids ^ _U(hash(item.namespace) & _MASK)))
+        if len(ids) == 1:
+            lengths.append(item.last)
+        else:
+            size = np.full(len(ids), item.size, np.int64)
+            size[-1] = item.last
+            lengths.append(size)
+        longest = max(longest, item.size, item.last)
+    src = np.hstack(sources)
+    length = np.hstack(lengths).astype(np.int64, copy=False)
+    ends = np.cumsum(length)
+    position = np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(ends - length, length)
+    return _mix(np.repeat(src, length) ^ _Positions.upto(longest)[position])
+
+
+def _extend_codes(block_size: int, acc: int, done: int, codes: np.ndarray, cuts: Sequence[int]
+                  ) -> tuple[list[list[int]], list[int]]:
+    """Append tokens (`codes`) to a prefix of `done` tokens whose rolling hash is `acc`, in pieces that end at the
+    offsets `cuts` (the last is len(codes)); for each piece, the prefix hash at every block boundary it completes (the
+    chain hashes of its blocks) and the prefix hash at its end.
+
+    The prefix hash is H(t+1) = H(t)·P + c(t) modulo 2^64, vectorised:
+    H(t0+j) = P^j · (H(t0) + Σ_{i<j} c_i·P^-(i+1))."""
+    m = len(codes)
+    pw, inv = _Powers.upto(m + 1)
+    partial = np.cumsum(codes * inv[1:m + 1], dtype=_U) + _U(acc)
+    first = block_size - done % block_size  # j of the first boundary
+    js = np.arange(first, m + 1, block_size)
+    at = (pw[js] * partial[js - 1]).tolist()
+    cut = np.asarray(cuts, np.int64)
+    ends = (pw[cut] * partial[cut - 1]).tolist()
+    split = np.searchsorted(js, cut, "right").tolist()
+    hashes, lo = [], 0
+    for hi in split:
+        hashes.append(at[lo:hi])
+        lo = hi
+    return hashes, ends
+
+
 class PromptEncoder:
     """Counts tokens and hashes prompt blocks; memoises message prefixes (bounded LRU)."""
 
@@ -76,6 +182,8 @@ class PromptEncoder:
         self.block_size = block_size
         self.memo_size = memo_size
         self._memo: OrderedDict[tuple[int, str, str], _State] = OrderedDict()
+        self._shaped: dict[Hashable, _State] = {}
+        """State through each shaped message, by its key (insertion-ordered, oldest dropped first)."""
         self._root = _State(None, (), (), _ROOT_HASH, 0, 0)
         self._next_sid = 1
 
@@ -100,6 +208,44 @@ class PromptEncoder:
                 memo.move_to_end(key)
             state = nxt
         final, _, _ = _extend(self.block_size, state.last_hash, state.tail, (IM_START, "assistant"))
+        return state.tokens + 2, self._chain(state, final)
+
+    def shaped(self, messages: Sequence[MessageShape]) -> tuple[int, list[int]]:
+        """:meth:`chat` from message shapes instead of text: the same token count, the same prefix equality. A block's
+        hash is the rolling hash of the whole prefix through it (`_extend_codes`); a state's `last_hash` is the rolling
+        hash of its whole prefix, partial block included. A shape's key names the conversation through it, so the
+        memo is searched from the last message back and only the messages after the deepest known one are encoded."""
+        memo = self._shaped
+        bs = self.block_size
+        start = len(messages)
+        state = self._root
+        while start:
+            known = memo.get(messages[start - 1].key)
+            if known is not None:
+                state = known
+                break
+            start -= 1
+        new = messages[start:]
+        items: list[TokenRun] = []
+        cuts: list[int] = []
+        for m in new:
+            runs = m.runs()
+            items += (IM_START, m.role, *runs, IM_END)
+            cuts.append((cuts[-1] if cuts else 0) + 3 + sum(1 if isinstance(r, str) else
+                                                            len(r.ids) * r.size - r.size + r.last for r in runs))
+        items += (IM_START, "assistant")  # the generation prompt: hashed, never memoised
+        cuts.append((cuts[-1] if cuts else 0) + 2)
+        hashes, ends = _extend_codes(bs, state.last_hash, state.tokens, _token_codes(items), cuts)
+        done = state.tokens
+        for m, h, acc, cut in zip(new, hashes, ends, cuts, strict=False):
+            state = _State(state, tuple(h), (), acc, done + cut, self._next_sid)
+            self._next_sid += 1
+            memo[m.key] = state
+            if len(memo) > self.memo_size:
+                del memo[next(iter(memo))]
+        return state.tokens + 2, self._chain(state, tuple(hashes[-1]))
+
+    def _chain(self, state: _State, final: tuple[int, ...]) -> list[int]:
         parts: list[tuple[int, ...]] = [final]
         s: _State | None = state
         while s is not None:
@@ -109,7 +255,7 @@ class PromptEncoder:
         chain: list[int] = []
         for p in reversed(parts):
             chain.extend(p)
-        return state.tokens + 2, chain
+        return chain
 
     def text(self, prompt: str) -> tuple[int, list[int]]:
         """(prompt tokens, block hashes) of a completions prompt string."""

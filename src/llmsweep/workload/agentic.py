@@ -132,13 +132,14 @@ class _Play:
         live = None
         if self.workload.config.live_assistant_responses and last is not None and last.ok and last.output_text:
             live = last.output_text
-        messages = conv.advance(
+        messages, shape = conv.advance(
             req.hash_ids, req.in_tokens, req.out, keys, live_answer=live, tail_key=f"{node}#{turn.index}"
         )
         spec = RequestSpec(
             api="chat",
             max_tokens=1 if one_token else max(1, req.out),
             messages=messages,
+            shape=shape,
             ignore_eos=True,
             input_tokens=req.in_tokens,
             theoretical_cached_tokens=min(req.in_tokens, cached_blocks * self.block_size),

@@ -26,9 +26,9 @@ in the process that interprets it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, cast, overload
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast, overload
 
 Phase = Literal["warmup", "profiling"]
 Api = Literal["chat", "completions"]
@@ -93,6 +93,50 @@ class _Lazy(Generic[T]):
         obj.__dict__[self._key] = value
 
 
+@dataclass(frozen=True, slots=True)
+class BlockRun:
+    """Consecutive deterministic blocks of one namespace: block `ids[i]` contributes the first `size` tokens of
+    source (namespace, ids[i]) — the last block only `last` — as `BlockText.text(namespace, id, n)` draws them."""
+
+    namespace: str
+    ids: Sequence[int]
+    size: int
+    last: int
+
+
+TokenRun = str | BlockRun
+"""A piece of message content: a str is one word (one token), a `BlockRun` is block text."""
+
+
+class MessageShape(Protocol):
+    """A chat message's tokens without its text, for an interpreter that needs only token counts and prefix
+    equality (the simulator in virtual time). Its content is the concatenation of `runs()`; two contents are equal
+    exactly when their runs' tokens are (a source's tokens are a pure function of its key, as block text is of its
+    id, and a shorter run of a source is a prefix of a longer one). `key` names the conversation *through* this
+    message, for memoisation: equal keys mean equal roles and runs of this message and of every message before it.
+    The chat template around the content is the interpreter's to add."""
+
+    @property
+    def key(self) -> Hashable: ...
+
+    @property
+    def role(self) -> str: ...
+
+    def runs(self) -> Sequence[TokenRun]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ShapedMessage:
+    """A :class:`MessageShape` whose runs are known when it is made."""
+
+    key: Hashable
+    role: str
+    content: tuple[TokenRun, ...]
+
+    def runs(self) -> tuple[TokenRun, ...]:
+        return self.content
+
+
 @dataclass(frozen=True)
 class RequestSpec:
     """One request to send. Exactly one of `messages` (chat) or `prompt` (completions) is set.
@@ -113,6 +157,9 @@ class RequestSpec:
     identity: RequestIdentity = field(default_factory=RequestIdentity)
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Engine-specific request fields (e.g. chat_template_kwargs); merged into the JSON body as is."""
+    shape: tuple[MessageShape, ...] | None = None
+    """The chat prompt as token runs (see :class:`MessageShape`), when the workload can say so without text: the
+    same tokens as `messages`, which stays what is sent over HTTP. None: read `messages`."""
 
     @property
     def prompt_built(self) -> bool:

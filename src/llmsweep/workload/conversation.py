@@ -14,14 +14,17 @@ someone reads `RequestSpec.messages`.
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from llmsweep.workload.base import Deferred
+from llmsweep.workload.base import BlockRun, Deferred, MessageShape, TokenRun
 from llmsweep.workload.blocks import BlockText, common_prefix
+
+_PART_KEYS = itertools.count()
 
 
 @dataclass(slots=True)
@@ -35,6 +38,19 @@ class _Part:
     literal: str | None = None
     marker: str = ""
     cached: str | None = None
+    namespace: str = ""
+    block_size: int = 0
+    key: int = field(default_factory=_PART_KEYS.__next__)
+    """Unique per part: names the conversation through this part (`MessageShape.key`), as neither the part's content
+    nor the parts before it ever change (a cut drops whole parts after the kept ones)."""
+
+    def runs(self) -> list[TokenRun]:
+        """The part's text as token runs: the marker's words, then its blocks (`BlockText.text`'s sources)."""
+        out: list[TokenRun] = list(self.marker.split())
+        if self.end > self.start:
+            last = self.block_size if self.last_size is None else self.last_size
+            out.append(BlockRun(self.namespace, self.ids[self.start : self.end], self.block_size, last))
+        return out
 
     def text(self, conv: Conversation) -> str:
         if self.cached is None:
@@ -45,6 +61,26 @@ class _Part:
                                         self.last_size)
             self.cached = self.marker + body
         return self.cached
+
+
+@dataclass(frozen=True, slots=True)
+class _Tailed:
+    """A turn's last message with its unhashed tail (filler text of `tokens` tokens from `namespace`, block 0)."""
+
+    part: _Part
+    namespace: str
+    tokens: int
+
+    @property
+    def key(self) -> tuple[int, str, int]:
+        return (self.part.key, self.namespace, self.tokens)
+
+    @property
+    def role(self) -> str:
+        return self.part.role
+
+    def runs(self) -> list[TokenRun]:
+        return [*self.part.runs(), BlockRun(self.namespace, (0,), self.tokens, self.tokens)]
 
 
 class Conversation:
@@ -62,8 +98,9 @@ class Conversation:
     def advance(
         self, ids: list[int], in_tokens: int, out: int, keys: np.ndarray, *, live_answer: str | None = None,
         tail_key: str = "",
-    ) -> Deferred:
-        """Lay out the next turn (hash ids `ids`, `in_tokens` long) and return its messages, deferred."""
+    ) -> tuple[Deferred, tuple[MessageShape, ...] | None]:
+        """Lay out the next turn (hash ids `ids`, `in_tokens` long); return its messages, deferred, and their shape
+        (None when a message is a live answer: its tokens are known only as text)."""
         n = len(ids)
         bs = self.block_size
         last_size = in_tokens - bs * (n - 1) if n and 0 < in_tokens - bs * (n - 1) < bs else None
@@ -71,7 +108,7 @@ class Conversation:
         parts = self._parts
         prev = self._prev_keys
         if prev is None or not parts:
-            parts[:] = [_Part("user", ids, 0, n, last_size, marker=self.marker)]
+            parts[:] = [self._part("user", ids, 0, n, last_size, marker=self.marker)]
         else:
             p = common_prefix(prev, keys)
             if p == len(prev):
@@ -81,8 +118,21 @@ class Conversation:
         self._prev_keys = keys
         self._prev_out = out
         snapshot = tuple(parts)
-        tail_text = self.blocks.filler(self.namespace, tail_key, tail) if tail else ""
-        return Deferred(lambda: self._render(snapshot, tail_text))
+        messages = Deferred(lambda: self._render(snapshot, tail_key, tail))
+        return messages, self._shape(snapshot, tail_key, tail)
+
+    def _shape(self, parts: tuple[_Part, ...], tail_key: str, tail: int) -> tuple[MessageShape, ...] | None:
+        """The messages of `_render` as token runs; the tail's source is the one `BlockText.filler` draws from."""
+        if any(part.literal is not None for part in parts):
+            return None
+        if not tail:
+            return parts
+        return (*parts[:-1], _Tailed(parts[-1], f"{self.namespace}|tail|{tail_key}", tail))
+
+    def _part(self, role: str, ids: list[int], start: int, end: int, last_size: int | None = None, *,
+              literal: str | None = None, marker: str = "") -> _Part:
+        return _Part(role, ids, start, end, last_size, literal=literal, marker=marker, namespace=self.namespace,
+                     block_size=self.block_size)
 
     def _extend(self, ids: list[int], p: int, n: int, last_size: int | None, live_answer: str | None) -> None:
         delta = n - p
@@ -90,10 +140,10 @@ class Conversation:
             return  # same prompt again (a retry in the recording): resend it
         answer = min(math.ceil(self._prev_out / self.block_size), delta - 1) if delta >= 2 else 0
         if live_answer:
-            self._parts.append(_Part("assistant", ids, p, p + answer, literal=live_answer))
+            self._parts.append(self._part("assistant", ids, p, p + answer, literal=live_answer))
         elif answer > 0:
-            self._parts.append(_Part("assistant", ids, p, p + answer))
-        self._parts.append(_Part("user", ids, p + answer, n, last_size))
+            self._parts.append(self._part("assistant", ids, p, p + answer))
+        self._parts.append(self._part("user", ids, p + answer, n, last_size))
 
     def _cut(self, ids: list[int], p: int, n: int, last_size: int | None) -> None:
         keep = 0
@@ -103,14 +153,15 @@ class Conversation:
             if part.role == "assistant":
                 keep = i + 1
         if keep == 0:
-            self._parts[:] = [_Part("user", ids, 0, n, last_size, marker=self.marker)]
+            self._parts[:] = [self._part("user", ids, 0, n, last_size, marker=self.marker)]
             return
         start = self._parts[keep - 1].end
         del self._parts[keep:]
-        self._parts.append(_Part("user", ids, start, n, last_size))
+        self._parts.append(self._part("user", ids, start, n, last_size))
 
-    def _render(self, parts: tuple[_Part, ...], tail: str) -> tuple[dict[str, Any], ...]:
+    def _render(self, parts: tuple[_Part, ...], tail_key: str, tail_tokens: int) -> tuple[dict[str, Any], ...]:
         messages = [{"role": part.role, "content": part.text(self)} for part in parts]
+        tail = self.blocks.filler(self.namespace, tail_key, tail_tokens) if tail_tokens else ""
         if tail:
             messages[-1] = {"role": messages[-1]["role"], "content": messages[-1]["content"] + tail}
         return tuple(messages)

@@ -25,15 +25,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from llmsweep.errors import DatasetError
 from llmsweep.workload.base import (
     Api,
+    BlockRun,
     Deferred,
     LaneProgram,
+    MessageShape,
     Phase,
     RequestIdentity,
     RequestSpec,
     Send,
+    ShapedMessage,
+    TokenRun,
     Workload,
 )
-from llmsweep.workload.tokenizer import Tokenizer, chat_overhead, get_tokenizer
+from llmsweep.workload.tokenizer import Tokenizer, WordTokenizer, chat_overhead, get_tokenizer
 
 PREPARE_BUDGET_BYTES = 256 * 2**20
 """`prepare` builds every prompt of a worker's share up front when they fit this estimate; larger runs stay lazy."""
@@ -139,7 +143,21 @@ class FixedLengthWorkload(Workload):
         }
         if cfg.api == "completions":
             return RequestSpec(api="completions", prompt=Deferred(lambda: self.prompt_ids(index, isl)), **common)
-        return RequestSpec(api="chat", messages=Deferred(lambda: self.messages(index, isl)), **common)
+        return RequestSpec(api="chat", messages=Deferred(lambda: self.messages(index, isl)),
+                           shape=self._shape(index, isl), **common)
+
+    def _shape(self, index: int, isl: int) -> tuple[MessageShape, ...] | None:
+        """The chat prompt as token runs (`MessageShape`), with the built-in tokenizer only (one token per word, so
+        the content is exactly its words, at the first try of `_exact`): the marker's words, then the prompt's own
+        random words — a source of their own, (seed, length) and the index, as no other prompt shares them."""
+        if not isinstance(self.tokenizer, WordTokenizer):
+            return None
+        n = max(1, isl - self._overhead)
+        seed = self.config.seed
+        runs: list[TokenRun] = list(self._words[self._marker(index, n)].tolist())
+        if n > len(runs):
+            runs.append(BlockRun(f"fixed|{seed}|{n}", (index,), n - len(runs), n - len(runs)))
+        return (ShapedMessage(("fixed", seed, n, index), "user", tuple(runs)),)
 
     def sessions(self, lane: int) -> Iterator[LaneProgram]:
         while (index := self._take()) is not None:
@@ -237,11 +255,19 @@ class FixedLengthWorkload(Workload):
         vocab = len(self._words)
         rng = np.random.default_rng([self.config.seed & 0xFFFFFFFF, index, 2])
         out = rng.integers(0, vocab, size=n)
-        code = (index * _coprime_multiplier(vocab) + (self.config.seed & 0xFFFFFFFF)) % (vocab**MARKER_WORDS)
-        for k in range(min(MARKER_WORDS, n)):
-            out[k] = code % vocab
-            code //= vocab
+        marker = self._marker(index, n)
+        out[:len(marker)] = marker
         return out
+
+    def _marker(self, index: int, n: int) -> list[int]:
+        """The first min(`MARKER_WORDS`, n) filler indices of prompt `index`: digits of a bijective code of it."""
+        vocab = len(self._words)
+        code = (index * _coprime_multiplier(vocab) + (self.config.seed & 0xFFFFFFFF)) % (vocab**MARKER_WORDS)
+        digits = []
+        for _ in range(min(MARKER_WORDS, n)):
+            digits.append(code % vocab)
+            code //= vocab
+        return digits
 
     # -- lanes ----------------------------------------------------------------------------------------------------
 

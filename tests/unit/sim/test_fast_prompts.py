@@ -1,0 +1,117 @@
+"""Virtual time without prompt text: the shortcuts give what the text path gives.
+
+An agentic replay tells the simulator its prompts as token runs (`MessageShape`: the conversation's parts, each a
+run of trace blocks) instead of megabytes of synthesised text, and the predictor scrapes the core's server metrics
+as rows instead of rendering Prometheus families. A user relies on both changing nothing but the time taken: these
+tests replay the same AgentX-shaped window both ways and compare every record and every scrape, and check the rows
+against the families the live `/metrics` endpoint renders.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from llmsweep.sim.config import SpecDecodeConfig
+from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.metrics import CoreCollector
+from llmsweep.sim.predict import UNBOUNDED_WINDOW_S, Predictor
+from llmsweep.sim.prompt import PromptEncoder
+from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
+from llmsweep.workload.base import LaneProgram, RequestOutcome, RequestSpec, Send, Spawn, SpawnHandle
+from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
+from llmsweep.workload.traces.synth import SynthProfile
+
+MTP = SpecDecodeConfig(method="mtp", k=3, acceptance_length=2.5)
+CONFIG = AgenticConfig(synthetic=SynthProfile(traces=6, max_isl=60_000, main_turns_median=30.0),
+                       concurrency=4, run_id="fast-prompts", warmup_requests_per_lane=2)
+ENGINES = {
+    "resident": EngineConfig(model="llama-3.1-8b", hardware="h200"),
+    "kv-pressure-cpu-tier-mtp": EngineConfig(model="llama-3.1-8b", hardware="h200", spec=MTP,
+                                             kv_capacity_tokens=30_000, dram_gb=2.0, engine_style="vllm"),
+}
+
+
+def _predict(engine: str, *, shapes: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Predictor]:
+    predictor = Predictor(build_core(ENGINES[engine]), scrape_interval=1.0, shapes=shapes)
+    records = predictor.run(AgenticWorkload(CONFIG), concurrency=4, duration=60.0)
+    return records, predictor.scrapes, predictor
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_shaped_prompts_predict_exactly_what_the_text_does(engine: str) -> None:
+    text_records, text_scrapes, text = _predict(engine, shapes=False)
+    fast_records, fast_scrapes, fast = _predict(engine, shapes=True)
+    ok = [r for r in text_records if r["status"] == 200]
+    assert len(ok) > 20 and any(r["cached_tokens"] for r in ok)  # a window with traffic and prefix reuse
+    assert fast_records == text_records
+    assert fast_scrapes == text_scrapes
+    assert fast.core.counters == text.core.counters
+    if engine != "resident":
+        assert text.core.counters.host_hit_tokens and text.core.counters.preemptions  # the pool was under pressure
+
+
+def _drive(program: LaneProgram, specs: list[RequestSpec], limit: int) -> None:
+    """Play a session tree in program order (children inline), collecting its requests."""
+    value: Any = None
+    while len(specs) < limit:
+        try:
+            action = program.send(value)
+        except StopIteration:
+            return
+        value = None
+        if isinstance(action, Send):
+            specs.append(action.spec)
+            value = RequestOutcome(ok=True, output_tokens=action.spec.max_tokens)
+        elif isinstance(action, Spawn):
+            _drive(action.program, specs, limit)
+            value = SpawnHandle(0)
+
+
+@pytest.mark.parametrize("template", [False, True])
+def test_fixed_length_chat_prompts_predict_from_their_shape_exactly_what_their_text_does(template: bool) -> None:
+    config = FixedLengthConfig(isl=2000, osl=200, api="chat", num_prompts=40, num_warmups=2, range_ratio=0.5,
+                               use_chat_template=template)
+    runs = []
+    for shapes in (False, True):
+        predictor = Predictor(build_core(ENGINES["resident"]), scrape_interval=1.0, shapes=shapes)
+        workload = FixedLengthWorkload(config)
+        records = predictor.run(workload, concurrency=8, duration=UNBOUNDED_WINDOW_S, max_requests=40)
+        runs.append((records, predictor.scrapes))
+    (text_records, text_scrapes), (fast_records, fast_scrapes) = runs
+    assert len(text_records) == 42 and all(r["status"] == 200 for r in text_records)
+    assert fast_records == text_records
+    assert fast_scrapes == text_scrapes
+    spec = FixedLengthWorkload(config).request(5)
+    assert spec.shape is not None and not spec.prompt_built  # the shape is there without building the text
+
+
+def test_a_shape_counts_the_tokens_the_text_has_and_shares_prefixes_where_the_text_does() -> None:
+    workload = AgenticWorkload(CONFIG)
+    specs: list[RequestSpec] = []
+    for lane in range(3):
+        _drive(next(iter(workload.sessions(lane))), specs, 40 * (lane + 1))
+    by_text, by_shape = PromptEncoder(64), PromptEncoder(64)
+    seen_text: dict[int, int] = {}
+    seen_shape: dict[int, int] = {}
+    assert len(specs) == 120
+    for spec in specs:
+        assert spec.shape is not None
+        assert spec.messages is not None
+        n_text, h_text = by_text.chat(spec.messages)
+        n_shape, h_shape = by_shape.shaped(spec.shape)
+        assert n_shape == n_text
+        assert len(h_shape) == len(h_text)
+        # the same block of the same prefix gets the same name in both paths (first seen at the same place)
+        for a, b in zip(h_text, h_shape, strict=True):
+            assert seen_text.setdefault(a, len(seen_text)) == seen_shape.setdefault(b, len(seen_shape))
+
+
+def test_scrape_rows_are_the_samples_the_metrics_endpoint_renders() -> None:
+    _, _, predictor = _predict("kv-pressure-cpu-tier-mtp", shapes=True)
+    for style in ("sglang", "vllm", "both"):
+        collector = CoreCollector(predictor.core, model_name="m", style=style)
+        rendered = [[s.name, dict(s.labels), s.value] for fam in collector.collect() for s in fam.samples]
+        assert collector.samples() == rendered
+        assert any(str(row[0]).endswith("_total") for row in rendered)
