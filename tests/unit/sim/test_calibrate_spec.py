@@ -1,9 +1,11 @@
 """Calibrating the hybrid speculative class: the model class names architecture and draft, a speculative point
 replays at the acceptance the engine realised, the fit recovers a known draft cost from the simulator's own
-numbers, and the hold-out check reports how a fit predicts points it never saw."""
+numbers, the hold-out check reports how a fit predicts points it never saw, and the stored H200 calibration of the
+class is found by its key and predicts the measured H200 points far better than the defaults."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ from llmsweep.sim.calibrate import (
     MeasuredPoint,
     _replays,
     calibrate_runs,
+    fit_error,
     fit_run,
     hold_out,
     measured_point,
@@ -30,6 +33,7 @@ from llmsweep.sim.engine import EngineConfig
 
 REPO = Path(__file__).resolve().parents[3]
 QWEN_RUN = REPO / "examples" / "results" / "h200-vllm-0.26.0" / "qwen3next"
+CALIB_RUN = REPO / "examples" / "results" / "h200-vllm-0.26.0" / "qwen3next-calib"  # the class's calibration ladder
 REHEARSAL = REPO / "tests" / "data" / "calib-rehearsal-qwen3next"
 MODEL = "llmsweep/qwen3-next-small"
 
@@ -146,3 +150,63 @@ def test_calibrate_cli_fits_and_holds_out_on_the_cpu_rehearsal_output(tmp_path: 
     assert [p["label"] for p in check["held_out"]] == ["fixed 1024/128 c4"]
     assert "fixed 1024/128 c4" not in {p["label"] for p in check["in_sample"]["points"]}
     assert check["error_after"] < 0.15
+
+
+def test_the_stored_hybrid_calibration_is_found_by_its_key_and_applied() -> None:
+    config = _mtp(3, 3.39)
+    found = config.calibration()
+    assert found is not None
+    entry_id, entry = found
+    assert entry_id == "vllm-h200-hybrid-moe-tiny+mtp" and entry.key == ("vllm", "h200", "hybrid-moe-tiny+mtp")
+    # fitted on the committed H200 run, and it says so
+    assert entry.provenance.run_id == json.loads((CALIB_RUN / "run.json").read_text())["run_id"]
+    assert config.calibration_label().startswith(
+        "calibrated: vllm-h200-hybrid-moe-tiny+mtp (vllm 0.26.0, NVIDIA H200")
+    applied = config.efficiency_factors()
+    assert {name: getattr(applied, name) for name in entry.efficiency} == entry.efficiency
+    # the same model without the draft, on another engine or GPU, or opted out: not this class's evidence
+    for other in (EngineConfig(model=MODEL, hardware="h200", engine_style="vllm"),
+                  _mtp(3, 3.39).model_copy(update={"engine_style": "sglang"}),
+                  _mtp(3, 3.39).model_copy(update={"hardware": "h100"}),
+                  _mtp(3, 3.39).model_copy(update={"calibrated": False})):
+        assert other.calibration_label() == UNCALIBRATED, other
+        assert other.efficiency_factors().mem != entry.efficiency["mem"]
+
+
+def _calib_points(pattern: str) -> list[MeasuredPoint]:
+    return [measured_point(job, _config_for_job) for job in sorted(CALIB_RUN.glob(f"jobs/{pattern}"))]
+
+
+def test_the_stored_hybrid_calibration_predicts_the_measured_h200_points() -> None:
+    # three of the seven measured points (conc 1 at both prompt lengths, 4096/128 conc 8), replayed whole
+    points = _calib_points("qwen3.5_*_conc[18]_*")
+    assert sorted(p.label for p in points) == ["fixed 1024/512 c1", "fixed 4096/128 c8", "fixed 4096/512 c1"]
+    assert {p.key for p in points} == {("vllm", "h200", "hybrid-moe-tiny+mtp")}
+    replays = _replays(points)
+    defaults = [predict_metrics(r, {}) for r in replays]
+    # what the simulator applies for the key (the stored calibration), as the predicted run would get it
+    stored = dataclasses.asdict(points[0].config.efficiency_factors())
+    calibrated = [predict_metrics(r, stored) for r in replays]
+    before = fit_error((p.measured, d, p.weights) for p, d in zip(points, defaults, strict=True))
+    after = fit_error((p.measured, c, p.weights) for p, c in zip(points, calibrated, strict=True))
+    assert before > 0.6  # the hand-set defaults predict this engine ~3x too fast (measured: 125.6 % on all seven)
+    assert after < 0.15  # measured: 11.3 % over all seven points
+    for p, c in zip(points, calibrated, strict=True):
+        assert c["tpot_p50"] == pytest.approx(p.measured["tpot_p50"], rel=0.15), p.label
+
+
+def test_calibrating_on_the_committed_hybrid_h200_run_lowers_the_error(tmp_path: Path) -> None:
+    # a two-factor, three-iteration fit on three committed points (~1 s; the six-factor fit of all seven takes
+    # half a minute of CPU)
+    run = tmp_path / "run"
+    for job in sorted(CALIB_RUN.glob("jobs/qwen3.5_*_conc[18]_*")):
+        shutil.copytree(job, run / "jobs" / job.name)
+    shutil.copy(CALIB_RUN / "run.json", run / "run.json")
+    out = CliRunner().invoke(calibrate_cmd, [str(run), "--factors", "mem,frontend_s", "--max-iter", "3", "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    (fit,) = doc["calibrations"]
+    assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "hybrid-moe-tiny+mtp"}
+    assert fit["provenance"]["run_id"] == json.loads((CALIB_RUN / "run.json").read_text())["run_id"]
+    assert fit["error_before"] > 0.6 and fit["error_after"] < 0.15  # measured: 120.9 % -> 8.7 %
+    assert fit["efficiency"]["mem"] < 0.75 and fit["efficiency"]["frontend_s"] > 0.012  # slower than the defaults
