@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.real_engine import transformers_path
 from support.transformers_dialect import DialectServer, fake_transformers_package
 
 from llmsweep import engines
@@ -166,24 +166,9 @@ def test_llmsweep_run_launches_the_rendered_command_and_follows_the_dialect(mode
     assert not any(e["path"] == "/metrics" for e in log)
 
 
-def _transformers_python() -> str | None:
-    """The `python3` the adapter would launch (after LLMSWEEP_TRANSFORMERS_PYTHON's folder), if it can serve."""
-    given = os.environ.get("LLMSWEEP_TRANSFORMERS_PYTHON")
-    path = (str(Path(given).parent) + os.pathsep if given else "") + os.environ.get("PATH", "")
-    exe = shutil.which("python3", path=path)
-    if exe is None:
-        return None
-    probe = "import torch, transformers, fastapi, uvicorn, requests; assert transformers.__version__ >= '5'"
-    try:
-        ok = subprocess.run([exe, "-c", probe], capture_output=True, timeout=120).returncode == 0
-    except subprocess.TimeoutExpired:
-        return None
-    return path if ok else None
-
-
 @pytest.mark.timeout(240)
 def test_real_transformers_serve_on_the_cpu(model_dir: Path, tmp_path: Path) -> None:
-    path = _transformers_python()
+    path = transformers_path()
     if path is None:
         pytest.skip("no python3 on PATH (or LLMSWEEP_TRANSFORMERS_PYTHON) imports torch + transformers[serving]")
     env = {**os.environ, "PATH": path, "PYTHONPATH": str(REPO / "src"),
