@@ -198,6 +198,8 @@ def test_sigint_with_client_worker_processes_stops_them_too(tmp_path: Path) -> N
         assert finish(proc, log) == 130, log.read_text()[-4000:]
         assert pgid
         assert_nothing_left(out, pgid, log)
-        assert [w for w in workers if alive(w)] == [], "client workers outlived the run"
+        # A worker's record helper ends when its pipe closes, a moment after the run: allow it that moment, never more.
+        wait_for(lambda: not [w for w in workers if alive(w)], timeout=10, what="the client workers to end (they "
+                 "outlived the run)")
     finally:
         cleanup(proc, pgid)
