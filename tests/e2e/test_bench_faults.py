@@ -202,7 +202,11 @@ def test_a_server_killed_mid_run_ends_in_connection_errors_not_a_hang(tmp_path: 
     records = _records(out)
     _figures("server killed after 3 records", res, seconds, records)
     classes = {r["error_class"] for r in records}
-    assert None in classes and "connection" in classes and classes <= {None, "connection"}
+    # Requests to the dead server fail as connection errors; one still in flight when the failure ratio stops the run
+    # is `cancelled` by the run itself (seen on a loaded machine), never more of them than connection errors.
+    assert None in classes and "connection" in classes and classes <= {None, "connection", "cancelled"}
+    assert sum(r["error_class"] == "cancelled" for r in records) <= sum(r["error_class"] == "connection"
+                                                                        for r in records)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"]["failed"] == sum(1 for r in records if r["error_class"])
     assert summary["validity"]["verdict"] == "invalid"
