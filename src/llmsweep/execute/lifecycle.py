@@ -449,6 +449,25 @@ def outcome_of(job: Job, summary: Summary, job_dir: Path) -> JobOutcome:
                       summary_path=str(job_dir / art.SUMMARY_FILE))
 
 
+def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summary]) -> JobOutcome:
+    """The job's outcome from `measure` (whatever writes its folder and returns its summary), in one place for every
+    path: a LlmsweepError fails the job with its message; a bug below fails this job, not the rest of the sweep;
+    Ctrl-C / SIGTERM says so in the job folder (records written so far stay) and unwinds the sweep."""
+    try:
+        return outcome_of(job, measure(), job_dir)
+    except LlmsweepError as exc:
+        return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
+    except KeyboardInterrupt:
+        art.write_json(job_dir / art.OUTCOME_FILE, JobOutcome(
+            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=["interrupted by the user"],
+            seconds=round(time.monotonic() - started, 3)).model_dump(mode="json"))
+        raise
+    except Exception as exc:
+        log.exception("job %s failed unexpectedly", job.id)
+        return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
+                          reasons=[f"internal error: {type(exc).__name__}: {exc}"])
+
+
 def report_job_finished(job_dir: Path, outcome: JobOutcome) -> None:
     """Tell the `on_job_finished` sink (if any) that a job's folder is final: `run_job` calls it here; an executor
     whose jobs run elsewhere (Slurm) calls it on the driver as it reads their outcomes back."""
@@ -469,7 +488,8 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     handle: ServerHandle | None = None
     progress = current_progress()
     progress.job_started(job.id, job.concs[0] if job.concs else None)
-    try:
+    def measure() -> Summary:
+        nonlocal handle
         handle = server.ensure()
         spec = server.spec or group.spec
         scrub = handle.scrubber
@@ -477,6 +497,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
         art.write_files_beside(spec, jdir, scrub)
         provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind)
+        summary: Summary | None = None
         if not job.eval_only:
             event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
             summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
@@ -485,19 +506,11 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
             summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
                                provenance=provenance, event=event)
         check_alive(handle, during=f"job {job.id}")
-        outcome = outcome_of(job, summary, jdir)
-    except LlmsweepError as exc:
-        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
-    except KeyboardInterrupt:
-        # Ctrl-C / SIGTERM: say so in the job folder (records written so far stay), then let the sweep unwind.
-        art.write_json(jdir / art.OUTCOME_FILE, JobOutcome(
-            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=["interrupted by the user"],
-            seconds=round(time.monotonic() - started, 3)).model_dump(mode="json"))
-        raise
-    except Exception as exc:  # a bug below must fail this job, not abandon the rest of the sweep
-        log.exception("job %s failed unexpectedly", job.id)
-        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
-                             reasons=[f"internal error: {type(exc).__name__}: {exc}"])
+        assert summary is not None  # a job is a throughput point, an eval, or both
+        return summary
+
+    try:
+        outcome = settle(job, jdir, started, measure)
     finally:
         _copy_log(handle or server.handle, jdir)
     outcome.seconds = round(time.monotonic() - started, 3)

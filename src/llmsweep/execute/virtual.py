@@ -35,8 +35,8 @@ from llmsweep.execute.lifecycle import (
     _run_options,
     _Server,
     eval_job,
-    outcome_of,
     report_job_finished,
+    settle,
 )
 from llmsweep.execute.progress import current_progress
 from llmsweep.plan import Job
@@ -182,7 +182,9 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
     if kept is not None:
         event(f"job {job.id}: the artifacts of an earlier, unfinished attempt are kept in {kept}")
     started = time.monotonic()
-    try:
+
+    def measure() -> Summary:
+        nonlocal simulate
         art.write_json(jdir / art.JOB_FILE, job.to_json())
         (jdir / art.COMMAND_FILE).write_text(command or command_text(group.spec), encoding="utf-8")
         if simulate is None:
@@ -199,18 +201,9 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
         if summary is None:
             raise LlmsweepError(f"job {job.id} is eval-only and no server was at hand for its eval",
                                 fix="run it with `llmsweep run` (or --live)")
-        outcome = outcome_of(job, summary, jdir)
-    except LlmsweepError as exc:
-        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
-    except KeyboardInterrupt:
-        art.write_json(jdir / art.OUTCOME_FILE, JobOutcome(
-            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=["interrupted by the user"],
-            seconds=round(time.monotonic() - started, 3)).model_dump(mode="json"))
-        raise
-    except Exception as exc:  # a bug below must fail this job, not abandon the rest of the sweep
-        log.exception("job %s failed unexpectedly", job.id)
-        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
-                             reasons=[f"internal error: {type(exc).__name__}: {exc}"])
+        return summary
+
+    outcome = settle(job, jdir, started, measure)
     outcome.seconds = round(time.monotonic() - started, 3)
     art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"))
     report_job_finished(jdir, outcome)  # stored as it finishes, as the live path does
