@@ -14,9 +14,11 @@
 #   refine-1 stage: a second eager start + one run per new point (1–2 points)                       ≤ 130 s
 #   stopping the server, packing                                                                    ≈  15 s
 #                                                                                            total  ≈ 530 s
-# The discovery runs under `timeout -s INT` of what is left of CALL_LIMIT less RESERVE_S: cut during a stage, it
-# stops that stage's server, writes discovery.json from every run measured so far (`interrupted` names the stage) and
-# proposes no recipe — the ladder's evidence comes back either way. Smaller: REPEATS=2, REFINE=0, LADDER_TOP=32.
+# The discovery gets what is left of CALL_LIMIT less RESERVE_S, twice: as `--time-limit` (less 10 s), so it skips the
+# refinement round when the ladder's own measured server start and slowest run say it would not fit (the ladder then
+# proposes alone, and discovery.json names the skipped stage), and as `timeout -s INT`, the backstop: cut during a
+# stage, it stops that stage's server, writes discovery.json from every run measured so far (`interrupted` names the
+# stage) and proposes no recipe — the ladder's evidence comes back either way. Smaller: REPEATS=2, LADDER_TOP=32.
 #
 # Env (all optional):
 #   GGUF=FILE  GGUF_STASH=/tmp/mstash  GGUF_WHEEL=FILE   the weights (scripts/gpu/import_gguf.sh)
@@ -65,12 +67,13 @@ fi
 
 # 3. the discovery: what is left of the call, less the margin to stop, write and pack
 left=$((CALL_LIMIT - ($(date +%s) - T0) - RESERVE_S))
-((left > 10)) || fail "only ${left}s left for the discovery"
+((left > 20)) || fail "only ${left}s left for the discovery"
 log "llmsweep discover $recipe: --repeats $REPEATS --ladder-top $LADDER_TOP --refine $REFINE, ${left}s left"
 rm -rf "$DISC"
 timeout -s INT -k 30 "$left" python3 -m llmsweep.cli.main discover "$recipe" \
   --runner-config examples/gpu/fleet.yaml --executor local --executor-option allow_image=true \
-  --repeats "$REPEATS" --ladder-top "$LADDER_TOP" --refine "$REFINE" --out "$DISC" >"$OUT/discover.log" 2>&1
+  --repeats "$REPEATS" --ladder-top "$LADDER_TOP" --refine "$REFINE" --time-limit $((left - 10)) \
+  --out "$DISC" >"$OUT/discover.log" 2>&1
 rc=$?
 log "llmsweep discover exit $rc ($( ((rc == 130 || rc == 124)) && echo "cut by the call's budget: what was measured is \
 analysed, no recipe proposed" || echo done))"

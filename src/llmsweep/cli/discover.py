@@ -22,6 +22,9 @@ from llmsweep.execute.registry import executor_help, executor_kinds
                    "highest concurrency).")
 @click.option("--refine", type=click.IntRange(min=0), default=2, show_default=True,
               help="Bisection rounds around each arm's knee and KV cliff (one run per new point).")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Wall-clock seconds the discovery may take: a refinement stage whose estimate (from the ladder's "
+                   "measured server start and slowest run) does not fit in what is left is skipped, and says so.")
 @click.option("--duration", type=click.IntRange(min=1), default=None,
               help="Profiling window of every discovery run in seconds (default: the recipe's); the proposed recipe "
                    "keeps its own.")
@@ -36,7 +39,8 @@ from llmsweep.execute.registry import executor_help, executor_kinds
               help="Discovery directory: stages/ (one run per stage), discovery.json, proposed.yaml, proposed.diff.")
 @store_option(dest="store", help="Results store for the discovery runs (default: store.sqlite in --out).")
 @json_option("the discovery (every run, the noise, the knee and the proposed grid of each arm)")
-def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None, refine: int, duration: int | None,
+def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None, refine: int,
+             time_limit: float | None, duration: int | None,
              traces: str | None, executor: str, executor_options: tuple[str, ...], runner_config: Path | None,
              out: Path, store: Path | None, as_json: bool) -> int:
     """Propose RECIPE's official concurrency grid from measurements.
@@ -55,8 +59,9 @@ def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None,
     from llmsweep.execute.progress import progress_for, use_progress
 
     req = DiscoverRequest(recipe=recipe, out=out, simulate=simulate, repeats=repeats, ladder_top=ladder_top,
-                          refine=refine, duration=duration, traces=traces, store=store, runner_config=runner_config,
-                          executor=executor, executor_options=parse_executor_options(executor_options))
+                          refine=refine, time_limit=time_limit, duration=duration, traces=traces, store=store,
+                          runner_config=runner_config, executor=executor,
+                          executor_options=parse_executor_options(executor_options))
     with use_progress(progress_for()) as progress:
         result = run_discovery(req, event=progress.line)
     if as_json:
@@ -102,6 +107,9 @@ def _print(result: object) -> None:
     console.print(f"measured {result.points_measured} point(s) in {result.runs_measured} run(s)"
                   + (f" on {launches} server launch(es)" if launches else "")
                   + f"; policy: min-conc-step {result.min_conc_step}, max-conc {result.max_conc}")
+    for stage in result.stages:
+        if stage.skipped:
+            console.print(f"stage {stage.name} skipped: {stage.skipped}")
     if result.interrupted:
         console.print(f"[red]interrupted[/] during stage {result.interrupted}: no recipe proposed")
     if result.patch:

@@ -104,7 +104,17 @@ class Stage(_Out):
     sized_for: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="By arm: launch flags pinned to the stage's highest concurrency so one "
         "server serves every point of the arm (`discover.servers`); empty when no flag depended on the concurrency.")
+    seconds: float | None = Field(default=None, description="Wall-clock seconds the stage took.")
+    run_seconds: list[float] = Field(default_factory=list, description="Seconds each of its jobs took (launch "
+                                     "excluded), as its outcome says.")
     interrupted: bool = False
+    skipped: str | None = Field(default=None, description="Why the stage did not run (`--time-limit`: its estimate "
+                                "from the earlier stages' measured times did not fit).")
+
+    @property
+    def overhead_s(self) -> float | None:
+        """What the stage spent beside its jobs: planning, the server's start and stop, storing."""
+        return None if self.seconds is None else max(0.0, self.seconds - sum(self.run_seconds))
 
 
 class Discovery(_Out):

@@ -8,6 +8,7 @@ was refused or failed adds no run, and an arm left without runs says why instead
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,9 @@ class DiscoverRequest(BaseModel):
     ladder_top: int | None = Field(default=None, ge=1, description="Top of the coarse ladder (default: the larger of "
                                  f"{LADDER_FLOOR} and four times the recipe's highest concurrency).")
     refine: int = Field(default=2, ge=0, description="Bisection rounds around each arm's knee (and KV cliff).")
+    time_limit: float | None = Field(default=None, gt=0, description="Wall-clock seconds the discovery may take: "
+                                     "a refinement stage whose estimate (the ladder's measured server start and "
+                                     "slowest run) does not fit in what is left is skipped, and says so.")
     duration: int | None = Field(default=None, ge=1, description="Profiling window of every discovery run, in "
                                  "seconds (default: the recipe's); the proposed recipe keeps the recipe's own.")
     traces: str | None = None
@@ -100,6 +104,7 @@ class Stages:
         record = Stage(name=name, recipe=str(recipe), run_dir=str(out), runs_planned=n, runs_measured=0,
                        server_launches=0, sized_for=sized)
         self.records.append(record)
+        started = time.monotonic()
         try:
             outcome = run_sweep(RunRequest(
                 files=[recipe], simulate=self.req.simulate, traces=self.req.traces, out=out,
@@ -114,7 +119,9 @@ class Stages:
             record.interrupted = True
             raise
         finally:
+            record.seconds = round(time.monotonic() - started, 3)
             self._read_back(record, keys)
+        record.run_seconds = [o.seconds for o in outcome.outcomes if o.seconds is not None]
         for o in outcome.outcomes:
             if not o.ok and o.reasons:
                 self.problems.setdefault(name, f"{o.status}: {o.reasons[0]}")
@@ -147,6 +154,20 @@ class Stages:
 
     def of(self, arm: Arm) -> list[Run]:
         return [r for r in self.runs if r.arm == arm.id]
+
+    def estimate(self, runs: int) -> float | None:
+        """Seconds a stage of `runs` runs should take, from the stages measured so far: the largest overhead (server
+        start and stop, planning, storing) plus `runs` times the slowest run; None before any stage finished."""
+        done = [r for r in self.records if r.seconds is not None and r.run_seconds and not r.interrupted]
+        if not done:
+            return None
+        overhead = max(r.overhead_s or 0.0 for r in done)
+        return overhead + runs * max(s for r in done for s in r.run_seconds)
+
+    def skip(self, name: str, runs: int, why: str) -> None:
+        self.records.append(Stage(name=name, recipe="", run_dir="", runs_planned=runs, runs_measured=0,
+                                  server_launches=0, skipped=why))
+        self.event(f"discover: stage {name} skipped — {why}")
 
 
 def server_launches(run_dir: Path) -> int:
@@ -196,6 +217,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         raise ConfigError(f"discover: --ladder-top {top} is below an arm's first concurrency",
                           fix=f"pass --ladder-top of at least {max(a.start for a in arms)}")
     stages = Stages(req, arms, event)
+    started = time.monotonic()
     interrupted: str | None = None
     try:
         stages.run("ladder", {a.id: analysis.ladder(a.start, top) for a in arms}, req.repeats)
@@ -212,13 +234,22 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
                         targets[arm.id] = todo
             if not targets:
                 break
-            stages.run(f"refine-{round_}", targets, 1)
+            name, planned = f"refine-{round_}", sum(len(t) for t in targets.values())
+            estimate = stages.estimate(planned)
+            if req.time_limit is not None and estimate is not None:
+                left = req.time_limit - (time.monotonic() - started)
+                if estimate > left:
+                    stages.skip(name, planned, f"--time-limit: {planned} run(s) on a fresh server should take about "
+                                f"{estimate:.0f} s (the slowest run so far and the largest stage overhead), "
+                                f"{max(left, 0):.0f} s are left")
+                    break
+            stages.run(name, targets, 1)
     except KeyboardInterrupt:
         interrupted = next((r.name for r in stages.records if r.interrupted), "between stages")
         event(f"discover: interrupted during stage {interrupted}; analysing the {len(stages.runs)} run(s) measured "
               "so far, proposing no recipe")
 
-    proposals = [_proposal(arm, stages) for arm in arms]
+    proposals = [_proposal(arm, stages, interrupted) for arm in arms]
     grids = {p.arm: p.concs for p in proposals if p.error is None}
     policy = grid_policy(proposals)
     min_steps = [s for s, _ in policy.values() if s is not None]
@@ -257,7 +288,7 @@ def grid_policy(proposals: list[ArmProposal]) -> dict[str, tuple[int | None, int
     return policy
 
 
-def _proposal(arm: Arm, stages: Stages) -> ArmProposal:
+def _proposal(arm: Arm, stages: Stages, interrupted: str | None = None) -> ArmProposal:
     runs = stages.of(arm)
     noise = _noise(runs)
     points = analysis.curve(runs)
@@ -270,8 +301,10 @@ def _proposal(arm: Arm, stages: Stages) -> ArmProposal:
         why = "; ".join(f"{stage}: {p}" for stage, p in stages.problems.items()) or "no valid run"
         proposal.error = f"no valid run of this arm ({why})"
     elif tput.cv is None:
+        why = (f"the discovery was interrupted during stage {interrupted} before a point was repeated"
+               if interrupted else "every repeat but one failed?")
         proposal.error = (f"no repeated point with a {HOT_BY_NAME[analysis.THROUGHPUT].label}: the noise is unknown "
-                          "(every repeat but one failed?)")
+                          f"({why})")
     else:
         proposal.proposed = analysis.propose_grid(points, arm.start, knee, by_metric)
         proposal.min_step = analysis.min_step(proposal.concs)
