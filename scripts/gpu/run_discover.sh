@@ -3,7 +3,7 @@
 # staged: install vLLM 0.26.0, import SmolLM2-135M-Instruct's real weights from its GGUF (`llmsweep model import`),
 # then `llmsweep discover` on examples/gpu/smollm2-135m-bf16-h200-vllm-discover.yaml with the local executor: the
 # ladder 1…64 × 3 workload seeds on one vLLM server, one refinement round on a second, the proposed grid. The
-# evidence comes back small (docs/discover.md "On a real engine"; docs/gpu.md §11).
+# evidence comes back small (docs/discover.md "On a real engine").
 #
 # The budget of the call (≤ 560 s of a 600 s timeout_s; measured figures from docs/gpu.md §9/§10, the rest estimated):
 #   install_vllm.sh ~70 s + GGUF check/unpack/import ~8 s                                           ≈  80 s
