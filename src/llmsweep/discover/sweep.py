@@ -155,14 +155,24 @@ class Stages:
     def of(self, arm: Arm) -> list[Run]:
         return [r for r in self.runs if r.arm == arm.id]
 
-    def estimate(self, runs: int) -> float | None:
-        """Seconds a stage of `runs` runs should take, from the stages measured so far: the largest overhead (server
-        start and stop, planning, storing) plus `runs` times the slowest run; None before any stage finished."""
+    def estimate(self, runs: int, servers: int) -> float | None:
+        """Seconds a stage of `runs` runs on `servers` fresh servers should take, from the stages measured so far:
+        their largest overhead (planning, stopping servers, storing), plus per server the slowest run that started one
+        (a stage's first run on each server includes its start: the stage's `server_launches` longest runs), plus
+        the slowest other run for each remaining run; None before any stage finished."""
         done = [r for r in self.records if r.seconds is not None and r.run_seconds and not r.interrupted]
         if not done:
             return None
         overhead = max(r.overhead_s or 0.0 for r in done)
-        return overhead + runs * max(s for r in done for s in r.run_seconds)
+        starting: list[float] = []
+        plain: list[float] = []
+        for record in done:
+            ranked = sorted(record.run_seconds, reverse=True)
+            starting += ranked[:record.server_launches]
+            plain += ranked[record.server_launches:]
+        with_start = max(starting, default=max(plain, default=0.0))
+        per_run = max(plain, default=with_start)
+        return overhead + min(servers, runs) * with_start + max(runs - servers, 0) * per_run
 
     def skip(self, name: str, runs: int, why: str) -> None:
         self.records.append(Stage(name=name, recipe="", run_dir="", runs_planned=runs, runs_measured=0,
@@ -235,12 +245,12 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
             if not targets:
                 break
             name, planned = f"refine-{round_}", sum(len(t) for t in targets.values())
-            estimate = stages.estimate(planned)
+            estimate = stages.estimate(planned, servers=0 if req.simulate else len(targets))
             if req.time_limit is not None and estimate is not None:
                 left = req.time_limit - (time.monotonic() - started)
                 if estimate > left:
-                    stages.skip(name, planned, f"--time-limit: {planned} run(s) on a fresh server should take about "
-                                f"{estimate:.0f} s (the slowest run so far and the largest stage overhead), "
+                    stages.skip(name, planned, f"--time-limit: {planned} run(s) should take about {estimate:.0f} s "
+                                "(the measured server starts, slowest runs and stage overhead so far), "
                                 f"{max(left, 0):.0f} s are left")
                     break
             stages.run(name, targets, 1)

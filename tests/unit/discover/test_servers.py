@@ -64,3 +64,17 @@ def test_an_agentic_arm_is_served_by_one_server_sized_for_the_stage_top(tmp_path
 def test_nothing_is_pinned_on_the_simulator_in_virtual_time(tmp_path: Path) -> None:
     pins, _, _ = _stage(tmp_path, SEED, simulate=True, runner_config=None)
     assert pins == {}
+
+
+def test_a_refinement_estimate_counts_a_server_start_per_fresh_server_and_the_slowest_plain_run() -> None:
+    from llmsweep.discover.model import Stage
+    from llmsweep.discover.sweep import DiscoverRequest, Stages
+
+    stages = Stages(DiscoverRequest(recipe=H200, out=Path("/nonexistent")), [], lambda _: None)
+    assert stages.estimate(2, servers=1) is None  # nothing measured yet
+    # The ladder: one server whose start (80 s) the first run carries, 20 runs of 5–9 s, 6 s of planning and storing.
+    runs = [86.0, *[5.0 + (i % 5) for i in range(20)]]
+    stages.records.append(Stage(name="ladder", recipe="", run_dir="", runs_planned=21, runs_measured=21,
+                                server_launches=1, seconds=sum(runs) + 6.0, run_seconds=runs))
+    assert stages.estimate(2, servers=1) == 6.0 + 86.0 + 9.0
+    assert stages.estimate(2, servers=0) == 6.0 + 2 * 9.0  # the simulator in virtual time starts nothing
