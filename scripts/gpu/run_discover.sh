@@ -5,15 +5,19 @@
 # ladder 1…64 × 3 workload seeds on one vLLM server, one refinement round on a second, the proposed grid. The
 # evidence comes back small (docs/discover.md "On a real engine").
 #
-# The budget of the call (≤ 560 s of a 600 s timeout_s; measured figures from docs/gpu.md §9/§10, the rest estimated):
-#   install_vllm.sh ~70 s + GGUF check/unpack/import ~8 s                                           ≈  80 s
-#   ladder stage: one eager vLLM start (45–105 s measured for this model)                           ≤ 105 s
+# The budget of the call (≤ 560 s of a 600 s timeout_s). Measured on this H200 for this model (docs/gpu.md §9/§10):
+# install 68–69 s, import 7–8 s, an eager vLLM start 78 s cold and 45–48 s warm (104 s at a 9k context), n-gram
+# decoding ITL p50 13 ms at conc 1; the rest is estimated (plain decoding is at most as slow per step):
+#   install_vllm.sh + GGUF check/unpack/import                                                      ≈  80 s
+#   ladder stage: one eager vLLM start                                                              ≤ 105 s
 #     21 runs (7 concurrencies × 3 seeds); a run is 2 warm-ups + 4 × conc prompts of 1k in / 128 out, i.e. about 4
-#     waves of 128 eager decode steps (~10 ms each at ≤ 32 sequences) ≈ 5–7 s, + ~2 s per job (scrapes, summary,
+#     waves of 128 eager decode steps (≤ 13 ms each at ≤ 32 sequences) ≈ 5–7 s, + ~2 s per job (scrapes, summary,
 #     store); conc 64 queues behind --max-num-seqs 32: 8 waves ≈ 12 s                               ≈ 200 s
-#   refine-1 stage: a second eager start + one run per new point (1–2 points)                       ≤ 130 s
+#   refine-1 stage: a second (warm) eager start + one run per new point (1–2 points)                ≤  80 s
 #   stopping the server, packing                                                                    ≈  15 s
-#                                                                                            total  ≈ 530 s
+#                                                                                            total  ≈ 480 s
+# If the runs are twice as slow the ladder still ends inside the call and the refinement is skipped (below); a cut
+# in the third seed's pass still leaves two complete repeats (every seed runs the whole ladder before the next).
 # The discovery gets what is left of CALL_LIMIT less RESERVE_S, twice: as `--time-limit` (less 10 s), so it skips the
 # refinement round when the ladder's own measured server start and slowest run say it would not fit (the ladder then
 # proposes alone, and discovery.json names the skipped stage), and as `timeout -s INT`, the backstop: cut during a
