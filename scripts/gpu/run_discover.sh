@@ -17,8 +17,8 @@
 #   stopping the server, packing                                                                    ≈  15 s
 #                                                                                            total  ≈ 480 s
 # If the runs take half again as long (300 s), the ladder still ends ≈ 485 s into the call, before the 515-s mark
-# where the discovery is cut, and the refinement is skipped (below); slower still, a cut in the third seed's pass leaves two
-# complete repeats (every seed runs the whole ladder before the next) for discovery.json's analysis.
+# where the discovery is cut, and the refinement is skipped (below); slower still, a cut in the third seed's pass
+# leaves two complete repeats (every seed runs the whole ladder before the next) for discovery.json's analysis.
 # The discovery gets what is left of CALL_LIMIT less RESERVE_S, twice: as `--time-limit` (less 10 s), so it skips the
 # refinement round when the ladder's own measured server start and slowest run say it would not fit (the ladder then
 # proposes alone, and discovery.json names the skipped stage), and as `timeout -s INT`, the backstop: cut during a
