@@ -64,3 +64,35 @@ def test_discover_refuses_a_single_repeat_and_a_used_out(tmp_path: Path) -> None
     (tmp_path / "d" / "stages").mkdir(parents=True)
     proc = _discover(tmp_path, RECIPE, "--simulate", "--out", tmp_path / "d")
     assert proc.returncode == 2 and "already holds a discovery" in proc.stderr
+
+
+@pytest.mark.timeout(300)
+def test_a_refinement_that_would_not_fit_the_time_limit_is_skipped_and_the_ladder_proposes_alone(
+        tmp_path: Path) -> None:
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--ladder-top", "32", "--refine", "2",
+                     "--time-limit", "0.5", "--out", out, "--json")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    ladder, refine = result["stages"]
+    assert ladder["name"] == "ladder" and ladder["runs_measured"] == 12 and ladder["skipped"] is None
+    assert ladder["seconds"] > 0 and len(ladder["run_seconds"]) == 12
+    assert refine["name"] == "refine-1" and refine["runs_measured"] == 0 and "--time-limit" in refine["skipped"]
+    assert "discover: stage refine-1 skipped" in proc.stderr
+    assert {r["stage"] for r in result["runs"]} == {"ladder"} and result["interrupted"] is None
+    assert result["arms"][0]["error"] is None and (out / "proposed.yaml").exists()
+
+
+H200 = Path(__file__).resolve().parents[2] / "examples" / "gpu" / "smollm2-135m-bf16-h200-vllm-discover.yaml"
+
+
+def test_what_cannot_run_as_asked_is_refused_before_any_stage(tmp_path: Path) -> None:
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--executor", "slurm", "--out", tmp_path / "a")
+    assert proc.returncode == 2 and "--executor slurm would place no server" in proc.stderr
+    proc = _discover(tmp_path, H200, "--duration", "60", "--runner-config", H200.parent / "fleet.yaml",
+                     "--out", tmp_path / "b")
+    assert proc.returncode == 2 and "fixed-seq-len arm" in proc.stderr and "num-prompts-per-conc" in proc.stderr
+    proc = _discover(tmp_path, RECIPE, "--executor", "slurm", "--executor-option", "no_such=1",
+                     "--out", tmp_path / "c")
+    assert proc.returncode == 2 and "no_such" in proc.stderr
+    assert not any((tmp_path / d / "stages").exists() for d in "abc")

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
 
 from llmsweep.alcollect.settings import DEFAULT_KWARGS, CollectSettings, Sampling
 from llmsweep.cli.options import ManyValues, config_keys_option, field_option, json_option, option, runner_config_option
+from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.errors import ConfigError, DatasetError
 
 if TYPE_CHECKING:
@@ -39,16 +39,6 @@ def _kwargs(pairs: tuple[str, ...]) -> dict[str, dict[str, Any]]:
             raise ConfigError(f"--chat-template-kwargs {pair!r} is not on=JSON or off=JSON",
                               fix="e.g. --chat-template-kwargs 'on={\"enable_thinking\": true}'")
         out[f"thinking_{mode.strip()}"] = value
-    return out
-
-
-def _executor_options(pairs: tuple[str, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--executor-option {pair!r} is not KEY=VALUE", fix="e.g. --executor-option cwd=/tmp")
-        out[key.strip().replace("-", "_")] = yaml.safe_load(value)
     return out
 
 
@@ -146,7 +136,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
          f"K {' '.join(map(str, settings.ks))}, thinking {' '.join(thinking)}, {len(prompts.prompts)} prompts "
          f"({prompts.origin}), {'simulated' if simulate else executor} servers")
     result = collect_curve(job, settings, prompts, run_dir or out_dir / f"{out.stem}.runs", out,
-                           launcher=_launcher(executor, _executor_options(executor_options)), simulate=simulate,
+                           launcher=_launcher(executor, parse_executor_options(executor_options)), simulate=simulate,
                            event=echo)
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2))

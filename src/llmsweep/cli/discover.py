@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import json_option, option, store_option
+from llmsweep.cli.options import executor_options as parse_executor_options
+from llmsweep.cli.options import json_option, option, runner_config_option, store_option
+from llmsweep.execute.registry import executor_help, executor_kinds
 
 
 @click.command("discover")
@@ -20,18 +22,27 @@ from llmsweep.cli.options import json_option, option, store_option
                    "highest concurrency).")
 @click.option("--refine", type=click.IntRange(min=0), default=2, show_default=True,
               help="Bisection rounds around each arm's knee and KV cliff (one run per new point).")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Wall-clock seconds the discovery may take: a refinement stage whose estimate (from the ladder's "
+                   "measured server start and slowest run) does not fit in what is left is skipped, and says so.")
 @click.option("--duration", type=click.IntRange(min=1), default=None,
               help="Profiling window of every discovery run in seconds (default: the recipe's); the proposed recipe "
                    "keeps its own.")
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic', a file or directory, or "
              "a Hugging Face dataset id).")
+@option("executor", type=click.Choice(executor_kinds()), help=executor_help() + " (every stage's servers, as "
+        "`llmsweep run --executor`; not with --simulate, which runs the stages in virtual time here).")
+@option("executor_option", help="Executor settings, e.g. allow_image=true (local), partition=gpu (slurm).")
+@runner_config_option()
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/discover"), show_default=True,
               help="Discovery directory: stages/ (one run per stage), discovery.json, proposed.yaml, proposed.diff.")
 @store_option(dest="store", help="Results store for the discovery runs (default: store.sqlite in --out).")
 @json_option("the discovery (every run, the noise, the knee and the proposed grid of each arm)")
-def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None, refine: int, duration: int | None,
-             traces: str | None, out: Path, store: Path | None, as_json: bool) -> int:
+def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None, refine: int,
+             time_limit: float | None, duration: int | None,
+             traces: str | None, executor: str, executor_options: tuple[str, ...], runner_config: Path | None,
+             out: Path, store: Path | None, as_json: bool) -> int:
     """Propose RECIPE's official concurrency grid from measurements.
 
     For each arm: a coarse ladder (the arm's first concurrency, then powers of two) run --repeats times to measure
@@ -39,21 +50,31 @@ def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None,
     the KV/HBM cliff (the server's KV usage and preemptions); then the grid from the arm's first concurrency to the
     knee, each step the smallest that moves throughput or interactivity beyond noise. Writes the proposed recipe
     and its diff with the evidence. Runs on the simulator in virtual time with --simulate, on the recipe's engine
-    otherwise (as `llmsweep run` with the local executor).
+    otherwise, through --executor as `llmsweep run` does (one server per arm and stage: see docs/discover.md).
+    Interrupted (Ctrl-C, SIGTERM), it stops, writes discovery.json from the runs measured so far and proposes
+    nothing (exit 130).
     """
     from llmsweep.discover.sweep import DiscoverRequest
     from llmsweep.discover.sweep import discover as run_discovery
     from llmsweep.execute.progress import progress_for, use_progress
 
     req = DiscoverRequest(recipe=recipe, out=out, simulate=simulate, repeats=repeats, ladder_top=ladder_top,
-                          refine=refine, duration=duration, traces=traces, store=store)
+                          refine=refine, time_limit=time_limit, duration=duration, traces=traces, store=store,
+                          runner_config=runner_config, executor=executor,
+                          executor_options=parse_executor_options(executor_options))
     with use_progress(progress_for()) as progress:
         result = run_discovery(req, event=progress.line)
     if as_json:
         click.echo(result.model_dump_json(indent=2))
     else:
         _print(result)
+    if result.interrupted is not None:
+        return INTERRUPTED_EXIT
     return 0 if all(a.error is None for a in result.arms) else 1
+
+
+INTERRUPTED_EXIT = 130
+"""Exit status of an interrupted discovery (the shell's for SIGINT): its discovery.json holds what was measured."""
 
 
 def _print(result: object) -> None:
@@ -82,8 +103,15 @@ def _print(result: object) -> None:
         for p in arm.proposed:
             table.add_row(str(p.conc), p.why)
         console.print(table)
-    console.print(f"measured {result.points_measured} point(s) in {result.runs_measured} run(s); "
-                  f"policy: min-conc-step {result.min_conc_step}, max-conc {result.max_conc}")
+    launches = sum(s.server_launches for s in result.stages)
+    console.print(f"measured {result.points_measured} point(s) in {result.runs_measured} run(s)"
+                  + (f" on {launches} server launch(es)" if launches else "")
+                  + f"; policy: min-conc-step {result.min_conc_step}, max-conc {result.max_conc}")
+    for stage in result.stages:
+        if stage.skipped:
+            console.print(f"stage {stage.name} skipped: {stage.skipped}")
+    if result.interrupted:
+        console.print(f"[red]interrupted[/] during stage {result.interrupted}: no recipe proposed")
     if result.patch:
         console.print(result.patch, markup=False, highlight=False)
     if result.proposed_recipe:

@@ -298,3 +298,19 @@ def store_option(dest: str = "store_path", **overrides: Any) -> Callable[[F], F]
 def runner_config_option() -> Callable[[F], F]:
     """`--runner-config`: the fleet file."""
     return option("runner_config")
+
+
+def executor_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """`--executor-option KEY=VALUE` pairs as the executor's settings (values read as YAML scalars: true, 4, 1.5)."""
+    import yaml
+
+    from llmsweep.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--executor-option {pair!r} is not KEY=VALUE",
+                              fix="e.g. --executor-option partition=gpu, --executor-option allow_image=true")
+        out[key.strip().replace("-", "_")] = yaml.safe_load(value)
+    return out

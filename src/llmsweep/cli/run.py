@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
 
 from llmsweep.cli.options import config_keys_option, json_option, option, runner_config_option, store_option
+from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.errors import ConfigError
 from llmsweep.evals.tasks import DEFAULT_TASK, known_tasks
 from llmsweep.execute.registry import executor_help, executor_kinds
@@ -20,17 +20,6 @@ from llmsweep.power.samples import REQUIRE_POWER_HELP
 if TYPE_CHECKING:
     from llmsweep.execute.pipeline import RunOutcome
     from llmsweep.metrics.model import Summary
-
-
-def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--executor-option {pair!r} is not KEY=VALUE",
-                              fix="e.g. --executor-option partition=gpu")
-        out[key.strip().replace("-", "_")] = yaml.safe_load(value)
-    return out
 
 
 @click.command("run")
@@ -145,7 +134,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     evals.check()
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
-        executor_options=_options(executor_options), simulate=simulate, live=live, traces=traces, out=out,
+        executor_options=parse_executor_options(executor_options), simulate=simulate, live=live, traces=traces, out=out,
         store=store, report=not no_report, force=force, repeats=repeats, settings=settings, only_jobs=only_jobs,
         reuse=reuse, evals=evals,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -89,6 +91,32 @@ class ArmProposal(_Out):
         return [p.conc for p in self.proposed]
 
 
+class Stage(_Out):
+    """One stage of the discovery: an ordinary `llmsweep run` of a stage recipe, and what it launched."""
+
+    name: str = Field(description="`ladder` or `refine-<n>`.")
+    recipe: str = Field(description="The stage recipe it ran (`stages/<name>.yaml`).")
+    run_dir: str
+    runs_planned: int
+    runs_measured: int = Field(description="Runs with a valid or smoke summary, read back from the run directory.")
+    server_launches: int = Field(description="Engine servers started, read back from the run directory's server "
+                                 "folders (relaunches after a crash included; none on the simulator in virtual time).")
+    sized_for: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="By arm: launch flags pinned to the stage's highest concurrency so one "
+        "server serves every point of the arm (`discover.servers`); empty when no flag depended on the concurrency.")
+    seconds: float | None = Field(default=None, description="Wall-clock seconds the stage took.")
+    run_seconds: list[float] = Field(default_factory=list, description="Seconds each of its jobs took (launch "
+                                     "excluded), as its outcome says.")
+    interrupted: bool = False
+    skipped: str | None = Field(default=None, description="Why the stage did not run (`--time-limit`: its estimate "
+                                "from the earlier stages' measured times did not fit).")
+
+    @property
+    def overhead_s(self) -> float | None:
+        """What the stage spent beside its jobs: planning, the server's start and stop, storing."""
+        return None if self.seconds is None else max(0.0, self.seconds - sum(self.run_seconds))
+
+
 class Discovery(_Out):
     """What `llmsweep discover` measured and proposes."""
 
@@ -102,5 +130,9 @@ class Discovery(_Out):
     runs_measured: int = Field(description="Runs, repeats included.")
     min_conc_step: int | None = Field(description="Proposed `policy.min-conc-step`: the smallest proposed gap.")
     max_conc: int | None = Field(description="Proposed `policy.max-conc`: the highest knee over the arms.")
+    stages: list[Stage] = Field(default_factory=list)
+    executor: str = Field(default="local", description="Where the stages' servers ran (`--executor`).")
+    interrupted: str | None = Field(default=None, description="The stage an interrupt (Ctrl-C, SIGTERM, a timeout) "
+                                    "stopped: the runs before it are analysed, no recipe is proposed.")
     proposed_recipe: str | None = None
     patch: str = Field(default="", description="Unified diff of the recipe file to the proposed one.")

@@ -8,6 +8,7 @@ was refused or failed adds no run, and an arm left without runs says why instead
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.discover import analysis
-from llmsweep.discover.model import ArmProposal, Discovery, MetricNoise, Run
-from llmsweep.discover.recipe import Arm, load_arms, propose, stage_document, unified_diff, write_stage
+from llmsweep.discover.model import ArmProposal, Discovery, MetricNoise, Run, Stage
+from llmsweep.discover.recipe import Arm, StageKey, load_arms, propose, stage_document, unified_diff, write_stage
+from llmsweep.discover.servers import size_for_top
 from llmsweep.errors import ConfigError
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.metrics.registry import HOT_BY_NAME
@@ -46,13 +48,23 @@ class DiscoverRequest(BaseModel):
     ladder_top: int | None = Field(default=None, ge=1, description="Top of the coarse ladder (default: the larger of "
                                  f"{LADDER_FLOOR} and four times the recipe's highest concurrency).")
     refine: int = Field(default=2, ge=0, description="Bisection rounds around each arm's knee (and KV cliff).")
+    time_limit: float | None = Field(default=None, gt=0, description="Wall-clock seconds the discovery may take: "
+                                     "a refinement stage whose estimate (the ladder's measured server start and "
+                                     "slowest run) does not fit in what is left is skipped, and says so.")
     duration: int | None = Field(default=None, ge=1, description="Profiling window of every discovery run, in "
                                  "seconds (default: the recipe's); the proposed recipe keeps the recipe's own.")
     traces: str | None = None
     store: Path | None = None
+    runner_config: Path | None = Field(default=None, description="Runner (fleet) file the stage runs plan with.")
     executor: str = "local"
     executor_options: dict[str, Any] = Field(default_factory=dict)
     settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
+
+    def check_executor(self) -> None:
+        """The executor kind and its options checked (a ConfigError names a bad one), as `llmsweep run` does."""
+        from llmsweep.execute.registry import get_executor
+
+        get_executor(self.executor, self.executor_options)
 
 
 def _noise(runs: list[Run]) -> list[MetricNoise]:
@@ -66,29 +78,64 @@ class Stages:
         self.req, self.arms, self.event = req, arms, event
         self.runs: list[Run] = []
         self.problems: dict[str, str] = {}
+        self.records: list[Stage] = []
 
     def run(self, name: str, concs: dict[str, list[int]], repeats: int) -> None:
+        """Run one stage; an interrupt still reads back what the stage measured (and records it) before it unwinds."""
         from llmsweep.execute.pipeline import RunRequest, run_sweep
-        from llmsweep.results.point import points_from_run
-        from llmsweep.results.rundir import load_run
+        from llmsweep.plan.matrix import EvalOptions
 
         doc, keys = stage_document(self.req.recipe, self.arms, concs, repeats, self.req.duration)
         if not doc:
             return
         out = self.req.out / STAGES_DIR / name
-        recipe = write_stage(self.req.out / STAGES_DIR / f"{name}.yaml", doc)
+        path = self.req.out / STAGES_DIR / f"{name}.yaml"
+        write_stage(path, doc)
+        sized = size_for_top(path, doc, keys, simulate=self.req.simulate, runner_config=self.req.runner_config)
+        recipe = write_stage(path, doc)
         n = sum(len(c) for c in concs.values()) * repeats
         self.event(f"discover: stage {name}: {n} run(s) — " + "; ".join(
             f"{arm.label} conc {concs[arm.id]}" for arm in {k.arm.id: k.arm for k in keys.values()}.values())
             + (f", × {repeats} repeats (one workload seed each)" if repeats > 1 else ""))
-        outcome = run_sweep(RunRequest(
-            files=[recipe], simulate=self.req.simulate, traces=self.req.traces, out=out,
-            store=self.req.store or self.req.out / "store.sqlite", report=False,
-            settings=self.req.settings, executor=self.req.executor, executor_options=self.req.executor_options,
-        ), event=self.event)
+        for arm_id, flags in sized.items():
+            self.event(f"discover: stage {name}: {arm_id} served by one server sized for conc "
+                       f"{max(concs[arm_id])} ({', '.join(f'{k} {v}' for k, v in flags.items())}; `llmsweep run` of "
+                       "the recipe sizes each concurrency's server)")
+        record = Stage(name=name, recipe=str(recipe), run_dir=str(out), runs_planned=n, runs_measured=0,
+                       server_launches=0, sized_for=sized)
+        self.records.append(record)
+        started = time.monotonic()
+        try:
+            outcome = run_sweep(RunRequest(
+                files=[recipe], simulate=self.req.simulate, traces=self.req.traces, out=out,
+                store=self.req.store or self.req.out / "store.sqlite", report=False,
+                runner_config=self.req.runner_config, settings=self.req.settings, executor=self.req.executor,
+                executor_options=self.req.executor_options,
+                # discovery measures throughput: an 8k1k row's `run-eval` point would run an accuracy eval (or be
+                # refused whole where lm-eval is missing) at a ladder point
+                evals=EvalOptions(no_evals=True),
+            ), event=self.event)
+        except KeyboardInterrupt:
+            record.interrupted = True
+            raise
+        finally:
+            record.seconds = round(time.monotonic() - started, 3)
+            self._read_back(record, keys)
+        record.run_seconds = [o.seconds for o in outcome.outcomes if o.seconds is not None]
         for o in outcome.outcomes:
             if not o.ok and o.reasons:
                 self.problems.setdefault(name, f"{o.status}: {o.reasons[0]}")
+
+    def _read_back(self, record: Stage, keys: dict[str, StageKey]) -> None:
+        from llmsweep.execute import artifacts as art
+        from llmsweep.results.point import points_from_run
+        from llmsweep.results.rundir import load_run
+
+        out = Path(record.run_dir)
+        record.server_launches = server_launches(out)
+        if not (out / art.RUN_FILE).exists():
+            return
+        before = len(self.runs)
         for point in points_from_run(load_run(out)):
             if not point.valid or point.summary is None:
                 continue
@@ -97,15 +144,48 @@ class Stages:
             if key is None:
                 continue
             self.runs.append(Run(
-                arm=key.arm.id, conc=point.identity.conc, stage=name, seed=key.seed, job_id=point.job_id,
+                arm=key.arm.id, conc=point.identity.conc, stage=record.name, seed=key.seed, job_id=point.job_id,
                 verdict=point.verdict, source=point.source,
                 metrics={m: point.metric(m) for m in analysis.NOISE_METRICS},
                 kv_usage_max=point.metric("gpu_kv_usage_max"),
                 preemptions=point.summary.server_metrics.preemptions,
             ))
+        record.runs_measured = len(self.runs) - before
 
     def of(self, arm: Arm) -> list[Run]:
         return [r for r in self.runs if r.arm == arm.id]
+
+    def estimate(self, runs: int, servers: int) -> float | None:
+        """Seconds a stage of `runs` runs on `servers` fresh servers should take, from the stages measured so far:
+        their largest overhead (planning, stopping servers, storing), plus per server the slowest run that started one
+        (a stage's first run on each server includes its start: the stage's `server_launches` longest runs), plus
+        the slowest other run for each remaining run; None before any stage finished."""
+        done = [r for r in self.records if r.seconds is not None and r.run_seconds and not r.interrupted]
+        if not done:
+            return None
+        overhead = max(r.overhead_s or 0.0 for r in done)
+        starting: list[float] = []
+        plain: list[float] = []
+        for record in done:
+            ranked = sorted(record.run_seconds, reverse=True)
+            starting += ranked[:record.server_launches]
+            plain += ranked[record.server_launches:]
+        with_start = max(starting, default=max(plain, default=0.0))
+        per_run = max(plain, default=with_start)
+        return overhead + min(servers, runs) * with_start + max(runs - servers, 0) * per_run
+
+    def skip(self, name: str, runs: int, why: str) -> None:
+        self.records.append(Stage(name=name, recipe="", run_dir="", runs_planned=runs, runs_measured=0,
+                                  server_launches=0, skipped=why))
+        self.event(f"discover: stage {name} skipped — {why}")
+
+
+def server_launches(run_dir: Path) -> int:
+    """Engine servers a run started, read back from its server folders (each launch writes a log of its own)."""
+    from llmsweep.execute import artifacts as art
+
+    servers = art.server_dir(run_dir, "_").parent
+    return sum(1 for _ in servers.glob(f"*/{Path(art.SERVER_LOG).stem}*.log"))
 
 
 def _refuse_used(out: Path) -> None:
@@ -113,33 +193,73 @@ def _refuse_used(out: Path) -> None:
         raise ConfigError(f"discover: {out} already holds a discovery", fix="give this discovery another --out")
 
 
+def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm]) -> None:
+    """What cannot run as asked stops before any stage starts, with the reason."""
+    from llmsweep.execute.local import LocalExecutor
+    from llmsweep.spec.workload import ScenarioId
+
+    if req.simulate and req.executor != LocalExecutor.kind:
+        raise ConfigError(f"discover: --simulate runs every stage on the simulator core in virtual time in this "
+                          f"process; --executor {req.executor} would place no server",
+                          fix=f"drop --simulate to discover on the recipe's engine through {req.executor}, or drop "
+                              "--executor")
+    fixed = [a for a in arms if a.path[1] == ScenarioId.FIXED_SEQ_LEN.value]
+    if req.duration is not None and fixed:
+        raise ConfigError(f"discover: --duration is the profiling window of agentic runs; {fixed[0].id} is a "
+                          "fixed-seq-len arm, whose runs send a number of prompts, not a window",
+                          fix="drop --duration; a fixed-seq-len run's length is the recipe's "
+                              "workload.num-prompts-per-conc (or num-prompts)")
+
+
 def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
-    """Measure, refine and propose; writes discovery.json, proposed.yaml and proposed.diff into `req.out`."""
+    """Measure, refine and propose; writes discovery.json, proposed.yaml and proposed.diff into `req.out`.
+
+    An interrupt (Ctrl-C, SIGTERM, the timeout of a device call) stops the stage under way (its servers are stopped
+    as `llmsweep run` stops them) and no further stage starts; discovery.json is still written, from every run
+    measured so far, with `interrupted` naming the stage, and no recipe is proposed."""
     _, arms = load_arms(req.recipe)
     _refuse_used(req.out)
+    _refuse_unworkable(req, arms)
+    req.check_executor()  # an unknown kind or a bad option stops the discovery before anything runs
     highest = max(c for a in arms for c in a.concs)
     top = req.ladder_top or max(LADDER_FLOOR, 4 * highest)
     if any(a.start > top for a in arms):
         raise ConfigError(f"discover: --ladder-top {top} is below an arm's first concurrency",
                           fix=f"pass --ladder-top of at least {max(a.start for a in arms)}")
     stages = Stages(req, arms, event)
-    stages.run("ladder", {a.id: analysis.ladder(a.start, top) for a in arms}, req.repeats)
-    for round_ in range(1, req.refine + 1):
-        targets: dict[str, list[int]] = {}
-        for arm in arms:
-            runs = stages.of(arm)
-            points = analysis.curve(runs)
-            knee = analysis.find_knee(points, analysis.noise(runs, analysis.THROUGHPUT),
-                                      analysis.noise(runs, analysis.INTERACTIVITY))
-            if knee is not None:
-                todo = analysis.refine_targets(points, knee, resolution=1)
-                if todo:
-                    targets[arm.id] = todo
-        if not targets:
-            break
-        stages.run(f"refine-{round_}", targets, 1)
+    started = time.monotonic()
+    interrupted: str | None = None
+    try:
+        stages.run("ladder", {a.id: analysis.ladder(a.start, top) for a in arms}, req.repeats)
+        for round_ in range(1, req.refine + 1):
+            targets: dict[str, list[int]] = {}
+            for arm in arms:
+                runs = stages.of(arm)
+                points = analysis.curve(runs)
+                knee = analysis.find_knee(points, analysis.noise(runs, analysis.THROUGHPUT),
+                                          analysis.noise(runs, analysis.INTERACTIVITY))
+                if knee is not None:
+                    todo = analysis.refine_targets(points, knee, resolution=1)
+                    if todo:
+                        targets[arm.id] = todo
+            if not targets:
+                break
+            name, planned = f"refine-{round_}", sum(len(t) for t in targets.values())
+            estimate = stages.estimate(planned, servers=0 if req.simulate else len(targets))
+            if req.time_limit is not None and estimate is not None:
+                left = req.time_limit - (time.monotonic() - started)
+                if estimate > left:
+                    stages.skip(name, planned, f"--time-limit: {planned} run(s) should take about {estimate:.0f} s "
+                                "(the measured server starts, slowest runs and stage overhead so far), "
+                                f"{max(left, 0):.0f} s are left")
+                    break
+            stages.run(name, targets, 1)
+    except KeyboardInterrupt:
+        interrupted = next((r.name for r in stages.records if r.interrupted), "between stages")
+        event(f"discover: interrupted during stage {interrupted}; analysing the {len(stages.runs)} run(s) measured "
+              "so far, proposing no recipe")
 
-    proposals = [_proposal(arm, stages) for arm in arms]
+    proposals = [_proposal(arm, stages, interrupted) for arm in arms]
     grids = {p.arm: p.concs for p in proposals if p.error is None}
     policy = grid_policy(proposals)
     min_steps = [s for s, _ in policy.values() if s is not None]
@@ -148,9 +268,10 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         recipe_file=str(req.recipe), simulate=req.simulate, repeats=req.repeats, ladder_top=top, runs=stages.runs,
         arms=proposals, points_measured=len({(r.arm, r.conc) for r in stages.runs}), runs_measured=len(stages.runs),
         min_conc_step=min(min_steps) if min_steps else None, max_conc=max(caps) if caps else None,
+        stages=stages.records, executor=req.executor, interrupted=interrupted,
     )
     req.out.mkdir(parents=True, exist_ok=True)
-    if grids:
+    if grids and interrupted is None:
         proposed = propose(req.recipe, req.out / PROPOSED_FILE, grids, arms, policy)
         result.proposed_recipe = str(req.out / PROPOSED_FILE)
         result.patch = unified_diff(req.recipe, proposed.text, str(req.out / PROPOSED_FILE))
@@ -177,7 +298,7 @@ def grid_policy(proposals: list[ArmProposal]) -> dict[str, tuple[int | None, int
     return policy
 
 
-def _proposal(arm: Arm, stages: Stages) -> ArmProposal:
+def _proposal(arm: Arm, stages: Stages, interrupted: str | None = None) -> ArmProposal:
     runs = stages.of(arm)
     noise = _noise(runs)
     points = analysis.curve(runs)
@@ -190,8 +311,10 @@ def _proposal(arm: Arm, stages: Stages) -> ArmProposal:
         why = "; ".join(f"{stage}: {p}" for stage, p in stages.problems.items()) or "no valid run"
         proposal.error = f"no valid run of this arm ({why})"
     elif tput.cv is None:
+        why = (f"the discovery was interrupted during stage {interrupted} before a point was repeated"
+               if interrupted else "every repeat but one failed?")
         proposal.error = (f"no repeated point with a {HOT_BY_NAME[analysis.THROUGHPUT].label}: the noise is unknown "
-                          "(every repeat but one failed?)")
+                          f"({why})")
     else:
         proposal.proposed = analysis.propose_grid(points, arm.start, knee, by_metric)
         proposal.min_step = analysis.min_step(proposal.concs)

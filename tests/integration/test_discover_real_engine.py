@@ -1,0 +1,85 @@
+"""`llmsweep discover` on a real engine: Hugging Face `transformers serve` on the CPU serving a 2-layer random-weight
+Llama, launched by the local executor. The ladder's concurrencies and repeats share one server, every run is measured
+(not simulated), and the proposal comes with its stage record. Skipped where no `python3` imports torch and
+transformers[serving] (CI names one in LLMSWEEP_TRANSFORMERS_PYTHON)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.real_engine import transformers_path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _recipe(model_dir: Path) -> str:
+    return f"""tf-discover:
+  image: huggingface/transformers-pytorch-cpu:5.17.0
+  model: llmsweep/tiny
+  model-prefix: tiny
+  runner: h200
+  precision: bf16
+  framework: transformers
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 64
+      osl: 16
+      search-space:
+      - {{ tp: 1, conc-list: [1, 4] }}
+  serve:
+    engine: {{ name: transformers, version: 5.17.0 }}
+    model-path: {model_dir}
+    health-timeout: 120
+    args:
+      --device: cpu
+      --cb-num-blocks: 64
+      --cb-max-batch-tokens: 512
+    env:
+      HF_HUB_OFFLINE: "1"
+      TRANSFORMERS_OFFLINE: "1"
+      OMP_NUM_THREADS: "1"
+  workload:
+    tokenizer: {model_dir}
+    use-chat-template: true
+    num-prompts-per-conc: 3
+    num-warmups: 1
+"""
+
+
+@pytest.mark.timeout(300)
+def test_discover_on_real_transformers_serve_shares_one_server_per_stage(tmp_path: Path) -> None:
+    path = transformers_path()
+    if path is None:
+        pytest.skip("no python3 on PATH (or LLMSWEEP_TRANSFORMERS_PYTHON) imports torch + transformers[serving]")
+    from llmsweep.modelsynth import SynthRequest, synth_model
+
+    model_dir = tmp_path / "tiny"
+    synth_model(SynthRequest(source="tiny", out=model_dir, weights="random"))
+    recipe = tmp_path / "tf-discover.yaml"
+    recipe.write_text(_recipe(model_dir))
+    out = tmp_path / "disc"
+    env = {**os.environ, "PATH": path, "PYTHONPATH": str(REPO / "src"), "LLMSWEEP_STORE": str(tmp_path / "s.sqlite")}
+    argv = [sys.executable, "-m", "llmsweep.cli.main", "discover", str(recipe), "--executor", "local",
+            "--executor-option", "allow_image=true", "--repeats", "2", "--ladder-top", "4", "--refine", "1",
+            "--out", str(out), "--json"]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads((out / "discovery.json").read_text())
+    assert result["executor"] == "local" and result["interrupted"] is None
+    ladder = result["stages"][0]
+    # conc 1, 2, 4 × 2 workload seeds on ONE transformers server, every run measured by the real client
+    assert (ladder["name"], ladder["runs_planned"], ladder["server_launches"]) == ("ladder", 6, 1)
+    assert ladder["runs_measured"] == 6 and ladder["sized_for"] == {}
+    assert {r["source"] for r in result["runs"]} == {"measured"}
+    commands = {p.read_text() for p in (out / "stages" / "ladder" / "jobs").glob("*/server_command.txt")}
+    assert len(commands) == 1 and "transformers" in commands.pop()
+    (arm,) = result["arms"]
+    assert arm["error"] is None and arm["proposed"][0]["conc"] == 1 and arm["knee"] is not None
+    assert all(n["cv"] is not None for n in arm["noise"])  # the repeats measured a spread for every metric
+    assert all(s["server_launches"] <= 1 for s in result["stages"])
