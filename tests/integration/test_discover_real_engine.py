@@ -12,44 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.real_engine import transformers_path
+from support.real_engine import tiny_transformers_recipe, transformers_path
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _recipe(model_dir: Path) -> str:
-    return f"""tf-discover:
-  image: huggingface/transformers-pytorch-cpu:5.17.0
-  model: llmsweep/tiny
-  model-prefix: tiny
-  runner: h200
-  precision: bf16
-  framework: transformers
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 64
-      osl: 16
-      search-space:
-      - {{ tp: 1, conc-list: [1, 4] }}
-  serve:
-    engine: {{ name: transformers, version: 5.17.0 }}
-    model-path: {model_dir}
-    health-timeout: 120
-    args:
-      --device: cpu
-      --cb-num-blocks: 64
-      --cb-max-batch-tokens: 512
-    env:
-      HF_HUB_OFFLINE: "1"
-      TRANSFORMERS_OFFLINE: "1"
-      OMP_NUM_THREADS: "1"
-  workload:
-    tokenizer: {model_dir}
-    use-chat-template: true
-    num-prompts-per-conc: 3
-    num-warmups: 1
-"""
 
 
 @pytest.mark.timeout(300)
@@ -62,7 +27,7 @@ def test_discover_on_real_transformers_serve_shares_one_server_per_stage(tmp_pat
     model_dir = tmp_path / "tiny"
     synth_model(SynthRequest(source="tiny", out=model_dir, weights="random"))
     recipe = tmp_path / "tf-discover.yaml"
-    recipe.write_text(_recipe(model_dir))
+    recipe.write_text(tiny_transformers_recipe(model_dir, key="tf-discover", concs="[1, 4]", prompts_per_conc=3))
     out = tmp_path / "disc"
     env = {**os.environ, "PATH": path, "PYTHONPATH": str(REPO / "src"), "LLMSWEEP_STORE": str(tmp_path / "s.sqlite")}
     argv = [sys.executable, "-m", "llmsweep.cli.main", "discover", str(recipe), "--executor", "local",

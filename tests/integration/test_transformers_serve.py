@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.real_engine import transformers_path
+from support.real_engine import tiny_transformers_recipe, transformers_path
 from support.transformers_dialect import DialectServer, fake_transformers_package
 
 from llmsweep import engines
@@ -26,41 +26,6 @@ from llmsweep.plan import Job, full_sweep
 from llmsweep.spec import loads_recipes
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def recipe(model_dir: Path, *, concs: str = "[1, 2, 4]", extra_args: str = "") -> str:
-    return f"""tf:
-  image: huggingface/transformers-pytorch-cpu:5.17.0
-  model: llmsweep/tiny
-  model-prefix: tiny
-  runner: h200
-  precision: bf16
-  framework: transformers
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 64
-      osl: 16
-      search-space:
-      - {{ tp: 1, conc-list: {concs} }}
-  serve:
-    engine: {{ name: transformers, version: 5.17.0 }}
-    model-path: {model_dir}
-    health-timeout: 120
-    args:
-      --device: cpu
-      --cb-num-blocks: 64
-      --cb-max-batch-tokens: 512{extra_args}
-    env:
-      HF_HUB_OFFLINE: "1"
-      TRANSFORMERS_OFFLINE: "1"
-      OMP_NUM_THREADS: "1"
-  workload:
-    tokenizer: {model_dir}
-    use-chat-template: true
-    num-prompts-per-conc: 4
-    num-warmups: 1
-"""
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +48,7 @@ def records(job_dir: Path) -> list[dict]:
 
 def test_the_client_run_builds_for_a_transformers_job_completes_against_its_dialect(model_dir: Path,
                                                                                    tmp_path: Path) -> None:
-    job = plan(recipe(model_dir, concs="[4]"))[0]
+    job = plan(tiny_transformers_recipe(model_dir, concs="[4]"))[0]
     spec = engines.render(job, port=0)
     with DialectServer(model=str(model_dir), ttft_s=0.03, itl_s=0.004) as srv:
         res = run_benchmark(_workload(job, "measured"), _endpoint(job, spec, srv.url),
@@ -111,7 +76,7 @@ def test_without_the_dialect_every_request_is_a_422(model_dir: Path, tmp_path: P
     """The negative control: the default endpoint (ignore_eos on) fails against this server."""
     from llmsweep.client import Endpoint
 
-    job = plan(recipe(model_dir, concs="[1]"))[0]
+    job = plan(tiny_transformers_recipe(model_dir, concs="[1]"))[0]
     spec = engines.render(job, port=0)
     with DialectServer(model=str(model_dir)) as srv:
         ep = Endpoint(base_url=srv.url, model=str(model_dir), api="chat", metrics_url="")
@@ -153,7 +118,7 @@ def test_llmsweep_run_launches_the_rendered_command_and_follows_the_dialect(mode
     env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": f"{fake}{os.pathsep}{REPO / 'src'}", "LLMSWEEP_STORE": str(tmp_path / "store.sqlite")}
     rfile = tmp_path / "tf.yaml"
-    rfile.write_text(recipe(model_dir))
+    rfile.write_text(tiny_transformers_recipe(model_dir))
     out = tmp_path / "run"
     proc = _cli([str(rfile), "--executor", "local", "--executor-option", "allow_image=true", "--out", str(out),
                  "--no-report"], env, timeout=120)
@@ -174,7 +139,7 @@ def test_real_transformers_serve_on_the_cpu(model_dir: Path, tmp_path: Path) -> 
     env = {**os.environ, "PATH": path, "PYTHONPATH": str(REPO / "src"),
            "LLMSWEEP_STORE": str(tmp_path / "store.sqlite")}
     rfile = tmp_path / "tf.yaml"
-    rfile.write_text(recipe(model_dir))
+    rfile.write_text(tiny_transformers_recipe(model_dir))
     out = tmp_path / "run"
     proc = _cli([str(rfile), "--executor", "local", "--executor-option", "allow_image=true", "--out", str(out),
                  "--no-report"], env, timeout=220)

@@ -22,3 +22,41 @@ def transformers_path() -> str | None:
     except subprocess.TimeoutExpired:
         return None
     return path if ok else None
+
+
+def tiny_transformers_recipe(model_dir: Path, *, key: str = "tf", concs: str = "[1, 2, 4]", extra_args: str = "",
+                             prompts_per_conc: int = 4) -> str:
+    """A fixed-length recipe (64 in / 16 out) that `transformers serve` runs on the CPU for a synthesised model in
+    `model_dir` (continuous batching, one thread, offline)."""
+    return f"""{key}:
+  image: huggingface/transformers-pytorch-cpu:5.17.0
+  model: llmsweep/tiny
+  model-prefix: tiny
+  runner: h200
+  precision: bf16
+  framework: transformers
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 64
+      osl: 16
+      search-space:
+      - {{ tp: 1, conc-list: {concs} }}
+  serve:
+    engine: {{ name: transformers, version: 5.17.0 }}
+    model-path: {model_dir}
+    health-timeout: 120
+    args:
+      --device: cpu
+      --cb-num-blocks: 64
+      --cb-max-batch-tokens: 512{extra_args}
+    env:
+      HF_HUB_OFFLINE: "1"
+      TRANSFORMERS_OFFLINE: "1"
+      OMP_NUM_THREADS: "1"
+  workload:
+    tokenizer: {model_dir}
+    use-chat-template: true
+    num-prompts-per-conc: {prompts_per_conc}
+    num-warmups: 1
+"""
