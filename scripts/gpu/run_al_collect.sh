@@ -25,21 +25,10 @@ NUM_PROMPTS=${NUM_PROMPTS:-16}; OUTPUT_LEN=${OUTPUT_LEN:-512}
 RECIPE=${RECIPE:-examples/gpu/smollm2-135m-bf16-h200-vllm-ngram.yaml}
 MODEL_DIR=${MODEL_DIR:-/tmp/models/smollm2-135m-instruct}; CALL_LIMIT=${CALL_LIMIT:-600}
 RUNS=${RUNS:-/tmp/al-runs}
-T0=$(date +%s)
-log() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$OUT/steps.txt"; }
-fail() { log "FAILED: $*"; tail -30 "$OUT/steps.txt"; exit 1; }
-export HF_HOME=/tmp/hfhome HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1 \
-  DO_NOT_TRACK=1 VLLM_USE_FLASHINFER_SAMPLER=0
-
-# 1. vLLM from the staged chunks (a no-op when already installed in this lease)
-if [[ -z "${SKIP_INSTALL:-}" ]]; then
-  bash scripts/gpu/install_vllm.sh >>"$OUT/steps.txt" 2>&1 || fail "install_vllm.sh"
-fi
-site=${SITE:-/tmp/site}
-export PYTHONPATH="$repo/src:$site${PYTHONPATH:+:$PYTHONPATH}" PATH="$site/bin:$PATH"
+# 1. the common start: log/fail, offline env, vLLM from the staged chunks, PYTHONPATH (scripts/gpu/vllm_env.sh)
+# shellcheck source=scripts/gpu/vllm_env.sh
+. scripts/gpu/vllm_env.sh
 llmsweep() { python3 -m llmsweep.cli.main "$@"; }
-log "installed: $(tail -1 "$OUT/steps.txt"); llmsweep $(llmsweep --version 2>&1 | tail -1)"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$OUT/steps.txt" 2>&1
 
 # 2-3. real weights: the GGUF as a Hugging Face directory (bf16 safetensors, tokenizer, chat template)
 # shellcheck source=scripts/gpu/import_gguf.sh
