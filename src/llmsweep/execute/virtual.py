@@ -204,16 +204,16 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
             handle = server.ensure()
             spec = server.spec or served.spec
             provenance = _provenance(job, spec, served, server.observed, handle, server.launcher.kind)
-            command = None
+            eval_command = None
             if relaunch is not None:
                 from llmsweep.evals.results import EVAL_DIR
                 from llmsweep.execute.lifecycle import command_text as live_command
 
-                command = live_command(spec, server.launcher, handle.command)
+                eval_command = live_command(spec, server.launcher, handle.command)
                 (jdir / EVAL_DIR).mkdir(parents=True, exist_ok=True)
-                (jdir / EVAL_DIR / art.COMMAND_FILE).write_text(command, encoding="utf-8")
+                (jdir / EVAL_DIR / art.COMMAND_FILE).write_text(eval_command, encoding="utf-8")
             summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
-                               provenance=provenance, event=event, server_command=command)
+                               provenance=provenance, event=event, server_command=eval_command)
         if summary is None:
             raise LlmsweepError(f"job {job.id} is eval-only and no server was at hand for its eval",
                                 fix="run it with `llmsweep run` (or --live)")
