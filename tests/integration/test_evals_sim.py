@@ -139,3 +139,44 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     evals = [m["eval"] for m in matched if m["eval"]]
     assert evals == [{"task": "gsm8k", "a": 0.0, "b": 0.0, "delta": 0.0, "band": 0.0, "band_kind": "stderr",
                       "verdict": "within noise", "eval_verdict_a": "invalid", "eval_verdict_b": "invalid"}]
+
+
+PINNED_AL = 2.2
+"""An explicit recipe pin for n-gram K=3 on a model no golden curve covers (so no golden value overrules it); the
+simulator's typical n-gram K=3 acceptance, realised when nothing is pinned, is 1.62."""
+
+
+def pinned_recipe(tmp_path: Path) -> Path:
+    """The 8k1k conc-16 row (InferenceX's run-eval point) with n-gram K=3 whose throughput pins acceptance."""
+    text = RECIPE.replace("conc-list: [4, 16]", "conc-list: [16], spec-decoding: mtp").replace(
+        "    engine: { name: sim }\n",
+        f"    engine: {{ name: sim }}\n    spec-decoding: {{ method: ngram, num-steps: 3, acceptance-length: {PINNED_AL} }}\n")
+    path = tmp_path / "pinned.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["live", "virtual"])
+def test_a_pinned_run_eval_row_runs_its_pin_then_the_eval_on_a_relaunch_with_real_verification(
+        tmp_path: Path, live: bool) -> None:
+    out = tmp_path / "out"
+    proc = llmsweep(tmp_path, "run", pinned_recipe(tmp_path), *(["--live"] if live else []), "--out", out, "--json",
+                    *eval_args(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "relaunching without synthetic acceptance for the eval" in proc.stderr if live else (
+        "serving the eval live without synthetic acceptance" in proc.stderr)
+    (summary,) = summaries(out).values()
+    # The throughput point ran its pin, and the read-back gate judged it against the pin.
+    (check,) = summary["readback"]["checks"]
+    assert check["check"] == "acceptance_length" and check["pinned"] == PINNED_AL and check["ok"] is True
+    assert summary["validity"]["verdict"] == "valid"
+    job_dir = next((out / "jobs").iterdir())
+    assert f"--acceptance-length {PINNED_AL:g}" in (job_dir / "server_command.txt").read_text()
+    # The eval ran on a second server, launched without the pin: its realised acceptance is the simulator's own.
+    ev = summary["eval"]
+    assert ev["mode"] == "run-eval" and ev["relaunched"] is True and ev["runs"][0]["n_samples"] == 4
+    assert ev["acceptance_length"] is not None and abs(ev["acceptance_length"] - PINNED_AL) > 0.3
+    command = (job_dir / "eval" / "server_command.txt").read_text()
+    assert command == ev["server_command"] and "--spec-method ngram" in command
+    assert "--acceptance-length" not in command
+    assert any(p.name.endswith("-eval") for p in (out / "servers").iterdir())
