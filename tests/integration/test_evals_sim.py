@@ -148,9 +148,9 @@ simulator's typical n-gram K=3 acceptance, realised when nothing is pinned, is 1
 
 def pinned_recipe(tmp_path: Path) -> Path:
     """The 8k1k conc-16 row (InferenceX's run-eval point) with n-gram K=3 whose throughput pins acceptance."""
+    spec = f"    spec-decoding: {{ method: ngram, num-steps: 3, acceptance-length: {PINNED_AL} }}\n"
     text = RECIPE.replace("conc-list: [4, 16]", "conc-list: [16], spec-decoding: mtp").replace(
-        "    engine: { name: sim }\n",
-        f"    engine: {{ name: sim }}\n    spec-decoding: {{ method: ngram, num-steps: 3, acceptance-length: {PINNED_AL} }}\n")
+        "    engine: { name: sim }\n", "    engine: { name: sim }\n" + spec)
     path = tmp_path / "pinned.yaml"
     path.write_text(text, encoding="utf-8")
     return path
