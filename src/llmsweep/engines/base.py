@@ -396,6 +396,9 @@ class Adapter(ABC):
                 if name not in secrets:
                     secrets.append(name)
                 notes.append(f"{name} is passed from the caller's environment by name; its value is never written")
+        if relaunches_for_eval(job) and self.pinned_acceptance(job) is not None:
+            notes.append("run-eval job: this launch serves the throughput point at the pinned acceptance; its eval "
+                         "runs on a relaunch of the same command without synthetic acceptance (real verification)")
         if job.multinode:
             notes.append("multinode job: this is one decode worker's launch; the prefill pool, router and KV "
                          "transfer are started by the cluster orchestrator")
