@@ -462,7 +462,7 @@ def _relaunched_eval(job: Job, server: _Server, spec: LaunchSpec, run_dir: Path,
 
     group = server.group
     event(f"job {job.id}: relaunching without synthetic acceptance for the eval (the throughput point pinned "
-          f"{job.acceptance.value if job.acceptance is not None else '?'}; the eval verifies real drafts)")
+          f"{job.acceptance.value if job.acceptance is not None else '?'})")
     server.park()
     evserver = _Server(eval_group(group, job, spec), server.launcher, run_dir, settings, event)
     handle: ServerHandle | None = None
