@@ -104,7 +104,7 @@ fi
 pack="/tmp/pack/$NAME"; rm -rf "$pack"; mkdir -p "$pack"
 tar -C "$run" --exclude=records.jsonl --exclude='server*.log' -cf - . | tar -C "$pack" -xf -
 for f in "$run"/jobs/*/records.jsonl; do [[ -f "$f" ]] && head -n "$RECORDS_PER_JOB" "$f" > "$pack/${f#"$run"/}"; done
-for f in "$run"/jobs/*/server*.log "$run"/servers/*/server*.log; do
+for f in "$run"/jobs/*/server*.log "$run"/jobs/*/eval/server*.log "$run"/servers/*/server*.log; do
   [[ -f "$f" ]] && tail -n "$LOG_TAIL" "$f" > "$pack/${f#"$run"/}"
 done
 for f in "$run"/servers/*/server.log; do

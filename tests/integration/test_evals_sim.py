@@ -139,3 +139,56 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     evals = [m["eval"] for m in matched if m["eval"]]
     assert evals == [{"task": "gsm8k", "a": 0.0, "b": 0.0, "delta": 0.0, "band": 0.0, "band_kind": "stderr",
                       "verdict": "within noise", "eval_verdict_a": "invalid", "eval_verdict_b": "invalid"}]
+
+
+PINNED_AL = 2.2
+"""An explicit recipe pin for n-gram K=3 on a model no golden curve covers (so no golden value overrules it); the
+simulator's typical n-gram K=3 acceptance, realised when nothing is pinned, is 1.62."""
+
+
+def pinned_recipe(tmp_path: Path, concs: list[int]) -> Path:
+    """8k1k with n-gram K=3 pinned for throughput. At conc 16, 32 and 64 InferenceX marks 32 and 64 `run-eval` (the
+    upper median and the highest concurrency >= 16): a throughput point and two pinned run-eval jobs share the
+    group's server."""
+    spec = f"    spec-decoding: {{ method: ngram, num-steps: 3, acceptance-length: {PINNED_AL} }}\n"
+    text = RECIPE.replace("conc-list: [4, 16]", f"conc-list: {concs}, spec-decoding: mtp").replace(
+        "    engine: { name: sim }\n", "    engine: { name: sim }\n" + spec)
+    path = tmp_path / "pinned.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("live", "concs", "evals"), [(True, [16, 32, 64], (32, 64)), (False, [16], (16,))],
+                         ids=["live", "virtual"])
+def test_a_pinned_run_eval_row_runs_its_pin_then_the_eval_on_a_relaunch_with_real_verification(
+        tmp_path: Path, live: bool, concs: list[int], evals: tuple[int, ...]) -> None:
+    out = tmp_path / "out"
+    proc = llmsweep(tmp_path, "run", pinned_recipe(tmp_path, concs), *(["--live"] if live else []), "--out", out,
+                    "--json", *eval_args(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    said = "relaunching without synthetic acceptance for the eval" if live else (
+        "serving the eval live without synthetic acceptance")
+    assert proc.stderr.count(said) == len(evals), proc.stderr
+    by_conc = {s["provenance"]["options"]["concurrency"]: s for s in summaries(out).values()}
+    assert set(by_conc) == set(concs)
+    assert all("eval" not in by_conc[c] for c in concs if c not in evals)
+    for conc, summary in by_conc.items():
+        # Every throughput point ran its pin, and the read-back gate judged it against the pin.
+        (check,) = summary["readback"]["checks"]
+        assert check["check"] == "acceptance_length" and check["pinned"] == PINNED_AL and check["ok"] is True
+        assert summary["validity"]["verdict"] == "valid", (conc, summary["validity"])
+    for conc in evals:
+        job_dir = out / "jobs" / by_conc[conc]["provenance"]["job"]["id"]
+        assert f"--acceptance-length {PINNED_AL:g}" in (job_dir / "server_command.txt").read_text()
+        # The eval ran on a second server, launched without the pin: its realised acceptance is the simulator's own.
+        ev = by_conc[conc]["eval"]
+        assert ev["mode"] == "run-eval" and ev["relaunched"] is True and ev["runs"][0]["n_samples"] == 4
+        assert ev["acceptance_length"] is not None and abs(ev["acceptance_length"] - PINNED_AL) > 0.3
+        command = (job_dir / "eval" / "server_command.txt").read_text()
+        assert command == ev["server_command"] and "--spec-method ngram" in command
+        assert "--acceptance-length" not in command
+    servers = sorted(p.name for p in (out / "servers").iterdir())
+    assert any(name.endswith("-eval") for name in servers)
+    if live:  # the pinned server was stopped for the first eval and launched again for conc 64: no death counted
+        (pinned,) = [out / "servers" / n for n in servers if not n.endswith("-eval")]
+        assert (pinned / "server.2.log").is_file()

@@ -42,7 +42,8 @@ def sim() -> None:
         help="Speculative decoding method (off when absent).")
 @option("spec_k", default=3, show_default=True, type=click.IntRange(1, 16), help="Draft tokens per step.")
 @click.option("--acceptance-length", type=float, default=None,
-              help="Forced mean acceptance length (tokens per verify step, bonus included).")
+              help="Forced mean acceptance length (tokens per verify step, bonus included); without it a "
+              "--spec-method realises that method's typical acceptance (nothing pinned).")
 @click.option("--kv-offload", type=click.Choice(["none", "dram"]), default="none", show_default=True,
               help="CPU KV tier (HiCache / offload connector).")
 @click.option("--dram-gb", type=float, default=0.0, show_default=True, help="CPU KV tier size in GB.")
@@ -139,10 +140,12 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
     spec = None
     try:
         if opts["spec_method"] or opts["acceptance_length"] is not None:
-            if opts["acceptance_length"] is None:
-                raise ConfigError("--spec-method needs --acceptance-length (the forced mean AL)",
-                                  fix="add e.g. --acceptance-length 3.39")
-            spec = SpecDecodeConfig(method=opts["spec_method"] or "mtp", k=opts["spec_k"],  # type: ignore[arg-type]
+            method = str(opts["spec_method"] or "mtp")
+            if opts["acceptance_length"] is None:  # nothing pinned: the method's typical acceptance is realised
+                from llmsweep.engines.sim import typical_acceptance
+
+                opts["acceptance_length"] = typical_acceptance(method, int(opts["spec_k"]))  # type: ignore[call-overload]
+            spec = SpecDecodeConfig(method=method, k=opts["spec_k"],  # type: ignore[arg-type]
                                     acceptance_length=opts["acceptance_length"])  # type: ignore[arg-type]
         if opts["kv_offload"] == "dram" and not opts["dram_gb"]:
             raise ConfigError("--kv-offload dram needs --dram-gb", fix="add e.g. --dram-gb 512")

@@ -177,10 +177,23 @@ def agentic_conc(job: Job) -> int:
 
 
 def synthetic_acceptance(job: Job) -> float | None:
-    """The AL to pin, or None: eval jobs (run-eval or eval-only) always keep real verification."""
-    if job.acceptance is None or job.eval_only or job.run_eval:
+    """The AL the job's throughput launch pins, or None. An eval-only job pins none; a run-eval row pins it for its
+    throughput point and runs its eval on a server relaunched with real verification (:func:`real_verification`)."""
+    if job.acceptance is None or job.eval_only:
         return None
     return job.acceptance.value
+
+
+def real_verification(job: Job) -> Job:
+    """The job as its eval's server launches it: the same launch without any spelling of synthetic acceptance (every
+    adapter spells the pin from :func:`synthetic_acceptance`, which this view leaves nothing to pin)."""
+    return job if job.acceptance is None else job.model_copy(update={"acceptance": None})
+
+
+def relaunches_for_eval(job: Job) -> bool:
+    """A run-eval row whose throughput point pins acceptance: its eval runs on a second server, relaunched with real
+    verification (InferenceX's eval servers never pin it); without a pin the eval shares the throughput server."""
+    return bool(job.run_eval and not job.eval_only and synthetic_acceptance(job) is not None)
 
 
 def topology(job: Job) -> tuple[int, int, int, bool, int, int]:
@@ -383,6 +396,9 @@ class Adapter(ABC):
                 if name not in secrets:
                     secrets.append(name)
                 notes.append(f"{name} is passed from the caller's environment by name; its value is never written")
+        if relaunches_for_eval(job) and self.pinned_acceptance(job) is not None:
+            notes.append("run-eval job: this launch serves the throughput point at the pinned acceptance; its eval "
+                         "runs on a relaunch of the same command without synthetic acceptance (real verification)")
         if job.multinode:
             notes.append("multinode job: this is one decode worker's launch; the prefill pool, router and KV "
                          "transfer are started by the cluster orchestrator")

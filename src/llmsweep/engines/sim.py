@@ -69,8 +69,8 @@ def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
     """
     from llmsweep.engines.base import synthetic_acceptance
 
-    if job.eval_only or job.run_eval:
-        return None  # an eval job verifies real drafts for its accuracy: nothing the simulator could stand in for
+    if job.eval_only:
+        return None  # served without speculation (`SimAdapter._spec`): nothing to stand in for
     draft = _draft(job)
     if draft is None:
         return None
@@ -79,6 +79,10 @@ def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
     if pinned is not None:
         source = job.acceptance.source if job.acceptance is not None else "pinned"
         return AcceptanceEstimate(pinned, source, f"the job's {source} acceptance length")
+    if job.run_eval:
+        # A run-eval row's server verifies for real (its eval's answers): nothing is pinned, and `sim serve` realises
+        # the method's typical acceptance (`typical_acceptance`), which its /metrics report as realised.
+        return None
     try:
         from llmsweep.catalog.golden import resolve_acceptance
 
@@ -90,14 +94,20 @@ def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
         return AcceptanceEstimate(golden.value, "estimate",
                                   f"golden curve {golden.curve} (thinking {thinking}, K={k}) for "
                                   f"{job.model} {method}; the job itself measures real acceptance")
-    from llmsweep.sim.acceptance import expected_length
 
     sim_method = SIM_METHODS.get(method, "mtp")
     p = ESTIMATED_DRAFT_ACCEPTANCE.get(sim_method, 0.7)
-    value = round(expected_length(p, k), 2)
-    return AcceptanceEstimate(value, "estimate",
+    return AcceptanceEstimate(typical_acceptance(sim_method, k), "estimate",
                               f"typical {sim_method} acceptance (p={p} per draft token, K={k}) for {job.model}: no "
                               "golden curve covers it, and the job itself measures real acceptance")
+
+
+def typical_acceptance(sim_method: str, k: int) -> float:
+    """The AL the simulator realises for a method at draft length K when nothing pins one (the i.i.d. model at
+    :data:`ESTIMATED_DRAFT_ACCEPTANCE`'s per-draft probability), rounded to two decimals."""
+    from llmsweep.sim.acceptance import expected_length
+
+    return round(expected_length(ESTIMATED_DRAFT_ACCEPTANCE.get(sim_method, 0.7), k), 2)
 
 
 DEFAULT_DRAFT_LENGTH = 3
@@ -202,6 +212,10 @@ class SimAdapter(Adapter):
         if estimate is not None:
             d.args["--acceptance-length"] = f"{estimate.value:g}"
             d.notes.append(f"acceptance length {estimate.value:g} is the simulator's estimate: {estimate.basis}")
+        elif job.run_eval:
+            typical = typical_acceptance(SIM_METHODS[sd.method], sd.num_steps or DEFAULT_DRAFT_LENGTH)
+            d.notes.append(f"run-eval job: nothing pinned (real verification); the simulator realises the typical "
+                           f"{sd.method} acceptance, {typical:g}")
 
     def _recipe_less_spec(self, job: Job, d: Derived) -> None:
         """A speculative matrix entry without `serve.spec-decoding` (an InferenceX master file): its method at the

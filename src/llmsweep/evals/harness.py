@@ -58,13 +58,14 @@ def check_harness(settings: EvalSettings) -> str | None:
 
 
 def refusal(job_spec_decoding: str, *, run_eval: bool, eval_only: bool, simulated: bool,
-            settings: EvalSettings) -> str | None:
+            settings: EvalSettings, pinned: bool = False) -> str | None:
     """Why an eval job cannot run as planned (None when it can): no lm-eval at hand, or a speculative `run-eval`
-    row on the simulator (its throughput point needs speculation the simulator can only force, and its eval needs
-    real verification, on one server)."""
+    row on the simulator that pins nothing (its throughput point needs real acceptance the simulator can only force,
+    on the server its eval shares). A row that pins acceptance (`pinned`) runs: its point at the pin, its eval on a
+    server relaunched without it (`execute.lifecycle.eval_launch`)."""
     if not (run_eval or eval_only):
         return None
-    if simulated and run_eval and not eval_only and job_spec_decoding != "none":
+    if simulated and run_eval and not eval_only and job_spec_decoding != "none" and not pinned:
         return ("a speculative run-eval row cannot run on the simulator: its throughput point needs an acceptance "
                 "length the simulator can only force, and its eval on the same server needs real verification; run "
                 "it on an engine, or --no-evals for the throughput point (--evals-only for the eval alone)")

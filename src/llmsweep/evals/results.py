@@ -84,8 +84,9 @@ def meta_env(job: Job, concs: list[int], completed: list[int]) -> dict[str, Any]
 
 
 def run_eval(job: Job, base_url: str, *, model: str, metrics_url: str | None, job_dir: Path,
-             settings: EvalSettings) -> EvalBlock:
-    """Run the job's eval against `base_url` and write `eval/eval.json`; returns the judged block."""
+             settings: EvalSettings, server_command: str | None = None) -> EvalBlock:
+    """Run the job's eval against `base_url` and write `eval/eval.json`; returns the judged block. `server_command`:
+    the launch of a server relaunched for the eval alone (a run-eval row whose throughput point pinned acceptance)."""
     edir = job_dir / EVAL_DIR
     edir.mkdir(parents=True, exist_ok=True)
     (edir / EVAL_METRICS_FILE).unlink(missing_ok=True)
@@ -94,7 +95,8 @@ def run_eval(job: Job, base_url: str, *, model: str, metrics_url: str | None, jo
     task = task_file(settings.task, settings.dataset, edir / "task")
     block = EvalBlock(mode=mode_of(job), task=task.task, dataset=task.dataset, limit=settings.limit,
                       num_fewshot=task.num_fewshot, model_prefix=job.model_prefix, context_length=context,
-                      max_tokens=max_tokens, verdict="invalid")
+                      max_tokens=max_tokens, verdict="invalid", relaunched=server_command is not None,
+                      server_command=server_command)
     refusal = check_harness(settings)
     python = settings.interpreter()
     scrapes = edir / EVAL_METRICS_FILE

@@ -267,6 +267,8 @@ class _Server:
         self.spec: LaunchSpec | None = None
         self.observed: dict[str, Any] = {}
         self.launches = 0
+        self.parked = 0
+        """Launches stopped on purpose (`park`: a run-eval row's eval needed the GPUs); not deaths."""
         self.power: Sampler | None = None
         # The secrets of this group's launch, known before any launch succeeds (a failure message may quote them).
         self.scrubber = SecretScrubber(collect_secrets(group.spec.secret_env).values())
@@ -279,7 +281,7 @@ class _Server:
             left = self.dir / art.PID_FILE
             if left.exists():  # what the dead server left could not be stopped: keep its record beside the next
                 left.replace(left.with_name(f"server.{self.launches}.pid"))
-        if self.launches > self.settings.max_relaunches:
+        if self.launches - self.parked > self.settings.max_relaunches:
             raise LaunchError(
                 f"server of group {self.group.id} died {self.launches} times; not relaunching again",
                 fix=f"read {self.dir / art.SERVER_LOG}",
@@ -343,6 +345,13 @@ class _Server:
         self.event(f"router ready at {deployment.base_url}")
         return deployment
 
+    def park(self) -> None:
+        """Stop a live server on purpose (its GPUs go to the eval's relaunch); the next job launches it afresh, and
+        that launch is no relaunch after a death."""
+        if self.handle is not None:
+            self.stop()
+            self.parked += 1
+
     def stop(self) -> None:
         """Tear the server down; its pid file goes only once nothing of it is left, so a `--resume` after anything
         that went wrong here (a kill, a process that would not die, a container `docker rm` could not remove) still
@@ -400,20 +409,78 @@ def bench_job(
 
 
 def eval_job(job: Job, base_url: str, out_dir: Path, *, spec: LaunchSpec, source: str, settings: LifecycleSettings,
-             provenance: dict[str, Any], event: Event = _quiet) -> Summary:
+             provenance: dict[str, Any], event: Event = _quiet, server_command: str | None = None) -> Summary:
     """The job's eval against a server that already serves it (`llmsweep.evals`), then its summary re-made with the
-    eval attached. An eval-only job records here what ran (run.json), as the client does for a throughput point."""
+    eval attached. An eval-only job records here what ran (run.json), as the client does for a throughput point.
+    `server_command`: the launch of the server relaunched for this eval alone (`eval_launch`), recorded with it."""
     from llmsweep.evals.results import run_eval
 
     if job.eval_only:
         art.write_json(out_dir / art.RUN_FILE, {"provenance": provenance, "gpus": Point.of(job).gpus})
     metrics_url = f"{base_url.rstrip('/')}{spec.metrics_path}" if spec.metrics_path else None
-    event(f"job {job.id}: eval {settings.eval.task} ({'eval-only' if job.eval_only else 'after the throughput run'})")
+    where = ("eval-only" if job.eval_only else "after the throughput run"
+             + (", on its own server with real verification" if server_command is not None else ""))
+    event(f"job {job.id}: eval {settings.eval.task} ({where})")
     block = run_eval(job, base_url, model=spec.served_model_name or job.workload.served_model_name,
-                     metrics_url=metrics_url, job_dir=out_dir, settings=settings.eval)
+                     metrics_url=metrics_url, job_dir=out_dir, settings=settings.eval, server_command=server_command)
     score = "n/a" if block.score is None else f"{block.score:.4f}"
     event(f"job {job.id}: eval {block.task} {block.score_name or 'score'} = {score} → {block.verdict}")
     return _finish_summary(out_dir, job, source, settings)
+
+
+def eval_launch(job: Job, group: ServerGroup) -> LaunchSpec | None:
+    """The launch of `job`'s eval when the group's server cannot serve it, else None (the eval shares that server).
+
+    A run-eval row whose throughput point pins acceptance (`engines.base.relaunches_for_eval`) evaluates on a server
+    relaunched with real verification: the job's own launch without any spelling of synthetic acceptance
+    (`engines.base.real_verification`), rendered as the group's was. Without a pin nothing differs: one server, as
+    InferenceX runs it."""
+    from llmsweep import engines
+    from llmsweep.engines.base import real_verification, relaunches_for_eval
+
+    if not relaunches_for_eval(job):
+        return None
+    spec = engines.render(real_verification(job), simulate=group.spec.engine == "sim", port=group.spec.port)
+    return None if spec.fingerprint() == group.spec.fingerprint() else spec
+
+
+EVAL_SERVER_SUFFIX = "-eval"
+"""A relaunched eval server's group id is the throughput group's id with this suffix (`servers/<id>-eval/`)."""
+
+
+def eval_group(group: ServerGroup, job: Job, spec: LaunchSpec) -> ServerGroup:
+    """The one-job group of a relaunched eval server (its own folder under `servers/`, its own launch files)."""
+    return ServerGroup(id=f"{group.id}{EVAL_SERVER_SUFFIX}", spec=spec, jobs=[job], source=group.source,
+                       executor=group.executor, notes=[*group.notes, "eval server: real verification"])
+
+
+def _relaunched_eval(job: Job, server: _Server, spec: LaunchSpec, run_dir: Path, jdir: Path,
+                     settings: LifecycleSettings, event: Event) -> Summary:
+    """Stop the throughput server, launch the eval's (real verification), run the eval there, stop it. The eval's
+    server command, log and provenance are its own (`eval/server_command.txt`, `eval/server.log`)."""
+    from llmsweep.evals.results import EVAL_DIR
+
+    group = server.group
+    event(f"job {job.id}: relaunching without synthetic acceptance for the eval (the throughput point pinned "
+          f"{job.acceptance.value if job.acceptance is not None else '?'})")
+    server.park()
+    evserver = _Server(eval_group(group, job, spec), server.launcher, run_dir, settings, event)
+    handle: ServerHandle | None = None
+    edir = jdir / EVAL_DIR
+    try:
+        handle = evserver.ensure()
+        espec = evserver.spec or spec
+        command = command_text(espec, evserver.launcher, handle.command)
+        edir.mkdir(parents=True, exist_ok=True)
+        handle.scrubber.write_text(edir / art.COMMAND_FILE, command)
+        provenance = _provenance(job, espec, evserver.group, evserver.observed, handle, evserver.launcher.kind)
+        summary = eval_job(job, handle.base_url, jdir, spec=espec, source=group.source, settings=settings,
+                           provenance=provenance, event=event, server_command=handle.scrubber.scrub(command))
+        check_alive(handle, during=f"job {job.id}'s eval")
+        return summary
+    finally:
+        _copy_log(handle or evserver.handle, edir)
+        evserver.stop()
 
 
 def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
@@ -502,10 +569,14 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
             event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
             summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
                                 provenance=provenance, on_progress=progress.client, power=server.power)
+        check_alive(handle, during=f"job {job.id}")
+        relaunch = eval_launch(job, group) if job.run_eval else None
+        if relaunch is not None:  # the throughput point pinned acceptance: the eval gets a server without the pin
+            return _relaunched_eval(job, server, relaunch, run_dir, jdir, settings, event)
         if job.eval_only or job.run_eval:  # on the same server, after the throughput point if the row has one
             summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
                                provenance=provenance, event=event)
-        check_alive(handle, during=f"job {job.id}")
+            check_alive(handle, during=f"job {job.id}")
         assert summary is not None  # a job is a throughput point, an eval, or both
         return summary
 

@@ -185,12 +185,19 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSetting
     if job.is_eval or job.run_eval:
         # A run-eval row promises throughput *and* an accuracy eval: one that cannot run its eval is refused whole,
         # never run as half of itself.
+        from llmsweep.engines.base import relaunches_for_eval
         from llmsweep.evals.harness import refusal
 
         why = refusal(job.spec_decoding, run_eval=bool(job.run_eval), eval_only=bool(job.eval_only),
-                      simulated=simulate or job.engine == "sim", settings=evals or EvalSettings())
+                      simulated=simulate or job.engine == "sim", settings=evals or EvalSettings(),
+                      pinned=relaunches_for_eval(job))
         if why is not None:
             return why
+
+        if job.multinode and relaunches_for_eval(job):
+            return ("a multinode run-eval row whose throughput point pins acceptance would run its eval on a "
+                    "deployment relaunched without the pin, and roles are not relaunched yet; run the throughput "
+                    "points with --no-evals and the eval with --evals-only")
         if job.multinode and not launches_roles(job, simulate=simulate, live=live, executor=executor):
             # lm-eval talks to a server; a deployment simulated in virtual time (or refused outright) serves none.
             return ("the accuracy eval of a multinode job needs its deployment served live, role by role; only the "

@@ -59,7 +59,7 @@ class ReadbackSettings(BaseModel):
 
 
 def acceptance_check(job: Job, summary: Summary, settings: ReadbackSettings) -> ReadbackCheck | None:
-    """Realised vs pinned acceptance length, or None when the job's launch pins none (non-spec or eval jobs).
+    """Realised vs pinned acceptance length, or None when the job's launch pins none (non-spec or eval-only jobs).
 
     The one home of the rule. The realised AL is a mean over the window's n verify steps of the tokens X each step
     produced; X lies in [1, K + 1] for draft length K. For a correctly pinned engine E[X] = AL (the pinned value),
@@ -80,7 +80,7 @@ def acceptance_check(job: Job, summary: Summary, settings: ReadbackSettings) -> 
     """
     from llmsweep.engines.base import synthetic_acceptance
 
-    pinned_value = synthetic_acceptance(job)  # the value the launch spelled: eval jobs keep real verification
+    pinned_value = synthetic_acceptance(job)  # what the throughput launch spelled (never an eval's server)
     if job.acceptance is None or pinned_value is None:
         return None
     pinned = pinned_value

