@@ -139,9 +139,9 @@ def summarise(
     power = _power(records, acc, tput, duration, window_start, window_end, provenance)
     if power is not None and not power["power_valid"]:
         note = "power not valid: " + ", ".join(power["reasons"] or ["no samples"])
-        if power["required"]:
+        if power["required"]:  # after the gates' reasons: a window without requests has no power either
             validity["verdict"] = "invalid"
-            validity["reasons"].insert(0, "required " + note)
+            validity["reasons"].append("required " + note)
         else:
             validity["warnings"].append(note)
     for name, share in ((power or {}).get("roles") or {}).items():  # each role's watts beside what it did
