@@ -7,18 +7,21 @@ process, our client at concurrency 1…1,024, and (optionally) aiperf against th
 Reported per run: requests/s and chunks/s, client CPU seconds (this process, its worker processes and record helpers)
 and per streamed token, the TTFT error (client TTFT minus the TTFT the server served, per request: mean/p50/p99) and
 the delivery error (client first-token stamp minus the moment the server wrote that first chunk, both on this
-machine's clock), request transit, ITL as seen and as served, p99 schedule lag, and how late the machine wakes a
-sleeping process during the run (a probe process: the machine's own share of any timing error). The server serves
-from the moment a request's bytes reached its socket (the kernel's receive time on Linux, so its own busy loop is
-not billed to the client) to its write of the first chunk. The second pass ("timed") injects TTFT 20 ms / ITL 5 ms at
-concurrency 64 and 256, the setting of research/peer-baselines.md, and ends with one line per level: llmsweep's mean
-TTFT error (median and range of the repeats) next to aiperf's.
+machine's clock), how often the first token shares its stamp with the second chunk (both taken in one read, or
+merged by the kernel: the usual cause of a TTFT error), request transit, ITL as seen and as served, p99 schedule lag,
+and how late the machine wakes a sleeping process during the run (a probe process: the machine's own share of any
+timing error). The server serves from the moment a request's bytes reached its socket (the kernel's receive time on
+Linux, so its own busy loop is not billed to the client) to its write of the first chunk. The second pass ("timed")
+injects TTFT 20 ms / ITL 5 ms at concurrency 64 and 256, the setting of research/peer-baselines.md, and ends with one
+line per level: llmsweep's mean TTFT error (median and range of the repeats) next to aiperf's.
 
 --settings compares client settings side by side in one run, alternating within each repeat so load drift hits them
-alike: `default`; `loop-stamps` (reads stamped in the read callback, not by the kernel); `before-kernel-stamps` (that,
-and finished streams parsed in the event loop: the client before kernel stamps and the record helper); `records-in-loop`
-/ `records-helper` (finished streams parsed in the event loop / by the record helper process); `earlier` (reads stamped
-when the request's task resumes, no turns for client work: the client before timing at high concurrency was fixed).
+alike: `default`; `read-whole` (a response's first reads taken whole, not event by event: the client before
+split_first_events); `loop-stamps` (reads stamped in the read callback, not by the kernel); `before-kernel-stamps`
+(that, and finished streams parsed in the event loop: the client before kernel stamps and the record helper);
+`records-in-loop` / `records-helper` (finished streams parsed in the event loop / by the record helper process);
+`earlier` (reads stamped when the request's task resumes, no turns for client work: the client before timing at high
+concurrency was fixed).
 --client-workers compares worker counts likewise. With --repeats > 1 a median line per setting follows. aiperf (its own
 defaults; a tokenizer is synthesized offline) is compared when --aiperf, $LLMSWEEP_AIPERF or an `aiperf` on PATH names
 one; otherwise its rows are skipped. The load average is printed with each pass: the figures are only comparable within
@@ -324,6 +327,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "loop-stamps": {"stamp_reads": "protocol"},
     "no-first-reads-first": {"read_first_tokens_first": False},
+    "read-whole": {"split_first_events": False},
     "before-kernel-stamps": {"stamp_reads": "protocol", "record_process": False},
     "records-in-loop": {"record_process": False},
     "records-helper": {"record_process": True},
@@ -362,7 +366,7 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
     served = _served(url)
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     ok = [r for r in recs if r["error_class"] is None]
-    delivery, ttft_c, ttft_s, itl_s, transit = [], [], [], [], []
+    delivery, ttft_c, ttft_s, itl_s, transit, joined = [], [], [], [], [], []
     for r in ok:
         s = served.get(str(r["request_index"]))
         if s is None:
@@ -370,6 +374,7 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
         delivery.append(r["first_token_at"] - s[1])
         transit.append(s[0] - r["sent_at"])
         ttft_c.append(r["first_token_at"] - r["sent_at"])
+        joined.append(len(r["chunk_times"]) > 1 and r["chunk_times"][0] == r["chunk_times"][1])
         ttft_s.append(s[1] - s[0])
         if osl > 1:
             itl_s.append((s[2] - s[1]) / (osl - 1))
@@ -393,6 +398,7 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
         "ttft_error_mean_ms": err["mean"], "ttft_error_p50_ms": err["p50"], "ttft_error_p99_ms": err["p99"],
         "transit_p50_ms": 1e3 * float(np.median(transit)),
         "delivery_mean_ms": dlv["mean"], "delivery_p50_ms": dlv["p50"], "delivery_p99_ms": dlv["p99"],
+        "first_joined_pct": 100 * float(np.mean(joined)) if joined else 0.0,
         "itl_client_ms": 1e3 * sm.latency.tpot.mean,
         "itl_served_ms": 1e3 * float(np.mean(itl_s)) if itl_s else 0.0,
         "lag_p99_ms": 1e3 * sm.client_health.schedule_lag_s.p99,
@@ -472,7 +478,8 @@ def _row(r: dict[str, Any]) -> str:
             f"{r.get('ttft_error_p99_ms', nan):6.2f} ms")
     if "delivery_p50_ms" in r:
         line += (f"  delivery mean/p50/p99 {r['delivery_mean_ms']:6.2f}/{r['delivery_p50_ms']:6.2f}/"
-                 f"{r['delivery_p99_ms']:6.2f} ms  transit p50 {r['transit_p50_ms']:.2f} ms  "
+                 f"{r['delivery_p99_ms']:6.2f} ms  first token joined {r['first_joined_pct']:.0f}%  "
+                 f"transit p50 {r['transit_p50_ms']:.2f} ms  "
                  f"ITL client/served {r['itl_client_ms']:.2f}/{r['itl_served_ms']:.2f} ms  "
                  f"lag p99 {r['lag_p99_ms']:.1f} ms")
     elif "itl_served_ms" in r:
