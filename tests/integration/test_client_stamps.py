@@ -233,3 +233,50 @@ def test_the_kernel_stamps_a_first_token_that_arrives_while_the_event_loop_is_bl
     else:
         assert late > 0.2, late  # the blocked loop shows: the test can tell the two clocks apart
         assert worker["reads_kernel_stamped"] == 0 and worker["reads_loop_stamped"] > 0
+
+
+class BlockedLanesWorkload(Workload):
+    """One request per lane; lane 0 also blocks the event loop for `block_s` from `after_s` on, while every first
+    token and several later chunks arrive."""
+
+    name = "blocked-lanes"
+
+    def __init__(self, *, after_s: float, block_s: float, max_tokens: int) -> None:
+        self.after_s, self.block_s, self.max_tokens = after_s, block_s, max_tokens
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        yield self._root(lane)
+
+    def _root(self, lane: int) -> LaneProgram:
+        if lane == 0:
+            yield Spawn(BusyLoopWorkload(after_s=self.after_s, block_s=self.block_s)._blocker())
+        yield Send(chat_spec(lane, lane, max_tokens=self.max_tokens, test_key=str(lane)))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel receive times are a Linux socket option")
+@pytest.mark.parametrize("split", [True, False])
+def test_a_first_token_read_together_with_later_chunks_keeps_its_own_arrival_time(tmp_path: Path, split: bool) -> None:
+    """Four streams' first tokens (at 50 ms) and the next chunks (every 10 ms) all wait in their sockets while the loop
+    is stuck for 300 ms. One read of all of it reports the last chunk's arrival; with split_first_events (the default)
+    each event of a response's first read is received on its own, and the first token keeps its own packet's time
+    (later chunks may share the time of the last one the kernel merged them with)."""
+    proc, url = run_in_subprocess(ServerConfig(ttft_s=0.05, itl_s=0.01))
+    try:
+        run_benchmark(
+            BlockedLanesWorkload(after_s=0.02, block_s=0.3, max_tokens=30),
+            Endpoint(base_url=url, model="m", metrics_url=""),
+            RunOptions(concurrency=4, split_first_events=split), tmp_path,
+        )
+        served = json.loads(urllib.request.urlopen(url + "/served", timeout=30).read())
+    finally:
+        proc.kill()
+        proc.wait()
+    pairs = _paired(tmp_path, [{"key": s["key"], "chunks": s["chunk_sent_at"]} for s in served])
+    assert len(pairs) == 4
+    late = np.array([r["first_token_at"] - s["chunks"][0] for r, s in pairs])
+    if split:
+        # the server stamps a chunk after its write returned, the kernel as the bytes arrived: less than one ITL late
+        assert np.median(late) < 0.008, late
+    else:
+        assert np.median(late) > 0.1, late  # the test tells the two ways of reading apart
+    assert all(r["chunk_times"] == sorted(r["chunk_times"]) and len(r["chunk_times"]) == 30 for r, _ in pairs)
