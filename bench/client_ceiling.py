@@ -72,6 +72,9 @@ class _SSEServer(asyncio.Protocol):
     counter = itertools.count()
     CHUNK = b'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok "}}]}\n\n'
     FRAME = b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)
+    ROLE = (b'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,'
+            b'"delta":{"role":"assistant","content":""}}]}\n\n')
+    role_first = False  # a role-only event written just before the first token, as vLLM's chat streams have
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.tr: asyncio.Transport = transport  # type: ignore[assignment]
@@ -141,6 +144,8 @@ class _SSEServer(asyncio.Protocol):
     def _first(self, state: list[Any]) -> None:
         if self.tr.is_closing():
             return
+        if _SSEServer.role_first:
+            self.tr.write(b"%x\r\n%s\r\n" % (len(self.ROLE), self.ROLE))
         self.tr.write(self.FRAME)
         state[3] = time.time()
         state[0] -= 1
@@ -203,9 +208,10 @@ def _tick(loop: asyncio.AbstractEventLoop, next_at: float) -> None:
     loop.call_at(max(next_at, loop.time()), _tick, loop, next_at)
 
 
-def serve(port: int, ttft_ms: float, itl_ms: float) -> None:
+def serve(port: int, ttft_ms: float, itl_ms: float, role_first: bool = False) -> None:
     """Zero-compute OpenAI-style streaming: one token per chunk, usage at the end, optional TTFT/ITL."""
     _SSEServer.ttft, _SSEServer.itl = ttft_ms / 1e3, itl_ms / 1e3
+    _SSEServer.role_first = role_first
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -224,10 +230,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+def _start_server(ttft_ms: float, itl_ms: float, role_first: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--ttft-ms", str(ttft_ms),
-                             "--itl-ms", str(itl_ms)])
+                             "--itl-ms", str(itl_ms), *(["--role-first"] if role_first else [])])
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -525,6 +531,8 @@ def main() -> None:
     ap.add_argument("--ttft-ms", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--itl-ms", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--role-first", action="store_true",
+                    help="the server writes a role-only event just before each first token (as vLLM's chat streams do)")
     ap.add_argument("--levels", default="1,4,16,64,256,1024")
     ap.add_argument("--osl", type=int, default=128)
     ap.add_argument("--requests", type=int, default=0, help="requests per level (default max(8*c, 400), <= 4096)")
@@ -543,7 +551,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = ap.parse_args()
     if args.serve is not None:
-        serve(args.serve, args.ttft_ms, args.itl_ms)
+        serve(args.serve, args.ttft_ms, args.itl_ms, args.role_first)
         return
     if args.probe:
         probe()
@@ -569,7 +577,7 @@ def main() -> None:
                 continue
             print(f"== {label} (osl {args.osl}, one token per chunk; client and server share this machine's "
                   f"{os.cpu_count()} cores; {_load()})", flush=True)
-            proc, url = _start_server(ttft, itl)
+            proc, url = _start_server(ttft, itl, args.role_first)
             try:
                 for c in lv:
                     n = args.requests or min(max(8 * c, 400), 4096)

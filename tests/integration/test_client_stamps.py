@@ -280,3 +280,94 @@ def test_a_first_token_read_together_with_later_chunks_keeps_its_own_arrival_tim
     else:
         assert np.median(late) > 0.1, late  # the test tells the two ways of reading apart
     assert all(r["chunk_times"] == sorted(r["chunk_times"]) and len(r["chunk_times"]) == 30 for r, _ in pairs)
+
+
+class _RawSSEServer:
+    """A bare HTTP/1.1 server thread that writes one streamed response exactly as told: the head at once or with the
+    first event, a role-only event before the first token (as vLLM sends), events ended by LF or CRLF blank lines; one
+    write per event, each stamped after it returned."""
+
+    def __init__(self, *, head_with_first: bool, role_first: bool, crlf: bool, ttft_s: float, itl_s: float,
+                 tokens: int) -> None:
+        import socket as _socket
+        import threading
+
+        self.cfg = (head_with_first, role_first, crlf, ttft_s, itl_s, tokens)
+        self.content_sent_at: list[float] = []  # after each content event's write returned
+        self.content_write_at: list[float] = []  # just before it was written
+        self.sock = _socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import socket as _socket
+
+        head_with_first, role_first, crlf, ttft_s, itl_s, tokens = self.cfg
+        conn, _ = self.sock.accept()
+        conn.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += conn.recv(65536)
+        head, _, body = buf.partition(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length"))
+        while len(body) < length:
+            body += conn.recv(65536)
+        end = b"\r\n\r\n" if crlf else b"\n\n"
+
+        def frame(event: dict[str, object] | str) -> bytes:
+            data = b"data: " + (event.encode() if isinstance(event, str) else json.dumps(event).encode()) + end
+            return b"%x\r\n%s\r\n" % (len(data), data)
+
+        def chunk(delta: dict[str, str], reason: str | None = None) -> dict[str, object]:
+            return {"id": "x", "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+
+        response_head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        if not head_with_first:
+            conn.sendall(response_head)
+        time.sleep(ttft_s)
+        if role_first:
+            role = frame(chunk({"role": "assistant", "content": ""}))
+            conn.sendall((response_head if head_with_first else b"") + role)
+            head_with_first = False
+            time.sleep(0.002)
+        for i in range(tokens):
+            last = i == tokens - 1
+            data = frame(chunk({"content": "tok "}, "length" if last else None))
+            self.content_write_at.append(time.time())
+            conn.sendall((response_head if head_with_first and i == 0 else b"") + data)
+            self.content_sent_at.append(time.time())
+            if not last:
+                time.sleep(itl_s)
+        usage = {"id": "x", "choices": [], "usage": {"prompt_tokens": 15, "completion_tokens": tokens}}
+        conn.sendall(frame(usage) + frame("[DONE]") + b"0\r\n\r\n")
+        conn.recv(65536)  # until the client closes or sends no more
+        conn.close()
+        self.sock.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel receive times are a Linux socket option")
+@pytest.mark.parametrize(("head_with_first", "crlf", "role_first"),
+                         [(False, False, False), (True, False, False), (True, True, False), (False, False, True)])
+def test_the_first_token_keeps_its_arrival_time_whatever_the_shape_of_the_stream(
+    tmp_path: Path, head_with_first: bool, crlf: bool, role_first: bool
+) -> None:
+    """A head sent alone or with the first event, CRLF blank lines: the first token waits in its socket with a dozen
+    later chunks while the loop is stuck, and is still stamped when it arrived. A role-only event 2 ms before the
+    first token (as vLLM sends) is not the first token. (Behind a role event the first token is the second packet
+    awaiting acknowledgement, and a loop stuck past the server's loss-probe timeout can lose its own time: README.)"""
+    server = _RawSSEServer(head_with_first=head_with_first, role_first=role_first, crlf=crlf, ttft_s=0.05,
+                           itl_s=0.01, tokens=20)
+    res = run_benchmark(
+        BlockedLanesWorkload(after_s=0.02, block_s=0.0 if role_first else 0.25, max_tokens=20),
+        Endpoint(base_url=server.url, model="m", metrics_url=""), RunOptions(concurrency=1), tmp_path,
+    )
+    server.thread.join(timeout=10)
+    (rec,) = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert rec["error_class"] is None and rec["completion_tokens"] == 20 and len(rec["chunk_times"]) == 20
+    # the kernel stamped the first token while the server wrote it (blocked: the loop read it ~0.2 s later, behind a
+    # dozen chunks); not the role event written 2 ms before
+    assert server.content_write_at[0] - 0.0005 < rec["first_token_at"] < server.content_sent_at[0] + 0.0015
+    (worker,) = res.summary.client_health.workers
+    assert worker["reads_kernel_stamped"] > 0 and worker["reads_loop_stamped"] == 0

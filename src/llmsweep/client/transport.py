@@ -165,6 +165,12 @@ class _KernelReader:
         except BaseException as exc:
             tr._fatal_error(exc, "Fatal read error on socket transport")
 
+    def arm(self) -> None:
+        """A request goes out on this connection: have its response acknowledged late (delayed-ack mode, which a new
+        connection starts without), so that its first token stays apart from the next packet until it is read."""
+        if self.first_events:
+            _delay_acks(self.transport._sock)
+
     def _event_by_event(self) -> bool:
         """Receive the queued bytes up to each complete SSE event's end as a read of its own; True when that took all
         the bytes peeked (else the caller reads the rest whole). Raises what `recvmsg` raises."""
@@ -204,13 +210,18 @@ _TCP_QUICKACK = getattr(socket, "TCP_QUICKACK", 12)
 
 
 def _ack_now(sock: socket.socket) -> None:
-    """Acknowledge what this socket received now, then go on delaying acknowledgements as before (TCP_QUICKACK 2
-    sends a pending acknowledgement without leaving delayed-ack mode; 0 restores that mode where none was pending)."""
-    try:
+    """Acknowledge what this socket received now, then go on delaying acknowledgements (TCP_QUICKACK 2 sends a
+    pending acknowledgement without leaving delayed-ack mode; 0 restores that mode where none was pending)."""
+    with contextlib.suppress(OSError):
         sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 2)
-        sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 0)
-    except OSError:
-        pass
+    _delay_acks(sock)
+
+
+def _delay_acks(sock: socket.socket | None) -> None:
+    """Delayed-ack mode (TCP_QUICKACK 0): received packets are acknowledged after a while or when read, not at once."""
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 0)
 
 
 def _receive_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
@@ -403,6 +414,9 @@ class StampingConnector(aiohttp.TCPConnector):
                 if self.kernel_stamps:
                     _stamp_in_kernel(proto, stamper, first_events=self.first_events)
             stamper.attach(raw)
+            reader = getattr(proto.transport, "_read_ready_cb", None)
+            if isinstance(reader, _KernelReader):
+                reader.arm()
         return conn
 
 
