@@ -2,18 +2,20 @@
 process, our client at concurrency 1…1,024, and (optionally) aiperf against the same server in the same run.
 
     .venv/bin/python bench/client_ceiling.py [--levels 1,4,16,64,256,1024] [--osl 128] [--passes zero,timed]
-        [--settings default,earlier] [--client-workers 1,2] [--repeats 3] [--aiperf PATH] [--json FILE]
+        [--settings default,earlier] [--client-workers 1,2] [--repeats 3] [--aiperf PATH] [--json FILE] [--role-first]
 
 Reported per run: requests/s and chunks/s, client CPU seconds (this process, its worker processes and record helpers)
 and per streamed token, the TTFT error (client TTFT minus the TTFT the server served, per request: mean/p50/p99) and
 the delivery error (client first-token stamp minus the moment the server wrote that first chunk, both on this
 machine's clock), how often the first token shares its stamp with the second chunk (both taken in one read, or
-merged by the kernel: the usual cause of a TTFT error), request transit, ITL as seen and as served, p99 schedule lag,
+merged by the kernel: the usual cause of a TTFT error), request transit (the client's send stamp to the server's
+receive stamp: the TTFT error is delivery plus transit), ITL as seen and as served, p99 schedule lag,
 and how late the machine wakes a sleeping process during the run (a probe process: the machine's own share of any
 timing error). The server serves from the moment a request's bytes reached its socket (the kernel's receive time on
 Linux, so its own busy loop is not billed to the client) to its write of the first chunk. The second pass ("timed")
 injects TTFT 20 ms / ITL 5 ms at concurrency 64 and 256, the setting of research/peer-baselines.md, and ends with one
-line per level: llmsweep's mean TTFT error (median and range of the repeats) next to aiperf's.
+line per level: llmsweep's mean TTFT error (median and range of the repeats) next to aiperf's. --role-first has the
+server write a role-only event just before each first token, as vLLM's chat streams do.
 
 --settings compares client settings side by side in one run, alternating within each repeat so load drift hits them
 alike: `default`; `read-whole` (a response's first reads taken whole, not event by event: the client before
@@ -402,7 +404,8 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
         "ttft_client_ms": 1e3 * float(np.median(ttft_c)), "ttft_served_ms": 1e3 * float(np.median(ttft_s)),
         "ttft_client_mean_ms": 1e3 * float(np.mean(ttft_c)), "ttft_served_mean_ms": 1e3 * float(np.mean(ttft_s)),
         "ttft_error_mean_ms": err["mean"], "ttft_error_p50_ms": err["p50"], "ttft_error_p99_ms": err["p99"],
-        "transit_p50_ms": 1e3 * float(np.median(transit)),
+        "transit_p50_ms": 1e3 * float(np.median(transit)), "transit_mean_ms": 1e3 * float(np.mean(transit)),
+        "transit_p99_ms": 1e3 * float(np.percentile(transit, 99)),
         "delivery_mean_ms": dlv["mean"], "delivery_p50_ms": dlv["p50"], "delivery_p99_ms": dlv["p99"],
         "first_joined_pct": 100 * float(np.mean(joined)) if joined else 0.0,
         "itl_client_ms": 1e3 * sm.latency.tpot.mean,
@@ -485,7 +488,8 @@ def _row(r: dict[str, Any]) -> str:
     if "delivery_p50_ms" in r:
         line += (f"  delivery mean/p50/p99 {r['delivery_mean_ms']:6.2f}/{r['delivery_p50_ms']:6.2f}/"
                  f"{r['delivery_p99_ms']:6.2f} ms  first token joined {r['first_joined_pct']:.0f}%  "
-                 f"transit p50 {r['transit_p50_ms']:.2f} ms  "
+                 f"transit mean/p50/p99 {r['transit_mean_ms']:.2f}/{r['transit_p50_ms']:.2f}/"
+                 f"{r['transit_p99_ms']:.2f} ms  "
                  f"ITL client/served {r['itl_client_ms']:.2f}/{r['itl_served_ms']:.2f} ms  "
                  f"lag p99 {r['lag_p99_ms']:.1f} ms")
     elif "itl_served_ms" in r:

@@ -340,7 +340,8 @@ class _RawSSEServer:
             self.content_sent_at.append(time.time())
             if not last:
                 time.sleep(itl_s)
-        usage = {"id": "x", "choices": [], "usage": {"prompt_tokens": 15, "completion_tokens": tokens}}
+        counts = {"prompt_tokens": 15, "completion_tokens": tokens}
+        usage: dict[str, object] = {"id": "x", "choices": [], "usage": counts}
         conn.sendall(frame(usage) + frame("[DONE]") + b"0\r\n\r\n")
         conn.recv(65536)  # until the client closes or sends no more
         conn.close()
