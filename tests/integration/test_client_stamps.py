@@ -86,8 +86,10 @@ def test_first_tokens_are_stamped_on_time_at_high_concurrency(tmp_path: Path) ->
     pairs = _paired(tmp_path, served)
     delivery = np.array([r["first_token_at"] - s["chunks"][0] for r, s in pairs])
     # (the test server stamps a chunk after its write returned, which may be after the client read it: no lower bound)
-    # a behaviour, not a benchmark: the bench measures a few ms; this bounds it with room for a loaded machine
+    # a behaviour, not a benchmark: the bench measures hundredths of a millisecond; this bounds it with room for a
+    # loaded machine (taken whole, a first read put 10 % of first tokens 5-8 ms late in some runs)
     assert np.median(delivery) < 0.05
+    assert np.mean(delivery) < 0.005 and np.percentile(delivery, 90) < 0.001
 
 
 @pytest.mark.parametrize("stamp_reads", ["protocol", "task"])
