@@ -89,7 +89,8 @@ def test_first_tokens_are_stamped_on_time_at_high_concurrency(tmp_path: Path) ->
     # a behaviour, not a benchmark: the bench measures hundredths of a millisecond; this bounds it with room for a
     # loaded machine (taken whole, a first read put 10 % of first tokens 5-8 ms late in some runs)
     assert np.median(delivery) < 0.05
-    assert np.mean(delivery) < 0.005 and np.percentile(delivery, 90) < 0.001
+    if sys.platform.startswith("linux"):  # kernel receive times, a first read taken event by event
+        assert np.mean(delivery) < 0.005 and np.percentile(delivery, 90) < 0.001
 
 
 @pytest.mark.parametrize("stamp_reads", ["protocol", "task"])
