@@ -341,8 +341,9 @@ def first_tokens_first(loop: asyncio.AbstractEventLoop) -> Callable[[], None] | 
     returns how to undo it (None where the loop has no selector to order).
 
     A closed loop's streams share the server's step clock, so a busy iteration reads hundreds of sockets; a first token
-    read after the server's next chunk arrived is merged with it by the kernel and stamped at that chunk's arrival.
-    Reading those sockets first keeps TTFT stamps exact; the order costs one set lookup per ready socket."""
+    read after the server's next chunk arrived may have been merged with it by the kernel (see `_KernelReader`) and
+    then takes that chunk's time. Reading those sockets first keeps that rare; the order costs one set lookup per
+    ready socket."""
     selector = getattr(loop, "_selector", None)
     if selector is None or "select" in vars(selector):
         return None
