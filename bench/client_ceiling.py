@@ -2,23 +2,28 @@
 process, our client at concurrency 1…1,024, and (optionally) aiperf against the same server in the same run.
 
     .venv/bin/python bench/client_ceiling.py [--levels 1,4,16,64,256,1024] [--osl 128] [--passes zero,timed]
-        [--settings default,earlier] [--client-workers 1,2] [--repeats 3] [--aiperf PATH] [--json FILE]
+        [--settings default,earlier] [--client-workers 1,2] [--repeats 3] [--aiperf PATH] [--json FILE] [--role-first]
 
 Reported per run: requests/s and chunks/s, client CPU seconds (this process, its worker processes and record helpers)
 and per streamed token, the TTFT error (client TTFT minus the TTFT the server served, per request: mean/p50/p99) and
 the delivery error (client first-token stamp minus the moment the server wrote that first chunk, both on this
-machine's clock), request transit, ITL as seen and as served, p99 schedule lag, and how late the machine wakes a
-sleeping process during the run (a probe process: the machine's own share of any timing error). The server serves
-from the moment a request's bytes reached its socket (the kernel's receive time on Linux, so its own busy loop is
-not billed to the client) to its write of the first chunk. The second pass ("timed") injects TTFT 20 ms / ITL 5 ms at
-concurrency 64 and 256, the setting of research/peer-baselines.md, and ends with one line per level: llmsweep's mean
-TTFT error (median and range of the repeats) next to aiperf's.
+machine's clock), how often the first token shares its stamp with the second chunk (both taken in one read, or
+merged by the kernel: the usual cause of a TTFT error), request transit (the client's send stamp to the server's
+receive stamp: the TTFT error is delivery plus transit), ITL as seen and as served, p99 schedule lag,
+and how late the machine wakes a sleeping process during the run (a probe process: the machine's own share of any
+timing error). The server serves from the moment a request's bytes reached its socket (the kernel's receive time on
+Linux, so its own busy loop is not billed to the client) to its write of the first chunk. The second pass ("timed")
+injects TTFT 20 ms / ITL 5 ms at concurrency 64 and 256, the setting of research/peer-baselines.md, and ends with one
+line per level: llmsweep's mean TTFT error (median and range of the repeats) next to aiperf's. --role-first has the
+server write a role-only event just before each first token, as vLLM's chat streams do.
 
 --settings compares client settings side by side in one run, alternating within each repeat so load drift hits them
-alike: `default`; `loop-stamps` (reads stamped in the read callback, not by the kernel); `before-kernel-stamps` (that,
-and finished streams parsed in the event loop: the client before kernel stamps and the record helper); `records-in-loop`
-/ `records-helper` (finished streams parsed in the event loop / by the record helper process); `earlier` (reads stamped
-when the request's task resumes, no turns for client work: the client before timing at high concurrency was fixed).
+alike: `default`; `read-whole` (a response's first reads taken whole, not event by event: the client before
+split_first_events); `loop-stamps` (reads stamped in the read callback, not by the kernel); `before-kernel-stamps`
+(that, and finished streams parsed in the event loop: the client before kernel stamps and the record helper);
+`records-in-loop` / `records-helper` (finished streams parsed in the event loop / by the record helper process);
+`earlier` (reads stamped when the request's task resumes, no turns for client work: the client before timing at high
+concurrency was fixed).
 --client-workers compares worker counts likewise. With --repeats > 1 a median line per setting follows. aiperf (its own
 defaults; a tokenizer is synthesized offline) is compared when --aiperf, $LLMSWEEP_AIPERF or an `aiperf` on PATH names
 one; otherwise its rows are skipped. The load average is printed with each pass: the figures are only comparable within
@@ -69,6 +74,9 @@ class _SSEServer(asyncio.Protocol):
     counter = itertools.count()
     CHUNK = b'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok "}}]}\n\n'
     FRAME = b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)
+    ROLE = (b'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,'
+            b'"delta":{"role":"assistant","content":""}}]}\n\n')
+    role_first = False  # a role-only event written just before the first token, as vLLM's chat streams have
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.tr: asyncio.Transport = transport  # type: ignore[assignment]
@@ -138,6 +146,8 @@ class _SSEServer(asyncio.Protocol):
     def _first(self, state: list[Any]) -> None:
         if self.tr.is_closing():
             return
+        if _SSEServer.role_first:
+            self.tr.write(b"%x\r\n%s\r\n" % (len(self.ROLE), self.ROLE))
         self.tr.write(self.FRAME)
         state[3] = time.time()
         state[0] -= 1
@@ -200,9 +210,10 @@ def _tick(loop: asyncio.AbstractEventLoop, next_at: float) -> None:
     loop.call_at(max(next_at, loop.time()), _tick, loop, next_at)
 
 
-def serve(port: int, ttft_ms: float, itl_ms: float) -> None:
+def serve(port: int, ttft_ms: float, itl_ms: float, role_first: bool = False) -> None:
     """Zero-compute OpenAI-style streaming: one token per chunk, usage at the end, optional TTFT/ITL."""
     _SSEServer.ttft, _SSEServer.itl = ttft_ms / 1e3, itl_ms / 1e3
+    _SSEServer.role_first = role_first
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -221,10 +232,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+def _start_server(ttft_ms: float, itl_ms: float, role_first: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--ttft-ms", str(ttft_ms),
-                             "--itl-ms", str(itl_ms)])
+                             "--itl-ms", str(itl_ms), *(["--role-first"] if role_first else [])])
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -324,6 +335,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "loop-stamps": {"stamp_reads": "protocol"},
     "no-first-reads-first": {"read_first_tokens_first": False},
+    "read-whole": {"split_first_events": False},
     "before-kernel-stamps": {"stamp_reads": "protocol", "record_process": False},
     "records-in-loop": {"record_process": False},
     "records-helper": {"record_process": True},
@@ -362,7 +374,7 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
     served = _served(url)
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     ok = [r for r in recs if r["error_class"] is None]
-    delivery, ttft_c, ttft_s, itl_s, transit = [], [], [], [], []
+    delivery, ttft_c, ttft_s, itl_s, transit, joined = [], [], [], [], [], []
     for r in ok:
         s = served.get(str(r["request_index"]))
         if s is None:
@@ -370,6 +382,7 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
         delivery.append(r["first_token_at"] - s[1])
         transit.append(s[0] - r["sent_at"])
         ttft_c.append(r["first_token_at"] - r["sent_at"])
+        joined.append(len(r["chunk_times"]) > 1 and r["chunk_times"][0] == r["chunk_times"][1])
         ttft_s.append(s[1] - s[0])
         if osl > 1:
             itl_s.append((s[2] - s[1]) / (osl - 1))
@@ -391,8 +404,10 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
         "ttft_client_ms": 1e3 * float(np.median(ttft_c)), "ttft_served_ms": 1e3 * float(np.median(ttft_s)),
         "ttft_client_mean_ms": 1e3 * float(np.mean(ttft_c)), "ttft_served_mean_ms": 1e3 * float(np.mean(ttft_s)),
         "ttft_error_mean_ms": err["mean"], "ttft_error_p50_ms": err["p50"], "ttft_error_p99_ms": err["p99"],
-        "transit_p50_ms": 1e3 * float(np.median(transit)),
+        "transit_p50_ms": 1e3 * float(np.median(transit)), "transit_mean_ms": 1e3 * float(np.mean(transit)),
+        "transit_p99_ms": 1e3 * float(np.percentile(transit, 99)),
         "delivery_mean_ms": dlv["mean"], "delivery_p50_ms": dlv["p50"], "delivery_p99_ms": dlv["p99"],
+        "first_joined_pct": 100 * float(np.mean(joined)) if joined else 0.0,
         "itl_client_ms": 1e3 * sm.latency.tpot.mean,
         "itl_served_ms": 1e3 * float(np.mean(itl_s)) if itl_s else 0.0,
         "lag_p99_ms": 1e3 * sm.client_health.schedule_lag_s.p99,
@@ -472,7 +487,9 @@ def _row(r: dict[str, Any]) -> str:
             f"{r.get('ttft_error_p99_ms', nan):6.2f} ms")
     if "delivery_p50_ms" in r:
         line += (f"  delivery mean/p50/p99 {r['delivery_mean_ms']:6.2f}/{r['delivery_p50_ms']:6.2f}/"
-                 f"{r['delivery_p99_ms']:6.2f} ms  transit p50 {r['transit_p50_ms']:.2f} ms  "
+                 f"{r['delivery_p99_ms']:6.2f} ms  first token joined {r['first_joined_pct']:.0f}%  "
+                 f"transit mean/p50/p99 {r['transit_mean_ms']:.2f}/{r['transit_p50_ms']:.2f}/"
+                 f"{r['transit_p99_ms']:.2f} ms  "
                  f"ITL client/served {r['itl_client_ms']:.2f}/{r['itl_served_ms']:.2f} ms  "
                  f"lag p99 {r['lag_p99_ms']:.1f} ms")
     elif "itl_served_ms" in r:
@@ -518,6 +535,8 @@ def main() -> None:
     ap.add_argument("--ttft-ms", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--itl-ms", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--role-first", action="store_true",
+                    help="the server writes a role-only event just before each first token (as vLLM's chat streams do)")
     ap.add_argument("--levels", default="1,4,16,64,256,1024")
     ap.add_argument("--osl", type=int, default=128)
     ap.add_argument("--requests", type=int, default=0, help="requests per level (default max(8*c, 400), <= 4096)")
@@ -536,7 +555,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = ap.parse_args()
     if args.serve is not None:
-        serve(args.serve, args.ttft_ms, args.itl_ms)
+        serve(args.serve, args.ttft_ms, args.itl_ms, args.role_first)
         return
     if args.probe:
         probe()
@@ -562,7 +581,7 @@ def main() -> None:
                 continue
             print(f"== {label} (osl {args.osl}, one token per chunk; client and server share this machine's "
                   f"{os.cpu_count()} cores; {_load()})", flush=True)
-            proc, url = _start_server(ttft, itl)
+            proc, url = _start_server(ttft, itl, args.role_first)
             try:
                 for c in lv:
                     n = args.requests or min(max(8 * c, 400), 4096)

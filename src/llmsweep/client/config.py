@@ -135,6 +135,12 @@ class RunOptions(BaseModel):
         " connection's read callback, before any parsing or task switch; 'task' when the request's task resumes after"
         " each read (the earliest path, kept to measure the difference). run.json counts the reads each clock stamped.",
     )
+    split_first_events: bool = Field(
+        default=True,
+        description="With kernel stamps, until a response's body begins each SSE event is received as a read of its"
+        " own and the response head is acknowledged at once, so a first token keeps the receive time of its own"
+        " packet even when the server's next chunk reached the socket before the event loop read it.",
+    )
     read_first_tokens_first: bool = Field(
         default=True,
         description="Each event-loop iteration reads the sockets still waiting for their first body byte before the"

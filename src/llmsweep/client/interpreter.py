@@ -312,6 +312,7 @@ class Interpreter:
         trace.on_request_chunk_sent.append(on_request_sent)
         connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
         connector.kernel_stamps = self.options.stamp_reads == "kernel"
+        connector.first_events = self.options.split_first_events
         stamped = dict(READS_STAMPED)
         helper_started = False
         undo_order = None

@@ -2,7 +2,8 @@
 
 Every network read is stamped with the moment its bytes reached this machine: on Linux, for plain TCP, the kernel's
 receive time of the read (SO_TIMESTAMPNS: taken as the packet arrived, whatever the event loop or the scheduler were
-doing then); elsewhere, or where the kernel gives none, the moment of the read inside the connection's protocol
+doing then; until a response's body begins, one read per SSE event, so a first token keeps its own packet's time);
+elsewhere, or where the kernel gives none, the moment of the read inside the connection's protocol
 callback (`data_received`), right after the socket read and before any parsing or task switch. `StampingConnector`
 hooks each connection it hands out to the request being sent, and the hook takes the response body bytes that read
 delivered. The request's task does not wake per chunk (it waits for the end of the body), so a busy event loop
@@ -17,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import json
+import re
 import socket
 import struct
 import sys
@@ -116,38 +119,109 @@ a run says which clock its latencies came from."""
 class _KernelReader:
     """Replaces a plain TCP transport's read step (asyncio's `_read_ready__data_received`, same error handling) with
     `recvmsg`, and hands the kernel's receive time of the read to the connection's stamper before the protocol sees
-    the bytes. The kernel stamps each packet as it arrives (SO_TIMESTAMPNS); for a read that took several, the time of
-    the last, the one that completed what was read."""
+    the bytes. The kernel stamps each packet as it arrives (SO_TIMESTAMPNS); a read reports the time of the last
+    packet it took.
 
-    __slots__ = ("stamper", "transport")
+    With `first_events` (`RunOptions.split_first_events`), until a response's body has begun the queued bytes are
+    peeked and each complete SSE event is received on its own (`_EVENT_END`), so it carries the receive time of the
+    packet that completed it, and the response head is acknowledged as soon as it is read (`_ack_now`). Read whole, a
+    first token that waited in its socket while the server's next chunk arrived takes that chunk's arrival time: on a
+    busy loop (hundreds of streams sharing one server step) that was most of the TTFT error. The kernel keeps a
+    packet apart from the next one in the socket's queue while the sender has not seen it acknowledged; the head is
+    acknowledged at once so that the first token is the only unacknowledged packet and the sender has no reason to
+    probe for it (a probe's duplicate is acknowledged at once, after which the next chunk joins the first). On a real
+    network the kernel may merge queued packets anyway; the stamp is then the later packet's, as before. Costs a few
+    system calls per request, none per later chunk."""
 
-    def __init__(self, transport: Any, stamper: _ReadStamper) -> None:
+    __slots__ = ("acked", "first_events", "stamper", "transport")
+
+    def __init__(self, transport: Any, stamper: _ReadStamper, first_events: bool) -> None:
         self.transport = transport
         self.stamper = stamper
+        self.first_events = first_events
+        self.acked: RawExchange | None = None  # the exchange whose response head this connection acknowledged
 
     def __call__(self) -> None:
         tr = self.transport
         if tr._conn_lost:
             return
+        raw = self.stamper.raw
+        first = self.first_events and raw is not None and not raw.marks and raw.end is None
         try:
-            data, ancillary, _, _ = tr._sock.recvmsg(tr.max_size, _ANCILLARY)
+            if not (first and self._event_by_event()):
+                data, ancillary, _, _ = tr._sock.recvmsg(tr.max_size, _ANCILLARY)
+                if not data:
+                    tr._read_ready__on_eof()
+                    return
+                self._deliver(data, ancillary)
+            if (first and raw is not None and raw.first_byte is not None and not raw.marks and self.acked is not raw
+                    and not tr._conn_lost and not tr._closing):
+                self.acked = raw
+                _ack_now(tr._sock)
         except (BlockingIOError, InterruptedError):
             return
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
             tr._fatal_error(exc, "Fatal read error on socket transport")
-            return
-        if not data:
-            tr._read_ready__on_eof()
-            return
+
+    def arm(self) -> None:
+        """A request goes out on this connection: have its response acknowledged late (delayed-ack mode, which a new
+        connection starts without), so that its first token stays apart from the next packet until it is read."""
+        if self.first_events:
+            _delay_acks(self.transport._sock)
+
+    def _event_by_event(self) -> bool:
+        """Receive the queued bytes up to each complete SSE event's end as a read of its own; True when that took all
+        the bytes peeked (else the caller reads the rest whole). Raises what `recvmsg` raises."""
+        tr = self.transport
+        sock = tr._sock
+        peeked, _, _, _ = sock.recvmsg(tr.max_size, 0, socket.MSG_PEEK)
+        ends = [m.end() for m in itertools.islice(_EVENT_END.finditer(peeked), _MAX_SPLITS)]
+        if not ends:
+            return False
+        start = 0
+        for end in ends:
+            data, ancillary, _, _ = sock.recvmsg(end - start, _ANCILLARY)
+            if not data:
+                tr._read_ready__on_eof()
+                return True
+            start += len(data)
+            self._deliver(data, ancillary)
+            if tr._conn_lost or tr._closing or start != end:
+                return True  # anything left is read on the next call
+        return start == len(peeked)
+
+    def _deliver(self, data: bytes, ancillary: list[tuple[int, int, bytes]]) -> None:
         self.stamper.rx = _receive_time(ancillary)
         try:
-            tr._protocol.data_received(data)
+            self.transport._protocol.data_received(data)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            tr._fatal_error(exc, "Fatal error: protocol.data_received() call failed.")
+            self.transport._fatal_error(exc, "Fatal error: protocol.data_received() call failed.")
+
+
+# The end of an SSE event (a blank line: JSON data lines cannot hold one), and at most how many events one read is
+# split into before the body begins (the rest is read whole).
+_EVENT_END = re.compile(rb"\r?\n\r?\n")
+_MAX_SPLITS = 16
+_TCP_QUICKACK = getattr(socket, "TCP_QUICKACK", 12)
+
+
+def _ack_now(sock: socket.socket) -> None:
+    """Acknowledge what this socket received now, then go on delaying acknowledgements (TCP_QUICKACK 2 sends a
+    pending acknowledgement without leaving delayed-ack mode; 0 restores that mode where none was pending)."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 2)
+    _delay_acks(sock)
+
+
+def _delay_acks(sock: socket.socket | None) -> None:
+    """Delayed-ack mode (TCP_QUICKACK 0): received packets are acknowledged after a while or when read, not at once."""
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 0)
 
 
 def _receive_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
@@ -162,8 +236,9 @@ def _receive_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
     return None
 
 
-def _stamp_in_kernel(proto: ResponseHandler, stamper: _ReadStamper) -> bool:
-    """Have the kernel stamp the reads of `proto`'s connection, when it is a plain TCP socket transport on Linux."""
+def _stamp_in_kernel(proto: ResponseHandler, stamper: _ReadStamper, *, first_events: bool = True) -> bool:
+    """Have the kernel stamp the reads of `proto`'s connection, when it is a plain TCP socket transport on Linux
+    (`first_events`: see `_KernelReader`)."""
     transport: Any = proto.transport
     if _SO_TIMESTAMPNS is None or transport is None:
         return False
@@ -175,7 +250,7 @@ def _stamp_in_kernel(proto: ResponseHandler, stamper: _ReadStamper) -> bool:
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     except OSError:
         return False
-    transport._read_ready_cb = _KernelReader(transport, stamper)
+    transport._read_ready_cb = _KernelReader(transport, stamper, first_events)
     return True
 
 
@@ -266,8 +341,9 @@ def first_tokens_first(loop: asyncio.AbstractEventLoop) -> Callable[[], None] | 
     returns how to undo it (None where the loop has no selector to order).
 
     A closed loop's streams share the server's step clock, so a busy iteration reads hundreds of sockets; a first token
-    read after the server's next chunk arrived is merged with it by the kernel and stamped at that chunk's arrival.
-    Reading those sockets first keeps TTFT stamps exact; the order costs one set lookup per ready socket."""
+    read after the server's next chunk arrived may have been merged with it by the kernel (see `_KernelReader`) and
+    then takes that chunk's time. Reading those sockets first keeps that rare; the order costs one set lookup per
+    ready socket."""
     selector = getattr(loop, "_selector", None)
     if selector is None or "select" in vars(selector):
         return None
@@ -321,9 +397,11 @@ def _rest_of(content: StreamReader) -> bytes:
 
 class StampingConnector(aiohttp.TCPConnector):
     """A TCP connector that hooks every connection it hands out to the exchange being sent (see `_ReadStamper`), and
-    with `kernel_stamps` has the kernel time-stamp its reads where it can (see `_KernelReader`)."""
+    with `kernel_stamps` has the kernel time-stamp its reads where it can (see `_KernelReader`; `first_events`: its
+    first reads of each response event by event)."""
 
     kernel_stamps = True
+    first_events = True
 
     async def connect(self, req: ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout) -> Connection:
         conn = await super().connect(req, traces, timeout)
@@ -335,8 +413,11 @@ class StampingConnector(aiohttp.TCPConnector):
                 stamper = _ReadStamper(proto)
                 proto.data_received = stamper  # type: ignore[method-assign]
                 if self.kernel_stamps:
-                    _stamp_in_kernel(proto, stamper)
+                    _stamp_in_kernel(proto, stamper, first_events=self.first_events)
             stamper.attach(raw)
+            reader = getattr(proto.transport, "_read_ready_cb", None)
+            if isinstance(reader, _KernelReader):
+                reader.arm()
         return conn
 
 
