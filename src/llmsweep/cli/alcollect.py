@@ -103,7 +103,7 @@ def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str]
 @click.option("--variant", default=None, help="Curve file suffix: <prefix>_<method>_<variant>.yaml (e.g. fp8).")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Evidence folder (server logs and commands, /metrics before and after, client records) per "
-              "cell; default: OUT/<curve>.runs.")
+              "cell; default: OUT/<curve>.runs (with --merge-into: CURVE.runs-<UTC time>, beside the earlier ones).")
 @field_option("--checkpoint", source=(CollectSettings, "checkpoint"))
 @field_option("--precision", source=(CollectSettings, "precision"))
 @click.option("--note", "notes", multiple=True, help="A `note:` line for the curve header (repeatable).")
