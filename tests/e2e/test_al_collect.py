@@ -155,3 +155,77 @@ def test_thinking_on_cells_send_and_record_their_chat_template_kwargs(tmp_path: 
     assert curve.sampling["thinking_on"].chat_template_kwargs == {"thinking_mode": "enabled"}
     run = json.loads((Path(result["cells"][0]["directory"]) / "client" / "run.json").read_text())
     assert run["provenance"]["workload"]["extra_body"]["chat_template_kwargs"] == {"thinking_mode": "enabled"}
+
+
+# --------------------------------------------------------------------------------- completing a curve: --merge-into
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """K = 1, 2 collected, then K = 3 collected into the same curve (the H200 case: a call's limit cut the first)."""
+    out = tmp_path_factory.mktemp("golden-merge")
+    first = _collect(out, "-k", "1", "2", "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    curve = out / "llama-1b_ngram.yaml"
+    second = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3",
+                  "--output-len", "48", "-k", "3", "--merge-into", curve, "--json")
+    assert second.returncode == 0, second.stderr[-3000:]
+    return curve, json.loads(first.stdout), json.loads(second.stdout)
+
+
+@pytest.mark.timeout(120)
+def test_merge_into_completes_the_curve_and_al_reads_the_new_cell_back(
+        merged: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
+    curve_file, first, second = merged
+    assert second["merged_into"] == second["curve_file"] == str(curve_file) and second["replaced"] == []
+    curve = load_curve(curve_file)
+    k3 = round(second["cells"][0]["acceptance_length"], 2)
+    assert curve.values == {"thinking_off": {**{c["k"]: round(c["acceptance_length"], 2) for c in first["cells"]},
+                                             3: k3}}
+    assert curve.source is not None
+    assert curve.source.startswith("llmsweep al collect, 2 collections: thinking_off K=1 2 on ")
+    evidence = [Path(c["directory"]).parent for c in (*first["cells"], *second["cells"])]
+    assert evidence[0] == evidence[1] != evidence[2]  # the second collection's evidence beside the first's
+    assert (evidence[0] / "thinking_off-k1" / "cell.json").is_file() and (evidence[2] / "thinking_off-k3").is_dir()
+    assert str(evidence[0]) in curve.source and str(evidence[2]) in curve.source
+    proc = _cli("al", "llama-1b", "-m", "ngram", "-k", "3", "--thinking", "off", "--curves", curve_file.parent,
+                "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["value"] == k3
+
+
+@pytest.mark.timeout(120)
+def test_a_collection_in_another_precision_is_refused_before_any_server_starts(
+        merged: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
+    curve_file, _, _ = merged
+    before, runs = curve_file.read_text(), set(curve_file.parent.iterdir())
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
+                "48", "-k", "4", "--merge-into", curve_file, "--precision", "fp8")
+    assert proc.returncode == 2
+    assert "precision: 'bf16 (recipe; simulated engine, no weights)' in the curve, 'fp8' in this collection" in \
+        proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
+    assert curve_file.read_text() == before and set(curve_file.parent.iterdir()) == runs
+
+
+@pytest.mark.timeout(120)
+def test_cells_from_other_hardware_are_refused_after_measuring_and_kept_aside(tmp_path: Path) -> None:
+    assert _collect(tmp_path, "-k", "1").returncode == 0
+    curve_file = tmp_path / "llama-1b_ngram.yaml"
+    text = curve_file.read_text().replace("# hardware: simulated h200", "# hardware: 1 x NVIDIA H200 (nvidia-smi)")
+    curve_file.write_text(text)
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
+                "48", "-k", "2", "--merge-into", curve_file)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "hardware: '1 x NVIDIA H200 (nvidia-smi)' in the curve, 'simulated h200' in this collection" in proc.stderr
+    assert curve_file.read_text() == text  # the curve is as it was; the new cell waits beside it
+    aside = tmp_path / "llama-1b_ngram.unmerged"
+    assert f"cells are in {aside}" in proc.stderr and "llama-1b:\n  thinking_off:\n    2: " in aside.read_text()
+
+
+@pytest.mark.timeout(60)
+def test_merge_into_refuses_a_missing_curve_and_a_second_output_name(tmp_path: Path) -> None:
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "-k", "2", "--merge-into",
+                tmp_path / "llama-1b_ngram.yaml")
+    assert proc.returncode == 2 and "no curve to merge into" in proc.stderr and "without --merge-into" in proc.stderr
+    proc = _cli("al", "collect", RECIPE, "--simulate", "-k", "2", "--merge-into", tmp_path / "x.yaml", "--variant", "b")
+    assert proc.returncode == 2 and "--variant would name another" in proc.stderr

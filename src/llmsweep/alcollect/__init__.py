@@ -4,5 +4,6 @@ Modules (import the one you need; this package imports none of them, so the CLI 
     settings   CollectSettings, Sampling, CellResult, CollectResult, DEFAULT_KWARGS
     prompts    load_prompts(source, category, limit) -> PromptSet   SPEED-Bench rows: hub, a JSONL file, or builtin
     collect    collection_job(jobs, simulate=...) -> Job; curve_file_name(job, variant) -> str;
-               collect_curve(job, settings, prompts, run_dir, out, launcher=..., simulate=..., event=...)
+               collect_curve(job, settings, prompts, run_dir, out, launcher=..., simulate=..., event=..., merge=...)
+    merge      Collected, differences(old, new, fields) -> [what differs], merge(old, new) -> Merged   (--merge-into)
 """

@@ -26,9 +26,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
+from llmsweep.alcollect.merge import BEFORE_MEASURING, COMPARED, Collected, differences
+from llmsweep.alcollect.merge import merge as merge_curves
 from llmsweep.alcollect.prompts import PromptSet
 from llmsweep.alcollect.settings import CellResult, CollectResult, CollectSettings
-from llmsweep.catalog.golden import CurveHeader, ThinkingMode, format_curve, load_curve, normalise_method
+from llmsweep.catalog.golden import (
+    CurveHeader,
+    ThinkingMode,
+    format_curve,
+    load_curve,
+    normalise_method,
+    read_curve_header,
+)
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
@@ -294,15 +303,28 @@ def curve_file_name(job: Job, variant: str | None = None) -> str:
 
 
 def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_dir: Path, out: Path, *,
-                  launcher: ServerLauncher, simulate: bool = False, event: Event = _quiet) -> CollectResult:
+                  launcher: ServerLauncher, simulate: bool = False, event: Event = _quiet,
+                  merge: bool = False) -> CollectResult:
     """Measure every (thinking, K) cell on a fresh server each and write the curve file `out` (its stem is the
-    curve id: see :func:`curve_file_name`). Returns every cell; the file holds only the measured ones."""
+    curve id: see :func:`curve_file_name`). Returns every cell; the file holds only the measured ones.
+
+    `merge`: `out` is an existing curve `llmsweep al collect` wrote, to complete: what the collection will measure is
+    compared with its header before any server starts (and the servers' hardware and engine after), a difference is
+    refused (:class:`ConfigError`, naming each field), and `out` is rewritten with the union of the cells
+    (:func:`llmsweep.alcollect.merge.merge`). Cells refused after measuring are kept in ``<out>.unmerged``."""
     from llmsweep.execute.executor import terminate_as_interrupt
 
     assert job.serve is not None and job.serve.spec_decoding is not None
     method = job.serve.spec_decoding.method
     prefix = job.model_prefix.lower()
     stem = out.stem
+    checkpoint = settings.checkpoint or default_checkpoint(job)
+    dataset = prompts.describe(len(prompts.prompts))
+    existing = _existing(out) if merge else None
+    if existing is not None:  # refuse before a server starts what can be known now
+        planned = _header(job, settings, run_dir, [], simulate, dataset, set(settings.thinking), checkpoint)
+        _refuse_unless_comparable(out, existing, Collected(model_prefix=prefix, header=planned, values={}),
+                                  BEFORE_MEASURING)
     run_dir.mkdir(parents=True, exist_ok=True)
     cells: list[CellResult] = []
     total = len(settings.thinking) * len(settings.ks)
@@ -318,27 +340,71 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         cells += [CellResult(thinking=m, k=k, status="failed", directory=str(run_dir / f"{m}-k{k}"),
                              reason="interrupted") for m, k in plan[len(cells):]]
     measured = [c for c in cells if c.status == "measured"]
-    checkpoint = settings.checkpoint or default_checkpoint(job)
     engine = _engine_text(job, cells, simulate)
     result = CollectResult(curve_file=None, curve_id=stem, model_prefix=prefix, method=method, checkpoint=checkpoint,
-                           dataset=prompts.describe(len(prompts.prompts)), engine=engine, simulated=simulate,
-                           cells=cells)
+                           dataset=dataset, engine=engine, simulated=simulate, cells=cells)
     if not measured:
         return result
     values: dict[ThinkingMode, dict[int, float]] = {}
     for c in measured:
         values.setdefault(c.thinking, {})[c.k] = round(float(c.acceptance_length or 0.0), 2)
-    header = CurveHeader(
+    header = _header(job, settings, run_dir, cells, simulate, dataset, set(values), checkpoint)
+    if existing is not None:
+        collected = Collected(model_prefix=prefix, header=header, values=values)
+        try:
+            _refuse_unless_comparable(out, existing, collected)
+        except ConfigError as exc:
+            aside = out.with_suffix(".unmerged")
+            aside.write_text(format_curve(header, values), encoding="utf-8")
+            raise ConfigError(f"{exc.message}; this collection's cells are in {aside}",
+                              fix=f"{exc.fix}; to keep them as a curve of their own, rename {aside.name} to "
+                              f"{prefix}_{method}_<variant>.yaml") from exc
+        merged = merge_curves(existing, collected)
+        header, values = merged.header, merged.values
+        result.merged_into, result.replaced = str(out), merged.replaced
+    _write_curve(out, header, values, prefix, method)
+    result.curve_file = str(out)
+    return result
+
+
+def _existing(out: Path) -> Collected:
+    """The curve `--merge-into` names, as its header states it."""
+    if not out.is_file():
+        raise ConfigError(f"{out}: no curve to merge into", fix="collect it first (without --merge-into)")
+    header, curve = read_curve_header(out)
+    return Collected(model_prefix=curve.model_prefix, header=header, values=curve.values)
+
+
+def _refuse_unless_comparable(out: Path, existing: Collected, new: Collected,
+                              fields: tuple[str, ...] | None = None) -> None:
+    found = differences(existing, new, fields or COMPARED)
+    if found:
+        raise ConfigError(
+            f"{out} was collected otherwise, so these cells cannot complete it: " + "; ".join(found),
+            fix="collect with the curve's settings (--precision, --prompts/--num-prompts, --output-len, sampling, "
+            "--chat-template-kwargs, the same engine and GPU), or into a curve of its own (--variant, without "
+            "--merge-into)")
+
+
+def _header(job: Job, settings: CollectSettings, run_dir: Path, cells: list[CellResult], simulate: bool,
+            dataset: str, modes: set[ThinkingMode], checkpoint: str) -> CurveHeader:
+    """The provenance the curve of these cells states (before measuring: what the recipe and settings say)."""
+    assert job.serve is not None and job.serve.spec_decoding is not None
+    return CurveHeader(
         source=f"llmsweep al collect on {platform.node()} at {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} "
                f"(evidence: {run_dir})",
-        checkpoint=checkpoint, method=method,
+        checkpoint=checkpoint, method=job.serve.spec_decoding.method,
         precision=settings.precision or _served_precision(job, simulate),
-        hardware=_hardware_text(job, cells, simulate), engine=engine,
-        dataset=result.dataset, sampling=settings.sampling.model_dump(), output_len=settings.output_len,
-        chat_template_kwargs={m: settings.chat_template_kwargs.get(m) or {} for m in values},
+        hardware=_hardware_text(job, cells, simulate), engine=_engine_text(job, cells, simulate),
+        dataset=dataset, sampling=settings.sampling.model_dump(), output_len=settings.output_len,
+        chat_template_kwargs={m: settings.chat_template_kwargs.get(m) or {} for m in sorted(modes)},
         generator=f"llmsweep al collect (llmsweep {__version__})", simulated=simulate,
         notes=[*_launch_notes(run_dir, cells), *_unmeasured(cells), *settings.notes],
     )
+
+
+def _write_curve(out: Path, header: CurveHeader, values: dict[ThinkingMode, dict[int, float]], prefix: str,
+                 method: str) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(format_curve(header, values), encoding="utf-8")
     try:  # what `llmsweep al` will read: a curve that does not load back as this family is not left as one
@@ -350,8 +416,6 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         out.replace(out.with_suffix(".invalid"))
         raise DatasetError(f"the collected curve does not read back: {exc}",
                            fix="name the output after the recipe's model-prefix and method") from exc
-    result.curve_file = str(out)
-    return result
 
 
 def _engine_text(job: Job, cells: list[CellResult], simulated: bool) -> str:

@@ -72,6 +72,18 @@ class CellResult(BaseModel):
     reason: str | None = None
 
 
+class Replacement(BaseModel):
+    """A cell of the curve merged into (`--merge-into`) that this collection measured again and replaced."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    thinking: ThinkingMode
+    k: int
+    old: float = Field(description="The curve's AL before the merge.")
+    new: float = Field(description="This collection's AL, now in the curve.")
+    old_collection: str = Field(description="The collection the old value came from, as the curve's source names it.")
+
+
 class CollectResult(BaseModel):
     """A whole collection: the curve file written (None when no cell was measured) and every cell."""
 
@@ -86,7 +98,11 @@ class CollectResult(BaseModel):
     engine: str
     simulated: bool
     cells: list[CellResult]
+    merged_into: str | None = Field(default=None, description="The existing curve the cells were merged into "
+                                    "(`--merge-into`); curve_file is then that file, holding the union.")
+    replaced: list[Replacement] = Field(default_factory=list, description="Its cells this collection measured again.")
 
     @property
     def ok(self) -> bool:
         return all(c.status == "measured" for c in self.cells)
+

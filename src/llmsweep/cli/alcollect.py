@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from llmsweep.alcollect.settings import DEFAULT_KWARGS, CollectSettings, Sampling
 from llmsweep.cli.options import ManyValues, config_keys_option, field_option, json_option, option, runner_config_option
@@ -93,10 +95,15 @@ def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str]
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("golden_al"),
               show_default=True, help="Directory the curve file is written into; read it back with "
               "`llmsweep al MODEL … --curves DIR` (the planner: LLMSWEEP_GOLDEN_AL_DIR=DIR).")
+@click.option("--merge-into", "merge_into", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="CURVE.yaml", help="Complete this curve (one `al collect` wrote): refused before any server "
+              "starts if it was collected otherwise (precision, prompts, sampling, output length, kwargs, simulated; "
+              "hardware and engine once measured), else rewritten with the union of the cells, a re-measured cell "
+              "replacing the old one. Takes the place of --out, --variant and --force.")
 @click.option("--variant", default=None, help="Curve file suffix: <prefix>_<method>_<variant>.yaml (e.g. fp8).")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Evidence folder (server logs and commands, /metrics before and after, client records) per "
-              "cell; default: OUT/<curve>.runs.")
+              "cell; default: OUT/<curve>.runs (with --merge-into: CURVE.runs-<UTC time>, beside the earlier ones).")
 @field_option("--checkpoint", source=(CollectSettings, "checkpoint"))
 @field_option("--precision", source=(CollectSettings, "precision"))
 @click.option("--note", "notes", multiple=True, help="A `note:` line for the curve header (repeatable).")
@@ -108,7 +115,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
             thinking: tuple[str, ...], template_kwargs: tuple[str, ...], prompt_source: str, category: str,
             num_prompts: int | None, output_len: int, temperature: float, top_p: float, top_k: int, executor: str,
             executor_options: tuple[str, ...], simulate: bool, out_dir: Path, variant: str | None,
-            run_dir: Path | None, checkpoint: str | None, precision: str | None, notes: tuple[str, ...],
+            merge_into: Path | None, run_dir: Path | None, checkpoint: str | None, precision: str | None,
+            notes: tuple[str, ...],
             startup_timeout: float | None, request_timeout: float, force: bool, as_json: bool) -> None:
     """Measure a golden acceptance-length curve: per thinking mode and draft length K, a fresh server of RECIPE's
     speculative job (real verification), the SPEED-Bench-style prompt set at concurrency 1, AL = 1 + Δaccepted /
@@ -127,9 +135,20 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         "precision": precision, "notes": list(notes)})
     jobs = jobs_from_files([recipe], config_keys=list(config_keys) or None, runner_config=runner_config)
     job = collection_job(jobs, simulate=simulate)
-    out = out_dir / curve_file_name(job, variant)
-    if out.exists() and not force:
-        raise ConfigError(f"{out} exists", fix="pass --force to replace it, or --variant to write another file")
+    if merge_into is not None:
+        given = [name for name, param in (("--out", "out_dir"), ("--variant", "variant"), ("--force", "force"))
+                 if click.get_current_context().get_parameter_source(param) != ParameterSource.DEFAULT]
+        if given:
+            raise ConfigError(f"--merge-into {merge_into} names the file to write: {', '.join(given)} would name "
+                              "another", fix=f"drop {', '.join(given)}, or drop --merge-into to write a fresh curve")
+        out = merge_into
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        run_dir = run_dir or out.parent / f"{out.stem}.runs-{stamp}"  # the curve's earlier evidence stays as it is
+    else:
+        out = out_dir / curve_file_name(job, variant)
+        if out.exists() and not force:
+            raise ConfigError(f"{out} exists", fix="pass --force to replace it, --variant to write another file, "
+                              "or --merge-into to add these cells to it")
     prompts = _prompts(prompt_source, category, num_prompts, echo)
     assert job.serve is not None and job.serve.spec_decoding is not None
     echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "
@@ -137,7 +156,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
          f"({prompts.origin}), {'simulated' if simulate else executor} servers")
     result = collect_curve(job, settings, prompts, run_dir or out_dir / f"{out.stem}.runs", out,
                            launcher=_launcher(executor, parse_executor_options(executor_options)), simulate=simulate,
-                           event=echo)
+                           event=echo, merge=merge_into is not None)
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
@@ -155,8 +174,12 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         for c in result.cells:
             if c.reason:
                 click.echo(f"{c.thinking} K={c.k}: {c.reason} (see {c.directory})", err=True)
+        for r in result.replaced:
+            click.echo(f"{r.thinking} K={r.k}: {r.new:.2f} replaces {r.old:.2f} (from the collection "
+                       f"{r.old_collection})", err=True)
         if result.curve_file:
-            click.echo(f"wrote {result.curve_file}; read it back: llmsweep al {result.model_prefix} -m "
-                       f"{result.method} -k {settings.ks[0]} --thinking {thinking[0]} --curves {out_dir}")
+            verb = "merged the cells into" if result.merged_into else "wrote"
+            click.echo(f"{verb} {result.curve_file}; read it back: llmsweep al {result.model_prefix} -m "
+                       f"{result.method} -k {settings.ks[0]} --thinking {thinking[0]} --curves {out.parent}")
     if not result.ok:
         raise SystemExit(1)

@@ -1,0 +1,145 @@
+"""Completing a curve with a second collection (`llmsweep al collect --merge-into`): the union of the cells, a source
+that names every collection, the notes of both less the untrue ones, and a refusal naming each field that differs.
+
+The two H200 collections of SmolLM2's n-gram curve (K = 1-3, then K = 4 in a second device call) are the worked case:
+their merge is the packaged curve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmsweep.alcollect.merge import BEFORE_MEASURING, Collected, collections, differences, merge
+from llmsweep.catalog.golden import CurveHeader, format_curve, load_curve, read_curve_header
+from llmsweep.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[3]
+H200 = REPO / "examples" / "results"
+PACKAGED = REPO / "src" / "llmsweep" / "catalog" / "data" / "golden_al" / "smollm2_ngram.yaml"
+K4_NOTES = ("K=4 (2.38) sits below K=3 (2.66): 12 prompts at temperature 1.0, one server per cell; the cell-to-cell "
+            "spread was not measured, so read the curve's shape past K=3 as within that noise",
+            "evidence of both collections (/tmp/al-runs on the device): examples/results/h200-al-collect-smollm2/ and "
+            "examples/results/h200-al-collect-smollm2-k4/ (al-evidence.tgz)")
+
+
+def _read(path: Path, notes: tuple[str, ...] = ()) -> Collected:
+    header, curve = read_curve_header(path)
+    header = header.model_copy(update={"notes": [*header.notes, *notes]})
+    return Collected(model_prefix=curve.model_prefix, header=header, values=curve.values)
+
+
+def _header(**changes: object) -> CurveHeader:
+    base: dict[str, object] = dict(
+        source="llmsweep al collect on h200-a at 2026-12-01T14:00:00Z (evidence: /runs/a)",
+        checkpoint="qwen3.5-397b-a17b-fp8", method="mtp", precision="fp8 (config.json of /models/q)",
+        hardware="1 x NVIDIA H200 (nvidia-smi)", engine="vllm 0.26.0 (reported by /version)",
+        dataset="coding (nvidia/SPEED-Bench qualitative/test, 80 prompts)",
+        sampling={"temperature": 0.6, "top_p": 0.95, "top_k": 20}, output_len=4096,
+        chat_template_kwargs={"thinking_on": {"enable_thinking": True}}, generator="llmsweep al collect (test)")
+    base.update(changes)
+    return CurveHeader.model_validate(base)
+
+
+def _curve(values: dict[int, float], prefix: str = "qwen3.5", **changes: object) -> Collected:
+    return Collected(model_prefix=prefix, header=_header(**changes), values={"thinking_on": values})
+
+
+def test_the_two_h200_collections_merge_into_the_packaged_curve() -> None:
+    first = _read(H200 / "h200-al-collect-smollm2" / "golden_al" / "smollm2_ngram.yaml")
+    second = _read(H200 / "h200-al-collect-smollm2-k4" / "golden_al" / "smollm2_ngram.yaml", K4_NOTES)
+    assert differences(first, second) == []
+    merged = merge(first, second)
+    assert merged.values == {"thinking_off": {1: 1.77, 2: 2.28, 3: 2.66, 4: 2.38}} and merged.replaced == []
+    assert merged.header.source == (
+        "llmsweep al collect, 2 collections: thinking_off K=1 2 3 on vm at 2026-12-01T14:09:27Z (evidence: "
+        "/tmp/al-runs); thinking_off K=4 on vm at 2026-12-01T16:33:27Z (evidence: /tmp/al-runs)")
+    assert not any(n.startswith("not measured:") for n in merged.header.notes)  # K=4 "interrupted" is measured now
+    assert len([n for n in merged.header.notes if n.startswith("concurrency 1")]) == 1  # the same note once
+    assert format_curve(merged.header, merged.values) == PACKAGED.read_text()
+    curve = load_curve(PACKAGED)  # and `llmsweep al` reads it as before
+    assert curve.precision_measured == "bf16" and curve.hardware == "1 x NVIDIA H200 (nvidia-smi)"
+
+
+def test_a_cell_measured_again_replaces_the_old_one_and_a_note_says_both_values() -> None:
+    old = _curve({1: 1.9, 2: 2.6, 3: 3.0}, notes=["thinking_on K=3: 2 of 80 requests failed",
+                                                 "not measured: thinking_on K=4 (interrupted)", "eager"])
+    new = _curve({3: 3.1, 4: 3.4}, source="llmsweep al collect on h200-b at 2026-12-02T09:00:00Z (evidence: /runs/b)",
+                 notes=["eager", "not measured: thinking_on K=1 (server exited)"])
+    merged = merge(old, new)
+    assert merged.values == {"thinking_on": {1: 1.9, 2: 2.6, 3: 3.1, 4: 3.4}}
+    (r,) = merged.replaced
+    assert (r.thinking, r.k, r.old, r.new) == ("thinking_on", 3, 3.0, 3.1)
+    assert r.old_collection == "on h200-a at 2026-12-01T14:00:00Z (evidence: /runs/a)"
+    assert merged.header.notes == [
+        "eager",  # the failed requests were the old K=3's; K=4 and K=1 are in the curve: those notes went
+        "thinking_on K=3: 3.10 from the collection on h200-b at 2026-12-02T09:00:00Z (evidence: /runs/b) replaces "
+        "3.00 from the one on h200-a at 2026-12-01T14:00:00Z (evidence: /runs/a)"]
+    assert merged.header.source == (
+        "llmsweep al collect, 2 collections: thinking_on K=1 2 on h200-a at 2026-12-01T14:00:00Z (evidence: /runs/a); "
+        "thinking_on K=3 4 on h200-b at 2026-12-02T09:00:00Z (evidence: /runs/b)")
+
+
+def test_a_third_collection_reads_the_merged_source_back_and_drops_a_collection_it_replaces_whole() -> None:
+    first = merge(_curve({1: 1.9, 2: 2.6}), _curve({3: 3.1}, source="llmsweep al collect on b at T2 (evidence: /b)"))
+    again = Collected(model_prefix="qwen3.5", header=first.header, values=first.values)
+    assert [(c.text, sorted(c.cells)) for c in collections(again)] == [
+        ("on h200-a at 2026-12-01T14:00:00Z (evidence: /runs/a)", [("thinking_on", 1), ("thinking_on", 2)]),
+        ("on b at T2 (evidence: /b)", [("thinking_on", 3)])]
+    third = merge(again, _curve({3: 3.2, 4: 3.5}, source="llmsweep al collect on c at T3 (evidence: /c)"))
+    assert third.header.source == ("llmsweep al collect, 2 collections: thinking_on K=1 2 on h200-a at "
+                                   "2026-12-01T14:00:00Z (evidence: /runs/a); thinking_on K=3 4 on c at T3 "
+                                   "(evidence: /c)")
+    assert [r.old_collection for r in third.replaced] == ["on b at T2 (evidence: /b)"]
+
+
+def test_a_new_thinking_mode_joins_with_its_own_kwargs() -> None:
+    off = _curve({2: 2.2}, chat_template_kwargs={"thinking_off": {}})
+    off = Collected(model_prefix="qwen3.5", header=off.header, values={"thinking_off": {2: 2.2}})
+    on = _curve({2: 2.7})
+    assert differences(off, on) == []  # no mode in common: nothing to compare kwargs with
+    merged = merge(off, on)
+    assert merged.header.chat_template_kwargs == {"thinking_off": {}, "thinking_on": {"enable_thinking": True}}
+    assert "# thinking_on chat_template_kwargs: {\"enable_thinking\": true}" in format_curve(merged.header,
+                                                                                            merged.values)
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"checkpoint": "qwen3.5-397b-a17b-nvfp4"}, "checkpoint"),
+    ({"precision": "nvfp4 (config.json of /models/q4)"}, "precision"),
+    ({"hardware": "8 x NVIDIA B200 (nvidia-smi)"}, "hardware"),
+    ({"engine": "vllm 0.27.0 (reported by /version)"}, "engine"),
+    ({"dataset": "coding (llmsweep builtin coding set (not SPEED-Bench), 24 prompts)"}, "dataset"),
+    ({"sampling": {"temperature": 1.0, "top_p": 0.95, "top_k": 20}}, "sampling"),
+    ({"output_len": 512}, "output_len"),
+    ({"simulated": True}, "simulated"),
+    ({"chat_template_kwargs": {"thinking_on": {"thinking_mode": "enabled"}}}, "thinking_on chat_template_kwargs"),
+    ({"method": "eagle3"}, "method"),
+    ({"prefix": "qwen3"}, "model prefix"),
+])
+def test_each_difference_is_named_with_both_values(change: dict[str, object], named: str) -> None:
+    prefix = str(change.pop("prefix", "qwen3.5"))
+    old, new = _curve({1: 1.9}), _curve({2: 2.6}, prefix=prefix, **change)
+    (found,) = differences(old, new)
+    assert found.startswith(f"{named}: ") and "in the curve" in found and "in this collection" in found
+
+
+def test_the_servers_hardware_and_engine_wait_for_the_measurement() -> None:
+    old, new = _curve({1: 1.9}), _curve({2: 2.6}, hardware="simulated h200", engine="llmsweep simulator")
+    assert differences(old, new, BEFORE_MEASURING) == []
+    assert [d.split(":")[0] for d in differences(old, new)] == ["hardware", "engine"]
+
+
+def test_the_header_format_curve_writes_reads_back_whole(tmp_path: Path) -> None:
+    header = _header(notes=["eager"], simulated=True)
+    path = tmp_path / "qwen3.5_mtp_fp8.yaml"
+    path.write_text(format_curve(header, {"thinking_on": {1: 1.9}}))
+    read, curve = read_curve_header(path)
+    assert read == header and curve.values == {"thinking_on": {1: 1.9}}
+
+
+def test_an_inferencex_curve_is_not_one_to_merge_into() -> None:
+    packaged = REPO / "src" / "llmsweep" / "catalog" / "data" / "golden_al" / "qwen3.5_mtp.yaml"
+    with pytest.raises(ConfigError, match=r"qwen3.5_mtp.yaml: its header does not state precision") as exc:
+        read_curve_header(packaged)
+    assert exc.value.fix and "llmsweep al collect" in exc.value.fix
