@@ -35,7 +35,7 @@ import numpy as np
 
 from llmsweep.sim.acceptance import AcceptanceController
 from llmsweep.sim.config import SimConfig
-from llmsweep.sim.kv import KVPool
+from llmsweep.sim.kv import BlockHashes, KVPool
 from llmsweep.sim.perf import Batch, StepTimer, decode_step_times
 
 _INF = float("inf")
@@ -52,7 +52,8 @@ class SimRequest:
 
     rid: int
     prompt_len: int
-    block_hashes: list[int]
+    block_hashes: BlockHashes
+    """The prompt's chain hashes (a uint64 array from the encoder)."""
     max_tokens: int
     owner: Any = None
     arrival: float = 0.0
@@ -161,7 +162,7 @@ class EngineCore:
     def capacity_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
-    def new_request(self, prompt_len: int, block_hashes: list[int], max_tokens: int, *, owner: Any = None,
+    def new_request(self, prompt_len: int, block_hashes: BlockHashes, max_tokens: int, *, owner: Any = None,
                     now: float | None = None) -> SimRequest:
         """Queue a request; one that can never fit the KV pool is returned with `error` set and not queued."""
         rid = self._next_rid
@@ -180,7 +181,7 @@ class EngineCore:
         self.waiting.append(req)
         return req
 
-    def adopt(self, prompt_len: int, block_hashes: list[int], max_tokens: int, blocks: list[int], *,
+    def adopt(self, prompt_len: int, block_hashes: BlockHashes, max_tokens: int, blocks: list[int], *,
               owner: Any = None, now: float, cached_tokens: int = 0) -> SimRequest:
         """Take over a request another engine prefilled (disaggregated decode): its prompt's KV already sits in
         `blocks` (taken from this pool) and its first token was emitted; it joins the running batch to decode the

@@ -12,17 +12,143 @@ released again simply carries a newer stamp, and stale group entries are skipped
 The CPU tier (SGLang HiCache / vLLM offload connector) is write-through: every block registered on the GPU is also
 recorded in a host LRU of `host_blocks` entries; a prefix lookup that runs past the GPU's hits continues in the host
 tier, and those blocks are loaded back (the core charges their transfer time to the step).
+
+The hash -> block map is an open-addressing table in numpy arrays (:class:`_BlockTable`): a prompt's ~thousand block
+hashes are looked up, registered or dropped in a few vectorised probe rounds, not one dict operation each. Hashes
+are 64-bit keys (:func:`as_keys`: a uint64 array, or Python ints taken modulo 2^64).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from itertools import repeat, takewhile
+from collections.abc import Sequence
+from itertools import takewhile
 
 import numpy as np
 
-_MISSING = repeat(-1)
-"""The default :meth:`dict.get` gives a hash the GPU does not cache (block ids are >= 0)."""
+_U = np.uint64
+_MASK = (1 << 64) - 1
+_GOLDEN = _U(0x9E3779B97F4A7C15)
+_EMPTY, _FULL, _TOMB = 0, 1, 2
+_WINDOW = 8
+_OFFSETS = np.arange(_WINDOW, dtype=np.int64)
+
+BlockHashes = np.ndarray | Sequence[int]
+"""A prompt's chain hashes: a uint64 array (what the encoder gives) or a sequence of Python ints."""
+
+
+def as_keys(hashes: BlockHashes) -> np.ndarray:
+    """`hashes` as a uint64 array (Python ints are taken modulo 2^64: a negative `hash()` keeps its bits)."""
+    if isinstance(hashes, np.ndarray):
+        if hashes.dtype == _U:
+            return hashes
+        return hashes.astype(np.int64, copy=False).view(_U)
+    return np.fromiter((h & _MASK for h in hashes), _U, len(hashes))
+
+
+class _BlockTable:
+    """An open-addressing (linear probing) hash table from 64-bit keys to block ids, in numpy arrays, with
+    vectorised find / insert / remove; removed entries leave tombstones until the next rebuild. Load (entries plus
+    tombstones) stays at most 1/4, so the longest probe sequence of a thousand keys (the rounds of a vectorised find)
+    stays short."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.slot_of = np.zeros(num_blocks, np.int64)
+        """The slot each registered block occupies (valid while it is registered)."""
+        self._alloc(1024)
+
+    def _alloc(self, cap: int) -> None:
+        self.cap = cap
+        self.bits = cap.bit_length() - 1
+        self.keys = np.zeros(cap, _U)
+        self.vals = np.zeros(cap, np.int64)
+        self.state = np.zeros(cap, np.int8)
+        self.n_full = 0
+        self.n_tomb = 0
+
+    def _home(self, keys: np.ndarray) -> np.ndarray:
+        return ((keys * _GOLDEN) >> _U(64 - self.bits)).astype(np.int64)
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """Slot of each key, -1 where absent. The home slots are read in one gather; the few keys whose home holds
+        another key then scan windows of `_WINDOW` slots, up to their key or an empty slot."""
+        n = len(keys)
+        out = np.full(n, -1, np.int64)
+        if not n or not self.n_full:
+            return out
+        state, table = self.state, self.keys
+        idx = self._home(keys)
+        st = state[idx]
+        hit = (st == _FULL) & (table[idx] == keys)
+        out[hit] = idx[hit]
+        pending = np.flatnonzero((st != _EMPTY) & ~hit)
+        if not len(pending):
+            return out
+        mask = self.cap - 1
+        base = idx[pending] + 1
+        want = keys[pending][:, None]
+        while True:
+            win = (base[:, None] + _OFFSETS) & mask
+            st = state[win]
+            hit = (st == _FULL) & (table[win] == want)
+            stop = hit | (st == _EMPTY)
+            first = stop.argmax(axis=1)
+            rows = np.arange(len(pending))
+            at = stop[rows, first]
+            found = at & hit[rows, first]
+            if found.any():
+                out[pending[found]] = win[found, first[found]]
+            if at.all():
+                return out
+            go = ~at
+            pending, base, want = pending[go], base[go] + _WINDOW, want[go]
+
+    def insert(self, keys: np.ndarray, vals: np.ndarray) -> None:
+        """Insert keys that are absent and distinct."""
+        n = len(keys)
+        if not n:
+            return
+        if 4 * (self.n_full + self.n_tomb + n) > self.cap:
+            self._rebuild(self.n_full + n)
+        mask = self.cap - 1
+        idx = self._home(keys)
+        pending = np.arange(n)
+        state = self.state
+        while len(pending):
+            free = np.flatnonzero(state[idx] != _FULL)
+            if len(free):
+                slots, first = np.unique(idx[free], return_index=True)
+                won = free[first]
+                who = pending[won]
+                self.n_tomb -= int(np.count_nonzero(state[slots] == _TOMB))
+                state[slots] = _FULL
+                self.keys[slots] = keys[who]
+                self.vals[slots] = vals[who]
+                self.slot_of[vals[who]] = slots
+                self.n_full += len(slots)
+                keep = np.ones(len(pending), bool)
+                keep[won] = False
+                pending, idx = pending[keep], idx[keep]
+            idx = (idx + 1) & mask
+
+    def remove(self, blocks: np.ndarray) -> None:
+        """Drop the entries of registered `blocks`."""
+        self.state[self.slot_of[blocks]] = _TOMB
+        self.n_full -= len(blocks)
+        self.n_tomb += len(blocks)
+
+    def _rebuild(self, live: int) -> None:
+        full = self.state == _FULL
+        keys, vals = self.keys[full], self.vals[full]
+        cap = 1024
+        while cap < 8 * live:
+            cap *= 2
+        self._alloc(cap)
+        self.insert(keys, vals)
+
+    def items(self) -> dict[int, int]:
+        full = self.state == _FULL
+        return dict(zip(self.keys[full].tolist(), self.vals[full].tolist(), strict=True))
 
 
 class KVPool:
@@ -34,9 +160,10 @@ class KVPool:
         self.ref = np.zeros(num_blocks, np.int32)
         self.hashed = np.zeros(num_blocks, bool)
         self.stamp = np.zeros(num_blocks, np.int64)
-        self.hash_of: list[int] = [0] * num_blocks
+        self.hash_of = np.zeros(num_blocks, _U)
+        """The key each registered (`hashed`) block is cached under."""
         self.free: list[int] = list(range(num_blocks - 1, -1, -1))
-        self.cached: dict[int, int] = {}
+        self.table = _BlockTable(num_blocks)
         self.groups: deque[tuple[int, np.ndarray]] = deque()
         self.n_evictable = 0
         self._gid = 0
@@ -54,37 +181,53 @@ class KVPool:
         """Blocks held by at least one request (what engines report as KV usage)."""
         return self.num_blocks - len(self.free) - self.n_evictable
 
+    @property
+    def cached(self) -> dict[int, int]:
+        """The prefix cache as {hash key: block} (a copy; for checks, not the hot path)."""
+        return self.table.items()
+
     # -- prefix lookup ----------------------------------------------------------------------------------------------
-    def match(self, hashes: list[int], limit: int) -> tuple[int, int]:
+    def _head(self, hashes: BlockHashes, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """(keys of the first `limit` hashes, their GPU slots or -1)."""
+        keys = as_keys(hashes)
+        if limit < len(keys):
+            keys = keys[:limit]
+        return keys, self.table.find(keys)
+
+    def _host_run(self, keys: np.ndarray) -> int:
+        return len(list(takewhile(self.host.__contains__, keys.tolist())))
+
+    def match(self, hashes: BlockHashes, limit: int) -> tuple[int, int]:
         """Leading blocks of `hashes` (at most `limit`) cached on the GPU, then how many more the host tier holds."""
         if not self.prefix_caching or limit <= 0:
             return 0, 0
-        head = hashes[:limit] if limit < len(hashes) else hashes
-        g = len(list(takewhile(self.cached.__contains__, head)))
-        if not self.host_blocks or g == len(head):
+        keys, slots = self._head(hashes, limit)
+        miss = np.flatnonzero(slots < 0)
+        g = int(miss[0]) if len(miss) else len(keys)
+        if not self.host_blocks or g == len(keys):
             return g, 0
-        return g, len(list(takewhile(self.host.__contains__, head[g:])))
+        return g, self._host_run(keys[g:])
 
-    def acquire_cached(self, hashes: list[int], n: int) -> list[int]:
+    def acquire_cached(self, hashes: BlockHashes, n: int) -> list[int]:
         """Take a reference on the GPU blocks caching the first `n` hashes (all present, per :meth:`match`)."""
-        blocks = list(map(self.cached.__getitem__, hashes[:n]))
+        _, slots = self._head(hashes, n)
+        blocks: list[int] = self.table.vals[slots].tolist()
         self.acquire(blocks)
         return blocks
 
-    def lookup(self, hashes: list[int], limit: int) -> tuple[list[int], int]:
+    def lookup(self, hashes: BlockHashes, limit: int) -> tuple[list[int], int]:
         """:meth:`match` in one pass that also returns the GPU blocks of the cached prefix (for :meth:`acquire`)."""
         if not self.prefix_caching or limit <= 0:
             return [], 0
-        head = hashes[:limit] if limit < len(hashes) else hashes
-        found: list[int] = list(map(self.cached.get, head, _MISSING))
-        try:
-            g = found.index(-1)
-        except ValueError:
-            return found, 0
-        del found[g:]
+        keys, slots = self._head(hashes, limit)
+        miss = np.flatnonzero(slots < 0)
+        if not len(miss):
+            return self.table.vals[slots].tolist(), 0
+        g = int(miss[0])
+        found: list[int] = self.table.vals[slots[:g]].tolist()
         if not self.host_blocks:
             return found, 0
-        return found, len(list(takewhile(self.host.__contains__, head[g:])))
+        return found, self._host_run(keys[g:])
 
     def acquire(self, blocks: list[int]) -> None:
         """Take a reference on cached blocks (from :meth:`lookup`)."""
@@ -146,30 +289,35 @@ class KVPool:
         out = np.concatenate(taken) if len(taken) > 1 else taken[0]
         hashed[out] = False
         self.n_evictable -= len(out)
+        # a block is `hashed` exactly while the cache maps its key to it (first writer wins, see register_many)
+        self.table.remove(out)
         blocks: list[int] = out.tolist()
-        cached, hash_of = self.cached, self.hash_of
-        for b in blocks:
-            h = hash_of[b]
-            if cached.get(h) == b:
-                del cached[h]
         return blocks
 
-    def register_many(self, blocks: list[int], hashes: list[int]) -> None:
+    def register_many(self, blocks: Sequence[int] | np.ndarray, hashes: BlockHashes) -> None:
         """Record that `blocks[i]` now holds the prompt block with chain hash `hashes[i]` (first writer wins)."""
         if not self.prefix_caching:
             return
-        cached, hash_of = self.cached, self.hash_of
-        fresh = []
-        for b, h in zip(blocks, hashes, strict=False):
-            if h not in cached:
-                cached[h] = b
-                hash_of[b] = h
-                fresh.append(b)
-        if fresh:
-            self.hashed[np.array(fresh, np.int64)] = True
+        m = min(len(blocks), len(hashes))
+        if not m:
+            return
+        keys = as_keys(hashes)[:m]
+        blk = np.asarray(blocks[:m], np.int64)
+        absent = np.flatnonzero(self.table.find(keys) < 0)
+        if len(absent):
+            new_keys = keys[absent]
+            if len(absent) > 1:  # a key twice in one call: its first block wins
+                _, first = np.unique(new_keys, return_index=True)
+                if len(first) < len(absent):
+                    first.sort()
+                    absent, new_keys = absent[first], new_keys[first]
+            fresh = blk[absent]
+            self.table.insert(new_keys, fresh)
+            self.hash_of[fresh] = new_keys
+            self.hashed[fresh] = True
         if self.host_blocks:
             host = self.host
-            for h in hashes:
+            for h in keys.tolist():
                 if h in host:
                     host.move_to_end(h)
                 else:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from llmsweep.errors import ConfigError
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.kv import BlockHashes
 from llmsweep.sim.metrics import CoreCollector, MetricsStyle
 from llmsweep.sim.prompt import PromptEncoder
 from llmsweep.sim.text import token_text
@@ -255,7 +256,7 @@ class Predictor:
         self._last_activity = now
         self._push(now + self.frontend, _SUBMIT, (task, record, n_tokens, hashes, spec.max_tokens))
 
-    def _submit(self, payload: tuple[_Task, dict[str, Any], int, list[int], int], now: float) -> None:
+    def _submit(self, payload: tuple[_Task, dict[str, Any], int, BlockHashes, int], now: float) -> None:
         task, record, n_tokens, hashes, max_tokens = payload
         owner = (task, record, record["chunk_times"], record["chunk_tokens"])
         req = self.core.new_request(n_tokens, hashes, max_tokens, owner=owner, now=now)
