@@ -63,6 +63,7 @@ class _BlockTable:
         self.keys = np.zeros(cap, _U)
         self.vals = np.zeros(cap, np.int64)
         self.state = np.zeros(cap, np.int8)
+        self._claim = np.zeros(cap, np.int64)
         self.n_full = 0
         self.n_tomb = 0
 
@@ -114,11 +115,15 @@ class _BlockTable:
         idx = self._home(keys)
         pending = np.arange(n)
         state = self.state
+        claim = self._claim
         while len(pending):
             free = np.flatnonzero(state[idx] != _FULL)
             if len(free):
-                slots, first = np.unique(idx[free], return_index=True)
-                won = free[first]
+                # several keys may reach one free slot: the last write of each slot names its winner
+                slots = idx[free]
+                claim[slots] = free
+                won = free[claim[slots] == free]
+                slots = idx[won]
                 who = pending[won]
                 self.n_tomb -= int(np.count_nonzero(state[slots] == _TOMB))
                 state[slots] = _FULL
