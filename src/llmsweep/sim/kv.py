@@ -29,7 +29,7 @@ import numpy as np
 _U = np.uint64
 _MASK = (1 << 64) - 1
 _GOLDEN = _U(0x9E3779B97F4A7C15)
-_EMPTY, _FULL, _TOMB = 0, 1, 2
+_EMPTY, _TOMB = -1, -2
 _WINDOW = 8
 _OFFSETS = np.arange(_WINDOW, dtype=np.int64)
 
@@ -47,10 +47,9 @@ def as_keys(hashes: BlockHashes) -> np.ndarray:
 
 
 class _BlockTable:
-    """An open-addressing (linear probing) hash table from 64-bit keys to block ids, in numpy arrays, with
-    vectorised find / insert / remove; removed entries leave tombstones until the next rebuild. Load (entries plus
-    tombstones) stays at most 1/4, so the longest probe sequence of a thousand keys (the rounds of a vectorised find)
-    stays short."""
+    """An open-addressing (linear probing) hash table from 64-bit keys to block ids in one numpy array of (key, value)
+    pairs — a probe reads one cache line — with vectorised find / insert / remove. A value of -1 marks an empty slot,
+    -2 a removed entry (a tombstone, kept until the next rebuild). Load (entries plus tombstones) stays at most 1/2."""
 
     def __init__(self, num_blocks: int) -> None:
         self.slot_of = np.zeros(num_blocks, np.int64)
@@ -60,9 +59,9 @@ class _BlockTable:
     def _alloc(self, cap: int) -> None:
         self.cap = cap
         self.bits = cap.bit_length() - 1
-        self.keys = np.zeros(cap, _U)
-        self.vals = np.zeros(cap, np.int64)
-        self.state = np.zeros(cap, np.int8)
+        self.ent = np.zeros((cap, 2), np.int64)
+        """Per slot: the key (its bits as int64), the block (>= 0), or _EMPTY / _TOMB."""
+        self.ent[:, 1] = _EMPTY
         self._claim = np.zeros(cap, np.int64)
         self.n_full = 0
         self.n_tomb = 0
@@ -71,53 +70,55 @@ class _BlockTable:
         return ((keys * _GOLDEN) >> _U(64 - self.bits)).astype(np.int64)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
-        """Slot of each key, -1 where absent. The home slots are read in one gather; the few keys whose home holds
+        """Block of each key, -1 where absent. The home slots are read in one gather; the few keys whose home holds
         another key then scan windows of `_WINDOW` slots, up to their key or an empty slot."""
         n = len(keys)
-        out = np.full(n, -1, np.int64)
         if not n or not self.n_full:
-            return out
-        state, table = self.state, self.keys
+            return np.full(n, -1, np.int64)
+        ent = self.ent
+        want = keys.view(np.int64)
         idx = self._home(keys)
-        st = state[idx]
-        hit = (st == _FULL) & (table[idx] == keys)
-        out[hit] = idx[hit]
-        pending = np.flatnonzero((st != _EMPTY) & ~hit)
+        e = ent.take(idx, axis=0)
+        val = e[:, 1]
+        hit = (e[:, 0] == want) & (val >= 0)
+        out = np.where(hit, val, -1)
+        pending = np.flatnonzero((val != _EMPTY) & ~hit)
         if not len(pending):
             return out
         mask = self.cap - 1
         base = idx[pending] + 1
-        want = keys[pending][:, None]
+        wanted = want[pending][:, None]
         while True:
-            win = (base[:, None] + _OFFSETS) & mask
-            st = state[win]
-            hit = (st == _FULL) & (table[win] == want)
-            stop = hit | (st == _EMPTY)
+            m = len(pending)
+            e = ent.take(((base[:, None] + _OFFSETS) & mask).ravel(), axis=0).reshape(m, _WINDOW, 2)
+            val = e[:, :, 1]
+            hit = (e[:, :, 0] == wanted) & (val >= 0)
+            stop = hit | (val == _EMPTY)
             first = stop.argmax(axis=1)
-            rows = np.arange(len(pending))
-            at = stop[rows, first]
-            found = at & hit[rows, first]
+            cell = np.arange(m) * _WINDOW + first
+            at = stop.ravel().take(cell)
+            found = at & hit.ravel().take(cell)
             if found.any():
-                out[pending[found]] = win[found, first[found]]
+                out[pending[found]] = val.ravel().take(cell[found])
             if at.all():
                 return out
             go = ~at
-            pending, base, want = pending[go], base[go] + _WINDOW, want[go]
+            pending, base, wanted = pending[go], base[go] + _WINDOW, wanted[go]
 
     def insert(self, keys: np.ndarray, vals: np.ndarray) -> None:
         """Insert keys that are absent and distinct."""
         n = len(keys)
         if not n:
             return
-        if 4 * (self.n_full + self.n_tomb + n) > self.cap:
+        if 2 * (self.n_full + self.n_tomb + n) > self.cap:
             self._rebuild(self.n_full + n)
         mask = self.cap - 1
+        ent, claim = self.ent, self._claim
+        signed = keys.view(np.int64)
         idx = self._home(keys)
         pending = np.arange(n)
-        state = self.state
-        claim = self._claim
         while len(pending):
-            free = np.flatnonzero(state[idx] != _FULL)
+            free = np.flatnonzero(ent[idx, 1] < 0)
             if len(free):
                 # several keys may reach one free slot: the last write of each slot names its winner
                 slots = idx[free]
@@ -125,10 +126,9 @@ class _BlockTable:
                 won = free[claim[slots] == free]
                 slots = idx[won]
                 who = pending[won]
-                self.n_tomb -= int(np.count_nonzero(state[slots] == _TOMB))
-                state[slots] = _FULL
-                self.keys[slots] = keys[who]
-                self.vals[slots] = vals[who]
+                self.n_tomb -= int(np.count_nonzero(ent[slots, 1] == _TOMB))
+                ent[slots, 0] = signed[who]
+                ent[slots, 1] = vals[who]
                 self.slot_of[vals[who]] = slots
                 self.n_full += len(slots)
                 keep = np.ones(len(pending), bool)
@@ -138,22 +138,21 @@ class _BlockTable:
 
     def remove(self, blocks: np.ndarray) -> None:
         """Drop the entries of registered `blocks`."""
-        self.state[self.slot_of[blocks]] = _TOMB
+        self.ent[self.slot_of[blocks], 1] = _TOMB
         self.n_full -= len(blocks)
         self.n_tomb += len(blocks)
 
     def _rebuild(self, live: int) -> None:
-        full = self.state == _FULL
-        keys, vals = self.keys[full], self.vals[full]
+        full = self.ent[self.ent[:, 1] >= 0]
         cap = 1024
-        while cap < 8 * live:
+        while cap < 4 * live:
             cap *= 2
         self._alloc(cap)
-        self.insert(keys, vals)
+        self.insert(full[:, 0].view(_U), full[:, 1].copy())
 
     def items(self) -> dict[int, int]:
-        full = self.state == _FULL
-        return dict(zip(self.keys[full].tolist(), self.vals[full].tolist(), strict=True))
+        full = self.ent[self.ent[:, 1] >= 0]
+        return dict(zip(full[:, 0].view(_U).tolist(), full[:, 1].tolist(), strict=True))
 
 
 class KVPool:
@@ -193,7 +192,7 @@ class KVPool:
 
     # -- prefix lookup ----------------------------------------------------------------------------------------------
     def _head(self, hashes: BlockHashes, limit: int) -> tuple[np.ndarray, np.ndarray]:
-        """(keys of the first `limit` hashes, their GPU slots or -1)."""
+        """(keys of the first `limit` hashes, their GPU blocks or -1)."""
         keys = as_keys(hashes)
         if limit < len(keys):
             keys = keys[:limit]
@@ -206,8 +205,8 @@ class KVPool:
         """Leading blocks of `hashes` (at most `limit`) cached on the GPU, then how many more the host tier holds."""
         if not self.prefix_caching or limit <= 0:
             return 0, 0
-        keys, slots = self._head(hashes, limit)
-        miss = np.flatnonzero(slots < 0)
+        keys, found = self._head(hashes, limit)
+        miss = np.flatnonzero(found < 0)
         g = int(miss[0]) if len(miss) else len(keys)
         if not self.host_blocks or g == len(keys):
             return g, 0
@@ -215,8 +214,8 @@ class KVPool:
 
     def acquire_cached(self, hashes: BlockHashes, n: int) -> list[int]:
         """Take a reference on the GPU blocks caching the first `n` hashes (all present, per :meth:`match`)."""
-        _, slots = self._head(hashes, n)
-        blocks: list[int] = self.table.vals[slots].tolist()
+        _, found = self._head(hashes, n)
+        blocks: list[int] = found.tolist()
         self.acquire(blocks)
         return blocks
 
@@ -224,15 +223,15 @@ class KVPool:
         """:meth:`match` in one pass that also returns the GPU blocks of the cached prefix (for :meth:`acquire`)."""
         if not self.prefix_caching or limit <= 0:
             return [], 0
-        keys, slots = self._head(hashes, limit)
-        miss = np.flatnonzero(slots < 0)
+        keys, found = self._head(hashes, limit)
+        miss = np.flatnonzero(found < 0)
         if not len(miss):
-            return self.table.vals[slots].tolist(), 0
+            return found.tolist(), 0
         g = int(miss[0])
-        found: list[int] = self.table.vals[slots[:g]].tolist()
+        blocks: list[int] = found[:g].tolist()
         if not self.host_blocks:
-            return found, 0
-        return found, self._host_run(keys[g:])
+            return blocks, 0
+        return blocks, self._host_run(keys[g:])
 
     def acquire(self, blocks: list[int]) -> None:
         """Take a reference on cached blocks (from :meth:`lookup`)."""
