@@ -113,24 +113,28 @@ class _BlockTable:
         if 2 * (self.n_full + self.n_tomb + n) > self.cap:
             self._rebuild(self.n_full + n)
         mask = self.cap - 1
-        ent, claim = self.ent, self._claim
+        flat, claim = self.ent.reshape(-1), self._claim  # slot i: key at 2i, block at 2i + 1
         signed = keys.view(np.int64)
         idx = self._home(keys)
         pending = np.arange(n)
         while len(pending):
-            free = np.flatnonzero(ent[idx, 1] < 0)
+            free = np.flatnonzero(flat.take(2 * idx + 1) < 0)
             if len(free):
                 # several keys may reach one free slot: the last write of each slot names its winner
-                slots = idx[free]
+                slots = idx.take(free)
                 claim[slots] = free
-                won = free[claim[slots] == free]
-                slots = idx[won]
-                who = pending[won]
-                self.n_tomb -= int(np.count_nonzero(ent[slots, 1] == _TOMB))
-                ent[slots, 0] = signed[who]
-                ent[slots, 1] = vals[who]
-                self.slot_of[vals[who]] = slots
+                won = free[claim.take(slots) == free]
+                slots = idx.take(won)
+                who = pending.take(won)
+                at = 2 * slots
+                self.n_tomb -= int(np.count_nonzero(flat.take(at + 1) == _TOMB))
+                blocks = vals.take(who)
+                flat[at] = signed.take(who)
+                flat[at + 1] = blocks
+                self.slot_of[blocks] = slots
                 self.n_full += len(slots)
+                if len(won) == len(pending):
+                    return
                 keep = np.ones(len(pending), bool)
                 keep[won] = False
                 pending, idx = pending[keep], idx[keep]
@@ -138,7 +142,7 @@ class _BlockTable:
 
     def remove(self, blocks: np.ndarray) -> None:
         """Drop the entries of registered `blocks`."""
-        self.ent[self.slot_of[blocks], 1] = _TOMB
+        self.ent.reshape(-1)[2 * self.slot_of.take(blocks) + 1] = _TOMB
         self.n_full -= len(blocks)
         self.n_tomb += len(blocks)
 
