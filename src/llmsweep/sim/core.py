@@ -15,7 +15,7 @@ Callers drive it: ``end = core.begin_step(now)`` (None when idle), then at ``end
 requests that emitted tokens this step. The live server sleeps until ``end``; the predictor jumps there.
 
 Event to event: a caller in virtual time passes ``begin_step(now, horizon=...)``, the time of its next event (an
-arrival, a lane's wake-up, a metrics scrape). When the step just scheduled is decode-only, the core then runs the
+arrival, a lane's wake-up; not a metrics scrape, which reads a block's state as of its time through :meth:`as_of`). When the step just scheduled is decode-only, the core then runs the
 following decode steps too, as one *block*, while the batch's composition cannot change: no step of the block ends
 at or after the horizon, no request reaches its output length (that step is left to the step-by-step path), and every
 KV block the decodes need fits the pool (no preemption, evictions in the same order). Step times come vectorised from
@@ -27,7 +27,9 @@ request's tokens per step, so a caller can still stamp every chunk. ``coalesce=F
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +100,8 @@ class _Plan:
     busy: float
     tokens: np.ndarray | None
     """(steps, requests) tokens per step with speculative decoding; None when each step emits one token."""
+    extra: list[int]
+    """KV blocks taken at planning for each scheduled request, beyond those its first step needed."""
 
 
 @dataclass(slots=True)
@@ -135,6 +139,8 @@ class EngineCore:
         self.last_block: Block | None = None
         """The block the last ``end_step`` applied; None when it applied a single step."""
         self._plan: _Plan | None = None
+        self._unbegun_blocks = 0
+        """Inside :meth:`as_of`: KV blocks the block in flight took for steps not begun at the read's time."""
         bs = config.block_size
         self.block_size = bs
         self.num_blocks = max(1, config.kv_capacity_tokens // bs)
@@ -411,7 +417,7 @@ class EngineCore:
                     r.blocks.extend(got[at:at + e])
                     at += e
         ends = ends[:steps]
-        return _Plan(steps, ends, float(ends[-1] - now), None if tokens is None else tokens[:steps])
+        return _Plan(steps, ends, float(ends[-1] - now), None if tokens is None else tokens[:steps], extra)
 
     def _extra_blocks(self, grown: np.ndarray | None, steps: int, lookahead: int) -> list[int]:
         """Blocks each scheduled request needs beyond those it holds for the last of `steps` steps, given the tokens
@@ -550,12 +556,63 @@ class EngineCore:
         self.counters.preemptions += 1
         self.waiting.appendleft(r)
 
+    # -- a read of the state inside a block ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def as_of(self, t: float) -> Iterator[None]:
+        """Inside the block in flight, the readable state (counters, KV usage) as the step path shows it at time `t`:
+        the steps that ended before `t` applied, the one in flight begun (its KV taken, counted in `steps` and
+        `busy_seconds`), the rest not. A no-op outside a block. Restored on exit: a metrics scrape or a power probe
+        reads through it, so a block runs on across scrapes."""
+        plan = self._plan
+        if plan is None or not self._in_step:
+            yield
+            return
+        ended = int(plan.ends.searchsorted(t, "left"))  # a step ending at `t` is applied after the read
+        begun = min(ended + 1, plan.steps)
+        c = self.counters
+        saved = (c.steps, c.busy_seconds, c.generation_tokens, c.spec_verify_steps, c.spec_draft_tokens,
+                 c.spec_accepted_tokens)
+        n = len(self._scheduled)
+        c.steps -= plan.steps - begun
+        c.busy_seconds -= float(plan.ends[-1] - plan.ends[begun - 1])
+        if ended:
+            emitted = ended * n if plan.tokens is None else int(plan.tokens[:ended].sum())
+            c.generation_tokens += emitted
+            if plan.tokens is not None:
+                draws = ended * n
+                c.spec_verify_steps += draws
+                c.spec_draft_tokens += draws * self.spec_k
+                c.spec_accepted_tokens += emitted - draws
+        self._unbegun_blocks = sum(plan.extra) - self._blocks_through(plan, begun)
+        try:
+            yield
+        finally:
+            (c.steps, c.busy_seconds, c.generation_tokens, c.spec_verify_steps, c.spec_draft_tokens,
+             c.spec_accepted_tokens) = saved
+            self._unbegun_blocks = 0
+
+    def _blocks_through(self, plan: _Plan, begun: int) -> int:
+        """KV blocks of the plan's extra ones that its first `begun` steps need (what the step path has taken)."""
+        bs, lookahead = self.block_size, self.spec_k + 1
+        if plan.tokens is None:
+            grown: list[int] = [begun - 1] * len(self._scheduled)
+        elif begun > 1:
+            grown = plan.tokens[:begun - 1].sum(axis=0).tolist()
+        else:
+            grown = [0] * len(self._scheduled)
+        return sum(min(e, max(0, -(-(r.computed + g + lookahead) // bs) - (len(r.blocks) - e)))
+                   for r, g, e in zip(self._scheduled, grown, plan.extra, strict=True))
+
     # -- gauges -----------------------------------------------------------------------------------------------------
+    def used_blocks(self) -> int:
+        """KV blocks held by requests (inside :meth:`as_of`: as of its time)."""
+        return self.pool.used_blocks() - self._unbegun_blocks
+
     def kv_usage(self) -> float:
-        return self.pool.used_blocks() / self.num_blocks
+        return self.used_blocks() / self.num_blocks
 
     def used_tokens(self) -> int:
-        return self.pool.used_blocks() * self.block_size
+        return self.used_blocks() * self.block_size
 
     def host_used_tokens(self) -> int:
         return len(self.pool.host) * self.block_size

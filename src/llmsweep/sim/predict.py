@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _STEP, _SUBMIT, _WAKE, _ARRIVAL = 0, 1, 2, 3
+_INF = float("inf")
 UNBOUNDED_WINDOW_S = 1e7
 """The window of a point that stops on its prompt count (fixed-length): long enough never to be the reason."""
 
@@ -127,10 +128,12 @@ class Predictor:
         self._last_activity = 0.0
 
     def scrape(self, now: float) -> None:
-        """Record one snapshot of the engine's Prometheus series at virtual time `now`."""
-        self.scrapes.append({"t": self.start_time + now, "samples": self._collector.samples()})
-        for probe in self.probes:
-            probe(self.start_time + now)
+        """Record one snapshot of the engine's Prometheus series at virtual time `now` (inside a block of decode
+        steps: as of `now`, see :meth:`EngineCore.as_of`)."""
+        with self.core.as_of(now):
+            self.scrapes.append({"t": self.start_time + now, "samples": self._collector.samples()})
+            for probe in self.probes:
+                probe(self.start_time + now)
 
     # -- scheduling helpers ----------------------------------------------------------------------------------------
     def _push(self, t: float, kind: int, payload: Any) -> None:
@@ -362,7 +365,8 @@ class Predictor:
                 else:
                     self._on_arrival(payload, now)
             if not self._busy and core.has_work() and (not heap or heap[0][0] > now):
-                end = core.begin_step(now, min(heap[0][0], self._next_scrape) if heap else self._next_scrape)
+                # a scrape is a read (`scrape` sees a block's state as of its time): it does not bound a block
+                end = core.begin_step(now, heap[0][0] if heap else _INF)
                 if end is not None:
                     self._busy = True
                     self._push(end, _STEP, None)
