@@ -15,12 +15,13 @@ Callers drive it: ``end = core.begin_step(now)`` (None when idle), then at ``end
 requests that emitted tokens this step. The live server sleeps until ``end``; the predictor jumps there.
 
 Event to event: a caller in virtual time passes ``begin_step(now, horizon=...)``, the time of its next event (an
-arrival, a lane's wake-up; not a metrics scrape, which reads a block's state as of its time through :meth:`as_of`). When the step just scheduled is decode-only, the core then runs the
-following decode steps too, as one *block*, while the batch's composition cannot change: no step of the block ends
-at or after the horizon, no request reaches its output length (that step is left to the step-by-step path), and every
-KV block the decodes need fits the pool (no preemption, evictions in the same order). Step times come vectorised from
-the timer (the context grows by the tokens each step emits), speculative draws from the same stream the step path
-reads (:meth:`~llmsweep.sim.acceptance.AcceptanceController.plan`), so a block equals its steps taken one by one.
+arrival, a lane's wake-up; not a metrics scrape: a scrape reads a block's state as of its time, :meth:`as_of`).
+When the step just scheduled is decode-only, the core then runs the following decode steps too, as one *block*,
+while the batch's composition cannot change: no step of the block ends at or after the horizon, no request reaches
+its output length (that step is left to the step-by-step path), and every KV block the decodes need fits the pool
+(no preemption, evictions in the same order). Step times come vectorised from the timer (the context grows by the
+tokens each step emits), speculative draws from the same stream the step path reads
+(:meth:`~llmsweep.sim.acceptance.AcceptanceController.plan`), so a block equals its steps taken one by one.
 ``end_step`` then applies the whole block; :attr:`EngineCore.last_block` holds each step's end time and each
 request's tokens per step, so a caller can still stamp every chunk. ``coalesce=False`` keeps the step-by-step path.
 """
