@@ -48,7 +48,7 @@ def as_keys(hashes: BlockHashes) -> np.ndarray:
 
 class _BlockTable:
     """An open-addressing (linear probing) hash table from 64-bit keys to block ids in one numpy array of (key, value)
-    pairs — a probe reads one cache line — with vectorised find / insert / remove. A value of -1 marks an empty slot,
+    pairs — a probe reads one cache line — with vectorised find / add / remove. A value of -1 marks an empty slot,
     -2 a removed entry (a tombstone, kept until the next rebuild). Load (entries plus tombstones) stays at most 1/2."""
 
     def __init__(self, num_blocks: int) -> None:
@@ -105,40 +105,60 @@ class _BlockTable:
             go = ~at
             pending, base, wanted = pending[go], base[go] + _WINDOW, wanted[go]
 
-    def insert(self, keys: np.ndarray, vals: np.ndarray) -> None:
-        """Insert keys that are absent and distinct."""
+    def add(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        """Insert the keys not present yet, as a dict walk in order would (a key twice: its first value); returns the
+        positions in `keys` it inserted. One probe loop for the presence check and the insert: a key stops at itself
+        (present) or at an empty slot, which it claims (tombstones are passed over, never reused, until a rebuild)."""
         n = len(keys)
-        if not n:
-            return
         if 2 * (self.n_full + self.n_tomb + n) > self.cap:
             self._rebuild(self.n_full + n)
         mask = self.cap - 1
-        flat, claim = self.ent.reshape(-1), self._claim  # slot i: key at 2i, block at 2i + 1
-        signed = keys.view(np.int64)
+        ent, claim = self.ent, self._claim
+        flat = ent.reshape(-1)
+        want = keys.view(np.int64)
         idx = self._home(keys)
         pending = np.arange(n)
-        while len(pending):
-            free = np.flatnonzero(flat.take(2 * idx + 1) < 0)
-            if len(free):
-                # several keys may reach one free slot: the last write of each slot names its winner
-                slots = idx.take(free)
-                claim[slots] = free
-                won = free[claim.take(slots) == free]
-                slots = idx.take(won)
+        added: list[np.ndarray] = []
+        while True:
+            # each key reads the window of `_WINDOW` slots from `idx` up to itself (present) or an empty slot
+            m = len(pending)
+            win = (idx[:, None] + _OFFSETS) & mask
+            e = ent.take(win.ravel(), axis=0)
+            val = e[:, 1].reshape(m, _WINDOW)
+            empty = val == _EMPTY
+            here = (e[:, 0].reshape(m, _WINDOW) == want[:, None]) & (val >= 0)
+            stop = here | empty
+            first = stop.argmax(axis=1)
+            cell = np.arange(m) * _WINDOW + first
+            found = here.ravel().take(cell)
+            free = empty.ravel().take(cell)
+            go = ~found
+            ci = np.flatnonzero(free)
+            if len(ci):
+                slots = win.ravel().take(cell.take(ci))
+                # keys reaching one empty slot: the first in order wins it (equal keys move in lockstep, so the
+                # first of a repeated key is the one inserted; the others find it there next round)
+                claim[slots[::-1]] = ci[::-1]
+                mine = claim.take(slots) == ci
+                won = ci[mine]
+                at = slots[mine]
                 who = pending.take(won)
-                at = 2 * slots
-                self.n_tomb -= int(np.count_nonzero(flat.take(at + 1) == _TOMB))
                 blocks = vals.take(who)
-                flat[at] = signed.take(who)
-                flat[at + 1] = blocks
-                self.slot_of[blocks] = slots
-                self.n_full += len(slots)
-                if len(won) == len(pending):
-                    return
-                keep = np.ones(len(pending), bool)
-                keep[won] = False
-                pending, idx = pending[keep], idx[keep]
-            idx = (idx + 1) & mask
+                flat[2 * at] = want.take(won)
+                flat[2 * at + 1] = blocks
+                self.slot_of[blocks] = at
+                self.n_full += len(won)
+                added.append(who)
+                go[won] = False
+            if not go.any():
+                break
+            # a key that lost an empty slot looks at it again (a repeat of the winner finds itself there); a key
+            # whose window held neither moves past it
+            idx = (idx + np.where(free, first, _WINDOW)) & mask
+            pending, idx, want = pending[go], idx[go], want[go]
+        if not added:
+            return np.empty(0, np.int64)
+        return added[0] if len(added) == 1 else np.concatenate(added)
 
     def remove(self, blocks: np.ndarray) -> None:
         """Drop the entries of registered `blocks`."""
@@ -152,7 +172,7 @@ class _BlockTable:
         while cap < 4 * live:
             cap *= 2
         self._alloc(cap)
-        self.insert(full[:, 0].view(_U), full[:, 1].copy())
+        self.add(full[:, 0].view(_U), full[:, 1].copy())
 
     def items(self) -> dict[int, int]:
         full = self.ent[self.ent[:, 1] >= 0]
@@ -311,17 +331,10 @@ class KVPool:
             return
         keys = as_keys(hashes)[:m]
         blk = np.asarray(blocks[:m], np.int64)
-        absent = np.flatnonzero(self.table.find(keys) < 0)
-        if len(absent):
-            new_keys = keys[absent]
-            if len(absent) > 1:  # a key twice in one call: its first block wins
-                _, first = np.unique(new_keys, return_index=True)
-                if len(first) < len(absent):
-                    first.sort()
-                    absent, new_keys = absent[first], new_keys[first]
-            fresh = blk[absent]
-            self.table.insert(new_keys, fresh)
-            self.hash_of[fresh] = new_keys
+        added = self.table.add(keys, blk)
+        if len(added):
+            fresh = blk[added]
+            self.hash_of[fresh] = keys[added]
             self.hashed[fresh] = True
         if self.host_blocks:
             host = self.host
