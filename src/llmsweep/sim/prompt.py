@@ -129,29 +129,29 @@ class _Positions:
 
 def _token_codes(items: Sequence[TokenRun]) -> np.ndarray:
     """One pseudo-random 64-bit code per token of `items`: a function of the token's (source, position in the
-    source) only, so equal runs give equal codes (a word's source is the word; a block's is (namespace, id))."""
-    sources: list[np.uint64 | np.ndarray] = []
-    lengths: list[int | np.ndarray] = []
-    longest = 1
+    source) only, so equal runs give equal codes (a word's source is the word; a block's is (namespace, id)). The
+    code is mix(source) XOR mix(position + 1): a run of blocks is one broadcast over (blocks, positions)."""
+    parts: list[np.ndarray] = []
+    words: list[int] = []
     for item in items:
         if isinstance(item, str):
-            sources.append(_U(hash(item) & _MASK))
-            lengths.append(1)
+            words.append(hash(item) & _MASK)
             continue
-        ids = np.asarray(item.ids, np.int64).astype(_U)
-        sources.append(_mix(ids ^ _U(hash(item.namespace) & _MASK)))
-        if len(ids) == 1:
-            lengths.append(item.last)
-        else:
-            size = np.full(len(ids), item.size, np.int64)
-            size[-1] = item.last
-            lengths.append(size)
-        longest = max(longest, item.size, item.last)
-    src = np.hstack(sources)
-    length = np.hstack(lengths).astype(np.int64, copy=False)
-    ends = np.cumsum(length)
-    position = np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(ends - length, length)
-    return _mix(np.repeat(src, length) ^ _Positions.upto(longest)[position])
+        if words:
+            parts.append(_mix(np.array(words, _U)) ^ _Positions.upto(1)[0])
+            words = []
+        size, last = item.size, item.last
+        src = _mix(np.asarray(item.ids, np.int64).astype(_U) ^ _U(hash(item.namespace) & _MASK))
+        width = max(size, last)
+        codes = src[:, None] ^ _Positions.upto(width)[:width]
+        if last == size:
+            parts.append(codes.ravel())
+        else:  # every block `size` tokens, the last `last`
+            parts.append(codes[:-1, :size].ravel())
+            parts.append(codes[-1, :last])
+    if words:
+        parts.append(_mix(np.array(words, _U)) ^ _Positions.upto(1)[0])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _extend_codes(block_size: int, acc: int, done: int, codes: np.ndarray, cuts: Sequence[int]
