@@ -293,7 +293,7 @@ class EngineCore:
             r = waiting[0]
             target = r.prompt_len + r.generated
             limit = (r.prompt_len - 1) // bs
-            cached_blocks, h = pool.lookup(r.block_hashes, limit)
+            cached_blocks, h = pool.lookup_array(r.block_hashes, limit)
             g = len(cached_blocks)
             hit_tokens = (g + h) * bs
             chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget)
@@ -307,7 +307,7 @@ class EngineCore:
             if h:
                 pool.register_many(got[:h], r.block_hashes[g:g + h])
                 host_load += h * bs
-            r.blocks = cached_blocks + got
+            r.blocks = cached_blocks.tolist() + got if g else got
             r.computed = hit_tokens
             c = self.counters
             if r.cached_tokens < 0:

@@ -30,6 +30,7 @@ _U = np.uint64
 _MASK = (1 << 64) - 1
 _GOLDEN = _U(0x9E3779B97F4A7C15)
 _EMPTY, _TOMB = -1, -2
+_NO_BLOCKS = np.empty(0, np.int64)
 _WINDOW = 8
 _OFFSETS = np.arange(_WINDOW, dtype=np.int64)
 
@@ -245,23 +246,27 @@ class KVPool:
 
     def lookup(self, hashes: BlockHashes, limit: int) -> tuple[list[int], int]:
         """:meth:`match` in one pass that also returns the GPU blocks of the cached prefix (for :meth:`acquire`)."""
+        found, h = self.lookup_array(hashes, limit)
+        return found.tolist(), h
+
+    def lookup_array(self, hashes: BlockHashes, limit: int) -> tuple[np.ndarray, int]:
+        """:meth:`lookup` with the blocks as an int64 array."""
         if not self.prefix_caching or limit <= 0:
-            return [], 0
+            return _NO_BLOCKS, 0
         keys, found = self._head(hashes, limit)
         miss = np.flatnonzero(found < 0)
         if not len(miss):
-            return found.tolist(), 0
+            return found, 0
         g = int(miss[0])
-        blocks: list[int] = found[:g].tolist()
         if not self.host_blocks:
-            return blocks, 0
-        return blocks, self._host_run(keys[g:])
+            return found[:g], 0
+        return found[:g], self._host_run(keys[g:])
 
-    def acquire(self, blocks: list[int]) -> None:
+    def acquire(self, blocks: Sequence[int] | np.ndarray) -> None:
         """Take a reference on cached blocks (from :meth:`lookup`)."""
-        if not blocks:
+        if not len(blocks):
             return
-        arr = np.array(blocks, np.int64)
+        arr = np.asarray(blocks, np.int64)
         ref = self.ref
         self.n_evictable -= int(np.count_nonzero(ref[arr] == 0))
         ref[arr] += 1
@@ -349,9 +354,9 @@ class KVPool:
     def register(self, block: int, h: int) -> None:
         self.register_many([block], [h])
 
-    def release(self, blocks: list[int]) -> None:
+    def release(self, blocks: Sequence[int] | np.ndarray) -> None:
         """Drop one reference on each block; unreferenced cached blocks join the LRU as one group, tail first."""
-        if not blocks:
+        if not len(blocks):
             return
         arr = np.array(blocks[::-1], np.int64)
         ref = self.ref
