@@ -42,6 +42,7 @@ from llmsweep.sim.kv import BlockHashes, KVPool
 from llmsweep.sim.perf import Batch, StepTimer, decode_step_times
 
 _INF = float("inf")
+_NO_BLOCKS = np.empty(0, np.int64)
 BLOCK_ELEMENTS = 1 << 16
 """Most (step x request) cells one coalesced block plans at once (bounds the arrays; a longer run is several blocks)."""
 MIN_BLOCK = 4.0
@@ -63,7 +64,8 @@ class SimRequest:
     computed: int = 0
     """Tokens whose KV is in the pool (prompt progress, then prompt + outputs)."""
     generated: int = 0
-    blocks: list[int] = field(default_factory=list)
+    blocks: np.ndarray = field(default_factory=lambda: _NO_BLOCKS)
+    """KV blocks held, in prompt order (int64; replaced, never changed in place)."""
     cached_tokens: int = -1
     """Prompt tokens served from the prefix cache at first admission (-1 until admitted)."""
     host_cached_tokens: int = 0
@@ -196,7 +198,7 @@ class EngineCore:
         rid = self._next_rid
         self._next_rid += 1
         req = SimRequest(rid, prompt_len, block_hashes, max(1, max_tokens), owner, now, computed=prompt_len,
-                         generated=1, blocks=blocks, cached_tokens=cached_tokens, prefilled=True,
+                         generated=1, blocks=np.asarray(blocks, np.int64), cached_tokens=cached_tokens, prefilled=True,
                          first_token_at=now)
         self.counters.requests_submitted += 1
         if req.generated >= req.max_tokens:
@@ -264,16 +266,16 @@ class EngineCore:
                 need_tokens = computed + chunk
             if need_tokens > len(r.blocks) * bs:
                 need = -(-need_tokens // bs) - len(r.blocks)
-                got = pool.allocate(need)
+                got = pool.allocate_array(need)
                 while got is None and len(running) - 1 > i:
                     self._preempt(running.pop())
-                    got = pool.allocate(need)
+                    got = pool.allocate_array(need)
                 n_running = len(running)
                 if got is None:
                     running.pop()
                     self._preempt(r)
                     break
-                r.blocks.extend(got)
+                r.blocks = np.concatenate((r.blocks, got))
             r.chunk = chunk
             if chunk:
                 prefill_tokens += chunk
@@ -299,7 +301,7 @@ class EngineCore:
             chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget)
             pool.acquire(cached_blocks)
             need = -(-(hit_tokens + chunk) // bs) - g
-            got = pool.allocate(need)
+            got = pool.allocate_array(need)
             if got is None:
                 pool.release(cached_blocks)
                 break
@@ -307,7 +309,7 @@ class EngineCore:
             if h:
                 pool.register_many(got[:h], r.block_hashes[g:g + h])
                 host_load += h * bs
-            r.blocks = cached_blocks.tolist() + got if g else got
+            r.blocks = np.concatenate((cached_blocks, got)) if g else got
             r.computed = hit_tokens
             c = self.counters
             if r.cached_tokens < 0:
@@ -410,12 +412,12 @@ class EngineCore:
             extra = self._extra_blocks(None if tokens is None else done[steps - 2], steps, lookahead)
             total = sum(extra)
         if total:
-            got = self.pool.allocate(total)
+            got = self.pool.allocate_array(total)
             assert got is not None
             at = 0
             for r, e in zip(scheduled, extra, strict=True):
                 if e:
-                    r.blocks.extend(got[at:at + e])
+                    r.blocks = np.concatenate((r.blocks, got[at:at + e]))
                     at += e
         ends = ends[:steps]
         return _Plan(steps, ends, float(ends[-1] - now), None if tokens is None else tokens[:steps], extra)
@@ -543,9 +545,9 @@ class EngineCore:
 
     # -- internals --------------------------------------------------------------------------------------------------
     def _release(self, r: SimRequest) -> None:
-        if r.blocks:
+        if len(r.blocks):
             self.pool.release(r.blocks)
-            r.blocks = []
+            r.blocks = _NO_BLOCKS
 
     def _preempt(self, r: SimRequest) -> None:
         """Recompute preemption: free everything, requeue at the head of the waiting queue."""

@@ -274,23 +274,30 @@ class KVPool:
     # -- allocation -------------------------------------------------------------------------------------------------
     def allocate(self, n: int) -> list[int] | None:
         """`n` fresh blocks (free first, then evicting the least recently released cached ones), or None if short."""
+        out = self.allocate_array(n)
+        return None if out is None else out.tolist()
+
+    def allocate_array(self, n: int) -> np.ndarray | None:
+        """:meth:`allocate` as an int64 array."""
         if n <= 0:
-            return []
+            return _NO_BLOCKS
         free = self.free
         if n > len(free) + self.n_evictable:
             return None
         take = min(n, len(free))
-        out = free[len(free) - take:]
-        del free[len(free) - take:]
-        if take < n:
-            out.extend(self._evict(n - take))
-        if len(out) == 1:
-            self.ref[out[0]] = 1
+        if take == n:
+            out = np.array(free[len(free) - take:], np.int64)
+            del free[len(free) - take:]
+        elif take:
+            head = np.array(free[len(free) - take:], np.int64)
+            del free[len(free) - take:]
+            out = np.concatenate((head, self._evict(n - take)))
         else:
-            self.ref[np.array(out, np.int64)] = 1
+            out = self._evict(n)
+        self.ref[out] = 1
         return out
 
-    def _evict(self, k: int) -> list[int]:
+    def _evict(self, k: int) -> np.ndarray:
         """Take `k` evictable blocks, oldest release group first, dropping their hashes from the cache."""
         ref, stamp, hashed, groups = self.ref, self.stamp, self.hashed, self.groups
         taken: list[np.ndarray] = []
@@ -324,8 +331,7 @@ class KVPool:
         self.n_evictable -= len(out)
         # a block is `hashed` exactly while the cache maps its key to it (first writer wins, see register_many)
         self.table.remove(out)
-        blocks: list[int] = out.tolist()
-        return blocks
+        return out
 
     def register_many(self, blocks: Sequence[int] | np.ndarray, hashes: BlockHashes) -> None:
         """Record that `blocks[i]` now holds the prompt block with chain hash `hashes[i]` (first writer wins)."""
