@@ -87,7 +87,7 @@ class AcceptanceController:
     __slots__ = ("_buf", "_gen", "_list", "_pos", "_ramp", "acceptance_length", "bound", "counts_first_token", "debt",
                  "k")
 
-    CHUNK = 4096
+    CHUNK = 1 << 16
 
     def __init__(self, k: int, acceptance_length: float, seed: int, *, counts_first_token: bool) -> None:
         self.k = k

@@ -46,6 +46,9 @@ _NO_BLOCKS = np.empty(0, np.int64)
 BLOCK_ELEMENTS = 1 << 16
 """Most (step x request) cells one coalesced block plans at once (bounds the arrays; a longer run is several blocks)."""
 MIN_BLOCK = 4.0
+PLAN_MARGIN = 1.25
+"""With speculative decoding a block plans at most this times the expected steps (plus 8) until a request reaches its
+length: a longer run is unlikely to be needed, and a block that stops short is simply followed by the next one."""
 """Expected steps below which the core does not plan a block (planning costs a few single steps; exactness does not
 depend on it: any run of steps may be taken one by one)."""
 
@@ -372,6 +375,8 @@ class EngineCore:
             expected = min(expected, before)
         if expected < MIN_BLOCK:  # a block this short costs more to plan than its steps one by one
             return None
+        if sampler is not None:  # draws emit ~AL tokens each: plan about as many steps as are likely needed
+            cap = min(cap, int(expected * PLAN_MARGIN) + 8)
         cap = min(cap, BLOCK_ELEMENTS // n)
         if cap < 2:
             return None
