@@ -46,6 +46,8 @@ _NO_BLOCKS = np.empty(0, np.int64)
 BLOCK_ELEMENTS = 1 << 16
 """Most (step x request) cells one coalesced block plans at once (bounds the arrays; a longer run is several blocks)."""
 MIN_BLOCK = 4.0
+MANY = 32
+"""From this many decodes a step costs more than planning a block: blocks of 2 expected steps are planned too."""
 PLAN_MARGIN = 1.25
 """With speculative decoding a block plans at most this times the expected steps (plus 8) until a request reaches its
 length: a longer run is unlikely to be needed, and a block that stops short is simply followed by the next one."""
@@ -373,7 +375,7 @@ class EngineCore:
             before = (horizon - now) / dt
             cap = min(cap, int(before) + 1)
             expected = min(expected, before)
-        if expected < MIN_BLOCK:  # a block this short costs more to plan than its steps one by one
+        if expected < (MIN_BLOCK if n < MANY else 2.0):  # a block this short costs more than its steps one by one
             return None
         if sampler is not None:  # draws emit ~AL tokens each: plan about as many steps as are likely needed
             cap = min(cap, int(expected * PLAN_MARGIN) + 8)
@@ -512,8 +514,9 @@ class EngineCore:
             c.spec_verify_steps += verify
             c.spec_draft_tokens += verify * self.spec_k
             c.spec_accepted_tokens += accepted
-        if any_done:
-            self.running = [r for r in self.running if not r.done]
+        if any_done:  # (`done` inlined: this runs over every running request)
+            self.running = [r for r in self.running
+                            if r.finished_at is None and not r.aborted and r.error is None]
         self._scheduled = []
         return emitted
 
