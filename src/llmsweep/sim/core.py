@@ -489,13 +489,9 @@ class EngineCore:
                     r.first_token_at = now
             else:
                 if sampler is not None:
-                    drawn = n = sampler.step()
+                    drawn, n = sampler.verify(r.max_tokens - r.generated)
                     verify += 1
-                    accepted += n - 1
-                    left = r.max_tokens - r.generated
-                    if n > left:
-                        n = left
-                    sampler.settle(drawn, n)
+                    accepted += drawn - 1
                 else:
                     n = 1
                 r.computed += n
