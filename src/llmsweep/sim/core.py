@@ -18,8 +18,9 @@ Event to event: a caller in virtual time passes ``begin_step(now, horizon=...)``
 arrival, a lane's wake-up; not a metrics scrape: a scrape reads a block's state as of its time, :meth:`as_of`).
 When the step just scheduled is decode-only, the core then runs the following decode steps too, as one *block*,
 while the batch's composition cannot change: no step of the block ends at or after the horizon, no request reaches
-its output length (that step is left to the step-by-step path), and every KV block the decodes need fits the pool
-(no preemption, evictions in the same order). Step times come vectorised from the timer (the context grows by the
+its output length before the last step (``begin_step(..., finish=True)``: the step in which one does ends the block,
+its draws taken request by request as the step path takes them; without it that step is left to the step path), and
+every KV block the decodes need fits the pool (no preemption, evictions in the same order). Step times come vectorised from the timer (the context grows by the
 tokens each step emits), speculative draws from the same stream the step path reads
 (:meth:`~llmsweep.sim.acceptance.AcceptanceController.plan`), so a block equals its steps taken one by one.
 ``end_step`` then applies the whole block; :attr:`EngineCore.last_block` holds each step's end time and each
@@ -99,6 +100,8 @@ class Block:
     """End time of each step of the block (the last is the block's end)."""
     tokens: list[list[int]]
     """Per emitted request (same order as ``end_step``'s list), its tokens in each step."""
+    finishes: bool = False
+    """The last step is one in which requests reach their length (``begin_step(finish=True)``): they are finished."""
 
 
 @dataclass(slots=True)
@@ -110,6 +113,11 @@ class _Plan:
     """(steps, requests) tokens per step with speculative decoding; None when each step emits one token."""
     extra: list[int]
     """KV blocks taken at planning for each scheduled request, beyond those its first step needed."""
+    finishes: bool = False
+    """The last step is the one in which a request reaches its length."""
+    booked: tuple[int, int] | None = None
+    """(verify draws, accepted drafts) when the draws were booked at planning (a finishing last step is drawn one
+    request at a time, after the steps before it)."""
 
 
 @dataclass(slots=True)
@@ -228,7 +236,7 @@ class EngineCore:
         return bool(self.running or self.waiting)
 
     # -- step -------------------------------------------------------------------------------------------------------
-    def begin_step(self, now: float, horizon: float | None = None) -> float | None:
+    def begin_step(self, now: float, horizon: float | None = None, *, finish: bool = False) -> float | None:
         """Schedule a batch at `now`; returns the time it ends, or None when there is nothing to run.
 
         With a `horizon` (the caller's next event; see the module doc) a decode-only batch may run as a block of
@@ -351,7 +359,7 @@ class EngineCore:
             c.max_running_seen = len(running)
         if (horizon is not None and self.coalesce and not batch.prefill_tokens and now + dt < horizon
                 and len(scheduled) == len(running) and not self._aborts):
-            plan = self._plan_block(batch, now, dt, horizon)
+            plan = self._plan_block(batch, now, dt, horizon, finish)
             if plan is not None:
                 self._plan = plan
                 self._step_end = float(plan.ends[-1])
@@ -359,9 +367,10 @@ class EngineCore:
                 c.busy_seconds += plan.busy - dt
         return self._step_end
 
-    def _plan_block(self, batch: Batch, now: float, dt: float, horizon: float) -> _Plan | None:
+    def _plan_block(self, batch: Batch, now: float, dt: float, horizon: float, finish: bool) -> _Plan | None:
         """The longest run of decode steps, from the one just scheduled, that keeps the batch's composition (see the
-        module doc); extra KV blocks it needs are taken now. None when that run is a single step."""
+        module doc) — with `finish`, up to and including the step in which a request reaches its length; extra KV
+        blocks it needs are taken now. None when that run is a single step."""
         scheduled = self._scheduled
         n = len(scheduled)
         lookahead = self.spec_k + 1
@@ -390,8 +399,10 @@ class EngineCore:
                 return None
             done = tokens.cumsum(axis=0)
             reach = np.asarray((done >= np.array(remaining)).any(axis=1))
-            if reach[-1]:
-                steps = int(reach.argmax())
+            last = False
+            if reach[-1]:  # the row in which a request reaches its length: the block's last step, or outside it
+                steps = int(reach.argmax()) + finish
+                last = finish
                 if steps < 2:
                     return None
             grown = done.sum(axis=1)  # tokens emitted by the end of each step
@@ -400,13 +411,15 @@ class EngineCore:
             ctx[1:] = grown[:steps - 1]
             ctx += batch.decode_ctx
         else:
-            steps = cap
+            last = finish and cap == min(remaining) - 1  # the step after these finishes a request
+            steps = cap + last
             ctx = np.arange(batch.decode_ctx, batch.decode_ctx + n * steps, n, dtype=np.int64)
         times = decode_step_times(self.timer, batch, ctx)
         times[0] = now + dt
         ends = times.cumsum()  # ((now + t0) + t1) + ...: the step path's sums, bit for bit
         if ends[steps - 1] >= horizon:
             steps = int(ends.searchsorted(horizon, "left"))
+            last = False
             if steps < 2:
                 return None
         # KV: every decode must find its blocks in every step of the block (the last step needs the most)
@@ -414,6 +427,7 @@ class EngineCore:
         total = sum(extra)
         if total > self.pool.available():
             steps = self._kv_steps(tokens, steps, n, lookahead)
+            last = False
             if steps < 2:
                 return None
             extra = self._extra_blocks(None if tokens is None else done[steps - 2], steps, lookahead)
@@ -427,7 +441,24 @@ class EngineCore:
                     r.blocks = np.concatenate((r.blocks, got[at:at + e]))
                     at += e
         ends = ends[:steps]
-        return _Plan(steps, ends, float(ends[-1] - now), None if tokens is None else tokens[:steps], extra)
+        booked: tuple[int, int] | None = None
+        if tokens is not None:
+            tokens = tokens[:steps]
+            if last:  # the steps before as planned, then the last one drawn request by request (cuts move the debt)
+                assert sampler is not None
+                body = int(done[steps - 2].sum())
+                sampler.commit((steps - 1) * n, body)
+                left = (np.array(remaining) - done[steps - 2]).tolist()
+                row = []
+                accepted = body - (steps - 1) * n
+                for k in left:
+                    drawn, emitted = sampler.verify(k)
+                    row.append(emitted)
+                    accepted += drawn - 1
+                tokens = tokens.copy()
+                tokens[-1] = row
+                booked = (steps * n, accepted)
+        return _Plan(steps, ends, float(ends[-1] - now), tokens, extra, last, booked)
 
     def _extra_blocks(self, grown: np.ndarray | None, steps: int, lookahead: int) -> list[int]:
         """Blocks each scheduled request needs beyond those it holds for the last of `steps` steps, given the tokens
@@ -517,7 +548,8 @@ class EngineCore:
         return emitted
 
     def _end_block(self, plan: _Plan) -> list[SimRequest]:
-        """Apply a planned block: no request finishes or starts in it, every decode emits in every step."""
+        """Apply a planned block: no request starts in it, every decode emits in every step; requests finish only in
+        its last step (`plan.finishes`)."""
         self._plan = None
         scheduled = self._scheduled
         self._scheduled = []
@@ -533,18 +565,31 @@ class EngineCore:
             rows = cols.tolist()
             totals = cols.sum(axis=1).tolist()
             emitted = int(sum(totals))
-            draws = steps * n
-            assert self.sampler is not None
-            self.sampler.commit(draws, emitted)
+            if plan.booked is None:
+                draws = steps * n
+                assert self.sampler is not None
+                self.sampler.commit(draws, emitted)
+                accepted = emitted - draws
+            else:
+                draws, accepted = plan.booked
             c.spec_verify_steps += draws
             c.spec_draft_tokens += draws * self.spec_k
-            c.spec_accepted_tokens += emitted - draws
+            c.spec_accepted_tokens += accepted
         for r, tot in zip(scheduled, totals, strict=True):
             r.computed += tot
             r.generated += tot
             r.last_emitted = tot
         c.generation_tokens += emitted
-        self.last_block = Block(plan.ends.tolist(), rows)
+        if plan.finishes:  # as the step path's last step: finished requests release their blocks in batch order
+            now = self.now
+            for r in scheduled:
+                if r.generated >= r.max_tokens:
+                    r.finished_at = now
+                    c.requests_finished += 1
+                    self._release(r)
+            self.running = [r for r in self.running
+                            if r.finished_at is None and not r.aborted and r.error is None]
+        self.last_block = Block(plan.ends.tolist(), rows, plan.finishes)
         return scheduled
 
     # -- internals --------------------------------------------------------------------------------------------------

@@ -273,11 +273,15 @@ class Predictor:
         t_abs = self.start_time + now
         emitted = self.core.end_step()
         block = self.core.last_block
-        if block is not None:  # several decode steps at once: no first token, no finish, a chunk per step
+        if block is not None:  # several decode steps at once: no first token, a chunk per step, finishes at the end
             ends = [self.start_time + t for t in block.ends]
             for r, tokens in zip(emitted, block.tokens, strict=True):
                 r.owner[2].extend(ends)
                 r.owner[3].extend(tokens)
+            if block.finishes:
+                for r in emitted:
+                    if r.finished_at is not None:
+                        self._finish(r, r.owner[0], r.owner[1], now)
             return
         for r in emitted:
             task, record, times, tokens = r.owner
@@ -366,7 +370,7 @@ class Predictor:
                     self._on_arrival(payload, now)
             if not self._busy and core.has_work() and (not heap or heap[0][0] > now):
                 # a scrape is a read (`scrape` sees a block's state as of its time): it does not bound a block
-                end = core.begin_step(now, heap[0][0] if heap else _INF)
+                end = core.begin_step(now, heap[0][0] if heap else _INF, finish=True)
                 if end is not None:
                     self._busy = True
                     self._push(end, _STEP, None)

@@ -66,6 +66,16 @@ def _run(case: str, *, coalesce: bool, duration: float = 40.0) -> tuple[list[dic
         inside += self.core._plan is not None
         scrape(self, now)
 
+    end_step = core.end_step
+
+    def counting_end_step() -> list[Any]:
+        out = end_step()
+        if core.last_block is not None and core.last_block.finishes:
+            finishing.append(sum(r.finished_at is not None for r in out))
+        return out
+
+    finishing: list[int] = []
+    core.end_step = counting_end_step  # type: ignore[method-assign]
     predictor = Predictor(core, scrape_interval=1.0)
     predictor.scrape = counting_scrape.__get__(predictor)  # type: ignore[method-assign]
     # the modelled power, read at every scrape (as `run` in virtual time does): it reads steps and busy time
@@ -80,6 +90,7 @@ def _run(case: str, *, coalesce: bool, duration: float = 40.0) -> tuple[list[dic
     predictor.probes.append(probe)
     records = predictor.run(make(), concurrency=conc, duration=duration)
     predictor.stats.counters["watts"] = watts
+    predictor.stats.counters["finishing_blocks"] = finishing
     return records, predictor, inside
 
 
@@ -102,6 +113,8 @@ def test_coalesced_prediction_equals_the_step_by_step_one(case: str) -> None:
     fast_records, fast_pred, fast_inside = _run(case, coalesce=True)
     assert step_inside == 0
     assert fast_inside > 0, "no scrape fell inside a block of steps (blocks run across scrapes)"
+    # blocks end with the step in which requests reach their length (and finish them there)
+    assert fast_pred.stats.counters["finishing_blocks"] and min(fast_pred.stats.counters["finishing_blocks"]) >= 1
     step, fast = step_pred.core, fast_pred.core
     assert fast.counters.steps == step.counters.steps
     if case == "agentic-kv-pressure":
