@@ -20,9 +20,10 @@ When the step just scheduled is decode-only, the core then runs the following de
 while the batch's composition cannot change: no step of the block ends at or after the horizon, no request reaches
 its output length before the last step (``begin_step(..., finish=True)``: the step in which one does ends the block,
 its draws taken request by request as the step path takes them; without it that step is left to the step path), and
-every KV block the decodes need fits the pool (no preemption, evictions in the same order). Step times come vectorised from the timer (the context grows by the
-tokens each step emits), speculative draws from the same stream the step path reads
-(:meth:`~llmsweep.sim.acceptance.AcceptanceController.plan`), so a block equals its steps taken one by one.
+every KV block the decodes need fits the pool (no preemption, evictions in the same order). Step times come
+vectorised from the timer (the context grows by the tokens each step emits), speculative draws from the same stream
+the step path reads (:meth:`~llmsweep.sim.acceptance.AcceptanceController.plan`), so a block equals its steps taken
+one by one.
 ``end_step`` then applies the whole block; :attr:`EngineCore.last_block` holds each step's end time and each
 request's tokens per step, so a caller can still stamp every chunk. ``coalesce=False`` keeps the step-by-step path.
 """
