@@ -108,6 +108,8 @@ class Predictor:
         self.frontend = core.timer.frontend_latency()
         self.records: list[dict[str, Any]] = []
         self._heap: list[tuple[float, int, int, Any]] = []
+        self._submits: list[float] = []
+        """Times of the submits in the heap (a heap; ones already done are dropped lazily)."""
         self._seq = 0
         self._tid = 0
         self._busy = False
@@ -139,6 +141,19 @@ class Predictor:
     def _push(self, t: float, kind: int, payload: Any) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, self._seq, kind, payload))
+        if kind == _SUBMIT:
+            heapq.heappush(self._submits, t)
+
+    def _horizon(self, now: float) -> float:
+        """Until when the engine's batch cannot change from outside: the next submit. A wake-up or an arrival only
+        runs a lane program, which reaches the engine by a submit at least the frontend latency later (it reads
+        nothing of the engine), so it bounds a block at its time plus that latency."""
+        submits = self._submits
+        while submits and submits[0] <= now:  # submitted already (events up to `now` are done)
+            heapq.heappop(submits)
+        heap = self._heap
+        horizon = heap[0][0] + self.frontend if heap else _INF
+        return submits[0] if submits and submits[0] < horizon else horizon
 
     def _new_task(self, gen: LaneProgram, lane: int, parent: _Task | None) -> _Task:
         self._tid += 1
@@ -370,7 +385,7 @@ class Predictor:
                     self._on_arrival(payload, now)
             if not self._busy and core.has_work() and (not heap or heap[0][0] > now):
                 # a scrape is a read (`scrape` sees a block's state as of its time): it does not bound a block
-                end = core.begin_step(now, heap[0][0] if heap else _INF, finish=True)
+                end = core.begin_step(now, self._horizon(now), finish=True)
                 if end is not None:
                     self._busy = True
                     self._push(end, _STEP, None)
