@@ -84,8 +84,6 @@ def _extend(block_size: int, last_hash: int, tail: tuple[Any, ...], pieces: Sequ
 
 _MASK = (1 << 64) - 1
 _NO_HASHES = np.empty(0, np.uint64)
-_IDS_SALT = 0x2545F4914F6CDD1D
-"""Token ids' codes differ from words' and blocks' (their sources never meet in one prompt; cheap insurance)."""
 _P = 0x100000001B3  # odd: invertible modulo 2^64
 _P_INV = pow(_P, -1, 1 << 64)
 _U = np.uint64
@@ -269,14 +267,9 @@ class PromptEncoder:
         return len(pieces), hashes
 
     def ids(self, token_ids: Sequence[int]) -> tuple[int, np.ndarray]:
-        """(prompt tokens, block hashes) of a completions prompt given as token ids: each id's code is a mix of the
-        id, each block's hash the rolling hash of the ids through it (`_extend_codes`), vectorised."""
-        n = len(token_ids)
-        if not n:
-            return 0, _NO_HASHES
-        codes = _mix(np.asarray(token_ids, np.int64).astype(_U) ^ _U(_IDS_SALT))
-        hashes, _ = _extend_codes(self.block_size, _ROOT_HASH ^ 1, 0, codes, [n])
-        return n, hashes[0]
+        """(prompt tokens, block hashes) of a completions prompt given as token ids."""
+        hashes, _, _ = _extend(self.block_size, _ROOT_HASH ^ 1, (), list(token_ids))
+        return len(token_ids), hashes
 
     def encode(self, *, messages: Sequence[dict[str, Any]] | None = None,
                prompt: str | Sequence[int] | None = None) -> tuple[int, np.ndarray]:
