@@ -241,7 +241,10 @@ class EngineCore:
         """Schedule a batch at `now`; returns the time it ends, or None when there is nothing to run.
 
         With a `horizon` (the caller's next event; see the module doc) a decode-only batch may run as a block of
-        steps that all end before it; the returned time is then the block's end."""
+        steps that all end before it; the returned time is then the block's end. With `finish` (the predictor's
+        contract: its horizon is the next submit, it finishes requests at a block's end) a block may also end with
+        the step in which requests reach their length or in which the horizon falls: a submit inside a step only
+        queues a request for the step after."""
         assert not self._in_step, "end_step() must follow begin_step()"
         self.now = now
         cfg, pool, bs = self.config, self.pool, self.block_size
@@ -383,8 +386,8 @@ class EngineCore:
         if horizon != _INF:
             # step times never fall while the context grows: at most this many steps end before the horizon
             before = (horizon - now) / dt
-            cap = min(cap, int(before) + 1)
-            expected = min(expected, before)
+            cap = min(cap, int(before) + 1 + finish)
+            expected = min(expected, before + finish)
         if expected < (MIN_BLOCK if n < MANY else 2.0):  # a block this short costs more than its steps one by one
             return None
         if sampler is not None:  # draws emit ~AL tokens each: plan about as many steps as are likely needed
@@ -419,8 +422,12 @@ class EngineCore:
         times[0] = now + dt
         ends = times.cumsum()  # ((now + t0) + t1) + ...: the step path's sums, bit for bit
         if ends[steps - 1] >= horizon:
-            steps = int(ends.searchsorted(horizon, "left"))
-            last = False
+            # with `finish` the step in which the horizon falls closes the block (the caller's event there only
+            # queues a request, for the step after); else the block ends before it
+            cut = int(ends.searchsorted(horizon, "left")) + finish
+            if cut < steps:
+                steps = cut
+                last = False
             if steps < 2:
                 return None
         # KV: every decode must find its blocks in every step of the block (the last step needs the most)
