@@ -89,7 +89,7 @@ def _point(args: argparse.Namespace, config: EngineConfig, make: Callable[[], Wo
     core: EngineCore = build_core(config, coalesce=fast)
     predictor = Predictor(core, scrape_interval=args.scrape_interval or None, shapes=fast)
     if clock is not None:
-        clock.wrap(core.pool, "lookup", "prefix lookup")
+        clock.wrap(core.pool, "lookup_array", "prefix lookup")
         clock.wrap(core, "begin_step", "engine core")
         clock.wrap(core, "end_step", "engine core")
         clock.wrap(predictor.encoder, "encode", "prompt encoding")

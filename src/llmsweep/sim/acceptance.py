@@ -87,7 +87,7 @@ class AcceptanceController:
     __slots__ = ("_buf", "_gen", "_list", "_pos", "_ramp", "acceptance_length", "bound", "counts_first_token", "debt",
                  "k")
 
-    CHUNK = 4096
+    CHUNK = 1 << 16
 
     def __init__(self, k: int, acceptance_length: float, seed: int, *, counts_first_token: bool) -> None:
         self.k = k
@@ -124,6 +124,23 @@ class AcceptanceController:
         """Book one verify step: `drawn` from :meth:`step`, `emitted` after the max_tokens cut."""
         counted = emitted if self.counts_first_token else drawn
         self._carry(self.acceptance_length - counted)
+
+    def verify(self, left: int) -> tuple[int, int]:
+        """:meth:`step` then :meth:`settle` in one call (the step path's hot loop): (tokens drawn, tokens emitted after
+        the cut to `left`), booked. The same float operations in the same order."""
+        pos = self._pos
+        if pos >= len(self._list):
+            self._ensure(1)
+            pos = 0
+        self._pos = pos + 1
+        al = self.acceptance_length
+        n = int(al + self.debt + self._list[pos])
+        k1 = self.k + 1
+        drawn = 1 if n < 1 else k1 if n > k1 else n
+        emitted = drawn if drawn <= left else left
+        debt, bound = self.debt + (al - (emitted if self.counts_first_token else drawn)), self.bound
+        self.debt = bound if debt > bound else -bound if debt < -bound else debt
+        return drawn, emitted
 
     def first_token(self) -> None:
         """Book a token emitted by prefill (no verify call), which SGLang's formula counts."""

@@ -15,19 +15,24 @@ Callers drive it: ``end = core.begin_step(now)`` (None when idle), then at ``end
 requests that emitted tokens this step. The live server sleeps until ``end``; the predictor jumps there.
 
 Event to event: a caller in virtual time passes ``begin_step(now, horizon=...)``, the time of its next event (an
-arrival, a lane's wake-up, a metrics scrape). When the step just scheduled is decode-only, the core then runs the
-following decode steps too, as one *block*, while the batch's composition cannot change: no step of the block ends
-at or after the horizon, no request reaches its output length (that step is left to the step-by-step path), and every
-KV block the decodes need fits the pool (no preemption, evictions in the same order). Step times come vectorised from
-the timer (the context grows by the tokens each step emits), speculative draws from the same stream the step path
-reads (:meth:`~llmsweep.sim.acceptance.AcceptanceController.plan`), so a block equals its steps taken one by one.
+arrival, a lane's wake-up; not a metrics scrape: a scrape reads a block's state as of its time, :meth:`as_of`).
+When the step just scheduled is decode-only, the core then runs the following decode steps too, as one *block*,
+while the batch's composition cannot change: no step of the block ends at or after the horizon, no request reaches
+its output length before the last step (``begin_step(..., finish=True)``: the step in which one does ends the block,
+its draws taken request by request as the step path takes them; without it that step is left to the step path), and
+every KV block the decodes need fits the pool (no preemption, evictions in the same order). Step times come
+vectorised from the timer (the context grows by the tokens each step emits), speculative draws from the same stream
+the step path reads (:meth:`~llmsweep.sim.acceptance.AcceptanceController.plan`), so a block equals its steps taken
+one by one.
 ``end_step`` then applies the whole block; :attr:`EngineCore.last_block` holds each step's end time and each
 request's tokens per step, so a caller can still stamp every chunk. ``coalesce=False`` keeps the step-by-step path.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,13 +40,19 @@ import numpy as np
 
 from llmsweep.sim.acceptance import AcceptanceController
 from llmsweep.sim.config import SimConfig
-from llmsweep.sim.kv import KVPool
+from llmsweep.sim.kv import BlockHashes, KVPool
 from llmsweep.sim.perf import Batch, StepTimer, decode_step_times
 
 _INF = float("inf")
+_NO_BLOCKS = np.empty(0, np.int64)
 BLOCK_ELEMENTS = 1 << 16
 """Most (step x request) cells one coalesced block plans at once (bounds the arrays; a longer run is several blocks)."""
 MIN_BLOCK = 4.0
+MANY = 32
+"""From this many decodes a step costs more than planning a block: blocks of 2 expected steps are planned too."""
+PLAN_MARGIN = 1.25
+"""With speculative decoding a block plans at most this times the expected steps (plus 8) until a request reaches its
+length: a longer run is unlikely to be needed, and a block that stops short is simply followed by the next one."""
 """Expected steps below which the core does not plan a block (planning costs a few single steps; exactness does not
 depend on it: any run of steps may be taken one by one)."""
 
@@ -52,14 +63,16 @@ class SimRequest:
 
     rid: int
     prompt_len: int
-    block_hashes: list[int]
+    block_hashes: BlockHashes
+    """The prompt's chain hashes (a uint64 array from the encoder)."""
     max_tokens: int
     owner: Any = None
     arrival: float = 0.0
     computed: int = 0
     """Tokens whose KV is in the pool (prompt progress, then prompt + outputs)."""
     generated: int = 0
-    blocks: list[int] = field(default_factory=list)
+    blocks: np.ndarray = field(default_factory=lambda: _NO_BLOCKS)
+    """KV blocks held, in prompt order (int64; replaced, never changed in place)."""
     cached_tokens: int = -1
     """Prompt tokens served from the prefix cache at first admission (-1 until admitted)."""
     host_cached_tokens: int = 0
@@ -88,6 +101,8 @@ class Block:
     """End time of each step of the block (the last is the block's end)."""
     tokens: list[list[int]]
     """Per emitted request (same order as ``end_step``'s list), its tokens in each step."""
+    finishes: bool = False
+    """The last step is one in which requests reach their length (``begin_step(finish=True)``): they are finished."""
 
 
 @dataclass(slots=True)
@@ -97,6 +112,13 @@ class _Plan:
     busy: float
     tokens: np.ndarray | None
     """(steps, requests) tokens per step with speculative decoding; None when each step emits one token."""
+    extra: list[int]
+    """KV blocks taken at planning for each scheduled request, beyond those its first step needed."""
+    finishes: bool = False
+    """The last step is the one in which a request reaches its length."""
+    booked: tuple[int, int] | None = None
+    """(verify draws, accepted drafts) when the draws were booked at planning (a finishing last step is drawn one
+    request at a time, after the steps before it)."""
 
 
 @dataclass(slots=True)
@@ -134,6 +156,8 @@ class EngineCore:
         self.last_block: Block | None = None
         """The block the last ``end_step`` applied; None when it applied a single step."""
         self._plan: _Plan | None = None
+        self._unbegun_blocks = 0
+        """Inside :meth:`as_of`: KV blocks the block in flight took for steps not begun at the read's time."""
         bs = config.block_size
         self.block_size = bs
         self.num_blocks = max(1, config.kv_capacity_tokens // bs)
@@ -161,7 +185,7 @@ class EngineCore:
     def capacity_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
-    def new_request(self, prompt_len: int, block_hashes: list[int], max_tokens: int, *, owner: Any = None,
+    def new_request(self, prompt_len: int, block_hashes: BlockHashes, max_tokens: int, *, owner: Any = None,
                     now: float | None = None) -> SimRequest:
         """Queue a request; one that can never fit the KV pool is returned with `error` set and not queued."""
         rid = self._next_rid
@@ -180,7 +204,7 @@ class EngineCore:
         self.waiting.append(req)
         return req
 
-    def adopt(self, prompt_len: int, block_hashes: list[int], max_tokens: int, blocks: list[int], *,
+    def adopt(self, prompt_len: int, block_hashes: BlockHashes, max_tokens: int, blocks: list[int], *,
               owner: Any = None, now: float, cached_tokens: int = 0) -> SimRequest:
         """Take over a request another engine prefilled (disaggregated decode): its prompt's KV already sits in
         `blocks` (taken from this pool) and its first token was emitted; it joins the running batch to decode the
@@ -188,7 +212,7 @@ class EngineCore:
         rid = self._next_rid
         self._next_rid += 1
         req = SimRequest(rid, prompt_len, block_hashes, max(1, max_tokens), owner, now, computed=prompt_len,
-                         generated=1, blocks=blocks, cached_tokens=cached_tokens, prefilled=True,
+                         generated=1, blocks=np.asarray(blocks, np.int64), cached_tokens=cached_tokens, prefilled=True,
                          first_token_at=now)
         self.counters.requests_submitted += 1
         if req.generated >= req.max_tokens:
@@ -213,11 +237,14 @@ class EngineCore:
         return bool(self.running or self.waiting)
 
     # -- step -------------------------------------------------------------------------------------------------------
-    def begin_step(self, now: float, horizon: float | None = None) -> float | None:
+    def begin_step(self, now: float, horizon: float | None = None, *, finish: bool = False) -> float | None:
         """Schedule a batch at `now`; returns the time it ends, or None when there is nothing to run.
 
         With a `horizon` (the caller's next event; see the module doc) a decode-only batch may run as a block of
-        steps that all end before it; the returned time is then the block's end."""
+        steps that all end before it; the returned time is then the block's end. With `finish` (the predictor's
+        contract: its horizon is the next submit, it finishes requests at a block's end) a block may also end with
+        the step in which requests reach their length or in which the horizon falls: a submit inside a step only
+        queues a request for the step after."""
         assert not self._in_step, "end_step() must follow begin_step()"
         self.now = now
         cfg, pool, bs = self.config, self.pool, self.block_size
@@ -256,16 +283,16 @@ class EngineCore:
                 need_tokens = computed + chunk
             if need_tokens > len(r.blocks) * bs:
                 need = -(-need_tokens // bs) - len(r.blocks)
-                got = pool.allocate(need)
+                got = pool.allocate_array(need)
                 while got is None and len(running) - 1 > i:
                     self._preempt(running.pop())
-                    got = pool.allocate(need)
+                    got = pool.allocate_array(need)
                 n_running = len(running)
                 if got is None:
                     running.pop()
                     self._preempt(r)
                     break
-                r.blocks.extend(got)
+                r.blocks = np.concatenate((r.blocks, got))
             r.chunk = chunk
             if chunk:
                 prefill_tokens += chunk
@@ -285,13 +312,13 @@ class EngineCore:
             r = waiting[0]
             target = r.prompt_len + r.generated
             limit = (r.prompt_len - 1) // bs
-            cached_blocks, h = pool.lookup(r.block_hashes, limit)
+            cached_blocks, h = pool.lookup_array(r.block_hashes, limit)
             g = len(cached_blocks)
             hit_tokens = (g + h) * bs
             chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget)
             pool.acquire(cached_blocks)
             need = -(-(hit_tokens + chunk) // bs) - g
-            got = pool.allocate(need)
+            got = pool.allocate_array(need)
             if got is None:
                 pool.release(cached_blocks)
                 break
@@ -299,7 +326,7 @@ class EngineCore:
             if h:
                 pool.register_many(got[:h], r.block_hashes[g:g + h])
                 host_load += h * bs
-            r.blocks = cached_blocks + got
+            r.blocks = np.concatenate((cached_blocks, got)) if g else got
             r.computed = hit_tokens
             c = self.counters
             if r.cached_tokens < 0:
@@ -336,7 +363,7 @@ class EngineCore:
             c.max_running_seen = len(running)
         if (horizon is not None and self.coalesce and not batch.prefill_tokens and now + dt < horizon
                 and len(scheduled) == len(running) and not self._aborts):
-            plan = self._plan_block(batch, now, dt, horizon)
+            plan = self._plan_block(batch, now, dt, horizon, finish)
             if plan is not None:
                 self._plan = plan
                 self._step_end = float(plan.ends[-1])
@@ -344,9 +371,10 @@ class EngineCore:
                 c.busy_seconds += plan.busy - dt
         return self._step_end
 
-    def _plan_block(self, batch: Batch, now: float, dt: float, horizon: float) -> _Plan | None:
+    def _plan_block(self, batch: Batch, now: float, dt: float, horizon: float, finish: bool) -> _Plan | None:
         """The longest run of decode steps, from the one just scheduled, that keeps the batch's composition (see the
-        module doc); extra KV blocks it needs are taken now. None when that run is a single step."""
+        module doc) — with `finish`, up to and including the step in which a request reaches its length; extra KV
+        blocks it needs are taken now. None when that run is a single step."""
         scheduled = self._scheduled
         n = len(scheduled)
         lookahead = self.spec_k + 1
@@ -358,10 +386,12 @@ class EngineCore:
         if horizon != _INF:
             # step times never fall while the context grows: at most this many steps end before the horizon
             before = (horizon - now) / dt
-            cap = min(cap, int(before) + 1)
-            expected = min(expected, before)
-        if expected < MIN_BLOCK:  # a block this short costs more to plan than its steps one by one
+            cap = min(cap, int(before) + 1 + finish)
+            expected = min(expected, before + finish)
+        if expected < (MIN_BLOCK if n < MANY else 2.0):  # a block this short costs more than its steps one by one
             return None
+        if sampler is not None:  # draws emit ~AL tokens each: plan about as many steps as are likely needed
+            cap = min(cap, int(expected * PLAN_MARGIN) + 8)
         cap = min(cap, BLOCK_ELEMENTS // n)
         if cap < 2:
             return None
@@ -373,8 +403,10 @@ class EngineCore:
                 return None
             done = tokens.cumsum(axis=0)
             reach = np.asarray((done >= np.array(remaining)).any(axis=1))
-            if reach[-1]:
-                steps = int(reach.argmax())
+            last = False
+            if reach[-1]:  # the row in which a request reaches its length: the block's last step, or outside it
+                steps = int(reach.argmax()) + finish
+                last = finish
                 if steps < 2:
                     return None
             grown = done.sum(axis=1)  # tokens emitted by the end of each step
@@ -383,13 +415,19 @@ class EngineCore:
             ctx[1:] = grown[:steps - 1]
             ctx += batch.decode_ctx
         else:
-            steps = cap
+            last = finish and cap == min(remaining) - 1  # the step after these finishes a request
+            steps = cap + last
             ctx = np.arange(batch.decode_ctx, batch.decode_ctx + n * steps, n, dtype=np.int64)
         times = decode_step_times(self.timer, batch, ctx)
         times[0] = now + dt
         ends = times.cumsum()  # ((now + t0) + t1) + ...: the step path's sums, bit for bit
         if ends[steps - 1] >= horizon:
-            steps = int(ends.searchsorted(horizon, "left"))
+            # with `finish` the step in which the horizon falls closes the block (the caller's event there only
+            # queues a request, for the step after); else the block ends before it
+            cut = int(ends.searchsorted(horizon, "left")) + finish
+            if cut < steps:
+                steps = cut
+                last = False
             if steps < 2:
                 return None
         # KV: every decode must find its blocks in every step of the block (the last step needs the most)
@@ -397,20 +435,38 @@ class EngineCore:
         total = sum(extra)
         if total > self.pool.available():
             steps = self._kv_steps(tokens, steps, n, lookahead)
+            last = False
             if steps < 2:
                 return None
             extra = self._extra_blocks(None if tokens is None else done[steps - 2], steps, lookahead)
             total = sum(extra)
         if total:
-            got = self.pool.allocate(total)
+            got = self.pool.allocate_array(total)
             assert got is not None
             at = 0
             for r, e in zip(scheduled, extra, strict=True):
                 if e:
-                    r.blocks.extend(got[at:at + e])
+                    r.blocks = np.concatenate((r.blocks, got[at:at + e]))
                     at += e
         ends = ends[:steps]
-        return _Plan(steps, ends, float(ends[-1] - now), None if tokens is None else tokens[:steps])
+        booked: tuple[int, int] | None = None
+        if tokens is not None:
+            tokens = tokens[:steps]
+            if last:  # the steps before as planned, then the last one drawn request by request (cuts move the debt)
+                assert sampler is not None
+                body = int(done[steps - 2].sum())
+                sampler.commit((steps - 1) * n, body)
+                left = (np.array(remaining) - done[steps - 2]).tolist()
+                row = []
+                accepted = body - (steps - 1) * n
+                for k in left:
+                    drawn, emitted = sampler.verify(k)
+                    row.append(emitted)
+                    accepted += drawn - 1
+                tokens = tokens.copy()
+                tokens[-1] = row
+                booked = (steps * n, accepted)
+        return _Plan(steps, ends, float(ends[-1] - now), tokens, extra, last, booked)
 
     def _extra_blocks(self, grown: np.ndarray | None, steps: int, lookahead: int) -> list[int]:
         """Blocks each scheduled request needs beyond those it holds for the last of `steps` steps, given the tokens
@@ -472,13 +528,9 @@ class EngineCore:
                     r.first_token_at = now
             else:
                 if sampler is not None:
-                    drawn = n = sampler.step()
+                    drawn, n = sampler.verify(r.max_tokens - r.generated)
                     verify += 1
-                    accepted += n - 1
-                    left = r.max_tokens - r.generated
-                    if n > left:
-                        n = left
-                    sampler.settle(drawn, n)
+                    accepted += drawn - 1
                 else:
                     n = 1
                 r.computed += n
@@ -497,13 +549,15 @@ class EngineCore:
             c.spec_verify_steps += verify
             c.spec_draft_tokens += verify * self.spec_k
             c.spec_accepted_tokens += accepted
-        if any_done:
-            self.running = [r for r in self.running if not r.done]
+        if any_done:  # (`done` inlined: this runs over every running request)
+            self.running = [r for r in self.running
+                            if r.finished_at is None and not r.aborted and r.error is None]
         self._scheduled = []
         return emitted
 
     def _end_block(self, plan: _Plan) -> list[SimRequest]:
-        """Apply a planned block: no request finishes or starts in it, every decode emits in every step."""
+        """Apply a planned block: no request starts in it, every decode emits in every step; requests finish only in
+        its last step (`plan.finishes`)."""
         self._plan = None
         scheduled = self._scheduled
         self._scheduled = []
@@ -519,25 +573,38 @@ class EngineCore:
             rows = cols.tolist()
             totals = cols.sum(axis=1).tolist()
             emitted = int(sum(totals))
-            draws = steps * n
-            assert self.sampler is not None
-            self.sampler.commit(draws, emitted)
+            if plan.booked is None:
+                draws = steps * n
+                assert self.sampler is not None
+                self.sampler.commit(draws, emitted)
+                accepted = emitted - draws
+            else:
+                draws, accepted = plan.booked
             c.spec_verify_steps += draws
             c.spec_draft_tokens += draws * self.spec_k
-            c.spec_accepted_tokens += emitted - draws
+            c.spec_accepted_tokens += accepted
         for r, tot in zip(scheduled, totals, strict=True):
             r.computed += tot
             r.generated += tot
             r.last_emitted = tot
         c.generation_tokens += emitted
-        self.last_block = Block(plan.ends.tolist(), rows)
+        if plan.finishes:  # as the step path's last step: finished requests release their blocks in batch order
+            now = self.now
+            for r in scheduled:
+                if r.generated >= r.max_tokens:
+                    r.finished_at = now
+                    c.requests_finished += 1
+                    self._release(r)
+            self.running = [r for r in self.running
+                            if r.finished_at is None and not r.aborted and r.error is None]
+        self.last_block = Block(plan.ends.tolist(), rows, plan.finishes)
         return scheduled
 
     # -- internals --------------------------------------------------------------------------------------------------
     def _release(self, r: SimRequest) -> None:
-        if r.blocks:
+        if len(r.blocks):
             self.pool.release(r.blocks)
-            r.blocks = []
+            r.blocks = _NO_BLOCKS
 
     def _preempt(self, r: SimRequest) -> None:
         """Recompute preemption: free everything, requeue at the head of the waiting queue."""
@@ -549,12 +616,63 @@ class EngineCore:
         self.counters.preemptions += 1
         self.waiting.appendleft(r)
 
+    # -- a read of the state inside a block ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def as_of(self, t: float) -> Iterator[None]:
+        """Inside the block in flight, the readable state (counters, KV usage) as the step path shows it at time `t`:
+        the steps that ended before `t` applied, the one in flight begun (its KV taken, counted in `steps` and
+        `busy_seconds`), the rest not. A no-op outside a block. Restored on exit: a metrics scrape or a power probe
+        reads through it, so a block runs on across scrapes."""
+        plan = self._plan
+        if plan is None or not self._in_step:
+            yield
+            return
+        ended = int(plan.ends.searchsorted(t, "left"))  # a step ending at `t` is applied after the read
+        begun = min(ended + 1, plan.steps)
+        c = self.counters
+        saved = (c.steps, c.busy_seconds, c.generation_tokens, c.spec_verify_steps, c.spec_draft_tokens,
+                 c.spec_accepted_tokens)
+        n = len(self._scheduled)
+        c.steps -= plan.steps - begun
+        c.busy_seconds -= float(plan.ends[-1] - plan.ends[begun - 1])
+        if ended:
+            emitted = ended * n if plan.tokens is None else int(plan.tokens[:ended].sum())
+            c.generation_tokens += emitted
+            if plan.tokens is not None:
+                draws = ended * n
+                c.spec_verify_steps += draws
+                c.spec_draft_tokens += draws * self.spec_k
+                c.spec_accepted_tokens += emitted - draws
+        self._unbegun_blocks = sum(plan.extra) - self._blocks_through(plan, begun)
+        try:
+            yield
+        finally:
+            (c.steps, c.busy_seconds, c.generation_tokens, c.spec_verify_steps, c.spec_draft_tokens,
+             c.spec_accepted_tokens) = saved
+            self._unbegun_blocks = 0
+
+    def _blocks_through(self, plan: _Plan, begun: int) -> int:
+        """KV blocks of the plan's extra ones that its first `begun` steps need (what the step path has taken)."""
+        bs, lookahead = self.block_size, self.spec_k + 1
+        if plan.tokens is None:
+            grown: list[int] = [begun - 1] * len(self._scheduled)
+        elif begun > 1:
+            grown = plan.tokens[:begun - 1].sum(axis=0).tolist()
+        else:
+            grown = [0] * len(self._scheduled)
+        return sum(min(e, max(0, -(-(r.computed + g + lookahead) // bs) - (len(r.blocks) - e)))
+                   for r, g, e in zip(self._scheduled, grown, plan.extra, strict=True))
+
     # -- gauges -----------------------------------------------------------------------------------------------------
+    def used_blocks(self) -> int:
+        """KV blocks held by requests (inside :meth:`as_of`: as of its time)."""
+        return self.pool.used_blocks() - self._unbegun_blocks
+
     def kv_usage(self) -> float:
-        return self.pool.used_blocks() / self.num_blocks
+        return self.used_blocks() / self.num_blocks
 
     def used_tokens(self) -> int:
-        return self.pool.used_blocks() * self.block_size
+        return self.used_blocks() * self.block_size
 
     def host_used_tokens(self) -> int:
         return len(self.pool.host) * self.block_size

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmsweep.errors import ConfigError
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.kv import BlockHashes
 from llmsweep.sim.metrics import CoreCollector, MetricsStyle
 from llmsweep.sim.predict import _ARRIVAL, _STEP, _SUBMIT, _WAKE, Predictor, _Task
 from llmsweep.workload.base import RequestOutcome
@@ -164,7 +165,7 @@ class _Handoff:
     task: _Task
     record: dict[str, Any]
     prompt_len: int
-    hashes: list[int]
+    hashes: BlockHashes
     max_tokens: int
     prefill: int
     decode: int
@@ -300,7 +301,7 @@ class DisaggPredictor(Predictor):
         return any(w.busy for w in self.cluster.workers) or self.cluster.has_work()
 
     # -- request path ------------------------------------------------------------------------------------------------
-    def _submit(self, payload: tuple[_Task, dict[str, Any], int, list[int], int], now: float) -> None:
+    def _submit(self, payload: tuple[_Task, dict[str, Any], int, BlockHashes, int], now: float) -> None:
         task, record, n_tokens, hashes, max_tokens = payload
         cluster = self.cluster
         p, d = cluster.route()

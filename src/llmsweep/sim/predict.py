@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from llmsweep.errors import ConfigError
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.kv import BlockHashes
 from llmsweep.sim.metrics import CoreCollector, MetricsStyle
 from llmsweep.sim.prompt import PromptEncoder
 from llmsweep.sim.text import token_text
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _STEP, _SUBMIT, _WAKE, _ARRIVAL = 0, 1, 2, 3
+_INF = float("inf")
 UNBOUNDED_WINDOW_S = 1e7
 """The window of a point that stops on its prompt count (fixed-length): long enough never to be the reason."""
 
@@ -106,6 +108,8 @@ class Predictor:
         self.frontend = core.timer.frontend_latency()
         self.records: list[dict[str, Any]] = []
         self._heap: list[tuple[float, int, int, Any]] = []
+        self._submits: list[float] = []
+        """Times of the submits in the heap (a heap; ones already done are dropped lazily)."""
         self._seq = 0
         self._tid = 0
         self._busy = False
@@ -126,15 +130,30 @@ class Predictor:
         self._last_activity = 0.0
 
     def scrape(self, now: float) -> None:
-        """Record one snapshot of the engine's Prometheus series at virtual time `now`."""
-        self.scrapes.append({"t": self.start_time + now, "samples": self._collector.samples()})
-        for probe in self.probes:
-            probe(self.start_time + now)
+        """Record one snapshot of the engine's Prometheus series at virtual time `now` (inside a block of decode
+        steps: as of `now`, see :meth:`EngineCore.as_of`)."""
+        with self.core.as_of(now):
+            self.scrapes.append({"t": self.start_time + now, "samples": self._collector.samples()})
+            for probe in self.probes:
+                probe(self.start_time + now)
 
     # -- scheduling helpers ----------------------------------------------------------------------------------------
     def _push(self, t: float, kind: int, payload: Any) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, self._seq, kind, payload))
+        if kind == _SUBMIT:
+            heapq.heappush(self._submits, t)
+
+    def _horizon(self, now: float) -> float:
+        """Until when the engine's batch cannot change from outside: the next submit. A wake-up or an arrival only
+        runs a lane program, which reaches the engine by a submit at least the frontend latency later (it reads
+        nothing of the engine), so it bounds a block at its time plus that latency."""
+        submits = self._submits
+        while submits and submits[0] <= now:  # submitted already (events up to `now` are done)
+            heapq.heappop(submits)
+        heap = self._heap
+        horizon = heap[0][0] + self.frontend if heap else _INF
+        return submits[0] if submits and submits[0] < horizon else horizon
 
     def _new_task(self, gen: LaneProgram, lane: int, parent: _Task | None) -> _Task:
         self._tid += 1
@@ -255,7 +274,7 @@ class Predictor:
         self._last_activity = now
         self._push(now + self.frontend, _SUBMIT, (task, record, n_tokens, hashes, spec.max_tokens))
 
-    def _submit(self, payload: tuple[_Task, dict[str, Any], int, list[int], int], now: float) -> None:
+    def _submit(self, payload: tuple[_Task, dict[str, Any], int, BlockHashes, int], now: float) -> None:
         task, record, n_tokens, hashes, max_tokens = payload
         owner = (task, record, record["chunk_times"], record["chunk_tokens"])
         req = self.core.new_request(n_tokens, hashes, max_tokens, owner=owner, now=now)
@@ -269,11 +288,15 @@ class Predictor:
         t_abs = self.start_time + now
         emitted = self.core.end_step()
         block = self.core.last_block
-        if block is not None:  # several decode steps at once: no first token, no finish, a chunk per step
+        if block is not None:  # several decode steps at once: no first token, a chunk per step, finishes at the end
             ends = [self.start_time + t for t in block.ends]
             for r, tokens in zip(emitted, block.tokens, strict=True):
                 r.owner[2].extend(ends)
                 r.owner[3].extend(tokens)
+            if block.finishes:
+                for r in emitted:
+                    if r.finished_at is not None:
+                        self._finish(r, r.owner[0], r.owner[1], now)
             return
         for r in emitted:
             task, record, times, tokens = r.owner
@@ -361,7 +384,8 @@ class Predictor:
                 else:
                     self._on_arrival(payload, now)
             if not self._busy and core.has_work() and (not heap or heap[0][0] > now):
-                end = core.begin_step(now, min(heap[0][0], self._next_scrape) if heap else self._next_scrape)
+                # a scrape is a read (`scrape` sees a block's state as of its time): it does not bound a block
+                end = core.begin_step(now, self._horizon(now), finish=True)
                 if end is not None:
                     self._busy = True
                     self._push(end, _STEP, None)

@@ -53,11 +53,12 @@ def words(text: str) -> list[str]:
 
 
 class _State:
-    """Tokens-so-far of a message prefix: the blocks it completed, the partial tail, the running chain hash."""
+    """Tokens-so-far of a message prefix: the blocks it completed (their chain hashes as a uint64 array), the partial
+    tail, the running chain hash."""
 
     __slots__ = ("hashes", "last_hash", "parent", "sid", "tail", "tokens")
 
-    def __init__(self, parent: _State | None, hashes: tuple[int, ...], tail: tuple[Any, ...], last_hash: int,
+    def __init__(self, parent: _State | None, hashes: np.ndarray, tail: tuple[Any, ...], last_hash: int,
                  tokens: int, sid: int) -> None:
         self.parent = parent
         self.hashes = hashes
@@ -68,8 +69,9 @@ class _State:
 
 
 def _extend(block_size: int, last_hash: int, tail: tuple[Any, ...], pieces: Sequence[Any]
-            ) -> tuple[tuple[int, ...], tuple[Any, ...], int]:
-    """Append tokens to a partial block; returns (hashes of newly completed blocks, new tail, last chain hash)."""
+            ) -> tuple[np.ndarray, tuple[Any, ...], int]:
+    """Append tokens to a partial block; returns (hashes of newly completed blocks as uint64, new tail, last chain
+    hash)."""
     tokens = tail + tuple(pieces) if tail else tuple(pieces)
     full = len(tokens) // block_size
     out = []
@@ -77,10 +79,11 @@ def _extend(block_size: int, last_hash: int, tail: tuple[Any, ...], pieces: Sequ
     for j in range(full):
         h = hash((h, tokens[j * block_size:(j + 1) * block_size]))
         out.append(h)
-    return tuple(out), tokens[full * block_size:], h
+    return np.array(out, np.int64).view(_U), tokens[full * block_size:], h
 
 
 _MASK = (1 << 64) - 1
+_NO_HASHES = np.empty(0, np.uint64)
 _P = 0x100000001B3  # odd: invertible modulo 2^64
 _P_INV = pow(_P, -1, 1 << 64)
 _U = np.uint64
@@ -126,33 +129,33 @@ class _Positions:
 
 def _token_codes(items: Sequence[TokenRun]) -> np.ndarray:
     """One pseudo-random 64-bit code per token of `items`: a function of the token's (source, position in the
-    source) only, so equal runs give equal codes (a word's source is the word; a block's is (namespace, id))."""
-    sources: list[np.uint64 | np.ndarray] = []
-    lengths: list[int | np.ndarray] = []
-    longest = 1
+    source) only, so equal runs give equal codes (a word's source is the word; a block's is (namespace, id)). The
+    code is mix(source) XOR mix(position + 1): a run of blocks is one broadcast over (blocks, positions)."""
+    parts: list[np.ndarray] = []
+    words: list[int] = []
     for item in items:
         if isinstance(item, str):
-            sources.append(_U(hash(item) & _MASK))
-            lengths.append(1)
+            words.append(hash(item) & _MASK)
             continue
-        ids = np.asarray(item.ids, np.int64).astype(_U)
-        sources.append(_mix(ids ^ _U(hash(item.namespace) & _MASK)))
-        if len(ids) == 1:
-            lengths.append(item.last)
-        else:
-            size = np.full(len(ids), item.size, np.int64)
-            size[-1] = item.last
-            lengths.append(size)
-        longest = max(longest, item.size, item.last)
-    src = np.hstack(sources)
-    length = np.hstack(lengths).astype(np.int64, copy=False)
-    ends = np.cumsum(length)
-    position = np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(ends - length, length)
-    return _mix(np.repeat(src, length) ^ _Positions.upto(longest)[position])
+        if words:
+            parts.append(_mix(np.array(words, _U)) ^ _Positions.upto(1)[0])
+            words = []
+        size, last = item.size, item.last
+        src = _mix(np.asarray(item.ids, np.int64).astype(_U) ^ _U(hash(item.namespace) & _MASK))
+        width = max(size, last)
+        codes = src[:, None] ^ _Positions.upto(width)[:width]
+        if last == size:
+            parts.append(codes.ravel())
+        else:  # every block `size` tokens, the last `last`
+            parts.append(codes[:-1, :size].ravel())
+            parts.append(codes[-1, :last])
+    if words:
+        parts.append(_mix(np.array(words, _U)) ^ _Positions.upto(1)[0])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _extend_codes(block_size: int, acc: int, done: int, codes: np.ndarray, cuts: Sequence[int]
-                  ) -> tuple[list[list[int]], list[int]]:
+                  ) -> tuple[list[np.ndarray], list[int]]:
     """Append tokens (`codes`) to a prefix of `done` tokens whose rolling hash is `acc`, in pieces that end at the
     offsets `cuts` (the last is len(codes)); for each piece, the prefix hash at every block boundary it completes (the
     chain hashes of its blocks) and the prefix hash at its end.
@@ -164,11 +167,12 @@ def _extend_codes(block_size: int, acc: int, done: int, codes: np.ndarray, cuts:
     partial = np.cumsum(codes * inv[1:m + 1], dtype=_U) + _U(acc)
     first = block_size - done % block_size  # j of the first boundary
     js = np.arange(first, m + 1, block_size)
-    at = (pw[js] * partial[js - 1]).tolist()
+    at = pw[js] * partial[js - 1]
     cut = np.asarray(cuts, np.int64)
     ends = (pw[cut] * partial[cut - 1]).tolist()
     split = np.searchsorted(js, cut, "right").tolist()
-    hashes, lo = [], 0
+    hashes: list[np.ndarray] = []
+    lo = 0
     for hi in split:
         hashes.append(at[lo:hi])
         lo = hi
@@ -184,10 +188,10 @@ class PromptEncoder:
         self._memo: OrderedDict[tuple[int, str, str], _State] = OrderedDict()
         self._shaped: dict[Hashable, _State] = {}
         """State through each shaped message, by its key (insertion-ordered, oldest dropped first)."""
-        self._root = _State(None, (), (), _ROOT_HASH, 0, 0)
+        self._root = _State(None, _NO_HASHES, (), _ROOT_HASH, 0, 0)
         self._next_sid = 1
 
-    def chat(self, messages: Sequence[dict[str, Any]]) -> tuple[int, list[int]]:
+    def chat(self, messages: Sequence[dict[str, Any]]) -> tuple[int, np.ndarray]:
         """(prompt tokens, block hashes) of `messages` rendered with ChatML and the generation prompt."""
         state = self._root
         memo = self._memo
@@ -210,7 +214,7 @@ class PromptEncoder:
         final, _, _ = _extend(self.block_size, state.last_hash, state.tail, (IM_START, "assistant"))
         return state.tokens + 2, self._chain(state, final)
 
-    def shaped(self, messages: Sequence[MessageShape]) -> tuple[int, list[int]]:
+    def shaped(self, messages: Sequence[MessageShape]) -> tuple[int, np.ndarray]:
         """:meth:`chat` from message shapes instead of text: the same token count, the same prefix equality. A block's
         hash is the rolling hash of the whole prefix through it (`_extend_codes`); a state's `last_hash` is the rolling
         hash of its whole prefix, partial block included. A shape's key names the conversation through it, so the
@@ -238,43 +242,42 @@ class PromptEncoder:
         hashes, ends = _extend_codes(bs, state.last_hash, state.tokens, _token_codes(items), cuts)
         done = state.tokens
         for m, h, acc, cut in zip(new, hashes, ends, cuts, strict=False):
-            state = _State(state, tuple(h), (), acc, done + cut, self._next_sid)
+            state = _State(state, h, (), acc, done + cut, self._next_sid)
             self._next_sid += 1
             memo[m.key] = state
             if len(memo) > self.memo_size:
                 del memo[next(iter(memo))]
-        return state.tokens + 2, self._chain(state, tuple(hashes[-1]))
+        return state.tokens + 2, self._chain(state, hashes[-1])
 
-    def _chain(self, state: _State, final: tuple[int, ...]) -> list[int]:
-        parts: list[tuple[int, ...]] = [final]
+    def _chain(self, state: _State, final: np.ndarray) -> np.ndarray:
+        """The chain hashes of the prompt through `state` and then `final` (uint64)."""
+        parts: list[np.ndarray] = [final]
         s: _State | None = state
         while s is not None:
-            if s.hashes:
+            if len(s.hashes):
                 parts.append(s.hashes)
             s = s.parent
-        chain: list[int] = []
-        for p in reversed(parts):
-            chain.extend(p)
-        return chain
+        parts.reverse()
+        return np.concatenate(parts)
 
-    def text(self, prompt: str) -> tuple[int, list[int]]:
+    def text(self, prompt: str) -> tuple[int, np.ndarray]:
         """(prompt tokens, block hashes) of a completions prompt string."""
         pieces = words(prompt)
         hashes, _, _ = _extend(self.block_size, _ROOT_HASH, (), pieces)
-        return len(pieces), list(hashes)
+        return len(pieces), hashes
 
-    def ids(self, token_ids: Sequence[int]) -> tuple[int, list[int]]:
+    def ids(self, token_ids: Sequence[int]) -> tuple[int, np.ndarray]:
         """(prompt tokens, block hashes) of a completions prompt given as token ids."""
         hashes, _, _ = _extend(self.block_size, _ROOT_HASH ^ 1, (), list(token_ids))
-        return len(token_ids), list(hashes)
+        return len(token_ids), hashes
 
     def encode(self, *, messages: Sequence[dict[str, Any]] | None = None,
-               prompt: str | Sequence[int] | None = None) -> tuple[int, list[int]]:
+               prompt: str | Sequence[int] | None = None) -> tuple[int, np.ndarray]:
         """Dispatch on what the request carries (exactly one of `messages` / `prompt`)."""
         if messages is not None:
             return self.chat(messages)
         if isinstance(prompt, str):
             return self.text(prompt)
         if prompt is None:
-            return 0, []
+            return 0, _NO_HASHES
         return self.ids(prompt)

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.kv import BlockHashes
 from llmsweep.sim.metrics import MetricsStyle, registry_for, render
 from llmsweep.sim.power import PowerModel
 from llmsweep.sim.prompt import PromptEncoder
@@ -74,7 +75,7 @@ class SimServer:
         self.role = role or RoleConfig()
         self.node = node_name()
         self.kv_bytes_per_token = config.perf_inputs().kv_bytes_per_token
-        self._arrived: list[list[int]] = []
+        self._arrived: list[BlockHashes] = []
         """Decode role: block hashes of prompts whose KV arrived, placed in the pool before the next step."""
         self.transfers = 0
         self.transfer_seconds = 0.0
@@ -158,7 +159,7 @@ class SimServer:
             pool.release(blocks)
         self._arrived.clear()
 
-    async def _receive_kv(self, headers: Any, n_tokens: int, hashes: list[int]) -> None:
+    async def _receive_kv(self, headers: Any, n_tokens: int, hashes: BlockHashes) -> None:
         """Decode role: wait for the KV of a prompt the router says a prefill worker computed (modelled transfer)."""
         raw = headers.get(KV_TOKENS_HEADER)
         if self.role.role != "decode" or raw is None:

@@ -17,7 +17,9 @@ def _check(pool: KVPool) -> None:
     assert (pool.ref >= 0).all()
     assert pool.used_blocks() == int((pool.ref > 0).sum())
     assert pool.n_evictable == int(((pool.ref == 0) & pool.hashed).sum())
-    for h, b in pool.cached.items():
+    cached = pool.cached
+    assert len(cached) == int(pool.hashed.sum())
+    for h, b in cached.items():
         assert pool.hashed[b] and pool.hash_of[b] == h
 
 
@@ -57,6 +59,44 @@ def test_eviction_takes_the_least_recently_released_prefix_tail_first() -> None:
     pool.allocate(2)  # evicts a's tail (3, 4), keeps its head
     assert pool.match(a, 4) == (2, 0)
     assert pool.match(b, 4) == (4, 0)
+
+
+def test_prefix_cache_answers_as_a_dict_would_through_growth_evictions_and_odd_keys() -> None:
+    """The hash -> block table (numpy open addressing) against a plain dict: random registrations (keys that
+    collide in their home slots, negative Python hashes, keys past 2^63, a key twice in one call), evictions and
+    re-registrations; every lookup stops at the first uncached hash, as a dict walk does."""
+    rng = random.Random(5)
+    pool = KVPool(4096, 16)
+    ref: dict[int, int] = {}
+    big = [rng.randrange(-(1 << 63), 1 << 64) for _ in range(3000)]
+    held: list[list[int]] = []
+    for _ in range(400):
+        if held and rng.random() < 0.4:
+            pool.release(held.pop(rng.randrange(len(held))))
+        n = rng.randrange(1, 60)
+        start = rng.randrange(len(big) - n)
+        hashes = big[start:start + n]
+        if rng.random() < 0.1:
+            hashes = hashes + hashes[:3]  # a key twice: its first block wins
+        blocks = pool.allocate(len(hashes))
+        if blocks is None:
+            continue
+        evicted = {h for h, b in ref.items() if b in set(blocks)}
+        for h in evicted:
+            del ref[h]
+        pool.register_many(blocks, hashes)
+        for h, b in zip(hashes, blocks, strict=True):
+            ref.setdefault(h & ((1 << 64) - 1), b)
+        held.append(blocks)
+        assert pool.cached == ref
+        probe = big[start:start + n + rng.randrange(5)]
+        expect = 0
+        while expect < len(probe) and probe[expect] & ((1 << 64) - 1) in ref:
+            expect += 1
+        found, _ = pool.lookup(probe, len(probe))
+        assert found == [ref[h & ((1 << 64) - 1)] for h in probe[:expect]]
+    assert len(ref) > 1024  # the table grew past its first size
+    _check(pool)
 
 
 def test_host_tier_answers_past_the_gpu_hits() -> None:
