@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep.errors import ResultError
 from llmsweep.execute.artifacts import JOB_FILE, RECORDS_FILE, RUN_FILE, SUMMARY_FILE, write_json
+from llmsweep.metrics.gates import GateConfig
 from llmsweep.metrics.model import Readback, ReadbackCheck, SpecDecode, Summary
+from llmsweep.metrics.summary import rejudge
 from llmsweep.plan import Job
 
 DEFAULT_AL_TOLERANCE = 0.10
@@ -206,7 +208,13 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
     else:
         stored = _stored_summary(job_dir / SUMMARY_FILE)  # read before anything is written over it
         summary = summarise_dir(job_dir, write=False)
-        _refuse_a_slice(job_dir, run_info, summary, stored)
+        if (sliced := _slice_note(job_dir, run_info, summary, stored)) is not None:
+            if stored is None:
+                raise ResultError(f"cannot re-summarise {job_dir}: {sliced}, and it holds no {SUMMARY_FILE} of the "
+                                  "run's to re-judge", fix="re-summarise the job folder the run wrote (all of "
+                                  f"{RECORDS_FILE} and its /metrics scrapes)")
+            summary = rejudge(stored, _gates(run_info), note=f"re-judged from the figures {SUMMARY_FILE} measured "
+                              f"over the run's window, not re-summarised: {sliced}")
     if job is not None:
         from llmsweep.evals.results import attach
 
@@ -227,43 +235,39 @@ def _stored_summary(path: Path) -> Summary | None:
         return None
 
 
-def _refuse_a_slice(job_dir: Path, run_info: dict[str, Any], summary: Summary, stored: Summary | None) -> None:
-    """Refuse to re-judge a folder whose raw files are a slice of what its run recorded.
+def _slice_note(job_dir: Path, run_info: dict[str, Any], summary: Summary, stored: Summary | None) -> str | None:
+    """Why a folder's raw files are a slice of what its run recorded, or None when they are whole.
 
-    A summary is a function of the whole of `records.jsonl` (its profile window runs from the first profiling send
-    to the last end) and of the `/metrics` scrapes that bracket that window. Evidence packed for a repository keeps
-    the first records and the first and last scrape (`docs/gpu.md` §5): re-summarised, its window ends at the
-    slice's last request, the scrape that closed the run's window is gone and the one that opened it too, so the
-    acceptance read-back and the gates would judge a window the run never measured. The run's own `summary.json`
-    stands; this says why it cannot be recomputed, naming the file, the counts and the fix, before anything is
-    written. The counts compared are the client's (`run.json`: requests each worker started) and the scrapes the
-    stored summary read from the same file when it was written.
+    A summary is a function of the whole of `records.jsonl` (its profile window runs from the first profiling send to
+    the last end) and of the `/metrics` scrapes that bracket that window. Evidence packed for a repository keeps the
+    first records and the first and last scrape (`docs/gpu.md` §5): re-summarised as if whole, its window ended at the
+    slice's last request, the scrapes that opened and closed the run's window were gone, and the acceptance read-back
+    and the gates judged a window the run never measured ("could not be read back", a valid point made invalid).
+    The counts compared are the client's (`run.json`: requests each worker started) and the scrapes the stored
+    summary read from the same file when it was written.
     """
     from llmsweep.client.scrape import SERVER_METRICS_FILE
 
     workers = (run_info.get("client") or {}).get("workers") or []
     started = sum(int(w.get("started", 0)) for w in workers if isinstance(w, dict))
-    problems, lost = [], []
+    problems = []
     if started and summary.requests.total < started:
         problems.append(f"{RECORDS_FILE} holds {summary.requests.total} of the {started} requests the client "
                         f"started ({RUN_FILE})")
-        lost.append("its profile window would end at the slice's last request")
     if stored is not None:
         had = stored.server_metrics.scrapes + stored.server_metrics.scrape_errors
         has = summary.server_metrics.scrapes + summary.server_metrics.scrape_errors
         if has < had:
             problems.append(f"{SERVER_METRICS_FILE} holds {has} of the {had} /metrics scrapes its {SUMMARY_FILE} "
                             "was computed from")
-            lost.append("the scrapes that opened and closed the run's window are gone, so the server counters "
-                        "(the realised acceptance length among them) would span another window or none")
-    if problems:
-        raise ResultError(
-            f"cannot re-summarise {job_dir}: it is a slice of what its run recorded: " + "; ".join(problems)
-            + ". Re-summarised, " + " and ".join(lost) + f": the gates would judge a window the run never measured, "
-            f"so {SUMMARY_FILE} is left as the run wrote it",
-            fix="re-summarise the job folder the run wrote (all of records.jsonl and server_metrics.jsonl), or read "
-            "the verdict from its summary.json",
-        )
+    if not problems:
+        return None
+    return f"{job_dir.name} is a slice of what its run recorded: " + "; ".join(problems)
+
+
+def _gates(run_info: dict[str, Any]) -> GateConfig:
+    """The gates the run recorded in `run.json` (the defaults where it recorded none, as `summarise_dir` reads it)."""
+    return GateConfig(**run_info["gates"]) if "gates" in run_info else GateConfig()
 
 
 def _read_object(path: Path) -> dict[str, Any]:
