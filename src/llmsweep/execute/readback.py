@@ -181,6 +181,9 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
     read-back checks from `job.json` (the job's pinned settings), with the tolerances the run recorded in `run.json`
     (`readback`). `llmsweep run` calls this with its settings (and records them); `llmsweep summarize` calls it on the
     folder afterwards and reaches the same verdict. A folder without `job.json` (a `llmsweep bench` run) pins nothing.
+    A folder whose raw files are a slice of what its run recorded (evidence packed for a repository) cannot give its
+    run's window back: its stored summary's figures over that window are judged again instead (`rejudge`), with a
+    warning that says so (`_slice_note`); with no stored summary it is refused.
     """
     from llmsweep.client import summarise_dir
 
