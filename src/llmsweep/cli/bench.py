@@ -332,7 +332,9 @@ def summarize(run_dir: Path, as_json: bool) -> None:
     """Recompute RUN_DIR/summary.json from records.jsonl (+ server_metrics.jsonl, run.json, job.json).
 
     Every gate `llmsweep run` applied is applied again from what the folder recorded, read-back checks included, so
-    a job folder gets the verdict `run` gave it.
+    a job folder gets the verdict `run` gave it. A packed slice (fewer records than the client started, fewer
+    /metrics scrapes than its summary read) is re-judged from the figures its summary.json measured over the run's
+    window, and says so among the warnings.
     """
     from llmsweep.evals.results import EVAL_DIR, EVAL_FILE
     from llmsweep.execute.readback import summarise_job

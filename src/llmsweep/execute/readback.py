@@ -18,8 +18,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep.errors import ResultError
-from llmsweep.execute.artifacts import JOB_FILE, RUN_FILE, SUMMARY_FILE, write_json
+from llmsweep.execute.artifacts import JOB_FILE, RECORDS_FILE, RUN_FILE, SUMMARY_FILE, write_json
+from llmsweep.metrics.gates import GateConfig
 from llmsweep.metrics.model import Readback, ReadbackCheck, SpecDecode, Summary
+from llmsweep.metrics.summary import rejudge
 from llmsweep.plan import Job
 
 DEFAULT_AL_TOLERANCE = 0.10
@@ -179,6 +181,9 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
     read-back checks from `job.json` (the job's pinned settings), with the tolerances the run recorded in `run.json`
     (`readback`). `llmsweep run` calls this with its settings (and records them); `llmsweep summarize` calls it on the
     folder afterwards and reaches the same verdict. A folder without `job.json` (a `llmsweep bench` run) pins nothing.
+    A folder whose raw files are a slice of what its run recorded (evidence packed for a repository) cannot give its
+    run's window back: its stored summary's figures over that window are judged again instead (`rejudge`), with a
+    warning that says so (`_slice_note`); with no stored summary it is refused.
     """
     from llmsweep.client import summarise_dir
 
@@ -204,7 +209,15 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
 
         summary = eval_only_summary(run_info)  # no throughput point: the eval is the result
     else:
+        stored = _stored_summary(job_dir / SUMMARY_FILE)  # read before anything is written over it
         summary = summarise_dir(job_dir, write=False)
+        if (sliced := _slice_note(job_dir, run_info, summary, stored)) is not None:
+            if stored is None:
+                raise ResultError(f"cannot re-summarise {job_dir}: {sliced}, and it holds no {SUMMARY_FILE} of the "
+                                  "run's to re-judge", fix="re-summarise the job folder the run wrote (all of "
+                                  f"{RECORDS_FILE} and its /metrics scrapes)")
+            summary = rejudge(stored, _gates(run_info), note=f"re-judged from the figures {SUMMARY_FILE} measured "
+                              f"over the run's window, not re-summarised: {sliced}")
     if job is not None:
         from llmsweep.evals.results import attach
 
@@ -212,6 +225,52 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
     if write:
         write_json(job_dir / SUMMARY_FILE, summary.dump())
     return summary
+
+
+def _stored_summary(path: Path) -> Summary | None:
+    """The summary the folder holds (what its run, or the last `summarize`, wrote), or None when there is none or it
+    is not one this release reads (then nothing is compared with it)."""
+    if not path.is_file():
+        return None
+    try:
+        return Summary.load(path)
+    except (ResultError, ValidationError):
+        return None
+
+
+def _slice_note(job_dir: Path, run_info: dict[str, Any], summary: Summary, stored: Summary | None) -> str | None:
+    """Why a folder's raw files are a slice of what its run recorded, or None when they are whole.
+
+    A summary is a function of the whole of `records.jsonl` (its profile window runs from the first profiling send to
+    the last end) and of the `/metrics` scrapes that bracket that window. Evidence packed for a repository keeps the
+    first records and the first and last scrape (`docs/gpu.md` §5): re-summarised as if whole, its window ended at the
+    slice's last request, the scrapes that opened and closed the run's window were gone, and the acceptance read-back
+    and the gates judged a window the run never measured ("could not be read back", a valid point made invalid).
+    The counts compared are the client's (`run.json`: requests each worker started) and the scrapes the stored
+    summary read from the same file when it was written.
+    """
+    from llmsweep.client.scrape import SERVER_METRICS_FILE
+
+    workers = (run_info.get("client") or {}).get("workers") or []
+    started = sum(int(w.get("started", 0)) for w in workers if isinstance(w, dict))
+    problems = []
+    if started and summary.requests.total < started:
+        problems.append(f"{RECORDS_FILE} holds {summary.requests.total} of the {started} requests the client "
+                        f"started ({RUN_FILE})")
+    if stored is not None:
+        had = stored.server_metrics.scrapes + stored.server_metrics.scrape_errors
+        has = summary.server_metrics.scrapes + summary.server_metrics.scrape_errors
+        if has < had:
+            problems.append(f"{SERVER_METRICS_FILE} holds {has} of the {had} /metrics scrapes its {SUMMARY_FILE} "
+                            "was computed from")
+    if not problems:
+        return None
+    return f"{job_dir.name} is a slice of what its run recorded: " + "; ".join(problems)
+
+
+def _gates(run_info: dict[str, Any]) -> GateConfig:
+    """The gates the run recorded in `run.json` (the defaults where it recorded none, as `summarise_dir` reads it)."""
+    return GateConfig(**run_info["gates"]) if "gates" in run_info else GateConfig()
 
 
 def _read_object(path: Path) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from llmsweep.errors import ResultError
 from llmsweep.metrics import registry
 from llmsweep.metrics.accumulate import Accumulator, accumulate
 from llmsweep.metrics.gates import GateConfig, evaluate, idle_cap_from, window_coverage
-from llmsweep.metrics.model import SCHEMA_VERSION, Summary
+from llmsweep.metrics.model import SCHEMA_VERSION, Summary, Validity
 from llmsweep.metrics.server import summarise_server
 from llmsweep.metrics.stats import clean, inverted_block, stat_block
 
@@ -125,25 +125,9 @@ def summarise(
         "theoretical_cached_tokens": acc.theo_cached,
         "observed_cached_tokens": acc.cached,
     }
-    validity = evaluate(
-        gates,
-        cache=cache,
-        requests=requests,
-        coverage=coverage,
-        profile_duration_s=duration,
-        server_metrics=server,
-        client_health=health,
-        stop_reason=client.get("stop_reason"),
-        coverage_detail=coverage_detail,
-    )
     power = _power(records, acc, tput, duration, window_start, window_end, provenance)
-    if power is not None and not power["power_valid"]:
-        note = "power not valid: " + ", ".join(power["reasons"] or ["no samples"])
-        if power["required"]:  # after the gates' reasons: a window without requests has no power either
-            validity["verdict"] = "invalid"
-            validity["reasons"].append("required " + note)
-        else:
-            validity["warnings"].append(note)
+    validity = _verdict(gates, requests=requests, coverage=coverage, coverage_detail=coverage_detail,
+                        duration=duration, server=server, health=health, cache=cache, power=power)
     for name, share in ((power or {}).get("roles") or {}).items():  # each role's watts beside what it did
         if name in (roles.get("roles") or {}):
             roles["roles"][name] = {**roles["roles"][name], "power": share}
@@ -177,6 +161,52 @@ def summarise(
         **({"power": power} if power is not None else {}),
         **roles,
     })
+
+
+def _verdict(gates: GateConfig, *, requests: dict[str, Any], coverage: float | None,
+             coverage_detail: dict[str, Any] | None, duration: float, server: dict[str, Any], health: dict[str, Any],
+             cache: dict[str, Any], power: dict[str, Any] | None) -> dict[str, Any]:
+    """The gates' verdict on a window's figures, power's requirement last: what `summarise` and `rejudge` share."""
+    validity = evaluate(
+        gates,
+        cache=cache,
+        requests=requests,
+        coverage=coverage,
+        profile_duration_s=duration,
+        server_metrics=server,
+        client_health=health,
+        stop_reason=health.get("stop_reason"),
+        coverage_detail=coverage_detail,
+    )
+    if power is not None and not power["power_valid"]:
+        note = "power not valid: " + ", ".join(power["reasons"] or ["no samples"])
+        if power["required"]:  # after the gates' reasons: a window without requests has no power either
+            validity["verdict"] = "invalid"
+            validity["reasons"].append("required " + note)
+        else:
+            validity["warnings"].append(note)
+    return validity
+
+
+def rejudge(stored: Summary, gates: GateConfig, *, note: str) -> Summary:
+    """The gates applied again to the figures a stored summary measured over its run's window, `note` (why the raw
+    files could not be re-summarised) among the warnings; the read-back checks are cleared for the caller to apply.
+
+    For a job folder whose raw files are a slice (evidence packed for a repository): the window, its requests and
+    its server counters are the run's, as its summary recorded them; only the judgement is redone, by today's gates.
+    """
+    detail = stored.validity.coverage
+    validity = _verdict(
+        gates, requests=stored.requests.model_dump(), coverage=stored.coverage,
+        coverage_detail=detail.model_dump() if detail is not None else None, duration=stored.throughput.duration_s,
+        server=stored.server_metrics.model_dump(), health=stored.client_health.model_dump(),
+        cache=stored.cache.model_dump(), power=stored.power.model_dump() if stored.power is not None else None,
+    )
+    validity["warnings"].append(note)
+    judged = stored.model_copy(deep=True)
+    judged.validity = Validity.model_validate(validity)
+    judged.readback = None
+    return judged
 
 
 def _power(records: object, acc: Accumulator, tput: dict[str, Any], duration: float, start: float | None,
