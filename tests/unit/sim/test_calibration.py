@@ -11,10 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from llmsweep.catalog.sources import clear_caches
+from llmsweep.cli.sim import _config_for_job
 from llmsweep.cli.sim import calibrate as calibrate_cmd
 from llmsweep.cli.sim import predict as predict_cmd
 from llmsweep.errors import ConfigError, DatasetError
-from llmsweep.sim.calibrate import MeasuredPoint, _replays, fit_run, predict_metrics
+from llmsweep.sim.calibrate import MeasuredPoint, _replays, fit_run, measured_point, predict_metrics
 from llmsweep.sim.calibration import (
     UNCALIBRATED,
     CalibrationEntry,
@@ -23,6 +24,7 @@ from llmsweep.sim.calibration import (
     save_calibration,
 )
 from llmsweep.sim.engine import EngineConfig
+from llmsweep.workload.agentic import AgenticWorkload
 
 REPO = Path(__file__).resolve().parents[3]
 H200_RUN = REPO / "examples" / "results" / "h200-vllm-0.26.0"
@@ -178,10 +180,7 @@ def test_calibrate_refuses_a_point_whose_rebuilt_traces_differ(user_catalog: Pat
 
 
 def _replay_digest(job: Path) -> str:
-    from llmsweep.cli.sim import _config_for_job
-    from llmsweep.sim.calibrate import measured_point
-    from llmsweep.workload.agentic import AgenticWorkload
-
+    """The digest of the corpus calibrate rebuilds for `job` (checked against nothing)."""
     point = measured_point(job, _config_for_job)
     point = MeasuredPoint(**{**point.__dict__, "corpus_digest": None})
     (replay,) = _replays([point])
@@ -191,9 +190,6 @@ def _replay_digest(job: Path) -> str:
 
 def test_calibrate_replays_a_point_whose_digest_matches_and_warns_on_older_evidence(
         user_catalog: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from llmsweep.cli.sim import _config_for_job
-    from llmsweep.sim.calibrate import measured_point
-
     job = _agentic_copy(tmp_path, None)
     with caplog.at_level("WARNING", logger="llmsweep.sim.calibrate"):
         digest = _replay_digest(job)  # recorded without a digest: replayed, with a warning
@@ -205,3 +201,4 @@ def test_calibrate_replays_a_point_whose_digest_matches_and_warns_on_older_evide
     with caplog.at_level("WARNING", logger="llmsweep.sim.calibrate"):
         (replay,) = _replays([point])
     assert "corpus digest" not in caplog.text
+    assert isinstance(replay.workload, AgenticWorkload) and replay.workload.corpus_digest == digest
