@@ -1,9 +1,9 @@
 """A stable fingerprint of a trace corpus: what a run replayed, so a later replay can prove it replays the same.
 
 The digest is sha256 over a canonical serialisation of what replay reads from each trace, in corpus order: its id
-and block size; for every entry in file order, a subagent's identity and start, and every request's start, recorded
-duration, input and output token counts and prefix-block hash ids. It does not depend on how the traces were stored
-(JSON key order, whitespace, unknown fields), only on what they hold, so the same corpus read from a file or
+and block size; for every entry in file order, a subagent's identity and recorded end, and every request's start,
+recorded duration, input and output token counts and prefix-block hash ids. It does not depend on how the traces
+were stored (JSON key order, whitespace, unknown fields), only on what they hold, so the same corpus read from a file or
 regenerated from a synthetic profile gives the same digest, and any change to what a replay would send changes it.
 """
 
