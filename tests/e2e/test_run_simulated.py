@@ -13,6 +13,10 @@ import pytest
 import yaml
 from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
 
+from llmsweep.spec.workload import ResolvedWorkload
+from llmsweep.workload.agentic import AgenticWorkload
+from llmsweep.workload.build import build_workload
+
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
 AMD_MASTER = Path("/work/shared/reference/inferencex/amd-master.yaml")
@@ -48,6 +52,14 @@ def test_the_seed_recipe_runs_offline_on_the_simulator_with_synthetic_traces(tmp
         assert summary["source"] == "simulated" and summary["provenance"]["clock"] == "virtual"
         assert summary["requests"]["successful"] > 0 and summary["requests"]["failed"] == 0
         assert read_json(jdir / "job.json")["workload"]["traces"]["synthetic"]["max-isl"] == 256000
+    # each point records the fingerprint of the corpus it replayed, and rebuilding the corpus from the job (what
+    # `sim calibrate` replays) gives the same one
+    for jdir in jobs.values():
+        recorded = read_json(jdir / "summary.json")["provenance"]["workload"]["corpus_digest"]
+        job = read_json(jdir / "job.json")
+        rebuilt = build_workload(ResolvedWorkload.model_validate(job["workload"]), concurrency=job["conc"],
+                                 tokenizer=None)
+        assert isinstance(rebuilt, AgenticWorkload) and recorded == rebuilt.corpus_digest
 
 
 @pytest.mark.timeout(120)

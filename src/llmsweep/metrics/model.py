@@ -362,6 +362,12 @@ class Provenance(_Open):
     gpus_from: str | None = Field(default=None, description="Where the GPU count came from (option, server, job).")
 
     @property
+    def corpus_digest(self) -> str | None:
+        """Fingerprint of the traces an agentic run replayed (`workload.corpus_digest`); None when not recorded."""
+        digest = self.workload.get("corpus_digest") if self.workload else None
+        return digest if isinstance(digest, str) else None
+
+    @property
     def gpu_name(self) -> str | None:
         """The first GPU as the driver named it, when the run recorded it."""
         names = self.hardware.get("gpu_names") if isinstance(self.hardware, dict) else None

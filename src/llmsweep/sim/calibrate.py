@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +42,9 @@ from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
+    from llmsweep.workload.base import Workload
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,8 @@ class MeasuredPoint:
     acceptance_length: float | None = None
     """Realised acceptance length the engine's counters read over the window (speculative points only); the replay
     runs at this value, not at the pin."""
+    corpus_digest: str | None = None
+    """Fingerprint of the traces the run replayed (agentic points; None when the run did not record one)."""
 
     @property
     def label(self) -> str:
@@ -318,7 +324,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         provenance["prefix_caching"] = f"off: planned hit rate {planned:.2f}, observed {observed:.2f}"
     return MeasuredPoint(path=path, job=job, config=config, concurrency=int(job["conc"]), scenario=scenario,
                          measured=measured, weights=weights, excess_hit_rate=excess, provenance=provenance,
-                         acceptance_length=realised)
+                         acceptance_length=realised, corpus_digest=prov.corpus_digest)
 
 
 @dataclass
@@ -347,8 +353,31 @@ def _replays(points: list[MeasuredPoint], *, fit_requests_per_lane: int | None =
         # while fitting, a fixed-length point may stop after a few requests per lane (its medians settle early);
         # the reported before/after comparison always replays the whole measured run
         cap = p.concurrency * fit_requests_per_lane if fit_requests_per_lane and duration == float("inf") else None
-        out.append(_Replay(p, build_workload(resolved, concurrency=p.concurrency, **extra), duration, cap))
+        workload = build_workload(resolved, concurrency=p.concurrency, **extra)
+        check_corpus(p, workload)
+        out.append(_Replay(p, workload, duration, cap))
     return out
+
+
+def check_corpus(point: MeasuredPoint, workload: Workload) -> None:
+    """Refuse a replay whose rebuilt traces are not the ones the measured run replayed; warn when the run recorded
+    no fingerprint to check against (older evidence). Workloads without a trace corpus pass."""
+    from llmsweep.workload.agentic import AgenticWorkload
+
+    if not isinstance(workload, AgenticWorkload):
+        return
+    rebuilt = workload.corpus_digest
+    if point.corpus_digest is None:
+        log.warning("sim calibrate: %s (%s) recorded no corpus digest: the rebuilt traces (%s) cannot be verified "
+                    "against the ones it replayed", point.path, point.label, rebuilt)
+        return
+    if rebuilt != point.corpus_digest:
+        source = workload.config.source or "synthetic"
+        raise DatasetError(
+            f"sim calibrate: {point.path} ({point.label}) replayed traces {point.corpus_digest}, but its recorded "
+            f"trace source ({source}) now gives {rebuilt}: replaying it would fit other traces under this run's name",
+            fix="keep the trace file the run replayed with its evidence and point the job's traces at it, or "
+                "calibrate with the llmsweep version whose generator made the run's corpus")
 
 
 def predict_metrics(replay: _Replay, efficiency: dict[str, float]) -> dict[str, float]:

@@ -25,6 +25,7 @@ Programs are cheap: no text is built until a consumer reads `spec.messages` (the
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import logging
 import threading
@@ -52,6 +53,7 @@ from llmsweep.workload.base import (
 from llmsweep.workload.blocks import BlockText, PrefixCache, bust_marker, prefix_keys
 from llmsweep.workload.conversation import Conversation
 from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
+from llmsweep.workload.traces.digest import corpus_digest
 from llmsweep.workload.traces.loader import load_traces
 from llmsweep.workload.traces.plan import StreamPlan, TracePlan, TurnPlan, build_plan
 from llmsweep.workload.traces.schema import Trace
@@ -199,6 +201,11 @@ class AgenticWorkload(Workload):
                 plan = self._plans[index] = build_plan(self.traces[index])
             return plan
 
+    @functools.cached_property
+    def corpus_digest(self) -> str:
+        """Fingerprint of the traces this workload replays (`llmsweep.workload.traces.digest`)."""
+        return corpus_digest(self.traces)
+
     def trace_for(self, lane: int, play: int) -> int:
         """Index of the trace lane `lane` plays `play`-th: lanes stride a seeded order by the concurrency."""
         stride = self.config.concurrency or 1
@@ -219,6 +226,7 @@ class AgenticWorkload(Workload):
             "source": cfg.source or "synthetic",
             "dropped_subagents": sum(self.plan(i).dropped for i in range(len(self.traces))),
             "traces": len(self.traces),
+            "corpus_digest": self.corpus_digest,
             "tokenizer": self.tokenizer.name,
             **cfg.model_dump(mode="json", exclude={"source", "tokenizer", "synthetic"}),
             **({"synthetic": cfg.synthetic.model_dump(mode="json")} if cfg.source in (None, "synthetic") else {}),

@@ -11,10 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from llmsweep.catalog.sources import clear_caches
+from llmsweep.cli.sim import _config_for_job
 from llmsweep.cli.sim import calibrate as calibrate_cmd
 from llmsweep.cli.sim import predict as predict_cmd
 from llmsweep.errors import ConfigError, DatasetError
-from llmsweep.sim.calibrate import MeasuredPoint, _replays, fit_run, predict_metrics
+from llmsweep.sim.calibrate import MeasuredPoint, _replays, fit_run, measured_point, predict_metrics
 from llmsweep.sim.calibration import (
     UNCALIBRATED,
     CalibrationEntry,
@@ -23,6 +24,7 @@ from llmsweep.sim.calibration import (
     save_calibration,
 )
 from llmsweep.sim.engine import EngineConfig
+from llmsweep.workload.agentic import AgenticWorkload
 
 REPO = Path(__file__).resolve().parents[3]
 H200_RUN = REPO / "examples" / "results" / "h200-vllm-0.26.0"
@@ -153,3 +155,50 @@ def test_calibrate_refuses_unknown_factors_and_folders_without_jobs(tmp_path: Pa
     assert isinstance(out.exception, ConfigError) and "warp_speed" in str(out.exception)  # the CLI exits 2
     out = CliRunner().invoke(calibrate_cmd, [str(tmp_path)])
     assert isinstance(out.exception, DatasetError) and "no job folder" in str(out.exception)
+
+
+def _agentic_copy(tmp_path: Path, digest: str | None) -> Path:
+    """The committed llama run copied, its agentic point's summary carrying `digest` as the corpus it replayed."""
+    run = tmp_path / "llama"
+    shutil.copytree(H200_RUN / "llama", run)
+    (summary_path,) = run.glob("jobs/*_kvnone_*conc16*/summary.json")
+    summary = json.loads(summary_path.read_text())
+    summary["provenance"]["workload"]["corpus_digest"] = digest
+    summary_path.write_text(json.dumps(summary))
+    return summary_path.parent
+
+
+def test_calibrate_refuses_a_point_whose_rebuilt_traces_differ(user_catalog: Path, tmp_path: Path) -> None:
+    recorded = "sha256:" + "0" * 64
+    job = _agentic_copy(tmp_path, recorded)
+    out = CliRunner().invoke(calibrate_cmd, [str(tmp_path / "llama"), "--json"])
+    assert isinstance(out.exception, DatasetError), out.output
+    message = str(out.exception)
+    rebuilt = _replay_digest(job)
+    assert job.name in message and recorded in message and rebuilt in message and rebuilt != recorded
+    assert "keep the trace file" in (out.exception.fix or "")
+
+
+def _replay_digest(job: Path) -> str:
+    """The digest of the corpus calibrate rebuilds for `job` (checked against nothing)."""
+    point = measured_point(job, _config_for_job)
+    point = MeasuredPoint(**{**point.__dict__, "corpus_digest": None})
+    (replay,) = _replays([point])
+    assert isinstance(replay.workload, AgenticWorkload)
+    return replay.workload.corpus_digest
+
+
+def test_calibrate_replays_a_point_whose_digest_matches_and_warns_on_older_evidence(
+        user_catalog: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    job = _agentic_copy(tmp_path, None)
+    with caplog.at_level("WARNING", logger="llmsweep.sim.calibrate"):
+        digest = _replay_digest(job)  # recorded without a digest: replayed, with a warning
+    assert "recorded no corpus digest" in caplog.text and "cannot be verified" in caplog.text
+    caplog.clear()
+    job = _agentic_copy(tmp_path / "again", digest)
+    point = measured_point(job, _config_for_job)
+    assert point.corpus_digest == digest
+    with caplog.at_level("WARNING", logger="llmsweep.sim.calibrate"):
+        (replay,) = _replays([point])
+    assert "corpus digest" not in caplog.text
+    assert isinstance(replay.workload, AgenticWorkload) and replay.workload.corpus_digest == digest
