@@ -23,9 +23,13 @@ from llmsweep.execute.process import start_process, stop_process_tree, tree_aliv
 
 @pytest.fixture(autouse=True)
 def fresh_signals() -> Iterator[None]:
+    # As in a terminal: Ctrl-C raises. A test process started in the background (`pytest ... &`, and every
+    # pytest-xdist worker under it) inherits SIGINT ignored, which `interrupting()` rightly leaves alone.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     signals.reset()
     yield
     signals.reset()
+    signal.signal(signal.SIGINT, before)
 
 
 def test_the_first_signal_raises_with_its_number_and_later_ones_only_hurry() -> None:
