@@ -454,6 +454,22 @@ def eval_group(group: ServerGroup, job: Job, spec: LaunchSpec) -> ServerGroup:
                        executor=group.executor, notes=[*group.notes, "eval server: real verification"])
 
 
+def relaunch_reason(job: Job) -> str:
+    """Why a run-eval row's eval gets a server of its own: the words the progress lines use on every path."""
+    pinned = job.acceptance.value if job.acceptance is not None else "?"
+    return f"without synthetic acceptance for the eval (the throughput point pinned {pinned})"
+
+
+def record_eval_server(jdir: Path, spec: LaunchSpec, launcher: ServerLauncher, handle: ServerHandle) -> str:
+    """Write the relaunched eval server's launch to the job's `eval/server_command.txt` (secrets scrubbed) and return
+    it as written: what the eval block records (`EvalBlock.server_command`)."""
+    from llmsweep.evals.results import EVAL_DIR
+
+    command = handle.scrubber.scrub(command_text(spec, launcher, handle.command))
+    handle.scrubber.write_text(jdir / EVAL_DIR / art.COMMAND_FILE, command)
+    return command
+
+
 def _relaunched_eval(job: Job, server: _Server, spec: LaunchSpec, run_dir: Path, jdir: Path,
                      settings: LifecycleSettings, event: Event) -> Summary:
     """Stop the throughput server, launch the eval's (real verification), run the eval there, stop it. The eval's
@@ -461,8 +477,7 @@ def _relaunched_eval(job: Job, server: _Server, spec: LaunchSpec, run_dir: Path,
     from llmsweep.evals.results import EVAL_DIR
 
     group = server.group
-    event(f"job {job.id}: relaunching without synthetic acceptance for the eval (the throughput point pinned "
-          f"{job.acceptance.value if job.acceptance is not None else '?'})")
+    event(f"job {job.id}: relaunching {relaunch_reason(job)}")
     server.park()
     evserver = _Server(eval_group(group, job, spec), server.launcher, run_dir, settings, event)
     handle: ServerHandle | None = None
@@ -470,12 +485,10 @@ def _relaunched_eval(job: Job, server: _Server, spec: LaunchSpec, run_dir: Path,
     try:
         handle = evserver.ensure()
         espec = evserver.spec or spec
-        command = command_text(espec, evserver.launcher, handle.command)
-        edir.mkdir(parents=True, exist_ok=True)
-        handle.scrubber.write_text(edir / art.COMMAND_FILE, command)
+        command = record_eval_server(jdir, espec, evserver.launcher, handle)
         provenance = _provenance(job, espec, evserver.group, evserver.observed, handle, evserver.launcher.kind)
         summary = eval_job(job, handle.base_url, jdir, spec=espec, source=group.source, settings=settings,
-                           provenance=provenance, event=event, server_command=handle.scrubber.scrub(command))
+                           provenance=provenance, event=event, server_command=command)
         check_alive(handle, during=f"job {job.id}'s eval")
         return summary
     finally:

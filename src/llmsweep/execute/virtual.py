@@ -37,6 +37,8 @@ from llmsweep.execute.lifecycle import (
     eval_group,
     eval_job,
     eval_launch,
+    record_eval_server,
+    relaunch_reason,
     report_job_finished,
     settle,
 )
@@ -198,20 +200,12 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
             relaunch = eval_launch(job, group) if job.run_eval else None
             served = group if relaunch is None else eval_group(group, job, relaunch)
             if relaunch is not None:
-                event(f"job {job.id}: serving the eval live without synthetic acceptance (the point pinned "
-                      f"{job.acceptance.value if job.acceptance is not None else '?'})")
+                event(f"job {job.id}: serving the eval live {relaunch_reason(job)}")
             server = live.get(served)
             handle = server.ensure()
             spec = server.spec or served.spec
             provenance = _provenance(job, spec, served, server.observed, handle, server.launcher.kind)
-            eval_command = None
-            if relaunch is not None:
-                from llmsweep.evals.results import EVAL_DIR
-                from llmsweep.execute.lifecycle import command_text as live_command
-
-                eval_command = live_command(spec, server.launcher, handle.command)
-                (jdir / EVAL_DIR).mkdir(parents=True, exist_ok=True)
-                (jdir / EVAL_DIR / art.COMMAND_FILE).write_text(eval_command, encoding="utf-8")
+            eval_command = None if relaunch is None else record_eval_server(jdir, spec, server.launcher, handle)
             summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
                                provenance=provenance, event=event, server_command=eval_command)
         if summary is None:
