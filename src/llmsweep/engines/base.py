@@ -193,7 +193,7 @@ def real_verification(job: Job) -> Job:
 def relaunches_for_eval(job: Job) -> bool:
     """A run-eval row whose throughput point pins acceptance: its eval runs on a second server, relaunched with real
     verification (InferenceX's eval servers never pin it); without a pin the eval shares the throughput server."""
-    return bool(job.run_eval and not job.eval_only and synthetic_acceptance(job) is not None)
+    return bool(job.run_eval and synthetic_acceptance(job) is not None)  # never an eval-only job: it pins none
 
 
 def topology(job: Job) -> tuple[int, int, int, bool, int, int]:
