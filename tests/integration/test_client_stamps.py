@@ -375,3 +375,34 @@ def test_the_first_token_keeps_its_arrival_time_whatever_the_shape_of_the_stream
     assert server.content_write_at[0] - 0.0005 < rec["first_token_at"] < server.content_sent_at[0] + 0.0015
     (worker,) = res.summary.client_health.workers
     assert worker["reads_kernel_stamped"] > 0 and worker["reads_loop_stamped"] == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel receive times are a Linux socket option")
+def test_fresh_connections_get_their_first_packet_stamped_while_a_run_holds_stamps_on() -> None:
+    """The kernel switches packet time-stamping on (deferred) when the first socket asks and off when the last one
+    closes; a connection opened while no socket holds it on has its first packets unstamped, which a run then stamps
+    with the loop's clock. The run holds one socket for that (`KernelStampsOn`): every fresh connection's first packet,
+    sent the moment it asked, carries the kernel's receive time."""
+    import socket as _socket
+
+    from llmsweep.client.transport import _SO_TIMESTAMPNS, KernelStampsOn, _receive_time
+
+    assert _SO_TIMESTAMPNS is not None
+    holder = KernelStampsOn()
+    time.sleep(0.05)  # the switch itself is deferred to the kernel's work queue
+    try:
+        unstamped = 0
+        for _ in range(20):
+            with _socket.create_server(("127.0.0.1", 0)) as srv:
+                client = _socket.create_connection(srv.getsockname())
+                server, _ = srv.accept()
+                with client, server:
+                    client.setsockopt(_socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                    server.sendall(b"x")
+                    time.sleep(0.001)
+                    _, ancillary, _, _ = client.recvmsg(16, 1024)
+                    unstamped += _receive_time(ancillary) is None
+            time.sleep(0.02)  # long enough for a switch-off, were nothing holding it on
+    finally:
+        holder.close()
+    assert unstamped == 0

@@ -29,6 +29,7 @@ from llmsweep.client.recorder import RecordHelper, Tally
 from llmsweep.client.records import RecordWriter
 from llmsweep.client.transport import (
     READS_STAMPED,
+    KernelStampsOn,
     RawExchange,
     StampingConnector,
     build_body,
@@ -314,6 +315,7 @@ class Interpreter:
         connector.kernel_stamps = self.options.stamp_reads == "kernel"
         connector.first_events = self.options.split_first_events
         stamped = dict(READS_STAMPED)
+        stamps_on = KernelStampsOn() if connector.kernel_stamps else None
         helper_started = False
         undo_order = None
         if self._protocol_stamps and self.options.read_first_tokens_first:
@@ -353,6 +355,8 @@ class Interpreter:
                     self.stats.helper_cpu_s = self._helper.cpu_s
             if undo_order is not None:
                 undo_order()
+            if stamps_on is not None:
+                stamps_on.close()
             gc.set_threshold(*thresholds)
             gc.unfreeze()
             self.writer.close()
