@@ -118,8 +118,29 @@ class _BlockTable:
         flat = ent.reshape(-1)
         want = keys.view(np.int64)
         idx = self._home(keys)
-        pending = np.arange(n)
         added: list[np.ndarray] = []
+        # most keys are new and find their home slot empty: read the home slots alone first (one gather, no window)
+        e = ent.take(idx, axis=0)
+        val = e[:, 1]
+        empty = val == _EMPTY
+        go = ~((e[:, 0] == want) & (val >= 0))  # not present at home
+        ci = np.flatnonzero(empty)
+        if len(ci):
+            slots = idx.take(ci)
+            claim[slots[::-1]] = ci[::-1]  # equal keys share a home: the first in order wins it
+            won = ci[claim.take(slots) == ci]
+            at = idx.take(won)
+            blocks = vals.take(won)
+            flat[2 * at] = want.take(won)
+            flat[2 * at + 1] = blocks
+            self.slot_of[blocks] = at
+            self.n_full += len(won)
+            added.append(won)
+            go[won] = False
+        pending = np.flatnonzero(go)
+        if not len(pending):
+            return added[0] if added else np.empty(0, np.int64)
+        idx, want = idx.take(pending), want.take(pending)
         while True:
             # each key reads the window of `_WINDOW` slots from `idx` up to itself (present) or an empty slot
             m = len(pending)
