@@ -60,7 +60,23 @@ class _Rows:
         self.rows.extend([total, {**labels, key: label}, value] for label, value in values.items())
 
 
-_Sink = _Families | _Rows
+class _Values:
+    """Sink that keeps only the values, in the order `_Rows` writes its rows (the rows' names and labels do not change
+    between scrapes of one core)."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def gauge(self, name: str, doc: str, value: float, labels: dict[str, str]) -> None:
+        self.values.append(value)
+
+    counter = gauge
+
+    def by(self, name: str, doc: str, key: str, values: dict[str, float], labels: dict[str, str]) -> None:
+        self.values.extend(values.values())
+
+
+_Sink = _Families | _Rows | _Values
 
 
 class CoreCollector:
@@ -70,6 +86,8 @@ class CoreCollector:
         self.core = core
         self.model_name = model_name
         self.style = style
+        self._shape: list[tuple[str, dict[str, str]]] | None = None
+        """The rows' names and labels, from the first `samples` call."""
 
     def _emit(self, sink: _Sink) -> None:
         if self.style in ("sglang", "both"):
@@ -84,9 +102,16 @@ class CoreCollector:
 
     def samples(self) -> list[list[Any]]:
         """What a scrape of `collect()` reads, as [sample name, labels, value] rows, built directly (no families)."""
-        sink = _Rows()
-        self._emit(sink)
-        return sink.rows
+        shape = self._shape
+        if shape is None:
+            sink = _Rows()
+            self._emit(sink)
+            # later scrapes share these label dicts (readers only read them): only the values are built anew
+            self._shape = [(name, labels) for name, labels, _ in sink.rows]
+            return sink.rows
+        values = _Values()
+        self._emit(values)
+        return [[name, labels, value] for (name, labels), value in zip(shape, values.values, strict=True)]
 
     # -- SGLang names -----------------------------------------------------------------------------------------------
     def _sglang(self, out: _Sink) -> None:
