@@ -26,6 +26,7 @@ bytes; names under ``llmsweep:``, as no engine agrees on one spelling).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 from collections import deque
@@ -39,10 +40,12 @@ from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.kv import BlockHashes
 from llmsweep.sim.metrics import CoreCollector, MetricsStyle
+from llmsweep.sim.perf import Batch
 from llmsweep.sim.predict import _ARRIVAL, _STEP, _SUBMIT, _WAKE, Predictor, _Task
 from llmsweep.workload.base import RequestOutcome
 
 log = logging.getLogger(__name__)
+_INF = float("inf")
 
 RoleName = Literal["prefill", "decode"]
 RouterPolicy = Literal["round_robin", "least_load"]
@@ -196,6 +199,12 @@ class Worker:
     transfer_seconds: float = 0.0
     transfers: int = 0
     transfer_bytes: float = 0.0
+    shortest_step: float = 0.0
+    """A lower bound on any decode step's time here: one sequence at the shortest context (step times grow with the
+    batch and its context)."""
+    first_finish: tuple[float, int, float] = (-1.0, 0, 0.0)
+    """(end of the step in flight, running requests, `_first_finish` of them): computed once per step and batch (a
+    request adopted meanwhile joins the next step), read by every other worker."""
 
 
 class Cluster:
@@ -224,7 +233,11 @@ class Cluster:
     def _worker(role: RoleName, index: int, engine: EngineConfig, model_name: str, style: MetricsStyle,
                 coalesce: bool) -> Worker:
         core = build_core(engine, coalesce=coalesce)
-        return Worker(role, index, core, CoreCollector(core, model_name=model_name, style=style))
+        k = core.spec_k
+        shortest = core.timer.step_time(Batch(decode_seqs=1, decode_tokens=k + 1, decode_ctx=1,
+                                              draft_tokens=k))
+        return Worker(role, index, core, CoreCollector(core, model_name=model_name, style=style),
+                      shortest_step=shortest)
 
     @property
     def workers(self) -> list[Worker]:
@@ -264,9 +277,7 @@ class Cluster:
         out: list[list[Any]] = []
         for w in self.workers:
             extra = {"role": w.role, "worker": str(w.index)}
-            for fam in w.collector.collect():
-                for smp in fam.samples:
-                    out.append([smp.name, {**smp.labels, **extra}, smp.value])
+            out += [[name, {**labels, **extra}, value] for name, labels, value in w.collector.samples()]
             if w.role == "decode":
                 out += [[TRANSFER_METRICS["prealloc"], extra, float(len(w.prealloc))],
                         [TRANSFER_METRICS["transfer"], extra, float(w.arriving)],
@@ -293,9 +304,14 @@ class DisaggPredictor(Predictor):
         cluster.reset_links()
 
     def scrape(self, now: float) -> None:
-        self.scrapes.append({"t": self.start_time + now, "samples": self.cluster.scrape_samples()})
-        for probe in self.probes:  # e.g. every worker's modelled power (`power.virtual.VirtualDeploymentPower`)
-            probe(self.start_time + now)
+        """A snapshot of every worker as of `now` (inside a block of decode steps: as the step path shows it, see
+        :meth:`EngineCore.as_of`), so scrapes do not cut blocks."""
+        with contextlib.ExitStack() as stack:
+            for w in self.cluster.workers:
+                stack.enter_context(w.core.as_of(now))
+            self.scrapes.append({"t": self.start_time + now, "samples": self.cluster.scrape_samples()})
+            for probe in self.probes:  # e.g. every worker's modelled power (`power.virtual.VirtualDeploymentPower`)
+                probe(self.start_time + now)
 
     def _engine_busy(self) -> bool:
         return any(w.busy for w in self.cluster.workers) or self.cluster.has_work()
@@ -401,6 +417,12 @@ class DisaggPredictor(Predictor):
             for r, tokens in zip(emitted, block.tokens, strict=True):
                 r.owner[2].extend(ends)
                 r.owner[3].extend(tokens)
+            if block.finishes:  # its last step finished requests: as the step path's loop below
+                done = [r for r in emitted if r.finished_at is not None]
+                for r in done:
+                    self._done(r, now, worker.index)
+                if done:
+                    self._admit(worker.index, now)
             return
         t_abs = self.start_time + now
         finished = False
@@ -442,12 +464,12 @@ class DisaggPredictor(Predictor):
                     self._on_arrival(payload, now)
             if heap and heap[0][0] <= now:
                 continue  # every event of this instant first, then the steps it enables
-            horizon = min(heap[0][0], self._next_scrape) if heap else self._next_scrape
             started = False
             for i, w in enumerate(workers):
                 if w.busy or not w.core.has_work():
                     continue
-                end = w.core.begin_step(now, horizon)
+                self._heap_now = now
+                end = w.core.begin_step(now, self._horizon_of(w), finish=True)
                 if end is not None:
                     w.busy = started = True
                     self._push(end, _STEP, i)
@@ -457,12 +479,63 @@ class DisaggPredictor(Predictor):
                 break
         return now
 
+    def _horizon_of(self, worker: Worker) -> float:
+        """Until when nothing can change `worker`'s batch or KV pool (a block of its decode steps may run through the
+        step in which this falls: `begin_step(..., finish=True)`; a scrape reads a block as of its time and does not
+        bound it). A transfer's arrival, a submit and a prefill worker's step end (which reserves decode-side KV) act
+        at their time; a lane's wake-up, an arrival and another decode worker's step end (which finishes requests and
+        so wakes their lanes) only run lane programs, whose requests reach the deployment a frontend latency later."""
+        if worker.role == "prefill":
+            return self._heap[0][0] if self._heap else _INF
+        frontend, workers = self.frontend, self.cluster.workers
+        horizon = _INF
+        for t, _, kind, payload in self._heap:
+            if kind == _STEP and workers[payload].role == "decode":
+                t = _first_finish(workers[payload], t) + frontend
+            elif kind in (_WAKE, _ARRIVAL):
+                t += frontend
+            if t < horizon:
+                horizon = t
+        for w in self.cluster.decode:  # about to begin a step at the same instant: it might finish requests
+            if w is not worker and not w.busy and w.core.has_work():
+                horizon = min(horizon, self._heap_now + frontend)
+        return horizon
+
     def _finish_stats(self, now: float) -> None:
         self.stats.requests = len(self.records)
         self.stats.steps = sum(w.core.counters.steps for w in self.cluster.workers)
         self.stats.virtual_seconds = now
         self.stats.preemptions = sum(w.core.counters.preemptions for w in self.cluster.workers)
         self.stats.counters = self.cluster.counters()
+
+
+def _first_finish(worker: Worker, end: float) -> float:
+    """The earliest time a decode worker whose step (or block of steps) in flight ends at `end` can finish a request:
+    `end` itself when that step may finish one, else after the fewest further steps that could bring the closest
+    request to its length (at most K + 1 tokens a step), each at least `worker.shortest_step` long. (A request that
+    is preempted and recomputed finishes later still.)"""
+    t, n, at = worker.first_finish
+    if t == end and n == len(worker.core.running):
+        return at
+    at = _earliest_finish(worker, end)
+    worker.first_finish = (end, len(worker.core.running), at)
+    return at
+
+
+def _earliest_finish(worker: Worker, end: float) -> float:
+    core = worker.core
+    scheduled, plan, lookahead = core._scheduled, core._plan, core.spec_k + 1
+    if plan is None:
+        emitted = {id(r): lookahead for r in scheduled}
+    elif plan.finishes:
+        return end
+    else:
+        per_request = [plan.steps] * len(scheduled) if plan.tokens is None else plan.tokens.sum(axis=0).tolist()
+        emitted = dict(zip(map(id, scheduled), per_request, strict=True))
+    left = min((r.max_tokens - r.generated - emitted.get(id(r), 0) for r in core.running), default=0)
+    if left <= 0 or any(r.chunk > 0 for r in scheduled):  # a prefill in flight may emit a first token
+        return end
+    return end + -(-left // lookahead) * worker.shortest_step
 
 
 DRAIN_POLL_S = 10.0

@@ -3,6 +3,7 @@ disaggregated point with an aggregated one, and what the deployment exports."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -156,3 +157,59 @@ def test_the_prefill_worker_holds_the_prompts_kv_until_the_transfer_has_read_it(
         assert value(samples, "sglang:num_running_reqs", "prefill") == 0
         assert value(samples, "sglang:token_usage", "prefill") > 0
     assert value(predictor.scrapes[-1]["samples"], "sglang:token_usage", "prefill") == 0
+
+
+class Staggered(Fixed):
+    """`Fixed` with output lengths that differ by lane and request: requests finish (and their lanes send the next)
+    while the other decode worker is inside a block."""
+
+    def one(self, lane: int, i: int) -> LaneProgram:
+        for action in super().one(lane, i):
+            assert isinstance(action, Send)
+            yield Send(dataclasses.replace(action.spec, max_tokens=2 + (97 * lane + 61 * i) % self.osl))
+
+
+@pytest.mark.parametrize("spec", [False, True])
+def test_coalesced_disaggregated_prediction_equals_the_step_by_step_one(spec: bool) -> None:
+    """Decode workers run blocks of decode steps across scrapes and through the step in which requests finish; the
+    records and every scrape equal the step-by-step path's (chunk times to float rounding)."""
+    from llmsweep.sim.config import SpecDecodeConfig
+
+    engine = ENGINE.model_copy(update={"spec": SpecDecodeConfig(method="mtp", k=3, acceptance_length=2.5)}
+                               if spec else {})
+    config = deployment(1, 2, engine=engine)
+
+    def run(coalesce: bool) -> tuple[Records, DisaggPredictor, int]:
+        predictor = DisaggPredictor(Cluster(config, coalesce=coalesce), scrape_interval=0.25)
+        blocks = 0
+        for w in predictor.cluster.decode:
+            end_step = w.core.end_step
+
+            def counting(end_step: Any = end_step, core: Any = w.core) -> list[Any]:
+                nonlocal blocks
+                out = end_step()
+                blocks += core.last_block is not None and core.last_block.finishes
+                return out
+
+            w.core.end_step = counting  # type: ignore[method-assign]
+        records = predictor.run(Staggered(isl=300, osl=400, per_lane=4), concurrency=10, duration=1e6)
+        return records, predictor, blocks
+
+    step_records, step_pred, _ = run(False)
+    fast_records, fast_pred, finishing_blocks = run(True)
+    assert finishing_blocks > 0  # blocks ended with the step in which their requests finished
+    assert len(step_records) == 40 and all(r["status"] == 200 for r in step_records)
+
+    def accounting(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r["session"], r["prompt_tokens"], r["completion_tokens"], r["chunk_tokens"]
+
+    assert [accounting(r) for r in fast_records] == [accounting(r) for r in step_records]
+    for x, y in zip(step_records, fast_records, strict=True):
+        np.testing.assert_allclose(y["chunk_times"], x["chunk_times"], rtol=0, atol=1e-6)
+        assert y["end_at"] == pytest.approx(x["end_at"], abs=1e-6)
+    assert len(fast_pred.scrapes) == len(step_pred.scrapes) > 5
+    for x, y in zip(step_pred.scrapes, fast_pred.scrapes, strict=True):
+        assert [s[:2] for s in x["samples"]] == [s[:2] for s in y["samples"]]
+        np.testing.assert_allclose([s[2] for s in y["samples"]], [s[2] for s in x["samples"]], rtol=1e-9)
+    steps = [w.core.counters.steps for w in fast_pred.cluster.workers]
+    assert steps == [w.core.counters.steps for w in step_pred.cluster.workers]
