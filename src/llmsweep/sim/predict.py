@@ -256,7 +256,7 @@ class Predictor:
     def _send(self, task: _Task, spec: RequestSpec, now: float) -> None:
         ident = spec.identity
         if self.shapes and spec.shape is not None:
-            n_tokens, hashes = self.encoder.shaped(spec.shape)
+            n_tokens, hashes = self.encoder.shaped(spec.shape, template=spec.api == "chat")
         else:
             n_tokens, hashes = self.encoder.encode(messages=spec.messages, prompt=spec.prompt)
         record: dict[str, Any] = {

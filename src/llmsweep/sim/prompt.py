@@ -214,11 +214,19 @@ class PromptEncoder:
         final, _, _ = _extend(self.block_size, state.last_hash, state.tail, (IM_START, "assistant"))
         return state.tokens + 2, self._chain(state, final)
 
-    def shaped(self, messages: Sequence[MessageShape]) -> tuple[int, np.ndarray]:
+    def shaped(self, messages: Sequence[MessageShape], *, template: bool = True) -> tuple[int, np.ndarray]:
         """:meth:`chat` from message shapes instead of text: the same token count, the same prefix equality. A block's
         hash is the rolling hash of the whole prefix through it (`_extend_codes`); a state's `last_hash` is the rolling
         hash of its whole prefix, partial block included. A shape's key names the conversation through it, so the
-        memo is searched from the last message back and only the messages after the deepest known one are encoded."""
+        memo is searched from the last message back and only the messages after the deepest known one are encoded.
+
+        `template=False`: a completions prompt, the runs of `messages` as they are (:meth:`ids`: no chat template, its
+        own root, nothing memoised)."""
+        if not template:
+            items = [run for m in messages for run in m.runs()]
+            codes = _token_codes(items)
+            hashes, _ = _extend_codes(self.block_size, _ROOT_HASH ^ 1, 0, codes, [len(codes)])
+            return len(codes), hashes[0]
         memo = self._shaped
         bs = self.block_size
         start = len(messages)

@@ -158,8 +158,9 @@ class RequestSpec:
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Engine-specific request fields (e.g. chat_template_kwargs); merged into the JSON body as is."""
     shape: tuple[MessageShape, ...] | None = None
-    """The chat prompt as token runs (see :class:`MessageShape`), when the workload can say so without text: the
-    same tokens as `messages`, which stays what is sent over HTTP. None: read `messages`."""
+    """The prompt as token runs (see :class:`MessageShape`), when the workload can say so without text: for chat, the
+    same tokens as `messages` (the interpreter adds the chat template); for completions, one message whose runs are
+    the tokens of `prompt` as they are. `messages` / `prompt` stay what is sent over HTTP. None: read those."""
 
     @property
     def prompt_built(self) -> bool:

@@ -142,14 +142,17 @@ class FixedLengthWorkload(Workload):
             "extra_body": dict(cfg.extra_body),
         }
         if cfg.api == "completions":
-            return RequestSpec(api="completions", prompt=Deferred(lambda: self.prompt_ids(index, isl)), **common)
+            shape = None if cfg.use_chat_template else self._shape(index, isl)  # ids without a template: its runs
+            return RequestSpec(api="completions", prompt=Deferred(lambda: self.prompt_ids(index, isl)), shape=shape,
+                               **common)
         return RequestSpec(api="chat", messages=Deferred(lambda: self.messages(index, isl)),
                            shape=self._shape(index, isl), **common)
 
     def _shape(self, index: int, isl: int) -> tuple[MessageShape, ...] | None:
-        """The chat prompt as token runs (`MessageShape`), with the built-in tokenizer only (one token per word, so
-        the content is exactly its words, at the first try of `_exact`): the marker's words, then the prompt's own
-        random words — a source of their own, (seed, length) and the index, as no other prompt shares them."""
+        """The prompt as token runs (`MessageShape`), with the built-in tokenizer only (one token per word, so a chat
+        content is exactly its words, at the first try of `_exact`): the marker's words, then the prompt's own
+        random words — a source of their own, (seed, length) and the index, as no other prompt shares them. (A
+        completions prompt without a template is the same `isl` tokens, `_choices`, as ids.)"""
         if not isinstance(self.tokenizer, WordTokenizer):
             return None
         n = max(1, isl - self._overhead)

@@ -69,9 +69,11 @@ def _drive(program: LaneProgram, specs: list[RequestSpec], limit: int) -> None:
             value = SpawnHandle(0)
 
 
-@pytest.mark.parametrize("template", [False, True])
-def test_fixed_length_chat_prompts_predict_from_their_shape_exactly_what_their_text_does(template: bool) -> None:
-    config = FixedLengthConfig(isl=2000, osl=200, api="chat", num_prompts=40, num_warmups=2, range_ratio=0.5,
+@pytest.mark.parametrize(("api", "template"), [("chat", False), ("chat", True), ("completions", False)])
+def test_fixed_length_prompts_predict_from_their_shape_exactly_what_their_text_does(api: str, template: bool) -> None:
+    """Chat prompts with and without the template counted, and completions prompts (token ids, as InferenceX's
+    fixed-length rows send them): records and scrapes equal to the text path's."""
+    config = FixedLengthConfig(isl=2000, osl=200, api=api, num_prompts=40, num_warmups=2, range_ratio=0.5,
                                use_chat_template=template)
     runs = []
     for shapes in (False, True):
