@@ -223,8 +223,7 @@ class PromptEncoder:
         `template=False`: a completions prompt, the runs of `messages` as they are (:meth:`ids`: no chat template, its
         own root, nothing memoised)."""
         if not template:
-            items = [run for m in messages for run in m.runs()]
-            codes = _token_codes(items)
+            codes = _token_codes([run for m in messages for run in m.runs()])
             hashes, _ = _extend_codes(self.block_size, _ROOT_HASH ^ 1, 0, codes, [len(codes)])
             return len(codes), hashes[0]
         memo = self._shaped
