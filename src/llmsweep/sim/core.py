@@ -40,7 +40,7 @@ import numpy as np
 
 from llmsweep.sim.acceptance import AcceptanceController
 from llmsweep.sim.config import SimConfig
-from llmsweep.sim.kv import BlockHashes, KVPool
+from llmsweep.sim.kv import BlockHashes, Hint, KVPool
 from llmsweep.sim.perf import Batch, StepTimer, decode_step_times
 
 _INF = float("inf")
@@ -86,6 +86,11 @@ class SimRequest:
     preemptions: int = 0
     aborted: bool = False
     error: str | None = None
+    hint: Hint | None = None
+    """Keys and blocks of an earlier prompt this one may extend (the caller's guess; see `KVPool.lookup_array`);
+    dropped once the request is admitted."""
+    released: np.ndarray = field(default_factory=lambda: _NO_BLOCKS)
+    """The blocks the request held when it last released them (its prompt's come first)."""
 
     @property
     def done(self) -> bool:
@@ -186,12 +191,13 @@ class EngineCore:
         return self.num_blocks * self.block_size
 
     def new_request(self, prompt_len: int, block_hashes: BlockHashes, max_tokens: int, *, owner: Any = None,
-                    now: float | None = None) -> SimRequest:
-        """Queue a request; one that can never fit the KV pool is returned with `error` set and not queued."""
+                    now: float | None = None, hint: Hint | None = None) -> SimRequest:
+        """Queue a request; one that can never fit the KV pool is returned with `error` set and not queued. `hint`:
+        see `SimRequest.hint`."""
         rid = self._next_rid
         self._next_rid += 1
         req = SimRequest(rid, prompt_len, block_hashes, max(1, max_tokens), owner,
-                         self.now if now is None else now)
+                         self.now if now is None else now, hint=hint)
         self.counters.requests_submitted += 1
         if prompt_len < 1:
             req.error = "prompt is empty"
@@ -312,7 +318,7 @@ class EngineCore:
             r = waiting[0]
             target = r.prompt_len + r.generated
             limit = (r.prompt_len - 1) // bs
-            cached_blocks, h = pool.lookup_array(r.block_hashes, limit)
+            cached_blocks, h = pool.lookup_array(r.block_hashes, limit, r.hint)
             g = len(cached_blocks)
             hit_tokens = (g + h) * bs
             chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget)
@@ -323,6 +329,7 @@ class EngineCore:
                 pool.release(cached_blocks)
                 break
             waiting.popleft()
+            r.hint = None
             if h:
                 pool.register_many(got[:h], r.block_hashes[g:g + h])
                 host_load += h * bs
@@ -604,6 +611,7 @@ class EngineCore:
     def _release(self, r: SimRequest) -> None:
         if len(r.blocks):
             self.pool.release(r.blocks)
+            r.released = r.blocks
             r.blocks = _NO_BLOCKS
 
     def _preempt(self, r: SimRequest) -> None:

@@ -36,6 +36,8 @@ _OFFSETS = np.arange(_WINDOW, dtype=np.int64)
 
 BlockHashes = np.ndarray | Sequence[int]
 """A prompt's chain hashes: a uint64 array (what the encoder gives) or a sequence of Python ints."""
+Hint = tuple[np.ndarray, np.ndarray]
+"""(keys, blocks) of an earlier prompt's cached blocks, for :meth:`KVPool.lookup_array`."""
 
 
 def as_keys(hashes: BlockHashes) -> np.ndarray:
@@ -270,11 +272,23 @@ class KVPool:
         found, h = self.lookup_array(hashes, limit)
         return found.tolist(), h
 
-    def lookup_array(self, hashes: BlockHashes, limit: int) -> tuple[np.ndarray, int]:
-        """:meth:`lookup` with the blocks as an int64 array."""
+    def lookup_array(self, hashes: BlockHashes, limit: int, hint: Hint | None = None) -> tuple[np.ndarray, int]:
+        """:meth:`lookup` with the blocks as an int64 array. `hint`: the keys and blocks of an earlier prompt that
+        this one may extend (the conversation's previous request): where the keys agree and a hinted block is still
+        cached under its key (a block is `hashed` exactly while the table maps its key to it), that block is the
+        answer, read from two arrays instead of probing the table; the keys past the first disagreement are looked
+        up as usual. The same answer either way."""
         if not self.prefix_caching or limit <= 0:
             return _NO_BLOCKS, 0
-        keys, found = self._head(hashes, limit)
+        if hint is not None:
+            keys = as_keys(hashes)
+            if limit < len(keys):
+                keys = keys[:limit]
+            hinted = self._hinted(keys, hint)
+            n = len(hinted)
+            found = hinted if n == len(keys) else np.concatenate((hinted, self.table.find(keys[n:])))
+        else:
+            keys, found = self._head(hashes, limit)
         miss = np.flatnonzero(found < 0)
         if not len(miss):
             return found, 0
@@ -282,6 +296,18 @@ class KVPool:
         if not self.host_blocks:
             return found[:g], 0
         return found[:g], self._host_run(keys[g:])
+
+    def _hinted(self, keys: np.ndarray, hint: Hint) -> np.ndarray:
+        """The leading blocks of `hint` that still cache the leading `keys`."""
+        hint_keys, hint_blocks = hint
+        m = min(len(keys), len(hint_keys), len(hint_blocks))
+        if not m:
+            return _NO_BLOCKS
+        blocks = hint_blocks[:m]
+        head = keys[:m]
+        ok = (head == hint_keys[:m]) & self.hashed[blocks] & (self.hash_of[blocks] == head)
+        bad = np.flatnonzero(~ok)
+        return blocks[:int(bad[0])] if len(bad) else blocks
 
     def acquire(self, blocks: Sequence[int] | np.ndarray) -> None:
         """Take a reference on cached blocks (from :meth:`lookup`)."""

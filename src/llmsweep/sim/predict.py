@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from llmsweep.errors import ConfigError
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
-from llmsweep.sim.kv import BlockHashes
+from llmsweep.sim.kv import BlockHashes, Hint, as_keys
 from llmsweep.sim.metrics import CoreCollector, MetricsStyle
 from llmsweep.sim.prompt import PromptEncoder
 from llmsweep.sim.text import token_text
@@ -128,6 +128,9 @@ class Predictor:
         """Called with each scrape's unix time (after the snapshot), e.g. the modelled power (`power.virtual`)."""
         self._idle_cap: float | None = None
         self._last_activity = 0.0
+        self._hints: dict[tuple[str, str], Hint] = {}
+        """Per agent (session, node): its last finished prompt's keys and blocks (oldest agents dropped first)."""
+        self._hint_cap = 256
 
     def scrape(self, now: float) -> None:
         """Record one snapshot of the engine's Prometheus series at virtual time `now` (inside a block of decode
@@ -154,6 +157,18 @@ class Predictor:
         heap = self._heap
         horizon = heap[0][0] + self.frontend if heap else _INF
         return submits[0] if submits and submits[0] < horizon else horizon
+
+    def _remember(self, record: dict[str, Any], r: SimRequest) -> None:
+        """Keep a finished request's prompt keys and blocks as the hint for its agent's next request, whose prompt
+        usually extends it (`KVPool.lookup_array`; a wrong guess costs a comparison, never the answer)."""
+        if not len(r.released) or not self.core.pool.prefix_caching:
+            return
+        hints = self._hints
+        key = (record["session"], record["node"])
+        hints.pop(key, None)
+        hints[key] = (as_keys(r.block_hashes), r.released)
+        if len(hints) > self._hint_cap:
+            del hints[next(iter(hints))]
 
     def _new_task(self, gen: LaneProgram, lane: int, parent: _Task | None) -> _Task:
         self._tid += 1
@@ -277,7 +292,8 @@ class Predictor:
     def _submit(self, payload: tuple[_Task, dict[str, Any], int, BlockHashes, int], now: float) -> None:
         task, record, n_tokens, hashes, max_tokens = payload
         owner = (task, record, record["chunk_times"], record["chunk_tokens"])
-        req = self.core.new_request(n_tokens, hashes, max_tokens, owner=owner, now=now)
+        hint = self._hints.get((record["session"], record["node"]))
+        req = self.core.new_request(n_tokens, hashes, max_tokens, owner=owner, now=now, hint=hint)
         if req.error is not None:
             record.update(status=400, error_class="context_overflow" if n_tokens else "http", error=req.error,
                           end_at=self.start_time + now)
@@ -310,6 +326,7 @@ class Predictor:
     def _finish(self, r: SimRequest, task: _Task, record: dict[str, Any], now: float) -> None:
         record.update(end_at=self.start_time + now, status=200, completion_tokens=r.generated,
                       cached_tokens=max(r.cached_tokens, 0))
+        self._remember(record, r)
         self._last_activity = now
         text = token_text(self.core.config.seed, r.rid, 0, r.generated) if self.output_text else ""
         self._push(now, _WAKE, (task, RequestOutcome(ok=True, output_text=text, output_tokens=r.generated)))
@@ -332,6 +349,7 @@ class Predictor:
     def _run(self, workload: Workload, *, concurrency: int, duration: float, max_requests: int | None,
              open_loop: bool | None) -> list[dict[str, Any]]:
         self._duration = duration
+        self._hint_cap = 4 * max(concurrency, 1) + 64
         # until the first profiling request the deadline only bounds a runaway warm-up
         self._deadline = 10 * duration + 3600.0
         self._max_requests = float("inf") if max_requests is None else max_requests

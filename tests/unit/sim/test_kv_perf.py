@@ -47,6 +47,47 @@ def test_pool_keeps_its_books_under_random_traffic() -> None:
     _check(pool)
 
 
+def test_a_hinted_prefix_lookup_answers_what_the_table_does() -> None:
+    """A lookup given an earlier prompt's keys and blocks as a hint (its conversation's previous request) answers as
+    the table does, whatever the hint: a true prefix, one whose blocks were since evicted or re-used for other keys,
+    another conversation's, a longer or shorter one."""
+    import numpy as np
+
+    from llmsweep.sim.kv import as_keys
+
+    rng = random.Random(5)
+    pool = KVPool(96, 16)
+    held: list[tuple[list[int], list[int]]] = []
+    finished: list[tuple[list[int], list[int]]] = []  # (hashes, blocks) of released prompts: the hints
+    hinted = 0
+    for _ in range(4000):
+        if held and rng.random() < 0.45:
+            blocks, hashes = held.pop(rng.randrange(len(held)))
+            pool.release(blocks)
+            finished.append((hashes, blocks))
+            continue
+        conv = rng.randrange(6)
+        hashes = [conv * 1000 + i for i in range(rng.randrange(1, 20))]
+        hint = None
+        if finished and rng.random() < 0.8:
+            keys, blocks = rng.choice(finished)
+            hint = (as_keys(keys), np.asarray(blocks, np.int64))
+        limit = rng.randrange(0, len(hashes) + 1)
+        plain, h_plain = pool.lookup_array(hashes, limit)
+        with_hint, h_hint = pool.lookup_array(hashes, limit, hint)
+        assert with_hint.tolist() == plain.tolist() and h_hint == h_plain
+        hinted += hint is not None and len(plain) > 0
+        g = len(plain)
+        pool.acquire(plain)
+        new = pool.allocate(len(hashes) - g)
+        if new is None:
+            pool.release(plain)
+        else:
+            pool.register_many(new, hashes[g:])
+            held.append((plain.tolist() + new, hashes))
+    assert hinted > 500
+
+
 def test_eviction_takes_the_least_recently_released_prefix_tail_first() -> None:
     pool = KVPool(8, 16)
     a, b = [1, 2, 3, 4], [11, 12, 13, 14]
