@@ -169,15 +169,15 @@ class Staggered(Fixed):
             yield Send(dataclasses.replace(action.spec, max_tokens=2 + (97 * lane + 61 * i) % self.osl))
 
 
-@pytest.mark.parametrize("spec", [False, True])
-def test_coalesced_disaggregated_prediction_equals_the_step_by_step_one(spec: bool) -> None:
+@pytest.mark.parametrize(("spec", "prefill_workers"), [(False, 1), (True, 1), (True, 2)])
+def test_coalesced_disaggregated_prediction_equals_the_step_by_step_one(spec: bool, prefill_workers: int) -> None:
     """Decode workers run blocks of decode steps across scrapes and through the step in which requests finish; the
     records and every scrape equal the step-by-step path's (chunk times to float rounding)."""
     from llmsweep.sim.config import SpecDecodeConfig
 
     engine = ENGINE.model_copy(update={"spec": SpecDecodeConfig(method="mtp", k=3, acceptance_length=2.5)}
                                if spec else {})
-    config = deployment(1, 2, engine=engine)
+    config = deployment(prefill_workers, 2, engine=engine)
 
     def run(coalesce: bool) -> tuple[Records, DisaggPredictor, int]:
         predictor = DisaggPredictor(Cluster(config, coalesce=coalesce), scrape_interval=0.25)
@@ -192,7 +192,7 @@ def test_coalesced_disaggregated_prediction_equals_the_step_by_step_one(spec: bo
                 return out
 
             w.core.end_step = counting  # type: ignore[method-assign]
-        records = predictor.run(Staggered(isl=300, osl=400, per_lane=4), concurrency=10, duration=1e6)
+        records = predictor.run(Staggered(isl=3000, osl=400, per_lane=4), concurrency=10, duration=1e6)
         return records, predictor, blocks
 
     step_records, step_pred, _ = run(False)
