@@ -246,8 +246,10 @@ def predict_parallel(units: Sequence[Unit], settings: Settings, processes: int,
     workers: dict[int, BaseProcess] = {}
     try:
         pending: dict[Future[list[Outcome]], int] = {}
-        for i, unit in enumerate(units):
-            pending[pool.submit(_predict_in_worker, unit, settings)] = i
+        # Longest first, so that no long unit starts last and runs on alone: a unit of several points (a
+        # disaggregated job, several servers stepped together) before single points, else in the recipe's order.
+        for i in sorted(range(len(units)), key=lambda i: -len(units[i].concurrencies)):
+            pending[pool.submit(_predict_in_worker, units[i], settings)] = i
             workers.update(pool._processes or {})  # started on demand, one per submit up to `processes`
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
