@@ -123,12 +123,18 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.timeout(180)
-def test_ctrl_c_to_the_process_group_stops_the_run_and_its_workers(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "to_group", "code"), [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)],
+                         ids=["ctrl-c-to-the-group", "sigterm-to-the-parent"])
+def test_an_interrupt_stops_the_run_and_its_workers(tmp_path: Path, sig: signal.Signals, to_group: bool,
+                                                    code: int) -> None:
     proc, log, workers = _start(tmp_path)
     try:
         everything = _descendants(proc.pid)
-        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the workers get it too, and leave it to the parent
-        assert proc.wait(timeout=60) == 130, log.read_text()[-4000:]
+        if to_group:  # a terminal's Ctrl-C: the workers get it too, and leave it to the parent
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        assert proc.wait(timeout=60) == code, log.read_text()[-4000:]
         assert "interrupted" in log.read_text() and "Traceback" not in log.read_text()  # said once, by the parent
         assert not (tmp_path / "predict.json").read_text()  # stopped at once: no result, nothing waited out
         _assert_nothing_left(everything + workers, log)
@@ -160,7 +166,7 @@ def test_a_killed_worker_refuses_the_points_it_took_with_it_and_fails_the_run(tm
         rows = json.loads((tmp_path / "predict.json").read_text())
         assert len(rows) == 2 and all("refused" in r for r in rows), rows
         assert all(r["refused"].startswith("the prediction worker died (") for r in rows), rows
-        assert f"pid {workers[0]} killed by SIGKILL" in rows[0]["refused"]
+        assert f"(pid {workers[0]} killed by SIGKILL)" in rows[0]["refused"]  # the one that died, not the rest
         assert "error: llmsweep predict: the prediction worker died; 2 unit(s) were not predicted" in text
         _assert_nothing_left(everything, log)
     finally:

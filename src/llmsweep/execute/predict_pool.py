@@ -273,13 +273,15 @@ def predict_parallel(units: Sequence[Unit], settings: Settings, processes: int,
 
 def _deaths(workers: dict[int, BaseProcess]) -> str:
     """How the pool's workers ended, e.g. `pid 123 killed by SIGKILL`."""
-    said = []
-    for pid, proc in sorted(workers.items()):
-        code = proc.exitcode
-        if code is None or code == 0:
-            continue
-        said.append(f"pid {pid} killed by {signal.Signals(-code).name}" if code < 0 and -code in
-                    signal.valid_signals() else f"pid {pid} exited {code}")
+    deadline = time.monotonic() + 2.0
+    for proc in workers.values():  # the pool's thread reaps them as it breaks: wait for it to have done so
+        while proc.exitcode is None and time.monotonic() < deadline:
+            proc.join(0.05)
+    ended = {pid: proc.exitcode for pid, proc in sorted(workers.items()) if proc.exitcode}
+    # the pool terminates (SIGTERM) the other workers once one died: name the one that died first
+    first = {pid: code for pid, code in ended.items() if code != -signal.SIGTERM} or ended
+    said = [f"pid {pid} killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
+            else f"pid {pid} exited {code}" for pid, code in first.items() if code is not None]
     return "; ".join(said) or "a worker process ended abruptly"
 
 
