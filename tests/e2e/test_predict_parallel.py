@@ -75,7 +75,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], Path, list[int]]:
-    """A slow `predict --processes 2` in its own process group, once both workers are predicting; its stderr (its
+    """A slow `predict --processes 2` in its own process group, once both workers are busy; its stderr (its
     stdout goes to predict.json) and its workers."""
     log = tmp_path / "predict.log"
     err, out = open(log, "wb"), open(tmp_path / "predict.json", "wb")  # noqa: SIM115 - the child's
@@ -84,8 +84,8 @@ def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], Path, 
     wait_for(lambda: "on 2 worker processes" in log.read_text(), timeout=60, what="the first line", proc=proc, log=log)
     workers = wait_for(lambda: len(w := _python_children(proc.pid)) >= 2 and w, timeout=60,
                        what="two worker processes", proc=proc, log=log)
-    wait_for(lambda: all(_cpu_ticks(w) > 50 for w in workers), timeout=60, what="both workers mid-point", proc=proc,
-             log=log)
+    wait_for(lambda: all(_cpu_ticks(w) > 50 for w in workers), timeout=60,
+             what="both workers busy (starting or predicting)", proc=proc, log=log)
     return proc, log, workers
 
 

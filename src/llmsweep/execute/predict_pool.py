@@ -22,9 +22,10 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -212,11 +213,29 @@ def usable_cpus() -> int:
 
 
 def _start_worker() -> None:
+    # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop. The worker was started
+    # with SIGINT blocked (`_sigint_held`), so none arrived while it was starting; from here on it is ignored.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     from llmsweep.client.runner import exit_with_parent
 
-    # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent()
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold SIGINT back from this thread while it starts workers: a process inherits the blocked signal, so a
+    Ctrl-C cannot interrupt a worker still importing (it would print a traceback), and this process receives it,
+    once the block ends, as it would have without."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _predict_in_worker(unit: Unit, settings: Settings) -> list[Outcome]:
@@ -248,9 +267,10 @@ def predict_parallel(units: Sequence[Unit], settings: Settings, processes: int,
         pending: dict[Future[list[Outcome]], int] = {}
         # Longest first, so that no long unit starts last and runs on alone: a unit of several points (a
         # disaggregated job, several servers stepped together) before single points, else in the recipe's order.
-        for i in sorted(range(len(units)), key=lambda i: -len(units[i].concurrencies)):
-            pending[pool.submit(_predict_in_worker, units[i], settings)] = i
-            workers.update(pool._processes or {})  # started on demand, one per submit up to `processes`
+        with _sigint_held():  # workers start on demand, one per submit up to `processes`
+            for i in sorted(range(len(units)), key=lambda i: -len(units[i].concurrencies)):
+                pending[pool.submit(_predict_in_worker, units[i], settings)] = i
+                workers.update(pool._processes or {})
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in sorted(done, key=pending.__getitem__):
