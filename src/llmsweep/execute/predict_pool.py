@@ -22,7 +22,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -270,6 +270,8 @@ def predict_parallel(units: Sequence[Unit], settings: Settings, processes: int,
         with _sigint_held():  # workers start on demand, one per submit up to `processes`
             for i in sorted(range(len(units)), key=lambda i: -len(units[i].concurrencies)):
                 pending[pool.submit(_predict_in_worker, units[i], settings)] = i
+                # the pool keeps its processes to itself, and Python 3.11 has no way to end them on request
+                # (3.14: terminate_workers); held here to terminate them and to say how one died
                 workers.update(pool._processes or {})
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -305,7 +307,7 @@ def _deaths(workers: dict[int, BaseProcess]) -> str:
     return "; ".join(said) or "a worker process ended abruptly"
 
 
-def _terminate(pool: ProcessPoolExecutor, workers: Any) -> None:
+def _terminate(pool: ProcessPoolExecutor, workers: Iterable[BaseProcess]) -> None:
     """Cancel what has not started and end the workers now (a unit in flight is abandoned, its files unwritten)."""
     procs = list(workers)
     pool.shutdown(wait=False, cancel_futures=True)
