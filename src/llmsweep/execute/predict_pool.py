@@ -10,7 +10,8 @@ A worker process (spawned, never forked) ignores Ctrl-C, which the terminal send
 parent alone decides to stop, and on any exception, signal or interrupt it cancels the pending units and terminates
 its workers. A worker also exits when the parent dies however it died (SIGKILL, the OOM killer), so a killed run
 leaves no process behind. A unit that raises in a worker becomes that unit's refusal with the reason; a worker that
-dies takes its pool with it, and every unit not predicted by then is refused saying so.
+dies (the OOM killer, a crash) takes its pool with it: the unit it was predicting is refused saying so, and the
+units its pool had not finished are predicted again on a fresh pool.
 
 Predictions are seeded per point, so the outcomes do not depend on which worker ran a unit or in which order the
 units finished: the parent puts them back in the recipe's order.
@@ -212,7 +213,12 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _start_worker() -> None:
+_started: Any = None
+"""In a worker: the queue on which it says which unit it starts (its pid, the unit's index)."""
+
+
+def _start_worker(started: Any) -> None:
+    global _started
     # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop. The worker was started
     # with SIGINT blocked (`_sigint_held`), so none arrived while it was starting; from here on it is ignored.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -221,6 +227,7 @@ def _start_worker() -> None:
     from llmsweep.client.runner import exit_with_parent
 
     exit_with_parent()
+    _started = started
 
 
 @contextmanager
@@ -238,7 +245,9 @@ def _sigint_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _predict_in_worker(unit: Unit, settings: Settings) -> list[Outcome]:
+def _predict_in_worker(index: int, unit: Unit, settings: Settings) -> list[Outcome]:
+    if _started is not None:  # written at once (a SimpleQueue has no feeder thread): a worker killed next has said it
+        _started.put((os.getpid(), index))
     try:
         return predict_unit(unit, settings)
     except Exception as exc:  # a bug in one unit: that unit's refusal, never the whole run's end
@@ -256,45 +265,77 @@ def predict_parallel(units: Sequence[Unit], settings: Settings, processes: int,
                      on_done: Callable[[int, list[Outcome]], None] | None = None) -> list[list[Outcome]]:
     """Predict `units` on `processes` spawned worker processes; each unit's outcomes, in the order of `units`.
 
-    `on_done(index, outcomes)` is called in this process as each unit finishes, in the order they finish. Whatever
-    ends this call early (an interrupt, an exception in `on_done`) cancels the pending units and terminates the
-    workers before it propagates."""
+    `on_done(index, outcomes)` is called in this process as each unit finishes, in the order they finish. A worker
+    that dies takes its pool with it: the unit it was predicting is refused saying so, and every other unit not
+    finished yet is predicted on a fresh pool. Whatever ends this call early (an interrupt, an exception in
+    `on_done`) cancels the pending units and terminates the workers before it propagates."""
     results: list[list[Outcome] | None] = [None] * len(units)
-    pool = ProcessPoolExecutor(max_workers=processes, mp_context=mp.get_context("spawn"),
-                               initializer=_start_worker)
+    # Longest first, so that no long unit starts last and runs on alone: a unit of several points (a disaggregated
+    # job, several servers stepped together) before single points, else in the recipe's order.
+    todo = sorted(range(len(units)), key=lambda i: -len(units[i].concurrencies))
+    while todo:
+        todo = _round(units, todo, settings, min(processes, len(todo)), results, on_done)
+    return [r or [] for r in results]
+
+
+def _round(units: Sequence[Unit], todo: list[int], settings: Settings, processes: int,
+           results: list[list[Outcome] | None], on_done: Callable[[int, list[Outcome]], None] | None) -> list[int]:
+    """Units `todo` on one pool; the ones to predict again on a fresh pool because this one broke under them."""
+    ctx = mp.get_context("spawn")
+    started = ctx.SimpleQueue()
+    pool = ProcessPoolExecutor(max_workers=processes, mp_context=ctx, initializer=_start_worker, initargs=(started,))
     workers: dict[int, BaseProcess] = {}
+    retry: list[int] = []
+
+    def finish(i: int, outcomes: list[Outcome]) -> None:
+        results[i] = outcomes
+        if on_done is not None:
+            on_done(i, outcomes)
+
     try:
         pending: dict[Future[list[Outcome]], int] = {}
-        # Longest first, so that no long unit starts last and runs on alone: a unit of several points (a
-        # disaggregated job, several servers stepped together) before single points, else in the recipe's order.
         with _sigint_held():  # workers start on demand, one per submit up to `processes`
-            for i in sorted(range(len(units)), key=lambda i: -len(units[i].concurrencies)):
-                pending[pool.submit(_predict_in_worker, units[i], settings)] = i
+            for i in todo:
+                pending[pool.submit(_predict_in_worker, i, units[i], settings)] = i
                 # the pool keeps its processes to itself, and Python 3.11 has no way to end them on request
                 # (3.14: terminate_workers); held here to terminate them and to say how one died
                 workers.update(pool._processes or {})
+        running: dict[int, int] = {}  # worker pid -> the unit it started last
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                done, _ = wait(pending)  # the pool is broken: every unit left fails with it
+            while not started.empty():  # read as it comes, so the pipe never fills and blocks a worker
+                pid, index = started.get()
+                running[pid] = index
+            broken = []
             for future in sorted(done, key=pending.__getitem__):
                 i = pending.pop(future)
-                try:
-                    outcomes = future.result()
-                except BrokenProcessPool:
-                    outcomes = _refuse(units[i], f"{WORKER_DIED} ({_deaths(workers)}) before it finished (fix: "
-                                                 "rerun; if it dies again, fewer --processes use less memory, and "
-                                                 "`--processes 1` shows the failure)", lost=True)
-                results[i] = outcomes
-                if on_done is not None:
-                    on_done(i, outcomes)
+                if isinstance(future.exception(), BrokenProcessPool):
+                    broken.append(i)
+                else:
+                    finish(i, future.result())
+            if broken:
+                dead, said = _deaths(workers)
+                # the unit a dead worker was predicting is lost with it; the others were predicted by workers the
+                # pool then terminated, or not started: they go to a fresh pool. Unknown: all are lost.
+                lost = {running[pid] for pid in dead if pid in running} & set(broken) or set(broken)
+                for i in broken:
+                    if i in lost:
+                        finish(i, _refuse(units[i], f"{WORKER_DIED} ({said}) while predicting it (fix: rerun; if "
+                                                    "it dies again, fewer --processes use less memory, and "
+                                                    "`--processes 1` shows the failure)", lost=True))
+                    else:
+                        retry.append(i)
     except BaseException:
         _terminate(pool, workers.values())
         raise
     pool.shutdown(wait=True)
-    return [r or [] for r in results]
+    return retry
 
 
-def _deaths(workers: dict[int, BaseProcess]) -> str:
-    """How the pool's workers ended, e.g. `pid 123 killed by SIGKILL`."""
+def _deaths(workers: dict[int, BaseProcess]) -> tuple[list[int], str]:
+    """The workers that died (not the ones their pool then terminated) and how, e.g. `pid 123 killed by SIGKILL`."""
     deadline = time.monotonic() + 2.0
     for proc in workers.values():  # the pool's thread reaps them as it breaks: wait for it to have done so
         while proc.exitcode is None and time.monotonic() < deadline:
@@ -304,7 +345,7 @@ def _deaths(workers: dict[int, BaseProcess]) -> str:
     first = {pid: code for pid, code in ended.items() if code != -signal.SIGTERM} or ended
     said = [f"pid {pid} killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
             else f"pid {pid} exited {code}" for pid, code in first.items() if code is not None]
-    return "; ".join(said) or "a worker process ended abruptly"
+    return list(first), "; ".join(said) or "a worker process ended abruptly"
 
 
 def _terminate(pool: ProcessPoolExecutor, workers: Iterable[BaseProcess]) -> None:
