@@ -15,13 +15,16 @@ Run: `.venv/bin/python bench/predict_speed.py [--workload agentx|toy] [--duratio
 - the fast path once more with a timer per part: request and step counts, throughput and prefix-cache hit rate, and
   where the CPU went (engine core, prefix lookup, prompt encoding, server-metric scrapes, the rest).
 
-`--matrix RECIPE [--config-keys K ...] [--limit N]` instead times `llmsweep predict --json` over a recipe's keys in
-this process (as the CLI runs them: a scrape per virtual second), per key and in total, and extrapolates the CPU per
-job-hour of measured (profiling-window) virtual time to `--job-hours` (default 1800, both InferenceX master files).
-`--step` runs either mode on the reference path only.
+`--matrix RECIPE [--config-keys K ...] [--limit N] [--processes N]` instead times `llmsweep predict --json` over a
+recipe's keys, called in this process (as the CLI runs them: a scrape per virtual second; its points on `--processes`
+worker processes, default predict's own: the usable CPUs), per key and in total, and extrapolates the CPU and the wall
+time per job-hour of measured (profiling-window) virtual time to `--job-hours` (default 1800, both InferenceX master
+files). `--step` runs either mode on the reference path only (in this process: `--matrix --step` predicts with
+`--processes 1`).
 
-CPU time is `time.process_time()` of this process (one core); wall time is shown too because the machine may be
-shared (compare the two to see the load).
+CPU time is `time.process_time()` of this process (one core), plus, in `--matrix`, the CPU of the worker processes it
+waited for (`RUSAGE_CHILDREN`); wall time is shown too because the machine may be shared (compare the two to see the
+load, or the parallelism).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import cProfile
 import io
 import json
 import pstats
+import resource
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -189,6 +193,12 @@ def _reference_path(enabled: bool) -> Iterator[None]:
         Predictor.__init__ = predictor_init  # type: ignore[method-assign]
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of the child processes it waited for (predict's workers)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def matrix(args: argparse.Namespace) -> None:
     import fnmatch
 
@@ -201,6 +211,11 @@ def matrix(args: argparse.Namespace) -> None:
                 or any(fnmatch.fnmatchcase(k, pat) for pat in args.config_keys)]
     if args.limit:
         keys = keys[:args.limit]
+    processes = args.processes
+    if args.step:  # the reference path is patched into this process only
+        if processes not in (0, 1):
+            raise SystemExit("--matrix --step predicts in this process: drop --processes or pass --processes 1")
+        processes = 1
     total_cpu = total_wall = virtual_total = 0.0
     points = 0
     failed: list[str] = []
@@ -213,7 +228,9 @@ def matrix(args: argparse.Namespace) -> None:
                 argv += ["--traces", args.traces]
             if args.max_requests:
                 argv += ["--max-requests", str(args.max_requests)]
-            t0, c0 = time.perf_counter(), time.process_time()
+            if processes:
+                argv += ["--processes", str(processes)]
+            t0, c0 = time.perf_counter(), _cpu()
             buf = io.StringIO()
             try:
                 with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
@@ -223,7 +240,7 @@ def matrix(args: argparse.Namespace) -> None:
                     failed.append(f"{key}: exit {exc.code}")
             except Exception as exc:  # a bench: report and go on
                 failed.append(f"{key}: {type(exc).__name__}: {exc}")
-            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            wall, cpu = time.perf_counter() - t0, _cpu() - c0
             try:
                 results = json.loads(buf.getvalue() or "[]")
             except json.JSONDecodeError:
@@ -235,10 +252,12 @@ def matrix(args: argparse.Namespace) -> None:
                   f"{wall:.2f} s wall", flush=True)
     hours = virtual_total / 3600
     rate = total_cpu / max(hours, 1e-9)
+    wall_rate = total_wall / max(hours, 1e-9)
     print(f"total: {len(keys)} keys, {points} points, {hours:.2f} job-hours of measured virtual time, "
-          f"{total_cpu:.1f} s CPU, {total_wall:.1f} s wall; {total_cpu / max(points, 1):.2f} s CPU per point, "
-          f"{rate:.1f} s CPU per job-hour -> {args.job_hours:.0f} job-hours: {rate * args.job_hours / 60:.1f} "
-          f"CPU-minutes, {rate * args.job_hours / 120:.1f} min on 2 cores")
+          f"{total_cpu:.1f} s CPU, {total_wall:.1f} s wall (--processes {processes or 'default'}); "
+          f"{total_cpu / max(points, 1):.2f} s CPU per point, {rate:.1f} s CPU per job-hour -> {args.job_hours:.0f} "
+          f"job-hours: {rate * args.job_hours / 60:.1f} CPU-minutes, {rate * args.job_hours / 120:.1f} min on 2 "
+          f"cores; {wall_rate * args.job_hours / 60:.1f} min wall as measured here")
     for failure in failed:
         print(f"  failed: {failure}")
 
@@ -270,6 +289,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="--matrix: at most this many recipe keys")
     ap.add_argument("--duration-override", type=float, default=0.0, help="--matrix: predict --duration")
     ap.add_argument("--max-requests", type=int, default=0, help="--matrix: predict --max-requests")
+    ap.add_argument("--processes", type=int, default=0,
+                    help="--matrix: predict --processes (0 = predict's default: the usable CPUs)")
     ap.add_argument("--traces", default="synthetic", help="--matrix: predict --traces ('' = the recipe's)")
     ap.add_argument("--job-hours", type=float, default=1800.0, help="--matrix: extrapolate to this many job-hours")
     args = ap.parse_args()

@@ -1,4 +1,8 @@
-"""`predict` says which point it is on (k/N, with an ETA from the points so far) on stderr; stdout stays the result."""
+"""`predict` says how far it is on stderr (k/N, with an ETA); stdout stays the result.
+
+In this process (`--processes 1`) a line before each point, with an ETA from the points so far; on worker processes a
+first line saying how many points of how many jobs on how many workers, then a line as each point finishes, with an
+ETA from the completion rate."""
 
 from __future__ import annotations
 
@@ -11,12 +15,31 @@ from pathlib import Path
 from test_run_support import RECIPES, cli_env
 
 
-def test_predict_prints_one_timestamped_line_per_point(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", str(RECIPES / "fixed-sim.yaml"),
-                           "--duration", "3", "--json"], env=cli_env(tmp_path), capture_output=True, text=True,
-                          timeout=240)
+def _predict(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", *args, "--json"],
+                          env=cli_env(tmp_path), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_predict_prints_one_timestamped_line_per_point(tmp_path: Path) -> None:
+    proc = _predict(tmp_path, str(RECIPES / "fixed-sim.yaml"), "--duration", "3", "--processes", "1")
     assert len(json.loads(proc.stdout)) == 2
     lines = [line for line in proc.stderr.splitlines() if " point " in line]
     assert re.match(r"^\[\d\d:\d\d:\d\d\] point 1/2: \S+_conc2_\S+ conc 2$", lines[0]), lines
     assert re.match(r"^\[\d\d:\d\d:\d\d\] point 2/2: \S+ conc 4 \(ETA \d+ s\)$", lines[1]), lines
+
+
+def test_predict_on_worker_processes_prints_a_line_as_each_point_finishes(tmp_path: Path) -> None:
+    proc = _predict(tmp_path, str(RECIPES / "fixed-sim.yaml"), str(RECIPES / "disagg-sim.yaml"), "--duration", "3",
+                    "--processes", "2")
+    assert len(json.loads(proc.stdout)) == 4
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "predicting 4 point(s) of 3 job(s) on 2 worker processes", lines
+    done = [line for line in lines if " done: " in line]
+    # the aggregated jobs' points one by one, the disaggregated job's two concurrencies (one deployment) together
+    assert sorted(re.sub(r"^\[\d\d:\d\d:\d\d\] points? \S+ done: \S+ (conc [\d, ]+?)( \(ETA \d+ s\))?$", r"\1", line)
+                  for line in done) == ["conc 2", "conc 2, 4", "conc 4"], done
+    counts = [re.search(r" points? (\S+) done", line).group(1) for line in done]  # type: ignore[union-attr]
+    assert counts[-1].endswith("4/4") and "ETA" not in done[-1], done
+    assert all("ETA" in line for line in done[:-1]), done

@@ -227,6 +227,11 @@ CONCEPTS: dict[str, Concept] = {
         "type": click.IntRange(min=1), "default": 1, "show_default": True, "help": "Runs of every point.",
     }),
     "force": Concept("--force", "force", {"is_flag": True, "help": "Write over what the output already holds."}),
+    "processes": Concept("--processes", "processes", {
+        "type": click.IntRange(min=1), "default": None,
+        "help": "Worker processes that predict points in parallel (default: the CPUs this process may use, at most "
+                "one per point; 1 = one point after another in this process). The output is the same either way.",
+    }),
     "resummarize": Concept("--resummarize", "resummarize", {
         "is_flag": True, "help": "First recompute every run's summary from its raw files (needs whole records.jsonl).",
     }, deprecated=("--resummarise",)),

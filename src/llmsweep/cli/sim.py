@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,10 +17,9 @@ from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import SimConfig
 
 if TYPE_CHECKING:
-    from llmsweep.metrics.model import Summary
+    from llmsweep.execute.predict_pool import Outcome, Settings, Unit
     from llmsweep.sim.calibrate import PointComparison, RunCalibration
     from llmsweep.sim.engine import EngineConfig
-    from llmsweep.sim.predict import PredictedPoint
 
 
 @click.group("sim")
@@ -357,23 +356,23 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic' = the built-in "
              "AgentX-shaped corpus; needs no network).")
+@option("processes")
 @json_option("the predicted summaries")
 def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: float | None,
-            max_requests: int | None, out_dir: str | None, traces: str | None, as_json: bool) -> None:
+            max_requests: int | None, out_dir: str | None, traces: str | None, processes: int | None,
+            as_json: bool) -> None:
     """Predict every job of a recipe in virtual time on the simulated engine.
 
     Every job gets a result or a refusal with its reason (the simulator cannot model it, or its trace source cannot
-    be read); one job never stops the others.
+    be read); one job never stops the others. Points are predicted in parallel worker processes (--processes); the
+    output is the same whatever their number, in the recipe's order.
     """
     import json
 
-    from llmsweep import engines
-    from llmsweep.engines.sim import simulated_acceptance
-    from llmsweep.execute import virtual_disagg
-    from llmsweep.execute.virtual import NotModelled, engine_config
+    from llmsweep.errors import ResultError
+    from llmsweep.execute import predict_pool as pool
     from llmsweep.plan import jobs_from_files
     from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
-    from llmsweep.sim.predict import predict_point
 
     jobs = jobs_from_files([Path(r) for r in recipes], config_keys=list(config_keys) or None)
     if not jobs:
@@ -383,94 +382,84 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     for source, unread in unreadable.items():
         n = sum(1 for j in jobs if trace_source_label(j) == source)
         click.echo(f"{unread.message}; {n} job(s) refused (fix: {unread.fix})", err=True)
-    results: list[dict[str, Any]] = []
-    # Per-point progress on stderr: a point of a long window takes seconds of CPU, a whole matrix many minutes.
-    total, k, began = sum(len(points_of(job)) for job in jobs), 0, time.monotonic()
-    for job in jobs:
-        error = unreadable.get(trace_source_label(job) or "")
-        try:
-            if error is not None:
-                raise error
-            if (refusal := engines.launch_refusal(job, simulate=True)) is not None:
-                # A multinode job predicted as one aggregated server would be a point under a label it did not earn.
-                raise NotModelled(refusal)
-            if job.eval_only:
-                raise NotModelled("an eval-only job measures accuracy, which the simulator does not model",
-                                  fix="predict the throughput rows of the recipe")
-            if job.run_eval:  # a throughput row that also runs an eval: its throughput is what can be predicted
-                job = job.model_copy(update={"run_eval": False})
-            if virtual_disagg.is_disaggregated(job):  # its roles, its concurrencies one after another
-                for p in virtual_disagg.predict_job(job, duration=duration, max_requests=max_requests,
-                                                    provenance={"job": job.id, "engine": "sim", "clock": "virtual"}):
-                    assert p.summary is not None
-                    results.append({"job": job.id, "concurrency": p.point.concurrency, "summary": p.summary,
-                                    "calibration": p.summary.provenance.model_dump().get("calibration")})
-                    if out_dir is not None:
-                        _write_predicted(Path(out_dir), p)
-                k += len(points_of(job))
-                continue
-            spec = engines.render(job, simulate=True)
-            config = engine_config(spec)
-        except LlmsweepError as exc:
-            reason = exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
-            if not (isinstance(exc, NotModelled) or error is not None):
-                reason = f"the simulator cannot model this job: {reason}"
-            results.append({"job": job.id, "concurrency": None, "refused": reason})
-            continue
-        calibration = config.calibration_label()
-        engine_config_doc = config.model_dump(mode="json")
-        estimate = simulated_acceptance(job)
-        acceptance = estimate.provenance() if estimate is not None else {}
-        for point in points_of(job):
-            k += 1
-            eta = (time.monotonic() - began) / (k - 1) * (total - k + 1) if k > 1 else None
-            click.echo(f"[{time.strftime('%H:%M:%S')}] point {k}/{total}: {job.id} conc {point.concurrency}"
-                       + (f" (ETA {eta:.0f} s)" if eta is not None else ""), err=True)
-            try:
-                predicted = predict_point(point, config, duration=duration, max_requests=max_requests,
-                                          provenance={"job": job.id, "concurrency": point.concurrency,
-                                                      "engine": "sim", "calibration": calibration,
-                                                      "engine_config": engine_config_doc, "clock": "virtual",
-                                                      **acceptance})
-            except LlmsweepError as exc:
-                results.append({"job": job.id, "concurrency": point.concurrency,
-                                "refused": exc.message + (f" (fix: {exc.fix})" if exc.fix else "")})
-                continue
-            summary = predicted.summary
-            assert summary is not None  # predict_point summarises unless asked not to
-            results.append({"job": job.id, "concurrency": point.concurrency, "summary": summary,
-                            "calibration": calibration})
-            if out_dir is not None:
-                _write_predicted(Path(out_dir), predicted)
-    refused = [r for r in results if "refused" in r]
+    planned = pool.plan(jobs, unreadable)
+    settings = pool.Settings(duration=duration, max_requests=max_requests,
+                             out_dir=Path(out_dir) if out_dir is not None else None)
+    units = [u for u in planned if not isinstance(u, pool.Outcome)]
+    workers = min(processes or pool.usable_cpus(), len(units))
+    if workers > 1:
+        results = _predict_parallel(planned, units, settings, workers)
+    else:
+        results = _predict_here(planned, settings, total=sum(len(points_of(job)) for job in jobs))
+    refused = [r for r in results if r.refused is not None]
     for r in refused:
-        at = f" conc {r['concurrency']}" if r.get("concurrency") is not None else ""
-        click.echo(f"refused {r['job']}{at}: {r['refused']}", err=True)
-    if results and len(refused) == len(results):
+        at = f" conc {r.concurrency}" if r.concurrency is not None else ""
+        click.echo(f"refused {r.job}{at}: {r.refused}", err=True)
+    lost = [r for r in refused if r.lost]
+    if results and len(refused) == len(results) and not lost:
         raise ConfigError(f"llmsweep predict: all {len(results)} point(s) were refused (see above)",
                           fix="select jobs the simulator can run with --config-keys")
     if refused:
         click.echo(f"{len(results) - len(refused)} point(s) predicted, {len(refused)} refused", err=True)
     if as_json:
-        click.echo(json.dumps([{**r, "summary": r["summary"].dump()} if "summary" in r else r for r in results],
-                              indent=2))
-        return
-    _print_table([r for r in results if "refused" not in r])
+        click.echo(json.dumps([r.doc() for r in results], indent=2))
+    else:
+        _print_table([r for r in results if r.summary is not None])
+    if lost:
+        raise ResultError(f"llmsweep predict: {pool.WORKER_DIED}; {len(lost)} unit(s) were not predicted (see above)",
+                          fix="rerun; if it dies again, lower --processes (memory), or run --processes 1 to see why")
 
 
-def _write_predicted(out_dir: Path, predicted: PredictedPoint) -> None:
-    """`--out`: a point's records, scrapes and summary under `<out>/<job id>/conc<N>/`."""
-    import json
+def _predict_here(planned: list[Outcome | Unit], settings: Settings, *, total: int) -> list[Outcome]:
+    """`--processes 1`: every unit in this process, one after another, a line on stderr before each point."""
+    from llmsweep.execute.predict_pool import DisaggUnit, Outcome, predict_unit
 
-    out = out_dir / predicted.point.job.id / f"conc{predicted.point.concurrency}"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in predicted.records))
-    (out / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predicted.scrapes))
-    if predicted.summary is not None:
-        predicted.summary.write(out / "summary.json")
+    results: list[Outcome] = []
+    # Per-point progress on stderr: a point of a long window takes seconds of CPU, a whole matrix many minutes.
+    k, began = 0, time.monotonic()
+    for unit in planned:
+        if isinstance(unit, Outcome):
+            results.append(unit)
+            continue
+        if isinstance(unit, DisaggUnit):  # its concurrencies one after another on one deployment
+            results.extend(predict_unit(unit, settings))
+            k += len(unit.concurrencies)
+            continue
+        k += 1
+        eta = (time.monotonic() - began) / (k - 1) * (total - k + 1) if k > 1 else None
+        click.echo(f"[{time.strftime('%H:%M:%S')}] point {k}/{total}: {unit.job.id} conc {unit.point.concurrency}"
+                   + (f" (ETA {eta:.0f} s)" if eta is not None else ""), err=True)
+        results.extend(predict_unit(unit, settings))
+    return results
 
 
-def _print_table(results: list[dict[str, Any]]) -> None:
+def _predict_parallel(planned: list[Outcome | Unit], units: list[Unit], settings: Settings,
+                      workers: int) -> list[Outcome]:
+    """The units on `workers` worker processes, a line on stderr as each finishes; the outcomes in `planned`'s order."""
+    from llmsweep.execute.predict_pool import Outcome, predict_parallel
+
+    total = sum(len(u.concurrencies) for u in units)
+    click.echo(f"predicting {total} point(s) of {len({u.job.id for u in units})} job(s) on {workers} worker "
+               "processes", err=True)
+    done, began = 0, time.monotonic()
+
+    def finished(index: int, outcomes: list[Outcome]) -> None:
+        nonlocal done
+        unit = units[index]
+        n = len(unit.concurrencies)
+        done += n
+        eta = (time.monotonic() - began) / done * (total - done)
+        which = f"point {done}/{total}" if n == 1 else f"points {done - n + 1}-{done}/{total}"
+        concs = ", ".join(str(c) for c in unit.concurrencies)
+        refused = " (refused)" if all(o.refused is not None for o in outcomes) else ""
+        click.echo(f"[{time.strftime('%H:%M:%S')}] {which} done: {unit.job.id} conc {concs}{refused}"
+                   + (f" (ETA {eta:.0f} s)" if done < total else ""), err=True)
+
+    by_unit = iter(predict_parallel(units, settings, workers, on_done=finished))
+    return [o for item in planned for o in ([item] if isinstance(item, Outcome) else next(by_unit))]
+
+
+def _print_table(results: list[Outcome]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -478,16 +467,17 @@ def _print_table(results: list[dict[str, Any]]) -> None:
     for col in ("job", "conc", "out tok/s/GPU", "TTFT p50 ms", "TPOT p50 ms", "hit rate", "AL", "calibration"):
         table.add_column(col, justify="left" if col == "job" else "right")
     for r in results:
-        s: Summary = r["summary"]
+        s = r.summary
+        assert s is not None
         spec = s.server_metrics.spec_decode
         vals = [s.throughput.per_gpu.output_tps, s.latency.ttft.p50, s.latency.tpot.p50, s.cache.observed_hit_rate,
                 spec.acceptance_length if spec is not None else None]
         fmt = ["{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
         scale = [1, 1e3, 1e3, 1, 1]
         cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale, strict=True)]
-        label = str(r.get("calibration") or "-")
+        label = str(r.calibration or "-")
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
-        table.add_row(str(r["job"]), str(r["concurrency"]), *cells, label.split(" (")[0].replace("calibrated: ", ""))
-    labels = sorted({str(r.get("calibration")) for r in results if r.get("calibration")})
+        table.add_row(r.job, str(r.concurrency), *cells, label.split(" (")[0].replace("calibrated: ", ""))
+    labels = sorted({r.calibration for r in results if r.calibration})
     table.caption = "; ".join(labels)
     Console().print(table)

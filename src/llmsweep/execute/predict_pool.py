@@ -1,0 +1,363 @@
+"""`llmsweep predict`'s units of work, and the worker processes that predict them in parallel.
+
+A recipe's jobs become, in the recipe's order, either a refusal said up front (the trace source cannot be read, the
+simulator cannot launch or model the job) or units of work: one unit per point of an aggregated job, one per
+disaggregated job (its concurrencies run one after another on one deployment, its clock carried from one to the
+next, so they cannot be split). :func:`predict_unit` predicts one unit and writes its `--out` files; it is the same
+code in this process (`--processes 1`) and in a worker (:func:`predict_parallel`).
+
+A worker process (spawned, never forked) ignores Ctrl-C, which the terminal sends to the whole process group: the
+parent alone decides to stop, and on any exception, signal or interrupt it cancels the pending units and terminates
+its workers. A worker also exits when the parent dies however it died (SIGKILL, the OOM killer), so a killed run
+leaves no process behind. A unit that raises in a worker becomes that unit's refusal with the reason; a worker that
+dies (the OOM killer, a crash) takes its pool with it: the unit it was predicting is refused saying so, and the
+units its pool had not finished are predicted again on a fresh pool.
+
+Predictions are seeded per point, so the outcomes do not depend on which worker ran a unit or in which order the
+units finished: the parent puts them back in the recipe's order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llmsweep.errors import LlmsweepError
+from llmsweep.plan.job import Job
+from llmsweep.plan.point import Point, points_of
+
+if TYPE_CHECKING:
+    from multiprocessing.process import BaseProcess
+
+    from llmsweep.metrics.model import Summary
+    from llmsweep.sim.engine import EngineConfig
+    from llmsweep.sim.predict import PredictedPoint
+
+WORKER_DIED = "the prediction worker died"
+"""How a unit lost with its worker process is refused (the start of the reason)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One row of `predict`'s results: a point's predicted summary, or why the point (concurrency None: the whole
+    job) was refused."""
+
+    job: str
+    concurrency: int | None
+    summary: Summary | None = None
+    calibration: str | None = None
+    refused: str | None = None
+    lost: bool = False
+    """Refused because the worker process predicting it died (the run fails)."""
+
+    def doc(self) -> dict[str, Any]:
+        """The row of `predict --json`."""
+        if self.summary is None:
+            return {"job": self.job, "concurrency": self.concurrency, "refused": self.refused}
+        return {"job": self.job, "concurrency": self.concurrency, "summary": self.summary.dump(),
+                "calibration": self.calibration}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every unit of one `predict` shares: its window and where its files go."""
+
+    duration: float | None = None
+    max_requests: int | None = None
+    out_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class PointUnit:
+    """One point of an aggregated job, on the engine its job renders to."""
+
+    point: Point
+    config: EngineConfig
+    provenance: dict[str, Any]
+
+    @property
+    def job(self) -> Job:
+        return self.point.job
+
+    @property
+    def concurrencies(self) -> list[int]:
+        return [self.point.concurrency]
+
+
+@dataclass(frozen=True)
+class DisaggUnit:
+    """Every concurrency of one disaggregated job, one after another on one deployment."""
+
+    job: Job
+
+    @property
+    def concurrencies(self) -> list[int]:
+        return [p.concurrency for p in points_of(self.job)]
+
+
+Unit = PointUnit | DisaggUnit
+
+
+def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outcome | Unit]:
+    """The jobs, in order, as refusals said up front and units of work (`unreadable`: the trace sources that cannot
+    be read, by label, from `plan.point.check_trace_sources`)."""
+    from llmsweep import engines
+    from llmsweep.engines.sim import simulated_acceptance
+    from llmsweep.execute import virtual_disagg
+    from llmsweep.execute.virtual import NotModelled, engine_config
+    from llmsweep.plan.point import trace_source_label
+
+    out: list[Outcome | Unit] = []
+    for job in jobs:
+        error = unreadable.get(trace_source_label(job) or "")
+        try:
+            if error is not None:
+                raise error
+            if (refusal := engines.launch_refusal(job, simulate=True)) is not None:
+                # A multinode job predicted as one aggregated server would be a point under a label it did not earn.
+                raise NotModelled(refusal)
+            if job.eval_only:
+                raise NotModelled("an eval-only job measures accuracy, which the simulator does not model",
+                                  fix="predict the throughput rows of the recipe")
+            if job.run_eval:  # a throughput row that also runs an eval: its throughput is what can be predicted
+                job = job.model_copy(update={"run_eval": False})
+            if virtual_disagg.is_disaggregated(job):  # its roles, its concurrencies one after another
+                out.append(DisaggUnit(job))
+                continue
+            config = engine_config(engines.render(job, simulate=True))
+        except LlmsweepError as exc:
+            out.append(Outcome(job.id, None, refused=_job_refusal(exc, said_up_front=error is not None)))
+            continue
+        calibration = config.calibration_label()
+        engine_config_doc = config.model_dump(mode="json")
+        estimate = simulated_acceptance(job)
+        acceptance = estimate.provenance() if estimate is not None else {}
+        for point in points_of(job):
+            out.append(PointUnit(point, config, {"job": job.id, "concurrency": point.concurrency, "engine": "sim",
+                                                 "calibration": calibration, "engine_config": engine_config_doc,
+                                                 "clock": "virtual", **acceptance}))
+    return out
+
+
+def _job_refusal(exc: LlmsweepError, *, said_up_front: bool = False) -> str:
+    from llmsweep.execute.virtual import NotModelled
+
+    reason = _reason(exc)
+    if not (isinstance(exc, NotModelled) or said_up_front):
+        reason = f"the simulator cannot model this job: {reason}"
+    return reason
+
+
+def _reason(exc: LlmsweepError) -> str:
+    return exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
+
+
+def predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
+    """Predict one unit and write its `--out` files; an LlmsweepError is its refusal, anything else raises."""
+    from llmsweep.sim.predict import predict_point
+
+    if isinstance(unit, DisaggUnit):
+        from llmsweep.execute import virtual_disagg
+
+        job = unit.job
+        outcomes: list[Outcome] = []
+        try:
+            for p in virtual_disagg.predict_job(job, duration=settings.duration, max_requests=settings.max_requests,
+                                                provenance={"job": job.id, "engine": "sim", "clock": "virtual"}):
+                assert p.summary is not None
+                outcomes.append(Outcome(job.id, p.point.concurrency, p.summary,
+                                        p.summary.provenance.model_dump().get("calibration")))
+                if settings.out_dir is not None:
+                    write_predicted(settings.out_dir, p)
+        except LlmsweepError as exc:
+            outcomes.append(Outcome(job.id, None, refused=_job_refusal(exc)))
+        return outcomes
+    point = unit.point
+    try:
+        predicted = predict_point(point, unit.config, duration=settings.duration,
+                                  max_requests=settings.max_requests, provenance=unit.provenance)
+    except LlmsweepError as exc:
+        return [Outcome(point.job.id, point.concurrency, refused=_reason(exc))]
+    assert predicted.summary is not None  # predict_point summarises unless asked not to
+    if settings.out_dir is not None:
+        write_predicted(settings.out_dir, predicted)
+    return [Outcome(point.job.id, point.concurrency, predicted.summary, unit.provenance["calibration"])]
+
+
+def write_predicted(out_dir: Path, predicted: PredictedPoint) -> None:
+    """`--out`: a point's records, scrapes and summary under `<out>/<job id>/conc<N>/`."""
+    import json
+
+    out = out_dir / predicted.point.job.id / f"conc{predicted.point.concurrency}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in predicted.records))
+    (out / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predicted.scrapes))
+    if predicted.summary is not None:
+        predicted.summary.write(out / "summary.json")
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a Slurm or `taskset` share), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+_started: Any = None
+"""In a worker: the queue on which it says which unit it starts (its pid, the unit's index)."""
+
+
+def _start_worker(started: Any) -> None:
+    global _started
+    # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop. The worker was started
+    # with SIGINT blocked (`_sigint_held`), so none arrived while it was starting; from here on it is ignored.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    from llmsweep.client.runner import exit_with_parent
+
+    exit_with_parent()
+    _started = started
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold SIGINT back from this thread while it starts workers: a process inherits the blocked signal, so a
+    Ctrl-C cannot interrupt a worker still importing (it would print a traceback), and this process receives it,
+    once the block ends, as it would have without."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _predict_in_worker(index: int, unit: Unit, settings: Settings) -> list[Outcome]:
+    if _started is not None:  # written at once (a SimpleQueue has no feeder thread): a worker killed next has said it
+        _started.put((os.getpid(), index))
+    try:
+        return predict_unit(unit, settings)
+    except Exception as exc:  # a bug in one unit: that unit's refusal, never the whole run's end
+        return _refuse(unit, f"the prediction failed: {type(exc).__name__}: {exc} (fix: report it; "
+                             "`--processes 1` shows its traceback)")
+
+
+def _refuse(unit: Unit, reason: str, *, lost: bool = False) -> list[Outcome]:
+    if isinstance(unit, DisaggUnit):
+        return [Outcome(unit.job.id, None, refused=reason, lost=lost)]
+    return [Outcome(unit.job.id, unit.point.concurrency, refused=reason, lost=lost)]
+
+
+def predict_parallel(units: Sequence[Unit], settings: Settings, processes: int,
+                     on_done: Callable[[int, list[Outcome]], None] | None = None) -> list[list[Outcome]]:
+    """Predict `units` on `processes` spawned worker processes; each unit's outcomes, in the order of `units`.
+
+    `on_done(index, outcomes)` is called in this process as each unit finishes, in the order they finish. A worker
+    that dies takes its pool with it: the unit it was predicting is refused saying so, and every other unit not
+    finished yet is predicted on a fresh pool. Whatever ends this call early (an interrupt, an exception in
+    `on_done`) cancels the pending units and terminates the workers before it propagates."""
+    results: list[list[Outcome] | None] = [None] * len(units)
+    # Longest first, so that no long unit starts last and runs on alone: a unit of several points (a disaggregated
+    # job, several servers stepped together) before single points, else in the recipe's order.
+    todo = sorted(range(len(units)), key=lambda i: -len(units[i].concurrencies))
+    while todo:
+        todo = _round(units, todo, settings, min(processes, len(todo)), results, on_done)
+    return [r or [] for r in results]
+
+
+def _round(units: Sequence[Unit], todo: list[int], settings: Settings, processes: int,
+           results: list[list[Outcome] | None], on_done: Callable[[int, list[Outcome]], None] | None) -> list[int]:
+    """Units `todo` on one pool; the ones to predict again on a fresh pool because this one broke under them."""
+    ctx = mp.get_context("spawn")
+    started = ctx.SimpleQueue()
+    pool = ProcessPoolExecutor(max_workers=processes, mp_context=ctx, initializer=_start_worker, initargs=(started,))
+    workers: dict[int, BaseProcess] = {}
+    retry: list[int] = []
+
+    def finish(i: int, outcomes: list[Outcome]) -> None:
+        results[i] = outcomes
+        if on_done is not None:
+            on_done(i, outcomes)
+
+    try:
+        pending: dict[Future[list[Outcome]], int] = {}
+        with _sigint_held():  # workers start on demand, one per submit up to `processes`
+            for i in todo:
+                pending[pool.submit(_predict_in_worker, i, units[i], settings)] = i
+                # the pool keeps its processes to itself, and Python 3.11 has no way to end them on request
+                # (3.14: terminate_workers); held here to terminate them and to say how one died
+                workers.update(pool._processes or {})
+        running: dict[int, int] = {}  # worker pid -> the unit it started last
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                done, _ = wait(pending)  # the pool is broken: every unit left fails with it
+            while not started.empty():  # read as it comes, so the pipe never fills and blocks a worker
+                pid, index = started.get()
+                running[pid] = index
+            broken = []
+            for future in sorted(done, key=pending.__getitem__):
+                i = pending.pop(future)
+                if isinstance(future.exception(), BrokenProcessPool):
+                    broken.append(i)
+                else:
+                    finish(i, future.result())
+            if broken:
+                dead, said = _deaths(workers)
+                # the unit a dead worker was predicting is lost with it; the others were predicted by workers the
+                # pool then terminated, or not started: they go to a fresh pool. Unknown: all are lost.
+                lost = {running[pid] for pid in dead if pid in running} & set(broken) or set(broken)
+                for i in broken:
+                    if i in lost:
+                        finish(i, _refuse(units[i], f"{WORKER_DIED} ({said}) while predicting it (fix: rerun; if "
+                                                    "it dies again, fewer --processes use less memory, and "
+                                                    "`--processes 1` shows the failure)", lost=True))
+                    else:
+                        retry.append(i)
+    except BaseException:
+        _terminate(pool, workers.values())
+        raise
+    pool.shutdown(wait=True)
+    return retry
+
+
+def _deaths(workers: dict[int, BaseProcess]) -> tuple[list[int], str]:
+    """The workers that died (not the ones their pool then terminated) and how, e.g. `pid 123 killed by SIGKILL`."""
+    deadline = time.monotonic() + 2.0
+    for proc in workers.values():  # the pool's thread reaps them as it breaks: wait for it to have done so
+        while proc.exitcode is None and time.monotonic() < deadline:
+            proc.join(0.05)
+    ended = {pid: proc.exitcode for pid, proc in sorted(workers.items()) if proc.exitcode}
+    # the pool terminates (SIGTERM) the other workers once one died: name the one that died first
+    first = {pid: code for pid, code in ended.items() if code != -signal.SIGTERM} or ended
+    said = [f"pid {pid} killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
+            else f"pid {pid} exited {code}" for pid, code in first.items() if code is not None]
+    return list(first), "; ".join(said) or "a worker process ended abruptly"
+
+
+def _terminate(pool: ProcessPoolExecutor, workers: Iterable[BaseProcess]) -> None:
+    """Cancel what has not started and end the workers now (a unit in flight is abandoned, its files unwritten)."""
+    procs = list(workers)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + 5.0
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)

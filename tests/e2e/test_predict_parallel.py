@@ -1,0 +1,177 @@
+"""`llmsweep predict` on worker processes: the same output as one process, in the recipe's order, and no process
+left behind however the run ends (Ctrl-C to the whole process group, SIGKILL of the parent, a worker killed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_run_support import RECIPES, alive, cli_env, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = ROOT / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+SLOW = str(RECIPES / "agentic-sim.yaml")
+"""Two agentic points; at `--duration 60000` twenty or more CPU seconds each: a signal always finds both busy."""
+
+
+def _argv(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "llmsweep.cli.main", "predict", *(str(a) for a in args)]
+
+
+def _offline(tmp_path: Path) -> dict[str, str]:
+    return cli_env(tmp_path, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.timeout(240)
+def test_two_worker_processes_give_what_one_process_gives(tmp_path: Path) -> None:
+    """Table rows, JSON, refusals, files and exit code: byte for byte, whichever worker finished first."""
+    # aggregated points, a disaggregated job (one unit) and the seed's AgentX jobs (refused: no HF corpus offline)
+    recipes = [RECIPES / "agentic-sim.yaml", RECIPES / "disagg-sim.yaml", RECIPES / "fixed-sim.yaml", SEED]
+    runs = {}
+    for n in ("1", "2"):
+        out = tmp_path / f"out{n}"
+        runs[n] = subprocess.run(_argv(*recipes, "--duration", "20", "--processes", n, "--out", out, "--json"),
+                                 env=_offline(tmp_path), capture_output=True, text=True, timeout=200)
+        assert runs[n].returncode == 0, runs[n].stderr[-4000:]
+    one, two = runs["1"], runs["2"]
+    assert two.stdout == one.stdout
+    rows = json.loads(one.stdout)
+    assert [r["concurrency"] for r in rows if "summary" in r] == [8, 8, 2, 4, 2, 4]  # the recipes' order
+    assert len([r for r in rows if "refused" in r]) == 9
+    said = [line for line in one.stderr.splitlines() if line.startswith(("refused ", "trace source"))]
+    assert said and said == [line for line in two.stderr.splitlines() if line.startswith(("refused ", "trace source"))]
+    assert _tree(tmp_path / "out2") == _tree(tmp_path / "out1") and len(_tree(tmp_path / "out1")) == 18
+    table = [subprocess.run(_argv(RECIPES / "fixed-sim.yaml", "--duration", "3", "--processes", n),
+                            env=cli_env(tmp_path), capture_output=True, text=True, timeout=120) for n in ("1", "2")]
+    assert table[0].returncode == table[1].returncode == 0
+    assert table[0].stdout == table[1].stdout and "predicted (simulated engine)" in table[0].stdout
+
+
+def _descendants(pid: int) -> list[int]:
+    """Live processes under `pid` (its children, theirs, ...), read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        kids = [p for p, pp in parents.items() if pp in frontier]
+        found += kids
+        frontier = kids
+    return [p for p in found if alive(p)]
+
+
+def _start(tmp_path: Path, duration: str = "60000",
+           ticks: int = 50) -> tuple[subprocess.Popen[bytes], Path, list[int]]:
+    """A slow `predict --processes 2` in its own process group, once both workers have spent `ticks` of CPU (1/100 s
+    each); its stderr (its stdout goes to predict.json) and its workers."""
+    log = tmp_path / "predict.log"
+    err, out = open(log, "wb"), open(tmp_path / "predict.json", "wb")  # noqa: SIM115 - the child's
+    proc = subprocess.Popen(_argv(SLOW, "--duration", duration, "--processes", "2", "--json"), env=cli_env(tmp_path),
+                            stdout=out, stderr=err, start_new_session=True)
+    wait_for(lambda: "on 2 worker processes" in log.read_text(), timeout=60, what="the first line", proc=proc, log=log)
+    workers = wait_for(lambda: len(w := _python_children(proc.pid)) >= 2 and w, timeout=60,
+                       what="two worker processes", proc=proc, log=log)
+    wait_for(lambda: all(_cpu_ticks(w) > ticks for w in workers), timeout=60,
+             what="both workers busy (starting or predicting)", proc=proc, log=log)
+    return proc, log, workers
+
+
+def _python_children(pid: int) -> list[int]:
+    """The worker processes (spawned: `-c 'from multiprocessing.spawn ...'`), not multiprocessing's resource tracker."""
+    return [p for p in _descendants(pid) if b"spawn_main" in _cmdline(p)]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _assert_nothing_left(pids: list[int], log: Path) -> None:
+    wait_for(lambda: not [p for p in pids if alive(p)], timeout=15,
+             what=f"every process of the run to end (left: {[p for p in pids if alive(p)]})", log=log)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Test clean-up: the run's process group, which this test started."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(("sig", "to_group", "code"), [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)],
+                         ids=["ctrl-c-to-the-group", "sigterm-to-the-parent"])
+def test_an_interrupt_stops_the_run_and_its_workers(tmp_path: Path, sig: signal.Signals, to_group: bool,
+                                                    code: int) -> None:
+    proc, log, workers = _start(tmp_path)
+    try:
+        everything = _descendants(proc.pid)
+        if to_group:  # a terminal's Ctrl-C: the workers get it too, and leave it to the parent
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        assert proc.wait(timeout=60) == code, log.read_text()[-4000:]
+        assert "interrupted" in log.read_text() and "Traceback" not in log.read_text()  # said once, by the parent
+        assert not (tmp_path / "predict.json").read_text()  # stopped at once: no result, nothing waited out
+        _assert_nothing_left(everything + workers, log)
+    finally:
+        _kill_group(proc)
+
+
+@pytest.mark.timeout(180)
+def test_sigkill_of_the_parent_leaves_no_worker_behind(tmp_path: Path) -> None:
+    proc, log, workers = _start(tmp_path)
+    try:
+        everything = _descendants(proc.pid)
+        proc.kill()  # the parent alone: nobody is left to stop the workers but themselves
+        proc.wait(timeout=30)
+        _assert_nothing_left(everything + workers, log)
+    finally:
+        for pid in _descendants(proc.pid):  # nothing, unless the test failed
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_worker_refuses_its_point_the_other_is_predicted_again_and_the_run_fails(tmp_path: Path) -> None:
+    # 3 CPU-s in, each worker is well into its point (started in about one), which takes about 7
+    proc, log, workers = _start(tmp_path, duration="20000", ticks=300)
+    try:
+        os.kill(workers[0], signal.SIGKILL)  # as the OOM killer would
+        assert proc.wait(timeout=120) == 1, log.read_text()[-4000:]
+        text = log.read_text()
+        rows = json.loads((tmp_path / "predict.json").read_text())
+        assert [r["concurrency"] for r in rows] == [8, 8]  # the recipe's order, as ever
+        (lost,) = [r for r in rows if "refused" in r]
+        assert lost["refused"].startswith(f"the prediction worker died (pid {workers[0]} killed by SIGKILL) while "
+                                          "predicting it"), lost  # the one that died, not the one its pool ended
+        (again,) = [r for r in rows if "summary" in r]  # the other worker's point, predicted again on a fresh pool
+        assert again["summary"]["requests"]["successful"] > 0
+        assert "error: llmsweep predict: the prediction worker died; 1 unit(s) were not predicted" in text
+        assert not _descendants(proc.pid)
+    finally:
+        _kill_group(proc)
