@@ -371,6 +371,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
 
     from llmsweep.errors import ResultError
     from llmsweep.execute import predict_pool as pool
+    from llmsweep.host import usable_cpus
     from llmsweep.plan import jobs_from_files
     from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
 
@@ -386,7 +387,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     settings = pool.Settings(duration=duration, max_requests=max_requests,
                              out_dir=Path(out_dir) if out_dir is not None else None)
     units = [u for u in planned if not isinstance(u, pool.Outcome)]
-    workers = min(processes or pool.usable_cpus(), len(units))
+    workers = min(processes or usable_cpus(), len(units))
     if workers > 1:
         results = _predict_parallel(planned, units, settings, workers)
     else:

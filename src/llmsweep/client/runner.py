@@ -33,6 +33,7 @@ from llmsweep.client.records import RECORDS_FILE
 from llmsweep.client.scrape import SERVER_METRICS_FILE, MetricsScraper
 from llmsweep.client.transport import now_unix
 from llmsweep.errors import ConfigError
+from llmsweep.host import usable_cpus
 from llmsweep.metrics import GateConfig, Summary, summarise
 from llmsweep.workload.base import Workload
 
@@ -81,7 +82,7 @@ def suggest_workers(options: RunOptions) -> int:
 
     On 2 cores one: a second event loop measured worse there (more CPU in all, the server starved; see
     bench/client_ceiling.py --client-workers 1,2)."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = usable_cpus()
     if cpus <= 2:
         return 1
     need = max(math.ceil((options.concurrency or 0) / WORKER_LANES),

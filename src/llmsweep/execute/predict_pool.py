@@ -205,14 +205,6 @@ def write_predicted(out_dir: Path, predicted: PredictedPoint) -> None:
         predicted.summary.write(out / "summary.json")
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity: a Slurm or `taskset` share), else the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
 _started: Any = None
 """In a worker: the queue on which it says which unit it starts (its pid, the unit's index)."""
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import json.scanner
 import multiprocessing as mp
-import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, cast
 import numpy as np
 
 from llmsweep.errors import ResultError
+from llmsweep.host import usable_cpus
 from llmsweep.metrics.stats import Column, SketchColumn
 
 _GAP_BATCH = 200_000
@@ -407,14 +407,6 @@ class Accumulator:
         self.workers |= other.workers
 
 
-def _cores() -> int:
-    """The cores this process may run on (its affinity, e.g. a Slurm or `taskset` share), not the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
 def _accumulate_range(path: str, start: int, end: int) -> Accumulator:
     """Accumulate the lines that start in bytes [start, end) of a records file."""
     acc = Accumulator()
@@ -442,7 +434,7 @@ def accumulate(records: Iterable[dict[str, Any]] | Path | str) -> Accumulator:
         if not path.exists():
             raise ResultError(f"summarise: {path} does not exist", fix="point at a run directory's records.jsonl")
         size = path.stat().st_size
-        parts = min(_cores(), _MAX_PARTS, max(size // _PART_BYTES, 1))
+        parts = min(usable_cpus(), _MAX_PARTS, max(size // _PART_BYTES, 1))
         if parts <= 1 or "fork" not in mp.get_all_start_methods():
             return _accumulate_range(str(path), 0, size)
         bounds = [size * k // parts for k in range(parts + 1)]

@@ -121,7 +121,7 @@ def test_parts_parsed_in_parallel_merge_to_the_sequential_pass(
     monkeypatch.setattr(acc_mod, "_ITL_EXACT_MAX", exact_max)
     whole = acc_mod._accumulate_range(str(path), 0, path.stat().st_size)
     monkeypatch.setattr(acc_mod, "_PART_BYTES", path.stat().st_size // 3)
-    monkeypatch.setattr(acc_mod, "_cores", lambda: 3)
+    monkeypatch.setattr(acc_mod, "usable_cpus", lambda: 3)
     parts = accumulate(path)
     for name in ("total", "successful", "failed", "warmup", "cancelled", "input_sum", "output_sum", "osl_mismatch"):
         assert getattr(parts, name) == getattr(whole, name)
