@@ -376,7 +376,34 @@ class EngineCore:
                 self._step_end = float(plan.ends[-1])
                 c.steps += plan.steps - 1
                 c.busy_seconds += plan.busy - dt
+            elif finish and len(scheduled) >= MANY:
+                self._plan = self._one_step(dt)
         return self._step_end
+
+    def _one_step(self, dt: float) -> _Plan | None:
+        """A decode-only step of many requests as a block of one: its draws in one pass, its tokens applied and
+        stamped as a block's (no Python per request beyond one addition). Its KV was taken while it was scheduled;
+        requests that reach their length finish at its end (`finish`), the draws then taken request by request as
+        the step path takes them. None when a draw meets a clamp (the step path takes it)."""
+        scheduled = self._scheduled
+        n = len(scheduled)
+        ends = np.array([self._step_end])
+        remaining = np.fromiter((r.max_tokens - r.generated for r in scheduled), np.int64, n)
+        sampler = self.sampler
+        if sampler is None:
+            return _Plan(1, ends, dt, None, [0] * n, bool(remaining.min() <= 1))
+        row = sampler.plan(1, n)
+        if not len(row):
+            return None
+        if not (row[0] >= remaining).any():
+            return _Plan(1, ends, dt, row, [0] * n)
+        emitted: list[int] = []
+        accepted = 0
+        for k in remaining.tolist():
+            drawn, out = sampler.verify(k)
+            emitted.append(out)
+            accepted += drawn - 1
+        return _Plan(1, ends, dt, np.array([emitted], np.int64), [0] * n, True, (n, accepted))
 
     def _plan_block(self, batch: Batch, now: float, dt: float, horizon: float, finish: bool) -> _Plan | None:
         """The longest run of decode steps, from the one just scheduled, that keeps the batch's composition (see the
