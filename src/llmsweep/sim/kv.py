@@ -13,9 +13,12 @@ The CPU tier (SGLang HiCache / vLLM offload connector) is write-through: every b
 recorded in a host LRU of `host_blocks` entries; a prefix lookup that runs past the GPU's hits continues in the host
 tier, and those blocks are loaded back (the core charges their transfer time to the step).
 
-The hash -> block map is an open-addressing table in numpy arrays (:class:`_BlockTable`): a prompt's ~thousand block
-hashes are looked up, registered or dropped in a few vectorised probe rounds, not one dict operation each. Hashes
-are 64-bit keys (:func:`as_keys`: a uint64 array, or Python ints taken modulo 2^64).
+The hash -> block map is a dict of 64-bit keys (:func:`as_keys`: a uint64 array, or Python ints taken modulo 2^64). A
+lookup reads it key by key only until the cached run ends, and a request that continues a conversation first reads
+its previous prompt's blocks (:meth:`KVPool.lookup_array`'s hint, checked against `hash_of` in two array reads), so
+a prompt's thousand cached blocks cost no probe each. (An open-addressing table in numpy arrays held the map before:
+faster for whole-prompt lookups, slower to register and drop a prefill chunk's blocks, which is what remains once
+lookups take the hint; records are the same either way.)
 """
 
 from __future__ import annotations
@@ -28,11 +31,7 @@ import numpy as np
 
 _U = np.uint64
 _MASK = (1 << 64) - 1
-_GOLDEN = _U(0x9E3779B97F4A7C15)
-_EMPTY, _TOMB = -1, -2
 _NO_BLOCKS = np.empty(0, np.int64)
-_WINDOW = 8
-_OFFSETS = np.arange(_WINDOW, dtype=np.int64)
 
 BlockHashes = np.ndarray | Sequence[int]
 """A prompt's chain hashes: a uint64 array (what the encoder gives) or a sequence of Python ints."""
@@ -49,160 +48,6 @@ def as_keys(hashes: BlockHashes) -> np.ndarray:
     return np.fromiter((h & _MASK for h in hashes), _U, len(hashes))
 
 
-class _BlockTable:
-    """An open-addressing (linear probing) hash table from 64-bit keys to block ids in one numpy array of (key, value)
-    pairs — a probe reads one cache line — with vectorised find / add / remove. A value of -1 marks an empty slot,
-    -2 a removed entry (a tombstone, kept until the next rebuild). Load (entries plus tombstones) stays at most 1/2."""
-
-    def __init__(self, num_blocks: int) -> None:
-        self.slot_of = np.zeros(num_blocks, np.int64)
-        """The slot each registered block occupies (valid while it is registered)."""
-        self._alloc(1024)
-
-    def _alloc(self, cap: int) -> None:
-        self.cap = cap
-        self.bits = cap.bit_length() - 1
-        self.ent = np.zeros((cap, 2), np.int64)
-        """Per slot: the key (its bits as int64), the block (>= 0), or _EMPTY / _TOMB."""
-        self.ent[:, 1] = _EMPTY
-        self._claim = np.zeros(cap, np.int64)
-        self.n_full = 0
-        self.n_tomb = 0
-
-    def _home(self, keys: np.ndarray) -> np.ndarray:
-        return ((keys * _GOLDEN) >> _U(64 - self.bits)).astype(np.int64)
-
-    def find(self, keys: np.ndarray) -> np.ndarray:
-        """Block of each key, -1 where absent. The home slots are read in one gather; the few keys whose home holds
-        another key then scan windows of `_WINDOW` slots, up to their key or an empty slot."""
-        n = len(keys)
-        if not n or not self.n_full:
-            return np.full(n, -1, np.int64)
-        ent = self.ent
-        want = keys.view(np.int64)
-        idx = self._home(keys)
-        e = ent.take(idx, axis=0)
-        val = e[:, 1]
-        hit = (e[:, 0] == want) & (val >= 0)
-        out = np.where(hit, val, -1)
-        pending = np.flatnonzero((val != _EMPTY) & ~hit)
-        if not len(pending):
-            return out
-        mask = self.cap - 1
-        base = idx[pending] + 1
-        wanted = want[pending][:, None]
-        while True:
-            m = len(pending)
-            e = ent.take(((base[:, None] + _OFFSETS) & mask).ravel(), axis=0).reshape(m, _WINDOW, 2)
-            val = e[:, :, 1]
-            hit = (e[:, :, 0] == wanted) & (val >= 0)
-            stop = hit | (val == _EMPTY)
-            first = stop.argmax(axis=1)
-            cell = np.arange(m) * _WINDOW + first
-            at = stop.ravel().take(cell)
-            found = at & hit.ravel().take(cell)
-            if found.any():
-                out[pending[found]] = val.ravel().take(cell[found])
-            if at.all():
-                return out
-            go = ~at
-            pending, base, wanted = pending[go], base[go] + _WINDOW, wanted[go]
-
-    def add(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
-        """Insert the keys not present yet, as a dict walk in order would (a key twice: its first value); returns the
-        positions in `keys` it inserted. One probe loop for the presence check and the insert: a key stops at itself
-        (present) or at an empty slot, which it claims (tombstones are passed over, never reused, until a rebuild)."""
-        n = len(keys)
-        if 2 * (self.n_full + self.n_tomb + n) > self.cap:
-            self._rebuild(self.n_full + n)
-        mask = self.cap - 1
-        ent, claim = self.ent, self._claim
-        flat = ent.reshape(-1)
-        want = keys.view(np.int64)
-        idx = self._home(keys)
-        added: list[np.ndarray] = []
-        # most keys are new and find their home slot empty: read the home slots alone first (one gather, no window)
-        e = ent.take(idx, axis=0)
-        val = e[:, 1]
-        empty = val == _EMPTY
-        go = ~((e[:, 0] == want) & (val >= 0))  # not present at home
-        ci = np.flatnonzero(empty)
-        if len(ci):
-            slots = idx.take(ci)
-            claim[slots[::-1]] = ci[::-1]  # equal keys share a home: the first in order wins it
-            won = ci[claim.take(slots) == ci]
-            at = idx.take(won)
-            blocks = vals.take(won)
-            flat[2 * at] = want.take(won)
-            flat[2 * at + 1] = blocks
-            self.slot_of[blocks] = at
-            self.n_full += len(won)
-            added.append(won)
-            go[won] = False
-        pending = np.flatnonzero(go)
-        if not len(pending):
-            return added[0] if added else np.empty(0, np.int64)
-        idx, want = idx.take(pending), want.take(pending)
-        while True:
-            # each key reads the window of `_WINDOW` slots from `idx` up to itself (present) or an empty slot
-            m = len(pending)
-            win = (idx[:, None] + _OFFSETS) & mask
-            e = ent.take(win.ravel(), axis=0)
-            val = e[:, 1].reshape(m, _WINDOW)
-            empty = val == _EMPTY
-            here = (e[:, 0].reshape(m, _WINDOW) == want[:, None]) & (val >= 0)
-            stop = here | empty
-            first = stop.argmax(axis=1)
-            cell = np.arange(m) * _WINDOW + first
-            found = here.ravel().take(cell)
-            free = empty.ravel().take(cell)
-            go = ~found
-            ci = np.flatnonzero(free)
-            if len(ci):
-                slots = win.ravel().take(cell.take(ci))
-                # keys reaching one empty slot: the first in order wins it (equal keys move in lockstep, so the
-                # first of a repeated key is the one inserted; the others find it there next round)
-                claim[slots[::-1]] = ci[::-1]
-                mine = claim.take(slots) == ci
-                won = ci[mine]
-                at = slots[mine]
-                who = pending.take(won)
-                blocks = vals.take(who)
-                flat[2 * at] = want.take(won)
-                flat[2 * at + 1] = blocks
-                self.slot_of[blocks] = at
-                self.n_full += len(won)
-                added.append(who)
-                go[won] = False
-            if not go.any():
-                break
-            # a key that lost an empty slot looks at it again (a repeat of the winner finds itself there); a key
-            # whose window held neither moves past it
-            idx = (idx + np.where(free, first, _WINDOW)) & mask
-            pending, idx, want = pending[go], idx[go], want[go]
-        if not added:
-            return np.empty(0, np.int64)
-        return added[0] if len(added) == 1 else np.concatenate(added)
-
-    def remove(self, blocks: np.ndarray) -> None:
-        """Drop the entries of registered `blocks`."""
-        self.ent.reshape(-1)[2 * self.slot_of.take(blocks) + 1] = _TOMB
-        self.n_full -= len(blocks)
-        self.n_tomb += len(blocks)
-
-    def _rebuild(self, live: int) -> None:
-        full = self.ent[self.ent[:, 1] >= 0]
-        cap = 1024
-        while cap < 4 * live:
-            cap *= 2
-        self._alloc(cap)
-        self.add(full[:, 0].view(_U), full[:, 1].copy())
-
-    def items(self) -> dict[int, int]:
-        full = self.ent[self.ent[:, 1] >= 0]
-        return dict(zip(full[:, 0].view(_U).tolist(), full[:, 1].tolist(), strict=True))
-
-
 class KVPool:
     """Reference counts, a hash -> block map, an LRU of evictable cached blocks and a host-tier LRU of hashes."""
 
@@ -215,7 +60,8 @@ class KVPool:
         self.hash_of = np.zeros(num_blocks, _U)
         """The key each registered (`hashed`) block is cached under."""
         self.free: list[int] = list(range(num_blocks - 1, -1, -1))
-        self.table = _BlockTable(num_blocks)
+        self.map: dict[int, int] = {}
+        """The prefix cache: hash key -> the block caching it (a block is `hashed` exactly while it is mapped)."""
         self.groups: deque[tuple[int, np.ndarray]] = deque()
         self.n_evictable = 0
         self._gid = 0
@@ -236,7 +82,7 @@ class KVPool:
     @property
     def cached(self) -> dict[int, int]:
         """The prefix cache as {hash key: block} (a copy; for checks, not the hot path)."""
-        return self.table.items()
+        return dict(self.map)
 
     # -- prefix lookup ----------------------------------------------------------------------------------------------
     def _head(self, hashes: BlockHashes, limit: int) -> tuple[np.ndarray, np.ndarray]:
@@ -244,7 +90,8 @@ class KVPool:
         keys = as_keys(hashes)
         if limit < len(keys):
             keys = keys[:limit]
-        return keys, self.table.find(keys)
+        get = self.map.get
+        return keys, np.fromiter((get(k, -1) for k in keys.tolist()), np.int64, len(keys))
 
     def _host_run(self, keys: np.ndarray) -> int:
         return len(list(takewhile(self.host.__contains__, keys.tolist())))
@@ -280,22 +127,25 @@ class KVPool:
         up as usual. The same answer either way."""
         if not self.prefix_caching or limit <= 0:
             return _NO_BLOCKS, 0
-        if hint is not None:
-            keys = as_keys(hashes)
-            if limit < len(keys):
-                keys = keys[:limit]
-            hinted = self._hinted(keys, hint)
-            n = len(hinted)
-            found = hinted if n == len(keys) else np.concatenate((hinted, self.table.find(keys[n:])))
-        else:
-            keys, found = self._head(hashes, limit)
-        miss = np.flatnonzero(found < 0)
-        if not len(miss):
+        keys = as_keys(hashes)
+        if limit < len(keys):
+            keys = keys[:limit]
+        found = _NO_BLOCKS if hint is None else self._hinted(keys, hint)
+        g = len(found)
+        if g < len(keys):  # the cached run goes on past the hint (or starts here): one dict read a key, to its end
+            get = self.map.get
+            more: list[int] = []
+            for k in keys[g:].tolist():
+                b = get(k)
+                if b is None:
+                    break
+                more.append(b)
+            if more:
+                found = np.concatenate((found, np.array(more, np.int64))) if g else np.array(more, np.int64)
+                g = len(found)
+        if g == len(keys) or not self.host_blocks:
             return found, 0
-        g = int(miss[0])
-        if not self.host_blocks:
-            return found[:g], 0
-        return found[:g], self._host_run(keys[g:])
+        return found, self._host_run(keys[g:])
 
     def _hinted(self, keys: np.ndarray, hint: Hint) -> np.ndarray:
         """The leading blocks of `hint` that still cache the leading `keys`."""
@@ -377,7 +227,9 @@ class KVPool:
         hashed[out] = False
         self.n_evictable -= len(out)
         # a block is `hashed` exactly while the cache maps its key to it (first writer wins, see register_many)
-        self.table.remove(out)
+        cache = self.map
+        for k in self.hash_of[out].tolist():
+            del cache[k]
         return out
 
     def register_many(self, blocks: Sequence[int] | np.ndarray, hashes: BlockHashes) -> None:
@@ -389,8 +241,9 @@ class KVPool:
             return
         keys = as_keys(hashes)[:m]
         blk = np.asarray(blocks[:m], np.int64)
-        added = self.table.add(keys, blk)
-        if len(added):
+        put = self.map.setdefault
+        added = [i for i, (k, b) in enumerate(zip(keys.tolist(), blk.tolist(), strict=True)) if put(k, b) == b]
+        if added:
             fresh = blk[added]
             self.hash_of[fresh] = keys[added]
             self.hashed[fresh] = True
