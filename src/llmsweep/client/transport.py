@@ -241,9 +241,10 @@ class KernelStampsOn:
     time-stamping on when the first socket asks for it and off when the last one closes, both deferred: a connection
     that asks while no other socket holds it open gets its first packets unstamped (on an idle loop, the response
     head and often the first token; measured on loopback: 11-19 of 20 fresh connections). Open before the first
-    request, it keeps every connection's reads stamped."""
+    request, it keeps every connection's reads stamped; it returns once a datagram it sends itself comes back
+    stamped (at most `wait_s`: the switch is the kernel's work queue, microseconds to milliseconds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wait_s: float = 0.05) -> None:
         self._sock: socket.socket | None = None
         if _SO_TIMESTAMPNS is None:
             return
@@ -253,9 +254,17 @@ class KernelStampsOn:
             return
         try:
             sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            sock.bind(("127.0.0.1", 0))
+            sock.settimeout(wait_s)
+            deadline = time.monotonic() + wait_s
+            while True:
+                sock.sendto(b"x", sock.getsockname())
+                _, ancillary, _, _ = sock.recvmsg(1, _ANCILLARY)
+                if _receive_time(ancillary) is not None or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.001)
         except OSError:
-            sock.close()
-            return
+            pass  # no loopback or a timeout: stamping still goes on as soon as the kernel has switched
         self._sock = sock
 
     def close(self) -> None:
