@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_run_support import RECIPES, alive, cli_env, wait_for
+from test_run_support import RECIPES, alive, cli_env, descendants, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
@@ -56,24 +56,6 @@ def test_two_worker_processes_give_what_one_process_gives(tmp_path: Path) -> Non
     assert table[0].stdout == table[1].stdout and "predicted (simulated engine)" in table[0].stdout
 
 
-def _descendants(pid: int) -> list[int]:
-    """Live processes under `pid` (its children, theirs, ...), read from /proc."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        kids = [p for p, pp in parents.items() if pp in frontier]
-        found += kids
-        frontier = kids
-    return [p for p in found if alive(p)]
-
-
 def _start(tmp_path: Path, duration: str = "60000",
            ticks: int = 50) -> tuple[subprocess.Popen[bytes], Path, list[int]]:
     """A slow `predict --processes 2` in its own process group, once both workers have spent `ticks` of CPU (1/100 s
@@ -92,7 +74,7 @@ def _start(tmp_path: Path, duration: str = "60000",
 
 def _python_children(pid: int) -> list[int]:
     """The worker processes (spawned: `-c 'from multiprocessing.spawn ...'`), not multiprocessing's resource tracker."""
-    return [p for p in _descendants(pid) if b"spawn_main" in _cmdline(p)]
+    return [p for p in descendants(pid) if b"spawn_main" in _cmdline(p)]
 
 
 def _cmdline(pid: int) -> bytes:
@@ -130,7 +112,7 @@ def test_an_interrupt_stops_the_run_and_its_workers(tmp_path: Path, sig: signal.
                                                     code: int) -> None:
     proc, log, workers = _start(tmp_path)
     try:
-        everything = _descendants(proc.pid)
+        everything = descendants(proc.pid)
         if to_group:  # a terminal's Ctrl-C: the workers get it too, and leave it to the parent
             os.killpg(proc.pid, sig)
         else:
@@ -147,12 +129,12 @@ def test_an_interrupt_stops_the_run_and_its_workers(tmp_path: Path, sig: signal.
 def test_sigkill_of_the_parent_leaves_no_worker_behind(tmp_path: Path) -> None:
     proc, log, workers = _start(tmp_path)
     try:
-        everything = _descendants(proc.pid)
+        everything = descendants(proc.pid)
         proc.kill()  # the parent alone: nobody is left to stop the workers but themselves
         proc.wait(timeout=30)
         _assert_nothing_left(everything + workers, log)
     finally:
-        for pid in _descendants(proc.pid):  # nothing, unless the test failed
+        for pid in descendants(proc.pid):  # nothing, unless the test failed
             os.kill(pid, signal.SIGKILL)
 
 
@@ -172,6 +154,6 @@ def test_a_killed_worker_refuses_its_point_the_other_is_predicted_again_and_the_
         (again,) = [r for r in rows if "summary" in r]  # the other worker's point, predicted again on a fresh pool
         assert again["summary"]["requests"]["successful"] > 0
         assert "error: llmsweep predict: the prediction worker died; 1 unit(s) were not predicted" in text
-        assert not _descendants(proc.pid)
+        assert not descendants(proc.pid)
     finally:
         _kill_group(proc)

@@ -10,7 +10,17 @@ import signal
 import subprocess
 from pathlib import Path
 
-from test_run_support import RECIPES, alive, cli_env, kill_quietly, read_json, record_lines, run_argv, wait_for
+from test_run_support import (
+    RECIPES,
+    alive,
+    children_of,
+    cli_env,
+    kill_quietly,
+    read_json,
+    record_lines,
+    run_argv,
+    wait_for,
+)
 
 RECIPE = RECIPES / "slow-fixed-sim.yaml"
 LIVE: tuple[str, ...] = ("--live",)
@@ -170,19 +180,6 @@ def test_resume_after_the_harness_is_sigkilled_mid_teardown_stops_the_server_it_
             cleanup(proc, pgid)
         if resumed is not None:
             cleanup(resumed, None)
-
-
-def children_of(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
-                out.append(int(entry))
-    return out
 
 
 def test_sigint_with_client_worker_processes_stops_them_too(tmp_path: Path) -> None:
