@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.real_engine import tiny_transformers_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORT = REPO / "tests"
@@ -31,35 +32,6 @@ StreamServer(ServerConfig(itl_s=0.002, usage="final_chunk", fault=fault, fault_e
 print("INFO:     Application startup complete.", flush=True)
 while True:
     time.sleep(3600)
-"""
-
-
-def _recipe(model_dir: Path) -> str:
-    return f"""faulty:
-  image: huggingface/transformers-pytorch-cpu:5.17.0
-  model: llmsweep/tiny
-  model-prefix: tiny
-  runner: h200
-  precision: bf16
-  framework: transformers
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 32
-      osl: 8
-      search-space:
-      - {{ tp: 1, conc-list: [2] }}
-  serve:
-    engine: {{ name: transformers, version: 5.17.0 }}
-    model-path: {model_dir}
-    health-timeout: 60
-    args:
-      --device: cpu
-  workload:
-    tokenizer: {model_dir}
-    use-chat-template: true
-    num-prompts-per-conc: 4
-    num-warmups: 0
 """
 
 
@@ -88,7 +60,9 @@ def _run(tmp_path: Path, model_dir: Path, fault: str | None) -> tuple[subprocess
            "PYTHONPATH": f"{fake}{os.pathsep}{REPO / 'src'}", "LLMSWEEP_STORE": str(store),
            "LLMSWEEP_TEST_FAULT": fault or ""}
     rfile = tmp_path / "faulty.yaml"
-    rfile.write_text(_recipe(model_dir))
+    # the stand-in ignores the recipe's continuous-batching flags
+    rfile.write_text(tiny_transformers_recipe(model_dir, key="faulty", concs="[2]", isl=32, osl=8, warmups=0,
+                                              health_timeout=60))
     out = tmp_path / "run"
     res = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", str(rfile), "--executor-option",
                           "allow_image=true", "--out", str(out), "--no-report", "--request-timeout", "3"],

@@ -25,9 +25,10 @@ def transformers_path() -> str | None:
 
 
 def tiny_transformers_recipe(model_dir: Path, *, key: str = "tf", concs: str = "[1, 2, 4]", extra_args: str = "",
-                             prompts_per_conc: int = 4) -> str:
-    """A fixed-length recipe (64 in / 16 out) that `transformers serve` runs on the CPU for a synthesised model in
-    `model_dir` (continuous batching, one thread, offline)."""
+                             prompts_per_conc: int = 4, isl: int = 64, osl: int = 16, warmups: int = 1,
+                             health_timeout: int = 120) -> str:
+    """A fixed-length recipe (64 in / 16 out by default) that `transformers serve` runs on the CPU for a synthesised
+    model in `model_dir` (continuous batching, one thread, offline)."""
     return f"""{key}:
   image: huggingface/transformers-pytorch-cpu:5.17.0
   model: llmsweep/tiny
@@ -38,14 +39,14 @@ def tiny_transformers_recipe(model_dir: Path, *, key: str = "tf", concs: str = "
   multinode: false
   scenarios:
     fixed-seq-len:
-    - isl: 64
-      osl: 16
+    - isl: {isl}
+      osl: {osl}
       search-space:
       - {{ tp: 1, conc-list: {concs} }}
   serve:
     engine: {{ name: transformers, version: 5.17.0 }}
     model-path: {model_dir}
-    health-timeout: 120
+    health-timeout: {health_timeout}
     args:
       --device: cpu
       --cb-num-blocks: 64
@@ -58,5 +59,5 @@ def tiny_transformers_recipe(model_dir: Path, *, key: str = "tf", concs: str = "
     tokenizer: {model_dir}
     use-chat-template: true
     num-prompts-per-conc: {prompts_per_conc}
-    num-warmups: 1
+    num-warmups: {warmups}
 """
