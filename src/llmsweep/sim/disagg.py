@@ -468,8 +468,7 @@ class DisaggPredictor(Predictor):
             for i, w in enumerate(workers):
                 if w.busy or not w.core.has_work():
                     continue
-                self._heap_now = now
-                end = w.core.begin_step(now, self._horizon_of(w), finish=True)
+                end = w.core.begin_step(now, self._horizon_of(w, now), finish=True)
                 if end is not None:
                     w.busy = started = True
                     self._push(end, _STEP, i)
@@ -479,7 +478,7 @@ class DisaggPredictor(Predictor):
                 break
         return now
 
-    def _horizon_of(self, worker: Worker) -> float:
+    def _horizon_of(self, worker: Worker, now: float) -> float:
         """Until when nothing can change `worker`'s batch or KV pool (a block of its decode steps may run through the
         step in which this falls: `begin_step(..., finish=True)`; a scrape reads a block as of its time and does not
         bound it). A transfer's arrival, a submit and a prefill worker's step end (which reserves decode-side KV) act
@@ -498,7 +497,7 @@ class DisaggPredictor(Predictor):
                 horizon = t
         for w in self.cluster.decode:  # about to begin a step at the same instant: it might finish requests
             if w is not worker and not w.busy and w.core.has_work():
-                horizon = min(horizon, self._heap_now + frontend)
+                horizon = min(horizon, now + frontend)
         return horizon
 
     def _finish_stats(self, now: float) -> None:
