@@ -26,6 +26,10 @@ class LlmsweepError(Exception):
     def __str__(self) -> str:
         return f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
 
+    def one_line(self) -> str:
+        """The message and its fix on one line, as a refusal's reason says them."""
+        return f"{self.message} (fix: {self.fix})" if self.fix else self.message
+
 
 class ConfigError(LlmsweepError):
     """A recipe, runner file or other input is malformed; carries the findings that say where and why."""

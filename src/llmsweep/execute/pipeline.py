@@ -238,7 +238,7 @@ def _check_traces(jobs: list[Job], event: Event) -> tuple[list[Job], list[JobOut
         if error is None:
             keep.append(job)
             continue
-        reason = f"{error.message} (fix: {error.fix})"
+        reason = error.one_line()
         refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
     for source, error in failed.items():
         n = sum(1 for j in jobs if trace_source_label(j) == source)

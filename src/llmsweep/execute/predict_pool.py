@@ -151,14 +151,11 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outc
 def _job_refusal(exc: LlmsweepError, *, said_up_front: bool = False) -> str:
     from llmsweep.execute.virtual import NotModelled
 
-    reason = _reason(exc)
+    reason = exc.one_line()
     if not (isinstance(exc, NotModelled) or said_up_front):
         reason = f"the simulator cannot model this job: {reason}"
     return reason
 
-
-def _reason(exc: LlmsweepError) -> str:
-    return exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
 
 
 def predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
@@ -186,7 +183,7 @@ def predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
         predicted = predict_point(point, unit.config, duration=settings.duration,
                                   max_requests=settings.max_requests, provenance=unit.provenance)
     except LlmsweepError as exc:
-        return [Outcome(point.job.id, point.concurrency, refused=_reason(exc))]
+        return [Outcome(point.job.id, point.concurrency, refused=exc.one_line())]
     assert predicted.summary is not None  # predict_point summarises unless asked not to
     if settings.out_dir is not None:
         write_predicted(settings.out_dir, predicted)

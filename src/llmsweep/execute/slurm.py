@@ -375,7 +375,7 @@ class SlurmExecutor:
                     event(f"{group.id}: refused — {exc.message}")
                     for job in group.jobs:
                         outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused",
-                                                   reasons=[f"{exc.message} (fix: {exc.fix})"]))
+                                                   reasons=[exc.one_line()]))
                         current_progress().job_finished(job.id, "refused")
                     continue
                 live.append(sjob)

@@ -82,11 +82,6 @@ def engine_config(spec: LaunchSpec) -> EngineConfig:
     return config
 
 
-def _reason(exc: LlmsweepError) -> str:
-    """One line for a refusal: the message and its fix."""
-    return exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
-
-
 def command_text(spec: LaunchSpec) -> str:
     """`server_command.txt` of a virtual-time job: what would have served it live, and that nothing was launched."""
     lines = [f"# engine: {spec.engine} (virtual time: no server was launched; the simulator core ran in-process)"]
@@ -161,7 +156,7 @@ def _run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycl
                                            reasons=[f"resumed: summary already {verdict}"]))
                 continue
             if config is None:
-                reason = _reason(refusal) if refusal is not None else "the simulator cannot model this job"
+                reason = refusal.one_line() if refusal is not None else "the simulator cannot model this job"
                 outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
                 event(f"job {job.id}: refused — {reason}")
                 continue

@@ -125,7 +125,7 @@ def run_jobs(jobs: Sequence[tuple[Job, ServerGroup]], run_dir: Path, settings: L
         try:
             config = disagg_config(members[0][0], max_concurrency=max(max(j.concs) for j, _ in members))
         except NotModelled as exc:
-            reason = exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
+            reason = exc.one_line()
             for job, _ in members:
                 outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
                 event(f"job {job.id}: refused — {reason}")
