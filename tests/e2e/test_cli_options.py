@@ -202,6 +202,23 @@ def test_predict_takes_config_keys() -> None:
     assert missing.returncode == 2 and "no-such-key" in missing.stderr
 
 
+def test_predict_table_heads_its_throughputs_as_the_metric_table_and_shows_the_json_values() -> None:
+    from llmsweep.metrics.registry import HOT_BY_NAME
+
+    key = "qwen3.5-fp8-mi300x-sim-agentic-mtp"
+    doc = json.loads(llmsweep("predict", str(QUICKSTART), "--config-keys", key, "--duration", "3", "--json").stdout)
+    table = llmsweep("predict", str(QUICKSTART), "--config-keys", key, "--duration", "3")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    header = next(line for line in lines if "calibration" in line)
+    total, output = HOT_BY_NAME["tput_per_gpu"].header, HOT_BY_NAME["output_tput_per_gpu"].header
+    assert total in header and output in header and header.index(total) < header.index(output)
+    for row in doc:
+        per_gpu = row["summary"]["throughput"]["per_gpu"]
+        cells = next(line for line in lines if f" {row['concurrency']} " in line and row["job"][:20] in line)
+        assert f"{per_gpu['total_tps']:,.0f}" in cells and f"{per_gpu['output_tps']:,.0f}" in cells
+
+
 @pytest.mark.parametrize(("old", "new"), [(["--method", "mtp", "--k", "3"], ["--spec-method", "mtp", "--spec-k", "3"])])
 def test_an_old_spelling_still_works_and_warns_once(old: list[str], new: list[str]) -> None:
     was, now = llmsweep("al", "qwen3.5", *old, "--json"), llmsweep("al", "qwen3.5", *new, "--json")

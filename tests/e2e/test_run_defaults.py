@@ -12,6 +12,8 @@ from pathlib import Path
 
 from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli, verdict
 
+from llmsweep.metrics.registry import HOT_BY_NAME
+
 RECIPE = RECIPES / "fixed-sim.yaml"  # two concurrency points on one simulated server, a few seconds
 
 
@@ -94,5 +96,7 @@ def test_run_json_prints_the_end_table_and_stderr_says_what_each_job_is_doing(tm
     assert again.returncode == 0, again.stderr[-4000:]
     stdout = again.stdout.strip().splitlines()
     assert stdout[-1] == str(tmp_path / "plain")
-    assert any("verdict" in line and "tok/s/GPU" in line for line in stdout)
+    # the throughput columns are headed as the metric table names them: total (InferenceX's headline) and output
+    header = next(line for line in stdout if "verdict" in line)
+    assert HOT_BY_NAME["tput_per_gpu"].header in header and HOT_BY_NAME["output_tput_per_gpu"].header in header
     assert sum(" valid " in line for line in stdout) == 2

@@ -160,8 +160,9 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
-        from rich.console import Console
         from rich.table import Table
+
+        from llmsweep.cli.tables import table_console
 
         table = Table("thinking", "K", "AL", "accepted", "drafts", "requests", "tokens", "s", "status",
                       title=f"Golden AL: {result.checkpoint} {result.method} ({result.engine})")
@@ -170,7 +171,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
                           f"{c.accepted_tokens:.0f}" if c.accepted_tokens is not None else "—",
                           f"{c.drafts:.0f}" if c.drafts is not None else "—", f"{c.requests_ok}",
                           str(c.output_tokens), f"{c.seconds:.0f}", c.status)
-        Console(soft_wrap=False).print(table)
+        table_console().print(table)
         for c in result.cells:
             if c.reason:
                 click.echo(f"{c.thinking} K={c.k}: {c.reason} (see {c.directory})", err=True)

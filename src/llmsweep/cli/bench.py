@@ -279,12 +279,12 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(summary.dump(), indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
+    from llmsweep.cli.tables import table_console
     from llmsweep.metrics import registry
 
-    console = Console()
+    console = table_console()
     req, tput = summary.requests, summary.throughput
     table = Table(title=f"llmsweep bench — {out}", show_header=True)
     table.add_column("metric")

@@ -24,6 +24,7 @@ from llmsweep.catalog import images as images_mod
 from llmsweep.catalog import models as models_mod
 from llmsweep.catalog.sources import ENV_VAR, catalog_dirs
 from llmsweep.cli.options import json_option, option
+from llmsweep.cli.tables import table_console
 from llmsweep.engine_ids import acceptance_spellings
 from llmsweep.errors import ConfigError
 
@@ -31,7 +32,7 @@ SECTIONS = ("hardware", "models", "engines", "images", "golden", "fleet")
 
 
 def _console() -> Console:
-    return Console(soft_wrap=False)
+    return table_console()
 
 
 def _emit_json(data: Any) -> None:

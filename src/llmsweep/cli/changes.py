@@ -36,15 +36,13 @@ def changes(revisions: str, files: tuple[Path, ...], repo: Path | None, runner_c
 
 
 def _print(change_set: object) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from llmsweep.changes import ChangeSet
+    from llmsweep.cli.tables import table_console
 
     assert isinstance(change_set, ChangeSet)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=10_000)
+    console = table_console()
     table = Table(title=f"changes {change_set.base}..{change_set.head}", header_style="bold")
     for col in ("change", "job", "recipe", "cause", "fields"):
         table.add_column(col, overflow="fold")

@@ -78,13 +78,13 @@ INTERRUPTED_EXIT = 130
 
 
 def _print(result: object) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from llmsweep.cli.tables import table_console
     from llmsweep.discover.model import Discovery
 
     assert isinstance(result, Discovery)
-    console = Console() if Console().is_terminal else Console(width=200)
+    console = table_console()
     for arm in result.arms:
         console.print(f"[bold]{arm.arm}[/]  {arm.label}")
         noise = ", ".join(f"{n.label} {n.cv:.1%}" for n in arm.noise if n.cv is not None)

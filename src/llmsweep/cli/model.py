@@ -38,13 +38,14 @@ def presets(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([{"name": n, "parameters": c, "summary": s} for n, c, s in rows], indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from llmsweep.cli.tables import table_console
 
     table = Table("preset", "parameters", "shape")
     for name, count, summary in rows:
         table.add_row(name, f"{count / 1e6:,.1f} M", summary)
-    Console().print(table)
+    table_console().print(table)
 
 
 @model.command("synth", help=(

@@ -21,9 +21,9 @@ def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
 
 
 def _console() -> Any:
-    from rich.console import Console
+    from llmsweep.cli.tables import table_console
 
-    return Console(soft_wrap=False)
+    return table_console()
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -107,7 +107,7 @@ def _print_points(points: list[Any]) -> None:
     shown = (("tput_per_gpu", 4), ("p90_e2e_norm_intvty", 3), ("p90_ttft", 3))  # column, significant digits
     table = Table()
     for col in ("result", "job", "series", "conc", "topology",
-                *(f"{HOT_BY_NAME[c].label} {HOT_BY_NAME[c].unit}".strip() for c, _ in shown), "verdict", "source"):
+                *(HOT_BY_NAME[c].header for c, _ in shown), "verdict", "source"):
         table.add_column(col)
     for p in points:
         table.add_row(p.result_id, p.job_id, p.identity.series_label(), str(p.identity.conc), p.identity.topology(),

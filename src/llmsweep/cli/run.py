@@ -214,29 +214,34 @@ def _eval_cell(row: dict[str, Any]) -> str:
 
 
 def _print_rows(rows: list[dict[str, Any]]) -> None:
-    from rich.console import Console
+    """The end-of-run table; its metric columns are headed as the metric table names them."""
     from rich.table import Table
+
+    from llmsweep.cli.tables import table_console
+    from llmsweep.metrics.registry import HOT_BY_NAME
 
     def num(v: Any, digits: int = 1) -> str:
         return "-" if not isinstance(v, int | float) else f"{v:,.{digits}f}"
 
     colour = {"valid": "green", "smoke": "yellow", "skipped": "cyan"}
     table = Table(title="llmsweep run", show_header=True, header_style="bold")
+    hot = HOT_BY_NAME
     for col, justify in (("job", "left"), ("conc", "right"), ("verdict", "left"), ("reason", "left"),
-                         ("ok/failed", "right"), ("tok/s/GPU", "right"), ("TTFT p50 ms", "right"),
-                         ("TPOT p50 ms", "right"), ("tok/s/user p50", "right"), ("tok/J", "right"),
-                         ("W/GPU", "right"), ("eval", "left")):
+                         ("ok/failed", "right"), (hot["tput_per_gpu"].header, "right"),
+                         (hot["output_tput_per_gpu"].header, "right"), (f"{hot['p50_ttft'].label} ms", "right"),
+                         (f"{hot['p50_tpot'].label} ms", "right"), (hot["p50_intvty"].header, "right"),
+                         (hot["tokens_per_joule"].header, "right"), (hot["avg_power_w"].header, "right"),
+                         ("eval", "left")):
         width = min(60, max((len(r["job"]) for r in rows), default=3)) if col == "job" else None
         table.add_column(col, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
     for r in rows:
         verdict = r["verdict"]
         ok = f"{r['requests_ok']}/{r['requests_failed']}" if r["requests_ok"] is not None else "-"
         table.add_row(r["job"], str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{verdict}[/]",
-                      r["reason"] or "", ok, num(r["total_tps_per_gpu"]), num(r["ttft_p50_ms"]),
+                      r["reason"] or "", ok, num(r["total_tps_per_gpu"]), num(r["output_tps_per_gpu"]),
+                      num(r["ttft_p50_ms"]),
                       num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]), num(r["tokens_per_joule"], 3),
                       num(r["avg_power_w_per_gpu"]), _eval_cell(r))
     # A terminal folds long job ids into its width; a log or a pipe gets the table at its natural width.
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=10_000)
+    console = table_console()
     console.print(table)

@@ -307,8 +307,9 @@ def _print_calibration(r: RunCalibration, title: str = "") -> None:
 
 
 def _print_points(title: str, points: list[PointComparison]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from llmsweep.cli.tables import table_console
 
     table = Table(title=title)
     for col in ("point", "conc", "out tok/s", "TPOT p50 ms", "TTFT p50 ms"):
@@ -321,7 +322,7 @@ def _print_points(title: str, points: list[PointComparison]) -> None:
             mark = "" if p.weights.get(m, 0) > 0 else " *"
             cells.append(" / ".join(vals) + mark)
         table.add_row(p.label, str(p.concurrency), *cells)
-    Console(width=150).print(table)
+    table_console().print(table)
     click.echo("  * not fitted (an agentic point's output rate is set by the traces' idle gaps)")
 
 
@@ -461,24 +462,28 @@ def _predict_parallel(planned: list[Outcome | Unit], units: list[Unit], settings
 
 
 def _print_table(results: list[Outcome]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from llmsweep.cli.tables import table_console
+    from llmsweep.metrics.registry import HOT_BY_NAME
+
+    hot = HOT_BY_NAME
     table = Table(title="predicted (simulated engine)")
-    for col in ("job", "conc", "out tok/s/GPU", "TTFT p50 ms", "TPOT p50 ms", "hit rate", "AL", "calibration"):
+    for col in ("job", "conc", hot["tput_per_gpu"].header, hot["output_tput_per_gpu"].header,
+                f"{hot['p50_ttft'].label} ms", f"{hot['p50_tpot'].label} ms", "hit rate", "AL", "calibration"):
         table.add_column(col, justify="left" if col == "job" else "right")
     for r in results:
         s = r.summary
         assert s is not None
         spec = s.server_metrics.spec_decode
-        vals = [s.throughput.per_gpu.output_tps, s.latency.ttft.p50, s.latency.tpot.p50, s.cache.observed_hit_rate,
-                spec.acceptance_length if spec is not None else None]
-        fmt = ["{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
-        scale = [1, 1e3, 1e3, 1, 1]
+        vals = [s.throughput.per_gpu.total_tps, s.throughput.per_gpu.output_tps, s.latency.ttft.p50,
+                s.latency.tpot.p50, s.cache.observed_hit_rate, spec.acceptance_length if spec is not None else None]
+        fmt = ["{:,.0f}", "{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
+        scale = [1, 1, 1e3, 1e3, 1, 1]
         cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale, strict=True)]
         label = str(r.calibration or "-")
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
         table.add_row(r.job, str(r.concurrency), *cells, label.split(" (")[0].replace("calibrated: ", ""))
     labels = sorted({r.calibration for r in results if r.calibration})
     table.caption = "; ".join(labels)
-    Console().print(table)
+    table_console().print(table)

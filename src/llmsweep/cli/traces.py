@@ -54,9 +54,9 @@ def stats(source: str, as_json: bool, limit: int | None, scale_to: int) -> None:
 
 
 def _print_table(result: object, bands: list[dict[str, object]]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from llmsweep.cli.tables import table_console
     from llmsweep.workload.traces.stats import CorpusStats
 
     assert isinstance(result, CorpusStats)
@@ -82,7 +82,7 @@ def _print_table(result: object, bands: list[dict[str, object]]) -> None:
     table.add_row("prefix hit (request mean)", f"{result.prefix_hit_request_mean:.3f}")
     table.add_row("prefix hit (token weighted)", f"{result.prefix_hit_token_weighted:.3f}")
     table.add_row("think time above 300 s cap", f"{result.think_time_above_cap_share:.2%}")
-    console = Console()
+    console = table_console()
     console.print(table)
     ref = Table(title="against the published AgentX corpus (research/agentx-spec §2.2)")
     for col in ("figure", "this corpus", "published", "band", ""):

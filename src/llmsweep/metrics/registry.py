@@ -83,6 +83,11 @@ class HotColumn:
     metric: MetricDef
     stat: str | None = None
 
+    @property
+    def header(self) -> str:
+        """How a table heads the column: its label, then its unit."""
+        return f"{self.label} {self.unit}".strip()
+
     def read(self, summary: Summary) -> float | None:
         """The column's value in a summary (None where the summary does not have it)."""
         m = self.metric

@@ -1,0 +1,17 @@
+"""The console every command prints its tables to (one rule for all of them)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def table_console() -> Console:
+    """stdout for a table: under a terminal, its width (long cells fold inside their column); into a log or a pipe,
+    each table at its natural width, never folded, so a row can be read or grepped whole."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=False)
+    return console if console.is_terminal else Console(width=10_000, soft_wrap=False)
