@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
 
 
@@ -120,3 +121,36 @@ def test_recipe_require_power_fails_jobs_without_power_unless_the_run_overrides_
                    cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert all(read_json(j / "summary.json").get("power") is None for j in job_dirs(out2).values())
+
+
+def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: Path) -> None:
+    """`predict` models power as `run` in virtual time does (no job folder: the samples are integrated in memory):
+    each point's block is valid and simulated and agrees with the run's, aggregated and disaggregated alike — and so
+    do the points themselves (a disaggregated job's concurrencies draw their own prompts in both, as `run`'s one job
+    per concurrency does)."""
+    recipes = [RECIPES / "fixed-sim.yaml", RECIPES / "disagg-sim.yaml"]
+    env = cli_env(tmp_path)
+    out = tmp_path / "out"
+    proc = run_cli([*recipes, "--out", out, "--no-report"], env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ran = {}
+    for jdir in job_dirs(out).values():
+        summary = read_json(jdir / "summary.json")
+        (conc,) = read_json(jdir / "job.json")["conc"] if "disagg-true" in jdir.name else [
+            read_json(jdir / "job.json")["conc"]]  # a disaggregated job's folder per point holds that point's
+        ran[(conc, "disagg-true" in jdir.name)] = summary
+    pred = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", *map(str, recipes), "--json"],
+                          env=env, capture_output=True, text=True, timeout=240)
+    assert pred.returncode == 0, pred.stderr[-4000:]
+    rows = json.loads(pred.stdout)
+    assert len(rows) == len(ran) == 4
+    for row in rows:
+        power = row["summary"]["power"]
+        run_summary = ran[(row["concurrency"], "disagg-true" in row["job"])]
+        run_power = run_summary["power"]
+        assert row["summary"]["throughput"]["output_tps"] == pytest.approx(run_summary["throughput"]["output_tps"],
+                                                                           rel=1e-6)
+        assert power["power_valid"] is True and power["source"] == "simulated", power["reasons"]
+        assert power["observed_gpus"] == run_power["observed_gpus"] == row["summary"]["throughput"]["gpus"]
+        for figure in ("energy_j", "avg_power_w", "tokens_per_joule"):
+            assert power[figure] == pytest.approx(run_power[figure], rel=1e-6), (row["job"], figure)

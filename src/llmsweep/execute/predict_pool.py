@@ -160,6 +160,8 @@ def _job_refusal(exc: LlmsweepError, *, said_up_front: bool = False) -> str:
 
 def predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     """Predict one unit and write its `--out` files; an LlmsweepError is its refusal, anything else raises."""
+    from llmsweep.power.sampler import PowerSettings
+    from llmsweep.power.virtual import virtual_power
     from llmsweep.sim.predict import predict_point
 
     if isinstance(unit, DisaggUnit):
@@ -174,14 +176,18 @@ def predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
                 outcomes.append(Outcome(job.id, p.point.concurrency, p.summary,
                                         p.summary.provenance.model_dump().get("calibration")))
                 if settings.out_dir is not None:
-                    write_predicted(settings.out_dir, p)
+                    write_predicted(settings.out_dir, p, job_id=job.id)
         except LlmsweepError as exc:
             outcomes.append(Outcome(job.id, None, refused=_job_refusal(exc)))
         return outcomes
     point = unit.point
+    config = unit.config
+    # the GPUs' modelled power, as `run` in virtual time reads it (labelled simulated in the summary's power block)
+    power = virtual_power(PowerSettings().for_jobs([point.job]), hardware=config.hardware, tp=config.tp,
+                          start_time=0.0)
     try:
-        predicted = predict_point(point, unit.config, duration=settings.duration,
-                                  max_requests=settings.max_requests, provenance=unit.provenance)
+        predicted = predict_point(point, config, duration=settings.duration, max_requests=settings.max_requests,
+                                  provenance=unit.provenance, power=power)
     except LlmsweepError as exc:
         return [Outcome(point.job.id, point.concurrency, refused=exc.one_line())]
     assert predicted.summary is not None  # predict_point summarises unless asked not to
@@ -190,11 +196,12 @@ def predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     return [Outcome(point.job.id, point.concurrency, predicted.summary, unit.provenance["calibration"])]
 
 
-def write_predicted(out_dir: Path, predicted: PredictedPoint) -> None:
-    """`--out`: a point's records, scrapes and summary under `<out>/<job id>/conc<N>/`."""
+def write_predicted(out_dir: Path, predicted: PredictedPoint, *, job_id: str | None = None) -> None:
+    """`--out`: a point's records, scrapes and summary under `<out>/<job id>/conc<N>/` (`job_id`: the recipe's job
+    when the point ran as a job of its own, a disaggregated job's concurrency)."""
     import json
 
-    out = out_dir / predicted.point.job.id / f"conc{predicted.point.concurrency}"
+    out = out_dir / (job_id or predicted.point.job.id) / f"conc{predicted.point.concurrency}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in predicted.records))
     (out / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predicted.scrapes))

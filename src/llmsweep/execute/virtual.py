@@ -227,8 +227,7 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, *,
     point = Point.of(job)
     started_at = time.time()
     power = virtual_power(settings.power.for_jobs([job]), hardware=config.hardware, tp=config.tp, start_time=started_at)
-    predicted = predict_point(point, config, start_time=started_at, summarize=False,
-                              probe=power.probe if power is not None else None)
+    predicted = predict_point(point, config, start_time=started_at, summarize=False, power=power)
     if power is not None:  # the modelled watts over virtual time, beside the records, as the live sampler leaves them
         power.write_job(jdir, expected_gpus=point.gpus)
     return write_point(job, group, predicted, jdir, settings, started_at=started_at,

@@ -27,10 +27,11 @@ from llmsweep.execute import artifacts as art
 from llmsweep.execute.lifecycle import DONE_VERDICTS, JobOutcome, LifecycleSettings, ServerGroup
 from llmsweep.execute.progress import current_progress
 from llmsweep.plan import Job
-from llmsweep.plan.point import Point, points_of
+from llmsweep.plan.point import Point
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
+    from llmsweep.power.virtual import VirtualDeploymentPower
     from llmsweep.sim.disagg import Cluster, DisaggConfig
     from llmsweep.sim.predict import PredictedPoint
 
@@ -190,11 +191,11 @@ def _run_deployment(members: list[tuple[Job, ServerGroup]], config: DisaggConfig
 
 def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration: float | None = None,
                   max_requests: int | None = None, provenance: dict[str, Any] | None = None,
-                  summarize: bool = False, probe: Callable[[float], None] | None = None) -> PredictedPoint:
+                  summarize: bool = False, power: VirtualDeploymentPower | None = None) -> PredictedPoint:
     """One point on a running deployment (left drained afterwards); its records start at `start_time`. With
     `summarize`, the gated summary of the point (`provenance` joined by the deployment's topology), as
-    :func:`llmsweep.sim.predict.predict_point` makes it. `probe` is called at every scrape with its unix time (the
-    workers' modelled power, `power.virtual.VirtualDeploymentPower`)."""
+    :func:`llmsweep.sim.predict.predict_point` makes it. `power`: the workers' modelled power, read at every scrape
+    and integrated into the summary's power block."""
     from llmsweep.metrics import summarise
     from llmsweep.sim.disagg import DisaggPredictor
     from llmsweep.sim.predict import PredictedPoint, point_window
@@ -202,33 +203,40 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
     seconds, max_requests = point_window(point, duration, max_requests)
     workload = point.workload(simulated=True)
     predictor = DisaggPredictor(cluster, start_time=start_time, scrape_interval=1.0, model_name=point.job.model)
-    if probe is not None:
-        predictor.probes.append(probe)
+    if power is not None and power.probe is not None:
+        predictor.probes.append(power.probe)
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=point.load.concurrency is None)
     summary = None
     if summarize:
         gates = point.gates(planned_duration_s=seconds if point.load.duration_s is not None else None)
         summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
-                            provenance={**(provenance or {}), "topology": cluster.config.describe()}, gates=gates)
+                            provenance={**(provenance or {}), "topology": cluster.config.describe()}, gates=gates,
+                            telemetry=power.telemetry(point.gpus) if power is not None else None)
     return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats)
 
 
 def predict_job(job: Job, *, duration: float | None = None, max_requests: int | None = None,
                 provenance: dict[str, Any] | None = None) -> list[PredictedPoint]:
     """Every concurrency of a disaggregated job on one deployment, one after another with the drain wait between
-    them (`llmsweep predict`); raises NotModelled when the simulator cannot model the job."""
+    them (`llmsweep predict`); raises NotModelled when the simulator cannot model the job. Each point is the job
+    `run` makes of it (`pipeline.one_point_per_job`: its own id, so its own prompts, as in `run`: the same prompts
+    at the next concurrency would find the last one's in the deployment's prefix cache)."""
+    from llmsweep.execute.pipeline import one_point_per_job
+    from llmsweep.power.sampler import PowerSettings
+    from llmsweep.power.virtual import virtual_deployment_power
     from llmsweep.sim.disagg import Cluster, drain_wait_s
 
     config = disagg_config(job)
     cluster = Cluster(config, model_name=job.model)
     clock = 0.0
     out: list[PredictedPoint] = []
-    for point in sorted(points_of(job), key=lambda p: p.concurrency):
+    settings = PowerSettings().for_jobs([job])
+    for point in sorted((Point.of(one) for one in one_point_per_job([job])), key=lambda p: p.concurrency):
         predicted = predict_point(point, cluster, start_time=clock, duration=duration, max_requests=max_requests,
                                   provenance={**(provenance or {}), "concurrency": point.concurrency,
                                               "calibration": calibration_label(config)},
-                                  summarize=True)
+                                  summarize=True, power=virtual_deployment_power(settings, cluster, start_time=clock))
         clock += (predicted.stats.virtual_seconds if predicted.stats is not None else 0.0) + drain_wait_s()
         out.append(predicted)
     return out
@@ -242,8 +250,7 @@ def _simulate(job: Job, group: ServerGroup, deployment: _Deployment, jdir: Path,
     started_at = time.time()
     point = Point.of(job)
     power = virtual_deployment_power(settings.power.for_jobs([job]), deployment.cluster, start_time=deployment.clock)
-    predicted = predict_point(point, deployment.cluster, start_time=deployment.clock,
-                              probe=power.probe if power is not None else None)
+    predicted = predict_point(point, deployment.cluster, start_time=deployment.clock, power=power)
     if predicted.stats is not None:
         deployment.clock += predicted.stats.virtual_seconds
     if power is not None:  # every worker's modelled watts over the point, as the node samplers leave them on Slurm

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from llmsweep.metrics.gates import GateConfig, evaluate, idle_cap_from, window_c
 from llmsweep.metrics.model import SCHEMA_VERSION, Summary, Validity
 from llmsweep.metrics.server import summarise_server
 from llmsweep.metrics.stats import clean, inverted_block, stat_block
+
+if TYPE_CHECKING:
+    from llmsweep.power.virtual import Telemetry
 
 
 def _qps(ends: np.ndarray) -> dict[str, Any]:
@@ -54,11 +57,14 @@ def summarise(
     provenance: dict[str, Any] | None = None,
     gates: GateConfig | None = None,
     client: dict[str, Any] | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Summary:
     """Aggregate raw request records into the typed, versioned summary (see `docs/contracts.md`).
 
     `client` is what only the live run knows (worker CPU, connection waits, open-file limit, stop reason); the run
-    writes it to `run.json` so `llmsweep summarize` reproduces the same summary from the directory.
+    writes it to `run.json` so `llmsweep summarize` reproduces the same summary from the directory. The power block
+    integrates the `gpu_metrics.jsonl` beside records read from a file, else `telemetry` (what that file would hold:
+    `llmsweep predict`'s modelled power, which writes no job folder).
     """
     if gpus < 1:
         raise ResultError(f"summarise: gpus={gpus}", fix="pass the number of GPUs serving the endpoint (>= 1)")
@@ -125,7 +131,7 @@ def summarise(
         "theoretical_cached_tokens": acc.theo_cached,
         "observed_cached_tokens": acc.cached,
     }
-    power = _power(records, acc, tput, duration, window_start, window_end, provenance)
+    power = _power(records, telemetry, acc, tput, duration, window_start, window_end, provenance)
     validity = _verdict(gates, requests=requests, coverage=coverage, coverage_detail=coverage_detail,
                         duration=duration, server=server, health=health, cache=cache, power=power)
     for name, share in ((power or {}).get("roles") or {}).items():  # each role's watts beside what it did
@@ -209,16 +215,19 @@ def rejudge(stored: Summary, gates: GateConfig, *, note: str) -> Summary:
     return judged
 
 
-def _power(records: object, acc: Accumulator, tput: dict[str, Any], duration: float, start: float | None,
-           end: float | None, provenance: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The `power` block from the `gpu_metrics.jsonl` beside the records (None when power was not sampled)."""
-    if not isinstance(records, (str, Path)):
-        return None
-    from llmsweep.power.integrate import WorkDone, power_block
-    from llmsweep.power.samples import GPU_METRICS_FILE
+def _power(records: object, telemetry: Telemetry | None, acc: Accumulator, tput: dict[str, Any], duration: float,
+           start: float | None, end: float | None, provenance: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The `power` block from the `gpu_metrics.jsonl` beside the records, else from `telemetry` (None when power
+    was not sampled)."""
+    from llmsweep.power.integrate import WorkDone, integrate
+    from llmsweep.power.samples import GPU_METRICS_FILE, read_gpu_metrics
 
-    path = Path(records).parent / GPU_METRICS_FILE
-    if not path.is_file():
+    path = Path(records).parent / GPU_METRICS_FILE if isinstance(records, (str, Path)) else None
+    if path is not None and path.is_file():
+        header, samples, problems = read_gpu_metrics(path)
+    elif telemetry is not None:
+        (header, samples), problems = telemetry, []
+    else:
         return None
     hardware = (provenance or {}).get("hardware")
     sku = hardware.get("sku") if isinstance(hardware, dict) else hardware if isinstance(hardware, str) else None
@@ -226,7 +235,7 @@ def _power(records: object, acc: Accumulator, tput: dict[str, Any], duration: fl
                     input_tokens=int(acc.input_sum), output_tokens=int(acc.output_sum),
                     total_tps_per_gpu=tput["per_gpu"]["total_tps"], output_tps_per_gpu=tput["per_gpu"]["output_tps"],
                     gpus=int(tput["gpus"]))
-    return power_block(path, work, sku=sku)
+    return integrate(header, samples, work, sku=sku, problems=problems)
 
 
 def _client_health(acc: Accumulator, client: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from llmsweep.sim.disagg import Cluster
     from llmsweep.sim.power import PowerModel
 
+Telemetry = tuple[TelemetryHeader, list[GpuSample]]
+"""A job's power telemetry in memory: what its `gpu_metrics.jsonl` would hold."""
+
 VIRTUAL_INTERVAL_S = 1.0
 """The predictor scrapes every virtual second (`sim.predict.predict_point`), so the model is sampled at 1 Hz."""
 
@@ -64,10 +67,15 @@ class VirtualPower:
                                expected_gpus=expected_gpus, gpu_ids=[str(i) for i in range(self.tp)],
                                require=bool(self.settings.require), error=self.error)
 
+    def telemetry(self, expected_gpus: int) -> Telemetry:
+        """What the job's `gpu_metrics.jsonl` holds: the header and the samples (`predict` integrates them without
+        a file)."""
+        return self.header(expected_gpus), self.samples
+
     def write_job(self, job_dir: Path, *, expected_gpus: int) -> Path:
         """The job's `gpu_metrics.jsonl`, as the live sampler writes it."""
         path = job_dir / GPU_METRICS_FILE
-        write_gpu_metrics(path, self.header(expected_gpus), self.samples)
+        write_gpu_metrics(path, *self.telemetry(expected_gpus))
         return path
 
 
@@ -110,16 +118,20 @@ class VirtualDeploymentPower:
         for _worker, model, samples in self.workers:
             samples.extend(parse_sim_power(model.read(), t))
 
-    def write_job(self, job_dir: Path, *, expected_gpus: int) -> Path:
-        """The job's `gpu_metrics.jsonl`: every worker's GPUs, as a role-by-role job's node files are merged."""
+    def telemetry(self, expected_gpus: int) -> Telemetry:
+        """Every worker's GPUs, merged as a role-by-role job's node files are: the header and the samples."""
         head = TelemetryHeader(backend=SimBackend.kind, source=SimBackend.source, interval_s=VIRTUAL_INTERVAL_S)
         parts = [WorkerSamples(worker, head, samples) for worker, _model, samples in self.workers]
         header, samples = merge(parts, since=self.start_time, expected_gpus=expected_gpus, role_gpus=self.role_gpus,
                                 require=bool(self.settings.require), max_gap_s=self.settings.max_gap_s)
         if self.error:  # sampling is off yet power is required: the job says why it has none
             header = header.model_copy(update={"backend": None, "error": self.error, "missing": []})
+        return header, samples
+
+    def write_job(self, job_dir: Path, *, expected_gpus: int) -> Path:
+        """The job's `gpu_metrics.jsonl`, as a role-by-role job's merged node files."""
         path = job_dir / GPU_METRICS_FILE
-        write_gpu_metrics(path, header, samples)
+        write_gpu_metrics(path, *self.telemetry(expected_gpus))
         return path
 
 

@@ -42,6 +42,7 @@ from llmsweep.workload.base import (
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
     from llmsweep.plan.point import Point
+    from llmsweep.power.virtual import VirtualPower
 
 log = logging.getLogger(__name__)
 
@@ -479,15 +480,15 @@ def predict_point(
     provenance: dict[str, Any] | None = None,
     start_time: float = 0.0,
     summarize: bool = True,
-    probe: Callable[[EngineCore], Callable[[float], None]] | None = None,
+    power: VirtualPower | None = None,
     **workload_overrides: Any,
 ) -> PredictedPoint:
     """Predict one point of a job on the simulated engine `config`, as `llmsweep run` would drive it: the point's
     workload (built-in tokenizer), concurrency and gates; a profiling window of `duration` virtual seconds (default:
     the point's own window, else the job's duration, else 600 s) or until `max_requests` profiling requests (default:
     the point's prompt count — a fixed-length point sends its planned prompts whatever the window). Times in the
-    records are `start_time` + virtual seconds; `summarize=False` leaves the summary empty. `probe`, given the core,
-    returns a callable the interpreter calls at every scrape (the modelled power of `power.virtual`)."""
+    records are `start_time` + virtual seconds; `summarize=False` leaves the summary empty. `power`: the GPUs'
+    modelled power (`power.virtual`), read at every scrape and integrated into the summary's power block."""
     from llmsweep.metrics import summarise
 
     load = point.load
@@ -495,13 +496,14 @@ def predict_point(
     workload = point.workload(simulated=True, **workload_overrides)
     predictor = Predictor(build_core(config), start_time=start_time, scrape_interval=1.0,
                           metrics_style=config.engine_style, model_name=point.job.model)
-    if probe is not None:
-        predictor.probes.append(probe(predictor.core))
+    if power is not None and power.probe is not None:
+        predictor.probes.append(power.probe(predictor.core))
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=load.concurrency is None)
     summary: Summary | None = None
     if summarize:  # `llmsweep run` in virtual time writes the files and summarises them as the live path does
         gates = point.gates(planned_duration_s=seconds if load.duration_s is not None else None)
         summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
-                            provenance=provenance, gates=gates)
+                            provenance=provenance, gates=gates,
+                            telemetry=power.telemetry(point.gpus) if power is not None else None)
     return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats)
