@@ -160,6 +160,13 @@ def _job_refusal(exc: LlmsweepError, *, said_up_front: bool = False) -> str:
 
 def predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     """Predict one unit and write its `--out` files; an LlmsweepError is its refusal, anything else raises."""
+    from llmsweep.sim.predict import no_cyclic_gc
+
+    with no_cyclic_gc():  # the summaries too: a collection walks the corpus and the records (sim.predict)
+        return _predict_unit(unit, settings)
+
+
+def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     from llmsweep.power.sampler import PowerSettings
     from llmsweep.power.virtual import virtual_power
     from llmsweep.sim.predict import predict_point

@@ -220,18 +220,20 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
 
 def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, *,
               settings: LifecycleSettings) -> Summary:
-    """Predict the point, write what the client would have written, and summarise it as the live path does."""
+    """Predict the point, write what the client would have written, and summarise it as the live path does (no
+    cyclic collection meanwhile: `sim.predict.no_cyclic_gc`)."""
     from llmsweep.power.virtual import virtual_power
-    from llmsweep.sim.predict import predict_point
+    from llmsweep.sim.predict import no_cyclic_gc, predict_point
 
     point = Point.of(job)
     started_at = time.time()
     power = virtual_power(settings.power.for_jobs([job]), hardware=config.hardware, tp=config.tp, start_time=started_at)
-    predicted = predict_point(point, config, start_time=started_at, summarize=False, power=power)
-    if power is not None:  # the modelled watts over virtual time, beside the records, as the live sampler leaves them
-        power.write_job(jdir, expected_gpus=point.gpus)
-    return write_point(job, group, predicted, jdir, settings, started_at=started_at,
-                       observed={"calibration": config.calibration_label()})
+    with no_cyclic_gc():
+        predicted = predict_point(point, config, start_time=started_at, summarize=False, power=power)
+        if power is not None:  # the modelled watts over virtual time, beside the records, as the live sampler does
+            power.write_job(jdir, expected_gpus=point.gpus)
+        return write_point(job, group, predicted, jdir, settings, started_at=started_at,
+                           observed={"calibration": config.calibration_label()})
 
 
 def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: Path, settings: LifecycleSettings, *,

@@ -246,18 +246,20 @@ def _simulate(job: Job, group: ServerGroup, deployment: _Deployment, jdir: Path,
               settings: LifecycleSettings) -> Summary:
     from llmsweep.execute.virtual import write_point
     from llmsweep.power.virtual import virtual_deployment_power
+    from llmsweep.sim.predict import no_cyclic_gc
 
     started_at = time.time()
     point = Point.of(job)
     power = virtual_deployment_power(settings.power.for_jobs([job]), deployment.cluster, start_time=deployment.clock)
-    predicted = predict_point(point, deployment.cluster, start_time=deployment.clock, power=power)
-    if predicted.stats is not None:
-        deployment.clock += predicted.stats.virtual_seconds
-    if power is not None:  # every worker's modelled watts over the point, as the node samplers leave them on Slurm
-        power.write_job(jdir, expected_gpus=point.gpus)
-    config = deployment.config
-    return write_point(job, group, predicted, jdir, settings, started_at=started_at,
-                       observed={"calibration": calibration_label(config)}, extra={"topology": config.describe()})
+    with no_cyclic_gc():  # the point and its summary (sim.predict.no_cyclic_gc)
+        predicted = predict_point(point, deployment.cluster, start_time=deployment.clock, power=power)
+        if predicted.stats is not None:
+            deployment.clock += predicted.stats.virtual_seconds
+        if power is not None:  # every worker's modelled watts over the point, as the node samplers leave them
+            power.write_job(jdir, expected_gpus=point.gpus)
+        config = deployment.config
+        return write_point(job, group, predicted, jdir, settings, started_at=started_at,
+                           observed={"calibration": calibration_label(config)}, extra={"topology": config.describe()})
 
 
 def calibration_label(config: DisaggConfig) -> str:

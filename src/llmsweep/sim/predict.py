@@ -79,11 +79,13 @@ class PredictionStats:
 
 
 @contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """No cyclic garbage collection during a run: its passes over what existed before (a trace corpus: millions of
-    objects) and over the records and scrapes the run keeps anyway were an eighth of a one-hour point's CPU, and the
-    run's own cycles (finished lane programs) are few. Collection resumes afterwards; an outer caller's setting is
-    restored."""
+def no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection while a point is predicted: its passes over what existed before (a trace corpus:
+    millions of objects) and over the records and scrapes the run keeps anyway were an eighth of a one-hour point's
+    CPU inside the run, and a quarter of an agentic point's in all when the summary (and its power block) was built
+    after the run with collection back on, walking the same heap; the point's own cycles (finished lane programs)
+    are few. A caller wraps the whole point (`predict_point`, `run` in virtual time), the predictor its run.
+    Collection resumes afterwards; an outer caller's setting is restored."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -343,7 +345,7 @@ class Predictor:
         `concurrency` closed-loop lanes even then (the client does so when given a concurrency)."""
         if duration <= 0:
             raise ConfigError(f"predict: duration must be positive, got {duration}", fix="pass --duration > 0")
-        with _no_cyclic_gc():
+        with no_cyclic_gc():
             return self._run(workload, concurrency=concurrency, duration=duration, max_requests=max_requests,
                              open_loop=open_loop)
 
