@@ -30,7 +30,8 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stdout.strip().splitlines()[-1] == str(out / "report" / "index.html")
     assert (out / "report" / "index.html").is_file()
-    assert seconds < 240, f"the quickstart took {seconds:.0f} s"  # README: about a minute on 2 cores; CI is shared
+    # the bound: two minutes on 2 cores (alone it takes ~22 s; CI runs another test file beside it)
+    assert seconds < 120, f"the quickstart took {seconds:.0f} s"
     jobs = job_dirs(out)
     assert len(jobs) == 9
     resident: dict[int, float] = {}
