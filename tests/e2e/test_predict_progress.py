@@ -30,6 +30,17 @@ def test_predict_prints_one_timestamped_line_per_point(tmp_path: Path) -> None:
     assert re.match(r"^\[\d\d:\d\d:\d\d\] point 2/2: \S+ conc 4 \(ETA \d+ s\)$", lines[1]), lines
 
 
+def test_predict_in_this_process_says_when_a_disaggregated_job_starts(tmp_path: Path) -> None:
+    """A disaggregated job's concurrencies share one deployment and run in turn: one line names them all before
+    they start, so the longest units of a matrix are not silent."""
+    proc = _predict(tmp_path, str(RECIPES / "disagg-sim.yaml"), str(RECIPES / "fixed-sim.yaml"), "--duration", "3",
+                    "--processes", "1")
+    lines = [line for line in proc.stderr.splitlines() if re.match(r"^\[\d\d:\d\d:\d\d\] points? ", line)]
+    assert re.match(r"^\[\d\d:\d\d:\d\d\] points 1-2/4: \S*disagg-true\S* conc 2, 4$", lines[0]), lines
+    assert re.match(r"^\[\d\d:\d\d:\d\d\] point 3/4: \S+ conc 2 \(ETA \d+ s\)$", lines[1]), lines
+    assert len(lines) == 3
+
+
 def test_predict_on_worker_processes_prints_a_line_as_each_point_finishes(tmp_path: Path) -> None:
     proc = _predict(tmp_path, str(RECIPES / "fixed-sim.yaml"), str(RECIPES / "disagg-sim.yaml"), "--duration", "3",
                     "--processes", "2")

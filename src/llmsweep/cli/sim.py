@@ -414,24 +414,24 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
 
 def _predict_here(planned: list[Outcome | Unit], settings: Settings, *, total: int) -> list[Outcome]:
     """`--processes 1`: every unit in this process, one after another, a line on stderr before each point."""
-    from llmsweep.execute.predict_pool import DisaggUnit, Outcome, predict_unit
+    from llmsweep.execute.predict_pool import Outcome, predict_unit
 
     results: list[Outcome] = []
     # Per-point progress on stderr: a point of a long window takes seconds of CPU, a whole matrix many minutes.
-    k, began = 0, time.monotonic()
+    done, began = 0, time.monotonic()
     for unit in planned:
         if isinstance(unit, Outcome):
             results.append(unit)
             continue
-        if isinstance(unit, DisaggUnit):  # its concurrencies one after another on one deployment
-            results.extend(predict_unit(unit, settings))
-            k += len(unit.concurrencies)
-            continue
-        k += 1
-        eta = (time.monotonic() - began) / (k - 1) * (total - k + 1) if k > 1 else None
-        click.echo(f"[{time.strftime('%H:%M:%S')}] point {k}/{total}: {unit.job.id} conc {unit.point.concurrency}"
+        # a disaggregated job's concurrencies run one after another on one deployment: one line for all of them
+        n = len(unit.concurrencies)
+        which = f"point {done + 1}/{total}" if n == 1 else f"points {done + 1}-{done + n}/{total}"
+        eta = (time.monotonic() - began) / done * (total - done) if done else None
+        click.echo(f"[{time.strftime('%H:%M:%S')}] {which}: {unit.job.id} conc "
+                   + ", ".join(str(c) for c in unit.concurrencies)
                    + (f" (ETA {eta:.0f} s)" if eta is not None else ""), err=True)
         results.extend(predict_unit(unit, settings))
+        done += n
     return results
 
 

@@ -27,13 +27,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmsweep.errors import LlmsweepError
 from llmsweep.plan.job import Job
 from llmsweep.plan.point import Point, points_of
+from llmsweep.power.sampler import PowerSettings
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -69,11 +70,13 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Settings:
-    """What every unit of one `predict` shares: its window and where its files go."""
+    """What every unit of one `predict` shares: its window, where its files go, how power is modelled."""
 
     duration: float | None = None
     max_requests: int | None = None
     out_dir: Path | None = None
+    power: PowerSettings = field(default_factory=PowerSettings)
+    """Each job's modelled power, as `run` in virtual time reads it (`require` decided per job)."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,6 @@ def predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
 
 
 def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
-    from llmsweep.power.sampler import PowerSettings
     from llmsweep.power.virtual import virtual_power
     from llmsweep.sim.predict import predict_point
 
@@ -178,7 +180,8 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
         outcomes: list[Outcome] = []
         try:
             for p in virtual_disagg.predict_job(job, duration=settings.duration, max_requests=settings.max_requests,
-                                                provenance={"job": job.id, "engine": "sim", "clock": "virtual"}):
+                                                provenance={"job": job.id, "engine": "sim", "clock": "virtual"},
+                                                power=settings.power):
                 assert p.summary is not None
                 outcomes.append(Outcome(job.id, p.point.concurrency, p.summary,
                                         p.summary.provenance.model_dump().get("calibration")))
@@ -190,7 +193,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     point = unit.point
     config = unit.config
     # the GPUs' modelled power, as `run` in virtual time reads it (labelled simulated in the summary's power block)
-    power = virtual_power(PowerSettings().for_jobs([point.job]), hardware=config.hardware, tp=config.tp,
+    power = virtual_power(settings.power.for_jobs([point.job]), hardware=config.hardware, tp=config.tp,
                           start_time=0.0)
     try:
         predicted = predict_point(point, config, duration=settings.duration, max_requests=settings.max_requests,
@@ -200,7 +203,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     assert predicted.summary is not None  # predict_point summarises unless asked not to
     if settings.out_dir is not None:
         write_predicted(settings.out_dir, predicted)
-    return [Outcome(point.job.id, point.concurrency, predicted.summary, unit.provenance["calibration"])]
+    return [Outcome(point.job.id, point.concurrency, predicted.summary, config.calibration_label())]
 
 
 def write_predicted(out_dir: Path, predicted: PredictedPoint, *, job_id: str | None = None) -> None:

@@ -31,6 +31,7 @@ from llmsweep.plan.point import Point
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
+    from llmsweep.power.sampler import PowerSettings
     from llmsweep.power.virtual import VirtualDeploymentPower
     from llmsweep.sim.disagg import Cluster, DisaggConfig
     from llmsweep.sim.predict import PredictedPoint
@@ -217,11 +218,12 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
 
 
 def predict_job(job: Job, *, duration: float | None = None, max_requests: int | None = None,
-                provenance: dict[str, Any] | None = None) -> list[PredictedPoint]:
+                provenance: dict[str, Any] | None = None, power: PowerSettings | None = None) -> list[PredictedPoint]:
     """Every concurrency of a disaggregated job on one deployment, one after another with the drain wait between
     them (`llmsweep predict`); raises NotModelled when the simulator cannot model the job. Each point is the job
     `run` makes of it (`pipeline.one_point_per_job`: its own id, so its own prompts, as in `run`: the same prompts
-    at the next concurrency would find the last one's in the deployment's prefix cache)."""
+    at the next concurrency would find the last one's in the deployment's prefix cache). `power`: how the workers'
+    power is modelled (default settings when None)."""
     from llmsweep.execute.pipeline import one_point_per_job
     from llmsweep.power.sampler import PowerSettings
     from llmsweep.power.virtual import virtual_deployment_power
@@ -231,7 +233,7 @@ def predict_job(job: Job, *, duration: float | None = None, max_requests: int | 
     cluster = Cluster(config, model_name=job.model)
     clock = 0.0
     out: list[PredictedPoint] = []
-    settings = PowerSettings().for_jobs([job])
+    settings = (power or PowerSettings()).for_jobs([job])
     for point in sorted((Point.of(one) for one in one_point_per_job([job])), key=lambda p: p.concurrency):
         predicted = predict_point(point, cluster, start_time=clock, duration=duration, max_requests=max_requests,
                                   provenance={**(provenance or {}), "concurrency": point.concurrency,
