@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_run_support import RECIPES, alive, cli_env, descendants, wait_for
+from support.procs import alive, cpu_ticks, descendants, read_proc
+from test_run_support import RECIPES, cli_env, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
@@ -67,30 +68,14 @@ def _start(tmp_path: Path, duration: str = "60000",
     wait_for(lambda: "on 2 worker processes" in log.read_text(), timeout=60, what="the first line", proc=proc, log=log)
     workers = wait_for(lambda: len(w := _python_children(proc.pid)) >= 2 and w, timeout=60,
                        what="two worker processes", proc=proc, log=log)
-    wait_for(lambda: all(_cpu_ticks(w) > ticks for w in workers), timeout=60,
+    wait_for(lambda: all(cpu_ticks(w) > ticks for w in workers), timeout=60,
              what="both workers busy (starting or predicting)", proc=proc, log=log)
     return proc, log, workers
 
 
 def _python_children(pid: int) -> list[int]:
     """The worker processes (spawned: `-c 'from multiprocessing.spawn ...'`), not multiprocessing's resource tracker."""
-    return [p for p in descendants(pid) if b"spawn_main" in _cmdline(p)]
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _cpu_ticks(pid: int) -> int:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime
+    return [p for p in descendants(pid) if b"spawn_main" in read_proc(p, "cmdline")]
 
 
 def _assert_nothing_left(pids: list[int], log: Path) -> None:

@@ -7,9 +7,9 @@ import os
 import signal
 from pathlib import Path
 
+from support.procs import alive
 from test_run_support import (
     RECIPES,
-    alive,
     cli_env,
     job_dirs,
     kill_quietly,

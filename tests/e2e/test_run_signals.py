@@ -10,10 +10,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+from support.procs import alive, children_of, read_proc, stat_fields
 from test_run_support import (
     RECIPES,
-    alive,
-    children_of,
     cli_env,
     kill_quietly,
     read_json,
@@ -40,14 +39,8 @@ def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes of process group `pgid`, read from /proc."""
     members = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] not in "ZX":
+        if entry.isdigit() and (fields := stat_fields(int(entry))) and int(fields[2]) == pgid \
+                and fields[0] not in "ZX":
             members.append(int(entry))
     return members
 
@@ -69,9 +62,8 @@ def first_job_has_records(out: Path) -> bool:
 
 def sigterm_pending(pid: int) -> bool:
     """The (stopped) process has a SIGTERM waiting: the run's teardown has begun."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
+    status = read_proc(pid, "status").decode()
+    if not status:
         return False
     shd = next(line for line in status.splitlines() if line.startswith("ShdPnd:"))
     return bool(int(shd.split()[1], 16) & SIGTERM_BIT)

@@ -11,10 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.procs import alive
 from test_run_support import (
     JOB_ARTIFACTS,
     RECIPES,
-    alive,
     cli_env,
     job_dirs,
     read_json,

@@ -76,44 +76,6 @@ def record_lines(path: Path) -> int:
         return 0
 
 
-def alive(pid: int) -> bool:
-    """True while `pid` runs and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
-
-
-def _parents() -> dict[int, int]:
-    """Every process's parent, read from /proc."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
-    return parents
-
-
-def children_of(pid: int) -> list[int]:
-    """The processes whose parent is `pid`."""
-    return [p for p, parent in _parents().items() if parent == pid]
-
-
-def descendants(pid: int) -> list[int]:
-    """Live processes under `pid` (its children, theirs, ...)."""
-    parents = _parents()
-    found, frontier = [], [pid]
-    while frontier:
-        kids = [p for p, pp in parents.items() if pp in frontier]
-        found += kids
-        frontier = kids
-    return [p for p in found if alive(p)]
-
-
 def server_pids(out: Path) -> list[int]:
     return [int(read_json(p)["pid"]) for p in sorted((out / "servers").glob("*/server.pid")) if p.stat().st_size]
 

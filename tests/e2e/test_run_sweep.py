@@ -8,6 +8,7 @@ import secrets
 import sqlite3
 from pathlib import Path
 
+from support.procs import read_proc
 from test_run_support import (
     JOB_ARTIFACTS,
     RECIPES,
@@ -19,13 +20,6 @@ from test_run_support import (
     verdict,
     wait_for,
 )
-
-
-def _environ_of(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return b""
 
 
 def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) -> None:
@@ -48,7 +42,7 @@ def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) ->
             # While the first (agentic, secret-env) server runs, its process environment holds the secret.
             seen = wait_for(lambda: [pid for p in (out / "servers").glob("*/server.pid")
                                      if (pid := int(read_json(p)["pid"]))
-                                     and f"LLMSWEEP_TEST_SECRET={secret}".encode() in _environ_of(pid)],
+                                     and f"LLMSWEEP_TEST_SECRET={secret}".encode() in read_proc(pid, "environ")],
                             timeout=60, what="a server whose environment carries the secret", proc=proc, log=log)
             assert seen
             rc = proc.wait(timeout=240)

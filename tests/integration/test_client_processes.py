@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.procs import alive, descendants, read_proc
 from support.stream_server import ServerConfig, StreamServer, run_in_subprocess
 from support.workloads import SimpleWorkload, TreeWorkload
 
@@ -25,34 +26,12 @@ def _records(out: Path) -> list[dict]:
 
 
 def _children(pid: int) -> set[int]:
-    """Every live descendant of `pid` (zombies count as gone)."""
-    parent_of: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            parent_of[int(entry.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, pp in parent_of.items() if pp in frontier} - found
-        found |= frontier
-    return found
+    """Every live descendant of `pid`."""
+    return set(descendants(pid))
 
 
 def _alive(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.add(pid)
-    return alive
+    return {pid for pid in pids if alive(pid)}
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
@@ -95,14 +74,7 @@ def test_worker_processes_and_record_helpers_die_with_a_killed_parent(tmp_path: 
 
 def _named(pids: set[int], word: bytes) -> set[int]:
     """The processes among `pids` whose command line holds `word` (`spawn_main`: a worker; `_record_helper`)."""
-    out = set()
-    for pid in pids:
-        try:
-            if word in Path(f"/proc/{pid}/cmdline").read_bytes():
-                out.add(pid)
-        except OSError:
-            continue
-    return out
+    return {pid for pid in pids if word in read_proc(pid, "cmdline")}
 
 
 def test_failures_found_by_the_record_helper_stop_the_run_early(tmp_path: Path) -> None:

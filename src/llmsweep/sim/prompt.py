@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 _ROOT_HASH = 0x5F3759DF
+_IDS_ROOT = _ROOT_HASH ^ 1
+"""The root of a prompt given as tokens (ids, or a completions shape): its blocks never equal a chat prompt's."""
 
 
 def content_text(message: dict[str, Any]) -> str:
@@ -224,7 +226,7 @@ class PromptEncoder:
         own root, nothing memoised)."""
         if not template:
             codes = _token_codes([run for m in messages for run in m.runs()])
-            hashes, _ = _extend_codes(self.block_size, _ROOT_HASH ^ 1, 0, codes, [len(codes)])
+            hashes, _ = _extend_codes(self.block_size, _IDS_ROOT, 0, codes, [len(codes)])
             return len(codes), hashes[0]
         memo = self._shaped
         bs = self.block_size
@@ -275,7 +277,7 @@ class PromptEncoder:
 
     def ids(self, token_ids: Sequence[int]) -> tuple[int, np.ndarray]:
         """(prompt tokens, block hashes) of a completions prompt given as token ids."""
-        hashes, _, _ = _extend(self.block_size, _ROOT_HASH ^ 1, (), list(token_ids))
+        hashes, _, _ = _extend(self.block_size, _IDS_ROOT, (), list(token_ids))
         return len(token_ids), hashes
 
     def encode(self, *, messages: Sequence[dict[str, Any]] | None = None,

@@ -1,0 +1,59 @@
+"""What tests read of other processes, from /proc (Linux): one home for the reads the signal, worker and leak
+tests make, each tolerant of a process that ends meanwhile."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def read_proc(pid: int, name: str) -> bytes:
+    """`/proc/<pid>/<name>` (`cmdline`, `environ`, `status`, ...); empty when the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/{name}").read_bytes()
+    except OSError:
+        return b""
+
+
+def stat_fields(pid: int) -> list[str]:
+    """The fields of `/proc/<pid>/stat` after the command name (state first, then the parent, ...: `man 5 proc`
+    numbered from 3); empty when the process is gone."""
+    stat = read_proc(pid, "stat").decode()
+    return stat[stat.rindex(")") + 2:].split() if stat else []
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs and is not a zombie."""
+    fields = stat_fields(pid)
+    return bool(fields) and fields[0] not in "ZX"
+
+
+def cpu_ticks(pid: int) -> int:
+    """User plus system clock ticks the process has run (0 when gone)."""
+    fields = stat_fields(pid)
+    return int(fields[11]) + int(fields[12]) if fields else 0
+
+
+def parents() -> dict[int, int]:
+    """Every process's parent."""
+    out: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := stat_fields(int(entry))):
+            out[int(entry)] = int(fields[1])
+    return out
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    return [p for p, parent in parents().items() if parent == pid]
+
+
+def descendants(pid: int) -> list[int]:
+    """Live processes under `pid` (its children, theirs, ...)."""
+    parent_of = parents()
+    found, frontier = [], [pid]
+    while frontier:
+        kids = [p for p, pp in parent_of.items() if pp in frontier]
+        found += kids
+        frontier = kids
+    return [p for p in found if alive(p)]
