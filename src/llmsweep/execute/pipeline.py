@@ -43,6 +43,7 @@ from llmsweep.execute.progress import current_progress
 from llmsweep.findings import Finding
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
+from llmsweep.plan.point import one_point_per_job
 
 log = logging.getLogger(__name__)
 
@@ -366,28 +367,6 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
     return todo, reused, sources
-
-
-CONC_MARK = "-conc"
-
-
-def one_point_per_job(jobs: list[Job]) -> list[Job]:
-    """A job that plans several concurrencies (a multinode matrix entry's `conc` list) becomes one job per
-    concurrency, `<job-id>-conc<N>`, each with its own folder and result; they keep the curve identity, so the
-    simulator runs them one after another on one deployment as InferenceX does. A multinode row's accuracy eval runs
-    at its `eval-conc` only (InferenceX): that point keeps `run-eval`, the others are throughput points. Other jobs
-    pass unchanged."""
-    out: list[Job] = []
-    for job in jobs:
-        if len(job.concs) < 2:
-            out.append(job)
-            continue
-        for c in job.concs:
-            update: dict[str, Any] = {"id": f"{job.id}{CONC_MARK}{c}", "conc": [c]}
-            if job.run_eval and job.eval_conc is not None and not job.eval_all_concs and c != job.eval_conc:
-                update.update(run_eval=False, eval_conc=None)
-            out.append(job.model_copy(update=update))
-    return out
 
 
 def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:

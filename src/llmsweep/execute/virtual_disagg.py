@@ -27,7 +27,7 @@ from llmsweep.execute import artifacts as art
 from llmsweep.execute.lifecycle import DONE_VERDICTS, JobOutcome, LifecycleSettings, ServerGroup
 from llmsweep.execute.progress import current_progress
 from llmsweep.plan import Job
-from llmsweep.plan.point import Point
+from llmsweep.plan.point import Point, one_point_per_job
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
@@ -221,10 +221,9 @@ def predict_job(job: Job, *, duration: float | None = None, max_requests: int | 
                 provenance: dict[str, Any] | None = None, power: PowerSettings | None = None) -> list[PredictedPoint]:
     """Every concurrency of a disaggregated job on one deployment, one after another with the drain wait between
     them (`llmsweep predict`); raises NotModelled when the simulator cannot model the job. Each point is the job
-    `run` makes of it (`pipeline.one_point_per_job`: its own id, so its own prompts, as in `run`: the same prompts
+    `run` makes of it (`plan.point.one_point_per_job`: its own id, so its own prompts, as in `run`: the same prompts
     at the next concurrency would find the last one's in the deployment's prefix cache). `power`: how the workers'
     power is modelled (default settings when None)."""
-    from llmsweep.execute.pipeline import one_point_per_job
     from llmsweep.power.sampler import PowerSettings
     from llmsweep.power.virtual import virtual_deployment_power
     from llmsweep.sim.disagg import Cluster, drain_wait_s

@@ -77,6 +77,28 @@ def points_of(job: Job) -> list[Point]:
     return [Point(job, conc) for conc in job.concs]
 
 
+CONC_MARK = "-conc"
+
+
+def one_point_per_job(jobs: list[Job]) -> list[Job]:
+    """A job that plans several concurrencies (a multinode matrix entry's `conc` list) becomes one job per
+    concurrency, `<job-id>-conc<N>`, each with its own folder and result; they keep the curve identity, so the
+    simulator runs them one after another on one deployment as InferenceX does. A multinode row's accuracy eval runs
+    at its `eval-conc` only (InferenceX): that point keeps `run-eval`, the others are throughput points. Other jobs
+    pass unchanged."""
+    out: list[Job] = []
+    for job in jobs:
+        if len(job.concs) < 2:
+            out.append(job)
+            continue
+        for c in job.concs:
+            update: dict[str, Any] = {"id": f"{job.id}{CONC_MARK}{c}", "conc": [c]}
+            if job.run_eval and job.eval_conc is not None and not job.eval_all_concs and c != job.eval_conc:
+                update.update(run_eval=False, eval_conc=None)
+            out.append(job.model_copy(update=update))
+    return out
+
+
 def trace_source(text: str, model_prefix: str) -> TraceSource:
     """`--traces` as a recipe's trace source: `synthetic` (the built-in AgentX-shaped corpus, capped as the corpus
     InferenceX would pick for the model: 256k-token prompts unless it is a 1M-context family), a local path, or a
