@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import json.scanner
 import multiprocessing as mp
+import signal
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -407,6 +408,16 @@ class Accumulator:
         self.workers |= other.workers
 
 
+def _parse_worker_signals() -> None:
+    """A forked parse worker takes the default signal dispositions back: it inherits the CLI's (SIGTERM and SIGHUP
+    raise `execute.signals.Interrupted`, `signals.install`), so the pool's own terminate at its end reached the
+    workers as an exception in whatever they were doing (a traceback each, and once in a full test run a worker
+    that never exited, the pool's join waiting on it). Ctrl-C is the parent's to handle."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _accumulate_range(path: str, start: int, end: int) -> Accumulator:
     """Accumulate the lines that start in bytes [start, end) of a records file."""
     acc = Accumulator()
@@ -439,7 +450,7 @@ def accumulate(records: Iterable[dict[str, Any]] | Path | str) -> Accumulator:
             return _accumulate_range(str(path), 0, size)
         bounds = [size * k // parts for k in range(parts + 1)]
         ctx = mp.get_context("fork")  # no re-import of the caller's __main__, no start-up cost
-        with ctx.Pool(parts) as pool:
+        with ctx.Pool(parts, initializer=_parse_worker_signals) as pool:
             accs = pool.starmap(_accumulate_range, [(str(path), bounds[k], bounds[k + 1]) for k in range(parts)])
         acc = accs[0]
         for other in accs[1:]:

@@ -131,6 +131,35 @@ def test_parts_parsed_in_parallel_merge_to_the_sequential_pass(
     assert a == pytest.approx(b, rel=1e-12) and a["count"] == b["count"]
 
 
+def test_parallel_parse_workers_die_quietly_under_the_clis_signal_handlers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Every CLI command installs handlers that turn SIGTERM into an exception (`execute.signals.install`); forked
+    parse workers inherited them, so the pool's terminate at its end raised inside them (a traceback per worker,
+    about every other pass here, and once a worker that never exited). The workers take the default dispositions
+    back: the passes print nothing and give the sequential pass's counts."""
+    import signal
+
+    from llmsweep.execute import signals
+
+    path = write(tmp_path / "records.jsonl", run(400, seed=3))
+    whole = acc_mod._accumulate_range(str(path), 0, path.stat().st_size)
+    monkeypatch.setattr(acc_mod, "_PART_BYTES", path.stat().st_size // 3)
+    monkeypatch.setattr(acc_mod, "usable_cpus", lambda: 3)
+    saved = {sig: signal.getsignal(sig) for sig in signals.INTERRUPT_SIGNALS}
+    signals.install()
+    try:
+        for _ in range(8):
+            parts = accumulate(path)
+            assert (parts.total, parts.successful, parts.output_sum) == (whole.total, whole.successful,
+                                                                         whole.output_sum)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    err = capfd.readouterr().err
+    assert "Interrupted" not in err and "Traceback" not in err, err
+
+
 def test_chunk_times_parse_to_the_doubles_float_gives() -> None:
     rng = np.random.default_rng(5)
     written = [repr(v) for v in (T0 + rng.random(20_000) * 3e8).tolist()]
