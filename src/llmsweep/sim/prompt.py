@@ -13,9 +13,10 @@ message) remembers each message's tokens-so-far state, so a request costs the wo
 
 Without text: a workload that knows its prompt's structure hands over :class:`~llmsweep.workload.base.MessageShape`s
 (token runs of deterministic sources) and :meth:`PromptEncoder.shaped` gives each token a 64-bit code from its
-(source, position) and each block the rolling hash of the prompt through it, vectorised — no text is built or
-split. Token counts equal the text path's, and two blocks hash alike exactly when their prefixes are equal, so the
-engine sees the same prefix reuse (hash values differ between the paths; nothing depends on them).
+(source, position) and each block the rolling hash of the prompt through it, in closed form per source and block
+(never per token) — no text is built or split. Token counts equal the text path's, and two blocks hash alike exactly
+when their prefixes are equal, so the engine sees the same prefix reuse (hash values differ between the paths; nothing
+depends on them).
 """
 
 from __future__ import annotations
@@ -117,66 +118,86 @@ class _Powers:
         return cls.pw, cls.inv
 
 
-class _Positions:
-    """mix(position + 1) for positions within a source, grown on demand (sources are blocks: short)."""
+class _Sums:
+    """For a source's first k + 1 tokens (positions x <= k): R[k] = sum of P^-(x+1) and W[k] = sum of Q(x)·P^-(x+1),
+    Q(x) = mix(x + 1) the position's code; grown on demand (shared by every encoder of the process)."""
 
-    codes: np.ndarray = np.empty(0, _U)
+    r: np.ndarray = np.empty(0, _U)
+    w: np.ndarray = np.empty(0, _U)
 
     @classmethod
-    def upto(cls, n: int) -> np.ndarray:
-        if len(cls.codes) < n:
-            cls.codes = _mix(np.arange(1, max(n, 2 * len(cls.codes), 1024) + 1, dtype=_U))
-        return cls.codes
+    def upto(cls, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if len(cls.r) < n:
+            size = max(n, 2 * len(cls.r), 1024)
+            inv = _Powers.upto(size + 1)[1][1:size + 1]
+            cls.r = np.cumsum(inv, dtype=_U)
+            cls.w = np.cumsum(_mix(np.arange(1, size + 1, dtype=_U)) * inv, dtype=_U)
+        return cls.r, cls.w
 
 
-def _token_codes(items: Sequence[TokenRun]) -> np.ndarray:
-    """One pseudo-random 64-bit code per token of `items`: a function of the token's (source, position in the
-    source) only, so equal runs give equal codes (a word's source is the word; a block's is (namespace, id)). The
-    code is mix(source) XOR mix(position + 1): a run of blocks is one broadcast over (blocks, positions)."""
-    parts: list[np.ndarray] = []
+def _sources(items: Sequence[TokenRun]) -> tuple[np.ndarray, np.ndarray]:
+    """`items` as sources: (code S of each, its length in tokens). A word is a source of one token (its code from the
+    word); a block run's block `ids[i]` is one of `size` tokens (the last `last`), its code from (namespace, id). The
+    token at position x of a source has the code S + Q(x) (see `_Sums`): a function of (source, position) only, so
+    equal runs give equal codes."""
+    codes: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
     words: list[int] = []
     for item in items:
         if isinstance(item, str):
             words.append(hash(item) & _MASK)
             continue
         if words:
-            parts.append(_mix(np.array(words, _U)) ^ _Positions.upto(1)[0])
+            codes.append(np.array(words, _U))
+            lengths.append(np.ones(len(words), np.int64))
             words = []
-        size, last = item.size, item.last
-        src = _mix(np.asarray(item.ids, np.int64).astype(_U) ^ _U(hash(item.namespace) & _MASK))
-        width = max(size, last)
-        codes = src[:, None] ^ _Positions.upto(width)[:width]
-        if last == size:
-            parts.append(codes.ravel())
-        else:  # every block `size` tokens, the last `last`
-            parts.append(codes[:-1, :size].ravel())
-            parts.append(codes[-1, :last])
+        n = len(item.ids)
+        codes.append(np.asarray(item.ids, np.int64).astype(_U) ^ _U(hash(item.namespace) & _MASK))
+        size = np.full(n, item.size, np.int64)
+        size[-1] = item.last
+        lengths.append(size)
     if words:
-        parts.append(_mix(np.array(words, _U)) ^ _Positions.upto(1)[0])
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        codes.append(np.array(words, _U))
+        lengths.append(np.ones(len(words), np.int64))
+    if len(codes) == 1:
+        return _mix(codes[0]), lengths[0]
+    return _mix(np.concatenate(codes)), np.concatenate(lengths)
 
 
-def _extend_codes(block_size: int, acc: int, done: int, codes: np.ndarray, cuts: Sequence[int]
-                  ) -> tuple[list[np.ndarray], list[int]]:
-    """Append tokens (`codes`) to a prefix of `done` tokens whose rolling hash is `acc`, in pieces that end at the
-    offsets `cuts` (the last is len(codes)); for each piece, the prefix hash at every block boundary it completes (the
-    chain hashes of its blocks) and the prefix hash at its end.
+def _extend_sources(block_size: int, acc: int, done: int, codes: np.ndarray, lengths: np.ndarray,
+                    cuts: Sequence[int]) -> tuple[list[np.ndarray], list[int]]:
+    """Append sources (`_sources`) to a prefix of `done` tokens whose rolling hash is `acc`, in pieces that end at the
+    token offsets `cuts` (the last is their total length); for each piece, the prefix hash at every block boundary it
+    completes (the chain hashes of its blocks) and the prefix hash at its end.
 
-    The prefix hash is H(t+1) = H(t)·P + c(t) modulo 2^64, vectorised:
-    H(t0+j) = P^j · (H(t0) + Σ_{i<j} c_i·P^-(i+1))."""
-    m = len(codes)
+    The prefix hash is H(t+1) = H(t)·P + c(t) modulo 2^64, so H(t0+j) = P^j · (H(t0) + Σ_{i<j} c_i·P^-(i+1)). A source
+    of code S at offset o adds P^-o · (S·R[x] + W[x]) to that sum through its position x (`_Sums`), so a hash costs a
+    few operations per block and source, not per token."""
+    ends_at = np.cumsum(lengths)
+    m = int(ends_at[-1])
+    offsets = ends_at - lengths
+    longest = int(lengths.max())
     pw, inv = _Powers.upto(m + 1)
-    partial = np.cumsum(codes * inv[1:m + 1], dtype=_U) + _U(acc)
+    r, w = _Sums.upto(longest)
+    scale = inv[offsets]
+    totals = scale * (codes * r[lengths - 1] + w[lengths - 1])
+    base = np.cumsum(totals, dtype=_U)
+    base -= totals  # the sum through the sources before each
+    base += _U(acc)
     first = block_size - done % block_size  # j of the first boundary
     js = np.arange(first, m + 1, block_size)
-    at = pw[js] * partial[js - 1]
     cut = np.asarray(cuts, np.int64)
-    ends = (pw[cut] * partial[cut - 1]).tolist()
+    at = np.concatenate((js, cut))
+    q = at - 1  # the last token through each boundary, and the source it falls in
+    src = np.searchsorted(ends_at, q, "right")
+    x = q - offsets[src]
+    sums = pw[at] * (base[src] + scale[src] * (codes[src] * r[x] + w[x]))
+    hashed, ends = sums[:len(js)], sums[len(js):].tolist()
     split = np.searchsorted(js, cut, "right").tolist()
     hashes: list[np.ndarray] = []
     lo = 0
     for hi in split:
-        hashes.append(at[lo:hi])
+        hashes.append(hashed[lo:hi])
         lo = hi
     return hashes, ends
 
@@ -218,16 +239,17 @@ class PromptEncoder:
 
     def shaped(self, messages: Sequence[MessageShape], *, template: bool = True) -> tuple[int, np.ndarray]:
         """:meth:`chat` from message shapes instead of text: the same token count, the same prefix equality. A block's
-        hash is the rolling hash of the whole prefix through it (`_extend_codes`); a state's `last_hash` is the rolling
-        hash of its whole prefix, partial block included. A shape's key names the conversation through it, so the
-        memo is searched from the last message back and only the messages after the deepest known one are encoded.
+        hash is the rolling hash of the whole prefix through it (`_extend_sources`); a state's `last_hash` is the
+        rolling hash of its whole prefix, partial block included. A shape's key names the conversation through it, so
+        the memo is searched from the last message back and only the messages after the deepest known one are encoded.
 
         `template=False`: a completions prompt, the runs of `messages` as they are (:meth:`ids`: no chat template, its
         own root, nothing memoised)."""
         if not template:
-            codes = _token_codes([run for m in messages for run in m.runs()])
-            hashes, _ = _extend_codes(self.block_size, _IDS_ROOT, 0, codes, [len(codes)])
-            return len(codes), hashes[0]
+            codes, lengths = _sources([run for m in messages for run in m.runs()])
+            total = int(lengths.sum())
+            hashes, _ = _extend_sources(self.block_size, _IDS_ROOT, 0, codes, lengths, [total])
+            return total, hashes[0]
         memo = self._shaped
         bs = self.block_size
         start = len(messages)
@@ -248,7 +270,7 @@ class PromptEncoder:
                                                             len(r.ids) * r.size - r.size + r.last for r in runs))
         items += (IM_START, "assistant")  # the generation prompt: hashed, never memoised
         cuts.append((cuts[-1] if cuts else 0) + 2)
-        hashes, ends = _extend_codes(bs, state.last_hash, state.tokens, _token_codes(items), cuts)
+        hashes, ends = _extend_sources(bs, state.last_hash, state.tokens, *_sources(items), cuts)
         done = state.tokens
         for m, h, acc, cut in zip(new, hashes, ends, cuts, strict=False):
             state = _State(state, h, (), acc, done + cut, self._next_sid)

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
+from llmsweep.sim import prompt as prompt_mod
 from llmsweep.sim.config import SpecDecodeConfig
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.metrics import CoreCollector
 from llmsweep.sim.predict import UNBOUNDED_WINDOW_S, Predictor
 from llmsweep.sim.prompt import PromptEncoder
 from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
-from llmsweep.workload.base import LaneProgram, RequestOutcome, RequestSpec, Send, Spawn, SpawnHandle
+from llmsweep.workload.base import BlockRun, LaneProgram, RequestOutcome, RequestSpec, Send, Spawn, SpawnHandle
 from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
 from llmsweep.workload.traces.synth import SynthProfile
 
@@ -108,6 +110,33 @@ def test_a_shape_counts_the_tokens_the_text_has_and_shares_prefixes_where_the_te
         # the same block of the same prefix gets the same name in both paths (first seen at the same place)
         for a, b in zip(h_text, h_shape, strict=True):
             assert seen_text.setdefault(a, len(seen_text)) == seen_shape.setdefault(b, len(seen_shape))
+
+
+@pytest.mark.parametrize("done", [0, 37, 64])
+def test_a_shape_hashes_each_block_as_the_token_by_token_rolling_hash_of_its_prefix(done: int) -> None:
+    """The encoder hashes a block per source and block in closed form; it must equal the rolling hash
+    H(t+1) = H(t)·P + code(t) taken token by token (code = source code + position code), at every block boundary and
+    at every message end, from any partial block."""
+    items: list[Any] = ["<|im_start|>", "user", BlockRun("trace-a", (3, 7, 9), 64, 17), "marker",
+                        BlockRun("fixed|1|100", (5,), 100, 100), "<|im_end|>", "x"]
+    codes, lengths = prompt_mod._sources(items)
+    assert int(lengths.sum()) == 2 + 64 * 2 + 17 + 1 + 100 + 2
+    mask, p = (1 << 64) - 1, prompt_mod._P
+    tokens = [(c + int(prompt_mod._mix(np.array([x + 1], np.uint64))[0])) & mask
+              for c, n in zip(codes.tolist(), lengths.tolist(), strict=True) for x in range(n)]
+    acc, block, cuts = 0xABCDEF, 16, [5, 70, len(tokens)]
+    hashes, ends = prompt_mod._extend_sources(block, acc, done, codes, lengths, cuts)
+    h, at_blocks, at_cuts, pieces = acc, [], [], []
+    for i, code in enumerate(tokens):
+        h = (h * p + code) & mask
+        if (done + i + 1) % block == 0:
+            at_blocks.append(h)
+        if i + 1 in cuts:
+            at_cuts.append(h)
+            pieces.append(len(at_blocks))
+    assert [len(x) for x in hashes] == [b - a for a, b in zip([0, *pieces], pieces, strict=False)]
+    assert np.concatenate(hashes).tolist() == at_blocks
+    assert ends == at_cuts
 
 
 def test_scrape_rows_are_the_samples_the_metrics_endpoint_renders() -> None:
