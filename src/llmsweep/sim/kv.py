@@ -241,12 +241,19 @@ class KVPool:
             return
         keys = as_keys(hashes)[:m]
         blk = np.asarray(blocks[:m], np.int64)
-        put = self.map.setdefault
-        added = [i for i, (k, b) in enumerate(zip(keys.tolist(), blk.tolist(), strict=True)) if put(k, b) == b]
-        if added:
-            fresh = blk[added]
-            self.hash_of[fresh] = keys[added]
-            self.hashed[fresh] = True
+        table = self.map
+        key_list = keys.tolist()
+        if not any(map(table.__contains__, key_list)) and len(set(key_list)) == m:  # all new (the usual case)
+            table.update(zip(key_list, blk.tolist(), strict=True))
+            self.hash_of[blk] = keys
+            self.hashed[blk] = True
+        else:
+            put = table.setdefault
+            added = [i for i, (k, b) in enumerate(zip(key_list, blk.tolist(), strict=True)) if put(k, b) == b]
+            if added:
+                fresh = blk[added]
+                self.hash_of[fresh] = keys[added]
+                self.hashed[fresh] = True
         if self.host_blocks:
             host = self.host
             for h in keys.tolist():
