@@ -22,6 +22,12 @@ time per job-hour of measured (profiling-window) virtual time to `--job-hours` (
 files). `--step` runs either mode on the reference path only (in this process: `--matrix --step` predicts with
 `--processes 1`).
 
+`--against REV [--repeats N]` judges a change to the fast path on a shared machine: this tree's `src` and git
+revision REV's (`git archive`) predict the same point (the options above) one process at a time, N rounds (default
+5) with the order alternating, and the bench prints the minimum and median CPU seconds of each tree, their ratio, and
+whether the two trees' records and scrapes are identical (e.g. `--against HEAD~1`). Two runs of the same code one
+after the other can differ by 30 % on a loaded 2-core container; interleaved rounds see the same slow spells.
+
 CPU time is `time.process_time()` of this process (one core), plus, in `--matrix`, the CPU of the worker processes it
 waited for (`RUSAGE_CHILDREN`); wall time is shown too because the machine may be shared (compare the two to see the
 load, or the parallelism).
@@ -32,12 +38,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import hashlib
 import io
 import json
+import os
 import pstats
 import resource
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from llmsweep.metrics import summarise
@@ -111,7 +121,9 @@ def _point(args: argparse.Namespace, config: EngineConfig, make: Callable[[], Wo
     return predictor, records, time.perf_counter() - t0, time.process_time() - c0
 
 
-def point(args: argparse.Namespace) -> None:
+def _setup(args: argparse.Namespace, *, say: Callable[[str], None] = print
+           ) -> tuple[EngineConfig, Callable[[], Workload], SpecDecodeConfig | None]:
+    """The point's engine and a maker of its workload (the AgentX corpus built first: not counted)."""
     spec = None if args.no_spec else SpecDecodeConfig(method="mtp", k=3, acceptance_length=3.39)
     config = EngineConfig(model=args.model, hardware=args.hardware, tp=args.tp, ep=args.tp, precision=args.precision,
                           spec=spec, dram_gb=args.dram_gb)
@@ -124,14 +136,68 @@ def point(args: argparse.Namespace) -> None:
         agentic = AgenticConfig(synthetic=SynthProfile(traces=64, max_isl=args.max_isl),
                                 concurrency=args.concurrency, run_id="bench")
         AgenticWorkload(agentic)  # builds and caches the corpus
-        print(f"corpus built in {time.perf_counter() - t_build:.2f} s (not counted below)")
+        say(f"corpus built in {time.perf_counter() - t_build:.2f} s (not counted below)")
 
         def make() -> Workload:
             return AgenticWorkload(agentic)
     else:
         def make() -> Workload:
             return AgentWorkload(system_tokens=20000, turns=60, tool_tokens=1500, osl=600, think_s=3.0)
+    return config, make, spec
 
+
+def emit(args: argparse.Namespace) -> None:
+    """`--emit`: the fast path once over `--duration`, as one JSON line (what `--against` reads from each tree): CPU
+    seconds of the prediction alone, and a digest of its records and scrapes."""
+    config, make, _ = _setup(args, say=lambda _: None)
+    predictor, records, _, cpu = _point(args, config, make, args.duration, fast=True)
+    digest = hashlib.md5(json.dumps([records, predictor.scrapes], sort_keys=True).encode()).hexdigest()
+    print(json.dumps({"cpu": cpu, "digest": digest, "requests": len(records),
+                      "steps": predictor.core.counters.steps}))
+
+
+def against(args: argparse.Namespace, forwarded: list[str]) -> None:
+    """`--against REV`: this tree's `src` and REV's (`git archive`) predict the same point in turn, one process at a
+    time, `--repeats` rounds (which goes first alternates), so both see the same slow spells of a shared machine:
+    the minimum and median CPU seconds of each, their ratios, and whether the records and scrapes are identical."""
+    import statistics
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="predict-speed-") as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", args.against, "src"],
+                                 capture_output=True, check=False)
+        if archive.returncode != 0:
+            raise SystemExit(f"--against {args.against}: git archive failed: {archive.stderr.decode().strip()}")
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        trees = {"this tree": root / "src", args.against: Path(tmp) / "src"}
+        runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
+        command = [sys.executable, str(Path(__file__).resolve()), *forwarded, "--emit"]
+        for round_ in range(args.repeats):
+            order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
+            for label in order:
+                env = {**os.environ, "PYTHONPATH": str(trees[label])}
+                done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+                if done.returncode != 0:
+                    raise SystemExit(f"{label}: the point failed:\n{done.stderr[-2000:]}")
+                runs[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"round {round_ + 1}/{args.repeats}: " + ", ".join(
+                f"{label} {runs[label][-1]['cpu']:.2f} s" for label in trees), flush=True)
+    print(f"{args.duration:.0f} virtual s, fast path, CPU seconds over {args.repeats} interleaved rounds:")
+    mins = {label: min(r["cpu"] for r in rs) for label, rs in runs.items()}
+    meds = {label: statistics.median(r["cpu"] for r in rs) for label, rs in runs.items()}
+    for label in trees:
+        print(f"  {label:>12}: min {mins[label]:.3f}  median {meds[label]:.3f}  "
+              f"({runs[label][0]['requests']} requests, {runs[label][0]['steps']} steps)")
+    digests = {r["digest"] for rs in runs.values() for r in rs}
+    print(f"  ratio {args.against} / this tree: {mins[args.against] / max(mins['this tree'], 1e-9):.3f}x at the "
+          f"minimum, {meds[args.against] / max(meds['this tree'], 1e-9):.3f}x at the median; records and scrapes "
+          f"identical: {'yes' if len(digests) == 1 else 'no'}")
+
+
+def point(args: argparse.Namespace) -> None:
+    config, make, spec = _setup(args)
     print(f"model={args.model} hw={args.hardware} tp={args.tp} conc={args.concurrency} "
           f"spec={'off' if spec is None else 'mtp k=3 al=3.39'} scrape every {args.scrape_interval or 'never'} s")
     if args.compare_window > 0 and not args.step:
@@ -293,11 +359,35 @@ def main() -> None:
                     help="--matrix: predict --processes (0 = predict's default: the usable CPUs)")
     ap.add_argument("--traces", default="synthetic", help="--matrix: predict --traces ('' = the recipe's)")
     ap.add_argument("--job-hours", type=float, default=1800.0, help="--matrix: extrapolate to this many job-hours")
+    ap.add_argument("--against", metavar="REV",
+                    help="point: time the fast path of this tree and of git revision REV in turn (see `against`)")
+    ap.add_argument("--repeats", type=int, default=5, help="--against: interleaved rounds")
+    ap.add_argument("--emit", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.matrix:
         matrix(args)
+    elif args.emit:
+        emit(args)
+    elif args.against:
+        against(args, _without(sys.argv[1:], {"--against": 1, "--repeats": 1}))
     else:
         point(args)
+
+
+def _without(argv: list[str], options: dict[str, int]) -> list[str]:
+    """`argv` less the given options (each with its number of values; `--opt=value` too)."""
+    out: list[str] = []
+    skip = 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in options:
+            skip = 0 if "=" in arg else options[name]
+            continue
+        out.append(arg)
+    return out
 
 
 if __name__ == "__main__":
