@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -166,9 +167,13 @@ def test_a_pinned_run_eval_row_runs_its_pin_then_the_eval_on_a_relaunch_with_rea
     proc = llmsweep(tmp_path, "run", pinned_recipe(tmp_path, concs), *(["--live"] if live else []), "--out", out,
                     "--json", *eval_args(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    said = "relaunching without synthetic acceptance for the eval" if live else (
-        "serving the eval live without synthetic acceptance")
-    assert proc.stderr.count(said) == len(evals), proc.stderr
+    if live:  # the group's points first, then one server without the pin for every eval they owe
+        assert proc.stderr.count("relaunching without synthetic acceptance for the eval") == 1, proc.stderr
+        assert f"{len(evals)} eval(s) of group" in proc.stderr
+        last_point = proc.stderr.index(f"conc {max(concs)} (fixed-seq-len)")
+        assert proc.stderr.index(": eval gsm8k") > last_point, proc.stderr
+    else:
+        assert proc.stderr.count("serving the eval live without synthetic acceptance") == len(evals), proc.stderr
     by_conc = {s["provenance"]["options"]["concurrency"]: s for s in summaries(out).values()}
     assert set(by_conc) == set(concs)
     assert all("eval" not in by_conc[c] for c in concs if c not in evals)
@@ -189,6 +194,50 @@ def test_a_pinned_run_eval_row_runs_its_pin_then_the_eval_on_a_relaunch_with_rea
         assert "--acceptance-length" not in command
     servers = sorted(p.name for p in (out / "servers").iterdir())
     assert any(name.endswith("-eval") for name in servers)
-    if live:  # the pinned server was stopped for the first eval and launched again for conc 64: no death counted
+    if live:  # each server started once: the pinned one for the three points, the eval one for both evals
         (pinned,) = [out / "servers" / n for n in servers if not n.endswith("-eval")]
-        assert (pinned / "server.2.log").is_file()
+        (relaunched,) = [out / "servers" / n for n in servers if n.endswith("-eval")]
+        for folder in (pinned, relaunched):
+            assert (folder / "server.log").is_file() and not (folder / "server.2.log").exists(), folder
+
+
+def test_a_sweep_stopped_while_an_eval_is_owed_leaves_that_job_unfinished_and_resume_runs_it(tmp_path: Path) -> None:
+    """SIGTERM after conc 32's point (its eval owed to the group's eval server) and during conc 64's: the stop tears
+    the server down, conc 32's folder says it owes its eval (so it is not done), and `--resume` reruns both pinned
+    rows, their points and then their evals on one relaunched server, skipping conc 16."""
+    out = tmp_path / "out"
+    env = {**os.environ, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"), "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "llmsweep.cli.main", "run", str(pinned_recipe(tmp_path, [16, 32, 64])), "--live",
+            "--out", str(out), *(str(a) for a in eval_args(tmp_path))]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if "_conc64_" in line and "conc 64 (fixed-seq-len)" in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = "".join(seen)
+    assert "_conc32_" in said and "point done; its eval runs after the group's other points" in said, said
+    assert proc.returncode != 0
+    assert not list((out / "servers").glob("*/server.pid"))  # the stop tore the pinned server down
+    by_conc = {s["provenance"]["options"]["concurrency"]: s for s in summaries(out).values()}
+    assert by_conc[16]["validity"]["verdict"] == "valid"
+    owed = by_conc[32]["validity"]
+    assert owed["verdict"] == "invalid" and any("owes an eval" in r for r in owed["reasons"]), owed
+
+    resumed = llmsweep(tmp_path, "run", pinned_recipe(tmp_path, [16, 32, 64]), "--live", "--out", out, "--resume",
+                       *eval_args(tmp_path))
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert resumed.stderr.count("relaunching without synthetic acceptance for the eval") == 1
+    outcomes = {o["job_id"]: o["status"] for o in json.loads((out / "run.json").read_text())["outcomes"]}
+    by_conc = {s["provenance"]["options"]["concurrency"]: s for s in summaries(out).values()}
+    assert outcomes[by_conc[16]["provenance"]["job"]["id"]] == "skipped"
+    for conc in (32, 64):
+        assert outcomes[by_conc[conc]["provenance"]["job"]["id"]] == "valid"
+        assert by_conc[conc]["eval"]["relaunched"] is True

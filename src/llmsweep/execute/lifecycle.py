@@ -8,6 +8,9 @@ every artifact through the server's secret scrubber.
 A server that dies fails the job it was serving (with the tail of its log); the group relaunches it for the jobs
 left, so one crash does not take a whole sweep down. Records already written are never lost: the client flushes each
 one as it finishes.
+
+A run-eval row whose point pins acceptance owes its eval to a server without the pin: the group runs all its points
+first, then stops its server once and runs every owed eval on one relaunched server (`_owed_evals`).
 """
 
 from __future__ import annotations
@@ -346,8 +349,8 @@ class _Server:
         return deployment
 
     def park(self) -> None:
-        """Stop a live server on purpose (its GPUs go to the eval's relaunch); the next job launches it afresh, and
-        that launch is no relaunch after a death."""
+        """Stop a live server on purpose (its GPUs go to the owed evals' server); a later launch of it is no relaunch
+        after a death."""
         if self.handle is not None:
             self.stop()
             self.parked += 1
@@ -448,9 +451,10 @@ EVAL_SERVER_SUFFIX = "-eval"
 """A relaunched eval server's group id is the throughput group's id with this suffix (`servers/<id>-eval/`)."""
 
 
-def eval_group(group: ServerGroup, job: Job, spec: LaunchSpec) -> ServerGroup:
-    """The one-job group of a relaunched eval server (its own folder under `servers/`, its own launch files)."""
-    return ServerGroup(id=f"{group.id}{EVAL_SERVER_SUFFIX}", spec=spec, jobs=[job], source=group.source,
+def eval_group(group: ServerGroup, jobs: Sequence[Job], spec: LaunchSpec) -> ServerGroup:
+    """The group of a relaunched eval server, for the evals of `jobs` (its own folder under `servers/`, its own
+    launch files)."""
+    return ServerGroup(id=f"{group.id}{EVAL_SERVER_SUFFIX}", spec=spec, jobs=list(jobs), source=group.source,
                        executor=group.executor, notes=[*group.notes, "eval server: real verification"])
 
 
@@ -470,30 +474,64 @@ def record_eval_server(jdir: Path, spec: LaunchSpec, launcher: ServerLauncher, h
     return command
 
 
-def _relaunched_eval(job: Job, server: _Server, spec: LaunchSpec, run_dir: Path, jdir: Path,
-                     settings: LifecycleSettings, event: Event) -> Summary:
-    """Stop the throughput server, launch the eval's (real verification), run the eval there, stop it. The eval's
-    server command, log and provenance are its own (`eval/server_command.txt`, `eval/server.log`)."""
+@dataclass(frozen=True)
+class _OwedEval:
+    """A run-eval row whose point pinned acceptance and ran: its eval waits for the group's eval server."""
+
+    job: Job
+    spec: LaunchSpec
+    """The eval's launch (`eval_launch`): the job's own without synthetic acceptance."""
+    started: float
+
+
+def _owed_evals(owed: Sequence[_OwedEval], server: _Server, run_dir: Path, settings: LifecycleSettings,
+                event: Event) -> list[JobOutcome]:
+    """The evals a group's pinned run-eval rows owe, once all its points ran: the pinned server stops once, and one
+    server launched without synthetic acceptance (one per distinct launch; the rows of a group share it) runs every
+    owed eval in turn, where a server per eval would start twice a row (the pinned one again for the next point). Its
+    command, log and provenance are each eval's own (`eval/server_command.txt`, `eval/server.log`)."""
+    server.park()
+    launches: dict[str, list[_OwedEval]] = {}
+    for item in owed:
+        launches.setdefault(item.spec.fingerprint(), []).append(item)
+    outcomes: list[JobOutcome] = []
+    for items in launches.values():
+        first = items[0]
+        event(f"{len(items)} eval(s) of group {server.group.id} owed: relaunching {relaunch_reason(first.job)}")
+        evserver = _Server(eval_group(server.group, [i.job for i in items], first.spec), server.launcher, run_dir,
+                           settings, event)
+        try:
+            outcomes += [_owed_eval(item, evserver, run_dir, settings, event) for item in items]
+        finally:
+            evserver.stop()
+    return outcomes
+
+
+def _owed_eval(item: _OwedEval, evserver: _Server, run_dir: Path, settings: LifecycleSettings,
+               event: Event) -> JobOutcome:
     from llmsweep.evals.results import EVAL_DIR
 
-    group = server.group
-    event(f"job {job.id}: relaunching {relaunch_reason(job)}")
-    server.park()
-    evserver = _Server(eval_group(group, job, spec), server.launcher, run_dir, settings, event)
+    job = item.job
+    jdir = art.job_dir(run_dir, job.id)
     handle: ServerHandle | None = None
-    edir = jdir / EVAL_DIR
-    try:
+    current_progress().job_started(job.id, job.concs[0] if job.concs else None)
+
+    def measure() -> Summary:
+        nonlocal handle
         handle = evserver.ensure()
-        espec = evserver.spec or spec
-        command = record_eval_server(jdir, espec, evserver.launcher, handle)
-        provenance = _provenance(job, espec, evserver.group, evserver.observed, handle, evserver.launcher.kind)
-        summary = eval_job(job, handle.base_url, jdir, spec=espec, source=group.source, settings=settings,
+        spec = evserver.spec or item.spec
+        command = record_eval_server(jdir, spec, evserver.launcher, handle)
+        provenance = _provenance(job, spec, evserver.group, evserver.observed, handle, evserver.launcher.kind)
+        summary = eval_job(job, handle.base_url, jdir, spec=spec, source=evserver.group.source, settings=settings,
                            provenance=provenance, event=event, server_command=command)
         check_alive(handle, during=f"job {job.id}'s eval")
         return summary
+
+    try:
+        outcome = settle(job, jdir, item.started, measure)
     finally:
-        _copy_log(handle or evserver.handle, edir)
-        evserver.stop()
+        _copy_log(handle or evserver.handle, jdir / EVAL_DIR)
+    return _close(job, jdir, outcome, item.started, evserver.scrubber, event)
 
 
 def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
@@ -556,8 +594,11 @@ def report_job_finished(job_dir: Path, outcome: JobOutcome) -> None:
         sink(job_dir, outcome)
 
 
-def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSettings, event: Event) -> JobOutcome:
-    """Run one job against the group's server (launching it if needed) and return its outcome."""
+def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSettings, event: Event,
+            owed: list[_OwedEval]) -> JobOutcome | None:
+    """Run one job against the group's server (launching it if needed) and return its outcome; None when its point
+    ran and its eval needs a server of its own (a run-eval row that pinned acceptance): the eval is added to `owed`,
+    for `_owed_evals` once the group's points are done, and the job's folder says meanwhile that it owes one."""
     group = server.group
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
@@ -568,8 +609,10 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     handle: ServerHandle | None = None
     progress = current_progress()
     progress.job_started(job.id, job.concs[0] if job.concs else None)
+    owes = False
+
     def measure() -> Summary:
-        nonlocal handle
+        nonlocal handle, owes
         handle = server.ensure()
         spec = server.spec or group.spec
         scrub = handle.scrubber
@@ -585,7 +628,10 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         check_alive(handle, during=f"job {job.id}")
         relaunch = eval_launch(job, group) if job.run_eval else None
         if relaunch is not None:  # the throughput point pinned acceptance: the eval gets a server without the pin
-            return _relaunched_eval(job, server, relaunch, run_dir, jdir, settings, event)
+            assert summary is not None
+            owed.append(_OwedEval(job, relaunch, started))
+            owes = True
+            return summary
         if job.eval_only or job.run_eval:  # on the same server, after the throughput point if the row has one
             summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
                                provenance=provenance, event=event)
@@ -597,12 +643,22 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         outcome = settle(job, jdir, started, measure)
     finally:
         _copy_log(handle or server.handle, jdir)
+    if owes:
+        progress.eval_owed(job.id)
+        event(f"job {job.id}: point done; its eval runs after the group's other points, on a server of its own")
+        return None
+    return _close(job, jdir, outcome, started, server.scrubber, event)
+
+
+def _close(job: Job, jdir: Path, outcome: JobOutcome, started: float, scrubber: SecretScrubber,
+           event: Event) -> JobOutcome:
+    """Record a job's final outcome: its folder's outcome.json, the store (`on_job_finished`), progress, a line."""
     outcome.seconds = round(time.monotonic() - started, 3)
     # Reasons quote exceptions and log tails and travel on to run.json, the store and the console: scrub them here.
-    outcome.reasons = [server.scrubber.scrub(r) for r in outcome.reasons]
-    art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"), server.scrubber)
+    outcome.reasons = [scrubber.scrub(r) for r in outcome.reasons]
+    art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"), scrubber)
     report_job_finished(jdir, outcome)
-    progress.job_finished(job.id, outcome.status)
+    current_progress().job_finished(job.id, outcome.status)
     event(f"job {job.id}: {outcome.status}" + (f" — {outcome.reasons[0]}" if outcome.reasons else ""))
     return outcome
 
@@ -628,12 +684,17 @@ def run_group(
     if not todo:
         return outcomes
     server = _Server(group, launcher, run_dir, settings, event)
+    owed: list[_OwedEval] = []
     try:
         for job in todo:
-            outcome = run_job(job, server, run_dir, settings, event)
+            outcome = run_job(job, server, run_dir, settings, event, owed)
+            if outcome is None:
+                continue
             outcomes.append(outcome)
             if settings.fail_fast and not outcome.ok:
                 break
+        if owed:  # the points that ran owe their evals even when the sweep stops early (--fail-fast)
+            outcomes += _owed_evals(owed, server, run_dir, settings, event)
     finally:
         server.stop()
     return outcomes

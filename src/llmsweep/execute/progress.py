@@ -51,6 +51,8 @@ class SweepState:
     phase: Phase | None = None
     client: Progress | None = None
     job_started_at: float = 0.0
+    owed: dict[str, int] = field(default_factory=dict)
+    """Jobs whose point is done and whose eval waits for their group's eval server, with the place each was shown at."""
 
     def job_fraction(self) -> float:
         p = self.client
@@ -117,10 +119,21 @@ class SweepProgress:
         self.state = SweepState(total=total)
 
     def job_started(self, job_id: str, concurrency: int | None) -> None:
+        """A job begins (or, owed an eval, comes back for it at the place it was shown at)."""
         s = self.state
-        s.job_id, s.concurrency, s.index, s.phase, s.client = job_id, concurrency, s.done + 1, None, None
+        index = s.owed.pop(job_id, None)
+        s.job_id, s.concurrency, s.phase, s.client = job_id, concurrency, None, None
+        s.index = index if index is not None else s.done + len(s.owed) + 1
         s.job_started_at = time.monotonic()
         self.changed()
+
+    def eval_owed(self, job_id: str) -> None:
+        """The job's point is done; its eval runs after its group's other points (`job_started` again then)."""
+        s = self.state
+        if s.job_id == job_id:
+            s.owed[job_id] = s.index
+            s.job_id, s.phase, s.client = None, None, None
+            self.changed()
 
     def phase(self, phase: Phase) -> None:
         if self.state.job_id is not None and phase != self.state.phase:

@@ -193,7 +193,7 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
         if (job.eval_only or job.run_eval) and live is not None:
             # A run-eval row whose point pinned acceptance evaluates on the simulator served without the pin.
             relaunch = eval_launch(job, group) if job.run_eval else None
-            served = group if relaunch is None else eval_group(group, job, relaunch)
+            served = group if relaunch is None else eval_group(group, [job], relaunch)
             if relaunch is not None:
                 event(f"job {job.id}: serving the eval live {relaunch_reason(job)}")
             server = live.get(served)

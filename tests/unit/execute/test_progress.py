@@ -48,6 +48,28 @@ def test_the_status_names_the_job_its_counters_window_and_the_sweeps_eta() -> No
     assert progress.state.status().startswith("2/4 job(s) done")
 
 
+def test_a_job_owing_its_eval_keeps_its_place_and_counts_once() -> None:
+    """A pinned run-eval row's point runs, its eval waits for the group's eval server: the next job is shown as the
+    next one, the owed job comes back under its own number, and each job counts once when it finishes."""
+    progress = SweepProgress()
+    progress.sweep(3)
+    progress.job_started("a", 16)
+    progress.job_finished("a", "valid")
+    progress.job_started("b", 32)
+    progress.eval_owed("b")
+    assert progress.state.status().startswith("1/3 job(s) done")
+    progress.job_started("c", 64)
+    assert progress.state.status().startswith("job 3/3 conc 64")
+    progress.eval_owed("c")
+    progress.job_started("b", 32)
+    assert progress.state.status().startswith("job 2/3 conc 32")
+    progress.job_finished("b", "valid")
+    progress.job_started("c", 64)
+    assert progress.state.status().startswith("job 3/3 conc 64")
+    progress.job_finished("c", "valid")
+    assert progress.state.status().startswith("3/3 job(s) done")
+
+
 def test_plain_lines_are_timestamped_phase_changes_at_once_status_throttled() -> None:
     out = io.StringIO()
     progress = PlainProgress(out, interval_s=3600)
