@@ -54,6 +54,9 @@ class MetricDef:
     description: str
     label: str | None = None
     direction: Direction | None = None
+    short: str | None = None
+    """How a table's column header names it, before the unit, when the label is too long for a column (tables fold
+    long headers): "Output" for "Output throughput per GPU", whose unit says tok/s/GPU."""
     column: str | None = None
     stats: tuple[str, ...] = ()
     sample: Sample | None = None
@@ -85,8 +88,11 @@ class HotColumn:
 
     @property
     def header(self) -> str:
-        """How a table heads the column: its label, then its unit."""
-        return f"{self.label} {self.unit}".strip()
+        """How a table heads the column: its short name (else its label), then its unit."""
+        name = self.metric.short or self.metric.label or self.label
+        if self.stat is not None:
+            name = f"{self.stat.upper()} {name}"
+        return f"{name} {self.unit}".strip()
 
     def read(self, summary: Summary) -> float | None:
         """The column's value in a summary (None where the summary does not have it)."""
@@ -145,15 +151,15 @@ def _kv_usage_max(s: Summary) -> float | None:
 
 TOTAL_PER_GPU = define(
     "throughput.per_gpu.total_tps", "tok/s/GPU", "Input plus output throughput divided by the GPUs serving it.",
-    label="Throughput per GPU", direction="higher", column="tput_per_gpu",
+    label="Throughput per GPU", short="Total", direction="higher", column="tput_per_gpu",
     sample=Sample("total_tokens", "tokens_per_second_per_gpu"), value=lambda s: s.throughput.per_gpu.total_tps)
 OUTPUT_PER_GPU = define(
     "throughput.per_gpu.output_tps", "tok/s/GPU", "Output throughput divided by the GPUs serving the endpoint.",
-    label="Output throughput per GPU", direction="higher", column="output_tput_per_gpu",
+    label="Output throughput per GPU", short="Output", direction="higher", column="output_tput_per_gpu",
     sample=Sample("output_tokens", "tokens_per_second_per_gpu"), value=lambda s: s.throughput.per_gpu.output_tps)
 INPUT_PER_GPU = define(
     "throughput.per_gpu.input_tps", "tok/s/GPU", "Input throughput divided by the GPUs serving the endpoint.",
-    label="Input throughput per GPU", direction="higher", column="input_tput_per_gpu",
+    label="Input throughput per GPU", short="Input", direction="higher", column="input_tput_per_gpu",
     sample=Sample("input_tokens", "tokens_per_second_per_gpu"), value=lambda s: s.throughput.per_gpu.input_tps)
 TTFT = define(
     "latency.ttft", "s", "First non-empty content chunk minus request send time.",
@@ -173,21 +179,25 @@ INTERACTIVITY = define(
     sample=Sample("tpot", "inverse_percentile"), block=lambda s: s.interactivity)
 E2E_NORM = define(
     "e2e_norm_interactivity", "tok/s/user", "pXX = 1 / pXX(E2EL / OSL) per request.",
-    label="E2E-normalised interactivity", direction="higher", column="e2e_norm_intvty", stats=("p90", "p75"),
+    label="E2E-normalised interactivity", short="E2E-norm intvty", direction="higher", column="e2e_norm_intvty",
+    stats=("p90", "p75"),
     sample=Sample("e2el_per_token", "inverse_percentile"), block=lambda s: s.e2e_norm_interactivity)
 QPS = define(
     "qps", "req/s", "Completions counted in consecutive 1-second windows from the first completion.",
-    label="Requests per second", direction="higher", column="request_qps", value=lambda s: s.qps.mean)
+    label="Requests per second", short="Requests", direction="higher", column="request_qps", value=lambda s: s.qps.mean)
 ERROR_RATIO = define(
     "requests.error_ratio", "ratio", "Failed / (successful + failed) profiling requests.",
-    label="Error ratio", direction="lower", column="error_ratio", value=lambda s: s.requests.error_ratio)
+    label="Error ratio", short="Errors", direction="lower", column="error_ratio",
+    value=lambda s: s.requests.error_ratio)
 GPU_CACHE_HIT = define(
     "server_metrics.cache.gpu_hit_rate", "ratio",
     "The engine's GPU prefix-cache hit rate over the window (else its overall rate, else the observed one).",
-    label="GPU prefix-cache hit rate", direction="higher", column="gpu_cache_hit_rate", value=_server_gpu_hit_rate)
+    label="GPU prefix-cache hit rate", short="GPU cache hit", direction="higher", column="gpu_cache_hit_rate",
+    value=_server_gpu_hit_rate)
 KV_USAGE_MAX = define(
     "server_metrics.kv_cache.gpu_usage_max", "ratio", "Peak GPU KV-cache usage the engine reported over the window.",
-    label="Peak GPU KV-cache usage", direction="lower", column="gpu_kv_usage_max", value=_kv_usage_max)
+    label="Peak GPU KV-cache usage", short="Peak KV use", direction="lower", column="gpu_kv_usage_max",
+    value=_kv_usage_max)
 
 
 def _power(field: str) -> Reader:
@@ -210,18 +220,20 @@ def _cost(field: str) -> Reader:
 # come from repeats for these). InferenceX spells the energy figures as the columns do.
 TOKENS_PER_JOULE = define(
     "power.tokens_per_joule", "tok/J", "Input plus output tokens per joule of GPU energy over the profile window.",
-    label="Tokens per joule", direction="higher", column="tokens_per_joule", value=_power("tokens_per_joule"))
+    label="Tokens per joule", short="Efficiency", direction="higher", column="tokens_per_joule",
+    value=_power("tokens_per_joule"))
 J_PER_OUTPUT_TOKEN = define(
     "power.joules_per_output_token", "J/tok", "GPU energy over the window / output tokens (InferenceX's name).",
-    label="Energy per output token", direction="lower", column="joules_per_output_token",
+    label="Energy per output token", short="Energy", direction="lower", column="joules_per_output_token",
     value=_power("joules_per_output_token"))
 AVG_POWER = define(
     "power.avg_power_w", "W/GPU", "Average power per GPU over the profile window (trapezoid of the samples).",
-    label="Average power per GPU", direction="lower", column="avg_power_w", value=_power("avg_power_w"))
+    label="Average power per GPU", short="Power", direction="lower", column="avg_power_w", value=_power("avg_power_w"))
 USD_PER_MTOK_OUTPUT = define(
     "power.cost.usd_per_mtok_output", "$/Mtok",
     "ASSUMED price of a GPU-hour (catalog power.yaml) / output tokens per GPU-hour, per million tokens.",
-    label="Cost per million output tokens (assumed $/GPU-h)", direction="lower", column="usd_per_mtok_output",
+    label="Cost per million output tokens (assumed $/GPU-h)", short="Assumed cost",
+    direction="lower", column="usd_per_mtok_output",
     value=_cost("usd_per_mtok_output"))
 J_PER_TOTAL_TOKEN = define("power.joules_per_total_token", "J/tok", "GPU energy / (input + output tokens).")
 J_PER_INPUT_TOKEN = define("power.joules_per_input_token", "J/tok", "GPU energy / input tokens.")
