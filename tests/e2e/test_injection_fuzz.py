@@ -54,7 +54,7 @@ ENGINES = ("sglang", "vllm", "sim")
 def _base() -> dict[str, Any]:
     doc = yaml.safe_load(BASE.read_text(encoding="utf-8"))
     (recipe,) = doc.values()
-    return copy.deepcopy(recipe)  # type: ignore[no-any-return]
+    return copy.deepcopy(recipe)
 
 
 def _dump(key: str, recipe: dict[str, Any]) -> str:

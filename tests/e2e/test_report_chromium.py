@@ -98,11 +98,11 @@ def driver() -> Iterator[object]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def _errors(drv) -> list[dict]:  # type: ignore[no-untyped-def]
+def _errors(drv) -> list[dict]:
     return [e for e in drv.get_log("browser") if e.get("level") == "SEVERE"]
 
 
-def test_dashboard_in_headless_chromium(driver, report_html: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_in_headless_chromium(driver, report_html: Path, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -184,7 +184,7 @@ def test_dashboard_in_headless_chromium(driver, report_html: Path, tmp_path: Pat
     assert _errors(drv) == []
 
 
-def _open(drv, html: Path) -> None:  # type: ignore[no-untyped-def]
+def _open(drv, html: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -193,7 +193,7 @@ def _open(drv, html: Path) -> None:  # type: ignore[no-untyped-def]
     assert _errors(drv) == []
 
 
-def test_dashboard_explains_its_verdicts(driver, report_html: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_explains_its_verdicts(driver, report_html: Path, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -259,7 +259,7 @@ def test_dashboard_explains_its_verdicts(driver, report_html: Path, tmp_path: Pa
     assert _errors(drv) == []
 
 
-def test_an_empty_run_says_so_once(driver, empty_report_html: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_an_empty_run_says_so_once(driver, empty_report_html: Path, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
     drv = driver
@@ -278,14 +278,14 @@ def test_an_empty_run_says_so_once(driver, empty_report_html: Path, tmp_path: Pa
     assert _errors(drv) == []
 
 
-def _label_overlaps(drv) -> list[tuple[list[float], list[float]]]:  # type: ignore[no-untyped-def]
+def _label_overlaps(drv) -> list[tuple[list[float], list[float]]]:
     boxes = drv.execute_script("return Array.from(document.querySelectorAll('#chart .pt-label')).map(function (t) {"
                                " var b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; })")
     return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
             if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
 
 
-def test_labels_of_points_that_nearly_coincide_stay_apart(driver, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_labels_of_points_that_nearly_coincide_stay_apart(driver, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
     # Two engines with the same results: their points at each concurrency land on top of each other.
@@ -307,7 +307,7 @@ def _keep(png: Path) -> None:
         shutil.copy(png, Path(keep) / png.name)
 
 
-def test_a_real_run_lists_its_policy_refused_job_with_the_reason(driver, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_real_run_lists_its_policy_refused_job_with_the_reason(driver, tmp_path: Path) -> None:
     """`llmsweep run` on the simulator: the conc-4 job its recipe's policy refuses has no folder, and the dashboard
     reads its reason from what `run` recorded."""
     from selenium.webdriver.common.by import By
@@ -326,7 +326,7 @@ def test_a_real_run_lists_its_policy_refused_job_with_the_reason(driver, tmp_pat
     assert _errors(driver) == []
 
 
-def test_cost_and_energy_per_token_are_y_axes_with_lower_is_better_frontiers(driver, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_cost_and_energy_per_token_are_y_axes_with_lower_is_better_frontiers(driver, tmp_path: Path) -> None:
     """A simulated run carries modelled power and assumed cost: $/Mtok and J/token are selectable on y, each
     titled lower-is-better, its markers at the summaries' values and its frontier the cheaper point's side."""
     from selenium.webdriver.common.by import By
@@ -372,8 +372,8 @@ def eval_report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
         reasons = [] if verdict == "valid" else [
             "eval gsm8k: exact_match,strict-match = 0.4100 is below the threshold 0.94 (qwen3.5.gsm8k.exact_match)"]
         summary.eval = EvalBlock(
-            mode=mode, task="gsm8k", dataset="openai/gsm8k", context_length=9472, max_tokens=5376,  # type: ignore[arg-type]
-            score=score, score_name="exact_match,strict-match", score_stderr=0.01, verdict=verdict,  # type: ignore[arg-type]
+            mode=mode, task="gsm8k", dataset="openai/gsm8k", context_length=9472, max_tokens=5376,
+            score=score, score_name="exact_match,strict-match", score_stderr=0.01, verdict=verdict,
             reasons=reasons, harness_version="0.4.13",
             runs=[EvalRun(conc=job["conc"], status="completed", n_samples=1319, command=["python", "-m", "lm_eval"],
                           metrics=[EvalMetric(name="exact_match,strict-match", value=score, stderr=0.01)])])
@@ -381,7 +381,7 @@ def eval_report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_report(run.path, root / "report", png=False).html
 
 
-def test_the_evaluation_view_and_a_failed_eval_on_its_point(driver, eval_report_html: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_evaluation_view_and_a_failed_eval_on_its_point(driver, eval_report_html: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 

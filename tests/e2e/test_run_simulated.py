@@ -111,7 +111,7 @@ def _predict(args: list[str | Path], env: dict[str, str], timeout: float = 240) 
     proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", *(str(a) for a in args), "--json"],
                           env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+    return json.loads(proc.stdout)
 
 
 MASTER_KEYS = ("dsv4-fp8-mi300x-vllm", "dsr1-fp8-mi355x-sglang-mtp", "qwen3.5-fp8-mi300x-sglang-agentic-mtp",

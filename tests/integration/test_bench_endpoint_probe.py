@@ -63,7 +63,7 @@ class _Fake(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake() -> Iterator[tuple[str, dict[str, tuple[int, Any]]]]:
-    routes: ClassVar[dict[str, tuple[int, Any]]] = {}
+    routes: dict[str, tuple[int, Any]] = {}
     handler = type("Handler", (_Fake,), {"routes": routes})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

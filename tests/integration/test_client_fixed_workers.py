@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ CONFIG = FixedLengthConfig(isl=120, osl=6, num_prompts=7, num_warmups=3, range_r
 
 
 @pytest.fixture(scope="module")
-def server() -> StreamServer:
+def server() -> Iterator[StreamServer]:
     with StreamServer(ServerConfig(ttft_s=0.005, itl_s=0.002)) as srv:
         yield srv
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ def _records(out: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def server() -> StreamServer:
+def server() -> Iterator[StreamServer]:
     with StreamServer(ServerConfig(ttft_s=0.01, itl_s=0.005)) as srv:
         yield srv
 

@@ -50,7 +50,7 @@ def test_every_chunk_is_stamped_near_when_the_server_sent_it(tmp_path: Path, sta
     with StreamServer(ServerConfig(ttft_s=0.03, itl_s=itl)) as srv:
         run_benchmark(
             KeyedWorkload(max_tokens=n), Endpoint(base_url=srv.url, model="m"),
-            RunOptions(concurrency=4, num_requests=32, stamp_reads=stamp_reads),  # type: ignore[arg-type]
+            RunOptions(concurrency=4, num_requests=32, stamp_reads=stamp_reads),
             tmp_path,
         )
         served = [{"key": s.key, "chunks": s.chunk_sent_at} for s in srv.served]
@@ -100,7 +100,7 @@ def test_a_stalled_stream_ends_as_a_timeout_and_keeps_what_arrived(tmp_path: Pat
         res = run_benchmark(
             KeyedWorkload(max_tokens=6), Endpoint(base_url=srv.url, model="m"),
             RunOptions(concurrency=2, num_requests=4, stall_timeout_s=0.3, timeout_s=20, max_failure_ratio=1.0,
-                       grace_s=5, stamp_reads=stamp_reads),  # type: ignore[arg-type]
+                       grace_s=5, stamp_reads=stamp_reads),
             tmp_path,
         )
     recs = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
@@ -221,7 +221,7 @@ def test_the_kernel_stamps_a_first_token_that_arrives_while_the_event_loop_is_bl
     try:
         res = run_benchmark(
             BusyLoopWorkload(after_s=0.02, block_s=0.4), Endpoint(base_url=url, model="m", metrics_url=""),
-            RunOptions(concurrency=1, stamp_reads=stamp_reads), tmp_path,  # type: ignore[arg-type]
+            RunOptions(concurrency=1, stamp_reads=stamp_reads), tmp_path,
         )
         served = json.loads(urllib.request.urlopen(url + "/served", timeout=30).read())
     finally:

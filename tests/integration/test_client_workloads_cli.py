@@ -6,6 +6,7 @@ import itertools
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ def _records(out: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def server() -> StreamServer:
+def server() -> Iterator[StreamServer]:
     with StreamServer(ServerConfig(ttft_s=0.005, itl_s=0.0005)) as srv:
         yield srv
 

@@ -23,7 +23,7 @@ TOKEN = "hf_integrationSECRETvalue42"
 
 def tiny_spec(*extra: str, markers: tuple[str, ...] = (), timeout_s: float = 30.0, **kw: object) -> LaunchSpec:
     spec = LaunchSpec(engine="tiny", argv=(sys.executable, str(TINY_SERVER), "--port", "0", *extra), port=0,
-                      ready_log_markers=markers, startup_timeout_s=timeout_s, **kw)  # type: ignore[arg-type]
+                      ready_log_markers=markers, startup_timeout_s=timeout_s, **kw)
     return resolve_port(spec)
 
 

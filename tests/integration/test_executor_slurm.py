@@ -49,7 +49,7 @@ def options(**kw: object) -> SlurmOptions:
         worker_command=("{python}", str(WORKER), "{group}", "{out}"),
         poll_s=0.5,
         time_limit="00:05:00",
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 
@@ -62,7 +62,7 @@ def write_group(out_dir: Path, spec: LaunchSpec, client: list[str]) -> Path:
 
 def tiny(*extra: str, **kw: object) -> LaunchSpec:
     return LaunchSpec(engine="tiny", argv=(sys.executable, str(TINY_SERVER), "--port", "0", *extra), port=0,
-                      startup_timeout_s=60, **kw)  # type: ignore[arg-type]
+                      startup_timeout_s=60, **kw)
 
 
 def in_queue(job_id: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -74,10 +75,11 @@ def test_the_worker_count_is_chosen_from_the_load_and_the_cores(monkeypatch: pyt
             super().__init__()
             self.lock = __import__("threading").Lock()
 
-    for cores, load, expected in [
+    cases: list[tuple[int, dict[str, Any], int]] = [
         (2, {"concurrency": 1024}, 1), (8, {"concurrency": 64}, 1), (8, {"concurrency": 512}, 2),
         (8, {"concurrency": 4096}, 7), (8, {"request_rate": 450.0}, 3), (4, {"request_rate": 1000.0}, 3),
-    ]:
+    ]
+    for cores, load, expected in cases:
         monkeypatch.setattr("os.sched_getaffinity", lambda _pid, n=cores: set(range(n)))
         assert resolve_workers(SimpleWorkload(), RunOptions(**load)).workers == expected, (cores, load)
     assert resolve_workers(SimpleWorkload(), RunOptions(concurrency=512, workers=1)).workers == 1

@@ -15,8 +15,12 @@ def _order_of_reads(prioritise: bool) -> list[int]:
     pairs = [socket.socketpair() for _ in range(8)]
     order: list[int] = []
     try:
+        def read(i: int, s: socket.socket) -> None:
+            order.append(i)
+            s.recv(10)
+
         for i, (ours, _) in enumerate(pairs):
-            loop.add_reader(ours.fileno(), lambda i=i, s=ours: (order.append(i), s.recv(10)))
+            loop.add_reader(ours.fileno(), read, i, ours)
         for _, theirs in pairs:
             theirs.send(b"x")
         marked = {pairs[6][0].fileno(), pairs[7][0].fileno()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import pytest
 
@@ -21,7 +22,7 @@ def _run(conc: int, tput: float, intvty: float, seed: int = 42, kv: float | None
 
 def _repeats(conc: int, tput: float, intvty: float, spread: float = 0.02, **kw: float | None) -> list[Run]:
     """Three repeats at ±spread around the values (relative cv = spread exactly)."""
-    return [_run(conc, tput * (1 + d * spread), intvty * (1 - d * spread), seed=42 + i, **kw)  # type: ignore[arg-type]
+    return [_run(conc, tput * (1 + d * spread), intvty * (1 - d * spread), seed=42 + i, **kw)
             for i, d in enumerate((-1.0, 0.0, 1.0))]
 
 
@@ -47,7 +48,8 @@ def test_no_repeat_means_no_noise_estimate() -> None:
     assert n.cv is None and n.dof == 0 and analysis.separation(n, 1, 2) == 0.0
 
 
-def _ladder(points: list[tuple[int, float, float, float | None, float | None]], spread: float = 0.02) -> list[Run]:
+def _ladder(points: Sequence[tuple[int, float, float, float | None, float | None]], spread: float = 0.02
+            ) -> list[Run]:
     return [r for c, t, i, kv, pre in points for r in _repeats(c, t, i, spread, kv=kv, preemptions=pre)]
 
 

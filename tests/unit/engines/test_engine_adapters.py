@@ -66,7 +66,7 @@ def test_sglang_hicache_arm_sizes_the_host_pool_per_rank(seed_jobs: list[Job]) -
     job = next(j for j in seed_jobs if j.kv_offloading == "dram")
     spec = engines.render(job)
     assert flag(spec.argv, "--enable-hierarchical-cache") == ""
-    assert flag(spec.argv, "--hicache-size") == str(job.total_cpu_dram_gb // 8)
+    assert job.total_cpu_dram_gb is not None and flag(spec.argv, "--hicache-size") == str(job.total_cpu_dram_gb // 8)
     assert flag(spec.argv, "--hicache-mem-layout") == "layer_first"
     resident = next(j for j in seed_jobs if j.kv_offloading == "none")
     assert "--enable-hierarchical-cache" not in engines.render(resident).argv
@@ -87,6 +87,7 @@ def test_vllm_speculative_config_carries_synthetic_acceptance(plan: Plan) -> Non
                            "kv-offload-backend: { name: vllm-simple }, conc-list: [16] }",
                        serve=VLLM_SPEC))
     job = jobs[0]
+    assert job.acceptance is not None and job.total_cpu_dram_gb is not None
     spec = engines.render(job)
     cfg = json.loads(flag(spec.argv, "--speculative-config") or "{}")
     assert cfg == {"method": "eagle3", "num_speculative_tokens": 3, "model": "Inferact/MiniMax-M3-EAGLE3-GQA",

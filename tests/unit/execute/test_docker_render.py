@@ -32,7 +32,7 @@ def flag_value(argv: list[str], flag: str) -> list[str]:
 
 
 def render(**options: object) -> list[str]:
-    return render_docker_run(SPEC, DockerOptions(**options), "llmsweep-sglang-test")  # type: ignore[arg-type]
+    return render_docker_run(SPEC, DockerOptions(**options), "llmsweep-sglang-test")
 
 
 def test_nvidia_render_has_host_network_ipc_shm_gpus_and_unique_name() -> None:
@@ -56,7 +56,7 @@ def test_amd_render_passes_kfd_dri_video_and_seccomp() -> None:
 
 @pytest.mark.parametrize("vendor", ["nvidia", "amd"])
 def test_cpu_only_servers_get_no_gpu_flags(vendor: str) -> None:
-    argv = render_docker_run(SPEC.model_copy(update={"gpus": 0}), DockerOptions(gpu_vendor=vendor), "n")  # type: ignore[arg-type]
+    argv = render_docker_run(SPEC.model_copy(update={"gpus": 0}), DockerOptions(gpu_vendor=vendor), "n")
     assert "--gpus" not in argv and "--device" not in argv and "--ipc=host" in argv
 
 

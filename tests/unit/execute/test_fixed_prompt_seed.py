@@ -6,6 +6,7 @@ from pathlib import Path
 
 from llmsweep.execute.lifecycle import _workload
 from llmsweep.plan import Job, jobs_from_files
+from llmsweep.workload.fixed import FixedLengthWorkload
 from llmsweep.workload.scenario import point_seed
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,12 +29,15 @@ def test_each_fixed_job_of_a_shared_server_gets_its_own_prompts() -> None:
     seeds = [fixed_prompt_seed(j) for j in jobs]
     assert len(set(seeds)) == len(seeds)
     first = [_workload(j, "simulated") for j in jobs[:2]]
-    assert [w.config.seed for w in first] == seeds[:2]
+    assert all(isinstance(w, FixedLengthWorkload) for w in first)
+    first_fixed = [w for w in first if isinstance(w, FixedLengthWorkload)]
+    assert [w.config.seed for w in first_fixed] == seeds[:2]
     for index in range(4):  # not even the first 16-token block (vLLM's prefix-cache page) is shared
-        assert first[0].prompt_ids(index, 64)[:16] != first[1].prompt_ids(index, 64)[:16]
+        assert first_fixed[0].prompt_ids(index, 64)[:16] != first_fixed[1].prompt_ids(index, 64)[:16]
 
 
 def test_the_seed_is_a_pure_function_of_the_job() -> None:
     job = _fixed_jobs()[0]
     assert fixed_prompt_seed(job) == fixed_prompt_seed(job.model_copy())
-    assert _workload(job, "simulated").config.seed == fixed_prompt_seed(job)
+    workload = _workload(job, "simulated")
+    assert isinstance(workload, FixedLengthWorkload) and workload.config.seed == fixed_prompt_seed(job)

@@ -14,7 +14,7 @@ from llmsweep.execute.preflight import check_gpus, port_is_free, resolve_port
 
 
 def spec(argv: tuple[str, ...], port: int, **kw: object) -> LaunchSpec:
-    return LaunchSpec(engine="vllm", argv=argv, port=port, **kw)  # type: ignore[arg-type]
+    return LaunchSpec(engine="vllm", argv=argv, port=port, **kw)
 
 
 def test_taken_port_is_reported_with_a_fix() -> None:

@@ -40,7 +40,7 @@ def wait_for_file(path: Path, timeout_s: float = 20.0) -> str:
     raise AssertionError(f"{path} never appeared")
 
 
-def start_spawner(tmp_path: Path, mode: str):  # type: ignore[no-untyped-def]
+def start_spawner(tmp_path: Path, mode: str):
     pids_file = tmp_path / "pids"
     proc = start_process([sys.executable, "-c", SPAWNER, str(pids_file), mode], log_path=tmp_path / "server.log",
                          env=dict(os.environ))

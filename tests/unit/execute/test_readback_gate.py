@@ -51,7 +51,8 @@ def test_the_committed_h200_wrong_pin_control_still_fails_and_its_correct_points
     job, wrong = _committed(4)  # the wrong-pin server: vLLM started at AL 2.0, the job pinned 3.39
     assert job.acceptance is not None and job.acceptance.value == pytest.approx(3.39) and job.acceptance.k == 3
     judged = apply_readback(job, wrong, ReadbackSettings())
-    (check,) = judged.readback.checks if judged.readback is not None else ()
+    assert judged.readback is not None
+    (check,) = judged.readback.checks
     assert check.ok is False and judged.validity.verdict == "invalid"
     assert check.realised == pytest.approx(2.0) and check.verify_steps == 361
     assert check.allowance is not None and check.allowance < 0.25  # 361 steps pin AL 3.39 down to ±0.19
@@ -61,7 +62,8 @@ def test_the_committed_h200_wrong_pin_control_still_fails_and_its_correct_points
     for conc, steps in ((2, 243), (8, 584)):  # the same run's correctly pinned points: 3.366 and 3.421
         job, right = _committed(conc)
         judged = apply_readback(job, right, ReadbackSettings())
-        (check,) = judged.readback.checks if judged.readback is not None else ()
+        assert judged.readback is not None
+        (check,) = judged.readback.checks
         assert check.ok is True and check.verify_steps == steps, check.reason
         assert judged.validity.verdict == "smoke" and judged.validity.reasons == right.validity.reasons
         assert check.reason is not None and "matches the pinned 3.39" in check.reason
@@ -70,8 +72,9 @@ def test_the_committed_h200_wrong_pin_control_still_fails_and_its_correct_points
 def test_a_correct_short_run_off_by_more_than_the_fixed_tolerance_passes(job: Job) -> None:
     """250 steps at 3.25 for a 3.39 pin: 0.14 off, which the fixed 0.10 failed; 1.8 worst-case SEs, so it passes."""
     check = acceptance_check(job, _at(3.25, 250), ReadbackSettings())
-    assert check is not None and check.ok is True, check.reason
-    assert check.standard_error == pytest.approx(np.sqrt(2.39 * 0.61 / 250))
+    assert check is not None
+    assert check.ok is True, check.reason
+    assert check.standard_error is not None and check.standard_error == pytest.approx(np.sqrt(2.39 * 0.61 / 250))
     assert check.allowance == pytest.approx(3 * check.standard_error)
 
 
@@ -84,7 +87,8 @@ def test_a_wrong_pin_fails_on_a_short_run_once_it_is_beyond_the_sampling_error(j
 def test_a_point_too_short_to_judge_says_so_and_is_never_valid(job: Job) -> None:
     # 120 steps: within 3 SEs (±0.33), but a pass on an allowance that wide proves little
     judged = apply_readback(job, _at(3.2, 120, verdict="valid"), ReadbackSettings())
-    (check,) = judged.readback.checks if judged.readback is not None else ()
+    assert judged.readback is not None
+    (check,) = judged.readback.checks
     assert check.ok is None and judged.readback is not None and judged.readback.ok is True
     assert judged.validity.verdict == "smoke"
     (reason,) = judged.validity.reasons

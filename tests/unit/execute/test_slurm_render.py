@@ -19,7 +19,7 @@ OUT = Path("/runs/r1/g0")
 
 
 def render(spec: LaunchSpec, **options: object) -> str:
-    return render_batch_script(spec, SlurmOptions(**options), name="g0", group_file=OUT / "group.json",  # type: ignore[arg-type]
+    return render_batch_script(spec, SlurmOptions(**options), name="g0", group_file=OUT / "group.json",
                                out_dir=OUT, launcher_file=OUT / "node_launch.json")
 
 

@@ -44,6 +44,7 @@ def test_think_time_under_the_idle_cap_at_low_concurrency_is_valid() -> None:
     assert s.validity.verdict == "smoke"  # a 30 s window is a smoke run, not an invalid one
     assert not any("cover" in r for r in s.validity.reasons)
     detail = s.validity.coverage
+    assert detail is not None
     assert detail.idle_allowance_s == pytest.approx(11.0) and detail.longest_idle_s == pytest.approx(8.1)
 
 
@@ -73,7 +74,7 @@ def test_planned_60_s_window_that_ran_20_s_is_invalid() -> None:
     s = summarise(records, gpus=1, gates=GateConfig.for_kind("agentic", planned_duration_s=60.0), provenance=AGENTIC)
     assert s.coverage == pytest.approx(19.9 / 60.0)
     assert s.validity.verdict == "invalid"
-    assert s.validity.coverage.window_s == pytest.approx(60.0)
+    assert s.validity.coverage is not None and s.validity.coverage.window_s == pytest.approx(60.0)
 
 
 def test_an_idle_stretch_longer_than_the_cap_mid_window_counts_in_full() -> None:
@@ -103,7 +104,7 @@ def test_a_stalled_server_leaves_the_window_uncovered() -> None:
 def test_an_explicit_idle_allowance_overrides_the_workload_cap() -> None:
     gates = GateConfig.for_kind("agentic", planned_duration_s=30.0, max_idle_gap_s=2.0)
     s = summarise(think_time_run(), gpus=1, gates=gates, provenance=AGENTIC)
-    assert s.validity.coverage.idle_allowance_s == pytest.approx(3.0)
+    assert s.validity.coverage is not None and s.validity.coverage.idle_allowance_s == pytest.approx(3.0)
     assert s.validity.verdict == "invalid"  # gaps of 8 s are beyond a 2 s cap
 
 

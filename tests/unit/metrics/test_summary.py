@@ -108,7 +108,7 @@ def test_context_overflow_gate_and_long_runs_are_valid() -> None:
 def test_coverage_gate_fails_when_observations_stop_early_in_the_window() -> None:
     records = [rec(i, sent=i * 1.0) for i in range(10)]  # observations end near 9.1 s
     s = summarise(records, gpus=1, gates=GateConfig(planned_duration_s=100.0))
-    assert s.coverage < 0.2 and s.validity.verdict == "invalid"
+    assert s.coverage is not None and s.coverage < 0.2 and s.validity.verdict == "invalid"
     assert any("cover" in r for r in s.validity.reasons)
 
 

@@ -154,7 +154,8 @@ def test_readback_judges_trtllm_and_atom_instead_of_failing_closed(tmp_path: Pat
                           avg=realised)
     summary = summarise_job(_folder(tmp_path, job, [zero, end]), settings=ReadbackSettings())
     assert summary.server_metrics.adapter == engine
-    (check,) = summary.readback.checks if summary.readback is not None else ()
+    assert summary.readback is not None
+    (check,) = summary.readback.checks
     assert check.pinned == pytest.approx(2.78) and check.realised == pytest.approx(realised)
     assert check.ok is ok, check.reason
     if not ok:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from llmsweep.findings import Severity
 from llmsweep.plan import full_sweep
@@ -45,7 +46,7 @@ def test_rules_have_unique_ids_titles_and_fixes() -> None:
     assert [r.stage for r in rules] == sorted((r.stage for r in rules), key=["schema", "plan", "policy"].index)
 
 
-def _run(framework: str, simulate: bool = False) -> list:
+def _run(framework: str, simulate: bool = False) -> tuple[list[Any], list[Any]]:
     loaded = loads_recipes(RECIPE.format(framework=framework), "r.yaml").raise_on_error()
     jobs = full_sweep(loaded.recipes)
     return check(loaded, jobs, simulate=simulate), jobs

@@ -6,6 +6,7 @@ import json
 
 from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
+from llmsweep.metrics.model import Verdict
 from llmsweep.report.data import build_payload, scrub
 from llmsweep.results.frontier import X_AXES
 from llmsweep.results.point import points_from_run
@@ -35,6 +36,7 @@ def test_details_come_from_raw_artifacts(report_run) -> None:
     p = points[0]
     d = payload["details"][p.result_id]
     assert d["server_command"].startswith("python -m sglang.launch_server")
+    assert p.records_path is not None
     with open(p.records_path) as records:
         assert d["requests_total"] == sum(1 for _ in records)
     assert len(d["timeline"]) == d["requests_shown"] <= 1500
@@ -101,7 +103,7 @@ def test_a_job_that_failed_is_listed_with_the_executors_reason(tmp_path) -> None
                                    "reason": "server exited 1"}]
 
 
-def _set_verdict(run: RunDir, job_id: str, verdict: str, reasons: list[str]) -> None:
+def _set_verdict(run: RunDir, job_id: str, verdict: Verdict, reasons: list[str]) -> None:
     """Rewrite one job's summary with another verdict, as the gates would have written it."""
     from llmsweep.metrics.model import Summary
 
@@ -131,7 +133,9 @@ def test_every_point_carries_its_verdict_reason_and_request_count(report_run) ->
     payload = build_payload(report_run, list(points.values()), details=False)
     for p in payload["points"]:
         assert p["reason"] == "; ".join(p["reasons"]) if p["reasons"] else p["reason"] == ""
-        req = points[p["id"]].summary.requests
+        summary = points[p["id"]].summary
+        assert summary is not None
+        req = summary.requests
         assert p["requests"] == {"finished": req.successful + req.failed, "successful": req.successful}
         assert req.successful > 0
     (bad,) = [p for p in payload["points"] if not p["valid"]]

@@ -12,7 +12,9 @@ from llmsweep.results.point import ResultPoint, points_from_run
 def _scaled(p: ResultPoint, run_id: str, factor: float, metric: str = "tput_per_gpu") -> ResultPoint:
     """The same point in another run, with one metric scaled (records stay those of the original run)."""
     metrics = dict(p.metrics)
-    metrics[metric] = p.metrics[metric] * factor
+    value = p.metrics[metric]
+    assert value is not None
+    metrics[metric] = value * factor
     return dataclasses.replace(p, run_id=run_id, result_id=f"{p.result_id}-{run_id}", metrics=metrics)
 
 
@@ -50,7 +52,7 @@ def test_single_runs_never_claim_a_regression(make_run) -> None:
     comp = compare_points(a, b, resamples=100)
     d = {x.metric: x for x in comp.matched[0].deltas}["tput_per_gpu"]
     assert d.band is not None and d.band.kind == "within-run" and d.band.half_width > 0
-    assert abs(d.delta) > d.band.half_width
+    assert d.delta is not None and abs(d.delta) > d.band.half_width
     assert d.verdict == "unverified"
     assert not comp.regressions
     assert any("no repeats" in n for n in comp.notes)
@@ -62,7 +64,7 @@ def test_repeats_turn_a_large_change_into_a_regression_and_a_small_one_into_nois
     worse = [_scaled(p, "b", 0.6) for p in a]
     comp = compare_points(a, worse, repeats_a=repeats, resamples=100)
     d = {x.metric: x for x in comp.matched[0].deltas}["tput_per_gpu"]
-    assert d.band.kind == "between-run"
+    assert d.band is not None and d.band.kind == "between-run"
     assert d.verdict == "regression"
     assert comp.regressions and comp.matched[0].a[0].run_id == "a" and len(comp.matched[0].a) == 4
     better = [_scaled(p, "b", 1.6) for p in a]
@@ -79,7 +81,7 @@ def test_lower_is_better_metrics_flip_the_verdict(make_run) -> None:
     slower = [_scaled(p, "b", 3.0, "p90_ttft") for p in a]
     comp = compare_points(a, slower, history=history, resamples=100)
     d = {x.metric: x for x in comp.matched[0].deltas}["p90_ttft"]
-    assert d.delta > 0 and d.verdict == "regression"
+    assert d.delta is not None and d.delta > 0 and d.verdict == "regression"
     assert comp.matched[0].history == 2
 
 
@@ -101,7 +103,8 @@ def test_band_arithmetic() -> None:
     assert band is not None and band.kind == "between-run"
     assert abs(band.half_width - 4.303 * (2.0 * (1 / 2 + 1 / 2)) ** 0.5) < 1e-9
     floor = within_run_band(10.0, 10.0)
-    assert between_run_band([1.0, 3.0], [10.0, 12.0], within=floor).half_width == floor.half_width
+    widened = between_run_band([1.0, 3.0], [10.0, 12.0], within=floor)
+    assert floor is not None and widened is not None and widened.half_width == floor.half_width
     assert within_run_band(float("nan"), 1.0) is None
 
 

@@ -24,7 +24,7 @@ def with_eval(run: RunDir, conc: int, score: float, *, mode: str = "run-eval", s
     summary = Summary.load(art.dir / "summary.json")
     verdict = "valid" if score >= 0.9 else "invalid"
     summary.eval = EvalBlock(
-        mode=mode, task="gsm8k", harness_version="0.4.13", dataset="openai/gsm8k", model_prefix="qwen3.5",  # type: ignore[arg-type]
+        mode=mode, task="gsm8k", harness_version="0.4.13", dataset="openai/gsm8k", model_prefix="qwen3.5",
         context_length=9472, max_tokens=5376, score=score, score_name="exact_match,strict-match",
         score_stderr=stderr, verdict=verdict, reasons=[] if verdict == "valid" else ["below the threshold"],
         runs=[EvalRun(conc=conc, status="completed", n_samples=1319, command=["python", "-m", "lm_eval"],

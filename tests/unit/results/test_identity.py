@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ def test_identity_of_a_planned_job() -> None:
 
 
 def test_multinode_workers_and_router_take_part_in_the_key() -> None:
-    job = {
+    job: dict[str, Any] = {
         "image": "lmsysorg/sglang:v0.5.16-rocm720-mi35x", "model": "Qwen/Qwen3.5-397B-A17B-FP8",
         "precision": "fp8", "framework": "sglang-disagg", "runner": "mi355x-disagg", "sku": "mi355x",
         "scenario": "fixed-seq-len", "isl": 8192, "osl": 1024, "spec-decoding": "none", "disagg": True,

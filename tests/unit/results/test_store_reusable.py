@@ -9,7 +9,7 @@ from pathlib import Path
 from llmsweep.results.store import Store
 
 
-def _keyed(run, keys: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+def _keyed(run, keys: dict[str, str]) -> None:
     meta_path = run.path / "run.json"
     meta = json.loads(meta_path.read_text())
     meta["reuse_keys"] = keys

@@ -36,7 +36,7 @@ def test_too_few_records_say_what_is_needed() -> None:
         calibrate([], EngineConfig())
 
 
-def test_cli_calibrate_prints_factors_as_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_calibrate_prints_factors_as_json(tmp_path) -> None:
     import json
 
     from click.testing import CliRunner

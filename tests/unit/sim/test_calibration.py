@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ H200_RUN = REPO / "examples" / "results" / "h200-vllm-0.26.0"
 
 
 @pytest.fixture
-def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An empty user catalog directory, so a developer's own calibrations cannot leak into these tests."""
     monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
     (tmp_path / "catalog").mkdir()

@@ -92,8 +92,10 @@ def test_eviction_takes_the_least_recently_released_prefix_tail_first() -> None:
     pool = KVPool(8, 16)
     a, b = [1, 2, 3, 4], [11, 12, 13, 14]
     blocks_a = pool.allocate(4)
+    assert blocks_a is not None
     pool.register_many(blocks_a, a)
     blocks_b = pool.allocate(4)
+    assert blocks_b is not None
     pool.register_many(blocks_b, b)
     pool.release(blocks_a)  # older
     pool.release(blocks_b)
@@ -143,6 +145,7 @@ def test_prefix_cache_answers_as_a_dict_would_through_growth_evictions_and_odd_k
 def test_host_tier_answers_past_the_gpu_hits() -> None:
     pool = KVPool(4, 16, host_blocks=100)
     blocks = pool.allocate(4)
+    assert blocks is not None
     pool.register_many(blocks, [1, 2, 3, 4])
     pool.release(blocks)
     pool.allocate(4)  # evicts every GPU copy

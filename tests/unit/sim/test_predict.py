@@ -181,7 +181,7 @@ def test_the_seed_recipe_jobs_render_to_simulated_engines_the_predictor_runs() -
     assert records and all(r["status"] == 200 for r in records)
 
 
-def test_cli_predict_runs_every_job_of_the_seed_recipe_offline(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_predict_runs_every_job_of_the_seed_recipe_offline(tmp_path) -> None:
     import json
     from pathlib import Path
 

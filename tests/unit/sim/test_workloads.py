@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from llmsweep.sim.engine import EngineConfig
@@ -31,8 +33,9 @@ def test_fixed_length_prompts_are_counted_exactly_as_the_workload_built_them(api
 
 def test_token_counts_match_the_built_in_tokenizer() -> None:
     enc = PromptEncoder(64)
-    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "  what is  2+2 ?\n"},
-                {"role": "assistant", "content": [{"type": "text", "text": "four"}]}, {"role": "user", "content": ""}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "be brief"}, {"role": "user", "content": "  what is  2+2 ?\n"},
+        {"role": "assistant", "content": [{"type": "text", "text": "four"}]}, {"role": "user", "content": ""}]
     assert enc.chat(messages)[0] == count_chat_tokens(messages)
     for text in ("a b  c", "", " ", "x\ny\tz"):
         assert enc.text(text)[0] == count_tokens(text)

@@ -43,10 +43,12 @@ def test_field_lines_are_reachable_from_a_recipe() -> None:
     lines = path.read_text().splitlines()
     line = recipe.line_of(("scenarios", "agentic-coding", 0, "search-space", 1, "kv-offload-backend"))
     assert line is not None and "kv-offload-backend" in lines[line - 1] and "dram" in lines[line - 1]
-    assert "--mem-fraction-static" in lines[recipe.line_of("serve.args.--mem-fraction-static") - 1]
+    mem = recipe.line_of("serve.args.--mem-fraction-static")
+    assert mem is not None and "--mem-fraction-static" in lines[mem - 1]
     assert recipe.line_of("serve.args.--not-written") == recipe.line_of("serve.args"), "falls back to the parent"
     full = "qwen3.5-fp8-mi300x-sglang-agentic-mtp.scenarios.agentic-coding[0].dram-utilization"
-    assert "dram-utilization" in lines[recipe.source.line_of(full) - 1]
+    dram = recipe.source.line_of(full)
+    assert dram is not None and "dram-utilization" in lines[dram - 1]
     assert recipe.path_of(("serve", "env")) == "qwen3.5-fp8-mi300x-sglang-agentic-mtp.serve.env"
 
 

@@ -55,8 +55,10 @@ fp4-recipe:
     assert fp4.model == base.model and fp4.scenarios == base.scenarios
     lines = path.read_text().splitlines()
     # an overriding key points at its own line; a merged one at the line the anchor wrote it on
-    assert lines[fp4.line_of(("precision",)) - 1] == "  precision: fp4"
-    assert lines[fp4.line_of(("model",)) - 1] == "  model: Qwen/Qwen3.5-397B-A17B-FP8"
+    precision, model = fp4.line_of(("precision",)), fp4.line_of(("model",))
+    assert precision is not None and model is not None
+    assert lines[precision - 1] == "  precision: fp4"
+    assert lines[model - 1] == "  model: Qwen/Qwen3.5-397B-A17B-FP8"
 
 
 def test_an_earlier_mapping_of_a_merge_list_wins_over_a_later_one(tmp_path: Path) -> None:
@@ -86,7 +88,8 @@ fp4-recipe:
     result = load_recipes([path])
     (dup,) = [f for f in result.errors if f.rule == "schema.duplicate-key"]
     assert (dup.file, dup.line, dup.path) == (str(path), _line(path, "  precision: fp8", 1), "fp4-recipe.precision")
-    assert f"first at line {_line(path, '  precision: fp4')}" in dup.message and "`<<: *anchor`" in dup.fix
+    assert f"first at line {_line(path, '  precision: fp4')}" in dup.message
+    assert dup.fix is not None and "`<<: *anchor`" in dup.fix
 
 
 def test_two_merge_keys_in_one_mapping_are_a_duplicate_with_the_list_spelling_as_fix(tmp_path: Path) -> None:
@@ -101,7 +104,7 @@ twice:
     (dup,) = [f for f in result.errors if f.rule == "schema.duplicate-key"]
     assert (dup.line, dup.path) == (_line(path, "  <<: *other"), "twice.<<")
     assert f"first at line {_line(path, '  <<: *base')}" in dup.message
-    assert "<<: [*first, *second]" in dup.fix
+    assert dup.fix is not None and "<<: [*first, *second]" in dup.fix
 
 
 def test_merging_something_that_is_not_a_mapping_is_a_syntax_error_at_its_line(tmp_path: Path) -> None:

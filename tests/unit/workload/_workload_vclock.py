@@ -11,6 +11,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from llmsweep.workload.base import (
@@ -133,7 +134,7 @@ def run_virtual(
             waiter, handles = waiting
             if all(tasks[h.id].subtree_done() for h in handles):
                 joins.remove(waiting)
-                at(now, lambda w=waiter: step(w, None))
+                at(now, partial(step, waiter, None))
         if tree.live == 0:
             tree.span.drained = now
             live_trees -= 1
@@ -166,7 +167,7 @@ def run_virtual(
                 at(now + lat(spec), complete)
                 return
             if isinstance(action, Sleep):
-                at(now + action.seconds, lambda t=task: step(t, None))
+                at(now + action.seconds, partial(step, task, None))
                 return
             if isinstance(action, Spawn):
                 child = start_task(action.program, task.tree, task)

@@ -6,7 +6,7 @@ import pytest
 from _workload_vclock import Dispatch, Run, run_virtual
 
 from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
-from llmsweep.workload.base import RequestOutcome, RequestSpec
+from llmsweep.workload.base import RequestOutcome, RequestSpec, Send
 from llmsweep.workload.tokenizer import count_tokens, load_hf_tokenizer
 from llmsweep.workload.traces.loader import load_traces
 from llmsweep.workload.traces.synth import SynthProfile, synthesize
@@ -91,9 +91,9 @@ def test_identity_and_request_fields(handbuilt: str) -> None:
     assert child.identity.session == ident.session and child.max_tokens == 8
 
 
-def _messages_of(run: Run, lane: int) -> dict[tuple[str, int, str], tuple[dict, ...]]:
+def _messages_of(run: Run, lane: int) -> dict[tuple[str, int, str], tuple[dict, ...] | None]:
     return {(d.spec.identity.node, d.spec.identity.turn, d.spec.identity.session): d.spec.messages for d in
-            _lane(run, lane)}  # type: ignore[misc]
+            _lane(run, lane)}
 
 
 def test_block_text_is_deterministic_and_each_play_has_its_own_marker(handbuilt: str) -> None:
@@ -209,7 +209,9 @@ def test_warm_start_primes_at_t_star_then_one_token_warmups(small_corpus: list) 
 def test_each_lane_starts_on_a_different_trace(small_corpus: list) -> None:
     workload = AgenticWorkload(AgenticConfig(concurrency=4, warmup_requests_per_lane=1, run_id="x"),
                                traces=small_corpus)
-    firsts = {next(iter(workload.sessions(lane))).send(None).spec.identity.trace for lane in range(4)}
+    sends = [next(iter(workload.sessions(lane))).send(None) for lane in range(4)]
+    assert all(isinstance(s, Send) for s in sends)
+    firsts = {s.spec.identity.trace for s in sends if isinstance(s, Send)}
     assert len(firsts) == 4
 
 
@@ -221,8 +223,10 @@ def test_bpe_blocks_are_exactly_their_token_size(handbuilt: str, bpe_tokenizer_d
     )
     run = run_virtual(workload, lanes=1, duration=320.0, latency=1.0)
     for d in run.dispatches:
-        marker = len(tok.encode(d.spec.messages[0]["content"].split("\n\n")[0] + "\n\n"))  # type: ignore[index]
-        lengths = sum(len(tok.encode(m["content"])) for m in d.spec.messages)  # type: ignore[union-attr]
+        messages = d.spec.messages
+        assert messages is not None
+        marker = len(tok.encode(messages[0]["content"].split("\n\n")[0] + "\n\n"))
+        lengths = sum(len(tok.encode(m["content"])) for m in messages)
         assert lengths - marker == d.spec.input_tokens
 
 
