@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
 
+from llmsweep.metrics import summarise
+from llmsweep.power.samples import GPU_METRICS_FILE, read_gpu_metrics
+
 
 def test_simulated_sweep_reports_valid_power_rising_tokens_per_joule(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -139,8 +142,9 @@ def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: P
         (conc,) = read_json(jdir / "job.json")["conc"] if "disagg-true" in jdir.name else [
             read_json(jdir / "job.json")["conc"]]  # a disaggregated job's folder per point holds that point's
         ran[(conc, "disagg-true" in jdir.name)] = summary
-    pred = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", *map(str, recipes), "--json"],
-                          env=env, capture_output=True, text=True, timeout=240)
+    pout = tmp_path / "predicted"
+    pred = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", *map(str, recipes), "--json",
+                           "--out", str(pout)], env=env, capture_output=True, text=True, timeout=240)
     assert pred.returncode == 0, pred.stderr[-4000:]
     rows = json.loads(pred.stdout)
     assert len(rows) == len(ran) == 4
@@ -154,3 +158,12 @@ def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: P
         assert power["observed_gpus"] == run_power["observed_gpus"] == row["summary"]["throughput"]["gpus"]
         for figure in ("energy_j", "avg_power_w", "tokens_per_joule"):
             assert power[figure] == pytest.approx(run_power[figure], rel=1e-6), (row["job"], figure)
+        # --out keeps the modelled samples beside the records, as a run's job folder does: summarised from the files,
+        # the point has the same power block
+        (point_dir,) = [d for d in pout.glob("*/conc*") if d.parent.name == row["job"]
+                        and d.name == f"conc{row['concurrency']}"]
+        header, samples, problems = read_gpu_metrics(point_dir / GPU_METRICS_FILE)
+        assert header is not None and header.backend == "sim" and samples and not problems
+        again = summarise(point_dir / "records.jsonl", gpus=row["summary"]["throughput"]["gpus"])
+        assert again.power is not None and again.power.power_valid
+        assert again.power.energy_j == pytest.approx(power["energy_j"], rel=1e-9)

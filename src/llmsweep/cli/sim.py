@@ -353,7 +353,8 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
               help="Virtual seconds per point (default: the job's duration, else 600).")
 @click.option("--max-requests", type=int, default=None, help="Stop after this many profiling requests per point.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Write records.jsonl, server_metrics.jsonl and summary.json per point under this folder.")
+              help="Write records.jsonl, server_metrics.jsonl, gpu_metrics.jsonl (the modelled power) and "
+                   "summary.json per point under this folder.")
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic' = the built-in "
              "AgentX-shaped corpus; needs no network).")

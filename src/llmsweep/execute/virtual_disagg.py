@@ -209,12 +209,14 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=point.load.concurrency is None)
     summary = None
+    telemetry = None
     if summarize:
         gates = point.gates(planned_duration_s=seconds if point.load.duration_s is not None else None)
+        telemetry = power.telemetry(point.gpus) if power is not None else None
         summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
                             provenance={**(provenance or {}), "topology": cluster.config.describe()}, gates=gates,
-                            telemetry=power.telemetry(point.gpus) if power is not None else None)
-    return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats)
+                            telemetry=telemetry)
+    return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats, telemetry)
 
 
 def predict_job(job: Job, *, duration: float | None = None, max_requests: int | None = None,

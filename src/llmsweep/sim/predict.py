@@ -42,7 +42,7 @@ from llmsweep.workload.base import (
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
     from llmsweep.plan.point import Point
-    from llmsweep.power.virtual import VirtualPower
+    from llmsweep.power.virtual import Telemetry, VirtualPower
 
 log = logging.getLogger(__name__)
 
@@ -461,6 +461,8 @@ class PredictedPoint:
     """None when the caller summarises the written files itself (`llmsweep run` in virtual time)."""
     workload: Workload | None = None
     stats: PredictionStats | None = None
+    telemetry: Telemetry | None = None
+    """The modelled power the summary integrated (what `gpu_metrics.jsonl` holds), when it has a power block."""
 
 
 def point_window(point: Point, duration: float | None, max_requests: int | None) -> tuple[float, int | None]:
@@ -503,9 +505,10 @@ def predict_point(
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=load.concurrency is None)
     summary: Summary | None = None
+    telemetry = None
     if summarize:  # `llmsweep run` in virtual time writes the files and summarises them as the live path does
         gates = point.gates(planned_duration_s=seconds if load.duration_s is not None else None)
+        telemetry = power.telemetry(point.gpus) if power is not None else None
         summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
-                            provenance=provenance, gates=gates,
-                            telemetry=power.telemetry(point.gpus) if power is not None else None)
-    return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats)
+                            provenance=provenance, gates=gates, telemetry=telemetry)
+    return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats, telemetry)
