@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -164,9 +165,14 @@ def pinned_recipe(tmp_path: Path, concs: list[int]) -> Path:
 def test_a_pinned_run_eval_row_runs_its_pin_then_the_eval_on_a_relaunch_with_real_verification(
         tmp_path: Path, live: bool, concs: list[int], evals: tuple[int, ...]) -> None:
     out = tmp_path / "out"
+    began = time.monotonic()
     proc = llmsweep(tmp_path, "run", pinned_recipe(tmp_path, concs), *(["--live"] if live else []), "--out", out,
                     "--json", *eval_args(tmp_path))
+    wall = time.monotonic() - began
     assert proc.returncode == 0, proc.stderr
+    # each job's seconds are its own (an owed job's point, then its eval), so they add up to less than the sweep
+    seconds = [o["seconds"] for o in json.loads((out / "run.json").read_text())["outcomes"]]
+    assert len(seconds) == len(concs) and all(s > 0 for s in seconds) and sum(seconds) < wall, (seconds, wall)
     if live:  # the group's points first, then one server without the pin for every eval they owe
         assert proc.stderr.count("relaunching without synthetic acceptance for the eval") == 1, proc.stderr
         assert f"{len(evals)} eval(s) of group" in proc.stderr

@@ -481,7 +481,8 @@ class _OwedEval:
     job: Job
     spec: LaunchSpec
     """The eval's launch (`eval_launch`): the job's own without synthetic acceptance."""
-    started: float
+    spent: float
+    """Seconds its point took: the job's `seconds` are those plus its eval's, not the other points' between."""
 
 
 def _owed_evals(owed: Sequence[_OwedEval], server: _Server, run_dir: Path, settings: LifecycleSettings,
@@ -514,6 +515,7 @@ def _owed_eval(item: _OwedEval, evserver: _Server, run_dir: Path, settings: Life
     job = item.job
     jdir = art.job_dir(run_dir, job.id)
     handle: ServerHandle | None = None
+    started = time.monotonic() - item.spent  # the job's clock resumes where its point stopped it
     current_progress().job_started(job.id, job.concs[0] if job.concs else None)
 
     def measure() -> Summary:
@@ -528,10 +530,10 @@ def _owed_eval(item: _OwedEval, evserver: _Server, run_dir: Path, settings: Life
         return summary
 
     try:
-        outcome = settle(job, jdir, item.started, measure)
+        outcome = settle(job, jdir, started, measure)
     finally:
         _copy_log(handle or evserver.handle, jdir / EVAL_DIR)
-    return _close(job, jdir, outcome, item.started, evserver.scrubber, event)
+    return _close(job, jdir, outcome, started, evserver.scrubber, event)
 
 
 def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
@@ -629,7 +631,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         relaunch = eval_launch(job, group) if job.run_eval else None
         if relaunch is not None:  # the throughput point pinned acceptance: the eval gets a server without the pin
             assert summary is not None
-            owed.append(_OwedEval(job, relaunch, started))
+            owed.append(_OwedEval(job, relaunch, time.monotonic() - started))
             owes = True
             return summary
         if job.eval_only or job.run_eval:  # on the same server, after the throughput point if the row has one
