@@ -154,6 +154,8 @@ def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: P
         run_power = run_summary["power"]
         assert row["summary"]["throughput"]["output_tps"] == pytest.approx(run_summary["throughput"]["output_tps"],
                                                                            rel=1e-6)
+        # the engine's calibration as run records it (a deployment: each pool's)
+        assert row["calibration"] == run_summary["provenance"]["simulator"]["calibration"]
         assert power["power_valid"] is True and power["source"] == "simulated", power["reasons"]
         assert power["observed_gpus"] == run_power["observed_gpus"] == row["summary"]["throughput"]["gpus"]
         for figure in ("energy_j", "avg_power_w", "tokens_per_joule"):

@@ -183,8 +183,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
                                                 provenance={"job": job.id, "engine": "sim", "clock": "virtual"},
                                                 power=settings.power):
                 assert p.summary is not None
-                outcomes.append(Outcome(job.id, p.point.concurrency, p.summary,
-                                        p.summary.provenance.model_dump().get("calibration")))
+                outcomes.append(Outcome(job.id, p.point.concurrency, p.summary, p.calibration))
                 if settings.out_dir is not None:
                     write_predicted(settings.out_dir, p, job_id=job.id)
         except LlmsweepError as exc:
@@ -203,7 +202,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     assert predicted.summary is not None  # predict_point summarises unless asked not to
     if settings.out_dir is not None:
         write_predicted(settings.out_dir, predicted)
-    return [Outcome(point.job.id, point.concurrency, predicted.summary, config.calibration_label())]
+    return [Outcome(point.job.id, point.concurrency, predicted.summary, predicted.calibration)]
 
 
 def write_predicted(out_dir: Path, predicted: PredictedPoint, *, job_id: str | None = None) -> None:

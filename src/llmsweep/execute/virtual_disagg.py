@@ -216,7 +216,8 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
         summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
                             provenance={**(provenance or {}), "topology": cluster.config.describe()}, gates=gates,
                             telemetry=telemetry)
-    return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats, telemetry)
+    return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats, telemetry,
+                          calibration_label(cluster.config))
 
 
 def predict_job(job: Job, *, duration: float | None = None, max_requests: int | None = None,

@@ -463,6 +463,8 @@ class PredictedPoint:
     stats: PredictionStats | None = None
     telemetry: Telemetry | None = None
     """The modelled power the summary integrated (what `gpu_metrics.jsonl` holds), when it has a power block."""
+    calibration: str | None = None
+    """The simulated engine's calibration label (a deployment's: each pool's)."""
 
 
 def point_window(point: Point, duration: float | None, max_requests: int | None) -> tuple[float, int | None]:
@@ -511,4 +513,5 @@ def predict_point(
         telemetry = power.telemetry(point.gpus) if power is not None else None
         summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
                             provenance=provenance, gates=gates, telemetry=telemetry)
-    return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats, telemetry)
+    return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats, telemetry,
+                          config.calibration_label())
