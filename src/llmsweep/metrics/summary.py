@@ -25,7 +25,7 @@ from llmsweep.metrics.server import summarise_server
 from llmsweep.metrics.stats import clean, inverted_block, stat_block
 
 if TYPE_CHECKING:
-    from llmsweep.power.virtual import Telemetry
+    from llmsweep.power.samples import Telemetry
 
 
 def _qps(ends: np.ndarray) -> dict[str, Any]:
@@ -63,8 +63,8 @@ def summarise(
 
     `client` is what only the live run knows (worker CPU, connection waits, open-file limit, stop reason); the run
     writes it to `run.json` so `llmsweep summarize` reproduces the same summary from the directory. The power block
-    integrates the `gpu_metrics.jsonl` beside records read from a file, else `telemetry` (what that file would hold:
-    `llmsweep predict`'s modelled power, which writes no job folder).
+    integrates the `gpu_metrics.jsonl` beside records read from a file, else `telemetry` (what that file holds:
+    `llmsweep predict` integrates its modelled power in memory).
     """
     if gpus < 1:
         raise ResultError(f"summarise: gpus={gpus}", fix="pass the number of GPUs serving the endpoint (>= 1)")

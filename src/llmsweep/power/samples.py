@@ -61,6 +61,10 @@ class GpuSample(BaseModel):
     util_mem: float | None = Field(default=None, description="Memory-controller utilisation, 0-100 %.")
 
 
+Telemetry = tuple[TelemetryHeader, list[GpuSample]]
+"""A job's power telemetry in memory: what its `gpu_metrics.jsonl` holds (header, then samples)."""
+
+
 def write_gpu_metrics(path: Path, header: TelemetryHeader, samples: Iterable[GpuSample]) -> None:
     """Write the header and the samples (atomically: a reader never sees half a file)."""
     tmp = path.with_name(path.name + ".tmp")

@@ -18,15 +18,12 @@ from typing import TYPE_CHECKING
 from llmsweep.power.backends import SimBackend, parse_sim_power
 from llmsweep.power.deployment import SampledWorker, WorkerSamples, merge
 from llmsweep.power.sampler import OFF_REASON, PowerSettings
-from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, write_gpu_metrics
+from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, Telemetry, TelemetryHeader, write_gpu_metrics
 
 if TYPE_CHECKING:
     from llmsweep.sim.core import EngineCore
     from llmsweep.sim.disagg import Cluster
     from llmsweep.sim.power import PowerModel
-
-Telemetry = tuple[TelemetryHeader, list[GpuSample]]
-"""A job's power telemetry in memory: what its `gpu_metrics.jsonl` would hold."""
 
 VIRTUAL_INTERVAL_S = 1.0
 """The predictor scrapes every virtual second (`sim.predict.predict_point`), so the model is sampled at 1 Hz."""
@@ -68,8 +65,7 @@ class VirtualPower:
                                require=bool(self.settings.require), error=self.error)
 
     def telemetry(self, expected_gpus: int) -> Telemetry:
-        """What the job's `gpu_metrics.jsonl` holds: the header and the samples (`predict` integrates them without
-        a file)."""
+        """What the job's `gpu_metrics.jsonl` holds: the header and the samples."""
         return self.header(expected_gpus), self.samples
 
     def write_job(self, job_dir: Path, *, expected_gpus: int) -> Path:

@@ -42,7 +42,8 @@ from llmsweep.workload.base import (
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
     from llmsweep.plan.point import Point
-    from llmsweep.power.virtual import Telemetry, VirtualPower
+    from llmsweep.power.samples import Telemetry
+    from llmsweep.power.virtual import VirtualPower
 
 log = logging.getLogger(__name__)
 
