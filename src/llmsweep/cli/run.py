@@ -228,8 +228,8 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     hot = HOT_BY_NAME
     for col, justify in (("job", "left"), ("conc", "right"), ("verdict", "left"), ("reason", "left"),
                          ("ok/failed", "right"), (hot["tput_per_gpu"].header, "right"),
-                         (hot["output_tput_per_gpu"].header, "right"), (f"{hot['p50_ttft'].label} ms", "right"),
-                         (f"{hot['p50_tpot'].label} ms", "right"), (hot["p50_intvty"].header, "right"),
+                         (hot["output_tput_per_gpu"].header, "right"), (hot["p50_ttft"].header_in("ms"), "right"),
+                         (hot["p50_tpot"].header_in("ms"), "right"), (hot["p50_intvty"].header, "right"),
                          (hot["tokens_per_joule"].header, "right"), (hot["avg_power_w"].header, "right"),
                          ("eval", "left")):
         width = min(60, max((len(r["job"]) for r in rows), default=3)) if col == "job" else None

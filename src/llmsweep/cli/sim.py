@@ -471,7 +471,7 @@ def _print_table(results: list[Outcome]) -> None:
     hot = HOT_BY_NAME
     table = Table(title="predicted (simulated engine)")
     for col in ("job", "conc", hot["tput_per_gpu"].header, hot["output_tput_per_gpu"].header,
-                f"{hot['p50_ttft'].label} ms", f"{hot['p50_tpot'].label} ms", "hit rate", "AL", "calibration"):
+                hot["p50_ttft"].header_in("ms"), hot["p50_tpot"].header_in("ms"), "hit rate", "AL", "calibration"):
         table.add_column(col, justify="left" if col == "job" else "right")
     for r in results:
         s = r.summary

@@ -89,10 +89,14 @@ class HotColumn:
     @property
     def header(self) -> str:
         """How a table heads the column: its short name (else its label), then its unit."""
+        return self.header_in(self.unit)
+
+    def header_in(self, unit: str) -> str:
+        """The header of a table that shows the column in `unit` (a latency in ms where it is stored in s)."""
         name = self.metric.short or self.metric.label or self.label
         if self.stat is not None:
             name = f"{self.stat.upper()} {name}"
-        return f"{name} {self.unit}".strip()
+        return f"{name} {unit}".strip()
 
     def read(self, summary: Summary) -> float | None:
         """The column's value in a summary (None where the summary does not have it)."""
