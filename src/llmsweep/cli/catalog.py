@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from llmsweep.catalog import engines as engines_mod
@@ -29,10 +28,6 @@ from llmsweep.engine_ids import acceptance_spellings
 from llmsweep.errors import ConfigError
 
 SECTIONS = ("hardware", "models", "engines", "images", "golden", "fleet")
-
-
-def _console() -> Console:
-    return table_console()
 
 
 def _emit_json(data: Any) -> None:
@@ -209,7 +204,7 @@ def _show(section: str, as_json: bool) -> None:
     if as_json:
         _emit_json(_DATA[section]())
         return
-    console = _console()
+    console = table_console()
     builders: dict[str, Callable[[], list[Table]]] = {
         "hardware": lambda: [_hardware_table()],
         "models": lambda: [_models_table()],
@@ -248,7 +243,7 @@ def catalog(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         _emit_json({"counts": counts, "catalog_dirs": dirs, "env_var": ENV_VAR})
         return
-    console = _console()
+    console = table_console()
     console.print(_table("Catalogs", ["section", "entries"], counts.items()))
     click.echo(f"sources, later ones win: {', '.join(dirs)} (set {ENV_VAR} to add your own)")
     click.echo("show one: llmsweep catalog " + "|".join(SECTIONS) + " [--json]; llmsweep catalog image REF")
@@ -288,7 +283,7 @@ def image(ref: str, as_json: bool) -> None:
         _emit_json(data)
         return
     rows = [(k, v) for k, v in data.items() if k != "warnings"]
-    _console().print(_table(f"Image {ref}", ["field", "value"], rows))
+    table_console().print(_table(f"Image {ref}", ["field", "value"], rows))
     for warning in parsed.warnings:
         click.echo(f"warning: {warning}", err=True)
 
@@ -393,7 +388,7 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
     if res.passed_over:
         rows.append(("chosen over", f"{res.passed_over} (the family's default, measured in another precision)"))
     rows += [(f"{engine} spelling", text) for engine, text in spellings.items()]
-    _console().print(_table("Golden acceptance length", ["", ""], rows))
+    table_console().print(_table("Golden acceptance length", ["", ""], rows))
     if mismatch:
         better = (f"; the curve measured in {precision}, {'; '.join(res.better)}, lacks thinking {thinking} K={k}: "
                   "collect that cell with `llmsweep al collect`") if res.better else (

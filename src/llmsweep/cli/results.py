@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from llmsweep.cli.options import json_option, option, store_option
+from llmsweep.cli.tables import table_console
 from llmsweep.errors import ResultError
 
 
@@ -18,12 +19,6 @@ def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
     from llmsweep.results.store import Store
 
     return Store(store_path, readonly=readonly)
-
-
-def _console() -> Any:
-    from llmsweep.cli.tables import table_console
-
-    return table_console()
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -96,7 +91,7 @@ def _print_runs(store: Any) -> None:
     for r in store.runs():
         table.add_row(r.run_id, r.origin, str(r.results), ",".join(r.sources), r.started or "–", r.ingested_at,
                       r.path or "–")
-    _console().print(table)
+    table_console().print(table)
 
 
 def _print_points(points: list[Any]) -> None:
@@ -112,7 +107,7 @@ def _print_points(points: list[Any]) -> None:
     for p in points:
         table.add_row(p.result_id, p.job_id, p.identity.series_label(), str(p.identity.conc), p.identity.topology(),
                       *(_num(p.metric(c), digits) for c, digits in shown), p.verdict, p.source)
-    _console().print(table)
+    table_console().print(table)
 
 
 @results.command("show")
@@ -278,7 +273,7 @@ def _print_comparison(comp: Any) -> None:
 
     from llmsweep.report.markdown import VERDICT_MARK, delta_cell
 
-    con = _console()
+    con = table_console()
     for note in comp.notes:
         con.print(f"[yellow]note:[/] {note}")
     for pc in comp.matched:
