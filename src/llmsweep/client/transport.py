@@ -238,13 +238,15 @@ def _receive_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
 
 class KernelStampsOn:
     """Holds one socket with receive time-stamps on for as long as a run lasts. The kernel turns its packet
-    time-stamping on when the first socket asks for it and off when the last one closes, both deferred: a connection
-    that asks while no other socket holds it open gets its first packets unstamped (on an idle loop, the response
-    head and often the first token; measured on loopback: 11-19 of 20 fresh connections). Open before the first
-    request, it keeps every connection's reads stamped; it returns once a datagram it sends itself comes back
-    stamped (at most `wait_s`: the switch is the kernel's work queue, microseconds to milliseconds)."""
+    time-stamping on when the first socket asks for it and off when the last one closes, both deferred to its work
+    queue: a connection that asks while no other socket holds it open gets its first packets unstamped (on an idle
+    loop, the response head and often the first token; measured on loopback: 11-19 of 20 fresh connections). Open
+    before the first request, it keeps every connection's reads stamped; it returns once a byte sent over a loopback
+    TCP pair of its own comes back stamped (at most `wait_s`: microseconds to milliseconds, longer on a loaded host).
+    The probe is TCP because a datagram socket is never told the switch is still off: a datagram that arrived
+    unstamped is stamped when it is read, while TCP leaves such a read without a stamp, as the run's reads would be."""
 
-    def __init__(self, wait_s: float = 0.05) -> None:
+    def __init__(self, wait_s: float = 0.5) -> None:
         self._sock: socket.socket | None = None
         if _SO_TIMESTAMPNS is None:
             return
@@ -254,23 +256,36 @@ class KernelStampsOn:
             return
         try:
             sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-            sock.bind(("127.0.0.1", 0))
-            sock.settimeout(wait_s)
-            deadline = time.monotonic() + wait_s
-            while True:
-                sock.sendto(b"x", sock.getsockname())
-                _, ancillary, _, _ = sock.recvmsg(1, _ANCILLARY)
-                if _receive_time(ancillary) is not None or time.monotonic() >= deadline:
-                    break
-                time.sleep(0.001)
         except OSError:
-            pass  # no loopback or a timeout: stamping still goes on as soon as the kernel has switched
+            sock.close()
+            return
         self._sock = sock
+        with contextlib.suppress(OSError):  # no loopback: stamping still goes on as soon as the kernel has switched
+            _await_kernel_stamps(wait_s)
 
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+def _await_kernel_stamps(wait_s: float) -> bool:
+    """Send one byte at a time over a fresh loopback TCP connection until a read of it carries the kernel's receive
+    time, for at most `wait_s`; True when one did. Raises OSError when loopback cannot be used."""
+    deadline = time.monotonic() + wait_s
+    with socket.create_server(("127.0.0.1", 0)) as listener, \
+            socket.create_connection(listener.getsockname(), timeout=wait_s) as reader:
+        reader.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS or 0, 1)
+        sender, _ = listener.accept()
+        with sender:
+            while True:
+                sender.sendall(b"x")
+                _, ancillary, _, _ = reader.recvmsg(16, _ANCILLARY)
+                if _receive_time(ancillary) is not None:
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.0005)
 
 
 def _stamp_in_kernel(proto: ResponseHandler, stamper: _ReadStamper, *, first_events: bool = True) -> bool:
