@@ -42,6 +42,13 @@ class DockerOptions(BaseModel):
         default="nvidia", description="nvidia: --gpus all; amd: /dev/kfd + /dev/dri devices; none: CPU only."
     )
     shm_size: str = Field(default="16g", description="--shm-size; engines pass tensors between ranks through /dev/shm.")
+    init: bool = Field(
+        default=True,
+        description="--init: the daemon's init (docker-init) runs as the container's PID 1, passes `docker stop`'s "
+        "SIGTERM on to the engine and reaps its worker processes. Without it the engine is PID 1, for which the "
+        "kernel ignores any signal the engine left at its default action: such an engine is killed only when the "
+        "stop's grace runs out (measured with transformers serve: the whole grace).",
+    )
     hf_cache: Path | None = Field(default=None, description="Host Hugging Face cache, mounted at the same path.")
     model_dir: Path | None = Field(default=None, description="Host model directory, mounted read-only, same path.")
     harness_dir: Path | None = Field(default=None, description=f"llmsweep checkout mounted at {HARNESS_MOUNT}.")
@@ -66,8 +73,8 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str) -> li
             f"the {spec.engine} job names no image, so the docker executor has nothing to run",
             fix="set the job's image, or use the local executor for servers installed on the host",
         )
-    argv = [options.docker, "run", "--rm", "--network=host", "--name", name, "--ipc=host",
-            f"--shm-size={options.shm_size}"]
+    argv = [options.docker, "run", "--rm", *(["--init"] if options.init else []), "--network=host", "--name", name,
+            "--ipc=host", f"--shm-size={options.shm_size}"]
     # A CPU-only server (the simulator in an image) gets no GPU flags: `--gpus` fails on hosts without the runtime.
     if spec.gpus > 0 and options.gpu_vendor == "nvidia":
         argv += ["--gpus", "all"]

@@ -38,12 +38,18 @@ def render(**options: object) -> list[str]:
 def test_nvidia_render_has_host_network_ipc_shm_gpus_and_unique_name() -> None:
     argv = render(shm_size="32g", hf_cache=Path("/data/hf"), model_dir=Path("/models"))
     assert argv[:3] == ["docker", "run", "--rm"]
-    for flag in ("--network=host", "--ipc=host", "--shm-size=32g"):
+    for flag in ("--init", "--network=host", "--ipc=host", "--shm-size=32g"):
         assert flag in argv
     assert flag_value(argv, "--name") == ["llmsweep-sglang-test"]
     assert flag_value(argv, "--gpus") == ["all"]
     assert "--device" not in argv
     assert flag_value(argv, "-v") == ["/data/hf:/data/hf", "/models:/models:ro"]
+
+
+def test_init_forwards_signals_unless_turned_off() -> None:
+    """The engine is not PID 1 (which ignores signals left at their default action) unless the host asks for it."""
+    assert render().count("--init") == 1
+    assert "--init" not in render(init=False)
 
 
 def test_amd_render_passes_kfd_dri_video_and_seccomp() -> None:
@@ -135,7 +141,7 @@ def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_
     assert "container sees HF_TOKEN=***" in log_text and TOKEN not in log_text
     recorded = calls.read_text().splitlines()
     name = flag_value(list(handle.command), "--name")[0]
-    assert recorded[0].startswith("run --rm --network=host --name " + name)
+    assert recorded[0].startswith("run --rm --init --network=host --name " + name)
     assert f"stop --time 3 {name}" in recorded and f"rm -f {name}" in recorded
 
 
