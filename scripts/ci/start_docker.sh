@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Start a Docker daemon for CI, without systemd (Debian's docker.io: dockerd, containerd, runc, docker-init).
+#
+# Why: the docker executor is tested against a real daemon (tests/e2e/test_docker_daemon.py), not only by the
+# `docker run` line it renders. The daemon keeps to what a CI container allows: vfs storage (no overlay mounts),
+# no bridge and no iptables rules (the executor runs every container on the host's network). Nothing is pulled:
+# the tests import their image from an empty root file system.
+# Idempotent: a daemon that already answers is left alone. Needs root. Exits 1, saying why, when the daemon does
+# not come up (the tests then skip).
+#
+# Environment knobs:
+#   DOCKER_CI_WAIT_S  seconds to wait for the daemon to answer (default 30).
+#   DOCKER_CI_LOG     the daemon's log (default /var/log/dockerd-ci.log).
+set -euo pipefail
+
+WAIT_S=${DOCKER_CI_WAIT_S:-30}
+LOG=${DOCKER_CI_LOG:-/var/log/dockerd-ci.log}
+
+if ! command -v dockerd >/dev/null 2>&1; then
+  echo "start_docker: dockerd is not installed; fix: apt-get install -y docker.io" >&2
+  exit 2
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "start_docker: must run as root (the daemon creates namespaces and /var/lib/docker)" >&2
+  exit 2
+fi
+if docker info --format '{{.ServerVersion}}' >/dev/null 2>&1; then
+  echo "start_docker: a daemon already answers (server $(docker info --format '{{.ServerVersion}}'))"
+  exit 0
+fi
+
+start=$(date +%s%N)
+nohup dockerd --storage-driver=vfs --iptables=false --ip6tables=false --bridge=none >"$LOG" 2>&1 &
+for _ in $(seq $(( WAIT_S * 10 ))); do
+  if docker info --format '{{.ServerVersion}}' >/dev/null 2>&1; then
+    echo "start_docker: dockerd $(docker info --format '{{.ServerVersion}}') up in $(( ($(date +%s%N) - start) / 1000000 )) ms (log $LOG)"
+    exit 0
+  fi
+  sleep 0.1
+done
+echo "start_docker: dockerd did not answer within ${WAIT_S} s; its log ($LOG) ends:" >&2
+tail -20 "$LOG" >&2 || true
+exit 1

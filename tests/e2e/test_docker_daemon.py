@@ -1,0 +1,209 @@
+"""The docker executor against a real Docker daemon, serving a real engine (`transformers serve` on the CPU).
+
+`.ci/run` installs Debian's `docker.io` and starts its daemon (`scripts/ci/start_docker.sh`: vfs storage, host
+network only); without a daemon that answers, or without a python that serves with transformers
+(LLMSWEEP_TRANSFORMERS_PYTHON), these tests skip. Nothing is pulled: the image is imported here from an empty root
+file system, and the engine's files (the host's system folders, the transformers python, the model) reach the
+container as read-only bind mounts (`extra_mounts`), so what runs is the host's engine inside a container the daemon
+made — started, signalled, stopped and removed by the daemon, as in production.
+
+What a user relies on: `llmsweep run --executor docker` serves, measures and stores a valid result; `docker stop`
+ends the engine within seconds (with `--init`; the negative control shows the engine as PID 1 outliving the whole
+grace); a harness killed with SIGKILL leaves its container running, and `--resume` removes it and finishes the run;
+no container of the run is left afterwards."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.real_engine import tiny_transformers_recipe, transformers_path
+from test_run_support import cli_env, kill_quietly, run_argv, start_cli, wait_for
+
+from llmsweep import engines
+from llmsweep.execute.docker import DockerLauncher, DockerOptions
+from llmsweep.execute.preflight import resolve_port
+from llmsweep.execute.ready import wait_ready
+from llmsweep.plan import full_sweep
+from llmsweep.spec import loads_recipes
+
+IMAGE = "llmsweep-test/hostbind:1"
+PREFIX = "llmsweep-test"
+"""Container names of these tests start with this (the executor's `name_prefix`)."""
+
+
+def _docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _daemon_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return _docker("info", "--format", "{{.ServerVersion}}", timeout=20).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+@pytest.fixture(scope="module")
+def tf_python() -> Path:
+    if not _daemon_answers():
+        pytest.skip("no Docker daemon answers (`.ci/run` starts one: scripts/ci/start_docker.sh)")
+    path = transformers_path()
+    if path is None:
+        pytest.skip("no python3 on PATH (or LLMSWEEP_TRANSFORMERS_PYTHON) imports torch + transformers[serving]")
+    exe = shutil.which("python3", path=path)
+    assert exe is not None
+    return Path(exe)
+
+
+@pytest.fixture(scope="module")
+def image(tf_python: Path) -> str:
+    """An image of empty folders (imported, never pulled): the mounts below fill it."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in ("etc", "tmp", "proc", "sys", "dev", "usr", "lib", "lib64", "bin", "root", "work"):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
+            tar.addfile(info)
+    proc = subprocess.run(["docker", "import", "-", IMAGE], input=buf.getvalue(), capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return IMAGE
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    from llmsweep.modelsynth import SynthRequest, synth_model
+
+    synth_model(SynthRequest(source="tiny", out=out, weights="random"))
+    return out
+
+
+def _mounts(tf_python: Path, model_dir: Path) -> list[str]:
+    """The host's engine, read-only: system folders, the transformers python's own and base installs, the model."""
+    venv = tf_python.parent.parent
+    base = subprocess.run([str(tf_python), "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
+                          text=True, timeout=60, check=True).stdout.strip()
+    paths = ["/usr", "/lib", "/lib64", "/bin", "/etc", base, str(venv), str(model_dir)]
+    return [f"{p}:{p}:ro" for p in dict.fromkeys(paths) if os.path.isdir(p)]
+
+
+def _options(tf_python: Path, model_dir: Path, **extra: object) -> dict[str, object]:
+    return {"gpu_vendor": "none", "name_prefix": PREFIX, "extra_mounts": _mounts(tf_python, model_dir),
+            "extra_args": ["-e", f"PATH={tf_python.parent}:/usr/local/bin:/usr/bin:/bin"], **extra}
+
+
+def _recipe(tf_python: Path, model_dir: Path, tmp_path: Path, **kw: object) -> Path:
+    text = tiny_transformers_recipe(model_dir, **kw)  # type: ignore[arg-type]
+    text = text.replace("huggingface/transformers-pytorch-cpu:5.17.0", IMAGE)
+    path = tmp_path / "tf-docker.yaml"
+    path.write_text(text)
+    return path
+
+
+def _executor_flags(options: dict[str, object]) -> list[str]:
+    return [a for k, v in options.items() for a in ("--executor-option", f"{k}={json.dumps(v)}")]
+
+
+def _containers() -> list[str]:
+    """Containers of these tests, running or not."""
+    out = _docker("ps", "-a", "--filter", f"name=^{PREFIX}-", "--format", "{{.Names}} {{.Status}}").stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def _complete(base_url: str, model: str) -> None:
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode()
+    req = urllib.request.Request(f"{base_url}/v1/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        assert resp.status == 200
+
+
+@pytest.fixture
+def no_containers_after() -> Iterator[None]:
+    yield
+    left = _containers()
+    for line in left:
+        _docker("rm", "-f", line.split()[0])
+    assert not left, f"containers left behind: {left}"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.usefixtures("no_containers_after")
+@pytest.mark.parametrize("init", [True, False], ids=["init", "engine-as-pid-1"])
+def test_docker_stop_ends_the_engine_within_seconds_only_with_init(tf_python: Path, model_dir: Path, image: str,
+                                                                   tmp_path: Path, init: bool) -> None:
+    """`docker stop` sends SIGTERM to the container's PID 1. Once it has served a request, transformers serve shuts
+    its HTTP server down on it and then re-raises it at its default action to end the threads left: as PID 1 the
+    kernel ignores that, so without `--init` the engine lives until the grace runs out and the daemon kills it; with
+    `--init` it is gone in seconds."""
+    job = full_sweep(loads_recipes(_recipe(tf_python, model_dir, tmp_path, concs="[1]").read_text(), "tf.yaml")
+                     .raise_on_error().recipes)[0]
+    spec = resolve_port(engines.render(job, port=0))
+    grace = 20.0 if init else 6.0
+    launcher = DockerLauncher(DockerOptions.model_validate(_options(tf_python, model_dir, init=init)))
+    handle = launcher.launch(spec, log_path=tmp_path / "server.log")
+    try:
+        wait_ready(handle, timeout_s=180)
+        assert any(line.startswith(f"{PREFIX}-") and " Up " in f" {line} " for line in _containers())
+        _complete(spec.base_url, str(model_dir))  # serving starts the engine's batching thread, which outlives uvicorn
+    finally:
+        t0 = time.monotonic()
+        handle.stop(grace_s=grace)
+        took = time.monotonic() - t0
+    assert handle.gone() and not _containers()
+    log = (tmp_path / "server.log").read_text()
+    assert "Finished server process" in log  # it did shut down on the SIGTERM, either way
+    if init:
+        assert took < grace / 2, f"stop took {took:.1f} s of a {grace} s grace"
+    else:  # the negative control: the engine as PID 1 outlives its own shutdown until the daemon kills it
+        assert took >= grace, f"stop took {took:.1f} s"
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.usefixtures("no_containers_after")
+def test_run_serves_in_the_container_and_resume_removes_what_a_killed_harness_left(
+    tf_python: Path, model_dir: Path, image: str, tmp_path: Path
+) -> None:
+    """A run SIGKILLed mid-measurement leaves its container running (it outlives the docker CLI); `--resume` removes
+    it, serves the rest in a new container and stores valid results; nothing is left."""
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1, 2]", prompts_per_conc=8, osl=48)
+    out, log = tmp_path / "run", tmp_path / "run.log"
+    args: list[str | Path] = [recipe, "--executor", "docker", *_executor_flags(_options(tf_python, model_dir)),
+                              "--out", out, "--no-report"]
+    env = cli_env(tmp_path)
+    proc = start_cli(args, env, log)
+    try:
+        def measuring() -> bool:
+            jobs = out / "jobs"
+            return jobs.is_dir() and any((p / "records.jsonl").is_file() and (p / "records.jsonl").stat().st_size
+                                         for p in jobs.iterdir())
+
+        wait_for(measuring, timeout=180, what="the first records", proc=proc, log=log)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        kill_quietly(proc.pid)
+    left = _containers()
+    assert len(left) == 1 and " Up " in f" {left[0]} ", left  # the container outlived the killed harness
+    name = left[0].split()[0]
+
+    resumed = subprocess.run(run_argv(*args, "--resume"), env=env, capture_output=True, text=True, timeout=300)
+    said = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, said[-4000:]
+    assert f"docker rm -f {name}" in said  # the pid file's clean-up ran
+    assert not _containers()
+    summaries = [json.loads(p.read_text()) for p in sorted(out.glob("jobs/*/summary.json"))]
+    assert len(summaries) == 2 and all(s["validity"]["verdict"] == "valid" for s in summaries), said[-3000:]
+    for job_dir in sorted((out / "jobs").iterdir()):
+        assert "docker run --rm --init" in (job_dir / "server_command.txt").read_text()
