@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -103,10 +104,21 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str) -> li
 
 
 def remove_container(rm: Sequence[str], *, timeout_s: float = 60.0) -> None:
-    """`docker rm -f NAME`; a container already gone (`--rm` removed it) is success, any other failure a LaunchError
-    (the caller keeps the pid file and its clean-up command for `--resume`)."""
+    """`docker rm -f NAME`; a container already gone (`--rm` removed it) is success, and so is one whose removal the
+    daemon already has under way (`--rm` again, right after `docker stop`) once it is gone; any other failure, or a
+    removal that does not end within `timeout_s`, is a LaunchError (the caller keeps the pid file and its clean-up
+    command for `--resume`)."""
+    deadline = time.monotonic() + timeout_s
     proc = run_command(rm, timeout_s=timeout_s, check=False, new_session=True, fix="check the docker daemon")
     said = (proc.stderr + proc.stdout).strip()
+    if proc.returncode != 0 and "already in progress" in said.lower():
+        inspect = [rm[0], "container", "inspect", "--format", "{{.State.Status}}", rm[-1]]
+        while time.monotonic() < deadline:
+            seen = run_command(inspect, timeout_s=max(1.0, deadline - time.monotonic()), check=False,
+                               new_session=True, fix="check the docker daemon")
+            if seen.returncode != 0 and "no such" in (seen.stderr + seen.stdout).lower():
+                return
+            time.sleep(0.2)
     if proc.returncode != 0 and "no such container" not in said.lower():
         raise LaunchError(f"`{' '.join(rm)}` failed with exit status {proc.returncode}: {said[-500:]}",
                           fix=f"check the docker daemon, then run `{' '.join(rm)}` by hand")

@@ -166,3 +166,30 @@ def test_a_resume_after_a_killed_run_stops_the_docker_cli_and_removes_its_contai
     assert not handle.is_alive() and not pid_file.exists()
     assert f"rm -f {name}" in calls.read_text().splitlines()
     assert any("removing what the interrupted run's server left" in e for e in events)
+
+
+FAKE_REMOVING = """#!/bin/sh
+# `docker rm -f` right after `docker stop` of a --rm container: the daemon is removing it already.
+case "$1" in
+  rm) echo "Error response from daemon: removal of container $3 is already in progress" >&2; exit 1 ;;
+  container) n=$(cat "{count}" 2>/dev/null || echo 0); echo $((n + 1)) > "{count}"
+             if [ "$n" -lt {polls} ]; then echo removing; else echo "Error: No such container: $6" >&2; exit 1; fi ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("polls", [2, 10_000])
+def test_a_removal_already_under_way_is_waited_for(tmp_path: Path, polls: int) -> None:
+    """Success once the daemon's own removal has ended; a removal that never ends is a failure, not a success."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.docker import remove_container
+
+    docker = tmp_path / "docker"
+    docker.write_text(FAKE_REMOVING.format(count=tmp_path / "count", polls=polls))
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    if polls == 2:
+        remove_container([str(docker), "rm", "-f", "c1"], timeout_s=20)
+        assert int((tmp_path / "count").read_text()) == 3
+    else:
+        with pytest.raises(LaunchError, match="already in progress"):
+            remove_container([str(docker), "rm", "-f", "c1"], timeout_s=1.0)
