@@ -18,6 +18,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tarfile
 import time
@@ -207,3 +208,88 @@ def test_run_serves_in_the_container_and_resume_removes_what_a_killed_harness_le
     assert len(summaries) == 2 and all(s["validity"]["verdict"] == "valid" for s in summaries), said[-3000:]
     for job_dir in sorted((out / "jobs").iterdir()):
         assert "docker run --rm --init" in (job_dir / "server_command.txt").read_text()
+
+
+@pytest.fixture
+def registry(image: str, tmp_path: Path) -> Iterator[str]:
+    """A registry on loopback (Debian's `docker-registry`; the daemon trusts 127.0.0.0/8 without TLS) holding the
+    test image, which the daemon then no longer has under that name."""
+    exe = shutil.which("docker-registry")
+    if exe is None:
+        pytest.skip("no docker-registry here (`.ci/run` installs Debian's)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = tmp_path / "registry.yml"
+    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'registry'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    proc = subprocess.Popen([exe, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def up() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2) as resp:
+                    return bool(resp.status == 200)
+            except OSError:
+                return False
+
+        wait_for(up, timeout=30, what="the registry")
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _push(image: str, ref: str) -> str:
+    """Push `image` as `ref`, drop `ref` locally; the digest the registry gave it."""
+    assert _docker("tag", image, ref).returncode == 0
+    pushed = _docker("push", ref, timeout=120)
+    assert pushed.returncode == 0, pushed.stderr
+    digest = pushed.stdout.split("digest: ", 1)[1].split()[0]
+    assert _docker("rmi", ref).returncode == 0
+    assert _docker("image", "inspect", ref).returncode != 0
+    return digest
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("no_containers_after")
+def test_an_image_the_host_lacks_is_pulled_before_the_server_starts_and_its_digest_recorded(
+    tf_python: Path, model_dir: Path, image: str, registry: str, tmp_path: Path
+) -> None:
+    """The pull is its own step, said on the console and logged, outside the start-up timeout; provenance records the
+    digest the daemon reports for what ran. An image the registry does not have fails the job with the pull's error."""
+    ref = f"{registry}/llmsweep-test/hostbind:pulled"
+    digest = _push(image, ref)
+    flags = _executor_flags(_options(tf_python, model_dir))
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1]").read_text().replace(IMAGE, ref)
+    (tmp_path / "pulled.yaml").write_text(recipe)
+    out = tmp_path / "run"
+    proc = subprocess.run(run_argv(tmp_path / "pulled.yaml", "--executor", "docker", *flags, "--out", out,
+                                   "--no-report"), env=cli_env(tmp_path), capture_output=True, text=True, timeout=240)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said[-3000:]
+    assert f"pulling {ref} (not on this host" in said and f"pulled {ref} in " in said
+    assert said.index("pulled ") < said.index("launching transformers server")
+    (pull_log,) = out.glob("servers/*/image-pull.log")
+    assert digest in pull_log.read_text()
+    (summary_file,) = out.glob("jobs/*/summary.json")
+    summary = json.loads(summary_file.read_text())
+    assert summary["validity"]["verdict"] == "valid"
+    launch = summary["provenance"]["launch"]
+    assert launch["image"] == ref and launch["image_digest"] == digest
+    assert launch["image_id"] == json.loads(_docker("image", "inspect", ref).stdout)[0]["Id"]
+    _docker("rmi", ref)
+
+    missing = f"{registry}/llmsweep-test/absent:1"
+    (tmp_path / "absent.yaml").write_text(recipe.replace(ref, missing))
+    out2 = tmp_path / "run-absent"
+    t0 = time.monotonic()
+    proc = subprocess.run(run_argv(tmp_path / "absent.yaml", "--executor", "docker", *flags, "--out", out2,
+                                   "--no-report"), env=cli_env(tmp_path), capture_output=True, text=True, timeout=240)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and time.monotonic() - t0 < 120, said[-3000:]
+    (outcome_file,) = out2.glob("jobs/*/outcome.json")
+    outcome = json.loads(outcome_file.read_text())
+    assert outcome["status"] == "failed", outcome
+    assert any(f"docker pull {missing}` failed" in r and ("not found" in r or "manifest unknown" in r)
+               and "docker login" in r for r in outcome["reasons"]), outcome
+    assert "launching transformers server" not in said

@@ -232,6 +232,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         _refuse_pins(spec)
         spec = preflight(spec, gpus=spec.engine != "sim")
         spec = art.write_launch_files(spec, cell_dir)
+        launcher.prepare(spec, log_dir=cell_dir, event=event)  # (an image pulled before the start-up clock)
         event(f"{mode} K={k}: launching {spec.engine} on port {spec.port}")
         handle = launcher.launch(spec, log_path=cell_dir / art.SERVER_LOG)
         write_pid_file(cell_dir / art.PID_FILE, handle, spec)

@@ -8,9 +8,9 @@ launcher (plain srun or pyxis container) starts the server. The lifecycle itself
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from llmsweep.engines.launch import LaunchSpec, is_secret_name
 from llmsweep.execute.handle import ServerHandle
@@ -28,6 +28,12 @@ class ServerLauncher(Protocol):
 
     def render(self, spec: LaunchSpec) -> list[str]:
         """The exact command line `launch` runs; secret values never appear in it (safe to write down)."""
+        ...
+
+    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
+        """What must happen before the server starts and its start-up clock runs (docker: pull an image this host
+        lacks, saying so), interruptible; returns what it read back about the launch's inputs for the provenance
+        (docker: the image's id and digest), empty when there is nothing to read."""
         ...
 
     def launch(self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None) -> ServerHandle:

@@ -7,11 +7,16 @@ with `-e NAME` (value taken by the docker CLI from its own environment), so the 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
 import re
+import signal
+import subprocess
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -59,6 +64,11 @@ class DockerOptions(BaseModel):
     docker: str = Field(default="docker", description="The docker CLI (or a compatible one, e.g. podman).")
     extra_args: tuple[str, ...] = Field(default=(), description="Extra `docker run` flags, placed before the image.")
     stop_timeout_s: float = Field(default=60.0, description="Timeout of the `docker stop` call itself.")
+    pull_timeout_s: float = Field(
+        default=3600.0, gt=0,
+        description="Longest `docker pull` of an image this host lacks (pulled before the server starts: the pull "
+        "does not count against the start-up timeout).",
+    )
 
 
 def container_name(spec: LaunchSpec, prefix: str = "llmsweep") -> str:
@@ -124,6 +134,67 @@ def remove_container(rm: Sequence[str], *, timeout_s: float = 60.0) -> None:
                           fix=f"check the docker daemon, then run `{' '.join(rm)}` by hand")
 
 
+PULL_LOG = "image-pull.log"
+"""In the server's folder: what `docker pull` printed, when the image had to be pulled."""
+_PULL_PROGRESS_S = 30.0
+
+
+def image_facts(docker: str, image: str, *, timeout_s: float = 60.0) -> dict[str, Any] | None:
+    """The daemon's id and registry digest of the local `image` (None: this host does not have it)."""
+    proc = run_command([docker, "image", "inspect", "--format", "{{json .}}", image], timeout_s=timeout_s,
+                       check=False, fix="check the docker daemon (`docker info`)")
+    if proc.returncode != 0:
+        said = (proc.stderr + proc.stdout).strip()
+        if "no such image" in said.lower():
+            return None
+        raise LaunchError(f"`docker image inspect {image}` failed with exit status {proc.returncode}: {said[-500:]}",
+                          fix="check the docker daemon (`docker info`) and that this user may use it")
+    doc = json.loads(proc.stdout)
+    digests = [str(d) for d in doc.get("RepoDigests") or []]
+    return {"image_id": doc.get("Id"), "image_digest": digests[0].rpartition("@")[2] if digests else None}
+
+
+def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[str], None],
+                 timeout_s: float = 3600.0) -> dict[str, Any]:
+    """The image's facts (`image_facts`), pulling it first when this host lacks it: the pull's output goes to
+    `log_path`, a progress line every 30 s. A failed, timed-out or interrupted pull is stopped and raised."""
+    facts = image_facts(docker, image)
+    if facts is not None:
+        return facts
+    event(f"pulling {image} (not on this host; log {log_path})")
+    started = time.monotonic()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as out:
+        # Its own session: a terminal's Ctrl-C reaches llmsweep, which stops the pull (below) and says so.
+        proc = subprocess.Popen([docker, "pull", image], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            next_note = started + _PULL_PROGRESS_S
+            while proc.poll() is None:
+                now = time.monotonic()
+                if now - started > timeout_s:
+                    raise LaunchError(f"`docker pull {image}` did not finish within {timeout_s:.0f} s",
+                                      fix="pull it beforehand (`docker pull`), or raise the executor option "
+                                      "pull_timeout_s")
+                if now >= next_note:
+                    done = log_path.read_text(errors="replace").count("Pull complete")
+                    event(f"still pulling {image}: {done} layer(s) complete after {now - started:.0f} s")
+                    next_note = now + _PULL_PROGRESS_S
+                time.sleep(0.2)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+            raise
+    said = log_path.read_text(errors="replace").strip()
+    facts = image_facts(docker, image) if proc.returncode == 0 else None
+    if facts is None:
+        raise LaunchError(f"`docker pull {image}` failed (exit status {proc.returncode}): {said[-500:]}",
+                          fix="check the image's name and tag, and `docker login` to its registry if it is private")
+    event(f"pulled {image} in {time.monotonic() - started:.0f} s ({facts['image_digest'] or facts['image_id']})")
+    return facts
+
+
 class DockerLauncher:
     """Runs the server with `docker run` attached, so the CLI's output is the server's log and its life the server's."""
 
@@ -134,6 +205,14 @@ class DockerLauncher:
 
     def render(self, spec: LaunchSpec, name: str | None = None) -> list[str]:
         return render_docker_run(spec, self.options, name or container_name(spec, self.options.name_prefix))
+
+    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
+        """The image, pulled here when this host lacks it; its id and digest for the provenance (what the tag named
+        when the server started: a tag such as `:latest` moves)."""
+        if not spec.image:
+            return {}
+        return ensure_image(self.options.docker, spec.image, log_path=log_dir / PULL_LOG, event=event,
+                            timeout_s=self.options.pull_timeout_s)
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None

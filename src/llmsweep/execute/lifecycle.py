@@ -205,6 +205,8 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         # `image` is what the server ran in (None: on the host, as the simulator does); the recipe's stays in `job`.
         "launch": {"engine": spec.engine, "engine_version": spec.engine_version,
                    "engine_version_reported": seen.get("engine_version"), "image": spec.image,
+                   # The local image `image` named when the server started, as the daemon reports it (docker).
+                   "image_id": seen.get("image_id"), "image_digest": seen.get("image_digest"),
                    "recipe_image": job.image, "fingerprint": spec.fingerprint(),
                    # What placed the server: the group's executor and the launcher that started it there.
                    "executor": group.executor, "launcher": launcher,
@@ -298,6 +300,7 @@ class _Server:
         self.spec = spec
         log_path = self.dir / (art.SERVER_LOG if self.launches == 1 else f"server.{self.launches}.log")
         current_progress().phase("launching")
+        prepared = self.launcher.prepare(spec, log_dir=self.dir, event=self.event)  # an image pulled: not start-up
         self.event(f"launching {spec.engine} server for {len(self.group.jobs)} job(s) on port {spec.port}")
         with shielded():  # a signal now waits until the server is recorded: held here and in its pid file
             handle = self.launcher.launch(spec, log_path=log_path)
@@ -311,7 +314,7 @@ class _Server:
             self.stop()
             raise
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
-        self.observed = observe_runtime(handle, spec)
+        self.observed = {**observe_runtime(handle, spec), **prepared}
         self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine, gpus=spec.gpus,
                                    base_url=handle.base_url, env=spec.env, server_dir=self.dir)
         if self.observed.get("engine_version") or self.observed.get("gpu_names"):

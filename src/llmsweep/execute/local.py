@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -48,6 +48,9 @@ class LocalLauncher:
                 "installed on this host",
             )
         return list(spec.argv)
+
+    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
+        return {}  # the engine is installed on this host
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None

@@ -14,8 +14,9 @@ import re
 import shlex
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -183,6 +184,9 @@ class SrunLauncher:
 
     def render(self, spec: LaunchSpec, step_name: str | None = None, node: str | None = None) -> list[str]:
         return render_srun(spec, self.launch_options, step_name or f"llmsweep-{spec.engine}-server", node)
+
+    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
+        return {}  # an image's squash file is imported by the batch script, under its lock, before the lifecycle
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None, node: str | None = None,

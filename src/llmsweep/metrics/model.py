@@ -343,6 +343,10 @@ class Launch(_Open):
     engine_version: str | None = None
     engine_version_reported: str | None = None
     image: str | None = None
+    image_id: str | None = Field(default=None, description="The daemon's id of the local image `image` named when the "
+                                 "server started (docker executor).")
+    image_digest: str | None = Field(default=None, description="Its registry digest (sha256:...), when it came from "
+                                     "a registry: the build that ran, whatever the tag names later.")
 
 
 class Provenance(_Open):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,92 @@ def test_a_resume_after_a_killed_run_stops_the_docker_cli_and_removes_its_contai
     assert not handle.is_alive() and not pid_file.exists()
     assert f"rm -f {name}" in calls.read_text().splitlines()
     assert any("removing what the interrupted run's server left" in e for e in events)
+
+
+FAKE_PULL = """#!/bin/sh
+# Stands in for the docker CLI's image commands: the image exists once a pull has finished.
+case "$1" in
+  image) if [ -f "{pulled}" ]; then echo '{{"Id": "sha256:0a1b", "RepoDigests": ["reg.example/x@sha256:d1g"]}}';
+         else echo "Error: No such image: $4" >&2; exit 1; fi ;;
+  pull) for i in 1 2 3; do sleep {step}; echo "layer$i: Pull complete"; done
+        touch "{pulled}"; echo "Digest: sha256:d1g" ;;
+  *) exit 3 ;;
+esac
+"""
+
+
+def fake_pull_docker(tmp_path: Path, step_s: float) -> Path:
+    docker = tmp_path / "docker"
+    docker.write_text(FAKE_PULL.format(pulled=tmp_path / "pulled", step=step_s))
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    return docker
+
+
+def test_an_absent_image_is_pulled_with_progress_then_its_id_and_digest_read(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmsweep.execute import docker as docker_mod
+
+    monkeypatch.setattr(docker_mod, "_PULL_PROGRESS_S", 0.3)
+    docker = fake_pull_docker(tmp_path, 0.25)
+    said: list[str] = []
+    facts = docker_mod.ensure_image(str(docker), "reg.example/x:1", log_path=tmp_path / "pull.log", event=said.append)
+    assert facts == {"image_id": "sha256:0a1b", "image_digest": "sha256:d1g"}
+    assert said[0].startswith("pulling reg.example/x:1 (not on this host")
+    assert any(s.startswith("still pulling reg.example/x:1: ") and "layer(s) complete" for s in said[1:-1]), said
+    assert said[-1].startswith("pulled reg.example/x:1 in ") and said[-1].endswith("(sha256:d1g)")
+    assert (tmp_path / "pull.log").read_text().count("Pull complete") == 3
+    # present now: no second pull, nothing said
+    assert docker_mod.ensure_image(str(docker), "reg.example/x:1", log_path=tmp_path / "pull2.log",
+                                   event=said.append) == facts
+    assert not (tmp_path / "pull2.log").exists()
+
+
+@pytest.mark.parametrize("how", ["interrupted", "timed out"])
+def test_a_pull_interrupted_or_timed_out_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Ctrl-C (or the pull's own timeout) while pulling stops the `docker pull` process group: nothing pulls on."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute import docker as docker_mod
+
+    monkeypatch.setattr(docker_mod, "_PULL_PROGRESS_S", 0.2)
+    docker = fake_pull_docker(tmp_path, 5.0)
+    started: list[int] = []
+    real_popen = docker_mod.subprocess.Popen
+
+    def popen(*args: Any, **kw: Any) -> Any:
+        proc = real_popen(*args, **kw)
+        if list(args[0])[1:2] == ["pull"]:
+            started.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(docker_mod.subprocess, "Popen", popen)
+
+    def event(line: str) -> None:
+        if how == "interrupted" and line.startswith("still pulling"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt if how == "interrupted" else LaunchError) as err:
+        docker_mod.ensure_image(str(docker), "reg.example/x:1", log_path=tmp_path / "pull.log", event=event,
+                                timeout_s=60.0 if how == "interrupted" else 0.5)
+    if how == "timed out":
+        assert "did not finish within" in str(err.value) and "pull_timeout_s" in str(err.value)
+    (pid,) = started
+    from support.procs import alive
+
+    def left() -> list[int]:  # live members of the pull's process group (it leads its own)
+        return [int(p) for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == pid and alive(int(p))]
+
+    deadline = time.monotonic() + 5.0  # a member the signal reached may still be exiting
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left(), f"processes of the pull's group are left: {left()}"
+    assert not (tmp_path / "pulled").exists()
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
 
 
 FAKE_REMOVING = """#!/bin/sh
