@@ -18,6 +18,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tarfile
@@ -208,6 +209,28 @@ def test_run_serves_in_the_container_and_resume_removes_what_a_killed_harness_le
     assert len(summaries) == 2 and all(s["validity"]["verdict"] == "valid" for s in summaries), said[-3000:]
     for job_dir in sorted((out / "jobs").iterdir()):
         assert "docker run --rm --init" in (job_dir / "server_command.txt").read_text()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("no_containers_after")
+def test_sigint_mid_measurement_stops_the_container_and_exits_130(tf_python: Path, model_dir: Path, image: str,
+                                                                 tmp_path: Path) -> None:
+    """Ctrl-C while the engine serves: the run stops its container through the daemon, keeps no pid file (nothing
+    is left for `--resume` to stop) and exits 130."""
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1]", prompts_per_conc=16, osl=96)
+    out, log = tmp_path / "run", tmp_path / "run.log"
+    proc = start_cli([recipe, "--executor", "docker", *_executor_flags(_options(tf_python, model_dir)), "--out", out,
+                      "--no-report"], cli_env(tmp_path), log)
+    try:
+        wait_for(lambda: any(p.stat().st_size for p in out.glob("jobs/*/records.jsonl")), timeout=180,
+                 what="the first records", proc=proc, log=log)
+        assert len(_containers()) == 1
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=90) == 130, log.read_text()[-3000:]
+    finally:
+        kill_quietly(proc.pid)
+    assert not _containers()
+    assert not list(out.glob("servers/*/server*.pid")), "a pid file says something was left"
 
 
 @pytest.fixture
