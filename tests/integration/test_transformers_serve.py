@@ -104,6 +104,9 @@ def _check_run(out: Path, proc: subprocess.CompletedProcess[str]) -> list[dict]:
         assert summary["validity"]["verdict"] == "valid" and summary["requests"]["failed"] == 0
         assert summary["latency"]["ttft"]["count"] > 0 and summary["latency"]["itl"]["count"] > 0
         assert "transformers.cli.transformers serve" in (job_dir / "server_command.txt").read_text()
+        # the local executor ran the engine on the host (allow_image): not in the image the recipe names
+        launch = summary["provenance"]["launch"]
+        assert launch["image"] is None and launch["recipe_image"] == "huggingface/transformers-pytorch-cpu:5.17.0"
         summaries.append(summary)
     return summaries
 

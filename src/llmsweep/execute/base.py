@@ -32,8 +32,9 @@ class ServerLauncher(Protocol):
 
     def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
         """What must happen before the server starts and its start-up clock runs (docker: pull an image this host
-        lacks, saying so), interruptible; returns what it read back about the launch's inputs for the provenance
-        (docker: the image's id and digest), empty when there is nothing to read."""
+        lacks, saying so), interruptible; returns what it knows of the launch's inputs for the provenance: `image`,
+        the image the server runs in (None: on the host, as `local` runs even a job that names one), and what the
+        daemon reads back about it (docker: `image_id`, `image_digest`)."""
         ...
 
     def launch(self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None) -> ServerHandle:

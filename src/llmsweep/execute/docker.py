@@ -210,9 +210,10 @@ class DockerLauncher:
         """The image, pulled here when this host lacks it; its id and digest for the provenance (what the tag named
         when the server started: a tag such as `:latest` moves)."""
         if not spec.image:
-            return {}
-        return ensure_image(self.options.docker, spec.image, log_path=log_dir / PULL_LOG, event=event,
-                            timeout_s=self.options.pull_timeout_s)
+            return {"image": None}  # (`launch` refuses it: docker runs nothing without an image)
+        facts = ensure_image(self.options.docker, spec.image, log_path=log_dir / PULL_LOG, event=event,
+                             timeout_s=self.options.pull_timeout_s)
+        return {"image": spec.image, **facts}
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None

@@ -202,9 +202,10 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
     return {
         "job": {"id": job.id, "exp_name": job.exp_name, "recipe_key": job.recipe_key,
                 "recipe_fingerprint": job.recipe_fingerprint},
-        # `image` is what the server ran in (None: on the host, as the simulator does); the recipe's stays in `job`.
+        # `image` is what the server ran in, as its launcher says (None: on the host, as the simulator and the local
+        # executor run); the recipe's is `recipe_image`.
         "launch": {"engine": spec.engine, "engine_version": spec.engine_version,
-                   "engine_version_reported": seen.get("engine_version"), "image": spec.image,
+                   "engine_version_reported": seen.get("engine_version"), "image": seen.get("image"),
                    # The local image `image` named when the server started, as the daemon reports it (docker).
                    "image_id": seen.get("image_id"), "image_digest": seen.get("image_digest"),
                    "recipe_image": job.image, "fingerprint": spec.fingerprint(),

@@ -50,7 +50,7 @@ class LocalLauncher:
         return list(spec.argv)
 
     def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
-        return {}  # the engine is installed on this host
+        return {"image": None}  # the engine runs on this host, whatever image the job names (`allow_image`)
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None

@@ -186,7 +186,9 @@ class SrunLauncher:
         return render_srun(spec, self.launch_options, step_name or f"llmsweep-{spec.engine}-server", node)
 
     def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
-        return {}  # an image's squash file is imported by the batch script, under its lock, before the lifecycle
+        # An image's squash file is imported by the batch script, under its lock, before the lifecycle; the step runs
+        # in it (`render_srun` refuses an image without one).
+        return {"image": spec.image}
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None, node: str | None = None,

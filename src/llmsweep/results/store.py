@@ -391,7 +391,7 @@ class Store:
         prov = p.provenance
         self._db.execute(
             "INSERT INTO provenance VALUES (?,?,?,?,?,?,?,?)",
-            (p.result_id, _str(prov.get("recipe_fingerprint")), _str(prov.get("image") or ident.image),
+            (p.result_id, _str(prov.get("recipe_fingerprint")), _str(_ran_in(prov, ident.image)),
              _str(prov.get("engine_version")), _str(prov.get("llmsweep_version")), _str(prov.get("seed")),
              _str(prov.get("hardware") or ident.hardware), _dumps(prov)),
         )
@@ -540,3 +540,12 @@ def _statements(script: str) -> list[str]:
     """The statements of a migration script, run one by one inside the migration's transaction (executescript
     would commit first)."""
     return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _ran_in(prov: dict[str, Any], planned: str) -> Any:
+    """The provenance's image: what a run's server ran in (its launch block; None on the host), else an imported
+    row's own image, else the planned one."""
+    launch = prov.get("launch")
+    if isinstance(launch, dict):
+        return launch.get("image")
+    return prov.get("image") or planned

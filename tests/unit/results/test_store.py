@@ -231,3 +231,23 @@ def test_jobs_are_stored_one_by_one_and_the_run_ingest_leaves_one_copy(make_run,
     assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 2
     assert db.execute("SELECT COUNT(*) FROM provenance").fetchone()[0] == 2
     assert db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 3
+
+
+def test_the_provenance_image_column_is_what_the_server_ran_in(make_run, store_path: Path) -> None:
+    """A run's launch block says where its server ran: on the host (None, though the recipe names an image) stores
+    no image; in a container, that image. A summary without a launch block keeps its own (or the planned) image."""
+    run = make_run("run1", concs=(1, 4, 8))
+    jobs = sorted((run.path / "jobs").iterdir())
+    for job_dir, ran_in in zip(jobs, (None, "reg.example/engine:1"), strict=False):
+        path = job_dir / "summary.json"
+        doc = json.loads(path.read_text())
+        doc["provenance"]["launch"] = {"engine": "vllm", "image": ran_in, "recipe_image": "reg.example/engine:1"}
+        path.write_text(json.dumps(doc))
+    with Store() as store:
+        store.ingest_run(run.path)
+        planned = store.results("run1")[0].identity.image
+    db = sqlite3.connect(store_path)
+    rows = dict(db.execute("SELECT x.job_id, p.image FROM provenance p JOIN results x USING (result_id)").fetchall())
+    assert rows[jobs[0].name] is None
+    assert rows[jobs[1].name] == "reg.example/engine:1"
+    assert rows[jobs[2].name] == planned and planned
