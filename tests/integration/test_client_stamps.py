@@ -383,28 +383,35 @@ def test_fresh_connections_get_their_first_packet_stamped_while_a_run_holds_stam
     closes; a connection opened while no socket holds it on has its first packets unstamped, which a run then stamps
     with the loop's clock. The run holds one socket for that (`KernelStampsOn`): every fresh connection's first packet,
     sent the moment it asked, carries the kernel's receive time."""
-    import socket as _socket
+    from llmsweep.client.transport import KernelStampsOn
 
-    from llmsweep.client.transport import _SO_TIMESTAMPNS, KernelStampsOn, _receive_time
-
-    assert _SO_TIMESTAMPNS is not None
     holder = KernelStampsOn()  # returns once the kernel's (deferred) switch has taken effect
     try:
         unstamped = 0
         for _ in range(20):
-            with _socket.create_server(("127.0.0.1", 0)) as srv:
-                client = _socket.create_connection(srv.getsockname())
-                server, _ = srv.accept()
-                with client, server:
-                    client.setsockopt(_socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-                    server.sendall(b"x")
-                    time.sleep(0.001)
-                    _, ancillary, _, _ = client.recvmsg(16, 1024)
-                    unstamped += _receive_time(ancillary) is None
+            unstamped += not _first_packet_stamped(pause_s=0.001)
             time.sleep(0.02)  # long enough for a switch-off, were nothing holding it on
     finally:
         holder.close()
     assert unstamped == 0
+
+
+def _first_packet_stamped(pause_s: float = 0.0) -> bool:
+    """A fresh loopback connection asks for receive stamps, gets one byte (read `pause_s` later): was it stamped?"""
+    import socket as _socket
+
+    from llmsweep.client.transport import _SO_TIMESTAMPNS, _receive_time
+
+    assert _SO_TIMESTAMPNS is not None
+    with _socket.create_server(("127.0.0.1", 0)) as srv:
+        client = _socket.create_connection(srv.getsockname())
+        server, _ = srv.accept()
+        with client, server:
+            client.setsockopt(_socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            server.sendall(b"x")
+            time.sleep(pause_s)
+            _, ancillary, _, _ = client.recvmsg(16, 1024)
+            return _receive_time(ancillary) is not None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel receive times are a Linux socket option")
@@ -412,24 +419,14 @@ def test_a_run_starts_only_once_the_kernel_stamps_its_packets() -> None:
     """`KernelStampsOn` returns once the kernel's deferred switch has taken effect, not when it was asked for: a
     connection made the moment it returns has its first packet stamped. (A datagram cannot tell: one that arrived
     unstamped is stamped when read. Checked that way, 19 of these 20 first packets went unstamped.)"""
-    import socket as _socket
+    from llmsweep.client.transport import KernelStampsOn
 
-    from llmsweep.client.transport import _SO_TIMESTAMPNS, KernelStampsOn, _receive_time
-
-    assert _SO_TIMESTAMPNS is not None
     unstamped = 0
     for _ in range(20):
         time.sleep(0.03)  # long enough for a switch-off, were nothing else holding it on
         holder = KernelStampsOn()
         try:
-            with _socket.create_server(("127.0.0.1", 0)) as srv:
-                client = _socket.create_connection(srv.getsockname())
-                server, _ = srv.accept()
-                with client, server:
-                    client.setsockopt(_socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-                    server.sendall(b"x")
-                    _, ancillary, _, _ = client.recvmsg(16, 1024)
-                    unstamped += _receive_time(ancillary) is None
+            unstamped += not _first_packet_stamped()
         finally:
             holder.close()
     assert unstamped == 0
