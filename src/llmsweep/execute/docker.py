@@ -12,8 +12,10 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -154,6 +156,14 @@ def image_facts(docker: str, image: str, *, timeout_s: float = 60.0) -> dict[str
     return {"image_id": doc.get("Id"), "image_digest": digests[0].rpartition("@")[2] if digests else None}
 
 
+def _ends_with_parent() -> list[str]:
+    """A prefix that has the kernel send the command SIGTERM when the thread that started it ends, so a harness
+    killed with SIGKILL leaves no `docker pull` behind: util-linux's `setpriv --pdeathsig` (Linux), which sets it and
+    then execs the command. Empty where there is no setpriv (the pull then runs on to its end)."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+
+
 def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[str], None],
                  timeout_s: float = 3600.0) -> dict[str, Any]:
     """The image's facts (`image_facts`), pulling it first when this host lacks it: the pull's output goes to
@@ -165,8 +175,9 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
     started = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as out:
-        # Its own session: a terminal's Ctrl-C reaches llmsweep, which stops the pull (below) and says so.
-        proc = subprocess.Popen([docker, "pull", image], stdout=out, stderr=subprocess.STDOUT,
+        # Its own session: a terminal's Ctrl-C reaches llmsweep, which stops the pull (below) and says so. Nothing
+        # records it for `--resume`: it ends with llmsweep, however llmsweep ends (`_ends_with_parent`).
+        proc = subprocess.Popen([*_ends_with_parent(), docker, "pull", image], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             next_note = started + _PULL_PROGRESS_S

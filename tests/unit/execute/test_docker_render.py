@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -220,7 +225,7 @@ def test_a_pull_interrupted_or_timed_out_is_stopped(tmp_path: Path, monkeypatch:
 
     def popen(*args: Any, **kw: Any) -> Any:
         proc = real_popen(*args, **kw)
-        if list(args[0])[1:2] == ["pull"]:
+        if "pull" in list(args[0]):
             started.append(proc.pid)
         return proc
 
@@ -280,3 +285,38 @@ def test_a_removal_already_under_way_is_waited_for(tmp_path: Path, polls: int) -
     else:
         with pytest.raises(LaunchError, match="already in progress"):
             remove_container([str(docker), "rm", "-f", "c1"], timeout_s=1.0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("setpriv") is None,
+                    reason="the parent-death signal is Linux's, set through util-linux's setpriv")
+def test_a_pull_ends_when_the_harness_is_killed_with_sigkill(tmp_path: Path) -> None:
+    """SIGKILL runs no clean-up, and the pull is in a session of its own: the kernel's parent-death signal ends it."""
+    docker = tmp_path / "docker"
+    pid_file = tmp_path / "pull.pid"
+    docker.write_text(FAKE_PULL.format(pulled=tmp_path / "pulled", step=30).replace(
+        "  pull) ", f'  pull) echo $$ > "{pid_file}"; '))
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    code = ("import sys; from pathlib import Path; from llmsweep.execute.docker import ensure_image; "
+            f"ensure_image({str(docker)!r}, 'reg.example/x:1', log_path=Path({str(tmp_path / 'pull.log')!r}), "
+            "event=print)")
+    harness = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
+    pull = 0
+    try:
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pull = int(pid_file.read_text())
+        from support.procs import alive
+
+        assert alive(pull)
+        harness.kill()
+        harness.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while alive(pull) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(pull), "the pull outlived the killed harness"
+    finally:
+        harness.kill()
+        if pull:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pull, signal.SIGKILL)
