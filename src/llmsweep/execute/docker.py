@@ -193,9 +193,12 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
                     next_note = now + _PULL_PROGRESS_S
                 time.sleep(0.2)
         except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
+            for sig in (signal.SIGTERM, signal.SIGKILL):  # the CLI cancels its pull on SIGTERM; KILL if it hangs
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10.0)
+                    break
             raise
     said = log_path.read_text(errors="replace").strip()
     facts = image_facts(docker, image) if proc.returncode == 0 else None
