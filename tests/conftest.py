@@ -1,4 +1,5 @@
-"""Shared test fixtures: where the reference data lives, and skipping cleanly when it is absent."""
+"""Shared test fixtures: where the reference data lives (skipping cleanly when it is absent), and the tiny model the
+real-engine tests serve."""
 
 from __future__ import annotations
 
@@ -21,3 +22,14 @@ def shared_dir() -> Path:
     if not (SHARED / "reference").is_dir():
         pytest.skip("../shared/reference is not present beside this checkout")
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A servable 2-layer Llama with random weights whose EOS logits never win (no `ignore_eos` needed), made once
+    per test process (`llmsweep model synth`'s `tiny` source). Tests that write beside it remove what they wrote."""
+    from llmsweep.modelsynth import SynthRequest, synth_model
+
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    synth_model(SynthRequest(source="tiny", out=out, weights="random"))
+    return out

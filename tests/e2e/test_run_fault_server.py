@@ -35,13 +35,9 @@ while True:
 """
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    from llmsweep.modelsynth import SynthRequest, synth_model
-
-    synth_model(SynthRequest(source="tiny", out=out, weights="random"))
-    return out
+@pytest.fixture
+def model_dir(tiny_model_dir: Path) -> Path:
+    return tiny_model_dir
 
 
 def _run(tmp_path: Path, model_dir: Path, fault: str | None) -> tuple[subprocess.CompletedProcess[str], Path, Path]:

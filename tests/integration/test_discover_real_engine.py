@@ -18,14 +18,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(300)
-def test_discover_on_real_transformers_serve_shares_one_server_per_stage(tmp_path: Path) -> None:
+def test_discover_on_real_transformers_serve_shares_one_server_per_stage(tmp_path: Path,
+                                                                         tiny_model_dir: Path) -> None:
     path = transformers_path()
     if path is None:
         pytest.skip("no python3 on PATH (or LLMSWEEP_TRANSFORMERS_PYTHON) imports torch + transformers[serving]")
-    from llmsweep.modelsynth import SynthRequest, synth_model
-
-    model_dir = tmp_path / "tiny"
-    synth_model(SynthRequest(source="tiny", out=model_dir, weights="random"))
+    model_dir = tiny_model_dir
     recipe = tmp_path / "tf-discover.yaml"
     recipe.write_text(tiny_transformers_recipe(model_dir, key="tf-discover", concs="[1, 4]", prompts_per_conc=3))
     out = tmp_path / "disc"

@@ -28,14 +28,9 @@ from llmsweep.spec import loads_recipes
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A servable 2-layer Llama with random weights whose EOS logits never win (no `ignore_eos` needed)."""
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    from llmsweep.modelsynth import SynthRequest, synth_model
-
-    synth_model(SynthRequest(source="tiny", out=out, weights="random"))
-    return out
+@pytest.fixture
+def model_dir(tiny_model_dir: Path) -> Path:
+    return tiny_model_dir
 
 
 def plan(text: str) -> list[Job]:
