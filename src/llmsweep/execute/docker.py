@@ -240,7 +240,8 @@ class DockerLauncher:
         def stop_container(grace_s: float) -> None:
             # Killing the attached CLI does not stop the container: ask the daemon, then make sure it is gone. Both
             # calls run in their own session, so a terminal's second Ctrl-C cannot cut them short.
-            stop = [self.options.docker, "stop", "--time", str(int(grace_s)), name]
+            # `-t`: spelled `--time` by older CLIs and `--timeout` by newer ones, which warn on `--time`.
+            stop = [self.options.docker, "stop", "-t", str(int(grace_s)), name]
             run_command(stop, timeout_s=grace_s + self.options.stop_timeout_s, check=False, new_session=True,
                         fix="check the docker daemon; remove the container by hand with `docker rm -f`")
             remove_container([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s)

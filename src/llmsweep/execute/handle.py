@@ -124,7 +124,7 @@ class ProcessServerHandle:
             self._cleaned = True
             if self._before_stop is not None:
                 try:
-                    self._before_stop(0.0 if hurried() else grace_s)  # `docker stop --time 0` after a second signal
+                    self._before_stop(0.0 if hurried() else grace_s)  # `docker stop -t 0` after a second signal
                 except Exception:  # teardown must go on: the process tree is still ours to kill
                     self._cleaned = False
                     log.exception("pre-stop step failed for %s; killing the process tree anyway", self.spec.engine)

@@ -148,7 +148,7 @@ def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_
     recorded = calls.read_text().splitlines()
     name = flag_value(list(handle.command), "--name")[0]
     assert recorded[0].startswith("run --rm --init --network=host --name " + name)
-    assert f"stop --time 3 {name}" in recorded and f"rm -f {name}" in recorded
+    assert f"stop -t 3 {name}" in recorded and f"rm -f {name}" in recorded
 
 
 def test_a_resume_after_a_killed_run_stops_the_docker_cli_and_removes_its_container(tmp_path: Path) -> None:
