@@ -203,6 +203,10 @@ def test_run_serves_in_the_container_and_resume_removes_what_a_killed_harness_le
     assert not _containers()
     summaries = [json.loads(p.read_text()) for p in sorted(out.glob("jobs/*/summary.json"))]
     assert len(summaries) == 2 and all(s["validity"]["verdict"] == "valid" for s in summaries), said[-3000:]
+    image_id = json.loads(_docker("image", "inspect", IMAGE).stdout)[0]["Id"]
+    for s in summaries:  # what ran, as the daemon says: an imported image has an id and no registry digest
+        launch = s["provenance"]["launch"]
+        assert (launch["image"], launch["image_id"], launch["image_digest"]) == (IMAGE, image_id, None)
     for job_dir in sorted((out / "jobs").iterdir()):
         assert "docker run --rm --init" in (job_dir / "server_command.txt").read_text()
 
