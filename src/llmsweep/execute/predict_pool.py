@@ -22,6 +22,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -361,6 +362,11 @@ def _deaths(workers: dict[int, BaseProcess]) -> tuple[list[int], str]:
 def _terminate(pool: ProcessPoolExecutor, workers: Iterable[BaseProcess]) -> None:
     """Cancel what has not started and end the workers now (a unit in flight is abandoned, its files unwritten)."""
     procs = list(workers)
+    # The pool's manager thread closes its wake-up pipe as it winds down; the interpreter's exit writes to that pipe
+    # unguarded (concurrent.futures' `_python_exit`), so a thread still winding down there races it and the exit prints
+    # "OSError: [Errno 9] Bad file descriptor" after "interrupted". Joined below; once it has ended, that write is a
+    # no-op. (Taken now: `shutdown` drops the pool's reference.)
+    manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs:
         if proc.is_alive():
@@ -371,3 +377,5 @@ def _terminate(pool: ProcessPoolExecutor, workers: Iterable[BaseProcess]) -> Non
         if proc.is_alive():
             proc.kill()
             proc.join(1.0)
+    if manager is not None:
+        manager.join(10.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,3 +49,39 @@ def test_in_this_process_an_unexpected_error_raises() -> None:
     first, _ = _units()
     with pytest.raises(ZeroDivisionError):
         predict_unit(_broken(first), Settings(duration=3))
+
+
+@pytest.mark.timeout(120)
+def test_an_interrupted_pool_has_wound_down_before_the_interrupt_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool's manager thread closes its wake-up pipe while it winds down, and the interpreter's exit writes to that
+    pipe without a lock: a thread still winding down at the exit made a Ctrl-C'd `predict` print a Bad file descriptor
+    traceback (seen once on CI's loaded cores). Its close is slowed here, as load slows it: `_terminate` waits for
+    it."""
+    import multiprocessing as mp
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import process as cf_process
+
+    from llmsweep.execute.predict_pool import _terminate
+
+    real_close = cf_process._ThreadWakeup.close
+
+    def slow_close(self: cf_process._ThreadWakeup) -> None:
+        time.sleep(1.0)
+        real_close(self)
+
+    monkeypatch.setattr(cf_process._ThreadWakeup, "close", slow_close)
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("spawn"))
+    for _ in range(2):
+        pool.submit(time.sleep, 60)
+    deadline = time.monotonic() + 60
+    while len(pool._processes or {}) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = list((pool._processes or {}).values())
+    assert len(workers) == 2
+    manager: Any = pool._executor_manager_thread  # (the pool drops both references as it shuts down)
+    wakeup = pool._executor_manager_thread_wakeup
+    _terminate(pool, workers)
+    assert not any(w.is_alive() for w in workers)
+    assert not manager.is_alive() and wakeup._closed
+    wakeup.wakeup()  # what the interpreter's exit does: a no-op once closed, never a write to a closed pipe
