@@ -5,8 +5,8 @@
 # `docker run` line it renders. The daemon keeps to what a CI container allows: vfs storage (no overlay mounts),
 # no bridge and no iptables rules (the executor runs every container on the host's network). Nothing is pulled:
 # the tests import their image from an empty root file system.
-# Idempotent: a daemon that already answers is left alone. Needs root. Exits 1, saying why, when the daemon does
-# not come up (the tests then skip).
+# Idempotent: a daemon that already answers and runs containers is left alone. Needs root. Exits 1, saying why,
+# when no daemon comes up or one cannot run a container here (the tests then skip).
 #
 # Environment knobs:
 #   DOCKER_CI_WAIT_S  seconds to wait for the daemon to answer (default 30).
@@ -24,11 +24,6 @@ if [ "$(id -u)" != 0 ]; then
   echo "start_docker: must run as root (the daemon creates namespaces and /var/lib/docker)" >&2
   exit 2
 fi
-if docker info --format '{{.ServerVersion}}' >/dev/null 2>&1; then
-  echo "start_docker: a daemon already answers (server $(docker info --format '{{.ServerVersion}}'))"
-  exit 0
-fi
-
 # A daemon that answers but cannot start a container here (no namespaces, no cgroups) is stopped again, so the tests
 # skip rather than fail on the machine: the probe runs /bin/true from the host's folders in an imported empty image.
 probe() {
@@ -39,6 +34,15 @@ probe() {
   for dir in /usr /bin /lib /lib64; do [ -d "$dir" ] && mounts+=(-v "$dir:$dir:ro"); done
   docker run --rm --network=host "${mounts[@]}" llmsweep-ci/probe:1 /bin/true
 }
+
+if docker info --format '{{.ServerVersion}}' >/dev/null 2>&1; then  # (a package's own start, or a second call)
+  if ! said=$(probe 2>&1); then
+    echo "start_docker: a daemon answers but cannot run a container here: $said" >&2
+    exit 1
+  fi
+  echo "start_docker: a daemon already answers and runs containers (server $(docker info --format '{{.ServerVersion}}'))"
+  exit 0
+fi
 
 start=$(date +%s%N)
 nohup dockerd --storage-driver=vfs --iptables=false --ip6tables=false --bridge=none >"$LOG" 2>&1 &
