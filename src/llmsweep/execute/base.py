@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from llmsweep.engines.launch import LaunchSpec, is_secret_name
 from llmsweep.execute.handle import ServerHandle
@@ -18,6 +19,21 @@ from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 
 # Undeclared secret-looking values shorter than this are not scrubbed: masking "1" would mangle every log line.
 _MIN_IMPLICIT_SECRET_LEN = 6
+
+
+@dataclass(frozen=True)
+class ServedIn:
+    """Where a launcher runs the server, for the provenance's `launch` block: the image (None: on the host, as the
+    local executor runs even a job that names one), and what the container daemon reads back about it."""
+
+    image: str | None
+    image_id: str | None = None
+    """The daemon's id of the local image `image` named when the server started."""
+    image_digest: str | None = None
+    """Its registry digest (sha256:...), when it came from a registry."""
+
+
+ON_HOST = ServedIn(image=None)
 
 
 @runtime_checkable
@@ -30,11 +46,9 @@ class ServerLauncher(Protocol):
         """The exact command line `launch` runs; secret values never appear in it (safe to write down)."""
         ...
 
-    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
+    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> ServedIn:
         """What must happen before the server starts and its start-up clock runs (docker: pull an image this host
-        lacks, saying so), interruptible; returns what it knows of the launch's inputs for the provenance: `image`,
-        the image the server runs in (None: on the host, as `local` runs even a job that names one), and what the
-        daemon reads back about it (docker: `image_id`, `image_digest`)."""
+        lacks, saying so), interruptible; returns where the server will run."""
         ...
 
     def launch(self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None) -> ServerHandle:

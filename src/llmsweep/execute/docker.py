@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, LaunchError
-from llmsweep.execute.base import server_environment
+from llmsweep.execute.base import ON_HOST, ServedIn, server_environment
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle
@@ -141,8 +141,8 @@ PULL_LOG = "image-pull.log"
 _PULL_PROGRESS_S = 30.0
 
 
-def image_facts(docker: str, image: str, *, timeout_s: float = 60.0) -> dict[str, Any] | None:
-    """The daemon's id and registry digest of the local `image` (None: this host does not have it)."""
+def image_facts(docker: str, image: str, *, timeout_s: float = 60.0) -> ServedIn | None:
+    """`image` with the daemon's id and registry digest of it (None: this host does not have it)."""
     proc = run_command([docker, "image", "inspect", "--format", "{{json .}}", image], timeout_s=timeout_s,
                        check=False, fix="check the docker daemon (`docker info`)")
     if proc.returncode != 0:
@@ -153,7 +153,8 @@ def image_facts(docker: str, image: str, *, timeout_s: float = 60.0) -> dict[str
                           fix="check the docker daemon (`docker info`) and that this user may use it")
     doc = json.loads(proc.stdout)
     digests = [str(d) for d in doc.get("RepoDigests") or []]
-    return {"image_id": doc.get("Id"), "image_digest": digests[0].rpartition("@")[2] if digests else None}
+    return ServedIn(image=image, image_id=doc.get("Id"),
+                    image_digest=digests[0].rpartition("@")[2] if digests else None)
 
 
 def _ends_with_parent() -> list[str]:
@@ -165,7 +166,7 @@ def _ends_with_parent() -> list[str]:
 
 
 def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[str], None],
-                 timeout_s: float = 3600.0) -> dict[str, Any]:
+                 timeout_s: float = 3600.0) -> ServedIn:
     """The image's facts (`image_facts`), pulling it first when this host lacks it: the pull's output goes to
     `log_path`, a progress line every 30 s. A failed, timed-out or interrupted pull is stopped and raised."""
     facts = image_facts(docker, image)
@@ -205,7 +206,7 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
     if facts is None:
         raise LaunchError(f"`docker pull {image}` failed (exit status {proc.returncode}): {said[-500:]}",
                           fix="check the image's name and tag, and `docker login` to its registry if it is private")
-    event(f"pulled {image} in {time.monotonic() - started:.0f} s ({facts['image_digest'] or facts['image_id']})")
+    event(f"pulled {image} in {time.monotonic() - started:.0f} s ({facts.image_digest or facts.image_id})")
     return facts
 
 
@@ -220,14 +221,13 @@ class DockerLauncher:
     def render(self, spec: LaunchSpec, name: str | None = None) -> list[str]:
         return render_docker_run(spec, self.options, name or container_name(spec, self.options.name_prefix))
 
-    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
+    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> ServedIn:
         """The image, pulled here when this host lacks it; its id and digest for the provenance (what the tag named
         when the server started: a tag such as `:latest` moves)."""
         if not spec.image:
-            return {"image": None}  # (`launch` refuses it: docker runs nothing without an image)
-        facts = ensure_image(self.options.docker, spec.image, log_path=log_dir / PULL_LOG, event=event,
-                             timeout_s=self.options.pull_timeout_s)
-        return {"image": spec.image, **facts}
+            return ON_HOST  # (`launch` refuses it: docker runs nothing without an image)
+        return ensure_image(self.options.docker, spec.image, log_path=log_dir / PULL_LOG, event=event,
+                            timeout_s=self.options.pull_timeout_s)
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -315,7 +315,7 @@ class _Server:
             self.stop()
             raise
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
-        self.observed = {**observe_runtime(handle, spec), **prepared}
+        self.observed = {**observe_runtime(handle, spec), **asdict(prepared)}  # `_provenance` reads them
         self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine, gpus=spec.gpus,
                                    base_url=handle.base_url, env=spec.env, server_dir=self.dir)
         if self.observed.get("engine_version") or self.observed.get("gpu_names"):

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
-from llmsweep.execute.base import server_environment
+from llmsweep.execute.base import ON_HOST, ServedIn, server_environment
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle
 from llmsweep.execute.process import start_process
@@ -49,8 +49,8 @@ class LocalLauncher:
             )
         return list(spec.argv)
 
-    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
-        return {"image": None}  # the engine runs on this host, whatever image the job names (`allow_image`)
+    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> ServedIn:
+        return ON_HOST  # whatever image the job names (`allow_image`)
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None

@@ -16,13 +16,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
-from llmsweep.execute.base import ServerLauncher, server_environment
+from llmsweep.execute.base import ServedIn, ServerLauncher, server_environment
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import ProcessServerHandle
 from llmsweep.execute.local import LocalLauncher, LocalOptions
@@ -185,10 +184,10 @@ class SrunLauncher:
     def render(self, spec: LaunchSpec, step_name: str | None = None, node: str | None = None) -> list[str]:
         return render_srun(spec, self.launch_options, step_name or f"llmsweep-{spec.engine}-server", node)
 
-    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> dict[str, Any]:
+    def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> ServedIn:
         # An image's squash file is imported by the batch script, under its lock, before the lifecycle; the step runs
         # in it (`render_srun` refuses an image without one).
-        return {"image": spec.image}
+        return ServedIn(image=spec.image)
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None, node: str | None = None,

@@ -17,6 +17,7 @@ import pytest
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
+from llmsweep.execute.base import ServedIn
 from llmsweep.execute.docker import DockerLauncher, DockerOptions, container_name, render_docker_run
 from llmsweep.execute.ready import wait_ready
 from llmsweep.execute.registry import get_executor
@@ -201,7 +202,7 @@ def test_an_absent_image_is_pulled_with_progress_then_its_id_and_digest_read(tmp
     docker = fake_pull_docker(tmp_path, 0.25)
     said: list[str] = []
     facts = docker_mod.ensure_image(str(docker), "reg.example/x:1", log_path=tmp_path / "pull.log", event=said.append)
-    assert facts == {"image_id": "sha256:0a1b", "image_digest": "sha256:d1g"}
+    assert facts == ServedIn(image="reg.example/x:1", image_id="sha256:0a1b", image_digest="sha256:d1g")
     assert said[0].startswith("pulling reg.example/x:1 (not on this host")
     assert any(s.startswith("still pulling reg.example/x:1: ") and "layer(s) complete" for s in said[1:-1]), said
     assert said[-1].startswith("pulled reg.example/x:1 in ") and said[-1].endswith("(sha256:d1g)")
