@@ -47,7 +47,9 @@ class DockerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     gpu_vendor: Literal["nvidia", "amd", "none"] = Field(
-        default="nvidia", description="nvidia: --gpus all; amd: /dev/kfd + /dev/dri devices; none: CPU only."
+        default="nvidia",
+        description="nvidia: --gpus, the GPUs CUDA_VISIBLE_DEVICES names on the host (all when unset); amd: the "
+        "/dev/kfd and /dev/dri devices, with the host's HIP/ROCR/CUDA_VISIBLE_DEVICES passed in; none: CPU only.",
     )
     shm_size: str = Field(default="16g", description="--shm-size; engines pass tensors between ranks through /dev/shm.")
     init: bool = Field(
@@ -79,8 +81,18 @@ def container_name(spec: LaunchSpec, prefix: str = "llmsweep") -> str:
     return _NAME_UNSAFE.sub("-", raw).strip("-.")
 
 
-def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str) -> list[str]:
-    """The `docker run` argv for `spec`; secrets appear by name only."""
+AMD_VISIBLE_ENV = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+"""What restricts a ROCm process to some GPUs; the container sees every /dev/dri node, so they go in as they are."""
+
+
+def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
+                      environ: Mapping[str, str] | None = None) -> list[str]:
+    """The `docker run` argv for `spec`; secrets appear by name only.
+
+    The server gets the GPUs the host's environment (`environ`, default this process's) makes visible, as a local
+    server would: a container sees every GPU unless told otherwise, so under `CUDA_VISIBLE_DEVICES=4,5,6,7` an
+    engine given `--gpus all` would run on GPUs 0-3 while the power sampler reads 4-7."""
+    env = os.environ if environ is None else environ
     if not spec.image:
         raise ConfigError(
             f"the {spec.engine} job names no image, so the docker executor has nothing to run",
@@ -90,10 +102,15 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str) -> li
             "--ipc=host", f"--shm-size={options.shm_size}"]
     # A CPU-only server (the simulator in an image) gets no GPU flags: `--gpus` fails on hosts without the runtime.
     if spec.gpus > 0 and options.gpu_vendor == "nvidia":
-        argv += ["--gpus", "all"]
+        visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()
+        # the CLI reads the value as CSV: a list of devices is one quoted field (indices or GPU-UUIDs)
+        argv += ["--gpus", f'"device={visible}"' if visible else "all"]
     elif spec.gpus > 0 and options.gpu_vendor == "amd":
         argv += ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
                  "--security-opt", "seccomp=unconfined"]
+        for var in AMD_VISIBLE_ENV:
+            if env.get(var, "").strip() and var not in spec.env:
+                argv += ["-e", f"{var}={env[var].strip()}"]
     if options.hf_cache is not None:
         argv += ["-v", f"{options.hf_cache}:{options.hf_cache}", "-e", f"HF_HUB_CACHE={options.hf_cache}"]
     if options.model_dir is not None:
@@ -218,8 +235,10 @@ class DockerLauncher:
     def __init__(self, options: DockerOptions | None = None) -> None:
         self.options = options or DockerOptions()
 
-    def render(self, spec: LaunchSpec, name: str | None = None) -> list[str]:
-        return render_docker_run(spec, self.options, name or container_name(spec, self.options.name_prefix))
+    def render(self, spec: LaunchSpec, name: str | None = None,
+               environ: Mapping[str, str] | None = None) -> list[str]:
+        return render_docker_run(spec, self.options, name or container_name(spec, self.options.name_prefix),
+                                 environ)
 
     def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> ServedIn:
         """The image, pulled here when this host lacks it; its id and digest for the provenance (what the tag named
@@ -233,7 +252,7 @@ class DockerLauncher:
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None
     ) -> ProcessServerHandle:
         name = container_name(spec, self.options.name_prefix)
-        argv = self.render(spec, name)
+        argv = self.render(spec, name, environ)
         env, scrubber = server_environment(spec, environ)
         process = start_process(argv, log_path=log_path, env=env, scrubber=scrubber)
 

@@ -38,8 +38,8 @@ def flag_value(argv: list[str], flag: str) -> list[str]:
     return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
 
 
-def render(**options: object) -> list[str]:
-    return render_docker_run(SPEC, DockerOptions(**options), "llmsweep-sglang-test")
+def render(environ: dict[str, str] | None = None, **options: object) -> list[str]:
+    return render_docker_run(SPEC, DockerOptions(**options), "llmsweep-sglang-test", environ or {})
 
 
 def test_nvidia_render_has_host_network_ipc_shm_gpus_and_unique_name() -> None:
@@ -51,6 +51,25 @@ def test_nvidia_render_has_host_network_ipc_shm_gpus_and_unique_name() -> None:
     assert flag_value(argv, "--gpus") == ["all"]
     assert "--device" not in argv
     assert flag_value(argv, "-v") == ["/data/hf:/data/hf", "/models:/models:ro"]
+
+
+@pytest.mark.parametrize(("visible", "expected"), [("4,5,6,7", '"device=4,5,6,7"'), ("2", '"device=2"'),
+                                                 ("GPU-3f2a,GPU-77c1", '"device=GPU-3f2a,GPU-77c1"'), ("", "all")])
+def test_the_container_gets_the_gpus_the_host_makes_visible(visible: str, expected: str) -> None:
+    """A local server inherits CUDA_VISIBLE_DEVICES and the power sampler reads those GPUs: the container must run
+    on the same ones, not on GPUs 0..N-1 of all of them (docker's CLI reads `--gpus` as CSV, hence the quotes)."""
+    argv = render({"CUDA_VISIBLE_DEVICES": visible})
+    assert flag_value(argv, "--gpus") == [expected]
+    assert not any(a.startswith("CUDA_VISIBLE_DEVICES") for a in flag_value(argv, "-e"))  # renumbered from 0 inside
+
+
+def test_amd_containers_get_the_hosts_visible_devices_passed_in() -> None:
+    argv = render({"ROCR_VISIBLE_DEVICES": "1,3", "HIP_VISIBLE_DEVICES": " "}, gpu_vendor="amd")
+    assert "ROCR_VISIBLE_DEVICES=1,3" in flag_value(argv, "-e")
+    assert not any(a.startswith("HIP_VISIBLE_DEVICES") for a in flag_value(argv, "-e"))
+    overridden = render_docker_run(SPEC.model_copy(update={"env": {"ROCR_VISIBLE_DEVICES": "0"}}),
+                                   DockerOptions(gpu_vendor="amd"), "n", {"ROCR_VISIBLE_DEVICES": "1,3"})
+    assert [e for e in flag_value(overridden, "-e") if e.startswith("ROCR")] == ["ROCR_VISIBLE_DEVICES=0"]
 
 
 def test_init_forwards_signals_unless_turned_off() -> None:
