@@ -127,3 +127,50 @@ def test_launch_files_are_written_beside_the_server_and_kept_with_the_job(job: J
     assert (jdir / file.name).read_text() == file.content
     command = (jdir / "server_command.txt").read_text()
     assert f"LLMSWEEP_OPTIONS={placed}" in command and "{launch_dir}" not in command
+
+
+def test_a_server_found_dead_when_the_load_ends_leaves_an_invalid_summary_that_resume_reruns(
+    job: Job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server dies between the job's last response and the lifecycle's look at it: the load's summary was
+    already written (valid), so the outcome's "failed" alone would leave the store, `--resume` and `--reuse` a
+    finished point. The summary must say invalid, and say so again under `llmsweep summarize`."""
+    import os
+    import signal
+    import time
+
+    from llmsweep.execute import lifecycle
+
+    real = lifecycle.bench_job
+    killed: list[int] = []
+
+    def bench_then_die(*args: object, **kwargs: object) -> Summary:
+        summary = real(*args, **kwargs)  # type: ignore[arg-type]
+        assert summary.validity.verdict == "valid", summary.validity.reasons
+        (pid_file,) = (tmp_path / "servers").glob("*/server.pid")
+        pid = int(json.loads(pid_file.read_text())["pid"])
+        os.killpg(pid, signal.SIGKILL)
+        # dead and waitable (left for the handle to reap): its threads gone too, not just its main one a zombie
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+            time.sleep(0.01)
+        killed.append(pid)
+        return summary
+
+    monkeypatch.setattr(lifecycle, "bench_job", bench_then_die)
+    (outcome,) = run_group(_group_at(job, "3.39"), LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
+    assert killed
+    assert outcome.status == "failed" and "died during job" in outcome.reasons[0], outcome.reasons
+    jdir = tmp_path / "jobs" / job.id
+    summary = Summary.load(jdir / "summary.json")
+    assert summary.validity.verdict == "invalid"
+    assert summary.validity.reasons[0].startswith(f"the server died during job {job.id} (exit status")
+    again = Summary.from_doc(json.loads((jdir / "summary.json").read_text()))
+    from llmsweep.execute.readback import summarise_job
+
+    assert summarise_job(jdir, write=False).validity == again.validity  # `summarize` reaches the same verdict
+
+    monkeypatch.setattr(lifecycle, "bench_job", real)
+    (resumed,) = run_group(_group_at(job, "3.39"), LocalLauncher(), tmp_path,
+                           LifecycleSettings(stop_grace_s=5, resume=True))
+    assert resumed.status == "valid", resumed.reasons  # rerun, not skipped as done
+    assert (jdir / "attempts" / "1" / "summary.json").is_file()

@@ -39,7 +39,7 @@ from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
 from llmsweep.execute.progress import current_progress
-from llmsweep.execute.readback import ReadbackSettings, summarise_job
+from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_job
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.execute.signals import shielded
@@ -530,7 +530,7 @@ def _owed_eval(item: _OwedEval, evserver: _Server, run_dir: Path, settings: Life
         provenance = _provenance(job, spec, evserver.group, evserver.observed, handle, evserver.launcher.kind)
         summary = eval_job(job, handle.base_url, jdir, spec=spec, source=evserver.group.source, settings=settings,
                            provenance=provenance, event=event, server_command=command)
-        check_alive(handle, during=f"job {job.id}'s eval")
+        _alive_or_invalid(handle, f"job {job.id}'s eval", jdir, settings)
         return summary
 
     try:
@@ -631,7 +631,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
             event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
             summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
                                 provenance=provenance, on_progress=progress.client, power=server.power)
-        check_alive(handle, during=f"job {job.id}")
+        _alive_or_invalid(handle, f"job {job.id}", jdir, settings)
         relaunch = eval_launch(job, group) if job.run_eval else None
         if relaunch is not None:  # the throughput point pinned acceptance: the eval gets a server without the pin
             assert summary is not None
@@ -641,7 +641,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         if job.eval_only or job.run_eval:  # on the same server, after the throughput point if the row has one
             summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
                                provenance=provenance, event=event)
-            check_alive(handle, during=f"job {job.id}")
+            _alive_or_invalid(handle, f"job {job.id}", jdir, settings)
         assert summary is not None  # a job is a throughput point, an eval, or both
         return summary
 
@@ -654,6 +654,22 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         event(f"job {job.id}: point done; its eval runs after the group's other points, on a server of its own")
         return None
     return _close(job, jdir, outcome, started, server.scrubber, event)
+
+
+def _alive_or_invalid(handle: ServerHandle, during: str, jdir: Path, settings: LifecycleSettings) -> None:
+    """`check_alive` after a job's load or eval: a server found dead fails the job, and the summary its load already
+    wrote is judged invalid with the reason (`run.json` notes it, so `llmsweep summarize` says the same), so that
+    neither the store, `--resume` nor `--reuse` takes it for a finished point."""
+    try:
+        check_alive(handle, during=during)
+    except LaunchError:
+        if (jdir / art.SUMMARY_FILE).is_file():
+            info = art.read_json(jdir / art.RUN_FILE)
+            info = info if isinstance(info, dict) else {}
+            info[SERVER_DIED] = f"died during {during} (exit status {handle.returncode})"
+            art.write_json(jdir / art.RUN_FILE, info)
+            summarise_job(jdir, settings=settings.readback)
+        raise
 
 
 def _close(job: Job, jdir: Path, outcome: JobOutcome, started: float, scrubber: SecretScrubber,

@@ -222,9 +222,18 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
         from llmsweep.evals.results import attach
 
         summary = attach(apply_readback(job, summary, settings), job, job_dir)
+    if died := run_info.get(SERVER_DIED):
+        summary = summary.model_copy(deep=True)
+        summary.validity.verdict = "invalid"
+        summary.validity.reasons.insert(0, f"the server {died}: its records may miss what it never answered")
     if write:
         write_json(job_dir / SUMMARY_FILE, summary.dump())
     return summary
+
+
+SERVER_DIED = "server_died"
+"""`run.json`'s note that the job's server was found dead when the job's load (or eval) ended (the lifecycle writes
+it): the job's summary is invalid whatever its gates say."""
 
 
 def _stored_summary(path: Path) -> Summary | None:
