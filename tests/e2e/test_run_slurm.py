@@ -98,6 +98,20 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
     assert {o["status"] for o in read_json(out / "run.json")["outcomes"]} == {"skipped"}
     assert _slurm_ids(out) == ids
 
+    # --force on nodes whose Python cannot run the worker: each batch job dies before its jobs write an outcome. They
+    # fail with how the batch job ended, never reported with the last attempt's outcome (kept aside in attempts/1).
+    broken = run_cli([RECIPES / "two-servers-sim.yaml", "--live", "--out", out, "--force", *SLURM_OPTIONS,
+                      "--executor-option", f"python={tmp_path / 'no-python'}"], cli_env(tmp_path))
+    assert broken.returncode == 1, broken.stderr[-4000:]
+    outcomes = read_json(out / "run.json")["outcomes"]
+    assert len(outcomes) == 3 and {o["status"] for o in outcomes} == {"failed"}, outcomes
+    for o in outcomes:
+        assert re.match(r"Slurm job \d+ ended FAILED \(exit 65\) before this job wrote its outcome", o["reasons"][0])
+    for jdir in jobs.values():
+        assert not (jdir / "outcome.json").exists() and verdict(jdir) is None
+        assert verdict(jdir / "attempts" / "1") == "valid"
+        assert read_json(jdir / "attempts" / "1" / "outcome.json")["status"] == "valid"
+
 
 def test_ctrl_c_during_a_slurm_run_leaves_no_job_in_the_queue(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
@@ -127,4 +141,29 @@ def test_ctrl_c_during_a_slurm_run_leaves_no_job_in_the_queue(tmp_path: Path) ->
         if proc.poll() is None:
             proc.kill()
         for job_id in ids:  # never leave a job behind for the next test, even when an assertion failed
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+
+
+def test_a_job_that_waits_for_a_node_says_why_and_ctrl_c_cancels_it(tmp_path: Path) -> None:
+    """A batch job the cluster will not start yet (here: told to begin in an hour) is not a silent wait: the run says
+    it is pending and Slurm's reason; an interrupt then cancels it from the queue."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, *SLURM_OPTIONS,
+                      "--executor-option", "extra_sbatch=[--begin=now+3600]",
+                      "--executor-option", "pending_note_s=2"], cli_env(tmp_path), log)
+    ids: list[str] = []
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        note = wait_for(lambda: re.search(r"still waiting for a node after \d+ s: Slurm job\(s\) (\d+) \((\w+)\) "
+                                          r"pending", log.read_text()), timeout=30, what="a pending note", proc=proc,
+                        log=log)
+        assert note.group(1) == ids[0] and note.group(2) == "BeginTime"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, log.read_text()[-4000:]
+        assert not any(_in_queue(i) for i in ids), log.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)

@@ -134,14 +134,63 @@ def test_interrupting_the_submitter_cancels_its_job(tmp_path: Path, sig: signal.
     assert (tmp_path / "slurm_job_id").read_text().strip() == job_id
 
 
+def test_a_signal_during_the_cancellation_does_not_abandon_the_jobs_left_to_cancel(tmp_path: Path) -> None:
+    """SIGTERM starts the cancellation; a Ctrl-C while the first scancel is still running (made slow here, as a
+    loaded controller is) must not leave the second job queued: later signals only hurry the shutdown."""
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    real = shutil.which("scancel")
+    (slow / "scancel").write_text(f"#!/bin/sh\nsleep 2\nexec {real} \"$@\"\n")
+    (slow / "scancel").chmod(0o755)
+    env = {**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"}
+    driver = subprocess.Popen([sys.executable, str(HELPERS / "submit_and_wait.py"), str(tmp_path), "2", "--install"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    ids: list[str] = []
+    try:
+        submitted = tmp_path / "submitted"
+        deadline = time.monotonic() + 60
+        while not submitted.exists() and time.monotonic() < deadline:
+            assert driver.poll() is None, driver.communicate()[0]
+            time.sleep(0.1)
+        ids = submitted.read_text().split()
+        assert len(ids) == 2 and all(in_queue(i) for i in ids)
+        driver.send_signal(signal.SIGTERM)
+        time.sleep(1.0)  # inside the first (slow) scancel
+        driver.send_signal(signal.SIGINT)
+        output, _ = driver.communicate(timeout=120)
+        assert driver.returncode != 0, output
+        for job_id in ids:
+            assert f"cancelling Slurm job {job_id}" in output, output
+        deadline = time.monotonic() + 30  # the hurried shutdown does not wait for the queue to empty
+        while any(in_queue(i) for i in ids) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not any(in_queue(i) for i in ids)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+
+
 def test_leaving_the_guard_early_cancels_a_running_job(tmp_path: Path) -> None:
     executor = SlurmExecutor(SlurmOptions(worker_command=("sleep", "300"), poll_s=0.5))
     spec = LaunchSpec(engine="tiny", argv=("true",), port=1)
     (tmp_path / "group.json").write_text("{}")
     with pytest.raises(RuntimeError, match="client crashed"), cancel_on_interrupt([]) as jobs:
         jobs.append(executor.submit(spec, group_file=tmp_path / "group.json", out_dir=tmp_path, name="early"))
+        deadline = time.monotonic() + 60  # running its worker on the node, not merely queued
+        while time.monotonic() < deadline and not (
+                jobs[0].stdout_path.exists() and "started" in jobs[0].stdout_path.read_text()):
+            time.sleep(0.2)
         raise RuntimeError("client crashed")
     assert not in_queue(jobs[0].job_id)
+    # The batch script records how it ended, for when scontrol has forgotten the job: killed by the cancellation's
+    # SIGTERM, 143 (it used to record the last command's 0, which read as COMPLETED).
+    rc = tmp_path / f"slurm-{jobs[0].job_id}.rc"
+    deadline = time.monotonic() + 30
+    while not (rc.exists() and rc.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rc.read_text().strip() == "143"
 
 
 def test_a_node_without_a_modern_python_fails_fast_with_a_reason(tmp_path: Path) -> None:

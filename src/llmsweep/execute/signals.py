@@ -52,8 +52,17 @@ def received() -> list[int]:
 
 
 def record(signum: int) -> None:
-    """Note a signal that a handler elsewhere (the Slurm submitter's) turned into an exception."""
+    """Note a signal received without raising (what a handler that only hurries a shutdown does)."""
     _received.append(signum)
+
+
+def interrupt(signum: int, kind: type[Interrupted] = Interrupted) -> Interrupted:
+    """For a handler elsewhere (the Slurm submitter's): note the signal and return the interrupt to raise. The
+    shutdown it starts counts as under way, so later signals hurry it rather than raise again."""
+    _received.append(signum)
+    global _raised
+    _raised = True
+    return kind(signum)
 
 
 def hurried() -> bool:

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from llmsweep.engines.launch import LaunchSpec, env_assignment
 from llmsweep.errors import ConfigError, LaunchError
@@ -39,7 +39,7 @@ from llmsweep.execute.pyxis import (
     squash_path,
     write_node_launch,
 )
-from llmsweep.execute.signals import Interrupted, record
+from llmsweep.execute.signals import Interrupted, hurried, interrupt, shielded
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -88,6 +88,37 @@ class SlurmOptions(BaseModel):
     poll_s: float = Field(default=5.0, description="squeue polling interval while waiting.")
     max_poll_failures: int = Field(default=5, description="Consecutive failed squeue calls before giving up.")
     cancel_wait_s: float = Field(default=120.0, description="How long to wait for a cancelled job to leave the queue.")
+    pending_note_s: float = Field(
+        default=300.0, gt=0,
+        description="While a job waits in the queue, say so (with Slurm's reason) this often; the first note comes "
+        "after a fifth of it.",
+    )
+
+    @field_validator("partition", "account", "time_limit", "gpu_type", "mem")
+    @classmethod
+    def _one_token(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            _check_sbatch_value(value, str(info.field_name))
+        return value
+
+    @field_validator("exclude", "extra_sbatch")
+    @classmethod
+    def _tokens(cls, values: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        for value in values:
+            _check_sbatch_value(value, str(info.field_name))
+        return values
+
+
+_SBATCH_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
+def _check_sbatch_value(value: str, field_name: str) -> None:
+    """An option lands on an `#SBATCH` line as one token: whitespace would end it there (sbatch drops the rest of the
+    line without a word) and a newline would end the directives and start a shell command."""
+    if not value or _SBATCH_UNSAFE.search(value):
+        raise ValueError(f"{field_name} {value!r} is empty or holds whitespace or control characters, which an "
+                         "#SBATCH line cannot carry; give one token per value (e.g. extra_sbatch: ['--qos=high', "
+                         "'--constraint=h200'])")
 
 
 @dataclass(frozen=True)
@@ -201,6 +232,9 @@ def render_batch_script(
              "# Rendered by llmsweep.execute.slurm. The exit status of this script is the job's result.",
              "set -euo pipefail",
              f"trap 'echo $? > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc' EXIT",
+             # killed by scancel, the time limit or preemption, $? in the EXIT trap would be the last command's 0
+             *(f"trap 'echo {128 + n} > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc; trap - EXIT; exit {128 + n}' {name}"
+               for name, n in (("TERM", 15), ("INT", 2), ("HUP", 1))),
              f"export {NODE_LAUNCHER_ENV}={shlex.quote(str(launcher_file))}",
              "export PYTHONUNBUFFERED=1",
              'echo "llmsweep: job ${SLURM_JOB_ID} on $(hostname) started $(date -u +%FT%TZ)"']
@@ -241,40 +275,57 @@ class SlurmJob:
     def stderr_path(self) -> Path:
         return self.out_dir / f"slurm-{self.job_id}.err"
 
+    _failures: int = field(default=0, repr=False)
+
     def queue_state(self) -> str | None:
         """The job's state while Slurm lists it in the queue; None once it has left."""
-        proc = run_command(["squeue", "-h", "-j", self.job_id, "-o", "%T"],
+        listed = self.queue_entry()
+        return None if listed is None else listed[0]
+
+    def queue_entry(self) -> tuple[str, str] | None:
+        """(state, Slurm's reason: `Resources`, `Priority`, `None` ...) while the queue lists the job; else None."""
+        proc = run_command(["squeue", "-h", "-j", self.job_id, "-o", "%T %r"],
                            timeout_s=self.options.command_timeout_s, check=False, fix=_SLURM_FIX)
         if proc.returncode != 0:
             if "Invalid job id" in proc.stderr:
                 return None
             raise LaunchError(f"`squeue -j {self.job_id}` failed: {proc.stderr.strip()}", fix=_SLURM_FIX)
-        states = [s.strip() for s in proc.stdout.splitlines() if s.strip()]
-        return states[0] if states else None
+        lines = [s.strip() for s in proc.stdout.splitlines() if s.strip()]
+        if not lines:
+            return None
+        state, _, reason = lines[0].partition(" ")
+        return state, reason.strip()
+
+    def poll(self) -> SlurmJobResult | tuple[str, str]:
+        """One look at the queue: the job's result once it has left it (or reached a final state), else its
+        (state, reason). A failed squeue reads as ("UNKNOWN", why); `max_poll_failures` of them in a row raise."""
+        try:
+            listed = self.queue_entry()
+            self._failures = 0
+        except LaunchError as exc:
+            self._failures += 1
+            if self._failures >= self.options.max_poll_failures:
+                raise LaunchError(
+                    f"lost track of Slurm job {self.job_id}: {self._failures} squeue calls in a row failed "
+                    f"({exc.message})",
+                    fix=f"{_SLURM_FIX}; the job may still be running (`squeue -j {self.job_id}`)",
+                ) from exc
+            log.warning("squeue failed (%d/%d): %s", self._failures, self.options.max_poll_failures, exc.message)
+            return "UNKNOWN", exc.message
+        if listed is None or listed[0] in _FINISHED_STATES:
+            return self.finish()
+        return listed
 
     def wait(self, timeout_s: float | None = None) -> SlurmJobResult:
         """Poll until the job leaves the queue (or `timeout_s` passes: LaunchError, the job keeps running)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        failures = 0
         while True:
-            try:
-                state = self.queue_state()
-                failures = 0
-            except LaunchError as exc:
-                failures += 1
-                if failures >= self.options.max_poll_failures:
-                    raise LaunchError(
-                        f"lost track of Slurm job {self.job_id}: {failures} squeue calls in a row failed "
-                        f"({exc.message})",
-                        fix=f"{_SLURM_FIX}; the job may still be running (`squeue -j {self.job_id}`)",
-                    ) from exc
-                log.warning("squeue failed (%d/%d): %s", failures, self.options.max_poll_failures, exc.message)
-                state = "UNKNOWN"
-            if state is None or state in _FINISHED_STATES:
-                return self.finish()
+            seen = self.poll()
+            if isinstance(seen, SlurmJobResult):
+                return seen
             if deadline is not None and time.monotonic() >= deadline:
                 raise LaunchError(
-                    f"Slurm job {self.job_id} still {state} after {timeout_s:.0f} s",
+                    f"Slurm job {self.job_id} still {seen[0]} after {timeout_s:.0f} s",
                     fix="wait longer, or cancel it with `scancel " + self.job_id + "`",
                 )
             time.sleep(self.options.poll_s)
@@ -315,23 +366,20 @@ class SlurmJob:
         """scancel the job and wait (bounded) until the queue no longer lists it."""
         if self.result is not None:
             return
+        left = cancel_jobs([self], wait_s=self.options.cancel_wait_s)
+        if left:
+            raise LaunchError(
+                f"Slurm job {self.job_id} is still listed {self.options.cancel_wait_s:.0f} s after scancel",
+                fix=f"check the node (`scontrol show job {self.job_id}`); scancel -f {self.job_id}",
+            )
+
+    def request_cancel(self) -> None:
+        """scancel, without waiting (`cancel_jobs` waits for several at once)."""
         log.warning("cancelling Slurm job %s", self.job_id)
         proc = run_command(["scancel", self.job_id], timeout_s=self.options.command_timeout_s, check=False,
-                           fix=_SLURM_FIX)
+                           new_session=True, fix=_SLURM_FIX)
         if proc.returncode != 0:
             log.warning("scancel %s: %s", self.job_id, proc.stderr.strip())
-        deadline = time.monotonic() + self.options.cancel_wait_s
-        while time.monotonic() < deadline:
-            try:
-                if self.queue_state() is None:
-                    return
-            except LaunchError as exc:
-                log.warning("squeue failed while cancelling %s: %s", self.job_id, exc.message)
-            time.sleep(min(self.options.poll_s, 1.0))
-        raise LaunchError(
-            f"Slurm job {self.job_id} is still listed {self.options.cancel_wait_s:.0f} s after scancel",
-            fix=f"check the node (`scontrol show job {self.job_id}`); scancel -f {self.job_id}",
-        )
 
     def __enter__(self) -> SlurmJob:
         return self
@@ -354,16 +402,31 @@ class SlurmExecutor:
 
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                    event: Event) -> list[JobOutcome]:
-        """One batch job per group, all submitted first, then waited for; an interrupt cancels those still live."""
+        """One batch job per group, all submitted first, then waited for together (each group's outcomes are read
+        as its job leaves the queue); an interrupt cancels those still live.
+
+        Every job handed here runs anew (`--resume` kept the finished ones out): what an earlier attempt left in its
+        folder is moved aside on this side before the batch job is submitted, so an `outcome.json` found after the
+        batch job is this attempt's, never the last one's reported for a job that died before writing its own."""
         from llmsweep.execute import artifacts as art
         from llmsweep.execute.lifecycle import JobOutcome, report_job_finished
         from llmsweep.execute.progress import current_progress
 
         submitted: list[tuple[ServerGroup, SlurmJob]] = []
         outcomes: list[JobOutcome] = []
+
+        def close(job_id: str, outcome: JobOutcome) -> None:
+            outcomes.append(outcome)
+            report_job_finished(art.job_dir(run_dir, job_id), outcome)  # `run` stores it now
+            current_progress().job_finished(job_id, outcome.status)  # k/N and the ETA on the driver
+
         with cancel_on_interrupt([]) as live:
             for group in groups:
                 gdir = art.server_dir(run_dir, group.id)
+                for job in group.jobs:
+                    kept = art.keep_previous_attempt(art.job_dir(run_dir, job.id))
+                    if kept is not None:
+                        event(f"job {job.id}: the artifacts of an earlier attempt are kept in {kept}")
                 group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
                 nodes = group.topology.nodes if group.topology is not None else 1
                 try:
@@ -374,29 +437,46 @@ class SlurmExecutor:
                     # A topology the cluster cannot hold: its jobs are refused with the reason, the others run.
                     event(f"{group.id}: refused — {exc.message}")
                     for job in group.jobs:
-                        outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused",
-                                                   reasons=[exc.one_line()]))
-                        current_progress().job_finished(job.id, "refused")
+                        close(job.id, JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused",
+                                                 reasons=[exc.one_line()]))
                     continue
                 live.append(sjob)
                 submitted.append((group, sjob))
                 event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
-            for group, sjob in submitted:
-                result = sjob.wait()
-                event(f"Slurm job {result.job_id} ended {result.state} (exit {result.exit_code})")
-                for job in group.jobs:
-                    doc = art.read_json(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
-                    if isinstance(doc, dict):
-                        outcomes.append(JobOutcome.model_validate(doc))
+            waiting = list(submitted)
+            started = time.monotonic()
+            next_note = started + self.options.pending_note_s / 5
+            while waiting:
+                pending: list[str] = []
+                for group, sjob in list(waiting):
+                    seen: SlurmJobResult | tuple[str, str] | LaunchError
+                    try:
+                        seen = sjob.poll()
+                    except LaunchError as exc:  # lost track of it: this group fails, the others are waited for
+                        seen = exc
+                    if isinstance(seen, tuple):
+                        if seen[0] == "PENDING":
+                            pending.append(f"{sjob.job_id} ({seen[1] or 'no reason given'})")
+                        continue
+                    waiting.remove((group, sjob))
+                    if isinstance(seen, SlurmJobResult):
+                        event(f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code})")
+                        ended = (f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code}) before this "
+                                 f"job wrote its outcome; see {seen.stdout_path} and {seen.stderr_path}")
                     else:
-                        outcomes.append(JobOutcome(
-                            job_id=job.id, exp_name=job.exp_name, status="failed",
-                            reasons=[f"Slurm job {result.job_id} ended {result.state} (exit {result.exit_code}) "
-                                     f"before this job wrote its outcome; see {result.stdout_path} and "
-                                     f"{result.stderr_path}"],
-                        ))
-                    report_job_finished(art.job_dir(run_dir, job.id), outcomes[-1])  # `run` stores it now
-                    current_progress().job_finished(job.id, outcomes[-1].status)  # k/N and the ETA on the driver
+                        event(f"Slurm job {sjob.job_id}: {seen.message}")
+                        ended = f"{seen.one_line()}; see {sjob.stdout_path} and {sjob.stderr_path}"
+                    for job in group.jobs:
+                        doc = art.read_json(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
+                        close(job.id, JobOutcome.model_validate(doc) if isinstance(doc, dict) else JobOutcome(
+                            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[ended]))
+                if not waiting:
+                    break
+                if pending and time.monotonic() >= next_note:
+                    event(f"still waiting for a node after {time.monotonic() - started:.0f} s: Slurm job(s) "
+                          f"{', '.join(pending)} pending")
+                    next_note = time.monotonic() + self.options.pending_note_s
+                time.sleep(self.options.poll_s)
         return outcomes
 
     def node_launch(self, spec: LaunchSpec, out_dir: Path) -> NodeLaunch:
@@ -452,39 +532,58 @@ class SlurmInterrupted(Interrupted):
     """The submitter got SIGTERM/SIGHUP; raised in the main thread so `with` blocks cancel their jobs."""
 
 
+def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float) -> list[SlurmJob]:
+    """scancel every job, then wait (at most `wait_s`, less once a further signal hurries the shutdown) until the
+    queue lists none of them; returns those still listed. Jobs that ended are skipped."""
+    live = [job for job in jobs if job.result is None]
+    for job in live:
+        try:
+            job.request_cancel()
+        except LaunchError as exc:
+            log.error("could not cancel Slurm job %s: %s", job.job_id, exc.message)
+    deadline = time.monotonic() + wait_s
+    poll_s = min([job.options.poll_s for job in live] + [1.0])
+    while live:
+        still = []
+        for job in live:
+            try:
+                if job.queue_state() is not None:
+                    still.append(job)
+            except LaunchError as exc:
+                log.warning("squeue failed while cancelling %s: %s", job.job_id, exc.message)
+                still.append(job)
+        live = still
+        if not live or time.monotonic() >= deadline or hurried():
+            break
+        time.sleep(poll_s)
+    return live
+
+
 @contextmanager
 def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
     """Cancel every unfinished job in `jobs` when the block exits early (exception, Ctrl-C, SIGTERM, SIGHUP).
 
     Jobs appended to the list inside the block are covered too. On a normal exit unfinished jobs are cancelled as
-    well: leaving the block means nobody will collect them.
+    well: leaving the block means nobody will collect them. The cancellation itself is shielded: any signal arriving
+    meanwhile (a second SIGTERM, a Ctrl-C after SIGHUP) is recorded and only stops the wait for the queue to empty,
+    never the scancels.
     """
     previous: dict[signal.Signals, Any] = {}
 
     def raise_interrupt(signum: int, frame: FrameType | None) -> None:
-        record(signum)  # the exit code follows the first signal: 143 for SIGTERM
-        raise SlurmInterrupted(signum)
+        raise interrupt(signum, SlurmInterrupted)  # the exit code follows the first signal: 143 for SIGTERM
 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             previous[sig] = signal.signal(sig, raise_interrupt)
-    def keep_cancelling(signum: int, frame: FrameType | None) -> None:
-        record(signum)
-        log.warning("received %s while cancelling Slurm jobs; finishing the cancellation first",
-                    signal.Signals(signum).name)
-
     try:
         yield jobs
     finally:
-        for sig in previous:
-            signal.signal(sig, keep_cancelling)  # a second SIGTERM must not abandon half-cancelled jobs
-        try:
-            for job in jobs:
-                if job.result is None:
-                    try:
-                        job.cancel()
-                    except LaunchError as exc:
-                        log.error("could not cancel Slurm job %s: %s", job.job_id, exc)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        with shielded():
+            live = [job for job in jobs if job.result is None]
+            wait_s = max([job.options.cancel_wait_s for job in live] + [0.0])
+            for job in cancel_jobs(live, wait_s=wait_s):
+                log.error("Slurm job %s is still listed after scancel; check the node (`scontrol show job %s`), "
+                          "then `scancel -f %s`", job.job_id, job.job_id, job.job_id)

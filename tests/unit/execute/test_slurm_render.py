@@ -90,6 +90,21 @@ def test_out_dirs_that_sbatch_lines_cannot_carry_are_rejected(bad: str) -> None:
                             launcher_file=Path("/n.json"))
 
 
+@pytest.mark.parametrize(("field", "value"), [
+    ("account", "ml\ntouch /tmp/owned"), ("partition", "gpu --wrap=x"), ("mem", "64G\t"), ("time_limit", ""),
+    ("extra_sbatch", ["--qos=high", "--comment=a\nrm -rf ~"]), ("exclude", ["n1", "n2 n3"]),
+])
+def test_options_an_sbatch_line_cannot_carry_are_refused_naming_the_field(field: str, value: object) -> None:
+    """A newline in an option would end the #SBATCH block and run the rest as a command (and silently drop every
+    later directive); whitespace would drop the rest of the line. Both are refused before anything is written."""
+    from llmsweep.execute.registry import get_executor
+
+    with pytest.raises(ConfigError, match=f"{field}.*whitespace or control characters"):
+        get_executor("slurm", {field: value})
+    assert sbatch_lines(render(SIM, extra_sbatch=("--qos=high", "--constraint=h200|h100")))[-2:] == [
+        "--qos=high", "--constraint=h200|h100"]
+
+
 @pytest.mark.parametrize(("stdout", "job_id"), [("1234\n", "1234"), ("77;cluster-a\n", "77"),
                                                 ("sbatch: warning: x\n4321\n", "4321")])
 def test_job_id_parsed_from_parsable_output(stdout: str, job_id: str) -> None:

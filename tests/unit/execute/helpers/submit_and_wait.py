@@ -1,4 +1,7 @@
-"""Submits one long job through the Slurm executor and waits; the interrupt test signals this process."""
+"""Submits long jobs through the Slurm executor and waits; the interrupt tests signal this process.
+
+argv: OUT [N [--install]]: N jobs (default 1); --install installs the CLI's signal handling first (`llmsweep run`
+does), so a second signal hurries the shutdown instead of raising."""
 
 from __future__ import annotations
 
@@ -7,22 +10,29 @@ import sys
 from pathlib import Path
 
 from llmsweep.engines.launch import LaunchSpec
+from llmsweep.execute import signals
 from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interrupt
 
 
-def main(out: str) -> int:
+def main(out: str, count: int = 1, install: bool = False) -> int:
     logging.basicConfig(level=logging.INFO)
+    if install:
+        signals.install()
     out_dir = Path(out)
     executor = SlurmExecutor(SlurmOptions(worker_command=("sleep", "300"), poll_s=0.5, time_limit="00:10:00"))
     spec = LaunchSpec(engine="tiny", argv=("true",), port=1)
     (out_dir / "group.json").write_text("{}")
     with cancel_on_interrupt([]) as jobs:
-        job = executor.submit(spec, group_file=out_dir / "group.json", out_dir=out_dir, name="interrupt-me")
-        jobs.append(job)
-        (out_dir / "submitted").write_text(job.job_id)
-        job.wait()
+        for i in range(count):
+            job_dir = out_dir / f"job{i}" if count > 1 else out_dir
+            job_dir.mkdir(exist_ok=True)
+            jobs.append(executor.submit(spec, group_file=out_dir / "group.json", out_dir=job_dir,
+                                        name=f"interrupt-me-{i}"))
+        (out_dir / "submitted").write_text(" ".join(job.job_id for job in jobs))
+        for job in jobs:
+            job.wait()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1, "--install" in sys.argv[3:]))
