@@ -174,3 +174,58 @@ def test_a_server_found_dead_when_the_load_ends_leaves_an_invalid_summary_that_r
                            LifecycleSettings(stop_grace_s=5, resume=True))
     assert resumed.status == "valid", resumed.reasons  # rerun, not skipped as done
     assert (jdir / "attempts" / "1" / "summary.json").is_file()
+
+
+def test_a_server_that_could_not_be_launched_fails_every_job_with_that_reason_not_as_a_death(tmp_path: Path) -> None:
+    """Preflight refuses the launch (its port is taken): no server ever ran, so no job may be told that the server
+    "died N times" or be sent to a server log that does not exist; each says why the launch was refused."""
+    import socket
+
+    from llmsweep.plan import jobs_from_files
+
+    jobs = jobs_from_files([RECIPE.with_name("slow-fixed-sim.yaml")])
+    assert len(jobs) >= 3
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        spec = engines.render(jobs[0], port=port)
+        group = ServerGroup(id="taken-port", spec=spec, jobs=jobs, source="simulated")
+        outcomes = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
+    assert [o.status for o in outcomes] == ["failed"] * len(jobs)
+    assert f"port {port} on 127.0.0.1 is already in use" in outcomes[0].reasons[0]
+    for o in outcomes[1:]:
+        assert "was not launched" in o.reasons[0] and f"port {port}" in o.reasons[0], o.reasons
+        assert "died" not in o.reasons[0]
+
+
+def test_the_engine_version_is_read_back_past_a_proxy_the_host_sets(
+    job: Job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A login node with HTTP_PROXY set: the `/version` read-back of the server this run launched goes direct, as the
+    health check does (through the proxy it read nothing, and the run's engine version said null)."""
+    from llmsweep.execute.lifecycle import observe_runtime
+    from llmsweep.execute.preflight import resolve_port
+    from llmsweep.execute.ready import wait_ready
+
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    handle = LocalLauncher().launch(resolve_port(engines.render(job, port=0)), log_path=tmp_path / "server.log")
+    try:
+        wait_ready(handle, timeout_s=60, poll_s=0.1)
+        seen = observe_runtime(handle, handle.spec)
+    finally:
+        handle.stop(grace_s=5)
+    assert seen["engine_version"], seen
+
+
+def test_gpu_names_are_those_of_the_visible_gpus_not_the_whole_host() -> None:
+    from llmsweep.execute.lifecycle import visible_rows
+
+    smi = ("0, GPU-aaa, NVIDIA H100 80GB HBM3, 570.1\n1, GPU-bbb, NVIDIA H100 80GB HBM3, 570.1\n"
+           "2, GPU-ccc, NVIDIA H200, 570.1\n3, GPU-ddd, NVIDIA H200, 570.1\n")
+    assert [r[2] for r in visible_rows(smi, {})] == ["NVIDIA H100 80GB HBM3"] * 2 + ["NVIDIA H200"] * 2
+    assert [r[0] for r in visible_rows(smi, {"CUDA_VISIBLE_DEVICES": "3,2"})] == ["3", "2"]
+    assert [r[2] for r in visible_rows(smi, {"CUDA_VISIBLE_DEVICES": "GPU-ccc"})] == ["NVIDIA H200"]

@@ -91,7 +91,8 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
 
     The server gets the GPUs the host's environment (`environ`, default this process's) makes visible, as a local
     server would: a container sees every GPU unless told otherwise, so under `CUDA_VISIBLE_DEVICES=4,5,6,7` an
-    engine given `--gpus all` would run on GPUs 0-3 while the power sampler reads 4-7."""
+    engine given `--gpus all` would run on GPUs 0-3 while the power sampler reads 4-7. A `CUDA_VISIBLE_DEVICES` the
+    recipe sets selects instead (the sampler reads the server's environment too)."""
     env = os.environ if environ is None else environ
     if not spec.image:
         raise ConfigError(
@@ -101,8 +102,10 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
     argv = [options.docker, "run", "--rm", *(["--init"] if options.init else []), "--network=host", "--name", name,
             "--ipc=host", f"--shm-size={options.shm_size}"]
     # A CPU-only server (the simulator in an image) gets no GPU flags: `--gpus` fails on hosts without the runtime.
-    if spec.gpus > 0 and options.gpu_vendor == "nvidia":
-        visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    nvidia = spec.gpus > 0 and options.gpu_vendor == "nvidia"
+    if nvidia:
+        # the recipe's own selection wins, as it does for a local server and for the power sampler
+        visible = spec.env.get("CUDA_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES", "")).strip()
         # the CLI reads the value as CSV: a list of devices is one quoted field (indices or GPU-UUIDs)
         argv += ["--gpus", f'"device={visible}"' if visible else "all"]
     elif spec.gpus > 0 and options.gpu_vendor == "amd":
@@ -124,6 +127,8 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
     if options.workdir:
         argv += ["-w", options.workdir]
     for key, value in sorted(spec.env.items()):
+        if nvidia and key == "CUDA_VISIBLE_DEVICES":
+            continue  # those GPUs are the container's 0..N-1: `--gpus` selected them
         argv += ["-e", f"{key}={value}"]
     for secret in spec.secret_env:
         argv += ["-e", secret]

@@ -21,7 +21,7 @@ import platform
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
@@ -228,11 +228,12 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     """What the running server and this host say about themselves: the engine's `/version` and the GPUs as the
     driver names them. Best effort, read once per launch: a value that cannot be read is None, never a failure."""
     import json
-    import urllib.request
+
+    from llmsweep.execute.ready import DIRECT
 
     seen: dict[str, Any] = {"engine_version": None, "gpu_names": None, "driver_version": None, "calibration": None}
     try:
-        with urllib.request.urlopen(f"{handle.base_url}/version", timeout=5) as resp:
+        with DIRECT.open(f"{handle.base_url}/version", timeout=5) as resp:
             doc = json.loads(resp.read().decode() or "{}")
         if isinstance(doc, dict):
             seen["engine_version"] = doc.get("version")
@@ -243,14 +244,26 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
         from llmsweep.execute.commands import run_command
 
         try:
-            out = run_command(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            out = run_command(["nvidia-smi", "--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"],
                               timeout_s=30.0, fix="check the GPU driver").stdout
-            rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
-            seen["gpu_names"] = [r[0] for r in rows] or None
-            seen["driver_version"] = rows[0][1] if rows and len(rows[0]) > 1 else None
+            rows = visible_rows(out, {**os.environ, **spec.env})
+            seen["gpu_names"] = [r[2] for r in rows] or None
+            seen["driver_version"] = rows[0][3] if rows else None
         except LlmsweepError as exc:
             log.info("could not query nvidia-smi: %s", exc)
     return seen
+
+
+def visible_rows(csv: str, env: Mapping[str, str]) -> list[list[str]]:
+    """The rows of `nvidia-smi --query-gpu=index,uuid,...` for the GPUs the server's environment makes visible
+    (`CUDA_VISIBLE_DEVICES`, by index or UUID, in its order), not every GPU of the host."""
+    rows = [[c.strip() for c in line.split(",")] for line in csv.splitlines() if line.strip()]
+    rows = [r for r in rows if len(r) >= 4]
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not visible.strip():
+        return rows
+    by_id = {key: r for r in rows for key in (r[0], r[1])}
+    return [by_id[d.strip()] for d in visible.split(",") if d.strip() in by_id]
 
 
 def _finish_summary(job_dir: Path, job: Job, source: str, settings: LifecycleSettings) -> Summary:
@@ -276,6 +289,9 @@ class _Server:
         self.parked = 0
         """Launches stopped on purpose (`park`: a run-eval row's eval needed the GPUs); not deaths."""
         self.power: Sampler | None = None
+        self.unlaunched: LlmsweepError | None = None
+        """Why the server could not be launched at all (preflight, image pull, the launch itself): no server ran, so
+        the group's later jobs fail with this reason rather than as deaths of a server that never existed."""
         # The secrets of this group's launch, known before any launch succeeds (a failure message may quote them).
         self.scrubber = SecretScrubber(collect_secrets(group.spec.secret_env).values())
 
@@ -292,21 +308,30 @@ class _Server:
                 f"server of group {self.group.id} died {self.launches} times; not relaunching again",
                 fix=f"read {self.dir / art.SERVER_LOG}",
             )
-        self.launches += 1
+        if self.unlaunched is not None:
+            raise LaunchError(f"the {self.group.spec.engine} server of group {self.group.id} was not launched: "
+                              f"{self.unlaunched.message}", fix=self.unlaunched.fix)
         if self.group.topology is not None:
+            self.launches += 1
             return self._ensure_roles(self.group.topology)
-        spec = preflight(self.group.spec, gpus=self.group.spec.engine != "sim")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        spec = art.write_launch_files(spec, self.dir, self.scrubber)
-        self.spec = spec
-        log_path = self.dir / (art.SERVER_LOG if self.launches == 1 else f"server.{self.launches}.log")
-        current_progress().phase("launching")
-        prepared = self.launcher.prepare(spec, log_dir=self.dir, event=self.event)  # an image pulled: not start-up
-        self.event(f"launching {spec.engine} server for {len(self.group.jobs)} job(s) on port {spec.port}")
-        with shielded():  # a signal now waits until the server is recorded: held here and in its pid file
-            handle = self.launcher.launch(spec, log_path=log_path)
-            self.handle = handle
-            write_pid_file(self.dir / art.PID_FILE, handle, spec)
+        try:
+            spec = preflight(self.group.spec, gpus=self.group.spec.engine != "sim")
+            self.dir.mkdir(parents=True, exist_ok=True)
+            spec = art.write_launch_files(spec, self.dir, self.scrubber)
+            self.spec = spec
+            log_path = self.dir / (art.SERVER_LOG if not self.launches else f"server.{self.launches + 1}.log")
+            current_progress().phase("launching")
+            prepared = self.launcher.prepare(spec, log_dir=self.dir, event=self.event)  # a pull is not start-up
+            self.event(f"launching {spec.engine} server for {len(self.group.jobs)} job(s) on port {spec.port}")
+            with shielded():  # a signal now waits until the server is recorded: held here and in its pid file
+                handle = self.launcher.launch(spec, log_path=log_path)
+                self.handle = handle
+                self.launches += 1
+                write_pid_file(self.dir / art.PID_FILE, handle, spec)
+        except LlmsweepError as exc:
+            if self.handle is None:
+                self.unlaunched = exc
+            raise
         try:
             ready = wait_ready(handle, timeout_s=self.settings.startup_timeout_s, poll_s=0.25)
         except BaseException:
@@ -795,22 +820,23 @@ def _run_cleanup(cleanup: list[str], event: Event) -> bool:
 def _cancel_stale_slurm_jobs(run_dir: Path, event: Event) -> None:
     """scancel every batch job an earlier run submitted into this --out whose end it never saw (no `slurm-ID.rc`):
     a SIGKILLed submitter cannot cancel them, and each holds a node and runs an engine that would race the resumed
-    run's. A job that already ended makes scancel a no-op."""
-    from llmsweep.execute.commands import run_command
+    run's. A job that already ended makes scancel a no-op. Then wait (bounded) until the queue lists none of them: a
+    cancelled job's worker still tears down on its node, writing into the folders the resumed run is about to use."""
+    from llmsweep.execute.slurm import SlurmJob, SlurmOptions, cancel_jobs
 
+    stale: list[SlurmJob] = []
     for id_file in sorted((run_dir / "servers").glob(f"*/{art.SLURM_JOB_ID_FILE}")):
         job_id = id_file.read_text(encoding="utf-8").strip()
         if not job_id or (id_file.parent / f"slurm-{job_id}.rc").exists():
             continue
         event(f"cancelling Slurm job {job_id} left by an earlier, interrupted run")
-        try:
-            proc = run_command(["scancel", job_id], timeout_s=60.0, check=False, new_session=True,
-                               fix=f"cancel it by hand: scancel {job_id}")
-        except LaunchError as exc:
-            event(f"could not cancel Slurm job {job_id} ({exc.message}); run `scancel {job_id}` by hand")
-            continue
-        if proc.returncode != 0:
-            event(f"scancel {job_id}: {(proc.stderr or proc.stdout).strip()[-300:]}")
+        stale.append(SlurmJob(job_id=job_id, name=id_file.parent.name, out_dir=id_file.parent,
+                              script_path=id_file.parent / "job.sbatch", options=SlurmOptions(poll_s=1.0)))
+    if not stale:
+        return
+    for job in cancel_jobs(stale, wait_s=SlurmOptions().cancel_wait_s):
+        event(f"Slurm job {job.job_id} is still listed after scancel: run `scancel -f {job.job_id}` by hand and "
+              "wait until `squeue -j` no longer lists it before resuming")
 
 
 def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool:

@@ -20,14 +20,15 @@ from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ServerHandle
 log = logging.getLogger(__name__)
 
 _PROBE_TIMEOUT_S = 5.0
-# No proxy: a CI box with HTTP_PROXY set would otherwise send the loopback health check to the proxy.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""Every request to a server this run launched goes direct: with HTTP_PROXY set (a CI box, a cluster login node),
+plain `urlopen` would send the health check or the `/version` read-back to the proxy."""
 
 
 def probe_health(url: str, timeout_s: float = _PROBE_TIMEOUT_S) -> int | None:
     """HTTP status of GET `url`, or None when nothing answers. Synchronous on purpose: it runs between launches."""
     try:
-        with _OPENER.open(url, timeout=timeout_s) as resp:
+        with DIRECT.open(url, timeout=timeout_s) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)

@@ -21,7 +21,6 @@ import re
 import shlex
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
 from llmsweep.execute.node_power import READY_LINE
 from llmsweep.execute.pyxis import SrunLauncher
-from llmsweep.execute.ready import wait_ready
+from llmsweep.execute.ready import DIRECT, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import shielded
 from llmsweep.power.deployment import NodePowerFiles, SampledWorker
@@ -46,7 +45,6 @@ log = logging.getLogger(__name__)
 
 _NODE_PLACEHOLDER = re.compile(r"\{node(\d+)\}")
 _FIX = "check that slurmctld answers (`sinfo`) and that the job runs inside its allocation"
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 ROLES_DIR = "roles"
 """Per-role logs, beside the server group's `server.log`."""
 POWER_DIR = "power"
@@ -154,7 +152,7 @@ class RanTopology(BaseModel):
 
 def _version(url: str) -> dict[str, object]:
     try:
-        with _OPENER.open(f"{url}/version", timeout=5) as resp:
+        with DIRECT.open(f"{url}/version", timeout=5) as resp:
             doc = json.loads(resp.read().decode() or "{}")
     except (OSError, ValueError) as exc:
         log.info("could not read %s/version: %s", url, exc)

@@ -63,6 +63,13 @@ def test_the_container_gets_the_gpus_the_host_makes_visible(visible: str, expect
     assert not any(a.startswith("CUDA_VISIBLE_DEVICES") for a in flag_value(argv, "-e"))  # renumbered from 0 inside
 
 
+def test_a_recipes_own_cuda_visible_devices_selects_the_containers_gpus() -> None:
+    spec = SPEC.model_copy(update={"env": {**SPEC.env, "CUDA_VISIBLE_DEVICES": "6,7"}})
+    argv = render_docker_run(spec, DockerOptions(), "n", {"CUDA_VISIBLE_DEVICES": "4,5,6,7"})
+    assert flag_value(argv, "--gpus") == ['"device=6,7"']
+    assert not any(a.startswith("CUDA_VISIBLE_DEVICES") for a in flag_value(argv, "-e"))
+
+
 def test_amd_containers_get_the_hosts_visible_devices_passed_in() -> None:
     argv = render({"ROCR_VISIBLE_DEVICES": "1,3", "HIP_VISIBLE_DEVICES": " "}, gpu_vendor="amd")
     assert "ROCR_VISIBLE_DEVICES=1,3" in flag_value(argv, "-e")
