@@ -71,9 +71,19 @@ def test_an_unreadable_trace_source_is_resolved_once_before_anything_runs_and_re
     outcomes = read_json(out / "run.json")["outcomes"]
     assert len(outcomes) == 9 and {o["status"] for o in outcomes} == {"refused"}
     assert all("--traces synthetic" in o["reasons"][0] for o in outcomes)
-    # Said once (plus the completeness report's line per job), before any job ran; nothing was simulated.
+    assert all("\n" not in o["reasons"][0] for o in outcomes)  # a reason is one line, whatever the hub printed
+    # Said once before any job ran, and once in the completeness report (which then names the jobs); nothing was
+    # simulated.
     assert proc.stderr.count("9 job(s) refused") == 1
+    assert proc.stderr.count("cannot be read") == 2 and "refused, 9 jobs: trace source" in proc.stderr
     assert not (out / "jobs").exists() or not list((out / "jobs").iterdir())
+    # `predict` too: the source said once with its job count, and the error's fix is that source's, not a generic one.
+    predicted = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", str(SEED)],
+                               env=_offline(tmp_path), capture_output=True, text=True, timeout=120)
+    assert predicted.returncode == 2
+    assert predicted.stderr.count("cannot be read") == 1 and "9 job(s) refused" in predicted.stderr
+    assert "all 9 point(s) were refused" in predicted.stderr
+    assert "--traces synthetic" in predicted.stderr.split("fix:")[-1]
 
 
 def _without_pin(tmp_path: Path) -> Path:
@@ -178,4 +188,4 @@ def test_run_simulate_on_the_amd_master_accounts_for_every_job(tmp_path: Path) -
     # The AgentX jobs' HF corpus is not reachable offline: resolved once, every such job refused with the fix.
     agentic = [o for o in outcomes if o["job_id"].startswith("qwen3.5")]
     assert agentic and all(o["status"] == "refused" and "--traces synthetic" in o["reasons"][0] for o in agentic)
-    assert proc.stderr.count("cannot be read") == 1 + len(agentic)  # once up front, then the completeness report
+    assert proc.stderr.count("cannot be read") == 2  # once up front, once in the completeness report

@@ -395,13 +395,18 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     else:
         results = _predict_here(planned, settings, total=sum(len(points_of(job)) for job in jobs))
     refused = [r for r in results if r.refused is not None]
+    said = {error.one_line(): error for error in unreadable.values()}  # each said once, above, with its job count
     for r in refused:
-        at = f" conc {r.concurrency}" if r.concurrency is not None else ""
-        click.echo(f"refused {r.job}{at}: {r.refused}", err=True)
+        if r.refused not in said:
+            at = f" conc {r.concurrency}" if r.concurrency is not None else ""
+            click.echo(f"refused {r.job}{at}: {r.refused}", err=True)
     lost = [r for r in refused if r.lost]
     if results and len(refused) == len(results) and not lost:
+        causes = {said[r.refused] for r in refused if r.refused in said}
+        only = next(iter(causes)) if len(causes) == 1 and all(r.refused in said for r in refused) else None
         raise ConfigError(f"llmsweep predict: all {len(results)} point(s) were refused (see above)",
-                          fix="select jobs the simulator can run with --config-keys")
+                          fix=only.fix if only is not None and only.fix else
+                          "select jobs the simulator can run with --config-keys")
     if refused:
         click.echo(f"{len(results) - len(refused)} point(s) predicted, {len(refused)} refused", err=True)
     if as_json:

@@ -110,9 +110,18 @@ class RunOutcome:
         done = counts.get("valid", 0) + counts.get("smoke", 0) + counts.get("skipped", 0)
         parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         lines = [f"expected {self.expected} job(s), {done} with a valid or smoke summary ({parts})"]
+        # One line per reason: nine jobs refused for one unreadable trace source say it once, then name the jobs.
+        by_reason: dict[tuple[str, str], list[str]] = {}
         for o in self.outcomes:
             if not o.ok:
-                lines.append(f"  {o.status}: {o.job_id}: {o.reasons[0] if o.reasons else 'no reason recorded'}")
+                reason = o.reasons[0] if o.reasons else "no reason recorded"
+                by_reason.setdefault((o.status, reason), []).append(o.job_id)
+        for (status, reason), ids in by_reason.items():
+            if len(ids) == 1:
+                lines.append(f"  {status}: {ids[0]}: {reason}")
+            else:
+                lines.append(f"  {status}, {len(ids)} jobs: {reason}")
+                lines += [f"    {job_id}" for job_id in ids]
         if self.store_error:
             lines.append(f"  not stored: {self.store_error}")
         return "\n".join(lines)

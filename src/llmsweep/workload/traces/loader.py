@@ -140,7 +140,8 @@ def download_dataset(repo_id: str) -> Path:
         local = snapshot_download(repo_id, repo_type="dataset", allow_patterns=["*.jsonl", "*.json"])
     except Exception as exc:  # network, auth or missing repo: one message for the user
         raise DatasetError(
-            f"could not fetch trace dataset {repo_id!r} from the Hugging Face hub: {exc}",
+            # the hub's own text runs over several lines: a reason is one line (tables, reports, the store)
+            f"could not fetch trace dataset {repo_id!r} from the Hugging Face hub: {' '.join(str(exc).split())}",
             fix="check the id and network access (HF_TOKEN if gated), or pass a local directory",
         ) from exc
     return Path(local)
