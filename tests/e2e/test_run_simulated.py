@@ -189,3 +189,33 @@ def test_run_simulate_on_the_amd_master_accounts_for_every_job(tmp_path: Path) -
     agentic = [o for o in outcomes if o["job_id"].startswith("qwen3.5")]
     assert agentic and all(o["status"] == "refused" and "--traces synthetic" in o["reasons"][0] for o in agentic)
     assert proc.stderr.count("cannot be read") == 2  # once up front, once in the completeness report
+
+
+@pytest.mark.timeout(180)
+def test_compare_matches_agentic_points_only_on_the_corpus_they_replayed(tmp_path: Path) -> None:
+    """Two runs of one agentic recipe replay the same corpus: their points match. A run on another corpus (another
+    synthetic seed) at the same concurrencies is another experiment: no point matches unless `--ignore corpus`
+    says so, and the output names it."""
+    store = tmp_path / "store.sqlite"
+    env = cli_env(tmp_path)
+    recipe = RECIPES / "agentic-sim.yaml"
+    other = tmp_path / "other-corpus.yaml"
+    other.write_text(recipe.read_text().replace("seed: 7, max-isl", "seed: 8, max-isl"))
+    for name, path in (("a", recipe), ("b", recipe), ("c", other)):
+        proc = run_cli([path, "--out", tmp_path / name, "--store", store, "--no-report"], env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def compare(*args: str) -> dict[str, Any]:
+        proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "compare", *args, "--store", str(store),
+                               "--no-history", "--json"], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout)
+
+    same = compare(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert len(same["matched"]) == 2
+    corpora = {m["identity"]["corpus"] for m in same["matched"]}
+    assert len(corpora) == 1 and next(iter(corpora)).startswith("sha256:")
+    different = compare(str(tmp_path / "a"), str(tmp_path / "c"))
+    assert different["matched"] == [] and len(different["only_a"]) == 2 and len(different["only_b"]) == 2
+    relaxed = compare(str(tmp_path / "a"), str(tmp_path / "c"), "--ignore", "corpus")
+    assert len(relaxed["matched"]) == 2 and relaxed["ignored_fields"] == ["corpus"]

@@ -200,7 +200,8 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
 @click.option("--b-repeats-from", "repeats_b", multiple=True, help="Further runs of B's points (dir or run id).")
 @click.option("--ignore", "ignore", multiple=True,
               type=click.Choice(["image", "engine", "hardware", "precision", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
-                                 "spec", "offload", "offload_backend", "model", "workers", "router"]),
+                                 "spec", "offload", "offload_backend", "model", "workers", "router",
+                                 "corpus"]),
               help="Identity field to leave out of point matching (named in the output).")
 @option("mix_sources")
 @click.option("--no-history", is_flag=True, help="Do not use earlier stored runs of the same points as repeats.")

@@ -17,7 +17,7 @@ from typing import Any
 # Fields that take part in point matching, in display order.
 POINT_FIELDS: tuple[str, ...] = (
     "model", "hardware", "engine", "precision", "scenario", "image", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
-    "spec", "offload", "offload_backend", "disagg", "workers", "router", "conc", "isl", "osl",
+    "spec", "offload", "offload_backend", "disagg", "workers", "router", "conc", "isl", "osl", "corpus",
 )
 SERIES_FIELDS: tuple[str, ...] = ("model", "hardware", "engine", "precision", "scenario", "spec", "offload")
 TOPOLOGY_FIELDS: tuple[str, ...] = ("disagg", "workers")
@@ -51,6 +51,10 @@ class PointIdentity:
     conc: int = 0
     isl: int | None = None
     osl: int | None = None
+    corpus: str = ""
+    """The trace corpus an agentic or replay point replayed, by the digest its summary read back (`sha256:` and 16
+    hex digits); empty for fixed-length points, imported rows and jobs without a result. Two AgentX points at the same
+    concurrency on different corpora are different experiments."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -188,8 +192,28 @@ def _k(n: int) -> str:
     return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
 
 
-def identity_from_job(job: Mapping[str, Any]) -> PointIdentity:
-    """Normalise a job.json (or an InferenceX aggregate row) into a PointIdentity."""
+CORPUS_DIGITS = 16
+"""Hex digits of a corpus digest kept in the identity (64 bits: enough to tell corpora apart, short to read)."""
+
+
+def corpus_of(summary: Any) -> str:
+    """The replayed corpus's digest a summary (a `Summary` or its document) recorded, shortened; "" when none."""
+    if summary is None:
+        return ""
+    if isinstance(summary, Mapping):
+        workload = (summary.get("provenance") or {}).get("workload") or {}
+        digest = workload.get("corpus_digest") if isinstance(workload, Mapping) else None
+    else:
+        digest = summary.provenance.corpus_digest
+    if not isinstance(digest, str) or not digest:
+        return ""
+    algo, _, hexdigits = digest.partition(":")
+    return f"{algo}:{hexdigits[:CORPUS_DIGITS]}" if hexdigits else digest[:CORPUS_DIGITS]
+
+
+def identity_from_job(job: Mapping[str, Any], summary: Any = None) -> PointIdentity:
+    """Normalise a job.json (or an InferenceX aggregate row) into a PointIdentity; `summary` (the job's, when it has
+    one) gives what the run read back: the corpus it replayed."""
     engine = _name(get_field(job, "framework")) or _name(get_field(job, "engine"))
     backend = get_field(job, "kv-offload-backend")
     return PointIdentity(
@@ -214,6 +238,7 @@ def identity_from_job(job: Mapping[str, Any]) -> PointIdentity:
         conc=_conc(job),
         isl=_int(get_field(job, "isl"), None),
         osl=_int(get_field(job, "osl"), None),
+        corpus=corpus_of(summary),
     )
 
 

@@ -96,7 +96,7 @@ def point_from_job(run_id: str, art: JobArtifacts) -> ResultPoint | None:
     """The point of one job folder, or None when the job has no summary yet."""
     if art.summary is None:
         return None
-    identity = identity_from_job(art.job)
+    identity = identity_from_job(art.job, art.summary)
     check_topology(art.job_id, identity, art.summary, gpus_of(art.job, identity))
     ex = extract_hot(art.summary)
     provenance = dict(ex.provenance)

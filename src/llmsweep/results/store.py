@@ -36,10 +36,11 @@ from llmsweep.results.rundir import RunDir, load_job, load_run, load_run_meta
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: the first release (hot columns of that day, no record of migrations); 2: a `schema_version` table records
 every migration applied; hot columns follow the metric table (`metrics.registry`), added and backfilled on open;
-3: an `evals` table (the summary's eval block, one row per result that ran one)."""
+3: an `evals` table (the summary's eval block, one row per result that ran one); 4: point identities carry the
+corpus a point replayed (`identity.corpus`), every stored job re-keyed from its job and summary."""
 ENV_VAR = "LLMSWEEP_STORE"
 
 _V1_HOT = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "p50_ttft", "p90_ttft", "p99_ttft", "p50_tpot",
@@ -95,6 +96,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (2, "schema_version records the migrations applied", _V2_SCHEMA),
     (3, "evals: one row per result that ran an accuracy eval (task, scores with stderr, verdict, command)",
      _V3_SCHEMA),
+    (4, "point identities carry the replayed corpus: every job re-keyed from its job and summary", ""),
 )
 """(version, what it does, SQL), applied in order to a store below that version. Append; never edit one."""
 
@@ -270,6 +272,8 @@ class Store:
                 self._db.execute("BEGIN")  # DDL included: a migration is applied whole or not at all
                 for statement in _statements(sql):
                     self._db.execute(statement)
+                if target == 4:
+                    self._rekey()
                 self._db.execute(f"PRAGMA user_version = {target}")
             log.info("results store %s migrated to schema %d: %s", self.path, target, description)
             version = target
@@ -280,6 +284,22 @@ class Store:
                     self._db.execute("INSERT OR IGNORE INTO schema_version VALUES (?,?,?)",
                                      (target, description, _now()))
             self._sync_hot_columns()
+
+    def _rekey(self) -> None:
+        """Recompute every stored job's identity and keys as ingestion computes them today (llmsweep's own jobs from
+        their job and summary; an imported row's identity as stored, its corpus unknown)."""
+        rows = self._db.execute("SELECT j.run_id, j.job_id, j.identity, j.job, x.summary, r.origin FROM jobs j "
+                                "JOIN runs r ON r.run_id = j.run_id LEFT JOIN results x "
+                                "ON x.run_id = j.run_id AND x.job_id = j.job_id").fetchall()
+        for row in rows:
+            summary = json.loads(row["summary"]) if row["summary"] else None
+            if row["origin"] == "llmsweep":
+                ident = identity_from_job(json.loads(row["job"]), summary)
+            else:
+                ident = identity_from_dict(json.loads(row["identity"]))
+            self._db.execute("UPDATE jobs SET identity = ?, point_key = ?, series_key = ? WHERE run_id = ? AND "
+                             "job_id = ?", (_dumps(ident.as_dict()), ident.key(), ident.series_key(), row["run_id"],
+                                            row["job_id"]))
 
     def _sync_hot_columns(self) -> None:
         """Add a column for every hot column of the metric table the results table lacks, filled from the stored
@@ -503,12 +523,18 @@ class Store:
         art = row["artifact_dir"]
         doc = json.loads(row["summary"])
         summary = _summary_of(doc)
+        identity = json.loads(row["identity"])
+        job = json.loads(row["job"])
+        # A store below schema 4 read without migrating: its identities predate `corpus`; computed as the migration
+        # would (`_rekey`), so its points match new runs' as they will once it is migrated.
+        ident = (identity_from_job(job, doc) if "corpus" not in identity and summary is not None
+                 else identity_from_dict(identity))
         return ResultPoint(
             result_id=row["result_id"], run_id=row["run_id"], job_id=row["job_id"],
-            identity=identity_from_dict(json.loads(row["identity"])), source=row["source"], verdict=row["verdict"],
+            identity=ident, source=row["source"], verdict=row["verdict"],
             metrics=self._metrics(row, summary), gpus=row["gpus"] or 1, origin=row["origin"],
             reasons=tuple(json.loads(row["reasons"])), num_requests=row["num_requests"],
-            num_successful=row["num_successful"], job=json.loads(row["job"]), summary=summary,
+            num_successful=row["num_successful"], job=job, summary=summary,
             imported=doc if summary is None else {},
             provenance=json.loads(row["provenance"]) if row["provenance"] else {},
             artifact_dir=Path(art) if art else None,

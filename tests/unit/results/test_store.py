@@ -107,7 +107,7 @@ def test_a_store_written_by_the_previous_release_opens_migrates_and_reads(tmp_pa
     before.close()
 
     with Store(path) as store:
-        assert store.schema_version == 3
+        assert store.schema_version == 4
         points = store.results()
         assert store.evals() == []  # schema 3's evals table: no result of that release ran an eval
         runs = store.runs()
@@ -124,17 +124,52 @@ def test_a_store_written_by_the_previous_release_opens_migrates_and_reads(tmp_pa
     assert imported.metric("p90_intvty") == 40.0
 
     db = sqlite3.connect(path)
-    assert [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY version")] == [2, 3]
+    assert [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY version")] == [2, 3, 4]
     db.close()
     with Store(path) as again:  # a second open finds nothing to do
-        assert again.schema_version == 3 and len(again.results()) == 7
+        assert again.schema_version == 4 and len(again.results()) == 7
+
+
+V3_STORE = V1_STORE.with_name("v3-results.sqlite")
+
+
+def test_a_schema_3_store_is_re_keyed_so_its_agentic_points_name_the_corpus_they_replayed(tmp_path: Path) -> None:
+    """tests/data/stores/v3-results.sqlite was written by the release before schema 4 (two short agentic points on
+    the synthetic corpus, two fixed-length ones): opened, every job is re-keyed as ingestion keys it today, so its
+    points match (and do not match) new runs' points as they would have had they been stored now."""
+    from llmsweep.results.identity import corpus_of, identity_from_job
+
+    path = tmp_path / "v3.sqlite"
+    shutil.copyfile(V3_STORE, path)
+    before = sqlite3.connect(path)
+    assert before.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert all('"corpus"' not in r[0] for r in before.execute("SELECT identity FROM jobs"))
+    before.close()
+    with Store(path, readonly=True) as ro:  # read as it is, not migrated: identities computed as migrating would
+        assert ro.schema_version == 3
+        unmigrated = {p.result_id: p.identity for p in ro.results()}
+    with Store(path) as store:
+        points = store.results()
+    assert {p.result_id: p.identity for p in points} == unmigrated
+    agentic = [p for p in points if p.identity.scenario == "agentic-coding"]
+    fixed = [p for p in points if p not in agentic]
+    assert len(agentic) == 2 and len(fixed) == 2
+    for p in agentic:
+        assert p.summary is not None and p.identity.corpus == corpus_of(p.summary)
+        assert p.identity.corpus.startswith("sha256:") and len(p.identity.corpus) == len("sha256:") + 16
+    assert all(p.identity.corpus == "" for p in fixed)
+    db = sqlite3.connect(path)
+    keys = dict(db.execute("SELECT job_id, point_key FROM jobs").fetchall())
+    db.close()
+    for p in points:
+        assert keys[p.job_id] == identity_from_job(p.job, p.summary).key() == p.identity.key()
 
 
 def test_a_fresh_store_has_every_hot_column_of_the_metric_table(tmp_path: Path) -> None:
     from llmsweep.metrics.registry import HOT_NAMES
 
     with Store(tmp_path / "s.sqlite") as store:
-        assert store.schema_version == 3
+        assert store.schema_version == 4
     db = sqlite3.connect(tmp_path / "s.sqlite")
     columns = {r[1] for r in db.execute("PRAGMA table_info(results)")}
     assert set(HOT_NAMES) <= columns
@@ -210,7 +245,7 @@ def test_a_read_only_file_fails_the_write_test(tmp_path: Path) -> None:
 def test_the_write_test_passes_on_a_fresh_store_and_changes_nothing(tmp_path: Path) -> None:
     with Store(tmp_path / "s.sqlite") as store:
         store.check_writable()
-        assert store.schema_version == 3 and store.runs() == []
+        assert store.schema_version == 4 and store.runs() == []
 
 
 def test_jobs_are_stored_one_by_one_and_the_run_ingest_leaves_one_copy(make_run, store_path: Path) -> None:
