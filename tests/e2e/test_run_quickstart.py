@@ -32,6 +32,9 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
     assert (out / "report" / "index.html").is_file()
     # the bound: two minutes on 2 cores (alone it takes ~22 s; CI runs another test file beside it)
     assert seconds < 120, f"the quickstart took {seconds:.0f} s"
+    # the recipe's one warning (the golden AL was measured at NVFP4, the recipe serves FP8) is said, once, up front
+    assert proc.stderr.count("warning [golden-al.precision-provenance]") == 1
+    assert proc.stderr.index("warning [golden-al") < proc.stderr.index("job(s) planned")
     jobs = job_dirs(out)
     assert len(jobs) == 9
     resident: dict[int, float] = {}

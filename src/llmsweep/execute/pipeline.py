@@ -324,9 +324,8 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         jobs = _only(jobs, req.only_jobs)
     if not jobs:
         raise ConfigError("the recipes expand to no job", fix="check --config-keys and the recipes' search spaces")
-    for f in findings:
-        if f.is_error:
-            event(f.render())
+    for f in findings:  # errors refuse their jobs (below); warnings run, but are said before anything starts
+        event(f.render())
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
     run_dir.mkdir(parents=True, exist_ok=True)
