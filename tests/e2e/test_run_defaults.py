@@ -69,9 +69,13 @@ def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tm
 def test_resume_of_a_finished_run_skips_every_job(tmp_path: Path) -> None:
     out, env = tmp_path / "out", cli_env(tmp_path)
     assert run_cli([RECIPE, "--live", "--out", out, "--no-report"], env).returncode == 0
-    resumed = run_cli([RECIPE, "--live", "--out", out, "--no-report", "--resume"], env)
+    resumed = run_cli([RECIPE, "--live", "--out", out, "--no-report", "--resume", "--json"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "0 to run," in resumed.stderr and "2 already done" in resumed.stderr
+    # the table shows the figures the finished jobs have on disk, not empty rows
+    rows = json.loads(resumed.stdout)["jobs"]
+    assert len(rows) == 2 and all(r["verdict"] == "skipped" for r in rows), rows
+    assert all(r["total_tps_per_gpu"] and r["total_tps_per_gpu"] > 0 and r["summary"] for r in rows), rows
 
 
 def test_run_json_prints_the_end_table_and_stderr_says_what_each_job_is_doing(tmp_path: Path) -> None:

@@ -125,6 +125,8 @@ def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_pa
         assert not list((out / "servers").glob("*/server.pid"))
         assert record_lines(job / "records.jsonl") > 0
         assert read_json(job / "outcome.json")["reasons"] == ["interrupted by the user"]
+        said = log.read_text()
+        assert "interrupted: 0 job(s) finished and stored in" in said and f"--out {out} --resume" in said
     finally:
         if proc.poll() is None:
             proc.kill()

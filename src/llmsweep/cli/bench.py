@@ -322,7 +322,8 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
         console.print(line)
     v = summary.validity
     colour = {"valid": "green", "smoke": "yellow", "invalid": "red"}[v.verdict]
-    console.print(f"validity: [{colour}]{v.verdict}[/] " + "; ".join(v.reasons + v.warnings))
+    said = "; ".join(v.reasons + v.warnings)
+    console.print(f"validity: [{colour}]{v.verdict}[/]" + (f" — {said}" if said else ""))
 
 
 @click.command("summarize")

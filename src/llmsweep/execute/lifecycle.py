@@ -344,8 +344,9 @@ class _Server:
         self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine, gpus=spec.gpus,
                                    base_url=handle.base_url, env=spec.env, server_dir=self.dir)
         if self.observed.get("engine_version") or self.observed.get("gpu_names"):
-            self.event(f"server reports {spec.engine} {self.observed.get('engine_version') or '?'} on "
-                       f"{', '.join(self.observed.get('gpu_names') or ['?'])}")
+            gpus = self.observed.get("gpu_names")
+            self.event(f"server reports {spec.engine} {self.observed.get('engine_version') or '(no version)'}"
+                       + (f" on {', '.join(gpus)}" if gpus else ""))
         return handle
 
     def _ensure_roles(self, topology: Topology) -> ServerHandle:
@@ -722,10 +723,9 @@ def run_group(
     outcomes: list[JobOutcome] = []
     todo: list[Job] = []
     for job in group.jobs:
-        verdict = art.finished_verdict(art.job_dir(run_dir, job.id)) if settings.resume else None
-        if verdict in DONE_VERDICTS:
-            outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
-                                       reasons=[f"resumed: summary already {verdict}"]))
+        done = resumed(job, run_dir) if settings.resume else None
+        if done is not None:
+            outcomes.append(done)
         else:
             todo.append(job)
     if not todo:
@@ -745,6 +745,17 @@ def run_group(
     finally:
         server.stop()
     return outcomes
+
+
+def resumed(job: Job, run_dir: Path) -> JobOutcome | None:
+    """`--resume`: the skipped outcome of a job whose folder already holds a valid or smoke summary (pointing at it,
+    so the end-of-run table shows its figures), else None (the job runs)."""
+    jdir = art.job_dir(run_dir, job.id)
+    verdict = art.finished_verdict(jdir)
+    if verdict not in DONE_VERDICTS:
+        return None
+    return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
+                      reasons=[f"resumed: summary already {verdict}"], summary_path=str(jdir / art.SUMMARY_FILE))
 
 
 def write_pid_file(path: Path, handle: ServerHandle, spec: LaunchSpec) -> None:

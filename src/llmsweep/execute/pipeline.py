@@ -30,11 +30,11 @@ from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.executor import Executor, terminate_as_interrupt
 from llmsweep.execute.lifecycle import (
-    DONE_VERDICTS,
     JobOutcome,
     LifecycleSettings,
     ServerGroup,
     on_job_finished,
+    resumed,
     run_group,
     stop_stale_servers,
     summarize_outcomes,
@@ -466,10 +466,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         # Decided here, before any launch: a group whose jobs are all done costs no server start and no Slurm job.
         todo = []
         for job in runnable:
-            verdict = art.finished_verdict(art.job_dir(run_dir, job.id))
-            if verdict in DONE_VERDICTS:
-                skipped.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
-                                          reasons=[f"resumed: summary already {verdict}"]))
+            done = resumed(job, run_dir)
+            if done is not None:
+                skipped.append(done)
             else:
                 todo.append(job)
         runnable = todo
@@ -492,13 +491,18 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     current_progress().sweep(len(runnable))
     stored = _JobStore(run_dir, req, event)
     ran: list[JobOutcome] = []
-    with on_job_finished(stored):
-        if virtual:
-            from llmsweep.execute import virtual as virtual_time
+    try:
+        with on_job_finished(stored):
+            if virtual:
+                from llmsweep.execute import virtual as virtual_time
 
-            ran += virtual_time.run_groups(virtual, run_dir, req.settings, event=event)
-        if served and not (req.settings.fail_fast and not all(o.ok for o in ran)):
-            ran += executor.run_groups(served, run_dir, req.settings, event=event)
+                ran += virtual_time.run_groups(virtual, run_dir, req.settings, event=event)
+            if served and not (req.settings.fail_fast and not all(o.ok for o in ran)):
+                ran += executor.run_groups(served, run_dir, req.settings, event=event)
+    except KeyboardInterrupt:
+        event(f"interrupted: {stored.finished} job(s) finished and stored in {stored.path}; "
+              f"`llmsweep run ... --out {run_dir} --resume` (the same recipes and options) runs the rest")
+        raise
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
@@ -532,13 +536,16 @@ class _JobStore:
 
         self.run_dir, self.path, self.event = run_dir, default_store_path(req.store), event
         self.failed = False
+        self.finished = 0
+        """Jobs that ended with a result stored so far (what an interrupted run keeps)."""
 
     def __call__(self, job_dir: Path, outcome: JobOutcome) -> None:
         from llmsweep.results.store import Store
 
         try:
             with Store(self.path) as store:
-                store.ingest_job(self.run_dir, job_dir)
+                if store.ingest_job(self.run_dir, job_dir):
+                    self.finished += 1
         except Exception as exc:  # the sweep goes on; the end-of-run ingest tries again and fails the run if it must
             if not self.failed:
                 self.event(f"warning: could not store job {outcome.job_id} in {self.path}: {exc} "

@@ -38,6 +38,10 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
+FIRST_ETA_FRACTION = 0.2
+"""Share of the first job's window measured before the sweep's ETA is shown."""
+
+
 @dataclass
 class SweepState:
     """Where the sweep stands; the ETA is the sweep's elapsed time scaled by the share of its jobs done."""
@@ -65,8 +69,11 @@ class SweepState:
         return 0.0
 
     def eta_s(self) -> float | None:
-        units = self.done + (self.job_fraction() if self.job_id is not None else 0.0)
-        if self.total <= 0 or units <= 0:
+        """None until there is something to scale: a job done, or a fifth of the first job's window (before that the
+        elapsed time is mostly the launch and the warm-up, and a sliver of a window scaled up reads as hours)."""
+        fraction = self.job_fraction() if self.job_id is not None else 0.0
+        units = self.done + fraction
+        if self.total <= 0 or units <= 0 or (self.done == 0 and fraction < FIRST_ETA_FRACTION):
             return None
         elapsed = time.monotonic() - self.started_at
         return max(0.0, elapsed * (self.total - units) / units)

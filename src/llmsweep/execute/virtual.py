@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from llmsweep.errors import LlmsweepError
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.lifecycle import (
-    DONE_VERDICTS,
     JobOutcome,
     LifecycleSettings,
     ServerGroup,
@@ -40,6 +39,7 @@ from llmsweep.execute.lifecycle import (
     record_eval_server,
     relaunch_reason,
     report_job_finished,
+    resumed,
     settle,
 )
 from llmsweep.execute.progress import current_progress
@@ -150,10 +150,9 @@ def _run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycl
             refusal = exc
         for job in group.jobs:
             done += 1
-            verdict = art.finished_verdict(art.job_dir(run_dir, job.id)) if settings.resume else None
-            if verdict in DONE_VERDICTS:
-                outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
-                                           reasons=[f"resumed: summary already {verdict}"]))
+            finished = resumed(job, run_dir) if settings.resume else None
+            if finished is not None:
+                outcomes.append(finished)
                 continue
             if config is None:
                 reason = refusal.one_line() if refusal is not None else "the simulator cannot model this job"

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmsweep.errors import LlmsweepError
-from llmsweep.execute import artifacts as art
-from llmsweep.execute.lifecycle import DONE_VERDICTS, JobOutcome, LifecycleSettings, ServerGroup
+from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup, resumed
 from llmsweep.execute.progress import current_progress
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point, one_point_per_job
@@ -167,10 +166,9 @@ def _run_deployment(members: list[tuple[Job, ServerGroup]], config: DisaggConfig
     event(f"disaggregated deployment of {len(members)} job(s): {config.prefill.workers} prefill + "
           f"{config.decode.workers} decode worker(s), {config.gpus} GPU(s) on {config.nodes} node(s), virtual time")
     for job, group in members:
-        verdict = art.finished_verdict(art.job_dir(run_dir, job.id)) if settings.resume else None
-        if verdict in DONE_VERDICTS:
-            outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
-                                       reasons=[f"resumed: summary already {verdict}"]))
+        done = resumed(job, run_dir) if settings.resume else None
+        if done is not None:
+            outcomes.append(done)
             continue
         event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario}), disaggregated, virtual time")
         current_progress().job_started(job.id, job.concs[0] if job.concs else None)

@@ -48,6 +48,18 @@ def test_the_status_names_the_job_its_counters_window_and_the_sweeps_eta() -> No
     assert progress.state.status().startswith("2/4 job(s) done")
 
 
+def test_no_eta_from_a_sliver_of_the_first_window() -> None:
+    """At "window 0/20 s" the sweep's time so far is its launch and warm-up: scaled by a sliver of a window it read
+    as a 36-minute ETA for a sweep of a minute. The ETA waits for a fifth of the first window (or a job done)."""
+    progress = SweepProgress()
+    progress.sweep(3)
+    progress.job_started("a", 1)
+    progress.client(_p(0.5, duration=20.0))
+    assert progress.state.eta_s() is None and "ETA" not in progress.state.status()
+    progress.client(_p(5.0, duration=20.0))
+    assert progress.state.eta_s() is not None and "sweep ETA" in progress.state.status()
+
+
 def test_a_job_owing_its_eval_keeps_its_place_and_counts_once() -> None:
     """A pinned run-eval row's point runs, its eval waits for the group's eval server: the next job is shown as the
     next one, the owed job comes back under its own number, and each job counts once when it finishes."""
