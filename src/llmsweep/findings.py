@@ -17,6 +17,10 @@ class Severity(StrEnum):
     WARNING = "warning"
 
 
+JOBS_SHOWN = 3
+"""Job ids `render` names before counting the rest (`validate --json` keeps them all)."""
+
+
 class Finding(BaseModel):
     """One thing a rule found. Serialises to the `validate --json` object shape."""
 
@@ -27,7 +31,8 @@ class Finding(BaseModel):
     file: str | None = Field(default=None, description="Recipe file the finding points at.")
     line: int | None = Field(default=None, description="1-based line in that file.")
     path: str | None = Field(default=None, description="Field path inside the file, e.g. 'my-key.serve.env'.")
-    job: str | None = Field(default=None, description="Job id(s) concerned, when the finding is about jobs.")
+    jobs: tuple[str, ...] = Field(default=(), description="Ids of the jobs concerned, when the finding is about jobs "
+                                  "(empty: it is about the recipe or file).")
     message: str
     fix: str | None = None
     evidence: str | None = Field(default=None, description="Where the rule's knowledge comes from (PR, issue, doc).")
@@ -48,8 +53,10 @@ class Finding(BaseModel):
         if self.path:
             head += f" {self.path}"
         text = f"{head}: {self.message}"
-        if self.job:
-            text += f"\n  job: {self.job}"
+        if self.jobs:
+            text += f"\n  job: {', '.join(self.jobs[:JOBS_SHOWN])}"
+            if len(self.jobs) > JOBS_SHOWN:
+                text += f" (+{len(self.jobs) - JOBS_SHOWN} more)"
         if self.fix:
             text += f"\n  fix: {self.fix}"
         if self.evidence:

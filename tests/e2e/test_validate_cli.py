@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
 RESIDENT = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp-resident.yaml"
 GOOD_IMAGE = "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730"
-FINDING_KEYS = {"rule", "severity", "file", "line", "path", "job", "message", "fix", "evidence"}
+FINDING_KEYS = {"rule", "severity", "file", "line", "path", "jobs", "message", "fix", "evidence"}
 
 
 def llmsweep(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -49,8 +49,8 @@ def test_seed_recipe_warns_on_provenance_and_fails_on_the_hicache_arm() -> None:
     inc = errors[0]
     assert "#2563" in str(inc["evidence"]) and "#2693" in str(inc["evidence"])
     assert "page_first_direct" in str(inc["fix"]) and "0.5.17" in str(inc["fix"])
-    ids = str(inc["job"]).split(", ")
-    assert len(ids) == 4 and all("_kvdram-hicache_" in i for i in ids)  # every HiCache job, named in full
+    ids = inc["jobs"]
+    assert isinstance(ids, list) and len(ids) == 4 and all("_kvdram-hicache_" in i for i in ids)  # every HiCache job, named in full
     assert inc["file"] == str(SEED) and inc["line"] == 50 and "overrides[0]" in str(inc["path"])
 
 
@@ -107,8 +107,8 @@ def test_user_catalog_incompatibility_fails_validate(tmp_path: Path) -> None:
     assert rc == 2
     hit = next(f for f in found if f["rule"] == "engine.known-incompatibility")
     assert "lab-aiter-ep8" in str(hit["message"]) and hit["evidence"] == "lab ticket 42"
-    assert "_ep8-" in str(hit["job"]) or "ep8" in str(hit["job"])
-    assert "-ep1-" not in str(hit["job"])
+    assert hit["jobs"] and all("-ep8-" in j for j in hit["jobs"])
+    assert not any("-ep1-" in j for j in hit["jobs"])
 
 
 def test_reference_master_config_validates_with_warnings(shared_dir: Path) -> None:

@@ -114,7 +114,7 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
     from llmsweep import engines
     from llmsweep.catalog.fleet import load_fleet
     from llmsweep.plan import select_job
-    from llmsweep.policy import shorten_jobs, validate_files
+    from llmsweep.policy import validate_files
 
     try:
         from llmsweep.plan.matrix import EvalOptions
@@ -129,7 +129,7 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
                               fix="fix the findings above (`llmsweep validate` lists them)")
         job = select_job(result.jobs, selector)
         for f in result.findings_for(job):
-            click.echo(shorten_jobs(f).render(), err=True)
+            click.echo(f.render(), err=True)
         if job.multinode:
             gpus_per_node = load_fleet(runner_config).gpus_per_node(job.runner_label) if runner_config else None
             topology = engines.render_topology(job, simulate=simulate, port=port, gpus_per_node=gpus_per_node)

@@ -25,7 +25,7 @@ from llmsweep.findings import has_errors
 def validate(files: tuple[Path, ...], config_keys: tuple[str, ...], simulate: bool, as_json: bool,
              runner_config: Path | None) -> int:
     """Check recipes against the schema, policy and engine contracts (exit 2 on any error)."""
-    from llmsweep.policy import shorten_jobs, validate_files
+    from llmsweep.policy import validate_files
 
     try:
         result = validate_files(list(files), config_keys=list(config_keys) or None, runner_config=runner_config,
@@ -37,7 +37,7 @@ def validate(files: tuple[Path, ...], config_keys: tuple[str, ...], simulate: bo
         click.echo(json.dumps([f.to_json() for f in findings], indent=2))
     else:
         for f in findings:
-            click.echo(shorten_jobs(f).render())
+            click.echo(f.render())
         errors = sum(f.is_error for f in findings)
         click.echo(f"{len(result.loaded.recipes)} recipe(s), {len(result.jobs)} job(s): {errors} error(s), "
                    f"{len(findings) - errors} warning(s)", err=True)

@@ -169,8 +169,8 @@ def _errors_for(job: Job, findings: list[Finding], keys: set[str]) -> list[Findi
     for f in findings:
         if not f.is_error:
             continue
-        if f.job:
-            if job.id in f.job.replace(",", " ").split() or f.job == job.id:
+        if f.jobs:
+            if job.id in f.jobs:
                 out.append(f)
         elif f.path and _recipe_of(f.path, keys) == job.recipe_key:
             out.append(f)

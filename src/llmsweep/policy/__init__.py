@@ -51,24 +51,15 @@ def check(
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:
-    groups: dict[tuple[object, ...], list[str]] = {}
+    """One finding per (rule, place, message), naming every job it concerns."""
+    groups: dict[tuple[object, ...], dict[str, None]] = {}
     first: dict[tuple[object, ...], Finding] = {}
     for f in findings:
         key = (f.rule, f.severity, f.file, f.line, f.path, f.message, f.fix, f.evidence)
         first.setdefault(key, f)
-        ids = groups.setdefault(key, [])
-        if f.job and f.job not in ids:
-            ids.append(f.job)
-    out = [f.model_copy(update={"job": ", ".join(groups[k]) or None}) for k, f in first.items()]
+        groups.setdefault(key, {}).update(dict.fromkeys(f.jobs))
+    out = [f.model_copy(update={"jobs": tuple(groups[k])}) for k, f in first.items()]
     return sorted(out, key=lambda f: (f.file or "", f.line or 0, f.rule))
 
 
-def shorten_jobs(finding: Finding, limit: int = 3) -> Finding:
-    """For people: the first `limit` job ids and how many more (JSON output keeps them all)."""
-    ids = [i for i in (finding.job or "").split(", ") if i]
-    if len(ids) <= limit:
-        return finding
-    return finding.model_copy(update={"job": ", ".join(ids[:limit]) + f" (+{len(ids) - limit} more)"})
-
-
-__all__ = ["Rule", "Validation", "all_rules", "check", "get_rule", "plan_recipes", "shorten_jobs", "validate_files"]
+__all__ = ["Rule", "Validation", "all_rules", "check", "get_rule", "plan_recipes", "validate_files"]

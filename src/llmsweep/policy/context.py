@@ -62,7 +62,7 @@ class Context:
         rel = path if isinstance(path, tuple) else tuple(p for p in path.split(".") if p)
         return Finding(
             rule=rule_id, severity=sev, file=recipe.file, line=recipe.line_of(rel), path=recipe.path_of(rel),
-            job=job.id if job is not None else None, message=message, fix=fix or r.fix,
+            jobs=(job.id,) if job is not None else (), message=message, fix=fix or r.fix,
             evidence=evidence if evidence is not None else r.evidence,
         )
 

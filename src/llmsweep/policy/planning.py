@@ -35,8 +35,8 @@ class Validation:
         """Findings about one job: those naming it, and recipe-level ones of its recipe's file without a job."""
         out = []
         for f in self.findings:
-            if f.job is not None:
-                if job.id in f.job.split(", "):
+            if f.jobs:
+                if job.id in f.jobs:
                     out.append(f)
             elif f.file == job.recipe_file and f.path and _recipe_of(f.path, self.loaded.recipes) == job.recipe_key:
                 out.append(f)

@@ -35,8 +35,8 @@ def _with_arm(tmp_path: Path, case: str, arm: str | None) -> Path:
 def _named(findings: list, rule: str) -> set[str]:
     hits = [f for f in findings if f.rule == rule]
     assert hits, f"no {rule}"
-    assert all(f.job for f in hits), f"{rule} must name the jobs it concerns"
-    return {i for f in hits for i in f.job.split(", ")}
+    assert all(f.jobs for f in hits), f"{rule} must name the jobs it concerns"
+    return {i for f in hits for i in f.jobs}
 
 
 FAMILIES: list[tuple[str, str, Callable[[Job], bool]]] = [
@@ -87,6 +87,6 @@ def test_a_secret_in_an_override_names_the_jobs_that_apply_it(tmp_path: Path) ->
 def test_a_recipe_wide_error_names_no_job(rule: str) -> None:
     result = validate_files([CORPUS / f"{rule}.yaml"])
     hits = [f for f in result.findings if f.rule == rule and f.is_error]
-    assert hits and all(f.job is None for f in hits)
+    assert hits and all(f.jobs == () for f in hits)
     # ... so every job of the recipe is concerned.
     assert all(any(f.rule == rule for f in result.findings_for(j)) for j in result.jobs)

@@ -56,7 +56,7 @@ def test_one_finding_per_problem_naming_every_job() -> None:
     found, jobs = _run("sglang")
     gates = [f for f in found if f.rule == "engine.feature-gate"]
     assert len(gates) == 1 and gates[0].severity is Severity.ERROR
-    assert (gates[0].job or "").split(", ") == [j.id for j in jobs] and len(jobs) == 3
+    assert list(gates[0].jobs) == [j.id for j in jobs] and len(jobs) == 3
     assert gates[0].file == "r.yaml" and gates[0].line == 14
 
 
