@@ -59,7 +59,9 @@ def list_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> None
         if run_id is None and not as_json:
             _print_runs(store)
             return
-        points = store.results(run_id)
+        points = store.results(run_id)  # runs in the order they were stored; in a run, by series then concurrency
+        runs = {r: i for i, r in enumerate(dict.fromkeys(p.run_id for p in points))}
+        points.sort(key=lambda p: (runs[p.run_id], p.identity.series_label(), p.identity.conc, p.job_id))
         if run_id is not None and not store.has_run(run_id):
             raise ResultError(f"no run {run_id!r} in {store.path}", fix="see `llmsweep results list` for run ids")
         if as_json:

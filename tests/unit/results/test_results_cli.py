@@ -37,6 +37,17 @@ def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Pa
     assert len(json.loads(_run("results", "list", "--run", "run1", "--json"))) == 2
 
 
+def test_a_runs_results_are_listed_by_series_then_concurrency_as_numbers(make_run, store_path: Path) -> None:
+    """Job folders sort as strings (conc12 before conc2); the list sorts by concurrency as a number."""
+    run = make_run("run1", concs=(12, 1, 2, 16))
+    _run("results", "ingest", str(run.path))
+    rows = json.loads(_run("results", "list", "--run", "run1", "--json"))
+    assert [r["conc"] for r in rows] == [1, 2, 12, 16]
+    table = _run("results", "list", "--run", "run1")
+    cells = [line.split("│")[4].strip() for line in table.splitlines() if line.startswith("│")]
+    assert [c for c in cells if c.isdigit()][:4] == ["1", "2", "12", "16"], table
+
+
 def test_frontier_command(make_run, store_path: Path) -> None:
     run = make_run("run1", concs=(1, 4, 16))
     doc = json.loads(_run("results", "frontier", "--run", str(run.path), "--json"))
