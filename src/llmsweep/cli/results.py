@@ -274,7 +274,8 @@ def _success(ref: str, run_id: str, points: list[Any], store: Any) -> Any:
 def _print_comparison(comp: Any) -> None:
     from rich.table import Table
 
-    from llmsweep.report.markdown import VERDICT_MARK, delta_cell
+    from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.report.markdown import VERDICT_MARK, delta_cell, fmt
 
     con = table_console()
     for note in comp.notes:
@@ -283,8 +284,9 @@ def _print_comparison(comp: Any) -> None:
         table = Table(title=f"{pc.label}  (runs A {len(pc.a)}, B {len(pc.b)}, history {pc.history})")
         for col in ("metric", "A", "B", "Δ ± band", "verdict"):
             table.add_column(col)
-        for d in pc.deltas:
-            table.add_row(d.metric, _num(d.a, 4), _num(d.b, 4), delta_cell(d), VERDICT_MARK[d.verdict])
+        for d in pc.deltas:  # A, B and the delta in one unit: the metric's (ms for latencies)
+            unit = HOT_BY_NAME[d.metric].unit
+            table.add_row(d.metric, fmt(d.a, unit), fmt(d.b, unit), delta_cell(d), VERDICT_MARK[d.verdict])
         if pc.eval is not None:
             e = pc.eval
             band = f" ± {_num(e.band, 4)} (stderr)" if e.band is not None else ""

@@ -66,6 +66,10 @@ def test_compare_json_and_markdown(make_run, store_path: Path, tmp_path: Path) -
     verdicts = {d["metric"]: d["verdict"] for d in doc["matched"][0]["deltas"]}
     assert "regression" not in verdicts.values() and "improvement" not in verdicts.values()
     assert "| Point |" in md.read_text()
+    # the table gives A, B and the delta of a latency in one unit (A and B were seconds beside a delta in ms)
+    table = _run("compare", str(a.path), str(b.path), "--resamples", "30")
+    row = next(line for line in table.splitlines() if "p90_ttft" in line).split("│")
+    assert row[2].strip().endswith("ms") and row[3].strip().endswith("ms") and " ms" in row[4], row
 
 
 def test_compare_unknown_side_is_a_clean_error(store_path: Path) -> None:
