@@ -96,3 +96,19 @@ def test_what_cannot_run_as_asked_is_refused_before_any_stage(tmp_path: Path) ->
                      "--out", tmp_path / "c")
     assert proc.returncode == 2 and "no_such" in proc.stderr
     assert not any((tmp_path / d / "stages").exists() for d in "abc")
+
+
+@pytest.mark.timeout(120)
+def test_a_refinement_with_nothing_to_refine_says_why_and_the_recipes_warning_is_said_once(tmp_path: Path) -> None:
+    """--refine 2 with a knee already resolved by the ladder runs no refinement round, and says why (discovery.json
+    records the skipped stage); the recipe's warning is said once, not once per stage recipe discover writes."""
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--ladder-top", "2", "--refine", "2",
+                     "--out", out, "--json")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    stages = json.loads(proc.stdout)["stages"]
+    assert [s["name"] for s in stages] == ["ladder", "refine-1"]
+    assert stages[1]["runs_measured"] == 0 and stages[1]["skipped"].startswith("nothing to refine: ")
+    assert "already measured at the finest step" in stages[1]["skipped"]
+    assert "discover: stage refine-1 skipped — nothing to refine" in proc.stderr
+    assert proc.stderr.count("warning [golden-al.precision-provenance]") == 1

@@ -113,7 +113,7 @@ class Stages:
                 executor_options=self.req.executor_options,
                 # discovery measures throughput: an 8k1k row's `run-eval` point would run an accuracy eval (or be
                 # refused whole where lm-eval is missing) at a ladder point
-                evals=EvalOptions(no_evals=True),
+                evals=EvalOptions(no_evals=True), say_warnings=False,
             ), event=self.event)
         except KeyboardInterrupt:
             record.interrupted = True
@@ -211,6 +211,15 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm]) -> None:
                               "workload.num-prompts-per-conc (or num-prompts)")
 
 
+def _say_warnings(req: DiscoverRequest, event: Event) -> None:
+    """The given recipe's warning findings, once (its stages' runs keep theirs in their run.json)."""
+    from llmsweep.policy import validate_files
+
+    for f in validate_files([req.recipe], runner_config=req.runner_config, simulate=req.simulate).findings:
+        if not f.is_error:
+            event(f.render())
+
+
 def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     """Measure, refine and propose; writes discovery.json, proposed.yaml and proposed.diff into `req.out`.
 
@@ -221,6 +230,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     _refuse_used(req.out)
     _refuse_unworkable(req, arms)
     req.check_executor()  # an unknown kind or a bad option stops the discovery before anything runs
+    _say_warnings(req, event)
     highest = max(c for a in arms for c in a.concs)
     top = req.ladder_top or max(LADDER_FLOOR, 4 * highest)
     if any(a.start > top for a in arms):
@@ -233,16 +243,24 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         stages.run("ladder", {a.id: analysis.ladder(a.start, top) for a in arms}, req.repeats)
         for round_ in range(1, req.refine + 1):
             targets: dict[str, list[int]] = {}
+            settled: list[str] = []
             for arm in arms:
                 runs = stages.of(arm)
                 points = analysis.curve(runs)
                 knee = analysis.find_knee(points, analysis.noise(runs, analysis.THROUGHPUT),
                                           analysis.noise(runs, analysis.INTERACTIVITY))
-                if knee is not None:
-                    todo = analysis.refine_targets(points, knee, resolution=1)
-                    if todo:
-                        targets[arm.id] = todo
-            if not targets:
+                todo = analysis.refine_targets(points, knee, resolution=1) if knee is not None else []
+                if todo:
+                    targets[arm.id] = todo
+                elif knee is None:
+                    settled.append(f"{arm.id}: no knee to refine (too few measured points)")
+                elif knee.next_conc is None:
+                    settled.append(f"{arm.id}: {knee.reason}")
+                else:
+                    settled.append(f"{arm.id}: its knee lies between conc {knee.conc} and {knee.next_conc}, "
+                                   "already measured at the finest step")
+            if not targets:  # said, so a --refine that ran no round is not a mystery
+                stages.skip(f"refine-{round_}", 0, "nothing to refine: " + "; ".join(settled))
                 break
             name, planned = f"refine-{round_}", sum(len(t) for t in targets.values())
             estimate = stages.estimate(planned, servers=0 if req.simulate else len(targets))

@@ -66,6 +66,9 @@ class RunRequest(BaseModel):
     out: Path
     store: Path | None = None
     report: bool = True
+    say_warnings: bool = Field(default=True, description="Say the recipes' warning findings before running (they are "
+                               "in run.json either way); `discover` says them once, for the recipe it was given, "
+                               "not for each stage recipe it writes.")
     force: bool = Field(default=False, description="Run into an --out that holds a run's results (kept in attempts/).")
     repeats: int = Field(default=1, ge=1, description="Runs of every job; repeats after the first are jobs of their "
                          "own (`<job-id>-repeat<k>`), so `compare` has a between-run band.")
@@ -325,7 +328,8 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     if not jobs:
         raise ConfigError("the recipes expand to no job", fix="check --config-keys and the recipes' search spaces")
     for f in findings:  # errors refuse their jobs (below); warnings run, but are said before anything starts
-        event(f.render())
+        if f.is_error or req.say_warnings:
+            event(f.render())
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
     run_dir.mkdir(parents=True, exist_ok=True)
