@@ -50,7 +50,8 @@ def test_seed_recipe_warns_on_provenance_and_fails_on_the_hicache_arm() -> None:
     assert "#2563" in str(inc["evidence"]) and "#2693" in str(inc["evidence"])
     assert "page_first_direct" in str(inc["fix"]) and "0.5.17" in str(inc["fix"])
     ids = inc["jobs"]
-    assert isinstance(ids, list) and len(ids) == 4 and all("_kvdram-hicache_" in i for i in ids)  # every HiCache job, named in full
+    # every HiCache job, named in full
+    assert isinstance(ids, list) and len(ids) == 4 and all("_kvdram-hicache_" in i for i in ids)
     assert inc["file"] == str(SEED) and inc["line"] == 50 and "overrides[0]" in str(inc["path"])
 
 

@@ -125,6 +125,8 @@ def test_roles_land_on_different_nodes_talk_over_their_addresses_and_serve_the_c
         for w in role["placed"]:
             # Read back from the process itself, which bound its node's namespace address (not loopback).
             assert w["reported_node"] == w["node"]
+            if role["kind"] in ("prefill", "decode"):  # each worker's GPUs, as its server reports them
+                assert w["gpus"] == role["gpus_per_worker"] == 8
             assert urlparse(w["url"]).hostname == multinode_cluster[w["node"]] != "127.0.0.1"
     # GPUs per role as planned (2 prefill x TP8 + 1 decode x TP8), the job's 24, and the throughput divides by them.
     assert (roles["prefill"]["workers"], roles["prefill"]["gpus_per_worker"]) == (2, 8)

@@ -305,7 +305,8 @@ class RoleDeployment:
     # -- read back --------------------------------------------------------------------------------------------------
     def readback(self) -> RanTopology:
         """Every started role's own account (`/version`: role, node, GPUs, KV transfer); a role that reports another
-        role, or a node other than the one its step was placed on, fails the job."""
+        role, a node other than the one its step was placed on, or another GPU count than the topology plans for it
+        fails the job. What a worker does not report stays None in its `placed` entry."""
         roles: dict[str, RanRole] = {}
         transfer: str | None = None
         for role, worker, handle in self.started:
@@ -321,6 +322,10 @@ class RoleDeployment:
             if role.kind == "decode" and isinstance(doc.get("kv_transfer"), str):
                 transfer = str(doc["kv_transfer"])
             tp = doc.get("tp")
+            if isinstance(tp, int) and tp != role.gpus_per_worker:
+                raise LaunchError(f"the {role.name} step on {placed} says it runs on {tp} GPU(s); the topology plans "
+                                  f"{role.gpus_per_worker} per {role.kind} worker",
+                                  fix="check the role's launch (`llmsweep render --job ID`): its parallelism flags")
             ran = roles.setdefault(role.name, RanRole(role=role.kind, count=role.count,
                                                       gpus_per_worker=role.gpus_per_worker, workers=[]))
             ran.workers.append(RanWorker(index=worker.index, node=placed,
