@@ -108,8 +108,9 @@ def test_user_catalog_incompatibility_fails_validate(tmp_path: Path) -> None:
     assert rc == 2
     hit = next(f for f in found if f["rule"] == "engine.known-incompatibility")
     assert "lab-aiter-ep8" in str(hit["message"]) and hit["evidence"] == "lab ticket 42"
-    assert hit["jobs"] and all("-ep8-" in j for j in hit["jobs"])
-    assert not any("-ep1-" in j for j in hit["jobs"])
+    jobs = hit["jobs"]
+    assert isinstance(jobs, list) and jobs and all("-ep8-" in j for j in jobs)
+    assert not any("-ep1-" in j for j in jobs)
 
 
 def test_reference_master_config_validates_with_warnings(shared_dir: Path) -> None:
