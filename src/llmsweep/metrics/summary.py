@@ -131,7 +131,11 @@ def summarise(
         "theoretical_cached_tokens": acc.theo_cached,
         "observed_cached_tokens": acc.cached,
     }
-    power = _power(records, telemetry, acc, tput, duration, window_start, window_end, provenance)
+    # Energy over the window the tokens and the throughput were counted over (first successful send to last end):
+    # a failed first request must not widen one and not the other (`benchmark_duration_mismatch`, or joules per
+    # token over a longer window than its tokens).
+    tput_start = acc.first_send if acc.successful and acc.first_send != float("inf") else window_start
+    power = _power(records, telemetry, acc, tput, duration, tput_start, window_end, provenance)
     validity = _verdict(gates, requests=requests, coverage=coverage, coverage_detail=coverage_detail,
                         duration=duration, server=server, health=health, cache=cache, power=power)
     for name, share in ((power or {}).get("roles") or {}).items():  # each role's watts beside what it did

@@ -88,7 +88,8 @@ def _window_gap(series: Sequence[tuple[float, float]], start: float, end: float)
 def gpu_energy(samples: Sequence[GpuSample], start: float, end: float, max_gap_s: float,
                reasons: list[str]) -> GpuEnergy | None:
     """One GPU's energy over the window, or None (with reason codes added) when its samples cannot give it."""
-    near = [s for s in samples if start - MARGIN_S <= s.t <= end + MARGIN_S]
+    margin = max(MARGIN_S, max_gap_s)  # a slower sampling interval allowed by --power-max-gap reaches further
+    near = [s for s in samples if start - margin <= s.t <= end + margin]
     if any(s.power_w is not None and not math.isfinite(s.power_w) for s in near):
         reasons.append("invalid_power_sample")
     power = _series(near, "power_w")

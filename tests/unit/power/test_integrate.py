@@ -152,3 +152,35 @@ def test_summary_carries_the_power_block_and_required_power_gates_the_verdict(tm
     summary = summarise(records, gpus=2)
     assert summary.validity.verdict != "invalid"
     assert any("power not valid" in w for w in summary.validity.warnings)
+
+
+def test_energy_covers_the_window_the_tokens_were_counted_over_when_the_first_request_failed(tmp_path: Path) -> None:
+    """A profiling request sent 3 s before the first successful one, and failed: the throughput's window starts at
+    the first success, so the energy must too (it started at the failed send: `benchmark_duration_mismatch`, power
+    invalid, or joules per token over a longer window than its tokens)."""
+    records = tmp_path / "records.jsonl"
+    _records(records)
+    with records.open("a") as fh:
+        fh.write(json.dumps({
+            "id": "failed", "phase": "profiling", "scheduled_at": T0 - 3, "sent_at": T0 - 3, "first_byte_at": None,
+            "first_token_at": None, "end_at": T0 + 5, "chunk_times": [], "chunk_tokens": [], "status": None,
+            "error_class": "timeout", "error": "read timed out", "prompt_tokens": None, "completion_tokens": None,
+            "cached_tokens": None, "input_tokens_expected": 100, "theoretical_cached_tokens": 0, "max_tokens": 400,
+            "worker": 0}) + "\n")
+    offsets = (-4.0, -2.0, -1.0, 1.0, 3.5, 6.0, 8.5, 11.0, 12.0)
+    write_gpu_metrics(tmp_path / GPU_METRICS_FILE, TelemetryHeader(backend="nvml", expected_gpus=2),
+                      _linear("0", 100, 340, offsets) + _linear("1", 200, 440, offsets))
+    summary = summarise(records, gpus=2)
+    power = summary.power
+    assert summary.throughput.duration_s == pytest.approx(10.0) and summary.requests.failed == 1
+    assert power is not None and power.power_valid, power.reasons if power else None
+    assert power.window.start == pytest.approx(T0) and power.energy_j == pytest.approx(5400, rel=0.01)
+
+
+def test_a_slower_sampling_interval_allowed_by_max_gap_is_read_beyond_three_seconds() -> None:
+    """InferenceX reads samples within 3 s of the window; a run that allows 5 s between samples (max_gap_s) must
+    find the one 4 s before its start rather than call the window unbracketed."""
+    offsets = (-4.0, 1.0, 5.5, 10.0, 14.0)
+    header = TelemetryHeader(backend="nvml", expected_gpus=2, max_gap_s=5.0)
+    block = integrate(header, _linear("0", 100, 340, offsets) + _linear("1", 200, 440, offsets), _work())
+    assert block["power_valid"] is True, block["reasons"]
