@@ -184,7 +184,9 @@ class Accumulator:
         self.osl = Column()
         self.ends = Column()
         self.lag = Column()
-        self.itl = SketchColumn(exact_max=_ITL_EXACT_MAX)
+        # Every gap between two chunks of a request as the client saw it, zeros included: chunks that arrived in one
+        # read are stamped alike, and dropping those gaps made ITL the gap between reads (up to 2x TPOT).
+        self.itl = SketchColumn(exact_max=_ITL_EXACT_MAX, keep_zero=True)
         self.span_start = Column()
         self.span_end = Column()
         self.first_send = float("inf")

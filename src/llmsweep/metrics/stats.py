@@ -92,7 +92,8 @@ class SketchColumn:
     Count, mean, std, min and max stay exact (mean and std up to floating-point summation order); percentiles come
     from a histogram whose bins are 0.05 % wide, so they are within 0.025 % (relative) of numpy's linear ones — and
     equal to them while the column holds at most `exact_max` values, which it then keeps as float32 like `Column("f")`.
-    Only positive finite values are kept (`clean`). Merging two sketches in file order gives the sketch of one pass.
+    Only positive finite values are kept (`clean`; with `keep_zero`, zeros too). Merging two sketches in file order
+    gives the sketch of one pass.
     """
 
     RATIO = 1.0005
@@ -101,8 +102,10 @@ class SketchColumn:
     BINS = int(np.ceil(np.log(HIGH / LOW) / np.log(RATIO))) + 2
     """Bin 0 holds values below LOW (1 ns), the last one values from HIGH on; percentiles there clamp to min/max."""
 
-    def __init__(self, exact_max: int = 2_000_000) -> None:
+    def __init__(self, exact_max: int = 2_000_000, *, keep_zero: bool = False) -> None:
         self.exact_max = exact_max
+        self.keep_zero = keep_zero
+        """Keep zeros too (ITL: chunks that arrived in one read are 0 s apart, as the client saw them)."""
         self.count = 0
         self._mean = 0.0
         self._m2 = 0.0
@@ -121,7 +124,7 @@ class SketchColumn:
 
     def extend(self, values: np.ndarray) -> None:
         v = np.asarray(values).astype(np.float32)
-        keep = np.isfinite(v) & (v > 0)
+        keep = np.isfinite(v) & ((v >= 0) if self.keep_zero else (v > 0))
         if not keep.all():
             v = v[keep]
         if not v.size:
@@ -148,7 +151,8 @@ class SketchColumn:
 
     def _bin(self, v: np.ndarray) -> None:
         assert self._hist is not None
-        idx = np.floor(np.log(v.astype(np.float64) / self.LOW) / np.log(self.RATIO)).astype(np.int64) + 1
+        low = np.maximum(v.astype(np.float64), self.LOW / 2)  # a kept zero goes to bin 0 (below LOW), not log(0)
+        idx = np.floor(np.log(low / self.LOW) / np.log(self.RATIO)).astype(np.int64) + 1
         np.clip(idx, 0, self.BINS - 1, out=idx)
         self._hist += np.bincount(idx, minlength=self.BINS)
 

@@ -28,6 +28,34 @@ def rec(i: int, *, sent: float, ttft: float = 0.1, gap: float = 0.01, osl: int =
     return r
 
 
+def test_itl_counts_the_zero_gaps_of_chunks_that_arrived_in_one_read() -> None:
+    """Every second chunk arrives in the same read as the one before (stamped alike): ITL is every gap the client
+    saw, zeros included, so its mean is the TPOT's; dropping the zeros made it the gap between reads (twice TPOT)."""
+    records = []
+    for i in range(40):
+        sent = i * 2.0
+        times = [sent + 0.1 + 0.02 * (k // 2) for k in range(101)]  # pairs: 0 s, then 20 ms
+        records.append(rec(i, sent=sent, osl=101, chunk_times=times, chunk_tokens=[1] * 101, end_at=times[-1]))
+    s = summarise(records, gpus=1)
+    assert s.latency.itl.count == 40 * 100
+    assert s.latency.itl.mean == pytest.approx(0.01, rel=1e-3) == pytest.approx(s.latency.tpot.mean, rel=1e-3)
+    assert s.latency.itl.min == 0.0 and s.latency.itl.p75 == pytest.approx(0.02)
+
+
+def test_a_column_past_its_exact_size_bins_zero_gaps_without_a_warning() -> None:
+    import warnings
+
+    from llmsweep.metrics.stats import SketchColumn
+
+    col = SketchColumn(exact_max=10, keep_zero=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        col.extend(np.array([0.0, 0.01] * 20))
+    block = col.stat_block()
+    assert block["count"] == 40 and block["min"] == 0.0 and block["mean"] == pytest.approx(0.005, rel=1e-3)
+    assert block["p50"] <= 0.01 * 1.001 and float(col.quantiles(np.array([5.0]))[0]) < 1e-6  # a zero's rank
+
+
 def test_latency_definitions_follow_agentx() -> None:
     records = [rec(0, sent=0.0, ttft=0.1, gap=0.01, osl=5), rec(1, sent=0.5, ttft=0.3, gap=0.03, osl=3)]
     s = summarise(records, gpus=1)
