@@ -277,6 +277,20 @@ def inferencex_name(column: HotColumn) -> str:
     return f"{'median' if column.stat == 'p50' else column.stat}_{column.metric.column}"
 
 
+def _per_all_gpus(flat: Mapping[str, Any], metrics: dict[str, Any]) -> None:
+    """A multinode row divides output by its decode GPUs and input by its prefill GPUs (§6.2, as `_multinode_fields`
+    writes them); llmsweep's columns of the same names divide by every GPU of the deployment (the summary's
+    `throughput.per_gpu`). An imported multinode row is brought to llmsweep's meaning, so a stored point and an
+    imported one compare like with like (`tput_per_gpu` already divides by every GPU)."""
+    p_gpus, d_gpus = _number(flat, "num_prefill_gpu"), _number(flat, "num_decode_gpu")
+    if not p_gpus or not d_gpus:
+        return
+    every = p_gpus + d_gpus
+    for name, role_gpus in (("output_tput_per_gpu", d_gpus), ("input_tput_per_gpu", p_gpus)):
+        if metrics.get(name) is not None:
+            metrics[name] = metrics[name] * role_gpus / every
+
+
 def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
     """One InferenceX aggregate row as a ResultPoint (source from its `llmsweep` block, else measured)."""
     flat = _flat(row)
@@ -296,6 +310,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
                         and not c.metric.name.startswith("power.cost.")})
     elif (per_token := _number(flat, "joules_per_total_token")) and metrics.get("tokens_per_joule") is None:
         metrics["tokens_per_joule"] = 1 / per_token
+    _per_all_gpus(flat, metrics)
     total, ok = _number(flat, "num_requests_total"), _number(flat, "num_requests_successful")
     metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
     job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")

@@ -126,6 +126,11 @@ def test_multinode_rows_normalise_per_role(make_run) -> None:
     assert row["input_tput_per_gpu"] == pytest.approx((thr.total_tps - thr.output_tps) / 4)
     back = from_inferencex_row("import:x", row, 0)
     assert back.identity.workers == mn.identity.workers == "P1x(tp4 ep1) D1x(tp8 ep8 dpa)"
+    # Imported back, the per-GPU figures mean what llmsweep's columns mean (every GPU of the deployment), so a
+    # stored point and an imported row of it compare like with like.
+    assert back.metrics["output_tput_per_gpu"] == pytest.approx(thr.output_tps / 12)
+    assert back.metrics["input_tput_per_gpu"] == pytest.approx((thr.total_tps - thr.output_tps) / 12)
+    assert back.metrics["tput_per_gpu"] == pytest.approx(thr.total_tps / 12)
 
 
 
