@@ -38,6 +38,7 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
     jobs = job_dirs(out)
     assert len(jobs) == 9
     resident: dict[int, float] = {}
+    hicache: dict[int, float] = {}
     tokens_per_joule: dict[int, float] = {}
     for name, jdir in jobs.items():
         summary = read_json(jdir / "summary.json")
@@ -56,9 +57,15 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
         power = summary["power"]
         assert power["power_valid"] is True and power["source"] == "simulated", (name, power["reasons"])
         assert power["counter_check"]["within_tolerance"] is True, (name, power["counter_check"])
+        kv = summary["server_metrics"]["kv_cache"]
         if job["kv-offloading"] == "none":
             resident[job["conc"]] = summary["throughput"]["per_gpu"]["output_tps"]
             tokens_per_joule[job["conc"]] = power["tokens_per_joule"]
+        else:
+            hicache[job["conc"]] = summary["throughput"]["per_gpu"]["output_tps"]
+        assert kv["gpu_usage_max"] < 0.2 and not kv.get("cpu_usage_max"), (name, kv)  # the working set fits HBM
+    # ... so the CPU tier never holds a block and the HiCache arm equals the resident arm (README says so)
+    assert hicache and all(hicache[c] == resident[c] for c in hicache), (hicache, resident)
     concs = sorted(resident)
     assert concs == [1, 4, 8, 12, 16]
     for low, high in pairwise(concs):
