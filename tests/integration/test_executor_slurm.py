@@ -111,17 +111,23 @@ def test_two_jobs_start_servers_on_the_node_and_report_their_own_exit_codes(tmp_
     assert not in_queue(good.job_id) and not in_queue(bad.job_id)
 
 
+def _submitter(out: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], list[str]]:
+    """helpers/submit_and_wait.py running, and the ids of the jobs it submitted (once it wrote them)."""
+    driver = subprocess.Popen([sys.executable, str(HELPERS / "submit_and_wait.py"), str(out), *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    submitted = out / "submitted"
+    deadline = time.monotonic() + 60
+    while not submitted.exists() and time.monotonic() < deadline:
+        if driver.poll() is not None:
+            raise AssertionError(driver.communicate()[0])
+        time.sleep(0.1)
+    return driver, submitted.read_text().split()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_interrupting_the_submitter_cancels_its_job(tmp_path: Path, sig: signal.Signals) -> None:
-    driver = subprocess.Popen([sys.executable, str(HELPERS / "submit_and_wait.py"), str(tmp_path)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    driver, (job_id,) = _submitter(tmp_path)
     try:
-        submitted = tmp_path / "submitted"
-        deadline = time.monotonic() + 60
-        while not submitted.exists() and time.monotonic() < deadline:
-            assert driver.poll() is None, driver.communicate()[0]
-            time.sleep(0.1)
-        job_id = submitted.read_text().strip()
         assert in_queue(job_id)
         driver.send_signal(sig)
         output, _ = driver.communicate(timeout=120)
@@ -143,16 +149,8 @@ def test_a_signal_during_the_cancellation_does_not_abandon_the_jobs_left_to_canc
     (slow / "scancel").write_text(f"#!/bin/sh\nsleep 2\nexec {real} \"$@\"\n")
     (slow / "scancel").chmod(0o755)
     env = {**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"}
-    driver = subprocess.Popen([sys.executable, str(HELPERS / "submit_and_wait.py"), str(tmp_path), "2", "--install"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    ids: list[str] = []
+    driver, ids = _submitter(tmp_path, "2", "--install", env=env)
     try:
-        submitted = tmp_path / "submitted"
-        deadline = time.monotonic() + 60
-        while not submitted.exists() and time.monotonic() < deadline:
-            assert driver.poll() is None, driver.communicate()[0]
-            time.sleep(0.1)
-        ids = submitted.read_text().split()
         assert len(ids) == 2 and all(in_queue(i) for i in ids)
         driver.send_signal(signal.SIGTERM)
         time.sleep(1.0)  # inside the first (slow) scancel
