@@ -81,6 +81,10 @@ def container_name(spec: LaunchSpec, prefix: str = "llmsweep") -> str:
     return _NAME_UNSAFE.sub("-", raw).strip("-.")
 
 
+_DEVICE_LIST = re.compile(r"^[A-Za-z0-9:-]+(,[A-Za-z0-9:-]+)*$")
+"""GPU indices or UUIDs (GPU-..., MIG-...), comma-separated: nothing that docker's CSV reading of `--gpus` would take
+for another field or option."""
+
 AMD_VISIBLE_ENV = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 """What restricts a ROCm process to some GPUs; the container sees every /dev/dri node, so they go in as they are."""
 
@@ -106,6 +110,12 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
     if nvidia:
         # the recipe's own selection wins, as it does for a local server and for the power sampler
         visible = spec.env.get("CUDA_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES", "")).strip()
+        if visible and not _DEVICE_LIST.match(visible):
+            raise ConfigError(
+                f"CUDA_VISIBLE_DEVICES={visible!r} is not a list of GPU indices or UUIDs, so it cannot select the "
+                "container's GPUs (`--gpus \"device=...\"`)",
+                fix="set it to comma-separated indices or UUIDs, e.g. 0,1 or GPU-3f2a...",
+            )
         # the CLI reads the value as CSV: a list of devices is one quoted field (indices or GPU-UUIDs)
         argv += ["--gpus", f'"device={visible}"' if visible else "all"]
     elif spec.gpus > 0 and options.gpu_vendor == "amd":

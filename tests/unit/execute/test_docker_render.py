@@ -70,6 +70,13 @@ def test_a_recipes_own_cuda_visible_devices_selects_the_containers_gpus() -> Non
     assert not any(a.startswith("CUDA_VISIBLE_DEVICES") for a in flag_value(argv, "-e"))
 
 
+@pytest.mark.parametrize("visible", ['0",capabilities=utility,"1', "0 1", "0,,1", "0;1"])
+def test_a_visible_devices_value_that_is_not_a_device_list_is_refused(visible: str) -> None:
+    """docker reads `--gpus` as CSV: quotes or commas in the value would add docker options of their own."""
+    with pytest.raises(ConfigError, match="not a list of GPU indices or UUIDs"):
+        render({"CUDA_VISIBLE_DEVICES": visible})
+
+
 def test_amd_containers_get_the_hosts_visible_devices_passed_in() -> None:
     argv = render({"ROCR_VISIBLE_DEVICES": "1,3", "HIP_VISIBLE_DEVICES": " "}, gpu_vendor="amd")
     assert "ROCR_VISIBLE_DEVICES=1,3" in flag_value(argv, "-e")
