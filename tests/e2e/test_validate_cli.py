@@ -154,3 +154,29 @@ def test_rules_human_form_and_schema() -> None:
     assert out.returncode == 0 and "engine.known-incompatibility  [error, policy]" in out.stdout
     schema = json.loads(llmsweep("schema").stdout)
     assert "serve" in json.dumps(schema) and "policy" in json.dumps(schema)
+
+
+FIXED = REPO / "tests" / "data" / "recipes" / "run" / "fixed-sim.yaml"
+
+
+@pytest.mark.parametrize(("old", "new", "line", "says"), [
+    ("{ tp: 8, conc-list: [2, 4] }", "{ tp: 010, conc-list: [2, 4] }", 16, "got a string '010'"),  # YAML 1.1: 8
+    ("isl: 256", "isl: 4:16", 13, "got a string '4:16'"),  # YAML 1.1: 256
+    ("isl: 256", "isl: 0x100", 13, "got a string '0x100'"),  # YAML 1.1: 256
+])
+def test_numbers_are_read_as_written_not_as_yaml_1_1_octal_or_sexagesimal(tmp_path: Path, old: str, new: str,
+                                                                         line: int, says: str) -> None:
+    rc, found = findings(str(variant(tmp_path, FIXED, old, new)))
+    assert rc == 2
+    (hit,) = [f for f in found if f["severity"] == "error"]
+    assert hit["rule"] == "schema.type" and hit["line"] == line and says in str(hit["message"]), hit
+
+
+def test_a_control_character_in_a_recipe_is_one_error_with_its_line_not_a_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "nul.yaml"
+    bad.write_bytes(FIXED.read_bytes().replace(b"model-prefix: qwen3.5", b"model-prefix: qwen\x003.5"))
+    for command in (("validate", str(bad)), ("matrix", "full-sweep", "--config-files", str(bad)),
+                    ("predict", str(bad))):
+        out = llmsweep(*command)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, (command, out.stderr[-2000:])
+        assert f"{bad}:6" in out.stdout + out.stderr and "control character" in out.stdout + out.stderr, command

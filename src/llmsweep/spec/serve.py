@@ -67,6 +67,25 @@ def _printable(text: str) -> str:
 
 
 def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
+    seen: dict[str, str] = {}
+    for flag, value in args.items():
+        name, inline, _ = flag.partition("=")
+        if inline and value is not True:
+            raise rule_error(
+                "serve-flag",
+                f"engine argument `{_printable(flag)}` gives its value in its name and again as `{value!r}`",
+                field=flag,
+                fix=f"write `{_printable(name)}: <value>` (or `{_printable(flag)}: true` for the value in the name)",
+            )
+        if name in seen:
+            raise rule_error(
+                "serve-flag",
+                f"engine argument `{_printable(name)}` is given twice (`{_printable(seen[name])}` and "
+                f"`{_printable(flag)}`); the engine would take one of them silently",
+                field=flag,
+                fix=f"keep one `{_printable(name)}`",
+            )
+        seen[name] = flag
     for flag in args:
         if not flag.startswith("-"):
             raise rule_error(
@@ -95,7 +114,9 @@ SECRET_VALUE = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pous
 def _check_secret_args(args: dict[str, ArgValue]) -> None:
     """A credential written as an engine argument would land in job.json, server_command.txt, the store and the
     report; it must come from the caller's environment (`secret-env`) instead."""
-    for flag, value in args.items():
+    for key, given in args.items():
+        flag, inline, written = key.partition("=")  # `--api-key=sk-...: true` carries its value in its name
+        value = written if inline else given
         if value is None or isinstance(value, bool):
             continue
         bare = flag.lstrip("-").replace("-", "_").replace(".", "_").upper()
@@ -103,9 +124,9 @@ def _check_secret_args(args: dict[str, ArgValue]) -> None:
         if SECRET_FLAG.search(bare) or SECRET_VALUE.search(text):
             raise rule_error(
                 "secret-arg",
-                f"engine argument `{_printable(flag)}` carries a secret-looking value written in the recipe; it would "
+                f"engine argument `{_printable(key)}` carries a secret-looking value written in the recipe; it would "
                 "be written to job.json, server_command.txt, the results store and the report",
-                field=flag,
+                field=key,
                 fix="delete the value; list the variable the engine reads it from (e.g. HF_TOKEN, VLLM_API_KEY) under "
                     "`serve.secret-env`, so it is taken from the caller's environment at launch and never written",
             )

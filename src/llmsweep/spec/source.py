@@ -7,6 +7,7 @@ or policy — can point a user at the exact line to edit instead of at "somewher
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,7 +141,17 @@ def load_yaml(path: Path) -> YamlDocument:
 
 class _BoundedLoader(yaml.SafeLoader):
     """SafeLoader that refuses deep nesting and alias expansion beyond the module limits while composing, before
-    any Python object is built."""
+    any Python object is built.
+
+    Numbers are read as written (YAML 1.2's decimal forms): YAML 1.1's octal `010` (8), sexagesimal `4:16` (256)
+    and hex/binary integers would silently become other numbers, so such a plain scalar stays the text it is, and a
+    numeric field then refuses it with its file and line."""
+
+    yaml_implicit_resolvers = {  # noqa: RUF012 - a copy of PyYAML's table, this class's alone
+        first: [(tag, regexp) for tag, regexp in resolvers
+                if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
     def __init__(self, stream: str, file: str) -> None:
         super().__init__(stream)
@@ -176,6 +187,16 @@ class _BoundedLoader(yaml.SafeLoader):
                 key_node.tag = "tag:yaml.org,2002:str"
         node.value = merged + own  # construction keeps the last of equal keys: an own key overrides a merged one
 
+
+_BoundedLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)$"), list("-+0123456789"))
+_BoundedLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                |[-+]?\.(?:inf|Inf|INF)
+                |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 """The tag PyYAML resolves a plain `<<` key to: a YAML 1.1 merge key."""
@@ -262,7 +283,12 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def parse_yaml(text: str, file: str) -> YamlDocument:
     """Parse YAML text; raise :class:`YamlSyntaxError` naming file:line on malformed input, or on a file that nests
     deeper than :data:`MAX_DEPTH` or expands past :data:`MAX_NODES` nodes through aliases."""
-    loader = _BoundedLoader(text, file)
+    try:
+        loader = _BoundedLoader(text, file)
+    except yaml.reader.ReaderError as exc:  # a control character: the reader refuses the text before any parsing
+        line = text.count("\n", 0, exc.position) + 1 if isinstance(exc.position, int) else None
+        raise YamlSyntaxError(file, line, f"the file holds a control character (code point {exc.character!r}) "
+                              "YAML does not allow; remove it (a recipe is plain text)") from exc
     try:
         node = loader.get_single_node()
         if node is not None and _expanded_size(node) > MAX_NODES:
