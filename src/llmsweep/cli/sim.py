@@ -126,8 +126,12 @@ def engine_config_from_argv(argv: list[str] | tuple[str, ...]) -> EngineConfig:
     args = list(argv)
     if "serve" in args:
         args = args[args.index("serve") + 1:]
-    with serve.make_context("serve", args, resilient_parsing=False) as ctx:
-        return _engine_config(dict(ctx.params))
+    try:
+        with serve.make_context("serve", args, resilient_parsing=False) as ctx:
+            return _engine_config(dict(ctx.params))
+    except click.ClickException as exc:  # a recipe's flag value the simulator cannot take: that job's refusal
+        raise ConfigError(f"the simulated engine cannot take this launch: {exc.format_message()}",
+                          fix="fix that flag's value in the recipe's serve.args (or its override)") from exc
 
 
 def _engine_config(opts: dict[str, object]) -> EngineConfig:

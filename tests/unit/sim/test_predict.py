@@ -221,3 +221,13 @@ def test_the_system_idle_cap_brings_sleepers_forward_as_the_client_does() -> Non
     """AgentX: when nothing is in flight and every program sleeps, no idle stretch outlasts the 10 s cap."""
     first, second = predict(Pauses(), CONST, concurrency=1, duration=1000)
     assert second["sent_at"] - first["end_at"] == pytest.approx(10.0)
+
+
+def test_a_flag_value_the_simulator_cannot_take_is_a_config_error_naming_it() -> None:
+    """A recipe's `--mem-fraction-static: abc` reached the simulator's own command-line parser, whose usage error
+    stopped `predict` and `run` whole; it is that job's refusal, naming the flag."""
+    from llmsweep.cli.sim import engine_config_from_argv
+    from llmsweep.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="Invalid value for '--mem-fraction-static': 'abc' is not a valid float"):
+        engine_config_from_argv(["llmsweep", "sim", "serve", "--mem-fraction-static", "abc"])
