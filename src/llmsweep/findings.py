@@ -17,6 +17,13 @@ class Severity(StrEnum):
     WARNING = "warning"
 
 
+def _visible(text: str) -> str:
+    """`text` with every non-printable character escaped as Python would (`\\n`, `\\r`, `\\x1b`)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 JOBS_SHOWN = 3
 """Job ids `render` names before counting the rest (`validate --json` keeps them all)."""
 
@@ -48,11 +55,13 @@ class Finding(BaseModel):
         return where
 
     def render(self) -> str:
-        """Human one-paragraph form: `file:line: severity [rule] path: message` plus fix and evidence lines."""
+        """Human one-paragraph form: `file:line: severity [rule] path: message` plus fix and evidence lines. A
+        control character a recipe put in a key or a value is shown escaped: it cannot move the cursor, clear the
+        line or start a line that reads as another finding."""
         head = f"{self.location()}: {self.severity.value} [{self.rule}]"
         if self.path:
-            head += f" {self.path}"
-        text = f"{head}: {self.message}"
+            head += f" {_visible(self.path)}"
+        text = f"{head}: {_visible(self.message)}"
         if self.jobs:
             text += f"\n  job: {', '.join(self.jobs[:JOBS_SHOWN])}"
             if len(self.jobs) > JOBS_SHOWN:

@@ -65,3 +65,16 @@ def test_simulation_softens_image_and_version_findings() -> None:
     assert [f.severity for f in found if f.rule == "engine.feature-gate"] == [Severity.WARNING]
     found, _ = _run("sim")
     assert not [f for f in found if f.rule == "engine.feature-gate"], "the sim engine has no version gates"
+
+
+def test_a_finding_shows_control_characters_from_a_recipe_escaped() -> None:
+    """A key or value with a carriage return, an escape sequence or a newline must not rewrite the terminal or print
+    a line that reads as a finding of its own."""
+    from llmsweep.findings import Finding, Severity
+
+    f = Finding(rule="schema.serve-flag", severity=Severity.ERROR, file="r.yaml", line=3,
+                path="k1.serve.args.--x\rr.yaml:1: error [fake]", message="bad \x1b[2J value\nr.yaml:9: error [fake]")
+    text = f.render()
+    assert text.splitlines()[0] == ("r.yaml:3: error [schema.serve-flag] k1.serve.args.--x\\rr.yaml:1: error [fake]: "
+                                    "bad \\x1b[2J value\\nr.yaml:9: error [fake]")
+    assert "\r" not in text and "\x1b" not in text and len(text.splitlines()) == 1
