@@ -180,3 +180,20 @@ def test_a_control_character_in_a_recipe_is_one_error_with_its_line_not_a_traceb
         out = llmsweep(*command)
         assert out.returncode == 2 and "Traceback" not in out.stderr, (command, out.stderr[-2000:])
         assert f"{bad}:6" in out.stdout + out.stderr and "control character" in out.stdout + out.stderr, command
+
+
+def test_an_input_that_plans_no_job_is_an_error_not_a_clean_pass(tmp_path: Path) -> None:
+    """An empty search space, or a directory with no recipe in it, planned 0 jobs and exited 0: `matrix` then
+    printed an empty matrix and a CI sweep ran nothing, green."""
+    arm = "      search-space:\n      - { tp: 8, conc-list: [2, 4] }"
+    empty = variant(tmp_path, FIXED, arm, "      search-space: []")
+    rc, found = findings(str(empty))
+    assert rc == 2
+    (hit,) = [f for f in found if f["rule"] == "plan.no-jobs"]
+    assert hit["line"] == 3 and hit["path"] == "run-sim-fixed" and "plans no job" in str(hit["message"])
+    nothing = tmp_path / "nothing.yaml"
+    nothing.mkdir()
+    rc, found = findings(str(nothing))
+    assert rc == 2 and [f["rule"] for f in found] == ["plan.no-jobs"]
+    rc, found = findings(str(REPO / "recipes"))  # a directory of recipes plans its jobs
+    assert not [f for f in found if f["rule"] == "plan.no-jobs"]

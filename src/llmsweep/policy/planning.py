@@ -105,4 +105,33 @@ def validate_files(
     keys = expand_config_keys(tuple(config_keys), list(loaded.recipes)) if config_keys else list(loaded.recipes)
     recipes = {k: loaded.recipes[k] for k in keys}
     policy = check(recipes, jobs, simulate=simulate, fleet=fleet)
-    return Validation(loaded, jobs, [*loaded.findings, *plan_findings, *policy])
+    empty = [] if config_keys or (evals is not None and (evals.evals_only or evals.all_evals)) else _no_jobs(
+        paths, loaded.recipes, jobs, [*loaded.findings, *plan_findings])
+    return Validation(loaded, jobs, [*loaded.findings, *plan_findings, *empty, *policy])
+
+
+def _no_jobs(paths: Sequence[Path | str], recipes: dict[str, Recipe], jobs: list[Job],
+             found: list[Finding]) -> list[Finding]:
+    """`plan.no-jobs`: an input file that holds no recipe, and a recipe that plans no job, when nothing else already
+    says why (a file that did not load has its error; a recipe that failed to plan, its `plan.failed`)."""
+    said = {f.file for f in found}  # an empty file has its own warning, a broken one its error
+    out: list[Finding] = []
+    files = [Path(r.file).resolve() for r in recipes.values()]
+    for path in map(Path, paths):
+        where = path.resolve()
+        if str(path) in said or any(f == where or where in f.parents for f in files):
+            continue
+        what = "a directory with no recipe file" if path.is_dir() else "no recipe key"
+        out.append(Finding(rule="plan.no-jobs", severity=Severity.ERROR, file=str(path),
+                           message=f"{path} holds no recipe ({what})",
+                           fix="pass recipe YAML files (recipe keys mapping to image, model, scenarios, …) or "
+                               "directories of them"))
+    planned = {j.recipe_key for j in jobs}
+    for key, recipe in recipes.items():
+        if key not in planned and not any(f.path == key or (f.path or "").startswith(key + ".") for f in found
+                                          if f.is_error):
+            out.append(Finding(rule="plan.no-jobs", severity=Severity.ERROR, file=recipe.file,
+                               line=recipe.line_of(()), path=key,
+                               message=f"`{key}` plans no job: its search spaces are empty",
+                               fix="give it at least one search-space entry with a conc-list or conc-start/end"))
+    return out

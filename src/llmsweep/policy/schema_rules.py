@@ -77,6 +77,8 @@ PLAN_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     ("plan.override-unused", W, "A serve override that matches no job", "check its `when` values", None),
     ("plan.failed", E, "The recipe cannot be expanded into jobs (topology, runner or DRAM metadata)",
      "fix the field named in the message", "InferenceX generate_sweep_configs.py"),
+    ("plan.no-jobs", E, "An input that plans no job: a file with no recipe (empty, a directory) or a recipe whose "
+     "search spaces are empty", "give it at least one search-space entry with a concurrency", None),
 )
 
 for _id, _sev, _title, _fix, _evidence in SCHEMA_RULES:
