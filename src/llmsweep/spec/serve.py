@@ -156,6 +156,15 @@ def _stringify_env(env: dict[str, EnvValue]) -> dict[str, str | None]:
                 field=name,
                 fix=f'quote the value, e.g. `{name}: "1"` or `{name}: "true"`',
             )
+        if not (value is None or isinstance(value, (str, int, float))):
+            kind = "list" if isinstance(value, list) else "mapping" if isinstance(value, dict) else type(value).__name__
+            raise rule_error(
+                "type",
+                f"environment variable `{name}` is a YAML {kind}; an environment variable is one string (it was "
+                "written as Python's text of it)",
+                field=name,
+                fix=f'write the string the engine reads, quoted, e.g. `{name}: "a,b"` or `{name}: \'{{"k": 1}}\'`',
+            )
         out[name] = None if value is None else str(value)
     return out
 
