@@ -25,6 +25,7 @@ from llmsweep.spec.workload import ScenarioId
 
 class ATOMAdapter(Adapter):
     identity = ATOM
+    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host", "--model"})
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tensor-parallel-size", "--enable-expert-parallel",
                                                           "--enable-dp-attention"})
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--method", "--num-speculative-tokens", "--draft-model",

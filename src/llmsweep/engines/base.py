@@ -221,6 +221,9 @@ class Adapter(ABC):
     """The engine's parser takes a unique prefix of a long flag for the flag (argparse's default; click's is off)."""
     port_flag: ClassVar[str] = "--port"
     """The flag that carries the serving port (the executor substitutes a free port after it)."""
+    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host"})
+    """Flags the launch itself decides besides `port_flag` (the bind address; the model path where a flag carries
+    it): a recipe setting one would serve somewhere, or something, the run does not look at."""
     unsupported_args: ClassVar[dict[str, str]] = {}
     """Flags this engine does not have (often another engine's spelling) → the fix."""
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset()
@@ -328,6 +331,12 @@ class Adapter(ABC):
             if have is None or not (have == value or str(have).lower() == str(value).lower()):
                 out.append(Conflict(written, have, value))
         return out
+
+    def launch_conflicts(self, job: Job) -> list[str]:
+        """The recipe's flags (as written) that set what the launch decides: the port the executor picks and the
+        health check polls, the bind address, the model path (`serve.model-path` says that)."""
+        owned = {self.canonical(f) for f in (self.port_flag, *self.launch_flags)}
+        return [written for written, (flag, _value) in self._written_args(job) if self.canonical(flag) in owned]
 
     def _written_args(self, job: Job) -> list[tuple[str, tuple[str, Any]]]:
         """(the key as the recipe wrote it, (flag, value) as argparse reads it) for each of `serve.args`."""

@@ -52,6 +52,7 @@ def per_rank_gb(total_gb: int | None, ranks: int) -> int:
 
 class SGLangAdapter(Adapter):
     identity = SGLANG
+    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host", "--model-path"})
     parallel_flags: ClassVar[frozenset[str]] = frozenset(
         {"--tp-size", "--pp-size", "--ep-size", "--dp-size", "--enable-dp-attention"}
     )

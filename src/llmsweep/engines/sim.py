@@ -150,6 +150,7 @@ ROUTER_PORT_OFFSET = 1
 
 class SimAdapter(Adapter):
     identity = SIM
+    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host", "--model"})
     disagg_transfer_default: ClassVar[str | None] = "nixl"
     """The simulator models any KV-transfer backend as a link (`sim.roles`); a job naming none is labelled nixl."""
 

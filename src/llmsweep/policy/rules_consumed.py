@@ -63,6 +63,20 @@ def foreign_env(ctx: Context) -> Iterator[Finding]:
                           f"`{name}` is not read by {adapter.name}: declared but unused", job=job)
 
 
+@rule("serve.launch-conflict", Severity.ERROR,
+      "A serve flag sets what the launch decides: the port, the bind address, the model path",
+      "delete the flag: the executor picks the port and polls it, the launch binds its address; serve a local "
+      "checkpoint with `serve.model-path`", None)
+def launch_conflict(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine is None:
+            continue
+        for written in adapter_for(job).launch_conflicts(job):
+            yield ctx.hit("serve.launch-conflict", recipe, serve_arg_path(recipe, job, written),
+                          f"`{written}` sets what the launch decides: the run would wait for a server where it is "
+                          "not, or benchmark another model under this job's name", job=job)
+
+
 @rule("serve.parallelism-conflict", Severity.ERROR,
       "A serve flag overrides the parallelism the search space declares",
       "delete the flag; set tp/ep/pp/dp-attn in the search-space entry (one source of truth)", EP_LESSON)

@@ -50,3 +50,15 @@ def test_every_policy_rule_has_a_case() -> None:
     covered = {c[1] for c in CASES}
     policy = {r.id for r in all_rules() if r.stage == "policy"}
     assert policy - covered - NO_CASE == set()
+
+
+@pytest.mark.parametrize("flag", ["--port: 1234", "--host: 0.0.0.0", "--model-path: /other/model",
+                                  "--model: /other/model"])
+def test_every_flag_the_launch_decides_is_refused_from_serve_args(tmp_path: Path, flag: str) -> None:
+    """SGLang's port, bind address and model path (`--model` is its abbreviation of `--model-path`): a recipe
+    setting one serves where the run does not look, or another model under the job's name."""
+    text = (CORPUS / "serve.launch-conflict.yaml").read_text(encoding="utf-8").replace("--port: 1234", flag)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text, encoding="utf-8")
+    hits = [f for f in validate_files([path]).findings if f.rule == "serve.launch-conflict"]
+    assert hits and hits[0].line == 20 and hits[0].is_error, flag
