@@ -227,19 +227,11 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
 def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     """What the running server and this host say about themselves: the engine's `/version` and the GPUs as the
     driver names them. Best effort, read once per launch: a value that cannot be read is None, never a failure."""
-    import json
+    from llmsweep.execute.ready import server_version
 
-    from llmsweep.execute.ready import DIRECT
-
-    seen: dict[str, Any] = {"engine_version": None, "gpu_names": None, "driver_version": None, "calibration": None}
-    try:
-        with DIRECT.open(f"{handle.base_url}/version", timeout=5) as resp:
-            doc = json.loads(resp.read().decode() or "{}")
-        if isinstance(doc, dict):
-            seen["engine_version"] = doc.get("version")
-            seen["calibration"] = doc.get("calibration")  # the simulator's; real engines have none
-    except (OSError, ValueError) as exc:
-        log.info("could not read %s/version: %s", handle.base_url, exc)
+    doc = server_version(handle.base_url)
+    seen: dict[str, Any] = {"engine_version": doc.get("version"), "gpu_names": None, "driver_version": None,
+                            "calibration": doc.get("calibration")}  # (the simulator's; real engines have none)
     if spec.gpus > 0 and shutil.which("nvidia-smi"):
         from llmsweep.execute.commands import run_command
 

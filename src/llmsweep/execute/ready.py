@@ -7,6 +7,7 @@ exit code and the last lines of its log, which is nearly always where the reason
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import urllib.error
@@ -23,6 +24,18 @@ _PROBE_TIMEOUT_S = 5.0
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 """Every request to a server this run launched goes direct: with HTTP_PROXY set (a CI box, a cluster login node),
 plain `urlopen` would send the health check or the `/version` read-back to the proxy."""
+
+
+def server_version(url: str, timeout_s: float = _PROBE_TIMEOUT_S) -> dict[str, object]:
+    """What a launched server says about itself at `{url}/version` (engine version, role, node, tp, the simulator's
+    calibration); empty when it does not answer or answers something else. Best effort: never a failure."""
+    try:
+        with DIRECT.open(f"{url}/version", timeout=timeout_s) as resp:
+            doc = json.loads(resp.read().decode() or "{}")
+    except (OSError, ValueError) as exc:
+        log.info("could not read %s/version: %s", url, exc)
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def probe_health(url: str, timeout_s: float = _PROBE_TIMEOUT_S) -> int | None:

@@ -14,7 +14,6 @@ the handle's `stop` (or, for a killed run, the cancellation of the whole allocat
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -34,7 +33,7 @@ from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
 from llmsweep.execute.node_power import READY_LINE
 from llmsweep.execute.pyxis import SrunLauncher
-from llmsweep.execute.ready import DIRECT, wait_ready
+from llmsweep.execute.ready import server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import shielded
 from llmsweep.power.deployment import NodePowerFiles, SampledWorker
@@ -148,16 +147,6 @@ class RanTopology(BaseModel):
         return {"disaggregated": self.disaggregated, "nodes": len(self.nodes), "node_names": list(self.nodes),
                 "gpus": self.gpus, "kv_transfer": self.kv_transfer, "router_policy": "round_robin", "links": [],
                 "roles": roles}
-
-
-def _version(url: str) -> dict[str, object]:
-    try:
-        with DIRECT.open(f"{url}/version", timeout=5) as resp:
-            doc = json.loads(resp.read().decode() or "{}")
-    except (OSError, ValueError) as exc:
-        log.info("could not read %s/version: %s", url, exc)
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 class RoleDeployment:
@@ -310,7 +299,7 @@ class RoleDeployment:
         roles: dict[str, RanRole] = {}
         transfer: str | None = None
         for role, worker, handle in self.started:
-            doc = _version(handle.base_url)
+            doc = server_version(handle.base_url)
             placed = self.nodes[worker.nodes[0]].name
             said_role, said_node = doc.get("role"), doc.get("node")
             if said_role is not None and said_role != role.kind:
