@@ -266,6 +266,8 @@ class SlurmJob:
     script_path: Path
     options: SlurmOptions
     result: SlurmJobResult | None = field(default=None)
+    _failures: int = field(default=0, repr=False)
+    """squeue calls failed in a row (`poll`)."""
 
     @property
     def stdout_path(self) -> Path:
@@ -274,8 +276,6 @@ class SlurmJob:
     @property
     def stderr_path(self) -> Path:
         return self.out_dir / f"slurm-{self.job_id}.err"
-
-    _failures: int = field(default=0, repr=False)
 
     def queue_state(self) -> str | None:
         """The job's state while Slurm lists it in the queue; None once it has left."""
