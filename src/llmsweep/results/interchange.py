@@ -13,6 +13,7 @@ are compared or plotted only when asked for by run id.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -127,7 +128,7 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
                     row[f"{prefix}_{name}"] = value
     row["llmsweep"] = {"source": point.source, "verdict": point.verdict, "reasons": list(point.reasons),
                        "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
-                       "origin": point.origin, "hardware": i.hardware}
+                       "origin": point.origin, "hardware": i.hardware, "corpus": i.corpus or None}
     power = point.summary.power if point.summary is not None else None
     if power is not None:
         row["llmsweep"]["power"] = {"source": power.source, "backend": power.backend, "reasons": list(power.reasons),
@@ -304,6 +305,8 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     if "scenario_type" in flat:
         job["scenario-type"] = flat["scenario_type"]
     identity = identity_from_job(job)
+    if ours.get("corpus"):  # our own export: the corpus the point replayed, so it matches its original again
+        identity = dataclasses.replace(identity, corpus=str(ours["corpus"]))
     metrics = {c.name: _number(flat, inferencex_name(c)) for c in HOT_COLUMNS}
     if "power_valid" in flat and flat.get("power_valid") not in (1, "1"):  # the app's rule: a 0 verdict drops them
         metrics.update({c.name: None for c in HOT_COLUMNS if c.metric.name.startswith("power.")

@@ -157,3 +157,15 @@ def test_inferencex_rows_carry_power_as_aggregate_power_writes_it(make_run, tmp_
     back = from_inferencex_row("x", rows[0], 0)
     assert back.metric("joules_per_output_token") == 1.35 and back.metric("avg_power_w") == 270.0
     assert back.metric("tokens_per_joule") == pytest.approx(1 / 1.08)
+
+
+def test_an_exported_agentic_point_keeps_its_corpus_through_an_inferencex_round_trip(make_run) -> None:
+    """Points match on the corpus they replayed: exported as InferenceX rows and imported back, ours must still
+    match the originals (an imported InferenceX row of its own has no corpus and matches only with --ignore)."""
+    p = points_from_run(make_run("r", concs=(8,)))[0]
+    agentic = dataclasses.replace(p, identity=dataclasses.replace(p.identity, corpus="sha256:0123456789abcdef"))
+    (row,) = json.loads(export_points([agentic], "inferencex"))
+    back = from_inferencex_row("import:x", row, 0)
+    assert back.identity.corpus == "sha256:0123456789abcdef" and back.identity.key() == agentic.identity.key()
+    row.pop("llmsweep")
+    assert from_inferencex_row("import:y", row, 0).identity.corpus == ""
