@@ -187,9 +187,9 @@ class AgenticWorkload(Workload):
         self.blocks = BlockText(self.tokenizer, seed=config.seed)
         self._plans: dict[int, TracePlan] = {}
         self._lock = threading.Lock()
-        order = np.arange(len(traces))
+        order = np.arange(len(playable))
         if config.sampler == "shuffle":
-            order = np.random.default_rng([config.seed & 0xFFFFFFFF, 3]).permutation(len(traces))
+            order = np.random.default_rng([config.seed & 0xFFFFFFFF, 3]).permutation(len(playable))
         self._order = [int(i) for i in order]
 
     # -- public -------------------------------------------------------------------------------------------------

@@ -253,6 +253,25 @@ def test_traces_without_top_level_requests_are_skipped_not_spun_on() -> None:
         AgenticWorkload(AgenticConfig(run_id="e"), traces=[only_sub])
 
 
+@pytest.mark.parametrize("sampler", ["sequential", "shuffle"])
+def test_a_skipped_trace_leaves_every_lane_a_playable_one(small_corpus: list, sampler: str) -> None:
+    from llmsweep.workload.traces.schema import Trace
+
+    only_sub = Trace.model_validate({"id": "s", "requests": [
+        {"type": "subagent", "t": 0, "agent_id": "a", "requests": [{"t": 0, "in": 64, "out": 1, "hash_ids": [0]}]}]})
+    traces = [only_sub, *small_corpus[:2]]
+    workload = AgenticWorkload(AgenticConfig(concurrency=3, sampler=sampler, warm_start=False, run_id="k"),
+                               traces=traces)
+    played = set()
+    for lane in range(3):
+        sessions = iter(workload.sessions(lane))
+        for _ in range(2):
+            send = next(sessions).send(None)
+            assert isinstance(send, Send)
+            played.add(send.spec.identity.trace)
+    assert played == {t.id for t in small_corpus[:2]}
+
+
 def test_warm_start_primes_subagents_live_at_t_star(handbuilt: str) -> None:
     # tree-a's timeline spans 0..509 s; ratio 0.0098 puts t* at ~4.99 s: m1 is the primer, explore_002 (4.2-5.2)
     # and general_purpose_001 (4.5-7.0) are live, each has begun one request.
