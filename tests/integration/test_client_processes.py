@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support.procs import alive, descendants, read_proc
 from support.stream_server import ServerConfig, StreamServer, run_in_subprocess
-from support.workloads import SimpleWorkload, TreeWorkload
+from support.workloads import DrainingWorkload, SimpleWorkload, TreeWorkload
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark
 
@@ -173,3 +173,36 @@ def test_a_record_helper_that_cannot_start_leaves_parsing_to_the_loop(
     assert len(_records(tmp_path)) == 10 and res.summary.requests.successful == 10
     assert res.summary.client_health.workers[0]["record_helper"] is False
     assert "the record helper failed" in caplog.text
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_profiling_starts_once_every_lanes_warm_up_has_drained_in_every_worker(tmp_path: Path, workers: int) -> None:
+    """Lane 0 (worker 0) warms up for ~0.6 s, the other lanes for a few ms: no profiling request, in either worker,
+    goes out before lane 0's (and its child's) warm-up ended, nor does a lane's second session."""
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.005)) as srv:
+        res = run_benchmark(DrainingWorkload(lanes=4), Endpoint(base_url=srv.url, model="m"),
+                            RunOptions(concurrency=4, workers=workers), tmp_path)
+    recs = _records(tmp_path)
+    warm = [r for r in recs if r["phase"] == "warmup"]
+    prof = [r for r in recs if r["phase"] == "profiling"]
+    assert len(warm) == 3 + 1 + 3 and len(prof) == 2 + 1 + 2 * 2 + 2 * 4
+    assert all(r["error_class"] is None for r in recs)
+    last_warm_end = max(r["end_at"] for r in warm)
+    assert last_warm_end - min(r["sent_at"] for r in warm) > 0.5  # lane 0's slow warm-up
+    assert min(r["sent_at"] for r in prof) >= last_warm_end
+    drained = [w["warmup_drained_at"] for w in res.summary.client_health.workers]
+    assert len(drained) == workers and all(t is not None and t <= min(r["sent_at"] for r in prof) for t in drained)
+
+
+def test_a_warm_up_that_outlasts_its_grace_stops_every_worker_with_the_reason(tmp_path: Path) -> None:
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.05)) as srv:  # lane 0's warm-up: 3 x 2 s
+        t0 = time.monotonic()
+        res = run_benchmark(DrainingWorkload(lanes=4, grace_s=0.5), Endpoint(base_url=srv.url, model="m"),
+                            RunOptions(concurrency=4, workers=2), tmp_path)
+        took = time.monotonic() - t0
+    recs = _records(tmp_path)
+    assert recs and all(r["phase"] == "warmup" for r in recs)
+    assert took < 20
+    assert res.verdict == "invalid"
+    assert any(r.startswith("run stopped early: the warm-up did not drain within 0.5 s") for r in
+               res.summary.validity.reasons), res.summary.validity.reasons

@@ -61,3 +61,6 @@ def test_agentic_replay_runs_warmup_then_profiling_trees(server: StreamServer, t
     assert summary["requests"]["warmup"] == sum(r["phase"] == "warmup" for r in recs)
     assert summary["cache"]["theoretical_hit_rate"] > 0.5  # multi-turn prefixes are reused
     assert summary["validity"]["gates"]["max_error_ratio"] == 0.10
+    # AgentX drains every lane's warm-up before profiling starts
+    assert max(r["end_at"] for r in recs if r["phase"] == "warmup") <= min(
+        r["sent_at"] for r in recs if r["phase"] == "profiling")

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from llmsweep.workload.base import (
+    Drain,
     Join,
     LaneProgram,
     RequestIdentity,
@@ -108,3 +109,54 @@ class TreeWorkload(Workload):
         yield Send(self._spec(lane, tree, "", 1))
         yield Join(tuple(handles))
         yield Send(self._spec(lane, tree, "", 2))
+
+
+class DrainingWorkload(Workload):
+    """Lanes that warm up for different times, then drain (`Drain`) before profiling, as AgentX lanes do.
+
+    Lane 0 sends `slow_warmups` warm-up requests of `slow_tokens` tokens and spawns a child that sends one warm-up
+    request and drains too; lane `lanes - 1`'s first program sends one warm-up request and ends without draining (a
+    trace too short to split); every other lane sends one 1-token warm-up request. After its `Drain` a first program
+    sends `profiling` requests; every later session sends `profiling` requests at once.
+    """
+
+    name = "draining"
+
+    def __init__(self, *, lanes: int, slow_warmups: int = 3, slow_tokens: int = 40, profiling: int = 2,
+                 sessions_per_lane: int = 2, grace_s: float = 60.0) -> None:
+        self.lanes = lanes
+        self.slow_warmups = slow_warmups
+        self.slow_tokens = slow_tokens
+        self.profiling = profiling
+        self.sessions_per_lane = sessions_per_lane
+        self.warmup_drain_s = grace_s
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        yield self._first(lane)
+        for k in range(1, self.sessions_per_lane):
+            yield self._sends(lane, 100 * k, self.profiling)
+
+    def _sends(self, lane: int, base: int, n: int, *, phase: str = "profiling", tokens: int = 2) -> LaneProgram:
+        for i in range(n):
+            yield Send(chat_spec(lane, base + i, max_tokens=tokens, phase=phase))
+
+    def _first(self, lane: int) -> LaneProgram:
+        if lane == 0:
+            child = yield Spawn(self._child())
+            yield from self._sends(lane, 0, self.slow_warmups, phase="warmup", tokens=self.slow_tokens)
+            yield Drain()
+            yield Join((child,))
+        else:
+            yield from self._sends(lane, 0, 1, phase="warmup", tokens=1)
+            if lane == self.lanes - 1:
+                return
+            yield Drain()
+        yield from self._sends(lane, 10, self.profiling)
+
+    def _child(self) -> LaneProgram:
+        yield from self._sends(0, 50, 1, phase="warmup", tokens=1)
+        yield Drain()
+        yield from self._sends(0, 60, 1)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "lanes": self.lanes}

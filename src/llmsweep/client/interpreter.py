@@ -5,6 +5,10 @@ sessions of `workload.sessions(lane)` one tree at a time (a tree = the root prog
 lane takes its next session only when the whole tree drained). Open loop: sessions start at their arrival times,
 whatever is in flight. After the deadline (or a stop) no new request starts and sleeping programs wake up and end;
 in-flight requests get the grace period, then are cancelled and recorded as `cancelled`.
+
+A workload that drains its warm-up (`Drain`) has its lanes' first programs held at their `Drain` until every one of
+them, in this worker and in every other (`Control.drained`), has arrived or ended; `warmup_drain_s` bounds the wait,
+after which the run stops (`metrics.gates.warmup_not_drained`).
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ from llmsweep.client.transport import (
     stalled,
     to_record,
 )
+from llmsweep.metrics.gates import warmup_not_drained
 from llmsweep.workload.base import (
+    Drain,
     Join,
     LaneProgram,
     RequestOutcome,
@@ -49,6 +55,7 @@ from llmsweep.workload.base import (
     Sleep,
     Spawn,
     SpawnHandle,
+    WarmupDrain,
     Workload,
 )
 
@@ -71,6 +78,7 @@ class WorkerStats:
     output_tokens: int = 0
     first_profiling_sent: float | None = None
     deadline: float | None = None
+    warmup_drained_at: float | None = None  # unix time this worker's lanes had all drained their warm-up (`Drain`)
     cpu_s: float = 0.0
     wall_s: float = 0.0
     conn_queue_wait_s: float = 0.0
@@ -100,6 +108,9 @@ class Control(Protocol):
 
     async def barrier(self) -> None: ...
 
+    async def drained(self) -> bool:
+        """This worker's warm-up has drained (`Drain`): True once every worker's has, False on a run-wide stop."""
+
 
 class LocalControl:
     """In-process control for a single worker: the parent reads `stats` directly."""
@@ -119,6 +130,9 @@ class LocalControl:
 
     async def barrier(self) -> None:
         return None
+
+    async def drained(self) -> bool:
+        return True
 
 
 def share(total: int, worker: int, workers: int) -> int:
@@ -269,6 +283,10 @@ class Interpreter:
         self._ids = itertools.count()
         self._handle_ids = itertools.count()
         self._lane_iters: dict[int, Iterator[LaneProgram]] = {}
+        self._drain: WarmupDrain | None = None
+        self._released = asyncio.Event()
+        """Set when every worker's warm-up has drained (or the run stops): held programs and idle lanes go on."""
+        self._drain_deadline: float | None = None
         self._phase = _Phase(None, None)
         self._session: aiohttp.ClientSession | None = None
         self._protocol_stamps = options.stamp_reads in ("kernel", "protocol")
@@ -381,6 +399,11 @@ class Interpreter:
                     self.stop("duration reached")
                 elif (reason := self.control.stop_reason()) is not None:
                     self.stop(reason, grace=0.0)
+                elif (self._drain_deadline is not None and now >= self._drain_deadline
+                      and not self._released.is_set()):
+                    reason = warmup_not_drained(self.workload.warmup_drain_s or 0.0)
+                    self.control.request_stop(reason)
+                    self.stop(reason, grace=0.0)
             if self.stopping and self._stop_at is not None and now >= self._stop_at + self._grace:
                 self._cancel_all()
             self._cap_idle_gap()
@@ -433,6 +456,7 @@ class Interpreter:
         self.stopping = True
         self._stop_at = now_unix()
         self.stats.stop_reason = reason
+        self._released.set()  # held programs and idle lanes see `stopping` and end
         for fut in [*self._sleepers, *self._stop_wakers]:
             if not fut.done():
                 fut.set_result(None)
@@ -461,7 +485,11 @@ class Interpreter:
         if opts.request_rate is not None or (arrivals is not None and opts.concurrency is None):
             await self._open_loop(arrivals if opts.request_rate is None else None)
         else:
-            await self._closed_loop(closed_lanes or [self.worker])
+            lanes = closed_lanes or [self.worker]
+            if (grace := self.workload.warmup_drain_s) is not None:
+                self._drain = WarmupDrain(len(lanes))
+                self._drain_deadline = now_unix() + grace
+            await self._closed_loop(lanes)
 
     def _my_lanes(self) -> list[int]:
         conc = self.options.concurrency
@@ -484,15 +512,36 @@ class Interpreter:
 
     async def _lane(self, lane: int) -> None:
         sessions = self._sessions(lane)
-        while not self.stopping and self._budget_left():
-            try:
-                program = next(sessions, None)
-            except Exception:
-                log.exception("lane %d: the workload could not produce its next session; the lane stops", lane)
-                return
-            if program is None:
-                return
-            await self._run_tree(program, lane, time.perf_counter())
+        armed = self._drain is not None  # the lane's first program must reach its `Drain`
+        try:
+            while not self.stopping and self._budget_left():
+                if not armed and self._drain is not None and not self._released.is_set():
+                    await self._released.wait()  # a second session waits for every lane's warm-up
+                    continue
+                try:
+                    program = next(sessions, None)
+                except Exception:
+                    log.exception("lane %d: the workload could not produce its next session; the lane stops", lane)
+                    return
+                if program is None:
+                    return
+                armed, first = False, armed
+                await self._run_tree(program, lane, time.perf_counter(), armed=first)
+        finally:
+            if armed:  # it ended before its first program ran: nothing of it to drain
+                self._leave()
+
+    def _leave(self) -> None:
+        """An armed program reached `Drain` or ended: after the last of this worker's, wait for the other workers',
+        then release."""
+        assert self._drain is not None
+        if self._drain.leave() and not self.stopping:  # a stop releases everyone itself, as a stop
+            self._track(self._release())
+
+    async def _release(self) -> None:
+        self.stats.warmup_drained_at = now_unix()
+        if await self.control.drained():
+            self._released.set()
 
     async def _open_loop(self, arrivals: Iterator[Any] | None) -> None:
         """Start sessions at their arrival offsets from a common start; arrival i belongs to worker i mod N."""
@@ -538,16 +587,19 @@ class Interpreter:
         task.add_done_callback(self._all.discard)
         return task
 
-    async def _run_tree(self, program: LaneProgram, lane: int, scheduled: float) -> None:
+    async def _run_tree(self, program: LaneProgram, lane: int, scheduled: float, *, armed: bool = False) -> None:
         """Run a session tree to its end: the root and every descendant, joined or not."""
         tree = _Tree()
         try:
-            await self._run_program(program, lane, tree, scheduled)
+            await self._run_program(program, lane, tree, scheduled, armed)
         finally:
             while pending := [t for t in tree.tasks if not t.done()]:
                 await asyncio.wait(pending)
 
-    async def _run_program(self, gen: LaneProgram, lane: int, tree: _Tree, scheduled: float | None) -> None:
+    async def _run_program(
+        self, gen: LaneProgram, lane: int, tree: _Tree, scheduled: float | None, armed: bool = False
+    ) -> None:
+        """Carry out one program's actions; `armed`: it has to reach its `Drain` (see the module doc)."""
         value: Any = None
         intended = scheduled
         try:
@@ -576,7 +628,10 @@ class Interpreter:
                     value = None
                 elif isinstance(action, Spawn):
                     hid = next(self._handle_ids)
-                    task = self._track(self._run_program(action.program, lane, tree, time.perf_counter()))
+                    if armed:
+                        assert self._drain is not None
+                        self._drain.join()
+                    task = self._track(self._run_program(action.program, lane, tree, time.perf_counter(), armed))
                     tree.tasks.add(task)
                     tree.handles[hid] = task
                     value = SpawnHandle(hid)
@@ -585,11 +640,21 @@ class Interpreter:
                     if children:
                         await asyncio.wait(children)
                     value = None
+                elif isinstance(action, Drain):
+                    if armed:
+                        armed = False
+                        self._leave()
+                        await self._released.wait()
+                        if self.stopping:
+                            return
+                    value = None
                 else:
                     log.error("lane %d: unknown action %r; ending the session", lane, action)
                     return
         finally:
             gen.close()
+            if armed:
+                self._leave()
 
     async def _sleep(self, seconds: float, *, cappable: bool = False) -> float:
         """Sleep, waking early on stop; returns by how much the idle cap shortened it (program sleeps only)."""

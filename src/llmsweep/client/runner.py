@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 UNFINISHED = "interrupted: the run ended before writing its final run.json (killed?)"
+DRAIN_POLL_S = 0.005
+"""How often a drained worker looks whether the others' warm-up has drained too (the profiling start's lag)."""
 
 
 @dataclass(slots=True)
@@ -301,10 +303,13 @@ async def _run_local(
 
 # ------------------------------------------------------------------------------------------------------ processes
 class ProcessControl:
-    """Control for a worker process: a shared stop event, a stats queue to the parent, a start barrier."""
+    """Control for a worker process: a shared stop event, a stats queue to the parent, a start barrier, and the warm-up
+    drain's shared count of drained workers and its event (set by the last of them)."""
 
-    def __init__(self, stop: Any, queue: Any, barrier: Any, worker: int) -> None:
+    def __init__(self, stop: Any, queue: Any, barrier: Any, drain: tuple[Any, Any], worker: int, workers: int) -> None:
         self._stop, self._queue, self._barrier, self._worker = stop, queue, barrier, worker
+        self._drained, self._all_drained = drain
+        self._workers = workers
 
     def stop_reason(self) -> str | None:
         return "stopped by the parent (run-wide failure ratio or interrupt)" if self._stop.is_set() else None
@@ -318,6 +323,18 @@ class ProcessControl:
 
     async def barrier(self) -> None:
         await asyncio.to_thread(self._barrier.wait)
+
+    async def drained(self) -> bool:
+        with self._drained.get_lock():
+            self._drained.value += 1
+            if self._drained.value >= self._workers:
+                self._all_drained.set()
+        # polled, not a blocking wait in a thread: a run-wide stop must free it (a worker may never drain)
+        while not self._all_drained.is_set():
+            if self._stop.is_set():
+                return False
+            await asyncio.sleep(DRAIN_POLL_S)
+        return True
 
 
 def _portable(workload: Workload) -> tuple[str, Any, Any]:
@@ -348,7 +365,7 @@ def exit_with_parent() -> None:
     threading.Thread(target=watch, name="llmsweep-parent-watch", daemon=True).start()
 
 
-def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any) -> None:
+def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any, drain: tuple[Any, Any]) -> None:
     # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop, through `stop`.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent()
@@ -356,7 +373,7 @@ def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any) -> None:
     workload = _rebuild(portable)
     endpoint = Endpoint.model_validate_json(endpoint_json)
     options = RunOptions.model_validate_json(options_json)
-    control = ProcessControl(stop, queue, barrier, worker)
+    control = ProcessControl(stop, queue, barrier, drain, worker, workers)
     interp = Interpreter(
         workload, endpoint, options, Path(records_path), worker=worker, workers=workers, control=control
     )
@@ -374,6 +391,7 @@ async def _run_processes(
     n = options.workers or 1
     ctx = mp.get_context("spawn")
     stop, queue, barrier = ctx.Event(), ctx.Queue(), ctx.Barrier(n)
+    drain = (ctx.Value("i", 0), ctx.Event())
     procs = []
     for w in range(n):
         try:
@@ -385,7 +403,8 @@ async def _run_processes(
                 f"workload {workload.name!r} cannot be sent to worker processes: {exc}",
                 fix="build the workload from a picklable config, or run with --client-workers 1",
             ) from exc
-        proc = ctx.Process(target=_worker_main, args=(payload, stop, queue, barrier), name=f"llmsweep-worker-{w}")
+        proc = ctx.Process(target=_worker_main, args=(payload, stop, queue, barrier, drain),
+                           name=f"llmsweep-worker-{w}")
         proc.start()
         procs.append(proc)
     latest: dict[int, WorkerStats] = {w: WorkerStats(worker=w) for w in range(n)}

@@ -272,10 +272,13 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
         "virtual": {"window_s": predicted.seconds,
                     "virtual_seconds": round(stats.virtual_seconds, 3) if stats is not None else None,
                     "engine_steps": stats.steps if stats is not None else None,
+                    "warmup_drained_at": (round(stats.warmup_drained_at, 3)
+                                          if stats is not None and stats.warmup_drained_at is not None else None),
                     "wall_seconds": round(time.time() - started_at, 3)},
         **(extra or {}),
     }
-    stop_reason = "duration reached" if options.duration_s is not None else None
+    stop_reason = stats.stop_reason if stats is not None and stats.stop_reason else (
+        "duration reached" if options.duration_s is not None else None)
     client: dict[str, Any] = {"workers": [], "stop_reason": stop_reason, "clock": CLOCK}
     run_info = {"provenance": provenance, "gates": gates.model_dump(mode="json"), "client": client,
                 "gpus": options.gpus}

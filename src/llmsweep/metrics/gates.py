@@ -40,6 +40,20 @@ IDLE_SLACK_S = 1.0
 """Added to the workload's idle cap: the client checks the cap every 50 ms per worker and a send takes a moment."""
 
 
+WARMUP_NOT_DRAINED = "the warm-up did not drain"
+
+
+def warmup_not_drained(grace_s: float) -> str:
+    """The stop reason of a run whose lanes' warm-up did not drain within its grace (`workload.base.Drain`): the
+    client and the predictor say it alike, and it invalidates the run."""
+    return (f"{WARMUP_NOT_DRAINED} within {grace_s:g} s (warmup_grace_s): a lane's warm-up requests were still "
+            "running, so no profiling request was sent")
+
+
+EARLY_STOPS = ("failure ratio", "interrupted", WARMUP_NOT_DRAINED)
+"""Stop reasons (their openings) that make a run invalid: it did not end on its own."""
+
+
 class GateConfig(BaseModel):
     """Thresholds of the validity gates (AgentX defaults; fixed-length runs use a 0.05 error ratio)."""
 
@@ -220,7 +234,7 @@ def evaluate(
                            f"({warmup_failed}/{warmup} warm-up requests failed)")
         else:
             warnings.append(f"{warmup_failed}/{warmup} warm-up requests failed")
-    if stop_reason and stop_reason.startswith(("failure ratio", "interrupted")):
+    if stop_reason and stop_reason.startswith(EARLY_STOPS):
         reasons.append(f"run stopped early: {stop_reason}")
     if coverage is not None and coverage < gates.min_coverage:
         reasons.append(_coverage_reason(coverage, gates, coverage_detail))

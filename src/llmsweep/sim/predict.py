@@ -4,7 +4,8 @@ The same lane programs the load generator runs over HTTP (`llmsweep.workload.bas
 HTTP and no asyncio: `Send` submits to the core (after the engine's frontend latency), `Sleep` schedules a wake-up,
 `Spawn` starts a child program in the same session tree, `Join` waits for whole child trees. Closed loop: each of
 `concurrency` lanes runs one session tree at a time and takes the next only when the whole tree has drained (AgentX
-semantics). Open loop: `Workload.arrivals()` starts sessions at their own times.
+semantics); `Drain` holds a workload's warm-up as the client does (`llmsweep.workload.base.Drain`). Open loop:
+`Workload.arrivals()` starts sessions at their own times.
 
 The output is one record dict per request with exactly the fields of `llmsweep.client.records.RequestRecord`, so
 `llmsweep.metrics.summarise` treats predicted and measured runs alike.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from llmsweep.errors import ConfigError
+from llmsweep.metrics.gates import warmup_not_drained
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.kv import BlockHashes, Hint, as_keys
@@ -28,6 +30,7 @@ from llmsweep.sim.metrics import CoreCollector, MetricsStyle
 from llmsweep.sim.prompt import PromptEncoder
 from llmsweep.sim.text import token_text
 from llmsweep.workload.base import (
+    Drain,
     Join,
     LaneProgram,
     RequestOutcome,
@@ -36,6 +39,7 @@ from llmsweep.workload.base import (
     Sleep,
     Spawn,
     SpawnHandle,
+    WarmupDrain,
     Workload,
 )
 
@@ -65,6 +69,8 @@ class _Task:
     joining: set[int] = field(default_factory=set)
     children: dict[int, _Task] = field(default_factory=dict)
     done_children: set[int] = field(default_factory=set)
+    armed: bool = False
+    """It has to reach `Drain` before the warm-up drain releases the lanes."""
 
 
 @dataclass(slots=True)
@@ -77,6 +83,10 @@ class PredictionStats:
     preemptions: int = 0
     sessions_started: int = 0
     counters: dict[str, Any] = field(default_factory=dict)
+    warmup_drained_at: float | None = None
+    """Virtual time at which the warm-up drain released the lanes (None: the workload does not drain)."""
+    stop_reason: str | None = None
+    """Why the run stopped before its window (the warm-up did not drain within its grace)."""
 
 
 @contextlib.contextmanager
@@ -135,6 +145,12 @@ class Predictor:
         self._hints: dict[tuple[str, str], Hint] = {}
         """Per agent (session, node): its last finished prompt's keys and blocks (oldest agents dropped first)."""
         self._hint_cap = 256
+        self._drain: WarmupDrain | None = None
+        self._drain_grace = _INF
+        self._held: list[_Task] = []
+        """Programs that reached `Drain`, until the release."""
+        self._idle_lanes: list[int] = []
+        """Lanes whose first session tree drained before the release: they start their next one at the release."""
 
     def scrape(self, now: float) -> None:
         """Record one snapshot of the engine's Prometheus series at virtual time `now` (inside a block of decode
@@ -204,6 +220,9 @@ class Predictor:
         while True:
             if self._stopped(now):
                 task.gen.close()
+                if task.armed:
+                    task.armed = False
+                    self._leave(now)
                 return
             try:
                 action = task.gen.send(value)
@@ -225,6 +244,10 @@ class Predictor:
                 return
             if isinstance(action, Spawn):
                 child = self._new_task(action.program, task.lane, task)
+                if task.armed:
+                    assert self._drain is not None
+                    child.armed = True
+                    self._drain.join()
                 task.children[child.tid] = child
                 task.pending += 1
                 self._advance(child, None, now)
@@ -237,10 +260,40 @@ class Predictor:
                     continue
                 task.joining = waiting
                 return
-            raise ConfigError(f"lane program yielded {action!r}, which is not Send, Sleep, Spawn or Join",
+            if isinstance(action, Drain):
+                if not task.armed:  # after the release, a later session's, or in open loop: nothing to wait for
+                    value = None
+                    continue
+                task.armed = False
+                self._held.append(task)
+                self._leave(now)
+                return
+            raise ConfigError(f"lane program yielded {action!r}, which is not Send, Sleep, Spawn, Join or Drain",
                               fix="yield only the actions defined in llmsweep.workload.base")
 
+    def _leave(self, now: float) -> None:
+        """An armed program reached `Drain` or ended (or a lane had none): on the last one, the release (every held
+        program goes on, every idle lane takes its next session), unless the wait outlasted the warm-up grace: then
+        the run stops."""
+        assert self._drain is not None
+        if not self._drain.leave():
+            return
+        self.stats.warmup_drained_at = now
+        if now > self._drain_grace and not self._stopped(now):
+            self.stats.stop_reason = warmup_not_drained(self._drain_grace)
+            log.warning("predict: %s", self.stats.stop_reason)
+            self._deadline = now
+        for held in self._held:
+            self._push(now, _WAKE, (held, None))
+        self._held = []
+        idle, self._idle_lanes = self._idle_lanes, []
+        for lane in idle:
+            self._start_lane_session(lane, now)
+
     def _task_done(self, task: _Task, now: float) -> None:
+        if task.armed:
+            task.armed = False
+            self._leave(now)
         task.pending -= 1
         while task.pending == 0:
             parent = task.parent
@@ -260,17 +313,22 @@ class Predictor:
         if root.lane >= 0:
             self._start_lane_session(root.lane, now)
 
-    def _start_lane_session(self, lane: int, now: float) -> None:
-        if self._stopped(now):
+    def _start_lane_session(self, lane: int, now: float, *, armed: bool = False) -> None:
+        if self._drain is not None and self._drain.holding and not armed:
+            self._idle_lanes.append(lane)  # a second session waits for the release
             return
-        sessions = self._lane_sessions.get(lane)
-        if sessions is None:
+        task = None
+        if not self._stopped(now) and (sessions := self._lane_sessions.get(lane)) is not None:
+            program = next(sessions, None)
+            if program is not None:
+                task = self._new_task(program, lane, None)
+        if task is None:
+            if armed:  # a lane with nothing to play has nothing to drain
+                self._leave(now)
             return
-        program = next(sessions, None)
-        if program is None:
-            return
+        task.armed = armed
         self.stats.sessions_started += 1
-        self._advance(self._new_task(program, lane, None), None, now)
+        self._advance(task, None, now)
 
     def _send(self, task: _Task, spec: RequestSpec, now: float) -> None:
         ident = spec.identity
@@ -365,9 +423,12 @@ class Predictor:
         else:
             if concurrency < 1:
                 raise ConfigError(f"predict: concurrency must be >= 1, got {concurrency}", fix="pass --concurrency")
+            if workload.warmup_drain_s is not None:
+                self._drain = WarmupDrain(concurrency)
+                self._drain_grace = workload.warmup_drain_s
             for lane in range(concurrency):
                 self._lane_sessions[lane] = iter(workload.sessions(lane))
-                self._start_lane_session(lane, 0.0)
+                self._start_lane_session(lane, 0.0, armed=self._drain is not None)
         now = self._loop()
         if self.scrape_interval:
             self.scrape(now)
@@ -513,6 +574,7 @@ def predict_point(
         gates = point.gates(planned_duration_s=seconds if load.duration_s is not None else None)
         telemetry = power.telemetry(point.gpus) if power is not None else None
         summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
-                            provenance=provenance, gates=gates, telemetry=telemetry)
+                            provenance=provenance, gates=gates, telemetry=telemetry,
+                            client={"stop_reason": predictor.stats.stop_reason})
     return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats, telemetry,
                           config.calibration_label())

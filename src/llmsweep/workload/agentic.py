@@ -9,6 +9,10 @@ interpreter starts the lane's next session only when the whole tree, background 
   continues from there with recorded delays. Subagents live at t* are primed too (their last request before t*,
   full prefix, one token) and go on as recorded; ones spawned before t* but not yet started wait their remaining
   offset; subagents anchored on the warm-up turns are not replayed. Recycled plays start at turn 0.
+* **Warm-up drain**: with warm start, the first play's root yields `Drain` after its warm-up turns (at once when its
+  trace was too short to split), and each stream primed or waiting at t* after its primer (before its remaining
+  offset): the interpreter holds them until every lane's warm-up has drained, across its workers, and profiling
+  starts from that snapshot with the recorded delays still to run (AgentX). `warmup_grace_s` bounds the wait.
 * **Delays** are end-to-start, each capped at `trace_idle_gap_cap_s` (InferenceX: 300 s). The whole-system idle cap
   (`system_idle_gap_cap_s`, AgentX: 10 s) needs a view of every lane, so interpreters apply it; it is carried in
   the config and `describe()`.
@@ -38,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmsweep.errors import DatasetError
 from llmsweep.workload.base import (
+    Drain,
     Join,
     LaneProgram,
     Phase,
@@ -88,6 +93,11 @@ class AgenticConfig(BaseModel):
     trajectory_start_min_ratio: float = Field(default=0.25, ge=0.0, le=1.0)
     trajectory_start_max_ratio: float = Field(default=0.75, ge=0.0, le=1.0)
     warmup_requests_per_lane: int = Field(default=10, ge=0, description="One-token root turns after the primer.")
+    warmup_grace_s: float = Field(
+        default=1800.0, gt=0,
+        description="How long an interpreter waits for every lane's warm-up to drain before it stops the run"
+        " (AgentX's warm-up grace period).",
+    )
     trace_idle_gap_cap_s: float | None = Field(default=300.0, gt=0, description="Cap on every replayed delay.")
     system_idle_gap_cap_s: float | None = Field(
         default=10.0, gt=0, description="Whole-system idle cap; applied by interpreters that see every lane."
@@ -183,6 +193,7 @@ class AgenticWorkload(Workload):
                 fix="check the trace source",
             )
         self.traces = playable
+        self.warmup_drain_s = config.warmup_grace_s if config.warm_start else None
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.blocks = BlockText(self.tokenizer, seed=config.seed)
         self._plans: dict[int, TracePlan] = {}
@@ -215,9 +226,10 @@ class AgenticWorkload(Workload):
         for play in itertools.count():
             index = self.trace_for(lane, play)
             start, t_star = 0, 0.0
-            if play == 0 and self.config.warm_start:
+            drain = play == 0 and self.config.warm_start
+            if drain:
                 index, start, t_star = self._warm_start(lane, index)
-            yield self._root(_Play(self, self.plan(index), lane, play), start, t_star)
+            yield self._root(_Play(self, self.plan(index), lane, play), start, t_star, drain=drain)
 
     def describe(self) -> dict[str, Any]:
         cfg = self.config
@@ -261,7 +273,7 @@ class AgenticWorkload(Workload):
         cap = self.config.trace_idle_gap_cap_s
         return seconds if cap is None else min(seconds, cap)
 
-    def _root(self, play: _Play, start: int, t_star: float = 0.0) -> LaneProgram:
+    def _root(self, play: _Play, start: int, t_star: float = 0.0, *, drain: bool = False) -> LaneProgram:
         turns = play.plan.root.turns
         conv = play.conversation("")
         first = 0
@@ -273,6 +285,8 @@ class AgenticWorkload(Workload):
             first = start + self.config.warmup_requests_per_lane
             for k in range(start, first):
                 yield play.send(conv, "", turns[k], "warmup", one_token=True)
+        if drain:
+            yield Drain()
         last: RequestOutcome | None = None
         for k in range(first, len(turns)):
             turn = turns[k]
@@ -301,12 +315,14 @@ class AgenticWorkload(Workload):
         turns = stream.turns
         begun = [t for t in turns if t.request.t < t_star]
         if not begun:
+            yield Drain()
             rest = turns[0].request.t - t_star
             if rest > 0:
                 yield Sleep(self._cap(rest))
             nxt = 0
         else:
             yield play.send(conv, stream.node, begun[-1], "warmup", one_token=True)
+            yield Drain()
             nxt = len(begun)
         last: RequestOutcome | None = None
         for j in range(nxt, len(turns)):

@@ -12,6 +12,7 @@ A lane program is a generator that yields actions and receives their results:
         yield Sleep(2.5)                   # -> None (think time, end-to-start)
         child = yield Spawn(other())       # -> SpawnHandle; runs concurrently
         yield Join([child])                # -> None once the child's whole tree has finished
+        yield Drain()                      # -> None once every lane's warm-up has drained (see `Drain`)
 
 Concurrency semantics (AgentX): an interpreter runs `concurrency` lanes; a lane runs one session tree at a time and
 takes the next session only after the whole tree (root and every spawned descendant) has drained. So in-flight
@@ -206,8 +207,44 @@ class Join:
     handles: tuple[SpawnHandle, ...]
 
 
-Action = Send | Sleep | Spawn | Join
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """Wait until the warm-up has drained everywhere, then go on (AgentX drains every lane's warm-up and starts
+    profiling from that snapshot, so no warm-up work falls inside the profiling window).
+
+    Only a workload whose `warmup_drain_s` is set yields it. The programs that must arrive (:class:`WarmupDrain`):
+    each closed-loop lane's first program, and every program one of those spawns before it arrives. They are held
+    until all of them have arrived or ended, in every client worker, and are then released together; a lane takes its
+    second session only after the release. Any other program's `Drain` returns at once, as does every `Drain` in open
+    loop. An interpreter that waits longer than `warmup_drain_s` for the release stops the run with that reason."""
+
+
+Action = Send | Sleep | Spawn | Join | Drain
 LaneProgram = Generator[Action, Any, None]
+
+
+class WarmupDrain:
+    """The interpreters' shared count of the programs that still have to reach `Drain`: one per closed-loop lane at
+    the start, one more per program such a program spawns before it arrives. `leave` (a program arrived, or ended
+    without arriving) returns True on the call that empties it: the release."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self, lanes: int) -> None:
+        self.pending = lanes
+
+    @property
+    def holding(self) -> bool:
+        """Still waiting for someone (before the release)."""
+        return self.pending > 0
+
+    def join(self) -> None:
+        """An armed program spawned one more that must arrive."""
+        self.pending += 1
+
+    def leave(self) -> bool:
+        self.pending -= 1
+        return self.pending == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +263,9 @@ class Workload(ABC):
     """
 
     name: str = "workload"
+    warmup_drain_s: float | None = None
+    """None: lanes go from warm-up to profiling on their own. Else the lanes' first programs yield `Drain` once their
+    warm-up is done, and an interpreter waits at most this many seconds for every lane's (AgentX's warm-up grace)."""
 
     @abstractmethod
     def sessions(self, lane: int) -> Iterator[LaneProgram]:

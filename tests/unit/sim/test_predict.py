@@ -8,8 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from llmsweep.errors import ConfigError
-from llmsweep.sim.engine import EngineConfig
-from llmsweep.sim.predict import predict
+from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.predict import Predictor, predict
+from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
 from llmsweep.workload.base import (
     Arrival,
     Join,
@@ -231,3 +232,37 @@ def test_a_flag_value_the_simulator_cannot_take_is_a_config_error_naming_it() ->
 
     with pytest.raises(ConfigError, match="Invalid value for '--mem-fraction-static': 'abc' is not a valid float"):
         engine_config_from_argv(["llmsweep", "sim", "serve", "--mem-fraction-static", "abc"])
+
+
+def _warming_agents(**kw: object) -> AgenticWorkload:
+    """Six AgentX lanes whose primers (up to ~260k tokens) take the 8B model on one H200 seconds to several seconds
+    each: lanes finish warming up at different times (without the drain, four profiling requests went out before
+    the last warm-up request ended)."""
+    from llmsweep.workload.traces.synth import SynthProfile
+
+    return AgenticWorkload(AgenticConfig(synthetic=SynthProfile(traces=8, max_isl=262144), concurrency=6,
+                                         warmup_requests_per_lane=2, run_id="drain", **kw))  # type: ignore[arg-type]
+
+
+def test_profiling_starts_only_once_every_lanes_warm_up_has_drained() -> None:
+    predictor = Predictor(build_core(EngineConfig(model="llama-3.1-8b", hardware="h200")))
+    records = predictor.run(_warming_agents(), concurrency=6, duration=60.0)
+    warm = [r for r in records if r["phase"] == "warmup"]
+    prof = [r for r in records if r["phase"] == "profiling"]
+    assert {r["lane"] for r in warm} == set(range(6)) and prof
+    last_warm_end = max(r["end_at"] for r in warm)
+    assert predictor.stats.warmup_drained_at == last_warm_end
+    assert min(r["sent_at"] for r in prof) >= last_warm_end
+
+
+def test_a_warm_up_that_outlasts_its_grace_stops_the_run_and_says_why() -> None:
+    from llmsweep.metrics import summarise
+
+    predictor = Predictor(build_core(EngineConfig(model="llama-3.1-8b", hardware="h200")))
+    records = predictor.run(_warming_agents(warmup_grace_s=5.0), concurrency=6, duration=60.0)
+    reason = predictor.stats.stop_reason
+    assert reason is not None and reason.startswith("the warm-up did not drain within 5 s")
+    assert records and all(r["phase"] == "warmup" for r in records)
+    summary = summarise(records, gpus=1, source="predicted", client={"stop_reason": reason})
+    assert summary.validity.verdict == "invalid"
+    assert f"run stopped early: {reason}" in summary.validity.reasons

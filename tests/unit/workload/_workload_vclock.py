@@ -2,7 +2,8 @@
 
 Every Send takes `latency` simulated seconds; Sleep advances the program's clock; Spawn starts a child in the same
 session tree; Join resumes once each handle's whole subtree has finished. A lane starts its next session only when
-its whole tree has drained. No new session or request starts at or after `duration`.
+its whole tree has drained. No new session or request starts at or after `duration`. A workload that drains its
+warm-up (`Workload.warmup_drain_s`) has its `Drain`s held until every lane's first program has arrived or ended.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from llmsweep.workload.base import (
+    Drain,
     Join,
     LaneProgram,
     RequestOutcome,
@@ -23,6 +25,7 @@ from llmsweep.workload.base import (
     Sleep,
     Spawn,
     SpawnHandle,
+    WarmupDrain,
     Workload,
 )
 
@@ -53,6 +56,7 @@ class _Task:
     parent: _Task | None
     children: list[_Task] = field(default_factory=list)
     done: bool = False
+    armed: bool = False
 
     def subtree_done(self) -> bool:
         return self.done and all(c.subtree_done() for c in self.children)
@@ -72,6 +76,8 @@ class Run:
     max_in_flight: int
     max_live_trees: int
     end: float
+    released: float | None = None
+    """When the warm-up drain let the lanes go (None: the workload does not drain)."""
 
 
 def run_virtual(
@@ -96,26 +102,49 @@ def run_virtual(
     tasks: dict[int, _Task] = {}
     joins: list[tuple[_Task, tuple[SpawnHandle, ...]]] = []
     iters: dict[int, Iterator[LaneProgram]] = {lane: workload.sessions(lane) for lane in range(lanes)}
+    gate = WarmupDrain(lanes) if workload.warmup_drain_s is not None else None
+    held: list[_Task] = []
+    idle_lanes: list[int] = []
+    released: list[float] = []
+
+    def leave() -> None:
+        assert gate is not None
+        if gate.leave():
+            released.append(now)
+            for task in held:
+                at(now, partial(step, task, None))
+            for lane in idle_lanes:
+                start_session(lane)
 
     def at(when: float, fn: Callable[[], None]) -> None:
         heapq.heappush(heap, (when, next(seq), fn))
 
-    def start_session(lane: int) -> None:
+    def start_session(lane: int, armed: bool = False) -> None:
         nonlocal live_trees
+        if gate is not None and gate.holding and not armed:
+            idle_lanes.append(lane)
+            return
         if now >= duration:
+            if armed:
+                leave()
             return
         program = next(iters[lane], None)
         if program is None:
+            if armed:
+                leave()
             return
         span = SessionSpan(lane=lane, session="", start=now)
         spans.append(span)
         tree = _Tree(lane=lane, span=span)
         live_trees += 1
         stats["max_live"] = max(stats["max_live"], live_trees)
-        start_task(program, tree, None)
+        start_task(program, tree, None, armed)
 
-    def start_task(program: LaneProgram, tree: _Tree, parent: _Task | None) -> _Task:
-        task = _Task(id=next(ids), program=program, tree=tree, parent=parent)
+    def start_task(program: LaneProgram, tree: _Tree, parent: _Task | None, armed: bool = False) -> _Task:
+        task = _Task(id=next(ids), program=program, tree=tree, parent=parent, armed=armed)
+        if armed and parent is not None:
+            assert gate is not None
+            gate.join()
         tasks[task.id] = task
         tree.live += 1
         if parent is not None:
@@ -126,6 +155,9 @@ def run_virtual(
     def finish(task: _Task) -> None:
         nonlocal live_trees
         task.done = True
+        if task.armed:
+            task.armed = False
+            leave()
         tree = task.tree
         tree.live -= 1
         if task.parent is None:
@@ -170,7 +202,7 @@ def run_virtual(
                 at(now + action.seconds, partial(step, task, None))
                 return
             if isinstance(action, Spawn):
-                child = start_task(action.program, task.tree, task)
+                child = start_task(action.program, task.tree, task, task.armed)
                 value = SpawnHandle(child.id)
                 continue
             if isinstance(action, Join):
@@ -179,11 +211,19 @@ def run_virtual(
                     continue
                 joins.append((task, action.handles))
                 return
+            if isinstance(action, Drain):
+                if task.armed:
+                    task.armed = False
+                    held.append(task)
+                    leave()
+                    return
+                value = None
+                continue
             raise TypeError(f"unknown action {action!r}")
 
     for lane in range(lanes):
-        start_session(lane)
+        start_session(lane, armed=gate is not None)
     while heap:
         now, _, fn = heapq.heappop(heap)
         fn()
-    return Run(dispatches, spans, stats["max_in_flight"], stats["max_live"], now)
+    return Run(dispatches, spans, stats["max_in_flight"], stats["max_live"], now, released[0] if released else None)

@@ -206,6 +206,35 @@ def test_warm_start_primes_at_t_star_then_one_token_warmups(small_corpus: list) 
             assert later[0].spec.identity.turn == 0  # recycled plays start from the beginning
 
 
+def test_profiling_starts_only_once_every_lanes_warm_up_has_drained(small_corpus: list) -> None:
+    # lane 0's primer takes 40 s (a long prefill), every other request 1 s: lanes 1 and 2 are done warming up at 3 s
+    cfg = AgenticConfig(concurrency=3, warmup_requests_per_lane=2, run_id="d", seed=5, trace_idle_gap_cap_s=5.0)
+    workload = AgenticWorkload(cfg, traces=small_corpus)
+    assert workload.warmup_drain_s == cfg.warmup_grace_s
+
+    def latency(spec: RequestSpec) -> float:
+        ident = spec.identity
+        return 40.0 if ident.lane == 0 and ident.phase == "warmup" and ident.request_index == 0 else 1.0
+
+    run = run_virtual(workload, lanes=3, duration=300.0, latency=latency)
+    warm = [d for d in run.dispatches if d.spec.identity.phase == "warmup"]
+    prof = [d for d in run.dispatches if d.spec.identity.phase == "profiling"]
+    assert run.released == max(d.at + latency(d.spec) for d in warm) == 42.0
+    assert min(d.at for d in prof) >= run.released
+    plans = {t.id: workload.plan(i) for i, t in enumerate(workload.traces)}
+    for lane in range(3):
+        first = next(d for d in prof if d.lane == lane and d.spec.identity.node == "")
+        turn = plans[first.spec.identity.trace].root.turns[first.spec.identity.turn]
+        # the recorded delay before the first profiling turn runs from the release (AgentX: residual delays kept)
+        assert first.at == pytest.approx(run.released + min(turn.delay, 5.0)) or turn.joins
+
+
+def test_without_warm_start_there_is_no_drain(handbuilt: str) -> None:
+    workload = _cold(handbuilt)
+    assert workload.warmup_drain_s is None
+    assert run_virtual(workload, lanes=2, duration=50.0, latency=1.0).released is None
+
+
 def test_each_lane_starts_on_a_different_trace(small_corpus: list) -> None:
     workload = AgenticWorkload(AgenticConfig(concurrency=4, warmup_requests_per_lane=1, run_id="x"),
                                traces=small_corpus)
