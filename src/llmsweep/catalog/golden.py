@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmsweep.catalog.precision import FORMATS, NAME_TOKEN
 from llmsweep.catalog.sources import PACKAGED_DIR, build_models, cached, catalog_dirs, load_yaml
 from llmsweep.errors import ConfigError
 
@@ -51,20 +52,6 @@ METHOD_ALIASES: dict[str, Method] = {
     "draft_model": "draft_model",
 }
 
-#: Precision families: recipes say fp4/fp8, checkpoints say nvfp4/mxfp4/mxfp8; a curve measured on NVFP4 is a fair
-#: target for an "fp4" recipe but not for an "fp8" one.
-PRECISION_FAMILY: dict[str, str] = {
-    "nvfp4": "fp4",
-    "mxfp4": "fp4",
-    "fp4": "fp4",
-    "int4": "int4",
-    "fp8": "fp8",
-    "mxfp8": "fp8",
-    "bf16": "bf16",
-    "fp16": "bf16",
-}
-
-
 def normalise_method(method: str) -> Method | None:
     """Map a method spelling (``mtp``, ``EAGLE``, ``nextn``, ``eagle3``, ``dspark``) to a curve family; else None."""
     return METHOD_ALIASES.get(method.strip().lower().replace("-", "_"))
@@ -85,7 +72,8 @@ def normalise_thinking(thinking: bool | str) -> ThinkingMode:
 def precision_family(precision: str) -> str:
     """The precision family used to compare a recipe with a curve (``nvfp4`` and ``fp4`` are the same family)."""
     p = precision.strip().lower()
-    return PRECISION_FAMILY.get(p, p)
+    fmt = FORMATS.get(p)
+    return fmt.family if fmt is not None else p
 
 
 class CurveIndexEntry(BaseModel):
@@ -218,7 +206,6 @@ _FILE_KEYS = (
     re.compile(rf"^(?P<prefix>[^_]+)_(?P<method>{_METHODS_RX})(?:_(?P<variant>.+))?$"),  # qwen3.5_mtp
     re.compile(rf"^(?P<prefix>[a-z0-9.]+?)-(?:.+-)?(?P<method>{_METHODS_RX})(?P<variant>)$"),  # dsv4-pro-0813-dspark
 )
-_PRECISION_TOKEN = re.compile(r"(?:^|[-_])(nvfp4|mxfp4|mxfp8|fp8|fp4|bf16|int4)(?=$|[-_.])")
 
 
 def _parse_scalar(text: str) -> float | int | str:
@@ -296,7 +283,7 @@ def parse_header(lines: list[str]) -> dict[str, Any]:
 
 
 def _precision_from(text: str) -> str | None:
-    m = _PRECISION_TOKEN.search(text.lower())
+    m = NAME_TOKEN.search(text.lower())
     return m.group(1) if m else None
 
 

@@ -14,26 +14,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from llmsweep.catalog.precision import FORMATS, NAME_ALTERNATION, NAME_TOKEN
 from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
 from llmsweep.errors import ConfigError
 
 ContextClass = Literal["1m", "256k"]
 
-#: Bytes per parameter of a weight format, including block-scale overhead (NVFP4: one FP8 scale per 16 values;
-#: MXFP4/MXFP8: one E8M0 scale per 32). Real checkpoints keep embeddings, norms and often attention in higher
-#: precision, so weight_bytes() is a lower bound for quantised ids.
-WEIGHT_BYTES_PER_PARAM: dict[str, float] = {
-    "fp32": 4.0,
-    "bf16": 2.0,
-    "fp16": 2.0,
-    "fp8": 1.0,
-    "mxfp8": 1.03125,
-    "int8": 1.0,
-    "nvfp4": 0.5625,
-    "mxfp4": 0.53125,
-    "fp4": 0.5625,
-    "int4": 0.5625,
-}
+#: Bytes per parameter of a weight format (`catalog.precision`). Real checkpoints keep embeddings, norms and often
+#: attention in higher precision, so weight_bytes() is a lower bound for quantised ids.
+WEIGHT_BYTES_PER_PARAM: dict[str, float] = {name: f.bytes_per_param for name, f in FORMATS.items()}
 
 #: Bytes per element of a KV-cache dtype (engine spellings included: vLLM ``auto``, ``fp8_e4m3``…).
 KV_BYTES_PER_ELEMENT: dict[str, float] = {
@@ -52,8 +41,7 @@ KV_BYTES_PER_ELEMENT: dict[str, float] = {
     "fp4": 0.5625,
 }
 
-_PRECISION_SUFFIX = re.compile(r"(?:^|[-_])(nvfp4|mxfp4|mxfp8|fp8|fp4|int4|w4a16|bf16|fp16)(?=$|[-_.])")
-_VARIANT_SUFFIX = re.compile(r"(?:[-_](?:nvfp4|mxfp4|mxfp8|fp8|fp4|int4|w4a16|bf16|fp16|preview|v\d+|dynamic))+$")
+_VARIANT_SUFFIX = re.compile(rf"(?:[-_](?:{NAME_ALTERNATION}|preview|v\d+|dynamic))+$")
 
 
 def _bytes(table: dict[str, float], dtype: str, what: str) -> float:
@@ -259,7 +247,7 @@ class ModelSpec(BaseModel):
 def checkpoint_precision(hf_id: str, default: str = "bf16") -> str:
     """Precision stated by an HF id's suffix: ``-FP8`` fp8, ``-NVFP4`` nvfp4, ``-MXFP4-v2`` mxfp4; else ``default``."""
     name = hf_id.rsplit("/", 1)[-1].lower()
-    found = _PRECISION_SUFFIX.findall(name)
+    found = NAME_TOKEN.findall(name)
     if not found:
         return default
     p: str = found[-1]

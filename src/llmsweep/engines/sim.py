@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from llmsweep.catalog.precision import known_names, weight_format
 from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_for
 from llmsweep.engines.base import Adapter, Derived, RoleContext, agentic_conc, norm_flag, topology
 from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
@@ -22,7 +23,6 @@ SIM_METHODS: dict[str, str] = {
     "mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft_model": "draft_model", "ngram": "ngram",
     "dspark": "draft_model", "medusa": "mtp",
 }
-PRECISIONS: dict[str, str] = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4", "bf16": "bf16"}
 DEFAULT_HARDWARE = "h200"
 LOOPBACK = "127.0.0.1"
 """The simulator runs on the host (never in a container whose port needs every interface) and speaks to a client on
@@ -175,7 +175,11 @@ class SimAdapter(Adapter):
         a["--ep"] = ep
         a["--host"] = LOOPBACK
         a["--port"] = port
-        a["--precision"] = PRECISIONS.get(job.precision.lower(), "bf16")
+        fmt = weight_format(job.precision)
+        if fmt is None:  # the recipe check refuses it first; a job built some other way must not run as bf16
+            raise LlmsweepError(f"precision {job.precision!r} is not a weight format the simulator knows",
+                                fix=f"use one of: {known_names()}")
+        a["--precision"] = fmt.compute
         kv_dtype = _kv_dtype(recipe)
         if kv_dtype:
             a["--kv-dtype"] = kv_dtype

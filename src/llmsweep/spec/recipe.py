@@ -8,12 +8,14 @@ block is told that the key is unknown there.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from llmsweep.catalog.precision import FORMATS, known_names, weight_format
 from llmsweep.power.samples import REQUIRE_POWER_HELP
 from llmsweep.spec.components import (
     ComponentMetadata,
@@ -321,6 +323,20 @@ class Recipe(StrictInput):
     @classmethod
     def _tagged_image(cls, image: str) -> str:
         return check_image(image)
+
+    @field_validator("precision")
+    @classmethod
+    def _known_precision(cls, precision: str) -> str:
+        if weight_format(precision) is None:
+            close = difflib.get_close_matches(precision.strip().lower(), list(FORMATS), n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            raise rule_error(
+                "precision", f"precision `{precision}` is not a weight format llmsweep knows{hint} "
+                f"(known: {known_names()})",
+                fix=f"write `precision: {close[0] if close else 'fp8'}` (the served checkpoint's weights), or add the "
+                "format to llmsweep/catalog/precision.py",
+            )
+        return precision
 
     @property
     def key(self) -> str:

@@ -1,0 +1,51 @@
+"""Weight formats have one table: the recipe check, model bytes, golden-AL families and the simulator agree on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmsweep import engines
+from llmsweep.catalog.golden import precision_family
+from llmsweep.catalog.models import WEIGHT_BYTES_PER_PARAM, checkpoint_precision
+from llmsweep.catalog.precision import FORMATS, weight_format
+from llmsweep.plan import full_sweep
+from llmsweep.spec import loads_recipes
+
+
+@pytest.mark.parametrize(("hf_id", "expected"), [
+    ("Qwen/Qwen3.5-397B-A17B-FP8", "fp8"), ("nvidia/DeepSeek-R1-0528-NVFP4-v2", "nvfp4"),
+    ("amd/DeepSeek-R1-0528-MXFP4-Preview", "mxfp4"), ("org/Model-W4A16", "int4"), ("org/Model-INT8", "int8"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "bf16"),
+])
+def test_a_checkpoint_suffix_names_its_format(hf_id: str, expected: str) -> None:
+    assert checkpoint_precision(hf_id) == expected
+    assert weight_format(expected) is not None
+
+
+def test_every_table_reads_the_same_formats() -> None:
+    assert set(WEIGHT_BYTES_PER_PARAM) == set(FORMATS)
+    assert precision_family("NVFP4") == precision_family("fp4") == "fp4" != precision_family("fp8")
+    assert weight_format(" FP8 ") is FORMATS["fp8"] and weight_format("fp9") is None
+
+
+RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
+
+
+@pytest.mark.parametrize(("precision", "compute"), [("nvfp4", "fp4"), ("MXFP8", "fp8"), ("int4", "bf16"),
+                                                    ("fp16", "bf16"), ("int8", "fp8")])
+def test_the_simulator_serves_a_format_at_its_compute_class(precision: str, compute: str) -> None:
+    text = RECIPE.read_text().replace("precision: fp8", f"precision: {precision}")
+    assert text != RECIPE.read_text()
+    job = full_sweep(loads_recipes(text, "t.yaml").raise_on_error().recipes)[0]
+    argv = engines.render(job, simulate=True, port=0).argv
+    assert argv[argv.index("--precision") + 1] == compute
+
+
+def test_a_recipe_with_an_unknown_precision_is_refused_before_anything_is_planned() -> None:
+    text = RECIPE.read_text().replace("precision: fp8", "precision: fp9")
+    result = loads_recipes(text, "t.yaml")
+    [finding] = [f for f in result.errors if f.rule == "schema.precision"]
+    assert "did you mean `fp8`" in finding.message and finding.fix and finding.line
+    assert not result.recipes
