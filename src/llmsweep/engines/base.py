@@ -11,6 +11,7 @@ its :class:`~llmsweep.engine_ids.EngineIdentity`; the adapter names it once (`id
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from abc import ABC, abstractmethod
@@ -52,6 +53,11 @@ def split_flag(flag: str, value: Any) -> tuple[str, Any]:
         name, _, joined = flag.partition("=")
         return name, joined
     return flag.split("=", 1)[0], value
+
+
+MISSPELLED_RATIO = 0.85
+"""How close (difflib's ratio) an unlisted flag must be to a listed one to be called a slip of it: one letter off or
+swapped in a flag of 15 or more characters, not a different word."""
 
 
 class AmbiguousFlagError(ConfigError):
@@ -308,6 +314,23 @@ class Adapter(ABC):
                 self.resolve_flag(flag)
             except AmbiguousFlagError as exc:
                 out.append(exc)
+        return out
+
+    def misspelled_flags(self, job: Job) -> list[tuple[str, str]]:
+        """(as written, the listed flag it most likely means) for each recipe flag the catalog does not list and that
+        is one slip away from one it does (`--mem-fracton-static`): the engine's parser would refuse to start. A flag
+        that abbreviates listed ones is the ambiguity rule's; a catalog without a list for this engine says nothing."""
+        known = self.known_flags
+        if not known:
+            return []
+        out: list[tuple[str, str]] = []
+        for written, (flag, _value) in self._written_args(job):
+            name = self.canonical(flag)
+            if not name.startswith("--") or name in known or any(k.startswith(name) for k in known):
+                continue
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=MISSPELLED_RATIO)
+            if close:
+                out.append((written, close[0]))
         return out
 
     def recipe_args(self, job: Job) -> Flags:

@@ -51,6 +51,21 @@ def ambiguous_flag(ctx: Context) -> Iterator[Finding]:
                           job=job, fix="write the flag in full")
 
 
+@rule("serve.flag-unknown", Severity.WARNING,
+      "A serve flag the engine's parser is not known to define, one slip away from one it does (a typo)",
+      "rename it to the flag the message names; if the flag is real and new, add it to the catalog's engine_flags.yaml",
+      "the engine's argparse refuses an unknown flag at launch, after the job waited for its node")
+def flag_unknown(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, "sim"):
+            continue
+        adapter = adapter_for(job)
+        for written, meant in adapter.misspelled_flags(job):
+            yield ctx.hit("serve.flag-unknown", recipe, serve_arg_path(recipe, job, written),
+                          f"`{written}` is not a flag {adapter.name}'s parser is known to define; did you mean "
+                          f"`{meant}`? The engine would refuse to start", job=job, fix=f"rename it to `{meant}`")
+
+
 @rule("serve.foreign-env", Severity.ERROR, "Environment of another engine (declared but never read)",
       "delete it, or move it to a recipe for the engine that reads it", EP_LESSON)
 def foreign_env(ctx: Context) -> Iterator[Finding]:

@@ -62,3 +62,17 @@ def test_every_flag_the_launch_decides_is_refused_from_serve_args(tmp_path: Path
     path.write_text(text, encoding="utf-8")
     hits = [f for f in validate_files([path]).findings if f.rule == "serve.launch-conflict"]
     assert hits and hits[0].line == 20 and hits[0].is_error, flag
+
+
+@pytest.mark.parametrize(("flag", "typo"), [("--mem-fraction-static: 0.75", False), ("--mem-fraction: 0.75", False),
+                                            ("--chunked-prefil-size: 8192", True), ("--tp-size: 8", False),
+                                            ("--enable-hierarchical-cach: true", False),
+                                            ("--enable-hierachical-cache: true", True), ("--my-new-flag: 1", False)])
+def test_only_a_slip_of_a_listed_flag_is_called_a_typo(tmp_path: Path, flag: str, typo: bool) -> None:
+    """A listed flag, a unique abbreviation of one, and a flag unlike any listed one pass; a letter off does not."""
+    text = (CORPUS / "serve.flag-unknown.yaml").read_text(encoding="utf-8").replace("--mem-fracton-static: 0.75",
+                                                                                     flag)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text, encoding="utf-8")
+    hits = [f for f in validate_files([recipe]).findings if f.rule == "serve.flag-unknown"]
+    assert bool(hits) == typo, [f.message for f in hits]
