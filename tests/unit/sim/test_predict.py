@@ -241,7 +241,7 @@ def _warming_agents(**kw: object) -> AgenticWorkload:
     from llmsweep.workload.traces.synth import SynthProfile
 
     return AgenticWorkload(AgenticConfig(synthetic=SynthProfile(traces=8, max_isl=262144), concurrency=6,
-                                         warmup_requests_per_lane=2, run_id="drain", **kw))  # type: ignore[arg-type]
+                                         warmup_requests_per_lane=2, run_id="drain", **kw))
 
 
 def test_profiling_starts_only_once_every_lanes_warm_up_has_drained() -> None:
