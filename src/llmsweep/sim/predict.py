@@ -357,10 +357,15 @@ class Predictor:
         hint = self._hints.get((record["session"], record["node"]))
         req = self.core.new_request(n_tokens, hashes, max_tokens, owner=owner, now=now, hint=hint)
         if req.error is not None:
-            record.update(status=400, error_class="context_overflow" if n_tokens else "http", error=req.error,
+            overflow = bool(n_tokens)
+            record.update(status=400, error_class="context_overflow" if overflow else "http", error=req.error,
                           end_at=self.start_time + now)
             self._last_activity = now
-            self._advance(task, RequestOutcome(ok=False, error=req.error), now)
+            if overflow:  # AgentX, as the client: a context overflow ends that session's program
+                task.gen.close()
+                self._task_done(task, now)
+            else:
+                self._advance(task, RequestOutcome(ok=False, error=req.error), now)
 
     def _on_step_end(self, now: float) -> None:
         t_abs = self.start_time + now

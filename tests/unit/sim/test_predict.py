@@ -266,3 +266,28 @@ def test_a_warm_up_that_outlasts_its_grace_stops_the_run_and_says_why() -> None:
     summary = summarise(records, gpus=1, source="predicted", client={"stop_reason": reason})
     assert summary.validity.verdict == "invalid"
     assert f"run stopped early: {reason}" in summary.validity.reasons
+
+
+class Overflowing(Workload):
+    """Each session: a small request, one longer than the KV pool, another small one."""
+
+    def program(self, session: str) -> LaneProgram:
+        yield send("", 0, session)
+        yield Send(RequestSpec(api="completions", max_tokens=10, prompt="word " * 2000,
+                               identity=RequestIdentity(session=session, turn=1)))
+        yield send("", 2, session)
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        for i in itertools.count():
+            yield self.program(f"s{i}")
+
+
+def test_a_context_overflow_ends_its_session_as_the_client_ends_it() -> None:
+    small_pool = EngineConfig(model="llama-1b", timing="constant", ttft_s=0.05, itl_s=0.01, kv_capacity_tokens=512)
+    records = predict(Overflowing(), small_pool, concurrency=1, duration=5, max_requests=6)
+    by_session: dict[str, list[dict]] = {}
+    for r in records:
+        by_session.setdefault(r["session"], []).append(r)
+    assert len(by_session) == 3
+    for recs in by_session.values():  # the turn after the overflow is never sent; the lane takes its next session
+        assert [(r["turn"], r["error_class"]) for r in recs] == [(0, None), (1, "context_overflow")]
