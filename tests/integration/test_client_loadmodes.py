@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from support.stream_server import ServerConfig, StreamServer
-from support.workloads import SimpleWorkload, TreeWorkload
+from support.workloads import SimpleWorkload, TreeWorkload, chat_spec
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark
+from llmsweep.workload.base import LaneProgram, Send
 
 
 def _records(out: Path) -> list[dict]:
@@ -95,6 +96,30 @@ def test_failure_threshold_stops_the_run_early(tmp_path: Path) -> None:
     assert len(_records(tmp_path)) < 100
     assert res.verdict == "invalid"
     assert any("stopped early" in r for r in res.summary.validity.reasons)
+
+
+class _EarlyOverflows(SimpleWorkload):
+    """32 lanes: lanes 0 and 1 open with a context overflow (answered at once), lanes 2-11 send 2-token requests and
+    lane 9's second one overflows too, while lanes 12-31 stream 60 tokens: the third failure comes among the first 20
+    finished requests."""
+
+    def _program(self, lane: int, index: int) -> LaneProgram:
+        overflow = index in (0, 1, 9 + 32)
+        tokens = 2 if lane < 12 else 60
+        yield Send(chat_spec(lane, index, max_tokens=tokens, **({"test_fault": "overflow"} if overflow else {})))
+
+
+def test_a_few_instant_failures_at_high_concurrency_do_not_stop_the_run(tmp_path: Path) -> None:
+    """AgentX counts the live failure ratio only from max(concurrency, 10) finished requests: three context
+    overflows among the first 15 answers used to stop a concurrency-32 run (3/15 > 0.1)."""
+    with StreamServer(ServerConfig(ttft_s=0.005, itl_s=0.005)) as srv:
+        res = run_benchmark(
+            _EarlyOverflows(lanes_hint=32), Endpoint(base_url=srv.url, model="m"),
+            RunOptions(concurrency=32, num_requests=96, max_failure_ratio=0.1, record_process=False), tmp_path,
+        )
+    recs = _records(tmp_path)
+    assert sum(r["error_class"] == "context_overflow" for r in recs) == 3
+    assert len(recs) == 96, res.summary.client_health.stop_reason
 
 
 def test_two_worker_processes_share_the_lanes(server: StreamServer, tmp_path: Path) -> None:

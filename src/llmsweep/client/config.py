@@ -93,7 +93,9 @@ class RunOptions(BaseModel):
         default=0.05, ge=0, le=1, description="Live failed/finished ratio that stops the run early and fails the gate."
     )
     failure_floor: int = Field(
-        default=10, ge=1, description="Finished requests needed before the live failure ratio may stop the run."
+        default=10, ge=1,
+        description="Finished requests needed before the live failure ratio may stop the run (at least the"
+        " concurrency: see `stop_floor`).",
     )
     workers: int | None = Field(
         default=None, ge=1,
@@ -164,6 +166,13 @@ class RunOptions(BaseModel):
         default=0.9, gt=0, description="Worker CPU share that flags a saturated client."
     )
     saturation_lag_p99_s: float = Field(default=0.05, gt=0, description="p99 schedule lag that flags saturation.")
+
+    @property
+    def stop_floor(self) -> int:
+        """Finished profiling requests before the live failure ratio may stop the run: `failure_floor`, and at least
+        the concurrency (AgentX's grace: max(concurrency, 10)), so the instant failures that finish first at high
+        concurrency (a few oversized prompts overflowing the context) cannot end an hour's run on their own."""
+        return max(self.failure_floor, self.concurrency or 0)
 
     @model_validator(mode="after")
     def _one_mode(self) -> RunOptions:

@@ -777,7 +777,7 @@ class Interpreter:
 
     def _check_failures(self) -> None:
         st, opts = self.stats, self.options
-        if st.profiling_finished < opts.failure_floor or self.stopping:
+        if st.profiling_finished < opts.stop_floor or self.stopping:
             return
         ratio = st.profiling_failed / st.profiling_finished
         if ratio > opts.max_failure_ratio:

@@ -428,7 +428,7 @@ async def _run_processes(
             if stop_requested is not None and (interrupt := stop_requested()) is not None and interrupt != reason:
                 reason = interrupt  # an interrupt wins over any earlier reason: the run did not end on its own
                 stop.set()
-            elif not stop.is_set() and finished >= options.failure_floor and ratio > limit:
+            elif not stop.is_set() and finished >= options.stop_floor and ratio > limit:
                 reason = (f"failure ratio {failed / finished:.3f} ({failed}/{finished}) exceeded "
                           f"max_failure_ratio {limit}")
                 stop.set()
