@@ -294,13 +294,19 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
 
 
 def curve_file_name(job: Job, variant: str | None = None) -> str:
-    """``<prefix>_<method>[_<variant>].yaml``: the name keys the curve's family and method (`catalog.golden`)."""
+    """``<prefix>_<method>[_<variant>].yaml``: the name keys the curve's family and method (`catalog.golden`), the
+    method as its curve family (SGLang's ``eagle``/``nextn`` for native MTP name an ``_mtp`` curve)."""
     assert job.serve is not None and job.serve.spec_decoding is not None
     prefix = job.model_prefix.lower()
     if "_" in prefix:
         raise ConfigError(f"model prefix {prefix!r} contains '_': the curve file name keys prefix and method",
                           fix="give the recipe a model-prefix without underscores")
-    return f"{prefix}_{job.serve.spec_decoding.method}" + (f"_{variant}" if variant else "") + ".yaml"
+    method = job.serve.spec_decoding.method
+    family = normalise_method(method)
+    if family is None:
+        raise ConfigError(f"draft method {method!r} has no golden-curve family",
+                          fix="use mtp, eagle3, dspark, ngram or draft_model")
+    return f"{prefix}_{family}" + (f"_{variant}" if variant else "") + ".yaml"
 
 
 def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_dir: Path, out: Path, *,
@@ -359,7 +365,7 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
             aside.write_text(format_curve(header, values), encoding="utf-8")
             raise ConfigError(f"{exc.message}; this collection's cells are in {aside}",
                               fix=f"{exc.fix}; to keep them as a curve of their own, rename {aside.name} to "
-                              f"{prefix}_{method}_<variant>.yaml") from exc
+                              f"{prefix}_{normalise_method(method)}_<variant>.yaml") from exc
         merged = merge_curves(existing, collected)
         header, values = merged.header, merged.values
         result.merged_into, result.replaced = str(out), merged.replaced
