@@ -21,6 +21,7 @@ from llmsweep.engines.base import (
     topology,
 )
 from llmsweep.engines.launch import NODE_RANK, LaunchSpec, RoleWorker, node_host
+from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
 
@@ -31,8 +32,9 @@ SPEC_ALGORITHM: dict[str, str] = {
     "draft_model": "STANDALONE",
     "ngram": "NGRAM",
     "dspark": "EAGLE",
-    "medusa": "EAGLE",
 }
+"""serve.spec-decoding method → `--speculative-algorithm`. SGLang has no Medusa: a `medusa` recipe is refused (its
+heads loaded as an EAGLE draft would fail, or measure another method under Medusa's name)."""
 CUDA_GRAPH_MAX_BS_CAP = 64
 BOOTSTRAP_PORT = 8998
 """SGLang's default `--disaggregation-bootstrap-port`: the prefill server's KV-handshake port the router passes on."""
@@ -119,7 +121,11 @@ class SGLangAdapter(Adapter):
         sd = job.serve.spec_decoding if job.serve is not None else None
         if sd is None or job.spec_decoding == "none":
             return
-        d.args["--speculative-algorithm"] = SPEC_ALGORITHM[sd.method]
+        algorithm = SPEC_ALGORITHM.get(sd.method)
+        if algorithm is None:
+            raise ConfigError(f"SGLang has no `{sd.method}` speculative decoding",
+                              fix=f"use one of {', '.join(SPEC_ALGORITHM)}, or an engine that serves {sd.method}")
+        d.args["--speculative-algorithm"] = algorithm
         if sd.draft_model:
             d.args["--speculative-draft-model-path"] = sd.draft_model
         if sd.num_steps is not None:

@@ -65,7 +65,7 @@ class TRTLLMAdapter(Adapter):
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived()
-        tp, pp, ep, _dp_attn, _dcp, _pcp = topology(job)
+        tp, pp, ep, _dp_attn, _dcp, _pcp = topology(job)  # dp-attn: in the LLM-API options file
         a = d.args
         a["--host"] = BIND_HOST
         a["--port"] = port
@@ -81,15 +81,18 @@ class TRTLLMAdapter(Adapter):
         options = self.llm_api_options(job)
         if options is not None:
             file = LaunchFile(name=LLM_API_OPTIONS, content=yaml.safe_dump(options, sort_keys=False),
-                              description="TensorRT-LLM LLM-API options: the speculative config and perf metrics")
+                              description="TensorRT-LLM LLM-API options: the speculative config and perf metrics, "
+                                          "attention data parallelism")
             d.files.append(file)
             a[OPTIONS_FLAG] = file.placeholder_path
-            spec = options["speculative_config"]
-            d.notes.append(f"speculative_config ({spec['decoding_type']}) is in {LLM_API_OPTIONS}, written beside "
-                           "the launch")
-            pin = self.pinned_acceptance(job)
-            if pin is not None:
-                d.env.update(pin.env)
+            if (spec := options.get("speculative_config")) is not None:
+                d.notes.append(f"speculative_config ({spec['decoding_type']}) is in {LLM_API_OPTIONS}, written "
+                               "beside the launch")
+                pin = self.pinned_acceptance(job)
+                if pin is not None:
+                    d.env.update(pin.env)
+            if options.get("enable_attention_dp"):
+                d.notes.append(f"attention data parallelism: enable_attention_dp in {LLM_API_OPTIONS}")
         return d
 
     def llm_api_speculative_config(self, job: Job) -> dict[str, Any] | None:
@@ -115,11 +118,16 @@ class TRTLLMAdapter(Adapter):
         return spec
 
     def llm_api_options(self, job: Job) -> dict[str, Any] | None:
-        """The contents of `extra_llm_api_options.yaml`, or None when the job needs none (no speculative decoding)."""
+        """The contents of `extra_llm_api_options.yaml`: the speculative config (with perf metrics) and attention data
+        parallelism (`enable_attention_dp`, the LLM API's switch: trtllm-serve has no flag for it); None when the job
+        needs neither."""
+        options: dict[str, Any] = {}
         spec = self.llm_api_speculative_config(job)
-        if spec is None:
-            return None
-        return {"speculative_config": spec, "return_perf_metrics": True, "enable_iter_perf_stats": True}
+        if spec is not None:
+            options.update(speculative_config=spec, return_perf_metrics=True, enable_iter_perf_stats=True)
+        if topology(job)[3]:
+            options["enable_attention_dp"] = True
+        return options or None
 
     def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:
         """A context (prefill) or generation (decode) server: the LLM-API options file gains

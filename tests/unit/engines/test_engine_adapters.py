@@ -247,3 +247,34 @@ def test_an_fp4_checkpoint_served_at_fp8_keeps_its_fp4_weights_on_the_simulator(
     assert fp8.bytes_per_param == 0.5  # the checkpoint's FP4 experts, not 1 byte per parameter
     assert fp8.weight_bytes / 8 < 0.88 * fp8.hbm_bytes  # so it fits 8 x MI300X with room for a KV cache
     assert perf_inputs("Qwen/Qwen3.5-397B-A17B-FP8", "mi300x", precision="fp8").bytes_per_param == 1.0
+
+
+@pytest.mark.parametrize("spec_decoding", ["none", "mtp"])
+def test_trtllm_attention_dp_is_switched_on_in_the_llm_api_options(plan: Plan, spec_decoding: str) -> None:
+    """trtllm-serve has no flag for attention DP: a `dp-attn: true` point that did not write `enable_attention_dp`
+    ran plain TP attention under a `dpatrue` label."""
+    arm = f"{{ tp: 8, ep: 8, dp-attn: true, spec-decoding: {spec_decoding}, conc-list: [8] }}"
+    serve = VLLM_SPEC if spec_decoding != "none" else "    args: {}\n"
+    job = plan(recipe("trt", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0", arm=arm, serve=serve,
+                      scenario="fixed"))[0]
+    assert job.dp_attn
+    spec = engines.render(job)
+    [options] = [f for f in spec.files if f.name == "extra_llm_api_options.yaml"]
+    assert "enable_attention_dp: true" in options.content
+    assert flag(spec.argv, "--extra_llm_api_options") is not None
+    plain = plan(recipe("trt", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0", arm=arm.replace("true", "false"),
+                        serve=serve, scenario="fixed"))[0]
+    assert all("enable_attention_dp" not in f.content for f in engines.render(plain).files)
+
+
+def test_sglang_refuses_medusa_rather_than_serve_its_heads_as_an_eagle_draft(tmp_path: Path) -> None:
+    from llmsweep.policy import validate_files
+
+    text = recipe("sglang", "lmsysorg/sglang:v0.5.16", arm="{ tp: 8, spec-decoding: mtp, conc-list: [8] }",
+                  serve="    spec-decoding: { method: medusa, num-steps: 3, draft-model: FasterDecoding/medusa }\n",
+                  scenario="fixed")
+    path = tmp_path / "medusa.yaml"
+    path.write_text(text, encoding="utf-8")
+    errors = [f for f in validate_files([path]).findings if f.is_error]
+    assert any("SGLang has no `medusa` speculative decoding" in f.message for f in errors), [f.render() for f in
+                                                                                          errors]
