@@ -293,6 +293,8 @@ def _print_comparison(comp: Any) -> None:
             table.add_row(f"eval {e.task} score", f"{_num(e.a, 4)} ({e.verdict_a})", f"{_num(e.b, 4)} ({e.verdict_b})",
                           f"{_num(e.delta, 4)}{band}", VERDICT_MARK[e.verdict])
         con.print(table)
+        if pc.past:  # the earlier stored runs that joined A's noise band: same point, same configuration, valid
+            con.print("history (A's configuration): " + ", ".join(f"{p.run_id}/{p.job_id}" for p in pc.past))
     for title, pts in (("only in A", comp.only_a), ("only in B", comp.only_b)):
         if pts:
             con.print(f"{title}: " + ", ".join(p.job_id for p in pts))

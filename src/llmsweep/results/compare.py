@@ -82,9 +82,14 @@ class PointComparison:
     key: str
     a: tuple[ResultPoint, ...]
     b: tuple[ResultPoint, ...]
-    history: int
+    past: tuple[ResultPoint, ...]
+    """Earlier stored results of A's point and A's configuration that joined A's noise estimate (`history`)."""
     deltas: tuple[MetricDelta, ...]
     eval: EvalDelta | None = None
+
+    @property
+    def history(self) -> int:
+        return len(self.past)
 
     @property
     def label(self) -> str:
@@ -130,6 +135,7 @@ class Comparison:
             "ignored_fields": list(self.ignored_fields), "notes": list(self.notes),
             "matched": [{"key": m.key, "label": m.label, "identity": m.a[0].identity.as_dict(),
                          "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b], "history_runs": m.history,
+                         "history": [pid(p) for p in m.past],
                          "deltas": [d.as_dict() for d in m.deltas],
                          "eval": m.eval.as_dict() if m.eval is not None else None} for m in self.matched],
             "only_a": [pid(p) for p in self.only_a], "only_b": [pid(p) for p in self.only_b],
@@ -186,8 +192,9 @@ def compare_points(
     """Match A and B by identity and compute every metric's delta, band and verdict.
 
     `repeats_a`/`repeats_b` are further runs of the same points on each side; `history` holds earlier stored runs of
-    A's points (e.g. from the store) that inform run-to-run variance only, as repeats of the baseline. Points in A or
-    B that share a key within one side (in-run repeats) are repeats too.
+    A's points (e.g. from the store) that inform run-to-run variance only, as repeats of the baseline: only the valid
+    ones of the same configuration as A's (`same_configuration`) count, and each comparison names them (`past`).
+    Points in A or B that share a key within one side (in-run repeats) are repeats too.
     """
     ignored = frozenset(ignore)
     if topology := sorted(ignored & set(TOPOLOGY_FIELDS)):
@@ -222,10 +229,10 @@ def compare_points(
             continue
         runs_a = pa + [p for p in rep_a.get(k, []) if mix_sources or p.source in sources]
         runs_b = pb + [p for p in rep_b.get(k, []) if mix_sources or p.source in sources]
-        past = [p for p in hist.get(k, []) if mix_sources or p.source in sources]
+        past = same_configuration(pa, hist.get(k, []))
         deltas = () if pa[0].eval_only else tuple(
             _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
-        matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), len(past), deltas,
+        matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
                                        _eval_delta(runs_a, runs_b)))
     only_a = tuple(p for k, ps in side_a.items() if k not in side_b for p in ps)
     only_b = tuple(p for k, ps in side_b.items() if k not in side_a for p in ps)
@@ -242,6 +249,16 @@ def compare_points(
                      "(re-run with --repeats, or pass --repeats-from)")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, seed, tuple(notes))
+
+
+def same_configuration(side_a: Sequence[ResultPoint], history: Iterable[ResultPoint]) -> list[ResultPoint]:
+    """The history results that are repeats of A's point: valid, and of the configuration one of A's results ran
+    (`ResultPoint.configuration`: recipe and launch fingerprints, source, clock). An earlier run of another
+    configuration of the same point — the pull request's own engine args, say — measured something else: pooled into
+    A's variance it would widen the band until any change reads as noise. A result that records no launch joins no
+    history."""
+    configs = {c for p in side_a if (c := p.configuration)}
+    return [p for p in history if p.verdict == "valid" and p.configuration in configs]
 
 
 def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDelta | None:

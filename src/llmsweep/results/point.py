@@ -70,6 +70,22 @@ class ResultPoint:
     def metric(self, name: str) -> float | None:
         return self.metrics.get(name)
 
+    @property
+    def configuration(self) -> str:
+        """What ran to earn this point beyond its identity: the recipe fingerprint, the rendered launch's fingerprint
+        (engine args, env, files), the source and the clock its provenance records. Two results of one point identity
+        are repeats of one configuration only when these are equal; "" when the point does not record its launch
+        (an imported row, a summary without provenance), so it is a repeat of nothing."""
+        prov = self.provenance
+        launch = prov.get("launch")
+        fingerprint = launch.get("fingerprint") if isinstance(launch, Mapping) else None
+        if not fingerprint:
+            return ""
+        job = prov.get("job")
+        recipe = (job.get("recipe_fingerprint") if isinstance(job, Mapping) else None) \
+            or prov.get("recipe_fingerprint") or get_field(self.job, "recipe_fingerprint") or ""
+        return f"recipe={recipe}|launch={fingerprint}|source={self.source}|clock={prov.get('clock') or ''}"
+
 
 def check_topology(job_id: str, identity: PointIdentity, summary: Summary, gpus: int | None = None) -> None:
     """No result carries a disaggregated identity with an aggregated topology: a disaggregated or multinode job's

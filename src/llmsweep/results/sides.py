@@ -29,6 +29,8 @@ def resolve_points(ref: str, store: Store | None) -> tuple[str, list[ResultPoint
 
 
 def history_from_store(store: Store, exclude_runs: Iterable[str]) -> list[ResultPoint]:
-    """Earlier llmsweep runs in the store (never imported rows): candidates for run-to-run variance."""
+    """Earlier valid llmsweep results in the store (never imported rows, never invalid or smoke ones): candidates for
+    run-to-run variance. `compare` keeps only those of A's point *and* configuration
+    (`results.compare.same_configuration`)."""
     skip = set(exclude_runs)
-    return [p for p in store.results() if p.run_id not in skip and p.origin == "llmsweep"]
+    return [p for p in store.results() if p.run_id not in skip and p.origin == "llmsweep" and p.verdict == "valid"]

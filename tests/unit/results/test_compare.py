@@ -75,14 +75,34 @@ def test_repeats_turn_a_large_change_into_a_regression_and_a_small_one_into_nois
     assert d_same["tput_per_gpu"].verdict == "within noise"
 
 
+def _launched(p: ResultPoint, fingerprint: str = "launch-a") -> ResultPoint:
+    """The point as a run records it: its provenance names the launch that earned it (its configuration)."""
+    return dataclasses.replace(p, provenance={**p.provenance, "launch": {"fingerprint": fingerprint},
+                                              "clock": "virtual"})
+
+
 def test_lower_is_better_metrics_flip_the_verdict(make_run) -> None:
-    a = points_from_run(make_run("a", concs=(4,), requests=120))
+    a = [_launched(p) for p in points_from_run(make_run("a", concs=(4,), requests=120))]
     history = [_scaled(p, f"h{i}", f, "p90_ttft") for i, f in enumerate((1.01, 0.99)) for p in a]
     slower = [_scaled(p, "b", 3.0, "p90_ttft") for p in a]
     comp = compare_points(a, slower, history=history, resamples=100)
     d = {x.metric: x for x in comp.matched[0].deltas}["p90_ttft"]
     assert d.delta is not None and d.delta > 0 and d.verdict == "regression"
     assert comp.matched[0].history == 2
+
+
+def test_history_of_another_configuration_or_an_invalid_run_is_not_a_repeat(make_run) -> None:
+    a = [_launched(p) for p in points_from_run(make_run("a", concs=(4,), requests=120))]
+    slower = [_scaled(p, "b", 3.0, "p90_ttft") for p in a]
+    other = [_launched(_scaled(p, "pr-earlier", 3.0, "p90_ttft"), "launch-pr") for p in a]  # the PR's config
+    invalid = [dataclasses.replace(_scaled(p, "bad", 0.2, "p90_ttft"), verdict="invalid") for p in a]
+    unlaunched = [dataclasses.replace(_scaled(p, "old", 1.0, "p90_ttft"), provenance={}) for p in a]
+    same = [_scaled(p, "a2", 1.01, "p90_ttft") for p in a]
+    comp = compare_points(a, slower, history=[*other, *invalid, *unlaunched, *same], resamples=100)
+    (m,) = comp.matched
+    assert [p.run_id for p in m.past] == ["a2"] and m.history == 1
+    assert comp.as_dict()["matched"][0]["history"][0]["run_id"] == "a2"
+    assert {x.metric: x for x in m.deltas}["p90_ttft"].verdict == "regression"
 
 
 def test_bands_are_reproducible_with_a_seed(make_run) -> None:
