@@ -265,11 +265,16 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         requests = bench.summary.requests
         cell.requests_ok, cell.requests_failed = requests.successful, requests.failed
         cell.output_tokens = bench.summary.tokens.output_total
+        # The verification steps: vLLM's (and TRT's, ATOM's) drafts; SGLang counts verify calls and no drafts, its
+        # reader computing AL from generated tokens, requests and verify calls (sglang_acceptance_length).
+        steps = (sd.drafts or sd.verify_steps) if sd else None
         cell.accepted_tokens = sd.accepted_tokens if sd else None
-        cell.drafts = sd.drafts if sd else None
-        if sd is None or not sd.drafts or sd.acceptance_length is None:
+        cell.drafts, cell.method = steps, sd.method if sd else None
+        if sd is None or not steps or sd.acceptance_length is None:
             cell.reason = (f"the server drafted nothing over the run ({server.adapter or 'no'} metrics reader, "
                            f"{requests.successful} requests answered)")
+        elif (sd.method or "").startswith("mean of"):  # a gauge the reader fell back to, not counter deltas
+            cell.reason = f"the server's counters give no acceptance length over the run (reader: {sd.method})"
         elif requests.successful == 0:
             cell.reason = "no request succeeded"
         else:
@@ -286,8 +291,10 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     cell.seconds = round(time.monotonic() - started, 1)
     art.write_json(cell_dir / CELL_FILE, cell.model_dump(mode="json"))
     if cell.status == "measured":
-        event(f"{mode} K={k}: AL {cell.acceptance_length:.3f} (accepted {cell.accepted_tokens:.0f} / drafts "
-              f"{cell.drafts:.0f}, {cell.requests_ok} requests, {cell.output_tokens} tokens) in {cell.seconds:.0f} s")
+        counts = (f"accepted {cell.accepted_tokens:.0f} / drafts {cell.drafts:.0f}" if cell.accepted_tokens is not None
+                  else f"{cell.drafts:.0f} verify steps, {cell.method}")
+        event(f"{mode} K={k}: AL {cell.acceptance_length:.3f} ({counts}, {cell.requests_ok} requests, "
+              f"{cell.output_tokens} tokens) in {cell.seconds:.0f} s")
     else:
         event(f"{mode} K={k}: not measured — {cell.reason}")
     return cell
@@ -406,7 +413,7 @@ def _header(job: Job, settings: CollectSettings, run_dir: Path, cells: list[Cell
         dataset=dataset, sampling=settings.sampling.model_dump(), output_len=settings.output_len,
         chat_template_kwargs={m: settings.chat_template_kwargs.get(m) or {} for m in sorted(modes)},
         generator=f"llmsweep al collect (llmsweep {__version__})", simulated=simulate,
-        notes=[*_launch_notes(run_dir, cells), *_unmeasured(cells), *settings.notes],
+        notes=[*_launch_notes(run_dir, cells), *_al_method_notes(job, cells), *_unmeasured(cells), *settings.notes],
     )
 
 
@@ -454,6 +461,13 @@ def _launch_notes(run_dir: Path, cells: list[CellResult]) -> list[str]:
                          "latencies of these runs are not representative")
             break
     return notes
+
+
+def _al_method_notes(job: Job, cells: list[CellResult]) -> list[str]:
+    """How the engine's counters gave the AL, where that is not the key line's 1 + accepted / drafts (SGLang: no
+    accepted or drafts counters)."""
+    methods = sorted({c.method for c in cells if c.status == "measured" and c.method and c.accepted_tokens is None})
+    return [f"AL from {job.engine}'s counters: {m}" for m in methods]
 
 
 def _unmeasured(cells: list[CellResult]) -> list[str]:

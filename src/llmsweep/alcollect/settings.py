@@ -60,8 +60,11 @@ class CellResult(BaseModel):
     k: int
     status: Literal["measured", "failed"]
     acceptance_length: float | None = None
-    accepted_tokens: float | None = None
-    drafts: float | None = None
+    accepted_tokens: float | None = Field(default=None, description="Δ accepted draft tokens (None where the engine "
+                                          "counts none: SGLang).")
+    drafts: float | None = Field(default=None, description="Δ verification steps (vLLM's drafts, SGLang's verify "
+                                 "calls).")
+    method: str | None = Field(default=None, description="How the engine's metrics reader computed the AL.")
     requests_ok: int = 0
     requests_failed: int = 0
     output_tokens: int = 0

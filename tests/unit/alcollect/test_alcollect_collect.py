@@ -1,5 +1,6 @@
 """`llmsweep al collect` on the seed recipe's SGLang MTP job (spelled `method: eagle`, SGLang's name for native MTP):
-the curve is named so that it reads back as the model's MTP curve."""
+the curve is named so that it reads back as the model's MTP curve, and SGLang's counters (verify calls, not drafts)
+measure its cells, on the simulator standing in for SGLang."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from llmsweep.alcollect.collect import collection_job, curve_file_name
+from llmsweep.alcollect.collect import collect_curve, collection_job, curve_file_name
+from llmsweep.alcollect.prompts import BUILTIN, load_prompts
+from llmsweep.alcollect.settings import CollectResult, CollectSettings
 from llmsweep.catalog.golden import CurveHeader, format_curve, load_curve
+from llmsweep.client.scrape import parse_exposition
+from llmsweep.execute.local import LocalExecutor
 from llmsweep.plan import Job, jobs_from_files
 
 REPO = Path(__file__).resolve().parents[3]
@@ -47,3 +52,35 @@ def test_sglang_eagle_spelling_names_a_file_that_reads_back_as_the_mtp_curve(see
     path.write_text(format_curve(_header("eagle"), {"thinking_on": {3: 3.2}}))
     curve = load_curve(path)
     assert (curve.model_prefix, curve.method) == ("qwen3.5", "mtp")
+
+
+def _collect(recipe: Path, out_dir: Path, **settings: object) -> CollectResult:
+    """A simulated collection of the one-job recipe: 2 builtin prompts of 64 tokens per cell."""
+    job = _job(recipe)
+    base: dict[str, object] = {"ks": [3], "thinking": ["thinking_on"], "output_len": 64}
+    base.update(settings)
+    out = out_dir / curve_file_name(job)
+    return collect_curve(job, CollectSettings.model_validate(base), load_prompts(BUILTIN, "coding", 2),
+                         out_dir / "runs", out, launcher=LocalExecutor({}).launcher, simulate=True)
+
+
+def _counter(path: Path, name: str) -> float:
+    return sum(v for n, _, v in parse_exposition(path.read_text()) if n == name)
+
+
+@pytest.mark.timeout(120)
+def test_sglang_cells_are_measured_from_its_verify_calls(seed_one_job: Path, tmp_path: Path) -> None:
+    result = _collect(seed_one_job, tmp_path / "golden")
+    (cell,) = result.cells
+    assert cell.status == "measured" and cell.acceptance_length is not None, cell.reason
+    # SGLang counts generated tokens and verify calls (no drafts counter): AL = (G - 1.5 R) / (V - 0.5 R) over the run
+    d = Path(cell.directory)
+    g, r, v = ((_counter(d / "metrics_after.txt", n) - _counter(d / "metrics_before.txt", n)) for n in (
+        "sglang:generation_tokens_total", "sglang:num_requests_total", "sglang:spec_verify_calls_total"))
+    assert r == 2 and v > 0
+    assert cell.acceptance_length == pytest.approx((g - 1.5 * r) / (v - 0.5 * r))
+    assert cell.drafts == v  # the verification steps, InferenceX's "drafts"
+    assert result.curve_file is not None
+    curve = load_curve(Path(result.curve_file))
+    assert curve.values == {"thinking_on": {3: round(cell.acceptance_length, 2)}}
+    assert any("sglang" in note and "spec_verify_calls" in note for note in curve.notes)  # the formula is stated
