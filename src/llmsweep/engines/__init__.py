@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from llmsweep.engine_ids import UNSERVED_FRAMEWORKS
 from llmsweep.engines.atom import ATOMAdapter
-from llmsweep.engines.base import Adapter, Conflict, flag_argv
+from llmsweep.engines.base import MULTINODE_NOT_DISAGG, Adapter, Conflict, flag_argv
 from llmsweep.engines.launch import LaunchSpec, Role, RoleWorker, Topology, is_secret_name
 from llmsweep.engines.sglang import SGLangAdapter
 from llmsweep.engines.sim import SimAdapter
@@ -57,11 +57,6 @@ DISAGG_NOT_LAUNCHABLE = (
     "under the disaggregated job's name"
 )
 """Why `run` on a real engine (or the simulator's live HTTP server, `--live`) refuses a multinode/disaggregated job."""
-MULTINODE_NOT_DISAGG = (
-    "a multinode job whose prefill/decode pools are not disaggregated (`disagg: false`) has no model on the simulator "
-    "yet: it would run as one aggregated server under the multinode job's name"
-)
-"""Why the simulator refuses a multinode job that is not a disaggregated prefill/decode deployment."""
 
 
 def launch_refusal(job: Job, *, simulate: bool = False, live: bool = False) -> str | None:

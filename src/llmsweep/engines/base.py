@@ -60,6 +60,13 @@ MISSPELLED_RATIO = 0.85
 swapped in a flag of 15 or more characters, not a different word."""
 
 
+MULTINODE_NOT_DISAGG = (
+    "a multinode job whose prefill/decode pools are not disaggregated (`disagg: false`) cannot be launched as "
+    "planned: llmsweep launches (and simulates) a multinode job only as a disaggregated prefill/decode deployment, "
+    "and anything else would run under this job's name"
+)
+"""Why a multinode job that is not a disaggregated prefill/decode deployment is refused (render, run, simulator)."""
+
 class AmbiguousFlagError(ConfigError):
     """A flag abbreviation that more than one of the engine's flags starts with (argparse refuses it too)."""
 
@@ -465,7 +472,14 @@ class Adapter(ABC):
     # ------------------------------------------------------------------------------------------- roles
 
     def disagg_refusal(self, job: Job) -> str | None:
-        """Why this adapter cannot render `job`'s disaggregated launch (None when it can)."""
+        """Why `job` cannot be rendered role by role (None when it can): a multinode job that is not disaggregated
+        (whatever the engine), else what this engine lacks (:meth:`engine_disagg_refusal`)."""
+        if not job.disagg:
+            return MULTINODE_NOT_DISAGG
+        return self.engine_disagg_refusal(job)
+
+    def engine_disagg_refusal(self, job: Job) -> str | None:
+        """Why this engine's adapter cannot render a disaggregated launch (None when it can)."""
         if self.disagg_transfer_default is None:
             return (f"llmsweep cannot render {self.name}'s disaggregated prefill/decode launch (framework "
                     f"`{job.framework}`) yet")

@@ -253,7 +253,7 @@ class SimAdapter(Adapter):
             self.derive_role(job, port, role, derived)
         return dict(derived.args), derived
 
-    def disagg_refusal(self, job: Job) -> str | None:
+    def engine_disagg_refusal(self, job: Job) -> str | None:
         """None: the simulator stands in for every engine's workers, NVIDIA Dynamo's included (its own router then
         replaces the Dynamo frontend)."""
         return None

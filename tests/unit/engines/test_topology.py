@@ -168,6 +168,22 @@ def test_an_engine_without_a_disaggregated_launch_is_refused_with_the_reason(pla
     assert [r.kind for r in engines.render_topology(job, simulate=True).roles] == ["prefill", "decode", "router"]
 
 
+def test_a_multinode_job_that_is_not_disaggregated_is_refused_not_launched_as_prefill_decode(plan: Plan) -> None:
+    """`disagg: false` with prefill and decode pools used to render (and, on the live simulator under Slurm, run) a
+    prefill/decode deployment with a router, stored under the job's `disagg-false` label."""
+    from llmsweep.execute.pipeline import launches_roles
+
+    text = mn_recipe("sglang-disagg", SGLANG_IMAGE, prefill=P1_TP8, decode=D2_TP8, transfer="mori")
+    (job,) = plan(text.replace("  disagg: true\n", "  disagg: false\n"))
+    assert job.multinode and not job.disagg
+    for simulate in (False, True):
+        with pytest.raises(ContractError, match="not disaggregated"):
+            engines.render_topology(job, simulate=simulate)
+    assert not launches_roles(job, simulate=True, live=True, executor="slurm")
+    assert engines.launch_refusal(job, simulate=True, live=True) is not None
+    assert engines.launch_refusal(job, simulate=True) == engines.MULTINODE_NOT_DISAGG
+
+
 def test_tilert_is_refused_with_why_llmsweep_cannot_launch_it(plan: Plan) -> None:
     (job,) = plan(mn_recipe("tilert", "tilert/tilert:1.0", prefill=P1_TP8, decode=D2_TP8, transfer="nixl"))
     assert job.engine is None
