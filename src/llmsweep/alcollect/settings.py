@@ -9,8 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from llmsweep.catalog.golden import ThinkingMode
 
-DEFAULT_KWARGS: dict[ThinkingMode, dict[str, Any]] = {"thinking_on": {"enable_thinking": True}, "thinking_off": {}}
-"""chat_template_kwargs per thinking mode unless told otherwise: Qwen's switch for on, nothing sent for off."""
+DEFAULT_KWARGS: dict[ThinkingMode, dict[str, Any]] = {"thinking_on": {"enable_thinking": True},
+                                                      "thinking_off": {"enable_thinking": False}}
+"""chat_template_kwargs per thinking mode unless told otherwise: Qwen's (and GLM's) switch, on and off, as InferenceX's
+curves send it. Off is said, not left out: those templates think by default, so sending nothing measures thinking."""
 
 
 class Sampling(BaseModel):

@@ -4,6 +4,7 @@ measure its cells, on the simulator standing in for SGLang."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,16 @@ def test_sglang_cells_are_measured_from_its_verify_calls(seed_one_job: Path, tmp
     curve = load_curve(Path(result.curve_file))
     assert curve.values == {"thinking_on": {3: round(cell.acceptance_length, 2)}}
     assert any("sglang" in note and "spec_verify_calls" in note for note in curve.notes)  # the formula is stated
+
+
+@pytest.mark.timeout(120)
+def test_thinking_off_cells_ask_the_template_not_to_think_by_default(seed_one_job: Path, tmp_path: Path) -> None:
+    # Qwen's and GLM's templates think unless told not to: InferenceX's thinking_off curves send enable_thinking false
+    result = _collect(seed_one_job, tmp_path / "golden", thinking=["thinking_off"])
+    (cell,) = result.cells
+    assert cell.status == "measured", cell.reason
+    run = json.loads((Path(cell.directory) / "client" / "run.json").read_text())
+    assert run["provenance"]["workload"]["extra_body"]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert result.curve_file is not None
+    curve = load_curve(Path(result.curve_file))
+    assert curve.sampling["thinking_off"].chat_template_kwargs == {"enable_thinking": False}
