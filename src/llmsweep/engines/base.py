@@ -146,14 +146,19 @@ class RoleContext:
         return node_host(self.nodes[0])
 
 
-def worker_job(job: Job, worker: Worker) -> Job:
+def worker_job(job: Job, worker: Worker, kind: RoleKind) -> Job:
     """The job as one worker of a multinode pool sees it: a single server with that worker's parallelism.
 
-    `topology()`, the GPU count and every derived flag then read the worker's own TP/PP/EP/DP-attention."""
-    return job.model_copy(update={
+    `topology()`, the GPU count and every derived flag then read the worker's own TP/PP/EP/DP-attention. Only the
+    prefill pool offloads KV to host memory (the DRAM budget is one prefill replica's, `plan.dram`): a decode worker
+    sees no offload (SGLang's decode server runs without the radix cache that HiCache extends)."""
+    update: dict[str, object] = {
         "multinode": False, "tp": worker.tp, "pp": worker.pp, "ep": worker.ep, "dp_attn": worker.dp_attn,
         "dcp_size": worker.dcp_size, "pcp_size": worker.pcp_size, "gpus": worker.gpus_per_replica,
-    })
+    }
+    if kind == "decode" and job.kv_offloading not in (None, "none"):
+        update.update(kv_offloading="none", kv_offload_backend=None, total_cpu_dram_gb=None)
+    return job.model_copy(update=update)
 
 
 def worker_nodes(job: Job, gpus_per_node: int) -> dict[RoleKind, list[tuple[int, ...]]]:
@@ -546,7 +551,7 @@ class Adapter(ABC):
         pools: dict[str, list[RoleWorker]] = {}
         pool_workers: tuple[tuple[RoleKind, Worker], ...] = (("prefill", job.prefill), ("decode", job.decode))
         for kind, worker in pool_workers:
-            wjob = worker_job(job, worker)
+            wjob = worker_job(job, worker, kind)
             per = math.ceil(worker.gpus_per_replica / gpus_per_node)
             workers: list[RoleWorker] = []
             for i, nodes in enumerate(placed[kind]):

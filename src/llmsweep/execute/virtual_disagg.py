@@ -57,7 +57,8 @@ def disagg_config(job: Job, *, max_concurrency: int | None = None) -> DisaggConf
     from llmsweep.catalog.hardware import get_hardware
     from llmsweep.engines.base import DEFAULT_GPUS_PER_NODE, worker_job, worker_nodes
     from llmsweep.execute.virtual import NotModelled, engine_config
-    from llmsweep.sim.disagg import DisaggConfig, Link, RolePlan
+    from llmsweep.plan.job import Worker
+    from llmsweep.sim.disagg import DisaggConfig, Link, RoleName, RolePlan
 
     if not is_disaggregated(job):
         raise NotModelled(f"job {job.id} is not a disaggregated prefill/decode job",
@@ -69,14 +70,13 @@ def disagg_config(job: Job, *, max_concurrency: int | None = None) -> DisaggConf
         placed = worker_nodes(job, gpn)
         plans: dict[str, RolePlan] = {}
         conc = max_concurrency or max(job.concs)
-        for kind, worker in (("prefill", job.prefill), ("decode", job.decode)):
-            update: dict[str, Any] = {"conc": conc}
-            if kind == "decode":  # the DRAM budget is planned for the prefill workers only (`plan.dram`)
-                update.update(kv_offloading="none", total_cpu_dram_gb=None)
-            wjob = worker_job(job, worker).model_copy(update=update)
+        pools: tuple[tuple[RoleName, Worker], ...] = (("prefill", job.prefill), ("decode", job.decode))
+        for kind, worker in pools:
+            # only the prefill pool offloads KV (`worker_job`): the DRAM budget is planned for it (`plan.dram`)
+            wjob = worker_job(job, worker, kind).model_copy(update={"conc": conc})
             spec = engines.render(wjob, simulate=True)
-            plans[kind] = RolePlan(kind=kind, engine=engine_config(spec),  # type: ignore[arg-type]
-                                   gpus_per_worker=worker.gpus_per_replica, nodes=tuple(placed[kind]))  # type: ignore[index]
+            plans[kind] = RolePlan(kind=kind, engine=engine_config(spec),
+                                   gpus_per_worker=worker.gpus_per_replica, nodes=tuple(placed[kind]))
         inputs = plans["decode"].engine.perf_inputs()
         scaleup = Link(kind="scale-up", name=hw.scaleup, gbps=hw.link_gbs, latency_s=inputs.link_latency_s,
                        source=hw.source)

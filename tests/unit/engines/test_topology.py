@@ -184,6 +184,41 @@ def test_a_multinode_job_that_is_not_disaggregated_is_refused_not_launched_as_pr
     assert engines.launch_refusal(job, simulate=True) == engines.MULTINODE_NOT_DISAGG
 
 
+AGENTIC_HICACHE = """k:
+  image: lmsysorg/sglang-rocm:v0.5.17-rocm720-mi35x-20260817
+  model: deepseek-ai/DeepSeek-V4-Pro
+  model-prefix: dsv4
+  runner: cluster:mi355x-amds
+  precision: fp4
+  framework: sglang-disagg
+  kv-p2p-transfer: mori
+  multinode: true
+  disagg: true
+  scenarios:
+    agentic-coding:
+    - dram-utilization: 0.8
+      search-space:
+      - spec-decoding: none
+        conc-list: [16]
+        kv-offloading: dram
+        kv-offload-backend: {name: hicache}
+        prefill: {num-worker: 1, tp: 8, ep: 1, dp-attn: false}
+        decode: {num-worker: 1, tp: 8, ep: 1, dp-attn: false}
+  serve: {}
+"""
+
+
+def test_only_the_prefill_pool_of_a_hicache_arm_offloads_kv(plan: Plan) -> None:
+    """The DRAM budget is one prefill replica's (`plan.dram`); SGLang's decode server runs without the radix cache
+    HiCache extends, so a decode worker with HiCache flags (sized from the prefill budget) would not start."""
+    (job,) = plan(AGENTIC_HICACHE)
+    topology = engines.render_topology(job)
+    by_kind = {r.kind: r for r in topology.roles}
+    prefill, decode = by_kind["prefill"].workers[0].spec.argv, by_kind["decode"].workers[0].spec.argv
+    assert "--enable-hierarchical-cache" in prefill and flag(prefill, "--hicache-size") is not None
+    assert "--enable-hierarchical-cache" not in decode and "--hicache-size" not in decode
+
+
 def test_tilert_is_refused_with_why_llmsweep_cannot_launch_it(plan: Plan) -> None:
     (job,) = plan(mn_recipe("tilert", "tilert/tilert:1.0", prefill=P1_TP8, decode=D2_TP8, transfer="nixl"))
     assert job.engine is None
