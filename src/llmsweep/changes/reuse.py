@@ -2,20 +2,62 @@
 
 The identity (:func:`reuse_key`) is the recipe fingerprint, the image, the rendered launch (the LaunchSpec's
 fingerprint: argv, env, files — so engine args, env and the simulator-or-engine choice), the resolved workload, the
-job's concurrency and repeat index, and llmsweep's measurement definitions (`metrics.version`). `llmsweep run`
-records every job's key in its `run.json` (`reuse_keys`); the store keeps that file, and `run --reuse` looks the
-keys of the jobs it is about to launch up there (`results.store.Store.reusable`).
+job's concurrency and repeat index, and llmsweep's measurement definitions (`metrics.version`).
+
+The workload config names a trace corpus by where it lives (a path, a dataset id), not by what it holds, and the
+launch does not say whether a simulated job runs in virtual or wall-clock time. So a job's recorded key
+(:func:`reuse_keys`) is that identity followed by its :class:`ReuseContext`: the source it would produce (simulated or
+measured), its clock (virtual or wall) and the digest of the corpus it would replay, read from the trace source now.
+`llmsweep run` records every job's key in its `run.json` (`reuse_keys`); the store keeps that file, and `run --reuse`
+looks the keys of the jobs it is about to launch up there (`results.store.Store.reusable`), which reuses a stored
+result only when the identity matches *and* the stored result's own record (its source, its provenance's clock, the
+corpus digest its summary read back) matches the context, and says why when it does not.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
 from llmsweep.metrics.version import measurement_identity
 from llmsweep.plan import Job
 
 REPEAT_MARK = "-repeat"
+CONTEXT_SEP = "/"
+UNREADABLE = "?"
+"""The corpus part of a context whose trace source cannot be read now: it matches no stored result."""
+FILE_DIGEST = "file-sha256:"
+"""The corpus part of a job replaying a trace file whose summary records no corpus digest (a Mooncake trace): the
+file's bytes, compared with the key the stored run recorded."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReuseContext:
+    """What a job's run would produce beyond its identity: `source` (simulated | measured), `clock` (virtual | wall)
+    and `corpus`, the short digest of the corpus it would replay ("" when the workload config fixes the corpus:
+    fixed-length prompts, a synthetic corpus; `?` when the source cannot be read)."""
+
+    source: str
+    clock: str
+    corpus: str = ""
+
+    def render(self) -> str:
+        return CONTEXT_SEP.join((self.source, self.clock, self.corpus or "-"))
+
+    @classmethod
+    def parse(cls, text: str) -> ReuseContext | None:
+        parts = text.split(CONTEXT_SEP, 2)
+        if len(parts) != 3:
+            return None
+        return cls(parts[0], parts[1], "" if parts[2] == "-" else parts[2])
+
+
+def split_key(key: str) -> tuple[str, ReuseContext | None]:
+    """(identity, context) of a recorded key; a key recorded before contexts were has none."""
+    base, sep, rest = key.partition(CONTEXT_SEP)
+    return (base, ReuseContext.parse(rest)) if sep else (key, None)
 
 
 def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1) -> str:
@@ -40,12 +82,14 @@ def repeat_of(job_id: str) -> int:
     return int(tail) if sep and head and tail.isdigit() else 1
 
 
-def reuse_keys(jobs: list[Job], *, simulate: bool) -> dict[str, str]:
-    """Every job's reuse key, by job id; a job that cannot be rendered (not runnable) has none."""
+def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False) -> dict[str, str]:
+    """Every job's recorded reuse key (`<identity>/<source>/<clock>/<corpus>`), by job id; a job that cannot be
+    rendered (not runnable) has none. `live`: simulated jobs serve the simulator in wall-clock time (`run --live`)."""
     from llmsweep import engines
     from llmsweep.errors import LlmsweepError
 
     out: dict[str, str] = {}
+    corpora: dict[str, str] = {}
     for job in jobs:
         if job.engine is None and not simulate:
             continue
@@ -53,5 +97,51 @@ def reuse_keys(jobs: list[Job], *, simulate: bool) -> dict[str, str]:
             spec = engines.render(job, simulate=simulate or job.engine == "sim", port=0)
         except LlmsweepError:
             continue
-        out[job.id] = reuse_key(job, spec.fingerprint(), repeat=repeat_of(job.id))
+        context = reuse_context(job, simulated=spec.engine == "sim", live=live, corpora=corpora)
+        out[job.id] = reuse_key(job, spec.fingerprint(), repeat=repeat_of(job.id)) + CONTEXT_SEP + context.render()
     return out
+
+
+def reuse_context(job: Job, *, simulated: bool, live: bool, corpora: dict[str, str] | None = None) -> ReuseContext:
+    """The context a run of `job` would produce: simulated jobs run in virtual time unless `live`, real engines in
+    wall-clock time; the corpus is read from the job's external trace source now (`corpora` caches it per source)."""
+    return ReuseContext("simulated" if simulated else "measured", "wall" if live or not simulated else "virtual",
+                        corpus_now(job, corpora if corpora is not None else {}))
+
+
+def corpus_now(job: Job, cache: dict[str, str]) -> str:
+    """The short digest of the corpus `job` would replay from its external trace source, as its summary will record
+    it (`identity.corpus`); a Mooncake trace's file digest; "" for a job whose config fixes its prompts (fixed-length,
+    synthetic traces); UNREADABLE when the source cannot be read (the run refuses the job then)."""
+    from llmsweep.plan.point import trace_source_label
+    from llmsweep.spec.workload import ScenarioId
+
+    source = trace_source_label(job)
+    if source is None:
+        return ""
+    mooncake = job.workload.scenario is ScenarioId.MOONCAKE_REPLAY
+    slot = ("mooncake:" if mooncake else "traces:") + source
+    if slot not in cache:
+        try:
+            cache[slot] = _file_digest(Path(source)) if mooncake else _replay_digest(source)
+        except Exception:  # an unreadable source is refused with its reason later (`run`); never reused here
+            cache[slot] = UNREADABLE
+    return cache[slot]
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return FILE_DIGEST + h.hexdigest()[:16]
+
+
+def _replay_digest(source: str) -> str:
+    """The digest agentic replay records for `source`: over its playable traces (those with a top-level request),
+    as `workload.agentic.AgenticWorkload` computes it."""
+    from llmsweep.results.identity import short_digest
+    from llmsweep.workload.traces.digest import corpus_digest
+    from llmsweep.workload.traces.loader import load_traces
+
+    return short_digest(corpus_digest(t for t in load_traces(source) if t.main_requests))

@@ -205,7 +205,12 @@ def corpus_of(summary: Any) -> str:
         digest = workload.get("corpus_digest") if isinstance(workload, Mapping) else None
     else:
         digest = summary.provenance.corpus_digest
-    if not isinstance(digest, str) or not digest:
+    return short_digest(digest) if isinstance(digest, str) else ""
+
+
+def short_digest(digest: str) -> str:
+    """A corpus digest (`sha256:<64 hex>`) as identities keep it: the algorithm and CORPUS_DIGITS hex digits."""
+    if not digest:
         return ""
     algo, _, hexdigits = digest.partition(":")
     return f"{algo}:{hexdigits[:CORPUS_DIGITS]}" if hexdigits else digest[:CORPUS_DIGITS]

@@ -473,23 +473,55 @@ class Store:
         A run records its jobs' keys in its `run.json` (`reuse_keys`, kept in `runs.meta`); a key names the job's
         full identity including llmsweep's measurement definitions and the workload (so its planned profile window:
         an identical job earns the same kind of verdict), so a match is the same measurement. Only valid results are
-        reused by default: smoke, invalid and failed ones are measured again."""
-        wanted, out = set(keys), {}
+        reused by default: smoke, invalid and failed ones are measured again.
+
+        A key carrying a context (`<identity>/<source>/<clock>/<corpus>`, `changes.reuse.reuse_keys`) matches a
+        stored result of the same identity only when the result's own record agrees with it: its source, its
+        provenance's clock, and the corpus digest its summary read back (a Mooncake trace: the file digest the
+        stored run recorded). A stored result passed over for that is said once, on the log (stderr under the
+        CLI), with why: the job runs again."""
+        from llmsweep.changes.reuse import split_key
+
+        wanted: dict[str, tuple[str, Any]] = {}
+        for key in keys:
+            base, context = split_key(key)
+            wanted[base if context is not None else key] = (key, context)
+        out: dict[str, Reusable] = {}
+        passed: dict[str, str] = {}
         runs = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at DESC, rowid DESC").fetchall()
+        marks = ",".join("?" * len(verdicts))
         for run in runs:
             recorded = json.loads(run["meta"]).get("reuse_keys")
             if not isinstance(recorded, dict):
                 continue
-            hits = {job: key for job, key in recorded.items() if key in wanted and key not in out}
+            hits: dict[str, tuple[str, Any, Any]] = {}
+            for job, stored_key in recorded.items():
+                if not isinstance(stored_key, str):
+                    continue
+                base, stored_context = split_key(stored_key)
+                want = wanted.get(base) or wanted.get(stored_key)
+                if want is not None and want[0] not in out:
+                    hits[job] = (want[0], want[1], stored_context)
             if not hits:
                 continue
-            marks = ",".join("?" * len(verdicts))
-            rows = self._db.execute(f"SELECT result_id, job_id, verdict FROM results WHERE run_id = ? AND verdict IN "
-                                    f"({marks}) ORDER BY job_id", (run["run_id"], *verdicts))
+            rows = self._db.execute(
+                f"SELECT x.result_id, x.job_id, x.verdict, x.source, j.identity, p.doc AS provenance FROM results x "
+                f"JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
+                f"LEFT JOIN provenance p ON p.result_id = x.result_id WHERE x.run_id = ? AND x.verdict IN ({marks}) "
+                f"ORDER BY x.job_id", (run["run_id"], *verdicts))
             for row in rows:
-                key = hits.get(row["job_id"])
-                if key is not None and key not in out:
+                hit = hits.get(row["job_id"])
+                if hit is None or hit[0] in out:
+                    continue
+                key, context, stored_context = hit
+                why = None if context is None else _context_mismatch(context, stored_context, row)
+                if why is None:
                     out[key] = Reusable(run["run_id"], row["job_id"], row["result_id"], row["verdict"])
+                    passed.pop(key, None)
+                elif key not in passed:
+                    passed[key] = f"the {row['verdict']} result of run {run['run_id']} (job {row['job_id']}) {why}"
+        for reason in passed.values():
+            log.warning("not reused: %s; the job runs again", reason)
         return out
 
     def jobs_without_result(self, run: str) -> list[str]:
@@ -539,6 +571,33 @@ class Store:
             provenance=json.loads(row["provenance"]) if row["provenance"] else {},
             artifact_dir=Path(art) if art else None,
         )
+
+
+def _context_mismatch(want: Any, stored_key_context: Any, row: sqlite3.Row) -> str | None:
+    """Why a stored result of the job's identity does not stand for a run in context `want` (a
+    `changes.reuse.ReuseContext`), from the result's own record; None when it does."""
+    from llmsweep.changes.reuse import FILE_DIGEST, UNREADABLE
+
+    prov = json.loads(row["provenance"]) if row["provenance"] else {}
+    if row["source"] != want.source:
+        return f"is {row['source']}, this run's would be {want.source}"
+    clock = prov.get("clock")
+    if clock != want.clock:
+        return (f"ran in {clock} time, this run's would run in {want.clock} time" if clock
+                else f"records no clock, this run's would run in {want.clock} time")
+    if want.corpus == UNREADABLE:
+        return "replayed a corpus this run cannot read now"
+    if want.corpus.startswith(FILE_DIGEST):
+        recorded = stored_key_context.corpus if stored_key_context is not None else ""
+        if recorded != want.corpus:
+            return (f"replayed trace file {recorded or 'of an unrecorded digest'}; the file is {want.corpus} now "
+                    "(regenerated since)")
+    elif want.corpus:
+        stored = str(json.loads(row["identity"]).get("corpus") or "")
+        if stored != want.corpus:
+            return (f"replayed corpus {stored or 'of an unrecorded digest'}; the trace source holds {want.corpus} "
+                    "now (regenerated since)")
+    return None
 
 
 def _str(value: Any) -> str | None:
