@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import platform
+import re
 import threading
 import time
 import urllib.request
@@ -36,6 +37,7 @@ from llmsweep.catalog.golden import (
     format_curve,
     load_curve,
     normalise_method,
+    packaged_curve_ids,
     read_curve_header,
 )
 from llmsweep.engine_ids import acceptance_knobs
@@ -300,9 +302,16 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     return cell
 
 
-def curve_file_name(job: Job, variant: str | None = None) -> str:
+def curve_file_name(job: Job, variant: str | None = None, *, precision: str | None = None,
+                    simulate: bool = False) -> str:
     """``<prefix>_<method>[_<variant>].yaml``: the name keys the curve's family and method (`catalog.golden`), the
-    method as its curve family (SGLang's ``eagle``/``nextn`` for native MTP name an ``_mtp`` curve)."""
+    method as its curve family (SGLang's ``eagle``/``nextn`` for native MTP name an ``_mtp`` curve).
+
+    The name never takes a packaged curve's: a user curve of that name would replace the packaged one whole (every
+    cell the collection did not measure lost). Where ``<prefix>_<method>`` is packaged (InferenceX's ``qwen3.5_mtp``)
+    the variant defaults to the served precision (``precision``, else what the header will state: read from the
+    model directory, else the recipe's), ``qwen3.5_mtp_fp8.yaml``, the curve that wins for a recipe serving that
+    precision; a ``variant`` that names a packaged curve is refused."""
     assert job.serve is not None and job.serve.spec_decoding is not None
     prefix = job.model_prefix.lower()
     if "_" in prefix:
@@ -313,7 +322,21 @@ def curve_file_name(job: Job, variant: str | None = None) -> str:
     if family is None:
         raise ConfigError(f"draft method {method!r} has no golden-curve family",
                           fix="use mtp, eagle3, dspark, ngram or draft_model")
-    return f"{prefix}_{family}" + (f"_{variant}" if variant else "") + ".yaml"
+    stem = f"{prefix}_{family}" + (f"_{variant}" if variant else "")
+    packaged = packaged_curve_ids()
+    if stem in packaged and not variant:
+        stem += "_" + _precision_token(precision or _served_precision(job, simulate))
+    if stem in packaged:
+        raise ConfigError(f"{stem}.yaml is the name of a packaged golden curve: a collected curve of that name would "
+                          "replace it, and every cell this collection does not measure would be lost",
+                          fix="pass another --variant (e.g. the precision served, or the hardware)")
+    return stem + ".yaml"
+
+
+def _precision_token(text: str) -> str:
+    """The precision as a file-name word: ``fp8 (config.json of /m)`` -> ``fp8``."""
+    word = re.sub(r"[^a-z0-9.]", "", (text.split() or ["unknown"])[0].lower())
+    return word or "unknown"
 
 
 def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_dir: Path, out: Path, *,

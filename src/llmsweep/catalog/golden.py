@@ -371,18 +371,38 @@ def _curve_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []
 
 
+def packaged_curve_ids() -> frozenset[str]:
+    """The ids (file stems) of the curves shipped with llmsweep: names a user curve may not take."""
+    return frozenset(path.stem for path in _curve_files(PACKAGED_DIR / CURVE_DIR))
+
+
+def _refuse_shadowing(path: Path, packaged: frozenset[str]) -> None:
+    """A user curve with a packaged curve's stem would replace it whole, losing every cell it does not hold (a
+    partial collection named ``qwen3.5_mtp.yaml`` deletes the seed recipe's thinking-on K=3): refused, not swapped."""
+    if path.stem in packaged and path.resolve().parent != (PACKAGED_DIR / CURVE_DIR).resolve():
+        raise ConfigError(
+            f"golden AL curve {path} has the name of the packaged curve {path.stem}: it would replace that curve "
+            "and every cell it does not measure",
+            fix=f"rename it {path.stem}_<variant>.yaml (e.g. the precision it was measured in: `llmsweep al "
+            "collect` names its curves so); a curve measured in the precision a recipe serves wins over the "
+            "packaged one where it has the cell")
+
+
 @cached
 def _curves(dirs: tuple[Path, ...], curve_dirs: tuple[Path, ...] = ()) -> dict[str, GoldenCurve]:
     index = {k: v for k, (v, _) in build_models(INDEX_FILE, "curves", CurveIndexEntry, dirs).items()}
     files: dict[str, Path] = {}
+    packaged = packaged_curve_ids()
     for d in dirs:
         for path in _curve_files(d / CURVE_DIR):
-            files[path.stem] = path  # a user file with the same stem replaces the packaged curve
+            _refuse_shadowing(path, packaged)
+            files[path.stem] = path
     for folder in reversed(curve_dirs):  # the first directory named wins
         if not folder.is_dir():
             raise ConfigError(f"golden AL curve directory {folder} does not exist",
                               fix=f"point --curves / {CURVES_ENV_VAR} at the folder `llmsweep al collect` wrote into")
         for path in _curve_files(folder):
+            _refuse_shadowing(path, packaged)
             files[path.stem] = path
     return {stem: load_curve(path, index.get(stem)) for stem, path in sorted(files.items())}
 

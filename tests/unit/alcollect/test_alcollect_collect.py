@@ -12,7 +12,7 @@ import pytest
 from llmsweep.alcollect.collect import collect_curve, collection_job, curve_file_name
 from llmsweep.alcollect.prompts import BUILTIN, load_prompts
 from llmsweep.alcollect.settings import CollectResult, CollectSettings
-from llmsweep.catalog.golden import CurveHeader, format_curve, load_curve
+from llmsweep.catalog.golden import CurveHeader, format_curve, get_curve, load_curve, resolve_acceptance
 from llmsweep.client.scrape import parse_exposition
 from llmsweep.execute.local import LocalExecutor
 from llmsweep.plan import Job, jobs_from_files
@@ -98,3 +98,22 @@ def test_thinking_off_cells_ask_the_template_not_to_think_by_default(seed_one_jo
     assert result.curve_file is not None
     curve = load_curve(Path(result.curve_file))
     assert curve.sampling["thinking_off"].chat_template_kwargs == {"enable_thinking": False}
+
+
+@pytest.mark.timeout(120)
+def test_a_partial_collection_keeps_the_packaged_curve_the_seed_recipe_pins(seed_one_job: Path,
+                                                                             tmp_path: Path) -> None:
+    # A thinking-off K=1 collection of the seed job: the seed recipe still pins the packaged thinking-on K=3 (3.39),
+    # and the collected curve answers the cell it measured for an FP8 recipe (the precision it was measured in).
+    out_dir = tmp_path / "golden"
+    result = _collect(seed_one_job, out_dir, ks=[1], thinking=["thinking_off"])
+    assert result.curve_file is not None and result.cells[0].acceptance_length is not None
+    collected = load_curve(Path(result.curve_file))
+    packaged = get_curve("qwen3.5_mtp")
+    assert packaged is not None and packaged.packaged and collected.id != packaged.id
+    seed = ("qwen3.5", "Qwen/Qwen3.5-397B-A17B-FP8", "fp8", "eagle", "on", 3)
+    pinned = resolve_acceptance(*seed, curve_dirs=[out_dir])
+    assert pinned is not None and (pinned.curve, pinned.value) == ("qwen3.5_mtp", 3.39)
+    off = resolve_acceptance(*seed[:4], "off", 1, curve_dirs=[out_dir])
+    assert off is not None and off.curve == collected.id
+    assert off.value == round(result.cells[0].acceptance_length, 2)

@@ -95,3 +95,13 @@ def test_a_missing_curve_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist") as info:
         resolve_acceptance("qwen3.5", "", "fp8", "mtp", "on", 3, curve_dirs=[tmp_path / "nope"])
     assert info.value.fix is not None and "al collect" in info.value.fix
+
+
+def test_a_user_curve_named_as_a_packaged_one_is_refused_not_swapped_in(tmp_path: Path) -> None:
+    # A user file qwen3.5_mtp.yaml would replace the packaged curve whole, losing every cell it does not hold
+    # (the seed recipe's thinking on K=3 = 3.39 among them): it is refused, naming the file and the rename.
+    user = _write(tmp_path, "qwen3.5_mtp.yaml", {1: 1.9})
+    with pytest.raises(ConfigError, match="packaged") as info:
+        resolve_acceptance("qwen3.5", "", "fp8", "mtp", "on", 3, curve_dirs=[tmp_path])
+    assert str(user) in info.value.message
+    assert info.value.fix is not None and "qwen3.5_mtp_<variant>.yaml" in info.value.fix
