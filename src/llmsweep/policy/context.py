@@ -76,12 +76,31 @@ def _entry_matches(entry: SearchSpaceEntry, job: Job) -> bool:
     if isinstance(entry, AgenticEntry):
         offloading = entry.kv_offloading
     concs = entry.conc_list
+    if not _pools_match(entry, job):
+        return False
     return (tp == job.tp
             and entry.spec_decoding == job.spec_decoding
             and offloading in (None, job.kv_offloading)
             and (ep or 1) == (job.ep or 1)
             and (dcp or 1) == (job.dcp_size or 1)
             and (not concs or any(c in concs for c in job.concs)))
+
+
+def _pools_match(entry: SearchSpaceEntry, job: Job) -> bool:
+    """A multinode entry's prefill and decode pools are the job's (replicas, parallelism, settings): two rows of one
+    group differ only there."""
+    pools = (getattr(entry, "prefill", None), getattr(entry, "decode", None))
+    if pools == (None, None):
+        return job.prefill is None and job.decode is None
+    for block, worker in zip(pools, (job.prefill, job.decode), strict=True):
+        if block is None or worker is None:
+            return False
+        if (block.num_worker, block.tp, block.pp, block.ep, block.dp_attn, block.dcp_size, block.pcp_size,
+                list(block.additional_settings or [])) != (
+                worker.num_worker, worker.tp, worker.pp, worker.ep, worker.dp_attn, worker.dcp_size,
+                worker.pcp_size, list(worker.additional_settings or [])):
+            return False
+    return True
 
 
 def _group_matches(recipe: Recipe, path: FieldPath, job: Job) -> bool:
