@@ -92,6 +92,12 @@ def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
         row["input_tput_per_gpu"] = (total - out) / p_gpus if p_gpus else None
 
 
+def _flag(value: bool) -> str:
+    """Single-node `dp_attention` as process_result.py writes it: the DP_ATTENTION string it received, "true" or
+    "false" (core spec §6.2, wave-2 §5.1); the multinode role fields stay booleans."""
+    return "true" if value else "false"
+
+
 def inferencex_row(point: ResultPoint) -> dict[str, Any]:
     """One InferenceX aggregate row for a result (single-node shape, or the multinode one for disagg jobs)."""
     i, job = point.identity, point.job
@@ -101,7 +107,7 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
         "infmax_model_prefix": get_field(job, "model-prefix") or i.model_short,
         "framework": i.engine, "precision": i.precision, "spec_decoding": i.spec, "disagg": i.disagg,
         "is_multinode": False, "tp": i.tp, "pp": i.pp, "dcp_size": i.dcp, "pcp_size": i.pcp, "ep": i.ep,
-        "dp_attention": i.dp_attn, "kv_offloading": i.offload,
+        "dp_attention": _flag(i.dp_attn), "kv_offloading": i.offload,
         "recipe_fingerprint": get_field(job, "recipe-fingerprint") or point.provenance.get("recipe_fingerprint"),
         "num_requests_total": point.num_requests, "num_requests_successful": point.num_successful,
     }
@@ -139,12 +145,14 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
 
 POWER_SCHEMA_VERSION = 2
 """InferenceX's `power_metric_schema_version` (wave-2 spec §3.2)."""
-_POWER_FIELDS = (("gpu_energy_j", "energy_j", 3), ("avg_total_gpu_power_w", "avg_total_gpu_power_w", 3),
+_POWER_FIELDS = (("total_gpu_energy_j", "energy_j", 3), ("avg_total_gpu_power_w", "avg_total_gpu_power_w", 3),
                  ("avg_power_w", "avg_power_w", 3), ("joules_per_successful_query", "joules_per_successful_query", 6),
                  ("joules_per_input_token", "joules_per_input_token", 6),
                  ("joules_per_output_token", "joules_per_output_token", 6),
                  ("joules_per_total_token", "joules_per_total_token", 6))
 """(InferenceX field, power block field, decimals): `_w`/`_j` to 3 places, ratios to 6, as aggregate_power writes."""
+LEGACY_FIELDS = {"gpu_energy_j": "total_gpu_energy_j"}
+"""Fields earlier llmsweep exports spelled otherwise than InferenceX (core spec §6.2): renamed on import."""
 
 
 def _power_fields(summary: Summary) -> dict[str, Any]:
@@ -294,6 +302,7 @@ def _per_all_gpus(flat: Mapping[str, Any], metrics: dict[str, Any]) -> None:
 
 def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
     """One InferenceX aggregate row as a ResultPoint (source from its `llmsweep` block, else measured)."""
+    row = {LEGACY_FIELDS.get(k, k): v for k, v in row.items() if not (k in LEGACY_FIELDS and LEGACY_FIELDS[k] in row)}
     flat = _flat(row)
     block = row.get("llmsweep")
     ours: Mapping[str, Any] = block if isinstance(block, Mapping) else {}

@@ -147,7 +147,8 @@ def test_inferencex_rows_carry_power_as_aggregate_power_writes_it(make_run, tmp_
     invalid.power = PowerBlock(power_valid=False, reasons=["expected_gpu_count_mismatch"])
     rows = json.loads(export_points(points, "inferencex"))
     assert rows[0]["power_metric_schema_version"] == 2 and rows[0]["power_valid"] == 1
-    assert rows[0]["gpu_energy_j"] == 5400.123 and rows[0]["avg_power_w"] == 270.0
+    assert rows[0]["total_gpu_energy_j"] == 5400.123 and rows[0]["avg_power_w"] == 270.0
+    assert "gpu_energy_j" not in rows[0]
     assert rows[0]["joules_per_output_token"] == 1.35  # ratios to 6 places
     assert rows[0]["llmsweep"]["power"]["source"] == "simulated"
     assert rows[1]["power_valid"] == 0 and "joules_per_output_token" not in rows[1]
