@@ -32,6 +32,7 @@ class ATOMAdapter(Adapter):
                                                       "--spec-decode-acceptance-length"})
     flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tensor-parallel-size", "--dp": "--data-parallel-size"}
     port_flag: ClassVar[str] = "--server-port"
+    supports_pp: ClassVar[bool] = False  # ROCm/ATOM's public CLI has no pipeline-parallel flag
     unsupported_args: ClassVar[dict[str, str]] = {
         "--mem-fraction-static": "ATOM spells it `--gpu-memory-utilization`",
         "--enable-hierarchical-cache": "HiCache is SGLang's",

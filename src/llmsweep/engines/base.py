@@ -245,6 +245,8 @@ class Adapter(ABC):
     unsupported_args: ClassVar[dict[str, str]] = {}
     """Flags this engine does not have (often another engine's spelling) → the fix."""
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset()
+    supports_pp: ClassVar[bool] = True
+    """The engine renders pipeline parallelism (a flag for `pp`); False: a `pp` above 1 is refused by policy."""
     supports_dcp: ClassVar[bool] = False
     supports_pcp: ClassVar[bool] = False
     disagg_transfer_default: ClassVar[str | None] = None

@@ -184,19 +184,27 @@ def kv_backend(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("serve.topology-unsupported", Severity.ERROR,
-      "Context parallelism (dcp/pcp) on an engine that has none",
-      "set dcp-size/pcp-size to 1, or use vLLM", EP_LESSON)
+      "Pipeline or context parallelism (pp, dcp/pcp) on an engine that renders none, in a server or a worker pool",
+      "set pp, dcp-size and pcp-size to 1 for this engine, or use one that has them (vLLM)", EP_LESSON)
 def topology_unsupported(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
-        if job.engine in (None, "sim") or job.tp is None:
+        if job.engine in (None, "sim"):
             continue
         adapter = adapter_for(job)
-        for field, size, ok in (("dcp-size", job.dcp_size or 1, adapter.supports_dcp),
-                                ("pcp-size", job.pcp_size or 1, adapter.supports_pcp)):
-            if size > 1 and not ok:
-                yield ctx.hit("serve.topology-unsupported", recipe, (*entry_path(recipe, job), field),
-                              f"{field} {size} but {adapter.name} has no such parallelism: it would be ignored",
-                              job=job)
+        servers: list[tuple[tuple[str, ...], int, int, int]] = []
+        if job.tp is not None:
+            servers.append(((), job.pp or 1, job.dcp_size or 1, job.pcp_size or 1))
+        for pool, worker in (("prefill", job.prefill), ("decode", job.decode)):
+            if worker is not None:
+                servers.append(((pool,), worker.pp, worker.dcp_size, worker.pcp_size))
+        for where, pp, dcp, pcp in servers:
+            for field, size, ok in (("pp", pp, adapter.supports_pp), ("dcp-size", dcp, adapter.supports_dcp),
+                                    ("pcp-size", pcp, adapter.supports_pcp)):
+                if size > 1 and not ok:
+                    server = f"its {where[0]} workers" if where else "it"
+                    yield ctx.hit("serve.topology-unsupported", recipe, (*entry_path(recipe, job), *where, field),
+                                  f"{field} {size} but {adapter.name} renders no such parallelism: {server} would "
+                                  f"run without it on the GPUs counted for it", job=job)
 
 
 @rule("serve.secret-value", Severity.ERROR, "A secret-looking variable has its value written in the recipe",

@@ -76,3 +76,12 @@ def test_only_a_slip_of_a_listed_flag_is_called_a_typo(tmp_path: Path, flag: str
     recipe.write_text(text, encoding="utf-8")
     hits = [f for f in validate_files([recipe]).findings if f.rule == "serve.flag-unknown"]
     assert bool(hits) == typo, [f.message for f in hits]
+
+
+def test_pipeline_and_context_parallelism_an_engine_cannot_render_are_refused_per_server_and_per_worker() -> None:
+    """ATOM ran TP4 on 4 of the 8 GPUs a `tp: 4, pp: 2` job counts; an SGLang prefill pool with pcp-size 2 took two
+    nodes and ran TP8 across them: each is refused where it is written."""
+    path = CORPUS.parent / "topology" / "unsupported.yaml"
+    hits = {(f.line, f.path.rsplit(".", 1)[-1]) for f in validate_files([path]).findings
+            if f.rule == "serve.topology-unsupported"}
+    assert hits == {(15, "pp"), (35, "pcp-size"), (36, "dcp-size")}
