@@ -179,13 +179,69 @@ def _served_precision(job: Job, simulated: bool) -> str:
         return (f"{doc.get('dtype', job.precision)} (llmsweep-import.json: {doc.get('source')} dequantised "
                 f"from {quants})")
     config = folder / "config.json"
-    if config.is_file():
-        doc = json.loads(config.read_text())
-        dtype = doc.get("torch_dtype") or doc.get("dtype")
-        if dtype:
-            short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(dtype), str(dtype))
-            return f"{short} (config.json of {folder})"
+    doc = json.loads(config.read_text()) if config.is_file() else {}
+    quantised = _quantisation(folder, doc)
+    if quantised is not None:  # a quantised checkpoint's torch_dtype is that of its unquantised tensors
+        return quantised
+    dtype = doc.get("torch_dtype") or doc.get("dtype")
+    if dtype:
+        short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(dtype), str(dtype))
+        return f"{short} (config.json of {folder})"
     return f"{job.precision} (recipe)"
+
+
+def _quant_word(text: str) -> str | None:
+    """A quantisation name as llmsweep's precision (``FP8``, ``e4m3``, ``NVFP4``, ``W4A16_AWQ`` ...), else None."""
+    t = text.lower().replace("-", "_")
+    for word, precision in (("nvfp4", "nvfp4"), ("mxfp4", "mxfp4"), ("mxfp8", "mxfp8"), ("fp8", "fp8"),
+                            ("e4m3", "fp8"), ("e5m2", "fp8"), ("float8", "fp8"), ("fp4", "fp4"), ("w4a16", "int4"),
+                            ("int4", "int4"), ("awq", "int4"), ("int8", "int8"), ("w8a8", "int8")):
+        if word in t:
+            return precision
+    return None
+
+
+def _weights_word(qc: dict[str, Any]) -> str | None:
+    """compressed-tensors: the weight scheme of the first config group (``{type: float, num_bits: 8}`` -> fp8)."""
+    groups = qc.get("config_groups")
+    if not isinstance(groups, dict):
+        return None
+    for group in groups.values():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if isinstance(weights, dict) and weights.get("num_bits"):
+            bits, kind = int(weights["num_bits"]), str(weights.get("type", "int"))
+            if kind == "float":
+                return {8: "fp8", 4: "nvfp4" if weights.get("group_size") == 16 else "fp4"}.get(bits)
+            return {8: "int8", 4: "int4"}.get(bits)
+    return None
+
+
+def _quantisation(folder: Path, config: dict[str, Any]) -> str | None:
+    """The served precision of a quantised checkpoint and where it was read: ModelOpt's ``hf_quant_config.json``
+    (``quant_algo``), else config.json's ``quantization_config`` (``quant_method``, ``quant_algo``, ``fmt``,
+    compressed-tensors' weight scheme or ``format``, ``bits``)."""
+    hf = folder / "hf_quant_config.json"
+    if hf.is_file():
+        doc = json.loads(hf.read_text())
+        quant = doc.get("quantization") if isinstance(doc.get("quantization"), dict) else doc
+        algo = str(quant.get("quant_algo") or "")
+        word = _quant_word(algo)
+        if word:
+            return f"{word} (hf_quant_config.json of {folder}: quant_algo {algo})"
+    qc = config.get("quantization_config")
+    if not isinstance(qc, dict):
+        return None
+    method = str(qc.get("quant_method") or "")
+    if method == "compressed-tensors" and (word := _weights_word(qc)):
+        return f"{word} (config.json quantization_config of {folder}: compressed-tensors weights)"
+    for key in ("quant_algo", "quant_method", "fmt", "weight_dtype", "format"):
+        value = qc.get(key)
+        if isinstance(value, str) and (word := _quant_word(value)):
+            return f"{word} (config.json quantization_config of {folder}: {key} {value})"
+    bits = qc.get("bits") or qc.get("w_bit")
+    if isinstance(bits, int) and bits in (4, 8):
+        return f"int{bits} (config.json quantization_config of {folder}: {method or 'quantised'} {bits}-bit)"
+    return None
 
 
 def default_checkpoint(job: Job) -> str:

@@ -117,3 +117,34 @@ def test_a_partial_collection_keeps_the_packaged_curve_the_seed_recipe_pins(seed
     off = resolve_acceptance(*seed[:4], "off", 1, curve_dirs=[out_dir])
     assert off is not None and off.curve == collected.id
     assert off.value == round(result.cells[0].acceptance_length, 2)
+
+
+QUANTISED = {
+    # config.json of an FP8 checkpoint: torch_dtype is its unquantised tensors' (Qwen3.5-397B-A17B-FP8's shape)
+    "fp8": ({"torch_dtype": "bfloat16", "quantization_config": {
+        "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}}, None),
+    # a ModelOpt export: the format is in hf_quant_config.json
+    "nvfp4": ({"torch_dtype": "bfloat16"}, {"producer": {"name": "modelopt"},
+                                             "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"}}),
+    # compressed-tensors (llm-compressor): the weight scheme of its config groups
+    "fp8-ct": ({"torch_dtype": "bfloat16", "quantization_config": {
+        "quant_method": "compressed-tensors", "format": "float-quantized",
+        "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}, "targets": ["Linear"]}}}}, None),
+    "bf16": ({"torch_dtype": "bfloat16"}, None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUANTISED))
+def test_the_served_precision_is_read_from_a_quantised_checkpoints_config(case: str, seed_one_job: Path,
+                                                                          tmp_path: Path) -> None:
+    config, hf_quant = QUANTISED[case]
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config))
+    if hf_quant is not None:
+        (model / "hf_quant_config.json").write_text(json.dumps(hf_quant))
+    recipe = tmp_path / "served-from-dir.yaml"
+    recipe.write_text(seed_one_job.read_text().replace("  serve:\n", f"  serve:\n    model-path: {model}\n", 1))
+    job = collection_job(jobs_from_files([recipe]), simulate=False)
+    # the default name of a collection whose family is packaged carries the precision the weights are served in
+    assert curve_file_name(job) == f"qwen3.5_mtp_{case.split('-')[0]}.yaml"
