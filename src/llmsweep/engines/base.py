@@ -126,6 +126,9 @@ DYNAMO_FRONTEND_PORT = 8000
 """NVIDIA Dynamo's frontend HTTP port as InferenceX's srt-slurm recipes use it (wave-2 spec §6.3)."""
 DIST_INIT_PORT = 20000
 """Port the first node of a multi-node worker listens on for its peers' process-group rendezvous (unverified)."""
+DYNAMO_WORKER_PORT = DYNAMO_FRONTEND_PORT + 1
+"""Where an engine's workers serve under Dynamo when their usual port is the frontend's (the frontend shares node 0
+with the first prefill worker)."""
 
 
 @dataclass(frozen=True)
@@ -548,6 +551,10 @@ class Adapter(ABC):
         # An adapter without a Dynamo worker that still renders the job (the simulator) launches its own roles.
         dynamo = job.framework.startswith("dynamo-") and self.dynamo_module is not None
         worker_port = port if port is not None else self.disagg_worker_port
+        if dynamo and port is None and worker_port == DYNAMO_FRONTEND_PORT:
+            worker_port = DYNAMO_WORKER_PORT
+            notes.append(f"workers serve on {DYNAMO_WORKER_PORT}: the Dynamo frontend takes {DYNAMO_FRONTEND_PORT} on "
+                         "node 0")
         placed = worker_nodes(job, gpus_per_node)
         roles: list[Role] = []
         pools: dict[str, list[RoleWorker]] = {}
@@ -572,6 +579,12 @@ class Adapter(ABC):
                               gpus_per_worker=worker.gpus_per_replica, nodes_per_worker=per, workers=tuple(workers)))
         router = (self.dynamo_frontend(job, 0) if dynamo
                   else self.router_spec(job, pools["prefill"], pools["decode"], 0, transfer))
+        for w in pools["prefill"]:
+            if w.nodes[0] == 0 and w.spec.port == router.port:
+                raise ContractError(f"job {job.id}: prefill worker {w.index} and the {router.engine} front door would "
+                                    f"both listen on port {router.port} of node 0",
+                                    fix="pass another --port for the workers" if port is not None
+                                    else f"report this: {self.name}'s default ports collide")
         roles.append(Role(name="router", kind="router", count=1, gpus_per_worker=0, nodes_per_worker=0,
                           workers=(RoleWorker(index=0, nodes=(0,), spec=router),)))
         return Topology(job=job.id, engine=self.name, disaggregated=True, gpus_per_node=gpus_per_node,

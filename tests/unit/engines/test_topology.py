@@ -160,6 +160,26 @@ def test_dynamo_frameworks_launch_dynamo_workers_behind_the_dynamo_frontend(plan
     assert topology.roles[2].workers[0].spec.argv[:3] == ("python3", "-m", "dynamo.frontend")
 
 
+@pytest.mark.parametrize(("framework", "image", "transfer", "runner"), [
+    ("sglang-disagg", SGLANG_IMAGE, "mori", "mi355x-disagg"),
+    ("vllm-disagg", "vllm/vllm-openai:v0.26.0", "nixl", "mi355x-disagg"),
+    ("dynamo-sglang", "nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.7.0", "nixl", "gb300-nv"),
+    ("dynamo-trt", "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.7.0", "ucx", "gb300-nv"),
+    ("dynamo-vllm", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.7.0", "nixl", "gb300-nv"),
+])
+def test_no_two_servers_listen_on_one_port_of_a_node(plan: Plan, framework: str, image: str, transfer: str,
+                                                     runner: str) -> None:
+    """The front door shares node 0 with prefill worker 0: under Dynamo the SGLang workers' 8000 was the frontend's
+    8000; a --port equal to the front door's is refused with the reason."""
+    (job,) = plan(mn_recipe(framework, image, prefill=P1_TP8, decode=D2_TP8, transfer=transfer, runner=runner))
+    topology = engines.render_topology(job)
+    listening = [(w.nodes[0], w.spec.port) for role in topology.roles for w in role.workers]
+    assert len(listening) == len(set(listening)), listening
+    router = topology.roles[-1].workers[0].spec
+    with pytest.raises(ContractError, match=f"both listen on port {router.port} of node 0"):
+        engines.render_topology(job, port=router.port)
+
+
 def test_an_engine_without_a_disaggregated_launch_is_refused_with_the_reason(plan: Plan) -> None:
     (job,) = plan(mn_recipe("atom-disagg", "rocm/atom:v0.1.2", prefill=P1_TP8, decode=D2_TP8, transfer="mori"))
     with pytest.raises(ContractError, match="cannot render atom's disaggregated"):
