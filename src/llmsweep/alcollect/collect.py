@@ -486,7 +486,7 @@ def _header(job: Job, settings: CollectSettings, run_dir: Path, cells: list[Cell
     return CurveHeader(
         source=f"llmsweep al collect on {platform.node()} at {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} "
                f"(evidence: {run_dir})",
-        checkpoint=checkpoint, method=job.serve.spec_decoding.method,
+        checkpoint=checkpoint, method=job.serve.spec_decoding.method, draft_model=job.serve.spec_decoding.draft_model,
         precision=settings.precision or _served_precision(job, simulate),
         hardware=_hardware_text(job, cells, simulate), engine=_engine_text(job, cells, simulate),
         dataset=dataset, sampling=settings.sampling.model_dump(), output_len=settings.output_len,

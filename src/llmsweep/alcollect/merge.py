@@ -20,8 +20,8 @@ from llmsweep.catalog.golden import CurveHeader, ThinkingMode, normalise_method
 Cell = tuple[ThinkingMode, int]
 Values = dict[ThinkingMode, dict[int, float]]
 
-COMPARED: tuple[str, ...] = ("checkpoint", "precision", "hardware", "engine", "dataset", "sampling", "output_len",
-                             "simulated")
+COMPARED: tuple[str, ...] = ("checkpoint", "draft_model", "precision", "hardware", "engine", "dataset", "sampling",
+                             "output_len", "simulated")
 """The header fields two collections must share to be one curve (method, model prefix and kwargs apart)."""
 REPORTED = ("hardware", "engine")
 """What only the servers say (nvidia-smi, /version): compared after measuring; the rest is compared before."""

@@ -268,6 +268,8 @@ def parse_header(lines: list[str]) -> dict[str, Any]:
             out["engine"] = m.group("engine").strip()
             if m.group("draft"):
                 out["header_draft"] = m.group("draft").strip()
+        elif text.startswith("draft_model:"):  # collected curves: the recipe's draft model
+            out["header_draft"] = text.split(":", 1)[1].strip()
         elif text.startswith(("precision:", "engine:", "hardware:")):
             key, value = text.split(":", 1)
             out["header_" + key] = value.strip()  # collected curves: stated, not guessed from names
@@ -430,13 +432,14 @@ def _prefix_candidates(model_prefix: str, model: str) -> list[str]:
 
 def find_curves(model_prefix: str, method: str, model: str = "",
                 curve_dirs: Sequence[Path | str] = ()) -> list[GoldenCurve]:
-    """Curves of one model family and draft method (all variants), default curve first."""
+    """Curves of one model family and draft method (all variants), default curve first, then packaged ones."""
     fam = normalise_method(method)
     if fam is None:
         return []
     prefixes = _prefix_candidates(model_prefix, model)
     found = [c for c in list_curves(curve_dirs) if c.model_prefix in prefixes and c.method == fam]
-    return sorted(found, key=lambda c: (not c.default, c.id))
+    # packaged before user curves: a user curve takes over only where it was measured in the served precision
+    return sorted(found, key=lambda c: (not c.default, not c.packaged, c.id))
 
 
 def _pick(curves: list[GoldenCurve], draft_model: str | None) -> GoldenCurve | None:
@@ -551,6 +554,8 @@ class CurveHeader(BaseModel):
     source: str = Field(description="Where and when it was collected (first line).")
     checkpoint: str = Field(description="The body's model key: the checkpoint served.")
     method: str = Field(description="Draft method as the engine spells it (ngram, mtp, eagle3…).")
+    draft_model: str | None = Field(default=None, description="The draft model served (HF id or path), which keys "
+                                    "drafter families (EAGLE3, DSpark); None for a model's own MTP head or n-gram.")
     precision: str = Field(description="Precision of the served weights, and where that was read.")
     hardware: str
     engine: str = Field(description="Engine and version as the server reported them.")
@@ -581,6 +586,7 @@ def format_curve(header: CurveHeader, values: dict[ThinkingMode, dict[int, float
         f"# precision: {header.precision}",
         f"# hardware: {header.hardware}",
         f"# engine: {header.engine}",
+        *([f"# draft_model: {header.draft_model}"] if header.draft_model else []),
         *(["# simulated: yes (llmsweep's simulator drafts nothing: these ALs are its acceptance model, not a "
             "measurement)"] if header.simulated else []),
         *(f"# note: {note}" for note in header.notes),
@@ -615,6 +621,7 @@ def read_curve_header(path: Path) -> tuple[CurveHeader, GoldenCurve]:
     assert level is not None
     return CurveHeader(
         source=header["source"], checkpoint=curve.checkpoint, method=level.group(1),
+        draft_model=header.get("header_draft"),
         precision=header["header_precision"], hardware=header["header_hardware"], engine=header["header_engine"],
         dataset=header["dataset"], sampling={k: v for k, v in curve.sampling_common.items() if not isinstance(v, str)},
         output_len=header["output_len"],

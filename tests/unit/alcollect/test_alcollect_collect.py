@@ -148,3 +148,43 @@ def test_the_served_precision_is_read_from_a_quantised_checkpoints_config(case: 
     job = collection_job(jobs_from_files([recipe]), simulate=False)
     # the default name of a collection whose family is packaged carries the precision the weights are served in
     assert curve_file_name(job) == f"qwen3.5_mtp_{case.split('-')[0]}.yaml"
+
+
+MINIMAX_GQA = """\
+minimaxm3-fp8-h200-vllm-eagle3-gqa:
+  image: vllm/vllm-openai:v0.26.0
+  model: MiniMaxAI/MiniMax-M3
+  model-prefix: minimaxm3
+  runner: cluster:h200-cw
+  precision: fp8
+  framework: vllm
+  multinode: false
+  scenarios:
+    agentic-coding:
+    - dram-utilization: 0.8
+      search-space:
+      - { tp: 8, spec-decoding: mtp, kv-offloading: none, conc-list: [1] }
+  serve:
+    spec-decoding: { method: eagle3, num-steps: 3, draft-model: Inferact/MiniMax-M3-EAGLE3-GQA, thinking: "on" }
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_curve_collected_with_a_named_drafter_serves_recipes_of_that_drafter(tmp_path: Path) -> None:
+    # MiniMax-M3's EAGLE3 curves are keyed by draft heads (plain EAGLE3 and EAGLE3-GQA); the packaged GQA curve was
+    # measured in fp4. An FP8 collection with the GQA drafter is that drafter's curve in the recipe's precision.
+    recipe = tmp_path / "minimax.yaml"
+    recipe.write_text(MINIMAX_GQA)
+    result = _collect(recipe, tmp_path / "golden")
+    assert result.curve_file is not None, result.cells[0].reason
+    curve = load_curve(Path(result.curve_file))
+    assert curve.draft_model == "Inferact/MiniMax-M3-EAGLE3-GQA" and curve.precision_measured == "fp8"
+    args = ("minimaxm3", "MiniMaxAI/MiniMax-M3", "fp8", "eagle3", "on")
+    got = resolve_acceptance(*args, 3, draft_model="Inferact/MiniMax-M3-EAGLE3-GQA", curve_dirs=[tmp_path / "golden"])
+    assert got is not None and (got.curve, got.passed_over) == (curve.id, "minimaxm3_eagle3_gqa")
+    # a cell the collection did not measure still reads the packaged GQA curve, naming the fp8 one that lacks it
+    k5 = resolve_acceptance(*args, 5, draft_model="Inferact/MiniMax-M3-EAGLE3-GQA", curve_dirs=[tmp_path / "golden"])
+    assert k5 is not None and k5.curve == "minimaxm3_eagle3_gqa" and k5.better and curve.id in k5.better[0]
+    # the plain-EAGLE3 drafter's recipes do not read it
+    plain = resolve_acceptance(*args, 3, draft_model="Inferact/MiniMax-M3-EAGLE3", curve_dirs=[tmp_path / "golden"])
+    assert plain is not None and plain.curve == "minimaxm3_eagle3"
