@@ -7,6 +7,7 @@ Two runs of one tiny recipe on the simulator in virtual time go into one store (
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,38 @@ def test_inferencex_rows_spell_energy_and_dp_attention_as_inferencex_does(two_ru
         imported = [p.imported for p in st.results()]
     assert sorted(r["total_gpu_energy_j"] for r in imported) == sorted(r["total_gpu_energy_j"] for r in rows)
     assert not any("gpu_energy_j" in r for r in imported)
+
+
+@pytest.mark.parametrize("fmt", ["json", "inferencex"])
+def test_an_export_of_several_runs_imports_as_those_runs(two_runs: tuple[Path, list[str]], tmp_path: Path,
+                                                         fmt: str) -> None:
+    store, ids = two_runs
+    path = tmp_path / f"all.{fmt}.json"
+    _export(store, fmt, path)  # both runs: the same job ids twice
+    fresh = tmp_path / "fresh.sqlite"
+    out = _cli("results", "import", path, "--store", fresh).stdout
+    assert "imported 4 row(s)" in out and all(i in out for i in ids)
+    runs = json.loads(_cli("results", "runs", "--json", "--store", fresh).stdout)
+    assert sorted(r["run_id"] for r in runs) == sorted(ids) and [r["results"] for r in runs] == [2, 2]
+    listed = json.loads(_cli("results", "list", "--json", "--store", fresh).stdout)
+    assert sorted(p["run_id"] for p in listed) == sorted(ids * 2)
+    again = _cli("results", "import", path, "--store", fresh).stdout  # importing again replaces, never doubles
+    assert "imported 4 row(s)" in again
+    assert len(json.loads(_cli("results", "list", "--json", "--store", fresh).stdout)) == 4
+
+
+def test_an_export_imported_into_the_store_it_came_from_never_replaces_its_runs(
+        two_runs: tuple[Path, list[str]], tmp_path: Path) -> None:
+    shared, ids = two_runs
+    store = tmp_path / "store.sqlite"
+    shutil.copyfile(shared, store)  # the module's store serves the other tests as it is
+    path = tmp_path / "all.json"
+    _export(store, "json", path)
+    before = json.loads(_cli("results", "list", "--json", "--store", store).stdout)
+    out = _cli("results", "import", path, "--store", store).stdout
+    runs = {r["run_id"]: r for r in json.loads(_cli("results", "runs", "--json", "--store", store).stdout)}
+    copies = [rid for rid in runs if rid.startswith("import:all-")]
+    assert sorted(c.rsplit(":", 1)[1] for c in copies) == sorted(ids) and all(c in out for c in copies)
+    assert all(runs[i]["origin"] == "llmsweep" for i in ids)
+    after = json.loads(_cli("results", "list", "--json", "--store", store).stdout)
+    assert [p for p in after if p["run_id"] in ids] == before  # the runs of ours are as they were

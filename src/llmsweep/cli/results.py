@@ -189,8 +189,8 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
     from llmsweep.results.interchange import import_into
 
     with _open(store_path, readonly=False) as store:
-        run_id, n = import_into(store, file)
-    click.echo(f"imported {n} row(s) as run {run_id}")
+        run_ids, n = import_into(store, file)
+    click.echo(f"imported {n} row(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}")
 
 
 @click.command()

@@ -222,7 +222,12 @@ def _our_row(p: ResultPoint) -> dict[str, Any]:
 
 
 def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
-    """Parse an export of ours or an InferenceX aggregate JSON into (run id, origin, points)."""
+    """Parse an export of ours or an InferenceX aggregate JSON into (run id, origin, points).
+
+    The run id is the file's own (`import:<stem>-<digest>`); a row that names the run it came from (every row of our
+    exports) keeps that run: its point carries the original run id, so an export of several runs imports as those
+    runs (`import_into`). Job ids repeated within one run (InferenceX rows without one of their own) get the row's
+    index, so every row is kept."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -231,18 +236,36 @@ def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
     digest = hashlib.sha1(path.read_bytes()).hexdigest()[:8]
     run_id = f"import:{path.stem}-{digest}"
     if isinstance(doc, Mapping) and doc.get("format") == EXPORT_FORMAT:
-        return run_id, "llmsweep-export", [_from_our_row(run_id, r) for r in doc.get("results", [])]
+        results = doc.get("results", [])
+        if not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
+            raise ResultError(f"{path}: `results` is not a list of result rows",
+                              fix="export again with `llmsweep results export --format json`")
+        return run_id, "llmsweep-export", _unique_jobs([_from_our_row(run_id, r) for r in results])
     rows = doc if isinstance(doc, list) else [doc] if isinstance(doc, Mapping) and "hw" in doc else None
     if rows is None or not all(isinstance(r, Mapping) for r in rows):
         raise ResultError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
                           fix="export with `llmsweep results export --format json|inferencex`")
     points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows)]
     origin = "llmsweep-export" if rows and all("llmsweep" in r for r in rows) else "inferencex"
-    return run_id, origin, points
+    return run_id, origin, _unique_jobs(points)
+
+
+def _unique_jobs(points: list[ResultPoint]) -> list[ResultPoint]:
+    """Every (run, job) once: a job id repeated within one run gets `-row<n>` (its position in the file)."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for n, p in enumerate(points):
+        if (p.run_id, p.job_id) in seen:
+            job_id = f"{p.job_id}-row{n:04d}"
+            p = dataclasses.replace(p, job_id=job_id, result_id=result_id_for(p.run_id, job_id))
+        seen.add((p.run_id, p.job_id))
+        out.append(p)
+    return out
 
 
 def _from_our_row(run_id: str, row: Mapping[str, Any]) -> ResultPoint:
     job_id = str(row.get("job_id") or row.get("result_id"))
+    run_id = str(row.get("run_id") or run_id)  # the run it was exported from
     source = str(row.get("source", "measured"))
     doc = row.get("summary") or {}
     summary = Summary.from_doc(doc, where=f"result {job_id}") if "schema_version" in doc else None
@@ -326,6 +349,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     total, ok = _number(flat, "num_requests_total"), _number(flat, "num_requests_successful")
     metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
     job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
+    run_id = str(ours.get("run_id") or run_id)  # our own export: the run it came from
     source = str(ours.get("source") or "measured")
     if source not in SOURCES:
         raise ResultError(f"row {n} has unknown source {source!r}", fix=f"use one of {', '.join(SOURCES)}")
@@ -340,11 +364,29 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     )
 
 
-def import_into(store: Any, path: Path) -> tuple[str, int]:
-    """Import a file into a Store as its own run; returns (run id, rows)."""
-    run_id, origin, points = import_file(path)
-    n = store.ingest_points(run_id, origin, points, {"imported_from": str(path), "origin": origin})
-    return run_id, n
+def import_into(store: Any, path: Path) -> tuple[list[str], int]:
+    """Import a file into a Store: each run its rows came from as its own run, under its original id (the file's own
+    run id for rows that name none), replacing an earlier import of that run; returns (run ids, rows).
+
+    A run the store already holds as a run of ours (importing an export back into the store it came from) is never
+    replaced: its rows import as `<file run id>:<original run id>`."""
+    file_run, origin, points = import_file(path)
+    runs: dict[str, list[ResultPoint]] = {}
+    for point in points:
+        runs.setdefault(point.run_id, []).append(point)
+    if not runs:
+        runs[file_run] = []
+    n, ids = 0, []
+    for original, pts in runs.items():
+        run_id = original
+        if store.run_origin(original) not in (None, "llmsweep-export", "inferencex"):
+            run_id = f"{file_run}:{original}"
+            pts = [dataclasses.replace(p, run_id=run_id, result_id=result_id_for(run_id, p.job_id)) for p in pts]
+        meta = {"imported_from": str(path), "origin": origin,
+                **({"original_run_id": original} if original != file_run else {})}
+        n += store.ingest_points(run_id, origin, pts, meta)
+        ids.append(run_id)
+    return ids, n
 
 
 def points_as_rows(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:

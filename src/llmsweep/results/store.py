@@ -109,6 +109,13 @@ class StoreError(ResultError):
     exit_code = 2
 
 
+class ImportConflictError(ResultError):
+    """An import would clash with what the store holds (a run of ours under the same id, two rows of one job):
+    refused before anything of the import's run is written; bad input (exit 2)."""
+
+    exit_code = 2
+
+
 _STORE_FIX = (f"point --store (or ${ENV_VAR}) at a writable SQLite file llmsweep created, or at a new path; "
               "`llmsweep results ingest RUN_DIR` stores a run again later")
 
@@ -364,14 +371,27 @@ class Store:
         return point is not None
 
     def ingest_points(self, run_id: str, origin: str, points: Iterable[ResultPoint], meta: Mapping[str, Any]) -> int:
-        """Store imported points as one run (replacing an earlier import with the same run id)."""
+        """Store imported points as one run (replacing an earlier import with the same run id). Two points of one
+        job id, or a result id another run holds, are a ResultError naming them; nothing of the run is written."""
         points = list(points)
-        with self._db:
-            self._delete_run(run_id)
-            self._insert_run(run_id, origin, None, meta)
-            for point in points:
-                self._insert_point(point)
+        try:
+            with self._db:
+                self._delete_run(run_id)
+                self._insert_run(run_id, origin, None, meta)
+                for point in points:
+                    self._insert_point(point)
+        except sqlite3.IntegrityError as exc:
+            raise ImportConflictError(
+                f"cannot store the imported run {run_id} in {self.path}: {exc} (two rows of one job, or a result "
+                "another run of the store holds)",
+                fix="import into a new store (--store NEW.sqlite), or export each run on its own "
+                    "(`llmsweep results export --run RUN`) and import those") from exc
         return len(points)
+
+    def run_origin(self, run_id: str) -> str | None:
+        """Who produced a stored run (`llmsweep`, `llmsweep-export`, `inferencex`), or None when it is not stored."""
+        row = self._db.execute("SELECT origin FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else str(row["origin"])
 
     def _delete_run(self, run_id: str) -> bool:
         cur = self._db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))

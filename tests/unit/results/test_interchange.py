@@ -84,7 +84,7 @@ def test_published_inferencex_rows_import_as_measured_in_their_own_run(tmp_path:
     assert agentic.metric("p90_e2e_norm_intvty") == 30.0 and agentic.metric("tput_per_gpu") == 1200.0
     assert agentic.metric("p50_ttft") == 0.3 and agentic.metric("error_ratio") == pytest.approx(0.05)
     with Store(tmp_path / "s.sqlite") as store:
-        rid, n = import_into(store, path)
+        (rid,), n = import_into(store, path)
         assert n == 2 and store.results(rid)[0].origin == "inferencex"
         assert [r.origin for r in store.runs()] == ["inferencex"]
 
