@@ -56,6 +56,8 @@ def test_cli_full_sweep_equals_inferencex(inferencex: Path, expected_name: str) 
     assert out.returncode == 0, out.stderr
     expected = json.loads((inferencex / "expected" / expected_name).read_text())
     assert multiset(json.loads(out.stdout)) == multiset(expected)
+    # and identical as text: the same rows in the same order, each with its keys in InferenceX's order
+    assert [json.dumps(e) for e in json.loads(out.stdout)] == [json.dumps(e) for e in expected]
 
 
 def test_seed_master_entry_test_config_equals_inferencex(inferencex: Path) -> None:

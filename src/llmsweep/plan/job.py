@@ -195,6 +195,8 @@ class Job(JobModel):
             out.update({"conc": self.conc, "max-model-len": self.max_model_len, "ep": self.ep, "dp-attn": self.dp_attn,
                         "spec-decoding": self.spec_decoding})
         out.update({"exp-name": self.exp_name, "disagg": self.disagg})
+        if self.run_eval is not None:  # InferenceX writes a fixed row's run-eval right after disagg
+            out["run-eval"] = self.run_eval
         self._tail(out)
         return out
 
@@ -224,7 +226,7 @@ class Job(JobModel):
             out["kv-p2p-transfer"] = self.kv_p2p_transfer
         for key, value in (("run-eval", self.run_eval), ("eval-conc", self.eval_conc),
                            ("eval-all-concs", self.eval_all_concs), ("eval-only", self.eval_only)):
-            if value is not None:
+            if value is not None and key not in out:
                 out[key] = value
 
     def to_json(self) -> dict[str, Any]:
