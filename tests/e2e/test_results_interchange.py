@@ -49,7 +49,7 @@ def _export(store: Path, fmt: str, out: Path, *extra: str) -> Any:
 def test_inferencex_rows_spell_energy_and_dp_attention_as_inferencex_does(two_runs: tuple[Path, list[str]],
                                                                           tmp_path: Path) -> None:
     store, (first, _) = two_runs
-    rows = _export(store, "inferencex", tmp_path / "ix.json", "--run", first)
+    rows = _export(store, "inferencex", tmp_path / "ix.json", "--run", first, "--include-unpublished")
     assert len(rows) == 2
     for row in rows:
         assert row["power_valid"] == 1 and row["total_gpu_energy_j"] > 0 and "gpu_energy_j" not in row
@@ -71,7 +71,7 @@ def test_an_export_of_several_runs_imports_as_those_runs(two_runs: tuple[Path, l
                                                          fmt: str) -> None:
     store, ids = two_runs
     path = tmp_path / f"all.{fmt}.json"
-    _export(store, fmt, path)  # both runs: the same job ids twice
+    _export(store, fmt, path, *(["--include-unpublished"] if fmt == "inferencex" else []))  # the same jobs twice
     fresh = tmp_path / "fresh.sqlite"
     out = _cli("results", "import", path, "--store", fresh).stdout
     assert "imported 4 row(s)" in out and all(i in out for i in ids)
@@ -99,3 +99,35 @@ def test_an_export_imported_into_the_store_it_came_from_never_replaces_its_runs(
     assert all(runs[i]["origin"] == "llmsweep" for i in ids)
     after = json.loads(_cli("results", "list", "--json", "--store", store).stdout)
     assert [p for p in after if p["run_id"] in ids] == before  # the runs of ours are as they were
+
+
+def test_an_inferencex_export_publishes_only_valid_measured_points(two_runs: tuple[Path, list[str]],
+                                                                    tmp_path: Path) -> None:
+    shared, _ = two_runs
+    store = tmp_path / "store.sqlite"
+    shutil.copyfile(shared, store)
+    # A published InferenceX row (measured, valid) joins the two simulated runs.
+    measured = {"hw": "b200", "conc": 64, "image": "vllm/vllm-openai:v0.11.0", "model": "deepseek-ai/DeepSeek-R1",
+                "infmax_model_prefix": "dsr1", "framework": "vllm", "precision": "fp4", "spec_decoding": "none",
+                "disagg": False, "isl": 1024, "osl": 1024, "tp": 4, "ep": 4, "dp_attention": "false",
+                "tput_per_gpu": 5000.0, "median_ttft": 0.2, "num_requests_total": 640, "num_requests_successful": 640}
+    (tmp_path / "agg_bmk.json").write_text(json.dumps([measured]))
+    _cli("results", "import", tmp_path / "agg_bmk.json", "--store", store)
+
+    proc = _cli("results", "export", "--format", "inferencex", "--store", store)
+    rows = json.loads(proc.stdout)
+    assert [r["hw"] for r in rows] == ["b200"] and "benchmark_outcome" not in rows[0] and "source" not in rows[0]
+    assert "left out 4 point(s)" in proc.stderr and "4 simulated" in proc.stderr
+
+    every = json.loads(_cli("results", "export", "--format", "inferencex", "--include-unpublished", "--store",
+                            store).stdout)
+    assert len(every) == 5
+    simulated = [r for r in every if r["hw"] != "b200"]
+    assert all(r["benchmark_outcome"]["status"] == "failed" and r["source"] == "simulated" for r in simulated)
+    # Imported back, a row marked failed is not a valid point; its source is kept.
+    (tmp_path / "every.json").write_text(json.dumps([{k: v for k, v in r.items() if k != "llmsweep"}
+                                                     for r in simulated]))
+    fresh = tmp_path / "fresh.sqlite"
+    _cli("results", "import", tmp_path / "every.json", "--store", fresh)
+    back = json.loads(_cli("results", "list", "--json", "--store", fresh).stdout)
+    assert {(p["source"], p["verdict"]) for p in back} == {("simulated", "invalid")}

@@ -185,14 +185,55 @@ def _stat_fields(summary: Summary) -> dict[str, float]:
     return {k: v for k, v in row.items() if math.isfinite(v)}
 
 
-def export_points(points: Sequence[ResultPoint], fmt: str) -> str:
+def unpublished(point: ResultPoint) -> str | None:
+    """Why InferenceX would not publish a result's row, or None: it publishes rows of jobs that passed, measured on
+    real hardware — a simulated or predicted point, or a smoke, invalid or failed one, is not such a row."""
+    if point.source != "measured":
+        return point.source
+    if point.verdict != "valid":
+        return point.verdict
+    return None
+
+
+def left_out(points: Sequence[ResultPoint]) -> dict[str, int]:
+    """How many throughput points an InferenceX export without `include_unpublished` leaves out, by reason."""
+    out: dict[str, int] = {}
+    for p in points:
+        if not p.eval_only and (why := unpublished(p)) is not None:
+            out[why] = out.get(why, 0) + 1
+    return out
+
+
+def _unpublished_row(point: ResultPoint, why: str) -> dict[str, Any]:
+    """A row InferenceX's app drops at ingest (`benchmark_outcome.status == failed`, wave-2 spec §5.3), with a
+    top-level `source` for a point not measured on real hardware."""
+    row = inferencex_row(point)
+    reasons = "; ".join(point.reasons)
+    row["benchmark_outcome"] = {"status": "failed",
+                                "reason": f"{why}" + (f": {reasons}" if reasons and why == point.verdict else "")}
+    if point.source != "measured":
+        row["source"] = point.source
+    return row
+
+
+def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublished: bool = False) -> str:
     """Serialise results as `json` (ours, lossless), `csv` (flat hot columns), `inferencex` (list of throughput rows)
-    or `inferencex-evals` (InferenceX's eval rows, one per result that ran an eval)."""
+    or `inferencex-evals` (InferenceX's eval rows, one per result that ran an eval).
+
+    `inferencex` holds only what InferenceX publishes — valid, measured points (`unpublished`; `left_out` counts the
+    rest) — unless `include_unpublished`: then every point, each unpublishable row marked failed
+    (`benchmark_outcome`) and, when not measured, with its `source`."""
     if fmt == "json":
         doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "results": [_our_row(p) for p in points]}
         return json.dumps(doc, indent=1, sort_keys=True, default=str)
     if fmt == "inferencex":  # throughput rows: an eval-only result has none (its row is in `inferencex-evals`)
-        return json.dumps([inferencex_row(p) for p in points if not p.eval_only], indent=1, default=str)
+        published: list[dict[str, Any]] = []
+        for p in points:
+            why = None if p.eval_only else unpublished(p)
+            if p.eval_only or (why is not None and not include_unpublished):
+                continue
+            published.append(inferencex_row(p) if why is None else _unpublished_row(p, why))
+        return json.dumps(published, indent=1, default=str)
     if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per eval
         from llmsweep.results.evals import inferencex_eval_row
 
@@ -350,10 +391,12 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
     job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
     run_id = str(ours.get("run_id") or run_id)  # our own export: the run it came from
-    source = str(ours.get("source") or "measured")
+    source = str(ours.get("source") or flat.get("source") or "measured")
     if source not in SOURCES:
         raise ResultError(f"row {n} has unknown source {source!r}", fix=f"use one of {', '.join(SOURCES)}")
-    verdict = str(ours.get("verdict") or ("valid" if ok is None or ok > 0 else "invalid"))
+    outcome = row.get("benchmark_outcome")
+    failed = isinstance(outcome, Mapping) and outcome.get("status") == "failed"
+    verdict = str(ours.get("verdict") or ("valid" if (ok is None or ok > 0) and not failed else "invalid"))
     return ResultPoint(
         result_id=result_id_for(run_id, job_id), run_id=run_id, job_id=job_id, identity=identity, source=source,
         verdict=verdict, metrics=metrics, gpus=gpus_of(job, identity),

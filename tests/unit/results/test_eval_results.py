@@ -48,14 +48,15 @@ def test_an_eval_is_stored_and_exported_as_inferencex_eval_rows(make_run: MakeRu
     assert (row["task"], row["em_strict"], row["em_strict_se"], row["em_flexible"], row["n_eff"]) == (
         "gsm8k", 0.95, 0.01, 0.96, 1319)
     assert row["conc"] == 32 and row["score_name"] == "exact_match,strict-match" and row["hw"] == row["hw"].upper()
-    assert len(json.loads(export_points(points, "inferencex"))) == 2  # a run-eval point is a throughput point too
+    # a run-eval point is a throughput point too
+    assert len(json.loads(export_points(points, "inferencex", include_unpublished=True))) == 2
 
 
 def test_an_eval_only_result_has_no_throughput_row_and_no_frontier_place(make_run: MakeRun) -> None:
     run = with_eval(make_run("a", concs=(16, 32)), 32, 0.95, mode="eval-only")
     points = points_from_run(run)
     (only,) = [p for p in points if p.eval_only]
-    assert len(json.loads(export_points(points, "inferencex"))) == 1
+    assert len(json.loads(export_points(points, "inferencex", include_unpublished=True))) == 1
     assert only.metric("tput_per_gpu") is None and only.metric("p50_ttft") is None  # no throughput, not zero
     fronts = compute_frontiers(points)
     on_front = {i for by_series in fronts.values() for ids in by_series.values() for i in ids}

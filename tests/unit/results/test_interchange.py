@@ -19,7 +19,7 @@ from llmsweep.results.store import Store
 
 def test_inferencex_rows_have_the_published_fields_in_seconds(make_run) -> None:
     points = points_from_run(make_run("r", concs=(4,)))
-    row = json.loads(export_points(points, "inferencex"))[0]
+    row = json.loads(export_points(points, "inferencex", include_unpublished=True))[0]
     p = points[0]
     s = p.summary
     assert s is not None
@@ -51,7 +51,7 @@ def test_json_round_trip_keeps_source_and_metrics(make_run, tmp_path: Path) -> N
 def test_inferencex_export_imports_back_with_its_source(make_run, tmp_path: Path) -> None:
     points = points_from_run(make_run("r", concs=(4,), source="predicted"))
     path = tmp_path / "ix.json"
-    path.write_text(export_points(points, "inferencex"))
+    path.write_text(export_points(points, "inferencex", include_unpublished=True))
     _, _, back = import_file(path)
     assert back[0].source == "predicted"
     assert back[0].identity == points[0].identity
@@ -116,7 +116,7 @@ def test_multinode_rows_normalise_per_role(make_run) -> None:
     for key in ("tp", "ep", "pp", "dcp-size", "pcp-size", "dp-attn"):
         job.pop(key)
     mn = dataclasses.replace(p, job=job, identity=identity_from_job(job), gpus=12)
-    row = json.loads(export_points([mn], "inferencex"))[0]
+    row = json.loads(export_points([mn], "inferencex", include_unpublished=True))[0]
     assert p.summary is not None
     thr = p.summary.throughput
     assert row["is_multinode"] is True and row["num_prefill_gpu"] == 4 and row["num_decode_gpu"] == 8
@@ -145,7 +145,7 @@ def test_inferencex_rows_carry_power_as_aggregate_power_writes_it(make_run, tmp_
                              joules_per_input_token=5.4, joules_per_output_token=1.3500004,
                              joules_per_total_token=1.08, tokens_per_joule=1 / 1.08)
     invalid.power = PowerBlock(power_valid=False, reasons=["expected_gpu_count_mismatch"])
-    rows = json.loads(export_points(points, "inferencex"))
+    rows = json.loads(export_points(points, "inferencex", include_unpublished=True))
     assert rows[0]["power_metric_schema_version"] == 2 and rows[0]["power_valid"] == 1
     assert rows[0]["total_gpu_energy_j"] == 5400.123 and rows[0]["avg_power_w"] == 270.0
     assert "gpu_energy_j" not in rows[0]
@@ -165,7 +165,7 @@ def test_an_exported_agentic_point_keeps_its_corpus_through_an_inferencex_round_
     match the originals (an imported InferenceX row of its own has no corpus and matches only with --ignore)."""
     p = points_from_run(make_run("r", concs=(8,)))[0]
     agentic = dataclasses.replace(p, identity=dataclasses.replace(p.identity, corpus="sha256:0123456789abcdef"))
-    (row,) = json.loads(export_points([agentic], "inferencex"))
+    (row,) = json.loads(export_points([agentic], "inferencex", include_unpublished=True))
     back = from_inferencex_row("import:x", row, 0)
     assert back.identity.corpus == "sha256:0123456789abcdef" and back.identity.key() == agentic.identity.key()
     row.pop("llmsweep")

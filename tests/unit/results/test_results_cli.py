@@ -26,7 +26,7 @@ def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Pa
     shown = json.loads(_run("results", "show", rows[0]["result_id"], "--json"))
     assert shown["job_id"] == rows[0]["job_id"] and shown["summary"]["schema_version"] == 2
     out = tmp_path / "ix.json"
-    _run("results", "export", "--format", "inferencex", "--out", str(out))
+    _run("results", "export", "--format", "inferencex", "--include-unpublished", "--out", str(out))
     assert len(json.loads(out.read_text())) == 2
     assert "imported 2 row(s)" in _run("results", "import", str(out))
     runs = {r["run_id"]: r for r in json.loads(_run("results", "runs", "--json"))}
