@@ -81,13 +81,127 @@ def register_backend(cls: B) -> B:
 
 
 def visible_gpus(env: Mapping[str, str]) -> tuple[int, ...] | None:
-    """The GPU indices a `*_VISIBLE_DEVICES` variable selects (integers only), or None for all of them."""
+    """The GPU indices a `*_VISIBLE_DEVICES` variable selects, in its order, or None when none is set (all GPUs).
+
+    Indices are taken as they are; GPU UUIDs (``GPU-…``, or a unique prefix, as CUDA accepts) and MIG UUIDs
+    (``MIG-…``: the power of the GPU holding the instance) are looked up with NVML, else ``nvidia-smi -L``. An entry
+    that names no GPU of this host selects none (``()``, with :func:`visible_problem` saying why and a warning
+    logged): power read from every GPU of the host would be credited to a server that uses only some of them."""
+    return _resolve_visible(env)[0]
+
+
+def visible_problem(env: Mapping[str, str]) -> str | None:
+    """Why the `*_VISIBLE_DEVICES` selection names no GPU of this host (see :func:`visible_gpus`), else None."""
+    return _resolve_visible(env)[1]
+
+
+def _resolve_visible(env: Mapping[str, str]) -> tuple[tuple[int, ...] | None, str | None]:
     for name in VISIBLE_ENV:
         raw = env.get(name)
-        if raw is not None and raw.strip():
-            parts = [p.strip() for p in raw.split(",") if p.strip()]
-            if all(p.isdigit() for p in parts):
-                return tuple(int(p) for p in parts)
+        if raw is None or not raw.strip():
+            continue
+        parts = [p.strip() for p in raw.split(",") if p.strip()]
+        if all(p.isdigit() for p in parts):
+            return tuple(int(p) for p in parts), None
+        table, lister = _uuid_table(env)
+        found: list[int] = []
+        unknown: list[str] = []
+        for part in parts:
+            index = int(part) if part.isdigit() else _match_uuid(part, table or {})
+            if index is None:
+                unknown.append(part)
+            elif index not in found:
+                found.append(index)
+        if unknown:
+            problem = (f"{name}={raw.strip()} names {', '.join(unknown)}, which no GPU of this host has ({lister}): "
+                       "power is not read rather than read from GPUs the server may not use")
+            log.warning("power: %s", problem)
+            return (), problem
+        return tuple(found), None
+    return None, None
+
+
+def _match_uuid(entry: str, table: Mapping[str, int]) -> int | None:
+    """The GPU index of a GPU or MIG UUID, or of a unique prefix of one (old-style ``MIG-GPU-<uuid>/gi/ci`` reads its
+    GPU's UUID)."""
+    key = entry.lower()
+    if key.startswith("mig-gpu-"):
+        key = key.removeprefix("mig-").split("/", 1)[0]
+    if key in table:
+        return table[key]
+    if key.rstrip("-") in ("gpu", "mig"):
+        return None
+    hits = {index for uuid, index in table.items() if uuid.startswith(key)}
+    return hits.pop() if len(hits) == 1 else None
+
+
+def _uuid_table(env: Mapping[str, str]) -> tuple[dict[str, int] | None, str]:
+    """Every GPU's and MIG instance's UUID (lower case) -> the GPU's index, and what listed them."""
+    try:
+        import pynvml
+    except ImportError:
+        pynvml = None
+    if pynvml is not None:
+        try:
+            return _nvml_uuids(pynvml), "listed by NVML"
+        except Exception as exc:  # NVMLError, or a driver that does not answer: try nvidia-smi
+            log.debug("NVML could not list GPU UUIDs: %s", exc)
+    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if smi is not None:
+        try:
+            return parse_nvidia_smi_list(_run([smi, "-L"], 10.0)), "listed by nvidia-smi -L"
+        except (OSError, subprocess.SubprocessError) as exc:
+            return None, f"nvidia-smi -L failed: {exc}"
+    return None, "neither NVML nor nvidia-smi is here to list the GPUs' UUIDs"
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _nvml_uuids(nvml: Any) -> dict[str, int]:
+    nvml.nvmlInit()
+    try:
+        table: dict[str, int] = {}
+        for i in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            table[_text(nvml.nvmlDeviceGetUUID(handle)).lower()] = i
+            try:
+                migs = int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+            except Exception:  # not MIG-capable
+                migs = 0
+            for j in range(migs):
+                try:
+                    mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, j)
+                except Exception:  # an empty slot
+                    continue
+                table[_text(nvml.nvmlDeviceGetUUID(mig)).lower()] = i
+        return table
+    finally:
+        nvml.nvmlShutdown()
+
+
+_SMI_GPU = re.compile(r"^GPU (\d+):.*\(UUID: (GPU-[^)\s]+)\)")
+_SMI_MIG = re.compile(r"^\s+MIG .*\(UUID: (MIG-[^)\s]+)\)")
+
+
+def parse_nvidia_smi_list(text: str) -> dict[str, int]:
+    """`nvidia-smi -L`: each GPU's UUID and those of the MIG instances listed under it -> the GPU's index."""
+    table: dict[str, int] = {}
+    gpu: int | None = None
+    for line in text.splitlines():
+        if m := _SMI_GPU.match(line):
+            gpu = int(m.group(1))
+            table[m.group(2).lower()] = gpu
+        elif (m := _SMI_MIG.match(line)) and gpu is not None:
+            table[m.group(1).lower()] = gpu
+    return table
+
+
+def _selection_problem(ctx: BackendContext) -> str | None:
+    """A measured backend's first probe: a server pinned to GPUs this host does not have is not sampled."""
+    if ctx.gpu_indices == ():
+        return visible_problem(ctx.env) or "the server's *_VISIBLE_DEVICES selects no GPU"
     return None
 
 
@@ -116,6 +230,8 @@ class NvmlBackend(Backend):
 
     @classmethod
     def probe(cls, ctx: BackendContext) -> str | None:
+        if (problem := _selection_problem(ctx)) is not None:
+            return problem
         try:
             import pynvml
         except ImportError:
@@ -182,6 +298,8 @@ class NvidiaSmiBackend(Backend):
 
     @classmethod
     def probe(cls, ctx: BackendContext) -> str | None:
+        if (problem := _selection_problem(ctx)) is not None:
+            return problem
         return None if shutil.which("nvidia-smi") else "nvidia-smi is not on PATH"
 
     def read(self) -> list[GpuSample]:
@@ -268,6 +386,8 @@ class AmdSmiBackend(Backend):
 
     @classmethod
     def probe(cls, ctx: BackendContext) -> str | None:
+        if (problem := _selection_problem(ctx)) is not None:
+            return problem
         return None if shutil.which("amd-smi") else "amd-smi is not on PATH"
 
     def read(self) -> list[GpuSample]:
@@ -333,6 +453,8 @@ class DcgmBackend(Backend):
 
     @classmethod
     def probe(cls, ctx: BackendContext) -> str | None:
+        if (problem := _selection_problem(ctx)) is not None:
+            return problem
         if not shutil.which("dcgmi"):
             return "dcgmi is not on PATH (install DCGM, or run its host engine nv-hostengine)"
         try:
