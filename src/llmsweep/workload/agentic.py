@@ -8,7 +8,9 @@ interpreter starts the lane's next session only when the whole tree, background 
   `warmup_requests_per_lane` more root turns back to back; all with max_tokens=1 and phase "warmup". Profiling
   continues from there with recorded delays. Subagents live at t* are primed too (their last request before t*,
   full prefix, one token) and go on as recorded; ones spawned before t* but not yet started wait their remaining
-  offset; subagents anchored on the warm-up turns are not replayed. Recycled plays start at turn 0.
+  offset. Subagents the warm-up turns spawned are taken from the snapshot at the last warm-up turn's recorded end
+  (AgentX snapshots every live subagent after the warm-up): one live then is primed or waits its remaining offset
+  in the same way; one that had ended by then is not replayed. Recycled plays start at turn 0.
 * **Warm-up drain**: with warm start, the first play's root yields `Drain` after its warm-up turns (at once when its
   trace was too short to split), and each stream primed or waiting at t* after its primer (before its remaining
   offset): the interpreter holds them until every lane's warm-up has drained, across its workers, and profiling
@@ -285,6 +287,10 @@ class AgenticWorkload(Workload):
             first = start + self.config.warmup_requests_per_lane
             for k in range(start, first):
                 yield play.send(conv, "", turns[k], "warmup", one_token=True)
+            if first > start:  # the snapshot: streams the warm-up turns spawned that are live when they end
+                snap = turns[first - 1].request.end
+                for child in self._live_at(play.plan, first, snap, since=start):
+                    handles[child] = yield Spawn(self._resumed_child(play, play.plan.children[child], snap))
         if drain:
             yield Drain()
         last: RequestOutcome | None = None
@@ -300,11 +306,11 @@ class AgenticWorkload(Workload):
                 handles[child] = yield Spawn(self._child(play, play.plan.children[child]))
 
     @staticmethod
-    def _live_at(plan: TracePlan, start: int, t_star: float) -> list[int]:
-        """Children spawned before t* (anchored at or before the primer turn) that had not ended by t*."""
+    def _live_at(plan: TracePlan, start: int, t_star: float, *, since: int = 0) -> list[int]:
+        """Children anchored on root turns `since` .. `start` - 1 (spawned by them) that had not ended by t*."""
         live = []
         for i, child in enumerate(plan.children):
-            if child.anchor <= start - 1 and child.turns[-1].request.end > t_star:
+            if since <= child.anchor <= start - 1 and child.turns[-1].request.end > t_star:
                 live.append(i)
         return live
 

@@ -317,3 +317,22 @@ def test_warm_start_primes_subagents_live_at_t_star(handbuilt: str) -> None:
     ]
     primed = run.dispatches[2].spec
     assert primed.max_tokens == 1 and primed.theoretical_cached_tokens == 64  # block 0 came with the root primer
+
+
+def test_subagents_the_warm_up_turns_spawned_are_replayed_from_the_snapshot(handbuilt: str) -> None:
+    # t* at ~1.5 s: m0 is the primer, m1 the one warm-up turn; m1 spawns explore_002 (4.2-5.2 s) and
+    # general_purpose_001 (4.5-7.0 s), neither begun at m1's recorded end (4.0 s): both wait their remaining offset
+    # from the release, and the root's next turn joins them, as recorded. They used to be dropped from the first play.
+    cfg = AgenticConfig(source=handbuilt, sampler="sequential", concurrency=2, run_id="w", warmup_requests_per_lane=1,
+                        trajectory_start_min_ratio=0.003, trajectory_start_max_ratio=0.003)
+    run = run_virtual(AgenticWorkload(cfg), lanes=1, duration=100.0, latency=1.0)
+    got = [(d.at, d.spec.identity.node, d.spec.identity.turn, d.spec.identity.phase) for d in run.dispatches]
+    assert run.released == 2.0
+    assert got[:6] == [
+        (0.0, "", 0, "warmup"),  # primer
+        (1.0, "", 1, "warmup"),  # the warm-up turn that spawns both
+        (2.2, "explore_002", 0, "profiling"),  # 0.2 s after m1's end, counted from the release
+        (2.5, "general_purpose_001", 0, "profiling"),
+        (4.0, "general_purpose_001", 1, "profiling"),  # its recorded 0.5 s delay
+        (6.0, "", 2, "profiling"),  # m2 joins both, then waits its 1.0 s
+    ]
