@@ -131,3 +131,36 @@ def test_an_inferencex_export_publishes_only_valid_measured_points(two_runs: tup
     _cli("results", "import", tmp_path / "every.json", "--store", fresh)
     back = json.loads(_cli("results", "list", "--json", "--store", fresh).stdout)
     assert {(p["source"], p["verdict"]) for p in back} == {("simulated", "invalid")}
+
+
+def test_an_imported_multinode_row_exports_again_as_it_was_published(tmp_path: Path) -> None:
+    row = {"hw": "gb200-multinode", "conc": 256, "image": "nvcr.io#nvidia/ai-dynamo/sglang-runtime:0.6.1",
+           "model": "deepseek-ai/DeepSeek-R1", "infmax_model_prefix": "dsr1", "framework": "dynamo-sglang",
+           "precision": "fp4", "spec_decoding": "none", "disagg": True, "isl": 8192, "osl": 1024,
+           "is_multinode": True, "num_prefill_gpu": 8, "num_decode_gpu": 16,
+           **{f"{role}_{k}": v for role, tp in (("prefill", 4), ("decode", 16)) for k, v in
+              (("tp", tp), ("pp", 1), ("dcp_size", 1), ("pcp_size", 1), ("ep", tp), ("dp_attention", True),
+               ("num_workers", 2 if role == "prefill" else 1))},
+           "tput_per_gpu": 2400.0, "output_tput_per_gpu": 1800.0, "input_tput_per_gpu": 7200.0,
+           "median_ttft": 0.9, "p90_ttft": 1.4, "median_intvty": 40.0,
+           "num_requests_total": 2560, "num_requests_successful": 2560,
+           "power_metric_schema_version": 2, "power_valid": 1, "total_gpu_energy_j": 1.5e6,
+           "avg_total_gpu_power_w": 24000.0, "avg_power_w": 1000.0, "joules_per_output_token": 0.5,
+           "prefill_gpu_energy_j": 4.0e5, "decode_gpu_energy_j": 1.1e6, "prefill_avg_power_w": 800.0,
+           "decode_avg_power_w": 1100.0, "prefill_joules_per_input_token": 0.02,
+           "decode_joules_per_output_token": 0.45}
+    (tmp_path / "agg_bmk.json").write_text(json.dumps([row]))
+    store = tmp_path / "store.sqlite"
+    _cli("results", "import", tmp_path / "agg_bmk.json", "--store", store)
+    (listed,) = json.loads(_cli("results", "list", "--json", "--store", store).stdout)
+    assert listed["gpus"] == 24  # 8 prefill + 16 decode GPUs, not tp 1
+    assert listed["output_tput_per_gpu"] == 1800.0 * 16 / 24  # llmsweep's meaning: every GPU of the deployment
+
+    (again,) = _export(store, "inferencex", tmp_path / "again.json")
+    assert {k: v for k, v in again.items() if k != "llmsweep"} == row
+    assert again["llmsweep"]["origin"] == "inferencex"
+    # ... and that export imports and exports once more, unchanged.
+    fresh = tmp_path / "fresh.sqlite"
+    _cli("results", "import", tmp_path / "again.json", "--store", fresh)
+    (third,) = _export(fresh, "inferencex", tmp_path / "third.json")
+    assert {k: v for k, v in third.items() if k != "llmsweep"} == row

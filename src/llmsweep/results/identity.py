@@ -254,10 +254,14 @@ def identity_from_dict(doc: Mapping[str, Any]) -> PointIdentity:
 
 
 def gpus_of(job: Mapping[str, Any], identity: PointIdentity) -> int:
-    """GPU count for per-GPU normalisation: the job's `gpus` when given, else tp·pp·pcp (dcp uses no GPUs)."""
+    """GPU count for per-GPU normalisation: the job's `gpus` when given, else a multinode InferenceX row's
+    num_prefill_gpu + num_decode_gpu, else tp·pp·pcp (dcp uses no GPUs)."""
     gpus = get_field(job, "gpus")
     if isinstance(gpus, (int, float)) and gpus > 0:
         return int(gpus)
     if isinstance(gpus, (list, tuple)) and gpus:
         return len(gpus)
+    roles = [_int(get_field(job, f"num_{role}_gpu"), 0) or 0 for role in ("prefill", "decode")]
+    if sum(roles) > 0:
+        return sum(roles)
     return max(1, identity.tp * identity.pp * identity.pcp)

@@ -99,7 +99,13 @@ def _flag(value: bool) -> str:
 
 
 def inferencex_row(point: ResultPoint) -> dict[str, Any]:
-    """One InferenceX aggregate row for a result (single-node shape, or the multinode one for disagg jobs)."""
+    """One InferenceX aggregate row for a result (single-node shape, or the multinode one for disagg jobs). A row
+    imported from InferenceX exports as it was published (its multinode topology, per-GPU throughput and power
+    fields as they came), with the `llmsweep` block of where it is stored now."""
+    if point.summary is None and point.imported.get("hw") is not None:
+        published = {k: v for k, v in point.imported.items() if k != "llmsweep"}
+        published["llmsweep"] = _llmsweep_block(point)
+        return published
     i, job = point.identity, point.job
     runner = get_field(job, "runner-label", "runner") or i.hardware
     row: dict[str, Any] = {
@@ -132,15 +138,22 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
             for prefix in (*(p for p, _ in _STATS), "p75"):
                 if (value := _number(flat, f"{prefix}_{name}")) is not None:
                     row[f"{prefix}_{name}"] = value
-    row["llmsweep"] = {"source": point.source, "verdict": point.verdict, "reasons": list(point.reasons),
-                       "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
-                       "origin": point.origin, "hardware": i.hardware, "corpus": i.corpus or None}
+    row["llmsweep"] = _llmsweep_block(point)
+    return row
+
+
+def _llmsweep_block(point: ResultPoint) -> dict[str, Any]:
+    """Our block of an exported row: source, verdict, ids, hardware, corpus and how power was measured."""
+    i = point.identity
+    block: dict[str, Any] = {"source": point.source, "verdict": point.verdict, "reasons": list(point.reasons),
+                             "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
+                             "origin": point.origin, "hardware": i.hardware, "corpus": i.corpus or None}
     power = point.summary.power if point.summary is not None else None
     if power is not None:
-        row["llmsweep"]["power"] = {"source": power.source, "backend": power.backend, "reasons": list(power.reasons),
-                                    "tokens_per_joule": power.tokens_per_joule,
-                                    "cost": power.cost.model_dump(mode="json") if power.cost is not None else None}
-    return row
+        block["power"] = {"source": power.source, "backend": power.backend, "reasons": list(power.reasons),
+                          "tokens_per_joule": power.tokens_per_joule,
+                          "cost": power.cost.model_dump(mode="json") if power.cost is not None else None}
+    return block
 
 
 POWER_SCHEMA_VERSION = 2
