@@ -69,3 +69,16 @@ def test_a_virtual_time_result_does_not_stand_for_a_wall_clock_run(tmp_path: Pat
         with caplog.at_level(logging.WARNING, logger="llmsweep.results.store"):
             assert st.reusable(live.values()) == {}
     assert "ran in virtual time, this run's would run in wall time" in caplog.text
+
+
+def test_run_live_reruns_what_a_virtual_time_run_stored(tmp_path: Path) -> None:
+    """End to end: `run --reuse --live` after a virtual-time run of the same recipe serves the simulator over HTTP
+    and measures again, rather than take the virtual-time result for a wall-clock one."""
+    store, recipe = tmp_path / "store.sqlite", DATA / "run" / "fixed-sim.yaml"
+    first = json.loads(_cli("run", recipe, "--out", tmp_path / "virtual", "--store", store, "--no-report",
+                            "--json").stdout)
+    again = _cli("run", recipe, "--out", tmp_path / "live", "--store", store, "--no-report", "--json", "--reuse",
+                 "--live")
+    rows = json.loads(again.stdout)["jobs"]
+    assert rows and all(r["verdict"] != "skipped" for r in rows), rows
+    assert f"run {first['run_id']}" in again.stderr and "virtual time" in again.stderr

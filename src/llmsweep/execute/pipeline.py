@@ -443,7 +443,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     from llmsweep.changes.reuse import reuse_keys
     from llmsweep.metrics.version import measurement_identity
 
-    identities = reuse_keys(jobs, simulate=req.simulate)
+    identities = reuse_keys(jobs, simulate=req.simulate, live=req.live)
     reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": identities}
     _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
