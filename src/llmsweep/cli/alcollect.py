@@ -76,7 +76,8 @@ def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str]
 @click.option("--thinking", "thinking", cls=ManyValues, type=click.Choice(["off", "on"]), default=("off",),
               show_default=True, help="Thinking modes, a fresh server per K each (--thinking off on).")
 @click.option("--chat-template-kwargs", "template_kwargs", multiple=True, metavar="MODE=JSON",
-              help='chat_template_kwargs per thinking mode (default: on={"enable_thinking": true}, off sends none).')
+              help='chat_template_kwargs per thinking mode (default: on={"enable_thinking": true}, '
+                   'off={"enable_thinking": false}).')
 @click.option("--prompts", "prompt_source", default="auto", show_default=True,
               help="hub (SPEED-Bench qualitative from the Hugging Face hub), builtin (llmsweep's own 24 coding "
               "prompts), a JSONL file of SPEED-Bench rows, or auto (the hub, else builtin).")
@@ -145,7 +146,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         run_dir = run_dir or out.parent / f"{out.stem}.runs-{stamp}"  # the curve's earlier evidence stays as it is
     else:
-        out = out_dir / curve_file_name(job, variant)
+        out = out_dir / curve_file_name(job, variant, precision=precision, simulate=simulate)
         if out.exists() and not force:
             raise ConfigError(f"{out} exists", fix="pass --force to replace it, --variant to write another file, "
                               "or --merge-into to add these cells to it")

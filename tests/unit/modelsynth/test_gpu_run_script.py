@@ -155,7 +155,7 @@ def test_run_al_collect_imports_real_weights_and_writes_a_curve_on_the_cpu_stand
     cells = json.loads((out / "collect.json").read_text())["cells"]
     assert [(c["k"], c["status"]) for c in cells] == [(1, "measured"), (3, "measured")]
     assert cells[0]["acceptance_length"] < cells[1]["acceptance_length"]
-    curve = (out / "golden_al" / "smollm2_ngram.yaml").read_text()
+    curve = (out / "golden_al" / "smollm2_ngram_bf16.yaml").read_text()  # smollm2_ngram is the packaged curve
     assert "smollm2-135m-instruct:\n  thinking_off:\n    1: " in curve
     assert "# precision: bf16 (llmsweep-import.json" in curve and "--enforce-eager" in curve
     command = (tmp_path / "runs" / "thinking_off-k3" / "server_command.txt").read_text()

@@ -67,7 +67,7 @@ def test_sim_document_is_read_in_nvml_units() -> None:
 def test_visible_devices_select_gpus() -> None:
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == (2, 3)
     assert visible_gpus({"HIP_VISIBLE_DEVICES": "1"}) == (1,)
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-uuid"}) is None
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-uuid"}) == ()  # no GPU of this host: none, never all
     assert visible_gpus({}) is None
 
 
