@@ -254,19 +254,24 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         rb = [p for ref in repeats_b for p in resolve_points(ref, store)[1]]
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         history = [] if no_history else history_from_store(store, used)
-        success = _success(b, label_b, pb, store) if fmt == "markdown" else None
+        success = _success(b, label_b, pb, store) if fmt == "markdown" or baseline is not None else None
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
     if markdown is not None:
         from llmsweep.report.markdown import comparison_markdown
 
         markdown.write_text(comparison_markdown(comp), encoding="utf-8")
-    if success is not None:
+    if fmt == "markdown" and success is not None:
         from llmsweep.report.verdict import verdict_markdown
 
         click.echo(verdict_markdown(comp, success), nl=False)
     elif as_json:
-        click.echo(json.dumps(comp.as_dict(), indent=1, default=str))
+        from llmsweep.results.verdict import verdict_as_dict
+
+        doc = comp.as_dict()
+        if success is not None:  # --baseline: the pull request's verdict, as the markdown gives it
+            doc["verdict"] = verdict_as_dict(comp, success)
+        click.echo(json.dumps(doc, indent=1, default=str))
     else:
         _print_comparison(comp)
     if fail_on_regression and comp.regressions:

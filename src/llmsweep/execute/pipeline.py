@@ -292,6 +292,8 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False) 
 def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job],
                     outcomes: list[JobOutcome] | None, findings: list[Finding],
                     reuse: dict[str, Any] | None = None) -> None:
+    from llmsweep.results.identity import hardware_of
+
     meta = {
         "run_id": run_id,
         "llmsweep_version": __version__,
@@ -306,6 +308,8 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         "simulated_clock": "wall" if req.live else "virtual",
         **({"traces": req.traces} if req.traces else {}),
         "expected_job_ids": [j.id for j in jobs],
+        # each job's hardware as planned, so a job that leaves no result is still counted under its hardware
+        "job_hardware": {j.id: hardware_of(j.to_json()) for j in jobs},
         "findings": [f.to_json() for f in findings],
         **(reuse or {}),
     }

@@ -57,8 +57,12 @@ class SuccessRate:
 
 
 def success_rate(meta: Mapping[str, Any], points: Sequence[ResultPoint]) -> SuccessRate:
-    """The sweep's success rate from its run record (`outcomes`), else from its results' verdicts."""
-    hardware = {p.job_id: p.identity.hardware or "unknown" for p in points}
+    """The sweep's success rate from its run record (`outcomes`), else from its results' verdicts. A job's hardware
+    comes from its result, else from the run record's plan (`job_hardware`): a job that failed or was refused is
+    counted under its hardware, not as unknown."""
+    planned = meta.get("job_hardware")
+    hardware = {str(j): str(h) for j, h in planned.items()} if isinstance(planned, Mapping) else {}
+    hardware.update({p.job_id: p.identity.hardware or hardware.get(p.job_id, "unknown") for p in points})
     outcomes = meta.get("outcomes")
     if isinstance(outcomes, list) and outcomes:
         rows = [(str(o.get("job_id")), str(o.get("status"))) for o in outcomes if isinstance(o, dict)]
@@ -82,3 +86,14 @@ def verdict_counts(comp: Comparison) -> dict[PointVerdict, int]:
     for pc in comp.matched:
         counts[point_verdict(pc)] += 1
     return counts
+
+
+def verdict_as_dict(comp: Comparison, success: SuccessRate) -> dict[str, Any]:
+    """The pull request's verdict as data (what `compare --baseline A B --format markdown` writes as a table): each
+    matched point's verdict and whether a between-run band could call it, the counts, the success rate."""
+    return {
+        "counts": verdict_counts(comp),
+        "points": [{"key": pc.key, "label": pc.label, "verdict": point_verdict(pc), "called": point_called(pc)}
+                   for pc in comp.matched],
+        "success_rate": success.as_dict(),
+    }
