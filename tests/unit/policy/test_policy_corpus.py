@@ -83,5 +83,5 @@ def test_pipeline_and_context_parallelism_an_engine_cannot_render_are_refused_pe
     nodes and ran TP8 across them: each is refused where it is written."""
     path = CORPUS.parent / "topology" / "unsupported.yaml"
     hits = {(f.line, f.path.rsplit(".", 1)[-1]) for f in validate_files([path]).findings
-            if f.rule == "serve.topology-unsupported"}
+            if f.rule == "serve.topology-unsupported" and f.path is not None}
     assert hits == {(15, "pp"), (35, "pcp-size"), (36, "dcp-size")}
