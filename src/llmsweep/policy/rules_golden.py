@@ -43,6 +43,62 @@ def missing(ctx: Context) -> Iterator[Finding]:
                       job=job)
 
 
+TEMPLATE_KWARGS_FLAGS = ("--default-chat-template-kwargs", "--chat-template-kwargs")
+"""Server flags that set the chat template's default kwargs (vLLM's, and the spelling other servers use)."""
+THINKING_ENV = "DYN_DEFAULT_THINKING_MODE"
+"""NVIDIA Dynamo's default thinking mode (`enabled`/`disabled`), as InferenceX's DSv4 GB300 recipes set it."""
+
+
+def served_thinking(job: Job) -> tuple[str, str, str] | None:
+    """(mode, where, spelling) of the thinking mode the job's server is told to default to (`serve.args` chat-template
+    kwargs, Dynamo's env); None when the launch says nothing (the template's own default, what the recipe declares)."""
+    import json
+
+    for flag, name, value in engine_flags(job):
+        if name not in TEMPLATE_KWARGS_FLAGS:
+            continue
+        kwargs = value
+        if isinstance(value, str):
+            try:
+                kwargs = json.loads(value)
+            except ValueError:
+                continue
+        for key in ("enable_thinking", "thinking"):
+            if isinstance(kwargs, dict) and isinstance(kwargs.get(key), bool):
+                return ("thinking_on" if kwargs[key] else "thinking_off", f"arg:{flag}", f"{key}: {kwargs[key]}")
+    env = job.serve.env if job.serve is not None else {}
+    value = env.get(THINKING_ENV)
+    if isinstance(value, str) and value.strip().lower() in ("enabled", "disabled", "on", "off", "true", "false"):
+        on = value.strip().lower() in ("enabled", "on", "true")
+        return ("thinking_on" if on else "thinking_off", f"env:{THINKING_ENV}", f"{THINKING_ENV}={value}")
+    return None
+
+
+@rule("golden-al.thinking-mismatch", Severity.ERROR,
+      "The server is told to think (or not) otherwise than serve.spec-decoding.thinking, which keys the golden AL",
+      "set `serve.spec-decoding.thinking` to the mode the server runs in (the pinned AL follows), or drop the "
+      "server's default that contradicts it",
+      "wave-2 spec §4: key the golden AL on the served thinking mode; qwen3.5 MTP K=3 is 3.39 thinking on, 3.33 off")
+def thinking_mismatch(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.catalog.golden import normalise_thinking
+
+    for job, recipe in ctx.runnable_pairs():
+        sd = job.serve.spec_decoding if job.serve else None
+        if sd is None or job.spec_decoding == "none" or sd.thinking is None:
+            continue
+        served = served_thinking(job)
+        declared = normalise_thinking(sd.thinking)
+        if served is None or served[0] == declared:
+            continue
+        mode, where, spelling = served
+        kind, name = where.split(":", 1)
+        path = serve_arg_path(recipe, job, name) if kind == "arg" else serve_env_path(recipe, job, name)
+        yield ctx.hit("golden-al.thinking-mismatch", recipe, path,
+                      f"the server defaults to {mode.replace('_', ' ')} ({spelling}) but serve.spec-decoding.thinking "
+                      f"is {declared.replace('thinking_', '')}: the pinned acceptance length is the {declared} one",
+                      job=job)
+
+
 @rule("golden-al.precision-provenance", Severity.WARNING,
       "The golden curve was measured on a different checkout/precision than the recipe serves",
       "collect a curve on this checkpoint (`llmsweep al collect`, or speedbench-al.yml) if acceptance is "

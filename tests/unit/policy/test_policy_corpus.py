@@ -85,3 +85,23 @@ def test_pipeline_and_context_parallelism_an_engine_cannot_render_are_refused_pe
     hits = {(f.line, f.path.rsplit(".", 1)[-1]) for f in validate_files([path]).findings
             if f.rule == "serve.topology-unsupported" and f.path is not None}
     assert hits == {(15, "pp"), (35, "pcp-size"), (36, "dcp-size")}
+
+
+@pytest.mark.parametrize(("serve_lines", "mismatch"), [
+    ("    args:\n      --default-chat-template-kwargs: '{\"enable_thinking\": false}'\n", True),
+    ("    args:\n      --default-chat-template-kwargs: {enable_thinking: false}\n", True),
+    ("    env:\n      DYN_DEFAULT_THINKING_MODE: disabled\n", True),
+    ("    env:\n      DYN_DEFAULT_THINKING_MODE: enabled\n", False),
+    ("    args:\n      --default-chat-template-kwargs: '{\"enable_thinking\": true}'\n", False),
+    ("    args:\n      --max-num-seqs: 8\n", False),
+])
+def test_the_served_thinking_mode_must_be_the_one_the_golden_al_is_keyed_on(tmp_path: Path, serve_lines: str,
+                                                                             mismatch: bool) -> None:
+    """The golden AL is keyed on serve.spec-decoding.thinking (default on); a server told to default to thinking off
+    would run at another acceptance than the pinned one (qwen3.5 MTP K=3: 3.39 on, 3.33 off)."""
+    text = (CORPUS / "golden-al.thinking-mismatch.yaml").read_text(encoding="utf-8")
+    text = text.split("    args:\n")[0] + serve_lines
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text, encoding="utf-8")
+    hits = [f for f in validate_files([recipe]).findings if f.rule == "golden-al.thinking-mismatch"]
+    assert bool(hits) == mismatch, [f.message for f in hits]
