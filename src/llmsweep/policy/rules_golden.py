@@ -84,7 +84,7 @@ def thinking_mismatch(ctx: Context) -> Iterator[Finding]:
 
     for job, recipe in ctx.runnable_pairs():
         sd = job.serve.spec_decoding if job.serve else None
-        if sd is None or job.spec_decoding == "none" or sd.thinking is None:
+        if sd is None or not _pins_synthetic(job) or sd.thinking is None:
             continue
         served = served_thinking(job)
         declared = normalise_thinking(sd.thinking)
