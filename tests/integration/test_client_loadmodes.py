@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.stream_server import ServerConfig, StreamServer
-from support.workloads import SimpleWorkload, TreeWorkload, chat_spec
+from support.workloads import PausingTree, SimpleWorkload, TreeWorkload, chat_spec
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark
 from llmsweep.workload.base import LaneProgram, Send
@@ -144,3 +144,16 @@ def test_system_idle_cap_shortens_gaps_when_nothing_is_in_flight(server: StreamS
     gap = recs[1]["sent_at"] - recs[0]["end_at"]
     assert 0.15 < gap < 5.0  # capped near 0.2 s instead of 30 s
     assert res.summary.client_health.schedule_lag_s.max < 1.0  # the shortened sleep is not counted as lag
+
+
+@pytest.mark.parametrize(("child", "low", "high"), [(False, 0.35, 0.6), (True, 1.45, 1.7)])
+def test_the_per_tree_idle_cap_cuts_a_pause_only_while_the_tree_is_idle(tmp_path: Path, child: bool, low: float,
+                                                                       high: float) -> None:
+    """AgentX's per-tree cap in wall-clock time (0.4 s here): a 1.5 s root pause in an idle tree is brought forward
+    to the cap after the tree's last answer; over a child that sends every 0.1 s it is waited out."""
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.001)) as srv:
+        run_benchmark(PausingTree(pause_s=1.5, cap_s=0.4, child=child, every_s=0.1, busy_s=2.5),
+                      Endpoint(base_url=srv.url, model="m"), RunOptions(concurrency=1, grace_s=0.0), tmp_path)
+    recs = {r["request_index"]: r for r in _records(tmp_path)}
+    gap = recs[1]["sent_at"] - recs[0]["end_at"]
+    assert low <= gap <= high, gap

@@ -160,3 +160,35 @@ class DrainingWorkload(Workload):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "lanes": self.lanes}
+
+
+class PausingTree(Workload):
+    """One session per lane: the root sends, optionally spawns a background child that sends every `every_s` for
+    `busy_s`, sleeps `pause_s`, then sends again. With a per-tree idle cap (`tree_idle_cap_s`) the pause is cut to
+    the cap only when the tree has nothing in flight (no child, or a child that has stopped)."""
+
+    name = "pausing-tree"
+
+    def __init__(self, *, pause_s: float, cap_s: float | None, child: bool, every_s: float = 5.0,
+                 busy_s: float = 2000.0, max_tokens: int = 2) -> None:
+        self.pause_s, self.child, self.every_s, self.busy_s = pause_s, child, every_s, busy_s
+        self.max_tokens = max_tokens
+        self.tree_idle_cap_s = cap_s
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        yield self._root(lane)
+
+    def _root(self, lane: int) -> LaneProgram:
+        yield Send(chat_spec(lane, 0, max_tokens=self.max_tokens))
+        if self.child:
+            yield Spawn(self._child(lane))
+        yield Sleep(self.pause_s)
+        yield Send(chat_spec(lane, 1, max_tokens=self.max_tokens))
+
+    def _child(self, lane: int) -> LaneProgram:
+        for i in range(int(self.busy_s / self.every_s)):
+            yield Send(chat_spec(lane, 100 + i, max_tokens=self.max_tokens))
+            yield Sleep(self.every_s)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}

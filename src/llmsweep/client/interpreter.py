@@ -147,10 +147,16 @@ class _Phase:
     used: int = 0
 
 
-@dataclass
+@dataclass(eq=False)
 class _Tree:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     handles: dict[int, asyncio.Task[None]] = field(default_factory=dict)
+    inflight: int = 0
+    """Its requests sent (or waiting for their turn to be sent) and not yet answered (the per-tree idle cap)."""
+    last: float = 0.0
+    """Loop time its last request was sent or answered."""
+    sleepers: set[asyncio.Future[None]] = field(default_factory=set)
+    """Its programs' pending sleeps (keys of `Interpreter._sleepers`)."""
 
 
 class Pacer:
@@ -279,6 +285,8 @@ class Interpreter:
         self._idle_cap = options.system_idle_gap_cap_s
         if self._idle_cap is None:
             self._idle_cap = getattr(getattr(workload, "config", None), "system_idle_gap_cap_s", None)
+        self._tree_cap = workload.tree_idle_cap_s
+        self._trees: set[_Tree] = set()
         self._all: set[asyncio.Task[Any]] = set()
         self._ids = itertools.count()
         self._handle_ids = itertools.count()
@@ -407,6 +415,7 @@ class Interpreter:
             if self.stopping and self._stop_at is not None and now >= self._stop_at + self._grace:
                 self._cancel_all()
             self._cap_idle_gap()
+            self._cap_tree_gaps()
             self._watch_stalls()
             if now - last_publish >= 0.2:
                 self.stats.turns_queued = self._pacer.waits
@@ -438,9 +447,32 @@ class Interpreter:
         now = loop.time()
         earliest = min(entry[0] for entry in self._sleepers.values())
         shift = earliest - max(self._last_activity + cap, now)
-        if shift <= 0.001:
+        if shift > 0.001:
+            self._shift(list(self._sleepers), shift)
+
+    def _cap_tree_gaps(self) -> None:
+        """AgentX's per-tree idle cap: a session tree with no request in flight whose earliest wake-up lies more than
+        the cap after its last activity has all its sleepers brought forward by the same amount."""
+        cap = self._tree_cap
+        if cap is None or self.stopping:
             return
-        for fut, entry in self._sleepers.items():
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for tree in self._trees:
+            if tree.inflight or not tree.sleepers:
+                continue
+            futs = [f for f in tree.sleepers if f in self._sleepers]
+            if not futs:
+                continue
+            shift = min(self._sleepers[f][0] for f in futs) - max(tree.last + cap, now)
+            if shift > 0.001:
+                self._shift(futs, shift)
+
+    def _shift(self, futs: list[asyncio.Future[None]], shift: float) -> None:
+        """Bring these sleepers forward by `shift` seconds (their order and relative delays kept)."""
+        loop = asyncio.get_running_loop()
+        for fut in futs:
+            entry = self._sleepers[fut]
             entry[1].cancel()
             entry[0] -= shift
             entry[2] += shift
@@ -508,7 +540,9 @@ class Interpreter:
 
     async def _closed_loop(self, lanes: list[int]) -> None:
         tasks = [self._track(self._lane(lane)) for lane in lanes]
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for lane, result in zip(lanes, await asyncio.gather(*tasks, return_exceptions=True), strict=True):
+            if isinstance(result, Exception):  # an interpreter fault: said, never a silently empty lane
+                log.error("lane %d ended on an error: %r", lane, result, exc_info=result)
 
     async def _lane(self, lane: int) -> None:
         sessions = self._sessions(lane)
@@ -541,6 +575,9 @@ class Interpreter:
     async def _release(self) -> None:
         self.stats.warmup_drained_at = now_unix()
         if await self.control.drained():
+            released = asyncio.get_running_loop().time()
+            for tree in self._trees:  # profiling starts from the snapshot: idle time counts from here
+                tree.last = released
             self._released.set()
 
     async def _open_loop(self, arrivals: Iterator[Any] | None) -> None:
@@ -589,12 +626,16 @@ class Interpreter:
 
     async def _run_tree(self, program: LaneProgram, lane: int, scheduled: float, *, armed: bool = False) -> None:
         """Run a session tree to its end: the root and every descendant, joined or not."""
-        tree = _Tree()
+        tree = _Tree(last=asyncio.get_running_loop().time())
+        self._trees.add(tree)
         try:
             await self._run_program(program, lane, tree, scheduled, armed)
         finally:
-            while pending := [t for t in tree.tasks if not t.done()]:
-                await asyncio.wait(pending)
+            try:
+                while pending := [t for t in tree.tasks if not t.done()]:
+                    await asyncio.wait(pending)
+            finally:
+                self._trees.discard(tree)
 
     async def _run_program(
         self, gen: LaneProgram, lane: int, tree: _Tree, scheduled: float | None, armed: bool = False
@@ -615,14 +656,21 @@ class Interpreter:
                     if self.stopping or not self._budget_left():
                         return
                     self._phase.used += 1
-                    outcome, overflow = await self._send(action.spec, intended)
+                    loop = asyncio.get_running_loop()
+                    tree.inflight += 1
+                    tree.last = loop.time()
+                    try:
+                        outcome, overflow = await self._send(action.spec, intended)
+                    finally:
+                        tree.inflight -= 1
+                        tree.last = loop.time()
                     intended = None
                     if overflow:
                         return  # AgentX: a context overflow ends that session
                     value = outcome
                 elif isinstance(action, Sleep):
                     intended = time.perf_counter() + max(action.seconds, 0.0)
-                    intended -= await self._sleep(action.seconds, cappable=True)
+                    intended -= await self._sleep(action.seconds, cappable=True, tree=tree)
                     if self.stopping:
                         return
                     value = None
@@ -656,8 +704,9 @@ class Interpreter:
             if armed:
                 self._leave()
 
-    async def _sleep(self, seconds: float, *, cappable: bool = False) -> float:
-        """Sleep, waking early on stop; returns by how much the idle cap shortened it (program sleeps only)."""
+    async def _sleep(self, seconds: float, *, cappable: bool = False, tree: _Tree | None = None) -> float:
+        """Sleep, waking early on stop; returns by how much the idle caps shortened it (program sleeps only; `tree`:
+        the session tree whose per-tree cap applies)."""
         if seconds <= 0 or self.stopping:
             return 0.0
         loop = asyncio.get_running_loop()
@@ -666,6 +715,8 @@ class Interpreter:
         entry: list[Any] = [wake, loop.call_at(wake, _wake, fut), 0.0]
         if cappable:
             self._sleepers[fut] = entry
+            if tree is not None:
+                tree.sleepers.add(fut)
         else:
             self._stop_wakers.add(fut)
         try:
@@ -674,6 +725,8 @@ class Interpreter:
             entry[1].cancel()
             self._sleepers.pop(fut, None)
             self._stop_wakers.discard(fut)
+            if tree is not None:
+                tree.sleepers.discard(fut)
         return float(entry[2])
 
     # ----------------------------------------------------------------------------------------------- sending

@@ -41,15 +41,14 @@ from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.kv import BlockHashes
 from llmsweep.sim.metrics import CoreCollector, MetricsStyle
 from llmsweep.sim.perf import Batch
-from llmsweep.sim.predict import _ARRIVAL, _STEP, _SUBMIT, _WAKE, Predictor, _Task
-from llmsweep.workload.base import RequestOutcome
+from llmsweep.sim.predict import _ARRIVAL, _SLEEP, _STEP, _SUBMIT, _WAKE, Predictor, _Task
 
 log = logging.getLogger(__name__)
 _INF = float("inf")
 
 RoleName = Literal["prefill", "decode"]
 RouterPolicy = Literal["round_robin", "least_load"]
-_XFER = 4
+_XFER = _SLEEP + 1  # event kinds continue the predictor's (`sim.predict`)
 """Event kind: a KV transfer completed (the payload is the hand-off)."""
 
 TRANSFER_METRICS = {
@@ -331,10 +330,7 @@ class DisaggPredictor(Predictor):
             req = cluster.prefill[p].core.new_request(n_tokens, hashes, 1, owner=handoff, now=now)
             error = req.error
         if error is not None:
-            record.update(status=400, error_class="context_overflow" if n_tokens else "http", error=error,
-                          end_at=self.start_time + now)
-            self._last_activity = now
-            self._advance(task, RequestOutcome(ok=False, error=error), now)
+            self._rejected(task, record, n_tokens, error, now)
             return
         cluster.prefill[p].outstanding += 1
         cluster.decode[d].outstanding += 1
@@ -457,9 +453,8 @@ class DisaggPredictor(Predictor):
                     self._arrived(payload, now)
                 elif kind == _SUBMIT:
                     self._submit(payload, now)
-                elif kind == _WAKE:
-                    task, value = payload
-                    self._advance(task, value, now)
+                elif kind in (_WAKE, _SLEEP):
+                    self._on_wake(kind, payload, now)
                 elif kind == _ARRIVAL:
                     self._on_arrival(payload, now)
             if heap and heap[0][0] <= now:
@@ -491,7 +486,7 @@ class DisaggPredictor(Predictor):
         for t, _, kind, payload in self._heap:
             if kind == _STEP and workers[payload].role == "decode":
                 t = _first_finish(workers[payload], t) + frontend
-            elif kind in (_WAKE, _ARRIVAL):
+            elif kind in (_WAKE, _SLEEP, _ARRIVAL):
                 t += frontend
             if t < horizon:
                 horizon = t

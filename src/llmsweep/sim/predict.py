@@ -51,10 +51,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_STEP, _SUBMIT, _WAKE, _ARRIVAL = 0, 1, 2, 3
+_STEP, _SUBMIT, _WAKE, _ARRIVAL, _SLEEP = 0, 1, 2, 3, 4
+"""Event kinds. _WAKE: a program's outcome or join is ready; _SLEEP: a program's sleep ends (payload (task, token): a
+sleep the per-tree idle cap brought forward is pushed again with a new token, and its old entry is skipped)."""
 _INF = float("inf")
 UNBOUNDED_WINDOW_S = 1e7
 """The window of a point that stops on its prompt count (fixed-length): long enough never to be the reason."""
+
+
+@dataclass(slots=True, eq=False)
+class _Tree:
+    """A session tree, for AgentX's per-tree idle cap: its requests in flight, its programs whose outcome or join is
+    ready, when it last sent or heard back, and its programs' pending sleeps (their wake times)."""
+
+    inflight: int = 0
+    ready: int = 0
+    last: float = 0.0
+    sleepers: dict[_Task, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -71,6 +84,9 @@ class _Task:
     done_children: set[int] = field(default_factory=set)
     armed: bool = False
     """It has to reach `Drain` before the warm-up drain releases the lanes."""
+    tree: _Tree | None = None
+    """Its session tree's idle-cap state (None: the workload has no per-tree cap)."""
+    sleep_token: int = 0
 
 
 @dataclass(slots=True)
@@ -145,6 +161,8 @@ class Predictor:
         self._hints: dict[tuple[str, str], Hint] = {}
         """Per agent (session, node): its last finished prompt's keys and blocks (oldest agents dropped first)."""
         self._hint_cap = 256
+        self._tree_cap: float | None = None
+        """AgentX's per-tree idle cap (`Workload.tree_idle_cap_s`)."""
         self._drain: WarmupDrain | None = None
         self._drain_grace = _INF
         self._held: list[_Task] = []
@@ -192,7 +210,8 @@ class Predictor:
 
     def _new_task(self, gen: LaneProgram, lane: int, parent: _Task | None) -> _Task:
         self._tid += 1
-        return _Task(gen, lane, parent, self._tid)
+        tree = parent.tree if parent is not None else (_Tree() if self._tree_cap is not None else None)
+        return _Task(gen, lane, parent, self._tid, tree=tree)
 
     def _cap_idle_gap(self) -> None:
         """AgentX's system idle cap, as the client applies it: when nothing is in flight and every program sleeps,
@@ -202,10 +221,51 @@ class Predictor:
         if cap is None or not heap or self._engine_busy():
             return
         shift = heap[0][0] - (self._last_activity + cap)
-        if shift <= 1e-9 or any(kind != _WAKE for _, _, kind, _ in heap):
+        if shift <= 1e-9 or any(kind not in (_WAKE, _SLEEP) for _, _, kind, _ in heap):
             return
         self._heap = [(t - shift, seq, kind, payload) for t, seq, kind, payload in heap]
         heapq.heapify(self._heap)
+        for t, _, kind, payload in self._heap:
+            if kind == _SLEEP and payload[1] == payload[0].sleep_token and payload[0].tree is not None:
+                payload[0].tree.sleepers[payload[0]] = t
+
+    def _cap_tree(self, tree: _Tree | None, now: float) -> None:
+        """AgentX's per-tree idle cap: when none of the tree's requests is in flight, none of its programs is ready
+        and its earliest sleep ends more than the cap after its last activity, bring all its sleeps forward by the
+        same amount (order and relative delays kept). Called whenever one of its programs has just blocked."""
+        cap = self._tree_cap
+        if cap is None or tree is None or tree.inflight or tree.ready or not tree.sleepers:
+            return
+        shift = min(tree.sleepers.values()) - max(tree.last + cap, now)
+        if shift <= 1e-9:
+            return
+        for task, wake in list(tree.sleepers.items()):
+            task.sleep_token += 1
+            tree.sleepers[task] = wake - shift
+            self._push(wake - shift, _SLEEP, (task, task.sleep_token))
+
+    def _on_wake(self, kind: int, payload: Any, now: float) -> None:
+        """A program's outcome or join is ready (_WAKE), or its sleep ended (_SLEEP): run it until it blocks."""
+        task: _Task = payload[0]
+        tree = task.tree
+        if kind == _SLEEP:
+            if payload[1] != task.sleep_token:
+                return  # brought forward by the per-tree cap: its new entry runs it
+            if tree is not None:
+                tree.sleepers.pop(task, None)
+            value = None
+        else:
+            if tree is not None:
+                tree.ready -= 1
+            value = payload[1]
+        self._advance(task, value, now)
+        self._cap_tree(tree, now)
+
+    def _ready(self, task: _Task, value: Any, now: float) -> None:
+        """Run `task` at `now` with `value` (an outcome, a finished join, a release): after the events already due."""
+        if task.tree is not None:
+            task.tree.ready += 1
+        self._push(now, _WAKE, (task, value))
 
     def _engine_busy(self) -> bool:
         """True while the engine has a step in flight or requests to run (a disaggregated cluster: any instance)."""
@@ -240,7 +300,12 @@ class Predictor:
                 self._send(task, action.spec, now)
                 return
             if isinstance(action, Sleep):
-                self._push(now + max(0.0, action.seconds), _WAKE, (task, None))
+                wake = now + max(0.0, action.seconds)
+                if task.tree is None:
+                    self._push(wake, _WAKE, (task, None))
+                else:
+                    task.tree.sleepers[task] = wake
+                    self._push(wake, _SLEEP, (task, task.sleep_token))
                 return
             if isinstance(action, Spawn):
                 child = self._new_task(action.program, task.lane, task)
@@ -284,7 +349,9 @@ class Predictor:
             log.warning("predict: %s", self.stats.stop_reason)
             self._deadline = now
         for held in self._held:
-            self._push(now, _WAKE, (held, None))
+            if held.tree is not None:  # profiling starts from the snapshot: the tree's idle time counts from here
+                held.tree.last = now
+            self._ready(held, None, now)
         self._held = []
         idle, self._idle_lanes = self._idle_lanes, []
         for lane in idle:
@@ -305,7 +372,7 @@ class Predictor:
             if task.tid in parent.joining:
                 parent.joining.discard(task.tid)
                 if not parent.joining:
-                    self._push(now, _WAKE, (parent, None))
+                    self._ready(parent, None, now)
             task = parent
 
     def _tree_done(self, root: _Task, now: float) -> None:
@@ -349,6 +416,9 @@ class Predictor:
         }
         self.records.append(record)
         self._last_activity = now
+        if task.tree is not None:
+            task.tree.inflight += 1
+            task.tree.last = now
         self._push(now + self.frontend, _SUBMIT, (task, record, n_tokens, hashes, spec.max_tokens))
 
     def _submit(self, payload: tuple[_Task, dict[str, Any], int, BlockHashes, int], now: float) -> None:
@@ -357,15 +427,25 @@ class Predictor:
         hint = self._hints.get((record["session"], record["node"]))
         req = self.core.new_request(n_tokens, hashes, max_tokens, owner=owner, now=now, hint=hint)
         if req.error is not None:
-            overflow = bool(n_tokens)
-            record.update(status=400, error_class="context_overflow" if overflow else "http", error=req.error,
-                          end_at=self.start_time + now)
-            self._last_activity = now
-            if overflow:  # AgentX, as the client: a context overflow ends that session's program
-                task.gen.close()
-                self._task_done(task, now)
-            else:
-                self._advance(task, RequestOutcome(ok=False, error=req.error), now)
+            self._rejected(task, record, n_tokens, req.error, now)
+
+    def _rejected(self, task: _Task, record: dict[str, Any], n_tokens: int, error: str, now: float) -> None:
+        """The engine refused a request at submission (too long for the KV pool, or empty): recorded as a 400; a
+        context overflow ends that session's program (AgentX, as the client), another error is the program's."""
+        overflow = bool(n_tokens)
+        record.update(status=400, error_class="context_overflow" if overflow else "http", error=error,
+                      end_at=self.start_time + now)
+        self._last_activity = now
+        tree = task.tree
+        if tree is not None:
+            tree.inflight -= 1
+            tree.last = now
+        if overflow:
+            task.gen.close()
+            self._task_done(task, now)
+        else:
+            self._advance(task, RequestOutcome(ok=False, error=error), now)
+        self._cap_tree(tree, now)
 
     def _on_step_end(self, now: float) -> None:
         t_abs = self.start_time + now
@@ -395,8 +475,11 @@ class Predictor:
                       cached_tokens=max(r.cached_tokens, 0))
         self._remember(record, r)
         self._last_activity = now
+        if task.tree is not None:
+            task.tree.inflight -= 1
+            task.tree.last = now
         text = token_text(self.core.config.seed, r.rid, 0, r.generated) if self.output_text else ""
-        self._push(now, _WAKE, (task, RequestOutcome(ok=True, output_text=text, output_tokens=r.generated)))
+        self._ready(task, RequestOutcome(ok=True, output_text=text, output_tokens=r.generated), now)
 
     # -- main loop ----------------------------------------------------------------------------------------------------
     def run(self, workload: Workload, *, concurrency: int, duration: float,
@@ -422,6 +505,7 @@ class Predictor:
         self._max_requests = float("inf") if max_requests is None else max_requests
         # the whole-system idle cap needs every lane in view, so the interpreter applies it (as the client does)
         self._idle_cap = getattr(getattr(workload, "config", None), "system_idle_gap_cap_s", None)
+        self._tree_cap = workload.tree_idle_cap_s
         arrivals = workload.arrivals() if open_loop is not False else None
         if arrivals is not None:
             self._push_arrival(arrivals)
@@ -466,9 +550,8 @@ class Predictor:
                     self._on_step_end(now)
                 elif kind == _SUBMIT:
                     self._submit(payload, now)
-                elif kind == _WAKE:
-                    task, value = payload
-                    self._advance(task, value, now)
+                elif kind in (_WAKE, _SLEEP):
+                    self._on_wake(kind, payload, now)
                 else:
                     self._on_arrival(payload, now)
             if not self._busy and core.has_work() and (not heap or heap[0][0] > now):

@@ -15,9 +15,11 @@ interpreter starts the lane's next session only when the whole tree, background 
   trace was too short to split), and each stream primed or waiting at t* after its primer (before its remaining
   offset): the interpreter holds them until every lane's warm-up has drained, across its workers, and profiling
   starts from that snapshot with the recorded delays still to run (AgentX). `warmup_grace_s` bounds the wait.
-* **Delays** are end-to-start, each capped at `trace_idle_gap_cap_s` (InferenceX: 300 s). The whole-system idle cap
-  (`system_idle_gap_cap_s`, AgentX: 10 s) needs a view of every lane, so interpreters apply it; it is carried in
-  the config and `describe()`.
+* **Delays** are end-to-start, as recorded. AgentX's idle caps shift pending timers rather than cut delays, and need
+  a view of the streams, so interpreters apply them (`Workload.tree_idle_cap_s`): the per-trajectory-tree cap
+  (`trace_idle_gap_cap_s`, InferenceX: 300 s) brings a tree's pending delays forward together once none of its
+  streams has had a request in flight for that long; the whole-system cap (`system_idle_gap_cap_s`, AgentX: 10 s)
+  does the same across every lane. Both are carried in the config and `describe()`.
 * **Cache bust**: each play gets its own `[rid:…]` marker at the head of every stream's first user message, derived
   from (run id, lane, play, trace), so a play never hits cache left by another play, lane or run, while the streams
   of one tree share their prefixes as recorded.
@@ -100,7 +102,12 @@ class AgenticConfig(BaseModel):
         description="How long an interpreter waits for every lane's warm-up to drain before it stops the run"
         " (AgentX's warm-up grace period).",
     )
-    trace_idle_gap_cap_s: float | None = Field(default=300.0, gt=0, description="Cap on every replayed delay.")
+    trace_idle_gap_cap_s: float | None = Field(
+        default=300.0, gt=0,
+        description="Per-trajectory-tree idle cap: a tree none of whose streams has had a request in flight for this"
+        " long has its pending delays brought forward together (applied by interpreters; AgentX's"
+        " --trace-idle-gap-cap-seconds).",
+    )
     system_idle_gap_cap_s: float | None = Field(
         default=10.0, gt=0, description="Whole-system idle cap; applied by interpreters that see every lane."
     )
@@ -196,6 +203,7 @@ class AgenticWorkload(Workload):
             )
         self.traces = playable
         self.warmup_drain_s = config.warmup_grace_s if config.warm_start else None
+        self.tree_idle_cap_s = config.trace_idle_gap_cap_s
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.blocks = BlockText(self.tokenizer, seed=config.seed)
         self._plans: dict[int, TracePlan] = {}
@@ -271,10 +279,6 @@ class AgenticWorkload(Workload):
 
     # -- programs -----------------------------------------------------------------------------------------------
 
-    def _cap(self, seconds: float) -> float:
-        cap = self.config.trace_idle_gap_cap_s
-        return seconds if cap is None else min(seconds, cap)
-
     def _root(self, play: _Play, start: int, t_star: float = 0.0, *, drain: bool = False) -> LaneProgram:
         turns = play.plan.root.turns
         conv = play.conversation("")
@@ -300,7 +304,7 @@ class AgenticWorkload(Workload):
             if waits:
                 yield Join(waits)
             if k > 0 and turn.delay > 0:
-                yield Sleep(self._cap(turn.delay))
+                yield Sleep(turn.delay)
             last = yield play.send(conv, "", turn, "profiling", last=last if k > first else None)
             for child in turn.spawns:
                 handles[child] = yield Spawn(self._child(play, play.plan.children[child]))
@@ -324,7 +328,7 @@ class AgenticWorkload(Workload):
             yield Drain()
             rest = turns[0].request.t - t_star
             if rest > 0:
-                yield Sleep(self._cap(rest))
+                yield Sleep(rest)
             nxt = 0
         else:
             yield play.send(conv, stream.node, begun[-1], "warmup", one_token=True)
@@ -334,15 +338,15 @@ class AgenticWorkload(Workload):
         for j in range(nxt, len(turns)):
             turn = turns[j]
             if (j > nxt or begun) and turn.delay > 0:
-                yield Sleep(self._cap(turn.delay))
+                yield Sleep(turn.delay)
             last = yield play.send(conv, stream.node, turn, "profiling", last=last)
 
     def _child(self, play: _Play, stream: StreamPlan) -> LaneProgram:
         conv = play.conversation(stream.node)
         if stream.offset > 0:
-            yield Sleep(self._cap(stream.offset))
+            yield Sleep(stream.offset)
         last: RequestOutcome | None = None
         for j, turn in enumerate(stream.turns):
             if j > 0 and turn.delay > 0:
-                yield Sleep(self._cap(turn.delay))
+                yield Sleep(turn.delay)
             last = yield play.send(conv, stream.node, turn, "profiling", last=last)

@@ -263,6 +263,10 @@ class Workload(ABC):
     """
 
     name: str = "workload"
+    tree_idle_cap_s: float | None = None
+    """AgentX's per-trajectory-tree idle cap: an interpreter brings a session tree's pending sleeps forward together
+    (order and relative delays kept) once none of the tree's programs has had a request in flight for this long, so
+    no tree idles longer; a tree with a request in flight waits its sleeps out. None: no cap."""
     warmup_drain_s: float | None = None
     """None: lanes go from warm-up to profiling on their own. Else the lanes' first programs yield `Drain` once their
     warm-up is done, and an interpreter waits at most this many seconds for every lane's (AgentX's warm-up grace)."""

@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
+from support.workloads import PausingTree
 
 from llmsweep.errors import ConfigError
 from llmsweep.sim.engine import EngineConfig, build_core
@@ -291,3 +292,13 @@ def test_a_context_overflow_ends_its_session_as_the_client_ends_it() -> None:
     assert len(by_session) == 3
     for recs in by_session.values():  # the turn after the overflow is never sent; the lane takes its next session
         assert [(r["turn"], r["error_class"]) for r in recs] == [(0, None), (1, "context_overflow")]
+
+
+@pytest.mark.parametrize(("child", "expected_gap"), [(False, 300.0), (True, 699.0)])
+def test_the_per_tree_idle_cap_cuts_a_pause_only_while_the_tree_has_nothing_in_flight(child: bool,
+                                                                                       expected_gap: float) -> None:
+    """AgentX's per-trajectory-tree cap (300 s): a 699 s root pause in an idle tree is brought forward to 300 s
+    after the tree's last activity; over a subagent that keeps sending every 5 s it is waited out."""
+    records = predict(PausingTree(pause_s=699.0, cap_s=300.0, child=child), CONST, concurrency=1, duration=3000)
+    root = sorted((r for r in records if r["request_index"] in (0, 1)), key=lambda r: r["request_index"])
+    assert root[1]["sent_at"] - root[0]["end_at"] == pytest.approx(expected_gap, abs=1e-6)

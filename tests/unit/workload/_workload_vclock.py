@@ -3,7 +3,9 @@
 Every Send takes `latency` simulated seconds; Sleep advances the program's clock; Spawn starts a child in the same
 session tree; Join resumes once each handle's whole subtree has finished. A lane starts its next session only when
 its whole tree has drained. No new session or request starts at or after `duration`. A workload that drains its
-warm-up (`Workload.warmup_drain_s`) has its `Drain`s held until every lane's first program has arrived or ended.
+warm-up (`Workload.warmup_drain_s`) has its `Drain`s held until every lane's first program has arrived or ended, and
+one with a per-tree idle cap (`Workload.tree_idle_cap_s`) has a tree's sleeps brought forward together once none of
+its requests has been in flight for that long (checked at the end of each instant).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class _Task:
     children: list[_Task] = field(default_factory=list)
     done: bool = False
     armed: bool = False
+    token: int = 0
 
     def subtree_done(self) -> bool:
         return self.done and all(c.subtree_done() for c in self.children)
@@ -67,6 +70,9 @@ class _Tree:
     lane: int
     span: SessionSpan
     live: int = 0
+    inflight: int = 0
+    last: float = 0.0
+    sleepers: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -103,6 +109,8 @@ def run_virtual(
     joins: list[tuple[_Task, tuple[SpawnHandle, ...]]] = []
     iters: dict[int, Iterator[LaneProgram]] = {lane: workload.sessions(lane) for lane in range(lanes)}
     gate = WarmupDrain(lanes) if workload.warmup_drain_s is not None else None
+    tree_cap = workload.tree_idle_cap_s
+    trees: list[_Tree] = []
     held: list[_Task] = []
     idle_lanes: list[int] = []
     released: list[float] = []
@@ -111,6 +119,8 @@ def run_virtual(
         assert gate is not None
         if gate.leave():
             released.append(now)
+            for tree in trees:  # profiling starts from the snapshot: idle time counts from here
+                tree.last = now
             for task in held:
                 at(now, partial(step, task, None))
             for lane in idle_lanes:
@@ -135,7 +145,8 @@ def run_virtual(
             return
         span = SessionSpan(lane=lane, session="", start=now)
         spans.append(span)
-        tree = _Tree(lane=lane, span=span)
+        tree = _Tree(lane=lane, span=span, last=now)
+        trees.append(tree)
         live_trees += 1
         stats["max_live"] = max(stats["max_live"], live_trees)
         start_task(program, tree, None, armed)
@@ -188,18 +199,24 @@ def run_virtual(
                 if not task.tree.span.session:
                     task.tree.span.session = spec.identity.session
                 in_flight += 1
+                task.tree.inflight += 1
+                task.tree.last = now
                 stats["max_in_flight"] = max(stats["max_in_flight"], in_flight)
                 dispatches.append(Dispatch(at=now, lane=task.tree.lane, spec=spec, in_flight=in_flight))
 
                 def complete(t: _Task = task, s: RequestSpec = spec) -> None:
                     nonlocal in_flight
                     in_flight -= 1
+                    t.tree.inflight -= 1
+                    t.tree.last = now
                     step(t, make_outcome(s))
 
                 at(now + lat(spec), complete)
                 return
             if isinstance(action, Sleep):
-                at(now + action.seconds, partial(step, task, None))
+                task.token += 1
+                task.tree.sleepers[task.id] = now + action.seconds
+                at(now + action.seconds, partial(wake, task, task.token))
                 return
             if isinstance(action, Spawn):
                 child = start_task(action.program, task.tree, task, task.armed)
@@ -221,9 +238,33 @@ def run_virtual(
                 continue
             raise TypeError(f"unknown action {action!r}")
 
+    def wake(task: _Task, token: int) -> None:
+        if task.token != token:
+            return  # brought forward by the per-tree cap: its new wake-up runs it
+        task.tree.sleepers.pop(task.id, None)
+        step(task, None)
+
+    def cap_trees() -> None:
+        """AgentX's per-tree idle cap, at the end of an instant (every program that could run has run)."""
+        if tree_cap is None:
+            return
+        for tree in trees:
+            if tree.inflight or not tree.sleepers:
+                continue
+            shift = min(tree.sleepers.values()) - max(tree.last + tree_cap, now)
+            if shift <= 1e-9:
+                continue
+            for tid, when in list(tree.sleepers.items()):
+                task = tasks[tid]
+                task.token += 1
+                tree.sleepers[tid] = when - shift
+                at(when - shift, partial(wake, task, task.token))
+
     for lane in range(lanes):
         start_session(lane, armed=gate is not None)
     while heap:
         now, _, fn = heapq.heappop(heap)
         fn()
+        if not heap or heap[0][0] > now:
+            cap_trees()
     return Run(dispatches, spans, stats["max_in_flight"], stats["max_live"], now, released[0] if released else None)

@@ -336,3 +336,22 @@ def test_subagents_the_warm_up_turns_spawned_are_replayed_from_the_snapshot(hand
         (4.0, "general_purpose_001", 1, "profiling"),  # its recorded 0.5 s delay
         (6.0, "", 2, "profiling"),  # m2 joins both, then waits its 1.0 s
     ]
+
+
+def test_the_per_tree_idle_cap_shifts_an_idle_trees_timers_together_and_spares_a_busy_tree() -> None:
+    """The tests' virtual clock applies AgentX's per-tree cap as the client and the predictor do."""
+    from support.workloads import PausingTree
+
+    idle = run_virtual(PausingTree(pause_s=699.0, cap_s=300.0, child=False), lanes=1, duration=3000.0, latency=1.0)
+    busy = run_virtual(PausingTree(pause_s=699.0, cap_s=300.0, child=True), lanes=1, duration=3000.0, latency=1.0)
+    for run, gap in ((idle, 300.0), (busy, 699.0)):
+        root = [d.at for d in run.dispatches if d.spec.identity.request_index in (0, 1)]
+        assert root == [0.0, 1.0 + gap]
+
+
+def test_agentic_delays_are_replayed_as_recorded_and_capped_per_tree(handbuilt: str) -> None:
+    # tree-a's root pauses 500 s before its last turn, after its subagents have ended: an idle tree, cut to the cap
+    for cap, gap in ((300.0, 300.0), (None, 500.0)):
+        run = run_virtual(_cold(handbuilt, trace_idle_gap_cap_s=cap), lanes=1, duration=1000.0, latency=1.0)
+        root = [d for d in run.dispatches if d.spec.identity.node == "" and d.spec.identity.session.endswith("play0")]
+        assert root[3].at - (root[2].at + 1.0) == gap
