@@ -104,3 +104,14 @@ def test_run_json_prints_the_end_table_and_stderr_says_what_each_job_is_doing(tm
     header = next(line for line in stdout if "verdict" in line)
     assert HOT_BY_NAME["tput_per_gpu"].header in header and HOT_BY_NAME["output_tput_per_gpu"].header in header
     assert sum(" valid " in line for line in stdout) == 2
+
+
+def test_the_end_of_run_table_shows_a_reason_as_written(tmp_path: Path) -> None:
+    """A failure reason that looks like markup (`[/nope]`, an unreadable trace source) used to raise rich's
+    MarkupError: a traceback instead of the table, the completeness summary and the dashboard path."""
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    proc = run_cli([RECIPES / "agentic-sim.yaml", "--traces", "[/nope]", "--out", out], env, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    assert "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr
+    assert "[/nope]" in proc.stdout  # the reason, verbatim, in the table
+    assert proc.stdout.strip().splitlines()[-1].endswith("report/index.html")

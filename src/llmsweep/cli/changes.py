@@ -39,7 +39,7 @@ def _print(change_set: object) -> None:
     from rich.table import Table
 
     from llmsweep.changes import ChangeSet
-    from llmsweep.cli.tables import table_console
+    from llmsweep.cli.tables import plain, table_console
 
     assert isinstance(change_set, ChangeSet)
     console = table_console()
@@ -48,8 +48,8 @@ def _print(change_set: object) -> None:
         table.add_column(col, overflow="fold")
     colour = {"added": "green", "removed": "red", "changed": "yellow"}
     for row in change_set.rows():
-        table.add_row(f"[{colour[row['change']]}]{row['change']}[/]", row["job"], row["recipe_key"],
-                      ", ".join(row["causes"]), ", ".join(row["fields"]))
+        table.add_row(f"[{colour[row['change']]}]{row['change']}[/]", plain(row["job"]), plain(row["recipe_key"]),
+                      plain(", ".join(row["causes"])), plain(", ".join(row["fields"])))
     if change_set.rows():
         console.print(table)
     click.echo(f"{len(change_set.added)} added, {len(change_set.changed)} changed, {len(change_set.removed)} removed, "

@@ -80,7 +80,7 @@ INTERRUPTED_EXIT = 130
 def _print(result: object) -> None:
     from rich.table import Table
 
-    from llmsweep.cli.tables import table_console
+    from llmsweep.cli.tables import plain, table_console
     from llmsweep.discover.model import Discovery
 
     assert isinstance(result, Discovery)
@@ -101,7 +101,7 @@ def _print(result: object) -> None:
         table.add_column("conc", justify="right")
         table.add_column("why")
         for p in arm.proposed:
-            table.add_row(str(p.conc), p.why)
+            table.add_row(str(p.conc), plain(p.why))
         console.print(table)
     launches = sum(s.server_launches for s in result.stages)
     console.print(f"measured {result.points_measured} point(s) in {result.runs_measured} run(s)"

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from llmsweep.cli.options import json_option, option, store_option
-from llmsweep.cli.tables import table_console
+from llmsweep.cli.tables import plain, table_console
 from llmsweep.errors import ResultError
 
 
@@ -91,8 +91,8 @@ def _print_runs(store: Any) -> None:
     for col in ("run id", "origin", "results", "sources", "started", "ingested", "path"):
         table.add_column(col, overflow="fold")
     for r in store.runs():
-        table.add_row(r.run_id, r.origin, str(r.results), ",".join(r.sources), r.started or "–", r.ingested_at,
-                      r.path or "–")
+        table.add_row(plain(r.run_id), r.origin, str(r.results), ",".join(r.sources), r.started or "–",
+                      r.ingested_at, plain(r.path or "–"))
     table_console().print(table)
 
 
@@ -107,7 +107,8 @@ def _print_points(points: list[Any]) -> None:
                 *(HOT_BY_NAME[c].header for c, _ in shown), "verdict", "source"):
         table.add_column(col)
     for p in points:
-        table.add_row(p.result_id, p.job_id, p.identity.series_label(), str(p.identity.conc), p.identity.topology(),
+        table.add_row(p.result_id, plain(p.job_id), plain(p.identity.series_label()), str(p.identity.conc),
+                      p.identity.topology(),
                       *(_num(p.metric(c), digits) for c, digits in shown), p.verdict, p.source)
     table_console().print(table)
 

@@ -217,7 +217,7 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     """The end-of-run table; its metric columns are headed as the metric table names them."""
     from rich.table import Table
 
-    from llmsweep.cli.tables import table_console
+    from llmsweep.cli.tables import plain, table_console
     from llmsweep.metrics.registry import HOT_BY_NAME
 
     def num(v: Any, digits: int = 1) -> str:
@@ -237,8 +237,8 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         verdict = r["verdict"]
         ok = f"{r['requests_ok']}/{r['requests_failed']}" if r["requests_ok"] is not None else "-"
-        table.add_row(r["job"], str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{verdict}[/]",
-                      r["reason"] or "", ok, num(r["total_tps_per_gpu"]), num(r["output_tps_per_gpu"]),
+        table.add_row(plain(r["job"]), str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{verdict}[/]",
+                      plain(r["reason"] or ""), ok, num(r["total_tps_per_gpu"]), num(r["output_tps_per_gpu"]),
                       num(r["ttft_p50_ms"]),
                       num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]), num(r["tokens_per_joule"], 3),
                       num(r["avg_power_w_per_gpu"]), _eval_cell(r))
