@@ -219,6 +219,21 @@ def _recipe_files(root: Path, files: Sequence[Path]) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
+def _check_sources(base: Path, head: Path, files: Sequence[Path], base_label: str, head_label: str) -> None:
+    """Refuse a change set that would be empty for want of input: a recipe file named that neither side has (a
+    typo), or two sides with no recipe file at all (a tree without `recipes/`). Either used to say "0 job(s) to run",
+    exit 0, and let CI run nothing."""
+    if files:
+        missing = [f for f in files if not (base / f).is_file() and not (head / f).is_file()]
+        if missing:
+            raise ConfigError(f"{missing[0]} is in neither {base_label} nor {head_label}",
+                              fix="name a recipe file of one of the two sides (a path inside the repository, or "
+                                  "inside HEAD's directory)")
+    elif not _recipe_files(base, ()) and not _recipe_files(head, ()):
+        raise ConfigError(f"neither {base_label} nor {head_label} has recipe files under {RECIPES_DIR}/",
+                          fix="name the recipe files to compare after the range (`llmsweep changes A..B FILE...`)")
+
+
 def _plan(root: Path, files: Sequence[Path], runner_config: Path | None, label: str) -> list[Job]:
     paths = _recipe_files(root, files)
     if not paths:
@@ -265,6 +280,7 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
         rel = [_inside(f, Path(head)) for f in rel]
     head_label = head or "working tree"
     with _materialised(base, top) as base_root, _materialised(head, top) as head_root:
+        _check_sources(base_root, head_root, rel, base, head_label)
         base_jobs = _plan(base_root, rel, runner_config, base)
         head_jobs = _plan(head_root, rel, runner_config, head_label)
     return diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)

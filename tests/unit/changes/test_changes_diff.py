@@ -80,3 +80,21 @@ def test_workload_change_names_workload(tmp_path: Path) -> None:
     cs = changes_between(f"{old}..{new}")
     assert len(cs.changed) == 4 and {c.causes for c in cs.changed} == {("workload",)}
     assert all(any(f.startswith("workload.") for f in c.fields) for c in cs.changed)
+
+
+def test_a_missing_recipe_file_or_a_tree_without_recipes_is_refused_not_an_empty_change(tmp_path: Path) -> None:
+    """Both used to give '0 job(s) to run' and exit 0, so a typo could make CI run nothing."""
+    repo, base, head = scratch_repo(tmp_path)
+    with pytest.raises(ConfigError, match="recipes/typo.yaml is in neither"):
+        changes_between(f"{base}..{head}", [repo / "recipes" / "typo.yaml"], repo=repo)
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_recipe(old, tp4_concs="[2, 4]")
+    write_recipe(new, tp4_concs="[2, 4, 8]")
+    flat_old, flat_new = tmp_path / "flat-old", tmp_path / "flat-new"  # the recipe beside, not under recipes/
+    for src, dst in ((old, flat_old), (new, flat_new)):
+        dst.mkdir()
+        shutil.copy(src / "recipes" / "chg.yaml", dst / "chg.yaml")
+    with pytest.raises(ConfigError, match="neither .* has recipe files under recipes/"):
+        changes_between(f"{flat_old}..{flat_new}")
+    cs = changes_between(f"{flat_old}..{flat_new}", [flat_new / "chg.yaml"])  # named: compared
+    assert [j.conc for j in cs.added] == [8]
