@@ -85,7 +85,7 @@ def test_workload_change_names_workload(tmp_path: Path) -> None:
 def test_a_missing_recipe_file_or_a_tree_without_recipes_is_refused_not_an_empty_change(tmp_path: Path) -> None:
     """Both used to give '0 job(s) to run' and exit 0, so a typo could make CI run nothing."""
     repo, base, head = scratch_repo(tmp_path)
-    with pytest.raises(ConfigError, match="recipes/typo.yaml is in neither"):
+    with pytest.raises(ConfigError, match=r"recipes/typo\.yaml is in neither"):
         changes_between(f"{base}..{head}", [repo / "recipes" / "typo.yaml"], repo=repo)
     old, new = tmp_path / "old", tmp_path / "new"
     write_recipe(old, tp4_concs="[2, 4]")
@@ -94,7 +94,7 @@ def test_a_missing_recipe_file_or_a_tree_without_recipes_is_refused_not_an_empty
     for src, dst in ((old, flat_old), (new, flat_new)):
         dst.mkdir()
         shutil.copy(src / "recipes" / "chg.yaml", dst / "chg.yaml")
-    with pytest.raises(ConfigError, match="neither .* has recipe files under recipes/"):
+    with pytest.raises(ConfigError, match=r"neither .* has recipe files under recipes/"):
         changes_between(f"{flat_old}..{flat_new}")
     cs = changes_between(f"{flat_old}..{flat_new}", [flat_new / "chg.yaml"])  # named: compared
     assert [j.conc for j in cs.added] == [8]
