@@ -63,3 +63,10 @@ class ResultError(LlmsweepError):
     """A result could not be computed, stored or read back, or failed a validity gate."""
 
     exit_code = 1
+
+
+class ResultInputError(ResultError):
+    """What the command line names is not there or not what it was named as (a run id, a result id, a folder that is
+    not a run, a file that is not an export): bad input, exit 2, not a failed result."""
+
+    exit_code = 2

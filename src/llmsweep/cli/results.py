@@ -11,7 +11,7 @@ import click
 
 from llmsweep.cli.options import json_option, option, store_option
 from llmsweep.cli.tables import plain, table_console
-from llmsweep.errors import ResultError
+from llmsweep.errors import ResultError, ResultInputError
 
 
 def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
@@ -62,8 +62,7 @@ def list_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> None
         points = store.results(run_id)  # runs in the order they were stored; in a run, by series then concurrency
         runs = {r: i for i, r in enumerate(dict.fromkeys(p.run_id for p in points))}
         points.sort(key=lambda p: (runs[p.run_id], p.identity.series_label(), p.identity.conc, p.job_id))
-        if run_id is not None and not store.has_run(run_id):
-            raise ResultError(f"no run {run_id!r} in {store.path}", fix="see `llmsweep results list` for run ids")
+        store.require_run(run_id)
         if as_json:
             click.echo(json.dumps([describe(p) for p in points], indent=1, default=str))
             return
@@ -144,7 +143,7 @@ def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_p
     from llmsweep.results.sides import resolve_points
 
     if x_axis not in AXIS_BY_KEY:
-        raise ResultError(f"unknown x axis {x_axis!r}", fix=f"use one of {', '.join(AXIS_BY_KEY)}")
+        raise ResultInputError(f"unknown x axis {x_axis!r}", fix=f"use one of {', '.join(AXIS_BY_KEY)}")
     with _open(store_path) as store:
         _, points = resolve_points(run_id, store)
     fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], mix_sources=mix_sources)[x_axis]
@@ -181,6 +180,7 @@ def export(run_id: str | None, fmt: str, out: Path | None, include_unpublished: 
     from llmsweep.results.interchange import export_points, left_out
 
     with _open(store_path) as store:
+        store.require_run(run_id)
         points = store.results(run_id)
     text = export_points(points, fmt, include_unpublished=include_unpublished)
     if fmt == "inferencex" and not include_unpublished and (skipped := left_out(points)):

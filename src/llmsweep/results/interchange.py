@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from llmsweep.errors import ResultError
+from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import InvertedStats, Stats, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.extract import SOURCES
@@ -261,7 +261,8 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
         for row in rows:
             writer.writerow({k: (";".join(v) if isinstance(v, list) else v) for k, v in row.items()})
         return buf.getvalue()
-    raise ResultError(f"unknown export format {fmt!r}", fix="use one of json, csv, inferencex, inferencex-evals")
+    raise ResultInputError(f"unknown export format {fmt!r}",
+                           fix="use one of json, csv, inferencex, inferencex-evals")
 
 
 def _our_row(p: ResultPoint) -> dict[str, Any]:
@@ -285,19 +286,19 @@ def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise ResultError(f"cannot read {path}: {exc}", fix="pass a JSON file written by `results export` "
+        raise ResultInputError(f"cannot read {path}: {exc}", fix="pass a JSON file written by `results export` "
                           "or an InferenceX agg_*.json / aggregate result list") from exc
     digest = hashlib.sha1(path.read_bytes()).hexdigest()[:8]
     run_id = f"import:{path.stem}-{digest}"
     if isinstance(doc, Mapping) and doc.get("format") == EXPORT_FORMAT:
         results = doc.get("results", [])
         if not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
-            raise ResultError(f"{path}: `results` is not a list of result rows",
+            raise ResultInputError(f"{path}: `results` is not a list of result rows",
                               fix="export again with `llmsweep results export --format json`")
         return run_id, "llmsweep-export", _unique_jobs([_from_our_row(run_id, r) for r in results])
     rows = doc if isinstance(doc, list) else [doc] if isinstance(doc, Mapping) and "hw" in doc else None
     if rows is None or not all(isinstance(r, Mapping) for r in rows):
-        raise ResultError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
+        raise ResultInputError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
                           fix="export with `llmsweep results export --format json|inferencex`")
     points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows)]
     origin = "llmsweep-export" if rows and all("llmsweep" in r for r in rows) else "inferencex"

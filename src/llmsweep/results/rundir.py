@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmsweep.errors import ResultError
+from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import Summary
 
 log = logging.getLogger(__name__)
@@ -79,15 +79,23 @@ def _read_json(path: Path) -> Any:
                           fix="re-run `llmsweep summarize` for that job or remove the broken file") from exc
 
 
+def is_job_dir(path: Path) -> bool:
+    """`RUN/jobs/<id>/`: a job's folder (it holds a run.json of its own, the client's)."""
+    return path.parent.name == "jobs" and (path / "job.json").is_file()
+
+
 def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and ((path / "jobs").is_dir() or (path / "run.json").is_file())
+    return path.is_dir() and not is_job_dir(path) and ((path / "jobs").is_dir() or (path / "run.json").is_file())
 
 
 def load_run(path: Path | str) -> RunDir:
     """Load `RUN/`; raises ResultError when it is not a run directory."""
     root = Path(path)
+    if root.is_dir() and is_job_dir(root):  # its run.json is the client's: read as a run, it has no job at all
+        raise ResultInputError(f"{root} is a job folder of the run {root.parent.parent}",
+                               fix=f"pass the run folder, {root.parent.parent}")
     if not is_run_dir(root):
-        raise ResultError(
+        raise ResultInputError(
             f"{root} is not a run directory (no jobs/ folder or run.json)",
             fix="pass the folder `llmsweep run` wrote, e.g. runs/<run-id>",
         )

@@ -9,23 +9,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from llmsweep.errors import ResultError
+from llmsweep.errors import ResultInputError
 from llmsweep.results.point import ResultPoint, points_from_run
-from llmsweep.results.rundir import is_run_dir, load_run
+from llmsweep.results.rundir import is_job_dir, is_run_dir, load_run
 from llmsweep.results.store import Store
 
 
 def resolve_points(ref: str, store: Store | None) -> tuple[str, list[ResultPoint]]:
     """(run id, points) of a run directory path or a stored run id."""
     path = Path(ref)
-    if is_run_dir(path):
+    if is_run_dir(path) or (path.is_dir() and is_job_dir(path)):  # a job folder: load_run says which run it is of
         run = load_run(path)
         return run.run_id, points_from_run(run)
     if store is not None and store.has_run(ref):
         return ref, store.results(ref)
-    raise ResultError(f"{ref!r} is neither a run directory nor a run id in the store"
-                      + (f" {store.path}" if store is not None else ""),
-                      fix="pass the folder `llmsweep run` wrote, or a run id from `llmsweep results list`")
+    raise ResultInputError(f"{ref!r} is neither a run directory nor a run id in the store"
+                           + (f" {store.path}" if store is not None else ""),
+                           fix="pass the folder `llmsweep run` wrote, or a run id from `llmsweep results runs`")
 
 
 def history_from_store(store: Store, exclude_runs: Iterable[str]) -> list[ResultPoint]:

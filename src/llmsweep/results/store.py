@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from llmsweep.errors import ResultError
+from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import EvalBlock, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES
 from llmsweep.results.evals import StoredEval, eval_scores
@@ -468,6 +468,11 @@ class Store:
     def has_run(self, run_id: str) -> bool:
         return self._db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
 
+    def require_run(self, run_id: str | None) -> None:
+        """Refuse a run id the store does not hold (a command given one must not answer with nothing, exit 0)."""
+        if run_id is not None and not self.has_run(run_id):
+            raise ResultInputError(f"no run {run_id!r} in {self.path}", fix="see `llmsweep results runs` for run ids")
+
     def run_meta(self, run_id: str) -> dict[str, Any]:
         row = self._db.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return json.loads(row["meta"]) if row else {}
@@ -552,7 +557,7 @@ class Store:
         """A result by result id, `run/job`, or job id (the newest run when several hold that job id)."""
         for point in self._lookup(ref):
             return point
-        raise ResultError(f"no stored result matches {ref!r}",
+        raise ResultInputError(f"no stored result matches {ref!r}",
                           fix="see `llmsweep results list` for result and job ids, or ingest the run first")
 
     def _lookup(self, ref: str) -> Iterator[ResultPoint]:

@@ -1,0 +1,40 @@
+"""What the command line names and is not there is bad input: exit 2 with what to pass instead, never a silent empty
+answer (exit 0) and never the exit 1 of a failed result."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "fixed-sim.yaml"
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_unknown_runs_results_and_folders_exit_2_naming_what_to_pass(tmp_path: Path) -> None:
+    out, store = tmp_path / "run", tmp_path / "store.sqlite"
+    first = _cli("run", RECIPE, "--out", out, "--store", store, "--no-report", "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    job_dir = next((out / "jobs").iterdir())
+    cases = {
+        "report of a job folder": ("report", job_dir, "--out", tmp_path / "rep"),
+        "ingest of a job folder": ("results", "ingest", job_dir, "--store", tmp_path / "other.sqlite"),
+        "compare with a job folder": ("compare", out, job_dir, "--store", store),
+        "unknown result": ("results", "show", "nope", "--store", store),
+        "unknown run, list": ("results", "list", "--run", "run-nope", "--store", store),
+        "unknown run, export": ("results", "export", "--run", "run-nope", "--store", store),
+        "neither folder nor run": ("compare", out, tmp_path / "missing", "--store", store),
+        "not an export": ("results", "import", RECIPE, "--store", tmp_path / "imp.sqlite"),
+    }
+    for what, args in cases.items():
+        proc = _cli(*args)
+        assert proc.returncode == 2, (what, proc.returncode, proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr and "fix:" in proc.stderr, (what, proc.stderr[-2000:])
+    assert f"is a job folder of the run {out}" in _cli("report", job_dir, "--out", tmp_path / "rep2").stderr
+    assert not (tmp_path / "other.sqlite").exists() or json.loads(
+        _cli("results", "runs", "--store", tmp_path / "other.sqlite", "--json").stdout) == []
