@@ -115,3 +115,16 @@ def test_the_end_of_run_table_shows_a_reason_as_written(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr
     assert "[/nope]" in proc.stdout  # the reason, verbatim, in the table
     assert proc.stdout.strip().splitlines()[-1].endswith("report/index.html")
+
+
+def test_an_unknown_only_job_names_a_command_that_lists_the_ids(tmp_path: Path) -> None:
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    proc = run_cli([RECIPE, "--only-job", "nope", "--out", out], env, timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    hint = re.search(r"`llmsweep (matrix [^`]+)`", proc.stderr)
+    assert hint is not None, proc.stderr
+    args = hint.group(1).replace("FILE", str(RECIPE)).split()
+    listed = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.split()) == 2  # the recipe's two job ids

@@ -353,7 +353,7 @@ def _only(jobs: list[Job], ids: list[str]) -> list[Job]:
     if missing:
         raise ConfigError(f"{len(missing)} job(s) to run are not in the plan of the files given, e.g. {missing[0]}",
                           fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); --only-job: "
-                              "an id from `llmsweep matrix --format ids`")
+                              "an id from `llmsweep matrix full-sweep --config-files FILE --format ids`")
     wanted = set(ids)
     return [j for j in jobs if j.id in wanted]
 
