@@ -246,7 +246,11 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     if unknown:
         raise ConfigError(f"sim calibrate: --factors {factors!r} names unknown factors {unknown}",
                           fix=f"choose from {', '.join(sorted(FACTOR_BOUNDS))}")
-    results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, factors=chosen, max_iter=max_iter)
+    def say(line: str) -> None:  # a fit replays every point many times: minutes on a large run
+        click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
+
+    results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, factors=chosen, max_iter=max_iter,
+                                      say=say)
     checks = hold_out_runs([Path(p) for p in paths], _config_for_job, hold_out, factors=chosen,
                            max_iter=max_iter) if hold_out and results else []
     if not results:

@@ -29,7 +29,7 @@ import bisect
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -471,9 +471,10 @@ def default_factors(points: Iterable[MeasuredPoint]) -> tuple[str, ...]:
 
 
 def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = None, max_iter: int = 8,
-            start: Efficiency | None = None, fit_requests_per_lane: int | None = 4) -> RunCalibration:
+            start: Efficiency | None = None, fit_requests_per_lane: int | None = 4,
+            say: Callable[[str], None] | None = None) -> RunCalibration:
     """Fit `factors` (default: :func:`default_factors`) so the simulator reproduces the measured points (all of one
-    calibration key)."""
+    calibration key). `say` hears a line per iteration (each replays every point once per factor and more)."""
     if not points:
         raise ResultError("sim calibrate: no measured points to fit", fix="pass a run directory with job folders")
     factors = factors or default_factors(points)
@@ -505,11 +506,17 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
         data, _ = _residuals(replays, eff_of(xv))
         return np.concatenate([data, prior * (xv - x0)]) if prior else data
 
+    label = "/".join(points[0].key)
+    if say is not None:
+        say(f"calibrating {label}: {len(points)} point(s), fitting {', '.join(factors)} (at most {max_iter} "
+            "iterations)")
     r = residuals(x)
     cost = float(r @ r)
     lam, h, iterations = 1e-2, 0.1, 0
     for _ in range(max_iter):
         iterations += 1
+        if say is not None:
+            say(f"  {label}: iteration {iterations}/{max_iter}, squared error {cost:.4g}")
         J = np.empty((len(r), len(x)))
         for j in range(len(x)):
             xj = x.copy()
@@ -572,14 +579,16 @@ def measured_groups(paths: Iterable[Path | str],
 
 
 def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tuple[str, ...] | None = None,
-                   max_iter: int = 8, fit_requests_per_lane: int | None = 4) -> tuple[list[RunCalibration], list[str]]:
-    """Fit every calibration key found under `paths`; points the simulator cannot model are skipped with a reason."""
+                   max_iter: int = 8, fit_requests_per_lane: int | None = 4,
+                   say: Callable[[str], None] | None = None) -> tuple[list[RunCalibration], list[str]]:
+    """Fit every calibration key found under `paths`; points the simulator cannot model are skipped with a reason.
+    `say` hears what is being fitted as it goes (`fit_run`)."""
     groups, skipped = measured_groups(paths, config_for)
     results = []
     for key, pts in groups.items():
         try:
             results.append(fit_run(pts, factors=factors, max_iter=max_iter,
-                                   fit_requests_per_lane=fit_requests_per_lane))
+                                   fit_requests_per_lane=fit_requests_per_lane, say=say))
         except ResultError as exc:
             skipped.append(f"{'/'.join(key)}: {exc}")
     return results, skipped

@@ -140,7 +140,10 @@ def test_calibrate_cli_fits_and_holds_out_on_the_cpu_rehearsal_output(tmp_path: 
     out = CliRunner().invoke(calibrate_cmd, [str(run), "--factors", "step_s,frontend_s", "--max-iter", "2",
                                              "--hold-out", "fixed 1024/128 c4", "--json"])
     assert out.exit_code == 0, out.output
-    doc = json.loads(out.output)
+    doc = json.loads(out.stdout)
+    # a fit replays every point many times: it says what it fits and each iteration, on stderr
+    assert "calibrating vllm/h200/hybrid-moe-tiny+mtp: 3 point(s), fitting step_s, frontend_s" in out.stderr
+    assert "iteration 1/2" in out.stderr
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "hybrid-moe-tiny+mtp"}
     assert fit["provenance"]["acceptance_length"]["pinned"] == 3.39
@@ -204,7 +207,8 @@ def test_calibrating_on_the_committed_hybrid_h200_run_lowers_the_error(tmp_path:
     shutil.copy(CALIB_RUN / "run.json", run / "run.json")
     out = CliRunner().invoke(calibrate_cmd, [str(run), "--factors", "mem,frontend_s", "--max-iter", "3", "--json"])
     assert out.exit_code == 0, out.output
-    doc = json.loads(out.output)
+    doc = json.loads(out.stdout)
+    assert "fitting mem, frontend_s" in out.stderr and "iteration 1/3" in out.stderr
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "hybrid-moe-tiny+mtp"}
     assert fit["provenance"]["run_id"] == json.loads((CALIB_RUN / "run.json").read_text())["run_id"]
