@@ -128,6 +128,7 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
                                    f"`{ENTRY_MARK}`", f"begin every entry with `{ENTRY_MARK}` at column 0"))
     seen: dict[str, int] = {}
     placed: list[tuple[int, ChangelogEntry]] = []
+    repeats: list[tuple[int, int | None, int]] = []
     for index, raw in enumerate(data):
         line = doc.source.line_of((index,))
         entry = _entry(index, raw, doc.source, log.findings)
@@ -139,13 +140,19 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
         _check_entry(entry, index, doc.source, final_links, log.findings)
         ident = entry.identity()
         if ident in seen:
-            log.findings.append(_error("duplicate-entry", file, line, f"entry {index} repeats the entry at line "
-                                       f"{seen[ident]} (same keys, description and flags)",
-                                       "delete the repeated entry", f"[{index}]"))
+            repeats.append((index, line, seen[ident]))
         else:
             seen[ident] = line or 0
     if base is not None:
         log.added_from = _check_append_only(base, text, file, log.findings)
+    for index, line, first in repeats:  # InferenceX accepts repeats (a re-run PR): said, for this change's only
+        if index >= log.added_from:
+            log.findings.append(Finding(rule="changelog.duplicate-entry", severity=Severity.WARNING, file=file,
+                                        line=line, path=f"[{index}]",
+                                        message=f"entry {index} repeats the entry at line {first} (same keys, "
+                                                "description and flags)",
+                                        fix="say what this run changes in its description, or drop the entry if "
+                                            "it was added twice by mistake"))
     if recipe_keys is not None:  # history may name recipes deleted since: only the new entries must resolve
         for index, entry in placed:
             if index >= log.added_from:

@@ -212,11 +212,20 @@ def _materialised(side: str, repo: Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def _recipe_files(root: Path, files: Sequence[Path]) -> list[Path]:
-    if files:
-        return [root / f for f in files if (root / f).is_file()]
-    folder = root / RECIPES_DIR
+def _yaml_under(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def _recipe_files(root: Path, files: Sequence[Path]) -> list[Path]:
+    """The recipe files of one side: those named (a directory: every YAML file under it on this side, so a recipe a
+    change adds is in it), else every YAML file under `recipes/`."""
+    if files:
+        out: list[Path] = []
+        for f in files:
+            path = root / f
+            out += _yaml_under(path) if path.is_dir() else [path] if path.is_file() else []
+        return out
+    return _yaml_under(root / RECIPES_DIR)
 
 
 def _check_sources(base: Path, head: Path, files: Sequence[Path], base_label: str, head_label: str) -> None:
@@ -224,7 +233,7 @@ def _check_sources(base: Path, head: Path, files: Sequence[Path], base_label: st
     typo), or two sides with no recipe file at all (a tree without `recipes/`). Either used to say "0 job(s) to run",
     exit 0, and let CI run nothing."""
     if files:
-        missing = [f for f in files if not (base / f).is_file() and not (head / f).is_file()]
+        missing = [f for f in files if not (base / f).exists() and not (head / f).exists()]
         if missing:
             raise ConfigError(f"{missing[0]} is in neither {base_label} nor {head_label}",
                               fix="name a recipe file of one of the two sides (a path inside the repository, or "

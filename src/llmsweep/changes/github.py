@@ -79,9 +79,11 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
                      "--github-output", _Env('"$GITHUB_OUTPUT"'))
     matrix_env = {"EVENT": "${{ github.event_name }}"}
     if changed:  # a pull request runs the jobs it changed; a push or a manual run, every job
-        matrix_env.update({"BASE": "${{ github.event.pull_request.base.sha }}",
-                           "HEAD": "${{ github.event.pull_request.head.sha }}"})
-        matrix_cmd = (f'if [ "$EVENT" = pull_request ]; then {matrix_cmd} --changed "$BASE..$HEAD"; '
+        # Against the tree actions/checkout gives a pull request, its merge with the base: the jobs it plans are the
+        # ones the sweep runs (`BASE..HEAD` of the branch would see main's later changes reversed, and drop the
+        # pull request's own jobs whose id differs once merged).
+        matrix_env["BASE"] = "${{ github.event.pull_request.base.sha }}"
+        matrix_cmd = (f'if [ "$EVENT" = pull_request ]; then {matrix_cmd} --changed "$BASE.."; '
                       f"else {matrix_cmd}; fi")
     setup = {
         "runs-on": "ubuntu-latest",

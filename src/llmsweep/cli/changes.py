@@ -116,7 +116,11 @@ def _base_text(base: str, changelog_file: Path) -> str:
     from llmsweep.errors import ConfigError
 
     if Path(base).is_file():
-        return Path(base).read_text(encoding="utf-8")
+        try:
+            return Path(base).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"--base {base} is not UTF-8 text: {exc}", fix="save the base changelog as UTF-8") \
+                from exc
     top = git_toplevel(changelog_file.resolve().parent)
     if top is None:
         raise ConfigError(f"--base {base}: no such file, and {changelog_file} is not in a git repository",
@@ -129,4 +133,8 @@ def _base_text(base: str, changelog_file: Path) -> str:
             return ""  # the changelog is new in this change: everything in it is appended
         raise ConfigError(f"--base {base}: {proc.stderr.decode(errors='replace').strip()}",
                           fix="name a commit of the changelog's repository, or a file")
-    return proc.stdout.decode("utf-8")
+    try:
+        return proc.stdout.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--base {base}: the changelog there is not UTF-8 text: {exc}",
+                          fix="compare against a revision whose changelog is UTF-8") from exc

@@ -9,6 +9,10 @@ from pathlib import Path
 import click
 
 from llmsweep.cli.options import option, runner_config_option
+from llmsweep.errors import ConfigError
+
+GITHUB_MATRIX_LIMIT = 256
+"""GitHub Actions runs at most this many jobs of one matrix per workflow run."""
 
 
 @click.group("ci")
@@ -75,12 +79,23 @@ def matrix(files: tuple[Path, ...], changed: str | None, event: str | None, labe
     if changed:
         from llmsweep.changes import changes_between
 
-        wanted = set(changes_between(changed, files, runner_config=runner_config).to_run())
-        jobs = [j for j in jobs if j.id in wanted]
+        wanted = changes_between(changed, files, runner_config=runner_config).to_run()
+        planned = {j.id for j in jobs}
+        if missing := [i for i in wanted if i not in planned]:  # silently dropped, a changed job is never measured
+            raise ConfigError(f"{len(missing)} changed job(s) are not in the plan of the files given, e.g. "
+                              f"{missing[0]}",
+                              fix="compare against the tree these files are read from (`--changed BASE..`), with "
+                                  "the same recipe files")
+        jobs = [j for j in jobs if j.id in set(wanted)]
     # Eval rows need lm-eval (LLMSWEEP_LM_EVAL) on the runner, which the generated workflow does not install: `run`
     # would refuse them there, so they get no matrix entry (`llmsweep run` runs them where lm-eval is).
     jobs = [j for j in jobs if not (j.is_eval or j.run_eval)]
     include = matrix_entries(jobs, fleet, event=event, labels=labels)
+    if len(include) > GITHUB_MATRIX_LIMIT:
+        raise ConfigError(f"{len(include)} jobs in one matrix: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a "
+                          "matrix, and the workflow would fail",
+                          fix="split the sweep (a workflow per recipe file or fleet label) until each has at most "
+                              f"{GITHUB_MATRIX_LIMIT} jobs")
     doc = {"include": include}
     if github_output is not None:
         with github_output.open("a", encoding="utf-8") as fh:

@@ -39,7 +39,6 @@ def test_a_valid_changelog_has_no_finding() -> None:
     (entry(link="https://example.com/pr/1"), [("changelog.pr-link", 4)]),
     (entry(extra="  colour: red\n"), [("changelog.unknown-key", 5)]),
     (entry(extra="  pr-link: x\n"), [("changelog.duplicate-key", 5), ("changelog.pr-link", 5)]),
-    (entry() + "\n" + entry(), [("changelog.duplicate-entry", 6)]),
     (entry().rstrip("\n"), [("changelog.final-newline", 4)]),
     (entry().replace("  description", "\tdescription", 1), [("changelog.bytes", 2), ("changelog.yaml-syntax", 2)]),
     ("- config-keys: [chg-sim]\n  description: [a\n", [("changelog.yaml-syntax", 3)]),
@@ -112,3 +111,14 @@ def test_cli_validates_against_git_base_and_lists_the_new_entries_jobs(tmp_path:
     bad = CliRunner().invoke(cli, ["changelog", "--base", base])
     assert bad.exit_code != 0
     assert "perf-changelog.yaml:5" in bad.stderr and "separator" in bad.stderr
+
+
+def test_a_repeated_entry_is_a_warning_for_the_entries_a_change_adds_only() -> None:
+    """InferenceX accepts repeated entries (a re-run PR says "Update image" again); refusing them also made a pair
+    already in history block every later change, since history cannot be edited."""
+    log = validate_changelog(entry() + "\n" + entry(), "cl.yaml", recipe_keys=KEYS)
+    assert [(f.rule, f.line, f.severity.value) for f in log.findings] == [("changelog.duplicate-entry", 6, "warning")]
+    assert log.ok
+    history = entry() + "\n" + entry()
+    later = validate_changelog(history + "\n" + entry("[other-key]"), "cl.yaml", recipe_keys=KEYS, base=history)
+    assert later.findings == [] and later.ok

@@ -11,7 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from changes_scratch import scratch_repo, write_recipe
+from changes_scratch import RECIPE, scratch_repo, write_recipe
 from click.testing import CliRunner
 
 from llmsweep.changes.github import collect, matrix_entries, workflow
@@ -63,7 +63,9 @@ def test_labels_fail_fast_artifacts_and_collect_job() -> None:
     assert "llmsweep ci collect" in runs and "llmsweep results ingest sweep" in runs
     assert "llmsweep compare --baseline run-main sweep --format markdown" in runs and "GITHUB_STEP_SUMMARY" in runs
     matrix_step = next(s for s in setup["steps"] if s.get("id") == "matrix")
-    assert '--changed "$BASE..$HEAD"' in matrix_step["run"] and "${{" not in matrix_step["run"]
+    # against the merge tree actions/checkout gives a pull request, whose plan is what the sweep runs
+    assert '--changed "$BASE.."' in matrix_step["run"] and "$HEAD" not in matrix_step["run"]
+    assert "${{" not in matrix_step["run"]
     assert all("${{" not in s.get("run", "") for job in doc["jobs"].values() for s in job["steps"])
 
 
@@ -122,3 +124,36 @@ def test_collect_merges_job_runs_and_counts_a_missing_one_as_failed(tmp_path: Pa
     assert sorted(p.name for p in (tmp_path / "sweep" / "jobs").iterdir()) == ["job-a", "job-b"]
     with pytest.raises(ConfigError, match="not empty"):
         collect(artifacts, tmp_path / "sweep", run_id="again")
+
+
+def test_ci_matrix_refuses_changed_jobs_its_files_do_not_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workflow compared the branch's two commits while planning the merge checkout: a pull request's own job
+    whose id differs once merged was dropped from the matrix without a word."""
+    repo, base, head = scratch_repo(tmp_path)
+    monkeypatch.chdir(repo)
+    recipe = repo / "recipes" / "chg.yaml"
+    recipe.write_text(recipe.read_text().replace("20260730", "20260801"))  # the checked-out tree differs from HEAD
+    res = CliRunner().invoke(cli, ["ci", "matrix", "recipes/chg.yaml", "--changed", f"{base}..{head}"])
+    assert isinstance(res.exception, ConfigError) and "not in the plan of the files given" in str(res.exception)
+    against_tree = CliRunner().invoke(cli, ["ci", "matrix", "recipes/chg.yaml", "--changed", f"{base}.."])
+    assert against_tree.exit_code == 0, against_tree.output
+    assert len(json.loads(against_tree.stdout)["include"]) == 5  # the image changed every job
+
+
+def test_ci_matrix_takes_a_directory_so_a_recipe_the_change_adds_is_swept(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, _, head = scratch_repo(tmp_path)
+    monkeypatch.chdir(repo)
+    text = (repo / "recipes" / "chg.yaml").read_text().replace("chg-sim:", "chg-new:")
+    (repo / "recipes" / "new.yaml").write_text(text)  # a recipe file added by the change
+    res = CliRunner().invoke(cli, ["ci", "matrix", "recipes", "--changed", f"{head}.."])
+    assert res.exit_code == 0, res.output
+    assert {e["recipe"] for e in json.loads(res.stdout)["include"]} == {"chg-new"}
+
+
+def test_ci_matrix_refuses_more_jobs_than_a_github_matrix_runs(tmp_path: Path) -> None:
+    recipe = tmp_path / "big.yaml"
+    recipe.write_text(RECIPE.format(tp4_concs=list(range(1, 300)), arm_var="a"))
+    res = CliRunner().invoke(cli, ["ci", "matrix", str(recipe)])
+    assert isinstance(res.exception, ConfigError)  # exit 2 from the command line
+    assert "301 jobs in one matrix: GitHub runs at most 256 jobs of a matrix" in str(res.exception)
