@@ -259,6 +259,13 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
         if appended[0].strip() or (len(appended) > 1 and not appended[1].strip()):
             findings.append(_error("separator", file, start, "the appended entries must follow the base after "
                                    "exactly one blank line", "leave one empty line between entries"))
+        # InferenceX reads the appended lines as entries of their own: indented lines after the blank line would
+        # continue the base's last entry (a change to published history that the byte check cannot see)
+        first = next((n for n, line in enumerate(appended) if line.strip()), None)
+        if first is not None and not appended[first].startswith(ENTRY_MARK):
+            findings.append(_error("history", file, start + first, "the appended lines continue the base's last "
+                                   f"entry: {appended[first].strip()!r}",
+                                   f"history is append-only: start each new entry with `{ENTRY_MARK}`"))
     if appended and not appended[-1].strip():
         findings.append(_error("separator", file, len(head_lines), "the file ends with a blank line",
                                "end with the last entry's line and one newline"))

@@ -122,3 +122,12 @@ def test_a_repeated_entry_is_a_warning_for_the_entries_a_change_adds_only() -> N
     history = entry() + "\n" + entry()
     later = validate_changelog(history + "\n" + entry("[other-key]"), "cl.yaml", recipe_keys=KEYS, base=history)
     assert later.findings == [] and later.ok
+
+
+def test_appended_lines_that_continue_the_last_history_entry_are_refused() -> None:
+    """Indented lines after the blank line are read by YAML as part of the base's last entry: a change to published
+    history (here its scenario-type) that passed the byte check."""
+    base = entry()
+    sneaky = base + "\n  scenario-type:\n    - fixed-seq-len\n"
+    assert ("changelog.history", 6) in rules(sneaky, base=base)
+    assert rules(base + "\n" + entry("[other-key]"), base=base) == []
