@@ -228,6 +228,19 @@ def _recipe_files(root: Path, files: Sequence[Path]) -> list[Path]:
     return _yaml_under(root / RECIPES_DIR)
 
 
+def _side_file(path: Path | None, top: Path | None, root: Path) -> Path | None:
+    """A fleet file inside the repository, as one side of the change has it (its GPUs per node and DRAM change the
+    jobs: a change to it is a change); one outside the repository, or absent from that side, is used as given."""
+    if path is None or top is None:
+        return path
+    try:
+        rel = path.resolve().relative_to(top.resolve())
+    except ValueError:
+        return path
+    side = root / rel
+    return side if side.is_file() else path
+
+
 def _check_sources(base: Path, head: Path, files: Sequence[Path], base_label: str, head_label: str) -> None:
     """Refuse a change set that would be empty for want of input: a recipe file named that neither side has (a
     typo), or two sides with no recipe file at all (a tree without `recipes/`). Either used to say "0 job(s) to run",
@@ -290,6 +303,7 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
     head_label = head or "working tree"
     with _materialised(base, top) as base_root, _materialised(head, top) as head_root:
         _check_sources(base_root, head_root, rel, base, head_label)
-        base_jobs = _plan(base_root, rel, runner_config, base)
-        head_jobs = _plan(head_root, rel, runner_config, head_label)
+        base_jobs = _plan(base_root, rel, _side_file(runner_config, top if git_mode else None, base_root), base)
+        head_jobs = _plan(head_root, rel, _side_file(runner_config, top if git_mode else None, head_root),
+                          head_label)
     return diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)

@@ -98,3 +98,26 @@ def test_a_missing_recipe_file_or_a_tree_without_recipes_is_refused_not_an_empty
         changes_between(f"{flat_old}..{flat_new}")
     cs = changes_between(f"{flat_old}..{flat_new}", [flat_new / "chg.yaml"])  # named: compared
     assert [j.conc for j in cs.added] == [8]
+
+
+def test_a_fleet_file_in_the_repository_is_read_from_each_side(tmp_path: Path) -> None:
+    """The fleet's DRAM sizes the HiCache arm's host pool: lowering it in a change changes those jobs, which used to
+    be reported unchanged (both sides were planned with the working tree's fleet file)."""
+    from changes_scratch import commit, git
+
+    repo = tmp_path / "repo"
+    (repo / "recipes").mkdir(parents=True)
+    git(repo, "init", "-q")
+    root = Path(__file__).resolve().parents[3]
+    shutil.copy(root / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml", repo / "recipes" / "seed.yaml")
+    fleet = repo / "runners.yaml"
+    shutil.copy(root / "src" / "llmsweep" / "catalog" / "data" / "runners.yaml", fleet)
+    base = commit(repo, "base")
+    fleet.write_text(fleet.read_text().replace("available-cpu-dram-mib: 2_321_924",
+                                               "available-cpu-dram-mib: 1_000_000"))
+    head = commit(repo, "fleet")
+    cs = changes_between(f"{base}..{head}", repo=repo, runner_config=fleet)
+    hicache = {c.head.id for c in cs.changed}
+    assert hicache and all("kvdram" in i for i in hicache)
+    assert all(c.fields == ("total_cpu_dram_gb",) for c in cs.changed), [c.fields for c in cs.changed]
+    assert not cs.added and not cs.removed
