@@ -110,7 +110,7 @@ def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Pa
     out = CliRunner().invoke(calibrate_cmd, [str(run), "--max-iter", "1", "--factors", "mem,frontend_s", "--save",
                                              "--json"])
     assert out.exit_code == 0, out.output
-    saved = json.loads(out.output)
+    saved = json.loads(out.stdout)
     assert saved["saved"] == [str(user_catalog / "sim_calibration.yaml")]
     stored = find_calibration("vllm", "h200", "dense-tiny")
     assert stored is not None and stored[0] == "vllm-h200-dense-tiny"
@@ -136,7 +136,7 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     # the first two runs only (a later run beside them, such as the hybrid class's calibration, is its own test)
     out = CliRunner().invoke(calibrate_cmd, [str(H200_RUN / "llama"), str(H200_RUN / "qwen3next"), "--json"])
     assert out.exit_code == 0, out.output
-    doc = json.loads(out.output)
+    doc = json.loads(out.stdout)
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "dense-tiny"}
     assert fit["error_after"] < fit["error_before"]
