@@ -40,6 +40,7 @@ from llmsweep.catalog.golden import (
     packaged_curve_ids,
     read_curve_header,
 )
+from llmsweep.catalog.precision import format_named_in
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
@@ -190,17 +191,6 @@ def _served_precision(job: Job, simulated: bool) -> str:
     return f"{job.precision} (recipe)"
 
 
-def _quant_word(text: str) -> str | None:
-    """A quantisation name as llmsweep's precision (``FP8``, ``e4m3``, ``NVFP4``, ``W4A16_AWQ`` ...), else None."""
-    t = text.lower().replace("-", "_")
-    for word, precision in (("nvfp4", "nvfp4"), ("mxfp4", "mxfp4"), ("mxfp8", "mxfp8"), ("fp8", "fp8"),
-                            ("e4m3", "fp8"), ("e5m2", "fp8"), ("float8", "fp8"), ("fp4", "fp4"), ("w4a16", "int4"),
-                            ("int4", "int4"), ("awq", "int4"), ("int8", "int8"), ("w8a8", "int8")):
-        if word in t:
-            return precision
-    return None
-
-
 def _weights_word(qc: dict[str, Any]) -> str | None:
     """compressed-tensors: the weight scheme of the first config group (``{type: float, num_bits: 8}`` -> fp8)."""
     groups = qc.get("config_groups")
@@ -225,7 +215,7 @@ def _quantisation(folder: Path, config: dict[str, Any]) -> str | None:
         doc = json.loads(hf.read_text())
         quant = doc.get("quantization") if isinstance(doc.get("quantization"), dict) else doc
         algo = str(quant.get("quant_algo") or "")
-        word = _quant_word(algo)
+        word = format_named_in(algo)
         if word:
             return f"{word} (hf_quant_config.json of {folder}: quant_algo {algo})"
     qc = config.get("quantization_config")
@@ -236,7 +226,7 @@ def _quantisation(folder: Path, config: dict[str, Any]) -> str | None:
         return f"{word} (config.json quantization_config of {folder}: compressed-tensors weights)"
     for key in ("quant_algo", "quant_method", "fmt", "weight_dtype", "format"):
         value = qc.get(key)
-        if isinstance(value, str) and (word := _quant_word(value)):
+        if isinstance(value, str) and (word := format_named_in(value)):
             return f"{word} (config.json quantization_config of {folder}: {key} {value})"
     bits = qc.get("bits") or qc.get("w_bit")
     if isinstance(bits, int) and bits in (4, 8):

@@ -48,6 +48,22 @@ NAME_TOKEN = re.compile(rf"(?:^|[-_])({NAME_ALTERNATION})(?=$|[-_.])")
 """A format named as a token of a lower-case name: ``qwen3.5-397b-a17b-nvfp4``, ``r1-0528_mxfp4-v2``."""
 
 
+QUANT_SPELLINGS: tuple[tuple[str, str], ...] = (
+    ("nvfp4", "nvfp4"), ("mxfp4", "mxfp4"), ("mxfp8", "mxfp8"), ("fp8", "fp8"), ("e4m3", "fp8"), ("e5m2", "fp8"),
+    ("float8", "fp8"), ("fp4", "fp4"), ("w4a16", "int4"), ("int4", "int4"), ("awq", "int4"), ("int8", "int8"),
+    ("w8a8", "int8"),
+)
+"""How quantisation tools name a format in a checkpoint's config (ModelOpt's `quant_algo`, `quant_method`, `fmt`...):
+a word -> the format's name here, the longer names first (`nvfp4` before `fp4`)."""
+
+
+def format_named_in(text: str) -> str | None:
+    """The weight format a quantisation config's value names (``FP8``, ``e4m3``, ``NVFP4``, ``W4A16_AWQ``), else
+    None."""
+    t = text.lower().replace("-", "_")
+    return next((name for word, name in QUANT_SPELLINGS if word in t), None)
+
+
 def weight_format(name: str) -> WeightFormat | None:
     """The format a recipe's `precision` (any case) names; None when it names none."""
     return FORMATS.get(name.strip().lower())

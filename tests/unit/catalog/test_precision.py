@@ -49,3 +49,12 @@ def test_a_recipe_with_an_unknown_precision_is_refused_before_anything_is_planne
     [finding] = [f for f in result.errors if f.rule == "schema.precision"]
     assert "did you mean `fp8`" in finding.message and finding.fix and finding.line
     assert not result.recipes
+
+
+@pytest.mark.parametrize(("value", "expected"), [("FP8", "fp8"), ("e4m3", "fp8"), ("NVFP4", "nvfp4"),
+                                                 ("W4A16_AWQ", "int4"), ("mxfp4", "mxfp4"), ("bf16", None)])
+def test_a_quantisation_configs_spelling_names_a_format_of_the_table(value: str, expected: str | None) -> None:
+    from llmsweep.catalog.precision import format_named_in
+
+    assert format_named_in(value) == expected
+    assert expected is None or weight_format(expected) is not None
