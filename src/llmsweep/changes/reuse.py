@@ -138,10 +138,8 @@ def _file_digest(path: Path) -> str:
 
 
 def _replay_digest(source: str) -> str:
-    """The digest agentic replay records for `source`: over its playable traces (those with a top-level request),
-    as `workload.agentic.AgenticWorkload` computes it."""
+    """The short digest agentic replay records for `source` (its summary's `identity.corpus`)."""
     from llmsweep.results.identity import short_digest
-    from llmsweep.workload.traces.digest import corpus_digest
-    from llmsweep.workload.traces.loader import load_traces
+    from llmsweep.workload.agentic import replay_corpus_digest
 
-    return short_digest(corpus_digest(t for t in load_traces(source) if t.main_requests))
+    return short_digest(replay_corpus_digest(source))

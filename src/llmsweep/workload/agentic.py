@@ -178,6 +178,17 @@ class _Play:
         return Send(spec)
 
 
+def playable_traces(traces: list[Trace]) -> list[Trace]:
+    """The traces a replay plays (and its corpus digest covers): those with a top-level request."""
+    return [t for t in traces if t.main_requests]
+
+
+def replay_corpus_digest(source: str, *, limit: int | None = None) -> str:
+    """The corpus digest a replay of `source` records (`AgenticWorkload.corpus_digest`), without building the
+    workload (`run --reuse` compares it with what a stored result replayed)."""
+    return corpus_digest(playable_traces(load_traces(source, limit=limit)))
+
+
 class AgenticWorkload(Workload):
     """Closed-loop agentic replay: `sessions(lane)` yields one session tree after another, forever."""
 
@@ -193,7 +204,7 @@ class AgenticWorkload(Workload):
                 if config.source in (None, "synthetic")
                 else load_traces(config.source, limit=config.max_traces)
             )
-        playable = [t for t in traces if t.main_requests]
+        playable = playable_traces(traces)
         if len(playable) < len(traces):
             log.warning("skipping %d trace(s) with no top-level request", len(traces) - len(playable))
         if not playable:
