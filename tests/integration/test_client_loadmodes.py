@@ -157,3 +157,15 @@ def test_the_per_tree_idle_cap_cuts_a_pause_only_while_the_tree_is_idle(tmp_path
     recs = {r["request_index"]: r for r in _records(tmp_path)}
     gap = recs[1]["sent_at"] - recs[0]["end_at"]
     assert low <= gap <= high, gap
+
+
+def test_sleeps_after_the_per_tree_cap_end_at_once_not_on_the_next_tick(tmp_path: Path) -> None:
+    """Once a tree has been idle for the cap, AgentX (and the predictor) end its further sleeps at once: the root's
+    1.5 s pause ends 0.4 s after its answer and the eight 50 ms sleeps after it cost nothing. Applied on the client's
+    50 ms supervision tick instead, each of them lasted until the next tick (~0.2 s more in all)."""
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.001)) as srv:
+        run_benchmark(PausingTree(pause_s=1.5, cap_s=0.4, child=False, then_s=(0.05,) * 8),
+                      Endpoint(base_url=srv.url, model="m"), RunOptions(concurrency=1, grace_s=0.0), tmp_path)
+    recs = {r["request_index"]: r for r in _records(tmp_path)}
+    gap = recs[1]["sent_at"] - recs[0]["end_at"]
+    assert 0.38 <= gap <= 0.47, gap

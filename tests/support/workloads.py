@@ -170,8 +170,10 @@ class PausingTree(Workload):
     name = "pausing-tree"
 
     def __init__(self, *, pause_s: float, cap_s: float | None, child: bool, every_s: float = 5.0,
-                 busy_s: float = 2000.0, max_tokens: int = 2) -> None:
+                 busy_s: float = 2000.0, max_tokens: int = 2, then_s: tuple[float, ...] = ()) -> None:
         self.pause_s, self.child, self.every_s, self.busy_s = pause_s, child, every_s, busy_s
+        self.then_s = then_s
+        """Further sleeps after the pause, before the second send (past the cap they end at once)."""
         self.max_tokens = max_tokens
         self.tree_idle_cap_s = cap_s
 
@@ -183,6 +185,8 @@ class PausingTree(Workload):
         if self.child:
             yield Spawn(self._child(lane))
         yield Sleep(self.pause_s)
+        for seconds in self.then_s:
+            yield Sleep(seconds)
         yield Send(chat_spec(lane, 1, max_tokens=self.max_tokens))
 
     def _child(self, lane: int) -> LaneProgram:

@@ -148,6 +148,11 @@ class _Phase:
 
 
 @dataclass(eq=False)
+class _Join:
+    pending: set[asyncio.Task[None]]
+
+
+@dataclass(eq=False)
 class _Tree:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     handles: dict[int, asyncio.Task[None]] = field(default_factory=dict)
@@ -157,6 +162,14 @@ class _Tree:
     """Loop time its last request was sent or answered."""
     sleepers: set[asyncio.Future[None]] = field(default_factory=set)
     """Its programs' pending sleeps (keys of `Interpreter._sleepers`)."""
+    awake: int = 1
+    """Its programs that can run now: not sleeping, not waiting for an answer, for children or for the warm-up drain
+    (the predictor's `ready`); the root is awake from the start, a spawned child from its Spawn, a joiner from the end
+    of its last child, a held program from the release. The per-tree cap waits for none to be awake."""
+    joins: list[_Join] = field(default_factory=list)
+    """Its programs waiting in `Join`, each with the children it still waits for."""
+    held: int = 0
+    """Its programs held at `Drain` until the release."""
 
 
 class Pacer:
@@ -415,7 +428,6 @@ class Interpreter:
             if self.stopping and self._stop_at is not None and now >= self._stop_at + self._grace:
                 self._cancel_all()
             self._cap_idle_gap()
-            self._cap_tree_gaps()
             self._watch_stalls()
             if now - last_publish >= 0.2:
                 self.stats.turns_queued = self._pacer.waits
@@ -436,6 +448,13 @@ class Interpreter:
             if raw.sent and stalled(raw, now, stall_s):
                 self._inflight.discard(raw)
 
+    def _blocked(self, tree: _Tree) -> None:
+        """One of the tree's programs has just blocked (it sleeps, waits for an answer, its children or the drain, or
+        ended): apply the per-tree cap now, at the moment the predictor applies it (`sim.predict._cap_tree`). On the
+        50 ms supervision tick a sleep begun past the cap lasted until the next tick."""
+        tree.awake -= 1
+        self._cap_tree(tree)
+
     def _cap_idle_gap(self) -> None:
         """AgentX system idle cap: when nothing is in flight and every live program sleeps, and the earliest wake-up
         lies more than the cap after the last activity, bring every sleeper forward by the same amount (order and
@@ -447,26 +466,22 @@ class Interpreter:
         now = loop.time()
         earliest = min(entry[0] for entry in self._sleepers.values())
         shift = earliest - max(self._last_activity + cap, now)
-        if shift > 0.001:
+        if shift > 1e-6:
             self._shift(list(self._sleepers), shift)
 
-    def _cap_tree_gaps(self) -> None:
+    def _cap_tree(self, tree: _Tree) -> None:
         """AgentX's per-tree idle cap: a session tree with no request in flight whose earliest wake-up lies more than
         the cap after its last activity has all its sleepers brought forward by the same amount."""
         cap = self._tree_cap
-        if cap is None or self.stopping:
+        if cap is None or self.stopping or tree.inflight or tree.awake or not tree.sleepers:
             return
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        for tree in self._trees:
-            if tree.inflight or not tree.sleepers:
-                continue
-            futs = [f for f in tree.sleepers if f in self._sleepers]
-            if not futs:
-                continue
-            shift = min(self._sleepers[f][0] for f in futs) - max(tree.last + cap, now)
-            if shift > 0.001:
-                self._shift(futs, shift)
+        futs = [f for f in tree.sleepers if f in self._sleepers]
+        if not futs:
+            return
+        now = asyncio.get_running_loop().time()
+        shift = min(self._sleepers[f][0] for f in futs) - max(tree.last + cap, now)
+        if shift > 1e-6:
+            self._shift(futs, shift)
 
     def _shift(self, futs: list[asyncio.Future[None]], shift: float) -> None:
         """Bring these sleepers forward by `shift` seconds (their order and relative delays kept)."""
@@ -578,6 +593,8 @@ class Interpreter:
             released = asyncio.get_running_loop().time()
             for tree in self._trees:  # profiling starts from the snapshot: idle time counts from here
                 tree.last = released
+                tree.awake += tree.held
+                tree.held = 0
             self._released.set()
 
     async def _open_loop(self, arrivals: Iterator[Any] | None) -> None:
@@ -658,11 +675,13 @@ class Interpreter:
                     self._phase.used += 1
                     loop = asyncio.get_running_loop()
                     tree.inflight += 1
+                    tree.awake -= 1
                     tree.last = loop.time()
                     try:
                         outcome, overflow = await self._send(action.spec, intended)
                     finally:
                         tree.inflight -= 1
+                        tree.awake += 1
                         tree.last = loop.time()
                     intended = None
                     if overflow:
@@ -679,19 +698,31 @@ class Interpreter:
                     if armed:
                         assert self._drain is not None
                         self._drain.join()
+                    tree.awake += 1
                     task = self._track(self._run_program(action.program, lane, tree, time.perf_counter(), armed))
                     tree.tasks.add(task)
                     tree.handles[hid] = task
                     value = SpawnHandle(hid)
                 elif isinstance(action, Join):
                     children = [tree.handles[h.id] for h in action.handles if h.id in tree.handles]
-                    if children:
-                        await asyncio.wait(children)
+                    if pending := {c for c in children if not c.done()}:
+                        join = _Join(pending)  # the last of them to end makes this program awake again
+                        tree.joins.append(join)
+                        self._blocked(tree)
+                        try:
+                            await asyncio.wait(children)
+                        finally:
+                            if join in tree.joins:  # cancelled before its children ended
+                                tree.joins.remove(join)
+                                tree.awake += 1
                     value = None
                 elif isinstance(action, Drain):
                     if armed:
                         armed = False
                         self._leave()
+                        if not self._released.is_set():
+                            tree.held += 1  # the release makes it awake again
+                            self._blocked(tree)
                         await self._released.wait()
                         if self.stopping:
                             return
@@ -703,6 +734,13 @@ class Interpreter:
             gen.close()
             if armed:
                 self._leave()
+            this = asyncio.current_task()
+            for join in list(tree.joins):
+                join.pending.discard(this)
+                if not join.pending:
+                    tree.joins.remove(join)
+                    tree.awake += 1
+            self._blocked(tree)
 
     async def _sleep(self, seconds: float, *, cappable: bool = False, tree: _Tree | None = None) -> float:
         """Sleep, waking early on stop; returns by how much the idle caps shortened it (program sleeps only; `tree`:
@@ -717,6 +755,7 @@ class Interpreter:
             self._sleepers[fut] = entry
             if tree is not None:
                 tree.sleepers.add(fut)
+                self._blocked(tree)
         else:
             self._stop_wakers.add(fut)
         try:
@@ -727,6 +766,7 @@ class Interpreter:
             self._stop_wakers.discard(fut)
             if tree is not None:
                 tree.sleepers.discard(fut)
+                tree.awake += 1
         return float(entry[2])
 
     # ----------------------------------------------------------------------------------------------- sending
