@@ -3,8 +3,9 @@
 Both sides are planned with the same planner `run` uses (`plan.jobs_from_files`), so a change shows exactly as the
 jobs it makes: a new concurrency is one added job, an env var changed in one arm changes that arm's jobs and no
 other. Jobs are matched by identity — recipe key plus the readable part of the job id (exp-name, precision,
-framework, topology, disagg, spec method, concurrency, runner, eval) — and a matched pair that differs is a change,
-with the typed fields that differ and their cause (`CAUSES`).
+framework, topology, disagg, spec method, concurrency, runner, eval); among several jobs of one identity, a job
+identical on both sides is matched first, the rest in order — and a matched pair that differs is a change, with the
+typed fields that differ and their cause (`CAUSES`).
 
 A side is a git revision (materialised with `git archive` into a temporary directory) or a directory.
 """
@@ -12,6 +13,7 @@ A side is a git revision (materialised with `git archive` into a temporary direc
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import tarfile
 import tempfile
@@ -108,16 +110,6 @@ def match_key(job: Job) -> tuple[str, str]:
     return job.recipe_key, head if sep else job.id
 
 
-def _keyed(jobs: Sequence[Job]) -> dict[tuple[str, str, int], Job]:
-    out: dict[tuple[str, str, int], Job] = {}
-    seen: dict[tuple[str, str], int] = {}
-    for job in jobs:
-        key = match_key(job)
-        seen[key] = seen.get(key, 0) + 1
-        out[(*key, seen[key])] = job
-    return out
-
-
 def _leaf_diff(a: Any, b: Any, prefix: str) -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         out: list[str] = []
@@ -134,22 +126,63 @@ def job_field_diff(base: Job, head: Job) -> tuple[str, ...]:
     return tuple(_leaf_diff(a, b, ""))
 
 
+def _content(job: Job) -> str:
+    """A job's compared fields as canonical JSON: two jobs equal here have no field for `job_field_diff` to name."""
+    doc = {k: v for k, v in job.model_dump(mode="json").items() if k not in _NOT_COMPARED}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def _pair(base: Sequence[Job], head: Sequence[Job]) -> tuple[dict[int, int], list[int]]:
+    """Pair the jobs of the two plans that share an identity (`match_key`): (head index → base index, and the base
+    indices left unpaired).
+
+    A recipe can hold several jobs of one identity (search-space blocks that differ only in fields the id does not
+    show). Within such a group a head job identical to a base job is that job, wherever either stands, so a block
+    inserted before an existing one does not shift every later pairing; the jobs left are paired in order (a job
+    whose fields changed)."""
+    groups_a: dict[tuple[str, str], list[int]] = {}
+    groups_b: dict[tuple[str, str], list[int]] = {}
+    for i, job in enumerate(base):
+        groups_a.setdefault(match_key(job), []).append(i)
+    for i, job in enumerate(head):
+        groups_b.setdefault(match_key(job), []).append(i)
+    pairs: dict[int, int] = {}
+    for key, heads in groups_b.items():
+        bases = list(groups_a.get(key, ()))
+        if len(heads) == 1 and len(bases) == 1:
+            pairs[heads[0]] = bases[0]
+            continue
+        rest: list[int] = []
+        contents = {b: _content(base[b]) for b in bases}
+        for h in heads:
+            content = _content(head[h])
+            same = next((b for b in bases if contents[b] == content), None)
+            if same is None:
+                rest.append(h)
+            else:
+                pairs[h] = same
+                bases.remove(same)
+        pairs.update(zip(rest, bases, strict=False))
+    paired = set(pairs.values())
+    return pairs, [i for i in range(len(base)) if i not in paired]
+
+
 def diff_jobs(base: Sequence[Job], head: Sequence[Job], *, base_label: str = "base",
               head_label: str = "head") -> ChangeSet:
     """Match the jobs of two plans by identity and name what differs; order follows the head plan."""
-    a, b = _keyed(base), _keyed(head)
+    pairs, unpaired = _pair(base, head)
     out = ChangeSet(base_label, head_label)
-    for key, job in b.items():
-        old = a.get(key)
-        if old is None:
+    for i, job in enumerate(head):
+        if i not in pairs:
             out.added.append(job)
             continue
+        old = base[pairs[i]]
         fields = job_field_diff(old, job)
         if fields:
             out.changed.append(JobChange(old, job, fields))
         else:
             out.unchanged.append(job)
-    out.removed = [job for key, job in a.items() if key not in b]
+    out.removed = [base[i] for i in unpaired]
     return out
 
 

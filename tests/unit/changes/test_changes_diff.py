@@ -121,3 +121,29 @@ def test_a_fleet_file_in_the_repository_is_read_from_each_side(tmp_path: Path) -
     assert hicache and all("kvdram" in i for i in hicache)
     assert all(c.fields == ("total_cpu_dram_gb",) for c in cs.changed), [c.fields for c in cs.changed]
     assert not cs.added and not cs.removed
+
+
+def test_a_block_inserted_before_one_of_the_same_identity_leaves_that_one_unchanged(tmp_path: Path) -> None:
+    """Two tp4 blocks differ only in their router, which the job id does not show. Inserting one before the existing
+    one used to pair the jobs by position: the existing job was reported changed (and re-run), the new one added."""
+    from changes_scratch import commit, git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    path = write_recipe(repo, tp4_concs="[2]")
+    text = path.read_text()
+    routed = "      - { tp: 4, conc-list: [2], router: { name: sglang-router, version: '0.2' } }\n"
+    path.write_text(text.replace("      - { tp: 4, conc-list: [2] }\n", routed))
+    base = commit(repo, "base: one routed tp4 block")
+    inserted = "      - { tp: 4, conc-list: [2], router: { name: sglang-router, version: '0.3' } }\n"
+    path.write_text(text.replace("      - { tp: 4, conc-list: [2] }\n", inserted + routed))
+    head = commit(repo, "head: a block of the same identity inserted before it")
+
+    cs = changes_between(f"{base}..{head}", repo=repo)
+    assert not cs.changed and not cs.removed
+    assert [j.router.version for j in cs.added if j.router is not None] == ["0.3"]
+    assert len(cs.added) == 1
+    assert sorted((j.tp, j.conc, j.router.version if j.router else None) for j in cs.unchanged) == [
+        (4, 2, "0.2"), (8, 2, None), (8, 4, None)]
+    assert cs.to_run() == [cs.added[0].id]
