@@ -33,11 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from llmsweep.power.samples import GpuSample, PowerSource
+from llmsweep.visible import resolve_visible
 
 log = logging.getLogger(__name__)
-
-VISIBLE_ENV = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
-
 
 @dataclass(frozen=True, slots=True)
 class BackendContext:
@@ -81,121 +79,25 @@ def register_backend(cls: B) -> B:
 
 
 def visible_gpus(env: Mapping[str, str]) -> tuple[int, ...] | None:
-    """The GPU indices a `*_VISIBLE_DEVICES` variable selects, in its order, or None when none is set (all GPUs).
-
-    Indices are taken as they are; GPU UUIDs (``GPU-…``, or a unique prefix, as CUDA accepts) and MIG UUIDs
-    (``MIG-…``: the power of the GPU holding the instance) are looked up with NVML, else ``nvidia-smi -L``. An entry
-    that names no GPU of this host selects none (``()``, with :func:`visible_problem` saying why and a warning
-    logged): power read from every GPU of the host would be credited to a server that uses only some of them."""
-    return _resolve_visible(env)[0]
+    """The GPU indices the server's `*_VISIBLE_DEVICES` select, in the runtime's order, or None when none narrows
+    them (all GPUs): :func:`llmsweep.visible.resolve_visible`, the one reader of those variables (GPU, MIG and AMD
+    UUIDs; ROCR first, then HIP within what it left). An entry that names no GPU of this host selects none (``()``,
+    with :func:`visible_problem` saying why and a warning logged): power read from every GPU of the host would be
+    credited to a server that uses only some of them."""
+    visible = resolve_visible(env)
+    if visible.problem is not None:
+        log.warning("power: %s", _not_read(visible.problem))
+    return visible.gpus
 
 
 def visible_problem(env: Mapping[str, str]) -> str | None:
     """Why the `*_VISIBLE_DEVICES` selection names no GPU of this host (see :func:`visible_gpus`), else None."""
-    return _resolve_visible(env)[1]
+    problem = resolve_visible(env).problem
+    return _not_read(problem) if problem is not None else None
 
 
-def _resolve_visible(env: Mapping[str, str]) -> tuple[tuple[int, ...] | None, str | None]:
-    for name in VISIBLE_ENV:
-        raw = env.get(name)
-        if raw is None or not raw.strip():
-            continue
-        parts = [p.strip() for p in raw.split(",") if p.strip()]
-        if all(p.isdigit() for p in parts):
-            return tuple(int(p) for p in parts), None
-        table, lister = _uuid_table(env)
-        found: list[int] = []
-        unknown: list[str] = []
-        for part in parts:
-            index = int(part) if part.isdigit() else _match_uuid(part, table or {})
-            if index is None:
-                unknown.append(part)
-            elif index not in found:
-                found.append(index)
-        if unknown:
-            problem = (f"{name}={raw.strip()} names {', '.join(unknown)}, which no GPU of this host has ({lister}): "
-                       "power is not read rather than read from GPUs the server may not use")
-            log.warning("power: %s", problem)
-            return (), problem
-        return tuple(found), None
-    return None, None
-
-
-def _match_uuid(entry: str, table: Mapping[str, int]) -> int | None:
-    """The GPU index of a GPU or MIG UUID, or of a unique prefix of one (old-style ``MIG-GPU-<uuid>/gi/ci`` reads its
-    GPU's UUID)."""
-    key = entry.lower()
-    if key.startswith("mig-gpu-"):
-        key = key.removeprefix("mig-").split("/", 1)[0]
-    if key in table:
-        return table[key]
-    if key.rstrip("-") in ("gpu", "mig"):
-        return None
-    hits = {index for uuid, index in table.items() if uuid.startswith(key)}
-    return hits.pop() if len(hits) == 1 else None
-
-
-def _uuid_table(env: Mapping[str, str]) -> tuple[dict[str, int] | None, str]:
-    """Every GPU's and MIG instance's UUID (lower case) -> the GPU's index, and what listed them."""
-    try:
-        import pynvml
-    except ImportError:
-        pynvml = None
-    if pynvml is not None:
-        try:
-            return _nvml_uuids(pynvml), "listed by NVML"
-        except Exception as exc:  # NVMLError, or a driver that does not answer: try nvidia-smi
-            log.debug("NVML could not list GPU UUIDs: %s", exc)
-    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
-    if smi is not None:
-        try:
-            return parse_nvidia_smi_list(_run([smi, "-L"], 10.0)), "listed by nvidia-smi -L"
-        except (OSError, subprocess.SubprocessError) as exc:
-            return None, f"nvidia-smi -L failed: {exc}"
-    return None, "neither NVML nor nvidia-smi is here to list the GPUs' UUIDs"
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _nvml_uuids(nvml: Any) -> dict[str, int]:
-    nvml.nvmlInit()
-    try:
-        table: dict[str, int] = {}
-        for i in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            table[_text(nvml.nvmlDeviceGetUUID(handle)).lower()] = i
-            try:
-                migs = int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
-            except Exception:  # not MIG-capable
-                migs = 0
-            for j in range(migs):
-                try:
-                    mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, j)
-                except Exception:  # an empty slot
-                    continue
-                table[_text(nvml.nvmlDeviceGetUUID(mig)).lower()] = i
-        return table
-    finally:
-        nvml.nvmlShutdown()
-
-
-_SMI_GPU = re.compile(r"^GPU (\d+):.*\(UUID: (GPU-[^)\s]+)\)")
-_SMI_MIG = re.compile(r"^\s+MIG .*\(UUID: (MIG-[^)\s]+)\)")
-
-
-def parse_nvidia_smi_list(text: str) -> dict[str, int]:
-    """`nvidia-smi -L`: each GPU's UUID and those of the MIG instances listed under it -> the GPU's index."""
-    table: dict[str, int] = {}
-    gpu: int | None = None
-    for line in text.splitlines():
-        if m := _SMI_GPU.match(line):
-            gpu = int(m.group(1))
-            table[m.group(2).lower()] = gpu
-        elif (m := _SMI_MIG.match(line)) and gpu is not None:
-            table[m.group(1).lower()] = gpu
-    return table
+def _not_read(problem: str) -> str:
+    return f"{problem}: power is not read rather than read from GPUs the server may not use"
 
 
 def _selection_problem(ctx: BackendContext) -> str | None:

@@ -1,0 +1,310 @@
+"""Which GPUs of this host a server is given: the one reader of `CUDA_VISIBLE_DEVICES`, `HIP_VISIBLE_DEVICES` and
+`ROCR_VISIBLE_DEVICES`. The power sampler (`power.backends`) and the GPUs a job records as its hardware
+(`execute.lifecycle.visible_rows`) both ask :func:`resolve_visible`, so they name the same GPUs.
+
+What the runtimes do with the variables, and so what :func:`resolve_visible` does:
+
+- **NVIDIA** (CUDA): only `CUDA_VISIBLE_DEVICES` counts; `HIP_`/`ROCR_VISIBLE_DEVICES` are ignored. An entry is an
+  index, a GPU UUID (``GPU-…``) or a unique prefix of one, or a MIG UUID (``MIG-…``, or the older
+  ``MIG-GPU-<uuid>/<gi>/<ci>``), which here means the GPU holding the instance.
+- **AMD** (ROCm): `ROCR_VISIBLE_DEVICES` is applied first, by the ROCr runtime: indices or UUIDs (``GPU-`` and the
+  16 hex digits of the GPU's unique id, any case, or a unique prefix of that), surfaced in the variable's order.
+  HIP then reads `HIP_VISIBLE_DEVICES`, or `CUDA_VISIBLE_DEVICES` when HIP's is unset or empty (never both): its
+  indices count among the GPUs ROCR left (`ROCR_VISIBLE_DEVICES=2,3 HIP_VISIBLE_DEVICES=1` is GPU 3), and a
+  ``GPU-…`` entry must name one of those.
+- Every runtime stops at the first entry it cannot resolve, hiding it and all after it. So an entry that names no
+  GPU of this host (a typo, an ambiguous prefix, a UUID of another machine, a HIP index past what ROCR left) is not
+  guessed at: the selection is empty, with a `problem` saying why. GPUs read or named for a server that may not use
+  them would be credited to it; "all GPUs" is never the answer to an entry that names none.
+
+Which vendor's rules apply is asked only when `HIP_`/`ROCR_VISIBLE_DEVICES` is set (with `CUDA_VISIBLE_DEVICES`
+alone both read the same): NVIDIA where `nvidia-smi` is on PATH, else AMD. Indices are taken as the vendor tool
+numbers the GPUs (`nvidia-smi`, `amd-smi`), which is how the power backends address them. UUIDs are looked up only
+when an entry is not an index: NVML, else `nvidia-smi -L`, on NVIDIA; `amd-smi list -e --json` (its `hip_uuid`,
+else the serial inside its `uuid`), else `rocm-smi --showuniqueid --json`, on AMD.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+log = logging.getLogger(__name__)
+
+CUDA, HIP, ROCR = "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"
+VISIBLE_ENV = (CUDA, HIP, ROCR)
+Vendor = Literal["nvidia", "amd"]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTable:
+    """The host's GPUs by UUID: every GPU's (and MIG instance's) UUID, lower case -> the GPU's index."""
+
+    vendor: Vendor | None
+    uuids: Mapping[str, int]
+    source: str
+    """What listed them (or why nothing could), for a problem's message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Visible:
+    """The GPUs a process is given, in the order its runtime numbers them; None: no variable narrows them (all)."""
+
+    gpus: tuple[int, ...] | None
+    problem: str | None = None
+    """Why the selection is empty: an entry names no GPU of this host. None when every entry resolved."""
+
+
+def resolve_visible(env: Mapping[str, str], known: GpuTable | None = None) -> Visible:
+    """The GPU indices `env`'s `*_VISIBLE_DEVICES` select, as the runtime applies them (module docstring).
+
+    `known`: GPUs the caller has already listed (an `nvidia-smi --query-gpu` CSV); the host is listed only for an
+    entry that is not an index and that `known` does not name."""
+    cuda, hip, rocr = (_value(env, name) for name in VISIBLE_ENV)
+    lookup = _Lookup(env, known)
+    if hip is None and rocr is None:
+        return Visible(None) if cuda is None else _select(CUDA, cuda, lookup)
+    vendor = known.vendor if known is not None and known.vendor is not None else host_vendor(env)
+    if vendor == "nvidia":  # CUDA reads its own variable only
+        return Visible(None) if cuda is None else _select(CUDA, cuda, lookup)
+    among: tuple[int, ...] | None = None
+    if rocr is not None:
+        left = _select(ROCR, rocr, lookup)
+        if left.problem is not None:
+            return left
+        among = left.gpus
+    name, value = (HIP, hip) if hip is not None else (CUDA, cuda)
+    if value is None:
+        return Visible(among)
+    return _select(name, value, lookup, among=among, rocr=rocr)
+
+
+def host_vendor(env: Mapping[str, str]) -> Vendor | None:
+    """Whose GPUs this host has, by the tools on PATH: nvidia-smi (NVIDIA), amd-smi or rocm-smi (AMD), else None."""
+    path = env.get("PATH")
+    if shutil.which("nvidia-smi", path=path):
+        return "nvidia"
+    if shutil.which("amd-smi", path=path) or shutil.which("rocm-smi", path=path):
+        return "amd"
+    return None
+
+
+def _value(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name)
+    return raw.strip() if raw is not None and raw.strip() else None
+
+
+class _Lookup:
+    """UUID -> index, from `known` first, then (listed once, when first needed) the host's tools."""
+
+    def __init__(self, env: Mapping[str, str], known: GpuTable | None) -> None:
+        self.env, self.known = env, known
+        self.listed: GpuTable | None = None
+
+    def index(self, entry: str) -> int | None:
+        if self.known is not None and (hit := match_uuid(entry, self.known.uuids)) is not None:
+            return hit
+        if self.listed is None:
+            self.listed = list_gpus(self.env)
+        merged = {**(self.known.uuids if self.known is not None else {}), **self.listed.uuids}
+        return match_uuid(entry, merged)
+
+    def source(self) -> str:
+        sources = [t.source for t in (self.known, self.listed) if t is not None]
+        return "; ".join(sources) or "no GPU listed"
+
+
+def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | None = None,
+            rocr: str | None = None) -> Visible:
+    """One variable's entries -> GPU indices. `among`: the GPUs ROCR left, which HIP's indices count within."""
+    found: list[int] = []
+    unknown: list[str] = []
+    hidden: list[str] = []
+    for part in (p.strip() for p in raw.split(",")):
+        if not part:
+            continue
+        if part.isdigit():
+            index = int(part)
+            if among is not None:
+                if index >= len(among):
+                    hidden.append(part)
+                    continue
+                index = among[index]
+        else:
+            hit = lookup.index(part)
+            if hit is None:
+                unknown.append(part)
+                continue
+            if among is not None and hit not in among:
+                hidden.append(part)
+                continue
+            index = hit
+        if index not in found:
+            found.append(index)
+    reasons = []
+    if unknown:
+        reasons.append(f"{', '.join(unknown)}, which no GPU of this host has ({lookup.source()})")
+    if hidden:
+        reasons.append(f"{', '.join(hidden)}, which is not among the {len(among or ())} GPU(s) "
+                       f"{ROCR}={rocr} leaves (HIP counts within those)")
+    if reasons:
+        return Visible((), f"{name}={raw} names " + "; and ".join(reasons))
+    return Visible(tuple(found))
+
+
+def match_uuid(entry: str, table: Mapping[str, int]) -> int | None:
+    """The GPU index of a GPU or MIG UUID, or of a unique prefix of one (any case; the old-style
+    ``MIG-GPU-<uuid>/gi/ci`` reads its GPU's UUID); None when it names none, or more than one GPU."""
+    key = entry.lower()
+    if key.startswith("mig-gpu-"):
+        key = key.removeprefix("mig-").split("/", 1)[0]
+    if key in table:
+        return table[key]
+    if key.rstrip("-") in ("gpu", "mig"):
+        return None
+    hits = {index for uuid, index in table.items() if uuid.startswith(key)}
+    return hits.pop() if len(hits) == 1 else None
+
+
+# ------------------------------------------------------------------------------------------------ listing the GPUs
+
+
+def list_gpus(env: Mapping[str, str]) -> GpuTable:
+    """Every GPU's UUID on this host: NVML, `nvidia-smi -L`, `amd-smi list`, `rocm-smi --showuniqueid`, the first
+    that answers; an empty table saying why when none does."""
+    why: list[str] = []
+    try:
+        import pynvml
+    except ImportError:
+        pynvml = None
+    if pynvml is not None:
+        try:
+            return GpuTable("nvidia", _nvml_uuids(pynvml), "listed by NVML")
+        except Exception as exc:  # NVMLError, or a driver that does not answer: try the tools
+            log.debug("NVML could not list GPU UUIDs: %s", exc)
+            why.append(f"NVML: {exc}")
+    tools: list[tuple[str, Vendor, list[list[str]], Callable[[str], dict[str, int]]]] = [
+        ("nvidia-smi", "nvidia", [["-L"]], parse_nvidia_smi_list),
+        ("amd-smi", "amd", [["list", "-e", "--json"], ["list", "--json"]], parse_amd_smi_list),
+        ("rocm-smi", "amd", [["--showuniqueid", "--json"]], parse_rocm_smi_unique_ids),
+    ]
+    for tool, vendor, variants, parse in tools:
+        exe = shutil.which(tool, path=env.get("PATH"))
+        if exe is None:
+            continue
+        for args in variants:  # an older amd-smi has no `list -e`
+            try:
+                return GpuTable(vendor, parse(_run([exe, *args])), f"listed by {tool} {' '.join(args)}")
+            except (OSError, subprocess.SubprocessError, ValueError) as exc:
+                why.append(f"{tool} {' '.join(args)} failed: {exc}")
+    return GpuTable(None, {}, "; ".join(why) or "neither NVML, nvidia-smi, amd-smi nor rocm-smi is here to list "
+                                                 "the GPUs' UUIDs")
+
+
+def _run(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=10.0, check=False)
+    if done.returncode != 0:
+        raise OSError(f"exit {done.returncode}: {done.stderr.strip()[:200]}")
+    return done.stdout
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _nvml_uuids(nvml: Any) -> dict[str, int]:
+    nvml.nvmlInit()
+    try:
+        table: dict[str, int] = {}
+        for i in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            table[_text(nvml.nvmlDeviceGetUUID(handle)).lower()] = i
+            try:
+                migs = int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+            except Exception:  # not MIG-capable
+                migs = 0
+            for j in range(migs):
+                try:
+                    mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, j)
+                except Exception:  # an empty slot
+                    continue
+                table[_text(nvml.nvmlDeviceGetUUID(mig)).lower()] = i
+        return table
+    finally:
+        nvml.nvmlShutdown()
+
+
+_SMI_GPU = re.compile(r"^GPU (\d+):.*\(UUID: (GPU-[^)\s]+)\)")
+_SMI_MIG = re.compile(r"^\s+MIG .*\(UUID: (MIG-[^)\s]+)\)")
+
+
+def parse_nvidia_smi_list(text: str) -> dict[str, int]:
+    """`nvidia-smi -L`: each GPU's UUID and those of the MIG instances listed under it -> the GPU's index."""
+    table: dict[str, int] = {}
+    gpu: int | None = None
+    for line in text.splitlines():
+        if m := _SMI_GPU.match(line):
+            gpu = int(m.group(1))
+            table[m.group(2).lower()] = gpu
+        elif (m := _SMI_MIG.match(line)) and gpu is not None:
+            table[m.group(1).lower()] = gpu
+    return table
+
+
+def _rocr_uuid(unique_id: str) -> str | None:
+    """ROCr's UUID of a GPU (``GPU-`` + its 64-bit unique id as 16 hex digits, lower case here) from the id in hex
+    (``0x…`` or bare); None for an id that is absent (`N/A`) or zero (ROCr then matches no UUID)."""
+    body = unique_id.strip().lower().removeprefix("gpu-").removeprefix("0x")
+    if not re.fullmatch(r"[0-9a-f]{1,16}", body) or int(body, 16) == 0:
+        return None
+    return f"gpu-{int(body, 16):016x}"
+
+
+_AMD_SMI_UUID = re.compile(r"^([0-9a-f]{2})[0-9a-f]{6}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{2}([0-9a-f]{2})"
+                           r"-([0-9a-f]{12})$")
+
+
+def amd_smi_uuid_serial(uuid: str) -> str | None:
+    """The ASIC serial (the unique id ROCr's UUID carries) inside amd-smi's UUID. amd-smi builds its UUID as
+    ``<serial byte 7><fn><device id>-0000-1000-80<serial byte 6>-<serial bytes 5..0>`` (`amdsmi_uuid_gen`), so
+    ``f8ff73bf-0000-1000-80ff-eb47a027de4d`` carries the serial ``f8ffeb47a027de4d``."""
+    m = _AMD_SMI_UUID.match(uuid.strip().lower())
+    return m.group(1) + m.group(2) + m.group(3) if m else None
+
+
+def parse_amd_smi_list(text: str) -> dict[str, int]:
+    """`amd-smi list --json` (`-e` adds `hip_uuid`, the UUID ROCr and HIP match): each GPU's ROCr UUID -> its
+    `gpu` index, from `hip_uuid` and from the serial inside `uuid` (they agree; an amd-smi without `-e` has only
+    the second, and one whose serial fell back to decimal gets the first wrong)."""
+    doc = json.loads(text)
+    if isinstance(doc, dict):  # some versions wrap the list in one key
+        doc = next((v for v in doc.values() if isinstance(v, list)), [doc])
+    table: dict[str, int] = {}
+    for entry in doc if isinstance(doc, list) else []:
+        if not isinstance(entry, dict) or not str(entry.get("gpu", "")).strip().isdigit():
+            continue
+        serial = amd_smi_uuid_serial(str(entry.get("uuid", "")))
+        for uuid in (_rocr_uuid(str(entry.get("hip_uuid", ""))), _rocr_uuid(serial) if serial else None):
+            if uuid is not None:
+                table[uuid] = int(str(entry["gpu"]).strip())
+    return table
+
+
+def parse_rocm_smi_unique_ids(text: str) -> dict[str, int]:
+    """`rocm-smi --showuniqueid --json` (``{"card0": {"Unique ID": "0x…"}}``): each GPU's ROCr UUID -> its index."""
+    doc = json.loads(text)
+    table: dict[str, int] = {}
+    for card, fields in (doc.items() if isinstance(doc, dict) else ()):
+        m = re.fullmatch(r"card(\d+)", str(card))
+        if m is None or not isinstance(fields, dict):
+            continue
+        value = next((str(v) for k, v in fields.items() if "unique" in str(k).lower()), "")
+        if (uuid := _rocr_uuid(value)) is not None:
+            table[uuid] = int(m.group(1))
+    return table
