@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
 from llmsweep.engines.launch import LaunchSpec, Topology, comment_text
-from llmsweep.errors import LaunchError, LlmsweepError
+from llmsweep.errors import ConfigError, LaunchError, LlmsweepError
 from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.base import ServerLauncher
@@ -47,6 +47,7 @@ from llmsweep.metrics.model import Summary
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 from llmsweep.power.sampler import PowerSettings, Sampler, start_sampler
+from llmsweep.visible import GpuTable, resolve_visible
 
 if TYPE_CHECKING:
     from llmsweep.client import Endpoint, Progress, RunOptions
@@ -213,7 +214,9 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
                    "executor": group.executor, "launcher": launcher,
                    "slurm_job_id": handle.job_id if handle is not None else None},
         "hardware": {"sku": job.sku, "runner": job.runner, "gpus": job.gpus,
-                     "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version")},
+                     "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version"),
+                     # Why `gpu_names` is null: the server's *_VISIBLE_DEVICES name a GPU this host does not have.
+                     **({"gpu_names_problem": seen["gpu_names_problem"]} if seen.get("gpu_names_problem") else {})},
         "llmsweep_version": __version__,
         "source": group.source,
         "clock": "wall",  # the live path; `execute.virtual` records "virtual"
@@ -238,24 +241,44 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
         try:
             out = run_command(["nvidia-smi", "--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"],
                               timeout_s=30.0, fix="check the GPU driver").stdout
-            rows = visible_rows(out, {**os.environ, **spec.env})
-            seen["gpu_names"] = [r[2] for r in rows] or None
-            seen["driver_version"] = rows[0][3] if rows else None
         except LlmsweepError as exc:
             log.info("could not query nvidia-smi: %s", exc)
+        else:
+            try:
+                rows = visible_rows(out, {**os.environ, **spec.env})
+                seen["gpu_names"] = [r[2] for r in rows] or None
+            except ConfigError as exc:
+                # An entry that names no GPU of this host: the server's GPUs go unnamed rather than named wrongly
+                # (or a shorter list), and the reason is kept with the hardware identity (`_provenance`).
+                log.warning("GPUs of the server not identified: %s", exc.one_line())
+                seen["gpu_names_problem"] = exc.one_line()
+                rows = visible_rows(out, {})  # every GPU of the host: the driver is the same for all
+            seen["driver_version"] = rows[0][3] if rows else None
     return seen
 
 
 def visible_rows(csv: str, env: Mapping[str, str]) -> list[list[str]]:
-    """The rows of `nvidia-smi --query-gpu=index,uuid,...` for the GPUs the server's environment makes visible
-    (`CUDA_VISIBLE_DEVICES`, by index or UUID, in its order), not every GPU of the host."""
+    """The rows of `nvidia-smi --query-gpu=index,uuid,...` for the GPUs the server's environment makes visible, in
+    the runtime's order, not every GPU of the host: the `*_VISIBLE_DEVICES` variables read by
+    :func:`llmsweep.visible.resolve_visible` (their one reader, which the power sampler asks too), with the CSV's
+    UUIDs as the GPUs already listed.
+
+    Raises ConfigError when an entry names no GPU of the host (a typo'd UUID, an ambiguous prefix): a shorter list
+    would name GPUs the server may not have run on."""
     rows = [[c.strip() for c in line.split(",")] for line in csv.splitlines() if line.strip()]
-    rows = [r for r in rows if len(r) >= 4]
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    if visible is None or not visible.strip():
+    rows = [r for r in rows if len(r) >= 4 and r[0].isdigit()]
+    listed = GpuTable("nvidia", {r[1].lower(): int(r[0]) for r in rows}, "listed by nvidia-smi --query-gpu")
+    visible = resolve_visible(env, listed)
+    fix = "name the server's GPUs by index or by a UUID `nvidia-smi -L` lists, or unset the variable"
+    if visible.problem is not None:
+        raise ConfigError(f"the server's GPUs cannot be named: {visible.problem}", fix=fix)
+    if visible.gpus is None:
         return rows
-    by_id = {key: r for r in rows for key in (r[0], r[1])}
-    return [by_id[d.strip()] for d in visible.split(",") if d.strip() in by_id]
+    by_index = {int(r[0]): r for r in rows}
+    if missing := [i for i in visible.gpus if i not in by_index]:
+        raise ConfigError(f"the server's GPUs cannot be named: its *_VISIBLE_DEVICES select GPU(s) "
+                          f"{', '.join(map(str, missing))}, which nvidia-smi does not list", fix=fix)
+    return [by_index[i] for i in visible.gpus]
 
 
 def _finish_summary(job_dir: Path, job: Job, source: str, settings: LifecycleSettings) -> Summary:
