@@ -64,9 +64,9 @@ def test_sim_document_is_read_in_nvml_units() -> None:
     assert s.power_w == pytest.approx(350.5) and s.energy_j == pytest.approx(1234.0) and s.gpu == "0"
 
 
-def test_visible_devices_select_gpus() -> None:
+def test_visible_devices_select_gpus(tmp_path: Path) -> None:
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == (2, 3)
-    assert visible_gpus({"HIP_VISIBLE_DEVICES": "1"}) == (1,)
+    assert visible_gpus({"HIP_VISIBLE_DEVICES": "1", "PATH": str(tmp_path)}) == (1,)  # not an NVIDIA host
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-uuid"}) == ()  # no GPU of this host: none, never all
     assert visible_gpus({}) is None
 

@@ -88,8 +88,9 @@ def amd_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return bin_dir
 
 
-def _env(**visible: str) -> dict[str, str]:
-    return {"PATH": os.environ["PATH"], **visible}
+def _env(bin_dir: Path, **visible: str) -> dict[str, str]:
+    """The server's environment, with only the stand-ins on its PATH (an NVIDIA host running the tests stays out)."""
+    return {"PATH": str(bin_dir), **visible}
 
 
 def test_amd_smi_uuid_carries_the_serial_rocr_matches() -> None:
@@ -103,10 +104,11 @@ def test_amd_smi_uuid_carries_the_serial_rocr_matches() -> None:
 
 
 def test_rocr_uuids_select_their_gpus_through_amd_smi(amd_smi: Path) -> None:
-    assert visible_gpus(_env(ROCR_VISIBLE_DEVICES=f"{ROCR_UUIDS[2]},{ROCR_UUIDS[0]}")) == (2, 0)  # in its order
-    assert visible_gpus(_env(ROCR_VISIBLE_DEVICES="GPU-92C4E07B")) == (1,)  # a unique prefix, any case, as ROCr
-    assert visible_gpus(_env(ROCR_VISIBLE_DEVICES=f"3,{ROCR_UUIDS[2]}")) == (3, 2)
-    assert visible_gpus(_env(HIP_VISIBLE_DEVICES=ROCR_UUIDS[3])) == (3,)  # HIP takes a UUID too
+    # in the variable's order; a unique prefix in any case, as ROCr takes it
+    assert visible_gpus(_env(amd_smi, ROCR_VISIBLE_DEVICES=f"{ROCR_UUIDS[2]},{ROCR_UUIDS[0]}")) == (2, 0)
+    assert visible_gpus(_env(amd_smi, ROCR_VISIBLE_DEVICES="GPU-92C4E07B")) == (1,)
+    assert visible_gpus(_env(amd_smi, ROCR_VISIBLE_DEVICES=f"3,{ROCR_UUIDS[2]}")) == (3, 2)
+    assert visible_gpus(_env(amd_smi, HIP_VISIBLE_DEVICES=ROCR_UUIDS[3])) == (3,)  # HIP takes a UUID too
 
 
 def test_an_older_amd_smi_without_list_e_still_resolves_uuids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -126,24 +128,24 @@ def test_rocm_smi_lists_the_uuids_where_amd_smi_is_absent(tmp_path: Path, monkey
 
 def test_hip_indices_count_within_the_gpus_rocr_left(amd_smi: Path) -> None:
     """ROCr applies its variable first; HIP (or CUDA's variable, when HIP's is unset) numbers what is left."""
-    assert visible_gpus(_env(ROCR_VISIBLE_DEVICES="2,3", HIP_VISIBLE_DEVICES="1")) == (3,)
-    assert visible_gpus(_env(ROCR_VISIBLE_DEVICES=f"{ROCR_UUIDS[3]},{ROCR_UUIDS[1]}",
+    assert visible_gpus(_env(amd_smi, ROCR_VISIBLE_DEVICES="2,3", HIP_VISIBLE_DEVICES="1")) == (3,)
+    assert visible_gpus(_env(amd_smi, ROCR_VISIBLE_DEVICES=f"{ROCR_UUIDS[3]},{ROCR_UUIDS[1]}",
                              HIP_VISIBLE_DEVICES="1,0")) == (1, 3)
-    assert visible_gpus(_env(ROCR_VISIBLE_DEVICES="2,3", CUDA_VISIBLE_DEVICES="0")) == (2,)
+    assert visible_gpus(_env(amd_smi, ROCR_VISIBLE_DEVICES="2,3", CUDA_VISIBLE_DEVICES="0")) == (2,)
     # HIP reads its own variable, not CUDA's, when both are set
-    assert visible_gpus(_env(HIP_VISIBLE_DEVICES="1", CUDA_VISIBLE_DEVICES="0")) == (1,)
-    assert visible_gpus(_env(ROCR_VISIBLE_DEVICES="1,2")) == (1, 2)
+    assert visible_gpus(_env(amd_smi, HIP_VISIBLE_DEVICES="1", CUDA_VISIBLE_DEVICES="0")) == (1,)
+    assert visible_gpus(_env(amd_smi, ROCR_VISIBLE_DEVICES="1,2")) == (1, 2)
 
 
 def test_an_entry_that_names_no_gpu_selects_none_with_the_reason(amd_smi: Path) -> None:
     unknown = "GPU-ffffffffffffffff"
-    assert visible_gpus(_env(ROCR_VISIBLE_DEVICES=f"0,{unknown}")) == ()
-    assert unknown in (visible_problem(_env(ROCR_VISIBLE_DEVICES=unknown)) or "")
+    assert visible_gpus(_env(amd_smi, ROCR_VISIBLE_DEVICES=f"0,{unknown}")) == ()
+    assert unknown in (visible_problem(_env(amd_smi, ROCR_VISIBLE_DEVICES=unknown)) or "")
     # HIP index 2 among the two GPUs ROCR left, or the UUID of a GPU ROCR hid: nothing HIP can use
-    past = _env(ROCR_VISIBLE_DEVICES="0,1", HIP_VISIBLE_DEVICES="2")
+    past = _env(amd_smi, ROCR_VISIBLE_DEVICES="0,1", HIP_VISIBLE_DEVICES="2")
     assert visible_gpus(past) == ()
     assert "ROCR_VISIBLE_DEVICES=0,1" in (visible_problem(past) or "")
-    assert visible_gpus(_env(ROCR_VISIBLE_DEVICES="0,1", HIP_VISIBLE_DEVICES=ROCR_UUIDS[3])) == ()
+    assert visible_gpus(_env(amd_smi, ROCR_VISIBLE_DEVICES="0,1", HIP_VISIBLE_DEVICES=ROCR_UUIDS[3])) == ()
 
 
 def test_an_nvidia_host_ignores_the_amd_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,7 +159,7 @@ def test_an_nvidia_host_ignores_the_amd_variables(tmp_path: Path, monkeypatch: p
 @pytest.mark.timeout(60)
 def test_the_amd_sampler_reads_only_the_rocr_pinned_gpus(amd_smi: Path, tmp_path: Path) -> None:
     sampler = start_sampler(PowerSettings(backend="amd-smi", interval_s=0.2), engine="vllm", gpus=2, base_url=None,
-                            env=_env(ROCR_VISIBLE_DEVICES=f"{ROCR_UUIDS[2]},{ROCR_UUIDS[0]}"))
+                            env=_env(amd_smi, ROCR_VISIBLE_DEVICES=f"{ROCR_UUIDS[2]},{ROCR_UUIDS[0]}"))
     assert isinstance(sampler, PowerSampler)
     try:
         began = time.time()
