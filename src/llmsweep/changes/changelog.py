@@ -31,7 +31,7 @@ from llmsweep.catalog.fleet import FleetCatalog, default_fleet
 from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan import EvalOptions, Job, test_config
-from llmsweep.plan.names import job_id
+from llmsweep.plan.slices import slice_concurrencies
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import SourceMap, YamlSyntaxError, parse_yaml, render_path
 from llmsweep.spec.validation_findings import findings_from_validation_error
@@ -346,19 +346,15 @@ def _new(jobs: list[Job], done: set[tuple[str, str]]) -> list[Job]:
 
 
 def trim_concurrencies(jobs: Sequence[Job]) -> list[Job]:
-    """`--trim-conc` (label `sweep-enabled`): each curve keeps its lowest concurrency; a multi-node job its lowest."""
+    """`--trim-conc` (label `sweep-enabled`): each curve keeps its lowest concurrency; a multi-node job its lowest (a
+    slice of it, `plan.slices.slice_concurrencies`)."""
     best: dict[tuple[str, str], Job] = {}
     order: list[tuple[str, str]] = []
     for job in jobs:
         if job.multinode:
-            low = min(job.concs)
-            trimmed = job.model_copy(update={"conc": [low]})
-            suffix = job.id.rpartition("_")[2]
-            trimmed = trimmed.model_copy(update={"id": job_id(trimmed.matrix_entry(), suffix,
-                                                              eval_only=bool(job.eval_only))})
             key = (job.recipe_key, job.id)
             order.append(key)
-            best[key] = trimmed
+            best[key] = slice_concurrencies(job, [min(job.concs)])
             continue
         key = (job.recipe_key, job.recipe_fingerprint)
         if key not in best:

@@ -25,6 +25,7 @@ from typing import Any
 
 from llmsweep.errors import ConfigError
 from llmsweep.plan import Job, jobs_from_files
+from llmsweep.plan.slices import curve_key, slice_concurrencies
 
 CAUSES: tuple[str, ...] = ("search space", "image", "engine args", "env", "workload", "golden curve")
 """What can change a job, in the order they are reported."""
@@ -68,6 +69,32 @@ class JobChange:
                 "causes": list(self.causes), "fields": list(self.fields)}
 
 
+@dataclass(frozen=True)
+class ConcChange:
+    """A multi-node job whose concurrency list alone changed: one deployment, its points run in turn.
+
+    The points both sides have are the same measurements, so only the concurrencies added run — as a slice of the
+    head job (`plan.slices.slice_concurrencies`), not the whole list again on the multi-node cluster; a concurrency
+    removed runs nothing.
+    """
+
+    base: Job
+    head: Job
+    added: tuple[int, ...]
+    removed: tuple[int, ...]
+
+    @property
+    def to_run(self) -> Job | None:
+        """The head job at the added concurrencies (source order), or None when concurrencies were only removed."""
+        return slice_concurrencies(self.head, self.added) if self.added else None
+
+    def as_dict(self) -> dict[str, Any]:
+        run = self.to_run
+        return {"job": run.id if run is not None else self.head.id, "base_job": self.base.id, "head_job": self.head.id,
+                "recipe_key": self.head.recipe_key, "causes": ["search space"], "fields": ["conc"],
+                "added_conc": list(self.added), "removed_conc": list(self.removed)}
+
+
 @dataclass
 class ChangeSet:
     """What differs between the jobs of two recipe trees."""
@@ -78,14 +105,22 @@ class ChangeSet:
     removed: list[Job] = field(default_factory=list)
     changed: list[JobChange] = field(default_factory=list)
     unchanged: list[Job] = field(default_factory=list)
+    concs: list[ConcChange] = field(default_factory=list)
+    """Multi-node jobs whose concurrency list alone changed."""
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed)
+        return not (self.added or self.removed or self.changed or self.concs)
+
+    def jobs_to_run(self) -> list[Job]:
+        """The head jobs that must run: every added and every changed job, and the added concurrencies of a multi-node
+        job whose list alone grew (a slice: `plan.slices.resolve_job_ids` finds it by id in the head plan)."""
+        slices = [run for c in self.concs if (run := c.to_run) is not None]
+        return [*self.added, *(c.head for c in self.changed), *slices]
 
     def to_run(self) -> list[str]:
-        """Ids of the head jobs that must run: every added and every changed job."""
-        return [j.id for j in self.added] + [c.head.id for c in self.changed]
+        """Ids of :meth:`jobs_to_run`."""
+        return [j.id for j in self.jobs_to_run()]
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per added, removed or changed job (the table and `--json`)."""
@@ -94,14 +129,17 @@ class ChangeSet:
             out.append({"change": "added", "job": job.id, "recipe_key": job.recipe_key, "causes": [], "fields": []})
         for change in self.changed:
             out.append({"change": "changed", **change.as_dict()})
+        for conc in self.concs:
+            kind = "conc-added" if conc.added else "conc-removed" if conc.removed else "conc-reordered"
+            out.append({"change": kind, **conc.as_dict()})
         for job in self.removed:
             out.append({"change": "removed", "job": job.id, "recipe_key": job.recipe_key, "causes": [], "fields": []})
         return out
 
     def as_dict(self) -> dict[str, Any]:
         return {"base": self.base, "head": self.head, "added": len(self.added), "removed": len(self.removed),
-                "changed": len(self.changed), "unchanged": len(self.unchanged), "to_run": self.to_run(),
-                "jobs": self.rows()}
+                "changed": len(self.changed), "conc_changed": len(self.concs), "unchanged": len(self.unchanged),
+                "to_run": self.to_run(), "jobs": self.rows()}
 
 
 def match_key(job: Job) -> tuple[str, str]:
@@ -183,7 +221,49 @@ def diff_jobs(base: Sequence[Job], head: Sequence[Job], *, base_label: str = "ba
         else:
             out.unchanged.append(job)
     out.removed = [base[i] for i in unpaired]
+    _conc_changes(out)
     return out
+
+
+_EVAL_POINT = ("run_eval", "eval_conc")
+"""A multi-node row's eval marking, derived from its concurrency list (the highest eligible one is evaluated)."""
+
+
+def _conc_changes(out: ChangeSet) -> None:
+    """Move added/removed pairs of multi-node jobs that differ only in their concurrency list into `out.concs`.
+
+    Such a job's id holds its list (`conc8x16x32`), so a concurrency added or dropped shows as one job removed and
+    another added, and the whole list ran again. Paired here when every other field is equal (the eval marking too,
+    unless the eval moved to an added concurrency, which the slice then runs) and the lists share a concurrency; a
+    head job with several candidates takes the base job its list overlaps most. Anything else changed stays a whole
+    job added (every concurrency runs)."""
+    bases = [b for b in out.removed if isinstance(b.conc, list)]
+    if not bases:
+        return
+    keys = {id(b): curve_key(b, exclude=_EVAL_POINT) for b in bases}
+    paired: set[int] = set()
+    for head in [h for h in out.added if isinstance(h.conc, list)]:
+        key = curve_key(head, exclude=_EVAL_POINT)
+        best: tuple[int, Job] | None = None
+        for base in bases:
+            overlap = len(set(base.concs) & set(head.concs))
+            if id(base) in paired or keys[id(base)] != key or not overlap:
+                continue
+            if best is None or overlap > best[0]:
+                best = (overlap, base)
+        if best is None:
+            continue
+        base = best[1]
+        added = tuple(dict.fromkeys(c for c in head.concs if c not in base.concs))
+        removed = tuple(dict.fromkeys(c for c in base.concs if c not in head.concs))
+        same_eval = (base.run_eval, base.eval_conc) == (head.run_eval, head.eval_conc)
+        if not same_eval and not (head.run_eval and head.eval_conc in added):
+            continue  # the eval moved to a point both sides have, or went: the whole job runs
+        paired.add(id(base))
+        out.concs.append(ConcChange(base, head, added, removed))
+    moved_heads = {id(c.head) for c in out.concs}
+    out.added = [j for j in out.added if id(j) not in moved_heads]
+    out.removed = [j for j in out.removed if id(j) not in paired]
 
 
 # ------------------------------------------------------------------------------------------------ sides

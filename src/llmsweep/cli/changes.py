@@ -22,7 +22,8 @@ def changes(revisions: str, files: tuple[Path, ...], repo: Path | None, runner_c
     """Jobs added, removed and changed between BASE..HEAD (git revisions, or two directories).
 
     Both sides are planned as `run` plans them; jobs match by recipe key and job identity, and each changed job
-    names what changed it: search space, image, engine args, env, workload or golden curve. FILES narrows the
+    names what changed it: search space, image, engine args, env, workload or golden curve. A multi-node job whose
+    concurrency list alone grew runs only the concurrencies added (`conc-added`, a slice of the job). FILES narrows the
     comparison to those recipe files (default: every YAML file under recipes/). An empty HEAD (`main..`) is the
     working tree. `llmsweep run --changed BASE..HEAD` runs exactly the added and changed jobs.
     """
@@ -46,14 +47,20 @@ def _print(change_set: object) -> None:
     table = Table(title=f"changes {change_set.base}..{change_set.head}", header_style="bold")
     for col in ("change", "job", "recipe", "cause", "fields"):
         table.add_column(col, overflow="fold")
-    colour = {"added": "green", "removed": "red", "changed": "yellow"}
+    colour = {"added": "green", "removed": "red", "changed": "yellow", "conc-added": "green", "conc-removed": "red",
+              "conc-reordered": "yellow"}
     for row in change_set.rows():
+        fields = ", ".join(row["fields"])
+        if row["change"].startswith("conc-"):  # which points of the multi-node job's list came and went
+            fields = " ".join([fields, *(f"+{c}" for c in row["added_conc"]), *(f"-{c}" for c in row["removed_conc"])])
         table.add_row(f"[{colour[row['change']]}]{row['change']}[/]", plain(row["job"]), plain(row["recipe_key"]),
-                      plain(", ".join(row["causes"])), plain(", ".join(row["fields"])))
+                      plain(", ".join(row["causes"])), plain(fields))
     if change_set.rows():
         console.print(table)
+    concs = (f"{len(change_set.concs)} multi-node job(s) with concurrencies added or removed, "
+             if change_set.concs else "")
     click.echo(f"{len(change_set.added)} added, {len(change_set.changed)} changed, {len(change_set.removed)} removed, "
-               f"{len(change_set.unchanged)} unchanged; {len(change_set.to_run())} job(s) to run")
+               f"{concs}{len(change_set.unchanged)} unchanged; {len(change_set.to_run())} job(s) to run")
 
 
 @click.command("changelog")

@@ -78,15 +78,13 @@ def matrix(files: tuple[Path, ...], changed: str | None, event: str | None, labe
     jobs = jobs_from_files(list(files), runner_config=runner_config)
     if changed:
         from llmsweep.changes import changes_between
+        from llmsweep.plan.slices import resolve_job_ids
 
+        # Every changed job must be in the plan the runners read (`run FILES --only-job ID`): one silently dropped is
+        # never measured. A multi-node job whose list alone grew runs its added concurrencies, a slice of it.
         wanted = changes_between(changed, files, runner_config=runner_config).to_run()
-        planned = {j.id for j in jobs}
-        if missing := [i for i in wanted if i not in planned]:  # silently dropped, a changed job is never measured
-            raise ConfigError(f"{len(missing)} changed job(s) are not in the plan of the files given, e.g. "
-                              f"{missing[0]}",
-                              fix="compare against the tree these files are read from (`--changed BASE..`), with "
-                                  "the same recipe files")
-        jobs = [j for j in jobs if j.id in set(wanted)]
+        jobs = resolve_job_ids(jobs, wanted, fix="compare against the tree these files are read from (`--changed "
+                               "BASE..`), with the same recipe files")
     # Eval rows need lm-eval (LLMSWEEP_LM_EVAL) on the runner, which the generated workflow does not install: `run`
     # would refuse them there, so they get no matrix entry (`llmsweep run` runs them where lm-eval is).
     jobs = [j for j in jobs if not (j.is_eval or j.run_eval)]

@@ -113,8 +113,11 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
 
         change_set = changes_between(changed, files, runner_config=runner_config)
         only_jobs = change_set.to_run()
+        grown = [c for c in change_set.concs if c.added]
         click.echo(f"{changed}: {len(change_set.added)} added, {len(change_set.changed)} changed, "
-                   f"{len(change_set.removed)} removed, {len(change_set.unchanged)} unchanged job(s)", err=True)
+                   f"{len(change_set.removed)} removed, {len(change_set.unchanged)} unchanged job(s)"
+                   + (f"; {len(grown)} multi-node job(s) run only their added concurrencies" if grown else ""),
+                   err=True)
         if not only_jobs:
             click.echo("no job changed: nothing to run", err=True)
             return 0

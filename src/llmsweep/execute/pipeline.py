@@ -347,15 +347,13 @@ REPEAT_MARK = "-repeat"
 
 
 def _only(jobs: list[Job], ids: list[str]) -> list[Job]:
-    """The planned jobs named by id (`--changed`, `--only-job`); an id the plan lacks is an error, not a no-op."""
-    planned = {j.id for j in jobs}
-    missing = [i for i in ids if i not in planned]
-    if missing:
-        raise ConfigError(f"{len(missing)} job(s) to run are not in the plan of the files given, e.g. {missing[0]}",
-                          fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); --only-job: "
-                              "an id from `llmsweep matrix full-sweep --config-files FILE --format ids`")
-    wanted = set(ids)
-    return [j for j in jobs if j.id in wanted]
+    """The planned jobs named by id (`--changed`, `--only-job`), a concurrency slice of a planned multi-node job
+    included (the concurrencies a change added); an id the plan lacks is an error, not a no-op."""
+    from llmsweep.plan.slices import resolve_job_ids
+
+    return resolve_job_ids(jobs, ids, fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); "
+                           "--only-job: an id from `llmsweep matrix full-sweep --config-files FILE --format ids` "
+                           "or from `llmsweep changes BASE..HEAD --json`")
 
 
 def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, str],
