@@ -14,6 +14,8 @@ corrections alone excepted) and the appended bytes follow the base with one blan
 Selection (:func:`select_jobs`) follows `utils/process_changelog.py` (§3.3): entries with `all-evals` first;
 throughput jobs unless the entry (or the caller) suppresses them; eval jobs (all evals for `all-evals`), filtered by
 `eval-min-prefill-ep`; each (recipe, scenario) generated once; `trim_conc` keeps each curve's lowest concurrency.
+Append-only entries (§3.4) select only the points added to existing curves since a base revision
+(:func:`append_only_delta`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from llmsweep.plan.slices import slice_concurrencies
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import SourceMap, YamlSyntaxError, parse_yaml, render_path
 from llmsweep.spec.validation_findings import findings_from_validation_error
+from llmsweep.spec.workload import ScenarioId
 
 ENTRY_MARK = "- config-keys:"
 PR_LINK = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/pull/(?P<n>[1-9][0-9]*|XXX)$")
@@ -308,17 +311,32 @@ def _scenarios(entry: ChangelogEntry) -> tuple[str, ...]:
 
 def select_jobs(entries: Sequence[ChangelogEntry], recipes: Mapping[str, Recipe], *,
                 fleet: FleetCatalog | None = None, trim_conc: bool = False, evals_only: bool = False,
-                all_evals: bool = False) -> Selection:
-    """The jobs `entries` select, as InferenceX's `process_changelog.py` generates them (see module doc)."""
+                all_evals: bool = False, base_recipes: Mapping[str, Recipe] | None = None,
+                base_fleet: FleetCatalog | None = None, base_label: str = "the base") -> Selection:
+    """The jobs `entries` select, as InferenceX's `process_changelog.py` generates them (see module doc).
+
+    Append-only entries (all of them or none) select the points they add to curves the base already has, against
+    `base_recipes` (the recipes at the base revision, planned with `base_fleet`): see :func:`append_only_delta`.
+    """
     if not entries:
         return Selection()
+    fleet = fleet or default_fleet()
     if any(e.append_only for e in entries):
         if not all(e.append_only for e in entries):
             raise ConfigError("append-only entries cannot share a sweep with regular changelog entries",
                               fix="put the append-only entry in a pull request of its own")
-        raise ConfigError("append-only entries select only the points added to existing curves",
-                          fix="run them with `llmsweep run --changed BASE..HEAD`, which runs exactly the added jobs")
-    fleet = fleet or default_fleet()
+        if evals_only or all_evals:
+            raise ConfigError("append-only entries cannot run with the evals-only or all-evals modifier: they add "
+                              "throughput points and skip evals",
+                              fix="drop the eval label (or flag) from this sweep")
+        if base_recipes is None:
+            raise ConfigError("append-only entries select the points added since a base revision, and none was given",
+                              fix="pass --base REV, the commit the pull request is compared with")
+        delta = append_only_delta(entries, recipes, base_recipes, fleet=fleet, base_fleet=base_fleet or fleet,
+                                  base_label=base_label)
+        # InferenceX trims after generating, the append-only delta included (core spec §3.3 step 6): each curve keeps
+        # its lowest *added* concurrency, so a trimmed sweep still runs no point the base has.
+        return Selection(throughput=trim_concurrencies(delta) if trim_conc else delta)
     out = Selection()
     done_bench: set[tuple[str, str]] = set()
     done_eval: set[tuple[str, str]] = set()
@@ -336,6 +354,113 @@ def select_jobs(entries: Sequence[ChangelogEntry], recipes: Mapping[str, Recipe]
     if trim_conc:
         out.throughput = trim_concurrencies(out.throughput)
     return out
+
+
+_APPEND_ONLY_FIX = "append-only only adds concurrencies to curves the base has; run anything else with a regular " \
+                   "changelog entry (drop `append-only`)"
+
+
+def append_only_delta(entries: Sequence[ChangelogEntry], head: Mapping[str, Recipe], base: Mapping[str, Recipe], *,
+                      fleet: FleetCatalog, base_fleet: FleetCatalog, base_label: str = "the base") -> list[Job]:
+    """InferenceX's append-only mode (core spec §3.4): only the points the entries' configs add to existing curves.
+
+    Both sides are planned (throughput, no evals). Configs and scenarios the entries do not select must plan the same
+    jobs on both sides; every selected config must exist at the base; the selected jobs are grouped into curves (a job
+    without its concurrency); no base curve may go, no curve may be new, no base concurrency may go. The delta is each
+    curve's concurrencies the base lacks — a single-node job per point, a multi-node job sliced to them (source
+    order) — and must not be empty. Every delta point joins a visual series (model, prefix, precision, framework,
+    runner, disagg, scenario family, sequence lengths, offload on/off, spec decoding, worker hardware) whose base
+    points all used one image. Evals are not selected. Errors name the config, the job and the fix.
+    """
+    from llmsweep.changes.diff import diff_jobs
+    from llmsweep.plan import expand_config_keys
+    from llmsweep.plan.slices import curve_key
+
+    scope: dict[str, set[str]] = {}
+    for entry in entries:
+        for key in expand_config_keys(tuple(entry.config_keys), list(head)):
+            scope.setdefault(key, set()).update(_scenarios(entry))
+    if missing := [k for k in scope if k not in base]:
+        raise ConfigError(f"append-only: config key {missing[0]!r} is not in the recipes at {base_label}, so it has no "
+                          "curve to add points to", fix=_APPEND_ONLY_FIX)
+    no_evals = EvalOptions(no_evals=True)
+    head_jobs = test_config(head, list(head), fleet, no_evals)
+    base_jobs = test_config(base, list(base), base_fleet, no_evals)
+
+    def selected(job: Job) -> bool:
+        return job.scenario.value in scope.get(job.recipe_key, set())
+
+    outside = diff_jobs([j for j in base_jobs if not selected(j)], [j for j in head_jobs if not selected(j)])
+    if not outside.empty:
+        row = outside.rows()[0]
+        raise ConfigError(f"append-only: config {row['recipe_key']!r} changed outside the entries' scope "
+                          f"({row['change']} job {row['job']}); configs and scenarios an append-only entry does "
+                          f"not select must plan the same jobs as at {base_label}",
+                          fix="revert that change, or select the config (and scenario) in the entry if only its "
+                              "concurrencies grew")
+    base_sel = [j for j in base_jobs if selected(j)]
+    head_sel = [j for j in head_jobs if selected(j)]
+    base_curves: dict[str, set[int]] = {}
+    head_curves: dict[str, set[int]] = {}
+    first_of: dict[str, Job] = {}
+    head_of: dict[str, Job] = {}
+    for jobs, curves in ((base_sel, base_curves), (head_sel, head_curves)):
+        for job in jobs:
+            key = curve_key(job)
+            curves.setdefault(key, set()).update(job.concs)
+            first_of.setdefault(key, job)
+            if jobs is head_sel:
+                head_of.setdefault(key, job)
+
+    def where(job: Job) -> str:
+        return f"config {job.recipe_key!r}" + (f" in {job.recipe_file}" if job.recipe_file else "")
+    for key in base_curves.keys() - head_curves.keys():
+        job = first_of[key]
+        raise ConfigError(f"append-only: the curve of {job.id} (config {job.recipe_key!r}) at {base_label} is gone or "
+                          "changed: an append-only change keeps every published curve as it is",
+                          fix=f"restore that search-space entry and its fields; {_APPEND_ONLY_FIX}")
+    for key in head_curves.keys() - base_curves.keys():
+        job = head_of[key]
+        raise ConfigError(f"append-only: {job.id} ({where(job)}) is on a curve {base_label} does not "
+                          "have: append-only adds points to existing curves only", fix=_APPEND_ONLY_FIX)
+    for key, concs in base_curves.items():
+        if gone := sorted(concs - head_curves[key]):
+            job = head_of[key]
+            raise ConfigError(f"append-only: concurrency {', '.join(map(str, gone))} of the curve of {job.id} "
+                              f"({where(job)}) at {base_label} is gone: published points stay",
+                              fix="put the concurrency back in the conc-list; append-only only adds points")
+    delta: list[Job] = []
+    emitted: dict[str, set[int]] = {}
+    for job in head_sel:
+        key = curve_key(job)
+        done = emitted.setdefault(key, set())
+        new = [c for c in dict.fromkeys(job.concs) if c not in base_curves[key] and c not in done]
+        if new:
+            done.update(new)
+            delta.append(slice_concurrencies(job, new))
+    if not delta:
+        raise ConfigError(f"append-only: the selected configs ({', '.join(scope)}) add no concurrency to their curves "
+                          f"at {base_label}", fix="add the new points to a conc-list, or drop the entry")
+    series_images: dict[tuple[object, ...], set[str]] = {}
+    for job in base_sel:
+        series_images.setdefault(_visual_series(job), set()).add(job.image)
+    for job in delta:
+        images = series_images.get(_visual_series(job), set())
+        if images != {job.image}:
+            raise ConfigError(f"append-only: {job.id} adds a point to a series whose points at {base_label} used "
+                              f"{len(images)} images ({', '.join(sorted(images))}), not only {job.image}: its new "
+                              "points would be drawn beside points of another image",
+                              fix="re-run the whole series on one image with a regular changelog entry")
+    return delta
+
+
+def _visual_series(job: Job) -> tuple[object, ...]:
+    """The dashboard series a point is drawn in (InferenceX's append-only visual series)."""
+    agentic = job.scenario is ScenarioId.AGENTIC_CODING
+    return (job.model, job.model_prefix, job.precision, job.framework, job.runner, bool(job.disagg),
+            "agentic" if agentic else "single-turn", None if agentic else (job.isl, job.osl),
+            job.kv_offloading not in (None, "none"), "" if agentic else job.spec_decoding,
+            job.prefill.hardware if job.prefill else None, job.decode.hardware if job.decode else None)
 
 
 def _new(jobs: list[Job], done: set[tuple[str, str]]) -> list[Job]:

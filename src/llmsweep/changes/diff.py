@@ -21,11 +21,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmsweep.errors import ConfigError
 from llmsweep.plan import Job, jobs_from_files
 from llmsweep.plan.slices import curve_key, slice_concurrencies
+
+if TYPE_CHECKING:
+    from llmsweep.catalog.fleet import FleetCatalog
+    from llmsweep.spec.recipe import Recipe
 
 CAUSES: tuple[str, ...] = ("search space", "image", "engine args", "env", "workload", "golden curve")
 """What can change a job, in the order they are reported."""
@@ -420,3 +424,28 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
         head_jobs = _plan(head_root, rel, _side_file(runner_config, top if git_mode else None, head_root),
                           head_label)
     return diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)
+
+
+@contextmanager
+def recipes_at(rev: str, files: Sequence[Path], *, repo: Path,
+               runner_config: Path | None = None) -> Iterator[tuple[dict[str, Recipe], FleetCatalog]]:
+    """The recipes and fleet of one revision of the git repository at `repo`, for as long as the context lasts (plan
+    them inside it). `files` are recipe files or directories as the working tree names them (a directory is read as
+    that revision has it); the fleet file is that revision's when it lies inside the repository, as in a change set.
+    """
+    from llmsweep.catalog.fleet import default_fleet, load_fleet
+    from llmsweep.spec.loader import load_recipes
+
+    top = git_toplevel(repo)
+    if top is None or not _is_rev(top, rev):
+        raise ConfigError(f"{rev!r} is not a revision of a git repository at {repo}",
+                          fix="name a commit of the repository the changelog and recipes are in")
+    rel = _relative_files(files, top)
+    with _materialised(rev, top) as root:
+        loaded = load_recipes(_recipe_files(root, rel))
+        if not loaded.ok:
+            first = loaded.errors[0]
+            raise ConfigError(f"the recipes of {rev} do not load: {first.render()}",
+                              fix="compare against a revision whose recipes load", findings=loaded.errors)
+        fleet = _side_file(runner_config, top, root)
+        yield dict(loaded.recipes), load_fleet(fleet) if fleet is not None else default_fleet()

@@ -80,7 +80,9 @@ def changelog(changelog_file: Path, files: tuple[Path, ...], base: str | None, f
     """Validate a perf-changelog.yaml (file:line errors) and list the jobs its entries select.
 
     FILES are the recipes its config keys name (default: every YAML file under recipes/). With --base, history must
-    be unchanged and only the appended entries select jobs, as InferenceX's CI does for a pull request.
+    be unchanged and only the appended entries select jobs, as InferenceX's CI does for a pull request. Append-only
+    entries select only the concurrencies their configs add to existing curves since --base (a revision): nothing
+    else may change, and evals are not selected; --trim-conc keeps each curve's lowest added concurrency.
     """
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.changes.changelog import load_changelog, select_jobs
@@ -100,8 +102,23 @@ def changelog(changelog_file: Path, files: tuple[Path, ...], base: str | None, f
         raise ConfigError(f"{changelog_file}: {sum(f.is_error for f in log.findings)} changelog error(s)",
                           fix="fix the lines named above")
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
-    selection = select_jobs(log.added, recipes, fleet=fleet, trim_conc=trim_conc, evals_only=evals_only,
-                            all_evals=all_evals)
+    if log.added and all(e.append_only for e in log.added):
+        # the points added to curves the base has: the recipes are planned as the base revision has them
+        from llmsweep.changes.diff import recipes_at
+
+        if base is None or Path(base).is_file():
+            raise ConfigError("append-only entries select the points added to the curves of the base revision"
+                              + (f", and --base {base} is a changelog file: it does not say what the recipes were"
+                                 if base is not None else ", and no --base was given"),
+                              fix="pass --base as a git revision of the repository (the pull request's base commit)")
+        with recipes_at(base, list(files) or [Path(RECIPES_DIR)], repo=changelog_file.resolve().parent,
+                        runner_config=runner_config) as (base_recipes, base_fleet):
+            selection = select_jobs(log.added, recipes, fleet=fleet, trim_conc=trim_conc, evals_only=evals_only,
+                                    all_evals=all_evals, base_recipes=base_recipes, base_fleet=base_fleet,
+                                    base_label=base)
+    else:
+        selection = select_jobs(log.added, recipes, fleet=fleet, trim_conc=trim_conc, evals_only=evals_only,
+                                all_evals=all_evals)
     rows = [{"job": j.id, "recipe_key": j.recipe_key, "kind": kind, "conc": j.conc}
             for kind, jobs in (("throughput", selection.throughput), ("eval", selection.evals)) for j in jobs]
     if as_json:

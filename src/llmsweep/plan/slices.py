@@ -26,6 +26,7 @@ from typing import Any
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 from llmsweep.plan.names import job_id
+from llmsweep.spec.workload import DEFAULT_WARMUPS_PER_CONC
 
 POINT_FIELDS = frozenset({"conc", "exp_name"})
 """Job fields that name one point of a curve (exp-name embeds the concurrency of an agentic job)."""
@@ -40,9 +41,20 @@ _MAX_CANDIDATES = 100_000
 
 def curve_key(job: Job, *, exclude: Iterable[str] = ()) -> str:
     """The job without its point fields (conc, exp-name), id, file and fingerprint, as canonical JSON: two jobs with
-    the same key are points of one curve (same deployment, same load shape, same everything else)."""
+    the same key are points of one curve (same deployment, same load shape, same everything else).
+
+    A single-concurrency job's workload also holds counts its planner derived from the concurrency — the prompt count
+    of `num-prompts-per-conc` × conc, the default warm-ups of 2 × conc — which are left out (the per-conc count
+    stays).
+    """
     skip = _NOT_CURVE | set(exclude)
     doc = {k: v for k, v in job.model_dump(mode="json").items() if k not in skip}
+    workload = doc.get("workload")
+    if isinstance(job.conc, int) and isinstance(workload, dict):
+        if workload.get("num_prompts_per_conc") is not None:
+            workload.pop("num_prompts", None)
+        if workload.get("num_warmups") == DEFAULT_WARMUPS_PER_CONC * job.conc:
+            workload.pop("num_warmups", None)
     return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
