@@ -1,12 +1,13 @@
 """Which GPUs of this host a server is given: the one reader of `CUDA_VISIBLE_DEVICES`, `HIP_VISIBLE_DEVICES` and
-`ROCR_VISIBLE_DEVICES`. The power sampler (`power.backends`) and the GPUs a job records as its hardware
-(`execute.lifecycle.visible_rows`) both ask :func:`resolve_visible`, so they name the same GPUs.
+`ROCR_VISIBLE_DEVICES`. The power sampler (`power.backends`), the GPUs a job records as its hardware
+(`execute.lifecycle.visible_rows`) and the launch preflight's GPU count (`execute.preflight.count_gpus`) all ask
+:func:`resolve_visible`, so they name the same GPUs.
 
 What the runtimes do with the variables, and so what :func:`resolve_visible` does:
 
 - **NVIDIA** (CUDA): only `CUDA_VISIBLE_DEVICES` counts; `HIP_`/`ROCR_VISIBLE_DEVICES` are ignored. An entry is an
   index, a GPU UUID (``GPU-…``) or a unique prefix of one, or a MIG UUID (``MIG-…``, or the older
-  ``MIG-GPU-<uuid>/<gi>/<ci>``), which here means the GPU holding the instance.
+  ``MIG-GPU-<uuid>/<gi>/<ci>``), which here means the GPU holding the instance. Set and empty, it shows no GPU.
 - **AMD** (ROCm): `ROCR_VISIBLE_DEVICES` is applied first, by the ROCr runtime: indices or UUIDs (``GPU-`` and the
   16 hex digits of the GPU's unique id, any case, or a unique prefix of that), surfaced in the variable's order.
   HIP then reads `HIP_VISIBLE_DEVICES`, or `CUDA_VISIBLE_DEVICES` when HIP's is unset or empty (never both): its
@@ -68,9 +69,14 @@ def resolve_visible(env: Mapping[str, str], known: GpuTable | None = None) -> Vi
     entry that is not an index and that `known` does not name."""
     cuda, hip, rocr = (_value(env, name) for name in VISIBLE_ENV)
     lookup = _Lookup(env, known)
+    vendor = known.vendor if known is not None and known.vendor is not None else None
+    if cuda is None and env.get(CUDA) is not None and hip is None:
+        vendor = vendor or host_vendor(env)
+        if vendor == "nvidia":  # set and empty: CUDA shows no GPU (HIP reads an empty one as unset)
+            return Visible((), f"{CUDA} is set and empty, so CUDA shows no GPU")
     if hip is None and rocr is None:
         return Visible(None) if cuda is None else _select(CUDA, cuda, lookup)
-    vendor = known.vendor if known is not None and known.vendor is not None else host_vendor(env)
+    vendor = vendor or host_vendor(env)
     if vendor == "nvidia":  # CUDA reads its own variable only
         return Visible(None) if cuda is None else _select(CUDA, cuda, lookup)
     among: tuple[int, ...] | None = None

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
+from llmsweep.visible import GpuTable, parse_nvidia_smi_list, resolve_visible
 
 PORT_PLACEHOLDER = "{port}"
 _GPU_TOOL_TIMEOUT_S = 30.0
@@ -73,30 +74,33 @@ def resolve_port(spec: LaunchSpec) -> LaunchSpec:
     return spec
 
 
-def _visible_limit(environ: Mapping[str, str]) -> int | None:
-    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
-        value = environ.get(name)
-        if value is not None:
-            return len([d for d in value.split(",") if d.strip()])
-    return None
-
-
 def count_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, int] | None:
-    """(tool, visible GPU count) from `nvidia-smi -L` or `rocm-smi --showid`, or None when neither tool exists."""
+    """(tool, visible GPU count): the GPUs `nvidia-smi -L` or `rocm-smi --showid` lists, narrowed by the
+    `*_VISIBLE_DEVICES` selection as the runtime applies it (`llmsweep.visible`); None when neither tool exists. A
+    selection that names no GPU of this host is a LaunchError with its reason (the engine would see fewer GPUs than
+    its entries, or none)."""
     env = os.environ if environ is None else environ
     fix = "check the GPU driver on this node (the tool failed or hung)"
-    if shutil.which("nvidia-smi"):
+    known: GpuTable | None = None
+    if shutil.which("nvidia-smi", path=env.get("PATH")):
         out = run_command(["nvidia-smi", "-L"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
         found = sum(1 for line in out.splitlines() if line.startswith("GPU "))
         tool = "nvidia-smi"
-    elif shutil.which("rocm-smi"):
+        known = GpuTable("nvidia", parse_nvidia_smi_list(out), "listed by nvidia-smi -L")
+    elif shutil.which("rocm-smi", path=env.get("PATH")):
         out = run_command(["rocm-smi", "--showid"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
         found = len(set(re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)))
         tool = "rocm-smi"
     else:
         return None
-    limit = _visible_limit(env)
-    return tool, found if limit is None else min(found, limit)
+    visible = resolve_visible(env, known)
+    if visible.problem is not None:
+        raise LaunchError(f"the server's GPU selection is unusable: {visible.problem}",
+                          fix="name GPUs this node has (indices or UUIDs from nvidia-smi -L / amd-smi list), or "
+                              "unset the variable")
+    if visible.gpus is None:
+        return tool, found
+    return tool, len([i for i in visible.gpus if i < found])
 
 
 def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> None:

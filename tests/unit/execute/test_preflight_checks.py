@@ -100,3 +100,36 @@ def test_preflight_resolves_the_port_and_checks_gpus(monkeypatch: pytest.MonkeyP
     with pytest.raises(LaunchError, match="GPU"):
         preflight(spec(("srv", "--port", "0"), 0, gpus=2))
     assert preflight(spec(("srv", "--port", "0"), 0, gpus=2), gpus=False).port > 0
+
+
+def test_gpu_check_counts_the_gpus_the_runtime_would_show(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The count follows the selection as CUDA and ROCm apply it (`llmsweep.visible`), not the number of entries: a
+    mistyped UUID is refused before launch with the entry named (CUDA stops at it, so the engine would have seen one
+    GPU of the two counted), an empty CUDA_VISIBLE_DEVICES shows none, and on AMD HIP's indices count within what
+    ROCR left."""
+    fake_tool(tmp_path, "nvidia-smi",
+              "GPU 0: NVIDIA H200 (UUID: GPU-aaaa1111)\nGPU 1: NVIDIA H200 (UUID: GPU-bbbb2222)")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbbb,GPU-aaaa")  # unique prefixes: both GPUs
+    check_gpus(spec(("srv",), 1, gpus=2))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,GPU-cccc")
+    with pytest.raises(LaunchError, match="GPU-cccc, which no GPU of this host has"):
+        check_gpus(spec(("srv",), 1, gpus=2))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(LaunchError, match="set and empty"):
+        check_gpus(spec(("srv",), 1, gpus=1))
+
+
+def test_gpu_check_on_amd_counts_hip_within_rocr(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    listing = "\n".join(f"GPU[{i}]\t\t: Device ID: 0x74a1" for i in range(4))
+    fake_tool(tmp_path, "rocm-smi", listing)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "0,1,2,3")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")
+    with pytest.raises(LaunchError, match=r"needs 2 GPU.*rocm-smi shows 1 visible"):
+        check_gpus(spec(("srv",), 1, gpus=2))
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1,3")
+    check_gpus(spec(("srv",), 1, gpus=2))
