@@ -9,6 +9,8 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
   each entry names its runner label, checked against the fleet file when the workflow is written;
 - `sweep` runs one job per matrix entry on `[self-hosted, <runner label>]` with `llmsweep run --only-job` and
   uploads the job's run folder as the artifact `bmk_<job id>`;
+- a pull request's sweep restarts (one concurrency group per pull request, the running sweep cancelled) on a push
+  and when one of those labels is added or removed; any other label event runs nothing, in a group of its own;
 - `collect` merges the artifacts into one run (`llmsweep ci collect`), stores it, writes the dashboard (an
   artifact), compares it with the baseline run in the store using between-run bands (`llmsweep compare --baseline
   --format markdown`) and posts that verdict with the sweep's success rate as the job summary.
@@ -33,6 +35,9 @@ from llmsweep.plan import Job
 Source = Literal["matrix", "changes"]
 RUN_LABELS = ("full-sweep-enabled", "full-sweep-fail-fast")
 FAIL_FAST_LABEL = "full-sweep-fail-fast"
+SWEEP_LABELS = RUN_LABELS
+"""Labels whose adding or removal changes what the sweep runs (whether it runs, and fail-fast). The priority labels
+(`changes.priority`) only order a queue the workflow does not pass them to, so they restart nothing."""
 ARTIFACT_PREFIX = "bmk_"
 
 
@@ -70,6 +75,12 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     fleet_args = ["--runner-config", str(runner_config)] if runner_config is not None else []
     labels = "github.event.pull_request.labels.*.name"
     run_if = " || ".join([f"contains({labels}, '{label}')" for label in RUN_LABELS])
+    # A label added or removed starts a sweep only when it is one that changes what runs; any other (e.g.
+    # `documentation`) neither starts one nor, in a concurrency group of its own, cancels the one running.
+    sweep_label = f"contains(fromJSON('{json.dumps(list(SWEEP_LABELS), separators=(',', ':'))}'), " \
+                  "github.event.label.name)"
+    other_label = f"(github.event.action == 'labeled' || github.event.action == 'unlabeled') && !{sweep_label}"
+    starts_sweep = f"(github.event.action != 'labeled' && github.event.action != 'unlabeled') || {sweep_label}"
     changed = source == "changes"
     setup_py = [{"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}},
                 {"uses": "actions/setup-python@v5", "with": {"python-version": python}},
@@ -86,6 +97,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         matrix_cmd = (f'if [ "$EVENT" = pull_request ]; then {matrix_cmd} --changed "$BASE.."; '
                       f"else {matrix_cmd}; fi")
     setup = {
+        "if": starts_sweep,
         "runs-on": "ubuntu-latest",
         "outputs": {"run": "${{ steps.gate.outputs.run }}", "fail-fast": "${{ steps.gate.outputs.fail-fast }}",
                     "matrix": "${{ steps.matrix.outputs.matrix }}", "jobs": "${{ steps.matrix.outputs.jobs }}",
@@ -145,9 +157,10 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     }
     return {
         "name": name,
-        "on": {"pull_request": {"types": ["opened", "synchronize", "reopened", "labeled"]},
+        "on": {"pull_request": {"types": ["opened", "synchronize", "reopened", "labeled", "unlabeled"]},
                "push": {"branches": ["main"]}, "workflow_dispatch": {}},
-        "concurrency": {"group": "llmsweep-${{ github.event.pull_request.number || github.ref }}",
+        "concurrency": {"group": "llmsweep-${{ github.event.pull_request.number || github.ref }}"
+                                 f"${{{{ {other_label} && format('-label-{{0}}', github.run_id) || '' }}}}",
                         "cancel-in-progress": True},
         "permissions": {"contents": "read"},
         **({"env": env} if env else {}),

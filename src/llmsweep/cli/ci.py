@@ -37,7 +37,8 @@ def ci() -> None:
 def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None, ci_store: str | None,
            collect_runner: str, runner_config: Path | None) -> None:
     """Write a GitHub Actions workflow that sweeps FILES on a pull request labelled `full-sweep-enabled` or
-    `full-sweep-fail-fast` (the latter cancels the sweep at the first failure), and on every push to main.
+    `full-sweep-fail-fast` (the latter cancels the sweep at the first failure), and on every push to main. Adding
+    or removing one of those labels restarts a pull request's sweep; any other label leaves it running.
 
     Jobs run on `[self-hosted, <runner label>]` (labels checked against the fleet file), highest priority first;
     each uploads `bmk_<job id>`; a final job merges them, stores, writes the dashboard and posts the verdict

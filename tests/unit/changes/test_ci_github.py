@@ -157,3 +157,51 @@ def test_ci_matrix_refuses_more_jobs_than_a_github_matrix_runs(tmp_path: Path) -
     res = CliRunner().invoke(cli, ["ci", "matrix", str(recipe)])
     assert isinstance(res.exception, ConfigError)  # exit 2 from the command line
     assert "301 jobs in one matrix: GitHub runs at most 256 jobs of a matrix" in str(res.exception)
+
+
+def _evaluate(expression: str, github: dict[str, object]) -> object:
+    """A GitHub Actions expression of the forms the workflow writes, evaluated for one event (`&&`/`||` return an
+    operand, as GitHub's do)."""
+    class Context(dict[str, object]):
+        def __getattr__(self, name: str) -> object:  # a property the event lacks is null (falsy), as on GitHub
+            return self.get(name, Context())
+
+    def ns(value: object) -> object:
+        if value is None:
+            return Context()
+        return Context({k: ns(v) for k, v in value.items()}) if isinstance(value, dict) else value
+
+    code = expression.replace("&&", " and ").replace("||", " or ").replace("!=", "\0").replace("!", " not ")
+    env = {"github": ns(github), "fromJSON": json.loads, "contains": lambda seq, item: item in seq,
+           "format": lambda text, *args: text.format(*args)}
+    return eval(code.replace("\0", "!="), env)  # the workflow's own expressions, in a test
+
+
+def _interpolate(text: str, github: dict[str, object]) -> str:
+    import re
+
+    return re.sub(r"\$\{\{(.*?)\}\}", lambda m: str(_evaluate(m[1], github) or ""), text)
+
+
+@pytest.mark.parametrize(("action", "label", "sweeps"), [
+    ("labeled", "documentation", False),
+    ("unlabeled", "documentation", False),
+    ("labeled", "full-sweep-fail-fast", True),
+    ("unlabeled", "full-sweep-enabled", True),  # the sweep stops (or its fail-fast changes)
+    ("synchronize", None, True),
+])
+def test_only_a_label_that_changes_what_runs_restarts_the_sweep(action: str, label: str | None,
+                                                                sweeps: bool) -> None:
+    """Adding an unrelated label to a pull request used to cancel its running sweep (one concurrency group) and start
+    it again on the multi-node cluster."""
+    doc = workflow([Path("recipes/chg.yaml")], source="changes")
+    assert "unlabeled" in doc["on"]["pull_request"]["types"]
+    event = {"event_name": "pull_request", "ref": "refs/pull/7/merge", "run_id": 99,
+             "event": {"action": action, "label": {"name": label} if label else None,
+                       "pull_request": {"number": 7, "labels": [{"name": "full-sweep-enabled"}]}}}
+    assert bool(_evaluate(doc["jobs"]["setup"]["if"], event)) is sweeps
+    group = _interpolate(doc["concurrency"]["group"], event)
+    assert (group == "llmsweep-7") is sweeps  # the running sweep's group: joining it cancels that sweep
+    push = {"event_name": "push", "ref": "refs/heads/main", "run_id": 5, "event": {"action": None}}
+    assert _evaluate(doc["jobs"]["setup"]["if"], push)
+    assert _interpolate(doc["concurrency"]["group"], push) == "llmsweep-refs/heads/main"
