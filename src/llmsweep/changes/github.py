@@ -42,13 +42,21 @@ ARTIFACT_PREFIX = "bmk_"
 
 
 def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, event: str | None = None,
-                   labels: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The `strategy.matrix.include` list: one entry per job, highest priority first; runner labels from the fleet."""
+                   labels: Sequence[str] = (), runner_labels: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The `strategy.matrix.include` list: one entry per job, highest priority first; runner labels from the fleet.
+
+    A label neither the fleet file lists nor `runner_labels` names is refused: its jobs would wait for a runner that
+    may not exist (a typo). GitHub's runners can carry labels the fleet file omits — InferenceX's own master names
+    `cluster:mi325x-tw`, which its runners.yaml does not list — so `runner_labels` vouches for those."""
     if fleet is not None:
-        unknown = sorted({j.runner_label for j in jobs if not fleet.has_label(j.runner_label)})
+        unknown = sorted({j.runner_label for j in jobs
+                          if not fleet.has_label(j.runner_label) and j.runner_label not in runner_labels})
         if unknown:
-            raise ConfigError(f"runner label(s) {', '.join(unknown)} are not in the fleet file {fleet.file}",
-                              fix="add the label to the runner file (--runner-config) or fix the recipe's runner")
+            flags = " ".join(f"--runner-label {label}" for label in unknown)
+            raise ConfigError(f"runner label(s) {', '.join(unknown)} are not in the fleet file {fleet.file}: a job "
+                              "on a label no runner carries waits forever",
+                              fix=f"fix the recipe's runner; or add the label to the runner file (--runner-config); "
+                                  f"or, if GitHub's self-hosted runners carry it, pass {flags}")
     return [{"job": job.id, "runner": job.runner, "recipe": job.recipe_key, "priority": f"{score:.3f}"}
             for job, score in by_priority(jobs, event=event, labels=labels)]
 
@@ -69,10 +77,13 @@ def _sh(*words: str) -> str:
 
 def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str | None = None,
              runner_config: Path | None = None, store: str | None = None, collect_runner: str = "ubuntu-latest",
-             python: str = "3.11", install: str = "pip install .", name: str = "llmsweep sweep") -> dict[str, Any]:
-    """The workflow document (a dict, dumped as YAML by :func:`write_workflow`)."""
+             python: str = "3.11", install: str = "pip install .", name: str = "llmsweep sweep",
+             runner_labels: Sequence[str] = ()) -> dict[str, Any]:
+    """The workflow document (a dict, dumped as YAML by :func:`write_workflow`); `runner_labels` are passed on to
+    `ci matrix` (labels GitHub's runners carry that the fleet file does not list)."""
     recipe_args = [str(f) for f in files]
     fleet_args = ["--runner-config", str(runner_config)] if runner_config is not None else []
+    label_args = [arg for label in runner_labels for arg in ("--runner-label", label)]
     labels = "github.event.pull_request.labels.*.name"
     run_if = " || ".join([f"contains({labels}, '{label}')" for label in RUN_LABELS])
     # A label added or removed starts a sweep only when it is one that changes what runs; any other (e.g.
@@ -86,7 +97,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
                 {"uses": "actions/setup-python@v5", "with": {"python-version": python}},
                 {"name": "Install llmsweep", "run": install}]
     env = {"LLMSWEEP_STORE": store} if store else {}
-    matrix_cmd = _sh("llmsweep", "ci", "matrix", *recipe_args, *fleet_args, "--event", _Env('"$EVENT"'),
+    matrix_cmd = _sh("llmsweep", "ci", "matrix", *recipe_args, *fleet_args, *label_args, "--event", _Env('"$EVENT"'),
                      "--github-output", _Env('"$GITHUB_OUTPUT"'))
     matrix_env = {"EVENT": "${{ github.event_name }}"}
     if changed:  # a pull request runs the jobs it changed; a push or a manual run, every job

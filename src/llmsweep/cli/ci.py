@@ -33,9 +33,12 @@ def ci() -> None:
               help="Results store path on the collect runner (LLMSWEEP_STORE in the workflow); it must hold the "
               "baseline and persist between runs, e.g. a shared disk of a self-hosted runner.")
 @click.option("--collect-runner", default="ubuntu-latest", show_default=True, help="runs-on of the collect job.")
+@click.option("--runner-label", "runner_labels", multiple=True, metavar="LABEL",
+              help="A runner label GitHub's self-hosted runners carry that the fleet file does not list (repeatable); "
+              "jobs on any other unlisted label are refused.")
 @runner_config_option()
 def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None, ci_store: str | None,
-           collect_runner: str, runner_config: Path | None) -> None:
+           collect_runner: str, runner_labels: tuple[str, ...], runner_config: Path | None) -> None:
     """Write a GitHub Actions workflow that sweeps FILES on a pull request labelled `full-sweep-enabled` or
     `full-sweep-fail-fast` (the latter cancels the sweep at the first failure), and on every push to main. Adding
     or removing one of those labels restarts a pull request's sweep; any other label leaves it running.
@@ -50,9 +53,10 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
 
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     jobs = jobs_from_files(list(files), runner_config=runner_config)
-    matrix_entries(jobs, fleet)  # every runner label must be the fleet's before a workflow names it
+    matrix_entries(jobs, fleet, runner_labels=runner_labels)  # every runner label known before a workflow names it
     doc = workflow(list(files), source="changes" if source == "changes" else "matrix", baseline=baseline,
-                   runner_config=runner_config, store=ci_store, collect_runner=collect_runner)
+                   runner_config=runner_config, store=ci_store, collect_runner=collect_runner,
+                   runner_labels=runner_labels)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_workflow(doc), encoding="utf-8")
     click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
@@ -67,9 +71,12 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
 @click.option("--label", "labels", multiple=True, help="A pull-request label that moves priorities (repeatable).")
 @click.option("--github-output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Append matrix=, jobs= and count= for a workflow step's outputs to this file ($GITHUB_OUTPUT).")
+@click.option("--runner-label", "runner_labels", multiple=True, metavar="LABEL",
+              help="A runner label GitHub's self-hosted runners carry that the fleet file does not list (repeatable); "
+              "jobs on any other unlisted label are refused.")
 @runner_config_option()
 def matrix(files: tuple[Path, ...], changed: str | None, event: str | None, labels: tuple[str, ...],
-           github_output: Path | None, runner_config: Path | None) -> None:
+           github_output: Path | None, runner_labels: tuple[str, ...], runner_config: Path | None) -> None:
     """The sweep's matrix as JSON (`{"include": [{job, runner, recipe, priority}]}`), highest priority first."""
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.changes.github import matrix_entries
@@ -89,7 +96,7 @@ def matrix(files: tuple[Path, ...], changed: str | None, event: str | None, labe
     # Eval rows need lm-eval (LLMSWEEP_LM_EVAL) on the runner, which the generated workflow does not install: `run`
     # would refuse them there, so they get no matrix entry (`llmsweep run` runs them where lm-eval is).
     jobs = [j for j in jobs if not (j.is_eval or j.run_eval)]
-    include = matrix_entries(jobs, fleet, event=event, labels=labels)
+    include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels)
     if len(include) > GITHUB_MATRIX_LIMIT:
         raise ConfigError(f"{len(include)} jobs in one matrix: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a "
                           "matrix, and the workflow would fail",

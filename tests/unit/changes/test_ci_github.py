@@ -205,3 +205,24 @@ def test_only_a_label_that_changes_what_runs_restarts_the_sweep(action: str, lab
     push = {"event_name": "push", "ref": "refs/heads/main", "run_id": 5, "event": {"action": None}}
     assert _evaluate(doc["jobs"]["setup"]["if"], push)
     assert _interpolate(doc["concurrency"]["group"], push) == "llmsweep-refs/heads/main"
+
+
+def test_a_runner_label_the_fleet_file_omits_is_vouched_for_by_name(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """InferenceX's own master names `cluster:mi325x-tw`, which its runners.yaml does not list: `ci matrix` refused
+    it even with that runners.yaml, and its fix (edit the runner file) meant inventing nodes in InferenceX's file."""
+    recipe = tmp_path / "tw.yaml"
+    text = RECIPE.format(tp4_concs="[2]", arm_var="a")
+    recipe.write_text(text.replace("runner: mi300x", "runner: cluster:mi325x-tw"))
+    refused = CliRunner().invoke(cli, ["ci", "matrix", str(recipe)])
+    assert isinstance(refused.exception, ConfigError)
+    assert "--runner-label cluster:mi325x-tw" in (refused.exception.fix or "")
+    res = CliRunner().invoke(cli, ["ci", "matrix", str(recipe), "--runner-label", "cluster:mi325x-tw"])
+    assert res.exit_code == 0, res.output
+    assert {e["runner"] for e in json.loads(res.stdout)["include"]} == {"cluster:mi325x-tw"}
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "sweep.yml"
+    wrote = CliRunner().invoke(cli, ["ci", "github", "tw.yaml", "--out", str(out), "--runner-label",
+                                     "cluster:mi325x-tw"])
+    assert wrote.exit_code == 0, wrote.output
+    assert "--runner-label cluster:mi325x-tw" in out.read_text()  # the workflow's own `ci matrix` step vouches too
