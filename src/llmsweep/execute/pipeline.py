@@ -328,7 +328,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     executor = req.make_executor()  # an unknown kind or a bad option stops the run before anything is planned
     jobs, findings = _plan_and_check(req)
     if req.only_jobs is not None:
-        jobs = _only(jobs, req.only_jobs)
+        jobs, findings = _only(jobs, findings, req.only_jobs)
     if not jobs:
         raise ConfigError("the recipes expand to no job", fix="check --config-keys and the recipes' search spaces")
     for f in findings:  # errors refuse their jobs (below); warnings run, but are said before anything starts
@@ -346,14 +346,30 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
 REPEAT_MARK = "-repeat"
 
 
-def _only(jobs: list[Job], ids: list[str]) -> list[Job]:
+def _only(jobs: list[Job], findings: list[Finding], ids: list[str]) -> tuple[list[Job], list[Finding]]:
     """The planned jobs named by id (`--changed`, `--only-job`), a concurrency slice of a planned multi-node job
-    included (the concurrencies a change added); an id the plan lacks is an error, not a no-op."""
+    included (the concurrencies a change added); an id the plan lacks is an error, not a no-op. A finding about the
+    job a slice was cut from concerns the slice too (an error refuses it as it refuses the whole job)."""
     from llmsweep.plan.slices import resolve_job_ids
 
-    return resolve_job_ids(jobs, ids, fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); "
-                           "--only-job: an id from `llmsweep matrix full-sweep --config-files FILE --format ids` "
-                           "or from `llmsweep changes BASE..HEAD --json`")
+    parents: dict[str, str] = {}
+    chosen = resolve_job_ids(jobs, ids, parents=parents,
+                             fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); "
+                                 "--only-job: an id from `llmsweep matrix full-sweep --config-files FILE --format ids` "
+                                 "or from `llmsweep changes BASE..HEAD --json`")
+    cut: dict[str, list[str]] = {}
+    for sliced, parent in parents.items():
+        cut.setdefault(parent, []).append(sliced)
+    return chosen, _follow(findings, cut)
+
+
+def _follow(findings: list[Finding], derived: dict[str, list[str]]) -> list[Finding]:
+    """The findings, each naming also the jobs cut from a job it names (`derived`: job id -> ids of its slices or
+    points): a policy error about a multi-node job refuses every part of it that runs under an id of its own."""
+    if not derived:
+        return findings
+    return [f.model_copy(update={"jobs": (*f.jobs, *(d for j in f.jobs for d in derived.get(j, ())))})
+            if any(j in derived for j in f.jobs) else f for f in findings]
 
 
 def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, str],
@@ -440,7 +456,14 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], run_dir: Path,
                 event: Event) -> RunOutcome:
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-    planned = one_point_per_job(jobs)
+    planned: list[Job] = []
+    points: dict[str, list[str]] = {}
+    for job in jobs:  # a multi-node job's concurrencies run as points `<id>-conc<N>`: its findings are theirs
+        split = one_point_per_job([job])
+        planned += split
+        if split != [job]:
+            points[job.id] = [p.id for p in split]
+    findings = _follow(findings, points)
     jobs = with_repeats(planned, req.repeats)
     from llmsweep.changes.reuse import reuse_keys
     from llmsweep.metrics.version import measurement_identity

@@ -11,7 +11,7 @@ A slice is not in the plan, yet it travels by id (`run --only-job ID` on a CI ru
 Public API:
     curve_key(job) -> str                    (the job without its points: equal keys are one curve)
     slice_concurrencies(job, concs) -> Job    (the job at some of its concurrencies)
-    resolve_job_ids(jobs, ids, fix=...) -> list[Job]
+    resolve_job_ids(jobs, ids, fix=..., parents=None) -> list[Job]
 """
 
 from __future__ import annotations
@@ -126,9 +126,11 @@ def _slice_named(job: Job, wanted_id: str) -> Job | None:
     return None
 
 
-def resolve_job_ids(jobs: Sequence[Job], ids: Iterable[str], *, fix: str) -> list[Job]:
+def resolve_job_ids(jobs: Sequence[Job], ids: Iterable[str], *, fix: str,
+                    parents: dict[str, str] | None = None) -> list[Job]:
     """The jobs named by `ids`, in plan order: a planned job by its id, or a slice of a planned multi-node job by the
-    id :func:`slice_concurrencies` gives it (listed right after where its job stands).
+    id :func:`slice_concurrencies` gives it (listed right after where its job stands). `parents`, when given, gets
+    each slice's id -> the id of the planned job it was cut from (what was found about that job holds for it).
 
     An id that names neither is an error (`fix` says how to get a good one), never a job silently not run.
     """
@@ -146,6 +148,8 @@ def resolve_job_ids(jobs: Sequence[Job], ids: Iterable[str], *, fix: str) -> lis
             if sliced is not None:
                 slices.setdefault(index, []).append(sliced)
                 rest.remove(i)
+                if parents is not None:
+                    parents[sliced.id] = job.id
     if rest:
         raise ConfigError(f"{len(rest)} job id(s) are not in the plan of the files given (nor a concurrency slice of "
                           f"a planned multi-node job), e.g. {rest[0]}", fix=fix)

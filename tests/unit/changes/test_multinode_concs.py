@@ -57,10 +57,10 @@ def test_the_slice_is_found_by_id_wherever_ids_are_taken(tmp_path: Path, monkeyp
     plan = jobs_from_files([Path("recipes/mn.yaml")])
     (slice_id,) = changes_between(f"{base}..{head}", repo=repo).to_run()
 
-    (resolved,) = _only(plan, [slice_id])  # `run --changed` and `run --only-job` (the workflow's runner step)
+    (resolved,), _ = _only(plan, [], [slice_id])  # `run --changed` and `run --only-job` (the workflow's runner step)
     assert resolved.id == slice_id and resolved.conc == [8]
     with pytest.raises(ConfigError, match="not in the plan of the files given"):
-        _only(plan, [slice_id.replace("_conc8_", "_conc16_")])  # 16 is not one of the job's concurrencies
+        _only(plan, [], [slice_id.replace("_conc8_", "_conc16_")])  # 16 is not one of the job's concurrencies
 
     res = CliRunner().invoke(cli, ["ci", "matrix", "recipes/mn.yaml", "--changed", f"{base}..{head}"])
     assert res.exit_code == 0, res.output
@@ -107,3 +107,4 @@ def test_the_eval_follows_its_concurrency_into_the_slice_or_stays_behind(tmp_pat
     assert (up.conc, up.run_eval, up.eval_conc) == ([64], True, 64)
     (down,) = changes_between(f"{old}..{lower}").jobs_to_run()
     assert (down.conc, down.run_eval, down.eval_conc) == ([4], False, None)
+
