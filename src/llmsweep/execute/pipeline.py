@@ -159,25 +159,11 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding]]:
     return with_traces(validation.jobs, req.traces), validation.findings
 
 
-def _recipe_of(path: str, keys: set[str]) -> str | None:
-    """The recipe key a finding's field path starts with. Keys contain dots (`qwen3.5-…`), so the longest key that
-    prefixes the path wins: a finding on `qwen3.5-x` must not land on a recipe called `qwen3`."""
-    owners = [k for k in keys if path == k or path.startswith(k + ".")]
-    return max(owners, key=len) if owners else None
-
-
 def _errors_for(job: Job, findings: list[Finding], keys: set[str]) -> list[Finding]:
-    """Error findings that concern `job`: naming it, or its recipe without naming any job."""
-    out = []
-    for f in findings:
-        if not f.is_error:
-            continue
-        if f.jobs:
-            if job.id in f.jobs:
-                out.append(f)
-        elif f.path and _recipe_of(f.path, keys) == job.recipe_key:
-            out.append(f)
-    return out
+    """Error findings that concern `job` (`policy.planning.findings_about`): they refuse it."""
+    from llmsweep.policy.planning import findings_about
+
+    return [f for f in findings_about(job, findings, keys) if f.is_error]
 
 
 def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bool:

@@ -32,15 +32,22 @@ class Validation:
         return not has_errors(self.findings)
 
     def findings_for(self, job: Job) -> list[Finding]:
-        """Findings about one job: those naming it, and recipe-level ones of its recipe's file without a job."""
-        out = []
-        for f in self.findings:
-            if f.jobs:
-                if job.id in f.jobs:
-                    out.append(f)
-            elif f.file == job.recipe_file and f.path and _recipe_of(f.path, self.loaded.recipes) == job.recipe_key:
+        """Findings about one job (:func:`findings_about`)."""
+        return findings_about(job, self.findings, self.loaded.recipes)
+
+
+def findings_about(job: Job, findings: Iterable[Finding], recipe_keys: Iterable[str]) -> list[Finding]:
+    """The findings that concern `job`: those naming it, and those about its recipe that name no job (recipe keys are
+    global, so a finding's field path says whose it is). `run` refuses a job for the errors among them."""
+    keys = list(recipe_keys)
+    out = []
+    for f in findings:
+        if f.jobs:
+            if job.id in f.jobs:
                 out.append(f)
-        return out
+        elif f.path and _recipe_of(f.path, keys) == job.recipe_key:
+            out.append(f)
+    return out
 
 
 def _recipe_of(path: str, keys: Iterable[str]) -> str | None:
