@@ -80,9 +80,22 @@ def test_a_server_still_loading_is_refused_and_one_without_health_routes_passes(
     routes.update({"/health": (503, {}), "/v1/models": (503, {})})
     with pytest.raises(ConfigError, match=r"not ready .*/health HTTP 503"):
         require_endpoint(url, timeout_s=2)
-    routes.clear()  # both 404: a server listens (its own routes will tell what is wrong with the requests)
+    routes.clear()
+    routes["/v1/models"] = (401, {"error": "no key"})  # no /health, models behind a key: it listens, load goes
     probe = require_endpoint(url + "/v1", timeout_s=2)
     assert probe.answered and not probe.ready and probe.gpus is None
+
+
+def test_a_service_without_either_route_is_not_sent_load(fake: Any, tmp_path: Path) -> None:
+    """Something answers on the port but has neither /health nor /v1/models (404 on both: a proxy path, another
+    service): `bench` exits 2 before sending load. It used to send it and print a table of zeros."""
+    url, _ = fake
+    with pytest.raises(ConfigError, match=r"not as an OpenAI-compatible server .*/v1/models HTTP 404"):
+        require_endpoint(url, timeout_s=2)
+    out = tmp_path / "bench"
+    res = _cli("bench", "fixed", "--url", url, "--model", "m", *FIXED, "--out", str(out))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "no load was sent" in res.stderr and not out.exists()
 
 
 def test_sglang_server_info_gives_the_gpu_count(fake: Any) -> None:
@@ -141,3 +154,15 @@ def test_an_unknown_gpu_count_is_labelled_per_endpoint(tmp_path: Path) -> None:
     assert "tok/s/endpoint" in res.stdout and "tok/s/GPU" not in res.stdout
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["provenance"]["gpus_known"] is False
+
+
+def test_a_bench_whose_every_request_failed_prints_no_zeros(tmp_path: Path) -> None:
+    """Latencies and throughput with no successful request are not 0: the table shows `-`, and says why."""
+    with StreamServer(ServerConfig(fault="http500", fault_every=1)) as srv:
+        res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *FIXED, "--gpus", "1",
+                   "--out", str(tmp_path / "bench"))
+    text = res.stdout
+    assert "0 ok, 4 failed" in text, text
+    ttft = next(line for line in text.splitlines() if "TTFT" in line)
+    assert "0.00" not in ttft and "-" in ttft, ttft
+    assert "throughput: - (no request succeeded)" in text

@@ -292,9 +292,11 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
     for col in stats:
         table.add_column(col, justify="right")
     for metric in (registry.TTFT, registry.TPOT, registry.ITL, registry.E2EL):  # labels from the metric table
-        table.add_row(f"{metric.label} ms", *(_fmt(metric.stats_of(summary).stat(c), 1e3) for c in stats))
+        block = metric.stats_of(summary)  # no sample (every request failed) is no figure: `-`, not 0.00
+        table.add_row(f"{metric.label} ms", *(_fmt(block.stat(c) if block.count else None, 1e3) for c in stats))
     inter = registry.INTERACTIVITY
-    table.add_row(f"{inter.label} {inter.unit}", *(_fmt(summary.interactivity.stat(c)) for c in stats))
+    table.add_row(f"{inter.label} {inter.unit}",
+                  *(_fmt(summary.interactivity.stat(c) if summary.interactivity.count else None) for c in stats))
     console.print(table)
     health = summary.client_health
     spec = summary.server_metrics.spec_decode
@@ -305,8 +307,9 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
     lines = [
         f"requests: {req.successful} ok, {req.failed} failed, {req.cancelled} cancelled, "
         f"{req.warmup} warmup  errors: {req.error_categories or '-'}",
-        f"throughput: {_fmt(tput.request_rps)} req/s, {_fmt(tput.output_tps)} out tok/s, "
-        f"{_fmt(tput.per_gpu.total_tps)} total {per} over {_fmt(tput.duration_s)} s",
+        (f"throughput: {_fmt(tput.request_rps)} req/s, {_fmt(tput.output_tps)} out tok/s, "
+         f"{_fmt(tput.per_gpu.total_tps)} total {per} over {_fmt(tput.duration_s)} s") if req.successful
+        else "throughput: - (no request succeeded)",
         f"cache hit: theoretical {_fmt(summary.cache.theoretical_hit_rate)}, "
         f"observed {_fmt(summary.cache.observed_hit_rate)}"
         + (f"   realised acceptance length {al:.3f}" if al else ""),

@@ -117,10 +117,12 @@ def probe_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, 
 
 
 def require_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, str] | None = None) -> EndpointProbe:
-    """The probe, or a ConfigError when nothing answers at `base_url` or the server says it is not ready (5xx).
+    """The probe, or a ConfigError when nothing answers at `base_url`, the server says it is not ready (5xx), or it
+    has neither readiness route (404 on `/health` and on `/v1/models`: whatever answers there is no OpenAI-compatible
+    server, and load sent to it would only print a table of zeros).
 
-    A server that answers its routes with 4xx (no `/health`, `/v1/models` behind a key) passes: it listens, and the
-    requests themselves will say what is wrong.
+    A server that answers its routes with another 4xx (`/v1/models` behind a key: 401, 403) passes: it listens, and
+    the requests themselves will say what is wrong.
     """
     probe = probe_endpoint(base_url, timeout_s=timeout_s, headers=headers)
     if not probe.answered:
@@ -129,6 +131,11 @@ def require_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str
     if not probe.ready and all(a.startswith("HTTP 5") for a in probe.answers.values()):
         raise ConfigError(f"the server at {probe.root} is not ready ({probe.describe()}); no load was sent",
                           fix="wait until its /health answers 200 (a large model takes minutes to load), then rerun")
+    if not probe.ready and probe.answers and all(a == "HTTP 404" for a in probe.answers.values()):
+        raise ConfigError(f"{probe.root} answers, but not as an OpenAI-compatible server ({probe.describe()}); no "
+                          "load was sent",
+                          fix="point --url at the serving engine's root (the one whose /v1/models lists the model), "
+                              "not a proxy path or another service on that port")
     if not probe.ready:
         log.info("no readiness route answered 2xx at %s (%s); sending load anyway", probe.root, probe.describe())
     return probe
