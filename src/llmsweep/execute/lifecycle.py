@@ -90,6 +90,9 @@ class JobOutcome(BaseModel):
     reasons: list[str] = Field(default_factory=list)
     summary_path: str | None = None
     seconds: float | None = None
+    warnings: list[str] = Field(default_factory=list)
+    """What holds for the job beyond its verdict: under the simulator, the engine rules it ran despite (a real
+    engine would refuse the job: `policy` softens those rules to warnings in simulation)."""
 
     @property
     def ok(self) -> bool:

@@ -40,7 +40,7 @@ from llmsweep.execute.lifecycle import (
     summarize_outcomes,
 )
 from llmsweep.execute.progress import current_progress
-from llmsweep.findings import Finding
+from llmsweep.findings import Finding, Severity
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import one_point_per_job
@@ -125,6 +125,13 @@ class RunOutcome:
             else:
                 lines.append(f"  {status}, {len(ids)} jobs: {reason}")
                 lines += [f"    {job_id}" for job_id in ids]
+        softened: dict[str, list[str]] = {}
+        for o in self.outcomes:
+            if o.ok:
+                for w in o.warnings:
+                    softened.setdefault(w, []).append(o.job_id)
+        for warning, ids in softened.items():
+            lines.append(f"  {len(ids)} job(s) ran on the simulator although {warning}")
         if self.store_error:
             lines.append(f"  not stored: {self.store_error}")
         return "\n".join(lines)
@@ -164,6 +171,22 @@ def _errors_for(job: Job, findings: list[Finding], keys: set[str]) -> list[Findi
     from llmsweep.policy.planning import findings_about
 
     return [f for f in findings_about(job, findings, keys) if f.is_error]
+
+
+def _softened(job: Job, findings: list[Finding], keys: set[str]) -> list[str]:
+    """The engine rules `job` breaks that were softened to warnings because the simulator serves it (`Rule.
+    softens_in_sim`): its result is the simulator's, and a real engine would refuse the job. One line per rule."""
+    from llmsweep.policy.context import SOFTENED_NOTE
+    from llmsweep.policy.planning import findings_about
+    from llmsweep.policy.registry import all_rules
+
+    rules = {r.id: r for r in all_rules()}
+    out: list[str] = []
+    for f in findings_about(job, findings, keys):
+        rule = rules.get(f.rule)
+        if not f.is_error and rule is not None and rule.softens_in_sim and rule.severity is Severity.ERROR:
+            out.append(f"a real engine would refuse them: [{f.rule}] {f.message.removesuffix(SOFTENED_NOTE)}")
+    return list(dict.fromkeys(out))
 
 
 def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bool:
@@ -522,6 +545,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
                 for j in jobs]
+    softened = {job.id: _softened(job, findings, keys) for job in planned}
+    outcomes = [o.model_copy(update={"warnings": [*o.warnings, *w]})
+                if o.ok and (w := softened[planned[i % len(planned)].id]) else o for i, o in enumerate(outcomes)]
     _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta)
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,

@@ -14,6 +14,9 @@ from llmsweep.spec.recipe import AgenticEntry, MultiNodeFixedEntry, Recipe, Sear
 from llmsweep.spec.source import FieldPath
 from llmsweep.spec.workload import ScenarioId
 
+SOFTENED_NOTE = " (simulated: the simulator runs it anyway)"
+"""What a rule that `softens_in_sim` adds to its message when it is a warning because the simulator serves the job."""
+
 
 @dataclass
 class Context:
@@ -58,7 +61,7 @@ class Context:
         sev = severity or r.severity
         if r.softens_in_sim and self.simulated(job):
             sev = Severity.WARNING
-            message += " (simulated: the simulator runs it anyway)"
+            message += SOFTENED_NOTE
         rel = path if isinstance(path, tuple) else tuple(p for p in path.split(".") if p)
         return Finding(
             rule=rule_id, severity=sev, file=recipe.file, line=recipe.line_of(rel), path=recipe.path_of(rel),

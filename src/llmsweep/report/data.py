@@ -135,6 +135,8 @@ class RecordedOutcome(BaseModel):
     job_id: str
     status: str
     reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    """Engine rules the simulator ran the job despite (`execute.lifecycle.JobOutcome.warnings`)."""
 
 
 def read_outcome(doc: Any, where: str) -> RecordedOutcome | None:
@@ -157,9 +159,10 @@ def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
     return "; ".join(reasons) or ("" if verdict == "valid" else "no reason recorded")
 
 
-VERDICT_KINDS = ("invalid", "smoke", "refused", "failed")
+VERDICT_KINDS = ("invalid", "smoke", "refused", "failed", "simulated-only")
 """The kinds that get a banner each, in page order: results excluded from frontiers, results too short to publish,
-jobs refused before they ran, jobs that ran and produced no result."""
+jobs refused before they ran, jobs that ran and produced no result, and results the simulator produced for jobs a
+real engine would refuse (engine rules softened under the simulator)."""
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
 
@@ -218,11 +221,16 @@ def no_result_entries(run: RunDir, have: set[str]) -> list[dict[str, str]]:
     return out
 
 
-def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]]) -> dict[str, Any]:
-    """Per verdict kind, its points or jobs and their reasons grouped (what each banner of the page says)."""
+def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]],
+                   warnings: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    """Per verdict kind, its points or jobs and their reasons grouped (what each banner of the page says).
+    `warnings`: job id -> the engine rules the simulator ran it despite (its points go under `simulated-only`)."""
     items: dict[str, list[tuple[str, str]]] = {k: [] for k in VERDICT_KINDS}
     counts = dict.fromkeys(VERDICT_KINDS, 0)
     for p in points:
+        if said := (warnings or {}).get(p["job_id"]):
+            counts["simulated-only"] += 1
+            items["simulated-only"] += [(w, p["id"]) for w in said]
         kind = "smoke" if p["verdict"] == "smoke" else "invalid" if not p["valid"] else None
         if kind is None:
             continue
@@ -294,7 +302,8 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "frontiers": frontiers,
         "frontiers_by_y": frontiers_by_y,
         "missing": missing,
-        "verdicts": verdict_groups(points_out, missing),
+        "verdicts": verdict_groups(points_out, missing,
+                                   {o.job_id: o.warnings for o in recorded_outcomes(run).values() if o.warnings}),
         "empty": empty_message(len(points_out) + len(evals), missing),
         "sources": sorted({p.source for p in everything}),
         "mix_sources": mix_sources,

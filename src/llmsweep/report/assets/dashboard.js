@@ -89,12 +89,13 @@
     if (D.overlays && D.overlays.length) el("div", { "class": "banner", id: "overlay-banner" }, b, "Overlaid for comparison (own series, never merged into this run's frontiers): " + D.overlays.join(", "));
     VERDICT_KINDS.forEach(function (kind) { verdictBanner(b, kind, (D.verdicts || {})[kind]); });
   }
-  var VERDICT_KINDS = ["invalid", "smoke", "refused", "failed"];
+  var VERDICT_KINDS = ["invalid", "smoke", "refused", "failed", "simulated-only"];
   var VERDICT_HEAD = {
     invalid: function (n) { return n + " invalid point(s): drawn as hollow dashed markers and excluded from frontiers."; },
     smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn half-filled); read them as a smoke test, not as results."; },
     refused: function (n) { return n + " job(s) refused before running, so they have no point:"; },
-    failed: function (n) { return n + " job(s) without a result:"; }
+    failed: function (n) { return n + " job(s) without a result:"; },
+    "simulated-only": function (n) { return n + " point(s) the simulator ran although a real engine would refuse them (its engine rules are warnings under the simulator):"; }
   };
   /* One banner per verdict kind; identical reasons (up to their numbers) are one line with a count. */
   function verdictBanner(parent, kind, v) {

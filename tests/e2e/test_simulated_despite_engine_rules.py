@@ -1,0 +1,41 @@
+"""A job a real engine would refuse runs on the simulator (its engine rules soften to warnings there), and every
+place that shows its result says so: the run's outcome (`warnings`), the end-of-run summary on stderr and the
+dashboard's banner. It used to be a stderr warning before the run and then four plain `valid` points."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep.cli.main import main
+from llmsweep.report.data import build_payload
+from llmsweep.results.point import points_from_run
+from llmsweep.results.rundir import load_run
+
+RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "policy" / "engine.known-incompatibility.yaml"
+
+
+def test_a_result_the_real_engine_would_refuse_says_so_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    recipe = tmp_path / "recipe.yaml"  # a short window: the verdict is smoke, which is a result all the same
+    recipe.write_text(RECIPE.read_text() + "  workload:\n    duration: 60\n")
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(recipe), "--simulate", "--traces", "synthetic", "--out", str(out), "--no-report", "--json"])
+    captured = capsys.readouterr()
+    assert done.value.code == 0, captured.err
+    rows = json.loads(captured.out)["jobs"]
+    assert [r["verdict"] for r in rows] == ["smoke", "smoke"]  # the simulator's results, as their source says
+    outcomes = json.loads((out / "run.json").read_text())["outcomes"]
+    for o in outcomes:
+        (warning,) = o["warnings"]
+        assert warning.startswith("a real engine would refuse them: [engine.known-incompatibility]")
+        assert "direct I/O backend and layer_first layout" in warning and "(simulated:" not in warning
+    assert "2 job(s) ran on the simulator although a real engine would refuse them" in captured.err
+    run = load_run(out)
+    banner = build_payload(run, points_from_run(run))["verdicts"]["simulated-only"]
+    assert banner["count"] == 2 and len(banner["reasons"]) == 1
+    assert "[engine.known-incompatibility]" in banner["reasons"][0]["reason"]
