@@ -114,14 +114,28 @@ class Scenario(ABC):
     def load(self, resolved: ResolvedWorkload, *, concurrency: int, job_duration: int | None = None) -> Load:
         """The stopping rule of one point (`job_duration`: the matrix entry's duration, if any)."""
 
+    salts_points: ClassVar[bool] = False
+    """Whether every point's prompts must differ from the other points' of one server (`point_seed`): a scenario
+    whose prompts would otherwise repeat across the points that share a server. A replay salts each run's prompts
+    with a run-wide marker instead, so only its repeats need their own seed (`repeat_seed`)."""
+
+    def seed(self, resolved: ResolvedWorkload, point: str | None) -> int:
+        """The seed a point's workload samples with (its prompts, trace order, t*, block text): the one home of how a
+        job's id (`point`) reaches its workload. A repeat (`<id>-repeat<k>`) always gets a seed of its own, so it
+        draws its own sample where the workload has randomness; a first run keeps the seed it always had. None (a
+        workload built outside a job): the resolved seed."""
+        if point is None:
+            return resolved.seed
+        return point_seed(resolved.seed, point) if self.salts_points else repeat_seed(resolved.seed, point)
+
     @abstractmethod
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
               **overrides: Any) -> Workload:
         """The workload of one concurrency point; `overrides` go to the workload's config (`tokenizer=None`: the
         built-in tokenizer, as the simulator counts).
 
-        `point` names the point (a job id): a scenario whose prompts would otherwise repeat across the points that
-        share one server mixes it into its seed, so no point finds an earlier one's prompts in the prefix cache.
+        `point` names the point (a job id); the workload's seed is `seed(resolved, point)` unless `overrides` sets
+        one.
         """
 
 
@@ -149,6 +163,16 @@ def scenario_ids() -> tuple[str, ...]:
     return tuple(s.value for s in _SCENARIOS)
 
 
+REPEAT_MARK = "-repeat"
+"""How a repeat's job id ends: `<job-id>-repeat<k>` for repeat k ≥ 2 (`run --repeats`); the first run keeps its id."""
+
+
+def repeat_index(point: str) -> int:
+    """The repeat a point's name (a job id) carries: `<id>-repeat<k>` → k; any other id → 1 (the first run)."""
+    head, sep, tail = point.rpartition(REPEAT_MARK)
+    return int(tail) if sep and head and tail.isdigit() else 1
+
+
 def point_seed(seed: int, point: str) -> int:
     """A seed mixed with a point's name (a job id): deterministic per point, different between the points of one
     server.
@@ -162,12 +186,20 @@ def point_seed(seed: int, point: str) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
+def repeat_seed(seed: int, point: str) -> int:
+    """A seed that differs between the repeats of one point and is `seed` itself for its first run: a repeat
+    (`<id>-repeat<k>`, k ≥ 2) mixes its job id in (`point_seed`); the first run's seed, which stored results and their
+    reuse keys were made with, does not move."""
+    return seed if repeat_index(point) == 1 else point_seed(seed, point)
+
+
 @register_scenario
 class FixedSeqLen(Scenario):
     """Random prompts of fixed input/output lengths, `num-prompts` (10 × conc) after 2 × conc warm-ups."""
 
     id = ScenarioId.FIXED_SEQ_LEN
     gate = GateProfile("fixed", max_short_output_ratio=0.05)
+    salts_points = True
 
     def resolve(self, spec: WorkloadSpec, *, common: Mapping[str, Any], entry: Mapping[str, Any],
                 model_prefix: str, spec_decoding: bool) -> ResolvedWorkload:
@@ -203,8 +235,7 @@ class FixedSeqLen(Scenario):
         from llmsweep.workload.fixed import FixedLengthWorkload
 
         overrides.setdefault("api", self.api(resolved))
-        if point is not None:
-            overrides.setdefault("seed", point_seed(resolved.seed, point))
+        overrides.setdefault("seed", self.seed(resolved, point))
         return FixedLengthWorkload(fixed_config(resolved, concurrency=concurrency, **overrides))
 
 
@@ -236,10 +267,12 @@ class AgenticCoding(Scenario):
 
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
               **overrides: Any) -> Workload:
-        # Agentic replays salt every run's prompts themselves (a run-wide marker): `point` is not needed.
+        # Agentic replays salt every run's prompts themselves (a run-wide marker); the seed (lane→trace order, t*,
+        # block text) moves only for a repeat. The corpus is not sampled with it: a synthetic corpus has its own seed.
         from llmsweep.workload.agentic import AgenticWorkload
         from llmsweep.workload.build import agentic_config
 
+        overrides.setdefault("seed", self.seed(resolved, point))
         return AgenticWorkload(agentic_config(resolved, concurrency=concurrency, **overrides))
 
 
@@ -270,7 +303,8 @@ class MooncakeReplay(Scenario):
 
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
               **overrides: Any) -> Workload:
-        # Mooncake replays prefix every prompt with a run-wide marker (`cache_bust`): `point` is not needed.
+        # Mooncake replays prefix every prompt with a run-wide marker (`cache_bust`); the seed (block text) moves only
+        # for a repeat.
         from llmsweep.workload.mooncake import MooncakeConfig, MooncakeWorkload
 
         replay = resolved.replay
@@ -278,7 +312,7 @@ class MooncakeReplay(Scenario):
             raise ConfigError("a mooncake-replay workload needs a trace", fix="set workload.replay in the recipe")
         values: dict[str, Any] = {
             "source": replay.mooncake, "api": self.api(resolved), "block_size": replay.block_size,
-            "speedup": replay.speedup, "max_rows": replay.max_rows, "seed": resolved.seed,
+            "speedup": replay.speedup, "max_rows": replay.max_rows, "seed": self.seed(resolved, point),
             "tokenizer": resolved.tokenizer,
         }
         return MooncakeWorkload(MooncakeConfig(**{**values, **overrides}))

@@ -12,7 +12,14 @@ from llmsweep.spec.workload import ResolvedWorkload, ScenarioId
 from llmsweep.workload.agentic import AgenticWorkload
 from llmsweep.workload.fixed import FixedLengthWorkload
 from llmsweep.workload.mooncake import MooncakeWorkload
-from llmsweep.workload.scenario import get_scenario, scenario_ids, scenario_of
+from llmsweep.workload.scenario import (
+    REPEAT_MARK,
+    get_scenario,
+    point_seed,
+    repeat_index,
+    scenario_ids,
+    scenario_of,
+)
 
 COMMON = {"tokenizer": "org/model", "served-model-name": "m"}
 
@@ -98,3 +105,38 @@ def test_replay_is_closed_loop_at_conc_unless_it_follows_timestamps(trace: Path)
     assert len(workload.rows) == 4 and workload.offsets() == [0.0, 0.25, 0.5, 0.75]
     assert workload.config.api == "chat"
     assert scenario.gate.kind == "replay"
+
+
+def _agentic() -> ResolvedWorkload:
+    return ResolvedWorkload.model_validate({
+        **COMMON, "scenario": "agentic-coding", "use-chat-template": True,
+        "traces": {"synthetic": {"traces": 6, "seed": 1, "max-isl": 4000, "max-osl": 20}}, "warmup-per-lane": 1,
+    })
+
+
+def test_every_scenario_gives_a_repeat_its_own_seed_and_the_first_run_its_old_one(trace: Path) -> None:
+    """The seed a workload gets from its job id: a repeat (`<id>-repeat<k>`) draws its own sample in every scenario;
+    a first run keeps the seed it had before repeats were salted (the resolved seed for replays, the per-point seed
+    for fixed-length prompts), so stored results and reuse keys still describe what it sends."""
+    cases = [(_fixed(), point_seed(42, "job")), (_agentic(), 42), (_replay(trace), 42)]
+    for resolved, first in cases:
+        scenario = scenario_of(resolved)
+        seeds = [scenario.build(resolved, concurrency=2, point=p, tokenizer=None).config.seed  # type: ignore[attr-defined]
+                 for p in ("job", f"job{REPEAT_MARK}2", f"job{REPEAT_MARK}3")]
+        assert seeds[0] == first == scenario.seed(resolved, "job"), resolved.scenario
+        assert len(set(seeds)) == 3, resolved.scenario
+        assert scenario.build(resolved, concurrency=2, tokenizer=None).config.seed == 42  # type: ignore[attr-defined]
+    assert [repeat_index(p) for p in ("a", f"a{REPEAT_MARK}2", f"a{REPEAT_MARK}x", f"{REPEAT_MARK}2")] == [1, 2, 1, 1]
+
+
+def test_an_agentic_repeat_replays_the_same_corpus_in_another_order() -> None:
+    scenario = scenario_of(_agentic())
+    first = scenario.build(_agentic(), concurrency=3, point="job", tokenizer=None)
+    again = scenario.build(_agentic(), concurrency=3, point="job", tokenizer=None)
+    repeat = scenario.build(_agentic(), concurrency=3, point=f"job{REPEAT_MARK}2", tokenizer=None)
+    assert isinstance(first, AgenticWorkload) and isinstance(again, AgenticWorkload)
+    assert isinstance(repeat, AgenticWorkload)
+    assert repeat.corpus_digest == first.corpus_digest  # the corpus is the point's, not the repeat's
+    order = [first.trace_for(lane, play) for lane in range(3) for play in range(2)]
+    assert order == [again.trace_for(lane, play) for lane in range(3) for play in range(2)]
+    assert order != [repeat.trace_for(lane, play) for lane in range(3) for play in range(2)]
