@@ -495,9 +495,14 @@ def _print_table(results: list[Outcome]) -> None:
         fmt = ["{:,.0f}", "{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
         scale = [1, 1, 1e3, 1e3, 1, 1]
         cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale, strict=True)]
+        if (accepted := s.provenance.acceptance) is not None and accepted.estimated and spec is not None:
+            cells[-1] += " est."  # the simulator's stand-in for acceptance the job measures on an engine
         label = str(r.calibration or "-")
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
         table.add_row(r.job, str(r.concurrency), *cells, label.split(" (")[0].replace("calibrated: ", ""))
     labels = sorted({r.calibration for r in results if r.calibration})
+    if any(r.summary is not None and (a := r.summary.provenance.acceptance) is not None and a.estimated
+           for r in results):
+        labels.append("AL est.: the simulator's estimate for (model, method, K); the job measures real acceptance")
     table.caption = "; ".join(labels)
     table_console().print(table)

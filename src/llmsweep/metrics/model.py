@@ -349,6 +349,19 @@ class Launch(_Open):
                                      "a registry: the build that ran, whatever the tag names later.")
 
 
+class AcceptanceProvenance(_Open):
+    """The acceptance length the simulator ran a speculative job at (`engines.sim.AcceptanceEstimate`)."""
+
+    value: float | None = None
+    source: str | None = Field(default=None, description="pinned, golden, or estimate: the simulator's stand-in for "
+                                                         "acceptance the job would measure on a real engine.")
+    basis: str | None = None
+
+    @property
+    def estimated(self) -> bool:
+        return self.source == "estimate"
+
+
 class Provenance(_Open):
     """Who measured what: the client version plus what the run recorded (job, launch, hardware, options, …)."""
 
@@ -364,6 +377,8 @@ class Provenance(_Open):
         default=None, description="False when nobody stated or read the endpoint's GPU count: per-GPU figures are "
                                   "then the whole endpoint's (`bench` against a server that does not report it).")
     gpus_from: str | None = Field(default=None, description="Where the GPU count came from (option, server, job).")
+    acceptance: AcceptanceProvenance | None = Field(
+        default=None, description="Simulated speculative jobs: the acceptance length served and where it came from.")
 
     @property
     def corpus_digest(self) -> str | None:

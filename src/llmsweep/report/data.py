@@ -254,6 +254,13 @@ def empty_message(n_points: int, missing: Sequence[dict[str, str]]) -> str | Non
     return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}; the reasons are listed below."
 
 
+def _estimated_acceptance(p: ResultPoint) -> float | None:
+    """The acceptance length a simulated speculative point ran at when it is the simulator's estimate (the job would
+    measure real acceptance on an engine), else None."""
+    acceptance = p.summary.provenance.acceptance if p.summary is not None else None
+    return acceptance.value if acceptance is not None and acceptance.estimated else None
+
+
 def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequence[ResultPoint] = (),
                   mix_sources: bool = False, details: bool = True) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able data.
@@ -274,7 +281,10 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         sk = keys[p.result_id]
         if sk not in series:
             i = p.identity
-            series[sk] = {"key": sk, "label": series_label(p, mix_sources=mix_sources, tag=tag),
+            label = series_label(p, mix_sources=mix_sources, tag=tag)
+            if (accepted := _estimated_acceptance(p)) is not None:  # the simulator's stand-in, not a measurement
+                label += f" · AL {accepted:g} est."
+            series[sk] = {"key": sk, "label": label,
                           "source": p.source,
                           "run": tag or run.run_id, "overlay": bool(tag),
                           "attrs": {"model": i.model, "hardware": i.hardware, "engine": i.engine,
