@@ -163,7 +163,16 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding]]:
         )
     from llmsweep.plan.point import with_traces
 
-    return with_traces(validation.jobs, req.traces), validation.findings
+    findings = validation.findings
+    if req.config_keys:  # what was found about recipes --config-keys did not select is not this run's to say
+        from llmsweep.plan.expand import expand_config_keys
+        from llmsweep.policy.planning import recipe_of
+
+        keys = list(validation.loaded.recipes)
+        selected = set(expand_config_keys(tuple(req.config_keys), keys))
+        findings = [f for f in findings if (owner := recipe_of(f.path, keys) if f.path else None) is None
+                    or owner in selected]
+    return with_traces(validation.jobs, req.traces), findings
 
 
 def _errors_for(job: Job, findings: list[Finding], keys: set[str]) -> list[Finding]:

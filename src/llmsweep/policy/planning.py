@@ -45,12 +45,12 @@ def findings_about(job: Job, findings: Iterable[Finding], recipe_keys: Iterable[
         if f.jobs:
             if job.id in f.jobs:
                 out.append(f)
-        elif f.path and _recipe_of(f.path, keys) == job.recipe_key:
+        elif f.path and recipe_of(f.path, keys) == job.recipe_key:
             out.append(f)
     return out
 
 
-def _recipe_of(path: str, keys: Iterable[str]) -> str | None:
+def recipe_of(path: str, keys: Iterable[str]) -> str | None:
     """The recipe key a field path starts with: the longest key that prefixes it (keys contain dots, so a path under
     `qwen3.5-x` must not land on a recipe called `qwen3`)."""
     owners = [k for k in keys if path == k or path.startswith(k + ".")]

@@ -201,7 +201,8 @@ def _runnable_warnings(recipe: Recipe, file: str, line: int | None, result: Load
     if recipe.serve is None:
         result.findings.append(
             Finding(rule="spec.not-runnable", severity=Severity.WARNING, file=file, line=line, path=recipe.key,
-                    message="no `serve` block: the recipe is plannable (matrix) but cannot be run by llmsweep",
+                    message="no `serve` block: the recipe plans (matrix, predict, run --simulate on the simulator's "
+                            "defaults) but no real engine can be launched from it",
                     fix="add `serve: {args: {...}, env: {...}}` with the engine launch settings")
         )
     elif resolve_engine(recipe) is None:
