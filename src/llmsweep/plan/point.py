@@ -160,6 +160,8 @@ def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:
                                           fix="point at a traces.jsonl or a directory of trace files")
         except LlmsweepError as exc:
             fix = exc.fix or "check the trace source"
-            failed[source] = DatasetError(f"trace source {source} cannot be read: {exc.message}",
+            why, named = exc.message, f"trace source {source} "
+            why = "it " + why.removeprefix(named) if why.startswith(named) else why  # say the source once
+            failed[source] = DatasetError(f"trace source {source} cannot be read: {why}",
                                           fix=f"{fix}; or replay the built-in corpus offline with --traces synthetic")
     return failed

@@ -70,6 +70,7 @@ def test_an_unreadable_trace_source_is_named_once_with_its_fix(tmp_path: Path) -
     missing = str(tmp_path / "missing.jsonl")
     (error,) = check_trace_sources(with_traces(jobs, missing)).values()  # one source, however many jobs
     assert "cannot be read" in error.message and "--traces synthetic" in (error.fix or "")
+    assert error.message.count(missing) == 1, error.message  # the loader's own message named it too
     empty = tmp_path / "empty"
     empty.mkdir()
     (error,) = check_trace_sources(with_traces(jobs, str(empty))).values()
