@@ -153,11 +153,13 @@ def _run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycl
             finished = resumed(job, run_dir) if settings.resume else None
             if finished is not None:
                 outcomes.append(finished)
+                current_progress().job_finished(job.id, finished.status)  # done, and no time to time others by
                 continue
             if config is None:
                 reason = refusal.one_line() if refusal is not None else "the simulator cannot model this job"
                 outcomes.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
                 event(f"job {job.id}: refused — {reason}")
+                current_progress().job_finished(job.id, "refused")
                 continue
             event(f"job {done}/{total} {job.id}: conc {job.concs[0]} ({job.workload.scenario}), virtual time")
             current_progress().job_started(job.id, job.concs[0] if job.concs else None)
@@ -180,6 +182,7 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
     if kept is not None:
         event(f"job {job.id}: the artifacts of an earlier, unfinished attempt are kept in {kept}")
     started = time.monotonic()
+    current_progress().phase("simulating")
 
     def measure() -> Summary:
         nonlocal simulate
@@ -228,7 +231,9 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, *,
     started_at = time.time()
     power = virtual_power(settings.power.for_jobs([job]), hardware=config.hardware, tp=config.tp, start_time=started_at)
     with no_cyclic_gc():
-        predicted = predict_point(point, config, start_time=started_at, summarize=False, power=power)
+        predicted = predict_point(point, config, start_time=started_at, summarize=False, power=power,
+                                  on_progress=current_progress().simulated)
+        current_progress().phase("summarising")
         if power is not None:  # the modelled watts over virtual time, beside the records, as the live sampler does
             power.write_job(jdir, expected_gpus=point.gpus)
         return write_point(job, group, predicted, jdir, settings, started_at=started_at,

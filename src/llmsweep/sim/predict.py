@@ -105,6 +105,30 @@ class PredictionStats:
     """Why the run stopped before its window (the warm-up did not drain within its grace)."""
 
 
+@dataclass(frozen=True, slots=True)
+class WindowProgress:
+    """How far a point's prediction is, as `predict_point(on_progress=...)` reports it at each scrape (every virtual
+    second): the profiling window's virtual seconds done (None during the warm-up) of `window_s`, and the profiling
+    requests sent of `to_send` (None: the window is bounded by time only)."""
+
+    elapsed_s: float | None
+    window_s: float
+    sent: int
+    to_send: int | None
+
+    def fraction(self) -> float:
+        """The share of the window done: of its virtual seconds or of its requests, whichever is further."""
+        if self.elapsed_s is None:
+            return 0.0
+        by_time = self.elapsed_s / self.window_s if self.timed() else 0.0
+        by_count = self.sent / self.to_send if self.to_send else 0.0
+        return min(1.0, max(by_time, by_count))
+
+    def timed(self) -> bool:
+        """Whether the window has a length in time (a fixed-length point's is its request count only)."""
+        return self.window_s < UNBOUNDED_WINDOW_S
+
+
 @contextlib.contextmanager
 def no_cyclic_gc() -> Iterator[None]:
     """No cyclic garbage collection while a point is predicted: its passes over what existed before (a trace corpus:
@@ -177,6 +201,13 @@ class Predictor:
             self.scrapes.append({"t": self.start_time + now, "samples": self._collector.samples()})
             for probe in self.probes:
                 probe(self.start_time + now)
+
+    def window_progress(self, now: float) -> WindowProgress:
+        """How far the profiling window is at virtual time `now` (a read: nothing of the run changes)."""
+        sent = self._profiling_sent
+        elapsed = None if not sent else max(0.0, min(self._duration, now - (self._deadline - self._duration)))
+        cap = self._max_requests
+        return WindowProgress(elapsed, self._duration, sent, None if cap == _INF else int(cap))
 
     # -- scheduling helpers ----------------------------------------------------------------------------------------
     def _push(self, t: float, kind: int, payload: Any) -> None:
@@ -637,6 +668,7 @@ def predict_point(
     start_time: float = 0.0,
     summarize: bool = True,
     power: VirtualPower | None = None,
+    on_progress: Callable[[WindowProgress], None] | None = None,
     **workload_overrides: Any,
 ) -> PredictedPoint:
     """Predict one point of a job on the simulated engine `config`, as `llmsweep run` would drive it: the point's
@@ -644,7 +676,8 @@ def predict_point(
     the point's own window, else the job's duration, else 600 s) or until `max_requests` profiling requests (default:
     the point's prompt count — a fixed-length point sends its planned prompts whatever the window). Times in the
     records are `start_time` + virtual seconds; `summarize=False` leaves the summary empty. `power`: the GPUs'
-    modelled power (`power.virtual`), read at every scrape and integrated into the summary's power block."""
+    modelled power (`power.virtual`), read at every scrape and integrated into the summary's power block.
+    `on_progress`: called at every scrape (each virtual second) with how far the window is (a progress display)."""
     from llmsweep.metrics import summarise
 
     load = point.load
@@ -654,6 +687,8 @@ def predict_point(
                           metrics_style=config.engine_style, model_name=point.job.model)
     if power is not None and power.probe is not None:
         predictor.probes.append(power.probe(predictor.core))
+    if on_progress is not None:
+        predictor.probes.append(lambda t: on_progress(predictor.window_progress(t - start_time)))
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=load.concurrency is None)
     summary: Summary | None = None

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import io
 import re
+from typing import Any
+
+import pytest
 
 from llmsweep.client import Progress
+from llmsweep.execute import progress as progress_mod
 from llmsweep.execute.progress import (
     LiveProgress,
     PlainProgress,
@@ -40,7 +44,7 @@ def test_the_status_names_the_job_its_counters_window_and_the_sweeps_eta() -> No
     assert progress.state.status().startswith("job 2/4 conc 16")
     progress.client(_p(30.0))
     status = progress.state.status()
-    assert "measuring" in status and "5 done, 1 failed, 2 in flight" in status and "window 30/60 s" in status
+    assert "measuring" in status and "4 ok, 1 failed, 2 in flight" in status and "window 30/60 s" in status
     assert "sweep ETA" in status
     eta = progress.state.eta_s()
     assert eta is not None and eta > 0  # 1.5 of 4 jobs done: 2.5 to go
@@ -111,3 +115,126 @@ def test_nothing_is_displayed_unless_a_run_installs_a_display() -> None:
             return True
 
     assert isinstance(progress_for(Tty()), LiveProgress)
+
+
+class _Clock:
+    """The display's wall clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _window(elapsed: float | None, window: float = 1800.0, *, sent: int = 0, to_send: int | None = None) -> Any:
+    from llmsweep.sim.predict import WindowProgress
+
+    return WindowProgress(elapsed, window, sent, to_send)
+
+
+def test_a_virtual_time_job_says_it_simulates_and_how_far_its_window_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quickstart's display sat on `starting` for each whole job: a job in virtual time says `simulating`, its
+    warm-up, then its window in virtual seconds (or its requests, for a fixed-length point), and its bar moves."""
+    clock = _Clock()
+    monkeypatch.setattr(progress_mod, "_now", clock)
+    progress = SweepProgress()
+    progress.sweep(9)
+    progress.job_started("a", 4)
+    progress.phase("simulating")
+    assert progress.state.status() == "job 1/9 conc 4 · simulating"
+    progress.simulated(_window(None))
+    assert "simulating · warm-up" in progress.state.status()
+    clock.t += 1
+    progress.simulated(_window(600.0))
+    assert "simulating · window 600/1800 virtual s" in progress.state.status()
+    assert abs(progress.state.job_fraction() - 1 / 3) < 1e-9
+    progress.simulated(_window(0.0, 1e7, sent=512, to_send=1000))
+    assert "requests 512/1000 sent" in progress.state.status()
+    progress.phase("summarising")
+    assert "summarising" in progress.state.status()
+
+
+def test_the_eta_counts_down_inside_a_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It counted up (`34s … 36s … 1m09s`) while a job ran: the sweep's elapsed time scaled by the jobs done. Now the
+    finished jobs' mean time times the jobs left, less what the current job has spent (or the rest of its window at its
+    rate), never below 0."""
+    clock = _Clock()
+    monkeypatch.setattr(progress_mod, "_now", clock)
+    progress = SweepProgress()
+    progress.sweep(9)
+    progress.job_started("a", 1)
+    progress.phase("simulating")
+    clock.t += 10
+    progress.job_finished("a", "valid")  # 10 s a job
+    progress.job_started("b", 4)
+    progress.phase("simulating")
+    etas = []
+    for _ in range(4):  # no window reported: the mean, less the time spent
+        etas.append(progress.state.eta_s())
+        clock.t += 3
+    assert etas == [80.0, 77.0, 74.0, 71.0]
+    clock.t += 20  # far past the mean: the current job's share floors at 0, never negative, never growing
+    assert progress.state.eta_s() == 70.0
+    progress.simulated(_window(None))
+    clock.t += 1
+    progress.simulated(_window(90.0))  # a window under way: the rest of it at its rate (or the mean, if longer)
+    clock.t += 4
+    progress.simulated(_window(900.0))
+    assert progress.state.eta_s() == 4.0 + 70.0
+    clock.t += 4
+    progress.simulated(_window(1800.0))
+    assert progress.state.eta_s() == 70.0
+
+
+def test_the_first_jobs_window_times_the_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(progress_mod, "_now", clock)
+    progress = SweepProgress()
+    progress.sweep(3)
+    progress.job_started("a", 1)
+    clock.t += 2  # warm-up
+    progress.simulated(_window(None))
+    progress.simulated(_window(1.0))
+    clock.t += 1
+    progress.simulated(_window(180.0))  # a tenth: too little to time the sweep by
+    assert progress.state.eta_s() is None
+    clock.t += 1
+    progress.simulated(_window(450.0))  # a quarter in 2 s: 6 s more; the job takes 10 s, and two more jobs follow
+    assert progress.state.eta_s() == 6.0 + 2 * 10.0
+
+
+def test_refused_or_resumed_jobs_count_done_but_time_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(progress_mod, "_now", clock)
+    progress = SweepProgress()
+    progress.sweep(4)
+    progress.job_finished("r", "refused")  # never started
+    progress.job_started("a", 1)
+    clock.t += 6
+    progress.job_finished("a", "valid")
+    assert progress.state.eta_s() == 2 * 6.0
+
+
+def test_the_done_count_is_the_windows_requests_not_the_warm_ups() -> None:
+    """It showed `measuring · 49 done` at window 0/40 s and reached 129 where the end table said 80 ok: the client's
+    counter includes the warm-up. The warm-up is counted apart; in the window, ok and failed as the table counts them
+    (`≈` when warm-up requests may still have been finishing as the window opened)."""
+    progress = SweepProgress()
+    progress.sweep(1)
+    progress.job_started("a", 16)
+    progress.client(_p(None, finished=49))
+    assert "warm-up: 49 done, 2 in flight" in progress.state.status()
+    progress.client(_p(0.1, duration=40.0, finished=49))
+    status = progress.state.status()
+    assert "0 ok, 1 failed" in status and "49" not in status
+    progress.client(_p(40.0, duration=40.0, finished=130))
+    assert "≈80 ok, 1 failed" in progress.state.status()  # 130 − 49 warm-up − 1 failed
+
+    progress.job_started("b", 16)  # no warm-up: the counts are exact
+    progress.client(_p(1.0, duration=40.0, finished=81))
+    assert "80 ok, 1 failed, 2 in flight" in progress.state.status()
+    progress.job_started("c", 16)  # a request count: the bar is the window's requests
+    progress.client(_p(None, duration=None, target=100, finished=10))
+    progress.client(_p(1.0, duration=None, target=100, finished=60))
+    assert progress.state.job_fraction() == 0.5

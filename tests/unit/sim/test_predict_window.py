@@ -1,0 +1,40 @@
+"""`predict_point(on_progress=...)`: how far a point's window is, for `run`'s display of a job in virtual time — a
+read at each scrape that changes nothing of the prediction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmsweep import engines
+from llmsweep.cli.sim import engine_config_from_argv
+from llmsweep.plan import jobs_from_files
+from llmsweep.plan.point import Point
+from llmsweep.sim.predict import WindowProgress, predict_point
+
+RUN = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run"
+
+
+def _predict(recipe: str, seen: list[WindowProgress] | None) -> tuple[Point, list[dict[str, object]]]:
+    (job, *_) = sorted(jobs_from_files([RUN / recipe]), key=lambda j: j.concs[0])
+    point = Point.of(job)
+    config = engine_config_from_argv(engines.render(job, simulate=True).argv)
+    predicted = predict_point(point, config, summarize=False, on_progress=None if seen is None else seen.append)
+    return point, predicted.records
+
+
+def test_the_window_is_reported_from_warm_up_to_its_end_and_the_records_do_not_change() -> None:
+    seen: list[WindowProgress] = []
+    _, records = _predict("agentic-sim.yaml", seen)
+    assert seen and seen[0].elapsed_s is None  # the warm-up first
+    fractions = [w.fraction() for w in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert seen[-1].elapsed_s == seen[-1].window_s
+    assert records == _predict("agentic-sim.yaml", None)[1]
+
+
+def test_a_fixed_length_point_reports_its_requests() -> None:
+    seen: list[WindowProgress] = []
+    point, _ = _predict("fixed-sim.yaml", seen)
+    last = seen[-1]
+    assert not last.timed() and last.to_send == point.load.num_requests and last.sent == last.to_send
+    assert last.fraction() == 1.0
