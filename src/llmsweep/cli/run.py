@@ -18,6 +18,8 @@ from llmsweep.power.sampler import RUN_BACKEND_CHOICES
 from llmsweep.power.samples import REQUIRE_POWER_HELP
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from llmsweep.execute.pipeline import RunOutcome
     from llmsweep.metrics.model import Summary
 
@@ -152,7 +154,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
                                "ok": outcome.ok, "jobs": rows}, indent=2))
         click.echo(outcome.completeness(), err=True)
         return status
-    _print_rows(rows)
+    _print_rows(rows, {o.job_id: o.exp_name for o in outcome.outcomes})
     click.echo(outcome.completeness(), err=True)
     if outcome.report_path is not None:
         click.echo(str(outcome.report_path))
@@ -216,35 +218,35 @@ def _eval_cell(row: dict[str, Any]) -> str:
     return f"{row['eval_task']} {score} {row['eval_verdict']}"
 
 
-def _print_rows(rows: list[dict[str, Any]]) -> None:
-    """The end-of-run table; its metric columns are headed as the metric table names them."""
-    from rich.table import Table
-
-    from llmsweep.cli.tables import plain, table_console
+def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = None, *,
+                console: Console | None = None) -> None:
+    """The end-of-run table; its metric columns are headed as the metric table names them. Laid out for the terminal
+    by `cli.tables.fit_tables`: numbers whole, job ids shortened to their experiment name and hash where whole ones do
+    not fit, the columns that do not fit beside the job in a continuation table."""
+    from llmsweep.cli.tables import Column, job_label, plain, print_tables
     from llmsweep.metrics.registry import HOT_BY_NAME
 
     def num(v: Any, digits: int = 1) -> str:
         return "-" if not isinstance(v, int | float) else f"{v:,.{digits}f}"
 
     colour = {"valid": "green", "smoke": "yellow", "skipped": "cyan"}
-    table = Table(title="llmsweep run", show_header=True, header_style="bold")
     hot = HOT_BY_NAME
-    for col, justify in (("job", "left"), ("conc", "right"), ("verdict", "left"), ("reason", "left"),
-                         ("ok/failed", "right"), (hot["tput_per_gpu"].header, "right"),
-                         (hot["output_tput_per_gpu"].header, "right"), (hot["p50_ttft"].header_in("ms"), "right"),
-                         (hot["p50_tpot"].header_in("ms"), "right"), (hot["p50_intvty"].header, "right"),
-                         (hot["tokens_per_joule"].header, "right"), (hot["avg_power_w"].header, "right"),
-                         ("eval", "left")):
-        width = min(60, max((len(r["job"]) for r in rows), default=3)) if col == "job" else None
-        table.add_column(col, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
+    columns = [
+        Column("job", kind="key", justify="left"), Column("conc"), Column("verdict", justify="left"),
+        Column("reason", kind="text", justify="left", min_width=24, drop_empty=True), Column("ok/failed"),
+        Column(hot["tput_per_gpu"].header), Column(hot["output_tput_per_gpu"].header),
+        Column(hot["p50_ttft"].header_in("ms")), Column(hot["p50_tpot"].header_in("ms")),
+        Column(hot["p50_intvty"].header), Column(hot["tokens_per_joule"].header), Column(hot["avg_power_w"].header),
+        Column("eval", kind="text", justify="left", drop_empty=True),
+    ]
+    cells = []
     for r in rows:
         verdict = r["verdict"]
         ok = f"{r['requests_ok']}/{r['requests_failed']}" if r["requests_ok"] is not None else "-"
-        table.add_row(plain(r["job"]), str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{verdict}[/]",
+        cells.append([plain(r["job"]), str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{plain(verdict)}[/]",
                       plain(r["reason"] or ""), ok, num(r["total_tps_per_gpu"]), num(r["output_tps_per_gpu"]),
-                      num(r["ttft_p50_ms"]),
-                      num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]), num(r["tokens_per_joule"], 3),
-                      num(r["avg_power_w_per_gpu"]), _eval_cell(r))
-    # A terminal folds long job ids into its width; a log or a pipe gets the table at its natural width.
-    console = table_console()
-    console.print(table)
+                      num(r["ttft_p50_ms"]), num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]),
+                      num(r["tokens_per_joule"], 3), num(r["avg_power_w_per_gpu"]), plain(_eval_cell(r))])
+    names = exp_names or {}
+    short = [plain(job_label(r["job"], names.get(r["job"]))) for r in rows]
+    print_tables("llmsweep run", columns, cells, short_keys=short, console=console)

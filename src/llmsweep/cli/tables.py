@@ -1,11 +1,22 @@
-"""The console every command prints its tables to (one rule for all of them)."""
+"""The console every command prints its tables to, and the one rule for laying a wide table out in it.
+
+A number is never wrapped, folded or cut: its column is as wide as its widest cell, and only a header may wrap (at its
+spaces). Free text (a reason) wraps. The key column (the job) is what gives: shortened (`job_label`) when the table
+would not fit with whole ids, folded if it still must. Columns that do not fit beside the key go, in their order, into
+a continuation table that repeats the key — none is dropped.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
 
 def plain(value: object) -> str:
@@ -17,9 +28,135 @@ def plain(value: object) -> str:
 
 
 def table_console() -> Console:
-    """stdout for a table: under a terminal, its width (long cells fold inside their column); into a log or a pipe,
-    each table at its natural width, never folded, so a row can be read or grepped whole."""
+    """stdout for a table: under a terminal, its width (`print_tables` lays a wide table out in it); into a log or a
+    pipe, each table at its natural width, never folded, so a row can be read or grepped whole."""
     from rich.console import Console
 
     console = Console(soft_wrap=False)
     return console if console.is_terminal else Console(width=10_000, soft_wrap=False)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a table `fit_tables` lays out. `kind`: `key` (names the row; repeated in every part, shortened and
+    then folded to fit), `number` (never wrapped: as wide as its widest cell), `text` (wraps down to `min_width`)."""
+
+    header: str
+    kind: Literal["key", "number", "text"] = "number"
+    justify: Literal["left", "right"] = "right"
+    min_width: int = 16
+    drop_empty: bool = False
+    """A text column empty in every row is left out (nothing to read in it)."""
+
+
+_EDGE = 1
+_PER_COLUMN = 3  # a space of padding each side, and a rule
+_KEY_MIN = 20
+_ID = re.compile(r"^(?P<head>.+?)_(?P<hash>[0-9a-f]{12})(?P<repeat>-repeat\d+)?$")
+
+
+def job_label(job_id: str, exp_name: str | None = None, width: int = 48) -> str:
+    """A job id short enough for a table: its leading identity (the experiment name, which names the model,
+    parallelism, concurrency and arm) and its unique hash suffix, `qwen3.5_tp8_conc4_kvnone_spec-mtp…79501af65b18`
+    (with `eval_` / `-repeatK` where the id has them). An id of at most `width` characters is kept whole."""
+    if len(job_id) <= width:
+        return job_id
+    m = _ID.match(job_id)
+    if m is None:
+        return job_id[: width - 13] + "…" + job_id[-12:]
+    head, tail = m["head"], m["hash"] + (m["repeat"] or "")
+    if head.endswith("_eval"):
+        tail = "eval_" + tail
+    lead = exp_name if exp_name and head.startswith(exp_name) else head
+    room = max(8, width - len(tail) - 1)
+    return lead[:room] + "…" + tail
+
+
+def fit_tables(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], *, width: int,
+               short_keys: Sequence[str] | None = None, caption: str | None = None) -> list[Table]:
+    """`rows` as one table at most `width` wide, or, when its numbers do not fit beside the key, as several (each
+    repeating the key column; the later ones titled `… (continued)`). A cell is rich markup (free text escaped with
+    `plain`) or a rich Text. `short_keys`: the key cells to show when whole ones do not fit (the caption says so)."""
+    from rich.text import Text
+
+    texts = [[c if isinstance(c, Text) else Text.from_markup(c) for c in row] for row in rows]
+    keep = [i for i, col in enumerate(columns)
+            if not (col.drop_empty and all(not row[i].plain.strip() for row in texts))]
+    key = next((i for i in keep if columns[i].kind == "key"), None)
+
+    def natural(i: int) -> int:
+        return max([len(columns[i].header), *(row[i].cell_len for row in texts)])
+
+    def least(i: int) -> int:
+        col = columns[i]
+        word = max((len(w) for w in col.header.split()), default=1)
+        cells = max((row[i].cell_len for row in texts), default=1)
+        if col.kind == "number":
+            return max(word, cells)
+        floor = _KEY_MIN if col.kind == "key" else col.min_width
+        return min(max(cells, len(col.header)), max(word, floor))
+
+    captions = [caption] if caption else []
+    if key is not None and short_keys is not None and _EDGE + sum(natural(i) + _PER_COLUMN for i in keep) > width:
+        for row, short in zip(texts, short_keys, strict=True):
+            row[key] = Text(short)
+        captions.append("job ids shortened to their experiment name and hash (--json lists them whole)")
+
+    # the columns, in their order, into parts that fit at their least widths
+    base = _EDGE + (least(key) + _PER_COLUMN if key is not None else 0)
+    parts: list[list[int]] = [[]]
+    used = base
+    for i in (i for i in keep if i != key):
+        need = least(i) + _PER_COLUMN
+        if parts[-1] and used + need > width:
+            parts.append([])
+            used = base
+        parts[-1].append(i)
+        used += need
+
+    tables = []
+    for n, part in enumerate(parts):
+        index = ([key] if key is not None else []) + part
+        widths = {i: least(i) for i in index}
+        spare = width - _EDGE - sum(w + _PER_COLUMN for w in widths.values())
+        # room to spare: the key first, then the numbers' headers unwrapped, then the text
+        for kind in ("key", "number", "text"):
+            for i in index:
+                if columns[i].kind == kind and spare > 0:
+                    grow = min(spare, natural(i) - widths[i])
+                    if grow > 0:
+                        widths[i] += grow
+                        spare -= grow
+        last = n == len(parts) - 1
+        tables.append(_table(title if n == 0 else f"{title} (continued)", columns, texts, index, widths,
+                             caption="\n".join(captions) if last and captions else None))
+    return tables
+
+
+def _table(title: str, columns: Sequence[Column], texts: list[list[Text]], index: list[int], widths: dict[int, int],
+           *, caption: str | None) -> Table:
+    from rich.table import Table
+
+    table = Table(title=title, show_header=True, header_style="bold", caption=caption, caption_justify="left")
+    for i in index:
+        col = columns[i]
+        # a number's column is as wide as its widest cell: only its header wraps
+        table.add_column(col.header, justify=col.justify, width=widths[i], overflow="fold")
+    for row in texts:
+        cells = []
+        for i in index:
+            cell = row[i].copy()
+            if columns[i].kind == "number":
+                cell.no_wrap = True
+            cells.append(cell)
+        table.add_row(*cells)
+    return table
+
+
+def print_tables(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], *,
+                 short_keys: Sequence[str] | None = None, caption: str | None = None,
+                 console: Console | None = None) -> None:
+    """Lay the table out for the console (`table_console()` by default) and print it."""
+    console = console or table_console()
+    for table in fit_tables(title, columns, rows, width=console.width, short_keys=short_keys, caption=caption):
+        console.print(table)

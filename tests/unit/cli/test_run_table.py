@@ -1,0 +1,78 @@
+"""The end-of-run table on an ordinary terminal: every number whole (never wrapped, folded or cut), the job column
+the one that gives (shortened ids, folded if it must), and the columns that do not fit beside the job in a
+continuation table — none dropped."""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from llmsweep.cli import tables
+from llmsweep.cli.run import _print_rows
+from llmsweep.cli.tables import job_label
+
+JOB = ("qwen3.5_tp8_conc{c}_kvnone_spec-mtp_fp8_sglang_tp8-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-mtp_conc{c}_"
+       "cluster-mi300x-amds_79501af65b18")
+EXP = "qwen3.5_tp8_conc{c}_kvnone_spec-mtp"
+
+
+def _row(conc: int, tput: float, **extra: Any) -> dict[str, Any]:
+    row = {"job": JOB.format(c=conc), "conc": conc, "verdict": "valid", "reason": None, "requests_ok": 764,
+           "requests_failed": 0, "total_tps_per_gpu": tput, "output_tps_per_gpu": 98.1, "ttft_p50_ms": 36.1,
+           "tpot_p50_ms": 2.55, "interactivity_p50": 392.7, "tokens_per_joule": 6.006, "avg_power_w_per_gpu": 334.2,
+           "eval_task": None, "eval_score": None, "eval_verdict": None, "seconds": 6.0, "summary": None}
+    row.update(extra)
+    return row
+
+
+ROWS = [_row(1, 742.3), _row(4, 2006.9),
+        _row(8, 13269.7, verdict="invalid", reason="failure ratio 0.2 > 0.05 [gate.failures]: the server answered "
+             "500 to a fifth of the requests"),
+        _row(16, 4820.4, eval_task="gsm8k", eval_score=0.8123, eval_verdict="valid")]
+NUMBERS = [("742.3",), ("2,006.9", "764/0", "98.1", "36.1", "2.55", "392.7", "6.006", "334.2"),
+           ("13,269.7",), ("4,820.4", "0.8123")]
+
+
+def _render(width: int, monkeypatch: pytest.MonkeyPatch, rows: list[dict[str, Any]] = ROWS) -> str:
+    """The table as a terminal `width` columns wide shows it (`table_console` is what `run` prints to)."""
+    out = io.StringIO()
+    monkeypatch.setattr(tables, "table_console",
+                        lambda: Console(file=out, width=width, color_system=None, soft_wrap=False))
+    _print_rows(rows, {r["job"]: EXP.format(c=r["conc"]) for r in rows})
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_every_number_is_whole_and_every_column_is_shown(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 120 columns `2,006.9` wrapped as `2,006.` / `9`, at 100 a cell read `2,00`, at 160–200 the efficiency, power
+    and eval columns vanished."""
+    text = _render(width, monkeypatch)
+    lines = text.splitlines()
+    assert all(len(line) <= width for line in lines), max(len(line) for line in lines)
+    cells = [c.strip() for line in lines for c in re.split(r"[│┃]", line)]
+    for numbers in NUMBERS:
+        for number in numbers:
+            assert number in cells or any(number in c.split() for c in cells), (width, number, text)
+    for header in ("Efficiency", "Power", "eval", "interactivity", "TTFT", "TPOT", "reason", "ok/failed"):
+        assert header in text, (width, header, text)
+    assert "gsm8k" in text and "[gate.failures]" in text  # free text as written, never read as markup
+    # the shortened id keeps the experiment name and the hash (folded, at most, inside its column)
+    joined = "".join(c for line in lines for c in re.split(r"[│┃]", line)[1:2]).replace(" ", "")
+    assert "qwen3.5_tp8_conc4_kvnone_spec-mtp…79501af65b18" in joined, text
+
+
+def test_a_log_gets_whole_ids_in_one_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _render(10_000, monkeypatch)
+    assert "(continued)" not in text and JOB.format(c=4) in text and "shortened" not in text
+
+
+def test_a_job_label_keeps_the_experiment_name_and_the_hash() -> None:
+    assert job_label(JOB.format(c=4), EXP.format(c=4)) == "qwen3.5_tp8_conc4_kvnone_spec-mtp…79501af65b18"
+    assert job_label(JOB.format(c=4) + "-repeat2", EXP.format(c=4)).endswith("…79501af65b18-repeat2")
+    eval_id = JOB.format(c=4).replace("_79501af65b18", "_eval_79501af65b18")
+    assert job_label(eval_id, EXP.format(c=4)).endswith("…eval_79501af65b18")
+    assert job_label("short_id_79501af65b18") == "short_id_79501af65b18"
