@@ -426,52 +426,132 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                           fix="rerun; if it dies again, lower --processes (memory), or run --processes 1 to see why")
 
 
+HEARTBEAT_S = 30.0
+"""Seconds between two lines naming the units still running (one of a long window, or a disaggregated job's
+concurrencies in turn, runs for minutes)."""
+
+
+def _say(line: str) -> None:
+    click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
+
+
+def _unit_label(unit: Unit, *, short: bool = False) -> str:
+    from llmsweep.cli.tables import job_label
+
+    name = job_label(unit.job.id, unit.job.exp_name) if short else unit.job.id
+    return f"{name} conc " + ", ".join(str(c) for c in unit.concurrencies)
+
+
+class _Heartbeat:
+    """While units run, a line every `HEARTBEAT_S` naming each with how long it has run (a thread: the units' own
+    lines come only as they start or finish)."""
+
+    def __init__(self, units: list[Unit], total: int) -> None:
+        import threading
+
+        self.units, self.total, self.done = units, total, 0
+        self.running: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="predict-heartbeat", daemon=True)
+
+    def started(self, index: int) -> None:
+        with self._lock:
+            self.running[index] = time.monotonic()
+
+    def finished(self, index: int, points: int) -> None:
+        with self._lock:
+            self.running.pop(index, None)
+            self.done += points
+
+    def line(self) -> str | None:
+        """`still running (2/8 points done): <unit> for 2m36s; <unit> for 1m10s`, or None when none runs."""
+        from llmsweep.execute.progress import duration_text
+
+        now = time.monotonic()
+        with self._lock:
+            running = sorted(self.running.items(), key=lambda item: item[1])
+            done = self.done
+        if not running:
+            return None
+        named = [f"{_unit_label(self.units[i], short=True)} for {duration_text(now - t)}" for i, t in running]
+        return f"still running ({done}/{self.total} points done): " + "; ".join(named)
+
+    def _run(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            line = self.line()
+            if line is not None:
+                _say(line)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _predict_here(planned: list[Outcome | Unit], settings: Settings, *, total: int) -> list[Outcome]:
     """`--processes 1`: every unit in this process, one after another, a line on stderr before each point."""
     from llmsweep.execute.predict_pool import Outcome, predict_unit
 
     results: list[Outcome] = []
+    units = [u for u in planned if not isinstance(u, Outcome)]
     # Per-point progress on stderr: a point of a long window takes seconds of CPU, a whole matrix many minutes.
-    done, began = 0, time.monotonic()
-    for unit in planned:
-        if isinstance(unit, Outcome):
-            results.append(unit)
-            continue
-        # a disaggregated job's concurrencies run one after another on one deployment: one line for all of them
-        n = len(unit.concurrencies)
-        which = f"point {done + 1}/{total}" if n == 1 else f"points {done + 1}-{done + n}/{total}"
-        eta = (time.monotonic() - began) / done * (total - done) if done else None
-        click.echo(f"[{time.strftime('%H:%M:%S')}] {which}: {unit.job.id} conc "
-                   + ", ".join(str(c) for c in unit.concurrencies)
-                   + (f" (ETA {eta:.0f} s)" if eta is not None else ""), err=True)
-        results.extend(predict_unit(unit, settings))
-        done += n
+    done, index, began = 0, 0, time.monotonic()
+    with _Heartbeat(units, total) as heartbeat:
+        for unit in planned:
+            if isinstance(unit, Outcome):
+                results.append(unit)
+                continue
+            # a disaggregated job's concurrencies run one after another on one deployment: one line for all of them
+            n = len(unit.concurrencies)
+            which = f"point {done + 1}/{total}" if n == 1 else f"points {done + 1}-{done + n}/{total}"
+            eta = (time.monotonic() - began) / done * (total - done) if done else None
+            _say(f"{which}: {_unit_label(unit)}" + (f" (ETA {eta:.0f} s)" if eta is not None else ""))
+            heartbeat.started(index)
+            results.extend(predict_unit(unit, settings))
+            heartbeat.finished(index, n)
+            done, index = done + n, index + 1
     return results
 
 
 def _predict_parallel(planned: list[Outcome | Unit], units: list[Unit], settings: Settings,
                       workers: int) -> list[Outcome]:
-    """The units on `workers` worker processes, a line on stderr as each finishes; the outcomes in `planned`'s order."""
+    """The units on `workers` worker processes, a line on stderr as each finishes, and every `HEARTBEAT_S` one naming
+    those still running; the outcomes in `planned`'s order.
+
+    The ETA is the completion rate so far, shown only while units wait for a worker: once every unit left is
+    running, when it ends depends on those units alone (the largest go first, but a matrix's last points can be its
+    heaviest), so the lines say how many run and the heartbeat how long each has."""
     from llmsweep.execute.predict_pool import Outcome, predict_parallel
 
     total = sum(len(u.concurrencies) for u in units)
-    click.echo(f"predicting {total} point(s) of {len({u.job.id for u in units})} job(s) on {workers} worker "
-               "processes", err=True)
-    done, began = 0, time.monotonic()
+    _say(f"predicting {total} point(s) of {len({u.job.id for u in units})} job(s) on {workers} worker processes")
+    done, finished_units, began = 0, 0, time.monotonic()
+    heartbeat = _Heartbeat(units, total)
 
     def finished(index: int, outcomes: list[Outcome]) -> None:
-        nonlocal done
+        nonlocal done, finished_units
         unit = units[index]
         n = len(unit.concurrencies)
         done += n
-        eta = (time.monotonic() - began) / done * (total - done)
+        finished_units += 1
+        heartbeat.finished(index, n)
         which = f"point {done}/{total}" if n == 1 else f"points {done - n + 1}-{done}/{total}"
-        concs = ", ".join(str(c) for c in unit.concurrencies)
         refused = " (refused)" if all(o.refused is not None for o in outcomes) else ""
-        click.echo(f"[{time.strftime('%H:%M:%S')}] {which} done: {unit.job.id} conc {concs}{refused}"
-                   + (f" (ETA {eta:.0f} s)" if done < total else ""), err=True)
+        left = len(units) - finished_units
+        if left == 0:
+            after = ""
+        elif left > workers:  # some wait for a worker: the rate so far says something
+            after = f" (ETA ~{(time.monotonic() - began) / done * (total - done):.0f} s at the rate so far)"
+        else:
+            after = f" ({left} unit(s) still running)"
+        _say(f"{which} done: {_unit_label(unit)}{refused}{after}")
 
-    by_unit = iter(predict_parallel(units, settings, workers, on_done=finished))
+    with heartbeat:
+        by_unit = iter(predict_parallel(units, settings, workers, on_done=finished, on_start=heartbeat.started))
     return [o for item in planned for o in ([item] if isinstance(item, Outcome) else next(by_unit))]
 
 

@@ -273,10 +273,12 @@ def _refuse(unit: Unit, reason: str, *, lost: bool = False) -> list[Outcome]:
 
 
 def predict_parallel(units: Sequence[Unit], settings: Settings, processes: int,
-                     on_done: Callable[[int, list[Outcome]], None] | None = None) -> list[list[Outcome]]:
+                     on_done: Callable[[int, list[Outcome]], None] | None = None,
+                     on_start: Callable[[int], None] | None = None) -> list[list[Outcome]]:
     """Predict `units` on `processes` spawned worker processes; each unit's outcomes, in the order of `units`.
 
-    `on_done(index, outcomes)` is called in this process as each unit finishes, in the order they finish. A worker
+    `on_done(index, outcomes)` is called in this process as each unit finishes, in the order they finish; `on_start
+    (index)` as a worker starts one (within a second; again if it is predicted anew on a fresh pool). A worker
     that dies takes its pool with it: the unit it was predicting is refused saying so, and every other unit not
     finished yet is predicted on a fresh pool. Whatever ends this call early (an interrupt, an exception in
     `on_done`) cancels the pending units and terminates the workers before it propagates."""
@@ -285,12 +287,13 @@ def predict_parallel(units: Sequence[Unit], settings: Settings, processes: int,
     # job, several servers stepped together) before single points, else in the recipe's order.
     todo = sorted(range(len(units)), key=lambda i: -len(units[i].concurrencies))
     while todo:
-        todo = _round(units, todo, settings, min(processes, len(todo)), results, on_done)
+        todo = _round(units, todo, settings, min(processes, len(todo)), results, on_done, on_start)
     return [r or [] for r in results]
 
 
 def _round(units: Sequence[Unit], todo: list[int], settings: Settings, processes: int,
-           results: list[list[Outcome] | None], on_done: Callable[[int, list[Outcome]], None] | None) -> list[int]:
+           results: list[list[Outcome] | None], on_done: Callable[[int, list[Outcome]], None] | None,
+           on_start: Callable[[int], None] | None = None) -> list[int]:
     """Units `todo` on one pool; the ones to predict again on a fresh pool because this one broke under them."""
     ctx = mp.get_context("spawn")
     started = ctx.SimpleQueue()
@@ -313,12 +316,15 @@ def _round(units: Sequence[Unit], todo: list[int], settings: Settings, processes
                 workers.update(pool._processes or {})
         running: dict[int, int] = {}  # worker pid -> the unit it started last
         while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            # told of each start: woken every second to read the workers' starts as they come
+            done, _ = wait(pending, timeout=None if on_start is None else 1.0, return_when=FIRST_COMPLETED)
             if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
                 done, _ = wait(pending)  # the pool is broken: every unit left fails with it
             while not started.empty():  # read as it comes, so the pipe never fills and blocks a worker
                 pid, index = started.get()
                 running[pid] = index
+                if on_start is not None:
+                    on_start(index)
             broken = []
             for future in sorted(done, key=pending.__getitem__):
                 i = pending.pop(future)

@@ -39,7 +39,8 @@ def _clock() -> str:
     return time.strftime("%H:%M:%S")
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """`45s`, `2m36s`, `1h05m`."""
     seconds = max(0, round(seconds))
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
@@ -128,7 +129,7 @@ class SweepState:
             return head + self._eta()
         parts = [f"job {self.index}/{self.total} conc {self.concurrency}", self.phase or "starting"]
         if self.phase == "launching":
-            parts.append(f"{_duration(_now() - self.job_started_at)} so far")
+            parts.append(f"{duration_text(_now() - self.job_started_at)} so far")
         if self.phase == "simulating" and self.sim is not None:
             parts.append(_sim_window(self.sim))
         p = self.client
@@ -155,7 +156,7 @@ class SweepState:
 
     def _eta(self) -> str:
         eta = self.eta_s()
-        return "" if eta is None else f" · sweep ETA {_duration(eta)}"
+        return "" if eta is None else f" · sweep ETA {duration_text(eta)}"
 
 
 def _sim_window(w: WindowProgress) -> str:
