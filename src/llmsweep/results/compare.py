@@ -253,10 +253,11 @@ def compare_points(
 
 def same_configuration(side_a: Sequence[ResultPoint], history: Iterable[ResultPoint]) -> list[ResultPoint]:
     """The history results that are repeats of A's point: valid, and of the configuration one of A's results ran
-    (`ResultPoint.configuration`: recipe and launch fingerprints, source, clock). An earlier run of another
-    configuration of the same point — the pull request's own engine args, say — measured something else: pooled into
-    A's variance it would widen the band until any change reads as noise. A result that records no launch joins no
-    history."""
+    (`ResultPoint.configuration`: recipe and launch fingerprints, source, clock, and the measurement — window,
+    request and warm-up counts, resolved workload). An earlier run of another configuration of the same point — the
+    pull request's own engine args, or the same recipe with a 900 s window instead of 1,800 s — measured something
+    else: pooled into A's variance it would widen the band until any change reads as noise. A result that records no
+    launch, or no client options, joins no history."""
     configs = {c for p in side_a if (c := p.configuration)}
     return [p for p in history if p.verdict == "valid" and p.configuration in configs]
 

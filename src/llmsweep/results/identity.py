@@ -10,9 +10,14 @@ underscored InferenceX aggregate keys. Both are normalised through :func:`identi
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.model import Summary
 
 # Fields that take part in point matching, in display order.
 POINT_FIELDS: tuple[str, ...] = (
@@ -265,3 +270,62 @@ def gpus_of(job: Mapping[str, Any], identity: PointIdentity) -> int:
     if sum(roles) > 0:
         return sum(roles)
     return max(1, identity.tp * identity.pp * identity.pcp)
+
+
+PER_RUN_WORKLOAD_KEYS: frozenset[str] = frozenset({"seed", "run_id", "concurrency"})
+"""Keys of a recorded workload description that are not part of what was measured: the seed and the run-wide
+cache-bust marker differ between the repeats of one point by design (each repeat draws its own sample), and the
+concurrency is the point identity's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """What a result measured at its point beyond the point identity: the load the client drove and the workload it
+    sent, as the result's summary recorded them. Two results of one point are repeats of one measurement only when
+    these are equal: a 900 s window of a recipe is not a repeat of its 1,800 s window.
+
+    From the summary's client options (`RunOptions`): the profiling window (`duration_s`), the profiling request
+    budget (`num_requests`: fixed-length prompts per point), the warm-up requests, and the open-loop rate and arrival
+    process. From its workload description (`provenance.workload`: the resolved workload config the client or the
+    simulator ran: ISL/OSL range ratio, prompt and warm-up counts, agentic warm-up per lane, warm start and idle
+    caps, the trace source, synthetic corpus parameters, the replayed corpus's digest), a digest of everything but
+    the per-run keys (`PER_RUN_WORKLOAD_KEYS`); "" when the summary records no workload."""
+
+    duration_s: float | None = None
+    num_requests: int | None = None
+    warmup_requests: int = 0
+    request_rate: float | None = None
+    arrival: str = ""
+    workload: str = ""
+
+    def key(self) -> str:
+        """A stable string over every field (part of `ResultPoint.configuration`)."""
+        return (f"window={_g(self.duration_s)}|requests={_g(self.num_requests)}|warmup={self.warmup_requests}"
+                f"|rate={_g(self.request_rate)}|arrival={self.arrival}|workload={self.workload}")
+
+
+def _g(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def measurement_of(summary: Summary | None) -> Measurement | None:
+    """The measurement a summary records; None when it records no client options (a summary from before they were
+    recorded, or one imported from elsewhere): such a result is a repeat of nothing, since its window is unknown."""
+    from llmsweep.client.config import RunOptions
+
+    prov = summary.provenance if summary is not None else None
+    if prov is None or not prov.options:
+        return None
+    known = {k: v for k, v in prov.options.items() if k in RunOptions.model_fields}  # options a later llmsweep retired
+    try:
+        options = RunOptions.model_validate(known)
+    except ValueError:
+        return None
+    workload = ""
+    if prov.workload:
+        kept = {k: v for k, v in prov.workload.items() if k not in PER_RUN_WORKLOAD_KEYS}
+        blob = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+        workload = short_digest("sha256:" + hashlib.sha256(blob.encode()).hexdigest())
+    return Measurement(duration_s=options.duration_s, num_requests=options.num_requests,
+                       warmup_requests=options.warmup_requests, request_rate=options.request_rate,
+                       arrival=options.arrival if options.request_rate is not None else "", workload=workload)

@@ -15,7 +15,14 @@ from typing import Any
 from llmsweep.errors import ResultError
 from llmsweep.metrics.model import EvalBlock, Summary
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
-from llmsweep.results.identity import PointIdentity, get_field, gpus_of, identity_from_job
+from llmsweep.results.identity import (
+    Measurement,
+    PointIdentity,
+    get_field,
+    gpus_of,
+    identity_from_job,
+    measurement_of,
+)
 from llmsweep.results.rundir import JobArtifacts, RunDir
 
 
@@ -71,20 +78,30 @@ class ResultPoint:
         return self.metrics.get(name)
 
     @property
+    def measurement(self) -> Measurement | None:
+        """The load and workload this result measured (`identity.Measurement`), from its summary; None when the
+        summary does not record them (an imported row, a summary without client options)."""
+        return measurement_of(self.summary)
+
+    @property
     def configuration(self) -> str:
         """What ran to earn this point beyond its identity: the recipe fingerprint, the rendered launch's fingerprint
-        (engine args, env, files), the source and the clock its provenance records. Two results of one point identity
-        are repeats of one configuration only when these are equal; "" when the point does not record its launch
-        (an imported row, a summary without provenance), so it is a repeat of nothing."""
+        (engine args, env, files), the source and the clock its provenance records, and what it measured (the
+        window, request and warm-up counts, the resolved workload: `measurement`). Two results of one point identity
+        are repeats of one configuration only when these are equal; "" when the point does not record its launch or
+        its measurement (an imported row, a summary without provenance or client options), so it is a repeat of
+        nothing."""
         prov = self.provenance
         launch = prov.get("launch")
         fingerprint = launch.get("fingerprint") if isinstance(launch, Mapping) else None
-        if not fingerprint:
+        measurement = self.measurement
+        if not fingerprint or measurement is None:
             return ""
         job = prov.get("job")
         recipe = (job.get("recipe_fingerprint") if isinstance(job, Mapping) else None) \
             or prov.get("recipe_fingerprint") or get_field(self.job, "recipe_fingerprint") or ""
-        return f"recipe={recipe}|launch={fingerprint}|source={self.source}|clock={prov.get('clock') or ''}"
+        return (f"recipe={recipe}|launch={fingerprint}|source={self.source}|clock={prov.get('clock') or ''}"
+                f"|{measurement.key()}")
 
 
 def check_topology(job_id: str, identity: PointIdentity, summary: Summary, gpus: int | None = None) -> None:

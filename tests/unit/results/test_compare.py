@@ -75,10 +75,15 @@ def test_repeats_turn_a_large_change_into_a_regression_and_a_small_one_into_nois
     assert d_same["tput_per_gpu"].verdict == "within noise"
 
 
-def _launched(p: ResultPoint, fingerprint: str = "launch-a") -> ResultPoint:
-    """The point as a run records it: its provenance names the launch that earned it (its configuration)."""
-    return dataclasses.replace(p, provenance={**p.provenance, "launch": {"fingerprint": fingerprint},
-                                              "clock": "virtual"})
+def _launched(p: ResultPoint, fingerprint: str = "launch-a", **options: object) -> ResultPoint:
+    """The point as a run records it: its provenance names the launch that earned it and its summary the load the
+    client drove (its configuration); `options` change that load."""
+    assert p.summary is not None
+    prov = p.summary.provenance
+    recorded = {"concurrency": p.identity.conc, "duration_s": 1800.0, **options}
+    summary = p.summary.model_copy(update={"provenance": prov.model_copy(update={"options": recorded})})
+    return dataclasses.replace(p, summary=summary, provenance={**p.provenance, "launch": {"fingerprint": fingerprint},
+                                                               "clock": "virtual"})
 
 
 def test_lower_is_better_metrics_flip_the_verdict(make_run) -> None:
@@ -97,8 +102,13 @@ def test_history_of_another_configuration_or_an_invalid_run_is_not_a_repeat(make
     other = [_launched(_scaled(p, "pr-earlier", 3.0, "p90_ttft"), "launch-pr") for p in a]  # the PR's config
     invalid = [dataclasses.replace(_scaled(p, "bad", 0.2, "p90_ttft"), verdict="invalid") for p in a]
     unlaunched = [dataclasses.replace(_scaled(p, "old", 1.0, "p90_ttft"), provenance={}) for p in a]
+    shorter = [_launched(_scaled(p, "short", 3.0, "p90_ttft"), duration_s=900.0) for p in a]  # another window
+    unrecorded = [_launched(_scaled(p, "no-options", 3.0, "p90_ttft")) for p in a]
+    unrecorded = [dataclasses.replace(p, summary=p.summary.model_copy(update={  # type: ignore[union-attr]
+        "provenance": p.summary.provenance.model_copy(update={"options": None})})) for p in unrecorded]  # type: ignore[union-attr]
     same = [_scaled(p, "a2", 1.01, "p90_ttft") for p in a]
-    comp = compare_points(a, slower, history=[*other, *invalid, *unlaunched, *same], resamples=100)
+    comp = compare_points(a, slower, history=[*other, *invalid, *unlaunched, *shorter, *unrecorded, *same],
+                          resamples=100)
     (m,) = comp.matched
     assert [p.run_id for p in m.past] == ["a2"] and m.history == 1
     assert comp.as_dict()["matched"][0]["history"][0]["run_id"] == "a2"

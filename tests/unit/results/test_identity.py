@@ -105,3 +105,55 @@ def test_a_result_is_stored_only_under_the_topology_that_earned_it() -> None:
         check_topology("j", aggregated, ran, 8)
     with pytest.raises(ResultError, match="plans 16 GPU"):
         check_topology("j", disagg, ran, 16)
+
+
+def _summary(options: dict[str, Any] | None, workload: dict[str, Any] | None = None) -> Any:
+    from llmsweep.metrics.model import Summary
+
+    return Summary.from_doc({"schema_version": 2, "provenance": {"options": options, "workload": workload}})
+
+
+FIXED = {"name": "fixed", "kind": "fixed", "isl": 1024, "osl": 1024, "num_prompts": 40, "num_warmups": 8,
+         "range_ratio": 0.8, "api": "completions", "seed": 1234, "tokenizer_name": "llmsweep-words"}
+AGENTIC = {"name": "agentic", "corpus_digest": "sha256:ab", "concurrency": 8, "seed": 42, "run_id": "u1",
+           "warmup_requests_per_lane": 10, "warm_start": True}
+
+
+def test_a_measurement_is_the_load_and_workload_a_summary_records_without_what_repeats_vary() -> None:
+    """Two results measure the same thing when their window, request budget, warm-ups and workload agree; a repeat's
+    seed and run marker (and the concurrency, which the identity holds) do not make it another measurement."""
+    from llmsweep.results.identity import measurement_of
+
+    window = measurement_of(_summary({"concurrency": 8, "duration_s": 1800.0}, AGENTIC))
+    assert window is not None and window.duration_s == 1800.0 and window.workload.startswith("sha256:")
+    repeat = measurement_of(_summary({"concurrency": 8, "duration_s": 1800.0, "seed": 7},
+                                     {**AGENTIC, "seed": 99, "run_id": "u2"}))
+    assert repeat == window
+    assert measurement_of(_summary({"concurrency": 8, "duration_s": 900.0}, AGENTIC)) != window
+    assert measurement_of(_summary({"concurrency": 8, "duration_s": 1800.0},
+                                   {**AGENTIC, "warmup_requests_per_lane": 1})) != window
+    assert measurement_of(_summary({"concurrency": 8, "duration_s": 1800.0},
+                                   {**AGENTIC, "corpus_digest": "sha256:cd"})) != window
+
+    fixed = measurement_of(_summary({"concurrency": 4, "num_requests": 40, "warmup_requests": 8}, FIXED))
+    assert fixed is not None and (fixed.num_requests, fixed.warmup_requests) == (40, 8)
+    more = measurement_of(_summary({"concurrency": 4, "num_requests": 80, "warmup_requests": 8},
+                                   {**FIXED, "num_prompts": 80}))
+    assert more != fixed and more is not None and more.key() != fixed.key()
+    assert measurement_of(_summary({"concurrency": 4, "num_requests": 40, "warmup_requests": 8},
+                                   {**FIXED, "range_ratio": 1.0})) != fixed
+    assert measurement_of(_summary({"concurrency": 4, "num_requests": 40, "warmup_requests": 8},
+                                   {**FIXED, "seed": 5})) == fixed
+
+
+def test_an_older_summary_still_gives_its_measurement_or_says_it_has_none() -> None:
+    """Options a later llmsweep retired are left aside and ones it added take their defaults; a summary that records
+    no client options has no measurement (its window is unknown), so its result is a repeat of nothing."""
+    from llmsweep.results.identity import measurement_of
+
+    retired = measurement_of(_summary({"concurrency": 8, "duration_s": 1800.0, "an_old_option": 1}, AGENTIC))
+    assert retired == measurement_of(_summary({"concurrency": 8, "duration_s": 1800.0}, AGENTIC))
+    assert measurement_of(_summary(None, AGENTIC)) is None
+    assert measurement_of(None) is None
+    no_workload = measurement_of(_summary({"concurrency": 8, "duration_s": 1800.0}))
+    assert no_workload is not None and no_workload.workload == ""

@@ -286,3 +286,21 @@ def test_the_provenance_image_column_is_what_the_server_ran_in(make_run, store_p
     assert rows[jobs[0].name] is None
     assert rows[jobs[1].name] == "reg.example/engine:1"
     assert rows[jobs[2].name] == planned and planned
+
+
+def test_stored_results_of_older_releases_load_and_say_what_history_they_can_join(tmp_path: Path) -> None:
+    """A result is a repeat of another only when both record what they measured (`ResultPoint.measurement`: the
+    window, request and warm-up counts and the workload, from the summary's client options). The v1 store's
+    summaries predate recorded options: they load, with no measurement and no configuration, so they join no
+    history; the v3 store's record them: a fixed-length point its prompt budget, an agentic one its window."""
+    for name in ("v1", "v3"):
+        shutil.copyfile(V1_STORE.with_name(f"{name}-results.sqlite"), tmp_path / f"{name}.sqlite")
+    with Store(tmp_path / "v1.sqlite", readonly=True) as store:
+        ours = [p for p in store.results() if p.origin == "llmsweep"]
+    assert ours and all(p.summary is not None and p.measurement is None and p.configuration == "" for p in ours)
+    with Store(tmp_path / "v3.sqlite", readonly=True) as store:
+        ours = [p for p in store.results() if p.origin == "llmsweep"]
+    measured = [m for p in ours if (m := p.measurement) is not None]
+    assert len(measured) == len(ours) and all(p.configuration for p in ours)
+    assert {m.num_requests for m in measured if m.duration_s is None} >= {8, 16}
+    assert {m.duration_s for m in measured if m.num_requests is None} == {8.0}

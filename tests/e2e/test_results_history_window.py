@@ -1,0 +1,72 @@
+"""`compare`'s history pools only measurements of the same thing: an earlier stored run of A's recipe and launch with
+another profiling window is not a repeat of A's point (a 900 s window next to an 1,800 s one widened the band of the
+quickstart's conc-8 point fourfold, labelled "between-run"); a run with A's window is.
+
+Real runs of a small agentic recipe on the simulator in virtual time into one store.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "agentic-sim.yaml"
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def _recipe(tmp_path: Path, duration: int) -> Path:
+    """agentic-sim.yaml, its first arm only (one point), with a `duration`-second window."""
+    doc = yaml.safe_load(RECIPE.read_text())
+    (recipe,) = doc.values()
+    entry = recipe["scenarios"]["agentic-coding"][0]
+    entry["search-space"] = entry["search-space"][:1]
+    recipe["workload"]["duration"] = duration
+    path = tmp_path / f"agentic-{duration}s.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _run(recipe: Path, out: Path, store: Path) -> str:
+    doc = json.loads(_cli("run", recipe, "--out", out, "--store", store, "--no-report", "--json").stdout)
+    # valid (a window of at least 900 s): only valid results join a history, so a smoke run would prove nothing
+    (summary,) = (out / "jobs").glob("*/summary.json")
+    assert json.loads(summary.read_text())["validity"]["verdict"] == "valid"
+    run_id: str = doc["run_id"]
+    return run_id
+
+
+def _point(a: Path, b: Path, store: Path) -> dict[str, Any]:
+    doc = json.loads(_cli("compare", a, b, "--store", store, "--json").stdout)
+    (point,) = doc["matched"]
+    return dict(point)
+
+
+@pytest.mark.timeout(300)
+def test_history_pools_runs_of_a_windows_length_only(tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    window, shorter = _recipe(tmp_path, 1200), _recipe(tmp_path, 900)
+    _run(window, tmp_path / "a", store)
+    _run(shorter, tmp_path / "short", store)  # the same recipe and launch fingerprints, a shorter window
+    _run(window, tmp_path / "b", store)
+
+    point = _point(tmp_path / "a", tmp_path / "b", store)
+    assert point["history"] == [] and point["history_runs"] == 0  # the short window is not a repeat of A's point
+    assert {d["band"]["kind"] for d in point["deltas"] if d["band"]} == {"within-run"}
+
+    again = _run(window, tmp_path / "a-again", store)  # A's window again: a repeat
+    point = _point(tmp_path / "a", tmp_path / "b", store)
+    assert [h["run_id"] for h in point["history"]] == [again] and point["history_runs"] == 1
+    tput = {d["metric"]: d for d in point["deltas"]}["tput_per_gpu"]
+    assert tput["band"]["kind"] == "between-run"
