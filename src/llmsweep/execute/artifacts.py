@@ -8,7 +8,8 @@ Layout of `--out RUN/`:
     RUN/jobs/<job-id>/                job.json, server_command.txt, server.log, records.jsonl,
                                       server_metrics.jsonl, run.json (client), summary.json, outcome.json,
                                       the launch's files (TensorRT-LLM: extra_llm_api_options.yaml);
-                                      attempts/N/ holds what an earlier, unfinished attempt left
+                                      attempts/N/ holds what an earlier attempt left (finished, rerun with
+                                      --force, or cut short and rerun)
     RUN/report/index.html             the dashboard
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +127,12 @@ def keep_previous_attempt(directory: Path) -> Path | None:
     for path in present:
         os.replace(path, target / path.name)
     return target
+
+
+def keep_earlier_attempt(job_id: str, directory: Path, event: Callable[[str], None]) -> Path | None:
+    """`keep_previous_attempt`, saying where the artifacts went: the one wording for every executor. An earlier
+    attempt may have finished (a `--force` rerun) or not (cut short, then `--resume`d): it is kept, not judged."""
+    kept = keep_previous_attempt(directory)
+    if kept is not None:
+        event(f"job {job_id}: the artifacts of an earlier attempt are kept in {kept}")
+    return kept

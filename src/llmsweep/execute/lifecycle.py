@@ -652,9 +652,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     group = server.group
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
-    kept = art.keep_previous_attempt(jdir)
-    if kept is not None:
-        event(f"job {job.id}: the artifacts of an earlier attempt are kept in {kept}")
+    art.keep_earlier_attempt(job.id, jdir, event)
     started = time.monotonic()
     handle: ServerHandle | None = None
     progress = current_progress()

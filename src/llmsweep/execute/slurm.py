@@ -424,9 +424,7 @@ class SlurmExecutor:
             for group in groups:
                 gdir = art.server_dir(run_dir, group.id)
                 for job in group.jobs:
-                    kept = art.keep_previous_attempt(art.job_dir(run_dir, job.id))
-                    if kept is not None:
-                        event(f"job {job.id}: the artifacts of an earlier attempt are kept in {kept}")
+                    art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event)
                 group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
                 nodes = group.topology.nodes if group.topology is not None else 1
                 try:

@@ -178,9 +178,7 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
     (eval-only, or after a run-eval row's point) runs against the group's simulator served live (`live`)."""
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
-    kept = art.keep_previous_attempt(jdir)
-    if kept is not None:
-        event(f"job {job.id}: the artifacts of an earlier, unfinished attempt are kept in {kept}")
+    art.keep_earlier_attempt(job.id, jdir, event)
     started = time.monotonic()
     current_progress().phase("simulating")
 

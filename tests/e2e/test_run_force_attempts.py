@@ -1,0 +1,20 @@
+"""`--force` over a finished run in virtual time keeps the earlier results and calls them an earlier attempt — not
+"unfinished" (they were valid) — in the words every executor uses (`artifacts.keep_earlier_attempt`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_run_support import RECIPES, cli_env, job_dirs, run_cli
+
+
+def test_force_calls_finished_results_an_earlier_attempt(tmp_path: Path) -> None:
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    first = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    forced = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--force"], env)
+    assert forced.returncode == 0, forced.stderr[-4000:]
+    kept = [line for line in forced.stderr.splitlines() if "are kept in" in line]
+    assert len(kept) == 2 and all(": the artifacts of an earlier attempt are kept in " in line for line in kept), kept
+    assert "unfinished" not in forced.stderr
+    assert all((d / "attempts" / "1" / "summary.json").is_file() for d in job_dirs(out).values())
