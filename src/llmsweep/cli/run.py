@@ -223,7 +223,7 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
     """The end-of-run table; its metric columns are headed as the metric table names them. Laid out for the terminal
     by `cli.tables.fit_tables`: numbers whole, job ids shortened to their experiment name and hash where whole ones do
     not fit, the columns that do not fit beside the job in a continuation table."""
-    from llmsweep.cli.tables import Column, job_label, plain, print_tables
+    from llmsweep.cli.tables import Column, job_labels, plain, print_tables
     from llmsweep.metrics.registry import HOT_BY_NAME
 
     def num(v: Any, digits: int = 1) -> str:
@@ -247,6 +247,5 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
                       plain(r["reason"] or ""), ok, num(r["total_tps_per_gpu"]), num(r["output_tps_per_gpu"]),
                       num(r["ttft_p50_ms"]), num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]),
                       num(r["tokens_per_joule"], 3), num(r["avg_power_w_per_gpu"]), plain(_eval_cell(r))])
-    names = exp_names or {}
-    short = [plain(job_label(r["job"], names.get(r["job"]))) for r in rows]
+    short = [plain(label) for label in job_labels([r["job"] for r in rows], exp_names)]
     print_tables("llmsweep run", columns, cells, short_keys=short, console=console)

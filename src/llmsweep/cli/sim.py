@@ -420,7 +420,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     if as_json:
         click.echo(json.dumps([r.doc() for r in results], indent=2))
     else:
-        _print_table([r for r in results if r.summary is not None])
+        _print_table([r for r in results if r.summary is not None], {j.id: j.exp_name for j in jobs})
     if lost:
         raise ResultError(f"llmsweep predict: {pool.WORKER_DIED}; {len(lost)} unit(s) were not predicted (see above)",
                           fix="rerun; if it dies again, lower --processes (memory), or run --processes 1 to see why")
@@ -555,17 +555,17 @@ def _predict_parallel(planned: list[Outcome | Unit], units: list[Unit], settings
     return [o for item in planned for o in ([item] if isinstance(item, Outcome) else next(by_unit))]
 
 
-def _print_table(results: list[Outcome]) -> None:
-    from rich.table import Table
-
-    from llmsweep.cli.tables import table_console
+def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None) -> None:
+    """The predicted points, laid out for the terminal as `run`'s table is (`cli.tables.print_tables`)."""
+    from llmsweep.cli.tables import Column, job_labels, plain, print_tables
     from llmsweep.metrics.registry import HOT_BY_NAME
 
     hot = HOT_BY_NAME
-    table = Table(title="predicted (simulated engine)")
-    for col in ("job", "conc", hot["tput_per_gpu"].header, hot["output_tput_per_gpu"].header,
-                hot["p50_ttft"].header_in("ms"), hot["p50_tpot"].header_in("ms"), "hit rate", "AL", "calibration"):
-        table.add_column(col, justify="left" if col == "job" else "right")
+    columns = [Column("job", kind="key", justify="left"), Column("conc"), Column(hot["tput_per_gpu"].header),
+               Column(hot["output_tput_per_gpu"].header), Column(hot["p50_ttft"].header_in("ms")),
+               Column(hot["p50_tpot"].header_in("ms")), Column("hit rate"), Column("AL"),
+               Column("calibration", kind="text", justify="right", min_width=12)]
+    rows = []
     for r in results:
         s = r.summary
         assert s is not None
@@ -579,10 +579,11 @@ def _print_table(results: list[Outcome]) -> None:
             cells[-1] += " est."  # the simulator's stand-in for acceptance the job measures on an engine
         label = str(r.calibration or "-")
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
-        table.add_row(r.job, str(r.concurrency), *cells, label.split(" (")[0].replace("calibrated: ", ""))
+        rows.append([plain(r.job), str(r.concurrency), *cells,
+                     plain(label.split(" (")[0].replace("calibrated: ", ""))])
     labels = sorted({r.calibration for r in results if r.calibration})
     if any(r.summary is not None and (a := r.summary.provenance.acceptance) is not None and a.estimated
            for r in results):
         labels.append("AL est.: the simulator's estimate for (model, method, K); the job measures real acceptance")
-    table.caption = "; ".join(labels)
-    table_console().print(table)
+    print_tables("predicted (simulated engine)", columns, rows, caption=plain("; ".join(labels)) or None,
+                 short_keys=[plain(label) for label in job_labels([r.job for r in results], exp_names)])

@@ -9,7 +9,7 @@ a continuation table that repeats the key — none is dropped.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -56,20 +56,42 @@ _ID = re.compile(r"^(?P<head>.+?)_(?P<hash>[0-9a-f]{12})(?P<repeat>-repeat\d+)?$
 
 
 def job_label(job_id: str, exp_name: str | None = None, width: int = 48) -> str:
-    """A job id short enough for a table: its leading identity (the experiment name, which names the model,
-    parallelism, concurrency and arm) and its unique hash suffix, `qwen3.5_tp8_conc4_kvnone_spec-mtp…79501af65b18`
-    (with `eval_` / `-repeatK` where the id has them). An id of at most `width` characters is kept whole."""
-    if len(job_id) <= width:
-        return job_id
-    m = _ID.match(job_id)
-    if m is None:
-        return job_id[: width - 13] + "…" + job_id[-12:]
-    head, tail = m["head"], m["hash"] + (m["repeat"] or "")
-    if head.endswith("_eval"):
-        tail = "eval_" + tail
-    lead = exp_name if exp_name and head.startswith(exp_name) else head
-    room = max(8, width - len(tail) - 1)
-    return lead[:room] + "…" + tail
+    """A job id short enough for a table: its leading identity (the experiment name, which names the model and, for
+    most scenarios, the parallelism, concurrency and arm) and its hash suffix, `qwen3.5_tp8_conc4_kvnone_spec-mtp…
+    79501af65b18` (with `eval_` / `-repeatK` where the id has them). An id of at most `width` characters is kept whole.
+    The hash is the recipe's, shared by its jobs: `job_labels` tells a table's rows apart."""
+    return job_labels([job_id], {job_id: exp_name} if exp_name else None, width)[0]
+
+
+def job_labels(job_ids: Sequence[str], exp_names: Mapping[str, str] | None = None, width: int = 48) -> list[str]:
+    """`job_label` of each id, told apart: where rows share a label (one recipe's jobs whose experiment name does not
+    name what differs, e.g. a fixed-length sweep's concurrencies), the parts of the id that differ join it
+    (`qwen3.5_1024_1024…conc4_b7e6f7ef7631`). Ids that would still collide are kept whole."""
+    names = exp_names or {}
+    parsed: dict[int, tuple[str, list[str], str]] = {}  # the ids to shorten: (lead, the segments after it, tail)
+    for i, job_id in enumerate(job_ids):
+        m = _ID.match(job_id)
+        if len(job_id) <= width or m is None:
+            continue
+        head, tail = m["head"], m["hash"] + (m["repeat"] or "")
+        if head.endswith("_eval"):
+            head, tail = head[: -len("_eval")], "eval_" + tail
+        name = names.get(job_id)
+        lead = name if name and head.startswith(name + "_") else head
+        parsed[i] = (lead, head[len(lead) + 1:].split("_") if lead != head else [], tail)
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, (lead, _, tail) in parsed.items():
+        groups.setdefault((lead, tail), []).append(i)
+    labels = list(job_ids)
+    for (lead, tail), members in groups.items():
+        common = set.intersection(*(set(parsed[i][1]) for i in members))
+        for i in members:
+            rest = [seg for seg in parsed[i][1] if seg not in common]
+            room = max(8, width - len(tail) - 1)
+            labels[i] = lead[:room] + "…" + "".join(f"{seg}_" for seg in rest) + tail
+    if len(set(labels)) < len(set(job_ids)):
+        return list(job_ids)
+    return labels
 
 
 def fit_tables(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], *, width: int,

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from llmsweep.cli import tables
 from llmsweep.cli.run import _print_rows
-from llmsweep.cli.tables import job_label
+from llmsweep.cli.tables import job_label, job_labels
 
 JOB = ("qwen3.5_tp8_conc{c}_kvnone_spec-mtp_fp8_sglang_tp8-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-mtp_conc{c}_"
        "cluster-mi300x-amds_79501af65b18")
@@ -76,3 +76,18 @@ def test_a_job_label_keeps_the_experiment_name_and_the_hash() -> None:
     eval_id = JOB.format(c=4).replace("_79501af65b18", "_eval_79501af65b18")
     assert job_label(eval_id, EXP.format(c=4)).endswith("…eval_79501af65b18")
     assert job_label("short_id_79501af65b18") == "short_id_79501af65b18"
+
+
+def test_rows_of_one_recipe_are_told_apart() -> None:
+    """A recipe's jobs share its hash, and a fixed-length experiment name does not name the concurrency or the
+    arm: the parts of the id that differ join the label, so the continuation tables' rows can be told apart."""
+    fixed = ("qwen3.5_1024_1024_fp8_sglang_tp{tp}-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-none_conc{c}_"
+             "cluster-mi300x-amds_b7e6f7ef7631")
+    ids = [fixed.format(tp=8, c=4), fixed.format(tp=8, c=8), fixed.format(tp=4, c=8)]
+    labels = job_labels(ids, dict.fromkeys(ids, "qwen3.5_1024_1024"))
+    assert labels == ["qwen3.5_1024_1024…tp8-pp1-dcp1-pcp1-ep1-dpafalse_conc4_b7e6f7ef7631",
+                      "qwen3.5_1024_1024…tp8-pp1-dcp1-pcp1-ep1-dpafalse_conc8_b7e6f7ef7631",
+                      "qwen3.5_1024_1024…tp4-pp1-dcp1-pcp1-ep1-dpafalse_conc8_b7e6f7ef7631"]
+    assert job_labels(ids[:2], dict.fromkeys(ids, "qwen3.5_1024_1024")) == [
+        "qwen3.5_1024_1024…conc4_b7e6f7ef7631", "qwen3.5_1024_1024…conc8_b7e6f7ef7631"]
+    assert job_labels([ids[0], ids[0] + "-repeat2"])[1].endswith("…b7e6f7ef7631-repeat2")
