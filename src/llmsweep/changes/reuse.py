@@ -23,8 +23,8 @@ from pathlib import Path
 
 from llmsweep.metrics.version import measurement_identity
 from llmsweep.plan import Job
+from llmsweep.workload.scenario import repeat_index
 
-REPEAT_MARK = "-repeat"
 CONTEXT_SEP = "/"
 UNREADABLE = "?"
 """The corpus part of a context whose trace source cannot be read now: it matches no stored result."""
@@ -76,12 +76,6 @@ def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def repeat_of(job_id: str) -> int:
-    """The repeat index a job id carries (`<id>-repeat<k>` → k; else 1)."""
-    head, sep, tail = job_id.rpartition(REPEAT_MARK)
-    return int(tail) if sep and head and tail.isdigit() else 1
-
-
 def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False) -> dict[str, str]:
     """Every job's recorded reuse key (`<identity>/<source>/<clock>/<corpus>`), by job id; a job that cannot be
     rendered (not runnable) has none. `live`: simulated jobs serve the simulator in wall-clock time (`run --live`)."""
@@ -98,7 +92,7 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False) -> dict[s
         except LlmsweepError:
             continue
         context = reuse_context(job, simulated=spec.engine == "sim", live=live, corpora=corpora)
-        out[job.id] = reuse_key(job, spec.fingerprint(), repeat=repeat_of(job.id)) + CONTEXT_SEP + context.render()
+        out[job.id] = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id)) + CONTEXT_SEP + context.render()
     return out
 
 

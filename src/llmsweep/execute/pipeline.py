@@ -44,6 +44,7 @@ from llmsweep.findings import Finding, Severity
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import one_point_per_job
+from llmsweep.workload.scenario import REPEAT_MARK
 
 log = logging.getLogger(__name__)
 
@@ -361,8 +362,6 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         return _run_locked(req, executor, jobs, findings, run_dir, event)
 
 
-REPEAT_MARK = "-repeat"
-
 
 def _only(jobs: list[Job], findings: list[Finding], ids: list[str]) -> tuple[list[Job], list[Finding]]:
     """The planned jobs named by id (`--changed`, `--only-job`), a concurrency slice of a planned multi-node job
@@ -427,7 +426,7 @@ def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:
     """
     out = list(jobs)
     for k in range(2, repeats + 1):
-        out += [job.model_copy(update={"id": f"{job.id}{REPEAT_MARK}{k}"}) for job in jobs]
+        out += [job.model_copy(update={"id": f"{job.id}{REPEAT_MARK}{k}"}) for job in jobs]  # `workload.scenario`
     return out
 
 

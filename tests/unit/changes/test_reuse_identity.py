@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from changes_scratch import write_recipe
 
-from llmsweep.changes.reuse import repeat_of, reuse_key, reuse_keys
+from llmsweep.changes.reuse import reuse_key, reuse_keys
 from llmsweep.metrics import version
 from llmsweep.plan import Job, jobs_from_files
+from llmsweep.workload.scenario import repeat_index
 
 
 @pytest.fixture
@@ -42,7 +43,7 @@ def test_launch_image_workload_fingerprint_and_repeat_are_part_of_the_identity(j
     wl = job.workload.model_copy(update={"seed": 7})
     assert reuse_key(job.model_copy(update={"workload": wl}), "launch") != key
     assert reuse_key(job, "launch", repeat=2) != key
-    assert repeat_of(job.id + "-repeat3") == 3 and repeat_of(job.id) == 1
+    assert repeat_index(job.id + "-repeat3") == 3 and repeat_index(job.id) == 1
 
 
 def test_env_change_changes_the_rendered_launch_key(tmp_path: Path) -> None:
