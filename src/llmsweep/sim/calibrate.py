@@ -353,7 +353,8 @@ def _replays(points: list[MeasuredPoint], *, fit_requests_per_lane: int | None =
         # while fitting, a fixed-length point may stop after a few requests per lane (its medians settle early);
         # the reported before/after comparison always replays the whole measured run
         cap = p.concurrency * fit_requests_per_lane if fit_requests_per_lane and duration == float("inf") else None
-        workload = build_workload(resolved, concurrency=p.concurrency, **extra)
+        # the point's own seed, as the measured run drew its prompts (`Scenario.seed`: fixed-length points salt it)
+        workload = build_workload(resolved, concurrency=p.concurrency, point=p.job.get("id") or None, **extra)
         check_corpus(p, workload)
         out.append(_Replay(p, workload, duration, cap))
     return out

@@ -214,3 +214,18 @@ def test_calibrating_on_the_committed_hybrid_h200_run_lowers_the_error(tmp_path:
     assert fit["provenance"]["run_id"] == json.loads((CALIB_RUN / "run.json").read_text())["run_id"]
     assert fit["error_before"] > 0.6 and fit["error_after"] < 0.15  # measured: 120.9 % -> 8.7 %
     assert fit["efficiency"]["mem"] < 0.75 and fit["efficiency"]["frontend_s"] > 0.012  # slower than the defaults
+
+
+def test_a_replay_draws_the_prompts_the_measured_point_drew() -> None:
+    """A fixed-length point's prompts are drawn with a seed salted by its job id (`Scenario.seed`), so the replay
+    must name the point: rebuilt with the recipe's bare seed it replayed other prompt lengths than were measured."""
+    from llmsweep.spec.workload import ResolvedWorkload
+    from llmsweep.workload.build import build_workload
+
+    point = _point(_mtp(3, 2.5), 4, {})
+    job_id = "dsr1_1024_96_fp8_vllm_tp1_conc4_h200_0123456789ab"
+    point = MeasuredPoint(**{**point.__dict__, "job": {**point.job, "id": job_id}})
+    resolved = ResolvedWorkload.model_validate(point.job["workload"])
+    measured = build_workload(resolved, concurrency=4, point=job_id, tokenizer=None, api="completions")
+    replay = _replays([point], fit_requests_per_lane=None)[0].workload
+    assert replay.config.seed == measured.config.seed != resolved.seed  # type: ignore[attr-defined]
