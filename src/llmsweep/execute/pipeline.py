@@ -16,7 +16,7 @@ import datetime as dt
 import logging
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +100,8 @@ class RunOutcome:
     """Each job's concurrency, by job id (for the end-of-run table)."""
     store_error: str | None = None
     """Why the run could not be stored at its end (the run is on disk; the run is not ok: exit 1)."""
+    unplanned: list[Finding] = field(default_factory=list)
+    """Errors about recipes that planned no job (so they refused none): the run is not ok (exit 2)."""
 
     @property
     def expected(self) -> int:
@@ -107,7 +109,7 @@ class RunOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.store_error is None and all(o.ok for o in self.outcomes)
+        return self.store_error is None and not self.unplanned and all(o.ok for o in self.outcomes)
 
     def completeness(self) -> str:
         counts = summarize_outcomes(self.outcomes)
@@ -133,6 +135,8 @@ class RunOutcome:
                     softened.setdefault(w, []).append(o.job_id)
         for warning, ids in softened.items():
             lines.append(f"  {len(ids)} job(s) ran on the simulator although {warning}")
+        for f in self.unplanned:
+            lines.append(f"  not planned: {f.render().splitlines()[0]}")
         if self.store_error:
             lines.append(f"  not stored: {self.store_error}")
         return "\n".join(lines)
@@ -145,8 +149,9 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)  # the CLI's progress channel, injected by default
 
 
-def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding]]:
-    """Load, plan and check the recipes once, with the run's fleet (`--runner-config`) and key selection.
+def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding], list[str]]:
+    """Load, plan and check the recipes once, with the run's fleet (`--runner-config`) and key selection: the jobs,
+    the findings and every loaded recipe key (whose a finding is).
 
     Recipes that do not load or cannot be expanded stop the run (exit 2), as `matrix` would; policy errors only
     refuse the jobs they name.
@@ -165,25 +170,25 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding]]:
     from llmsweep.plan.point import with_traces
 
     findings = validation.findings
+    keys = list(validation.loaded.recipes)
     if req.config_keys:  # what was found about recipes --config-keys did not select is not this run's to say
         from llmsweep.plan.expand import expand_config_keys
         from llmsweep.policy.planning import recipe_of
 
-        keys = list(validation.loaded.recipes)
         selected = set(expand_config_keys(tuple(req.config_keys), keys))
         findings = [f for f in findings if (owner := recipe_of(f.path, keys) if f.path else None) is None
                     or owner in selected]
-    return with_traces(validation.jobs, req.traces), findings
+    return with_traces(validation.jobs, req.traces), findings, keys
 
 
-def _errors_for(job: Job, findings: list[Finding], keys: set[str]) -> list[Finding]:
+def _errors_for(job: Job, findings: list[Finding], keys: Sequence[str]) -> list[Finding]:
     """Error findings that concern `job` (`policy.planning.findings_about`): they refuse it."""
     from llmsweep.policy.planning import findings_about
 
     return [f for f in findings_about(job, findings, keys) if f.is_error]
 
 
-def _softened(job: Job, findings: list[Finding], keys: set[str]) -> list[str]:
+def _softened(job: Job, findings: list[Finding], keys: Sequence[str]) -> list[str]:
     """The engine rules `job` breaks that were softened to warnings because the simulator serves it (`Rule.
     softens_in_sim`): its result is the simulator's, and a real engine would refuse the job. One line per rule."""
     from llmsweep.policy.context import SOFTENED_NOTE
@@ -345,7 +350,11 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
 def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     """Plan, check, run, store and report; the returned outcome says what happened to every expected job."""
     executor = req.make_executor()  # an unknown kind or a bad option stops the run before anything is planned
-    jobs, findings = _plan_and_check(req)
+    jobs, findings, keys = _plan_and_check(req)
+    # Errors about recipes that planned no job (a recipe dropped before planning, an input with none) refuse no job:
+    # the run says them and fails (exit 2) rather than leave those recipes out in silence.
+    matched = {id(f) for j in jobs for f in _errors_for(j, findings, keys)}
+    unplanned = [f for f in findings if f.is_error and id(f) not in matched] if req.only_jobs is None else []
     if req.only_jobs is not None:
         jobs, findings = _only(jobs, findings, req.only_jobs)
     if not jobs:
@@ -359,7 +368,9 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     with _exclusive(run_dir):
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
-        return _run_locked(req, executor, jobs, findings, run_dir, event)
+        outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event)
+    outcome.unplanned = unplanned
+    return outcome
 
 
 
@@ -470,7 +481,8 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], run_dir: Path,
+def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], keys: list[str],
+                run_dir: Path,
                 event: Event) -> RunOutcome:
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     planned: list[Job] = []
@@ -494,7 +506,6 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
-    keys = {job.recipe_key for job in planned}
     refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys), req.settings.eval,
                                  live=req.live, executor=executor.kind) for job in planned}
     for job in planned:

@@ -113,7 +113,7 @@ def validate_files(
     recipes = {k: loaded.recipes[k] for k in keys}
     policy = check(recipes, jobs, simulate=simulate, fleet=fleet)
     empty = [] if config_keys or (evals is not None and (evals.evals_only or evals.all_evals)) else _no_jobs(
-        paths, loaded.recipes, jobs, [*loaded.findings, *plan_findings])
+        paths, loaded.recipes, jobs, [*loaded.findings, *plan_findings, *policy])
     return Validation(loaded, jobs, [*loaded.findings, *plan_findings, *empty, *policy])
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.cli.main import main
+from llmsweep.plan import jobs_from_files
 
 TWO = """\
 {key}:
@@ -45,3 +46,39 @@ def test_findings_about_unselected_recipes_are_not_said(tmp_path: Path, monkeypa
     assert "run --simulate" in said[0]  # a bare recipe runs on the simulator; no real engine can launch it
     recorded = json.loads((tmp_path / "run" / "run.json").read_text())
     assert not any("other" in json.dumps(f) for f in recorded.get("findings", []))
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[dict[str, object]], str]:
+    with pytest.raises(SystemExit) as done:
+        main(["run", *args, "--no-report", "--json"])
+    captured = capsys.readouterr()
+    return int(done.value.code or 0), json.loads(captured.out)["jobs"], captured.err
+
+
+def test_an_error_about_what_planned_no_job_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """An input that plans no job (here a directory with no recipe; a recipe whose offload arm's runner has no
+    hardware metadata is dropped the same way) refuses no job, so its error used to be one stderr line in a run that
+    exited 0 with those recipes simply absent. The run now fails (exit 2) and its summary says what was not planned."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(TWO.format(key="picked"))
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    code, rows, err = _run(capsys, str(tmp_path / "empty"), str(recipe), "--simulate", "--out", str(tmp_path / "run"))
+    assert [r["verdict"] for r in rows] == ["valid"]  # what planned still ran
+    assert code == 2 and "not planned:" in err and "[plan.no-jobs]" in err, err
+
+
+def test_a_recipe_error_never_lands_on_a_recipe_whose_key_prefixes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Keys hold dots (`qwen3`, `qwen3.5-x`): a finding about `qwen3.5-x` is that recipe's, even when a run plans
+    only `qwen3`'s job (`--only-job`); it used to refuse the clean `qwen3` job for the other recipe's unknown model."""
+    served = TWO + "  serve:\n    args: {{}}\n"  # a recipe a real engine would serve: an unknown model is an error
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(served.format(key="qwen3") + served.format(key="qwen3.5-x").replace(
+        "deepseek-ai/DeepSeek-R1-0528", "example/NoSuchModel-7B"))
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    (clean,) = [j.id for j in jobs_from_files([recipe]) if j.recipe_key == "qwen3"]
+    code, rows, err = _run(capsys, str(recipe), "--simulate", "--only-job", clean, "--out", str(tmp_path / "run"))
+    assert [(r["job"], r["verdict"]) for r in rows] == [(clean, "valid")], err
+    assert code == 0
