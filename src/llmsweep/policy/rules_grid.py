@@ -13,6 +13,7 @@ from typing import Any
 
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
+from llmsweep.plan.point import one_point_per_job
 from llmsweep.policy.context import Context, entry_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import Recipe
@@ -79,8 +80,12 @@ def max_conc(ctx: Context) -> Iterator[Finding]:
         for path, concerned in by_entry.items():
             over = [c for job in concerned for c in job.concs if c > cap]
             for job in concerned:
-                yield ctx.hit("grid.max-conc", recipe, (*path, _conc_field(entries.get(path))),
+                hit = ctx.hit("grid.max-conc", recipe, (*path, _conc_field(entries.get(path))),
                               f"conc {over} above policy.max-conc {cap}", job=job)
+                if len(job.concs) > 1:  # a multi-node job runs as points: only those above the cap are refused
+                    hit = hit.model_copy(update={"jobs": tuple(
+                        point.id for point in one_point_per_job([job]) if point.concs[0] > cap)})
+                yield hit
         if jobs:
             continue
         for path, entry in entries.items():

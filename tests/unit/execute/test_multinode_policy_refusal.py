@@ -74,3 +74,18 @@ def test_a_slice_is_refused_for_what_its_job_is_refused_for(tmp_path: Path, monk
         assert [(r["conc"], r["verdict"]) for r in rows] == [(c, "refused") for c in concs], rows
         assert all("serve.spec-steps-row" in str(r["reason"]) for r in rows)
         assert code == 2
+
+
+def test_a_cap_refuses_only_the_points_above_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """grid.max-conc names the points of a multi-node job above the cap, not the job: its in-cap points run (naming
+    the job, every point of it was refused once findings followed a job into its points)."""
+    recipe = tmp_path / "mn.yaml"
+    recipe.write_text(SPEC_STEPS_ROW.replace("        spec-decoding: mtp\n", "")
+                      .replace(', additional-settings: ["DECODE_MTP_SIZE=2"]', "")
+                      .replace("    spec-decoding: { method: mtp, num-steps: 3 }\n", "")
+                      .replace("  workload:\n", "  policy: { max-conc: 4 }\n  workload:\n"))
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    code, rows = _run(recipe, tmp_path / "out", capsys)
+    assert [(r["conc"], r["verdict"]) for r in rows] == [(2, "valid"), (4, "valid"), (8, "refused")], rows
+    assert "grid.max-conc" in str(rows[2]["reason"]) and code == 2
