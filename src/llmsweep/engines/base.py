@@ -40,6 +40,24 @@ BIND_HOST = "0.0.0.0"
 Flags = dict[str, Any]
 
 
+def tag_version(image: str | None) -> str | None:
+    """The engine version an image tag names (`catalog.images.parse_image`); None for a nightly/dev/latest or dated
+    tag, an image no engine is recognised in, or a reference that does not parse."""
+    if not image:
+        return None
+    try:
+        parsed = parse_image(image).version
+    except ConfigError:
+        return None
+    return str(parsed) if parsed is not None else None
+
+
+def stated_version(job: Job) -> str | None:
+    """The recipe's `serve.engine.version`, if it states one."""
+    override = job.serve.engine if job.serve is not None else None
+    return override.version if override is not None and override.version else None
+
+
 def norm_flag(flag: str) -> str:
     """`--tp_size` and `--tp-size` are one flag to every engine we render (argparse accepts both spellings);
     `--flag=value` names `--flag`."""
@@ -418,15 +436,12 @@ class Adapter(ABC):
         return self.info().default_port
 
     def image_and_version(self, job: Job) -> tuple[str | None, str | None]:
-        override = job.serve.engine if job.serve is not None else None
-        version = override.version if override is not None and override.version else None
-        if version is None:
-            try:
-                parsed = parse_image(job.image).version
-            except ConfigError:
-                parsed = None
-            version = str(parsed) if parsed is not None else None
-        return job.image, version
+        """(image, engine version): the version the image tag names, else the recipe's `serve.engine.version`.
+
+        The stated version only stands in for a tag that names none (nightly, dev, latest, a dated build): where the
+        tag names one, that is what runs, so gates are checked, and the launch is recorded, at the tag's version
+        (a stated version that disagrees is the policy error `engine.version-mismatch`, never a relabel)."""
+        return job.image, tag_version(job.image) or stated_version(job)
 
     def render(self, job: Job, *, port: int | None = None, role: RoleContext | None = None) -> LaunchSpec:
         """The launch of `job`'s server; with `role`, of that worker of a disaggregated job (`job` is then the

@@ -12,9 +12,10 @@ from typing import Any
 
 from llmsweep.catalog.engines import check_launch, match_incompatibilities
 from llmsweep.catalog.images import ImageRef, image_fits_hardware, parse_image
+from llmsweep.catalog.version import Version
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.engines import LaunchSpec, adapter_for
-from llmsweep.engines.base import split_flag
+from llmsweep.engines.base import split_flag, stated_version, tag_version
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
@@ -110,6 +111,29 @@ def version_unknown(ctx: Context) -> Iterator[Finding]:
         detail = f"; gated knobs unchecked: {', '.join(gated)}" if gated else ""
         yield ctx.hit("engine.version-unknown", recipe, ("image",),
                       f"cannot tell the {spec.engine} version of image {job.image}{detail}", job=job)
+
+
+@rule("engine.version-mismatch", Severity.ERROR,
+      "`serve.engine.version` disagrees with the engine version the image tag names",
+      "delete `serve.engine.version` (the tag tells the version), or use the image of the version you mean",
+      "audit: lmsysorg/sglang:v0.5.12-rocm720-mi30x stated as 0.5.16 passed the SGLANG_SIMULATE_ACC_TOKEN_MODE gate "
+      "and ran 0.5.12 under a 0.5.16 label (seed PR: the knob is only read from 0.5.16)",
+      softens_in_sim=True)
+def version_mismatch(ctx: Context) -> Iterator[Finding]:
+    """The stated version is for tags that name none (nightly, dev, latest); where the tag names one, that build is
+    what runs, so gates and the recorded version follow the tag (`EngineAdapter.image_and_version`) and a stated
+    version that says otherwise is refused rather than believed."""
+    said: set[tuple[str, str]] = set()  # recipe-wide (one image, one `serve.engine`): once per recipe and image
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine is None or job.engine == "sim" or (recipe.key, job.image) in said:
+            continue
+        stated, tagged = stated_version(job), tag_version(job.image)
+        if stated is None or tagged is None or Version.try_parse(stated) == Version.parse(tagged):
+            continue
+        said.add((recipe.key, job.image))
+        yield ctx.hit("engine.version-mismatch", recipe, ("serve", "engine", "version"),
+                      f"`serve.engine.version` says {job.engine} {stated}, but image {job.image} is {job.engine} "
+                      f"{tagged}: the image's {tagged} is what would run, and what gates and results go by")
 
 
 @rule("engine.known-incompatibility", Severity.ERROR,
