@@ -39,3 +39,23 @@ def test_a_result_the_real_engine_would_refuse_says_so_everywhere(tmp_path: Path
     banner = build_payload(run, points_from_run(run))["verdicts"]["simulated-only"]
     assert banner["count"] == 2 and len(banner["reasons"]) == 1
     assert "[engine.known-incompatibility]" in banner["reasons"][0]["reason"]
+
+
+def test_a_launch_the_real_engine_cannot_render_is_said_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang has no Medusa: the real launch does not render. `--simulate` rendered only the simulator's launch, so
+    the finding vanished and the job came out valid with no word of it (and two rules that read the rendering
+    crashed into `policy.internal` warnings)."""
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    recipe = RECIPE.parent / "serve.render-failed.yaml"
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(recipe), "--simulate", "--out", str(out), "--no-report", "--json"])
+    captured = capsys.readouterr()
+    assert done.value.code == 0, captured.err
+    (outcome,) = json.loads((out / "run.json").read_text())["outcomes"]
+    assert outcome["status"] == "valid"
+    (warning,) = outcome["warnings"]
+    assert warning.startswith("a real engine would refuse them: [serve.render-failed] cannot render: SGLang has no "
+                              "`medusa` speculative decoding"), warning
+    assert "policy.internal" not in captured.err

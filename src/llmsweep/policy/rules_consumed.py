@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmsweep.engines import adapter_for
-from llmsweep.engines.base import norm_flag
+from llmsweep.engines.base import Conflict, norm_flag
 from llmsweep.engines.launch import is_secret_name
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
@@ -92,6 +92,15 @@ def launch_conflict(ctx: Context) -> Iterator[Finding]:
                           "not, or benchmark another model under this job's name", job=job)
 
 
+def _conflicts(job: Job, kind: str = "parallel") -> list[Conflict]:
+    """The serve flags that override what the job's launch renders; none when its launch cannot be rendered at all
+    (`serve.render-failed` says why, once, rather than each rule that reads the rendering failing on it)."""
+    try:
+        return adapter_for(job).conflicts(job, kind)
+    except LlmsweepError:
+        return []
+
+
 @rule("serve.parallelism-conflict", Severity.ERROR,
       "A serve flag overrides the parallelism the search space declares",
       "delete the flag; set tp/ep/pp/dp-attn in the search-space entry (one source of truth)", EP_LESSON)
@@ -99,7 +108,7 @@ def parallelism_conflict(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
         if job.engine in (None, "sim"):
             continue
-        for c in adapter_for(job).conflicts(job):
+        for c in _conflicts(job):
             derived = "absent" if c.derived is None else f"`{c.derived}`"
             yield ctx.hit("serve.parallelism-conflict", recipe, serve_arg_path(recipe, job, c.flag),
                           f"`{c.flag}: {c.recipe}` but the search space renders {derived} for it", job=job)
@@ -113,7 +122,7 @@ def spec_conflict(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
         if job.engine in (None, "sim"):
             continue
-        for c in adapter_for(job).conflicts(job, "spec"):
+        for c in _conflicts(job, "spec"):
             derived = "nothing" if c.derived is None else f"`{c.derived}`"
             yield ctx.hit("serve.spec-conflict", recipe, serve_arg_path(recipe, job, c.flag),
                           f"`{c.flag}` replaces {derived} rendered from serve.spec-decoding", job=job)
@@ -235,15 +244,24 @@ def secret_value(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("serve.render-failed", Severity.ERROR, "The engine adapter cannot render the job's launch",
-      "fix the field the message names", None)
+      "fix the field the message names", None, softens_in_sim=True)
 def render_failed(ctx: Context) -> Iterator[Finding]:
+    """The launch of the job's own engine must render. Under `--simulate` the simulator serves a real engine's job
+    anyway, so there the finding is a warning that says so (and the result says a real engine would refuse the
+    job); a job of the `sim` engine that cannot render stays an error: nothing else would serve it."""
     from llmsweep.engines import render
+    from llmsweep.policy.context import SOFTENED_NOTE
 
     for job, recipe in ctx.runnable_pairs():
+        own = job.engine == "sim"
         try:
-            render(job, simulate=ctx.simulated(job))
+            render(job, simulate=own)
         except (LlmsweepError, KeyError, ValueError) as exc:
-            yield ctx.hit("serve.render-failed", recipe, ("serve",), f"cannot render: {exc}", job=job)
+            hit = ctx.hit("serve.render-failed", recipe, ("serve",), f"cannot render: {exc}", job=job)
+            if own:
+                hit = hit.model_copy(update={"severity": Severity.ERROR,
+                                             "message": hit.message.removesuffix(SOFTENED_NOTE)})
+            yield hit
 
 
 @rule("serve.sim-ignored", Severity.WARNING,
