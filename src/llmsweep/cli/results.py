@@ -236,8 +236,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
             fail_on_regression: bool, store_path: Path | None) -> None:
     """Compare run B against run A point by point, with noise bands (A, B: run directories or stored run ids).
 
-    Only a between-run band (repeats: --repeats, --repeats-from, or earlier stored runs) may call a change an
-    improvement or a regression; `--baseline A --format markdown` gives a pull request's verdict.
+    Only a between-run band (repeats: `llmsweep run --repeats N`, --repeats-from, or earlier stored runs) may call a
+    change an improvement or a regression; `--baseline A --format markdown` gives a pull request's verdict.
     """
     from llmsweep.results.compare import compare_points
     from llmsweep.results.sides import history_from_store, resolve_points
