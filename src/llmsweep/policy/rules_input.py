@@ -62,12 +62,15 @@ def unknown_model(ctx: Context) -> Iterator[Finding]:
       "add the label to the runner file (--runner-config), or check its spelling",
       "InferenceX runners.yaml (a job is scheduled by its exact label)")
 def unknown_label(ctx: Context) -> Iterator[Finding]:
+    """An error wherever the jobs would run: with a `serve` block (a real engine), or on the simulator
+    (`--simulate`), which serves a serve-less recipe on its defaults. Either way the GPU (the simulator's hardware,
+    every fit check, the result's label) would be a guess from the label's spelling. A serve-less recipe checked
+    without `--simulate` (an InferenceX master file) runs nowhere: a warning, as `matrix` gives, keeping the label."""
     for recipe in ctx.recipes.values():
         if ctx.fleet.has_label(recipe.runner):
             continue
-        # `matrix` warns with the same message and keeps the label; a recipe llmsweep would run is refused: its
-        # GPU (and so the simulator's hardware and every fit check) would be a guess.
-        severity = Severity.ERROR if recipe.serve is not None else Severity.WARNING
+        runs = recipe.serve is not None or ctx.simulate
+        severity = Severity.ERROR if runs else Severity.WARNING
         yield ctx.hit("fleet.unknown-label", recipe, ("runner",),
                       f"runner label `{recipe.runner}` is not in the runner file ({ctx.fleet.file}); jobs keep the "
                       "label", severity=severity)
