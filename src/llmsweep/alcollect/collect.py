@@ -507,8 +507,12 @@ def _engine_text(job: Job, cells: list[CellResult], simulated: bool) -> str:
         return f"llmsweep simulator {reported or __version__} standing in for {job.engine} (no drafting: AL modelled)"
     if reported:
         return f"{job.engine} {reported} (reported by /version)"
-    declared = job.serve.engine.version if job.serve is not None and job.serve.engine is not None else None
-    return f"{job.engine} {declared or 'unknown version'} (recipe; the server reported no version)"
+    from llmsweep.engines import adapter_for
+    from llmsweep.engines.base import tag_version
+
+    _, version = adapter_for(job).image_and_version(job)  # the image's tag first; a stated version only without one
+    where = "image tag" if tag_version(job.image) else "recipe"
+    return f"{job.engine} {version or 'unknown version'} ({where}; the server reported no version)"
 
 
 def _hardware_text(job: Job, cells: list[CellResult], simulated: bool) -> str:

@@ -188,3 +188,17 @@ def test_a_curve_collected_with_a_named_drafter_serves_recipes_of_that_drafter(t
     # the plain-EAGLE3 drafter's recipes do not read it
     plain = resolve_acceptance(*args, 3, draft_model="Inferact/MiniMax-M3-EAGLE3", curve_dirs=[tmp_path / "golden"])
     assert plain is not None and plain.curve == "minimaxm3_eagle3"
+
+
+def test_a_curve_is_labelled_with_the_images_engine_version_not_a_contradicting_stated_one() -> None:
+    """A server that reports no version: the curve's engine is what the image tag names (SGLang 0.5.12), never the
+    recipe's `serve.engine.version` (0.5.16) where the tag contradicts it."""
+    from pathlib import Path as _Path
+
+    from llmsweep.alcollect.collect import _engine_text
+    from llmsweep.plan import jobs_from_files
+
+    fixture = _Path(__file__).resolve().parents[2] / "data" / "recipes" / "policy" / "engine.version-mismatch.yaml"
+    job = jobs_from_files([fixture])[0]
+    text = _engine_text(job, [], simulated=False)
+    assert "0.5.12" in text and "0.5.16" not in text and "image tag" in text, text
