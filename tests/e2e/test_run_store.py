@@ -39,7 +39,10 @@ def test_a_store_that_cannot_be_written_stops_the_run_before_any_server(tmp_path
 
 def test_an_interrupted_sweep_keeps_its_completed_jobs_in_the_store(tmp_path: Path) -> None:
     out, log, store = tmp_path / "out", tmp_path / "run.log", tmp_path / "store.sqlite"
-    proc = start_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), log)
+    # six jobs: on two loaded cores the three of the shared recipe could all finish before the interrupt landed
+    recipe = tmp_path / RECIPE.name
+    recipe.write_text(RECIPE.read_text().replace("conc-list: [1, 2, 3]", "conc-list: [1, 2, 3, 4, 5, 6]"))
+    proc = start_cli([recipe, "--live", "--out", out], cli_env(tmp_path), log)
     try:
         (first,) = wait_for(lambda: _summaries(out), timeout=120, what="the first job's summary", proc=proc, log=log)
         # stored as it finished, before the sweep ends

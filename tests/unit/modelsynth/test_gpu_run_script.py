@@ -222,14 +222,16 @@ def test_run_discover_measures_a_ladder_on_one_stand_in_vllm_server_and_packs_th
 def test_run_discover_cut_by_the_calls_budget_still_returns_what_the_ladder_measured(tmp_path: Path) -> None:
     """The timeout of the device call lands mid-ladder: the stage's server is stopped, discovery.json holds the runs
     measured so far and names the stage, no recipe is proposed, and the evidence is packed."""
-    run = _discover_rehearsal(tmp_path, osl=32, LADDER_TOP="64", REPEATS="3", REFINE="1", CALL_LIMIT="32",
+    # The script starts discovery only with more than 20 s of the call left after the GGUF import (5-12 s); a
+    # ladder to 256 (9 concurrencies x 3 seeds, the top ones 512 prompts through a batch cap of 2) outlasts the rest.
+    run = _discover_rehearsal(tmp_path, osl=32, LADDER_TOP="256", REPEATS="3", REFINE="1", CALL_LIMIT="45",
                               RESERVE_S="0")
     out = tmp_path / "out"
     assert run.returncode == 124, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads((out / "discovery.json").read_text())
     assert result["interrupted"] == "ladder" and result["proposed_recipe"] is None
     (ladder,) = result["stages"]
-    assert ladder["interrupted"] and 0 < ladder["runs_measured"] < 21 == ladder["runs_planned"]
+    assert ladder["interrupted"] and 0 < ladder["runs_measured"] < 27 == ladder["runs_planned"]
     assert not (out / "proposed.yaml").exists() and "cut by the call's budget" in run.stdout
     assert any(k.endswith("/summary.json") for k in _evidence(out))
     assert "stale servers stopped: []" in run.stdout  # the interrupted stage stopped its own server
@@ -249,7 +251,10 @@ def test_run_evals_power_runs_the_eval_only_half_then_the_pinned_run_eval_row_on
         pytest.skip("needs lm-eval (set LLMSWEEP_LM_EVAL to a Python with lm-eval[api]==0.4.13)")
     rehearsal = GPU / "cpu_rehearsal"
     out, runs = tmp_path / "out", tmp_path / "runs"
+    # GGUF: the first half imports the real weights where the recipe serves them from (the script's CPU rehearsal;
+    # without it the run-eval half's throughput point found a tokenizer only where an earlier run had left one)
     env = {**os.environ, "SKIP_INSTALL": "1", "OUT": str(out), "RUNS": str(runs), "LLMSWEEP_LM_EVAL": lm_eval,
+           "GGUF": "smollm2-135m-instruct",
            "EVAL_ARGS": "--eval-limit 4 --eval-max-tokens 16", "CALL_LIMIT": "280",
            "PATH": f"{rehearsal}:{Path(sys.executable).parent}:{os.environ['PATH']}",
            "PYTHONPATH": f"{rehearsal / 'py'}:{rehearsal / 'nvml'}"}
