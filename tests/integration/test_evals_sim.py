@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from llmsweep.evals.harness import BOOTSTRAP
+
 LM_EVAL = os.environ.get("LLMSWEEP_LM_EVAL")
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not LM_EVAL or not Path(LM_EVAL).is_file(),
@@ -90,7 +92,7 @@ def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path,
     assert ev["mode"] == "eval-only" and ev["harness_version"] == "0.4.13" and ev["context_length"] == 9472
     assert ev["runs"][0]["n_samples"] == 4 and ev["runs"][0]["conc"] == 16 and ev["num_fewshot"] == 5
     command = ev["runs"][0]["command"]
-    assert command[1:7] == ["-m", "lm_eval", "--model", "local-chat-completions", "--apply_chat_template",
+    assert command[1:7] == ["-c", BOOTSTRAP, "--model", "local-chat-completions", "--apply_chat_template",
                             "--model_args"] and "num_concurrent=16" in command[7]
     assert {m["name"] for m in ev["runs"][0]["metrics"]} == {"exact_match,strict-match",
                                                              "exact_match,flexible-extract"}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.evals.context import eval_concurrencies, eval_context_length, eval_max_tokens
-from llmsweep.evals.harness import EvalSettings, build_command, check_harness, read_results
+from llmsweep.evals.harness import BOOTSTRAP, EvalSettings, build_command, check_harness, read_results
 from llmsweep.evals.tasks import task_file
 from llmsweep.metrics.model import EvalRun
 from llmsweep.plan import Job, full_sweep
@@ -43,7 +43,7 @@ def test_lm_eval_command_is_inferencex_invocation(tmp_path: Path) -> None:
     task = task_file("gsm8k", None, tmp_path)
     argv = build_command("/venv/bin/python", task, base_url="http://127.0.0.1:8000/", model="m", conc=64,
                          context=9472, max_tokens=5376, out=tmp_path / "o", limit=None)
-    assert argv[:7] == ["/venv/bin/python", "-m", "lm_eval", "--model", "local-chat-completions",
+    assert argv[:7] == ["/venv/bin/python", "-c", BOOTSTRAP, "--model", "local-chat-completions",
                         "--apply_chat_template", "--model_args"]
     assert argv[7] == ("model=m,base_url=http://127.0.0.1:8000/v1/chat/completions,api_key=EMPTY,eos_string=</s>,"
                        "max_retries=5,num_concurrent=64,timeout=1800,tokenized_requests=False,max_length=9472")

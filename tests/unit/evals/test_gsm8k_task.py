@@ -58,3 +58,40 @@ def test_lm_eval_scores_the_last_answer_line_under_strict_match() -> None:
     out = subprocess.run([python, "-c", _APPLY], input=json.dumps([_filters()["strict-match"], REPLY]),
                          capture_output=True, text=True, check=True, timeout=120)
     assert json.loads(out.stdout) == "42"
+
+
+_LOAD = """
+import json, sys
+import lm_eval.tasks.manager as m
+from lm_eval.tasks import TaskManager
+bootstrap = sys.argv[1]
+exec(bootstrap.split("; from lm_eval.__main__")[0])  # the bootstrap's patch, without starting the CLI
+tm = TaskManager()
+loaded = tm.load([sys.argv[2]])
+print(json.dumps({"indexed": len(tm.all_tasks), "tasks": sorted(loaded["tasks"])}))
+"""
+
+
+@pytest.mark.parametrize(("name", "row"), [
+    ("gsm8k", {"question": "1+1?", "answer": "1+1=2\n#### 2"}),
+    ("gpqa_diamond_cot_n_shot", {"Question": "Which?", "Correct Answer": "a", "Incorrect Answer 1": "b",
+                                 "Incorrect Answer 2": "c", "Incorrect Answer 3": "d"}),
+])
+def test_the_bootstrap_loads_a_packaged_task_by_path_without_lm_evals_built_in_index(
+        name: str, row: dict[str, str], tmp_path: Path) -> None:
+    """What `run` starts lm-eval with (`evals.harness.BOOTSTRAP`): its task manager indexes none of lm-eval's ~14,000
+    built-in task files (17 CPU-seconds a run), and still loads llmsweep's task file, passed by path as `run` passes
+    it (here with a local dataset, as offline runs do)."""
+    from llmsweep.evals.harness import BOOTSTRAP
+    from llmsweep.evals.tasks import task_file
+
+    python = _lm_eval_python()
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    task = task_file(name, data, tmp_path / "task")
+    offline = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([python, "-c", _LOAD, BOOTSTRAP, str(task.path)], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path, env=offline)
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["indexed"] == 0 and doc["tasks"] == [name], doc
