@@ -147,8 +147,23 @@ def _reader(path: Path) -> GGUFReader:
         from gguf import GGUFReader
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ConfigError("model import needs the `gguf` package", fix="pip install 'llmsweep[import]'") from exc
+
+    class PlainReader(GGUFReader):
+        """`GGUFReader` slicing a plain ndarray view of its memmap. It slices `data` a few times per vocabulary
+        string while parsing the header (~250,000 slices for SmolLM2's 49,152 tokens and 48,900 merges), and a
+        np.memmap slice costs several times a plain array's (`memmap.__getitem__`, `__array_finalize__`): 26 of
+        39 CPU-seconds of the import on a 2-core AMD EPYC. The view reads the same mapped file."""
+
+        @property  # type: ignore[override]
+        def data(self) -> np.ndarray:
+            return self._plain
+
+        @data.setter
+        def data(self, value: np.ndarray) -> None:
+            self._plain = value.view(np.ndarray)
+
     try:
-        return GGUFReader(path)
+        return PlainReader(path)
     except (ValueError, OSError) as exc:
         raise ConfigError(f"model import: cannot read {path} as GGUF: {exc}", fix="pass a GGUF v2/v3 file") from exc
 
