@@ -1,5 +1,5 @@
 """Shared test fixtures: where the reference data lives (skipping cleanly when it is absent), and the tiny model the
-real-engine tests serve."""
+real-engine tests serve; and the order xdist hands test files out in (the slow ones first)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,20 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's loadfile orders files by their number of tests unless told not to; the order below is by cost instead
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files holding a test marked `slow` first, the rest after in collection order: `pytest -n 2 --dist loadfile`
+    hands files to workers in this order, so the long files start at once and the short ones fill in around them
+    (ordered by test count, the minute-long files of few tests came last, and one worker ran alone for minutes)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 @pytest.fixture(scope="session")

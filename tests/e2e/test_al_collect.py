@@ -21,6 +21,8 @@ import yaml
 from llmsweep.catalog.golden import CURVES_ENV_VAR, load_curve
 from llmsweep.catalog.sources import clear_caches
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "tests" / "data" / "recipes" / "alcollect" / "llama-1b-ngram.yaml"
 FLEET = ROOT / "examples" / "gpu" / "fleet.yaml"

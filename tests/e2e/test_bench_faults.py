@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from support.stream_server import ServerConfig, StreamServer, run_in_subprocess
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 OSL = 8
 LOAD = ("--isl", "16", "--osl", str(OSL), "--concurrency", "2", "--num-prompts", "6", "--num-warmups", "0",

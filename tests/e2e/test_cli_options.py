@@ -23,6 +23,8 @@ import pytest
 from llmsweep.cli.main import cli
 from llmsweep.cli.options import CONCEPTS, Opt, describe, field_default
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
 

@@ -17,6 +17,8 @@ from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
 
 from llmsweep.engines import DISAGG_NOT_LAUNCHABLE
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 REASON = "disaggregated prefill/decode launch is not supported by this executor yet"
 
 

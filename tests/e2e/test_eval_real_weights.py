@@ -24,6 +24,8 @@ import pytest
 from support.arith_eval import write_arith
 from support.real_engine import transformers_path
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "examples" / "transformers" / "smollm2-cpu-eval.yaml"
 LIMIT = 8

@@ -17,6 +17,8 @@ import pytest
 
 from llmsweep.results.store import Store
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 RUN_RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run"
 
 

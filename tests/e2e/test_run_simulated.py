@@ -17,6 +17,8 @@ from llmsweep.spec.workload import ResolvedWorkload
 from llmsweep.workload.agentic import AgenticWorkload
 from llmsweep.workload.build import build_workload
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
 AMD_MASTER = Path("/work/shared/reference/inferencex/amd-master.yaml")

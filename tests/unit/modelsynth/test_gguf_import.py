@@ -27,6 +27,8 @@ jinja2 = pytest.importorskip("jinja2")
 from llmsweep.errors import ConfigError  # noqa: E402
 from llmsweep.modelsynth.gguf_import import GgufModel, permute_qk, resolve_gguf, unpermute_qk  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 QUESTION = "What is the capital of France?"
 
 
