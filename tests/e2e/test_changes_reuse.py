@@ -64,6 +64,20 @@ def test_changed_with_nothing_changed_runs_nothing(tmp_path: Path) -> None:
     assert "nothing to run" in proc.stderr and not (tmp_path / "out").exists()
 
 
+def test_changed_with_nothing_changed_still_refuses_recipes_the_runner_file_now_makes_invalid(tmp_path: Path) -> None:
+    """A runner file that no longer holds the recipe's label changes no job (a job's identity does not hold the
+    fleet), but the run must not say "nothing to run" and exit 0: the recipe's error is printed and the run exits 2."""
+    repo, _, head = scratch_repo(tmp_path)
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("labels:\n  h100:\n    - h100_0\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", "recipes/chg.yaml", "--changed",
+                           f"{head}..", "--runner-config", fleet, "--out", tmp_path / "out"], cwd=repo,
+                          env=cli_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "[fleet.unknown-label]" in proc.stderr and "error(s): nothing run" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_reuse_after_a_change_runs_the_changed_jobs_and_reuses_the_rest(tmp_path: Path) -> None:
     repo, base, head = scratch_repo(tmp_path)
     env = cli_env(tmp_path)

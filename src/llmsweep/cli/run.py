@@ -121,6 +121,18 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
                    + (f"; {len(grown)} multi-node job(s) run only their added concurrencies" if grown else ""),
                    err=True)
         if not only_jobs:
+            # nothing to launch, but the recipes are still checked: a change to the runner file or the catalog alters
+            # no job and can still make a recipe invalid, and a run that says "nothing to run" must not pass it
+            from llmsweep.policy import validate_files
+
+            errors = [f for f in validate_files(list(files), config_keys=list(config_keys) or None,
+                                                runner_config=runner_config, simulate=simulate).findings
+                      if f.is_error]
+            for f in errors:
+                click.echo(f.render(), err=True)
+            if errors:
+                click.echo(f"no job changed, but the recipes have {len(errors)} error(s): nothing run", err=True)
+                return 2
             click.echo("no job changed: nothing to run", err=True)
             return 0
     from llmsweep.execute.lifecycle import LifecycleSettings
