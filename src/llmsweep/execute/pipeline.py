@@ -219,6 +219,11 @@ def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bo
 
 def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None, *,
              live: bool = False, executor: str = "local") -> str | None:
+    # A policy error is about the recipe itself and is fixed there first: it is the reason, before what the run's
+    # set-up lacks (lm-eval) or what llmsweep cannot launch yet.
+    if errors:
+        first = errors[0]
+        return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
     if job.is_eval or job.run_eval:
         # A run-eval row promises throughput *and* an accuracy eval: one that cannot run its eval is refused whole,
         # never run as half of itself.
@@ -240,9 +245,6 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSetting
             return ("the accuracy eval of a multinode job needs its deployment served live, role by role; only the "
                     "simulator under Slurm (--simulate --live --executor slurm) serves one yet; run the throughput "
                     "points with --no-evals")
-    if errors:
-        first = errors[0]
-        return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
     from llmsweep import engines
 
     launch = engines.launch_refusal(job, simulate=simulate, live=live)
