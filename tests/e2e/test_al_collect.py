@@ -117,7 +117,10 @@ def test_the_planner_pins_the_collected_curve(collected: tuple[Path, dict[str, A
 def test_a_cell_whose_server_cannot_start_is_named_and_fails_the_collection(tmp_path: Path) -> None:
     doc = yaml.safe_load(RECIPE.read_text())
     (recipe,) = doc.values()
-    recipe["model"] = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the simulator has no figures for it: it exits
+    # the simulator has no figures for this model and nothing at its model path: it exits (the path is what passes
+    # the catalog check, `input.unknown-model`, which would otherwise refuse the collection before any server)
+    recipe["model"] = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    recipe["serve"]["model-path"] = str(tmp_path / "no-such-model")
     path = tmp_path / "unknown.yaml"
     path.write_text(yaml.safe_dump({"unknown-ngram": recipe}, sort_keys=False))
     proc = _collect(tmp_path / "golden", "-k", "2", recipe=path)
@@ -231,3 +234,19 @@ def test_merge_into_refuses_a_missing_curve_and_a_second_output_name(tmp_path: P
     assert proc.returncode == 2 and "no curve to merge into" in proc.stderr and "without --merge-into" in proc.stderr
     proc = _cli("al", "collect", RECIPE, "--simulate", "-k", "2", "--merge-into", tmp_path / "x.yaml", "--variant", "b")
     assert proc.returncode == 2 and "--variant would name another" in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_recipe_with_a_policy_error_is_refused_before_any_server_starts(tmp_path: Path) -> None:
+    """`al collect` launches servers as `run` does, so it is held to the same checks: an SGLang flag on the vLLM
+    recipe (`serve.unsupported-arg`) is printed and refuses the collection (exit 2) with no cell run — against a real
+    engine, which the local executor would otherwise have tried to start."""
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text(RECIPE.read_text().replace("      --max-model-len: 4096\n",
+                                                 "      --max-model-len: 4096\n      --mem-fraction-static: 0.8\n"))
+    out = tmp_path / "golden"
+    proc = _cli("al", "collect", recipe, "--runner-config", FLEET, "--executor", "local", "--prompts", "builtin",
+                "--num-prompts", "3", "--out", out)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "[serve.unsupported-arg]" in proc.stderr and "no server was started" in proc.stderr
+    assert "collecting" not in proc.stderr and not list(tmp_path.rglob("server_command.txt"))

@@ -24,6 +24,7 @@ from llmsweep.errors import ConfigError, DatasetError
 if TYPE_CHECKING:
     from llmsweep.alcollect.prompts import PromptSet
     from llmsweep.execute.base import ServerLauncher
+    from llmsweep.plan.job import Job
 
 EXECUTORS = ("local", "docker")
 """Executors whose launcher starts a server from this process (Slurm runs its lifecycle on the node)."""
@@ -65,6 +66,24 @@ def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str]
         echo(f"the hub is not reachable ({str(exc).splitlines()[0]}); using the builtin coding set — the curve's "
              "dataset line says so")
         return load_prompts(BUILTIN, category, limit)
+
+
+def _refuse_policy_errors(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, job: Job, *,
+                          simulate: bool, echo: Callable[[str], None]) -> None:
+    """The collection job's policy errors (the checks `run` applies before a launch: `validate`'s, softened as
+    `run --simulate` softens them) refuse the collection before any server starts, each printed."""
+    from llmsweep.policy import validate_files
+    from llmsweep.policy.planning import findings_about
+
+    checked = validate_files([recipe], config_keys=list(config_keys) or None, runner_config=runner_config,
+                             simulate=simulate)
+    errors = [f for f in findings_about(job, checked.findings, checked.loaded.recipes) if f.is_error]
+    for f in errors:
+        echo(f.render())
+    if errors:
+        first = errors[0]
+        raise ConfigError(f"{job.exp_name} has {len(errors)} policy error(s), first [{first.rule}] {first.message}; "
+                          "no server was started", fix=first.fix or "fix the recipe (llmsweep validate says how)")
 
 
 @click.command("collect")
@@ -136,6 +155,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         "precision": precision, "notes": list(notes)})
     jobs = jobs_from_files([recipe], config_keys=list(config_keys) or None, runner_config=runner_config)
     job = collection_job(jobs, simulate=simulate)
+    _refuse_policy_errors(recipe, config_keys, runner_config, job, simulate=simulate, echo=echo)
     if merge_into is not None:
         given = [name for name, param in (("--out", "out_dir"), ("--variant", "variant"), ("--force", "force"))
                  if click.get_current_context().get_parameter_source(param) != ParameterSource.DEFAULT]
