@@ -162,6 +162,9 @@ VLLM = EngineIdentity(
     frameworks=("vllm", "vllm-disagg", "dynamo-vllm", "llmd-vllm"),
     env_prefixes=("VLLM_",),
     image_patterns=(r"vllm",),
+    # AMD's rocm/vllm tags name ROCm first and vLLM after it (`rocm6.4.1_vllm_0.9.1_20250715`); a leading version
+    # (`v0.26.0`) is vLLM's own
+    image_version_patterns=(rf"(?:^|[-_])vllm[-_]v?({VERSION_TOKEN})(?=$|[-_])",),
     image_platform="cuda",
     metric_prefix="vllm:",
     pin_acceptance=_vllm_pin,

@@ -38,6 +38,9 @@ def test_the_image_that_broke_the_seed_ships_python_3_10() -> None:
     [
         ("vllm/vllm-openai:v0.11.0", "vllm", "0.11.0", "cuda"),
         ("vllm/vllm-openai-rocm:v0.27.1", "vllm", "0.27.1", "rocm"),
+        ("rocm/vllm:rocm6.4.1_vllm_0.9.1_20250715", "vllm", "0.9.1", "rocm"),
+        ("rocm/vllm:rocm7.0.0_vllm_0.10.2_20251006", "vllm", "0.10.2", "rocm"),
+        ("rocm/vllm:v0.10.1_20250909", "vllm", "0.10.1", "rocm"),
         ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6", "trtllm", "1.2.0rc6", "cuda"),
         ("rocm/atom:rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3", "atom", "0.1.3", "rocm"),
         ("rocm/atom:rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post", "atom", "0.1.2.post0", "rocm"),
