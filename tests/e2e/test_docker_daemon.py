@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.real_engine import tiny_transformers_recipe, transformers_path
+from support.real_engine import tiny_transformers_recipe
 from test_run_support import cli_env, kill_quietly, run_argv, start_cli, wait_for
 
 from llmsweep import engines
@@ -56,16 +56,34 @@ def _daemon_answers() -> bool:
         return False
 
 
+_SERVES = ("import importlib.metadata as m, importlib.util as u; "
+           "assert all(u.find_spec(n) for n in ('torch', 'transformers', 'fastapi', 'uvicorn', 'requests')); "
+           "assert m.version('transformers') >= '5'")
+"""Whether a python has what `transformers serve` needs, read from what it has installed: support.real_engine's probe
+imports torch and transformers to find out, seconds of CPU spent before the first engine here starts."""
+
+
+def _serving_python() -> Path | None:
+    given = os.environ.get("LLMSWEEP_TRANSFORMERS_PYTHON")
+    path = (str(Path(given).parent) + os.pathsep if given else "") + os.environ.get("PATH", "")
+    exe = shutil.which("python3", path=path)
+    if exe is None:
+        return None
+    try:
+        ok = subprocess.run([exe, "-c", _SERVES], capture_output=True, timeout=60).returncode == 0
+    except subprocess.TimeoutExpired:
+        return None
+    return Path(exe) if ok else None
+
+
 @pytest.fixture(scope="module")
 def tf_python() -> Path:
     if not _daemon_answers():
         pytest.skip("no Docker daemon answers (`.ci/run` starts one: scripts/ci/start_docker.sh)")
-    path = transformers_path()
-    if path is None:
-        pytest.skip("no python3 on PATH (or LLMSWEEP_TRANSFORMERS_PYTHON) imports torch + transformers[serving]")
-    exe = shutil.which("python3", path=path)
-    assert exe is not None
-    return Path(exe)
+    exe = _serving_python()
+    if exe is None:
+        pytest.skip("no python3 on PATH (or LLMSWEEP_TRANSFORMERS_PYTHON) has torch + transformers[serving]")
+    return exe
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +170,7 @@ def test_docker_stop_ends_the_engine_within_seconds_only_with_init(tf_python: Pa
     launcher = DockerLauncher(DockerOptions.model_validate(_options(tf_python, model_dir, init=init)))
     handle = launcher.launch(spec, log_path=tmp_path / "server.log")
     try:
-        wait_ready(handle, timeout_s=180)
+        wait_ready(handle, timeout_s=180, poll_s=0.25)
         assert any(line.startswith(f"{PREFIX}-") and " Up " in f" {line} " for line in _containers())
         _complete(spec.base_url, str(model_dir))  # serving starts the engine's batching thread, which outlives uvicorn
     finally:
@@ -175,7 +193,9 @@ def test_run_serves_in_the_container_and_resume_removes_what_a_killed_harness_le
 ) -> None:
     """A run SIGKILLed mid-measurement leaves its container running (it outlives the docker CLI); `--resume` removes
     it, serves the rest in a new container and stores valid results; nothing is left."""
-    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1, 2]", prompts_per_conc=8, osl=48)
+    # Four requests of ~1 s per job: the kill lands seconds before the first job could end (records.jsonl has its
+    # warm-up record first), and the resumed run measures two jobs in seconds.
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1, 2]", prompts_per_conc=4, osl=48)
     out, log = tmp_path / "run", tmp_path / "run.log"
     args: list[str | Path] = [recipe, "--executor", "docker", *_executor_flags(_options(tf_python, model_dir)),
                               "--out", out, "--no-report"]
