@@ -181,7 +181,10 @@ def test_a_role_that_cannot_come_up_fails_the_job_and_every_step_is_torn_down(
     try:
         assert blocker.stdout is not None and blocker.stdout.readline().strip() == "bound"
         out = tmp_path / "out"
-        proc = subprocess.run(run_argv(RECIPE, out), env=env(tmp_path), capture_output=True, text=True, timeout=240)
+        # One concurrency, so one job: a second would only relaunch the same roles to fail the same way.
+        recipe = tmp_path / "one-conc.yaml"
+        recipe.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
+        proc = subprocess.run(run_argv(recipe, out), env=env(tmp_path), capture_output=True, text=True, timeout=240)
     finally:
         blocker.terminate()  # srun cancels its step on SIGTERM
         blocker.wait(timeout=30)
@@ -197,34 +200,25 @@ def test_a_role_that_cannot_come_up_fails_the_job_and_every_step_is_torn_down(
     assert_nothing_left(slurm_job_id(out), multinode_cluster)
 
 
-def test_ctrl_c_of_the_run_tears_down_every_role_step(tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
-    recipe = tmp_path / "long.yaml"  # a workload long enough to interrupt mid-run
-    recipe.write_text(RECIPE.read_text().replace("osl: 64", "osl: 4096").replace("num-prompts-per-conc: 4",
-                                                                                 "num-prompts-per-conc: 64"))
-    out = tmp_path / "out"
-    log = tmp_path / "run.log"
-    with open(log, "wb") as fh:
-        driver = subprocess.Popen(run_argv(recipe, out), env=env(tmp_path), stdout=fh, stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: any("simulated PD router" in p.read_text()
-                               for p in (out / "servers").glob("*/roles/router-0.log")), driver, log)
-        job_id = slurm_job_id(out)
-        assert role_processes(multinode_cluster), "the roles run while the client does"
-        driver.send_signal(signal.SIGINT)
-        assert driver.wait(timeout=120) != 0
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    assert_nothing_left(job_id, multinode_cluster)
-
-
-def test_resume_after_a_killed_run_cancels_its_role_steps_before_launching_again(
-        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+def long_recipe(tmp_path: Path) -> Path:
+    """The disaggregated recipe with a workload long enough to interrupt mid-run."""
     recipe = tmp_path / "long.yaml"
     recipe.write_text(RECIPE.read_text().replace("osl: 64", "osl: 4096").replace("num-prompts-per-conc: 4",
                                                                                  "num-prompts-per-conc: 64"))
+    return recipe
+
+
+@pytest.fixture(scope="module")
+def killed_resumed_then_interrupted(tmp_path_factory: pytest.TempPathFactory,
+                                    multinode_cluster: dict[str, str]) -> dict[str, Any]:
+    """One sequence that feeds the two tests below (each a run brought up to its router on three nodes, which is
+    most of their time): a run SIGKILLed once its router is up, its `--resume`, and a Ctrl-C of that resumed run
+    once its own roles serve. What each step saw is recorded here and asserted by the tests."""
+    tmp_path = tmp_path_factory.mktemp("killed-resumed")
+    recipe = long_recipe(tmp_path)
     out = tmp_path / "out"
     router_logs = out / "servers"
+    seen: dict[str, Any] = {}
 
     def router_up() -> bool:
         logs = list(router_logs.glob("*/roles/router-0.log"))
@@ -238,28 +232,49 @@ def test_resume_after_a_killed_run_cancels_its_role_steps_before_launching_again
     first = start()
     try:
         wait_until(router_up, first, tmp_path / "run.log")
-        old_job = slurm_job_id(out)
+        seen["old_job"] = old_job = slurm_job_id(out)
         first.kill()  # SIGKILL: the submitter cannot cancel anything; the allocation and its steps run on
         first.wait(timeout=30)
-        assert job_in_queue(old_job) and role_processes(multinode_cluster)
+        seen["left_after_kill"] = job_in_queue(old_job) and bool(role_processes(multinode_cluster))
         for log in router_logs.glob("*/roles/router-0.log"):
             log.unlink()
         resumed = start("--resume")
         try:
             wait_until(router_up, resumed, tmp_path / "run.log")
-            # The resumed run cancelled the old allocation (its steps with it) before it launched its own.
-            assert not job_in_queue(old_job) and slurm_job_id(out) != old_job
-            new_job = slurm_job_id(out)
+            # Whether the resumed run had cancelled the old allocation (its steps with it) before it launched its own.
+            seen["old_job_queued_at_relaunch"] = job_in_queue(old_job)
+            seen["new_job"] = slurm_job_id(out)
+            seen["roles_running_at_sigint"] = bool(role_processes(multinode_cluster))
             resumed.send_signal(signal.SIGINT)
-            assert resumed.wait(timeout=120) != 0
+            seen["rc_after_sigint"] = resumed.wait(timeout=120)
         finally:
             if resumed.poll() is None:
                 resumed.kill()
     finally:
         if first.poll() is None:
             first.kill()
-    assert_nothing_left(old_job, multinode_cluster)
-    assert_nothing_left(new_job, multinode_cluster)
+    return seen
+
+
+def test_ctrl_c_of_the_run_tears_down_every_role_step(killed_resumed_then_interrupted: dict[str, Any],
+                                                      multinode_cluster: dict[str, str]) -> None:
+    """Ctrl-C of a run whose roles serve (here the resumed run of the fixture: Ctrl-C takes the same path in any
+    run) ends it with an error and leaves no step and no role process."""
+    seen = killed_resumed_then_interrupted
+    assert seen["roles_running_at_sigint"], "the roles run while the client does"
+    assert seen["rc_after_sigint"] != 0
+    assert_nothing_left(seen["new_job"], multinode_cluster)
+
+
+def test_resume_after_a_killed_run_cancels_its_role_steps_before_launching_again(
+        killed_resumed_then_interrupted: dict[str, Any], multinode_cluster: dict[str, str]) -> None:
+    seen = killed_resumed_then_interrupted
+    assert seen["left_after_kill"], "a SIGKILLed submitter leaves its allocation and its role steps running"
+    # The resumed run cancelled the old allocation (its steps with it) before it launched its own.
+    assert not seen["old_job_queued_at_relaunch"] and seen["new_job"] != seen["old_job"]
+    assert seen["rc_after_sigint"] != 0
+    assert_nothing_left(seen["old_job"], multinode_cluster)
+    assert_nothing_left(seen["new_job"], multinode_cluster)
 
 
 def wait_until(predicate: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float = 120) -> None:
