@@ -21,7 +21,19 @@ from test_run_support import (
     wait_for,
 )
 
-RECIPE = RECIPES / "slow-fixed-sim.yaml"
+SLOW = RECIPES / "slow-fixed-sim.yaml"
+
+
+def recipe(tmp_path: Path) -> Path:
+    """slow-fixed-sim.yaml with 200 output tokens (~1 s a request) for its 400: the runs wait for the first job's
+    first record (its warm-up) before most signals, and each job still has seconds of requests left after it."""
+    path = tmp_path / "slow.yaml"
+    if not path.exists():
+        text = SLOW.read_text()
+        assert "osl: 400" in text
+        path.write_text(text.replace("osl: 400", "osl: 200"))
+    return path
+
 LIVE: tuple[str, ...] = ("--live",)
 """Options that keep a simulated run on the live HTTP path (its server a real process to signal)."""
 SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
@@ -91,7 +103,7 @@ def cleanup(proc: subprocess.Popen[bytes], pgid: int | None) -> None:
 
 def test_sigterm_mid_job_exits_143_and_leaves_no_process_of_the_servers_group(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start([RECIPE, "--out", out], cli_env(tmp_path), log)
+    proc = start([recipe(tmp_path), "--out", out], cli_env(tmp_path), log)
     pgid = None
     try:
         wait_for(lambda: first_job_has_records(out), timeout=90, what="a record of the first job", proc=proc, log=log)
@@ -107,7 +119,7 @@ def test_sigterm_mid_job_exits_143_and_leaves_no_process_of_the_servers_group(tm
 def test_sigint_twice_quickly_while_the_server_starts_exits_130_and_leaves_nothing(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
     # Started as a shell script's background job is (SIGINT ignored): an explicit `kill -INT` still stops it.
-    proc = start([RECIPE, "--out", out], cli_env(tmp_path), log, sigint=signal.SIG_IGN)
+    proc = start([recipe(tmp_path), "--out", out], cli_env(tmp_path), log, sigint=signal.SIG_IGN)
     pgid = None
     try:
         pgid = wait_for(lambda: server_pgid(out), timeout=90, what="the server's pid file", proc=proc, log=log)
@@ -123,7 +135,7 @@ def _teardown_under_way(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, 
     """A run mid-job whose server is frozen (SIGSTOP) and then asked to stop (SIGTERM to the run): the teardown
     waits out its grace on a server that cannot exit, as an engine stuck freeing its GPUs would."""
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start([RECIPE, "--out", out], cli_env(tmp_path), log)
+    proc = start([recipe(tmp_path), "--out", out], cli_env(tmp_path), log)
     wait_for(lambda: first_job_has_records(out), timeout=90, what="a record of the first job", proc=proc, log=log)
     pgid = server_pgid(out)
     assert pgid
@@ -158,7 +170,7 @@ def test_resume_after_the_harness_is_sigkilled_mid_teardown_stops_the_server_it_
         assert group_members(pgid) == [pgid] and pid_files(out), "the killed run's server and its pid file remain"
 
         resume_log = tmp_path / "resume.log"
-        resumed = start([RECIPE, "--out", out, "--resume"], cli_env(tmp_path), resume_log)
+        resumed = start([recipe(tmp_path), "--out", out, "--resume"], cli_env(tmp_path), resume_log)
         wait_for(lambda: not group_members(pgid), timeout=60, what="the left server to be stopped", proc=resumed,
                  log=resume_log)
         assert f"stopping server pid {pgid} left running" in resume_log.read_text()
@@ -176,7 +188,7 @@ def test_resume_after_the_harness_is_sigkilled_mid_teardown_stops_the_server_it_
 
 def test_sigint_with_client_worker_processes_stops_them_too(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start([RECIPE, "--out", out, "--client-workers", "2"], cli_env(tmp_path), log)
+    proc = start([recipe(tmp_path), "--out", out, "--client-workers", "2"], cli_env(tmp_path), log)
     pgid = None
     try:
         wait_for(lambda: first_job_has_records(out), timeout=90, what="a record of the first job", proc=proc, log=log)
