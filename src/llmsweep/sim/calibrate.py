@@ -503,15 +503,16 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
     x0 = x.copy()
     prior = PRIOR_WEIGHT if set(SPEC_FACTORS) & set(factors) else 0.0
 
-    def residuals(xv: np.ndarray) -> np.ndarray:
-        data, _ = _residuals(replays, eff_of(xv))
-        return np.concatenate([data, prior * (xv - x0)]) if prior else data
+    def residuals(xv: np.ndarray) -> tuple[np.ndarray, list[dict[str, float]]]:
+        data, preds = _residuals(replays, eff_of(xv))
+        return (np.concatenate([data, prior * (xv - x0)]) if prior else data), preds
 
     label = "/".join(points[0].key)
     if say is not None:
         say(f"calibrating {label}: {len(points)} point(s), fitting {', '.join(factors)} (at most {max_iter} "
             "iterations)")
-    r = residuals(x)
+    r, preds = residuals(x)
+    preds0 = preds
     cost = float(r @ r)
     lam, h, iterations = 1e-2, 0.1, 0
     for _ in range(max_iter):
@@ -523,27 +524,31 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
             xj = x.copy()
             # step away from the nearer bound so the difference stays inside the box
             xj[j] += h if xj[j] + h <= hi[j] else -h
-            rj = residuals(xj)
+            rj, _ = residuals(xj)
             J[:, j] = (rj - r) / (xj[j] - x[j])
         improved = False
         for _ in range(6):
             A = J.T @ J
             step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-9), -J.T @ r)
             x_new = np.clip(x + np.clip(step, -1.0, 1.0), lo, hi)
-            r_new = residuals(x_new)
+            r_new, p_new = residuals(x_new)
             c_new = float(r_new @ r_new)
             if c_new < cost:
                 improved = cost - c_new > 1e-3 * cost
-                x, r, cost, lam = x_new, r_new, c_new, max(lam / 3, 1e-4)
+                x, r, cost, lam, preds = x_new, r_new, c_new, max(lam / 3, 1e-4), p_new
                 break
             lam *= 4
         if not improved:
             break
     fitted_eff = base.with_(**eff_of(x))
+    # a point the fit replayed whole (no request cap: an agentic point, or fit_requests_per_lane=None) already has
+    # its predictions at the start and at the fitted factors (the simulator is deterministic); only the capped
+    # points are replayed again, whole, for the comparison
+    capped = [rp.max_requests is not None for rp in replays]
     for rp in replays:
         rp.max_requests = None
-    before = [predict_metrics(rp, eff_of(x0)) for rp in replays]
-    after = [predict_metrics(rp, eff_of(x)) for rp in replays]
+    before = [predict_metrics(rp, eff_of(x0)) if cap else p for rp, cap, p in zip(replays, capped, preds0, strict=True)]
+    after = [predict_metrics(rp, eff_of(x)) if cap else p for rp, cap, p in zip(replays, capped, preds, strict=True)]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
                                    excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
