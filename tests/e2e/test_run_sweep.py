@@ -28,6 +28,10 @@ def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) ->
     env = cli_env(tmp_path, LLMSWEEP_TEST_SECRET=secret)
     log = tmp_path / "run.log"
     stdout = tmp_path / "stdout.txt"
+    # agentic-sim.yaml with 4 s windows, not 8: still smoke, still records, and the secret's server runs long enough
+    agentic_recipe = tmp_path / "agentic-sim.yaml"
+    agentic_recipe.write_text((RECIPES / "agentic-sim.yaml").read_text().replace("duration: 8\n", "duration: 4\n"))
+    assert "duration: 4\n" in agentic_recipe.read_text()
     # stdout and stderr apart: the last stdout line is the contract under test.
     with open(stdout, "wb") as out_fh, open(log, "wb") as err_fh:
         import subprocess
@@ -35,7 +39,7 @@ def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) ->
         from test_run_support import run_argv
 
         # --live: the simulator served over HTTP, so the client, the launch and the secret's route are exercised.
-        proc = subprocess.Popen(run_argv(RECIPES / "agentic-sim.yaml", RECIPES / "fixed-sim.yaml", "--live",
+        proc = subprocess.Popen(run_argv(agentic_recipe, RECIPES / "fixed-sim.yaml", "--live",
                                          "--out", out),
                                 env=env, stdout=out_fh, stderr=err_fh)
         try:
