@@ -1,5 +1,8 @@
 """`llmsweep discover --simulate`: a small arm with a KV cliff, measured on the simulator in virtual time, proposes a
-grid that stops at the knee, with its evidence, as a recipe that loads back."""
+grid that stops at the knee, with its evidence, as a recipe that loads back.
+
+The discoveries run a 60-s window (`--duration 60`, the recipe says 240): the same knee, cliff and refinement target
+in virtual time, half the CPU (the simulation of conc 16 and 32 is most of it)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from test_run_support import cli_env
 from llmsweep.spec.loader import load_recipes
 
 RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "discover" / "cliff-sim.yaml"
+WINDOW = "60"
 
 
 def _discover(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -25,7 +29,7 @@ def _discover(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[
 def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_path: Path) -> None:
     out = tmp_path / "disc"
     proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--ladder-top", "32", "--refine", "1",
-                     "--out", out, "--json")
+                     "--duration", WINDOW, "--out", out, "--json")
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout)
     assert result == json.loads((out / "discovery.json").read_text())
@@ -56,6 +60,9 @@ def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_pa
     summaries = list((out / "stages").glob("*/jobs/*/summary.json"))
     assert len(summaries) == result["runs_measured"] == len(result["runs"])
     assert all(json.loads(s.read_text())["provenance"]["clock"] == "virtual" for s in summaries)
+    # ...with the window --duration asked for; the proposed recipe keeps its own.
+    assert {json.loads((s.parent / "job.json").read_text())["workload"]["duration"] for s in summaries} == {60}
+    assert recipe.workload is not None and recipe.workload.duration == 240
 
 
 def test_discover_refuses_a_single_repeat_and_a_used_out(tmp_path: Path) -> None:
@@ -71,7 +78,7 @@ def test_a_refinement_that_would_not_fit_the_time_limit_is_skipped_and_the_ladde
         tmp_path: Path) -> None:
     out = tmp_path / "disc"
     proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--ladder-top", "32", "--refine", "2",
-                     "--time-limit", "0.5", "--out", out, "--json")
+                     "--time-limit", "0.5", "--duration", WINDOW, "--out", out, "--json")
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout)
     ladder, refine = result["stages"]
