@@ -58,7 +58,9 @@ def test_run_fit_recovers_the_factors_that_produced_the_measurements(user_catalo
     truth = {"mem": 0.5, "compute": 0.3, "step_s": 2.5e-3, "frontend_s": 0.03}
     config = EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm")
     points = [_fixed_point(config, conc, truth) for conc in (1, 4, 16, 64)]
-    result = fit_run(points, factors=tuple(truth), max_iter=10, fit_requests_per_lane=None)
+    # converged by the 7th iteration (measured: error 49.6 % -> 0.16 %, every factor within 4.3 %); an 8th only tries
+    # steps that do not help (ten replays of all four points)
+    result = fit_run(points, factors=tuple(truth), max_iter=7, fit_requests_per_lane=None)
     assert result.error_before > 0.15  # the defaults really are wrong for these "measurements"
     assert result.error_after < 0.02
     for name, value in truth.items():
@@ -124,8 +126,9 @@ def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Pa
 
 
 def test_predict_says_uncalibrated_outside_a_calibrated_key(user_catalog: Path) -> None:
+    # one process: the label is what is checked here (tests/e2e/test_predict_parallel.py checks the worker pool)
     out = CliRunner().invoke(predict_cmd, [str(REPO / "examples" / "quickstart.yaml"), "--duration", "3",
-                                           "--max-requests", "3", "--json"])
+                                           "--max-requests", "3", "--processes", "1", "--json"])
     assert out.exit_code == 0, out.output
     results = json.loads(out.stdout)
     assert results and all(r["calibration"] == UNCALIBRATED for r in results)
@@ -133,14 +136,16 @@ def test_predict_says_uncalibrated_outside_a_calibrated_key(user_catalog: Path) 
 
 
 def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -> None:
-    # the first two runs only (a later run beside them, such as the hybrid class's calibration, is its own test)
-    out = CliRunner().invoke(calibrate_cmd, [str(H200_RUN / "llama"), str(H200_RUN / "qwen3next"), "--json"])
+    # the first two runs only (a later run beside them, such as the hybrid class's calibration, is its own test);
+    # two iterations of the fit (about a third of the default eight's replays) already take the error below the bound
+    out = CliRunner().invoke(calibrate_cmd, [str(H200_RUN / "llama"), str(H200_RUN / "qwen3next"), "--max-iter", "2",
+                                             "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "dense-tiny"}
     assert fit["error_after"] < fit["error_before"]
-    assert fit["error_after"] < 0.25  # measured on this run: 36.4 % -> 11.0 %
+    assert fit["error_after"] < 0.25  # measured on this run: 35.9 % -> 18.1 % (the default eight iterations: 15.6 %)
     labels = {p["label"] for p in fit["points"]}
     assert {"fixed 1024/256 c1", "fixed 1024/256 c128", "agentic c16"} <= labels
     # the Qwen3-Next MTP points are their own key (hybrid-moe-tiny+mtp), never folded into the dense fit: the
