@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.real_engine import tiny_transformers_recipe
+from support.real_engine import serving_python, tiny_transformers_recipe
 from test_run_support import cli_env, kill_quietly, run_argv, start_cli, wait_for
 
 from llmsweep import engines
@@ -56,31 +56,11 @@ def _daemon_answers() -> bool:
         return False
 
 
-_SERVES = ("import importlib.metadata as m, importlib.util as u; "
-           "assert all(u.find_spec(n) for n in ('torch', 'transformers', 'fastapi', 'uvicorn', 'requests')); "
-           "assert m.version('transformers') >= '5'")
-"""Whether a python has what `transformers serve` needs, read from what it has installed: support.real_engine's probe
-imports torch and transformers to find out, seconds of CPU spent before the first engine here starts."""
-
-
-def _serving_python() -> Path | None:
-    given = os.environ.get("LLMSWEEP_TRANSFORMERS_PYTHON")
-    path = (str(Path(given).parent) + os.pathsep if given else "") + os.environ.get("PATH", "")
-    exe = shutil.which("python3", path=path)
-    if exe is None:
-        return None
-    try:
-        ok = subprocess.run([exe, "-c", _SERVES], capture_output=True, timeout=60).returncode == 0
-    except subprocess.TimeoutExpired:
-        return None
-    return Path(exe) if ok else None
-
-
 @pytest.fixture(scope="module")
 def tf_python() -> Path:
     if not _daemon_answers():
         pytest.skip("no Docker daemon answers (`.ci/run` starts one: scripts/ci/start_docker.sh)")
-    exe = _serving_python()
+    exe = serving_python()
     if exe is None:
         pytest.skip("no python3 on PATH (or LLMSWEEP_TRANSFORMERS_PYTHON) has torch + transformers[serving]")
     return exe

@@ -8,20 +8,32 @@ import shutil
 import subprocess
 from pathlib import Path
 
+SERVES = ("import importlib.metadata as m, importlib.util as u; "
+          "assert all(u.find_spec(n) for n in ('torch', 'transformers', 'fastapi', 'uvicorn', 'requests')); "
+          "assert int(m.version('transformers').split('.')[0]) >= 5")
+"""Whether a python has what `transformers serve` needs, read from what it has installed (importing torch and
+transformers to find out cost ~7 CPU-seconds per test file on the 2-core CI machine)."""
 
-def transformers_path() -> str | None:
-    """The PATH under which the adapter's `python3` can serve with transformers (None: no such python here)."""
+
+def serving_python() -> Path | None:
+    """The `python3` the transformers adapter runs (LLMSWEEP_TRANSFORMERS_PYTHON's folder first on PATH), when it has
+    torch and transformers[serving] >= 5 installed."""
     given = os.environ.get("LLMSWEEP_TRANSFORMERS_PYTHON")
     path = (str(Path(given).parent) + os.pathsep if given else "") + os.environ.get("PATH", "")
     exe = shutil.which("python3", path=path)
     if exe is None:
         return None
-    probe = "import torch, transformers, fastapi, uvicorn, requests; assert transformers.__version__ >= '5'"
     try:
-        ok = subprocess.run([exe, "-c", probe], capture_output=True, timeout=120).returncode == 0
+        ok = subprocess.run([exe, "-c", SERVES], capture_output=True, timeout=60).returncode == 0
     except subprocess.TimeoutExpired:
         return None
-    return path if ok else None
+    return Path(exe) if ok else None
+
+
+def transformers_path() -> str | None:
+    """The PATH under which the adapter's `python3` can serve with transformers (None: no such python here)."""
+    exe = serving_python()
+    return None if exe is None else str(exe.parent) + os.pathsep + os.environ.get("PATH", "")
 
 
 def tiny_transformers_recipe(model_dir: Path, *, key: str = "tf", concs: str = "[1, 2, 4]", extra_args: str = "",
