@@ -52,11 +52,13 @@ def test_fixed_length_chat_accounting_matches(tmp_path: Path) -> None:
 
 
 def test_agentic_replay_cache_hits_match(tmp_path: Path) -> None:
+    # think times and answers capped: fast in wall time. Uncapped, the answers keep AgentX's length (70k tokens over
+    # these 25 requests, ~40 s of streaming); the prompt and cache accounting compared here does not depend on it.
     def workload() -> AgenticWorkload:
         return AgenticWorkload(AgenticConfig(synthetic=SynthProfile(traces=2, max_isl=6000, main_turns_median=6,
-                                                                      max_main_turns=8), concurrency=1, run_id="same",
-                                             warmup_requests_per_lane=1, trace_idle_gap_cap_s=0.01,
-                                             system_idle_gap_cap_s=0.01))  # think times capped: fast in wall time
+                                                                      max_main_turns=8, max_osl=64),
+                                             concurrency=1, run_id="same", warmup_requests_per_lane=1,
+                                             trace_idle_gap_cap_s=0.01, system_idle_gap_cap_s=0.01))
 
     live = _live(workload(), tmp_path, concurrency=1, num_requests=25)
     live_ok = [r for r in live if r["error_class"] is None]
