@@ -16,6 +16,8 @@ from test_run_support import cli_env
 
 from llmsweep.spec.loader import load_recipes
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "discover" / "cliff-sim.yaml"
 WINDOW = "60"
 

@@ -38,6 +38,8 @@ from llmsweep.execute.ready import wait_ready
 from llmsweep.plan import full_sweep
 from llmsweep.spec import loads_recipes
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 IMAGE = "llmsweep-test/hostbind:1"
 PREFIX = "llmsweep-test"
 """Container names of these tests start with this (the executor's `name_prefix`)."""

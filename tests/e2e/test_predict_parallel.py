@@ -14,6 +14,8 @@ import pytest
 from support.procs import alive, cpu_ticks, descendants, read_proc
 from test_run_support import RECIPES, cli_env, wait_for
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
 SLOW = str(RECIPES / "agentic-sim.yaml")

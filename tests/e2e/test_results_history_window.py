@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "agentic-sim.yaml"
 
 

@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli, verdict
 
 from llmsweep.metrics.registry import HOT_BY_NAME
+
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
 RECIPE = RECIPES / "fixed-sim.yaml"  # two concurrency points on one simulated server, a few seconds
 

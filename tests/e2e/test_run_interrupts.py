@@ -7,6 +7,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 from support.procs import alive
 from test_run_support import (
     RECIPES,
@@ -21,6 +22,8 @@ from test_run_support import (
     verdict,
     wait_for,
 )
+
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
 RECIPE = RECIPES / "slow-fixed-sim.yaml"
 

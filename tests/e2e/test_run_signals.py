@@ -10,6 +10,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from support.procs import alive, children_of, read_proc, stat_fields
 from test_run_support import (
     RECIPES,
@@ -20,6 +21,8 @@ from test_run_support import (
     run_argv,
     wait_for,
 )
+
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
 SLOW = RECIPES / "slow-fixed-sim.yaml"
 

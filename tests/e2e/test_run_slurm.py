@@ -25,7 +25,7 @@ from test_run_support import (
     wait_for,
 )
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]  # slow: xdist starts this file first (tests/conftest.py)
 
 SLURM_OPTIONS = ("--executor", "slurm", "--executor-option", "poll_s=0.5", "--executor-option", "time_limit=00:05:00")
 

@@ -12,7 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_run_support import RECIPES, cli_env, job_dirs, run_cli, start_cli, verdict, wait_for
+
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
 RECIPE = RECIPES / "slow-fixed-sim.yaml"
 

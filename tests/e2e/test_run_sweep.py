@@ -8,6 +8,7 @@ import secrets
 import sqlite3
 from pathlib import Path
 
+import pytest
 from support.procs import read_proc
 from test_run_support import (
     JOB_ARTIFACTS,
@@ -20,6 +21,8 @@ from test_run_support import (
     verdict,
     wait_for,
 )
+
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
 
 def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) -> None:

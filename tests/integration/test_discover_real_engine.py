@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from support.real_engine import tiny_transformers_recipe, transformers_path
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -23,7 +23,7 @@ MN_CONF = Path("/etc/slurm-mn/slurm.conf")
 RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "disagg-sim.yaml"
 NODES_NEEDED = 3  # two prefill workers and one decode worker, each on a node of its own
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]  # slow: xdist starts this file first (tests/conftest.py)
 
 
 def slurm(*argv: str) -> str:

@@ -25,6 +25,8 @@ from llmsweep.execute.lifecycle import LifecycleSettings, _endpoint, _run_option
 from llmsweep.plan import Job, full_sweep
 from llmsweep.spec import loads_recipes
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

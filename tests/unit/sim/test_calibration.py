@@ -27,6 +27,8 @@ from llmsweep.sim.calibration import (
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.workload.agentic import AgenticWorkload
 
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[3]
 H200_RUN = REPO / "examples" / "results" / "h200-vllm-0.26.0"
 
