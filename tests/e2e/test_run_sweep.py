@@ -64,6 +64,9 @@ def test_small_sim_sweep_runs_end_to_end_and_keeps_its_secret(tmp_path: Path) ->
     report = out / "report" / "index.html"
     assert lines[-1] == str(report)
     assert report.is_file() and "<html" in report.read_text()[:2000].lower()
+    # The run writes the page, its data and summary; the PNG plots (seconds of matplotlib) come from `report`.
+    assert {p.name for p in report.parent.iterdir()} == {"index.html", "data.json", "summary.md"}
+    assert f"PNG plots: `llmsweep report {out}`" in log.read_text()
 
     # Every job: the full set of artifacts, records written; the agentic points are smoke (short windows), the
     # fixed-length ones valid (they completed their planned prompts: no window minimum, as in InferenceX).

@@ -575,7 +575,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                          concurrency={j.id: j.concs[0] for j in jobs if j.concs})
     outcome.store_path, outcome.store_error = _store(run_dir, req, event)
     if req.report:
-        event(f"writing the dashboard to {run_dir / 'report'}")
+        event(f"writing the dashboard to {run_dir / 'report'} (PNG plots: `llmsweep report {run_dir}`)")
         outcome.report_path = _report(run_dir, event)
     return outcome
 
@@ -634,10 +634,13 @@ def _store(run_dir: Path, req: RunRequest, event: Event) -> tuple[Path | None, s
 
 
 def _report(run_dir: Path, event: Event) -> Path | None:
+    """The run's dashboard page, `summary.md` and `data.json`. Not the PNG plots: drawing them took 2-3 CPU-s a run
+    (matplotlib's import and seven figures, measured 2026-12-02), more than planning and running a small simulated
+    sweep; they are for PRs and papers, and `llmsweep report RUN` writes them."""
     from llmsweep.report import write_report
 
     try:
-        files = write_report(run_dir, run_dir / "report")
+        files = write_report(run_dir, run_dir / "report", png=False)
     except Exception as exc:  # the run's artifacts stay valid without a dashboard
         event(f"warning: could not write the report: {exc}")
         return None

@@ -57,10 +57,15 @@ def test_markdown_summary_lists_frontier_invalid_and_missing(report_run, tmp_pat
 
 
 def test_png_plots_are_written(report_run, tmp_path: Path) -> None:
+    """`llmsweep report RUN` draws them by default (`run` writes the page without them)."""
     pytest.importorskip("matplotlib")
-    files = write_report(report_run, tmp_path / "png")
-    assert {p.name for p in files.pngs} >= {"pareto_p90_e2e_norm_intvty.png", "pareto_conc.png"}
-    for p in files.pngs:
+    out = tmp_path / "png"
+    res = CliRunner().invoke(cli, ["report", str(report_run.path), "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    pngs = sorted(out.glob("*.png"))
+    assert f"plots:     {len(pngs)} PNG(s) in {out}" in res.output
+    assert {p.name for p in pngs} >= {"pareto_p90_e2e_norm_intvty.png", "pareto_conc.png"}
+    for p in pngs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
 
 
