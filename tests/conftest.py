@@ -3,12 +3,18 @@ real-engine tests serve; and the order xdist hands test files out in (the slow o
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
+
+# Every Python process the suite starts (CLI runs, simulator servers, client workers: hundreds) imports numpy, whose
+# OpenBLAS starts a thread per core at import: 0.35 CPU-s per import against 0.19 with one thread (measured
+# 2026-12-02; two e2e files took 7 % less CPU). Nothing the tests run multiplies matrices large enough to use more.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def pytest_configure(config: pytest.Config) -> None:
