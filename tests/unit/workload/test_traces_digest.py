@@ -43,3 +43,17 @@ def test_digest_changes_when_the_generated_corpus_changes(tmp_path: Path) -> Non
     edited.main_requests[-1].out += 1
     corpus.write_text("".join(t.to_json_line() + "\n" for t in [edited, *traces[1:]]))
     assert _digest(AgenticConfig(source=str(corpus))) not in {base, *others}
+
+
+def test_traces_handed_to_a_synthetic_config_are_digested_as_they_are() -> None:
+    """The synthetic corpus's digest is computed once per process; traces passed in (a subset, an edited copy) under
+    the same config are another corpus and get their own."""
+    config = AgenticConfig(synthetic=SMALL)
+    whole = _digest(config)
+    traces = AgenticWorkload(config).traces
+    subset = AgenticWorkload(config, traces=traces[:2]).corpus_digest
+    edited = traces[0].model_copy(deep=True)
+    edited.main_requests[0].out += 1
+    changed = AgenticWorkload(config, traces=[edited, *traces[1:]]).corpus_digest
+    assert len({whole, subset, changed}) == 3
+    assert AgenticWorkload(config, traces=list(traces)).corpus_digest == whole
