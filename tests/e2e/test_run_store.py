@@ -4,6 +4,7 @@ interrupted sweep keeps what completed. Fixed-length jobs of a few seconds on on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -72,8 +73,14 @@ def test_a_store_failing_at_the_end_fails_the_run_and_keeps_it_on_disk(tmp_path:
     try:
         wait_for(lambda: _summaries(out) and store.exists(), timeout=120, what="the first job stored", proc=proc,
                  log=log)
-        store.unlink()
-        store.mkdir()  # the store becomes unusable mid-run (a full disk, a mount gone read-only, …)
+        # the store becomes unusable mid-run (a full disk, a mount gone read-only, …): a folder where the file was;
+        # the run stores each job as it ends, so it may open the file again between the two steps: retried
+        for _ in range(100):
+            store.unlink(missing_ok=True)
+            with contextlib.suppress(FileExistsError):
+                store.mkdir()
+                break
+        assert store.is_dir()
         rc = proc.wait(timeout=180)
     finally:
         if proc.poll() is None:
