@@ -13,7 +13,7 @@ SHARED = REPO.parent / "shared"
 
 # Every Python process the suite starts (CLI runs, simulator servers, client workers: hundreds) imports numpy, whose
 # OpenBLAS starts a thread per core at import: 0.35 CPU-s per import against 0.19 with one thread (measured
-# 2026-12-02; two e2e files took 7 % less CPU). Nothing the tests run multiplies matrices large enough to use more.
+# 2026-12-02; two e2e files took 6 % less CPU). Nothing the tests run multiplies matrices large enough to use more.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
