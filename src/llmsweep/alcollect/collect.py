@@ -46,6 +46,7 @@ from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
+from llmsweep.execute.signals import stop_then_raise
 from llmsweep.plan.job import Job
 from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
 
@@ -305,8 +306,9 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         options = RunOptions(concurrency=CONCURRENCY, num_requests=len(prompts.prompts),
                              timeout_s=settings.request_timeout_s, max_failure_ratio=1.0,
                              require_metrics_prefix=spec.metrics_prefix)
-        bench = run_benchmark(workload, endpoint, options, cell_dir / "client",
-                              provenance={"golden_al_cell": {"thinking": mode, "k": k}})
+        with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds
+            bench = run_benchmark(workload, endpoint, options, cell_dir / "client",
+                                  provenance={"golden_al_cell": {"thinking": mode, "k": k}}, stop_requested=stop.reason)
         after = _scrape(spec, handle.base_url, cell_dir / "metrics_after.txt")
         server = ServerMetrics.model_validate(summarise_server([before, after], start=None, end=None))
         sd = server.spec_decode

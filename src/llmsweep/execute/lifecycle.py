@@ -42,7 +42,7 @@ from llmsweep.execute.progress import current_progress
 from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_job
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
-from llmsweep.execute.signals import shielded
+from llmsweep.execute.signals import shielded, stop_then_raise
 from llmsweep.metrics.model import Summary
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
@@ -450,9 +450,11 @@ def bench_job(
     options = _run_options(job, spec, settings)
     from llmsweep.client import run_benchmark
 
+    workload, endpoint = _workload(job, source), _endpoint(job, spec, base_url)
     began = time.time()
-    run_benchmark(_workload(job, source), _endpoint(job, spec, base_url), options, out_dir,
-                  provenance=provenance, gates=_gates(job, options), on_progress=on_progress)
+    with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds the run
+        run_benchmark(workload, endpoint, options, out_dir, provenance=provenance, gates=_gates(job, options),
+                      on_progress=on_progress, stop_requested=stop.reason)
     if power is not None:  # the job's samples beside its records, read by the summary's power block
         power.write_job(Path(out_dir), began, expected_gpus=Point.of(job).gpus,
                         require=settings.power.required([job]))

@@ -208,6 +208,23 @@ def stop_on_signal() -> Iterator[StopRequest]:
         _restore(previous)
 
 
+@contextmanager
+def stop_then_raise() -> Iterator[StopRequest]:
+    """:func:`stop_on_signal` around a benchmark's event loop, then the first signal raised as :class:`Interrupted`
+    once the block is done, so the run unwinds from there as from any other interrupt.
+
+    A signal handler that raises runs wherever the main thread happens to be: inside the event loop that is in a
+    coroutine's frame, whose `finally` blocks then await with the loop still running (the lanes still sending, the
+    interrupt held in that frame) for as long as the server takes to answer, which for a frozen server is forever.
+    A stop request is polled at the loop's own pace instead: in-flight requests are cancelled and recorded, and the
+    loop ends before anything is raised.
+    """
+    with stop_on_signal() as request:
+        yield request
+    if request.signum is not None:
+        raise Interrupted(request.signum)
+
+
 def _swap(handler: Any) -> dict[signal.Signals, Any]:
     previous: dict[signal.Signals, Any] = {}
     for sig in INTERRUPT_SIGNALS:
