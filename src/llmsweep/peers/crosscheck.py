@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark, summarise_dir
 from llmsweep.errors import DatasetError
+from llmsweep.execute.signals import stop_then_raise
 from llmsweep.metrics.model import Summary
 from llmsweep.peers.aiperf import (
     AiperfRun,
@@ -181,7 +182,9 @@ def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
         concurrency=run.concurrency, num_requests=cfg.prompts(run.concurrency),
         warmup_requests=cfg.warmups(run.concurrency), timeout_s=cfg.timeout_s, seed=run.seed, gpus=cfg.gpus,
     )
-    result = run_benchmark(workload, cfg.endpoint, options, out, provenance={"kind": "crosscheck"})
+    with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds
+        result = run_benchmark(workload, cfg.endpoint, options, out, provenance={"kind": "crosscheck"},
+                               stop_requested=stop.reason)
     run.summary = result.summary
     _read_back(run, out)
     run.cpu_s = result.summary.client_health.cpu_s_total
