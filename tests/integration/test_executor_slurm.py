@@ -124,13 +124,29 @@ def _submitter(out: Path, *args: str, env: dict[str, str] | None = None) -> tupl
     return driver, submitted.read_text().split()
 
 
+def _stuck(driver: subprocess.Popen[str], what: str) -> str:
+    """Why a submitter did not exit: its signal dispositions and mask, and its threads' stacks (SIGUSR1 makes the
+    helper dump them), then it is killed."""
+    status = Path(f"/proc/{driver.pid}/status")
+    signals_seen = [line for line in status.read_text().splitlines() if line.startswith("Sig")] \
+        if status.exists() else []
+    driver.send_signal(signal.SIGUSR1)
+    time.sleep(1)
+    driver.kill()
+    output, _ = driver.communicate(timeout=30)
+    return f"the submitter did not exit after {what}; {' '.join(signals_seen)}\n{output}"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_interrupting_the_submitter_cancels_its_job(tmp_path: Path, sig: signal.Signals) -> None:
     driver, (job_id,) = _submitter(tmp_path)
     try:
         assert in_queue(job_id)
         driver.send_signal(sig)
-        output, _ = driver.communicate(timeout=120)
+        try:
+            output, _ = driver.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(_stuck(driver, sig.name))
     finally:
         if driver.poll() is None:
             driver.kill()

@@ -5,7 +5,9 @@ does), so a second signal hurries the shutdown instead of raising."""
 
 from __future__ import annotations
 
+import faulthandler
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interr
 
 def main(out: str, count: int = 1, install: bool = False) -> int:
     logging.basicConfig(level=logging.INFO)
+    faulthandler.register(signal.SIGUSR1)  # a test that waited in vain asks where this process is stuck
     if install:
         signals.install()
     out_dir = Path(out)
