@@ -73,11 +73,11 @@ def _refuse_policy_errors(recipe: Path, config_keys: tuple[str, ...], runner_con
     """The collection job's policy errors (the checks `run` applies before a launch: `validate`'s, softened as
     `run --simulate` softens them) refuse the collection before any server starts, each printed."""
     from llmsweep.policy import validate_files
-    from llmsweep.policy.planning import findings_about
+    from llmsweep.policy.planning import errors_about
 
     checked = validate_files([recipe], config_keys=list(config_keys) or None, runner_config=runner_config,
                              simulate=simulate)
-    errors = [f for f in findings_about(job, checked.findings, checked.loaded.recipes) if f.is_error]
+    errors = errors_about(job, checked.findings, checked.loaded.recipes)
     for f in errors:
         echo(f.render())
     if errors:

@@ -181,13 +181,6 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding], list[str
     return with_traces(validation.jobs, req.traces), findings, keys
 
 
-def _errors_for(job: Job, findings: list[Finding], keys: Sequence[str]) -> list[Finding]:
-    """Error findings that concern `job` (`policy.planning.findings_about`): they refuse it."""
-    from llmsweep.policy.planning import findings_about
-
-    return [f for f in findings_about(job, findings, keys) if f.is_error]
-
-
 def _softened(job: Job, findings: list[Finding], keys: Sequence[str]) -> list[str]:
     """The engine rules `job` breaks that were softened to warnings because the simulator serves it (`Rule.
     softens_in_sim`): its result is the simulator's, and a real engine would refuse the job. One line per rule."""
@@ -351,11 +344,13 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
 
 def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     """Plan, check, run, store and report; the returned outcome says what happened to every expected job."""
+    from llmsweep.policy.planning import errors_about
+
     executor = req.make_executor()  # an unknown kind or a bad option stops the run before anything is planned
     jobs, findings, keys = _plan_and_check(req)
     # Errors about recipes that planned no job (a recipe dropped before planning, an input with none) refuse no job:
     # the run says them and fails (exit 2) rather than leave those recipes out in silence.
-    matched = {id(f) for j in jobs for f in _errors_for(j, findings, keys)}
+    matched = {id(f) for j in jobs for f in errors_about(j, findings, keys)}
     unplanned = [f for f in findings if f.is_error and id(f) not in matched] if req.only_jobs is None else []
     if req.only_jobs is not None:
         jobs, findings = _only(jobs, findings, req.only_jobs)
@@ -498,6 +493,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     jobs = with_repeats(planned, req.repeats)
     from llmsweep.changes.reuse import reuse_keys
     from llmsweep.metrics.version import measurement_identity
+    from llmsweep.policy.planning import errors_about
 
     identities = reuse_keys(jobs, simulate=req.simulate, live=req.live)
     reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": identities}
@@ -508,7 +504,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
-    refusals = {job.id: _refusal(job, req.simulate, _errors_for(job, findings, keys), req.settings.eval,
+    refusals = {job.id: _refusal(job, req.simulate, errors_about(job, findings, keys), req.settings.eval,
                                  live=req.live, executor=executor.kind) for job in planned}
     for job in planned:
         if refusals[job.id] is not None:

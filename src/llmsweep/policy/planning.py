@@ -50,6 +50,11 @@ def findings_about(job: Job, findings: Iterable[Finding], recipe_keys: Iterable[
     return out
 
 
+def errors_about(job: Job, findings: Iterable[Finding], recipe_keys: Iterable[str]) -> list[Finding]:
+    """The error findings that concern `job` (:func:`findings_about`): what refuses it, in `run` and `al collect`."""
+    return [f for f in findings_about(job, findings, recipe_keys) if f.is_error]
+
+
 def recipe_of(path: str, keys: Iterable[str]) -> str | None:
     """The recipe key a field path starts with: the longest key that prefixes it (keys contain dots, so a path under
     `qwen3.5-x` must not land on a recipe called `qwen3`)."""
