@@ -116,6 +116,11 @@ class AgenticConfig(BaseModel):
     )
     extra_body: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def synthesized(self) -> bool:
+        """The replay plays the synthetic corpus of `synthetic` (no trace source named)."""
+        return self.source in (None, "synthetic")
+
     @model_validator(mode="after")
     def _ratios(self) -> AgenticConfig:
         if self.trajectory_start_min_ratio > self.trajectory_start_max_ratio:
@@ -206,14 +211,14 @@ class AgenticWorkload(Workload):
         self, config: AgenticConfig, *, traces: list[Trace] | None = None, tokenizer: Tokenizer | None = None
     ) -> None:
         self.config = config
-        self._profile = config.synthetic if traces is None and config.source in (None, "synthetic") else None
+        self._profile: SynthProfile | None = None
         """The synthetic profile the traces were made from (None: given, or loaded from a source)."""
-        if traces is None:
-            traces = (
-                synthesize(config.synthetic)
-                if config.source in (None, "synthetic")
-                else load_traces(config.source, limit=config.max_traces)
-            )
+        if traces is None and config.synthesized:
+            self._profile = config.synthetic
+            traces = synthesize(config.synthetic)
+        elif traces is None:
+            assert config.source is not None
+            traces = load_traces(config.source, limit=config.max_traces)
         playable = playable_traces(traces)
         if len(playable) < len(traces):
             log.warning("skipping %d trace(s) with no top-level request", len(traces) - len(playable))
@@ -272,7 +277,7 @@ class AgenticWorkload(Workload):
             "corpus_digest": self.corpus_digest,
             "tokenizer": self.tokenizer.name,
             **cfg.model_dump(mode="json", exclude={"source", "tokenizer", "synthetic"}),
-            **({"synthetic": cfg.synthetic.model_dump(mode="json")} if cfg.source in (None, "synthetic") else {}),
+            **({"synthetic": cfg.synthetic.model_dump(mode="json")} if cfg.synthesized else {}),
         }
 
     # -- warm start ---------------------------------------------------------------------------------------------
