@@ -89,8 +89,6 @@ class EngineIdentity:
     """Regular expressions searched in a lower-cased image repository (`lmsysorg/sglang-rocm`) that name this engine."""
     image_version_patterns: tuple[str, ...] = ()
     """Regular expressions whose group 1 is the engine version in a lower-cased image tag, tried in order."""
-    image_version_leads_tag: bool = True
-    """Whether a tag that starts with a version (`v0.5.16-rocm720`) carries the engine's version."""
     image_platform: Platform | None = None
     """Platform of an image whose tag and repository name none (`vllm/vllm-openai` is a CUDA build)."""
     metric_prefix: str | None = None
@@ -185,7 +183,6 @@ ATOM = EngineIdentity(
     env_prefixes=("ATOM_",),
     image_patterns=(r"(^|/)atom(-dev)?$",),
     image_version_patterns=(rf"atom[-_]?v?({VERSION_TOKEN})(?![\d.])",),
-    image_version_leads_tag=False,
     image_platform="rocm",
     metric_prefix="atom:",
     pin_acceptance=_atom_pin,

@@ -190,8 +190,7 @@ def _version_from(engine: str | None, tag: str, repository: str) -> str | None:
     for pattern in ident.image_version_patterns:
         if m := re.search(pattern, tag):
             return m.group(1)
-    if not ident.image_version_leads_tag:
-        return None
+    # else a tag that leads with a version carries the engine's (`v0.5.16-rocm720`, `v0.1.3-rocm7.2.4`)
     m = re.match(rf"^v?({VERSION_TOKEN})(?=$|[-_])", tag)
     return m.group(1) if m else None
 

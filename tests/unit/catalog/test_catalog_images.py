@@ -44,6 +44,8 @@ def test_the_image_that_broke_the_seed_ships_python_3_10() -> None:
         ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6", "trtllm", "1.2.0rc6", "cuda"),
         ("rocm/atom:rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3", "atom", "0.1.3", "rocm"),
         ("rocm/atom:rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post", "atom", "0.1.2.post0", "rocm"),
+        ("rocm/atom:v0.1.3-rocm7.2.4", "atom", "0.1.3", "rocm"),  # a release tag led by its version
+        ("rocm/atom:0.1.4_rocm7.2.4", "atom", "0.1.4", "rocm"),
         ("lmsysorg/sglang:v0.5.12.post1-cu130", "sglang", "0.5.12.post1", "cuda"),
         ("rocm/sgl-dev:sglang-0.5.9-rocm720-mi35x-mori-0227-2", "sglang", "0.5.9", "rocm"),
     ],
