@@ -169,3 +169,27 @@ def test_a_policy_error_makes_run_exit_2_before_any_server(tmp_path: Path) -> No
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "resources.gpu-divisibility" in proc.stderr
     assert not (out / "jobs").exists() or not any((out / "jobs").iterdir()), "no job ran"
+
+
+@pytest.mark.parametrize("command", [["run", "--no-report"], ["al", "collect", "--simulate", "--prompts", "builtin"]],
+                         ids=["run", "al-collect"])
+def test_a_recipe_that_cannot_be_expanded_stops_a_command_that_launches(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recipe that loads but cannot be planned (a HiCache arm wider than its runner's 8-GPU node) stops `run` and
+    `al collect` alike (one check, `Validation.raise_unrunnable`): exit 2, the `plan.failed` finding at its file and
+    line with its fix, nothing started or written."""
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    recipe = tmp_path / "wide.yaml"
+    text = (REPO / "examples" / "quickstart.yaml").read_text(encoding="utf-8")
+    old = "{ tp: 8, spec-decoding: mtp, kv-offloading: dram"
+    assert old in text
+    recipe.write_text(text.replace(old, "{ tp: 16, spec-decoding: mtp, kv-offloading: dram"), encoding="utf-8")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, str(recipe), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert f"{recipe}:12: error [plan.failed]" in err and "exceeds gpus-per-node=8" in err, err
+    assert "fix: KV-offload arms must fit one node" in err and "Traceback" not in err
+    assert not out.exists()

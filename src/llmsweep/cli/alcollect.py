@@ -68,15 +68,18 @@ def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str]
         return load_prompts(BUILTIN, category, limit)
 
 
-def _refuse_policy_errors(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, job: Job, *,
-                          simulate: bool, echo: Callable[[str], None]) -> None:
-    """The collection job's policy errors (the checks `run` applies before a launch: `validate`'s, softened as
-    `run --simulate` softens them) refuse the collection before any server starts, each printed."""
+def _collection_job(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, *, simulate: bool,
+                    echo: Callable[[str], None]) -> Job:
+    """RECIPE's speculative job, planned and checked once as `run` plans and checks: recipes that do not load or
+    expand stop the command, and the job's policy errors (`validate`'s, softened as `run --simulate` softens them)
+    refuse the collection before any server starts, each printed."""
+    from llmsweep.alcollect.collect import collection_job
     from llmsweep.policy import validate_files
     from llmsweep.policy.planning import errors_about
 
     checked = validate_files([recipe], config_keys=list(config_keys) or None, runner_config=runner_config,
-                             simulate=simulate)
+                             simulate=simulate).raise_unrunnable()
+    job = collection_job(checked.jobs, simulate=simulate)
     errors = errors_about(job, checked.findings, checked.loaded.recipes)
     for f in errors:
         echo(f.render())
@@ -84,6 +87,7 @@ def _refuse_policy_errors(recipe: Path, config_keys: tuple[str, ...], runner_con
         first = errors[0]
         raise ConfigError(f"{job.exp_name} has {len(errors)} policy error(s), first [{first.rule}] {first.message}; "
                           "no server was started", fix=first.fix or "fix the recipe (llmsweep validate says how)")
+    return job
 
 
 @click.command("collect")
@@ -141,8 +145,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     """Measure a golden acceptance-length curve: per thinking mode and draft length K, a fresh server of RECIPE's
     speculative job (real verification), the SPEED-Bench-style prompt set at concurrency 1, AL = 1 + Δaccepted /
     Δdrafts from the server's /metrics; written as an InferenceX golden-AL file with its provenance."""
-    from llmsweep.alcollect.collect import collect_curve, collection_job, curve_file_name
-    from llmsweep.plan import jobs_from_files
+    from llmsweep.alcollect.collect import collect_curve, curve_file_name
 
     def echo(line: str) -> None:
         click.echo(line, err=True)
@@ -153,9 +156,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         "sampling": Sampling(temperature=temperature, top_p=top_p, top_k=top_k), "output_len": output_len,
         "startup_timeout_s": startup_timeout, "request_timeout_s": request_timeout, "checkpoint": checkpoint,
         "precision": precision, "notes": list(notes)})
-    jobs = jobs_from_files([recipe], config_keys=list(config_keys) or None, runner_config=runner_config)
-    job = collection_job(jobs, simulate=simulate)
-    _refuse_policy_errors(recipe, config_keys, runner_config, job, simulate=simulate, echo=echo)
+    job = _collection_job(recipe, config_keys, runner_config, simulate=simulate, echo=echo)
     if merge_into is not None:
         given = [name for name, param in (("--out", "out_dir"), ("--variant", "variant"), ("--force", "force"))
                  if click.get_current_context().get_parameter_source(param) != ParameterSource.DEFAULT]

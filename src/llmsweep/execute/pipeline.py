@@ -159,14 +159,7 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding], list[str
     from llmsweep.policy import validate_files
 
     validation = validate_files(req.files, config_keys=req.config_keys, runner_config=req.runner_config,
-                                simulate=req.simulate, evals=req.evals)
-    validation.loaded.raise_on_error()
-    unplannable = [f for f in validation.findings if f.rule == "plan.failed"]
-    if unplannable:
-        raise ConfigError(
-            "recipes that cannot be expanded into jobs:\n" + "\n".join(f.render() for f in unplannable),
-            fix="fix the named fields; `llmsweep validate` lists every finding", findings=unplannable,
-        )
+                                simulate=req.simulate, evals=req.evals).raise_unrunnable()
     from llmsweep.plan.point import with_traces
 
     findings = validation.findings

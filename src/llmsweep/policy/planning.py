@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
-from llmsweep.errors import LlmsweepError
+from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.plan import Job, full_sweep, test_config
 from llmsweep.plan.checks import unused_overrides
@@ -34,6 +34,19 @@ class Validation:
     def findings_for(self, job: Job) -> list[Finding]:
         """Findings about one job (:func:`findings_about`)."""
         return findings_about(job, self.findings, self.loaded.recipes)
+
+    def raise_unrunnable(self) -> Validation:
+        """For a command that goes on to run jobs (`run`, `al collect`): recipes that do not load or cannot be
+        expanded into jobs stop it (ConfigError, exit 2), as `matrix` would; policy errors are left to refuse the jobs
+        they name. Returns self."""
+        self.loaded.raise_on_error()
+        unplannable = [f for f in self.findings if f.rule == "plan.failed"]
+        if unplannable:
+            raise ConfigError(
+                "recipes that cannot be expanded into jobs:\n" + "\n".join(f.render() for f in unplannable),
+                fix="fix the named fields; `llmsweep validate` lists every finding", findings=unplannable,
+            )
+        return self
 
 
 def findings_about(job: Job, findings: Iterable[Finding], recipe_keys: Iterable[str]) -> list[Finding]:
