@@ -5,11 +5,12 @@ names a Python interpreter that has `lm-eval[api]==0.4.13` (`.ci/run` makes `.ve
 InferenceX's: `lm_eval --model local-chat-completions --apply_chat_template` against the server's
 `/v1/chat/completions`, greedy, `max_tokens` from the context, `num_concurrent` per run, `--log_samples`.
 
-lm-eval's own command line is started through :data:`BOOTSTRAP` rather than `-m lm_eval`: the task is always one of
-llmsweep's packaged files, passed by path, and lm-eval's entry point otherwise indexes its ~14,000 built-in task files
-before reading it (17 CPU-seconds a run on a 2-core AMD EPYC, 2026-12-02; the index is rebuilt by every run). The
-bootstrap only changes the task manager's default to leave the built-in tasks out, then calls the same entry point
-(`lm_eval.__main__.cli_evaluate`) with the same arguments.
+lm-eval's own command line is started through :data:`BOOTSTRAP` rather than `-m lm_eval`: it runs
+`evals/lm_eval_runtime.py` in lm-eval's interpreter, which calls the same entry point (`lm_eval.__main__.
+cli_evaluate`) with the same arguments after two changes to lm-eval, InferenceX's runtime patch among them: the task
+manager leaves lm-eval's ~14,000 built-in task files unindexed (the task is always one of llmsweep's, by path), and
+an answer a reasoning parser left in `reasoning_content` (`content` empty) is scored, as InferenceX scores it. The
+runtime reports how many answers that was (:attr:`EvalRun.reasoning_answers`).
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ TIMEOUT_S = 1800
 RUN_TIMEOUT_S = 4 * 3600
 """A whole lm-eval run longer than this is stopped and failed (a hung harness must not hold the sweep forever)."""
 LOG_FILE = "lm_eval.log"
-BOOTSTRAP = ("import lm_eval.tasks.manager as m; init = m.TaskManager.__init__; "
-             "m.TaskManager.__init__ = lambda self, *a, include_defaults=False, **k: "
-             "init(self, *a, include_defaults=include_defaults, **k); "
-             "from lm_eval.__main__ import cli_evaluate; cli_evaluate()")
-"""`python -c BOOTSTRAP ARGS...` runs `python -m lm_eval ARGS...` without indexing lm-eval's built-in tasks (see the
-module doc)."""
+RUNTIME = Path(__file__).with_name("lm_eval_runtime.py")
+BOOTSTRAP = f"import runpy; runpy.run_path({str(RUNTIME)!r}, run_name='__main__')"
+"""`python -c BOOTSTRAP ARGS...` runs `python -m lm_eval ARGS...` with llmsweep's lm-eval runtime (see the module doc).
+`runpy.run_path` leaves `sys.path` and `sys.argv` as `-c` set them: the runtime's folder does not shadow lm-eval's
+imports."""
+REPORT_ENV = "LLMSWEEP_LM_EVAL_REPORT"
+"""Where the runtime writes its counts at exit (`lm_eval_runtime.REPORT_ENV`)."""
+REPORT_FILE = "lm_eval_runtime.json"
 
 
 class EvalSettings(BaseModel):
@@ -106,6 +109,9 @@ def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: b
     if offline:  # a local dataset: nothing to fetch, so no waiting on a hub that is not there
         env.update({"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
     env.pop("PYTHONPATH", None)  # lm-eval's environment is its own
+    report = out / REPORT_FILE
+    report.unlink(missing_ok=True)
+    env[REPORT_ENV] = str(report)
     started = time.monotonic()
     log_path = out / LOG_FILE
     try:
@@ -125,7 +131,18 @@ def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: b
         why = "timed out" if rc is None else f"exited {rc}" if rc != 0 else "wrote no results file"
         run.error = f"lm-eval {why} (log {log_path.relative_to(job_dir)}): {tail[-400:]}"
         return run, None
+    run.reasoning_answers = _reasoning_answers(report)
     return read_results(results[-1], run, job_dir)
+
+
+def _reasoning_answers(report: Path) -> int | None:
+    """How many answers the runtime scored from the reasoning field (None when it wrote no report)."""
+    try:
+        counts = json.loads(report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = counts.get("from_reasoning") if isinstance(counts, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def read_results(path: Path, run: EvalRun, job_dir: Path) -> tuple[EvalRun, str | None]:

@@ -427,6 +427,9 @@ class EvalRun(_Block):
     command: list[str] = Field(default_factory=list, description="The exact lm-eval argv that ran.")
     results_file: str | None = Field(default=None, description="lm-eval's results JSON, relative to the job folder.")
     seconds: float | None = None
+    reasoning_answers: int | None = Field(
+        default=None, description="Answers scored from the reply's reasoning field because its `content` was empty "
+        "(a reasoning parser's split, InferenceX's fallback; `evals.lm_eval_runtime`); None when lm-eval did not say.")
 
 
 class EvalBlock(_Block):

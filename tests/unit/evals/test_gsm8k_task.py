@@ -61,11 +61,9 @@ def test_lm_eval_scores_the_last_answer_line_under_strict_match() -> None:
 
 
 _LOAD = """
-import json, sys
-import lm_eval.tasks.manager as m
+import json, runpy, sys
 from lm_eval.tasks import TaskManager
-bootstrap = sys.argv[1]
-exec(bootstrap.split("; from lm_eval.__main__")[0])  # the bootstrap's patch, without starting the CLI
+runpy.run_path(sys.argv[1], run_name="runtime")["install"]()  # the runtime's changes, without starting the CLI
 tm = TaskManager()
 loaded = tm.load([sys.argv[2]])
 print(json.dumps({"indexed": len(tm.all_tasks), "tasks": sorted(loaded["tasks"])}))
@@ -79,10 +77,10 @@ print(json.dumps({"indexed": len(tm.all_tasks), "tasks": sorted(loaded["tasks"])
 ])
 def test_the_bootstrap_loads_a_packaged_task_by_path_without_lm_evals_built_in_index(
         name: str, row: dict[str, str], tmp_path: Path) -> None:
-    """What `run` starts lm-eval with (`evals.harness.BOOTSTRAP`): its task manager indexes none of lm-eval's ~14,000
-    built-in task files (17 CPU-seconds a run), and still loads llmsweep's task file, passed by path as `run` passes
-    it (here with a local dataset, as offline runs do)."""
-    from llmsweep.evals.harness import BOOTSTRAP
+    """What `run` starts lm-eval with (`evals.harness.BOOTSTRAP`, which runs `evals/lm_eval_runtime.py`): its task
+    manager indexes none of lm-eval's ~14,000 built-in task files (17 CPU-seconds a run), and still loads llmsweep's
+    task file, passed by path as `run` passes it (here with a local dataset, as offline runs do)."""
+    from llmsweep.evals.harness import RUNTIME
     from llmsweep.evals.tasks import task_file
 
     python = _lm_eval_python()
@@ -90,7 +88,7 @@ def test_the_bootstrap_loads_a_packaged_task_by_path_without_lm_evals_built_in_i
     data.write_text(json.dumps(row) + "\n", encoding="utf-8")
     task = task_file(name, data, tmp_path / "task")
     offline = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([python, "-c", _LOAD, BOOTSTRAP, str(task.path)], capture_output=True, text=True,
+    out = subprocess.run([python, "-c", _LOAD, str(RUNTIME), str(task.path)], capture_output=True, text=True,
                          timeout=120, cwd=tmp_path, env=offline)
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json.loads(out.stdout.strip().splitlines()[-1])
