@@ -8,15 +8,15 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from support.loopback import serving
 from support.stream_server import ServerConfig, StreamServer, free_port
 
 from llmsweep.client.probe import gpus_from_server_info, probe_endpoint, require_endpoint
@@ -64,15 +64,8 @@ class _Fake(BaseHTTPRequestHandler):
 @pytest.fixture
 def fake() -> Iterator[tuple[str, dict[str, tuple[int, Any]]]]:
     routes: dict[str, tuple[int, Any]] = {}
-    handler = type("Handler", (_Fake,), {"routes": routes})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", routes
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(type("Handler", (_Fake,), {"routes": routes})) as url:
+        yield url, routes
 
 
 def test_a_server_still_loading_is_refused_and_one_without_health_routes_passes(fake: Any) -> None:

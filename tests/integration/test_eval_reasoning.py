@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.arith_eval import write_arith
+from support.loopback import serving
 
 from llmsweep.evals.harness import REPORT_FILE, build_command, run_once
 from llmsweep.evals.tasks import task_file
@@ -74,15 +74,8 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     received: list[dict[str, Any]] = []
-    handler = type("Handler", (_Handler,), {"received": received})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", received
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(type("Handler", (_Handler,), {"received": received})) as url:
+        yield url, received
 
 
 def test_answers_in_the_reasoning_field_are_scored_and_counted(server: tuple[str, list[dict[str, Any]]],

@@ -52,9 +52,10 @@ def test_the_builtin_set_is_coding_prompts_that_say_they_are_not_speed_bench() -
 
 def test_the_hub_rows_are_read_page_by_page_over_http(monkeypatch: pytest.MonkeyPatch) -> None:
     """The datasets-server rows API, served over loopback in its JSON shape: every page is read, one category kept."""
-    import threading
     import urllib.parse
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from support.loopback import serving
 
     from llmsweep.alcollect import prompts as prompts_mod
 
@@ -78,13 +79,9 @@ def test_the_hub_rows_are_read_page_by_page_over_http(monkeypatch: pytest.Monkey
         def log_message(self, *args: object) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Rows)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setattr(prompts_mod, "ROWS_API", f"http://127.0.0.1:{server.server_address[1]}/rows")
+    with serving(Rows) as url:
+        monkeypatch.setattr(prompts_mod, "ROWS_API", f"{url}/rows")
         got = load_prompts("hub", "coding")
-    finally:
-        server.shutdown()
     assert len(seen) == 3 and [q["offset"][0] for q in seen] == ["0", "100", "200"]
     assert seen[0]["dataset"] == ["nvidia/SPEED-Bench"] and seen[0]["config"] == ["qualitative"]
     assert [p.question_id for p in got.prompts] == [f"q{i}" for i in range(1, 250, 2)]
