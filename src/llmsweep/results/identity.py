@@ -156,11 +156,29 @@ def workers_of(job: Mapping[str, Any]) -> str:
 
 def _conc(job: Mapping[str, Any]) -> int:
     """A result is one concurrency point (`llmsweep run` gives each concurrency of a multinode row its own job); a
-    stored job listing several takes its first."""
+    stored job listing several takes its first. A legacy InferenceX agentic row spells its concurrency `users`
+    (wave-2 spec §5.3: agentic rows carry `conc`, legacy ones `users`), read when it has no `conc`."""
     conc = get_field(job, "conc")
+    if conc is None and scenario_of(job).startswith("agentic"):
+        conc = get_field(job, "users")
     if isinstance(conc, (list, tuple)):
         return _int(conc[0], 0) or 0 if conc else 0
     return _int(conc, 0) or 0
+
+
+LEGACY_OFFLOAD_MODES = {"off": "none"}
+"""A legacy InferenceX agentic row's `offload_mode` (`on`/`off`) in the `kv-offloading` vocabulary: `off` is
+`none`; `on` stays `on` (the row does not say which tier)."""
+
+
+def _offload(job: Mapping[str, Any]) -> str:
+    """KV offload: `kv-offloading` (`none`, `dram`: ours and InferenceX's current rows), else a legacy InferenceX
+    agentic row's `offload_mode` (the app reads offload from `offload_mode`, else `kv_offloading`: wave-2 spec §5.3;
+    where a row has both, the descriptor is kept, since it names the tier), else none."""
+    offload = _name(get_field(job, "kv-offloading"))
+    if not offload and (mode := _name(get_field(job, "offload_mode")).strip().lower()):
+        offload = LEGACY_OFFLOAD_MODES.get(mode, mode)
+    return offload or "none"
 
 
 def _router(job: Mapping[str, Any]) -> str:
@@ -240,7 +258,7 @@ def identity_from_job(job: Mapping[str, Any], summary: Any = None) -> PointIdent
         ep=_int(get_field(job, "ep"), 1) or 1,
         dp_attn=_bool(get_field(job, "dp-attn", "dp-attention")),
         spec=_name(get_field(job, "spec-decoding")) or "none",
-        offload=_name(get_field(job, "kv-offloading")) or "none",
+        offload=_offload(job),
         offload_backend=_name(backend),
         disagg=_bool(get_field(job, "disagg")),
         workers=workers_of(job),

@@ -158,3 +158,30 @@ def test_writing_commands_refuse_a_bad_store_with_one_error(make_run, tmp_path: 
         err = capsys.readouterr().err
         assert err.count("error:") == 1 and "not a database" in err and "Traceback" not in err, err
     assert corrupt.read_bytes() == b"\x00garbage, not SQLite\n" * 200
+
+
+def _legacy_agentic_row(users: int, tput: float, **extra: object) -> dict[str, object]:
+    """An agentic row as InferenceX wrote it before `conc`: the concurrency as `users`, no isl/osl (wave-2 §5.3)."""
+    return {"hw": "mi355x", "users": users, "image": "lmsysorg/sglang:v0.5.6", "model": "Qwen/Qwen3.5",
+            "infmax_model_prefix": "qwen3.5", "framework": "sglang", "precision": "fp8", "spec_decoding": "none",
+            "scenario_type": "agentic-coding", "tp": 8, "ep": 1, "dp_attention": "false",
+            "num_requests_total": 100, "num_requests_successful": 100, "tput_per_gpu": tput,
+            "median_ttft": 0.3, "p90_ttft": 0.9, **extra}
+
+
+def test_legacy_agentic_rows_import_at_their_users_and_compare_point_by_point(store_path: Path,
+                                                                               tmp_path: Path) -> None:
+    """Two legacy rows at 8 and 16 users were both conc 0: one point in list, compare and the frontier."""
+    for name, scale in (("old", 1.0), ("new", 1.1)):
+        rows = [_legacy_agentic_row(8, 900.0 * scale, offload_mode="off"),
+                _legacy_agentic_row(16, 1500.0 * scale, offload_mode="off"),
+                _legacy_agentic_row(16, 1700.0 * scale, offload_mode="on")]
+        (tmp_path / f"{name}.json").write_text(json.dumps(rows))
+        assert "imported 3 row(s)" in _run("results", "import", str(tmp_path / f"{name}.json"))
+    runs = sorted(r["run_id"] for r in json.loads(_run("results", "runs", "--json")))
+    old, new = (next(r for r in runs if r.startswith(f"import:{name}-")) for name in ("old", "new"))
+    rows = json.loads(_run("results", "list", "--run", old, "--json"))
+    assert sorted((r["conc"], r["offload"]) for r in rows) == [(8, "none"), (16, "none"), (16, "on")]
+    assert all(r["isl"] is None and r["osl"] is None for r in rows)
+    doc = json.loads(_run("compare", old, new, "--json", "--resamples", "10", "--no-history"))
+    assert len(doc["matched"]) == 3 and not doc["only_a"] and not doc["only_b"]
