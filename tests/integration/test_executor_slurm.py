@@ -111,22 +111,39 @@ def test_two_jobs_start_servers_on_the_node_and_report_their_own_exit_codes(tmp_
     assert not in_queue(good.job_id) and not in_queue(bad.job_id)
 
 
-def _submitter(out: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], list[str]]:
-    """helpers/submit_and_wait.py running, and the ids of the jobs it submitted (once it wrote them)."""
+def _submitter(out: Path, *args: str, env: dict[str, str] | None = None,
+               sigint: signal.Handlers = signal.SIG_DFL) -> tuple[subprocess.Popen[str], list[str]]:
+    """helpers/submit_and_wait.py running, and the ids of the jobs it submitted (once it wrote them).
+
+    It starts as from a terminal, SIGINT at its default (Python makes it raise KeyboardInterrupt), however pytest
+    itself was started: a script's `pytest ... &` and every xdist worker under it ignore SIGINT, a disposition a
+    child inherits, and a Python started with SIGINT ignored never raises on it. `sigint=signal.SIG_IGN` starts it
+    the way a script's background job starts. Should it fail to say which jobs it submitted, it is stopped (SIGTERM
+    first, so that it cancels what it did submit)."""
     driver = subprocess.Popen([sys.executable, str(HELPERS / "submit_and_wait.py"), str(out), *args],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     submitted = out / "submitted"
-    deadline = time.monotonic() + 60
-    while not submitted.exists() and time.monotonic() < deadline:
-        if driver.poll() is not None:
-            raise AssertionError(driver.communicate()[0])
-        time.sleep(0.1)
-    return driver, submitted.read_text().split()
+    try:
+        deadline = time.monotonic() + 60
+        while not submitted.exists() and time.monotonic() < deadline:
+            if driver.poll() is not None:
+                raise AssertionError(driver.communicate()[0])
+            time.sleep(0.1)
+        return driver, submitted.read_text().split()
+    except BaseException:
+        if driver.poll() is None:
+            driver.terminate()
+            try:
+                driver.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                driver.kill()
+        raise
 
 
-def _stuck(driver: subprocess.Popen[str], what: str) -> str:
+def _stuck(driver: subprocess.Popen[str], what: str, job_ids: list[str]) -> str:
     """Why a submitter did not exit: its signal dispositions and mask, and its threads' stacks (SIGUSR1 makes the
-    helper dump them), then it is killed."""
+    helper dump them), then it is killed and its jobs cancelled (they would hold the node's CPUs for minutes)."""
     status = Path(f"/proc/{driver.pid}/status")
     signals_seen = [line for line in status.read_text().splitlines() if line.startswith("Sig")] \
         if status.exists() else []
@@ -134,19 +151,27 @@ def _stuck(driver: subprocess.Popen[str], what: str) -> str:
     time.sleep(1)
     driver.kill()
     output, _ = driver.communicate(timeout=30)
+    subprocess.run(["scancel", *job_ids], capture_output=True, timeout=30)
     return f"the submitter did not exit after {what}; {' '.join(signals_seen)}\n{output}"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_interrupting_the_submitter_cancels_its_job(tmp_path: Path, sig: signal.Signals) -> None:
-    driver, (job_id,) = _submitter(tmp_path)
+@pytest.mark.parametrize(("sig", "sigint", "args"), [
+    pytest.param(signal.SIGTERM, signal.SIG_DFL, (), id="SIGTERM"),
+    pytest.param(signal.SIGINT, signal.SIG_DFL, (), id="SIGINT"),
+    # Started as a script's background job (SIGINT ignored), with the CLI's signal handling (`llmsweep run` installs
+    # it): an explicit `kill -INT` still cancels the job.
+    pytest.param(signal.SIGINT, signal.SIG_IGN, ("1", "--install"), id="SIGINT-background-cli"),
+])
+def test_interrupting_the_submitter_cancels_its_job(tmp_path: Path, sig: signal.Signals, sigint: signal.Handlers,
+                                                   args: tuple[str, ...]) -> None:
+    driver, (job_id,) = _submitter(tmp_path, *args, sigint=sigint)
     try:
         assert in_queue(job_id)
         driver.send_signal(sig)
         try:
             output, _ = driver.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            pytest.fail(_stuck(driver, sig.name))
+            pytest.fail(_stuck(driver, sig.name, [job_id]))
     finally:
         if driver.poll() is None:
             driver.kill()

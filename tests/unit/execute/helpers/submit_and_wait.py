@@ -31,7 +31,9 @@ def main(out: str, count: int = 1, install: bool = False) -> int:
             job_dir.mkdir(exist_ok=True)
             jobs.append(executor.submit(spec, group_file=out_dir / "group.json", out_dir=job_dir,
                                         name=f"interrupt-me-{i}"))
-        (out_dir / "submitted").write_text(" ".join(job.job_id for job in jobs))
+        # Whole or not at all: the test reads the ids as soon as the file exists (it read an empty one, once).
+        (out_dir / "submitted.tmp").write_text(" ".join(job.job_id for job in jobs))
+        (out_dir / "submitted.tmp").replace(out_dir / "submitted")
         for job in jobs:
             job.wait()
     return 0
