@@ -1,12 +1,13 @@
 """Eval results as the results room reads them: the strict and flexible scores of an eval block, and the InferenceX
-eval row (`collect_eval_results.py`'s shape, inferencex-wave2-spec §1.8) of a stored result."""
+eval rows (`collect_eval_results.py`'s shape, inferencex-wave2-spec §1.8: one per concurrency) of a stored result."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from llmsweep.metrics.model import EvalBlock, EvalMetric
+from llmsweep.evals.gate import headline
+from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun
 from llmsweep.results.identity import get_field
 from llmsweep.results.point import ResultPoint
 
@@ -37,37 +38,49 @@ def _kind(name: str) -> str | None:
     return None
 
 
-def eval_scores(block: EvalBlock) -> tuple[EvalMetric | None, EvalMetric | None]:
-    """(strict, flexible) `exact_match` of the first completed run."""
-    run = next((r for r in block.runs if r.status == "completed"), None)
+def run_scores(run: EvalRun) -> tuple[EvalMetric | None, EvalMetric | None]:
+    """(strict, flexible) `exact_match` of one run."""
     found: dict[str, EvalMetric] = {}
-    for metric in run.metrics if run is not None else []:
+    for metric in run.metrics:
         kind = _kind(metric.name)
         if metric.name.startswith("exact_match,") and kind is not None and kind not in found:
             found[kind] = metric
     return found.get("strict"), found.get("flexible")
 
 
-def inferencex_eval_row(point: ResultPoint) -> dict[str, Any] | None:
-    """The InferenceX eval row of a result that ran an eval (None when it ran none)."""
+def eval_scores(block: EvalBlock) -> tuple[EvalMetric | None, EvalMetric | None]:
+    """(strict, flexible) `exact_match` of the first completed run."""
+    run = next((r for r in block.runs if r.status == "completed"), None)
+    return run_scores(run) if run is not None else (None, None)
+
+
+def inferencex_eval_rows(point: ResultPoint) -> list[dict[str, Any]]:
+    """The InferenceX eval rows of a result: one per completed run, i.e. per concurrency the eval ran at, with that
+    run's scores (`collect_eval_results.py` reads a batched eval's `_conc<N>` result files of its completed
+    concurrencies, one row each: wave-2 spec §1.8, core §6.4); none when it ran no eval or no run completed."""
     block = point.eval
     if block is None:
-        return None
+        return []
+    return [_eval_row(point, block, run) for run in block.runs if run.status == "completed"]
+
+
+def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun) -> dict[str, Any]:
     i, job = point.identity, point.job
-    strict, flexible = eval_scores(block)
-    runs = [r for r in block.runs if r.status == "completed"]
+    strict, flexible = run_scores(run)
+    score = headline(run.metrics)  # the block's headline score is this of its first completed run
     row: dict[str, Any] = {
         "is_multinode": bool(get_field(job, "prefill")),
         "model_prefix": get_field(job, "model-prefix") or block.model_prefix,
         "model": i.model, "hw": str(get_field(job, "runner-label", "runner") or i.hardware).upper(),
         "framework": str(get_field(job, "framework") or i.engine).lower(), "precision": str(i.precision).lower(),
-        "spec_decoding": i.spec, "isl": i.isl, "osl": i.osl, "tp": i.tp, "ep": i.ep, "conc": i.conc,
+        "spec_decoding": i.spec, "isl": i.isl, "osl": i.osl, "tp": i.tp, "ep": i.ep, "conc": run.conc,
         "dp_attention": i.dp_attn, "task": block.task,
         "em_strict": strict.value if strict else None, "em_strict_se": strict.stderr if strict else None,
         "em_flexible": flexible.value if flexible else None,
         "em_flexible_se": flexible.stderr if flexible else None,
-        "n_eff": runs[0].n_samples if runs else None, "source": runs[0].results_file if runs else None,
-        "score": block.score, "score_name": block.score_name, "score_se": block.score_stderr,
+        "n_eff": run.n_samples, "source": run.results_file,
+        "score": score.value if score else None, "score_name": score.name if score else None,
+        "score_se": score.stderr if score else None,
     }
     for role in ("prefill", "decode"):
         worker = get_field(job, role)

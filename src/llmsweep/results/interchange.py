@@ -231,7 +231,7 @@ def _unpublished_row(point: ResultPoint, why: str) -> dict[str, Any]:
 
 def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublished: bool = False) -> str:
     """Serialise results as `json` (ours, lossless), `csv` (flat hot columns), `inferencex` (list of throughput rows)
-    or `inferencex-evals` (InferenceX's eval rows, one per result that ran an eval).
+    or `inferencex-evals` (InferenceX's eval rows: one per completed eval run, i.e. per concurrency).
 
     `inferencex` holds only what InferenceX publishes — valid, measured points (`unpublished`; `left_out` counts the
     rest) — unless `include_unpublished`: then every point, each unpublishable row marked failed
@@ -247,10 +247,10 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
                 continue
             published.append(inferencex_row(p) if why is None else _unpublished_row(p, why))
         return json.dumps(published, indent=1, default=str)
-    if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per eval
-        from llmsweep.results.evals import inferencex_eval_row
+    if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per completed eval run (concurrency)
+        from llmsweep.results.evals import inferencex_eval_rows
 
-        evals = [e for e in (inferencex_eval_row(p) for p in points) if e is not None]
+        evals = [row for p in points for row in inferencex_eval_rows(p)]
         return json.dumps(evals, indent=1, default=str)
     if fmt == "csv":
         rows = [describe(p) for p in points]

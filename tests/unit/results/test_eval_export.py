@@ -1,0 +1,54 @@
+"""`results export --format inferencex-evals`: one row per concurrency an eval ran at."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from llmsweep.evals.gate import judge
+from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
+from llmsweep.results.interchange import export_points
+from llmsweep.results.rundir import RunDir, load_run
+from llmsweep.results.store import Store
+
+MakeRun = Callable[..., RunDir]
+
+
+def _run(conc: int, strict: float | None, *, n: int = 1319) -> EvalRun:
+    if strict is None:
+        return EvalRun(conc=conc, status="failed", error="lm-eval exited 1")
+    return EvalRun(conc=conc, status="completed", n_samples=n, results_file=f"eval/results_conc{conc}.json",
+                   command=["python", "-m", "lm_eval", "--model_args", f"num_concurrent={conc}"],
+                   metrics=[EvalMetric(name="exact_match,strict-match", value=strict, stderr=0.006),
+                            EvalMetric(name="exact_match,flexible-extract", value=round(strict + 0.01, 6),
+                                       stderr=0.005)])
+
+
+def with_eval(run: RunDir, runs: list[EvalRun], *, mode: Literal["eval-only", "run-eval"] = "eval-only") -> RunDir:
+    """Give the run's first job an eval block batched over `runs` (judged as `llmsweep.evals` judges it)."""
+    art = run.jobs[0]
+    summary = Summary.load(art.dir / "summary.json")
+    summary.eval = judge(EvalBlock(mode=mode, task="gsm8k", harness_version="0.4.13",
+                                   dataset="openai/gsm8k", model_prefix="qwen3.5", context_length=9472,
+                                   max_tokens=5376, runs=runs, verdict="invalid"))
+    if mode == "eval-only":
+        summary.validity.verdict = summary.eval.verdict
+    summary.write(art.dir / "summary.json")
+    return load_run(run.path)
+
+
+def test_an_eval_batched_over_concurrencies_exports_one_row_per_completed_concurrency(make_run: MakeRun,
+                                                                                       tmp_path: Path) -> None:
+    run = with_eval(make_run("a", concs=(4,), source="measured"), [_run(4, 0.95), _run(64, 0.93, n=1300),
+                                                                    _run(128, None)])
+    with Store(tmp_path / "s.sqlite") as store:
+        store.ingest_run(run)
+        points = store.results()
+    rows = json.loads(export_points(points, "inferencex-evals"))
+    assert [(r["conc"], r["em_strict"], r["em_flexible"], r["n_eff"], r["source"]) for r in rows] == [
+        (4, 0.95, 0.96, 1319, "eval/results_conc4.json"), (64, 0.93, 0.94, 1300, "eval/results_conc64.json")]
+    assert [(r["score"], r["score_name"], r["score_se"]) for r in rows] == [
+        (0.95, "exact_match,strict-match", 0.006), (0.93, "exact_match,strict-match", 0.006)]
+    assert {r["task"] for r in rows} == {"gsm8k"} and all(r["llmsweep"]["eval_concs"] == [4, 64, 128] for r in rows)
