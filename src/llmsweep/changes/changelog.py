@@ -7,9 +7,12 @@ separated by exactly one blank line.
 
 Validation (:func:`validate_changelog`) reports every problem as a `Finding` with its file and line, as the recipe
 loader does: bytes (UTF-8, no CR/tab/NUL, one final newline), YAML syntax and duplicate keys, the root a list, one
-`- config-keys:` line per entry, each entry's fields, well-formed pull-request links, config keys that exist (a
-wildcard must match), duplicate entries, and — against a base version — that history is unchanged (pr-link
-corrections alone excepted) and the appended bytes follow the base with one blank line.
+`- config-keys:` line per entry, each entry's fields (`append-only` with no eval field), the new entries' links
+(InferenceX's canonical pull-request link, or the `XXX` placeholder until merged) and config keys (a wildcard must
+match), duplicate entries, and — against a base version — that history is unchanged and the appended bytes follow the
+base, exactly one blank line before and between the new entries. History may change only by pr-link corrections
+(wave-2 spec §2.1): each sets a base entry's link to a canonical one it did not hold, on `  pr-link:` lines alone,
+in a change that appends no entry.
 
 Selection (:func:`select_jobs`) follows `utils/process_changelog.py` (§3.3): entries with `all-evals` first;
 throughput jobs unless the entry (or the caller) suppresses them; eval jobs (all evals for `all-evals`), filtered by
@@ -40,8 +43,12 @@ from llmsweep.spec.validation_findings import findings_from_validation_error
 from llmsweep.spec.workload import ScenarioId
 
 ENTRY_MARK = "- config-keys:"
-PR_LINK = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/pull/(?P<n>[1-9][0-9]*|XXX)$")
-"""A pull-request link; `XXX` is the placeholder a PR writes before it has a number (refused with `final_links`)."""
+CANONICAL_PR_LINK = re.compile(r"https://github\.com/SemiAnalysisAI/InferenceX/pull/[1-9][0-9]*")
+"""InferenceX's pull-request link (wave-2 spec §2.1), full-matched: what a new entry's `pr-link` holds once merged,
+and the only value a correction of history may write."""
+PR_LINK_PLACEHOLDERS = frozenset({"XXX", "https://github.com/SemiAnalysisAI/InferenceX/pull/XXX"})
+"""What a pull request writes before it has a number (InferenceX's two spellings; refused with `final_links`)."""
+CANONICAL_LINK_FORM = "https://github.com/SemiAnalysisAI/InferenceX/pull/NUMBER"
 
 ScenarioName = Literal["fixed-seq-len", "agentic-coding"]
 
@@ -54,7 +61,8 @@ class ChangelogEntry(BaseModel):
     config_keys: list[str] = Field(alias="config-keys", min_length=1,
                                    description="Recipe keys the entry selects; `*` matches any run of characters.")
     description: list[str] = Field(min_length=1, description="What changed and why (one item per line).")
-    pr_link: str = Field(alias="pr-link", description="The pull request: https://github.com/OWNER/REPO/pull/N.")
+    pr_link: str = Field(alias="pr-link", description="The pull request: https://github.com/SemiAnalysisAI/"
+                         "InferenceX/pull/N (`XXX` until it has a number).")
     evals_only: bool = Field(default=False, alias="evals-only", description="Run evals only, no throughput.")
     all_evals: bool = Field(default=False, alias="all-evals",
                             description="Evals on every fixed-seq-len job, and no throughput.")
@@ -140,7 +148,7 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
         log.entries.append(entry)
         log.lines.append(line or 0)
         placed.append((index, entry))
-        _check_entry(entry, index, doc.source, final_links, log.findings)
+        _check_entry(entry, index, doc.source, log.findings)
         ident = entry.identity()
         if ident in seen:
             repeats.append((index, line, seen[ident]))
@@ -156,9 +164,12 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
                                                 "description and flags)",
                                         fix="say what this run changes in its description, or drop the entry if "
                                             "it was added twice by mistake"))
-    if recipe_keys is not None:  # history may name recipes deleted since: only the new entries must resolve
-        for index, entry in placed:
-            if index >= log.added_from:
+    # InferenceX checks the links and keys of the added entries only: history holds links of other forms (`XXX`, the
+    # repository's old name) and may name recipes deleted since
+    for index, entry in placed:
+        if index >= log.added_from:
+            _check_link(entry, index, doc.source, final_links, log.findings)
+            if recipe_keys is not None:
                 _check_keys(entry, index, doc.source, recipe_keys, log.findings)
     return log
 
@@ -188,22 +199,31 @@ def _entry(index: int, raw: Any, source: SourceMap, findings: list[Finding]) -> 
         return None
 
 
-def _check_entry(entry: ChangelogEntry, index: int, source: SourceMap, final_links: bool,
-                 findings: list[Finding]) -> None:
-    file = source.file
-    link = PR_LINK.match(entry.pr_link)
-    if link is None:
-        findings.append(_error("pr-link", file, source.line_of((index, "pr-link")),
-                               f"pr-link {entry.pr_link!r} is not a pull-request link",
-                               "write https://github.com/OWNER/REPO/pull/NUMBER", f"[{index}].pr-link"))
-    elif final_links and link.group("n") == "XXX":
-        findings.append(_error("pr-link", file, source.line_of((index, "pr-link")),
-                               "pr-link still holds the XXX placeholder", "put the pull request's number in",
+def _check_link(entry: ChangelogEntry, index: int, source: SourceMap, final_links: bool,
+                findings: list[Finding]) -> None:
+    """A new entry's link: InferenceX's canonical form, or a placeholder until merged (`final_links`)."""
+    line = source.line_of((index, "pr-link"))
+    if entry.pr_link in PR_LINK_PLACEHOLDERS:
+        if final_links:
+            findings.append(_error("pr-link", source.file, line, "pr-link still holds the XXX placeholder",
+                                   "put the pull request's number in", f"[{index}].pr-link"))
+    elif not CANONICAL_PR_LINK.fullmatch(entry.pr_link):
+        findings.append(_error("pr-link", source.file, line,
+                               f"pr-link {entry.pr_link!r} is not an InferenceX pull-request link",
+                               f"write {CANONICAL_LINK_FORM} (or XXX until the pull request has a number)",
                                f"[{index}].pr-link"))
-    if entry.append_only and (entry.evals_only or entry.all_evals):
+
+
+def _check_entry(entry: ChangelogEntry, index: int, source: SourceMap, findings: list[Finding]) -> None:
+    file = source.file
+    # core spec §3.1: append-only is incompatible with the eval fields (InferenceX's ChangelogEntry refuses them)
+    evals = [name for name, on in (("evals-only", entry.evals_only), ("all-evals", entry.all_evals),
+                                   ("eval-min-prefill-ep", entry.eval_min_prefill_ep is not None)) if on]
+    if entry.append_only and evals:
         findings.append(_error("append-only", file, source.line_of((index, "append-only")),
-                               "append-only cannot be combined with evals-only or all-evals",
-                               "drop the eval flags or append-only", f"[{index}].append-only"))
+                               f"append-only cannot be combined with eval fields ({', '.join(evals)}): an append-only "
+                               "entry adds throughput points and selects no eval",
+                               f"drop {' and '.join(evals)} or append-only", f"[{index}].append-only"))
     seen: set[str] = set()
     for k, key in enumerate(entry.config_keys):
         line = source.line_of((index, "config-keys", k))
@@ -231,7 +251,8 @@ def _check_keys(entry: ChangelogEntry, index: int, source: SourceMap, recipe_key
 
 
 def _check_append_only(base: str, head: str, file: str, findings: list[Finding]) -> int:
-    """Head = base bytes + one blank line + new entries; pr-link-only corrections of history stand alone.
+    """Head = base bytes + new entries, one blank line before and between them; pr-link-only corrections of history
+    (each writing a canonical link the line did not hold) stand alone.
 
     Returns the number of entries in the base (the index of the first added entry)."""
     base_lines, head_lines = base.splitlines(), head.splitlines()
@@ -254,11 +275,23 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
             findings.append(_error("history", file, n, f"line {n} of the base was changed: "
                                    f"{base_lines[n - 1].strip()!r} → {head_lines[n - 1].strip()!r}",
                                    "history is append-only: restore the line and add a new entry at the end"))
+            continue
+        # wave-2 spec §2.1: a correction writes a canonical link, and one that keeps the value is no correction
+        old, new = _link_value(base_lines[n - 1]), _link_value(head_lines[n - 1])
+        path = f"[{sum(1 for line in head_lines[:n] if line.startswith(ENTRY_MARK)) - 1}].pr-link"
+        if old == new and new is not None:
+            findings.append(_error("history", file, n, f"line {n} of the base was rewritten without changing its "
+                                   f"value ({new!r}): {base_lines[n - 1].strip()!r} → {head_lines[n - 1].strip()!r}",
+                                   "history is byte-for-byte: restore the line as the base writes it", path))
+        elif not (isinstance(new, str) and CANONICAL_PR_LINK.fullmatch(new)):
+            findings.append(_error("history", file, n, f"a pr-link correction of history must write InferenceX's "
+                                   f"canonical link, not {new!r}",
+                                   f"write {CANONICAL_LINK_FORM}, or restore the line as the base writes it", path))
     if edited and link_only and any(line.strip() for line in appended):
         findings.append(_error("history", file, edited[0], "pr-link corrections of history are mixed with new "
                                "entries", "correct links in a change of their own"))
+    start = len(base_lines) + 1  # the line of appended[0]
     if appended and base_lines:
-        start = len(base_lines) + 1
         if appended[0].strip() or (len(appended) > 1 and not appended[1].strip()):
             findings.append(_error("separator", file, start, "the appended entries must follow the base after "
                                    "exactly one blank line", "leave one empty line between entries"))
@@ -269,10 +302,29 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
             findings.append(_error("history", file, start + first, "the appended lines continue the base's last "
                                    f"entry: {appended[first].strip()!r}",
                                    f"history is append-only: start each new entry with `{ENTRY_MARK}`"))
+    # the same one blank line between the appended entries (the first one's is checked above)
+    marks = [n for n, line in enumerate(appended) if line.startswith(ENTRY_MARK)]
+    for n in marks[1:]:
+        run = n
+        while run > 0 and not appended[run - 1].strip():
+            run -= 1
+        if n - run != 1:
+            findings.append(_error("separator", file, start + run, f"appended entries must be separated by exactly "
+                                   f"one blank line, not {n - run} (before the entry at line {start + n})",
+                                   "leave one empty line between entries"))
     if appended and not appended[-1].strip():
         findings.append(_error("separator", file, len(head_lines), "the file ends with a blank line",
                                "end with the last entry's line and one newline"))
     return base_entries
+
+
+def _link_value(line: str) -> object:
+    """The value a `  pr-link:` line writes, as YAML reads it (None when the line alone is not YAML)."""
+    try:
+        data = parse_yaml(line.strip(), "pr-link").data
+    except YamlSyntaxError:
+        return None
+    return data.get("pr-link") if isinstance(data, dict) else None
 
 
 def load_changelog(path: Path, **kw: Any) -> Changelog:

@@ -15,7 +15,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.spec.loader import load_recipes
 
 KEYS = ["chg-sim", "other-key"]
-LINK = "https://github.com/acme/recipes/pull/12"
+LINK = "https://github.com/SemiAnalysisAI/InferenceX/pull/12"
 
 
 def entry(keys: str = "[chg-sim]", link: str = LINK, extra: str = "") -> str:
@@ -53,7 +53,7 @@ def test_missing_field_points_at_its_entry() -> None:
 
 
 def test_placeholder_link_is_refused_only_when_final() -> None:
-    text = entry(link="https://github.com/acme/recipes/pull/XXX")
+    text = entry(link="https://github.com/SemiAnalysisAI/InferenceX/pull/XXX")
     assert rules(text) == []
     assert rules(text, final_links=True) == [("changelog.pr-link", 4)]
 
@@ -68,7 +68,7 @@ def test_append_only_against_a_base() -> None:
     assert rules(base + entry("[other-key]"), base=base) == [("changelog.separator", 5)]
     assert rules(base + "\n\n" + entry("[other-key]"), base=base) == [("changelog.separator", 5)]
     assert rules("", base=base)[0][0] == "changelog.history"
-    relinked = base.replace(LINK, "https://github.com/acme/recipes/pull/13")
+    relinked = base.replace(LINK, LINK.replace("12", "13"))  # a canonical correction
     assert rules(relinked, base=base) == []
     assert rules(relinked + "\n" + entry("[other-key]"), base=base) == [("changelog.history", 4)]
 

@@ -18,7 +18,7 @@ from llmsweep.errors import ConfigError
 if shutil.which("git") is None:  # pragma: no cover - git is part of the dev environment
     pytest.skip("git is not installed", allow_module_level=True)
 
-LINK = "https://github.com/acme/recipes/pull/12"
+LINK = "https://github.com/SemiAnalysisAI/InferenceX/pull/12"
 
 
 def entry(keys: str, extra: str = "  append-only: true\n") -> str:
