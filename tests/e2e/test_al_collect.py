@@ -91,6 +91,7 @@ def test_al_reads_the_collected_curve_back(collected: tuple[Path, dict[str, Any]
 def test_the_planner_pins_the_collected_curve(collected: tuple[Path, dict[str, Any]], tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from llmsweep.plan import jobs_from_files
+    from llmsweep.policy import validate_files
 
     out, result = collected
     doc = yaml.safe_load(RECIPE.read_text())
@@ -105,12 +106,18 @@ def test_the_planner_pins_the_collected_curve(collected: tuple[Path, dict[str, A
     clear_caches()
     try:
         (job,) = jobs_from_files([path], runner_config=FLEET)
+        real, simulated = (validate_files([path], runner_config=FLEET, simulate=sim) for sim in (False, True))
     finally:
         monkeypatch.delenv(CURVES_ENV_VAR)
         clear_caches()
     assert job.acceptance is not None and job.acceptance.source == "golden"
     assert job.acceptance.value == round(result["cells"][2]["acceptance_length"], 2)
     assert "llama-1b_ngram" in (job.acceptance.provenance or "")
+    # Collected with --simulate, the curve is the simulator's acceptance model: it pins a simulated run (a warning),
+    # and refuses the recipe's real vLLM engine rather than pin it to a value nobody measured.
+    assert job.acceptance.simulated and "collected on llmsweep's simulator" in (job.acceptance.provenance or "")
+    assert [f.is_error for f in real.findings if f.rule == "golden-al.simulated-curve"] == [True]
+    assert [f.is_error for f in simulated.findings if f.rule == "golden-al.simulated-curve"] == [False]
 
 
 @pytest.mark.timeout(120)

@@ -193,6 +193,8 @@ class AcceptanceResolution(BaseModel):
             parts.append(" / ".join(x for x in (self.hardware, self.engine) if x))
         if self.source:
             parts.append(self.source)
+        if self.simulated:
+            parts.append("collected on llmsweep's simulator (a modelled AL)")
         return ", ".join(parts)
 
 
@@ -466,12 +468,13 @@ def _same_draft(a: GoldenCurve, b: GoldenCurve) -> bool:
 
 
 def _served_precision(curves: list[GoldenCurve], chosen: GoldenCurve, precision: str) -> list[GoldenCurve]:
-    """Curves of the chosen one's family and drafter measured in the precision family the recipe serves."""
+    """Curves of the chosen one's family and drafter measured in the precision family the recipe serves. A curve
+    collected on the simulator (a modelled AL) never stands in for a measured one."""
     if not precision:
         return []
     want = precision_family(precision)
     return [c for c in curves if c.id != chosen.id and _same_draft(c, chosen) and c.precision_measured
-            and precision_family(c.precision_measured) == want]
+            and precision_family(c.precision_measured) == want and (chosen.simulated or not c.simulated)]
 
 
 def _cells_text(curve: GoldenCurve) -> str:
@@ -502,6 +505,7 @@ def resolve_acceptance(
     default curve measured in another one, when it has the (thinking, K) cell: InferenceX's fix for a curve measured
     on the wrong checkpoint is a new collection on the right one (`llmsweep al collect`), and once it exists it is the
     curve to pin. The resolution says which curve it passed over; when the better curve lacks the cell, it names it.
+    A curve collected on the simulator (`al collect --simulate`) never passes over a measured one.
     """
     family = find_curves(model_prefix, method, model, curve_dirs)
     curve = _pick(family, draft_model)

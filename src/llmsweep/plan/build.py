@@ -130,7 +130,8 @@ def resolve_job_acceptance(
     else:
         return None
     return Acceptance(value=value, source=source, golden=golden_value, method=sd.method, thinking=sd.thinking,
-                      k=sd.draft_length, draft_model=sd.draft_model, provenance=provenance)
+                      k=sd.draft_length, draft_model=sd.draft_model, provenance=provenance,
+                      simulated=golden is not None and golden.simulated)
 
 
 def _lookup_golden(recipe: Recipe, method: str, thinking: str, k: int | None,

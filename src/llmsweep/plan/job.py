@@ -74,6 +74,9 @@ class Acceptance(JobModel):
     provenance: str | None = Field(
         default=None, description="Curve file / checkpoint / run the golden value comes from."
     )
+    simulated: bool = Field(
+        default=False, description="The golden value comes from a curve collected on llmsweep's simulator (a modelled "
+        "AL, `simulated: yes` in its header), not from a measurement.")
 
 
 class Job(JobModel):

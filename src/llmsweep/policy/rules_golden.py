@@ -121,6 +121,21 @@ def precision_provenance(ctx: Context) -> Iterator[Finding]:
                       job=job, evidence=f"{res.provenance()}")
 
 
+@rule("golden-al.simulated-curve", Severity.ERROR,
+      "The golden AL comes from a curve collected on llmsweep's simulator: a modelled value, not a measurement",
+      "collect the curve on a real engine (`llmsweep al collect` without --simulate), or take the simulated curve "
+      "out of $LLMSWEEP_GOLDEN_AL_DIR", CHECKLIST, softens_in_sim=True)
+def simulated_curve(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        acc = job.acceptance
+        if acc is None or acc.source != "golden" or not acc.simulated:
+            continue
+        yield ctx.hit("golden-al.simulated-curve", recipe, ("serve", "spec-decoding"),
+                      f"golden AL {acc.value:g} for K={acc.k} thinking {acc.thinking} comes from a curve collected on "
+                      "the simulator: a real engine would be pinned to an acceptance nobody measured", job=job,
+                      evidence=acc.provenance)
+
+
 @rule("golden-al.pinned-differs", Severity.ERROR,
       "An explicit acceptance-length differs from the golden one (submitters may pick K, not AL)",
       "delete `serve.spec-decoding.acceptance-length`; the planner pins the golden value", CHECKLIST)

@@ -55,6 +55,16 @@ def test_sglang_eagle_spelling_names_a_file_that_reads_back_as_the_mtp_curve(see
     assert (curve.model_prefix, curve.method) == ("qwen3.5", "mtp")
 
 
+def _as_measured(curve: Path, folder: Path) -> Path:
+    """A copy of a simulated collection in `folder` without its `simulated: yes` line: the same cells as if measured
+    on an engine (only the simulator can collect here)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = curve.read_text().splitlines(keepends=True)
+    assert any(line.startswith("# simulated: yes") for line in lines)
+    (folder / curve.name).write_text("".join(line for line in lines if not line.startswith("# simulated:")))
+    return folder
+
+
 def _collect(recipe: Path, out_dir: Path, **settings: object) -> CollectResult:
     """A simulated collection of the one-job recipe: 2 builtin prompts of 64 tokens per cell."""
     job = _job(recipe)
@@ -114,7 +124,12 @@ def test_a_partial_collection_keeps_the_packaged_curve_the_seed_recipe_pins(seed
     seed = ("qwen3.5", "Qwen/Qwen3.5-397B-A17B-FP8", "fp8", "eagle", "on", 3)
     pinned = resolve_acceptance(*seed, curve_dirs=[out_dir])
     assert pinned is not None and (pinned.curve, pinned.value) == ("qwen3.5_mtp", 3.39)
+    # Collected on the simulator, the curve never passes over the measured one, even for the cell it holds ...
     off = resolve_acceptance(*seed[:4], "off", 1, curve_dirs=[out_dir])
+    assert off is not None and (off.curve, off.value) == ("qwen3.5_mtp", 1.92)
+    # ... and the same cells measured on an engine answer it (the precision it was measured in).
+    measured = _as_measured(Path(result.curve_file), tmp_path / "measured")
+    off = resolve_acceptance(*seed[:4], "off", 1, curve_dirs=[measured])
     assert off is not None and off.curve == collected.id
     assert off.value == round(result.cells[0].acceptance_length, 2)
 
@@ -180,13 +195,18 @@ def test_a_curve_collected_with_a_named_drafter_serves_recipes_of_that_drafter(t
     curve = load_curve(Path(result.curve_file))
     assert curve.draft_model == "Inferact/MiniMax-M3-EAGLE3-GQA" and curve.precision_measured == "fp8"
     args = ("minimaxm3", "MiniMaxAI/MiniMax-M3", "fp8", "eagle3", "on")
+    # collected on the simulator, it does not pass over the measured GQA curve
     got = resolve_acceptance(*args, 3, draft_model="Inferact/MiniMax-M3-EAGLE3-GQA", curve_dirs=[tmp_path / "golden"])
+    assert got is not None and (got.curve, got.passed_over) == ("minimaxm3_eagle3_gqa", None)
+    # the same cells measured on an engine do
+    measured = _as_measured(Path(result.curve_file), tmp_path / "measured")
+    got = resolve_acceptance(*args, 3, draft_model="Inferact/MiniMax-M3-EAGLE3-GQA", curve_dirs=[measured])
     assert got is not None and (got.curve, got.passed_over) == (curve.id, "minimaxm3_eagle3_gqa")
     # a cell the collection did not measure still reads the packaged GQA curve, naming the fp8 one that lacks it
-    k5 = resolve_acceptance(*args, 5, draft_model="Inferact/MiniMax-M3-EAGLE3-GQA", curve_dirs=[tmp_path / "golden"])
+    k5 = resolve_acceptance(*args, 5, draft_model="Inferact/MiniMax-M3-EAGLE3-GQA", curve_dirs=[measured])
     assert k5 is not None and k5.curve == "minimaxm3_eagle3_gqa" and k5.better and curve.id in k5.better[0]
     # the plain-EAGLE3 drafter's recipes do not read it
-    plain = resolve_acceptance(*args, 3, draft_model="Inferact/MiniMax-M3-EAGLE3", curve_dirs=[tmp_path / "golden"])
+    plain = resolve_acceptance(*args, 3, draft_model="Inferact/MiniMax-M3-EAGLE3", curve_dirs=[measured])
     assert plain is not None and plain.curve == "minimaxm3_eagle3"
 
 

@@ -67,6 +67,20 @@ def test_a_curve_measured_in_the_served_precision_wins_and_says_what_it_passed_o
     assert k5.better == ["qwen3.5_mtp_fp8 (fp8, on K 1 2 3)"]
 
 
+def test_a_curve_collected_on_the_simulator_never_passes_over_a_measured_one(tmp_path: Path) -> None:
+    """`al collect --simulate` writes `simulated: yes`: its ALs are the simulator's acceptance model. Served in FP8,
+    the recipe keeps the packaged (measured, NVFP4) 3.39 rather than the simulated FP8 curve's 2.0 — that pin would
+    have passed `validate` with no finding — and its provenance warning still names the precision."""
+    _write(tmp_path, "qwen3.5_mtp_fp8.yaml", {3: 2.0}, simulated=True)
+    args = ("qwen3.5", "Qwen/Qwen3.5-397B-A17B-FP8", "fp8", "mtp", "on", 3)
+    got = resolve_acceptance(*args, curve_dirs=[tmp_path])
+    assert got is not None and (got.curve, got.value, got.passed_over) == ("qwen3.5_mtp", 3.39, None)
+    assert got.precision_mismatch() and not got.simulated and not got.better
+    _write(tmp_path / "measured", "qwen3.5_mtp_fp8.yaml", {3: 2.0})  # the same cell measured on an engine wins
+    measured = resolve_acceptance(*args, curve_dirs=[tmp_path / "measured"])
+    assert measured is not None and (measured.curve, measured.value) == ("qwen3.5_mtp_fp8", 2.0)
+
+
 def test_al_warns_naming_the_better_curve_that_lacks_the_cell(tmp_path: Path) -> None:
     _write(tmp_path, "qwen3.5_mtp_fp8.yaml", {1: 1.9, 2: 2.6})
     runner = CliRunner()

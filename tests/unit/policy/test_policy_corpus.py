@@ -1,7 +1,8 @@
 """Each malformed recipe under tests/data/recipes/policy/ trips its policy rule, at its line, with its message.
 
 Every file starts with `# expect: rule=<id> line=<n> message=<fragment>` (the spec corpus's format); the severity is
-the one the rule registry declares (or the one its file asks for). Every policy rule has a case.
+the one the rule registry declares (or the one its file asks for). A second line `# golden-al-dir: <dir>` (relative to
+the file) adds a golden-AL curve folder, as `$LLMSWEEP_GOLDEN_AL_DIR` does. Every policy rule has a case.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from llmsweep.catalog.golden import CURVES_ENV_VAR
+from llmsweep.catalog.sources import clear_caches
 from llmsweep.policy import all_rules, validate_files
 
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "recipes" / "policy"
 EXPECT = re.compile(r"^# expect: rule=(?P<rule>\S+) line=(?P<line>\d+) message=(?P<message>.+)$")
+CURVES = re.compile(r"^# golden-al-dir: (?P<dir>\S+)$")
 NO_CASE = {"policy.internal"}
 """Rules no well-formed recipe can trip (they guard against adapter bugs)."""
 
@@ -32,8 +36,16 @@ CASES = _cases()
 
 
 @pytest.mark.parametrize(("path", "rule_id", "line", "fragment"), CASES, ids=[c[0].stem for c in CASES])
-def test_policy_case(path: Path, rule_id: str, line: int, fragment: str) -> None:
-    result = validate_files([path])
+def test_policy_case(path: Path, rule_id: str, line: int, fragment: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    curves = CURVES.match(path.read_text(encoding="utf-8").splitlines()[1])
+    if curves:
+        monkeypatch.setenv(CURVES_ENV_VAR, str((path.parent / curves["dir"]).resolve()))
+    clear_caches()
+    try:
+        result = validate_files([path])
+    finally:
+        monkeypatch.delenv(CURVES_ENV_VAR, raising=False)
+        clear_caches()
     assert not [f for f in result.findings if f.rule.startswith("schema.")], "corpus recipes must pass the schema"
     hits = [f for f in result.findings if f.rule == rule_id]
     assert hits, f"{path.name}: no {rule_id}; got {[(f.rule, f.message) for f in result.findings]}"
