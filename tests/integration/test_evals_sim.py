@@ -109,9 +109,12 @@ def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path,
     with sqlite3.connect(tmp_path / "store.sqlite") as db:
         rows = db.execute("SELECT mode, task, score, verdict FROM evals").fetchall()
     assert rows == [("eval-only", "gsm8k", 0.0, "invalid")]
-    exported = llmsweep(tmp_path, "results", "export", "--format", "inferencex-evals")
+    # A simulated eval is no measurement: InferenceX's rows hold it only with --include-unpublished, marked failed.
+    assert json.loads(llmsweep(tmp_path, "results", "export", "--format", "inferencex-evals").stdout) == []
+    exported = llmsweep(tmp_path, "results", "export", "--format", "inferencex-evals", "--include-unpublished")
     (erow,) = json.loads(exported.stdout)
     assert (erow["task"], erow["hw"], erow["em_strict"], erow["n_eff"], erow["conc"]) == ("gsm8k", "H200", 0.0, 4, 16)
+    assert erow["benchmark_outcome"] == {"status": "failed", "reason": "simulated"}
     throughput = json.loads(llmsweep(tmp_path, "results", "export", "--format", "inferencex").stdout)
     assert throughput == []  # an eval-only result has no throughput row
     # `summarize` re-reads the folder and reaches the same verdict.

@@ -20,11 +20,12 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import InvertedStats, Stats, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
+from llmsweep.results.evals import inferencex_eval_rows
 from llmsweep.results.extract import SOURCES
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, describe, result_id_for
@@ -198,44 +199,75 @@ def _stat_fields(summary: Summary) -> dict[str, float]:
     return {k: v for k, v in row.items() if math.isfinite(v)}
 
 
-def unpublished(point: ResultPoint) -> str | None:
-    """Why InferenceX would not publish a result's row, or None: it publishes rows of jobs that passed, measured on
-    real hardware — a simulated or predicted point, or a smoke, invalid or failed one, is not such a row."""
+RowKind = Literal["throughput", "eval"]
+
+
+def unpublished(point: ResultPoint, row: RowKind = "throughput") -> str | None:
+    """Why InferenceX would not publish a result's throughput or eval row, or None: the one rule of both exports.
+
+    InferenceX publishes measurements on real hardware: a simulated or predicted point's row is neither (an eval on
+    the simulator scores about 0). A throughput row it publishes for a job that passed, so a smoke, invalid or failed
+    point has none. An eval row it publishes for every completed eval run whatever the score gate said (the upload
+    and collect-evals run on failure too, the gate fails the job apart: wave-2 spec §1.7, §1.8, §1.10; the row
+    carries the gate's verdict), so for an eval row the verdict keeps nothing out."""
     if point.source != "measured":
         return point.source
-    if point.verdict != "valid":
+    if row == "throughput" and point.verdict != "valid":
         return point.verdict
     return None
 
 
-def left_out(points: Sequence[ResultPoint]) -> dict[str, int]:
-    """How many throughput points an InferenceX export without `include_unpublished` leaves out, by reason."""
+def left_out(points: Sequence[ResultPoint], row: RowKind = "throughput") -> dict[str, int]:
+    """How many throughput points (or eval rows) an InferenceX export without `include_unpublished` leaves out, by
+    reason."""
     out: dict[str, int] = {}
     for p in points:
-        if not p.eval_only and (why := unpublished(p)) is not None:
-            out[why] = out.get(why, 0) + 1
+        n = len(inferencex_eval_rows(p)) if row == "eval" else int(not p.eval_only)
+        if n and (why := unpublished(p, row)) is not None:
+            out[why] = out.get(why, 0) + n
     return out
 
 
-def _unpublished_row(point: ResultPoint, why: str) -> dict[str, Any]:
-    """A row InferenceX's app drops at ingest (`benchmark_outcome.status == failed`, wave-2 spec §5.3), with a
-    top-level `source` for a point not measured on real hardware."""
-    row = inferencex_row(point)
+def _outcome(point: ResultPoint, why: str) -> dict[str, str]:
+    """The mark of a row InferenceX's app drops at ingest (`benchmark_outcome.status == failed`, wave-2 §5.3)."""
     reasons = "; ".join(point.reasons)
-    row["benchmark_outcome"] = {"status": "failed",
-                                "reason": f"{why}" + (f": {reasons}" if reasons and why == point.verdict else "")}
+    return {"status": "failed", "reason": f"{why}" + (f": {reasons}" if reasons and why == point.verdict else "")}
+
+
+def _unpublished_row(point: ResultPoint, why: str) -> dict[str, Any]:
+    """A throughput row InferenceX's app drops at ingest, with a top-level `source` for a point not measured on real
+    hardware."""
+    row = inferencex_row(point)
+    row["benchmark_outcome"] = _outcome(point, why)
     if point.source != "measured":
         row["source"] = point.source
     return row
+
+
+def _eval_rows(points: Sequence[ResultPoint], include_unpublished: bool) -> list[dict[str, Any]]:
+    """The eval rows of `inferencex-evals`, by the throughput export's rule (`unpublished`): a row that is not a
+    measurement only with `include_unpublished`, then marked failed (`benchmark_outcome`; its `llmsweep` block
+    names the source, as the top-level `source` is the lm-eval results file)."""
+    rows: list[dict[str, Any]] = []
+    for p in points:
+        why = unpublished(p, "eval")
+        if why is not None and not include_unpublished:
+            continue
+        for row in inferencex_eval_rows(p):
+            if why is not None:
+                row["benchmark_outcome"] = _outcome(p, why)
+            rows.append(row)
+    return rows
 
 
 def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublished: bool = False) -> str:
     """Serialise results as `json` (ours, lossless), `csv` (flat hot columns), `inferencex` (list of throughput rows)
     or `inferencex-evals` (InferenceX's eval rows: one per completed eval run, i.e. per concurrency).
 
-    `inferencex` holds only what InferenceX publishes — valid, measured points (`unpublished`; `left_out` counts the
-    rest) — unless `include_unpublished`: then every point, each unpublishable row marked failed
-    (`benchmark_outcome`) and, when not measured, with its `source`."""
+    Both InferenceX formats hold only what InferenceX publishes (`unpublished`; `left_out` counts the rest):
+    `inferencex` valid, measured points, `inferencex-evals` the evals of measured points; unless
+    `include_unpublished`: then every row, each unpublishable one marked failed (`benchmark_outcome`) and, for a
+    throughput row not measured, with its `source`."""
     if fmt == "json":
         doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "results": [_our_row(p) for p in points]}
         return json.dumps(doc, indent=1, sort_keys=True, default=str)
@@ -248,10 +280,7 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
             published.append(inferencex_row(p) if why is None else _unpublished_row(p, why))
         return json.dumps(published, indent=1, default=str)
     if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per completed eval run (concurrency)
-        from llmsweep.results.evals import inferencex_eval_rows
-
-        evals = [row for p in points for row in inferencex_eval_rows(p)]
-        return json.dumps(evals, indent=1, default=str)
+        return json.dumps(_eval_rows(points, include_unpublished), indent=1, default=str)
     if fmt == "csv":
         rows = [describe(p) for p in points]
         buf = io.StringIO()

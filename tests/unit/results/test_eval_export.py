@@ -1,4 +1,5 @@
-"""`results export --format inferencex-evals`: one row per concurrency an eval ran at."""
+"""`results export --format inferencex-evals`: one row per concurrency an eval ran at, and only the evals InferenceX
+would publish (measured ones) unless --include-unpublished, by the throughput export's rule."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from click.testing import CliRunner
+
+from llmsweep.cli.main import cli
 from llmsweep.evals.gate import judge
 from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
-from llmsweep.results.interchange import export_points
+from llmsweep.results.interchange import export_points, left_out
+from llmsweep.results.point import points_from_run
 from llmsweep.results.rundir import RunDir, load_run
 from llmsweep.results.store import Store
 
@@ -52,3 +57,37 @@ def test_an_eval_batched_over_concurrencies_exports_one_row_per_completed_concur
     assert [(r["score"], r["score_name"], r["score_se"]) for r in rows] == [
         (0.95, "exact_match,strict-match", 0.006), (0.93, "exact_match,strict-match", 0.006)]
     assert {r["task"] for r in rows} == {"gsm8k"} and all(r["llmsweep"]["eval_concs"] == [4, 64, 128] for r in rows)
+
+
+def test_eval_rows_follow_the_throughput_exports_publication_rule(make_run: MakeRun) -> None:
+    simulated = points_from_run(with_eval(make_run("sim", concs=(4,)), [_run(4, 0.0), _run(8, 0.0)]))
+    measured = points_from_run(with_eval(make_run("real", concs=(4,), source="measured"), [_run(4, 0.95)]))
+    assert json.loads(export_points(simulated, "inferencex-evals")) == []
+    assert left_out(simulated, "eval") == {"simulated": 2} and left_out(measured, "eval") == {}
+    marked = json.loads(export_points(simulated, "inferencex-evals", include_unpublished=True))
+    assert [r["conc"] for r in marked] == [4, 8]
+    assert all(r["benchmark_outcome"]["status"] == "failed" and r["llmsweep"]["source"] == "simulated"
+               for r in marked)
+    (row,) = json.loads(export_points(measured, "inferencex-evals"))
+    assert "benchmark_outcome" not in row and row["llmsweep"]["source"] == "measured"
+
+
+def test_a_measured_eval_below_its_threshold_is_still_published_with_its_verdict(make_run: MakeRun) -> None:
+    """InferenceX collects every completed eval run whatever the score gate said (the gate fails the job apart)."""
+    points = points_from_run(with_eval(make_run("low", concs=(4,), source="measured"), [_run(4, 0.5)]))
+    assert points[0].verdict == "invalid"
+    (row,) = json.loads(export_points(points, "inferencex-evals"))
+    assert row["score"] == 0.5 and row["llmsweep"]["verdict"] == "invalid" and "benchmark_outcome" not in row
+    assert left_out(points, "eval") == {}
+
+
+def test_results_export_applies_include_unpublished_to_eval_rows(make_run: MakeRun, store_path: Path) -> None:
+    run = with_eval(make_run("sim", concs=(4,)), [_run(4, 0.0)])
+    runner = CliRunner()
+    assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
+    plain = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals"], catch_exceptions=False)
+    assert plain.exit_code == 0 and json.loads(plain.stdout) == []
+    every = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals", "--include-unpublished"],
+                          catch_exceptions=False)
+    (row,) = json.loads(every.stdout)
+    assert row["benchmark_outcome"] == {"status": "failed", "reason": "simulated"}

@@ -37,7 +37,7 @@ def with_eval(run: RunDir, conc: int, score: float, *, mode: str = "run-eval", s
 
 
 def test_an_eval_is_stored_and_exported_as_inferencex_eval_rows(make_run: MakeRun, tmp_path: Path) -> None:
-    run = with_eval(make_run("a", concs=(16, 32)), 32, 0.95)
+    run = with_eval(make_run("a", concs=(16, 32), source="measured"), 32, 0.95)
     with Store(tmp_path / "s.sqlite") as store:
         store.ingest_run(run)
         (stored,) = store.evals()
