@@ -111,18 +111,23 @@ def test_two_jobs_start_servers_on_the_node_and_report_their_own_exit_codes(tmp_
     assert not in_queue(good.job_id) and not in_queue(bad.job_id)
 
 
-def _submitter(out: Path, *args: str, env: dict[str, str] | None = None,
-               sigint: signal.Handlers = signal.SIG_DFL) -> tuple[subprocess.Popen[str], list[str]]:
+def _submitter(out: Path, *args: str, env: dict[str, str] | None = None, sigint: signal.Handlers = signal.SIG_DFL,
+               sighup: signal.Handlers = signal.SIG_DFL) -> tuple[subprocess.Popen[str], list[str]]:
     """helpers/submit_and_wait.py running, and the ids of the jobs it submitted (once it wrote them).
 
     It starts as from a terminal, SIGINT at its default (Python makes it raise KeyboardInterrupt), however pytest
     itself was started: a script's `pytest ... &` and every xdist worker under it ignore SIGINT, a disposition a
     child inherits, and a Python started with SIGINT ignored never raises on it. `sigint=signal.SIG_IGN` starts it
-    the way a script's background job starts. Should it fail to say which jobs it submitted, it is stopped (SIGTERM
-    first, so that it cancels what it did submit)."""
+    the way a script's background job starts, `sighup=signal.SIG_IGN` the way `nohup` starts it. Should it fail to
+    say which jobs it submitted, it is stopped (SIGTERM first, so that it cancels what it did submit)."""
+
+    def dispositions() -> None:
+        signal.signal(signal.SIGINT, sigint)
+        signal.signal(signal.SIGHUP, sighup)
+
     driver = subprocess.Popen([sys.executable, str(HELPERS / "submit_and_wait.py"), str(out), *args],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+                              preexec_fn=dispositions)
     submitted = out / "submitted"
     try:
         deadline = time.monotonic() + 60
@@ -179,6 +184,28 @@ def test_interrupting_the_submitter_cancels_its_job(tmp_path: Path, sig: signal.
     assert f"cancelling Slurm job {job_id}" in output
     assert not in_queue(job_id)
     assert (tmp_path / "slurm_job_id").read_text().strip() == job_id
+
+
+def test_under_nohup_a_closed_terminal_leaves_the_job_running(tmp_path: Path) -> None:
+    """`nohup llmsweep run ... &` on a login node: the terminal closing sends SIGHUP, which nohup ignores so that the
+    run goes on. The Slurm guard used to catch SIGHUP regardless and cancel every job; it keeps nohup's setting as the
+    CLI's handlers do (`signals.taken_over`), and SIGTERM still cancels."""
+    driver, (job_id,) = _submitter(tmp_path, "1", "--install", sighup=signal.SIG_IGN)
+    try:
+        assert in_queue(job_id)
+        driver.send_signal(signal.SIGHUP)
+        time.sleep(2.0)
+        assert driver.poll() is None and in_queue(job_id), "SIGHUP under nohup stopped the run"
+        driver.send_signal(signal.SIGTERM)
+        try:
+            output, _ = driver.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(_stuck(driver, "SIGTERM", [job_id]))
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode != 0 and f"cancelling Slurm job {job_id}" in output
+    assert not in_queue(job_id)
 
 
 def test_a_signal_during_the_cancellation_does_not_abandon_the_jobs_left_to_cancel(tmp_path: Path) -> None:

@@ -108,15 +108,21 @@ def _defer(signum: int, frame: FrameType | None) -> None:
     _deferred.append(signum)
 
 
+def taken_over(sig: signal.Signals) -> bool:
+    """Whether llmsweep handles `sig` in this process. `nohup` ignores SIGHUP on purpose, so that setting is kept: a
+    run under `nohup` outlives the terminal that started it, with its Slurm jobs. A script's `llmsweep run &` starts
+    with SIGINT ignored too, but an explicit `kill -INT` must still stop the run (and its servers) the way Ctrl-C
+    does."""
+    return sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN
+
+
 def install() -> None:
     """Make the first interrupt signal raise :class:`Interrupted` (and later ones hurry the shutdown) for the rest of
     the process: the CLI's entry point."""
     if not _in_main_thread():
         return
     for sig in INTERRUPT_SIGNALS:
-        # `nohup` ignores SIGHUP on purpose: kept. A script's `llmsweep run &` starts with SIGINT ignored too, but an
-        # explicit `kill -INT` must still stop the run (and its servers) the way Ctrl-C does.
-        if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN:
+        if taken_over(sig):
             signal.signal(sig, _raise)
 
 

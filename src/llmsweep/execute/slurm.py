@@ -39,7 +39,7 @@ from llmsweep.execute.pyxis import (
     squash_path,
     write_node_launch,
 )
-from llmsweep.execute.signals import Interrupted, hurried, interrupt, shielded
+from llmsweep.execute.signals import Interrupted, hurried, interrupt, shielded, taken_over
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -559,7 +559,8 @@ def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float) -> list[SlurmJob]:
 
 @contextmanager
 def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
-    """Cancel every unfinished job in `jobs` when the block exits early (exception, Ctrl-C, SIGTERM, SIGHUP).
+    """Cancel every unfinished job in `jobs` when the block exits early (exception, Ctrl-C, SIGTERM, SIGHUP — unless
+    the process runs under `nohup`, which ignores SIGHUP so that the jobs outlive the terminal: kept).
 
     Jobs appended to the list inside the block are covered too. On a normal exit unfinished jobs are cancelled as
     well: leaving the block means nobody will collect them. The cancellation itself is shielded: any signal arriving
@@ -573,7 +574,8 @@ def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, raise_interrupt)
+            if taken_over(sig):  # under `nohup` a closed terminal leaves the jobs running
+                previous[sig] = signal.signal(sig, raise_interrupt)
     try:
         yield jobs
     finally:
