@@ -186,6 +186,48 @@ def test_interrupting_the_submitter_cancels_its_job(tmp_path: Path, sig: signal.
     assert (tmp_path / "slurm_job_id").read_text().strip() == job_id
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_sbatch_runs_cancels_the_job_it_submitted(tmp_path: Path, sig: signal.Signals) -> None:
+    """`sbatch` has queued the job but not yet returned (a slow controller, here a wrapper that waits after
+    submitting) when the interrupt comes. The submission is shielded: the job id is still recorded (what `run
+    --resume` reads) and the job is cancelled, never left queued with no record of it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "sbatch-submitted"
+    real = shutil.which("sbatch")
+    (bin_dir / "sbatch").write_text(f"#!/bin/sh\nout=$({real} \"$@\") || exit $?\necho \"$out\" > {marker}.tmp\n"
+                                    f"mv {marker}.tmp {marker}\nsleep 2\necho \"$out\"\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out = tmp_path / "out"
+    out.mkdir()
+    driver = subprocess.Popen([sys.executable, str(HELPERS / "submit_and_wait.py"), str(out)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    job_id = ""
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and driver.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), driver.communicate()[0] if driver.poll() is not None else "sbatch never submitted"
+        job_id = marker.read_text().strip().split(";")[0]
+        assert in_queue(job_id)
+        driver.send_signal(sig)
+        try:
+            output, _ = driver.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(_stuck(driver, sig.name, [job_id]))
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        if job_id and in_queue(job_id):
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+    assert driver.returncode != 0, output
+    assert (out / "slurm_job_id").read_text().strip() == job_id
+    assert f"cancelling Slurm job {job_id}" in output and not in_queue(job_id)
+    assert not (out / "submitted").exists()  # the interrupt came before the submitter went on
+
+
 def test_under_nohup_a_closed_terminal_leaves_the_job_running(tmp_path: Path) -> None:
     """`nohup llmsweep run ... &` on a login node: the terminal closing sends SIGHUP, which nohup ignores so that the
     run goes on. The Slurm guard used to catch SIGHUP regardless and cancel every job; it keeps nohup's setting as the

@@ -428,7 +428,8 @@ class SlurmExecutor:
                 group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
                 nodes = group.topology.nodes if group.topology is not None else 1
                 try:
-                    sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes)
+                    sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes,
+                                       into=live)
                 except LaunchError as exc:
                     if group.topology is None:
                         raise
@@ -438,7 +439,6 @@ class SlurmExecutor:
                         close(job.id, JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused",
                                                  reasons=[exc.one_line()]))
                     continue
-                live.append(sjob)
                 submitted.append((group, sjob))
                 event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
             waiting = list(submitted)
@@ -492,8 +492,14 @@ class SlurmExecutor:
         name: str,
         environ: Mapping[str, str] | None = None,
         nodes: int = 1,
+        into: list[SlurmJob] | None = None,
     ) -> SlurmJob:
-        """Write the batch script and node launch file into `out_dir`, sbatch it, record and return the job."""
+        """Write the batch script and node launch file into `out_dir`, sbatch it, record and return the job.
+
+        `into`: the list a :func:`cancel_on_interrupt` block guards. From `sbatch` to the job being in that list and
+        its id in `out_dir` (what `run --resume` reads) a signal is held (:func:`shielded`; `sbatch` in its own
+        session, so a terminal's Ctrl-C does not cut it short): an interrupt then cancels the job it just submitted
+        instead of leaving it queued with no record of it."""
         out_dir = out_dir.resolve()
         out_dir.mkdir(parents=True, exist_ok=True)
         launcher_file = write_node_launch(self.node_launch(spec, out_dir), out_dir / "node_launch.json")
@@ -503,12 +509,17 @@ class SlurmExecutor:
         script_path.write_text(script, encoding="utf-8")
         if nodes > 1:
             self._check_nodes(script_path, nodes, name, environ)
-        proc = run_command(["sbatch", "--parsable", str(script_path)], timeout_s=self.options.command_timeout_s,
-                           env=environ, fix=_SLURM_FIX + "; check partition/account/gres in the slurm options")
-        job_id = parse_job_id(proc.stdout)
-        (out_dir / SLURM_JOB_ID_FILE).write_text(job_id + "\n", encoding="utf-8")
+        with shielded():
+            proc = run_command(["sbatch", "--parsable", str(script_path)], timeout_s=self.options.command_timeout_s,
+                               env=environ, fix=_SLURM_FIX + "; check partition/account/gres in the slurm options",
+                               new_session=True)
+            job_id = parse_job_id(proc.stdout)
+            (out_dir / SLURM_JOB_ID_FILE).write_text(job_id + "\n", encoding="utf-8")
+            job = SlurmJob(job_id=job_id, name=name, out_dir=out_dir, script_path=script_path, options=self.options)
+            if into is not None:
+                into.append(job)
         log.info("submitted Slurm job %s (%s) → %s", job_id, name, out_dir)
-        return SlurmJob(job_id=job_id, name=name, out_dir=out_dir, script_path=script_path, options=self.options)
+        return job
 
 
     def _check_nodes(self, script_path: Path, nodes: int, name: str, environ: Mapping[str, str] | None) -> None:

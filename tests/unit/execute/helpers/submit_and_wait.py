@@ -29,8 +29,8 @@ def main(out: str, count: int = 1, install: bool = False) -> int:
         for i in range(count):
             job_dir = out_dir / f"job{i}" if count > 1 else out_dir
             job_dir.mkdir(exist_ok=True)
-            jobs.append(executor.submit(spec, group_file=out_dir / "group.json", out_dir=job_dir,
-                                        name=f"interrupt-me-{i}"))
+            executor.submit(spec, group_file=out_dir / "group.json", out_dir=job_dir, name=f"interrupt-me-{i}",
+                            into=jobs)
         # Whole or not at all: the test reads the ids as soon as the file exists (it read an empty one, once).
         (out_dir / "submitted.tmp").write_text(" ".join(job.job_id for job in jobs))
         (out_dir / "submitted.tmp").replace(out_dir / "submitted")
