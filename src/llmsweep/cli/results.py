@@ -170,22 +170,26 @@ def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_p
 @click.option("--include-unpublished", is_flag=True,
               help="inferencex: also the points InferenceX does not publish (simulated, predicted, smoke, invalid), "
                    "each marked `benchmark_outcome: {status: failed}` (the app drops it) and, when not measured, "
-                   "with its `source`.")
+                   "with its `source`; inferencex-evals: also the evals that were not measured (simulated, "
+                   "predicted), marked the same way.")
 @store_option()
 def export(run_id: str | None, fmt: str, out: Path | None, include_unpublished: bool, store_path: Path | None) -> None:
     """Export results: our lossless JSON, flat CSV, InferenceX aggregate rows, or InferenceX eval rows.
 
     InferenceX rows hold only valid, measured points unless --include-unpublished; what is left out is said on
     stderr."""
-    from llmsweep.results.interchange import export_points, left_out
+    from llmsweep.results.interchange import RowKind, export_points, left_out
 
     with _open(store_path) as store:
         store.require_run(run_id)
         points = store.results(run_id)
     text = export_points(points, fmt, include_unpublished=include_unpublished)
-    if fmt == "inferencex" and not include_unpublished and (skipped := left_out(points)):
+    kinds: dict[str, tuple[RowKind, str]] = {"inferencex": ("throughput", "point(s)"),
+                                             "inferencex-evals": ("eval", "eval row(s)")}
+    rows = kinds.get(fmt)
+    if rows is not None and not include_unpublished and (skipped := left_out(points, rows[0])):
         what = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
-        click.echo(f"left out {sum(skipped.values())} point(s) InferenceX does not publish ({what}); "
+        click.echo(f"left out {sum(skipped.values())} {rows[1]} InferenceX does not publish ({what}); "
                    "--include-unpublished exports them marked failed", err=True)
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

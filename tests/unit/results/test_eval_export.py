@@ -87,6 +87,7 @@ def test_results_export_applies_include_unpublished_to_eval_rows(make_run: MakeR
     assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
     plain = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals"], catch_exceptions=False)
     assert plain.exit_code == 0 and json.loads(plain.stdout) == []
+    assert "left out 1 eval row(s) InferenceX does not publish (1 simulated)" in plain.stderr
     every = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals", "--include-unpublished"],
                           catch_exceptions=False)
     (row,) = json.loads(every.stdout)
