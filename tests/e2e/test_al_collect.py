@@ -159,14 +159,18 @@ def test_an_existing_curve_is_not_overwritten_without_force(collected: tuple[Pat
 @pytest.mark.timeout(120)
 def test_thinking_on_cells_send_and_record_their_chat_template_kwargs(tmp_path: Path) -> None:
     proc = _collect(tmp_path / "golden", "-k", "2", "--thinking", "on", "--json",
-                    "--chat-template-kwargs", 'on={"thinking_mode": "enabled"}')
+                    "--chat-template-kwargs", 'on={"thinking_mode": "enabled"}', "--temperature", "0.6",
+                    "--top-k", "20", "--presence-penalty", "1.5")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     curve = load_curve(Path(result["curve_file"]))
     assert list(curve.values) == ["thinking_on"] and list(curve.values["thinking_on"]) == [2]
     assert curve.sampling["thinking_on"].chat_template_kwargs == {"thinking_mode": "enabled"}
+    assert curve.sampling_common == {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "presence_penalty": 1.5}
     run = json.loads((Path(result["cells"][0]["directory"]) / "client" / "run.json").read_text())
-    assert run["provenance"]["workload"]["extra_body"]["chat_template_kwargs"] == {"thinking_mode": "enabled"}
+    sent = run["provenance"]["workload"]["extra_body"]
+    assert sent["chat_template_kwargs"] == {"thinking_mode": "enabled"}
+    assert (sent["temperature"], sent["top_p"], sent["top_k"], sent["presence_penalty"]) == (0.6, 0.95, 20, 1.5)
 
 
 # --------------------------------------------------------------------------------- completing a curve: --merge-into

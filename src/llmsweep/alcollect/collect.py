@@ -293,7 +293,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         event(f"{mode} K={k}: ready in {ready.seconds:.1f} s; {len(prompts.prompts)} prompts at concurrency "
               f"{CONCURRENCY}, max_tokens {settings.output_len}")
         before = _scrape(spec, handle.base_url, cell_dir / "metrics_before.txt")
-        extra: dict[str, Any] = settings.sampling.model_dump()
+        extra: dict[str, Any] = dict(settings.sampling.params())
         kwargs = settings.chat_template_kwargs.get(mode) or {}
         if kwargs:
             extra["chat_template_kwargs"] = kwargs
@@ -481,7 +481,7 @@ def _header(job: Job, settings: CollectSettings, run_dir: Path, cells: list[Cell
         checkpoint=checkpoint, method=job.serve.spec_decoding.method, draft_model=job.serve.spec_decoding.draft_model,
         precision=settings.precision or _served_precision(job, simulate),
         hardware=_hardware_text(job, cells, simulate), engine=_engine_text(job, cells, simulate),
-        dataset=dataset, sampling=settings.sampling.model_dump(), output_len=settings.output_len,
+        dataset=dataset, sampling=settings.sampling.params(), output_len=settings.output_len,
         chat_template_kwargs={m: settings.chat_template_kwargs.get(m) or {} for m in sorted(modes)},
         generator=f"llmsweep al collect (llmsweep {__version__})", simulated=simulate,
         notes=[*_launch_notes(run_dir, cells), *_al_method_notes(job, cells), *_unmeasured(cells), *settings.notes],

@@ -23,6 +23,16 @@ class Sampling(BaseModel):
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature of every request.")
     top_p: float = Field(default=0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     top_k: int = Field(default=40, ge=-1, description="Top-k cut (-1: none).")
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0, description="Presence penalty (Qwen3.5's "
+                                    "thinking-off curve: 1.5).")
+
+    def params(self) -> dict[str, float | int]:
+        """What every request sends and the curve header states: presence_penalty only when set (0 is the API's
+        default, and curves collected before it existed say nothing of it)."""
+        out = self.model_dump()
+        if not out["presence_penalty"]:
+            del out["presence_penalty"]
+        return out
 
 
 class CollectSettings(BaseModel):

@@ -176,6 +176,27 @@ class AcceptanceResolution(BaseModel):
     better: list[str] = Field(
         default_factory=list, description="Curves of the same family and draft measured in the served precision that "
         "lack this (thinking, K) cell, as 'id (precision, thinking K…)'; the warning names them.")
+    unlike: list[str] = Field(
+        default_factory=list, description="Curves measured in the served precision that hold the cell but were "
+        "sampled otherwise than this curve states for the thinking mode, as 'id (key value, not value; …)': an AL "
+        "depends on the sampling, so they do not stand in for it; the warning names them.")
+
+    def served_precision_note(self, precision: str) -> str:
+        """Why no curve of the served precision answers (for the precision-provenance warning): those lacking the
+        cell, those sampled otherwise, or none known; starts with '; '."""
+        cell = f"thinking {self.thinking.removeprefix('thinking_')} K={self.k}"
+        notes = []
+        if self.better:
+            notes.append(f"the curve measured in {precision}, {'; '.join(self.better)}, lacks {cell}: collect that "
+                         "cell with `llmsweep al collect`")
+        if self.unlike:
+            notes.append(f"the curve measured in {precision}, {'; '.join(self.unlike)}, was sampled otherwise than "
+                         f"{self.curve}: collect it with that curve's sampling (`llmsweep al collect --temperature "
+                         "... --top-p ... --top-k ...`)")
+        if not notes:
+            notes.append(f"no curve for {precision} is known (collect one with `llmsweep al collect` rather than "
+                         "adjusting by hand)")
+        return "; " + "; ".join(notes)
 
     def precision_mismatch(self, recipe_precision: str | None = None) -> bool:
         """True when the curve was measured in another precision family than the recipe serves (FP8 vs NVFP4)."""
@@ -477,6 +498,27 @@ def _served_precision(curves: list[GoldenCurve], chosen: GoldenCurve, precision:
             and precision_family(c.precision_measured) == want and (chosen.simulated or not c.simulated)]
 
 
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "presence_penalty")
+"""The request parameters an AL depends on that a curve header states."""
+
+
+def mode_sampling(curve: GoldenCurve, mode: str) -> dict[str, float]:
+    """The sampling `curve` states for thinking `mode` (its per-mode line over its common one). presence_penalty is
+    0 when unstated: the API's default, what a collection that does not send it ran with."""
+    params = {**curve.sampling_common, **(curve.sampling[mode].params if mode in curve.sampling else {})}
+    out = {k: float(v) for k, v in params.items()
+           if k in SAMPLING_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    out.setdefault("presence_penalty", 0.0)
+    return out
+
+
+def sampling_differences(candidate: GoldenCurve, reference: GoldenCurve, mode: str) -> list[str]:
+    """Each parameter `reference` states for `mode` that `candidate` does not state alike, as 'key got, not want'."""
+    got, want = mode_sampling(candidate, mode), mode_sampling(reference, mode)
+    return [f"{key} {got[key]:g}, not {value:g}" if key in got else f"{key} unstated, not {value:g}"
+            for key, value in want.items() if got.get(key) != value]
+
+
 def _cells_text(curve: GoldenCurve) -> str:
     modes = ", ".join(f"{m.removeprefix('thinking_')} K {' '.join(str(k) for k in sorted(curve.values[m]))}"
                       for m in sorted(curve.values))
@@ -505,7 +547,9 @@ def resolve_acceptance(
     default curve measured in another one, when it has the (thinking, K) cell: InferenceX's fix for a curve measured
     on the wrong checkpoint is a new collection on the right one (`llmsweep al collect`), and once it exists it is the
     curve to pin. The resolution says which curve it passed over; when the better curve lacks the cell, it names it.
-    A curve collected on the simulator (`al collect --simulate`) never passes over a measured one.
+    A curve collected on the simulator (`al collect --simulate`) never passes over a measured one, nor does one
+    sampled otherwise than the default curve states for the thinking mode (:func:`sampling_differences`): an AL
+    depends on the sampling (Qwen3.5's curve: temperature 0.6, top_p 0.95, top_k 20 thinking on).
     """
     family = find_curves(model_prefix, method, model, curve_dirs)
     curve = _pick(family, draft_model)
@@ -514,12 +558,17 @@ def resolve_acceptance(
     mode = normalise_thinking(thinking)
     passed_over: str | None = None
     better = _served_precision(family, curve, precision)
+    unlike: list[str] = []
     if curve.precision_measured and precision and \
             precision_family(curve.precision_measured) != precision_family(precision):
         having = [c for c in better if c.values.get(mode, {}).get(int(k)) is not None]
-        if having:
-            passed_over, curve = curve.id, having[0]
-            better = []
+        # an AL depends on the sampling: a curve sampled otherwise than the one it would replace is not its stand-in
+        alike = [c for c in having if not sampling_differences(c, curve, mode)]
+        unlike = [f"{c.id} ({'; '.join(sampling_differences(c, curve, mode))})" for c in having if c not in alike]
+        better = [c for c in better if c not in having]
+        if alike:
+            passed_over, curve = curve.id, alike[0]
+            better, unlike = [], []
     value = curve.values.get(mode, {}).get(int(k))
     if value is None:
         log.debug("curve %s has no %s K=%s (has %s, K %s)", curve.id, mode, k, curve.modes, curve.ks)
@@ -544,6 +593,7 @@ def resolve_acceptance(
         simulated=curve.simulated,
         passed_over=passed_over,
         better=[_cells_text(c) for c in better] if passed_over is None else [],
+        unlike=unlike,
     )
 
 

@@ -111,6 +111,7 @@ def _collection_job(recipe: Path, config_keys: tuple[str, ...], runner_config: P
 @field_option("--temperature", source=(Sampling, "temperature"), type=float, show_default=True)
 @field_option("--top-p", source=(Sampling, "top_p"), type=float, show_default=True)
 @field_option("--top-k", source=(Sampling, "top_k"), type=int, show_default=True)
+@field_option("--presence-penalty", source=(Sampling, "presence_penalty"), type=float, show_default=True)
 @option("executor", type=click.Choice(EXECUTORS),
         help="Where each cell's server starts: this machine, or a docker container here.")
 @option("executor_option",
@@ -137,10 +138,10 @@ def _collection_job(recipe: Path, config_keys: tuple[str, ...], runner_config: P
 @json_option("the cells and the curve file")
 def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, ks: tuple[int, ...],
             thinking: tuple[str, ...], template_kwargs: tuple[str, ...], prompt_source: str, category: str,
-            num_prompts: int | None, output_len: int, temperature: float, top_p: float, top_k: int, executor: str,
-            executor_options: tuple[str, ...], simulate: bool, out_dir: Path, variant: str | None,
-            merge_into: Path | None, run_dir: Path | None, checkpoint: str | None, precision: str | None,
-            notes: tuple[str, ...],
+            num_prompts: int | None, output_len: int, temperature: float, top_p: float, top_k: int,
+            presence_penalty: float, executor: str, executor_options: tuple[str, ...], simulate: bool, out_dir: Path,
+            variant: str | None, merge_into: Path | None, run_dir: Path | None, checkpoint: str | None,
+            precision: str | None, notes: tuple[str, ...],
             startup_timeout: float | None, request_timeout: float, force: bool, as_json: bool) -> None:
     """Measure a golden acceptance-length curve: per thinking mode and draft length K, a fresh server of RECIPE's
     speculative job (real verification), the SPEED-Bench-style prompt set at concurrency 1, AL = 1 + Δaccepted /
@@ -153,7 +154,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     settings = CollectSettings.model_validate({
         "ks": list(ks), "thinking": [f"thinking_{m}" for m in dict.fromkeys(thinking)],
         "chat_template_kwargs": {**DEFAULT_KWARGS, **_kwargs(template_kwargs)},
-        "sampling": Sampling(temperature=temperature, top_p=top_p, top_k=top_k), "output_len": output_len,
+        "sampling": Sampling(temperature=temperature, top_p=top_p, top_k=top_k,
+                             presence_penalty=presence_penalty), "output_len": output_len,
         "startup_timeout_s": startup_timeout, "request_timeout_s": request_timeout, "checkpoint": checkpoint,
         "precision": precision, "notes": list(notes)})
     job = _collection_job(recipe, config_keys, runner_config, simulate=simulate, echo=echo)

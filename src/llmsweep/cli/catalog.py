@@ -390,13 +390,9 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
     rows += [(f"{engine} spelling", text) for engine, text in spellings.items()]
     table_console().print(_table("Golden acceptance length", ["", ""], rows))
     if mismatch:
-        better = (f"; the curve measured in {precision}, {'; '.join(res.better)}, lacks thinking {thinking} K={k}: "
-                  "collect that cell with `llmsweep al collect`") if res.better else (
-                  "; no curve for that precision is known (collect one with `llmsweep al collect` rather than "
-                  "adjusting by hand)")
         click.echo(
             f"warning: curve measured on {res.precision_measured} ({res.checkpoint}) "
-            f"but the recipe serves {precision}{better}",
+            f"but the recipe serves {precision}{res.served_precision_note(precision or '')}",
             err=True,
         )
 

@@ -113,11 +113,10 @@ def precision_provenance(ctx: Context) -> Iterator[Finding]:
                                  sd.num_steps, draft_model=sd.draft_model)
         if res is None or not res.precision_mismatch(recipe.precision):
             continue
-        better = (f"; the curve measured in {recipe.precision}, {'; '.join(res.better)}, has no thinking "
-                  f"{sd.thinking} K={sd.num_steps}: collect that cell with `llmsweep al collect`") if res.better else ""
+        note = res.served_precision_note(recipe.precision) if res.better or res.unlike else ""
         yield ctx.hit("golden-al.precision-provenance", recipe, ("serve", "spec-decoding"),
                       f"golden AL {res.value:g} comes from {res.checkpoint} ({res.precision_measured}), "
-                      f"but the recipe serves {recipe.model} ({recipe.precision}){better}",
+                      f"but the recipe serves {recipe.model} ({recipe.precision}){note}",
                       job=job, evidence=f"{res.provenance()}")
 
 

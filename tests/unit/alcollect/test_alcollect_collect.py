@@ -11,7 +11,7 @@ import pytest
 
 from llmsweep.alcollect.collect import collect_curve, collection_job, curve_file_name
 from llmsweep.alcollect.prompts import BUILTIN, load_prompts
-from llmsweep.alcollect.settings import CollectResult, CollectSettings
+from llmsweep.alcollect.settings import CollectResult, CollectSettings, Sampling
 from llmsweep.catalog.golden import CurveHeader, format_curve, get_curve, load_curve, resolve_acceptance
 from llmsweep.client.scrape import parse_exposition
 from llmsweep.execute.local import LocalExecutor
@@ -113,12 +113,16 @@ def test_thinking_off_cells_ask_the_template_not_to_think_by_default(seed_one_jo
 @pytest.mark.timeout(120)
 def test_a_partial_collection_keeps_the_packaged_curve_the_seed_recipe_pins(seed_one_job: Path,
                                                                              tmp_path: Path) -> None:
-    # A thinking-off K=1 collection of the seed job: the seed recipe still pins the packaged thinking-on K=3 (3.39),
-    # and the collected curve answers the cell it measured for an FP8 recipe (the precision it was measured in).
+    # A thinking-off K=1 collection of the seed job, sampled as the packaged curve's thinking-off line says
+    # (temperature 0.7, top_p 0.8, top_k 20, presence_penalty 1.5): the seed recipe still pins the packaged
+    # thinking-on K=3 (3.39), and the collected curve answers the cell it measured for an FP8 recipe (the precision
+    # it was measured in) once measured on an engine.
+    golden_off = Sampling(temperature=0.7, top_p=0.8, top_k=20, presence_penalty=1.5)
     out_dir = tmp_path / "golden"
-    result = _collect(seed_one_job, out_dir, ks=[1], thinking=["thinking_off"])
+    result = _collect(seed_one_job, out_dir, ks=[1], thinking=["thinking_off"], sampling=golden_off)
     assert result.curve_file is not None and result.cells[0].acceptance_length is not None
     collected = load_curve(Path(result.curve_file))
+    assert collected.sampling_common == {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5}
     packaged = get_curve("qwen3.5_mtp")
     assert packaged is not None and packaged.packaged and collected.id != packaged.id
     seed = ("qwen3.5", "Qwen/Qwen3.5-397B-A17B-FP8", "fp8", "eagle", "on", 3)
@@ -132,6 +136,16 @@ def test_a_partial_collection_keeps_the_packaged_curve_the_seed_recipe_pins(seed
     off = resolve_acceptance(*seed[:4], "off", 1, curve_dirs=[measured])
     assert off is not None and off.curve == collected.id
     assert off.value == round(result.cells[0].acceptance_length, 2)
+    # Sampled at the collector's defaults (temperature 1.0, top_p 0.95, top_k 40) the same cell measures another
+    # acceptance: it does not stand in for the golden curve, and the warning says why.
+    other = _collect(seed_one_job, tmp_path / "default-sampling", ks=[1], thinking=["thinking_off"])
+    assert other.curve_file is not None
+    unlike = _as_measured(Path(other.curve_file), tmp_path / "unlike")
+    off = resolve_acceptance(*seed[:4], "off", 1, curve_dirs=[unlike])
+    assert off is not None and (off.curve, off.value) == ("qwen3.5_mtp", 1.92)
+    assert off.unlike == [f"{collected.id} (temperature 1, not 0.7; top_p 0.95, not 0.8; top_k 40, not 20; "
+                          "presence_penalty 0, not 1.5)"]
+    assert "was sampled otherwise than qwen3.5_mtp" in off.served_precision_note("fp8")
 
 
 QUANTISED = {

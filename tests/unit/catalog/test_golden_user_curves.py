@@ -102,7 +102,7 @@ def test_the_policy_warning_names_the_better_curve(tmp_path: Path, monkeypatch: 
     finally:
         monkeypatch.delenv(CURVES_ENV_VAR)
         clear_caches()
-    assert findings and "qwen3.5_mtp_fp8 (fp8, on K 1 2), has no thinking on K=3" in findings[0].message
+    assert findings and "qwen3.5_mtp_fp8 (fp8, on K 1 2), lacks thinking on K=3" in findings[0].message
 
 
 def test_a_missing_curve_directory_is_a_clear_error(tmp_path: Path) -> None:
