@@ -160,6 +160,16 @@ def _stuck(driver: subprocess.Popen[str], what: str, job_ids: list[str]) -> str:
     return f"the submitter did not exit after {what}; {' '.join(signals_seen)}\n{output}"
 
 
+def _signal_and_wait(driver: subprocess.Popen[str], sig: signal.Signals, job_ids: list[str]) -> str:
+    """Send `sig` to the submitter and wait for it to exit (its output); a submitter still running after two minutes
+    fails the test with why (:func:`_stuck`)."""
+    driver.send_signal(sig)
+    try:
+        return driver.communicate(timeout=120)[0]
+    except subprocess.TimeoutExpired:
+        pytest.fail(_stuck(driver, sig.name, job_ids))
+
+
 @pytest.mark.parametrize(("sig", "sigint", "args"), [
     pytest.param(signal.SIGTERM, signal.SIG_DFL, (), id="SIGTERM"),
     pytest.param(signal.SIGINT, signal.SIG_DFL, (), id="SIGINT"),
@@ -172,11 +182,7 @@ def test_interrupting_the_submitter_cancels_its_job(tmp_path: Path, sig: signal.
     driver, (job_id,) = _submitter(tmp_path, *args, sigint=sigint)
     try:
         assert in_queue(job_id)
-        driver.send_signal(sig)
-        try:
-            output, _ = driver.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            pytest.fail(_stuck(driver, sig.name, [job_id]))
+        output = _signal_and_wait(driver, sig, [job_id])
     finally:
         if driver.poll() is None:
             driver.kill()
@@ -212,11 +218,7 @@ def test_a_signal_while_sbatch_runs_cancels_the_job_it_submitted(tmp_path: Path,
         assert marker.exists(), driver.communicate()[0] if driver.poll() is not None else "sbatch never submitted"
         job_id = marker.read_text().strip().split(";")[0]
         assert in_queue(job_id)
-        driver.send_signal(sig)
-        try:
-            output, _ = driver.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            pytest.fail(_stuck(driver, sig.name, [job_id]))
+        output = _signal_and_wait(driver, sig, [job_id])
     finally:
         if driver.poll() is None:
             driver.kill()
@@ -238,11 +240,7 @@ def test_under_nohup_a_closed_terminal_leaves_the_job_running(tmp_path: Path) ->
         driver.send_signal(signal.SIGHUP)
         time.sleep(2.0)
         assert driver.poll() is None and in_queue(job_id), "SIGHUP under nohup stopped the run"
-        driver.send_signal(signal.SIGTERM)
-        try:
-            output, _ = driver.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            pytest.fail(_stuck(driver, "SIGTERM", [job_id]))
+        output = _signal_and_wait(driver, signal.SIGTERM, [job_id])
     finally:
         if driver.poll() is None:
             driver.kill()
