@@ -107,7 +107,9 @@ def thinking_mismatch(ctx: Context) -> Iterator[Finding]:
 def precision_provenance(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
         sd = job.serve.spec_decoding if job.serve else None
-        if sd is None or sd.num_steps is None or job.spec_decoding == "none":
+        # Only a job that pins an acceptance length: a fixed-length or eval job measures its own (real verification)
+        if sd is None or sd.num_steps is None or job.spec_decoding == "none" or job.acceptance is None \
+                or job.eval_only:
             continue
         res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
                                  sd.num_steps, draft_model=sd.draft_model)

@@ -105,6 +105,23 @@ def test_the_policy_warning_names_the_better_curve(tmp_path: Path, monkeypatch: 
     assert findings and "qwen3.5_mtp_fp8 (fp8, on K 1 2), lacks thinking on K=3" in findings[0].message
 
 
+def test_only_a_job_that_pins_the_golden_al_is_warned_about_its_provenance(tmp_path: Path) -> None:
+    """The seed recipe's FP8 agentic MTP job pins the NVFP4-measured 3.39: warned. The same recipe as a fixed-length
+    sweep measures its own acceptance (real verification), so where the curve was measured is not its concern."""
+    text = SEED_CASE.read_text(encoding="utf-8")
+    agentic = ("agentic-coding:\n    - dram-utilization: 0.80\n      search-space:\n"
+               "      - { tp: 8, spec-decoding: mtp, kv-offloading: none, conc-list: [4, 8, 16] }")
+    assert agentic in text
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(text.replace(agentic, "fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n"
+                                           "      - { tp: 8, spec-decoding: mtp, conc-list: [4, 8, 16] }"))
+    rule = "golden-al.precision-provenance"
+    assert len([f for f in validate_files([SEED_CASE]).findings if f.rule == rule]) == 1  # one per recipe
+    checked = validate_files([fixed])
+    assert len(checked.jobs) == 3 and all(j.acceptance is None for j in checked.jobs)
+    assert not [f for f in checked.findings if f.rule == rule]
+
+
 def test_a_missing_curve_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist") as info:
         resolve_acceptance("qwen3.5", "", "fp8", "mtp", "on", 3, curve_dirs=[tmp_path / "nope"])
