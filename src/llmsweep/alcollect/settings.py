@@ -16,7 +16,9 @@ curves send it. Off is said, not left out: those templates think by default, so 
 
 
 class Sampling(BaseModel):
-    """Sampling of every request (InferenceX's coding curves: temperature 1.0, top_p 0.95, top_k 40)."""
+    """Sampling of every request. The defaults are MiniMax-M3's curve's (temperature 1.0, top_p 0.95, top_k 40);
+    other curves state their own per thinking mode (`llmsweep al` shows them), and a collection must match the curve
+    it is to stand in for (`catalog.golden.sampling_differences`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

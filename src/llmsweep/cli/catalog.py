@@ -382,6 +382,8 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
     chosen = golden_mod.get_curve(res.curve, curve_dirs)
     if chosen is not None:
         rows.append(("file", f"{chosen.file}" + ("" if chosen.packaged else " (user curve)")))
+        sampled = golden_mod.mode_sampling(chosen, res.thinking)  # what a collection must match to stand in for it
+        rows.append(("sampling", " ".join(f"{key} {value:g}" for key, value in sampled.items())))
         rows += [("note", note) for note in chosen.notes]
     if res.simulated:
         rows.append(("simulated", "yes: collected on llmsweep's simulator (a modelled AL, not a measurement)"))

@@ -91,6 +91,9 @@ def test_al_warns_naming_the_better_curve_that_lacks_the_cell(tmp_path: Path) ->
     got = runner.invoke(al, ["Qwen/Qwen3.5-397B-A17B-FP8", "-m", "mtp", "-k", "2", "--curves", str(tmp_path)])
     assert got.exit_code == 0 and got.stdout.startswith("2.60") and "warning" not in got.stderr
     assert "chosen over" in got.stdout and "qwen3.5_mtp" in got.stdout
+    # the golden curve's sampling, which a collection must match to stand in for it
+    packaged = runner.invoke(al, ["Qwen/Qwen3.5-397B-A17B-FP8", "-m", "mtp", "-k", "3", "--thinking", "off"])
+    assert "temperature 0.7 top_p 0.8 top_k 20 presence_penalty 1.5" in packaged.stdout, packaged.output
 
 
 def test_the_policy_warning_names_the_better_curve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
