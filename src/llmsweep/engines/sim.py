@@ -78,7 +78,8 @@ def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
     pinned = synthetic_acceptance(job)
     if pinned is not None:
         source = job.acceptance.source if job.acceptance is not None else "pinned"
-        return AcceptanceEstimate(pinned, source, f"the job's {source} acceptance length")
+        cited = f" (measured as {job.acceptance.cited})" if job.acceptance is not None and job.acceptance.cited else ""
+        return AcceptanceEstimate(pinned, source, f"the job's {source} acceptance length{cited}")
     if job.run_eval:
         # A run-eval row's server verifies for real (its eval's answers): nothing is pinned, and `sim serve` realises
         # the method's typical acceptance (`typical_acceptance`), which its /metrics report as realised.

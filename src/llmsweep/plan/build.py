@@ -131,7 +131,8 @@ def resolve_job_acceptance(
         return None
     return Acceptance(value=value, source=source, golden=golden_value, method=sd.method, thinking=sd.thinking,
                       k=sd.draft_length, draft_model=sd.draft_model, provenance=provenance,
-                      simulated=golden is not None and golden.simulated)
+                      simulated=golden is not None and golden.simulated,
+                      cited=sd.acceptance_length_source if source == "pinned" else None)
 
 
 def _lookup_golden(recipe: Recipe, method: str, thinking: str, k: int | None,

@@ -77,6 +77,9 @@ class Acceptance(JobModel):
     simulated: bool = Field(
         default=False, description="The golden value comes from a curve collected on llmsweep's simulator (a modelled "
         "AL, `simulated: yes` in its header), not from a measurement.")
+    cited: str | None = Field(
+        default=None, description="A pinned value's source as the recipe cites it (`acceptance-length-source`): where "
+        "it was measured, for a model no golden curve covers.")
 
 
 class Job(JobModel):

@@ -31,12 +31,14 @@ def _pins_synthetic(job: Job) -> bool:
 
 @rule("golden-al.missing", Severity.ERROR,
       "Agentic speculative jobs need a golden acceptance-length curve for (model, method, thinking, K)",
-      "pick a K the curve has (`llmsweep al` lists them), or collect a curve with `llmsweep al collect`",
+      "pick a K the curve has (`llmsweep al` lists them), collect a curve with `llmsweep al collect`, or pin the "
+      "measured value as `acceptance-length` and cite where it was measured in `acceptance-length-source`",
       CHECKLIST)
 def missing(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
         sd = job.serve.spec_decoding if job.serve else None
-        if not _pins_synthetic(job) or sd is None or (job.acceptance and job.acceptance.golden is not None):
+        acc = job.acceptance
+        if not _pins_synthetic(job) or sd is None or (acc is not None and (acc.golden is not None or acc.cited)):
             continue
         yield ctx.hit("golden-al.missing", recipe, ("serve", "spec-decoding", "num-steps"),
                       f"no golden AL for {recipe.model_prefix} {sd.method} thinking {sd.thinking} K={sd.num_steps}",
@@ -148,6 +150,20 @@ def pinned_differs(ctx: Context) -> Iterator[Finding]:
         yield ctx.hit("golden-al.pinned-differs", recipe, ("serve", "spec-decoding", "acceptance-length"),
                       f"acceptance-length {acc.value:g} but the golden AL for K={acc.k} thinking {acc.thinking} "
                       f"is {acc.golden:g}", job=job)
+
+
+@rule("golden-al.citation-unused", Severity.WARNING,
+      "An acceptance-length-source is cited for a key a golden curve covers: the curve is the source",
+      "delete `serve.spec-decoding.acceptance-length-source` (and `acceptance-length`: the planner pins the curve's "
+      "value)", CHECKLIST)
+def citation_unused(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        acc = job.acceptance
+        if acc is None or not acc.cited or acc.golden is None:
+            continue
+        yield ctx.hit("golden-al.citation-unused", recipe, ("serve", "spec-decoding", "acceptance-length-source"),
+                      f"the golden curve gives {acc.golden:g} for {acc.method} K={acc.k} thinking {acc.thinking} "
+                      f"({acc.provenance}); the cited source {acc.cited!r} does not replace it", job=job)
 
 
 @rule("golden-al.hand-written", Severity.ERROR,

@@ -202,6 +202,13 @@ class SpecDecoding(StrictInput):
         alias="acceptance-length",
         description="Explicit synthetic acceptance length; the golden one is kept alongside for the policy check.",
     )
+    acceptance_length_source: str | None = Field(
+        default=None,
+        min_length=1,
+        alias="acceptance-length-source",
+        description="Where `acceptance-length` was measured (a run URL, a report), for a model no golden curve covers: "
+        "InferenceX asks such recipes to cite their AL source.",
+    )
 
     @field_validator("thinking", mode="before")
     @classmethod
@@ -212,6 +219,17 @@ class SpecDecoding(StrictInput):
         if value is False:
             return "off"
         return value
+
+    @model_validator(mode="after")
+    def _source_cites_a_pin(self) -> SpecDecoding:
+        if self.acceptance_length_source is not None and self.acceptance_length is None:
+            raise rule_error(
+                "missing",
+                "`acceptance-length-source` cites where an explicit acceptance length was measured, and none is given",
+                field="acceptance-length",
+                fix="add `acceptance-length: <AL>` (what the source measured) or delete `acceptance-length-source`",
+            )
+        return self
 
     @property
     def draft_length(self) -> int | None:

@@ -1,0 +1,51 @@
+"""A model no golden curve covers may pin the acceptance length it measured, citing where (InferenceX's rule)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmsweep.engines.sim import simulated_acceptance
+from llmsweep.findings import Finding
+from llmsweep.policy import validate_files
+
+MISSING = Path(__file__).resolve().parents[2] / "data" / "recipes" / "policy" / "golden-al.missing.yaml"
+SPEC = '{ method: eagle, num-steps: 12, topk: 1, num-draft-tokens: 4, thinking: "on" }'
+
+
+def _recipe(tmp_path: Path, extra: str) -> Path:
+    text = MISSING.read_text(encoding="utf-8")
+    assert SPEC in text
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text.replace(SPEC, SPEC[:-2] + extra + " }"), encoding="utf-8")
+    return path
+
+
+def _golden(findings: list[Finding]) -> list[str]:
+    return [f.rule for f in findings if f.rule.startswith("golden-al.")]
+
+
+def test_a_cited_pin_on_a_model_without_a_curve_plans_and_runs_at_the_pin_with_its_source(tmp_path: Path) -> None:
+    result = validate_files([_recipe(tmp_path, ', acceptance-length: 2.1, acceptance-length-source: '
+                                               '"https://example.org/speedbench/run/17"')], simulate=True)
+    assert _golden(result.findings) == []
+    assert result.ok, [f.render() for f in result.findings if f.is_error]
+    assert result.jobs
+    dumps = [j.acceptance.model_dump() if j.acceptance else None for j in result.jobs]
+    assert all(d == dumps[0] for d in dumps)
+    acceptance = dumps[0]
+    assert acceptance is not None
+    assert acceptance["value"] == 2.1 and acceptance["source"] == "pinned" and acceptance["golden"] is None
+    assert acceptance["cited"] == "https://example.org/speedbench/run/17"
+    estimate = simulated_acceptance(result.jobs[0])
+    assert estimate is not None and estimate.value == 2.1
+    assert "https://example.org/speedbench/run/17" in estimate.basis  # what the result's provenance carries
+
+
+@pytest.mark.parametrize("extra", ["", ", acceptance-length: 2.1"])
+def test_without_a_cited_source_a_model_without_a_curve_is_refused(tmp_path: Path, extra: str) -> None:
+    result = validate_files([_recipe(tmp_path, extra)])
+    missing = [f for f in result.findings if f.rule == "golden-al.missing"]
+    assert missing and not result.ok
+    assert "acceptance-length-source" in (missing[0].fix or "")
