@@ -8,11 +8,12 @@ separated by exactly one blank line.
 Validation (:func:`validate_changelog`) reports every problem as a `Finding` with its file and line, as the recipe
 loader does: bytes (UTF-8, no CR/tab/NUL, one final newline), YAML syntax and duplicate keys, the root a list, one
 `- config-keys:` line per entry, each entry's fields (`append-only` with no eval field), the new entries' links
-(InferenceX's canonical pull-request link, or the `XXX` placeholder until merged) and config keys (a wildcard must
-match), duplicate entries, and — against a base version — that history is unchanged and the appended bytes follow the
-base, exactly one blank line before and between the new entries. History may change only by pr-link corrections
-(wave-2 spec §2.1): each sets a base entry's link to a canonical one it did not hold, on `  pr-link:` lines alone,
-in a change that appends no entry.
+(InferenceX's canonical pull-request link — on a pull request, that pull request's own — or the `XXX` placeholder
+until merged) and config keys (a wildcard must match), duplicate entries, and — against a base version — that history
+is unchanged and the appended bytes follow the base, exactly one blank line before and between the new entries.
+History may change only by pr-link corrections (wave-2 spec §2.1): each sets a base entry's link to a canonical one it
+did not hold, on `  pr-link:` lines alone, in a change that appends no entry. Putting a pull request's link in its
+entries, and merging main's changelog into a pull request's, are :mod:`llmsweep.changes.changelog_merge`.
 
 Selection (:func:`select_jobs`) follows `utils/process_changelog.py` (§3.3): entries with `all-evals` first;
 throughput jobs unless the entry (or the caller) suppresses them; eval jobs (all evals for `all-evals`), filtered by
@@ -43,12 +44,20 @@ from llmsweep.spec.validation_findings import findings_from_validation_error
 from llmsweep.spec.workload import ScenarioId
 
 ENTRY_MARK = "- config-keys:"
-CANONICAL_PR_LINK = re.compile(r"https://github\.com/SemiAnalysisAI/InferenceX/pull/[1-9][0-9]*")
-"""InferenceX's pull-request link (wave-2 spec §2.1), full-matched: what a new entry's `pr-link` holds once merged,
-and the only value a correction of history may write."""
+PULL_URL = "https://github.com/SemiAnalysisAI/InferenceX/pull/"
+CANONICAL_PR_LINK = re.compile(re.escape(PULL_URL) + r"([0-9]+)")
+"""InferenceX's pull-request link (wave-2 spec §2.1: `.../pull/<n>`, full-matched; the number is any run of ASCII
+digits, as InferenceX accepts it): what a new entry's `pr-link` holds once merged, and the only value a correction of
+history may write."""
 PR_LINK_PLACEHOLDERS = frozenset({"XXX", "https://github.com/SemiAnalysisAI/InferenceX/pull/XXX"})
 """What a pull request writes before it has a number (InferenceX's two spellings; refused with `final_links`)."""
-CANONICAL_LINK_FORM = "https://github.com/SemiAnalysisAI/InferenceX/pull/NUMBER"
+CANONICAL_LINK_FORM = PULL_URL + "NUMBER"
+
+
+def pr_link(pr_number: int) -> str:
+    """The canonical link of pull request `pr_number`."""
+    return f"{PULL_URL}{pr_number}"
+
 
 ScenarioName = Literal["fixed-seq-len", "agentic-coding"]
 
@@ -113,9 +122,11 @@ def _error(rule: str, file: str, line: int | None, message: str, fix: str, path:
 
 
 def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_keys: Sequence[str] | None = None,
-                       base: str | None = None, final_links: bool = False) -> Changelog:
+                       base: str | None = None, final_links: bool = False,
+                       pr_number: int | None = None) -> Changelog:
     """Check a changelog's text; `recipe_keys` checks that config keys exist, `base` that history is append-only,
-    `final_links` refuses the `XXX` placeholder (a merged changelog)."""
+    `final_links` refuses the `XXX` placeholder (a merged changelog), `pr_number` that the new entries link to that
+    pull request (a canonical link to another one is refused)."""
     log = Changelog(file)
     _check_bytes(text, file, log.findings)
     try:
@@ -168,7 +179,7 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
     # repository's old name) and may name recipes deleted since
     for index, entry in placed:
         if index >= log.added_from:
-            _check_link(entry, index, doc.source, final_links, log.findings)
+            _check_link(entry, index, doc.source, final_links, pr_number, log.findings)
             if recipe_keys is not None:
                 _check_keys(entry, index, doc.source, recipe_keys, log.findings)
     return log
@@ -199,19 +210,29 @@ def _entry(index: int, raw: Any, source: SourceMap, findings: list[Finding]) -> 
         return None
 
 
-def _check_link(entry: ChangelogEntry, index: int, source: SourceMap, final_links: bool,
+def _check_link(entry: ChangelogEntry, index: int, source: SourceMap, final_links: bool, pr_number: int | None,
                 findings: list[Finding]) -> None:
-    """A new entry's link: InferenceX's canonical form, or a placeholder until merged (`final_links`)."""
+    """A new entry's link: InferenceX's canonical form — on a pull request (`pr_number`) that pull request's own —
+    or a placeholder until merged (`final_links`)."""
     line = source.line_of((index, "pr-link"))
+    path = f"[{index}].pr-link"
+    own = pr_link(pr_number) if pr_number is not None else CANONICAL_LINK_FORM
     if entry.pr_link in PR_LINK_PLACEHOLDERS:
         if final_links:
             findings.append(_error("pr-link", source.file, line, "pr-link still holds the XXX placeholder",
-                                   "put the pull request's number in", f"[{index}].pr-link"))
-    elif not CANONICAL_PR_LINK.fullmatch(entry.pr_link):
+                                   "put the pull request's number in" if pr_number is None else
+                                   f"write {own} (`llmsweep changelog canonicalize` does it)", path))
+        return
+    canonical = CANONICAL_PR_LINK.fullmatch(entry.pr_link)
+    if canonical is None:
         findings.append(_error("pr-link", source.file, line,
                                f"pr-link {entry.pr_link!r} is not an InferenceX pull-request link",
-                               f"write {CANONICAL_LINK_FORM} (or XXX until the pull request has a number)",
-                               f"[{index}].pr-link"))
+                               f"write {own} (or XXX until the pull request has a number)", path))
+    elif pr_number is not None and entry.pr_link != own:
+        findings.append(_error("pr-link", source.file, line,
+                               f"pr-link {entry.pr_link!r} links pull request #{canonical.group(1)}, not this one "
+                               f"(#{pr_number}): a new entry links the pull request that adds it",
+                               f"write {own} (or XXX, which `llmsweep changelog canonicalize` fills in)", path))
 
 
 def _check_entry(entry: ChangelogEntry, index: int, source: SourceMap, findings: list[Finding]) -> None:

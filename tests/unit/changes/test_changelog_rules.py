@@ -100,3 +100,34 @@ def test_append_only_refuses_eval_fields() -> None:
     assert "evals-only, eval-min-prefill-ep" in finding.message
     assert rules(BASE + "\n" + entry("[b]", extra="  append-only: true\n")) == []
     assert rules(BASE + "\n" + entry("[b]", extra="  eval-min-prefill-ep: 2\n")) == []
+
+
+def test_on_a_pull_request_new_entries_link_to_it_or_hold_the_placeholder() -> None:
+    """`pr_number`: InferenceX's PR gate takes that pull request's own link or `XXX`; a canonical link to another pull
+    request (copied from an older entry) is refused. History keeps whatever links it has."""
+    def on_pr(link: str, final_links: bool = False) -> list[Finding]:
+        return validate_changelog(BASE + "\n" + entry("[b]", link=link), "cl.yaml", base=BASE, pr_number=42,
+                                  final_links=final_links).findings
+
+    for ok in (PULL + "42", "XXX", PULL + "XXX"):
+        assert on_pr(ok) == [], ok
+    [other] = on_pr(PULL + "41")
+    assert (other.rule, other.file, other.line, other.path) == ("changelog.pr-link", "cl.yaml", 9, "[1].pr-link")
+    assert PULL + "41" in other.message and "#41, not this one (#42)" in other.message
+    assert other.fix is not None and other.fix.startswith(f"write {PULL}42")
+    [foreign] = on_pr("https://github.com/acme/recipes/pull/42")
+    assert foreign.fix is not None and f"{PULL}42" in foreign.fix
+    [placeholder] = on_pr("XXX", final_links=True)
+    assert placeholder.fix is not None and f"{PULL}42" in placeholder.fix
+    history = entry(link=PULL + "41")  # base entries are not this pull request's
+    assert validate_changelog(history + "\n" + entry("[b]", link=PULL + "42"), "cl.yaml", base=history,
+                              pr_number=42).findings == []
+
+
+def test_a_pull_request_number_is_any_run_of_ascii_digits_as_in_inferencex() -> None:
+    """The spec's `.../pull/<n>` full match: InferenceX takes `pull/0` and `pull/007`; other scripts' digits are not
+    a number GitHub writes in a link."""
+    for link in (PULL + "0", PULL + "007"):
+        assert rules(BASE + "\n" + entry("[b]", link=link)) == [], link
+        assert rules(entry(link=link), base=entry(link="XXX")) == [], link  # a correction of history
+    assert rules(BASE + "\n" + entry("[b]", link=PULL + "\u0661\u0662")) == [("changelog.pr-link", 9)]
