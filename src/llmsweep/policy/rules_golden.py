@@ -152,6 +152,22 @@ def pinned_differs(ctx: Context) -> Iterator[Finding]:
                       f"is {acc.golden:g}", job=job)
 
 
+@rule("golden-al.fixed-pinned", Severity.WARNING,
+      "A fixed-length throughput job pins a synthetic acceptance length: its throughput is not real acceptance's",
+      "delete `serve.spec-decoding.acceptance-length` to measure real acceptance as InferenceX's fixed-length rows "
+      "do, or keep it knowingly (a calibration or a pin probe): the launch notes and results record the pin",
+      "golden_al_distribution/README.md: synthetic acceptance is for agentic spec-decode rows only (wave-2 spec §4)")
+def fixed_pinned(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        acc = job.acceptance
+        if acc is None or job.scenario is ScenarioId.AGENTIC_CODING or job.eval_only or job.spec_decoding == "none":
+            continue
+        yield ctx.hit("golden-al.fixed-pinned", recipe, ("serve", "spec-decoding", "acceptance-length"),
+                      f"the {job.scenario.value} job pins acceptance length {acc.value:g} ({acc.method} K={acc.k}): "
+                      "its throughput is at a synthetic acceptance, not comparable with a row that verified for real",
+                      job=job)
+
+
 @rule("golden-al.citation-unused", Severity.WARNING,
       "An acceptance-length-source is cited for a key a golden curve covers: the curve is the source",
       "delete `serve.spec-decoding.acceptance-length-source` (and `acceptance-length`: the planner pins the curve's "
