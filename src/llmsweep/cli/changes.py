@@ -1,13 +1,18 @@
-"""`llmsweep changes BASE..HEAD`: the jobs a recipe change adds, removes and changes, and why."""
+"""`llmsweep changes BASE..HEAD`: the jobs a recipe change adds, removes and changes, and why; `llmsweep changelog`:
+InferenceX's perf-changelog.yaml validated, its selected jobs listed, and a pull request's entries prepared to merge."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from llmsweep.cli.options import json_option, option, runner_config_option
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.command("changes")
@@ -63,26 +68,63 @@ def _print(change_set: object) -> None:
                f"{concs}{len(change_set.unchanged)} unchanged; {len(change_set.to_run())} job(s) to run")
 
 
-@click.command("changelog")
-@click.argument("changelog_file", type=click.Path(dir_okay=False, path_type=Path), default=Path("perf-changelog.yaml"))
+class _ChangelogGroup(click.Group):
+    """`llmsweep changelog [FILE] …` validates (the `check` subcommand, its default, so every existing spelling keeps
+    working); `canonicalize` and `resolve-conflict` prepare a pull request's changelog for its merge."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
+            args = [CHECK, *args]
+        return super().parse_args(ctx, args)
+
+
+CHECK = "check"
+_FILE = click.argument("changelog_file", type=click.Path(dir_okay=False, path_type=Path),
+                       default=Path("perf-changelog.yaml"))
+
+
+def _pr_number_option(*, required: bool, help: str) -> Callable[[F], F]:
+    """`--pr-number N`: the pull request the changelog change belongs to (one declaration for the subcommands)."""
+    return click.option("--pr-number", "pr_number", type=click.IntRange(min=1), required=required, default=None,
+                        metavar="N", help=help)
+
+
+def _base_option(*, required: bool, help: str) -> Callable[[F], F]:
+    """`--base REV|FILE`: the changelog before the change (one declaration for the subcommands)."""
+    return click.option("--base", "base", required=required, default=None, metavar="REV|FILE", help=help)
+
+
+@click.group("changelog", cls=_ChangelogGroup, invoke_without_command=False)
+def changelog() -> None:
+    """InferenceX's perf-changelog.yaml: `llmsweep changelog [FILE] [--base REV] [--pr-number N] …` validates it and
+    lists the jobs its new entries select (the default subcommand, `check`: see `llmsweep changelog check --help`);
+    `canonicalize` sets a pull request's placeholder links; `resolve-conflict` merges main's changelog into a pull
+    request's when `git merge` stopped on it."""
+
+
+@changelog.command(CHECK)
+@_FILE
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--base", "base", default=None, metavar="REV|FILE",
-              help="The changelog before this change (a git revision of its repository, or a file): history must be "
-              "unchanged and only the entries added since select jobs.")
+@_base_option(required=False, help="The changelog before this change (a git revision of its repository, or a file): "
+              "history must be unchanged and only the entries added since select jobs.")
+@_pr_number_option(required=False, help="The pull request this change belongs to: a new entry's pr-link must be its "
+                   "link (https://github.com/SemiAnalysisAI/InferenceX/pull/N) or the XXX placeholder; a link to "
+                   "another pull request is refused.")
 @click.option("--final-links", is_flag=True, help="Refuse the `XXX` pr-link placeholder (a merged changelog).")
 @click.option("--trim-conc", is_flag=True, help="Keep only each curve's lowest concurrency (label `sweep-enabled`).")
 @option("evals_only", help="Select eval jobs only (label `evals-only`).")
 @option("all_evals", help="Evals on every 8k1k fixed-seq-len job, throughput kept (label `all-evals`).")
 @runner_config_option()
 @json_option("the findings and the selected jobs")
-def changelog(changelog_file: Path, files: tuple[Path, ...], base: str | None, final_links: bool, trim_conc: bool,
-              evals_only: bool, all_evals: bool, runner_config: Path | None, as_json: bool) -> int:
+def check(changelog_file: Path, files: tuple[Path, ...], base: str | None, pr_number: int | None, final_links: bool,
+          trim_conc: bool, evals_only: bool, all_evals: bool, runner_config: Path | None, as_json: bool) -> int:
     """Validate a perf-changelog.yaml (file:line errors) and list the jobs its entries select.
 
     FILES are the recipes its config keys name (default: every YAML file under recipes/). With --base, history must
-    be unchanged and only the appended entries select jobs, as InferenceX's CI does for a pull request. Append-only
-    entries select only the concurrencies their configs add to existing curves since --base (a revision): nothing
-    else may change, and evals are not selected; --trim-conc keeps each curve's lowest added concurrency.
+    be unchanged and only the appended entries select jobs, as InferenceX's CI does for a pull request; with
+    --pr-number, they must link to that pull request (or hold XXX). Append-only entries select only the concurrencies
+    their configs add to existing curves since --base (a revision): nothing else may change, and evals are not
+    selected; --trim-conc keeps each curve's lowest added concurrency.
     """
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.changes.changelog import load_changelog, select_jobs
@@ -93,7 +135,8 @@ def changelog(changelog_file: Path, files: tuple[Path, ...], base: str | None, f
     paths = list(files) or sorted(p for p in Path(RECIPES_DIR).rglob("*") if p.suffix in (".yaml", ".yml"))
     recipes = load_recipes(paths).raise_on_error().recipes if paths else {}
     base_text = _base_text(base, changelog_file) if base is not None else None
-    log = load_changelog(changelog_file, recipe_keys=list(recipes), base=base_text, final_links=final_links)
+    log = load_changelog(changelog_file, recipe_keys=list(recipes), base=base_text, final_links=final_links,
+                         pr_number=pr_number)
     for finding in log.findings:
         click.echo(finding.render(), err=True)
     if not log.ok:
@@ -162,3 +205,69 @@ def _base_text(base: str, changelog_file: Path) -> str:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"--base {base}: the changelog there is not UTF-8 text: {exc}",
                           fix="compare against a revision whose changelog is UTF-8") from exc
+
+
+@changelog.command("canonicalize")
+@_FILE
+@_base_option(required=True, help="The changelog the pull request started from (a git revision of its repository, "
+              "or a file): only the entries appended since are touched.")
+@_pr_number_option(required=True, help="The pull request whose link (https://github.com/SemiAnalysisAI/InferenceX/"
+                   "pull/N) replaces the XXX placeholders.")
+@json_option("the links set (line, from, to)")
+def canonicalize(changelog_file: Path, base: str, pr_number: int, as_json: bool) -> None:
+    """Set the XXX pr-links of the entries appended since --base to pull request N's link, in place.
+
+    Only those `pr-link:` lines change (history and every other byte are kept); running it again changes nothing. The
+    change must validate against --base, and with the links set; otherwise nothing is written and the errors say
+    where. InferenceX's `prepare_perf_changelog_merge.py canonicalize`.
+    """
+    from llmsweep.changes.changelog import pr_link
+    from llmsweep.changes.changelog_merge import canonicalize as set_links
+    from llmsweep.changes.changelog_merge import read_changelog
+
+    text = read_changelog(changelog_file)
+    result, links = set_links(text, _base_text(base, changelog_file), pr_number, str(changelog_file))
+    if result != text:
+        changelog_file.write_bytes(result.encode("utf-8"))
+    if as_json:
+        click.echo(json.dumps({"file": str(changelog_file), "pr_number": pr_number, "link": pr_link(pr_number),
+                               "written": result != text, "links": [c.to_json() for c in links]}, indent=2))
+        return
+    for change in links:
+        click.echo(f"{changelog_file}:{change.line}: pr-link {change.old} -> {change.new}")
+    if links:
+        click.echo(f"{changelog_file}: {len(links)} pr-link(s) set to {pr_link(pr_number)}", err=True)
+    else:
+        click.echo(f"{changelog_file}: nothing to set, the new entries already link to {pr_link(pr_number)}",
+                   err=True)
+
+
+@changelog.command("resolve-conflict")
+@_FILE
+@_pr_number_option(required=True, help="The pull request being merged: its entries get its link "
+                   "(https://github.com/SemiAnalysisAI/InferenceX/pull/N), and must not link another one.")
+@json_option("what was kept, appended and dropped")
+def resolve_conflict(changelog_file: Path, pr_number: int, as_json: bool) -> None:
+    """Resolve a merge conflict in the changelog after `git merge origin/main` on the pull request's branch.
+
+    Reads the index stages git left (1 the merge base, 2 the pull request's branch, 3 main), keeps main's file byte
+    for byte and appends the pull request's entries after it, each after one blank line and with its canonical link;
+    entries main already gained since the merge base (equal once the link is set aside) are dropped. The file is
+    written and staged (`git add`); commit the merge as usual. Refused, with nothing written, when nothing is left to
+    append or the result would not validate. InferenceX's `prepare_perf_changelog_merge.py resolve-conflict`.
+    """
+    from llmsweep.changes.changelog_merge import resolve_conflict_in_repo
+
+    res = resolve_conflict_in_repo(changelog_file, pr_number)
+    if as_json:
+        click.echo(json.dumps({"file": str(changelog_file), "pr_number": pr_number, "main_entries": res.main_entries,
+                               "appended_lines": res.appended, "dropped_lines": res.dropped,
+                               "links": [c.to_json() for c in res.links], "staged": True}, indent=2))
+        return
+    for change in res.links:
+        click.echo(f"{changelog_file}:{change.line}: pr-link {change.old} -> {change.new}")
+    dropped = (f"; {len(res.dropped)} already on main dropped (line {', '.join(map(str, res.dropped))} of the pull "
+               "request's side)" if res.dropped else "")
+    click.echo(f"{changelog_file}: main's {res.main_entries} entries kept as they are, {len(res.appended)} entry(ies) "
+               f"of pull request #{pr_number} appended at line {', '.join(map(str, res.appended))}{dropped}; staged",
+               err=True)

@@ -34,7 +34,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("llmsweep.cli.run", "run", "Run recipes end to end: launch, load, gate, store, report."),
     "discover": ("llmsweep.cli.discover", "discover", "Measure noise and knee per arm; propose the official grid."),
     "changes": ("llmsweep.cli.changes", "changes", "Jobs added, removed and changed between two recipe revisions."),
-    "changelog": ("llmsweep.cli.changes", "changelog", "Validate a perf-changelog.yaml and list the jobs it selects."),
+    "changelog": ("llmsweep.cli.changes", "changelog", "Validate a perf-changelog.yaml, list the jobs it selects, "
+                  "prepare a pull request's entries to merge."),
     "ci": ("llmsweep.cli.ci", "ci", "Write the GitHub Actions workflow that sweeps a labelled pull request."),
     "results": ("llmsweep.cli.results", "results", "List, show, export and import stored results."),
     "compare": ("llmsweep.cli.results", "compare", "Compare two runs point by point with noise bands."),
