@@ -166,3 +166,39 @@ def test_an_imported_multinode_row_exports_again_as_it_was_published(tmp_path: P
     _cli("results", "import", tmp_path / "again.json", "--store", fresh)
     (third,) = _export(fresh, "inferencex", tmp_path / "third.json")
     assert {k: v for k, v in third.items() if k != "llmsweep"} == row
+
+
+def test_a_simulated_disaggregated_run_exports_each_roles_modelled_power(tmp_path: Path) -> None:
+    """The simulator models every worker's power (`llmsweep run` in virtual time, 2 prefill + 1 decode worker of TP8):
+    the InferenceX row of each point carries its roles' energy, watts per GPU and J per input (prefill) / output
+    (decode) token as the summary recorded them, says the power was simulated, and leaves the row out of what
+    InferenceX publishes (it is no measurement). A run that modelled no power exports no power field at all."""
+    store = tmp_path / "store.sqlite"
+    _cli("run", RUN_RECIPES / "disagg-sim.yaml", "--out", tmp_path / "out", "--store", store, "--no-report")
+    assert _export(store, "inferencex", tmp_path / "published.json") == []
+    rows = _export(store, "inferencex", tmp_path / "ix.json", "--include-unpublished")
+    with Store(store, readonly=True) as st:
+        summaries = {p.job_id: p.summary for p in st.results()}
+    assert len(rows) == 2
+    for row in rows:
+        summary = summaries[row["llmsweep"]["job_id"]]
+        assert summary is not None and summary.power is not None and summary.power.roles is not None
+        prefill, decode = summary.power.roles["prefill"], summary.power.roles["decode"]
+        assert row["is_multinode"] and (row["num_prefill_gpu"], row["num_decode_gpu"]) == (16, 8)
+        assert row["power_valid"] == 1 and row["source"] == "simulated"
+        assert row["llmsweep"]["power"]["source"] == "simulated"  # the run's word: modelled, not measured
+        assert row["prefill_gpu_energy_j"] == pytest.approx(prefill.energy_j, abs=1e-3)
+        assert row["decode_gpu_energy_j"] == pytest.approx(decode.energy_j, abs=1e-3)
+        assert row["prefill_gpu_energy_j"] + row["decode_gpu_energy_j"] == pytest.approx(row["total_gpu_energy_j"])
+        assert row["prefill_avg_power_w"] == pytest.approx(prefill.avg_power_w, abs=1e-3)
+        assert row["decode_avg_power_w"] == pytest.approx(decode.avg_power_w, abs=1e-3)
+        assert row["prefill_joules_per_input_token"] == pytest.approx(prefill.joules_per_input_token, abs=1e-6)
+        assert row["decode_joules_per_output_token"] == pytest.approx(decode.joules_per_output_token, abs=1e-6)
+        assert "prefill_joules_per_output_token" not in row and "decode_joules_per_input_token" not in row
+
+    off = tmp_path / "off.sqlite"
+    _cli("run", RUN_RECIPES / "disagg-sim.yaml", "--out", tmp_path / "off", "--store", off, "--no-report",
+         "--power-backend", "off")
+    for row in _export(off, "inferencex", tmp_path / "off.json", "--include-unpublished"):
+        assert not [k for k in row if "power" in k or "energy" in k or "joules" in k], row
+        assert "power" not in row["llmsweep"]

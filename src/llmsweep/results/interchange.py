@@ -165,22 +165,38 @@ _POWER_FIELDS = (("total_gpu_energy_j", "energy_j", 3), ("avg_total_gpu_power_w"
                  ("joules_per_output_token", "joules_per_output_token", 6),
                  ("joules_per_total_token", "joules_per_total_token", 6))
 """(InferenceX field, power block field, decimals): `_w`/`_j` to 3 places, ratios to 6, as aggregate_power writes."""
+_ROLE_POWER_FIELDS = (("prefill", "gpu_energy_j", "energy_j", 3), ("prefill", "avg_power_w", "avg_power_w", 3),
+                      ("prefill", "joules_per_input_token", "joules_per_input_token", 6),
+                      ("decode", "gpu_energy_j", "energy_j", 3), ("decode", "avg_power_w", "avg_power_w", 3),
+                      ("decode", "joules_per_output_token", "joules_per_output_token", 6))
+"""(role, InferenceX field after `<role>_`, role power field, decimals): the per-role keys a multinode row carries
+beside the seven whole-deployment ones (aggregate_power_multinode, wave-2 spec §3.3): each role's GPU energy over the
+whole window, its average power per GPU, J per input token (prefill) and per output token (decode)."""
 LEGACY_FIELDS = {"gpu_energy_j": "total_gpu_energy_j"}
 """Fields earlier llmsweep exports spelled otherwise than InferenceX (core spec §6.2): renamed on import."""
 
 
 def _power_fields(summary: Summary) -> dict[str, Any]:
     """InferenceX's power keys: `power_metric_schema_version`, `power_valid` 1/0 and, when valid, the energy figures
-    (a 0 verdict carries none, as the app deletes them at ingest). Absent when the job sampled no power."""
+    (a 0 verdict carries none, as the app deletes them at ingest), with a disaggregated deployment's per-role figures
+    where the run measured or modelled them (`power.roles`). Absent when the job sampled no power; a figure the run
+    did not record is absent, never zero. Where the watts came from (measured or the simulator's model) is the
+    `llmsweep` block's `power.source`, as the run recorded it."""
     power = summary.power
     if power is None:
         return {}
     row: dict[str, Any] = {"power_metric_schema_version": POWER_SCHEMA_VERSION, "power_valid": int(power.power_valid)}
-    if power.power_valid:
-        for name, attr, places in _POWER_FIELDS:
-            value = getattr(power, attr)
-            if value is not None:
-                row[name] = round(float(value), places)
+    if not power.power_valid:
+        return row
+    for name, attr, places in _POWER_FIELDS:
+        value = getattr(power, attr)
+        if value is not None:
+            row[name] = round(float(value), places)
+    for role, name, attr, places in _ROLE_POWER_FIELDS:
+        share = (power.roles or {}).get(role)
+        value = getattr(share, attr) if share is not None else None
+        if value is not None:
+            row[f"{role}_{name}"] = round(float(value), places)
     return row
 
 

@@ -13,7 +13,7 @@ import pytest
 from llmsweep.errors import ResultError
 from llmsweep.results.identity import identity_from_job
 from llmsweep.results.interchange import export_points, from_inferencex_row, import_file, import_into
-from llmsweep.results.point import points_from_run
+from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.store import Store
 
 
@@ -170,3 +170,49 @@ def test_an_exported_agentic_point_keeps_its_corpus_through_an_inferencex_round_
     assert back.identity.corpus == "sha256:0123456789abcdef" and back.identity.key() == agentic.identity.key()
     row.pop("llmsweep")
     assert from_inferencex_row("import:y", row, 0).identity.corpus == ""
+
+
+def _disaggregated(p: ResultPoint) -> ResultPoint:
+    """The point as a 1P(tp4) + 1D(tp8) disaggregated job (the store's topology check is the run's business)."""
+    job = {**p.job, "multinode": True, "disagg": True, "gpus": 12,
+           "prefill": {"num-worker": 1, "tp": 4, "ep": 1, "dp-attn": False},
+           "decode": {"num-worker": 1, "tp": 8, "ep": 8, "dp-attn": True}}
+    for key in ("tp", "ep", "pp", "dcp-size", "pcp-size", "dp-attn"):
+        job.pop(key)
+    return dataclasses.replace(p, job=job, identity=identity_from_job(job), gpus=12)
+
+
+def test_a_disaggregated_row_carries_each_roles_power_only_where_the_run_recorded_it(make_run) -> None:
+    """InferenceX's multinode rows add each role's energy, watts per GPU and J per input (prefill) or output (decode)
+    token to the whole-deployment power keys; a figure the run did not record, or power that is not valid, exports
+    nothing, and where the watts came from is the run's own word."""
+    from llmsweep.metrics.model import PowerBlock, RolePower
+
+    points = [_disaggregated(p) for p in points_from_run(make_run("r", concs=(4, 8, 16)))]
+    modelled, invalid, without = (p.summary for p in points)
+    assert modelled is not None and invalid is not None and without is not None
+    roles = {"prefill": RolePower(expected_gpus=4, observed_gpus=4, energy_j=1234.56789, avg_power_w=220.12345,
+                                  joules_per_input_token=0.1234567891),
+             "decode": RolePower(expected_gpus=8, observed_gpus=8, energy_j=4321.0, avg_power_w=410.0,
+                                 joules_per_output_token=None)}
+    modelled.power = PowerBlock(source="simulated", backend="sim", power_valid=True, energy_j=5555.56789,
+                                avg_power_w=300.0, roles=roles)
+    invalid.power = PowerBlock(source="simulated", backend="sim", power_valid=False,
+                               reasons=["role_gpu_count_mismatch"],
+                               roles={r: RolePower(expected_gpus=b.expected_gpus) for r, b in roles.items()})
+    without.power = None
+    rows = json.loads(export_points(points, "inferencex", include_unpublished=True))
+    assert all(r["is_multinode"] for r in rows)
+    role_keys = {k for r in rows for k in r if k.startswith(("prefill_", "decode_"))
+                 and ("energy" in k or "power" in k or "joules" in k)}
+    assert {k for k in role_keys if k in rows[0]} == {
+        "prefill_gpu_energy_j", "prefill_avg_power_w", "prefill_joules_per_input_token", "decode_gpu_energy_j",
+        "decode_avg_power_w"}  # the decode J/token the run did not record stays absent
+    assert (rows[0]["prefill_gpu_energy_j"], rows[0]["prefill_avg_power_w"], rows[0]["decode_gpu_energy_j"],
+            rows[0]["decode_avg_power_w"]) == (1234.568, 220.123, 4321.0, 410.0)
+    assert rows[0]["prefill_joules_per_input_token"] == 0.123457  # ratios to 6 places
+    assert rows[0]["total_gpu_energy_j"] == 5555.568 and rows[0]["power_valid"] == 1
+    assert rows[0]["llmsweep"]["power"]["source"] == "simulated" and rows[0]["source"] == "simulated"
+    assert rows[1]["power_valid"] == 0 and not any(k in rows[1] for k in role_keys)
+    assert "power_valid" not in rows[2] and not any(k in rows[2] for k in role_keys)
+    assert "power" not in rows[2]["llmsweep"]
