@@ -8,7 +8,7 @@ from typing import Any
 
 from llmsweep.evals.gate import headline
 from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun
-from llmsweep.results.identity import get_field
+from llmsweep.results.identity import dp_attention_of, flag, get_field
 from llmsweep.results.point import ResultPoint
 
 
@@ -66,6 +66,7 @@ def inferencex_eval_rows(point: ResultPoint) -> list[dict[str, Any]]:
 
 def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun) -> dict[str, Any]:
     i, job = point.identity, point.job
+    dpa = dp_attention_of(job)  # what ran, as the throughput row reads it; strings, as the collector writes them
     strict, flexible = run_scores(run)
     score = headline(run.metrics)  # the block's headline score is this of its first completed run
     row: dict[str, Any] = {
@@ -74,7 +75,7 @@ def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun) -> dict[str, A
         "model": i.model, "hw": str(get_field(job, "runner-label", "runner") or i.hardware).upper(),
         "framework": str(get_field(job, "framework") or i.engine).lower(), "precision": str(i.precision).lower(),
         "spec_decoding": i.spec, "isl": i.isl, "osl": i.osl, "tp": i.tp, "ep": i.ep, "conc": run.conc,
-        "dp_attention": i.dp_attn, "task": block.task,
+        "dp_attention": dpa.inferencex(), "task": block.task,
         "em_strict": strict.value if strict else None, "em_strict_se": strict.stderr if strict else None,
         "em_flexible": flexible.value if flexible else None,
         "em_flexible_se": flexible.stderr if flexible else None,
@@ -82,12 +83,12 @@ def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun) -> dict[str, A
         "score": score.value if score else None, "score_name": score.name if score else None,
         "score_se": score.stderr if score else None,
     }
-    for role in ("prefill", "decode"):
+    for role, dp_attn in (("prefill", dpa.prefill), ("decode", dpa.decode)):
         worker = get_field(job, role)
         if isinstance(worker, dict):
             row.update({f"{role}_tp": get_field(worker, "tp"), f"{role}_ep": get_field(worker, "ep"),
                         f"{role}_num_workers": get_field(worker, "num-worker"),
-                        f"{role}_dp_attention": bool(get_field(worker, "dp-attn"))})
+                        f"{role}_dp_attention": flag(bool(dp_attn))})
     row["llmsweep"] = {"verdict": block.verdict, "reasons": list(block.reasons), "mode": block.mode,
                        "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
                        "source": point.source, "harness": f"{block.harness} {block.harness_version or ''}".strip(),

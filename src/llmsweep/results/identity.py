@@ -154,6 +154,50 @@ def workers_of(job: Mapping[str, Any]) -> str:
     return ""
 
 
+def flag(value: bool) -> str:
+    """A boolean as InferenceX's rows spell it: "true" or "false"."""
+    return "true" if value else "false"
+
+
+@dataclass(frozen=True, slots=True)
+class DpAttention:
+    """Whether a job's attention ran data-parallel, as the job record the run wrote says (never the recipe): one
+    value for a single server (`single`), one per role for a disaggregated deployment (`prefill`, `decode`; None for
+    a single server). Every exported row (throughput and eval) reads it from here."""
+
+    single: bool = False
+    prefill: bool | None = None
+    decode: bool | None = None
+
+    @property
+    def per_role(self) -> bool:
+        return self.prefill is not None or self.decode is not None
+
+    def inferencex(self) -> str:
+        """InferenceX's `dp_attention` string: the server's value; a multinode job's roles' value when they agree,
+        else `prefill=<x>,decode=<y>` (as `collect_eval_results.py` writes a mixed deployment's)."""
+        if not self.per_role:
+            return flag(self.single)
+        prefill, decode = bool(self.prefill), bool(self.decode)
+        return flag(prefill) if prefill == decode else f"prefill={flag(prefill)},decode={flag(decode)}"
+
+
+def dp_attention_of(job: Mapping[str, Any]) -> DpAttention:
+    """A job's DP attention from its record: a job.json (`dp-attn`, or each worker block's), or an InferenceX row
+    (`dp_attention`, or the flat `prefill_dp_attention`/`decode_dp_attention` of a multinode one)."""
+    single = _bool(get_field(job, "dp-attn", "dp-attention"))
+    prefill, decode = get_field(job, "prefill"), get_field(job, "decode")
+    if isinstance(prefill, Mapping) or isinstance(decode, Mapping):
+        roles = [_bool(get_field(w, "dp-attn", "dp-attention")) if isinstance(w, Mapping) else None
+                 for w in (prefill, decode)]
+        return DpAttention(single, roles[0], roles[1])
+    flat = [get_field(job, f"{role}_dp_attention") for role in ("prefill", "decode")]
+    if any(v is not None for v in flat):
+        return DpAttention(single, _bool(flat[0]) if flat[0] is not None else None,
+                           _bool(flat[1]) if flat[1] is not None else None)
+    return DpAttention(single)
+
+
 def _conc(job: Mapping[str, Any]) -> int:
     """A result is one concurrency point (`llmsweep run` gives each concurrency of a multinode row its own job); a
     stored job listing several takes its first. A legacy InferenceX agentic row spells its concurrency `users`
@@ -256,7 +300,7 @@ def identity_from_job(job: Mapping[str, Any], summary: Any = None) -> PointIdent
         dcp=_int(get_field(job, "dcp-size", "dcp"), 1) or 1,
         pcp=_int(get_field(job, "pcp-size", "pcp"), 1) or 1,
         ep=_int(get_field(job, "ep"), 1) or 1,
-        dp_attn=_bool(get_field(job, "dp-attn", "dp-attention")),
+        dp_attn=dp_attention_of(job).single,
         spec=_name(get_field(job, "spec-decoding")) or "none",
         offload=_offload(job),
         offload_backend=_name(backend),

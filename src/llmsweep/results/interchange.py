@@ -27,7 +27,7 @@ from llmsweep.metrics.model import InvertedStats, Stats, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import inferencex_eval_rows
 from llmsweep.results.extract import SOURCES
-from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
+from llmsweep.results.identity import dp_attention_of, get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, describe, result_id_for
 
 EXPORT_FORMAT = "llmsweep-results"
@@ -75,11 +75,12 @@ def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
     if not (isinstance(prefill, Mapping) and isinstance(decode, Mapping)):
         return
     row["is_multinode"] = True
-    for role, w in (("prefill", prefill), ("decode", decode)):
+    dpa = dp_attention_of(point.job)
+    for role, w, dp_attn in (("prefill", prefill, dpa.prefill), ("decode", decode, dpa.decode)):
         row.update({f"{role}_tp": get_field(w, "tp"), f"{role}_pp": get_field(w, "pp") or 1,
                     f"{role}_dcp_size": get_field(w, "dcp-size") or 1,
                     f"{role}_pcp_size": get_field(w, "pcp-size") or 1,
-                    f"{role}_ep": get_field(w, "ep"), f"{role}_dp_attention": bool(get_field(w, "dp-attn")),
+                    f"{role}_ep": get_field(w, "ep"), f"{role}_dp_attention": bool(dp_attn),
                     f"{role}_num_workers": get_field(w, "num-worker") or 1})
         row.pop(role, None)
     p_gpus, d_gpus = _worker_gpus(prefill), _worker_gpus(decode)
@@ -91,12 +92,6 @@ def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
         row["tput_per_gpu"] = total / (p_gpus + d_gpus)
         row["output_tput_per_gpu"] = out / (d_gpus or p_gpus + d_gpus)
         row["input_tput_per_gpu"] = (total - out) / p_gpus if p_gpus else None
-
-
-def _flag(value: bool) -> str:
-    """Single-node `dp_attention` as process_result.py writes it: the DP_ATTENTION string it received, "true" or
-    "false" (core spec §6.2, wave-2 §5.1); the multinode role fields stay booleans."""
-    return "true" if value else "false"
 
 
 def inferencex_row(point: ResultPoint) -> dict[str, Any]:
@@ -114,7 +109,9 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
         "infmax_model_prefix": get_field(job, "model-prefix") or i.model_short,
         "framework": i.engine, "precision": i.precision, "spec_decoding": i.spec, "disagg": i.disagg,
         "is_multinode": False, "tp": i.tp, "pp": i.pp, "dcp_size": i.dcp, "pcp_size": i.pcp, "ep": i.ep,
-        "dp_attention": _flag(i.dp_attn), "kv_offloading": i.offload,
+        # Single node: the DP_ATTENTION string process_result.py received (core spec §6.2, wave-2 §5.1), from the
+        # job record as eval rows read it (`dp_attention_of`); a multinode row has its roles' booleans instead.
+        "dp_attention": dp_attention_of(job).inferencex(), "kv_offloading": i.offload,
         "recipe_fingerprint": get_field(job, "recipe-fingerprint") or point.provenance.get("recipe_fingerprint"),
         "num_requests_total": point.num_requests, "num_requests_successful": point.num_successful,
     }

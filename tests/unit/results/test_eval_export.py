@@ -14,7 +14,7 @@ from llmsweep.cli.main import cli
 from llmsweep.evals.gate import judge
 from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
 from llmsweep.results.interchange import export_points, left_out
-from llmsweep.results.point import points_from_run
+from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
 from llmsweep.results.store import Store
 
@@ -92,3 +92,47 @@ def test_results_export_applies_include_unpublished_to_eval_rows(make_run: MakeR
                           catch_exceptions=False)
     (row,) = json.loads(every.stdout)
     assert row["benchmark_outcome"] == {"status": "failed", "reason": "simulated"}
+
+
+def _job_ran(run: RunDir, **job: object) -> RunDir:
+    """The run's first job as its job record says it ran (job.json rewritten: what the export reads)."""
+    path = run.jobs[0].dir / "job.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **job}))
+    return load_run(run.path)
+
+
+def test_an_eval_row_says_the_dp_attention_its_job_ran_with_as_the_throughput_row_does(make_run: MakeRun) -> None:
+    """A job served with DP attention: its eval rows carry it, spelt as its throughput row and InferenceX's collector
+    spell it, read from the job record the run wrote."""
+    run = with_eval(_job_ran(make_run("dpa", concs=(4,), source="measured"), **{"dp-attn": True}),
+                    [_run(4, 0.95), _run(8, 0.94)], mode="run-eval")
+    points = points_from_run(run)
+    (throughput,) = json.loads(export_points(points, "inferencex", include_unpublished=True))
+    evals = json.loads(export_points(points, "inferencex-evals"))
+    assert throughput["dp_attention"] == "true"
+    assert [r["dp_attention"] for r in evals] == ["true", "true"]
+    plain = points_from_run(with_eval(make_run("plain", concs=(4,), source="measured"), [_run(4, 0.95)]))
+    assert [r["dp_attention"] for r in json.loads(export_points(plain, "inferencex-evals"))] == ["false"]
+
+
+def test_a_multinode_eval_row_says_its_roles_dp_attention(make_run: MakeRun) -> None:
+    """A disaggregated deployment whose roles differ: `prefill=<x>,decode=<y>`, as collect_eval_results.py writes
+    it; roles that agree: their value; each role's own field beside it."""
+    import dataclasses
+
+    from llmsweep.results.identity import identity_from_job
+
+    def multinode(point: ResultPoint, prefill: bool, decode: bool) -> ResultPoint:
+        job = {k: v for k, v in point.job.items() if k not in ("tp", "ep", "dp-attn")}
+        job.update({"multinode": True, "disagg": True,
+                    "prefill": {"num-worker": 1, "tp": 4, "ep": 4, "dp-attn": prefill},
+                    "decode": {"num-worker": 1, "tp": 8, "ep": 8, "dp-attn": decode}})
+        return dataclasses.replace(point, job=job, identity=identity_from_job(job))
+
+    (point,) = points_from_run(with_eval(make_run("mn", concs=(4,), source="measured"), [_run(64, 0.95)]))
+    (mixed,) = json.loads(export_points([multinode(point, True, False)], "inferencex-evals"))
+    assert mixed["dp_attention"] == "prefill=true,decode=false"
+    assert (mixed["prefill_dp_attention"], mixed["decode_dp_attention"]) == ("true", "false")
+    (both,) = json.loads(export_points([multinode(point, True, True)], "inferencex-evals"))
+    assert both["dp_attention"] == "true" and both["is_multinode"] is True
+
