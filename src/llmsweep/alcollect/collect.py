@@ -3,7 +3,7 @@
 Per (thinking mode, draft length K) cell: render the recipe's job with that K and thinking mode through its engine
 adapter (real verification: nothing pins the acceptance), start a fresh server through the executor's launcher, wait
 until it is ready, scrape `/metrics`, send the prompt set at concurrency 1 with the curve's sampling and chat-template
-kwargs through llmsweep's client, scrape again, and stop the server. The cell's AL is
+kwargs of that thinking mode through llmsweep's client, scrape again, and stop the server. The cell's AL is
 ``1 + Δaccepted / Δdrafts`` (vLLM's counters; other engines through their metrics reader); a server that does not
 start, or drafts nothing, leaves the cell unmeasured (InferenceX writes `N/A`; here it is left out of the body and
 named in the header). The curve file is InferenceX's golden-AL YAML, its provenance stated in the header (see
@@ -293,7 +293,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         event(f"{mode} K={k}: ready in {ready.seconds:.1f} s; {len(prompts.prompts)} prompts at concurrency "
               f"{CONCURRENCY}, max_tokens {settings.output_len}")
         before = _scrape(spec, handle.base_url, cell_dir / "metrics_before.txt")
-        extra: dict[str, Any] = dict(settings.sampling.params())
+        extra: dict[str, Any] = dict(settings.sampling_of(mode).params())
         kwargs = settings.chat_template_kwargs.get(mode) or {}
         if kwargs:
             extra["chat_template_kwargs"] = kwargs
@@ -481,7 +481,8 @@ def _header(job: Job, settings: CollectSettings, run_dir: Path, cells: list[Cell
         checkpoint=checkpoint, method=job.serve.spec_decoding.method, draft_model=job.serve.spec_decoding.draft_model,
         precision=settings.precision or _served_precision(job, simulate),
         hardware=_hardware_text(job, cells, simulate), engine=_engine_text(job, cells, simulate),
-        dataset=dataset, sampling=settings.sampling.params(), output_len=settings.output_len,
+        dataset=dataset, sampling={m: settings.sampling_of(m).params() for m in sorted(modes)},
+        output_len=settings.output_len,
         chat_template_kwargs={m: settings.chat_template_kwargs.get(m) or {} for m in sorted(modes)},
         generator=f"llmsweep al collect (llmsweep {__version__})", simulated=simulate,
         notes=[*_launch_notes(run_dir, cells), *_al_method_notes(job, cells), *_unmeasured(cells), *settings.notes],

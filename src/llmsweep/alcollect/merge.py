@@ -1,8 +1,10 @@
 """Complete an existing golden-AL curve with a new collection's cells (`llmsweep al collect --merge-into CURVE`).
 
 Two collections make one curve only when they measured the same thing: the same model family, draft method and
-checkpoint, the same served precision, hardware and engine, the same prompt set, sampling and output length, the same
-chat-template kwargs for a thinking mode both measured, and both real (or both simulated). :func:`differences` says
+checkpoint, the same served precision, hardware and engine, the same prompt set and output length, the same sampling
+and chat-template kwargs for a thinking mode both measured, and both real (or both simulated). A thinking mode the
+curve does not hold yet joins with its own sampling and kwargs (Qwen3.5 samples thinking on and off differently), and
+the header keeps each mode's. :func:`differences` says
 what differs; :func:`merge` writes the union: a new cell replaces the curve's cell of the same (thinking, K) and a
 note says so with both values, the `Source:` line names every collection that still holds a cell (host, time,
 evidence, and which cells), and the notes of both are kept, less those a measured cell makes untrue.
@@ -15,14 +17,15 @@ import re
 from pydantic import BaseModel, ConfigDict
 
 from llmsweep.alcollect.settings import Replacement
-from llmsweep.catalog.golden import CurveHeader, ThinkingMode, normalise_method
+from llmsweep.catalog.golden import CurveHeader, ThinkingMode, normalise_method, sampling_values
 
 Cell = tuple[ThinkingMode, int]
 Values = dict[ThinkingMode, dict[int, float]]
 
-COMPARED: tuple[str, ...] = ("checkpoint", "draft_model", "precision", "hardware", "engine", "dataset", "sampling",
-                             "output_len", "simulated")
-"""The header fields two collections must share to be one curve (method, model prefix and kwargs apart)."""
+COMPARED: tuple[str, ...] = ("checkpoint", "draft_model", "precision", "hardware", "engine", "dataset", "output_len",
+                             "simulated")
+"""The header fields two collections must share to be one curve (method, model prefix, and the per-mode sampling and
+kwargs apart: compared for the modes both hold)."""
 REPORTED = ("hardware", "engine")
 """What only the servers say (nvidia-smi, /version): compared after measuring; the rest is compared before."""
 BEFORE_MEASURING = tuple(f for f in COMPARED if f not in REPORTED)
@@ -77,6 +80,13 @@ def differences(old: Collected, new: Collected, fields: tuple[str, ...] = COMPAR
     differ("method", normalise_method(old.header.method), normalise_method(new.header.method))
     for name in fields:
         differ(name, getattr(old.header, name), getattr(new.header, name))
+    for mode in sorted(set(old.values) & set(new.header.sampling)):
+        theirs, ours = (sampling_values(h.sampling.get(mode, {})) for h in (old.header, new.header))
+        keys = [k for k in {**theirs, **ours} if theirs.get(k) != ours.get(k)]
+        if keys:
+            def said(values: dict[str, float], keys: list[str] = keys) -> str:
+                return ", ".join(f"{k} {values[k]:g}" if k in values else f"{k} unstated" for k in keys)
+            found.append(f"{mode} sampling: {said(theirs)} in the curve, {said(ours)} in this collection")
     for mode in sorted(set(old.values) & set(new.header.chat_template_kwargs)):
         differ(f"{mode} chat_template_kwargs", old.header.chat_template_kwargs.get(mode, {}),
                new.header.chat_template_kwargs[mode])
@@ -153,6 +163,7 @@ def merge(old: Collected, new: Collected) -> Merged:
               f"the one {r.old_collection}" for r in replaced]
     header = new.header.model_copy(update={
         "source": source_line(entries),
+        "sampling": {**old.header.sampling, **new.header.sampling},
         "chat_template_kwargs": {**old.header.chat_template_kwargs, **new.header.chat_template_kwargs},
         "notes": list(dict.fromkeys(notes)),
     })

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llmsweep.catalog.golden import ThinkingMode
 
@@ -16,9 +16,10 @@ curves send it. Off is said, not left out: those templates think by default, so 
 
 
 class Sampling(BaseModel):
-    """Sampling of every request. The defaults are MiniMax-M3's curve's (temperature 1.0, top_p 0.95, top_k 40);
-    other curves state their own per thinking mode (`llmsweep al` shows them), and a collection must match the curve
-    it is to stand in for (`catalog.golden.sampling_differences`)."""
+    """Sampling of every request of one thinking mode. The defaults are MiniMax-M3's curve's (temperature 1.0, top_p
+    0.95, top_k 40); other curves state their own per thinking mode (`llmsweep al` shows them; Qwen3.5: 0.6/0.95/20
+    thinking on, 0.7/0.8/20 + presence penalty 1.5 off), and a collection must match the curve it is to stand in for
+    (`catalog.golden.sampling_differences`): `al collect` defaults each mode to it (`alcollect.modes`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -48,7 +49,9 @@ class CollectSettings(BaseModel):
         default_factory=lambda: dict(DEFAULT_KWARGS),
         description="chat_template_kwargs sent per thinking mode (recorded in the curve header).",
     )
-    sampling: Sampling = Field(default_factory=Sampling)
+    sampling: dict[ThinkingMode, Sampling] = Field(
+        default_factory=dict, description="Sampling per thinking mode (recorded per mode in the curve header); a mode "
+        "not named samples with Sampling's defaults, and one Sampling given for all applies to every mode.")
     output_len: int = Field(default=4096, ge=1, description="max_tokens of every request (InferenceX: 4096).")
     startup_timeout_s: float | None = Field(default=None, gt=0, description="Readiness deadline per server.")
     request_timeout_s: float = Field(default=900.0, gt=0, description="Whole-request timeout.")
@@ -63,6 +66,17 @@ class CollectSettings(BaseModel):
         if any(k < 1 for k in ks):
             raise ValueError("every K must be >= 1")
         return sorted(set(ks))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_sampling_for_all(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("sampling"), Sampling):
+            return {**data, "sampling": {m: data["sampling"] for m in data.get("thinking") or ()}}
+        return data
+
+    def sampling_of(self, mode: ThinkingMode) -> Sampling:
+        """What `mode`'s requests send (Sampling's defaults where the settings name none for it)."""
+        return self.sampling.get(mode) or Sampling()
 
 
 class CellResult(BaseModel):

@@ -180,6 +180,9 @@ class AcceptanceResolution(BaseModel):
         default_factory=list, description="Curves measured in the served precision that hold the cell but were "
         "sampled otherwise than this curve states for the thinking mode, as 'id (key value, not value; …)': an AL "
         "depends on the sampling, so they do not stand in for it; the warning names them.")
+    sampling: dict[str, float] = Field(
+        default_factory=dict, description="The sampling the answering curve states for this thinking mode "
+        "(:func:`mode_sampling`): what a collection must be sampled with to stand in for it.")
 
     def served_precision_note(self, precision: str) -> str:
         """Why no curve of the served precision answers (for the precision-provenance warning): those lacking the
@@ -502,14 +505,24 @@ SAMPLING_KEYS = ("temperature", "top_p", "top_k", "presence_penalty")
 """The request parameters an AL depends on that a curve header states."""
 
 
-def mode_sampling(curve: GoldenCurve, mode: str) -> dict[str, float]:
-    """The sampling `curve` states for thinking `mode` (its per-mode line over its common one). presence_penalty is
-    0 when unstated: the API's default, what a collection that does not send it ran with."""
+def stated_sampling(curve: GoldenCurve, mode: str) -> dict[str, float | int]:
+    """The sampling parameters `curve`'s header states for thinking `mode`, as it states them: its per-mode line
+    over its common (dataset) line, numbers only, the keys an AL depends on (:data:`SAMPLING_KEYS`)."""
     params = {**curve.sampling_common, **(curve.sampling[mode].params if mode in curve.sampling else {})}
-    out = {k: float(v) for k, v in params.items()
-           if k in SAMPLING_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)}
-    out.setdefault("presence_penalty", 0.0)
-    return out
+    return {k: v for k, v in params.items()
+            if k in SAMPLING_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def sampling_values(params: dict[str, float | int]) -> dict[str, float]:
+    """Stated sampling parameters as compared: floats, presence_penalty 0 when unstated (the API's default, what a
+    collection that does not send it ran with)."""
+    return {k: float(params.get(k, 0.0)) for k in SAMPLING_KEYS if k in params or k == "presence_penalty"}
+
+
+def mode_sampling(curve: GoldenCurve, mode: str) -> dict[str, float]:
+    """The sampling `curve` states for thinking `mode` (:func:`stated_sampling`), as compared
+    (:func:`sampling_values`)."""
+    return sampling_values(stated_sampling(curve, mode))
 
 
 def sampling_differences(candidate: GoldenCurve, reference: GoldenCurve, mode: str) -> list[str]:
@@ -517,6 +530,14 @@ def sampling_differences(candidate: GoldenCurve, reference: GoldenCurve, mode: s
     got, want = mode_sampling(candidate, mode), mode_sampling(reference, mode)
     return [f"{key} {got[key]:g}, not {value:g}" if key in got else f"{key} unstated, not {value:g}"
             for key, value in want.items() if got.get(key) != value]
+
+
+def reference_curve(model_prefix: str, method: str, model: str = "", draft_model: str | None = None,
+                    curve_dirs: Sequence[Path | str] = ()) -> GoldenCurve | None:
+    """The curve :func:`resolve_acceptance` answers from before it looks for one of the served precision: the
+    family's default (or the named drafter's). Another curve stands in for it only when sampled as it states for the
+    thinking mode, so a collection (`llmsweep al collect`) defaults each mode's sampling to it."""
+    return _pick(find_curves(model_prefix, method, model, curve_dirs), draft_model)
 
 
 def _cells_text(curve: GoldenCurve) -> str:
@@ -552,7 +573,7 @@ def resolve_acceptance(
     depends on the sampling (Qwen3.5's curve: temperature 0.6, top_p 0.95, top_k 20 thinking on).
     """
     family = find_curves(model_prefix, method, model, curve_dirs)
-    curve = _pick(family, draft_model)
+    curve = _pick(family, draft_model)  # reference_curve's
     if curve is None:
         return None
     mode = normalise_thinking(thinking)
@@ -594,6 +615,7 @@ def resolve_acceptance(
         passed_over=passed_over,
         better=[_cells_text(c) for c in better] if passed_over is None else [],
         unlike=unlike,
+        sampling=mode_sampling(curve, mode),
     )
 
 
@@ -614,7 +636,9 @@ class CurveHeader(BaseModel):
     hardware: str
     engine: str = Field(description="Engine and version as the server reported them.")
     dataset: str = Field(description="Prompt set: category, origin, prompt count.")
-    sampling: dict[str, float | int] = Field(description="temperature, top_p, top_k.")
+    sampling: dict[ThinkingMode, dict[str, float | int]] = Field(
+        description="Per thinking mode, the sampling its requests sent (temperature, top_p, top_k; presence_penalty "
+        "when set): the header states what every mode shares on the dataset line and the rest on the mode's line.")
     output_len: int
     chat_template_kwargs: dict[ThinkingMode, dict[str, Any]]
     generator: str
@@ -624,18 +648,25 @@ class CurveHeader(BaseModel):
 
 def format_curve(header: CurveHeader, values: dict[ThinkingMode, dict[int, float]]) -> str:
     """A curve file in InferenceX's golden-AL format (header comments, then ``checkpoint: {mode: {K: AL}}`` with two
-    decimals), whose header :func:`load_curve` parses back into the same provenance."""
-    sampling = " | ".join(f"{k}: {v}" for k, v in header.sampling.items())
+    decimals), whose header :func:`load_curve` parses back into the same provenance. The sampling every mode of the
+    body shares is on the dataset line; a mode's own (Qwen3.5: 0.6/0.95/20 thinking on, 0.7/0.8/20 + presence 1.5
+    off) on its line, before its chat-template kwargs, as InferenceX's headers state it."""
+    modes = sorted(values)
+    per_mode = {m: header.sampling.get(m, {}) for m in modes}
+    first = per_mode[modes[0]] if modes else {}
+    common = {k: v for k, v in first.items() if all(k in p and p[k] == v for p in per_mode.values())}
+    sampling = "".join(f" | {k}: {v}" for k, v in common.items())
     plain = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", header.checkpoint)
     key = header.checkpoint if plain else json.dumps(header.checkpoint)
     lines = [
         f"# Source: {header.source}",
         "# Acceptance Length (AL) reference values measured with SPEED-Bench-style prompts.",
-        f"# dataset: {header.dataset} | {sampling} | output_len: {header.output_len}",
+        f"# dataset: {header.dataset}{sampling} | output_len: {header.output_len}",
     ]
-    for mode in sorted(values):
+    for mode in modes:
+        own = "".join(f"{k}: {v} | " for k, v in per_mode[mode].items() if k not in common)
         kwargs = header.chat_template_kwargs.get(mode, {})
-        lines.append(f"# {mode} chat_template_kwargs: {json.dumps(kwargs, sort_keys=True)}")
+        lines.append(f"# {mode} {own}chat_template_kwargs: {json.dumps(kwargs, sort_keys=True)}")
     lines += [
         f"# precision: {header.precision}",
         f"# hardware: {header.hardware}",
@@ -677,7 +708,7 @@ def read_curve_header(path: Path) -> tuple[CurveHeader, GoldenCurve]:
         source=header["source"], checkpoint=curve.checkpoint, method=level.group(1),
         draft_model=header.get("header_draft"),
         precision=header["header_precision"], hardware=header["header_hardware"], engine=header["header_engine"],
-        dataset=header["dataset"], sampling={k: v for k, v in curve.sampling_common.items() if not isinstance(v, str)},
+        dataset=header["dataset"], sampling={m: stated_sampling(curve, m) for m in curve.values},
         output_len=header["output_len"],
         chat_template_kwargs={m: curve.sampling[m].chat_template_kwargs for m in curve.values if m in curve.sampling},
         generator=generator or "unknown", simulated=curve.simulated, notes=curve.notes), curve

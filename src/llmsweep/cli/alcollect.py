@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from llmsweep.alcollect.settings import DEFAULT_KWARGS, CollectSettings, Sampling
+from llmsweep.alcollect.settings import CollectSettings, Sampling
 from llmsweep.cli.options import ManyValues, config_keys_option, field_option, json_option, option, runner_config_option
 from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.errors import ConfigError, DatasetError
 
 if TYPE_CHECKING:
+    from llmsweep.alcollect.modes import ModeSettings
     from llmsweep.alcollect.prompts import PromptSet
+    from llmsweep.catalog.golden import GoldenCurve, ThinkingMode
     from llmsweep.execute.base import ServerLauncher
     from llmsweep.plan.job import Job
 
@@ -30,8 +32,19 @@ EXECUTORS = ("local", "docker")
 """Executors whose launcher starts a server from this process (Slurm runs its lifecycle on the node)."""
 
 
-def _kwargs(pairs: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+SAMPLING_FLAGS = {"temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k",
+                  "presence_penalty": "--presence-penalty"}
+"""The options that set one Sampling field for every thinking mode (`--sampling MODE=...` sets it for one)."""
+
+
+def _sampling_help(name: str) -> str:
+    field = Sampling.model_fields[name]
+    return (f"{field.description} For every thinking mode (default: as the model's golden curve states it for the "
+            f"mode, else {field.default}).")
+
+
+def _kwargs(pairs: tuple[str, ...]) -> dict[ThinkingMode, dict[str, Any]]:
+    out: dict[ThinkingMode, dict[str, Any]] = {}
     for pair in pairs:
         mode, sep, text = pair.partition("=")
         try:
@@ -41,7 +54,26 @@ def _kwargs(pairs: tuple[str, ...]) -> dict[str, dict[str, Any]]:
         if mode.strip() not in ("on", "off") or not isinstance(value, dict):
             raise ConfigError(f"--chat-template-kwargs {pair!r} is not on=JSON or off=JSON",
                               fix="e.g. --chat-template-kwargs 'on={\"enable_thinking\": true}'")
-        out[f"thinking_{mode.strip()}"] = value
+        out["thinking_on" if mode.strip() == "on" else "thinking_off"] = value
+    return out
+
+
+def _sampling(pairs: tuple[str, ...]) -> dict[ThinkingMode, dict[str, Any]]:
+    """``on=temperature=0.6,top_p=0.95,top_k=20`` per thinking mode (keys: Sampling's fields, `-` or `_`)."""
+    out: dict[ThinkingMode, dict[str, Any]] = {}
+    fix = "e.g. --sampling on=temperature=0.6,top_p=0.95,top_k=20 --sampling off=temperature=0.7,presence_penalty=1.5"
+    for pair in pairs:
+        mode, _, text = pair.partition("=")
+        if mode.strip() not in ("on", "off") or not text.strip():
+            raise ConfigError(f"--sampling {pair!r} is not on=KEY=VALUE,… or off=KEY=VALUE,…", fix=fix)
+        given = out.setdefault("thinking_on" if mode.strip() == "on" else "thinking_off", {})
+        for item in text.split(","):
+            key, sep, value = item.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep or key not in Sampling.model_fields or not value.strip():
+                raise ConfigError(f"--sampling {pair!r}: {item.strip()!r} is not KEY=VALUE with KEY one of "
+                                  f"{', '.join(Sampling.model_fields)}", fix=fix)
+            given[key] = value.strip()
     return out
 
 
@@ -90,17 +122,75 @@ def _collection_job(recipe: Path, config_keys: tuple[str, ...], runner_config: P
     return job
 
 
+def _references(job: Job, merge_into: Path | None) -> list[GoldenCurve]:
+    """The curves whose statements default each mode: the one `--merge-into` completes, then the family's reference
+    curve (the one a collected curve must be sampled like to stand in for: `catalog.golden.reference_curve`)."""
+    from llmsweep.catalog.golden import load_curve, reference_curve
+
+    assert job.serve is not None and job.serve.spec_decoding is not None
+    out: list[GoldenCurve] = []
+    if merge_into is not None and merge_into.is_file():
+        out.append(load_curve(merge_into))
+    reference = reference_curve(job.model_prefix.lower(), job.serve.spec_decoding.method, job.model,
+                                job.serve.spec_decoding.draft_model)
+    if reference is not None and not any(Path(c.file).resolve() == Path(reference.file).resolve() for c in out):
+        out.append(reference)
+    return out
+
+
+def _plan_modes(job: Job, thinking: tuple[str, ...], references: list[GoldenCurve], every_mode: dict[str, Any],
+                per_mode: dict[ThinkingMode, dict[str, Any]], kwargs: dict[ThinkingMode, dict[str, Any]],
+                echo: Callable[[str], None]) -> tuple[list[ModeSettings], list[str]]:
+    """The modes to collect (`--thinking`, else off and on where the model has a thinking switch) with their settings,
+    and the header notes the choice needs. Thinking on is refused where the chat template shows no switch: its cells
+    would be the thinking-off ones under another label."""
+    from llmsweep.alcollect.modes import MODES, plan_modes, thinking_switch
+
+    planned = plan_modes(MODES, references=references, every_mode=every_mode, per_mode=per_mode,
+                         every_mode_origin={k: f"given ({SAMPLING_FLAGS[k]})" for k in every_mode}, kwargs=kwargs)
+    switch = thinking_switch(job, planned["thinking_on"].chat_template_kwargs,
+                             planned["thinking_off"].chat_template_kwargs, references)
+    notes: list[str] = []
+    if not thinking:
+        modes: list[ThinkingMode] = ["thinking_off", "thinking_on"] if switch.present else ["thinking_off"]
+        if switch.present:
+            echo(f"thinking off and on (the default): {switch.why}")
+        else:
+            echo(f"thinking off only: {switch.why}; pass --thinking off on to collect thinking on "
+                 "(--chat-template-kwargs on=JSON: the kwargs its template reads)")
+    else:
+        modes = [f"thinking_{m}" for m in dict.fromkeys(thinking)]  # type: ignore[misc]
+        if "thinking_on" in modes and switch.present is False:
+            raise ConfigError(f"thinking on would collect the thinking-off curve under another label: {switch.why}",
+                              fix="pass --chat-template-kwargs on=JSON with the switch the model's template reads, "
+                              "or collect --thinking off")
+        if "thinking_on" in modes and switch.present is None:
+            echo(f"warning: thinking on is not checked against the model's chat template: {switch.why}")
+            notes.append(f"thinking_on: the thinking switch was not checked before collecting ({switch.why})")
+    chosen = [planned[m] for m in modes]
+    for m in chosen:
+        echo(f"sampling {m.describe()}")
+    return chosen, notes
+
+
 @click.command("collect")
 @click.argument("recipe", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @config_keys_option()
 @runner_config_option()
 @option("spec_k", dest="ks", short="-k", cls=ManyValues, type=click.IntRange(min=1), default=(1, 2, 3),
         show_default=True, help="Draft lengths K, a fresh server each (several after one flag: -k 1 2 3 4).")
-@click.option("--thinking", "thinking", cls=ManyValues, type=click.Choice(["off", "on"]), default=("off",),
-              show_default=True, help="Thinking modes, a fresh server per K each (--thinking off on).")
+@click.option("--thinking", "thinking", cls=ManyValues, type=click.Choice(["off", "on"]), default=(),
+              help="Thinking modes, a fresh server per K each (--thinking off on). Default: off and on where the "
+              "model's chat template (or a measured golden curve) shows a thinking switch, else off; on is refused "
+              "where the template renders the same prompt for both.")
 @click.option("--chat-template-kwargs", "template_kwargs", multiple=True, metavar="MODE=JSON",
-              help='chat_template_kwargs per thinking mode (default: on={"enable_thinking": true}, '
-                   'off={"enable_thinking": false}).')
+              help='chat_template_kwargs per thinking mode (default: as the golden curve states them for the mode, '
+                   'else on={"enable_thinking": true}, off={"enable_thinking": false}).')
+@click.option("--sampling", "mode_sampling", multiple=True, metavar="MODE=KEY=VALUE,…",
+              help="Sampling of one thinking mode, over --temperature/--top-p/--top-k/--presence-penalty (e.g. "
+              "--sampling on=temperature=0.6,top_p=0.95,top_k=20). Unless given, each mode samples as the curve "
+              "--merge-into completes states it for the mode, else as the model's golden curve does (so that the "
+              "collected curve may stand in for it), else with the defaults; the collection says which.")
 @click.option("--prompts", "prompt_source", default="auto", show_default=True,
               help="hub (SPEED-Bench qualitative from the Hugging Face hub), builtin (llmsweep's own 24 coding "
               "prompts), a JSONL file of SPEED-Bench rows, or auto (the hub, else builtin).")
@@ -108,10 +198,14 @@ def _collection_job(recipe: Path, config_keys: tuple[str, ...], runner_config: P
 @option("num_prompts", default=None, type=click.IntRange(min=1),
         help="Use only the first N prompts of the category (default: all of them).")
 @field_option("--output-len", source=(CollectSettings, "output_len"), type=click.IntRange(min=1), show_default=True)
-@field_option("--temperature", source=(Sampling, "temperature"), type=float, show_default=True)
-@field_option("--top-p", source=(Sampling, "top_p"), type=float, show_default=True)
-@field_option("--top-k", source=(Sampling, "top_k"), type=int, show_default=True)
-@field_option("--presence-penalty", source=(Sampling, "presence_penalty"), type=float, show_default=True)
+@field_option("--temperature", source=(Sampling, "temperature"), type=float, default=None,
+              help=_sampling_help("temperature"))
+@field_option("--top-p", source=(Sampling, "top_p"), type=float, default=None,
+              help=_sampling_help("top_p"))
+@field_option("--top-k", source=(Sampling, "top_k"), type=int, default=None,
+              help=_sampling_help("top_k"))
+@field_option("--presence-penalty", source=(Sampling, "presence_penalty"), type=float, default=None,
+              help=_sampling_help("presence_penalty"))
 @option("executor", type=click.Choice(EXECUTORS),
         help="Where each cell's server starts: this machine, or a docker container here.")
 @option("executor_option",
@@ -137,9 +231,10 @@ def _collection_job(recipe: Path, config_keys: tuple[str, ...], runner_config: P
 @option("force")
 @json_option("the cells and the curve file")
 def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, ks: tuple[int, ...],
-            thinking: tuple[str, ...], template_kwargs: tuple[str, ...], prompt_source: str, category: str,
-            num_prompts: int | None, output_len: int, temperature: float, top_p: float, top_k: int,
-            presence_penalty: float, executor: str, executor_options: tuple[str, ...], simulate: bool, out_dir: Path,
+            thinking: tuple[str, ...], template_kwargs: tuple[str, ...], mode_sampling: tuple[str, ...],
+            prompt_source: str, category: str, num_prompts: int | None, output_len: int, temperature: float | None,
+            top_p: float | None, top_k: int | None, presence_penalty: float | None, executor: str,
+            executor_options: tuple[str, ...], simulate: bool, out_dir: Path,
             variant: str | None, merge_into: Path | None, run_dir: Path | None, checkpoint: str | None,
             precision: str | None, notes: tuple[str, ...],
             startup_timeout: float | None, request_timeout: float, force: bool, as_json: bool) -> None:
@@ -151,14 +246,17 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     def echo(line: str) -> None:
         click.echo(line, err=True)
 
-    settings = CollectSettings.model_validate({
-        "ks": list(ks), "thinking": [f"thinking_{m}" for m in dict.fromkeys(thinking)],
-        "chat_template_kwargs": {**DEFAULT_KWARGS, **_kwargs(template_kwargs)},
-        "sampling": Sampling(temperature=temperature, top_p=top_p, top_k=top_k,
-                             presence_penalty=presence_penalty), "output_len": output_len,
-        "startup_timeout_s": startup_timeout, "request_timeout_s": request_timeout, "checkpoint": checkpoint,
-        "precision": precision, "notes": list(notes)})
+    kwargs, per_mode = _kwargs(template_kwargs), _sampling(mode_sampling)
+    every_mode = {k: v for k, v in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k),
+                                    ("presence_penalty", presence_penalty)) if v is not None}
     job = _collection_job(recipe, config_keys, runner_config, simulate=simulate, echo=echo)
+    modes, mode_notes = _plan_modes(job, thinking, _references(job, merge_into), every_mode, per_mode, kwargs, echo)
+    settings = CollectSettings.model_validate({
+        "ks": list(ks), "thinking": [m.mode for m in modes],
+        "chat_template_kwargs": {m.mode: m.chat_template_kwargs for m in modes},
+        "sampling": {m.mode: m.sampling for m in modes}, "output_len": output_len,
+        "startup_timeout_s": startup_timeout, "request_timeout_s": request_timeout, "checkpoint": checkpoint,
+        "precision": precision, "notes": [*mode_notes, *notes]})
     if merge_into is not None:
         given = [name for name, param in (("--out", "out_dir"), ("--variant", "variant"), ("--force", "force"))
                  if click.get_current_context().get_parameter_source(param) != ParameterSource.DEFAULT]
@@ -176,7 +274,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     prompts = _prompts(prompt_source, category, num_prompts, echo)
     assert job.serve is not None and job.serve.spec_decoding is not None
     echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "
-         f"K {' '.join(map(str, settings.ks))}, thinking {' '.join(thinking)}, {len(prompts.prompts)} prompts "
+         f"K {' '.join(map(str, settings.ks))}, thinking "
+         f"{' '.join(m.removeprefix('thinking_') for m in settings.thinking)}, {len(prompts.prompts)} prompts "
          f"({prompts.origin}), {'simulated' if simulate else executor} servers")
     result = collect_curve(job, settings, prompts, run_dir or out_dir / f"{out.stem}.runs", out,
                            launcher=_launcher(executor, parse_executor_options(executor_options)), simulate=simulate,
@@ -205,6 +304,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         if result.curve_file:
             verb = "merged the cells into" if result.merged_into else "wrote"
             click.echo(f"{verb} {result.curve_file}; read it back: llmsweep al {result.model_prefix} -m "
-                       f"{result.method} -k {settings.ks[0]} --thinking {thinking[0]} --curves {out.parent}")
+                       f"{result.method} -k {settings.ks[0]} --thinking "
+                       f"{settings.thinking[-1].removeprefix('thinking_')} --curves {out.parent}")
     if not result.ok:
         raise SystemExit(1)

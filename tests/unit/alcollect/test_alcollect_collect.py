@@ -40,7 +40,8 @@ def _job(recipe: Path) -> Job:
 def _header(method: str) -> CurveHeader:
     return CurveHeader(source="test", checkpoint="qwen3.5-397b-a17b-fp8", method=method, precision="fp8 (test)",
                        hardware="simulated mi300x", engine="sim", dataset="coding (test, 2 prompts)",
-                       sampling={"temperature": 1.0}, output_len=64, chat_template_kwargs={}, generator="test")
+                       sampling={"thinking_on": {"temperature": 1.0}}, output_len=64, chat_template_kwargs={},
+                       generator="test")
 
 
 def test_sglang_eagle_spelling_names_a_file_that_reads_back_as_the_mtp_curve(seed_one_job: Path,

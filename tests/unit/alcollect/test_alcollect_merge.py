@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.alcollect.merge import BEFORE_MEASURING, Collected, collections, differences, merge
-from llmsweep.catalog.golden import CurveHeader, format_curve, load_curve, read_curve_header
+from llmsweep.catalog.golden import CurveHeader, format_curve, load_curve, mode_sampling, read_curve_header
 from llmsweep.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -35,7 +35,7 @@ def _header(**changes: object) -> CurveHeader:
         checkpoint="qwen3.5-397b-a17b-fp8", method="mtp", precision="fp8 (config.json of /models/q)",
         hardware="1 x NVIDIA H200 (nvidia-smi)", engine="vllm 0.26.0 (reported by /version)",
         dataset="coding (nvidia/SPEED-Bench qualitative/test, 80 prompts)",
-        sampling={"temperature": 0.6, "top_p": 0.95, "top_k": 20}, output_len=4096,
+        sampling={"thinking_on": {"temperature": 0.6, "top_p": 0.95, "top_k": 20}}, output_len=4096,
         chat_template_kwargs={"thinking_on": {"enable_thinking": True}}, generator="llmsweep al collect (test)")
     base.update(changes)
     return CurveHeader.model_validate(base)
@@ -94,7 +94,8 @@ def test_a_third_collection_reads_the_merged_source_back_and_drops_a_collection_
 
 
 def test_a_new_thinking_mode_joins_with_its_own_kwargs() -> None:
-    off = _curve({2: 2.2}, chat_template_kwargs={"thinking_off": {}})
+    off = _curve({2: 2.2}, chat_template_kwargs={"thinking_off": {}},
+                 sampling={"thinking_off": {"temperature": 0.6, "top_p": 0.95, "top_k": 20}})
     off = Collected(model_prefix="qwen3.5", header=off.header, values={"thinking_off": {2: 2.2}})
     on = _curve({2: 2.7})
     assert differences(off, on) == []  # no mode in common: nothing to compare kwargs with
@@ -110,7 +111,7 @@ def test_a_new_thinking_mode_joins_with_its_own_kwargs() -> None:
     ({"hardware": "8 x NVIDIA B200 (nvidia-smi)"}, "hardware"),
     ({"engine": "vllm 0.27.0 (reported by /version)"}, "engine"),
     ({"dataset": "coding (llmsweep builtin coding set (not SPEED-Bench), 24 prompts)"}, "dataset"),
-    ({"sampling": {"temperature": 1.0, "top_p": 0.95, "top_k": 20}}, "sampling"),
+    ({"sampling": {"thinking_on": {"temperature": 1.0, "top_p": 0.95, "top_k": 20}}}, "thinking_on sampling"),
     ({"output_len": 512}, "output_len"),
     ({"simulated": True}, "simulated"),
     ({"chat_template_kwargs": {"thinking_on": {"thinking_mode": "enabled"}}}, "thinking_on chat_template_kwargs"),
@@ -128,6 +129,52 @@ def test_the_servers_hardware_and_engine_wait_for_the_measurement() -> None:
     old, new = _curve({1: 1.9}), _curve({2: 2.6}, hardware="simulated h200", engine="llmsweep simulator")
     assert differences(old, new, BEFORE_MEASURING) == []
     assert [d.split(":")[0] for d in differences(old, new)] == ["hardware", "engine"]
+
+
+QWEN_ON = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
+QWEN_OFF = {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5}
+
+
+def _both_modes(on: dict[int, float], off: dict[int, float], **changes: object) -> Collected:
+    header = _header(sampling={"thinking_on": QWEN_ON, "thinking_off": QWEN_OFF},
+                     chat_template_kwargs={"thinking_on": {"enable_thinking": True},
+                                           "thinking_off": {"enable_thinking": False}}, **changes)
+    return Collected(model_prefix="qwen3.5", header=header, values={"thinking_on": on, "thinking_off": off})
+
+
+def test_a_curve_of_both_modes_states_and_reads_back_each_modes_sampling(tmp_path: Path) -> None:
+    # Qwen3.5's golden curve samples thinking on and off differently; a collection of both states each mode's
+    path = tmp_path / "qwen3.5_mtp_fp8.yaml"
+    curve = _both_modes({1: 1.9}, {1: 1.8})
+    path.write_text(format_curve(curve.header, curve.values))
+    text = path.read_text()
+    assert "# dataset: coding (nvidia/SPEED-Bench qualitative/test, 80 prompts) | top_k: 20 | output_len: 4096" in text
+    assert '# thinking_on temperature: 0.6 | top_p: 0.95 | chat_template_kwargs: {"enable_thinking": true}' in text
+    assert ('# thinking_off temperature: 0.7 | top_p: 0.8 | presence_penalty: 1.5 | chat_template_kwargs: '
+            '{"enable_thinking": false}') in text
+    read, loaded = read_curve_header(path)
+    assert read == curve.header
+    assert mode_sampling(loaded, "thinking_on") == {**QWEN_ON, "presence_penalty": 0.0}
+    assert mode_sampling(loaded, "thinking_off") == QWEN_OFF
+
+
+def test_a_mode_is_merged_only_with_the_sampling_the_curve_states_for_it() -> None:
+    old = _both_modes({1: 1.9}, {1: 1.8})
+    same = _both_modes({2: 2.6}, {2: 2.4})
+    assert differences(old, same) == []
+    merged = merge(old, same)
+    assert merged.header.sampling == {"thinking_on": QWEN_ON, "thinking_off": QWEN_OFF}
+    # thinking off sampled as thinking on: the curve's thinking-off cells were not, so the cells are refused
+    other = Collected(model_prefix="qwen3.5", header=_header(sampling={"thinking_off": QWEN_ON}),
+                      values={"thinking_off": {2: 2.5}})
+    assert differences(old, other) == ["thinking_off sampling: temperature 0.7, top_p 0.8, presence_penalty 1.5 in "
+                                       "the curve, temperature 0.6, top_p 0.95, presence_penalty 0 in this collection"]
+    # a mode the curve does not hold joins with its own sampling, and the curve keeps both
+    only_off = Collected(model_prefix="qwen3.5", header=_header(sampling={"thinking_off": QWEN_OFF}),
+                         values={"thinking_off": {1: 1.8}})
+    on = _curve({1: 1.9})
+    assert differences(only_off, on) == []
+    assert merge(only_off, on).header.sampling == {"thinking_off": QWEN_OFF, "thinking_on": QWEN_ON}
 
 
 def test_the_header_format_curve_writes_reads_back_whole(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def _header(**changes: object) -> CurveHeader:
         source="llmsweep al collect on h200-lent at 2026-12-01T14:00:00Z", checkpoint="qwen3.5-397b-a17b-fp8",
         method="mtp", precision="fp8 (config.json of /models/q)", hardware="1 x NVIDIA H200 (nvidia-smi)",
         engine="vllm 0.26.0 (reported by /version)", dataset="coding (nvidia/SPEED-Bench qualitative/test, 80 prompts)",
-        sampling={"temperature": 0.6, "top_p": 0.95, "top_k": 20}, output_len=4096,
+        sampling={"thinking_on": {"temperature": 0.6, "top_p": 0.95, "top_k": 20}}, output_len=4096,
         chat_template_kwargs={"thinking_on": {"enable_thinking": True}}, generator="llmsweep al collect (test)",
         notes=["served with --enforce-eager"])
     base.update(changes)

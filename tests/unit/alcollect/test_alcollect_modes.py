@@ -1,0 +1,123 @@
+"""Each thinking mode sampled as the model's golden curve states it (`llmsweep al collect`'s per-mode defaults), and
+thinking on collected only where the model's chat template has a thinking switch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from llmsweep.alcollect.collect import collection_job
+from llmsweep.alcollect.modes import plan_modes, thinking_switch
+from llmsweep.alcollect.settings import CollectSettings, Sampling
+from llmsweep.catalog.golden import get_curve
+from llmsweep.cli.alcollect import collect
+from llmsweep.errors import ConfigError
+from llmsweep.plan import Job, jobs_from_files
+
+REPO = Path(__file__).resolve().parents[3]
+RECIPE = REPO / "tests" / "data" / "recipes" / "alcollect" / "llama-1b-ngram.yaml"
+QWEN_LIKE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+             "{% if add_generation_prompt %}<|im_start|>assistant\n"
+             "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}"
+             "{% endif %}")
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+IGNORES_IT = CHATML + "{# enable_thinking is read by another engine's template #}"
+ON, OFF = {"enable_thinking": True}, {"enable_thinking": False}
+
+
+def test_each_mode_defaults_to_the_sampling_qwens_golden_curve_states_for_it() -> None:
+    qwen = get_curve("qwen3.5_mtp")
+    assert qwen is not None
+    planned = plan_modes(["thinking_off", "thinking_on"], references=[qwen])
+    assert planned["thinking_on"].sampling == Sampling(temperature=0.6, top_p=0.95, top_k=20, presence_penalty=0.0)
+    assert planned["thinking_off"].sampling == Sampling(temperature=0.7, top_p=0.8, top_k=20, presence_penalty=1.5)
+    assert planned["thinking_on"].chat_template_kwargs == ON and planned["thinking_off"].chat_template_kwargs == OFF
+    assert "as qwen3.5_mtp states them for thinking_off" in planned["thinking_off"].describe()
+
+
+def test_an_option_for_every_mode_beats_the_curve_and_a_modes_own_option_beats_both() -> None:
+    qwen = get_curve("qwen3.5_mtp")
+    assert qwen is not None
+    planned = plan_modes(["thinking_off", "thinking_on"], references=[qwen], every_mode={"top_k": 40},
+                         every_mode_origin={"top_k": "given (--top-k)"}, per_mode={"thinking_on": {"top_k": "50"}},
+                         kwargs={"thinking_on": {"thinking": True}})
+    assert planned["thinking_off"].sampling.top_k == 40 and planned["thinking_on"].sampling.top_k == 50
+    assert planned["thinking_off"].sampling.temperature == 0.7  # the rest as the curve states it
+    assert planned["thinking_on"].chat_template_kwargs == {"thinking": True}
+    assert "top_k given (--top-k)" in planned["thinking_off"].describe()
+    assert "top_k given for on" in planned["thinking_on"].describe()
+
+
+def test_a_model_without_a_curve_samples_with_the_defaults() -> None:
+    planned = plan_modes(["thinking_off"])
+    assert planned["thinking_off"].sampling == Sampling() and planned["thinking_off"].chat_template_kwargs == OFF
+    assert "llmsweep's default" in planned["thinking_off"].describe()
+
+
+def test_one_sampling_given_for_all_modes_samples_each_and_each_mode_is_its_own() -> None:
+    one = Sampling(temperature=0.6)
+    settings = CollectSettings(ks=[1], thinking=["thinking_off", "thinking_on"], sampling=one)
+    assert settings.sampling_of("thinking_off") == settings.sampling_of("thinking_on") == one
+    per_mode = CollectSettings(ks=[1], thinking=["thinking_off", "thinking_on"], sampling={"thinking_on": one})
+    assert per_mode.sampling_of("thinking_on") == one and per_mode.sampling_of("thinking_off") == Sampling()
+
+
+def _job_serving(tmp_path: Path, template: str | None) -> tuple[Job, Path]:
+    """The test n-gram recipe serving a model directory holding `template` as its chat_template.jinja."""
+    model = tmp_path / "model"
+    model.mkdir()
+    if template is not None:
+        (model / "chat_template.jinja").write_text(template)
+    (recipe,) = yaml.safe_load(RECIPE.read_text()).values()
+    recipe["serve"]["model-path"] = str(model)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump({"llama-1b-ngram-local": recipe}, sort_keys=False))
+    return collection_job(jobs_from_files([path]), simulate=True), path
+
+
+@pytest.mark.parametrize(("template", "present", "said"), [
+    (QWEN_LIKE, True, "renders another prompt with thinking on"),
+    (CHATML, False, "reads none of enable_thinking"),
+    (IGNORES_IT, False, "renders the same prompt with thinking on"),
+    (None, None, "no chat template to check"),
+])
+def test_the_thinking_switch_is_read_from_the_models_chat_template(tmp_path: Path, template: str | None,
+                                                                   present: bool | None, said: str) -> None:
+    job, _ = _job_serving(tmp_path, template)
+    switch = thinking_switch(job, ON, OFF)
+    assert switch.present is present and said in switch.why
+
+
+def test_a_measured_golden_curve_of_thinking_on_says_the_switch_exists_where_no_template_is_at_hand(
+        tmp_path: Path) -> None:
+    job, _ = _job_serving(tmp_path, None)
+    qwen = get_curve("qwen3.5_mtp")
+    assert qwen is not None
+    assert thinking_switch(job, ON, OFF, [qwen]).present is True
+    assert thinking_switch(job, {"thinking": True}, OFF, [qwen]).present is None  # not the kwargs it was measured with
+
+
+def test_thinking_on_is_refused_before_any_server_where_the_template_has_no_switch(tmp_path: Path) -> None:
+    _, recipe = _job_serving(tmp_path, CHATML)
+    got = CliRunner().invoke(collect, [str(recipe), "--simulate", "--prompts", "builtin", "-k", "1", "--thinking",
+                                       "off", "on", "--out", str(tmp_path / "out")])
+    assert isinstance(got.exception, ConfigError), got.output
+    assert "thinking on would collect the thinking-off curve under another label" in got.exception.message
+    assert got.exception.fix is not None and "--thinking off" in got.exception.fix
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("given", "named"), [
+    ("on=temp=0.6", "'temp=0.6' is not KEY=VALUE"),
+    ("both=temperature=0.6", "is not on=KEY=VALUE"),
+    ("on=top_p=1.5", "the sampling of thinking_on is not valid: top_p 1.5 (given for on)"),
+])
+def test_a_sampling_option_that_is_not_one_is_refused_naming_it(tmp_path: Path, given: str, named: str) -> None:
+    got = CliRunner().invoke(collect, [str(RECIPE), "--simulate", "-k", "1", "--sampling", given,
+                                       "--out", str(tmp_path / "out")])
+    assert isinstance(got.exception, ConfigError), got.output
+    assert named in got.exception.message and not (tmp_path / "out").exists()
