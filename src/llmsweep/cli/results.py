@@ -1,4 +1,4 @@
-"""`llmsweep results …` (store: ingest, list, show, frontier, export, import) and `llmsweep compare A B`."""
+"""`llmsweep results …` (store: ingest, list, evals, show, frontier, export, import) and `llmsweep compare A B`."""
 
 from __future__ import annotations
 
@@ -109,6 +109,33 @@ def _print_points(points: list[Any]) -> None:
         table.add_row(p.result_id, plain(p.job_id), plain(p.identity.series_label()), str(p.identity.conc),
                       p.identity.topology(),
                       *(_num(p.metric(c), digits) for c, digits in shown), p.verdict, p.source)
+    table_console().print(table)
+
+
+@results.command("evals")
+@click.option("--run", "run_id", default=None, help="Only evals of this run id.")
+@json_option()
+@store_option()
+def evals_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> None:
+    """Stored accuracy evals: one row per concurrency each eval ran at, with that run's score (the eval's verdict
+    is judged over all its concurrencies)."""
+    from dataclasses import asdict
+
+    with _open(store_path) as store:
+        store.require_run(run_id)
+        rows = store.evals(run_id)
+    if as_json:
+        click.echo(json.dumps([asdict(r) for r in rows], indent=1))
+        return
+    from rich.table import Table
+
+    table = Table()
+    for col in ("result", "job", "task", "mode", "conc", "status", "score", "± stderr", "samples", "verdict"):
+        table.add_column(col)
+    for r in rows:
+        score = f"{_num(r.score, 4)} ({r.score_name})" if r.score is not None else (r.error or "–")
+        table.add_row(r.result_id, plain(r.job_id), r.task, r.mode, str(r.conc), r.status, plain(score),
+                      _num(r.score_stderr, 2), "–" if r.n_samples is None else str(r.n_samples), r.verdict)
     table_console().print(table)
 
 

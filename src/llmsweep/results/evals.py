@@ -14,18 +14,26 @@ from llmsweep.results.point import ResultPoint
 
 @dataclass(frozen=True, slots=True)
 class StoredEval:
-    """One row of the store's `evals` table."""
+    """One row of the store's `evals` table: one concurrency a result's eval ran at (an eval batched over several
+    concurrencies has a row for each, as its InferenceX eval rows do), with that run's headline score. `verdict` and
+    `reasons` are the eval's own, judged over all its runs."""
 
     result_id: str
     run_id: str
     job_id: str
+    conc: int
+    status: str
+    """`completed`, or `failed` (then no score; `error` says why)."""
     mode: str
     task: str
     score: float | None
     score_name: str | None
+    score_stderr: float | None
+    n_samples: int | None
     verdict: str
     reasons: tuple[str, ...]
     harness_version: str | None
+    error: str | None = None
 
 
 def _kind(name: str) -> str | None:
@@ -48,10 +56,27 @@ def run_scores(run: EvalRun) -> tuple[EvalMetric | None, EvalMetric | None]:
     return found.get("strict"), found.get("flexible")
 
 
-def eval_scores(block: EvalBlock) -> tuple[EvalMetric | None, EvalMetric | None]:
-    """(strict, flexible) `exact_match` of the first completed run."""
-    run = next((r for r in block.runs if r.status == "completed"), None)
-    return run_scores(run) if run is not None else (None, None)
+def eval_run_columns(block: EvalBlock) -> list[dict[str, Any]]:
+    """The store's `evals` columns (all but the result's ids) of each concurrency an eval ran at, in run order, the
+    first run at a concurrency kept: that run's headline score (`headline`, as its InferenceX row carries it), its
+    strict and flexible scores with their stderr, samples, argv and results file, beside the eval's own mode, task,
+    verdict and reasons. An eval that ran at no concurrency has none."""
+    out: dict[int, dict[str, Any]] = {}
+    for run in block.runs:
+        if run.conc in out:
+            continue
+        strict, flexible = run_scores(run)
+        score = headline(run.metrics) if run.status == "completed" else None
+        out[run.conc] = {
+            "conc": run.conc, "status": run.status, "error": run.error, "mode": block.mode, "task": block.task,
+            "score": score.value if score else None, "score_name": score.name if score else None,
+            "score_stderr": score.stderr if score else None,
+            "em_strict": strict.value if strict else None, "em_strict_se": strict.stderr if strict else None,
+            "em_flexible": flexible.value if flexible else None,
+            "em_flexible_se": flexible.stderr if flexible else None, "n_samples": run.n_samples,
+            "verdict": block.verdict, "reasons": list(block.reasons), "harness_version": block.harness_version,
+            "command": list(run.command), "results_file": run.results_file, "doc": run.model_dump(mode="json")}
+    return list(out.values())
 
 
 def inferencex_eval_rows(point: ResultPoint) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from typing import Any
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import EvalBlock, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES
-from llmsweep.results.evals import StoredEval, eval_scores
+from llmsweep.results.evals import StoredEval, eval_run_columns
 from llmsweep.results.extract import hot_values
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, point_from_job, points_from_run
@@ -36,11 +36,12 @@ from llmsweep.results.rundir import RunDir, load_job, load_run, load_run_meta
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: the first release (hot columns of that day, no record of migrations); 2: a `schema_version` table records
 every migration applied; hot columns follow the metric table (`metrics.registry`), added and backfilled on open;
 3: an `evals` table (the summary's eval block, one row per result that ran one); 4: point identities carry the
-corpus a point replayed (`identity.corpus`), every stored job re-keyed from its job and summary."""
+corpus a point replayed (`identity.corpus`), every stored job re-keyed from its job and summary; 5: `evals` holds one
+row per (result, concurrency the eval ran at), each with that run's score, split from the blocks schema 3 stored."""
 ENV_VAR = "LLMSWEEP_STORE"
 
 _V1_HOT = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "p50_ttft", "p90_ttft", "p99_ttft", "p50_tpot",
@@ -91,12 +92,33 @@ CREATE TABLE IF NOT EXISTS evals (
 CREATE INDEX IF NOT EXISTS evals_run ON evals(run_id);
 """
 
+_V5_SCHEMA = """
+DROP INDEX IF EXISTS evals_run;
+ALTER TABLE evals RENAME TO evals_v3;
+CREATE TABLE evals (
+  result_id TEXT NOT NULL REFERENCES results(result_id) ON DELETE CASCADE,
+  run_id TEXT NOT NULL, job_id TEXT NOT NULL, conc INTEGER NOT NULL, status TEXT NOT NULL, error TEXT,
+  mode TEXT NOT NULL, task TEXT NOT NULL, score REAL, score_name TEXT, score_stderr REAL, em_strict REAL,
+  em_strict_se REAL, em_flexible REAL, em_flexible_se REAL, n_samples INTEGER, verdict TEXT NOT NULL,
+  reasons TEXT NOT NULL, harness_version TEXT, command TEXT NOT NULL, results_file TEXT, doc TEXT NOT NULL,
+  PRIMARY KEY (result_id, conc)
+);
+CREATE INDEX IF NOT EXISTS evals_run ON evals(run_id);
+"""
+"""Schema 5's `evals`: one row per (result, concurrency); `doc` is that run as the eval block holds it. The
+schema-3 table is renamed, split into the new one (`_split_evals`) and dropped in the same transaction."""
+_EVAL_COLUMNS = ("result_id", "run_id", "job_id", "conc", "status", "error", "mode", "task", "score", "score_name",
+                 "score_stderr", "em_strict", "em_strict_se", "em_flexible", "em_flexible_se", "n_samples", "verdict",
+                 "reasons", "harness_version", "command", "results_file", "doc")
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "runs, jobs, results (hot columns), provenance", _V1_SCHEMA),
     (2, "schema_version records the migrations applied", _V2_SCHEMA),
     (3, "evals: one row per result that ran an accuracy eval (task, scores with stderr, verdict, command)",
      _V3_SCHEMA),
     (4, "point identities carry the replayed corpus: every job re-keyed from its job and summary", ""),
+    (5, "evals: one row per (result, concurrency the eval ran at) with that run's score, split from each stored "
+        "eval block", _V5_SCHEMA),
 )
 """(version, what it does, SQL), applied in order to a store below that version. Append; never edit one."""
 
@@ -281,6 +303,8 @@ class Store:
                     self._db.execute(statement)
                 if target == 4:
                     self._rekey()
+                if target == 5:
+                    _split_evals(self._db)
                 self._db.execute(f"PRAGMA user_version = {target}")
             log.info("results store %s migrated to schema %d: %s", self.path, target, description)
             version = target
@@ -437,23 +461,30 @@ class Store:
         )
 
     def _insert_eval(self, p: ResultPoint, block: EvalBlock) -> None:
-        strict, flexible = eval_scores(block)
-        self._db.execute(
-            "INSERT INTO evals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (p.result_id, p.run_id, p.job_id, block.mode, block.task, block.score, block.score_name,
-             block.score_stderr, strict.value if strict else None, strict.stderr if strict else None,
-             flexible.value if flexible else None, flexible.stderr if flexible else None,
-             block.runs[0].n_samples if block.runs else None, block.verdict, _dumps(list(block.reasons)),
-             block.harness_version, _dumps([r.command for r in block.runs]), _dumps(block.model_dump(mode="json"))),
-        )
+        _insert_eval_runs(self._db, p.result_id, p.run_id, p.job_id, block)
 
     def evals(self, run: str | None = None) -> list[StoredEval]:
-        """Every stored eval (optionally of one run), oldest run first."""
+        """Every stored eval, one per (result, concurrency it ran at), optionally of one run; oldest run first, then
+        by job and concurrency. A store below schema 5 read without migrating holds one row per result: its eval
+        block is split here as the migration would split it."""
+        if "evals" not in self._tables():  # a store below schema 3 read as it is: no result of it ran an eval
+            return []
+        split = "conc" not in {r["name"] for r in self._db.execute("PRAGMA table_info(evals)")}
         sql = ("SELECT e.* FROM evals e JOIN runs r ON r.run_id = e.run_id" + (" WHERE e.run_id = ?" if run else "")
-               + " ORDER BY r.ingested_at, e.run_id, e.job_id")
-        return [StoredEval(r["result_id"], r["run_id"], r["job_id"], r["mode"], r["task"], r["score"],
-                           r["score_name"], r["verdict"], tuple(json.loads(r["reasons"])), r["harness_version"])
-                for r in self._db.execute(sql, (run,) if run else ())]
+               + " ORDER BY r.ingested_at, e.run_id, e.job_id" + ("" if split else ", e.conc"))
+        rows: list[Mapping[str, Any]] = []
+        for r in self._db.execute(sql, (run,) if run else ()):
+            if split:
+                block = EvalBlock.model_validate(json.loads(r["doc"]))
+                rows += [{**c, "result_id": r["result_id"], "run_id": r["run_id"], "job_id": r["job_id"]}
+                         for c in sorted(eval_run_columns(block), key=lambda c: int(c["conc"]))]
+            else:
+                rows.append(dict(r, reasons=json.loads(r["reasons"])))
+        return [StoredEval(result_id=r["result_id"], run_id=r["run_id"], job_id=r["job_id"], conc=r["conc"],
+                           status=r["status"], mode=r["mode"], task=r["task"], score=r["score"],
+                           score_name=r["score_name"], score_stderr=r["score_stderr"], n_samples=r["n_samples"],
+                           verdict=r["verdict"], reasons=tuple(r["reasons"]), harness_version=r["harness_version"],
+                           error=r["error"]) for r in rows]
 
     # ---------------------------------------------------------------- reading
 
@@ -639,11 +670,33 @@ def _summary_of(doc: Any) -> Summary | None:
 def _empty_store() -> sqlite3.Connection:
     """An empty store of the current schema in memory: what a read-only command reads where none exists yet."""
     db = sqlite3.connect(":memory:")
-    for _, _, sql in MIGRATIONS:
+    db.row_factory = sqlite3.Row
+    for target, _, sql in MIGRATIONS:
         for statement in _statements(sql):
             db.execute(statement)
+        if target == 5:
+            _split_evals(db)
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return db
+
+
+def _insert_eval_runs(db: sqlite3.Connection, result_id: str, run_id: str, job_id: str, block: EvalBlock) -> None:
+    """The `evals` rows of one result's eval: one per concurrency it ran at (`eval_run_columns`)."""
+    for columns in eval_run_columns(block):
+        values = {**columns, "result_id": result_id, "run_id": run_id, "job_id": job_id}
+        for key in ("reasons", "command", "doc"):
+            values[key] = _dumps(values[key])
+        db.execute(f"INSERT INTO evals ({', '.join(_EVAL_COLUMNS)}) VALUES ({','.join('?' * len(_EVAL_COLUMNS))})",
+                   tuple(values[c] for c in _EVAL_COLUMNS))
+
+
+def _split_evals(db: sqlite3.Connection) -> None:
+    """Migration 5: each row of the schema-3 `evals` table (a result's whole eval block in `doc`) becomes one row per
+    concurrency the eval ran at, with that run's score; the old table is dropped."""
+    for row in db.execute("SELECT result_id, run_id, job_id, doc FROM evals_v3").fetchall():
+        block = EvalBlock.model_validate(json.loads(row["doc"]))
+        _insert_eval_runs(db, row["result_id"], row["run_id"], row["job_id"], block)
+    db.execute("DROP TABLE evals_v3")
 
 
 def _statements(script: str) -> list[str]:

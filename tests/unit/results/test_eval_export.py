@@ -4,6 +4,7 @@ would publish (measured ones) unless --include-unpublished, by the throughput ex
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -16,7 +17,7 @@ from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
 from llmsweep.results.interchange import export_points, left_out
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
-from llmsweep.results.store import Store
+from llmsweep.results.store import SCHEMA_VERSION, Store
 
 MakeRun = Callable[..., RunDir]
 
@@ -136,3 +137,94 @@ def test_a_multinode_eval_row_says_its_roles_dp_attention(make_run: MakeRun) -> 
     (both,) = json.loads(export_points([multinode(point, True, True)], "inferencex-evals"))
     assert both["dp_attention"] == "true" and both["is_multinode"] is True
 
+
+# ---------------------------------------------------------------- the store: one eval row per concurrency
+
+
+def _batched(make_run: MakeRun) -> RunDir:
+    return with_eval(make_run("batched", concs=(4,), source="measured"),
+                     [_run(4, 0.95), _run(64, 0.91, n=1300), _run(128, None)])
+
+
+def test_the_store_holds_one_eval_row_per_concurrency_with_that_runs_score(make_run: MakeRun,
+                                                                           store_path: Path) -> None:
+    run = _batched(make_run)
+    runner = CliRunner()
+    for _ in range(2):  # ingesting again replaces, never doubles
+        assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
+    with Store(store_path, readonly=True) as store:
+        rows = store.evals()
+    assert [(r.conc, r.status, r.score, r.score_stderr, r.n_samples) for r in rows] == [
+        (4, "completed", 0.95, 0.006, 1319), (64, "completed", 0.91, 0.006, 1300), (128, "failed", None, None, None)]
+    assert rows[2].error == "lm-eval exited 1" and {r.verdict for r in rows} == {"invalid"}  # the eval's own verdict
+    listed = runner.invoke(cli, ["results", "evals", "--json"], catch_exceptions=False)
+    assert [(r["conc"], r["score"]) for r in json.loads(listed.stdout)] == [(4, 0.95), (64, 0.91), (128, None)]
+    table = runner.invoke(cli, ["results", "evals"], catch_exceptions=False)
+    assert table.exit_code == 0 and "0.91" in table.stdout and "lm-eval exited 1" in table.stdout
+    # The rows of the completed concurrencies are the scores the InferenceX export reads from the run.
+    with Store(store_path, readonly=True) as store:
+        exported = json.loads(export_points(store.results(), "inferencex-evals"))
+    assert [(r["conc"], r["score"]) for r in exported] == [(r.conc, r.score) for r in rows if r.status == "completed"]
+
+
+_SCHEMA_4_EVALS = """CREATE TABLE evals (
+  result_id TEXT PRIMARY KEY REFERENCES results(result_id) ON DELETE CASCADE,
+  run_id TEXT NOT NULL, job_id TEXT NOT NULL, mode TEXT NOT NULL, task TEXT NOT NULL, score REAL, score_name TEXT,
+  score_stderr REAL, em_strict REAL, em_strict_se REAL, em_flexible REAL, em_flexible_se REAL, n_samples INTEGER,
+  verdict TEXT NOT NULL, reasons TEXT NOT NULL, harness_version TEXT, command TEXT NOT NULL, doc TEXT NOT NULL
+)"""
+"""The `evals` table stores of schema 3 and 4 hold: one row per result, its whole eval block in `doc`."""
+
+
+def _as_schema_4(path: Path) -> None:
+    """Rewrite a store as llmsweep wrote it at schema 4: the eval of each result in one row (the headline of its
+    first completed run, the samples of its first run, every run's command), no record of migration 5."""
+    db = sqlite3.connect(path)
+    with db:
+        olds = []
+        for result_id, run_id, job_id, summary in db.execute(
+                "SELECT x.result_id, x.run_id, x.job_id, x.summary FROM results x").fetchall():
+            block = json.loads(summary).get("eval")
+            if block is None:
+                continue
+            first = next(r for r in block["runs"] if r["status"] == "completed")
+            strict, flexible = first["metrics"][0], first["metrics"][1]
+            olds.append((result_id, run_id, job_id, block["mode"], block["task"], block["score"],
+                         block["score_name"], block["score_stderr"], strict["value"], strict["stderr"],
+                         flexible["value"], flexible["stderr"], block["runs"][0]["n_samples"], block["verdict"],
+                         json.dumps(block["reasons"]), block["harness_version"],
+                         json.dumps([r["command"] for r in block["runs"]]), json.dumps(block)))
+        db.execute("DROP TABLE evals")
+        db.execute(_SCHEMA_4_EVALS)
+        db.execute("CREATE INDEX evals_run ON evals(run_id)")
+        db.executemany(f"INSERT INTO evals VALUES ({','.join('?' * 18)})", olds)
+        db.execute("DELETE FROM schema_version WHERE version > 4")
+    db.execute("PRAGMA user_version = 4")
+    db.close()
+
+
+def test_a_schema_4_store_opens_reads_and_migrates_to_one_eval_row_per_concurrency(make_run: MakeRun,
+                                                                                  tmp_path: Path) -> None:
+    path = tmp_path / "v4.sqlite"
+    with Store(path) as store:
+        store.ingest_run(_batched(make_run))
+        expected = [(r.conc, r.status, r.score, r.n_samples) for r in store.evals()]
+        before = [(p.result_id, p.metrics) for p in store.results()]
+    _as_schema_4(path)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM evals").fetchone()[0] == 1
+    untouched = path.read_bytes()
+    with Store(path, readonly=True) as ro:  # read as it is: each stored block split as the migration would
+        assert ro.schema_version == 4
+        assert [(r.conc, r.status, r.score, r.n_samples) for r in ro.evals()] == expected
+    assert path.read_bytes() == untouched
+    with Store(path) as store:  # a writer migrates it
+        assert store.schema_version == SCHEMA_VERSION
+        assert [(r.conc, r.status, r.score, r.n_samples) for r in store.evals()] == expected
+        assert [(p.result_id, p.metrics) for p in store.results()] == before
+        assert len(json.loads(export_points(store.results(), "inferencex-evals"))) == 2
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT conc, score FROM evals ORDER BY conc").fetchall() == [
+            (4, 0.95), (64, 0.91), (128, None)]
+        assert "evals_v3" not in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        assert db.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.errors import ResultError
-from llmsweep.results.store import Store, StoreError, default_store_path
+from llmsweep.results.store import SCHEMA_VERSION, Store, StoreError, default_store_path
 
 
 def test_default_location_env_then_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_a_store_written_by_the_previous_release_opens_migrates_and_reads(tmp_pa
     before.close()
 
     with Store(path) as store:
-        assert store.schema_version == 4
+        assert store.schema_version == SCHEMA_VERSION
         points = store.results()
         assert store.evals() == []  # schema 3's evals table: no result of that release ran an eval
         runs = store.runs()
@@ -124,10 +124,11 @@ def test_a_store_written_by_the_previous_release_opens_migrates_and_reads(tmp_pa
     assert imported.metric("p90_intvty") == 40.0
 
     db = sqlite3.connect(path)
-    assert [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY version")] == [2, 3, 4]
+    versions = [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY version")]
+    assert versions == list(range(2, SCHEMA_VERSION + 1))
     db.close()
     with Store(path) as again:  # a second open finds nothing to do
-        assert again.schema_version == 4 and len(again.results()) == 7
+        assert again.schema_version == SCHEMA_VERSION and len(again.results()) == 7
 
 
 V3_STORE = V1_STORE.with_name("v3-results.sqlite")
@@ -169,7 +170,7 @@ def test_a_fresh_store_has_every_hot_column_of_the_metric_table(tmp_path: Path) 
     from llmsweep.metrics.registry import HOT_NAMES
 
     with Store(tmp_path / "s.sqlite") as store:
-        assert store.schema_version == 4
+        assert store.schema_version == SCHEMA_VERSION
     db = sqlite3.connect(tmp_path / "s.sqlite")
     columns = {r[1] for r in db.execute("PRAGMA table_info(results)")}
     assert set(HOT_NAMES) <= columns
@@ -245,7 +246,7 @@ def test_a_read_only_file_fails_the_write_test(tmp_path: Path) -> None:
 def test_the_write_test_passes_on_a_fresh_store_and_changes_nothing(tmp_path: Path) -> None:
     with Store(tmp_path / "s.sqlite") as store:
         store.check_writable()
-        assert store.schema_version == 4 and store.runs() == []
+        assert store.schema_version == SCHEMA_VERSION and store.runs() == []
 
 
 def test_jobs_are_stored_one_by_one_and_the_run_ingest_leaves_one_copy(make_run, store_path: Path) -> None:
