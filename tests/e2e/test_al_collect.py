@@ -261,3 +261,104 @@ def test_a_recipe_with_a_policy_error_is_refused_before_any_server_starts(tmp_pa
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "[serve.unsupported-arg]" in proc.stderr and "no server was started" in proc.stderr
     assert "collecting" not in proc.stderr and not list(tmp_path.rglob("server_command.txt"))
+
+
+# --------------------------------------------------------------------------------- a sampling per thinking mode
+
+QWEN_LIKE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+             "{% if add_generation_prompt %}<|im_start|>assistant\n"
+             "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}"
+             "{% endif %}")
+REFERENCE = """\
+# Source GitHub Actions run: https://example.invalid/runs/1
+# Acceptance Length (AL) reference values measured with SPEED-Bench.
+# dataset: coding | output_len: 4096
+# thinking_on : temp 0.6 top_p 0.95 top_k 20 presence_penalty 0.0 | chat_template_kwargs: {"enable_thinking": true}
+# thinking_off: temp 0.7 top_p 0.8 top_k 20 presence_penalty 1.5 | chat_template_kwargs: {"enable_thinking": false}
+# simulated: yes (a stand-in for the family's golden curve, measured in FP8)
+# key = num_speculative_tokens (ngram level); value = golden AL
+llama-1b-fp8:
+  thinking_on:
+    1: 1.50
+  thinking_off:
+    1: 1.50
+"""
+"""The family's golden curve as InferenceX writes Qwen3.5's: a sampling per thinking mode, another precision."""
+
+
+def _sent(cell: dict[str, Any]) -> dict[str, Any]:
+    run = json.loads((Path(cell["directory"]) / "client" / "run.json").read_text())
+    body: dict[str, Any] = run["provenance"]["workload"]["extra_body"]
+    return body
+
+
+@pytest.mark.timeout(240)
+def test_off_and_on_in_one_call_each_sampled_as_asked_and_al_shows_each_modes_sampling(tmp_path: Path) -> None:
+    out = tmp_path / "golden"
+    proc = _collect(out, "-k", "1", "--thinking", "off", "on", "--json", "--top-k", "20",
+                    "--sampling", "on=temperature=0.6,top_p=0.95",
+                    "--sampling", "off=temperature=0.7,top_p=0.8,presence_penalty=1.5")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert [(c["thinking"], c["status"]) for c in result["cells"]] == [("thinking_off", "measured"),
+                                                                       ("thinking_on", "measured")]
+    off, on = (_sent(c) for c in result["cells"])
+    assert (off["temperature"], off["top_p"], off["top_k"], off["presence_penalty"]) == (0.7, 0.8, 20, 1.5)
+    assert (on["temperature"], on["top_p"], on["top_k"]) == (0.6, 0.95, 20) and "presence_penalty" not in on
+    text = Path(result["curve_file"]).read_text()  # what the modes share on the dataset line, the rest per mode
+    assert "| top_k: 20 | output_len: 48\n" in text
+    assert "# thinking_off temperature: 0.7 | top_p: 0.8 | presence_penalty: 1.5 | chat_template_kwargs" in text
+    assert "# thinking_on temperature: 0.6 | top_p: 0.95 | chat_template_kwargs" in text
+    # the simulator cannot tell whether llmsweep/llama-1b thinks: said, and kept in the header
+    assert "thinking on is not checked against the model's chat template" in proc.stderr
+    assert "# note: thinking_on: the thinking switch was not checked before collecting" in text
+    for mode, row in (("off", "temperature 0.7 top_p 0.8 top_k 20 presence_penalty 1.5"),
+                      ("on", "temperature 0.6 top_p 0.95 top_k 20 presence_penalty 0")):
+        shown = _cli("al", "llama-1b", "-m", "ngram", "-k", "1", "--thinking", mode, "--curves", out)
+        assert shown.returncode == 0, shown.stderr
+        assert row in shown.stdout
+
+
+@pytest.mark.timeout(240)
+def test_each_mode_defaults_to_the_golden_curves_sampling_so_the_collection_stands_in_for_both(
+        tmp_path: Path) -> None:
+    reference, out = tmp_path / "reference", tmp_path / "golden"
+    reference.mkdir()
+    (reference / "llama-1b_ngram.yaml").write_text(REFERENCE)
+    env = {CURVES_ENV_VAR: str(reference)}
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
+                "48", "--out", out, "--variant", "bf16", "-k", "1", "--thinking", "off", "on", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "top_k, presence_penalty as llama-1b_ngram states them for thinking_off" in proc.stderr
+    result = json.loads(proc.stdout)
+    off, on = (_sent(c) for c in result["cells"])
+    assert (off["temperature"], off["top_p"], off["top_k"], off["presence_penalty"]) == (0.7, 0.8, 20, 1.5)
+    assert (on["temperature"], on["top_p"], on["top_k"]) == (0.6, 0.95, 20)
+    assert result["curve_file"] == str(out / "llama-1b_ngram_bf16.yaml")
+    # Served in bf16, the recipe is answered by the collected (bf16) curve over the family's FP8 one, in both modes:
+    # each was sampled as that curve states for it.
+    for mode, sampling in (("on", {"temperature": 0.6, "top_p": 0.95, "top_k": 20.0, "presence_penalty": 0.0}),
+                           ("off", {"temperature": 0.7, "top_p": 0.8, "top_k": 20.0, "presence_penalty": 1.5})):
+        got = _cli("al", "llama-1b", "-m", "ngram", "-k", "1", "--thinking", mode, "--precision", "bf16",
+                   "--curves", out, "--json", env=env)
+        assert got.returncode == 0, got.stderr
+        doc = json.loads(got.stdout)
+        assert (doc["curve"], doc["passed_over"], doc["unlike"]) == ("llama-1b_ngram_bf16", "llama-1b_ngram", [])
+        assert doc["sampling"] == sampling
+
+
+@pytest.mark.timeout(240)
+def test_thinking_off_and_on_are_the_default_where_the_models_template_has_the_switch(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "chat_template.jinja").write_text(QWEN_LIKE)
+    (recipe,) = yaml.safe_load(RECIPE.read_text()).values()
+    recipe["serve"]["model-path"] = str(model)
+    path = tmp_path / "local.yaml"
+    path.write_text(yaml.safe_dump({"llama-1b-ngram-local": recipe}, sort_keys=False))
+    proc = _collect(tmp_path / "golden", "-k", "1", "--json", recipe=path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "thinking off and on (the default): the chat template" in proc.stderr
+    cells = json.loads(proc.stdout)["cells"]
+    assert [c["thinking"] for c in cells] == ["thinking_off", "thinking_on"]
+    assert [_sent(c)["chat_template_kwargs"] for c in cells] == [{"enable_thinking": False}, {"enable_thinking": True}]
