@@ -23,7 +23,7 @@ class Sampling(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature of every request.")
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
     top_p: float = Field(default=0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     top_k: int = Field(default=40, ge=-1, description="Top-k cut (-1: none).")
     presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0, description="Presence penalty (Qwen3.5's "

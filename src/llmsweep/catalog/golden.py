@@ -194,8 +194,8 @@ class AcceptanceResolution(BaseModel):
                          "cell with `llmsweep al collect`")
         if self.unlike:
             notes.append(f"the curve measured in {precision}, {'; '.join(self.unlike)}, was sampled otherwise than "
-                         f"{self.curve}: collect it with that curve's sampling (`llmsweep al collect --temperature "
-                         "... --top-p ... --top-k ...`)")
+                         f"{self.curve}: collect it again with `llmsweep al collect`, which samples each thinking "
+                         f"mode as {self.curve} states it unless told otherwise")
         if not notes:
             notes.append(f"no curve for {precision} is known (collect one with `llmsweep al collect` rather than "
                          "adjusting by hand)")

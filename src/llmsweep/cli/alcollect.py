@@ -39,8 +39,8 @@ SAMPLING_FLAGS = {"temperature": "--temperature", "top_p": "--top-p", "top_k": "
 
 def _sampling_help(name: str) -> str:
     field = Sampling.model_fields[name]
-    return (f"{field.description} For every thinking mode (default: as the model's golden curve states it for the "
-            f"mode, else {field.default}).")
+    return (f"{(field.description or '').rstrip('.')}, for every thinking mode (default: as the model's golden curve "
+            f"states it for the mode, else {field.default}).")
 
 
 def _kwargs(pairs: tuple[str, ...]) -> dict[ThinkingMode, dict[str, Any]]:
