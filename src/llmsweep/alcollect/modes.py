@@ -155,7 +155,7 @@ def _hub_cache_dir(repo: str) -> Path | None:
 def chat_template(job: Job) -> tuple[str | None, str]:
     """The chat template the served model renders requests with, and where it was read (or looked for)."""
     from llmsweep.engines.sglang import model_path
-    from llmsweep.workload.tokenizer import _chat_template_from
+    from llmsweep.workload.tokenizer import chat_template_from
 
     arg = _template_arg(job)
     if arg is not None:
@@ -163,10 +163,10 @@ def chat_template(job: Job) -> tuple[str | None, str]:
     path = model_path(job)
     folder = Path(path).expanduser()
     if folder.is_dir():
-        return _chat_template_from(folder), f"the model directory {folder}"
+        return chat_template_from(folder), f"the model directory {folder}"
     cached = _hub_cache_dir(path) if "/" in path and not path.startswith((".", "/", "~")) else None
     if cached is not None:
-        return _chat_template_from(cached), f"the Hugging Face cache's {path}"
+        return chat_template_from(cached), f"the Hugging Face cache's {path}"
     return None, f"{path} is no model directory here, and the Hugging Face cache holds no template of it"
 
 

@@ -298,7 +298,7 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
                                    "history is append-only: restore the line and add a new entry at the end"))
             continue
         # wave-2 spec §2.1: a correction writes a canonical link, and one that keeps the value is no correction
-        old, new = _link_value(base_lines[n - 1]), _link_value(head_lines[n - 1])
+        old, new = link_value(base_lines[n - 1]), link_value(head_lines[n - 1])
         path = f"[{sum(1 for line in head_lines[:n] if line.startswith(ENTRY_MARK)) - 1}].pr-link"
         if old == new and new is not None:
             findings.append(_error("history", file, n, f"line {n} of the base was rewritten without changing its "
@@ -339,7 +339,7 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
     return base_entries
 
 
-def _link_value(line: str) -> object:
+def link_value(line: str) -> object:
     """The value a `  pr-link:` line writes, as YAML reads it (None when the line alone is not YAML)."""
     try:
         data = parse_yaml(line.strip(), "pr-link").data

@@ -31,7 +31,7 @@ from llmsweep.changes.changelog import (
     PR_LINK_PLACEHOLDERS,
     Changelog,
     ChangelogEntry,
-    _link_value,
+    link_value,
     pr_link,
     validate_changelog,
 )
@@ -99,13 +99,13 @@ def _relink(lines: list[str], block: tuple[int, int], entry: ChangelogEntry, ind
     start, end = block
     at = [n for n in range(start, end) if lines[n].startswith(LINK_KEY)]
     match = _LINK_LINE.fullmatch(lines[at[0]]) if len(at) == 1 else None
-    if match is None or _link_value(lines[at[0]]) != entry.pr_link:
+    if match is None or link_value(lines[at[0]]) != entry.pr_link:
         raise ConfigError(
             f"{file}:{(at[0] if at else start) + 1}: [{index}].pr-link: the entry's pr-link {entry.pr_link!r} is not "
             f"written on one `{LINK_KEY} VALUE` line, so it cannot be set to {link} without rewriting the entry",
             fix=f"write the link as `{LINK_KEY} XXX` on a line of its own, or write `{LINK_KEY} {link}` by hand")
     lines[at[0]] = f"{match['head']}{link}{match['tail'] or ''}{match['end']}"
-    if _link_value(lines[at[0]]) != link:  # pragma: no cover - a link without spaces always reads back
+    if link_value(lines[at[0]]) != link:  # pragma: no cover - a link without spaces always reads back
         raise ConfigError(f"{file}:{at[0] + 1}: [{index}].pr-link: the link set does not read back as {link}",
                           fix=f"write `{LINK_KEY} {link}` by hand")
     return at[0]

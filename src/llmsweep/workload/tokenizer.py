@@ -222,7 +222,7 @@ def _render_chatml(messages: Sequence[Message], add_generation_prompt: bool) -> 
     return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
 
-def _chat_template_from(directory: Path) -> str | None:
+def chat_template_from(directory: Path) -> str | None:
     jinja = directory / "chat_template.jinja"
     if jinja.is_file():
         return jinja.read_text()
@@ -277,7 +277,7 @@ def load_hf_tokenizer(source: str | Path) -> HFTokenizer:
             return fallback
         raise missing
     backend = _Backend.from_file(str(tokenizer_json))
-    return HFTokenizer(backend, name=str(source), chat_template=_chat_template_from(path))
+    return HFTokenizer(backend, name=str(source), chat_template=chat_template_from(path))
 
 
 def _transformers_backend(source: str) -> HFTokenizer | None:
