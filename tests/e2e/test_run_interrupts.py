@@ -25,7 +25,18 @@ from test_run_support import (
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
-RECIPE = RECIPES / "slow-fixed-sim.yaml"
+SHARED_RECIPE = RECIPES / "slow-fixed-sim.yaml"
+
+
+@pytest.fixture
+def recipe(tmp_path: Path) -> Path:
+    """slow-fixed-sim.yaml without its warm-up request: 400 tokens (~2 s) before each job's first record, which
+    nothing here looks at; the jobs' own requests keep every interrupt mid-job."""
+    path = tmp_path / SHARED_RECIPE.name
+    text = SHARED_RECIPE.read_text()
+    assert "num-warmups: 1\n" in text
+    path.write_text(text.replace("num-warmups: 1\n", "num-warmups: 0\n"))
+    return path
 
 
 def _job(out: Path, conc: int) -> Path:
@@ -41,11 +52,11 @@ def _jobs_exist(out: Path, conc: int) -> Path | None:
 
 
 def test_resume_after_the_driver_is_sigkilled_skips_done_jobs_reruns_the_rest_and_stops_the_orphan(
-    tmp_path: Path,
+    tmp_path: Path, recipe: Path,
 ) -> None:
     out, log = tmp_path / "out", tmp_path / "first.log"
     env = cli_env(tmp_path)
-    proc = start_cli([RECIPE, "--live", "--out", out], env, log)
+    proc = start_cli([recipe, "--live", "--out", out], env, log)
     orphan = 0
     try:
         first = wait_for(lambda: (j := _jobs_exist(out, 1)) and (j / "summary.json").exists() and j,
@@ -60,7 +71,7 @@ def test_resume_after_the_driver_is_sigkilled_skips_done_jobs_reruns_the_rest_an
         assert kept > 0
         assert verdict(first) == "valid" and verdict(second) is None
 
-        resumed = run_cli([RECIPE, "--live", "--out", out, "--resume"], env)
+        resumed = run_cli([recipe, "--live", "--out", out, "--resume"], env)
         assert resumed.returncode == 0, resumed.stderr[-4000:]
         assert f"stopping server pid {orphan}" in resumed.stderr
         assert not alive(orphan)
@@ -80,9 +91,10 @@ def test_resume_after_the_driver_is_sigkilled_skips_done_jobs_reruns_the_rest_an
             kill_quietly(orphan)
 
 
-def test_a_server_killed_mid_job_fails_that_job_with_its_log_and_the_group_relaunches(tmp_path: Path) -> None:
+def test_a_server_killed_mid_job_fails_that_job_with_its_log_and_the_group_relaunches(tmp_path: Path,
+                                                                                    recipe: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), log)
+    proc = start_cli([recipe, "--live", "--out", out], cli_env(tmp_path), log)
     try:
         wait_for(lambda: (j := _jobs_exist(out, 1)) and record_lines(j / "records.jsonl") > 0,
                  timeout=90, what="a record of the first job", proc=proc, log=log)
@@ -109,16 +121,16 @@ def test_a_server_killed_mid_job_fails_that_job_with_its_log_and_the_group_relau
     assert "expected 3 job(s), 2 with a valid or smoke summary" in text
 
 
-def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_path: Path) -> None:
+def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_path: Path, recipe: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), log)
+    proc = start_cli([recipe, "--live", "--out", out], cli_env(tmp_path), log)
     server = 0
     try:
         job = wait_for(lambda: (j := _jobs_exist(out, 1)) and record_lines(j / "records.jsonl") > 0 and j,
                        timeout=90, what="a record of the first job", proc=proc, log=log)
         (server,) = server_pids(out)
         # Meanwhile a second run into the same --out is turned away (it would stop this one's server as stale).
-        second = run_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), timeout=60)
+        second = run_cli([recipe, "--live", "--out", out], cli_env(tmp_path), timeout=60)
         assert second.returncode == 2 and "another `llmsweep run` is using" in second.stderr
         assert alive(server)
         proc.send_signal(signal.SIGINT)
@@ -137,9 +149,9 @@ def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_pa
             kill_quietly(server)
 
 
-def test_sigterm_to_the_driver_also_tears_the_server_down(tmp_path: Path) -> None:
+def test_sigterm_to_the_driver_also_tears_the_server_down(tmp_path: Path, recipe: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), log)
+    proc = start_cli([recipe, "--live", "--out", out], cli_env(tmp_path), log)
     server = 0
     try:
         wait_for(lambda: server_pids(out) if (out / "servers").is_dir() else None,
