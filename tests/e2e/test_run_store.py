@@ -18,7 +18,18 @@ from test_run_support import RECIPES, cli_env, job_dirs, run_cli, start_cli, ver
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
-RECIPE = RECIPES / "slow-fixed-sim.yaml"
+SHARED_RECIPE = RECIPES / "slow-fixed-sim.yaml"
+
+
+def _recipe(tmp_path: Path, concs: str = "[1, 2, 3]") -> Path:
+    """slow-fixed-sim.yaml at concurrencies `concs`, without its warm-up request: 400 tokens (~2 s) before each job's
+    first record, which nothing here looks at."""
+    text = SHARED_RECIPE.read_text()
+    assert "num-warmups: 1\n" in text and "conc-list: [1, 2, 3]" in text
+    path = tmp_path / SHARED_RECIPE.name
+    path.write_text(text.replace("num-warmups: 1\n", "num-warmups: 0\n").replace("conc-list: [1, 2, 3]",
+                                                                                  f"conc-list: {concs}"))
+    return path
 
 
 def _summaries(out: Path) -> list[Path]:
@@ -33,7 +44,8 @@ def test_a_store_that_cannot_be_written_stops_the_run_before_any_server(tmp_path
     folder.mkdir()
     for store in (corrupt, folder):
         out = tmp_path / f"out-{store.stem}"
-        res = run_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path, LLMSWEEP_STORE=str(store)), timeout=120)
+        res = run_cli([SHARED_RECIPE, "--live", "--out", out], cli_env(tmp_path, LLMSWEEP_STORE=str(store)),
+                      timeout=120)
         assert res.returncode == 2, res.stderr[-3000:]
         assert "error:" in res.stderr and str(store) in res.stderr and "fix:" in res.stderr
         assert "Traceback" not in res.stderr
@@ -44,8 +56,7 @@ def test_a_store_that_cannot_be_written_stops_the_run_before_any_server(tmp_path
 def test_an_interrupted_sweep_keeps_its_completed_jobs_in_the_store(tmp_path: Path) -> None:
     out, log, store = tmp_path / "out", tmp_path / "run.log", tmp_path / "store.sqlite"
     # six jobs: on two loaded cores the three of the shared recipe could all finish before the interrupt landed
-    recipe = tmp_path / RECIPE.name
-    recipe.write_text(RECIPE.read_text().replace("conc-list: [1, 2, 3]", "conc-list: [1, 2, 3, 4, 5, 6]"))
+    recipe = _recipe(tmp_path, "[1, 2, 3, 4, 5, 6]")
     proc = start_cli([recipe, "--live", "--out", out], cli_env(tmp_path), log)
     try:
         (first,) = wait_for(lambda: _summaries(out), timeout=120, what="the first job's summary", proc=proc, log=log)
@@ -69,7 +80,7 @@ def test_an_interrupted_sweep_keeps_its_completed_jobs_in_the_store(tmp_path: Pa
 
 def test_a_store_failing_at_the_end_fails_the_run_and_keeps_it_on_disk(tmp_path: Path) -> None:
     out, log, store = tmp_path / "out", tmp_path / "run.log", tmp_path / "store.sqlite"
-    proc = start_cli([RECIPE, "--live", "--out", out], cli_env(tmp_path), log)
+    proc = start_cli([_recipe(tmp_path), "--live", "--out", out], cli_env(tmp_path), log)
     try:
         wait_for(lambda: _summaries(out) and store.exists(), timeout=120, what="the first job stored", proc=proc,
                  log=log)
