@@ -229,9 +229,12 @@ def _check_link(entry: ChangelogEntry, index: int, source: SourceMap, final_link
                                f"pr-link {entry.pr_link!r} is not an InferenceX pull-request link",
                                f"write {own} (or XXX until the pull request has a number)", path))
     elif pr_number is not None and entry.pr_link != own:
-        findings.append(_error("pr-link", source.file, line,
-                               f"pr-link {entry.pr_link!r} links pull request #{canonical.group(1)}, not this one "
-                               f"(#{pr_number}): a new entry links the pull request that adds it",
+        number = canonical.group(1)
+        said = (f"spells this pull request's number as {number}, not as GitHub writes it ({pr_number})"
+                if int(number) == pr_number else
+                f"links pull request #{number}, not this one (#{pr_number}): a new entry links the pull request "
+                "that adds it")
+        findings.append(_error("pr-link", source.file, line, f"pr-link {entry.pr_link!r} {said}",
                                f"write {own} (or XXX, which `llmsweep changelog canonicalize` fills in)", path))
 
 

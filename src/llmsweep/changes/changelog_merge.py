@@ -39,7 +39,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity
 
 LINK_KEY = "  pr-link:"
-_LINK_LINE = re.compile(r"(?P<head>  pr-link:[ ]+)(?P<value>\S+)(?P<tail>[ ]+#.*)?(?P<end>\n?)")
+_LINK_LINE = re.compile(r"(?P<head>  pr-link:[ ]+)(?P<value>\S+)(?P<tail>[ ]+#.*|[ ]*)(?P<end>\n?)")
 """A one-line `pr-link` of an entry: the key, its value (a placeholder or a link: no spaces), an optional comment."""
 
 

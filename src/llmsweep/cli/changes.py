@@ -4,15 +4,11 @@ InferenceX's perf-changelog.yaml validated, its selected jobs listed, and a pull
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from llmsweep.cli.options import json_option, option, runner_config_option
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.command("changes")
@@ -83,17 +79,6 @@ _FILE = click.argument("changelog_file", type=click.Path(dir_okay=False, path_ty
                        default=Path("perf-changelog.yaml"))
 
 
-def _pr_number_option(*, required: bool, help: str) -> Callable[[F], F]:
-    """`--pr-number N`: the pull request the changelog change belongs to (one declaration for the subcommands)."""
-    return click.option("--pr-number", "pr_number", type=click.IntRange(min=1), required=required, default=None,
-                        metavar="N", help=help)
-
-
-def _base_option(*, required: bool, help: str) -> Callable[[F], F]:
-    """`--base REV|FILE`: the changelog before the change (one declaration for the subcommands)."""
-    return click.option("--base", "base", required=required, default=None, metavar="REV|FILE", help=help)
-
-
 @click.group("changelog", cls=_ChangelogGroup, invoke_without_command=False)
 def changelog() -> None:
     """InferenceX's perf-changelog.yaml: `llmsweep changelog [FILE] [--base REV] [--pr-number N] …` validates it and
@@ -105,11 +90,11 @@ def changelog() -> None:
 @changelog.command(CHECK)
 @_FILE
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
-@_base_option(required=False, help="The changelog before this change (a git revision of its repository, or a file): "
-              "history must be unchanged and only the entries added since select jobs.")
-@_pr_number_option(required=False, help="The pull request this change belongs to: a new entry's pr-link must be its "
-                   "link (https://github.com/SemiAnalysisAI/InferenceX/pull/N) or the XXX placeholder; a link to "
-                   "another pull request is refused.")
+@option("changelog_base", help="The changelog before this change (a git revision of its repository, or a "
+        "file): history must be unchanged and only the entries added since select jobs.")
+@option("pr_number", help="The pull request this change belongs to (with --base): a new entry's pr-link must be "
+        "its link (https://github.com/SemiAnalysisAI/InferenceX/pull/N) or the XXX placeholder; a link to another "
+        "pull request is refused.")
 @click.option("--final-links", is_flag=True, help="Refuse the `XXX` pr-link placeholder (a merged changelog).")
 @click.option("--trim-conc", is_flag=True, help="Keep only each curve's lowest concurrency (label `sweep-enabled`).")
 @option("evals_only", help="Select eval jobs only (label `evals-only`).")
@@ -132,6 +117,10 @@ def check(changelog_file: Path, files: tuple[Path, ...], base: str | None, pr_nu
     from llmsweep.errors import ConfigError
     from llmsweep.spec.loader import load_recipes
 
+    if pr_number is not None and base is None:
+        # without a base every entry is new, and each history entry links some other pull request
+        raise ConfigError("--pr-number checks the entries a pull request adds, and no --base says which those are",
+                          fix="pass --base with the pull request's base (e.g. --base origin/main)")
     paths = list(files) or sorted(p for p in Path(RECIPES_DIR).rglob("*") if p.suffix in (".yaml", ".yml"))
     recipes = load_recipes(paths).raise_on_error().recipes if paths else {}
     base_text = _base_text(base, changelog_file) if base is not None else None
@@ -209,10 +198,10 @@ def _base_text(base: str, changelog_file: Path) -> str:
 
 @changelog.command("canonicalize")
 @_FILE
-@_base_option(required=True, help="The changelog the pull request started from (a git revision of its repository, "
-              "or a file): only the entries appended since are touched.")
-@_pr_number_option(required=True, help="The pull request whose link (https://github.com/SemiAnalysisAI/InferenceX/"
-                   "pull/N) replaces the XXX placeholders.")
+@option("changelog_base", required=True, help="The changelog the pull request started from (a git revision of "
+        "its repository, or a file): only the entries appended since are touched.")
+@option("pr_number", required=True, help="The pull request whose link (https://github.com/SemiAnalysisAI/InferenceX/"
+        "pull/N) replaces the XXX placeholders.")
 @json_option("the links set (line, from, to)")
 def canonicalize(changelog_file: Path, base: str, pr_number: int, as_json: bool) -> None:
     """Set the XXX pr-links of the entries appended since --base to pull request N's link, in place.
@@ -244,8 +233,8 @@ def canonicalize(changelog_file: Path, base: str, pr_number: int, as_json: bool)
 
 @changelog.command("resolve-conflict")
 @_FILE
-@_pr_number_option(required=True, help="The pull request being merged: its entries get its link "
-                   "(https://github.com/SemiAnalysisAI/InferenceX/pull/N), and must not link another one.")
+@option("pr_number", required=True, help="The pull request being merged: its entries get its link "
+        "(https://github.com/SemiAnalysisAI/InferenceX/pull/N), and must not link another one.")
 @json_option("what was kept, appended and dropped")
 def resolve_conflict(changelog_file: Path, pr_number: int, as_json: bool) -> None:
     """Resolve a merge conflict in the changelog after `git merge origin/main` on the pull request's branch.

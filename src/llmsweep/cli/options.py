@@ -227,6 +227,13 @@ CONCEPTS: dict[str, Concept] = {
         "type": click.IntRange(min=1), "default": 1, "show_default": True, "help": "Runs of every point.",
     }),
     "force": Concept("--force", "force", {"is_flag": True, "help": "Write over what the output already holds."}),
+    "run_id": Concept("--run", "run_id", {"default": None, "help": "Only results of this run id."}),
+    "pr_number": Concept("--pr-number", "pr_number", {
+        "type": click.IntRange(min=1), "default": None, "metavar": "N",
+        "help": "The InferenceX pull request the changelog change belongs to."}),
+    "changelog_base": Concept("--base", "base", {
+        "default": None, "metavar": "REV|FILE",
+        "help": "The changelog before this change: a git revision of its repository, or a file."}),
     "processes": Concept("--processes", "processes", {
         "type": click.IntRange(min=1), "default": None,
         "help": "Worker processes that predict points in parallel (default: the CPUs this process may use, at most "

@@ -48,7 +48,7 @@ def ingest(runs: tuple[Path, ...], store_path: Path | None) -> None:
 
 
 @results.command("list")
-@click.option("--run", "run_id", default=None, help="Only results of this run id.")
+@option("run_id")
 @json_option()
 @store_option()
 def list_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> None:
@@ -113,7 +113,7 @@ def _print_points(points: list[Any]) -> None:
 
 
 @results.command("evals")
-@click.option("--run", "run_id", default=None, help="Only evals of this run id.")
+@option("run_id", help="Only evals of this run id.")
 @json_option()
 @store_option()
 def evals_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> None:
@@ -159,7 +159,7 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
 
 
 @results.command("frontier")
-@click.option("--run", "run_id", required=True, help="Run id in the store, or a run directory.")
+@option("run_id", required=True, help="Run id in the store, or a run directory.")
 @click.option("--x", "x_axis", default="p90_e2e_norm_intvty", show_default=True, help="x axis key.")
 @option("mix_sources")
 @json_option()
@@ -189,7 +189,7 @@ def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_p
 
 
 @results.command("export")
-@click.option("--run", "run_id", default=None, help="Only this run (default: every stored result).")
+@option("run_id", help="Only this run (default: every stored result).")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex", "inferencex-evals"]), default="json",
               show_default=True, help="inferencex-evals: InferenceX's eval rows (agg_eval_all.json shape).")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,

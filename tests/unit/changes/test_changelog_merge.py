@@ -119,6 +119,31 @@ def test_check_with_pr_number_refuses_a_link_to_another_pull_request(tmp_path: P
         assert CliRunner().invoke(cli, ["changelog", "--base", base, "--pr-number", "42"]).exit_code == 0, ok
 
 
+def test_check_with_pr_number_needs_a_base_to_say_which_entries_are_new(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # without --base every entry would count as new, and each history entry links some other pull request
+    (tmp_path / "perf-changelog.yaml").write_text(entry() + "\n" + entry("[b]", link=PULL + "7"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["changelog", "--pr-number", "42"])
+    assert isinstance(result.exception, ConfigError)
+    assert "no --base" in str(result.exception) and "--base origin/main" in (result.exception.fix or "")
+
+
+def test_a_link_that_spells_this_pull_requests_number_with_leading_zeros_is_told_how_to_write_it() -> None:
+    log = validate_changelog(HISTORY + "\n" + entry("[c]", link=PULL + "042"), "cl.yaml", base=HISTORY,
+                             pr_number=PR)
+    [finding] = [f for f in log.findings if f.is_error]
+    assert "spells this pull request's number as 042" in finding.message and "not this one" not in finding.message
+    assert OWN in (finding.fix or "")
+
+
+def test_canonicalize_sets_a_placeholder_written_with_trailing_spaces() -> None:
+    head = HISTORY + "\n" + entry("[c]", link="XXX   ")
+    assert validate_changelog(head, "cl.yaml", base=HISTORY, pr_number=PR).ok
+    result, changes = canonicalize(head, HISTORY, PR, "cl.yaml")
+    assert result == HISTORY + "\n" + entry("[c]", link=OWN + "   ") and [c.new for c in changes] == [OWN]
+
+
 # ------------------------------------------------------------------------------------------------ resolve-conflict
 
 
