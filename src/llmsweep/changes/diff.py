@@ -39,6 +39,8 @@ RECIPES_DIR = "recipes"
 
 _NOT_COMPARED = frozenset({"id", "recipe_file", "recipe_fingerprint"})
 """Job fields that are consequences (the fingerprint, the id's hash) or locations, not causes."""
+_CITATIONS = (("acceptance", "cited"), ("serve", "spec_decoding", "acceptance_length_source"))
+"""Nested Job fields that say where a value was measured and change nothing that runs (a pinned AL's cited source)."""
 
 
 def cause_of(path: str) -> str:
@@ -163,15 +165,24 @@ def _leaf_diff(a: Any, b: Any, prefix: str) -> list[str]:
 
 def job_field_diff(base: Job, head: Job) -> tuple[str, ...]:
     """Dotted paths of the typed Job fields that differ (serve.env.X, workload.num_prompts, image, ...)."""
-    a = {k: v for k, v in base.model_dump(mode="json").items() if k not in _NOT_COMPARED}
-    b = {k: v for k, v in head.model_dump(mode="json").items() if k not in _NOT_COMPARED}
-    return tuple(_leaf_diff(a, b, ""))
+    return tuple(_leaf_diff(_compared(base), _compared(head), ""))
+
+
+def _compared(job: Job) -> dict[str, Any]:
+    """The job's fields that can cause a change: all but :data:`_NOT_COMPARED` and the :data:`_CITATIONS`."""
+    doc = {k: v for k, v in job.model_dump(mode="json").items() if k not in _NOT_COMPARED}
+    for *parents, leaf in _CITATIONS:
+        node: Any = doc
+        for name in parents:
+            node = node.get(name) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return doc
 
 
 def _content(job: Job) -> str:
     """A job's compared fields as canonical JSON: two jobs equal here have no field for `job_field_diff` to name."""
-    doc = {k: v for k, v in job.model_dump(mode="json").items() if k not in _NOT_COMPARED}
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return json.dumps(_compared(job), sort_keys=True, separators=(",", ":"))
 
 
 def _pair(base: Sequence[Job], head: Sequence[Job]) -> tuple[dict[int, int], list[int]]:

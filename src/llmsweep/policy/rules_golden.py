@@ -175,7 +175,8 @@ def fixed_pinned(ctx: Context) -> Iterator[Finding]:
 def citation_unused(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
         acc = job.acceptance
-        if acc is None or not acc.cited or acc.golden is None:
+        # only where the planner pins the curve's value: a fixed-length pin is golden-al.fixed-pinned's to flag
+        if acc is None or not acc.cited or acc.golden is None or not _pins_synthetic(job):
             continue
         yield ctx.hit("golden-al.citation-unused", recipe, ("serve", "spec-decoding", "acceptance-length-source"),
                       f"the golden curve gives {acc.golden:g} for {acc.method} K={acc.k} thinking {acc.thinking} "

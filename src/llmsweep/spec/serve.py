@@ -222,6 +222,13 @@ class SpecDecoding(StrictInput):
 
     @model_validator(mode="after")
     def _source_cites_a_pin(self) -> SpecDecoding:
+        if self.acceptance_length_source is not None and not self.acceptance_length_source.strip():
+            raise rule_error(
+                "missing",
+                "`acceptance-length-source` is blank: it must say where the acceptance length was measured",
+                field="acceptance-length-source",
+                fix="write the run's URL or the report that measured it, or delete `acceptance-length-source`",
+            )
         if self.acceptance_length_source is not None and self.acceptance_length is None:
             raise rule_error(
                 "missing",

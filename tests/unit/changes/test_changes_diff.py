@@ -147,3 +147,22 @@ def test_a_block_inserted_before_one_of_the_same_identity_leaves_that_one_unchan
     assert sorted((j.tp, j.conc, j.router.version if j.router else None) for j in cs.unchanged) == [
         (4, 2, "0.2"), (8, 2, None), (8, 4, None)]
     assert cs.to_run() == [cs.added[0].id]
+
+
+def test_citing_where_a_pinned_acceptance_length_was_measured_changes_no_job(tmp_path: Path) -> None:
+    # A citation (`acceptance-length-source`) is provenance: adding one to satisfy golden-al.missing re-runs nothing.
+    corpus = Path(__file__).resolve().parents[2] / "data" / "recipes" / "policy"
+    recipe = (corpus / "golden-al.missing.yaml").read_text()
+    spec = 'num-draft-tokens: 4, thinking: "on"'
+    assert spec in recipe
+    old, new, moved = tmp_path / "old", tmp_path / "new", tmp_path / "moved"
+    for folder, extra in ((old, ", acceptance-length: 2.1"),
+                          (new, ', acceptance-length: 2.1, acceptance-length-source: "https://example.org/run/9"'),
+                          (moved, ', acceptance-length: 2.2, acceptance-length-source: "https://example.org/run/9"')):
+        (folder / "recipes").mkdir(parents=True)
+        (folder / "recipes" / "r.yaml").write_text(recipe.replace(spec, spec + extra))
+    cited = changes_between(f"{old}..{new}")
+    assert not cited.changed and not cited.added and not cited.removed and len(cited.unchanged) == 3
+    repinned = changes_between(f"{new}..{moved}")  # the value itself is a cause
+    assert len(repinned.changed) == 3
+    assert {c.causes for c in repinned.changed} == {("engine args", "golden curve")}

@@ -10,7 +10,8 @@ from llmsweep.engines.sim import simulated_acceptance
 from llmsweep.findings import Finding
 from llmsweep.policy import validate_files
 
-MISSING = Path(__file__).resolve().parents[2] / "data" / "recipes" / "policy" / "golden-al.missing.yaml"
+CORPUS = Path(__file__).resolve().parents[2] / "data" / "recipes" / "policy"
+MISSING = CORPUS / "golden-al.missing.yaml"
 SPEC = '{ method: eagle, num-steps: 12, topk: 1, num-draft-tokens: 4, thinking: "on" }'
 
 
@@ -49,3 +50,27 @@ def test_without_a_cited_source_a_model_without_a_curve_is_refused(tmp_path: Pat
     missing = [f for f in result.findings if f.rule == "golden-al.missing"]
     assert missing and not result.ok
     assert "acceptance-length-source" in (missing[0].fix or "")
+
+
+def test_a_blank_citation_is_refused_at_its_field(tmp_path: Path) -> None:
+    result = validate_files([_recipe(tmp_path, ', acceptance-length: 2.1, acceptance-length-source: "  "')])
+    [finding] = [f for f in result.findings if f.is_error]
+    assert finding.rule == "schema.missing" and "is blank" in finding.message and finding.line == 16
+
+
+def test_a_cited_pin_on_a_fixed_length_job_gets_only_the_fixed_pin_warning(tmp_path: Path) -> None:
+    # The curve covers qwen3.5 MTP K=3, but a fixed-length job is not pinned to it: deleting the pin (as
+    # citation-unused's fix says) would change what is measured, so only golden-al.fixed-pinned speaks.
+    text = (CORPUS / "golden-al.citation-unused.yaml").read_text(encoding="utf-8")
+    agentic = """    agentic-coding:
+    - dram-utilization: 0.80
+      search-space:
+      - { tp: 8, spec-decoding: mtp, kv-offloading: none, conc-list: [4, 8, 16] }"""
+    assert agentic in text
+    path = tmp_path / "fixed.yaml"
+    path.write_text(text.replace(agentic, """    fixed-seq-len:
+    - isl: 8192
+      osl: 1024
+      search-space:
+      - { tp: 8, spec-decoding: mtp, conc-list: [4] }"""), encoding="utf-8")
+    assert _golden(validate_files([path]).findings) == ["golden-al.fixed-pinned", "golden-al.precision-provenance"]
