@@ -125,14 +125,23 @@ class ThinkingSwitch(BaseModel):
     why: str
 
 
-def _template_arg(job: Job) -> Path | None:
-    """The file a `--chat-template` serve arg names (vLLM and SGLang take a path; it replaces the model's)."""
+def _template_arg(job: Job) -> tuple[str | None, str] | None:
+    """The template a `--chat-template` serve arg gives (it replaces the model's), and where it was read: the text
+    itself where the arg is inline (vLLM takes a Jinja template as well as a path), else the file it names; a path not
+    readable here (one inside the engine's container) gives no text, and the model's own template does not stand in
+    for it. None where no such arg is served."""
     from llmsweep.engines.base import norm_flag, split_flag
 
     for flag, value in (job.serve.args.items() if job.serve is not None else ()):
         name, value = split_flag(flag, value)
-        if norm_flag(name) == "--chat-template" and isinstance(value, str) and Path(value).is_file():
-            return Path(value)
+        if norm_flag(name) != "--chat-template" or not isinstance(value, str):
+            continue
+        if "{%" in value or "{{" in value:
+            return value, "the inline --chat-template serve arg"
+        try:
+            return Path(value).expanduser().read_text(encoding="utf-8"), f"--chat-template {value}"
+        except (OSError, UnicodeDecodeError):
+            return None, f"--chat-template {value} is not readable here"
     return None
 
 
@@ -159,7 +168,7 @@ def chat_template(job: Job) -> tuple[str | None, str]:
 
     arg = _template_arg(job)
     if arg is not None:
-        return arg.read_text(encoding="utf-8"), f"--chat-template {arg}"
+        return arg
     path = model_path(job)
     folder = Path(path).expanduser()
     if folder.is_dir():
@@ -214,10 +223,13 @@ def thinking_switch(job: Job, on: dict[str, Any], off: dict[str, Any],
                     references: Sequence[GoldenCurve] = ()) -> ThinkingSwitch:
     """Whether the served model thinks otherwise with `on`'s chat-template kwargs than with `off`'s: its chat template
     rendered with each; without a template here, a measured (not simulated) curve of `references` holding thinking-on
-    cells sent with `on` says yes; else unknown."""
+    cells sent with `on` says yes (unless a `--chat-template` serve arg replaces the model's template); else
+    unknown."""
     template, where = chat_template(job)
     if template:
         return _template_verdict(template, where, on, off)
+    if _template_arg(job) is not None:  # the served template is another than the one a golden curve was measured with
+        return ThinkingSwitch(present=None, why=f"no chat template to check ({where})")
     for curve in references:
         if not curve.simulated and "thinking_on" in curve.values and _stated_kwargs(curve, "thinking_on") == on:
             return ThinkingSwitch(present=True, why=f"{curve.id} holds thinking-on cells measured with "

@@ -66,14 +66,17 @@ def test_one_sampling_given_for_all_modes_samples_each_and_each_mode_is_its_own(
     assert per_mode.sampling_of("thinking_on") == one and per_mode.sampling_of("thinking_off") == Sampling()
 
 
-def _job_serving(tmp_path: Path, template: str | None) -> tuple[Job, Path]:
-    """The test n-gram recipe serving a model directory holding `template` as its chat_template.jinja."""
+def _job_serving(tmp_path: Path, template: str | None, chat_template_arg: str | None = None) -> tuple[Job, Path]:
+    """The test n-gram recipe serving a model directory holding `template` as its chat_template.jinja (and a
+    `--chat-template` serve arg, where given)."""
     model = tmp_path / "model"
     model.mkdir()
     if template is not None:
         (model / "chat_template.jinja").write_text(template)
     (recipe,) = yaml.safe_load(RECIPE.read_text()).values()
     recipe["serve"]["model-path"] = str(model)
+    if chat_template_arg is not None:
+        recipe["serve"]["args"]["--chat-template"] = chat_template_arg
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump({"llama-1b-ngram-local": recipe}, sort_keys=False))
     return collection_job(jobs_from_files([path]), simulate=True), path
@@ -90,6 +93,42 @@ def test_the_thinking_switch_is_read_from_the_models_chat_template(tmp_path: Pat
     job, _ = _job_serving(tmp_path, template)
     switch = thinking_switch(job, ON, OFF)
     assert switch.present is present and said in switch.why
+
+
+@pytest.mark.parametrize(("model_template", "arg", "present", "said"), [
+    # vLLM takes the template inline too: it replaces the model directory's, either way round
+    (CHATML, QWEN_LIKE, True, "the chat template (the inline --chat-template serve arg) renders another prompt"),
+    (QWEN_LIKE, CHATML, False, "the chat template (the inline --chat-template serve arg) reads none of"),
+    (QWEN_LIKE, "file", False, "reads none of"),
+])
+def test_a_chat_template_serve_arg_replaces_the_model_directorys_template(
+        tmp_path: Path, model_template: str, arg: str, present: bool, said: str) -> None:
+    if arg == "file":
+        arg = str(tmp_path / "served.jinja")
+        Path(arg).write_text(CHATML)
+        said = f"the chat template (--chat-template {arg}) {said}"
+    job, _ = _job_serving(tmp_path, model_template, arg)
+    switch = thinking_switch(job, ON, OFF)
+    assert switch.present is present and said in switch.why
+
+
+def test_a_chat_template_path_not_readable_here_is_not_judged_by_the_models_template(tmp_path: Path) -> None:
+    # a path inside the engine's container: neither the model directory's template nor a golden curve measured with
+    # the model's own template says what the served one does
+    job, recipe = _job_serving(tmp_path, QWEN_LIKE, "/opt/templates/no-thinking.jinja")
+    qwen = get_curve("qwen3.5_mtp")
+    assert qwen is not None
+    switch = thinking_switch(job, ON, OFF, [qwen])
+    assert switch.present is None
+    assert "--chat-template /opt/templates/no-thinking.jinja is not readable here" in switch.why
+    # --thinking on is collected with a warning and the header says it was not checked
+    got = CliRunner().invoke(collect, [str(recipe), "--simulate", "--prompts", "builtin", "--num-prompts", "1",
+                                       "--output-len", "8", "-k", "1", "--thinking", "on", "--out",
+                                       str(tmp_path / "out")])
+    assert got.exit_code == 0, got.output
+    assert "warning: thinking on is not checked against the model's chat template" in got.output
+    (curve_file,) = (tmp_path / "out").glob("*.yaml")
+    assert "is not readable here" in curve_file.read_text()
 
 
 def test_a_measured_golden_curve_of_thinking_on_says_the_switch_exists_where_no_template_is_at_hand(
