@@ -57,7 +57,7 @@ args+=(${VLLM_ARGS:-})
 { printf '%q ' python3 -m vllm.entrypoints.openai.api_server "${args[@]}"; echo; } > "$OUT/server_command.txt"
 python3 -m vllm.entrypoints.openai.api_server "${args[@]}" >"$OUT/server.log" 2>&1 &
 server=$!
-stop() { kill "$server" 2>/dev/null; for _ in $(seq 30); do kill -0 "$server" 2>/dev/null || return 0; sleep 1; done; kill -9 "$server" 2>/dev/null; }
+stop() { kill "$server" 2>/dev/null; for _ in $(seq 150); do kill -0 "$server" 2>/dev/null || return 0; sleep 0.2; done; kill -9 "$server" 2>/dev/null; }
 trap stop EXIT
 up=0
 for i in $(seq "$READY_TIMEOUT"); do
