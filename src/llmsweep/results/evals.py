@@ -3,12 +3,13 @@ eval rows (`collect_eval_results.py`'s shape, inferencex-wave2-spec §1.8: one p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from llmsweep.evals.gate import headline
 from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun
-from llmsweep.results.identity import dp_attention_of, flag, get_field
+from llmsweep.results.identity import dp_attention_of, get_field
 from llmsweep.results.point import ResultPoint
 
 
@@ -56,13 +57,46 @@ def run_scores(run: EvalRun) -> tuple[EvalMetric | None, EvalMetric | None]:
     return found.get("strict"), found.get("flexible")
 
 
-def eval_run_columns(block: EvalBlock) -> list[dict[str, Any]]:
+def planned_eval_conc(job: Mapping[str, Any] | None) -> int:
+    """The concurrency a job planned its (first) eval run at, read from its record as
+    `llmsweep.evals.context.eval_concurrencies` plans it: a multinode row's `eval-conc`, else its highest conc, or its
+    lowest when it evaluates every one (`eval-all-concs`); a single server's conc (its first). 0 when the record
+    names none (no job record, an imported row without `conc`)."""
+    if not job:
+        return 0
+    raw = get_field(job, "conc")
+    concs = [c for c in (_positive(v) for v in (raw if isinstance(raw, (list, tuple)) else [raw])) if c]
+    if not (get_field(job, "multinode") or isinstance(get_field(job, "prefill"), Mapping)):
+        return concs[0] if concs else 0
+    if get_field(job, "eval-all-concs"):
+        return min(concs) if concs else 0
+    return _positive(get_field(job, "eval-conc")) or (max(concs) if concs else 0)
+
+
+def _positive(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        return None
+    return n if n > 0 else None
+
+
+def eval_run_columns(block: EvalBlock, planned_conc: int = 0) -> list[dict[str, Any]]:
     """The store's `evals` columns (all but the result's ids) of each concurrency an eval ran at, in run order, the
     first run at a concurrency kept: that run's headline score (`headline`, as its InferenceX row carries it), its
     strict and flexible scores with their stderr, samples, argv and results file, beside the eval's own mode, task,
-    verdict and reasons. An eval that ran at no concurrency has none."""
+    verdict and reasons.
+
+    An eval that ran at no concurrency (lm-eval never ran; the gate judged it invalid) still has one row, so that
+    `llmsweep results evals` shows it: `status` `failed` at `planned_conc`, the concurrency its job planned the eval at
+    (`planned_eval_conc` of the job record; 0 when the record does not say), its `error` the eval's reasons, no score,
+    no argv; its `doc` is that run as an `EvalRun` would hold it."""
+    runs = block.runs or [EvalRun(conc=planned_conc, status="failed",
+                                  error="; ".join(block.reasons) or f"eval {block.task}: lm-eval never ran")]
     out: dict[int, dict[str, Any]] = {}
-    for run in block.runs:
+    for run in runs:
         if run.conc in out:
             continue
         strict, flexible = run_scores(run)
@@ -91,7 +125,7 @@ def inferencex_eval_rows(point: ResultPoint) -> list[dict[str, Any]]:
 
 def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun) -> dict[str, Any]:
     i, job = point.identity, point.job
-    dpa = dp_attention_of(job)  # what ran, as the throughput row reads it; strings, as the collector writes them
+    dpa = dp_attention_of(job)  # what ran, read and spelt as the throughput row reads and spells it
     strict, flexible = run_scores(run)
     score = headline(run.metrics)  # the block's headline score is this of its first completed run
     row: dict[str, Any] = {
@@ -108,12 +142,12 @@ def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun) -> dict[str, A
         "score": score.value if score else None, "score_name": score.name if score else None,
         "score_se": score.stderr if score else None,
     }
-    for role, dp_attn in (("prefill", dpa.prefill), ("decode", dpa.decode)):
+    for role in ("prefill", "decode"):
         worker = get_field(job, role)
         if isinstance(worker, dict):
             row.update({f"{role}_tp": get_field(worker, "tp"), f"{role}_ep": get_field(worker, "ep"),
                         f"{role}_num_workers": get_field(worker, "num-worker"),
-                        f"{role}_dp_attention": flag(bool(dp_attn))})
+                        f"{role}_dp_attention": dpa.role_flag(role)})
     row["llmsweep"] = {"verdict": block.verdict, "reasons": list(block.reasons), "mode": block.mode,
                        "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
                        "source": point.source, "harness": f"{block.harness} {block.harness_version or ''}".strip(),

@@ -181,6 +181,15 @@ class DpAttention:
         prefill, decode = bool(self.prefill), bool(self.decode)
         return flag(prefill) if prefill == decode else f"prefill={flag(prefill)},decode={flag(decode)}"
 
+    def role_flag(self, role: str) -> bool:
+        """InferenceX's `<role>_dp_attention` (`prefill` or `decode`): a boolean, in eval rows and multinode
+        throughput rows alike. meta_env.json carries the role fields as booleans (wave-2 spec §1.6) and
+        `collect_eval_results.py` copies them into its rows as they are (§1.8); only the top-level `dp_attention` is
+        a string (`inferencex`)."""
+        if role not in ("prefill", "decode"):
+            raise ValueError(f"no role {role!r}: prefill or decode")
+        return bool(self.prefill if role == "prefill" else self.decode)
+
 
 def dp_attention_of(job: Mapping[str, Any]) -> DpAttention:
     """A job's DP attention from its record: a job.json (`dp-attn`, or each worker block's), or an InferenceX row

@@ -76,11 +76,11 @@ def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
         return
     row["is_multinode"] = True
     dpa = dp_attention_of(point.job)
-    for role, w, dp_attn in (("prefill", prefill, dpa.prefill), ("decode", decode, dpa.decode)):
+    for role, w in (("prefill", prefill), ("decode", decode)):
         row.update({f"{role}_tp": get_field(w, "tp"), f"{role}_pp": get_field(w, "pp") or 1,
                     f"{role}_dcp_size": get_field(w, "dcp-size") or 1,
                     f"{role}_pcp_size": get_field(w, "pcp-size") or 1,
-                    f"{role}_ep": get_field(w, "ep"), f"{role}_dp_attention": bool(dp_attn),
+                    f"{role}_ep": get_field(w, "ep"), f"{role}_dp_attention": dpa.role_flag(role),
                     f"{role}_num_workers": get_field(w, "num-worker") or 1})
         row.pop(role, None)
     p_gpus, d_gpus = _worker_gpus(prefill), _worker_gpus(decode)

@@ -25,10 +25,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import EvalBlock, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES
-from llmsweep.results.evals import StoredEval, eval_run_columns
+from llmsweep.results.evals import StoredEval, eval_run_columns, planned_eval_conc
 from llmsweep.results.extract import hot_values
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, point_from_job, points_from_run
@@ -288,7 +290,11 @@ class Store:
 
     def _migrate(self) -> None:
         """Bring the store to SCHEMA_VERSION (each migration in one transaction), then add the hot columns the metric
-        table has gained since the store was written."""
+        table has gained since the store was written.
+
+        Two processes may open an old store at once (a run storing its jobs, a user's `results ingest`): each
+        migration takes the write lock first (`BEGIN IMMEDIATE`) and reads the schema version again under it, so a
+        migration another process applied since this one first read the version is skipped, never applied twice."""
         version = self.schema_version
         if version > SCHEMA_VERSION:
             raise self._too_new(version)
@@ -298,23 +304,37 @@ class Store:
             if target <= version:
                 continue
             with self._db:
-                self._db.execute("BEGIN")  # DDL included: a migration is applied whole or not at all
-                for statement in _statements(sql):
-                    self._db.execute(statement)
-                if target == 4:
-                    self._rekey()
-                if target == 5:
-                    _split_evals(self._db)
+                self._db.execute("BEGIN IMMEDIATE")  # DDL included: a migration is applied whole or not at all
+                version = self.schema_version  # under the write lock: what another process migrated meanwhile
+                if version > SCHEMA_VERSION:
+                    raise self._too_new(version)
+                if target <= version:
+                    continue
+                if not self._already_applied(target):
+                    for statement in _statements(sql):
+                        self._db.execute(statement)
+                    if target == 4:
+                        self._rekey()
+                    if target == 5:
+                        _split_evals(self._db, self.path)
                 self._db.execute(f"PRAGMA user_version = {target}")
             log.info("results store %s migrated to schema %d: %s", self.path, target, description)
             version = target
         with self._db:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")  # the hot columns are read, then added: by one process at a time
             for target, description, _ in MIGRATIONS:
                 if target >= 2:
                     self._db.execute("INSERT OR IGNORE INTO schema_version VALUES (?,?,?)",
                                      (target, description, _now()))
             self._sync_hot_columns()
+
+    def _already_applied(self, target: int) -> bool:
+        """A migration whose change the store already holds although its version says otherwise (a store whose
+        `user_version` was set back): migration 5 when `evals` is schema 5's already (keyed by concurrency), whose
+        rows would not parse as the eval blocks it splits. Every other migration is safe to apply again."""
+        if target == 5:
+            return "conc" in {r["name"] for r in self._db.execute("PRAGMA table_info(evals)")}
+        return False
 
     def _rekey(self) -> None:
         """Recompute every stored job's identity and keys as ingestion computes them today (llmsweep's own jobs from
@@ -461,7 +481,7 @@ class Store:
         )
 
     def _insert_eval(self, p: ResultPoint, block: EvalBlock) -> None:
-        _insert_eval_runs(self._db, p.result_id, p.run_id, p.job_id, block)
+        _insert_eval_runs(self._db, p.result_id, p.run_id, p.job_id, eval_run_columns(block, planned_eval_conc(p.job)))
 
     def evals(self, run: str | None = None) -> list[StoredEval]:
         """Every stored eval, one per (result, concurrency it ran at), optionally of one run; oldest run first, then
@@ -470,16 +490,18 @@ class Store:
         if "evals" not in self._tables():  # a store below schema 3 read as it is: no result of it ran an eval
             return []
         split = "conc" not in {r["name"] for r in self._db.execute("PRAGMA table_info(evals)")}
-        sql = ("SELECT e.* FROM evals e JOIN runs r ON r.run_id = e.run_id" + (" WHERE e.run_id = ?" if run else "")
+        sql = ("SELECT e.*" + (", j.job AS job_record" if split else "") + " FROM evals e JOIN runs r ON "
+               "r.run_id = e.run_id" + (" LEFT JOIN jobs j ON j.run_id = e.run_id AND j.job_id = e.job_id" if split
+                                        else "") + (" WHERE e.run_id = ?" if run else "")
                + " ORDER BY r.ingested_at, e.run_id, e.job_id" + ("" if split else ", e.conc"))
         rows: list[Mapping[str, Any]] = []
         for r in self._db.execute(sql, (run,) if run else ()):
             if split:
-                block = EvalBlock.model_validate(json.loads(r["doc"]))
+                columns = _split_columns(r, self.path)
                 rows += [{**c, "result_id": r["result_id"], "run_id": r["run_id"], "job_id": r["job_id"]}
-                         for c in sorted(eval_run_columns(block), key=lambda c: int(c["conc"]))]
+                         for c in sorted(columns, key=lambda c: int(c["conc"]))]
             else:
-                rows.append(dict(r, reasons=json.loads(r["reasons"])))
+                rows.append(dict(r, reasons=_stored_eval_json(r, "reasons", self.path)))
         return [StoredEval(result_id=r["result_id"], run_id=r["run_id"], job_id=r["job_id"], conc=r["conc"],
                            status=r["status"], mode=r["mode"], task=r["task"], score=r["score"],
                            score_name=r["score_name"], score_stderr=r["score_stderr"], n_samples=r["n_samples"],
@@ -675,14 +697,15 @@ def _empty_store() -> sqlite3.Connection:
         for statement in _statements(sql):
             db.execute(statement)
         if target == 5:
-            _split_evals(db)
+            _split_evals(db, Path(":memory:"))
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return db
 
 
-def _insert_eval_runs(db: sqlite3.Connection, result_id: str, run_id: str, job_id: str, block: EvalBlock) -> None:
+def _insert_eval_runs(db: sqlite3.Connection, result_id: str, run_id: str, job_id: str,
+                      rows: list[dict[str, Any]]) -> None:
     """The `evals` rows of one result's eval: one per concurrency it ran at (`eval_run_columns`)."""
-    for columns in eval_run_columns(block):
+    for columns in rows:
         values = {**columns, "result_id": result_id, "run_id": run_id, "job_id": job_id}
         for key in ("reasons", "command", "doc"):
             values[key] = _dumps(values[key])
@@ -690,13 +713,52 @@ def _insert_eval_runs(db: sqlite3.Connection, result_id: str, run_id: str, job_i
                    tuple(values[c] for c in _EVAL_COLUMNS))
 
 
-def _split_evals(db: sqlite3.Connection) -> None:
+def _split_evals(db: sqlite3.Connection, path: Path) -> None:
     """Migration 5: each row of the schema-3 `evals` table (a result's whole eval block in `doc`) becomes one row per
-    concurrency the eval ran at, with that run's score; the old table is dropped."""
-    for row in db.execute("SELECT result_id, run_id, job_id, doc FROM evals_v3").fetchall():
-        block = EvalBlock.model_validate(json.loads(row["doc"]))
-        _insert_eval_runs(db, row["result_id"], row["run_id"], row["job_id"], block)
+    concurrency the eval ran at, with that run's score (an eval that never ran: one failed row at the concurrency its
+    job planned, `eval_run_columns`); the old table is dropped. A row that does not parse is a `StoreError` naming
+    its result (the migration is rolled back whole)."""
+    for row in db.execute("SELECT e.result_id, e.run_id, e.job_id, e.doc, j.job AS job_record FROM evals_v3 e "
+                          "LEFT JOIN jobs j ON j.run_id = e.run_id AND j.job_id = e.job_id").fetchall():
+        _insert_eval_runs(db, row["result_id"], row["run_id"], row["job_id"], _split_columns(row, path))
     db.execute("DROP TABLE evals_v3")
+
+
+def _split_columns(row: Mapping[str, Any], path: Path) -> list[dict[str, Any]]:
+    """The schema-5 `evals` columns of one schema-3/4 row (its eval block in `doc`, its job record in
+    `job_record`)."""
+    doc = _stored_eval_json(row, "doc", path)
+    try:
+        block = EvalBlock.model_validate(doc)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the document'}: {e['msg']}" for e in exc.errors()[:3])
+        raise _bad_eval_row(path, row["result_id"], "doc", f"not an eval block: {problems}") from exc
+    job: Any = None
+    if row["job_record"]:
+        try:
+            job = json.loads(row["job_record"])
+        except ValueError:
+            job = None  # the job record only says which concurrency an eval that never ran planned: 0 without it
+    return eval_run_columns(block, planned_eval_conc(job if isinstance(job, Mapping) else None))
+
+
+def _stored_eval_json(row: Mapping[str, Any], column: str, path: Path) -> Any:
+    try:
+        return json.loads(row[column])
+    except (TypeError, ValueError) as exc:
+        raise _bad_eval_row(path, row["result_id"], column, f"not JSON: {_first_line(exc)}") from exc
+
+
+def _bad_eval_row(path: Path, result_id: str, column: str, why: str) -> StoreError:
+    return StoreError(
+        f"results store {path}: the stored eval of result {result_id} cannot be read (its `evals.{column}` is {why})",
+        fix=f"drop that row (`sqlite3 {path} \"DELETE FROM evals WHERE result_id = '{result_id}'\"`), open the "
+            "store again, then `llmsweep results ingest RUN_DIR` of the run it came from stores its eval anew")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _statements(script: str) -> list[str]:

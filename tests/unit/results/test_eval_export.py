@@ -4,20 +4,23 @@ would publish (measured ones) unless --include-unpublished, by the throughput ex
 from __future__ import annotations
 
 import json
+import logging
+import multiprocessing
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+import pytest
 from click.testing import CliRunner
 
-from llmsweep.cli.main import cli
+from llmsweep.cli.main import cli, main
 from llmsweep.evals.gate import judge
 from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
 from llmsweep.results.interchange import export_points, left_out
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
-from llmsweep.results.store import SCHEMA_VERSION, Store
+from llmsweep.results.store import SCHEMA_VERSION, Store, StoreError
 
 MakeRun = Callable[..., RunDir]
 
@@ -118,7 +121,8 @@ def test_an_eval_row_says_the_dp_attention_its_job_ran_with_as_the_throughput_ro
 
 def test_a_multinode_eval_row_says_its_roles_dp_attention(make_run: MakeRun) -> None:
     """A disaggregated deployment whose roles differ: `prefill=<x>,decode=<y>`, as collect_eval_results.py writes
-    it; roles that agree: their value; each role's own field beside it."""
+    it; roles that agree: their value; each role's own field beside it, a boolean as meta_env.json carries it (wave-2
+    spec §1.6, §1.8) and as the multinode throughput row writes it."""
     import dataclasses
 
     from llmsweep.results.identity import identity_from_job
@@ -130,12 +134,17 @@ def test_a_multinode_eval_row_says_its_roles_dp_attention(make_run: MakeRun) -> 
                     "decode": {"num-worker": 1, "tp": 8, "ep": 8, "dp-attn": decode}})
         return dataclasses.replace(point, job=job, identity=identity_from_job(job))
 
-    (point,) = points_from_run(with_eval(make_run("mn", concs=(4,), source="measured"), [_run(64, 0.95)]))
+    (point,) = points_from_run(with_eval(make_run("mn", concs=(4,), source="measured"), [_run(64, 0.95)],
+                                         mode="run-eval"))
     (mixed,) = json.loads(export_points([multinode(point, True, False)], "inferencex-evals"))
     assert mixed["dp_attention"] == "prefill=true,decode=false"
-    assert (mixed["prefill_dp_attention"], mixed["decode_dp_attention"]) == ("true", "false")
+    assert (mixed["prefill_dp_attention"], mixed["decode_dp_attention"]) == (True, False)
+    (throughput,) = json.loads(export_points([multinode(point, True, False)], "inferencex", include_unpublished=True))
+    assert {k: throughput[k] for k in ("prefill_dp_attention", "decode_dp_attention")} == {
+        k: mixed[k] for k in ("prefill_dp_attention", "decode_dp_attention")}
     (both,) = json.loads(export_points([multinode(point, True, True)], "inferencex-evals"))
     assert both["dp_attention"] == "true" and both["is_multinode"] is True
+    assert (both["prefill_dp_attention"], both["decode_dp_attention"]) == (True, True)
 
 
 # ---------------------------------------------------------------- the store: one eval row per concurrency
@@ -187,11 +196,12 @@ def _as_schema_4(path: Path) -> None:
             block = json.loads(summary).get("eval")
             if block is None:
                 continue
-            first = next(r for r in block["runs"] if r["status"] == "completed")
-            strict, flexible = first["metrics"][0], first["metrics"][1]
-            olds.append((result_id, run_id, job_id, block["mode"], block["task"], block["score"],
-                         block["score_name"], block["score_stderr"], strict["value"], strict["stderr"],
-                         flexible["value"], flexible["stderr"], block["runs"][0]["n_samples"], block["verdict"],
+            first = next((r for r in block["runs"] if r["status"] == "completed"), None)
+            strict, flexible = first["metrics"][:2] if first else ({"value": None, "stderr": None},) * 2
+            olds.append((result_id, run_id, job_id, block["mode"], block["task"], block.get("score"),
+                         block.get("score_name"), block.get("score_stderr"), strict["value"], strict["stderr"],
+                         flexible["value"], flexible["stderr"],
+                         block["runs"][0]["n_samples"] if block["runs"] else None, block["verdict"],
                          json.dumps(block["reasons"]), block["harness_version"],
                          json.dumps([r["command"] for r in block["runs"]]), json.dumps(block)))
         db.execute("DROP TABLE evals")
@@ -228,3 +238,192 @@ def test_a_schema_4_store_opens_reads_and_migrates_to_one_eval_row_per_concurren
             (4, 0.95), (64, 0.91), (128, None)]
         assert "evals_v3" not in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
         assert db.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+
+
+# ---------------------------------------------------------------- two processes opening an old store at once
+
+
+_READ_VERSION: Callable[[Store], int] = vars(Store)["schema_version"].fget
+"""`Store.schema_version` as the store reads it (the tests below patch the property to interleave two opens)."""
+
+
+def _schema_4_store(make_run: MakeRun, path: Path) -> list[tuple[int, str, float | None, int | None]]:
+    """A schema-4 store holding one batched eval; the rows its evals read as at schema 5."""
+    with Store(path) as store:
+        store.ingest_run(_batched(make_run))
+        expected = [(r.conc, r.status, r.score, r.n_samples) for r in store.evals()]
+    _as_schema_4(path)
+    return expected
+
+
+def _assert_migrated_once(path: Path, expected: list[tuple[int, str, float | None, int | None]]) -> None:
+    with Store(path, readonly=True) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        assert [(r.conc, r.status, r.score, r.n_samples) for r in store.evals()] == expected
+    with sqlite3.connect(path) as db:
+        assert "evals_v3" not in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        assert db.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
+            (v,) for v in range(2, SCHEMA_VERSION + 1)]
+
+
+def test_a_store_migrated_by_another_connection_after_this_one_read_its_version_is_not_migrated_twice(
+        make_run: MakeRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The second open reads schema 4, then the first open migrates the store to 5 and commits before the second
+    starts migrating: the second re-reads the version under the write lock and applies nothing (it used to rename the
+    first one's schema-5 `evals` and crash splitting its rows as eval blocks)."""
+    path = tmp_path / "v4.sqlite"
+    expected = _schema_4_store(make_run, path)
+    read_version = _READ_VERSION
+    raced: list[int] = []
+
+    def racing(self: Store) -> int:
+        version = read_version(self)
+        if not raced:  # this open has read the version: another migrates the store before it goes on
+            raced.append(version)
+            with Store(path) as first:
+                assert read_version(first) == SCHEMA_VERSION
+        return version
+
+    monkeypatch.setattr(Store, "schema_version", property(racing))
+    caplog.set_level(logging.INFO, logger="llmsweep.results.store")
+    with Store(path) as second:
+        assert raced == [4] and read_version(second) == SCHEMA_VERSION
+        assert [(r.conc, r.status, r.score, r.n_samples) for r in second.evals()] == expected
+    # Migration 5 was applied once, by the first: the second skipped it, having read the version under the lock.
+    assert [r.getMessage().split(": ")[0] for r in caplog.records if "migrated to schema" in r.getMessage()] == [
+        f"results store {path} migrated to schema 5"]
+    monkeypatch.undo()
+    _assert_migrated_once(path, expected)
+
+
+def _open_in_a_process(path: Path, read: Any, go_on: Any, out: Any) -> None:
+    """A process opening the store for writing that, once it has read the store's version, waits for `go_on`."""
+    read_version = _READ_VERSION
+
+    def waiting(self: Store) -> int:
+        version = read_version(self)
+        if not read.is_set():
+            read.set()
+            go_on.wait(60)
+        return version
+
+    Store.schema_version = property(waiting)  # type: ignore[method-assign,assignment]  # this process only
+    try:
+        with Store(path) as store:
+            out.put(("ok", store.schema_version, [(r.conc, r.status, r.score, r.n_samples) for r in store.evals()]))
+    except BaseException as exc:  # report whatever it was, a raw traceback included
+        out.put(("error", type(exc).__name__, str(exc)))
+
+
+def test_two_processes_opening_a_schema_4_store_at_once_both_end_at_schema_5_with_the_evals_intact(
+        make_run: MakeRun, tmp_path: Path) -> None:
+    """A real second process reads schema 4, this one migrates the store and commits, then the other goes on."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("needs fork to patch the other process's store")
+    path = tmp_path / "v4.sqlite"
+    expected = _schema_4_store(make_run, path)
+    ctx = multiprocessing.get_context("fork")
+    read, go_on, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    other = ctx.Process(target=_open_in_a_process, args=(path, read, go_on, out))
+    other.start()
+    try:
+        assert read.wait(60), "the other process never read the store's version"
+        with Store(path) as store:  # this process migrates while the other holds schema 4 in hand
+            assert store.schema_version == SCHEMA_VERSION
+        go_on.set()
+        result = out.get(timeout=60)
+    finally:
+        go_on.set()
+        other.join(60)
+    assert result == ("ok", SCHEMA_VERSION, expected)
+    assert other.exitcode == 0
+    _assert_migrated_once(path, expected)
+
+
+def test_a_schema_5_store_whose_version_says_4_opens_with_its_evals_intact(make_run: MakeRun,
+                                                                          tmp_path: Path) -> None:
+    """What the second process of a race saw (the reviewer's reproduction): schema 5's `evals` under version 4.
+    Migration 5 finds its table already there and splits nothing."""
+    path = tmp_path / "s.sqlite"
+    with Store(path) as store:
+        store.ingest_run(_batched(make_run))
+        expected = [(r.conc, r.status, r.score, r.n_samples) for r in store.evals()]
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM schema_version WHERE version = 5")
+    db.close()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 4")
+    db.close()
+    with Store(path, readonly=True) as ro:
+        assert [(r.conc, r.status, r.score, r.n_samples) for r in ro.evals()] == expected
+    with Store(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+    _assert_migrated_once(path, expected)
+
+
+@pytest.mark.parametrize("doc", ['{"mode": "eval-only", "task": "gsm8k"}', "not json"])
+def test_a_stored_eval_that_does_not_parse_is_a_store_error_naming_its_result(
+        make_run: MakeRun, store_path: Path, capsys: pytest.CaptureFixture[str], doc: str) -> None:
+    path = store_path
+    _schema_4_store(make_run, path)
+    with sqlite3.connect(path) as db:
+        (result_id,) = db.execute("SELECT result_id FROM evals").fetchone()
+        db.execute("UPDATE evals SET doc = ?", (doc,))
+    db.close()
+    untouched = path.read_bytes()
+    with Store(path, readonly=True) as ro, pytest.raises(StoreError) as read:
+        ro.evals()
+    with pytest.raises(StoreError) as migrate:
+        Store(path)
+    for exc in (read.value, migrate.value):
+        assert result_id in exc.message and "evals.doc" in exc.message
+        assert exc.fix is not None and f"DELETE FROM evals WHERE result_id = '{result_id}'" in exc.fix
+    assert path.read_bytes() == untouched  # the migration rolled back whole: still schema 4, its row still there
+    with pytest.raises(SystemExit) as listed:  # `llmsweep results evals`: one error line and its fix, exit 2
+        main(["results", "evals"])
+    err = capsys.readouterr().err
+    assert listed.value.code == 2 and f"eval of result {result_id} cannot be read" in err and "fix: drop" in err
+    assert "Traceback" not in err
+
+
+# ---------------------------------------------------------------- an eval that never ran
+
+
+def test_an_eval_that_never_ran_keeps_one_failed_row_at_its_planned_concurrency(make_run: MakeRun,
+                                                                                store_path: Path) -> None:
+    run = with_eval(make_run("never", concs=(16,), source="measured"), [])
+    assert Summary.load(run.jobs[0].dir / "summary.json").eval.verdict == "invalid"  # type: ignore[union-attr]
+    runner = CliRunner()
+    assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
+    with Store(store_path, readonly=True) as store:
+        (row,) = store.evals()
+    assert (row.conc, row.status, row.score, row.n_samples, row.verdict) == (16, "failed", None, None, "invalid")
+    assert row.error is not None and "lm-eval never ran" in row.error
+    listed = runner.invoke(cli, ["results", "evals", "--json"], catch_exceptions=False)
+    assert [(r["conc"], r["status"], r["error"]) for r in json.loads(listed.stdout)] == [(16, "failed", row.error)]
+    table = runner.invoke(cli, ["results", "evals"], catch_exceptions=False)
+    assert table.exit_code == 0 and "failed" in table.stdout and "never ran" in table.stdout
+    assert json.loads(export_points(points_from_run(run), "inferencex-evals")) == []  # no score: no InferenceX row
+    # A schema-4 store holding it splits it the same way, read-only and migrated, the concurrency from its job record.
+    _as_schema_4(store_path)
+    with Store(store_path, readonly=True) as ro:
+        assert [(r.conc, r.status, r.error) for r in ro.evals()] == [(16, "failed", row.error)]
+    with Store(store_path) as store:
+        assert [(r.conc, r.status, r.error) for r in store.evals()] == [(16, "failed", row.error)]
+
+
+def test_the_planned_eval_concurrency_is_read_from_the_job_record_as_the_eval_plans_it() -> None:
+    from llmsweep.results.evals import eval_run_columns, planned_eval_conc
+
+    multinode = {"multinode": True, "conc": [4, 64, 8]}
+    assert planned_eval_conc(multinode) == 64
+    assert planned_eval_conc({**multinode, "eval-conc": 8}) == 8
+    assert planned_eval_conc({**multinode, "eval-all-concs": True}) == 4
+    assert planned_eval_conc({"conc": 16, "eval-conc": 64}) == 16  # a single server evaluates its own conc
+    assert planned_eval_conc({"conc": [32]}) == 32
+    assert planned_eval_conc(None) == planned_eval_conc({}) == planned_eval_conc({"conc": "many"}) == 0
+    block = judge(EvalBlock(mode="eval-only", task="gsm8k", dataset="openai/gsm8k", context_length=9472,
+                            max_tokens=5376, runs=[], verdict="invalid"))
+    (only,) = eval_run_columns(block)
+    assert (only["conc"], only["status"], only["score"], only["command"]) == (0, "failed", None, [])
+    assert [c["conc"] for c in eval_run_columns(block, 64)] == [64]
