@@ -17,4 +17,9 @@ def test_force_calls_finished_results_an_earlier_attempt(tmp_path: Path) -> None
     kept = [line for line in forced.stderr.splitlines() if "are kept in" in line]
     assert len(kept) == 2 and all(": the artifacts of an earlier attempt are kept in " in line for line in kept), kept
     assert "unfinished" not in forced.stderr
-    assert all((d / "attempts" / "1" / "summary.json").is_file() for d in job_dirs(out).values())
+    for d in job_dirs(out).values():
+        # the whole attempt moves aside: its job, its launch and its power samples with its results, so `summarize`
+        # on attempts/1 reads that attempt as it ran (its power block included)
+        kept_files = {p.name for p in (d / "attempts" / "1").iterdir()}
+        assert {"summary.json", "records.jsonl", "job.json", "server_command.txt", "gpu_metrics.jsonl"} <= kept_files
+        assert {"job.json", "server_command.txt", "gpu_metrics.jsonl", "summary.json"} <= {p.name for p in d.iterdir()}

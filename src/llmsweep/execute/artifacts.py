@@ -23,6 +23,7 @@ from typing import Any
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.execute.secrets import SecretScrubber
+from llmsweep.power.samples import GPU_METRICS_FILE
 
 RUN_FILE = "run.json"
 JOB_FILE = "job.json"
@@ -35,7 +36,10 @@ PID_FILE = "server.pid"
 RECORDS_FILE = "records.jsonl"
 SLURM_JOB_ID_FILE = "slurm_job_id"
 ATTEMPTS_DIR = "attempts"
-_ATTEMPT_FILES = (RECORDS_FILE, "server_metrics.jsonl", "run.json", SUMMARY_FILE, OUTCOME_FILE, SERVER_LOG)
+_ATTEMPT_FILES = (RECORDS_FILE, "server_metrics.jsonl", "run.json", SUMMARY_FILE, OUTCOME_FILE, SERVER_LOG, JOB_FILE,
+                  COMMAND_FILE, GPU_METRICS_FILE)
+"""What an attempt writes into its job folder (beside its eval folder, `evals.results.EVAL_DIR`): moved aside whole,
+so `summarize` on `attempts/N/` reads that attempt's job, launch and power as it ran."""
 
 
 def jobs_dir(run_dir: Path) -> Path:
@@ -115,7 +119,9 @@ def keep_previous_attempt(directory: Path) -> Path | None:
     run left half done would destroy the only raw record of what that attempt saw. Returns the folder, or None when
     there was nothing to keep.
     """
-    present = [directory / name for name in _ATTEMPT_FILES if (directory / name).exists()]
+    from llmsweep.evals.results import EVAL_DIR
+
+    present = [directory / name for name in (*_ATTEMPT_FILES, EVAL_DIR) if (directory / name).exists()]
     if not present:
         return None
     attempts = directory / ATTEMPTS_DIR
