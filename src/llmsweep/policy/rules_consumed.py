@@ -257,7 +257,9 @@ def render_failed(ctx: Context) -> Iterator[Finding]:
         try:
             render(job, simulate=own)
         except (LlmsweepError, KeyError, ValueError) as exc:
-            hit = ctx.hit("serve.render-failed", recipe, ("serve",), f"cannot render: {exc}", job=job)
+            # an adapter's refusal carries its own fix: the finding's fix, not a second line inside its message
+            said, fix = (exc.message, exc.fix) if isinstance(exc, LlmsweepError) else (str(exc), None)
+            hit = ctx.hit("serve.render-failed", recipe, ("serve",), f"cannot render: {said}", job=job, fix=fix)
             if own:
                 hit = hit.model_copy(update={"severity": Severity.ERROR,
                                              "message": hit.message.removesuffix(SOFTENED_NOTE)})

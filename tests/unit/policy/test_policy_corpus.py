@@ -54,6 +54,8 @@ def test_policy_case(path: Path, rule_id: str, line: int, fragment: str, monkeyp
     assert any(fragment in f.message for f in at_line), [f.message for f in at_line]
     rule = next(r for r in all_rules() if r.id == rule_id)
     assert at_line[0].fix and at_line[0].file == str(path)
+    # a refusal's fix is the finding's fix, never a second line inside its message
+    assert not [f.message for f in result.findings if "fix:" in f.message]
     if rule.severity.value == "error" and rule_id != "resources.hbm-fit":
         assert not result.ok
 
