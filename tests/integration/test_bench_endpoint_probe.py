@@ -132,6 +132,11 @@ def test_bench_reads_the_simulators_tp_as_its_gpu_count(sim_tp8: str, tmp_path: 
     assert summary["provenance"]["gpus_known"] is True and "tp 8" in summary["provenance"]["gpus_from"]
     assert tput["per_gpu"]["total_tps"] == pytest.approx(tput["total_tps"] / 8)
     assert "GPUs serving the endpoint: 8" in res.stderr
+    # The table's line says per GPU what `run`'s table says per GPU, and names the endpoint's figure as such.
+    plain = _cli("bench", "fixed", "--url", sim_tp8, "--model", "llama-3.1-8b", *FIXED, "--out", str(tmp_path / "p"))
+    line = next(x for x in plain.stdout.splitlines() if x.startswith("throughput:"))
+    per_gpu = json.loads((tmp_path / "p" / "summary.json").read_text())["throughput"]["per_gpu"]
+    assert f"{per_gpu['output_tps']:,.2f} output, {per_gpu['total_tps']:,.2f} total tok/s/GPU (8 GPUs; " in line, line
     # --gpus still wins over what the server says.
     res = _cli("bench", "fixed", "--url", sim_tp8, "--model", "llama-3.1-8b", *FIXED, "--gpus", "2",
                "--out", str(tmp_path / "two"), "--json")

@@ -303,12 +303,17 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
     al = spec.acceptance_length if spec is not None else None
     # A GPU count nobody stated or read is no GPU count: the figure is the whole endpoint's, and says so.
     known = summary.provenance.gpus_known is not False
-    per = "tok/s/GPU" if known else "tok/s/endpoint (GPUs unknown: pass --gpus for per GPU)"
+    per_gpu = tput.per_gpu
+    if not known:
+        tokens = (f"{_fmt(tput.output_tps)} output, {_fmt(tput.total_tps)} total tok/s/endpoint "
+                  "(GPUs unknown: pass --gpus for per GPU)")
+    else:  # per GPU, as `run`'s table, then the endpoint's output: one unit per figure
+        tokens = (f"{_fmt(per_gpu.output_tps)} output, {_fmt(per_gpu.total_tps)} total tok/s/GPU "
+                  f"({tput.gpus} GPU{'s' if tput.gpus != 1 else ''}; {_fmt(tput.output_tps)} output tok/s in all)")
     lines = [
         f"requests: {req.successful} ok, {req.failed} failed, {req.cancelled} cancelled, "
         f"{req.warmup} warmup  errors: {req.error_categories or '-'}",
-        (f"throughput: {_fmt(tput.request_rps)} req/s, {_fmt(tput.output_tps)} out tok/s, "
-         f"{_fmt(tput.per_gpu.total_tps)} total {per} over {_fmt(tput.duration_s)} s") if req.successful
+        f"throughput: {_fmt(tput.request_rps)} req/s, {tokens} over {_fmt(tput.duration_s)} s" if req.successful
         else "throughput: - (no request succeeded)",
         f"cache hit: theoretical {_fmt(summary.cache.theoretical_hit_rate)}, "
         f"observed {_fmt(summary.cache.observed_hit_rate)}"
