@@ -234,6 +234,8 @@ def compare_points(
             _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
                                        _eval_delta(runs_a, runs_b)))
+    # by series, then by concurrency as a number (the sides come in job-id order, where conc 12 sorts before 4)
+    matched.sort(key=lambda m: (m.a[0].identity.series_key(), m.a[0].identity.conc))
     only_a = tuple(p for k, ps in side_a.items() if k not in side_b for p in ps)
     only_b = tuple(p for k, ps in side_b.items() if k not in side_a for p in ps)
     notes = []
@@ -242,6 +244,9 @@ def compare_points(
                for side, runs in (("A", m.a), ("B", m.b)) for p in runs if not p.valid]
         if bad:
             notes.append(f"{m.label}: " + ", ".join(bad) + " — its deltas describe an invalid measurement")
+    if a and {p.result_id for p in a} == {p.result_id for p in b}:
+        notes.insert(0, f"A and B are the same results (run {', '.join(sorted({p.run_id for p in a}))}): every "
+                        "delta is zero by construction")
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
     if not any(m.deltas and any(d.band and d.band.kind == "between-run" for d in m.deltas) for m in matched):

@@ -156,3 +156,13 @@ def test_power_metrics_are_compared_when_a_side_sampled_power(make_run) -> None:
     comp = compare_points(a, b, resamples=10)
     delta = next(d for d in comp.matched[0].deltas if d.metric == "tokens_per_joule")
     assert delta.a == 1.0 and delta.b == 1.2 and delta.verdict == "unverified"  # one run: no between-run band
+
+
+def test_points_are_listed_by_concurrency_as_a_number_and_a_run_against_itself_is_said(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(12, 16, 4, 8)))
+    b = [_scaled(p, "b", 1.0) for p in reversed(a)]
+    comp = compare_points(a, b, resamples=10)
+    assert [m.a[0].identity.conc for m in comp.matched] == [4, 8, 12, 16]
+    assert not any("same results" in n for n in comp.notes)
+    itself = compare_points(a, a, resamples=10)
+    assert itself.notes[0].startswith("A and B are the same results (run a)")
