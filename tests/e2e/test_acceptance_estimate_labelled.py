@@ -44,6 +44,9 @@ def test_the_estimated_acceptance_length_is_labelled(tmp_path: Path, monkeypatch
     res = CliRunner().invoke(cli, ["predict", str(recipe)])
     assert res.exit_code == 0, res.output
     assert "2.95 est." in res.stdout and "AL est.: the simulator's estimate" in res.stdout
+    # the calibration column says "uncalibrated"; the caption carries only what the column cannot (no echo of it)
+    assert "uncalibrated" in res.stdout and "uncalibrated;" not in res.stdout
+    assert not [line for line in res.stdout.splitlines() if line.strip() == "uncalibrated"]
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
     res = CliRunner().invoke(cli, ["run", str(recipe), "--out", str(tmp_path / "run"), "--no-report"])
     assert res.exit_code == 0, res.output

@@ -581,7 +581,8 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
         rows.append([plain(r.job), str(r.concurrency), *cells,
                      plain(label.split(" (")[0].replace("calibrated: ", ""))])
-    labels = sorted({r.calibration for r in results if r.calibration})
+    # under the table only what the column cannot show: a calibration's evidence ("uncalibrated" says it all there)
+    labels = sorted({r.calibration for r in results if r.calibration and " (" in r.calibration})
     if any(r.summary is not None and (a := r.summary.provenance.acceptance) is not None and a.estimated
            for r in results):
         labels.append("AL est.: the simulator's estimate for (model, method, K); the job measures real acceptance")
