@@ -348,7 +348,13 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     if req.only_jobs is not None:
         jobs, findings = _only(jobs, findings, req.only_jobs)
     if not jobs:
-        raise ConfigError("the recipes expand to no job", fix="check --config-keys and the recipes' search spaces")
+        for f in findings:  # what the files said (an empty file, a recipe dropped) is the reason: said first
+            event(f.render())
+        files = ", ".join(str(f) for f in req.files)
+        keys_said = f" with --config-keys {' '.join(req.config_keys)}" if req.config_keys else ""
+        raise ConfigError(f"{files}{keys_said}: the recipes expand to no job",
+                          fix="check the files hold recipes (the findings above), --config-keys and the recipes' "
+                              "search spaces")
     for f in findings:  # errors refuse their jobs (below); warnings run, but are said before anything starts
         if f.is_error or req.say_warnings:
             event(f.render())
