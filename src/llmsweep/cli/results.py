@@ -127,6 +127,9 @@ def evals_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> Non
     if as_json:
         click.echo(json.dumps([asdict(r) for r in rows], indent=1))
         return
+    if not rows:
+        click.echo(f"no eval stored{f' for run {run_id}' if run_id else ''} in {store.path}")
+        return
     from rich.table import Table
 
     table = Table()

@@ -35,6 +35,9 @@ def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Pa
     assert runs["run1"]["origin"] == "llmsweep"
     # Imported rows are their own run: run1 still has exactly its own two results.
     assert len(json.loads(_run("results", "list", "--run", "run1", "--json"))) == 2
+    # No result ran an eval: the table says so rather than print an empty frame (JSON: an empty list).
+    assert _run("results", "evals").startswith("no eval stored in ")
+    assert json.loads(_run("results", "evals", "--json")) == []
 
 
 def test_a_runs_results_are_listed_by_series_then_concurrency_as_numbers(make_run, store_path: Path) -> None:
