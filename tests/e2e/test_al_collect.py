@@ -347,6 +347,59 @@ def test_each_mode_defaults_to_the_golden_curves_sampling_so_the_collection_stan
         assert doc["sampling"] == sampling
 
 
+SILENT = """\
+# Source GitHub Actions run: https://example.invalid/runs/2
+# Acceptance Length (AL) reference values measured with SPEED-Bench.
+# dataset: coding | temperature: 1.0 | output_len: 4096
+# thinking_off chat_template_kwargs: {"enable_thinking": false}
+# simulated: yes (a stand-in for the family's golden curve, measured in FP8)
+# key = num_speculative_tokens (ngram level); value = golden AL
+llama-1b-fp8:
+  thinking_off:
+    1: 1.50
+"""
+"""The family's golden curve as InferenceX writes DSv4's: only the temperature stated, top_p and top_k the server's."""
+
+
+@pytest.mark.timeout(240)
+def test_a_key_the_golden_curve_leaves_to_the_server_is_not_sent_so_the_collection_stands_in_for_it(
+        tmp_path: Path) -> None:
+    reference, out = tmp_path / "reference", tmp_path / "golden"
+    reference.mkdir()
+    (reference / "llama-1b_ngram.yaml").write_text(SILENT)
+    env = {CURVES_ENV_VAR: str(reference)}
+    common = ("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
+              "48", "--variant", "bf16", "-k", "1", "--thinking", "off", "--json")
+    proc = _cli(*common, "--out", out, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("sampling thinking_off: temperature 1 (temperature as llama-1b_ngram states them for thinking_off); "
+            "not sent: top_p, top_k, presence_penalty (unstated by llama-1b_ngram for thinking_off: the server's "
+            "default)") in proc.stderr
+    result = json.loads(proc.stdout)
+    assert _sent(result["cells"][0]) == {"temperature": 1.0, "chat_template_kwargs": {"enable_thinking": False}}
+    text = Path(result["curve_file"]).read_text()  # the header states what was sent, nothing more
+    assert " | temperature: 1.0 | output_len: 48\n" in text and "top_p" not in text and "top_k" not in text
+
+    def resolved(curves: Path) -> dict[str, Any]:
+        got = _cli("al", "llama-1b", "-m", "ngram", "-k", "1", "--thinking", "off", "--precision", "bf16",
+                   "--curves", curves, "--json", env=env)
+        assert got.returncode == 0, got.stderr
+        doc: dict[str, Any] = json.loads(got.stdout)
+        return doc
+
+    doc = resolved(out)  # served in bf16: the collected curve stands in for the family's FP8 one
+    assert (doc["curve"], doc["passed_over"], doc["unlike"]) == ("llama-1b_ngram_bf16", "llama-1b_ngram", [])
+    assert doc["sampling"] == {"temperature": 1.0, "presence_penalty": 0.0}
+    # a collection that sent top_p where the golden curve left it to the server was sampled otherwise
+    given = _cli(*common, "--out", tmp_path / "given", "--top-p", "0.95", env=env)
+    assert given.returncode == 0, given.stderr[-3000:]
+    assert "top_p 0.95 (" in given.stderr
+    assert "| top_p: 0.95 |" in Path(json.loads(given.stdout)["curve_file"]).read_text()
+    doc = resolved(tmp_path / "given")
+    assert (doc["curve"], doc["passed_over"]) == ("llama-1b_ngram", None)
+    assert doc["unlike"] == ["llama-1b_ngram_bf16 (top_p 0.95, not unstated)"]
+
+
 @pytest.mark.timeout(240)
 def test_thinking_off_and_on_are_the_default_where_the_models_template_has_the_switch(tmp_path: Path) -> None:
     model = tmp_path / "model"

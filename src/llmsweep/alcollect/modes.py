@@ -6,8 +6,10 @@ A golden curve states its sampling per thinking mode (Qwen3.5: temperature 0.6, 
 for the mode (`catalog.golden.sampling_differences`). So each mode's sampling is, key by key, the first of: the
 mode's own option (``--sampling on=temperature=0.6``), the option for every mode (``--temperature``), what the curve
 being completed (``--merge-into``) states for the mode, what the model family's reference curve states for it
-(`catalog.golden.reference_curve`), :class:`Sampling`'s default. Chat-template kwargs likewise: the option, a
-curve's stated kwargs for the mode, :data:`DEFAULT_KWARGS`.
+(`catalog.golden.reference_curve`); then, where one of those curves speaks for the mode, nothing: a key the curve
+leaves unstated is not sent (DSv4's curve states only temperature 1.0: top_p and top_k are the server's, as in
+InferenceX's collection), else :class:`Sampling`'s default. Chat-template kwargs likewise: the option, a curve's
+stated kwargs for the mode, :data:`DEFAULT_KWARGS`.
 
 A thinking-on cell of a model whose chat template has no thinking switch would be the thinking-off cell under another
 label: :func:`thinking_switch` reads the template (the model directory, a `--chat-template` serve arg, the local
@@ -49,14 +51,20 @@ class ModeSettings(BaseModel):
     kwargs_origin: str
 
     def describe(self) -> str:
-        """``thinking_on: temperature 0.6, top_p 0.95, top_k 20, presence_penalty 0 (temperature, top_p, top_k as
-        qwen3.5_mtp states them for thinking_on; presence_penalty llmsweep's default); chat_template_kwargs {...}``"""
+        """``thinking_on: temperature 0.6, top_p 0.95, top_k 20, presence_penalty 0 (temperature, top_p, top_k,
+        presence_penalty as qwen3.5_mtp states them for thinking_on); chat_template_kwargs {...} (...)``; the keys not
+        sent are named with why: ``thinking_on: temperature 1 (temperature as dsv4_mtp states them for thinking_on);
+        not sent: top_p, top_k, presence_penalty (unstated by dsv4_mtp for thinking_on: the server's default); …``."""
         values = self.sampling.model_dump()
-        by_origin: dict[str, list[str]] = {}
+        sent: dict[str, list[str]] = {}
+        unsent: dict[str, list[str]] = {}
         for key, origin in self.origins.items():
-            by_origin.setdefault(origin, []).append(key)
-        said = "; ".join(f"{', '.join(keys)} {origin}" for origin, keys in by_origin.items())
-        return (f"{self.mode}: {', '.join(f'{k} {v:g}' for k, v in values.items())} ({said}); chat_template_kwargs "
+            (sent if values[key] is not None else unsent).setdefault(origin, []).append(key)
+        numbers = ", ".join(f"{k} {v:g}" for k, v in values.items() if v is not None)
+        whence = "; ".join(f"{', '.join(keys)} {origin}" for origin, keys in sent.items())
+        parts = [f"{numbers} ({whence})"] if sent else []
+        parts += [f"not sent: {', '.join(keys)} ({origin})" for origin, keys in unsent.items()]
+        return (f"{self.mode}: {'; '.join(parts)}; chat_template_kwargs "
                 f"{json.dumps(self.chat_template_kwargs, sort_keys=True)} ({self.kwargs_origin})")
 
 
@@ -77,12 +85,20 @@ def plan_modes(modes: Sequence[ThinkingMode], *, references: Sequence[GoldenCurv
     """Each mode's :class:`ModeSettings`. `references`: the curves whose statements default a mode, first winning
     (the curve `--merge-into` completes, then the family's reference curve); `every_mode`: sampling keys given for
     all modes (`every_mode_origin` names the option of each); `per_mode`: keys given for one mode; `kwargs`:
-    chat-template kwargs given per mode. A key no one gives is :class:`Sampling`'s default."""
+    chat-template kwargs given per mode. A key no one gives is not sent where a reference curve speaks for the mode
+    (it leaves the key to the server, as InferenceX's collector does, and a collection sampled otherwise would not
+    stand in for it), else it is :class:`Sampling`'s default."""
     out: dict[ThinkingMode, ModeSettings] = {}
     for mode in modes:
-        values: dict[str, Any] = Sampling().model_dump()
-        origins = dict.fromkeys(values, DEFAULT_ORIGIN)
-        for curve in reversed([c for c in references if speaks_for(c, mode)]):
+        speaking = [c for c in references if speaks_for(c, mode)]
+        if speaking:
+            values: dict[str, Any] = dict.fromkeys(Sampling.model_fields)
+            silent = ", ".join(c.id for c in speaking)
+            origins = dict.fromkeys(values, f"unstated by {silent} for {mode}: the server's default")
+        else:
+            values = Sampling().model_dump()
+            origins = dict.fromkeys(values, DEFAULT_ORIGIN)
+        for curve in reversed(speaking):
             for key, value in stated_sampling(curve, mode).items():
                 values[key], origins[key] = value, f"as {curve.id} states them for {mode}"
         for key, value in (every_mode or {}).items():

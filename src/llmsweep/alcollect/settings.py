@@ -3,7 +3,7 @@ options come from these fields), kept apart from the collector so the CLI import
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -16,26 +16,24 @@ curves send it. Off is said, not left out: those templates think by default, so 
 
 
 class Sampling(BaseModel):
-    """Sampling of every request of one thinking mode. The defaults are MiniMax-M3's curve's (temperature 1.0, top_p
-    0.95, top_k 40); other curves state their own per thinking mode (`llmsweep al` shows them; Qwen3.5: 0.6/0.95/20
-    thinking on, 0.7/0.8/20 + presence penalty 1.5 off), and a collection must match the curve it is to stand in for
-    (`catalog.golden.sampling_differences`): `al collect` defaults each mode to it (`alcollect.modes`)."""
+    """Sampling of every request of one thinking mode; a key that is None is not sent (the server's default: vLLM
+    reads the model's generation_config). Where no golden curve speaks for the mode, MiniMax-M3's curve's (temperature
+    1.0, top_p 0.95, top_k 40) are sent. Curves state their own per thinking mode (`llmsweep al` shows them; Qwen3.5:
+    0.6/0.95/20 thinking on, 0.7/0.8/20 + presence penalty 1.5 off; DSv4 only its temperature 1.0), and a collection
+    must match the curve it is to stand in for (`catalog.golden.sampling_differences`): `al collect` defaults each
+    mode to it (`alcollect.modes`), sending no key the curve leaves unstated."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature.")
-    top_p: float = Field(default=0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
-    top_k: int = Field(default=40, ge=-1, description="Top-k cut (-1: none).")
-    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0, description="Presence penalty (Qwen3.5's "
-                                    "thinking-off curve: 1.5).")
+    temperature: Annotated[float, Field(ge=0.0)] | None = Field(default=1.0, description="Sampling temperature.")
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = Field(default=0.95, description="Nucleus sampling mass.")
+    top_k: Annotated[int, Field(ge=-1)] | None = Field(default=40, description="Top-k cut (-1: none).")
+    presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = Field(
+        default=None, description="Presence penalty (Qwen3.5's thinking-off curve: 1.5).")
 
     def params(self) -> dict[str, float | int]:
-        """What every request sends and the curve header states: presence_penalty only when set (0 is the API's
-        default, and curves collected before it existed say nothing of it)."""
-        out = self.model_dump()
-        if not out["presence_penalty"]:
-            del out["presence_penalty"]
-        return out
+        """What every request sends and the curve header states: the keys that are set (None: left to the server)."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
 class CollectSettings(BaseModel):
@@ -76,7 +74,7 @@ class CollectSettings(BaseModel):
 
     def sampling_of(self, mode: ThinkingMode) -> Sampling:
         """What `mode`'s requests send (Sampling's defaults where the settings name none for it)."""
-        return self.sampling.get(mode) or Sampling()
+        return self.sampling[mode] if mode in self.sampling else Sampling()
 
 
 class CellResult(BaseModel):

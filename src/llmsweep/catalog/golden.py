@@ -182,7 +182,8 @@ class AcceptanceResolution(BaseModel):
         "depends on the sampling, so they do not stand in for it; the warning names them.")
     sampling: dict[str, float] = Field(
         default_factory=dict, description="The sampling the answering curve states for this thinking mode "
-        "(:func:`mode_sampling`): what a collection must be sampled with to stand in for it.")
+        "(:func:`mode_sampling`): what a collection must be sampled with to stand in for it; a key it leaves unstated "
+        "(not here) was the server's, and a collection sends none.")
 
     def served_precision_note(self, precision: str) -> str:
         """Why no curve of the served precision answers (for the precision-provenance warning): those lacking the
@@ -526,10 +527,16 @@ def mode_sampling(curve: GoldenCurve, mode: str) -> dict[str, float]:
 
 
 def sampling_differences(candidate: GoldenCurve, reference: GoldenCurve, mode: str) -> list[str]:
-    """Each parameter `reference` states for `mode` that `candidate` does not state alike, as 'key got, not want'."""
+    """Each parameter the two curves do not state alike for `mode`, as 'key got, not want': one `reference` states
+    that `candidate` states otherwise or not at all, and one `candidate` states that `reference` leaves unstated
+    (sent where the reference left it to the server: DSv4's curve states only its temperature)."""
     got, want = mode_sampling(candidate, mode), mode_sampling(reference, mode)
-    return [f"{key} {got[key]:g}, not {value:g}" if key in got else f"{key} unstated, not {value:g}"
-            for key, value in want.items() if got.get(key) != value]
+
+    def said(values: dict[str, float], key: str) -> str:
+        return f"{values[key]:g}" if key in values else "unstated"
+
+    return [f"{key} {said(got, key)}, not {said(want, key)}" for key in SAMPLING_KEYS
+            if (key in got or key in want) and got.get(key) != want.get(key)]
 
 
 def reference_curve(model_prefix: str, method: str, model: str = "", draft_model: str | None = None,
@@ -637,8 +644,9 @@ class CurveHeader(BaseModel):
     engine: str = Field(description="Engine and version as the server reported them.")
     dataset: str = Field(description="Prompt set: category, origin, prompt count.")
     sampling: dict[ThinkingMode, dict[str, float | int]] = Field(
-        description="Per thinking mode, the sampling its requests sent (temperature, top_p, top_k; presence_penalty "
-        "when set): the header states what every mode shares on the dataset line and the rest on the mode's line.")
+        description="Per thinking mode, the sampling keys its requests sent (temperature, top_p, top_k, "
+        "presence_penalty; a key left to the server is not sent, and not stated): the header states what every mode "
+        "shares on the dataset line and the rest on the mode's line.")
     output_len: int
     chat_template_kwargs: dict[ThinkingMode, dict[str, Any]]
     generator: str

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args, get_origin
 
 import click
 from click.core import ParameterSource
@@ -28,19 +28,39 @@ if TYPE_CHECKING:
     from llmsweep.execute.base import ServerLauncher
     from llmsweep.plan.job import Job
 
+C = TypeVar("C", bound=Callable[..., Any])
+
 EXECUTORS = ("local", "docker")
 """Executors whose launcher starts a server from this process (Slurm runs its lifecycle on the node)."""
 
 
-SAMPLING_FLAGS = {"temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k",
-                  "presence_penalty": "--presence-penalty"}
-"""The options that set one Sampling field for every thinking mode (`--sampling MODE=...` sets it for one)."""
+SAMPLING_FLAGS = {name: "--" + name.replace("_", "-") for name in Sampling.model_fields}
+"""The options that set one Sampling field for every thinking mode (`--sampling MODE=...` sets it for one): one per
+field, spelled from its name (`--top-p`), fed by :func:`_sampling_options`."""
 
 
 def _sampling_help(name: str) -> str:
     field = Sampling.model_fields[name]
+    default = "else not sent" if field.default is None else \
+        f"not sent where the curve leaves it unstated, else {field.default}"
     return (f"{(field.description or '').rstrip('.')}, for every thinking mode (default: as the model's golden curve "
-            f"states it for the mode, else {field.default}).")
+            f"states it for the mode, {default}).")
+
+
+def _value_type(name: str) -> type:
+    """The number type of a Sampling field (``Annotated[int, ...] | None``: int)."""
+    (inner,) = (a for a in get_args(Sampling.model_fields[name].annotation) if a is not type(None))
+    value = get_args(inner)[0] if get_origin(inner) is Annotated else inner
+    assert isinstance(value, type)
+    return value
+
+
+def _sampling_options(command: C) -> C:
+    """The options of :data:`SAMPLING_FLAGS`, each passed to the command under its field's name (None: not given)."""
+    for name, flag in reversed(SAMPLING_FLAGS.items()):
+        command = field_option(flag, name, source=(Sampling, name), type=_value_type(name), default=None,
+                               help=_sampling_help(name))(command)
+    return command
 
 
 def _kwargs(pairs: tuple[str, ...]) -> dict[ThinkingMode, dict[str, Any]]:
@@ -187,10 +207,11 @@ def _plan_modes(job: Job, thinking: tuple[str, ...], references: list[GoldenCurv
               help='chat_template_kwargs per thinking mode (default: as the golden curve states them for the mode, '
                    'else on={"enable_thinking": true}, off={"enable_thinking": false}).')
 @click.option("--sampling", "mode_sampling", multiple=True, metavar="MODE=KEY=VALUE,…",
-              help="Sampling of one thinking mode, over --temperature/--top-p/--top-k/--presence-penalty (e.g. "
+              help=f"Sampling of one thinking mode, over {'/'.join(SAMPLING_FLAGS.values())} (e.g. "
               "--sampling on=temperature=0.6,top_p=0.95,top_k=20). Unless given, each mode samples as the curve "
               "--merge-into completes states it for the mode, else as the model's golden curve does (so that the "
-              "collected curve may stand in for it), else with the defaults; the collection says which.")
+              "collected curve may stand in for it), a key the curve leaves unstated not sent, else with the "
+              "defaults; the collection says which.")
 @click.option("--prompts", "prompt_source", default="auto", show_default=True,
               help="hub (SPEED-Bench qualitative from the Hugging Face hub), builtin (llmsweep's own 24 coding "
               "prompts), a JSONL file of SPEED-Bench rows, or auto (the hub, else builtin).")
@@ -198,14 +219,7 @@ def _plan_modes(job: Job, thinking: tuple[str, ...], references: list[GoldenCurv
 @option("num_prompts", default=None, type=click.IntRange(min=1),
         help="Use only the first N prompts of the category (default: all of them).")
 @field_option("--output-len", source=(CollectSettings, "output_len"), type=click.IntRange(min=1), show_default=True)
-@field_option("--temperature", source=(Sampling, "temperature"), type=float, default=None,
-              help=_sampling_help("temperature"))
-@field_option("--top-p", source=(Sampling, "top_p"), type=float, default=None,
-              help=_sampling_help("top_p"))
-@field_option("--top-k", source=(Sampling, "top_k"), type=int, default=None,
-              help=_sampling_help("top_k"))
-@field_option("--presence-penalty", source=(Sampling, "presence_penalty"), type=float, default=None,
-              help=_sampling_help("presence_penalty"))
+@_sampling_options
 @option("executor", type=click.Choice(EXECUTORS),
         help="Where each cell's server starts: this machine, or a docker container here.")
 @option("executor_option",
@@ -232,12 +246,12 @@ def _plan_modes(job: Job, thinking: tuple[str, ...], references: list[GoldenCurv
 @json_option("the cells and the curve file")
 def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, ks: tuple[int, ...],
             thinking: tuple[str, ...], template_kwargs: tuple[str, ...], mode_sampling: tuple[str, ...],
-            prompt_source: str, category: str, num_prompts: int | None, output_len: int, temperature: float | None,
-            top_p: float | None, top_k: int | None, presence_penalty: float | None, executor: str,
+            prompt_source: str, category: str, num_prompts: int | None, output_len: int, executor: str,
             executor_options: tuple[str, ...], simulate: bool, out_dir: Path,
             variant: str | None, merge_into: Path | None, run_dir: Path | None, checkpoint: str | None,
             precision: str | None, notes: tuple[str, ...],
-            startup_timeout: float | None, request_timeout: float, force: bool, as_json: bool) -> None:
+            startup_timeout: float | None, request_timeout: float, force: bool, as_json: bool,
+            **sampling: float | None) -> None:
     """Measure a golden acceptance-length curve: per thinking mode and draft length K, a fresh server of RECIPE's
     speculative job (real verification), the SPEED-Bench-style prompt set at concurrency 1, AL = 1 + Δaccepted /
     Δdrafts from the server's /metrics; written as an InferenceX golden-AL file with its provenance."""
@@ -247,8 +261,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         click.echo(line, err=True)
 
     kwargs, per_mode = _kwargs(template_kwargs), _sampling(mode_sampling)
-    every_mode = {k: v for k, v in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k),
-                                    ("presence_penalty", presence_penalty)) if v is not None}
+    every_mode = {k: v for k, v in sampling.items() if k in SAMPLING_FLAGS and v is not None}  # _sampling_options'
     job = _collection_job(recipe, config_keys, runner_config, simulate=simulate, echo=echo)
     modes, mode_notes = _plan_modes(job, thinking, _references(job, merge_into), every_mode, per_mode, kwargs, echo)
     settings = CollectSettings.model_validate({

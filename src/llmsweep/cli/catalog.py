@@ -379,11 +379,13 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
         ("precision measured", f"{res.precision_measured} (from {res.precision_basis})"),
         ("hardware / engine", f"{res.hardware} / {res.engine}"), ("dataset", res.dataset), ("source", res.source),
     ]
+    unstated = [key for key in golden_mod.SAMPLING_KEYS if key not in res.sampling]
+    # what a collection must match to stand in for the curve, sending no key it leaves unstated
+    rows.append(("sampling", " ".join(f"{key} {value:g}" for key, value in res.sampling.items())
+                 + (f"; {', '.join(unstated)} unstated (the server's default)" if unstated else "")))
     chosen = golden_mod.get_curve(res.curve, curve_dirs)
     if chosen is not None:
         rows.append(("file", f"{chosen.file}" + ("" if chosen.packaged else " (user curve)")))
-        sampled = golden_mod.mode_sampling(chosen, res.thinking)  # what a collection must match to stand in for it
-        rows.append(("sampling", " ".join(f"{key} {value:g}" for key, value in sampled.items())))
         rows += [("note", note) for note in chosen.notes]
     if res.simulated:
         rows.append(("simulated", "yes: collected on llmsweep's simulator (a modelled AL, not a measurement)"))

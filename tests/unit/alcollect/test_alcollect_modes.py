@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -160,3 +161,41 @@ def test_a_sampling_option_that_is_not_one_is_refused_naming_it(tmp_path: Path, 
                                        "--out", str(tmp_path / "out")])
     assert isinstance(got.exception, ConfigError), got.output
     assert named in got.exception.message and not (tmp_path / "out").exists()
+
+
+def test_a_key_the_golden_curve_leaves_unstated_is_not_sent_and_the_command_says_so() -> None:
+    # DSv4's curve states only temperature 1.0 (InferenceX's collector left top_p and top_k to the server): sending
+    # llmsweep's 0.95 / 40 would sample otherwise than the curve the collection is to stand in for
+    dsv4 = get_curve("dsv4_mtp")
+    assert dsv4 is not None
+    planned = plan_modes(["thinking_on"], references=[dsv4])["thinking_on"]
+    assert planned.sampling == Sampling(temperature=1.0, top_p=None, top_k=None, presence_penalty=None)
+    assert planned.sampling.params() == {"temperature": 1.0}  # what the requests send and the header states
+    assert ("thinking_on: temperature 1 (temperature as dsv4_mtp states them for thinking_on); not sent: top_p, "
+            "top_k, presence_penalty (unstated by dsv4_mtp for thinking_on: the server's default)"
+            in planned.describe())
+    # an option still sets such a key, saying so
+    given = plan_modes(["thinking_on"], references=[dsv4], every_mode={"top_p": 0.9},
+                       every_mode_origin={"top_p": "given (--top-p)"})["thinking_on"]
+    assert given.sampling.params() == {"temperature": 1.0, "top_p": 0.9}
+    assert "top_p given (--top-p)); not sent: top_k, presence_penalty" in given.describe()
+    # a mode no curve speaks for samples with llmsweep's defaults, presence_penalty unsent
+    assert plan_modes(["thinking_off"])["thinking_off"].sampling.params() == {"temperature": 1.0, "top_p": 0.95,
+                                                                              "top_k": 40}
+
+
+def test_the_sampling_options_are_declared_once_one_per_sampling_field() -> None:
+    # SAMPLING_FLAGS is what the options are made of: a field of Sampling gets its option (spelled from its name,
+    # typed as the field) and every-mode value without another list to keep in step
+    from llmsweep.cli.alcollect import SAMPLING_FLAGS, _sampling_options
+
+    assert SAMPLING_FLAGS == {"temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k",
+                              "presence_penalty": "--presence-penalty"}
+    command = _sampling_options(click.command()(lambda **given: given))
+    options = {p.name: p for p in command.params if isinstance(p, click.Option)}
+    assert {name: o.opts for name, o in options.items()} == {name: [flag] for name, flag in SAMPLING_FLAGS.items()}
+    assert options["top_k"].type is click.INT and options["top_p"].type is click.FLOAT
+    assert all(o.default is None for o in options.values())
+    assert command.main(["--top-k", "20", "--presence-penalty", "1.5"], standalone_mode=False) == {
+        "temperature": None, "top_p": None, "top_k": 20, "presence_penalty": 1.5}
+    assert [p.name for p in collect.params if p.name in SAMPLING_FLAGS] == list(SAMPLING_FLAGS)

@@ -139,3 +139,40 @@ def test_a_user_curve_named_as_a_packaged_one_is_refused_not_swapped_in(tmp_path
         resolve_acceptance("qwen3.5", "", "fp8", "mtp", "on", 3, curve_dirs=[tmp_path])
     assert str(user) in info.value.message
     assert info.value.fix is not None and "qwen3.5_mtp_<variant>.yaml" in info.value.fix
+
+
+def test_a_curve_sending_a_key_the_golden_curve_leaves_to_the_server_does_not_stand_in_for_it(
+        tmp_path: Path) -> None:
+    # DSv4's curve states only temperature 1.0: top_p and top_k were the server's. A collection that sent llmsweep's
+    # own 0.95 / 40 was sampled otherwise; one that sent only the temperature was not.
+    dsv4 = {"checkpoint": "deepseek-v4-pro-fp8", "chat_template_kwargs": {"thinking_on": {"thinking": True}}}
+    _write(tmp_path / "sent", "dsv4_mtp_fp8.yaml", {2: 2.0}, **dsv4,
+           sampling={"thinking_on": {"temperature": 1.0, "top_p": 0.95, "top_k": 40}})
+    _write(tmp_path / "left", "dsv4_mtp_fp8.yaml", {2: 2.0}, **dsv4, sampling={"thinking_on": {"temperature": 1.0}})
+    args = ("dsv4", "deepseek-ai/DeepSeek-V4-Pro-FP8", "fp8", "mtp", True, 2)
+    sent = resolve_acceptance(*args, curve_dirs=[tmp_path / "sent"])
+    assert sent is not None and sent.curve == "dsv4_mtp" and sent.passed_over is None
+    assert sent.unlike == ["dsv4_mtp_fp8 (top_p 0.95, not unstated; top_k 40, not unstated)"]
+    left = resolve_acceptance(*args, curve_dirs=[tmp_path / "left"])
+    assert left is not None and (left.curve, left.passed_over, left.unlike) == ("dsv4_mtp_fp8", "dsv4_mtp", [])
+    assert left.sampling == {"temperature": 1.0, "presence_penalty": 0.0}
+
+
+def test_al_prints_the_sampling_the_resolution_carries(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one route to the value: the table prints what resolve_acceptance answered, not a sampling of its own reading
+    import llmsweep.catalog.golden as golden_mod
+
+    real = golden_mod.resolve_acceptance
+
+    def resolve(*args: object, **kwargs: object) -> object:
+        res = real(*args, **kwargs)  # type: ignore[arg-type]
+        assert res is not None
+        return res.model_copy(update={"sampling": {"temperature": 0.123, "top_p": 0.5, "top_k": 7.0}})
+
+    monkeypatch.setattr(golden_mod, "resolve_acceptance", resolve)
+    got = CliRunner().invoke(al, ["dsv4", "-m", "mtp", "-k", "2"])
+    assert got.exit_code == 0, got.output
+    assert "temperature 0.123 top_p 0.5 top_k 7; presence_penalty unstated (the server's default)" in got.stdout
+    monkeypatch.undo()
+    packaged = CliRunner().invoke(al, ["dsv4", "-m", "mtp", "-k", "2"])
+    assert "temperature 1 presence_penalty 0; top_p, top_k unstated (the server's default)" in packaged.stdout
