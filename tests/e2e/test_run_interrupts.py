@@ -31,7 +31,8 @@ SHARED_RECIPE = RECIPES / "slow-fixed-sim.yaml"
 @pytest.fixture
 def recipe(tmp_path: Path) -> Path:
     """slow-fixed-sim.yaml without its warm-up request: 400 tokens (~2 s) before each job's first record, which
-    nothing here looks at; the jobs' own requests keep every interrupt mid-job."""
+    nothing here looks at; the jobs' own requests keep every interrupt mid-job (the Ctrl-C test keeps the warm-up:
+    it starts a second CLI between the first record and the interrupt)."""
     path = tmp_path / SHARED_RECIPE.name
     text = SHARED_RECIPE.read_text()
     assert "num-warmups: 1\n" in text
@@ -121,7 +122,9 @@ def test_a_server_killed_mid_job_fails_that_job_with_its_log_and_the_group_relau
     assert "expected 3 job(s), 2 with a valid or smoke summary" in text
 
 
-def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_path: Path, recipe: Path) -> None:
+def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_path: Path) -> None:
+    # The shared recipe, warm-up and all: the first job must outlast a second CLI start on a loaded machine
+    recipe = SHARED_RECIPE
     out, log = tmp_path / "out", tmp_path / "run.log"
     proc = start_cli([recipe, "--live", "--out", out], cli_env(tmp_path), log)
     server = 0
