@@ -237,14 +237,23 @@ def catalog(ctx: click.Context, as_json: bool) -> None:
         "engines": len(engines_mod.all_engines()),
         "gates": len(engines_mod.feature_gates()),
         "incompatibilities": len(engines_mod.all_incompatibilities()),
+        "images": len(_DATA["images"]()["python"]),
         "golden": len(golden_mod.list_curves()),
+        "fleet": len(_DATA["fleet"]()["labels"]),
     }
     dirs = [str(d) for d in catalog_dirs()]
     if as_json:
         _emit_json({"counts": counts, "catalog_dirs": dirs, "env_var": ENV_VAR})
         return
+    # one row per section command (feature gates and incompatibilities are shown by `catalog engines`)
+    entries = {**{section: str(counts[section]) for section in SECTIONS},
+               "engines": f"{counts['engines']} engines, {counts['gates']} feature gates, "
+                          f"{counts['incompatibilities']} incompatibilities",
+               "images": f"{counts['images']} images with a known Python",
+               "fleet": f"{counts['fleet']} runner labels"}
     console = table_console()
-    console.print(_table("Catalogs", ["section", "entries"], counts.items()))
+    console.print(_table("Catalogs", ["section", "entries", "show it"],
+                         [(section, entries[section], f"llmsweep catalog {section}") for section in SECTIONS]))
     click.echo(f"sources, later ones win: {', '.join(dirs)} (set {ENV_VAR} to add your own)")
     click.echo("show one: llmsweep catalog " + "|".join(SECTIONS) + " [--json]; llmsweep catalog image REF")
 

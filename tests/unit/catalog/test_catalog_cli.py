@@ -127,3 +127,16 @@ def test_broken_user_catalog_is_reported_once_with_file_and_line(user_catalog: P
     assert out.returncode == 2
     assert "hardware.yaml:" in out.stderr and "Traceback" not in out.stderr
     assert out.stdout == ""
+
+
+def test_the_overview_lists_each_section_command_and_each_one_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmsweep.cli.catalog import SECTIONS
+
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run("catalog")
+    assert code == 0
+    shown = [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")]
+    assert shown == list(SECTIONS)  # gates and incompatibilities are counted where `catalog engines` shows them
+    assert "feature gates" in out and "incompatibilities" in out
+    for section in shown:
+        assert run("catalog", section)[0] == 0, section
