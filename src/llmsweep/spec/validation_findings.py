@@ -97,7 +97,7 @@ def _describe(path: FieldPath, errs: list[ErrorDetails], model: type[BaseModel],
         known = _known_keys(model, path[:-1])
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         hint = f"; did you mean `{close[0]}`?" if close else ""
-        allowed = f" Known keys here: {', '.join(sorted(known))}." if known else ""
+        allowed = f"{' ' if close else '. '}Known keys here: {', '.join(sorted(known))}." if known else ""
         fix = f"rename it to `{close[0]}`" if close else "delete it or move it where it belongs"
         return "schema.unknown-key", f"unknown key `{name}`{hint}{allowed}", fix
     if kind == "missing":
