@@ -182,6 +182,7 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
             _check_link(entry, index, doc.source, final_links, pr_number, log.findings)
             if recipe_keys is not None:
                 _check_keys(entry, index, doc.source, recipe_keys, log.findings)
+    log.findings.sort(key=lambda f: f.line or 0)  # in file order (stable: a line's findings as they were found)
     return log
 
 

@@ -131,3 +131,9 @@ def test_a_pull_request_number_is_any_run_of_ascii_digits_as_in_inferencex() -> 
         assert rules(BASE + "\n" + entry("[b]", link=link)) == [], link
         assert rules(entry(link=link), base=entry(link="XXX")) == [], link  # a correction of history
     assert rules(BASE + "\n" + entry("[b]", link=PULL + "\u0661\u0662")) == [("changelog.pr-link", 9)]
+
+
+def test_findings_are_reported_in_file_order() -> None:
+    # the missing final newline (line 9) is found by the byte check, before the link of the entry at line 4 is read
+    text = entry(link="https://example.org/pull/2") + "\n" + entry("[b]").rstrip("\n")
+    assert rules(text, base=None) == [("changelog.pr-link", 4), ("changelog.final-newline", 9)]
