@@ -185,6 +185,10 @@ def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_p
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return
+    from llmsweep.metrics.registry import HOT_BY_NAME
+
+    x, y = AXIS_BY_KEY[x_axis], HOT_BY_NAME["tput_per_gpu"]
+    click.echo(f"x: {x.label} ({x.unit}), y: {y.label} ({y.unit})")
     for series, rows in doc.items():
         click.echo(series)
         for r in rows:

@@ -58,6 +58,8 @@ def test_frontier_command(make_run, store_path: Path) -> None:
     assert series.endswith("|simulated") and 1 <= len(front) <= 3
     xs = [r["x"] for r in front]
     assert xs == sorted(xs)
+    text = _run("results", "frontier", "--run", str(run.path), "--x", "conc")
+    assert text.splitlines()[0] == "x: Concurrency (users), y: Throughput per GPU (tok/s/GPU)"
 
 
 def test_compare_json_and_markdown(make_run, store_path: Path, tmp_path: Path) -> None:
