@@ -100,15 +100,13 @@ def _print_points(points: list[Any]) -> None:
 
     from llmsweep.metrics.registry import HOT_BY_NAME
 
-    shown = (("tput_per_gpu", 4), ("p90_e2e_norm_intvty", 3), ("p90_ttft", 3))  # column, significant digits
+    shown = [HOT_BY_NAME[c] for c in ("tput_per_gpu", "p90_e2e_norm_intvty", "p90_ttft")]
     table = Table()
-    for col in ("result", "job", "series", "conc", "topology",
-                *(HOT_BY_NAME[c].header for c, _ in shown), "verdict", "source"):
+    for col in ("result", "job", "series", "conc", "topology", *(c.header for c in shown), "verdict", "source"):
         table.add_column(col)
     for p in points:
         table.add_row(p.result_id, plain(p.job_id), plain(p.identity.series_label()), str(p.identity.conc),
-                      p.identity.topology(),
-                      *(_num(p.metric(c), digits) for c, digits in shown), p.verdict, p.source)
+                      p.identity.topology(), *(c.cell(p.metric(c.name)) for c in shown), p.verdict, p.source)
     table_console().print(table)
 
 
@@ -156,9 +154,14 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
     if as_json:
         click.echo(json.dumps(json.loads(export_points([point], "json"))["results"][0], indent=1, default=str))
         return
-    for key, value in describe(point).items():
-        if value is not None and value != []:
-            click.echo(f"{key:>22}  {value}")
+    from llmsweep.metrics.registry import HOT_BY_NAME
+
+    # a metric as a table shows it: headed as the metric table names it, in its table unit
+    shown = {(HOT_BY_NAME[k].header if k in HOT_BY_NAME else k): (HOT_BY_NAME[k].cell(v) if k in HOT_BY_NAME else v)
+             for k, v in describe(point).items() if v is not None and v != []}
+    width = max(map(len, shown))
+    for key, value in shown.items():
+        click.echo(f"{key:>{width}}  {value}")
 
 
 @results.command("frontier")
@@ -331,7 +334,7 @@ def _print_comparison(comp: Any) -> None:
     from rich.table import Table
 
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.report.markdown import VERDICT_MARK, delta_cell, fmt
+    from llmsweep.report.markdown import VERDICT_MARK, delta_cell
 
     con = table_console()
     for note in comp.notes:
@@ -340,9 +343,9 @@ def _print_comparison(comp: Any) -> None:
         table = Table(title=f"{pc.label}  (runs A {len(pc.a)}, B {len(pc.b)}, history {pc.history})")
         for col in ("metric", "A", "B", "Δ ± band", "verdict"):
             table.add_column(col)
-        for d in pc.deltas:  # A, B and the delta in one unit: the metric's (ms for latencies)
-            unit = HOT_BY_NAME[d.metric].unit
-            table.add_row(d.metric, fmt(d.a, unit), fmt(d.b, unit), delta_cell(d), VERDICT_MARK[d.verdict])
+        for d in pc.deltas:  # A, B and the delta as every table shows the metric (the unit in its name)
+            hot = HOT_BY_NAME[d.metric]
+            table.add_row(hot.header, hot.cell(d.a), hot.cell(d.b), delta_cell(d), VERDICT_MARK[d.verdict])
         if pc.eval is not None:
             e = pc.eval
             band = f" ± {_num(e.band, 4)} (stderr)" if e.band is not None else ""

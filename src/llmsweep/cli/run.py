@@ -238,17 +238,20 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
     from llmsweep.cli.tables import Column, job_labels, plain, print_tables
     from llmsweep.metrics.registry import HOT_BY_NAME
 
-    def num(v: Any, digits: int = 1) -> str:
-        return "-" if not isinstance(v, int | float) else f"{v:,.{digits}f}"
+    # each metric column: its hot column, and its key in the rows (the --json document, which gives latencies in ms)
+    shown = {"tput_per_gpu": "total_tps_per_gpu", "output_tput_per_gpu": "output_tps_per_gpu",
+             "p50_ttft": "ttft_p50_ms", "p50_tpot": "tpot_p50_ms", "p50_intvty": "interactivity_p50",
+             "tokens_per_joule": "tokens_per_joule", "avg_power_w": "avg_power_w_per_gpu"}
+
+    def cell(r: dict[str, Any], column: str) -> str:
+        value = r[shown[column]]
+        return HOT_BY_NAME[column].cell(value / 1e3 if value is not None and shown[column].endswith("_ms") else value)
 
     colour = {"valid": "green", "smoke": "yellow", "skipped": "cyan"}
-    hot = HOT_BY_NAME
     columns = [
         Column("job", kind="key", justify="left"), Column("conc"), Column("verdict", justify="left"),
         Column("reason", kind="text", justify="left", min_width=24, drop_empty=True), Column("ok/failed"),
-        Column(hot["tput_per_gpu"].header), Column(hot["output_tput_per_gpu"].header),
-        Column(hot["p50_ttft"].header_in("ms")), Column(hot["p50_tpot"].header_in("ms")),
-        Column(hot["p50_intvty"].header), Column(hot["tokens_per_joule"].header), Column(hot["avg_power_w"].header),
+        *(Column(HOT_BY_NAME[c].header) for c in shown),
         Column("eval", kind="text", justify="left", drop_empty=True),
     ]
     cells = []
@@ -256,8 +259,7 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
         verdict = r["verdict"]
         ok = f"{r['requests_ok']}/{r['requests_failed']}" if r["requests_ok"] is not None else "-"
         cells.append([plain(r["job"]), str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{plain(verdict)}[/]",
-                      plain(r["reason"] or ""), ok, num(r["total_tps_per_gpu"]), num(r["output_tps_per_gpu"]),
-                      num(r["ttft_p50_ms"]), num(r["tpot_p50_ms"], 2), num(r["interactivity_p50"]),
-                      num(r["tokens_per_joule"], 3), num(r["avg_power_w_per_gpu"]), plain(_eval_cell(r))])
+                      plain(r["reason"] or ""), ok, *(cell(r, c) for c in shown),
+                      plain(_eval_cell(r))])
     short = [plain(label) for label in job_labels([r["job"] for r in rows], exp_names)]
     print_tables("llmsweep run", columns, cells, short_keys=short, console=console)

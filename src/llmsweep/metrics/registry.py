@@ -2,10 +2,11 @@
 from, which statistics are stored — and everything else derived from it.
 
 Derived here or from here: the summary's `units` block (`units()`), the results store's hot columns and the CLI and
-report tables (`HOT_COLUMNS`, each with its label, unit, polarity and how it is read from a `Summary`), the noise
-bands' resampled statistics (`results.samples` computes a hot column's statistic from its metric's `Sample`), the
-dashboard's axes (`report.data`). Adding a metric is one `define(...)` here plus its computation in
-`metrics.summary` (and, to store it, a `stats`/`column`: the store migrates its new column in by itself).
+report tables (`HOT_COLUMNS`, each with its label, unit, polarity, how it is read from a `Summary`, and how a table
+heads and shows it: `header`, `cell`), the noise bands' resampled statistics (`results.samples` computes a hot
+column's statistic from its metric's `Sample`), the dashboard's axes (`report.data`). Adding a metric is one
+`define(...)` here plus its computation in `metrics.summary` (and, to store it, a `stats`/`column`: the store
+migrates its new column in by itself).
 
 The names say which of the field's clashing definitions we mean (TPOT = per-request mean gap excluding the first
 token; ITL = pooled inter-chunk gaps).
@@ -57,6 +58,8 @@ class MetricDef:
     short: str | None = None
     """How a table's column header names it, before the unit, when the label is too long for a column (tables fold
     long headers): "Output" for "Output throughput per GPU", whose unit says tok/s/GPU."""
+    decimals: int = 1
+    """The decimals a table shows it with, in its table unit (`HotColumn.cell`): TPOT 2 (3.75 ms, not 4 ms)."""
     column: str | None = None
     stats: tuple[str, ...] = ()
     sample: Sample | None = None
@@ -87,12 +90,27 @@ class HotColumn:
     stat: str | None = None
 
     @property
+    def table_unit(self) -> str:
+        """The unit a table shows the column in: a latency (stored in s) in ms, anything else in its own unit."""
+        return "ms" if self.unit == "s" else self.unit
+
+    @property
     def header(self) -> str:
-        """How a table heads the column: its short name (else its label), then its unit."""
-        return self.header_in(self.unit)
+        """How a table heads the column: its short name (else its label), then the unit its cells are in."""
+        return self.header_in(self.table_unit)
+
+    def cell(self, value: float | None) -> str:
+        """How a table shows a value of the column (given in its stored unit), under `header`: in `table_unit`
+        with the metric's decimals and thousands separators (`2,006.9`, a TPOT `3.75`), a ratio as a percentage,
+        `-` where there is none. Every CLI table and the comparison's Markdown show a metric this way."""
+        if value is None:
+            return "-"
+        if self.metric.unit == "ratio":
+            return f"{value:.{self.metric.decimals}%}"
+        return f"{value * (1e3 if self.unit == 's' else 1):,.{self.metric.decimals}f}"
 
     def header_in(self, unit: str) -> str:
-        """The header of a table that shows the column in `unit` (a latency in ms where it is stored in s)."""
+        """The header of a table that shows the column in `unit` (`header`: in its table unit)."""
         name = self.metric.short or self.metric.label or self.label
         if self.stat is not None:
             name = f"{self.stat.upper()} {name}"
@@ -171,7 +189,7 @@ TTFT = define(
     block=lambda s: s.latency.ttft)
 TPOT = define(
     "latency.tpot", "s", "Per request (E2EL - TTFT) / (OSL - 1), requests with OSL >= 2.",
-    label="TPOT", direction="lower", column="tpot", stats=("p50", "p90", "p99"), sample=Sample("tpot"),
+    label="TPOT", decimals=2, direction="lower", column="tpot", stats=("p50", "p90", "p99"), sample=Sample("tpot"),
     block=lambda s: s.latency.tpot)
 E2EL = define(
     "latency.e2el", "s", "Last non-empty content chunk minus request send time (AgentX request latency).",
@@ -188,7 +206,8 @@ E2E_NORM = define(
     sample=Sample("e2el_per_token", "inverse_percentile"), block=lambda s: s.e2e_norm_interactivity)
 QPS = define(
     "qps", "req/s", "Completions counted in consecutive 1-second windows from the first completion.",
-    label="Requests per second", short="Requests", direction="higher", column="request_qps", value=lambda s: s.qps.mean)
+    label="Requests per second", short="Requests", decimals=2, direction="higher", column="request_qps",
+    value=lambda s: s.qps.mean)
 ERROR_RATIO = define(
     "requests.error_ratio", "ratio", "Failed / (successful + failed) profiling requests.",
     label="Error ratio", short="Errors", direction="lower", column="error_ratio",
@@ -224,11 +243,11 @@ def _cost(field: str) -> Reader:
 # come from repeats for these). InferenceX spells the energy figures as the columns do.
 TOKENS_PER_JOULE = define(
     "power.tokens_per_joule", "tok/J", "Input plus output tokens per joule of GPU energy over the profile window.",
-    label="Tokens per joule", short="Efficiency", direction="higher", column="tokens_per_joule",
+    label="Tokens per joule", short="Efficiency", decimals=3, direction="higher", column="tokens_per_joule",
     value=_power("tokens_per_joule"))
 J_PER_OUTPUT_TOKEN = define(
     "power.joules_per_output_token", "J/tok", "GPU energy over the window / output tokens (InferenceX's name).",
-    label="Energy per output token", short="Energy", direction="lower", column="joules_per_output_token",
+    label="Energy per output token", short="Energy", decimals=3, direction="lower", column="joules_per_output_token",
     value=_power("joules_per_output_token"))
 AVG_POWER = define(
     "power.avg_power_w", "W/GPU", "Average power per GPU over the profile window (trapezoid of the samples).",
@@ -236,7 +255,7 @@ AVG_POWER = define(
 USD_PER_MTOK_OUTPUT = define(
     "power.cost.usd_per_mtok_output", "$/Mtok",
     "ASSUMED price of a GPU-hour (catalog power.yaml) / output tokens per GPU-hour, per million tokens.",
-    label="Cost per million output tokens (assumed $/GPU-h)", short="Assumed cost",
+    label="Cost per million output tokens (assumed $/GPU-h)", short="Assumed cost", decimals=2,
     direction="lower", column="usd_per_mtok_output",
     value=_cost("usd_per_mtok_output"))
 J_PER_TOTAL_TOKEN = define("power.joules_per_total_token", "J/tok", "GPU energy / (input + output tokens).")

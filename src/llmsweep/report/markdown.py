@@ -85,16 +85,16 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
 def delta_cell(d: MetricDelta) -> str:
     if d.delta is None:
         return "–"
-    unit = HOT_BY_NAME[d.metric].unit
+    col = HOT_BY_NAME[d.metric]  # in the metric's table unit, as its value is shown
     rel = f" ({d.rel:+.1%})" if d.rel is not None else ""
-    band = f" ±{fmt(d.band.half_width, unit)} {d.band.kind}" if d.band else " (no band)"
-    return f"{'+' if d.delta >= 0 else '−'}{fmt(abs(d.delta), unit)}{rel}{band}"
+    band = f" ±{col.cell(d.band.half_width)} {d.band.kind}" if d.band else " (no band)"
+    return f"{'+' if d.delta >= 0 else '−'}{col.cell(abs(d.delta))}{rel}{band}"
 
 
 def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gpu", "p90_e2e_norm_intvty",
                                                                    "p90_ttft", "p90_e2el")) -> str:
     """A compact PR-comment table: one row per matched point, value in B, delta ± band and verdict per metric."""
-    head = ["Point", "Runs A/B"] + [HOT_BY_NAME[m].label for m in metrics]
+    head = ["Point", "Runs A/B"] + [HOT_BY_NAME[m].header for m in metrics]
     lines = [f"## llmsweep compare: `{comp.label_a}` → `{comp.label_b}`", ""]
     lines += [f"> {n}" for n in comp.notes]
     lines += ["", _row(head), _row(["---"] * len(head))]
@@ -103,7 +103,7 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
         cells = [pc.label, f"{len(pc.a)}/{len(pc.b)}" + (f" (+{pc.history} hist)" if pc.history else "")]
         for m in metrics:
             d = by.get(m)
-            cells.append("–" if d is None else f"{fmt(d.b, HOT_BY_NAME[m].unit)}: {delta_cell(d)} "
+            cells.append("–" if d is None else f"{HOT_BY_NAME[m].cell(d.b)}: {delta_cell(d)} "
                          f"{VERDICT_MARK[d.verdict]}")
         lines.append(_row(cells))
     for title, pts in (("Only in A", comp.only_a), ("Only in B", comp.only_b)):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from llmsweep.metrics.registry import HOT_BY_NAME
-from llmsweep.report.markdown import _row, delta_cell, fmt
+from llmsweep.report.markdown import _row, delta_cell
 from llmsweep.results.compare import Comparison
 from llmsweep.results.verdict import SuccessRate, point_called, point_verdict, verdict_counts
 
@@ -19,7 +19,7 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
              f"{counts['no change']} without change** over {len(comp.matched)} matched point(s). "
              f"Sweep success rate: **{rate}** ({success.success}/{success.total} jobs).", ""]
     lines += [f"> {n}" for n in comp.notes]
-    head = ["Point", "Verdict", *(HOT_BY_NAME[m].label for m in metrics)]
+    head = ["Point", "Verdict", *(HOT_BY_NAME[m].header for m in metrics)]
     lines += ["", _row(head), _row(["---"] * len(head))]
     order = {"regression": 0, "improvement": 1, "no change": 2}
     for pc in sorted(comp.matched, key=lambda p: (order[point_verdict(p)], p.label)):
@@ -28,7 +28,7 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
         cells = [pc.label, verdict]
         for m in metrics:
             d = by.get(m)
-            cells.append("–" if d is None else f"{fmt(d.b, HOT_BY_NAME[m].unit)}: {delta_cell(d)}")
+            cells.append("–" if d is None else f"{HOT_BY_NAME[m].cell(d.b)}: {delta_cell(d)}")
         lines.append(_row(cells))
     if len(success.by_hardware) > 1 or success.total != success.success:
         lines += ["", _row(["Hardware", "Successful", "Jobs"]), _row(["---"] * 3)]

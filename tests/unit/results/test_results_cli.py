@@ -25,6 +25,10 @@ def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Pa
     assert [r["conc"] for r in rows] == [1, 4] and all(r["source"] == "simulated" for r in rows)
     shown = json.loads(_run("results", "show", rows[0]["result_id"], "--json"))
     assert shown["job_id"] == rows[0]["job_id"] and shown["summary"]["schema_version"] == 2
+    # the human view names a metric as every table does, with its unit, and shows it as they do (was `p90_ttft 0.73…`)
+    lines = [line.strip() for line in _run("results", "show", rows[0]["result_id"]).splitlines()]
+    assert f"P90 TTFT ms  {rows[0]['p90_ttft'] * 1e3:,.1f}" in lines, lines
+    assert f"Total tok/s/GPU  {rows[0]['tput_per_gpu']:,.1f}" in lines, lines
     out = tmp_path / "ix.json"
     _run("results", "export", "--format", "inferencex", "--include-unpublished", "--out", str(out))
     assert len(json.loads(out.read_text())) == 2
@@ -71,10 +75,13 @@ def test_compare_json_and_markdown(make_run, store_path: Path, tmp_path: Path) -
     verdicts = {d["metric"]: d["verdict"] for d in doc["matched"][0]["deltas"]}
     assert "regression" not in verdicts.values() and "improvement" not in verdicts.values()
     assert "| Point |" in md.read_text()
-    # the table gives A, B and the delta of a latency in one unit (A and B were seconds beside a delta in ms)
+    # the table gives A, B and the delta of a latency in one unit (A and B were seconds beside a delta in ms), the
+    # one its row names as the metric table does (the row was `p90_ttft`, its unit in each cell)
     table = _run("compare", str(a.path), str(b.path), "--resamples", "30")
-    row = next(line for line in table.splitlines() if "p90_ttft" in line).split("│")
-    assert row[2].strip().endswith("ms") and row[3].strip().endswith("ms") and " ms" in row[4], row
+    row = next(line for line in table.splitlines() if "P90 TTFT ms" in line).split("│")
+    ttft = next(d for d in doc["matched"][0]["deltas"] if d["metric"] == "p90_ttft")
+    a_ms, b_ms = (f"{ttft[side] * 1e3:,.1f}" for side in ("a", "b"))
+    assert (row[2].strip(), row[3].strip()) == (a_ms, b_ms) and "ms" not in row[4], row
 
 
 def test_compare_unknown_side_is_a_clean_error(store_path: Path) -> None:
@@ -190,3 +197,59 @@ def test_legacy_agentic_rows_import_at_their_users_and_compare_point_by_point(st
     assert all(r["isl"] is None and r["osl"] is None for r in rows)
     doc = json.loads(_run("compare", old, new, "--json", "--resamples", "10", "--no-history"))
     assert len(doc["matched"]) == 3 and not doc["only_a"] and not doc["only_b"]
+
+
+def _table(text: str) -> list[dict[str, str]]:
+    """The rows of the table a command printed (at its natural width, as into a pipe), each by its column headers."""
+    lines = text.splitlines()
+    headers = [c.strip() for c in next(line for line in lines if line.startswith("┃")).strip("┃").split("┃")]
+    return [dict(zip(headers, (c.strip() for c in line.strip("│").split("│")), strict=True))
+            for line in lines if line.startswith("│")]
+
+
+def test_a_metric_prints_alike_in_list_compare_and_the_run_table(make_run, store_path: Path) -> None:
+    """One stored result: `results list`, `compare` and `run`'s end table show a metric under the same header (the
+    metric table's name and unit) with the same figure — throughput `2,006.9`, not `2007` beside it; TTFT in ms in
+    every one, not seconds in the list."""
+    import io
+
+    from rich.console import Console
+
+    from llmsweep.cli.run import _print_rows, outcome_rows
+    from llmsweep.execute.lifecycle import JobOutcome
+    from llmsweep.execute.pipeline import RunOutcome
+
+    a, b = make_run("a", concs=(4,)), make_run("b", concs=(4,), seed=1)
+    _run("results", "ingest", str(a.path))
+    (point,) = json.loads(_run("results", "list", "--run", "a", "--json"))
+    tput, ttft = f"{point['tput_per_gpu']:,.1f}", f"{point['p90_ttft'] * 1e3:,.1f}"
+    (listed,) = _table(_run("results", "list", "--run", "a"))
+    compared = {row["metric"]: row["A"] for row in _table(_run("compare", "a", str(b.path), "--resamples", "10"))}
+    job = point["job_id"]
+    outcome = RunOutcome(run_dir=a.path, run_id="a", concurrency={job: 4}, outcomes=[JobOutcome(
+        job_id=job, exp_name=job, status="valid", summary_path=str(a.path / "jobs" / job / "summary.json"))])
+    out = io.StringIO()
+    _print_rows(outcome_rows(outcome), console=Console(file=out, width=10_000, color_system=None, soft_wrap=False))
+    (ran,) = _table(out.getvalue())
+    for header, shown in (("Total tok/s/GPU", tput), ("P90 TTFT ms", ttft)):
+        assert listed[header] == compared[header] == shown, (header, listed, compared)
+    for header in ("Total tok/s/GPU", "Output tok/s/GPU", "P50 TTFT ms", "P50 TPOT ms"):
+        assert ran[header] == compared[header], (header, ran, compared)
+
+
+def test_a_latency_of_a_few_ms_keeps_its_decimals(make_run, store_path: Path, tmp_path: Path) -> None:
+    """P50 TPOT 3.75 ms printed as `4 ms` in `compare`: a latency keeps the decimals it has in `run`'s table."""
+    run = make_run("run1", concs=(4,))
+    _run("results", "ingest", str(run.path))
+    doc = json.loads(_run("results", "export", "--run", "run1"))
+    doc["results"][0]["metrics"].update(p50_tpot=0.00375, p90_ttft=0.00375)
+    for name in ("x", "y"):
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+        _run("results", "import", str(tmp_path / f"{name}.json"))
+    x, y = sorted(r["run_id"] for r in json.loads(_run("results", "runs", "--json")) if r["run_id"] != "run1")
+    md = tmp_path / "cmp.md"
+    rows = {row["metric"]: row for row in _table(_run("compare", x, y, "--no-history", "--markdown", str(md)))}
+    assert (rows["P50 TPOT ms"]["A"], rows["P50 TPOT ms"]["B"]) == ("3.75", "3.75"), rows
+    assert rows["P90 TTFT ms"]["B"] == "3.8", rows
+    head, _, cells = (line.split(" | ") for line in md.read_text().splitlines() if line.startswith("| "))
+    assert cells[head.index("P90 TTFT ms")].startswith("3.8: "), md.read_text()
