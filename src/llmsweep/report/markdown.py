@@ -27,6 +27,10 @@ def fmt(value: float | None, unit: str = "") -> str:
     return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
+SUMMARY_COLUMNS = ("tput_per_gpu", NORTH_STAR_X, "p90_intvty", "p90_ttft", "p90_e2el")
+"""The frontier table's metrics in summary.md (the PR comment)."""
+
+
 def _row(cells: Sequence[Any]) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
@@ -44,22 +48,21 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
              f"{len(invalid)} invalid · {smoke_count} smoke · {len(payload['missing'])} missing", ""]
     if payload.get("empty"):
         lines += [f"**{payload['empty']}**", ""]
+    shown = [HOT_BY_NAME[name] for name in SUMMARY_COLUMNS]  # headed and printed as every table prints them
     lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity "
               "(north-star rule for agentic series)", "",
-              _row(["Series", "Conc", "Topology", "Tput/GPU (tok/s)", "P90 E2E-norm intvty (tok/s/user)",
-                    "P90 intvty", "P90 TTFT", "P90 E2EL", "Verdict"]),
-              _row(["---"] * 9)]
+              _row(["Series", "Conc", "Topology", *(c.header for c in shown), "Verdict"]),
+              _row(["---"] * (4 + len(shown)))]
     frontier = payload["frontiers"].get(NORTH_STAR_X, {})
     for key, s in series.items():
         ids = frontier.get(key, [])
         if not ids:
-            lines.append(_row([s["label"], "–", "–", "–", "–", "–", "–", "–", "no valid point with the metric"]))
+            lines.append(_row([s["label"], "–", "–", *("–" for _ in shown), "no valid point with the metric"]))
         for pid in sorted(ids, key=lambda i: by_id[i]["metrics"]["conc"]):
             p = by_id[pid]
             m = p["metrics"]
-            lines.append(_row([s["label"], m["conc"], p["topology"], fmt(m["tput_per_gpu"], "tok"),
-                               fmt(m[NORTH_STAR_X], "tok"), fmt(m["p90_intvty"], "tok"), fmt(m["p90_ttft"], "s"),
-                               fmt(m["p90_e2el"], "s"), p["verdict"]]))
+            lines.append(_row([s["label"], m["conc"], p["topology"], *(c.cell(m[c.name]) for c in shown),
+                               p["verdict"]]))
     if invalid:
         lines += ["", "### Invalid points (shown in the dashboard, excluded from frontiers)", ""]
         lines += [f"- `{p['job_id']}` ({series[p['series']]['label']}, conc {p['metrics']['conc']}): "

@@ -54,6 +54,13 @@ def test_markdown_summary_lists_frontier_invalid_and_missing(report_run, tmp_pat
     assert md.count("mi355x") >= 1 and "realised TP 4 differs" in md and "`never-ran`" in md
     table_rows = [line for line in md.splitlines() if line.startswith("| Qwen")]
     assert 3 <= len(table_rows) <= 9
+    # headed and printed as every table prints the metric (TTFT in ms with its decimals, not rounded to whole ms)
+    from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.results.point import points_from_run
+
+    assert "| P90 TTFT ms |" in md and "| Total tok/s/GPU |" in md
+    ttft = {HOT_BY_NAME["p90_ttft"].cell(p.metric("p90_ttft")) for p in points_from_run(report_run)}
+    assert any(f"| {cell} |" in row for row in table_rows for cell in ttft)
 
 
 def test_png_plots_are_written(report_run, tmp_path: Path) -> None:
