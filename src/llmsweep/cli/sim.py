@@ -561,20 +561,19 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
     from llmsweep.metrics.registry import HOT_BY_NAME
 
     hot = HOT_BY_NAME
-    columns = [Column("job", kind="key", justify="left"), Column("conc"), Column(hot["tput_per_gpu"].header),
-               Column(hot["output_tput_per_gpu"].header), Column(hot["p50_ttft"].header_in("ms")),
-               Column(hot["p50_tpot"].header_in("ms")), Column("hit rate"), Column("AL"),
-               Column("calibration", kind="text", justify="right", min_width=12)]
+    metrics = [hot[name] for name in ("tput_per_gpu", "output_tput_per_gpu", "p50_ttft", "p50_tpot")]
+    columns = [Column("job", kind="key", justify="left"), Column("conc"), *(Column(m.header) for m in metrics),
+               Column("hit rate"), Column("AL"), Column("calibration", kind="text", justify="right", min_width=12)]
     rows = []
     for r in results:
         s = r.summary
         assert s is not None
         spec = s.server_metrics.spec_decode
-        vals = [s.throughput.per_gpu.total_tps, s.throughput.per_gpu.output_tps, s.latency.ttft.p50,
-                s.latency.tpot.p50, s.cache.observed_hit_rate, spec.acceptance_length if spec is not None else None]
-        fmt = ["{:,.0f}", "{:,.0f}", "{:.1f}", "{:.2f}", "{:.3f}", "{:.2f}"]
-        scale = [1, 1, 1e3, 1e3, 1, 1]
-        cells = ["-" if v is None else f.format(v * k) for v, f, k in zip(vals, fmt, scale, strict=True)]
+        vals = [s.throughput.per_gpu.total_tps, s.throughput.per_gpu.output_tps, s.latency.ttft.p50, s.latency.tpot.p50]
+        cells = [m.cell(v) for m, v in zip(metrics, vals, strict=True)]  # as every table prints the metric
+        al = spec.acceptance_length if spec is not None else None
+        cells += ["-" if s.cache.observed_hit_rate is None else f"{s.cache.observed_hit_rate:.3f}",
+                  "-" if al is None else f"{al:.2f}"]
         if (accepted := s.provenance.acceptance) is not None and accepted.estimated and spec is not None:
             cells[-1] += " est."  # the simulator's stand-in for acceptance the job measures on an engine
         label = str(r.calibration or "-")
