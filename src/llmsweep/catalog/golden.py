@@ -180,7 +180,11 @@ class AcceptanceResolution(BaseModel):
         default_factory=list, description="Curves measured in the served precision that hold the cell but were "
         "sampled otherwise than this curve states for the thinking mode, as 'id (key value, not value; …)': an AL "
         "depends on the sampling, so they do not stand in for it; the warning names them.")
-    sampling: dict[str, float] = Field(
+    simulated_left_out: list[str] = Field(
+        default_factory=list, description="Curves collected on the simulator (`al collect --simulate`) in the served "
+        "precision that hold the cell, as 'id (file)': a modelled AL never passes over a measured one, so they are "
+        "left out; `al` and the warning name them.")
+    sampling: dict[str, float | int] = Field(
         default_factory=dict, description="The sampling the answering curve states for this thinking mode "
         "(:func:`mode_sampling`): what a collection must be sampled with to stand in for it; a key it leaves unstated "
         "(not here) was the server's, and a collection sends none.")
@@ -197,6 +201,10 @@ class AcceptanceResolution(BaseModel):
             notes.append(f"the curve measured in {precision}, {'; '.join(self.unlike)}, was sampled otherwise than "
                          f"{self.curve}: collect it again with `llmsweep al collect`, which samples each thinking "
                          f"mode as {self.curve} states it unless told otherwise")
+        if self.simulated_left_out:
+            notes.append(f"the curve collected on llmsweep's simulator in {precision}, "
+                         f"{'; '.join(self.simulated_left_out)}, is left out: a modelled AL never stands in for a "
+                         f"measured one (collect {cell} on an engine with `llmsweep al collect`, without --simulate)")
         if not notes:
             notes.append(f"no curve for {precision} is known (collect one with `llmsweep al collect` rather than "
                          "adjusting by hand)")
@@ -493,17 +501,20 @@ def _same_draft(a: GoldenCurve, b: GoldenCurve) -> bool:
 
 
 def _served_precision(curves: list[GoldenCurve], chosen: GoldenCurve, precision: str) -> list[GoldenCurve]:
-    """Curves of the chosen one's family and drafter measured in the precision family the recipe serves. A curve
-    collected on the simulator (a modelled AL) never stands in for a measured one."""
+    """Curves of the chosen one's family and drafter measured in the precision family the recipe serves, those
+    collected on the simulator among them (:func:`resolve_acceptance` names those, never pins them over a measured
+    curve)."""
     if not precision:
         return []
     want = precision_family(precision)
     return [c for c in curves if c.id != chosen.id and _same_draft(c, chosen) and c.precision_measured
-            and precision_family(c.precision_measured) == want and (chosen.simulated or not c.simulated)]
+            and precision_family(c.precision_measured) == want]
 
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "presence_penalty")
 """The request parameters an AL depends on that a curve header states."""
+INTEGER_KEYS = ("top_k",)
+"""Those of :data:`SAMPLING_KEYS` a request sends as an integer (a count of tokens, not a weight)."""
 
 
 def stated_sampling(curve: GoldenCurve, mode: str) -> dict[str, float | int]:
@@ -585,7 +596,10 @@ def resolve_acceptance(
         return None
     mode = normalise_thinking(thinking)
     passed_over: str | None = None
-    better = _served_precision(family, curve, precision)
+    served = _served_precision(family, curve, precision)
+    # a curve collected on the simulator (a modelled AL) never stands in for a measured one: named, not used
+    left_out = [c for c in served if c.simulated and not curve.simulated]
+    better = [c for c in served if c not in left_out]
     unlike: list[str] = []
     if curve.precision_measured and precision and \
             precision_family(curve.precision_measured) != precision_family(precision):
@@ -597,6 +611,9 @@ def resolve_acceptance(
         if alike:
             passed_over, curve = curve.id, alike[0]
             better, unlike = [], []
+    else:
+        left_out = []  # the curve answering was measured in the served precision: nothing was left out for it
+    left_out = [c for c in left_out if c.values.get(mode, {}).get(int(k)) is not None and passed_over is None]
     value = curve.values.get(mode, {}).get(int(k))
     if value is None:
         log.debug("curve %s has no %s K=%s (has %s, K %s)", curve.id, mode, k, curve.modes, curve.ks)
@@ -622,7 +639,8 @@ def resolve_acceptance(
         passed_over=passed_over,
         better=[_cells_text(c) for c in better] if passed_over is None else [],
         unlike=unlike,
-        sampling=mode_sampling(curve, mode),
+        simulated_left_out=[f"{c.id} ({c.file})" for c in left_out],
+        sampling={k: int(v) if k in INTEGER_KEYS else v for k, v in mode_sampling(curve, mode).items()},
     )
 
 

@@ -310,7 +310,8 @@ def _known_curves_text(curves: Iterable[golden_mod.GoldenCurve]) -> str:
 
 class _AlGroup(click.Group):
     """`llmsweep al MODEL …` looks a value up; `llmsweep al collect …` measures a curve. The lookup is the group's
-    hidden default subcommand, so every existing spelling of the lookup keeps working."""
+    default subcommand (listed, so that the help it points to is there), so every existing spelling of the lookup
+    keeps working."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
@@ -323,13 +324,13 @@ LOOKUP = "lookup"
 
 @click.group(name="al", cls=_AlGroup, invoke_without_command=False,
              help="Golden acceptance lengths: `llmsweep al MODEL -m METHOD -k K` looks one up (with its "
-             "provenance; its options: `llmsweep al lookup --help`); `llmsweep al collect RECIPE` measures a curve "
-             "on a served model.")
+             "provenance; short for `llmsweep al lookup MODEL …`, whose options `llmsweep al lookup --help` lists); "
+             "`llmsweep al collect RECIPE` measures a curve on a served model.")
 def al() -> None:
     pass
 
 
-@al.command(name=LOOKUP, hidden=True)
+@al.command(name=LOOKUP)
 @click.argument("model")
 @option("spec_method", dest="method", short="-m", deprecated=("--method",), required=True,
         help="Draft method: mtp (also eagle, nextn), eagle3, dspark.")
@@ -346,7 +347,8 @@ def al() -> None:
 @json_option()
 def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | None, precision: str | None,
            curve_dirs: tuple[Path, ...], as_json: bool) -> None:
-    """Look up the golden acceptance length for MODEL (HF id, model id or prefix) and print its provenance."""
+    """Look up the golden acceptance length for MODEL (HF id, model id or prefix) and print its provenance (the
+    default command: `llmsweep al MODEL …` is `llmsweep al lookup MODEL …`)."""
     try:
         curves = golden_mod.list_curves(curve_dirs)
     except ConfigError as exc:
@@ -398,10 +400,12 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
         rows += [("note", note) for note in chosen.notes]
     if res.simulated:
         rows.append(("simulated", "yes: collected on llmsweep's simulator (a modelled AL, not a measurement)"))
+    rows += [("left out", f"{name}: collected on llmsweep's simulator, a modelled AL never passes over a measured "
+              "one") for name in res.simulated_left_out]
     if res.passed_over:
         rows.append(("chosen over", f"{res.passed_over} (the family's default, measured in another precision)"))
     rows += [(f"{engine} spelling", text) for engine, text in spellings.items()]
-    table_console().print(_table("Golden acceptance length", ["", ""], rows))
+    table_console().print(_table("Golden acceptance length", ["field", "value"], rows))
     if mismatch:
         click.echo(
             f"warning: curve measured on {res.precision_measured} ({res.checkpoint}) "

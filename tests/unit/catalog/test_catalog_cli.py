@@ -140,3 +140,23 @@ def test_the_overview_lists_each_section_command_and_each_one_works(monkeypatch:
     assert "feature gates" in out and "incompatibilities" in out
     for section in shown:
         assert run("catalog", section)[0] == 0, section
+
+
+def test_al_json_states_top_k_as_an_integer() -> None:
+    code, out, err = run("al", "qwen3.5", "--spec-method", "mtp", "--spec-k", "3", "--json")
+    assert code == 0, err
+    top_k = json.loads(out)["sampling"]["top_k"]
+    assert top_k == 20 and isinstance(top_k, int)
+
+
+def test_al_table_has_a_header_and_al_help_lists_the_lookup_it_points_to() -> None:
+    code, out, err = run("al", "qwen3.5", "--spec-method", "mtp", "--spec-k", "3")
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("┃"))
+    assert "field" in header and "value" in header
+    code, out, _ = run("al", "--help")
+    assert code == 0 and "llmsweep al lookup --help" in out
+    commands = out.split("Commands:")[1]
+    assert "lookup" in commands and "collect" in commands
+    code, out, _ = run("al", "lookup", "--help")
+    assert code == 0 and "--spec-method" in out

@@ -176,3 +176,21 @@ def test_al_prints_the_sampling_the_resolution_carries(monkeypatch: pytest.Monke
     monkeypatch.undo()
     packaged = CliRunner().invoke(al, ["dsv4", "-m", "mtp", "-k", "2"])
     assert "temperature 1 presence_penalty 0; top_p, top_k unstated (the server's default)" in packaged.stdout
+
+
+def test_al_names_a_simulated_curve_of_the_served_precision_it_left_out(tmp_path: Path) -> None:
+    """A simulated FP8 curve holding the cell does not pass over the measured NVFP4 one; `al --precision fp8` says so,
+    naming it, instead of claiming no FP8 curve is known."""
+    path = _write(tmp_path, "qwen3.5_mtp_fp8.yaml", {3: 3.21}, simulated=True)
+    got = resolve_acceptance("qwen3.5", "", "fp8", "mtp", "on", 3, curve_dirs=[tmp_path])
+    assert got is not None and (got.curve, got.value) == ("qwen3.5_mtp", 3.39)
+    assert got.simulated_left_out == [f"qwen3.5_mtp_fp8 ({path})"] and not got.better
+    lacking = resolve_acceptance("qwen3.5", "", "fp8", "mtp", "on", 2, curve_dirs=[tmp_path])
+    assert lacking is not None and lacking.simulated_left_out == []  # it does not hold K=2: nothing left out
+    shown = CliRunner().invoke(al, ["qwen3.5", "-m", "eagle", "-k", "3", "--precision", "fp8", "--curves",
+                                    str(tmp_path)])
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith("3.39") and "left out" in shown.stdout
+    assert "no curve for fp8 is known" not in shown.stderr
+    assert "the curve collected on llmsweep's simulator in fp8, qwen3.5_mtp_fp8" in shown.stderr
+    assert "a modelled AL never stands in for a measured one" in shown.stderr
