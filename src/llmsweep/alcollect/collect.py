@@ -126,11 +126,7 @@ def collection_job(jobs: list[Job], *, simulate: bool) -> Job:
         )
     launches = {launch_fingerprint(_cell_job(j, 1, "thinking_off"), simulate=simulate): j for j in spec_jobs}
     if len(launches) > 1:
-        raise ConfigError(
-            f"the recipe renders {len(launches)} different servers "
-            f"({', '.join(j.exp_name for j in launches.values())})",
-            fix="name one recipe with --config-keys, or narrow its search space to one parallelism",
-        )
+        raise _several_servers(list(launches.values()), simulate=simulate)
     job = spec_jobs[0]
     assert job.serve is not None and job.serve.spec_decoding is not None
     method = job.serve.spec_decoding.method
@@ -138,6 +134,84 @@ def collection_job(jobs: list[Job], *, simulate: bool) -> Job:
         raise ConfigError(f"draft method {method!r} has no golden-curve family",
                           fix="use mtp, eagle3, dspark, ngram or draft_model")
     return job
+
+
+SEARCH_SPACE_FIELDS = ("recipe-key", "tp", "pp", "ep", "dp-attn", "dcp-size", "pcp-size", "conc", "max-model-len",
+                       "kv-offloading", "kv-offload-backend")
+"""The job fields a recipe's search space (or, for recipe-key, --config-keys) chooses: the ones to narrow."""
+
+
+def _flags(argv: tuple[str, ...]) -> dict[str, str]:
+    """A server command line's flags -> their values ('' for a switch), the command before the first flag left out."""
+    out: dict[str, str] = {}
+    for i, token in enumerate(argv):
+        if token.startswith("--"):
+            flag, eq, value = token.partition("=")
+            nxt = argv[i + 1] if i + 1 < len(argv) else ""
+            out[flag] = value if eq else ("" if not nxt or nxt.startswith("--") else nxt)
+    return out
+
+
+def _values_text(values: list[str | None]) -> str:
+    shown = list(dict.fromkeys("(absent)" if v is None else (v or "(set)") for v in values))
+    return " / ".join(shown)
+
+
+def launch_differences(specs: list[LaunchSpec]) -> list[str]:
+    """What differs between rendered servers, as 'WHAT V1 / V2 / …' (each distinct value once, in job order): their
+    flags, environment variables and other launch fields (image, GPUs), a flag one server lacks as '(absent)'."""
+    flags = [_flags(s.argv) for s in specs]
+    out: list[str] = []
+    for flag in dict.fromkeys(f for fl in flags for f in fl):
+        values = [fl.get(flag) for fl in flags]
+        if len(set(values)) > 1:
+            out.append(f"{flag} {_values_text(values)}")
+    for name in dict.fromkeys(k for s in specs for k in s.env):
+        values = [s.env.get(name) for s in specs]
+        if len(set(values)) > 1:
+            out.append(f"env {name} {_values_text(values)}")
+    dumps = [s.model_dump(mode="json", exclude={"argv", "env"}) for s in specs]
+    for key in dumps[0]:
+        values = [json.dumps(d.get(key), sort_keys=True) for d in dumps]
+        if len(set(values)) > 1:
+            out.append(f"{key} {_values_text(values)}")
+    return out
+
+
+def _field_text(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _several_servers(jobs: list[Job], *, simulate: bool) -> ConfigError:
+    """Why a recipe renders more than one server for a collection: the launches' differences, the search-space
+    fields that chose them, and how to narrow to one (a collection relaunches one server per cell)."""
+    from llmsweep.engines import render
+
+    specs = [render(_cell_job(j, 1, "thinking_off"), simulate=simulate) for j in jobs]
+    differ = launch_differences(specs) or ["nothing but the launch's hash"]
+    entries = [j.model_dump(mode="json", by_alias=True) for j in jobs]
+    fields = {f: [_field_text(e.get(f)) for e in entries] for f in SEARCH_SPACE_FIELDS}
+    chosen = {f: list(dict.fromkeys(v)) for f, v in fields.items() if len(set(v)) > 1}
+    names = ", ".join(j.exp_name for j in jobs)
+    how = [f"{f} {' / '.join(v)}" for f, v in chosen.items() if f != "recipe-key"]
+    fixes = []
+    if "recipe-key" in chosen:
+        fixes.append(f"name one recipe with --config-keys (one of {', '.join(chosen['recipe-key'])})")
+    if how:
+        narrow = "; ".join(how)
+        conc = " (conc-list: [1]: the collection runs at concurrency 1 whatever the job's conc)" \
+            if "conc" in chosen else ""
+        fixes.append(f"collect from a copy of the recipe whose search space holds one entry with one value of each "
+                     f"of {', '.join(f for f in chosen if f != 'recipe-key')}{conc}")
+    else:
+        narrow = ""
+        fixes.append("collect from a copy of the recipe whose search space holds one entry")
+    return ConfigError(
+        f"the recipe renders {len(jobs)} different servers ({names}), a collection relaunches one: their launches "
+        f"differ by {'; '.join(differ)}" + (f", chosen by the search space's {narrow}" if narrow else ""),
+        fix=", or ".join(fixes))
 
 
 def _cell_job(job: Job, k: int, mode: ThinkingMode) -> Job:
@@ -290,7 +364,8 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         ready = wait_ready(handle, timeout_s=settings.startup_timeout_s, poll_s=0.25)
         observed = observe_runtime(handle, spec)
         cell.engine_version, cell.gpu_names = observed.get("engine_version"), observed.get("gpu_names")
-        event(f"{mode} K={k}: ready in {ready.seconds:.1f} s; {len(prompts.prompts)} prompts at concurrency "
+        sent = len(prompts.prompts)
+        event(f"{mode} K={k}: ready in {ready.seconds:.1f} s; {sent} prompt{'' if sent == 1 else 's'} at concurrency "
               f"{CONCURRENCY}, max_tokens {settings.output_len}")
         before = _scrape(spec, handle.base_url, cell_dir / "metrics_before.txt")
         extra: dict[str, Any] = dict(settings.sampling_of(mode).params())

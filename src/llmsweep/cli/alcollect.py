@@ -74,7 +74,11 @@ def _kwargs(pairs: tuple[str, ...]) -> dict[ThinkingMode, dict[str, Any]]:
         if mode.strip() not in ("on", "off") or not isinstance(value, dict):
             raise ConfigError(f"--chat-template-kwargs {pair!r} is not on=JSON or off=JSON",
                               fix="e.g. --chat-template-kwargs 'on={\"enable_thinking\": true}'")
-        out["thinking_on" if mode.strip() == "on" else "thinking_off"] = value
+        key: ThinkingMode = "thinking_on" if mode.strip() == "on" else "thinking_off"
+        if key in out:
+            raise ConfigError(f"--chat-template-kwargs gives {mode.strip()} twice ({out[key]} and {value}): one "
+                              "would be dropped", fix=f"pass one --chat-template-kwargs {mode.strip()}=JSON")
+        out[key] = value
     return out
 
 
@@ -82,10 +86,16 @@ def _sampling(pairs: tuple[str, ...]) -> dict[ThinkingMode, dict[str, Any]]:
     """``on=temperature=0.6,top_p=0.95,top_k=20`` per thinking mode (keys: Sampling's fields, `-` or `_`)."""
     out: dict[ThinkingMode, dict[str, Any]] = {}
     fix = "e.g. --sampling on=temperature=0.6,top_p=0.95,top_k=20 --sampling off=temperature=0.7,presence_penalty=1.5"
+    seen: dict[str, str] = {}
     for pair in pairs:
         mode, _, text = pair.partition("=")
         if mode.strip() not in ("on", "off") or not text.strip():
             raise ConfigError(f"--sampling {pair!r} is not on=KEY=VALUE,… or off=KEY=VALUE,…", fix=fix)
+        if mode.strip() in seen:
+            raise ConfigError(f"--sampling gives {mode.strip()} twice ({seen[mode.strip()]!r} and {pair!r}): one "
+                              "would be dropped", fix=f"pass one --sampling {mode.strip()}=KEY=VALUE,… with every "
+                              f"key of the mode, e.g. --sampling {mode.strip()}=temperature=0.6,top_p=0.95")
+        seen[mode.strip()] = pair
         given = out.setdefault("thinking_on" if mode.strip() == "on" else "thinking_off", {})
         for item in text.split(","):
             key, sep, value = item.partition("=")
@@ -95,6 +105,11 @@ def _sampling(pairs: tuple[str, ...]) -> dict[ThinkingMode, dict[str, Any]]:
                                   f"{', '.join(Sampling.model_fields)}", fix=fix)
             given[key] = value.strip()
     return out
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 prompt``, ``3 prompts``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _launcher(executor: str, options: dict[str, Any]) -> ServerLauncher:
@@ -175,9 +190,12 @@ def _plan_modes(job: Job, thinking: tuple[str, ...], references: list[GoldenCurv
         modes: list[ThinkingMode] = ["thinking_off", "thinking_on"] if switch.present else ["thinking_off"]
         if switch.present:
             echo(f"thinking off and on (the default): {switch.why}")
-        else:
+        elif switch.present is None:  # cannot tell: thinking on may be asked for, and is collected with a warning
             echo(f"thinking off only: {switch.why}; pass --thinking off on to collect thinking on "
                  "(--chat-template-kwargs on=JSON: the kwargs its template reads)")
+        else:  # the template was read: thinking on would be the thinking-off prompts, and --thinking on is refused
+            echo(f"thinking off only: {switch.why}, so thinking on would collect the thinking-off curve under another "
+                 "label (--chat-template-kwargs on=JSON names another switch, where the template reads one)")
     else:
         modes = [f"thinking_{m}" for m in dict.fromkeys(thinking)]  # type: ignore[misc]
         if "thinking_on" in modes and switch.present is False:
@@ -187,10 +205,48 @@ def _plan_modes(job: Job, thinking: tuple[str, ...], references: list[GoldenCurv
         if "thinking_on" in modes and switch.present is None:
             echo(f"warning: thinking on is not checked against the model's chat template: {switch.why}")
             notes.append(f"thinking_on: the thinking switch was not checked before collecting ({switch.why})")
+    ignored = [m for m in per_mode if m not in modes]
+    if ignored:
+        given = " ".join(f"--sampling {m.removeprefix('thinking_')}=…" for m in ignored)
+        raise ConfigError(f"{given} samples {', '.join(ignored)}, which this collection does not collect "
+                          f"(thinking {' '.join(m.removeprefix('thinking_') for m in modes)}); no server was started",
+                          fix=f"drop {given}" + (f" (the model has no thinking switch: {switch.why})"
+                                                 if "thinking_on" in ignored and switch.present is False else
+                                                 ", or collect the mode: --thinking " + " ".join(
+                                                     m.removeprefix("thinking_")
+                                                     for m in dict.fromkeys([*modes, *ignored]))))
     chosen = [planned[m] for m in modes]
     for m in chosen:
         echo(f"sampling {m.describe()}")
     return chosen, notes
+
+
+def _read_back(curve_file: Path, settings: CollectSettings) -> str:
+    """How to read the collected curve back with `llmsweep al`: the lookup that answers from it (with the precision it
+    was collected in, where the family's default curve was measured in another), checked by resolving it; else what
+    answers instead and why (a simulated curve never passes over a measured one), and where the curve is."""
+    from llmsweep.catalog.golden import load_curve, resolve_acceptance
+
+    curve = load_curve(curve_file)
+    measured = [(m, k) for m in settings.thinking for k in settings.ks if k in curve.values.get(m, {})]
+    if not measured:
+        return f"it holds no cell yet (read it: {curve_file})"
+    mode, k = measured[-1] if len(settings.thinking) > 1 else measured[0]
+    where = str(curve_file.parent)
+    for precision in ("", curve.precision_measured or ""):
+        res = resolve_acceptance(curve.model_prefix, "", precision, curve.method, mode, k, curve_dirs=[where])
+        if res is not None and res.curve == curve.id:
+            flag = f" --precision {precision}" if precision else ""
+            return (f"read it back: llmsweep al {curve.model_prefix} -m {curve.method} -k {k} --thinking "
+                    f"{mode.removeprefix('thinking_')}{flag} --curves {where}")
+    res = resolve_acceptance(curve.model_prefix, "", curve.precision_measured or "", curve.method, mode, k,
+                             curve_dirs=[where])
+    key = f"thinking {mode.removeprefix('thinking_')} K={k}"
+    instead = f"`llmsweep al` answers {key} from {res.curve}" if res else f"`llmsweep al` has no answer for {key}"
+    if curve.simulated:
+        return (f"collected on llmsweep's simulator (a modelled AL), it never passes over a measured curve: {instead}, "
+                f"and the planner pins that; read the collected curve: {curve_file}")
+    return f"{instead}, not from it; read the collected curve: {curve_file}"
 
 
 @click.command("collect")
@@ -288,8 +344,9 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     assert job.serve is not None and job.serve.spec_decoding is not None
     echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "
          f"K {' '.join(map(str, settings.ks))}, thinking "
-         f"{' '.join(m.removeprefix('thinking_') for m in settings.thinking)}, {len(prompts.prompts)} prompts "
-         f"({prompts.origin}), {'simulated' if simulate else executor} servers")
+         f"{' '.join(m.removeprefix('thinking_') for m in settings.thinking)}, "
+         f"{_count(len(prompts.prompts), 'prompt')} ({prompts.origin}), "
+         f"{'simulated' if simulate else executor} servers")
     result = collect_curve(job, settings, prompts, run_dir or out_dir / f"{out.stem}.runs", out,
                            launcher=_launcher(executor, parse_executor_options(executor_options)), simulate=simulate,
                            event=echo, merge=merge_into is not None)
@@ -316,8 +373,6 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
                        f"{r.old_collection})", err=True)
         if result.curve_file:
             verb = "merged the cells into" if result.merged_into else "wrote"
-            click.echo(f"{verb} {result.curve_file}; read it back: llmsweep al {result.model_prefix} -m "
-                       f"{result.method} -k {settings.ks[0]} --thinking "
-                       f"{settings.thinking[-1].removeprefix('thinking_')} --curves {out.parent}")
+            click.echo(f"{verb} {result.curve_file}; {_read_back(Path(result.curve_file), settings)}")
     if not result.ok:
         raise SystemExit(1)

@@ -14,6 +14,7 @@ from llmsweep.alcollect.prompts import BUILTIN, load_prompts
 from llmsweep.alcollect.settings import CollectResult, CollectSettings, Sampling
 from llmsweep.catalog.golden import CurveHeader, format_curve, get_curve, load_curve, resolve_acceptance
 from llmsweep.client.scrape import parse_exposition
+from llmsweep.errors import ConfigError
 from llmsweep.execute.local import LocalExecutor
 from llmsweep.plan import Job, jobs_from_files
 
@@ -237,3 +238,47 @@ def test_a_curve_is_labelled_with_the_images_engine_version_not_a_contradicting_
     job = jobs_from_files([fixture])[0]
     text = _engine_text(job, [], simulated=False)
     assert "0.5.12" in text and "0.5.16" not in text and "image tag" in text, text
+
+
+def test_a_recipe_rendering_several_servers_is_refused_naming_what_differs_and_how_to_narrow() -> None:
+    # the seed recipe: one recipe key, every arm tp 8; the servers differ by a concurrency-sized flag and the HiCache
+    # arm's offload, which --config-keys cannot narrow
+    with pytest.raises(ConfigError) as raised:
+        _job(SEED)
+    message, fix = raised.value.message, raised.value.fix or ""
+    assert "the recipe renders 9 different servers" in message
+    assert "--max-running-requests 2 / 8 / 16 / 24 / 32" in message  # the flags the launches differ by, valued
+    assert "--kv-offload (absent) / dram" in message
+    assert "conc 1 / 4 / 8 / 12 / 16" in message and "kv-offloading none / dram" in message
+    assert "--config-keys" not in fix and "parallelism" not in fix
+    assert "one entry" in fix and "conc-list: [1]" in fix
+
+
+def test_the_differences_named_are_the_launches_flags_and_env() -> None:
+    from llmsweep.alcollect.collect import launch_differences
+    from llmsweep.engines.launch import LaunchSpec
+
+    a = LaunchSpec(engine="sglang", argv=("python", "-m", "x", "--tp", "8", "--max-running-requests", "2"),
+                   env={"A": "1"}, port=8000)
+    b = LaunchSpec(engine="sglang", argv=("python", "-m", "x", "--tp", "8", "--max-running-requests", "8",
+                                          "--enable-hierarchical-cache"), env={"A": "2"}, port=8000)
+    assert launch_differences([a, b]) == ["--max-running-requests 2 / 8", "--enable-hierarchical-cache (absent) / "
+                                          "(set)", "env A 1 / 2"]
+
+
+def test_after_a_simulated_collection_the_hint_does_not_point_at_another_curve(seed_one_job: Path,
+                                                                                tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from llmsweep.cli.alcollect import collect
+
+    out = tmp_path / "out"
+    got = CliRunner().invoke(collect, [str(seed_one_job), "--simulate", "--prompts", "builtin", "--num-prompts", "1",
+                                       "--output-len", "8", "-k", "3", "--thinking", "on", "--out", str(out)])
+    assert got.exit_code == 0, got.output
+    assert "1 prompt " in got.stderr and "1 prompts" not in got.stderr
+    # the packaged (measured) qwen3.5_mtp answers K=3: the simulated curve is used only where no measured one does
+    assert "read it back: llmsweep al" not in got.stdout, got.stdout
+    assert "never passes over a measured curve" in got.stdout
+    assert "`llmsweep al` answers thinking on K=3 from qwen3.5_mtp" in got.stdout
+    assert str(out / "qwen3.5_mtp_fp8.yaml") in got.stdout

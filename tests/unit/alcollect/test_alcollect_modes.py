@@ -199,3 +199,47 @@ def test_the_sampling_options_are_declared_once_one_per_sampling_field() -> None
     assert command.main(["--top-k", "20", "--presence-penalty", "1.5"], standalone_mode=False) == {
         "temperature": None, "top_p": None, "top_k": 20, "presence_penalty": 1.5}
     assert [p.name for p in collect.params if p.name in SAMPLING_FLAGS] == list(SAMPLING_FLAGS)
+
+
+@pytest.mark.parametrize(("template", "suggested"), [(CHATML, False), (None, True)])
+def test_thinking_off_only_suggests_thinking_on_only_where_the_template_cannot_be_read(
+        tmp_path: Path, template: str | None, suggested: bool) -> None:
+    # a template read and found without a switch refuses --thinking off on: the hint must not suggest it
+    _, recipe = _job_serving(tmp_path, template)
+    got = CliRunner().invoke(collect, [str(recipe), "--simulate", "--prompts", "builtin", "--num-prompts", "1",
+                                       "--output-len", "8", "-k", "1", "--out", str(tmp_path / "out")])
+    assert got.exit_code == 0, got.output
+    assert "thinking off only:" in got.stderr
+    assert ("pass --thinking off on" in got.stderr) is suggested, got.stderr
+    if not suggested:
+        assert "thinking on would collect the thinking-off curve under another label" in got.stderr
+        refused = CliRunner().invoke(collect, [str(recipe), "--simulate", "--prompts", "builtin", "-k", "1",
+                                               "--thinking", "off", "on", "--out", str(tmp_path / "out2")])
+        assert isinstance(refused.exception, ConfigError)
+
+
+@pytest.mark.parametrize(("args", "said", "fix"), [
+    (["--thinking", "off", "--sampling", "on=temperature=0.6"],
+     "--sampling on=… samples thinking_on, which this collection does not collect (thinking off)",
+     "drop --sampling on=…, or collect the mode: --thinking off on"),
+    (["--sampling", "off=temperature=0.6", "--sampling", "off=temperature=0.9"],
+     "--sampling gives off twice ('off=temperature=0.6' and 'off=temperature=0.9')", "pass one --sampling off="),
+    (["--chat-template-kwargs", 'on={"enable_thinking": true}', "--chat-template-kwargs", "on={}"],
+     "--chat-template-kwargs gives on twice", "pass one --chat-template-kwargs on=JSON"),
+])
+def test_a_sampling_not_used_or_given_twice_is_refused_before_any_server(tmp_path: Path, args: list[str], said: str,
+                                                                          fix: str) -> None:
+    got = CliRunner().invoke(collect, [str(RECIPE), "--simulate", "--prompts", "builtin", "-k", "1", *args,
+                                       "--out", str(tmp_path / "out")])
+    assert isinstance(got.exception, ConfigError), got.output
+    assert said in got.exception.message and got.exception.fix is not None and fix in got.exception.fix
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sampling_for_thinking_on_of_a_model_without_the_switch_is_refused_not_dropped(tmp_path: Path) -> None:
+    _, recipe = _job_serving(tmp_path, CHATML)  # default modes: off only, so on's sampling would be ignored
+    got = CliRunner().invoke(collect, [str(recipe), "--simulate", "--prompts", "builtin", "-k", "1", "--sampling",
+                                       "on=temperature=0.6", "--out", str(tmp_path / "out")])
+    assert isinstance(got.exception, ConfigError), got.output
+    assert got.exception.fix is not None and "--thinking off on" not in got.exception.fix
+    assert "the model has no thinking switch" in got.exception.fix and not (tmp_path / "out").exists()
