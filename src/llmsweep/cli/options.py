@@ -159,8 +159,8 @@ CONCEPTS: dict[str, Concept] = {
         "type": click.Path(path_type=Path), "default": None,
         "help": "Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet).",
     }),
-    "store": Concept("--store", "store_path", {
-        "type": click.Path(dir_okay=False, path_type=Path), "default": None,
+    "store": Concept("--store", "store_path", {  # a directory is the store's own error, with its fix
+        "type": click.Path(path_type=Path), "default": None,
         "help": "Results store (SQLite). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.",
     }),
     "no_evals": Concept("--no-evals", "no_evals", {

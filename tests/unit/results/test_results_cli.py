@@ -170,6 +170,11 @@ def test_writing_commands_refuse_a_bad_store_with_one_error(make_run, tmp_path: 
         err = capsys.readouterr().err
         assert err.count("error:") == 1 and "not a database" in err and "Traceback" not in err, err
     assert corrupt.read_bytes() == b"\x00garbage, not SQLite\n" * 200
+    # a directory given as the store is the store's one error with its fix, not a usage error without one
+    for cmd in (["results", "ingest", str(run.path)], ["results", "list"]):
+        assert _main(*cmd, "--store", str(tmp_path)) == 2
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1 and "is a directory, not a SQLite file" in err and "fix:" in err, err
 
 
 def _legacy_agentic_row(users: int, tput: float, **extra: object) -> dict[str, object]:
