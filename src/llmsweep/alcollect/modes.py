@@ -108,10 +108,17 @@ def plan_modes(modes: Sequence[ThinkingMode], *, references: Sequence[GoldenCurv
         given = (kwargs or {}).get(mode)
         stated = next(((c.id, k) for c in references if speaks_for(c, mode)
                        and (k := _stated_kwargs(c, mode)) is not None), None)
+        # a curve that states kwargs for another mode but none for this one sent none for it (InferenceX's DSv4
+        # collection passes them for thinking on only): the template's default, as the keys a curve leaves unstated
+        silent_kwargs = next((c.id for c in speaking if any(_stated_kwargs(c, other) is not None
+                                                              for other in MODES if other != mode)), None)
         if given is not None:
             template_kwargs, kwargs_origin = given, "given"
         elif stated is not None:
             template_kwargs, kwargs_origin = stated[1], f"as {stated[0]} states them for {mode}"
+        elif silent_kwargs is not None:
+            template_kwargs = {}
+            kwargs_origin = f"none: {silent_kwargs} states none for {mode} (the template's default)"
         else:
             template_kwargs, kwargs_origin = dict(DEFAULT_KWARGS[mode]), DEFAULT_ORIGIN
         try:

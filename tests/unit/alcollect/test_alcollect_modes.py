@@ -243,3 +243,20 @@ def test_a_sampling_for_thinking_on_of_a_model_without_the_switch_is_refused_not
     assert isinstance(got.exception, ConfigError), got.output
     assert got.exception.fix is not None and "--thinking off on" not in got.exception.fix
     assert "the model has no thinking switch" in got.exception.fix and not (tmp_path / "out").exists()
+
+
+def test_a_mode_whose_golden_curve_states_no_kwargs_sends_none_where_another_mode_states_some() -> None:
+    # DSv4's curve states chat-template kwargs for thinking on only (InferenceX passed them for that mode alone): its
+    # thinking-off cells were served at the template's default, so a collection standing in for them sends nothing
+    dsv4 = get_curve("dsv4_mtp")
+    assert dsv4 is not None
+    planned = plan_modes(["thinking_off", "thinking_on"], references=[dsv4])
+    assert planned["thinking_off"].chat_template_kwargs == {}
+    assert "dsv4_mtp states none for thinking_off" in planned["thinking_off"].kwargs_origin
+    assert planned["thinking_on"].chat_template_kwargs == {"thinking": True, "reasoning_effort": "high"}
+    # a curve that states both keeps its own; with no curve, llmsweep's default for the mode
+    qwen = get_curve("qwen3.5_mtp")
+    assert qwen is not None
+    assert plan_modes(["thinking_off"], references=[qwen])["thinking_off"].chat_template_kwargs == {
+        "enable_thinking": False}
+    assert plan_modes(["thinking_off"])["thinking_off"].chat_template_kwargs == {"enable_thinking": False}
