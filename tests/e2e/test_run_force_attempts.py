@@ -23,3 +23,14 @@ def test_force_calls_finished_results_an_earlier_attempt(tmp_path: Path) -> None
         kept_files = {p.name for p in (d / "attempts" / "1").iterdir()}
         assert {"summary.json", "records.jsonl", "job.json", "server_command.txt", "gpu_metrics.jsonl"} <= kept_files
         assert {"job.json", "server_command.txt", "gpu_metrics.jsonl", "summary.json"} <= {p.name for p in d.iterdir()}
+
+
+def test_calibration_reads_each_point_once_not_its_superseded_attempts(tmp_path: Path) -> None:
+    from llmsweep.sim.calibrate import job_dirs as calibration_points
+
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    for extra in ([], ["--force"]):
+        proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", *extra], env)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    # each attempts/1/ now holds a whole attempt (job.json and summary.json): still not a point of its own
+    assert sorted(calibration_points([out])) == sorted(job_dirs(out).values())
