@@ -186,8 +186,8 @@ class AcceptanceResolution(BaseModel):
         "left out; `al` and the warning name them.")
     sampling: dict[str, float | int] = Field(
         default_factory=dict, description="The sampling the answering curve states for this thinking mode "
-        "(:func:`mode_sampling`): what a collection must be sampled with to stand in for it; a key it leaves unstated "
-        "(not here) was the server's, and a collection sends none.")
+        "(:func:`stated_sampling`): what a collection must be sampled with to stand in for it; a key it leaves "
+        "unstated (not here) was the server's, and a collection sends none.")
 
     def served_precision_note(self, precision: str) -> str:
         """Why no curve of the served precision answers (for the precision-provenance warning): those lacking the
@@ -640,7 +640,8 @@ def resolve_acceptance(
         better=[_cells_text(c) for c in better] if passed_over is None else [],
         unlike=unlike,
         simulated_left_out=[f"{c.id} ({c.file})" for c in left_out],
-        sampling={k: int(v) if k in INTEGER_KEYS else v for k, v in mode_sampling(curve, mode).items()},
+        sampling={k: int(v) if k in INTEGER_KEYS else float(v)  # in SAMPLING_KEYS' order, as the table prints them
+                  for k, v in sorted(stated_sampling(curve, mode).items(), key=lambda kv: SAMPLING_KEYS.index(kv[0]))},
     )
 
 

@@ -155,7 +155,7 @@ def test_a_curve_sending_a_key_the_golden_curve_leaves_to_the_server_does_not_st
     assert sent.unlike == ["dsv4_mtp_fp8 (top_p 0.95, not unstated; top_k 40, not unstated)"]
     left = resolve_acceptance(*args, curve_dirs=[tmp_path / "left"])
     assert left is not None and (left.curve, left.passed_over, left.unlike) == ("dsv4_mtp_fp8", "dsv4_mtp", [])
-    assert left.sampling == {"temperature": 1.0, "presence_penalty": 0.0}
+    assert left.sampling == {"temperature": 1.0}  # as the curve states it: presence_penalty is unstated too
 
 
 def test_al_prints_the_sampling_the_resolution_carries(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -175,7 +175,7 @@ def test_al_prints_the_sampling_the_resolution_carries(monkeypatch: pytest.Monke
     assert "temperature 0.123 top_p 0.5 top_k 7; presence_penalty unstated (the server's default)" in got.stdout
     monkeypatch.undo()
     packaged = CliRunner().invoke(al, ["dsv4", "-m", "mtp", "-k", "2"])
-    assert "temperature 1 presence_penalty 0; top_p, top_k unstated (the server's default)" in packaged.stdout
+    assert "temperature 1; top_p, top_k, presence_penalty unstated (the server's default)" in packaged.stdout
 
 
 def test_al_names_a_simulated_curve_of_the_served_precision_it_left_out(tmp_path: Path) -> None:
