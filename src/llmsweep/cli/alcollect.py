@@ -233,14 +233,16 @@ def _read_back(curve_file: Path, settings: CollectSettings) -> str:
         return f"it holds no cell yet (read it: {curve_file})"
     mode, k = measured[-1] if len(settings.thinking) > 1 else measured[0]
     where = str(curve_file.parent)
+    draft = curve.draft_model  # a curve of another draft head answers only a lookup that names it
     for precision in ("", curve.precision_measured or ""):
-        res = resolve_acceptance(curve.model_prefix, "", precision, curve.method, mode, k, curve_dirs=[where])
+        res = resolve_acceptance(curve.model_prefix, "", precision, curve.method, mode, k, curve_dirs=[where],
+                                 draft_model=draft)
         if res is not None and res.curve == curve.id:
-            flag = f" --precision {precision}" if precision else ""
+            flag = (f" --precision {precision}" if precision else "") + (f" --draft-model {draft}" if draft else "")
             return (f"read it back: llmsweep al {curve.model_prefix} -m {curve.method} -k {k} --thinking "
                     f"{mode.removeprefix('thinking_')}{flag} --curves {where}")
     res = resolve_acceptance(curve.model_prefix, "", curve.precision_measured or "", curve.method, mode, k,
-                             curve_dirs=[where])
+                             curve_dirs=[where], draft_model=draft)
     key = f"thinking {mode.removeprefix('thinking_')} K={k}"
     instead = f"`llmsweep al` answers {key} from {res.curve}" if res else f"`llmsweep al` has no answer for {key}"
     if curve.simulated:

@@ -260,3 +260,17 @@ def test_a_mode_whose_golden_curve_states_no_kwargs_sends_none_where_another_mod
     assert plan_modes(["thinking_off"], references=[qwen])["thinking_off"].chat_template_kwargs == {
         "enable_thinking": False}
     assert plan_modes(["thinking_off"])["thinking_off"].chat_template_kwargs == {"enable_thinking": False}
+
+
+def test_the_read_back_hint_for_a_curve_of_another_draft_head_names_that_head(tmp_path: Path) -> None:
+    from llmsweep.alcollect.settings import CollectSettings
+    from llmsweep.cli.alcollect import _read_back
+
+    # a collected EAGLE3 curve of MiniMax-M3 for a draft head of its own, beside the packaged default one
+    packaged = Path(__file__).resolve().parents[3] / "src" / "llmsweep" / "catalog" / "data" / "golden_al"
+    text = (packaged / "minimaxm3_eagle3.yaml").read_text(encoding="utf-8")
+    curve = tmp_path / "minimaxm3_eagle3_myhead.yaml"
+    curve.write_text(text.replace("# key = ", "# draft_model: acme/m3-eagle3-heads\n# key = ", 1), encoding="utf-8")
+    hint = _read_back(curve, CollectSettings(ks=(3,), thinking=("thinking_on",)))
+    assert hint.startswith("read it back: llmsweep al minimaxm3 -m eagle3 -k 3 --thinking on") and \
+        "--draft-model acme/m3-eagle3-heads" in hint, hint
