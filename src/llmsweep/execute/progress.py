@@ -98,7 +98,7 @@ class SweepState:
 
     def eta_s(self) -> float | None:
         """Seconds until the sweep is done; None while nothing can time it: no job done and less than a fifth of the
-        first job's window (before that the time so far is mostly the launch and the warm-up)."""
+        first job's window (before that the time so far is mostly the launch and the warm-up), or its window over."""
         if self.total <= 0:
             return None
         now = _now()
@@ -111,7 +111,9 @@ class SweepState:
         if fraction >= MIN_WINDOW_FRACTION and self.window_started_at is not None:
             rest = (now - self.window_started_at) * (1.0 - fraction) / fraction
             if mean is None:
-                if fraction < FIRST_ETA_FRACTION:
+                # a sliver of the first window times only the launch; once the window is over, what follows (the drain,
+                # the summary: most of a job in virtual time) cannot be timed until the first job ends
+                if fraction < FIRST_ETA_FRACTION or fraction >= 1.0:
                     return None
                 mean = in_job + rest  # the first job, as it will have run, stands for the others
             else:  # what follows its window (the drain, the summary) is in the mean, not in the window's rate

@@ -62,6 +62,12 @@ def test_no_eta_from_a_sliver_of_the_first_window() -> None:
     assert progress.state.eta_s() is None and "ETA" not in progress.state.status()
     progress.client(_p(5.0, duration=20.0))
     assert progress.state.eta_s() is not None and "sweep ETA" in progress.state.status()
+    # Its window over, the first job still drains and summarises (most of a job in virtual time): timing the sweep by
+    # the job so far read 13 s for a sweep of 46 s. No ETA until the first job ends.
+    progress.client(_p(21.0, duration=20.0))
+    assert progress.state.eta_s() is None and "ETA" not in progress.state.status()
+    progress.job_finished("a", "valid")
+    assert progress.state.eta_s() is not None
 
 
 def test_a_job_owing_its_eval_keeps_its_place_and_counts_once() -> None:
