@@ -67,7 +67,10 @@ def pid_files(out: Path) -> list[Path]:
 def server_pgid(out: Path) -> int | None:
     """The server's process group (its pid: it leads its own session) once its pid file is written."""
     files = pid_files(out)
-    return int(read_json(files[0])["pid"]) if files and files[0].stat().st_size else None
+    try:
+        return int(read_json(files[0])["pid"]) if files and files[0].stat().st_size else None
+    except FileNotFoundError:  # removed between the listing and the read (the resumed run stops the left server)
+        return None
 
 
 def first_job_has_records(out: Path) -> bool:
