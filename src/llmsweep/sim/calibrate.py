@@ -239,17 +239,17 @@ def _get(d: Any, *path: str) -> Any:
 
 def job_dirs(paths: Iterable[Path | str]) -> list[Path]:
     """Job folders under each path: a job folder itself, a run directory (`jobs/*/`) or a folder of runs."""
-    from llmsweep.execute.artifacts import ATTEMPTS_DIR
-
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if (path / "job.json").is_file():
             found.append(path)
             continue
-        # an earlier attempt kept under attempts/N/ (run --force, a rerun) was superseded: not a point of its own
-        hits = sorted(p.parent for p in path.glob("**/job.json") if (p.parent / "summary.json").is_file()
-                      and ATTEMPTS_DIR not in p.relative_to(path).parent.parts)
+        hits = sorted(p.parent for p in path.glob("**/job.json") if (p.parent / "summary.json").is_file())
+        # a job folder inside another is an earlier attempt it keeps (attempts/N/: run --force, a rerun), superseded
+        # by the folder around it: not a point of its own
+        folders = set(hits)
+        hits = [h for h in hits if folders.isdisjoint(h.parents)]
         if not hits:
             raise DatasetError(f"sim calibrate: no job folder (job.json + summary.json) under {path}",
                                fix="pass a run directory `llmsweep run --out` wrote, or its jobs/<id>/ folders")
