@@ -57,7 +57,8 @@ if TYPE_CHECKING:
 @option("changed", help="Run only the jobs a recipe change added or changed (see `llmsweep changes`); HEAD must be "
         "the files given (BASE.. compares with the working tree).")
 @click.option("--only-job", "only_job", multiple=True, metavar="JOB_ID",
-              help="Run only this planned job (repeatable): one matrix entry of a CI workflow (`llmsweep ci github`).")
+              help="Run only this planned job (repeatable): a job id, a unique id prefix or exp-name (as `render "
+                   "--job`); one matrix entry of a CI workflow (`llmsweep ci github`).")
 @click.option("--reuse", is_flag=True, help="Do not run a job whose full identity (recipe fingerprint, image, "
               "launch, workload, measurement definitions) matches a stored valid result; its outcome points at it.")
 @option("force", help="Run every job again although --out holds a run's results (they move to jobs/<id>/attempts/). "
@@ -153,7 +154,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
         executor_options=parse_executor_options(executor_options), simulate=simulate, live=live, traces=traces, out=out,
         store=store, report=not no_report, force=force, repeats=repeats, settings=settings, only_jobs=only_jobs,
-        reuse=reuse, evals=evals,
+        only_jobs_typed=changed is None, reuse=reuse, evals=evals,
     )
     with use_progress(progress_for()) as progress:
         outcome = run_sweep(request, event=progress.line)

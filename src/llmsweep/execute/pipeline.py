@@ -78,6 +78,9 @@ class RunRequest(BaseModel):
                                "`--evals-only`, `--all-evals`: the matrix's meanings).")
     only_jobs: list[str] | None = Field(default=None, description="Run only these planned job ids (`run --changed`: "
                                         "the jobs a recipe change added or changed).")
+    only_jobs_typed: bool = Field(default=False, description="`only_jobs` are what a person typed (`run --only-job`): "
+                                  "an id that names no planned job may be a unique id prefix or exp-name, as "
+                                  "`render --job` takes (`--changed`'s ids are exact).")
     reuse: bool = Field(default=False, description="A job whose full identity matches a stored valid result is not "
                         "run; its outcome points at that result (`run --reuse`).")
 
@@ -346,7 +349,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     matched = {id(f) for j in jobs for f in errors_about(j, findings, keys)}
     unplanned = [f for f in findings if f.is_error and id(f) not in matched] if req.only_jobs is None else []
     if req.only_jobs is not None:
-        jobs, findings = _only(jobs, findings, req.only_jobs)
+        jobs, findings = _only(jobs, findings, req.only_jobs, selectors=req.only_jobs_typed)
     if not jobs:
         for f in findings:  # what the files said (an empty file, a recipe dropped) is the reason: said first
             event(f.render())
@@ -370,14 +373,15 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
 
 
 
-def _only(jobs: list[Job], findings: list[Finding], ids: list[str]) -> tuple[list[Job], list[Finding]]:
+def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
+          selectors: bool = False) -> tuple[list[Job], list[Finding]]:
     """The planned jobs named by id (`--changed`, `--only-job`), a concurrency slice of a planned multi-node job
     included (the concurrencies a change added); an id the plan lacks is an error, not a no-op. A finding about the
     job a slice was cut from concerns the slice too (an error refuses it as it refuses the whole job)."""
     from llmsweep.plan.slices import resolve_job_ids
 
     parents: dict[str, str] = {}
-    chosen = resolve_job_ids(jobs, ids, parents=parents,
+    chosen = resolve_job_ids(jobs, ids, parents=parents, selectors=selectors,
                              fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); "
                                  "--only-job: an id from `llmsweep matrix full-sweep --config-files FILE --format ids` "
                                  "or from `llmsweep changes BASE..HEAD --json`")

@@ -27,7 +27,8 @@ def select_job(jobs: Sequence[Job], selector: str) -> Job:
     if not candidates:
         listed = _listing(jobs)
         raise ConfigError(f"no job matches `{selector}`; jobs:\n{listed}",
-                          fix="pass a job id (or a unique exp-name) from the list; `llmsweep matrix` prints them all")
+                          fix="pass a job id (or a unique exp-name) from the list; `llmsweep matrix full-sweep "
+                              "--config-files FILE --format ids` prints them all")
     raise ConfigError(f"`{selector}` matches {len(candidates)} jobs:\n{_listing(candidates)}",
                       fix="pass the full job id of one of them")
 

@@ -126,16 +126,27 @@ def _slice_named(job: Job, wanted_id: str) -> Job | None:
     return None
 
 
+def _names_a_slice(jobs: Sequence[Job], wanted_id: str) -> bool:
+    return any(j.multinode and len(j.concs) > 1 and _slice_named(j, wanted_id) is not None for j in jobs)
+
+
 def resolve_job_ids(jobs: Sequence[Job], ids: Iterable[str], *, fix: str,
-                    parents: dict[str, str] | None = None) -> list[Job]:
+                    parents: dict[str, str] | None = None, selectors: bool = False) -> list[Job]:
     """The jobs named by `ids`, in plan order: a planned job by its id, or a slice of a planned multi-node job by the
     id :func:`slice_concurrencies` gives it (listed right after where its job stands). `parents`, when given, gets
     each slice's id -> the id of the planned job it was cut from (what was found about that job holds for it).
+    With `selectors` (what a person typed, `run --only-job`), an id that names neither may be what `render --job`
+    takes: a unique id prefix or exp-name (:func:`~llmsweep.plan.select.select_job`).
 
     An id that names neither is an error (`fix` says how to get a good one), never a job silently not run.
     """
     wanted = list(dict.fromkeys(ids))
     planned = {j.id for j in jobs}
+    if selectors:
+        from llmsweep.plan.select import select_job
+
+        wanted = list(dict.fromkeys(i if i in planned or _names_a_slice(jobs, i) else select_job(jobs, i).id
+                                    for i in wanted))
     rest = [i for i in wanted if i not in planned]
     slices: dict[int, list[Job]] = {}
     for index, job in enumerate(jobs):

@@ -82,3 +82,21 @@ def test_a_recipe_error_never_lands_on_a_recipe_whose_key_prefixes_it(
     code, rows, err = _run(capsys, str(recipe), "--simulate", "--only-job", clean, "--out", str(tmp_path / "run"))
     assert [(r["job"], r["verdict"]) for r in rows] == [(clean, "valid")], err
     assert code == 0
+
+
+def test_only_job_takes_what_render_job_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --only-job` used to need the full id where `render --job` takes a unique prefix or exp-name."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(TWO.format(key="picked") + TWO.format(key="other"))
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    picked, other = jobs_from_files([recipe])
+    assert picked.exp_name == other.exp_name  # the two recipes' jobs differ only in their ids' last part
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(recipe), "--simulate", "--only-job", picked.exp_name, "--out", str(tmp_path / "no")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "matches 2 jobs" in err and picked.id in err and other.id in err, err
+    assert not (tmp_path / "no").exists()
+    code, rows, err = _run(capsys, str(recipe), "--simulate", "--only-job", picked.id[:-6], "--out",
+                           str(tmp_path / "run"))
+    assert code == 0 and [r["job"] for r in rows] == [picked.id], err

@@ -1,0 +1,43 @@
+"""A job is named the same way wherever a person names one: `render --job` and `run --only-job` both take a job id,
+a unique id prefix or an exp-name; ids that travel between programs (`run --changed`) are matched exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmsweep.errors import ConfigError
+from llmsweep.plan import jobs_from_files
+from llmsweep.plan.select import select_job
+from llmsweep.plan.slices import resolve_job_ids
+
+QUICKSTART = Path(__file__).resolve().parents[3] / "examples" / "quickstart.yaml"
+
+
+@pytest.fixture(scope="module")
+def jobs():  # type: ignore[no-untyped-def]
+    return jobs_from_files([QUICKSTART])
+
+
+def test_a_unique_prefix_or_exp_name_names_the_job_render_would_pick(jobs) -> None:  # type: ignore[no-untyped-def]
+    one = jobs[0]
+    prefix = one.id.split("_spec")[0] + "_"  # `..._conc1_kvnone_`: also a prefix of no `conc12` job
+    picked = resolve_job_ids(jobs, [prefix], fix="x", selectors=True)
+    assert [j.id for j in picked] == [select_job(jobs, prefix).id] == [one.id]
+    both = resolve_job_ids(jobs, [prefix, jobs[-1].id, one.id], fix="x", selectors=True)
+    assert [j.id for j in both] == [one.id, jobs[-1].id]  # plan order, each once
+
+
+def test_an_ambiguous_prefix_lists_the_jobs_it_matches(jobs) -> None:  # type: ignore[no-untyped-def]
+    conc1 = [j for j in jobs if "_conc1" in j.id]  # conc1 and conc12 of both arms
+    assert len(conc1) > 1
+    with pytest.raises(ConfigError) as err:
+        resolve_job_ids(jobs, ["qwen3.5_tp8_conc1"], fix="x", selectors=True)
+    assert f"matches {len(conc1)} jobs" in str(err.value) and all(j.id in str(err.value) for j in conc1)
+
+
+def test_ids_that_travel_between_programs_are_matched_exactly(jobs) -> None:  # type: ignore[no-untyped-def]
+    prefix = jobs[0].id.split("_spec")[0] + "_"
+    with pytest.raises(ConfigError, match="not in the plan"):
+        resolve_job_ids(jobs, [prefix], fix="x")
