@@ -1,0 +1,5 @@
+"""`python -m llmsweep ...`: the `llmsweep` command, for an environment whose scripts directory is not on PATH."""
+
+from llmsweep.cli.main import main
+
+main()
