@@ -276,6 +276,8 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
         _print_points(f"{'/'.join(check.key)} held out ({', '.join(check.patterns)}): measured / defaults / "
                       f"in-sample fit (error {100 * check.error_before:.1f}% -> {100 * check.error_after:.1f}%)",
                       check.points)
+        for why in check.left_out:
+            click.echo(f"  not predicted {why}")
     for line in skipped:
         click.echo(f"skipped {line}", err=True)
     for path in saved:
@@ -312,6 +314,10 @@ def _print_calibration(r: RunCalibration, title: str = "") -> None:
                   f"(fit error {100 * r.error_before:.1f}% -> {100 * r.error_after:.1f}%)", r.points)
     for name in r.fitted:
         click.echo(f"  {name:<20} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")
+    if r.started_from != "the defaults":
+        click.echo(f"  (the search from {r.started_from} ended lower than the one from the defaults)")
+    for why in r.left_out:
+        click.echo(f"  left out {why}")
 
 
 def _print_points(title: str, points: list[PointComparison]) -> None:

@@ -30,7 +30,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -215,6 +215,9 @@ class MeasuredPoint:
     runs at this value, not at the pin."""
     corpus_digest: str | None = None
     """Fingerprint of the traces the run replayed (agentic points; None when the run did not record one)."""
+    tokens_per_request: tuple[float, float] | None = None
+    """Mean input and output tokens of the measured requests: what a replay of a run without a corpus digest is
+    checked against (:func:`unverifiable`)."""
 
     @property
     def label(self) -> str:
@@ -328,7 +331,9 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         provenance["prefix_caching"] = f"off: planned hit rate {planned:.2f}, observed {observed:.2f}"
     return MeasuredPoint(path=path, job=job, config=config, concurrency=int(job["conc"]), scenario=scenario,
                          measured=measured, weights=weights, excess_hit_rate=excess, provenance=provenance,
-                         acceptance_length=realised, corpus_digest=prov.corpus_digest)
+                         acceptance_length=realised, corpus_digest=prov.corpus_digest,
+                         tokens_per_request=(summary.tokens.input.mean, summary.tokens.output.mean)
+                         if summary.tokens.output.count else None)
 
 
 @dataclass
@@ -339,6 +344,8 @@ class _Replay:
     workload: Any
     duration: float
     max_requests: int | None
+    tokens_per_request: tuple[float, float] | None = None
+    """Mean input and output tokens of the replay's requests, as of its last prediction."""
 
 
 def _replays(points: list[MeasuredPoint], *, fit_requests_per_lane: int | None = None) -> list[_Replay]:
@@ -396,7 +403,32 @@ def predict_metrics(replay: _Replay, efficiency: dict[str, float]) -> dict[str, 
     records = Predictor(build_core(config)).run(replay.workload, concurrency=replay.point.concurrency,
                                                duration=replay.duration, max_requests=replay.max_requests)
     s = summarise(records, gpus=int(replay.point.job.get("gpus") or config.tp), source="predicted")
+    replay.tokens_per_request = (s.tokens.input.mean, s.tokens.output.mean) if s.tokens.output.count else None
     return _compared(s)
+
+
+TOKEN_MISMATCH = 2.0
+"""How far (a factor either way) a replay's mean input or output tokens per request may stray from the measured
+run's before the replay is taken for other traces than the run replayed (a run without a corpus digest)."""
+
+
+def unverifiable(replay: _Replay) -> str | None:
+    """Why an agentic point that recorded no corpus digest cannot be replayed as measured, or None: its replay's
+    requests are not the measured ones' size (the trace generator changed since: the H200 Llama run's answers of ~4
+    tokens came back 60-150x longer after the synthetic generator stopped scaling them), so its TTFT and TPOT would
+    be fitted on other work. A point with a digest is checked exactly (:func:`check_corpus`); others pass."""
+    point = replay.point
+    if point.scenario != "agentic-coding" or point.corpus_digest is not None:
+        return None
+    measured, replayed = point.tokens_per_request, replay.tokens_per_request
+    if measured is None or replayed is None:
+        return None
+    for what, m, r in (("input", measured[0], replayed[0]), ("output", measured[1], replayed[1])):
+        if m > 0 and r > 0 and max(m / r, r / m) > TOKEN_MISMATCH:
+            return (f"{point.path.name} ({point.label}): recorded no corpus digest, and the rebuilt traces' requests "
+                    f"average {r:,.0f} {what} tokens where the measured ones averaged {m:,.0f}: the trace source now "
+                    "gives other traces than the run replayed")
+    return None
 
 
 def _compared(s: Summary) -> dict[str, float]:
@@ -434,6 +466,10 @@ class RunCalibration:
     error_after: float
     iterations: int
     provenance: dict[str, Any]
+    started_from: str = "the defaults"
+    """Where the search that won began: "the defaults" or "the stored calibration" (`fit_run`'s `start`)."""
+    left_out: list[str] = field(default_factory=list)
+    """Points not fitted, each with its reason (agentic points whose traces cannot be verified)."""
 
     def overrides(self) -> dict[str, float]:
         """The fitted factors only (what a stored calibration holds)."""
@@ -443,7 +479,7 @@ class RunCalibration:
         return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2]},
                 "efficiency": self.overrides(), "base": {k: getattr(self.base, k) for k in self.fitted},
                 "error_before": self.error_before, "error_after": self.error_after, "iterations": self.iterations,
-                "provenance": self.provenance,
+                "started_from": self.started_from, "left_out": self.left_out, "provenance": self.provenance,
                 "points": [asdict(p) for p in self.points]}
 
 
@@ -479,7 +515,13 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
             start: Efficiency | None = None, fit_requests_per_lane: int | None = 4,
             say: Callable[[str], None] | None = None) -> RunCalibration:
     """Fit `factors` (default: :func:`default_factors`) so the simulator reproduces the measured points (all of one
-    calibration key). `say` hears a line per iteration (each replays every point once per factor and more)."""
+    calibration key). `say` hears a line per iteration (each replays every point once per factor and more).
+
+    The search starts from the engine's defaults (the "before" of the comparison, and what a draft cost's pull leans
+    to) and, when `start` is given (the key's stored calibration), from it too; the better end wins. From the
+    defaults alone a few iterations can stop well short of factors already known (2026-12-03: the H200 Llama run
+    refitted to 15.6 % while its stored factors still gave 11.4 %). Agentic points that cannot be shown to replay
+    the measured traces (:func:`unverifiable`) are left out, with the reason in `left_out`."""
     if not points:
         raise ResultError("sim calibrate: no measured points to fit", fix="pass a run directory with job folders")
     factors = factors or default_factors(points)
@@ -496,15 +538,14 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
         raise ResultError(f"sim calibrate: cannot fit {unknown}", fix=f"fit a subset of {sorted(FACTOR_BOUNDS)}")
     replays = _replays(points, fit_requests_per_lane=fit_requests_per_lane)
     config = points[0].config.model_copy(update={"efficiency": {}, "calibrated": False})
-    base = start or config.efficiency_factors()
+    base = config.efficiency_factors()
     lo = np.log([FACTOR_BOUNDS[f][0] for f in factors])
     hi = np.log([FACTOR_BOUNDS[f][1] for f in factors])
 
     def eff_of(x: np.ndarray) -> dict[str, float]:
         return {f: float(np.exp(v)) for f, v in zip(factors, x, strict=True)}
 
-    x = np.clip(np.log([getattr(base, f) for f in factors]), lo, hi)
-    x0 = x.copy()
+    x0 = np.clip(np.log([getattr(base, f) for f in factors]), lo, hi)
     prior = PRIOR_WEIGHT if set(SPEC_FACTORS) & set(factors) else 0.0
 
     def residuals(xv: np.ndarray) -> tuple[np.ndarray, list[dict[str, float]]]:
@@ -512,17 +553,75 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
         return (np.concatenate([data, prior * (xv - x0)]) if prior else data), preds
 
     label = "/".join(points[0].key)
+    r0, preds0 = residuals(x0)  # every point replayed once at the defaults: an agentic replay now knows its sizes
+    left_out = [why for why in map(unverifiable, replays) if why is not None]
+    if left_out:
+        replays = [rp for rp in replays if unverifiable(rp) is None]
+        points = [rp.point for rp in replays]
+        if say is not None:
+            for why in left_out:
+                say(f"{label}: left out {why}")
+        fitted_metrics = sum(1 for p in points for m, w in p.weights.items() if w > 0 and m in p.measured)
+        if fitted_metrics < len(factors) + 1:
+            raise ResultError(f"sim calibrate: {label}: {fitted_metrics} measured metrics remain once the points "
+                              f"whose traces cannot be verified are left out ({'; '.join(left_out)})",
+                              fix="calibrate from a run that recorded its corpus digest, or keep the trace file it "
+                                  "replayed with its evidence and point its jobs at it")
+        r0, preds0 = residuals(x0)
+    starts: list[tuple[str, np.ndarray | None]] = [("the defaults", None)]
+    if start is not None:
+        starts.append(("the stored calibration", np.clip(np.log([getattr(start, f) for f in factors]), lo, hi)))
     if say is not None:
         say(f"calibrating {label}: {len(points)} point(s), fitting {', '.join(factors)} (at most {max_iter} "
-            "iterations)")
-    r, preds = residuals(x)
-    preds0 = preds
+            f"iterations from {' and from '.join(name for name, _ in starts)})")
+    best: tuple[float, np.ndarray, list[dict[str, float]], int, str] | None = None
+    for name, x_start in starts:
+        at = (x0, r0, preds0) if x_start is None else (x_start, *residuals(x_start))
+        x_end, cost, preds, iterations = _levenberg_marquardt(residuals, *at, lo, hi, max_iter,
+                                                              _prefixed(say, f"  {label} (from {name}): "))
+        if best is None or cost < best[0]:
+            best = (cost, x_end, preds, iterations, name)
+    assert best is not None
+    _, x, preds, iterations, started_from = best
+    fitted_eff = base.with_(**eff_of(x))
+    # a point the fit replayed whole (no request cap: an agentic point, or fit_requests_per_lane=None) already has
+    # its predictions at the start and at the fitted factors (the simulator is deterministic); only the capped
+    # points are replayed again, whole, for the comparison
+    capped = [rp.max_requests is not None for rp in replays]
+    for rp in replays:
+        rp.max_requests = None
+    before = [predict_metrics(rp, eff_of(x0)) if cap else p for rp, cap, p in zip(replays, capped, preds0, strict=True)]
+    after = [predict_metrics(rp, eff_of(x)) if cap else p for rp, cap, p in zip(replays, capped, preds, strict=True)]
+    comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
+                                   measured=p.measured, before=b, after=a, weights=p.weights,
+                                   excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
+                   for p, b, a in zip(points, before, after, strict=True)]
+    prov = dict(points[0].provenance)
+    prov["jobs"] = len(points)
+    return RunCalibration(
+        key=points[0].key, base=base, efficiency=fitted_eff, fitted=tuple(factors), points=comparisons,
+        error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
+        error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons),
+        iterations=iterations, provenance=prov, started_from=started_from, left_out=left_out,
+    )
+
+
+def _prefixed(say: Callable[[str], None] | None, prefix: str) -> Callable[[str], None] | None:
+    return None if say is None else (lambda line: say(prefix + line))
+
+
+def _levenberg_marquardt(residuals: Callable[[np.ndarray], tuple[np.ndarray, list[dict[str, float]]]],
+                         x: np.ndarray, r: np.ndarray, preds: list[dict[str, float]], lo: np.ndarray,
+                         hi: np.ndarray, max_iter: int, say: Callable[[str], None] | None,
+                         ) -> tuple[np.ndarray, float, list[dict[str, float]], int]:
+    """Least squares from `x` (residuals `r`, predictions `preds` there) inside [lo, hi]: the end point, its squared
+    error and predictions, and the iterations taken (finite-difference Jacobian; stops at < 0.1 % improvement)."""
     cost = float(r @ r)
     lam, h, iterations = 1e-2, 0.1, 0
     for _ in range(max_iter):
         iterations += 1
         if say is not None:
-            say(f"  {label}: iteration {iterations}/{max_iter}, squared error {cost:.4g}")
+            say(f"iteration {iterations}/{max_iter}, squared error {cost:.4g}")
         J = np.empty((len(r), len(x)))
         for j in range(len(x)):
             xj = x.copy()
@@ -544,27 +643,7 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
             lam *= 4
         if not improved:
             break
-    fitted_eff = base.with_(**eff_of(x))
-    # a point the fit replayed whole (no request cap: an agentic point, or fit_requests_per_lane=None) already has
-    # its predictions at the start and at the fitted factors (the simulator is deterministic); only the capped
-    # points are replayed again, whole, for the comparison
-    capped = [rp.max_requests is not None for rp in replays]
-    for rp in replays:
-        rp.max_requests = None
-    before = [predict_metrics(rp, eff_of(x0)) if cap else p for rp, cap, p in zip(replays, capped, preds0, strict=True)]
-    after = [predict_metrics(rp, eff_of(x)) if cap else p for rp, cap, p in zip(replays, capped, preds, strict=True)]
-    comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
-                                   measured=p.measured, before=b, after=a, weights=p.weights,
-                                   excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
-                   for p, b, a in zip(points, before, after, strict=True)]
-    prov = dict(points[0].provenance)
-    prov["jobs"] = len(points)
-    return RunCalibration(
-        key=points[0].key, base=base, efficiency=fitted_eff, fitted=tuple(factors), points=comparisons,
-        error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
-        error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons),
-        iterations=iterations, provenance=prov,
-    )
+    return x, cost, preds, iterations
 
 
 def measured_groups(paths: Iterable[Path | str],
@@ -590,14 +669,21 @@ def measured_groups(paths: Iterable[Path | str],
 
 def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tuple[str, ...] | None = None,
                    max_iter: int = 8, fit_requests_per_lane: int | None = 4,
-                   say: Callable[[str], None] | None = None) -> tuple[list[RunCalibration], list[str]]:
+                   say: Callable[[str], None] | None = None,
+                   from_stored: bool = True) -> tuple[list[RunCalibration], list[str]]:
     """Fit every calibration key found under `paths`; points the simulator cannot model are skipped with a reason.
-    `say` hears what is being fitted as it goes (`fit_run`)."""
+    `say` hears what is being fitted as it goes (`fit_run`). With `from_stored`, a key that has a stored calibration
+    is also searched from it."""
+    from llmsweep.sim.calibration import find_calibration
+
     groups, skipped = measured_groups(paths, config_for)
     results = []
     for key, pts in groups.items():
+        stored = find_calibration(*key) if from_stored else None
+        start = None if stored is None else pts[0].config.model_copy(
+            update={"efficiency": dict(stored[1].efficiency), "calibrated": False}).efficiency_factors()
         try:
-            results.append(fit_run(pts, factors=factors, max_iter=max_iter,
+            results.append(fit_run(pts, factors=factors, max_iter=max_iter, start=start,
                                    fit_requests_per_lane=fit_requests_per_lane, say=say))
         except ResultError as exc:
             skipped.append(f"{'/'.join(key)}: {exc}")
@@ -616,11 +702,13 @@ class HoldOut:
     """The held-out points: measured / predicted with the defaults (before) / with the in-sample fit (after)."""
     error_before: float
     error_after: float
+    left_out: list[str] = field(default_factory=list)
+    """Held-out points not predicted, each with its reason (agentic points whose traces cannot be verified)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2]},
                 "patterns": list(self.patterns), "in_sample": self.fit.to_json(),
-                "held_out": [asdict(p) for p in self.points],
+                "held_out": [asdict(p) for p in self.points], "left_out": self.left_out,
                 "error_before": self.error_before, "error_after": self.error_after}
 
 
@@ -642,12 +730,16 @@ def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: t
                   fit_requests_per_lane=fit_requests_per_lane)
     replays = _replays(held)
     before = [predict_metrics(rp, {}) for rp in replays]
+    left_out = [why for why in map(unverifiable, replays) if why is not None]  # as the fit leaves them out
+    before = [b for rp, b in zip(replays, before, strict=True) if unverifiable(rp) is None]
+    replays = [rp for rp in replays if unverifiable(rp) is None]
+    held = [rp.point for rp in replays]
     after = [predict_metrics(rp, fit.overrides()) for rp in replays]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
                                    excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
                    for p, b, a in zip(held, before, after, strict=True)]
-    return HoldOut(key=points[0].key, patterns=pats, fit=fit, points=comparisons,
+    return HoldOut(key=points[0].key, patterns=pats, fit=fit, points=comparisons, left_out=left_out,
                    error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
                    error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons))
 
