@@ -134,8 +134,11 @@ def test_the_live_simulator_and_real_engines_refuse_the_disagg_job(tmp_path: Pat
     out = tmp_path / "out"
     proc = run_cli([RECIPES / "disagg-sim.yaml", "--live", "--out", out, "--no-report"], cli_env(tmp_path))
     outcomes = read_json(out / "run.json")["outcomes"]
-    assert outcomes and all(o["status"] == "refused" and o["reasons"] == [DISAGG_NOT_LAUNCHABLE] for o in outcomes)
+    assert outcomes and all(o["status"] == "refused" and len(o["reasons"]) == 1 for o in outcomes)
+    assert all(o["reasons"][0].startswith(DISAGG_NOT_LAUNCHABLE) for o in outcomes)
     assert REASON in proc.stderr
+    # and it says where it does run: under Slurm, or in virtual time
+    assert "only under Slurm (--executor slurm" in proc.stderr and "without --live" in proc.stderr
     assert not (out / "jobs").exists() or not job_dirs(out)  # nothing was launched under its name
 
 

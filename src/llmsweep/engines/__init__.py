@@ -70,11 +70,16 @@ def launch_refusal(job: Job, *, simulate: bool = False, live: bool = False) -> s
     """
     if not (job.multinode or job.disagg or job.prefill is not None or job.decode is not None):
         return None
-    if (simulate or job.engine == "sim") and not live:
+    sim = simulate or job.engine == "sim"
+    if sim and not live:
         if job.disagg and job.prefill is not None and job.decode is not None:
             return None
         return MULTINODE_NOT_DISAGG
-    return DISAGG_NOT_LAUNCHABLE
+    if sim and job.disagg and job.prefill is not None and job.decode is not None:
+        return (f"{DISAGG_NOT_LAUNCHABLE}; the live simulator launches its roles only under Slurm (--executor slurm "
+                "on a cluster with the nodes its topology needs), and without --live it runs them in virtual time")
+    return (f"{DISAGG_NOT_LAUNCHABLE}; llmsweep launches no real engine's prefill/decode roles yet (`render` shows "
+            "them role by role); run it on the simulator with --simulate")
 
 
 def render(job: Job, *, simulate: bool = False, port: int | None = None) -> LaunchSpec:

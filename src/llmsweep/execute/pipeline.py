@@ -206,6 +206,26 @@ def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bo
             and engines.adapter_for(job, simulate=True).disagg_refusal(job) is None)
 
 
+def _placement_refusal(job: Job, *, simulate: bool, live: bool, executor: str) -> str | None:
+    """Why a simulated job cannot run where `--executor` would place it: in virtual time it runs on the simulator
+    core in this process (an --executor slurm run once said `executor: slurm` and touched no Slurm), and its live
+    server runs on the host, never in an image (docker found that only after launching, with a fix to set an image
+    the recipe had set)."""
+    from llmsweep.execute.docker import DockerExecutor
+    from llmsweep.execute.local import LocalExecutor
+
+    if not (simulate or job.engine == "sim") or executor == LocalExecutor.kind:
+        return None
+    if not live:
+        return (f"a simulated job runs on the simulator core in virtual time, in this process: --executor {executor} "
+                f"would place no server (add --live to serve the simulator through {executor} in wall-clock time, "
+                "or drop --executor)")
+    if executor == DockerExecutor.kind:
+        return ("the simulator's server runs on the host, not from an image: --executor docker has no container to "
+                "start for it (use --executor local, or slurm)")
+    return None
+
+
 def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None, *,
              live: bool = False, executor: str = "local") -> str | None:
     # A policy error is about the recipe itself and is fixed there first: it is the reason, before what the run's
@@ -234,6 +254,9 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSetting
             return ("the accuracy eval of a multinode job needs its deployment served live, role by role; only the "
                     "simulator under Slurm (--simulate --live --executor slurm) serves one yet; run the throughput "
                     "points with --no-evals")
+    why = _placement_refusal(job, simulate=simulate, live=live, executor=executor)
+    if why is not None:
+        return why
     from llmsweep import engines
 
     launch = engines.launch_refusal(job, simulate=simulate, live=live)

@@ -1,0 +1,44 @@
+"""A simulated job runs where `--executor` says or is refused: in virtual time it runs in this process (an
+`--executor slurm` run once recorded `executor: slurm` and touched no Slurm), and the live simulator runs on the host,
+never from an image (`--executor docker` found that only after launching, with a fix to set an image the recipe had)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep.cli.main import main
+
+RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
+
+
+def _run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tuple[int, list[dict[str, object]], str]:
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(RECIPE), *args, "--out", str(tmp_path / "run"), "--no-report", "--json"])
+    captured = capsys.readouterr()
+    return int(done.value.code or 0), json.loads(captured.out)["jobs"], captured.err
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("--executor", "slurm"), "--executor slurm would place no server (add --live"),
+    (("--executor", "docker"), "--executor docker would place no server (add --live"),
+    (("--executor", "docker", "--live"), "--executor docker has no container to start for it"),
+])
+def test_a_simulated_job_is_refused_where_the_executor_would_not_run_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        args: tuple[str, ...], said: str) -> None:
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    code, rows, err = _run(capsys, tmp_path, *args)
+    assert code == 1 and len(rows) == 2, err
+    assert all(r["verdict"] == "refused" and said in str(r["reason"]) for r in rows), rows
+    assert "launching" not in err  # refused before anything started
+    assert not list((tmp_path / "run").glob("jobs/*/summary.json"))
+
+
+def test_the_local_executor_runs_them_in_virtual_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    code, rows, err = _run(capsys, tmp_path, "--executor", "local")
+    assert code == 0 and [r["verdict"] for r in rows] == ["valid", "valid"], err
