@@ -11,6 +11,10 @@ What crosses between them is deliberately small and honest:
   full blocks in its KV pool as if they had arrived, and admits the request: it computes at most the prompt's last
   partial block again, then decodes. TTFT seen through the router therefore includes the prefill, the transfer and
   the decode worker's first step.
+- with them the router passes :data:`KV_CACHED_HEADER`: the prompt tokens the prefill worker found in its own prefix
+  cache. That is the request's `cached_tokens` (the client's usage) — the transferred KV is not a cache hit, as in
+  SGLang's and vLLM's PD deployments and in the virtual-time path (`sim.disagg`): the decode worker neither reports
+  the arrived blocks as cached nor counts them in its prefix-cache series (queries, hits).
 
 No KV bytes move over the network: the link is modelled, and every worker says so in `/version`.
 """
@@ -28,6 +32,9 @@ KV_TOKENS_HEADER = "X-Llmsweep-KV-Tokens"
 """Router → decode worker: prompt tokens whose KV the prefill worker computed (the decode side models the transfer)."""
 KV_SOURCE_HEADER = "X-Llmsweep-KV-Source"
 """Router → decode worker: the prefill worker the KV comes from (for the decode worker's log and counters)."""
+KV_CACHED_HEADER = "X-Llmsweep-KV-Cached"
+"""Router → decode worker: prompt tokens the prefill worker found in its prefix cache (the request's `cached_tokens`;
+absent: 0)."""
 
 
 def node_name() -> str:

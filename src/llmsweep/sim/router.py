@@ -3,9 +3,10 @@
 
 For each OpenAI request it picks a prefill and a decode worker (round robin over each pool), has the prefill worker
 compute the prompt (one output token, non-streaming), then forwards the client's request to the decode worker with
-the number of prompt tokens whose KV is to arrive (`sim.roles`), and relays the decode worker's answer — streamed
-or whole — byte for byte. `/health` is 200 only while every worker answers its own; `/version` says what the router
-is, where it runs and which workers it routes to.
+the number of prompt tokens whose KV is to arrive and the number the prefill worker found in its prefix cache
+(`sim.roles`: the request's `cached_tokens`, which the decode worker reports), and relays the decode worker's
+answer — streamed or whole — byte for byte. `/health` is 200 only while every worker answers its own; `/version`
+says what the router is, where it runs and which workers it routes to.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from llmsweep.sim.roles import KV_SOURCE_HEADER, KV_TOKENS_HEADER, node_name
+from llmsweep.sim.roles import KV_CACHED_HEADER, KV_SOURCE_HEADER, KV_TOKENS_HEADER, node_name
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +87,11 @@ class PDRouter:
                     return web.Response(body=answer, status=resp.status, content_type="application/json")
             doc = json.loads(answer)
             prompt_tokens = int(doc["usage"]["prompt_tokens"])
+            cached_tokens = _cached_tokens(doc["usage"])
         except (aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
             return _error(502, f"prefill worker {prefill} failed: {exc}", "BadGatewayError")
         headers = {KV_TOKENS_HEADER: str(prompt_tokens), KV_SOURCE_HEADER: prefill,
-                   "Content-Type": "application/json"}
+                   KV_CACHED_HEADER: str(cached_tokens), "Content-Type": "application/json"}
         self.routed += 1
         out: web.StreamResponse | None = None
         try:
@@ -137,6 +139,15 @@ class PDRouter:
         return web.json_response({"version": __version__, "engine": "sim", "role": "router", "node": self.node,
                                   "tp": 0, "prefill": self.prefill, "decode": self.decode,
                                   "kv_transfer": self.kv_transfer, "routed": self.routed})
+
+
+def _cached_tokens(usage: dict[str, Any]) -> int:
+    """The prefill worker's prefix-cache hits from its usage block (`prompt_tokens_details.cached_tokens`; 0 when it
+    gives none): what the client is told, as a real PD router reports the prefill side's hits."""
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        return 0
+    return max(int(details.get("cached_tokens") or 0), 0)
 
 
 def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:

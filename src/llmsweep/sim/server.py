@@ -30,7 +30,14 @@ from llmsweep.sim.kv import BlockHashes
 from llmsweep.sim.metrics import MetricsStyle, registry_for, render
 from llmsweep.sim.power import PowerModel
 from llmsweep.sim.prompt import PromptEncoder
-from llmsweep.sim.roles import KV_SOURCE_HEADER, KV_TOKENS_HEADER, RoleConfig, node_name, transfer_seconds
+from llmsweep.sim.roles import (
+    KV_CACHED_HEADER,
+    KV_SOURCE_HEADER,
+    KV_TOKENS_HEADER,
+    RoleConfig,
+    node_name,
+    transfer_seconds,
+)
 from llmsweep.sim.text import token_text
 
 log = logging.getLogger(__name__)
@@ -159,11 +166,13 @@ class SimServer:
             pool.release(blocks)
         self._arrived.clear()
 
-    async def _receive_kv(self, headers: Any, n_tokens: int, hashes: BlockHashes) -> None:
-        """Decode role: wait for the KV of a prompt the router says a prefill worker computed (modelled transfer)."""
+    async def _receive_kv(self, headers: Any, n_tokens: int, hashes: BlockHashes) -> int | None:
+        """Decode role: wait for the KV of a prompt the router says a prefill worker computed (modelled transfer).
+        Returns the prompt tokens the prefill worker found in its prefix cache (`KV_CACHED_HEADER`) — the request's
+        `cached_tokens` — or None when no KV is handed over (the request is this worker's own)."""
         raw = headers.get(KV_TOKENS_HEADER)
         if self.role.role != "decode" or raw is None:
-            return
+            return None
         tokens = min(int(raw), n_tokens) if str(raw).isdigit() else 0
         delay = transfer_seconds(tokens, self.kv_bytes_per_token, self.role)
         if delay > 0:
@@ -174,6 +183,8 @@ class SimServer:
         if full:
             self._arrived.append(hashes[:full])
         log.debug("decode worker: KV of %d tokens from %s in %.4f s", tokens, headers.get(KV_SOURCE_HEADER), delay)
+        cached = headers.get(KV_CACHED_HEADER)
+        return min(int(cached), n_tokens) if cached is not None and str(cached).isdigit() else 0
 
     # -- request intake ---------------------------------------------------------------------------------------------
     async def _admit(self, body: dict[str, Any], *, chat: bool,
@@ -205,14 +216,18 @@ class SimServer:
             await asyncio.sleep(self.frontend_s)
         if self.role.role == "prefill":
             max_tokens = 1  # a prefill worker computes the prompt (and its first token) and hands the KV over
-        if headers is not None:
-            await self._receive_kv(headers, n_tokens, hashes)
+        handed = await self._receive_kv(headers, n_tokens, hashes) if headers is not None else None
         no = self._requests
         self._requests += 1
         stream = _Stream(no)
         req = self.core.new_request(n_tokens, hashes, max_tokens, owner=stream, now=self._clock())
         if req.error is not None:
             return _error(400, req.error)
+        if handed is not None:
+            # KV handed over by a prefill worker: its cached tokens are the prefill side's hits, set before the
+            # first admission so the engine neither reports the arrived blocks as cached nor counts this request in
+            # its prefix-cache series (as `EngineCore.adopt` does for the virtual-time path, `sim.disagg`).
+            req.cached_tokens = handed
         self._wake.set()
         return req, stream
 
