@@ -131,12 +131,14 @@ def evals_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> Non
     from rich.table import Table
 
     table = Table()
-    for col in ("result", "job", "task", "mode", "conc", "status", "score", "± stderr", "samples", "verdict"):
+    for col in ("result", "job", "source", "task", "mode", "conc", "status", "score", "± stderr", "samples",
+                "verdict"):
         table.add_column(col)
     for r in rows:
         score = f"{_num(r.score, 4)} ({r.score_name})" if r.score is not None else (r.error or "–")
-        table.add_row(r.result_id, plain(r.job_id), r.task, r.mode, str(r.conc), r.status, plain(score),
-                      _num(r.score_stderr, 2), "–" if r.n_samples is None else str(r.n_samples), r.verdict)
+        table.add_row(r.result_id, plain(r.job_id), r.source or "–", r.task, r.mode, str(r.conc), r.status,
+                      plain(score), _num(r.score_stderr, 2), "–" if r.n_samples is None else str(r.n_samples),
+                      r.verdict)
     table_console().print(table)
 
 

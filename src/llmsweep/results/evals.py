@@ -35,6 +35,8 @@ class StoredEval:
     reasons: tuple[str, ...]
     harness_version: str | None
     error: str | None = None
+    source: str | None = None
+    """The result's source (`measured`, `simulated`, `imported`): a simulator's score is no model's accuracy."""
 
 
 def _kind(name: str) -> str | None:

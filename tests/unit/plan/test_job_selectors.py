@@ -9,6 +9,7 @@ import pytest
 
 from llmsweep.errors import ConfigError
 from llmsweep.plan import jobs_from_files
+from llmsweep.plan.job import Job
 from llmsweep.plan.select import select_job
 from llmsweep.plan.slices import resolve_job_ids
 
@@ -16,11 +17,11 @@ QUICKSTART = Path(__file__).resolve().parents[3] / "examples" / "quickstart.yaml
 
 
 @pytest.fixture(scope="module")
-def jobs():  # type: ignore[no-untyped-def]
+def jobs() -> list[Job]:
     return jobs_from_files([QUICKSTART])
 
 
-def test_a_unique_prefix_or_exp_name_names_the_job_render_would_pick(jobs) -> None:  # type: ignore[no-untyped-def]
+def test_a_unique_prefix_or_exp_name_names_the_job_render_would_pick(jobs: list[Job]) -> None:
     one = jobs[0]
     prefix = one.id.split("_spec")[0] + "_"  # `..._conc1_kvnone_`: also a prefix of no `conc12` job
     picked = resolve_job_ids(jobs, [prefix], fix="x", selectors=True)
@@ -29,7 +30,7 @@ def test_a_unique_prefix_or_exp_name_names_the_job_render_would_pick(jobs) -> No
     assert [j.id for j in both] == [one.id, jobs[-1].id]  # plan order, each once
 
 
-def test_an_ambiguous_prefix_lists_the_jobs_it_matches(jobs) -> None:  # type: ignore[no-untyped-def]
+def test_an_ambiguous_prefix_lists_the_jobs_it_matches(jobs: list[Job]) -> None:
     conc1 = [j for j in jobs if "_conc1" in j.id]  # conc1 and conc12 of both arms
     assert len(conc1) > 1
     with pytest.raises(ConfigError) as err:
@@ -37,7 +38,7 @@ def test_an_ambiguous_prefix_lists_the_jobs_it_matches(jobs) -> None:  # type: i
     assert f"matches {len(conc1)} jobs" in str(err.value) and all(j.id in str(err.value) for j in conc1)
 
 
-def test_ids_that_travel_between_programs_are_matched_exactly(jobs) -> None:  # type: ignore[no-untyped-def]
+def test_ids_that_travel_between_programs_are_matched_exactly(jobs: list[Job]) -> None:
     prefix = jobs[0].id.split("_spec")[0] + "_"
     with pytest.raises(ConfigError, match="not in the plan"):
         resolve_job_ids(jobs, [prefix], fix="x")

@@ -168,8 +168,11 @@ def test_the_store_holds_one_eval_row_per_concurrency_with_that_runs_score(make_
     assert rows[2].error == "lm-eval exited 1" and {r.verdict for r in rows} == {"invalid"}  # the eval's own verdict
     listed = runner.invoke(cli, ["results", "evals", "--json"], catch_exceptions=False)
     assert [(r["conc"], r["score"]) for r in json.loads(listed.stdout)] == [(4, 0.95), (64, 0.91), (128, None)]
+    # a simulator's score is no model's accuracy: every row says where its result came from
+    assert {r["source"] for r in json.loads(listed.stdout)} == {"measured"}
     table = runner.invoke(cli, ["results", "evals"], catch_exceptions=False)
     assert table.exit_code == 0 and "0.91" in table.stdout and "lm-eval exited 1" in table.stdout
+    assert "source" in table.stdout and "measured" in table.stdout
     # The rows of the completed concurrencies are the scores the InferenceX export reads from the run.
     with Store(store_path, readonly=True) as store:
         exported = json.loads(export_points(store.results(), "inferencex-evals"))
