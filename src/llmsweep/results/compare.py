@@ -247,6 +247,13 @@ def compare_points(
     if a and {p.result_id for p in a} == {p.result_id for p in b}:
         notes.insert(0, f"A and B are the same results (run {', '.join(sorted({p.run_id for p in a}))}): every "
                         "delta is zero by construction")
+    clocks_a = sorted({p.clock for m in matched for p in m.a if p.clock})
+    clocks_b = sorted({p.clock for m in matched for p in m.b if p.clock})
+    if clocks_a and clocks_b and clocks_a != clocks_b:
+        # the simulator's HTTP server in wall-clock time adds the client, the transport and the event loop to what
+        # the core models in virtual time: a delta between the two is mostly that, not a change of configuration
+        notes.append(f"A ran in {' and '.join(clocks_a)} time, B in {' and '.join(clocks_b)} time: the deltas include "
+                     "the live path's client and transport, not only a change of configuration")
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
     if not any(m.deltas and any(d.band and d.band.kind == "between-run" for d in m.deltas) for m in matched):

@@ -84,6 +84,13 @@ class ResultPoint:
         return measurement_of(self.summary)
 
     @property
+    def clock(self) -> str | None:
+        """The clock the result ran on, as its provenance records it: `virtual` (the simulator core, in-process) or
+        `wall`; None when not recorded (an imported row)."""
+        clock = self.provenance.get("clock")
+        return str(clock) if clock else None
+
+    @property
     def configuration(self) -> str:
         """What ran to earn this point beyond its identity: the recipe fingerprint, the rendered launch's fingerprint
         (engine args, env, files), the source and the clock its provenance records, and what it measured (the
@@ -100,7 +107,7 @@ class ResultPoint:
         job = prov.get("job")
         recipe = (job.get("recipe_fingerprint") if isinstance(job, Mapping) else None) \
             or prov.get("recipe_fingerprint") or get_field(self.job, "recipe_fingerprint") or ""
-        return (f"recipe={recipe}|launch={fingerprint}|source={self.source}|clock={prov.get('clock') or ''}"
+        return (f"recipe={recipe}|launch={fingerprint}|source={self.source}|clock={self.clock or ''}"
                 f"|{measurement.key()}")
 
 

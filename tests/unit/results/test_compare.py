@@ -166,3 +166,19 @@ def test_points_are_listed_by_concurrency_as_a_number_and_a_run_against_itself_i
     assert not any("same results" in n for n in comp.notes)
     itself = compare_points(a, a, resamples=10)
     assert itself.notes[0].startswith("A and B are the same results (run a)")
+
+
+def test_a_virtual_time_side_against_a_wall_clock_side_is_said(make_run) -> None:
+    """The live simulator's HTTP path adds the client and transport to what the core models in virtual time: a walk-
+    through compared a virtual-time disaggregated run with the live one (TTFT +105 %) and nothing said so."""
+    a = points_from_run(make_run("a", concs=(4,), source="simulated"))
+    b = points_from_run(make_run("b", concs=(4,), source="simulated", seed=1))
+
+    def on(points: list[ResultPoint], clock: str) -> list[ResultPoint]:
+        return [dataclasses.replace(p, provenance={**p.provenance, "clock": clock}) for p in points]
+
+    mixed = compare_points(on(a, "virtual"), on(b, "wall"), resamples=10)
+    assert len(mixed.matched) == 1
+    assert any("A ran in virtual time, B in wall time" in n for n in mixed.notes), mixed.notes
+    same = compare_points(on(a, "virtual"), on(b, "virtual"), resamples=10)
+    assert not any(" time, B in " in n for n in same.notes)
