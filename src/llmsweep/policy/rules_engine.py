@@ -179,6 +179,21 @@ def hardware_fit(ctx: Context) -> Iterator[Finding]:
             yield ctx.hit("image.hardware-fit", recipe, ("image",), why, job=job)
 
 
+@rule("launch.multinode-not-disagg", Severity.WARNING,
+      "A multinode job whose prefill/decode pools are not disaggregated: planned as InferenceX plans it, but llmsweep "
+      "launches (and simulates) a multinode job only as a disaggregated deployment, so `run` refuses it",
+      "set `disagg: true` if the pools are a prefill/decode deployment, or plan it only (`matrix`): `run` and "
+      "`predict` refuse it rather than run another deployment under its name")
+def multinode_not_disagg(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.engines import MULTINODE_NOT_DISAGG, launch_refusal
+
+    for job, recipe in ctx.job_pairs():
+        # the simulator's answer is the real engines' too: no executor runs a multinode aggregated deployment
+        if job.multinode and launch_refusal(job, simulate=True) == MULTINODE_NOT_DISAGG:
+            yield ctx.hit("launch.multinode-not-disagg", recipe, ("disagg",) if "disagg" in recipe.model_fields_set
+                          else ("multinode",), MULTINODE_NOT_DISAGG, job=job)
+
+
 @rule("client.isolation", Severity.ERROR,
       "The load client runs outside the engine image; a client image must have Python >= 3.11",
       "delete `serve.client-image` (llmsweep runs the client in its own environment), or name an image with "
