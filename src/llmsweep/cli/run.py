@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -176,14 +177,41 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     return status
 
 
+def _reused_summaries(outcome: RunOutcome) -> dict[str, Any]:
+    """The stored summaries `run --reuse` stood jobs on (job id -> Summary), so their rows show the figures they
+    reuse, as a `--resume` skip shows its own; none when nothing was reused or the store cannot be read."""
+    from llmsweep.execute import artifacts as art
+
+    refs = {}
+    for o in outcome.outcomes:
+        doc = art.read_json(art.job_dir(outcome.run_dir, o.job_id) / art.REUSED_FILE)
+        if isinstance(doc, dict) and doc.get("result_id"):
+            refs[o.job_id] = str(doc["result_id"])
+    if not refs or outcome.store_path is None:
+        return {}
+    from llmsweep.errors import LlmsweepError
+    from llmsweep.results.store import Store
+
+    out = {}
+    try:
+        with Store(outcome.store_path, readonly=True) as store:
+            for job_id, result_id in refs.items():
+                with contextlib.suppress(LlmsweepError):
+                    out[job_id] = store.get(result_id).summary
+    except LlmsweepError:
+        return {}
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
     """One row per expected job: its concurrency, verdict and the reason for it, and the headline metrics."""
     from llmsweep.errors import ResultError
     from llmsweep.metrics.model import Summary
 
     rows = []
+    reused = _reused_summaries(outcome)
     for o in outcome.outcomes:
-        summary: Summary | None = None
+        summary: Summary | None = reused.get(o.job_id)
         if o.summary_path:
             try:
                 summary = Summary.load(o.summary_path)

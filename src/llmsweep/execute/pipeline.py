@@ -443,7 +443,7 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
             continue
         source = {"run_id": src.run_id, "job_id": src.job_id, "result_id": src.result_id, "verdict": src.verdict,
                   "reuse_key": keys[job.id]}
-        art.write_json(art.job_dir(run_dir, job.id) / "reused.json", source)
+        art.write_json(art.job_dir(run_dir, job.id) / art.REUSED_FILE, source)
         sources[job.id] = source
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
@@ -645,9 +645,12 @@ def _store(run_dir: Path, req: RunRequest, event: Event) -> tuple[Path | None, s
     try:
         with Store(path) as store:
             report = store.ingest_run(run_dir)
-        gaps = len(report.missing_expected)
+        reused = [j for j in report.missing_expected if (art.job_dir(run_dir, j) / art.REUSED_FILE).is_file()]
+        gaps = len(report.missing_expected) - len(reused)
         missing = f", {gaps} expected job(s) without a result" if gaps else ""
-        event(f"stored {report.results} result(s) of {report.run_id} in {path}{missing}")
+        also = f"; {len(reused)} job(s) reused stored results (they stay in the runs that measured them)" \
+            if reused else ""
+        event(f"stored {report.results} result(s) of {report.run_id} in {path}{missing}{also}")
     except Exception as exc:  # the run's files are on disk; the run fails (exit 1) so nobody misses the gap
         why = f"could not store the run in {path}: {exc}"
         event(f"error: {why}; the run is kept in {run_dir} (`llmsweep results ingest {run_dir}` stores it later)")
