@@ -195,8 +195,30 @@ def test_a_server_that_could_not_be_launched_fails_every_job_with_that_reason_no
     assert [o.status for o in outcomes] == ["failed"] * len(jobs)
     assert f"port {port} on 127.0.0.1 is already in use" in outcomes[0].reasons[0]
     for o in outcomes[1:]:
-        assert "was not launched" in o.reasons[0] and f"port {port}" in o.reasons[0], o.reasons
+        assert "never came up" in o.reasons[0] and f"port {port}" in o.reasons[0], o.reasons
         assert "died" not in o.reasons[0]
+
+
+def test_a_server_that_exits_while_starting_is_not_relaunched_for_every_job(tmp_path: Path) -> None:
+    """A server whose command exits before it is ever ready (a missing module, a bad flag) fails the same way on every
+    relaunch: a walkthrough saw it relaunched and reported as a server that "died 2 times". The first job fails with
+    the exit and the log's tail; the rest with that reason, and nothing is launched again."""
+    import sys
+
+    from llmsweep.plan import jobs_from_files
+
+    jobs = jobs_from_files([RECIPE.with_name("slow-fixed-sim.yaml")])
+    spec = engines.render(jobs[0], port=0)
+    spec = spec.model_copy(update={"argv": (sys.executable, "-c", "import no_such_module_for_llmsweep")})
+    group = ServerGroup(id="exits", spec=spec, jobs=jobs, source="simulated")
+    outcomes = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
+    assert [o.status for o in outcomes] == ["failed"] * len(jobs)
+    assert "exited with status 1 while starting" in outcomes[0].reasons[0], outcomes[0].reasons
+    for o in outcomes[1:]:
+        assert "never came up" in o.reasons[0] and "exited with status 1" in o.reasons[0], o.reasons
+        assert "died" not in o.reasons[0]
+    logs = sorted(p.name for p in (tmp_path / "servers" / "exits").glob("server*.log"))
+    assert logs == ["server.log"], logs  # launched once
 
 
 def test_the_engine_version_is_read_back_past_a_proxy_the_host_sets(

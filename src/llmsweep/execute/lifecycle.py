@@ -307,6 +307,8 @@ class _Server:
         self.parked = 0
         """Launches stopped on purpose (`park`: a run-eval row's eval needed the GPUs); not deaths."""
         self.power: Sampler | None = None
+        self.ever_ready = False
+        """Whether a launch of it was ever ready: one that exits while starting before any was is not relaunched."""
         self.unlaunched: LlmsweepError | None = None
         """Why the server could not be launched at all (preflight, image pull, the launch itself): no server ran, so
         the group's later jobs fail with this reason rather than as deaths of a server that never existed."""
@@ -327,7 +329,7 @@ class _Server:
                 fix=f"read {self.dir / art.SERVER_LOG}",
             )
         if self.unlaunched is not None:
-            raise LaunchError(f"the {self.group.spec.engine} server of group {self.group.id} was not launched: "
+            raise LaunchError(f"the {self.group.spec.engine} server of group {self.group.id} never came up: "
                               f"{self.unlaunched.message}", fix=self.unlaunched.fix)
         if self.group.topology is not None:
             self.launches += 1
@@ -352,11 +354,18 @@ class _Server:
             raise
         try:
             ready = wait_ready(handle, timeout_s=self.settings.startup_timeout_s, poll_s=0.25)
-        except BaseException:
+        except BaseException as exc:
             # A server that missed its readiness deadline may still come up later; the next job must not benchmark
             # a server nobody saw become ready, so it is torn down and the next job launches afresh.
+            exited = handle.returncode is not None
             self.stop()
+            if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
+                # it exited while starting and no launch of it was ever ready (a missing module, a bad flag): the
+                # same command would fail the same way for every later job, so they fail with this reason, not as
+                # relaunches of a server that "died N times"
+                self.unlaunched = exc
             raise
+        self.ever_ready = True
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
         self.observed = {**observe_runtime(handle, spec), **asdict(prepared)}  # `_provenance` reads them
         self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine, gpus=spec.gpus,
