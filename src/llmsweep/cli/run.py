@@ -80,7 +80,8 @@ if TYPE_CHECKING:
 @click.option("--require-power/--no-require-power", default=None, help=REQUIRE_POWER_HELP)
 @click.option("--power-backend", type=click.Choice(RUN_BACKEND_CHOICES), default="auto",
               show_default=True, help="GPU power sampler: auto tries NVML, amd-smi, then nvidia-smi (DCGM first for "
-              "a disaggregated prefill/decode role); the simulator always reports its modelled power.")
+              "a disaggregated prefill/decode role); the simulator reports its modelled power under any backend but "
+              "off.")
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
