@@ -110,6 +110,10 @@ def validate_options(kind: str, model: type[M], options: Mapping[str, Any] | Bas
     try:
         return model.model_validate(options if options is not None else {})
     except ValidationError as exc:
-        raise ConfigError(
-            f"invalid {kind} executor options: {exc}", fix="fix or remove the fields named above"
-        ) from exc
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(options)'}: "
+            + ("not an option of this executor" if e["type"] == "extra_forbidden" else e["msg"])
+            for e in exc.errors())
+        known = ", ".join(sorted(model.model_fields))
+        raise ConfigError(f"invalid {kind} executor options: {problems}",
+                          fix=f"--executor-option KEY=VALUE, KEY one of: {known}") from exc

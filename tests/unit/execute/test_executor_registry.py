@@ -34,8 +34,11 @@ def test_an_unknown_kind_names_the_known_ones() -> None:
 
 
 def test_options_are_validated_by_the_executor() -> None:
-    with pytest.raises(ConfigError, match=r"(?s)invalid slurm executor options.*partion"):
+    with pytest.raises(ConfigError, match=r"(?s)invalid slurm executor options.*partion") as err:
         get_executor("slurm", {"partion": "gpu"})
+    # said as a sentence (no pydantic dump), with the keys there are
+    assert "partion: not an option of this executor" in err.value.message and "pydantic" not in err.value.message
+    assert "partition" in (err.value.fix or "") and "time_limit" in (err.value.fix or "")
     slurm = get_executor("slurm", {"partition": "gpu", "time_limit": "04:00:00"})
     assert isinstance(slurm, SlurmExecutor) and slurm.options == SlurmOptions(partition="gpu", time_limit="04:00:00")
     with pytest.raises(ConfigError, match="invalid local executor options"):
