@@ -37,6 +37,7 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
     # the job's two concurrencies are two points, each with its own folder and result
     assert [i.rsplit("-", 1)[1] for i in disagg] == ["conc2", "conc4"], outcomes
     assert all(o["status"] == "valid" for o in outcomes.values()), outcomes
+    assert "2 job(s) ran on the simulator although it does not model DP attention" in proc.stderr
     dirs = job_dirs(out)
     ends: list[float] = []
     per_joule: list[float] = []
@@ -52,6 +53,8 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
         per_joule.append(power["tokens_per_joule"])
         topo = summary["provenance"]["topology"]
         assert topo["disaggregated"] and topo["kv_transfer"] == "mori" and topo["nodes"] == 3
+        # the prefill pool plans DP attention, which the simulator does not model: the result says so
+        assert summary["provenance"]["unmodelled"] == ["DP attention"]
         roles = summary["roles"]
         assert (roles["prefill"]["workers"], roles["prefill"]["gpus"]) == (2, 16)
         assert (roles["decode"]["workers"], roles["decode"]["gpus"]) == (1, 8)

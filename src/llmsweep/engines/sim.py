@@ -59,6 +59,21 @@ class AcceptanceEstimate:
         return {"acceptance": {"value": self.value, "source": self.source, "basis": self.basis}}
 
 
+def unmodelled(job: Job) -> list[str]:
+    """What the job sets that the simulator does not model (it predicts the job as if those were off): DP attention,
+    pipeline, decode- and prefill-context parallelism, of the server or of either pool of a disaggregated job. A
+    result records them (`provenance.unmodelled`), so its planned label is never read as modelled."""
+    workers = [w for w in (job.prefill, job.decode) if w is not None] if job.tp is None else []
+    sets = [(job.dp_attn, job.pp, job.dcp_size, job.pcp_size)] if job.tp is not None else [
+        (w.dp_attn, w.pp, w.dcp_size, w.pcp_size) for w in workers]
+    out: list[str] = []
+    for dp_attn, pp, dcp, pcp in sets:
+        out += (["DP attention"] if dp_attn else []) + ([f"pipeline parallelism (pp {pp})"] if (pp or 1) > 1 else []) \
+            + ([f"decode context parallelism (dcp {dcp})"] if (dcp or 1) > 1 else []) \
+            + ([f"prefill context parallelism (pcp {pcp})"] if (pcp or 1) > 1 else [])
+    return list(dict.fromkeys(out))
+
+
 def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
     """The AL a speculative job runs at on the simulator (None: no speculative decoding).
 

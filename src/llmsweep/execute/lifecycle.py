@@ -202,6 +202,8 @@ def _workload(job: Job, source: str) -> Workload:
 
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
                 handle: ServerHandle | None = None, launcher: str | None = None) -> dict[str, Any]:
+    from llmsweep.engines.sim import unmodelled
+
     seen = observed or {}
     return {
         "job": {"id": job.id, "exp_name": job.exp_name, "recipe_key": job.recipe_key,
@@ -225,6 +227,7 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         "clock": "wall",  # the live path; `execute.virtual` records "virtual"
         # The simulator says itself (GET /version) whether its (engine, hardware, model class) is calibrated.
         **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == "sim" else {}),
+        **({"unmodelled": missed} if spec.engine == "sim" and (missed := unmodelled(job)) else {}),
         # A job launched role by role: the topology that ran, read back from its roles (`execute.roles`).
         **({"topology": seen["topology"]} if seen.get("topology") is not None else {}),
     }

@@ -177,9 +177,10 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding], list[str
     return with_traces(validation.jobs, req.traces), findings, keys
 
 
-def _softened(job: Job, findings: list[Finding], keys: Sequence[str]) -> list[str]:
+def _softened(job: Job, findings: list[Finding], keys: Sequence[str], *, simulated: bool = False) -> list[str]:
     """The engine rules `job` breaks that were softened to warnings because the simulator serves it (`Rule.
-    softens_in_sim`): its result is the simulator's, and a real engine would refuse the job. One line per rule."""
+    softens_in_sim`): its result is the simulator's, and a real engine would refuse the job. One line per rule; and,
+    for a simulated job, what it sets that the simulator does not model (`engines.sim.unmodelled`)."""
     from llmsweep.policy.context import SOFTENED_NOTE
     from llmsweep.policy.planning import findings_about
     from llmsweep.policy.registry import all_rules
@@ -190,6 +191,11 @@ def _softened(job: Job, findings: list[Finding], keys: Sequence[str]) -> list[st
         rule = rules.get(f.rule)
         if not f.is_error and rule is not None and rule.softens_in_sim and rule.severity is Severity.ERROR:
             out.append(f"a real engine would refuse them: [{f.rule}] {f.message.removesuffix(SOFTENED_NOTE)}")
+    if simulated:
+        from llmsweep.engines.sim import unmodelled
+
+        if missed := unmodelled(job):
+            out.append(f"it does not model {' or '.join(missed)}: their points predict them as if off")
     return list(dict.fromkeys(out))
 
 
@@ -588,7 +594,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
                 for j in jobs]
-    softened = {job.id: _softened(job, findings, keys) for job in planned}
+    softened = {job.id: _softened(job, findings, keys, simulated=req.simulate or job.engine == "sim")
+                for job in planned}
     outcomes = [o.model_copy(update={"warnings": [*o.warnings, *w]})
                 if o.ok and (w := softened[planned[i % len(planned)].id]) else o for i, o in enumerate(outcomes)]
     _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta)

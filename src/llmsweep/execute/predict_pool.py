@@ -115,7 +115,7 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outc
     """The jobs, in order, as refusals said up front and units of work (`unreadable`: the trace sources that cannot
     be read, by label, from `plan.point.check_trace_sources`)."""
     from llmsweep import engines
-    from llmsweep.engines.sim import simulated_acceptance
+    from llmsweep.engines.sim import simulated_acceptance, unmodelled
     from llmsweep.execute import virtual_disagg
     from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan.point import trace_source_label
@@ -144,7 +144,8 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outc
         calibration = config.calibration_label()
         engine_config_doc = config.model_dump(mode="json")
         estimate = simulated_acceptance(job)
-        acceptance = estimate.provenance() if estimate is not None else {}
+        acceptance = {**(estimate.provenance() if estimate is not None else {}),
+                      **({"unmodelled": missed} if (missed := unmodelled(job)) else {})}
         for point in points_of(job):
             out.append(PointUnit(point, config, {"job": job.id, "concurrency": point.concurrency, "engine": "sim",
                                                  "calibration": calibration, "engine_config": engine_config_doc,
@@ -175,13 +176,16 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     from llmsweep.sim.predict import predict_point
 
     if isinstance(unit, DisaggUnit):
+        from llmsweep.engines.sim import unmodelled
         from llmsweep.execute import virtual_disagg
 
         job = unit.job
         outcomes: list[Outcome] = []
         try:
             for p in virtual_disagg.predict_job(job, duration=settings.duration, max_requests=settings.max_requests,
-                                                provenance={"job": job.id, "engine": "sim", "clock": "virtual"},
+                                                provenance={"job": job.id, "engine": "sim", "clock": "virtual",
+                                                            **({"unmodelled": missed} if (missed := unmodelled(job))
+                                                               else {})},
                                                 power=settings.power):
                 assert p.summary is not None
                 outcomes.append(Outcome(job.id, p.point.concurrency, p.summary, p.calibration))

@@ -379,6 +379,9 @@ class Provenance(_Open):
     gpus_from: str | None = Field(default=None, description="Where the GPU count came from (option, server, job).")
     acceptance: AcceptanceProvenance | None = Field(
         default=None, description="Simulated speculative jobs: the acceptance length served and where it came from.")
+    unmodelled: list[str] | None = Field(
+        default=None, description="Simulated jobs: what the job sets that the simulator does not model (DP attention, "
+        "pipeline parallelism, ...), so the point predicts the job as if those were off (`engines.sim.unmodelled`).")
 
     @property
     def corpus_digest(self) -> str | None:

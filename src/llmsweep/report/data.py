@@ -284,6 +284,8 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
             label = series_label(p, mix_sources=mix_sources, tag=tag)
             if (accepted := _estimated_acceptance(p)) is not None:  # the simulator's stand-in, not a measurement
                 label += f" · AL {accepted:g} est."
+            if p.summary is not None and p.summary.provenance.unmodelled:  # the plan's label, not the model's
+                label += f" · not modelled: {', '.join(p.summary.provenance.unmodelled)}"
             series[sk] = {"key": sk, "label": label,
                           "source": p.source,
                           "run": tag or run.run_id, "overlay": bool(tag),
