@@ -28,6 +28,7 @@ def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tm
     out, env = tmp_path / "out", cli_env(tmp_path)
     first = run_cli([RECIPE, "--live", "--out", out, "--no-report"], env)
     assert first.returncode == 0, first.stderr[-4000:]
+    assert "2 to run on 1 live simulator server(s)" in first.stderr  # said as simulated, not as a server
     before = _tree(out)
     run_id = read_json(out / "run.json")["run_id"]
 

@@ -568,8 +568,19 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
     virtual = [g for g in groups if g.spec.engine == "sim" and not req.live]
     served = [g for g in groups if g not in virtual]
-    where = (f"{len(served)} server(s)" if served else "") + (" and " if served and virtual else "") + (
-        f"the simulator in virtual time ({len(virtual)} engine config(s))" if virtual else "")
+    live_sim = [g for g in served if g.spec.engine == "sim"]
+    engines_ = [g for g in served if g.spec.engine != "sim"]
+
+    def servers(gs: list[ServerGroup], what: str) -> str:
+        # a deployment role by role is one server group of several processes: say it as a deployment
+        roles = [g for g in gs if g.topology is not None]
+        plain = len(gs) - len(roles)
+        return " and ".join(b for b in ((f"{plain} {what}server(s)" if plain else ""),
+                                        (f"{len(roles)} {what}prefill/decode deployment(s)" if roles else "")) if b)
+
+    where = " and ".join(b for b in (
+        servers(engines_, ""), servers(live_sim, "live simulator "),
+        f"the simulator in virtual time ({len(virtual)} engine config(s))" if virtual else "") if b)
     times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 else ""
     event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run" + (f" on {where}" if where else "")
           + f", {len(refused)} refused"
