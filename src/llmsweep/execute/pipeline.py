@@ -417,7 +417,16 @@ def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
     cut: dict[str, list[str]] = {}
     for sliced, parent in parents.items():
         cut.setdefault(parent, []).append(sliced)
-    return chosen, _follow(findings, cut)
+    # what was found about jobs this run does not run is not said (a warning named every job of the recipe under
+    # `--only-job`); a finding about the recipe itself (no jobs) stays
+    ids_run = {j.id for j in chosen}
+    narrowed = []
+    for f in _follow(findings, cut):
+        if not f.jobs:
+            narrowed.append(f)
+        elif kept := tuple(j for j in f.jobs if j in ids_run):
+            narrowed.append(f.model_copy(update={"jobs": kept}) if len(kept) < len(f.jobs) else f)
+    return chosen, narrowed
 
 
 def _follow(findings: list[Finding], derived: dict[str, list[str]]) -> list[Finding]:

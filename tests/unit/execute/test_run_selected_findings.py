@@ -100,3 +100,19 @@ def test_only_job_takes_what_render_job_takes(tmp_path: Path, monkeypatch: pytes
     code, rows, err = _run(capsys, str(recipe), "--simulate", "--only-job", picked.id[:-6], "--out",
                            str(tmp_path / "run"))
     assert code == 0 and [r["job"] for r in rows] == [picked.id], err
+
+
+def test_only_job_says_findings_about_the_jobs_it_runs_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The quickstart's golden-AL provenance warning is about all nine jobs; under `--only-job` it named all nine."""
+    quickstart = Path(__file__).resolve().parents[3] / "examples" / "quickstart.yaml"
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    jobs = jobs_from_files([quickstart])
+    one = jobs[0]
+    code, rows, err = _run(capsys, str(quickstart), "--only-job", one.id, "--out",
+                           str(tmp_path / "run"))
+    assert code == 0 and [r["job"] for r in rows] == [one.id], err
+    said = [line for line in err.splitlines() if line.strip().startswith("job:")]
+    assert said and all(line.strip() == f"job: {one.id}" for line in said), said
+    recorded = json.loads((tmp_path / "run" / "run.json").read_text())["findings"]
+    assert recorded and all(f.get("jobs") in (None, [], [one.id]) for f in recorded), recorded
