@@ -64,6 +64,22 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
         assert f"Slurm job {job_id} ended COMPLETED (exit 0)" in proc.stderr
     jobs = job_dirs(out)
     assert len(jobs) == 3
+    # Between "submitted" and "ended" the run is not silent: the worker's progress on the node is relayed as it comes
+    # (the server's launch, each job's start and outcome), and each job is counted as the worker finishes it.
+    lines = proc.stderr.splitlines()
+
+    def at(pattern: str) -> int:
+        return next(i for i, line in enumerate(lines) if re.search(pattern, line))
+
+    for job_id in ids:
+        ended = at(rf"Slurm job {job_id} ended COMPLETED")
+        assert at(rf"Slurm job {job_id} is running") < at(rf"\[slurm {job_id}\] server ready in ") < ended
+    for name in jobs:
+        owner = next(i for i in ids if re.search(rf"\[slurm {i}\] job {name}: valid$", proc.stderr, re.MULTILINE))
+        assert at(rf"\[slurm {owner}\] job {name}: conc \d+ ") < at(rf"\[slurm {owner}\] job {name}: valid$") \
+            < at(rf"Slurm job {owner} ended COMPLETED")
+    assert sorted(int(m) for m in re.findall(r"Slurm job \d+: (\d)/3 job\(s\) done", proc.stderr)) == [1, 2, 3]
+    assert re.search(r"job [123]/3 conc \d+ · running · \d+s so far", proc.stderr)  # the driver's status line
     for name, jdir in jobs.items():
         for artifact in JOB_ARTIFACTS:
             assert (jdir / artifact).is_file(), f"{name} lacks {artifact}"
@@ -168,3 +184,80 @@ def test_a_job_that_waits_for_a_node_says_why_and_ctrl_c_cancels_it(tmp_path: Pa
             proc.kill()
         for job_id in ids:
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+
+
+def test_a_batch_job_that_hits_its_time_limit_fails_its_jobs_with_that_reason_and_the_fix(tmp_path: Path) -> None:
+    """Slurm stops a batch job at its time limit with SIGTERM, which its worker takes for an interrupt: the job it was
+    running and those it never reached fail with TIMEOUT, the time limit and the fix (raise time_limit, --resume), not
+    with "interrupted by the user".
+
+    A real TIMEOUT, made quick: the smallest time limit is a minute, so once the first job runs the test moves the
+    batch job's end to now (`scontrol update EndTime=now`); slurmctld enforces it at its next time-limit check (every
+    30 s), so the test costs about 15-40 s. Its jobs are long (24 prompts, ~45 s each) so the first is still running
+    then."""
+    recipe = tmp_path / "slow24.yaml"
+    recipe.write_text((RECIPES / "slow-fixed-sim.yaml").read_text().replace("num-prompts: 3", "num-prompts: 24"))
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start_cli([recipe, "--live", "--out", out, "--no-report", *SLURM_OPTIONS], cli_env(tmp_path), log)
+    ids: list[str] = []
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        # The worker's progress reaches the run's output while the batch job runs: the first job started.
+        first = wait_for(lambda: re.search(rf"\[slurm {ids[0]}\] job (\S+): conc 1 ", log.read_text()), timeout=90,
+                         what="the first job's start, relayed", proc=proc, log=log).group(1)
+        subprocess.run(["scontrol", "update", f"JobId={ids[0]}", "EndTime=now"], check=True, capture_output=True,
+                       timeout=30)
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+    text = log.read_text()
+    assert rc == 1, text[-4000:]
+    assert re.search(rf"Slurm job {ids[0]} ended TIMEOUT \(exit 143\): its time limit, 00:05:00, ran out; 0 of 3 "
+                     r"job\(s\) finished, 1 interrupted, 2 not run — raise --executor-option time_limit=HH:MM:SS, "
+                     "then rerun with --resume to run the rest", text), text[-4000:]
+    assert f"[slurm {ids[0]}] slurmstepd" in text  # Slurm's own word on the node, relayed
+    outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+    assert len(outcomes) == 3 and {o["status"] for o in outcomes.values()} == {"failed"}, outcomes
+    why, fix = "its time limit, 00:05:00, ran out", "raise --executor-option time_limit=HH:MM:SS"
+    assert outcomes.pop(first)["reasons"] == [
+        f"interrupted: Slurm job {ids[0]} ended TIMEOUT while this job ran ({why}); {fix}, then rerun with --resume"]
+    # The job folder says so too (the worker had written "interrupted by the user" there).
+    assert read_json(out / "jobs" / first / "outcome.json")["reasons"][0].startswith(
+        f"interrupted: Slurm job {ids[0]} ended TIMEOUT")
+    for o in outcomes.values():
+        assert o["reasons"] == [f"not run: Slurm job {ids[0]} ended TIMEOUT before it reached this job ({why}); {fix}, "
+                                "then `--resume` runs it"]
+    assert "interrupted by the user" not in (out / "run.json").read_text()
+    assert not any(_in_queue(i) for i in ids)
+
+
+def test_a_group_whose_windows_exceed_the_time_limit_is_warned_about_before_it_waits(tmp_path: Path) -> None:
+    """Two 100-s windows under a one-minute time limit: each batch job is said to be too short as it is submitted
+    (the jobs here are told to begin in an hour, so nothing runs; Ctrl-C cancels them)."""
+    recipe = tmp_path / "long-windows.yaml"
+    recipe.write_text((RECIPES / "agentic-sim.yaml").read_text().replace("duration: 8", "duration: 100"))
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start_cli([recipe, "--live", "--out", out, "--executor", "slurm", "--executor-option", "poll_s=0.5",
+                      "--executor-option", "time_limit=00:01:00",
+                      "--executor-option", "extra_sbatch=[--begin=now+3600]"],
+                     cli_env(tmp_path, LLMSWEEP_TEST_SECRET="x"), log)
+    ids: list[str] = []
+    try:
+        wait_for(lambda: len(re.findall(r"submitted Slurm job", log.read_text())) == 2, timeout=60,
+                 what="two submitted Slurm jobs", proc=proc, log=log)
+        ids = _slurm_ids(out)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, log.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+    warnings = re.findall(r"warning: (\S+): its 1 job\(s\) plan 1m40s of measurement windows alone, more than the "
+                          r"Slurm time limit 00:01:00; Slurm will stop the batch job before it is done",
+                          log.read_text())
+    assert sorted(warnings) == sorted(p.name for p in (out / "servers").iterdir()), log.read_text()[-4000:]

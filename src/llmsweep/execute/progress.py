@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from llmsweep.client import Progress
     from llmsweep.sim.predict import WindowProgress
 
-Phase = Literal["launching", "warming", "measuring", "draining", "simulating", "summarising"]
+Phase = Literal["launching", "warming", "measuring", "draining", "simulating", "summarising", "running"]
 """`simulating`: a job in virtual time (the simulator core in-process: its warm-up, then its window); `summarising`:
-its records written and summarised."""
+its records written and summarised; `running`: a job that runs elsewhere (a Slurm batch job's worker), of which only
+its start and end are seen here."""
 
 
 def _now() -> float:
@@ -130,7 +131,7 @@ class SweepState:
             head = f"{self.done}/{self.total} job(s) done" if self.total else "starting"
             return head + self._eta()
         parts = [f"job {self.index}/{self.total} conc {self.concurrency}", self.phase or "starting"]
-        if self.phase == "launching":
+        if self.phase in ("launching", "running"):
             parts.append(f"{duration_text(_now() - self.job_started_at)} so far")
         if self.phase == "simulating" and self.sim is not None:
             parts.append(_sim_window(self.sim))

@@ -10,6 +10,7 @@ ids are written down; interrupting the submitter cancels its jobs; the job's exi
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shlex
 import signal
@@ -92,6 +93,11 @@ class SlurmOptions(BaseModel):
         default=300.0, gt=0,
         description="While a job waits in the queue, say so (with Slurm's reason) this often; the first note comes "
         "after a fifth of it.",
+    )
+    relay_worker_log: bool = Field(
+        default=True,
+        description="Pass the batch job's progress (the lines its worker writes to slurm-<id>.err) on to the run's "
+        "output as they come, prefixed [slurm <id>].",
     )
 
     @field_validator("partition", "account", "time_limit", "gpu_type", "mem")
@@ -389,6 +395,172 @@ class SlurmJob:
             self.cancel()
 
 
+_ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
+    "TIMEOUT": ("its time limit, {time_limit}, ran out", "raise --executor-option time_limit=HH:MM:SS"),
+    "PREEMPTED": ("Slurm preempted it for other work",
+                  "run where jobs are not preempted (--executor-option partition=NAME, or a --qos in extra_sbatch)"),
+    "NODE_FAIL": ("its node failed",
+                  "if that node fails again, leave it out (--executor-option exclude=[NODE]; `scontrol show job` "
+                  "names it)"),
+    "BOOT_FAIL": ("its node failed to boot", "leave that node out (--executor-option exclude=[NODE])"),
+    "OUT_OF_MEMORY": ("it ran out of memory",
+                      "give it more (--executor-option mem=SIZE, or exclusive=true for the whole node)"),
+    "CANCELLED": ("it was cancelled outside this run, by a user's or an administrator's scancel",
+                  "find out who cancelled it and why"),
+    "DEADLINE": ("its --deadline passed", "move or drop the --deadline in extra_sbatch"),
+}
+"""Batch job states that say Slurm (or someone other than this run) ended the job: what happened, and the fix.
+`{time_limit}` is the configured one."""
+
+_USER_INTERRUPT = "interrupted by the user"
+"""The reason the worker writes when a signal stops a job (`lifecycle.settle`): on the node, Slurm's SIGTERM."""
+
+
+def ended_by_slurm(state: str, time_limit: str) -> tuple[str, str] | None:
+    """(what happened, the fix) when `state` says Slurm, or someone other than this run, ended a batch job."""
+    said = _ENDED_BY_SLURM.get(state)
+    return None if said is None else (said[0].format(time_limit=time_limit), said[1])
+
+
+def slurm_end_reason(result: SlurmJobResult, time_limit: str, *, ran: bool) -> str | None:
+    """Why a job of a batch job Slurm ended failed: interrupted (`ran`: it was running) or not run (the batch job
+    never reached it), the state, what it means and the fix; None when the state is not one of those
+    (COMPLETED, FAILED: the worker's own outcomes say why)."""
+    said = ended_by_slurm(result.state, time_limit)
+    if said is None:
+        return None
+    what, fix = said
+    if ran:
+        return (f"interrupted: Slurm job {result.job_id} ended {result.state} while this job ran ({what}); {fix}, "
+                "then rerun with --resume")
+    return (f"not run: Slurm job {result.job_id} ended {result.state} before it reached this job ({what}); {fix}, "
+            "then `--resume` runs it")
+
+
+def _outcome_in(path: Path) -> JobOutcome | None:
+    """The outcome a job folder holds (written atomically by the worker), or None."""
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.lifecycle import JobOutcome
+
+    doc = art.read_json(path) if path.is_file() else None
+    if not isinstance(doc, dict):
+        return None
+    try:
+        return JobOutcome.model_validate(doc)
+    except ValueError:
+        return None
+
+
+def _interrupted(outcome: JobOutcome) -> bool:
+    return outcome.status == "failed" and outcome.reasons[:1] == [_USER_INTERRUPT]
+
+
+_TIME_LIMIT = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def time_limit_s(value: str) -> int | None:
+    """Seconds of a Slurm time limit in the forms sbatch takes (`90`, `90:30`, `02:00:00`, `1-12`, `1-12:30`,
+    `1-12:30:00`); None for INFINITE/UNLIMITED or anything else (sbatch judges that)."""
+    match = _TIME_LIMIT.match(value.strip())
+    if match is None:
+        return None
+    days, a, b, c = match.groups()
+    if days is not None:  # days-hours[:minutes[:seconds]]
+        return int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+    if c is not None:  # hours:minutes:seconds
+        return int(a) * 3600 + int(b) * 60 + int(c)
+    return int(a) * 60 + int(b or 0)  # minutes[:seconds]
+
+
+def planned_windows_s(group: ServerGroup) -> float:
+    """The measurement windows a group's jobs plan (those with a duration; prompt counts are not timed), in seconds:
+    the least its batch job takes, before any server start, warm-up or drain."""
+    from llmsweep.plan.point import Point
+
+    total = 0.0
+    for job in group.jobs:
+        if job.eval_only:
+            continue
+        try:
+            total += Point.of(job).load.duration_s or 0.0
+        except Exception:  # a job this cannot time is left out of a warning; it never fails the run
+            continue
+    return total
+
+
+def time_limit_warning(group: ServerGroup, time_limit: str) -> str | None:
+    """A warning when the group's planned windows alone exceed the batch job's time limit (Slurm would stop it
+    before it is done), else None."""
+    limit = time_limit_s(time_limit)
+    windows = planned_windows_s(group)
+    if limit is None or windows <= limit:
+        return None
+    from llmsweep.execute.progress import duration_text
+
+    return (f"warning: {group.id}: its {len(group.jobs)} job(s) plan {duration_text(windows)} of measurement "
+            f"windows alone, more than the Slurm time limit {time_limit}; Slurm will stop the batch job before it "
+            "is done (the jobs not reached fail, `--resume` runs them later) — raise --executor-option "
+            "time_limit=HH:MM:SS")
+
+
+class _LogRelay:
+    """The new lines of a file the node appends to (the worker's stderr on the shared filesystem), from where the
+    last call stopped; a line still being written waits for its newline (or for `final`). A line that redraws
+    itself (`\\r`) is taken as it was last drawn; long lines are cut, and a flood is summarised."""
+
+    MAX_READ = 1 << 20
+    MAX_LINES = 200
+    MAX_CHARS = 500
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._partial = b""
+
+    def lines(self, *, final: bool = False) -> list[str]:
+        data = b""
+        try:
+            with self.path.open("rb") as f:
+                if os.fstat(f.fileno()).st_size < self._offset:  # replaced or truncated: start again
+                    self._offset, self._partial = 0, b""
+                f.seek(self._offset)
+                while True:
+                    chunk = f.read(self.MAX_READ)
+                    data += chunk
+                    if not final or not chunk:
+                        break
+        except OSError:
+            if not final:
+                return []
+        self._offset += len(data)
+        chunks = (self._partial + data).split(b"\n")
+        self._partial = b"" if final else chunks.pop()
+        out: list[str] = []
+        for raw in chunks:
+            drawn = [part for part in raw.decode("utf-8", errors="replace").split("\r") if part.strip()]
+            if not drawn:
+                continue
+            line = drawn[-1].rstrip()
+            out.append(line if len(line) <= self.MAX_CHARS else line[: self.MAX_CHARS] + " …")
+        if len(out) > self.MAX_LINES:
+            out = [*out[: self.MAX_LINES - 1], f"… {len(out) - self.MAX_LINES + 1} more line(s) in {self.path}"]
+        return out
+
+
+@dataclass
+class _Batch:
+    """A submitted batch job as `SlurmExecutor.run_groups` follows it."""
+
+    group: ServerGroup
+    sjob: SlurmJob
+    relay: _LogRelay | None
+    running: bool = False
+    started: set[str] = field(default_factory=set)
+    """Jobs whose folder shows the worker started them (their job.json)."""
+    closed: set[str] = field(default_factory=set)
+    """Jobs whose outcome has been reported."""
+
+
 @register_executor
 class SlurmExecutor:
     """Submits batch jobs; the lifecycle runs on the node through `worker_command`."""
@@ -402,23 +574,99 @@ class SlurmExecutor:
 
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                    event: Event) -> list[JobOutcome]:
-        """One batch job per group, all submitted first, then waited for together (each group's outcomes are read
-        as its job leaves the queue); an interrupt cancels those still live.
+        """One batch job per group, all submitted first, then waited for together; an interrupt cancels those still
+        live.
+
+        While a batch job runs, what its worker writes to its stderr (`slurm-<id>.err`: the server's launch, each
+        job's start and outcome) is passed on to `event`, prefixed `[slurm <id>]` (`relay_worker_log`), and each job
+        the worker finishes is reported (stored, counted k/N) as its `outcome.json` appears; the rest are read as
+        the batch job leaves the queue. A batch job Slurm itself ended (its time limit, preemption, a node failure,
+        out of memory, a scancel from outside this run) fails the job it interrupted and those it never reached
+        with that reason and its fix — not with the "interrupted by the user" its worker wrote on the SIGTERM.
 
         Every job handed here runs anew (`--resume` kept the finished ones out): what an earlier attempt left in its
         folder is moved aside on this side before the batch job is submitted, so an `outcome.json` found after the
         batch job is this attempt's, never the last one's reported for a job that died before writing its own."""
         from llmsweep.execute import artifacts as art
         from llmsweep.execute.lifecycle import JobOutcome, report_job_finished
-        from llmsweep.execute.progress import current_progress
+        from llmsweep.execute.progress import current_progress, duration_text
 
-        submitted: list[tuple[ServerGroup, SlurmJob]] = []
+        submitted: list[_Batch] = []
         outcomes: list[JobOutcome] = []
 
         def close(job_id: str, outcome: JobOutcome) -> None:
             outcomes.append(outcome)
             report_job_finished(art.job_dir(run_dir, job_id), outcome)  # `run` stores it now
             current_progress().job_finished(job_id, outcome.status)  # k/N and the ETA on the driver
+
+        def relay(batch: _Batch, *, final: bool = False) -> None:
+            if batch.relay is not None:
+                for line in batch.relay.lines(final=final):
+                    event(f"[slurm {batch.sjob.job_id}] {line}")
+
+        def follow(batch: _Batch) -> None:
+            """The jobs the worker started (their job.json) and finished (their outcome.json) since the last look."""
+            progress = current_progress()
+            for job in batch.group.jobs:
+                if job.id in batch.closed:
+                    continue
+                jdir = art.job_dir(run_dir, job.id)
+                outcome = _outcome_in(jdir / art.OUTCOME_FILE)
+                if outcome is not None and not _interrupted(outcome):  # final: the worker wrote it as the job ended
+                    batch.closed.add(job.id)
+                    close(job.id, outcome)
+                    s = progress.state
+                    if s.total:
+                        eta = s.eta_s()
+                        event(f"Slurm job {batch.sjob.job_id}: {s.done}/{s.total} job(s) done"
+                              + ("" if eta is None else f" · sweep ETA {duration_text(eta)}"))
+                elif job.id not in batch.started and (jdir / art.JOB_FILE).is_file():
+                    batch.started.add(job.id)
+                    if progress.state.job_id is None:  # one job at a time is timed (batch jobs may run side by side)
+                        progress.job_started(job.id, job.concs[0] if job.concs else None)
+                        progress.phase("running")
+
+        def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
+            """The batch job left the queue: the outcomes of its jobs not reported yet."""
+            group, sjob = batch.group, batch.sjob
+            if isinstance(seen, SlurmJobResult):
+                ended = (f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code}) before this job wrote "
+                         f"its outcome; see {seen.stdout_path} and {seen.stderr_path}")
+            else:
+                event(f"Slurm job {sjob.job_id}: {seen.message}")
+                ended = f"{seen.one_line()}; see {sjob.stdout_path} and {sjob.stderr_path}"
+            left: list[tuple[str, JobOutcome]] = []
+            cut = {"interrupted": 0, "not run": 0}
+            for job in group.jobs:
+                if job.id in batch.closed:
+                    continue
+                jdir = art.job_dir(run_dir, job.id)
+                outcome = _outcome_in(jdir / art.OUTCOME_FILE)
+                why, ran = None, False
+                if isinstance(seen, SlurmJobResult) and (outcome is None or _interrupted(outcome)):
+                    ran = outcome is not None or (jdir / art.JOB_FILE).is_file()
+                    why = slurm_end_reason(seen, self.options.time_limit, ran=ran)
+                if why is not None:
+                    cut["interrupted" if ran else "not run"] += 1
+                    if outcome is None:
+                        outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[why])
+                    else:  # the worker took Slurm's SIGTERM for a user's interrupt: its folder says why it was
+                        outcome.reasons = [why]
+                        art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"))
+                elif outcome is None:
+                    outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[ended])
+                left.append((job.id, outcome))
+            if isinstance(seen, SlurmJobResult):
+                line = f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code})"
+                said = ended_by_slurm(seen.state, self.options.time_limit)
+                if said is not None and any(cut.values()):
+                    finished = len(group.jobs) - sum(cut.values())
+                    line += (f": {said[0]}; {finished} of "
+                             f"{len(group.jobs)} job(s) finished, {cut['interrupted']} interrupted, {cut['not run']} "
+                             f"not run — {said[1]}, then rerun with --resume to run the rest (see {seen.stderr_path})")
+                event(line)
+            for job_id, outcome in left:
+                close(job_id, outcome)
 
         with cancel_on_interrupt([]) as live:
             for group in groups:
@@ -427,6 +675,9 @@ class SlurmExecutor:
                     art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event)
                 group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
                 nodes = group.topology.nodes if group.topology is not None else 1
+                warning = time_limit_warning(group, self.options.time_limit)
+                if warning is not None:
+                    event(warning)
                 try:
                     sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes,
                                        into=live)
@@ -439,43 +690,43 @@ class SlurmExecutor:
                         close(job.id, JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused",
                                                  reasons=[exc.one_line()]))
                     continue
-                submitted.append((group, sjob))
+                submitted.append(_Batch(group, sjob, _LogRelay(sjob.stderr_path)
+                                        if self.options.relay_worker_log else None))
                 event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
             waiting = list(submitted)
             started = time.monotonic()
             next_note = started + self.options.pending_note_s / 5
             while waiting:
                 pending: list[str] = []
-                for group, sjob in list(waiting):
+                for batch in list(waiting):
                     seen: SlurmJobResult | tuple[str, str] | LaunchError
                     try:
-                        seen = sjob.poll()
+                        seen = batch.sjob.poll()
                     except LaunchError as exc:  # lost track of it: this group fails, the others are waited for
                         seen = exc
                     if isinstance(seen, tuple):
                         if seen[0] == "PENDING":
-                            pending.append(f"{sjob.job_id} ({seen[1] or 'no reason given'})")
+                            pending.append(f"{batch.sjob.job_id} ({seen[1] or 'no reason given'})")
+                        elif seen[0] == "RUNNING" and not batch.running:
+                            batch.running = True
+                            event(f"Slurm job {batch.sjob.job_id} is running")
+                        relay(batch)
+                        follow(batch)
                         continue
-                    waiting.remove((group, sjob))
-                    if isinstance(seen, SlurmJobResult):
-                        event(f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code})")
-                        ended = (f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code}) before this "
-                                 f"job wrote its outcome; see {seen.stdout_path} and {seen.stderr_path}")
-                    else:
-                        event(f"Slurm job {sjob.job_id}: {seen.message}")
-                        ended = f"{seen.one_line()}; see {sjob.stdout_path} and {sjob.stderr_path}"
-                    for job in group.jobs:
-                        doc = art.read_json(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
-                        close(job.id, JobOutcome.model_validate(doc) if isinstance(doc, dict) else JobOutcome(
-                            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[ended]))
+                    waiting.remove(batch)
+                    relay(batch, final=True)
+                    follow(batch)  # what it finished since the last look, reported as such
+                    settle(batch, seen)
                 if not waiting:
                     break
+                current_progress().changed()  # a plain display's status line (every 30 s) while a job runs
                 if pending and time.monotonic() >= next_note:
                     event(f"still waiting for a node after {time.monotonic() - started:.0f} s: Slurm job(s) "
                           f"{', '.join(pending)} pending")
                     next_note = time.monotonic() + self.options.pending_note_s
                 time.sleep(self.options.poll_s)
-        return outcomes
+        order = {job.id: i for i, job in enumerate(job for group in groups for job in group.jobs)}
+        return sorted(outcomes, key=lambda o: order.get(o.job_id, len(order)))
 
     def node_launch(self, spec: LaunchSpec, out_dir: Path) -> NodeLaunch:
         sqsh = None

@@ -1,0 +1,81 @@
+"""What the Slurm driver makes of a batch job it follows: why its jobs failed when Slurm ended it (the state, what it
+means, the fix), the time limits sbatch takes, and the worker's stderr relayed line by line as it grows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmsweep.execute.progress import PlainProgress
+from llmsweep.execute.slurm import SlurmJobResult, _LogRelay, slurm_end_reason, time_limit_s
+
+
+@pytest.mark.parametrize(("value", "seconds"), [
+    ("60", 3600), ("1", 60), ("90:30", 5430), ("02:00:00", 7200), ("00:01:00", 60), ("1-12", 129600),
+    ("1-12:30", 131400), ("1-12:30:15", 131415), ("INFINITE", None), ("UNLIMITED", None), ("soon", None),
+])
+def test_time_limits_in_the_forms_sbatch_takes(value: str, seconds: int | None) -> None:
+    assert time_limit_s(value) == seconds
+
+
+def _ended(state: str) -> SlurmJobResult:
+    return SlurmJobResult("42", state, 143, Path("slurm-42.out"), Path("slurm-42.err"))
+
+
+@pytest.mark.parametrize(("state", "what", "fix"), [
+    ("TIMEOUT", "its time limit, 01:00:00, ran out", "--executor-option time_limit=HH:MM:SS"),
+    ("PREEMPTED", "Slurm preempted it", "--executor-option partition=NAME"),
+    ("NODE_FAIL", "its node failed", "--executor-option exclude=[NODE]"),
+    ("OUT_OF_MEMORY", "it ran out of memory", "--executor-option mem=SIZE"),
+    ("CANCELLED", "cancelled outside this run", "who cancelled it"),
+])
+def test_a_job_slurm_ended_says_the_state_what_it_means_and_the_fix(state: str, what: str, fix: str) -> None:
+    ran = slurm_end_reason(_ended(state), "01:00:00", ran=True)
+    assert ran is not None and ran.startswith(f"interrupted: Slurm job 42 ended {state} while this job ran (")
+    assert what in ran and fix in ran and ran.endswith("then rerun with --resume")
+    never = slurm_end_reason(_ended(state), "01:00:00", ran=False)
+    assert never is not None and never.startswith(f"not run: Slurm job 42 ended {state} before it reached this job (")
+    assert what in never and fix in never and never.endswith("then `--resume` runs it")
+
+
+@pytest.mark.parametrize("state", ["COMPLETED", "FAILED"])
+def test_a_job_that_ended_by_itself_keeps_its_workers_reasons(state: str) -> None:
+    assert slurm_end_reason(_ended(state), "01:00:00", ran=True) is None
+
+
+def test_the_relay_passes_on_complete_lines_as_the_file_grows(tmp_path: Path) -> None:
+    path = tmp_path / "slurm-42.err"
+    relay = _LogRelay(path)
+    assert relay.lines() == []  # not written yet
+    path.write_bytes(b"launching sim server\nserver re")
+    assert relay.lines() == ["launching sim server"]  # half a line waits for its newline
+    with path.open("ab") as f:
+        f.write(b"ady\n\n  \nimporting 10%\rimporting 55%\rimporting 100%\r\n" + b"x" * 600 + b"\nlast words")
+    got = relay.lines()
+    assert got[:2] == ["server ready", "importing 100%"]  # blank lines dropped, a redrawn line as last drawn
+    assert got[2] == "x" * _LogRelay.MAX_CHARS + " …" and len(got) == 3
+    assert relay.lines() == []
+    assert relay.lines(final=True) == ["last words"]  # the batch job ended: what it left without a newline too
+
+
+def test_a_flood_of_lines_is_summarised(tmp_path: Path) -> None:
+    path = tmp_path / "slurm-42.err"
+    path.write_text("".join(f"line {i}\n" for i in range(1000)))
+    got = _LogRelay(path).lines()
+    assert len(got) == _LogRelay.MAX_LINES and got[0] == "line 0"
+    assert got[-1] == f"… {1000 - _LogRelay.MAX_LINES + 1} more line(s) in {path}"
+
+
+def test_a_job_running_on_a_node_shows_as_running_with_its_time_so_far(tmp_path: Path) -> None:
+    out = tmp_path / "progress.txt"
+    with out.open("w") as stream:
+        progress = PlainProgress(stream, interval_s=0.0)
+        progress.sweep(3)
+        progress.job_started("a", 4)
+        progress.phase("running")
+        progress.changed()
+        progress.job_finished("a", "valid")
+    lines = out.read_text().splitlines()
+    assert len(lines) == 2 and all(line.endswith("job 1/3 conc 4 · running · 0s so far") for line in lines), lines
+    assert progress.state.done == 1 and progress.state.timed == 1
