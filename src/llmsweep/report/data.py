@@ -159,10 +159,11 @@ def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
     return "; ".join(reasons) or ("" if verdict == "valid" else "no reason recorded")
 
 
-VERDICT_KINDS = ("invalid", "smoke", "refused", "failed", "simulated-only")
+VERDICT_KINDS = ("invalid", "smoke", "refused", "failed", "reused", "simulated-only")
 """The kinds that get a banner each, in page order: results excluded from frontiers, results too short to publish,
-jobs refused before they ran, jobs that ran and produced no result, and results the simulator produced for jobs a
-real engine would refuse (engine rules softened under the simulator)."""
+jobs refused before they ran, jobs that ran and produced no result, jobs `run --reuse` stood on stored results of
+earlier runs (their points are those runs'), and results the simulator produced for jobs a real engine would refuse
+(engine rules softened under the simulator)."""
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
 
@@ -205,7 +206,13 @@ def no_result_entries(run: RunDir, have: set[str]) -> list[dict[str, str]]:
     planned = {jid: n for n, jid in enumerate(run.expected_job_ids)}
     ids.sort(key=lambda jid: planned.get(jid, len(planned)))  # the plan's order (by arm, then concurrency)
     out = []
+    reused = run.reused
     for jid in ids:
+        if (source := reused.get(jid)) is not None:
+            out.append({"job_id": jid, "status": "reused", "kind": "reused",
+                        "reason": f"reused the {source.get('verdict', 'stored')} result of run {source.get('run_id')} "
+                                  f"(job {source.get('job_id')}): `llmsweep report {source.get('run_id')}` draws it"})
+            continue
         art = folders.get(jid)
         # The job folder's own outcome.json first (the executor's last word), else what run.json recorded.
         own = read_outcome(art.outcome, f"{art.dir}/outcome.json") if art is not None and art.outcome else None
@@ -249,8 +256,10 @@ def empty_message(n_points: int, missing: Sequence[dict[str, str]]) -> str | Non
     if not missing:
         return "This run has no result and no recorded job: nothing was planned into it, or it has not started yet."
     refused = sum(1 for m in missing if m["kind"] == "refused")
-    failed = len(missing) - refused
-    bits = [f"{n} {what}" for n, what in ((refused, "refused"), (failed, "without a result")) if n]
+    reused = sum(1 for m in missing if m["kind"] == "reused")
+    failed = len(missing) - refused - reused
+    bits = [f"{n} {what}" for n, what in ((refused, "refused"), (failed, "without a result"),
+                                          (reused, "reused from earlier runs")) if n]
     return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}; the reasons are listed below."
 
 

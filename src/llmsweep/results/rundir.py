@@ -65,6 +65,13 @@ class RunDir:
         return tuple(str(i) for i in ids) if isinstance(ids, (list, tuple)) else ()
 
     @property
+    def reused(self) -> dict[str, dict[str, Any]]:
+        """Jobs `run --reuse` stood on stored results instead of running (job id -> the result's run, job and result
+        ids and verdict), as run.json records them."""
+        reused = self.meta.get("reused")
+        return {str(k): v for k, v in reused.items() if isinstance(v, dict)} if isinstance(reused, dict) else {}
+
+    @property
     def missing_job_ids(self) -> tuple[str, ...]:
         """Expected jobs with no folder or no summary: the completeness check InferenceX lacked."""
         have = {j.job_id for j in self.jobs if j.summary is not None}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
@@ -203,3 +204,20 @@ def test_group_reasons_keeps_distinct_reasons_apart_most_frequent_first() -> Non
                             ("server exited 137", "d"), ("model qwen3.5 not found", "e")])
     assert groups[0] == {"reason": "server exited 1–137", "count": 3, "ids": ["a", "c", "d"]}
     assert {g["reason"] for g in groups[1:]} == {"out of memory on GPU 3", "model qwen3.5 not found"}
+
+
+def test_a_reused_job_is_said_as_reused_not_as_a_job_without_a_result(tmp_path: Path) -> None:
+    """A fully reused `run --reuse` said "No result in this run … 2 missing" and listed its jobs as failed."""
+    from llmsweep.report.data import empty_message, no_result_entries, verdict_groups
+
+    ids = ["job-a_conc2", "job-a_conc4"]
+    meta = {"run_id": "run-b", "expected_job_ids": ids,
+            "reused": {i: {"run_id": "run-a", "job_id": i, "result_id": f"r-{i}", "verdict": "valid"} for i in ids}}
+    run = RunDir(path=tmp_path, run_id="run-b", meta=meta)
+    missing = no_result_entries(run, set())
+    assert [(m["job_id"], m["kind"]) for m in missing] == [(i, "reused") for i in ids]
+    assert all("reused the valid result of run run-a" in m["reason"] and "llmsweep report run-a" in m["reason"]
+               for m in missing)
+    assert verdict_groups([], missing).keys() == {"reused"}
+    assert empty_message(0, missing) == ("No result in this run: 2 expected job(s), 2 reused from earlier runs; the "
+                                         "reasons are listed below.")

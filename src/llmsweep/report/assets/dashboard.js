@@ -89,12 +89,13 @@
     if (D.overlays && D.overlays.length) el("div", { "class": "banner", id: "overlay-banner" }, b, "Overlaid for comparison (own series, never merged into this run's frontiers): " + D.overlays.join(", "));
     VERDICT_KINDS.forEach(function (kind) { verdictBanner(b, kind, (D.verdicts || {})[kind]); });
   }
-  var VERDICT_KINDS = ["invalid", "smoke", "refused", "failed", "simulated-only"];
+  var VERDICT_KINDS = ["invalid", "smoke", "refused", "failed", "reused", "simulated-only"];
   var VERDICT_HEAD = {
     invalid: function (n) { return n + " invalid point(s): drawn as hollow dashed markers and excluded from frontiers."; },
     smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn half-filled); read them as a smoke test, not as results."; },
     refused: function (n) { return n + " job(s) refused before running, so they have no point:"; },
     failed: function (n) { return n + " job(s) without a result:"; },
+    reused: function (n) { return n + " job(s) not run: --reuse stood them on stored results of earlier runs (their points are drawn in those runs' reports):"; },
     "simulated-only": function (n) { return n + " point(s) the simulator ran although a real engine would refuse them (its engine rules are warnings under the simulator):"; }
   };
   /* One banner per verdict kind; identical reasons (up to their numbers) are one line with a count. */
@@ -163,7 +164,7 @@
     if (!D.points.length) svg.setAttribute("viewBox", "0 0 " + W + " 120");  // no result: a line, not an empty frame
     if (!plotted.length) {
       var msg = D.points.length ? "no point has values for " + axis.label + " and " + yaxis().label + " (choose another axis)"
-        : "no result to plot: " + (D.missing.length ? "every expected job was refused or failed (reasons above)" : "the run has no job");
+        : "no result to plot: " + (D.missing.length ? "every expected job was refused, failed or reused (reasons above)" : "the run has no job");
       el("text", { x: W / 2, y: D.points.length ? H / 2 : 64, "text-anchor": "middle", "class": "axis-title", id: "chart-empty" }, svg, msg);
       return;
     }
