@@ -179,15 +179,11 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
 
 
 def _reused_summaries(outcome: RunOutcome) -> dict[str, Any]:
-    """The stored summaries `run --reuse` stood jobs on (job id -> Summary), so their rows show the figures they
-    reuse, as a `--resume` skip shows its own; none when nothing was reused or the store cannot be read."""
-    from llmsweep.execute import artifacts as art
-
-    refs = {}
-    for o in outcome.outcomes:
-        doc = art.read_json(art.job_dir(outcome.run_dir, o.job_id) / art.REUSED_FILE)
-        if isinstance(doc, dict) and doc.get("result_id"):
-            refs[o.job_id] = str(doc["result_id"])
+    """The stored summaries `run --reuse` stood this invocation's skipped jobs on (job id -> Summary), so their rows
+    show the figures they reuse, as a `--resume` skip shows its own; none when nothing was reused or the store
+    cannot be read."""
+    refs = {o.job_id: str(outcome.reused[o.job_id].get("result_id")) for o in outcome.outcomes
+            if o.status == "skipped" and o.job_id in outcome.reused}
     if not refs or outcome.store_path is None:
         return {}
     from llmsweep.errors import LlmsweepError

@@ -39,7 +39,7 @@ RECORDS_FILE = "records.jsonl"
 SLURM_JOB_ID_FILE = "slurm_job_id"
 ATTEMPTS_DIR = "attempts"
 _ATTEMPT_FILES = (RECORDS_FILE, "server_metrics.jsonl", "run.json", SUMMARY_FILE, OUTCOME_FILE, SERVER_LOG, JOB_FILE,
-                  COMMAND_FILE, GPU_METRICS_FILE)
+                  COMMAND_FILE, GPU_METRICS_FILE, REUSED_FILE)
 """What an attempt writes into its job folder (beside its eval folder, `evals.results.EVAL_DIR`): moved aside whole,
 so `summarize` on `attempts/N/` reads that attempt's job, launch and power as it ran."""
 

@@ -105,6 +105,9 @@ class RunOutcome:
     """Why the run could not be stored at its end (the run is on disk; the run is not ok: exit 1)."""
     unplanned: list[Finding] = field(default_factory=list)
     """Errors about recipes that planned no job (so they refused none): the run is not ok (exit 2)."""
+    reused: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Jobs `--reuse` stood on stored results in this invocation (job id -> the result's run, job and result ids and
+    verdict): what run.json records as `reused`, the one home of that answer."""
 
     @property
     def expected(self) -> int:
@@ -621,8 +624,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta)
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
-                         concurrency={j.id: j.concs[0] for j in jobs if j.concs})
-    outcome.store_path, outcome.store_error = _store(run_dir, req, event)
+                         concurrency={j.id: j.concs[0] for j in jobs if j.concs},
+                         reused=dict(reuse_meta.get("reused") or {}))
+    outcome.store_path, outcome.store_error = _store(run_dir, req, event, reused=set(outcome.reused))
     if req.report:
         event(f"writing the dashboard to {run_dir / 'report'} (PNG plots: `llmsweep report {run_dir}`)")
         outcome.report_path = _report(run_dir, event)
@@ -664,7 +668,8 @@ class _JobStore:
             self.failed = True
 
 
-def _store(run_dir: Path, req: RunRequest, event: Event) -> tuple[Path | None, str | None]:
+def _store(run_dir: Path, req: RunRequest, event: Event,
+           reused: set[str] | frozenset[str] = frozenset()) -> tuple[Path | None, str | None]:
     """Store the whole run (replacing what was stored job by job): (store path, None), or (None, why not)."""
     from llmsweep.results.store import Store, default_store_path
 
@@ -672,11 +677,11 @@ def _store(run_dir: Path, req: RunRequest, event: Event) -> tuple[Path | None, s
     try:
         with Store(path) as store:
             report = store.ingest_run(run_dir)
-        reused = [j for j in report.missing_expected if (art.job_dir(run_dir, j) / art.REUSED_FILE).is_file()]
-        gaps = len(report.missing_expected) - len(reused)
+        stood = [j for j in report.missing_expected if j in reused]
+        gaps = len(report.missing_expected) - len(stood)
         missing = f", {gaps} expected job(s) without a result" if gaps else ""
-        also = f"; {len(reused)} job(s) reused stored results (they stay in the runs that measured them)" \
-            if reused else ""
+        also = f"; {len(stood)} job(s) reused stored results (they stay in the runs that measured them)" \
+            if stood else ""
         event(f"stored {report.results} result(s) of {report.run_id} in {path}{missing}{also}")
     except Exception as exc:  # the run's files are on disk; the run fails (exit 1) so nobody misses the gap
         why = f"could not store the run in {path}: {exc}"

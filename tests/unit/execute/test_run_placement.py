@@ -42,3 +42,23 @@ def test_the_local_executor_runs_them_in_virtual_time(tmp_path: Path, monkeypatc
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
     code, rows, err = _run(capsys, tmp_path, "--executor", "local")
     assert code == 0 and [r["verdict"] for r in rows] == ["valid", "valid"], err
+
+
+def test_a_job_reused_once_and_refused_later_shows_no_borrowed_figures(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """What a job reused is this invocation's answer (run.json `reused`), not a `reused.json` an earlier invocation
+    left in its folder: a review found a refused job showing the old run's throughput beside `refused`."""
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    for args in ((), ("--reuse",)):
+        with pytest.raises(SystemExit) as done:
+            main(["run", str(RECIPE), *args, "--out", str(tmp_path / ("b" if args else "a")), "--no-report"])
+        assert done.value.code == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["run", str(RECIPE), "--executor", "slurm", "--force", "--out", str(tmp_path / "b"), "--no-report",
+              "--json"])
+    captured = capsys.readouterr()
+    rows = json.loads(captured.out)["jobs"]
+    assert [r["verdict"] for r in rows] == ["refused", "refused"]
+    assert all(r["total_tps_per_gpu"] is None for r in rows), rows
+    assert "reused stored results" not in captured.err and "2 expected job(s) without a result" in captured.err
