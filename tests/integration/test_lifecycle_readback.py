@@ -201,8 +201,9 @@ def test_a_server_that_could_not_be_launched_fails_every_job_with_that_reason_no
 
 def test_a_server_that_exits_while_starting_is_not_relaunched_for_every_job(tmp_path: Path) -> None:
     """A server whose command exits before it is ever ready (a missing module, a bad flag) fails the same way on every
-    relaunch: a walkthrough saw it relaunched and reported as a server that "died 2 times". The first job fails with
-    the exit and the log's tail; the rest with that reason, and nothing is launched again."""
+    relaunch: a walkthrough saw it relaunched and reported as a server that "died 2 times". The first two jobs fail
+    with the exit and the log's tail (one exit may be passing); the rest with that reason, and nothing is launched
+    again."""
     import sys
 
     from llmsweep.plan import jobs_from_files
@@ -213,12 +214,14 @@ def test_a_server_that_exits_while_starting_is_not_relaunched_for_every_job(tmp_
     group = ServerGroup(id="exits", spec=spec, jobs=jobs, source="simulated")
     outcomes = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
     assert [o.status for o in outcomes] == ["failed"] * len(jobs)
-    assert "exited with status 1 while starting" in outcomes[0].reasons[0], outcomes[0].reasons
-    for o in outcomes[1:]:
+    # one exit may be passing (a port taken between preflight and the bind): the next job relaunches once
+    for o in outcomes[:2]:
+        assert "exited with status 1 while starting" in o.reasons[0] and "never came up" not in o.reasons[0]
+    for o in outcomes[2:]:
         assert "never came up" in o.reasons[0] and "exited with status 1" in o.reasons[0], o.reasons
-        assert "died" not in o.reasons[0]
+        assert "on 2 launches in a row" in o.reasons[0] and "died" not in o.reasons[0]
     logs = sorted(p.name for p in (tmp_path / "servers" / "exits").glob("server*.log"))
-    assert logs == ["server.log"], logs  # launched once
+    assert logs == ["server.2.log", "server.log"], logs  # launched twice, not once per job
 
 
 def test_the_engine_version_is_read_back_past_a_proxy_the_host_sets(

@@ -296,6 +296,10 @@ def _finish_summary(job_dir: Path, job: Job, source: str, settings: LifecycleSet
     return summarise_job(job_dir, settings=settings.readback)
 
 
+_START_EXITS = 2
+"""Launches in a row that exit while starting, none ever ready, after which a group's server is not launched again."""
+
+
 class _Server:
     """One launched server of a group, relaunched on demand after a crash."""
 
@@ -311,7 +315,9 @@ class _Server:
         """Launches stopped on purpose (`park`: a run-eval row's eval needed the GPUs); not deaths."""
         self.power: Sampler | None = None
         self.ever_ready = False
-        """Whether a launch of it was ever ready: one that exits while starting before any was is not relaunched."""
+        """Whether a launch of it was ever ready: one that keeps exiting while starting before any was is not
+        relaunched for every job (`start_exits`)."""
+        self.start_exits = 0
         self.unlaunched: LlmsweepError | None = None
         """Why the server could not be launched at all (preflight, image pull, the launch itself): no server ran, so
         the group's later jobs fail with this reason rather than as deaths of a server that never existed."""
@@ -326,14 +332,14 @@ class _Server:
             left = self.dir / art.PID_FILE
             if left.exists():  # what the dead server left could not be stopped: keep its record beside the next
                 left.replace(left.with_name(f"server.{self.launches}.pid"))
+        if self.unlaunched is not None:
+            raise LaunchError(f"the {self.group.spec.engine} server of group {self.group.id} never came up: "
+                              f"{self.unlaunched.message}", fix=self.unlaunched.fix)
         if self.launches - self.parked > self.settings.max_relaunches:
             raise LaunchError(
                 f"server of group {self.group.id} died {self.launches} times; not relaunching again",
                 fix=f"read {self.dir / art.SERVER_LOG}",
             )
-        if self.unlaunched is not None:
-            raise LaunchError(f"the {self.group.spec.engine} server of group {self.group.id} never came up: "
-                              f"{self.unlaunched.message}", fix=self.unlaunched.fix)
         if self.group.topology is not None:
             self.launches += 1
             return self._ensure_roles(self.group.topology)
@@ -363,10 +369,14 @@ class _Server:
             exited = handle.returncode is not None
             self.stop()
             if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
-                # it exited while starting and no launch of it was ever ready (a missing module, a bad flag): the
-                # same command would fail the same way for every later job, so they fail with this reason, not as
-                # relaunches of a server that "died N times"
-                self.unlaunched = exc
+                self.start_exits += 1
+                if self.start_exits >= _START_EXITS:
+                    # it exited while starting on every launch and none was ever ready (a missing module, a bad
+                    # flag): the same command fails the same way for every later job, so they fail with this reason,
+                    # not as relaunches of a server that "died N times". One exit may be passing (a port taken
+                    # between preflight and the engine's bind): the next job relaunches once.
+                    self.unlaunched = LaunchError(f"{exc.message} (it exited while starting on {self.start_exits} "
+                                                  "launches in a row)", fix=exc.fix)
             raise
         self.ever_ready = True
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
