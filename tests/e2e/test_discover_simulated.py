@@ -101,10 +101,13 @@ def test_what_cannot_run_as_asked_is_refused_before_any_stage(tmp_path: Path) ->
     proc = _discover(tmp_path, H200, "--duration", "60", "--runner-config", H200.parent / "fleet.yaml",
                      "--out", tmp_path / "b")
     assert proc.returncode == 2 and "fixed-seq-len arm" in proc.stderr and "num-prompts-per-conc" in proc.stderr
-    proc = _discover(tmp_path, RECIPE, "--executor", "slurm", "--executor-option", "no_such=1",
-                     "--out", tmp_path / "c")
+    proc = _discover(tmp_path, H200, "--executor", "slurm", "--executor-option", "no_such=1",
+                     "--runner-config", H200.parent / "fleet.yaml", "--out", tmp_path / "c")
     assert proc.returncode == 2 and "no_such" in proc.stderr
-    assert not any((tmp_path / d / "stages").exists() for d in "abc")
+    # a recipe that serves the simulator runs in this process too: every stage's jobs would be refused
+    proc = _discover(tmp_path, RECIPE, "--executor", "slurm", "--out", tmp_path / "d")
+    assert proc.returncode == 2 and "serves the simulator" in proc.stderr and "would place no server" in proc.stderr
+    assert not any((tmp_path / d / "stages").exists() for d in "abcd")
 
 
 @pytest.mark.timeout(120)

@@ -9,7 +9,7 @@ was refused or failed adds no run, and an arm left without runs says why instead
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.plan import Job
+from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import render_path
 
 Event = Callable[[str], None]
@@ -193,7 +194,7 @@ def _refuse_used(out: Path) -> None:
         raise ConfigError(f"discover: {out} already holds a discovery", fix="give this discovery another --out")
 
 
-def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm]) -> None:
+def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[str, Recipe]) -> None:
     """What cannot run as asked stops before any stage starts, with the reason."""
     from llmsweep.execute.local import LocalExecutor
     from llmsweep.spec.workload import ScenarioId
@@ -203,6 +204,13 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm]) -> None:
                           f"process; --executor {req.executor} would place no server",
                           fix=f"drop --simulate to discover on the recipe's engine through {req.executor}, or drop "
                               "--executor")
+    served = [k for k in {a.recipe_key for a in arms} if (serve := recipes[k].serve) is not None
+              and serve.engine is not None and serve.engine.name == "sim"]
+    if served and req.executor != LocalExecutor.kind:
+        # `run` refuses each such job per job (`execute.pipeline._placement_refusal`); every stage would be refused
+        raise ConfigError(f"discover: {served[0]} serves the simulator, which runs every stage in virtual time in "
+                          f"this process; --executor {req.executor} would place no server",
+                          fix="drop --executor (discovery on the simulator runs here), or serve a real engine")
     fixed = [a for a in arms if a.path[1] == ScenarioId.FIXED_SEQ_LEN.value]
     if req.duration is not None and fixed:
         raise ConfigError(f"discover: --duration is the profiling window of agentic runs; {fixed[0].id} is a "
@@ -226,9 +234,9 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     An interrupt (Ctrl-C, SIGTERM, the timeout of a device call) stops the stage under way (its servers are stopped
     as `llmsweep run` stops them) and no further stage starts; discovery.json is still written, from every run
     measured so far, with `interrupted` naming the stage, and no recipe is proposed."""
-    _, arms = load_arms(req.recipe)
+    recipes, arms = load_arms(req.recipe)
     _refuse_used(req.out)
-    _refuse_unworkable(req, arms)
+    _refuse_unworkable(req, arms, recipes)
     req.check_executor()  # an unknown kind or a bad option stops the discovery before anything runs
     _say_warnings(req, event)
     highest = max(c for a in arms for c in a.concs)

@@ -70,12 +70,12 @@ def launch_refusal(job: Job, *, simulate: bool = False, live: bool = False) -> s
     """
     if not (job.multinode or job.disagg or job.prefill is not None or job.decode is not None):
         return None
+    if not (job.disagg and job.prefill is not None and job.decode is not None):
+        return MULTINODE_NOT_DISAGG  # on any engine, live or not: no executor runs a multinode aggregated deployment
     sim = simulate or job.engine == "sim"
     if sim and not live:
-        if job.disagg and job.prefill is not None and job.decode is not None:
-            return None
-        return MULTINODE_NOT_DISAGG
-    if sim and job.disagg and job.prefill is not None and job.decode is not None:
+        return None
+    if sim:
         return (f"{DISAGG_NOT_LAUNCHABLE}; the live simulator launches its roles only under Slurm (--executor slurm "
                 "on a cluster with the nodes its topology needs), and without --live it runs them in virtual time")
     return (f"{DISAGG_NOT_LAUNCHABLE}; llmsweep launches no real engine's prefill/decode roles yet (`render` shows "

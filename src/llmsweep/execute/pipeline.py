@@ -230,8 +230,9 @@ def _placement_refusal(job: Job, *, simulate: bool, live: bool, executor: str) -
                 f"would place no server (add --live to serve the simulator through {executor} in wall-clock time, "
                 "or drop --executor)")
     if executor == DockerExecutor.kind:
+        where = "--executor slurm" if job.disagg else "--executor local, or slurm"  # roles live only under Slurm
         return ("the simulator's server runs on the host, not from an image: --executor docker has no container to "
-                "start for it (use --executor local, or slurm)")
+                f"start for it (use {where})")
     return None
 
 

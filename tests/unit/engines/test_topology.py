@@ -200,8 +200,10 @@ def test_a_multinode_job_that_is_not_disaggregated_is_refused_not_launched_as_pr
         with pytest.raises(ContractError, match="not disaggregated"):
             engines.render_topology(job, simulate=simulate)
     assert not launches_roles(job, simulate=True, live=True, executor="slurm")
-    assert engines.launch_refusal(job, simulate=True, live=True) is not None
-    assert engines.launch_refusal(job, simulate=True) == engines.MULTINODE_NOT_DISAGG
+    # the reason is that it is not disaggregated, live or not, simulated or not (review: live said "disaggregated
+    # ... not supported by this executor yet; run it on the simulator with --simulate")
+    for simulate, live in ((True, True), (True, False), (False, False), (False, True)):
+        assert engines.launch_refusal(job, simulate=simulate, live=live) == engines.MULTINODE_NOT_DISAGG
 
 
 AGENTIC_HICACHE = """k:
