@@ -726,14 +726,19 @@ def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: t
             f"sim calibrate --hold-out {' '.join(pats)}: {len(held)} of {len(points)} points match; a hold-out needs "
             "points on both sides",
             fix=f"match some, not all, of: {', '.join(p.label for p in points)}")
-    fit = fit_run(kept, factors=factors or default_factors(points), max_iter=max_iter,
-                  fit_requests_per_lane=fit_requests_per_lane)
     replays = _replays(held)
-    before = [predict_metrics(rp, {}) for rp in replays]
+    before = [predict_metrics(rp, {}) for rp in replays]  # before the fit: a hold-out with nothing to predict stops
     left_out = [why for why in map(unverifiable, replays) if why is not None]  # as the fit leaves them out
     before = [b for rp, b in zip(replays, before, strict=True) if unverifiable(rp) is None]
     replays = [rp for rp in replays if unverifiable(rp) is None]
     held = [rp.point for rp in replays]
+    if not held:
+        raise ResultError(f"sim calibrate --hold-out {' '.join(pats)}: every held-out point is left out, none is "
+                          f"left to predict ({'; '.join(left_out)})",
+                          fix="hold out points whose replay can be verified (fixed-length points, or agentic runs "
+                              "that recorded their corpus digest)")
+    fit = fit_run(kept, factors=factors or default_factors(points), max_iter=max_iter,
+                  fit_requests_per_lane=fit_requests_per_lane)
     after = [predict_metrics(rp, fit.overrides()) for rp in replays]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,

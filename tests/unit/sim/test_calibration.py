@@ -16,7 +16,7 @@ from llmsweep.catalog.sources import clear_caches
 from llmsweep.cli.sim import _config_for_job
 from llmsweep.cli.sim import calibrate as calibrate_cmd
 from llmsweep.cli.sim import predict as predict_cmd
-from llmsweep.errors import ConfigError, DatasetError
+from llmsweep.errors import ConfigError, DatasetError, ResultError
 from llmsweep.sim.calibrate import MeasuredPoint, _replays, fit_run, measured_point, predict_metrics
 from llmsweep.sim.calibration import (
     UNCALIBRATED,
@@ -233,3 +233,14 @@ def test_calibrate_replays_a_point_whose_digest_matches_and_warns_on_older_evide
         (replay,) = _replays([point])
     assert "corpus digest" not in caplog.text
     assert isinstance(replay.workload, AgenticWorkload) and replay.workload.corpus_digest == digest
+
+
+def test_a_hold_out_of_only_unverifiable_points_stops_before_fitting(user_catalog: Path) -> None:
+    """`--hold-out 'agentic *'` on the H200 Llama run held out only points whose traces cannot be verified: it
+    printed `nan% -> nan%` and --json wrote NaN."""
+    from llmsweep.sim.calibrate import hold_out, measured_groups
+
+    (points,) = measured_groups([H200_RUN / "llama"], _config_for_job)[0].values()
+    with pytest.raises(ResultError) as err:
+        hold_out(points, ["agentic *"], max_iter=1)
+    assert "every held-out point is left out" in str(err.value) and "recorded no corpus digest" in str(err.value)
