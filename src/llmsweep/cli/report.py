@@ -33,7 +33,8 @@ def report(run: Path, out: Path | None, no_png: bool, overlays: tuple[str, ...],
     files = write_report(run, out, png=not no_png, overlay=extra, mix_sources=mix_sources)
     refused = f" ({files.refused} refused)" if files.refused else ""
     smoke = f", {files.smoke} smoke" if files.smoke else ""
-    click.echo(f"{files.points} point(s), {files.invalid} invalid, {files.missing} missing{refused}{smoke}")
+    reused = f", {files.reused} reused from earlier runs" if files.reused else ""
+    click.echo(f"{files.points} point(s), {files.invalid} invalid, {files.missing} missing{refused}{smoke}{reused}")
     if files.empty:
         click.echo(files.empty)
     click.echo(f"dashboard: {files.html}")

@@ -37,6 +37,8 @@ class ReportFiles:
     smoke: int = 0
     refused: int = 0
     """Of the missing jobs, those refused before running (policy, unsupported)."""
+    reused: int = 0
+    """Jobs `run --reuse` stood on earlier runs' results (not counted as missing)."""
     empty: str | None = None
     """What the page says when the run has no point at all; None otherwise."""
 
@@ -65,6 +67,8 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     log.info("report of %s written to %s", run.run_id, out)
     verdicts = payload["verdicts"]
     return ReportFiles(out, html_path, md_path, data_path, pngs, len(points),
-                       sum(1 for p in points if not p.valid), len(payload["missing"]),
+                       sum(1 for p in points if not p.valid),
+                       sum(1 for m in payload["missing"] if m["kind"] != "reused"),
                        smoke=verdicts.get("smoke", {}).get("count", 0),
-                       refused=verdicts.get("refused", {}).get("count", 0), empty=payload["empty"])
+                       refused=verdicts.get("refused", {}).get("count", 0),
+                       reused=verdicts.get("reused", {}).get("count", 0), empty=payload["empty"])

@@ -211,7 +211,8 @@ def no_result_entries(run: RunDir, have: set[str]) -> list[dict[str, str]]:
         if (source := reused.get(jid)) is not None:
             out.append({"job_id": jid, "status": "reused", "kind": "reused",
                         "reason": f"reused the {source.get('verdict', 'stored')} result of run {source.get('run_id')} "
-                                  f"(job {source.get('job_id')}): `llmsweep report {source.get('run_id')}` draws it"})
+                                  f"(job {source.get('job_id')}): `llmsweep report {run.path} --with "
+                                  f"{source.get('run_id')}` overlays it here"})
             continue
         art = folders.get(jid)
         # The job folder's own outcome.json first (the executor's last word), else what run.json recorded.

@@ -43,9 +43,12 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     by_id = {p["id"]: p for p in points}
     invalid = [p for p in points if not p["valid"]]
     smoke_count = sum(1 for p in points if p["verdict"] == "smoke")
+    reused = [m for m in payload["missing"] if m["kind"] == "reused"]  # stood on earlier runs' results, not missing
+    missing = [m for m in payload["missing"] if m["kind"] != "reused"]
     lines = [f"## llmsweep run `{run['run_id']}`", "",
              f"{len(points)} points in {len(series)} series · source: {', '.join(payload['sources']) or '–'} · "
-             f"{len(invalid)} invalid · {smoke_count} smoke · {len(payload['missing'])} missing", ""]
+             f"{len(invalid)} invalid · {smoke_count} smoke · {len(missing)} missing"
+             + (f" · {len(reused)} reused" if reused else ""), ""]
     if payload.get("empty"):
         lines += [f"**{payload['empty']}**", ""]
     shown = [HOT_BY_NAME[name] for name in SUMMARY_COLUMNS]  # headed and printed as every table prints them
@@ -79,9 +82,12 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     if smoke:
         lines += ["", f"### Smoke points ({smoke['count']}: they ran, but too little to be valid)", ""]
         lines += [f"- ×{g['count']} {g['reason']}" for g in smoke["reasons"]]
-    if payload["missing"]:
+    if missing:
         lines += ["", "### Jobs without a result", ""]
-        lines += [f"- `{m['job_id']}`: {m['status']}: {m['reason']}" for m in payload["missing"]]
+        lines += [f"- `{m['job_id']}`: {m['status']}: {m['reason']}" for m in missing]
+    if reused:
+        lines += ["", "### Jobs reused from earlier runs (`run --reuse`)", ""]
+        lines += [f"- `{m['job_id']}`: {m['reason']}" for m in reused]
     return "\n".join(lines) + "\n"
 
 
