@@ -170,6 +170,11 @@ def test_the_store_holds_one_eval_row_per_concurrency_with_that_runs_score(make_
     assert [(r["conc"], r["score"]) for r in json.loads(listed.stdout)] == [(4, 0.95), (64, 0.91), (128, None)]
     # a simulator's score is no model's accuracy: every row says where its result came from
     assert {r["source"] for r in json.loads(listed.stdout)} == {"measured"}
+    simulated = with_eval(make_run("simulated", concs=(4,), source="simulated", seed=1), [_run(4, 0.0)])
+    assert runner.invoke(cli, ["results", "ingest", str(simulated.path)], catch_exceptions=False).exit_code == 0
+    both = json.loads(runner.invoke(cli, ["results", "evals", "--json"], catch_exceptions=False).stdout)
+    assert sorted({(r["run_id"], r["source"]) for r in both}) == sorted(
+        {(run.run_id, "measured"), (simulated.run_id, "simulated")})
     table = runner.invoke(cli, ["results", "evals"], catch_exceptions=False)
     assert table.exit_code == 0 and "0.91" in table.stdout and "lm-eval exited 1" in table.stdout
     assert "source" in table.stdout and "measured" in table.stdout
