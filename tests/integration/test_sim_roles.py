@@ -8,11 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import aiohttp
+from support.sim_roles import pd_deployment
 
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.roles import RoleConfig, transfer_seconds
@@ -24,20 +23,8 @@ PROMPT = " ".join(f"w{i % 97}" for i in range(3000))
 LINK = RoleConfig(role="decode", kv_transfer="nixl", link_gbs=0.5, link_latency_s=0.005)
 
 
-@asynccontextmanager
-async def deployment() -> AsyncIterator[tuple[str, SimServer, SimServer]]:
-    async with AsyncExitStack() as stack:
-        prefill = SimServer(EngineConfig(**FAST), served_model_name="m", role=RoleConfig(role="prefill"))
-        decode = SimServer(EngineConfig(**FAST), served_model_name="m", role=LINK)
-        urls = []
-        for server in (prefill, decode):
-            runner, port = await start_server(server, "127.0.0.1", 0)
-            stack.push_async_callback(runner.cleanup)
-            urls.append(f"http://127.0.0.1:{port}")
-        router = PDRouter([urls[0]], [urls[1]], kv_transfer="nixl")
-        runner, port = await start_router(router, "127.0.0.1", 0)
-        stack.push_async_callback(runner.cleanup)
-        yield f"http://127.0.0.1:{port}", prefill, decode
+def deployment() -> Any:
+    return pd_deployment(FAST, LINK)
 
 
 def body(stream: bool) -> dict[str, Any]:
@@ -47,7 +34,8 @@ def body(stream: bool) -> dict[str, Any]:
 
 def test_a_request_through_the_router_waits_for_the_modelled_kv_transfer_and_decodes_on_the_decode_worker() -> None:
     async def main() -> None:
-        async with deployment() as (url, prefill, decode), aiohttp.ClientSession() as http:
+        async with deployment() as pd, aiohttp.ClientSession() as http:
+            url, prefill, decode = pd.url, pd.prefill, pd.decode
             began = time.monotonic()
             async with http.post(f"{url}/v1/chat/completions", json=body(stream=True)) as resp:
                 assert resp.status == 200

@@ -9,35 +9,19 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import aiohttp
+from support.sim_roles import pd_deployment
 
-from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.roles import RoleConfig
-from llmsweep.sim.router import PDRouter, start_router
-from llmsweep.sim.server import SimServer, start_server
 
 FAST = {"model": "llama-1b", "hardware": "h200", "timing": "constant", "ttft_s": 0.002, "itl_s": 0.0005}
 LINK = RoleConfig(role="decode", kv_transfer="nixl", link_gbs=50.0, link_latency_s=0.0)
 
 
-@asynccontextmanager
-async def deployment() -> AsyncIterator[tuple[str, SimServer, SimServer, str]]:
-    async with AsyncExitStack() as stack:
-        prefill = SimServer(EngineConfig(**FAST), served_model_name="m", role=RoleConfig(role="prefill"))
-        decode = SimServer(EngineConfig(**FAST), served_model_name="m", role=LINK)
-        urls = []
-        for server in (prefill, decode):
-            runner, port = await start_server(server, "127.0.0.1", 0)
-            stack.push_async_callback(runner.cleanup)
-            urls.append(f"http://127.0.0.1:{port}")
-        router = PDRouter([urls[0]], [urls[1]], kv_transfer="nixl")
-        runner, port = await start_router(router, "127.0.0.1", 0)
-        stack.push_async_callback(runner.cleanup)
-        yield f"http://127.0.0.1:{port}", prefill, decode, urls[1]
+def deployment() -> Any:
+    return pd_deployment(FAST, LINK)
 
 
 def random_prompt(rng: random.Random, words: int) -> str:
@@ -68,7 +52,8 @@ def metric(text: str, name: str) -> float:
 def test_transferred_kv_is_not_a_cache_hit_and_a_repeated_prompt_reports_the_prefill_side_hits() -> None:
     async def main() -> None:
         rng = random.Random(7)
-        async with deployment() as (url, prefill, decode, decode_url), aiohttp.ClientSession() as http:
+        async with deployment() as pd, aiohttp.ClientSession() as http:
+            url, prefill, decode, decode_url = pd.url, pd.prefill, pd.decode, pd.decode_url
             bs = prefill.core.block_size
             prompts = [random_prompt(rng, 4 * bs) for _ in range(4)]
             # Fixed-length random prompts share nothing: no cached tokens, streamed or whole, though every prompt's
