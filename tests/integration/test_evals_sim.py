@@ -85,6 +85,9 @@ def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path,
     out = tmp_path / "out"
     proc = llmsweep(tmp_path, "run", recipe, "--evals-only", "--out", out, "--json", *eval_args(tmp_path))
     assert proc.returncode == 1, proc.stderr  # the eval ran and failed its threshold
+    # it runs against the simulator served live, in wall-clock time: not said as a virtual-time job
+    assert "(fixed-seq-len), an eval against the simulator served live" in proc.stderr, proc.stderr[-3000:]
+    assert "virtual time" not in proc.stderr.split("job 1/1", 1)[-1].splitlines()[0]
     (row,) = json.loads(proc.stdout)["jobs"]
     assert row["job"].endswith(row["job"][-12:]) and "_conc16_" in row["job"] and "_eval_" in row["job"]
     assert row["verdict"] == "invalid" and row["total_tps_per_gpu"] is None

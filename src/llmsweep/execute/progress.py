@@ -26,10 +26,11 @@ if TYPE_CHECKING:
     from llmsweep.client import Progress
     from llmsweep.sim.predict import WindowProgress
 
-Phase = Literal["launching", "warming", "measuring", "draining", "simulating", "summarising", "running"]
+Phase = Literal["launching", "warming", "measuring", "draining", "simulating", "summarising", "running", "evaluating"]
 """`simulating`: a job in virtual time (the simulator core in-process: its warm-up, then its window); `summarising`:
 its records written and summarised; `running`: a job that runs elsewhere (a Slurm batch job's worker), of which only
-its start and end are seen here."""
+its start and end are seen here; `evaluating`: an accuracy eval against a server (in a virtual-time run, the
+simulator served live: wall-clock time)."""
 
 
 def _now() -> float:
@@ -131,7 +132,7 @@ class SweepState:
             head = f"{self.done}/{self.total} job(s) done" if self.total else "starting"
             return head + self._eta()
         parts = [f"job {self.index}/{self.total} conc {self.concurrency}", self.phase or "starting"]
-        if self.phase in ("launching", "running"):
+        if self.phase in ("launching", "running", "evaluating"):
             parts.append(f"{duration_text(_now() - self.job_started_at)} so far")
         if self.phase == "simulating" and self.sim is not None:
             parts.append(_sim_window(self.sim))

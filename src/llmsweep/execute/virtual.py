@@ -161,7 +161,8 @@ def _run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycl
                 event(f"job {job.id}: refused — {reason}")
                 current_progress().job_finished(job.id, "refused")
                 continue
-            event(f"job {done}/{total} {job.id}: conc {job.concs[0]} ({job.workload.scenario}), virtual time")
+            how = "an eval against the simulator served live" if job.eval_only else "virtual time"
+            event(f"job {done}/{total} {job.id}: conc {job.concs[0]} ({job.workload.scenario}), {how}")
             current_progress().job_started(job.id, job.concs[0] if job.concs else None)
             outcome = run_job(job, group, config, run_dir, settings, event, live)
             outcomes.append(outcome)
@@ -180,7 +181,7 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
     jdir.mkdir(parents=True, exist_ok=True)
     art.keep_earlier_attempt(job.id, jdir, event)
     started = time.monotonic()
-    current_progress().phase("simulating")
+    current_progress().phase("evaluating" if job.eval_only else "simulating")
 
     def measure() -> Summary:
         nonlocal simulate
@@ -191,6 +192,7 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
             simulate = partial(_simulate, job, group, config, settings=settings)
         summary = None if job.eval_only else simulate(jdir)
         if (job.eval_only or job.run_eval) and live is not None:
+            current_progress().phase("evaluating")  # wall-clock time, against the simulator served live
             # A run-eval row whose point pinned acceptance evaluates on the simulator served without the pin.
             relaunch = eval_launch(job, group) if job.run_eval else None
             served = group if relaunch is None else eval_group(group, [job], relaunch)
