@@ -94,7 +94,8 @@ class PointComparison:
     @property
     def label(self) -> str:
         i = self.a[0].identity
-        return f"{i.series_label()} · {i.topology()} · conc {i.conc}"
+        # a disaggregated series label already names its topology (`disagg P2x(...) D1x(...)`)
+        return f"{i.series_label()}{'' if i.workers else f' · {i.topology()}'} · conc {i.conc}"
 
     def verdicts(self) -> dict[str, Verdict]:
         return {d.metric: d.verdict for d in self.deltas}

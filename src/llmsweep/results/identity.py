@@ -78,7 +78,7 @@ class PointIdentity:
 
     def series_label(self) -> str:
         """Short human label: `model · hardware · engine · precision · scenario [+spec] [+offload]`."""
-        parts = [self.model_short, self.hardware, self.engine, self.precision, self.scenario]
+        parts = [self.model_short, self.hardware, self.engine, self.precision, self.scenario_label]
         if self.spec not in ("", "none"):
             parts.append(f"spec={self.spec}")
         if self.offload not in ("", "none"):
@@ -86,6 +86,14 @@ class PointIdentity:
         if self.disagg or self.workers:
             parts.append(f"disagg {self.workers}".rstrip())
         return " · ".join(p for p in parts if p)
+
+    @property
+    def scenario_label(self) -> str:
+        """The scenario as a person reads it: a fixed-length point's lengths apart (`fixed 256/64`, `fixed 8k/1k`;
+        the identity's `fixed-25664` runs them together), any other scenario as it is."""
+        if self.scenario == scenario_of({"isl": self.isl, "osl": self.osl}) and self.isl and self.osl:
+            return f"fixed {_k(self.isl)}/{_k(self.osl)}"
+        return self.scenario
 
     @property
     def model_short(self) -> str:

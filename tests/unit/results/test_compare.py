@@ -182,3 +182,13 @@ def test_a_virtual_time_side_against_a_wall_clock_side_is_said(make_run) -> None
     assert any("A ran in virtual time, B in wall time" in n for n in mixed.notes), mixed.notes
     same = compare_points(on(a, "virtual"), on(b, "virtual"), resamples=10)
     assert not any(" time, B in " in n for n in same.notes)
+
+
+def test_a_disaggregated_point_names_its_topology_once(make_run) -> None:
+    a = points_from_run(make_run("a", concs=(4,)))
+    pd = [dataclasses.replace(p, identity=dataclasses.replace(p.identity, disagg=True,
+                                                               workers="P2x(tp8 ep8 dpa) D1x(tp8 ep1)")) for p in a]
+    (matched,) = compare_points(pd, pd, resamples=10).matched
+    assert matched.label.count("P2x(tp8 ep8 dpa) D1x(tp8 ep1)") == 1, matched.label
+    (plain,) = compare_points(a, a, resamples=10).matched
+    assert " · tp" in plain.label  # an aggregated point still names its parallelism

@@ -157,3 +157,14 @@ def test_an_older_summary_still_gives_its_measurement_or_says_it_has_none() -> N
     assert measurement_of(None) is None
     no_workload = measurement_of(_summary({"concurrency": 8, "duration_s": 1800.0}))
     assert no_workload is not None and no_workload.workload == ""
+
+
+def test_a_fixed_length_series_reads_its_lengths_apart() -> None:
+    """`fixed-25664` (256 in, 64 out) read as one number in the dashboard, PNGs and compare headings."""
+    base: dict[str, Any] = {"model": "m/Model", "precision": "fp8", "framework": "sglang", "runner": "h200",
+                            "scenario": "fixed-seq-len", "tp": 8, "conc": [4]}
+    for isl, osl, shown in ((256, 64, "fixed 256/64"), (8192, 1024, "fixed 8k/1k"), (1024, 1000, "fixed 1k/1000")):
+        ident = identity_from_job({**base, "isl": isl, "osl": osl})
+        assert ident.scenario_label == shown and f" · {shown}" in ident.series_label()
+    agentic = identity_from_job({**base, "scenario": "agentic-coding"})
+    assert agentic.scenario_label == "agentic-coding"
