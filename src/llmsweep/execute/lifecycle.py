@@ -51,6 +51,7 @@ from llmsweep.visible import GpuTable, resolve_visible
 
 if TYPE_CHECKING:
     from llmsweep.client import Endpoint, Progress, RunOptions
+    from llmsweep.execute.roles import FederatedMetrics
     from llmsweep.metrics import GateConfig
     from llmsweep.workload.base import Workload
 
@@ -165,20 +166,24 @@ def command_text(spec: LaunchSpec, launcher: ServerLauncher, launched: Sequence[
     return "\n".join(lines) + "\n"
 
 
-def _endpoint(job: Job, spec: LaunchSpec, base_url: str) -> Endpoint:
+def _endpoint(job: Job, spec: LaunchSpec, base_url: str, federated: FederatedMetrics | None = None) -> Endpoint:
     from llmsweep.client import Endpoint
 
     api = Point.of(job).api
     # The engine's dialect: fields it answers 422 to stay out of requests; no metrics path means nothing to scrape.
     rejected = set(spec.rejected_request_fields)
     metrics_url = f"{base_url.rstrip('/')}{spec.metrics_path}" if spec.metrics_path else ""
+    if federated is not None:  # a role-by-role deployment: its workers' metrics, not its router's
+        metrics_url = federated.url
     return Endpoint(base_url=base_url, model=spec.served_model_name or job.workload.served_model_name, api=api,
                     send_ignore_eos="ignore_eos" not in rejected, send_stream_options="stream_options" not in rejected,
                     metrics_url=metrics_url)
 
 
-def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings) -> RunOptions:
-    """The client's options for the job's one concurrency point: its scenario's stopping rule and failure ratio."""
+def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings,
+                 federated: FederatedMetrics | None = None) -> RunOptions:
+    """The client's options for the job's one concurrency point: its scenario's stopping rule and failure ratio; the
+    metric prefix the gate requires is the server's (a role-by-role deployment's: its workers')."""
     from llmsweep.client import RunOptions
 
     point = Point.of(job)
@@ -187,7 +192,8 @@ def _run_options(job: Job, spec: LaunchSpec, settings: LifecycleSettings) -> Run
         concurrency=load.concurrency, num_requests=load.num_requests, duration_s=load.duration_s,
         warmup_requests=load.warmup_requests, max_failure_ratio=point.max_error_ratio,
         timeout_s=settings.request_timeout_s, workers=settings.client_workers, gpus=point.gpus,
-        seed=job.workload.seed, require_metrics_prefix=spec.metrics_prefix,
+        seed=job.workload.seed,
+        require_metrics_prefix=federated.prefix if federated is not None else spec.metrics_prefix,
     )
 
 
@@ -324,6 +330,13 @@ class _Server:
         # The secrets of this group's launch, known before any launch succeeds (a failure message may quote them).
         self.scrubber = SecretScrubber(collect_secrets(group.spec.secret_env).values())
 
+    @property
+    def federated(self) -> FederatedMetrics | None:
+        """A role-by-role deployment's workers' metrics as one scrape (`execute.roles`); None for one server."""
+        from llmsweep.execute.roles import RoleDeployment
+
+        return self.handle.metrics if isinstance(self.handle, RoleDeployment) else None
+
     def ensure(self) -> ServerHandle:
         if self.handle is not None and self.handle.is_alive():
             return self.handle
@@ -457,22 +470,24 @@ def bench_job(
     provenance: dict[str, Any] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     power: Sampler | None = None,
+    federated: FederatedMetrics | None = None,
 ) -> Summary:
     """Drive a job's workload against a server that already serves it; returns the gated summary.
 
     The library form of `llmsweep bench` for a Job: the workload, concurrency, prompt counts, duration, gates and the
     read-back checks all come from the job, exactly as `llmsweep run` uses them. `spec` (the job's LaunchSpec) tells
     the served model name, the engine's request dialect and its metrics; rendered from the job when omitted.
+    `federated`: a role-by-role deployment's workers' metrics (`execute.roles`), scraped instead of `spec`'s.
     """
     from llmsweep import engines
 
     settings = settings or LifecycleSettings()
     if spec is None:
         spec = engines.render(job, simulate=source != "measured", port=0)
-    options = _run_options(job, spec, settings)
+    options = _run_options(job, spec, settings, federated)
     from llmsweep.client import run_benchmark
 
-    workload, endpoint = _workload(job, source), _endpoint(job, spec, base_url)
+    workload, endpoint = _workload(job, source), _endpoint(job, spec, base_url, federated)
     began = time.time()
     with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds the run
         run_benchmark(workload, endpoint, options, out_dir, provenance=provenance, gates=_gates(job, options),
@@ -696,7 +711,8 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         if not job.eval_only:
             event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
             summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
-                                provenance=provenance, on_progress=progress.client, power=server.power)
+                                provenance=provenance, on_progress=progress.client, power=server.power,
+                                federated=server.federated)
         _alive_or_invalid(handle, f"job {job.id}", jdir, settings)
         relaunch = eval_launch(job, group) if job.run_eval else None
         if relaunch is not None:  # the throughput point pinned acceptance: the eval gets a server without the pin

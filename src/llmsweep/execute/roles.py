@@ -10,6 +10,12 @@ What ran is read back, never copied from the plan: every role's `/version` says 
 (:class:`RanTopology`, stored in each job's provenance); a role that does not come up, dies, or reports another role
 fails the job, and every step started so far is torn down. Ctrl-C, `scancel` and `--resume` reach the steps through
 the handle's `stop` (or, for a killed run, the cancellation of the whole allocation).
+
+What each worker did is read from its own `/metrics` (:class:`FederatedMetrics`): one loopback endpoint beside the
+lifecycle that, at each of the client's scrapes, reads every worker's metrics and labels each series with the worker's
+role and index, as the virtual-time deployment labels its workers' (`sim.disagg.Cluster.scrape_samples`). The client
+scrapes it as it scrapes a single server, so `server_metrics.jsonl`, the summary's `server_metrics`, each role's
+`metrics` (`metrics.roles`) and the required-metrics gate come out as on every other path.
 """
 
 from __future__ import annotations
@@ -19,14 +25,19 @@ import os
 import re
 import shlex
 import sys
+import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmsweep.client.scrape import parse_exposition
 from llmsweep.engines.launch import NODE_RANK, LaunchSpec, Role, RoleKind, RoleWorker, Topology
 from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
@@ -106,6 +117,8 @@ class RanWorker(BaseModel):
     reported_node: str | None = Field(default=None, description="The node the server says it runs on (/version).")
     url: str
     gpus: int | None = Field(default=None, description="GPUs the server says it uses (/version `tp`).")
+    ep: int | None = Field(default=None, description="Expert-parallel degree the server reports (/version `ep`).")
+    max_running_requests: int | None = Field(default=None, description="Most requests it runs at once (/version).")
 
 
 class RanRole(BaseModel):
@@ -138,15 +151,114 @@ class RanTopology(BaseModel):
         index = {name: i for i, name in enumerate(self.nodes)}
         roles: dict[str, Any] = {}
         for ran in self.roles:
+            # the engine's parallelism and batch limit as its workers report them (the virtual deployment's `tp`,
+            # `ep`, `max_running_requests`): present only where every worker of the role reported the same value;
+            # a router runs no engine
+            reported = {key: {getattr(w, attr) for w in ran.workers}
+                        for key, attr in (("tp", "gpus"), ("ep", "ep"), ("max_running_requests",
+                                                                       "max_running_requests"))
+                        if ran.role != "router"}
             roles[ran.role] = {
                 "kind": ran.role, "workers": ran.count, "gpus_per_worker": ran.gpus_per_worker,
                 "gpus": ran.count * ran.gpus_per_worker,
                 "nodes": sorted({index[w.node] for w in ran.workers if w.node in index}),
+                **{key: next(iter(seen)) for key, seen in reported.items() if len(seen) == 1 and None not in seen},
                 "placed": [w.model_dump(mode="json") for w in ran.workers],
             }
         return {"disaggregated": self.disaggregated, "nodes": len(self.nodes), "node_names": list(self.nodes),
                 "gpus": self.gpus, "kv_transfer": self.kv_transfer, "router_policy": "round_robin", "links": [],
                 "roles": roles}
+
+
+ROLE_LABEL, WORKER_LABEL = "role", "worker"
+"""The labels a federated scrape adds to each worker's series (the virtual-time deployment's, `sim.disagg`)."""
+_FETCH_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class MetricsTarget:
+    """One worker whose `/metrics` the federation reads."""
+
+    role: RoleKind
+    index: int
+    url: str
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def federate(pages: list[tuple[MetricsTarget, str]]) -> str:
+    """One Prometheus text exposition of every worker's samples (`client.scrape.parse_exposition`: what a scrape
+    keeps), each labelled with its worker's role and index; every sample keeps its name (typed `untyped`, so a
+    reader parses `<name>_total`, `_sum` and `_count` back as written)."""
+    by_name: dict[str, list[str]] = {}
+    for target, text in pages:
+        extra = {ROLE_LABEL: target.role, WORKER_LABEL: str(target.index)}
+        for name, labels, value in parse_exposition(text):
+            merged = {**labels, **extra}
+            body = ",".join(f'{k}="{_label(str(v))}"' for k, v in merged.items())
+            by_name.setdefault(name, []).append(f"{name}{{{body}}} {value!r}")
+    return "".join(f"# TYPE {name} untyped\n" + "".join(line + "\n" for line in lines)
+                   for name, lines in by_name.items())
+
+
+class FederatedMetrics:
+    """A loopback `/metrics` over a deployment's workers: each GET reads every worker's own `/metrics` (in parallel)
+    and answers their samples labelled by role and worker (:func:`federate`). A worker that does not answer makes
+    the scrape fail (502, naming it), as a single server's failed scrape does: never a partial deployment.
+    `prefix`: the workers' metric prefix (`LaunchSpec.metrics_prefix`), what the required-metrics gate asks for."""
+
+    def __init__(self, targets: list[MetricsTarget], prefix: str | None) -> None:
+        self.targets, self.prefix = targets, prefix
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(targets)), thread_name_prefix="llmsweep-federate")
+        federation = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                status, body = federation.page() if self.path == "/metrics" else (404, "not found\n")
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="llmsweep-federated-metrics",
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/metrics"
+
+    def _fetch(self, target: MetricsTarget) -> str:
+        with urllib.request.urlopen(target.url, timeout=_FETCH_TIMEOUT_S) as resp:
+            return str(resp.read().decode("utf-8", errors="replace"))
+
+    def page(self) -> tuple[int, str]:
+        """(HTTP status, body) of one federated scrape."""
+        fetched = [(t, self._pool.submit(self._fetch, t)) for t in self.targets]
+        pages: list[tuple[MetricsTarget, str]] = []
+        for target, future in fetched:
+            try:
+                pages.append((target, future.result()))
+            except Exception as exc:  # any failure of one worker's scrape fails this scrape, named
+                return 502, f"{target.role} worker {target.index} ({target.url}): {type(exc).__name__}: {exc}\n"
+        try:
+            return 200, federate(pages)
+        except ValueError as exc:  # a worker's page that is no Prometheus exposition
+            return 502, f"a worker's metrics could not be parsed: {exc}\n"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class RoleDeployment:
@@ -172,6 +284,8 @@ class RoleDeployment:
         """Every node a power sampler was started for, with the file it appends to."""
         self.sampler_problems: dict[str, str] = {}
         """Nodes whose sampler did not start, and what its log said."""
+        self.metrics: FederatedMetrics | None = None
+        """Every worker's `/metrics` as one scrape (started with the workers; None: no worker serves metrics)."""
 
     # -- start ------------------------------------------------------------------------------------------------------
     def start(self, *, startup_timeout_s: float | None, event: Callable[[str], None] | None = None) -> None:
@@ -192,6 +306,24 @@ class RoleDeployment:
                 say(f"{role.name} worker {worker.index} ready in {ready.seconds:.1f} s on "
                     f"{self.nodes[worker.nodes[0]].name} ({handle.base_url})")
         self._start_samplers(say)
+        self._federate(say)
+
+    def _federate(self, say: Callable[[str], None]) -> None:
+        """The workers' `/metrics` (each at its own launch's `metrics_path`) as one loopback endpoint."""
+        targets, prefixes = [], set()
+        for role, worker, handle in self.started:
+            spec = worker.spec
+            if role.kind == "router" or not spec.metrics_path:
+                continue
+            targets.append(MetricsTarget(role=role.kind, index=worker.index,
+                                         url=f"{handle.base_url.rstrip('/')}{spec.metrics_path}"))
+            prefixes.add(spec.metrics_prefix)
+        if not targets:
+            return
+        prefix = next(iter(prefixes)) if len(prefixes) == 1 else None
+        with shielded():  # held before a signal can arrive, so `stop` closes it
+            self.metrics = FederatedMetrics(targets, prefix)
+        say(f"server metrics: {len(targets)} worker(s) scraped through {self.metrics.url}")
 
     def _start_samplers(self, say: Callable[[str], None]) -> None:
         """One power-sampler step per node that runs a worker (`execute.node_power`): on the simulator it reads the
@@ -278,6 +410,9 @@ class RoleDeployment:
                 rc = code if rc is None else rc
             for sampler in self.samplers:  # last, so the samples cover the teardown; SIGTERM writes the node's file
                 sampler.stop(grace_s)
+            if self.metrics is not None:
+                self.metrics.stop()
+                self.metrics = None
         return rc
 
     def gone(self) -> bool:
@@ -317,9 +452,12 @@ class RoleDeployment:
                                   fix="check the role's launch (`llmsweep render --job ID`): its parallelism flags")
             ran = roles.setdefault(role.name, RanRole(role=role.kind, count=role.count,
                                                       gpus_per_worker=role.gpus_per_worker, workers=[]))
+            ep, batch = doc.get("ep"), doc.get("max_running_requests")
             ran.workers.append(RanWorker(index=worker.index, node=placed,
                                          reported_node=str(said_node) if said_node is not None else None,
-                                         url=handle.base_url, gpus=tp if isinstance(tp, int) else None))
+                                         url=handle.base_url, gpus=tp if isinstance(tp, int) else None,
+                                         ep=ep if isinstance(ep, int) else None,
+                                         max_running_requests=batch if isinstance(batch, int) else None))
         for ran in roles.values():
             if len(ran.workers) != ran.count:
                 raise LaunchError(f"{len(ran.workers)} of {ran.count} {ran.role} worker(s) started",

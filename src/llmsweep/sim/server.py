@@ -338,7 +338,8 @@ class SimServer:
         # `tp`: the GPUs of this engine, so a client can compute per-GPU figures without being told (`bench`).
         # `role`, `node`, `kv_transfer`: what this process serves as and where, read back into a disaggregated run's
         # provenance (the topology that ran, not the one planned).
-        return web.json_response({"version": __version__, "engine": "sim", "tp": self.config.tp,
+        return web.json_response({"version": __version__, "engine": "sim", "tp": self.config.tp, "ep": self.config.ep,
+                                  "max_running_requests": self.config.max_running_requests,
                                   "calibration": self.config.calibration_label(), "role": self.role.role,
                                   "node": self.node, "kv_transfer": self.link_label(),
                                   "kv_transfers": self.transfers,

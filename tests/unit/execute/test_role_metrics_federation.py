@@ -1,0 +1,95 @@
+"""The federated `/metrics` of a role-by-role deployment (`execute.roles.FederatedMetrics`), over loopback: every
+worker's samples, labelled with its role and index, parsed back by the client's scrape parser as written; a worker
+that does not answer fails the scrape (named), never a partial deployment."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from llmsweep.client.scrape import parse_exposition
+from llmsweep.execute.roles import FederatedMetrics, MetricsTarget
+
+PAGE = """# HELP sglang:num_running_reqs running
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m"} 3.0
+# HELP sglang:prompt_tokens prompt tokens
+# TYPE sglang:prompt_tokens counter
+sglang:prompt_tokens_total{model_name="m"} 120.0
+# HELP sglang:e2e_request_latency_seconds latency
+# TYPE sglang:e2e_request_latency_seconds histogram
+sglang:e2e_request_latency_seconds_bucket{le="1.0",model_name="m"} 2.0
+sglang:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 2.0
+sglang:e2e_request_latency_seconds_sum{model_name="m"} 1.5
+sglang:e2e_request_latency_seconds_count{model_name="m"} 2.0
+"""
+
+
+class _Page(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        data = PAGE.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def worker() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+def test_every_workers_samples_come_back_labelled_with_its_role_and_index(worker: str) -> None:
+    fed = FederatedMetrics([MetricsTarget("prefill", 0, worker), MetricsTarget("prefill", 1, worker),
+                            MetricsTarget("decode", 0, worker)], "sglang:")
+    try:
+        samples = parse_exposition(get(fed.url))
+    finally:
+        fed.stop()
+    alone = parse_exposition(PAGE)  # what scraping one worker keeps, names as written (buckets dropped)
+    assert len(samples) == 3 * len(alone)
+    for role, index in (("prefill", "0"), ("prefill", "1"), ("decode", "0")):
+        mine = [[n, {k: v for k, v in labels.items() if k not in ("role", "worker")}, value]
+                for n, labels, value in samples if (labels["role"], labels["worker"]) == (role, index)]
+        assert mine == alone
+    assert fed.prefix == "sglang:"
+
+
+def test_a_worker_that_does_not_answer_fails_the_scrape_and_is_named(worker: str) -> None:
+    gone = f"http://127.0.0.1:{closed_port()}/metrics"
+    fed = FederatedMetrics([MetricsTarget("prefill", 0, worker), MetricsTarget("decode", 0, gone)], "sglang:")
+    try:
+        with pytest.raises(urllib.error.HTTPError) as raised:
+            get(fed.url)
+        assert raised.value.code == 502
+        assert f"decode worker 0 ({gone})" in raised.value.read().decode()
+    finally:
+        fed.stop()
