@@ -27,7 +27,6 @@ import shlex
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
 from llmsweep.execute.node_power import READY_LINE
 from llmsweep.execute.pyxis import SrunLauncher
-from llmsweep.execute.ready import server_version, wait_ready
+from llmsweep.execute.ready import DIRECT, server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import shielded
 from llmsweep.power.deployment import NodePowerFiles, SampledWorker
@@ -238,7 +237,8 @@ class FederatedMetrics:
         return f"http://127.0.0.1:{self._server.server_address[1]}/metrics"
 
     def _fetch(self, target: MetricsTarget) -> str:
-        with urllib.request.urlopen(target.url, timeout=_FETCH_TIMEOUT_S) as resp:
+        # direct, never through a proxy the host sets (as the health checks and /version read-backs go)
+        with DIRECT.open(target.url, timeout=_FETCH_TIMEOUT_S) as resp:
             return str(resp.read().decode("utf-8", errors="replace"))
 
     def page(self) -> tuple[int, str]:

@@ -93,3 +93,17 @@ def test_a_worker_that_does_not_answer_fails_the_scrape_and_is_named(worker: str
         assert f"decode worker 0 ({gone})" in raised.value.read().decode()
     finally:
         fed.stop()
+
+
+def test_workers_are_read_direct_past_a_proxy_the_host_sets(worker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A login node with HTTP_PROXY set: the workers are on the allocation's nodes, which NO_PROXY rarely lists."""
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{closed_port()}")  # nothing listens there
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    fed = FederatedMetrics([MetricsTarget("decode", 0, worker)], "sglang:")
+    try:
+        status, body = fed.page()
+    finally:
+        fed.stop()
+    assert status == 200, body
