@@ -5,14 +5,14 @@ that does not answer fails the scrape (named), never a partial deployment."""
 from __future__ import annotations
 
 import socket
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from support.loopback import serving
 
 from llmsweep.client.scrape import parse_exposition
 from llmsweep.execute.roles import FederatedMetrics, MetricsTarget
@@ -46,14 +46,8 @@ class _Page(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def worker() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Page) as url:
+        yield f"{url}/metrics"
 
 
 def closed_port() -> int:
