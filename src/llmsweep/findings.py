@@ -17,8 +17,10 @@ class Severity(StrEnum):
     WARNING = "warning"
 
 
-def _visible(text: str) -> str:
-    """`text` with every non-printable character escaped as Python would (`\\n`, `\\r`, `\\x1b`)."""
+def visible_text(text: str) -> str:
+    """`text` with every non-printable character escaped as Python would (`\\n`, `\\r`, `\\x1b`): the one way text
+    from outside (a recipe value, a node's log line) is shown on a terminal or put after `# ` in a script, where a
+    control character could move the cursor, clear a line or start a line that reads as something else."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
@@ -60,8 +62,8 @@ class Finding(BaseModel):
         line or start a line that reads as another finding."""
         head = f"{self.location()}: {self.severity.value} [{self.rule}]"
         if self.path:
-            head += f" {_visible(self.path)}"
-        text = f"{head}: {_visible(self.message)}"
+            head += f" {visible_text(self.path)}"
+        text = f"{head}: {visible_text(self.message)}"
         if self.jobs:
             text += f"\n  job: {', '.join(self.jobs[:JOBS_SHOWN])}"
             if len(self.jobs) > JOBS_SHOWN:

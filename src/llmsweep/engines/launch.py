@@ -63,7 +63,9 @@ def secret_reference(name: str) -> str | None:
 def comment_text(text: str) -> str:
     """Text safe to put after `# ` in a shell script: newlines and other control characters escaped, so a value
     cannot end the comment and start a command."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    from llmsweep.findings import visible_text
+
+    return visible_text(text)
 
 
 def is_secret_name(name: str, extra_secret: frozenset[str] | set[str] = frozenset()) -> bool:

@@ -41,6 +41,7 @@ from llmsweep.execute.pyxis import (
     write_node_launch,
 )
 from llmsweep.execute.signals import Interrupted, hurried, interrupt, shielded, taken_over
+from llmsweep.findings import visible_text
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -506,7 +507,8 @@ def time_limit_warning(group: ServerGroup, time_limit: str) -> str | None:
 class _LogRelay:
     """The new lines of a file the node appends to (the worker's stderr on the shared filesystem), from where the
     last call stopped; a line still being written waits for its newline (or for `final`). A line that redraws
-    itself (`\\r`) is taken as it was last drawn; long lines are cut, and a flood is summarised."""
+    itself (`\\r`) is taken as it was last drawn; control characters are shown escaped (`findings.visible_text`); long
+    lines are cut, and a flood is summarised."""
 
     MAX_READ = 1 << 20
     MAX_LINES = 200
@@ -540,7 +542,7 @@ class _LogRelay:
             drawn = [part for part in raw.decode("utf-8", errors="replace").split("\r") if part.strip()]
             if not drawn:
                 continue
-            line = drawn[-1].rstrip()
+            line = visible_text(drawn[-1].rstrip())  # a node's log reaches this terminal: no escape sequences
             out.append(line if len(line) <= self.MAX_CHARS else line[: self.MAX_CHARS] + " …")
         if len(out) > self.MAX_LINES:
             out = [*out[: self.MAX_LINES - 1], f"… {len(out) - self.MAX_LINES + 1} more line(s) in {self.path}"]

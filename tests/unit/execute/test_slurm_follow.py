@@ -59,6 +59,13 @@ def test_the_relay_passes_on_complete_lines_as_the_file_grows(tmp_path: Path) ->
     assert relay.lines(final=True) == ["last words"]  # the batch job ended: what it left without a newline too
 
 
+def test_a_relayed_line_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    """An engine's log on a node can carry colour codes or a clear-line: relayed to this terminal they are escaped."""
+    path = tmp_path / "slurm-42.err"
+    path.write_bytes(b"\x1b[2K\x1b[31mERROR\x1b[0m engine died\x07\n")
+    assert _LogRelay(path).lines() == ["\\x1b[2K\\x1b[31mERROR\\x1b[0m engine died\\x07"]
+
+
 def test_a_flood_of_lines_is_summarised(tmp_path: Path) -> None:
     path = tmp_path / "slurm-42.err"
     path.write_text("".join(f"line {i}\n" for i in range(1000)))
