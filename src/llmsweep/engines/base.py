@@ -16,7 +16,7 @@ import json
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from llmsweep.catalog.engines import EngineInfo, get_engine, known_flags
 from llmsweep.catalog.images import parse_image
@@ -235,13 +235,31 @@ def relaunches_for_eval(job: Job) -> bool:
     return bool(job.run_eval and synthetic_acceptance(job) is not None)  # never an eval-only job: it pins none
 
 
-def topology(job: Job) -> tuple[int, int, int, bool, int, int]:
-    """(tp, pp, ep, dp-attn, dcp, pcp) of the server this adapter launches (a multinode job: its decode worker)."""
+class Parallelism(NamedTuple):
+    """One pool's parallelism: an aggregated job's server, or a disaggregated job's prefill or decode worker."""
+
+    tp: int
+    pp: int
+    ep: int
+    dp_attn: bool
+    dcp: int
+    pcp: int
+
+
+def pools(job: Job) -> dict[str, Parallelism]:
+    """Each pool's parallelism by role: `server` (an aggregated job), else `prefill` then `decode`. The one place
+    that reads a job's parallelism knobs; everything else derives from it."""
     if job.tp is not None:
-        return (job.tp, job.pp or 1, job.ep or 1, bool(job.dp_attn), job.dcp_size or 1, job.pcp_size or 1)
-    worker = job.decode
-    assert worker is not None, "a job has either tp or workers"
-    return (worker.tp, worker.pp, worker.ep, worker.dp_attn, worker.dcp_size, worker.pcp_size)
+        return {"server": Parallelism(job.tp, job.pp or 1, job.ep or 1, bool(job.dp_attn), job.dcp_size or 1,
+                                      job.pcp_size or 1)}
+    workers = {role: w for role, w in (("prefill", job.prefill), ("decode", job.decode)) if w is not None}
+    assert workers, "a job has either tp or workers"
+    return {role: Parallelism(w.tp, w.pp, w.ep, w.dp_attn, w.dcp_size, w.pcp_size) for role, w in workers.items()}
+
+
+def topology(job: Job) -> Parallelism:
+    """The parallelism of the server this adapter launches (a multinode job: its decode worker)."""
+    return list(pools(job).values())[-1]
 
 
 class Adapter(ABC):

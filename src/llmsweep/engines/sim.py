@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from llmsweep.catalog.precision import known_names, weight_format
 from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_for
-from llmsweep.engines.base import Adapter, Derived, RoleContext, agentic_conc, norm_flag, topology
+from llmsweep.engines.base import Adapter, Derived, RoleContext, agentic_conc, norm_flag, pools, topology
 from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
 from llmsweep.errors import LlmsweepError
 from llmsweep.plan.job import Job
@@ -63,14 +63,12 @@ def unmodelled(job: Job) -> list[str]:
     """What the job sets that the simulator does not model (it predicts the job as if those were off): DP attention,
     pipeline, decode- and prefill-context parallelism, of the server or of either pool of a disaggregated job. A
     result records them (`provenance.unmodelled`), so its planned label is never read as modelled."""
-    workers = [w for w in (job.prefill, job.decode) if w is not None] if job.tp is None else []
-    sets = [(job.dp_attn, job.pp, job.dcp_size, job.pcp_size)] if job.tp is not None else [
-        (w.dp_attn, w.pp, w.dcp_size, w.pcp_size) for w in workers]
     out: list[str] = []
-    for dp_attn, pp, dcp, pcp in sets:
-        out += (["DP attention"] if dp_attn else []) + ([f"pipeline parallelism (pp {pp})"] if (pp or 1) > 1 else []) \
-            + ([f"decode context parallelism (dcp {dcp})"] if (dcp or 1) > 1 else []) \
-            + ([f"prefill context parallelism (pcp {pcp})"] if (pcp or 1) > 1 else [])
+    for pool in pools(job).values():
+        out += (["DP attention"] if pool.dp_attn else []) \
+            + ([f"pipeline parallelism (pp {pool.pp})"] if pool.pp > 1 else []) \
+            + ([f"decode context parallelism (dcp {pool.dcp})"] if pool.dcp > 1 else []) \
+            + ([f"prefill context parallelism (pcp {pool.pcp})"] if pool.pcp > 1 else [])
     return list(dict.fromkeys(out))
 
 

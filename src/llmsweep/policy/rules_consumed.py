@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmsweep.engines import adapter_for
-from llmsweep.engines.base import Conflict, norm_flag
+from llmsweep.engines.base import Conflict, norm_flag, pools
 from llmsweep.engines.launch import is_secret_name
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
@@ -200,13 +200,9 @@ def topology_unsupported(ctx: Context) -> Iterator[Finding]:
         if job.engine in (None, "sim"):
             continue
         adapter = adapter_for(job)
-        servers: list[tuple[tuple[str, ...], int, int, int]] = []
-        if job.tp is not None:
-            servers.append(((), job.pp or 1, job.dcp_size or 1, job.pcp_size or 1))
-        for pool, worker in (("prefill", job.prefill), ("decode", job.decode)):
-            if worker is not None:
-                servers.append(((pool,), worker.pp, worker.dcp_size, worker.pcp_size))
-        for where, pp, dcp, pcp in servers:
+        for role, pool in pools(job).items():
+            where: tuple[str, ...] = () if role == "server" else (role,)
+            pp, dcp, pcp = pool.pp, pool.dcp, pool.pcp
             for field, size, ok in (("pp", pp, adapter.supports_pp), ("dcp-size", dcp, adapter.supports_dcp),
                                     ("pcp-size", pcp, adapter.supports_pcp)):
                 if size > 1 and not ok:
