@@ -79,11 +79,11 @@ def test_an_export_of_several_runs_imports_as_those_runs(two_runs: tuple[Path, l
     assert "imported 4 row(s)" in out and all(i in out for i in ids)
     runs = json.loads(_cli("results", "runs", "--json", "--store", fresh).stdout)
     assert sorted(r["run_id"] for r in runs) == sorted(ids) and [r["results"] for r in runs] == [2, 2]
-    listed = json.loads(_cli("results", "list", "--json", "--store", fresh).stdout)
+    listed = json.loads(_cli("results", "list", "--all", "--json", "--store", fresh).stdout)
     assert sorted(p["run_id"] for p in listed) == sorted(ids * 2)
     again = _cli("results", "import", path, "--store", fresh).stdout  # importing again replaces, never doubles
     assert "imported 4 row(s)" in again
-    assert len(json.loads(_cli("results", "list", "--json", "--store", fresh).stdout)) == 4
+    assert len(json.loads(_cli("results", "list", "--all", "--json", "--store", fresh).stdout)) == 4
 
 
 def test_an_export_imported_into_the_store_it_came_from_never_replaces_its_runs(
@@ -93,13 +93,13 @@ def test_an_export_imported_into_the_store_it_came_from_never_replaces_its_runs(
     shutil.copyfile(shared, store)  # the module's store serves the other tests as it is
     path = tmp_path / "all.json"
     _export(store, "json", path)
-    before = json.loads(_cli("results", "list", "--json", "--store", store).stdout)
+    before = json.loads(_cli("results", "list", "--all", "--json", "--store", store).stdout)
     out = _cli("results", "import", path, "--store", store).stdout
     runs = {r["run_id"]: r for r in json.loads(_cli("results", "runs", "--json", "--store", store).stdout)}
     copies = [rid for rid in runs if rid.startswith("import:all-")]
     assert sorted(c.rsplit(":", 1)[1] for c in copies) == sorted(ids) and all(c in out for c in copies)
     assert all(runs[i]["origin"] == "llmsweep" for i in ids)
-    after = json.loads(_cli("results", "list", "--json", "--store", store).stdout)
+    after = json.loads(_cli("results", "list", "--all", "--json", "--store", store).stdout)
     assert [p for p in after if p["run_id"] in ids] == before  # the runs of ours are as they were
 
 
@@ -131,7 +131,7 @@ def test_an_inferencex_export_publishes_only_valid_measured_points(two_runs: tup
                                                      for r in simulated]))
     fresh = tmp_path / "fresh.sqlite"
     _cli("results", "import", tmp_path / "every.json", "--store", fresh)
-    back = json.loads(_cli("results", "list", "--json", "--store", fresh).stdout)
+    back = json.loads(_cli("results", "list", "--all", "--json", "--store", fresh).stdout)
     assert {(p["source"], p["verdict"]) for p in back} == {("simulated", "invalid")}
 
 
@@ -154,7 +154,7 @@ def test_an_imported_multinode_row_exports_again_as_it_was_published(tmp_path: P
     (tmp_path / "agg_bmk.json").write_text(json.dumps([row]))
     store = tmp_path / "store.sqlite"
     _cli("results", "import", tmp_path / "agg_bmk.json", "--store", store)
-    (listed,) = json.loads(_cli("results", "list", "--json", "--store", store).stdout)
+    (listed,) = json.loads(_cli("results", "list", "--all", "--json", "--store", store).stdout)
     assert listed["gpus"] == 24  # 8 prefill + 16 decode GPUs, not tp 1
     assert listed["output_tput_per_gpu"] == 1800.0 * 16 / 24  # llmsweep's meaning: every GPU of the deployment
 

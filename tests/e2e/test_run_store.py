@@ -70,7 +70,7 @@ def test_an_interrupted_sweep_keeps_its_completed_jobs_in_the_store(tmp_path: Pa
         if proc.poll() is None:
             proc.kill()
     assert rc == 130, log.read_text()[-3000:]
-    listed = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "results", "list", "--json", "--store",
+    listed = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "results", "list", "--all", "--json", "--store",
                              str(store)], capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)

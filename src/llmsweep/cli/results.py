@@ -49,15 +49,22 @@ def ingest(runs: tuple[Path, ...], store_path: Path | None) -> None:
 
 @results.command("list")
 @option("run_id")
+@click.option("--all", "every", is_flag=True, help="Every stored result, of every run (not the runs).")
 @json_option()
 @store_option()
-def list_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> None:
-    """Runs in the store, or the results of one run (`--json` without `--run`: every stored result)."""
+def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | None) -> None:
+    """Runs in the store; the results of one run (`--run`); or every stored result (`--all`). `--json` prints
+    the same rows as the table."""
     from llmsweep.results.point import describe
 
+    if every and run_id is not None:
+        raise click.UsageError("--all lists every run's results and --run one run's: give one of them")
     with _open(store_path) as store:
-        if run_id is None and not as_json:
-            _print_runs(store)
+        if run_id is None and not every:
+            if as_json:
+                _runs_json(store)
+            else:
+                _print_runs(store)
             return
         points = store.results(run_id)  # runs in the order they were stored; in a run, by series then concurrency
         runs = {r: i for i, r in enumerate(dict.fromkeys(p.run_id for p in points))}
@@ -74,13 +81,17 @@ def list_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> None
 @store_option()
 def runs_cmd(as_json: bool, store_path: Path | None) -> None:
     """Runs in the store (ours and imported ones), with result counts and sources."""
-    from dataclasses import asdict
-
     with _open(store_path) as store:
         if as_json:
-            click.echo(json.dumps([asdict(r) for r in store.runs()], indent=1))
+            _runs_json(store)
         else:
             _print_runs(store)
+
+
+def _runs_json(store: Any) -> None:
+    from dataclasses import asdict
+
+    click.echo(json.dumps([asdict(r) for r in store.runs()], indent=1))
 
 
 def _print_runs(store: Any) -> None:

@@ -44,6 +44,24 @@ def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Pa
     assert json.loads(_run("results", "evals", "--json")) == []
 
 
+def test_list_json_prints_the_rows_its_table_shows(make_run, store_path: Path) -> None:
+    """`results list` shows runs, so its `--json` lists runs too (it used to list every stored result); every
+    result of every run is `--all`, in the table as in JSON."""
+    for rid in ("run1", "run2"):
+        _run("results", "ingest", str(make_run(rid, concs=(1, 4)).path))
+    table = _run("results", "list")
+    assert "runs in" in table and "run1" in table and "run2" in table
+    runs = json.loads(_run("results", "list", "--json"))
+    assert runs == json.loads(_run("results", "runs", "--json"))
+    assert sorted(r["run_id"] for r in runs) == ["run1", "run2"] and all(r["results"] == 2 for r in runs)
+    every = json.loads(_run("results", "list", "--all", "--json"))
+    assert [(r["run_id"], r["conc"]) for r in every] == [("run1", 1), ("run1", 4), ("run2", 1), ("run2", 4)]
+    rows = [line for line in _run("results", "list", "--all").splitlines() if line.startswith("│")]
+    assert len(rows) == 4, rows
+    res = CliRunner().invoke(cli, ["results", "list", "--all", "--run", "run1"])
+    assert res.exit_code == 2 and "give one of them" in res.output
+
+
 def test_a_runs_results_are_listed_by_series_then_concurrency_as_numbers(make_run, store_path: Path) -> None:
     """Job folders sort as strings (conc12 before conc2); the list sorts by concurrency as a number."""
     run = make_run("run1", concs=(12, 1, 2, 16))
