@@ -52,6 +52,8 @@ class Column:
 _EDGE = 1
 _PER_COLUMN = 3  # a space of padding each side, and a rule
 _KEY_MIN = 20
+_SEGMENT = re.compile(r"[^_…\-]*[_…\-]|[^_…\-]+$")
+"""A job id's segments, each with the `_`, `-` or `…` that ends it."""
 _ID = re.compile(r"^(?P<head>.+?)_(?P<hash>[0-9a-f]{12})(?P<repeat>-repeat\d+)?$")
 
 
@@ -170,6 +172,8 @@ def _table(title: str, columns: Sequence[Column], texts: list[list[Text]], index
             cell = row[i].copy()
             if columns[i].kind == "number":
                 cell.no_wrap = True
+            elif columns[i].kind == "key" and cell.cell_len > widths[i]:
+                cell = _break_at_segments(cell, widths[i])
             cells.append(cell)
         table.add_row(*cells)
     return table
@@ -182,3 +186,20 @@ def print_tables(title: str, columns: Sequence[Column], rows: Sequence[Sequence[
     console = console or table_console()
     for table in fit_tables(title, columns, rows, width=console.width, short_keys=short_keys, caption=caption):
         console.print(table)
+
+
+def _break_at_segments(cell: Text, width: int) -> Text:
+    """A key wider than its column, broken into lines after its segments' `_`, `-` or `…` rather than mid-word (rich
+    wraps at spaces only, and a job id has none: it folded `qwen3.5_tp8_co` / `nc4_kvnone…`). A segment wider than
+    the column still folds."""
+    from rich.text import Text
+
+    lines: list[str] = []
+    line = ""
+    for piece in _SEGMENT.findall(cell.plain):
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    lines.append(line)
+    return Text("\n".join(lines), style=cell.style)

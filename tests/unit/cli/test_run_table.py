@@ -91,3 +91,22 @@ def test_rows_of_one_recipe_are_told_apart() -> None:
     assert job_labels(ids[:2], dict.fromkeys(ids, "qwen3.5_1024_1024")) == [
         "qwen3.5_1024_1024…conc4_b7e6f7ef7631", "qwen3.5_1024_1024…conc8_b7e6f7ef7631"]
     assert job_labels([ids[0], ids[0] + "-repeat2"])[1].endswith("…b7e6f7ef7631-repeat2")
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_a_folded_job_label_breaks_between_its_segments(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a narrow terminal the shortened id still needs several lines: they break after a `_`, `-` or `…`, never
+    inside a segment (it read `qwen3.5_tp8_co` / `nc4_kvnone_spec-…`)."""
+    text = _render(width, monkeypatch)
+    segments = set(re.split(r"[_…\-]", "qwen3.5_tp8_conc4_kvnone_spec-mtp…79501af65b18"))
+    key_lines = [re.split(r"[│┃]", line)[1].strip() for line in text.splitlines() if line.startswith(("│", "┃"))]
+    conc4 = next(i for i, cell in enumerate(key_lines) if cell.startswith("qwen3.5_tp8_conc4"))
+    lines = [key_lines[conc4]]
+    for cell in key_lines[conc4 + 1:]:
+        if not cell or cell.startswith("qwen3.5_"):
+            break
+        lines.append(cell)
+    assert len(lines) > 1, text  # the label does not fit on one line at this width
+    assert "".join(lines) == "qwen3.5_tp8_conc4_kvnone_spec-mtp…79501af65b18", lines
+    for cell in lines:
+        assert all(piece in segments for piece in re.split(r"[_…\-]", cell) if piece), (cell, text)
