@@ -51,7 +51,7 @@ def test_a_request_through_the_router_waits_for_the_modelled_kv_transfer_and_dec
             prompt = usage["prompt_tokens"]
             expected = transfer_seconds(prompt, decode.kv_bytes_per_token, LINK)
             assert expected > 0.1  # a transfer long enough to see: 3,000 tokens of KV over 0.5 GB/s
-            assert decode.transfers == 1 and abs(decode.transfer_seconds - expected) < 1e-6
+            assert decode.kv.transfers == 1 and abs(decode.kv.seconds - expected) < 1e-6
             assert first is not None and first >= expected  # ... and its first token came after the KV arrived
             # The prefill worker computed the prompt once, with one output token; the decode worker found the
             # arrived blocks in its pool and computed at most the prompt's last partial block.

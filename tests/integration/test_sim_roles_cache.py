@@ -62,7 +62,7 @@ def test_transferred_kv_is_not_a_cache_hit_and_a_repeated_prompt_reports_the_pre
                 usage = await usage_of(http, url, prompt, stream=i % 2 == 0)
                 assert usage["prompt_tokens"] > 4 * bs and usage["completion_tokens"] == 4
                 assert usage["prompt_tokens_details"]["cached_tokens"] == 0, usage
-            assert decode.transfers == len(prompts)
+            assert decode.kv.transfers == len(prompts)
             assert decode.core.counters.computed_prompt_tokens < len(prompts) * bs  # the KV did arrive and was used
             # A repeated prompt: the prefill worker finds its full blocks in its prefix cache, and that is what the
             # client sees (the decode worker's own lookup of the arrived blocks is not reported).

@@ -21,6 +21,7 @@ class PDDeployment:
     prefill: SimServer
     decode: SimServer
     decode_url: str
+    prefill_url: str
 
 
 @asynccontextmanager
@@ -36,4 +37,4 @@ async def pd_deployment(engine: Mapping[str, Any], link: RoleConfig) -> AsyncIte
         router = PDRouter([urls[0]], [urls[1]], kv_transfer=link.kv_transfer or "nixl")
         runner, port = await start_router(router, "127.0.0.1", 0)
         stack.push_async_callback(runner.cleanup)
-        yield PDDeployment(f"http://127.0.0.1:{port}", prefill, decode, urls[1])
+        yield PDDeployment(f"http://127.0.0.1:{port}", prefill, decode, urls[1], urls[0])

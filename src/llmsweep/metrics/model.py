@@ -563,15 +563,17 @@ class RoleMetrics(_Block):
     kv_usage_mean: float | None = Field(default=None, description="KV-pool usage (0-1), mean over the workers.")
     kv_usage_max: float | None = None
     prealloc_queue_mean: float | None = Field(
-        default=None, description="Decode: requests waiting for KV blocks before their transfer, summed over workers.")
+        default=None, description="Decode: requests waiting for KV blocks before their transfer, summed over workers "
+        "(null for the live simulator's decode worker, which reserves no blocks before a transfer).")
     prealloc_queue_max: float | None = None
     prompt_tokens: float | None = Field(default=None, description="Prompt tokens the role took in over the window.")
     generation_tokens: float | None = None
     kv_transfers: float | None = Field(default=None, description="Decode: KV transfers completed in the window.")
     kv_transfer_s_mean: float | None = Field(
-        default=None, description="Decode: mean seconds from KV-block reservation to the KV's arrival (queueing on "
-        "the NICs included).")
-    kv_transfer_bytes: float | None = None
+        default=None, description="Decode: mean seconds from a transfer's start to the KV's arrival (virtual time: "
+        "from KV-block reservation, queueing on the NICs included; the live simulator: its modelled link time).")
+    kv_transfer_bytes: float | None = Field(default=None, description="Decode: bytes of KV that arrived in the "
+                                            "window (prompt tokens x the model's KV bytes per token).")
 
 
 class RoleBlock(_Open):

@@ -4,13 +4,19 @@ What ran is read back from the run's provenance (`provenance.topology`, written 
 simulator's disaggregated model today); what each role did over the profiling window is read from the server-metric
 scrapes, whose series carry a `role` label per worker (`llmsweep.sim.disagg`). A run without a disaggregated topology
 gets neither block.
+
+The KV-transfer series a decode worker exports beside its engine series are defined here once (:data:`KV_PREALLOC`,
+:data:`KV_IN_FLIGHT`, :data:`KV_SECONDS`, :data:`KV_BYTES`): the virtual-time workers (`sim.disagg`) and the live
+simulator's decode worker (`sim.server`) export them under these names, and :func:`role_metrics` reads them back.
+No engine agrees on one spelling, so the names are under `llmsweep:`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llmsweep.metrics.server import ServerWindow, _iter_scrapes
 
@@ -19,9 +25,42 @@ RUNNING = ("sglang:num_running_reqs", "vllm:num_requests_running")
 KV_USAGE = ("sglang:token_usage", "vllm:kv_cache_usage_perc")
 PROMPT = ("sglang:prompt_tokens_total", "vllm:prompt_tokens_total")
 GENERATION = ("sglang:generation_tokens_total", "vllm:generation_tokens_total")
-PREALLOC = "llmsweep:disagg_prealloc_queue_reqs"
-TRANSFER_S = "llmsweep:kv_transfer_seconds"
-TRANSFER_BYTES = "llmsweep:kv_transfer_bytes_total"
+
+
+@dataclass(frozen=True)
+class SeriesDef:
+    """One Prometheus metric family: its name, type and help text. A counter's sample is `<name>_total`, a summary's
+    are `<name>_sum` and `<name>_count` (as prometheus_client writes them and the scrape keeps them)."""
+
+    name: str
+    kind: Literal["gauge", "counter", "summary"]
+    help: str
+
+    @property
+    def total(self) -> str:
+        assert self.kind == "counter", self
+        return self.name + "_total"
+
+    @property
+    def sum(self) -> str:
+        assert self.kind == "summary", self
+        return self.name + "_sum"
+
+    @property
+    def count(self) -> str:
+        assert self.kind == "summary", self
+        return self.name + "_count"
+
+
+KV_PREALLOC = SeriesDef("llmsweep:disagg_prealloc_queue_reqs", "gauge",
+                        "Requests waiting for decode-side KV blocks before their KV transfer starts.")
+KV_IN_FLIGHT = SeriesDef("llmsweep:disagg_transfer_queue_reqs", "gauge",
+                         "KV transfers into this decode worker that have started and not yet arrived.")
+KV_SECONDS = SeriesDef("llmsweep:kv_transfer_seconds", "summary",
+                       "KV transfers into this decode worker that arrived (_count) and the seconds they took from "
+                       "their start to the KV's arrival (_sum).")
+KV_BYTES = SeriesDef("llmsweep:kv_transfer_bytes", "counter",
+                     "Bytes of KV that arrived on this decode worker (prompt tokens x the model's KV bytes per token).")
 DEPLOYMENT_KEYS = ("disaggregated", "nodes", "gpus", "gpus_per_node", "kv_transfer", "router_policy", "links")
 
 
@@ -59,16 +98,16 @@ def role_metrics(w: ServerWindow, role: str) -> dict[str, Any]:
     queue_mean, queue_max = _gauges(w, QUEUE, role)
     running_mean, running_max = _gauges(w, RUNNING, role)
     kv_mean, kv_max = _usage(w, role)
-    prealloc_mean, prealloc_max = _gauges(w, (PREALLOC,), role)
-    seconds = w.counter(TRANSFER_S + "_sum", where=where)
-    count = w.counter(TRANSFER_S + "_count", where=where)
+    prealloc_mean, prealloc_max = _gauges(w, (KV_PREALLOC.name,), role)
+    seconds = w.counter(KV_SECONDS.sum, where=where)
+    count = w.counter(KV_SECONDS.count, where=where)
     return {
         "queue_mean": queue_mean, "queue_max": queue_max, "running_mean": running_mean, "running_max": running_max,
         "kv_usage_mean": kv_mean, "kv_usage_max": kv_max,
         "prealloc_queue_mean": prealloc_mean, "prealloc_queue_max": prealloc_max,
         "prompt_tokens": w.counter(*PROMPT, where=where), "generation_tokens": w.counter(*GENERATION, where=where),
         "kv_transfers": count, "kv_transfer_s_mean": seconds / count if seconds is not None and count else None,
-        "kv_transfer_bytes": w.counter(TRANSFER_BYTES, where=where),
+        "kv_transfer_bytes": w.counter(KV_BYTES.total, where=where),
     }
 
 

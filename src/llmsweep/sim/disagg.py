@@ -20,8 +20,9 @@ prefill:
 :class:`DisaggPredictor` drives the whole deployment with the same discrete-event interpreter of lane programs the
 aggregated predictor runs (:class:`~llmsweep.sim.predict.Predictor`), so records, scrapes and summaries look exactly
 like a measured disaggregated run's. Every scrape carries each worker's engine series labelled with its ``role`` and
-``worker``, plus the transfer series of the deployment (pre-allocation and transfer queues, transfer seconds and
-bytes; names under ``llmsweep:``, as no engine agrees on one spelling).
+``worker``, plus each decode worker's KV-transfer series (pre-allocation and transfer queues, transfer seconds and
+bytes: defined once in `metrics.roles`, exported through `sim.metrics.emit_kv_transfers`, as the live decode worker
+exports them).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.kv import BlockHashes
-from llmsweep.sim.metrics import CoreCollector, MetricsStyle
+from llmsweep.sim.metrics import CoreCollector, KvTransfers, MetricsStyle, kv_transfer_rows
 from llmsweep.sim.perf import Batch
 from llmsweep.sim.predict import _ARRIVAL, _SLEEP, _STEP, _SUBMIT, _WAKE, Predictor, _Task
 
@@ -50,16 +51,6 @@ RoleName = Literal["prefill", "decode"]
 RouterPolicy = Literal["round_robin", "least_load"]
 _XFER = _SLEEP + 1  # event kinds continue the predictor's (`sim.predict`)
 """Event kind: a KV transfer completed (the payload is the hand-off)."""
-
-TRANSFER_METRICS = {
-    "prealloc": "llmsweep:disagg_prealloc_queue_reqs",
-    "transfer": "llmsweep:disagg_transfer_queue_reqs",
-    "seconds": "llmsweep:kv_transfer_seconds",
-    "bytes": "llmsweep:kv_transfer_bytes",
-}
-"""Series a simulated disaggregated deployment exports beside each worker's engine series: requests waiting for
-decode-side KV blocks, transfers in flight (gauges, per decode worker), seconds and bytes transferred (counters,
-`_sum`/`_count` and `_total`)."""
 
 
 class Link(BaseModel):
@@ -194,10 +185,8 @@ class Worker:
     nic_free: float = 0.0
     """When the worker's NICs finish the transfers already queued on them."""
     prealloc: deque[_Handoff] = field(default_factory=deque)
-    arriving: int = 0
-    transfer_seconds: float = 0.0
-    transfers: int = 0
-    transfer_bytes: float = 0.0
+    kv: KvTransfers = field(default_factory=KvTransfers)
+    """Decode: KV transfers into this worker (in flight from block reservation to arrival; its transfer series)."""
     shortest_step: float = 0.0
     """A lower bound on any decode step's time here: one sequence at the shortest context (step times grow with the
     batch and its context)."""
@@ -260,7 +249,7 @@ class Cluster:
         return picks[0], picks[1]
 
     def has_work(self) -> bool:
-        return any(w.core.has_work() or w.prealloc or w.arriving for w in self.workers)
+        return any(w.core.has_work() or w.prealloc or w.kv.in_flight for w in self.workers)
 
     def drained(self) -> bool:
         """Nothing running, waiting, queued for KV or in transfer anywhere (InferenceX's drain condition)."""
@@ -272,17 +261,13 @@ class Cluster:
             w.nic_free = 0.0
 
     def scrape_samples(self) -> list[list[Any]]:
-        """Every worker's engine series labelled with its role and index, and the transfer series."""
+        """Every worker's engine series labelled with its role and index; each decode worker's KV-transfer series."""
         out: list[list[Any]] = []
         for w in self.workers:
             extra = {"role": w.role, "worker": str(w.index)}
             out += [[name, {**labels, **extra}, value] for name, labels, value in w.collector.samples()]
             if w.role == "decode":
-                out += [[TRANSFER_METRICS["prealloc"], extra, float(len(w.prealloc))],
-                        [TRANSFER_METRICS["transfer"], extra, float(w.arriving)],
-                        [TRANSFER_METRICS["seconds"] + "_sum", extra, w.transfer_seconds],
-                        [TRANSFER_METRICS["seconds"] + "_count", extra, float(w.transfers)],
-                        [TRANSFER_METRICS["bytes"] + "_total", extra, w.transfer_bytes]]
+                out += kv_transfer_rows(w.kv, extra, prealloc=len(w.prealloc))
         return out
 
     def counters(self) -> dict[str, Any]:
@@ -357,7 +342,7 @@ class DisaggPredictor(Predictor):
         core = worker.core
         bs = core.block_size
         while worker.prealloc:
-            if len(core.running) + len(core.waiting) + worker.arriving >= core.config.max_running_requests:
+            if len(core.running) + len(core.waiting) + worker.kv.in_flight >= core.config.max_running_requests:
                 return
             h = worker.prealloc[0]
             blocks = core.pool.allocate(-(-h.prompt_len // bs))
@@ -365,7 +350,7 @@ class DisaggPredictor(Predictor):
                 return
             worker.prealloc.popleft()
             h.blocks = blocks
-            worker.arriving += 1
+            worker.kv.start()
             source = cluster.prefill[h.prefill]
             start = max(now, source.nic_free, worker.nic_free)
             end = start + cluster.transfer_time(h.prompt_len, h.prefill, d)
@@ -380,10 +365,7 @@ class DisaggPredictor(Predictor):
         core = worker.core
         self.cluster.prefill[h.prefill].core.pool.release(h.held)
         h.held = []
-        worker.arriving -= 1
-        worker.transfers += 1
-        worker.transfer_seconds += now - h.started
-        worker.transfer_bytes += h.nbytes
+        worker.kv.arrived(now - h.started, h.nbytes)
         r = core.adopt(h.prompt_len, h.hashes, h.max_tokens, h.blocks, now=now, cached_tokens=h.cached_tokens,
                        owner=(h.task, h.record, h.record["chunk_times"], h.record["chunk_tokens"]))
         t_abs = self.start_time + now
@@ -546,7 +528,6 @@ def drain_wait_s() -> float:
 __all__ = [
     "DRAIN_POLLS",
     "DRAIN_POLL_S",
-    "TRANSFER_METRICS",
     "Cluster",
     "DisaggConfig",
     "DisaggPredictor",

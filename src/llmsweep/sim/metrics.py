@@ -4,16 +4,22 @@ The names are the ones real engines export and the client's server-metrics adapt
 and waiting requests, KV usage, prompt/generation token counters, prefix-cache hits by source (device vs host tier),
 preemptions, and speculative-decoding counters from which a read-back gate computes the realised acceptance length
 (vLLM: 1 + accepted / drafts; SGLang: generation tokens / verify calls).
+
+A decode worker of a disaggregated deployment also exports the KV-transfer series (`metrics.roles`, their one home)
+from its :class:`KvTransfers`, through :func:`emit_kv_transfers`: the virtual-time workers (`sim.disagg`) into their
+scrape rows, the live decode worker (`sim.server`) through a :class:`KvTransferCollector` on its `/metrics`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
+from llmsweep.metrics.roles import KV_BYTES, KV_IN_FLIGHT, KV_PREALLOC, KV_SECONDS
 from llmsweep.sim.core import EngineCore
 
 MetricsStyle = Literal["sglang", "vllm", "both"]
@@ -41,6 +47,11 @@ class _Families:
             c.add_metric([*labels.values(), label], value)
         self.families.append(c)
 
+    def summary(self, name: str, doc: str, count: int, total: float, labels: dict[str, str]) -> None:
+        m = SummaryMetricFamily(name, doc, labels=list(labels))
+        m.add_metric(list(labels.values()), count_value=count, sum_value=total)
+        self.families.append(m)
+
 
 class _Rows:
     """Sink that writes the samples the families would hold as [name, labels, value] rows (counters' samples are
@@ -59,6 +70,9 @@ class _Rows:
         total = name + "_total"
         self.rows.extend([total, {**labels, key: label}, value] for label, value in values.items())
 
+    def summary(self, name: str, doc: str, count: int, total: float, labels: dict[str, str]) -> None:
+        self.rows += [[name + "_count", dict(labels), float(count)], [name + "_sum", dict(labels), total]]
+
 
 class _Values:
     """Sink that keeps only the values, in the order `_Rows` writes its rows (the rows' names and labels do not change
@@ -74,6 +88,9 @@ class _Values:
 
     def by(self, name: str, doc: str, key: str, values: dict[str, float], labels: dict[str, str]) -> None:
         self.values.extend(values.values())
+
+    def summary(self, name: str, doc: str, count: int, total: float, labels: dict[str, str]) -> None:
+        self.values += [float(count), total]
 
 
 _Sink = _Families | _Rows | _Values
@@ -198,6 +215,62 @@ class CoreCollector:
                                 c.spec_draft_tokens, lb)
             out.counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
                                 c.spec_accepted_tokens, lb)
+
+
+@dataclass(slots=True)
+class KvTransfers:
+    """The KV transfers into one decode worker: what its KV-transfer series export. A transfer starts when the worker
+    takes the hand-off (virtual time: once it reserved the prompt's blocks), is in flight until the KV arrives, and
+    then counts with its seconds (start to arrival) and bytes (the prompt's KV)."""
+
+    in_flight: int = 0
+    transfers: int = 0
+    seconds: float = 0.0
+    nbytes: float = 0.0
+
+    def start(self) -> None:
+        self.in_flight += 1
+
+    def arrived(self, seconds: float, nbytes: float) -> None:
+        self.in_flight -= 1
+        self.transfers += 1
+        self.seconds += seconds
+        self.nbytes += nbytes
+
+    def abandoned(self) -> None:
+        """A transfer that never arrived (its request went away meanwhile): no longer in flight, not counted."""
+        self.in_flight -= 1
+
+
+def emit_kv_transfers(out: _Sink, kv: KvTransfers, labels: dict[str, str], *, prealloc: int | None) -> None:
+    """A decode worker's KV-transfer series (`metrics.roles`). `prealloc`: requests waiting for decode-side KV blocks
+    before their transfer; None where the worker has no such queue (the live decode worker reserves nothing before a
+    transfer), and the series is then not exported rather than exported as a zero it did not measure."""
+    if prealloc is not None:
+        out.gauge(KV_PREALLOC.name, KV_PREALLOC.help, float(prealloc), labels)
+    out.gauge(KV_IN_FLIGHT.name, KV_IN_FLIGHT.help, float(kv.in_flight), labels)
+    out.summary(KV_SECONDS.name, KV_SECONDS.help, kv.transfers, kv.seconds, labels)
+    out.counter(KV_BYTES.name, KV_BYTES.help, kv.nbytes, labels)
+
+
+def kv_transfer_rows(kv: KvTransfers, labels: dict[str, str], *, prealloc: int | None) -> list[list[Any]]:
+    """:func:`emit_kv_transfers` as [sample name, labels, value] rows (a scrape in virtual time)."""
+    rows = _Rows()
+    emit_kv_transfers(rows, kv, labels, prealloc=prealloc)
+    return rows.rows
+
+
+class KvTransferCollector:
+    """A prometheus_client collector of a live decode worker's KV-transfer series (unlabelled: a role-by-role
+    deployment's federated scrape labels every worker's series with its role and index, `execute.roles`)."""
+
+    def __init__(self, kv: KvTransfers) -> None:
+        self.kv = kv
+
+    def collect(self) -> Iterator[Metric]:
+        sink = _Families()
+        emit_kv_transfers(sink, self.kv, {}, prealloc=None)
+        yield from sink.families
 
 
 def registry_for(core: EngineCore, *, model_name: str, style: MetricsStyle = "both") -> CollectorRegistry:

@@ -17,6 +17,15 @@ What crosses between them is deliberately small and honest:
   the arrived blocks as cached nor counts them in its prefix-cache series (queries, hits).
 
 No KV bytes move over the network: the link is modelled, and every worker says so in `/version`.
+
+The decode worker exports what its hand-offs did on `/metrics` as the virtual-time deployment's decode workers do
+(the KV-transfer series of `metrics.roles`, unlabelled on the worker; a role-by-role deployment's federated scrape
+adds `role` and `worker`): transfers in flight, transfers that arrived with their modelled seconds
+(:func:`transfer_seconds`, what the worker waited), and their bytes (prompt tokens x the model's KV bytes per token).
+Two things the live link does not model, and so does not export: a decode-side pre-allocation queue (the worker
+reserves no blocks before a transfer; it places the arrived blocks when they land, or recomputes the prompt when its
+pool has no room), so `llmsweep:disagg_prealloc_queue_reqs` is absent and the summary's `prealloc_queue_*` stay null;
+and queueing of transfers on the NICs (concurrent transfers overlap), so the seconds are the link time alone.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Endpoints: `/v1/chat/completions` and `/v1/completions` (SSE streaming and non-streaming, usage with
 `prompt_tokens_details.cached_tokens`, `stream_options.include_usage`, `max_tokens` / `max_completion_tokens`,
-`data: [DONE]`), `/v1/models`, `/health`, `/metrics` (SGLang and/or vLLM names),
-`/power` (modelled GPU power, NVML units; `sim.power`).
+`data: [DONE]`), `/v1/models`, `/health`, `/metrics` (SGLang and/or vLLM names; a decode worker of a disaggregated
+deployment adds its KV-transfer series, `sim.roles`), `/power` (modelled GPU power, NVML units; `sim.power`).
 
 Timing: one scheduler task advances the core. It begins a step at the engine's clock, sleeps until the step's end
 and then delivers that step's tokens. While the engine stays busy the next step begins exactly where the previous one
@@ -27,7 +27,7 @@ from aiohttp import web
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.kv import BlockHashes
-from llmsweep.sim.metrics import MetricsStyle, registry_for, render
+from llmsweep.sim.metrics import KvTransferCollector, KvTransfers, MetricsStyle, registry_for, render
 from llmsweep.sim.power import PowerModel
 from llmsweep.sim.prompt import PromptEncoder
 from llmsweep.sim.roles import (
@@ -84,12 +84,14 @@ class SimServer:
         self.kv_bytes_per_token = config.perf_inputs().kv_bytes_per_token
         self._arrived: list[BlockHashes] = []
         """Decode role: block hashes of prompts whose KV arrived, placed in the pool before the next step."""
-        self.transfers = 0
-        self.transfer_seconds = 0.0
+        self.kv = KvTransfers()
+        """Decode role: the KV hand-offs this worker took (its KV-transfer series on `/metrics`)."""
         self.core = build_core(config)
         self.model_name = served_model_name or config.model
         self.encoder = PromptEncoder(self.core.block_size)
         self.registry = registry_for(self.core, model_name=self.model_name, style=metrics_style)
+        if self.role.role == "decode":
+            self.registry.register(KvTransferCollector(self.kv))
         self.frontend_s = self.core.timer.frontend_latency()
         self.power = PowerModel(self.core, hardware=config.hardware, tp=config.tp)
         self.resync_s = resync_s
@@ -175,10 +177,15 @@ class SimServer:
             return None
         tokens = min(int(raw), n_tokens) if str(raw).isdigit() else 0
         delay = transfer_seconds(tokens, self.kv_bytes_per_token, self.role)
-        if delay > 0:
-            await asyncio.sleep(delay)
-        self.transfers += 1
-        self.transfer_seconds += delay
+        self.kv.start()
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+        except BaseException:  # the request was cancelled while its KV was on the way
+            self.kv.abandoned()
+            raise
+        # the modelled link time is what this worker waited and what its series count (the wake-up's jitter is not)
+        self.kv.arrived(delay, tokens * self.kv_bytes_per_token)
         full = tokens // self.core.block_size
         if full:
             self._arrived.append(hashes[:full])
@@ -342,8 +349,8 @@ class SimServer:
                                   "max_running_requests": self.config.max_running_requests,
                                   "calibration": self.config.calibration_label(), "role": self.role.role,
                                   "node": self.node, "kv_transfer": self.link_label(),
-                                  "kv_transfers": self.transfers,
-                                  "kv_transfer_seconds": round(self.transfer_seconds, 6)})
+                                  "kv_transfers": self.kv.transfers,
+                                  "kv_transfer_seconds": round(self.kv.seconds, 6)})
 
     def link_label(self) -> str | None:
         if self.role.role not in ("prefill", "decode"):

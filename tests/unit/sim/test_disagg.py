@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from llmsweep.errors import ConfigError
-from llmsweep.sim.disagg import TRANSFER_METRICS, Cluster, DisaggConfig, DisaggPredictor, Link, RolePlan
+from llmsweep.metrics.roles import KV_BYTES, KV_IN_FLIGHT, KV_PREALLOC, KV_SECONDS
+from llmsweep.sim.disagg import Cluster, DisaggConfig, DisaggPredictor, Link, RolePlan
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, RooflineTimer
 from llmsweep.sim.predict import predict
@@ -105,9 +106,9 @@ def test_the_deployment_exports_per_role_metrics_like_a_real_one() -> None:
     roles = {(labels["role"], labels["worker"]) for _, labels, _ in last}
     assert roles == {("prefill", "0"), ("prefill", "1"), ("decode", "0"), ("decode", "1")}
     by = {(name, labels["role"], labels["worker"]): value for name, labels, value in last}
-    transfers = sum(by[(TRANSFER_METRICS["seconds"] + "_count", "decode", w)] for w in "01")
+    transfers = sum(by[(KV_SECONDS.count, "decode", w)] for w in "01")
     assert transfers == 8  # every request's KV moved once
-    assert sum(by[(TRANSFER_METRICS["bytes"] + "_total", "decode", w)] for w in "01") == pytest.approx(
+    assert sum(by[(KV_BYTES.total, "decode", w)] for w in "01") == pytest.approx(
         8 * 1024 * ENGINE.perf_inputs().kv_bytes_per_token)
     # the round-robin router spread the prompts over both prefill workers
     assert all(by[("sglang:prompt_tokens_total", "prefill", w)] == 4 * 1024 for w in "01")
@@ -119,7 +120,7 @@ def test_decode_admission_waits_for_kv_room_and_every_request_still_completes() 
     records, predictor = run_disagg(deployment(engine=small), work, concurrency=4)
     assert len(records) == 8 and all(r["status"] == 200 for r in records)
     queued = [v for s in predictor.scrapes for name, labels, v in s["samples"]
-              if name == TRANSFER_METRICS["prealloc"]]
+              if name == KV_PREALLOC.name]
     assert max(queued) >= 1  # a hand-off waited for decode-side KV blocks before its transfer
     assert predictor.cluster.drained()
 
@@ -151,7 +152,7 @@ def test_the_prefill_worker_holds_the_prompts_kv_until_the_transfer_has_read_it(
         return float(next(v for n, labels, v in samples if n == name and labels["role"] == role))
 
     in_transfer = [s["samples"] for s in predictor.scrapes
-                   if value(s["samples"], TRANSFER_METRICS["transfer"], "decode") > 0]
+                   if value(s["samples"], KV_IN_FLIGHT.name, "decode") > 0]
     assert in_transfer  # a 1024-token prompt over 0.5 GB/s takes about 0.4 s
     for samples in in_transfer:  # the prefill worker is idle, yet its pool still holds the prompt's blocks
         assert value(samples, "sglang:num_running_reqs", "prefill") == 0
