@@ -216,8 +216,9 @@ def test_a_reused_job_is_said_as_reused_not_as_a_job_without_a_result(tmp_path: 
     run = RunDir(path=tmp_path, run_id="run-b", meta=meta)
     missing = no_result_entries(run, set())
     assert [(m["job_id"], m["kind"]) for m in missing] == [(i, "reused") for i in ids]
-    assert all("reused the valid result of run run-a" in m["reason"] and "--with run-a` overlays it" in m["reason"]
-               for m in missing)
+    # not drawn (no store read): the reason says which result it stands on, why it is not drawn and how to draw it
+    assert all("reused the valid result of run run-a" in m["reason"] and "not drawn: no results store was read"
+               in m["reason"] and "--store STORE` draws it" in m["reason"] for m in missing)
     assert verdict_groups([], missing).keys() == {"reused"}
     assert empty_message(0, missing) == ("No result in this run: 2 expected job(s), 2 reused from earlier runs; the "
                                          "reasons are listed below.")
