@@ -19,10 +19,10 @@ from changes_scratch import git, scratch_repo
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
-def _run(repo: Path, env: dict[str, str], *args: str | Path) -> dict[str, object]:
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", "recipes/chg.yaml", "--no-report",
-                           "--json", *(str(a) for a in args)], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=240)
+def _run(repo: Path, env: dict[str, str], *args: str | Path, report: bool = False) -> dict[str, object]:
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", "recipes/chg.yaml",
+                           *(() if report else ("--no-report",)), "--json", *(str(a) for a in args)], cwd=repo,
+                          env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
     doc: dict[str, object] = json.loads(proc.stdout)
     return doc
@@ -96,3 +96,47 @@ def test_reuse_after_a_change_runs_the_changed_jobs_and_reuses_the_rest(tmp_path
     assert reused == [("tp4", 2), ("tp4", 4)]  # unchanged: the stored results stand
     assert ran == [("tp4", 8), ("tp8", 2), ("tp8", 4)]  # added, and the arm whose env changed
     assert all(f"run {first['run_id']}" in r["reason"] for r in rows if r["verdict"] == "skipped")
+
+
+def test_the_reusing_runs_dashboard_draws_the_reused_points_as_their_run_stored_them(tmp_path: Path) -> None:
+    """`run --reuse` listed the jobs it reused as "not run" on its dashboard and drew only the three it measured:
+    the page must show the whole sweep the run stands for, each reused point with the id, verdict and figures of the
+    run that measured it (read from the store, as that run's own dashboard shows them), marked as reused."""
+    repo, base, head = scratch_repo(tmp_path)
+    env = cli_env(tmp_path)
+    git(repo, "checkout", "-q", base)
+    first = _run(repo, env, "--out", tmp_path / "base", report=True)
+    git(repo, "checkout", "-q", head)
+    doc = _run(repo, env, "--out", tmp_path / "head", "--reuse", report=True)
+    rows = doc["jobs"]
+    assert isinstance(rows, list)
+    skipped = {r["job"] for r in rows if r["verdict"] == "skipped"}
+    assert len(skipped) == 2
+
+    data = read_json(tmp_path / "head" / "report" / "data.json")
+    points = {p["job_id"]: p for p in data["points"]}
+    assert points.keys() == {r["job"] for r in rows} and data["missing"] == []  # every job of the sweep is drawn
+    earlier = {p["job_id"]: p for p in read_json(tmp_path / "base" / "report" / "data.json")["points"]}
+    for job in skipped:
+        p, stored = points[job], earlier[job]
+        assert p["reused"] == {"run_id": first["run_id"], "job_id": job, "result_id": stored["id"],
+                               "verdict": "valid"}
+        # the earlier run's result as it was stored: its id, run, verdict and figures, none recomputed or relabelled
+        assert (p["id"], p["run_id"], p["verdict"], p["reasons"], p["requests"]) == \
+            (stored["id"], first["run_id"], stored["verdict"], stored["reasons"], stored["requests"])
+        assert p["metrics"] == stored["metrics"]
+    measured = [p for p in data["points"] if p["job_id"] not in skipped]
+    assert len(measured) == 3 and all(p["reused"] is None and p["run_id"] == doc["run_id"] for p in measured)
+    # reused points share the sweep's series (and its frontiers) with the points measured now, not an overlay's
+    assert len(data["series"]) == 1 and not data["series"][0]["overlay"] and data["overlays"] == []
+    assert {p["series"] for p in data["points"]} == {data["series"][0]["key"]}
+    banner = data["verdicts"]["reused"]
+    assert banner["count"] == 2 and all(first["run_id"] in g["reason"] for g in banner["reasons"])
+    assert {i for g in banner["reasons"] for i in g["ids"]} == {points[j]["id"] for j in skipped}
+
+    page = (tmp_path / "head" / "report" / "index.html").read_text()
+    assert "Reused from" in page and "diamonds are points" in page
+    summary = (tmp_path / "head" / "report" / "summary.md").read_text()
+    assert "2 reused (2 drawn)" in summary
+    assert all(f"`{j}`: reused the valid result of run {first['run_id']} (job {j}), drawn" in summary
+               for j in skipped)

@@ -400,3 +400,50 @@ def test_the_evaluation_view_and_a_failed_eval_on_its_point(driver, eval_report_
     text = drv.find_element(By.ID, "evals-table").text
     assert "run-eval" in text and "eval-only" in text and "41.0%" in text and "93.0%" in text
     assert "below the threshold 0.94" in text
+
+
+def test_points_reused_from_an_earlier_run_are_drawn_and_say_which_run(driver, tmp_path: Path) -> None:
+    """A `run --reuse` run stood three of its four jobs on an earlier run's stored results: the page draws all four,
+    the three reused ones as diamonds that name the earlier run (marker, tooltip, table column, drill-down), the one
+    measured now as a plain marker, and the reused banner says they are drawn."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    from support.synthetic import write_reusing_run
+
+    store = tmp_path / "store.sqlite"
+    run = write_reusing_run(tmp_path, store)
+    drv = driver
+    _open(drv, write_report(run.path, tmp_path / "report", png=False, store=store).html)
+    payload = drv.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+    reused_ids = {p["id"] for p in payload["points"] if p["reused"]}
+    assert len(reused_ids) == 3 and len(payload["points"]) == 4
+
+    markers = drv.find_elements(By.CSS_SELECTOR, "#chart .marker")
+    diamonds = drv.find_elements(By.CSS_SELECTOR, "#chart path.marker.reused")
+    assert len(markers) == 4 and {d.get_attribute("data-id") for d in diamonds} == reused_ids
+    assert {d.get_attribute("data-reused-from") for d in diamonds} == {"earlier-run"}
+    (now,) = [m for m in markers if m.get_attribute("data-id") not in reused_ids]
+    assert now.tag_name == "circle"
+    assert "reused from earlier runs" in drv.find_element(By.ID, "run-meta").text
+    banner = drv.find_element(By.ID, "banner-reused").text
+    assert "3 job(s) not run" in banner and "drawn as diamonds" in banner and "run earlier-run" in banner
+
+    rows = {r.get_attribute("data-id"): r
+            for r in drv.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")}
+    assert len(rows) == 4 and not drv.find_elements(By.CSS_SELECTOR, "#points-table tr.missing")
+    for pid, row in rows.items():
+        cell = row.find_element(By.CSS_SELECTOR, 'td[data-col="reused"]').text
+        assert cell == ("run earlier-run" if pid in reused_ids else ""), (pid, cell)
+
+    target = diamonds[0]
+    ActionChains(drv).move_to_element(target).perform()
+    assert "reused from run earlier-run" in drv.find_element(By.ID, "tooltip").text
+    drv.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", target)
+    drill = drv.find_element(By.ID, "drilldown")
+    WebDriverWait(drv, 10).until(lambda d: drill.is_displayed())
+    assert "reused from run earlier-run" in drv.find_element(By.ID, "reused-badge").text
+    shot = tmp_path / "dashboard_reused.png"
+    assert drv.save_screenshot(str(shot))
+    _keep(shot)
+    assert _errors(drv) == []

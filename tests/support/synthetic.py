@@ -181,3 +181,25 @@ def write_synthetic_run(root: Path, points: Sequence[SyntheticPoint], *, run_id:
             "llmsweep_version": "synthetic", "executor": "synthetic", "expected_job_ids": [*ids, *expected_extra]}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return load_run(root)
+
+
+def write_reusing_run(root: Path, store: Path, *, reused_concs: Sequence[int] = (1, 4, 16),
+                      measured_concs: Sequence[int] = (8,)) -> RunDir:
+    """Two runs of one sweep, as `run --reuse` leaves them: `earlier-run` measured `reused_concs` and is stored in
+    `store`; `reusing-run` (returned) measured `measured_concs` and records in its run.json (`reused`) that it stood
+    its other jobs on the earlier run's stored results."""
+    from llmsweep.results.store import Store
+
+    earlier = write_synthetic_run(root / "earlier", [SyntheticPoint(synthetic_job(conc=c), requests=40)
+                                                     for c in reused_concs], run_id="earlier-run", seed=1)
+    with Store(store) as opened:
+        opened.ingest_run(earlier.path)
+        stored = opened.results("earlier-run")
+    run = write_synthetic_run(root / "reusing", [SyntheticPoint(synthetic_job(conc=c), requests=40)
+                                                 for c in measured_concs],
+                              run_id="reusing-run", expected_extra=[p.job_id for p in stored])
+    meta = json.loads((run.path / "run.json").read_text(encoding="utf-8"))
+    meta["reused"] = {p.job_id: {"run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
+                                 "verdict": p.verdict, "reuse_key": f"key-{p.job_id}"} for p in stored}
+    (run.path / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    return load_run(run.path)

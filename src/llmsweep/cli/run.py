@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -180,24 +179,21 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
 
 def _reused_summaries(outcome: RunOutcome) -> dict[str, Any]:
     """The stored summaries `run --reuse` stood this invocation's skipped jobs on (job id -> Summary), so their rows
-    show the figures they reuse, as a `--resume` skip shows its own; none when nothing was reused or the store
-    cannot be read."""
-    refs = {o.job_id: str(outcome.reused[o.job_id].get("result_id")) for o in outcome.outcomes
+    show the figures they reuse, as a `--resume` skip shows its own; read from the store in one batched query
+    (`Store.reused_points`); none when nothing was reused or the store cannot be read."""
+    refs = {o.job_id: outcome.reused[o.job_id] for o in outcome.outcomes
             if o.status == "skipped" and o.job_id in outcome.reused}
     if not refs or outcome.store_path is None:
         return {}
     from llmsweep.errors import LlmsweepError
     from llmsweep.results.store import Store
 
-    out = {}
     try:
         with Store(outcome.store_path, readonly=True) as store:
-            for job_id, result_id in refs.items():
-                with contextlib.suppress(LlmsweepError):
-                    out[job_id] = store.get(result_id).summary
+            points = store.reused_points(refs)
     except LlmsweepError:
         return {}
-    return {k: v for k, v in out.items() if v is not None}
+    return {job: p.summary for job, p in points.items() if p.summary is not None}
 
 
 def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:

@@ -630,7 +630,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     outcome.store_path, outcome.store_error = _store(run_dir, req, event, reused=set(outcome.reused))
     if req.report:
         event(f"writing the dashboard to {run_dir / 'report'} (PNG plots: `llmsweep report {run_dir}`)")
-        outcome.report_path = _report(run_dir, event)
+        outcome.report_path = _report(run_dir, event, req.store)
     return outcome
 
 
@@ -691,14 +691,16 @@ def _store(run_dir: Path, req: RunRequest, event: Event,
     return path, None
 
 
-def _report(run_dir: Path, event: Event) -> Path | None:
-    """The run's dashboard page, `summary.md` and `data.json`. Not the PNG plots: drawing them took 2-3 CPU-s a run
-    (matplotlib's import and seven figures, measured 2026-12-02), more than planning and running a small simulated
-    sweep; they are for PRs and papers, and `llmsweep report RUN` writes them."""
+def _report(run_dir: Path, event: Event, store: Path | None = None) -> Path | None:
+    """The run's dashboard page, `summary.md` and `data.json`, the results `--reuse` stood jobs on drawn from the
+    store they were found in. Not the PNG plots: drawing them took 2-3 CPU-s a run (matplotlib's import and seven
+    figures, measured 2026-12-02), more than planning and running a small simulated sweep; they are for PRs and
+    papers, and `llmsweep report RUN` writes them."""
     from llmsweep.report import write_report
+    from llmsweep.results.store import default_store_path
 
     try:
-        files = write_report(run_dir, run_dir / "report", png=False)
+        files = write_report(run_dir, run_dir / "report", png=False, store=default_store_path(store))
     except Exception as exc:  # the run's artifacts stay valid without a dashboard
         event(f"warning: could not write the report: {exc}")
         return None

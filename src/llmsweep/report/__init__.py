@@ -39,16 +39,21 @@ class ReportFiles:
     """Of the missing jobs, those refused before running (policy, unsupported)."""
     reused: int = 0
     """Jobs `run --reuse` stood on earlier runs' results (not counted as missing)."""
+    reused_drawn: int = 0
+    """Of those, the ones whose stored result is drawn (read from the store; not counted in `points`)."""
     empty: str | None = None
     """What the page says when the run has no point at all; None otherwise."""
 
 
 def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *, png: bool = True,
-                 overlay: Sequence[ResultPoint] = (), mix_sources: bool = False) -> ReportFiles:
+                 overlay: Sequence[ResultPoint] = (), mix_sources: bool = False,
+                 store: Path | str | None = None) -> ReportFiles:
     """Write `index.html`, `summary.md`, `data.json` and `pareto_<axis>.png` for a run (default `RUN/report/`).
 
     `overlay`: points of other runs (e.g. imported published rows) drawn as separate, tagged series.
     `mix_sources`: let measured, simulated and predicted points share series and frontiers.
+    `store`: the results store the run's `--reuse` jobs were stood on; their stored results are read from it and
+    drawn, marked as reused (None: not read; those jobs are listed without a point).
     """
     run = run if isinstance(run, RunDir) else load_run(run)
     out = Path(out_dir) if out_dir is not None else run.path / "report"
@@ -57,7 +62,9 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     except OSError as exc:
         raise ResultError(f"cannot create report folder {out}: {exc}", fix="pass --out to a writable folder") from exc
     points = points_from_run(run)
-    payload = build_payload(run, points, overlay=overlay, mix_sources=mix_sources)
+    reused, unread = reused_points(run, store)
+    payload = build_payload(run, points, overlay=overlay, mix_sources=mix_sources, reused=reused,
+                            reused_unread=unread)
     html_path, md_path, data_path = out / "index.html", out / "summary.md", out / "data.json"
     html_path.write_text(render_html(payload, f"llmsweep · {run.run_id}"), encoding="utf-8")
     md_path.write_text(run_summary_markdown(payload), encoding="utf-8")
@@ -71,4 +78,22 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
                        sum(1 for m in payload["missing"] if m["kind"] != "reused"),
                        smoke=verdicts.get("smoke", {}).get("count", 0),
                        refused=verdicts.get("refused", {}).get("count", 0),
-                       reused=verdicts.get("reused", {}).get("count", 0), empty=payload["empty"])
+                       reused=verdicts.get("reused", {}).get("count", 0),
+                       reused_drawn=sum(1 for p in payload["points"] if p["reused"]), empty=payload["empty"])
+
+
+def reused_points(run: RunDir, store: Path | str | None) -> tuple[dict[str, ResultPoint], str]:
+    """The stored results the run's `--reuse` jobs stand on (job id -> point, one batched read of `store`), and
+    what a job whose result is not among them says about why it is not drawn."""
+    if not run.reused:
+        return {}, ""
+    if store is None:
+        return {}, "no results store was given to read its stored result from"
+    from llmsweep.errors import LlmsweepError
+    from llmsweep.results.store import Store
+
+    try:
+        with Store(store, readonly=True) as opened:
+            return opened.reused_points(run.reused), f"the results store {opened.path} does not hold it"
+    except LlmsweepError as exc:
+        return {}, f"the results store {store} cannot be read ({exc})"

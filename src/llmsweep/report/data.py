@@ -48,9 +48,16 @@ def _round(v: float | None) -> float | None:
     return None if v is None else float(f"{v:.6g}")
 
 
-def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, Sequence[str]]]) -> dict[str, Any]:
+def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, Sequence[str]]], *,
+                  reused_as: str | None = None) -> dict[str, Any]:
+    """One point of the page. `reused_as`: the job of this run that `run --reuse` stood on `p`, a stored result of
+    an earlier run: the point keeps that run's id, verdict and figures as the store holds them, and says where it
+    came from (`reused`); None for a point this run measured."""
     return {
-        "id": p.result_id, "job_id": p.job_id, "run_id": p.run_id, "series": sk, "source": p.source, "origin": p.origin,
+        "id": p.result_id, "job_id": reused_as or p.job_id, "run_id": p.run_id, "series": sk, "source": p.source,
+        "origin": p.origin,
+        "reused": None if reused_as is None else {"run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
+                                                  "verdict": p.verdict},
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
         "reason": verdict_reason(p.verdict, p.reasons), "gpus": p.gpus,
         "identity": p.identity.as_dict(), "topology": p.identity.topology(),
@@ -162,8 +169,15 @@ def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
 VERDICT_KINDS = ("invalid", "smoke", "refused", "failed", "reused", "simulated-only")
 """The kinds that get a banner each, in page order: results excluded from frontiers, results too short to publish,
 jobs refused before they ran, jobs that ran and produced no result, jobs `run --reuse` stood on stored results of
-earlier runs (their points are those runs'), and results the simulator produced for jobs a real engine would refuse
-(engine rules softened under the simulator)."""
+earlier runs (drawn as those runs stored them, marked reused; listed without a point when the store does not hold
+them), and results the simulator produced for jobs a real engine would refuse (engine rules softened under the
+simulator)."""
+
+
+def reused_reason(source: Mapping[str, Any]) -> str:
+    """What a reused job says (banner, table, summary.md): the stored result it stands on, as run.json records it."""
+    return (f"reused the {source.get('verdict', 'stored')} result of run {source.get('run_id')} "
+            f"(job {source.get('job_id')})")
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
 
@@ -195,9 +209,11 @@ def group_reasons(items: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda g: (-g["count"], g["reason"]))
 
 
-def no_result_entries(run: RunDir, have: set[str]) -> list[dict[str, str]]:
+def no_result_entries(run: RunDir, have: set[str], unread: str = "no results store was read") -> list[dict[str, str]]:
     """Every expected job without a result, in the plan's order: its status and reason, from its `outcome.json` or
-    from `run.json` (a refused job has no folder; `run` records its refusal there)."""
+    from `run.json` (a refused job has no folder; `run` records its refusal there). A job `run --reuse` stood on a
+    stored result is in `have` when that result is drawn; otherwise it is listed as reused, `unread` saying why its
+    stored result is not drawn."""
     recorded = recorded_outcomes(run)
     folders = {j.job_id: j for j in run.jobs}
     ids = [j.job_id for j in run.jobs if j.job_id not in have]
@@ -210,9 +226,8 @@ def no_result_entries(run: RunDir, have: set[str]) -> list[dict[str, str]]:
     for jid in ids:
         if (source := reused.get(jid)) is not None:
             out.append({"job_id": jid, "status": "reused", "kind": "reused",
-                        "reason": f"reused the {source.get('verdict', 'stored')} result of run {source.get('run_id')} "
-                                  f"(job {source.get('job_id')}): `llmsweep report {run.path} --with "
-                                  f"{source.get('run_id')}` overlays it here"})
+                        "reason": f"{reused_reason(source)}, not drawn: {unread} (`llmsweep report {run.path} "
+                                  f"--store STORE` draws it from the store that holds run {source.get('run_id')})"})
             continue
         art = folders.get(jid)
         # The job folder's own outcome.json first (the executor's last word), else what run.json recorded.
@@ -239,6 +254,9 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
         if said := (warnings or {}).get(p["job_id"]):
             counts["simulated-only"] += 1
             items["simulated-only"] += [(w, p["id"]) for w in said]
+        if (source := p.get("reused")) is not None:
+            counts["reused"] += 1
+            items["reused"].append((reused_reason(source), p["id"]))
         kind = "smoke" if p["verdict"] == "smoke" else "invalid" if not p["valid"] else None
         if kind is None:
             continue
@@ -272,16 +290,25 @@ def _estimated_acceptance(p: ResultPoint) -> float | None:
 
 
 def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequence[ResultPoint] = (),
-                  mix_sources: bool = False, details: bool = True) -> dict[str, Any]:
+                  mix_sources: bool = False, details: bool = True, reused: Mapping[str, ResultPoint] | None = None,
+                  reused_unread: str = "no results store was read") -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able data.
 
     `overlay` holds points of other runs (e.g. imported published InferenceX rows) drawn as their own series, tagged
     with their run id, so they are compared by eye but never merged into this run's frontiers.
+    `reused` (this run's job id -> the stored result `run --reuse` stood it on, `Store.reused_points`): drawn in
+    this run's series and frontiers, since the run stands for them, each with the verdict and figures its own run
+    stored and marked as reused from that run. A reused job without one is listed, `reused_unread` saying why.
     """
+    stood = {job: p for job, p in (reused or {}).items() if job in run.reused}
+    reused_as = {p.result_id: job for job, p in stood.items()}
+    ran = {p.job_id for p in points} | set(stood)
+    points = [*points, *(p for p in stood.values() if p.run_id != run.run_id)]
     evals = [eval_payload(p, series_label(p, mix_sources=mix_sources)) for p in points if p.eval is not None]
-    ran = {p.job_id for p in points}
     points = [p for p in points if not p.eval_only]  # an accuracy score has no place on a throughput plot
-    tagged = [(p, "") for p in points] + [(p, p.run_id) for p in overlay if p.run_id != run.run_id and not p.eval_only]
+    drawn = {p.result_id for p in points}
+    tagged = [(p, "") for p in points] + [(p, p.run_id) for p in overlay
+                                          if p.run_id != run.run_id and not p.eval_only and p.result_id not in drawn]
     keys = {p.result_id: series_key(p, mix_sources=mix_sources, tag=tag) for p, tag in tagged}
     everything = [p for p, _ in tagged]
     frontiers_by_y = {y: compute_frontiers(everything, y_metric=y, series_of=keys) for y in Y_METRICS}
@@ -307,8 +334,9 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     everything.sort(key=lambda p: (order[keys[p.result_id]], p.identity.conc, p.job_id))
     for sk, n in order.items():
         series[sk]["color"] = PALETTE[n % len(PALETTE)]
-    points_out = [point_payload(p, keys[p.result_id], frontiers) for p in everything]
-    missing = no_result_entries(run, ran)
+    points_out = [point_payload(p, keys[p.result_id], frontiers, reused_as=reused_as.get(p.result_id))
+                  for p in everything]
+    missing = no_result_entries(run, ran, reused_unread)
     return {
         "version": PAYLOAD_VERSION,
         "run": {**{k: scrub(run.meta[k]) for k in RUN_FIELDS if k in run.meta}, "run_id": run.run_id},

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llmsweep.metrics.registry import HOT_BY_NAME
+from llmsweep.report.data import reused_reason
 from llmsweep.results.compare import Comparison, MetricDelta
 from llmsweep.results.pareto import NORTH_STAR_X
 
@@ -43,12 +44,14 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     by_id = {p["id"]: p for p in points}
     invalid = [p for p in points if not p["valid"]]
     smoke_count = sum(1 for p in points if p["verdict"] == "smoke")
-    reused = [m for m in payload["missing"] if m["kind"] == "reused"]  # stood on earlier runs' results, not missing
+    # stood on earlier runs' results, not missing: drawn as those runs stored them, or listed when not read
+    drawn = [p for p in points if p.get("reused")]
+    reused = [m for m in payload["missing"] if m["kind"] == "reused"]
     missing = [m for m in payload["missing"] if m["kind"] != "reused"]
     lines = [f"## llmsweep run `{run['run_id']}`", "",
              f"{len(points)} points in {len(series)} series · source: {', '.join(payload['sources']) or '–'} · "
              f"{len(invalid)} invalid · {smoke_count} smoke · {len(missing)} missing"
-             + (f" · {len(reused)} reused" if reused else ""), ""]
+             + (f" · {len(drawn) + len(reused)} reused ({len(drawn)} drawn)" if drawn or reused else ""), ""]
     if payload.get("empty"):
         lines += [f"**{payload['empty']}**", ""]
     shown = [HOT_BY_NAME[name] for name in SUMMARY_COLUMNS]  # headed and printed as every table prints them
@@ -64,8 +67,9 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
         for pid in sorted(ids, key=lambda i: by_id[i]["metrics"]["conc"]):
             p = by_id[pid]
             m = p["metrics"]
+            reused_from = f" (reused from run `{p['reused']['run_id']}`)" if p["reused"] else ""
             lines.append(_row([s["label"], m["conc"], p["topology"], *(c.cell(m[c.name]) for c in shown),
-                               p["verdict"]]))
+                               p["verdict"] + reused_from]))
     if invalid:
         lines += ["", "### Invalid points (shown in the dashboard, excluded from frontiers)", ""]
         lines += [f"- `{p['job_id']}` ({series[p['series']]['label']}, conc {p['metrics']['conc']}): "
@@ -85,8 +89,9 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     if missing:
         lines += ["", "### Jobs without a result", ""]
         lines += [f"- `{m['job_id']}`: {m['status']}: {m['reason']}" for m in missing]
-    if reused:
-        lines += ["", "### Jobs reused from earlier runs (`run --reuse`)", ""]
+    if drawn or reused:
+        lines += ["", "### Jobs reused from earlier runs (`run --reuse`; drawn with the figures those runs stored)", ""]
+        lines += [f"- `{p['job_id']}`: {reused_reason(p['reused'])}, drawn" for p in drawn]
         lines += [f"- `{m['job_id']}`: {m['reason']}" for m in reused]
     return "\n".join(lines) + "\n"
 

@@ -83,6 +83,9 @@ def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | 
 
 SMOKE_STYLE: dict[str, Any] = {"alpha": 0.35, "linewidths": 1.2, "marker": "s", "s": 34}
 """Smoke points: faded squares (they ran too little to be valid); invalid ones are hollow dashed circles."""
+REUSED_STYLE: dict[str, Any] = {"marker": "D", "edgecolors": "#101828", "linewidths": 0.9}
+"""Points `run --reuse` took from earlier runs' stored results: diamonds with a dark edge (their fill keeps saying
+their verdict), one legend entry per run they came from."""
 
 
 def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
@@ -112,13 +115,19 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
         )
         label: str | None = s["label"]  # once per series, on its first drawn kind
         for group, style in styles:
-            if group:
-                ax.scatter([xv(p) for p in group], [p["metrics"][y] for p in group], label=label, **style)
-                label = None
+            # a reused point keeps its verdict's fill and colour, as a diamond (an invalid one its dashed edge)
+            for part, look in (([p for p in group if not p.get("reused")], style),
+                               ([p for p in group if p.get("reused")], {**REUSED_STYLE, **style, "marker": "D"})):
+                if part:
+                    ax.scatter([xv(p) for p in part], [p["metrics"][y] for p in part], label=label, **look)
+                    label = None
         front = [by_id[i] for i in payload["frontiers"].get(key, {}).get(s["key"], [])]
         if front:
             ax.plot([xv(p) for p in front], [p["metrics"][y] for p in front], color=s["color"], linewidth=1.8)
         tags += [(point_tag(p), xv(p), float(p["metrics"][y])) for p in pts]
+    reused_from = sorted({p["reused"]["run_id"] for p in payload["points"] if p.get("reused")})
+    for run_id in reused_from:  # a legend entry per earlier run: which points were not measured by this run
+        ax.scatter([], [], facecolors="none", label=f"reused from run {run_id}", **REUSED_STYLE)
     if not plotted:
         ax.text(0.5, 0.5, empty_text(payload, axis["label"]), transform=ax.transAxes, ha="center", va="center",
                 fontsize=10, wrap=True)
@@ -131,7 +140,8 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     label_points(ax, tags)
     ax.grid(alpha=0.3)
     ax.set_title(f"run {payload['run']['run_id']} · ■ faded = smoke · ○ hollow = invalid · "
-                 "c = concurrency, n = requests", fontsize=9)
+                 + ("◆ = reused · " if reused_from else "")
+                 + "c = concurrency, n = requests", fontsize=9)
     if plotted:
         ax.legend(fontsize=7, loc="best")
     fig.tight_layout()

@@ -45,6 +45,8 @@ every migration applied; hot columns follow the metric table (`metrics.registry`
 corpus a point replayed (`identity.corpus`), every stored job re-keyed from its job and summary; 5: `evals` holds one
 row per (result, concurrency the eval ran at), each with that run's score, split from the blocks schema 3 stored."""
 ENV_VAR = "LLMSWEEP_STORE"
+BATCH = 500
+"""Result ids per query of `Store.points` (below SQLite's least limit of bound parameters, 999)."""
 
 _V1_HOT = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "p50_ttft", "p90_ttft", "p99_ttft", "p50_tpot",
            "p90_tpot", "p50_e2el", "p90_e2el", "p50_intvty", "p90_intvty", "p90_e2e_norm_intvty",
@@ -540,11 +542,42 @@ class Store:
         if point_key is not None:
             where.append("j.point_key = ?")
             args.append(point_key)
+        return [self._point(row) for row in self._select(where, args)]
+
+    def _select(self, where: list[str], args: list[Any]) -> sqlite3.Cursor:
         sql = ("SELECT x.*, j.identity, j.gpus, j.job, j.artifact_dir, p.doc AS provenance FROM results x "
                "JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
                "JOIN runs r ON r.run_id = x.run_id LEFT JOIN provenance p ON p.result_id = x.result_id"
                + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.ingested_at, x.run_id, x.job_id")
-        return [self._point(row) for row in self._db.execute(sql, args)]
+        return self._db.execute(sql, args)
+
+    def points(self, result_ids: Iterable[str]) -> dict[str, ResultPoint]:
+        """The stored results of these result ids (result id -> point), read in one query per `BATCH` ids rather
+        than one per id; an id the store does not hold is absent from the answer (the caller says what that
+        means)."""
+        wanted = list(dict.fromkeys(str(i) for i in result_ids))
+        out: dict[str, ResultPoint] = {}
+        for start in range(0, len(wanted), BATCH):
+            chunk = wanted[start:start + BATCH]
+            for row in self._select([f"x.result_id IN ({','.join('?' * len(chunk))})"], list(chunk)):
+                point = self._point(row)
+                out[point.result_id] = point
+        return out
+
+    def reused_points(self, reused: Mapping[str, Mapping[str, Any]]) -> dict[str, ResultPoint]:
+        """The stored results `run --reuse` stood jobs on (`run.json: reused`, job id -> the result's run, job and
+        result ids), by the reusing run's job id, read in one batched query (`points`). A job whose result the store
+        does not hold, or holds under another run or job than the record names, is absent: never a point the
+        record does not name."""
+        wanted = {job: str(src.get("result_id")) for job, src in reused.items() if src.get("result_id")}
+        found = self.points(wanted.values())
+        out = {}
+        for job, result_id in wanted.items():
+            point, src = found.get(result_id), reused[job]
+            if point is not None and src.get("run_id") in (None, point.run_id) \
+                    and src.get("job_id") in (None, point.job_id):
+                out[job] = point
+        return out
 
     def reusable(self, keys: Iterable[str], verdicts: tuple[str, ...] = ("valid",)) -> dict[str, Reusable]:
         """For each reuse key (`changes.reuse`), the newest stored result with one of `verdicts` recorded under it.
@@ -615,7 +648,7 @@ class Store:
                           fix="see `llmsweep results list` for result and job ids, or ingest the run first")
 
     def _lookup(self, ref: str) -> Iterator[ResultPoint]:
-        found = [p for p in self.results() if p.result_id == ref]
+        found = list(self.points([ref]).values())
         if not found and "/" in ref:
             run, job = ref.rsplit("/", 1)
             found = [p for p in self.results(run) if p.job_id == job]

@@ -216,8 +216,34 @@ def test_a_reused_job_is_said_as_reused_not_as_a_job_without_a_result(tmp_path: 
     run = RunDir(path=tmp_path, run_id="run-b", meta=meta)
     missing = no_result_entries(run, set())
     assert [(m["job_id"], m["kind"]) for m in missing] == [(i, "reused") for i in ids]
-    assert all("reused the valid result of run run-a" in m["reason"] and "--with run-a` overlays it" in m["reason"]
-               for m in missing)
+    # not drawn (no store read): the reason says which result it stands on, why it is not drawn and how to draw it
+    assert all("reused the valid result of run run-a" in m["reason"] and "not drawn: no results store was read"
+               in m["reason"] and "--store STORE` draws it" in m["reason"] for m in missing)
     assert verdict_groups([], missing).keys() == {"reused"}
     assert empty_message(0, missing) == ("No result in this run: 2 expected job(s), 2 reused from earlier runs; the "
                                          "reasons are listed below.")
+
+
+def test_overlaying_the_run_a_reused_point_came_from_draws_that_point_once(tmp_path: Path) -> None:
+    """`report RUN --with EARLIER` of a `run --reuse` run: the reused points are drawn in the run's series, marked
+    reused; the overlay adds the earlier run's other points, never a second copy under the same id."""
+    from support.synthetic import write_reusing_run
+
+    from llmsweep.results.store import Store
+
+    store = tmp_path / "store.sqlite"
+    run = write_reusing_run(tmp_path, store)
+    with Store(store, readonly=True) as opened:
+        earlier = opened.results("earlier-run")
+        reused = opened.reused_points(run.reused)
+    kept, stood = earlier[0], dict(list(reused.items())[1:])  # one earlier point not reused: only the overlay has it
+    payload = build_payload(run, points_from_run(run), overlay=earlier, reused=stood, details=False)
+    ids = [p["id"] for p in payload["points"]]
+    assert len(ids) == len(set(ids)) == 1 + len(earlier)
+    by_id = {p["id"]: p for p in payload["points"]}
+    assert all(by_id[p.result_id]["reused"] and not _overlay(payload, by_id[p.result_id]) for p in stood.values())
+    assert by_id[kept.result_id]["reused"] is None and _overlay(payload, by_id[kept.result_id])
+
+
+def _overlay(payload: dict, point: dict) -> bool:
+    return bool(next(s for s in payload["series"] if s["key"] == point["series"])["overlay"])

@@ -151,3 +151,63 @@ def test_cli_says_when_a_run_has_no_result(failed_run) -> None:
     assert "No result in this run: 9 expected job(s), 9 without a result" in res.output
     md = (run.path / "report" / "summary.md").read_text()
     assert "**No result in this run" in md and md.count("launch_failed: trace source") == 9
+
+
+def test_report_draws_reused_points_from_the_store_in_page_summary_and_pngs(tmp_path: Path) -> None:
+    """`llmsweep report` of a `run --reuse` run: the three jobs it stood on an earlier run's stored results are drawn
+    beside the one it measured, each with the stored figures, marked as reused from that run (table column, banner,
+    summary.md, diamonds with a legend entry in the PNGs); without the store that holds them they are listed, not
+    drawn, with why."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.markers import MarkerStyle
+    from support.synthetic import write_reusing_run
+
+    from llmsweep.report.plots import pareto_figure
+    from llmsweep.results.store import Store
+
+    store = tmp_path / "store.sqlite"
+    run = write_reusing_run(tmp_path, store)
+    with Store(store, readonly=True) as opened:
+        stored = {p.job_id: p for p in opened.results("earlier-run")}
+    out = tmp_path / "report"
+    res = CliRunner().invoke(cli, ["report", str(run.path), "--out", str(out), "--no-png", "--store", str(store)],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "1 point(s), 0 invalid, 0 missing, 3 reused from earlier runs (drawn)" in res.output
+    data = json.loads((out / "data.json").read_text())
+    reused = {p["job_id"]: p for p in data["points"] if p["reused"]}
+    assert reused.keys() == stored.keys() and len(data["points"]) == 4 and data["missing"] == []
+    for job, p in reused.items():
+        s = stored[job]
+        assert p["reused"] == {"run_id": "earlier-run", "job_id": job, "result_id": s.result_id, "verdict": s.verdict}
+        assert (p["id"], p["run_id"], p["verdict"]) == (s.result_id, "earlier-run", s.verdict)
+        assert p["metrics"]["tput_per_gpu"] == pytest.approx(s.metric("tput_per_gpu"), rel=1e-5)
+    assert data["verdicts"]["reused"]["count"] == 3
+    summary = (out / "summary.md").read_text()
+    assert "3 reused (3 drawn)" in summary and "(reused from run `earlier-run`)" in summary
+
+    payload = {**data, "details": {}}
+    fig = pareto_figure(payload, next(a for a in payload["axes"] if a["key"] == "conc"))
+    ax = fig.axes[0]
+    marker = MarkerStyle("D")
+    diamond = np.asarray(marker.get_path().transformed(marker.get_transform()).vertices).tolist()
+    diamonds = [c for c in ax.collections
+                if len(c.get_offsets()) and np.asarray(c.get_paths()[0].vertices).tolist() == diamond]
+    assert sorted(x for c in diamonds for x, _ in c.get_offsets()) == sorted(float(p["metrics"]["conc"])
+                                                                           for p in reused.values())
+    assert "reused from run earlier-run" in [t.get_text() for t in ax.get_legend().get_texts()][-1]
+    assert "reused" in ax.get_title()
+    plt.close(fig)
+
+    # The same run reported against a store that does not hold the earlier run: listed with why, not drawn.
+    res = CliRunner().invoke(cli, ["report", str(run.path), "--out", str(tmp_path / "bare"), "--no-png", "--store",
+                                   str(tmp_path / "empty.sqlite")], catch_exceptions=False)
+    assert "3 reused from earlier runs (0 drawn)" in res.output
+    bare = json.loads((tmp_path / "bare" / "data.json").read_text())
+    assert len(bare["points"]) == 1 and [m["kind"] for m in bare["missing"]] == ["reused"] * 3
+    assert all("does not hold it" in m["reason"] for m in bare["missing"])

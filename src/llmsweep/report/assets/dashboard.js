@@ -67,6 +67,9 @@
   }
   /* The label drawn beside a marker: concurrency and the requests measured ("c16 · n48"). */
   function pointTag(p) { return "c" + p.metrics.conc + " · n" + requestsText(p); }
+  /* Where a point `run --reuse` stood a job on came from: the run that measured it (and its job there). */
+  function reusedText(p) { return p.reused ? "reused from run " + p.reused.run_id + " (job " + p.reused.job_id + ")" : ""; }
+  var REUSED = D.points.filter(function (p) { return p.reused; }).length;
   function pointLabel(p) {
     var s = seriesByKey[p.series];
     return (s ? s.label : p.series) + " · " + p.topology + " · conc " + p.metrics.conc;
@@ -78,7 +81,7 @@
     if (r.started) bits.push("started " + r.started);
     if (r.llmsweep_version) bits.push("llmsweep " + r.llmsweep_version);
     if (r.executor) bits.push("executor " + r.executor);
-    bits.push(D.points.length + " points in " + D.series.length + " series");
+    bits.push(D.points.length + " points in " + D.series.length + " series" + (REUSED ? " (" + REUSED + " reused from earlier runs)" : ""));
     bits.push("source: " + (D.sources.join(", ") || "–"));
     document.getElementById("run-meta").textContent = bits.join(" · ");
     var b = document.getElementById("banners");
@@ -95,7 +98,7 @@
     smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn half-filled); read them as a smoke test, not as results."; },
     refused: function (n) { return n + " job(s) refused before running, so they have no point:"; },
     failed: function (n) { return n + " job(s) without a result:"; },
-    reused: function (n) { return n + " job(s) not run: --reuse stood them on stored results of earlier runs (their points are drawn in those runs' reports):"; },
+    reused: function (n) { return n + " job(s) not run: --reuse stood them on stored results of earlier runs; their points are drawn as diamonds with the verdict and figures the run that measured them stored (the rest were measured now):"; },
     "simulated-only": function (n) { return n + " point(s) the simulator ran although a real engine would refuse them (its engine rules are warnings under the simulator):"; }
   };
   /* One banner per verdict kind; identical reasons (up to their numbers) are one line with a count. */
@@ -141,6 +144,7 @@
       var pts = D.points.filter(function (p) { return p.series === s.key; });
       var bad = pts.filter(function (p) { return !p.valid; }).length;
       var smoke = pts.filter(function (p) { return p.verdict === "smoke"; }).length;
+      var reused = pts.filter(function (p) { return p.reused; }).length;
       var item = el("label", { "class": "item", "data-series": s.key }, box);
       var cb = el("input", { type: "checkbox" }, item);
       cb.checked = !state.hidden[s.key];
@@ -148,7 +152,7 @@
       el("span", { "class": "sw", style: "background:" + s.color }, item);
       var txt = el("span", null, item);
       el("div", null, txt, s.label);
-      el("div", { "class": "count" }, txt, pts.length + " point(s)" + (smoke ? ", " + smoke + " smoke" : "") + (bad ? ", " + bad + " invalid" : "") + " · " + s.source);
+      el("div", { "class": "count" }, txt, pts.length + " point(s)" + (smoke ? ", " + smoke + " smoke" : "") + (bad ? ", " + bad + " invalid" : "") + (reused ? ", " + reused + " reused" : "") + " · " + s.source);
     });
   }
 
@@ -205,9 +209,21 @@
       if (p.eval && p.eval.verdict !== "valid")
         el("circle", { "class": "eval-failed", cx: cx.toFixed(2), cy: cy.toFixed(2), r: 9, fill: "none", stroke: "#d92d20",
           "stroke-width": 2, "data-id": p.id }, svg);
-      var c = el("circle", { "class": cls, cx: cx.toFixed(2), cy: cy.toFixed(2), r: front ? 6 : p.valid ? 4.5 : 6,
-        fill: s.color, style: p.valid && !smoke ? null : "stroke:" + s.color, "data-id": p.id, "data-series": p.series,
-        "data-x": xval(p, state.x), "data-y": yval(p), "data-valid": p.valid ? "1" : "0", "data-verdict": p.verdict }, svg);
+      var r = front ? 6 : p.valid ? 4.5 : 6, attrs = { "class": cls, fill: s.color,
+        style: p.valid && !smoke && !p.reused ? null : "stroke:" + s.color, "data-id": p.id, "data-series": p.series,
+        "data-x": xval(p, state.x), "data-y": yval(p), "data-valid": p.valid ? "1" : "0", "data-verdict": p.verdict };
+      var c;
+      if (p.reused) {  // a diamond: the shape says where a point came from, its fill (as a circle's) its verdict
+        var d = r * 1.45;
+        attrs["class"] += " reused";
+        attrs["data-reused-from"] = p.reused.run_id;
+        attrs.d = "M" + cx.toFixed(2) + " " + (cy - d).toFixed(2) + "L" + (cx + d).toFixed(2) + " " + cy.toFixed(2) +
+          "L" + cx.toFixed(2) + " " + (cy + d).toFixed(2) + "L" + (cx - d).toFixed(2) + " " + cy.toFixed(2) + "Z";
+        c = el("path", attrs, svg);
+      } else {
+        attrs.cx = cx.toFixed(2); attrs.cy = cy.toFixed(2); attrs.r = r;
+        c = el("circle", attrs, svg);
+      }
       if (state.labels && !dim) placeLabel(labels, placed, p, cx, cy);
       c.addEventListener("mouseenter", function (ev) { showTip(ev, p); });
       c.addEventListener("mousemove", function (ev) { moveTip(ev); });
@@ -224,6 +240,7 @@
     el("div", null, tip, "P90 TTFT " + fmt(p.metrics.p90_ttft, "s") + " · P90 E2EL " + fmt(p.metrics.p90_e2el, "s"));
     el("div", null, tip, "requests measured: " + requestsText(p) + " successful" + (finite((p.requests || {}).finished) ? " of " + p.requests.finished : ""));
     el("div", null, tip, "verdict: " + p.verdict + (p.reason ? " — " + p.reason : "") + " · source: " + p.source);
+    if (p.reused) el("div", { "class": "tip-reused" }, tip, reusedText(p) + ": measured there, not in this run");
     if (p.eval) el("div", { "class": "tip-eval" }, tip, "eval " + p.eval.task + ": " + fmt(p.eval.score, "") + " — " + p.eval.verdict + (p.eval.reason ? " (" + p.eval.reason + ")" : ""));
     el("div", null, tip, onFrontier(p) ? "on the frontier" : "not on the frontier");
     el("div", { style: "opacity:.7" }, tip, "click for details");
@@ -267,7 +284,8 @@
     FIXED_COLS.forEach(function (k) {
       if (k !== state.x && k !== state.y && metricByKey[k]) cols.push([k, k === "error_ratio" ? "Errors" : colTitle(metricByKey[k])]);
     });
-    return cols.concat([["verdict", "Verdict"], ["reason", "Reason"], ["source", "Source"], ["front", "Frontier"]]);
+    cols = cols.concat([["verdict", "Verdict"], ["reason", "Reason"], ["source", "Source"], ["front", "Frontier"]]);
+    return REUSED ? cols.concat([["reused", "Reused from"]]) : cols;
   }
   function colTitle(m) { return m.label + (m.unit ? " (" + m.unit + ")" : ""); }
   function colUnit(key) { return key === "x" ? axisByKey[state.x].unit : key === "y" ? yaxis().unit : (metricByKey[key] || {}).unit; }
@@ -283,6 +301,7 @@
     if (key === "reason") return p.reason || "";
     if (key === "source") return p.source;
     if (key === "front") return onFrontier(p) ? "yes" : "";
+    if (key === "reused") return p.reused ? "run " + p.reused.run_id : "";
     return p.metrics[key];
   }
   function renderTable() {
@@ -305,7 +324,8 @@
       return (va < vb ? -1 : 1) * sortDir;
     });
     rows.forEach(function (p) {
-      var tr = el("tr", { "class": "clickable " + p.verdict + (p.valid ? "" : " invalid"), "data-id": p.id }, body);
+      var tr = el("tr", { "class": "clickable " + p.verdict + (p.valid ? "" : " invalid") + (p.reused ? " reused" : ""), "data-id": p.id,
+        title: p.reused ? reusedText(p) : null }, body);
       cols.forEach(function (c) {
         var v = cell(p, c[0]), num = typeof v === "number", raw = c[0] === "conc" || c[0] === "requests";
         var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(v, colUnit(c[0]) === "" ? "" : null) : v;
@@ -402,6 +422,7 @@
     el("span", { "class": "badge " + p.verdict }, badges, p.verdict);
     badges.appendChild(document.createTextNode(" "));
     el("span", { "class": "badge src" }, badges, "source: " + p.source);
+    if (p.reused) { badges.appendChild(document.createTextNode(" ")); el("span", { "class": "badge reused", id: "reused-badge" }, badges, reusedText(p)); }
     badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s) · " +
       requestsText(p) + " request(s) measured" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
     var v = d.validity || {};
