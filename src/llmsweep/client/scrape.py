@@ -1,7 +1,10 @@
 """Prometheus scraper: polls the server's `/metrics` about three times a second into `server_metrics.jsonl`.
 
-Each line is one scrape: `{"t": unix, "samples": [[name, {labels}, value], ...]}` (histogram buckets and
-`_created` samples are dropped: they are large and no summary uses them), or `{"t": unix, "error": "..."}`. Parsing
+Each line is one scrape: `{"t": unix, "answered": unix, "samples": [[name, {labels}, value], ...]}` (histogram
+buckets and `_created` samples are dropped: they are large and no summary uses them), or `{"t": unix, "error": "..."}`.
+`t` is when the request went out, `answered` when the whole answer was in: the server read its values somewhere
+between the two (a federated endpoint over several workers takes tens of milliseconds), so a scrape is a window's
+base only if it was answered by the window's start (`metrics.server.ServerWindow`). Parsing
 uses `prometheus_client.parser` in a thread so the event loop keeps stamping times.
 """
 
@@ -80,10 +83,11 @@ class MetricsScraper:
         try:
             async with session.get(self.url) as resp:
                 text = await resp.text(errors="replace")
+                answered = now_unix()
                 if resp.status != 200:
                     raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status, message=text[:200])
             samples = await asyncio.to_thread(parse_exposition, text)
-            line = {"t": t, "samples": samples}
+            line = {"t": t, "answered": answered, "samples": samples}
             self.scrapes += 1
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
             if self.failures == 0:

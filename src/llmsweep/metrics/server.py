@@ -2,7 +2,8 @@
 engine adapters (SGLang, vLLM, TensorRT-LLM, ATOM) into one engine-neutral block.
 
 Counters (`*_total`, `*_count`, `*_sum`) become the increase over the window (last value at or before the window end
-minus last value at or before its start); gauges become max and mean over the scrapes inside the window. Scrapes are
+minus the last value read before its start: a scrape whose answer came after the start may hold the window's first
+increments, `client.scrape`); gauges become max and mean over the scrapes inside the window. Scrapes are
 streamed line by line, so multi-GiB exports never sit in memory.
 """
 
@@ -23,7 +24,7 @@ END_SLACK_S = 1.0
 
 @dataclass(slots=True)
 class _Series:
-    before: float | None = None  # last value at or before window start
+    before: float | None = None  # last value read (answered) at or before window start
     first_in: float | None = None  # first value inside the window
     last_in: float | None = None  # last value at or before window end (+ slack)
     gmax: float | None = None
@@ -73,6 +74,7 @@ class ServerWindow:
             return
         self.scrapes += 1
         t = float(scrape["t"])
+        answered = float(scrape.get("answered", t))  # (virtual-time scrapes and older files: read at `t`)
         start = self.start if self.start is not None else float("-inf")
         end = self.end if self.end is not None else float("inf")
         in_window = start <= t <= end
@@ -82,7 +84,7 @@ class ServerWindow:
             s = self.series.get(key)
             if s is None:
                 s = self.series[key] = _Series()
-            if t <= start:
+            if answered <= start:
                 s.before = value
             elif t <= end + END_SLACK_S:
                 if s.first_in is None:

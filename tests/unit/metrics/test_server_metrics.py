@@ -39,6 +39,21 @@ def test_counters_are_window_deltas_and_gauges_max_and_mean() -> None:
     assert s["queue"]["running"]["max"] == 4 and s["queue"]["running"]["mean"] == 3
 
 
+def test_a_scrape_answered_after_the_window_started_is_not_its_base() -> None:
+    """A scrape is stamped when it goes out and read by the server when it arrives: one sent just before the window
+    and answered inside it can hold the window's first increments (a federated endpoint answered ~50 ms late and a
+    live PD run lost 812 of its prompt tokens). The base is the last scrape answered by the start."""
+    early = _scrape(0.0, vllm__prompt_tokens_total=100)
+    early["answered"] = 0.01
+    straddling = _scrape(0.45, vllm__prompt_tokens_total=180)  # 80 tokens the window's first request put there
+    straddling["answered"] = 0.52
+    end = _scrape(2.1, vllm__prompt_tokens_total=400)
+    s = summarise_server([early, straddling, end], start=0.5, end=2.2)
+    assert s["tokens"]["prompt_total"] == 400 - 100
+    legacy = [_scrape(0.0, vllm__prompt_tokens_total=100), _scrape(0.45, vllm__prompt_tokens_total=100), end]
+    assert summarise_server(legacy, start=0.5, end=2.2)["tokens"]["prompt_total"] == 300  # no `answered`: at `t`
+
+
 def test_vllm_realised_acceptance_length_and_prefix_hit_rate() -> None:
     scrapes = [
         _scrape(0.0, vllm__spec_decode_num_accepted_tokens_total=0, vllm__spec_decode_num_drafts_total=0,
