@@ -9,8 +9,9 @@ import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from support.loopback import serving
+
 from llmsweep.client.scrape import MetricsScraper
-from tests.support.loopback import serving
 
 DELAY_S = 0.2
 
