@@ -678,8 +678,8 @@ def _power_unrecorded(outcomes: Sequence[JobOutcome]) -> dict[str, list[str]]:
             power = Summary.load(o.summary_path).power
         except ResultError:
             continue
-        if power is not None and power.backend is None and power.error and not power.required:
-            out.setdefault(power.error, []).append(o.job_id)
+        if power is not None and power.unrecorded:
+            out.setdefault(power.unrecorded, []).append(o.job_id)
     return out
 
 

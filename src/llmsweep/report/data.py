@@ -257,8 +257,8 @@ def power_unrecorded(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:
     items = []
     for p in points:
         power = p.summary.power if p.summary is not None else None
-        if power is not None and power.backend is None and power.error and not power.required:
-            items.append((power.error, p.job_id))
+        if power is not None and power.unrecorded:
+            items.append((power.unrecorded, p.job_id))
     return group_reasons(items)
 
 
