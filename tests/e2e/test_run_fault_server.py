@@ -6,33 +6,14 @@ class), the run exits 1 with no traceback, and the failed job is in the store.""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.fake_transformers import stand_in_env
 from support.real_engine import tiny_transformers_recipe
-
-REPO = Path(__file__).resolve().parents[2]
-SUPPORT = REPO / "tests"
-
-FAKE_SERVE = """import argparse, os, sys, time
-sys.path.insert(0, {tests!r})
-from support.stream_server import ServerConfig, StreamServer
-ap = argparse.ArgumentParser()
-ap.add_argument("command")
-ap.add_argument("model")
-ap.add_argument("--port", type=int, default=8000)
-args, _ = ap.parse_known_args()
-fault = os.environ.get("LLMSWEEP_TEST_FAULT") or None
-StreamServer(ServerConfig(itl_s=0.002, usage="final_chunk", fault=fault, fault_every=1 if fault else 0),
-             port=args.port).start()
-print("INFO:     Application startup complete.", flush=True)
-while True:
-    time.sleep(3600)
-"""
 
 
 @pytest.fixture
@@ -41,20 +22,8 @@ def model_dir(tiny_model_dir: Path) -> Path:
 
 
 def _run(tmp_path: Path, model_dir: Path, fault: str | None) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
-    fake = tmp_path / "fake"
-    pkg = fake / "transformers" / "cli"
-    pkg.mkdir(parents=True)
-    (fake / "transformers" / "__init__.py").write_text("")
-    (pkg / "__init__.py").write_text("")
-    (pkg / "transformers.py").write_text(FAKE_SERVE.format(tests=str(SUPPORT)))
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    (shim / "python3").chmod(0o755)
     store = tmp_path / "store.sqlite"
-    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": f"{fake}{os.pathsep}{REPO / 'src'}", "LLMSWEEP_STORE": str(store),
-           "LLMSWEEP_TEST_FAULT": fault or ""}
+    env = stand_in_env(tmp_path, LLMSWEEP_STORE=str(store), LLMSWEEP_TEST_FAULT=fault or "")
     rfile = tmp_path / "faulty.yaml"
     # the stand-in ignores the recipe's continuous-batching flags
     rfile.write_text(tiny_transformers_recipe(model_dir, key="faulty", concs="[2]", isl=32, osl=8, warmups=0,

@@ -229,6 +229,8 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             # Power, when it was sampled: None unless valid (`summary.power.reasons` says why not).
             "tokens_per_joule": _power_figure(summary, "tokens_per_joule"),
             "avg_power_w_per_gpu": _power_figure(summary, "avg_power_w"),
+            # Why no power was recorded, and how to get it (the summary's `power.error`: no backend could sample).
+            "power_error": summary.power.error if summary is not None and summary.power is not None else None,
             "eval_task": block.task if block is not None else None,
             "eval_score": block.score if block is not None else None,
             "eval_verdict": block.verdict if block is not None else None,

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -46,7 +46,7 @@ from llmsweep.execute.signals import shielded, stop_then_raise
 from llmsweep.metrics.model import Summary
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
-from llmsweep.power.sampler import PowerSettings, Sampler, start_sampler
+from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_power, start_sampler
 from llmsweep.visible import GpuTable, resolve_visible
 
 if TYPE_CHECKING:
@@ -765,6 +765,56 @@ def _close(job: Job, jdir: Path, outcome: JobOutcome, started: float, scrubber: 
     current_progress().job_finished(job.id, outcome.status)
     event(f"job {job.id}: {outcome.status}" + (f" — {outcome.reasons[0]}" if outcome.reasons else ""))
     return outcome
+
+
+def power_gate(groups: Sequence[ServerGroup], settings: LifecycleSettings, event: Event = _quiet
+               ) -> tuple[list[ServerGroup], list[JobOutcome]]:
+    """`--require-power` judged before any server starts, on the host that runs the groups' lifecycles and samples
+    their power (this one for the local and docker executors; a Slurm job's node, through `pipeline.run_worker`).
+
+    Each group's power backends are probed (`power.sampler.probe_power`), once per distinct set-up. Where none can
+    sample, the jobs that require power are refused with what the probe found and the fix (said one line per job,
+    as the run's other refusals), and a group left without jobs starts no server; the jobs that do not require power
+    run, and that their power will not be recorded is said once per reason (their power blocks say it too). Returns
+    the groups to run (each with the jobs left) and the refused jobs' outcomes."""
+    probes: dict[tuple[Any, ...], PowerProbe] = {}
+    kept: list[ServerGroup] = []
+    refused: list[JobOutcome] = []
+    unrecorded: dict[tuple[str, str], int] = {}
+    for group in groups:
+        spec = group.spec
+        key = (spec.engine, spec.gpus > 0, tuple(sorted(spec.env.items())))
+        probe = probes.get(key)
+        if probe is None:
+            probe = probes[key] = probe_power(settings.power, engine=spec.engine, gpus=spec.gpus, env=spec.env)
+        if probe.usable:
+            kept.append(group)
+            continue
+        rest = []
+        for job in group.jobs:
+            if settings.power.required([job]):
+                reason = probe.refusal()
+                event(f"job {job.id}: refused — {reason}")
+                refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
+            else:
+                rest.append(job)
+        if rest:
+            kept.append(replace(group, jobs=rest))
+            if settings.power.backend != "off":  # asked for: nothing to say
+                where = (probe.host, probe.unrecorded())
+                unrecorded[where] = unrecorded.get(where, 0) + len(rest)
+    for (host, why), n in unrecorded.items():
+        event(f"power will not be recorded for {n} job(s) on {host}: {why}")
+    return kept, refused
+
+
+def refuse_here(run_dir: Path, outcome: JobOutcome) -> None:
+    """Record a job refused where its group was to run (a Slurm node: `power_gate` there) in its folder's
+    outcome.json, where the driver reads it back as it reads every job's outcome."""
+    jdir = art.job_dir(run_dir, outcome.job_id)
+    jdir.mkdir(parents=True, exist_ok=True)
+    art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"))
+    report_job_finished(jdir, outcome)
 
 
 def run_group(

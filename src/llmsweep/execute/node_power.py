@@ -14,7 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
-from llmsweep.power.sampler import PowerSampler, PowerSettings, start_sampler
+from llmsweep.power.sampler import NoSampler, PowerSampler, PowerSettings, start_sampler
 
 READY_LINE = "node power sampler running"
 FLUSH_S = 0.5
@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     sampler = start_sampler(settings, engine=engine, gpus=args.gpus, base_url=args.url, server_dir=args.dir,
                             role=args.role)
     if not isinstance(sampler, PowerSampler):
-        print(f"node power sampler: no backend can sample here ({args.backend})", file=sys.stderr, flush=True)
+        why = sampler.header.error if isinstance(sampler, NoSampler) else None
+        print(f"node power sampler: no backend can sample here ({args.backend})" + (f": {why}" if why else ""),
+              file=sys.stderr, flush=True)
         return 3
     print(f"{READY_LINE} ({sampler.header.backend}) → {args.dir}", file=sys.stderr, flush=True)
     while not stop.wait(FLUSH_S):  # the samples so far, for the lifecycle's per-job power blocks (`power.deployment`)

@@ -34,6 +34,8 @@ from llmsweep.execute.lifecycle import (
     LifecycleSettings,
     ServerGroup,
     on_job_finished,
+    power_gate,
+    refuse_here,
     resumed,
     run_group,
     stop_stale_servers,
@@ -108,6 +110,9 @@ class RunOutcome:
     reused: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Jobs `--reuse` stood on stored results in this invocation (job id -> the result's run, job and result ids and
     verdict): what run.json records as `reused`, the one home of that answer."""
+    power_unrecorded: dict[str, list[str]] = field(default_factory=dict)
+    """Jobs that ran without their GPU power recorded, by why and how to get it (their summaries' `power.error`:
+    no backend could sample where they ran; `--power-backend off` is not among them)."""
 
     @property
     def expected(self) -> int:
@@ -141,6 +146,8 @@ class RunOutcome:
                     softened.setdefault(w, []).append(o.job_id)
         for warning, ids in softened.items():
             lines.append(f"  {len(ids)} job(s) ran on the simulator although {warning}")
+        for why, ids in self.power_unrecorded.items():
+            lines.append(f"  power not recorded for {len(ids)} job(s): {why}")
         for f in self.unplanned:
             lines.append(f"  not planned: {f.render().splitlines()[0]}")
         if self.store_error:
@@ -305,6 +312,23 @@ def _check_traces(jobs: list[Job], event: Event) -> tuple[list[Job], list[JobOut
         n = sum(1 for j in jobs if trace_source_label(j) == source)
         event(f"{error.message}; {n} job(s) refused (fix: {error.fix})")
     return keep, refused
+
+
+def _power_gate(groups: list[ServerGroup], settings: LifecycleSettings, executor: Executor,
+                event: Event) -> tuple[list[ServerGroup], list[JobOutcome]]:
+    """`--require-power` judged before any server starts (`lifecycle.power_gate`), on the host that samples the
+    groups' power: this one when their lifecycle runs in this process (local, docker). A Slurm group's runs on the
+    node its batch job lands on, which this host cannot probe: `run_worker` judges it there, before its server
+    starts, and this run says so."""
+    from llmsweep.execute.slurm import SlurmExecutor
+
+    if executor.kind != SlurmExecutor.kind:
+        return power_gate(groups, settings, event)
+    need = sum(1 for g in groups for j in g.jobs if settings.power.required([j]))
+    if need:
+        event(f"power is required by {need} job(s): each Slurm job probes its node's power backend before its server "
+              "starts and refuses them there if none can sample")
+    return groups, []
 
 
 def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False) -> list[ServerGroup]:
@@ -581,6 +605,10 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
     virtual = [g for g in groups if g.spec.engine == "sim" and not req.live]
     served = [g for g in groups if g not in virtual]
+    # Virtual time models its power; a served group's power is judged before its server starts, where it is sampled.
+    served, unpowered = _power_gate(served, req.settings, executor, event)
+    refused += unpowered
+    runnable = [j for g in [*virtual, *served] for j in g.jobs]
     live_sim = [g for g in served if g.spec.engine == "sim"]
     engines_ = [g for g in served if g.spec.engine != "sim"]
 
@@ -626,12 +654,33 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
                          concurrency={j.id: j.concs[0] for j in jobs if j.concs},
-                         reused=dict(reuse_meta.get("reused") or {}))
+                         reused=dict(reuse_meta.get("reused") or {}),
+                         power_unrecorded=_power_unrecorded(outcomes))
     outcome.store_path, outcome.store_error = _store(run_dir, req, event, reused=set(outcome.reused))
     if req.report:
         event(f"writing the dashboard to {run_dir / 'report'} (PNG plots: `llmsweep report {run_dir}`)")
         outcome.report_path = _report(run_dir, event, req.store)
     return outcome
+
+
+def _power_unrecorded(outcomes: Sequence[JobOutcome]) -> dict[str, list[str]]:
+    """The jobs that ran without their power recorded, by the reason their summary's power block gives (`error`:
+    read back from what ran, wherever it ran); a job that required power is not among them (it was refused, or its
+    verdict says so)."""
+    from llmsweep.errors import ResultError
+    from llmsweep.metrics.model import Summary
+
+    out: dict[str, list[str]] = {}
+    for o in outcomes:
+        if o.summary_path is None or o.status == "skipped":
+            continue
+        try:
+            power = Summary.load(o.summary_path).power
+        except ResultError:
+            continue
+        if power is not None and power.unrecorded:
+            out.setdefault(power.unrecorded, []).append(o.job_id)
+    return out
 
 
 def _check_store(req: RunRequest) -> None:
@@ -715,6 +764,12 @@ def run_worker(group_file: Path, event: Event = _stderr) -> int:
     if not isinstance(doc, dict):
         raise ConfigError(f"cannot read server group file {group_file}", fix="rerun `llmsweep run --executor slurm`")
     group, run_dir, settings = ServerGroup.from_json(doc)
+    # Power is judged here, on the node that samples it, before the server starts (`lifecycle.power_gate`).
+    groups, refused = power_gate([group], settings, event)
+    for outcome in refused:
+        refuse_here(run_dir, outcome)
+    outcomes: list[JobOutcome] = list(refused)
     with terminate_as_interrupt():  # scancel sends SIGTERM: stop the server step and mark the job interrupted
-        outcomes = run_group(group, node_launcher_from_env(), run_dir, settings, event=event)
+        for kept in groups:
+            outcomes += run_group(kept, node_launcher_from_env(), run_dir, settings, event=event)
     return 0 if all(o.ok for o in outcomes) else 1

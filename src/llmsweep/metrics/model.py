@@ -551,6 +551,12 @@ class PowerBlock(_Block):
     roles: dict[str, RolePower] | None = Field(default=None, description="A disaggregated deployment: each role's "
                                                "share (also under the summary's `roles.<role>.power`).")
 
+    @property
+    def unrecorded(self) -> str | None:
+        """Why no power was recorded and how to get it, for a job that did not require power where no backend could
+        sample (one that required it was refused before launch, or is invalid with the reason); else None."""
+        return self.error if self.backend is None and self.error and not self.required else None
+
 
 class RoleMetrics(_Block):
     """What one role's workers did over the profiling window, from their labelled server-metric series."""

@@ -190,6 +190,8 @@ def _verdict(gates: GateConfig, *, requests: dict[str, Any], coverage: float | N
     )
     if power is not None and not power["power_valid"]:
         note = "power not valid: " + ", ".join(power["reasons"] or ["no samples"])
+        if power.get("error"):  # nothing could be sampled: why, and how to get power (`power.sampler.PowerProbe`)
+            note += f" ({power['error']})"
         if power["required"]:  # after the gates' reasons: a window without requests has no power either
             validity["verdict"] = "invalid"
             validity["reasons"].append("required " + note)

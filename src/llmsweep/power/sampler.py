@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
@@ -24,6 +26,7 @@ from llmsweep.power.samples import (
     GPU_METRICS_FILE,
     REQUIRE_POWER_HELP,
     GpuSample,
+    PowerSource,
     TelemetryHeader,
     write_gpu_metrics,
 )
@@ -183,27 +186,103 @@ def _job_header(header: TelemetryHeader, expected_gpus: int, require: bool | Non
     return header.model_copy(update=update)
 
 
+def _candidates(settings: PowerSettings, *, simulated: bool, gpus: int, role: str | None) -> tuple[str, ...]:
+    """The backends a server's sampler tries, in order (none: sampling is off, or `auto` for a server without GPUs)."""
+    if settings.backend == "off":
+        return ()
+    if simulated:
+        return ("sim",)
+    if settings.backend == "auto":
+        return auto_order(role) if gpus > 0 else ()
+    return (settings.backend,)
+
+
+def _context(*, simulated: bool, base_url: str | None, env: Mapping[str, str] | None) -> BackendContext:
+    merged = {**os.environ, **(env or {})}
+    return BackendContext(base_url=base_url, gpu_indices=None if simulated else visible_gpus(merged), env=merged)
+
+
+NO_GPU_REASON = "the server runs on no GPU (its launch uses 0), so there is no GPU power to sample"
+MEASURED_CHOICES = tuple(c for c in RUN_BACKEND_CHOICES if c not in ("auto", "off"))
+"""The backends `--power-backend` can name that sample real GPUs."""
+NOT_REQUIRED_FIX = "run without requiring power: --no-require-power, or drop the recipe's `require-power: true`"
+
+
+@dataclass(frozen=True, slots=True)
+class PowerProbe:
+    """What probing a server's power backends found on the host that samples it, before the server starts
+    (`probe_power`): the backend that will sample, or why none can and how to get one."""
+
+    backend: str | None
+    """The backend that can sample (the first that probes well, in `auto`'s order); None when none can."""
+    source: PowerSource = "measured"
+    why: str | None = None
+    """Why none can: each backend tried with what its probe found, or that sampling is off, or that the server has
+    no GPU."""
+    fix: str | None = None
+    """How to get power recorded on this host; None when there is nothing to fix (a server without a GPU)."""
+    host: str = field(default_factory=platform.node)
+
+    @property
+    def usable(self) -> bool:
+        return self.backend is not None
+
+    def refusal(self) -> str:
+        """Why a job that requires power is refused before its server starts, and the fix."""
+        fixes = "; or ".join(f for f in (self.fix, NOT_REQUIRED_FIX) if f)
+        return f"power is required but cannot be sampled on {self.host}: {self.why} (fix: {fixes})"
+
+    def unrecorded(self) -> str:
+        """Why power is not recorded on this host, and how to get it: what a job's power block says (`error`)."""
+        return f"{self.why}" + (f"; to record power: {self.fix}" if self.fix else "")
+
+
+def probe_power(settings: PowerSettings, *, engine: str, gpus: int, env: Mapping[str, str] | None = None,
+                role: str | None = None) -> PowerProbe:
+    """Probe, on this host and before the server starts, the backends a server's sampler will try
+    (`start_sampler`'s order): which one will sample, or why none can. The simulator's modelled power needs only its
+    URL, known once it is up: a simulated server can always be sampled unless sampling is off."""
+    simulated = engine == "sim"
+    kinds = _candidates(settings, simulated=simulated, gpus=gpus, role=role)
+    if simulated and kinds:
+        return PowerProbe("sim", source="simulated")
+    ctx = _context(simulated=simulated, base_url=None, env=env)
+    tried: list[str] = []
+    for kind in kinds:
+        problem = BACKENDS[kind].probe(ctx)
+        if problem is None:
+            return PowerProbe(kind, source=BACKENDS[kind].source)
+        tried.append(f"{kind}: {problem}")
+    return _none_can(settings, kinds, tried)
+
+
+def _none_can(settings: PowerSettings, kinds: Sequence[str], tried: Sequence[str]) -> PowerProbe:
+    """The probe of a server no backend can sample: sampling is off, the server has no GPU, or each backend tried
+    (`kinds`) failed as `tried` says; with how to get power recorded."""
+    if settings.backend == "off":
+        return PowerProbe(None, why=OFF_REASON, fix="--power-backend auto (or a backend that works on this host)")
+    if not kinds:
+        return PowerProbe(None, why=NO_GPU_REASON)
+    others = [c for c in MEASURED_CHOICES if c not in kinds]
+    fix = (f"install or repair {' or '.join(kinds)} on this host as said"
+           + (f", or choose another backend: --power-backend {'|'.join(others)}" if others else ""))
+    return PowerProbe(None, why="; ".join(tried), fix=fix)
+
+
 def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: str | None,
                   env: Mapping[str, str] | None = None, server_dir: Path | None = None,
                   role: str | None = None) -> Sampler | None:
-    """A started sampler for a server that is now ready, or None when power is not sampled at all (`off`, or no
-    backend here and power not required). `role`: the server's role in a disaggregated deployment (prefill, decode:
-    `auto` tries DCGM first, as InferenceX's multi-node lane does), None for an aggregated server."""
+    """A started sampler for a server that is now ready, or None when power is not sampled at all (`off`, and power
+    not required). `role`: the server's role in a disaggregated deployment (prefill, decode: `auto` tries DCGM
+    first, as InferenceX's multi-node lane does), None for an aggregated server. When no backend can sample here,
+    a `NoSampler`: every job's file says why and how to get power (`PowerProbe.unrecorded`), required or not."""
     if settings.backend == "off" and not settings.require:
         return None
     simulated = engine == "sim"
-    if settings.backend == "off":  # required, yet sampling is off: every job says so and fails
-        kinds: tuple[str, ...] = ()
-    elif simulated:
-        kinds = ("sim",)
-    elif settings.backend == "auto":
-        kinds = auto_order(role) if gpus > 0 else ()
-    else:
-        kinds = (settings.backend,)
-    merged = {**os.environ, **(env or {})}
-    ctx = BackendContext(base_url=base_url, gpu_indices=None if simulated else visible_gpus(merged), env=merged)
+    kinds = _candidates(settings, simulated=simulated, gpus=gpus, role=role)
+    ctx = _context(simulated=simulated, base_url=base_url, env=env)
     interval = settings.sim_interval_s if simulated else settings.interval_s
-    why: list[str] = [OFF_REASON] if settings.backend == "off" else []
+    why: list[str] = []  # each backend tried, with what stopped it
     for kind in kinds:
         cls = BACKENDS[kind]
         problem = cls.probe(ctx)
@@ -219,8 +298,7 @@ def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: 
                                  gpu_ids=[str(i) for i in ctx.gpu_indices or ()], require=bool(settings.require))
         log_path = server_dir / GPU_METRICS_FILE if server_dir is not None else None
         return PowerSampler(backend, interval_s=interval, header=header, log_path=log_path).start()
-    if not settings.require:
-        log.info("power not sampled: %s", "; ".join(why) or "no GPUs")
-        return None
+    error = _none_can(settings, kinds, why).unrecorded()
+    log.info("power not sampled: %s", error)
     return NoSampler(TelemetryHeader(backend=None, interval_s=interval, max_gap_s=settings.max_gap_s,
-                                     require=True, error="; ".join(why) or "no GPU to sample"))
+                                     require=bool(settings.require), error=error))

@@ -268,6 +268,18 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
     return {k: {"count": counts[k], "reasons": group_reasons(items[k])} for k in VERDICT_KINDS if counts[k]}
 
 
+def power_unrecorded(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:
+    """The run's points whose GPU power was not recorded because no backend could sample where they ran, grouped by
+    the reason their summary's power block gives (`error`: why, and how to get it); `--power-backend off` leaves no
+    block and is not listed, and a point that required power says so in its verdict instead."""
+    items = []
+    for p in points:
+        power = p.summary.power if p.summary is not None else None
+        if power is not None and power.unrecorded:
+            items.append((power.unrecorded, p.job_id))
+    return group_reasons(items)
+
+
 def empty_message(n_points: int, missing: Sequence[dict[str, str]]) -> str | None:
     """What the page says instead of a chart when the run has no point at all; None when it has one."""
     if n_points:
@@ -352,6 +364,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "frontiers": frontiers,
         "frontiers_by_y": frontiers_by_y,
         "missing": missing,
+        "power_unrecorded": power_unrecorded(points),
         "verdicts": verdict_groups(points_out, missing,
                                    {o.job_id: o.warnings for o in recorded_outcomes(run).values() if o.warnings}),
         "empty": empty_message(len(points_out) + len(evals), missing),

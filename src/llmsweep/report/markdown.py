@@ -86,6 +86,10 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     if smoke:
         lines += ["", f"### Smoke points ({smoke['count']}: they ran, but too little to be valid)", ""]
         lines += [f"- ×{g['count']} {g['reason']}" for g in smoke["reasons"]]
+    unrecorded = payload.get("power_unrecorded") or []
+    if unrecorded:
+        lines += ["", "### GPU power not recorded", ""]
+        lines += [f"- ×{g['count']} {g['reason']}" for g in unrecorded]
     if missing:
         lines += ["", "### Jobs without a result", ""]
         lines += [f"- `{m['job_id']}`: {m['status']}: {m['reason']}" for m in missing]

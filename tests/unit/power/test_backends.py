@@ -110,9 +110,15 @@ def test_no_backend_and_power_required_still_writes_why(tmp_path: Path) -> None:
     head, samples, _ = read_gpu_metrics(sampler.write_job(tmp_path, time.time(), expected_gpus=1))
     assert head is not None and head.require and head.backend is None and "nvidia-smi" in (head.error or "")
     assert samples == []
-    # Not required and nothing can sample: no sampler, no block.
-    assert start_sampler(PowerSettings(backend="nvidia-smi"), engine="vllm", gpus=1, base_url=None,
-                         env={"PATH": str(tmp_path)}) is None
+    # Not required and nothing can sample: no samples, but the job's file (and so its power block) says why and how
+    # to get power, rather than a job that silently has no power block.
+    quiet = start_sampler(PowerSettings(backend="nvidia-smi"), engine="vllm", gpus=1, base_url=None,
+                          env={"PATH": str(tmp_path)})
+    assert isinstance(quiet, NoSampler)
+    head, samples, _ = read_gpu_metrics(quiet.write_job(tmp_path, time.time(), expected_gpus=1))
+    assert head is not None and not head.require and head.backend is None and samples == []
+    assert "nvidia-smi is not on PATH" in (head.error or "") and "--power-backend" in (head.error or "")
+    # Off and not required: nothing sampled and nothing claimed (no file, no block).
     assert start_sampler(PowerSettings(backend="off"), engine="sim", gpus=1, base_url="x") is None
     # Off while required: the job cannot have the power it requires, and its file says why (it then fails).
     off = start_sampler(PowerSettings(backend="off", require=True), engine="sim", gpus=1, base_url="x")

@@ -89,9 +89,11 @@ def test_an_unknown_uuid_is_the_reason_required_power_fails(nvidia_smi: Path, tm
     assert isinstance(sampler, NoSampler)
     header, samples, _ = read_gpu_metrics(sampler.write_job(tmp_path, time.time(), expected_gpus=1))
     assert header is not None and unknown in (header.error or "") and samples == []
-    # not required: not sampled (and logged), rather than every GPU of the host sampled as the server's
-    assert start_sampler(PowerSettings(backend="nvidia-smi"), engine="vllm", gpus=1, base_url=None,
-                         env=_env(unknown)) is None
+    # not required: not sampled (the job's file says why), rather than every GPU of the host sampled as the server's
+    quiet = start_sampler(PowerSettings(backend="nvidia-smi"), engine="vllm", gpus=1, base_url=None, env=_env(unknown))
+    assert isinstance(quiet, NoSampler)
+    header, samples, _ = read_gpu_metrics(quiet.write_job(tmp_path, time.time(), expected_gpus=1))
+    assert header is not None and not header.require and unknown in (header.error or "") and samples == []
 
 
 class _Nvml(types.ModuleType):

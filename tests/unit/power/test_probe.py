@@ -1,0 +1,71 @@
+"""`power.sampler.probe_power`: what probing a server's power backends finds on this host before the server starts,
+per backend. On this CPU host none of the measured backends can sample (NVML without its library or GPUs, no
+amd-smi, nvidia-smi or dcgmi on PATH): each probe says so, names what it found, and the fix."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import pytest
+
+from llmsweep.power.sampler import (
+    AUTO_ORDER,
+    MEASURED_CHOICES,
+    NO_GPU_REASON,
+    PowerSettings,
+    auto_order,
+    probe_power,
+)
+
+
+@pytest.fixture
+def bare_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PATH with no vendor tool on it, as on a CPU host (NVML stays as this host has it: no library, no GPU)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+
+@pytest.mark.parametrize(("backend", "found"), [
+    ("nvml", "nvml: "),  # nvidia-ml-py not installed, or NVML cannot initialise without a driver
+    ("amd-smi", "amd-smi: amd-smi is not on PATH"),
+    ("nvidia-smi", "nvidia-smi: nvidia-smi is not on PATH"),
+    ("dcgm", "dcgm: dcgmi is not on PATH"),
+])
+@pytest.mark.usefixtures("bare_path")
+def test_a_backend_that_cannot_sample_here_says_why_and_the_fix(backend: str, found: str) -> None:
+    probe = probe_power(PowerSettings(backend=backend, require=True), engine="vllm", gpus=1)
+    assert not probe.usable and probe.backend is None
+    assert probe.why is not None and probe.why.startswith(found)
+    assert probe.host == platform.node()
+    refusal = probe.refusal()
+    assert refusal.startswith(f"power is required but cannot be sampled on {platform.node()}: {probe.why}")
+    # the fix: the backends left to try, and running without requiring power
+    others = [c for c in MEASURED_CHOICES if c != backend]
+    assert f"--power-backend {'|'.join(others)}" in refusal and "--no-require-power" in refusal
+    # what a job that runs anyway records as its power block's error: why, and how to get power
+    assert probe.unrecorded().startswith(probe.why) and "--power-backend" in probe.unrecorded()
+    assert "--no-require-power" not in probe.unrecorded()
+
+
+@pytest.mark.usefixtures("bare_path")
+def test_auto_tries_each_backend_of_its_order_and_names_every_one() -> None:
+    probe = probe_power(PowerSettings(), engine="vllm", gpus=2)
+    assert not probe.usable
+    assert [part.split(":")[0] for part in (probe.why or "").split("; ")] == list(AUTO_ORDER)
+    assert "--power-backend dcgm" in probe.refusal()  # the one backend auto did not try on an aggregated server
+    decode = probe_power(PowerSettings(), engine="vllm", gpus=2, role="decode")
+    assert [part.split(":")[0] for part in (decode.why or "").split("; ")] == list(auto_order("decode"))
+
+
+def test_a_server_without_gpus_has_no_power_to_sample_and_nothing_to_fix() -> None:
+    probe = probe_power(PowerSettings(require=True), engine="transformers", gpus=0)
+    assert not probe.usable and probe.why == NO_GPU_REASON and probe.fix is None
+    assert probe.refusal().endswith("(fix: run without requiring power: --no-require-power, or drop the recipe's "
+                                    "`require-power: true`)")
+
+
+def test_the_simulator_is_sampled_unless_sampling_is_off() -> None:
+    probe = probe_power(PowerSettings(backend="nvml"), engine="sim", gpus=8)
+    assert probe.usable and probe.backend == "sim" and probe.source == "simulated"
+    off = probe_power(PowerSettings(backend="off", require=True), engine="sim", gpus=8)
+    assert not off.usable and "--power-backend off" in (off.why or "") and "--power-backend auto" in off.refusal()
