@@ -21,7 +21,10 @@ from llmsweep.power.sampler import (
 
 @pytest.fixture
 def bare_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A PATH with no vendor tool on it, as on a CPU host (NVML stays as this host has it: no library, no GPU)."""
+    """A PATH with no vendor tool on it, as on a CPU host (NVML stays as this host has it: no library, no GPU; on a
+    host where NVML can sample, these tests skip)."""
+    if probe_power(PowerSettings(backend="nvml"), engine="vllm", gpus=1).usable:
+        pytest.skip("NVML can sample on this host: these tests describe a host where no backend can")
     monkeypatch.setenv("PATH", str(tmp_path))
 
 
