@@ -630,6 +630,10 @@ class _Batch:
     group: ServerGroup
     sjob: SlurmJob
     relay: _LogRelay | None
+    report_path: Path
+    """Where its worker reports its job in flight (`progress.ReportingProgress`)."""
+    beat: int | None = None
+    """The last report's beat (a new one: the worker is alive)."""
     running: bool = False
     started: set[str] = field(default_factory=set)
     """Jobs whose folder shows the worker started them (their job.json)."""
@@ -654,18 +658,21 @@ class SlurmExecutor:
         live.
 
         While a batch job runs, what its worker writes to its stderr (`slurm-<id>.err`: the server's launch, each
-        job's start and outcome) is passed on to `event`, prefixed `[slurm <id>]` (`relay_worker_log`), and each job
-        the worker finishes is reported (stored, counted k/N) as its `outcome.json` appears; the rest are read as
-        the batch job leaves the queue. A batch job Slurm itself ended (its time limit, preemption, a node failure,
-        out of memory, a scancel from outside this run) fails the job it interrupted and those it never reached
-        with that reason and its fix — not with the "interrupted by the user" its worker wrote on the SIGTERM.
+        job's start and outcome) is passed on to `event`, prefixed `[slurm <id>]` (`relay_worker_log`); its job in
+        flight is shown on the run's progress display as a local run shows its job (its phase, the client's counters
+        and window), from what the worker reports in the server folder (`progress.ReportingProgress`), each batch job
+        a lane of the sweep's ETA; and each job the worker finishes is reported (stored, counted k/N) as its
+        `outcome.json` appears; the rest are read as the batch job leaves the queue. A batch job Slurm itself ended
+        (its time limit, preemption, a node failure, out of memory, a scancel from outside this run) fails the job it
+        interrupted and those it never reached with that reason and its fix — not with the "interrupted by the user"
+        its worker wrote on the SIGTERM.
 
         Every job handed here runs anew (`--resume` kept the finished ones out): what an earlier attempt left in its
         folder is moved aside on this side before the batch job is submitted, so an `outcome.json` found after the
         batch job is this attempt's, never the last one's reported for a job that died before writing its own."""
         from llmsweep.execute import artifacts as art
         from llmsweep.execute.lifecycle import JobOutcome, report_job_finished
-        from llmsweep.execute.progress import current_progress, duration_text
+        from llmsweep.execute.progress import QUIET_S, current_progress, duration_text, read_report
 
         submitted: list[_Batch] = []
         outcomes: list[JobOutcome] = []
@@ -681,8 +688,26 @@ class SlurmExecutor:
                     event(f"[slurm {batch.sjob.job_id}] {line}")
 
         def follow(batch: _Batch) -> None:
-            """The jobs the worker started (their job.json) and finished (their outcome.json) since the last look."""
+            """What the worker reports of its job in flight (its phase, the client's counters: `ReportingProgress`),
+            and the jobs it started (their report, or job.json) and finished (their outcome.json) since the last look.
+            The report is read first: a job the worker has moved on from wrote its outcome before the report that
+            names the next one."""
             progress = current_progress()
+            lane = batch.sjob.job_id
+            concs = {job.id: job.concs[0] if job.concs else None for job in batch.group.jobs}
+            report = read_report(batch.report_path)
+            if report is not None:
+                fresh, batch.beat = report.beat != batch.beat, report.beat
+                for said in report.jobs:
+                    if said.job_id not in concs or said.job_id in batch.closed:
+                        continue
+                    if said.job_id not in progress.state.jobs:
+                        batch.started.add(said.job_id)
+                        progress.job_started(said.job_id, concs[said.job_id], lane=lane)
+                    progress.reported(said, fresh=fresh, quiet_after_s=max(QUIET_S, 3 * self.options.poll_s))
+                for job_id in report.owed:
+                    if job_id in concs and job_id in progress.state.jobs:
+                        progress.eval_owed(job_id)
             for job in batch.group.jobs:
                 if job.id in batch.closed:
                     continue
@@ -696,11 +721,12 @@ class SlurmExecutor:
                         eta = s.eta_s()
                         event(f"Slurm job {batch.sjob.job_id}: {s.done}/{s.total} job(s) done"
                               + ("" if eta is None else f" · sweep ETA {duration_text(eta)}"))
-                elif job.id not in batch.started and (jdir / art.JOB_FILE).is_file():
+                elif job.id not in batch.started and (jdir / art.JOB_FILE).is_file():  # a worker that never reports
                     batch.started.add(job.id)
-                    if progress.state.job_id is None:  # one job at a time is timed (batch jobs may run side by side)
-                        progress.job_started(job.id, job.concs[0] if job.concs else None)
-                        progress.phase("running")
+                    progress.job_started(job.id, concs[job.id], lane=lane)
+                    progress.phase("running", job_id=job.id)
+            progress.queued(lane, sum(1 for job in batch.group.jobs
+                                      if job.id not in batch.closed and job.id not in progress.state.jobs))
 
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
@@ -750,6 +776,7 @@ class SlurmExecutor:
                 for job in group.jobs:
                     art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event)
                 group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
+                (gdir / art.PROGRESS_FILE).unlink(missing_ok=True)  # an earlier attempt's worker said it
                 nodes = group.topology.nodes if group.topology is not None else 1
                 warning = time_limit_warning(group, self.options.effective_time_limit)
                 if warning is not None:
@@ -767,7 +794,7 @@ class SlurmExecutor:
                                                  reasons=[exc.one_line()]))
                     continue
                 submitted.append(_Batch(group, sjob, _LogRelay(sjob.stderr_path)
-                                        if self.options.relay_worker_log else None))
+                                        if self.options.relay_worker_log else None, gdir / art.PROGRESS_FILE))
                 event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
             waiting = list(submitted)
             started = time.monotonic()
