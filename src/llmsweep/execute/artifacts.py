@@ -4,7 +4,7 @@ Layout of `--out RUN/`:
 
     RUN/run.json                      run id, recipe files, executor, expected job ids, outcome
     RUN/servers/<group>/              one folder per shared server: group.json, server.log, server.pid
-                                      (Slurm: job.sbatch…)
+                                      (Slurm: job.sbatch, slurm-<id>.out/.err, progress.json…)
     RUN/jobs/<job-id>/                job.json, server_command.txt, server.log, records.jsonl,
                                       server_metrics.jsonl, run.json (client), summary.json, outcome.json,
                                       the launch's files (TensorRT-LLM: extra_llm_api_options.yaml);
@@ -37,6 +37,9 @@ GROUP_FILE = "group.json"
 PID_FILE = "server.pid"
 RECORDS_FILE = "records.jsonl"
 SLURM_JOB_ID_FILE = "slurm_job_id"
+PROGRESS_FILE = "progress.json"
+"""In a server folder run by a Slurm batch job: its worker's report of its job in flight, rewritten as it goes
+(`progress.WorkerReport`), which the driver shows."""
 ATTEMPTS_DIR = "attempts"
 _ATTEMPT_FILES = (RECORDS_FILE, "server_metrics.jsonl", "run.json", SUMMARY_FILE, OUTCOME_FILE, SERVER_LOG, JOB_FILE,
                   COMMAND_FILE, GPU_METRICS_FILE, REUSED_FILE)

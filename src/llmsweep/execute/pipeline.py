@@ -41,7 +41,7 @@ from llmsweep.execute.lifecycle import (
     stop_stale_servers,
     summarize_outcomes,
 )
-from llmsweep.execute.progress import current_progress
+from llmsweep.execute.progress import ReportingProgress, current_progress, use_progress
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
@@ -769,7 +769,10 @@ def run_worker(group_file: Path, event: Event = _stderr) -> int:
     for outcome in refused:
         refuse_here(run_dir, outcome)
     outcomes: list[JobOutcome] = list(refused)
-    with terminate_as_interrupt():  # scancel sends SIGTERM: stop the server step and mark the job interrupted
+    # The driver shows the job in flight as a local run does, from what this worker reports (progress.json).
+    reporting = ReportingProgress(art.server_dir(run_dir, group.id) / art.PROGRESS_FILE)
+    # scancel sends SIGTERM: stop the server step and mark the job interrupted
+    with terminate_as_interrupt(), use_progress(reporting):
         for kept in groups:
             outcomes += run_group(kept, node_launcher_from_env(), run_dir, settings, event=event)
     return 0 if all(o.ok for o in outcomes) else 1

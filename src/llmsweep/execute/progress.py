@@ -6,31 +6,43 @@ draining; a job in virtual time: simulating, with its window as the predictor re
 they move, and each job's end. Two displays:
 
 - `PlainProgress`: timestamped lines on stderr (a log, CI, a pipe): every event line, each phase change, and a status
-  line at most every `interval_s` while a job measures;
-- `LiveProgress`: under a TTY, the event lines scroll above a live status block (rich).
+  line per job in flight at most every `interval_s` while one measures;
+- `LiveProgress`: under a TTY, the event lines scroll above a live status block (rich), a row per job in flight.
 
-Nothing installed (the Slurm node side, library callers): the hooks do nothing and text events go where they went.
+A job that runs elsewhere (a Slurm batch job's worker on its node) is shown the same way: there the worker installs a
+`ReportingProgress`, which writes its jobs' state to a file (`WorkerReport`, every `REPORT_S`), and the driver reads
+it back (`read_report`) and hands it to its own display (`SweepProgress.reported`); several such jobs may be in flight
+at once, each in its own lane (a batch job runs its jobs one after another), and the sweep's ETA is that of the lane
+that ends last. Nothing installed (library callers): the hooks do nothing and text events go where they went.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 if TYPE_CHECKING:
     from llmsweep.client import Progress
     from llmsweep.sim.predict import WindowProgress
 
+log = logging.getLogger(__name__)
+
 Phase = Literal["launching", "warming", "measuring", "draining", "simulating", "summarising", "running", "evaluating"]
 """`simulating`: a job in virtual time (the simulator core in-process: its warm-up, then its window); `summarising`:
-its records written and summarised; `running`: a job that runs elsewhere (a Slurm batch job's worker), of which only
-its start and end are seen here; `evaluating`: an accuracy eval against a server (in a virtual-time run, the
-simulator served live: wall-clock time)."""
+its records written and summarised; `running`: a job that runs elsewhere (a Slurm batch job's worker) before its
+worker has said more of it; `evaluating`: an accuracy eval against a server (in a virtual-time run, the simulator
+served live: wall-clock time)."""
 
 
 def _now() -> float:
@@ -55,38 +67,37 @@ MIN_WINDOW_FRACTION = 0.05
 """Share of a job's window done before its own rate says how long the rest of it takes (a sliver scales badly)."""
 SIM_REPORT_S = 0.5
 """Wall seconds between two displays of a virtual-time job's progress (the predictor reports every virtual second)."""
+REPORT_S = 1.0
+"""Wall seconds between two writes of a worker's report (`ReportingProgress`; a phase change is written at once)."""
+QUIET_S = 30.0
+"""A job run elsewhere whose worker has not written a new report for this long (or three of the driver's polls, if
+longer) is shown as silent, with its last counters."""
 
 
 @dataclass
-class SweepState:
-    """Where the sweep stands, and its ETA: the mean time of the jobs done for each job left, less what the current
-    job has spent (or, once its window is under way, the rest of its window at the rate it goes)."""
+class JobState:
+    """One job in flight: its place in the sweep, its phase, the client's counters (or its virtual-time window), and
+    its clock."""
 
-    total: int = 0
-    done: int = 0
-    started_at: float = field(default_factory=_now)
-    job_id: str | None = None
-    concurrency: int | None = None
-    index: int = 0
+    job_id: str
+    concurrency: int | None
+    index: int
+    started_at: float
+    lane: str = ""
+    """Jobs of one lane run one after another (a Slurm batch job's); lanes run side by side. "": this process."""
     phase: Phase | None = None
     client: Progress | None = None
     sim: WindowProgress | None = None
     """A virtual-time job's window, as the predictor last reported it."""
-    job_started_at: float = 0.0
     window_started_at: float | None = None
-    """When the current job's window was first seen under way (wall clock)."""
+    """When the job's window was first seen under way (wall clock)."""
     warmup_finished: int = 0
     """The client's finished requests while it warmed up (the warm-up's, counted out of `measured`)."""
-    timed: int = 0
-    """Jobs done that ran here (a job refused or resumed takes no time to time the others by)."""
-    spent_s: float = 0.0
-    """Wall seconds of the timed jobs."""
-    owed: dict[str, int] = field(default_factory=dict)
-    """Jobs whose point is done and whose eval waits for their group's eval server, with the place each was shown at."""
-    owed_spent: dict[str, float] = field(default_factory=dict)
-    """Their points' wall seconds (added to the job's time when its eval is done)."""
+    heard_at: float | None = None
+    """A job run elsewhere: when its worker's report last moved (None: a job run here, or one never reported on)."""
+    quiet_after_s: float = QUIET_S
 
-    def job_fraction(self) -> float:
+    def fraction(self) -> float:
         if self.sim is not None:  # a job in virtual time
             return self.sim.fraction()
         p = self.client
@@ -98,42 +109,35 @@ class SweepState:
             return min(1.0, max(0, p.finished - self.warmup_finished) / p.target_requests)
         return 0.0
 
-    def eta_s(self) -> float | None:
-        """Seconds until the sweep is done; None while nothing can time it: no job done and less than a fifth of the
-        first job's window (before that the time so far is mostly the launch and the warm-up), or its window over."""
-        if self.total <= 0:
-            return None
-        now = _now()
-        mean = self.spent_s / self.timed if self.timed else None
-        left = max(0, self.total - self.done)  # the current job among them
-        if self.job_id is None:
-            return None if mean is None else mean * left
-        in_job = now - self.job_started_at
-        fraction = self.job_fraction()
-        if fraction >= MIN_WINDOW_FRACTION and self.window_started_at is not None:
-            rest = (now - self.window_started_at) * (1.0 - fraction) / fraction
-            if mean is None:
-                # a sliver of the first window times only the launch; once the window is over, what follows (the drain,
-                # the summary: most of a job in virtual time) cannot be timed until the first job ends
-                if fraction < FIRST_ETA_FRACTION or fraction >= 1.0:
-                    return None
-                mean = in_job + rest  # the first job, as it will have run, stands for the others
-            else:  # what follows its window (the drain, the summary) is in the mean, not in the window's rate
-                rest = max(rest, mean - in_job)
-        elif mean is not None:
-            rest = max(0.0, mean - in_job)
-        else:
-            return None
-        return max(0.0, rest + mean * max(0, left - 1))
+    def window_seen(self) -> None:
+        if self.window_started_at is None and self.fraction() > 0:
+            self.window_started_at = _now()
 
-    def status(self) -> str:
-        """One line: `job 3/9 conc 16 · measuring · 120 ok, 0 failed, 16 in flight · window 300/900 s · ETA 12m`."""
-        if self.job_id is None:
-            head = f"{self.done}/{self.total} job(s) done" if self.total else "starting"
-            return head + self._eta()
-        parts = [f"job {self.index}/{self.total} conc {self.concurrency}", self.phase or "starting"]
+    def projected_s(self, now: float) -> float | None:
+        """The job's whole time as its window's rate says it will be, once a fifth of the window is done and while
+        the window lasts (a sliver times only the launch; after the window, the drain and the summary cannot be
+        timed from it); else None."""
+        fraction = self.fraction()
+        if self.window_started_at is None or not FIRST_ETA_FRACTION <= fraction < 1.0:
+            return None
+        return now - self.started_at + (now - self.window_started_at) * (1.0 - fraction) / fraction
+
+    def rest_s(self, now: float, mean: float) -> float:
+        """Seconds until the job is done: the rest of its window at the rate it goes, or what a job takes (`mean`)
+        less what it has spent, whichever is longer (what follows a window, the drain and the summary, is in the
+        mean, not in the window's rate)."""
+        in_job = now - self.started_at
+        fraction = self.fraction()
+        rest = max(0.0, mean - in_job)
+        if fraction >= MIN_WINDOW_FRACTION and self.window_started_at is not None:
+            rest = max(rest, (now - self.window_started_at) * (1.0 - fraction) / fraction)
+        return rest
+
+    def status(self, total: int) -> str:
+        """`job 3/9 conc 16 · measuring · 120 ok, 0 failed, 16 in flight · window 300/900 s`."""
+        parts = [f"job {self.index}/{total} conc {self.concurrency}", self.phase or "starting"]
         if self.phase in ("launching", "running", "evaluating"):
-            parts.append(f"{duration_text(_now() - self.job_started_at)} so far")
+            parts.append(f"{duration_text(_now() - self.started_at)} so far")
         if self.phase == "simulating" and self.sim is not None:
             parts.append(_sim_window(self.sim))
         p = self.client
@@ -145,7 +149,9 @@ class SweepState:
                 parts.append(f"{p.target_requests} to measure")
             if p.stop_reason:
                 parts.append(f"stopping: {p.stop_reason}")
-        return " · ".join(parts) + self._eta()
+        if self.heard_at is not None and (quiet := _now() - self.heard_at) >= self.quiet_after_s:
+            parts.append(f"no report from its worker for {duration_text(quiet)}")
+        return " · ".join(parts)
 
     def _counts(self, p: Progress) -> str:
         """The requests as the end-of-run table counts them: the window's (ok and failed), the warm-up's apart. The
@@ -157,6 +163,76 @@ class SweepState:
         ok = max(0, measured - p.failed)
         about = "≈" if self.warmup_finished else ""
         return f"{about}{ok} ok, {p.failed} failed, {p.inflight} in flight"
+
+
+@dataclass
+class SweepState:
+    """Where the sweep stands, and its ETA: for each lane, the rest of its job in flight and the mean time of the jobs
+    done for each job queued in it; the lane that ends last ends the sweep."""
+
+    total: int = 0
+    done: int = 0
+    started_at: float = field(default_factory=_now)
+    jobs: dict[str, JobState] = field(default_factory=dict)
+    """The jobs in flight, in the order they started."""
+    queued: dict[str, int] = field(default_factory=dict)
+    """Jobs not started yet in each lane that says how many it holds (`SweepProgress.queued`); the others left are
+    this process's."""
+    timed: int = 0
+    """Jobs done that ran (a job refused or resumed takes no time to time the others by)."""
+    spent_s: float = 0.0
+    """Wall seconds of the timed jobs."""
+    owed: dict[str, int] = field(default_factory=dict)
+    """Jobs whose point is done and whose eval waits for their group's eval server, with the place each was shown at."""
+    owed_spent: dict[str, float] = field(default_factory=dict)
+    """Their points' wall seconds (added to the job's time when its eval is done)."""
+
+    @property
+    def current(self) -> JobState | None:
+        """The job that started last (this process runs one at a time: the one its lifecycle reports on)."""
+        return next(reversed(self.jobs.values()), None) if self.jobs else None
+
+    @property
+    def job_id(self) -> str | None:
+        current = self.current
+        return None if current is None else current.job_id
+
+    def job_fraction(self) -> float:
+        current = self.current
+        return 0.0 if current is None else current.fraction()
+
+    def eta_s(self) -> float | None:
+        """Seconds until the sweep is done; None while nothing can time it: no job done and no job in flight a fifth
+        into its window (before that the time so far is mostly the launch and the warm-up), or all their windows
+        over (what follows cannot be timed until a job ends)."""
+        if self.total <= 0:
+            return None
+        now = _now()
+        jobs = list(self.jobs.values())
+        mean = self.spent_s / self.timed if self.timed else None
+        if mean is None:  # the first jobs, as they will have run, stand for the others
+            projected = [s for s in (j.projected_s(now) for j in jobs) if s is not None]
+            mean = sum(projected) / len(projected) if projected else None
+        if mean is None:
+            return None
+        left = max(0, self.total - self.done)  # those in flight among them
+        queued = {lane: n for lane, n in self.queued.items() if n > 0}
+        here = max(0, left - len(jobs) - sum(queued.values()))  # this process's lane: its jobs not started
+        lanes: dict[str, float] = {"": mean * here} if here else {}
+        for lane, n in queued.items():
+            lanes[lane] = lanes.get(lane, 0.0) + mean * n
+        for job in jobs:
+            lanes[job.lane] = lanes.get(job.lane, 0.0) + job.rest_s(now, mean)
+        return max(lanes.values(), default=0.0)
+
+    def status(self, job: JobState | None = None) -> str:
+        """One line: `job 3/9 conc 16 · measuring · 120 ok, 0 failed, 16 in flight · window 300/900 s · ETA 12m`, of
+        `job` (default: the one that started last), or `2/9 job(s) done` when none is in flight."""
+        job = job or self.current
+        if job is None:
+            head = f"{self.done}/{self.total} job(s) done" if self.total else "starting"
+            return head + self._eta()
+        return job.status(self.total) + self._eta()
 
     def _eta(self) -> str:
         eta = self.eta_s()
@@ -182,6 +258,53 @@ def phase_of(p: Progress) -> Phase:
     return "measuring"
 
 
+class JobReport(BaseModel):
+    """A job in flight as its worker reports it: its phase, the client's counters, its warm-up's requests."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    phase: Phase | None = None
+    client: Progress | None = None
+    warmup_finished: int = Field(default=0, ge=0)
+
+
+class WorkerReport(BaseModel):
+    """What a worker running elsewhere (a Slurm batch job on its node) says of its jobs: rewritten every `REPORT_S`,
+    `beat` one higher each time, so the reader tells a live worker from a silent one by `beat` alone (never by
+    comparing two machines' clocks)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    beat: int = Field(ge=0)
+    jobs: list[JobReport] = Field(default_factory=list)
+    """In flight (one at a time on a worker)."""
+    owed: list[str] = Field(default_factory=list)
+    """Jobs whose point is done and whose eval waits for their group's eval server."""
+
+
+def _report_model() -> type[WorkerReport]:
+    """`WorkerReport` with the client's `Progress` resolved (imported only where reports are written or read: the
+    client is a heavy import)."""
+    if not WorkerReport.__pydantic_complete__:
+        from llmsweep.client import Progress
+
+        JobReport.model_rebuild(_types_namespace={"Progress": Progress})
+        WorkerReport.model_rebuild(_types_namespace={"Progress": Progress, "JobReport": JobReport})
+    return WorkerReport
+
+
+def read_report(path: Path) -> WorkerReport | None:
+    """The worker's last report in `path`; None when there is none or it cannot be read (written atomically, so a
+    half-written one is not seen; anything else unreadable is ignored: a report never stops the run)."""
+    try:
+        return _report_model().model_validate_json(path.read_bytes())
+    except (OSError, ValueError, ValidationError) as exc:
+        if not isinstance(exc, FileNotFoundError):
+            log.debug("cannot read the worker's report %s: %s", path, exc)
+        return None
+
+
 class SweepProgress:
     """The hooks the lifecycle calls; this base keeps the state and shows nothing but the event lines."""
 
@@ -196,80 +319,101 @@ class SweepProgress:
     def sweep(self, total: int) -> None:
         self.state = SweepState(total=total)
 
-    def job_started(self, job_id: str, concurrency: int | None) -> None:
-        """A job begins (or, owed an eval, comes back for it at the place it was shown at)."""
+    def job_started(self, job_id: str, concurrency: int | None, *, lane: str = "") -> None:
+        """A job begins (or, owed an eval, comes back for it at the place it was shown at); `lane`: see `JobState`."""
         s = self.state
         index = s.owed.pop(job_id, None)
-        s.job_id, s.concurrency = job_id, concurrency
-        self._clear()
-        s.index = index if index is not None else s.done + len(s.owed) + 1
-        s.job_started_at = _now()
+        if index is None:
+            index = s.done + len(s.owed) + len(s.jobs) + 1 - (job_id in s.jobs)
+        s.jobs.pop(job_id, None)
+        s.jobs[job_id] = JobState(job_id=job_id, concurrency=concurrency, index=index, started_at=_now(), lane=lane)
         self.changed()
+
+    def queued(self, lane: str, jobs: int) -> None:
+        """`jobs` of `lane` have not started yet (the sweep's ETA times each lane apart)."""
+        self.state.queued[lane] = jobs
 
     def eval_owed(self, job_id: str) -> None:
         """The job's point is done; its eval runs after its group's other points (`job_started` again then)."""
         s = self.state
-        if s.job_id == job_id:
-            s.owed[job_id] = s.index
-            s.owed_spent[job_id] = s.owed_spent.get(job_id, 0.0) + _now() - s.job_started_at
-            s.job_id = None
-            self._clear()
+        job = s.jobs.pop(job_id, None)
+        if job is not None:
+            s.owed[job_id] = job.index
+            s.owed_spent[job_id] = s.owed_spent.get(job_id, 0.0) + _now() - job.started_at
             self.changed()
 
-    def phase(self, phase: Phase) -> None:
-        if self.state.job_id is not None and phase != self.state.phase:
-            self.state.phase = phase
-            self.phase_changed()
+    def _job(self, job_id: str | None) -> JobState | None:
+        return self.state.current if job_id is None else self.state.jobs.get(job_id)
 
-    def client(self, p: Progress) -> None:
-        s = self.state
-        s.client = p
+    def phase(self, phase: Phase, *, job_id: str | None = None) -> None:
+        """The phase of `job_id` (default: the job that started last) changed."""
+        job = self._job(job_id)
+        if job is not None and phase != job.phase:
+            job.phase = phase
+            self.phase_changed(job)
+
+    def client(self, p: Progress, *, job_id: str | None = None) -> None:
+        job = self._job(job_id)
+        if job is None:
+            return
+        job.client = p
         if p.profiling_elapsed_s is None:
-            s.warmup_finished = p.finished
-        self._window_seen()
+            job.warmup_finished = p.finished
+        job.window_seen()
         phase = phase_of(p)
-        if phase != s.phase:
-            s.phase = phase
-            self.phase_changed()
+        if phase != job.phase:
+            job.phase = phase
+            self.phase_changed(job)
         else:
             self.changed()
 
     def simulated(self, window: WindowProgress) -> None:
         """A virtual-time job's window moved (the predictor reports every virtual second: shown at most every
         `SIM_REPORT_S` of wall time)."""
-        s = self.state
-        s.sim = window
-        self._window_seen()
-        if s.phase != "simulating":
+        job = self.state.current
+        if job is None:
+            return
+        job.sim = window
+        job.window_seen()
+        if job.phase != "simulating":
             self.phase("simulating")
         elif _now() - self._sim_shown >= SIM_REPORT_S:
             self._sim_shown = _now()
             self.changed()
 
+    def reported(self, report: JobReport, *, fresh: bool, quiet_after_s: float = QUIET_S) -> None:
+        """A job in flight elsewhere, as its worker last reported it (`fresh`: a report newer than the last one read;
+        a worker silent for `quiet_after_s` is said to be). Its phase and counters become the job's here."""
+        job = self.state.jobs.get(report.job_id)
+        if job is None:
+            return
+        job.quiet_after_s = quiet_after_s
+        if fresh or job.heard_at is None:
+            job.heard_at = _now()
+        job.warmup_finished = report.warmup_finished
+        if report.client is not None:
+            job.client = report.client
+            job.window_seen()
+        if report.phase is not None and report.phase != job.phase:
+            job.phase = report.phase
+            self.phase_changed(job)
+        else:
+            self.changed()
+
     def job_finished(self, job_id: str, status: str) -> None:
         s = self.state
         s.done += 1
-        if s.job_id == job_id:  # it ran here: its time times the others
+        job = s.jobs.pop(job_id, None)
+        if job is not None:  # it ran: its time times the others
             s.timed += 1
-            s.spent_s += _now() - s.job_started_at + s.owed_spent.pop(job_id, 0.0)
-        s.job_id = None
-        self._clear()
+            s.spent_s += _now() - job.started_at + s.owed_spent.pop(job_id, 0.0)
         self.changed()
-
-    def _clear(self) -> None:
-        s = self.state
-        s.phase, s.client, s.sim, s.window_started_at, s.warmup_finished = None, None, None, None, 0
-
-    def _window_seen(self) -> None:
-        s = self.state
-        if s.window_started_at is None and s.job_fraction() > 0:
-            s.window_started_at = _now()
 
     # -- what a display does with it ---------------------------------------------------------------------------------
     def changed(self) -> None:
         return None
 
-    def phase_changed(self) -> None:
+    def phase_changed(self, job: JobState) -> None:
         self.changed()
 
     def __enter__(self) -> SweepProgress:
@@ -280,7 +424,8 @@ class SweepProgress:
 
 
 class PlainProgress(SweepProgress):
-    """Timestamped lines: every event line, each phase change, and a status line at most every `interval_s`."""
+    """Timestamped lines: every event line, each phase change, and a status line per job in flight at most every
+    `interval_s`."""
 
     def __init__(self, stream: Any = None, interval_s: float = 30.0) -> None:
         super().__init__()
@@ -294,20 +439,21 @@ class PlainProgress(SweepProgress):
     def line(self, message: str) -> None:
         self._write(message)
 
-    def phase_changed(self) -> None:
+    def phase_changed(self, job: JobState) -> None:
         self._last = _now()
-        self._write(self.state.status())
+        self._write(self.state.status(job))
 
     def changed(self) -> None:
-        if self.state.job_id is None or self.state.phase in (None, "launching"):
-            return
-        if _now() - self._last >= self.interval_s:
+        shown = [job for job in self.state.jobs.values() if job.phase not in (None, "launching")]
+        if shown and _now() - self._last >= self.interval_s:
             self._last = _now()
-            self._write(self.state.status())
+            for job in shown:
+                self._write(self.state.status(job))
 
 
 class LiveProgress(SweepProgress):
-    """Under a TTY: event lines scroll above a live status line with a bar for the job's window (rich)."""
+    """Under a TTY: event lines scroll above a live status block (rich): a row per job in flight, with a bar for its
+    window."""
 
     def __init__(self, console: Any = None) -> None:
         super().__init__()
@@ -328,8 +474,10 @@ class LiveProgress(SweepProgress):
         grid.add_column(no_wrap=True)
         grid.add_column()
         s = self.state
-        fraction = s.job_fraction() if s.job_id is not None else 0.0
-        grid.add_row(ProgressBar(total=1.0, completed=fraction, width=20), Text(s.status(), style="bold"))
+        shown: list[JobState | None] = [*s.jobs.values()] or [None]
+        for job in shown:
+            fraction = job.fraction() if job is not None else 0.0
+            grid.add_row(ProgressBar(total=1.0, completed=fraction, width=20), Text(s.status(job), style="bold"))
         return grid
 
     def __enter__(self) -> LiveProgress:
@@ -354,6 +502,73 @@ class LiveProgress(SweepProgress):
     def changed(self) -> None:
         if self._live is not None:
             self._live.refresh()
+
+
+class ReportingProgress(SweepProgress):
+    """The worker's side of a job run elsewhere (a Slurm batch job on its node): its jobs' state written to `path`
+    (`WorkerReport`, atomically) every `interval_s` and at once on a phase change, by a thread of its own, so that
+    neither the client's loop nor the lifecycle waits on a (shared) filesystem. Event lines go to stderr, as before."""
+
+    def __init__(self, path: Path, interval_s: float = REPORT_S) -> None:
+        super().__init__()
+        self.path = path
+        self.interval_s = interval_s
+        self._beat = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def phase_changed(self, job: JobState) -> None:
+        self._wake.set()
+
+    def job_started(self, job_id: str, concurrency: int | None, *, lane: str = "") -> None:
+        super().job_started(job_id, concurrency, lane=lane)
+        self._wake.set()
+
+    def eval_owed(self, job_id: str) -> None:
+        super().eval_owed(job_id)
+        self._wake.set()
+
+    def job_finished(self, job_id: str, status: str) -> None:
+        super().job_finished(job_id, status)
+        self._wake.set()
+
+    def report(self) -> WorkerReport:
+        model, s = _report_model(), self.state
+        jobs = [JobReport(job_id=j.job_id, phase=j.phase, client=j.client, warmup_finished=j.warmup_finished)
+                for j in list(s.jobs.values())]
+        self._beat += 1
+        return model(beat=self._beat, jobs=jobs, owed=list(s.owed))
+
+    def write(self) -> None:
+        """Write the report now; a failure is logged, never raised (the job goes on unreported)."""
+        try:
+            text = self.report().model_dump_json()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text(text + "\n", encoding="utf-8")
+            os.replace(tmp, self.path)
+        except Exception as exc:  # a report is a courtesy: never the reason a job fails
+            log.warning("could not write the progress report %s: %s", self.path, exc)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            self.write()
+            self._wake.wait(self.interval_s)
+
+    def __enter__(self) -> ReportingProgress:
+        self._thread = threading.Thread(target=self._run, name="llmsweep-progress-report", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        self.write()
 
 
 _ACTIVE: ContextVar[SweepProgress | None] = ContextVar("llmsweep_sweep_progress", default=None)

@@ -72,7 +72,10 @@ class SlurmOptions(BaseModel):
     exclusive: bool = Field(default=False, description="--exclusive node allocation.")
     cpus_per_task: int | None = Field(default=None, description="--cpus-per-task.")
     mem: str | None = Field(default=None, description="--mem, e.g. '64G'.")
-    extra_sbatch: tuple[str, ...] = Field(default=(), description="More #SBATCH flags, e.g. '--qos=high'.")
+    extra_sbatch: tuple[str, ...] = Field(
+        default=(), description="More #SBATCH flags, e.g. '--qos=high' (a value given apart, '--qos', 'high', stays "
+        "on its flag's line). A --time/-t here overrides time_limit (sbatch takes the last one).",
+    )
     job_name_prefix: str = Field(default="llmsweep", description="Job names are <prefix>-<name>.")
     python: str = Field(default=sys.executable, description="Python of the harness on the node (≥ 3.11).")
     worker_command: tuple[str, ...] = Field(
@@ -113,7 +116,25 @@ class SlurmOptions(BaseModel):
     def _tokens(cls, values: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         for value in values:
             _check_sbatch_value(value, str(info.field_name))
+        if info.field_name == "extra_sbatch":
+            for given in _times_given(values):
+                time_limit_s(given, what=_EXTRA_TIME)
         return values
+
+    @field_validator("time_limit")
+    @classmethod
+    def _time_limit(cls, value: str) -> str:
+        time_limit_s(value)
+        return value
+
+    @property
+    def effective_time_limit(self) -> TimeLimit:
+        """The time limit the batch jobs run under: the last `--time`/`-t` in `extra_sbatch` when it gives one (sbatch
+        takes the last given, and the rendered script puts `extra_sbatch` after `time_limit`), else `time_limit`."""
+        given = _times_given(self.extra_sbatch)
+        if given:
+            return TimeLimit(given[-1], time_limit_s(given[-1], what=_EXTRA_TIME), "extra_sbatch")
+        return TimeLimit(self.time_limit, time_limit_s(self.time_limit), "time_limit")
 
 
 _SBATCH_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
@@ -232,7 +253,12 @@ def render_batch_script(
     if options.mem:
         headers.append(f"--mem={options.mem}")
     headers += [f"--output={out_dir}/slurm-%j.out", f"--error={out_dir}/slurm-%j.err", f"--chdir={out_dir}",
-                "--export=ALL", *options.extra_sbatch]
+                "--export=ALL"]
+    for i, token in enumerate(options.extra_sbatch):  # a value given apart (`--time`, `30`) stays on its option's line
+        if i > 0 and not token.startswith("-"):
+            headers[-1] += f" {token}"
+        else:
+            headers.append(token)
     values = {"python": options.python, "group": str(group_file), "out": str(out_dir), "launcher": str(launcher_file)}
     worker = shlex.join(_substitute(part, values) for part in options.worker_command)
     lines = ["#!/bin/bash", *(f"#SBATCH {h}" for h in headers), "",
@@ -397,7 +423,7 @@ class SlurmJob:
 
 
 _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
-    "TIMEOUT": ("its time limit, {time_limit}, ran out", "raise --executor-option time_limit=HH:MM:SS"),
+    "TIMEOUT": ("its time limit, {time_limit}{where}, ran out", "{time_limit_fix}"),
     "PREEMPTED": ("Slurm preempted it for other work",
                   "run where jobs are not preempted (--executor-option partition=NAME, or a --qos in extra_sbatch)"),
     "NODE_FAIL": ("its node failed",
@@ -411,23 +437,26 @@ _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
     "DEADLINE": ("its --deadline passed", "move or drop the --deadline in extra_sbatch"),
 }
 """Batch job states that say Slurm (or someone other than this run) ended the job: what happened, and the fix.
-`{time_limit}` is the configured one."""
+`{time_limit}` is the one the job ran under (`SlurmOptions.effective_time_limit`), `{where}` says where it was set."""
 
 _USER_INTERRUPT = "interrupted by the user"
 """The reason the worker writes when a signal stops a job (`lifecycle.settle`): on the node, Slurm's SIGTERM."""
 
 
-def ended_by_slurm(state: str, time_limit: str) -> tuple[str, str] | None:
+def ended_by_slurm(state: str, limit: TimeLimit) -> tuple[str, str] | None:
     """(what happened, the fix) when `state` says Slurm, or someone other than this run, ended a batch job."""
     said = _ENDED_BY_SLURM.get(state)
-    return None if said is None else (said[0].format(time_limit=time_limit), said[1])
+    if said is None:
+        return None
+    values = {"time_limit": limit.value, "where": limit.where, "time_limit_fix": limit.fix}
+    return said[0].format(**values), said[1].format(**values)
 
 
-def slurm_end_reason(result: SlurmJobResult, time_limit: str, *, ran: bool) -> str | None:
+def slurm_end_reason(result: SlurmJobResult, limit: TimeLimit, *, ran: bool) -> str | None:
     """Why a job of a batch job Slurm ended failed: interrupted (`ran`: it was running) or not run (the batch job
     never reached it), the state, what it means and the fix; None when the state is not one of those
     (COMPLETED, FAILED: the worker's own outcomes say why)."""
-    said = ended_by_slurm(result.state, time_limit)
+    said = ended_by_slurm(result.state, limit)
     if said is None:
         return None
     what, fix = said
@@ -457,20 +486,67 @@ def _interrupted(outcome: JobOutcome) -> bool:
 
 
 _TIME_LIMIT = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_EXTRA_TIME = "the --time in extra_sbatch"
+TIME_FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (or INFINITE, UNLIMITED)"
+"""The forms of a Slurm time limit sbatch takes, as an error names them."""
 
 
-def time_limit_s(value: str) -> int | None:
+def time_limit_s(value: str, *, what: str = "time_limit") -> int | None:
     """Seconds of a Slurm time limit in the forms sbatch takes (`90`, `90:30`, `02:00:00`, `1-12`, `1-12:30`,
-    `1-12:30:00`); None for INFINITE/UNLIMITED or anything else (sbatch judges that)."""
-    match = _TIME_LIMIT.match(value.strip())
-    if match is None:
+    `1-12:30:00`); None for no limit (INFINITE, UNLIMITED, 0). Anything else is a ValueError naming `what` (the
+    option that gave it) and the forms (sbatch would refuse it only once the job is submitted)."""
+    text = value.strip()
+    if text.upper() in ("INFINITE", "UNLIMITED"):
         return None
+    match = _TIME_LIMIT.match(text)
+    if match is None:
+        raise ValueError(f"{what} {value!r} is not a Slurm time limit; give {TIME_FORMATS}, e.g. 02:00:00 for two "
+                         "hours")
     days, a, b, c = match.groups()
     if days is not None:  # days-hours[:minutes[:seconds]]
-        return int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
-    if c is not None:  # hours:minutes:seconds
-        return int(a) * 3600 + int(b) * 60 + int(c)
-    return int(a) * 60 + int(b or 0)  # minutes[:seconds]
+        seconds = int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+    elif c is not None:  # hours:minutes:seconds
+        seconds = int(a) * 3600 + int(b) * 60 + int(c)
+    else:
+        seconds = int(a) * 60 + int(b or 0)  # minutes[:seconds]
+    return seconds or None  # --time=0: no limit
+
+
+def _times_given(tokens: Sequence[str]) -> list[str]:
+    """The values of the `--time` options among sbatch flags, in order: `--time=V`, `--time V`, `-t V`, `-tV`
+    (`--time-min` is another option). A `--time` or `-t` with nothing after it is a ValueError."""
+    found: list[str] = []
+    for i, token in enumerate(tokens):
+        if token in ("--time", "-t"):
+            if i + 1 >= len(tokens) or tokens[i + 1].startswith("-"):
+                raise ValueError(f"extra_sbatch {token!r} has no value after it; give the limit with it, e.g. "
+                                 f"'--time=04:00:00' ({TIME_FORMATS})")
+            found.append(tokens[i + 1])
+        elif token.startswith("--time="):
+            found.append(token.removeprefix("--time="))
+        elif token.startswith("-t") and not token.startswith("--"):
+            found.append(token[2:])
+    return found
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """The time limit a batch job runs under (`SlurmOptions.effective_time_limit`): as given, in seconds (None: no
+    limit), and the option that set it, which is the one to raise."""
+
+    value: str
+    seconds: int | None
+    field: str
+
+    @property
+    def where(self) -> str:
+        return "" if self.field == "time_limit" else f" ({_EXTRA_TIME})"
+
+    @property
+    def fix(self) -> str:
+        if self.field == "time_limit":
+            return "raise --executor-option time_limit=HH:MM:SS"
+        return "raise the --time in --executor-option extra_sbatch (it overrides time_limit)"
 
 
 def planned_windows_s(group: ServerGroup) -> float:
@@ -489,19 +565,17 @@ def planned_windows_s(group: ServerGroup) -> float:
     return total
 
 
-def time_limit_warning(group: ServerGroup, time_limit: str) -> str | None:
+def time_limit_warning(group: ServerGroup, limit: TimeLimit) -> str | None:
     """A warning when the group's planned windows alone exceed the batch job's time limit (Slurm would stop it
     before it is done), else None."""
-    limit = time_limit_s(time_limit)
     windows = planned_windows_s(group)
-    if limit is None or windows <= limit:
+    if limit.seconds is None or windows <= limit.seconds:
         return None
     from llmsweep.execute.progress import duration_text
 
     return (f"warning: {group.id}: its {len(group.jobs)} job(s) plan {duration_text(windows)} of measurement "
-            f"windows alone, more than the Slurm time limit {time_limit}; Slurm will stop the batch job before it "
-            "is done (the jobs not reached fail, `--resume` runs them later) — raise --executor-option "
-            "time_limit=HH:MM:SS")
+            f"windows alone, more than the Slurm time limit {limit.value}{limit.where}; Slurm will stop the batch "
+            f"job before it is done (the jobs not reached fail, `--resume` runs them later) — {limit.fix}")
 
 
 class _LogRelay:
@@ -556,6 +630,10 @@ class _Batch:
     group: ServerGroup
     sjob: SlurmJob
     relay: _LogRelay | None
+    report_path: Path
+    """Where its worker reports its job in flight (`progress.ReportingProgress`)."""
+    beat: int | None = None
+    """The last report's beat (a new one: the worker is alive)."""
     running: bool = False
     started: set[str] = field(default_factory=set)
     """Jobs whose folder shows the worker started them (their job.json)."""
@@ -580,18 +658,21 @@ class SlurmExecutor:
         live.
 
         While a batch job runs, what its worker writes to its stderr (`slurm-<id>.err`: the server's launch, each
-        job's start and outcome) is passed on to `event`, prefixed `[slurm <id>]` (`relay_worker_log`), and each job
-        the worker finishes is reported (stored, counted k/N) as its `outcome.json` appears; the rest are read as
-        the batch job leaves the queue. A batch job Slurm itself ended (its time limit, preemption, a node failure,
-        out of memory, a scancel from outside this run) fails the job it interrupted and those it never reached
-        with that reason and its fix — not with the "interrupted by the user" its worker wrote on the SIGTERM.
+        job's start and outcome) is passed on to `event`, prefixed `[slurm <id>]` (`relay_worker_log`); its job in
+        flight is shown on the run's progress display as a local run shows its job (its phase, the client's counters
+        and window), from what the worker reports in the server folder (`progress.ReportingProgress`), each batch job
+        a lane of the sweep's ETA; and each job the worker finishes is reported (stored, counted k/N) as its
+        `outcome.json` appears; the rest are read as the batch job leaves the queue. A batch job Slurm itself ended
+        (its time limit, preemption, a node failure, out of memory, a scancel from outside this run) fails the job it
+        interrupted and those it never reached with that reason and its fix — not with the "interrupted by the user"
+        its worker wrote on the SIGTERM.
 
         Every job handed here runs anew (`--resume` kept the finished ones out): what an earlier attempt left in its
         folder is moved aside on this side before the batch job is submitted, so an `outcome.json` found after the
         batch job is this attempt's, never the last one's reported for a job that died before writing its own."""
         from llmsweep.execute import artifacts as art
         from llmsweep.execute.lifecycle import JobOutcome, report_job_finished
-        from llmsweep.execute.progress import current_progress, duration_text
+        from llmsweep.execute.progress import QUIET_S, current_progress, duration_text, read_report
 
         submitted: list[_Batch] = []
         outcomes: list[JobOutcome] = []
@@ -607,8 +688,26 @@ class SlurmExecutor:
                     event(f"[slurm {batch.sjob.job_id}] {line}")
 
         def follow(batch: _Batch) -> None:
-            """The jobs the worker started (their job.json) and finished (their outcome.json) since the last look."""
+            """What the worker reports of its job in flight (its phase, the client's counters: `ReportingProgress`),
+            and the jobs it started (their report, or job.json) and finished (their outcome.json) since the last look.
+            The report is read first: a job the worker has moved on from wrote its outcome before the report that
+            names the next one."""
             progress = current_progress()
+            lane = batch.sjob.job_id
+            concs = {job.id: job.concs[0] if job.concs else None for job in batch.group.jobs}
+            report = read_report(batch.report_path)
+            if report is not None:
+                fresh, batch.beat = report.beat != batch.beat, report.beat
+                for said in report.jobs:
+                    if said.job_id not in concs or said.job_id in batch.closed:
+                        continue
+                    if said.job_id not in progress.state.jobs:
+                        batch.started.add(said.job_id)
+                        progress.job_started(said.job_id, concs[said.job_id], lane=lane)
+                    progress.reported(said, fresh=fresh, quiet_after_s=max(QUIET_S, 3 * self.options.poll_s))
+                for job_id in report.owed:
+                    if job_id in concs and job_id in progress.state.jobs:
+                        progress.eval_owed(job_id)
             for job in batch.group.jobs:
                 if job.id in batch.closed:
                     continue
@@ -622,11 +721,12 @@ class SlurmExecutor:
                         eta = s.eta_s()
                         event(f"Slurm job {batch.sjob.job_id}: {s.done}/{s.total} job(s) done"
                               + ("" if eta is None else f" · sweep ETA {duration_text(eta)}"))
-                elif job.id not in batch.started and (jdir / art.JOB_FILE).is_file():
+                elif job.id not in batch.started and (jdir / art.JOB_FILE).is_file():  # a worker that never reports
                     batch.started.add(job.id)
-                    if progress.state.job_id is None:  # one job at a time is timed (batch jobs may run side by side)
-                        progress.job_started(job.id, job.concs[0] if job.concs else None)
-                        progress.phase("running")
+                    progress.job_started(job.id, concs[job.id], lane=lane)
+                    progress.phase("running", job_id=job.id)
+            progress.queued(lane, sum(1 for job in batch.group.jobs
+                                      if job.id not in batch.closed and job.id not in progress.state.jobs))
 
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
@@ -647,7 +747,7 @@ class SlurmExecutor:
                 why, ran = None, False
                 if isinstance(seen, SlurmJobResult) and (outcome is None or _interrupted(outcome)):
                     ran = outcome is not None or (jdir / art.JOB_FILE).is_file()
-                    why = slurm_end_reason(seen, self.options.time_limit, ran=ran)
+                    why = slurm_end_reason(seen, self.options.effective_time_limit, ran=ran)
                 if why is not None:
                     cut["interrupted" if ran else "not run"] += 1
                     if outcome is None:
@@ -660,7 +760,7 @@ class SlurmExecutor:
                 left.append((job.id, outcome))
             if isinstance(seen, SlurmJobResult):
                 line = f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code})"
-                said = ended_by_slurm(seen.state, self.options.time_limit)
+                said = ended_by_slurm(seen.state, self.options.effective_time_limit)
                 if said is not None and any(cut.values()):
                     finished = len(group.jobs) - sum(cut.values())
                     line += (f": {said[0]}; {finished} of "
@@ -676,8 +776,9 @@ class SlurmExecutor:
                 for job in group.jobs:
                     art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event)
                 group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
+                (gdir / art.PROGRESS_FILE).unlink(missing_ok=True)  # an earlier attempt's worker said it
                 nodes = group.topology.nodes if group.topology is not None else 1
-                warning = time_limit_warning(group, self.options.time_limit)
+                warning = time_limit_warning(group, self.options.effective_time_limit)
                 if warning is not None:
                     event(warning)
                 try:
@@ -693,7 +794,7 @@ class SlurmExecutor:
                                                  reasons=[exc.one_line()]))
                     continue
                 submitted.append(_Batch(group, sjob, _LogRelay(sjob.stderr_path)
-                                        if self.options.relay_worker_log else None))
+                                        if self.options.relay_worker_log else None, gdir / art.PROGRESS_FILE))
                 event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
             waiting = list(submitted)
             started = time.monotonic()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import re
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +16,12 @@ from llmsweep.execute import progress as progress_mod
 from llmsweep.execute.progress import (
     LiveProgress,
     PlainProgress,
+    ReportingProgress,
     SweepProgress,
     current_progress,
     phase_of,
     progress_for,
+    read_report,
     use_progress,
 )
 
@@ -244,3 +248,96 @@ def test_the_done_count_is_the_windows_requests_not_the_warm_ups() -> None:
     progress.client(_p(None, duration=None, target=100, finished=10))
     progress.client(_p(1.0, duration=None, target=100, finished=60))
     assert progress.state.job_fraction() == 0.5
+
+
+def test_the_eta_times_every_job_in_flight_lane_by_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batch jobs side by side (a Slurm lane each, its jobs one after another): the ETA timed one job in flight as if
+    the sweep ran one job at a time. Now each lane ends after the rest of its job in flight and its queued jobs at the
+    mean time of a job; the lane that ends last ends the sweep. Every job in flight is shown."""
+    clock = _Clock()
+    monkeypatch.setattr(progress_mod, "_now", clock)
+    out = io.StringIO()
+    progress = PlainProgress(out, interval_s=0.0)
+    progress.sweep(5)  # lane A holds 3 jobs, lane B 2
+    progress.job_started("a1", 8, lane="A")
+    progress.queued("A", 2)
+    progress.job_started("b1", 16, lane="B")
+    progress.queued("B", 1)
+    clock.t += 6
+    progress.job_finished("b1", "valid")  # 6 s
+    progress.job_started("b2", 32, lane="B")
+    progress.queued("B", 0)
+    clock.t += 4
+    progress.job_finished("a1", "valid")  # 10 s: a job takes 8 s
+    progress.job_started("a2", 64, lane="A")
+    progress.queued("A", 1)
+    # lane A: a2 just started (8 s) and one more (8 s); lane B: b2, 4 s in (4 s more). Not 3 jobs left × 8 s.
+    assert progress.state.eta_s() == 16.0
+    for job in ("a2", "b2"):
+        progress.phase("running", job_id=job)
+    out.truncate(0)
+    progress.changed()
+    lines = [line[11:] for line in out.getvalue().strip("\0").splitlines()]
+    assert lines == ["job 3/5 conc 32 · running · 4s so far · sweep ETA 16s",
+                     "job 4/5 conc 64 · running · 0s so far · sweep ETA 16s"]
+
+
+def test_a_job_run_elsewhere_shows_its_workers_counters_and_a_silent_worker_is_said_to_be(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The worker (on a Slurm node) reports its job as the local display would show it; the driver shows that: the
+    phase and the client's counters, the warm-up counted apart as here. A worker that stops reporting leaves its
+    last counters shown, said to be silent; an unreadable report is no report (never an error)."""
+    clock = _Clock()
+    monkeypatch.setattr(progress_mod, "_now", clock)
+    path = tmp_path / "progress.json"
+    worker = ReportingProgress(path)
+    worker.job_started("j", 4)
+    worker.phase("launching")
+    worker.client(_p(None, finished=9))
+    worker.client(_p(30.0, finished=15))
+    worker.write()
+
+    out = io.StringIO()
+    driver = PlainProgress(out, interval_s=3600)
+    driver.sweep(2)
+    report = read_report(path)
+    assert report is not None and [j.job_id for j in report.jobs] == ["j"]
+    driver.job_started("j", 4, lane="42")
+    driver.reported(report.jobs[0], fresh=True, quiet_after_s=30.0)
+    status = "job 1/2 conc 4 · measuring · ≈5 ok, 1 failed, 2 in flight · window 30/60 s"
+    assert out.getvalue().splitlines()[-1][11:].startswith(status)  # a phase change: a line at once
+    clock.t += 31
+    driver.reported(report.jobs[0], fresh=False, quiet_after_s=30.0)  # the same beat: nothing new
+    assert driver.state.status().startswith(status + " · no report from its worker for 31s")
+    worker.write()  # a new beat: heard again
+    again = read_report(path)
+    assert again is not None and again.beat == report.beat + 1
+    driver.reported(again.jobs[0], fresh=True)
+    assert "no report" not in driver.state.status()
+    path.write_text('{"beat": 3, "jobs": [{"job_id": "j", "client": {"finished": "many"}}]}')
+    assert read_report(path) is None
+    path.write_text("{not json")
+    assert read_report(path) is None
+    assert read_report(tmp_path / "none.json") is None
+
+
+def test_a_worker_reports_from_a_thread_of_its_own_until_it_is_done(tmp_path: Path) -> None:
+    """It beats while nothing moves (a server launching for minutes is not a silent worker), and its last word, once
+    the job is done, names no job in flight."""
+    path = tmp_path / "progress.json"
+
+    def heard(beats_after: int) -> int:
+        deadline = time.monotonic() + 10
+        while (report := read_report(path)) is None or report.beat <= beats_after or not report.jobs:
+            assert time.monotonic() < deadline, f"no report after beat {beats_after}: {report}"
+            time.sleep(0.02)
+        assert report.jobs[0].job_id == "j" and report.jobs[0].phase == "launching"
+        return report.beat
+
+    with use_progress(ReportingProgress(path, interval_s=0.05)) as worker:
+        worker.job_started("j", 1)
+        worker.phase("launching")
+        heard(heard(0) + 1)
+        worker.job_finished("j", "valid")
+    last = read_report(path)
+    assert last is not None and last.jobs == []
