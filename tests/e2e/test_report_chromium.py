@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
-from llmsweep.metrics.model import Summary
+from llmsweep.metrics.model import PowerBlock, Summary
 from llmsweep.report import write_report
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -49,12 +49,19 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
         summary.validity.verdict = "smoke"
         summary.validity.reasons = [f"smoke run: profile window {window} s is shorter than 900 s"]
         path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    for job in (points[2].job, points[3].job):  # sglang on mi300x at conc 16, vllm on mi300x at conc 1: no power
+        path = run.path / "jobs" / job["id"] / "summary.json"
+        summary = Summary.load(path)
+        summary.power = PowerBlock(backend=None, error=NO_POWER_WHY)
+        path.write_text(json.dumps(summary.dump()), encoding="utf-8")
     meta = json.loads((run.path / "run.json").read_text())
     meta["outcomes"] = [{"job_id": REFUSED, "exp_name": "x", "status": "refused", "reasons": [REFUSED_WHY]}]
     (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
     return write_report(run.path, root / "report", png=False).html
 
 
+NO_POWER_WHY = ("nvml: nvidia-ml-py is not installed (pip install 'llmsweep[power]'); to record power: install it, or "
+                "--power-backend amd-smi|nvidia-smi|dcgm")
 REFUSED = "qwen3.5_tp8_conc32_kvnone_spec-none_sglang_mi300x"
 REFUSED_WHY = "policy error [grid.max-conc] conc [32] above policy.max-conc 16 (fix: drop the points above it)"
 
@@ -257,6 +264,20 @@ def test_dashboard_explains_its_verdicts(driver, report_html: Path, tmp_path: Pa
     assert drv.save_screenshot(str(shot))
     _keep(shot)
     assert _errors(drv) == []
+
+
+def test_points_without_gpu_power_have_a_banner_that_says_why(driver, report_html: Path) -> None:
+    """Two points ran where no power backend could sample: the page says so in one banner line with the reason, how
+    to record power and which concurrencies (it was said only in summary.md and on the run's end lines)."""
+    from selenium.webdriver.common.by import By
+
+    _open(driver, report_html)
+    banner = driver.find_element(By.ID, "banner-power")
+    assert banner.get_attribute("data-count") == "2"
+    assert "2 point(s) have no GPU power" in banner.text
+    (line,) = banner.find_elements(By.CSS_SELECTOR, "ul.reasons li")
+    assert line.get_attribute("data-count") == "2" and NO_POWER_WHY in line.text and "conc 1, 16" in line.text
+    assert _errors(driver) == []
 
 
 def test_an_empty_run_says_so_once(driver, empty_report_html: Path, tmp_path: Path) -> None:

@@ -276,7 +276,7 @@ def power_unrecorded(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:
     for p in points:
         power = p.summary.power if p.summary is not None else None
         if power is not None and power.unrecorded:
-            items.append((power.unrecorded, p.job_id))
+            items.append((power.unrecorded, p.result_id))  # the page's point ids: its banner names their concs
     return group_reasons(items)
 
 

@@ -91,6 +91,11 @@
       "Several sources (" + D.sources.join(", ") + "); each source forms its own series and frontier.");
     if (D.overlays && D.overlays.length) el("div", { "class": "banner", id: "overlay-banner" }, b, "Overlaid for comparison (own series, never merged into this run's frontiers): " + D.overlays.join(", "));
     VERDICT_KINDS.forEach(function (kind) { verdictBanner(b, kind, (D.verdicts || {})[kind]); });
+    var unrecorded = D.power_unrecorded || [];
+    var nPower = unrecorded.reduce(function (n, g) { return n + g.count; }, 0);
+    reasonsBanner(b, "banner power-unrecorded", "banner-power", nPower, nPower + " point(s) have no GPU power: no " +
+      "power backend could sample where they ran, so they have no energy or cost-per-token figures (why, and how " +
+      "to record it):", unrecorded);
   }
   var VERDICT_KINDS = ["invalid", "smoke", "refused", "failed", "reused", "simulated-only"];
   var VERDICT_HEAD = {
@@ -104,10 +109,14 @@
   /* One banner per verdict kind; identical reasons (up to their numbers) are one line with a count. */
   function verdictBanner(parent, kind, v) {
     if (!v || !v.count) return;
-    var box = el("div", { "class": "banner verdict " + kind, id: "banner-" + kind, "data-count": v.count }, parent);
-    el("div", { "class": "banner-head" }, box, VERDICT_HEAD[kind](v.count));
+    reasonsBanner(parent, "banner verdict " + kind, "banner-" + kind, v.count, VERDICT_HEAD[kind](v.count), v.reasons);
+  }
+  function reasonsBanner(parent, cls, id, count, head, reasons) {
+    if (!count) return;
+    var box = el("div", { "class": cls, id: id, "data-count": count }, parent);
+    el("div", { "class": "banner-head" }, box, head);
     var ul = el("ul", { "class": "reasons" }, box);
-    v.reasons.forEach(function (g) {
+    reasons.forEach(function (g) {
       var li = el("li", { "data-count": g.count }, ul);
       el("span", { "class": "count-badge" }, li, "×" + g.count);
       li.appendChild(document.createTextNode(" " + g.reason));
