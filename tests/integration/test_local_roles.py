@@ -187,7 +187,9 @@ def serving(out: Path) -> dict[str, int] | None:
     return pids if measuring and len(pids) == 7 else None
 
 
-def test_ctrl_c_mid_job_tears_down_every_role_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signals", [(signal.SIGINT,), (signal.SIGINT, signal.SIGTERM, signal.SIGINT)],
+                         ids=["ctrl-c", "ctrl-c-then-more-during-teardown"])
+def test_ctrl_c_mid_job_tears_down_every_role_process(tmp_path: Path, signals: tuple[signal.Signals, ...]) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
     proc = start(long_recipe(tmp_path), out, tmp_path, log)
     pids: list[int] = []
@@ -195,7 +197,9 @@ def test_ctrl_c_mid_job_tears_down_every_role_process(tmp_path: Path) -> None:
         found = wait_for(lambda: serving(out), proc, log, "the roles serving the first job")
         pids = list(found.values())
         assert all(alive(p) for p in pids)
-        proc.send_signal(signal.SIGINT)
+        for sig in signals:  # more signals arrive while the roles are torn down: they hurry it, never cut it short
+            proc.send_signal(sig)
+            time.sleep(0.05)
         assert proc.wait(timeout=120) == 130, log.read_text(errors="replace")[-4000:]
         assert_gone(pids, out)
         assert not role_pid_files(out) and not list((out / "servers").glob("*/server*.pid"))
@@ -238,3 +242,41 @@ def test_resume_after_a_killed_run_stops_its_roles_and_ctrl_c_of_the_resumed_run
         for pid in old + new:
             if alive(pid):
                 os.killpg(pid, signal.SIGKILL)
+
+
+def test_a_role_that_does_not_come_up_fails_the_start_naming_it_and_every_started_role_is_torn_down(
+        tmp_path: Path) -> None:
+    """What the lifecycle does when a role fails (`_Server._ensure_roles`: start, and on any failure stop): here the
+    decode worker exits at once; the error names it, and the prefill workers already serving are stopped, their pid
+    files with them."""
+    from llmsweep import engines
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.execute.roles import LocalPlacement, RoleDeployment
+    from llmsweep.plan import jobs_from_files
+
+    one = tmp_path / "one.yaml"
+    one.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
+    (job,) = jobs_from_files([one])
+    topology = engines.render_topology(job, simulate=True)
+    decode = topology.roles[1]
+    assert decode.kind == "decode"
+    broken = decode.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
+        "argv": (sys.executable, "-c", "import sys; print('decode cannot start', flush=True); sys.exit(3)")})})
+        for w in decode.workers)})
+    topology = topology.model_copy(update={"roles": (topology.roles[0], broken, *topology.roles[2:])})
+    server_dir = tmp_path / "servers" / "g"
+    deployment = RoleDeployment(topology, LocalPlacement(topology, LocalLauncher(), server_dir), server_dir)
+    pids: list[int] = []
+    try:
+        with pytest.raises(LaunchError, match=r"decode worker 0 on node .* did not come up") as failed:
+            deployment.start(startup_timeout_s=120)
+        assert "exited with status 3 while starting" in failed.value.message
+        pids = [int(read_json(p)["pid"]) for p in sorted(server_dir.glob("server.*.pid"))]
+        assert len(pids) == 3  # the two prefill workers and the decode worker; the router never started
+        assert "decode cannot start" in (server_dir / "roles" / "decode-0.log").read_text()
+    finally:
+        deployment.stop(grace_s=5.0)
+    assert deployment.gone()
+    assert_gone(pids, tmp_path)
+    assert not list(server_dir.glob("server.*.pid"))
