@@ -409,12 +409,12 @@ class _Server:
         from llmsweep.execute.roles import RoleDeployment, role_placement
 
         self.dir.mkdir(parents=True, exist_ok=True)
-        placement = role_placement(self.launcher, topology, self.dir)
+        placement = role_placement(self.launcher, topology, self.dir, executor=self.group.executor)
         deployment = RoleDeployment(topology, placement, self.dir)
         self.handle, self.spec = deployment, deployment.spec
         current_progress().phase("launching")
         self.event(f"launching {sum(r.count for r in topology.roles)} role {placement.units} of {topology.job} on "
-                   f"{deployment.where()}")
+                   f"{placement.where()}")
         try:
             deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event)
             self.observed = observe_runtime(deployment, deployment.spec)

@@ -340,6 +340,10 @@ class RolePlacement(Protocol):
         """`handle` was stopped: forget what recorded it for a later `--resume`, once nothing of it is left."""
         ...
 
+    def where(self) -> str:
+        """Where the roles run, for messages."""
+        ...
+
 
 class SlurmPlacement:
     """Every worker a step on its nodes of the current allocation (`NodeAddr` for `{nodeK}`)."""
@@ -364,6 +368,9 @@ class SlurmPlacement:
 
     def release(self, handle: ProcessServerHandle) -> None:
         return None  # a step outliving a killed run goes with its allocation (`run --resume` cancels it)
+
+    def where(self) -> str:
+        return ", ".join(n.name for n in self.nodes)
 
 
 LOOPBACK = "127.0.0.1"
@@ -438,14 +445,25 @@ class LocalPlacement:
             if held is handle and handle.gone():
                 path.unlink(missing_ok=True)
 
+    def where(self) -> str:
+        return f"this host ({self.nodes[0].name}), each on a loopback port of its own"
 
-def role_placement(launcher: object, topology: Topology, server_dir: Path) -> RolePlacement:
+
+def role_placement(launcher: object, topology: Topology, server_dir: Path, *, executor: str) -> RolePlacement:
     """The placement of `topology`'s roles by the launcher a group runs with: steps of the current Slurm allocation
-    (the srun launcher), processes on this host (the local launcher); any other launcher cannot place roles."""
+    (the srun launcher), processes on this host (the local launcher of the local executor); any other launcher cannot
+    place roles. `executor`: the group's (a Slurm batch job's worker that launches without srun would crowd every
+    role onto the first of the nodes its allocation holds for them)."""
+    from llmsweep.execute.slurm import SlurmExecutor
+
     if isinstance(launcher, SrunLauncher):
         return SlurmPlacement(topology, launcher, allocation_nodes(), job_id=os.environ.get("SLURM_JOB_ID"))
-    if isinstance(launcher, LocalLauncher):
+    if isinstance(launcher, LocalLauncher) and executor != SlurmExecutor.kind:
         return LocalPlacement(topology, launcher, server_dir)
+    if isinstance(launcher, LocalLauncher):
+        raise LaunchError(f"the roles of job {topology.job} start as srun steps on the nodes of its Slurm allocation, "
+                          "but this batch job launches its servers without srun",
+                          fix="leave node.use_srun at its default, true, in the slurm executor options")
     kind = getattr(launcher, "kind", type(launcher).__name__)
     raise LaunchError(f"the roles of job {topology.job} start as processes of this host or as srun steps of a Slurm "
                       f"allocation; the {kind} launcher cannot place them",
@@ -479,12 +497,6 @@ class RoleDeployment:
     @property
     def nodes(self) -> list[AllocatedNode]:
         return self.placement.nodes
-
-    def where(self) -> str:
-        """Where the roles run, for messages."""
-        if self.placement.kind == LocalPlacement.kind:
-            return f"this host ({self.nodes[0].name}), each on a loopback port of its own"
-        return ", ".join(n.name for n in self.nodes)
 
     # -- start ------------------------------------------------------------------------------------------------------
     def start(self, *, startup_timeout_s: float | None, event: Callable[[str], None] | None = None) -> None:

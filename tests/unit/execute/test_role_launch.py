@@ -221,3 +221,19 @@ def test_a_worker_that_needs_gpus_gets_its_share_of_the_host_only_when_the_host_
     with pytest.raises(LaunchError, match=r"need 24 GPU\(s\) together \(prefill worker 0 8, prefill worker 1 8, "
                                           r"decode worker 0 8\) but nvidia-smi shows 16 on this host"):
         LocalPlacement(real, LocalLauncher(), tmp_path, environ=_fake_nvidia_smi(tmp_path, monkeypatch, 16))
+
+
+def test_the_launcher_decides_where_roles_go_and_one_that_cannot_place_them_says_so(disagg_job: Job,
+                                                                                    tmp_path: Path) -> None:
+    from llmsweep.execute.docker import DockerLauncher
+    from llmsweep.execute.roles import role_placement
+
+    topology = engines.render_topology(disagg_job, simulate=True)
+    assert isinstance(role_placement(LocalLauncher(), topology, tmp_path, executor="local"), LocalPlacement)
+    with pytest.raises(LaunchError, match="the docker launcher cannot place them") as refused:
+        role_placement(DockerLauncher(), topology, tmp_path, executor="docker")
+    assert "--executor local" in refused.value.fix
+    # a Slurm batch job's worker launching without srun would crowd every role onto its first node
+    with pytest.raises(LaunchError, match="start as srun steps on the nodes of its Slurm allocation") as refused:
+        role_placement(LocalLauncher(), topology, tmp_path, executor="slurm")
+    assert "node.use_srun" in refused.value.fix
