@@ -57,9 +57,9 @@ def role_pids(out: Path) -> dict[str, int]:
     return pids
 
 
-def left_behind(pids: list[int], out: Path) -> list[str]:
-    """What is left of the given processes (their process groups: each role leads its own) and of any simulator or
-    sampler process that names this run's folder or one of its ports."""
+def left_behind(pids: list[int], where: Path) -> list[str]:
+    """What is left of the given processes (their process groups: each role leads its own), and any process working
+    in `where` (the runs start there, and every role process inherits it) or naming it (a power sampler's folder)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -69,7 +69,12 @@ def left_behind(pids: list[int], out: Path) -> list[str]:
         if not fields or fields[0] in "ZX":
             continue
         cmdline = read_proc(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace")
-        if pid in pids or int(fields[2]) in pids or ("llmsweep" in cmdline and str(out) in cmdline):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            cwd = ""
+        if (pid in pids or int(fields[2]) in pids or Path(cwd).is_relative_to(where)
+                or ("llmsweep" in cmdline and str(where) in cmdline)):
             found.append(f"{pid}: {cmdline}")
     return found
 
@@ -88,17 +93,18 @@ def wait_for(predicate: Callable[[], Any], proc: subprocess.Popen[bytes], log: P
     raise AssertionError(f"timed out waiting for {what}:\n" + log.read_text(errors="replace")[-4000:])
 
 
-def assert_gone(pids: list[int], out: Path, timeout: float = 30) -> None:
+def assert_gone(pids: list[int], where: Path, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
-    while left_behind(pids, out) and time.monotonic() < deadline:
+    while left_behind(pids, where) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not left_behind(pids, out), left_behind(pids, out)
+    assert not left_behind(pids, where), left_behind(pids, where)
 
 
 def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router_and_are_read_back(
         tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = subprocess.run(run_argv(RECIPE, out), env=env(tmp_path), capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(run_argv(RECIPE, out), env=env(tmp_path), capture_output=True, text=True, timeout=240,
+                          cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     outcomes = read_json(out / "run.json")["outcomes"]
     assert [o["status"] for o in outcomes] == ["valid", "valid"], outcomes
@@ -158,7 +164,7 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
     for url in [*worker_urls, *placements[0]["router"]]:
         assert f"--port {urlparse(url).port}" in commands
     assert not role_pid_files(out) and not list((out / "servers").glob("*/server*.pid"))  # all stopped and gone
-    assert_gone([], out)
+    assert_gone([], tmp_path)
 
 
 def long_recipe(tmp_path: Path) -> Path:
@@ -175,7 +181,7 @@ def start(recipe: Path, out: Path, tmp_path: Path, log: Path, *extra: str) -> su
     """The run in the background with SIGINT at its default (a script's `cmd &` would start it ignored)."""
     fh = open(log, "ab")  # noqa: SIM115 - the child's; closed with the test's tmp dir
     return subprocess.Popen(run_argv(recipe, out, *extra), env=env(tmp_path), stdout=fh, stderr=subprocess.STDOUT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            cwd=tmp_path, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def serving(out: Path) -> dict[str, int] | None:
@@ -187,21 +193,31 @@ def serving(out: Path) -> dict[str, int] | None:
     return pids if measuring and len(pids) == 7 else None
 
 
-@pytest.mark.parametrize("signals", [(signal.SIGINT,), (signal.SIGINT, signal.SIGTERM, signal.SIGINT)],
-                         ids=["ctrl-c", "ctrl-c-then-more-during-teardown"])
-def test_ctrl_c_mid_job_tears_down_every_role_process(tmp_path: Path, signals: tuple[signal.Signals, ...]) -> None:
+def starting(out: Path) -> dict[str, int] | None:
+    """The pids of the roles started so far, once a worker has started and before the router has."""
+    pids = role_pids(out)
+    return pids if pids and "server.router0.pid" not in pids else None
+
+
+@pytest.mark.parametrize(("when", "signals"), [
+    (serving, (signal.SIGINT,)),
+    (serving, (signal.SIGINT, signal.SIGTERM, signal.SIGINT)),
+    (starting, (signal.SIGINT,)),
+], ids=["mid-job", "mid-job-then-more-during-teardown", "while-the-roles-start"])
+def test_ctrl_c_tears_down_every_role_process(tmp_path: Path, when: Callable[[Path], dict[str, int] | None],
+                                              signals: tuple[signal.Signals, ...]) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
     proc = start(long_recipe(tmp_path), out, tmp_path, log)
     pids: list[int] = []
     try:
-        found = wait_for(lambda: serving(out), proc, log, "the roles serving the first job")
+        found = wait_for(lambda: when(out), proc, log, f"{when.__name__}")
         pids = list(found.values())
         assert all(alive(p) for p in pids)
         for sig in signals:  # more signals arrive while the roles are torn down: they hurry it, never cut it short
             proc.send_signal(sig)
             time.sleep(0.05)
         assert proc.wait(timeout=120) == 130, log.read_text(errors="replace")[-4000:]
-        assert_gone(pids, out)
+        assert_gone(pids, tmp_path)
         assert not role_pid_files(out) and not list((out / "servers").glob("*/server*.pid"))
     finally:
         if proc.poll() is None:
@@ -233,7 +249,7 @@ def test_resume_after_a_killed_run_stops_its_roles_and_ctrl_c_of_the_resumed_run
         assert "left running by an earlier, interrupted run" in log.read_text(errors="replace")
         resumed.send_signal(signal.SIGINT)
         assert resumed.wait(timeout=120) == 130, log.read_text(errors="replace")[-4000:]
-        assert_gone(old + new, out)
+        assert_gone(old + new, tmp_path)
         assert not role_pid_files(out)
     finally:
         for proc in (first, resumed):

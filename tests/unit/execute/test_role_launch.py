@@ -232,8 +232,8 @@ def test_the_launcher_decides_where_roles_go_and_one_that_cannot_place_them_says
     assert isinstance(role_placement(LocalLauncher(), topology, tmp_path, executor="local"), LocalPlacement)
     with pytest.raises(LaunchError, match="the docker launcher cannot place them") as refused:
         role_placement(DockerLauncher(), topology, tmp_path, executor="docker")
-    assert "--executor local" in refused.value.fix
+    assert "--executor local" in str(refused.value.fix)
     # a Slurm batch job's worker launching without srun would crowd every role onto its first node
     with pytest.raises(LaunchError, match="start as srun steps on the nodes of its Slurm allocation") as refused:
         role_placement(LocalLauncher(), topology, tmp_path, executor="slurm")
-    assert "node.use_srun" in refused.value.fix
+    assert "node.use_srun" in str(refused.value.fix)
