@@ -1,7 +1,7 @@
 """A multinode, disaggregated prefill/decode job runs on the simulator role by role, in virtual time, and is stored
-with the deployment that ran; everywhere its roles cannot be launched as roles (a real engine, the simulator's live
-HTTP server) it is refused with its reason. No stored result carries a disaggregated identity with an aggregated
-topology."""
+with the deployment that ran; everywhere its roles cannot be launched as roles (a real engine's) it is refused with its
+reason. No stored result carries a disaggregated identity with an aggregated topology. (The live simulator's roles,
+each a server of its own: tests/integration/test_local_roles.py, test_slurm_multinode.py.)"""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from llmsweep.engines import DISAGG_NOT_LAUNCHABLE
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
-REASON = "disaggregated prefill/decode launch is not supported by this executor yet"
+REASON = "a real engine's disaggregated prefill/decode launch is not supported yet"
 
 
 def _records(job_dir: Path) -> list[dict[str, Any]]:
@@ -133,15 +133,20 @@ def test_agentic_multinode_concurrencies_run_one_after_another_on_one_deployment
     assert second_start >= first_end + 30  # drained, then three idle 10 s polls
 
 
-def test_the_live_simulator_and_real_engines_refuse_the_disagg_job(tmp_path: Path) -> None:
+@pytest.mark.parametrize("live", [False, True], ids=["", "--live"])
+def test_a_real_engines_disagg_job_is_refused(tmp_path: Path, live: bool) -> None:
+    recipe = tmp_path / "real.yaml"  # the simulated recipe on SGLang (an image built for its GPUs: no policy error)
+    recipe.write_text((RECIPES / "disagg-sim.yaml").read_text().replace("engine: { name: sim }", "engine: { name: "
+                      "sglang }").replace("mi30x-20260730", "mi35x-20260730"))
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "disagg-sim.yaml", "--live", "--out", out, "--no-report"], cli_env(tmp_path))
+    proc = run_cli([recipe, *(["--live"] if live else []), "--out", out, "--no-report"], cli_env(tmp_path))
     outcomes = read_json(out / "run.json")["outcomes"]
     assert outcomes and all(o["status"] == "refused" and len(o["reasons"]) == 1 for o in outcomes)
     assert all(o["reasons"][0].startswith(DISAGG_NOT_LAUNCHABLE) for o in outcomes)
     assert REASON in proc.stderr
-    # and it says where it does run: under Slurm, or in virtual time
-    assert "only under Slurm (--executor slurm" in proc.stderr and "without --live" in proc.stderr
+    # and it says where it does run: on the simulator, in virtual time or live role by role
+    assert "run it on the simulator with --simulate" in proc.stderr and "with --live each role is a process" in (
+        proc.stderr)
     assert not (out / "jobs").exists() or not job_dirs(out)  # nothing was launched under its name
 
 

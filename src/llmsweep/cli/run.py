@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 @option("simulate")
 @click.option("--live", is_flag=True,
               help="Simulated jobs: serve the simulator over HTTP and drive it in wall-clock time (exercises the "
-                   "client) instead of running its core in virtual time (the default: a full window in seconds).")
+                   "client) instead of running its core in virtual time (the default: a full window in seconds). A "
+                   "disaggregated job's prefill and decode workers and router each run as a server of their own: "
+                   "processes of this host on loopback ports (--executor local), or steps on their nodes (slurm).")
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's: 'synthetic' (the built-in AgentX-shaped "
              "corpus; needs no network), a trace file or directory, or a Hugging Face dataset id.")

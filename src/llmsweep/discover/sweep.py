@@ -196,21 +196,18 @@ def _refuse_used(out: Path) -> None:
 
 def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[str, Recipe]) -> None:
     """What cannot run as asked stops before any stage starts, with the reason."""
-    from llmsweep.execute.local import LocalExecutor
+    from llmsweep.execute.placement import simulator_placement_refusal
+    from llmsweep.spec.engines import resolve_engine
     from llmsweep.spec.workload import ScenarioId
 
-    if req.simulate and req.executor != LocalExecutor.kind:
-        raise ConfigError(f"discover: --simulate runs every stage on the simulator core in virtual time in this "
-                          f"process; --executor {req.executor} would place no server",
-                          fix=f"drop --simulate to discover on the recipe's engine through {req.executor}, or drop "
-                              "--executor")
-    served = [k for k in {a.recipe_key for a in arms} if (serve := recipes[k].serve) is not None
-              and serve.engine is not None and serve.engine.name == "sim"]
-    if served and req.executor != LocalExecutor.kind:
-        # `run` refuses each such job per job (`execute.pipeline._placement_refusal`); every stage would be refused
-        raise ConfigError(f"discover: {served[0]} serves the simulator, which runs every stage in virtual time in "
-                          f"this process; --executor {req.executor} would place no server",
-                          fix="drop --executor (discovery on the simulator runs here), or serve a real engine")
+    # `run` asks the same per job (`execute.pipeline`): every stage's jobs would be refused for this reason
+    for key in dict.fromkeys(a.recipe_key for a in arms):
+        engine = resolve_engine(recipes[key]) if recipes[key].serve is not None else None
+        why = simulator_placement_refusal(engine=engine, simulate=req.simulate, executor=req.executor, live=False,
+                                          live_option=False)  # discovery runs no live simulator
+        if why is not None:
+            what = "--simulate" if req.simulate else f"{key} serves the simulator"
+            raise ConfigError(f"discover: {what}: {why.reason}", fix=why.fix)
     fixed = [a for a in arms if a.path[1] == ScenarioId.FIXED_SEQ_LEN.value]
     if req.duration is not None and fixed:
         raise ConfigError(f"discover: --duration is the profiling window of agentic runs; {fixed[0].id} is a "

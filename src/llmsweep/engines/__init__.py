@@ -6,7 +6,7 @@ Public API:
     render(job, *, simulate=False, port=None) -> LaunchSpec
     render_topology(job, *, simulate=False, port=None, gpus_per_node=None) -> Topology   every role, its nodes
     launch_fingerprint(job, *, simulate=False) -> str     jobs with equal fingerprints can share one server
-    launch_refusal(job, *, simulate, live) -> str | None  why `run`/`predict` refuse a multinode job
+    launch_refusal(job, *, simulate) -> str | None   why `run`/`predict` refuse a multinode job
     adapter_for(job, *, simulate=False) -> Adapter         what policy asks: consumed flags, conflicts, backends
     get_adapter(name) -> Adapter;  ADAPTERS: name -> Adapter
 """
@@ -53,33 +53,32 @@ def adapter_for(job: Job, *, simulate: bool = False) -> Adapter:
 
 
 DISAGG_NOT_LAUNCHABLE = (
-    "disaggregated prefill/decode launch is not supported by this executor yet: it would run one aggregated server "
+    "a real engine's disaggregated prefill/decode launch is not supported yet: it would run one aggregated server "
     "under the disaggregated job's name"
 )
-"""Why `run` on a real engine (or the simulator's live HTTP server, `--live`) refuses a multinode/disaggregated job."""
+"""Why `run` on a real engine refuses a multinode/disaggregated job."""
 
 
-def launch_refusal(job: Job, *, simulate: bool = False, live: bool = False) -> str | None:
+def launch_refusal(job: Job, *, simulate: bool = False) -> str | None:
     """Why `job` cannot be launched as planned (None when it can): the one home of that decision.
 
     A multinode job (prefill and decode pools, a router, KV transfer) rendered as one server would be a single
     aggregated server with the decode worker's parallelism, stored under the disaggregated job's identity and
-    `gpus = prefill + decode`: a label the run did not earn. The simulator in virtual time (`simulate`, or the `sim`
-    engine, without `live`) runs a disaggregated job role by role (`llmsweep.sim.disagg`); everything else refuses it
-    until an executor launches the roles as roles.
+    `gpus = prefill + decode`: a label the run did not earn. Only the simulator's roles are launched as roles (under
+    `simulate`, or on the `sim` engine): in virtual time on the simulator core (`llmsweep.sim.disagg`), or live, each
+    role a server of its own, by an executor that places roles (`execute.roles`: processes of this host, or steps on
+    the nodes of a Slurm allocation; `execute.placement` says which executors do). A real engine's roles are refused
+    until llmsweep launches them.
     """
     if not (job.multinode or job.disagg or job.prefill is not None or job.decode is not None):
         return None
     if not (job.disagg and job.prefill is not None and job.decode is not None):
         return MULTINODE_NOT_DISAGG  # on any engine, live or not: no executor runs a multinode aggregated deployment
-    sim = simulate or job.engine == "sim"
-    if sim and not live:
+    if simulate or job.engine == "sim":
         return None
-    if sim:
-        return (f"{DISAGG_NOT_LAUNCHABLE}; the live simulator launches its roles only under Slurm (--executor slurm "
-                "on a cluster with the nodes its topology needs), and without --live it runs them in virtual time")
-    return (f"{DISAGG_NOT_LAUNCHABLE}; llmsweep launches no real engine's prefill/decode roles yet (`render` shows "
-            "them role by role); run it on the simulator with --simulate")
+    return (f"{DISAGG_NOT_LAUNCHABLE}; llmsweep launches only the simulator's prefill/decode roles (`render` shows "
+            "this engine's roles one by one); run it on the simulator with --simulate (in virtual time; with --live "
+            "each role is a process of this host, or a step on its node under --executor slurm)")
 
 
 def render(job: Job, *, simulate: bool = False, port: int | None = None) -> LaunchSpec:

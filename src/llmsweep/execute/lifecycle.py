@@ -403,22 +403,18 @@ class _Server:
         return handle
 
     def _ensure_roles(self, topology: Topology) -> ServerHandle:
-        """Start every role of a disaggregated job as a step on its node, each ready in turn, then the router; read
-        back what started. Any failure tears down every step started so far."""
-        from llmsweep.execute.pyxis import SrunLauncher
-        from llmsweep.execute.roles import RoleDeployment, allocation_nodes
+        """Start every role of a disaggregated job where the group's launcher places it (a step on its node of the
+        Slurm allocation, or a process of this host), each ready in turn, then the router; read back what started.
+        Any failure tears down every role started so far."""
+        from llmsweep.execute.roles import RoleDeployment, role_placement
 
-        if not isinstance(self.launcher, SrunLauncher):
-            raise LaunchError(f"job roles of group {self.group.id} start only as srun steps of a Slurm allocation; "
-                              f"the {self.launcher.kind} launcher cannot place them on nodes",
-                              fix="run it with --executor slurm (node.use_srun true)")
         self.dir.mkdir(parents=True, exist_ok=True)
-        nodes = allocation_nodes()
-        deployment = RoleDeployment(topology, self.launcher, self.dir, nodes, job_id=os.environ.get("SLURM_JOB_ID"))
+        placement = role_placement(self.launcher, topology, self.dir, executor=self.group.executor)
+        deployment = RoleDeployment(topology, placement, self.dir)
         self.handle, self.spec = deployment, deployment.spec
         current_progress().phase("launching")
-        self.event(f"launching {sum(r.count for r in topology.roles)} role step(s) of {topology.job} on "
-                   f"{', '.join(n.name for n in nodes)}")
+        self.event(f"launching {sum(r.count for r in topology.roles)} role {placement.units} of {topology.job} on "
+                   f"{placement.where()}")
         try:
             deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event)
             self.observed = observe_runtime(deployment, deployment.spec)

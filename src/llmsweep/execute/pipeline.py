@@ -5,9 +5,9 @@ one refuses its jobs, said once) → render every job's LaunchSpec → group job
 run each group through the executor (a simulated group: on the simulator core in virtual time, `execute.virtual`,
 unless `--live`) → store → report → completeness report. Eval jobs run their eval with lm-eval on the job's server
 (`llmsweep.evals`; refused with the reason when lm-eval is not at hand). Multinode (disaggregated prefill/decode)
-jobs run role by role on the simulator (in virtual time, and live under Slurm: `launches_roles`, `execute.roles`);
-elsewhere they are refused, and so are jobs that cannot run (no `serve`,
-unmapped framework) unless the simulator is asked for.
+jobs run role by role on the simulator (in virtual time, and live through the local or Slurm executor: each role a
+process of this host or a step on its node, `launches_roles`, `execute.roles`); elsewhere they are refused, and so
+are jobs that cannot run (no `serve`, unmapped framework) unless the simulator is asked for.
 """
 
 from __future__ import annotations
@@ -210,37 +210,16 @@ def _softened(job: Job, findings: list[Finding], keys: Sequence[str], *, simulat
 
 
 def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bool:
-    """True for the one case of a multinode (disaggregated) job llmsweep launches role by role: served by the live
-    simulator (`--simulate` or the `sim` engine, with `--live`) under the Slurm executor, each role a step on its
-    node (`execute.roles`). Every other multinode job keeps `engines.launch_refusal`'s reason."""
+    """True for a multinode (disaggregated) job llmsweep launches role by role, each role a server of its own: one
+    `engines.launch_refusal` lets through (only the simulator's roles), served live (`--live`) by an executor that
+    places roles (`execute.placement.places_roles`: processes of this host, or steps on the nodes of a Slurm
+    allocation; `execute.roles`). Every other multinode job keeps `engines.launch_refusal`'s reason."""
     from llmsweep import engines
-    from llmsweep.execute.slurm import SlurmExecutor
+    from llmsweep.execute.placement import places_roles
 
-    sim = simulate or job.engine == "sim"
     # `multinode` is what `render_topology` renders role by role on (never the refusal's wording or its absence).
-    return (job.multinode and sim and live and executor == SlurmExecutor.kind
-            and engines.adapter_for(job, simulate=True).disagg_refusal(job) is None)
-
-
-def _placement_refusal(job: Job, *, simulate: bool, live: bool, executor: str) -> str | None:
-    """Why a simulated job cannot run where `--executor` would place it: in virtual time it runs on the simulator
-    core in this process (an --executor slurm run once said `executor: slurm` and touched no Slurm), and its live
-    server runs on the host, never in an image (docker found that only after launching, with a fix to set an image
-    the recipe had set)."""
-    from llmsweep.execute.docker import DockerExecutor
-    from llmsweep.execute.local import LocalExecutor
-
-    if not (simulate or job.engine == "sim") or executor == LocalExecutor.kind:
-        return None
-    if not live:
-        return (f"a simulated job runs on the simulator core in virtual time, in this process: --executor {executor} "
-                f"would place no server (add --live to serve the simulator through {executor} in wall-clock time, "
-                "or drop --executor)")
-    if executor == DockerExecutor.kind:
-        where = "--executor slurm" if job.disagg else "--executor local, or slurm"  # roles live only under Slurm
-        return ("the simulator's server runs on the host, not from an image: --executor docker has no container to "
-                f"start for it (use {where})")
-    return None
+    return (job.multinode and live and places_roles(executor)
+            and engines.launch_refusal(job, simulate=simulate) is None)
 
 
 def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None, *,
@@ -269,17 +248,19 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSetting
         if job.multinode and not launches_roles(job, simulate=simulate, live=live, executor=executor):
             # lm-eval talks to a server; a deployment simulated in virtual time (or refused outright) serves none.
             return ("the accuracy eval of a multinode job needs its deployment served live, role by role; only the "
-                    "simulator under Slurm (--simulate --live --executor slurm) serves one yet; run the throughput "
-                    "points with --no-evals")
-    why = _placement_refusal(job, simulate=simulate, live=live, executor=executor)
-    if why is not None:
-        return why
+                    "live simulator (--simulate --live, with --executor local or slurm) serves one yet; run the "
+                    "throughput points with --no-evals")
+    from llmsweep.execute.placement import simulator_placement_refusal
+
+    where = simulator_placement_refusal(engine=job.engine, simulate=simulate, executor=executor, live=live)
+    if where is not None:
+        return where.line()
     from llmsweep import engines
 
-    launch = engines.launch_refusal(job, simulate=simulate, live=live)
-    if launch is not None and not launches_roles(job, simulate=simulate, live=live, executor=executor):
-        # One aggregated server would be stored under the disagg identity: only the simulator (in virtual time, or
-        # live role by role on Slurm) runs the roles.
+    launch = engines.launch_refusal(job, simulate=simulate)
+    if launch is not None:
+        # One aggregated server would be stored under the disagg identity: only the simulator runs the roles (in
+        # virtual time, or live role by role).
         return launch
     if job.engine is None and not simulate:
         from llmsweep.engine_ids import UNSERVED_FRAMEWORKS

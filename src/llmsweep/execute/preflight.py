@@ -6,6 +6,7 @@ A port already taken makes the server die with a bind error deep in its log (or,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -37,6 +38,18 @@ def pick_free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def pick_free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` different ports the kernel says are free now: every socket is held until all are picked, so no two are
+    the same (another process may still take one before its server binds)."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(int(sock.getsockname()[1]))
+    return ports
 
 
 def _bind_host(host: str) -> str:

@@ -1,15 +1,23 @@
-"""A disaggregated job's roles, launched as `srun` steps on their nodes of one Slurm allocation.
+"""A disaggregated job's roles, each launched as a server of its own: `srun` steps on their nodes of one Slurm
+allocation, or processes of their own on this host (the local executor).
 
-The batch job of a multi-node topology (`engines.launch.Topology`) holds every node the topology numbers; its worker
-runs on the first node and starts each prefill and decode worker as a step on the worker's node (pyxis/enroot flags
-as for any server step), waits until each answers its health check, then starts the router beside the first prefill
-worker and waits for it; the client talks to the router. The node placeholders a topology's launches carry
-(`{node0}`, `{node1}`, …) become the nodes' addresses (`NodeAddr`) here, where the allocation is known.
+A placement (:class:`RolePlacement`) says where each worker of a topology (`engines.launch.Topology`) runs, fills in
+the node placeholders its launch carries (`{node0}`, `{node1}`, …) and starts it:
 
-What ran is read back, never copied from the plan: every role's `/version` says what it serves as and where
-(:class:`RanTopology`, stored in each job's provenance); a role that does not come up, dies, or reports another role
-fails the job, and every step started so far is torn down. Ctrl-C, `scancel` and `--resume` reach the steps through
-the handle's `stop` (or, for a killed run, the cancellation of the whole allocation).
+- :class:`SlurmPlacement`: the batch job of a multi-node topology holds every node the topology numbers; its worker
+  runs on the first node and starts each prefill and decode worker as a step on the worker's node (pyxis/enroot flags
+  as for any server step), the placeholders becoming the nodes' addresses (`NodeAddr`). Ctrl-C, `scancel` and
+  `--resume` reach the steps through the handle's `stop` (or, for a killed run, the cancellation of the allocation).
+- :class:`LocalPlacement`: every worker and the router a process of its own on this host (its own session, torn down
+  as a tree, as any local server), each on a free loopback port; the router is pointed at the workers' ports. Each
+  process has a pid file of its own beside the group's, so a `--resume` after a killed run stops every one of them.
+  A worker that needs GPUs gets its share of the host's through CUDA_VISIBLE_DEVICES, in its launch's env, only
+  when the host shows them all (the simulator needs none).
+
+Either way the workers start first (prefill, then decode), each waited for until it answers its health check, then
+the router; the client talks to the router. What ran is read back, never copied from the plan: every role's
+`/version` says what it serves as and where (:class:`RanTopology`, stored in each job's provenance); a role that does
+not come up, dies, or reports another role fails the job, and every process started so far is torn down.
 
 What each worker did is read from its own `/metrics` (:class:`FederatedMetrics`): one loopback endpoint beside the
 lifecycle that, at each of the client's scrapes, reads every worker's metrics and labels each series with the worker's
@@ -32,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,6 +49,7 @@ from llmsweep.engines.launch import NODE_RANK, LaunchSpec, Role, RoleKind, RoleW
 from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
+from llmsweep.execute.local import LocalLauncher
 from llmsweep.execute.node_power import READY_LINE
 from llmsweep.execute.pyxis import SrunLauncher
 from llmsweep.execute.ready import DIRECT, server_version, wait_ready
@@ -261,31 +270,233 @@ class FederatedMetrics:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class RoleDeployment:
-    """Every role of one topology as steps of the current allocation; one :class:`ServerHandle` for the lifecycle
-    (its URL is the router's). `stop` tears down every step started, router first."""
+GPU_PARTITION_ENV = "CUDA_VISIBLE_DEVICES"
+"""The variable a worker of a role-by-role deployment on one host finds its GPUs in (`gpu_partition`)."""
 
-    def __init__(self, topology: Topology, launcher: SrunLauncher, server_dir: Path, nodes: list[AllocatedNode],
-                 *, job_id: str | None) -> None:
+
+def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | None = None) -> list[str | None]:
+    """Each worker's share of this host's GPUs, as a CUDA_VISIBLE_DEVICES value (None: a worker that needs none),
+    given `needs`, (worker name, GPUs) in launch order: consecutive GPUs of those this process may use (its own
+    selection, else all the host's). A LaunchError says why when the host does not show them all together, or when
+    an AMD selection (HIP_/ROCR_VISIBLE_DEVICES) is set that the indices would be read relative to."""
+    from llmsweep.execute.preflight import count_gpus
+    from llmsweep.visible import HIP, ROCR, resolve_visible
+
+    env = os.environ if environ is None else environ
+    needed = sum(n for _name, n in needs)
+    if needed <= 0:
+        return [None for _ in needs]
+    wanted = ", ".join(f"{name} {n}" for name, n in needs if n > 0)
+    fix = ("run it on a host with that many GPUs, on Slurm (--executor slurm: each worker on its nodes), or on the "
+           "simulator (--simulate)")
+    chosen = [name for name in (HIP, ROCR) if env.get(name)]
+    if chosen:
+        raise LaunchError(f"the deployment's workers get their GPUs through {GPU_PARTITION_ENV}, but {chosen[0]} is "
+                          "set here: the indices would be read within its selection",
+                          fix=f"unset {' and '.join(chosen)} (select the GPUs with {GPU_PARTITION_ENV})")
+    counted = count_gpus(env)
+    if counted is None:
+        raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but neither nvidia-smi "
+                          "nor rocm-smi is on PATH", fix=fix)
+    tool, found = counted
+    if found < needed:
+        raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but {tool} shows "
+                          f"{found} on this host", fix=fix)
+    visible = resolve_visible(env).gpus
+    indices = list(range(found)) if visible is None else list(visible)  # the selection's, checked by count_gpus
+    shares: list[str | None] = []
+    for _name, n in needs:
+        shares.append(",".join(str(i) for i in indices[:n]) if n > 0 else None)
+        indices = indices[n:]
+    return shares
+
+
+class RolePlacement(Protocol):
+    """Where the workers of one topology run, and how each is started there."""
+
+    kind: str
+    """The launcher that starts the roles, for provenance (`srun`, `local`)."""
+    unit: str
+    """What one started role is called in messages (`step`, `process`)."""
+    units: str
+    """The plural (`step(s)`, `process(es)`)."""
+    nodes: list[AllocatedNode]
+    """The nodes the roles run on, in the topology's order (one for a single host)."""
+    job_id: str | None
+
+    def node_of(self, worker: RoleWorker) -> AllocatedNode:
+        """The node `worker` runs on."""
+        ...
+
+    def place(self, role: Role, worker: RoleWorker) -> LaunchSpec:
+        """The launch of `role`'s `worker` with its placeholders filled in: what is started."""
+        ...
+
+    def launch(self, spec: LaunchSpec, *, log_path: Path, node: AllocatedNode, label: str) -> ProcessServerHandle:
+        """Start `spec` on `node` (`label` names the role's step or pid file); returns at once."""
+        ...
+
+    def release(self, handle: ProcessServerHandle) -> None:
+        """`handle` was stopped: forget what recorded it for a later `--resume`, once nothing of it is left."""
+        ...
+
+    def where(self) -> str:
+        """Where the roles run, for messages."""
+        ...
+
+
+class SlurmPlacement:
+    """Every worker a step on its nodes of the current allocation (`NodeAddr` for `{nodeK}`)."""
+
+    kind, unit, units = "srun", "step", "step(s)"
+
+    def __init__(self, topology: Topology, launcher: SrunLauncher, nodes: list[AllocatedNode], *,
+                 job_id: str | None) -> None:
         if topology.nodes > len(nodes):
             raise LaunchError(f"topology of job {topology.job} needs {topology.nodes} node(s); the allocation has "
                               f"{len(nodes)}", fix="the batch job must request the topology's node count")
-        self.topology, self.launcher, self.nodes, self._job_id = topology, launcher, nodes, job_id
+        self.launcher, self.nodes, self.job_id = launcher, nodes, job_id
+
+    def node_of(self, worker: RoleWorker) -> AllocatedNode:
+        return self.nodes[worker.nodes[0]]
+
+    def place(self, role: Role, worker: RoleWorker) -> LaunchSpec:
+        return place(worker.spec, self.nodes)
+
+    def launch(self, spec: LaunchSpec, *, log_path: Path, node: AllocatedNode, label: str) -> ProcessServerHandle:
+        return self.launcher.launch(spec, log_path=log_path, node=node.name, step_label=label)
+
+    def release(self, handle: ProcessServerHandle) -> None:
+        return None  # a step outliving a killed run goes with its allocation (`run --resume` cancels it)
+
+    def where(self) -> str:
+        return ", ".join(n.name for n in self.nodes)
+
+
+LOOPBACK = "127.0.0.1"
+
+
+class LocalPlacement:
+    """Every worker and the router a process of its own on this host, each on a free loopback port: `{nodeK}` is
+    loopback, every port the topology plans on a node becomes one picked free here (the router's URLs of the workers
+    with them), and a worker that needs GPUs gets its share of the host's in its env (:func:`gpu_partition`). Each
+    process writes a pid file of its own into `server_dir` (`server.<label>.pid`), which `run --resume` after a killed
+    run finds (`lifecycle.stop_stale_servers`) and which goes once the process is gone."""
+
+    kind, unit, units = "local", "process", "process(es)"
+
+    def __init__(self, topology: Topology, launcher: LocalLauncher, server_dir: Path,
+                 environ: Mapping[str, str] | None = None) -> None:
+        from llmsweep.execute.preflight import pick_free_ports
+        from llmsweep.sim.roles import node_name
+
+        self.launcher, self.server_dir = launcher, server_dir
+        self.job_id: str | None = None
+        self.nodes = [AllocatedNode(name=node_name(), address=LOOPBACK)]  # what the simulator's /version says
+        self._environ = environ
+        workers = [(role, w) for role in topology.roles for w in role.workers]
+        planned = sorted({(w.nodes[0], w.spec.port) for _role, w in workers})
+        self.ports = dict(zip(planned, pick_free_ports(len(planned), LOOPBACK), strict=True))
+        """Each (node, port) the topology plans → the loopback port it gets here."""
+        shares = gpu_partition([(f"{role.name} worker {w.index}", w.spec.gpus) for role, w in workers], environ)
+        self.gpus = {(role.name, w.index): share for (role, w), share in zip(workers, shares, strict=True)}
+        self.pid_files: list[tuple[ProcessServerHandle, Path]] = []
+
+    def node_of(self, worker: RoleWorker) -> AllocatedNode:
+        return self.nodes[0]
+
+    def place(self, role: Role, worker: RoleWorker) -> LaunchSpec:
+        spec = worker.spec
+        own = self.ports[(worker.nodes[0], spec.port)]
+
+        def sub(text: str) -> str:
+            for (k, port), here in self.ports.items():  # a peer's URL: `{nodeK}:PORT`
+                text = text.replace(f"{{node{k}}}:{port}", f"{LOOPBACK}:{here}")
+            return _NODE_PLACEHOLDER.sub(LOOPBACK, text).replace(NODE_RANK, "0")
+
+        argv: list[str] = []
+        for arg in spec.argv:
+            if argv and argv[-1] == spec.port_flag and arg == str(spec.port):
+                arg = str(own)
+            elif arg == f"{spec.port_flag}={spec.port}":
+                arg = f"{spec.port_flag}={own}"
+            argv.append(sub(arg))
+        env = {k: sub(v) for k, v in spec.env.items()}
+        share = self.gpus.get((role.name, worker.index))
+        if share is not None:
+            env[GPU_PARTITION_ENV] = share
+        return spec.model_copy(update={"argv": tuple(argv), "env": env, "host": LOOPBACK, "port": own})
+
+    def launch(self, spec: LaunchSpec, *, log_path: Path, node: AllocatedNode, label: str) -> ProcessServerHandle:
+        from llmsweep.execute.lifecycle import write_pid_file
+
+        handle = self.launcher.launch(spec, log_path=log_path, environ=self._environ)
+        path = self.server_dir / f"server.{label}.pid"
+        n = 1
+        while path.exists():  # a relaunch keeps what an earlier launch could not stop on record
+            n += 1
+            path = self.server_dir / f"server.{label}.{n}.pid"
+        write_pid_file(path, handle, spec)
+        self.pid_files.append((handle, path))
+        return handle
+
+    def release(self, handle: ProcessServerHandle) -> None:
+        for held, path in self.pid_files:
+            if held is handle and handle.gone():
+                path.unlink(missing_ok=True)
+
+    def where(self) -> str:
+        return f"this host ({self.nodes[0].name}), each on a loopback port of its own"
+
+
+def role_placement(launcher: object, topology: Topology, server_dir: Path, *, executor: str) -> RolePlacement:
+    """The placement of `topology`'s roles by the launcher a group runs with: steps of the current Slurm allocation
+    (the srun launcher), processes on this host (the local launcher of the local executor); any other launcher cannot
+    place roles. `executor`: the group's (a Slurm batch job's worker that launches without srun would crowd every
+    role onto the first of the nodes its allocation holds for them)."""
+    from llmsweep.execute.slurm import SlurmExecutor
+
+    if isinstance(launcher, SrunLauncher):
+        return SlurmPlacement(topology, launcher, allocation_nodes(), job_id=os.environ.get("SLURM_JOB_ID"))
+    if isinstance(launcher, LocalLauncher) and executor != SlurmExecutor.kind:
+        return LocalPlacement(topology, launcher, server_dir)
+    if isinstance(launcher, LocalLauncher):
+        raise LaunchError(f"the roles of job {topology.job} start as srun steps on the nodes of its Slurm allocation, "
+                          "but this batch job launches its servers without srun",
+                          fix="leave node.use_srun at its default, true, in the slurm executor options")
+    kind = getattr(launcher, "kind", type(launcher).__name__)
+    raise LaunchError(f"the roles of job {topology.job} start as processes of this host or as srun steps of a Slurm "
+                      f"allocation; the {kind} launcher cannot place them",
+                      fix="run it with --executor local, or --executor slurm (node.use_srun true)")
+
+
+class RoleDeployment:
+    """Every role of one topology, each started by its placement (steps of the current allocation, or processes of
+    this host); one :class:`ServerHandle` for the lifecycle (its URL is the router's). `stop` tears down every role
+    started, router first."""
+
+    def __init__(self, topology: Topology, placement: RolePlacement, server_dir: Path) -> None:
+        self.topology, self.placement = topology, placement
         self.dir = server_dir / ROLES_DIR
         router = topology.role("router")
-        front = router.workers[0] if router is not None else topology.roles[0].workers[0]
-        self.spec = place(front.spec, nodes)
+        front = router or topology.roles[0]
+        self.spec = placement.place(front, front.workers[0])
         self.log_path = self.dir / f"{router.name if router is not None else 'server'}-0.log"
         self.scrubber = SecretScrubber(())
         self.command: tuple[str, ...] = ()
         self.started: list[tuple[Role, RoleWorker, ProcessServerHandle]] = []
         self.samplers: list[ProcessServerHandle] = []
         self.sampled: list[tuple[SampledWorker, Path]] = []
-        """Every node a power sampler was started for, with the file it appends to."""
+        """Every node (or, where one node runs several workers, every worker) a power sampler was started for, with
+        the file it appends to."""
         self.sampler_problems: dict[str, str] = {}
-        """Nodes whose sampler did not start, and what its log said."""
+        """Samplers that did not start (by label), and what their log said."""
         self.metrics: FederatedMetrics | None = None
         """Every worker's `/metrics` as one scrape (started with the workers; None: no worker serves metrics)."""
+
+    @property
+    def nodes(self) -> list[AllocatedNode]:
+        return self.placement.nodes
 
     # -- start ------------------------------------------------------------------------------------------------------
     def start(self, *, startup_timeout_s: float | None, event: Callable[[str], None] | None = None) -> None:
@@ -297,14 +508,13 @@ class RoleDeployment:
         for batch in (workers, routers):
             launched = [self._launch(role, worker) for role in batch for worker in role.workers]
             for role, worker, handle in launched:
+                node = self.placement.node_of(worker).name
                 try:
                     ready = wait_ready(handle, timeout_s=startup_timeout_s, poll_s=0.25)
                 except LaunchError as exc:
-                    raise LaunchError(f"{role.name} worker {worker.index} on node "
-                                      f"{self.nodes[worker.nodes[0]].name} did not come up: {exc.message}",
-                                      fix=exc.fix) from exc
-                say(f"{role.name} worker {worker.index} ready in {ready.seconds:.1f} s on "
-                    f"{self.nodes[worker.nodes[0]].name} ({handle.base_url})")
+                    raise LaunchError(f"{role.name} worker {worker.index} on node {node} did not come up: "
+                                      f"{exc.message}", fix=exc.fix) from exc
+                say(f"{role.name} worker {worker.index} ready in {ready.seconds:.1f} s on {node} ({handle.base_url})")
         self._start_samplers(say)
         self._federate(say)
 
@@ -326,24 +536,30 @@ class RoleDeployment:
         say(f"server metrics: {len(targets)} worker(s) scraped through {self.metrics.url}")
 
     def _start_samplers(self, say: Callable[[str], None]) -> None:
-        """One power-sampler step per node that runs a worker (`execute.node_power`): on the simulator it reads the
-        worker's modelled `/power`. A sampler that cannot start is said, never a reason to fail the job."""
-        by_node: dict[int, tuple[Role, ProcessServerHandle]] = {}
-        for role, worker, handle in self.started:
-            if role.kind != "router":
-                by_node.setdefault(worker.nodes[0], (role, handle))
-        for k, (role, handle) in sorted(by_node.items()):
-            node = self.nodes[k]
-            folder = self.dir / POWER_DIR / node.name
+        """One power sampler per node that runs a worker (`execute.node_power`), or one per worker where a node runs
+        several (the roles of one host, each labelled as in virtual time: `prefill0`, `decode0`): on the simulator it
+        reads the worker's modelled `/power`. A sampler that cannot start is said, never a reason to fail the job."""
+        running = [(role, worker, handle) for role, worker, handle in self.started if role.kind != "router"]
+        per_node: dict[str, int] = {}
+        for _role, worker, _handle in running:
+            name = self.placement.node_of(worker).name
+            per_node[name] = per_node.get(name, 0) + 1
+        units: dict[str, tuple[AllocatedNode, Role, ProcessServerHandle]] = {}
+        for role, worker, handle in running:
+            node = self.placement.node_of(worker)
+            label = node.name if per_node[node.name] == 1 else f"{role.name}{worker.index}"
+            units.setdefault(label, (node, role, handle))
+        for label, (node, role, handle) in sorted(units.items()):
+            folder = self.dir / POWER_DIR / label
             argv = [sys.executable, "-m", "llmsweep.execute.node_power", "--dir",
                     str(folder), "--gpus", str(role.gpus_per_worker), "--role", role.kind]
             argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == "sim" else [])
             spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0)
             with shielded():
-                sampler = self.launcher.launch(spec, log_path=self.dir / f"power-{node.name}.log", node=node.name,
-                                               step_label=f"power-{node.name}")
+                sampler = self.placement.launch(spec, log_path=self.dir / f"power-{label}.log", node=node,
+                                                label=f"power-{label}")
                 self.samplers.append(sampler)
-            self.sampled.append((SampledWorker(label=node.name, role=role.kind, gpus=role.gpus_per_worker),
+            self.sampled.append((SampledWorker(label=label, role=role.kind, gpus=role.gpus_per_worker),
                                  folder / GPU_METRICS_FILE))
         deadline = time.monotonic() + _SAMPLER_START_S
         for sampler, (sampled, _path) in zip(self.samplers, self.sampled, strict=True):
@@ -364,15 +580,17 @@ class RoleDeployment:
                               max_gap_s=settings.max_gap_s, not_started=self.sampler_problems)
 
     def _launch(self, role: Role, worker: RoleWorker) -> tuple[Role, RoleWorker, ProcessServerHandle]:
-        node = self.nodes[worker.nodes[0]]
-        spec = place(worker.spec, self.nodes)
+        node = self.placement.node_of(worker)
+        spec = self.placement.place(role, worker)
         with shielded():  # held in `started` before a signal can arrive, so `stop` reaches it
-            handle = self.launcher.launch(spec, log_path=self.dir / f"{role.name}-{worker.index}.log",
-                                          node=node.name, step_label=f"{role.name}{worker.index}")
+            handle = self.placement.launch(spec, log_path=self.dir / f"{role.name}-{worker.index}.log",
+                                           node=node, label=f"{role.name}{worker.index}")
             self.started.append((role, worker, handle))
-        with open(self.dir / COMMANDS_FILE, "a", encoding="utf-8") as fh:  # what each step ran, secrets scrubbed
+        share = spec.env.get(GPU_PARTITION_ENV)
+        with open(self.dir / COMMANDS_FILE, "a", encoding="utf-8") as fh:  # what each role ran, secrets scrubbed
             fh.write(handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"
-                                           f"{shlex.join(handle.command)}\n"))
+                                           + (f"# its GPUs: {GPU_PARTITION_ENV}={share}\n" if share else "")
+                                           + f"{shlex.join(handle.command)}\n"))
         if role.kind == "router" or len(self.topology.roles) == 1:
             self.scrubber, self.command = handle.scrubber, handle.command
         return role, worker, handle
@@ -388,7 +606,7 @@ class RoleDeployment:
 
     @property
     def job_id(self) -> str | None:
-        return self._job_id
+        return self.placement.job_id
 
     @property
     def returncode(self) -> int | None:
@@ -402,14 +620,16 @@ class RoleDeployment:
         return bool(self.started) and self._dead() is None
 
     def stop(self, grace_s: float = 10.0) -> int | None:
-        """Stop every started step, the router first (it holds the client's connections), then the workers."""
+        """Stop every started role, the router first (it holds the client's connections), then the workers."""
         rc = None
         with shielded():
             for _role, _worker, handle in reversed(self.started):
                 code = handle.stop(grace_s)
+                self.placement.release(handle)
                 rc = code if rc is None else rc
             for sampler in self.samplers:  # last, so the samples cover the teardown; SIGTERM writes the node's file
                 sampler.stop(grace_s)
+                self.placement.release(sampler)
             if self.metrics is not None:
                 self.metrics.stop()
                 self.metrics = None
@@ -424,31 +644,32 @@ class RoleDeployment:
         if shown is None:
             return ""
         role, worker, handle = shown
-        return f"[{role.name} worker {worker.index} on {self.nodes[worker.nodes[0]].name}]\n{handle.tail(lines)}"
+        return f"[{role.name} worker {worker.index} on {self.placement.node_of(worker).name}]\n{handle.tail(lines)}"
 
     # -- read back --------------------------------------------------------------------------------------------------
     def readback(self) -> RanTopology:
         """Every started role's own account (`/version`: role, node, GPUs, KV transfer); a role that reports another
-        role, a node other than the one its step was placed on, or another GPU count than the topology plans for it
-        fails the job. What a worker does not report stays None in its `placed` entry."""
+        role, a node other than the one it was placed on, or another GPU count than the topology plans for it fails
+        the job. What a worker does not report stays None in its `placed` entry."""
         roles: dict[str, RanRole] = {}
         transfer: str | None = None
         for role, worker, handle in self.started:
             doc = server_version(handle.base_url)
-            placed = self.nodes[worker.nodes[0]].name
+            placed = self.placement.node_of(worker).name
             said_role, said_node = doc.get("role"), doc.get("node")
             if said_role is not None and said_role != role.kind:
-                raise LaunchError(f"the {role.name} step on {placed} says it serves as {said_role}",
+                raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it serves as {said_role}",
                                   fix="check the role's launch (`llmsweep render --job ID`)")
             if said_node is not None and said_node != placed:
-                raise LaunchError(f"the {role.name} step placed on {placed} says it runs on {said_node}",
-                                  fix="check the node's Slurm name and the srun --nodelist placement")
+                raise LaunchError(f"the {role.name} {self.placement.unit} placed on {placed} says it runs on "
+                                  f"{said_node}", fix="check the node's name (Slurm's, or this host's) and where "
+                                  "the role was placed (srun --nodelist)")
             if role.kind == "decode" and isinstance(doc.get("kv_transfer"), str):
                 transfer = str(doc["kv_transfer"])
             tp = doc.get("tp")
             if isinstance(tp, int) and tp != role.gpus_per_worker:
-                raise LaunchError(f"the {role.name} step on {placed} says it runs on {tp} GPU(s); the topology plans "
-                                  f"{role.gpus_per_worker} per {role.kind} worker",
+                raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it runs on {tp} GPU(s); "
+                                  f"the topology plans {role.gpus_per_worker} per {role.kind} worker",
                                   fix="check the role's launch (`llmsweep render --job ID`): its parallelism flags")
             ran = roles.setdefault(role.name, RanRole(role=role.kind, count=role.count,
                                                       gpus_per_worker=role.gpus_per_worker, workers=[]))

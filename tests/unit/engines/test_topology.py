@@ -184,12 +184,13 @@ def test_an_engine_without_a_disaggregated_launch_is_refused_with_the_reason(pla
     (job,) = plan(mn_recipe("atom-disagg", "rocm/atom:v0.1.2", prefill=P1_TP8, decode=D2_TP8, transfer="mori"))
     with pytest.raises(ContractError, match="cannot render atom's disaggregated"):
         engines.render_topology(job)
-    # The simulator renders its own roles for any engine's job (the live simulator under Slurm launches them).
+    # The simulator renders its own roles for any engine's job (the live simulator launches them, locally or
+    # under Slurm).
     assert [r.kind for r in engines.render_topology(job, simulate=True).roles] == ["prefill", "decode", "router"]
 
 
 def test_a_multinode_job_that_is_not_disaggregated_is_refused_not_launched_as_prefill_decode(plan: Plan) -> None:
-    """`disagg: false` with prefill and decode pools used to render (and, on the live simulator under Slurm, run) a
+    """`disagg: false` with prefill and decode pools used to render (and, on the live simulator, run) a
     prefill/decode deployment with a router, stored under the job's `disagg-false` label."""
     from llmsweep.execute.pipeline import launches_roles
 
@@ -202,8 +203,9 @@ def test_a_multinode_job_that_is_not_disaggregated_is_refused_not_launched_as_pr
     assert not launches_roles(job, simulate=True, live=True, executor="slurm")
     # the reason is that it is not disaggregated, live or not, simulated or not (review: live said "disaggregated
     # ... not supported by this executor yet; run it on the simulator with --simulate")
-    for simulate, live in ((True, True), (True, False), (False, False), (False, True)):
-        assert engines.launch_refusal(job, simulate=simulate, live=live) == engines.MULTINODE_NOT_DISAGG
+    for simulate in (True, False):
+        assert engines.launch_refusal(job, simulate=simulate) == engines.MULTINODE_NOT_DISAGG
+    assert not launches_roles(job, simulate=True, live=True, executor="local")
 
 
 AGENTIC_HICACHE = """k:

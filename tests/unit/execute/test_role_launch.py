@@ -1,6 +1,8 @@
-"""Which multinode jobs `run` launches role by role, and how: only the live simulator under Slurm (every other case
-keeps its refusal); the simulator renders each role on its node's address with the decode side's modelled link and
-a PD router over them; the batch job asks for the topology's nodes; placement fills in node addresses."""
+"""Which multinode jobs `run` launches role by role, and how: only the live simulator, through the local executor
+(each role a process of this host) or Slurm (each a step on its node); every other case keeps its refusal. The
+simulator renders each role on its node's address with the decode side's modelled link and a PD router over them;
+the batch job asks for the topology's nodes; placement fills in node addresses (Slurm) or loopback ports (local); a
+worker that needs GPUs gets its share of the host's only when the host has them all."""
 
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ import pytest
 
 from llmsweep import engines
 from llmsweep.errors import LaunchError
+from llmsweep.execute.local import LocalLauncher
 from llmsweep.execute.pipeline import launches_roles
-from llmsweep.execute.pyxis import NodeLaunch, render_srun
-from llmsweep.execute.roles import AllocatedNode, place
+from llmsweep.execute.pyxis import NodeLaunch, SrunLauncher, render_srun
+from llmsweep.execute.roles import GPU_PARTITION_ENV, AllocatedNode, LocalPlacement, SlurmPlacement, place
 from llmsweep.execute.slurm import SlurmOptions, render_batch_script
 from llmsweep.plan import Job
 
@@ -31,14 +34,27 @@ def disagg_job() -> Job:
     (True, True, "slurm", True),
     (False, True, "slurm", True),  # the recipe's engine is `sim`
     (True, False, "slurm", False),  # virtual time: the roles run on the virtual clock, no step is launched
-    (True, True, "local", False),  # one machine cannot place roles on nodes
-    (True, True, "docker", False),
+    (True, True, "local", True),  # each role a process of this host
+    (False, False, "local", False),
+    (True, True, "docker", False),  # the simulator runs on the host, never from an image
 ])
-def test_only_the_live_simulator_under_slurm_launches_roles(disagg_job: Job, simulate: bool, live: bool,
-                                                             executor: str, expected: bool) -> None:
-    assert engines.launch_refusal(disagg_job, live=True) is not None  # live: only an executor of roles runs it
-    assert engines.launch_refusal(disagg_job) is None  # the sim engine in virtual time runs it role by role
+def test_only_the_live_simulator_launches_roles_through_local_or_slurm(disagg_job: Job, simulate: bool, live: bool,
+                                                                       executor: str, expected: bool) -> None:
+    assert engines.launch_refusal(disagg_job) is None  # the simulator's roles are launched as roles
     assert launches_roles(disagg_job, simulate=simulate, live=live, executor=executor) is expected
+
+
+def test_a_real_engines_disaggregated_job_stays_refused_everywhere(tmp_path: Path) -> None:
+    from llmsweep.plan import jobs_from_files
+
+    recipe = tmp_path / "real.yaml"
+    recipe.write_text(RECIPE.read_text().replace("engine: { name: sim }", "engine: { name: sglang }"))
+    (job,) = jobs_from_files([recipe])
+    why = engines.launch_refusal(job)
+    assert why is not None and why.startswith(engines.DISAGG_NOT_LAUNCHABLE)
+    assert "launches only the simulator's prefill/decode roles" in why
+    assert not any(launches_roles(job, simulate=False, live=True, executor=e) for e in ("local", "slurm", "docker"))
+    assert launches_roles(job, simulate=True, live=True, executor="local")  # its roles on the simulator
 
 
 def test_an_aggregated_job_is_never_launched_by_roles() -> None:
@@ -134,7 +150,8 @@ def test_a_role_that_reports_another_gpu_count_than_planned_fails_the_read_back(
         assert decode is not None and decode.gpus_per_worker == 8
         deployment = RoleDeployment.__new__(RoleDeployment)
         deployment.topology = topology
-        deployment.nodes = [AllocatedNode("n0", "127.0.0.1")]
+        nodes = [AllocatedNode(f"n{i}", "127.0.0.1") for i in range(3)]
+        deployment.placement = SlurmPlacement(topology, SrunLauncher(NodeLaunch()), nodes, job_id=None)
         handle = SimpleNamespace(base_url=f"http://127.0.0.1:{server.server_port}")
         deployment.started = [(decode, SimpleNamespace(index=0, nodes=[0]), handle)]  # type: ignore[list-item]
         said.update({"role": "decode", "node": "n0", "tp": 4})
@@ -145,3 +162,78 @@ def test_a_role_that_reports_another_gpu_count_than_planned_fails_the_read_back(
         assert ran.roles[0].workers[0].gpus is None and ran.roles[0].gpus_per_worker == 8
     finally:
         server.shutdown()
+
+
+def test_on_one_host_every_role_gets_a_loopback_port_of_its_own_and_the_router_points_at_them(
+        disagg_job: Job, tmp_path: Path) -> None:
+    topology = engines.render_topology(disagg_job, simulate=True)
+    placement = LocalPlacement(topology, LocalLauncher(), tmp_path)
+    specs = {(role.kind, w.index): placement.place(role, w) for role in topology.roles for w in role.workers}
+    ports = [spec.port for spec in specs.values()]
+    assert len(set(ports)) == 4 and 8000 not in ports and 8001 not in ports  # not the ports planned per node
+    for spec in specs.values():
+        assert spec.host == "127.0.0.1" and not any("{node" in a for a in spec.argv)
+        assert spec.argv[spec.argv.index("--port") + 1] == str(spec.port)
+        assert GPU_PARTITION_ENV not in spec.env  # the simulator needs no GPU
+    router = specs[("router", 0)].argv
+    urls = [router[i + 1] for i, a in enumerate(router) if a in ("--prefill", "--decode")]
+    assert urls == [specs[k].base_url for k in (("prefill", 0), ("prefill", 1), ("decode", 0))]
+    assert [n.address for n in placement.nodes] == ["127.0.0.1"]
+
+
+def _fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int) -> dict[str, str]:
+    """This host's environment with an `nvidia-smi` on PATH that lists `gpus` GPUs (and no GPU selection)."""
+    import os
+
+    bin_dir = tmp_path / f"bin{gpus}"
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / "nvidia-smi"
+    listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i:08d}-0000-0000-0000-000000000000)\\n" for i in range(gpus))
+    tool.write_text(f"#!/bin/sh\nprintf '{listing}'\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    return dict(os.environ)
+
+
+def test_a_worker_that_needs_gpus_gets_its_share_of_the_host_only_when_the_host_has_them_all(
+        disagg_job: Job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPUs each worker plans, as CUDA_VISIBLE_DEVICES in its launch's env: consecutive GPUs of those this process
+    may use; a host with fewer than all the workers need together refuses with the reason (never a silent overlap)."""
+    topology = engines.render_topology(disagg_job, simulate=True)
+    workers = [(role, w) for role in topology.roles for w in role.workers]
+    # as a real engine's workers would: 8 GPUs each (the simulator's own launch asks for none)
+    real = topology.model_copy(update={"roles": tuple(
+        role.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
+            "gpus": role.gpus_per_worker})}) for w in role.workers)}) for role in topology.roles)})
+    assert [w.spec.gpus for _r, w in workers] == [0, 0, 0, 0]
+    env = _fake_nvidia_smi(tmp_path, monkeypatch, 24)
+    placement = LocalPlacement(real, LocalLauncher(), tmp_path, environ=env)
+    shares = [placement.place(role, w).env.get(GPU_PARTITION_ENV) for role in real.roles for w in role.workers]
+    assert shares == ["0,1,2,3,4,5,6,7", "8,9,10,11,12,13,14,15", "16,17,18,19,20,21,22,23", None]
+    # within the GPUs this process was given (physical indices, as the child's own selection replaces it)
+    env32 = _fake_nvidia_smi(tmp_path, monkeypatch, 32)
+    env32["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(8, 32))
+    placement = LocalPlacement(real, LocalLauncher(), tmp_path, environ=env32)
+    assert placement.place(real.roles[1], real.roles[1].workers[0]).env[GPU_PARTITION_ENV] == ",".join(
+        str(i) for i in range(24, 32))
+    with pytest.raises(LaunchError, match=r"need 24 GPU\(s\) together \(prefill worker 0 8, prefill worker 1 8, "
+                                          r"decode worker 0 8\) but nvidia-smi shows 16 on this host"):
+        LocalPlacement(real, LocalLauncher(), tmp_path, environ=_fake_nvidia_smi(tmp_path, monkeypatch, 16))
+
+
+def test_the_launcher_decides_where_roles_go_and_one_that_cannot_place_them_says_so(disagg_job: Job,
+                                                                                    tmp_path: Path) -> None:
+    from llmsweep.execute.docker import DockerLauncher
+    from llmsweep.execute.roles import role_placement
+
+    topology = engines.render_topology(disagg_job, simulate=True)
+    assert isinstance(role_placement(LocalLauncher(), topology, tmp_path, executor="local"), LocalPlacement)
+    with pytest.raises(LaunchError, match="the docker launcher cannot place them") as refused:
+        role_placement(DockerLauncher(), topology, tmp_path, executor="docker")
+    assert "--executor local" in str(refused.value.fix)
+    # a Slurm batch job's worker launching without srun would crowd every role onto its first node
+    with pytest.raises(LaunchError, match="start as srun steps on the nodes of its Slurm allocation") as refused:
+        role_placement(LocalLauncher(), topology, tmp_path, executor="slurm")
+    assert "node.use_srun" in str(refused.value.fix)

@@ -62,3 +62,28 @@ def test_a_job_reused_once_and_refused_later_shows_no_borrowed_figures(
     assert [r["verdict"] for r in rows] == ["refused", "refused"]
     assert all(r["total_tps_per_gpu"] is None for r in rows), rows
     assert "reused stored results" not in captured.err and "2 expected job(s) without a result" in captured.err
+
+
+@pytest.mark.parametrize("simulate", [False, True], ids=["sim-engine", "--simulate"])
+def test_run_and_discover_refuse_a_simulated_job_for_one_reason_in_one_wording(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], simulate: bool) -> None:
+    """`run` decides per job and `discover` up front, from one function: the same reason, said the same way (only
+    the fix differs where the command does: discover offers no --live)."""
+    from llmsweep.discover.sweep import DiscoverRequest, discover
+    from llmsweep.errors import ConfigError
+    from llmsweep.execute.placement import simulator_placement_refusal
+
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    flags = ("--simulate",) if simulate else ()
+    _code, rows, _err = _run(capsys, tmp_path, "--executor", "slurm", *flags)
+    why = simulator_placement_refusal(engine="sim", simulate=simulate, executor="slurm", live=False)
+    assert why is not None and all(r["reason"] == why.line() for r in rows), rows
+    with pytest.raises(ConfigError) as refused:
+        discover(DiscoverRequest(recipe=RECIPE, out=tmp_path / "discover", executor="slurm", simulate=simulate),
+                 event=lambda _msg: None)
+    said = simulator_placement_refusal(engine="sim", simulate=simulate, executor="slurm", live=False,
+                                       live_option=False)
+    assert said is not None and said.reason == why.reason
+    assert refused.value.message.endswith(f": {why.reason}") and refused.value.fix == said.fix
+    assert "--live" in why.fix and "--live" not in said.fix
+    assert not (tmp_path / "discover" / "stages").exists()

@@ -1,0 +1,61 @@
+"""Where a simulated job may run: the one home of that decision and of its wording.
+
+`llmsweep run` asks it per job (`execute.pipeline`, from the job's engine) and `llmsweep discover` up front (from
+each recipe's engine, `spec.engines.resolve_engine`, the engine its jobs get), so both say the same thing for the same
+reason. In virtual time a simulated job runs on the simulator core in this process: an executor other than local
+would place no server (an `--executor slurm` run once said `executor: slurm` and touched no Slurm). Its live server
+runs on the host, never from an image, so docker has nothing to start; the local and Slurm executors serve it, a
+disaggregated job's roles included (each role a process of this host, or a step on its node: `execute.roles`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PlacementRefusal:
+    """Why a simulated job cannot run where `--executor` would place it, and what to do instead."""
+
+    reason: str
+    fix: str
+
+    def line(self) -> str:
+        """Reason and fix as one line (a refused job's reason)."""
+        return f"{self.reason} ({self.fix})"
+
+
+def serves_simulator(engine: str | None, *, simulate: bool) -> bool:
+    """Whether a job of `engine` runs on the simulator: under --simulate, or when its engine is `sim`."""
+    return simulate or engine == "sim"
+
+
+def places_roles(executor: str) -> bool:
+    """Whether `executor` launches a disaggregated deployment role by role (each role a server of its own)."""
+    from llmsweep.execute.local import LocalExecutor
+    from llmsweep.execute.slurm import SlurmExecutor
+
+    return executor in (LocalExecutor.kind, SlurmExecutor.kind)
+
+
+def simulator_placement_refusal(*, engine: str | None, simulate: bool, executor: str, live: bool,
+                                live_option: bool = True) -> PlacementRefusal | None:
+    """Why a job of `engine` (under `simulate`) cannot run through `executor` (None: it can, or it is no simulated
+    job). `live`: the simulator is asked to serve over HTTP in wall-clock time; `live_option`: the command offers
+    --live (`discover` does not), so the fix may name it."""
+    from llmsweep.execute.docker import DockerExecutor
+    from llmsweep.execute.local import LocalExecutor
+
+    if not serves_simulator(engine, simulate=simulate) or executor == LocalExecutor.kind:
+        return None
+    if not live:
+        ways = [f"add --live to serve the simulator through {executor} in wall-clock time"] if live_option else []
+        if simulate and engine != "sim":
+            ways.append(f"drop --simulate to run the recipe's engine through {executor}")
+        ways.append("drop --executor")
+        return PlacementRefusal(f"a simulated job runs on the simulator core in virtual time, in this process: "
+                                f"--executor {executor} would place no server", fix=", or ".join(ways))
+    if executor == DockerExecutor.kind:
+        return PlacementRefusal("the simulator's server runs on the host, not from an image: --executor docker has "
+                                "no container to start for it", fix="use --executor local, or slurm")
+    return None

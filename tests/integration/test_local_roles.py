@@ -1,0 +1,298 @@
+"""A disaggregated job run role by role on ONE host with the local executor: `llmsweep run --live` on a simulated
+prefill/decode recipe starts each prefill and decode worker and the router as a process of its own on a free loopback
+port, the router pointed at the workers; the client's requests go through the router; provenance (and the summary's
+`deployment` and `roles` blocks) records the topology read back from each role's `/version`; both concurrencies run on
+the one deployment; and success, Ctrl-C, and a SIGKILL of the run followed by `--resume` (then a Ctrl-C of that) leave
+no role process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from support.procs import alive, read_proc, stat_fields
+
+from llmsweep.sim.roles import node_name
+
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
+RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "disagg-sim.yaml"
+"""Two prefill workers (TP8) and one decode worker (TP8) on the simulator, concurrencies 2 and 4, 4 prompts each."""
+
+
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"), "PYTHONUNBUFFERED": "1"}
+
+
+def run_argv(recipe: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "llmsweep.cli.main", "run", str(recipe), "--live", "--out", str(out), "--no-report",
+            *extra]
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def role_pid_files(out: Path) -> list[Path]:
+    """The pid file of every role process (and power sampler) the local placement started: `server.<label>.pid`."""
+    return sorted(p for p in (out / "servers").glob("*/server.*.pid")) if (out / "servers").is_dir() else []
+
+
+def role_pids(out: Path) -> dict[str, int]:
+    pids = {}
+    for path in role_pid_files(out):
+        try:
+            pids[path.name] = int(read_json(path)["pid"])
+        except (FileNotFoundError, ValueError, KeyError):  # being written or removed meanwhile
+            continue
+    return pids
+
+
+def left_behind(pids: list[int], where: Path) -> list[str]:
+    """What is left of the given processes (their process groups: each role leads its own), and any process working
+    in `where` (the runs start there, and every role process inherits it) or naming it (a power sampler's folder)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        fields = stat_fields(pid)
+        if not fields or fields[0] in "ZX":
+            continue
+        cmdline = read_proc(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace")
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            cwd = ""
+        if (pid in pids or int(fields[2]) in pids or Path(cwd).is_relative_to(where)
+                or ("llmsweep" in cmdline and str(where) in cmdline)):
+            found.append(f"{pid}: {cmdline}")
+    return found
+
+
+def wait_for(predicate: Callable[[], Any], proc: subprocess.Popen[bytes], log: Path, what: str,
+             timeout: float = 120) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc.poll() is not None:
+            raise AssertionError(f"the run exited ({proc.returncode}) before {what}:\n"
+                                 + log.read_text(errors="replace")[-4000:])
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}:\n" + log.read_text(errors="replace")[-4000:])
+
+
+def assert_gone(pids: list[int], where: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while left_behind(pids, where) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left_behind(pids, where), left_behind(pids, where)
+
+
+def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router_and_are_read_back(
+        tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(run_argv(RECIPE, out), env=env(tmp_path), capture_output=True, text=True, timeout=240,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    outcomes = read_json(out / "run.json")["outcomes"]
+    assert [o["status"] for o in outcomes] == ["valid", "valid"], outcomes
+    # one deployment, brought up once, serves both concurrencies one after the other
+    assert proc.stderr.count("launching 4 role process(es)") == 1, proc.stderr[-4000:]
+    host = node_name()
+    placements = []
+    for outcome in outcomes:
+        job_dir = out / "jobs" / outcome["job_id"]
+        summary = read_json(job_dir / "summary.json")
+        provenance = summary["provenance"]
+        assert (provenance["launch"]["executor"], provenance["launch"]["launcher"]) == ("local", "local")
+        topology = provenance["topology"]
+        roles = topology["roles"]
+        assert set(roles) == {"prefill", "decode", "router"} and topology["disaggregated"]
+        assert topology["node_names"] == [host] and topology["nodes"] == 1
+        # role counts and GPUs as planned, each worker's read back from its own /version
+        assert [len(roles[r]["placed"]) for r in ("prefill", "decode", "router")] == [2, 1, 1]
+        ports = []
+        for role in roles.values():
+            for worker in role["placed"]:
+                url = urlparse(worker["url"])
+                assert url.hostname == "127.0.0.1" and worker["node"] == worker["reported_node"] == host, worker
+                ports.append(url.port)
+                if role["kind"] != "router":
+                    assert worker["gpus"] == role["gpus_per_worker"] == 8
+        # every role on a loopback port of its own, none the port the topology plans per node (8000, router 8001)
+        assert len(set(ports)) == 4 and not {8000, 8001} & set(ports), ports
+        placements.append({r: [w["url"] for w in role["placed"]] for r, role in roles.items()})
+        # the summary's blocks are read from that record
+        deployment = summary["deployment"]
+        assert (deployment["gpus"], deployment["nodes"]) == (24, 1) and deployment["kv_transfer"].startswith("mori")
+        assert summary["throughput"]["gpus"] == 24
+        assert {r: (summary["roles"][r]["workers"], summary["roles"][r]["gpus"]) for r in ("prefill", "decode")} == {
+            "prefill": (2, 16), "decode": (1, 8)}
+        # the client talked to the router, which sent every request through a prefill and the decode worker
+        assert provenance["endpoint"]["base_url"] == roles["router"]["placed"][0]["url"]
+        successful = summary["requests"]["successful"]
+        assert successful == 4 * provenance["options"]["concurrency"]  # the recipe's 4 prompts per concurrency
+        prefill, decode = summary["roles"]["prefill"]["metrics"], summary["roles"]["decode"]["metrics"]
+        assert prefill["prompt_tokens"] > 0 and decode["prompt_tokens"] == 0  # the prompts on the prefill workers,
+        assert decode["generation_tokens"] > prefill["generation_tokens"]  # the generated tokens on the decode worker
+        scrapes = [json.loads(line) for line in (job_dir / "server_metrics.jsonl").read_text().splitlines()]
+        workers = {(labels.get("role"), labels.get("worker")) for s in scrapes if "samples" in s
+                   for _n, labels, _v in s["samples"]}
+        assert workers == {("prefill", "0"), ("prefill", "1"), ("decode", "0")}
+        # power: one sampler per worker (they share the host), over all 24 GPUs of all roles
+        power = summary["power"]
+        assert power["power_valid"] and power["observed_gpus"] == 24, power
+        assert {g.split("/")[0] for g in power["observed_gpu_ids"]} == {"prefill0", "prefill1", "decode0"}
+    assert placements[0] == placements[1]  # both jobs on the same started roles
+    roles_dir = next((out / "servers").glob("*/roles"))
+    router_log = (roles_dir / "router-0.log").read_text()
+    worker_urls = placements[0]["prefill"] + placements[0]["decode"]
+    assert all(url in router_log for url in worker_urls), router_log  # the router was pointed at the started workers
+    commands = (roles_dir / "commands.txt").read_text()
+    for url in [*worker_urls, *placements[0]["router"]]:
+        assert f"--port {urlparse(url).port}" in commands
+    assert not role_pid_files(out) and not list((out / "servers").glob("*/server*.pid"))  # all stopped and gone
+    assert_gone([], tmp_path)
+
+
+def long_recipe(tmp_path: Path) -> Path:
+    """The recipe with requests long enough to interrupt a job mid-way."""
+    recipe = tmp_path / "long.yaml"
+    text = RECIPE.read_text()
+    assert "osl: 64" in text and "num-prompts-per-conc: 4" in text
+    recipe.write_text(text.replace("osl: 64", "osl: 1024").replace("num-prompts-per-conc: 4",
+                                                                     "num-prompts-per-conc: 64"))
+    return recipe
+
+
+def start(recipe: Path, out: Path, tmp_path: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """The run in the background with SIGINT at its default (a script's `cmd &` would start it ignored)."""
+    fh = open(log, "ab")  # noqa: SIM115 - the child's; closed with the test's tmp dir
+    return subprocess.Popen(run_argv(recipe, out, *extra), env=env(tmp_path), stdout=fh, stderr=subprocess.STDOUT,
+                            cwd=tmp_path, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def serving(out: Path) -> dict[str, int] | None:
+    """Every role's pid (four roles, three samplers) once the first job has records: the roles serve the client."""
+    jobs = out / "jobs"
+    measuring = jobs.is_dir() and any((d / "records.jsonl").is_file() and (d / "records.jsonl").stat().st_size
+                                      for d in jobs.iterdir())
+    pids = role_pids(out)
+    return pids if measuring and len(pids) == 7 else None
+
+
+def starting(out: Path) -> dict[str, int] | None:
+    """The pids of the roles started so far, once a worker has started and before the router has."""
+    pids = role_pids(out)
+    return pids if pids and "server.router0.pid" not in pids else None
+
+
+@pytest.mark.parametrize(("when", "signals"), [
+    (serving, (signal.SIGINT,)),
+    (serving, (signal.SIGINT, signal.SIGTERM, signal.SIGINT)),
+    (starting, (signal.SIGINT,)),
+], ids=["mid-job", "mid-job-then-more-during-teardown", "while-the-roles-start"])
+def test_ctrl_c_tears_down_every_role_process(tmp_path: Path, when: Callable[[Path], dict[str, int] | None],
+                                              signals: tuple[signal.Signals, ...]) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start(long_recipe(tmp_path), out, tmp_path, log)
+    pids: list[int] = []
+    try:
+        found = wait_for(lambda: when(out), proc, log, f"{when.__name__}")
+        pids = list(found.values())
+        assert all(alive(p) for p in pids)
+        for sig in signals:  # more signals arrive while the roles are torn down: they hurry it, never cut it short
+            proc.send_signal(sig)
+            time.sleep(0.05)
+        assert proc.wait(timeout=120) == 130, log.read_text(errors="replace")[-4000:]
+        assert_gone(pids, tmp_path)
+        assert not role_pid_files(out) and not list((out / "servers").glob("*/server*.pid"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in pids:  # test clean-up of what this test started, by pid (never by name)
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def test_resume_after_a_killed_run_stops_its_roles_and_ctrl_c_of_the_resumed_run_stops_its_own(
+        tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    recipe = long_recipe(tmp_path)
+    first = start(recipe, out, tmp_path, log)
+    old: list[int] = []
+    new: list[int] = []
+    resumed: subprocess.Popen[bytes] | None = None
+    try:
+        old = list(wait_for(lambda: serving(out), first, log, "the first run's roles serving").values())
+        first.kill()  # SIGKILL: the run cannot stop anything; its roles, each in a session of its own, run on
+        first.wait(timeout=30)
+        time.sleep(1)
+        assert all(alive(p) for p in old), "a SIGKILLed run leaves its role processes running"
+        resumed = start(recipe, out, tmp_path, log, "--resume")
+        found = wait_for(lambda: (pids := serving(out)) and not set(pids.values()) & set(old) and pids, resumed, log,
+                         "the resumed run's own roles serving")
+        new = list(found.values())
+        assert not any(alive(p) for p in old), "the resumed run left the killed run's roles running"
+        assert "left running by an earlier, interrupted run" in log.read_text(errors="replace")
+        resumed.send_signal(signal.SIGINT)
+        assert resumed.wait(timeout=120) == 130, log.read_text(errors="replace")[-4000:]
+        assert_gone(old + new, tmp_path)
+        assert not role_pid_files(out)
+    finally:
+        for proc in (first, resumed):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+        for pid in old + new:
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def test_a_role_that_does_not_come_up_fails_the_start_naming_it_and_every_started_role_is_torn_down(
+        tmp_path: Path) -> None:
+    """What the lifecycle does when a role fails (`_Server._ensure_roles`: start, and on any failure stop): here the
+    decode worker exits at once; the error names it, and the prefill workers already serving are stopped, their pid
+    files with them."""
+    from llmsweep import engines
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.execute.roles import LocalPlacement, RoleDeployment
+    from llmsweep.plan import jobs_from_files
+
+    one = tmp_path / "one.yaml"
+    one.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
+    (job,) = jobs_from_files([one])
+    topology = engines.render_topology(job, simulate=True)
+    decode = topology.roles[1]
+    assert decode.kind == "decode"
+    broken = decode.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
+        "argv": (sys.executable, "-c", "import sys; print('decode cannot start', flush=True); sys.exit(3)")})})
+        for w in decode.workers)})
+    topology = topology.model_copy(update={"roles": (topology.roles[0], broken, *topology.roles[2:])})
+    server_dir = tmp_path / "servers" / "g"
+    deployment = RoleDeployment(topology, LocalPlacement(topology, LocalLauncher(), server_dir), server_dir)
+    pids: list[int] = []
+    try:
+        with pytest.raises(LaunchError, match=r"decode worker 0 on node .* did not come up") as failed:
+            deployment.start(startup_timeout_s=120)
+        assert "exited with status 3 while starting" in failed.value.message
+        pids = [int(read_json(p)["pid"]) for p in sorted(server_dir.glob("server.*.pid"))]
+        assert len(pids) == 3  # the two prefill workers and the decode worker; the router never started
+        assert "decode cannot start" in (server_dir / "roles" / "decode-0.log").read_text()
+    finally:
+        deployment.stop(grace_s=5.0)
+    assert deployment.gone()
+    assert_gone(pids, tmp_path)
+    assert not list(server_dir.glob("server.*.pid"))
