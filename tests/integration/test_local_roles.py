@@ -147,6 +147,8 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
         prefill, decode = summary["roles"]["prefill"]["metrics"], summary["roles"]["decode"]["metrics"]
         assert prefill["prompt_tokens"] > 0 and decode["prompt_tokens"] == 0  # the prompts on the prefill workers,
         assert decode["generation_tokens"] > prefill["generation_tokens"]  # the generated tokens on the decode worker
+        # every request's KV crossed to the decode worker once, read from its own transfer series (not modelled here)
+        assert decode["kv_transfers"] == successful and decode["kv_transfer_bytes"] > 0, decode
         scrapes = [json.loads(line) for line in (job_dir / "server_metrics.jsonl").read_text().splitlines()]
         workers = {(labels.get("role"), labels.get("worker")) for s in scrapes if "samples" in s
                    for _n, labels, _v in s["samples"]}

@@ -20,7 +20,7 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -108,16 +108,23 @@ class Control(Protocol):
 
     async def barrier(self) -> None: ...
 
+    async def warmed(self) -> bool:
+        """This worker's warm-up requests have all ended: True once every worker's have and the profiling start is
+        marked (the server's counters read, `MetricsScraper.scrape_now`), False on a run-wide stop."""
+
     async def drained(self) -> bool:
-        """This worker's warm-up has drained (`Drain`): True once every worker's has, False on a run-wide stop."""
+        """This worker's warm-up has drained (`Drain`): True once every worker's has and the profiling start is
+        marked (as `warmed`), False on a run-wide stop."""
 
 
 class LocalControl:
     """In-process control for a single worker: the parent reads `stats` directly."""
 
-    def __init__(self) -> None:
+    def __init__(self, mark: Callable[[], Awaitable[object]] | None = None) -> None:
         self._reason: str | None = None
         self.stats: WorkerStats | None = None
+        self._mark = mark
+        """Awaited once the warm-up ended or drained, before profiling starts (the window's base scrape)."""
 
     def stop_reason(self) -> str | None:
         return self._reason
@@ -131,8 +138,13 @@ class LocalControl:
     async def barrier(self) -> None:
         return None
 
-    async def drained(self) -> bool:
+    async def warmed(self) -> bool:
+        if self._mark is not None:
+            await self._mark()
         return True
+
+    async def drained(self) -> bool:
+        return await self.warmed()
 
 
 def share(total: int, worker: int, workers: int) -> int:
@@ -523,6 +535,8 @@ class Interpreter:
                 self._phase = _Phase("warmup", budget)
                 lanes = closed_lanes or [self.worker + i * self.workers for i in range(min(budget, 16))]
                 await self._closed_loop(lanes)
+        if opts.warmup_requests > 0:  # every worker, with a share or not: the profiling start is marked once
+            await self.control.warmed()
         await self.control.barrier()
         main_budget = share(opts.num_requests, self.worker, self.workers) if opts.num_requests else None
         self._phase = _Phase(None, main_budget)

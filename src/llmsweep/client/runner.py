@@ -21,7 +21,7 @@ import resource
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,10 +181,10 @@ async def run_benchmark_async(
         scraper.start()
     try:
         if options.workers == 1:
-            stats, stop_reason = await _run_local(workload, endpoint, options, records_path, on_progress,
+            stats, stop_reason = await _run_local(workload, endpoint, options, records_path, on_progress, scraper,
                                                   stop_requested)
         else:
-            stats, stop_reason = await _run_processes(workload, endpoint, options, records_path, on_progress,
+            stats, stop_reason = await _run_processes(workload, endpoint, options, records_path, on_progress, scraper,
                                                       stop_requested)
     finally:
         if scraper is not None:
@@ -284,9 +284,11 @@ async def _run_local(
     options: RunOptions,
     records_path: Path,
     on_progress: Callable[[Progress], None] | None,
+    scraper: MetricsScraper | None,
     stop_requested: Callable[[], str | None] | None = None,
 ) -> tuple[list[WorkerStats], str | None]:
-    control = LocalControl()
+    # the warm-up drained: the server's counters are read once more before profiling starts (the window's base)
+    control = LocalControl(scraper.scrape_now if scraper is not None else None)
     interp = Interpreter(workload, endpoint, options, records_path, control=control)
     task = asyncio.ensure_future(interp.run())
     t0 = now_unix()
@@ -304,11 +306,12 @@ async def _run_local(
 # ------------------------------------------------------------------------------------------------------ processes
 class ProcessControl:
     """Control for a worker process: a shared stop event, a stats queue to the parent, a start barrier, and the warm-up
-    drain's shared count of drained workers and its event (set by the last of them)."""
+    drain's shared count of drained workers and its event (set by the parent when all have drained)."""
 
-    def __init__(self, stop: Any, queue: Any, barrier: Any, drain: tuple[Any, Any], worker: int, workers: int) -> None:
+    def __init__(self, stop: Any, queue: Any, barrier: Any, marks: tuple[_Mark, _Mark], worker: int,
+                 workers: int) -> None:
         self._stop, self._queue, self._barrier, self._worker = stop, queue, barrier, worker
-        self._drained, self._all_drained = drain
+        self._warmed, self._drained = marks
         self._workers = workers
 
     def stop_reason(self) -> str | None:
@@ -324,17 +327,40 @@ class ProcessControl:
     async def barrier(self) -> None:
         await asyncio.to_thread(self._barrier.wait)
 
+    async def warmed(self) -> bool:
+        return await self._arrive(self._warmed)
+
     async def drained(self) -> bool:
-        with self._drained.get_lock():
-            self._drained.value += 1
-            if self._drained.value >= self._workers:
-                self._all_drained.set()
-        # polled, not a blocking wait in a thread: a run-wide stop must free it (a worker may never drain)
-        while not self._all_drained.is_set():
+        return await self._arrive(self._drained)
+
+    async def _arrive(self, mark: _Mark) -> bool:
+        count, released = mark
+        with count.get_lock():
+            count.value += 1
+        # the parent releases every worker once all have arrived and it has read the server's counters (the window's
+        # base scrape, `_release_marks`); polled, not a blocking wait in a thread: a run-wide stop must free it (a
+        # worker may never arrive)
+        while not released.is_set():
             if self._stop.is_set():
                 return False
             await asyncio.sleep(DRAIN_POLL_S)
         return True
+
+
+_Mark = tuple[Any, Any]
+"""A point every worker process reaches before profiling starts (its warm-up ended, or drained): a shared count of
+the workers that reached it, and the event the parent sets to release them."""
+
+
+async def _release_marks(marks: Sequence[_Mark], workers: int, scraper: MetricsScraper | None) -> bool:
+    """Release the workers at a mark they have all reached, after the window's base scrape; True when one was."""
+    for count, released in marks:
+        if count.value >= workers and not released.is_set():
+            if scraper is not None:
+                await scraper.scrape_now()
+            released.set()
+            return True
+    return False
 
 
 def _portable(workload: Workload) -> tuple[str, Any, Any]:
@@ -365,7 +391,7 @@ def exit_with_parent() -> None:
     threading.Thread(target=watch, name="llmsweep-parent-watch", daemon=True).start()
 
 
-def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any, drain: tuple[Any, Any]) -> None:
+def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any, marks: tuple[_Mark, _Mark]) -> None:
     # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop, through `stop`.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent()
@@ -373,7 +399,7 @@ def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any, drain: tup
     workload = _rebuild(portable)
     endpoint = Endpoint.model_validate_json(endpoint_json)
     options = RunOptions.model_validate_json(options_json)
-    control = ProcessControl(stop, queue, barrier, drain, worker, workers)
+    control = ProcessControl(stop, queue, barrier, marks, worker, workers)
     interp = Interpreter(
         workload, endpoint, options, Path(records_path), worker=worker, workers=workers, control=control
     )
@@ -386,12 +412,13 @@ async def _run_processes(
     options: RunOptions,
     records_path: Path,
     on_progress: Callable[[Progress], None] | None,
+    scraper: MetricsScraper | None,
     stop_requested: Callable[[], str | None] | None = None,
 ) -> tuple[list[WorkerStats], str | None]:
     n = options.workers or 1
     ctx = mp.get_context("spawn")
     stop, queue, barrier = ctx.Event(), ctx.Queue(), ctx.Barrier(n)
-    drain = (ctx.Value("i", 0), ctx.Event())
+    marks = ((ctx.Value("i", 0), ctx.Event()), (ctx.Value("i", 0), ctx.Event()))  # warmed, drained
     procs = []
     for w in range(n):
         try:
@@ -403,7 +430,7 @@ async def _run_processes(
                 f"workload {workload.name!r} cannot be sent to worker processes: {exc}",
                 fix="build the workload from a picklable config, or run with --client-workers 1",
             ) from exc
-        proc = ctx.Process(target=_worker_main, args=(payload, stop, queue, barrier, drain),
+        proc = ctx.Process(target=_worker_main, args=(payload, stop, queue, barrier, marks),
                            name=f"llmsweep-worker-{w}")
         proc.start()
         procs.append(proc)
@@ -436,7 +463,10 @@ async def _run_processes(
                 on_progress(_progress(stats, options, t0, reason))
             if all(not p.is_alive() for p in procs) and queue.empty():
                 break
-            await asyncio.sleep(0.2)
+            if await _release_marks(marks, n, scraper):
+                continue
+            waiting = any(count.value and not released.is_set() for count, released in marks)
+            await asyncio.sleep(DRAIN_POLL_S if waiting else 0.2)
     except BaseException:  # cancelled or interrupted: the workers (which ignore SIGINT) must stop now too
         stop.set()
         deadline = now_unix() + 30.0

@@ -41,6 +41,10 @@ def parse_exposition(text: str) -> list[list[Any]]:
     return samples
 
 
+MARK_TIMEOUT_S = 2.0
+"""How long the profiling start waits for its base scrape (`MetricsScraper.scrape_now`)."""
+
+
 class MetricsScraper:
     """Background task scraping one URL until stopped; every scrape (or failure) becomes one JSON line."""
 
@@ -52,6 +56,8 @@ class MetricsScraper:
         self.failures = 0
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._kick = asyncio.Event()
+        self._waiters: list[asyncio.Event] = []
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._loop())
@@ -61,19 +67,44 @@ class MetricsScraper:
         if self._task is not None:
             await self._task
 
+    async def scrape_now(self, timeout_s: float = MARK_TIMEOUT_S) -> bool:
+        """One scrape that starts now, written before this returns: a window's base taken at its very start (the
+        profiling start, after the warm-up drained; a scrape a third of a second earlier would count the warm-up's
+        last requests into the window). False when the scraper is not running or no scrape came within
+        `timeout_s` (the load must not wait on a slow endpoint; the window then has the scrape before)."""
+        if self._task is None or self._task.done():
+            return False
+        done = asyncio.Event()
+        self._waiters.append(done)
+        self._kick.set()
+        try:
+            await asyncio.wait_for(done.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
     async def _loop(self) -> None:
         fd = os.open(self.out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         timeout = aiohttp.ClientTimeout(total=max(self.interval_s * 3, 2.0))
         try:
             async with aiohttp.ClientSession(timeout=timeout) as session:
                 while True:
+                    waiting, self._waiters = self._waiters, []  # a scrape that starts after they asked
+                    self._kick.clear()
                     await self._scrape_once(session, fd)
-                    try:
-                        await asyncio.wait_for(self._stop.wait(), self.interval_s)
+                    for done in waiting:
+                        done.set()
+                    if self._waiters:
+                        continue  # asked while that scrape was in flight: one more, at once
+                    stop, kick = asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(self._kick.wait())
+                    await asyncio.wait((stop, kick), timeout=self.interval_s, return_when=asyncio.FIRST_COMPLETED)
+                    stop.cancel()
+                    kick.cancel()
+                    if self._stop.is_set():
                         await self._scrape_once(session, fd)  # one last scrape brackets the end of the run
+                        for done in self._waiters:
+                            done.set()
                         return
-                    except TimeoutError:
-                        continue
         finally:
             os.close(fd)
 
