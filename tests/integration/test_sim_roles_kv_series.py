@@ -184,11 +184,13 @@ def test_a_live_pd_runs_summary_fills_the_kv_transfer_fields_from_the_scraped_se
 
     # the same requests in virtual time: the same transfers and bytes, on the same role, and the same seconds per
     # transfer (one formula, `sim.transfer`: per-GPU shard, comm efficiency, queueing on the NICs; at concurrency 2
-    # a transfer often waits for the other's) but the few milliseconds by which the live clock's steps differ
+    # a transfer often waits for the other's, ~0.57 s on average here) but for the moments by which the two requests'
+    # hand-offs reach the live decode worker apart (a prefill step of 2 ms, the event loop's wake-ups): a transfer
+    # that waits for another waits that much less
     want = virtual.roles["decode"].metrics
     assert (decode.kv_transfers, decode.kv_transfer_bytes) == (want.kv_transfers, want.kv_transfer_bytes)
     assert decode.kv_transfer_s_mean is not None and want.kv_transfer_s_mean is not None
-    assert decode.kv_transfer_s_mean == pytest.approx(want.kv_transfer_s_mean, rel=0.05)
+    assert decode.kv_transfer_s_mean == pytest.approx(want.kv_transfer_s_mean, abs=0.05)
     # the prefill worker moves no KV into itself, in either
     got_p, want_p = live.roles["prefill"].metrics, virtual.roles["prefill"].metrics
     assert got_p is not None and want_p is not None
@@ -229,8 +231,9 @@ def test_two_transfers_into_one_decode_worker_at_once_queue_on_its_nics_so_the_s
             await runner.cleanup()
         alone = decode.kv_cost.seconds(first, link)
         assert first == second and alone > 0.2
-        # one transfer took its link time; the other waited for it first (less the moment between their arrivals)
+        # one transfer took its link time, the other waited for it first: 2x its own (less the moment between the two
+        # requests' arrivals, a few milliseconds); overlapping transfers would have taken 1x each
         assert decode.kv.transfers == 2
-        assert 2.9 * alone < decode.kv.seconds <= 3 * alone + 1e-9
+        assert 2.75 * alone < decode.kv.seconds <= 3 * alone + 1e-9
 
     asyncio.run(main())
