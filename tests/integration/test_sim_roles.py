@@ -14,13 +14,15 @@ import aiohttp
 from support.sim_roles import pd_deployment
 
 from llmsweep.sim.engine import EngineConfig
-from llmsweep.sim.roles import RoleConfig, transfer_seconds
+from llmsweep.sim.roles import RoleConfig
 from llmsweep.sim.router import PDRouter, start_router
 from llmsweep.sim.server import SimServer, start_server
+from llmsweep.sim.transfer import Link
 
 FAST = {"model": "llama-1b", "hardware": "h200", "timing": "constant", "ttft_s": 0.004, "itl_s": 0.001}
 PROMPT = " ".join(f"w{i % 97}" for i in range(3000))
-LINK = RoleConfig(role="decode", kv_transfer="nixl", link_gbs=0.5, link_latency_s=0.005)
+LINK = RoleConfig(role="decode", kv_transfer="nixl",
+                  links=(Link(kind="scale-out", name="test NIC", gbps=0.5, latency_s=0.005),))
 
 
 def deployment() -> Any:
@@ -49,7 +51,7 @@ def test_a_request_through_the_router_waits_for_the_modelled_kv_transfer_and_dec
             usage = events[-1]["usage"]
             assert usage["completion_tokens"] == 16  # the decode worker generated the answer ...
             prompt = usage["prompt_tokens"]
-            expected = transfer_seconds(prompt, decode.kv_bytes_per_token, LINK)
+            expected = decode.kv_cost.seconds(prompt, LINK.links[0])
             assert expected > 0.1  # a transfer long enough to see: 3,000 tokens of KV over 0.5 GB/s
             assert decode.kv.transfers == 1 and abs(decode.kv.seconds - expected) < 1e-6
             assert first is not None and first >= expected  # ... and its first token came after the KV arrived
@@ -67,7 +69,10 @@ def test_a_request_through_the_router_waits_for_the_modelled_kv_transfer_and_dec
             assert router_doc["role"] == "router" and router_doc["routed"] == 2
             async with http.get(f"{decode_url(router_doc)}/version") as resp:
                 doc = await resp.json()
-            assert doc["role"] == "decode" and doc["kv_transfer"].startswith("nixl (modelled link 0.5 GB/s")
+            assert doc["role"] == "decode"
+            assert doc["kv_transfer"] == "nixl (modelled link scale-out test NIC, 0.5 GB/s per GPU, 5 ms)"
+            assert doc["kv_links"] == [{"kind": "scale-out", "name": "test NIC", "gbps": 0.5, "latency_s": 0.005}]
+            assert doc["prefill_tp"] == 1 and doc["kv_bytes_per_token_per_gpu"] == decode.kv_bytes_per_token
 
     asyncio.run(main())
 

@@ -17,7 +17,7 @@ from support.sim_roles import pd_deployment
 from llmsweep.sim.roles import RoleConfig
 
 FAST = {"model": "llama-1b", "hardware": "h200", "timing": "constant", "ttft_s": 0.002, "itl_s": 0.0005}
-LINK = RoleConfig(role="decode", kv_transfer="nixl", link_gbs=50.0, link_latency_s=0.0)
+LINK = RoleConfig(role="decode", kv_transfer="nixl")
 
 
 def deployment() -> Any:

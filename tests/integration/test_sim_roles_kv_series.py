@@ -1,10 +1,11 @@
 """The KV-transfer series of the live simulator's disaggregated roles over loopback (prefill worker, decode worker, PD
 router): the decode worker exports on its own `/metrics` what its hand-offs did — one transfer per request through
-the router, the prompt's KV bytes, the modelled link time it waited — under the names, labels and meaning the
-virtual-time deployment's decode workers export (`metrics.roles`, their one home). So a live PD run's summary fills
-each role's `kv_transfers`, `kv_transfer_bytes` and `kv_transfer_s_mean` from the scraped series, and they agree with
-the virtual-time run of the same requests; what the live link does not model (a decode-side pre-allocation queue)
-stays null rather than a zero nobody measured."""
+the router, the prompt's KV bytes, the modelled transfer time it waited (`sim.transfer`, as virtual time models it,
+NIC queueing included) — under the names, labels and meaning the virtual-time deployment's decode workers export
+(`metrics.roles`, their one home). So a live PD run's summary fills each role's `kv_transfers`, `kv_transfer_bytes`
+and `kv_transfer_s_mean` from the scraped series, and they agree with the virtual-time run of the same requests;
+what the live link does not model (a decode-side pre-allocation queue) stays null rather than a zero nobody
+measured."""
 
 from __future__ import annotations
 
@@ -24,13 +25,15 @@ from llmsweep.execute.roles import FederatedMetrics, MetricsTarget, RanRole, Ran
 from llmsweep.metrics import Summary
 from llmsweep.metrics.roles import KV_BYTES, KV_IN_FLIGHT, KV_PREALLOC, KV_SECONDS
 from llmsweep.metrics.summary import summarise
-from llmsweep.sim.disagg import Cluster, DisaggConfig, DisaggPredictor, Link, RolePlan
+from llmsweep.sim.disagg import Cluster, DisaggConfig, DisaggPredictor, RolePlan
 from llmsweep.sim.engine import EngineConfig
-from llmsweep.sim.roles import RoleConfig, node_name, transfer_seconds
+from llmsweep.sim.roles import RoleConfig, node_name
+from llmsweep.sim.transfer import Link
 from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
 
 FAST: dict[str, Any] = {"model": "llama-1b", "hardware": "h200", "timing": "constant", "ttft_s": 0.002, "itl_s": 0.0005}
-LINK = RoleConfig(role="decode", kv_transfer="nixl", link_gbs=0.2, link_latency_s=0.002)
+LINK = RoleConfig(role="decode", kv_transfer="nixl",
+                  links=(Link(kind="scale-out", name="test NIC", gbps=0.2, latency_s=0.002),))
 """A slow link: each prompt's KV takes tens of milliseconds to arrive, long enough to be seen in flight."""
 SAMPLES = {KV_PREALLOC.name, KV_IN_FLIGHT.name, KV_SECONDS.count, KV_SECONDS.sum, KV_BYTES.total}
 """Every sample name of the KV-transfer series (`metrics.roles`)."""
@@ -89,7 +92,10 @@ def test_the_decode_worker_exports_one_transfer_per_request_with_its_prompts_kv_
             bpt = pd.decode.kv_bytes_per_token
             assert after[KV_SECONDS.count] == len(lengths) == 6  # one transfer per request, each counted once
             assert after[KV_BYTES.total] / bpt == sum(lengths)  # exactly the prompt tokens sent, as KV bytes
-            assert after[KV_SECONDS.sum] == pytest.approx(sum(transfer_seconds(n, bpt, LINK) for n in lengths))
+            # each transfer's modelled link time, and those that found the NIC busy waited their turn as well
+            alone = [pd.decode.kv_cost.seconds(n, LINK.links[0]) for n in lengths]
+            rest = alone[1:]  # sent together: each waits at most for all the others
+            assert sum(alone) < after[KV_SECONDS.sum] <= alone[0] + len(rest) * sum(rest) + 1e-9
             assert after[KV_IN_FLIGHT.name] == 0.0
             # No decode-side pre-allocation queue is modelled live: the series is absent, not a zero.
             assert KV_PREALLOC.name not in after
@@ -102,7 +108,7 @@ def test_the_decode_worker_exports_one_transfer_per_request_with_its_prompts_kv_
 # ------------------------------------------------------------------ the summary of a live PD run vs virtual time
 
 WORKLOAD = FixedLengthConfig(isl=600, osl=6, api="chat", num_prompts=6, range_ratio=0.5, seed=3)
-SLOW = LINK.model_copy(update={"link_gbs": 0.05})
+SLOW = LINK.model_copy(update={"links": (LINK.links[0].model_copy(update={"gbps": 0.05}),)})
 """Each prompt's KV (300-600 tokens) takes over a tenth of a second: the scrape that opens the window reads the
 decode worker before any KV arrived (the scrape is stamped when it starts, and read a little later)."""
 
@@ -139,7 +145,7 @@ def live_run(tmp: Path) -> Summary:
 
 def virtual_run() -> tuple[Summary, list[dict[str, Any]]]:
     engine = EngineConfig(**FAST)
-    link = Link(kind="scale-out", name="modelled", gbps=SLOW.link_gbs, latency_s=SLOW.link_latency_s)
+    link = SLOW.links[0]
     config = DisaggConfig(prefill=RolePlan(kind="prefill", engine=engine, gpus_per_worker=1, nodes=((0,),)),
                           decode=RolePlan(kind="decode", engine=engine, gpus_per_worker=1, nodes=((1,),)),
                           scaleup=link, scaleout=link, domain_nodes=1, gpus_per_node=8, transfer_backend="nixl")
@@ -171,16 +177,20 @@ def test_a_live_pd_runs_summary_fills_the_kv_transfer_fields_from_the_scraped_se
     # modelled link time it waited for each
     assert decode.kv_transfers == 6
     assert decode.kv_transfer_bytes == prompt_tokens * bpt
-    mean = sum(transfer_seconds(r["prompt_tokens"], bpt, SLOW) for r in records) / 6
-    assert decode.kv_transfer_s_mean == pytest.approx(mean)
     # not modelled on the live link, so not filled (the virtual-time deployment models and fills it)
     assert decode.prealloc_queue_mean is None and decode.prealloc_queue_max is None
     assert virtual.roles["decode"].metrics is not None
     assert virtual.roles["decode"].metrics.prealloc_queue_mean is not None
 
-    # the same requests in virtual time: the same transfers and bytes, on the same role
+    # the same requests in virtual time: the same transfers and bytes, on the same role, and the same seconds per
+    # transfer (one formula, `sim.transfer`: per-GPU shard, comm efficiency, queueing on the NICs; at concurrency 2
+    # a transfer often waits for the other's, ~0.57 s on average here) but for the moments by which the two requests'
+    # hand-offs reach the live decode worker apart (a prefill step of 2 ms, the event loop's wake-ups): a transfer
+    # that waits for another waits that much less
     want = virtual.roles["decode"].metrics
     assert (decode.kv_transfers, decode.kv_transfer_bytes) == (want.kv_transfers, want.kv_transfer_bytes)
+    assert decode.kv_transfer_s_mean is not None and want.kv_transfer_s_mean is not None
+    assert decode.kv_transfer_s_mean == pytest.approx(want.kv_transfer_s_mean, abs=0.05)
     # the prefill worker moves no KV into itself, in either
     got_p, want_p = live.roles["prefill"].metrics, virtual.roles["prefill"].metrics
     assert got_p is not None and want_p is not None
@@ -191,3 +201,39 @@ def test_a_live_pd_runs_summary_fills_the_kv_transfer_fields_from_the_scraped_se
     live_series, virtual_series = kv_series_of(live_scrapes), kv_series_of(virtual_scrapes)
     assert live_series == {s for s in virtual_series if s[0] != KV_PREALLOC.name}
     assert {labels for _, labels in live_series} == {(("role", "decode"), ("worker", "0"))}
+
+
+# ------------------------------------------------------------------ transfers queue on the decode worker's NICs
+
+def test_two_transfers_into_one_decode_worker_at_once_queue_on_its_nics_so_the_second_takes_twice_as_long() -> None:
+    """As on a virtual-time decode worker (`sim.transfer.queue_transfer`): a transfer asked for while another is on
+    the NIC starts when that one has arrived, and counts its wait."""
+    from llmsweep.sim.roles import KV_TOKENS_HEADER
+    from llmsweep.sim.server import SimServer, start_server
+
+    link = Link(kind="scale-out", name="test NIC", gbps=0.1, latency_s=0.002)
+    decode = SimServer(EngineConfig(**FAST), served_model_name="m", role=RoleConfig(role="decode", links=(link,)))
+    body = {"model": "m", "messages": [{"role": "user", "content": " ".join(f"q{i}" for i in range(800))}],
+            "max_tokens": 2, "ignore_eos": True}
+
+    async def one(http: aiohttp.ClientSession, url: str) -> int:
+        async with http.post(f"{url}/v1/chat/completions", json=body, headers={KV_TOKENS_HEADER: "100000"}) as resp:
+            assert resp.status == 200
+            return int((await resp.json())["usage"]["prompt_tokens"])
+
+    async def main() -> None:
+        runner, port = await start_server(decode, "127.0.0.1", 0)
+        try:
+            async with aiohttp.ClientSession() as http:
+                url = f"http://127.0.0.1:{port}"
+                first, second = await asyncio.gather(one(http, url), one(http, url))
+        finally:
+            await runner.cleanup()
+        alone = decode.kv_cost.seconds(first, link)
+        assert first == second and alone > 0.2
+        # one transfer took its link time, the other waited for it first: 2x its own (less the moment between the two
+        # requests' arrivals, a few milliseconds); overlapping transfers would have taken 1x each
+        assert decode.kv.transfers == 2
+        assert 2.75 * alone < decode.kv.seconds <= 3 * alone + 1e-9
+
+    asyncio.run(main())

@@ -65,19 +65,23 @@ def sim() -> None:
               help="Disaggregated role: prefill computes prompts and hands their KV over; decode admits requests "
               "whose KV arrives over the modelled link (`llmsweep sim router` sits in front of both).")
 @click.option("--kv-transfer", default=None, help="Disaggregated roles: the KV-transfer backend the link stands for.")
-@click.option("--kv-link-gbs", type=click.FloatRange(min=0, min_open=True), default=50.0, show_default=True,
-              help="Decode role: modelled KV link bandwidth, GB/s.")
-@click.option("--kv-link-latency-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="Decode role: modelled latency of one KV transfer, ms.")
+@click.option("--kv-links", default=None,
+              help='Decode role: the modelled link from each prefill worker, in the router\'s order, as a JSON list '
+              '(`[{"kind":"scale-out","name":"NIC","gbps":50,"latency_s":1e-05}]`: GB/s per GPU per direction, '
+              'set-up seconds; one link: from every prefill worker). Default: one 50 GB/s scale-out link, no '
+              'latency. `llmsweep render` gives each decode worker the links the hardware catalog gives.')
+@click.option("--prefill-tp", type=click.IntRange(min=1), default=None,
+              help="Decode role: the prefill workers' TP (each GPU moves its KV shard; default: this worker's --tp).")
 def serve(**opts: object) -> None:
     """Serve the simulated engine over an OpenAI-compatible HTTP API."""
     from llmsweep.sim.roles import RoleConfig
+    from llmsweep.sim.transfer import DEFAULT_LINK, parse_links
 
     config = _engine_config(opts)
     style = str(opts["metrics_style"])
+    links = parse_links(str(opts["kv_links"])) if opts["kv_links"] is not None else (DEFAULT_LINK,)
     role = RoleConfig(role=opts["role"], kv_transfer=opts["kv_transfer"],  # type: ignore[arg-type]
-                      link_gbs=float(str(opts["kv_link_gbs"])),
-                      link_latency_s=float(str(opts["kv_link_latency_ms"])) / 1e3)
+                      links=links, prefill_tp=opts["prefill_tp"])  # type: ignore[arg-type]
     asyncio.run(_serve(config, host=str(opts["host"]), port=int(str(opts["port"])),
                        served_model_name=opts["served_model_name"], metrics_style=style, role=role))
 
@@ -186,7 +190,7 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
     click.echo(f"Uvicorn running on http://{host}:{bound} (simulated engine, model {server.model_name})", err=True)
     if server.role.role != "server":
         click.echo(f"simulated {server.role.role} worker on node {server.node}"
-                   + (f", KV over {server.link_label()}" if server.role.role == "decode" else ""), err=True)
+                   + (f"; {server.transfer_text()}" if server.role.role == "decode" else ""), err=True)
     click.echo(READY_LINES[style], err=True)
     sys.stderr.flush()
     try:

@@ -160,6 +160,10 @@ class RoleContext:
     """The KV-transfer backend in the engine's spelling."""
     dynamo: bool
     """Launched under NVIDIA Dynamo (framework `dynamo-*`): `python3 -m dynamo.<engine>` workers and its frontend."""
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE
+    """GPUs per node the placement assumed (`worker_nodes`)."""
+    prefill_nodes: tuple[tuple[int, ...], ...] = ()
+    """The nodes of each prefill worker, in index order (where the KV a decode worker takes comes from)."""
 
     @property
     def head(self) -> str:
@@ -597,7 +601,8 @@ class Adapter(ABC):
             per = math.ceil(worker.gpus_per_replica / gpus_per_node)
             workers: list[RoleWorker] = []
             for i, nodes in enumerate(placed[kind]):
-                ctx = RoleContext(kind=kind, index=i, nodes=nodes, transfer=transfer, dynamo=dynamo)
+                ctx = RoleContext(kind=kind, index=i, nodes=nodes, transfer=transfer, dynamo=dynamo,
+                                  gpus_per_node=gpus_per_node, prefill_nodes=tuple(placed["prefill"]))
                 spec = self.render(wjob, port=worker_port, role=ctx)
                 extra = settings_env(worker)
                 role_notes = [f"{kind} worker {i}: TP{worker.tp} PP{worker.pp} EP{worker.ep}"

@@ -17,6 +17,7 @@ from llmsweep.engines.base import Adapter, Derived, RoleContext, agentic_conc, n
 from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
 from llmsweep.errors import LlmsweepError
 from llmsweep.plan.job import Job
+from llmsweep.sim.transfer import Link, links_flag
 from llmsweep.spec.workload import ScenarioId
 
 SIM_METHODS: dict[str, str] = {
@@ -152,12 +153,6 @@ def _kv_dtype(args: dict[str, Any]) -> str | None:
     return None
 
 
-SCALE_OUT_GBS = 50.0
-"""KV link bandwidth between a prefill and a decode worker on different nodes, GB/s per direction: one 400 Gb/s
-(NDR InfiniBand / 400G RoCE) NIC per GPU, the scale-out fabric of the H100/H200/B200/MI300-class nodes InferenceX's
-disaggregated jobs run on. Unverified per site; the live simulator's decode worker models the transfer with it."""
-SCALE_OUT_LATENCY_MS = 0.01
-"""Per-transfer latency over that fabric, ms (one RDMA round trip, ~10 µs)."""
 ROUTER_PORT_OFFSET = 1
 """The simulated PD router serves on the workers' port + 1 (it shares node 0 with the first prefill worker)."""
 
@@ -274,22 +269,40 @@ class SimAdapter(Adapter):
 
     def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:
         """A live simulator worker of a disaggregated job (`llmsweep sim serve --role`): it binds its node's address
-        (its peers and the router are on other nodes) and, on the decode side, models the KV transfer over the
-        scale-out fabric: prefill and decode workers always own different nodes (`render_topology`). A worker wider
-        than a node runs as one simulator process on its first node that models all its GPUs. Unlike the aggregated
-        simulator (loopback only), a role is reachable, unauthenticated, from the allocation's network, as any
-        engine server in a Slurm job is."""
+        (its peers and the router are on other nodes) and, on the decode side, models the KV transfer as virtual
+        time does (`sim.transfer`): over the link the hardware catalog gives between each prefill worker's nodes and
+        its own (:meth:`~llmsweep.sim.transfer.Fabric.link`, `--kv-links`), each GPU moving its shard, the prefill
+        workers' TP given (`--prefill-tp`). A worker wider than a node runs as one simulator process on its first
+        node that models all its GPUs. Unlike the aggregated simulator (loopback only), a role is reachable,
+        unauthenticated, from the allocation's network, as any engine server in a Slurm job is."""
         a = d.args
         a["--role"] = role.kind
         a["--host"] = role.head
         a["--kv-transfer"] = role.transfer
+        note = f"live simulator {role.kind} worker on node {role.nodes[0]}" + (
+            f" (one process modelling all {len(role.nodes)} nodes' GPUs)" if len(role.nodes) > 1 else "")
         if role.kind == "decode":
-            a["--kv-link-gbs"] = f"{SCALE_OUT_GBS:g}"
-            a["--kv-link-latency-ms"] = f"{SCALE_OUT_LATENCY_MS:g}"
-        d.notes.append(f"live simulator {role.kind} worker on node {role.nodes[0]}"
-                       + (f" (one process modelling all {len(role.nodes)} nodes' GPUs)" if len(role.nodes) > 1 else "")
-                       + (f"; KV arrives over a modelled {SCALE_OUT_GBS:g} GB/s link standing for {role.transfer}"
-                          if role.kind == "decode" else ""))
+            links, prefill_tp = self.kv_links(job, role, a)
+            a["--kv-links"] = links_flag(links)
+            a["--prefill-tp"] = prefill_tp
+            labels = list(dict.fromkeys(link.label() for link in links))
+            note += (f"; KV arrives from TP{prefill_tp} prefill workers over the modelled link"
+                     f"{'s' if len(labels) > 1 else ''} {'; '.join(labels)}, standing for {role.transfer}")
+        d.notes.append(note)
+
+    @staticmethod
+    def kv_links(job: Job, role: RoleContext, args: dict[str, Any]) -> tuple[list[Link], int]:
+        """The link from each prefill worker to the decode worker `role` renders (the catalog's, by the nodes each
+        occupies: `sim.transfer.catalog_fabric`, as virtual time's deployment has them) and the prefill TP."""
+        from llmsweep.sim.engine import EngineConfig
+        from llmsweep.sim.transfer import catalog_fabric
+
+        assert job.prefill is not None, "a decode role belongs to a disaggregated job"
+        decode = EngineConfig(model=str(args["--model"]), hardware=str(args["--hardware"]),
+                              precision=str(args["--precision"]), kv_dtype=str(args.get("--kv-dtype") or "bf16"))
+        fabric = catalog_fabric(decode.hardware, role.gpus_per_node,
+                                scaleup_latency_s=decode.perf_inputs().link_latency_s)
+        return [fabric.link(nodes, role.nodes) for nodes in role.prefill_nodes], job.prefill.tp
 
     def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
                     transfer: str) -> LaunchSpec:

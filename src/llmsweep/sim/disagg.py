@@ -13,7 +13,9 @@ prefill:
 4. the KV cache moves over the link between the two workers — the scale-up interconnect (NVLink / xGMI) when both
    sit in one scale-up domain, else the scale-out NIC — in ``latency + bytes / (bandwidth x efficiency)``, where the
    bytes are the prompt's KV on the busier side's GPU (each GPU sends or receives its shard in parallel); transfers
-   from one prefill worker, and into one decode worker, queue behind each other on its NICs;
+   from one prefill worker, and into one decode worker, queue behind each other on its NICs. The link, the time and
+   the queueing have one home, :mod:`llmsweep.sim.transfer`, which the live simulator's decode worker
+   (`sim.roles`) models its transfers with as well;
 5. when the KV has arrived the decode worker streams the first token (TTFT includes the transfer) and decodes the
    rest in its own batches, undisturbed by prefills.
 
@@ -43,6 +45,7 @@ from llmsweep.sim.kv import BlockHashes
 from llmsweep.sim.metrics import CoreCollector, KvTransfers, MetricsStyle, kv_transfer_rows
 from llmsweep.sim.perf import Batch
 from llmsweep.sim.predict import _ARRIVAL, _SLEEP, _STEP, _SUBMIT, _WAKE, Predictor, _Task
+from llmsweep.sim.transfer import Fabric, KvCost, Link, Nic, queue_transfer
 
 log = logging.getLogger(__name__)
 _INF = float("inf")
@@ -51,18 +54,6 @@ RoleName = Literal["prefill", "decode"]
 RouterPolicy = Literal["round_robin", "least_load"]
 _XFER = _SLEEP + 1  # event kinds continue the predictor's (`sim.predict`)
 """Event kind: a KV transfer completed (the payload is the hand-off)."""
-
-
-class Link(BaseModel):
-    """The path KV takes between a prefill and a decode worker: figures per GPU, from the hardware catalog."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["scale-up", "scale-out"] = Field(description="NVLink/xGMI within a domain, or the NIC across.")
-    name: str = Field(description="The interconnect (`nvlink4`, `ConnectX-7 400G`, ...).")
-    gbps: float = Field(gt=0, description="Bandwidth per GPU per direction, GB/s.")
-    latency_s: float = Field(ge=0, description="Set-up latency of one transfer, seconds.")
-    source: str = Field(default="", description="Where the figures come from (the catalog entry's source).")
 
 
 class RolePlan(BaseModel):
@@ -107,18 +98,16 @@ class DisaggConfig(BaseModel):
     def nodes(self) -> int:
         return 1 + max(n for role in (self.prefill, self.decode) for nodes in role.nodes for n in nodes)
 
+    @property
+    def fabric(self) -> Fabric:
+        """The deployment's links and the rule that picks one per pair (`sim.transfer`)."""
+        return Fabric(hardware=self.decode.engine.hardware, scaleup=self.scaleup, scaleout=self.scaleout,
+                      domain_nodes=self.domain_nodes)
+
     def link(self, prefill: int, decode: int) -> Link:
-        """The link between prefill worker `prefill` and decode worker `decode`: scale-up when every node of both
-        lies in one scale-up domain, else scale-out. A ConfigError when that needs figures the catalog lacks."""
-        nodes = {*self.prefill.nodes[prefill], *self.decode.nodes[decode]}
-        if len({n // self.domain_nodes for n in nodes}) == 1:
-            return self.scaleup
-        if self.scaleout is None:
-            raise ConfigError(
-                f"simulator: {self.decode.engine.hardware} has no scale-out bandwidth in the hardware catalog, and "
-                "this job's prefill and decode workers sit in different scale-up domains",
-                fix="add scaleout_gbps (and scaleout_latency_us) to the SKU's hardware catalog entry")
-        return self.scaleout
+        """The link between prefill worker `prefill` and decode worker `decode` (:meth:`Fabric.link` over the nodes
+        each occupies). A ConfigError when that needs figures the catalog lacks."""
+        return self.fabric.link(self.prefill.nodes[prefill], self.decode.nodes[decode])
 
     def links(self) -> list[Link]:
         """Every distinct link some (prefill, decode) pair uses."""
@@ -182,8 +171,8 @@ class Worker:
     busy: bool = False
     outstanding: int = 0
     """Requests the router sent here that have not finished here (its load, for `least_load`)."""
-    nic_free: float = 0.0
-    """When the worker's NICs finish the transfers already queued on them."""
+    nic: Nic = field(default_factory=Nic)
+    """The worker's NICs: transfers from a prefill worker, and into a decode worker, queue on them."""
     prealloc: deque[_Handoff] = field(default_factory=deque)
     kv: KvTransfers = field(default_factory=KvTransfers)
     """Decode: KV transfers into this worker (in flight from block reservation to arrival; its transfer series)."""
@@ -208,12 +197,8 @@ class Cluster:
         if len({w.core.block_size for w in self.workers}) != 1:
             raise ConfigError("simulator: prefill and decode workers need one KV block size",
                               fix="give both pools the same --block-size")
-        p_inputs, d_inputs = config.prefill.engine.perf_inputs(), config.decode.engine.perf_inputs()
-        # Each GPU sends (or receives) its own shard in parallel: the side whose GPUs hold the larger shard bounds it.
-        self.bytes_per_token = p_inputs.kv_bytes_per_token
-        self.bytes_per_token_per_gpu = max(p_inputs.kv_bytes_per_token_per_gpu(config.prefill.engine.tp),
-                                           d_inputs.kv_bytes_per_token_per_gpu(config.decode.engine.tp))
-        self.efficiency = config.prefill.engine.efficiency_factors().comm
+        self.cost = KvCost.between(config.prefill.engine, config.decode.engine)
+        """What one token's KV costs to move between the pools (`sim.transfer`, as the live decode worker has it)."""
         self._links = {(p, d): config.link(p, d) for p in range(len(self.prefill)) for d in range(len(self.decode))}
         self._rr = [0, 0]
 
@@ -233,8 +218,7 @@ class Cluster:
 
     def transfer_time(self, tokens: int, prefill: int, decode: int) -> float:
         """Seconds to move `tokens` tokens of KV from prefill worker `prefill` to decode worker `decode`."""
-        link = self._links[(prefill, decode)]
-        return link.latency_s + tokens * self.bytes_per_token_per_gpu / (link.gbps * 1e9 * self.efficiency)
+        return self.cost.seconds(tokens, self._links[(prefill, decode)])
 
     def route(self) -> tuple[int, int]:
         """The (prefill, decode) pair the router sends the next request to."""
@@ -258,7 +242,7 @@ class Cluster:
     def reset_links(self) -> None:
         """Between points: the NICs are idle once the deployment has drained."""
         for w in self.workers:
-            w.nic_free = 0.0
+            w.nic.free = 0.0
 
     def scrape_samples(self) -> list[list[Any]]:
         """Every worker's engine series labelled with its role and index; each decode worker's KV-transfer series."""
@@ -352,11 +336,9 @@ class DisaggPredictor(Predictor):
             h.blocks = blocks
             worker.kv.start()
             source = cluster.prefill[h.prefill]
-            start = max(now, source.nic_free, worker.nic_free)
-            end = start + cluster.transfer_time(h.prompt_len, h.prefill, d)
-            source.nic_free = worker.nic_free = end
+            end = queue_transfer(now, cluster.transfer_time(h.prompt_len, h.prefill, d), (source.nic, worker.nic))
             h.started = now
-            h.nbytes = h.prompt_len * cluster.bytes_per_token
+            h.nbytes = cluster.cost.nbytes(h.prompt_len)
             self._push(end, _XFER, h)
 
     def _arrived(self, h: _Handoff, now: float) -> None:

@@ -3,7 +3,8 @@
 
 For each OpenAI request it picks a prefill and a decode worker (round robin over each pool), has the prefill worker
 compute the prompt (one output token, non-streaming), then forwards the client's request to the decode worker with
-the number of prompt tokens whose KV is to arrive and the number the prefill worker found in its prefix cache
+the number of prompt tokens whose KV is to arrive, which prefill worker holds it (its index: the decode worker
+models the transfer over that pair's link) and the number the prefill worker found in its prefix cache
 (`sim.roles`: the request's `cached_tokens`, which the decode worker reports), and relays the decode worker's
 answer — streamed or whole — byte for byte. `/health` is 200 only while every worker answers its own; `/version`
 says what the router is, where it runs and which workers it routes to.
@@ -20,7 +21,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from llmsweep.sim.roles import KV_CACHED_HEADER, KV_SOURCE_HEADER, KV_TOKENS_HEADER, node_name
+from llmsweep.sim.roles import (
+    KV_CACHED_HEADER,
+    KV_SOURCE_HEADER,
+    KV_SOURCE_WORKER_HEADER,
+    KV_TOKENS_HEADER,
+    node_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +83,8 @@ class PDRouter:
             return _error(400, "request body is not valid JSON")
         if not isinstance(body, dict):
             return _error(400, "request body must be a JSON object")
-        prefill = self.prefill[next(self._next_prefill)]
+        p = next(self._next_prefill)
+        prefill = self.prefill[p]
         decode = self.decode[next(self._next_decode)]
         first = {k: v for k, v in body.items() if k not in ("stream", "stream_options", "max_completion_tokens")}
         first["max_tokens"] = 1
@@ -90,7 +98,7 @@ class PDRouter:
             cached_tokens = _cached_tokens(doc["usage"])
         except (aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
             return _error(502, f"prefill worker {prefill} failed: {exc}", "BadGatewayError")
-        headers = {KV_TOKENS_HEADER: str(prompt_tokens), KV_SOURCE_HEADER: prefill,
+        headers = {KV_TOKENS_HEADER: str(prompt_tokens), KV_SOURCE_HEADER: prefill, KV_SOURCE_WORKER_HEADER: str(p),
                    KV_CACHED_HEADER: str(cached_tokens), "Content-Type": "application/json"}
         self.routed += 1
         out: web.StreamResponse | None = None

@@ -33,12 +33,13 @@ from llmsweep.sim.prompt import PromptEncoder
 from llmsweep.sim.roles import (
     KV_CACHED_HEADER,
     KV_SOURCE_HEADER,
+    KV_SOURCE_WORKER_HEADER,
     KV_TOKENS_HEADER,
     RoleConfig,
     node_name,
-    transfer_seconds,
 )
 from llmsweep.sim.text import token_text
+from llmsweep.sim.transfer import KvCost, Nic, queue_transfer
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,13 @@ class SimServer:
         self.config = config
         self.role = role or RoleConfig()
         self.node = node_name()
-        self.kv_bytes_per_token = config.perf_inputs().kv_bytes_per_token
+        prefill = config.model_copy(update={"tp": self.role.prefill_tp or config.tp})
+        self.kv_cost = KvCost.between(prefill, config)
+        """Decode role: what one token's KV costs to move here (`sim.transfer`, as virtual time has it). The prefill
+        workers serve the same model, KV dtype and engine, at the TP `--prefill-tp` gives."""
+        self.kv_bytes_per_token = self.kv_cost.bytes_per_token
+        self.nic = Nic()
+        """Decode role: this worker's NICs; transfers into it queue on them (as on a virtual-time decode worker)."""
         self._arrived: list[BlockHashes] = []
         """Decode role: block hashes of prompts whose KV arrived, placed in the pool before the next step."""
         self.kv = KvTransfers()
@@ -176,20 +183,26 @@ class SimServer:
         if self.role.role != "decode" or raw is None:
             return None
         tokens = min(int(raw), n_tokens) if str(raw).isdigit() else 0
-        delay = transfer_seconds(tokens, self.kv_bytes_per_token, self.role)
+        source = headers.get(KV_SOURCE_WORKER_HEADER)
+        link = self.role.link_from(int(source) if source is not None and str(source).isdigit() else None)
+        now = self._clock()
+        # behind the transfers already queued on this worker's NICs; what it counts runs from now to the arrival
+        seconds = queue_transfer(now, self.kv_cost.seconds(tokens, link), (self.nic,)) - now if tokens > 0 else 0.0
         self.kv.start()
         try:
+            delay = now + seconds - self._clock()
             if delay > 0:
                 await asyncio.sleep(delay)
-        except BaseException:  # the request was cancelled while its KV was on the way
+        except BaseException:  # the request was cancelled while its KV was on the way (the NIC stays booked)
             self.kv.abandoned()
             raise
-        # the modelled link time is what this worker waited and what its series count (the wake-up's jitter is not)
-        self.kv.arrived(delay, tokens * self.kv_bytes_per_token)
+        # the modelled seconds are what this worker counts (the wake-up's jitter is not)
+        self.kv.arrived(seconds, self.kv_cost.nbytes(tokens))
         full = tokens // self.core.block_size
         if full:
             self._arrived.append(hashes[:full])
-        log.debug("decode worker: KV of %d tokens from %s in %.4f s", tokens, headers.get(KV_SOURCE_HEADER), delay)
+        log.debug("decode worker: KV of %d tokens from %s over %s in %.4f s (queueing included)", tokens,
+                  headers.get(KV_SOURCE_HEADER), link.label(), seconds)
         cached = headers.get(KV_CACHED_HEADER)
         return min(int(cached), n_tokens) if cached is not None and str(cached).isdigit() else 0
 
@@ -344,19 +357,41 @@ class SimServer:
 
         # `tp`: the GPUs of this engine, so a client can compute per-GPU figures without being told (`bench`).
         # `role`, `node`, `kv_transfer`: what this process serves as and where, read back into a disaggregated run's
-        # provenance (the topology that ran, not the one planned).
+        # provenance (the topology that ran, not the one planned); a decode worker adds how it models a transfer
+        # (`kv_model`: its links, the prefill TP, the bytes per GPU and the efficiency it was launched with).
         return web.json_response({"version": __version__, "engine": "sim", "tp": self.config.tp, "ep": self.config.ep,
                                   "max_running_requests": self.config.max_running_requests,
                                   "calibration": self.config.calibration_label(), "role": self.role.role,
-                                  "node": self.node, "kv_transfer": self.link_label(),
+                                  "node": self.node, "kv_transfer": self.link_label(), **self.kv_model(),
                                   "kv_transfers": self.kv.transfers,
                                   "kv_transfer_seconds": round(self.kv.seconds, 6)})
 
+    def kv_model(self) -> dict[str, Any]:
+        """Decode role: how the transfer is modelled (`sim.transfer`): the link from each prefill worker, the prefill
+        workers' TP, the bytes one GPU moves per token and the comm efficiency. Empty for any other role."""
+        if self.role.role != "decode":
+            return {}
+        cost = self.kv_cost
+        return {"kv_links": [link.model_dump(mode="json", exclude={"source"}) for link in self.role.links],
+                "prefill_tp": cost.prefill_tp, "kv_bytes_per_token_per_gpu": cost.bytes_per_token_per_gpu,
+                "kv_comm_efficiency": cost.efficiency}
+
     def link_label(self) -> str | None:
+        """The KV-transfer backend a role stands for; a decode worker's with the link(s) its KV arrives over."""
         if self.role.role not in ("prefill", "decode"):
             return None
         name = self.role.kv_transfer or "kv"
-        return f"{name} (modelled link {self.role.link_gbs:g} GB/s, {self.role.link_latency_s * 1e3:g} ms)"
+        if self.role.role != "decode":
+            return name
+        links = list(dict.fromkeys(link.label() for link in self.role.links))
+        return f"{name} (modelled link{'s' if len(links) > 1 else ''} {'; '.join(links)})"
+
+    def transfer_text(self) -> str:
+        """Decode role: how a transfer into this worker is modelled, for its start-up log."""
+        cost = self.kv_cost
+        return (f"KV over {self.link_label()}: prefill TP{cost.prefill_tp} to decode TP{cost.decode_tp} moves "
+                f"{cost.bytes_per_token_per_gpu:g} KV bytes per token per GPU at comm efficiency {cost.efficiency:g}; "
+                "transfers queue on this worker's NICs")
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=render(self.registry), headers={"Content-Type": "text/plain; version=0.0.4"})

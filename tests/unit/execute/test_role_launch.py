@@ -76,7 +76,7 @@ def test_the_simulator_renders_its_roles_on_their_nodes_with_a_router_over_them(
             assert argv[argv.index("--role") + 1] == role.kind
             assert argv[argv.index("--host") + 1] == w.spec.host == f"{{node{w.nodes[0]}}}"  # binds its node
     decode_argv = decode.workers[0].spec.argv
-    assert "--kv-link-gbs" in decode_argv and "--kv-link-gbs" not in prefill.workers[0].spec.argv
+    assert "--kv-links" in decode_argv and "--kv-links" not in prefill.workers[0].spec.argv
     r = router.workers[0].spec
     assert r.argv[3:5] == ("sim", "router") and r.host == "{node0}" and r.port != prefill.workers[0].spec.port
     urls = [r.argv[i + 1] for i, a in enumerate(r.argv) if a in ("--prefill", "--decode")]
