@@ -21,6 +21,8 @@ from urllib.parse import urlparse
 import pytest
 from support.procs import alive, read_proc, stat_fields
 
+from llmsweep.execute.virtual_disagg import disagg_config
+from llmsweep.plan.job import Job
 from llmsweep.sim.roles import node_name
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
@@ -131,6 +133,10 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
                 ports.append(url.port)
                 if role["kind"] != "router":
                     assert worker["gpus"] == role["gpus_per_worker"] == 8
+        # the links the KV crossed, as the decode worker models them: the pairs' links virtual time uses
+        job = Job.model_validate(read_json(job_dir / "job.json"))
+        assert topology["links"] == [link.model_dump(mode="json", exclude={"source"})
+                                     for link in disagg_config(job).links()], topology["links"]
         # every role on a loopback port of its own, none the port the topology plans per node (8000, router 8001)
         assert len(set(ports)) == 4 and not {8000, 8001} & set(ports), ports
         placements.append({r: [w["url"] for w in role["placed"]] for r, role in roles.items()})

@@ -102,11 +102,21 @@ def render_topology(job: Job, *, simulate: bool = False, port: int | None = None
 
 
 def runner_gpus_per_node(job: Job) -> int | None:
-    """GPUs per node of the job's runner, from the fleet catalog (None: the catalog does not say)."""
+    """GPUs per node of the job's runner: the fleet catalog's record of it, else its GPU SKU's host size (hardware
+    catalog: an NVL72 tray holds 4); None when neither says. The one answer for placing workers on nodes: the
+    rendered topology and the simulator's disaggregated deployment place them alike."""
     from llmsweep.catalog.fleet import default_fleet
+    from llmsweep.catalog.hardware import get_hardware
+    from llmsweep.errors import LlmsweepError
 
     fleet = default_fleet()
-    return fleet.gpus_per_node(job.runner_label) or fleet.gpus_per_node(job.runner)
+    known = fleet.gpus_per_node(job.runner_label) or fleet.gpus_per_node(job.runner)
+    if known or job.sku is None:
+        return known
+    try:
+        return get_hardware(job.sku).gpus_per_node
+    except LlmsweepError:
+        return None
 
 
 def launch_fingerprint(job: Job, *, simulate: bool = False) -> str:

@@ -127,6 +127,8 @@ class RanWorker(BaseModel):
     gpus: int | None = Field(default=None, description="GPUs the server says it uses (/version `tp`).")
     ep: int | None = Field(default=None, description="Expert-parallel degree the server reports (/version `ep`).")
     max_running_requests: int | None = Field(default=None, description="Most requests it runs at once (/version).")
+    kv_links: list[dict[str, Any]] = Field(default_factory=list, description="A decode worker: the link its KV "
+                                           "arrives over from each prefill worker, as it models it (/version).")
 
 
 class RanRole(BaseModel):
@@ -173,8 +175,14 @@ class RanTopology(BaseModel):
                 **{key: next(iter(seen)) for key, seen in reported.items() if len(seen) == 1 and None not in seen},
                 "placed": [w.model_dump(mode="json") for w in ran.workers],
             }
+        # every distinct link some (prefill, decode) pair used, as the decode workers model it (virtual time: the
+        # same list from `DisaggConfig.links`, with each link's catalog source)
+        links: list[dict[str, Any]] = []
+        for ran in self.roles:
+            for w in ran.workers:
+                links += [link for link in w.kv_links if link not in links]
         return {"disaggregated": self.disaggregated, "nodes": len(self.nodes), "node_names": list(self.nodes),
-                "gpus": self.gpus, "kv_transfer": self.kv_transfer, "router_policy": "round_robin", "links": [],
+                "gpus": self.gpus, "kv_transfer": self.kv_transfer, "router_policy": "round_robin", "links": links,
                 "roles": roles}
 
 
@@ -673,12 +681,14 @@ class RoleDeployment:
                                   fix="check the role's launch (`llmsweep render --job ID`): its parallelism flags")
             ran = roles.setdefault(role.name, RanRole(role=role.kind, count=role.count,
                                                       gpus_per_worker=role.gpus_per_worker, workers=[]))
-            ep, batch = doc.get("ep"), doc.get("max_running_requests")
+            ep, batch, links = doc.get("ep"), doc.get("max_running_requests"), doc.get("kv_links")
             ran.workers.append(RanWorker(index=worker.index, node=placed,
                                          reported_node=str(said_node) if said_node is not None else None,
                                          url=handle.base_url, gpus=tp if isinstance(tp, int) else None,
                                          ep=ep if isinstance(ep, int) else None,
-                                         max_running_requests=batch if isinstance(batch, int) else None))
+                                         max_running_requests=batch if isinstance(batch, int) else None,
+                                         kv_links=[link for link in links if isinstance(link, dict)]
+                                         if isinstance(links, list) else []))
         for ran in roles.values():
             if len(ran.workers) != ran.count:
                 raise LaunchError(f"{len(ran.workers)} of {ran.count} {ran.role} worker(s) started",

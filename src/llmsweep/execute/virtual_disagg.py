@@ -58,15 +58,16 @@ def disagg_config(job: Job, *, max_concurrency: int | None = None) -> DisaggConf
     from llmsweep.engines.base import DEFAULT_GPUS_PER_NODE, worker_job, worker_nodes
     from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan.job import Worker
-    from llmsweep.sim.disagg import DisaggConfig, Link, RoleName, RolePlan
+    from llmsweep.sim.disagg import DisaggConfig, RoleName, RolePlan
+    from llmsweep.sim.transfer import catalog_fabric
 
     if not is_disaggregated(job):
         raise NotModelled(f"job {job.id} is not a disaggregated prefill/decode job",
                           fix="run it as an aggregated job")
     assert job.prefill is not None and job.decode is not None
     try:
-        hw = get_hardware(job.sku or "h200")
-        gpn = engines.runner_gpus_per_node(job) or hw.gpus_per_node or DEFAULT_GPUS_PER_NODE
+        hardware = job.sku or "h200"
+        gpn = engines.runner_gpus_per_node(job) or get_hardware(hardware).gpus_per_node or DEFAULT_GPUS_PER_NODE
         placed = worker_nodes(job, gpn)
         plans: dict[str, RolePlan] = {}
         conc = max_concurrency or max(job.concs)
@@ -77,15 +78,10 @@ def disagg_config(job: Job, *, max_concurrency: int | None = None) -> DisaggConf
             spec = engines.render(wjob, simulate=True)
             plans[kind] = RolePlan(kind=kind, engine=engine_config(spec),
                                    gpus_per_worker=worker.gpus_per_replica, nodes=tuple(placed[kind]))
-        inputs = plans["decode"].engine.perf_inputs()
-        scaleup = Link(kind="scale-up", name=hw.scaleup, gbps=hw.link_gbs, latency_s=inputs.link_latency_s,
-                       source=hw.source)
-        scaleout = None
-        if hw.scaleout_gbps is not None:
-            scaleout = Link(kind="scale-out", name=hw.scaleout or "scale-out NIC", gbps=hw.scaleout_gbps,
-                            latency_s=(hw.scaleout_latency_us or 0.0) / 1e6, source=hw.scaleout_source or "")
-        config = DisaggConfig(prefill=plans["prefill"], decode=plans["decode"], scaleup=scaleup, scaleout=scaleout,
-                              domain_nodes=max(1, hw.domain_gpus // gpn), gpus_per_node=gpn,
+        # the links every pair of workers uses: the one derivation the live roles' rendered `--kv-links` use too
+        fabric = catalog_fabric(hardware, gpn, scaleup_latency_s=plans["decode"].engine.perf_inputs().link_latency_s)
+        config = DisaggConfig(prefill=plans["prefill"], decode=plans["decode"], scaleup=fabric.scaleup,
+                              scaleout=fabric.scaleout, domain_nodes=fabric.domain_nodes, gpus_per_node=gpn,
                               transfer_backend=job.kv_p2p_transfer or "unspecified")
         config.links()  # a pair whose link the catalog cannot describe says so now, once per deployment
     except NotModelled:
