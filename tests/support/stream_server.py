@@ -52,6 +52,7 @@ class ServerConfig:
     spec_accept_length: float | None = None  # expose vLLM spec-decode counters with this realised AL
     metrics_prefix: str = "vllm:"
     record_served: bool = True
+    metrics_delay_s: float = 0.0  # `/metrics` answers this late (a federation over several workers, a busy engine)
 
 
 @dataclass
@@ -91,6 +92,8 @@ class _App:
         return web.json_response([asdict(s) for s in self.served])
 
     async def metrics(self, request: web.Request) -> web.Response:
+        if self.cfg.metrics_delay_s:
+            await asyncio.sleep(self.cfg.metrics_delay_s)
         p = self.cfg.metrics_prefix
         lines = [
             f"# TYPE {p}num_requests_running gauge",

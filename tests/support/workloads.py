@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -196,3 +197,19 @@ class PausingTree(Workload):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
+
+
+class DyingWorkload(SimpleWorkload):
+    """A `SimpleWorkload` whose lane `die_lane` kills its process (exit 3) when asked for its sessions: a client
+    worker that dies during the warm-up."""
+
+    name = "dying"
+
+    def __init__(self, *, die_lane: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.die_lane = die_lane
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        if lane == self.die_lane:
+            os._exit(3)
+        return super().sessions(lane)

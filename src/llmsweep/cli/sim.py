@@ -15,6 +15,7 @@ import click
 from llmsweep.cli.options import config_keys_option, json_option, option
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import SimConfig
+from llmsweep.sim.transfer import DEFAULT_LINK
 
 if TYPE_CHECKING:
     from llmsweep.execute.predict_pool import Outcome, Settings, Unit
@@ -68,8 +69,9 @@ def sim() -> None:
 @click.option("--kv-links", default=None,
               help='Decode role: the modelled link from each prefill worker, in the router\'s order, as a JSON list '
               '(`[{"kind":"scale-out","name":"NIC","gbps":50,"latency_s":1e-05}]`: GB/s per GPU per direction, '
-              'set-up seconds; one link: from every prefill worker). Default: one 50 GB/s scale-out link, no '
-              'latency. `llmsweep render` gives each decode worker the links the hardware catalog gives.')
+              'set-up seconds; one link: from every prefill worker). Default: one '
+              f'{DEFAULT_LINK.label()}. `llmsweep render` gives each decode worker the links the hardware catalog '
+              'gives.')
 @click.option("--prefill-tp", type=click.IntRange(min=1), default=None,
               help="Decode role: the prefill workers' TP (each GPU moves its KV shard; default: this worker's --tp).")
 def serve(**opts: object) -> None:

@@ -35,6 +35,7 @@ from llmsweep.client.transport import now_unix
 from llmsweep.errors import ConfigError
 from llmsweep.host import usable_cpus
 from llmsweep.metrics import GateConfig, Summary, summarise
+from llmsweep.metrics.gates import CLIENT_WORKER_DIED
 from llmsweep.workload.base import Workload
 
 log = logging.getLogger(__name__)
@@ -325,7 +326,9 @@ class ProcessControl:
         self._queue.put(("stats", self._worker, stats))
 
     async def barrier(self) -> None:
-        await asyncio.to_thread(self._barrier.wait)
+        # the parent breaks it when a worker died before reaching it: the others must not wait for that one
+        with contextlib.suppress(threading.BrokenBarrierError):
+            await asyncio.to_thread(self._barrier.wait)
 
     async def warmed(self) -> bool:
         return await self._arrive(self._warmed)
@@ -334,9 +337,8 @@ class ProcessControl:
         return await self._arrive(self._drained)
 
     async def _arrive(self, mark: _Mark) -> bool:
-        count, released = mark
-        with count.get_lock():
-            count.value += 1
+        arrived, released = mark
+        arrived[self._worker] = 1
         # the parent releases every worker once all have arrived and it has read the server's counters (the window's
         # base scrape, `_release_marks`); polled, not a blocking wait in a thread: a run-wide stop must free it (a
         # worker may never arrive)
@@ -348,14 +350,17 @@ class ProcessControl:
 
 
 _Mark = tuple[Any, Any]
-"""A point every worker process reaches before profiling starts (its warm-up ended, or drained): a shared count of
-the workers that reached it, and the event the parent sets to release them."""
+"""A point every worker process reaches before profiling starts (its warm-up ended, or drained): a shared flag per
+worker that reached it, and the event the parent sets to release them."""
 
 
-async def _release_marks(marks: Sequence[_Mark], workers: int, scraper: MetricsScraper | None) -> bool:
-    """Release the workers at a mark they have all reached, after the window's base scrape; True when one was."""
-    for count, released in marks:
-        if count.value >= workers and not released.is_set():
+async def _release_marks(marks: Sequence[_Mark], procs: Sequence[Any], scraper: MetricsScraper | None) -> bool:
+    """Release the workers at a mark every one of them has reached or will never reach (it exited: its failure is
+    reported as the run ends), after the window's base scrape; True when one was released."""
+    for arrived, released in marks:
+        if released.is_set() or not any(arrived[:]):
+            continue
+        if all(arrived[w] or not proc.is_alive() for w, proc in enumerate(procs)):
             if scraper is not None:
                 await scraper.scrape_now()
             released.set()
@@ -418,7 +423,7 @@ async def _run_processes(
     n = options.workers or 1
     ctx = mp.get_context("spawn")
     stop, queue, barrier = ctx.Event(), ctx.Queue(), ctx.Barrier(n)
-    marks = ((ctx.Value("i", 0), ctx.Event()), (ctx.Value("i", 0), ctx.Event()))  # warmed, drained
+    marks = ((ctx.Array("b", n), ctx.Event()), (ctx.Array("b", n), ctx.Event()))  # warmed, drained
     procs = []
     for w in range(n):
         try:
@@ -463,9 +468,11 @@ async def _run_processes(
                 on_progress(_progress(stats, options, t0, reason))
             if all(not p.is_alive() for p in procs) and queue.empty():
                 break
-            if await _release_marks(marks, n, scraper):
+            if any(p.exitcode is not None for p in procs) and any(p.is_alive() for p in procs):
+                barrier.abort()  # a worker died before profiling: the others must not wait for it at the barrier
+            if await _release_marks(marks, procs, scraper):
                 continue
-            waiting = any(count.value and not released.is_set() for count, released in marks)
+            waiting = any(any(arrived[:]) and not released.is_set() for arrived, released in marks)
             await asyncio.sleep(DRAIN_POLL_S if waiting else 0.2)
     except BaseException:  # cancelled or interrupted: the workers (which ignore SIGINT) must stop now too
         stop.set()
@@ -479,11 +486,15 @@ async def _run_processes(
             if p.is_alive():
                 p.terminate()
         raise
+    died = []
     for p in procs:
         p.join()
         if p.exitcode not in (0, None):
             log.error("client worker %s exited with %s", p.name, p.exitcode)
+            died.append(f"{p.name} exited with {p.exitcode}")
     stats = list(latest.values())
+    if reason is None and died:  # its lanes stopped with it: the load was not the one planned
+        reason = f"{CLIENT_WORKER_DIED}: {', '.join(died)}"
     if reason is None:
         reason = next((s.stop_reason for s in stats if s.stop_reason), None)
     return stats, reason

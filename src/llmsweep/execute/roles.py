@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.client.scrape import parse_exposition
 from llmsweep.engines.launch import NODE_RANK, LaunchSpec, Role, RoleKind, RoleWorker, Topology
+from llmsweep.engines.sim import LOOPBACK
 from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
@@ -58,6 +59,7 @@ from llmsweep.execute.signals import shielded
 from llmsweep.power.deployment import NodePowerFiles, SampledWorker
 from llmsweep.power.sampler import PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE
+from llmsweep.visible import CUDA as VISIBLE_CUDA
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +280,7 @@ class FederatedMetrics:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-GPU_PARTITION_ENV = "CUDA_VISIBLE_DEVICES"
+GPU_PARTITION_ENV = VISIBLE_CUDA
 """The variable a worker of a role-by-role deployment on one host finds its GPUs in (`gpu_partition`)."""
 
 
@@ -381,7 +383,6 @@ class SlurmPlacement:
         return ", ".join(n.name for n in self.nodes)
 
 
-LOOPBACK = "127.0.0.1"
 
 
 class LocalPlacement:

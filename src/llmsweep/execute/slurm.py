@@ -725,8 +725,9 @@ class SlurmExecutor:
                     batch.started.add(job.id)
                     progress.job_started(job.id, concs[job.id], lane=lane)
                     progress.phase("running", job_id=job.id)
-            progress.queued(lane, sum(1 for job in batch.group.jobs
-                                      if job.id not in batch.closed and job.id not in progress.state.jobs))
+            progress.queued(lane, sum(1 for job in batch.group.jobs  # (an owed eval is timed apart)
+                                      if job.id not in batch.closed and job.id not in progress.state.jobs
+                                      and job.id not in progress.state.owed))
 
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
@@ -769,6 +770,8 @@ class SlurmExecutor:
                 event(line)
             for job_id, outcome in left:
                 close(job_id, outcome)
+            # its lane is over: the jobs it never reached no longer weigh on the sweep's ETA
+            current_progress().queued(sjob.job_id, 0)
 
         with cancel_on_interrupt([]) as live:
             for group in groups:

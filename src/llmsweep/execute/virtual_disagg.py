@@ -56,6 +56,7 @@ def disagg_config(job: Job, *, max_concurrency: int | None = None) -> DisaggConf
     from llmsweep import engines
     from llmsweep.catalog.hardware import get_hardware
     from llmsweep.engines.base import DEFAULT_GPUS_PER_NODE, worker_job, worker_nodes
+    from llmsweep.engines.sim import DEFAULT_HARDWARE
     from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan.job import Worker
     from llmsweep.sim.disagg import DisaggConfig, RoleName, RolePlan
@@ -66,7 +67,7 @@ def disagg_config(job: Job, *, max_concurrency: int | None = None) -> DisaggConf
                           fix="run it as an aggregated job")
     assert job.prefill is not None and job.decode is not None
     try:
-        hardware = job.sku or "h200"
+        hardware = job.sku or DEFAULT_HARDWARE  # (the simulator's, as the rendered roles price it)
         gpn = engines.runner_gpus_per_node(job) or get_hardware(hardware).gpus_per_node or DEFAULT_GPUS_PER_NODE
         placed = worker_nodes(job, gpn)
         plans: dict[str, RolePlan] = {}

@@ -50,7 +50,10 @@ def warmup_not_drained(grace_s: float) -> str:
             "running, so no profiling request was sent")
 
 
-EARLY_STOPS = ("failure ratio", "interrupted", WARMUP_NOT_DRAINED)
+CLIENT_WORKER_DIED = "client worker(s) died"
+"""A client worker process exited before the run ended: its lanes stopped with it, so the load was not the one
+planned (`client.runner`)."""
+EARLY_STOPS = ("failure ratio", "interrupted", WARMUP_NOT_DRAINED, CLIENT_WORKER_DIED)
 """Stop reasons (their openings) that make a run invalid: it did not end on its own."""
 
 

@@ -72,3 +72,13 @@ def test_the_simulator_is_sampled_unless_sampling_is_off() -> None:
     assert probe.usable and probe.backend == "sim" and probe.source == "simulated"
     off = probe_power(PowerSettings(backend="off", require=True), engine="sim", gpus=8)
     assert not off.usable and "--power-backend off" in (off.why or "") and "--power-backend auto" in off.refusal()
+
+
+def test_a_server_on_no_gpu_has_no_sampler_unless_power_is_required() -> None:
+    """A CPU server (transformers serve on the CPU) has no GPU power to miss: no sampler, so no power block and no
+    'power not valid' warning on each of its jobs (the run's start line says it once); required, it says why."""
+    from llmsweep.power.sampler import start_sampler
+
+    assert start_sampler(PowerSettings(), engine="transformers", gpus=0, base_url=None) is None
+    required = start_sampler(PowerSettings(require=True), engine="transformers", gpus=0, base_url=None)
+    assert required is not None
