@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 from support.procs import alive
+from support.slurm import require_slurm
 from test_run_support import (
     JOB_ARTIFACTS,
     RECIPES,
@@ -32,14 +32,7 @@ SLURM_OPTIONS = ("--executor", "slurm", "--executor-option", "poll_s=0.5", "--ex
 
 @pytest.fixture(scope="module", autouse=True)
 def slurm_available() -> None:
-    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
-        pytest.skip("Slurm client commands are not installed (apt-get install slurm-client)")
-    try:
-        ok = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=15).returncode == 0
-    except subprocess.TimeoutExpired:
-        ok = False
-    if not ok:
-        pytest.skip("no Slurm controller answers `sinfo` (start one with scripts/ci/start_slurm.sh)")
+    require_slurm()
 
 
 def _in_queue(job_id: str) -> bool:

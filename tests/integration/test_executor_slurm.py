@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.slurm import require_slurm
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interrupt
@@ -34,14 +35,7 @@ pytestmark = pytest.mark.slurm
 
 @pytest.fixture(scope="module", autouse=True)
 def slurm_available() -> None:
-    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
-        pytest.skip("Slurm client commands are not installed (apt-get install slurm-client)")
-    try:
-        ok = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=15).returncode == 0
-    except subprocess.TimeoutExpired:
-        ok = False
-    if not ok:
-        pytest.skip("no Slurm controller answers `sinfo` (start one with scripts/ci/start_slurm.sh)")
+    require_slurm()
 
 
 def options(**kw: object) -> SlurmOptions:

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from support.slurm import require_slurm
 
 from llmsweep.execute.pipeline import RunRequest, run_sweep
 from llmsweep.execute.progress import PlainProgress, use_progress
@@ -23,14 +22,7 @@ pytestmark = pytest.mark.slurm
 
 @pytest.fixture(scope="module", autouse=True)
 def slurm_available() -> None:
-    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
-        pytest.skip("Slurm client commands are not installed (apt-get install slurm-client)")
-    try:
-        ok = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=15).returncode == 0
-    except subprocess.TimeoutExpired:
-        ok = False
-    if not ok:
-        pytest.skip("no Slurm controller answers `sinfo` (start one with scripts/ci/start_slurm.sh)")
+    require_slurm()
 
 
 COUNTERS = re.compile(r"^\[\d\d:\d\d:\d\d\] job 1/1 conc 8 · (measuring|draining) · ≈?(\d+) ok, (\d+) failed, (\d+) in "
