@@ -88,7 +88,7 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False) -> dict[s
         if job.engine is None and not simulate:
             continue
         try:
-            spec = engines.render(job, simulate=simulate or job.engine == "sim", port=0)
+            spec = engines.render(job, simulate=engines.runs_on_simulator(job.engine, simulate=simulate), port=0)
         except LlmsweepError:
             continue
         context = reuse_context(job, simulated=spec.engine == "sim", live=live, corpora=corpora)

@@ -13,7 +13,7 @@ Public API:
 
 from __future__ import annotations
 
-from llmsweep.engine_ids import UNSERVED_FRAMEWORKS
+from llmsweep.engine_ids import SIM, UNSERVED_FRAMEWORKS
 from llmsweep.engines.atom import ATOMAdapter
 from llmsweep.engines.base import MULTINODE_NOT_DISAGG, Adapter, Conflict, flag_argv
 from llmsweep.engines.launch import LaunchSpec, Role, RoleWorker, Topology, is_secret_name
@@ -38,9 +38,15 @@ def get_adapter(name: str) -> Adapter:
                             fix=f"use one of {', '.join(ADAPTERS)} (`serve.engine.name`)") from None
 
 
+def runs_on_simulator(engine: str | None, *, simulate: bool) -> bool:
+    """Whether a job of `engine` runs on the simulator: under --simulate, or when its engine is the simulator's (a
+    job's `engine`, or the one a recipe's jobs get, `spec.engines.resolve_engine`). The one answer to that question."""
+    return simulate or engine == SIM.id
+
+
 def adapter_for(job: Job, *, simulate: bool = False) -> Adapter:
     """The simulator under `simulate` (it runs what a real engine would refuse), else the job's engine."""
-    if simulate or job.engine == "sim":
+    if runs_on_simulator(job.engine, simulate=simulate):
         return ADAPTERS["sim"]
     if job.engine is None:
         unserved = UNSERVED_FRAMEWORKS.get(job.framework.lower())
@@ -74,7 +80,7 @@ def launch_refusal(job: Job, *, simulate: bool = False) -> str | None:
         return None
     if not (job.disagg and job.prefill is not None and job.decode is not None):
         return MULTINODE_NOT_DISAGG  # on any engine, live or not: no executor runs a multinode aggregated deployment
-    if simulate or job.engine == "sim":
+    if runs_on_simulator(job.engine, simulate=simulate):
         return None
     return (f"{DISAGG_NOT_LAUNCHABLE}; llmsweep launches only the simulator's prefill/decode roles (`render` shows "
             "this engine's roles one by one); run it on the simulator with --simulate (in virtual time; with --live "

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
+from llmsweep.engines import runs_on_simulator
 from llmsweep.errors import ConfigError
 from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
@@ -236,8 +237,8 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSetting
         from llmsweep.evals.harness import refusal
 
         why = refusal(job.spec_decoding, run_eval=bool(job.run_eval), eval_only=bool(job.eval_only),
-                      simulated=simulate or job.engine == "sim", settings=evals or EvalSettings(),
-                      pinned=relaunches_for_eval(job))
+                      simulated=runs_on_simulator(job.engine, simulate=simulate),
+                      settings=evals or EvalSettings(), pinned=relaunches_for_eval(job))
         if why is not None:
             return why
 
@@ -319,7 +320,7 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False) 
 
     by_fp: dict[str, ServerGroup] = {}
     for job in jobs:
-        sim = simulate or job.engine == "sim"
+        sim = runs_on_simulator(job.engine, simulate=simulate)
         topology = None
         if launches_roles(job, simulate=simulate, live=live, executor=executor):
             # Role by role: the group is the whole deployment (its jobs differ only in concurrency); `spec` is the
@@ -627,7 +628,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
                 for j in jobs]
-    softened = {job.id: _softened(job, findings, keys, simulated=req.simulate or job.engine == "sim")
+    softened = {job.id: _softened(job, findings, keys,
+                                  simulated=runs_on_simulator(job.engine, simulate=req.simulate))
                 for job in planned}
     outcomes = [o.model_copy(update={"warnings": [*o.warnings, *w]})
                 if o.ok and (w := softened[planned[i % len(planned)].id]) else o for i, o in enumerate(outcomes)]

@@ -25,11 +25,6 @@ class PlacementRefusal:
         return f"{self.reason} ({self.fix})"
 
 
-def serves_simulator(engine: str | None, *, simulate: bool) -> bool:
-    """Whether a job of `engine` runs on the simulator: under --simulate, or when its engine is `sim`."""
-    return simulate or engine == "sim"
-
-
 def places_roles(executor: str) -> bool:
     """Whether `executor` launches a disaggregated deployment role by role (each role a server of its own)."""
     from llmsweep.execute.local import LocalExecutor
@@ -43,10 +38,11 @@ def simulator_placement_refusal(*, engine: str | None, simulate: bool, executor:
     """Why a job of `engine` (under `simulate`) cannot run through `executor` (None: it can, or it is no simulated
     job). `live`: the simulator is asked to serve over HTTP in wall-clock time; `live_option`: the command offers
     --live (`discover` does not), so the fix may name it."""
+    from llmsweep.engines import runs_on_simulator
     from llmsweep.execute.docker import DockerExecutor
     from llmsweep.execute.local import LocalExecutor
 
-    if not serves_simulator(engine, simulate=simulate) or executor == LocalExecutor.kind:
+    if not runs_on_simulator(engine, simulate=simulate) or executor == LocalExecutor.kind:
         return None
     if not live:
         ways = [f"add --live to serve the simulator through {executor} in wall-clock time"] if live_option else []

@@ -56,19 +56,20 @@ def _bind_host(host: str) -> str:
     return "0.0.0.0" if host in ("0.0.0.0", "") else host
 
 
-def _with_port(spec: LaunchSpec, port: int) -> LaunchSpec:
-    """Substitute `port` wherever the adapter left port 0: `{port}` placeholders, `PORTFLAG 0`, `PORTFLAG=0`, where
-    PORTFLAG is the spec's `port_flag` (`--port`; ATOM's `--server-port`, its `--port` being an internal one)."""
-    flags = (spec.port_flag,)
+def with_port(spec: LaunchSpec, port: int, *, replacing: int = 0) -> LaunchSpec:
+    """Substitute `port` wherever the adapter left port `replacing` (0: a port the executor picks; a role-by-role
+    launch on one host moves each planned port to a free one): `{port}` placeholders, `PORTFLAG N`, `PORTFLAG=N`,
+    where PORTFLAG is the spec's `port_flag` (`--port`; ATOM's `--server-port`, its `--port` being an internal one)."""
+    flag, old = spec.port_flag, str(replacing)
     argv: list[str] = []
     previous = ""
     for arg in spec.argv:
-        if previous in flags and arg == "0":
+        if previous == flag and arg == old:
             arg = str(port)
-        elif any(arg == f"{flag}=0" for flag in flags):
-            arg = f"{arg[:-1]}{port}"
+        elif arg == f"{flag}={old}":
+            arg = f"{flag}={port}"
         argv.append(arg.replace(PORT_PLACEHOLDER, str(port)))
-        previous = arg if arg in flags else ""
+        previous = arg if arg == flag else ""
     env = {k: v.replace(PORT_PLACEHOLDER, str(port)) for k, v in spec.env.items()}
     return spec.model_copy(update={"port": port, "argv": tuple(argv), "env": env})
 
@@ -77,7 +78,7 @@ def resolve_port(spec: LaunchSpec) -> LaunchSpec:
     """Return the spec with a usable port: a fresh free one when the spec says 0, else the given one checked free."""
     host = _bind_host(spec.host)
     if spec.port == 0:
-        return _with_port(spec, pick_free_port(host))
+        return with_port(spec, pick_free_port(host))
     if not port_is_free(spec.port, host):
         raise LaunchError(
             f"port {spec.port} on {spec.host} is already in use; the {spec.engine} server could not bind it",

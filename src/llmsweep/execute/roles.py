@@ -245,7 +245,7 @@ class FederatedMetrics:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="llmsweep-federated-metrics",
                                         daemon=True)
@@ -253,7 +253,7 @@ class FederatedMetrics:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/metrics"
+        return f"http://{LOOPBACK}:{self._server.server_address[1]}/metrics"
 
     def _fetch(self, target: MetricsTarget) -> str:
         # direct, never through a proxy the host sets (as the health checks and /version read-backs go)
@@ -415,26 +415,20 @@ class LocalPlacement:
         return self.nodes[0]
 
     def place(self, role: Role, worker: RoleWorker) -> LaunchSpec:
-        spec = worker.spec
-        own = self.ports[(worker.nodes[0], spec.port)]
+        from llmsweep.execute.preflight import with_port
+
+        spec = with_port(worker.spec, self.ports[(worker.nodes[0], worker.spec.port)], replacing=worker.spec.port)
 
         def sub(text: str) -> str:
             for (k, port), here in self.ports.items():  # a peer's URL: `{nodeK}:PORT`
                 text = text.replace(f"{{node{k}}}:{port}", f"{LOOPBACK}:{here}")
             return _NODE_PLACEHOLDER.sub(LOOPBACK, text).replace(NODE_RANK, "0")
 
-        argv: list[str] = []
-        for arg in spec.argv:
-            if argv and argv[-1] == spec.port_flag and arg == str(spec.port):
-                arg = str(own)
-            elif arg == f"{spec.port_flag}={spec.port}":
-                arg = f"{spec.port_flag}={own}"
-            argv.append(sub(arg))
         env = {k: sub(v) for k, v in spec.env.items()}
         share = self.gpus.get((role.name, worker.index))
         if share is not None:
             env[GPU_PARTITION_ENV] = share
-        return spec.model_copy(update={"argv": tuple(argv), "env": env, "host": LOOPBACK, "port": own})
+        return spec.model_copy(update={"argv": tuple(sub(a) for a in spec.argv), "env": env, "host": LOOPBACK})
 
     def launch(self, spec: LaunchSpec, *, log_path: Path, node: AllocatedNode, label: str) -> ProcessServerHandle:
         from llmsweep.execute.lifecycle import write_pid_file

@@ -42,7 +42,9 @@ class Context:
                 yield job, recipe
 
     def simulated(self, job: Job | None) -> bool:
-        return self.simulate or (job is not None and job.engine == "sim")
+        from llmsweep.engines import runs_on_simulator
+
+        return runs_on_simulator(job.engine if job is not None else None, simulate=self.simulate)
 
     def hit(
         self,
