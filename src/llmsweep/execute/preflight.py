@@ -35,9 +35,7 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 def pick_free_port(host: str = "127.0.0.1") -> int:
     """A port the kernel says is free now (another process may still take it before the server binds)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return pick_free_ports(1, host)[0]
 
 
 def pick_free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
