@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,12 @@ from llmsweep.client.transport import now_unix
 log = logging.getLogger(__name__)
 
 SERVER_METRICS_FILE = "server_metrics.jsonl"
+
+
+def scrape_line(scrape: Mapping[str, Any]) -> bytes:
+    """One line of `server_metrics.jsonl` (newline included), whoever scraped: the client, or the predictor in virtual
+    time. `json`, not orjson: an exposition may hold NaN, which orjson would write as null."""
+    return (json.dumps(scrape, separators=(",", ":")) + "\n").encode()
 
 
 def parse_exposition(text: str) -> list[list[Any]]:
@@ -125,4 +132,4 @@ class MetricsScraper:
                 log.warning("scraping %s failed: %s (server metrics may be missing)", self.url, exc)
             self.failures += 1
             line = {"t": t, "error": f"{type(exc).__name__}: {exc}"[:300]}
-        os.write(fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
+        os.write(fd, scrape_line(line))

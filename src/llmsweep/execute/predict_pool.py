@@ -214,14 +214,11 @@ def write_predicted(out_dir: Path, predicted: PredictedPoint, *, job_id: str | N
     """`--out`: a point's records, scrapes, modelled power (`gpu_metrics.jsonl`, as a virtual-time `run` writes it)
     and summary under `<out>/<job id>/conc<N>/` (`job_id`: the recipe's job when the point ran as a job of its own, a
     disaggregated job's concurrency)."""
-    import json
-
     from llmsweep.power.samples import GPU_METRICS_FILE, write_gpu_metrics
 
     out = out_dir / (job_id or predicted.point.job.id) / f"conc{predicted.point.concurrency}"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in predicted.records))
-    (out / "server_metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in predicted.scrapes))
+    predicted.write_streams(out)
     if predicted.telemetry is not None:
         write_gpu_metrics(out / GPU_METRICS_FILE, *predicted.telemetry)
     if predicted.summary is not None:

@@ -244,22 +244,16 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
                 started_at: float, observed: dict[str, Any], extra: dict[str, Any] | None = None) -> Summary:
     """Write what the client would have written for a predicted point (records, scrapes, run.json with provenance;
     `extra` joins the provenance) and summarise the folder as the live path does."""
-    import json
     import platform
 
     from llmsweep import __version__
-    from llmsweep.client.records import RECORDS_FILE
-    from llmsweep.client.scrape import SERVER_METRICS_FILE
     from llmsweep.engines.sim import simulated_acceptance
 
     spec = group.spec
     point = predicted.point
     options = _run_options(job, spec, settings)
     gates = _gates(job, options)
-    with (jdir / RECORDS_FILE).open("w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in predicted.records)
-    with (jdir / SERVER_METRICS_FILE).open("w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(s) + "\n" for s in predicted.scrapes)
+    predicted.write_streams(jdir)
     stats = predicted.stats
     provenance = {
         "client_version": __version__,

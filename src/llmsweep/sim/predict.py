@@ -19,6 +19,7 @@ import heapq
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmsweep.errors import ConfigError
@@ -646,6 +647,15 @@ class PredictedPoint:
     """The modelled power the summary integrated (what `gpu_metrics.jsonl` holds), when it has a power block."""
     calibration: str | None = None
     """The simulated engine's calibration label (a deployment's: each pool's)."""
+
+    def write_streams(self, folder: Path) -> None:
+        """The records and scrapes as the client writes them (`records.jsonl`, `server_metrics.jsonl`, each line in
+        the client's encoding), into `folder`."""
+        from llmsweep.client.records import RECORDS_FILE, record_line
+        from llmsweep.client.scrape import SERVER_METRICS_FILE, scrape_line
+
+        (folder / RECORDS_FILE).write_bytes(b"".join(map(record_line, self.records)))
+        (folder / SERVER_METRICS_FILE).write_bytes(b"".join(map(scrape_line, self.scrapes)))
 
 
 def point_window(point: Point, duration: float | None, max_requests: int | None) -> tuple[float, int | None]:

@@ -42,3 +42,20 @@ def test_writer_appends_one_parseable_line_per_record(tmp_path: Path) -> None:
     assert [x["id"] for x in lines] == ["a", "b"]
     assert RequestRecord.from_dict(lines[0]).chunk_tokens == [1, 2]
     assert lines[1]["error_class"] == "timeout" and lines[1]["sent_at"] is None
+
+
+def test_a_record_line_is_the_same_compact_json_with_or_without_orjson(monkeypatch) -> None:
+    """The GPU scripts run llmsweep from its sources on an image that may lack orjson: `json` must write the very
+    line orjson writes (what `metrics.accumulate`'s fast path expects), only slower."""
+    import llmsweep.client.records as records
+
+    rng = np.random.default_rng(3)
+    sent = 1_764_000_000.0 + float(rng.random())
+    record = RequestRecord(id="sim-7", trace="t/é", sent_at=sent, first_token_at=sent + 0.031,
+                           chunk_times=(sent + np.cumsum(rng.random(50) / 100)).tolist(),
+                           chunk_tokens=rng.integers(1, 5, 50).tolist(), error='quote " and \\ and \n',
+                           prompt_tokens=123_456, cached_tokens=0)
+    fast = record.to_line()
+    monkeypatch.setattr(records, "orjson", None)
+    assert record.to_line() == fast
+    assert fast.endswith(b"}\n") and b'"chunk_times":[' in fast and json.loads(fast) == record.to_dict()

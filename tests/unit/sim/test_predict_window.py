@@ -38,3 +38,27 @@ def test_a_fixed_length_point_reports_its_requests() -> None:
     last = seen[-1]
     assert not last.timed() and last.to_send == point.load.num_requests and last.sent == last.to_send
     assert last.fraction() == 1.0
+
+
+def test_a_predicted_points_files_are_written_in_the_clients_encoding(tmp_path: Path) -> None:
+    """`run` in virtual time and `predict --out` write each record as the client writes it (compact: the line
+    `metrics.accumulate` reads without decoding its chunk arrays) and each scrape as the client's scraper does; read
+    back, the files hold the prediction."""
+    import json
+
+    from llmsweep.client.records import RECORDS_FILE, RequestRecord
+    from llmsweep.client.scrape import SERVER_METRICS_FILE
+
+    (job, *_) = sorted(jobs_from_files([RUN / "agentic-sim.yaml"]), key=lambda j: j.concs[0])
+    config = engine_config_from_argv(engines.render(job, simulate=True).argv)
+    predicted = predict_point(Point.of(job), config, summarize=False)
+    predicted.write_streams(tmp_path)
+    lines = (tmp_path / RECORDS_FILE).read_bytes().splitlines(keepends=True)
+    assert len(lines) == len(predicted.records) > 10
+    assert [json.loads(line) for line in lines] == predicted.records
+    for line in lines:
+        assert RequestRecord.from_dict(json.loads(line)).to_line() == line  # the client's bytes, not just its fields
+        assert b'"chunk_times":[' in line
+    scrapes = (tmp_path / SERVER_METRICS_FILE).read_text().splitlines()
+    assert [json.loads(s) for s in scrapes] == predicted.scrapes and len(scrapes) > 10
+    assert all(s.startswith('{"t":') for s in scrapes)
