@@ -6,24 +6,20 @@ error class) and never derived statistics. The writer appends one line per finis
 already finished.
 
 A line is encoded by :func:`record_line`, whoever wrote the record (the client, aiperf's conversion, the predictor in
-virtual time): compact JSON through orjson, what `json.dumps` with compact separators writes but ~20x faster (a
-record of a thousand chunk times cost ~0.7 ms through `json`). `metrics.accumulate` reads a compact line without
-decoding its chunk arrays. A record's floats are clock readings, never NaN (orjson would write null).
+virtual time): `jsonline.dumps_line`'s compact JSON (a record of a thousand chunk times cost ~0.7 ms through
+`json.dumps`, ~20x less through orjson). `metrics.accumulate` reads a compact line without decoding its chunk
+arrays. A record's floats are clock readings, never NaN.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-try:
-    import orjson
-except ImportError:  # llmsweep's sources on PYTHONPATH without its dependencies (the GPU scripts on a bare image)
-    orjson = None  # type: ignore[assignment]
+from llmsweep.jsonline import dumps_line
 
 ErrorClass = Literal["http", "timeout", "connection", "protocol", "truncated", "context_overflow", "cancelled"]
 """`truncated`: the stream ended cleanly but incomplete (no terminator the server's dialect promises, or fewer tokens
@@ -87,11 +83,8 @@ _FIELDS = tuple(f.name for f in fields(RequestRecord))
 
 
 def record_line(record: Mapping[str, Any]) -> bytes:
-    """One line of `records.jsonl` (newline included) for a record's fields (`RequestRecord.to_dict`'s shape); without
-    orjson (a source tree on a bare machine), `json` writes the same compact line, slower."""
-    if orjson is None:
-        return (json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n").encode()
-    return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    """One line of `records.jsonl` (newline included) for a record's fields (`RequestRecord.to_dict`'s shape)."""
+    return dumps_line(record)
 
 
 class RecordWriter:

@@ -9,13 +9,13 @@ streamed line by line, so multi-GiB exports never sit in memory.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llmsweep.engine_ids import ENGINE_IDS
+from llmsweep.jsonline import loads_line
 
 COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 END_SLACK_S = 1.0
@@ -50,7 +50,7 @@ def _iter_scrapes(source: Path | Iterable[dict[str, Any]]) -> Iterable[dict[str,
             for line in fh:
                 if line.strip():
                     try:
-                        yield json.loads(line)
+                        yield loads_line(line)
                     except ValueError:
                         continue  # a torn last line after a SIGKILL
     else:

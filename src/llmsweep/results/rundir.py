@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.errors import ResultError, ResultInputError
+from llmsweep.jsonline import loads_line
 from llmsweep.metrics.model import Summary
 
 log = logging.getLogger(__name__)
@@ -151,8 +152,8 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                doc = json.loads(line)
-            except json.JSONDecodeError:
+                doc = loads_line(line)
+            except ValueError:
                 log.debug("%s:%d: not JSON, skipped", path, lineno)
                 continue
             if isinstance(doc, dict):

@@ -47,7 +47,7 @@ def test_writer_appends_one_parseable_line_per_record(tmp_path: Path) -> None:
 def test_a_record_line_is_the_same_compact_json_with_or_without_orjson(monkeypatch) -> None:
     """The GPU scripts run llmsweep from its sources on an image that may lack orjson: `json` must write the very
     line orjson writes (what `metrics.accumulate`'s fast path expects), only slower."""
-    import llmsweep.client.records as records
+    import llmsweep.jsonline as jsonline
 
     rng = np.random.default_rng(3)
     sent = 1_764_000_000.0 + float(rng.random())
@@ -56,6 +56,26 @@ def test_a_record_line_is_the_same_compact_json_with_or_without_orjson(monkeypat
                            chunk_tokens=rng.integers(1, 5, 50).tolist(), error='quote " and \\ and \n',
                            prompt_tokens=123_456, cached_tokens=0)
     fast = record.to_line()
-    monkeypatch.setattr(records, "orjson", None)
+    monkeypatch.setattr(jsonline, "orjson", None)
     assert record.to_line() == fast
     assert fast.endswith(b"}\n") and b'"chunk_times":[' in fast and json.loads(fast) == record.to_dict()
+
+
+def test_a_line_reads_the_same_with_or_without_orjson_nan_included(monkeypatch, tmp_path: Path) -> None:
+    """`iter_jsonl` (the dashboard's and `results`' reader) decodes through orjson, which refuses the NaN that
+    `json.dumps` writes by default (an older file, a scrape): such a line is read as `json` reads it; a torn line is
+    skipped either way."""
+    import math
+
+    import llmsweep.jsonline as jsonline
+    from llmsweep.results.rundir import iter_jsonl
+
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(json.dumps({"a": 1.5, "t": [1.0, 2.0]}) + "\n" + json.dumps({"v": float("nan")}) + "\n"
+                    + '{"torn": [1, 2\n' + RequestRecord(id="x", chunk_times=[3.0]).to_line().decode())
+    fast = list(iter_jsonl(path))
+    monkeypatch.setattr(jsonline, "orjson", None)
+    slow = list(iter_jsonl(path))
+    assert len(fast) == len(slow) == 3
+    assert math.isnan(fast[1]["v"]) and math.isnan(slow[1]["v"])
+    assert fast[0] == slow[0] == {"a": 1.5, "t": [1.0, 2.0]} and fast[2] == slow[2] and fast[2]["chunk_times"] == [3.0]
