@@ -92,7 +92,7 @@ def _describe(path: FieldPath, errs: list[ErrorDetails], model: type[BaseModel],
         return rule, str(err["msg"]), str(ctx.get("fix") or "see the message")
     err = errs[0]
     kind = str(err["type"])
-    name = str(path[-1]) if path else "recipe"
+    name = _name_of(path)
     if kind == "extra_forbidden":
         known = _known_keys(model, path[:-1])
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
@@ -131,12 +131,29 @@ def _describe(path: FieldPath, errs: list[ErrorDetails], model: type[BaseModel],
         )
     got = err.get("input")
     if kind.endswith("_type") or kind.endswith("_parsing") or kind in ("model_attributes_type", "is_instance_of"):
+        # a list item is named by its list and index, and the fix quotes the value to change, not the index
+        what = f"`{got}` (`{name}`)" if path and isinstance(path[-1], int) and isinstance(got, (str, int, float)) \
+            else f"`{name}`"
         return (
             "schema.type",
             f"`{name}`: {err['msg']} (got {_type_name(got)} {got!r})",
-            f"write `{name}` as {_expected_of(err)}",
+            f"write {what} as {_expected_of(err)}",
         )
     return "schema.invalid", f"`{name}`: {err['msg']}", "correct the value"
+
+
+def _name_of(path: FieldPath) -> str:
+    """The field a finding is about: its key, or for a list item its list and index (`conc-list[1]`)."""
+    if not path:
+        return "recipe"
+    if isinstance(path[-1], int):
+        items = [f"[{p}]" for p in path]
+        i = len(path) - 1
+        while i > 0 and isinstance(path[i - 1], int):
+            i -= 1
+        head = str(path[i - 1]) if i > 0 else ""
+        return head + "".join(items[i:])
+    return str(path[-1])
 
 
 def _expected_of(err: ErrorDetails) -> str:
