@@ -84,7 +84,7 @@ def _print_table(result: object, bands: list[dict[str, object]]) -> None:
     table.add_row("think time above 300 s cap", f"{result.think_time_above_cap_share:.2%}")
     console = table_console()
     console.print(table)
-    ref = Table(title="against the published AgentX corpus (research/agentx-spec §2.2)")
+    ref = Table(title="against the published AgentX 062126 corpus figures (bands: ±30 % around them, wider for tails)")
     for col in ("figure", "this corpus", "published", "band", ""):
         ref.add_column(col, justify="right" if col != "figure" else "left")
     for row in bands:
