@@ -164,3 +164,87 @@ def test_a_bench_whose_every_request_failed_prints_no_zeros(tmp_path: Path) -> N
     ttft = next(line for line in text.splitlines() if "TTFT" in line)
     assert "0.00" not in ttft and "-" in ttft, ttft
     assert "throughput: - (no request succeeded)" in text
+
+
+def test_bench_against_the_simulator_records_simulated_in_wall_clock(sim_tp8: str, tmp_path: Path) -> None:
+    """The simulator names itself on /version: a bench against it says `source: simulated` and `clock: wall`, as
+    `run --live` does, and `summarize` keeps it; a server that does not (a real engine) stays `measured`."""
+    out = tmp_path / "sim"
+    res = _cli("bench", "fixed", "--url", sim_tp8, "--model", "llama-3.1-8b", *FIXED, "--out", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["source"] == "simulated"
+    assert summary["provenance"]["source"] == "simulated" and summary["provenance"]["clock"] == "wall"
+    assert json.loads((out / "summary.json").read_text())["source"] == "simulated"
+    again = _cli("summarize", str(out), "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["source"] == "simulated"
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as server:
+        res = _cli("bench", "fixed", "--url", server.url, "--model", "m", *FIXED, "--out", str(tmp_path / "real"),
+                   "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["source"] == "measured" and summary["provenance"]["source"] == "measured"
+    assert summary["provenance"]["clock"] == "wall"
+
+
+def test_a_model_the_server_does_not_list_is_refused_before_any_load(sim_tp8: str, tmp_path: Path) -> None:
+    """`--model` not among the ids /v1/models lists: exit 2 naming the served ids and the fix, nothing sent (every
+    request would have been a 404, reported only as `errors: {'http': N}`)."""
+    out = tmp_path / "bench"
+    res = _cli("bench", "fixed", "--url", sim_tp8, "--model", "Qwen/Wrong", *FIXED, "--out", str(out))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "does not serve model 'Qwen/Wrong'" in res.stderr and "lists 'llama-3.1-8b'" in res.stderr
+    assert "fix: --model llama-3.1-8b" in res.stderr and "no load was sent" in res.stderr
+    assert not out.exists()
+
+
+def test_the_model_check_reads_v1_models_and_passes_when_it_gives_no_list(fake: Any) -> None:
+    url, routes = fake
+    routes.update({"/health": (200, {}), "/v1/models": (200, {"object": "list", "data": [{"id": "a"}, {"id": "b"}]})})
+    assert probe_endpoint(url, timeout_s=2).models == ("a", "b")  # asked even though /health answered first
+    require_endpoint(url, model="b", timeout_s=2)
+    with pytest.raises(ConfigError, match=r"does not serve model 'c': its /v1/models lists 'a', 'b'") as err:
+        require_endpoint(url, model="c", timeout_s=2)
+    assert err.value.fix is not None and err.value.fix.startswith("--model a")
+    routes["/v1/models"] = (401, {"error": "no key"})  # no list to check against: the requests will say
+    assert require_endpoint(url, model="c", timeout_s=2).models is None
+
+
+def test_bench_says_its_tokenizer_and_its_help_says_the_default(tmp_path: Path) -> None:
+    """bench counts prompt lengths with the built-in word tokenizer unless --tokenizer is given (not the model's, as
+    the recipe field's default is): the help says so, and a run against an endpoint says so on stderr."""
+    help_text = " ".join(_cli("bench", "fixed", "--help").stdout.split())
+    assert "--tokenizer" in help_text and "default: the built-in word tokenizer" in help_text
+    assert "(default: model)" not in help_text
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as server:
+        res = _cli("bench", "fixed", "--url", server.url, "--model", "m", *FIXED, "--out", str(tmp_path / "b"))
+    assert res.returncode == 0, res.stderr
+    said = [line for line in res.stderr.splitlines() if line.startswith("tokenizer:")]
+    assert said == ["tokenizer: built-in words (prompt lengths are words, not the model's tokens; pass --tokenizer "
+                    "for the model's)"], res.stderr
+
+
+def test_a_run_with_errors_prints_each_error_class_first_message(tmp_path: Path) -> None:
+    """Not only `errors: {'http': 4}`: the server's answer to the first failed request of each class."""
+    with StreamServer(ServerConfig(fault="http500", fault_every=1)) as srv:
+        res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *FIXED, "--gpus", "1",
+                   "--out", str(tmp_path / "bench"))
+    assert res.returncode == 1
+    first = [line for line in res.stderr.splitlines() if line.startswith("first ")]
+    assert len(first) == 1 and first[0].startswith("first http error: HTTP 500") and "injected failure" in first[0]
+    run = json.loads((tmp_path / "bench" / "run.json").read_text())
+    assert "injected failure" in run["client"]["first_errors"]["http"]
+
+
+def test_the_progress_shows_the_drain_after_the_window(tmp_path: Path) -> None:
+    """After the profiling window the client waits up to the grace for the requests in flight: the progress says so
+    on a line of its own (how many were in flight, how long it waited), not a bar stopped at the window's length."""
+    with StreamServer(ServerConfig(ttft_s=0.005, itl_s=0.02)) as srv:  # 100 tokens: 2 s per request
+        res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "16", "--osl", "100",
+                   "--concurrency", "2", "--duration", "1", "--num-warmups", "0", "--grace", "20",
+                   "--out", str(tmp_path / "bench"))
+    assert res.returncode in (0, 1), res.stderr  # a 1-second window is no submission; the run itself completes
+    drain = [line for line in res.stderr.splitlines() if line.startswith("draining")]
+    assert len(drain) == 1, res.stderr
+    assert "none in flight (of 2 when sending stopped; grace 20 s)" in drain[0], drain[0]

@@ -17,8 +17,10 @@ import click
 
 from llmsweep.cli.options import field_option, json_option, option
 from llmsweep.client.config import RunOptions
+from llmsweep.client.interpreter import DURATION_REACHED
 from llmsweep.errors import ConfigError
 from llmsweep.spec.workload import ScenarioId
+from llmsweep.workload.fixed import FixedLengthConfig
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
@@ -41,7 +43,9 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
                help="Client worker processes (default: 1 unless the load needs more)."),
         click.option("--api", type=click.Choice(["chat", "completions"]), default=None,
                      help="OpenAI route to stream from."),
-        option("tokenizer"),
+        # bench's workloads count lengths with the built-in word tokenizer unless told (a recipe's `tokenizer` defaults
+        # to its model: not this option's default)
+        option("tokenizer", source=(FixedLengthConfig, "tokenizer")),
         option("gpus", default=None, show_default=False,
                help="GPUs serving the endpoint, for per-GPU throughput (default: what the server reports — the "
                     "simulator and SGLang do; otherwise throughput is shown per endpoint)."),
@@ -214,12 +218,18 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     out = kw["out_dir"] or Path("results") / f"bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     api = kw["api"] or getattr(getattr(workload, "config", None), "api", None) or "chat"
     endpoint = _endpoint(kw, api)
-    # Before any load: nothing listening (or a server still loading) is exit 2 within seconds, not a window of
-    # connection errors ending in an all-zero table.
-    probe = require_endpoint(endpoint.base_url, headers=endpoint.headers)
+    # Before any load: nothing listening (or a server still loading), or a model the server does not list, is exit 2
+    # within seconds, not a window of connection errors ending in an all-zero table or a bare count of HTTP errors.
+    probe = require_endpoint(endpoint.base_url, model=endpoint.model, headers=endpoint.headers)
     gpus, gpus_prov = _gpus(kw["gpus"], probe)
     if gpus_prov["gpus_known"] and kw["gpus"] is None:
         click.echo(f"GPUs serving the endpoint: {gpus} ({gpus_prov['gpus_from']})", err=True)
+    # What served the load, as the server says itself (the simulator's /version: `engine: sim`), recorded as `run
+    # --live` records it: a real engine's results are measured, the simulator's simulated, both in wall-clock time.
+    source: Literal["measured", "simulated"] = "simulated" if probe.simulated else "measured"
+    if source == "simulated":
+        click.echo(f"the endpoint is the simulator ({probe.root}/version): results say source: simulated", err=True)
+    _say_tokenizer(workload, simulated=probe.simulated)
     options = options.model_copy(update={"gpus": gpus})
     from llmsweep.workload.scenario import get_scenario
 
@@ -231,9 +241,11 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     # SIGINT/SIGTERM stop the run instead of killing it: in-flight requests are recorded as cancelled and the summary
     # is written, its stop reason "interrupted by SIG…" (an invalid run); the exit status is then 130 or 143.
     with stop_on_signal() as stop, _ProgressBar(options) as bar:
-        result = run_benchmark(workload, endpoint, options, out, provenance={"kind": kind, **gpus_prov}, gates=gates,
-                               on_progress=bar.update, stop_requested=stop.reason)
+        result = run_benchmark(workload, endpoint, options, out,
+                               provenance={"kind": kind, **gpus_prov, "source": source, "clock": "wall"},
+                               gates=gates, on_progress=bar.update, stop_requested=stop.reason, source=source)
     _print_summary(result.summary, out, as_json=kw["as_json"])
+    _print_first_errors(result)
     if stop.exit_code is not None:
         click.echo(f"{stop.reason()}: the records and the summary so far are in {out}", err=True)
         raise click.exceptions.Exit(stop.exit_code)
@@ -241,8 +253,40 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
         raise click.exceptions.Exit(1)
 
 
+def _say_tokenizer(workload: Any, *, simulated: bool) -> None:
+    """One stderr line when prompt lengths are counted with the built-in word tokenizer: against a real model's
+    endpoint they are then words, not the model's tokens (the server's prompt_tokens differ); the simulator counts
+    the same tokens."""
+    from llmsweep.workload.tokenizer import WordTokenizer
+
+    if not isinstance(getattr(workload, "tokenizer", None), WordTokenizer):
+        return
+    why = ("the simulator counts prompt tokens the same way" if simulated
+           else "prompt lengths are words, not the model's tokens; pass --tokenizer for the model's")
+    click.echo(f"tokenizer: built-in words ({why})", err=True)
+
+
+FIRST_ERROR_CHARS = 400
+"""How much of an error's first message the end of a run prints (records.jsonl holds all of it)."""
+
+
+def _print_first_errors(result: Any) -> None:
+    """After a run with errors: each error class's first message (an HTTP error's text), not only their counts."""
+    from llmsweep.client.runner import first_errors
+
+    errors = {cls: msg for cls, msg in first_errors(result.workers).items() if cls != "cancelled"}
+    for cls, message in errors.items():
+        text = " ".join(message.split())
+        if len(text) > FIRST_ERROR_CHARS:
+            text = text[:FIRST_ERROR_CHARS] + "…"
+        click.echo(f"first {cls} error: {text}", err=True)
+    if errors:
+        click.echo(f"(every request's error is in {result.records_path})", err=True)
+
+
 class _ProgressBar:
-    """A rich progress bar on stderr: requests toward the target, or seconds toward the deadline."""
+    """A rich progress bar on stderr: requests toward the target, or seconds toward the deadline; once the window has
+    ended (or the run stops), a second line for the drain: the requests still in flight and the grace they get."""
 
     def __init__(self, options: Any) -> None:
         from rich.console import Console
@@ -255,6 +299,9 @@ class _ProgressBar:
         )
         total = options.duration_s or options.num_requests
         self.task = self.progress.add_task("bench", total=total, stats="")
+        self.drain: Any = None  # the drain line's task, from the first update that says `draining`
+        self.drain_from = self.grace = 0.0
+        self.drain_inflight = 0
 
     def __enter__(self) -> _ProgressBar:
         self.progress.start()
@@ -268,7 +315,21 @@ class _ProgressBar:
         stats = f"done {p.finished} failed {p.failed} in-flight {p.inflight} tok {p.output_tokens}"
         if p.stop_reason:
             stats += f" [stopping: {p.stop_reason}]"
+        if p.phase == "warm-up":
+            stats = "warming up: " + stats
         self.progress.update(self.task, completed=done or 0, stats=stats)
+        if p.phase != "draining":
+            return
+        if self.drain is None:
+            if not p.inflight:
+                return  # nothing to wait for: the run ends now
+            # after the window in-flight requests get the grace period; a stop (failure ratio, signal) cancels them
+            self.grace = self.options.grace_s if p.stop_reason == DURATION_REACHED else 0.0
+            self.drain = self.progress.add_task("draining", total=self.grace or None, stats="")
+            self.drain_from, self.drain_inflight = p.elapsed_s, p.inflight
+        left = f"{p.inflight} in flight" if p.inflight else "none in flight"
+        self.progress.update(self.drain, completed=p.elapsed_s - self.drain_from, stats=(
+            f"{left} (of {self.drain_inflight} when sending stopped; grace {self.grace:g} s)"))
 
 
 def _fmt(v: Any, scale: float = 1.0, digits: int = 2) -> str:

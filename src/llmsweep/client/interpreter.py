@@ -61,6 +61,9 @@ from llmsweep.workload.base import (
 
 log = logging.getLogger(__name__)
 
+DURATION_REACHED = "duration reached"
+"""A worker's stop reason once its profiling window has ended: it then drains what is in flight for the grace."""
+
 
 @dataclass(slots=True)
 class WorkerStats:
@@ -91,10 +94,14 @@ class WorkerStats:
     reads_kernel_stamped: int = 0  # network reads stamped with the kernel's receive time (transport._KernelReader)
     reads_loop_stamped: int = 0  # network reads stamped when the event loop handled them
     stop_reason: str | None = None
+    first_errors: dict[str, str] = field(default_factory=dict)
+    """The first error message of each error class this worker recorded (`http`: the server's answer)."""
     done: bool = False
 
     def snapshot(self) -> WorkerStats:
-        return WorkerStats(**{k: getattr(self, k) for k in self.__slots__})
+        snap = WorkerStats(**{k: getattr(self, k) for k in self.__slots__})
+        snap.first_errors = dict(self.first_errors)
+        return snap
 
 
 class Control(Protocol):
@@ -429,7 +436,7 @@ class Interpreter:
             now = now_unix()
             if not self.stopping:
                 if self.stats.deadline is not None and now >= self.stats.deadline:
-                    self.stop("duration reached")
+                    self.stop(DURATION_REACHED)
                 elif (reason := self.control.stop_reason()) is not None:
                     self.stop(reason, grace=0.0)
                 elif (self._drain_deadline is not None and now >= self._drain_deadline
@@ -854,7 +861,7 @@ class Interpreter:
             ignore_eos=self._ignore_eos(spec), sends_done=self.endpoint.sends_done,
         )
         self.writer.write(rec)
-        self._tally(phase, rec.error_class, rec.completion_tokens)
+        self._tally(phase, rec.error_class, rec.completion_tokens, rec.error)
         return rec.ok, text, rec.completion_tokens, rec.error, rec.error_class == "context_overflow"
 
     def _next_id(self) -> str:
@@ -864,13 +871,16 @@ class Interpreter:
         return spec.ignore_eos and self.endpoint.send_ignore_eos
 
     def _tallies(self, tallies: list[Tally]) -> None:
-        for phase, error_class, tokens in tallies:
-            self._tally(phase, error_class, tokens)
+        for phase, error_class, tokens, error in tallies:
+            self._tally(phase, error_class, tokens, error)
 
-    def _tally(self, phase: str, error_class: str | None, completion_tokens: int | None) -> None:
+    def _tally(self, phase: str, error_class: str | None, completion_tokens: int | None,
+               error: str | None = None) -> None:
         """Count one written record (whoever parsed it); a failure may stop the run (failure ratio)."""
         st = self.stats
         st.finished += 1
+        if error_class is not None and error_class not in st.first_errors:
+            st.first_errors[error_class] = error or error_class
         if completion_tokens:
             st.output_tokens += completion_tokens
         if error_class == "cancelled":

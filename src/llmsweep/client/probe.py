@@ -1,9 +1,10 @@
-"""Before any load: is something serving at the URL, and how many GPUs serve it?
+"""Before any load: is something serving at the URL, what is it, which models does it serve, and how many GPUs?
 
-`probe_endpoint` asks the server's cheap routes (`/health`, `/v1/models`) whether it answers, and what it says about
-its parallelism (`/version` of the simulator reports its TP; SGLang's `/get_server_info` its tp/dp/pp sizes). It never
-sends a generation request. `require_endpoint` turns "nothing answers" into a ConfigError (exit 2) within seconds,
-where sending load would take the whole window and end in an all-zero table.
+`probe_endpoint` asks the server's cheap routes (`/health`, `/v1/models`) whether it answers and which model ids it
+serves, and what it says about itself (`/version`: the simulator names itself `engine: sim` and reports its TP;
+SGLang's `/get_server_info` its tp/dp/pp sizes). It never sends a generation request. `require_endpoint` turns
+"nothing answers" (and a `--model` the server does not list) into a ConfigError (exit 2) within seconds, where
+sending load would take the whole window and end in an all-zero table (or a bare count of HTTP errors).
 
 vLLM and TensorRT-LLM expose no parallel config on a route a client can read; for them `gpus` stays None and the
 caller labels its per-GPU figures per endpoint unless the user says `--gpus`.
@@ -39,9 +40,20 @@ class EndpointProbe:
     gpus: int | None = None
     gpus_from: str | None = None
     """Where `gpus` was read, e.g. `sim /version: tp 8`."""
+    engine: str | None = None
+    """The engine as the server names itself on `/version` (the simulator says `sim`; vLLM names none)."""
+    models: tuple[str, ...] | None = None
+    """The model ids `/v1/models` lists; None when it did not answer 2xx with a list."""
 
     def describe(self) -> str:
         return ", ".join(f"{route} {answer}" for route, answer in self.answers.items())
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the server is the simulator, as it says itself (`engines.runs_on_simulator` of its engine)."""
+        from llmsweep.engines import runs_on_simulator
+
+        return runs_on_simulator(self.engine, simulate=False)
 
 
 def _root(base_url: str) -> str:
@@ -88,24 +100,42 @@ def gpus_from_server_info(doc: Any) -> int | None:
     return tp * pp * (1 if doc.get("enable_dp_attention") else dp)
 
 
+def model_ids(doc: Any) -> tuple[str, ...] | None:
+    """The ids an OpenAI `/v1/models` answer lists (`{"data": [{"id": ...}, ...]}`); None for anything else."""
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if not isinstance(data, list):
+        return None
+    ids = tuple(m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str))
+    return ids or None
+
+
 def probe_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, str] | None = None) -> EndpointProbe:
-    """Ask the readiness routes, then the info routes for the GPU count; each request waits at most `timeout_s`."""
+    """Ask the readiness routes, the served models, then the info routes for the engine and its GPU count; each
+    request waits at most `timeout_s`."""
     root = _root(base_url)
     hdrs = dict(headers or {})
     answers: dict[str, str] = {}
     ready = answered = False
+    models_doc: Any = None
     for route in READY_ROUTES:
-        status, _, said = _get(root + route, timeout_s, hdrs)
+        status, doc, said = _get(root + route, timeout_s, hdrs)
         answers[route] = said
         answered = answered or status is not None
         if status is not None and 200 <= status < 300:
             ready = True
+            models_doc = doc if route == "/v1/models" else None
             break
         if status is None and "refused" in said.lower():
             break  # nothing listens: the next route would say the same
-    gpus, gpus_from = None, None
+    if ready and "/v1/models" not in answers:  # ready on /health: which models it serves is one more cheap GET
+        status, models_doc, _ = _get(root + "/v1/models", timeout_s, hdrs)
+        if status is None or not 200 <= status < 300:
+            models_doc = None
+    gpus, gpus_from, engine = None, None, None
     if answered:
         status, doc, _ = _get(root + "/version", timeout_s, hdrs)
+        if isinstance(doc, dict) and isinstance(doc.get("engine"), str):
+            engine = doc["engine"]
         if isinstance(doc, dict) and (tp := _positive(doc.get("tp"))) is not None:
             gpus, gpus_from = tp, f"{doc.get('engine') or 'server'} /version: tp {tp}"
         else:
@@ -113,16 +143,19 @@ def probe_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, 
             if (n := gpus_from_server_info(doc)) is not None:
                 gpus, gpus_from = n, (f"sglang /get_server_info: tp {doc['tp_size']}, dp {doc.get('dp_size', 1)}, "
                                       f"pp {doc.get('pp_size', 1)}")
-    return EndpointProbe(root=root, answers=answers, ready=ready, answered=answered, gpus=gpus, gpus_from=gpus_from)
+    return EndpointProbe(root=root, answers=answers, ready=ready, answered=answered, gpus=gpus, gpus_from=gpus_from,
+                         engine=engine, models=model_ids(models_doc))
 
 
-def require_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, str] | None = None) -> EndpointProbe:
-    """The probe, or a ConfigError when nothing answers at `base_url`, the server says it is not ready (5xx), or it
+def require_endpoint(base_url: str, *, model: str | None = None, timeout_s: float = 3.0,
+                     headers: dict[str, str] | None = None) -> EndpointProbe:
+    """The probe, or a ConfigError when nothing answers at `base_url`, the server says it is not ready (5xx), it
     has neither readiness route (404 on `/health` and on `/v1/models`: whatever answers there is no OpenAI-compatible
-    server, and load sent to it would only print a table of zeros).
+    server, and load sent to it would only print a table of zeros), or its `/v1/models` lists models and `model` is
+    not one of them (every request would fail with a 404).
 
     A server that answers its routes with another 4xx (`/v1/models` behind a key: 401, 403) passes: it listens, and
-    the requests themselves will say what is wrong.
+    the requests themselves will say what is wrong; so does one whose `/v1/models` gives no list.
     """
     probe = probe_endpoint(base_url, timeout_s=timeout_s, headers=headers)
     if not probe.answered:
@@ -138,4 +171,10 @@ def require_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str
                               "not a proxy path or another service on that port")
     if not probe.ready:
         log.info("no readiness route answered 2xx at %s (%s); sending load anyway", probe.root, probe.describe())
+    if model is not None and probe.models is not None and model not in probe.models:
+        served = ", ".join(repr(m) for m in probe.models)
+        raise ConfigError(f"the server at {probe.root} does not serve model {model!r}: its /v1/models lists {served}; "
+                          "no load was sent",
+                          fix=f"--model {probe.models[0]}" + (" (or another id it lists)" if len(probe.models) > 1
+                                                               else ""))
     return probe

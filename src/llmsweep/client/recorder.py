@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 _HEADER = struct.Struct("!i")  # multiprocessing.Connection's frame header: `recv_bytes` on the other end reads ours
 _MAX_FRAME = 0x7FFFFFFF
 
-Tally = tuple[str, str | None, int | None]
-"""What the worker learns of a record the helper wrote: (phase, error class, completion tokens)."""
+Tally = tuple[str, str | None, int | None, str | None]
+"""What the worker learns of a record the helper wrote: (phase, error class, completion tokens, error message)."""
 
 
 _RAW_FIELDS = ("scheduled", "sent", "first_byte", "end", "status", "error_class", "error", "marks", "body")
@@ -96,7 +96,7 @@ def _serve(inbox: Connection, outbox: Connection, records_path: str, worker: int
                 rec, _ = to_record(raw, spec, rid=rid, worker=worker, phase=phase, overflow_patterns=overflow_patterns,
                                    ignore_eos=ignore_eos, sends_done=sends_done)
                 writer.write(rec)
-                tallies.append((phase, rec.error_class, rec.completion_tokens))
+                tallies.append((phase, rec.error_class, rec.completion_tokens, rec.error))
             with contextlib.suppress(OSError):  # the worker is gone: keep writing what it sent
                 outbox.send_bytes(pickle.dumps(tallies, protocol=pickle.HIGHEST_PROTOCOL))
     finally:

@@ -36,6 +36,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.host import usable_cpus
 from llmsweep.metrics import GateConfig, Summary, summarise
 from llmsweep.metrics.gates import CLIENT_WORKER_DIED
+from llmsweep.metrics.model import Source
 from llmsweep.workload.base import Workload
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,9 @@ class Progress:
     duration_s: float | None
     profiling_elapsed_s: float | None
     stop_reason: str | None
+    phase: str = "profiling"
+    """`warm-up` (no profiling request sent yet), `profiling`, or `draining`: a worker stopped starting requests (the
+    window ended, or a stop) and waits for those still in flight (`inflight`) for up to `RunOptions.grace_s`."""
 
 
 @dataclass(slots=True)
@@ -77,6 +81,10 @@ class BenchResult:
     @property
     def gate_failed(self) -> bool:
         return self.verdict == "invalid"
+
+
+_NOT_RECORDED_PER_WORKER = ("done", "deadline", "first_profiling_sent", "first_errors")
+"""WorkerStats fields `run.json` leaves out of `client.workers` (live-only, or recorded run-wide: `first_errors`)."""
 
 
 def suggest_workers(options: RunOptions) -> int:
@@ -153,11 +161,13 @@ async def run_benchmark_async(
     gates: GateConfig | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     stop_requested: Callable[[], str | None] | None = None,
+    source: Source = "measured",
 ) -> BenchResult:
     """Drive `workload` against `endpoint`; returns the summary (also written to `out_dir/summary.json`).
 
     `stop_requested` is polled during the run: a reason (e.g. "interrupted by SIGTERM") stops it at once, in-flight
-    requests are recorded as cancelled, and the reason is the run's `stop_reason` (the gates read it).
+    requests are recorded as cancelled, and the reason is the run's `stop_reason` (the gates read it). `source` is
+    what served the load (`simulated` when the endpoint is the simulator), recorded in `run.json` for the summary.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -193,8 +203,10 @@ async def run_benchmark_async(
 
     client = {
         "workers": [
-            {k: v for k, v in asdict(s).items() if k not in ("done", "deadline", "first_profiling_sent")} for s in stats
+            {k: v for k, v in asdict(s).items() if k not in _NOT_RECORDED_PER_WORKER} for s in stats
         ],
+        # the first message of each error class (over the workers): what a count of `http` errors does not say
+        "first_errors": first_errors(stats),
         "fd_limit": fd_limit,
         "stop_reason": stop_reason,
         # what `suggest_workers` would have chosen for this load on this host (one event loop per ~256 lanes when
@@ -214,7 +226,8 @@ async def run_benchmark_async(
         "finished_at": now_unix(),
         **(provenance or {}),
     }
-    run_info = {"provenance": prov, "gates": gates.model_dump(mode="json"), "client": client, "gpus": options.gpus}
+    run_info = {"provenance": prov, "gates": gates.model_dump(mode="json"), "client": client, "gpus": options.gpus,
+                "source": source}
     (out / RUN_FILE).write_text(json.dumps(run_info, indent=2))
     summary = summarise_dir(out)
     return BenchResult(out_dir=out, summary=summary, records_path=records_path, workers=stats)
@@ -251,20 +264,33 @@ def run_benchmark(
     gates: GateConfig | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     stop_requested: Callable[[], str | None] | None = None,
+    source: Source = "measured",
 ) -> BenchResult:
     """Blocking form of `run_benchmark_async`."""
     return asyncio.run(
         run_benchmark_async(
             workload, endpoint, options, out_dir, provenance=provenance, gates=gates, on_progress=on_progress,
-            stop_requested=stop_requested,
+            stop_requested=stop_requested, source=source,
         )
     )
+
+
+def first_errors(stats: Sequence[WorkerStats]) -> dict[str, str]:
+    """The first error message of each error class the workers saw (a worker's first, in worker order)."""
+    out: dict[str, str] = {}
+    for s in stats:
+        for cls, message in s.first_errors.items():
+            out.setdefault(cls, message)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------------ progress
 def _progress(stats: list[WorkerStats], options: RunOptions, t0: float, reason: str | None) -> Progress:
     firsts = [s.first_profiling_sent for s in stats if s.first_profiling_sent is not None]
     now = now_unix()
+    # a worker that stopped (its window ended, or a stop) sends nothing more and drains what is in flight
+    reason = reason or next((s.stop_reason for s in stats if s.stop_reason), None)
+    phase = "draining" if reason is not None else "profiling" if firsts else "warm-up"
     return Progress(
         elapsed_s=now - t0,
         started=sum(s.started for s in stats),
@@ -276,6 +302,7 @@ def _progress(stats: list[WorkerStats], options: RunOptions, t0: float, reason: 
         duration_s=options.duration_s,
         profiling_elapsed_s=now - min(firsts) if firsts else None,
         stop_reason=reason,
+        phase=phase,
     )
 
 

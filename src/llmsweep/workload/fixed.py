@@ -73,7 +73,8 @@ class FixedLengthConfig(BaseModel):
     )
     seed: int = Field(default=0, description="Seed of lengths and prompt text.")
     tokenizer: str | None = Field(
-        default=None, description="HF tokenizer directory or hub id; None = the built-in word tokenizer."
+        default=None, description="Hugging Face tokenizer directory or hub id that prompt lengths are counted in "
+        "(default: the built-in word tokenizer: one token per word, not the model's tokens)."
     )
     use_chat_template: bool = Field(
         default=False, description="Count the chat template in the input length (InferenceX --use-chat-template)."
