@@ -106,19 +106,31 @@ def _print_runs(store: Any) -> None:
     table_console().print(table)
 
 
-def _print_points(points: list[Any]) -> None:
-    from rich.table import Table
-
+def _print_points(points: list[Any], *, console: Any = None) -> None:
+    """One table per series (its label is the title; with several runs, the run's id before it), laid out for the
+    terminal as `run`'s table is (`cli.tables.print_tables`): result ids whole (`results show` takes them), job ids
+    shortened to experiment name…hash where whole ones do not fit, the columns that do not fit in a continuation
+    table. `points` come sorted by run, then series."""
+    from llmsweep.cli.tables import Column, job_labels, print_tables
     from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.results.identity import get_field
 
     shown = [HOT_BY_NAME[c] for c in ("tput_per_gpu", "p90_e2e_norm_intvty", "p90_ttft")]
-    table = Table()
-    for col in ("result", "job", "series", "conc", "topology", *(c.header for c in shown), "verdict", "source"):
-        table.add_column(col)
+    columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"), Column("conc"),
+               Column("topology", kind="text", justify="left", min_width=8), *(Column(c.header) for c in shown),
+               Column("verdict", justify="left")]
+    exp_names = {p.job_id: str(name) for p in points if (name := get_field(p.job, "exp_name"))}
+    short = dict(zip((id(p) for p in points), job_labels([p.job_id for p in points], exp_names), strict=True))
+    several = len({p.run_id for p in points}) > 1
+    groups: dict[tuple[str, str, str], list[Any]] = {}  # a series is of one source (simulated, measured, ...)
     for p in points:
-        table.add_row(p.result_id, plain(p.job_id), plain(p.identity.series_label()), str(p.identity.conc),
-                      p.identity.topology(), *(c.cell(p.metric(c.name)) for c in shown), p.verdict, p.source)
-    table_console().print(table)
+        groups.setdefault((p.run_id, p.identity.series_label(), p.source), []).append(p)
+    for (run_id, series, source), group in groups.items():
+        rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc), plain(p.identity.topology()),
+                 *(c.cell(p.metric(c.name)) for c in shown), plain(p.verdict)] for p in group]
+        title = f"{run_id}: " if several else ""
+        print_tables(plain(f"{title}{series} ({source})"), columns, rows,
+                     short_keys=[plain(short[id(p)]) for p in group], console=console)
 
 
 @results.command("evals")
