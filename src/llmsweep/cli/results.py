@@ -35,8 +35,11 @@ def results() -> None:
 @store_option()
 def ingest(runs: tuple[Path, ...], store_path: Path | None) -> None:
     """Store every job and result of run directories (idempotent: re-ingesting replaces the run)."""
+    from llmsweep.results.rundir import load_run
+
+    loaded = [load_run(run) for run in runs]  # every folder read (a `bench` or job folder refused) before any write
     with _open(store_path, readonly=False) as store:
-        for run in runs:
+        for run in loaded:
             rep = store.ingest_run(run)
             extra = ""
             if rep.jobs_without_result:
@@ -190,16 +193,24 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
 
 
 @results.command("frontier")
-@option("run_id", required=True, help="Run id in the store, or a run directory.")
+@click.argument("run", required=False, metavar="[RUN]")
+@option("run_id", help="Run id in the store, or a run directory (or give it as the argument).")
 @click.option("--x", "x_axis", default="p90_e2e_norm_intvty", show_default=True, help="x axis key.")
 @option("mix_sources")
 @json_option()
 @store_option()
-def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_path: Path | None) -> None:
-    """Per-series Pareto frontier of a run (throughput per GPU against an x axis, north-star rule)."""
+def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool, as_json: bool,
+             store_path: Path | None) -> None:
+    """Per-series Pareto frontier of RUN (a stored run id or a run directory; `--run RUN` alike): throughput per GPU
+    against an x axis, north-star rule."""
     from llmsweep.results.frontier import AXIS_BY_KEY, axis_value, compute_frontiers
     from llmsweep.results.sides import resolve_points
 
+    if run is not None and run_id is not None and run != run_id:
+        raise click.UsageError(f"two runs given, {run} and --run {run_id}: give one")
+    run_id = run if run is not None else run_id
+    if run_id is None:
+        raise click.UsageError("give the run: `llmsweep results frontier RUN` (a stored run id or a run directory)")
     if x_axis not in AXIS_BY_KEY:
         raise ResultInputError(f"unknown x axis {x_axis!r}", fix=f"use one of {', '.join(AXIS_BY_KEY)}")
     with _open(store_path) as store:
