@@ -154,18 +154,22 @@ def evals_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> Non
     if not rows:
         click.echo(f"no eval stored{f' for run {run_id}' if run_id else ''} in {store.path}")
         return
-    from rich.table import Table
+    from llmsweep.cli.tables import Column, job_labels, print_tables
 
-    table = Table()
-    for col in ("result", "job", "source", "task", "mode", "conc", "status", "score", "± stderr", "samples",
-                "verdict"):
-        table.add_column(col)
+    # laid out as `results list` is: result ids whole, job ids shortened to fit, the rest in a continuation table
+    columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"),
+               Column("conc"), Column("task", justify="left"),
+               Column("score", kind="text", justify="left", min_width=26), Column("± stderr"), Column("samples"),
+               Column("status", justify="left"), Column("verdict", justify="left"), Column("source", justify="left"),
+               Column("mode", justify="left")]
+    cells = []
     for r in rows:
         score = f"{_num(r.score, 4)} ({r.score_name})" if r.score is not None else (r.error or "–")
-        table.add_row(r.result_id, plain(r.job_id), r.source or "–", r.task, r.mode, str(r.conc), r.status,
-                      plain(score), _num(r.score_stderr, 2), "–" if r.n_samples is None else str(r.n_samples),
-                      r.verdict)
-    table_console().print(table)
+        cells.append([plain(r.result_id), plain(r.job_id), str(r.conc), plain(r.task), plain(score),
+                      _num(r.score_stderr, 2), "–" if r.n_samples is None else str(r.n_samples), plain(r.status),
+                      plain(r.verdict), plain(r.source or "–"), plain(r.mode)])
+    print_tables(plain(f"accuracy evals in {store.path}"), columns, cells,
+                 short_keys=[plain(label) for label in job_labels([r.job_id for r in rows])])
 
 
 @results.command("show")

@@ -125,9 +125,12 @@ def fit_tables(title: str, columns: Sequence[Column], rows: Sequence[Sequence[st
 
     captions = [caption] if caption else []
     if key is not None and short_keys is not None and _EDGE + sum(natural(i) + _PER_COLUMN for i in keep) > width:
+        shortened = False
         for row, short in zip(texts, short_keys, strict=True):
-            row[key] = Text(short)
-        captions.append("job ids shortened to their experiment name and hash (--json lists them whole)")
+            shortened = shortened or short != row[key].markup
+            row[key] = Text.from_markup(short)
+        if shortened:  # ids short enough are kept whole: then nothing was
+            captions.append("job ids shortened to their experiment name and hash (--json lists them whole)")
 
     # the columns, in their order, into parts that fit at their least widths
     base = _EDGE + (least(key) + _PER_COLUMN if key is not None else 0)
