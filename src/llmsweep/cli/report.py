@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import option, store_option
+from llmsweep.cli.options import json_option, option, store_option
 
 
 @click.command()
-@click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run", metavar="RUN")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default RUN/report/).")
 @click.option("--no-png", is_flag=True, help="Skip the matplotlib PNG plots.")
@@ -18,22 +19,36 @@ from llmsweep.cli.options import option, store_option
               help="Overlay another run (directory, stored run id, or imported InferenceX rows) as separate series.")
 @option("mix_sources")
 @store_option(help="Results store for --with run ids and for the results a `run --reuse` stood jobs on (drawn, "
-              "marked reused). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.")
-def report(run: Path, out: Path | None, no_png: bool, overlays: tuple[str, ...], mix_sources: bool,
-           store_path: Path | None) -> None:
-    """Write index.html (works offline), summary.md, data.json and pareto_<axis>.png for RUN."""
+              "marked reused), and for RUN given as a stored run id. Default: $LLMSWEEP_STORE, else "
+              "~/.llmsweep/results.sqlite.")
+@json_option("the written files' paths and the counts")
+def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], mix_sources: bool,
+           store_path: Path | None, as_json: bool) -> None:
+    """Write index.html (works offline), summary.md, data.json and pareto_<axis>.png for RUN (a run directory, or a
+    stored run id whose folder is still where it was ingested from)."""
     from llmsweep.report import write_report
-    from llmsweep.results.store import default_store_path
+    from llmsweep.results.point import ResultPoint
+    from llmsweep.results.rundir import folder_kind
+    from llmsweep.results.sides import resolve_points, resolve_run_dir
+    from llmsweep.results.store import Store, default_store_path
 
-    extra = []
-    if overlays:
-        from llmsweep.results.sides import resolve_points
-        from llmsweep.results.store import Store
-
+    extra: list[ResultPoint] = []
+    if overlays or folder_kind(Path(run)) == "other":  # a stored run id, or runs to draw beside it: ask the store
         with Store(store_path, readonly=True) as store:
+            run_dir = resolve_run_dir(run, store)
             extra = [p for ref in overlays for p in resolve_points(ref, store)[1]]
-    files = write_report(run, out, png=not no_png, overlay=extra, mix_sources=mix_sources,
+    else:  # a folder needs no store (a bad one must not stop its report)
+        run_dir = resolve_run_dir(run, None)
+    files = write_report(run_dir, out, png=not no_png, overlay=extra, mix_sources=mix_sources,
                          store=default_store_path(store_path))
+    if as_json:
+        click.echo(json.dumps({"run_id": run_dir.run_id, "out_dir": str(files.out_dir), "html": str(files.html),
+                               "markdown": str(files.markdown), "data": str(files.data),
+                               "pngs": [str(p) for p in files.pngs], "points": files.points,
+                               "invalid": files.invalid, "missing": files.missing, "smoke": files.smoke,
+                               "refused": files.refused, "reused": files.reused,
+                               "reused_drawn": files.reused_drawn, "empty": files.empty}, indent=1))
+        return
     refused = f" ({files.refused} refused)" if files.refused else ""
     smoke = f", {files.smoke} smoke" if files.smoke else ""
     drawn = "drawn" if files.reused_drawn == files.reused else f"{files.reused_drawn} drawn"

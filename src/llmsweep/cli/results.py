@@ -35,8 +35,11 @@ def results() -> None:
 @store_option()
 def ingest(runs: tuple[Path, ...], store_path: Path | None) -> None:
     """Store every job and result of run directories (idempotent: re-ingesting replaces the run)."""
+    from llmsweep.results.rundir import load_run
+
+    loaded = [load_run(run) for run in runs]  # every folder read (a `bench` or job folder refused) before any write
     with _open(store_path, readonly=False) as store:
-        for run in runs:
+        for run in loaded:
             rep = store.ingest_run(run)
             extra = ""
             if rep.jobs_without_result:
@@ -106,19 +109,31 @@ def _print_runs(store: Any) -> None:
     table_console().print(table)
 
 
-def _print_points(points: list[Any]) -> None:
-    from rich.table import Table
-
+def _print_points(points: list[Any], *, console: Any = None) -> None:
+    """One table per series (its label is the title; with several runs, the run's id before it), laid out for the
+    terminal as `run`'s table is (`cli.tables.print_tables`): result ids whole (`results show` takes them), job ids
+    shortened to experiment name…hash where whole ones do not fit, the columns that do not fit in a continuation
+    table. `points` come sorted by run, then series."""
+    from llmsweep.cli.tables import Column, job_labels, print_tables
     from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.results.identity import get_field
 
     shown = [HOT_BY_NAME[c] for c in ("tput_per_gpu", "p90_e2e_norm_intvty", "p90_ttft")]
-    table = Table()
-    for col in ("result", "job", "series", "conc", "topology", *(c.header for c in shown), "verdict", "source"):
-        table.add_column(col)
+    columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"), Column("conc"),
+               Column("topology", kind="text", justify="left", min_width=8), *(Column(c.header) for c in shown),
+               Column("verdict", justify="left")]
+    exp_names = {p.job_id: str(name) for p in points if (name := get_field(p.job, "exp_name"))}
+    short = dict(zip((id(p) for p in points), job_labels([p.job_id for p in points], exp_names), strict=True))
+    several = len({p.run_id for p in points}) > 1
+    groups: dict[tuple[str, str, str], list[Any]] = {}  # a series is of one source (simulated, measured, ...)
     for p in points:
-        table.add_row(p.result_id, plain(p.job_id), plain(p.identity.series_label()), str(p.identity.conc),
-                      p.identity.topology(), *(c.cell(p.metric(c.name)) for c in shown), p.verdict, p.source)
-    table_console().print(table)
+        groups.setdefault((p.run_id, p.identity.series_label(), p.source), []).append(p)
+    for (run_id, series, source), group in groups.items():
+        rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc), plain(p.identity.topology()),
+                 *(c.cell(p.metric(c.name)) for c in shown), plain(p.verdict)] for p in group]
+        title = f"{run_id}: " if several else ""
+        print_tables(plain(f"{title}{series} ({source})"), columns, rows,
+                     short_keys=[plain(short[id(p)]) for p in group], console=console)
 
 
 @results.command("evals")
@@ -139,18 +154,22 @@ def evals_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> Non
     if not rows:
         click.echo(f"no eval stored{f' for run {run_id}' if run_id else ''} in {store.path}")
         return
-    from rich.table import Table
+    from llmsweep.cli.tables import Column, job_labels, print_tables
 
-    table = Table()
-    for col in ("result", "job", "source", "task", "mode", "conc", "status", "score", "± stderr", "samples",
-                "verdict"):
-        table.add_column(col)
+    # laid out as `results list` is: result ids whole, job ids shortened to fit, the rest in a continuation table
+    columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"),
+               Column("conc"), Column("task", justify="left"),
+               Column("score", kind="text", justify="left", min_width=26), Column("± stderr"), Column("samples"),
+               Column("status", justify="left"), Column("verdict", justify="left"), Column("source", justify="left"),
+               Column("mode", justify="left")]
+    cells = []
     for r in rows:
         score = f"{_num(r.score, 4)} ({r.score_name})" if r.score is not None else (r.error or "–")
-        table.add_row(r.result_id, plain(r.job_id), r.source or "–", r.task, r.mode, str(r.conc), r.status,
-                      plain(score), _num(r.score_stderr, 2), "–" if r.n_samples is None else str(r.n_samples),
-                      r.verdict)
-    table_console().print(table)
+        cells.append([plain(r.result_id), plain(r.job_id), str(r.conc), plain(r.task), plain(score),
+                      _num(r.score_stderr, 2), "–" if r.n_samples is None else str(r.n_samples), plain(r.status),
+                      plain(r.verdict), plain(r.source or "–"), plain(r.mode)])
+    print_tables(plain(f"accuracy evals in {store.path}"), columns, cells,
+                 short_keys=[plain(label) for label in job_labels([r.job_id for r in rows])])
 
 
 @results.command("show")
@@ -178,16 +197,24 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
 
 
 @results.command("frontier")
-@option("run_id", required=True, help="Run id in the store, or a run directory.")
+@click.argument("run", required=False, metavar="[RUN]")
+@option("run_id", help="Run id in the store, or a run directory (or give it as the argument).")
 @click.option("--x", "x_axis", default="p90_e2e_norm_intvty", show_default=True, help="x axis key.")
 @option("mix_sources")
 @json_option()
 @store_option()
-def frontier(run_id: str, x_axis: str, mix_sources: bool, as_json: bool, store_path: Path | None) -> None:
-    """Per-series Pareto frontier of a run (throughput per GPU against an x axis, north-star rule)."""
+def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool, as_json: bool,
+             store_path: Path | None) -> None:
+    """Per-series Pareto frontier of RUN (a stored run id or a run directory; `--run RUN` alike): throughput per GPU
+    against an x axis, north-star rule."""
     from llmsweep.results.frontier import AXIS_BY_KEY, axis_value, compute_frontiers
     from llmsweep.results.sides import resolve_points
 
+    if run is not None and run_id is not None and run != run_id:
+        raise click.UsageError(f"two runs given, {run} and --run {run_id}: give one")
+    run_id = run if run is not None else run_id
+    if run_id is None:
+        raise click.UsageError("give the run: `llmsweep results frontier RUN` (a stored run id or a run directory)")
     if x_axis not in AXIS_BY_KEY:
         raise ResultInputError(f"unknown x axis {x_axis!r}", fix=f"use one of {', '.join(AXIS_BY_KEY)}")
     with _open(store_path) as store:

@@ -1,9 +1,9 @@
 """The console every command prints its tables to, and the one rule for laying a wide table out in it.
 
-A number is never wrapped, folded or cut: its column is as wide as its widest cell, and only a header may wrap (at its
-spaces). Free text (a reason) wraps. The key column (the job) is what gives: shortened (`job_label`) when the table
-would not fit with whole ids, folded if it still must. Columns that do not fit beside the key go, in their order, into
-a continuation table that repeats the key — none is dropped.
+A number (or an id a user copies, kind `id`) is never wrapped, folded or cut: its column is as wide as its widest cell,
+and only a header may wrap (at its spaces). Free text (a reason) wraps. The key column (the job) is what gives:
+shortened (`job_label`) when the table would not fit with whole ids, folded if it still must. Columns that do not fit
+beside the key go, in their order, into a continuation table that repeats the key — none is dropped.
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ def table_console() -> Console:
 @dataclass(frozen=True)
 class Column:
     """A column of a table `fit_tables` lays out. `kind`: `key` (names the row; repeated in every part, shortened and
-    then folded to fit), `number` (never wrapped: as wide as its widest cell), `text` (wraps down to `min_width`)."""
+    then folded to fit), `number` (never wrapped: as wide as its widest cell), `id` (a handle another command takes,
+    such as a result id: kept whole as a number is), `text` (wraps down to `min_width`)."""
 
     header: str
-    kind: Literal["key", "number", "text"] = "number"
+    kind: Literal["key", "number", "id", "text"] = "number"
     justify: Literal["left", "right"] = "right"
     min_width: int = 16
     drop_empty: bool = False
@@ -52,6 +53,8 @@ class Column:
 _EDGE = 1
 _PER_COLUMN = 3  # a space of padding each side, and a rule
 _KEY_MIN = 20
+_WHOLE = ("number", "id")
+"""The kinds of column never wrapped, folded or cut."""
 _SEGMENT = re.compile(r"[^_…\-]*[_…\-]|[^_…\-]+$")
 """A job id's segments, each with the `_`, `-` or `…` that ends it."""
 _ID = re.compile(r"^(?P<head>.+?)_(?P<hash>[0-9a-f]{12})(?P<repeat>-repeat\d+)?$")
@@ -115,16 +118,19 @@ def fit_tables(title: str, columns: Sequence[Column], rows: Sequence[Sequence[st
         col = columns[i]
         word = max((len(w) for w in col.header.split()), default=1)
         cells = max((row[i].cell_len for row in texts), default=1)
-        if col.kind == "number":
+        if col.kind in _WHOLE:
             return max(word, cells)
         floor = _KEY_MIN if col.kind == "key" else col.min_width
         return min(max(cells, len(col.header)), max(word, floor))
 
     captions = [caption] if caption else []
     if key is not None and short_keys is not None and _EDGE + sum(natural(i) + _PER_COLUMN for i in keep) > width:
+        shortened = False
         for row, short in zip(texts, short_keys, strict=True):
-            row[key] = Text(short)
-        captions.append("job ids shortened to their experiment name and hash (--json lists them whole)")
+            shortened = shortened or short != row[key].markup
+            row[key] = Text.from_markup(short)
+        if shortened:  # ids short enough are kept whole: then nothing was
+            captions.append("job ids shortened to their experiment name and hash (--json lists them whole)")
 
     # the columns, in their order, into parts that fit at their least widths
     base = _EDGE + (least(key) + _PER_COLUMN if key is not None else 0)
@@ -144,9 +150,9 @@ def fit_tables(title: str, columns: Sequence[Column], rows: Sequence[Sequence[st
         widths = {i: least(i) for i in index}
         spare = width - _EDGE - sum(w + _PER_COLUMN for w in widths.values())
         # room to spare: the key first, then the numbers' headers unwrapped, then the text
-        for kind in ("key", "number", "text"):
+        for kinds in (("key",), _WHOLE, ("text",)):
             for i in index:
-                if columns[i].kind == kind and spare > 0:
+                if columns[i].kind in kinds and spare > 0:
                     grow = min(spare, natural(i) - widths[i])
                     if grow > 0:
                         widths[i] += grow
@@ -170,7 +176,7 @@ def _table(title: str, columns: Sequence[Column], texts: list[list[Text]], index
         cells = []
         for i in index:
             cell = row[i].copy()
-            if columns[i].kind == "number":
+            if columns[i].kind in _WHOLE:
                 cell.no_wrap = True
             elif columns[i].kind == "key" and cell.cell_len > widths[i]:
                 cell = _break_at_segments(cell, widths[i])

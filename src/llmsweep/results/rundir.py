@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.jsonline import loads_line
@@ -87,22 +87,48 @@ def _read_json(path: Path) -> Any:
                           fix="re-run `llmsweep summarize` for that job or remove the broken file") from exc
 
 
+FolderKind = Literal["run", "job", "bench", "other"]
+
+
+def folder_kind(path: Path) -> FolderKind:
+    """What kind of folder `path` is, for the commands that take a run folder (`report`, `results ingest`, `compare`,
+    `results frontier`): `run` (what `llmsweep run` writes: jobs/, or only run.json before its first job), `job`
+    (RUN/jobs/<id>/ or one of its attempts/N/), `bench` (what `llmsweep bench` writes: one measurement, summary.json
+    or records.jsonl and no jobs/), or `other` (not a folder, or none of these)."""
+    if not path.is_dir():
+        return "other"
+    if is_job_dir(path) or (path.parent.name == "attempts" and is_job_dir(path.parent.parent)):
+        return "job"
+    if (path / "jobs").is_dir():
+        return "run"
+    if (path / "summary.json").is_file() or (path / "records.jsonl").is_file():  # a run keeps these in jobs/<id>/
+        return "bench"
+    return "run" if (path / "run.json").is_file() else "other"
+
+
 def is_job_dir(path: Path) -> bool:
     """`RUN/jobs/<id>/`: a job's folder (it holds a run.json of its own, the client's)."""
     return path.parent.name == "jobs" and (path / "job.json").is_file()
 
 
 def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and not is_job_dir(path) and ((path / "jobs").is_dir() or (path / "run.json").is_file())
+    return folder_kind(path) == "run"
 
 
 def load_run(path: Path | str) -> RunDir:
-    """Load `RUN/`; raises ResultError when it is not a run directory."""
+    """Load `RUN/`; raises ResultInputError, naming what the folder is and what to pass, when it is not a run."""
     root = Path(path)
-    if root.is_dir() and is_job_dir(root):  # its run.json is the client's: read as a run, it has no job at all
-        raise ResultInputError(f"{root} is a job folder of the run {root.parent.parent}",
-                               fix=f"pass the run folder, {root.parent.parent}")
-    if not is_run_dir(root):
+    kind = folder_kind(root)
+    if kind == "job":
+        run = root.parent.parent if is_job_dir(root) else root.parent.parent.parent.parent
+        raise ResultInputError(f"{root} is a job folder of the run {run}", fix=f"pass the run folder, {run}")
+    if kind == "bench":
+        raise ResultInputError(
+            f"{root} is a `bench` output folder, not a run: it holds one measurement (summary.json, records.jsonl) "
+            "and no jobs/ folder",
+            fix=f"`llmsweep summarize {root}` recomputes and prints its summary; to report, store or compare "
+                "results, pass a run folder (`llmsweep run FILE --out DIR` writes one)")
+    if kind != "run":
         raise ResultInputError(
             f"{root} is not a run directory (no jobs/ folder or run.json)",
             fix="pass the folder `llmsweep run` wrote, e.g. runs/<run-id>",

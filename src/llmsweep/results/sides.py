@@ -11,21 +11,48 @@ from pathlib import Path
 
 from llmsweep.errors import ResultInputError
 from llmsweep.results.point import ResultPoint, points_from_run
-from llmsweep.results.rundir import is_job_dir, is_run_dir, load_run
+from llmsweep.results.rundir import RunDir, folder_kind, load_run
 from llmsweep.results.store import Store
+
+
+def _is_folder(ref: str) -> bool:
+    """`ref` names a folder `load_run` has something to say about: a run (read it), or a job or `bench` folder (refuse
+    it, naming what it is and what to pass) — never taken for a run id."""
+    return folder_kind(Path(ref)) != "other"
+
+
+def _neither(ref: str, store: Store | None) -> ResultInputError:
+    return ResultInputError(f"{ref!r} is neither a run directory nor a run id in the store"
+                            + (f" {store.path}" if store is not None else ""),
+                            fix="pass the folder `llmsweep run` wrote, or a run id from `llmsweep results runs`")
 
 
 def resolve_points(ref: str, store: Store | None) -> tuple[str, list[ResultPoint]]:
     """(run id, points) of a run directory path or a stored run id."""
-    path = Path(ref)
-    if is_run_dir(path) or (path.is_dir() and is_job_dir(path)):  # a job folder: load_run says which run it is of
-        run = load_run(path)
+    if _is_folder(ref):
+        run = load_run(ref)
         return run.run_id, points_from_run(run)
     if store is not None and store.has_run(ref):
         return ref, store.results(ref)
-    raise ResultInputError(f"{ref!r} is neither a run directory nor a run id in the store"
-                           + (f" {store.path}" if store is not None else ""),
-                           fix="pass the folder `llmsweep run` wrote, or a run id from `llmsweep results runs`")
+    raise _neither(ref, store)
+
+
+def resolve_run_dir(ref: str, store: Store | None) -> RunDir:
+    """The run folder a run directory path or a stored run id names (a stored run: the folder it was ingested from),
+    for what needs the run's artifacts and not only its stored points (`report`)."""
+    if _is_folder(ref):
+        return load_run(ref)
+    if store is None or not store.has_run(ref):
+        raise _neither(ref, store)
+    path = store.run_path(ref)
+    if path is None:
+        raise ResultInputError(f"run {ref!r} in {store.path} has no run folder: its rows were imported",
+                               fix=f"draw it beside a run of yours with `llmsweep report RUN --with {ref}`, or export "
+                                   f"it with `llmsweep results export --run {ref}`")
+    if folder_kind(Path(path)) != "run":
+        raise ResultInputError(f"run {ref!r} in {store.path} was ingested from {path}, which is no longer a run folder",
+                               fix="pass the run folder where it is now (moved or copied), or re-run it")
+    return load_run(path)
 
 
 def history_from_store(store: Store, exclude_runs: Iterable[str]) -> list[ResultPoint]:

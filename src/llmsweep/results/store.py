@@ -529,6 +529,11 @@ class Store:
         if run_id is not None and not self.has_run(run_id):
             raise ResultInputError(f"no run {run_id!r} in {self.path}", fix="see `llmsweep results runs` for run ids")
 
+    def run_path(self, run_id: str) -> str | None:
+        """The folder a stored run was ingested from (None: imported rows, or no such run)."""
+        row = self._db.execute("SELECT path FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return row["path"] if row else None
+
     def run_meta(self, run_id: str) -> dict[str, Any]:
         row = self._db.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return json.loads(row["meta"]) if row else {}

@@ -110,3 +110,23 @@ def test_a_folded_job_label_breaks_between_its_segments(width: int, monkeypatch:
     assert "".join(lines) == "qwen3.5_tp8_conc4_kvnone_spec-mtp…79501af65b18", lines
     for cell in lines:
         assert all(piece in segments for piece in re.split(r"[_…\-]", cell) if piece), (cell, text)
+
+
+def test_the_caption_says_ids_were_shortened_only_when_one_was() -> None:
+    """A table too wide for the terminal whose job ids are short enough to be kept whole said "job ids shortened to
+    their experiment name and hash" of ids shown whole; and a shortened id holding `[` showed its markup escape."""
+    from rich.console import Console
+
+    columns = [tables.Column("job", kind="key", justify="left"), *(tables.Column(f"metric {i}") for i in range(12))]
+    rows = [[tables.plain(job), *(f"{1000 + i:,}" for i in range(12))] for job in ("a[b]_conc1", "a[b]_conc4")]
+
+    def render(short: list[str]) -> str:
+        out = io.StringIO()
+        for table in tables.fit_tables("t", columns, rows, width=80, short_keys=[tables.plain(s) for s in short]):
+            Console(file=out, width=80, color_system=None).print(table)
+        return out.getvalue()
+
+    whole = render(["a[b]_conc1", "a[b]_conc4"])
+    assert "shortened" not in whole and "a[b]_conc1" in whole, whole
+    short = render(["a[b]…1", "a[b]…4"])
+    assert "shortened" in short and "a[b]…1" in short and "\\" not in short, short

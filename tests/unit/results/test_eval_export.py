@@ -394,6 +394,32 @@ def test_a_stored_eval_that_does_not_parse_is_a_store_error_naming_its_result(
     assert "Traceback" not in err
 
 
+def test_the_evals_table_keeps_result_ids_whole_on_a_120_column_terminal(make_run: MakeRun, store_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evals table cut the result id (what `results show` takes) to `r1a2b3c…` on a 120-column terminal, as
+    `results list` did: it is laid out the same way now."""
+    import io
+
+    from rich.console import Console
+
+    import llmsweep.cli.results as results_cli
+    import llmsweep.cli.tables as tables
+
+    run = _batched(make_run)
+    runner = CliRunner()
+    assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
+    rows = json.loads(runner.invoke(cli, ["results", "evals", "--json"], catch_exceptions=False).stdout)
+    buf = io.StringIO()
+    for module in (tables, results_cli):  # the terminal every table of the command prints to
+        monkeypatch.setattr(module, "table_console",
+                            lambda: Console(file=buf, width=120, force_terminal=True, color_system=None))
+    assert runner.invoke(cli, ["results", "evals"], catch_exceptions=False).exit_code == 0
+    lines = buf.getvalue().splitlines()
+    assert max(map(len, lines)) <= 120, buf.getvalue()
+    for row in rows:
+        assert any(row["result_id"] in line for line in lines), (row["result_id"], buf.getvalue())
+
+
 # ---------------------------------------------------------------- an eval that never ran
 
 

@@ -69,8 +69,7 @@ def test_a_runs_results_are_listed_by_series_then_concurrency_as_numbers(make_ru
     rows = json.loads(_run("results", "list", "--run", "run1", "--json"))
     assert [r["conc"] for r in rows] == [1, 2, 12, 16]
     table = _run("results", "list", "--run", "run1")
-    cells = [line.split("│")[4].strip() for line in table.splitlines() if line.startswith("│")]
-    assert [c for c in cells if c.isdigit()][:4] == ["1", "2", "12", "16"], table
+    assert [row["conc"] for row in _table(table)] == ["1", "2", "12", "16"], table
 
 
 def test_frontier_command(make_run, store_path: Path) -> None:
@@ -276,3 +275,47 @@ def test_a_latency_of_a_few_ms_keeps_its_decimals(make_run, store_path: Path, tm
     assert rows["P90 TTFT ms"]["B"] == "3.8", rows
     head, _, cells = (line.split(" | ") for line in md.read_text().splitlines() if line.startswith("| "))
     assert cells[head.index("P90 TTFT ms")].startswith("3.8: "), md.read_text()
+
+
+def test_a_runs_results_fit_a_120_column_terminal_with_result_ids_whole(make_run, store_path: Path, tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    """On a 120-column terminal `results list --run RUN` cut the result id (the handle `results show` takes) to
+    `rd54a43c0…` and the job id to `qwen3.5_t…`, and wrapped each row's series over 6–8 lines. Now: result ids whole,
+    job ids shortened as `run`'s table shortens them (experiment name…hash), each series the title of its table."""
+    import io
+
+    from rich.console import Console
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    import llmsweep.cli.results as results_cli
+    import llmsweep.cli.tables as tables
+
+    def job(conc: int, offload: str) -> dict[str, object]:  # ids as long as a recipe's jobs have
+        doc = synthetic_job(conc=conc, spec="mtp", offload=offload)
+        doc["exp-name"] = exp = f"qwen3.5_tp8_conc{conc}_kv{offload}_spec-mtp"
+        doc["id"] = (f"{exp}_fp8_sglang_tp8-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-mtp_conc{conc}_"
+                     f"cluster-mi300x-amds_{'79501af65b18' if offload == 'none' else '69531c5971bd'}")
+        return doc
+
+    points = [SyntheticPoint(job(c, offload)) for offload in ("none", "dram") for c in (1, 4, 8, 16)]
+    write_synthetic_run(tmp_path / "run1", points, run_id="run1")
+    _run("results", "ingest", str(tmp_path / "run1"))
+    rows = json.loads(_run("results", "list", "--run", "run1", "--json"))
+    buf = io.StringIO()
+    for module in (tables, results_cli):  # the terminal every table of the command prints to
+        monkeypatch.setattr(module, "table_console",
+                            lambda: Console(file=buf, width=120, force_terminal=True, color_system=None))
+    assert _run("results", "list", "--run", "run1") == ""
+    text = buf.getvalue()
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 120, text
+    for row in rows:  # the id `results show` takes, whole on one line, with its job's experiment name beside it
+        hits = [line for line in lines if row["result_id"] in line]
+        assert len(hits) == 1, (row["result_id"], text)
+        assert row["job_id"].split("_fp8_")[0] + "…" in hits[0], text
+    shown = [line for line in lines if line.startswith("│")]
+    assert len(shown) <= 2 * len(rows), text  # at most two lines a row (the job label broken after `…`)
+    for offload in ("none", "dram"):  # the series, whole, once as its table's title
+        series = next(p for p in rows if p["offload"] == offload)["series"]
+        assert sum(f"{series} (simulated)" in line for line in lines) == 1, text
+    assert "job ids shortened to their experiment name and hash" in text

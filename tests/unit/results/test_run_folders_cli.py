@@ -1,0 +1,103 @@
+"""What the commands that take a run accept: a run folder or a stored run id alike (`report` too, `results frontier`
+as an argument), and a `bench` output folder refused naming what it is and what works on it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from llmsweep.cli.main import main
+
+
+@pytest.fixture
+def cli_run(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str]]:
+    """Run the command line as a user does (errors printed by `main`, with their exit status): (status, stdout +
+    stderr)."""
+
+    def invoke(*args: str | Path) -> tuple[int, str]:
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    return invoke
+
+
+def _bench_folder(run_dir: Path, out: Path) -> Path:
+    """What `llmsweep bench fixed --out OUT` writes: one measurement's records, scrapes, summary and the client's
+    run.json, with no jobs/ folder (here, the files of a run's job, as the client wrote them there)."""
+    job = next((run_dir / "jobs").iterdir())
+    out.mkdir()
+    for name in ("records.jsonl", "server_metrics.jsonl", "summary.json"):
+        shutil.copy(job / name, out / name)
+    (out / "run.json").write_text(json.dumps({"started": 1_790_000_000.0, "workers": 1}), encoding="utf-8")
+    return out
+
+
+def test_a_bench_output_folder_is_refused_by_every_command_that_takes_a_run(make_run, store_path: Path, cli_run,
+                                                                             tmp_path: Path) -> None:
+    """`report out/fixed` said "nothing was planned into it" (exit 0) and `results ingest out/fixed` stored an empty
+    run (`ingested fixed: 0 result(s)`, exit 0): a `bench` folder is one measurement, not a run."""
+    run = make_run("run1", concs=(1, 4))
+    fixed = _bench_folder(run.path, tmp_path / "fixed")
+    for args in (("report", fixed, "--no-png"), ("results", "ingest", fixed), ("compare", run.path, fixed),
+                 ("results", "frontier", "--run", fixed)):
+        code, out = cli_run(*args)
+        assert code == 2, (args, code, out)
+        assert f"{fixed} is a `bench` output folder, not a run" in out, (args, out)
+        assert f"llmsweep summarize {fixed}" in out, (args, out)  # what does work on it
+    assert not (fixed / "report").exists()
+    assert not store_path.exists()  # nothing stored, not even an empty run
+
+
+def test_report_takes_a_stored_run_id_and_says_what_it_wrote_as_json(make_run, store_path: Path, cli_run,
+                                                                     tmp_path: Path) -> None:
+    run = make_run("run1", concs=(1, 4))
+    assert cli_run("results", "ingest", run.path)[0] == 0
+    out = tmp_path / "rep"
+    code, text = cli_run("report", "run1", "--out", out, "--json")
+    assert code == 0, text
+    doc = json.loads(text)
+    assert doc["run_id"] == "run1" and doc["points"] == 2
+    assert Path(doc["html"]) == out / "index.html" and Path(doc["html"]).is_file()
+    assert Path(doc["markdown"]).is_file() and Path(doc["data"]).is_file()
+    assert doc["pngs"] and all(Path(p).is_file() and p.endswith(".png") for p in doc["pngs"])
+    # a folder still works without any store, and --json there too
+    code, text = cli_run("report", run.path, "--no-png", "--json", "--store", tmp_path / "absent.sqlite")
+    assert code == 0 and json.loads(text)["html"] == str(run.path / "report" / "index.html"), text
+
+
+def test_report_of_a_stored_run_without_its_folder_names_the_fix(make_run, store_path: Path, tmp_path: Path,
+                                                                  cli_run) -> None:
+    run = make_run("run1", concs=(4,))
+    assert cli_run("results", "ingest", run.path)[0] == 0
+    export = tmp_path / "export.json"
+    assert cli_run("results", "export", "--run", "run1", "--out", export)[0] == 0
+    run.path.rename(tmp_path / "moved")
+    code, out = cli_run("report", "run1")
+    assert code == 2 and "was ingested from" in out and "no longer a run folder" in out, out
+    code, out = cli_run("results", "import", export)
+    (imported,) = (r["run_id"] for r in json.loads(cli_run("results", "runs", "--json")[1]) if r["run_id"] != "run1")
+    code, out = cli_run("report", imported)
+    assert code == 2 and "has no run folder: its rows were imported" in out and f"--with {imported}" in out, out
+    code, out = cli_run("report", "run-nope")
+    assert code == 2 and "neither a run directory nor a run id in the store" in out, out
+
+
+def test_frontier_takes_the_run_as_its_argument_or_as_run(make_run, store_path: Path, cli_run) -> None:
+    run = make_run("run1", concs=(1, 4, 16))
+    assert cli_run("results", "ingest", run.path)[0] == 0
+    by_option = cli_run("results", "frontier", "--run", "run1", "--json")
+    assert by_option[0] == 0 and cli_run("results", "frontier", "run1", "--json") == by_option
+    assert cli_run("results", "frontier", str(run.path), "--json") == by_option
+    code, out = cli_run("results", "frontier", "run1", "--run", "other")
+    assert code == 2 and "give one" in out
+    code, out = cli_run("results", "frontier")
+    assert code == 2 and "give the run" in out
