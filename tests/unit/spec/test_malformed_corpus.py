@@ -52,5 +52,5 @@ def test_a_bad_list_item_is_named_by_its_list_and_the_fix_quotes_its_value() -> 
     """`conc-list: [4, four]`: the finding says `conc-list[1]` (not `1`, the index alone) and the fix names the value
     to rewrite, `four`, not the index."""
     (finding,) = [f for f in load_recipes([CORPUS / "type-list-item.yaml"]).errors if f.rule == "schema.type"]
-    assert finding.path.endswith("conc-list[1]") and "`conc-list[1]`" in finding.message, finding.render()
+    assert (finding.path or "").endswith("conc-list[1]") and "`conc-list[1]`" in finding.message, finding.render()
     assert finding.fix == "write `four` (`conc-list[1]`) as an integer", finding.render()
