@@ -258,7 +258,7 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, factors=chosen, max_iter=max_iter,
                                       say=say)
     checks = hold_out_runs([Path(p) for p in paths], _config_for_job, hold_out, factors=chosen,
-                           max_iter=max_iter) if hold_out and results else []
+                           max_iter=max_iter, say=say) if hold_out and results else []
     if not results:
         raise LlmsweepError("sim calibrate: nothing the simulator can model was found to fit"
                             + "".join(f"\n  skipped {s}" for s in skipped),
