@@ -234,8 +234,10 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
 
     PATHS are run directories (`llmsweep run --out`) or job folders: every measured point (job.json +
     summary.json) is replayed on the simulator and the factors move until its output throughput, median TPOT and
-    median TTFT match, per (engine, hardware, model class); the table shows each point before and after. A single
-    records.jsonl with --model and --hardware fits the per-request decode-step model instead.
+    median TTFT match, per (engine, hardware, model class); the table shows each point before and after. Points
+    the simulator produced (summary source `simulated` or `predicted`) are left out with the reason; a run of
+    nothing else is refused. A single records.jsonl with --model and --hardware fits the per-request decode-step
+    model instead.
     """
     import json
 
