@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             "arm": arm.id, "label": arm.label,
             "discover_runs": len(mine), "discover_points": len({r.conc for r in mine}), "dense_runs": len(grid),
             "ratio": round(len(mine) / len(grid), 3) if grid else None,
-            "proposed": proposal.concs, "knee": proposal.knee.conc if proposal.knee else None,
+            "proposed": proposal.concs, "knee": proposal.knee.describe() if proposal.knee else None,
             "frontier": _distance(analysis.curve(grid), analysis.curve(mine), tput),
         })
     if args.json:

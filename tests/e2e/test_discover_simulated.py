@@ -124,3 +124,31 @@ def test_a_refinement_with_nothing_to_refine_says_why_and_the_recipes_warning_is
     assert "already measured at the finest step" in stages[1]["skipped"]
     assert "discover: stage refine-1 skipped — nothing to refine" in proc.stderr
     assert proc.stderr.count("warning [golden-al.precision-provenance]") == 1
+
+
+RISING = RECIPE.with_name("rising-fixed-sim.yaml")
+
+
+@pytest.mark.timeout(120)
+def test_a_knee_above_the_ladder_is_not_reached_and_the_recipe_above_the_ladder_is_kept(tmp_path: Path) -> None:
+    """A ladder whose top still raises throughput per GPU beyond noise found no knee: it says `not reached (above
+    N)` in the table and discovery.json, and the proposal keeps the recipe's concurrencies above the ladder instead
+    of cutting the grid at its top (2026-12-03: `knee: conc 8 — … the knee lies above it`, then [4, 16, 20, 24, 32]
+    -> [4, 8])."""
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, RISING, "--simulate", "--repeats", "2", "--ladder-top", "4", "--refine", "0",
+                     "--out", out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "knee: not reached (above 4) — throughput per GPU still rises beyond noise" in proc.stdout
+    assert "knee: conc" not in proc.stdout and "the knee, where the grid stops" not in proc.stdout
+    (arm,) = json.loads((out / "discovery.json").read_text())["arms"]
+    assert arm["error"] is None and arm["original"] == [1, 16, 24, 32]
+    assert arm["knee"]["conc"] is None and arm["knee"]["above"] == 4 and arm["knee"]["next_conc"] is None
+    concs = [p["conc"] for p in arm["proposed"]]
+    assert concs[0] == 1 and 4 in concs and concs[-3:] == [16, 24, 32] and concs == sorted(set(concs))
+    assert f"recipe: [1, 16, 24, 32]  ->  proposed: {concs}" in proc.stdout
+    # the proposed recipe says that grid, and caps nothing: no knee was measured
+    recipe = load_recipes([out / "proposed.yaml"]).raise_on_error().recipes["disc-sim-rising"]
+    (entry,) = recipe.scenarios.fixed_seq_len[0].search_space  # type: ignore[index]
+    assert entry.conc_list == concs
+    assert recipe.policy is None or recipe.policy.max_conc is None

@@ -48,9 +48,11 @@ def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None,
     For each arm: a coarse ladder (the arm's first concurrency, then powers of two) run --repeats times to measure
     run-to-run noise per metric; bisection around the knee (where throughput per GPU stops rising beyond noise) and
     the KV/HBM cliff (the server's KV usage and preemptions); then the grid from the arm's first concurrency to the
-    knee, each step the smallest that moves throughput or interactivity beyond noise. Writes the proposed recipe
-    and its diff with the evidence. Runs on the simulator in virtual time with --simulate, on the recipe's engine
-    otherwise, through --executor as `llmsweep run` does (one server per arm and stage: see docs/discover.md).
+    knee, each step the smallest that moves throughput or interactivity beyond noise. A knee not reached within
+    the ladder (throughput still rising at its top) is said so, and the grid then runs to the ladder's top and keeps
+    the recipe's concurrencies above it. Writes the proposed recipe and its diff with the evidence. Runs on the
+    simulator in virtual time with --simulate, on the recipe's engine otherwise, through --executor as `llmsweep
+    run` does (one server per arm and stage: see docs/discover.md).
     Interrupted (Ctrl-C, SIGTERM), it stops, writes discovery.json from the runs measured so far and proposes
     nothing (exit 130).
     """
@@ -93,7 +95,7 @@ def _print(result: object) -> None:
             console.print(f"  [red]no proposal:[/] {arm.error}")
             continue
         if arm.knee is not None:
-            console.print(f"  knee: conc {arm.knee.conc} — {arm.knee.reason}")
+            console.print(f"  knee: {arm.knee.describe()} — {arm.knee.reason}")
             if arm.knee.cliff:
                 console.print(f"  cliff: {arm.knee.cliff}")
         console.print(f"  recipe: {arm.original}  ->  proposed: {arm.concs}")

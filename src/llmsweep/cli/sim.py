@@ -234,8 +234,10 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
 
     PATHS are run directories (`llmsweep run --out`) or job folders: every measured point (job.json +
     summary.json) is replayed on the simulator and the factors move until its output throughput, median TPOT and
-    median TTFT match, per (engine, hardware, model class); the table shows each point before and after. A single
-    records.jsonl with --model and --hardware fits the per-request decode-step model instead.
+    median TTFT match, per (engine, hardware, model class); the table shows each point before and after. Points
+    the simulator produced (summary source `simulated` or `predicted`) are left out with the reason; a run of
+    nothing else is refused. A single records.jsonl with --model and --hardware fits the per-request decode-step
+    model instead.
     """
     import json
 
@@ -258,7 +260,7 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, factors=chosen, max_iter=max_iter,
                                       say=say)
     checks = hold_out_runs([Path(p) for p in paths], _config_for_job, hold_out, factors=chosen,
-                           max_iter=max_iter) if hold_out and results else []
+                           max_iter=max_iter, say=say) if hold_out and results else []
     if not results:
         raise LlmsweepError("sim calibrate: nothing the simulator can model was found to fit"
                             + "".join(f"\n  skipped {s}" for s in skipped),

@@ -173,7 +173,7 @@ def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoi
                   + (f"; at conc {nxt.conc} {at_next}" if at_next else ""))
         return Knee(conc=a.conc, next_conc=nxt.conc, reason=reason, cliff_conc=cliff[0], cliff=cliff_text)
     top = pts[-1]
-    return Knee(conc=top.conc, next_conc=None, cliff_conc=cliff[0], cliff=cliff_text,
+    return Knee(conc=None, above=top.conc, next_conc=None, cliff_conc=cliff[0], cliff=cliff_text,
                 reason=f"throughput per GPU still rises beyond noise at the top of the ladder (conc {top.conc}): "
                        "the knee lies above it (raise --ladder-top)")
 
@@ -182,9 +182,9 @@ def refine_targets(points: Sequence[CurvePoint], knee: Knee, resolution: int) ->
     """Concurrencies to measure next: the midpoint of the knee's interval, and of the cliff's when it lies below."""
     measured = {p.conc for p in points}
     out: list[int] = []
-    if knee.next_conc is not None and knee.next_conc - knee.conc > resolution:
+    if knee.conc is not None and knee.next_conc is not None and knee.next_conc - knee.conc > resolution:
         out.append((knee.conc + knee.next_conc) // 2)
-    if knee.cliff_conc is not None and knee.cliff_conc <= knee.conc:
+    if knee.cliff_conc is not None and knee.cliff_conc <= knee.last:
         below = [p.conc for p in points if p.conc < knee.cliff_conc]
         if below and knee.cliff_conc - below[-1] > resolution:
             out.append((below[-1] + knee.cliff_conc) // 2)
@@ -214,17 +214,23 @@ def _moves(points: Sequence[CurvePoint], a: int, b: int,
     return beyond, ", ".join(parts)
 
 
-def propose_grid(points: Sequence[CurvePoint], start: int, knee: Knee,
-                 noise_by: dict[str, MetricNoise]) -> list[GridPoint]:
+def propose_grid(points: Sequence[CurvePoint], start: int, knee: Knee, noise_by: dict[str, MetricNoise],
+                 recipe: Sequence[int] = ()) -> list[GridPoint]:
     """The official grid from `start` to the knee: each point the first concurrency (on the measured curve, linear
     in log concurrency between measured points) that moves throughput per GPU or interactivity beyond the noise of
-    a single run; the knee itself ends the grid (merged into the last point when it is too close to it)."""
+    a single run; the knee itself ends the grid (merged into the last point when it is too close to it).
+
+    When the knee was not reached, the measurements say nothing past their top: the grid runs the same way to the
+    top measured concurrency, and the `recipe`'s concurrencies above it follow as they are (nothing is cut where
+    nothing was measured)."""
     measured = {p.conc for p in points}
 
     def note(c: int) -> str:
         return "" if c in measured else " (interpolated between measured points)"
 
-    top = max(knee.conc, start)
+    top = max(knee.last, start)
+    end = (f"the knee, where the grid stops: {knee.reason}" if knee.found else
+           f"the highest measured concurrency; the knee was not reached: {knee.reason}")
     grid = [GridPoint(conc=start, why=f"the arm's first concurrency (the recipe's){note(start)}")]
     last = start
     for c in range(start + 1, top + 1):
@@ -237,10 +243,13 @@ def propose_grid(points: Sequence[CurvePoint], start: int, knee: Knee,
         if not beyond and len(grid) > 1:
             grid.pop()  # too close to the knee to tell apart: the knee takes its place
             figures = _moves(points, grid[-1].conc, top, noise_by)[1]
-        grid.append(GridPoint(conc=top, why=f"the knee, where the grid stops: {knee.reason}; vs conc "
-                                            f"{grid[-1].conc}: {figures}{note(top)}"))
+        grid.append(GridPoint(conc=top, why=f"{end}; vs conc {grid[-1].conc}: {figures}{note(top)}"))
     else:
-        grid[-1] = GridPoint(conc=top, why=f"{grid[-1].why}; the knee, where the grid stops: {knee.reason}")
+        grid[-1] = GridPoint(conc=top, why=f"{grid[-1].why}; {end}")
+    if not knee.found:
+        grid += [GridPoint(conc=c, why=f"the recipe's, kept: nothing was measured above conc {top}, where the knee "
+                                       "lies (raise --ladder-top to measure it)")
+                 for c in sorted(set(recipe)) if c > top]
     return grid
 
 

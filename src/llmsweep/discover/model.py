@@ -53,10 +53,16 @@ class CurvePoint(_Out):
 
 
 class Knee(_Out):
-    """Where adding users stops paying: the last concurrency whose throughput per GPU rises beyond noise."""
+    """Where adding users stops paying: the last concurrency whose throughput per GPU rises beyond noise — or, when
+    throughput still rose at the highest measured concurrency, that the knee was not reached (it lies above)."""
 
-    conc: int
-    next_conc: int | None = Field(description="The measured point after the knee (flat or worse); None at the top.")
+    conc: int | None = Field(description="The knee's concurrency; None when it was not reached within the measured "
+                             "concurrencies (`above` says where the measurements stop).")
+    above: int | None = Field(default=None, description="When the knee was not reached: the highest measured "
+                              "concurrency, at which throughput per GPU still rose beyond noise; the knee lies above "
+                              "it (raise --ladder-top).")
+    next_conc: int | None = Field(description="The measured point after the knee (flat or worse); None when the knee "
+                                  "was not reached.")
     reason: str
     cliff_conc: int | None = Field(default=None,
                                    description="First concurrency whose KV cache saturates or preempts (the cliff).")
@@ -65,7 +71,19 @@ class Knee(_Out):
     @property
     def found(self) -> bool:
         """False when throughput still rose at the top of the ladder: the knee lies above what was measured."""
-        return self.next_conc is not None
+        return self.conc is not None
+
+    @property
+    def last(self) -> int:
+        """The highest concurrency the measurements speak for: the knee, or the top measured when it was not
+        reached."""
+        last = self.conc if self.conc is not None else self.above
+        assert last is not None, "a knee is either reached (conc) or lies above the measured top (above)"
+        return last
+
+    def describe(self) -> str:
+        """`conc 8`, or `not reached (above 8)`: what a table says of it."""
+        return f"conc {self.conc}" if self.conc is not None else f"not reached (above {self.above})"
 
 
 class GridPoint(_Out):

@@ -339,6 +339,6 @@ def _proposal(arm: Arm, stages: Stages, interrupted: str | None = None) -> ArmPr
         proposal.error = (f"no repeated point with a {HOT_BY_NAME[analysis.THROUGHPUT].label}: the noise is unknown "
                           f"({why})")
     else:
-        proposal.proposed = analysis.propose_grid(points, arm.start, knee, by_metric)
+        proposal.proposed = analysis.propose_grid(points, arm.start, knee, by_metric, recipe=arm.concs)
         proposal.min_step = analysis.min_step(proposal.concs)
     return proposal

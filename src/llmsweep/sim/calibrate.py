@@ -29,6 +29,7 @@ import bisect
 import datetime as dt
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llmsweep.errors import DatasetError, ResultError
+from llmsweep.errors import ConfigError, DatasetError, ResultError
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 
@@ -260,6 +261,18 @@ def job_dirs(paths: Iterable[Path | str]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+NOT_MEASURED_FIX = ("calibrate against a run on a real engine: `llmsweep run` of a recipe whose engine is not `sim`, "
+                    "without --simulate (its summaries say source: measured)")
+
+
+class NotMeasured(ConfigError):
+    """A job folder whose summary the simulator produced (source `simulated` or `predicted`): not a measurement."""
+
+    def __init__(self, message: str, *, fix: str, source: str) -> None:
+        super().__init__(message, fix=fix)
+        self.source = source
+
+
 def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     """Read one job folder; `config_for(job_dict)` gives the EngineConfig the simulator would run for it.
 
@@ -275,6 +288,11 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     except (OSError, ValueError, ResultError) as exc:
         raise DatasetError(f"sim calibrate: cannot read {path}/job.json and summary.json: {exc}",
                            fix="pass job folders a `llmsweep run` wrote (job.json and summary.json)") from exc
+    if summary.source != "measured":
+        # the simulator's own output: fitting the simulator to it calibrates nothing (and its replays take minutes)
+        raise NotMeasured(f"{path.name}: its summary's source is {summary.source}, not measured (the simulator "
+                          "produced it): calibration fits measurements only",
+                          fix=NOT_MEASURED_FIX, source=summary.source)
     checks = summary.readback.checks if summary.readback is not None else []
     failed = [c.reason or c.check for c in checks if c.ok is False]
     if failed:
@@ -494,8 +512,44 @@ def fit_error(points: Iterable[tuple[dict[str, float], dict[str, float], dict[st
     return num / den if den else float("nan")
 
 
-def _residuals(replays: list[_Replay], eff: dict[str, float]) -> tuple[np.ndarray, list[dict[str, float]]]:
-    preds = [predict_metrics(r, eff) for r in replays]
+HEARTBEAT_S = 10.0
+"""How often, at most, a fit says which replay it is at between its iteration lines (one iteration replays every
+point once per fitted factor and once per trial step: minutes on a large run)."""
+
+
+class _Heartbeat:
+    """Says, at most every `every_s` seconds, where a fit is: the iteration, its pass over the points (a factor's
+    sensitivity, a trial step), the point just replayed (k of N) and the seconds since the iteration began."""
+
+    def __init__(self, say: Callable[[str], None] | None, every_s: float) -> None:
+        self.say, self.every_s = say, every_s
+        self.head, self.detail = "", ""
+        self.since = self.last = time.monotonic()
+
+    def begin(self, head: str) -> None:
+        self.head, self.detail, self.since = head, "", time.monotonic()
+
+    def at(self, detail: str) -> None:
+        self.detail = detail
+
+    def replayed(self, k: int, n: int, label: str) -> None:
+        if self.say is None:
+            return
+        now = time.monotonic()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        where = f"{self.head}, {self.detail}" if self.detail else self.head
+        self.say(f"{where}: point {k}/{n} replayed ({label}), {now - self.since:.0f} s in")
+
+
+def _residuals(replays: list[_Replay], eff: dict[str, float],
+               tick: Callable[[int, int, str], None] | None = None) -> tuple[np.ndarray, list[dict[str, float]]]:
+    preds = []
+    for k, replay in enumerate(replays, 1):
+        preds.append(predict_metrics(replay, eff))
+        if tick is not None:
+            tick(k, len(replays), replay.point.label)
     res = []
     for r, pred in zip(replays, preds, strict=True):
         for m in METRICS:
@@ -513,9 +567,10 @@ def default_factors(points: Iterable[MeasuredPoint]) -> tuple[str, ...]:
 
 def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = None, max_iter: int = 8,
             start: Efficiency | None = None, fit_requests_per_lane: int | None = 4,
-            say: Callable[[str], None] | None = None) -> RunCalibration:
+            say: Callable[[str], None] | None = None, heartbeat_s: float | None = None) -> RunCalibration:
     """Fit `factors` (default: :func:`default_factors`) so the simulator reproduces the measured points (all of one
-    calibration key). `say` hears a line per iteration (each replays every point once per factor and more).
+    calibration key). `say` hears a line per iteration (each replays every point once per factor and more) and,
+    between them, at most every `heartbeat_s` seconds (default :data:`HEARTBEAT_S`), the replay under way.
 
     The search starts from the engine's defaults (the "before" of the comparison, and what a draft cost's pull leans
     to) and, when `start` is given (the key's stored calibration), from it too; the better end wins. From the
@@ -548,11 +603,16 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
     x0 = np.clip(np.log([getattr(base, f) for f in factors]), lo, hi)
     prior = PRIOR_WEIGHT if set(SPEC_FACTORS) & set(factors) else 0.0
 
+    heartbeat = _Heartbeat(say, HEARTBEAT_S if heartbeat_s is None else heartbeat_s)
+
     def residuals(xv: np.ndarray) -> tuple[np.ndarray, list[dict[str, float]]]:
-        data, preds = _residuals(replays, eff_of(xv))
+        data, preds = _residuals(replays, eff_of(xv), heartbeat.replayed)
         return (np.concatenate([data, prior * (xv - x0)]) if prior else data), preds
 
     label = "/".join(points[0].key)
+    if say is not None:
+        say(f"{label}: replaying {len(points)} point(s) at the engine's defaults (where the fit starts)")
+    heartbeat.begin(f"  {label}: replay at the defaults")
     r0, preds0 = residuals(x0)  # every point replayed once at the defaults: an agentic replay now knows its sizes
     left_out = [why for why in map(unverifiable, replays) if why is not None]
     if left_out:
@@ -576,9 +636,11 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
             f"iterations from {' and from '.join(name for name, _ in starts)})")
     best: tuple[float, np.ndarray, list[dict[str, float]], int, str] | None = None
     for name, x_start in starts:
+        heartbeat.begin(f"  {label}: replay at {name}")
         at = (x0, r0, preds0) if x_start is None else (x_start, *residuals(x_start))
         x_end, cost, preds, iterations = _levenberg_marquardt(residuals, *at, lo, hi, max_iter,
-                                                              _prefixed(say, f"  {label} (from {name}): "))
+                                                              _prefixed(say, f"  {label} (from {name}): "),
+                                                              heartbeat, factors, f"  {label} (from {name}): ")
         if best is None or cost < best[0]:
             best = (cost, x_end, preds, iterations, name)
     assert best is not None
@@ -613,24 +675,33 @@ def _prefixed(say: Callable[[str], None] | None, prefix: str) -> Callable[[str],
 def _levenberg_marquardt(residuals: Callable[[np.ndarray], tuple[np.ndarray, list[dict[str, float]]]],
                          x: np.ndarray, r: np.ndarray, preds: list[dict[str, float]], lo: np.ndarray,
                          hi: np.ndarray, max_iter: int, say: Callable[[str], None] | None,
+                         heartbeat: _Heartbeat | None = None, names: tuple[str, ...] = (), prefix: str = "",
                          ) -> tuple[np.ndarray, float, list[dict[str, float]], int]:
     """Least squares from `x` (residuals `r`, predictions `preds` there) inside [lo, hi]: the end point, its squared
-    error and predictions, and the iterations taken (finite-difference Jacobian; stops at < 0.1 % improvement)."""
+    error and predictions, and the iterations taken (finite-difference Jacobian; stops at < 0.1 % improvement).
+    `heartbeat` hears which pass of which iteration runs (`names`: the factors, for the Jacobian's passes)."""
     cost = float(r @ r)
     lam, h, iterations = 1e-2, 0.1, 0
     for _ in range(max_iter):
         iterations += 1
         if say is not None:
-            say(f"iteration {iterations}/{max_iter}, squared error {cost:.4g}")
+            say(f"iteration {iterations}/{max_iter}, squared error {cost:.4g} (one pass over the points per factor, "
+                "then one per trial step)")
+        if heartbeat is not None:
+            heartbeat.begin(f"{prefix}iteration {iterations}/{max_iter}")
         J = np.empty((len(r), len(x)))
         for j in range(len(x)):
+            if heartbeat is not None:
+                heartbeat.at(f"sensitivity to {names[j] if j < len(names) else j} ({j + 1}/{len(x)})")
             xj = x.copy()
             # step away from the nearer bound so the difference stays inside the box
             xj[j] += h if xj[j] + h <= hi[j] else -h
             rj, _ = residuals(xj)
             J[:, j] = (rj - r) / (xj[j] - x[j])
         improved = False
-        for _ in range(6):
+        for trial in range(6):
+            if heartbeat is not None:
+                heartbeat.at(f"trial step {trial + 1}")
             A = J.T @ J
             step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-9), -J.T @ r)
             x_new = np.clip(x + np.clip(step, -1.0, 1.0), lo, hi)
@@ -649,19 +720,33 @@ def _levenberg_marquardt(residuals: Callable[[np.ndarray], tuple[np.ndarray, lis
 def measured_groups(paths: Iterable[Path | str],
                     config_for: Any) -> tuple[dict[tuple[str, str, str], list[MeasuredPoint]], list[str]]:
     """The measured points under `paths` grouped by calibration key; points the simulator cannot model are skipped
-    with a reason (a model without figures, a speculative run without its realised acceptance length)."""
+    with a reason (a model without figures, a speculative run without its realised acceptance length), and so are
+    points the simulator produced (:class:`NotMeasured`); when those are all there is, a ConfigError says so."""
     from llmsweep.errors import LlmsweepError
 
     groups: dict[tuple[str, str, str], list[MeasuredPoint]] = {}
     skipped: list[str] = []
-    for path in job_dirs(paths):
+    paths = list(paths)
+    folders = job_dirs(paths)
+    unmeasured: dict[str, int] = {}
+    for path in folders:
         try:
             point = measured_point(path, config_for)
             key = point.key
+        except NotMeasured as exc:
+            unmeasured[exc.source] = unmeasured.get(exc.source, 0) + 1
+            skipped.append(exc.message)
+            continue
         except LlmsweepError as exc:
             skipped.append(f"{path.name}: {exc.message if hasattr(exc, 'message') else exc}")
             continue
         groups.setdefault(key, []).append(point)
+    if folders and sum(unmeasured.values()) == len(folders):
+        what = " and ".join(f"{n} {source}" for source, n in sorted(unmeasured.items()))
+        raise ConfigError(
+            f"sim calibrate: these are simulated results, not measurements: every point under "
+            f"{', '.join(str(p) for p in paths)} ({what}) was produced by the simulator, and fitting the simulator "
+            "to its own output calibrates nothing", fix=NOT_MEASURED_FIX)
     for pts in groups.values():
         pts.sort(key=lambda p: (p.scenario, p.concurrency, str(p.job.get("isl")), str(p.path)))
     return groups, skipped
@@ -669,14 +754,17 @@ def measured_groups(paths: Iterable[Path | str],
 
 def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tuple[str, ...] | None = None,
                    max_iter: int = 8, fit_requests_per_lane: int | None = 4,
-                   say: Callable[[str], None] | None = None,
+                   say: Callable[[str], None] | None = None, heartbeat_s: float | None = None,
                    from_stored: bool = True) -> tuple[list[RunCalibration], list[str]]:
-    """Fit every calibration key found under `paths`; points the simulator cannot model are skipped with a reason.
-    `say` hears what is being fitted as it goes (`fit_run`). With `from_stored`, a key that has a stored calibration
-    is also searched from it."""
+    """Fit every calibration key found under `paths`; points the simulator cannot model, or that it produced
+    itself, are skipped with a reason (said first). `say` hears what is being fitted as it goes (`fit_run`). With
+    `from_stored`, a key that has a stored calibration is also searched from it."""
     from llmsweep.sim.calibration import find_calibration
 
     groups, skipped = measured_groups(paths, config_for)
+    if say is not None:
+        for line in skipped:
+            say(f"left out {line}")
     results = []
     for key, pts in groups.items():
         stored = find_calibration(*key) if from_stored else None
@@ -684,7 +772,7 @@ def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tup
             update={"efficiency": dict(stored[1].efficiency), "calibrated": False}).efficiency_factors()
         try:
             results.append(fit_run(pts, factors=factors, max_iter=max_iter, start=start,
-                                   fit_requests_per_lane=fit_requests_per_lane, say=say))
+                                   fit_requests_per_lane=fit_requests_per_lane, say=say, heartbeat_s=heartbeat_s))
         except ResultError as exc:
             skipped.append(f"{'/'.join(key)}: {exc}")
     return results, skipped
@@ -713,7 +801,8 @@ class HoldOut:
 
 
 def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: tuple[str, ...] | None = None,
-             max_iter: int = 8, fit_requests_per_lane: int | None = 4) -> HoldOut:
+             max_iter: int = 8, fit_requests_per_lane: int | None = 4,
+             say: Callable[[str], None] | None = None) -> HoldOut:
     """Fit on the points whose label matches none of `patterns` (shell-style, e.g. `fixed 1024/128 c4`,
     `agentic *`), then predict the matching ones with those factors and with the defaults."""
     from fnmatch import fnmatchcase
@@ -738,7 +827,7 @@ def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: t
                           fix="hold out points whose replay can be verified (fixed-length points, or agentic runs "
                               "that recorded their corpus digest)")
     fit = fit_run(kept, factors=factors or default_factors(points), max_iter=max_iter,
-                  fit_requests_per_lane=fit_requests_per_lane)
+                  fit_requests_per_lane=fit_requests_per_lane, say=say)
     after = [predict_metrics(rp, fit.overrides()) for rp in replays]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
@@ -751,8 +840,10 @@ def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: t
 
 def hold_out_runs(paths: Iterable[Path | str], config_for: Any, patterns: Iterable[str], *,
                   factors: tuple[str, ...] | None = None, max_iter: int = 8,
-                  fit_requests_per_lane: int | None = 4) -> list[HoldOut]:
-    """:func:`hold_out` for every calibration key under `paths` that has points on both sides of `patterns`."""
+                  fit_requests_per_lane: int | None = 4,
+                  say: Callable[[str], None] | None = None) -> list[HoldOut]:
+    """:func:`hold_out` for every calibration key under `paths` that has points on both sides of `patterns`; `say`
+    hears each hold-out fit as :func:`fit_run` says it."""
     from fnmatch import fnmatchcase
 
     pats = tuple(patterns)
@@ -761,6 +852,6 @@ def hold_out_runs(paths: Iterable[Path | str], config_for: Any, patterns: Iterab
     for pts in groups.values():
         held = sum(1 for p in pts if any(fnmatchcase(p.label, pat) for pat in pats))
         if 0 < held < len(pts):
-            out.append(hold_out(pts, pats, factors=factors, max_iter=max_iter,
+            out.append(hold_out(pts, pats, factors=factors, max_iter=max_iter, say=say,
                                 fit_requests_per_lane=fit_requests_per_lane))
     return out

@@ -86,7 +86,28 @@ def test_the_kv_cliff_stops_the_grid_where_interactivity_collapses_although_thro
 def test_a_curve_still_rising_at_the_top_says_so() -> None:
     runs = _ladder([(1, 100, 60, None, None), (2, 200, 58, None, None), (4, 400, 55, None, None)])
     knee = analysis.find_knee(analysis.curve(runs), analysis.noise(runs, THROUGHPUT))
-    assert knee is not None and knee.conc == 4 and knee.next_conc is None and "--ladder-top" in knee.reason
+    # not a knee at the top of the ladder: not reached, above it (what the table and discovery.json say)
+    assert knee is not None and not knee.found and knee.conc is None and knee.above == 4
+    assert knee.next_conc is None and "--ladder-top" in knee.reason
+    assert knee.describe() == "not reached (above 4)"
+    assert knee.model_dump()["conc"] is None and knee.model_dump()["above"] == 4
+
+
+def test_a_knee_above_the_ladder_cuts_nothing_of_the_recipe_above_it() -> None:
+    # the ladder measured 1, 2, 4 and throughput still doubled at 4; the recipe goes on to 32
+    runs = _ladder([(1, 100, 60, None, None), (2, 200, 58, None, None), (4, 400, 55, None, None)])
+    curve = analysis.curve(runs)
+    noise = {m: analysis.noise(runs, m) for m in analysis.SEPARATION_METRICS}
+    knee = analysis.find_knee(curve, noise[THROUGHPUT], noise[INTERACTIVITY])
+    assert knee is not None
+    grid = analysis.propose_grid(curve, 1, knee, noise, recipe=(1, 16, 20, 24, 32))
+    concs = [g.conc for g in grid]
+    assert concs[0] == 1 and concs[-4:] == [16, 20, 24, 32] and concs == sorted(set(concs))
+    measured_part = [g for g in grid if g.conc <= 4]
+    assert measured_part[-1].conc == 4 and "the knee was not reached" in measured_part[-1].why
+    assert all("the recipe's, kept" in g.why and "above conc 4" in g.why for g in grid if g.conc > 4)
+    assert not any("where the grid stops" in g.why for g in grid)  # the top of the ladder is not called the knee
+    assert analysis.refine_targets(curve, knee, resolution=1) == []  # nothing to bisect: measure higher instead
 
 
 def test_the_grid_steps_only_as_far_as_noise_needs_and_stops_at_the_knee() -> None:
@@ -96,7 +117,7 @@ def test_the_grid_steps_only_as_far_as_noise_needs_and_stops_at_the_knee() -> No
     curve = analysis.curve(runs)
     noise = {m: analysis.noise(runs, m) for m in analysis.SEPARATION_METRICS}
     knee = analysis.find_knee(curve, noise[THROUGHPUT], noise[INTERACTIVITY])
-    assert knee is not None and knee.conc == 64
+    assert knee is not None and knee.above == 64  # still rising at 64: the grid stops at the top measured
     grid = analysis.propose_grid(curve, 1, knee, noise)
     concs = [g.conc for g in grid]
     assert concs[0] == 1 and concs[-1] == 64 and concs == sorted(set(concs))
@@ -106,7 +127,7 @@ def test_the_grid_steps_only_as_far_as_noise_needs_and_stops_at_the_knee() -> No
         ta, tb, tb1 = (100 + 100 * math.log2(c) for c in (a, b, b - 1))
         assert (tb - ta) / ta > need
         assert b - 1 == a or (tb1 - ta) / ta <= need
-    assert "the knee" in grid[-1].why and "first concurrency" in grid[0].why
+    assert "the knee was not reached" in grid[-1].why and "first concurrency" in grid[0].why
     # Noisier measurements need wider steps: fewer points for the same curve.
     noisy = _ladder(pts, spread=0.06)
     wide = analysis.propose_grid(analysis.curve(noisy), 1, knee,

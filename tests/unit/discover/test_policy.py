@@ -9,7 +9,9 @@ from llmsweep.discover.sweep import grid_policy
 
 
 def _arm(key: str, concs: list[int], *, knee_next: int | None, error: str | None = None) -> ArmProposal:
-    knee = Knee(conc=concs[-1], next_conc=knee_next, reason="r") if concs else None
+    # a knee_next of None: throughput still rose at the top of the ladder, the knee was not reached (above it)
+    knee = (Knee(conc=concs[-1] if knee_next else None, above=None if knee_next else concs[-1], next_conc=knee_next,
+                 reason="r") if concs else None)
     return ArmProposal(arm=f"{key}:{concs}", recipe_key=key, path="p", label="l", original=[1],
                        proposed=[GridPoint(conc=c, why="w") for c in concs],
                        min_step=min_step(concs),

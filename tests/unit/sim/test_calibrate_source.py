@@ -1,0 +1,93 @@
+"""`llmsweep sim calibrate` fits measurements only: a run the simulator produced (what `llmsweep run` of the
+quickstart writes) is refused with the fix, a simulated point among measured ones is left out with its reason, and
+a fit says where it is between its iteration lines (on stderr, timestamped; `--json` keeps stdout one document)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from llmsweep.catalog.sources import clear_caches
+from llmsweep.cli.main import cli, main
+from llmsweep.cli.sim import calibrate as calibrate_cmd
+
+REPO = Path(__file__).resolve().parents[3]
+REHEARSAL = REPO / "tests" / "data" / "calib-rehearsal-qwen3next"  # measured over HTTP (source: measured)
+FIXED_SIM = REPO / "tests" / "data" / "recipes" / "run" / "fixed-sim.yaml"  # engine: sim, two points in seconds
+STAMPED = re.compile(r"^\[\d\d:\d\d:\d\d\] ")
+
+
+@pytest.fixture(autouse=True)
+def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An empty user catalog directory, so a developer's own calibrations cannot leak into these tests."""
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
+    (tmp_path / "catalog").mkdir()
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def _simulated_run(tmp_path: Path) -> Path:
+    """A run directory of `llmsweep run` on the simulator in virtual time (two fixed-length points)."""
+    out = tmp_path / "sim-run"
+    res = CliRunner().invoke(cli, ["run", str(FIXED_SIM), "--out", str(out), "--store", str(tmp_path / "s.sqlite"),
+                                   "--no-report"])
+    assert res.exit_code == 0, res.output
+    summaries = sorted(out.glob("jobs/*/summary.json"))
+    assert len(summaries) == 2 and {json.loads(s.read_text())["source"] for s in summaries} == {"simulated"}
+    return out
+
+
+def test_a_simulated_run_is_refused_with_the_fix_before_any_replay(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    run = _simulated_run(tmp_path)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["sim", "calibrate", str(run), "--json"])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2, err  # bad input
+    assert out == ""  # no document: nothing was fitted
+    assert "these are simulated results, not measurements" in err and "(2 simulated)" in err
+    assert "fix: calibrate against a run on a real engine" in err
+    assert "calibrating" not in err and "iteration" not in err  # refused before any replay
+
+
+def test_simulated_points_are_left_out_and_the_fit_says_where_it_is(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    sim_run = _simulated_run(tmp_path)
+    run = tmp_path / "mixed"
+    for job in sorted((REHEARSAL / "jobs").glob("qwen3.5_*_conc[14]_*")):
+        shutil.copytree(job, run / "jobs" / job.name)
+    shutil.copy(REHEARSAL / "run.json", run / "run.json")
+    simulated = sorted(p.name for p in (sim_run / "jobs").iterdir())
+    for name in simulated:
+        shutil.copytree(sim_run / "jobs" / name, run / "jobs" / name)
+    # every replay says so (10 s apart by default); not raising: without the heartbeat the asserts below say why
+    monkeypatch.setattr("llmsweep.sim.calibrate.HEARTBEAT_S", 0.0, raising=False)
+    res = CliRunner().invoke(calibrate_cmd, [str(run), "--factors", "step_s", "--max-iter", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)  # stdout is the JSON document alone
+    (fit,) = doc["calibrations"]
+    assert len(fit["points"]) == 3  # the measured points only
+    assert len(doc["skipped"]) == 2
+    for name, why in zip(simulated, sorted(doc["skipped"]), strict=True):
+        assert why.startswith(name) and "source is simulated, not measured" in why
+    lines = res.stderr.splitlines()
+    assert lines and all(STAMPED.match(line) for line in lines if not line.startswith("skipped ")), res.stderr
+    # said before the fit starts, not only after it
+    left = [i for i, line in enumerate(lines) if "left out" in line and "source is simulated" in line]
+    first_fit = next(i for i, line in enumerate(lines) if "calibrating " in line)
+    assert len(left) == 2 and max(left) < first_fit
+    # between the iteration lines: which pass, which point of how many, seconds into the iteration
+    key = "vllm/h200/hybrid-moe-tiny+mtp"
+    assert any(f"{key}: replay at the defaults: point 3/3 replayed (fixed 1024/128 c4)" in line for line in lines)
+    beat = re.compile(rf"{re.escape(key)} \(from the defaults\): iteration 1/1, sensitivity to step_s \(1/1\): "
+                      r"point [123]/3 replayed \(fixed \d+/\d+ c\d+\), \d+ s in$")
+    assert sum(1 for line in lines if beat.search(line)) == 3
+    assert any("iteration 1/1, trial step 1: point 3/3 replayed" in line for line in lines)
