@@ -1,10 +1,13 @@
 """What `llmsweep run` tells a user at its end, as the README promises it: a resumed job's real verdict (not
-`skipped`), what the figures are (simulated, in virtual time) and an option clash said once as bad input. (Warnings
-of a job a real engine would refuse: test_simulated_despite_engine_rules.py.)"""
+`skipped`), what the figures are (simulated, in virtual time), an option clash said once as bad input, and
+`predict`'s verdicts in its table. (Warnings of a job a real engine would refuse:
+test_simulated_despite_engine_rules.py.)"""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -69,3 +72,15 @@ def test_resume_help_names_the_summaries_it_keeps() -> None:
     line = " ".join(res.output.split("--resume", 1)[1].split())
     assert f"{' or '.join(DONE_VERDICTS)} summary" in line, line
 
+
+def test_predict_table_shows_each_points_verdict_and_why(tmp_path: Path) -> None:
+    """`smoke` (a window under 900 s) was visible only in --json."""
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", str(AGENTIC), str(FIXED),
+                           "--processes", "1"], env=cli_env(tmp_path), capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 4, proc.stdout
+    agentic, fixed = rows[:2], rows[2:]
+    assert all("│ smoke " in r and "smoke run: profile window 8 s is shorter than 900 s" in r for r in agentic), rows
+    assert all("│ valid " in r for r in fixed), rows
+    assert "verdict" in proc.stdout and "reason" in proc.stdout
