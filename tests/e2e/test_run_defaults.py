@@ -76,9 +76,9 @@ def test_resume_of_a_finished_run_skips_every_job(tmp_path: Path) -> None:
     resumed = run_cli([RECIPE, "--live", "--out", out, "--no-report", "--resume", "--json"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "0 to run," in resumed.stderr and "2 already done" in resumed.stderr
-    # the table shows the figures the finished jobs have on disk, not empty rows
+    # the table shows the verdicts and figures the finished jobs have on disk, marked resumed, not empty rows
     rows = json.loads(resumed.stdout)["jobs"]
-    assert len(rows) == 2 and all(r["verdict"] == "skipped" for r in rows), rows
+    assert len(rows) == 2 and all(r["verdict"] == "valid" and r["resumed"] for r in rows), rows
     assert all(r["total_tps_per_gpu"] and r["total_tps_per_gpu"] > 0 and r["summary"] for r in rows), rows
 
 

@@ -1,6 +1,8 @@
 """A job a real engine would refuse runs on the simulator (its engine rules soften to warnings there), and every
-place that shows its result says so: the run's outcome (`warnings`), the end-of-run summary on stderr and the
-dashboard's banner. It used to be a stderr warning before the run and then four plain `valid` points."""
+place that shows its result says so: the run's outcome (`warnings`, in run.json and the job's outcome.json), the
+end-of-run rows (`run --json`; the table marks the verdict, `cli/test_run_table.py`), the summary on stderr and the
+dashboard's banner. It used to be a stderr warning before the run and then four plain `valid` points; then the
+job's outcome.json said `"warnings": []` and the end rows had no word of it."""
 
 from __future__ import annotations
 
@@ -34,6 +36,9 @@ def test_a_result_the_real_engine_would_refuse_says_so_everywhere(tmp_path: Path
         (warning,) = o["warnings"]
         assert warning.startswith("a real engine would refuse them: [engine.known-incompatibility]")
         assert "direct I/O backend and layer_first layout" in warning and "(simulated:" not in warning
+        # one text wherever the outcome is read: the job's own outcome.json and the end rows say the same
+        assert json.loads((out / "jobs" / o["job_id"] / "outcome.json").read_text())["warnings"] == [warning]
+    assert [r["warnings"] for r in rows] == [o["warnings"] for o in outcomes]
     assert "2 job(s) ran on the simulator although a real engine would refuse them" in captured.err
     run = load_run(out)
     banner = build_payload(run, points_from_run(run))["verdicts"]["simulated-only"]
@@ -58,4 +63,7 @@ def test_a_launch_the_real_engine_cannot_render_is_said_too(tmp_path: Path, monk
     (warning,) = outcome["warnings"]
     assert warning.startswith("a real engine would refuse them: [serve.render-failed] cannot render: SGLang has no "
                               "`medusa` speculative decoding"), warning
+    assert json.loads((out / "jobs" / outcome["job_id"] / "outcome.json").read_text())["warnings"] == [warning]
+    (row,) = json.loads(captured.out)["jobs"]
+    assert row["warnings"] == [warning]
     assert "policy.internal" not in captured.err

@@ -9,10 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from llmsweep.cli.options import config_keys_option, json_option, option, runner_config_option, store_option
+from llmsweep.cli.options import (
+    config_keys_option,
+    field_option,
+    json_option,
+    option,
+    runner_config_option,
+    store_option,
+)
 from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.errors import ConfigError
 from llmsweep.evals.tasks import DEFAULT_TASK, known_tasks
+from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.execute.registry import executor_help, executor_kinds
 from llmsweep.power.sampler import RUN_BACKEND_CHOICES
 from llmsweep.power.samples import REQUIRE_POWER_HELP
@@ -55,7 +63,7 @@ if TYPE_CHECKING:
 @click.option("--lm-eval", "lm_eval", default=None, metavar="PYTHON",
               help="Python interpreter with lm-eval[api]==0.4.13 (default: $LLMSWEEP_LM_EVAL).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
-@click.option("--resume", is_flag=True, help="Skip jobs whose valid summary exists in --out; rerun half-done ones.")
+@field_option("--resume", source=(LifecycleSettings, "resume"), is_flag=True)
 @option("changed", help="Run only the jobs a recipe change added or changed (see `llmsweep changes`); HEAD must be "
         "the files given (BASE.. compares with the working tree).")
 @click.option("--only-job", "only_job", multiple=True, metavar="JOB_ID",
@@ -139,8 +147,6 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
                 return 2
             click.echo("no job changed: nothing to run", err=True)
             return 0
-    from llmsweep.execute.lifecycle import LifecycleSettings
-
     settings = LifecycleSettings.model_validate({
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
         "request_timeout_s": request_timeout, "client_workers": client_workers,
@@ -199,8 +205,11 @@ def _reused_summaries(outcome: RunOutcome) -> dict[str, Any]:
 
 
 def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
-    """One row per expected job: its concurrency, verdict and the reason for it, and the headline metrics."""
+    """One row per expected job: its concurrency, verdict and the reason for it, the warnings its outcome carries,
+    where its figures come from (`source`, `clock`) and the headline metrics. A job `--resume` did not run again shows
+    its summary's verdict and reasons, `resumed: true`."""
     from llmsweep.errors import ResultError
+    from llmsweep.execute.lifecycle import verdict_reasons
     from llmsweep.metrics.model import Summary
 
     rows = []
@@ -212,15 +221,25 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
                 summary = Summary.load(o.summary_path)
             except ResultError:
                 summary = None
+        verdict, reasons = o.status, o.reasons
+        if o.resumed and summary is not None:  # its verdict is the summary's it was skipped for, read back from it
+            verdict, reasons = summary.validity.verdict, verdict_reasons(summary)
         ms = 1e3
         block = summary.eval if summary is not None else None
+        measured = summary
         if block is not None and block.mode == "eval-only":
             summary = None  # an eval-only job measured no throughput: its row says so rather than 0
         rows.append({
             "job": o.job_id,
             "conc": outcome.concurrency.get(o.job_id),
-            "verdict": o.status,
-            "reason": o.reasons[0] if o.reasons else None,
+            "verdict": verdict,
+            "resumed": o.resumed,
+            "reason": reasons[0] if reasons else None,
+            "warnings": list(o.warnings),
+            # what the figures are: `measured`, `simulated` or `predicted`, and on which clock (`virtual`, `wall`;
+            # None where the summary records none), as the job's summary says
+            "source": measured.source if measured is not None else None,
+            "clock": measured.provenance.clock if measured is not None else None,
             "requests_ok": summary.requests.successful if summary else None,
             "requests_failed": summary.requests.failed if summary else None,
             "total_tps_per_gpu": summary.throughput.per_gpu.total_tps if summary else None,
@@ -273,7 +292,8 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
         value = r[shown[column]]
         return HOT_BY_NAME[column].cell(value / 1e3 if value is not None and shown[column].endswith("_ms") else value)
 
-    colour = {"valid": "green", "smoke": "yellow", "skipped": "cyan"}
+    from llmsweep.cli.verdicts import Notes, verdict_cell
+
     columns = [
         Column("job", kind="key", justify="left"), Column("conc"), Column("verdict", justify="left"),
         Column("reason", kind="text", justify="left", min_width=24, drop_empty=True), Column("ok/failed"),
@@ -281,11 +301,24 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
         Column("eval", kind="text", justify="left", drop_empty=True),
     ]
     cells = []
+    notes = Notes()  # each warning said once under the table, its number beside the verdicts it qualifies
     for r in rows:
-        verdict = r["verdict"]
         ok = f"{r['requests_ok']}/{r['requests_failed']}" if r["requests_ok"] is not None else "-"
-        cells.append([plain(r["job"]), str(r["conc"] or "-"), f"[{colour.get(verdict, 'red')}]{plain(verdict)}[/]",
+        verdict = verdict_cell(r["verdict"], resumed=r["resumed"], notes=notes.number(r["warnings"]))
+        cells.append([plain(r["job"]), str(r["conc"] or "-"), verdict,
                       plain(r["reason"] or ""), ok, *(cell(r, c) for c in shown),
                       plain(_eval_cell(r))])
     short = [plain(label) for label in job_labels([r["job"] for r in rows], exp_names)]
-    print_tables("llmsweep run", columns, cells, short_keys=short, console=console)
+    print_tables(run_title(rows), columns, cells, short_keys=short, caption=plain("\n".join(notes.lines())) or None,
+                 console=console)
+
+
+CLOCK_WORDS = {"virtual": "virtual time", "wall": "wall-clock time"}
+
+
+def run_title(rows: list[dict[str, Any]]) -> str:
+    """`llmsweep run — simulated, virtual time`: what the rows' figures are, as their summaries say (`source`,
+    `clock`), each kind once in the order met; plain `llmsweep run` when no row has a summary."""
+    kinds = dict.fromkeys((r["source"], r["clock"]) for r in rows if r["source"] is not None)
+    said = [f"{source}, {CLOCK_WORDS.get(clock, f'{clock} time')}" if clock else source for source, clock in kinds]
+    return "llmsweep run" + (f" — {'; '.join(said)}" if said else "")

@@ -572,16 +572,23 @@ def _predict_parallel(planned: list[Outcome | Unit], units: list[Unit], settings
 def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None) -> None:
     """The predicted points, laid out for the terminal as `run`'s table is (`cli.tables.print_tables`)."""
     from llmsweep.cli.tables import Column, job_labels, plain, print_tables
+    from llmsweep.cli.verdicts import verdict_cell
+    from llmsweep.execute.lifecycle import verdict_reasons
     from llmsweep.metrics.registry import HOT_BY_NAME
 
     hot = HOT_BY_NAME
     metrics = [hot[name] for name in ("tput_per_gpu", "output_tput_per_gpu", "p50_ttft", "p50_tpot")]
-    columns = [Column("job", kind="key", justify="left"), Column("conc"), *(Column(m.header) for m in metrics),
+    columns = [Column("job", kind="key", justify="left"), Column("conc"), Column("verdict", justify="left"),
+               Column("reason", kind="text", justify="left", min_width=24, drop_empty=True),
+               *(Column(m.header) for m in metrics),
                Column("hit rate"), Column("AL"), Column("calibration", kind="text", justify="right", min_width=12)]
     rows = []
     for r in results:
         s = r.summary
         assert s is not None
+        # the point's verdict as the gates judged it (`smoke` under a short --duration), and why when not valid
+        verdict = s.validity.verdict
+        why = verdict_reasons(s)[:1] if verdict != "valid" else []
         spec = s.server_metrics.spec_decode
         vals = [s.throughput.per_gpu.total_tps, s.throughput.per_gpu.output_tps, s.latency.ttft.p50, s.latency.tpot.p50]
         cells = [m.cell(v) for m, v in zip(metrics, vals, strict=True)]  # as every table prints the metric
@@ -592,7 +599,7 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
             cells[-1] += " est."  # the simulator's stand-in for acceptance the job measures on an engine
         label = str(r.calibration or "-")
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
-        rows.append([plain(r.job), str(r.concurrency), *cells,
+        rows.append([plain(r.job), str(r.concurrency), verdict_cell(verdict), plain("; ".join(why)), *cells,
                      plain(label.split(" (")[0].replace("calibrated: ", ""))])
     # under the table only what the column cannot show: a calibration's evidence ("uncalibrated" says it all there)
     labels = sorted({r.calibration for r in results if r.calibration and " (" in r.calibration})

@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 
 Status = Literal["valid", "smoke", "invalid", "failed", "skipped", "refused"]
 DONE_VERDICTS = ("valid", "smoke")
+"""The verdicts of a finished job: `--resume` skips a job whose folder holds a summary with one of them."""
+DONE_WORDS = " or ".join(DONE_VERDICTS)
+"""`valid or smoke`: how the help, the refusals and the report say which summaries `--resume` keeps."""
 
 
 class LifecycleSettings(BaseModel):
@@ -66,7 +69,9 @@ class LifecycleSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    resume: bool = Field(default=False, description="Skip jobs whose folder already holds a valid or smoke summary.")
+    resume: bool = Field(default=False, description=f"Skip the jobs whose folder in --out already holds a {DONE_WORDS} "
+                         "summary (the end table shows that verdict, marked resumed), rerun half-done ones, and stop "
+                         "servers a killed run into --out left behind.")
     fail_fast: bool = Field(default=False, description="Stop at the first failed or invalid job.")
     startup_timeout_s: float | None = Field(default=None, description="Override the LaunchSpec's readiness timeout.")
     stop_grace_s: float = Field(default=15.0, ge=0, description="SIGTERM → SIGKILL grace when stopping a server.")
@@ -92,12 +97,24 @@ class JobOutcome(BaseModel):
     summary_path: str | None = None
     seconds: float | None = None
     warnings: list[str] = Field(default_factory=list)
-    """What holds for the job beyond its verdict: under the simulator, the engine rules it ran despite (a real
-    engine would refuse the job: `policy` softens those rules to warnings in simulation)."""
+    """What holds for the job's result beyond its verdict: under the simulator, the engine rules it ran despite (a
+    real engine would refuse the job: `policy` softens those rules to warnings in simulation) and what the simulator
+    does not model (`pipeline.job_warnings`, their one home; added by `with_warnings`)."""
+    resumed: bool = False
+    """`--resume` found the job finished in --out and did not run it again (status `skipped`); its verdict is its
+    summary's (`summary_path`), which the end table shows, marked resumed."""
 
     @property
     def ok(self) -> bool:
         return self.status in ("valid", "smoke", "skipped")
+
+    def with_warnings(self, warnings: Sequence[str]) -> JobOutcome:
+        """This outcome with the job's warnings (each once): they qualify any result the job has — a verdict, or a
+        finished result it was skipped for (`--resume`, `--reuse`); a job refused, or failed without a result, has
+        none to qualify."""
+        if not warnings or self.status in ("refused", "failed"):
+            return self
+        return self.model_copy(update={"warnings": list(dict.fromkeys([*self.warnings, *warnings]))})
 
 
 @dataclass
@@ -112,6 +129,9 @@ class ServerGroup:
     notes: list[str] = field(default_factory=list)
     topology: Topology | None = None
     """Set for a job launched role by role (disaggregated, `execute.roles`); `spec` is then its router's launch."""
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    """Job id -> the warnings its outcome carries (`JobOutcome.warnings`, from `pipeline.job_warnings`), for whatever
+    writes the job's outcome.json where the group runs (this process, or a Slurm node)."""
 
     def to_json(self, run_dir: Path, settings: LifecycleSettings) -> dict[str, Any]:
         return {
@@ -124,6 +144,7 @@ class ServerGroup:
             "settings": settings.model_dump(mode="json"),
             # The node renders the topology again from the job (one home: `engines.render_topology`).
             "roles": self.topology is not None,
+            "warnings": self.warnings,
         }
 
     @classmethod
@@ -134,6 +155,7 @@ class ServerGroup:
             jobs=[Job.model_validate(j) for j in doc["jobs"]],
             source=doc.get("source", "measured"),
             executor=doc.get("executor", "slurm"),
+            warnings={str(k): [str(w) for w in v] for k, v in (doc.get("warnings") or {}).items()},
         )
         if doc.get("roles") and group.jobs:
             from llmsweep import engines
@@ -538,7 +560,8 @@ def eval_group(group: ServerGroup, jobs: Sequence[Job], spec: LaunchSpec) -> Ser
     """The group of a relaunched eval server, for the evals of `jobs` (its own folder under `servers/`, its own
     launch files)."""
     return ServerGroup(id=f"{group.id}{EVAL_SERVER_SUFFIX}", spec=spec, jobs=list(jobs), source=group.source,
-                       executor=group.executor, notes=[*group.notes, "eval server: real verification"])
+                       executor=group.executor, notes=[*group.notes, "eval server: real verification"],
+                       warnings=group.warnings)
 
 
 def relaunch_reason(job: Job) -> str:
@@ -616,7 +639,7 @@ def _owed_eval(item: _OwedEval, evserver: _Server, run_dir: Path, settings: Life
         outcome = settle(job, jdir, started, measure)
     finally:
         _copy_log(handle or evserver.handle, jdir / EVAL_DIR)
-    return _close(job, jdir, outcome, started, evserver.scrubber, event)
+    return _close(job, jdir, outcome, started, evserver.scrubber, event, evserver.group.warnings.get(job.id, ()))
 
 
 def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
@@ -647,9 +670,14 @@ def outcome_of(job: Job, summary: Summary, job_dir: Path) -> JobOutcome:
     """A measured job's outcome: its summary's verdict and reasons (the failing reason first: the smoke note is
     informational)."""
     status: Status = summary.validity.verdict
-    reasons = sorted(summary.validity.reasons, key=lambda r: r.startswith("smoke run"))
-    return JobOutcome(job_id=job.id, exp_name=job.exp_name, status=status, reasons=reasons,
+    return JobOutcome(job_id=job.id, exp_name=job.exp_name, status=status, reasons=verdict_reasons(summary),
                       summary_path=str(job_dir / art.SUMMARY_FILE))
+
+
+def verdict_reasons(summary: Summary) -> list[str]:
+    """A summary's verdict reasons as an outcome gives them: the failing reason first (the smoke note is
+    informational)."""
+    return sorted(summary.validity.reasons, key=lambda r: r.startswith("smoke run"))
 
 
 def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summary]) -> JobOutcome:
@@ -731,7 +759,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         progress.eval_owed(job.id)
         event(f"job {job.id}: point done; its eval runs after the group's other points, on a server of its own")
         return None
-    return _close(job, jdir, outcome, started, server.scrubber, event)
+    return _close(job, jdir, outcome, started, server.scrubber, event, group.warnings.get(job.id, ()))
 
 
 def _alive_or_invalid(handle: ServerHandle, during: str, jdir: Path, settings: LifecycleSettings) -> None:
@@ -751,8 +779,10 @@ def _alive_or_invalid(handle: ServerHandle, during: str, jdir: Path, settings: L
 
 
 def _close(job: Job, jdir: Path, outcome: JobOutcome, started: float, scrubber: SecretScrubber,
-           event: Event) -> JobOutcome:
-    """Record a job's final outcome: its folder's outcome.json, the store (`on_job_finished`), progress, a line."""
+           event: Event, warnings: Sequence[str] = ()) -> JobOutcome:
+    """Record a job's final outcome, with its `warnings` (its group's): its folder's outcome.json, the store
+    (`on_job_finished`), progress, a line."""
+    outcome = outcome.with_warnings(warnings)
     outcome.seconds = round(time.monotonic() - started, 3)
     # Reasons quote exceptions and log tails and travel on to run.json, the store and the console: scrub them here.
     outcome.reasons = [scrubber.scrub(r) for r in outcome.reasons]
@@ -851,12 +881,12 @@ def run_group(
 
 def resumed(job: Job, run_dir: Path) -> JobOutcome | None:
     """`--resume`: the skipped outcome of a job whose folder already holds a valid or smoke summary (pointing at it,
-    so the end-of-run table shows its figures), else None (the job runs)."""
+    so the end-of-run table shows its verdict and figures, marked resumed), else None (the job runs)."""
     jdir = art.job_dir(run_dir, job.id)
     verdict = art.finished_verdict(jdir)
     if verdict not in DONE_VERDICTS:
         return None
-    return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
+    return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", resumed=True,
                       reasons=[f"resumed: summary already {verdict}"], summary_path=str(jdir / art.SUMMARY_FILE))
 
 
@@ -967,7 +997,10 @@ def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool
 
 
 def summarize_outcomes(outcomes: Sequence[JobOutcome]) -> dict[str, Any]:
+    """Jobs by how they ended; one `--resume` did not run again counts as `resumed` (the end table shows its
+    verdict, marked so)."""
     counts: dict[str, int] = {}
     for o in outcomes:
-        counts[o.status] = counts.get(o.status, 0) + 1
+        said = "resumed" if o.resumed else o.status
+        counts[said] = counts.get(said, 0) + 1
     return counts

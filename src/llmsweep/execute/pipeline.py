@@ -125,7 +125,7 @@ class RunOutcome:
 
     def completeness(self) -> str:
         counts = summarize_outcomes(self.outcomes)
-        done = counts.get("valid", 0) + counts.get("smoke", 0) + counts.get("skipped", 0)
+        done = sum(1 for o in self.outcomes if o.ok)
         parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         lines = [f"expected {self.expected} job(s), {done} with a valid or smoke summary ({parts})"]
         # One line per reason: nine jobs refused for one unreadable trace source say it once, then name the jobs.
@@ -142,9 +142,8 @@ class RunOutcome:
                 lines += [f"    {job_id}" for job_id in ids]
         softened: dict[str, list[str]] = {}
         for o in self.outcomes:
-            if o.ok:
-                for w in o.warnings:
-                    softened.setdefault(w, []).append(o.job_id)
+            for w in o.warnings:
+                softened.setdefault(w, []).append(o.job_id)
         for warning, ids in softened.items():
             lines.append(f"  {len(ids)} job(s) ran on the simulator although {warning}")
         for why, ids in self.power_unrecorded.items():
@@ -188,10 +187,11 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding], list[str
     return with_traces(validation.jobs, req.traces), findings, keys
 
 
-def _softened(job: Job, findings: list[Finding], keys: Sequence[str], *, simulated: bool = False) -> list[str]:
-    """The engine rules `job` breaks that were softened to warnings because the simulator serves it (`Rule.
-    softens_in_sim`): its result is the simulator's, and a real engine would refuse the job. One line per rule; and,
-    for a simulated job, what it sets that the simulator does not model (`engines.sim.unmodelled`)."""
+def job_warnings(job: Job, findings: list[Finding], keys: Sequence[str], *, simulated: bool = False) -> list[str]:
+    """The warnings of `job`'s outcome (`JobOutcome.warnings`; their one home): the engine rules it breaks that were
+    softened to warnings because the simulator serves it (`Rule.softens_in_sim`): its result is the simulator's, and
+    a real engine would refuse the job. One line per rule; and, for a simulated job, what it sets that the simulator
+    does not model (`engines.sim.unmodelled`)."""
     from llmsweep.policy.context import SOFTENED_NOTE
     from llmsweep.policy.planning import findings_about
     from llmsweep.policy.registry import all_rules
@@ -313,7 +313,8 @@ def _power_gate(groups: list[ServerGroup], settings: LifecycleSettings, executor
     return groups, []
 
 
-def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False) -> list[ServerGroup]:
+def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
+            warnings: dict[str, list[str]] | None = None) -> list[ServerGroup]:
     import hashlib
 
     from llmsweep import engines
@@ -340,6 +341,8 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False) 
                                 topology=topology)
             by_fp[fp] = group
         group.jobs.append(job)
+        if said := (warnings or {}).get(job.id):
+            group.warnings[job.id] = said
     return list(by_fp.values())
 
 
@@ -397,6 +400,8 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         raise ConfigError(f"{files}{keys_said}: the recipes expand to no job",
                           fix="check the files hold recipes (the findings above), --config-keys and the recipes' "
                               "search spaces")
+    # Options that leave no job a place to run are bad input, said once: before the findings, the store and --out.
+    _refuse_clash(jobs, req, executor.kind)
     for f in findings:  # errors refuse their jobs (below); warnings run, but are said before anything starts
         if f.is_error or req.say_warnings:
             event(f.render())
@@ -410,6 +415,24 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     outcome.unplanned = unplanned
     return outcome
 
+
+
+def _refuse_clash(jobs: Sequence[Job], req: RunRequest, executor: str) -> None:
+    """Raise a ConfigError (exit 2) when the run's options place none of its jobs: every job is a simulated one that
+    `--executor` (with or without `--live`) cannot run (`execute.placement`). Refusing each job for it said the same
+    reason once per job, exited 1 and left an empty run in the store; a clash that spares some jobs still refuses
+    only those, and the rest run."""
+    from llmsweep.execute.placement import simulator_placement_refusal
+
+    clashes = [simulator_placement_refusal(engine=job.engine, simulate=req.simulate, executor=executor, live=req.live)
+               for job in jobs]
+    if not clashes or any(c is None for c in clashes):
+        return
+    said = list(dict.fromkeys(c for c in clashes if c is not None))
+    fixes = list(dict.fromkeys(c.fix for c in said))
+    raise ConfigError(f"none of the {len(jobs)} job(s) can run: "
+                      + "; ".join(dict.fromkeys(c.reason for c in said)),
+                      fix=fixes[0] if len(fixes) == 1 else "; or ".join(fixes))
 
 
 def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
@@ -553,6 +576,11 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
     stop_stale_servers(run_dir, event)
 
+    # Each job's warnings, known before it runs: its group carries them to whatever writes its outcome.json (here, or
+    # on a Slurm node), and the outcomes made here (resumed, reused) get them below.
+    said = {job.id: job_warnings(job, findings, keys, simulated=runs_on_simulator(job.engine, simulate=req.simulate))
+            for job in planned}
+    warnings = {job.id: w for i, job in enumerate(jobs) if (w := said[planned[i % len(planned)].id])}
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
     refusals = {job.id: _refusal(job, req.simulate, errors_about(job, findings, keys), req.settings.eval,
@@ -583,7 +611,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         skipped += reused
     runnable, unreadable = _check_traces(runnable, event)
     refused += unreadable
-    groups = _groups(runnable, req.simulate, executor.kind, req.live)
+    groups = _groups(runnable, req.simulate, executor.kind, req.live, warnings)
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
     virtual = [g for g in groups if g.spec.engine == "sim" and not req.live]
     served = [g for g in groups if g not in virtual]
@@ -628,11 +656,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
                 for j in jobs]
-    softened = {job.id: _softened(job, findings, keys,
-                                  simulated=runs_on_simulator(job.engine, simulate=req.simulate))
-                for job in planned}
-    outcomes = [o.model_copy(update={"warnings": [*o.warnings, *w]})
-                if o.ok and (w := softened[planned[i % len(planned)].id]) else o for i, o in enumerate(outcomes)]
+    outcomes = [o.with_warnings(warnings.get(o.job_id, ())) for o in outcomes]
     _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta)
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,

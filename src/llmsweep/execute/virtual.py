@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,8 +138,7 @@ def _run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycl
         if settings.fail_fast and not all(o.ok for o in outcomes):
             return outcomes
         groups = [g for g in groups if not all(virtual_disagg.is_disaggregated(j) for j in g.jobs)]
-        groups = [ServerGroup(id=g.id, spec=g.spec, jobs=[j for j in g.jobs if not virtual_disagg.is_disaggregated(j)],
-                              source=g.source, executor=g.executor, notes=g.notes) for g in groups]
+        groups = [replace(g, jobs=[j for j in g.jobs if not virtual_disagg.is_disaggregated(j)]) for g in groups]
     total = sum(len(g.jobs) for g in groups)
     done = 0
     for group in groups:
@@ -210,7 +210,7 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
                                 fix="run it with `llmsweep run` (or --live)")
         return summary
 
-    outcome = settle(job, jdir, started, measure)
+    outcome = settle(job, jdir, started, measure).with_warnings(group.warnings.get(job.id, ()))
     outcome.seconds = round(time.monotonic() - started, 3)
     art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"))
     report_job_finished(jdir, outcome)  # stored as it finishes, as the live path does
@@ -287,5 +287,4 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
 
 def _placed(group: ServerGroup) -> ServerGroup:
     """The group as provenance should record it: placed by the virtual clock, not by the executor asked for."""
-    return ServerGroup(id=group.id, spec=group.spec, jobs=group.jobs, source=group.source, executor=KIND,
-                       notes=group.notes)
+    return replace(group, executor=KIND)

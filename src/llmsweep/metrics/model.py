@@ -371,6 +371,9 @@ class Provenance(_Open):
     options: dict[str, Any] | None = None
     workload: dict[str, Any] | None = None
     launch: Launch | None = None
+    clock: Literal["virtual", "wall"] | None = Field(
+        default=None, description="`llmsweep run`: the clock the job ran on, `virtual` (the simulator core, "
+                                  "in-process) or `wall`; absent where the run recorded none (`bench`).")
     hardware: dict[str, Any] | str | None = Field(
         default=None, description="`llmsweep run`: sku, runner, gpus, gpu_names, driver_version; else a name.")
     gpus_known: bool | None = Field(

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from llmsweep.cli import tables
-from llmsweep.cli.run import _print_rows
+from llmsweep.cli.run import _print_rows, run_title
 from llmsweep.cli.tables import job_label, job_labels
 
 JOB = ("qwen3.5_tp8_conc{c}_kvnone_spec-mtp_fp8_sglang_tp8-pp1-dcp1-pcp1-ep1-dpafalse_disagg-false_spec-mtp_conc{c}_"
@@ -21,7 +21,8 @@ EXP = "qwen3.5_tp8_conc{c}_kvnone_spec-mtp"
 
 
 def _row(conc: int, tput: float, **extra: Any) -> dict[str, Any]:
-    row = {"job": JOB.format(c=conc), "conc": conc, "verdict": "valid", "reason": None, "requests_ok": 764,
+    row = {"job": JOB.format(c=conc), "conc": conc, "verdict": "valid", "resumed": False, "reason": None,
+           "warnings": [], "source": "simulated", "clock": "virtual", "requests_ok": 764,
            "requests_failed": 0, "total_tps_per_gpu": tput, "output_tps_per_gpu": 98.1, "ttft_p50_ms": 36.1,
            "tpot_p50_ms": 2.55, "interactivity_p50": 392.7, "tokens_per_joule": 6.006, "avg_power_w_per_gpu": 334.2,
            "eval_task": None, "eval_score": None, "eval_verdict": None, "seconds": 6.0, "summary": None}
@@ -130,3 +131,35 @@ def test_the_caption_says_ids_were_shortened_only_when_one_was() -> None:
     assert "shortened" not in whole and "a[b]_conc1" in whole, whole
     short = render(["a[b]…1", "a[b]…4"])
     assert "shortened" in short and "a[b]…1" in short and "\\" not in short, short
+
+
+REFUSE = "a real engine would refuse them: [engine.known-incompatibility] HiCache with the direct I/O backend"
+
+
+@pytest.mark.parametrize("width", [100, 10_000])
+def test_a_warned_verdict_is_marked_and_its_warning_said_once_under_the_table(width: int,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job a real engine would refuse showed a plain `valid`: its warning was only on stderr."""
+    unmodelled = "it does not model DP attention: their points predict them as if off"
+    rows = [_row(1, 742.3, warnings=[REFUSE]), _row(4, 2006.9, warnings=[REFUSE, unmodelled]), _row(8, 2500.0)]
+    text = _render(width, monkeypatch, rows)
+    verdicts = [re.split(r"[│┃]", line)[3].strip() for line in text.splitlines()
+                if line.startswith("│") and re.split(r"[│┃]", line)[2].strip() in ("1", "4", "8")]
+    assert verdicts == ["valid ⚠1", "valid ⚠1,2", "valid"], text
+    flat = " ".join(text.split())
+    assert flat.count("[engine.known-incompatibility]") == 1 and f"⚠1 {REFUSE}" in flat, text
+    assert f"⚠2 {unmodelled}" in flat
+
+
+def test_a_resumed_job_shows_its_verdict_marked_resumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _render(10_000, monkeypatch, [_row(1, 742.3, verdict="smoke", resumed=True), _row(4, 2006.9)])
+    assert "smoke (resumed)" in text and "skipped" not in text
+
+
+def test_the_title_says_what_the_figures_are_as_their_summaries_say() -> None:
+    assert run_title([_row(1, 1.0), _row(4, 2.0)]) == "llmsweep run — simulated, virtual time"
+    assert run_title([_row(1, 1.0, source="measured", clock="wall"), _row(4, 2.0, clock="wall")]) == (
+        "llmsweep run — measured, wall-clock time; simulated, wall-clock time")
+    # never assumed: no summary, no claim
+    assert run_title([_row(1, 1.0, source=None, clock=None)]) == "llmsweep run"
+    assert run_title([_row(1, 1.0, source="measured", clock=None)]) == "llmsweep run — measured"

@@ -1,6 +1,8 @@
 """A simulated job runs where `--executor` says or is refused: in virtual time it runs in this process (an
 `--executor slurm` run once recorded `executor: slurm` and touched no Slurm), and the live simulator runs on the host,
-never from an image (`--executor docker` found that only after launching, with a fix to set an image the recipe had)."""
+never from an image (`--executor docker` found that only after launching, with a fix to set an image the recipe had).
+Options that refuse every job so are bad input, said once before anything is written (they refused each job with the
+same line, exited 1 and left a run of no result in the store); a job among others that run is refused on its own."""
 
 from __future__ import annotations
 
@@ -30,11 +32,15 @@ def test_a_simulated_job_is_refused_where_the_executor_would_not_run_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         args: tuple[str, ...], said: str) -> None:
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
-    code, rows, err = _run(capsys, tmp_path, *args)
-    assert code == 1 and len(rows) == 2, err
-    assert all(r["verdict"] == "refused" and said in str(r["reason"]) for r in rows), rows
-    assert "launching" not in err  # refused before anything started
-    assert not list((tmp_path / "run").glob("jobs/*/summary.json"))
+    with pytest.raises(SystemExit) as done:
+        main(["run", str(RECIPE), *args, "--out", str(tmp_path / "run"), "--no-report", "--json"])
+    captured = capsys.readouterr()
+    assert done.value.code == 2 and not captured.out, captured.err  # bad input: no table
+    # said once for the two jobs, with the fix, and nothing planned into --out or the store
+    reason, _, fix = said.partition(" (")
+    assert captured.err.startswith("error: none of the 2 job(s) can run: ") and captured.err.count(reason) == 1
+    assert f"fix: {fix}" in captured.err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "store.sqlite").exists()
 
 
 def test_the_local_executor_runs_them_in_virtual_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -54,14 +60,17 @@ def test_a_job_reused_once_and_refused_later_shows_no_borrowed_figures(
             main(["run", str(RECIPE), *args, "--out", str(tmp_path / ("b" if args else "a")), "--no-report"])
         assert done.value.code == 0
     capsys.readouterr()
+    # refused now among jobs of another recipe (refused for their own reason): a refusal of the run's jobs, not of
+    # the whole run
     with pytest.raises(SystemExit):
-        main(["run", str(RECIPE), "--executor", "slurm", "--force", "--out", str(tmp_path / "b"), "--no-report",
-              "--json"])
+        main(["run", str(RECIPE), str(RECIPE.parent / "no-serve.yaml"), "--executor", "docker", "--force", "--out",
+              str(tmp_path / "b"), "--no-report", "--json"])
     captured = capsys.readouterr()
     rows = json.loads(captured.out)["jobs"]
-    assert [r["verdict"] for r in rows] == ["refused", "refused"]
+    assert [r["verdict"] for r in rows] == ["refused", "refused", "refused"]
     assert all(r["total_tps_per_gpu"] is None for r in rows), rows
-    assert "reused stored results" not in captured.err and "2 expected job(s) without a result" in captured.err
+    assert "reused stored results" not in captured.err and "3 expected job(s) without a result" in captured.err
+    assert sum("--executor docker would place no server" in str(r["reason"]) for r in rows) == 2
 
 
 @pytest.mark.parametrize("simulate", [False, True], ids=["sim-engine", "--simulate"])
@@ -75,9 +84,11 @@ def test_run_and_discover_refuse_a_simulated_job_for_one_reason_in_one_wording(
 
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
     flags = ("--simulate",) if simulate else ()
-    _code, rows, _err = _run(capsys, tmp_path, "--executor", "slurm", *flags)
+    with pytest.raises(SystemExit):
+        main(["run", str(RECIPE), "--executor", "slurm", *flags, "--out", str(tmp_path / "run"), "--no-report"])
+    err = capsys.readouterr().err
     why = simulator_placement_refusal(engine="sim", simulate=simulate, executor="slurm", live=False)
-    assert why is not None and all(r["reason"] == why.line() for r in rows), rows
+    assert why is not None and f": {why.reason}\n  fix: {why.fix}" in err, err
     with pytest.raises(ConfigError) as refused:
         discover(DiscoverRequest(recipe=RECIPE, out=tmp_path / "discover", executor="slurm", simulate=simulate),
                  event=lambda _msg: None)

@@ -1,0 +1,86 @@
+"""What `llmsweep run` tells a user at its end, as the README promises it: a resumed job's real verdict (not
+`skipped`), what the figures are (simulated, in virtual time), an option clash said once as bad input, and
+`predict`'s verdicts in its table. (Warnings of a job a real engine would refuse:
+test_simulated_despite_engine_rules.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+from test_run_support import RECIPES, cli_env, read_json, run_cli
+
+from llmsweep.cli.main import cli
+from llmsweep.execute.lifecycle import DONE_VERDICTS
+
+AGENTIC = RECIPES / "agentic-sim.yaml"
+"""Two agentic points on the simulator with an 8-s window: `smoke` (the 900 s minimum), in seconds."""
+FIXED = RECIPES / "fixed-sim.yaml"
+"""Two fixed-length points on the simulator: `valid`."""
+
+
+def test_resume_shows_each_finished_jobs_verdict_marked_resumed(tmp_path: Path) -> None:
+    """A resumed job's row said verdict `skipped` and hid the real one in its reason ("summary already smoke")."""
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    first = run_cli([AGENTIC, "--out", out, "--no-report", "--json"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    ran = {r["job"]: r for r in json.loads(first.stdout)["jobs"]}
+    assert {r["verdict"] for r in ran.values()} == {"smoke"} and not any(r["resumed"] for r in ran.values())
+    again = run_cli([AGENTIC, "--out", out, "--no-report", "--resume", "--json"], env)
+    assert again.returncode == 0, again.stderr[-4000:]
+    rows = json.loads(again.stdout)["jobs"]
+    assert len(rows) == 2
+    for row in rows:
+        # the summary's verdict and its reason, as the run that made it showed them, marked resumed
+        assert row["verdict"] == "smoke" and row["resumed"] is True, row
+        assert row["reason"] == ran[row["job"]]["reason"] and row["reason"].startswith("smoke run: profile window")
+        assert row["total_tps_per_gpu"] == ran[row["job"]]["total_tps_per_gpu"]
+    # what reads run.json (the sweep's success rate, `ci collect`) still finds the jobs skipped, and done
+    outcomes = read_json(out / "run.json")["outcomes"]
+    assert {o["status"] for o in outcomes} == {"skipped"} and all(o["resumed"] for o in outcomes)
+    assert "2 with a valid or smoke summary (2 resumed)" in again.stderr
+
+
+def test_the_end_table_says_the_figures_are_simulated_in_virtual_time(tmp_path: Path) -> None:
+    """It showed power and tok/J with no word that no GPU ran; `predict` titles its table as predicted."""
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    table = run_cli([FIXED, "--out", out, "--no-report"], env)
+    assert table.returncode == 0, table.stderr[-4000:]
+    assert "llmsweep run — simulated, virtual time" in table.stdout, table.stdout
+    rows = json.loads(run_cli([FIXED, "--out", out, "--no-report", "--resume", "--json"], env).stdout)["jobs"]
+    assert [(r["source"], r["clock"]) for r in rows] == [("simulated", "virtual")] * 2, rows
+
+
+def test_an_executor_that_places_no_job_is_bad_input_said_once(tmp_path: Path) -> None:
+    """`--executor slurm` on simulated jobs in virtual time refused each job with the same line (9× for the seed
+    recipe), exited 1 and left a run of no result in the store."""
+    out, store = tmp_path / "out", tmp_path / "store.sqlite"
+    proc = run_cli([AGENTIC, "--executor", "slurm", "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 2, proc.stderr[-4000:]
+    assert proc.stderr.count("would place no server") == 1, proc.stderr
+    assert "none of the 2 job(s) can run" in proc.stderr and "--live" in proc.stderr
+    assert not out.exists() and not store.exists()  # nothing planned into --out or the store
+
+
+def test_resume_help_names_the_summaries_it_keeps() -> None:
+    """The help said "valid summary" while the run keeps smoke ones too (and its refusal and the README say so)."""
+    res = CliRunner().invoke(cli, ["run", "--help"], terminal_width=200)
+    assert res.exit_code == 0
+    line = " ".join(res.output.split("--resume", 1)[1].split())
+    assert f"{' or '.join(DONE_VERDICTS)} summary" in line, line
+
+
+def test_predict_table_shows_each_points_verdict_and_why(tmp_path: Path) -> None:
+    """`smoke` (a window under 900 s) was visible only in --json."""
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", str(AGENTIC), str(FIXED),
+                           "--processes", "1"], env=cli_env(tmp_path), capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 4, proc.stdout
+    agentic, fixed = rows[:2], rows[2:]
+    assert all("│ smoke " in r and "smoke run: profile window 8 s is shorter than 900 s" in r for r in agentic), rows
+    assert all("│ valid " in r for r in fixed), rows
+    assert "verdict" in proc.stdout and "reason" in proc.stdout
