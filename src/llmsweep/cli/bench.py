@@ -226,7 +226,9 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
         click.echo(f"GPUs serving the endpoint: {gpus} ({gpus_prov['gpus_from']})", err=True)
     # What served the load, as the server says itself (the simulator's /version: `engine: sim`), recorded as `run
     # --live` records it: a real engine's results are measured, the simulator's simulated, both in wall-clock time.
-    source: Literal["measured", "simulated"] = "simulated" if probe.simulated else "measured"
+    from llmsweep.metrics.model import run_source
+
+    source = run_source(probe.simulated)
     if source == "simulated":
         click.echo(f"the endpoint is the simulator ({probe.root}/version): results say source: simulated", err=True)
     _say_tokenizer(workload, simulated=probe.simulated)

@@ -44,6 +44,7 @@ from llmsweep.execute.lifecycle import (
 )
 from llmsweep.execute.progress import ReportingProgress, current_progress, use_progress
 from llmsweep.findings import Finding, Severity
+from llmsweep.metrics.model import run_source
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import one_point_per_job
@@ -337,7 +338,7 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
         group = by_fp.get(fp)
         if group is None:
             group = ServerGroup(id=f"{spec.engine}-{'roles-' if topology else ''}{fp[:12]}", spec=spec, jobs=[],
-                                source="simulated" if spec.engine == "sim" else "measured", executor=executor,
+                                source=run_source(spec.engine == "sim"), executor=executor,
                                 topology=topology)
             by_fp[fp] = group
         group.jobs.append(job)

@@ -29,6 +29,13 @@ SCHEMA_VERSION = 2
 KNOWN_VERSIONS = (1, 2)
 
 Source = Literal["measured", "simulated", "predicted"]
+RunSource = Literal["measured", "simulated"]
+"""What served a run: a real engine (measured) or the simulator (simulated, live or in virtual time)."""
+
+
+def run_source(simulated: bool) -> RunSource:
+    """The label a run's results carry for what served them (the one mapping: `run`'s groups, `bench`, reuse)."""
+    return "simulated" if simulated else "measured"
 Verdict = Literal["valid", "smoke", "invalid"]
 
 
