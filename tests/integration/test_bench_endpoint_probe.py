@@ -57,6 +57,17 @@ class _Fake(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_POST(self) -> None:  # a 1-token request naming a model: "POST <path> <model>" or "POST <path>", else 404
+        model = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}").get("model")
+        status, doc = self.routes.get(f"POST {self.path} {model}", self.routes.get(
+            f"POST {self.path}", (404, {"error": {"message": f"The model `{model}` does not exist."}})))
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *args: Any) -> None:
         return None
 
@@ -204,9 +215,17 @@ def test_the_model_check_reads_v1_models_and_passes_when_it_gives_no_list(fake: 
     routes.update({"/health": (200, {}), "/v1/models": (200, {"object": "list", "data": [{"id": "a"}, {"id": "b"}]})})
     assert probe_endpoint(url, timeout_s=2).models == ("a", "b")  # asked even though /health answered first
     require_endpoint(url, model="b", timeout_s=2)
-    with pytest.raises(ConfigError, match=r"does not serve model 'c': its /v1/models lists 'a', 'b'") as err:
+    with pytest.raises(ConfigError, match=r"does not serve model 'c': its /v1/models lists 'a', 'b', and a 1-token "
+                                          r"request naming it was answered HTTP 404 .*does not exist") as err:
         require_endpoint(url, model="c", timeout_s=2)
     assert err.value.fix is not None and err.value.fix.startswith("--model a")
+    # a server that lists one id but takes others (SGLang, llama.cpp, Ollama's tags) is sent load, with a note
+    routes["POST /v1/completions c"] = (200, {"choices": [{"text": "x"}]})
+    with pytest.raises(ConfigError):  # the route the load uses is the one asked
+        require_endpoint(url, model="c", timeout_s=2, api="chat")
+    taken = require_endpoint(url, model="c", timeout_s=2, api="completions")
+    assert taken.notes == ("--model 'c' is not among the ids /v1/models lists ('a', 'b'); a 1-token request naming "
+                           "it was answered HTTP 200: sending load under that name",)
     routes["/v1/models"] = (401, {"error": "no key"})  # no list to check against: the requests will say
     assert require_endpoint(url, model="c", timeout_s=2).models is None
 

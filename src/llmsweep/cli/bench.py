@@ -220,7 +220,9 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     endpoint = _endpoint(kw, api)
     # Before any load: nothing listening (or a server still loading), or a model the server does not list, is exit 2
     # within seconds, not a window of connection errors ending in an all-zero table or a bare count of HTTP errors.
-    probe = require_endpoint(endpoint.base_url, model=endpoint.model, headers=endpoint.headers)
+    probe = require_endpoint(endpoint.base_url, model=endpoint.model, headers=endpoint.headers, api=api)
+    for note in probe.notes:
+        click.echo(note, err=True)
     gpus, gpus_prov = _gpus(kw["gpus"], probe)
     if gpus_prov["gpus_known"] and kw["gpus"] is None:
         click.echo(f"GPUs serving the endpoint: {gpus} ({gpus_prov['gpus_from']})", err=True)

@@ -16,7 +16,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmsweep.errors import ConfigError
@@ -44,6 +44,8 @@ class EndpointProbe:
     """The engine as the server names itself on `/version` (the simulator says `sim`; vLLM names none)."""
     models: tuple[str, ...] | None = None
     """The model ids `/v1/models` lists; None when it did not answer 2xx with a list."""
+    notes: tuple[str, ...] = ()
+    """What the caller should say before sending load (a `--model` the list lacks that the server still took)."""
 
     def describe(self) -> str:
         return ", ".join(f"{route} {answer}" for route, answer in self.answers.items())
@@ -147,12 +149,32 @@ def probe_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, 
                          engine=engine, models=model_ids(models_doc))
 
 
+def _try_model(root: str, model: str, api: str, timeout_s: float, headers: dict[str, str]) -> tuple[int | None, str]:
+    """(status, the answer's start) of one 1-token request naming `model` on the route the load will use."""
+    body: dict[str, Any]
+    if api == "chat":
+        path, body = "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}
+    else:
+        path, body = "/v1/completions", {"prompt": "hi"}
+    data = json.dumps({"model": model, **body, "max_tokens": 1, "stream": False}).encode()
+    request = urllib.request.Request(root + path, data=data, method="POST",
+                                     headers={**headers, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=max(timeout_s, 10.0)) as resp:
+            return int(resp.status), ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, " ".join(exc.read(600).decode(errors="replace").split())
+    except (urllib.error.URLError, OSError) as exc:
+        return None, str(getattr(exc, "reason", exc))
+
+
 def require_endpoint(base_url: str, *, model: str | None = None, timeout_s: float = 3.0,
-                     headers: dict[str, str] | None = None) -> EndpointProbe:
+                     headers: dict[str, str] | None = None, api: str = "chat") -> EndpointProbe:
     """The probe, or a ConfigError when nothing answers at `base_url`, the server says it is not ready (5xx), it
     has neither readiness route (404 on `/health` and on `/v1/models`: whatever answers there is no OpenAI-compatible
     server, and load sent to it would only print a table of zeros), or its `/v1/models` lists models and `model` is
-    not one of them (every request would fail with a 404).
+    not one of them and one 1-token request naming it on the `api` route is answered 404 (every request would be). A
+    server that lists one id and takes others (SGLang, llama.cpp, Ollama's tags, gateways) passes, with a note.
 
     A server that answers its routes with another 4xx (`/v1/models` behind a key: 401, 403) passes: it listens, and
     the requests themselves will say what is wrong; so does one whose `/v1/models` gives no list.
@@ -173,8 +195,15 @@ def require_endpoint(base_url: str, *, model: str | None = None, timeout_s: floa
         log.info("no readiness route answered 2xx at %s (%s); sending load anyway", probe.root, probe.describe())
     if model is not None and probe.models is not None and model not in probe.models:
         served = ", ".join(repr(m) for m in probe.models)
-        raise ConfigError(f"the server at {probe.root} does not serve model {model!r}: its /v1/models lists {served}; "
-                          "no load was sent",
-                          fix=f"--model {probe.models[0]}" + (" (or another id it lists)" if len(probe.models) > 1
-                                                               else ""))
+        status, answer = _try_model(probe.root, model, api, timeout_s, headers or {})
+        if status == 404:
+            raise ConfigError(f"the server at {probe.root} does not serve model {model!r}: its /v1/models lists "
+                              f"{served}, and a 1-token request naming it was answered HTTP 404"
+                              + (f" ({answer[:300]})" if answer else "") + "; no load was sent",
+                              fix=f"--model {probe.models[0]}" + (" (or another id it lists)" if len(probe.models) > 1
+                                                                   else ""))
+        answered = f"HTTP {status}" if status is not None else f"no answer ({answer})"
+        probe = replace(probe, notes=(*probe.notes, f"--model {model!r} is not among the ids /v1/models lists "
+                                      f"({served}); a 1-token request naming it was answered {answered}: sending "
+                                      "load under that name"))
     return probe
