@@ -2,7 +2,9 @@
 
 orjson where it is installed (a core dependency): compact, UTF-8, ~20x `json` at encoding a record of thousands of chunk
 times and ~4x at decoding it. A source tree run without llmsweep's dependencies (the GPU scripts put `src` on
-PYTHONPATH on a bare image) falls back to `json`, which writes the same bytes and reads the same values, slower.
+PYTHONPATH on a bare image) falls back to `json`, slower: the same values, and for a record's fields (clock readings,
+counts, text) the same bytes; the two spell a very small or large float differently (`1e-05` against `1e-5`), which
+no reader minds. `metrics.accumulate` decodes records in batches on its own faster path (chunk arrays cut out).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ def dumps_line(doc: Any) -> bytes:
     `json` refuses it): use :func:`json.dumps` for documents that may hold NaN (a Prometheus scrape)."""
     if orjson is None:
         return (json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n").encode()
-    return orjson.dumps(doc, option=orjson.OPT_APPEND_NEWLINE)
+    # numpy scalars as `json` writes them (np.float64 is a float to `json`; a missed `.tolist()` must not crash a run)
+    return orjson.dumps(doc, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
 
 
 def loads_line(line: bytes | str) -> Any:

@@ -79,3 +79,11 @@ def test_a_line_reads_the_same_with_or_without_orjson_nan_included(monkeypatch, 
     assert len(fast) == len(slow) == 3
     assert math.isnan(fast[1]["v"]) and math.isnan(slow[1]["v"])
     assert fast[0] == slow[0] == {"a": 1.5, "t": [1.0, 2.0]} and fast[2] == slow[2] and fast[2]["chunk_times"] == [3.0]
+
+
+def test_a_numpy_scalar_in_a_record_is_written_as_json_writes_it() -> None:
+    """`json.dumps` wrote an np.float64 (a float subclass); the orjson encoder must too, not raise mid-run."""
+    from llmsweep.jsonline import dumps_line
+
+    line = dumps_line({"t": np.float64(1.5), "n": np.int64(3), "v": [np.float64(2.25)]})
+    assert json.loads(line) == {"t": 1.5, "n": 3, "v": [2.25]}
