@@ -379,8 +379,9 @@ class Provenance(_Open):
     workload: dict[str, Any] | None = None
     launch: Launch | None = None
     clock: Literal["virtual", "wall"] | None = Field(
-        default=None, description="`llmsweep run`: the clock the job ran on, `virtual` (the simulator core, "
-                                  "in-process) or `wall`; absent where the run recorded none (`bench`).")
+        default=None, description="The clock the run was timed on: `virtual` (the simulator core, in-process, "
+                                  "`llmsweep run`) or `wall` (`run --live`, a real engine, `bench`); absent in a "
+                                  "summary written before it was recorded.")
     hardware: dict[str, Any] | str | None = Field(
         default=None, description="`llmsweep run`: sku, runner, gpus, gpu_names, driver_version; else a name.")
     gpus_known: bool | None = Field(
