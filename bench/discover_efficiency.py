@@ -98,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
             "arm": arm.id, "label": arm.label,
             "discover_runs": len(mine), "discover_points": len({r.conc for r in mine}), "dense_runs": len(grid),
             "ratio": round(len(mine) / len(grid), 3) if grid else None,
-            "proposed": proposal.concs, "knee": proposal.knee.describe() if proposal.knee else None,
+            "proposed": proposal.concs, "knee": proposal.knee.conc if proposal.knee else None,
+            "knee_above": proposal.knee.above if proposal.knee else None,
+            "knee_said": proposal.knee.describe() if proposal.knee else None,
             "frontier": _distance(analysis.curve(grid), analysis.curve(mine), tput),
         })
     if args.json:
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     for a in report["arms"]:
         f = a["frontier"]
         print(f"{a['label']}: discover {a['discover_runs']} runs ({a['discover_points']} points) vs dense "
-              f"{a['dense_runs']} runs: ratio {a['ratio']}; proposed grid {a['proposed']} (knee {a['knee']})")
+              f"{a['dense_runs']} runs: ratio {a['ratio']}; proposed grid {a['proposed']} (knee {a['knee_said']})")
         print(f"  frontier: {f['within_noise']}/{f['dense_frontier_points']} dense-frontier points within noise of "
               f"discover's frontier {f['discover_frontier']}; largest shortfall {f['max_shortfall']:+.1%}, mean "
               f"|shortfall| {f['mean_abs_shortfall']:.1%}")

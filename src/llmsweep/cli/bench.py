@@ -393,10 +393,11 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
                      f"({ev.harness} {ev.harness_version or '?'}, {ev.runs[0].n_samples if ev.runs else '-'} samples)")
     for line in lines:
         console.print(line)
+    from llmsweep.cli.verdicts import verdict_cell
+
     v = summary.validity
-    colour = {"valid": "green", "smoke": "yellow", "invalid": "red"}[v.verdict]
     said = "; ".join(v.reasons + v.warnings)
-    console.print(f"validity: [{colour}]{v.verdict}[/]" + (f" — {said}" if said else ""))
+    console.print(f"validity: {verdict_cell(v.verdict)}" + (f" — {said}" if said else ""))
 
 
 @click.command("summarize")

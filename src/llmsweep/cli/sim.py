@@ -286,8 +286,6 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
                       check.points)
         for why in check.left_out:
             click.echo(f"  not predicted {why}")
-    for line in skipped:
-        click.echo(f"skipped {line}", err=True)
     for path in saved:
         click.echo(f"saved to {path}")
 

@@ -173,9 +173,10 @@ def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoi
                   + (f"; at conc {nxt.conc} {at_next}" if at_next else ""))
         return Knee(conc=a.conc, next_conc=nxt.conc, reason=reason, cliff_conc=cliff[0], cliff=cliff_text)
     top = pts[-1]
-    return Knee(conc=None, above=top.conc, next_conc=None, cliff_conc=cliff[0], cliff=cliff_text,
-                reason=f"throughput per GPU still rises beyond noise at the top of the ladder (conc {top.conc}): "
-                       "the knee lies above it (raise --ladder-top)")
+    reason = (f"throughput per GPU still rises beyond noise at the top of the ladder (conc {top.conc}): the knee lies "
+              "above it (raise --ladder-top)" if len(pts) > 1 else
+              f"only conc {top.conc} was measured: no rise or fall to judge a knee by (raise --ladder-top)")
+    return Knee(conc=None, above=top.conc, next_conc=None, cliff_conc=cliff[0], cliff=cliff_text, reason=reason)
 
 
 def refine_targets(points: Sequence[CurvePoint], knee: Knee, resolution: int) -> list[int]:

@@ -401,11 +401,12 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         raise ConfigError(f"{files}{keys_said}: the recipes expand to no job",
                           fix="check the files hold recipes (the findings above), --config-keys and the recipes' "
                               "search spaces")
-    # Options that leave no job a place to run are bad input, said once: before the findings, the store and --out.
-    _refuse_clash(jobs, req, executor.kind)
     for f in findings:  # errors refuse their jobs (below); warnings run, but are said before anything starts
         if f.is_error or req.say_warnings:
             event(f.render())
+    # Options that leave no job a place to run are bad input, said once: after what the recipes said (their errors
+    # are not hidden behind it), before the store and --out.
+    _refuse_clash(jobs, req, executor.kind)
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -93,6 +93,14 @@ def test_a_curve_still_rising_at_the_top_says_so() -> None:
     assert knee.model_dump()["conc"] is None and knee.model_dump()["above"] == 4
 
 
+def test_one_measured_point_claims_no_rise() -> None:
+    """A ladder cut to one concurrency measured no rise: its reason says so instead of "still rises beyond noise"."""
+    runs = _ladder([(4, 400, 55, None, None)])
+    knee = analysis.find_knee(analysis.curve(runs), analysis.noise(runs, THROUGHPUT))
+    assert knee is not None and knee.conc is None and knee.above == 4
+    assert "rises" not in knee.reason and "only conc 4 was measured" in knee.reason
+
+
 def test_a_knee_above_the_ladder_cuts_nothing_of_the_recipe_above_it() -> None:
     # the ladder measured 1, 2, 4 and throughput still doubled at 4; the recipe goes on to 32
     runs = _ladder([(1, 100, 60, None, None), (2, 200, 58, None, None), (4, 400, 55, None, None)])
