@@ -48,8 +48,7 @@ def test_bench_against_a_closed_port_exits_2_within_seconds_and_sends_nothing(tm
 class _Fake(BaseHTTPRequestHandler):
     routes: ClassVar[dict[str, tuple[int, Any]]] = {}
 
-    def do_GET(self) -> None:
-        status, doc = self.routes.get(self.path, (404, {"detail": "Not Found"}))
+    def _answer(self, status: int, doc: Any) -> None:
         body = json.dumps(doc).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -57,16 +56,14 @@ class _Fake(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_GET(self) -> None:
+        self._answer(*self.routes.get(self.path, (404, {"detail": "Not Found"})))
+
     def do_POST(self) -> None:  # a 1-token request naming a model: "POST <path> <model>" or "POST <path>", else 404
         model = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}").get("model")
         status, doc = self.routes.get(f"POST {self.path} {model}", self.routes.get(
             f"POST {self.path}", (404, {"error": {"message": f"The model `{model}` does not exist."}})))
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self._answer(status, doc)
 
     def log_message(self, *args: Any) -> None:
         return None
