@@ -319,7 +319,7 @@ class _ProgressBar:
         stats = f"done {p.finished} failed {p.failed} in-flight {p.inflight} tok {p.output_tokens}"
         if p.stop_reason:
             stats += f" [stopping: {p.stop_reason}]"
-        if p.phase == "warm-up":
+        if p.phase == "warming":
             stats = "warming up: " + stats
         self.progress.update(self.task, completed=done or 0, stats=stats)
         if p.phase != "draining":

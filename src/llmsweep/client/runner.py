@@ -37,7 +37,7 @@ from llmsweep.host import usable_cpus
 from llmsweep.metrics import GateConfig, Summary, summarise
 from llmsweep.metrics.gates import CLIENT_WORKER_DIED
 from llmsweep.metrics.model import Source
-from llmsweep.workload.base import Workload
+from llmsweep.workload.base import RunPhase, Workload
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,8 @@ class Progress:
     duration_s: float | None
     profiling_elapsed_s: float | None
     stop_reason: str | None
-    phase: str = "profiling"
-    """`warm-up` (no profiling request sent yet), `profiling`, or `draining`: a worker stopped starting requests (the
+    phase: RunPhase = "measuring"
+    """`warming` (no profiling request sent yet), `measuring`, or `draining`: a worker stopped starting requests (the
     window ended, or a stop) and waits for those still in flight (`inflight`) for up to `RunOptions.grace_s`."""
 
 
@@ -290,7 +290,8 @@ def _progress(stats: list[WorkerStats], options: RunOptions, t0: float, reason: 
     now = now_unix()
     # a worker that stopped (its window ended, or a stop) sends nothing more and drains what is in flight
     reason = reason or next((s.stop_reason for s in stats if s.stop_reason), None)
-    phase = "draining" if reason is not None else "profiling" if firsts else "warm-up"
+    window_over = bool(firsts) and options.duration_s is not None and now - min(firsts) >= options.duration_s
+    phase: RunPhase = "draining" if reason is not None or window_over else "measuring" if firsts else "warming"
     return Progress(
         elapsed_s=now - t0,
         started=sum(s.started for s in stats),

@@ -32,14 +32,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from llmsweep.workload.base import RunPhase
+
 if TYPE_CHECKING:
     from llmsweep.client import Progress
     from llmsweep.sim.predict import WindowProgress
 
 log = logging.getLogger(__name__)
 
-Phase = Literal["launching", "warming", "measuring", "draining", "simulating", "summarising", "running", "evaluating"]
-"""`simulating`: a job in virtual time (the simulator core in-process: its warm-up, then its window); `summarising`:
+Phase = Literal[RunPhase, "launching", "simulating", "summarising", "running", "evaluating"]
+"""A job's phase in the display: the client's own (`RunPhase`) while it runs a load, and the executor's around it.
+`simulating`: a job in virtual time (the simulator core in-process: its warm-up, then its window); `summarising`:
 its records written and summarised; `running`: a job that runs elsewhere (a Slurm batch job's worker) before its
 worker has said more of it; `evaluating`: an accuracy eval against a server (in a virtual-time run, the simulator
 served live: wall-clock time)."""
@@ -248,16 +251,6 @@ def _sim_window(w: WindowProgress) -> str:
     return f"window {w.elapsed_s:.0f}/{w.window_s:.0f} virtual s"
 
 
-def phase_of(p: Progress) -> Phase:
-    """The client's phase from its counters: warm-up until the first profiling request, draining once the window is
-    over or a stop was called."""
-    if p.profiling_elapsed_s is None:
-        return "warming"
-    if p.stop_reason or (p.duration_s is not None and p.profiling_elapsed_s >= p.duration_s):
-        return "draining"
-    return "measuring"
-
-
 class JobReport(BaseModel):
     """A job in flight as its worker reports it: its phase, the client's counters, its warm-up's requests."""
 
@@ -360,7 +353,7 @@ class SweepProgress:
         if p.profiling_elapsed_s is None:
             job.warmup_finished = p.finished
         job.window_seen()
-        phase = phase_of(p)
+        phase = p.phase
         if phase != job.phase:
             job.phase = phase
             self.phase_changed(job)

@@ -32,6 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar, cast, overload
 
 Phase = Literal["warmup", "profiling"]
+"""A request's phase: sent in the warm-up, or measured."""
+RunPhase = Literal["warming", "measuring", "draining"]
+"""Where a run of a workload stands, the one vocabulary for it (the client's progress, bench's bar, run's display):
+no profiling request sent yet; measuring; the window over or a stop called, waiting for what is in flight."""
 Api = Literal["chat", "completions"]
 
 

@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from llmsweep.client import Progress
+from llmsweep.client import Progress, RunOptions
+from llmsweep.client.interpreter import WorkerStats
+from llmsweep.client.runner import _progress
+from llmsweep.client.transport import now_unix
 from llmsweep.execute import progress as progress_mod
 from llmsweep.execute.progress import (
     LiveProgress,
@@ -19,7 +22,6 @@ from llmsweep.execute.progress import (
     ReportingProgress,
     SweepProgress,
     current_progress,
-    phase_of,
     progress_for,
     read_report,
     use_progress,
@@ -28,16 +30,21 @@ from llmsweep.execute.progress import (
 
 def _p(profiling: float | None, *, duration: float | None = 60.0, target: int | None = None, finished: int = 5,
        stop: str | None = None) -> Progress:
-    return Progress(elapsed_s=1.0, started=finished + 2, finished=finished, failed=1, inflight=2, output_tokens=10,
-                    target_requests=target, duration_s=duration, profiling_elapsed_s=profiling, stop_reason=stop)
+    """The client's progress (`client.runner._progress`, as its workers report it) after `profiling` seconds of
+    measuring (None: still warming), `finished` requests done and two in flight."""
+    now = now_unix()
+    stats = WorkerStats(worker=0, started=finished + 2, finished=finished, profiling_failed=1, inflight=2,
+                        output_tokens=10, first_profiling_sent=None if profiling is None else now - profiling,
+                        stop_reason=stop)
+    return _progress([stats], RunOptions(concurrency=4, duration_s=duration, num_requests=target), now - 1.0, None)
 
 
 def test_the_phase_follows_the_clients_counters() -> None:
-    assert phase_of(_p(None)) == "warming"
-    assert phase_of(_p(10.0)) == "measuring"
-    assert phase_of(_p(61.0)) == "draining"
-    assert phase_of(_p(10.0, stop="failure ratio 0.2 > 0.05")) == "draining"
-    assert phase_of(_p(10.0, duration=None, target=40)) == "measuring"
+    assert _p(None).phase == "warming"
+    assert _p(10.0).phase == "measuring"
+    assert _p(61.0).phase == "draining"  # the window is over: what is in flight drains
+    assert _p(10.0, stop="failure ratio 0.2 > 0.05").phase == "draining"
+    assert _p(10.0, duration=None, target=40).phase == "measuring"
 
 
 def test_the_status_names_the_job_its_counters_window_and_the_sweeps_eta() -> None:
