@@ -62,8 +62,10 @@ def test_agentic_replay_cache_hits_match(tmp_path: Path) -> None:
 
     live = _live(workload(), tmp_path, concurrency=1, num_requests=25)
     live_ok = [r for r in live if r["error_class"] is None]
-    predicted = predict(workload(), CONFIG, concurrency=1, duration=3600, max_requests=25)
-    assert len([r for r in predicted if r["phase"] == "profiling"]) == 25
+    # Which 25 requests the live run measures depends on the race between concurrent siblings (subagents) at the
+    # 25th: the prediction runs further (40), so whichever 25 went out live are among its requests.
+    predicted = predict(workload(), CONFIG, concurrency=1, duration=3600, max_requests=40)
+    assert len([r for r in predicted if r["phase"] == "profiling"]) == 40
     # request_index follows dispatch order, which differs between concurrent siblings; the turn identifies a request
     by_key = {(r["session"], r["node"], r["turn"], r["phase"]): r for r in predicted}
     matched = [(r, by_key[k]) for r in live_ok if (k := (r["session"], r["node"], r["turn"], r["phase"])) in by_key]

@@ -328,7 +328,8 @@ class _ProgressBar:
             if not p.inflight:
                 return  # nothing to wait for: the run ends now
             # after the window in-flight requests get the grace period; a stop (failure ratio, signal) cancels them
-            self.grace = self.options.grace_s if p.stop_reason == DURATION_REACHED else 0.0
+            # (draining without a stop reason: the window is over, the client has yet to say so)
+            self.grace = self.options.grace_s if p.stop_reason in (None, DURATION_REACHED) else 0.0
             self.drain = self.progress.add_task("draining", total=self.grace or None, stats="")
             self.drain_from, self.drain_inflight = p.elapsed_s, p.inflight
         left = f"{p.inflight} in flight" if p.inflight else "none in flight"
