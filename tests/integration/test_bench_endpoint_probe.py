@@ -49,6 +49,9 @@ class _Fake(BaseHTTPRequestHandler):
     routes: ClassVar[dict[str, tuple[int, Any]]] = {}
 
     def _answer(self, status: int, doc: Any) -> None:
+        if isinstance(doc, bytes):  # raw bytes, status line and all: an answer that is not (quite) HTTP
+            self.wfile.write(doc)
+            return
         body = json.dumps(doc).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -225,6 +228,27 @@ def test_the_model_check_reads_v1_models_and_passes_when_it_gives_no_list(fake: 
                            "it was answered HTTP 200: sending load under that name",)
     routes["/v1/models"] = (401, {"error": "no key"})  # no list to check against: the requests will say
     assert require_endpoint(url, model="c", timeout_s=2).models is None
+
+
+def test_an_answer_that_is_not_http_is_said_not_raised(fake: Any) -> None:
+    """Bytes that are no HTTP response (a status line of garbage, a body that breaks off) are what the server
+    answered, not a traceback: on the readiness routes exit 2 naming them; on the 1-token model check a note, load
+    goes on, as for any answer but a 404; a 404 whose body breaks off is still a 404."""
+    url, routes = fake
+    garbage = (0, b"garbage\r\n\r\n")
+    routes.update({"/health": garbage, "/v1/models": garbage})
+    with pytest.raises(ConfigError, match=r"answers, but not in HTTP \(/health an answer that is not HTTP "
+                                          r"\(BadStatusLine: garbage\)") as err:
+        require_endpoint(url, timeout_s=2)
+    assert err.value.fix is not None and "scheme" in err.value.fix
+    broken_404 = (0, b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")  # a chunk size of zz
+    routes.update({"/health": (200, {}), "/v1/models": (200, {"object": "list", "data": [{"id": "a"}]}),
+                   "POST /v1/chat/completions c": garbage, "POST /v1/completions c": broken_404})
+    taken = require_endpoint(url + "/v1/", model="c", timeout_s=2)  # the load's route from a base URL with /v1/
+    assert taken.notes == ("--model 'c' is not among the ids /v1/models lists ('a'); a 1-token request naming it "
+                           "got an answer that is not HTTP (BadStatusLine: garbage): sending load under that name",)
+    with pytest.raises(ConfigError, match=r"does not serve model 'c': .* was answered HTTP 404; no load was sent"):
+        require_endpoint(url, model="c", timeout_s=2, api="completions")
 
 
 def test_bench_says_its_tokenizer_and_its_help_says_the_default(tmp_path: Path) -> None:

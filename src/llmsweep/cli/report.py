@@ -42,12 +42,10 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     files = write_report(run_dir, out, png=not no_png, overlay=extra, mix_sources=mix_sources,
                          store=default_store_path(store_path))
     if as_json:
-        click.echo(json.dumps({"run_id": run_dir.run_id, "out_dir": str(files.out_dir), "html": str(files.html),
-                               "markdown": str(files.markdown), "data": str(files.data),
-                               "pngs": [str(p) for p in files.pngs], "points": files.points,
-                               "invalid": files.invalid, "missing": files.missing, "smoke": files.smoke,
-                               "refused": files.refused, "reused": files.reused,
-                               "reused_drawn": files.reused_drawn, "empty": files.empty}, indent=1))
+        from dataclasses import asdict
+
+        # every field of ReportFiles, so a file (or count) added to it is never left out here
+        click.echo(json.dumps({"run_id": run_dir.run_id, **asdict(files)}, indent=1, default=str))
         return
     refused = f" ({files.refused} refused)" if files.refused else ""
     smoke = f", {files.smoke} smoke" if files.smoke else ""

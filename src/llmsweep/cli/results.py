@@ -76,6 +76,9 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
         if as_json:
             click.echo(json.dumps([describe(p) for p in points], indent=1, default=str))
             return
+        if not points:
+            click.echo(f"no results stored{f' for run {run_id}' if run_id else ''} in {store.path}")
+            return
         _print_points(points)
 
 

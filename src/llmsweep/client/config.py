@@ -9,6 +9,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from llmsweep.errors import ConfigError
 
 
+def api_root(base_url: str) -> str:
+    """The server's root: `base_url` without a trailing slash or `/v1` (the readiness routes hang off it)."""
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def api_url(base_url: str, api: str) -> str:
+    """The route a request of `api` goes to: the load's, and `client.probe`'s 1-token model check's."""
+    return f"{api_root(base_url)}/v1/chat/completions" if api == "chat" else f"{api_root(base_url)}/v1/completions"
+
+
 class Endpoint(BaseModel):
     """An OpenAI-compatible server. Some servers reject unknown fields with 422, hence the per-field switches."""
 
@@ -34,11 +45,10 @@ class Endpoint(BaseModel):
 
     @property
     def root(self) -> str:
-        url = self.base_url.rstrip("/")
-        return url[: -len("/v1")] if url.endswith("/v1") else url
+        return api_root(self.base_url)
 
     def url_for(self, api: str) -> str:
-        return f"{self.root}/v1/chat/completions" if api == "chat" else f"{self.root}/v1/completions"
+        return api_url(self.base_url, api)
 
     def resolved_metrics_url(self) -> str | None:
         if self.metrics_url == "":

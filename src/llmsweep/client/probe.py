@@ -12,6 +12,7 @@ caller labels its per-GPU figures per endpoint unless the user says `--gpus`.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import urllib.error
@@ -19,11 +20,15 @@ import urllib.request
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from llmsweep.client.config import api_root, api_url
 from llmsweep.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 READY_ROUTES = ("/health", "/v1/models")
+NOT_HTTP = "an answer that is not HTTP"
+"""What a route answered when the bytes that came back are no HTTP response (a status line of garbage: a TLS port
+asked in plain HTTP, another protocol on the port)."""
 
 
 @dataclass(frozen=True)
@@ -58,17 +63,16 @@ class EndpointProbe:
         return runs_on_simulator(self.engine, simulate=False)
 
 
-def _root(base_url: str) -> str:
-    url = base_url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
 def _get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int | None, Any, str]:
     """(status, parsed JSON or None, a short description); status None when no HTTP answer came back."""
     request = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            status, body = int(resp.status), resp.read(1 << 20)
+            status = int(resp.status)
+            try:
+                body = resp.read(1 << 20)
+            except http.client.HTTPException:  # a broken body (a bad chunk): the status stands, no document
+                body = b""
     except urllib.error.HTTPError as exc:
         return exc.code, None, f"HTTP {exc.code}"
     except (urllib.error.URLError, OSError) as exc:
@@ -78,11 +82,17 @@ def _get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int | Non
         if isinstance(reason, TimeoutError):
             return None, None, "timed out"
         return None, None, str(reason)
+    except http.client.HTTPException as exc:
+        return None, None, _not_http(exc)
     try:
         doc = json.loads(body.decode() or "null")
     except (UnicodeDecodeError, ValueError):
         doc = None
     return status, doc, f"HTTP {status}"
+
+
+def _not_http(exc: http.client.HTTPException) -> str:
+    return f"{NOT_HTTP} ({type(exc).__name__}: {' '.join(str(exc).split())[:100]})"
 
 
 def _positive(value: Any) -> int | None:
@@ -114,7 +124,7 @@ def model_ids(doc: Any) -> tuple[str, ...] | None:
 def probe_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, str] | None = None) -> EndpointProbe:
     """Ask the readiness routes, the served models, then the info routes for the engine and its GPU count; each
     request waits at most `timeout_s`."""
-    root = _root(base_url)
+    root = api_root(base_url)
     hdrs = dict(headers or {})
     answers: dict[str, str] = {}
     ready = answered = False
@@ -149,23 +159,28 @@ def probe_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, 
                          engine=engine, models=model_ids(models_doc))
 
 
-def _try_model(root: str, model: str, api: str, timeout_s: float, headers: dict[str, str]) -> tuple[int | None, str]:
-    """(status, the answer's start) of one 1-token request naming `model` on the route the load will use."""
-    body: dict[str, Any]
-    if api == "chat":
-        path, body = "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}
-    else:
-        path, body = "/v1/completions", {"prompt": "hi"}
+def _try_model(base_url: str, model: str, api: str, timeout_s: float,
+               headers: dict[str, str]) -> tuple[int | None, str]:
+    """One 1-token request naming `model` on the route the load will use (`api_url`, as `Endpoint.url_for`): its
+    status and the start of its answer, or None and what came back instead (no answer, or one that is not HTTP)."""
+    body: dict[str, Any] = ({"messages": [{"role": "user", "content": "hi"}]} if api == "chat"
+                            else {"prompt": "hi"})
     data = json.dumps({"model": model, **body, "max_tokens": 1, "stream": False}).encode()
-    request = urllib.request.Request(root + path, data=data, method="POST",
+    request = urllib.request.Request(api_url(base_url, api), data=data, method="POST",
                                      headers={**headers, "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=max(timeout_s, 10.0)) as resp:
             return int(resp.status), ""
     except urllib.error.HTTPError as exc:
-        return exc.code, " ".join(exc.read(600).decode(errors="replace").split())
+        try:
+            said = exc.read(600).decode(errors="replace")
+        except (http.client.HTTPException, OSError):  # the status stands; its body broke off
+            said = ""
+        return exc.code, " ".join(said.split())
     except (urllib.error.URLError, OSError) as exc:
-        return None, str(getattr(exc, "reason", exc))
+        return None, f"no answer ({getattr(exc, 'reason', exc)})"
+    except http.client.HTTPException as exc:
+        return None, _not_http(exc)
 
 
 def require_endpoint(base_url: str, *, model: str | None = None, timeout_s: float = 3.0,
@@ -180,6 +195,9 @@ def require_endpoint(base_url: str, *, model: str | None = None, timeout_s: floa
     the requests themselves will say what is wrong; so does one whose `/v1/models` gives no list.
     """
     probe = probe_endpoint(base_url, timeout_s=timeout_s, headers=headers)
+    if not probe.answered and any(a.startswith(NOT_HTTP) for a in probe.answers.values()):
+        raise ConfigError(f"something at {probe.root} answers, but not in HTTP ({probe.describe()}); no load was sent",
+                          fix="check --url: the scheme (http or https) and the port of the serving engine")
     if not probe.answered:
         raise ConfigError(f"nothing answers at {probe.root} ({probe.describe()}); no load was sent",
                           fix="start the server, or check --url (host, port, scheme)")
@@ -195,15 +213,15 @@ def require_endpoint(base_url: str, *, model: str | None = None, timeout_s: floa
         log.info("no readiness route answered 2xx at %s (%s); sending load anyway", probe.root, probe.describe())
     if model is not None and probe.models is not None and model not in probe.models:
         served = ", ".join(repr(m) for m in probe.models)
-        status, answer = _try_model(probe.root, model, api, timeout_s, headers or {})
+        status, answer = _try_model(base_url, model, api, timeout_s, headers or {})
         if status == 404:
             raise ConfigError(f"the server at {probe.root} does not serve model {model!r}: its /v1/models lists "
                               f"{served}, and a 1-token request naming it was answered HTTP 404"
                               + (f" ({answer[:300]})" if answer else "") + "; no load was sent",
                               fix=f"--model {probe.models[0]}" + (" (or another id it lists)" if len(probe.models) > 1
                                                                    else ""))
-        answered = f"HTTP {status}" if status is not None else f"no answer ({answer})"
+        answered = f"was answered HTTP {status}" if status is not None else f"got {answer}"
         probe = replace(probe, notes=(*probe.notes, f"--model {model!r} is not among the ids /v1/models lists "
-                                      f"({served}); a 1-token request naming it was answered {answered}: sending "
-                                      "load under that name"))
+                                      f"({served}); a 1-token request naming it {answered}: sending load under that "
+                                      "name"))
     return probe

@@ -43,7 +43,8 @@ _HEADER = struct.Struct("!i")  # multiprocessing.Connection's frame header: `rec
 _MAX_FRAME = 0x7FFFFFFF
 
 Tally = tuple[str, str | None, int | None, str | None]
-"""What the worker learns of a record the helper wrote: (phase, error class, completion tokens, error message)."""
+"""What the worker learns of a record the helper wrote: (phase, error class, completion tokens, error message). The
+message comes with the first record of its class only: the worker keeps no other (`WorkerStats.first_errors`)."""
 
 
 _RAW_FIELDS = ("scheduled", "sent", "first_byte", "end", "status", "error_class", "error", "marks", "body")
@@ -81,6 +82,7 @@ def _serve(inbox: Connection, outbox: Connection, records_path: str, worker: int
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     writer = RecordWriter(Path(records_path))
+    told: set[str] = set()  # error classes whose first message the worker has been sent
     try:
         outbox.send_bytes(pickle.dumps([]))  # ready: the worker sends no request while this process boots
         while True:
@@ -96,7 +98,11 @@ def _serve(inbox: Connection, outbox: Connection, records_path: str, worker: int
                 rec, _ = to_record(raw, spec, rid=rid, worker=worker, phase=phase, overflow_patterns=overflow_patterns,
                                    ignore_eos=ignore_eos, sends_done=sends_done)
                 writer.write(rec)
-                tallies.append((phase, rec.error_class, rec.completion_tokens, rec.error))
+                error = None
+                if rec.error_class is not None and rec.error_class not in told:
+                    told.add(rec.error_class)
+                    error = rec.error
+                tallies.append((phase, rec.error_class, rec.completion_tokens, error))
             with contextlib.suppress(OSError):  # the worker is gone: keep writing what it sent
                 outbox.send_bytes(pickle.dumps(tallies, protocol=pickle.HIGHEST_PROTOCOL))
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Out(BaseModel):
@@ -68,6 +68,13 @@ class Knee(_Out):
                                    description="First concurrency whose KV cache saturates or preempts (the cliff).")
     cliff: str | None = None
 
+    @model_validator(mode="after")
+    def _reached_or_above(self) -> Knee:
+        if (self.conc is None) == (self.above is None):
+            raise ValueError(f"a knee is either reached (conc) or lies above the measured top (above), exactly one: "
+                             f"conc={self.conc}, above={self.above}")
+        return self
+
     @property
     def found(self) -> bool:
         """False when throughput still rose at the top of the ladder: the knee lies above what was measured."""
@@ -78,7 +85,7 @@ class Knee(_Out):
         """The highest concurrency the measurements speak for: the knee, or the top measured when it was not
         reached."""
         last = self.conc if self.conc is not None else self.above
-        assert last is not None, "a knee is either reached (conc) or lies above the measured top (above)"
+        assert last is not None  # _reached_or_above
         return last
 
     def describe(self) -> str:

@@ -758,7 +758,8 @@ def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tup
                    from_stored: bool = True) -> tuple[list[RunCalibration], list[str]]:
     """Fit every calibration key found under `paths`; points the simulator cannot model, or that it produced
     itself, are skipped with a reason (said first). `say` hears what is being fitted as it goes (`fit_run`). With
-    `from_stored`, a key that has a stored calibration is also searched from it."""
+    `from_stored`, a key that has a stored calibration is also searched from it. A key whose fit fails is skipped
+    too, said when it fails."""
     from llmsweep.sim.calibration import find_calibration
 
     groups, skipped = measured_groups(paths, config_for)
@@ -774,7 +775,9 @@ def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tup
             results.append(fit_run(pts, factors=factors, max_iter=max_iter, start=start,
                                    fit_requests_per_lane=fit_requests_per_lane, say=say, heartbeat_s=heartbeat_s))
         except ResultError as exc:
-            skipped.append(f"{'/'.join(key)}: {exc}")
+            skipped.append(f"{'/'.join(key)}: {exc.one_line()}")
+            if say is not None:
+                say(f"left out {skipped[-1]}")
     return results, skipped
 
 

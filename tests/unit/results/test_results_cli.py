@@ -62,6 +62,18 @@ def test_list_json_prints_the_rows_its_table_shows(make_run, store_path: Path) -
     assert res.exit_code == 2 and "give one of them" in res.output
 
 
+def test_listing_no_results_says_so(make_run, store_path: Path) -> None:
+    """`--all` on an empty store, or `--run` of a run that stored no result, says so (it printed nothing); `--json`
+    is an empty list."""
+    assert _run("results", "list", "--all") == f"no results stored in {store_path}\n"
+    assert json.loads(_run("results", "list", "--all", "--json")) == []
+    run = make_run("empty", concs=(1,))
+    (next(run.path.glob("jobs/*")) / "summary.json").unlink()
+    assert "ingested empty: 0 result(s), 1 job(s) without summary" in _run("results", "ingest", str(run.path))
+    assert _run("results", "list", "--run", "empty") == f"no results stored for run empty in {store_path}\n"
+    assert json.loads(_run("results", "list", "--run", "empty", "--json")) == []
+
+
 def test_a_runs_results_are_listed_by_series_then_concurrency_as_numbers(make_run, store_path: Path) -> None:
     """Job folders sort as strings (conc12 before conc2); the list sorts by concurrency as a number."""
     run = make_run("run1", concs=(12, 1, 2, 16))

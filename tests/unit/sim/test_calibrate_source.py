@@ -91,3 +91,26 @@ def test_simulated_points_are_left_out_and_the_fit_says_where_it_is(tmp_path: Pa
                       r"point [123]/3 replayed \(fixed \d+/\d+ c\d+\), \d+ s in$")
     assert sum(1 for line in lines if beat.search(line)) == 3
     assert any("iteration 1/1, trial step 1: point 3/3 replayed" in line for line in lines)
+
+
+def test_a_key_whose_fit_fails_is_said_when_it_fails(tmp_path: Path) -> None:
+    """One hardware fits; the other has one point, too few for four factors: its failure is said on stderr, once,
+    as a left-out point is (the table shows only the key that fitted)."""
+    run = tmp_path / "two-skus"
+    for job in sorted((REHEARSAL / "jobs").glob("qwen3.5_*_conc[14]_*")):
+        shutil.copytree(job, run / "jobs" / job.name)
+    shutil.copy(REHEARSAL / "run.json", run / "run.json")
+    (lone,) = (REHEARSAL / "jobs").glob("qwen3.5_1024_128_*_conc64_*")
+    h100 = run / "jobs" / "h100-copy"
+    shutil.copytree(lone, h100)
+    job = json.loads((h100 / "job.json").read_text())
+    assert job["sku"] == "h200"
+    (h100 / "job.json").write_text(json.dumps({**job, "sku": "h100"}))
+    res = CliRunner().invoke(calibrate_cmd, [str(run), "--factors", "mem,compute,step_s,per_seq_s",
+                                             "--max-iter", "1"])
+    assert res.exit_code == 0, res.output
+    assert "vllm/h200/" in res.stdout and "h100" not in res.stdout  # the table: the key that fitted
+    said = [line for line in res.stderr.splitlines() if "vllm/h100/" in line]
+    assert len(said) == 1, res.stderr
+    assert STAMPED.match(said[0]) and "left out vllm/h100/hybrid-moe-tiny+mtp: " in said[0]
+    assert "3 measured metrics cannot constrain 4 factors" in said[0] and "(fix: measure more" in said[0]
