@@ -231,14 +231,26 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return
+    from llmsweep.cli.tables import Column, job_labels, print_tables
     from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.results.frontier import series_label
+    from llmsweep.results.identity import get_field
 
     x, y = AXIS_BY_KEY[x_axis], HOT_BY_NAME["tput_per_gpu"]
+    shown = (y,) if x.key == "conc" else (HOT_BY_NAME[x.key], y)  # the concurrency axis is a column already
     click.echo(f"x: {x.label} ({x.unit}), y: {y.label} ({y.unit})")
-    for series, rows in doc.items():
-        click.echo(series)
-        for r in rows:
-            click.echo(f"  {r['job_id']}: x={_num(r['x'], 4)} y={_num(r['y'], 5)}")
+    # one table per series, laid out as `results list` is: result ids whole, job ids shortened to fit; the figures as
+    # every table shows a metric (`HotColumn.cell`)
+    columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"), Column("conc"),
+               *(Column(c.header) for c in shown)]
+    for ids in fronts.values():
+        front = [by_id[i] for i in ids]
+        exp_names = {p.job_id: str(name) for p in front if (name := get_field(p.job, "exp_name"))}
+        rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc),
+                 *(c.cell(p.metric(c.name)) for c in shown)] for p in front]
+        title = f"{series_label(front[0], mix_sources=mix_sources)}: frontier" if front else ""
+        print_tables(plain(title), columns, rows,
+                     short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])
 
 
 @results.command("export")

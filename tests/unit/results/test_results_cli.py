@@ -93,6 +93,15 @@ def test_frontier_command(make_run, store_path: Path) -> None:
     assert xs == sorted(xs)
     text = _run("results", "frontier", "--run", str(run.path), "--x", "conc")
     assert text.splitlines()[0] == "x: Concurrency (users), y: Throughput per GPU (tok/s/GPU)"
+    # the text is a table per series, as `results list` lays one out: result ids (what `results show` takes), the
+    # concurrency, the figures as every table shows the metric
+    rows = _table(_run("results", "frontier", "--run", str(run.path)))
+    _run("results", "ingest", str(run.path))
+    listed = {r["result"]: r for r in _table(_run("results", "list", "--run", "run1"))}
+    assert [r["result"] for r in rows] == [r["result_id"] for r in front]
+    for r in rows:
+        assert r["conc"] == listed[r["result"]]["conc"]
+        assert r["Total tok/s/GPU"] == listed[r["result"]]["Total tok/s/GPU"]
 
 
 def test_compare_json_and_markdown(make_run, store_path: Path, tmp_path: Path) -> None:
