@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmsweep.metrics.model import run_source
+from llmsweep.metrics.model import run_clock, run_source
 from llmsweep.metrics.version import measurement_identity
 from llmsweep.plan import Job
 from llmsweep.workload.scenario import repeat_index
@@ -100,7 +100,7 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False) -> dict[s
 def reuse_context(job: Job, *, simulated: bool, live: bool, corpora: dict[str, str] | None = None) -> ReuseContext:
     """The context a run of `job` would produce: simulated jobs run in virtual time unless `live`, real engines in
     wall-clock time; the corpus is read from the job's external trace source now (`corpora` caches it per source)."""
-    return ReuseContext(run_source(simulated), "wall" if live or not simulated else "virtual",
+    return ReuseContext(run_source(simulated), run_clock(simulated=simulated, live=live),
                         corpus_now(job, corpora if corpora is not None else {}))
 
 

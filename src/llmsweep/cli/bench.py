@@ -228,11 +228,11 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
         click.echo(f"GPUs serving the endpoint: {gpus} ({gpus_prov['gpus_from']})", err=True)
     # What served the load, as the server says itself (the simulator's /version: `engine: sim`), recorded as `run
     # --live` records it: a real engine's results are measured, the simulator's simulated, both in wall-clock time.
-    from llmsweep.metrics.model import run_source
+    from llmsweep.metrics.model import WALL
 
-    source = run_source(probe.simulated)
-    if source == "simulated":
-        click.echo(f"the endpoint is the simulator ({probe.root}/version): results say source: simulated", err=True)
+    source = probe.source
+    if probe.simulated:
+        click.echo(f"the endpoint is the simulator ({probe.root}/version): results say source: {source}", err=True)
     _say_tokenizer(workload, simulated=probe.simulated)
     options = options.model_copy(update={"gpus": gpus})
     from llmsweep.workload.scenario import get_scenario
@@ -246,7 +246,7 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     # is written, its stop reason "interrupted by SIG…" (an invalid run); the exit status is then 130 or 143.
     with stop_on_signal() as stop, _ProgressBar(options) as bar:
         result = run_benchmark(workload, endpoint, options, out,
-                               provenance={"kind": kind, **gpus_prov, "source": source, "clock": "wall"},
+                               provenance={"kind": kind, **gpus_prov, "source": source, "clock": WALL},
                                gates=gates, on_progress=bar.update, stop_requested=stop.reason, source=source)
     _print_summary(result.summary, out, as_json=kw["as_json"])
     _print_first_errors(result)

@@ -43,7 +43,7 @@ from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_j
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.execute.signals import shielded, stop_then_raise
-from llmsweep.metrics.model import Summary
+from llmsweep.metrics.model import WALL, Summary
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_power, start_sampler
@@ -252,7 +252,7 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
                      **({"gpu_names_problem": seen["gpu_names_problem"]} if seen.get("gpu_names_problem") else {})},
         "llmsweep_version": __version__,
         "source": group.source,
-        "clock": "wall",  # the live path; `execute.virtual` records "virtual"
+        "clock": WALL,  # the live path; `execute.virtual` records VIRTUAL
         # The simulator says itself (GET /version) whether its (engine, hardware, model class) is calibrated.
         **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == "sim" else {}),
         **({"unmodelled": missed} if spec.engine == "sim" and (missed := unmodelled(job)) else {}),

@@ -44,7 +44,7 @@ from llmsweep.execute.lifecycle import (
 )
 from llmsweep.execute.progress import ReportingProgress, current_progress, use_progress
 from llmsweep.findings import Finding, Severity
-from llmsweep.metrics.model import run_source
+from llmsweep.metrics.model import run_clock, run_source
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import one_point_per_job
@@ -338,7 +338,7 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
         group = by_fp.get(fp)
         if group is None:
             group = ServerGroup(id=f"{spec.engine}-{'roles-' if topology else ''}{fp[:12]}", spec=spec, jobs=[],
-                                source=run_source(spec.engine == "sim"), executor=executor,
+                                source=run_source(sim), executor=executor,
                                 topology=topology)
             by_fp[fp] = group
         group.jobs.append(job)
@@ -363,7 +363,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         "repeats": req.repeats,
         # how simulated jobs run: on the simulator core in virtual time, or on its HTTP server in wall-clock time
         # (each job's provenance says `clock` too; jobs on real engines always run in wall-clock time)
-        "simulated_clock": "wall" if req.live else "virtual",
+        "simulated_clock": run_clock(simulated=True, live=req.live),
         **({"traces": req.traces} if req.traces else {}),
         "expected_job_ids": [j.id for j in jobs],
         # each job's hardware as planned, so a job that leaves no result is still counted under its hardware

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmsweep.engine_ids import SIM
 from llmsweep.errors import LlmsweepError
+from llmsweep.metrics.model import VIRTUAL
 from llmsweep.plan.job import Job
 from llmsweep.plan.point import Point, points_of
 from llmsweep.power.sampler import PowerSettings
@@ -147,9 +149,9 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outc
         acceptance = {**(estimate.provenance() if estimate is not None else {}),
                       **({"unmodelled": missed} if (missed := unmodelled(job)) else {})}
         for point in points_of(job):
-            out.append(PointUnit(point, config, {"job": job.id, "concurrency": point.concurrency, "engine": "sim",
+            out.append(PointUnit(point, config, {"job": job.id, "concurrency": point.concurrency, "engine": SIM.id,
                                                  "calibration": calibration, "engine_config": engine_config_doc,
-                                                 "clock": "virtual", **acceptance}))
+                                                 "clock": VIRTUAL, **acceptance}))
     return out
 
 
@@ -183,7 +185,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
         outcomes: list[Outcome] = []
         try:
             for p in virtual_disagg.predict_job(job, duration=settings.duration, max_requests=settings.max_requests,
-                                                provenance={"job": job.id, "engine": "sim", "clock": "virtual",
+                                                provenance={"job": job.id, "engine": SIM.id, "clock": VIRTUAL,
                                                             **({"unmodelled": missed} if (missed := unmodelled(job))
                                                                else {})},
                                                 power=settings.power):
