@@ -41,7 +41,7 @@ from llmsweep.catalog.golden import (
     read_curve_header,
 )
 from llmsweep.catalog.precision import format_named_in
-from llmsweep.engine_ids import acceptance_knobs
+from llmsweep.engine_ids import SIM, acceptance_knobs
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
 from llmsweep.execute.base import ServerLauncher
@@ -224,7 +224,7 @@ def _cell_job(job: Job, k: int, mode: ThinkingMode) -> Job:
 
 def _refuse_pins(spec: LaunchSpec) -> None:
     """A collection measures real verification: a launch that pins acceptance (synthetic) would measure the pin."""
-    if spec.engine == "sim":
+    if spec.engine == SIM.id:
         return  # the simulator drafts nothing: its acceptance is its model's (an estimate), said in the curve
     knobs = acceptance_knobs(simulated=False)
     text = " ".join([*spec.argv, *spec.env])
@@ -353,7 +353,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     try:
         spec = render(cjob, simulate=simulate, port=0)
         _refuse_pins(spec)
-        spec = preflight(spec, gpus=spec.engine != "sim")
+        spec = preflight(spec, gpus=spec.engine != SIM.id)
         spec = art.write_launch_files(spec, cell_dir)
         launcher.prepare(spec, log_dir=cell_dir, event=event)  # (an image pulled before the start-up clock)
         event(f"{mode} K={k}: launching {spec.engine} on port {spec.port}")

@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmsweep.engine_ids import SIM
 from llmsweep.metrics.model import run_clock, run_source
 from llmsweep.metrics.version import measurement_identity
 from llmsweep.plan import Job
@@ -92,7 +93,7 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False) -> dict[s
             spec = engines.render(job, simulate=engines.runs_on_simulator(job.engine, simulate=simulate), port=0)
         except LlmsweepError:
             continue
-        context = reuse_context(job, simulated=spec.engine == "sim", live=live, corpora=corpora)
+        context = reuse_context(job, simulated=spec.engine == SIM.id, live=live, corpora=corpora)
         out[job.id] = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id)) + CONTEXT_SEP + context.render()
     return out
 

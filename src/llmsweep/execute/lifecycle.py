@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
+from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec, Topology, comment_text
 from llmsweep.errors import ConfigError, LaunchError, LlmsweepError
 from llmsweep.evals.harness import EvalSettings
@@ -254,8 +255,8 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         "source": group.source,
         "clock": WALL,  # the live path; `execute.virtual` records VIRTUAL
         # The simulator says itself (GET /version) whether its (engine, hardware, model class) is calibrated.
-        **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == "sim" else {}),
-        **({"unmodelled": missed} if spec.engine == "sim" and (missed := unmodelled(job)) else {}),
+        **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == SIM.id else {}),
+        **({"unmodelled": missed} if spec.engine == SIM.id and (missed := unmodelled(job)) else {}),
         # A job launched role by role: the topology that ran, read back from its roles (`execute.roles`).
         **({"topology": seen["topology"]} if seen.get("topology") is not None else {}),
     }
@@ -379,7 +380,7 @@ class _Server:
             self.launches += 1
             return self._ensure_roles(self.group.topology)
         try:
-            spec = preflight(self.group.spec, gpus=self.group.spec.engine != "sim")
+            spec = preflight(self.group.spec, gpus=self.group.spec.engine != SIM.id)
             self.dir.mkdir(parents=True, exist_ok=True)
             spec = art.write_launch_files(spec, self.dir, self.scrubber)
             self.spec = spec
@@ -548,7 +549,7 @@ def eval_launch(job: Job, group: ServerGroup) -> LaunchSpec | None:
 
     if not relaunches_for_eval(job):
         return None
-    spec = engines.render(real_verification(job), simulate=group.spec.engine == "sim", port=group.spec.port)
+    spec = engines.render(real_verification(job), simulate=group.spec.engine == SIM.id, port=group.spec.port)
     return None if spec.fingerprint() == group.spec.fingerprint() else spec
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
+from llmsweep.engine_ids import SIM
 from llmsweep.engines import runs_on_simulator
 from llmsweep.errors import ConfigError
 from llmsweep.evals.harness import EvalSettings
@@ -615,14 +616,14 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     refused += unreadable
     groups = _groups(runnable, req.simulate, executor.kind, req.live, warnings)
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
-    virtual = [g for g in groups if g.spec.engine == "sim" and not req.live]
+    virtual = [g for g in groups if g.spec.engine == SIM.id and not req.live]
     served = [g for g in groups if g not in virtual]
     # Virtual time models its power; a served group's power is judged before its server starts, where it is sampled.
     served, unpowered = _power_gate(served, req.settings, executor, event)
     refused += unpowered
     runnable = [j for g in [*virtual, *served] for j in g.jobs]
-    live_sim = [g for g in served if g.spec.engine == "sim"]
-    engines_ = [g for g in served if g.spec.engine != "sim"]
+    live_sim = [g for g in served if g.spec.engine == SIM.id]
+    engines_ = [g for g in served if g.spec.engine != SIM.id]
 
     def servers(gs: list[ServerGroup], what: str) -> str:
         # a deployment role by role is one server group of several processes: say it as a deployment
