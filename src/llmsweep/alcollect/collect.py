@@ -337,6 +337,7 @@ def _scrape(spec: LaunchSpec, base_url: str, out: Path) -> dict[str, Any]:
 def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, prompts: PromptSet, cell_dir: Path,
               launcher: ServerLauncher, simulate: bool, event: Event) -> CellResult:
     from llmsweep.client import Endpoint, RunOptions, run_benchmark
+    from llmsweep.client.probe import probe_endpoint
     from llmsweep.engines import render
     from llmsweep.execute import artifacts as art
     from llmsweep.execute.lifecycle import command_text, observe_runtime, write_pid_file
@@ -381,9 +382,11 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         options = RunOptions(concurrency=CONCURRENCY, num_requests=len(prompts.prompts),
                              timeout_s=settings.request_timeout_s, max_failure_ratio=1.0,
                              require_metrics_prefix=spec.metrics_prefix)
+        source = probe_endpoint(handle.base_url).source  # what served the cell, as the server says (as `bench`)
         with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds
             bench = run_benchmark(workload, endpoint, options, cell_dir / "client",
-                                  provenance={"golden_al_cell": {"thinking": mode, "k": k}}, stop_requested=stop.reason)
+                                  provenance={"golden_al_cell": {"thinking": mode, "k": k}}, stop_requested=stop.reason,
+                                  source=source)
         after = _scrape(spec, handle.base_url, cell_dir / "metrics_after.txt")
         server = ServerMetrics.model_validate(summarise_server([before, after], start=None, end=None))
         sd = server.spec_decode

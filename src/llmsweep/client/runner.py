@@ -184,6 +184,7 @@ async def run_benchmark_async(
     (out / RUN_FILE).write_text(json.dumps({
         "provenance": {"client_version": __version__, "started_at": started_at, **(provenance or {})},
         "gates": gates.model_dump(mode="json"), "client": {"stop_reason": UNFINISHED}, "gpus": options.gpus,
+        "source": source,
     }, indent=2))
 
     scraper: MetricsScraper | None = None

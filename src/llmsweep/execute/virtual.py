@@ -280,9 +280,9 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
         "duration reached" if options.duration_s is not None else None)
     client: dict[str, Any] = {"workers": [], "stop_reason": stop_reason, "clock": VIRTUAL}
     run_info = {"provenance": provenance, "gates": gates.model_dump(mode="json"), "client": client,
-                "gpus": options.gpus}
+                "gpus": options.gpus, "source": group.source}
     art.write_json(jdir / art.RUN_FILE, run_info)
-    return _finish_summary(jdir, job, group.source, settings)
+    return _finish_summary(jdir, settings)
 
 
 def _placed(group: ServerGroup) -> ServerGroup:
