@@ -213,9 +213,11 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
 
 
 def write_predicted(out_dir: Path, predicted: PredictedPoint, *, job_id: str | None = None) -> None:
-    """`--out`: a point's records, scrapes, modelled power (`gpu_metrics.jsonl`, as a virtual-time `run` writes it)
-    and summary under `<out>/<job id>/conc<N>/` (`job_id`: the recipe's job when the point ran as a job of its own, a
-    disaggregated job's concurrency)."""
+    """`--out`: a point's records, scrapes, modelled power (`gpu_metrics.jsonl`, as a virtual-time `run` writes it),
+    run.json (source `predicted`, clock `virtual`, its gates: what `llmsweep summarize` reads) and summary under
+    `<out>/<job id>/conc<N>/` (`job_id`: the recipe's job when the point ran as a job of its own, a disaggregated
+    job's concurrency)."""
+    from llmsweep.client.runner import SUMMARY_FILE, write_run_json
     from llmsweep.power.samples import GPU_METRICS_FILE, write_gpu_metrics
 
     out = out_dir / (job_id or predicted.point.job.id) / f"conc{predicted.point.concurrency}"
@@ -223,8 +225,10 @@ def write_predicted(out_dir: Path, predicted: PredictedPoint, *, job_id: str | N
     predicted.write_streams(out)
     if predicted.telemetry is not None:
         write_gpu_metrics(out / GPU_METRICS_FILE, *predicted.telemetry)
+    if predicted.run_info is not None:  # what `llmsweep summarize` computes the summary again with: source, gates, ...
+        write_run_json(out, predicted.run_info)
     if predicted.summary is not None:
-        predicted.summary.write(out / "summary.json")
+        predicted.summary.write(out / SUMMARY_FILE)
 
 
 _started: Any = None
