@@ -107,7 +107,7 @@ class JobOutcome(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return self.status in ("valid", "smoke", "skipped")
+        return self.status in (*DONE_VERDICTS, "skipped")
 
     def with_warnings(self, warnings: Sequence[str]) -> JobOutcome:
         """This outcome with the job's warnings (each once): they qualify any result the job has — a verdict, or a

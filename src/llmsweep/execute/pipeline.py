@@ -32,6 +32,7 @@ from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.executor import Executor, terminate_as_interrupt
 from llmsweep.execute.lifecycle import (
+    DONE_WORDS,
     JobOutcome,
     LifecycleSettings,
     ServerGroup,
@@ -129,7 +130,7 @@ class RunOutcome:
         counts = summarize_outcomes(self.outcomes)
         done = sum(1 for o in self.outcomes if o.ok)
         parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        lines = [f"expected {self.expected} job(s), {done} with a valid or smoke summary ({parts})"]
+        lines = [f"expected {self.expected} job(s), {done} with a {DONE_WORDS} summary ({parts})"]
         # One line per reason: nine jobs refused for one unreadable trace source say it once, then name the jobs.
         by_reason: dict[tuple[str, str], list[str]] = {}
         for o in self.outcomes:
@@ -529,7 +530,7 @@ def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
     held = f" ({len(results)} job result(s))" if results else ""
     raise ConfigError(
         f"{run_dir} already holds {what}{held}; not running over it",
-        fix=f"pass --resume to run only the jobs without a valid or smoke result, --force to run every job again "
+        fix=f"pass --resume to run only the jobs without a {DONE_WORDS} result, --force to run every job again "
             f"(earlier results are kept in jobs/<id>/{art.ATTEMPTS_DIR}/), or give this run another --out",
     )
 
