@@ -656,7 +656,7 @@ class Summary(_Block):
     """One job's summary: `summary.json`."""
 
     schema_version: int = SCHEMA_VERSION
-    source: Source = "measured"
+    source: Source = MEASURED
     requests: Requests = Field(default_factory=Requests)
     latency: Latency = Field(default_factory=Latency)
     interactivity: InvertedStats = Field(default_factory=InvertedStats, description="1/TPOT, tok/s/user.")
