@@ -52,8 +52,8 @@ def test_two_worker_processes_give_what_one_process_gives(tmp_path: Path) -> Non
     assert len([r for r in rows if "refused" in r]) == 9
     said = [line for line in one.stderr.splitlines() if line.startswith(("refused ", "trace source"))]
     assert said and said == [line for line in two.stderr.splitlines() if line.startswith(("refused ", "trace source"))]
-    # 6 points: records, scrapes, modelled power and summary each
-    assert _tree(tmp_path / "out2") == _tree(tmp_path / "out1") and len(_tree(tmp_path / "out1")) == 24
+    # 6 points: records, scrapes, modelled power, run.json and summary each
+    assert _tree(tmp_path / "out2") == _tree(tmp_path / "out1") and len(_tree(tmp_path / "out1")) == 30
     table = [subprocess.run(_argv(RECIPES / "fixed-sim.yaml", "--duration", "3", "--processes", n),
                             env=cli_env(tmp_path), capture_output=True, text=True, timeout=120) for n in ("1", "2")]
     assert table[0].returncode == table[1].returncode == 0

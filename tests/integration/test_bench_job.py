@@ -67,6 +67,25 @@ def test_bench_job_follows_the_job_and_gates_the_result(served_job, tmp_path: Pa
 
 
 
+def test_the_clients_own_summary_says_simulated_before_the_job_is_judged(
+    served_job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source is written with the client's run.json and summary, not stamped on them afterwards: a job killed
+    after its load and before its verdict leaves files that say what served it (`--resume` keeps them)."""
+    from llmsweep.execute import lifecycle
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lifecycle, "summarise_job", killed)
+    job, spec = served_job
+    out = tmp_path / "bench"
+    with pytest.raises(KeyboardInterrupt):
+        bench_job(job, spec.base_url, out, spec=spec, source="simulated")
+    assert json.loads((out / "run.json").read_text())["source"] == "simulated"
+    assert json.loads((out / "summary.json").read_text())["source"] == "simulated"
+
+
 def test_a_signal_stops_the_load_at_the_clients_next_poll_and_then_raises(
     served_job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,12 +11,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.stream_server import ServerConfig, StreamServer, run_in_subprocess
 from support.workloads import SimpleWorkload
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark
+from llmsweep.client.runner import UNFINISHED
 from llmsweep.metrics import summarise
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,6 +82,18 @@ def test_finished_records_survive_a_sigkill_of_the_client(tmp_path: Path) -> Non
     assert len(complete) >= 40 and lines[-1] == b""  # whole lines only: one write per record
     assert all(r["error_class"] is None for r in complete)
     assert summarise(path, gpus=1).requests.successful == len(complete)
+
+
+def test_the_run_json_a_killed_client_leaves_says_what_served_it(tmp_path: Path) -> None:
+    """Until the final run.json, the one written at the start stands for the run (a client killed outright): it says
+    the source it was given, so `summarize` never labels a simulator's records measured."""
+    during: list[dict[str, Any]] = []
+    with StreamServer(ServerConfig(itl_s=0.002)) as srv:
+        run_benchmark(SimpleWorkload(max_tokens=10), Endpoint(base_url=srv.url, model="m"),
+                      RunOptions(concurrency=1, num_requests=5), tmp_path, source="simulated",
+                      on_progress=lambda _: during.append(json.loads((tmp_path / "run.json").read_text())))
+    assert during and all(doc["client"]["stop_reason"] == UNFINISHED for doc in during)
+    assert all(doc["source"] == "simulated" for doc in during)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

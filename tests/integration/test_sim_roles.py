@@ -8,11 +8,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
+import pytest
 from support.sim_roles import pd_deployment
 
+from llmsweep.client.probe import probe_endpoint
+from llmsweep.engine_ids import SIM
+from llmsweep.sim import router as router_module
+from llmsweep.sim import server as server_module
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.roles import RoleConfig
 from llmsweep.sim.router import PDRouter, start_router
@@ -99,3 +105,24 @@ def test_the_router_is_unhealthy_while_a_worker_is_down_and_says_which() -> None
             await runner.cleanup()
 
     asyncio.run(main())
+
+
+def test_every_simulator_process_names_itself_on_version_by_the_simulators_engine_id(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bench` labels its results simulated when /version's `engine` is the simulator's id (`EndpointProbe.simulated`,
+    `engines.runs_on_simulator` against `SIM.id`): the worker and the router write that id, not a spelling of their
+    own (the id is renamed below to show where the value comes from), and the probe reads them as the simulator."""
+    async def said() -> tuple[list[str], str]:
+        async with deployment() as pd, aiohttp.ClientSession() as http:
+            engines = []
+            for url in (pd.url, pd.prefill_url, pd.decode_url):
+                async with http.get(f"{url}/version") as resp:
+                    engines.append((await resp.json())["engine"])
+            probe = await asyncio.to_thread(probe_endpoint, pd.url)
+            return engines, probe.source
+
+    assert asyncio.run(said()) == ([SIM.id] * 3, "simulated")
+    renamed = replace(SIM, id="sim-renamed")
+    monkeypatch.setattr(server_module, "SIM", renamed)
+    monkeypatch.setattr(router_module, "SIM", renamed)
+    assert asyncio.run(said())[0] == [renamed.id] * 3

@@ -41,7 +41,7 @@ from llmsweep.catalog.golden import (
     read_curve_header,
 )
 from llmsweep.catalog.precision import format_named_in
-from llmsweep.engine_ids import acceptance_knobs
+from llmsweep.engine_ids import SIM, acceptance_knobs
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
 from llmsweep.execute.base import ServerLauncher
@@ -224,7 +224,7 @@ def _cell_job(job: Job, k: int, mode: ThinkingMode) -> Job:
 
 def _refuse_pins(spec: LaunchSpec) -> None:
     """A collection measures real verification: a launch that pins acceptance (synthetic) would measure the pin."""
-    if spec.engine == "sim":
+    if spec.engine == SIM.id:
         return  # the simulator drafts nothing: its acceptance is its model's (an estimate), said in the curve
     knobs = acceptance_knobs(simulated=False)
     text = " ".join([*spec.argv, *spec.env])
@@ -337,6 +337,7 @@ def _scrape(spec: LaunchSpec, base_url: str, out: Path) -> dict[str, Any]:
 def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, prompts: PromptSet, cell_dir: Path,
               launcher: ServerLauncher, simulate: bool, event: Event) -> CellResult:
     from llmsweep.client import Endpoint, RunOptions, run_benchmark
+    from llmsweep.client.probe import probe_endpoint
     from llmsweep.engines import render
     from llmsweep.execute import artifacts as art
     from llmsweep.execute.lifecycle import command_text, observe_runtime, write_pid_file
@@ -353,7 +354,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     try:
         spec = render(cjob, simulate=simulate, port=0)
         _refuse_pins(spec)
-        spec = preflight(spec, gpus=spec.engine != "sim")
+        spec = preflight(spec, gpus=spec.engine != SIM.id)
         spec = art.write_launch_files(spec, cell_dir)
         launcher.prepare(spec, log_dir=cell_dir, event=event)  # (an image pulled before the start-up clock)
         event(f"{mode} K={k}: launching {spec.engine} on port {spec.port}")
@@ -381,9 +382,11 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         options = RunOptions(concurrency=CONCURRENCY, num_requests=len(prompts.prompts),
                              timeout_s=settings.request_timeout_s, max_failure_ratio=1.0,
                              require_metrics_prefix=spec.metrics_prefix)
+        source = probe_endpoint(handle.base_url).source  # what served the cell, as the server says (as `bench`)
         with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds
             bench = run_benchmark(workload, endpoint, options, cell_dir / "client",
-                                  provenance={"golden_al_cell": {"thinking": mode, "k": k}}, stop_requested=stop.reason)
+                                  provenance={"golden_al_cell": {"thinking": mode, "k": k}}, stop_requested=stop.reason,
+                                  source=source)
         after = _scrape(spec, handle.base_url, cell_dir / "metrics_after.txt")
         server = ServerMetrics.model_validate(summarise_server([before, after], start=None, end=None))
         sd = server.spec_decode

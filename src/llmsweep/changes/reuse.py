@@ -21,7 +21,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmsweep.metrics.model import run_source
+from llmsweep.engine_ids import SIM
+from llmsweep.metrics.model import run_clock, run_source
 from llmsweep.metrics.version import measurement_identity
 from llmsweep.plan import Job
 from llmsweep.workload.scenario import repeat_index
@@ -92,7 +93,7 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False) -> dict[s
             spec = engines.render(job, simulate=engines.runs_on_simulator(job.engine, simulate=simulate), port=0)
         except LlmsweepError:
             continue
-        context = reuse_context(job, simulated=spec.engine == "sim", live=live, corpora=corpora)
+        context = reuse_context(job, simulated=spec.engine == SIM.id, live=live, corpora=corpora)
         out[job.id] = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id)) + CONTEXT_SEP + context.render()
     return out
 
@@ -100,7 +101,7 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False) -> dict[s
 def reuse_context(job: Job, *, simulated: bool, live: bool, corpora: dict[str, str] | None = None) -> ReuseContext:
     """The context a run of `job` would produce: simulated jobs run in virtual time unless `live`, real engines in
     wall-clock time; the corpus is read from the job's external trace source now (`corpora` caches it per source)."""
-    return ReuseContext(run_source(simulated), "wall" if live or not simulated else "virtual",
+    return ReuseContext(run_source(simulated), run_clock(simulated=simulated, live=live),
                         corpus_now(job, corpora if corpora is not None else {}))
 
 

@@ -228,11 +228,11 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
         click.echo(f"GPUs serving the endpoint: {gpus} ({gpus_prov['gpus_from']})", err=True)
     # What served the load, as the server says itself (the simulator's /version: `engine: sim`), recorded as `run
     # --live` records it: a real engine's results are measured, the simulator's simulated, both in wall-clock time.
-    from llmsweep.metrics.model import run_source
+    from llmsweep.metrics.model import WALL
 
-    source = run_source(probe.simulated)
-    if source == "simulated":
-        click.echo(f"the endpoint is the simulator ({probe.root}/version): results say source: simulated", err=True)
+    source = probe.source
+    if probe.simulated:
+        click.echo(f"the endpoint is the simulator ({probe.root}/version): results say source: {source}", err=True)
     _say_tokenizer(workload, simulated=probe.simulated)
     options = options.model_copy(update={"gpus": gpus})
     from llmsweep.workload.scenario import get_scenario
@@ -246,7 +246,7 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     # is written, its stop reason "interrupted by SIG…" (an invalid run); the exit status is then 130 or 143.
     with stop_on_signal() as stop, _ProgressBar(options) as bar:
         result = run_benchmark(workload, endpoint, options, out,
-                               provenance={"kind": kind, **gpus_prov, "source": source, "clock": "wall"},
+                               provenance={"kind": kind, **gpus_prov, "source": source, "clock": WALL},
                                gates=gates, on_progress=bar.update, stop_requested=stop.reason, source=source)
     _print_summary(result.summary, out, as_json=kw["as_json"])
     _print_first_errors(result)
@@ -405,18 +405,20 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @json_option("the summary (summary.json)")
 def summarize(run_dir: Path, as_json: bool) -> None:
-    """Recompute RUN_DIR/summary.json from records.jsonl (+ server_metrics.jsonl, run.json, job.json).
+    """Recompute RUN_DIR/summary.json from records.jsonl and run.json (+ server_metrics.jsonl, job.json).
 
-    Every gate `llmsweep run` applied is applied again from what the folder recorded, read-back checks included, so
-    a job folder gets the verdict `run` gave it. A packed slice (fewer records than the client started, fewer
-    /metrics scrapes than its summary read) is re-judged from the figures its summary.json measured over the run's
-    window, and says so among the warnings.
+    run.json says what served the records (the summary's source) and the gates they are judged by: a folder without
+    one is refused (exit 2) and its summary.json left as it is. Every gate `llmsweep run` applied is applied again
+    from what the folder recorded, read-back checks included, so a job folder gets the verdict `run` gave it. A packed
+    slice (fewer records than the client started, fewer /metrics scrapes than its summary read) is re-judged from the
+    figures its summary.json measured over the run's window, and says so among the warnings.
     """
     from llmsweep.evals.results import EVAL_DIR, EVAL_FILE
     from llmsweep.execute.readback import summarise_job
 
     if not (run_dir / "records.jsonl").exists() and not (run_dir / EVAL_DIR / EVAL_FILE).exists():  # eval-only: none
-        raise ConfigError(f"{run_dir} has no records.jsonl", fix="point at a directory written by `llmsweep bench`")
+        raise ConfigError(f"{run_dir} has no records.jsonl",
+                          fix="point at a folder `llmsweep bench` or `predict --out` wrote, or a job folder of `run`")
     summary = summarise_job(run_dir)
     _print_summary(summary, run_dir, as_json=as_json)
     if summary.validity.verdict == "invalid":

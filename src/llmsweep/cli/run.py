@@ -22,6 +22,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.evals.tasks import DEFAULT_TASK, known_tasks
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.execute.registry import executor_help, executor_kinds
+from llmsweep.metrics.model import VIRTUAL, WALL
 from llmsweep.power.sampler import RUN_BACKEND_CHOICES
 from llmsweep.power.samples import REQUIRE_POWER_HELP
 
@@ -313,7 +314,7 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
                  console=console)
 
 
-CLOCK_WORDS = {"virtual": "virtual time", "wall": "wall-clock time"}
+CLOCK_WORDS = {VIRTUAL: "virtual time", WALL: "wall-clock time"}
 
 
 def run_title(rows: list[dict[str, Any]]) -> str:

@@ -18,10 +18,13 @@ import logging
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmsweep.client.config import api_root, api_url
 from llmsweep.errors import ConfigError
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.model import RunSource
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,14 @@ class EndpointProbe:
         from llmsweep.engines import runs_on_simulator
 
         return runs_on_simulator(self.engine, simulate=False)
+
+    @property
+    def source(self) -> RunSource:
+        """The label results of load sent to this server carry for what served them (`metrics.model.run_source`):
+        `bench`, `peer crosscheck` and `al collect` record it in their run.json."""
+        from llmsweep.metrics.model import run_source
+
+        return run_source(self.simulated)
 
 
 def _get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int | None, Any, str]:

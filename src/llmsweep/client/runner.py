@@ -32,11 +32,11 @@ from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
 from llmsweep.client.records import RECORDS_FILE
 from llmsweep.client.scrape import SERVER_METRICS_FILE, MetricsScraper
 from llmsweep.client.transport import now_unix
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, ResultInputError
 from llmsweep.host import usable_cpus
 from llmsweep.metrics import GateConfig, Summary, summarise
 from llmsweep.metrics.gates import CLIENT_WORKER_DIED
-from llmsweep.metrics.model import Source
+from llmsweep.metrics.model import MEASURED, Source
 from llmsweep.workload.base import RunPhase, Workload
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ async def run_benchmark_async(
     gates: GateConfig | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     stop_requested: Callable[[], str | None] | None = None,
-    source: Source = "measured",
+    source: Source = MEASURED,
 ) -> BenchResult:
     """Drive `workload` against `endpoint`; returns the summary (also written to `out_dir/summary.json`).
 
@@ -181,10 +181,9 @@ async def run_benchmark_async(
     gates = gates or default_gates(options)
     # Until the run writes its final run.json, this one says it did not finish: a bench killed outright (SIGKILL,
     # OOM) leaves records that `summarize` must not call a clean run.
-    (out / RUN_FILE).write_text(json.dumps({
-        "provenance": {"client_version": __version__, "started_at": started_at, **(provenance or {})},
-        "gates": gates.model_dump(mode="json"), "client": {"stop_reason": UNFINISHED}, "gpus": options.gpus,
-    }, indent=2))
+    write_run_json(out, run_json(provenance={"client_version": __version__, "started_at": started_at,
+                                             **(provenance or {})},
+                                 gates=gates, client={"stop_reason": UNFINISHED}, gpus=options.gpus, source=source))
 
     scraper: MetricsScraper | None = None
     if (url := endpoint.resolved_metrics_url()) is not None:
@@ -226,20 +225,44 @@ async def run_benchmark_async(
         "finished_at": now_unix(),
         **(provenance or {}),
     }
-    run_info = {"provenance": prov, "gates": gates.model_dump(mode="json"), "client": client, "gpus": options.gpus,
-                "source": source}
-    (out / RUN_FILE).write_text(json.dumps(run_info, indent=2))
+    write_run_json(out, run_json(provenance=prov, gates=gates, client=client, gpus=options.gpus, source=source))
     summary = summarise_dir(out)
     return BenchResult(out_dir=out, summary=summary, records_path=records_path, workers=stats)
 
 
+def run_json(*, provenance: dict[str, Any], gates: GateConfig, client: dict[str, Any], gpus: int,
+             source: Source) -> dict[str, Any]:
+    """`run.json`: what a folder's summary is computed with besides its raw files (provenance, gates, the client's
+    own figures, the GPU count, what served it), as `summarise_dir` reads it back. One shape for every folder of
+    records: the client's (`bench`, a job of `run`), a job `run` ran in virtual time, a point of `predict --out`."""
+    return {"provenance": provenance, "gates": gates.model_dump(mode="json"), "client": client, "gpus": gpus,
+            "source": source}
+
+
+def write_run_json(out: Path, doc: dict[str, Any]) -> None:
+    """Write `out/run.json` (a :func:`run_json` document) atomically: a kill leaves the old file or the new one."""
+    tmp = out / (RUN_FILE + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=str))
+    os.replace(tmp, out / RUN_FILE)
+
+
 def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
-    """Recompute a run directory's summary from `records.jsonl`, `server_metrics.jsonl` and `run.json`."""
+    """Recompute a run directory's summary from `records.jsonl`, `server_metrics.jsonl` and `run.json`.
+
+    Raises ResultInputError when the folder holds no run.json: what served its records (the summary's `source`) and
+    the gates they were judged by are unknown, and a summary under made-up labels would be written over the one the
+    folder holds."""
     out = Path(out)
     run_file = out / RUN_FILE
-    info = json.loads(run_file.read_text()) if run_file.exists() else {}
+    if not run_file.is_file():
+        raise ResultInputError(
+            f"{out} has no {RUN_FILE}: what served its records and the gates they are judged by are unknown, so "
+            f"its {SUMMARY_FILE} is left as it is",
+            fix="summarize a folder `llmsweep bench`, `run` or `predict --out` wrote (each writes run.json beside "
+                "records.jsonl); a `predict --out` folder of an llmsweep that wrote none: predict it again")
+    info = json.loads(run_file.read_text())
     metrics_path = out / SERVER_METRICS_FILE
-    source = info.get("source", "measured")
+    source = info.get("source", MEASURED)
     summary = summarise(
         out / RECORDS_FILE,
         gpus=int(info.get("gpus", 1)),
@@ -264,7 +287,7 @@ def run_benchmark(
     gates: GateConfig | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     stop_requested: Callable[[], str | None] | None = None,
-    source: Source = "measured",
+    source: Source = MEASURED,
 ) -> BenchResult:
     """Blocking form of `run_benchmark_async`."""
     return asyncio.run(

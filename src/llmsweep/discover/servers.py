@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.discover.recipe import StageKey
+from llmsweep.engine_ids import SIM
 from llmsweep.plan import Job
 
 
@@ -58,7 +59,7 @@ def size_for_top(stage_file: Path, doc: dict[str, Any], keys: dict[str, StageKey
         return {}
     by_key: dict[str, list[Job]] = defaultdict(list)
     for job in jobs_from_files([stage_file], runner_config=runner_config):
-        if job.engine not in (None, "sim") and job.recipe_key in keys and not job.multinode:
+        if job.engine not in (None, SIM.id) and job.recipe_key in keys and not job.multinode:
             by_key[job.recipe_key].append(job)
     pins: dict[str, dict[str, Any]] = {}
     for key, jobs in by_key.items():

@@ -21,7 +21,7 @@ from llmsweep.evals.context import eval_concurrencies, eval_context_length, eval
 from llmsweep.evals.gate import judge
 from llmsweep.evals.harness import EvalSettings, build_command, check_harness, run_once
 from llmsweep.evals.tasks import task_file
-from llmsweep.metrics.model import EvalBlock, EvalRun, ServerMetrics, Summary
+from llmsweep.metrics.model import MEASURED, EvalBlock, EvalRun, ServerMetrics, Summary
 from llmsweep.plan.job import Job
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ def eval_only_summary(run_info: dict[str, Any]) -> Summary:
     """The summary of an eval-only job before its eval is attached: what ran and where, no throughput figures."""
     from llmsweep.metrics.model import Provenance
 
-    return Summary(source=run_info.get("source", "measured"),
+    return Summary(source=run_info.get("source", MEASURED),
                    provenance=Provenance.model_validate(run_info.get("provenance") or {}))
 
 

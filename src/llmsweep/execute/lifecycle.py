@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
+from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec, Topology, comment_text
 from llmsweep.errors import ConfigError, LaunchError, LlmsweepError
 from llmsweep.evals.harness import EvalSettings
@@ -43,7 +44,7 @@ from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_j
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.execute.signals import shielded, stop_then_raise
-from llmsweep.metrics.model import Summary
+from llmsweep.metrics.model import MEASURED, SIMULATED, WALL, RunSource, Summary, run_source
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_power, start_sampler
@@ -106,7 +107,7 @@ class JobOutcome(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return self.status in ("valid", "smoke", "skipped")
+        return self.status in (*DONE_VERDICTS, "skipped")
 
     def with_warnings(self, warnings: Sequence[str]) -> JobOutcome:
         """This outcome with the job's warnings (each once): they qualify any result the job has — a verdict, or a
@@ -124,7 +125,7 @@ class ServerGroup:
     id: str
     spec: LaunchSpec
     jobs: list[Job]
-    source: str = "measured"
+    source: RunSource = MEASURED
     executor: str = "local"
     notes: list[str] = field(default_factory=list)
     topology: Topology | None = None
@@ -153,14 +154,14 @@ class ServerGroup:
             id=doc["id"],
             spec=LaunchSpec.model_validate(doc["spec"]),
             jobs=[Job.model_validate(j) for j in doc["jobs"]],
-            source=doc.get("source", "measured"),
+            source=run_source(doc.get("source") == SIMULATED),
             executor=doc.get("executor", "slurm"),
             warnings={str(k): [str(w) for w in v] for k, v in (doc.get("warnings") or {}).items()},
         )
         if doc.get("roles") and group.jobs:
             from llmsweep import engines
 
-            group.topology = engines.render_topology(group.jobs[0], simulate=group.source != "measured")
+            group.topology = engines.render_topology(group.jobs[0], simulate=group.source == SIMULATED)
         return group, Path(doc["run_dir"]), LifecycleSettings.model_validate(doc.get("settings", {}))
 
 
@@ -224,8 +225,8 @@ def _gates(job: Job, options: RunOptions) -> GateConfig:
                                require_metrics_prefix=options.require_metrics_prefix)
 
 
-def _workload(job: Job, source: str) -> Workload:
-    return Point.of(job).workload(simulated=source != "measured")
+def _workload(job: Job, source: RunSource) -> Workload:
+    return Point.of(job).workload(simulated=source == SIMULATED)
 
 
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
@@ -252,10 +253,10 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
                      **({"gpu_names_problem": seen["gpu_names_problem"]} if seen.get("gpu_names_problem") else {})},
         "llmsweep_version": __version__,
         "source": group.source,
-        "clock": "wall",  # the live path; `execute.virtual` records "virtual"
+        "clock": WALL,  # the live path; `execute.virtual` records VIRTUAL
         # The simulator says itself (GET /version) whether its (engine, hardware, model class) is calibrated.
-        **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == "sim" else {}),
-        **({"unmodelled": missed} if spec.engine == "sim" and (missed := unmodelled(job)) else {}),
+        **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == SIM.id else {}),
+        **({"unmodelled": missed} if spec.engine == SIM.id and (missed := unmodelled(job)) else {}),
         # A job launched role by role: the topology that ran, read back from its roles (`execute.roles`).
         **({"topology": seen["topology"]} if seen.get("topology") is not None else {}),
     }
@@ -315,12 +316,11 @@ def visible_rows(csv: str, env: Mapping[str, str]) -> list[list[str]]:
     return [by_index[i] for i in visible.gpus]
 
 
-def _finish_summary(job_dir: Path, job: Job, source: str, settings: LifecycleSettings) -> Summary:
-    """Stamp the source, then re-summarise from the raw records and apply every gate (`summarise_job`, the one home
-    of a job's verdict that `llmsweep summarize` uses too), writing summary.json."""
-    run_info = art.read_json(job_dir / art.RUN_FILE) or {}
-    run_info["source"] = source
-    art.write_json(job_dir / art.RUN_FILE, run_info)
+def _finish_summary(job_dir: Path, settings: LifecycleSettings) -> Summary:
+    """Re-summarise from the raw records and apply every gate (`summarise_job`, the one home of a job's verdict that
+    `llmsweep summarize` uses too), writing summary.json. The source is what run.json says, written once with it by
+    what ran the job (the client, the virtual path, an eval-only job's record), never stamped afterwards: a kill
+    between two writes would leave a summary under the wrong label, which `--resume` keeps."""
     return summarise_job(job_dir, settings=settings.readback)
 
 
@@ -379,7 +379,7 @@ class _Server:
             self.launches += 1
             return self._ensure_roles(self.group.topology)
         try:
-            spec = preflight(self.group.spec, gpus=self.group.spec.engine != "sim")
+            spec = preflight(self.group.spec, gpus=self.group.spec.engine != SIM.id)
             self.dir.mkdir(parents=True, exist_ok=True)
             spec = art.write_launch_files(spec, self.dir, self.scrubber)
             self.spec = spec
@@ -483,7 +483,7 @@ def bench_job(
     out_dir: Path,
     *,
     spec: LaunchSpec | None = None,
-    source: str = "measured",
+    source: RunSource = MEASURED,
     settings: LifecycleSettings | None = None,
     provenance: dict[str, Any] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
@@ -501,7 +501,7 @@ def bench_job(
 
     settings = settings or LifecycleSettings()
     if spec is None:
-        spec = engines.render(job, simulate=source != "measured", port=0)
+        spec = engines.render(job, simulate=source == SIMULATED, port=0)
     options = _run_options(job, spec, settings, federated)
     from llmsweep.client import run_benchmark
 
@@ -509,22 +509,23 @@ def bench_job(
     began = time.time()
     with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds the run
         run_benchmark(workload, endpoint, options, out_dir, provenance=provenance, gates=_gates(job, options),
-                      on_progress=on_progress, stop_requested=stop.reason)
+                      on_progress=on_progress, stop_requested=stop.reason, source=source)
     if power is not None:  # the job's samples beside its records, read by the summary's power block
         power.write_job(Path(out_dir), began, expected_gpus=Point.of(job).gpus,
                         require=settings.power.required([job]))
-    return _finish_summary(Path(out_dir), job, source, settings)
+    return _finish_summary(Path(out_dir), settings)
 
 
-def eval_job(job: Job, base_url: str, out_dir: Path, *, spec: LaunchSpec, source: str, settings: LifecycleSettings,
-             provenance: dict[str, Any], event: Event = _quiet, server_command: str | None = None) -> Summary:
+def eval_job(job: Job, base_url: str, out_dir: Path, *, spec: LaunchSpec, source: RunSource,
+             settings: LifecycleSettings, provenance: dict[str, Any], event: Event = _quiet,
+             server_command: str | None = None) -> Summary:
     """The job's eval against a server that already serves it (`llmsweep.evals`), then its summary re-made with the
     eval attached. An eval-only job records here what ran (run.json), as the client does for a throughput point.
     `server_command`: the launch of the server relaunched for this eval alone (`eval_launch`), recorded with it."""
     from llmsweep.evals.results import run_eval
 
     if job.eval_only:
-        art.write_json(out_dir / art.RUN_FILE, {"provenance": provenance, "gpus": Point.of(job).gpus})
+        art.write_json(out_dir / art.RUN_FILE, {"provenance": provenance, "gpus": Point.of(job).gpus, "source": source})
     metrics_url = f"{base_url.rstrip('/')}{spec.metrics_path}" if spec.metrics_path else None
     where = ("eval-only" if job.eval_only else "after the throughput run"
              + (", on its own server with real verification" if server_command is not None else ""))
@@ -533,7 +534,7 @@ def eval_job(job: Job, base_url: str, out_dir: Path, *, spec: LaunchSpec, source
                      metrics_url=metrics_url, job_dir=out_dir, settings=settings.eval, server_command=server_command)
     score = "n/a" if block.score is None else f"{block.score:.4f}"
     event(f"job {job.id}: eval {block.task} {block.score_name or 'score'} = {score} → {block.verdict}")
-    return _finish_summary(out_dir, job, source, settings)
+    return _finish_summary(out_dir, settings)
 
 
 def eval_launch(job: Job, group: ServerGroup) -> LaunchSpec | None:
@@ -548,7 +549,7 @@ def eval_launch(job: Job, group: ServerGroup) -> LaunchSpec | None:
 
     if not relaunches_for_eval(job):
         return None
-    spec = engines.render(real_verification(job), simulate=group.spec.engine == "sim", port=group.spec.port)
+    spec = engines.render(real_verification(job), simulate=group.spec.engine == SIM.id, port=group.spec.port)
     return None if spec.fingerprint() == group.spec.fingerprint() else spec
 
 

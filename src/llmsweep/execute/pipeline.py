@@ -25,12 +25,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
+from llmsweep.engine_ids import SIM
 from llmsweep.engines import runs_on_simulator
 from llmsweep.errors import ConfigError
 from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.executor import Executor, terminate_as_interrupt
 from llmsweep.execute.lifecycle import (
+    DONE_WORDS,
     JobOutcome,
     LifecycleSettings,
     ServerGroup,
@@ -44,7 +46,7 @@ from llmsweep.execute.lifecycle import (
 )
 from llmsweep.execute.progress import ReportingProgress, current_progress, use_progress
 from llmsweep.findings import Finding, Severity
-from llmsweep.metrics.model import run_source
+from llmsweep.metrics.model import run_clock, run_source
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import one_point_per_job
@@ -128,7 +130,7 @@ class RunOutcome:
         counts = summarize_outcomes(self.outcomes)
         done = sum(1 for o in self.outcomes if o.ok)
         parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        lines = [f"expected {self.expected} job(s), {done} with a valid or smoke summary ({parts})"]
+        lines = [f"expected {self.expected} job(s), {done} with a {DONE_WORDS} summary ({parts})"]
         # One line per reason: nine jobs refused for one unreadable trace source say it once, then name the jobs.
         by_reason: dict[tuple[str, str], list[str]] = {}
         for o in self.outcomes:
@@ -338,7 +340,7 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
         group = by_fp.get(fp)
         if group is None:
             group = ServerGroup(id=f"{spec.engine}-{'roles-' if topology else ''}{fp[:12]}", spec=spec, jobs=[],
-                                source=run_source(spec.engine == "sim"), executor=executor,
+                                source=run_source(sim), executor=executor,
                                 topology=topology)
             by_fp[fp] = group
         group.jobs.append(job)
@@ -363,7 +365,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         "repeats": req.repeats,
         # how simulated jobs run: on the simulator core in virtual time, or on its HTTP server in wall-clock time
         # (each job's provenance says `clock` too; jobs on real engines always run in wall-clock time)
-        "simulated_clock": "wall" if req.live else "virtual",
+        "simulated_clock": run_clock(simulated=True, live=req.live),
         **({"traces": req.traces} if req.traces else {}),
         "expected_job_ids": [j.id for j in jobs],
         # each job's hardware as planned, so a job that leaves no result is still counted under its hardware
@@ -528,7 +530,7 @@ def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
     held = f" ({len(results)} job result(s))" if results else ""
     raise ConfigError(
         f"{run_dir} already holds {what}{held}; not running over it",
-        fix=f"pass --resume to run only the jobs without a valid or smoke result, --force to run every job again "
+        fix=f"pass --resume to run only the jobs without a {DONE_WORDS} result, --force to run every job again "
             f"(earlier results are kept in jobs/<id>/{art.ATTEMPTS_DIR}/), or give this run another --out",
     )
 
@@ -615,14 +617,14 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     refused += unreadable
     groups = _groups(runnable, req.simulate, executor.kind, req.live, warnings)
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
-    virtual = [g for g in groups if g.spec.engine == "sim" and not req.live]
+    virtual = [g for g in groups if g.spec.engine == SIM.id and not req.live]
     served = [g for g in groups if g not in virtual]
     # Virtual time models its power; a served group's power is judged before its server starts, where it is sampled.
     served, unpowered = _power_gate(served, req.settings, executor, event)
     refused += unpowered
     runnable = [j for g in [*virtual, *served] for j in g.jobs]
-    live_sim = [g for g in served if g.spec.engine == "sim"]
-    engines_ = [g for g in served if g.spec.engine != "sim"]
+    live_sim = [g for g in served if g.spec.engine == SIM.id]
+    engines_ = [g for g in served if g.spec.engine != SIM.id]
 
     def servers(gs: list[ServerGroup], what: str) -> str:
         # a deployment role by role is one server group of several processes: say it as a deployment

@@ -38,6 +38,7 @@ def simulator_placement_refusal(*, engine: str | None, simulate: bool, executor:
     """Why a job of `engine` (under `simulate`) cannot run through `executor` (None: it can, or it is no simulated
     job). `live`: the simulator is asked to serve over HTTP in wall-clock time; `live_option`: the command offers
     --live (`discover` does not), so the fix may name it."""
+    from llmsweep.engine_ids import SIM
     from llmsweep.engines import runs_on_simulator
     from llmsweep.execute.docker import DockerExecutor
     from llmsweep.execute.local import LocalExecutor
@@ -46,7 +47,7 @@ def simulator_placement_refusal(*, engine: str | None, simulate: bool, executor:
         return None
     if not live:
         ways = [f"add --live to serve the simulator through {executor} in wall-clock time"] if live_option else []
-        if simulate and engine != "sim":
+        if simulate and engine != SIM.id:
             ways.append(f"drop --simulate to run the recipe's engine through {executor}")
         ways.append("drop --executor")
         return PlacementRefusal(f"a simulated job runs on the simulator core in virtual time, in this process: "

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmsweep.engine_ids import SIM
 from llmsweep.errors import LlmsweepError
+from llmsweep.metrics.model import VIRTUAL
 from llmsweep.plan.job import Job
 from llmsweep.plan.point import Point, points_of
 from llmsweep.power.sampler import PowerSettings
@@ -147,9 +149,9 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outc
         acceptance = {**(estimate.provenance() if estimate is not None else {}),
                       **({"unmodelled": missed} if (missed := unmodelled(job)) else {})}
         for point in points_of(job):
-            out.append(PointUnit(point, config, {"job": job.id, "concurrency": point.concurrency, "engine": "sim",
+            out.append(PointUnit(point, config, {"job": job.id, "concurrency": point.concurrency, "engine": SIM.id,
                                                  "calibration": calibration, "engine_config": engine_config_doc,
-                                                 "clock": "virtual", **acceptance}))
+                                                 "clock": VIRTUAL, **acceptance}))
     return out
 
 
@@ -183,7 +185,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
         outcomes: list[Outcome] = []
         try:
             for p in virtual_disagg.predict_job(job, duration=settings.duration, max_requests=settings.max_requests,
-                                                provenance={"job": job.id, "engine": "sim", "clock": "virtual",
+                                                provenance={"job": job.id, "engine": SIM.id, "clock": VIRTUAL,
                                                             **({"unmodelled": missed} if (missed := unmodelled(job))
                                                                else {})},
                                                 power=settings.power):
@@ -211,9 +213,11 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
 
 
 def write_predicted(out_dir: Path, predicted: PredictedPoint, *, job_id: str | None = None) -> None:
-    """`--out`: a point's records, scrapes, modelled power (`gpu_metrics.jsonl`, as a virtual-time `run` writes it)
-    and summary under `<out>/<job id>/conc<N>/` (`job_id`: the recipe's job when the point ran as a job of its own, a
-    disaggregated job's concurrency)."""
+    """`--out`: a point's records, scrapes, modelled power (`gpu_metrics.jsonl`, as a virtual-time `run` writes it),
+    run.json (source `predicted`, clock `virtual`, its gates: what `llmsweep summarize` reads) and summary under
+    `<out>/<job id>/conc<N>/` (`job_id`: the recipe's job when the point ran as a job of its own, a disaggregated
+    job's concurrency)."""
+    from llmsweep.client.runner import SUMMARY_FILE, write_run_json
     from llmsweep.power.samples import GPU_METRICS_FILE, write_gpu_metrics
 
     out = out_dir / (job_id or predicted.point.job.id) / f"conc{predicted.point.concurrency}"
@@ -221,8 +225,10 @@ def write_predicted(out_dir: Path, predicted: PredictedPoint, *, job_id: str | N
     predicted.write_streams(out)
     if predicted.telemetry is not None:
         write_gpu_metrics(out / GPU_METRICS_FILE, *predicted.telemetry)
+    if predicted.run_info is not None:  # what `llmsweep summarize` computes the summary again with: source, gates, ...
+        write_run_json(out, predicted.run_info)
     if predicted.summary is not None:
-        predicted.summary.write(out / "summary.json")
+        predicted.summary.write(out / SUMMARY_FILE)
 
 
 _started: Any = None

@@ -13,6 +13,7 @@ import shutil
 import socket
 from collections.abc import Mapping
 
+from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
@@ -117,7 +118,7 @@ def count_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, int] | No
 
 def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> None:
     """Fail when the spec needs GPUs this machine does not show. The simulator and CPU servers are skipped."""
-    if spec.gpus <= 0 or spec.engine == "sim":
+    if spec.gpus <= 0 or spec.engine == SIM.id:
         return
     counted = count_gpus(environ)
     if counted is None:

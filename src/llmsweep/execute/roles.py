@@ -45,6 +45,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.client.scrape import parse_exposition
+from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import NODE_RANK, LaunchSpec, Role, RoleKind, RoleWorker, Topology
 from llmsweep.engines.sim import LOOPBACK
 from llmsweep.errors import LaunchError
@@ -556,7 +557,7 @@ class RoleDeployment:
             folder = self.dir / POWER_DIR / label
             argv = [sys.executable, "-m", "llmsweep.execute.node_power", "--dir",
                     str(folder), "--gpus", str(role.gpus_per_worker), "--role", role.kind]
-            argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == "sim" else [])
+            argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == SIM.id else [])
             spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0)
             with shielded():
                 sampler = self.placement.launch(spec, log_path=self.dir / f"power-{label}.log", node=node,

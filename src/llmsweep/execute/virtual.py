@@ -44,6 +44,7 @@ from llmsweep.execute.lifecycle import (
     settle,
 )
 from llmsweep.execute.progress import current_progress
+from llmsweep.metrics.model import VIRTUAL
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 
@@ -59,7 +60,6 @@ Event = Callable[[str], None]
 
 KIND = "virtual"
 """What provenance records as the place the group ran (`launch.executor`, `launch.launcher`)."""
-CLOCK = "virtual"
 
 
 class NotModelled(LlmsweepError):
@@ -247,6 +247,7 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
     import platform
 
     from llmsweep import __version__
+    from llmsweep.client.runner import run_json, write_run_json
     from llmsweep.engines.sim import simulated_acceptance
 
     spec = group.spec
@@ -267,7 +268,7 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
         "finished_at": time.time(),
         **_provenance(job, spec, _placed(group), observed, None, KIND),
         **(estimate.provenance() if (estimate := simulated_acceptance(job)) is not None else {}),
-        "clock": CLOCK,
+        "clock": VIRTUAL,
         "virtual": {"window_s": predicted.seconds,
                     "virtual_seconds": round(stats.virtual_seconds, 3) if stats is not None else None,
                     "engine_steps": stats.steps if stats is not None else None,
@@ -278,11 +279,10 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
     }
     stop_reason = stats.stop_reason if stats is not None and stats.stop_reason else (
         "duration reached" if options.duration_s is not None else None)
-    client: dict[str, Any] = {"workers": [], "stop_reason": stop_reason, "clock": CLOCK}
-    run_info = {"provenance": provenance, "gates": gates.model_dump(mode="json"), "client": client,
-                "gpus": options.gpus}
-    art.write_json(jdir / art.RUN_FILE, run_info)
-    return _finish_summary(jdir, job, group.source, settings)
+    client: dict[str, Any] = {"workers": [], "stop_reason": stop_reason, "clock": VIRTUAL}
+    write_run_json(jdir, run_json(provenance=provenance, gates=gates, client=client, gpus=options.gpus,
+                                  source=group.source))
+    return _finish_summary(jdir, settings)
 
 
 def _placed(group: ServerGroup) -> ServerGroup:

@@ -192,9 +192,10 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
     `summarize`, the gated summary of the point (`provenance` joined by the deployment's topology), as
     :func:`llmsweep.sim.predict.predict_point` makes it. `power`: the workers' modelled power, read at every scrape
     and integrated into the summary's power block."""
-    from llmsweep.metrics import summarise
+    from llmsweep.client.runner import run_json
+    from llmsweep.metrics.model import PREDICTED
     from llmsweep.sim.disagg import DisaggPredictor
-    from llmsweep.sim.predict import PredictedPoint, point_window
+    from llmsweep.sim.predict import PredictedPoint, point_gates, point_window, summarise_predicted
 
     seconds, max_requests = point_window(point, duration, max_requests)
     workload = point.workload(simulated=True)
@@ -204,15 +205,14 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=point.load.concurrency is None)
     summary = None
-    telemetry = None
+    telemetry = info = None
     if summarize:
-        gates = point.gates(planned_duration_s=seconds if point.load.duration_s is not None else None)
+        info = run_json(provenance={**(provenance or {}), "topology": cluster.config.describe()},
+                        gates=point_gates(point, seconds), client={}, gpus=point.gpus, source=PREDICTED)
         telemetry = power.telemetry(point.gpus) if power is not None else None
-        summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
-                            provenance={**(provenance or {}), "topology": cluster.config.describe()}, gates=gates,
-                            telemetry=telemetry)
+        summary = summarise_predicted(records, predictor.scrapes, info, telemetry)
     return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats, telemetry,
-                          calibration_label(cluster.config))
+                          calibration_label(cluster.config), info)
 
 
 def predict_job(job: Job, *, duration: float | None = None, max_requests: int | None = None,

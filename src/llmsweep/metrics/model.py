@@ -31,11 +31,29 @@ KNOWN_VERSIONS = (1, 2)
 Source = Literal["measured", "simulated", "predicted"]
 RunSource = Literal["measured", "simulated"]
 """What served a run: a real engine (measured) or the simulator (simulated, live or in virtual time)."""
+MEASURED: RunSource = "measured"
+SIMULATED: RunSource = "simulated"
+PREDICTED: Source = "predicted"
+"""`llmsweep predict`: the simulator core in virtual time, no run (`sim.predict`)."""
 
 
 def run_source(simulated: bool) -> RunSource:
     """The label a run's results carry for what served them (the one mapping: `run`'s groups, `bench`, reuse)."""
-    return "simulated" if simulated else "measured"
+    return SIMULATED if simulated else MEASURED
+
+
+Clock = Literal["virtual", "wall"]
+"""The clock a run was timed on (`Provenance.clock`)."""
+VIRTUAL: Clock = "virtual"
+WALL: Clock = "wall"
+
+
+def run_clock(*, simulated: bool, live: bool) -> Clock:
+    """The clock a run is timed on (the one mapping, beside `run_source`): the simulator's core in virtual time
+    unless served `live` (`run --live`); a real engine always in wall-clock time."""
+    return VIRTUAL if simulated and not live else WALL
+
+
 Verdict = Literal["valid", "smoke", "invalid"]
 
 
@@ -378,7 +396,7 @@ class Provenance(_Open):
     options: dict[str, Any] | None = None
     workload: dict[str, Any] | None = None
     launch: Launch | None = None
-    clock: Literal["virtual", "wall"] | None = Field(
+    clock: Clock | None = Field(
         default=None, description="The clock the run was timed on: `virtual` (the simulator core, in-process, "
                                   "`llmsweep run`) or `wall` (`run --live`, a real engine, `bench`); absent in a "
                                   "summary written before it was recorded.")
@@ -638,7 +656,7 @@ class Summary(_Block):
     """One job's summary: `summary.json`."""
 
     schema_version: int = SCHEMA_VERSION
-    source: Source = "measured"
+    source: Source = MEASURED
     requests: Requests = Field(default_factory=Requests)
     latency: Latency = Field(default_factory=Latency)
     interactivity: InvertedStats = Field(default_factory=InvertedStats, description="1/TPOT, tok/s/user.")

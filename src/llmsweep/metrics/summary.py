@@ -20,7 +20,7 @@ from llmsweep.errors import ResultError
 from llmsweep.metrics import registry
 from llmsweep.metrics.accumulate import Accumulator, accumulate
 from llmsweep.metrics.gates import GateConfig, evaluate, idle_cap_from, window_coverage
-from llmsweep.metrics.model import SCHEMA_VERSION, Summary, Validity
+from llmsweep.metrics.model import MEASURED, SCHEMA_VERSION, Summary, Validity
 from llmsweep.metrics.server import summarise_server
 from llmsweep.metrics.stats import clean, inverted_block, stat_block
 
@@ -53,7 +53,7 @@ def summarise(
     *,
     gpus: int,
     server_metrics: Path | str | Iterable[dict[str, Any]] | None = None,
-    source: str = "measured",
+    source: str = MEASURED,
     provenance: dict[str, Any] | None = None,
     gates: GateConfig | None = None,
     client: dict[str, Any] | None = None,

@@ -31,11 +31,12 @@ from typing import Any
 
 from llmsweep.client.config import Endpoint, RunOptions
 from llmsweep.client.records import RECORDS_FILE, ErrorClass, RecordWriter, RequestRecord
-from llmsweep.client.runner import RUN_FILE, summarise_dir
+from llmsweep.client.runner import run_json, summarise_dir, write_run_json
 from llmsweep.client.transport import build_body
 from llmsweep.errors import ConfigError, DatasetError, EndpointError, LaunchError
 from llmsweep.execute.process import start_process
-from llmsweep.metrics.model import Summary
+from llmsweep.metrics.gates import GateConfig
+from llmsweep.metrics.model import MEASURED, RunSource, Summary
 from llmsweep.metrics.server import latency_from_totals
 from llmsweep.workload.fixed import FixedLengthWorkload
 
@@ -332,11 +333,12 @@ def _find(artifact_dir: Path, name: str) -> Path:
 
 def import_aiperf_dir(
     artifact_dir: Path, out: Path, *, max_tokens: Sequence[int] | None = None, warmups: int = 0,
-    gpus: int = 1, provenance: dict[str, Any] | None = None,
+    gpus: int = 1, provenance: dict[str, Any] | None = None, source: RunSource = MEASURED,
 ) -> Summary:
     """aiperf artifacts → `out/records.jsonl` + `run.json` + `summary.json` (our definitions); returns the summary.
 
-    `llmsweep summarize OUT` then recomputes the same summary, as for any run of our own client.
+    `llmsweep summarize OUT` then recomputes the same summary, as for any run of our own client. `source`: what
+    served aiperf's load (`peer crosscheck` probes the server; an import of someone's artifacts cannot tell).
     """
     out.mkdir(parents=True, exist_ok=True)
     (out / RECORDS_FILE).unlink(missing_ok=True)
@@ -349,5 +351,6 @@ def import_aiperf_dir(
         version = None
     prov = {"kind": "aiperf-import", "client": "aiperf", "aiperf_version": version,
             "artifact_dir": str(artifact_dir), **(provenance or {})}
-    (out / RUN_FILE).write_text(json.dumps({"provenance": prov, "gpus": gpus}, indent=2))
+    # the default gates, as for any folder of records (aiperf's run has none of ours); no client figures of ours
+    write_run_json(out, run_json(provenance=prov, gates=GateConfig(), client={}, gpus=gpus, source=source))
     return summarise_dir(out)

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmsweep.client import Endpoint, RunOptions, run_benchmark, summarise_dir
 from llmsweep.errors import DatasetError
 from llmsweep.execute.signals import stop_then_raise
-from llmsweep.metrics.model import Summary
+from llmsweep.metrics.model import RunSource, Summary
 from llmsweep.peers.aiperf import (
     AiperfRun,
     aiperf_argv,
@@ -176,7 +176,7 @@ def _workload(cfg: CrossCheckConfig, concurrency: int, seed: int) -> FixedLength
     ))
 
 
-def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
+def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path, source: RunSource) -> None:
     workload = _workload(cfg, run.concurrency, run.seed)
     options = RunOptions(
         concurrency=run.concurrency, num_requests=cfg.prompts(run.concurrency),
@@ -184,7 +184,7 @@ def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
     )
     with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds
         result = run_benchmark(workload, cfg.endpoint, options, out, provenance={"kind": "crosscheck"},
-                               stop_requested=stop.reason)
+                               stop_requested=stop.reason, source=source)
     run.summary = result.summary
     _read_back(run, out)
     run.cpu_s = result.summary.client_health.cpu_s_total
@@ -193,7 +193,7 @@ def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
         run.wall_s = prov.finished_at - prov.started_at
 
 
-def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
+def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path, source: RunSource) -> None:
     workload = _workload(cfg, run.concurrency, run.seed)
     dataset = out / "dataset.jsonl"
     max_tokens = write_aiperf_dataset(workload, dataset, cfg.endpoint)
@@ -213,6 +213,7 @@ def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path) -> None:
         run.summary = import_aiperf_dir(
             spec.artifact_dir, out, max_tokens=max_tokens, warmups=spec.warmups, gpus=cfg.gpus,
             provenance={"command": aiperf_argv(spec), "returncode": outcome.returncode, "cpu_s": outcome.cpu_s},
+            source=source,
         )
         _read_back(run, out)
     except DatasetError as exc:
@@ -232,7 +233,11 @@ def _read_back(run: ClientRun, folder: Path) -> None:
 
 def run_crosscheck(cfg: CrossCheckConfig, out: Path, *,
                    on_run: Callable[[ClientRun], None] | None = None) -> CrossCheck:
-    """Run every level, both clients in turn; write `crosscheck.json` and `crosscheck.md` under `out`."""
+    """Run every level, both clients in turn; write `crosscheck.json` and `crosscheck.md` under `out`. Every run's
+    summary says what served it (`source`), as the server says itself before any load (`client.probe`)."""
+    from llmsweep.client.probe import probe_endpoint
+
+    source = probe_endpoint(cfg.endpoint.base_url, headers=cfg.endpoint.headers).source
     out.mkdir(parents=True, exist_ok=True)
     check = CrossCheck(config=cfg.model_dump(mode="json"))
     position = 0
@@ -244,7 +249,7 @@ def run_crosscheck(cfg: CrossCheckConfig, out: Path, *,
                 position += 1
                 (out / run.out_dir).mkdir(parents=True, exist_ok=True)
                 try:
-                    (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run, out / run.out_dir)
+                    (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run, out / run.out_dir, source)
                 except KeyboardInterrupt:
                     run.error = "interrupted"
                     check.runs.append(run)

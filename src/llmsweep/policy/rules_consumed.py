@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from llmsweep.engine_ids import SIM
 from llmsweep.engines import adapter_for
 from llmsweep.engines.base import Conflict, norm_flag, pools
 from llmsweep.engines.launch import is_secret_name
@@ -26,7 +27,7 @@ EP_LESSON = "InferenceX changelog #1266: a launcher silently dropped --ep-size (
       "use the engine's own spelling (the message names it)", EP_LESSON)
 def unsupported_arg(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
-        if job.engine in (None, "sim"):
+        if job.engine in (None, SIM.id):
             continue
         adapter = adapter_for(job)
         for flag, fix in adapter.unsupported(job):
@@ -41,7 +42,7 @@ def unsupported_arg(ctx: Context) -> Iterator[Finding]:
       "prefixes and refuses ambiguous ones")
 def ambiguous_flag(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
-        if job.engine in (None, "sim"):
+        if job.engine in (None, SIM.id):
             continue
         for exc in adapter_for(job).ambiguous_flags(job):
             original = next((k for k in (job.serve.args if job.serve else {}) if k.split("=", 1)[0] == exc.flag),
@@ -57,7 +58,7 @@ def ambiguous_flag(ctx: Context) -> Iterator[Finding]:
       "the engine's argparse refuses an unknown flag at launch, after the job waited for its node")
 def flag_unknown(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
-        if job.engine in (None, "sim"):
+        if job.engine in (None, SIM.id):
             continue
         adapter = adapter_for(job)
         for written, meant in adapter.misspelled_flags(job):
@@ -70,7 +71,7 @@ def flag_unknown(ctx: Context) -> Iterator[Finding]:
       "delete it, or move it to a recipe for the engine that reads it", EP_LESSON)
 def foreign_env(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
-        if job.engine in (None, "sim"):
+        if job.engine in (None, SIM.id):
             continue
         adapter = adapter_for(job)
         for name in adapter.foreign_env(job):
@@ -106,7 +107,7 @@ def _conflicts(job: Job, kind: str = "parallel") -> list[Conflict]:
       "delete the flag; set tp/ep/pp/dp-attn in the search-space entry (one source of truth)", EP_LESSON)
 def parallelism_conflict(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
-        if job.engine in (None, "sim"):
+        if job.engine in (None, SIM.id):
             continue
         for c in _conflicts(job):
             derived = "absent" if c.derived is None else f"`{c.derived}`"
@@ -120,7 +121,7 @@ def parallelism_conflict(ctx: Context) -> Iterator[Finding]:
       "InferenceX spec §8 lesson 13 (synthetic AL hand-copied into flags); changelog #2305 (spec flags drift)")
 def spec_conflict(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
-        if job.engine in (None, "sim"):
+        if job.engine in (None, SIM.id):
             continue
         for c in _conflicts(job, "spec"):
             derived = "nothing" if c.derived is None else f"`{c.derived}`"
@@ -182,7 +183,7 @@ def spec_missing(ctx: Context) -> Iterator[Finding]:
       "agentx-spec §4.4 (CPU DRAM offload backends per engine)")
 def kv_backend(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
-        if job.engine in (None, "sim") or job.kv_offloading != "dram" or job.kv_offload_backend is None:
+        if job.engine in (None, SIM.id) or job.kv_offloading != "dram" or job.kv_offload_backend is None:
             continue
         adapter = adapter_for(job)
         name = job.kv_offload_backend.name
@@ -197,7 +198,7 @@ def kv_backend(ctx: Context) -> Iterator[Finding]:
       "set pp, dcp-size and pcp-size to 1 for this engine, or use one that has them (vLLM)", EP_LESSON)
 def topology_unsupported(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
-        if job.engine in (None, "sim"):
+        if job.engine in (None, SIM.id):
             continue
         adapter = adapter_for(job)
         for role, pool in pools(job).items():
@@ -249,7 +250,7 @@ def render_failed(ctx: Context) -> Iterator[Finding]:
     from llmsweep.policy.context import SOFTENED_NOTE
 
     for job, recipe in ctx.runnable_pairs():
-        own = job.engine == "sim"
+        own = job.engine == SIM.id
         try:
             render(job, simulate=own)
         except (LlmsweepError, KeyError, ValueError) as exc:
@@ -270,7 +271,7 @@ def sim_ignored(ctx: Context) -> Iterator[Finding]:
     from llmsweep.engines.sim import MODELLED
 
     for job, recipe in ctx.runnable_pairs():
-        if job.engine != "sim" or job.serve is None:
+        if job.engine != SIM.id or job.serve is None:
             continue
         for flag in job.serve.args:
             if norm_flag(flag) not in MODELLED:

@@ -13,7 +13,7 @@ from typing import Any
 from llmsweep.catalog.engines import check_launch, match_incompatibilities
 from llmsweep.catalog.images import ImageRef, image_fits_hardware, parse_image
 from llmsweep.catalog.version import Version
-from llmsweep.engine_ids import acceptance_knobs
+from llmsweep.engine_ids import SIM, acceptance_knobs
 from llmsweep.engines import LaunchSpec, adapter_for
 from llmsweep.engines.base import split_flag, stated_version, tag_version
 from llmsweep.errors import LlmsweepError
@@ -36,7 +36,7 @@ def _image(ref: str) -> ImageRef | None:
 
 def _real_launch(job: Job) -> LaunchSpec | None:
     """The real engine's launch (None for the sim engine or a job no adapter can render)."""
-    if job.engine is None or job.engine == "sim":
+    if job.engine is None or job.engine == SIM.id:
         return None
     try:
         return adapter_for(job).render(job)
@@ -125,7 +125,7 @@ def version_mismatch(ctx: Context) -> Iterator[Finding]:
     version that says otherwise is refused rather than believed."""
     said: set[tuple[str, str]] = set()  # recipe-wide (one image, one `serve.engine`): once per recipe and image
     for job, recipe in ctx.runnable_pairs():
-        if job.engine is None or job.engine == "sim" or (recipe.key, job.image) in said:
+        if job.engine is None or job.engine == SIM.id or (recipe.key, job.image) in said:
             continue
         stated, tagged = stated_version(job), tag_version(job.image)
         if stated is None or tagged is None or Version.try_parse(stated) == Version.parse(tagged):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmsweep.engine_ids import SIM
 from llmsweep.power.backends import BACKENDS, Backend, BackendContext, visible_gpus
 from llmsweep.power.deployment import NodePowerFiles
 from llmsweep.power.samples import (
@@ -242,7 +243,7 @@ def probe_power(settings: PowerSettings, *, engine: str, gpus: int, env: Mapping
     """Probe, on this host and before the server starts, the backends a server's sampler will try
     (`start_sampler`'s order): which one will sample, or why none can. The simulator's modelled power needs only its
     URL, known once it is up: a simulated server can always be sampled unless sampling is off."""
-    simulated = engine == "sim"
+    simulated = engine == SIM.id
     kinds = _candidates(settings, simulated=simulated, gpus=gpus, role=role)
     if simulated and kinds:
         return PowerProbe("sim", source="simulated")
@@ -279,7 +280,7 @@ def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: 
     server on no GPU that does not require power gets None (the run's start line says it once)."""
     if settings.backend == "off" and not settings.require:
         return None
-    simulated = engine == "sim"
+    simulated = engine == SIM.id
     kinds = _candidates(settings, simulated=simulated, gpus=gpus, role=role)
     if not kinds and not settings.require:
         return None  # a server on no GPU has no GPU power: nothing was missed, nothing to warn about on every job

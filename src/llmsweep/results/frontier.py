@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from llmsweep.metrics.model import MEASURED
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.pareto import NORTH_STAR_X, Direction, frontiers_by_series
 from llmsweep.results.point import ResultPoint
@@ -59,7 +60,7 @@ def series_key(point: ResultPoint, *, mix_sources: bool = False, tag: str = "") 
 
 def series_label(point: ResultPoint, *, mix_sources: bool = False, tag: str = "") -> str:
     label = point.identity.series_label()
-    if not mix_sources and point.source != "measured":
+    if not mix_sources and point.source != MEASURED:
         label += f" [{point.source}]"
     return f"{label} ({tag})" if tag else label
 

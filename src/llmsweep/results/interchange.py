@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llmsweep.errors import ResultError, ResultInputError
-from llmsweep.metrics.model import InvertedStats, Stats, Summary
+from llmsweep.metrics.model import MEASURED, InvertedStats, Stats, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import inferencex_eval_rows
 from llmsweep.results.extract import SOURCES
@@ -223,7 +223,7 @@ def unpublished(point: ResultPoint, row: RowKind = "throughput") -> str | None:
     point has none. An eval row it publishes for every completed eval run whatever the score gate said (the upload
     and collect-evals run on failure too, the gate fails the job apart: wave-2 spec §1.7, §1.8, §1.10; the row
     carries the gate's verdict), so for an eval row the verdict keeps nothing out."""
-    if point.source != "measured":
+    if point.source != MEASURED:
         return point.source
     if row == "throughput" and point.verdict != "valid":
         return point.verdict
@@ -252,7 +252,7 @@ def _unpublished_row(point: ResultPoint, why: str) -> dict[str, Any]:
     hardware."""
     row = inferencex_row(point)
     row["benchmark_outcome"] = _outcome(point, why)
-    if point.source != "measured":
+    if point.source != MEASURED:
         row["source"] = point.source
     return row
 
@@ -363,7 +363,7 @@ def _unique_jobs(points: list[ResultPoint]) -> list[ResultPoint]:
 def _from_our_row(run_id: str, row: Mapping[str, Any]) -> ResultPoint:
     job_id = str(row.get("job_id") or row.get("result_id"))
     run_id = str(row.get("run_id") or run_id)  # the run it was exported from
-    source = str(row.get("source", "measured"))
+    source = str(row.get("source", MEASURED))
     doc = row.get("summary") or {}
     summary = Summary.from_doc(doc, where=f"result {job_id}") if "schema_version" in doc else None
     return ResultPoint(
@@ -447,7 +447,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
     job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
     run_id = str(ours.get("run_id") or run_id)  # our own export: the run it came from
-    source = str(ours.get("source") or flat.get("source") or "measured")
+    source = str(ours.get("source") or flat.get("source") or MEASURED)
     if source not in SOURCES:
         raise ResultError(f"row {n} has unknown source {source!r}", fix=f"use one of {', '.join(SOURCES)}")
     outcome = row.get("benchmark_outcome")

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llmsweep.errors import ResultError, ResultInputError
+from llmsweep.execute.artifacts import COMMAND_FILE, JOB_FILE, OUTCOME_FILE, RECORDS_FILE, RUN_FILE, SUMMARY_FILE
 from llmsweep.jsonline import loads_line
-from llmsweep.metrics.model import Summary
+from llmsweep.metrics.model import PREDICTED, Summary
 
 log = logging.getLogger(__name__)
 
@@ -36,18 +37,18 @@ class JobArtifacts:
         if self.outcome:
             reasons = "; ".join(str(r) for r in self.outcome.get("reasons") or ())
             return f"{self.outcome.get('status', 'unknown')}" + (f": {reasons}" if reasons else "")
-        return "no summary.json"
+        return f"no {SUMMARY_FILE}"
 
     @property
     def records_path(self) -> Path:
-        return self.dir / "records.jsonl"
+        return self.dir / RECORDS_FILE
 
     @property
     def server_metrics_path(self) -> Path:
         return self.dir / "server_metrics.jsonl"
 
     def server_command(self) -> str | None:
-        path = self.dir / "server_command.txt"
+        path = self.dir / COMMAND_FILE
         return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
 
 
@@ -87,28 +88,42 @@ def _read_json(path: Path) -> Any:
                           fix="re-run `llmsweep summarize` for that job or remove the broken file") from exc
 
 
-FolderKind = Literal["run", "job", "bench", "other"]
+FolderKind = Literal["run", "job", "bench", "predicted", "other"]
 
 
 def folder_kind(path: Path) -> FolderKind:
     """What kind of folder `path` is, for the commands that take a run folder (`report`, `results ingest`, `compare`,
     `results frontier`): `run` (what `llmsweep run` writes: jobs/, or only run.json before its first job), `job`
     (RUN/jobs/<id>/ or one of its attempts/N/), `bench` (what `llmsweep bench` writes: one measurement, summary.json
-    or records.jsonl and no jobs/), or `other` (not a folder, or none of these)."""
+    or records.jsonl beside the client's run.json and no jobs/), `predicted` (a point of `llmsweep predict --out`:
+    the same files, its run.json saying `source: predicted`), or `other` (not a folder, or none of these: records
+    without a run.json say nothing of what wrote them)."""
     if not path.is_dir():
         return "other"
     if is_job_dir(path) or (path.parent.name == "attempts" and is_job_dir(path.parent.parent)):
         return "job"
     if (path / "jobs").is_dir():
         return "run"
-    if (path / "summary.json").is_file() or (path / "records.jsonl").is_file():  # a run keeps these in jobs/<id>/
-        return "bench"
-    return "run" if (path / "run.json").is_file() else "other"
+    if (path / SUMMARY_FILE).is_file() or (path / RECORDS_FILE).is_file():  # a run keeps these in jobs/<id>/
+        return _point_kind(path / RUN_FILE)
+    return "run" if (path / RUN_FILE).is_file() else "other"
+
+
+def _point_kind(run_file: Path) -> FolderKind:
+    """A folder of one point's files, by what its run.json says: predicted (`predict --out`), else measured or
+    simulated by the client (`bench`); `other` when it has no readable run.json."""
+    try:
+        doc = json.loads(run_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "other"
+    if not isinstance(doc, dict):
+        return "other"
+    return "predicted" if doc.get("source") == PREDICTED else "bench"
 
 
 def is_job_dir(path: Path) -> bool:
     """`RUN/jobs/<id>/`: a job's folder (it holds a run.json of its own, the client's)."""
-    return path.parent.name == "jobs" and (path / "job.json").is_file()
+    return path.parent.name == "jobs" and (path / JOB_FILE).is_file()
 
 
 def is_run_dir(path: Path) -> bool:
@@ -128,6 +143,12 @@ def load_run(path: Path | str) -> RunDir:
             "and no jobs/ folder",
             fix=f"`llmsweep summarize {root}` recomputes and prints its summary; to report, store or compare "
                 "results, pass a run folder (`llmsweep run FILE --out DIR` writes one)")
+    if kind == "predicted":
+        raise ResultInputError(
+            f"{root} is a point folder of `llmsweep predict --out`, not a run: it holds one predicted point "
+            f"({SUMMARY_FILE}, {RECORDS_FILE}) and no jobs/ folder",
+            fix=f"`llmsweep summarize {root}` recomputes and prints its summary; to report, store or compare "
+                "simulated results, pass a run folder (`llmsweep run FILE --simulate --out DIR` writes one)")
     if kind != "run":
         raise ResultInputError(
             f"{root} is not a run directory (no jobs/ folder or run.json)",
@@ -139,7 +160,7 @@ def load_run(path: Path | str) -> RunDir:
 
 def load_run_meta(root: Path) -> tuple[str, dict[str, Any]]:
     """(run id, run.json) of a run directory; the folder's name is the run id when run.json names none."""
-    meta_path = root / "run.json"
+    meta_path = root / RUN_FILE
     meta = _read_json(meta_path) if meta_path.is_file() else {}
     if not isinstance(meta, Mapping):
         raise ResultError(f"{meta_path} is not a JSON object", fix="restore run.json or delete it")
@@ -148,7 +169,7 @@ def load_run_meta(root: Path) -> tuple[str, dict[str, Any]]:
 
 def load_job(job_dir: Path) -> JobArtifacts | None:
     """One job folder, or None when it holds neither job.json nor summary.json."""
-    job_path, summary_path, outcome_path = job_dir / "job.json", job_dir / "summary.json", job_dir / "outcome.json"
+    job_path, summary_path, outcome_path = job_dir / JOB_FILE, job_dir / SUMMARY_FILE, job_dir / OUTCOME_FILE
     job = _read_json(job_path) if job_path.is_file() else {}
     summary = Summary.load(summary_path) if summary_path.is_file() else None
     outcome = _read_json(outcome_path) if outcome_path.is_file() else None

@@ -16,8 +16,8 @@ from llmsweep.results.store import Store
 
 
 def _is_folder(ref: str) -> bool:
-    """`ref` names a folder `load_run` has something to say about: a run (read it), or a job or `bench` folder (refuse
-    it, naming what it is and what to pass) — never taken for a run id."""
+    """`ref` names a folder `load_run` has something to say about: a run (read it), or a job, `bench` or `predict`
+    point folder (refuse it, naming what it is and what to pass) — never taken for a run id."""
     return folder_kind(Path(ref)) != "other"
 
 

@@ -280,7 +280,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     realised acceptance length from the engine's counters (refused when the run has none), and a point whose
     planned prefix hits never happened (vLLM turns prefix caching off for hybrid models) replays without the cache.
     """
-    from llmsweep.metrics.model import Summary
+    from llmsweep.metrics.model import MEASURED, Summary
 
     try:
         job = json.loads((path / "job.json").read_text())
@@ -288,7 +288,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     except (OSError, ValueError, ResultError) as exc:
         raise DatasetError(f"sim calibrate: cannot read {path}/job.json and summary.json: {exc}",
                            fix="pass job folders a `llmsweep run` wrote (job.json and summary.json)") from exc
-    if summary.source != "measured":
+    if summary.source != MEASURED:
         # the simulator's own output: fitting the simulator to it calibrates nothing (and its replays take minutes)
         raise NotMeasured(f"{path.name}: its summary's source is {summary.source}, not measured (the simulator "
                           "produced it): calibration fits measurements only",
@@ -413,6 +413,7 @@ def check_corpus(point: MeasuredPoint, workload: Workload) -> None:
 def predict_metrics(replay: _Replay, efficiency: dict[str, float]) -> dict[str, float]:
     """The three compared metrics of one point, predicted with `efficiency` (stored calibrations not applied)."""
     from llmsweep.metrics import summarise
+    from llmsweep.metrics.model import PREDICTED
     from llmsweep.sim.engine import build_core
     from llmsweep.sim.predict import Predictor
 
@@ -420,7 +421,7 @@ def predict_metrics(replay: _Replay, efficiency: dict[str, float]) -> dict[str, 
     replay.workload.bind_worker(0, 1)  # rewinds a fixed-length workload's prompt cursor (a no-op for replays)
     records = Predictor(build_core(config)).run(replay.workload, concurrency=replay.point.concurrency,
                                                duration=replay.duration, max_requests=replay.max_requests)
-    s = summarise(records, gpus=int(replay.point.job.get("gpus") or config.tp), source="predicted")
+    s = summarise(records, gpus=int(replay.point.job.get("gpus") or config.tp), source=PREDICTED)
     replay.tokens_per_request = (s.tokens.input.mean, s.tokens.output.mean) if s.tokens.output.count else None
     return _compared(s)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmsweep.errors import ConfigError
-from llmsweep.metrics.gates import warmup_not_drained
+from llmsweep.metrics.gates import GateConfig, warmup_not_drained
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.kv import BlockHashes, Hint, as_keys
@@ -647,6 +647,9 @@ class PredictedPoint:
     """The modelled power the summary integrated (what `gpu_metrics.jsonl` holds), when it has a power block."""
     calibration: str | None = None
     """The simulated engine's calibration label (a deployment's: each pool's)."""
+    run_info: dict[str, Any] | None = None
+    """What the summary was computed with besides the records and scrapes (`client.runner.run_json`: provenance,
+    gates, source `predicted`), which `predict --out` writes as the point's run.json; None when not summarised."""
 
     def write_streams(self, folder: Path) -> None:
         """The records and scrapes as the client writes them (`records.jsonl`, `server_metrics.jsonl`, each line in
@@ -688,7 +691,8 @@ def predict_point(
     records are `start_time` + virtual seconds; `summarize=False` leaves the summary empty. `power`: the GPUs'
     modelled power (`power.virtual`), read at every scrape and integrated into the summary's power block.
     `on_progress`: called at every scrape (each virtual second) with how far the window is (a progress display)."""
-    from llmsweep.metrics import summarise
+    from llmsweep.client.runner import run_json
+    from llmsweep.metrics.model import PREDICTED
 
     load = point.load
     seconds, max_requests = point_window(point, duration, max_requests)
@@ -702,12 +706,28 @@ def predict_point(
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=load.concurrency is None)
     summary: Summary | None = None
-    telemetry = None
+    telemetry = info = None
     if summarize:  # `llmsweep run` in virtual time writes the files and summarises them as the live path does
-        gates = point.gates(planned_duration_s=seconds if load.duration_s is not None else None)
+        info = run_json(provenance=provenance or {}, gates=point_gates(point, seconds),
+                        client={"stop_reason": predictor.stats.stop_reason}, gpus=point.gpus, source=PREDICTED)
         telemetry = power.telemetry(point.gpus) if power is not None else None
-        summary = summarise(records, gpus=point.gpus, server_metrics=predictor.scrapes, source="predicted",
-                            provenance=provenance, gates=gates, telemetry=telemetry,
-                            client={"stop_reason": predictor.stats.stop_reason})
+        summary = summarise_predicted(records, predictor.scrapes, info, telemetry)
     return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats, telemetry,
-                          config.calibration_label())
+                          config.calibration_label(), info)
+
+
+def point_gates(point: Point, seconds: float) -> GateConfig:
+    """The gates a predicted point is judged by: the point's own, its planned window the one predicted when the point
+    plans a duration."""
+    return point.gates(planned_duration_s=seconds if point.load.duration_s is not None else None)
+
+
+def summarise_predicted(records: list[dict[str, Any]], scrapes: list[dict[str, Any]], info: dict[str, Any],
+                        telemetry: Telemetry | None) -> Summary:
+    """The summary of a predicted point's records and scrapes with what its run.json says (`info`, a
+    `client.runner.run_json` document), as `llmsweep summarize` computes it again from the written files."""
+    from llmsweep.metrics import summarise
+
+    return summarise(records, gpus=info["gpus"], server_metrics=scrapes, source=info["source"],
+                     provenance=info["provenance"], gates=GateConfig(**info["gates"]), telemetry=telemetry,
+                     client=info["client"])

@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from llmsweep.engine_ids import SIM
 from llmsweep.sim.roles import (
     KV_CACHED_HEADER,
     KV_SOURCE_HEADER,
@@ -144,7 +145,7 @@ class PDRouter:
     async def version(self, request: web.Request) -> web.Response:
         from llmsweep import __version__
 
-        return web.json_response({"version": __version__, "engine": "sim", "role": "router", "node": self.node,
+        return web.json_response({"version": __version__, "engine": SIM.id, "role": "router", "node": self.node,
                                   "tp": 0, "prefill": self.prefill, "decode": self.decode,
                                   "kv_transfer": self.kv_transfer, "routed": self.routed})
 

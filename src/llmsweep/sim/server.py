@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from llmsweep.engine_ids import SIM
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.kv import BlockHashes
@@ -359,7 +360,7 @@ class SimServer:
         # `role`, `node`, `kv_transfer`: what this process serves as and where, read back into a disaggregated run's
         # provenance (the topology that ran, not the one planned); a decode worker adds how it models a transfer
         # (`kv_model`: its links, the prefill TP, the bytes per GPU and the efficiency it was launched with).
-        return web.json_response({"version": __version__, "engine": "sim", "tp": self.config.tp, "ep": self.config.ep,
+        return web.json_response({"version": __version__, "engine": SIM.id, "tp": self.config.tp, "ep": self.config.ep,
                                   "max_running_requests": self.config.max_running_requests,
                                   "calibration": self.config.calibration_label(), "role": self.role.role,
                                   "node": self.node, "kv_transfer": self.link_label(), **self.kv_model(),

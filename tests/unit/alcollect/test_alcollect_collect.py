@@ -93,6 +93,8 @@ def test_sglang_cells_are_measured_from_its_verify_calls(seed_one_job: Path, tmp
     assert r == 2 and v > 0
     assert cell.acceptance_length == pytest.approx((g - 1.5 * r) / (v - 0.5 * r))
     assert cell.drafts == v  # the verification steps, InferenceX's "drafts"
+    # the cell's load was served by the simulator, as it says on /version: its summary is labelled so, not measured
+    assert json.loads((d / "client" / "summary.json").read_text())["source"] == "simulated"
     assert result.curve_file is not None
     curve = load_curve(Path(result.curve_file))
     assert curve.values == {"thinking_on": {3: round(cell.acceptance_length, 2)}}

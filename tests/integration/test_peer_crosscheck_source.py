@@ -1,0 +1,64 @@
+"""`peer crosscheck` against the simulator: both clients' summaries say `source: simulated`, as the server says on
+/version before any load (the probe `bench` reads), not the client's default `measured`. aiperf's side is a stand-in
+that leaves recorded aiperf artifacts (the real aiperf run is `test_peer_crosscheck.py`, which needs aiperf)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.stream_server import free_port
+
+from llmsweep.client import Endpoint
+from llmsweep.peers.crosscheck import CrossCheckConfig, run_crosscheck
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "data" / "aiperf" / "ok"
+STAND_IN = f"""#!{sys.executable}
+import shutil, sys
+shutil.copytree({str(ARTIFACTS)!r}, sys.argv[sys.argv.index("--artifact-dir") + 1], dirs_exist_ok=True)
+"""
+
+
+@pytest.fixture
+def sim_url() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--model", "llama-3.1-8b", "--port", str(port),
+         "--served-model-name", "sim", "--timing", "constant", "--ttft-ms", "2", "--itl-ms", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=1)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the simulator did not start"
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_both_clients_runs_against_the_simulator_are_labelled_simulated(sim_url: str, tmp_path: Path) -> None:
+    aiperf = tmp_path / "aiperf"
+    aiperf.write_text(STAND_IN)
+    aiperf.chmod(0o755)
+    cfg = CrossCheckConfig(endpoint=Endpoint(base_url=sim_url, model="sim", api="chat"), isl=32, osl=4,
+                           concurrencies=[1], prompts_per_concurrency=2, min_prompts=2, warmups_per_concurrency=0,
+                           repeats=1, tokenizer="builtin", aiperf=str(aiperf))
+    check = run_crosscheck(cfg, tmp_path / "cc")
+    assert [(r.client, r.error) for r in check.runs] == [("llmsweep", None), ("aiperf", None)]
+    for run in check.runs:
+        assert run.summary is not None and run.summary.source == "simulated", run.client
+        folder = tmp_path / "cc" / run.out_dir
+        assert json.loads((folder / "run.json").read_text())["source"] == "simulated"
+        assert json.loads((folder / "summary.json").read_text())["source"] == "simulated"
