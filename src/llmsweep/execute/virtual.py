@@ -247,6 +247,7 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
     import platform
 
     from llmsweep import __version__
+    from llmsweep.client.interpreter import DURATION_REACHED
     from llmsweep.client.runner import run_json, write_run_json
     from llmsweep.engines.sim import simulated_acceptance
 
@@ -278,7 +279,7 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
         **(extra or {}),
     }
     stop_reason = stats.stop_reason if stats is not None and stats.stop_reason else (
-        "duration reached" if options.duration_s is not None else None)
+        DURATION_REACHED if options.duration_s is not None else None)
     client: dict[str, Any] = {"workers": [], "stop_reason": stop_reason, "clock": VIRTUAL}
     write_run_json(jdir, run_json(provenance=provenance, gates=gates, client=client, gpus=options.gpus,
                                   source=group.source))
