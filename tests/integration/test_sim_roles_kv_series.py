@@ -19,8 +19,9 @@ import pytest
 from support.sim_roles import pd_deployment
 
 from llmsweep.client.config import Endpoint, RunOptions
+from llmsweep.client.files import SERVER_METRICS_FILE
 from llmsweep.client.runner import run_benchmark_async
-from llmsweep.client.scrape import SERVER_METRICS_FILE, parse_exposition
+from llmsweep.client.scrape import parse_exposition
 from llmsweep.execute.roles import FederatedMetrics, MetricsTarget, RanRole, RanTopology, RanWorker
 from llmsweep.metrics import Summary
 from llmsweep.metrics.roles import KV_BYTES, KV_IN_FLIGHT, KV_PREALLOC, KV_SECONDS

@@ -29,6 +29,7 @@ import yaml
 
 from llmsweep.catalog.fleet import FleetCatalog
 from llmsweep.changes.priority import by_priority
+from llmsweep.client.files import RUN_FILE
 from llmsweep.errors import ConfigError
 from llmsweep.plan import Job
 
@@ -239,5 +240,5 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
         "expected_job_ids": sorted(outcomes), "outcomes": [outcomes[j] for j in sorted(outcomes)],
         "reuse_keys": keys, "collected_from": str(artifacts),
     }
-    (out / "run.json").write_text(json.dumps(meta, indent=2))
+    (out / RUN_FILE).write_text(json.dumps(meta, indent=2))
     return meta

@@ -17,6 +17,7 @@ import click
 
 from llmsweep.cli.options import field_option, json_option, option
 from llmsweep.client.config import RunOptions
+from llmsweep.client.files import RECORDS_FILE
 from llmsweep.client.interpreter import DURATION_REACHED
 from llmsweep.errors import ConfigError
 from llmsweep.spec.workload import ScenarioId
@@ -416,7 +417,7 @@ def summarize(run_dir: Path, as_json: bool) -> None:
     from llmsweep.evals.results import EVAL_DIR, EVAL_FILE
     from llmsweep.execute.readback import summarise_job
 
-    if not (run_dir / "records.jsonl").exists() and not (run_dir / EVAL_DIR / EVAL_FILE).exists():  # eval-only: none
+    if not (run_dir / RECORDS_FILE).exists() and not (run_dir / EVAL_DIR / EVAL_FILE).exists():  # eval-only: none
         raise ConfigError(f"{run_dir} has no records.jsonl",
                           fix="point at a folder `llmsweep bench` or `predict --out` wrote, or a job folder of `run`")
     summary = summarise_job(run_dir)

@@ -25,7 +25,6 @@ ErrorClass = Literal["http", "timeout", "connection", "protocol", "truncated", "
 """`truncated`: the stream ended cleanly but incomplete (no terminator the server's dialect promises, or fewer tokens
 than asked under `ignore_eos` without `finish_reason: length`; see `transport.judge_stream`)."""
 
-RECORDS_FILE = "records.jsonl"
 
 
 @dataclass(slots=True)

@@ -28,9 +28,9 @@ from typing import Any
 
 from llmsweep import __version__
 from llmsweep.client.config import WORKER_LANES, WORKER_RATE, Endpoint, RunOptions
+from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
-from llmsweep.client.records import RECORDS_FILE
-from llmsweep.client.scrape import SERVER_METRICS_FILE, MetricsScraper
+from llmsweep.client.scrape import MetricsScraper
 from llmsweep.client.transport import now_unix
 from llmsweep.errors import ConfigError, ResultInputError
 from llmsweep.host import usable_cpus
@@ -41,8 +41,6 @@ from llmsweep.workload.base import RunPhase, Workload
 
 log = logging.getLogger(__name__)
 
-RUN_FILE = "run.json"
-SUMMARY_FILE = "summary.json"
 UNFINISHED = "interrupted: the run ended before writing its final run.json (killed?)"
 DRAIN_POLL_S = 0.005
 """How often a drained worker looks whether the others' warm-up has drained too (the profiling start's lag)."""

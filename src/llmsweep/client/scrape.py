@@ -25,7 +25,6 @@ from llmsweep.client.transport import now_unix
 
 log = logging.getLogger(__name__)
 
-SERVER_METRICS_FILE = "server_metrics.jsonl"
 
 
 def scrape_line(scrape: Mapping[str, Any]) -> bytes:

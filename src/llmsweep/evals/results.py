@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Literal
 
+from llmsweep.client.files import SERVER_METRICS_FILE
 from llmsweep.errors import ResultError
 from llmsweep.evals.context import eval_concurrencies, eval_context_length, eval_max_tokens
 from llmsweep.evals.gate import judge
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 EVAL_DIR = "eval"
 EVAL_FILE = "eval.json"
-EVAL_METRICS_FILE = "server_metrics.jsonl"
+EVAL_METRICS_FILE = SERVER_METRICS_FILE
 
 
 def wants_eval(job: Job) -> bool:

@@ -21,27 +21,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# the client's files in a job folder, named where the client writes them (re-exported: a job folder's files are here)
+from llmsweep.client.files import RECORDS_FILE as RECORDS_FILE
+from llmsweep.client.files import RUN_FILE as RUN_FILE
+from llmsweep.client.files import SERVER_METRICS_FILE as SERVER_METRICS_FILE
+from llmsweep.client.files import SUMMARY_FILE as SUMMARY_FILE
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.power.samples import GPU_METRICS_FILE
 
-RUN_FILE = "run.json"
 JOB_FILE = "job.json"
 COMMAND_FILE = "server_command.txt"
 SERVER_LOG = "server.log"
-SUMMARY_FILE = "summary.json"
 OUTCOME_FILE = "outcome.json"
 REUSED_FILE = "reused.json"
 """In a job folder `run --reuse` did not run: the stored result it stands on (run, job and result ids, verdict)."""
 GROUP_FILE = "group.json"
 PID_FILE = "server.pid"
-RECORDS_FILE = "records.jsonl"
 SLURM_JOB_ID_FILE = "slurm_job_id"
 PROGRESS_FILE = "progress.json"
 """In a server folder run by a Slurm batch job: its worker's report of its job in flight, rewritten as it goes
 (`progress.WorkerReport`), which the driver shows."""
 ATTEMPTS_DIR = "attempts"
-_ATTEMPT_FILES = (RECORDS_FILE, "server_metrics.jsonl", "run.json", SUMMARY_FILE, OUTCOME_FILE, SERVER_LOG, JOB_FILE,
+_ATTEMPT_FILES = (RECORDS_FILE, SERVER_METRICS_FILE, RUN_FILE, SUMMARY_FILE, OUTCOME_FILE, SERVER_LOG, JOB_FILE,
                   COMMAND_FILE, GPU_METRICS_FILE, REUSED_FILE)
 """What an attempt writes into its job folder (beside its eval folder, `evals.results.EVAL_DIR`): moved aside whole,
 so `summarize` on `attempts/N/` reads that attempt's job, launch and power as it ran."""

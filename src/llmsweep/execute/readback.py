@@ -258,7 +258,7 @@ def _slice_note(job_dir: Path, run_info: dict[str, Any], summary: Summary, store
     The counts compared are the client's (`run.json`: requests each worker started) and the scrapes the stored
     summary read from the same file when it was written.
     """
-    from llmsweep.client.scrape import SERVER_METRICS_FILE
+    from llmsweep.client.files import SERVER_METRICS_FILE
 
     workers = (run_info.get("client") or {}).get("workers") or []
     started = sum(int(w.get("started", 0)) for w in workers if isinstance(w, dict))

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.client.config import Endpoint, RunOptions
-from llmsweep.client.records import RECORDS_FILE, ErrorClass, RecordWriter, RequestRecord
+from llmsweep.client.files import RECORDS_FILE
+from llmsweep.client.records import ErrorClass, RecordWriter, RequestRecord
 from llmsweep.client.runner import run_json, summarise_dir, write_run_json
 from llmsweep.client.transport import build_body
 from llmsweep.errors import ConfigError, DatasetError, EndpointError, LaunchError

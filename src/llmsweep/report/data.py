@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
@@ -120,12 +121,12 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
     cmd = p.artifact_dir / "server_command.txt"
     if cmd.is_file():
         out["server_command"] = cmd.read_text(encoding="utf-8", errors="replace")[:20000]
-    req = load_request_series(p.artifact_dir / "records.jsonl", max_requests=max_requests)
+    req = load_request_series(p.artifact_dir / RECORDS_FILE, max_requests=max_requests)
     t0 = req.t0 if req else 0.0
     if req:
         out.update(timeline=req.timeline, ttft=req.ttft, throughput=req.throughput, inflight=req.inflight,
                    requests_total=req.total, requests_shown=req.shown)
-    srv = load_server_series(p.artifact_dir / "server_metrics.jsonl", t0)
+    srv = load_server_series(p.artifact_dir / SERVER_METRICS_FILE, t0)
     out.update(kv_usage=srv.kv_usage, cache_hit=srv.cache_hit)
     return out
 
@@ -157,7 +158,7 @@ def read_outcome(doc: Any, where: str) -> RecordedOutcome | None:
 def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:
     """job id → its outcome as `run.json` recorded it (empty for a run still going, or one from before outcomes)."""
     raw = run.meta.get("outcomes")
-    read = (read_outcome(doc, "run.json") for doc in (raw if isinstance(raw, list) else ()))
+    read = (read_outcome(doc, RUN_FILE) for doc in (raw if isinstance(raw, list) else ()))
     return {o.job_id: o for o in read if o is not None}
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ResultError
 from llmsweep.metrics.model import EvalBlock, Summary
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
@@ -72,7 +73,7 @@ class ResultPoint:
 
     @property
     def records_path(self) -> Path | None:
-        return self.artifact_dir / "records.jsonl" if self.artifact_dir else None
+        return self.artifact_dir / RECORDS_FILE if self.artifact_dir else None
 
     def metric(self, name: str) -> float | None:
         return self.metrics.get(name)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from llmsweep.client.files import SERVER_METRICS_FILE
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.execute.artifacts import COMMAND_FILE, JOB_FILE, OUTCOME_FILE, RECORDS_FILE, RUN_FILE, SUMMARY_FILE
 from llmsweep.jsonline import loads_line
@@ -45,7 +46,7 @@ class JobArtifacts:
 
     @property
     def server_metrics_path(self) -> Path:
-        return self.dir / "server_metrics.jsonl"
+        return self.dir / SERVER_METRICS_FILE
 
     def server_command(self) -> str | None:
         path = self.dir / COMMAND_FILE

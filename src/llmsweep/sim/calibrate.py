@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
 from llmsweep.errors import ConfigError, DatasetError, ResultError
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
@@ -249,7 +250,7 @@ def job_dirs(paths: Iterable[Path | str]) -> list[Path]:
         if (path / "job.json").is_file():
             found.append(path)
             continue
-        hits = sorted(p.parent for p in path.glob("**/job.json") if (p.parent / "summary.json").is_file())
+        hits = sorted(p.parent for p in path.glob("**/job.json") if (p.parent / SUMMARY_FILE).is_file())
         # a job folder inside another is an earlier attempt it keeps (attempts/N/: run --force, a rerun), superseded
         # by the folder around it: not a point of its own
         folders = set(hits)
@@ -284,7 +285,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
 
     try:
         job = json.loads((path / "job.json").read_text())
-        summary = Summary.load(path / "summary.json")
+        summary = Summary.load(path / SUMMARY_FILE)
     except (OSError, ValueError, ResultError) as exc:
         raise DatasetError(f"sim calibrate: cannot read {path}/job.json and summary.json: {exc}",
                            fix="pass job folders a `llmsweep run` wrote (job.json and summary.json)") from exc
@@ -314,7 +315,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
                "ttft_p50": prefill_w}
     prov = summary.provenance
     launch = prov.launch
-    run_json = next((p / "run.json" for p in path.parents if (p / "run.json").is_file() and p != path), None)
+    run_json = next((p / RUN_FILE for p in path.parents if (p / RUN_FILE).is_file() and p != path), None)
     run_id = None
     if run_json is not None:
         try:

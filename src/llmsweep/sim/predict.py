@@ -654,8 +654,9 @@ class PredictedPoint:
     def write_streams(self, folder: Path) -> None:
         """The records and scrapes as the client writes them (`records.jsonl`, `server_metrics.jsonl`, each line in
         the client's encoding), into `folder`."""
-        from llmsweep.client.records import RECORDS_FILE, record_line
-        from llmsweep.client.scrape import SERVER_METRICS_FILE, scrape_line
+        from llmsweep.client.files import RECORDS_FILE, SERVER_METRICS_FILE
+        from llmsweep.client.records import record_line
+        from llmsweep.client.scrape import scrape_line
 
         (folder / RECORDS_FILE).write_bytes(b"".join(map(record_line, self.records)))
         (folder / SERVER_METRICS_FILE).write_bytes(b"".join(map(scrape_line, self.scrapes)))

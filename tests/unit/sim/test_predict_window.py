@@ -46,8 +46,8 @@ def test_a_predicted_points_files_are_written_in_the_clients_encoding(tmp_path: 
     back, the files hold the prediction."""
     import json
 
-    from llmsweep.client.records import RECORDS_FILE, RequestRecord
-    from llmsweep.client.scrape import SERVER_METRICS_FILE
+    from llmsweep.client.files import RECORDS_FILE, SERVER_METRICS_FILE
+    from llmsweep.client.records import RequestRecord
 
     (job, *_) = sorted(jobs_from_files([RUN / "agentic-sim.yaml"]), key=lambda j: j.concs[0])
     config = engine_config_from_argv(engines.render(job, simulate=True).argv)
