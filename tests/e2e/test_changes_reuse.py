@@ -47,7 +47,10 @@ def test_changed_runs_exactly_the_changed_jobs_and_reuse_runs_nothing_known(tmp_
     again = _run(repo, env, "--out", tmp_path / "again", "--reuse")
     rows = again["jobs"]
     assert isinstance(rows, list) and len(rows) == 5
-    assert all(r["verdict"] == "skipped" and r["reason"].startswith("reused:") for r in rows)
+    # each row says it was reused and shows the verdict of the result it stands on (it said `skipped`)
+    assert all(r["reused"] and not r["resumed"] and r["reason"].startswith("reused:") for r in rows)
+    assert all(r["reason"].startswith(f"reused: {r['verdict']} result of run ") for r in rows)
+    assert all(r["verdict"] in ("valid", "smoke") for r in rows)
     sources = {r["job"]: read_json(tmp_path / "again" / "jobs" / r["job"] / "reused.json")["run_id"] for r in rows}
     tp4_old = [j for j in sources if "_tp4-" in j and "_conc8_" not in j]
     assert {sources[j] for j in tp4_old} == {first["run_id"]}
@@ -91,11 +94,11 @@ def test_reuse_after_a_change_runs_the_changed_jobs_and_reuses_the_rest(tmp_path
     doc = _run(repo, env, "--out", tmp_path / "head", "--reuse")
     rows = doc["jobs"]
     assert isinstance(rows, list)
-    reused = sorted((r["job"].split("_")[5].split("-")[0], r["conc"]) for r in rows if r["verdict"] == "skipped")
-    ran = sorted((r["job"].split("_")[5].split("-")[0], r["conc"]) for r in rows if r["verdict"] != "skipped")
+    reused = sorted((r["job"].split("_")[5].split("-")[0], r["conc"]) for r in rows if r["reused"])
+    ran = sorted((r["job"].split("_")[5].split("-")[0], r["conc"]) for r in rows if not r["reused"])
     assert reused == [("tp4", 2), ("tp4", 4)]  # unchanged: the stored results stand
     assert ran == [("tp4", 8), ("tp8", 2), ("tp8", 4)]  # added, and the arm whose env changed
-    assert all(f"run {first['run_id']}" in r["reason"] for r in rows if r["verdict"] == "skipped")
+    assert all(f"run {first['run_id']}" in r["reason"] for r in rows if r["reused"])
 
 
 def test_the_reusing_runs_dashboard_draws_the_reused_points_as_their_run_stored_them(tmp_path: Path) -> None:
@@ -110,7 +113,7 @@ def test_the_reusing_runs_dashboard_draws_the_reused_points_as_their_run_stored_
     doc = _run(repo, env, "--out", tmp_path / "head", "--reuse", report=True)
     rows = doc["jobs"]
     assert isinstance(rows, list)
-    skipped = {r["job"] for r in rows if r["verdict"] == "skipped"}
+    skipped = {r["job"] for r in rows if r["reused"]}
     assert len(skipped) == 2
 
     data = read_json(tmp_path / "head" / "report" / "data.json")

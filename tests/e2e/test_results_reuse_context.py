@@ -53,7 +53,7 @@ def test_a_corpus_regenerated_at_the_same_path_is_run_again_and_run_says_why(tmp
 
     third, _ = _run(tmp_path / "third", store, corpus, "--reuse")  # the same corpus again: the second run stands
     (row,) = third["jobs"]
-    assert row["verdict"] == "skipped" and f"run {second['run_id']}" in row["reason"]
+    assert row["reused"] and row["verdict"] == "valid" and f"run {second['run_id']}" in row["reason"]
 
 
 def test_a_virtual_time_result_does_not_stand_for_a_wall_clock_run(tmp_path: Path,
@@ -80,5 +80,5 @@ def test_run_live_reruns_what_a_virtual_time_run_stored(tmp_path: Path) -> None:
     again = _cli("run", recipe, "--out", tmp_path / "live", "--store", store, "--no-report", "--json", "--reuse",
                  "--live")
     rows = json.loads(again.stdout)["jobs"]
-    assert rows and all(r["verdict"] != "skipped" for r in rows), rows
+    assert rows and not any(r["reused"] for r in rows), rows
     assert f"run {first['run_id']}" in again.stderr and "virtual time" in again.stderr

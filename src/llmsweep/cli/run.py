@@ -191,7 +191,7 @@ def _reused_summaries(outcome: RunOutcome) -> dict[str, Any]:
     show the figures they reuse, as a `--resume` skip shows its own; read from the store in one batched query
     (`Store.reused_points`); none when nothing was reused or the store cannot be read."""
     refs = {o.job_id: outcome.reused[o.job_id] for o in outcome.outcomes
-            if o.status == "skipped" and o.job_id in outcome.reused}
+            if o.reused and o.job_id in outcome.reused}
     if not refs or outcome.store_path is None:
         return {}
     from llmsweep.errors import LlmsweepError
@@ -208,7 +208,8 @@ def _reused_summaries(outcome: RunOutcome) -> dict[str, Any]:
 def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
     """One row per expected job: its concurrency, verdict and the reason for it, the warnings its outcome carries,
     where its figures come from (`source`, `clock`) and the headline metrics. A job `--resume` did not run again shows
-    its summary's verdict and reasons, `resumed: true`."""
+    its summary's verdict and reasons, `resumed: true`; one `--reuse` did not run shows the stored result's verdict and
+    figures, `reused: true`, its reason the result it stands on."""
     from llmsweep.errors import ResultError
     from llmsweep.execute.lifecycle import verdict_reasons
     from llmsweep.metrics.model import Summary
@@ -225,6 +226,8 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
         verdict, reasons = o.status, o.reasons
         if o.resumed and summary is not None:  # its verdict is the summary's it was skipped for, read back from it
             verdict, reasons = summary.validity.verdict, verdict_reasons(summary)
+        elif o.reused and summary is not None:  # the stored result's verdict; the reason names that result
+            verdict = summary.validity.verdict
         ms = 1e3
         block = summary.eval if summary is not None else None
         measured = summary
@@ -235,6 +238,7 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             "conc": outcome.concurrency.get(o.job_id),
             "verdict": verdict,
             "resumed": o.resumed,
+            "reused": o.reused,
             "reason": reasons[0] if reasons else None,
             "warnings": list(o.warnings),
             # what the figures are: `measured`, `simulated` or `predicted`, and on which clock (`virtual`, `wall`;
@@ -305,7 +309,8 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
     notes = Notes()  # each warning said once under the table, its number beside the verdicts it qualifies
     for r in rows:
         ok = f"{r['requests_ok']}/{r['requests_failed']}" if r["requests_ok"] is not None else "-"
-        verdict = verdict_cell(r["verdict"], resumed=r["resumed"], notes=notes.number(r["warnings"]))
+        verdict = verdict_cell(r["verdict"], kept="resumed" if r["resumed"] else "reused" if r["reused"] else None,
+                               notes=notes.number(r["warnings"]))
         cells.append([plain(r["job"]), str(r["conc"] or "-"), verdict,
                       plain(r["reason"] or ""), ok, *(cell(r, c) for c in shown),
                       plain(_eval_cell(r))])

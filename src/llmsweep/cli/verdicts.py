@@ -1,9 +1,11 @@
 """How a command's table shows a verdict (`run`'s end table, `predict`'s): one colour per verdict, and the marks that
-qualify it — `(resumed)` for a job `--resume` did not run again, `⚠N` for a warning said under the table."""
+qualify it — `(resumed)` for a job `--resume` did not run again, `(reused)` for one `--reuse` found stored, `⚠N` for a
+warning said under the table."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from llmsweep.cli.tables import plain
 
@@ -14,9 +16,10 @@ WARNING_MARK = "⚠"
 """Beside a verdict: the result carries a warning (numbered; the note under the table says it)."""
 
 
-def verdict_cell(verdict: str, *, resumed: bool = False, notes: Sequence[int] = ()) -> str:
-    """`valid`, `smoke (resumed)`, `valid ⚠1`: the verdict in its colour, then its marks (rich markup)."""
-    marks = (" (resumed)" if resumed else "") + (f" {WARNING_MARK}{','.join(map(str, notes))}" if notes else "")
+def verdict_cell(verdict: str, *, kept: Literal["resumed", "reused"] | None = None, notes: Sequence[int] = ()) -> str:
+    """`valid`, `smoke (resumed)`, `valid (reused)`, `valid ⚠1`: the verdict in its colour, then its marks (rich
+    markup). `kept`: the job did not run in this invocation, its verdict is that of the result it was kept for."""
+    marks = (f" ({kept})" if kept else "") + (f" {WARNING_MARK}{','.join(map(str, notes))}" if notes else "")
     return f"[{COLOURS.get(verdict, 'red')}]{plain(verdict)}[/]{plain(marks)}"
 
 

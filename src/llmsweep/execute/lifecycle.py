@@ -104,6 +104,9 @@ class JobOutcome(BaseModel):
     resumed: bool = False
     """`--resume` found the job finished in --out and did not run it again (status `skipped`); its verdict is its
     summary's (`summary_path`), which the end table shows, marked resumed."""
+    reused: bool = False
+    """`--reuse` found the job's result in the store and did not run it (status `skipped`; `reused.json` in its folder
+    names the stored result): the end table shows that result's verdict and figures, marked reused."""
 
     @property
     def ok(self) -> bool:

@@ -497,7 +497,7 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
                   "reuse_key": keys[job.id]}
         art.write_json(art.job_dir(run_dir, job.id) / art.REUSED_FILE, source)
         sources[job.id] = source
-        reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped",
+        reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", reused=True,
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
     return todo, reused, sources
 

@@ -21,7 +21,8 @@ EXP = "qwen3.5_tp8_conc{c}_kvnone_spec-mtp"
 
 
 def _row(conc: int, tput: float, **extra: Any) -> dict[str, Any]:
-    row = {"job": JOB.format(c=conc), "conc": conc, "verdict": "valid", "resumed": False, "reason": None,
+    row = {"job": JOB.format(c=conc), "conc": conc, "verdict": "valid", "resumed": False, "reused": False,
+           "reason": None,
            "warnings": [], "source": "simulated", "clock": "virtual", "requests_ok": 764,
            "requests_failed": 0, "total_tps_per_gpu": tput, "output_tps_per_gpu": 98.1, "ttft_p50_ms": 36.1,
            "tpot_p50_ms": 2.55, "interactivity_p50": 392.7, "tokens_per_joule": 6.006, "avg_power_w_per_gpu": 334.2,
@@ -154,6 +155,12 @@ def test_a_warned_verdict_is_marked_and_its_warning_said_once_under_the_table(wi
 def test_a_resumed_job_shows_its_verdict_marked_resumed(monkeypatch: pytest.MonkeyPatch) -> None:
     text = _render(10_000, monkeypatch, [_row(1, 742.3, verdict="smoke", resumed=True), _row(4, 2006.9)])
     assert "smoke (resumed)" in text and "skipped" not in text
+
+
+def test_a_reused_job_shows_the_stored_results_verdict_marked_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    why = "reused: valid result of run r1 (job j)"
+    text = _render(10_000, monkeypatch, [_row(1, 742.3, reused=True, reason=why), _row(4, 2006.9)])
+    assert "valid (reused)" in text and why in text and "skipped" not in text
 
 
 def test_the_title_says_what_the_figures_are_as_their_summaries_say() -> None:
