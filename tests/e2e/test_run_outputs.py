@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.cli import run_main
 from test_run_support import RECIPES, cli_env, read_json, run_cli
 
-from llmsweep.cli.main import cli, main
+from llmsweep.cli.main import cli
 from llmsweep.execute.lifecycle import DONE_VERDICTS
 
 AGENTIC = RECIPES / "agentic-sim.yaml"
@@ -87,17 +88,6 @@ def test_predict_table_shows_each_points_verdict_and_why(tmp_path: Path) -> None
     assert "verdict" in proc.stdout and "reason" in proc.stdout
 
 
-def _main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    """The command line as a user runs it (errors printed once by `main`, with their exit status)."""
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def test_summarize_keeps_a_predict_point_folders_labels_and_refuses_one_without_run_json(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A `predict --out` point folder had no run.json: `summarize` rewrote its `predicted / virtual / valid` summary as
@@ -105,7 +95,7 @@ def test_summarize_keeps_a_predict_point_folders_labels_and_refuses_one_without_
     folder. It now holds run.json, so the files summarise to the summary predict wrote; without one, nothing is
     invented and the summary stays as it is."""
     out = tmp_path / "pred"
-    code, _, err = _main(capsys, "predict", FIXED, "--processes", "1", "--out", out)
+    code, _, err = run_main(capsys, "predict", FIXED, "--processes", "1", "--out", out)
     assert code == 0, err
     points = sorted(out.glob("*/conc*"))
     assert len(points) == 2, points
@@ -113,16 +103,16 @@ def test_summarize_keeps_a_predict_point_folders_labels_and_refuses_one_without_
         written = read_json(point / "summary.json")
         assert (written["source"], written["provenance"]["clock"], written["validity"]["verdict"]) == (
             "predicted", "virtual", "valid")
-        code, stdout, err = _main(capsys, "summarize", point, "--json")
+        code, stdout, err = run_main(capsys, "summarize", point, "--json")
         assert code == 0, err
         assert json.loads(stdout) == written == read_json(point / "summary.json")
     point = points[0]
-    code, _, err = _main(capsys, "report", point, "--no-png")
+    code, _, err = run_main(capsys, "report", point, "--no-png")
     assert code == 2 and f"{point} is a point folder of `llmsweep predict --out`, not a run" in err, err
     (point / "run.json").unlink()
     kept = (point / "summary.json").read_bytes()
-    code, _, err = _main(capsys, "summarize", point)
+    code, _, err = run_main(capsys, "summarize", point)
     assert code == 2 and f"{point} has no run.json" in err, err
     assert (point / "summary.json").read_bytes() == kept
-    code, _, err = _main(capsys, "report", point, "--no-png", "--store", tmp_path / "absent.sqlite")
+    code, _, err = run_main(capsys, "report", point, "--no-png", "--store", tmp_path / "absent.sqlite")
     assert code == 2 and "is a point folder" not in err and "bench" not in err, err

@@ -9,13 +9,13 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from support.cli import sim_serve
 from support.loopback import serving
 from support.stream_server import ServerConfig, StreamServer, free_port
 
@@ -115,23 +115,9 @@ def test_sglang_server_info_gives_the_gpu_count(fake: Any) -> None:
 
 @pytest.fixture(scope="module")
 def sim_tp8() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--model", "llama-3.1-8b", "--tp", "8",
-         "--port", str(port), "--timing", "constant", "--ttft-ms", "5", "--itl-ms", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
+    with sim_serve("--model", "llama-3.1-8b", "--tp", "8", "--timing", "constant", "--ttft-ms", "5",
+                   "--itl-ms", "1") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 def test_bench_reads_the_simulators_tp_as_its_gpu_count(sim_tp8: str, tmp_path: Path) -> None:

@@ -5,15 +5,12 @@ that leaves recorded aiperf artifacts (the real aiperf run is `test_peer_crossch
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.stream_server import free_port
+from support.cli import sim_serve
 
 from llmsweep.client import Endpoint
 from llmsweep.peers.crosscheck import CrossCheckConfig, run_crosscheck
@@ -27,25 +24,9 @@ shutil.copytree({str(ARTIFACTS)!r}, sys.argv[sys.argv.index("--artifact-dir") + 
 
 @pytest.fixture
 def sim_url() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--model", "llama-3.1-8b", "--port", str(port),
-         "--served-model-name", "sim", "--timing", "constant", "--ttft-ms", "2", "--itl-ms", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the simulator did not start"
-                time.sleep(0.1)
+    with sim_serve("--model", "llama-3.1-8b", "--served-model-name", "sim", "--timing", "constant", "--ttft-ms", "2",
+                   "--itl-ms", "1") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 def test_both_clients_runs_against_the_simulator_are_labelled_simulated(sim_url: str, tmp_path: Path) -> None:

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from llmsweep.cli.main import main
+from support.cli import run_main
 
 
 @pytest.fixture
@@ -19,13 +18,8 @@ def cli_run(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str]
     stderr)."""
 
     def invoke(*args: str | Path) -> tuple[int, str]:
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        out = capsys.readouterr()
-        return code, out.out + out.err
+        code, out, err = run_main(capsys, *args)
+        return code, out + err
 
     return invoke
 
