@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 
 from llmsweep.cli.options import field_option, json_option, option
-from llmsweep.client.config import RunOptions
+from llmsweep.client.config import DURATION_REACHED, RunOptions
 from llmsweep.client.files import RECORDS_FILE
-from llmsweep.client.interpreter import DURATION_REACHED
 from llmsweep.errors import ConfigError
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.workload.fixed import FixedLengthConfig

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from llmsweep.client.config import Endpoint as Endpoint
     from llmsweep.client.config import RunOptions as RunOptions
+    from llmsweep.client.folder import summarise_dir as summarise_dir
     from llmsweep.client.records import RequestRecord as RequestRecord
     from llmsweep.client.runner import BenchResult as BenchResult
     from llmsweep.client.runner import Progress as Progress
     from llmsweep.client.runner import run_benchmark as run_benchmark
     from llmsweep.client.runner import run_benchmark_async as run_benchmark_async
-    from llmsweep.client.runner import summarise_dir as summarise_dir
 
 _HOME = {"Endpoint": "config", "RunOptions": "config", "RequestRecord": "records", "BenchResult": "runner",
-         "Progress": "runner", "run_benchmark": "runner", "run_benchmark_async": "runner", "summarise_dir": "runner"}
+         "Progress": "runner", "run_benchmark": "runner", "run_benchmark_async": "runner", "summarise_dir": "folder"}
 
 __all__ = sorted(_HOME)
 

@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmsweep.errors import ConfigError
 
+DURATION_REACHED = "duration reached"
+"""A worker's stop reason once its profiling window has ended: it then drains what is in flight for the grace."""
+
 
 def api_root(base_url: str) -> str:
     """The server's root: `base_url` without a trailing slash or `/v1` (the readiness routes hang off it)."""

@@ -28,7 +28,8 @@ from typing import Any, Protocol
 import aiohttp
 
 from llmsweep.client.arrivals import arrival_times
-from llmsweep.client.config import Endpoint, RunOptions
+from llmsweep.client.clock import now_unix
+from llmsweep.client.config import DURATION_REACHED, Endpoint, RunOptions
 from llmsweep.client.recorder import RecordHelper, Tally
 from llmsweep.client.records import RecordWriter
 from llmsweep.client.transport import (
@@ -39,7 +40,6 @@ from llmsweep.client.transport import (
     build_body,
     exchange,
     first_tokens_first,
-    now_unix,
     on_request_sent,
     stalled,
     to_record,
@@ -61,8 +61,6 @@ from llmsweep.workload.base import (
 
 log = logging.getLogger(__name__)
 
-DURATION_REACHED = "duration reached"
-"""A worker's stop reason once its profiling window has ended: it then drains what is in flight for the grace."""
 
 
 @dataclass(slots=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import multiprocessing as mp
@@ -27,14 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep import __version__
+from llmsweep.client.clock import now_unix
 from llmsweep.client.config import WORKER_LANES, WORKER_RATE, Endpoint, RunOptions
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
+from llmsweep.client.folder import run_json, summarise_dir, write_run_json
 from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
 from llmsweep.client.scrape import MetricsScraper
-from llmsweep.client.transport import now_unix
-from llmsweep.errors import ConfigError, ResultInputError
+from llmsweep.errors import ConfigError
 from llmsweep.host import usable_cpus
-from llmsweep.metrics import GateConfig, Summary, summarise
+from llmsweep.metrics import GateConfig, Summary
 from llmsweep.metrics.gates import CLIENT_WORKER_DIED
 from llmsweep.metrics.model import MEASURED, Source
 from llmsweep.workload.base import RunPhase, Workload
@@ -226,53 +226,6 @@ async def run_benchmark_async(
     write_run_json(out, run_json(provenance=prov, gates=gates, client=client, gpus=options.gpus, source=source))
     summary = summarise_dir(out)
     return BenchResult(out_dir=out, summary=summary, records_path=records_path, workers=stats)
-
-
-def run_json(*, provenance: dict[str, Any], gates: GateConfig, client: dict[str, Any], gpus: int,
-             source: Source) -> dict[str, Any]:
-    """`run.json`: what a folder's summary is computed with besides its raw files (provenance, gates, the client's
-    own figures, the GPU count, what served it), as `summarise_dir` reads it back. One shape for every folder of
-    records: the client's (`bench`, a job of `run`), a job `run` ran in virtual time, a point of `predict --out`."""
-    return {"provenance": provenance, "gates": gates.model_dump(mode="json"), "client": client, "gpus": gpus,
-            "source": source}
-
-
-def write_run_json(out: Path, doc: dict[str, Any]) -> None:
-    """Write `out/run.json` (a :func:`run_json` document) atomically: a kill leaves the old file or the new one."""
-    tmp = out / (RUN_FILE + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str))
-    os.replace(tmp, out / RUN_FILE)
-
-
-def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
-    """Recompute a run directory's summary from `records.jsonl`, `server_metrics.jsonl` and `run.json`.
-
-    Raises ResultInputError when the folder holds no run.json: what served its records (the summary's `source`) and
-    the gates they were judged by are unknown, and a summary under made-up labels would be written over the one the
-    folder holds."""
-    out = Path(out)
-    run_file = out / RUN_FILE
-    if not run_file.is_file():
-        raise ResultInputError(
-            f"{out} has no {RUN_FILE}: what served its records and the gates they are judged by are unknown, so "
-            f"its {SUMMARY_FILE} is left as it is",
-            fix="summarize a folder `llmsweep bench`, `run` or `predict --out` wrote (each writes run.json beside "
-                "records.jsonl); a `predict --out` folder of an llmsweep that wrote none: predict it again")
-    info = json.loads(run_file.read_text())
-    metrics_path = out / SERVER_METRICS_FILE
-    source = info.get("source", MEASURED)
-    summary = summarise(
-        out / RECORDS_FILE,
-        gpus=int(info.get("gpus", 1)),
-        server_metrics=metrics_path if metrics_path.exists() else None,
-        source=source,
-        provenance=info.get("provenance"),
-        gates=GateConfig(**info["gates"]) if "gates" in info else None,
-        client=info.get("client"),
-    )
-    if write:
-        summary.write(out / SUMMARY_FILE)
-    return summary
 
 
 def run_benchmark(

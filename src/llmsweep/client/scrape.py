@@ -16,12 +16,14 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmsweep.client.transport import now_unix
+from llmsweep.client.clock import now_unix
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,8 @@ class MetricsScraper:
         return True
 
     async def _loop(self) -> None:
+        import aiohttp  # here: encoding and parsing scrapes (virtual time, the readers) needs no HTTP stack
+
         fd = os.open(self.out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         timeout = aiohttp.ClientTimeout(total=max(self.interval_s * 3, 2.0))
         try:
@@ -115,6 +119,8 @@ class MetricsScraper:
             os.close(fd)
 
     async def _scrape_once(self, session: aiohttp.ClientSession, fd: int) -> None:
+        import aiohttp
+
         t = now_unix()
         line: dict[str, Any]
         try:

@@ -37,22 +37,11 @@ from aiohttp.connector import Connection
 from aiohttp.streams import StreamReader
 from aiohttp.tracing import Trace
 
+from llmsweep.client.clock import to_unix
 from llmsweep.client.config import Endpoint
 from llmsweep.client.records import RequestRecord
 from llmsweep.client.sse import ParsedStream, parse_stream
 from llmsweep.workload.base import RequestSpec
-
-_ANCHOR_UNIX = time.time()
-_ANCHOR_PERF = time.perf_counter()
-
-
-def to_unix(perf: float) -> float:
-    """Convert a `time.perf_counter()` stamp to absolute unix seconds."""
-    return _ANCHOR_UNIX + (perf - _ANCHOR_PERF)
-
-
-def now_unix() -> float:
-    return to_unix(time.perf_counter())
 
 
 def build_body(spec: RequestSpec, endpoint: Endpoint) -> bytes:

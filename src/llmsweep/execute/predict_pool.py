@@ -218,7 +218,7 @@ def write_predicted(out_dir: Path, predicted: PredictedPoint, *, job_id: str | N
     `<out>/<job id>/conc<N>/` (`job_id`: the recipe's job when the point ran as a job of its own, a disaggregated
     job's concurrency)."""
     from llmsweep.client.files import SUMMARY_FILE
-    from llmsweep.client.runner import write_run_json
+    from llmsweep.client.folder import write_run_json
     from llmsweep.power.samples import GPU_METRICS_FILE, write_gpu_metrics
 
     out = out_dir / (job_id or predicted.point.job.id) / f"conc{predicted.point.concurrency}"

@@ -247,8 +247,8 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
     import platform
 
     from llmsweep import __version__
-    from llmsweep.client.interpreter import DURATION_REACHED
-    from llmsweep.client.runner import run_json, write_run_json
+    from llmsweep.client.config import DURATION_REACHED
+    from llmsweep.client.folder import run_json, write_run_json
     from llmsweep.engines.sim import simulated_acceptance
 
     spec = group.spec

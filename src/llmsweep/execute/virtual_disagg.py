@@ -192,7 +192,7 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
     `summarize`, the gated summary of the point (`provenance` joined by the deployment's topology), as
     :func:`llmsweep.sim.predict.predict_point` makes it. `power`: the workers' modelled power, read at every scrape
     and integrated into the summary's power block."""
-    from llmsweep.client.runner import run_json
+    from llmsweep.client.folder import run_json
     from llmsweep.metrics.model import PREDICTED
     from llmsweep.sim.disagg import DisaggPredictor
     from llmsweep.sim.predict import PredictedPoint, point_gates, point_window, summarise_predicted

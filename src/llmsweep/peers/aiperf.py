@@ -31,8 +31,8 @@ from typing import Any
 
 from llmsweep.client.config import Endpoint, RunOptions
 from llmsweep.client.files import RECORDS_FILE
+from llmsweep.client.folder import run_json, summarise_dir, write_run_json
 from llmsweep.client.records import ErrorClass, RecordWriter, RequestRecord
-from llmsweep.client.runner import run_json, summarise_dir, write_run_json
 from llmsweep.client.transport import build_body
 from llmsweep.errors import ConfigError, DatasetError, EndpointError, LaunchError
 from llmsweep.execute.process import start_process

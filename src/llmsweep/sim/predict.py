@@ -692,7 +692,7 @@ def predict_point(
     records are `start_time` + virtual seconds; `summarize=False` leaves the summary empty. `power`: the GPUs'
     modelled power (`power.virtual`), read at every scrape and integrated into the summary's power block.
     `on_progress`: called at every scrape (each virtual second) with how far the window is (a progress display)."""
-    from llmsweep.client.runner import run_json
+    from llmsweep.client.folder import run_json
     from llmsweep.metrics.model import PREDICTED
 
     load = point.load

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from llmsweep.client import Progress, RunOptions
+from llmsweep.client.clock import now_unix
 from llmsweep.client.interpreter import WorkerStats
 from llmsweep.client.runner import _progress
-from llmsweep.client.transport import now_unix
 from llmsweep.execute import progress as progress_mod
 from llmsweep.execute.progress import (
     LiveProgress,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from llmsweep.client.runner import summarise_dir
+from llmsweep.client.folder import summarise_dir
 from llmsweep.metrics import GateConfig, summarise
 
 AGENTIC = {"workload": {"name": "agentic", "system_idle_gap_cap_s": 10.0, "trace_idle_gap_cap_s": 300.0}}

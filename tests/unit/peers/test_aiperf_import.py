@@ -68,7 +68,7 @@ def test_summary_of_the_records_reproduces_aiperfs_own_figures_where_definitions
 
 
 def test_the_imported_directory_resummarises_to_the_same_summary(tmp_path: Path) -> None:
-    from llmsweep.client.runner import summarise_dir
+    from llmsweep.client.folder import summarise_dir
 
     first = import_aiperf_dir(OK, tmp_path / "run", warmups=WARMUPS)
     again = summarise_dir(tmp_path / "run", write=False)

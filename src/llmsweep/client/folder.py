@@ -1,0 +1,63 @@
+"""A folder of records (a `bench --out` folder, a job folder of `run`, a point of `predict --out`): the `run.json` that
+says what served them and how they are judged, and their summary recomputed from the folder's files. A light module:
+it loads the metrics, not the client's HTTP stack (a run in virtual time and `summarize` write and read these without
+sending a request)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
+from llmsweep.errors import ResultInputError
+from llmsweep.metrics import GateConfig, Summary, summarise
+from llmsweep.metrics.model import MEASURED, Source
+
+
+def run_json(*, provenance: dict[str, Any], gates: GateConfig, client: dict[str, Any], gpus: int,
+             source: Source) -> dict[str, Any]:
+    """`run.json`: what a folder's summary is computed with besides its raw files (provenance, gates, the client's
+    own figures, the GPU count, what served it), as `summarise_dir` reads it back. One shape for every folder of
+    records: the client's (`bench`, a job of `run`), a job `run` ran in virtual time, a point of `predict --out`."""
+    return {"provenance": provenance, "gates": gates.model_dump(mode="json"), "client": client, "gpus": gpus,
+            "source": source}
+
+
+def write_run_json(out: Path, doc: dict[str, Any]) -> None:
+    """Write `out/run.json` (a :func:`run_json` document) atomically: a kill leaves the old file or the new one."""
+    tmp = out / (RUN_FILE + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=str))
+    os.replace(tmp, out / RUN_FILE)
+
+
+def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
+    """Recompute a run directory's summary from `records.jsonl`, `server_metrics.jsonl` and `run.json`.
+
+    Raises ResultInputError when the folder holds no run.json: what served its records (the summary's `source`) and
+    the gates they were judged by are unknown, and a summary under made-up labels would be written over the one the
+    folder holds."""
+    out = Path(out)
+    run_file = out / RUN_FILE
+    if not run_file.is_file():
+        raise ResultInputError(
+            f"{out} has no {RUN_FILE}: what served its records and the gates they are judged by are unknown, so "
+            f"its {SUMMARY_FILE} is left as it is",
+            fix="summarize a folder `llmsweep bench`, `run` or `predict --out` wrote (each writes run.json beside "
+                "records.jsonl); a `predict --out` folder of an llmsweep that wrote none: predict it again")
+    info = json.loads(run_file.read_text())
+    metrics_path = out / SERVER_METRICS_FILE
+    source = info.get("source", MEASURED)
+    summary = summarise(
+        out / RECORDS_FILE,
+        gpus=int(info.get("gpus", 1)),
+        server_metrics=metrics_path if metrics_path.exists() else None,
+        source=source,
+        provenance=info.get("provenance"),
+        gates=GateConfig(**info["gates"]) if "gates" in info else None,
+        client=info.get("client"),
+    )
+    if write:
+        summary.write(out / SUMMARY_FILE)
+    return summary
