@@ -1,8 +1,11 @@
-"""Facts about the machine this process runs on, in one place."""
+"""Facts about the machine this process runs on, and its processes' tie to their parent, in one place."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import multiprocessing.connection
 import os
+import threading
 
 
 def usable_cpus() -> int:
@@ -11,3 +14,17 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
         return os.cpu_count() or 1
+
+
+def exit_with_parent() -> None:
+    """In a spawned process: exit at once when the parent process dies, however it died (SIGKILL, OOM), so a killed
+    run leaves no worker behind. A daemon thread waits on the parent's sentinel; it costs nothing until then."""
+    parent = mp.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        mp.connection.wait([parent.sentinel])
+        os._exit(1)  # records already written stay; nobody is left to read the rest
+
+    threading.Thread(target=watch, name="llmsweep-parent-watch", daemon=True).start()

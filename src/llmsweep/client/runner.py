@@ -13,7 +13,6 @@ import logging
 import math
 import multiprocessing as mp
 import multiprocessing.connection
-import os
 import pickle
 import platform
 import resource
@@ -33,7 +32,7 @@ from llmsweep.client.folder import run_json, summarise_dir, write_run_json
 from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
 from llmsweep.client.scrape import MetricsScraper
 from llmsweep.errors import ConfigError
-from llmsweep.host import usable_cpus
+from llmsweep.host import exit_with_parent, usable_cpus
 from llmsweep.metrics import GateConfig, Summary
 from llmsweep.metrics.gates import CLIENT_WORKER_DIED
 from llmsweep.metrics.model import MEASURED, Source
@@ -382,20 +381,6 @@ def _portable(workload: Workload) -> tuple[str, Any, Any]:
 def _rebuild(portable: tuple[str, Any, Any]) -> Workload:
     kind, a, b = portable
     return a(b) if kind == "config" else a  # type: ignore[no-any-return]
-
-
-def exit_with_parent() -> None:
-    """In a spawned process: exit at once when the parent process dies, however it died (SIGKILL, OOM), so a killed
-    run leaves no worker behind. A daemon thread waits on the parent's sentinel; it costs nothing until then."""
-    parent = mp.parent_process()
-    if parent is None:
-        return
-
-    def watch() -> None:
-        mp.connection.wait([parent.sentinel])
-        os._exit(1)  # records already written stay; nobody is left to read the rest
-
-    threading.Thread(target=watch, name="llmsweep-parent-watch", daemon=True).start()
 
 
 def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any, marks: tuple[_Mark, _Mark]) -> None:

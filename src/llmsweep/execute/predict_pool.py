@@ -243,7 +243,7 @@ def _start_worker(started: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    from llmsweep.client.runner import exit_with_parent
+    from llmsweep.host import exit_with_parent
 
     exit_with_parent()
     _started = started

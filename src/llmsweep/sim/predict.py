@@ -648,7 +648,7 @@ class PredictedPoint:
     calibration: str | None = None
     """The simulated engine's calibration label (a deployment's: each pool's)."""
     run_info: dict[str, Any] | None = None
-    """What the summary was computed with besides the records and scrapes (`client.runner.run_json`: provenance,
+    """What the summary was computed with besides the records and scrapes (`client.folder.run_json`: provenance,
     gates, source `predicted`), which `predict --out` writes as the point's run.json; None when not summarised."""
 
     def write_streams(self, folder: Path) -> None:
@@ -726,7 +726,7 @@ def point_gates(point: Point, seconds: float) -> GateConfig:
 def summarise_predicted(records: list[dict[str, Any]], scrapes: list[dict[str, Any]], info: dict[str, Any],
                         telemetry: Telemetry | None) -> Summary:
     """The summary of a predicted point's records and scrapes with what its run.json says (`info`, a
-    `client.runner.run_json` document), as `llmsweep summarize` computes it again from the written files."""
+    `client.folder.run_json` document), as `llmsweep summarize` computes it again from the written files."""
     from llmsweep.metrics import summarise
 
     return summarise(records, gpus=info["gpus"], server_metrics=scrapes, source=info["source"],
