@@ -31,6 +31,8 @@
 #   REPEATS=3  LADDER_TOP=64  REFINE=1   the discovery's --repeats, --ladder-top, --refine
 #   CALL_LIMIT=560             the device call's own budget: the discovery gets what is left less RESERVE_S
 #   RESERVE_S=45               the SIGINT → stop → write → pack margin (timeout's -k 30 included)
+#   MIN_LEFT_S=20              with no more seconds than this left, the discovery is not started (> 10: the
+#                              --time-limit is 10 s less); the CPU rehearsal of a cut lowers it, its runs take seconds
 #   DISC=/tmp/discover         the discovery's --out (stages/, store.sqlite, discovery.json, proposed.yaml)
 #   LOG_TAIL=200               server log lines kept per server
 #   SKIP_INSTALL=1             CPU rehearsal: no install (scripts/gpu/cpu_rehearsal first on PATH and PYTHONPATH)
@@ -45,7 +47,8 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; touch "$OUT/steps.txt"
 RECIPE=${RECIPE:-examples/gpu/smollm2-135m-bf16-h200-vllm-discover.yaml}
 MODEL_DIR=${MODEL_DIR:-/tmp/models/smollm2-135m-instruct}
 REPEATS=${REPEATS:-3}; LADDER_TOP=${LADDER_TOP:-64}; REFINE=${REFINE:-1}
-CALL_LIMIT=${CALL_LIMIT:-560}; RESERVE_S=${RESERVE_S:-45}; DISC=${DISC:-/tmp/discover}; LOG_TAIL=${LOG_TAIL:-200}
+CALL_LIMIT=${CALL_LIMIT:-560}; RESERVE_S=${RESERVE_S:-45}; MIN_LEFT_S=${MIN_LEFT_S:-20}
+DISC=${DISC:-/tmp/discover}; LOG_TAIL=${LOG_TAIL:-200}
 # 1. the common start: log/fail, offline env, vLLM from the staged chunks, PYTHONPATH (scripts/gpu/vllm_env.sh)
 # shellcheck source=scripts/gpu/vllm_env.sh
 . scripts/gpu/vllm_env.sh
@@ -61,7 +64,7 @@ fi
 
 # 3. the discovery: what is left of the call, less the margin to stop, write and pack
 left=$((CALL_LIMIT - ($(date +%s) - T0) - RESERVE_S))
-((left > 20)) || fail "only ${left}s left for the discovery"
+((left > MIN_LEFT_S)) || fail "only ${left}s left for the discovery"
 log "llmsweep discover $recipe: --repeats $REPEATS --ladder-top $LADDER_TOP --refine $REFINE, ${left}s left"
 rm -rf "$DISC"
 timeout -s INT -k 30 "$left" python3 -m llmsweep.cli.main discover "$recipe" \

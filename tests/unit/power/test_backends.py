@@ -103,6 +103,41 @@ def test_sampler_brackets_the_job_window_and_survives_failed_reads(tmp_path: Pat
     assert (tmp_path / "server.jsonl").is_file()
 
 
+class _Silent(Backend):
+    """A backend that answers with no rows (a tool on PATH that cannot report power), after `delivers` good reads."""
+
+    kind = "silent"
+
+    def __init__(self, delivers: int = 0) -> None:
+        super().__init__(BackendContext())
+        self.reads, self.delivers = 0, delivers
+
+    def read(self) -> list[GpuSample]:
+        self.reads += 1
+        return [GpuSample(t=time.time(), gpu="0", power_w=100.0)] if self.reads <= self.delivers else []
+
+
+def test_a_job_end_read_is_retried_only_while_the_backend_delivers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read that brackets a job's window is retried (twice, after a pause) when it fails on a backend that has
+    delivered; a backend that never delivered in this launch has bracketed no start either, so each job pays one
+    try rather than the pauses (every job of a rehearsal whose nvidia-smi cannot report power paid 0.6 s)."""
+    pauses: list[float] = []
+    monkeypatch.setattr(time, "sleep", pauses.append)
+    header = TelemetryHeader(backend="silent", interval_s=1.0)
+    never = _Silent()
+    head, samples, _ = read_gpu_metrics(PowerSampler(never, interval_s=1.0, header=header).write_job(
+        tmp_path, time.time(), expected_gpus=1))
+    assert (never.reads, pauses, samples) == (1, [], [])
+    once = _Silent(delivers=1)
+    sampler = PowerSampler(once, interval_s=1.0, header=header)
+    sampler.sample_now()
+    began = time.time()
+    head, samples, _ = read_gpu_metrics(sampler.write_job(tmp_path, began, expected_gpus=1))
+    assert once.reads == 1 + 3 and pauses == [0.2, 0.2]  # no pause after the last try
+    assert len(samples) == 1 and head is not None and head.backend == "silent"
+
+
 def test_no_backend_and_power_required_still_writes_why(tmp_path: Path) -> None:
     settings = PowerSettings(backend="nvidia-smi", require=True)
     sampler = start_sampler(settings, engine="vllm", gpus=1, base_url=None, env={"PATH": str(tmp_path)})
