@@ -29,11 +29,12 @@ def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def _recipe(tmp_path: Path, duration: int) -> Path:
-    """agentic-sim.yaml, its first arm only (one point), with a `duration`-second window."""
+    """agentic-sim.yaml, its first arm only at concurrency 1 (one point: a third of the simulation time at its 8, and
+    which point it is does not matter here), with a `duration`-second window."""
     doc = yaml.safe_load(RECIPE.read_text())
     (recipe,) = doc.values()
     entry = recipe["scenarios"]["agentic-coding"][0]
-    entry["search-space"] = entry["search-space"][:1]
+    entry["search-space"] = [{**entry["search-space"][0], "conc-list": [1]}]
     recipe["workload"]["duration"] = duration
     path = tmp_path / f"agentic-{duration}s.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,15 +22,36 @@ pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (te
 RECIPE = RECIPES / "fixed-sim.yaml"  # two concurrency points on one simulated server, a few seconds
 
 
+@dataclass(frozen=True)
+class Finished:
+    """One finished `run RECIPE --live --json` (its --out and store under `root`) and what the CLI said."""
+
+    root: Path
+    proc: subprocess.CompletedProcess[str]
+
+    def copy(self, to: Path) -> tuple[Path, dict[str, str]]:
+        """A copy of the run and its store for a test that runs into it again: its --out and environment."""
+        shutil.copytree(self.root, to)
+        return to / "out", cli_env(to)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Finished:
+    """The finished live run the tests below read or copy: one run (~7 s) instead of one per test."""
+    root = tmp_path_factory.mktemp("finished")
+    proc = run_cli([RECIPE, "--live", "--out", root / "out", "--json"], cli_env(root))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return Finished(root, proc)
+
+
 def _tree(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tmp_path: Path) -> None:
-    out, env = tmp_path / "out", cli_env(tmp_path)
-    first = run_cli([RECIPE, "--live", "--out", out, "--no-report"], env)
-    assert first.returncode == 0, first.stderr[-4000:]
-    assert "2 to run on 1 live simulator server(s)" in first.stderr  # said as simulated, not as a server
+def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tmp_path: Path,
+                                                                             finished: Finished) -> None:
+    assert "2 to run on 1 live simulator server(s)" in finished.proc.stderr  # said as simulated, not as a server
+    out, env = finished.copy(tmp_path / "run")
     before = _tree(out)
     run_id = read_json(out / "run.json")["run_id"]
 
@@ -70,9 +93,8 @@ def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tm
         assert any(d["band"] and d["band"]["kind"] == "between-run" for d in point["deltas"])
 
 
-def test_resume_of_a_finished_run_skips_every_job(tmp_path: Path) -> None:
-    out, env = tmp_path / "out", cli_env(tmp_path)
-    assert run_cli([RECIPE, "--live", "--out", out, "--no-report"], env).returncode == 0
+def test_resume_of_a_finished_run_skips_every_job(tmp_path: Path, finished: Finished) -> None:
+    out, env = finished.copy(tmp_path / "run")
     resumed = run_cli([RECIPE, "--live", "--out", out, "--no-report", "--resume", "--json"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "0 to run," in resumed.stderr and "2 already done" in resumed.stderr
@@ -82,10 +104,9 @@ def test_resume_of_a_finished_run_skips_every_job(tmp_path: Path) -> None:
     assert all(r["total_tps_per_gpu"] and r["total_tps_per_gpu"] > 0 and r["summary"] for r in rows), rows
 
 
-def test_run_json_prints_the_end_table_and_stderr_says_what_each_job_is_doing(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    proc = run_cli([RECIPE, "--live", "--out", out, "--json"], cli_env(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-4000:]
+def test_run_json_prints_the_end_table_and_stderr_says_what_each_job_is_doing(tmp_path: Path,
+                                                                              finished: Finished) -> None:
+    out, proc = finished.root / "out", finished.proc
     doc = json.loads(proc.stdout)  # stdout is the JSON table and nothing else
     assert doc["ok"] is True and doc["report"] == str(out / "report" / "index.html")
     rows = {r["conc"]: r for r in doc["jobs"]}

@@ -75,17 +75,19 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
 
 
 def _short_live_quickstart(tmp_path: Path) -> Path:
-    """The quickstart with 8 s windows and small traces, for the wall-clock path (each point still reads back
+    """The quickstart with 6 s windows and small traces, for the wall-clock path (each point still reads back
     hundreds of verify steps: enough for a conclusive acceptance check): both arms at concurrency 16 and the resident
     arm at 1 (the virtual-time test above runs all nine points at full length; wall-clock windows cost CI time).
 
-    8 s, not more: the conc-1 point's four requests (seed 7) are sent 0, 1.8, 4.0 and 6.1 s into its window, ~470
-    verify steps (~210 make a pass conclusive, so even three requests do); the conc-16 points read back thousands."""
+    6 s, not more: the conc-1 point's three requests (traces seed 7) are sent 0, 2.2 and 4.3 s into its window,
+    ~355 verify steps (~210 make a pass conclusive, so even two requests do); the conc-16 points read back thousands.
+    Two warm-up turns per lane, not one: after one, the conc-1 lane's next recorded turn waits the whole-system idle
+    cap (10 s of wall clock with nothing in flight) before its window can start; after two it follows in ~1 s."""
     doc = yaml.safe_load(QUICKSTART.read_text())
     (recipe,) = doc.values()
     for arm in recipe["scenarios"]["agentic-coding"][0]["search-space"]:
         arm["conc-list"] = [1, 16] if arm["kv-offloading"] == "none" else [16]
-    recipe["workload"] = {"duration": 8, "warmup-per-lane": 1,
+    recipe["workload"] = {"duration": 6, "warmup-per-lane": 2,
                           "traces": {"synthetic": {"traces": 32, "seed": 7, "max-isl": 12000, "max-osl": 400}}}
     path = tmp_path / "quickstart-live.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -9,9 +9,10 @@ seconds, where the lifecycle reads each job's window (`power.deployment`), and w
 from __future__ import annotations
 
 import argparse
+import select
 import signal
+import socket
 import sys
-import threading
 from pathlib import Path
 
 from llmsweep.power.sampler import NoSampler, PowerSampler, PowerSettings, start_sampler
@@ -19,6 +20,36 @@ from llmsweep.power.sampler import NoSampler, PowerSampler, PowerSettings, start
 READY_LINE = "node power sampler running"
 FLUSH_S = 0.5
 """How often the node's file gets the samples taken since the last write (a job's window end waits for one)."""
+
+
+class StopSignals:
+    """SIGTERM or SIGINT, waited for on a socket the signal wakes (`signal.set_wakeup_fd`); main thread only.
+
+    The handlers do nothing: Python runs a handler between two bytecodes of the main thread, a second signal's inside
+    the first's, so a handler that takes a lock deadlocks on itself when two signals come close together. A
+    teardown sends two (SIGTERM to the process group, then to the process): with `threading.Event.set` as the
+    handler, a sampler on a loaded machine hung in it until SIGKILL, costing the teardown its whole grace period
+    and the node's file its final write."""
+
+    def __init__(self) -> None:
+        self._read, self._write = socket.socketpair()
+        for sock in (self._read, self._write):
+            sock.setblocking(False)
+        signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda _s, _f: None)
+
+    def wait(self, timeout_s: float) -> bool:
+        """True once a stop signal has come (at once when one did before), else False after `timeout_s`."""
+        return bool(select.select([self._read], [], [], timeout_s)[0])
+
+    def close(self) -> None:
+        """Leave every further stop signal ignored (the process is stopping anyway) and close the sockets."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        signal.set_wakeup_fd(-1)
+        self._read.close()
+        self._write.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,9 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--role", default=None, help="The role the node serves (prefill, decode: auto tries DCGM "
                         "first, as InferenceX's multi-node lane samples through DCGM).")
     args = parser.parse_args(argv)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda _s, _f: stop.set())
+    stop = StopSignals()
     engine = "sim" if args.backend == "sim" else "node"
     settings = PowerSettings(backend="auto" if args.backend == "sim" else args.backend)
     args.dir.mkdir(parents=True, exist_ok=True)
@@ -46,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{READY_LINE} ({sampler.header.backend}) → {args.dir}", file=sys.stderr, flush=True)
     while not stop.wait(FLUSH_S):  # the samples so far, for the lifecycle's per-job power blocks (`power.deployment`)
         sampler.flush()
+    stop.close()
     sampler.stop()
     return 0
 
