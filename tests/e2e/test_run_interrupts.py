@@ -30,14 +30,13 @@ SHARED_RECIPE = RECIPES / "slow-fixed-sim.yaml"
 
 @pytest.fixture
 def recipe(tmp_path: Path) -> Path:
-    """slow-fixed-sim.yaml without its warm-up request (~1.5 s before each job's first record, which nothing here looks
-    at) and with 200-token answers, not 400 (~0.8 s a request): the jobs' own requests still keep every interrupt
-    mid-job, each interrupt at least one request's length before its job's last answer (the Ctrl-C test keeps the
-    shared recipe whole: it starts a second CLI between the first record and the interrupt)."""
+    """slow-fixed-sim.yaml without its warm-up request: 400 tokens (~2 s) before each job's first record, which
+    nothing here looks at; the jobs' own requests keep every interrupt mid-job (the Ctrl-C test keeps the warm-up:
+    it starts a second CLI between the first record and the interrupt)."""
     path = tmp_path / SHARED_RECIPE.name
     text = SHARED_RECIPE.read_text()
-    assert "num-warmups: 1\n" in text and "osl: 400\n" in text
-    path.write_text(text.replace("num-warmups: 1\n", "num-warmups: 0\n").replace("osl: 400\n", "osl: 200\n"))
+    assert "num-warmups: 1\n" in text
+    path.write_text(text.replace("num-warmups: 1\n", "num-warmups: 0\n"))
     return path
 
 
