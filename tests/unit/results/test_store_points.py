@@ -90,7 +90,8 @@ def test_the_run_table_reads_every_reused_result_in_one_store_query(make_run, st
     monkeypatch.setattr(Store, "points", counted)
     outcome = RunOutcome(
         run_dir=old.path.parent / "new", run_id="new", store_path=store_path,
-        outcomes=[JobOutcome(job_id=j, exp_name=j, status="skipped", reasons=["reused"]) for j in stored],
+        outcomes=[JobOutcome(job_id=j, exp_name=j, status="skipped", reused=True, reasons=["reused"])
+                  for j in stored],
         reused={j: {"run_id": "old", "job_id": j, "result_id": p.result_id, "verdict": p.verdict}
                 for j, p in stored.items()})
     rows = {r["job"]: r for r in outcome_rows(outcome)}
@@ -98,3 +99,4 @@ def test_the_run_table_reads_every_reused_result_in_one_store_query(make_run, st
     for job, p in stored.items():
         assert p.summary is not None
         assert rows[job]["total_tps_per_gpu"] == p.summary.throughput.per_gpu.total_tps
+        assert rows[job]["reused"] and rows[job]["verdict"] == p.verdict  # the stored verdict, not `skipped`
