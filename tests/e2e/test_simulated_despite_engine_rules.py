@@ -44,6 +44,22 @@ def test_a_result_the_real_engine_would_refuse_says_so_everywhere(tmp_path: Path
     banner = build_payload(run, points_from_run(run))["verdicts"]["simulated-only"]
     assert banner["count"] == 2 and len(banner["reasons"]) == 1
     assert "[engine.known-incompatibility]" in banner["reasons"][0]["reason"]
+    # the stored results say it too: the store kept the run's outcomes, and the listing and `show` read them back
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    with pytest.raises(SystemExit):
+        main(["results", "list", "--run", run_id, "--json"])
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["warnings"] for r in listed] == [[warning]] * 2
+    with pytest.raises(SystemExit):
+        main(["results", "list", "--run", run_id])
+    table = capsys.readouterr().out
+    assert table.count("smoke ⚠1") == 2 and table.count("⚠1 a real engine would refuse them:") == 1, table
+    with pytest.raises(SystemExit):
+        main(["results", "show", listed[0]["result_id"]])
+    assert f"warning 1  {warning}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["results", "show", listed[0]["result_id"], "--json"])
+    assert json.loads(capsys.readouterr().out)["warnings"] == [warning]
 
 
 def test_a_launch_the_real_engine_cannot_render_is_said_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +74,15 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
         runs = {r: i for i, r in enumerate(dict.fromkeys(p.run_id for p in points))}
         points.sort(key=lambda p: (runs[p.run_id], p.identity.series_label(), p.identity.conc, p.job_id))
         store.require_run(run_id)
+        warned = store.job_warnings(p.run_id for p in points)
         if as_json:
-            click.echo(json.dumps([describe(p) for p in points], indent=1, default=str))
+            click.echo(json.dumps([{**describe(p), "warnings": warned.get((p.run_id, p.job_id), [])} for p in points],
+                                  indent=1, default=str))
             return
         if not points:
             click.echo(f"no results stored{f' for run {run_id}' if run_id else ''} in {store.path}")
             return
-        _print_points(points)
+        _print_points(points, warned)
 
 
 @results.command("runs")
@@ -112,12 +115,15 @@ def _print_runs(store: Any) -> None:
     table_console().print(table)
 
 
-def _print_points(points: list[Any], *, console: Any = None) -> None:
+def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]] | None = None, *,
+                  console: Any = None) -> None:
     """One table per series (its label is the title; with several runs, the run's id before it), laid out for the
     terminal as `run`'s table is (`cli.tables.print_tables`): result ids whole (`results show` takes them), job ids
     shortened to experiment name…hash where whole ones do not fit, the columns that do not fit in a continuation
-    table. `points` come sorted by run, then series."""
+    table; a verdict its run warned of is marked `⚠N` as in `run`'s table, the warning said under the table
+    (`warned`: `Store.job_warnings`). `points` come sorted by run, then series."""
     from llmsweep.cli.tables import Column, job_labels, print_tables
+    from llmsweep.cli.verdicts import Notes, verdict_cell
     from llmsweep.metrics.registry import HOT_BY_NAME
     from llmsweep.results.identity import get_field
 
@@ -132,11 +138,15 @@ def _print_points(points: list[Any], *, console: Any = None) -> None:
     for p in points:
         groups.setdefault((p.run_id, p.identity.series_label(), p.source), []).append(p)
     for (run_id, series, source), group in groups.items():
+        notes = Notes()
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc), plain(p.identity.topology()),
-                 *(c.cell(p.metric(c.name)) for c in shown), plain(p.verdict)] for p in group]
+                 *(c.cell(p.metric(c.name)) for c in shown),
+                 verdict_cell(p.verdict, notes=notes.number((warned or {}).get((p.run_id, p.job_id), [])))]
+                for p in group]
         title = f"{run_id}: " if several else ""
         print_tables(plain(f"{title}{series} ({source})"), columns, rows,
-                     short_keys=[plain(short[id(p)]) for p in group], console=console)
+                     short_keys=[plain(short[id(p)]) for p in group], console=console,
+                     caption=plain("\n".join(notes.lines())) or None)
 
 
 @results.command("evals")
@@ -186,14 +196,17 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
 
     with _open(store_path) as store:
         point = store.get(ref)
+        warnings = store.job_warnings([point.run_id]).get((point.run_id, point.job_id), [])
     if as_json:
-        click.echo(json.dumps(json.loads(export_points([point], "json"))["results"][0], indent=1, default=str))
+        record = json.loads(export_points([point], "json"))["results"][0]
+        click.echo(json.dumps({**record, "warnings": warnings}, indent=1, default=str))
         return
     from llmsweep.metrics.registry import HOT_BY_NAME
 
     # a metric as a table shows it: headed as the metric table names it, in its table unit
     shown = {(HOT_BY_NAME[k].header if k in HOT_BY_NAME else k): (HOT_BY_NAME[k].cell(v) if k in HOT_BY_NAME else v)
              for k, v in describe(point).items() if v is not None and v != []}
+    shown.update({f"warning {i}": w for i, w in enumerate(warnings, 1)})  # what its run warned of (run's ⚠N)
     width = max(map(len, shown))
     for key, value in shown.items():
         click.echo(f"{key:>{width}}  {value}")

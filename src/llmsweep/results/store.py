@@ -538,6 +538,18 @@ class Store:
         row = self._db.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return json.loads(row["meta"]) if row else {}
 
+    def job_warnings(self, run_ids: Iterable[str]) -> dict[tuple[str, str], list[str]]:
+        """(run id, job id) -> the warnings the run's outcome gave the job (under the simulator, the engine rules it
+        ran despite and what the simulator does not model: `JobOutcome.warnings`), as the run's `outcome` list in
+        `runs.meta` holds them; jobs without any are left out, and so are runs imported from elsewhere (no outcomes)."""
+        found: dict[tuple[str, str], list[str]] = {}
+        for run_id in dict.fromkeys(run_ids):
+            for outcome in self.run_meta(run_id).get("outcomes") or ():
+                warnings = outcome.get("warnings") if isinstance(outcome, dict) else None
+                if warnings and isinstance(outcome.get("job_id"), str):
+                    found[(run_id, outcome["job_id"])] = [str(w) for w in warnings]
+        return found
+
     def results(self, run: str | None = None, *, point_key: str | None = None) -> list[ResultPoint]:
         """Stored results, optionally of one run or one exact point identity, oldest run first."""
         where, args = [], []
