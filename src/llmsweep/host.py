@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import multiprocessing.connection
 import os
-import threading
 
 
 def usable_cpus() -> int:
@@ -19,6 +16,10 @@ def usable_cpus() -> int:
 def exit_with_parent() -> None:
     """In a spawned process: exit at once when the parent process dies, however it died (SIGKILL, OOM), so a killed
     run leaves no worker behind. A daemon thread waits on the parent's sentinel; it costs nothing until then."""
+    import multiprocessing as mp
+    import multiprocessing.connection
+    import threading
+
     parent = mp.parent_process()
     if parent is None:
         return

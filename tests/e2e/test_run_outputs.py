@@ -16,7 +16,7 @@ from support.cli import run_main
 from test_run_support import RECIPES, cli_env, read_json, run_cli
 
 from llmsweep.cli.main import cli
-from llmsweep.execute.lifecycle import DONE_VERDICTS
+from llmsweep.metrics.model import DONE_VERDICTS
 
 AGENTIC = RECIPES / "agentic-sim.yaml"
 """Two agentic points on the simulator with an 8-s window: `smoke` (the 900 s minimum), in seconds."""

@@ -80,10 +80,15 @@ def sim_url() -> Iterator[str]:
         proc.wait(timeout=15)
 
 
+@pytest.mark.parametrize("teardown", ["second-inside-the-handler", "back-to-back"])
 def test_a_second_stop_signal_during_the_first_ones_handling_stops_the_sampler_at_once(
-        tmp_path: Path, sim_url: str) -> None:
+        tmp_path: Path, sim_url: str, teardown: str) -> None:
+    """`second-inside-the-handler`: the hook sends the second SIGTERM just after the handler took a lock (the old
+    handler's deadlock; the new one takes none, so there it is one signal). `back-to-back`: the teardown's two
+    SIGTERMs (group, then process) and a Ctrl-C's SIGINT, sent at once, as they land on a loaded machine."""
     node = tmp_path / "prefill0"
-    proc = subprocess.Popen([sys.executable, "-c", SAMPLER, "--dir", str(node), "--gpus", "8", "--backend", "sim",
+    program = ["-c", SAMPLER] if teardown == "second-inside-the-handler" else ["-m", "llmsweep.execute.node_power"]
+    proc = subprocess.Popen([sys.executable, *program, "--dir", str(node), "--gpus", "8", "--backend", "sim",
                              "--url", sim_url], stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
@@ -91,10 +96,13 @@ def test_a_second_stop_signal_during_the_first_ones_handling_stops_the_sampler_a
         assert READY_LINE in ready, ready + proc.stderr.read()
         time.sleep(0.6)  # a flush or two of samples first
         proc.send_signal(signal.SIGTERM)
+        if teardown == "back-to-back":
+            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signal.SIGINT)
         try:
             rc = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            pytest.fail("the sampler hung on a stop signal that came while it handled the first")
+            pytest.fail(f"the sampler hung on stop signals ({teardown})")
         assert rc == 0, proc.stderr.read()
     finally:
         if proc.poll() is None:

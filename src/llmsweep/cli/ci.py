@@ -130,5 +130,7 @@ def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | Non
             raise ConfigError(f"${expected_env} is not a JSON list of job ids: {exc}",
                               fix="pass the setup job's `jobs` output") from exc
     meta = collect(artifacts, out, run_id=run_id, expected=expected)
-    ok = sum(o["status"] in ("valid", "smoke", "skipped") for o in meta["outcomes"])
+    from llmsweep.metrics.model import SUCCESS_STATUSES
+
+    ok = sum(o["status"] in SUCCESS_STATUSES for o in meta["outcomes"])
     click.echo(f"collected {len(meta['outcomes'])} job(s) into {out} ({ok} with a result)", err=True)

@@ -27,13 +27,13 @@ from llmsweep.client.files import RUN_FILE as RUN_FILE
 from llmsweep.client.files import SERVER_METRICS_FILE as SERVER_METRICS_FILE
 from llmsweep.client.files import SUMMARY_FILE as SUMMARY_FILE
 from llmsweep.engines.launch import LaunchSpec
+from llmsweep.execute.files import COMMAND_FILE as COMMAND_FILE
+from llmsweep.execute.files import JOB_FILE as JOB_FILE
+from llmsweep.execute.files import OUTCOME_FILE as OUTCOME_FILE
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.power.samples import GPU_METRICS_FILE
 
-JOB_FILE = "job.json"
-COMMAND_FILE = "server_command.txt"
 SERVER_LOG = "server.log"
-OUTCOME_FILE = "outcome.json"
 REUSED_FILE = "reused.json"
 """In a job folder `run --reuse` did not run: the stored result it stands on (run, job and result ids, verdict)."""
 GROUP_FILE = "group.json"

@@ -44,7 +44,17 @@ from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_j
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.execute.signals import shielded, stop_then_raise
-from llmsweep.metrics.model import MEASURED, SIMULATED, WALL, RunSource, Summary, run_source
+from llmsweep.metrics.model import (
+    DONE_VERDICTS,
+    DONE_WORDS,
+    MEASURED,
+    SIMULATED,
+    SUCCESS_STATUSES,
+    WALL,
+    RunSource,
+    Summary,
+    run_source,
+)
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_power, start_sampler
@@ -59,10 +69,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Status = Literal["valid", "smoke", "invalid", "failed", "skipped", "refused"]
-DONE_VERDICTS = ("valid", "smoke")
-"""The verdicts of a finished job: `--resume` skips a job whose folder holds a summary with one of them."""
-DONE_WORDS = " or ".join(DONE_VERDICTS)
-"""`valid or smoke`: how the help, the refusals and the report say which summaries `--resume` keeps."""
 
 
 class LifecycleSettings(BaseModel):
@@ -110,7 +116,7 @@ class JobOutcome(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return self.status in (*DONE_VERDICTS, "skipped")
+        return self.status in SUCCESS_STATUSES
 
     def with_warnings(self, warnings: Sequence[str]) -> JobOutcome:
         """This outcome with the job's warnings (each once): they qualify any result the job has — a verdict, or a

@@ -15,6 +15,7 @@ import socket
 import sys
 from pathlib import Path
 
+from llmsweep.engine_ids import SIM
 from llmsweep.power.sampler import NoSampler, PowerSampler, PowerSettings, start_sampler
 
 READY_LINE = "node power sampler running"
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                         "first, as InferenceX's multi-node lane samples through DCGM).")
     args = parser.parse_args(argv)
     stop = StopSignals()
-    engine = "sim" if args.backend == "sim" else "node"
+    engine = SIM.id if args.backend == "sim" else "node"  # `--backend sim`: the simulator's power model
     settings = PowerSettings(backend="auto" if args.backend == "sim" else args.backend)
     args.dir.mkdir(parents=True, exist_ok=True)
     sampler = start_sampler(settings, engine=engine, gpus=args.gpus, base_url=args.url, server_dir=args.dir,

@@ -32,7 +32,6 @@ from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.executor import Executor, terminate_as_interrupt
 from llmsweep.execute.lifecycle import (
-    DONE_WORDS,
     JobOutcome,
     LifecycleSettings,
     ServerGroup,
@@ -46,7 +45,7 @@ from llmsweep.execute.lifecycle import (
 )
 from llmsweep.execute.progress import ReportingProgress, current_progress, use_progress
 from llmsweep.findings import Finding, Severity
-from llmsweep.metrics.model import run_clock, run_source
+from llmsweep.metrics.model import DONE_WORDS, run_clock, run_source
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import one_point_per_job

@@ -55,6 +55,12 @@ def run_clock(*, simulated: bool, live: bool) -> Clock:
 
 
 Verdict = Literal["valid", "smoke", "invalid"]
+DONE_VERDICTS: tuple[Verdict, ...] = ("valid", "smoke")
+"""The verdicts of a finished job: `--resume` skips a job whose folder holds a summary with one of them."""
+DONE_WORDS = " or ".join(DONE_VERDICTS)
+"""`valid or smoke`: how the help, the refusals and the report say which summaries `--resume` keeps."""
+SUCCESS_STATUSES = frozenset({*DONE_VERDICTS, "skipped"})
+"""A job's outcome statuses that leave a result: a done verdict, or skipped for one (resumed or reused)."""
 
 
 class _Block(BaseModel):
@@ -683,7 +689,8 @@ class Summary(_Block):
         return self.model_dump(mode="json")
 
     def write(self, path: Path | str) -> None:
-        Path(path).write_text(json.dumps(self.dump(), indent=2, allow_nan=False), encoding="utf-8")
+        # ends with a newline, as the job's own writer (`artifacts.write_json`) ends it: one file, the same bytes
+        Path(path).write_text(json.dumps(self.dump(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
 
     @classmethod
     def from_doc(cls, doc: Any, *, where: str = "summary") -> Summary:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from llmsweep.client.files import SERVER_METRICS_FILE
+from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultError, ResultInputError
-from llmsweep.execute.artifacts import COMMAND_FILE, JOB_FILE, OUTCOME_FILE, RECORDS_FILE, RUN_FILE, SUMMARY_FILE
+from llmsweep.execute.files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE
 from llmsweep.jsonline import loads_line
 from llmsweep.metrics.model import PREDICTED, Summary
 

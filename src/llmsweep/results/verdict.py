@@ -16,12 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from llmsweep.metrics.model import SUCCESS_STATUSES
 from llmsweep.results.compare import Comparison, PointComparison
 from llmsweep.results.point import ResultPoint
 
 PointVerdict = Literal["improvement", "regression", "no change"]
-SUCCESS_STATUSES = frozenset({"valid", "smoke", "skipped"})
-"""Outcome statuses that count as a successful job (skipped = resumed or reused, with a result)."""
 
 
 def point_verdict(pc: PointComparison) -> PointVerdict:

@@ -1,6 +1,7 @@
 """Which summaries count as done (`--resume` keeps them, the completeness line counts them) has one home,
-`execute.lifecycle.DONE_VERDICTS` (said as `DONE_WORDS`): the outcome, the end-of-run line and the refusal to run
-over a finished --out read it, so a change of the vocabulary reaches them all (changed here to show it does)."""
+`metrics.model.DONE_VERDICTS` (said as `DONE_WORDS`; with `skipped`, the statuses that leave a result,
+`SUCCESS_STATUSES`): the outcome, the end-of-run line and the refusal to run over a finished --out read it, so a change
+of the vocabulary reaches them all (changed here to show it does)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _outcome(job: str, status: str) -> JobOutcome:
 
 
 def test_done_is_read_from_its_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(lifecycle, "DONE_VERDICTS", ("valid",))
+    monkeypatch.setattr(lifecycle, "SUCCESS_STATUSES", frozenset({"valid", "skipped"}))
     monkeypatch.setattr(pipeline, "DONE_WORDS", "valid")
     outcomes = [_outcome("a", "valid"), _outcome("b", "smoke"), _outcome("c", "skipped")]
     assert [o.ok for o in outcomes] == [True, False, True]
