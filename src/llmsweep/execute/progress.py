@@ -160,7 +160,7 @@ class JobState:
         """The requests as the end-of-run table counts them: the window's (ok and failed), the warm-up's apart. The
         client counts every finished request together, so those of the window are the ones finished since the warm-up
         (a warm-up request still in flight when the window opens counts in: hence `≈`, when one was)."""
-        if p.profiling_elapsed_s is None:
+        if p.phase == "warming":
             return f"warm-up: {p.finished} done, {p.inflight} in flight"
         measured = max(0, p.finished - self.warmup_finished)
         ok = max(0, measured - p.failed)
@@ -350,7 +350,7 @@ class SweepProgress:
         if job is None:
             return
         job.client = p
-        if p.profiling_elapsed_s is None:
+        if p.phase == "warming":
             job.warmup_finished = p.finished
         job.window_seen()
         phase = p.phase
