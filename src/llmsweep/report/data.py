@@ -12,14 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE
+from llmsweep.client.files import RECORDS_FILE, SERVER_METRICS_FILE
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
 from llmsweep.results.point import ResultPoint
-from llmsweep.results.rundir import RunDir
+from llmsweep.results.rundir import RecordedOutcome, RunDir, outcomes_of, read_outcome
 
 log = logging.getLogger(__name__)
 
@@ -131,35 +129,9 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
     return out
 
 
-class RecordedOutcome(BaseModel):
-    """One entry of `run.json: outcomes` as `llmsweep run` records it: how a job ended and why.
-
-    Read back for the jobs that left no job folder (a refused job never gets one), so the page can say why they have
-    no result. Only the fields the page shows are read; the rest of the executor's record is ignored.
-    """
-
-    model_config = ConfigDict(extra="ignore")
-
-    job_id: str
-    status: str
-    reasons: list[str] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)
-    """Engine rules the simulator ran the job despite (`execute.lifecycle.JobOutcome.warnings`)."""
-
-
-def read_outcome(doc: Any, where: str) -> RecordedOutcome | None:
-    try:
-        return RecordedOutcome.model_validate(doc)
-    except ValidationError:
-        log.debug("%s: an outcome that is not readable, skipped: %r", where, doc)
-        return None
-
-
 def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:
     """job id → its outcome as `run.json` recorded it (empty for a run still going, or one from before outcomes)."""
-    raw = run.meta.get("outcomes")
-    read = (read_outcome(doc, RUN_FILE) for doc in (raw if isinstance(raw, list) else ()))
-    return {o.job_id: o for o in read if o is not None}
+    return outcomes_of(run.meta)
 
 
 def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:

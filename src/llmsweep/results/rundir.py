@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.execute.files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE
@@ -206,3 +208,35 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 continue
             if isinstance(doc, dict):
                 yield doc
+
+
+class RecordedOutcome(BaseModel):
+    """One entry of `run.json: outcomes` as `llmsweep run` records it: how a job ended and why.
+
+    Read back for the jobs that left no job folder (a refused job never gets one), so the page can say why they have
+    no result. Only the fields the page shows are read; the rest of the executor's record is ignored.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    job_id: str
+    status: str
+    reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    """Engine rules the simulator ran the job despite (`execute.lifecycle.JobOutcome.warnings`)."""
+
+
+def read_outcome(doc: Any, where: str) -> RecordedOutcome | None:
+    try:
+        return RecordedOutcome.model_validate(doc)
+    except ValidationError:
+        log.debug("%s: an outcome that is not readable, skipped: %r", where, doc)
+        return None
+
+
+def outcomes_of(meta: Mapping[str, Any]) -> dict[str, RecordedOutcome]:
+    """job id → its outcome as a run's `run.json` (or the store's copy of it, `runs.meta`) recorded it; empty for a
+    run still going, one from before outcomes, or one imported from elsewhere."""
+    raw = meta.get("outcomes")
+    read = (read_outcome(doc, RUN_FILE) for doc in (raw if isinstance(raw, list) else ()))
+    return {o.job_id: o for o in read if o is not None}

@@ -34,7 +34,7 @@ from llmsweep.results.evals import StoredEval, eval_run_columns, planned_eval_co
 from llmsweep.results.extract import hot_values
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, point_from_job, points_from_run
-from llmsweep.results.rundir import RunDir, load_job, load_run, load_run_meta
+from llmsweep.results.rundir import RunDir, load_job, load_run, load_run_meta, outcomes_of
 
 log = logging.getLogger(__name__)
 
@@ -542,13 +542,8 @@ class Store:
         """(run id, job id) -> the warnings the run's outcome gave the job (under the simulator, the engine rules it
         ran despite and what the simulator does not model: `JobOutcome.warnings`), as the run's `outcome` list in
         `runs.meta` holds them; jobs without any are left out, and so are runs imported from elsewhere (no outcomes)."""
-        found: dict[tuple[str, str], list[str]] = {}
-        for run_id in dict.fromkeys(run_ids):
-            for outcome in self.run_meta(run_id).get("outcomes") or ():
-                warnings = outcome.get("warnings") if isinstance(outcome, dict) else None
-                if warnings and isinstance(outcome.get("job_id"), str):
-                    found[(run_id, outcome["job_id"])] = [str(w) for w in warnings]
-        return found
+        return {(run_id, job_id): o.warnings for run_id in dict.fromkeys(run_ids)
+                for job_id, o in outcomes_of(self.run_meta(run_id)).items() if o.warnings}
 
     def results(self, run: str | None = None, *, point_key: str | None = None) -> list[ResultPoint]:
         """Stored results, optionally of one run or one exact point identity, oldest run first."""
