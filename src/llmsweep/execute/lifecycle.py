@@ -325,14 +325,6 @@ def visible_rows(csv: str, env: Mapping[str, str]) -> list[list[str]]:
     return [by_index[i] for i in visible.gpus]
 
 
-def _finish_summary(job_dir: Path, settings: LifecycleSettings) -> Summary:
-    """Re-summarise from the raw records and apply every gate (`summarise_job`, the one home of a job's verdict that
-    `llmsweep summarize` uses too), writing summary.json. The source is what run.json says, written once with it by
-    what ran the job (the client, the virtual path, an eval-only job's record), never stamped afterwards: a kill
-    between two writes would leave a summary under the wrong label, which `--resume` keeps."""
-    return summarise_job(job_dir, settings=settings.readback)
-
-
 _START_EXITS = 2
 """Launches in a row that exit while starting, none ever ready, after which a group's server is not launched again."""
 
@@ -522,7 +514,9 @@ def bench_job(
     if power is not None:  # the job's samples beside its records, read by the summary's power block
         power.write_job(Path(out_dir), began, expected_gpus=Point.of(job).gpus,
                         require=settings.power.required([job]))
-    return _finish_summary(Path(out_dir), settings)
+    # the verdict from the raw records and every gate (`summarise_job`, as `llmsweep summarize`); the source is the
+    # one run.json got with the records, never stamped afterwards (a kill between two writes would mislabel it)
+    return summarise_job(Path(out_dir), settings=settings.readback)
 
 
 def eval_job(job: Job, base_url: str, out_dir: Path, *, spec: LaunchSpec, source: RunSource,
@@ -543,7 +537,7 @@ def eval_job(job: Job, base_url: str, out_dir: Path, *, spec: LaunchSpec, source
                      metrics_url=metrics_url, job_dir=out_dir, settings=settings.eval, server_command=server_command)
     score = "n/a" if block.score is None else f"{block.score:.4f}"
     event(f"job {job.id}: eval {block.task} {block.score_name or 'score'} = {score} → {block.verdict}")
-    return _finish_summary(out_dir, settings)
+    return summarise_job(out_dir, settings=settings.readback)
 
 
 def eval_launch(job: Job, group: ServerGroup) -> LaunchSpec | None:

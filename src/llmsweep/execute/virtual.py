@@ -29,7 +29,6 @@ from llmsweep.execute.lifecycle import (
     JobOutcome,
     LifecycleSettings,
     ServerGroup,
-    _finish_summary,
     _gates,
     _provenance,
     _run_options,
@@ -44,6 +43,7 @@ from llmsweep.execute.lifecycle import (
     settle,
 )
 from llmsweep.execute.progress import current_progress
+from llmsweep.execute.readback import summarise_job
 from llmsweep.metrics.model import VIRTUAL
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
@@ -283,7 +283,7 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
     client: dict[str, Any] = {"workers": [], "stop_reason": stop_reason, "clock": VIRTUAL}
     write_run_json(jdir, run_json(provenance=provenance, gates=gates, client=client, gpus=options.gpus,
                                   source=group.source))
-    return _finish_summary(jdir, settings)
+    return summarise_job(jdir, settings=settings.readback)
 
 
 def _placed(group: ServerGroup) -> ServerGroup:
