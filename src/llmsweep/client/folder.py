@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultInputError
 from llmsweep.metrics import GateConfig, Summary, summarise
-from llmsweep.metrics.model import MEASURED, Source
+from llmsweep.metrics.model import MEASURED, SIMULATED, Source
 
 
 def run_json(*, provenance: dict[str, Any], gates: GateConfig, client: dict[str, Any], gpus: int,
@@ -48,7 +48,7 @@ def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
                 "records.jsonl); a `predict --out` folder of an llmsweep that wrote none: predict it again")
     info = json.loads(run_file.read_text())
     metrics_path = out / SERVER_METRICS_FILE
-    source = info.get("source", MEASURED)
+    source = _recorded_source(out, info)
     summary = summarise(
         out / RECORDS_FILE,
         gpus=int(info.get("gpus", 1)),
@@ -61,3 +61,27 @@ def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
     if write:
         summary.write(out / SUMMARY_FILE)
     return summary
+
+
+def _recorded_source(out: Path, info: dict[str, Any]) -> Source:
+    """What served a folder's records, as recorded when they were: `run.json`'s `source`; for a `run.json` written
+    before it carried one, its provenance's (where `bench` put it), else the source of the summary the folder holds.
+    Raises ResultInputError when none says: a made-up `measured` would be a label the run did not earn."""
+    prov = info.get("provenance")
+    summary_file = out / SUMMARY_FILE
+    for source in (info.get("source"), prov.get("source") if isinstance(prov, dict) else None,
+                   _summary_source(summary_file)):
+        if source in get_args(Source):
+            return cast(Source, source)
+    raise ResultInputError(
+        f"{out / RUN_FILE} does not say what served its records (no `source`, nor does {SUMMARY_FILE}), so its "
+        f"summary would carry a label the run did not earn",
+        fix=f'add "source": "{MEASURED}" (a real engine) or "{SIMULATED}" (the simulator) to {RUN_FILE}')
+
+
+def _summary_source(path: Path) -> Any:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc.get("source") if isinstance(doc, dict) else None

@@ -113,7 +113,7 @@ def test_summarize_dir_reproduces_the_coverage_from_run_json(tmp_path: Path) -> 
     gates = GateConfig.for_kind("agentic", planned_duration_s=30.0)
     (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     (tmp_path / "run.json").write_text(json.dumps({"provenance": AGENTIC, "gates": gates.model_dump(mode="json"),
-                                                   "client": {}, "gpus": 1}))
+                                                   "client": {}, "gpus": 1, "source": "measured"}))
     s = summarise_dir(tmp_path, write=False)
     assert s == summarise(records, gpus=1, gates=gates, provenance=AGENTIC)
     assert s.validity.verdict == "smoke" and s.coverage == pytest.approx(1.0)

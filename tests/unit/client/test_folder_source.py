@@ -1,0 +1,54 @@
+"""`summarize` labels a folder with what served its records as recorded when they were, never a default."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep.client.folder import run_json, summarise_dir, write_run_json
+from llmsweep.errors import ResultInputError
+from llmsweep.metrics import GateConfig
+
+RECORD = {"id": 0, "t_send": 0.0, "t_first": 0.05, "t_end": 0.2, "input_tokens": 10, "output_tokens": 8,
+          "chunk_times": [0.05 + 0.02 * i for i in range(8)], "ok": True}
+
+
+def _folder(tmp_path: Path, doc: dict[str, object]) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "records.jsonl").write_text(json.dumps(RECORD) + "\n")
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    return tmp_path
+
+
+def _legacy_doc(**extra: object) -> dict[str, object]:
+    """A run.json as llmsweep wrote it before it carried the source."""
+    doc = run_json(provenance={"kind": "fixed"}, gates=GateConfig(), client={}, gpus=1, source="simulated")
+    del doc["source"]
+    return {**doc, **extra}
+
+
+def test_the_source_written_in_run_json_labels_the_summary(tmp_path: Path) -> None:
+    write_run_json(tmp_path, run_json(provenance={"kind": "fixed"}, gates=GateConfig(), client={}, gpus=1,
+                                      source="simulated"))
+    (tmp_path / "records.jsonl").write_text(json.dumps(RECORD) + "\n")
+    assert summarise_dir(tmp_path, write=False).source == "simulated"
+
+
+def test_an_older_run_json_takes_the_source_its_provenance_or_its_summary_recorded(tmp_path: Path) -> None:
+    bench = _folder(tmp_path / "bench", _legacy_doc(provenance={"kind": "fixed", "source": "simulated"}))
+    assert summarise_dir(bench, write=False).source == "simulated"
+    run = _folder(tmp_path / "run", _legacy_doc())
+    (run / "summary.json").write_text(json.dumps({"source": "simulated"}))
+    assert summarise_dir(run, write=True).source == "simulated"
+    assert json.loads((run / "summary.json").read_text())["source"] == "simulated"
+
+
+def test_a_folder_that_never_recorded_its_source_is_refused_and_keeps_its_summary(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, _legacy_doc())
+    (folder / "summary.json").write_text("{}")
+    with pytest.raises(ResultInputError, match="does not say what served") as err:
+        summarise_dir(folder)
+    assert '"source": "measured"' in (err.value.fix or "")
+    assert (folder / "summary.json").read_text() == "{}"
