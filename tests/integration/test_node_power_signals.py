@@ -15,11 +15,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cli import sim_serve
 
 from llmsweep.execute.node_power import READY_LINE
 from llmsweep.power.samples import GPU_METRICS_FILE
@@ -55,29 +55,8 @@ sys.exit(node_power.main(sys.argv[1:]))
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
     """A simulator served over loopback: the sampler reads its `/power`."""
-    proc = subprocess.Popen([sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--port", "0", "--model",
-                             "llama-3.1-8b", "--tp", "8"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    try:
-        assert proc.stdout is not None
-        url = ""
-        for line in proc.stdout:
-            if "running on http://" in line:
-                url = line.split("running on ", 1)[1].split()[0]
-                break
-        assert url, "the simulator did not say where it serves"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the simulator never answered /health"
-                time.sleep(0.1)
+    with sim_serve("--model", "llama-3.1-8b", "--tp", "8") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 @pytest.mark.parametrize("teardown", ["second-inside-the-handler", "back-to-back"])

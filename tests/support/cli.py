@@ -4,8 +4,11 @@ with its exit status), or a simulator served in a child process for the length o
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -14,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from llmsweep.cli.main import main
-from support.stream_server import free_port
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -30,17 +32,28 @@ def run_main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int
 
 @contextlib.contextmanager
 def sim_serve(*args: str, timeout_s: float = 60.0) -> Iterator[str]:
-    """`llmsweep sim serve ARGS --port P` in a child process, ready (its /health answers) for the block; yields its
-    base URL and stops it after."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", *args, "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    """`llmsweep sim serve ARGS --port 0` in a child process, ready (its /health answers) for the block; yields the
+    base URL it says it serves on (the port the child bound: no port picked here that another test could take first)
+    and stops it after."""
+    proc = subprocess.Popen([sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", *args, "--port", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
+        assert proc.stderr is not None
+        said: list[str] = []
+        url = ""
+        for line in proc.stderr:
+            said.append(line)
+            if match := re.search(r"running on (http://\S+)", line):
+                url = match.group(1)
+                break
+        assert url, f"the simulator did not say where it serves: {''.join(said)[-2000:]}"
+        # the rest of its log is read and dropped, so that a full pipe never stalls it
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
+                urllib.request.urlopen(f"{url}/health", timeout=1).close()
                 break
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, "the simulator did not start"
