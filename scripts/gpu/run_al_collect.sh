@@ -54,13 +54,14 @@ cat "$OUT/collect.log"
 log "llmsweep al collect exit $rc"
 
 # 5. the evidence: every cell's command, cell.json, /metrics before and after, client summary and records, log tails
-pack=/tmp/al-pack; rm -rf "$pack"; mkdir -p "$pack"
+pack=$(mktemp -d "${TMPDIR:-/tmp}/al-pack.XXXXXX")  # its own folder: two runs on one host never share one
 if [[ -d "$RUNS" ]]; then
   tar -C "$RUNS" --exclude='server.log' -cf - . | tar -C "$pack" -xf -
   for f in "$RUNS"/*/server.log; do [[ -f "$f" ]] && tail -n 300 "$f" >"$pack/${f#"$RUNS"/}"; done
 fi
 cp "$OUT/import.json" "$OUT/collect.log" "$pack/" 2>/dev/null
 tar -C "$pack" -czf "$OUT/al-evidence.tgz" .
+rm -rf "$pack"
 log "packed $(du -h "$OUT/al-evidence.tgz" | cut -f1) into $OUT/al-evidence.tgz; curve: $(ls "$OUT"/golden_al/*.yaml 2>/dev/null)"
 for f in "$OUT"/golden_al/*.yaml; do [[ -f "$f" ]] && cat "$f"; done
 exit "$rc"

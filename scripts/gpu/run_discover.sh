@@ -85,7 +85,7 @@ PY
 
 # 4. the evidence
 for f in discovery.json proposed.yaml proposed.diff; do [[ -f "$DISC/$f" ]] && cp "$DISC/$f" "$OUT/"; done
-pack=/tmp/discover-pack; rm -rf "$pack"; mkdir -p "$pack"
+pack=$(mktemp -d "${TMPDIR:-/tmp}/discover-pack.XXXXXX")  # its own folder: two runs on one host never share one
 if [[ -d "$DISC/stages" ]]; then
   (cd "$DISC" && find stages -maxdepth 1 -name '*.yaml' -exec cp --parents {} "$pack" \;
    find stages -path '*/jobs/*' \( -name summary.json -o -name job.json -o -name outcome.json -o -name run.json \
@@ -101,5 +101,6 @@ if [[ -d "$DISC/stages" ]]; then
 fi
 cp "$OUT/import.json" "$pack/" 2>/dev/null
 tar -C "$pack" -czf "$OUT/discover-evidence.tgz" .
+rm -rf "$pack"
 log "packed $(du -h "$OUT/discover-evidence.tgz" | cut -f1) into $OUT/discover-evidence.tgz; $(ls "$OUT" | tr '\n' ' ')"
 exit "$rc"

@@ -101,7 +101,7 @@ fi
 
 # 4. the evidence: summaries, job/outcome/command files, a slice of each job's records, server logs' tails, the
 #    store and the dashboard, in one archive
-pack="/tmp/pack/$NAME"; rm -rf "$pack"; mkdir -p "$pack"
+packs=$(mktemp -d "${TMPDIR:-/tmp}/pack.XXXXXX"); pack="$packs/$NAME"; mkdir -p "$pack"  # its own folder: two runs on one host never share one
 tar -C "$run" --exclude=records.jsonl --exclude='server*.log' -cf - . | tar -C "$pack" -xf -
 for f in "$run"/jobs/*/records.jsonl; do [[ -f "$f" ]] && head -n "$RECORDS_PER_JOB" "$f" > "$pack/${f#"$run"/}"; done
 for f in "$run"/jobs/*/server*.log "$run"/jobs/*/eval/server*.log "$run"/servers/*/server*.log; do
@@ -110,6 +110,7 @@ done
 for f in "$run"/servers/*/server.log; do
   [[ -f "$f" ]] && grep -E "prefix caching|enable_prefix_caching|KV cache|block_size|speculative|SpeculativeConfig|acceptance|Maximum concurrency|Starting vLLM|non-default args|model weights took|graph capturing|torch.compile" "$f" | head -60 > "${pack}/${f#"$run"/}.key.txt"
 done
-tar -C /tmp/pack -czf "$OUT/$NAME.tar.gz" "$NAME"
+tar -C "$packs" -czf "$OUT/$NAME.tar.gz" "$NAME"
+rm -rf "$packs"
 log "packed $(du -h "$OUT/$NAME.tar.gz" | cut -f1) into $OUT/$NAME.tar.gz"
 exit "$rc"

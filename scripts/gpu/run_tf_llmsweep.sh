@@ -86,7 +86,7 @@ fi
 
 # 4. the evidence: summaries, job/outcome/command files, a slice of each job's records, server logs' tails and key
 #    lines, the store and the dashboard, in one archive
-pack="/tmp/pack/$NAME"; rm -rf "$pack"; mkdir -p "$pack"
+packs=$(mktemp -d "${TMPDIR:-/tmp}/pack.XXXXXX"); pack="$packs/$NAME"; mkdir -p "$pack"  # its own folder: two runs on one host never share one
 tar -C "$run" --exclude=records.jsonl --exclude='server*.log' -cf - . | tar -C "$pack" -xf -
 for f in "$run"/jobs/*/records.jsonl; do [[ -f "$f" ]] && head -n "$RECORDS_PER_JOB" "$f" > "$pack/${f#"$run"/}"; done
 for f in "$run"/jobs/*/server*.log "$run"/servers/*/server*.log; do
@@ -97,6 +97,7 @@ for f in "$run"/servers/*/server.log "$run"/jobs/*/server.log; do
     | head -60 > "$pack/${f#"$run"/}.key.txt"
 done
 cp "$OUT/steps.txt" "$OUT/run.log" "$pack/" 2>/dev/null
-tar -C /tmp/pack -czf "$OUT/results.tgz" "$NAME"
+tar -C "$packs" -czf "$OUT/results.tgz" "$NAME"
+rm -rf "$packs"
 log "packed $(du -h "$OUT/results.tgz" | cut -f1) into $OUT/results.tgz"
 exit "$rc"
