@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +31,21 @@ def test_a_module_loads_nothing_it_does_not_use(module: str, absent: tuple[str, 
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "", f"importing {module} loads {run.stdout.strip()}"
+
+
+def test_the_lazy_client_names_are_the_ones_it_declares_for_type_checkers() -> None:
+    """`llmsweep.client` names each lazy name twice (for type checkers, and where `__getattr__` loads it from): the two
+    lists agree, and every name loads from the module it is declared in."""
+    import ast
+    import importlib
+
+    import llmsweep.client as client
+
+    tree = ast.parse(Path(client.__file__).read_text())
+    declared = {alias.asname or alias.name: node.module
+                for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+                and node.module.startswith("llmsweep.client.") for alias in node.names}
+    homes = client._HOME
+    assert declared == {name: f"llmsweep.client.{home}" for name, home in homes.items()}
+    for name, home in homes.items():
+        assert getattr(client, name) is getattr(importlib.import_module(f"llmsweep.client.{home}"), name)
