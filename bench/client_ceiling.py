@@ -361,18 +361,24 @@ def _ms(values: list[float]) -> dict[str, float]:
 def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, server_pid: int,
              **options: Any) -> dict[str, Any]:
     from llmsweep.client import Endpoint, RunOptions, run_benchmark
+    from llmsweep.client.files import RECORDS_FILE
+    from llmsweep.metrics import iter_records
+    from llmsweep.metrics.model import SIMULATED
 
     _reset(url)
     cpu0 = _usage()
     srv0 = _cpu_of(server_pid)
     t0 = time.perf_counter()
     with _Probe() as probe:
+        # the stand-in server is no engine: its timings are the ones it was told to serve, so the run is labelled
+        # simulated (`measured` would claim a real engine's figures)
         res = run_benchmark(_workload(osl), Endpoint(base_url=url, model="m", metrics_url=""),
-                            RunOptions(concurrency=concurrency, num_requests=requests, timeout_s=120, **options), out)
+                            RunOptions(concurrency=concurrency, num_requests=requests, timeout_s=120, **options), out,
+                            source=SIMULATED)
     wall = time.perf_counter() - t0
     client_cpu = _usage() - cpu0
     served = _served(url)
-    recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    recs = list(iter_records(out / RECORDS_FILE))
     ok = [r for r in recs if r["error_class"] is None]
     delivery, ttft_c, ttft_s, itl_s, transit, joined = [], [], [], [], [], []
     for r in ok:
@@ -390,13 +396,12 @@ def run_ours(url: str, concurrency: int, requests: int, osl: int, out: Path, ser
     span = sm.throughput.duration_s or wall
     chunks = sum(len(r["chunk_times"]) for r in ok)
     tokens = sm.tokens.output_total
-    run = json.loads((out / "run.json").read_text())
     err = _ms([c - v for c, v in zip(ttft_c, ttft_s, strict=True)])
     dlv = _ms(delivery)
     return {
         "client": "llmsweep", "concurrency": concurrency, "requests": len(ok), "failed": len(recs) - len(ok),
-        "workers": len(run["client"]["workers"]),
-        "record_helper": any(w.get("record_helper") for w in run["client"]["workers"]), **probe.result(),
+        "workers": len(sm.client_health.workers),
+        "record_helper": any(w.get("record_helper") for w in sm.client_health.workers), **probe.result(),
         "req_s": len(ok) / span, "chunks_s": chunks / span, "tok_s": tokens / span,
         "client_cpu_s": client_cpu, "server_cpu_s": _cpu_of(server_pid) - srv0, "wall_s": wall,
         "chunks_per_core_s": chunks / client_cpu if client_cpu else 0.0,

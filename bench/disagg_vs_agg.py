@@ -17,9 +17,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
 from llmsweep.catalog.hardware import get_hardware
+from llmsweep.metrics import summarise
+from llmsweep.metrics.model import PREDICTED
 from llmsweep.sim.disagg import Cluster, DisaggConfig, DisaggPredictor, Link, RolePlan
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.predict import predict
@@ -56,13 +56,10 @@ def deployment(engine: EngineConfig, prefill: int, *, near: bool) -> DisaggConfi
 
 
 def figures(records: list[dict[str, Any]], gpus: int) -> dict[str, float]:
-    ok = [r for r in records if r["status"] == 200]
-    ttft = np.array([r["first_token_at"] - r["sent_at"] for r in ok])
-    tpot = np.array([(r["end_at"] - r["first_token_at"]) / max(1, r["completion_tokens"] - 1) for r in ok])
-    span = max(r["end_at"] for r in ok) - min(r["sent_at"] for r in ok)
-    out_tps = sum(r["completion_tokens"] for r in ok) / span
-    return {"ttft_p50_ms": float(np.median(ttft) * 1e3), "tpot_p50_ms": float(np.median(tpot) * 1e3),
-            "out_tps_per_gpu": out_tps / gpus}
+    """The printed figures, as the summary defines them (TTFT, TPOT, output throughput per GPU of every role)."""
+    s = summarise(records, gpus=gpus, source=PREDICTED)
+    return {"ttft_p50_ms": s.latency.ttft.p50 * 1e3, "tpot_p50_ms": s.latency.tpot.p50 * 1e3,
+            "out_tps_per_gpu": s.throughput.per_gpu.output_tps}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ p50/p99, TTFT p50, TPOT p50, output tok/s and client CPU-s, then each as a ratio
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
 import subprocess
 import sys
@@ -27,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark  # noqa: E402
+from llmsweep.metrics.model import SIMULATED  # noqa: E402
 from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload  # noqa: E402
 
 
@@ -66,12 +68,13 @@ def measure(cls: type[FixedLengthWorkload], args: argparse.Namespace, url: str, 
     options = RunOptions(concurrency=args.concurrency, num_requests=args.prompts, warmup_requests=args.concurrency)
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
-        s = run_benchmark(workload, Endpoint(base_url=url, model="m", api="chat"), options, Path(out)).summary
+        s = run_benchmark(workload, Endpoint(base_url=url, model="m", api="chat"), options, Path(out),
+                          source=SIMULATED).summary
         wall = time.perf_counter() - t0
-    lag = s["client_health"]["schedule_lag_s"]
-    return {"lag_p50_ms": lag["p50"] * 1e3, "lag_p99_ms": lag["p99"] * 1e3,
-            "ttft_p50_ms": s["latency"]["ttft"]["p50"] * 1e3, "tpot_p50_ms": s["latency"]["tpot"]["p50"] * 1e3,
-            "output_tps": s["throughput"]["output_tps"], "client_cpu_s": s["client_health"]["cpu_s_total"],
+    lag = s.client_health.schedule_lag_s
+    return {"lag_p50_ms": lag.p50 * 1e3, "lag_p99_ms": lag.p99 * 1e3,
+            "ttft_p50_ms": s.latency.ttft.p50 * 1e3, "tpot_p50_ms": s.latency.tpot.p50 * 1e3,
+            "output_tps": s.throughput.output_tps, "client_cpu_s": s.client_health.cpu_s_total,
             "wall_s": wall}
 
 
@@ -84,11 +87,17 @@ def main() -> None:
     ap.add_argument("--tokenizer", default=None, help="tokenizer directory (default: a synthesised llama-1b's)")
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    if args.tokenizer is None:
-        from llmsweep.modelsynth import SynthRequest, synth_model
+    label = args.tokenizer or "a synthesised llama-1b's"
+    with contextlib.ExitStack() as stack:  # a synthesised tokenizer goes with the run
+        if args.tokenizer is None:
+            from llmsweep.modelsynth import SynthRequest, synth_model
 
-        args.tokenizer = str(Path(tempfile.mkdtemp()) / "llama-1b")
-        synth_model(SynthRequest(source="llama-1b", out=Path(args.tokenizer)))
+            args.tokenizer = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "llama-1b")
+            synth_model(SynthRequest(source="llama-1b", out=Path(args.tokenizer)))
+        compare(args, label)
+
+
+def compare(args: argparse.Namespace, tokenizer: str) -> None:
     port = free_port()
     server = start_server(port)
     url = f"http://127.0.0.1:{port}"
@@ -102,7 +111,7 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=10)
     mean = {name: {k: sum(row[k] for row in runs) / len(runs) for k in runs[0]} for name, runs in rows.items()}
-    print(f"\nconc {args.concurrency}, chat {args.isl}/{args.osl}, {args.prompts} prompts, tokenizer {args.tokenizer}")
+    print(f"\nconc {args.concurrency}, chat {args.isl}/{args.osl}, {args.prompts} prompts, tokenizer {tokenizer}")
     print("ratio lazy / prepared: " + "  ".join(
         f"{k} {mean['lazy'][k] / mean['prepared'][k]:.2f}x" for k in mean["prepared"] if mean["prepared"][k]))
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import socket
 import subprocess
@@ -25,6 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark
+from llmsweep.client.files import RECORDS_FILE
+from llmsweep.metrics import iter_records
+from llmsweep.metrics.model import SIMULATED
 from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
 
 
@@ -85,9 +87,10 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 cpu0, wall0 = _cpu_of(proc.pid), time.perf_counter()
                 res = run_benchmark(_Prompts(args.tokens), Endpoint(base_url=url, model="sim", metrics_url=""),
-                                    RunOptions(concurrency=conc, num_requests=2 * conc), Path(tmp))
+                                    RunOptions(concurrency=conc, num_requests=2 * conc), Path(tmp),
+                                    source=SIMULATED)
                 cpu = (_cpu_of(proc.pid) - cpu0) / (time.perf_counter() - wall0)
-                recs = [json.loads(x) for x in (Path(tmp) / "records.jsonl").read_text().splitlines()]
+                recs = list(iter_records(Path(tmp) / RECORDS_FILE))
             ok = [r for r in recs if r["error_class"] is None]
             ttft = np.array([r["first_token_at"] - r["sent_at"] for r in ok]) * 1e3
             itl = np.concatenate([np.diff(r["chunk_times"]) for r in ok]) * 1e3

@@ -46,25 +46,36 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from llmsweep.metrics.model import Stats  # noqa: E402
+
 BASELINE_REV = "2f884f1"
 """The pass before the streaming one: json.loads of every line, every inter-chunk gap kept as float32."""
 INFERENCEX_1M = (472.0, 13.9 * 1024)
 """InferenceX's aggregator on 1 M lean records (no per-chunk lists): seconds, MB."""
 _BLOCK = 20_000
+FILE_VERSION = "v2"
+"""In the cached file's name: v2's answers scale with --max-isl (a v1 file, whose did not, is not reused)."""
 
 
 def _corpus(max_isl: int) -> tuple[np.ndarray, np.ndarray]:
-    """(output tokens, input tokens) of every request of a synthetic AgentX corpus at this scale."""
-    sys.path.insert(0, str(ROOT / "src"))
+    """(output tokens, input tokens) of every request of a synthetic AgentX corpus at this scale. The corpus keeps
+    its answers at full AgentX length at any context cap (`synth._out`); here they scale with it like every other
+    token count, so `--max-isl` sets the file's size per record as this bench's figures were measured."""
     from llmsweep.workload.traces.synth import SynthProfile, synthesize
 
-    rows = [r for t in synthesize(SynthProfile(traces=96, max_isl=max_isl)) for r in t.all_requests()]
-    return np.array([r.out for r in rows], dtype=np.int64), np.array([r.in_tokens for r in rows], dtype=np.int64)
+    profile = SynthProfile(traces=96, max_isl=max_isl)
+    rows = [r for t in synthesize(profile) for r in t.all_requests()]
+    outs = np.maximum(np.rint(np.array([r.out for r in rows]) * profile.scale), 1).astype(np.int64)
+    return outs, np.array([r.in_tokens for r in rows], dtype=np.int64)
 
 
 _DIGITS5 = np.frombuffer("".join(f"{k:05d}" for k in range(100_000)).encode(), dtype=np.uint8).reshape(-1, 5)
@@ -166,23 +177,43 @@ print(json.dumps({"wall_s": wall, "cpu_s": mine + theirs, "cpu_self_s": mine, "p
 """
 
 
-def measure(path: Path, src: Path, parts: int) -> dict[str, object]:
+@dataclass(frozen=True)
+class Pass:
+    """What one summarising process reported (the CHILD's line), and the figures derived from it."""
+
+    wall_s: float
+    cpu_s: float
+    cpu_self_s: float
+    peak_mb: float
+    child_peak_mb: float
+    successful: int
+    itl: dict[str, Any]
+    """The summary's ITL block as that revision wrote it (a `Stats` today)."""
+    output_mean: float
+    parts: int
+
+    @property
+    def whole_mb(self) -> float:
+        """The summarising process plus its parsing children (one per part, alive together)."""
+        return self.peak_mb + self.child_peak_mb * self.parts
+
+    @property
+    def idle_s(self) -> float:
+        """On idle cores: the summariser's own CPU runs alone, the children's is shared among the parts."""
+        return self.cpu_self_s + (self.cpu_s - self.cpu_self_s) / max(self.parts, 1)
+
+
+def measure(path: Path, src: Path, parts: int) -> Pass:
     """Summarise `path` in a fresh interpreter importing llmsweep from `src`."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=True, env=env)
-    res: dict[str, object] = json.loads(out.stdout)
-    # the summarising process plus its parsing children (one per part, alive together)
-    res["whole_mb"] = float(res["peak_mb"]) + float(res["child_peak_mb"]) * parts  # type: ignore[arg-type]
-    # on idle cores: the summariser's own CPU runs alone, the children's is shared among the parts
-    own = float(res["cpu_self_s"])  # type: ignore[arg-type]
-    res["idle_s"] = own + (float(res["cpu_s"]) - own) / max(parts, 1)  # type: ignore[arg-type]
-    return res
+    return Pass(**json.loads(out.stdout), parts=parts)
 
 
-def _line(label: str, res: dict[str, object]) -> str:
-    return (f"{label}: {res['wall_s']:.1f} s wall, {res['cpu_s']:.1f} CPU-s (~{res['idle_s']:.0f} s on idle cores), "
-            f"peak RSS {res['peak_mb']:,.0f} MB "
-            f"(summariser) + {res['child_peak_mb']:,.0f} MB per parsing child -> {res['whole_mb']:,.0f} MB whole")
+def _line(label: str, res: Pass) -> str:
+    return (f"{label}: {res.wall_s:.1f} s wall, {res.cpu_s:.1f} CPU-s (~{res.idle_s:.0f} s on idle cores), "
+            f"peak RSS {res.peak_mb:,.0f} MB "
+            f"(summariser) + {res.child_peak_mb:,.0f} MB per parsing child -> {res.whole_mb:,.0f} MB whole")
 
 
 def main() -> None:
@@ -195,7 +226,7 @@ def main() -> None:
                     help="git revision (or a src directory) to summarise with too; 'none' skips it")
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
-    path = args.cache / f"summarize_scale-{args.records}-{args.max_isl}-{args.seed}.jsonl"
+    path = args.cache / f"summarize_scale-{FILE_VERSION}-{args.records}-{args.max_isl}-{args.seed}.jsonl"
     if path.exists():
         print(f"records: reusing {path}")
     else:
@@ -208,17 +239,16 @@ def main() -> None:
     print(f"file: {args.records:,} records, {size / 1e9:.2f} GB ({size / args.records:,.0f} B per record), "
           f"{len(os.sched_getaffinity(0))} of {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     res = measure(path, ROOT / "src", parts)
-    gb_s = size / 1e9 / float(res["wall_s"])  # type: ignore[arg-type]
+    gb_s = size / 1e9 / res.wall_s
     print(_line("summarise", res) + f" ({gb_s:.2f} GB/s); goal <= 30 s, <= 1,024 MB at 1 M records")
-    itl = res["itl"]
-    assert isinstance(itl, dict)
-    print(f"  successful {res['successful']:,}, ITL gaps {itl['count']:,} (p50 {itl['p50'] * 1e3:.3f} ms, "
-          f"p99.9 {itl['p99.9'] * 1e3:.3f} ms), mean output {res['output_mean']:.0f} tokens")
+    itl = Stats.model_validate(res.itl)
+    print(f"  successful {res.successful:,}, ITL gaps {itl.count:,} (p50 {itl.p50 * 1e3:.3f} ms, "
+          f"p99.9 {itl.p99_9 * 1e3:.3f} ms), mean output {res.output_mean:.0f} tokens")
     scale = args.records / 1e6
     print(f"InferenceX aggregator on 1 M lean records (quoted, no chunk lists): {INFERENCEX_1M[0]:.0f} s, "
           f"{INFERENCEX_1M[1] / 1024:.1f} GB -> ~{INFERENCEX_1M[0] * scale:.0f} s at this size; this pass is "
-          f"{INFERENCEX_1M[0] * scale / float(res['wall_s']):.1f}x as fast "  # type: ignore[arg-type]
-          f"in {INFERENCEX_1M[1] / float(res['whole_mb']):.0f}x less memory than its 1 M figure")  # type: ignore[arg-type]
+          f"{INFERENCEX_1M[0] * scale / res.wall_s:.1f}x as fast "
+          f"in {INFERENCEX_1M[1] / res.whole_mb:.0f}x less memory than its 1 M figure")
     if args.baseline != "none":
         with tempfile.TemporaryDirectory() as tmp:
             src = Path(args.baseline)
@@ -229,9 +259,8 @@ def main() -> None:
                 src = Path(tmp) / "src"
             base = measure(path, src, parts)
         print(_line(f"baseline ({args.baseline})", base))
-        print(f"  -> this pass is {float(base['wall_s']) / float(res['wall_s']):.2f}x as fast "  # type: ignore[arg-type]
-              f"({float(base['cpu_s']) / float(res['cpu_s']):.2f}x less CPU) "  # type: ignore[arg-type]
-              f"in {float(base['whole_mb']) / float(res['whole_mb']):.2f}x less memory")  # type: ignore[arg-type]
+        print(f"  -> this pass is {base.wall_s / res.wall_s:.2f}x as fast ({base.cpu_s / res.cpu_s:.2f}x less CPU) "
+              f"in {base.whole_mb / res.whole_mb:.2f}x less memory")
 
 if __name__ == "__main__":
     main()
