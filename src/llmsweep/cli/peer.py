@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import click
 
 from llmsweep.cli.options import json_option, option
 from llmsweep.errors import ConfigError
+from llmsweep.metrics.model import MEASURED, RunSource
 
 
 def _levels(text: str) -> list[int]:
@@ -100,13 +101,16 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
 @option("num_warmups", dest="warmups", default=0, show_default=True, deprecated=("--warmups",),
         help="Warm-up requests the aiperf run sent.")
 @option("gpus")
+@click.option("--source", type=click.Choice(get_args(RunSource)), default=MEASURED, show_default=True,
+              help="What served aiperf's load: a real engine (measured) or llmsweep's simulator (simulated); the "
+                   "artifacts do not say, and the summary carries it.")
 @json_option("the summary (summary.json)")
-def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int, as_json: bool) -> None:
+def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int, source: RunSource, as_json: bool) -> None:
     """Read an aiperf --artifact-dir into OUT (records.jsonl, run.json, summary.json under llmsweep's definitions)."""
     from llmsweep.cli.bench import _print_summary
     from llmsweep.peers import import_aiperf_dir
 
-    summary = import_aiperf_dir(artifact_dir, out_dir, warmups=warmups, gpus=gpus)
+    summary = import_aiperf_dir(artifact_dir, out_dir, warmups=warmups, gpus=gpus, source=source)
     _print_summary(summary, out_dir, as_json=as_json)
     if summary.validity.verdict == "invalid":
         raise click.exceptions.Exit(1)
