@@ -106,10 +106,14 @@ def _runs_json(store: Any) -> None:
 def _print_runs(store: Any) -> None:
     from rich.table import Table
 
+    runs = store.runs()
+    if not runs:  # as an empty listing of results says it: not a table with no rows
+        click.echo(f"no runs stored in {store.path}")
+        return
     table = Table(title=f"runs in {store.path}")
     for col in ("run id", "origin", "results", "sources", "started", "ingested", "path"):
         table.add_column(col, overflow="fold")
-    for r in store.runs():
+    for r in runs:
         table.add_row(plain(r.run_id), r.origin, str(r.results), ",".join(r.sources), r.started or "–",
                       r.ingested_at, plain(r.path or "–"))
     table_console().print(table)

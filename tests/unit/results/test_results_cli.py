@@ -63,10 +63,13 @@ def test_list_json_prints_the_rows_its_table_shows(make_run, store_path: Path) -
 
 
 def test_listing_no_results_says_so(make_run, store_path: Path) -> None:
-    """`--all` on an empty store, or `--run` of a run that stored no result, says so (it printed nothing); `--json`
-    is an empty list."""
+    """`--all` on an empty store, the runs of an empty store, or `--run` of a run that stored no result, says so (it
+    printed nothing, or a table with no rows); `--json` is an empty list."""
     assert _run("results", "list", "--all") == f"no results stored in {store_path}\n"
     assert json.loads(_run("results", "list", "--all", "--json")) == []
+    for runs in (("results", "list"), ("results", "runs")):  # the runs view: a line, not a table with no rows
+        assert _run(*runs) == f"no runs stored in {store_path}\n"
+        assert json.loads(_run(*runs, "--json")) == []
     run = make_run("empty", concs=(1,))
     (next(run.path.glob("jobs/*")) / "summary.json").unlink()
     assert "ingested empty: 0 result(s), 1 job(s) without summary" in _run("results", "ingest", str(run.path))
