@@ -92,7 +92,7 @@ def full_sweep_cmd(**kw: Any) -> None:
 
 @matrix.command("test-config")
 @_common
-@config_keys_option(greedy=True, required=True)
+@config_keys_option(required=True)
 @click.option("--conc", cls=ManyValues, type=int, help="Keep only these concurrencies.")
 @click.option("--seq-lens", cls=ManyValues, type=click.Choice(list(SEQ_LEN_NAMES)), help="Keep these ISL/OSL pairs.")
 def test_config_cmd(**kw: Any) -> None:

@@ -12,6 +12,7 @@ An option renamed for consistency keeps its old spelling as a hidden alias: it s
 from __future__ import annotations
 
 import copy
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,13 +56,16 @@ class Opt(click.Option):
     """
 
     def __init__(self, *args: Any, concept: str | None = None, greedy: bool = False,
-                 old_spellings: tuple[str, ...] = (), source: Source | None = None, **kwargs: Any) -> None:
+                 old_spellings: tuple[str, ...] = (), source: Source | None = None,
+                 stop_at: Callable[[str], bool] | None = None, **kwargs: Any) -> None:
         if greedy:
             kwargs["multiple"] = True
         super().__init__(*args, **kwargs)
         self.concept = concept
         self.source = source
         self.greedy = greedy
+        self.stop_at = stop_at
+        """Greedy: a following word for which this is true is not a value (a positional argument after them)."""
         self.old_spellings = tuple(old_spellings)
 
     def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
@@ -72,10 +76,13 @@ class Opt(click.Option):
             return
         if self.greedy:
             original = primary.process
+            stop_at = self.stop_at or (lambda _: False)
 
             def greedy(value: Any, state: Any, original: Callable[..., None] = original) -> None:
                 original(value, state)
                 while state.rargs and (not state.rargs[0].startswith("-") or _NEGATIVE_NUMBER.match(state.rargs[0])):
+                    if stop_at(state.rargs[0]):
+                        break
                     original(state.rargs.pop(0), state)
 
             primary.process = greedy
@@ -294,12 +301,19 @@ def json_option(what: str = "the result") -> Callable[[F], F]:
     return option("json", help=f"Print {what} as JSON on stdout.", callback=_inherit_json)
 
 
-def config_keys_option(*, greedy: bool = False, required: bool = False) -> Callable[[F], F]:
-    """`--config-keys`: recipe keys to take. Greedy (`--config-keys a b`) where no positional argument follows."""
-    help_text = "Only these recipe keys (`*`/`?` globs allowed)"
-    help_text += "; several may follow one flag" if greedy else "; repeat for several"
+def config_keys_option(*, required: bool = False) -> Callable[[F], F]:
+    """`--config-keys`: recipe keys to take, several after one flag (`--config-keys a b`, as InferenceX's flag) in
+    every command; a recipe file or folder after them (:func:`names_a_path`) is the command's argument, not a key."""
+    help_text = ("Only these recipe keys (`*`/`?` globs allowed); several may follow one flag, or repeat it (a recipe "
+                 "file after them is not taken for a key)")
     help_text += "." if required else "; default: every key."
-    return option("config_keys", cls=ManyValues if greedy else Opt, required=required, help=help_text)
+    return option("config_keys", cls=ManyValues, stop_at=names_a_path, required=required, help=help_text)
+
+
+def names_a_path(word: str) -> bool:
+    """A command-line word that names a recipe file or folder, never a recipe key: a YAML file name, a path with a
+    separator, or an existing folder (InferenceX's keys are names: letters, digits, `.`, `-`, `_`, globs)."""
+    return word.endswith((".yaml", ".yml")) or os.sep in word or "/" in word or Path(word).is_dir()
 
 
 def store_option(dest: str = "store_path", **overrides: Any) -> Callable[[F], F]:

@@ -18,7 +18,7 @@ from llmsweep.findings import has_errors
 
 @click.command("validate")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@config_keys_option(greedy=True)
+@config_keys_option()
 @option("simulate", help="Check as the simulator would run it: image/version findings warn.")
 @json_option("the list of findings")
 @runner_config_option()
