@@ -51,7 +51,9 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     smoke = f", {files.smoke} smoke" if files.smoke else ""
     drawn = "drawn" if files.reused_drawn == files.reused else f"{files.reused_drawn} drawn"
     reused = f", {files.reused} reused from earlier runs ({drawn})" if files.reused else ""
-    click.echo(f"{files.points} point(s), {files.invalid} invalid, {files.missing} missing{refused}{smoke}{reused}")
+    beside = f"; {files.overlaid} point(s) of other runs drawn beside them" if files.overlaid else ""
+    click.echo(f"{files.points} point(s), {files.invalid} invalid, {files.missing} missing{refused}{smoke}{reused}"
+               f"{beside}")
     if files.empty:
         click.echo(files.empty)
     click.echo(f"dashboard: {files.html}")

@@ -43,6 +43,8 @@ class ReportFiles:
     """Of those, the ones whose stored result is drawn (read from the store; not counted in `points`)."""
     empty: str | None = None
     """What the page says when the run has no point at all; None otherwise."""
+    overlaid: int = 0
+    """Points of other runs drawn beside the run's own (`--with`; not counted in `points`)."""
 
 
 def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *, png: bool = True,
@@ -79,7 +81,8 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
                        smoke=verdicts.get("smoke", {}).get("count", 0),
                        refused=verdicts.get("refused", {}).get("count", 0),
                        reused=verdicts.get("reused", {}).get("count", 0),
-                       reused_drawn=sum(1 for p in payload["points"] if p["reused"]), empty=payload["empty"])
+                       reused_drawn=sum(1 for p in payload["points"] if p["reused"]), empty=payload["empty"],
+                       overlaid=len(overlay))
 
 
 def reused_points(run: RunDir, store: Path | str | None) -> tuple[dict[str, ResultPoint], str]:

@@ -94,6 +94,11 @@ def test_report_overlays_imported_published_rows(report_run, tmp_path: Path, mon
     published = [p for p in payload["points"] if p["run_id"] == run_id]
     assert len(published) == 1 and published[0]["origin"] == "inferencex" and published[0]["source"] == "measured"
     assert published[0]["frontier"]["p90_e2e_norm_intvty"]  # alone in its series, so it is its own frontier
+    assert "; 1 point(s) of other runs drawn beside them" in res.output
+    as_json = runner.invoke(cli, ["report", str(report_run.path), "--out", str(out), "--no-png", "--with", run_id,
+                                  "--json"], catch_exceptions=False)
+    counts = json.loads(as_json.output)
+    assert counts["overlaid"] == 1 and counts["points"] == len(payload["points"]) - 1  # the run's own, apart
 
 
 def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Path) -> None:
