@@ -44,8 +44,8 @@ class LocalLauncher:
         if spec.image and not self.options.allow_image:
             raise ConfigError(
                 f"the {spec.engine} job names image {spec.image!r} but the local executor runs on the host",
-                fix="use the docker or slurm executor for image jobs, or set allow_image: true when the engine is "
-                "installed on this host",
+                fix="use the docker or slurm executor for image jobs, or pass `--executor-option allow_image=true` "
+                "when the engine is installed on this host",
             )
         return list(spec.argv)
 
