@@ -368,7 +368,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         rb = [p for ref in repeats_b for p in resolve_points(ref, store)[1]]
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         history = [] if no_history else history_from_store(store, used)
-        success = _success(b, label_b, pb, store) if fmt == "markdown" or baseline is not None else None
+        success, reused = (_success(b, label_b, pb, store) if fmt == "markdown" or baseline is not None
+                           else (None, frozenset[str]()))
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
     if markdown is not None:
@@ -378,13 +379,13 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     if fmt == "markdown" and success is not None:
         from llmsweep.report.verdict import verdict_markdown
 
-        click.echo(verdict_markdown(comp, success), nl=False)
+        click.echo(verdict_markdown(comp, success, reused=reused), nl=False)
     elif as_json:
         from llmsweep.results.verdict import verdict_as_dict
 
         doc = comp.as_dict()
         if success is not None:  # --baseline: the pull request's verdict, as the markdown gives it
-            doc["verdict"] = verdict_as_dict(comp, success)
+            doc["verdict"] = verdict_as_dict(comp, success, reused)
         click.echo(json.dumps(doc, indent=1, default=str))
     else:
         _print_comparison(comp)
@@ -393,13 +394,15 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
                           fix="inspect the table above; re-run with more repeats if the band is wide")
 
 
-def _success(ref: str, run_id: str, points: list[Any], store: Any) -> Any:
-    """The success rate of the run under test, from its run.json (a directory) or the store's copy of it."""
-    from llmsweep.results.rundir import is_run_dir, load_run
+def _success(ref: str, run_id: str, points: list[Any], store: Any) -> tuple[Any, frozenset[str]]:
+    """The success rate of the run under test and the stored result ids it reused (`run --reuse`), from its
+    run.json (a directory) or the store's copy of it."""
+    from llmsweep.results.rundir import is_run_dir, load_run, reused_of
     from llmsweep.results.verdict import success_rate
 
     meta = load_run(Path(ref)).meta if is_run_dir(Path(ref)) else store.run_meta(run_id)
-    return success_rate(meta, points)
+    reused = frozenset(str(src["result_id"]) for src in reused_of(meta).values() if src.get("result_id"))
+    return success_rate(meta, points), reused
 
 
 def _print_comparison(comp: Any) -> None:

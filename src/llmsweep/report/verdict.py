@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.report.markdown import _row, delta_cell
 from llmsweep.results.compare import Comparison
-from llmsweep.results.verdict import SuccessRate, point_called, point_verdict, verdict_counts
+from llmsweep.results.verdict import SuccessRate, point_called, point_verdict, reused_from_baseline, verdict_counts
 
 MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "no change": "➖ no change"}
 
 
 def verdict_markdown(comp: Comparison, success: SuccessRate,
-                     metrics: tuple[str, ...] = ("tput_per_gpu", "p90_e2e_norm_intvty", "p90_ttft")) -> str:
+                     metrics: tuple[str, ...] = ("tput_per_gpu", "p90_e2e_norm_intvty", "p90_ttft"),
+                     reused: Collection[str] = ()) -> str:
+    """`reused`: the stored result ids the run under test stood jobs on (`run --reuse`): those baseline points are
+    listed as reused, not as points the run did not have."""
     counts = verdict_counts(comp)
     rate = "–" if success.rate is None else f"{success.rate:.1%}"
     lines = [f"## llmsweep verdict: `{comp.label_b}` against baseline `{comp.label_a}`", "",
@@ -33,7 +38,9 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
     if len(success.by_hardware) > 1 or success.total != success.success:
         lines += ["", _row(["Hardware", "Successful", "Jobs"]), _row(["---"] * 3)]
         lines += [_row([h, s, t]) for h, (s, t) in success.by_hardware.items()]
-    for title, pts in (("Only in the baseline", comp.only_a), ("New points", comp.only_b)):
+    taken, only_a = reused_from_baseline(comp, reused)
+    for title, pts in (("Reused from the baseline, not measured again", taken), ("Only in the baseline", only_a),
+                       ("New points", comp.only_b)):
         if pts:
             lines += ["", f"**{title}:** " + ", ".join(f"`{p.job_id}`" for p in pts)]
     return "\n".join(lines) + "\n"

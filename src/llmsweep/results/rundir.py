@@ -73,8 +73,7 @@ class RunDir:
     def reused(self) -> dict[str, dict[str, Any]]:
         """Jobs `run --reuse` stood on stored results instead of running (job id -> the result's run, job and result
         ids and verdict), as run.json records them."""
-        reused = self.meta.get("reused")
-        return {str(k): v for k, v in reused.items() if isinstance(v, dict)} if isinstance(reused, dict) else {}
+        return reused_of(self.meta)
 
     @property
     def missing_job_ids(self) -> tuple[str, ...]:
@@ -240,3 +239,10 @@ def outcomes_of(meta: Mapping[str, Any]) -> dict[str, RecordedOutcome]:
     raw = meta.get("outcomes")
     read = (read_outcome(doc, RUN_FILE) for doc in (raw if isinstance(raw, list) else ()))
     return {o.job_id: o for o in read if o is not None}
+
+
+def reused_of(meta: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A run record's jobs that `run --reuse` stood on stored results (`run.json: reused`; the store keeps it in
+    `runs.meta`): job id -> the result's run, job and result ids and verdict."""
+    reused = meta.get("reused")
+    return {str(k): v for k, v in reused.items() if isinstance(v, dict)} if isinstance(reused, dict) else {}

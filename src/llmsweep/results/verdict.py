@@ -12,7 +12,7 @@ failure; a reused job counts as a success. A run with no record of outcomes (an 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -87,12 +87,22 @@ def verdict_counts(comp: Comparison) -> dict[PointVerdict, int]:
     return counts
 
 
-def verdict_as_dict(comp: Comparison, success: SuccessRate) -> dict[str, Any]:
+def reused_from_baseline(comp: Comparison, reused: Collection[str]) -> tuple[list[ResultPoint], list[ResultPoint]]:
+    """The baseline's points the run under test has no point of, split: (those it reused — `run --reuse` stood a job
+    on that very stored result, `reused`: result ids — and the others, which it did not run)."""
+    taken = set(reused)
+    return ([p for p in comp.only_a if p.result_id in taken], [p for p in comp.only_a if p.result_id not in taken])
+
+
+def verdict_as_dict(comp: Comparison, success: SuccessRate, reused: Collection[str] = ()) -> dict[str, Any]:
     """The pull request's verdict as data (what `compare --baseline A B --format markdown` writes as a table): each
-    matched point's verdict and whether a between-run band could call it, the counts, the success rate."""
+    matched point's verdict and whether a between-run band could call it, the counts, the success rate, and the
+    baseline's jobs the run under test reused rather than measured again (`reused`: the result ids it stood on)."""
+    taken, _ = reused_from_baseline(comp, reused)
     return {
         "counts": verdict_counts(comp),
         "points": [{"key": pc.key, "label": pc.label, "verdict": point_verdict(pc), "called": point_called(pc)}
                    for pc in comp.matched],
         "success_rate": success.as_dict(),
+        "reused": [p.job_id for p in taken],
     }

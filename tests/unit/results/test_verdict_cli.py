@@ -47,3 +47,30 @@ def test_success_rate_reads_the_runs_outcomes(make_run) -> None:
     rate = success_rate(meta, [])
     assert (rate.success, rate.total, rate.rate) == (2, 4, 0.5)
     assert success_rate(run.meta, []).total == 2  # no outcomes recorded: the expected jobs, none with a result
+
+
+def test_a_point_the_run_reused_from_the_baseline_is_listed_as_reused(make_run, store_path: Path) -> None:
+    """`run --reuse` stood the run's conc-1 job on the baseline's stored result: the verdict lists that point as
+    reused, not as one the run did not have (it listed every reused point under "Only in the baseline")."""
+    import json
+
+    from llmsweep.results.point import result_id_for
+    from llmsweep.results.rundir import load_run
+
+    base = make_run("base", concs=(1, 4), requests=60)
+    _run("results", "ingest", str(base.path))
+    pr = make_run("pr", concs=(4,), requests=60, seed=3)
+    conc1 = next(j.job_id for j in base.jobs if "conc1" in j.job_id)
+    meta = json.loads((pr.path / "run.json").read_text())
+    meta["reused"] = {f"pr-{conc1}": {"run_id": "base", "job_id": conc1, "result_id": result_id_for("base", conc1),
+                                      "verdict": "valid"}}
+    (pr.path / "run.json").write_text(json.dumps(meta))
+    assert load_run(pr.path).reused  # as `run --reuse` records it
+    for ref in (str(pr.path), "pr"):  # a run folder, then the stored run
+        if ref == "pr":
+            _run("results", "ingest", str(pr.path))
+        md = _run("compare", "--baseline", "base", ref, "--format", "markdown", "--resamples", "10", "--no-history")
+        assert f"**Reused from the baseline, not measured again:** `{conc1}`" in md, md
+        assert "Only in the baseline" not in md
+        doc = json.loads(_run("compare", "--baseline", "base", ref, "--json", "--resamples", "10", "--no-history"))
+        assert doc["verdict"]["reused"] == [conc1]
