@@ -100,7 +100,11 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
     fields as they came), with the `llmsweep` block of where it is stored now."""
     if point.summary is None and point.imported.get("hw") is not None:
         published = {k: v for k, v in point.imported.items() if k != "llmsweep"}
-        published["llmsweep"] = _llmsweep_block(point)
+        block = _llmsweep_block(point)
+        came = point.imported.get("llmsweep")
+        if isinstance(came, Mapping) and "power" in came and "power" not in block:
+            block["power"] = came["power"]  # how its run measured power, as that run's export said (no summary here)
+        published["llmsweep"] = block
         return published
     i, job = point.identity, point.job
     runner = get_field(job, "runner-label", "runner") or i.hardware

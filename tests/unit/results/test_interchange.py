@@ -12,7 +12,7 @@ import pytest
 
 from llmsweep.errors import ResultError
 from llmsweep.results.identity import identity_from_job
-from llmsweep.results.interchange import export_points, from_inferencex_row, import_file, import_into
+from llmsweep.results.interchange import export_points, from_inferencex_row, import_file, import_into, inferencex_row
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.store import Store
 
@@ -158,6 +158,10 @@ def test_inferencex_rows_carry_power_as_aggregate_power_writes_it(make_run, tmp_
     back = from_inferencex_row("x", rows[0], 0)
     assert back.metric("joules_per_output_token") == 1.35 and back.metric("avg_power_w") == 270.0
     assert back.metric("tokens_per_joule") == pytest.approx(1 / 1.08)
+    # Exported again from the store it was imported into: how its run measured power stays in our block.
+    again = inferencex_row(back)
+    assert again["llmsweep"]["power"] == rows[0]["llmsweep"]["power"]
+    assert again["total_gpu_energy_j"] == 5400.123
 
 
 def test_an_exported_agentic_point_keeps_its_corpus_through_an_inferencex_round_trip(make_run) -> None:
