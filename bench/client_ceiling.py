@@ -263,6 +263,8 @@ class _Probe:
     def __enter__(self) -> _Probe:
         self.proc = subprocess.Popen([sys.executable, __file__, "--probe"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        self.proc.stdout.readline()  # sampling: a run shorter than the probe's start-up still gets its samples
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -284,7 +286,8 @@ def probe() -> None:
 
     threading.Thread(target=wait_for_eof, daemon=True).start()
     late: list[float] = []
-    while not done.is_set():
+    print("sampling", flush=True)
+    while not (done.is_set() and late):
         t = time.perf_counter()
         time.sleep(0.002)
         late.append(time.perf_counter() - t - 0.002)
