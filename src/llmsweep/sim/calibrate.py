@@ -39,6 +39,7 @@ import numpy as np
 
 from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
 from llmsweep.errors import ConfigError, DatasetError, ResultError
+from llmsweep.execute.files import JOB_FILE
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 
@@ -247,16 +248,16 @@ def job_dirs(paths: Iterable[Path | str]) -> list[Path]:
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if (path / "job.json").is_file():
+        if (path / JOB_FILE).is_file():
             found.append(path)
             continue
-        hits = sorted(p.parent for p in path.glob("**/job.json") if (p.parent / SUMMARY_FILE).is_file())
+        hits = sorted(p.parent for p in path.glob(f"**/{JOB_FILE}") if (p.parent / SUMMARY_FILE).is_file())
         # a job folder inside another is an earlier attempt it keeps (attempts/N/: run --force, a rerun), superseded
         # by the folder around it: not a point of its own
         folders = set(hits)
         hits = [h for h in hits if folders.isdisjoint(h.parents)]
         if not hits:
-            raise DatasetError(f"sim calibrate: no job folder (job.json + summary.json) under {path}",
+            raise DatasetError(f"sim calibrate: no job folder ({JOB_FILE} + {SUMMARY_FILE}) under {path}",
                                fix="pass a run directory `llmsweep run --out` wrote, or its jobs/<id>/ folders")
         found.extend(hits)
     return list(dict.fromkeys(found))
@@ -284,11 +285,11 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     from llmsweep.metrics.model import MEASURED, Summary
 
     try:
-        job = json.loads((path / "job.json").read_text())
+        job = json.loads((path / JOB_FILE).read_text())
         summary = Summary.load(path / SUMMARY_FILE)
     except (OSError, ValueError, ResultError) as exc:
-        raise DatasetError(f"sim calibrate: cannot read {path}/job.json and summary.json: {exc}",
-                           fix="pass job folders a `llmsweep run` wrote (job.json and summary.json)") from exc
+        raise DatasetError(f"sim calibrate: cannot read {path}/{JOB_FILE} and {SUMMARY_FILE}: {exc}",
+                           fix=f"pass job folders a `llmsweep run` wrote ({JOB_FILE} and {SUMMARY_FILE})") from exc
     if summary.source != MEASURED:
         # the simulator's own output: fitting the simulator to it calibrates nothing (and its replays take minutes)
         raise NotMeasured(f"{path.name}: its summary's source is {summary.source}, not measured (the simulator "
