@@ -222,6 +222,30 @@ def _cell_job(job: Job, k: int, mode: ThinkingMode) -> Job:
     return job.model_copy(update={"serve": job.serve.model_copy(update={"spec_decoding": sd}), "acceptance": None})
 
 
+def refuse_unmodelled(job: Job, settings: CollectSettings) -> None:
+    """Under `--simulate`: refuse, before any server starts, a collection whose cells the simulator cannot model.
+
+    The check is `run --simulate`'s and `predict`'s (:func:`llmsweep.execute.virtual.engine_config` of the simulated
+    launch), made on each cell's launch; its :class:`~llmsweep.execute.virtual.NotModelled` says the reason and its
+    fix once (the cells it holds for named where not all of them), exit 2. Without it each cell's `sim serve` would
+    start and exit on the same reason, and the collection end as a failed run."""
+    from llmsweep.engines import render
+    from llmsweep.execute.virtual import NotModelled, engine_config
+
+    refused: dict[tuple[str, str | None], list[str]] = {}
+    for mode in settings.thinking:
+        for k in settings.ks:
+            try:
+                engine_config(render(_cell_job(job, k, mode), simulate=True))
+            except NotModelled as exc:
+                refused.setdefault((exc.message, exc.fix), []).append(f"{mode} K={k}")
+    if not refused:
+        return
+    (message, fix), cells = next(iter(refused.items()))
+    where = "" if len(cells) == len(settings.thinking) * len(settings.ks) else f" (cells {', '.join(cells)})"
+    raise NotModelled(f"{message}{where}; no server was started", fix=fix)
+
+
 def _refuse_pins(spec: LaunchSpec) -> None:
     """A collection measures real verification: a launch that pins acceptance (synthetic) would measure the pin."""
     if spec.engine == SIM.id:
@@ -483,6 +507,8 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     stem = out.stem
     checkpoint = settings.checkpoint or default_checkpoint(job)
     dataset = prompts.describe(len(prompts.prompts))
+    if simulate:
+        refuse_unmodelled(job, settings)
     existing = _existing(out) if merge else None
     if existing is not None:  # refuse before a server starts what can be known now
         planned = _header(job, settings, run_dir, [], simulate, dataset, set(settings.thinking), checkpoint)
