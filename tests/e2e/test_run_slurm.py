@@ -3,10 +3,12 @@ server group runs the lifecycle on the node, artifacts land in --out, job ids ar
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,23 +126,34 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
         assert read_json(jdir / "attempts" / "1" / "outcome.json")["status"] == "valid"
 
 
-def test_ctrl_c_during_a_slurm_run_leaves_no_job_in_the_queue(tmp_path: Path) -> None:
+def test_ctrl_c_during_a_slurm_run_stores_what_finished_and_leaves_no_job_in_the_queue(tmp_path: Path) -> None:
+    """Ctrl-C while the worker runs the second job, its first one finished valid since the driver last looked at the
+    queue (a poll interval the run never reaches): the first job is stored and counted, not left on disk for a later
+    --resume while the run says it stored nothing; the batch job leaves the queue and its server step dies."""
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, *SLURM_OPTIONS], cli_env(tmp_path), log)
+    options = (*SLURM_OPTIONS, "--executor-option", "poll_s=600")  # the last one given wins
+    env = cli_env(tmp_path)
+    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, *options], env, log)
     ids: list[str] = []
     try:
         ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
                        what="a submitted Slurm job", proc=proc, log=log)
-        # Interrupt while the job is really running on the node (its server started), not merely queued.
-        wait_for(lambda: any((out / "servers").glob("*/server.pid")) or list((out / "jobs").glob("*/records.jsonl"))
-                 if (out / "jobs").is_dir() or (out / "servers").is_dir() else None,
-                 timeout=90, what="the batch job to start its server", proc=proc, log=log)
-        assert all(_in_queue(i) for i in ids)
+        # Interrupt while the job is really running on the node (its server started), not merely queued, after its
+        # first job ended.
+        first = wait_for(lambda: [j for j in job_dirs(out).values() if verdict(j) == "valid"]
+                         if (out / "jobs").is_dir() else None,
+                         timeout=120, what="the first job's valid outcome", proc=proc, log=log)
+        assert len(first) == 1 and all(_in_queue(i) for i in ids)
         server = wait_for(lambda: server_pids(out), timeout=60, what="the server's pid file", proc=proc, log=log)[0]
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(timeout=180)
         assert rc != 0
-        assert f"cancelling Slurm job {ids[0]}" in log.read_text()
+        text = log.read_text()
+        assert f"cancelling Slurm job {ids[0]}" in text
+        assert "interrupted: 1 job(s) finished and stored" in text, text[-4000:]
+        stored = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "results", "list", "--all", "--json"],
+                                env=env, capture_output=True, text=True, timeout=60)
+        assert stored.returncode == 0 and [r["job_id"] for r in json.loads(stored.stdout)] == [first[0].name]
         assert not any(_in_queue(i) for i in ids), log.read_text()[-4000:]
         assert not alive(server), "the server step outlived its cancelled job"
         # The worker on the node heard the cancellation (SIGTERM) and recorded the interrupted job.

@@ -802,35 +802,47 @@ class SlurmExecutor:
             waiting = list(submitted)
             started = time.monotonic()
             next_note = started + self.options.pending_note_s / 5
-            while waiting:
-                pending: list[str] = []
-                for batch in list(waiting):
-                    seen: SlurmJobResult | tuple[str, str] | LaunchError
-                    try:
-                        seen = batch.sjob.poll()
-                    except LaunchError as exc:  # lost track of it: this group fails, the others are waited for
-                        seen = exc
-                    if isinstance(seen, tuple):
-                        if seen[0] == "PENDING":
-                            pending.append(f"{batch.sjob.job_id} ({seen[1] or 'no reason given'})")
-                        elif seen[0] == "RUNNING" and not batch.running:
-                            batch.running = True
-                            event(f"Slurm job {batch.sjob.job_id} is running")
-                        relay(batch)
-                        follow(batch)
-                        continue
-                    waiting.remove(batch)
-                    relay(batch, final=True)
-                    follow(batch)  # what it finished since the last look, reported as such
-                    settle(batch, seen)
-                if not waiting:
-                    break
-                current_progress().changed()  # a plain display's status line (every 30 s) while a job runs
-                if pending and time.monotonic() >= next_note:
-                    event(f"still waiting for a node after {time.monotonic() - started:.0f} s: Slurm job(s) "
-                          f"{', '.join(pending)} pending")
-                    next_note = time.monotonic() + self.options.pending_note_s
-                time.sleep(self.options.poll_s)
+            try:
+                while waiting:
+                    pending: list[str] = []
+                    for batch in list(waiting):
+                        seen: SlurmJobResult | tuple[str, str] | LaunchError
+                        try:
+                            seen = batch.sjob.poll()
+                        except LaunchError as exc:  # lost track of it: this group fails, the others are waited for
+                            seen = exc
+                        if isinstance(seen, tuple):
+                            if seen[0] == "PENDING":
+                                pending.append(f"{batch.sjob.job_id} ({seen[1] or 'no reason given'})")
+                            elif seen[0] == "RUNNING" and not batch.running:
+                                batch.running = True
+                                event(f"Slurm job {batch.sjob.job_id} is running")
+                            relay(batch)
+                            follow(batch)
+                            continue
+                        waiting.remove(batch)
+                        relay(batch, final=True)
+                        follow(batch)  # what it finished since the last look, reported as such
+                        settle(batch, seen)
+                    if not waiting:
+                        break
+                    current_progress().changed()  # a plain display's status line (every 30 s) while a job runs
+                    if pending and time.monotonic() >= next_note:
+                        event(f"still waiting for a node after {time.monotonic() - started:.0f} s: Slurm job(s) "
+                              f"{', '.join(pending)} pending")
+                        next_note = time.monotonic() + self.options.pending_note_s
+                    time.sleep(self.options.poll_s)
+            except BaseException:
+                # An interrupt (Ctrl-C, SIGTERM) or an error lands between two looks at the queue: what the workers
+                # finished since the last look is reported (stored, counted) before their batch jobs are cancelled,
+                # never left on disk for a later --resume to find while the run says it stored nothing of it.
+                with shielded():
+                    for batch in waiting:
+                        try:
+                            follow(batch)
+                        except Exception as exc:  # reporting what is on disk never hides the interrupt
+                            log.warning("could not read back what Slurm job %s finished: %s", batch.sjob.job_id, exc)
+                raise
         order = {job.id: i for i, job in enumerate(job for group in groups for job in group.jobs)}
         return sorted(outcomes, key=lambda o: order.get(o.job_id, len(order)))
 
