@@ -237,9 +237,23 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
     facts = image_facts(docker, image) if proc.returncode == 0 else None
     if facts is None:
         raise LaunchError(f"`docker pull {image}` failed (exit status {proc.returncode}): {said[-500:]}",
-                          fix="check the image's name and tag, and `docker login` to its registry if it is private")
+                          fix=pull_failure_fix(said))
     event(f"pulled {image} in {time.monotonic() - started:.0f} s ({facts.image_digest or facts.image_id})")
     return facts
+
+
+_UNREACHABLE = ("no such host", "dial tcp", "connection refused", "network is unreachable", "i/o timeout",
+                "tls handshake timeout", "temporary failure in name resolution")
+"""What `docker pull` says when the registry cannot be reached (not a wrong name, not a private image)."""
+
+
+def pull_failure_fix(said: str) -> str:
+    """The fix for a failed `docker pull` that said `said`: a registry this host cannot reach is a network matter,
+    anything else the image's name, tag or credentials."""
+    if any(s in said.lower() for s in _UNREACHABLE):
+        return ("this host cannot reach the registry: check its network, proxy or registry mirror, or bring the image "
+                "in by hand (`docker load` of a saved image)")
+    return "check the image's name and tag, and `docker login` to its registry if it is private"
 
 
 class DockerLauncher:

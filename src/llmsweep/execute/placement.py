@@ -46,7 +46,10 @@ def simulator_placement_refusal(*, engine: str | None, simulate: bool, executor:
     if not runs_on_simulator(engine, simulate=simulate) or executor == LocalExecutor.kind:
         return None
     if not live:
-        ways = [f"add --live to serve the simulator through {executor} in wall-clock time"] if live_option else []
+        # --live helps only where the live simulator can be placed (role by role on the host or a node; never from
+        # an image): the fix never names a flag that is refused in its turn
+        ways = ([f"add --live to serve the simulator through {executor} in wall-clock time"]
+                if live_option and executor != DockerExecutor.kind else [])
         if simulate and engine != SIM.id:
             ways.append(f"drop --simulate to run the recipe's engine through {executor}")
         ways.append("drop --executor")

@@ -354,3 +354,19 @@ def test_a_pull_ends_when_the_harness_is_killed_with_sigkill(tmp_path: Path) -> 
         if pull:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pull, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(("said", "network"), [
+    ("Error response from daemon: Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup registry-1.docker.io "
+     "on 10.0.0.2:53: no such host", True),
+    ("Error response from daemon: Get \"https://r.example/v2/\": net/http: TLS handshake timeout", True),
+    ("Error response from daemon: manifest for r.example/x:1 not found: manifest unknown", False),
+    ("Error response from daemon: pull access denied for x, repository does not exist or may require 'docker login'",
+     False),
+])
+def test_a_failed_pull_names_the_network_only_when_the_registry_was_not_reached(said: str, network: bool) -> None:
+    from llmsweep.execute.docker import pull_failure_fix
+
+    fix = pull_failure_fix(said)
+    assert ("cannot reach the registry" in fix) is network
+    assert ("docker login" in fix) is not network
