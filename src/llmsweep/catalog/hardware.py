@@ -13,8 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
+from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs, entry_fix
 from llmsweep.errors import ConfigError
+
+HARDWARE_FILE = "hardware.yaml"
+"""The hardware catalog's file name, packaged and in a user catalog directory."""
+HARDWARE_KEY = "the SKU as its key"
+"""How a hardware.yaml entry is found (the fix that asks for one says it)."""
 
 Platform = Literal["cuda", "rocm"]
 Precision = Literal["bf16", "fp8", "fp4"]
@@ -107,7 +112,7 @@ def _inject_id(key: str, raw: dict[str, Any]) -> dict[str, Any]:
 
 @cached
 def _catalog(dirs: tuple[Path, ...]) -> dict[str, tuple[HardwareSpec, Origin]]:
-    return build_models("hardware.yaml", "hardware", HardwareSpec, dirs, inject=_inject_id)
+    return build_models(HARDWARE_FILE, "hardware", HardwareSpec, dirs, inject=_inject_id)
 
 
 @cached
@@ -142,7 +147,7 @@ def get_hardware(sku: str) -> HardwareSpec:
         known = ", ".join(s.id for s in all_hardware())
         raise ConfigError(
             f"unknown hardware SKU {sku!r}",
-            fix=f"use one of {known}, or add an entry to hardware.yaml in $LLMSWEEP_CATALOG_DIR",
+            fix=f"use one of {known}, or {entry_fix(HARDWARE_FILE, HardwareSpec, HARDWARE_KEY)}",
         )
     return spec
 

@@ -15,8 +15,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmsweep.catalog.precision import FORMATS, NAME_ALTERNATION, NAME_TOKEN
-from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
+from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs, entry_fix
 from llmsweep.errors import ConfigError
+
+MODELS_FILE = "models.yaml"
+"""The models catalog's file name, packaged and in a user catalog directory."""
+MODEL_KEY = "the served id under hf_ids"
+"""How a models.yaml entry is found for a served model (the fix that asks for one says it)."""
 
 ContextClass = Literal["1m", "256k"]
 
@@ -270,7 +275,7 @@ def _inject_id(key: str, raw: dict[str, Any]) -> dict[str, Any]:
 
 @cached
 def _catalog(dirs: tuple[Path, ...]) -> dict[str, tuple[ModelSpec, Origin]]:
-    return build_models("models.yaml", "models", ModelSpec, dirs, inject=_inject_id)
+    return build_models(MODELS_FILE, "models", ModelSpec, dirs, inject=_inject_id)
 
 
 @cached
@@ -311,7 +316,7 @@ def get_model(name_or_hf_id_or_prefix: str) -> ModelSpec:
         known = ", ".join(f"{m.id} ({m.prefix})" for m in all_models())
         raise ConfigError(
             f"unknown model {name_or_hf_id_or_prefix!r}",
-            fix=f"use an HF id, id or model-prefix of: {known}; or add it to models.yaml in $LLMSWEEP_CATALOG_DIR",
+            fix=f"use an HF id, id or model-prefix of: {known}; or {entry_fix(MODELS_FILE, ModelSpec, MODEL_KEY)}",
         )
     return spec
 

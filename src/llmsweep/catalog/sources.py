@@ -180,3 +180,12 @@ def cached(fn: F) -> F:
     wrapped = functools.cache(fn)
     _CACHED.append(wrapped)
     return cast(F, wrapped)  # same call signature; functools types the wrapper's arguments as Hashable
+
+
+def entry_fix(file: str, spec: type[BaseModel], key: str) -> str:
+    """How to add what a catalog lacks: an entry in the user catalog file `file` (it adds to the packaged one, and
+    replaces a packaged entry of the same id), keyed as `key` says, with every field `spec` requires (the packaged
+    file shows each filled in). The one text for models and hardware alike."""
+    required = [name for name, f in spec.model_fields.items() if f.is_required() and name != "id"]
+    return (f"add an entry to {file} in ${ENV_VAR} ({key}) with {', '.join(required)} "
+            f"(the packaged {PACKAGED_DIR / file} shows each)")

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmsweep.catalog.models import (
+    MODELS_FILE,
     ModelSpec,
     checkpoint_precision,
     find_model,
     model_for_prefix,
 )
+from llmsweep.catalog.sources import ENV_VAR as CATALOG_ENV_VAR
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, entry_path
@@ -39,7 +41,7 @@ def recipe_model(recipe: Recipe) -> ModelSpec | None:
 
 @rule("input.unknown-model", Severity.ERROR,
       "The model is in no catalog, so its size, context and the simulator's figures are unknown",
-      "use a model of `llmsweep catalog models`, add it to models.yaml in $LLMSWEEP_CATALOG_DIR, or serve local "
+      f"use a model of `llmsweep catalog models`, add it to {MODELS_FILE} in ${CATALOG_ENV_VAR}, or serve local "
       "weights with `serve.model-path`",
       "DESIGN.md principle 1 (checked before any GPU hour)")
 def unknown_model(ctx: Context) -> Iterator[Finding]:

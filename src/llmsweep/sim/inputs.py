@@ -11,11 +11,9 @@ import logging
 from dataclasses import fields, replace
 from typing import Any
 
-from pydantic import BaseModel
-
-from llmsweep.catalog.hardware import HardwareSpec, find_hardware
-from llmsweep.catalog.models import ModelSpec, find_model
-from llmsweep.catalog.sources import ENV_VAR, PACKAGED_DIR
+from llmsweep.catalog.hardware import HARDWARE_FILE, HARDWARE_KEY, HardwareSpec, find_hardware
+from llmsweep.catalog.models import MODEL_KEY, MODELS_FILE, ModelSpec, find_model
+from llmsweep.catalog.sources import entry_fix
 from llmsweep.errors import ConfigError
 from llmsweep.sim.perf import GB, PerfInputs
 
@@ -100,15 +98,6 @@ def _model_figures(name: str) -> dict[str, float] | None:
     return None
 
 
-def _catalog_entry_fix(file: str, spec: type[BaseModel], key: str) -> str:
-    """How to give the simulator figures it has no entry for: an entry in the user catalog file `file`
-    (`catalog.sources`: it adds to the packaged one), keyed as `key` says, with every field its catalog model
-    requires (the packaged file shows each filled in). The one text for models and hardware alike."""
-    required = [name for name, f in spec.model_fields.items() if f.is_required() and name != "id"]
-    return (f"add an entry to {file} in ${ENV_VAR} ({key}) with {', '.join(required)} "
-            f"(the packaged {PACKAGED_DIR / file} shows each)")
-
-
 def perf_inputs(
     model: str,
     hardware: str,
@@ -135,12 +124,12 @@ def perf_inputs(
     if hw is None and not base_needed <= set(overrides):
         raise ConfigError(f"simulator: no hardware figures for {hardware!r} in the catalog or the built-ins",
                           fix=f"use one of {', '.join(BUILTIN_HARDWARE)}, or "
-                              f"{_catalog_entry_fix('hardware.yaml', HardwareSpec, 'the SKU as its key')}")
+                              f"{entry_fix(HARDWARE_FILE, HardwareSpec, HARDWARE_KEY)}")
     model_needed = {"params_total", "n_layers", "hidden", "kv_bytes_per_token"}
     if md is None and not model_needed <= set(overrides):
         raise ConfigError(f"simulator: no model figures for {model!r} in the catalog or the built-ins",
                           fix=f"use one of {', '.join(BUILTIN_MODELS)}, or "
-                              f"{_catalog_entry_fix('models.yaml', ModelSpec, 'the served id under hf_ids')}")
+                              f"{entry_fix(MODELS_FILE, ModelSpec, MODEL_KEY)}")
     bpp = PRECISION_BYTES.get(precision, 2.0)
     if md is not None and md.get("checkpoint_bytes_per_param", bpp) < bpp:
         # Weights stay as the checkpoint stores them: an FP4-native checkpoint served at "fp8" (DeepSeek-V4-Pro on
