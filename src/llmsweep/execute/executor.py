@@ -114,6 +114,23 @@ def validate_options(kind: str, model: type[M], options: Mapping[str, Any] | Bas
             f"{'.'.join(str(p) for p in e['loc']) or '(options)'}: "
             + ("not an option of this executor" if e["type"] == "extra_forbidden" else e["msg"])
             for e in exc.errors())
-        known = ", ".join(sorted(model.model_fields))
-        raise ConfigError(f"invalid {kind} executor options: {problems}",
-                          fix=f"--executor-option KEY=VALUE, KEY one of: {known}") from exc
+        unknown = any(e["type"] == "extra_forbidden" for e in exc.errors())
+        if unknown:  # a key this executor does not have: the keys it has
+            fix = f"--executor-option KEY=VALUE, KEY one of: {', '.join(sorted(model.model_fields))}"
+        else:  # the keys are right, a value is not: what each of those options is, and a value as the error says
+            said = "; ".join(f"{key} is {_what_it_is(model, key)}" for key in
+                             dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"]))
+            fix = f"{said}: give a value of the form the error names" if said else "check the values given"
+        raise ConfigError(f"invalid {kind} executor options: {problems}", fix=fix) from exc
+
+
+def _what_it_is(model: type[BaseModel], key: str) -> str:
+    """An option's description (its model field's, first letter lowered), else its type: what a fix for a bad value
+    of it says."""
+    field = model.model_fields.get(key)
+    if field is None:
+        return "no option"
+    if field.description:
+        text = field.description.rstrip(".")
+        return f"the {text[0].lower()}{text[1:]}" if not text.startswith(("-", "the ", "The ")) else text
+    return f"a {getattr(field.annotation, '__name__', field.annotation)}"

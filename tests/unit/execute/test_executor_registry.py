@@ -43,6 +43,12 @@ def test_options_are_validated_by_the_executor() -> None:
     assert isinstance(slurm, SlurmExecutor) and slurm.options == SlurmOptions(partition="gpu", time_limit="04:00:00")
     with pytest.raises(ConfigError, match="invalid local executor options"):
         get_executor("local", {"cwd": 3, "image": True})
+    # the key is right, its value is not: the fix says what that option is, not every key there is
+    with pytest.raises(ConfigError, match="time_limit '90min' is not a Slurm time limit") as bad:
+        get_executor("slurm", {"time_limit": "90min", "poll_s": "often"})
+    fix = bad.value.fix or ""
+    assert fix.startswith("time_limit is ") and "; poll_s is the squeue polling interval" in fix, fix
+    assert "partition" not in fix and "KEY one of" not in fix
 
 
 def test_the_cli_offers_exactly_the_registered_kinds() -> None:
