@@ -124,12 +124,11 @@ def test_the_planner_pins_the_collected_curve(collected: tuple[Path, dict[str, A
 def test_a_cell_whose_server_cannot_start_is_named_and_fails_the_collection(tmp_path: Path) -> None:
     doc = yaml.safe_load(RECIPE.read_text())
     (recipe,) = doc.values()
-    # the simulator has no figures for this model and nothing at its model path: it exits (the path is what passes
-    # the catalog check, `input.unknown-model`, which would otherwise refuse the collection before any server)
-    recipe["model"] = "HuggingFaceTB/SmolLM2-135M-Instruct"
-    recipe["serve"]["model-path"] = str(tmp_path / "no-such-model")
-    path = tmp_path / "unknown.yaml"
-    path.write_text(yaml.safe_dump({"unknown-ngram": recipe}, sort_keys=False))
+    # a server whose Python cannot start (its environment names no Python home) exits before it is ready; a model
+    # the simulator has no figures for is refused before any server starts (tests/unit/alcollect)
+    recipe["serve"]["env"] = {"PYTHONHOME": str(tmp_path / "no-python-here")}
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump({"broken-ngram": recipe}, sort_keys=False))
     proc = _collect(tmp_path / "golden", "-k", "2", recipe=path)
     assert proc.returncode == 1
     assert "thinking_off K=2: not measured" in proc.stderr and "exited" in proc.stderr

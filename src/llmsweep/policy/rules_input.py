@@ -49,8 +49,15 @@ def unknown_model(ctx: Context) -> Iterator[Finding]:
         if find_model(recipe.model) is not None:
             continue
         serve = recipe.serve
-        if serve is not None and serve.model_path:
-            continue  # local weights: the recipe says what is served
+        if serve is not None and serve.model_path:  # local weights: the recipe says what a real engine serves
+            from llmsweep.sim.inputs import model_entry_fix, simulates_model
+
+            if ctx.simulate and not simulates_model(recipe.model):  # but they give the simulator no figures
+                yield ctx.hit("input.unknown-model", recipe, ("model",),
+                              f"model `{recipe.model}` is in no catalog and the simulator has no figures for it: "
+                              f"`run --simulate`, `predict` and `al collect --simulate` refuse its jobs",
+                              severity=Severity.WARNING, fix=model_entry_fix())
+            continue
         # A plan-only recipe (no serve: InferenceX master files) keeps a warning, as `matrix` plans it anyway.
         severity = Severity.ERROR if serve is not None else Severity.WARNING
         prefix = model_for_prefix(recipe.model_prefix)

@@ -98,6 +98,17 @@ def _model_figures(name: str) -> dict[str, float] | None:
     return None
 
 
+def simulates_model(name: str) -> bool:
+    """Whether the simulator has figures for the model `name` (a catalog entry, else a built-in one)."""
+    return _model_figures(name) is not None
+
+
+def model_entry_fix() -> str:
+    """How to give the simulator a model's figures: the models catalog entry (the fix of every refusal for want of
+    one)."""
+    return entry_fix(MODELS_FILE, ModelSpec, MODEL_KEY)
+
+
 def perf_inputs(
     model: str,
     hardware: str,
@@ -129,7 +140,7 @@ def perf_inputs(
     if md is None and not model_needed <= set(overrides):
         raise ConfigError(f"simulator: no model figures for {model!r} in the catalog or the built-ins",
                           fix=f"use one of {', '.join(BUILTIN_MODELS)}, or "
-                              f"{entry_fix(MODELS_FILE, ModelSpec, MODEL_KEY)}")
+                              f"{model_entry_fix()}")
     bpp = PRECISION_BYTES.get(precision, 2.0)
     if md is not None and md.get("checkpoint_bytes_per_param", bpp) < bpp:
         # Weights stay as the checkpoint stores them: an FP4-native checkpoint served at "fp8" (DeepSeek-V4-Pro on
