@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from llmsweep.errors import ConfigError
 from llmsweep.plan import Job, jobs_from_files
 from llmsweep.plan.slices import curve_key, slice_concurrencies
+from llmsweep.spec.loader import RECIPE_SUFFIXES
 
 if TYPE_CHECKING:
     from llmsweep.catalog.fleet import FleetCatalog
@@ -341,7 +342,7 @@ def _materialised(side: str, repo: Path | None) -> Iterator[Path]:
 
 
 def _yaml_under(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    return sorted(p for p in folder.rglob("*") if p.suffix in RECIPE_SUFFIXES and p.is_file())
 
 
 def _recipe_files(root: Path, files: Sequence[Path]) -> list[Path]:

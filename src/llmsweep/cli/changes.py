@@ -115,13 +115,13 @@ def check(changelog_file: Path, files: tuple[Path, ...], base: str | None, pr_nu
     from llmsweep.changes.changelog import load_changelog, select_jobs
     from llmsweep.changes.diff import RECIPES_DIR
     from llmsweep.errors import ConfigError
-    from llmsweep.spec.loader import load_recipes
+    from llmsweep.spec.loader import RECIPE_SUFFIXES, load_recipes
 
     if pr_number is not None and base is None:
         # without a base every entry is new, and each history entry links some other pull request
         raise ConfigError("--pr-number checks the entries a pull request adds, and no --base says which those are",
                           fix="pass --base with the pull request's base (e.g. --base origin/main)")
-    paths = list(files) or sorted(p for p in Path(RECIPES_DIR).rglob("*") if p.suffix in (".yaml", ".yml"))
+    paths = list(files) or sorted(p for p in Path(RECIPES_DIR).rglob("*") if p.suffix in RECIPE_SUFFIXES)
     recipes = load_recipes(paths).raise_on_error().recipes if paths else {}
     base_text = _base_text(base, changelog_file) if base is not None else None
     log = load_changelog(changelog_file, recipe_keys=list(recipes), base=base_text, final_links=final_links,

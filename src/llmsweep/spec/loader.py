@@ -62,12 +62,16 @@ class LoadResult:
         return self
 
 
+RECIPE_SUFFIXES = (".yaml", ".yml")
+"""A recipe file's suffixes (what a folder of recipes is read for)."""
+
+
 def recipe_files(paths: Iterable[Path]) -> list[Path]:
     """Expand directories to their `*.yaml`/`*.yml` files (sorted); keep files as given."""
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
-            out.extend(sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()))
+            out.extend(sorted(p for p in path.rglob("*") if p.suffix in RECIPE_SUFFIXES and p.is_file()))
         else:
             out.append(path)
     return out

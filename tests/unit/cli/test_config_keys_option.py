@@ -39,6 +39,20 @@ def test_keys_stop_at_a_recipe_file_or_folder(argv: list[str], keys: list[str], 
     assert res.output.strip() == f"{keys} {files}"
 
 
+def test_a_folder_named_like_a_key_is_a_key_unless_it_holds_recipes(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run folder is often named after its key (`--out KEY`): it holds no recipe, so it does not end the keys (the
+    key was dropped and its recipe never checked); a folder of recipes does."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "key-b").mkdir()
+    (tmp_path / "key-b" / "run.json").write_text("{}")
+    (tmp_path / "recipes" / "more").mkdir(parents=True)
+    (tmp_path / "recipes" / "more" / "r.yaml").write_text("")
+    res = CliRunner().invoke(_cmd, ["--config-keys", "a", "key-b", "recipes"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == "['a', 'key-b'] ['recipes']"
+
+
 def test_validate_takes_its_recipe_after_the_keys() -> None:
     """It took the recipe for a second key and then said a FILES argument was missing."""
     res = CliRunner().invoke(cli, ["validate", "--config-keys", KEY, "nope", str(SEED)])
