@@ -82,7 +82,7 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
                        refused=verdicts.get("refused", {}).get("count", 0),
                        reused=verdicts.get("reused", {}).get("count", 0),
                        reused_drawn=sum(1 for p in payload["points"] if p["reused"]), empty=payload["empty"],
-                       overlaid=len(overlay))
+                       overlaid=sum(1 for p in payload["points"] if p["run_id"] != run.run_id and not p["reused"]))
 
 
 def reused_points(run: RunDir, store: Path | str | None) -> tuple[dict[str, ResultPoint], str]:

@@ -99,6 +99,12 @@ def test_report_overlays_imported_published_rows(report_run, tmp_path: Path, mon
                                   "--json"], catch_exceptions=False)
     counts = json.loads(as_json.output)
     assert counts["overlaid"] == 1 and counts["points"] == len(payload["points"]) - 1  # the run's own, apart
+    # the run drawn beside itself adds nothing: none counted (what is drawn, not what was asked)
+    ingested = runner.invoke(cli, ["results", "ingest", str(report_run.path)], catch_exceptions=False)
+    assert ingested.exit_code == 0, ingested.output
+    itself = runner.invoke(cli, ["report", str(report_run.path), "--out", str(out), "--no-png", "--with",
+                                 report_run.run_id, "--json"], catch_exceptions=False)
+    assert json.loads(itself.output)["overlaid"] == 0
 
 
 def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Path) -> None:
