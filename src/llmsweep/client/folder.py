@@ -65,17 +65,20 @@ def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
 
 def _recorded_source(out: Path, info: dict[str, Any]) -> Source:
     """What served a folder's records, as recorded when they were: `run.json`'s `source`; for a `run.json` written
-    before it carried one, its provenance's (where `bench` put it), else the source of the summary the folder holds.
-    Raises ResultInputError when none says: a made-up `measured` would be a label the run did not earn."""
+    before it carried one, its provenance's (where `bench` put it), else the summary the folder holds when it says
+    `simulated` or `predicted` — never its `measured`, which older llmsweeps wrote by default whatever served (a
+    summarize of such a folder, a kill before the source was stamped). Raises ResultInputError when none says: a
+    made-up `measured` would be a label the run did not earn."""
     prov = info.get("provenance")
-    summary_file = out / SUMMARY_FILE
+    summary_source = _summary_source(out / SUMMARY_FILE)
     for source in (info.get("source"), prov.get("source") if isinstance(prov, dict) else None,
-                   _summary_source(summary_file)):
+                   summary_source if summary_source != MEASURED else None):
         if source in get_args(Source):
             return cast(Source, source)
     raise ResultInputError(
-        f"{out / RUN_FILE} does not say what served its records (no `source`, nor does {SUMMARY_FILE}), so its "
-        f"summary would carry a label the run did not earn",
+        f"{out / RUN_FILE} does not say what served its records (no `source` there or in its provenance"
+        + (f"; the `{MEASURED}` of its {SUMMARY_FILE} may be an older llmsweep's default" if summary_source == MEASURED
+           else f", nor in {SUMMARY_FILE}") + "), so its summary would carry a label the run did not earn",
         fix=f'add "source": "{MEASURED}" (a real engine) or "{SIMULATED}" (the simulator) to {RUN_FILE}')
 
 

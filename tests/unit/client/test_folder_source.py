@@ -45,10 +45,13 @@ def test_an_older_run_json_takes_the_source_its_provenance_or_its_summary_record
     assert json.loads((run / "summary.json").read_text())["source"] == "simulated"
 
 
-def test_a_folder_that_never_recorded_its_source_is_refused_and_keeps_its_summary(tmp_path: Path) -> None:
+@pytest.mark.parametrize("summary", ["{}", '{"source": "measured"}'])
+def test_a_folder_that_never_recorded_its_source_is_refused_and_keeps_its_summary(tmp_path: Path,
+                                                                                  summary: str) -> None:
+    """Its summary's `measured` does not count: older llmsweeps wrote it by default, whatever served the records."""
     folder = _folder(tmp_path, _legacy_doc())
-    (folder / "summary.json").write_text("{}")
+    (folder / "summary.json").write_text(summary)
     with pytest.raises(ResultInputError, match="does not say what served") as err:
         summarise_dir(folder)
     assert '"source": "measured"' in (err.value.fix or "")
-    assert (folder / "summary.json").read_text() == "{}"
+    assert (folder / "summary.json").read_text() == summary
