@@ -140,7 +140,9 @@ def test_ctrl_c_during_a_slurm_run_stores_what_finished_and_leaves_no_job_in_the
                        what="a submitted Slurm job", proc=proc, log=log)
         # Interrupt while the job is really running on the node (its server started), not merely queued, after its
         # first job ended.
-        first = wait_for(lambda: [j for j in job_dirs(out).values() if verdict(j) == "valid"]
+        # (its outcome.json, which the worker writes after the summary: what the driver reads back)
+        first = wait_for(lambda: [j for j in job_dirs(out).values() if (j / "outcome.json").is_file()
+                                  and read_json(j / "outcome.json")["status"] == "valid"]
                          if (out / "jobs").is_dir() else None,
                          timeout=120, what="the first job's valid outcome", proc=proc, log=log)
         assert len(first) == 1 and all(_in_queue(i) for i in ids)
