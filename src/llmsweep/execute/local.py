@@ -44,8 +44,9 @@ class LocalLauncher:
         if spec.image and not self.options.allow_image:
             raise ConfigError(
                 f"the {spec.engine} job names image {spec.image!r} but the local executor runs on the host",
-                fix="use the docker or slurm executor for image jobs, or pass `--executor-option allow_image=true` "
-                "when the engine is installed on this host",
+                fix="run image jobs with the docker executor, or slurm with srun on the node (its default, pyxis); "
+                "under the local executor, `--executor-option allow_image=true` runs the engine installed on this "
+                "host",
             )
         return list(spec.argv)
 
