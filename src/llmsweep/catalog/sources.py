@@ -187,5 +187,6 @@ def entry_fix(file: str, spec: type[BaseModel], key: str) -> str:
     replaces a packaged entry of the same id), keyed as `key` says, with every field `spec` requires (the packaged
     file shows each filled in). The one text for models and hardware alike."""
     required = [name for name, f in spec.model_fields.items() if f.is_required() and name != "id"]
-    return (f"add an entry to {file} in ${ENV_VAR} ({key}) with {', '.join(required)} "
+    return (f"add an entry to {file} in ${ENV_VAR} (default ~/.config/llmsweep/catalog) ({key}) with "
+            f"{', '.join(required)} "
             f"(the packaged {PACKAGED_DIR / file} shows each)")

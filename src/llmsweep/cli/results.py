@@ -397,12 +397,11 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
 def _success(ref: str, run_id: str, points: list[Any], store: Any) -> tuple[Any, frozenset[str]]:
     """The success rate of the run under test and the stored result ids it reused (`run --reuse`), from its
     run.json (a directory) or the store's copy of it."""
-    from llmsweep.results.rundir import is_run_dir, load_run, reused_of
+    from llmsweep.results.rundir import is_run_dir, load_run, reused_result_ids
     from llmsweep.results.verdict import success_rate
 
     meta = load_run(Path(ref)).meta if is_run_dir(Path(ref)) else store.run_meta(run_id)
-    reused = frozenset(str(src["result_id"]) for src in reused_of(meta).values() if src.get("result_id"))
-    return success_rate(meta, points), reused
+    return success_rate(meta, points), reused_result_ids(meta)
 
 
 def _print_comparison(comp: Any) -> None:

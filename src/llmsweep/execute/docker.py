@@ -250,7 +250,8 @@ _UNREACHABLE = ("no such host", "dial tcp", "connection refused", "network is un
 def pull_failure_fix(said: str) -> str:
     """The fix for a failed `docker pull` that said `said`: a registry this host cannot reach is a network matter,
     anything else the image's name, tag or credentials."""
-    if any(s in said.lower() for s in _UNREACHABLE):
+    lowered = said.lower()
+    if "docker daemon" not in lowered and any(s in lowered for s in _UNREACHABLE):  # the registry, not the daemon
         return ("this host cannot reach the registry: check its network, proxy or registry mirror, or bring the image "
                 "in by hand (`docker load` of a saved image)")
     return "check the image's name and tag, and `docker login` to its registry if it is private"

@@ -241,6 +241,11 @@ def outcomes_of(meta: Mapping[str, Any]) -> dict[str, RecordedOutcome]:
     return {o.job_id: o for o in read if o is not None}
 
 
+def reused_result_ids(meta: Mapping[str, Any]) -> frozenset[str]:
+    """The stored results a run record's `run --reuse` jobs stood on (their result ids)."""
+    return frozenset(str(src["result_id"]) for src in reused_of(meta).values() if src.get("result_id"))
+
+
 def reused_of(meta: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """A run record's jobs that `run --reuse` stood on stored results (`run.json: reused`; the store keeps it in
     `runs.meta`): job id -> the result's run, job and result ids and verdict."""

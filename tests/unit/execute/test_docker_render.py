@@ -361,6 +361,9 @@ def test_a_pull_ends_when_the_harness_is_killed_with_sigkill(tmp_path: Path) -> 
      "on 10.0.0.2:53: no such host", True),
     ("Error response from daemon: Get \"https://r.example/v2/\": net/http: TLS handshake timeout", True),
     ("Error response from daemon: manifest for r.example/x:1 not found: manifest unknown", False),
+    # the daemon itself down (reached over TCP): no registry was asked, so no network fix for it
+    ("Cannot connect to the Docker daemon at tcp://10.0.0.5:2375. Is the docker daemon running? (dial tcp "
+     "10.0.0.5:2375: connect: connection refused)", False),
     ("Error response from daemon: pull access denied for x, repository does not exist or may require 'docker login'",
      False),
 ])
