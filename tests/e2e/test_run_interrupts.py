@@ -23,6 +23,8 @@ from test_run_support import (
     wait_for,
 )
 
+from llmsweep.execute.signals import interrupted_by
+
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
 SHARED_RECIPE = RECIPES / "slow-fixed-sim.yaml"
@@ -142,7 +144,7 @@ def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_pa
         assert not alive(server), "Ctrl-C left the server running"
         assert not list((out / "servers").glob("*/server.pid"))
         assert record_lines(job / "records.jsonl") > 0
-        assert read_json(job / "outcome.json")["reasons"] == ["interrupted by the user"]
+        assert read_json(job / "outcome.json")["reasons"] == [interrupted_by(signal.SIGINT)]
         said = log.read_text()
         assert "interrupted: 0 job(s) finished and stored in" in said and f"--out {out} --resume" in said
     finally:

@@ -27,6 +27,8 @@ from test_run_support import (
     wait_for,
 )
 
+from llmsweep.execute.signals import interrupted_by
+
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]  # slow: xdist starts this file first (tests/conftest.py)
 
 SLURM_OPTIONS = ("--executor", "slurm", "--executor-option", "poll_s=0.5", "--executor-option", "time_limit=00:05:00")
@@ -159,8 +161,9 @@ def test_ctrl_c_during_a_slurm_run_stores_what_finished_and_leaves_no_job_in_the
         assert not any(_in_queue(i) for i in ids), log.read_text()[-4000:]
         assert not alive(server), "the server step outlived its cancelled job"
         # The worker on the node heard the cancellation (SIGTERM) and recorded the interrupted job.
+        said = [interrupted_by(signal.SIGTERM)]
         interrupted = wait_for(lambda: [j for j in job_dirs(out).values() if (j / "outcome.json").exists()
-                                        and read_json(j / "outcome.json")["reasons"] == ["interrupted by the user"]],
+                                        and read_json(j / "outcome.json")["reasons"] == said],
                                timeout=30, what="the interrupted job's outcome")
         assert len(interrupted) == 1
     finally:
@@ -198,7 +201,7 @@ def test_a_job_that_waits_for_a_node_says_why_and_ctrl_c_cancels_it(tmp_path: Pa
 def test_a_batch_job_that_hits_its_time_limit_fails_its_jobs_with_that_reason_and_the_fix(tmp_path: Path) -> None:
     """Slurm stops a batch job at its time limit with SIGTERM, which its worker takes for an interrupt: the job it was
     running and those it never reached fail with TIMEOUT, the time limit and the fix (raise time_limit, --resume), not
-    with "interrupted by the user".
+    with "interrupted by SIGTERM".
 
     A real TIMEOUT, made quick: the smallest time limit is a minute, so once the first job runs the test moves the
     batch job's end to now (`scontrol update EndTime=now`); slurmctld enforces it at its next time-limit check (every
@@ -234,13 +237,13 @@ def test_a_batch_job_that_hits_its_time_limit_fails_its_jobs_with_that_reason_an
     why, fix = "its time limit, 00:05:00, ran out", "raise --executor-option time_limit=HH:MM:SS"
     assert outcomes.pop(first)["reasons"] == [
         f"interrupted: Slurm job {ids[0]} ended TIMEOUT while this job ran ({why}); {fix}, then rerun with --resume"]
-    # The job folder says so too (the worker had written "interrupted by the user" there).
+    # The job folder says so too (the worker had written "interrupted by SIGTERM" there).
     assert read_json(out / "jobs" / first / "outcome.json")["reasons"][0].startswith(
         f"interrupted: Slurm job {ids[0]} ended TIMEOUT")
     for o in outcomes.values():
         assert o["reasons"] == [f"not run: Slurm job {ids[0]} ended TIMEOUT before it reached this job ({why}); {fix}, "
                                 "then `--resume` runs it"]
-    assert "interrupted by the user" not in (out / "run.json").read_text()
+    assert interrupted_by(signal.SIGTERM) not in (out / "run.json").read_text()
     assert not any(_in_queue(i) for i in ids)
 
 

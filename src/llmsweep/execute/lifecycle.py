@@ -43,7 +43,7 @@ from llmsweep.execute.progress import current_progress
 from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_job
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
-from llmsweep.execute.signals import shielded, stop_then_raise
+from llmsweep.execute.signals import first_signal, interrupted_by, shielded, stop_then_raise
 from llmsweep.metrics.model import (
     DONE_VERDICTS,
     DONE_WORDS,
@@ -687,14 +687,15 @@ def verdict_reasons(summary: Summary) -> list[str]:
 def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summary]) -> JobOutcome:
     """The job's outcome from `measure` (whatever writes its folder and returns its summary), in one place for every
     path: a LlmsweepError fails the job with its message; a bug below fails this job, not the rest of the sweep;
-    Ctrl-C / SIGTERM says so in the job folder (records written so far stay) and unwinds the sweep."""
+    Ctrl-C / SIGTERM says so in the job folder (`interrupted by SIGINT`, the signal the run exits for: records
+    written so far stay) and unwinds the sweep."""
     try:
         return outcome_of(job, measure(), job_dir)
     except LlmsweepError as exc:
         return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         art.write_json(job_dir / art.OUTCOME_FILE, JobOutcome(
-            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=["interrupted by the user"],
+            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[interrupted_by(first_signal(exc))],
             seconds=round(time.monotonic() - started, 3)).model_dump(mode="json"))
         raise
     except Exception as exc:

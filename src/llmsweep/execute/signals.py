@@ -70,13 +70,30 @@ def hurried() -> bool:
     return len(_received) >= 2
 
 
+def first_signal(exc: BaseException | None = None) -> int:
+    """The signal the run stops for: the first received (SIGINT, SIGTERM, SIGHUP), else `exc`'s, else SIGINT (an
+    interrupt no handler of ours saw: plain Ctrl-C)."""
+    if _received:
+        return _received[0]
+    if isinstance(exc, Interrupted):
+        return exc.signum
+    return signal.SIGINT
+
+
 def exit_code(exc: BaseException | None = None) -> int:
     """128 + the first signal received (130, 143, 129); 130 for an interrupt no handler of ours saw (plain Ctrl-C)."""
-    if _received:
-        return 128 + _received[0]
-    if isinstance(exc, Interrupted):
-        return exc.exit_code
-    return 128 + signal.SIGINT
+    return 128 + first_signal(exc)
+
+
+def interrupted_by(signum: int) -> str:
+    """`interrupted by SIGTERM`: what a signal stopped, as everything stopped by one says it (a benchmark's stop
+    reason, its in-flight records, the outcome of the job it stopped in a sweep)."""
+    return f"interrupted by {signal.Signals(signum).name}"
+
+
+INTERRUPTED_REASONS = frozenset(interrupted_by(sig) for sig in INTERRUPT_SIGNALS)
+"""Every `interrupted_by` reason: a job's outcome that one heads was stopped by a signal (on a Slurm node: its batch
+job's cancellation, or its time limit)."""
 
 
 def reset() -> None:
@@ -181,7 +198,7 @@ class StopRequest:
 
     def reason(self) -> str | None:
         """`interrupted by SIGTERM` once a signal came, else None (the form `RunOptions` stop reasons take)."""
-        return None if self.signum is None else f"interrupted by {signal.Signals(self.signum).name}"
+        return None if self.signum is None else interrupted_by(self.signum)
 
     @property
     def exit_code(self) -> int | None:

@@ -40,7 +40,7 @@ from llmsweep.execute.pyxis import (
     squash_path,
     write_node_launch,
 )
-from llmsweep.execute.signals import Interrupted, hurried, interrupt, shielded, taken_over
+from llmsweep.execute.signals import INTERRUPTED_REASONS, Interrupted, hurried, interrupt, shielded, taken_over
 from llmsweep.findings import visible_text
 
 if TYPE_CHECKING:
@@ -439,9 +439,6 @@ _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
 """Batch job states that say Slurm (or someone other than this run) ended the job: what happened, and the fix.
 `{time_limit}` is the one the job ran under (`SlurmOptions.effective_time_limit`), `{where}` says where it was set."""
 
-_USER_INTERRUPT = "interrupted by the user"
-"""The reason the worker writes when a signal stops a job (`lifecycle.settle`): on the node, Slurm's SIGTERM."""
-
 
 def ended_by_slurm(state: str, limit: TimeLimit) -> tuple[str, str] | None:
     """(what happened, the fix) when `state` says Slurm, or someone other than this run, ended a batch job."""
@@ -482,7 +479,8 @@ def _outcome_in(path: Path) -> JobOutcome | None:
 
 
 def _interrupted(outcome: JobOutcome) -> bool:
-    return outcome.status == "failed" and outcome.reasons[:1] == [_USER_INTERRUPT]
+    """The worker wrote that a signal stopped the job (`lifecycle.settle`): on the node, Slurm's SIGTERM."""
+    return outcome.status == "failed" and bool(outcome.reasons) and outcome.reasons[0] in INTERRUPTED_REASONS
 
 
 _TIME_LIMIT = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -664,8 +662,8 @@ class SlurmExecutor:
         a lane of the sweep's ETA; and each job the worker finishes is reported (stored, counted k/N) as its
         `outcome.json` appears; the rest are read as the batch job leaves the queue. A batch job Slurm itself ended
         (its time limit, preemption, a node failure, out of memory, a scancel from outside this run) fails the job it
-        interrupted and those it never reached with that reason and its fix — not with the "interrupted by the user"
-        its worker wrote on the SIGTERM.
+        interrupted and those it never reached with that reason and its fix — not with the "interrupted by SIGTERM"
+        its worker wrote on the signal.
 
         Every job handed here runs anew (`--resume` kept the finished ones out): what an earlier attempt left in its
         folder is moved aside on this side before the batch job is submitted, so an `outcome.json` found after the

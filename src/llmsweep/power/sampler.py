@@ -281,14 +281,13 @@ def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: 
     """A started sampler for a server that is now ready, or None when power is not sampled at all (`off`, and power
     not required). `role`: the server's role in a disaggregated deployment (prefill, decode: `auto` tries DCGM
     first, as InferenceX's multi-node lane does), None for an aggregated server. When no backend can sample here,
-    a `NoSampler`: every job's file says why and how to get power (`PowerProbe.unrecorded`), required or not; a
-    server on no GPU that does not require power gets None (the run's start line says it once)."""
+    a `NoSampler`: every job's file says why and how to get power (`PowerProbe.unrecorded`), required or not — a
+    server on no GPU too (`NO_GPU_REASON`): the run's start line announces it for its jobs, and each job's power
+    block is where its summary, `results`, summary.md and `run --json` read that its power was not recorded."""
     if settings.backend == "off" and not settings.require:
         return None
     simulated = engine == SIM.id
     kinds = _candidates(settings, simulated=simulated, gpus=gpus, role=role)
-    if not kinds and not settings.require:
-        return None  # a server on no GPU has no GPU power: nothing was missed, nothing to warn about on every job
     ctx = _context(simulated=simulated, base_url=base_url, env=env)
     interval = settings.sim_interval_s if simulated else settings.interval_s
     why: list[str] = []  # each backend tried, with what stopped it

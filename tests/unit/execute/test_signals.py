@@ -205,3 +205,44 @@ def test_a_container_that_could_not_be_removed_keeps_the_pid_file_for_resume(tmp
         assert (server.dir / "server.pid").exists()
     finally:
         handle.process.stop(grace_s=1)
+
+
+FIXED = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
+
+
+def interrupted_outcome(tmp_path: Path, interrupt: KeyboardInterrupt) -> dict[str, object]:
+    """The outcome.json `lifecycle.settle` leaves in a job's folder when `interrupt` stops the job (it re-raises)."""
+    import json
+
+    from llmsweep.execute.lifecycle import settle
+    from llmsweep.metrics.model import Summary
+    from llmsweep.plan import jobs_from_files
+
+    job = jobs_from_files([FIXED])[0]
+
+    def measure() -> Summary:
+        raise interrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        settle(job, tmp_path, time.monotonic(), measure)
+    outcome: dict[str, object] = json.loads((tmp_path / "outcome.json").read_text())
+    return outcome
+
+
+@pytest.mark.parametrize(("interrupt", "name"), [
+    (signals.Interrupted(signal.SIGTERM), "SIGTERM"),  # on a Slurm node: a scancel, or the batch job's time limit
+    (signals.Interrupted(signal.SIGHUP), "SIGHUP"),
+    (KeyboardInterrupt(), "SIGINT"),  # plain Ctrl-C, no handler of ours: the run exits 130 for it
+])
+def test_a_job_a_signal_stops_names_the_signal_in_its_outcome(tmp_path: Path, interrupt: KeyboardInterrupt,
+                                                               name: str) -> None:
+    """The outcome names the signal, as a benchmark's stop reason does; the Slurm driver knows it for an
+    interruption (and gives the state Slurm ended the batch job in as the reason instead)."""
+    from llmsweep.execute.lifecycle import JobOutcome
+    from llmsweep.execute.slurm import _interrupted
+
+    doc = interrupted_outcome(tmp_path, interrupt)
+    assert doc["status"] == "failed" and doc["reasons"] == [f"interrupted by {name}"]
+    outcome = JobOutcome.model_validate(doc)
+    assert _interrupted(outcome)
+    assert not _interrupted(outcome.model_copy(update={"reasons": ["server died during the load"]}))

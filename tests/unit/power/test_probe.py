@@ -13,9 +13,11 @@ from llmsweep.power.sampler import (
     AUTO_ORDER,
     MEASURED_CHOICES,
     NO_GPU_REASON,
+    NoSampler,
     PowerSettings,
     auto_order,
     probe_power,
+    start_sampler,
 )
 
 
@@ -74,11 +76,11 @@ def test_the_simulator_is_sampled_unless_sampling_is_off() -> None:
     assert not off.usable and "--power-backend off" in (off.why or "") and "--power-backend auto" in off.refusal()
 
 
-def test_a_server_on_no_gpu_has_no_sampler_unless_power_is_required() -> None:
-    """A CPU server (transformers serve on the CPU) has no GPU power to miss: no sampler, so no power block and no
-    'power not valid' warning on each of its jobs (the run's start line says it once); required, it says why."""
-    from llmsweep.power.sampler import start_sampler
-
-    assert start_sampler(PowerSettings(), engine="transformers", gpus=0, base_url=None) is None
-    required = start_sampler(PowerSettings(require=True), engine="transformers", gpus=0, base_url=None)
-    assert required is not None
+def test_a_server_on_no_gpu_says_in_each_job_that_its_power_is_not_recorded() -> None:
+    """A CPU server (transformers serve on the CPU) has no GPU power to sample: its jobs' files say so (no backend,
+    the reason), as the run's start line announced, so their power blocks say it; required, they fail with it."""
+    for require in (None, True):
+        sampler = start_sampler(PowerSettings(require=require), engine="transformers", gpus=0, base_url=None)
+        assert isinstance(sampler, NoSampler)
+        assert sampler.header.backend is None and sampler.header.error == NO_GPU_REASON
+        assert sampler.header.require is bool(require)

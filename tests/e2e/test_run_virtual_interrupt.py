@@ -1,0 +1,42 @@
+"""`llmsweep run` in virtual time stopped by SIGTERM while its job is simulated: it exits 143, the job's folder keeps
+what it wrote so far and no summary, its outcome names the signal (`interrupted by SIGTERM`, as a benchmark's stop
+reason does), and `--resume` runs the job again, keeping the interrupted attempt's files under `attempts/1`."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli, start_cli, verdict, wait_for
+
+from llmsweep.execute.signals import interrupted_by
+
+
+def test_sigterm_during_a_virtual_time_job_names_the_signal_and_resume_reruns_the_job(tmp_path: Path) -> None:
+    recipe = tmp_path / "long.yaml"  # one job of 2000 prompts at conc 64: a few seconds of wall time to simulate
+    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
+    for old, new in (("conc-list: [1, 2, 3]", "conc-list: [64]"), ("num-prompts: 3\n", "num-prompts: 2000\n"),
+                     ("num-warmups: 1", "num-warmups: 0")):
+        assert old in text
+        text = text.replace(old, new)
+    recipe.write_text(text)
+    out, log, env = tmp_path / "out", tmp_path / "run.log", cli_env(tmp_path)
+    proc = start_cli([recipe, "--out", out, "--no-report"], env, log)
+    try:
+        wait_for(lambda: (out / "jobs").is_dir() and any((out / "jobs").glob("*/job.json")), timeout=60,
+                 what="the job's start", proc=proc, log=log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143, log.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (job,) = job_dirs(out).values()
+    outcome = read_json(job / "outcome.json")
+    assert outcome["status"] == "failed" and outcome["reasons"] == [interrupted_by(signal.SIGTERM)], outcome
+    assert not (job / "summary.json").exists()
+    assert "interrupted: 0 job(s) finished" in log.read_text()
+
+    again = run_cli([recipe, "--out", out, "--no-report", "--resume"], env, timeout=120)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert verdict(job) == "valid" and read_json(job / "outcome.json")["status"] == "valid"
+    assert read_json(job / "attempts" / "1" / "outcome.json")["reasons"] == [interrupted_by(signal.SIGTERM)]
