@@ -108,10 +108,11 @@ def main(argv: list[str] | None = None) -> Any:
     except click.exceptions.Abort as exc:
         # click turns KeyboardInterrupt (our signals' Interrupted among them) into Abort.
         interrupted = isinstance(exc.__cause__, KeyboardInterrupt) or bool(signals.received())
-        click.echo("interrupted" if interrupted else "aborted", err=True)
+        click.echo(signals.interrupted_by(signals.first_signal(exc.__cause__)) if interrupted else "aborted",
+                   err=True)
         sys.exit(signals.exit_code(exc.__cause__))
     except KeyboardInterrupt as exc:
-        click.echo("interrupted", err=True)
+        click.echo(signals.interrupted_by(signals.first_signal(exc)), err=True)
         sys.exit(signals.exit_code(exc))
     sys.exit(rv if isinstance(rv, int) else 0)
 
