@@ -720,7 +720,9 @@ class SlurmExecutor:
         def close(job_id: str, outcome: JobOutcome) -> None:
             outcomes.append(outcome)
             report_job_finished(art.job_dir(run_dir, job_id), outcome)  # `run` stores it now
-            current_progress().job_finished(job_id, outcome.status)  # k/N and the ETA on the driver
+            # k/N and the ETA on the driver, the job timed by its own clock on the node (seen here a poll late, or not
+            # at all when it started and ended between two looks)
+            current_progress().job_finished(job_id, outcome.status, seconds=outcome.seconds)
 
         def relay(batch: _Batch, *, final: bool = False) -> None:
             if batch.relay is not None:
@@ -729,13 +731,36 @@ class SlurmExecutor:
 
         def follow(batch: _Batch) -> None:
             """What the worker reports of its job in flight (its phase, the client's counters: `ReportingProgress`),
-            and the jobs it started (their report, or job.json) and finished (their outcome.json) since the last look.
-            The report is read first: a job the worker has moved on from wrote its outcome before the report that
-            names the next one."""
+            and the jobs it finished (their outcome.json) and started (its report, or their job.json) since the last
+            look. What says a job started is read first and acted on last: the worker writes a job's outcome before
+            the report or the job.json of the next, so every job finished before one named is closed (counted k/N)
+            before that one is shown — numbered in the order the worker ran them, even when one started and ended
+            between two looks."""
             progress = current_progress()
             lane = batch.sjob.job_id
             concs = {job.id: job.concs[0] if job.concs else None for job in batch.group.jobs}
             report = read_report(batch.report_path)
+            begun = [job.id for job in batch.group.jobs if job.id not in batch.started
+                     and (art.job_dir(run_dir, job.id) / art.JOB_FILE).is_file()]
+
+            def queued() -> None:  # the lane's jobs not started yet (an owed eval is timed apart)
+                progress.queued(lane, sum(1 for job in batch.group.jobs
+                                          if job.id not in batch.closed and job.id not in progress.state.jobs
+                                          and job.id not in progress.state.owed))
+
+            for job in batch.group.jobs:
+                if job.id in batch.closed:
+                    continue
+                outcome = _outcome_in(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
+                if outcome is not None and not _interrupted(outcome):  # final: the worker wrote it as the job ended
+                    batch.closed.add(job.id)
+                    close(job.id, outcome)
+                    queued()
+                    s = progress.state
+                    if s.total:
+                        eta = s.eta_s()
+                        event(f"Slurm job {batch.sjob.job_id}: {s.done}/{s.total} job(s) done"
+                              + ("" if eta is None else f" · sweep ETA {duration_text(eta)}"))
             if report is not None:
                 fresh, batch.beat = report.beat != batch.beat, report.beat
                 for said in report.jobs:
@@ -744,30 +769,18 @@ class SlurmExecutor:
                     if said.job_id not in progress.state.jobs:
                         batch.started.add(said.job_id)
                         progress.job_started(said.job_id, concs[said.job_id], lane=lane)
+                        queued()  # no longer waiting in its lane: shown with its phase next, and the ETA
                     progress.reported(said, fresh=fresh, quiet_after_s=max(QUIET_S, 3 * self.options.poll_s))
                 for job_id in report.owed:
                     if job_id in concs and job_id in progress.state.jobs:
                         progress.eval_owed(job_id)
-            for job in batch.group.jobs:
-                if job.id in batch.closed:
-                    continue
-                jdir = art.job_dir(run_dir, job.id)
-                outcome = _outcome_in(jdir / art.OUTCOME_FILE)
-                if outcome is not None and not _interrupted(outcome):  # final: the worker wrote it as the job ended
-                    batch.closed.add(job.id)
-                    close(job.id, outcome)
-                    s = progress.state
-                    if s.total:
-                        eta = s.eta_s()
-                        event(f"Slurm job {batch.sjob.job_id}: {s.done}/{s.total} job(s) done"
-                              + ("" if eta is None else f" · sweep ETA {duration_text(eta)}"))
-                elif job.id not in batch.started and (jdir / art.JOB_FILE).is_file():  # a worker that never reports
-                    batch.started.add(job.id)
-                    progress.job_started(job.id, concs[job.id], lane=lane)
-                    progress.phase("running", job_id=job.id)
-            progress.queued(lane, sum(1 for job in batch.group.jobs  # (an owed eval is timed apart)
-                                      if job.id not in batch.closed and job.id not in progress.state.jobs
-                                      and job.id not in progress.state.owed))
+            for job_id in begun:  # a worker that never reports: its jobs as their folders show them
+                if job_id not in batch.started and job_id not in batch.closed:
+                    batch.started.add(job_id)
+                    progress.job_started(job_id, concs[job_id], lane=lane)
+                    queued()
+                    progress.phase("running", job_id=job_id)
+            queued()
 
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
