@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from support.slurm import require_slurm
 
 from llmsweep.engines.launch import LaunchSpec
-from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interrupt
+from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interrupt, python_check_reason
 
 HELPERS = Path(__file__).resolve().parents[1] / "unit" / "execute" / "helpers"
 TINY_SERVER = HELPERS / "tiny_server.py"
@@ -304,6 +305,27 @@ def test_a_node_without_a_modern_python_fails_fast_with_a_reason(tmp_path: Path)
         result = job.wait(timeout_s=60)
     assert not result.ok and result.exit_code == 65
     assert "older than Python 3.11" in result.stderr_path.read_text()
+    assert not (tmp_path / "server.log").exists()  # nothing was launched
+
+
+def test_a_node_python_without_llmsweeps_dependencies_fails_fast_naming_the_missing_module(tmp_path: Path) -> None:
+    """A Python >= 3.11 that lacks llmsweep's dependencies (Debian's /usr/bin/python3: no click) passed the version
+    check and died in the worker's import, the job's reason only "ended FAILED (exit 1)": it fails the same check,
+    and the reason names the module it cannot import and the fix."""
+    system = Path("/usr/bin/python3")
+    if not system.is_file() or subprocess.run([system, "-c", "import click"], capture_output=True).returncode == 0:
+        pytest.skip("needs a /usr/bin/python3 >= 3.11 without click")
+    spec = tiny()
+    job = SlurmExecutor(options(python=str(system))).submit(
+        spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="bare-python")
+    with cancel_on_interrupt([job]):
+        result = job.wait(timeout_s=60)
+    assert not result.ok and result.exit_code == 65
+    reason = python_check_reason(result)
+    assert reason is not None and re.search(
+        r"ended FAILED \(exit 65\) before this job ran: the node's python /usr/bin/python3 on \S+ cannot import "
+        r"llmsweep\.cli\.main \(ModuleNotFoundError: No module named '\w+'\); the worker cannot run; set python in "
+        r"the slurm executor options", reason), reason
     assert not (tmp_path / "server.log").exists()  # nothing was launched
 
 

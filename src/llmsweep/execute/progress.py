@@ -94,6 +94,11 @@ class JobState:
     """A virtual-time job's window, as the predictor last reported it."""
     window_started_at: float | None = None
     """When the job's window was first seen under way (wall clock)."""
+    window_seen_at: float = 0.0
+    """A job run elsewhere: the window's fraction done then. Its worker's report is read a poll interval apart, so
+    the job is first seen wherever that finds it (well into its window, or near its end): its rate is that of the
+    window done since, never the whole fraction over the time since it was seen (seen at 2/3 of its window, it looked
+    all but done). A job run here is seen as its window opens: 0."""
     warmup_finished: int = 0
     """The client's finished requests while it warmed up (the warm-up's, counted out of `measured`)."""
     heard_at: float | None = None
@@ -112,18 +117,27 @@ class JobState:
             return min(1.0, max(0, p.finished - self.warmup_finished) / p.target_requests)
         return 0.0
 
-    def window_seen(self) -> None:
-        if self.window_started_at is None and self.fraction() > 0:
-            self.window_started_at = _now()
+    def window_seen(self, *, elsewhere: bool = False) -> None:
+        if self.window_started_at is None and (fraction := self.fraction()) > 0:
+            self.window_started_at, self.window_seen_at = _now(), fraction if elsewhere else 0.0
+
+    def _window_rest_s(self, now: float, fraction: float) -> float | None:
+        """Seconds until the window ends at the rate it went since it was first seen (a job run elsewhere: once a
+        sliver of it went by since); else None."""
+        went = fraction - self.window_seen_at
+        if self.window_started_at is None or went <= 0 or (self.window_seen_at and went < MIN_WINDOW_FRACTION):
+            return None
+        return (now - self.window_started_at) * (1.0 - fraction) / went
 
     def projected_s(self, now: float) -> float | None:
         """The job's whole time as its window's rate says it will be, once a fifth of the window is done and while
         the window lasts (a sliver times only the launch; after the window, the drain and the summary cannot be
         timed from it); else None."""
         fraction = self.fraction()
-        if self.window_started_at is None or not FIRST_ETA_FRACTION <= fraction < 1.0:
+        if not FIRST_ETA_FRACTION <= fraction < 1.0:
             return None
-        return now - self.started_at + (now - self.window_started_at) * (1.0 - fraction) / fraction
+        rest = self._window_rest_s(now, fraction)
+        return None if rest is None else now - self.started_at + rest
 
     def rest_s(self, now: float, mean: float) -> float:
         """Seconds until the job is done: the rest of its window at the rate it goes, or what a job takes (`mean`)
@@ -132,9 +146,8 @@ class JobState:
         in_job = now - self.started_at
         fraction = self.fraction()
         rest = max(0.0, mean - in_job)
-        if fraction >= MIN_WINDOW_FRACTION and self.window_started_at is not None:
-            rest = max(rest, (now - self.window_started_at) * (1.0 - fraction) / fraction)
-        return rest
+        window = self._window_rest_s(now, fraction) if fraction >= MIN_WINDOW_FRACTION else None
+        return rest if window is None else max(rest, window)
 
     def status(self, total: int) -> str:
         """`job 3/9 conc 16 · measuring · 120 ok, 0 failed, 16 in flight · window 300/900 s`."""
@@ -219,6 +232,8 @@ class SweepState:
         if mean is None:
             return None
         left = max(0, self.total - self.done)  # those in flight among them
+        if not left:  # whatever a lane still says it holds
+            return 0.0
         queued = {lane: n for lane, n in self.queued.items() if n > 0}
         here = max(0, left - len(jobs) - sum(queued.values()))  # this process's lane: its jobs not started
         lanes: dict[str, float] = {"": mean * here} if here else {}
@@ -386,20 +401,27 @@ class SweepProgress:
         job.warmup_finished = report.warmup_finished
         if report.client is not None:
             job.client = report.client
-            job.window_seen()
+            job.window_seen(elsewhere=True)
         if report.phase is not None and report.phase != job.phase:
             job.phase = report.phase
             self.phase_changed(job)
         else:
             self.changed()
 
-    def job_finished(self, job_id: str, status: str) -> None:
+    def job_finished(self, job_id: str, status: str, *, seconds: float | None = None) -> None:
+        """The job is done; `seconds`: its time as measured where it ran (`JobOutcome.seconds`), which times the
+        others — a job run elsewhere is seen here up to a poll interval after it started, or not at all when it
+        started and ended between two looks. Without it, a job seen here is timed from when it was."""
         s = self.state
         s.done += 1
         job = s.jobs.pop(job_id, None)
-        if job is not None:  # it ran: its time times the others
+        spent = s.owed_spent.pop(job_id, 0.0)
+        if seconds is not None:  # it ran, on its own clock: its point's time and its eval's
             s.timed += 1
-            s.spent_s += _now() - job.started_at + s.owed_spent.pop(job_id, 0.0)
+            s.spent_s += seconds
+        elif job is not None:  # it ran: its time times the others
+            s.timed += 1
+            s.spent_s += _now() - job.started_at + spent
         self.changed()
 
     # -- what a display does with it ---------------------------------------------------------------------------------
@@ -522,8 +544,8 @@ class ReportingProgress(SweepProgress):
         super().eval_owed(job_id)
         self._wake.set()
 
-    def job_finished(self, job_id: str, status: str) -> None:
-        super().job_finished(job_id, status)
+    def job_finished(self, job_id: str, status: str, *, seconds: float | None = None) -> None:
+        super().job_finished(job_id, status, seconds=seconds)
         self._wake.set()
 
     def report(self) -> WorkerReport:

@@ -9,6 +9,7 @@ ids are written down; interrupting the submitter cancels its jobs; the job's exi
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -205,16 +206,55 @@ def _substitute(part: str, values: Mapping[str, str]) -> str:
     return part
 
 
-def _python_check(python: str) -> str:
-    """Fail in a second, before any image import, when the harness Python on the node cannot run the client."""
+PYTHON_FIX = "set python in the slurm executor options to a Python >= 3.11 with llmsweep installed"
+"""The fix for a node whose Python cannot run the worker (the batch script says it, and the driver quotes it)."""
+_PYTHON_CHECK_SAID = "llmsweep: node python: "
+"""How the batch script's line begins when the node's Python cannot run the worker (read back by the driver)."""
+
+
+def _worker_module(worker_command: Sequence[str]) -> str:
+    """The module the worker command runs (`-m MODULE`), else the default worker's: what the check imports."""
+    for flag, module in itertools.pairwise(worker_command):
+        if flag == "-m":
+            return module
+    return DEFAULT_WORKER_COMMAND[DEFAULT_WORKER_COMMAND.index("-m") + 1]
+
+
+def _python_check(python: str, module: str = "llmsweep.cli.main") -> str:
+    """Fail in a second, before any image import, when the harness Python on the node cannot run the client: missing,
+    older than 3.11, or unable to import the worker's module (llmsweep or one of its dependencies missing: with the
+    environment the worker gets, PYTHONPATH included). Exit `PYTHON_CHECK_EXIT`, with a line the driver reads back
+    (`python_check_reason`)."""
     exe = shlex.quote(python)
+    said = f"{_PYTHON_CHECK_SAID}{python} on $(hostname)"
     return (
         f"if ! {exe} -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then\n"
-        f'  echo "llmsweep: {python} on $(hostname) is missing or older than Python 3.11; the client cannot run."'
-        ' "Set python in the slurm executor options to a Python >= 3.11 with llmsweep installed" >&2\n'
+        f'  echo "{said} is missing or older than Python 3.11; the client cannot run; {PYTHON_FIX}" >&2\n'
+        f"  exit {PYTHON_CHECK_EXIT}\n"
+        "fi\n"
+        f"if ! llmsweep_import=$({exe} -c {shlex.quote('import ' + module)} 2>&1); then\n"
+        f'  echo "{said} cannot import {module} ($(printf %s "$llmsweep_import" | tail -n 1)); the worker cannot '
+        f'run; {PYTHON_FIX}" >&2\n'
         f"  exit {PYTHON_CHECK_EXIT}\n"
         "fi"
     )
+
+
+def python_check_reason(result: SlurmJobResult) -> str | None:
+    """Why the jobs of a batch job whose node Python failed the batch script's check (`_python_check`) never ran:
+    the check's own line (which Python, on which node, what it lacks, the fix) and where to read more; None when the
+    batch job did not end on that check."""
+    if result.exit_code != PYTHON_CHECK_EXIT:
+        return None
+    try:
+        text = result.stderr_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    said = [line[len(_PYTHON_CHECK_SAID):] for line in text.splitlines() if line.startswith(_PYTHON_CHECK_SAID)]
+    if not said:
+        return None
+    return (f"Slurm job {result.job_id} ended {result.state} (exit {result.exit_code}) before this job ran: the "
+            f"node's python {said[-1]}; see {result.stderr_path}")
 
 
 def job_name(options: SlurmOptions, name: str) -> str:
@@ -272,7 +312,7 @@ def render_batch_script(
              "export PYTHONUNBUFFERED=1",
              'echo "llmsweep: job ${SLURM_JOB_ID} on $(hostname) started $(date -u +%FT%TZ)"']
     if any("{python}" in part for part in options.worker_command):
-        lines.append(_python_check(options.python))
+        lines.append(_python_check(options.python, _worker_module(options.worker_command)))
     if spec.image and options.node.use_srun:
         if options.squash_dir is None:
             raise ConfigError(
@@ -678,7 +718,9 @@ class SlurmExecutor:
         def close(job_id: str, outcome: JobOutcome) -> None:
             outcomes.append(outcome)
             report_job_finished(art.job_dir(run_dir, job_id), outcome)  # `run` stores it now
-            current_progress().job_finished(job_id, outcome.status)  # k/N and the ETA on the driver
+            # k/N and the ETA on the driver, the job timed by its own clock on the node (seen here a poll late, or not
+            # at all when it started and ended between two looks)
+            current_progress().job_finished(job_id, outcome.status, seconds=outcome.seconds)
 
         def relay(batch: _Batch, *, final: bool = False) -> None:
             if batch.relay is not None:
@@ -687,13 +729,36 @@ class SlurmExecutor:
 
         def follow(batch: _Batch) -> None:
             """What the worker reports of its job in flight (its phase, the client's counters: `ReportingProgress`),
-            and the jobs it started (their report, or job.json) and finished (their outcome.json) since the last look.
-            The report is read first: a job the worker has moved on from wrote its outcome before the report that
-            names the next one."""
+            and the jobs it finished (their outcome.json) and started (its report, or their job.json) since the last
+            look. What says a job started is read first and acted on last: the worker writes a job's outcome before
+            the report or the job.json of the next, so every job finished before one named is closed (counted k/N)
+            before that one is shown — numbered in the order the worker ran them, even when one started and ended
+            between two looks."""
             progress = current_progress()
             lane = batch.sjob.job_id
             concs = {job.id: job.concs[0] if job.concs else None for job in batch.group.jobs}
             report = read_report(batch.report_path)
+            begun = [job.id for job in batch.group.jobs if job.id not in batch.started
+                     and (art.job_dir(run_dir, job.id) / art.JOB_FILE).is_file()]
+
+            def queued() -> None:  # the lane's jobs not started yet (an owed eval is timed apart)
+                progress.queued(lane, sum(1 for job in batch.group.jobs
+                                          if job.id not in batch.closed and job.id not in progress.state.jobs
+                                          and job.id not in progress.state.owed))
+
+            for job in batch.group.jobs:
+                if job.id in batch.closed:
+                    continue
+                outcome = _outcome_in(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
+                if outcome is not None and not _interrupted(outcome):  # final: the worker wrote it as the job ended
+                    batch.closed.add(job.id)
+                    close(job.id, outcome)
+                    queued()
+                    s = progress.state
+                    if s.total:
+                        eta = s.eta_s()
+                        event(f"Slurm job {batch.sjob.job_id}: {s.done}/{s.total} job(s) done"
+                              + ("" if eta is None else f" · sweep ETA {duration_text(eta)}"))
             if report is not None:
                 fresh, batch.beat = report.beat != batch.beat, report.beat
                 for said in report.jobs:
@@ -702,37 +767,26 @@ class SlurmExecutor:
                     if said.job_id not in progress.state.jobs:
                         batch.started.add(said.job_id)
                         progress.job_started(said.job_id, concs[said.job_id], lane=lane)
+                        queued()  # no longer waiting in its lane: shown with its phase next, and the ETA
                     progress.reported(said, fresh=fresh, quiet_after_s=max(QUIET_S, 3 * self.options.poll_s))
                 for job_id in report.owed:
                     if job_id in concs and job_id in progress.state.jobs:
                         progress.eval_owed(job_id)
-            for job in batch.group.jobs:
-                if job.id in batch.closed:
-                    continue
-                jdir = art.job_dir(run_dir, job.id)
-                outcome = _outcome_in(jdir / art.OUTCOME_FILE)
-                if outcome is not None and not _interrupted(outcome):  # final: the worker wrote it as the job ended
-                    batch.closed.add(job.id)
-                    close(job.id, outcome)
-                    s = progress.state
-                    if s.total:
-                        eta = s.eta_s()
-                        event(f"Slurm job {batch.sjob.job_id}: {s.done}/{s.total} job(s) done"
-                              + ("" if eta is None else f" · sweep ETA {duration_text(eta)}"))
-                elif job.id not in batch.started and (jdir / art.JOB_FILE).is_file():  # a worker that never reports
-                    batch.started.add(job.id)
-                    progress.job_started(job.id, concs[job.id], lane=lane)
-                    progress.phase("running", job_id=job.id)
-            progress.queued(lane, sum(1 for job in batch.group.jobs  # (an owed eval is timed apart)
-                                      if job.id not in batch.closed and job.id not in progress.state.jobs
-                                      and job.id not in progress.state.owed))
+            for job_id in begun:  # a worker that never reports: its jobs as their folders show them
+                if job_id not in batch.started and job_id not in batch.closed:
+                    batch.started.add(job_id)
+                    progress.job_started(job_id, concs[job_id], lane=lane)
+                    queued()
+                    progress.phase("running", job_id=job_id)
+            queued()
 
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
             group, sjob = batch.group, batch.sjob
             if isinstance(seen, SlurmJobResult):
-                ended = (f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code}) before this job wrote "
-                         f"its outcome; see {seen.stdout_path} and {seen.stderr_path}")
+                ended = python_check_reason(seen) or (
+                    f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code}) before this job wrote its "
+                    f"outcome; see {seen.stdout_path} and {seen.stderr_path}")
             else:
                 event(f"Slurm job {sjob.job_id}: {seen.message}")
                 ended = f"{seen.one_line()}; see {sjob.stdout_path} and {sjob.stderr_path}"

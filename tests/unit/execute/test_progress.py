@@ -17,6 +17,7 @@ from llmsweep.client.interpreter import WorkerStats
 from llmsweep.client.runner import _progress
 from llmsweep.execute import progress as progress_mod
 from llmsweep.execute.progress import (
+    JobReport,
     LiveProgress,
     PlainProgress,
     ReportingProgress,
@@ -348,3 +349,39 @@ def test_a_worker_reports_from_a_thread_of_its_own_until_it_is_done(tmp_path: Pa
         worker.job_finished("j", "valid")
     last = read_report(path)
     assert last is not None and last.jobs == []
+
+
+def _said(profiling: float) -> JobReport:
+    """What a worker reports of its job "a" measuring, `profiling` s into its 60-s window."""
+    worker = ReportingProgress(Path("unused.json"))
+    worker.job_started("a", 4)
+    worker.client(_p(profiling))
+    return worker.report().jobs[0]
+
+
+def test_a_job_run_elsewhere_is_timed_by_its_own_clock_and_from_the_window_seen_since(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job on a Slurm node is seen here a poll interval apart. First seen half-way through its window, it was taken
+    to have done half its window in no time (`sweep ETA 0s`, two jobs left); now only the window done since it was
+    seen times it. Finished, it is timed by the seconds its worker measured, not by when it was seen here (a job seen a
+    poll late counted a poll's time, one that started and ended between two looks counted none)."""
+    clock = _Clock()
+    monkeypatch.setattr(progress_mod, "_now", clock)
+    progress = SweepProgress()
+    progress.sweep(3)
+    progress.job_started("a", 4, lane="42")
+    progress.queued("42", 2)
+    progress.reported(_said(30.0), fresh=True)  # window 30/60 s
+    assert progress.state.eta_s() is None  # none of it seen going by yet
+    clock.t += 6
+    progress.reported(_said(36.0), fresh=True)  # 6 s more in 6 s
+    assert progress.state.eta_s() == pytest.approx(24.0 + 2 * 30.0, abs=0.1)  # 24 s more, then two as long
+    clock.t += 1
+    progress.job_finished("a", "valid", seconds=50.0)  # on the node: its server's launch, warm-up, window, drain
+    progress.queued("42", 2)
+    assert progress.state.eta_s() == 2 * 50.0
+    progress.job_finished("b", "valid", seconds=40.0)  # started and ended between two looks: never seen here
+    progress.queued("42", 1)
+    assert progress.state.eta_s() == 45.0
+    progress.job_finished("c", "valid", seconds=40.0)
+    assert progress.state.eta_s() == 0.0  # all done, whatever the lane last said it held

@@ -4,9 +4,13 @@ worker's stderr relayed line by line as it grows."""
 
 from __future__ import annotations
 
+import io
+import re
 import types
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -159,3 +163,75 @@ def test_a_job_running_on_a_node_shows_as_running_with_its_time_so_far(tmp_path:
     lines = out.read_text().splitlines()
     assert len(lines) == 2 and all(line.endswith("job 1/3 conc 4 · running · 0s so far") for line in lines), lines
     assert progress.state.done == 1 and progress.state.timed == 1
+
+
+class _ScriptedBatchJob:
+    """A batch job whose worker's steps (what it writes to the shared filesystem) happen one per look at the queue:
+    the driver sees exactly what a worker leaves between two polls, whatever the poll interval."""
+
+    def __init__(self, out_dir: Path, steps: list[list[Callable[[], None]]]) -> None:
+        self.job_id, self.out_dir, self.steps = "77", out_dir, steps
+        self.stdout_path, self.stderr_path = out_dir / "slurm-77.out", out_dir / "slurm-77.err"
+        self.result: SlurmJobResult | None = None
+
+    def poll(self) -> SlurmJobResult | tuple[str, str]:
+        if self.steps:
+            for step in self.steps.pop(0):
+                step()
+            return "RUNNING", ""
+        self.result = SlurmJobResult(self.job_id, "COMPLETED", 0, self.stdout_path, self.stderr_path)
+        return self.result
+
+
+def test_a_job_finished_between_two_looks_is_counted_before_the_next_is_shown_and_times_the_eta(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs that start and end between two looks at the queue (a poll interval longer than a job): the worker's
+    report named the next job before the driver closed the last, which it numbered as if the last had not run (`job
+    1/3 conc 2` before `1/3 job(s) done`); a job never seen running was not timed, one seen a poll late was timed from
+    then (`sweep ETA 0s` with a job left), and a lane's stale count of its jobs left put a non-zero ETA after the last
+    one. Each job is 10 s long on the node (its outcome's seconds): the ETA is counted in those."""
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.lifecycle import JobOutcome
+    from llmsweep.execute.progress import use_progress
+
+    run_dir = tmp_path / "out"
+    jobs = [types.SimpleNamespace(id=name, exp_name=f"exp-{name}", concs=[conc], eval_only=False)
+            for name, conc in (("a", 1), ("b", 2), ("c", 3))]
+    group: Any = types.SimpleNamespace(id="g", spec=None, jobs=jobs, topology=None,
+                                       to_json=lambda run_dir, settings: {"id": "g"})
+    beat = 0
+
+    def started(name: str, *, reported: bool) -> None:
+        nonlocal beat
+        art.write_json(art.job_dir(run_dir, name) / art.JOB_FILE, {"id": name})
+        if reported:
+            beat += 1
+            art.write_json(art.server_dir(run_dir, "g") / art.PROGRESS_FILE,
+                           {"beat": beat, "jobs": [{"job_id": name, "phase": "measuring"}], "owed": []})
+
+    def finished(name: str) -> None:
+        art.write_json(art.job_dir(run_dir, name) / art.OUTCOME_FILE, JobOutcome(
+            job_id=name, exp_name=f"exp-{name}", status="valid", seconds=10.0).model_dump(mode="json"))
+
+    steps: list[list[Callable[[], None]]] = [
+        [partial(started, "a", reported=False)],  # a worker that has not reported yet: a shown by its job.json
+        [partial(finished, "a"), partial(started, "b", reported=True)],  # a ran whole between two looks; b measures
+        [partial(finished, "b"), partial(started, "c", reported=False), partial(finished, "c")],  # b, c: in one
+    ]
+    batch = _ScriptedBatchJob(run_dir / "servers" / "g", steps)
+    monkeypatch.setattr(SlurmExecutor, "submit", lambda self, spec, **kw: batch)
+    stream = io.StringIO()
+    with use_progress(PlainProgress(stream, interval_s=3600.0)) as progress:
+        progress.sweep(3)
+        outcomes = SlurmExecutor({"poll_s": 0.01, "relay_worker_log": False}).run_groups(
+            [group], run_dir, cast(Any, None), event=progress.line)
+    assert [o.job_id for o in outcomes] == ["a", "b", "c"]
+    lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
+    shown = [line for line in lines if re.match(r"(Slurm job 77: \d/3 job\(s\) done|job \d/3 conc)", line)]
+    assert shown == [
+        "job 1/3 conc 1 · running · 0s so far",  # nothing done yet to time the sweep by
+        "Slurm job 77: 1/3 job(s) done · sweep ETA 20s",  # b and c left, 10 s each
+        "job 2/3 conc 2 · measuring · sweep ETA 20s",  # b just seen: its 10 s, then c's
+        "Slurm job 77: 2/3 job(s) done · sweep ETA 10s",
+        "Slurm job 77: 3/3 job(s) done · sweep ETA 0s",
+    ], lines
