@@ -116,8 +116,10 @@ def test_missing_binary_is_a_launch_error(tmp_path: Path) -> None:
 
 def test_local_refuses_image_jobs_unless_allowed() -> None:
     spec = LaunchSpec(engine="vllm", image="vllm/vllm-openai:v0.9", argv=("vllm", "serve"), port=1)
-    with pytest.raises(ConfigError, match="docker or slurm"):
+    with pytest.raises(ConfigError, match="the local executor runs on the host") as refused:
         LocalLauncher().render(spec)
+    fix = refused.value.fix or ""  # each executor's way, the local one's option named as the local executor's
+    assert "docker executor" in fix and "slurm with srun" in fix and "--executor-option allow_image=true" in fix
     assert LocalLauncher(LocalOptions(allow_image=True)).render(spec) == ["vllm", "serve"]
 
 

@@ -101,9 +101,9 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
 @option("num_warmups", dest="warmups", default=0, show_default=True, deprecated=("--warmups",),
         help="Warm-up requests the aiperf run sent.")
 @option("gpus")
-@click.option("--source", type=click.Choice(get_args(RunSource)), default=MEASURED, show_default=True,
-              help="What served aiperf's load: a real engine (measured) or llmsweep's simulator (simulated); the "
-                   "artifacts do not say, and the summary carries it.")
+@click.option("--served-by", "source", type=click.Choice(get_args(RunSource)), default=MEASURED, show_default=True,
+              help="What served aiperf's load, the summary's source: a real engine (measured) or llmsweep's "
+                   "simulator (simulated); the artifacts do not say.")
 @json_option("the summary (summary.json)")
 def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int, source: RunSource, as_json: bool) -> None:
     """Read an aiperf --artifact-dir into OUT (records.jsonl, run.json, summary.json under llmsweep's definitions)."""

@@ -167,7 +167,7 @@ def test_an_overflowing_prompt_is_classed_as_our_client_would_class_it(tmp_path:
 
 
 def test_an_import_says_what_served_the_load_as_told_and_summarize_keeps_it(tmp_path: Path) -> None:
-    """The artifacts do not say what served aiperf's load (OK's run was against the simulator): `--source` does, and
+    """The artifacts do not say what served aiperf's load (OK's run was against the simulator): `--served-by` does, and
     the folder's run.json carries it, so `summarize` gives the same label back."""
     from click.testing import CliRunner
 
@@ -175,11 +175,11 @@ def test_an_import_says_what_served_the_load_as_told_and_summarize_keeps_it(tmp_
     from llmsweep.client.folder import summarise_dir
 
     made = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "sim"), "--num-warmups", "4",
-                                     "--source", "simulated", "--json"])
+                                     "--served-by", "simulated", "--json"])
     assert made.exit_code == 0, made.output
     assert json.loads(made.stdout)["source"] == "simulated"
     assert summarise_dir(tmp_path / "sim", write=False).source == "simulated"
     default = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "real"), "--num-warmups", "4"])
     assert default.exit_code == 0 and summarise_dir(tmp_path / "real", write=False).source == "measured"
-    assert CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "x"), "--source", "predicted"]
+    assert CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "x"), "--served-by", "predicted"]
                               ).exit_code == 2  # a prediction is no run: not a source an import can claim
