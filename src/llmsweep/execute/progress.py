@@ -415,6 +415,7 @@ class SweepProgress:
         s = self.state
         s.done += 1
         job = s.jobs.pop(job_id, None)
+        s.owed.pop(job_id, None)  # an eval owed and closed unseen (a worker's, between two looks) is owed no more
         spent = s.owed_spent.pop(job_id, 0.0)
         if seconds is not None:  # it ran, on its own clock: its point's time and its eval's
             s.timed += 1

@@ -9,7 +9,6 @@ ids are written down; interrupting the submitter cancels its jobs; the job's exi
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import re
@@ -212,26 +211,35 @@ _PYTHON_CHECK_SAID = "llmsweep: node python: "
 """How the batch script's line begins when the node's Python cannot run the worker (read back by the driver)."""
 
 
-def _worker_module(worker_command: Sequence[str]) -> str:
-    """The module the worker command runs (`-m MODULE`), else the default worker's: what the check imports."""
-    for flag, module in itertools.pairwise(worker_command):
-        if flag == "-m":
-            return module
-    return DEFAULT_WORKER_COMMAND[DEFAULT_WORKER_COMMAND.index("-m") + 1]
+def _worker_module(worker_command: Sequence[str]) -> str | None:
+    """The module the worker command's `{python}` runs (`{python} [-X opt ...] -m MODULE`): what the check imports.
+    None when `{python}` runs a script (its own `sys.path` is its business) or is not there; a `-m` of a wrapper
+    before it (`numactl -m 0 {python} ...`) is not the worker's."""
+    try:
+        at = next(i for i, part in enumerate(worker_command) if part == "{python}")
+    except StopIteration:
+        return None
+    args = list(worker_command[at + 1:])
+    while args and args[0].startswith("-") and args[0] != "-m":  # the interpreter's own options (-u, -X dev, -O)
+        args = args[2:] if args[0] in ("-X", "-W") else args[1:]
+    return args[1] if len(args) > 1 and args[0] == "-m" else None
 
 
-def _python_check(python: str, module: str = "llmsweep.cli.main") -> str:
+def _python_check(python: str, module: str | None = "llmsweep.cli.main") -> str:
     """Fail in a second, before any image import, when the harness Python on the node cannot run the client: missing,
     older than 3.11, or unable to import the worker's module (llmsweep or one of its dependencies missing: with the
-    environment the worker gets, PYTHONPATH included). Exit `PYTHON_CHECK_EXIT`, with a line the driver reads back
+    batch job's environment, its PYTHONPATH included; `module` None, a script worker: the version only). Exit `PYTHON_CHECK_EXIT`, with a line the driver reads back
     (`python_check_reason`)."""
     exe = shlex.quote(python)
     said = f"{_PYTHON_CHECK_SAID}{python} on $(hostname)"
-    return (
+    version = (
         f"if ! {exe} -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then\n"
         f'  echo "{said} is missing or older than Python 3.11; the client cannot run; {PYTHON_FIX}" >&2\n'
         f"  exit {PYTHON_CHECK_EXIT}\n"
-        "fi\n"
+        "fi")
+    if module is None:  # a script worker: what it imports is its own
+        return version
+    return version + "\n" + (
         f"if ! llmsweep_import=$({exe} -c {shlex.quote('import ' + module)} 2>&1); then\n"
         f'  echo "{said} cannot import {module} ($(printf %s "$llmsweep_import" | tail -n 1)); the worker cannot '
         f'run; {PYTHON_FIX}" >&2\n'

@@ -385,3 +385,18 @@ def test_a_job_run_elsewhere_is_timed_by_its_own_clock_and_from_the_window_seen_
     assert progress.state.eta_s() == 45.0
     progress.job_finished("c", "valid", seconds=40.0)
     assert progress.state.eta_s() == 0.0  # all done, whatever the lane last said it held
+
+
+def test_an_eval_owed_and_closed_unseen_is_owed_no_more() -> None:
+    """A worker's owed eval can end between two of the driver's looks, its outcome closed without it being shown
+    again: it is owed no more, so the next job is numbered after it (it stayed owed and every later job's number was
+    one too high: `job 4/3`)."""
+    progress = SweepProgress()
+    progress.sweep(3)
+    progress.job_started("a", 1)
+    progress.eval_owed("a")
+    progress.job_started("b", 2)
+    progress.job_finished("b", "valid", seconds=10.0)
+    progress.job_finished("a", "valid", seconds=20.0)  # its eval, never shown as started again
+    progress.job_started("c", 4)
+    assert progress.state.owed == {} and progress.state.jobs["c"].index == 3

@@ -115,3 +115,23 @@ def test_job_id_parsed_from_parsable_output(stdout: str, job_id: str) -> None:
 def test_empty_or_odd_sbatch_output_is_an_error_never_a_guess(stdout: str) -> None:
     with pytest.raises(LaunchError, match="not a job id"):
         parse_job_id(stdout)
+
+
+@pytest.mark.parametrize(("worker", "imports"), [
+    (None, "llmsweep.cli.main"),  # the default worker
+    (["{python}", "-u", "-X", "dev", "-m", "my.worker", "{group}"], "my.worker"),
+    (["numactl", "-m", "0", "{python}", "-m", "llmsweep.cli.main", "run"], "llmsweep.cli.main"),  # a wrapper's -m
+    (["srun", "-m", "block:cyclic", "{python}", "/opt/worker.py", "{group}"], None),  # a script: its own sys.path
+])
+def test_the_node_python_check_imports_the_module_the_worker_runs(tmp_path: Path, worker: list[str] | None,
+                                                                  imports: str | None) -> None:
+    """The check imports what `{python} -m MODULE` runs, never a wrapper's `-m` value (`numactl -m 0` made every
+    batch job fail on `import 0`); a worker running a script gets the version check only."""
+    options = SlurmOptions() if worker is None else SlurmOptions(worker_command=worker)
+    script = render_batch_script(LaunchSpec(engine="sim", argv=("x",), port=1), options, name="g",
+                                 group_file=tmp_path / "g.json", out_dir=tmp_path, launcher_file=tmp_path / "l.json")
+    checks = [line for line in script.splitlines() if "-c 'import " in line and "sys.version_info" not in line]
+    if imports is None:
+        assert checks == [] and "sys.version_info < (3, 11)" in script
+    else:
+        assert len(checks) == 1 and f"-c 'import {imports}'" in checks[0], checks
