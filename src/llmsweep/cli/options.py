@@ -313,13 +313,17 @@ def config_keys_option(*, required: bool = False) -> Callable[[F], F]:
 def names_a_path(word: str) -> bool:
     """A command-line word that names a recipe file or folder, never a recipe key: a YAML file name, a path with a
     separator, or a folder here that holds recipes (InferenceX's keys are names: letters, digits, `.`, `-`, `_`,
-    globs). A folder of another kind (a run folder named after its key) does not end the keys."""
+    globs). A folder of another kind (a run folder named after its key, even one holding an engine's YAML launch
+    files) does not end the keys."""
     from llmsweep.spec.loader import RECIPE_SUFFIXES
 
     if word.endswith(RECIPE_SUFFIXES) or os.sep in word or "/" in word:
         return True
-    folder = Path(word)
-    return folder.is_dir() and any(p.suffix in RECIPE_SUFFIXES for p in folder.rglob("*"))
+    from llmsweep.results.rundir import folder_kind
+
+    folder = Path(word)  # an output of ours (a run, job, bench or predict folder) may hold YAML that is no recipe
+    return (folder.is_dir() and folder_kind(folder) == "other"
+            and any(p.suffix in RECIPE_SUFFIXES for p in folder.rglob("*")))
 
 
 def store_option(dest: str = "store_path", **overrides: Any) -> Callable[[F], F]:

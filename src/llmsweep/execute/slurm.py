@@ -228,8 +228,8 @@ def _worker_module(worker_command: Sequence[str]) -> str | None:
 def _python_check(python: str, module: str | None = "llmsweep.cli.main") -> str:
     """Fail in a second, before any image import, when the harness Python on the node cannot run the client: missing,
     older than 3.11, or unable to import the worker's module (llmsweep or one of its dependencies missing: with the
-    batch job's environment, its PYTHONPATH included; `module` None, a script worker: the version only). Exit `PYTHON_CHECK_EXIT`, with a line the driver reads back
-    (`python_check_reason`)."""
+    batch job's environment, its PYTHONPATH included; `module` None, a script worker: the version only). Exit
+    `PYTHON_CHECK_EXIT`, with a line the driver reads back (`python_check_reason`)."""
     exe = shlex.quote(python)
     said = f"{_PYTHON_CHECK_SAID}{python} on $(hostname)"
     version = (

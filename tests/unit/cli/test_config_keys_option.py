@@ -44,7 +44,8 @@ def test_a_folder_named_like_a_key_is_a_key_unless_it_holds_recipes(tmp_path: Pa
     """A run folder is often named after its key (`--out KEY`): it holds no recipe, so it does not end the keys (the
     key was dropped and its recipe never checked); a folder of recipes does."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "key-b").mkdir()
+    (tmp_path / "key-b" / "servers" / "g").mkdir(parents=True)  # a TensorRT-LLM run's launch files are YAML
+    (tmp_path / "key-b" / "servers" / "g" / "extra_llm_api_options.yaml").write_text("")
     (tmp_path / "key-b" / "run.json").write_text("{}")
     (tmp_path / "recipes" / "more").mkdir(parents=True)
     (tmp_path / "recipes" / "more" / "r.yaml").write_text("")
