@@ -32,9 +32,13 @@ def user_dirs() -> tuple[Path, ...]:
     raw = os.environ.get(ENV_VAR)
     if raw:
         return tuple(Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip())
-    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or "~/.config").expanduser()
-    default = config_home / "llmsweep" / "catalog"
+    default = default_user_dir()
     return (default,) if default.is_dir() else ()
+
+
+def default_user_dir() -> Path:
+    """The user catalog directory read when ``$LLMSWEEP_CATALOG_DIR`` is unset (if it exists)."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or "~/.config").expanduser() / "llmsweep" / "catalog"
 
 
 def catalog_dirs() -> tuple[Path, ...]:
@@ -187,6 +191,6 @@ def entry_fix(file: str, spec: type[BaseModel], key: str) -> str:
     replaces a packaged entry of the same id), keyed as `key` says, with every field `spec` requires (the packaged
     file shows each filled in). The one text for models and hardware alike."""
     required = [name for name, f in spec.model_fields.items() if f.is_required() and name != "id"]
-    return (f"add an entry to {file} in ${ENV_VAR} (default ~/.config/llmsweep/catalog) ({key}) with "
+    return (f"add an entry to {file} in ${ENV_VAR} (else {default_user_dir()}), {key}, with "
             f"{', '.join(required)} "
             f"(the packaged {PACKAGED_DIR / file} shows each)")

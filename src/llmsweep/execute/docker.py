@@ -245,13 +245,18 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
 _UNREACHABLE = ("no such host", "dial tcp", "connection refused", "network is unreachable", "i/o timeout",
                 "tls handshake timeout", "temporary failure in name resolution")
 """What `docker pull` says when the registry cannot be reached (not a wrong name, not a private image)."""
+_DAEMON_UNREACHABLE = ("docker daemon", "docker.sock", "error during connect")
+"""What the docker CLI says when its daemon does not answer (down, another DOCKER_HOST, no permission)."""
 
 
 def pull_failure_fix(said: str) -> str:
     """The fix for a failed `docker pull` that said `said`: a registry this host cannot reach is a network matter,
     anything else the image's name, tag or credentials."""
     lowered = said.lower()
-    if "docker daemon" not in lowered and any(s in lowered for s in _UNREACHABLE):  # the registry, not the daemon
+    if any(s in lowered for s in _DAEMON_UNREACHABLE):  # no registry was asked: the daemon itself did not answer
+        return ("the Docker daemon did not answer: start it (`systemctl start docker`), check DOCKER_HOST, and that "
+                "this user may use its socket (the docker group)")
+    if any(s in lowered for s in _UNREACHABLE):
         return ("this host cannot reach the registry: check its network, proxy or registry mirror, or bring the image "
                 "in by hand (`docker load` of a saved image)")
     return "check the image's name and tag, and `docker login` to its registry if it is private"

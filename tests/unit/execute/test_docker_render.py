@@ -372,4 +372,17 @@ def test_a_failed_pull_names_the_network_only_when_the_registry_was_not_reached(
 
     fix = pull_failure_fix(said)
     assert ("cannot reach the registry" in fix) is network
-    assert ("docker login" in fix) is not network
+    daemon = "docker daemon" in said.lower()
+    assert ("the Docker daemon did not answer" in fix) is daemon
+    assert ("docker login" in fix) is not (network or daemon)
+
+
+@pytest.mark.parametrize("said", [
+    "error during connect: Post \"http://%2Fvar%2Frun%2Fdocker.sock/v1.41/images/create\": dial unix "
+    "/var/run/docker.sock: connect: connection refused",
+    "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock",
+])
+def test_a_pull_the_daemon_never_took_names_the_daemon(said: str) -> None:
+    from llmsweep.execute.docker import pull_failure_fix
+
+    assert pull_failure_fix(said).startswith("the Docker daemon did not answer")

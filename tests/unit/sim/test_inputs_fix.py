@@ -32,8 +32,8 @@ def _fix(model: str, hardware: str) -> str:
 
 def _follow(fix: str, catalog: Path, key: str, extra: dict[str, object], values: dict[str, object]) -> None:
     """Write the entry the fix names: its file under the catalog directory, the fields it lists."""
-    found = re.search(r"add an entry to (\w+\.yaml) in \$LLMSWEEP_CATALOG_DIR \(.*?\) with (.*?) \(the packaged ",
-                      fix)
+    found = re.search(r"add an entry to (\w+\.yaml) in \$LLMSWEEP_CATALOG_DIR \(else [^)]*\), [^,]*, "
+                      r"with (.*?) \(the packaged ", fix)
     assert found, fix
     file, fields = found.group(1), found.group(2).split(", ")
     section = file.removesuffix(".yaml")
