@@ -316,7 +316,10 @@ def test_a_node_python_without_llmsweeps_dependencies_fails_fast_naming_the_miss
     if not system.is_file() or subprocess.run([system, "-c", "import click"], capture_output=True).returncode == 0:
         pytest.skip("needs a /usr/bin/python3 >= 3.11 without click")
     spec = tiny()
-    job = SlurmExecutor(options(python=str(system))).submit(
+    # the real worker (`{python} -m llmsweep.cli.main ...`, the default): what the check imports (a script worker,
+    # as this file's other tests use, is checked for the version only)
+    bare = SlurmOptions(python=str(system), poll_s=0.5, time_limit="00:05:00")
+    job = SlurmExecutor(bare).submit(
         spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="bare-python")
     with cancel_on_interrupt([job]):
         result = job.wait(timeout_s=60)
