@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import click
 
 from llmsweep.cli.options import json_option, option
 from llmsweep.errors import ConfigError
-from llmsweep.metrics.model import MEASURED, RunSource
+from llmsweep.metrics.model import MEASURED, RUN_SOURCES, RunSource
 
 
 def _levels(text: str) -> list[int]:
@@ -101,7 +101,7 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
 @option("num_warmups", dest="warmups", default=0, show_default=True, deprecated=("--warmups",),
         help="Warm-up requests the aiperf run sent.")
 @option("gpus")
-@click.option("--served-by", "source", type=click.Choice(get_args(RunSource)), default=MEASURED, show_default=True,
+@click.option("--served-by", "source", type=click.Choice(RUN_SOURCES), default=MEASURED, show_default=True,
               help="What served aiperf's load, the summary's source: a real engine (measured) or llmsweep's "
                    "simulator (simulated); the artifacts do not say.")
 @json_option("the summary (summary.json)")

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, cast
 
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultInputError
 from llmsweep.metrics import GateConfig, Summary, summarise
-from llmsweep.metrics.model import MEASURED, SIMULATED, Source
+from llmsweep.metrics.model import MEASURED, SIMULATED, SOURCES, Source
 
 
 def run_json(*, provenance: dict[str, Any], gates: GateConfig, client: dict[str, Any], gpus: int,
@@ -73,7 +73,7 @@ def _recorded_source(out: Path, info: dict[str, Any]) -> Source:
     summary_source = _summary_source(out / SUMMARY_FILE)
     for source in (info.get("source"), prov.get("source") if isinstance(prov, dict) else None,
                    summary_source if summary_source != MEASURED else None):
-        if source in get_args(Source):
+        if source in SOURCES:
             return cast(Source, source)
     raise ResultInputError(
         f"{out / RUN_FILE} does not say what served its records (no `source` there or in its provenance"

@@ -250,8 +250,8 @@ _DAEMON_UNREACHABLE = ("docker daemon", "docker.sock", "error during connect")
 
 
 def pull_failure_fix(said: str) -> str:
-    """The fix for a failed `docker pull` that said `said`: a registry this host cannot reach is a network matter,
-    anything else the image's name, tag or credentials."""
+    """The fix for a failed `docker pull` that said `said`: a daemon that did not answer is the daemon's matter, a
+    registry this host cannot reach the network's, anything else the image's name, tag or credentials."""
     lowered = said.lower()
     if any(s in lowered for s in _DAEMON_UNREACHABLE):  # no registry was asked: the daemon itself did not answer
         return ("the Docker daemon did not answer: start it (`systemctl start docker`), check DOCKER_HOST, and that "

@@ -225,7 +225,7 @@ def _worker_module(worker_command: Sequence[str]) -> str | None:
     return args[1] if len(args) > 1 and args[0] == "-m" else None
 
 
-def _python_check(python: str, module: str | None = "llmsweep.cli.main") -> str:
+def _python_check(python: str, module: str | None) -> str:
     """Fail in a second, before any image import, when the harness Python on the node cannot run the client: missing,
     older than 3.11, or unable to import the worker's module (llmsweep or one of its dependencies missing: with the
     batch job's environment, its PYTHONPATH included; `module` None, a script worker: the version only). Exit

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
@@ -35,6 +35,10 @@ MEASURED: RunSource = "measured"
 SIMULATED: RunSource = "simulated"
 PREDICTED: Source = "predicted"
 """`llmsweep predict`: the simulator core in virtual time, no run (`sim.predict`)."""
+SOURCES: tuple[Source, ...] = get_args(Source)
+"""Every source label a result may carry."""
+RUN_SOURCES: tuple[RunSource, ...] = get_args(RunSource)
+"""The labels of what served a run (a prediction is no run)."""
 
 
 def run_source(simulated: bool) -> RunSource:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any
 
-from llmsweep.metrics.model import Source, Summary
+from llmsweep.metrics.model import Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HotColumn
 
 HOT_METRICS: tuple[HotColumn, ...] = HOT_COLUMNS
@@ -21,7 +21,6 @@ HOT_METRICS: tuple[HotColumn, ...] = HOT_COLUMNS
 INVALID_VERDICTS = frozenset({"invalid", "failed", "fail", "error"})
 """Everything else (`valid`, `smoke` — too short to publish but a sound measurement —, `unknown`) may sit on a
 frontier; the verdict is always shown next to the point."""
-SOURCES: tuple[str, ...] = get_args(Source)
 
 
 @dataclass(frozen=True, slots=True)

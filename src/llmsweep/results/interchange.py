@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llmsweep.errors import ResultError, ResultInputError
-from llmsweep.metrics.model import MEASURED, InvertedStats, Stats, Summary
+from llmsweep.metrics.model import MEASURED, SOURCES, InvertedStats, Stats, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import inferencex_eval_rows
-from llmsweep.results.extract import SOURCES
 from llmsweep.results.identity import dp_attention_of, get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, describe, result_id_for
 
