@@ -723,12 +723,17 @@ class SlurmExecutor:
         submitted: list[_Batch] = []
         outcomes: list[JobOutcome] = []
 
-        def close(job_id: str, outcome: JobOutcome) -> None:
-            outcomes.append(outcome)
-            report_job_finished(art.job_dir(run_dir, job_id), outcome)  # `run` stores it now
-            # k/N and the ETA on the driver, the job timed by its own clock on the node (seen here a poll late, or not
-            # at all when it started and ended between two looks)
-            current_progress().job_finished(job_id, outcome.status, seconds=outcome.seconds)
+        def close(job_id: str, outcome: JobOutcome, batch: _Batch | None = None) -> None:
+            # Stored and marked closed together, a signal held meanwhile: one landing between the two would either
+            # leave a job stored and closed again by the read-back on the interrupt, or closed and never stored.
+            with shielded():
+                outcomes.append(outcome)
+                report_job_finished(art.job_dir(run_dir, job_id), outcome)  # `run` stores it now
+                if batch is not None:
+                    batch.closed.add(job_id)
+                # k/N and the ETA on the driver, the job timed by its own clock on the node (seen here a poll late, or
+                # not at all when it started and ended between two looks)
+                current_progress().job_finished(job_id, outcome.status, seconds=outcome.seconds)
 
         def relay(batch: _Batch, *, final: bool = False) -> None:
             if batch.relay is not None:
@@ -759,8 +764,7 @@ class SlurmExecutor:
                     continue
                 outcome = _outcome_in(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
                 if outcome is not None and not _interrupted(outcome):  # final: the worker wrote it as the job ended
-                    batch.closed.add(job.id)
-                    close(job.id, outcome)
+                    close(job.id, outcome, batch)
                     queued()
                     s = progress.state
                     if s.total:
@@ -829,7 +833,7 @@ class SlurmExecutor:
                              f"not run — {said[1]}, then rerun with --resume to run the rest (see {seen.stderr_path})")
                 event(line)
             for job_id, outcome in left:
-                close(job_id, outcome)
+                close(job_id, outcome, batch)
             # its lane is over: the jobs it never reached no longer weigh on the sweep's ETA
             current_progress().queued(sjob.job_id, 0)
 

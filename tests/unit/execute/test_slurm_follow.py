@@ -235,3 +235,44 @@ def test_a_job_finished_between_two_looks_is_counted_before_the_next_is_shown_an
         "Slurm job 77: 2/3 job(s) done · sweep ETA 10s",
         "Slurm job 77: 3/3 job(s) done · sweep ETA 0s",
     ], lines
+
+
+def test_a_signal_while_a_finished_job_is_stored_neither_cuts_that_store_nor_loses_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM landing while `run` stores a job the worker finished (the driver's sink) cut that store short, and
+    the job, already marked closed, was not stored by the read-back on the interrupt: a later --resume found it
+    finished on disk while the run had stored nothing of it. The store now runs to its end, the signal is raised
+    after it, and the read-back stores what else the worker finished — each job exactly once."""
+    import os
+    import signal
+
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.lifecycle import JobOutcome, on_job_finished
+    from llmsweep.execute.signals import Interrupted
+
+    run_dir = tmp_path / "out"
+    jobs = [types.SimpleNamespace(id=name, exp_name=f"exp-{name}", concs=[1], eval_only=False) for name in "abc"]
+    group: Any = types.SimpleNamespace(id="g", spec=None, jobs=jobs, topology=None,
+                                       to_json=lambda run_dir, settings: {"id": "g"})
+
+    def finished(name: str) -> None:
+        art.write_json(art.job_dir(run_dir, name) / art.JOB_FILE, {"id": name})
+        art.write_json(art.job_dir(run_dir, name) / art.OUTCOME_FILE, JobOutcome(
+            job_id=name, exp_name=f"exp-{name}", status="valid", seconds=1.0).model_dump(mode="json"))
+
+    # a finishes and is seen at one look; b finishes just after, before the interrupt's read-back; c never runs
+    batch = _ScriptedBatchJob(run_dir / "servers" / "g", [[partial(finished, "a")], [], [], []])
+    monkeypatch.setattr(SlurmExecutor, "submit", lambda self, spec, **kw: batch)
+    stored: list[tuple[str, str]] = []
+
+    def sink(job_dir: Path, outcome: JobOutcome) -> None:
+        stored.append(("begun", outcome.job_id))
+        if outcome.job_id == "a":
+            finished("b")
+            os.kill(os.getpid(), signal.SIGTERM)  # delivered at once, inside the store
+        stored.append(("stored", outcome.job_id))
+
+    with on_job_finished(sink), pytest.raises((Interrupted, KeyboardInterrupt)):
+        SlurmExecutor({"poll_s": 0.01, "relay_worker_log": False}).run_groups(
+            [group], run_dir, cast(Any, None), event=lambda line: None)
+    assert stored == [("begun", "a"), ("stored", "a"), ("begun", "b"), ("stored", "b")], stored
