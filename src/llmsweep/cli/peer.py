@@ -14,7 +14,7 @@ import click
 
 from llmsweep.cli.options import json_option, option
 from llmsweep.errors import ConfigError
-from llmsweep.metrics.model import MEASURED, RUN_SOURCES, RunSource
+from llmsweep.metrics.model import RUN_SOURCES, RunSource
 
 
 def _levels(text: str) -> list[int]:
@@ -101,9 +101,9 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
 @option("num_warmups", dest="warmups", default=0, show_default=True, deprecated=("--warmups",),
         help="Warm-up requests the aiperf run sent.")
 @option("gpus")
-@click.option("--served-by", "source", type=click.Choice(RUN_SOURCES), default=MEASURED, show_default=True,
+@click.option("--served-by", "source", type=click.Choice(RUN_SOURCES), required=True,
               help="What served aiperf's load, the summary's source: a real engine (measured) or llmsweep's "
-                   "simulator (simulated); the artifacts do not say.")
+                   "simulator (simulated). Required: the artifacts do not say, and a label is never guessed.")
 @json_option("the summary (summary.json)")
 def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int, source: RunSource, as_json: bool) -> None:
     """Read an aiperf --artifact-dir into OUT (records.jsonl, run.json, summary.json under llmsweep's definitions)."""

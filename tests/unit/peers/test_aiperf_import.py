@@ -152,9 +152,11 @@ def test_a_folder_of_several_aiperf_runs_is_refused_not_guessed(tmp_path: Path) 
 
     from llmsweep.cli.peer import peer
 
-    made = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "a"), "--num-warmups", "4"])
+    made = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "a"), "--num-warmups", "4",
+                                     "--served-by", "simulated"])
     assert made.exit_code == 0
-    assert CliRunner().invoke(peer, ["import", str(FAILED), "--out", str(tmp_path / "b")]).exit_code == 1  # invalid
+    assert CliRunner().invoke(peer, ["import", str(FAILED), "--out", str(tmp_path / "b"), "--served-by", "measured"]
+                              ).exit_code == 1  # invalid
 
 
 def test_an_overflowing_prompt_is_classed_as_our_client_would_class_it(tmp_path: Path) -> None:
@@ -167,8 +169,9 @@ def test_an_overflowing_prompt_is_classed_as_our_client_would_class_it(tmp_path:
 
 
 def test_an_import_says_what_served_the_load_as_told_and_summarize_keeps_it(tmp_path: Path) -> None:
-    """The artifacts do not say what served aiperf's load (OK's run was against the simulator): `--served-by` does, and
-    the folder's run.json carries it, so `summarize` gives the same label back."""
+    """The artifacts do not say what served aiperf's load (OK's run was against the simulator): `--served-by` does (it
+    is required: a default of measured labelled OK's simulated load as measured), and the folder's run.json carries
+    it, so `summarize` gives the same label back."""
     from click.testing import CliRunner
 
     from llmsweep.cli.peer import peer
@@ -179,7 +182,10 @@ def test_an_import_says_what_served_the_load_as_told_and_summarize_keeps_it(tmp_
     assert made.exit_code == 0, made.output
     assert json.loads(made.stdout)["source"] == "simulated"
     assert summarise_dir(tmp_path / "sim", write=False).source == "simulated"
-    default = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "real"), "--num-warmups", "4"])
-    assert default.exit_code == 0 and summarise_dir(tmp_path / "real", write=False).source == "measured"
+    real = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "real"), "--served-by", "measured"])
+    assert real.exit_code == 0 and summarise_dir(tmp_path / "real", write=False).source == "measured"
+    unsaid = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "unsaid"), "--num-warmups", "4"])
+    assert unsaid.exit_code == 2 and "--served-by" in unsaid.output  # never guessed: OK's load was the simulator's
+    assert not (tmp_path / "unsaid").exists()
     assert CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "x"), "--served-by", "predicted"]
                               ).exit_code == 2  # a prediction is no run: not a source an import can claim
