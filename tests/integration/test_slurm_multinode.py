@@ -219,6 +219,7 @@ def killed_resumed_then_interrupted(tmp_path_factory: pytest.TempPathFactory,
         seen["left_after_kill"] = job_in_queue(old_job) and bool(role_processes(multinode_cluster))
         for log in router_logs.glob("*/roles/router-0.log"):
             log.unlink()
+        killed_log_end = (tmp_path / "run.log").stat().st_size
         resumed = start("--resume")
         try:
             wait_until(router_up, resumed, tmp_path / "run.log")
@@ -228,6 +229,7 @@ def killed_resumed_then_interrupted(tmp_path_factory: pytest.TempPathFactory,
             seen["roles_running_at_sigint"] = bool(role_processes(multinode_cluster))
             resumed.send_signal(signal.SIGINT)
             seen["rc_after_sigint"] = resumed.wait(timeout=120)
+            seen["resume_log"] = (tmp_path / "run.log").read_bytes()[killed_log_end:].decode(errors="replace")
         finally:
             if resumed.poll() is None:
                 resumed.kill()
@@ -253,6 +255,8 @@ def test_resume_after_a_killed_run_cancels_its_role_steps_before_launching_again
     assert seen["left_after_kill"], "a SIGKILLed submitter leaves its allocation and its role steps running"
     # The resumed run cancelled the old allocation (its steps with it) before it launched its own.
     assert not seen["old_job_queued_at_relaunch"] and seen["new_job"] != seen["old_job"]
+    said = [line for line in seen["resume_log"].splitlines() if f"cancelling Slurm job {seen['old_job']}" in line]
+    assert len(said) == 1 and said[0].endswith("left by an earlier, interrupted run"), said  # once, saying why
     assert seen["rc_after_sigint"] != 0
     assert_nothing_left(seen["old_job"], multinode_cluster)
     assert_nothing_left(seen["new_job"], multinode_cluster)

@@ -982,7 +982,7 @@ def _cancel_stale_slurm_jobs(run_dir: Path, event: Event) -> None:
                               script_path=id_file.parent / "job.sbatch", options=SlurmOptions(poll_s=1.0)))
     if not stale:
         return
-    for job in cancel_jobs(stale, wait_s=SlurmOptions().cancel_wait_s):
+    for job in cancel_jobs(stale, wait_s=SlurmOptions().cancel_wait_s, announced=True):
         event(f"Slurm job {job.job_id} is still listed after scancel: run `scancel -f {job.job_id}` by hand and "
               "wait until `squeue -j` no longer lists it before resuming")
 

@@ -454,9 +454,11 @@ class SlurmJob:
                 fix=f"check the node (`scontrol show job {self.job_id}`); scancel -f {self.job_id}",
             )
 
-    def request_cancel(self) -> None:
-        """scancel, without waiting (`cancel_jobs` waits for several at once)."""
-        log.warning("cancelling Slurm job %s", self.job_id)
+    def request_cancel(self, *, announced: bool = False) -> None:
+        """scancel, without waiting (`cancel_jobs` waits for several at once); `announced`: the caller has said so
+        already, in its own words."""
+        if not announced:
+            log.warning("cancelling Slurm job %s", self.job_id)
         proc = run_command(["scancel", self.job_id], timeout_s=self.options.command_timeout_s, check=False,
                            new_session=True, fix=_SLURM_FIX)
         if proc.returncode != 0:
@@ -974,13 +976,14 @@ class SlurmInterrupted(Interrupted):
     """The submitter got SIGTERM/SIGHUP; raised in the main thread so `with` blocks cancel their jobs."""
 
 
-def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float) -> list[SlurmJob]:
+def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = False) -> list[SlurmJob]:
     """scancel every job, then wait (at most `wait_s`, less once a further signal hurries the shutdown) until the
-    queue lists none of them; returns those still listed. Jobs that ended are skipped."""
+    queue lists none of them; returns those still listed. Jobs that ended are skipped. `announced`: the caller has
+    said which jobs it cancels and why (no second, bare line per job)."""
     live = [job for job in jobs if job.result is None]
     for job in live:
         try:
-            job.request_cancel()
+            job.request_cancel(announced=announced)
         except LaunchError as exc:
             log.error("could not cancel Slurm job %s: %s", job.job_id, exc.message)
     deadline = time.monotonic() + wait_s
