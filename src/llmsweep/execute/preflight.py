@@ -120,17 +120,26 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> No
     """Fail when the spec needs GPUs this machine does not show. The simulator and CPU servers are skipped."""
     if spec.gpus <= 0 or spec.engine == SIM.id:
         return
+    env = os.environ if environ is None else environ
+    in_slurm = bool(env.get("SLURM_JOB_ID"))  # the check runs on the node, inside the batch job's allocation
     counted = count_gpus(environ)
     if counted is None:
         raise LaunchError(
             f"the {spec.engine} server needs {spec.gpus} GPU(s) but neither nvidia-smi nor rocm-smi is on PATH",
-            fix="run on a GPU node (or inside an allocation with --gres=gpu), or install the vendor driver tools",
+            fix=("this node is no GPU node, or its driver tools are not on the batch job's PATH: pick a GPU "
+                 "partition (the slurm executor's `partition`) or add the tools' folder to PATH on the nodes")
+            if in_slurm else "run on a GPU machine, or install the vendor driver tools (nvidia-smi / rocm-smi)",
         )
     tool, found = counted
     if found < spec.gpus:
         raise LaunchError(
             f"the {spec.engine} server needs {spec.gpus} GPU(s) but {tool} shows {found} visible",
-            fix="free or request more GPUs (CUDA_VISIBLE_DEVICES / --gres=gpu:N), or lower tp/pp in the recipe",
+            fix=(f"this Slurm allocation shows fewer GPUs than it needs (llmsweep's batch jobs ask --gres=gpu:"
+                 f"{spec.gpus}; in an salloc of your own, ask for as many): check the node's GPUs and gres.conf "
+                 "(`scontrol show node`) and the slurm executor's `gpu_type`, or lower tp/pp in the recipe")
+            if in_slurm else "free GPUs on this machine or name more of them in CUDA_VISIBLE_DEVICES / "
+                             "HIP_VISIBLE_DEVICES (the docker executor passes the same selection), or lower tp/pp in "
+                             "the recipe",
         )
 
 

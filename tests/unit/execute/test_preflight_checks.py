@@ -133,3 +133,25 @@ def test_gpu_check_on_amd_counts_hip_within_rocr(monkeypatch: pytest.MonkeyPatch
         check_gpus(spec(("srv",), 1, gpus=2))
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1,3")
     check_gpus(spec(("srv",), 1, gpus=2))
+
+
+def test_a_gpu_shortfall_fix_names_what_sets_the_gpus_where_the_server_runs(monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path) -> None:
+    """Off Slurm the GPUs are this machine's selection (the docker executor passes it on); inside a batch job they
+    are what its --gres asked for, which llmsweep already sets from tp/pp: telling that user to pass --gres, or a
+    local user to request an allocation, sent each to the wrong knob."""
+    fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA H200 (UUID: GPU-a)")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    with pytest.raises(LaunchError) as local:
+        check_gpus(spec(("srv",), 1, gpus=2))
+    assert "CUDA_VISIBLE_DEVICES" in str(local.value.fix) and "gres" not in str(local.value.fix)
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    with pytest.raises(LaunchError) as node:
+        check_gpus(spec(("srv",), 1, gpus=2))
+    assert "--gres=gpu:2" in str(node.value.fix) and "gres.conf" in str(node.value.fix)
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    with pytest.raises(LaunchError) as no_tools:
+        check_gpus(spec(("srv",), 1, gpus=2))
+    assert "partition" in str(no_tools.value.fix)
