@@ -29,7 +29,7 @@ from llmsweep.errors import ConfigError, LaunchError
 from llmsweep.execute.base import ON_HOST, ServedIn, server_environment
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
-from llmsweep.execute.handle import ProcessServerHandle
+from llmsweep.execute.handle import ProcessServerHandle, flags_named
 from llmsweep.execute.process import start_process
 
 if TYPE_CHECKING:
@@ -301,7 +301,8 @@ class DockerLauncher:
             remove_container([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s)
 
         return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container,
-                                   cleanup=(self.options.docker, "rm", "-f", name))
+                                   cleanup=(self.options.docker, "rm", "-f", name),
+                                   user_flags=flags_named("the docker executor's extra_args", self.options.extra_args))
 
 
 @register_executor

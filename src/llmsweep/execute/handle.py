@@ -43,6 +43,9 @@ class ServerHandle(Protocol):
     log_path: Path
     scrubber: SecretScrubber
     command: tuple[str, ...]
+    user_flags: str | None
+    """Flags of the user's own the launcher put around the engine's command (`docker run`'s, `srun`'s), named as the
+    user sets them, for a start-up failure's fix; None when there are none."""
 
     @property
     def base_url(self) -> str: ...
@@ -67,6 +70,11 @@ class ServerHandle(Protocol):
     def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str: ...
 
 
+def flags_named(option: str, flags: Sequence[str]) -> str | None:
+    """`user_flags` of a handle: the option's name and its flags, as a fix quotes them; None without flags."""
+    return f"{option} ({' '.join(flags)})" if flags else None
+
+
 class ProcessServerHandle:
     """A server whose lifetime is one local process tree (local, docker CLI, srun step)."""
 
@@ -81,8 +89,10 @@ class ProcessServerHandle:
         before_stop: Callable[[float], None] | None = None,
         after_stop: Callable[[], None] | None = None,
         cleanup: Sequence[str] = (),
+        user_flags: str | None = None,
     ) -> None:
         self.spec = spec
+        self.user_flags = user_flags
         self.process = process
         self.log_path = process.log_path
         self.scrubber = scrubber

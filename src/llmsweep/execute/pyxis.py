@@ -23,7 +23,7 @@ from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
 from llmsweep.execute.base import ServedIn, ServerLauncher, server_environment
 from llmsweep.execute.commands import run_command
-from llmsweep.execute.handle import ProcessServerHandle
+from llmsweep.execute.handle import ProcessServerHandle, flags_named
 from llmsweep.execute.local import LocalLauncher, LocalOptions
 from llmsweep.execute.process import start_process
 
@@ -219,6 +219,7 @@ class SrunLauncher:
         return ProcessServerHandle(
             spec, process, scrubber=scrubber, command=argv, job_id=job_id,
             before_stop=terminate_step, after_stop=cancel_leftover_step,
+            user_flags=flags_named("the slurm executor's node.extra_args", self.launch_options.srun.extra_args),
         )
 
 

@@ -121,7 +121,8 @@ def wait_ready(
             raise _failure(
                 handle,
                 f"exited with status {handle.returncode} while starting (health {url})",
-                fix="read the log tail above; fix the engine arguments, model path or image and rerun",
+                fix="read the log tail above; fix the engine arguments, model path or image"
+                    + (f", or {handle.user_flags}" if handle.user_flags else "") + ", and rerun",
                 tail_lines=tail_lines,
             )
         marker_ok = markers.check()

@@ -488,6 +488,7 @@ class RoleDeployment:
         self.log_path = self.dir / f"{router.name if router is not None else 'server'}-0.log"
         self.scrubber = SecretScrubber(())
         self.command: tuple[str, ...] = ()
+        self.user_flags: str | None = None  # each role's step is waited for on its own handle
         self.started: list[tuple[Role, RoleWorker, ProcessServerHandle]] = []
         self.samplers: list[ProcessServerHandle] = []
         self.sampled: list[tuple[SampledWorker, Path]] = []

@@ -386,3 +386,32 @@ def test_a_pull_the_daemon_never_took_names_the_daemon(said: str) -> None:
     from llmsweep.execute.docker import pull_failure_fix
 
     assert pull_failure_fix(said).startswith("the Docker daemon did not answer")
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="no docker CLI on PATH (`.ci/run` installs docker.io)")
+def test_a_server_that_dies_starting_names_the_users_docker_flags_in_its_fix(tmp_path: Path) -> None:
+    """The real docker CLI refuses a flag it does not know before it asks the daemon anything: the server 'exits
+    while starting', and the fix named the engine arguments, model and image — never the flags the user put in
+    front of them (the executor's extra_args), which were the fault."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.preflight import pick_free_port
+
+    spec = SPEC.model_copy(update={"port": pick_free_port()})
+    launcher = DockerLauncher(DockerOptions(gpu_vendor="none", extra_args=("--no-such-flag",)))
+    handle = launcher.launch(spec, log_path=tmp_path / "server.log", environ=dict(os.environ))
+    try:
+        with pytest.raises(LaunchError) as err:
+            wait_ready(handle, timeout_s=20, poll_s=0.1)
+    finally:
+        handle.stop(grace_s=1)
+    assert "no-such-flag" in err.value.message  # the CLI's own words, in the log tail
+    assert "the docker executor's extra_args (--no-such-flag)" in (err.value.fix or ""), err.value.fix
+    plain = DockerLauncher(DockerOptions(gpu_vendor="none")).launch(
+        spec.model_copy(update={"image": "llmsweep-test/none:0", "argv": ("--bad",)}), log_path=tmp_path / "b.log",
+        environ={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"})
+    try:
+        with pytest.raises(LaunchError) as err:
+            wait_ready(plain, timeout_s=20, poll_s=0.1)
+    finally:
+        plain.stop(grace_s=1)
+    assert "extra_args" not in (err.value.fix or "")  # no flags of the user's: none named

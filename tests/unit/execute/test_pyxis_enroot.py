@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import time
@@ -188,3 +189,23 @@ def test_lock_wait_is_bounded(tmp_path: Path, fake_tools: dict[str, str]) -> Non
         holder.wait()
     assert result.returncode == 75 and "waited 1 s" in result.stderr
     assert imports(tmp_path) == []
+
+
+@pytest.mark.skipif(shutil.which("srun") is None, reason="no srun on PATH (`.ci/run` installs Slurm)")
+def test_a_step_srun_refuses_names_the_users_srun_flags_in_the_fix(tmp_path: Path) -> None:
+    """The real srun refuses an option it does not know before it asks the controller anything: the server 'exits
+    while starting', and the fix now names node.extra_args, the user's own flags in front of the engine's command."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.ready import wait_ready
+
+    spec = SPEC.model_copy(update={"image": None, "gpus": 0})
+    launch = NodeLaunch(srun=SrunOptions(extra_args=("--no-such-srun-flag",)))
+    handle = SrunLauncher(launch).launch(spec, log_path=tmp_path / "log",
+                                         environ={"PATH": os.environ["PATH"], "SLURM_JOB_ID": "999999"})
+    try:
+        with pytest.raises(LaunchError) as err:
+            wait_ready(handle, timeout_s=20, poll_s=0.1)
+    finally:
+        handle.stop(grace_s=1)
+    assert "no-such-srun-flag" in err.value.message, err.value.message  # srun's own words, in the log tail
+    assert "the slurm executor's node.extra_args (--no-such-srun-flag)" in (err.value.fix or ""), err.value.fix
