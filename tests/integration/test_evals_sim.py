@@ -63,7 +63,7 @@ def gsm8k_file(path: Path, n: int = 12) -> Path:
 def llmsweep(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"), "PYTHONUNBUFFERED": "1"}
     return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], env=env,
-                          capture_output=True, text=True, timeout=280)
+                          capture_output=True, text=True, timeout=280, cwd=tmp_path)
 
 
 def summaries(out: Path) -> dict[str, dict[str, Any]]:
@@ -82,8 +82,10 @@ def eval_args(tmp_path: Path) -> list[str | Path]:
 
 
 def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path, recipe: Path) -> None:
+    """`--out` relative, as the README writes it: lm-eval runs in its own output folder, and the relative paths it
+    was given (its task file, output path and report) sent it looking inside that folder — every eval failed."""
     out = tmp_path / "out"
-    proc = llmsweep(tmp_path, "run", recipe, "--evals-only", "--out", out, "--json", *eval_args(tmp_path))
+    proc = llmsweep(tmp_path, "run", recipe, "--evals-only", "--out", "out", "--json", *eval_args(tmp_path))
     assert proc.returncode == 1, proc.stderr  # the eval ran and failed its threshold
     # it runs against the simulator served live, in wall-clock time: not said as a virtual-time job
     assert "(fixed-seq-len), an eval against the simulator served live" in proc.stderr, proc.stderr[-3000:]

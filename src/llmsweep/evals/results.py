@@ -88,6 +88,9 @@ def run_eval(job: Job, base_url: str, *, model: str, metrics_url: str | None, jo
              settings: EvalSettings, server_command: str | None = None) -> EvalBlock:
     """Run the job's eval against `base_url` and write `eval/eval.json`; returns the judged block. `server_command`:
     the launch of a server relaunched for the eval alone (a run-eval row whose throughput point pinned acceptance)."""
+    # lm-eval runs in its output folder (its cwd): every path it is given (the task file, --output_path, its report)
+    # must be absolute, or a relative `--out` (the README's own `runs/...`) sends it looking inside that folder.
+    job_dir = job_dir.resolve()
     edir = job_dir / EVAL_DIR
     edir.mkdir(parents=True, exist_ok=True)
     (edir / EVAL_METRICS_FILE).unlink(missing_ok=True)
