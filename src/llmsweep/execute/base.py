@@ -11,7 +11,9 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Annotated, Protocol, runtime_checkable
+
+from pydantic import AfterValidator
 
 from llmsweep.engines.launch import LaunchSpec, is_secret_name
 from llmsweep.execute.handle import ServerHandle
@@ -19,6 +21,20 @@ from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 
 # Undeclared secret-looking values shorter than this are not scrubbed: masking "1" would mangle every log line.
 _MIN_IMPLICIT_SECRET_LEN = 6
+
+
+def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(path.expanduser()))
+
+
+HARNESS_MOUNT = "/llmsweep"
+"""Where a container (docker, pyxis) sees an llmsweep checkout an executor option mounts (`harness_dir`)."""
+
+HostPath = Annotated[Path, AfterValidator(_absolute)]
+"""A host folder an executor option names (a cache, a model folder, a mount): `~` expanded and made absolute where
+the option is read (symlinks kept: a node may reach the folder by the same link). A bind mount or pyxis mount of a
+relative path is no mount of that folder (docker takes `models:models` for a named volume's, and refuses it), and a
+server or batch job starting elsewhere would not find it."""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, LaunchError
-from llmsweep.execute.base import ON_HOST, ServedIn, server_environment
+from llmsweep.execute.base import HARNESS_MOUNT, ON_HOST, HostPath, ServedIn, server_environment
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle, flags_named
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HARNESS_MOUNT = "/llmsweep"
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 
 
@@ -59,9 +58,9 @@ class DockerOptions(BaseModel):
         "kernel ignores any signal the engine left at its default action: such an engine is killed only when the "
         "stop's grace runs out (measured with transformers serve: the whole grace).",
     )
-    hf_cache: Path | None = Field(default=None, description="Host Hugging Face cache, mounted at the same path.")
-    model_dir: Path | None = Field(default=None, description="Host model directory, mounted read-only, same path.")
-    harness_dir: Path | None = Field(default=None, description=f"llmsweep checkout mounted at {HARNESS_MOUNT}.")
+    hf_cache: HostPath | None = Field(default=None, description="Host Hugging Face cache, mounted at the same path.")
+    model_dir: HostPath | None = Field(default=None, description="Host model directory, mounted read-only, same path.")
+    harness_dir: HostPath | None = Field(default=None, description=f"llmsweep checkout mounted at {HARNESS_MOUNT}.")
     extra_mounts: tuple[str, ...] = Field(default=(), description="More -v specs, e.g. '/scratch:/scratch'.")
     workdir: str | None = Field(default=None, description="-w inside the container (default: the image's).")
     name_prefix: str = Field(default="llmsweep", description="Container names are <prefix>-<engine>-<random>.")

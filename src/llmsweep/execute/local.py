@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
-from llmsweep.execute.base import ON_HOST, ServedIn, server_environment
+from llmsweep.execute.base import ON_HOST, HostPath, ServedIn, server_environment
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle
 from llmsweep.execute.process import start_process
@@ -24,7 +24,7 @@ class LocalOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cwd: Path | None = Field(default=None, description="Working directory of the server (default: the caller's).")
+    cwd: HostPath | None = Field(default=None, description="Working directory of the server (default: the caller's).")
     allow_image: bool = Field(
         default=False,
         description="Run the argv on the host even when the spec names a container image (the engine is installed "

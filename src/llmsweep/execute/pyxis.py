@@ -21,13 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
-from llmsweep.execute.base import ServedIn, ServerLauncher, server_environment
+from llmsweep.execute.base import HARNESS_MOUNT, HostPath, ServedIn, ServerLauncher, server_environment
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import ProcessServerHandle, flags_named
 from llmsweep.execute.local import LocalLauncher, LocalOptions
 from llmsweep.execute.process import start_process
 
-HARNESS_MOUNT = "/llmsweep"
 NODE_LAUNCHER_ENV = "LLMSWEEP_NODE_LAUNCHER"
 _SQSH_UNSAFE = re.compile(r"[/:@#]")
 
@@ -102,9 +101,9 @@ class SrunOptions(BaseModel):
         "process on the node (image-less servers only).",
     )
     srun: str = Field(default="srun", description="The srun binary.")
-    hf_cache: Path | None = Field(default=None, description="Hugging Face cache mounted at the same path.")
-    model_dir: Path | None = Field(default=None, description="Model directory mounted at the same path.")
-    harness_dir: Path | None = Field(default=None, description=f"llmsweep checkout mounted at {HARNESS_MOUNT}.")
+    hf_cache: HostPath | None = Field(default=None, description="Hugging Face cache mounted at the same path.")
+    model_dir: HostPath | None = Field(default=None, description="Model directory mounted at the same path.")
+    harness_dir: HostPath | None = Field(default=None, description=f"llmsweep checkout mounted at {HARNESS_MOUNT}.")
     extra_mounts: tuple[str, ...] = Field(default=(), description="More pyxis mounts, 'src:dst[:flags]'.")
     container_workdir: str = Field(default=HARNESS_MOUNT, description="--container-workdir inside the image.")
     container_writable: bool = Field(default=True, description="--container-writable (engines write caches).")

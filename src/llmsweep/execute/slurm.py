@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from llmsweep.engines.launch import LaunchSpec, env_assignment
 from llmsweep.errors import ConfigError, LaunchError
 from llmsweep.execute.artifacts import SLURM_JOB_ID_FILE
+from llmsweep.execute.base import HostPath
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, validate_options
 from llmsweep.execute.handle import log_tail
@@ -82,7 +83,7 @@ class SlurmOptions(BaseModel):
         default=DEFAULT_WORKER_COMMAND,
         description="Command the job runs on the node; {python}, {group}, {out}, {launcher} are substituted.",
     )
-    squash_dir: Path | None = Field(default=None, description="Shared cache of enroot squash files (image jobs).")
+    squash_dir: HostPath | None = Field(default=None, description="Shared cache of enroot squash files (image jobs).")
     import_lock_timeout_s: int = Field(default=600, description="flock -w on <sqsh>.lock.")
     import_timeout_s: int = Field(default=3600, description="Timeout of one `enroot import`.")
     import_env: dict[str, str] = Field(

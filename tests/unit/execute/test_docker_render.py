@@ -415,3 +415,23 @@ def test_a_server_that_dies_starting_names_the_users_docker_flags_in_its_fix(tmp
     finally:
         plain.stop(grace_s=1)
     assert "extra_args" not in (err.value.fix or "")  # no flags of the user's: none named
+
+
+def test_host_folders_given_relative_or_with_a_tilde_are_mounted_by_their_absolute_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hf_cache=~/.cache/huggingface` or `model_dir=models` went to `docker run -v` as written: docker takes a source
+    without a leading slash for a named volume's and refuses the relative mount point, so the server never started
+    ("invalid mount path"), and pyxis and a batch job on a node would resolve them elsewhere."""
+    from llmsweep.execute.pyxis import SrunOptions
+    from llmsweep.execute.slurm import SlurmOptions
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    argv = render(hf_cache="~/.cache/huggingface", model_dir="models", harness_dir="./llmsweep")
+    mounts = flag_value(argv, "-v")
+    cache = tmp_path / "home" / ".cache" / "huggingface"
+    assert f"{cache}:{cache}" in mounts and f"{tmp_path / 'models'}:{tmp_path / 'models'}:ro" in mounts, mounts
+    assert f"{tmp_path / 'llmsweep'}:/llmsweep:ro" in mounts and f"HF_HUB_CACHE={cache}" in argv
+    node = SrunOptions(hf_cache="~/hf", model_dir="models")
+    assert (node.hf_cache, node.model_dir) == (tmp_path / "home" / "hf", tmp_path / "models")
+    assert SlurmOptions(squash_dir="squash").squash_dir == tmp_path / "squash"
