@@ -140,6 +140,13 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     assert point["throughput"]["total_tps"] > 0 and point["provenance"]["clock"] == "virtual"
     assert point["eval"]["mode"] == "run-eval" and point["eval"]["verdict"] == "invalid"
     assert any("below the threshold" in w for w in point["validity"]["warnings"])
+    # ... and it is said where the run ends, beside the verdict that stands (it went unseen there: `1 valid`, exit 0)
+    (failure,) = [line for line in proc.stderr.splitlines() if "keep their throughput verdict" in line]
+    assert failure.startswith("  1 job(s) keep their throughput verdict, but their gsm8k eval is invalid: "
+                              "exact_match,strict-match = 0.0000 is below the threshold 0.90"), failure
+    outcomes = json.loads((out / "run.json").read_text())["outcomes"]
+    assert [o["eval_failure"] is not None for o in sorted(outcomes, key=lambda o: "_conc16_" in o["job_id"])] == [
+        False, True]
     # The dashboard: an evaluation view, and the failure on the throughput point it belongs to.
     data = json.loads((out / "report" / "data.json").read_text())
     (ev,) = data["evals"]

@@ -107,6 +107,9 @@ class JobOutcome(BaseModel):
     """What holds for the job's result beyond its verdict: under the simulator, the engine rules it ran despite (a
     real engine would refuse the job: `policy` softens those rules to warnings in simulation) and what the simulator
     does not model (`pipeline.job_warnings`, their one home; added by `with_warnings`)."""
+    eval_failure: str | None = None
+    """A run-eval row whose eval did not pass: the eval's verdict and reasons (`eval_failure`). The job keeps its
+    throughput verdict, as InferenceX's combined rows do; this says at the end of the run what the summary holds."""
     resumed: bool = False
     """`--resume` found the job finished in --out and did not run it again (status `skipped`); its verdict is its
     summary's (`summary_path`), which the end table shows, marked resumed."""
@@ -675,7 +678,17 @@ def outcome_of(job: Job, summary: Summary, job_dir: Path) -> JobOutcome:
     informational)."""
     status: Status = summary.validity.verdict
     return JobOutcome(job_id=job.id, exp_name=job.exp_name, status=status, reasons=verdict_reasons(summary),
-                      summary_path=str(job_dir / art.SUMMARY_FILE))
+                      summary_path=str(job_dir / art.SUMMARY_FILE), eval_failure=eval_failure(job, summary))
+
+
+def eval_failure(job: Job, summary: Summary) -> str | None:
+    """`JobOutcome.eval_failure` of a measured job: its eval's verdict and reasons when a run-eval row's eval did not
+    pass; None otherwise (an eval-only job's verdict is its eval's)."""
+    ev = summary.eval
+    if job.eval_only or ev is None or ev.verdict == "valid":
+        return None
+    reasons = [r.removeprefix(f"eval {ev.task}: ") for r in ev.reasons]  # said once, in front
+    return f"{ev.task} eval is {ev.verdict}: " + ("; ".join(reasons) or "no reason recorded")
 
 
 def verdict_reasons(summary: Summary) -> list[str]:

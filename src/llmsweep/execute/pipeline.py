@@ -148,6 +148,12 @@ class RunOutcome:
                 softened.setdefault(w, []).append(o.job_id)
         for warning, ids in softened.items():
             lines.append(f"  {len(ids)} job(s) ran on the simulator although {warning}")
+        failed_evals: dict[str, list[str]] = {}
+        for o in self.outcomes:
+            if o.ok and o.eval_failure:
+                failed_evals.setdefault(o.eval_failure, []).append(o.job_id)
+        for failure, ids in failed_evals.items():  # the throughput verdict stands; its eval did not pass
+            lines.append(f"  {len(ids)} job(s) keep their throughput verdict, but their {failure}")
         for why, ids in self.power_unrecorded.items():
             lines.append(f"  power not recorded for {len(ids)} job(s): {why}")
         for f in self.unplanned:
