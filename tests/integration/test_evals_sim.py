@@ -272,3 +272,18 @@ def test_a_sweep_stopped_while_an_eval_is_owed_leaves_that_job_unfinished_and_re
     for conc in (32, 64):
         assert outcomes[by_conc[conc]["provenance"]["job"]["id"]] == "valid"
         assert by_conc[conc]["eval"]["relaunched"] is True
+
+
+def test_an_agentic_eval_only_job_runs_offline_without_reading_its_rows_trace_source(tmp_path: Path) -> None:
+    """The seed recipe's agentic row names a Hugging Face trace corpus; its eval-only job replays none of it (lm-eval
+    sends its samples), yet it was refused offline because that corpus could not be fetched."""
+    seed = Path(__file__).resolve().parents[2] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+    out = tmp_path / "out"
+    env = {**os.environ, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", str(seed), "--simulate", "--evals-only",
+                           "--out", str(out), "--json", *(str(a) for a in eval_args(tmp_path))],
+                          env=env, capture_output=True, text=True, timeout=280, cwd=tmp_path)
+    planned = proc.stderr.split("planned", 1)[-1].splitlines()[0]
+    assert planned.endswith("(1 engine config(s); 1 eval(s) against it served live), 0 refused"), proc.stderr[-3000:]
+    (row,) = json.loads(proc.stdout)["jobs"]
+    assert "_eval_" in row["job"] and row["eval_task"] == "gsm8k" and row["eval_score"] == 0.0, row

@@ -283,16 +283,17 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSetting
 
 def _check_traces(jobs: list[Job], event: Event) -> tuple[list[Job], list[JobOutcome]]:
     """Resolve every trace source once, before any server starts: the jobs of one that cannot be read are refused
-    with its reason and fix, said once, and the rest run."""
+    with its reason and fix, said once, and the rest run. An eval-only job replays no trace (lm-eval sends its
+    samples): its row's trace source is not its to read, offline or not."""
     from llmsweep.plan.point import check_trace_sources, trace_source_label
 
-    failed = check_trace_sources(jobs)
+    failed = check_trace_sources([job for job in jobs if not job.eval_only])
     if not failed:
         return jobs, []
     keep: list[Job] = []
     refused: list[JobOutcome] = []
     for job in jobs:
-        error = failed.get(trace_source_label(job) or "")
+        error = None if job.eval_only else failed.get(trace_source_label(job) or "")
         if error is None:
             keep.append(job)
             continue
@@ -638,9 +639,11 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         return " and ".join(b for b in ((f"{plain} {what}server(s)" if plain else ""),
                                         (f"{len(roles)} {what}prefill/decode deployment(s)" if roles else "")) if b)
 
+    evals = sum(1 for g in virtual for j in g.jobs if j.eval_only or j.run_eval)  # lm-eval needs a server
     where = " and ".join(b for b in (
         servers(engines_, ""), servers(live_sim, "live simulator "),
-        f"the simulator in virtual time ({len(virtual)} engine config(s))" if virtual else "") if b)
+        f"the simulator in virtual time ({len(virtual)} engine config(s)"
+        + (f"; {evals} eval(s) against it served live" if evals else "") + ")" if virtual else "") if b)
     times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 else ""
     event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run" + (f" on {where}" if where else "")
           + f", {len(refused)} refused"
