@@ -160,6 +160,11 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     evals = [m["eval"] for m in matched if m["eval"]]
     assert evals == [{"task": "gsm8k", "a": 0.0, "b": 0.0, "delta": 0.0, "band": 0.0, "band_kind": "stderr",
                       "verdict": "within noise", "eval_verdict_a": "invalid", "eval_verdict_b": "invalid"}]
+    # `--reuse`: the plain point stands on its stored result; the run-eval row runs again, and the run says why
+    again = llmsweep(tmp_path, "run", recipe, "--out", tmp_path / "again", "--reuse", "--json", *eval_args(tmp_path))
+    rows = {row["conc"]: row for row in json.loads(again.stdout)["jobs"]}
+    assert rows[4]["reused"] is True and rows[16]["reused"] is False, rows
+    assert "not reused: 1 job(s) with an eval run again" in again.stderr and rows[16]["job"] in again.stderr
 
 
 PINNED_AL = 2.2

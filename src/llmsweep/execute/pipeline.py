@@ -493,11 +493,14 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         event(f"warning: cannot look up reusable results ({exc}); running every job")
         return runnable, [], {}
     todo, reused, sources = [], [], {}
+    evals: list[str] = []
     for job in runnable:
         # An eval job always runs: its task, samples and limit are run settings its reuse key does not hold.
         src = None if job.eval_only or job.run_eval else found.get(keys.get(job.id, ""))
         if src is None:
             todo.append(job)
+            if job.eval_only or job.run_eval:
+                evals.append(job.id)
             continue
         source = {"run_id": src.run_id, "job_id": src.job_id, "result_id": src.result_id, "verdict": src.verdict,
                   "reuse_key": keys[job.id]}
@@ -505,6 +508,10 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         sources[job.id] = source
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", reused=True,
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
+    if evals:  # said, as every job --reuse runs again is
+        event(f"not reused: {len(evals)} job(s) with an eval run again (an eval's task, samples and limit are this "
+              "run's settings, which no stored result records); --no-evals lets their throughput points be reused: "
+              + ", ".join(evals))
     return todo, reused, sources
 
 
