@@ -133,3 +133,26 @@ def test_a_clean_early_end_is_truncated_and_the_dialects_own_endings_are_whole(t
                                  tmp_path / "promised")
     assert whole.summary.requests.successful == 2 and whole.summary.tokens.output_total == 16
     assert promised.summary.requests.error_categories == {"truncated": 2}
+
+
+@_WHERE
+def test_the_whole_request_timeout_ends_a_stream_still_flowing(tmp_path: Path, record_process: bool) -> None:
+    """A stream that keeps sending (no stall) but runs past --request-timeout: aiohttp's whole-request timer covers
+    only its own reads, and the body awaited whole on the stamped path ran on — 40-token streams of ~1.2 s were
+    `valid` under a 0.5-s timeout. Each now ends as a timeout at the limit."""
+    with StreamServer(ServerConfig(itl_s=0.03)) as srv:
+        began = time.monotonic()
+        res = run_benchmark(
+            SimpleWorkload(max_tokens=40, sessions_per_lane=2),
+            Endpoint(base_url=srv.url, model="m"),
+            RunOptions(concurrency=1, stall_timeout_s=5, timeout_s=0.5, max_failure_ratio=1.0,
+                       record_process=record_process),
+            tmp_path,
+        )
+        took = time.monotonic() - began
+    records = _records(tmp_path)
+    assert [r["error_class"] for r in records] == ["timeout", "timeout"], records
+    assert all("whole-request timeout of 0.5 s" in r["error"] for r in records)
+    spans = [r["end_at"] - r["sent_at"] for r in records]
+    assert all(0.45 <= s <= 1.0 for s in spans), spans  # ended at the limit, not at the stream's end
+    assert took < 2 * 1.2 and res.summary.requests.failed == 2

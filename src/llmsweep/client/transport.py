@@ -482,6 +482,9 @@ async def exchange(
     next request) is then spread over loop iterations instead of holding one."""
     perf = time.perf_counter
     raw.sent = perf()  # replaced by the moment the headers were written (trace hook), when they were
+    # aiohttp holds its whole-request timer over its own reads only: the body awaited whole below (`wait_eof`, the
+    # stamped path) ran past `timeout.total` unchecked, a 3.6-s stream succeeding under a 1-s timeout
+    deadline = None if timeout.total is None else asyncio.get_running_loop().time() + timeout.total
     token: Token[RawExchange | None] | None = _SENDING.set(raw if stamp_in_protocol else None)
     content: StreamReader | None = None
     try:
@@ -500,7 +503,15 @@ async def exchange(
             if raw.stamper is not None:
                 if (exc := content.exception()) is not None:
                     raise exc
-                await content.wait_eof()
+                limit = asyncio.timeout_at(deadline)
+                try:
+                    async with limit:
+                        await content.wait_eof()
+                except TimeoutError:
+                    if not limit.expired():  # the stall watcher's, with its own words
+                        raise
+                    raise TimeoutError(f"the whole-request timeout of {timeout.total:g} s passed while the body was "
+                                       "streaming") from None
                 if turn is not None:
                     await turn()
                 if (exc := content.exception()) is not None:
