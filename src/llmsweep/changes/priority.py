@@ -2,7 +2,8 @@
 
 Score = base 1.0 + event `push` 2.0 + multi-node 1.25 + agentic 1.0 + precision `fp4` 0.75 + spec decoding
 `mtp|eagle|eagle3` 0.75 + the first framework-prefix match (`sglang|vllm|dynamo-sglang|dynamo-vllm`, equal or
-`<prefix>-…`) 0.5 + model prefix (exact key) `kimik3` 1.5, `dsv4` 0.75; eval-only jobs add nothing for being
+`<prefix>-…`) 0.5 + model prefix (exact key) `kimik3` 1.5, `glm5`, `glm5.1`, `kimik2.5`, `dsv4`, `minimaxm3`,
+`qwen3.5`, `dsr1` 0.75 each; eval-only jobs add nothing for being
 evals. Quantised half-up to 0.001. Labels: `ci-checklist-complete` +0.25; `ci-patchwork` / `engine-patch` force
 0.0 unless `ci-patchwork-waived`. Higher runs first.
 """
@@ -23,8 +24,9 @@ PRECISION = {"fp4": Decimal("0.75")}
 SPEC = {"mtp": Decimal("0.75"), "eagle": Decimal("0.75"), "eagle3": Decimal("0.75")}
 FRAMEWORK_PREFIXES = (("sglang", Decimal("0.5")), ("vllm", Decimal("0.5")), ("dynamo-sglang", Decimal("0.5")),
                       ("dynamo-vllm", Decimal("0.5")))
-MODEL_PREFIX = {"kimik3": Decimal("1.5"), "dsv4": Decimal("0.75")}
-"""Exact model-prefix keys (kimik3 1.5; the others the policy lists 0.75 — dsv4 is the one the spec's example names)."""
+MODEL_PREFIX = {"kimik3": Decimal("1.5"),
+                **{p: Decimal("0.75") for p in ("glm5", "glm5.1", "kimik2.5", "dsv4", "minimaxm3", "qwen3.5", "dsr1")}}
+"""Exact model-prefix keys: kimik3 1.5; 0.75 for each prefix the policy lists (configs/ci-priority.yaml)."""
 CHECKLIST_LABEL, CHECKLIST = "ci-checklist-complete", Decimal("0.25")
 PATCHWORK_LABELS = frozenset({"ci-patchwork", "engine-patch"})
 WAIVER_LABEL = "ci-patchwork-waived"

@@ -70,7 +70,12 @@ def test_labels_fail_fast_artifacts_and_collect_job() -> None:
 
 
 def test_priority_score_follows_the_policy(tmp_path: Path) -> None:
-    job = jobs_from_files([write_recipe(tmp_path)])[0]
+    listed = jobs_from_files([write_recipe(tmp_path)])[0]
+    assert listed.model_prefix == "qwen3.5" and priority(listed) == Decimal("2.250")  # base + sglang + a listed model
+    for prefix, extra in (("glm5", "0.75"), ("glm5.1", "0.75"), ("kimik2.5", "0.75"), ("minimaxm3", "0.75"),
+                          ("dsr1", "0.75"), ("kimik3", "1.5"), ("glm5.2", "0"), ("qwen3", "0")):
+        assert priority(listed.model_copy(update={"model_prefix": prefix})) == Decimal("1.500") + Decimal(extra)
+    job = listed.model_copy(update={"model_prefix": "llama3.1"})  # no model term: the other terms alone
     assert priority(job) == Decimal("1.500")  # base + sglang
     assert priority(job, event="push") == Decimal("3.500")
     big = job.model_copy(update={"multinode": True, "scenario": ScenarioId.AGENTIC_CODING, "precision": "fp4",
@@ -89,7 +94,7 @@ def test_matrix_is_ordered_by_priority_and_checks_runner_labels(tmp_path: Path) 
     jobs = jobs_from_files([write_recipe(tmp_path)])
     jobs[3] = jobs[3].model_copy(update={"precision": "fp4"})
     include = matrix_entries(jobs, default_fleet())
-    assert include[0]["job"] == jobs[3].id and include[0]["priority"] == "2.250"
+    assert include[0]["job"] == jobs[3].id and include[0]["priority"] == "3.000"  # base, sglang, qwen3.5, fp4
     assert {e["runner"] for e in include} == {"mi300x"}
     with pytest.raises(ConfigError, match="not in the fleet"):
         matrix_entries([jobs[0].model_copy(update={"runner_label": "nope-gpu"})], default_fleet())
