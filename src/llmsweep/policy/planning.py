@@ -125,13 +125,15 @@ def validate_files(
     loaded = load_recipes([Path(p) for p in paths])
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     jobs, plan_findings = plan_recipes(loaded.recipes, fleet, config_keys, evals)
-    if not config_keys:
+    # A selection (some config keys, only the eval rows) plans a part of each recipe on purpose: an override or a
+    # recipe it leaves without a job is no mistake of the recipe's.
+    selected = bool(config_keys) or (evals is not None and (evals.evals_only or evals.all_evals))
+    if not selected:
         plan_findings += unused_overrides(loaded.recipes, jobs)
     keys = expand_config_keys(tuple(config_keys), list(loaded.recipes)) if config_keys else list(loaded.recipes)
     recipes = {k: loaded.recipes[k] for k in keys}
     policy = check(recipes, jobs, simulate=simulate, fleet=fleet)
-    empty = [] if config_keys or (evals is not None and (evals.evals_only or evals.all_evals)) else _no_jobs(
-        paths, loaded.recipes, jobs, [*loaded.findings, *plan_findings, *policy])
+    empty = [] if selected else _no_jobs(paths, loaded.recipes, jobs, [*loaded.findings, *plan_findings, *policy])
     return Validation(loaded, jobs, [*loaded.findings, *plan_findings, *empty, *policy])
 
 
