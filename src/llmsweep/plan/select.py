@@ -26,6 +26,9 @@ def select_job(jobs: Sequence[Job], selector: str) -> Job:
         return candidates[0]
     if not candidates:
         listed = _listing(jobs)
+        if "_eval_" in selector and not any(j.is_eval for j in jobs):  # an eval job's id (`changelog check` lists them)
+            raise ConfigError(f"no job matches `{selector}`: it names an eval-only job, and this plan holds none",
+                              fix="add --evals-only (or --all-evals), which plans the eval rows as eval-only jobs")
         raise ConfigError(f"no job matches `{selector}`; jobs:\n{listed}",
                           fix="pass a job id (or a unique exp-name) from the list; `llmsweep matrix full-sweep "
                               "--config-files FILE --format ids` prints them all")

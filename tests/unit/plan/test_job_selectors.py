@@ -42,3 +42,14 @@ def test_ids_that_travel_between_programs_are_matched_exactly(jobs: list[Job]) -
     prefix = jobs[0].id.split("_spec")[0] + "_"
     with pytest.raises(ConfigError, match="not in the plan"):
         resolve_job_ids(jobs, [prefix], fix="x")
+
+
+def test_an_eval_jobs_id_without_an_eval_selection_says_which_flag_plans_it(jobs: list[Job]) -> None:
+    """`changelog check` lists eval-only jobs by their ids; given to `run --only-job` or `render --job` without
+    --evals-only it matched nothing, and the error listed the throughput jobs with no word of the flag."""
+    eval_id = jobs[-1].id.rsplit("_", 1)[0] + "_eval_0123456789ab"
+    with pytest.raises(ConfigError) as err:
+        resolve_job_ids(jobs, [eval_id], fix="x", selectors=True)
+    assert "names an eval-only job" in err.value.message and "--evals-only" in (err.value.fix or "")
+    with pytest.raises(ConfigError, match="; jobs:"):  # any other id still gets the listing
+        select_job(jobs, "no-such-job")
