@@ -225,8 +225,12 @@ def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bo
             and engines.launch_refusal(job, simulate=simulate) is None)
 
 
-def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None, *,
-             live: bool = False, executor: str = "local") -> str | None:
+def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None, *,
+                live: bool = False, executor: str = "local", harness_provided: bool = False) -> str | None:
+    """Why `run` refuses `job` before launching anything (None when it runs it), under the run's options: a policy
+    error, an eval it cannot run, a placement or launch llmsweep cannot make. `harness_provided`: lm-eval is
+    installed where the job will run (the generated CI workflow's runner job installs it for an eval entry), so its
+    absence on this machine is no reason; `ci matrix` asks this with the options the workflow's `run` uses."""
     # A policy error is about the recipe itself and is fixed there first: it is the reason, before what the run's
     # set-up lacks (lm-eval) or what llmsweep cannot launch yet.
     if errors:
@@ -240,7 +244,8 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSetting
 
         why = refusal(job.spec_decoding, run_eval=bool(job.run_eval), eval_only=bool(job.eval_only),
                       simulated=runs_on_simulator(job.engine, simulate=simulate),
-                      settings=evals or EvalSettings(), pinned=relaunches_for_eval(job))
+                      settings=evals or EvalSettings(), pinned=relaunches_for_eval(job),
+                      harness_provided=harness_provided)
         if why is not None:
             return why
 
@@ -586,8 +591,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     warnings = {job.id: w for i, job in enumerate(jobs) if (w := said[planned[i % len(planned)].id])}
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
-    refusals = {job.id: _refusal(job, req.simulate, errors_about(job, findings, keys), req.settings.eval,
-                                 live=req.live, executor=executor.kind) for job in planned}
+    refusals = {job.id: job_refusal(job, req.simulate, errors_about(job, findings, keys), req.settings.eval,
+                                    live=req.live, executor=executor.kind) for job in planned}
     for job in planned:
         if refusals[job.id] is not None:
             event(f"job {job.id}: refused — {refusals[job.id]}")
