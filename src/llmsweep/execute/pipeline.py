@@ -236,6 +236,8 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
     if errors:
         first = errors[0]
         return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
+    from llmsweep import engines
+
     if job.is_eval or job.run_eval:
         # A run-eval row promises throughput *and* an accuracy eval: one that cannot run its eval is refused whole,
         # never run as half of itself.
@@ -253,8 +255,10 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
             return ("a multinode run-eval row whose throughput point pins acceptance would run its eval on a "
                     "deployment relaunched without the pin, and roles are not relaunched yet; run the throughput "
                     "points with --no-evals and the eval with --evals-only")
-        if job.multinode and not launches_roles(job, simulate=simulate, live=live, executor=executor):
-            # lm-eval talks to a server; a deployment simulated in virtual time (or refused outright) serves none.
+        if (job.multinode and engines.launch_refusal(job, simulate=simulate) is None
+                and not launches_roles(job, simulate=simulate, live=live, executor=executor)):
+            # lm-eval talks to a server; a deployment simulated in virtual time serves none. One refused outright (a
+            # real engine's roles) gets that reason below: --no-evals, this one's fix, would not make it run.
             return ("the accuracy eval of a multinode job needs its deployment served live, role by role; only the "
                     "live simulator (--simulate --live, with --executor local or slurm) serves one yet; run the "
                     "throughput points with --no-evals")
@@ -263,8 +267,6 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
     where = simulator_placement_refusal(engine=job.engine, simulate=simulate, executor=executor, live=live)
     if where is not None:
         return where.line()
-    from llmsweep import engines
-
     launch = engines.launch_refusal(job, simulate=simulate)
     if launch is not None:
         # One aggregated server would be stored under the disagg identity: only the simulator runs the roles (in

@@ -306,4 +306,7 @@ def test_the_reviewers_mixed_file_gets_every_planned_job(tmp_path: Path, shared_
     assert sum(e["eval"] for e in include) == 5  # 4 run-eval points of the TP curves, the disaggregated row
     # they cannot run on a runner (no `serve`; a real engine's roles): each reason said once, with its count
     assert "note: 10 of the 11 job(s) will be refused" in res.stderr and "no `serve` section" in res.stderr
-    assert "note: 1 of the 11 job(s) will be refused" in res.stderr
+    # the disaggregated row: its own reason (a real engine's roles are not launched), not its eval's, whose fix
+    # (--no-evals) would not make it run
+    assert "note: 1 of the 11 job(s) will be refused" in res.stderr and "disaggregated prefill/decode launch is not" \
+        in res.stderr and "served live" not in res.stderr
