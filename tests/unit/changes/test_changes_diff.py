@@ -203,3 +203,16 @@ def test_under_an_eval_selection_the_change_set_names_the_jobs_that_selection_pl
     assert [j.id for j in chosen] == [j.id for j in plan if j.id in set(cs.to_run())]
     with pytest.raises(ConfigError, match="not in the plan"):  # an id the plan truly lacks is still refused
         _only(plan, [], [*cs.to_run(), "qwen3.5_no_such_job_0123456789ab"])
+
+
+def test_changes_takes_the_eval_flags_run_changed_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`changes --json`'s `to_run` is what `run --changed` runs: with --evals-only, the eval jobs that changed."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    _eval_grid(old, tp4_concs="[2, 4, 16, 32]", arm_var="a")
+    _eval_grid(new, tp4_concs="[2, 4, 16, 32, 64]", arm_var="b")
+    res = CliRunner().invoke(cli, ["changes", f"{old}..{new}", "--evals-only", "--json"])
+    assert res.exit_code == 0, res.output
+    (job,) = json.loads(res.output)["to_run"]
+    assert "_conc64_" in job and "_eval_" in job
+    both = CliRunner().invoke(cli, ["changes", f"{old}..{new}", "--evals-only", "--no-evals"])
+    assert isinstance(both.exception, ConfigError) and "mutually exclusive" in str(both.exception)
