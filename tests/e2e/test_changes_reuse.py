@@ -143,3 +143,30 @@ def test_the_reusing_runs_dashboard_draws_the_reused_points_as_their_run_stored_
     assert "2 reused (2 drawn)" in summary
     assert all(f"`{j}`: reused the valid result of run {first['run_id']} (job {j}), drawn" in summary
                for j in skipped)
+
+
+def test_changed_with_evals_only_runs_the_evals_of_what_changed(tmp_path: Path) -> None:
+    """`run --changed BASE..HEAD --evals-only` failed with "3 job id(s) are not in the plan of the files given": the
+    change set named throughput ids, and under --evals-only the run plans `…_eval_…` jobs. At 8k1k the tp4 arm's
+    eval follows its grid (adding 64 evaluates 64); the tp8 arm has no point ≥ 16 to evaluate, so its env change
+    runs no eval. Without lm-eval at hand the eval job is refused for that reason, by its eval id."""
+    from changes_scratch import commit, write_recipe
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    revs = []
+    for concs, arm in (("[2, 4, 16, 32]", "a"), ("[2, 4, 16, 32, 64]", "b")):
+        path = write_recipe(repo, tp4_concs=concs, arm_var=arm)
+        path.write_text(path.read_text().replace("isl: 256", "isl: 8192").replace("osl: 64", "osl: 1024"))
+        revs.append(commit(repo, arm))
+    env = {k: v for k, v in cli_env(tmp_path).items() if k != "LLMSWEEP_LM_EVAL"}
+    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", "recipes/chg.yaml", "--no-report",
+                           "--json", "--changed", f"{revs[0]}..{revs[1]}", "--evals-only", "--out", tmp_path / "out"],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=240)
+    assert "not in the plan" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # the one job is refused (no lm-eval here), not a bad input
+    (row,) = json.loads(proc.stdout)["jobs"]
+    assert "_tp4-" in row["job"] and "_conc64_" in row["job"] and "_eval_" in row["job"]
+    assert row["verdict"] == "refused" and "lm-eval" in row["reason"]
+    assert "1 added, 0 changed, 0 removed, 1 unchanged eval job(s)" in proc.stderr

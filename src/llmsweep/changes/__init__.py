@@ -2,7 +2,7 @@
 
 Public API:
     diff_jobs(base, head) -> ChangeSet                       (jobs of two plans, matched by identity)
-    changes_between(spec, files=(), repo=None, runner_config=None) -> ChangeSet   (`BASE..HEAD`, revs or dirs)
+    changes_between(spec, files=(), repo=None, runner_config=None, evals=None) -> ChangeSet   (`BASE..HEAD`)
     reuse_key(job, launch_fingerprint) -> str                 (the identity a stored result is reused under)
 """
 

@@ -1,6 +1,7 @@
 """The semantic difference of two recipe trees at job level: added, removed and changed jobs, each change named.
 
-Both sides are planned with the same planner `run` uses (`plan.jobs_from_files`), so a change shows exactly as the
+Both sides are planned with the same planner `run` uses (`plan.jobs_from_files`), under the run's eval selection
+(`--no-evals`, `--evals-only`, `--all-evals`: the jobs compared are the jobs that run), so a change shows exactly as the
 jobs it makes: a new concurrency is one added job, an env var changed in one arm changes that arm's jobs and no
 other. Jobs are matched by identity — recipe key plus the readable part of the job id (exp-name, precision,
 framework, topology, disagg, spec method, concurrency, runner, eval); among several jobs of one identity, a job
@@ -30,6 +31,7 @@ from llmsweep.spec.loader import RECIPE_SUFFIXES
 
 if TYPE_CHECKING:
     from llmsweep.catalog.fleet import FleetCatalog
+    from llmsweep.plan.matrix import EvalOptions
     from llmsweep.spec.recipe import Recipe
 
 CAUSES: tuple[str, ...] = ("search space", "image", "engine args", "env", "workload", "golden curve")
@@ -92,8 +94,13 @@ class ConcChange:
 
     @property
     def to_run(self) -> Job | None:
-        """The head job at the added concurrencies (source order), or None when concurrencies were only removed."""
-        return slice_concurrencies(self.head, self.added) if self.added else None
+        """The head job at the added concurrencies (source order), or None when concurrencies were only removed — or
+        when the head is an eval-only job (`--evals-only`, `--all-evals`) whose eval stays at a point both sides have:
+        such a slice would measure nothing (no throughput, no eval)."""
+        if not self.added:
+            return None
+        sliced = slice_concurrencies(self.head, self.added)
+        return None if sliced.eval_only and not sliced.run_eval else sliced
 
     def as_dict(self) -> dict[str, Any]:
         run = self.to_run
@@ -385,12 +392,13 @@ def _check_sources(base: Path, head: Path, files: Sequence[Path], base_label: st
                           fix="name the recipe files to compare after the range (`llmsweep changes A..B FILE...`)")
 
 
-def _plan(root: Path, files: Sequence[Path], runner_config: Path | None, label: str) -> list[Job]:
+def _plan(root: Path, files: Sequence[Path], runner_config: Path | None, label: str,
+          evals: EvalOptions | None = None) -> list[Job]:
     paths = _recipe_files(root, files)
     if not paths:
         return []
     try:
-        return jobs_from_files(paths, runner_config=runner_config)
+        return jobs_from_files(paths, runner_config=runner_config, evals=evals)
     except ConfigError as exc:
         raise ConfigError(f"the recipes of {label} do not plan: {exc.message}", fix=exc.fix,
                           findings=exc.findings) from exc
@@ -420,9 +428,14 @@ def _inside(path: Path, root: Path) -> Path:
 
 
 def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None = None,
-                    runner_config: Path | None = None) -> ChangeSet:
+                    runner_config: Path | None = None, evals: EvalOptions | None = None) -> ChangeSet:
     """The change set of `BASE..HEAD`: revisions of the git repository at `repo` (default: the current directory),
-    or two directories. `files` narrows it to those recipe files (else every YAML file under `recipes/`)."""
+    or two directories. `files` narrows it to those recipe files (else every YAML file under `recipes/`).
+
+    Both sides are planned under `evals` (default: InferenceX's default marking), the selection of the run the ids
+    are for: under `--evals-only`/`--all-evals` the plan holds eval-only jobs (`…_eval_…` ids), so the change set is
+    the evals of what changed — an eval whose server, model or point changed, or that a change added (the eval
+    marking follows the concurrency grid) — and a change that touches no eval row selects none."""
     top = git_toplevel(repo or Path.cwd())
     base, head = split_range(spec, top)
     git_mode = not (Path(base).is_dir() and Path(head).is_dir())
@@ -432,9 +445,10 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
     head_label = head or "working tree"
     with _materialised(base, top) as base_root, _materialised(head, top) as head_root:
         _check_sources(base_root, head_root, rel, base, head_label)
-        base_jobs = _plan(base_root, rel, _side_file(runner_config, top if git_mode else None, base_root), base)
+        base_jobs = _plan(base_root, rel, _side_file(runner_config, top if git_mode else None, base_root), base,
+                          evals)
         head_jobs = _plan(head_root, rel, _side_file(runner_config, top if git_mode else None, head_root),
-                          head_label)
+                          head_label, evals)
     return diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)
 
 

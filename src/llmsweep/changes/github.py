@@ -8,7 +8,10 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
   pull request added or changed (`llmsweep changes BASE..HEAD`), ordered by the priority score (`changes.priority`);
   each entry names its runner label, checked against the fleet file when the workflow is written;
 - `sweep` runs one job per matrix entry on `[self-hosted, <runner label>]` with `llmsweep run --only-job` and
-  uploads the job's run folder as the artifact `bmk_<job id>`;
+  uploads the job's run folder as the artifact `bmk_<job id>`; an entry that carries an accuracy eval (a `run-eval`
+  row: its throughput point and its eval on the same server; or an eval-only row) first installs the harness,
+  `lm-eval[api]` at the version llmsweep pins, into a virtual environment of its own and names it in
+  `LLMSWEEP_LM_EVAL` (InferenceX's CI runs these points and their evals; a throughput entry installs nothing);
 - a pull request's sweep restarts (one concurrency group per pull request, the running sweep cancelled) on a push
   and when one of those labels is added or removed; any other label event runs nothing, in a group of its own;
 - `collect` merges the artifacts into one run (`llmsweep ci collect`), stores it, writes the dashboard (an
@@ -58,8 +61,44 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
                               "on a label no runner carries waits forever",
                               fix=f"fix the recipe's runner; or add the label to the runner file (--runner-config); "
                                   f"or, if GitHub's self-hosted runners carry it, pass {flags}")
-    return [{"job": job.id, "runner": job.runner, "recipe": job.recipe_key, "priority": f"{score:.3f}"}
+    return [{"job": job.id, "runner": job.runner, "recipe": job.recipe_key, "priority": f"{score:.3f}",
+             "eval": carries_eval(job)}
             for job, score in by_priority(jobs, event=event, labels=labels)]
+
+
+def carries_eval(job: Job) -> bool:
+    """The job runs an accuracy eval (an eval-only job, or a `run-eval` row: its point, then the eval on its server):
+    its runner job needs lm-eval."""
+    return bool(job.eval_only or job.run_eval)
+
+
+def runner_refusals(jobs: Sequence[Job]) -> dict[str, list[Job]]:
+    """The jobs the workflow's `llmsweep run FILES --only-job ID` will refuse on the runner whatever it has installed
+    (reason -> jobs): asked of the run's own refusal with the options that step uses (a real engine, no `--live`,
+    the local executor), lm-eval counted as present (an eval entry installs it). Such a job keeps its matrix entry —
+    its refusal, with the reason and fix, is its outcome in the collected run — and `ci matrix` says it up front."""
+    from llmsweep.execute.pipeline import job_refusal
+
+    out: dict[str, list[Job]] = {}
+    for job in jobs:
+        why = job_refusal(job, False, [], harness_provided=True)
+        if why is not None:
+            out.setdefault(why, []).append(job)
+    return out
+
+
+def lm_eval_step() -> dict[str, Any]:
+    """The sweep job's step that gives an eval entry's `llmsweep run` its harness: a virtual environment with
+    `lm-eval[api]` at the pinned version, named in `LLMSWEEP_LM_EVAL` for the steps after it (as `.ci/run` makes
+    `.venv-lmeval` for the tests). Only for entries that carry an eval: lm-eval brings torch, gigabytes a throughput
+    job does not need."""
+    from llmsweep.evals.harness import ENV_VAR, PINNED_VERSION
+
+    venv = "$RUNNER_TEMP/llmsweep-lm-eval"
+    return {"name": f"Install lm-eval {PINNED_VERSION} (the job runs an accuracy eval)", "if": "matrix.eval",
+            "run": "\n".join([f'python -m venv "{venv}"',
+                              f'"{venv}/bin/python" -m pip install --quiet \'lm-eval[api]=={PINNED_VERSION}\'',
+                              f'echo "{ENV_VAR}={venv}/bin/python" >> "$GITHUB_ENV"'])}
 
 
 class _Env(str):
@@ -137,6 +176,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
                      "matrix": "${{ fromJSON(needs.setup.outputs.matrix) }}"},
         "steps": [
             *setup_py,
+            lm_eval_step(),
             {"name": "Run the job", "env": {"JOB": "${{ matrix.job }}"},
              "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, "--only-job", _Env('"$JOB"'), "--out",
                         _Env('"runs/$JOB"'), "--no-report")},

@@ -16,21 +16,28 @@ from llmsweep.cli.options import json_option, option, runner_config_option
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The git repository whose revisions are compared (default: the current directory's).")
+@option("no_evals", help="Compare the plans without eval rows (as `run --changed … --no-evals`).")
+@option("evals_only", help="Compare the eval jobs only (as `run --changed … --evals-only`: the evals of what changed).")
+@option("all_evals", help="Compare the plans of `--all-evals` (as `run --changed … --all-evals`).")
 @runner_config_option()
 @json_option("the change set (added, removed and changed jobs, each change with its causes and fields)")
-def changes(revisions: str, files: tuple[Path, ...], repo: Path | None, runner_config: Path | None,
-            as_json: bool) -> None:
+def changes(revisions: str, files: tuple[Path, ...], repo: Path | None, no_evals: bool, evals_only: bool,
+            all_evals: bool, runner_config: Path | None, as_json: bool) -> None:
     """Jobs added, removed and changed between BASE..HEAD (git revisions, or two directories).
 
     Both sides are planned as `run` plans them; jobs match by recipe key and job identity, and each changed job
     names what changed it: search space, image, engine args, env, workload or golden curve. A multi-node job whose
     concurrency list alone grew runs only the concurrencies added (`conc-added`, a slice of the job). FILES narrows the
     comparison to those recipe files (default: every YAML file under recipes/). An empty HEAD (`main..`) is the
-    working tree. `llmsweep run --changed BASE..HEAD` runs exactly the added and changed jobs.
+    working tree. `llmsweep run --changed BASE..HEAD` runs exactly the added and changed jobs; with the same eval flag
+    (`--no-evals`, `--evals-only`, `--all-evals`) both sides are planned as that run plans them.
     """
     from llmsweep.changes import changes_between
+    from llmsweep.plan.matrix import EvalOptions
 
-    change_set = changes_between(revisions, files, repo=repo, runner_config=runner_config)
+    evals = EvalOptions(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
+    evals.check()
+    change_set = changes_between(revisions, files, repo=repo, runner_config=runner_config, evals=evals)
     if as_json:
         click.echo(json.dumps(change_set.as_dict(), indent=2))
         return

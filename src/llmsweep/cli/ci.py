@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from llmsweep.cli.options import option, runner_config_option
 from llmsweep.errors import ConfigError
+
+if TYPE_CHECKING:
+    from llmsweep.plan import Job
 
 GITHUB_MATRIX_LIMIT = 256
 """GitHub Actions runs at most this many jobs of one matrix per workflow run."""
@@ -44,6 +48,7 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     or removing one of those labels restarts a pull request's sweep; any other label leaves it running.
 
     Jobs run on `[self-hosted, <runner label>]` (labels checked against the fleet file), highest priority first;
+    a job that runs an accuracy eval (a `run-eval` row) first installs lm-eval in a virtual environment of its own;
     each uploads `bmk_<job id>`; a final job merges them, stores, writes the dashboard and posts the verdict
     against --baseline with the success rate.
     """
@@ -54,6 +59,7 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     jobs = jobs_from_files(list(files), runner_config=runner_config)
     matrix_entries(jobs, fleet, runner_labels=runner_labels)  # every runner label known before a workflow names it
+    _say_refusals(jobs)
     doc = workflow(list(files), source="changes" if source == "changes" else "matrix", baseline=baseline,
                    runner_config=runner_config, store=ci_store, collect_runner=collect_runner,
                    runner_labels=runner_labels)
@@ -62,6 +68,17 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
                f"{', '.join(sorted({j.runner for j in jobs}))}", err=True)
     click.echo(str(out))
+
+
+def _say_refusals(jobs: list[Job]) -> None:
+    """Say on stderr which jobs the runner's `llmsweep run` will refuse whatever it has installed, each reason once
+    (it carries its fix) with how many jobs it stops: they have entries, so they are not dropped in silence, and a
+    sweep whose every job is refused is seen before any runner is held."""
+    from llmsweep.changes.github import runner_refusals
+
+    for reason, refused in runner_refusals(jobs).items():
+        click.echo(f"note: {len(refused)} of the {len(jobs)} job(s) will be refused by `llmsweep run` on the runner "
+                   f"(e.g. {refused[0].id}): {reason}", err=True)
 
 
 @ci.command("matrix")
@@ -77,7 +94,10 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
 @runner_config_option()
 def matrix(files: tuple[Path, ...], changed: str | None, event: str | None, labels: tuple[str, ...],
            github_output: Path | None, runner_labels: tuple[str, ...], runner_config: Path | None) -> None:
-    """The sweep's matrix as JSON (`{"include": [{job, runner, recipe, priority}]}`), highest priority first."""
+    """The sweep's matrix as JSON (`{"include": [{job, runner, recipe, priority, eval}]}`), highest priority first:
+    every job of the plan, a job that runs an accuracy eval too (`eval: true`: the workflow installs lm-eval for it).
+    Jobs the runner's `llmsweep run` will refuse whatever it has (e.g. no `serve`, a real engine's disaggregated
+    roles) keep their entry and are said on stderr with the reason."""
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.changes.github import matrix_entries
     from llmsweep.plan import jobs_from_files
@@ -93,10 +113,12 @@ def matrix(files: tuple[Path, ...], changed: str | None, event: str | None, labe
         wanted = changes_between(changed, files, runner_config=runner_config).to_run()
         jobs = resolve_job_ids(jobs, wanted, fix="compare against the tree these files are read from (`--changed "
                                "BASE..`), with the same recipe files")
-    # Eval rows need lm-eval (LLMSWEEP_LM_EVAL) on the runner, which the generated workflow does not install: `run`
-    # would refuse them there, so they get no matrix entry (`llmsweep run` runs them where lm-eval is).
-    jobs = [j for j in jobs if not (j.is_eval or j.run_eval)]
+    # Every job gets an entry, its eval included: a `run-eval` row runs its point and then its eval on the same server,
+    # and an entry that carries an eval (`eval: true`) has the workflow install lm-eval before it runs. A job the
+    # runner's `run` will refuse anyway keeps its entry (its refusal is its outcome in the collected run) and is said
+    # here, with the reason and its fix.
     include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels)
+    _say_refusals(jobs)
     if len(include) > GITHUB_MATRIX_LIMIT:
         raise ConfigError(f"{len(include)} jobs in one matrix: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a "
                           "matrix, and the workflow would fail",

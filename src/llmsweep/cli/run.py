@@ -123,14 +123,21 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     only_jobs: list[str] | None = list(only_job) or None
     if changed is not None and only_jobs:
         raise ConfigError("--changed and --only-job both choose the jobs", fix="pass one of them")
+    from llmsweep.plan.matrix import EvalOptions
+
+    evals = EvalOptions(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
+    evals.check()
     if changed is not None:
         from llmsweep.changes import changes_between
 
-        change_set = changes_between(changed, files, runner_config=runner_config)
+        # Both sides planned under this run's eval selection: the ids are the jobs it plans (under --evals-only, the
+        # eval jobs of what changed), never throughput ids its plan does not hold.
+        change_set = changes_between(changed, files, runner_config=runner_config, evals=evals)
         only_jobs = change_set.to_run()
-        grown = [c for c in change_set.concs if c.added]
+        grown = [c for c in change_set.concs if c.to_run is not None]
+        kind = " eval" if evals.evals_only or evals.all_evals else ""
         click.echo(f"{changed}: {len(change_set.added)} added, {len(change_set.changed)} changed, "
-                   f"{len(change_set.removed)} removed, {len(change_set.unchanged)} unchanged job(s)"
+                   f"{len(change_set.removed)} removed, {len(change_set.unchanged)} unchanged{kind} job(s)"
                    + (f"; {len(grown)} multi-node job(s) run only their added concurrencies" if grown else ""),
                    err=True)
         if not only_jobs:
@@ -146,7 +153,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
             if errors:
                 click.echo(f"no job changed, but the recipes have {len(errors)} error(s): nothing run", err=True)
                 return 2
-            click.echo("no job changed: nothing to run", err=True)
+            click.echo(f"no{kind} job changed: nothing to run", err=True)
             return 0
     settings = LifecycleSettings.model_validate({
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
@@ -156,10 +163,6 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         "eval": {"task": eval_task, "dataset": eval_dataset, "limit": eval_limit, "python": lm_eval,
                  "max_tokens": eval_max_tokens},
     })
-    from llmsweep.plan.matrix import EvalOptions
-
-    evals = EvalOptions(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
-    evals.check()
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
         executor_options=parse_executor_options(executor_options), simulate=simulate, live=live, traces=traces, out=out,

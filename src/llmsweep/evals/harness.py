@@ -73,18 +73,19 @@ def check_harness(settings: EvalSettings) -> str | None:
 
 
 def refusal(job_spec_decoding: str, *, run_eval: bool, eval_only: bool, simulated: bool,
-            settings: EvalSettings, pinned: bool = False) -> str | None:
-    """Why an eval job cannot run as planned (None when it can): no lm-eval at hand, or a speculative `run-eval`
-    row on the simulator that pins nothing (its throughput point needs real acceptance the simulator can only force,
-    on the server its eval shares). A row that pins acceptance (`pinned`) runs: its point at the pin, its eval on a
-    server relaunched without it (`execute.lifecycle.eval_launch`)."""
+            settings: EvalSettings, pinned: bool = False, harness_provided: bool = False) -> str | None:
+    """Why an eval job cannot run as planned (None when it can): no lm-eval at hand (unless `harness_provided`: the
+    place the job runs installs it, as the CI workflow's runner job does), or a speculative `run-eval` row on the
+    simulator that pins nothing (its throughput point needs real acceptance the simulator can only force, on the
+    server its eval shares). A row that pins acceptance (`pinned`) runs: its point at the pin, its eval on a server
+    relaunched without it (`execute.lifecycle.eval_launch`)."""
     if not (run_eval or eval_only):
         return None
     if simulated and run_eval and not eval_only and job_spec_decoding != "none" and not pinned:
         return ("a speculative run-eval row cannot run on the simulator: its throughput point needs an acceptance "
                 "length the simulator can only force, and its eval on the same server needs real verification; run "
                 "it on an engine, or --no-evals for the throughput point (--evals-only for the eval alone)")
-    return check_harness(settings)
+    return None if harness_provided else check_harness(settings)
 
 
 def build_command(python: str, task: TaskFile, *, base_url: str, model: str, conc: int, context: int,

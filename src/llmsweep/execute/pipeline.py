@@ -231,13 +231,19 @@ def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bo
             and engines.launch_refusal(job, simulate=simulate) is None)
 
 
-def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None, *,
-             live: bool = False, executor: str = "local") -> str | None:
+def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None, *,
+                live: bool = False, executor: str = "local", harness_provided: bool = False) -> str | None:
+    """Why `run` refuses `job` before launching anything (None when it runs it), under the run's options: a policy
+    error, an eval it cannot run, a placement or launch llmsweep cannot make. `harness_provided`: lm-eval is
+    installed where the job will run (the generated CI workflow's runner job installs it for an eval entry), so its
+    absence on this machine is no reason; `ci matrix` asks this with the options the workflow's `run` uses."""
     # A policy error is about the recipe itself and is fixed there first: it is the reason, before what the run's
     # set-up lacks (lm-eval) or what llmsweep cannot launch yet.
     if errors:
         first = errors[0]
         return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
+    from llmsweep import engines
+
     if job.is_eval or job.run_eval:
         # A run-eval row promises throughput *and* an accuracy eval: one that cannot run its eval is refused whole,
         # never run as half of itself.
@@ -246,7 +252,8 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSetting
 
         why = refusal(job.spec_decoding, run_eval=bool(job.run_eval), eval_only=bool(job.eval_only),
                       simulated=runs_on_simulator(job.engine, simulate=simulate),
-                      settings=evals or EvalSettings(), pinned=relaunches_for_eval(job))
+                      settings=evals or EvalSettings(), pinned=relaunches_for_eval(job),
+                      harness_provided=harness_provided)
         if why is not None:
             return why
 
@@ -254,8 +261,10 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSetting
             return ("a multinode run-eval row whose throughput point pins acceptance would run its eval on a "
                     "deployment relaunched without the pin, and roles are not relaunched yet; run the throughput "
                     "points with --no-evals and the eval with --evals-only")
-        if job.multinode and not launches_roles(job, simulate=simulate, live=live, executor=executor):
-            # lm-eval talks to a server; a deployment simulated in virtual time (or refused outright) serves none.
+        if (job.multinode and engines.launch_refusal(job, simulate=simulate) is None
+                and not launches_roles(job, simulate=simulate, live=live, executor=executor)):
+            # lm-eval talks to a server; a deployment simulated in virtual time serves none. One refused outright (a
+            # real engine's roles) gets that reason below: --no-evals, this one's fix, would not make it run.
             return ("the accuracy eval of a multinode job needs its deployment served live, role by role; only the "
                     "live simulator (--simulate --live, with --executor local or slurm) serves one yet; run the "
                     "throughput points with --no-evals")
@@ -264,8 +273,6 @@ def _refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSetting
     where = simulator_placement_refusal(engine=job.engine, simulate=simulate, executor=executor, live=live)
     if where is not None:
         return where.line()
-    from llmsweep import engines
-
     launch = engines.launch_refusal(job, simulate=simulate)
     if launch is not None:
         # One aggregated server would be stored under the disagg identity: only the simulator runs the roles (in
@@ -600,8 +607,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     warnings = {job.id: w for i, job in enumerate(jobs) if (w := said[planned[i % len(planned)].id])}
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
-    refusals = {job.id: _refusal(job, req.simulate, errors_about(job, findings, keys), req.settings.eval,
-                                 live=req.live, executor=executor.kind) for job in planned}
+    refusals = {job.id: job_refusal(job, req.simulate, errors_about(job, findings, keys), req.settings.eval,
+                                    live=req.live, executor=executor.kind) for job in planned}
     for job in planned:
         if refusals[job.id] is not None:
             event(f"job {job.id}: refused — {refusals[job.id]}")

@@ -13,6 +13,7 @@ from llmsweep.changes import changes_between
 from llmsweep.cli.main import cli
 from llmsweep.errors import ConfigError
 from llmsweep.plan import jobs_from_files
+from llmsweep.plan.matrix import EvalOptions
 
 if shutil.which("git") is None:  # pragma: no cover - git is part of the dev environment
     pytest.skip("git is not installed", allow_module_level=True)
@@ -166,3 +167,52 @@ def test_citing_where_a_pinned_acceptance_length_was_measured_changes_no_job(tmp
     repinned = changes_between(f"{new}..{moved}")  # the value itself is a cause
     assert len(repinned.changed) == 3
     assert {c.causes for c in repinned.changed} == {("engine args", "golden curve")}
+
+
+def _eval_grid(folder: Path, *, tp4_concs: str, arm_var: str) -> Path:
+    """The scratch recipe at 8k1k, where rows are marked for an eval (tp4's highest and median concurrency ≥ 16)."""
+    path = write_recipe(folder, tp4_concs=tp4_concs, arm_var=arm_var)
+    path.write_text(path.read_text().replace("isl: 256", "isl: 8192").replace("osl: 64", "osl: 1024"))
+    return path
+
+
+@pytest.mark.parametrize(("evals", "expected"), [
+    # the eval marking follows the grid: adding 64 evaluates it (32 keeps its eval); tp8 has no point ≥ 16 to evaluate
+    (EvalOptions(evals_only=True), {(4, 64)}),
+    # every 8k1k row is an eval: the added point and the changed arm's two
+    (EvalOptions(all_evals=True), {(4, 64), (8, 2), (8, 4)}),
+    (EvalOptions(no_evals=True), {(4, 64), (8, 2), (8, 4)}),
+])
+def test_under_an_eval_selection_the_change_set_names_the_jobs_that_selection_plans(
+        tmp_path: Path, evals: EvalOptions, expected: set[tuple[int, int]]) -> None:
+    """`run --changed BASE..HEAD --evals-only` failed with "3 job id(s) are not in the plan": the change set named the
+    default plan's throughput ids, and under --evals-only the plan holds `…_eval_…` ids. Both sides are now planned
+    under the run's selection, so the ids are that plan's, and the run's own resolution takes them."""
+    from llmsweep.execute.pipeline import _only
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    _eval_grid(old, tp4_concs="[2, 4, 16, 32]", arm_var="a")
+    recipe = _eval_grid(new, tp4_concs="[2, 4, 16, 32, 64]", arm_var="b")
+    cs = changes_between(f"{old}..{new}", evals=evals)
+    run = cs.jobs_to_run()
+    assert {(j.tp, j.conc) for j in run} == expected
+    eval_only = evals.evals_only or evals.all_evals
+    assert all(bool(j.eval_only) is eval_only and ("_eval_" in j.id) is eval_only for j in run)
+    plan = jobs_from_files([recipe], evals=evals)
+    chosen, _ = _only(plan, [], cs.to_run())
+    assert [j.id for j in chosen] == [j.id for j in plan if j.id in set(cs.to_run())]
+    with pytest.raises(ConfigError, match="not in the plan"):  # an id the plan truly lacks is still refused
+        _only(plan, [], [*cs.to_run(), "qwen3.5_no_such_job_0123456789ab"])
+
+
+def test_changes_takes_the_eval_flags_run_changed_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`changes --json`'s `to_run` is what `run --changed` runs: with --evals-only, the eval jobs that changed."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    _eval_grid(old, tp4_concs="[2, 4, 16, 32]", arm_var="a")
+    _eval_grid(new, tp4_concs="[2, 4, 16, 32, 64]", arm_var="b")
+    res = CliRunner().invoke(cli, ["changes", f"{old}..{new}", "--evals-only", "--json"])
+    assert res.exit_code == 0, res.output
+    (job,) = json.loads(res.output)["to_run"]
+    assert "_conc64_" in job and "_eval_" in job
+    both = CliRunner().invoke(cli, ["changes", f"{old}..{new}", "--evals-only", "--no-evals"])
+    assert isinstance(both.exception, ConfigError) and "mutually exclusive" in str(both.exception)

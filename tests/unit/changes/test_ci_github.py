@@ -11,10 +11,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from changes_scratch import RECIPE, scratch_repo, write_recipe
+from changes_scratch import RECIPE, commit, git, scratch_repo, write_multinode, write_recipe
 from click.testing import CliRunner
 
-from llmsweep.changes.github import collect, matrix_entries, workflow
+from llmsweep.changes.github import carries_eval, collect, matrix_entries, workflow
 from llmsweep.changes.priority import priority
 from llmsweep.cli.main import cli
 from llmsweep.errors import ConfigError
@@ -231,3 +231,87 @@ def test_a_runner_label_the_fleet_file_omits_is_vouched_for_by_name(tmp_path: Pa
                                      "cluster:mi325x-tw"])
     assert wrote.exit_code == 0, wrote.output
     assert "--runner-label cluster:mi325x-tw" in out.read_text()  # the workflow's own `ci matrix` step vouches too
+
+
+def _at_8k1k(path: Path) -> Path:
+    """The scratch recipe at 8k1k, where InferenceX marks rows for an accuracy eval (`run-eval`)."""
+    path.write_text(path.read_text().replace("isl: 256", "isl: 8192").replace("osl: 64", "osl: 1024"))
+    return path
+
+
+def test_ci_matrix_gives_every_job_an_entry_its_evals_included(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ci matrix` dropped every `run-eval` row (its throughput point and its eval) and every eval-only job without a
+    word, because the workflow did not install lm-eval: now every planned job has an entry, `eval: true` on those
+    that run an eval (the workflow installs lm-eval for them). A job the runner's `run` refuses whatever it has keeps
+    its entry and is said on stderr with the reason: here the multi-node row, whose eval needs its deployment served
+    live, which the workflow's `run` (virtual time) does not do."""
+    monkeypatch.delenv("LLMSWEEP_LM_EVAL", raising=False)  # the runner has lm-eval; this machine need not
+    files = [_at_8k1k(write_recipe(tmp_path, tp4_concs="[2, 4, 16, 32]")),
+             write_multinode(tmp_path, concs="[8, 16, 32]", isl=8192, osl=1024)]
+    jobs = jobs_from_files(files)
+    assert sum(carries_eval(j) for j in jobs) == 2  # tp4's conc 32 and the multi-node row (eval at 32)
+    res = CliRunner().invoke(cli, ["ci", "matrix", *map(str, files)])
+    assert res.exit_code == 0, res.output
+    include = json.loads(res.stdout)["include"]
+    assert sorted(e["job"] for e in include) == sorted(j.id for j in jobs)
+    assert {e["job"]: e["eval"] for e in include} == {j.id: carries_eval(j) for j in jobs}
+    (multinode,) = [j for j in jobs if j.multinode]
+    assert f"note: 1 of the {len(jobs)} job(s) will be refused by `llmsweep run` on the runner (e.g. " \
+           f"{multinode.id}): the accuracy eval of a multinode job needs its deployment served live" in res.stderr
+    assert res.stderr.count("note:") == 1  # the single-node eval runs: lm-eval is installed where it runs
+
+
+def test_ci_matrix_changed_keeps_the_eval_point_a_change_adds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --changed, the point a change added was exactly one `ci matrix` dropped: adding conc 64 to an 8k1k curve
+    makes it the curve's eval point (`run-eval`), and it had no entry."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    _at_8k1k(write_recipe(repo, tp4_concs="[2, 4, 16, 32]"))
+    base = commit(repo, "base")
+    _at_8k1k(write_recipe(repo, tp4_concs="[2, 4, 16, 32, 64]"))
+    head = commit(repo, "head")
+    monkeypatch.chdir(repo)
+    res = CliRunner().invoke(cli, ["ci", "matrix", "recipes/chg.yaml", "--changed", f"{base}..{head}"])
+    assert res.exit_code == 0, res.output
+    (entry,) = json.loads(res.stdout)["include"]
+    assert "_tp4-" in entry["job"] and "_conc64_" in entry["job"] and entry["eval"] is True
+
+
+def test_the_runner_job_installs_lm_eval_only_for_an_entry_that_carries_an_eval() -> None:
+    from llmsweep.evals.harness import ENV_VAR, PINNED_VERSION
+
+    doc = workflow([Path("recipes/chg.yaml")])
+    steps = doc["jobs"]["sweep"]["steps"]
+    names = [s.get("name", s.get("uses")) for s in steps]
+    install = next(s for s in steps if "lm-eval" in s.get("name", ""))
+    assert names.index(install["name"]) < names.index("Run the job")  # the harness is there before the job runs
+    assert f"'lm-eval[api]=={PINNED_VERSION}'" in install["run"] and f"{ENV_VAR}=" in install["run"]
+    assert '>> "$GITHUB_ENV"' in install["run"]  # the steps after it (`llmsweep run`) see LLMSWEEP_LM_EVAL
+    assert install["if"] == "matrix.eval"  # the entry's boolean (`ci matrix`): a throughput job installs nothing
+
+
+def test_the_reviewers_mixed_file_gets_every_planned_job(tmp_path: Path, shared_dir: Path) -> None:
+    """The reproduction: `dsr1-fp4-mi355x-sglang` (two TP curves whose conc 32/64 points run evals) and
+    `qwen3.5-fp8-mi355x-sglang-disagg` from InferenceX's master plan 11 jobs; `ci matrix` gave 6, saying nothing."""
+    import yaml
+
+    ref = shared_dir / "reference" / "inferencex"
+    master = yaml.safe_load((ref / "amd-master.yaml").read_text())
+    keys = ("dsr1-fp4-mi355x-sglang", "qwen3.5-fp8-mi355x-sglang-disagg")
+    recipe = tmp_path / "f.yaml"
+    recipe.write_text(yaml.safe_dump({k: master[k] for k in keys}, sort_keys=False))
+    ids = CliRunner().invoke(cli, ["matrix", "test-config", "--config-files", str(recipe), "--runner-config",
+                                   str(ref / "runners.yaml"), "--config-keys", "*", "--format", "ids"])
+    assert ids.exit_code == 0, ids.output
+    res = CliRunner().invoke(cli, ["ci", "matrix", str(recipe), "--runner-config", str(ref / "runners.yaml")])
+    assert res.exit_code == 0, res.output
+    include = json.loads(res.stdout)["include"]
+    assert sorted(e["job"] for e in include) == sorted(ids.stdout.split()) and len(include) == 11
+    assert sum(e["eval"] for e in include) == 5  # 4 run-eval points of the TP curves, the disaggregated row
+    # they cannot run on a runner (no `serve`; a real engine's roles): each reason said once, with its count
+    assert "note: 10 of the 11 job(s) will be refused" in res.stderr and "no `serve` section" in res.stderr
+    # the disaggregated row: its own reason (a real engine's roles are not launched), not its eval's, whose fix
+    # (--no-evals) would not make it run
+    assert "note: 1 of the 11 job(s) will be refused" in res.stderr and "disaggregated prefill/decode launch is not" \
+        in res.stderr and "served live" not in res.stderr

@@ -108,3 +108,26 @@ def test_the_eval_follows_its_concurrency_into_the_slice_or_stays_behind(tmp_pat
     (down,) = changes_between(f"{old}..{lower}").jobs_to_run()
     assert (down.conc, down.run_eval, down.eval_conc) == ([4], False, None)
 
+
+
+def test_under_evals_only_a_slice_runs_only_when_the_eval_moved_to_an_added_concurrency(tmp_path: Path) -> None:
+    """Under --evals-only the multi-node row is an eval-only job (no throughput): adding a concurrency below its eval
+    point measures nothing new, so nothing runs (a slice without its eval would be a job with nothing to do); adding
+    a higher one moves the eval there, and that slice resolves in the --evals-only plan (`run --changed`)."""
+    from changes_scratch import write_multinode
+
+    from llmsweep.plan.matrix import EvalOptions
+
+    evals = EvalOptions(evals_only=True)
+    old, higher, lower = tmp_path / "old", tmp_path / "higher", tmp_path / "lower"
+    write_multinode(old, concs="[8, 16, 32]", isl=8192, osl=1024)
+    recipe = write_multinode(higher, concs="[8, 16, 32, 64]", isl=8192, osl=1024)
+    write_multinode(lower, concs="[4, 8, 16, 32]", isl=8192, osl=1024)
+    assert changes_between(f"{old}..{lower}", evals=evals).jobs_to_run() == []
+    (up,) = changes_between(f"{old}..{higher}", evals=evals).jobs_to_run()
+    assert (up.conc, up.eval_only, up.run_eval, up.eval_conc) == ([64], True, True, 64)
+    (resolved,) = resolve_job_ids(jobs_from_files([recipe], evals=evals), [up.id], fix="x")
+    assert resolved == up
+    # --all-evals evaluates every concurrency of the row: the one added below runs its eval
+    (low,) = changes_between(f"{old}..{lower}", evals=EvalOptions(all_evals=True)).jobs_to_run()
+    assert (low.conc, low.eval_only, low.run_eval, low.eval_all_concs) == ([4], True, True, True)

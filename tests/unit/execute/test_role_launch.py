@@ -57,6 +57,26 @@ def test_a_real_engines_disaggregated_job_stays_refused_everywhere(tmp_path: Pat
     assert launches_roles(job, simulate=True, live=True, executor="local")  # its roles on the simulator
 
 
+def test_a_real_engines_disaggregated_eval_row_is_refused_for_its_launch_not_its_eval(tmp_path: Path) -> None:
+    """A real engine's disaggregated run-eval row was refused with the eval's reason, whose fix (`--no-evals`) would
+    not make it run: its deployment is refused outright, and that is what `run` and `ci matrix` say. The simulator's
+    row, in virtual time, keeps the eval's reason (served live, it runs)."""
+    from llmsweep.execute.pipeline import job_refusal
+    from llmsweep.plan import jobs_from_files
+
+    row = RECIPE.read_text().replace("engine: { name: sim }", "engine: { name: sglang }")
+    recipe = tmp_path / "real.yaml"
+    recipe.write_text(row)
+    (job,) = jobs_from_files([recipe])
+    job = job.model_copy(update={"run_eval": True, "eval_conc": job.concs[-1]})
+    why = job_refusal(job, False, [], harness_provided=True)
+    assert why is not None and why.startswith(engines.DISAGG_NOT_LAUNCHABLE), why
+    (sim,) = jobs_from_files([RECIPE])
+    sim = sim.model_copy(update={"run_eval": True, "eval_conc": sim.concs[-1]})
+    assert "served live" in (job_refusal(sim, False, [], harness_provided=True) or "")
+    assert job_refusal(sim, False, [], harness_provided=True, live=True) is None
+
+
 def test_an_aggregated_job_is_never_launched_by_roles() -> None:
     from llmsweep.plan import jobs_from_files
 
