@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from llmsweep.plan.matrix import EvalOptions
     from llmsweep.spec.recipe import Recipe
 
-CAUSES: tuple[str, ...] = ("search space", "image", "engine args", "env", "workload", "golden curve")
+CAUSES: tuple[str, ...] = ("search space", "image", "engine args", "env", "workload", "golden curve", "eval")
 """What can change a job, in the order they are reported."""
 
 RECIPES_DIR = "recipes"
@@ -57,6 +57,8 @@ def cause_of(path: str) -> str:
         return "workload"
     if head == "acceptance":
         return "golden curve"
+    if head in _EVAL_POINT:
+        return "eval"
     return "search space"
 
 
@@ -239,7 +241,11 @@ def diff_jobs(base: Sequence[Job], head: Sequence[Job], *, base_label: str = "ba
             continue
         old = base[pairs[i]]
         fields = job_field_diff(old, job)
-        if fields:
+        if fields and set(fields) <= set(_EVAL_POINT) and not job.run_eval:
+            # only its eval marking moved away (an 8k1k curve's upper median moved with a concurrency added): the
+            # point measures what it measured, and no eval is owed — nothing to run again
+            out.unchanged.append(job)
+        elif fields:
             out.changed.append(JobChange(old, job, fields))
         else:
             out.unchanged.append(job)

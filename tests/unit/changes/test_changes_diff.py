@@ -216,3 +216,21 @@ def test_changes_takes_the_eval_flags_run_changed_takes(tmp_path: Path, monkeypa
     assert "_conc64_" in job and "_eval_" in job
     both = CliRunner().invoke(cli, ["changes", f"{old}..{new}", "--evals-only", "--no-evals"])
     assert isinstance(both.exception, ConfigError) and "mutually exclusive" in str(both.exception)
+
+
+def test_an_eval_marking_that_moves_away_changes_no_job_and_one_that_arrives_is_an_eval_change(tmp_path: Path) -> None:
+    """Raising an 8k1k curve's top concurrency moves its upper median (the evaluated point) up: conc 32 lost its eval
+    mark and was listed `changed … search space | run_eval`, so `run --changed` measured its identical point again.
+    A point that loses its eval owes nothing; one that gains it owes its eval, said as cause `eval`."""
+    before, raised, cut = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    _eval_grid(before, tp4_concs="[2, 4, 8, 16, 32, 64]", arm_var="a")
+    _eval_grid(raised, tp4_concs="[2, 4, 8, 16, 32, 64, 128]", arm_var="a")
+    marks = {j.conc: bool(j.run_eval) for j in jobs_from_files([before / "recipes" / "chg.yaml"]) if j.tp == 4}
+    assert marks[32] and marks[64]  # the upper median and the highest
+    up = changes_between(f"{before}..{raised}")
+    assert [(j.tp, j.conc) for j in up.added] == [(4, 128)] and not up.changed, [c.as_dict() for c in up.changed]
+    assert (4, 32) in {(j.tp, j.conc) for j in up.unchanged}
+    _eval_grid(cut, tp4_concs="[2, 4, 8, 16, 32]", arm_var="a")  # 64 and 128 go: 32 is evaluated now
+    down = changes_between(f"{raised}..{cut}")
+    assert [(c.head.conc, c.causes, c.fields) for c in down.changed] == [(32, ("eval",), ("run_eval",))]
+    assert sorted(j.conc for j in down.removed) == [64, 128]
