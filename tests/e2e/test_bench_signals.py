@@ -5,6 +5,7 @@ never a clean smoke one, also when `summarize` recomputes it) and exits 130 or 1
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -54,23 +55,29 @@ def running(url: str) -> int:
     return int(sum(values))
 
 
-def start_bench(url: str, out: Path, log: Path, tmp_path: Path, *extra: str) -> subprocess.Popen[bytes]:
+def start_bench(url: str, out: Path, log: Path, tmp_path: Path, *extra: str,
+                group: bool = False) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "llmsweep.cli.main", "bench", "fixed", "--url", url, "--model", "llama-3.1-8b",
             "--isl", "64", "--osl", "2000", "--concurrency", str(CONC), "--num-prompts", "8", "--num-warmups", "0",
             "--out", str(out), *extra]
     fh = open(log, "wb")  # noqa: SIM115 - the child's; closed with the test's tmp dir
     return subprocess.Popen(argv, env=cli_env(tmp_path), stdout=fh, stderr=subprocess.STDOUT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), start_new_session=group)
 
 
-def interrupt(url: str, tmp_path: Path, *signals: signal.Signals, extra: tuple[str, ...] = ()) -> tuple[int, Path]:
-    """Start a bench, wait until CONC requests are in flight, send `signals`; its exit status and out dir."""
+def interrupt(url: str, tmp_path: Path, *signals: signal.Signals, extra: tuple[str, ...] = (),
+              group: bool = False) -> tuple[int, Path]:
+    """Start a bench, wait until CONC requests are in flight, send `signals` (to its whole process group with
+    `group`, as a terminal or `kill -TERM -PGID` does); its exit status and out dir."""
     out, log = tmp_path / "bench", tmp_path / "bench.log"
-    proc = start_bench(url, out, log, tmp_path, *extra)
+    proc = start_bench(url, out, log, tmp_path, *extra, group=group)
     try:
         wait_for(lambda: running(url) >= CONC, timeout=60, what=f"{CONC} requests in flight", proc=proc, log=log)
         for sig in signals:
-            proc.send_signal(sig)
+            if group:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
         rc = proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
@@ -115,6 +122,16 @@ def test_sigterm_with_worker_processes_stops_them_all_and_writes_their_records(s
     rc, out = interrupt(sim_url, tmp_path, signal.SIGTERM, extra=("--client-workers", "2"))
     assert rc == 143
     assert_interrupted(out, "SIGTERM")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_to_the_whole_process_group_with_worker_processes_still_records_every_request_in_flight(
+        sim_url: str, tmp_path: Path, sig: signal.Signals) -> None:
+    """`kill -TERM -PGID`, or a closed SSH session's SIGHUP, reaches the client workers too: they ignored only
+    SIGINT, so the signal killed them with their requests in flight unrecorded (8 in flight, `cancelled: 0`)."""
+    rc, out = interrupt(sim_url, tmp_path, sig, extra=("--client-workers", "2"), group=True)
+    assert rc == 128 + sig
+    assert_interrupted(out, sig.name)
 
 
 def test_summarize_of_an_interrupted_bench_says_so_and_fails(sim_url: str, tmp_path: Path) -> None:

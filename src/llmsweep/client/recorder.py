@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import pickle
-import signal
 import struct
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from typing import Any
 
 from llmsweep.client.records import RecordWriter
 from llmsweep.client.transport import RawExchange, to_record
+from llmsweep.host import stopped_by_parent_only
 from llmsweep.workload.base import RequestIdentity, RequestSpec
 
 log = logging.getLogger(__name__)
@@ -77,10 +77,9 @@ def helper_main(spec: dict[str, Any]) -> None:
 
 def _serve(inbox: Connection, outbox: Connection, records_path: str, worker: int,
            overflow_patterns: tuple[str, ...], sends_done: bool | None) -> None:
-    # The worker decides when the run ends and its pipe says so: a Ctrl-C or a SIGTERM to the process group must not
-    # cut the records of a run that is winding down in order. A dead worker closes the pipe.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The worker decides when the run ends and its pipe says so: a Ctrl-C, a SIGTERM or a SIGHUP to the process group
+    # must not cut the records of a run that is winding down in order. A dead worker closes the pipe.
+    stopped_by_parent_only()
     writer = RecordWriter(Path(records_path))
     told: set[str] = set()  # error classes whose first message the worker has been sent
     try:

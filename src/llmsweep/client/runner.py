@@ -16,7 +16,6 @@ import multiprocessing.connection
 import pickle
 import platform
 import resource
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +31,7 @@ from llmsweep.client.folder import run_json, summarise_dir, write_run_json
 from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
 from llmsweep.client.scrape import MetricsScraper
 from llmsweep.errors import ConfigError
-from llmsweep.host import exit_with_parent, usable_cpus
+from llmsweep.host import exit_with_parent, stopped_by_parent_only, usable_cpus
 from llmsweep.metrics import GateConfig, Summary
 from llmsweep.metrics.gates import CLIENT_WORKER_DIED
 from llmsweep.metrics.model import MEASURED, Source
@@ -384,8 +383,9 @@ def _rebuild(portable: tuple[str, Any, Any]) -> Workload:
 
 
 def _worker_main(payload: bytes, stop: Any, queue: Any, barrier: Any, marks: tuple[_Mark, _Mark]) -> None:
-    # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop, through `stop`.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A terminal's Ctrl-C (or a SIGTERM, a SIGHUP) reaches the whole process group: the parent alone decides to stop,
+    # through `stop`.
+    stopped_by_parent_only()
     exit_with_parent()
     portable, endpoint_json, options_json, records_path, worker, workers = pickle.loads(payload)
     workload = _rebuild(portable)
@@ -461,7 +461,7 @@ async def _run_processes(
                 continue
             waiting = any(any(arrived[:]) and not released.is_set() for arrived, released in marks)
             await asyncio.sleep(DRAIN_POLL_S if waiting else 0.2)
-    except BaseException:  # cancelled or interrupted: the workers (which ignore SIGINT) must stop now too
+    except BaseException:  # cancelled or interrupted: the workers (which ignore the signals) must stop now too
         stop.set()
         deadline = now_unix() + 30.0
         while any(p.is_alive() for p in procs) and now_unix() < deadline:
@@ -471,7 +471,7 @@ async def _run_processes(
             time.sleep(0.05)
         for p in procs:
             if p.is_alive():
-                p.terminate()
+                p.kill()  # SIGTERM is ignored there (`stopped_by_parent_only`)
         raise
     died = []
     for p in procs:
