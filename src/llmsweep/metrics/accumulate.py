@@ -290,7 +290,7 @@ class Accumulator:
         sent = r.get("sent_at")
         if r.get("phase") == "warmup":
             self.warmup += 1
-            if err is not None:
+            if err is not None and err != "cancelled":  # cut by a stop (a signal, the run's end), not failed
                 self.warmup_failed += 1
             return False
         self.workers.add(int(r.get("worker") or 0))

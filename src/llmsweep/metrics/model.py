@@ -160,7 +160,8 @@ class Requests(_Block):
     failed: int = 0
     cancelled: int = 0
     warmup: int = 0
-    warmup_failed: int = 0
+    warmup_failed: int = Field(default=0, description="Warm-up requests that failed; one cancelled (a signal, the "
+                               "run's stop) did not fail and is not counted.")
     context_overflow: int = 0
     error_categories: dict[str, int] = Field(default_factory=dict)
     error_ratio: float = Field(default=0.0, description="failed / (successful + failed)")

@@ -13,13 +13,15 @@ from __future__ import annotations
 import hashlib
 import json
 
-MEASUREMENT_VERSION = 3
+MEASUREMENT_VERSION = 4
 """1: the metric table and client timing of llmsweep 0.x (TPOT per request excluding the first token, E2EL to the
 last content chunk, per-GPU throughput over last end − first send).
 2: stream integrity judged: a stream that ended incomplete is a `truncated` failure (it was a success), short outputs
 and warm-up failures are gated.
 3: the acceptance read-back allows the realised AL's sampling error (max(0.10, 3 × SE)) and calls a point too short
-to judge inconclusive, at most smoke (a fixed 0.10 failed correct short points by chance)."""
+to judge inconclusive, at most smoke (a fixed 0.10 failed correct short points by chance).
+4: the whole-request timeout bounds a stream still flowing (a stream longer than it was a success), and a warm-up
+request cancelled by a stop is no warm-up failure."""
 
 
 def metric_table_digest() -> str:

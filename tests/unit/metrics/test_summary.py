@@ -247,3 +247,13 @@ def test_warmup_failures_warn_and_above_the_threshold_invalidate() -> None:
     assert any("warm-up failure ratio" in r and "3/4" in r for r in most.validity.reasons)
     every = summarise([warm_bad[0], *ok], gpus=1, gates=GateConfig(max_warmup_failure_ratio=1.0))
     assert every.validity.verdict == "invalid"  # every warm-up failed: the server never served one
+
+
+def test_warmups_a_stop_cancelled_did_not_fail() -> None:
+    """A signal during the warm-up cancels its requests in flight: `warm-up failure ratio 1.0000 exceeds 0.5 (8/8
+    warm-up requests failed)` blamed the server for the user's Ctrl-C. Cancelled warm-ups are no failures."""
+    ok = [rec(i, sent=i * 0.1) for i in range(10)]
+    cancelled = [rec(300 + i, sent=0.0, phase="warmup", error="cancelled") for i in range(4)]
+    summary = summarise([*cancelled, *ok], gpus=1)
+    assert (summary.requests.warmup, summary.requests.warmup_failed) == (4, 0)
+    assert not any("warm-up" in text for text in [*summary.validity.reasons, *summary.validity.warnings])
