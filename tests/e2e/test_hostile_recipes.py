@@ -83,7 +83,7 @@ WHOLE_FILES: list[tuple[str, str | bytes, str, bool]] = [
     ("deep-nesting", "k: " + "[" * 20000 + "]" * 20000 + "\n", "schema.yaml-limits", True),
     ("deep-mapping", "k: " + "{a: " * 5000 + "1" + "}" * 5000 + "\n", "schema.yaml-limits", True),
     ("many-aliases", "x: &x 1\nk: [" + ", ".join(["*x"] * 5000) + "]\n", "schema.yaml-limits", True),
-    ("not-utf8", b"k:\n  image: \xff\xfe\n", "schema.yaml-syntax", False),
+    ("not-utf8", b"k:\n  image: \xff\xfe\n", "schema.yaml-syntax", True),  # line 2: where the bytes are
 ]
 
 

@@ -134,7 +134,8 @@ class MetricsScraper:
             self.scrapes += 1
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
             if self.failures == 0:
-                log.warning("scraping %s failed: %s (server metrics may be missing)", self.url, exc)
+                log.warning("scraping %s failed: %s (server metrics may be missing)", self.url,
+                            f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             self.failures += 1
             line = {"t": t, "error": f"{type(exc).__name__}: {exc}"[:300]}
         os.write(fd, scrape_line(line))

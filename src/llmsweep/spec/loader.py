@@ -123,8 +123,12 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
         )
         return
     except UnicodeDecodeError as exc:
+        raw = exc.object if isinstance(exc.object, bytes) else b""
+        line = raw[:exc.start].count(b"\n") + 1 if raw else None
+        bad = raw[exc.start:exc.end].hex(" ") if raw else "?"
         result.findings.append(
-            _error("schema.yaml-syntax", file, None, None, f"not UTF-8 text: {exc}", "save as UTF-8")
+            _error("schema.yaml-syntax", file, line, None, f"not UTF-8 text: byte(s) {bad} ({exc.reason})",
+                   "save the file as UTF-8 (that line holds text in another encoding, e.g. Latin-1)")
         )
         return
     source = doc.source
