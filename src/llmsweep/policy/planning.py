@@ -141,7 +141,9 @@ def _no_jobs(paths: Sequence[Path | str], recipes: dict[str, Recipe], jobs: list
              found: list[Finding]) -> list[Finding]:
     """`plan.no-jobs`: an input file that holds no recipe, and a recipe that plans no job, when nothing else already
     says why (a file that did not load has its error; a recipe that failed to plan, its `plan.failed`)."""
-    said = {f.file for f in found}  # an empty file has its own warning, a broken one its error
+    # A broken file has its error. An empty file has its own warning, which is enough beside files that plan jobs;
+    # when nothing plans, it is the error `run` stops on (validate passed what run refused).
+    said = {f.file for f in found if f.is_error or jobs}
     out: list[Finding] = []
     files = [Path(r.file).resolve() for r in recipes.values()]
     for path in map(Path, paths):
