@@ -209,3 +209,27 @@ def test_a_client_that_disconnects_mid_stream_frees_its_slot() -> None:
                 assert (await sse_events(r))[0][-1] == "[DONE]"  # the server still serves
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_sim_serve_stops_cleanly_on_each_interrupt_signal(sig: str) -> None:
+    """A server asked to stop exits 0 whichever signal asked: SIGHUP (a closed terminal) ended it with 129 while
+    SIGINT and SIGTERM gave 0."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--port", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "running on http://" in line:
+                break
+        time.sleep(0.3)  # past the line, into the wait for a stop
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]

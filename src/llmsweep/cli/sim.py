@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import sys
 import time
 from pathlib import Path
@@ -115,11 +114,16 @@ async def _route(prefill: list[str], decode: list[str], *, kv_transfer: str | No
 
 
 async def _wait_for_stop() -> None:
+    """Serve until SIGINT, SIGTERM or SIGHUP (unless `nohup` ignores it), then stop cleanly: a server asked to stop
+    exits 0, whichever of the three asked (SIGHUP ended it with 129 while the other two gave 0)."""
+    from llmsweep.execute.signals import INTERRUPT_SIGNALS, taken_over
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):  # non-POSIX
-            loop.add_signal_handler(sig, stop.set)
+    for sig in INTERRUPT_SIGNALS:
+        if taken_over(sig):
+            with contextlib.suppress(NotImplementedError):  # non-POSIX
+                loop.add_signal_handler(sig, stop.set)
     await stop.wait()
 
 
