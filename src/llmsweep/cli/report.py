@@ -62,3 +62,6 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
         click.echo(f"plots:     {len(files.pngs)} PNG(s) in {files.out_dir}")
     elif not no_png:
         click.echo("plots:     skipped (matplotlib not installed: pip install matplotlib)")
+    if files.stale_pngs:
+        click.echo(f"plots:     removed {len(files.stale_pngs)} outdated PNG(s) of an earlier report from "
+                   f"{files.out_dir} (they drew its numbers; drop --no-png to draw this report's)")

@@ -779,6 +779,9 @@ def _report(run_dir: Path, event: Event, store: Path | None = None) -> Path | No
     except Exception as exc:  # the run's artifacts stay valid without a dashboard
         event(f"warning: could not write the report: {exc}")
         return None
+    if files.stale_pngs:  # an earlier report's plots drew an earlier attempt's numbers under this run id
+        event(f"removed {len(files.stale_pngs)} outdated PNG plot(s) from {files.out_dir} (an earlier report's; "
+              f"`llmsweep report {run_dir}` draws this run's)")
     return files.html
 
 

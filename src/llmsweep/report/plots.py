@@ -60,6 +60,10 @@ def label_points(ax: Any, tags: Sequence[tuple[str, float, float]], fontsize: fl
                     color="#344054")
 
 
+PNG_PATTERN = "pareto_*.png"
+"""The files `write_pngs` writes (`pareto_<axis>.png`), one per x axis."""
+
+
 def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | None = None) -> list[Path]:
     """`pareto_<axis>.png` per x axis; returns the files written (empty when matplotlib is missing)."""
     if not matplotlib_available():
@@ -74,7 +78,7 @@ def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | 
     written = []
     for axis in (a for a in payload["axes"] if a["key"] in wanted):
         fig = pareto_figure(payload, axis)
-        path = out_dir / f"pareto_{axis['key']}.png"
+        path = out_dir / PNG_PATTERN.replace("*", axis["key"])
         fig.savefig(path)
         plt.close(fig)
         written.append(path)

@@ -222,3 +222,34 @@ def test_report_draws_reused_points_from_the_store_in_page_summary_and_pngs(tmp_
     bare = json.loads((tmp_path / "bare" / "data.json").read_text())
     assert len(bare["points"]) == 1 and [m["kind"] for m in bare["missing"]] == ["reused"] * 3
     assert all("does not hold it" in m["reason"] for m in bare["missing"])
+
+
+def test_a_report_without_plots_removes_the_plots_an_earlier_report_drew(report_run, tmp_path: Path) -> None:
+    """`run --force`/`--resume` into the same --out, or `report --no-png`, rewrote the page and left the earlier
+    report's pareto_*.png, which drew the previous attempt's numbers under the same run id."""
+    out = tmp_path / "rep"
+    out.mkdir()
+    old = [out / "pareto_conc.png", out / "pareto_p90_e2e_norm_intvty.png"]
+    for path in old:
+        path.write_bytes(b"\x89PNG\r\n\x1a\nan earlier attempt's numbers")
+    (out / "mine.png").write_bytes(b"not the report's")
+    res = CliRunner().invoke(cli, ["report", str(report_run.path), "--out", str(out), "--no-png"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert not any(path.exists() for path in old) and (out / "mine.png").exists()
+    assert f"removed 2 outdated PNG(s) of an earlier report from {out}" in res.output
+    again = write_report(report_run, out, png=False)
+    assert again.stale_pngs == [] and (out / "index.html").is_file()
+
+
+def test_the_runs_report_removes_an_earlier_reports_plots(failed_run, tmp_path: Path) -> None:
+    """`run` writes the page without plots (`pipeline._report`) and says it removed the earlier ones."""
+    from llmsweep.execute.pipeline import _report
+
+    out = failed_run.path / "report"
+    out.mkdir()
+    (out / "pareto_conc.png").write_bytes(b"\x89PNG\r\n\x1a\nold")
+    said: list[str] = []
+    assert _report(failed_run.path, said.append, tmp_path / "none.sqlite") == out / "index.html"
+    assert not (out / "pareto_conc.png").exists()
+    assert any("removed 1 outdated PNG plot(s)" in line for line in said), said
