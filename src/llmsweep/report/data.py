@@ -18,6 +18,7 @@ from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_s
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.rundir import RecordedOutcome, RunDir, outcomes_of, read_outcome
+from llmsweep.sim_warnings import WarningKind, warning_kind
 
 log = logging.getLogger(__name__)
 
@@ -139,12 +140,14 @@ def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
     return "; ".join(reasons) or ("" if verdict == "valid" else "no reason recorded")
 
 
-VERDICT_KINDS = ("invalid", "smoke", "refused", "failed", "reused", "simulated-only")
+VERDICT_KINDS = ("invalid", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled")
 """The kinds that get a banner each, in page order: results excluded from frontiers, results too short to publish,
 jobs refused before they ran, jobs that ran and produced no result, jobs `run --reuse` stood on stored results of
 earlier runs (drawn as those runs stored them, marked reused; listed without a point when the store does not hold
-them), and results the simulator produced for jobs a real engine would refuse (engine rules softened under the
-simulator)."""
+them), results the simulator produced for jobs a real engine would refuse (engine rules softened under the
+simulator), and results that predict their jobs without modelling all they set (`sim_warnings.WarningKind`)."""
+WARNING_BANNER = {WarningKind.ENGINE_REFUSES: "simulated-only", WarningKind.NOT_MODELLED: "not-modelled"}
+"""The banner each kind of outcome warning (`sim_warnings`) is said under."""
 
 
 def reused_reason(source: Mapping[str, Any]) -> str:
@@ -220,13 +223,16 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
 def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]],
                    warnings: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """Per verdict kind, its points or jobs and their reasons grouped (what each banner of the page says).
-    `warnings`: job id -> the engine rules the simulator ran it despite (its points go under `simulated-only`)."""
+    `warnings`: job id -> its outcome's warnings (`JobOutcome.warnings`): its points go under `simulated-only` for
+    the engine rules the simulator ran it despite, under `not-modelled` for what the simulator does not model."""
     items: dict[str, list[tuple[str, str]]] = {k: [] for k in VERDICT_KINDS}
     counts = dict.fromkeys(VERDICT_KINDS, 0)
     for p in points:
-        if said := (warnings or {}).get(p["job_id"]):
-            counts["simulated-only"] += 1
-            items["simulated-only"] += [(w, p["id"]) for w in said]
+        said = (warnings or {}).get(p["job_id"]) or ()
+        for banner in dict.fromkeys(WARNING_BANNER[warning_kind(w)] for w in said):
+            counts[banner] += 1
+        for w in said:
+            items[WARNING_BANNER[warning_kind(w)]].append((w, p["id"]))
         if (source := p.get("reused")) is not None:
             counts["reused"] += 1
             items["reused"].append((reused_reason(source), p["id"]))

@@ -247,3 +247,21 @@ def test_overlaying_the_run_a_reused_point_came_from_draws_that_point_once(tmp_p
 
 def _overlay(payload: dict, point: dict) -> bool:
     return bool(next(s for s in payload["series"] if s["key"] == point["series"])["overlay"])
+
+
+def test_what_the_simulator_does_not_model_has_its_own_banner_not_the_engine_refusal_one() -> None:
+    """A disaggregated DP-attention job was said under `a real engine would refuse them`: it would run there, the
+    simulator merely does not model DP attention."""
+    from llmsweep.report.data import verdict_groups
+    from llmsweep.sim_warnings import engine_refuses, not_modelled
+
+    refuses, missed = engine_refuses("engine.known-incompatibility", "HiCache with direct I/O"), \
+        not_modelled(["DP attention"])
+    points = [{"id": f"r{n}", "job_id": f"j{n}", "verdict": "valid", "valid": True, "reasons": [], "reason": ""}
+              for n in range(3)]
+    groups = verdict_groups(points, [], {"j0": [missed], "j1": [missed, refuses], "j2": [
+        "it does not model DP attention: their points predict them as if off"]})  # as runs recorded it before
+    assert groups["not-modelled"]["count"] == 3 and groups["simulated-only"]["count"] == 1
+    assert [g["ids"] for g in groups["simulated-only"]["reasons"]] == [["r1"]]
+    assert {r["reason"] for r in groups["not-modelled"]["reasons"]} == {
+        missed, "it does not model DP attention: their points predict them as if off"}
