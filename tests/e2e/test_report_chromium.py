@@ -468,3 +468,27 @@ def test_points_reused_from_an_earlier_run_are_drawn_and_say_which_run(driver, t
     assert drv.save_screenshot(str(shot))
     _keep(shot)
     assert _errors(drv) == []
+
+
+def test_a_run_of_evals_only_says_so_and_banners_the_eval_that_did_not_pass(driver, tmp_path: Path) -> None:
+    """The page of an `--evals-only` run said `no result to plot: the run has no job` and showed no banner."""
+    from selenium.webdriver.common.by import By
+
+    from llmsweep.metrics.model import EvalBlock, EvalRun
+
+    point = SyntheticPoint(synthetic_job(conc=16, job_id="eval-only-conc16"), speed=1.0, requests=8)
+    run = write_synthetic_run(tmp_path / "run", [point], run_id="evals-run")
+    path = run.path / "jobs" / point.job["id"] / "summary.json"
+    summary = Summary.load(path)
+    why = "eval gsm8k: exact_match,strict-match = 0.0000 is below the threshold 0.90 (default.gsm8k.exact_match)"
+    summary.validity.verdict, summary.validity.reasons = "invalid", [why]
+    summary.eval = EvalBlock(mode="eval-only", task="gsm8k", dataset="arith.jsonl", context_length=9472,
+                             max_tokens=5376, score=0.0, score_name="exact_match,strict-match", verdict="invalid",
+                             reasons=[why], runs=[EvalRun(conc=16, status="completed", n_samples=4, command=["x"])])
+    path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
+    assert "1 eval, 1 did not pass" in driver.find_element(By.ID, "run-meta").text
+    assert "the run's results are evals (1 eval" in driver.find_element(By.ID, "chart-empty").text
+    banner = driver.find_element(By.ID, "banner-eval-failed")
+    assert "1 eval(s) did not pass" in banner.text and "below the threshold 0.90" in banner.text
+    assert driver.find_element(By.ID, "evals").is_displayed()

@@ -45,6 +45,10 @@ class ReportFiles:
     """What the page says when the run has no point at all; None otherwise."""
     overlaid: int = 0
     """Points of other runs drawn beside the run's own (`--with`; not counted in `points`)."""
+    evals: int = 0
+    """The run's evals: an eval-only job's result (not counted in `points`), a run-eval row's eval."""
+    evals_failed: int = 0
+    """Of those, the ones that did not pass (an eval-only job's, counted here and not in `invalid`)."""
     stale_pngs: list[Path] = field(default_factory=list)
     """`pareto_*.png` an earlier report left in the folder that this one did not draw again (written without plots:
     `run`, `report --no-png`), removed: they drew an earlier attempt's numbers under the same run id (a `run --force`
@@ -80,15 +84,17 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     stale = remove_stale_pngs(out, keep=pngs)
     log.info("report of %s written to %s", run.run_id, out)
     verdicts = payload["verdicts"]
-    return ReportFiles(out, html_path, md_path, data_path, pngs, len(points),
-                       sum(1 for p in points if not p.valid),
+    measured = [p for p in points if not p.eval_only]  # an eval-only job's result is an eval, not a point
+    counts = payload["counts"]
+    return ReportFiles(out, html_path, md_path, data_path, pngs, len(measured),
+                       sum(1 for p in measured if not p.valid),
                        sum(1 for m in payload["missing"] if m["kind"] != "reused"),
                        smoke=verdicts.get("smoke", {}).get("count", 0),
                        refused=verdicts.get("refused", {}).get("count", 0),
                        reused=verdicts.get("reused", {}).get("count", 0),
                        reused_drawn=sum(1 for p in payload["points"] if p["reused"]), empty=payload["empty"],
                        overlaid=sum(1 for p in payload["points"] if p["run_id"] != run.run_id and not p["reused"]),
-                       stale_pngs=stale)
+                       stale_pngs=stale, evals=counts["evals"], evals_failed=counts["evals_failed"])
 
 
 def remove_stale_pngs(out: Path, keep: Sequence[Path] = ()) -> list[Path]:

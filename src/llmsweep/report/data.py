@@ -140,8 +140,9 @@ def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
     return "; ".join(reasons) or ("" if verdict == "valid" else "no reason recorded")
 
 
-VERDICT_KINDS = ("invalid", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled")
-"""The kinds that get a banner each, in page order: results excluded from frontiers, results too short to publish,
+VERDICT_KINDS = ("invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled")
+"""The kinds that get a banner each, in page order: results excluded from frontiers, evals that did not pass (an
+eval-only job's only result, or a run-eval row's eval beside its throughput verdict), results too short to publish,
 jobs refused before they ran, jobs that ran and produced no result, jobs `run --reuse` stood on stored results of
 earlier runs (drawn as those runs stored them, marked reused; listed without a point when the store does not hold
 them), results the simulator produced for jobs a real engine would refuse (engine rules softened under the
@@ -221,7 +222,8 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
 
 
 def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]],
-                   warnings: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+                   warnings: Mapping[str, Sequence[str]] | None = None,
+                   evals: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Per verdict kind, its points or jobs and their reasons grouped (what each banner of the page says).
     `warnings`: job id -> its outcome's warnings (`JobOutcome.warnings`): its points go under `simulated-only` for
     the engine rules the simulator ran it despite, under `not-modelled` for what the simulator does not model."""
@@ -241,6 +243,10 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
             continue
         counts[kind] += 1
         items[kind] += [(r, p["id"]) for r in p["reasons"] or [p["reason"]]]
+    for e in evals:  # by job id: an eval-only job has no point on the page to name
+        if e["verdict"] != "valid":
+            counts["eval-failed"] += 1
+            items["eval-failed"] += [(r, e["job_id"]) for r in e["reasons"] or ["no reason recorded"]]
     for m in missing:
         counts[m["kind"]] += 1
         items[m["kind"]].append((m["reason"], m["job_id"]))
@@ -271,6 +277,38 @@ def empty_message(n_points: int, missing: Sequence[dict[str, str]]) -> str | Non
     bits = [f"{n} {what}" for n, what in ((refused, "refused"), (failed, "without a result"),
                                           (reused, "reused from earlier runs")) if n]
     return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}; the reasons are listed below."
+
+
+def run_counts(points: Sequence[dict[str, Any]], series: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]],
+               missing: Sequence[dict[str, str]]) -> dict[str, Any]:
+    """What the run holds, counted once for the page's header, summary.md and `report`'s own line: its throughput
+    points (drawn; with those `--reuse` stood jobs on) in their series, how many are invalid or smoke, its evals
+    (an eval-only job's result is its eval, never a point) and how many did not pass, the jobs without a result, and
+    the sources of them all."""
+    return {
+        "points": len(points), "series": len(series),
+        "invalid": sum(1 for p in points if not p["valid"]),
+        "smoke": sum(1 for p in points if p["verdict"] == "smoke"),
+        "reused_drawn": sum(1 for p in points if p["reused"]),
+        "evals": len(evals), "evals_failed": sum(1 for e in evals if e["verdict"] != "valid"),
+        "missing": sum(1 for m in missing if m["kind"] != "reused"),
+        "sources": sorted({p["source"] for p in points} | {e["source"] for e in evals}),
+    }
+
+
+def headline(counts: Mapping[str, Any]) -> str:
+    """The run's one-line count (the page's header, summary.md): `12 points in 3 series · source: simulated`; a run
+    whose results are evals says so (`1 eval, 1 did not pass (no throughput point)`) rather than `0 points`."""
+    bits = []
+    if counts["points"] or not counts["evals"]:
+        reused = f" ({counts['reused_drawn']} reused from earlier runs)" if counts["reused_drawn"] else ""
+        bits.append(f"{counts['points']} points in {counts['series']} series{reused}")
+    if counts["evals"]:
+        failed = f", {counts['evals_failed']} did not pass" if counts["evals_failed"] else ""
+        bits.append(f"{counts['evals']} eval{'s' if counts['evals'] != 1 else ''}{failed}"
+                    + ("" if counts["points"] else " (no throughput point: the run's results are evals)"))
+    bits.append(f"source: {', '.join(counts['sources']) or '–'}")
+    return " · ".join(bits)
 
 
 def _estimated_acceptance(p: ResultPoint) -> float | None:
@@ -328,6 +366,8 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     points_out = [point_payload(p, keys[p.result_id], frontiers, reused_as=reused_as.get(p.result_id))
                   for p in everything]
     missing = no_result_entries(run, ran, reused_unread)
+    series_out = sorted(series.values(), key=lambda s: order[s["key"]])
+    counts = run_counts(points_out, series_out, evals, missing)
     return {
         "version": PAYLOAD_VERSION,
         "run": {**{k: scrub(run.meta[k]) for k in RUN_FIELDS if k in run.meta}, "run_id": run.run_id},
@@ -337,7 +377,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
                     "direction": y_direction(y)} for y in Y_METRICS],
         "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity}
                     for m in HOT_COLUMNS],
-        "series": sorted(series.values(), key=lambda s: order[s["key"]]),
+        "series": series_out,
         "points": points_out,
         "evals": evals,
         "frontiers": frontiers,
@@ -345,9 +385,12 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "missing": missing,
         "power_unrecorded": power_unrecorded(points),
         "verdicts": verdict_groups(points_out, missing,
-                                   {o.job_id: o.warnings for o in recorded_outcomes(run).values() if o.warnings}),
+                                   {o.job_id: o.warnings for o in recorded_outcomes(run).values() if o.warnings},
+                                   evals),
         "empty": empty_message(len(points_out) + len(evals), missing),
-        "sources": sorted({p.source for p in everything}),
+        "counts": counts,
+        "headline": headline(counts),
+        "sources": counts["sources"],
         "mix_sources": mix_sources,
         "overlays": sorted({tag for _, tag in tagged if tag}),
         "details": ({p.result_id: detail_payload(p, max_requests=request_budget(len(everything))) for p in everything}

@@ -43,22 +43,23 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     series = {s["key"]: s for s in payload["series"]}
     by_id = {p["id"]: p for p in points}
     invalid = [p for p in points if not p["valid"]]
-    smoke_count = sum(1 for p in points if p["verdict"] == "smoke")
+    counts = payload["counts"]
     # stood on earlier runs' results, not missing: drawn as those runs stored them, or listed when not read
     drawn = [p for p in points if p.get("reused")]
     reused = [m for m in payload["missing"] if m["kind"] == "reused"]
     missing = [m for m in payload["missing"] if m["kind"] != "reused"]
+    verdicts = f" · {counts['invalid']} invalid · {counts['smoke']} smoke" if counts["points"] else ""
     lines = [f"## llmsweep run `{run['run_id']}`", "",
-             f"{len(points)} points in {len(series)} series · source: {', '.join(payload['sources']) or '–'} · "
-             f"{len(invalid)} invalid · {smoke_count} smoke · {len(missing)} missing"
+             f"{payload['headline']}{verdicts} · {counts['missing']} missing"
              + (f" · {len(drawn) + len(reused)} reused ({len(drawn)} drawn)" if drawn or reused else ""), ""]
     if payload.get("empty"):
         lines += [f"**{payload['empty']}**", ""]
     shown = [HOT_BY_NAME[name] for name in SUMMARY_COLUMNS]  # headed and printed as every table prints them
-    lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity "
-              "(north-star rule for agentic series)", "",
-              _row(["Series", "Conc", "Topology", *(c.header for c in shown), "Verdict"]),
-              _row(["---"] * (4 + len(shown)))]
+    if series:  # no throughput point (an eval-only run, an empty one): no frontier to head a table with
+        lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity "
+                  "(north-star rule for agentic series)", "",
+                  _row(["Series", "Conc", "Topology", *(c.header for c in shown), "Verdict"]),
+                  _row(["---"] * (4 + len(shown)))]
     frontier = payload["frontiers"].get(NORTH_STAR_X, {})
     for key, s in series.items():
         ids = frontier.get(key, [])

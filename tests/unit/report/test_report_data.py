@@ -265,3 +265,44 @@ def test_what_the_simulator_does_not_model_has_its_own_banner_not_the_engine_ref
     assert [g["ids"] for g in groups["simulated-only"]["reasons"]] == [["r1"]]
     assert {r["reason"] for r in groups["not-modelled"]["reasons"]} == {
         missed, "it does not model DP attention: their points predict them as if off"}
+
+
+def _eval_only_run(root: Path) -> RunDir:
+    """One eval-only job whose eval did not pass: the run's only result is an eval."""
+    from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
+
+    point = SyntheticPoint(synthetic_job(conc=16, job_id="eval-only-conc16"), speed=1.0, requests=8)
+    run = write_synthetic_run(root, [point], run_id="evals-run")
+    path = run.path / "jobs" / point.job["id"] / "summary.json"
+    summary = Summary.load(path)
+    why = "eval gsm8k: exact_match,strict-match = 0.0000 is below the threshold 0.90 (default.gsm8k.exact_match)"
+    summary.validity.verdict, summary.validity.reasons = "invalid", [why]
+    summary.eval = EvalBlock(
+        mode="eval-only", task="gsm8k", dataset="arith.jsonl", context_length=9472, max_tokens=5376, score=0.0,
+        score_name="exact_match,strict-match", score_stderr=0.0, verdict="invalid", reasons=[why],
+        harness_version="0.4.13",
+        runs=[EvalRun(conc=16, status="completed", n_samples=4, command=["lm_eval"],
+                      metrics=[EvalMetric(name="exact_match,strict-match", value=0.0, stderr=0.0)])])
+    path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    return load_run(run.path)
+
+
+def test_a_run_of_evals_only_says_its_results_are_evals_and_which_did_not_pass(tmp_path: Path) -> None:
+    """The page said `no result to plot: the run has no job` with no banner, summary.md `0 points in 0 series ·
+    source: – · 0 invalid`, while `report --json` counted 1 point, 1 invalid."""
+    from llmsweep.report import write_report
+
+    run = _eval_only_run(tmp_path / "run")
+    payload = build_payload(run, points_from_run(run))
+    assert payload["points"] == [] and len(payload["evals"]) == 1
+    assert (payload["counts"]["points"], payload["counts"]["evals"], payload["counts"]["evals_failed"]) == (0, 1, 1)
+    banner = payload["verdicts"]["eval-failed"]
+    assert banner["count"] == 1 and banner["reasons"][0]["ids"] == ["eval-only-conc16"]
+    assert "below the threshold 0.90" in banner["reasons"][0]["reason"]
+    assert payload["headline"].startswith("1 eval, 1 did not pass (no throughput point: the run's results are evals)")
+    assert "source: simulated" in payload["headline"]
+    files = write_report(run, tmp_path / "report", png=False)
+    md = files.markdown.read_text()
+    assert "0 points" not in md and "1 eval, 1 did not pass" in md and "source: simulated" in md
+    assert "### Frontier" not in md and "| eval-only | gsm8k |" in md
+    assert (files.points, files.invalid, files.evals, files.evals_failed) == (0, 0, 1, 1)

@@ -81,8 +81,7 @@
     if (r.started) bits.push("started " + r.started);
     if (r.llmsweep_version) bits.push("llmsweep " + r.llmsweep_version);
     if (r.executor) bits.push("executor " + r.executor);
-    bits.push(D.points.length + " points in " + D.series.length + " series" + (REUSED ? " (" + REUSED + " reused from earlier runs)" : ""));
-    bits.push("source: " + (D.sources.join(", ") || "–"));
+    bits.push(D.headline);  // the run's counts and sources, as summary.md says them (report.data.headline)
     document.getElementById("run-meta").textContent = bits.join(" · ");
     var b = document.getElementById("banners");
     if (D.empty) el("div", { "class": "banner empty", id: "empty-banner" }, b, D.empty);
@@ -97,9 +96,10 @@
       "power backend could sample where they ran, so they have no energy or cost-per-token figures (why, and how " +
       "to record it):", unrecorded);
   }
-  var VERDICT_KINDS = ["invalid", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled"];
+  var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled"];
   var VERDICT_HEAD = {
     invalid: function (n) { return n + " invalid point(s): drawn as hollow dashed markers and excluded from frontiers."; },
+    "eval-failed": function (n) { return n + " eval(s) did not pass (scores and thresholds in the Evaluation table below):"; },
     smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn half-filled); read them as a smoke test, not as results."; },
     refused: function (n) { return n + " job(s) refused before running, so they have no point:"; },
     failed: function (n) { return n + " job(s) without a result:"; },
@@ -177,7 +177,9 @@
       " and are listed in the table but not plotted: " + unplotted.map(function (p) { return p.job_id; }).join(", ") : "";
     if (!D.points.length) svg.setAttribute("viewBox", "0 0 " + W + " 120");  // no result: a line, not an empty frame
     if (!plotted.length) {
+      var nEvals = (D.evals || []).length;
       var msg = D.points.length ? "no point has values for " + axis.label + " and " + yaxis().label + " (choose another axis)"
+        : nEvals ? "no throughput point to plot: the run's results are evals (" + nEvals + " eval" + (nEvals === 1 ? "" : "s") + ", in the Evaluation table below)"
         : "no result to plot: " + (D.missing.length ? "every expected job was refused, failed or reused (reasons above)" : "the run has no job");
       el("text", { x: W / 2, y: D.points.length ? H / 2 : 64, "text-anchor": "middle", "class": "axis-title", id: "chart-empty" }, svg, msg);
       return;
