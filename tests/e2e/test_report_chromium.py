@@ -276,7 +276,11 @@ def test_points_without_gpu_power_have_a_banner_that_says_why(driver, report_htm
     assert banner.get_attribute("data-count") == "2"
     assert "2 point(s) have no GPU power" in banner.text
     (line,) = banner.find_elements(By.CSS_SELECTOR, "ul.reasons li")
-    assert line.get_attribute("data-count") == "2" and NO_POWER_WHY in line.text and "conc 1, 16" in line.text
+    assert line.get_attribute("data-count") == "2" and NO_POWER_WHY in line.text
+    # two series: each named with its concurrency (a bare `conc 1, 16` could be any of the three series')
+    which = ("mi300x · sglang · fp8 · agentic-coding [simulated] · conc 16; "
+             "Qwen3.5-397B-A17B-FP8 · mi300x · vllm · fp8 · agentic-coding [simulated] · conc 1")
+    assert line.text.endswith(which), line.text
     assert _errors(driver) == []
 
 
@@ -492,3 +496,36 @@ def test_a_run_of_evals_only_says_so_and_banners_the_eval_that_did_not_pass(driv
     banner = driver.find_element(By.ID, "banner-eval-failed")
     assert "1 eval(s) did not pass" in banner.text and "below the threshold 0.90" in banner.text
     assert driver.find_element(By.ID, "evals").is_displayed()
+
+
+def test_warned_points_are_marked_in_the_table_and_their_banner_names_series_and_conc(driver, tmp_path: Path) -> None:
+    """The simulated-only banner said `— conc 4, 8` where two series have a conc 4 and 8, and the warned points' rows
+    read plain `valid` with an empty reason."""
+    from selenium.webdriver.common.by import By
+
+    from llmsweep.sim_warnings import engine_refuses
+
+    points = [SyntheticPoint(synthetic_job(conc=c, framework=fw), speed=s, requests=20)
+              for fw, s in (("sglang", 1.0), ("vllm", 0.8)) for c in (4, 8)]
+    run = write_synthetic_run(tmp_path / "run", points, run_id="warned-run")
+    refuses = engine_refuses("engine.known-incompatibility", "HiCache with the direct I/O backend")
+    meta = json.loads((run.path / "run.json").read_text())
+    meta["outcomes"] = [{"job_id": p.job["id"], "exp_name": "x", "status": "valid", "warnings": [refuses]}
+                        for p in points[2:]]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
+    payload = driver.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+    labels = {s["key"]: s["label"] for s in payload["series"]}
+    warned = {p["id"] for p in payload["points"] if p["warnings"]}
+    (vllm,) = {labels[p["series"]] for p in payload["points"] if p["id"] in warned}
+    line = driver.find_element(By.CSS_SELECTOR, "#banner-simulated-only ul.reasons li").text
+    assert line.endswith(f"— {vllm} · conc 4, 8"), line
+    rows = driver.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")
+    assert len(rows) == 4
+    for row in rows:
+        verdict = row.find_element(By.CSS_SELECTOR, 'td[data-col="verdict"]').text
+        reason = row.find_element(By.CSS_SELECTOR, 'td[data-col="reason"]').text
+        if row.get_attribute("data-id") in warned:
+            assert verdict == "valid ⚠" and reason == f"⚠ {refuses}", (verdict, reason)
+        else:
+            assert verdict == "valid" and reason == "", (verdict, reason)

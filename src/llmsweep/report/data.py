@@ -49,17 +49,18 @@ def _round(v: float | None) -> float | None:
 
 
 def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, Sequence[str]]], *,
-                  reused_as: str | None = None) -> dict[str, Any]:
+                  reused_as: str | None = None, warnings: Sequence[str] = ()) -> dict[str, Any]:
     """One point of the page. `reused_as`: the job of this run that `run --reuse` stood on `p`, a stored result of
     an earlier run: the point keeps that run's id, verdict and figures as the store holds them, and says where it
-    came from (`reused`); None for a point this run measured."""
+    came from (`reused`); None for a point this run measured. `warnings`: its job's outcome warnings
+    (`JobOutcome.warnings`), shown beside its verdict."""
     return {
         "id": p.result_id, "job_id": reused_as or p.job_id, "run_id": p.run_id, "series": sk, "source": p.source,
         "origin": p.origin,
         "reused": None if reused_as is None else {"run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
                                                   "verdict": p.verdict},
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
-        "reason": verdict_reason(p.verdict, p.reasons), "gpus": p.gpus,
+        "reason": verdict_reason(p.verdict, p.reasons), "warnings": list(warnings), "gpus": p.gpus,
         "identity": p.identity.as_dict(), "topology": p.identity.topology(),
         "metrics": {**{c.name: _round(p.metric(c.name)) for c in HOT_COLUMNS}, "conc": p.identity.conc},
         "requests": {"finished": p.num_requests, "successful": p.num_successful},
@@ -225,12 +226,12 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
                    warnings: Mapping[str, Sequence[str]] | None = None,
                    evals: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Per verdict kind, its points or jobs and their reasons grouped (what each banner of the page says).
-    `warnings`: job id -> its outcome's warnings (`JobOutcome.warnings`): its points go under `simulated-only` for
+    `warnings`: point id -> its job's outcome warnings (`JobOutcome.warnings`): it goes under `simulated-only` for
     the engine rules the simulator ran it despite, under `not-modelled` for what the simulator does not model."""
     items: dict[str, list[tuple[str, str]]] = {k: [] for k in VERDICT_KINDS}
     counts = dict.fromkeys(VERDICT_KINDS, 0)
     for p in points:
-        said = (warnings or {}).get(p["job_id"]) or ()
+        said = (warnings or {}).get(p["id"]) or ()
         for banner in dict.fromkeys(WARNING_BANNER[warning_kind(w)] for w in said):
             counts[banner] += 1
         for w in said:
@@ -363,7 +364,9 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     everything.sort(key=lambda p: (order[keys[p.result_id]], p.identity.conc, p.job_id))
     for sk, n in order.items():
         series[sk]["color"] = PALETTE[n % len(PALETTE)]
-    points_out = [point_payload(p, keys[p.result_id], frontiers, reused_as=reused_as.get(p.result_id))
+    warned = {o.job_id: o.warnings for o in recorded_outcomes(run).values() if o.warnings}
+    points_out = [point_payload(p, keys[p.result_id], frontiers, reused_as=reused_as.get(p.result_id),
+                                warnings=warned.get(p.job_id, ()) if p.run_id == run.run_id else ())
                   for p in everything]
     missing = no_result_entries(run, ran, reused_unread)
     series_out = sorted(series.values(), key=lambda s: order[s["key"]])
@@ -384,9 +387,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "frontiers_by_y": frontiers_by_y,
         "missing": missing,
         "power_unrecorded": power_unrecorded(points),
-        "verdicts": verdict_groups(points_out, missing,
-                                   {o.job_id: o.warnings for o in recorded_outcomes(run).values() if o.warnings},
-                                   evals),
+        "verdicts": verdict_groups(points_out, missing, {p["id"]: p["warnings"] for p in points_out}, evals),
         "empty": empty_message(len(points_out) + len(evals), missing),
         "counts": counts,
         "headline": headline(counts),

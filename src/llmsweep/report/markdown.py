@@ -36,6 +36,25 @@ def _row(cells: Sequence[Any]) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
+def which_points(ids: Sequence[str], by_id: Mapping[str, Mapping[str, Any]],
+                 series: Mapping[str, Mapping[str, Any]]) -> str:
+    """Which points a grouped line is about, as the dashboard's banners say it: `conc 4, 8` when the run has one
+    series, else each series named with its concurrencies (several series share a concurrency)."""
+    concs: dict[str, list[int]] = {}
+    for pid in ids:
+        if (p := by_id.get(pid)) is not None:
+            concs.setdefault(p["series"], []).append(p["metrics"]["conc"])
+    rank = {key: n for n, key in enumerate(series)}
+    said = [(key, "conc " + ", ".join(str(c) for c in sorted(set(cs)))) for key, cs in concs.items()]
+    return "; ".join(f"{series[key]['label']} · {text}" if len(series) > 1 and key in series else text
+                     for key, text in sorted(said, key=lambda k: rank.get(k[0], len(rank))))
+
+
+WARNING_HEADS = {"simulated-only": "Simulated although a real engine would refuse them",
+                 "not-modelled": "Predicted without modelling all their jobs set"}
+"""summary.md's heading of each banner of outcome warnings (`report.data.WARNING_BANNER`)."""
+
+
 def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     """summary.md from the dashboard payload (so the page and the comment never disagree)."""
     run = payload["run"]
@@ -61,6 +80,12 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
                   _row(["Series", "Conc", "Topology", *(c.header for c in shown), "Verdict"]),
                   _row(["---"] * (4 + len(shown)))]
     frontier = payload["frontiers"].get(NORTH_STAR_X, {})
+    notes: dict[str, int] = {}  # a warned point's verdict is marked ⚠N, the warning said once under the table
+
+    def marks(p: Mapping[str, Any]) -> str:
+        numbers = [notes.setdefault(w, len(notes) + 1) for w in p.get("warnings") or ()]
+        return f" ⚠{','.join(map(str, numbers))}" if numbers else ""
+
     for key, s in series.items():
         ids = frontier.get(key, [])
         if not ids:
@@ -70,7 +95,9 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
             m = p["metrics"]
             reused_from = f" (reused from run `{p['reused']['run_id']}`)" if p["reused"] else ""
             lines.append(_row([s["label"], m["conc"], p["topology"], *(c.cell(m[c.name]) for c in shown),
-                               p["verdict"] + reused_from]))
+                               p["verdict"] + marks(p) + reused_from]))
+    if notes:
+        lines += ["", *(f"⚠{n} {w}" + ("  " if n < len(notes) else "") for w, n in notes.items())]
     if invalid:
         lines += ["", "### Invalid points (shown in the dashboard, excluded from frontiers)", ""]
         lines += [f"- `{p['job_id']}` ({series[p['series']]['label']}, conc {p['metrics']['conc']}): "
@@ -86,7 +113,13 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     smoke = payload.get("verdicts", {}).get("smoke")
     if smoke:
         lines += ["", f"### Smoke points ({smoke['count']}: they ran, but too little to be valid)", ""]
-        lines += [f"- ×{g['count']} {g['reason']}" for g in smoke["reasons"]]
+        lines += [f"- ×{g['count']} {g['reason']} — {which_points(g['ids'], by_id, series)}"
+                  for g in smoke["reasons"]]
+    for kind, head in WARNING_HEADS.items():
+        if warned := payload.get("verdicts", {}).get(kind):
+            lines += ["", f"### {head} ({warned['count']} point(s))", ""]
+            lines += [f"- ×{g['count']} {g['reason']} — {which_points(g['ids'], by_id, series)}"
+                      for g in warned["reasons"]]
     unrecorded = payload.get("power_unrecorded") or []
     if unrecorded:
         lines += ["", "### GPU power not recorded", ""]

@@ -259,7 +259,7 @@ def test_what_the_simulator_does_not_model_has_its_own_banner_not_the_engine_ref
         not_modelled(["DP attention"])
     points = [{"id": f"r{n}", "job_id": f"j{n}", "verdict": "valid", "valid": True, "reasons": [], "reason": ""}
               for n in range(3)]
-    groups = verdict_groups(points, [], {"j0": [missed], "j1": [missed, refuses], "j2": [
+    groups = verdict_groups(points, [], {"r0": [missed], "r1": [missed, refuses], "r2": [
         "it does not model DP attention: their points predict them as if off"]})  # as runs recorded it before
     assert groups["not-modelled"]["count"] == 3 and groups["simulated-only"]["count"] == 1
     assert [g["ids"] for g in groups["simulated-only"]["reasons"]] == [["r1"]]
@@ -306,3 +306,44 @@ def test_a_run_of_evals_only_says_its_results_are_evals_and_which_did_not_pass(t
     assert "0 points" not in md and "1 eval, 1 did not pass" in md and "source: simulated" in md
     assert "### Frontier" not in md and "| eval-only | gsm8k |" in md
     assert (files.points, files.invalid, files.evals, files.evals_failed) == (0, 0, 1, 1)
+
+
+def _warned_run(root: Path) -> tuple[RunDir, str, str]:
+    """Two series that share concurrencies 4 and 8; the vllm jobs ran on the simulator with an engine rule broken and
+    the sglang conc-8 one with DP attention, which the simulator does not model."""
+    from llmsweep.sim_warnings import engine_refuses, not_modelled
+
+    points = [SyntheticPoint(synthetic_job(conc=c, framework=fw), speed=s, requests=20)
+              for fw, s in (("sglang", 1.0), ("vllm", 0.8)) for c in (4, 8)]
+    run = write_synthetic_run(root, points, run_id="warned-run")
+    refuses = engine_refuses("engine.known-incompatibility", "HiCache with the direct I/O backend")
+    missed = not_modelled(["DP attention"])
+    meta = json.loads((run.path / "run.json").read_text())
+    said = {points[1].job["id"]: [missed], points[2].job["id"]: [refuses], points[3].job["id"]: [refuses]}
+    meta["outcomes"] = [{"job_id": jid, "exp_name": "x", "status": "valid", "warnings": w} for jid, w in said.items()]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    return load_run(run.path), refuses, missed
+
+
+def test_a_warned_point_carries_its_warnings_and_summary_md_says_them_with_series_and_conc(tmp_path: Path) -> None:
+    """summary.md showed a warned frontier point as plain `valid` and said no warning at all; a PR comment read the
+    simulator's prediction of a job a real engine would refuse as a valid result."""
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run, refuses, missed = _warned_run(tmp_path / "run")
+    payload = build_payload(run, points_from_run(run))
+    by_conc = {(p["identity"]["engine"], p["metrics"]["conc"]): p for p in payload["points"]}
+    assert by_conc[("vllm", 4)]["warnings"] == [refuses] and by_conc[("sglang", 4)]["warnings"] == []
+    assert by_conc[("sglang", 8)]["warnings"] == [missed]
+    md = run_summary_markdown(payload)
+    rows = [line for line in md.splitlines() if line.startswith("| Qwen")]
+    vllm = [r for r in rows if "vllm" in r.split("|")[1]]
+    (note,) = [line.split()[0] for line in md.splitlines() if line.startswith("⚠") and refuses in line]
+    assert vllm and all(r.rstrip(" |").endswith(f"valid {note}") for r in vllm), rows
+    labels = {s["key"]: s["label"] for s in payload["series"]}
+    vllm_label = labels[by_conc[("vllm", 4)]["series"]]
+    sglang_label = labels[by_conc[("sglang", 8)]["series"]]
+    assert "### Simulated although a real engine would refuse them (2 point(s))" in md
+    assert f"- ×2 {refuses} — {vllm_label} · conc 4, 8" in md  # both series have a conc 4 and 8: named
+    assert "### Predicted without modelling all their jobs set (1 point(s))" in md
+    assert f"- ×1 {missed} — {sglang_label} · conc 8" in md

@@ -123,14 +123,29 @@
       li.appendChild(document.createTextNode(" " + g.reason));
       var pts = g.ids.map(function (id) { return pointById[id]; }).filter(Boolean);
       if (pts.length) {
-        var concs = pts.map(function (p) { return p.metrics.conc; }).sort(function (a, c) { return a - c; });
-        el("span", { "class": "which" }, li, " — conc " + concs.filter(function (c, i) { return concs.indexOf(c) === i; }).join(", "));
+        el("span", { "class": "which" }, li, " — " + whichPoints(pts));
       } else {
         var det = el("details", { "class": "which" }, li);
         el("summary", null, det, "job(s)");
         el("div", { "class": "ids" }, det, g.ids.join("\n"));
       }
     });
+  }
+  /* Which points a banner line is about: `conc 4, 8` when the page has one series; otherwise each series named with
+     its concurrencies (`<series> · conc 4, 8; <series> · conc 16`), since several series share a concurrency. */
+  function whichPoints(pts) {
+    var bySeries = {}, order = [];
+    pts.forEach(function (p) {
+      if (!bySeries[p.series]) { bySeries[p.series] = []; order.push(p.series); }
+      if (bySeries[p.series].indexOf(p.metrics.conc) < 0) bySeries[p.series].push(p.metrics.conc);
+    });
+    var rank = {};
+    D.series.forEach(function (s, i) { rank[s.key] = i; });
+    order.sort(function (a, b) { return rank[a] - rank[b]; });
+    return order.map(function (sk) {
+      var concs = "conc " + bySeries[sk].sort(function (a, c) { return a - c; }).join(", ");
+      return D.series.length > 1 ? (seriesByKey[sk] ? seriesByKey[sk].label : sk) + " · " + concs : concs;
+    }).join("; ");
   }
   function renderControls() {
     var sel = document.getElementById("x-axis");
@@ -252,6 +267,7 @@
     el("div", null, tip, "P90 TTFT " + fmt(p.metrics.p90_ttft, "s") + " · P90 E2EL " + fmt(p.metrics.p90_e2el, "s"));
     el("div", null, tip, "requests measured: " + requestsText(p) + " successful" + (finite((p.requests || {}).finished) ? " of " + p.requests.finished : ""));
     el("div", null, tip, "verdict: " + p.verdict + (p.reason ? " — " + p.reason : "") + " · source: " + p.source);
+    (p.warnings || []).forEach(function (w) { el("div", { "class": "tip-warning" }, tip, WARN + " " + w); });
     if (p.reused) el("div", { "class": "tip-reused" }, tip, reusedText(p) + ": measured there, not in this run");
     if (p.eval) el("div", { "class": "tip-eval" }, tip, "eval " + p.eval.task + ": " + fmt(p.eval.score, "") + " — " + p.eval.verdict + (p.eval.reason ? " (" + p.eval.reason + ")" : ""));
     el("div", null, tip, onFrontier(p) ? "on the frontier" : "not on the frontier");
@@ -302,6 +318,10 @@
   function colTitle(m) { return m.label + (m.unit ? " (" + m.unit + ")" : ""); }
   function colUnit(key) { return key === "x" ? axisByKey[state.x].unit : key === "y" ? yaxis().unit : (metricByKey[key] || {}).unit; }
   var sortKey = null, sortDir = 1;
+  /* A point whose job's outcome carries warnings (the simulator ran it although a real engine would refuse it, or
+     does not model what it sets): its verdict is marked and the warnings are said in its reason. */
+  var WARN = "⚠";
+  function warned(p) { return (p.warnings || []).length > 0; }
   function cell(p, key) {
     if (key === "series") return seriesByKey[p.series].label;
     if (key === "conc") return p.metrics.conc;
@@ -309,8 +329,8 @@
     if (key === "topology") return p.topology;
     if (key === "x") return xval(p, state.x);
     if (key === "y") return yval(p);
-    if (key === "verdict") return p.verdict;
-    if (key === "reason") return p.reason || "";
+    if (key === "verdict") return p.verdict + (warned(p) ? " " + WARN : "");
+    if (key === "reason") return [p.reason || ""].concat((p.warnings || []).map(function (w) { return WARN + " " + w; })).filter(Boolean).join("; ");
     if (key === "source") return p.source;
     if (key === "front") return onFrontier(p) ? "yes" : "";
     if (key === "reused") return p.reused ? "run " + p.reused.run_id : "";
@@ -431,14 +451,14 @@
     close.addEventListener("click", function () { box.style.display = "none"; state.selected = null; writeHash(); renderChart(); });
     el("h2", null, box, pointLabel(p));
     var badges = el("div", null, box);
-    el("span", { "class": "badge " + p.verdict }, badges, p.verdict);
+    el("span", { "class": "badge " + p.verdict }, badges, p.verdict + (warned(p) ? " " + WARN : ""));
     badges.appendChild(document.createTextNode(" "));
     el("span", { "class": "badge src" }, badges, "source: " + p.source);
     if (p.reused) { badges.appendChild(document.createTextNode(" ")); el("span", { "class": "badge reused", id: "reused-badge" }, badges, reusedText(p)); }
     badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s) · " +
       requestsText(p) + " request(s) measured" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
     var v = d.validity || {};
-    var reasons = (v.reasons || p.reasons || []), warnings = v.warnings || [];
+    var reasons = (v.reasons || p.reasons || []), warnings = (p.warnings || []).concat(v.warnings || []);
     if (reasons.length || warnings.length) {
       var ul = el("ul", { id: "validity-reasons" }, box);
       reasons.forEach(function (r) { el("li", null, ul, r); });
