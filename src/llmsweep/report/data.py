@@ -44,10 +44,6 @@ def scrub(doc: Any) -> Any:
     return doc
 
 
-def _round(v: float | None) -> float | None:
-    return None if v is None else float(f"{v:.6g}")
-
-
 def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, Sequence[str]]], *,
                   reused_as: str | None = None, warnings: Sequence[str] = ()) -> dict[str, Any]:
     """One point of the page. `reused_as`: the job of this run that `run --reuse` stood on `p`, a stored result of
@@ -62,7 +58,8 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
         "reason": verdict_reason(p.verdict, p.reasons), "warnings": list(warnings), "gpus": p.gpus,
         "identity": p.identity.as_dict(), "topology": p.identity.topology(),
-        "metrics": {**{c.name: _round(p.metric(c.name)) for c in HOT_COLUMNS}, "conc": p.identity.conc},
+        # as stored: the page, summary.md and the PNGs round a value once, where they show it (as the CLI does)
+        "metrics": {**{c.name: p.metric(c.name) for c in HOT_COLUMNS}, "conc": p.identity.conc},
         "requests": {"finished": p.num_requests, "successful": p.num_successful},
         "frontier": {axis: p.result_id in by_series.get(sk, ()) for axis, by_series in frontiers.items()},
         "eval": _eval_mark(p),
@@ -74,7 +71,7 @@ def _eval_mark(p: ResultPoint) -> dict[str, Any] | None:
     block = p.eval
     if block is None:
         return None
-    return {"task": block.task, "verdict": block.verdict, "score": _round(block.score),
+    return {"task": block.task, "verdict": block.verdict, "score": block.score,
             "reason": block.reasons[0] if block.reasons else ""}
 
 
@@ -84,14 +81,14 @@ def eval_payload(p: ResultPoint, series_label: str) -> dict[str, Any]:
     assert block is not None
     return {
         "id": p.result_id, "job_id": p.job_id, "series": series_label, "conc": p.identity.conc, "mode": block.mode,
-        "task": block.task, "score": _round(block.score), "score_name": block.score_name,
-        "score_stderr": _round(block.score_stderr), "n_samples": block.runs[0].n_samples if block.runs else None,
+        "task": block.task, "score": block.score, "score_name": block.score_name,
+        "score_stderr": block.score_stderr, "n_samples": block.runs[0].n_samples if block.runs else None,
         "eval_concs": [r.conc for r in block.runs], "verdict": block.verdict, "reasons": list(block.reasons),
-        "checks": [{"metric": c.metric, "score": _round(c.score), "threshold": c.threshold, "ok": c.ok,
+        "checks": [{"metric": c.metric, "score": c.score, "threshold": c.threshold, "ok": c.ok,
                     "from": c.threshold_from} for c in block.checks],
         "dataset": block.dataset, "limit": block.limit, "harness": f"{block.harness} {block.harness_version or '?'}",
         "context_length": block.context_length, "max_tokens": block.max_tokens,
-        "acceptance_length": _round(block.acceptance_length), "source": p.source,
+        "acceptance_length": block.acceptance_length, "source": p.source,
         "command": " ".join(block.runs[0].command) if block.runs else "",
     }
 

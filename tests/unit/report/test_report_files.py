@@ -253,3 +253,25 @@ def test_the_runs_report_removes_an_earlier_reports_plots(failed_run, tmp_path: 
     assert _report(failed_run.path, said.append, tmp_path / "none.sqlite") == out / "index.html"
     assert not (out / "pareto_conc.png").exists()
     assert any("removed 1 outdated PNG plot(s)" in line for line in said), said
+
+
+def test_summary_md_rounds_a_value_once_as_the_cli_does(report_run, tmp_path: Path) -> None:
+    """The payload rounded to 6 significant figures and summary.md rounded again: 5804.9514 read 5,804.9 there and
+    5,805.0 in the CLI. The payload keeps the stored value; each view rounds it once."""
+    from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
+    from llmsweep.report.data import build_payload
+    from llmsweep.report.markdown import run_summary_markdown
+    from llmsweep.results.point import points_from_run
+
+    points = points_from_run(report_run)
+    payload = build_payload(report_run, points, details=False)
+    stored = {p.result_id: p for p in points}
+    for shown in payload["points"]:
+        assert shown["metrics"] == {**{c.name: stored[shown["id"]].metric(c.name) for c in HOT_COLUMNS},
+                                    "conc": shown["metrics"]["conc"]}
+    shown = payload["points"][0]
+    shown["metrics"]["tput_per_gpu"] = 5804.9514  # 5804.95 after the payload's rounding, then 5,804.9
+    shown["frontier"] = dict.fromkeys(shown["frontier"], True)
+    payload["frontiers"]["p90_e2e_norm_intvty"][shown["series"]] = [shown["id"]]
+    md = run_summary_markdown(payload)
+    assert HOT_BY_NAME["tput_per_gpu"].cell(5804.9514) == "5,805.0" and "| 5,805.0 |" in md
