@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from llmsweep.client.files import RECORDS_FILE, SERVER_METRICS_FILE
+from llmsweep.execute.failure_text import failure_gist
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
@@ -214,8 +215,11 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
             status, reason = "failed", "no summary.json in its job folder"
         else:
             status, reason = "missing", "planned, but no job folder: the run stopped before it, or is still going"
-        out.append({"job_id": jid, "status": status, "kind": "refused" if status == "refused" else "failed",
-                    "reason": reason})
+        entry = {"job_id": jid, "status": status, "kind": "refused" if status == "refused" else "failed",
+                 "reason": reason}
+        if (gist := failure_gist(reason)) != reason:  # one line, the same for every job of one cause
+            entry["gist"] = gist
+        out.append(entry)
     return out
 
 
@@ -245,10 +249,16 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
         if e["verdict"] != "valid":
             counts["eval-failed"] += 1
             items["eval-failed"] += [(r, e["job_id"]) for r in e["reasons"] or ["no reason recorded"]]
-    for m in missing:
+    full: dict[str, str] = {}
+    for m in missing:  # jobs that failed for one cause group on its gist (the log's name and the port differ)
         counts[m["kind"]] += 1
-        items[m["kind"]].append((m["reason"], m["job_id"]))
-    return {k: {"count": counts[k], "reasons": group_reasons(items[k])} for k in VERDICT_KINDS if counts[k]}
+        items[m["kind"]].append((m.get("gist") or m["reason"], m["job_id"]))
+        full.setdefault(m["job_id"], m["reason"])
+    grouped = {k: group_reasons(items[k]) for k in VERDICT_KINDS}
+    for g in grouped["refused"] + grouped["failed"]:
+        if (said := full.get(g["ids"][0], g["reason"])) != g["reason"]:
+            g["detail"] = said  # the whole reason of one of them (the server log's tail), shown on request
+    return {k: {"count": counts[k], "reasons": grouped[k]} for k in VERDICT_KINDS if counts[k]}
 
 
 def power_unrecorded(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:

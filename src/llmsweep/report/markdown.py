@@ -32,6 +32,12 @@ SUMMARY_COLUMNS = ("tput_per_gpu", NORTH_STAR_X, "p90_intvty", "p90_ttft", "p90_
 """The frontier table's metrics in summary.md (the PR comment)."""
 
 
+def one_line(text: str) -> str:
+    """`text` as one line of a Markdown list item: its first line, marked `…` when more was cut."""
+    lines = text.strip().splitlines() or [""]
+    return lines[0] + (" …" if len(lines) > 1 else "")
+
+
 def _row(cells: Sequence[Any]) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
@@ -126,7 +132,9 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
         lines += [f"- ×{g['count']} {g['reason']}" for g in unrecorded]
     if missing:
         lines += ["", "### Jobs without a result", ""]
-        lines += [f"- `{m['job_id']}`: {m['status']}: {m['reason']}" for m in missing]
+        # one line each: the whole reason holds the server log's last lines, which would break the list (a line
+        # that starts with # or |); they are in the dashboard and the job's outcome.json
+        lines += [f"- `{m['job_id']}`: {m['status']}: {one_line(m.get('gist') or m['reason'])}" for m in missing]
     if drawn or reused:
         lines += ["", "### Jobs reused from earlier runs (`run --reuse`; drawn with the figures those runs stored)", ""]
         lines += [f"- `{p['job_id']}`: {reused_reason(p['reused'])}, drawn" for p in drawn]

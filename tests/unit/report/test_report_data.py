@@ -347,3 +347,46 @@ def test_a_warned_point_carries_its_warnings_and_summary_md_says_them_with_serie
     assert f"- ×2 {refuses} — {vllm_label} · conc 4, 8" in md  # both series have a conc 4 and 8: named
     assert "### Predicted without modelling all their jobs set (1 point(s))" in md
     assert f"- ×1 {missed} — {sglang_label} · conc 8" in md
+
+
+def _failed_to_launch_run(root: Path) -> RunDir:
+    """`run --live` where the sim server cannot start: the first job's launch and a relaunch fail (server.log,
+    server.2.log, two ports), the rest say the group's server never came up; the log has lines that read as
+    Markdown headings and table rows."""
+    from llmsweep.execute.failure_text import log_tail, never_came_up
+
+    log = "# simulator\n| not a table |\nerror: simulator: the model does not fit 4 x mi300x\n  fix: raise --tp"
+    first = "sim server exited with status 2 while starting (health http://127.0.0.1:34745/health)" + log_tail(
+        40, root / "servers/sim-g/server.log", log)
+    second = "sim server exited with status 2 while starting (health http://127.0.0.1:46881/health)" + log_tail(
+        40, root / "servers/sim-g/server.2.log", log) + " (it exited while starting on 2 launches in a row)"
+    reasons = [first, second, never_came_up("sim", "sim-g", second), never_came_up("sim", "sim-g", second)]
+    ids = [f"job-conc{c}" for c in (1, 2, 4, 8)]
+    for jid, why in zip(ids, reasons, strict=True):
+        (root / "jobs" / jid).mkdir(parents=True)
+        (root / "jobs" / jid / "job.json").write_text(json.dumps(synthetic_job(conc=1, job_id=jid)))
+        (root / "jobs" / jid / "outcome.json").write_text(json.dumps(
+            {"job_id": jid, "exp_name": "x", "status": "failed", "reasons": [why]}))
+    (root / "run.json").write_text(json.dumps({"run_id": "no-server", "expected_job_ids": ids}))
+    return load_run(root)
+
+
+def test_jobs_whose_server_never_started_are_one_banner_line_and_one_summary_line_each(tmp_path: Path) -> None:
+    """The banner said ×2, ×1, ×1 for one cause (the log's name, the never-came-up preamble and the fix's launch
+    count differ), and summary.md pasted the 40-line log tail into each list item, where a log line starting with
+    `#` or `|` broke the Markdown."""
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run = _failed_to_launch_run(tmp_path / "run")
+    payload = build_payload(run, points_from_run(run))
+    (group,) = payload["verdicts"]["failed"]["reasons"]
+    assert group["count"] == 4 and group["reason"] == (
+        "sim server exited with status 2 while starting (health http://127.0.0.1:34745–46881/health): "
+        "error: simulator: the model does not fit 4 x mi300x")
+    assert "--- last 40 lines of" in group["detail"] and "# simulator" in group["detail"]
+    md = run_summary_markdown(payload)
+    items = [line for line in md.splitlines() if line.startswith("- `job-conc")]
+    assert len(items) == 4 and all("does not fit 4 x mi300x" in line for line in items), md
+    assert not any(line.startswith(("#", "|")) and "simulator" in line and "###" not in line
+                   for line in md.splitlines()), md
+    assert "--- last 40 lines" not in md

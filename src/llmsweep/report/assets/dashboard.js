@@ -121,6 +121,11 @@
       var li = el("li", { "data-count": g.count }, ul);
       el("span", { "class": "count-badge" }, li, "×" + g.count);
       li.appendChild(document.createTextNode(" " + g.reason));
+      if (g.detail) {  // the whole reason of one of the jobs (the server log's last lines)
+        var full = el("details", { "class": "detail" }, li);
+        el("summary", null, full, "full reason" + (g.count > 1 ? " (of the first)" : ""));
+        el("pre", null, full, g.detail);
+      }
       var pts = g.ids.map(function (id) { return pointById[id]; }).filter(Boolean);
       if (pts.length) {
         el("span", { "class": "which" }, li, " — " + whichPoints(pts));
