@@ -92,8 +92,7 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
                        smoke=verdicts.get("smoke", {}).get("count", 0),
                        refused=verdicts.get("refused", {}).get("count", 0),
                        reused=verdicts.get("reused", {}).get("count", 0),
-                       reused_drawn=sum(1 for p in payload["points"] if p["reused"]), empty=payload["empty"],
-                       overlaid=sum(1 for p in payload["points"] if p["run_id"] != run.run_id and not p["reused"]),
+                       reused_drawn=counts["reused_drawn"], empty=payload["empty"], overlaid=counts["overlaid"],
                        stale_pngs=stale, evals=counts["evals"], evals_failed=counts["evals_failed"])
 
 

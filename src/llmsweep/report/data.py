@@ -287,14 +287,16 @@ def empty_message(n_points: int, missing: Sequence[dict[str, str]]) -> str | Non
     return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}; the reasons are listed below."
 
 
-def run_counts(points: Sequence[dict[str, Any]], series: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]],
-               missing: Sequence[dict[str, str]]) -> dict[str, Any]:
+def run_counts(run_id: str, drawn: Sequence[dict[str, Any]], series: Sequence[dict[str, Any]],
+               evals: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]]) -> dict[str, Any]:
     """What the run holds, counted once for the page's header, summary.md and `report`'s own line: its throughput
     points (drawn; with those `--reuse` stood jobs on) in their series, how many are invalid or smoke, its evals
     (an eval-only job's result is its eval, never a point) and how many did not pass, the jobs without a result, and
-    the sources of them all."""
+    the sources of them all; and apart, the points of other runs drawn beside them (`--with`) in their series."""
+    points = [p for p in drawn if p["run_id"] == run_id or p["reused"]]
     return {
-        "points": len(points), "series": len(series),
+        "points": len(points), "series": sum(1 for s in series if not s["overlay"]),
+        "overlaid": len(drawn) - len(points), "overlaid_series": sum(1 for s in series if s["overlay"]),
         "invalid": sum(1 for p in points if not p["valid"]),
         "smoke": sum(1 for p in points if p["verdict"] == "smoke"),
         "reused_drawn": sum(1 for p in points if p["reused"]),
@@ -316,6 +318,8 @@ def headline(counts: Mapping[str, Any]) -> str:
         bits.append(f"{counts['evals']} eval{'s' if counts['evals'] != 1 else ''}{failed}"
                     + ("" if counts["points"] else " (no throughput point: the run's results are evals)"))
     bits.append(f"source: {', '.join(counts['sources']) or '–'}")
+    if counts["overlaid"]:  # drawn beside the run's own, never counted as its points
+        bits.append(f"+{counts['overlaid']} point(s) of other runs overlaid in {counts['overlaid_series']} series")
     return " · ".join(bits)
 
 
@@ -377,7 +381,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
                   for p in everything]
     missing = no_result_entries(run, ran, reused_unread)
     series_out = sorted(series.values(), key=lambda s: order[s["key"]])
-    counts = run_counts(points_out, series_out, evals, missing)
+    counts = run_counts(run.run_id, points_out, series_out, evals, missing)
     return {
         "version": PAYLOAD_VERSION,
         "run": {**{k: scrub(run.meta[k]) for k in RUN_FIELDS if k in run.meta}, "run_id": run.run_id},
@@ -398,7 +402,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "empty": empty_message(len(points_out) + len(evals), missing),
         "counts": counts,
         "headline": headline(counts),
-        "sources": counts["sources"],
+        "sources": sorted({*counts["sources"], *(p["source"] for p in points_out)}),  # overlays' too
         "mix_sources": mix_sources,
         "overlays": sorted({tag for _, tag in tagged if tag}),
         "details": ({p.result_id: detail_payload(p, max_requests=request_budget(len(everything))) for p in everything}

@@ -99,6 +99,11 @@ def test_report_overlays_imported_published_rows(report_run, tmp_path: Path, mon
                                   "--json"], catch_exceptions=False)
     counts = json.loads(as_json.output)
     assert counts["overlaid"] == 1 and counts["points"] == len(payload["points"]) - 1  # the run's own, apart
+    # the header and summary.md count the run's own points and sources, the overlaid ones apart (they were counted
+    # as the run's: 11 points in 4 series, source: measured, simulated)
+    assert payload["headline"] == ("10 points in 3 series · source: simulated · +1 point(s) of other runs overlaid "
+                                   "in 1 series"), payload["headline"]
+    assert payload["headline"] in (out / "summary.md").read_text()
     # the run drawn beside itself adds nothing: none counted (what is drawn, not what was asked)
     ingested = runner.invoke(cli, ["results", "ingest", str(report_run.path)], catch_exceptions=False)
     assert ingested.exit_code == 0, ingested.output
