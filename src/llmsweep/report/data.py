@@ -14,6 +14,7 @@ from typing import Any
 
 from llmsweep.client.files import RECORDS_FILE, SERVER_METRICS_FILE
 from llmsweep.execute.failure_text import failure_gist
+from llmsweep.metrics.model import source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
@@ -53,7 +54,7 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
     (`JobOutcome.warnings`), shown beside its verdict."""
     return {
         "id": p.result_id, "job_id": reused_as or p.job_id, "run_id": p.run_id, "series": sk, "source": p.source,
-        "origin": p.origin,
+        "clock": clock_of(p), "origin": p.origin,
         "reused": None if reused_as is None else {"run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
                                                   "verdict": p.verdict},
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
@@ -65,6 +66,11 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "frontier": {axis: p.result_id in by_series.get(sk, ()) for axis, by_series in frontiers.items()},
         "eval": _eval_mark(p),
     }
+
+
+def clock_of(p: ResultPoint) -> str | None:
+    """The clock `p` was timed on (`Provenance.clock`: virtual or wall), None where its summary does not say."""
+    return p.summary.provenance.clock if p.summary is not None else None
 
 
 def _eval_mark(p: ResultPoint) -> dict[str, Any] | None:
@@ -89,7 +95,7 @@ def eval_payload(p: ResultPoint, series_label: str) -> dict[str, Any]:
                     "from": c.threshold_from} for c in block.checks],
         "dataset": block.dataset, "limit": block.limit, "harness": f"{block.harness} {block.harness_version or '?'}",
         "context_length": block.context_length, "max_tokens": block.max_tokens,
-        "acceptance_length": block.acceptance_length, "source": p.source,
+        "acceptance_length": block.acceptance_length, "source": p.source, "clock": clock_of(p),
         "command": " ".join(block.runs[0].command) if block.runs else "",
     }
 
@@ -303,6 +309,8 @@ def run_counts(run_id: str, drawn: Sequence[dict[str, Any]], series: Sequence[di
         "evals": len(evals), "evals_failed": sum(1 for e in evals if e["verdict"] != "valid"),
         "missing": sum(1 for m in missing if m["kind"] != "reused"),
         "sources": sorted({p["source"] for p in points} | {e["source"] for e in evals}),
+        # what the figures are: `simulated, virtual time` (the simulator's core) or `…, wall-clock time`
+        "source_words": sorted({source_words(r["source"], r.get("clock")) for r in [*points, *evals]}),
     }
 
 
@@ -317,7 +325,7 @@ def headline(counts: Mapping[str, Any]) -> str:
         failed = f", {counts['evals_failed']} did not pass" if counts["evals_failed"] else ""
         bits.append(f"{counts['evals']} eval{'s' if counts['evals'] != 1 else ''}{failed}"
                     + ("" if counts["points"] else " (no throughput point: the run's results are evals)"))
-    bits.append(f"source: {', '.join(counts['sources']) or '–'}")
+    bits.append(f"source: {'; '.join(counts['source_words']) or '–'}")
     if counts["overlaid"]:  # drawn beside the run's own, never counted as its points
         bits.append(f"+{counts['overlaid']} point(s) of other runs overlaid in {counts['overlaid_series']} series")
     return " · ".join(bits)

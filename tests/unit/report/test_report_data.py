@@ -390,3 +390,23 @@ def test_jobs_whose_server_never_started_are_one_banner_line_and_one_summary_lin
     assert not any(line.startswith(("#", "|")) and "simulator" in line and "###" not in line
                    for line in md.splitlines()), md
     assert "--- last 40 lines" not in md
+
+
+def test_the_header_says_whether_the_figures_are_virtual_or_wall_clock_time(tmp_path: Path) -> None:
+    """The page and summary.md said `source: simulated` alone: a virtual-time prediction and a `--live` run on the
+    simulator's HTTP server (wall-clock time) read the same."""
+    from llmsweep.metrics.model import Summary
+    from llmsweep.report import write_report
+
+    points = [SyntheticPoint(synthetic_job(conc=c), speed=1.0, requests=20) for c in (1, 4)]
+    run = write_synthetic_run(tmp_path / "run", points, run_id="clocked")
+    for point in points:
+        path = run.path / "jobs" / point.job["id"] / "summary.json"
+        summary = Summary.load(path)
+        summary.provenance.clock = "virtual"
+        path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    files = write_report(load_run(run.path), tmp_path / "report", png=False)
+    payload = json.loads(files.data.read_text())
+    assert payload["headline"] == "2 points in 1 series · source: simulated, virtual time"
+    assert {p["clock"] for p in payload["points"]} == {"virtual"}
+    assert payload["headline"] in files.markdown.read_text()
