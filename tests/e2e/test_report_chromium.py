@@ -496,6 +496,8 @@ def test_a_run_of_evals_only_says_so_and_banners_the_eval_that_did_not_pass(driv
     banner = driver.find_element(By.ID, "banner-eval-failed")
     assert "1 eval(s) did not pass" in banner.text and "below the threshold 0.90" in banner.text
     assert driver.find_element(By.ID, "evals").is_displayed()
+    # a count of samples is whole (it read 4.00)
+    assert driver.find_element(By.CSS_SELECTOR, '#evals-table td[data-col="n_samples"]').text == "4"
 
 
 def test_warned_points_are_marked_in_the_table_and_their_banner_names_series_and_conc(driver, tmp_path: Path) -> None:
@@ -529,3 +531,21 @@ def test_warned_points_are_marked_in_the_table_and_their_banner_names_series_and
             assert verdict == "valid ⚠" and reason == f"⚠ {refuses}", (verdict, reason)
         else:
             assert verdict == "valid" and reason == "", (verdict, reason)
+
+
+def test_a_missing_metric_value_reads_as_a_dash_in_the_table(driver, report_html: Path) -> None:
+    """A point without energy figures showed a blank cell under tokens per joule, as if the page had failed."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get("about:blank")
+    driver.get(report_html.resolve().as_uri() + "#y=tokens_per_joule")
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    assert _errors(driver) == []
+    assert "Tokens per joule" in driver.find_element(By.CSS_SELECTOR, 'th[data-col="y"]').text
+    payload = driver.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+    none = {p["id"] for p in payload["points"] if p["metrics"]["tokens_per_joule"] is None}
+    assert none
+    for row in driver.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]"):
+        if row.get_attribute("data-id") in none:
+            assert row.find_element(By.CSS_SELECTOR, 'td[data-col="y"]').text == "–"

@@ -365,7 +365,9 @@
         title: p.reused ? reusedText(p) : null }, body);
       cols.forEach(function (c) {
         var v = cell(p, c[0]), num = typeof v === "number", raw = c[0] === "conc" || c[0] === "requests";
-        var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(v, colUnit(c[0]) === "" ? "" : null) : v;
+        var metric = c[0] === "x" || c[0] === "y" || !!metricByKey[c[0]];  // a missing value reads "–", not blank
+        var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(v, colUnit(c[0]) === "" ? "" : null)
+          : metric && (v === null || v === undefined) ? "–" : v;
         el("td", { "class": (num || raw ? "num" : "") + (c[0] === "reason" ? " reason" : "") || null, "data-col": c[0] }, tr, txt);
       });
       tr.addEventListener("click", function () { openDrill(p.id); });
@@ -518,7 +520,8 @@
       var tr = el("tr", { "class": r.verdict + (r.verdict === "valid" ? "" : " invalid"), "data-id": r.id, title: r.command }, body);
       cols.forEach(function (c) {
         var v = c[0] === "reason" ? (r.reasons[0] || "") : c[0] === "eval_concs" ? r.eval_concs.join(" ") : r[c[0]];
-        el("td", { "data-col": c[0], "class": typeof v === "number" ? "num" : null }, tr, typeof v === "number" ? (c[0] === "score" || c[0] === "score_stderr" ? fmt(v, "") : fmt(v, null)) : v === null || v === undefined ? "-" : String(v));
+        var count = c[0] === "n_samples";  // a count, shown whole (it read 4.00)
+        el("td", { "data-col": c[0], "class": typeof v === "number" ? "num" : null }, tr, typeof v === "number" ? (count ? String(v) : c[0] === "score" || c[0] === "score_stderr" ? fmt(v, "") : fmt(v, null)) : v === null || v === undefined ? "–" : String(v));
       });
     });
   }
