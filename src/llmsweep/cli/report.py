@@ -57,7 +57,7 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     click.echo(f"{files.points} point(s), {files.invalid} invalid, {files.missing} missing{refused}{smoke}{reused}"
                f"{evals}{beside}")
     if files.empty:
-        click.echo(files.empty)
+        click.echo(f"{files.empty}" + (" The reasons are in the summary and the dashboard." if files.missing else ""))
     click.echo(f"dashboard: {files.html}")
     click.echo(f"summary:   {files.markdown}")
     if files.pngs:

@@ -290,7 +290,8 @@ def empty_message(n_points: int, missing: Sequence[dict[str, str]]) -> str | Non
     failed = len(missing) - refused - reused
     bits = [f"{n} {what}" for n, what in ((refused, "refused"), (failed, "without a result"),
                                           (reused, "reused from earlier runs")) if n]
-    return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}; the reasons are listed below."
+    # where the reasons are is each view's to say (below on the page and in summary.md; not on a PNG or the CLI)
+    return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}."
 
 
 def run_counts(run_id: str, drawn: Sequence[dict[str, Any]], series: Sequence[dict[str, Any]],

@@ -152,10 +152,20 @@ def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Pat
     assert all(len(set(v)) == len(v) for v in by_xy.values())
     plt.close(fig)
 
-    empty = {**payload, "points": [], "series": [], "frontiers": {},
-             "empty": "No result in this run: 9 expected job(s), 9 without a result; the reasons are listed below."}
+    # An empty run's plot says where its reasons are (nothing is listed below a PNG), with no made-up axis scale
+    # (it read 'the reasons are listed below' over ticks from -0.04 to 0.04).
+    empty = {**payload, "points": [], "series": [], "frontiers": {}, "evals": [],
+             "empty": "No result in this run: 9 expected job(s), 9 without a result."}
     fig = pareto_figure(empty, axis)
-    assert [t.get_text() for t in fig.axes[0].texts] == [empty["empty"]]
+    assert [t.get_text() for t in fig.axes[0].texts] == [
+        "No result in this run: 9 expected job(s), 9 without a result. The reasons are in summary.md and index.html "
+        "beside this plot."]
+    assert list(fig.axes[0].get_xticks()) == [] and list(fig.axes[0].get_yticks()) == []
+    plt.close(fig)
+    evals = {**empty, "empty": None, "evals": [{"id": "e"}]}
+    fig = pareto_figure(evals, axis)
+    assert [t.get_text() for t in fig.axes[0].texts] == [
+        "No throughput point: the run's results are evals (1, in summary.md and index.html)."]
     plt.close(fig)
 
 
@@ -164,9 +174,11 @@ def test_cli_says_when_a_run_has_no_result(failed_run) -> None:
     res = CliRunner().invoke(cli, ["report", str(run.path), "--no-png"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert "0 point(s), 0 invalid, 9 missing" in res.output
-    assert "No result in this run: 9 expected job(s), 9 without a result" in res.output
+    assert ("No result in this run: 9 expected job(s), 9 without a result. The reasons are in the summary and the "
+            "dashboard.") in res.output
     md = (run.path / "report" / "summary.md").read_text()
-    assert "**No result in this run" in md and md.count("launch_failed: trace source") == 9
+    assert "**No result in this run: 9 expected job(s), 9 without a result. The reasons are listed below.**" in md
+    assert md.count("launch_failed: trace source") == 9
 
 
 def test_report_draws_reused_points_from_the_store_in_page_summary_and_pngs(tmp_path: Path) -> None:

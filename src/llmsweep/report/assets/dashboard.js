@@ -84,7 +84,7 @@
     bits.push(D.headline);  // the run's counts and sources, as summary.md says them (report.data.headline)
     document.getElementById("run-meta").textContent = bits.join(" · ");
     var b = document.getElementById("banners");
-    if (D.empty) el("div", { "class": "banner empty", id: "empty-banner" }, b, D.empty);
+    if (D.empty) el("div", { "class": "banner empty", id: "empty-banner" }, b, D.empty + (D.missing.length ? " The reasons are listed below." : ""));
     if (D.sources.length > 1) el("div", { "class": "banner", id: "sources-banner" }, b, D.mix_sources ?
       "Sources are mixed on request (--mix-sources): " + D.sources.join(", ") + " points share series and frontiers." :
       "Several sources (" + D.sources.join(", ") + "); each source forms its own series and frontier.");
