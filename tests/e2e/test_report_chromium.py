@@ -549,3 +549,19 @@ def test_a_missing_metric_value_reads_as_a_dash_in_the_table(driver, report_html
     for row in driver.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]"):
         if row.get_attribute("data-id") in none:
             assert row.find_element(By.CSS_SELECTOR, 'td[data-col="y"]').text == "–"
+
+
+@pytest.mark.parametrize("drawn", [True, False], ids=["drawn", "store-not-read"])
+def test_a_run_that_reused_every_job_says_so_in_one_banner_line(driver, tmp_path: Path, drawn: bool) -> None:
+    """The reused banner said '(the rest were measured now)' when none was, and made one ×1 line per job: each
+    reason held its job id."""
+    from selenium.webdriver.common.by import By
+    from support.synthetic import write_reusing_run
+
+    store = tmp_path / "store.sqlite"
+    run = write_reusing_run(tmp_path, store, measured_concs=())
+    _open(driver, write_report(run.path, tmp_path / "report", png=False, store=store if drawn else None).html)
+    banner = driver.find_element(By.ID, "banner-reused")
+    assert "3 job(s) not run" in banner.text and "measured now" not in banner.text, banner.text
+    (line,) = banner.find_elements(By.CSS_SELECTOR, "ul.reasons li")
+    assert line.get_attribute("data-count") == "3" and "reused the valid result of run earlier-run" in line.text

@@ -156,10 +156,12 @@ WARNING_BANNER = {WarningKind.ENGINE_REFUSES: "simulated-only", WarningKind.NOT_
 """The banner each kind of outcome warning (`sim_warnings`) is said under."""
 
 
-def reused_reason(source: Mapping[str, Any]) -> str:
-    """What a reused job says (banner, table, summary.md): the stored result it stands on, as run.json records it."""
-    return (f"reused the {source.get('verdict', 'stored')} result of run {source.get('run_id')} "
-            f"(job {source.get('job_id')})")
+def reused_reason(source: Mapping[str, Any], *, job: bool = True) -> str:
+    """What a reused job says (banner, table, summary.md): the stored result it stands on, as run.json records it.
+    `job=False`: without the job of that run, as a banner line that groups every job reused from one run says it
+    (each line held its job id, so nine reused jobs made nine ×1 lines)."""
+    return (f"reused the {source.get('verdict', 'stored')} result of run {source.get('run_id')}"
+            + (f" (job {source.get('job_id')})" if job else ""))
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
 
@@ -207,9 +209,11 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
     reused = run.reused
     for jid in ids:
         if (source := reused.get(jid)) is not None:
-            out.append({"job_id": jid, "status": "reused", "kind": "reused",
-                        "reason": f"{reused_reason(source)}, not drawn: {unread} (`llmsweep report {run.path} "
-                                  f"--store STORE` draws it from the store that holds run {source.get('run_id')})"})
+            why = (f"not drawn: {unread} (`llmsweep report {run.path} --store STORE` draws it from the store that "
+                   f"holds run {source.get('run_id')})")
+            said = reused_reason(source)
+            out.append({"job_id": jid, "status": "reused", "kind": "reused", "reason": f"{said}, {why}",
+                        "gist": f"{reused_reason(source, job=False)}, {why}"})
             continue
         art = folders.get(jid)
         # The job folder's own outcome.json first (the executor's last word), else what run.json recorded.
@@ -245,7 +249,7 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
             items[WARNING_BANNER[warning_kind(w)]].append((w, p["id"]))
         if (source := p.get("reused")) is not None:
             counts["reused"] += 1
-            items["reused"].append((reused_reason(source), p["id"]))
+            items["reused"].append((reused_reason(source, job=False), p["id"]))
         kind = "smoke" if p["verdict"] == "smoke" else "invalid" if not p["valid"] else None
         if kind is None:
             continue
