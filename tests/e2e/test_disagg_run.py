@@ -37,7 +37,8 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
     # the job's two concurrencies are two points, each with its own folder and result
     assert [i.rsplit("-", 1)[1] for i in disagg] == ["conc2", "conc4"], outcomes
     assert all(o["status"] == "valid" for o in outcomes.values()), outcomes
-    assert "2 job(s) ran on the simulator although it does not model DP attention" in proc.stderr
+    assert ("2 job(s) ran on the simulator, which does not model DP attention: it predicts the points as if that "
+            "were off") in proc.stderr
     dirs = job_dirs(out)
     ends: list[float] = []
     per_joule: list[float] = []

@@ -276,7 +276,11 @@ def test_points_without_gpu_power_have_a_banner_that_says_why(driver, report_htm
     assert banner.get_attribute("data-count") == "2"
     assert "2 point(s) have no GPU power" in banner.text
     (line,) = banner.find_elements(By.CSS_SELECTOR, "ul.reasons li")
-    assert line.get_attribute("data-count") == "2" and NO_POWER_WHY in line.text and "conc 1, 16" in line.text
+    assert line.get_attribute("data-count") == "2" and NO_POWER_WHY in line.text
+    # two series: each named with its concurrency (a bare `conc 1, 16` could be any of the three series')
+    which = ("mi300x · sglang · fp8 · agentic-coding [simulated] · conc 16; "
+             "Qwen3.5-397B-A17B-FP8 · mi300x · vllm · fp8 · agentic-coding [simulated] · conc 1")
+    assert line.text.endswith(which), line.text
     assert _errors(driver) == []
 
 
@@ -468,3 +472,96 @@ def test_points_reused_from_an_earlier_run_are_drawn_and_say_which_run(driver, t
     assert drv.save_screenshot(str(shot))
     _keep(shot)
     assert _errors(drv) == []
+
+
+def test_a_run_of_evals_only_says_so_and_banners_the_eval_that_did_not_pass(driver, tmp_path: Path) -> None:
+    """The page of an `--evals-only` run said `no result to plot: the run has no job` and showed no banner."""
+    from selenium.webdriver.common.by import By
+
+    from llmsweep.metrics.model import EvalBlock, EvalRun
+
+    point = SyntheticPoint(synthetic_job(conc=16, job_id="eval-only-conc16"), speed=1.0, requests=8)
+    run = write_synthetic_run(tmp_path / "run", [point], run_id="evals-run")
+    path = run.path / "jobs" / point.job["id"] / "summary.json"
+    summary = Summary.load(path)
+    why = "eval gsm8k: exact_match,strict-match = 0.0000 is below the threshold 0.90 (default.gsm8k.exact_match)"
+    summary.validity.verdict, summary.validity.reasons = "invalid", [why]
+    summary.eval = EvalBlock(mode="eval-only", task="gsm8k", dataset="arith.jsonl", context_length=9472,
+                             max_tokens=5376, score=0.0, score_name="exact_match,strict-match", verdict="invalid",
+                             reasons=[why], runs=[EvalRun(conc=16, status="completed", n_samples=4, command=["x"])])
+    path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
+    assert "1 eval, 1 did not pass" in driver.find_element(By.ID, "run-meta").text
+    assert "the run's results are evals (1 eval" in driver.find_element(By.ID, "chart-empty").text
+    banner = driver.find_element(By.ID, "banner-eval-failed")
+    assert "1 eval(s) did not pass" in banner.text and "below the threshold 0.90" in banner.text
+    assert driver.find_element(By.ID, "evals").is_displayed()
+    # a count of samples is whole (it read 4.00)
+    assert driver.find_element(By.CSS_SELECTOR, '#evals-table td[data-col="n_samples"]').text == "4"
+
+
+def test_warned_points_are_marked_in_the_table_and_their_banner_names_series_and_conc(driver, tmp_path: Path) -> None:
+    """The simulated-only banner said `— conc 4, 8` where two series have a conc 4 and 8, and the warned points' rows
+    read plain `valid` with an empty reason."""
+    from selenium.webdriver.common.by import By
+
+    from llmsweep.sim_warnings import engine_refuses
+
+    points = [SyntheticPoint(synthetic_job(conc=c, framework=fw), speed=s, requests=20)
+              for fw, s in (("sglang", 1.0), ("vllm", 0.8)) for c in (4, 8)]
+    run = write_synthetic_run(tmp_path / "run", points, run_id="warned-run")
+    refuses = engine_refuses("engine.known-incompatibility", "HiCache with the direct I/O backend")
+    meta = json.loads((run.path / "run.json").read_text())
+    meta["outcomes"] = [{"job_id": p.job["id"], "exp_name": "x", "status": "valid", "warnings": [refuses]}
+                        for p in points[2:]]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
+    payload = driver.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+    labels = {s["key"]: s["label"] for s in payload["series"]}
+    warned = {p["id"] for p in payload["points"] if p["warnings"]}
+    (vllm,) = {labels[p["series"]] for p in payload["points"] if p["id"] in warned}
+    line = driver.find_element(By.CSS_SELECTOR, "#banner-simulated-only ul.reasons li").text
+    assert line.endswith(f"— {vllm} · conc 4, 8"), line
+    rows = driver.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")
+    assert len(rows) == 4
+    for row in rows:
+        verdict = row.find_element(By.CSS_SELECTOR, 'td[data-col="verdict"]').text
+        reason = row.find_element(By.CSS_SELECTOR, 'td[data-col="reason"]').text
+        if row.get_attribute("data-id") in warned:
+            assert verdict == "valid ⚠" and reason == f"⚠ {refuses}", (verdict, reason)
+        else:
+            assert verdict == "valid" and reason == "", (verdict, reason)
+
+
+def test_a_missing_metric_value_reads_as_a_dash_in_the_table(driver, report_html: Path) -> None:
+    """A point without energy figures showed a blank cell under tokens per joule, as if the page had failed."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get("about:blank")
+    driver.get(report_html.resolve().as_uri() + "#y=tokens_per_joule")
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    assert _errors(driver) == []
+    assert "Tokens per joule" in driver.find_element(By.CSS_SELECTOR, 'th[data-col="y"]').text
+    payload = driver.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+    none = {p["id"] for p in payload["points"] if p["metrics"]["tokens_per_joule"] is None}
+    assert none
+    for row in driver.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]"):
+        if row.get_attribute("data-id") in none:
+            assert row.find_element(By.CSS_SELECTOR, 'td[data-col="y"]').text == "–"
+
+
+@pytest.mark.parametrize("drawn", [True, False], ids=["drawn", "store-not-read"])
+def test_a_run_that_reused_every_job_says_so_in_one_banner_line(driver, tmp_path: Path, drawn: bool) -> None:
+    """The reused banner said '(the rest were measured now)' when none was, and made one ×1 line per job: each
+    reason held its job id."""
+    from selenium.webdriver.common.by import By
+    from support.synthetic import write_reusing_run
+
+    store = tmp_path / "store.sqlite"
+    run = write_reusing_run(tmp_path, store, measured_concs=())
+    _open(driver, write_report(run.path, tmp_path / "report", png=False, store=store if drawn else None).html)
+    banner = driver.find_element(By.ID, "banner-reused")
+    assert "3 job(s) not run" in banner.text and "measured now" not in banner.text, banner.text
+    (line,) = banner.find_elements(By.CSS_SELECTOR, "ul.reasons li")
+    assert line.get_attribute("data-count") == "3" and "reused the valid result of run earlier-run" in line.text

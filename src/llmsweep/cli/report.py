@@ -52,13 +52,18 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     drawn = "drawn" if files.reused_drawn == files.reused else f"{files.reused_drawn} drawn"
     reused = f", {files.reused} reused from earlier runs ({drawn})" if files.reused else ""
     beside = f"; {files.overlaid} point(s) of other runs drawn beside them" if files.overlaid else ""
+    failed = f" ({files.evals_failed} did not pass)" if files.evals_failed else ""
+    evals = f", {files.evals} eval(s){failed}" if files.evals else ""
     click.echo(f"{files.points} point(s), {files.invalid} invalid, {files.missing} missing{refused}{smoke}{reused}"
-               f"{beside}")
+               f"{evals}{beside}")
     if files.empty:
-        click.echo(files.empty)
+        click.echo(f"{files.empty}" + (" The reasons are in the summary and the dashboard." if files.missing else ""))
     click.echo(f"dashboard: {files.html}")
     click.echo(f"summary:   {files.markdown}")
     if files.pngs:
         click.echo(f"plots:     {len(files.pngs)} PNG(s) in {files.out_dir}")
     elif not no_png:
         click.echo("plots:     skipped (matplotlib not installed: pip install matplotlib)")
+    if files.stale_pngs:
+        click.echo(f"plots:     removed {len(files.stale_pngs)} outdated PNG(s) of an earlier report from "
+                   f"{files.out_dir} (they drew its numbers; drop --no-png to draw this report's)")

@@ -238,7 +238,12 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     if x_axis not in AXIS_BY_KEY:
         raise ResultInputError(f"unknown x axis {x_axis!r}", fix=f"use one of {', '.join(AXIS_BY_KEY)}")
     with _open(store_path) as store:
-        _, points = resolve_points(run_id, store)
+        resolved, points = resolve_points(run_id, store)
+        meta = store.run_meta(resolved) if store.has_run(resolved) else {}
+    if not meta and Path(run_id).is_dir():
+        from llmsweep.results.rundir import load_run
+
+        meta = load_run(run_id).meta
     fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], mix_sources=mix_sources)[x_axis]
     by_id = {p.result_id: p for p in points}
     doc: dict[str, list[dict[str, Any]]] = {
@@ -260,7 +265,22 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     # every table shows a metric (`HotColumn.cell`)
     columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"), Column("conc"),
                *(Column(c.header) for c in shown)]
-    for ids in fronts.values():
+    if not points:  # nothing to draw a frontier from: say why, and where an all-reused run's points are
+        from llmsweep.results.rundir import reused_of
+
+        sources = sorted({str(r.get("run_id")) for r in reused_of(meta).values()})
+        click.echo(f"run {resolved} has no result: no frontier" + (
+            f" — its {len(reused_of(meta))} job(s) stood on stored results of run(s) {', '.join(sources)} "
+            f"(`run --reuse`): `llmsweep results frontier {sources[0]}`" if sources else ""))
+        return
+    from llmsweep.results.frontier import series_key
+
+    for key, ids in fronts.items():
+        if not ids:  # every point of the series is invalid, smoke or lacks the axis's value
+            mine = [p for p in points if series_key(p, mix_sources=mix_sources) == key]
+            why = "its results are evals" if all(p.eval_only for p in mine) else f"no valid point with {x.label}"
+            click.echo(f"{series_label(mine[0], mix_sources=mix_sources)}: {why}: no frontier")
+            continue
         front = [by_id[i] for i in ids]
         exp_names = {p.job_id: str(name) for p in front if (name := get_field(p.job, "exp_name"))}
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc),

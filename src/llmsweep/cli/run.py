@@ -22,7 +22,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.evals.tasks import DEFAULT_TASK, known_tasks
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.execute.registry import executor_help, executor_kinds
-from llmsweep.metrics.model import VIRTUAL, WALL
+from llmsweep.metrics.model import source_words
 from llmsweep.power.sampler import RUN_BACKEND_CHOICES
 from llmsweep.power.samples import REQUIRE_POWER_HELP
 
@@ -322,12 +322,9 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
                  console=console)
 
 
-CLOCK_WORDS = {VIRTUAL: "virtual time", WALL: "wall-clock time"}
-
-
 def run_title(rows: list[dict[str, Any]]) -> str:
     """`llmsweep run — simulated, virtual time`: what the rows' figures are, as their summaries say (`source`,
     `clock`), each kind once in the order met; plain `llmsweep run` when no row has a summary."""
     kinds = dict.fromkeys((r["source"], r["clock"]) for r in rows if r["source"] is not None)
-    said = [f"{source}, {CLOCK_WORDS.get(clock, f'{clock} time')}" if clock else source for source, clock in kinds]
+    said = [source_words(source, clock) for source, clock in kinds]
     return "llmsweep run" + (f" — {'; '.join(said)}" if said else "")

@@ -37,6 +37,7 @@ from llmsweep.errors import ConfigError, LaunchError, LlmsweepError
 from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.base import ServerLauncher
+from llmsweep.execute.failure_text import never_came_up
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
 from llmsweep.execute.progress import current_progress
@@ -372,8 +373,8 @@ class _Server:
             if left.exists():  # what the dead server left could not be stopped: keep its record beside the next
                 left.replace(left.with_name(f"server.{self.launches}.pid"))
         if self.unlaunched is not None:
-            raise LaunchError(f"the {self.group.spec.engine} server of group {self.group.id} never came up: "
-                              f"{self.unlaunched.message}", fix=self.unlaunched.fix)
+            raise LaunchError(never_came_up(self.group.spec.engine, self.group.id, self.unlaunched.message),
+                              fix=self.unlaunched.fix)
         if self.launches - self.parked > self.settings.max_relaunches:
             raise LaunchError(
                 f"server of group {self.group.id} died {self.launches} times; not relaunching again",

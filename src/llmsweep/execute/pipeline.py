@@ -49,6 +49,7 @@ from llmsweep.metrics.model import DONE_WORDS, run_clock, run_source
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import one_point_per_job
+from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
 from llmsweep.workload.scenario import REPEAT_MARK
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ class RunOutcome:
             for w in o.warnings:
                 softened.setdefault(w, []).append(o.job_id)
         for warning, ids in softened.items():
-            lines.append(f"  {len(ids)} job(s) ran on the simulator although {warning}")
+            lines.append(f"  {ran_on_the_simulator(len(ids), warning)}")
         failed_evals: dict[str, list[str]] = {}
         for o in self.outcomes:
             if o.ok and o.eval_failure:
@@ -196,10 +197,10 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding], list[str
 
 
 def job_warnings(job: Job, findings: list[Finding], keys: Sequence[str], *, simulated: bool = False) -> list[str]:
-    """The warnings of `job`'s outcome (`JobOutcome.warnings`; their one home): the engine rules it breaks that were
-    softened to warnings because the simulator serves it (`Rule.softens_in_sim`): its result is the simulator's, and
-    a real engine would refuse the job. One line per rule; and, for a simulated job, what it sets that the simulator
-    does not model (`engines.sim.unmodelled`)."""
+    """The warnings of `job`'s outcome (`JobOutcome.warnings`; their one home, in the words and kinds of
+    `llmsweep.sim_warnings`): the engine rules it breaks that were softened to warnings because the simulator serves
+    it (`Rule.softens_in_sim`): its result is the simulator's, and a real engine would refuse the job. One line per
+    rule; and, for a simulated job, what it sets that the simulator does not model (`engines.sim.unmodelled`)."""
     from llmsweep.policy.context import SOFTENED_NOTE
     from llmsweep.policy.planning import findings_about
     from llmsweep.policy.registry import all_rules
@@ -209,12 +210,12 @@ def job_warnings(job: Job, findings: list[Finding], keys: Sequence[str], *, simu
     for f in findings_about(job, findings, keys):
         rule = rules.get(f.rule)
         if not f.is_error and rule is not None and rule.softens_in_sim and rule.severity is Severity.ERROR:
-            out.append(f"a real engine would refuse them: [{f.rule}] {f.message.removesuffix(SOFTENED_NOTE)}")
+            out.append(engine_refuses(f.rule, f.message.removesuffix(SOFTENED_NOTE)))
     if simulated:
         from llmsweep.engines.sim import unmodelled
 
         if missed := unmodelled(job):
-            out.append(f"it does not model {' or '.join(missed)}: their points predict them as if off")
+            out.append(not_modelled(missed))
     return list(dict.fromkeys(out))
 
 
@@ -786,6 +787,9 @@ def _report(run_dir: Path, event: Event, store: Path | None = None) -> Path | No
     except Exception as exc:  # the run's artifacts stay valid without a dashboard
         event(f"warning: could not write the report: {exc}")
         return None
+    if files.stale_pngs:  # an earlier report's plots drew an earlier attempt's numbers under this run id
+        event(f"removed {len(files.stale_pngs)} outdated PNG plot(s) from {files.out_dir} (an earlier report's; "
+              f"`llmsweep report {run_dir}` draws this run's)")
     return files.html
 
 

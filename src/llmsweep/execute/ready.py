@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmsweep.errors import LaunchError
+from llmsweep.execute.failure_text import log_tail
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ServerHandle
 
 log = logging.getLogger(__name__)
@@ -91,11 +92,7 @@ class Readiness:
 
 
 def _failure(handle: ServerHandle, what: str, fix: str, tail_lines: int) -> LaunchError:
-    tail = handle.tail(tail_lines)
-    if tail:
-        body = f"\n--- last {tail_lines} lines of {handle.log_path} ---\n{tail}"
-    else:
-        body = f" (log {handle.log_path} is empty)"
+    body = log_tail(tail_lines, handle.log_path, handle.tail(tail_lines))
     return LaunchError(f"{handle.spec.engine} server {what}{body}", fix=fix)
 
 

@@ -52,6 +52,16 @@ VIRTUAL: Clock = "virtual"
 WALL: Clock = "wall"
 
 
+CLOCK_WORDS: dict[str, str] = {VIRTUAL: "virtual time", WALL: "wall-clock time"}
+"""How a clock is said beside a source (`run`'s table title, the report's header and summary.md)."""
+
+
+def source_words(source: str, clock: str | None) -> str:
+    """`simulated, virtual time`: what a result's figures are (its source and clock); the source alone when its
+    clock was not recorded."""
+    return f"{source}, {CLOCK_WORDS.get(clock, f'{clock} time')}" if clock else source
+
+
 def run_clock(*, simulated: bool, live: bool) -> Clock:
     """The clock a run is timed on (the one mapping, beside `run_source`): the simulator's core in virtual time
     unless served `live` (`run --live`); a real engine always in wall-clock time."""

@@ -15,7 +15,7 @@ from llmsweep.errors import ResultError
 from llmsweep.report.data import build_payload
 from llmsweep.report.html import finite, render_html
 from llmsweep.report.markdown import run_summary_markdown
-from llmsweep.report.plots import write_pngs
+from llmsweep.report.plots import PNG_PATTERN, write_pngs
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
 
@@ -45,6 +45,14 @@ class ReportFiles:
     """What the page says when the run has no point at all; None otherwise."""
     overlaid: int = 0
     """Points of other runs drawn beside the run's own (`--with`; not counted in `points`)."""
+    evals: int = 0
+    """The run's evals: an eval-only job's result (not counted in `points`), a run-eval row's eval."""
+    evals_failed: int = 0
+    """Of those, the ones that did not pass (an eval-only job's, counted here and not in `invalid`)."""
+    stale_pngs: list[Path] = field(default_factory=list)
+    """`pareto_*.png` an earlier report left in the folder that this one did not draw again (written without plots:
+    `run`, `report --no-png`), removed: they drew an earlier attempt's numbers under the same run id (a `run --force`
+    or `--resume` into the same --out)."""
 
 
 def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *, png: bool = True,
@@ -73,16 +81,39 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     slim = {k: v for k, v in payload.items() if k != "details"}
     data_path.write_text(json.dumps(finite(slim), indent=1, default=str), encoding="utf-8")
     pngs = write_pngs(payload, out) if png else []
+    stale = remove_stale_pngs(out, keep=pngs)
     log.info("report of %s written to %s", run.run_id, out)
     verdicts = payload["verdicts"]
-    return ReportFiles(out, html_path, md_path, data_path, pngs, len(points),
-                       sum(1 for p in points if not p.valid),
+    measured = [p for p in points if not p.eval_only]  # an eval-only job's result is an eval, not a point
+    counts = payload["counts"]
+    return ReportFiles(out, html_path, md_path, data_path, pngs, len(measured),
+                       sum(1 for p in measured if not p.valid),
                        sum(1 for m in payload["missing"] if m["kind"] != "reused"),
                        smoke=verdicts.get("smoke", {}).get("count", 0),
                        refused=verdicts.get("refused", {}).get("count", 0),
                        reused=verdicts.get("reused", {}).get("count", 0),
-                       reused_drawn=sum(1 for p in payload["points"] if p["reused"]), empty=payload["empty"],
-                       overlaid=sum(1 for p in payload["points"] if p["run_id"] != run.run_id and not p["reused"]))
+                       reused_drawn=counts["reused_drawn"], empty=payload["empty"], overlaid=counts["overlaid"],
+                       stale_pngs=stale, evals=counts["evals"], evals_failed=counts["evals_failed"])
+
+
+def remove_stale_pngs(out: Path, keep: Sequence[Path] = ()) -> list[Path]:
+    """Remove the `pareto_<axis>.png` (`plots.PNG_PATTERN`) of an earlier report that this one did not draw again
+    (`keep`: the plots it wrote; none with `png=False`, or without matplotlib): beside the new page they would show
+    an earlier report's numbers as this run's. Returns the files removed."""
+    removed = []
+    for path in sorted(set(out.glob(PNG_PATTERN)) - set(keep)):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise ResultError(f"cannot remove the outdated plot {path}: {exc}",
+                              fix="delete it by hand, or write the report with its plots (`llmsweep report RUN`)") \
+                from exc
+        removed.append(path)
+    if removed:
+        log.info("removed %d outdated PNG plot(s) from %s", len(removed), out)
+    return removed
 
 
 def reused_points(run: RunDir, store: Path | str | None) -> tuple[dict[str, ResultPoint], str]:

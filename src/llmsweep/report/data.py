@@ -13,11 +13,14 @@ from dataclasses import asdict
 from typing import Any
 
 from llmsweep.client.files import RECORDS_FILE, SERVER_METRICS_FILE
+from llmsweep.execute.failure_text import failure_gist
+from llmsweep.metrics.model import source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.rundir import RecordedOutcome, RunDir, outcomes_of, read_outcome
+from llmsweep.sim_warnings import WarningKind, warning_kind
 
 log = logging.getLogger(__name__)
 
@@ -43,28 +46,31 @@ def scrub(doc: Any) -> Any:
     return doc
 
 
-def _round(v: float | None) -> float | None:
-    return None if v is None else float(f"{v:.6g}")
-
-
 def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, Sequence[str]]], *,
-                  reused_as: str | None = None) -> dict[str, Any]:
+                  reused_as: str | None = None, warnings: Sequence[str] = ()) -> dict[str, Any]:
     """One point of the page. `reused_as`: the job of this run that `run --reuse` stood on `p`, a stored result of
     an earlier run: the point keeps that run's id, verdict and figures as the store holds them, and says where it
-    came from (`reused`); None for a point this run measured."""
+    came from (`reused`); None for a point this run measured. `warnings`: its job's outcome warnings
+    (`JobOutcome.warnings`), shown beside its verdict."""
     return {
         "id": p.result_id, "job_id": reused_as or p.job_id, "run_id": p.run_id, "series": sk, "source": p.source,
-        "origin": p.origin,
+        "clock": clock_of(p), "origin": p.origin,
         "reused": None if reused_as is None else {"run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
                                                   "verdict": p.verdict},
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
-        "reason": verdict_reason(p.verdict, p.reasons), "gpus": p.gpus,
+        "reason": verdict_reason(p.verdict, p.reasons), "warnings": list(warnings), "gpus": p.gpus,
         "identity": p.identity.as_dict(), "topology": p.identity.topology(),
-        "metrics": {**{c.name: _round(p.metric(c.name)) for c in HOT_COLUMNS}, "conc": p.identity.conc},
+        # as stored: the page, summary.md and the PNGs round a value once, where they show it (as the CLI does)
+        "metrics": {**{c.name: p.metric(c.name) for c in HOT_COLUMNS}, "conc": p.identity.conc},
         "requests": {"finished": p.num_requests, "successful": p.num_successful},
         "frontier": {axis: p.result_id in by_series.get(sk, ()) for axis, by_series in frontiers.items()},
         "eval": _eval_mark(p),
     }
+
+
+def clock_of(p: ResultPoint) -> str | None:
+    """The clock `p` was timed on (`Provenance.clock`: virtual or wall), None where its summary does not say."""
+    return p.summary.provenance.clock if p.summary is not None else None
 
 
 def _eval_mark(p: ResultPoint) -> dict[str, Any] | None:
@@ -72,7 +78,7 @@ def _eval_mark(p: ResultPoint) -> dict[str, Any] | None:
     block = p.eval
     if block is None:
         return None
-    return {"task": block.task, "verdict": block.verdict, "score": _round(block.score),
+    return {"task": block.task, "verdict": block.verdict, "score": block.score,
             "reason": block.reasons[0] if block.reasons else ""}
 
 
@@ -82,14 +88,14 @@ def eval_payload(p: ResultPoint, series_label: str) -> dict[str, Any]:
     assert block is not None
     return {
         "id": p.result_id, "job_id": p.job_id, "series": series_label, "conc": p.identity.conc, "mode": block.mode,
-        "task": block.task, "score": _round(block.score), "score_name": block.score_name,
-        "score_stderr": _round(block.score_stderr), "n_samples": block.runs[0].n_samples if block.runs else None,
+        "task": block.task, "score": block.score, "score_name": block.score_name,
+        "score_stderr": block.score_stderr, "n_samples": block.runs[0].n_samples if block.runs else None,
         "eval_concs": [r.conc for r in block.runs], "verdict": block.verdict, "reasons": list(block.reasons),
-        "checks": [{"metric": c.metric, "score": _round(c.score), "threshold": c.threshold, "ok": c.ok,
+        "checks": [{"metric": c.metric, "score": c.score, "threshold": c.threshold, "ok": c.ok,
                     "from": c.threshold_from} for c in block.checks],
         "dataset": block.dataset, "limit": block.limit, "harness": f"{block.harness} {block.harness_version or '?'}",
         "context_length": block.context_length, "max_tokens": block.max_tokens,
-        "acceptance_length": _round(block.acceptance_length), "source": p.source,
+        "acceptance_length": block.acceptance_length, "source": p.source, "clock": clock_of(p),
         "command": " ".join(block.runs[0].command) if block.runs else "",
     }
 
@@ -139,18 +145,23 @@ def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
     return "; ".join(reasons) or ("" if verdict == "valid" else "no reason recorded")
 
 
-VERDICT_KINDS = ("invalid", "smoke", "refused", "failed", "reused", "simulated-only")
-"""The kinds that get a banner each, in page order: results excluded from frontiers, results too short to publish,
+VERDICT_KINDS = ("invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled")
+"""The kinds that get a banner each, in page order: results excluded from frontiers, evals that did not pass (an
+eval-only job's only result, or a run-eval row's eval beside its throughput verdict), results too short to publish,
 jobs refused before they ran, jobs that ran and produced no result, jobs `run --reuse` stood on stored results of
 earlier runs (drawn as those runs stored them, marked reused; listed without a point when the store does not hold
-them), and results the simulator produced for jobs a real engine would refuse (engine rules softened under the
-simulator)."""
+them), results the simulator produced for jobs a real engine would refuse (engine rules softened under the
+simulator), and results that predict their jobs without modelling all they set (`sim_warnings.WarningKind`)."""
+WARNING_BANNER = {WarningKind.ENGINE_REFUSES: "simulated-only", WarningKind.NOT_MODELLED: "not-modelled"}
+"""The banner each kind of outcome warning (`sim_warnings`) is said under."""
 
 
-def reused_reason(source: Mapping[str, Any]) -> str:
-    """What a reused job says (banner, table, summary.md): the stored result it stands on, as run.json records it."""
-    return (f"reused the {source.get('verdict', 'stored')} result of run {source.get('run_id')} "
-            f"(job {source.get('job_id')})")
+def reused_reason(source: Mapping[str, Any], *, job: bool = True) -> str:
+    """What a reused job says (banner, table, summary.md): the stored result it stands on, as run.json records it.
+    `job=False`: without the job of that run, as a banner line that groups every job reused from one run says it
+    (each line held its job id, so nine reused jobs made nine ×1 lines)."""
+    return (f"reused the {source.get('verdict', 'stored')} result of run {source.get('run_id')}"
+            + (f" (job {source.get('job_id')})" if job else ""))
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
 
@@ -198,9 +209,11 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
     reused = run.reused
     for jid in ids:
         if (source := reused.get(jid)) is not None:
-            out.append({"job_id": jid, "status": "reused", "kind": "reused",
-                        "reason": f"{reused_reason(source)}, not drawn: {unread} (`llmsweep report {run.path} "
-                                  f"--store STORE` draws it from the store that holds run {source.get('run_id')})"})
+            why = (f"not drawn: {unread} (`llmsweep report {run.path} --store STORE` draws it from the store that "
+                   f"holds run {source.get('run_id')})")
+            said = reused_reason(source)
+            out.append({"job_id": jid, "status": "reused", "kind": "reused", "reason": f"{said}, {why}",
+                        "gist": f"{reused_reason(source, job=False)}, {why}"})
             continue
         art = folders.get(jid)
         # The job folder's own outcome.json first (the executor's last word), else what run.json recorded.
@@ -212,33 +225,50 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
             status, reason = "failed", "no summary.json in its job folder"
         else:
             status, reason = "missing", "planned, but no job folder: the run stopped before it, or is still going"
-        out.append({"job_id": jid, "status": status, "kind": "refused" if status == "refused" else "failed",
-                    "reason": reason})
+        entry = {"job_id": jid, "status": status, "kind": "refused" if status == "refused" else "failed",
+                 "reason": reason}
+        if (gist := failure_gist(reason)) != reason:  # one line, the same for every job of one cause
+            entry["gist"] = gist
+        out.append(entry)
     return out
 
 
 def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]],
-                   warnings: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+                   warnings: Mapping[str, Sequence[str]] | None = None,
+                   evals: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Per verdict kind, its points or jobs and their reasons grouped (what each banner of the page says).
-    `warnings`: job id -> the engine rules the simulator ran it despite (its points go under `simulated-only`)."""
+    `warnings`: point id -> its job's outcome warnings (`JobOutcome.warnings`): it goes under `simulated-only` for
+    the engine rules the simulator ran it despite, under `not-modelled` for what the simulator does not model."""
     items: dict[str, list[tuple[str, str]]] = {k: [] for k in VERDICT_KINDS}
     counts = dict.fromkeys(VERDICT_KINDS, 0)
     for p in points:
-        if said := (warnings or {}).get(p["job_id"]):
-            counts["simulated-only"] += 1
-            items["simulated-only"] += [(w, p["id"]) for w in said]
+        said = (warnings or {}).get(p["id"]) or ()
+        for banner in dict.fromkeys(WARNING_BANNER[warning_kind(w)] for w in said):
+            counts[banner] += 1
+        for w in said:
+            items[WARNING_BANNER[warning_kind(w)]].append((w, p["id"]))
         if (source := p.get("reused")) is not None:
             counts["reused"] += 1
-            items["reused"].append((reused_reason(source), p["id"]))
+            items["reused"].append((reused_reason(source, job=False), p["id"]))
         kind = "smoke" if p["verdict"] == "smoke" else "invalid" if not p["valid"] else None
         if kind is None:
             continue
         counts[kind] += 1
         items[kind] += [(r, p["id"]) for r in p["reasons"] or [p["reason"]]]
-    for m in missing:
+    for e in evals:  # by job id: an eval-only job has no point on the page to name
+        if e["verdict"] != "valid":
+            counts["eval-failed"] += 1
+            items["eval-failed"] += [(r, e["job_id"]) for r in e["reasons"] or ["no reason recorded"]]
+    full: dict[str, str] = {}
+    for m in missing:  # jobs that failed for one cause group on its gist (the log's name and the port differ)
         counts[m["kind"]] += 1
-        items[m["kind"]].append((m["reason"], m["job_id"]))
-    return {k: {"count": counts[k], "reasons": group_reasons(items[k])} for k in VERDICT_KINDS if counts[k]}
+        items[m["kind"]].append((m.get("gist") or m["reason"], m["job_id"]))
+        full.setdefault(m["job_id"], m["reason"])
+    grouped = {k: group_reasons(items[k]) for k in VERDICT_KINDS}
+    for g in grouped["refused"] + grouped["failed"]:
+        if (said := full.get(g["ids"][0], g["reason"])) != g["reason"]:
+            g["detail"] = said  # the whole reason of one of them (the server log's tail), shown on request
+    return {k: {"count": counts[k], "reasons": grouped[k]} for k in VERDICT_KINDS if counts[k]}
 
 
 def power_unrecorded(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:
@@ -264,7 +294,46 @@ def empty_message(n_points: int, missing: Sequence[dict[str, str]]) -> str | Non
     failed = len(missing) - refused - reused
     bits = [f"{n} {what}" for n, what in ((refused, "refused"), (failed, "without a result"),
                                           (reused, "reused from earlier runs")) if n]
-    return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}; the reasons are listed below."
+    # where the reasons are is each view's to say (below on the page and in summary.md; not on a PNG or the CLI)
+    return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}."
+
+
+def run_counts(run_id: str, drawn: Sequence[dict[str, Any]], series: Sequence[dict[str, Any]],
+               evals: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]]) -> dict[str, Any]:
+    """What the run holds, counted once for the page's header, summary.md and `report`'s own line: its throughput
+    points (drawn; with those `--reuse` stood jobs on) in their series, how many are invalid or smoke, its evals
+    (an eval-only job's result is its eval, never a point) and how many did not pass, the jobs without a result, and
+    the sources of them all; and apart, the points of other runs drawn beside them (`--with`) in their series."""
+    points = [p for p in drawn if p["run_id"] == run_id or p["reused"]]
+    return {
+        "points": len(points), "series": sum(1 for s in series if not s["overlay"]),
+        "overlaid": len(drawn) - len(points), "overlaid_series": sum(1 for s in series if s["overlay"]),
+        "invalid": sum(1 for p in points if not p["valid"]),
+        "smoke": sum(1 for p in points if p["verdict"] == "smoke"),
+        "reused_drawn": sum(1 for p in points if p["reused"]),
+        "evals": len(evals), "evals_failed": sum(1 for e in evals if e["verdict"] != "valid"),
+        "missing": sum(1 for m in missing if m["kind"] != "reused"),
+        "sources": sorted({p["source"] for p in points} | {e["source"] for e in evals}),
+        # what the figures are: `simulated, virtual time` (the simulator's core) or `…, wall-clock time`
+        "source_words": sorted({source_words(r["source"], r.get("clock")) for r in [*points, *evals]}),
+    }
+
+
+def headline(counts: Mapping[str, Any]) -> str:
+    """The run's one-line count (the page's header, summary.md): `12 points in 3 series · source: simulated`; a run
+    whose results are evals says so (`1 eval, 1 did not pass (no throughput point)`) rather than `0 points`."""
+    bits = []
+    if counts["points"] or not counts["evals"]:
+        reused = f" ({counts['reused_drawn']} reused from earlier runs)" if counts["reused_drawn"] else ""
+        bits.append(f"{counts['points']} points in {counts['series']} series{reused}")
+    if counts["evals"]:
+        failed = f", {counts['evals_failed']} did not pass" if counts["evals_failed"] else ""
+        bits.append(f"{counts['evals']} eval{'s' if counts['evals'] != 1 else ''}{failed}"
+                    + ("" if counts["points"] else " (no throughput point: the run's results are evals)"))
+    bits.append(f"source: {'; '.join(counts['source_words']) or '–'}")
+    if counts["overlaid"]:  # drawn beside the run's own, never counted as its points
+        bits.append(f"+{counts['overlaid']} point(s) of other runs overlaid in {counts['overlaid_series']} series")
+    return " · ".join(bits)
 
 
 def _estimated_acceptance(p: ResultPoint) -> float | None:
@@ -319,9 +388,13 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     everything.sort(key=lambda p: (order[keys[p.result_id]], p.identity.conc, p.job_id))
     for sk, n in order.items():
         series[sk]["color"] = PALETTE[n % len(PALETTE)]
-    points_out = [point_payload(p, keys[p.result_id], frontiers, reused_as=reused_as.get(p.result_id))
+    warned = {o.job_id: o.warnings for o in recorded_outcomes(run).values() if o.warnings}
+    points_out = [point_payload(p, keys[p.result_id], frontiers, reused_as=reused_as.get(p.result_id),
+                                warnings=warned.get(p.job_id, ()) if p.run_id == run.run_id else ())
                   for p in everything]
     missing = no_result_entries(run, ran, reused_unread)
+    series_out = sorted(series.values(), key=lambda s: order[s["key"]])
+    counts = run_counts(run.run_id, points_out, series_out, evals, missing)
     return {
         "version": PAYLOAD_VERSION,
         "run": {**{k: scrub(run.meta[k]) for k in RUN_FIELDS if k in run.meta}, "run_id": run.run_id},
@@ -331,17 +404,18 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
                     "direction": y_direction(y)} for y in Y_METRICS],
         "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity}
                     for m in HOT_COLUMNS],
-        "series": sorted(series.values(), key=lambda s: order[s["key"]]),
+        "series": series_out,
         "points": points_out,
         "evals": evals,
         "frontiers": frontiers,
         "frontiers_by_y": frontiers_by_y,
         "missing": missing,
         "power_unrecorded": power_unrecorded(points),
-        "verdicts": verdict_groups(points_out, missing,
-                                   {o.job_id: o.warnings for o in recorded_outcomes(run).values() if o.warnings}),
+        "verdicts": verdict_groups(points_out, missing, {p["id"]: p["warnings"] for p in points_out}, evals),
         "empty": empty_message(len(points_out) + len(evals), missing),
-        "sources": sorted({p.source for p in everything}),
+        "counts": counts,
+        "headline": headline(counts),
+        "sources": sorted({*counts["sources"], *(p["source"] for p in points_out)}),  # overlays' too
         "mix_sources": mix_sources,
         "overlays": sorted({tag for _, tag in tagged if tag}),
         "details": ({p.result_id: detail_payload(p, max_requests=request_budget(len(everything))) for p in everything}

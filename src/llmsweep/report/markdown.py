@@ -32,8 +32,33 @@ SUMMARY_COLUMNS = ("tput_per_gpu", NORTH_STAR_X, "p90_intvty", "p90_ttft", "p90_
 """The frontier table's metrics in summary.md (the PR comment)."""
 
 
+def one_line(text: str) -> str:
+    """`text` as one line of a Markdown list item: its first line, marked `…` when more was cut."""
+    lines = text.strip().splitlines() or [""]
+    return lines[0] + (" …" if len(lines) > 1 else "")
+
+
 def _row(cells: Sequence[Any]) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def which_points(ids: Sequence[str], by_id: Mapping[str, Mapping[str, Any]],
+                 series: Mapping[str, Mapping[str, Any]]) -> str:
+    """Which points a grouped line is about, as the dashboard's banners say it: `conc 4, 8` when the run has one
+    series, else each series named with its concurrencies (several series share a concurrency)."""
+    concs: dict[str, list[int]] = {}
+    for pid in ids:
+        if (p := by_id.get(pid)) is not None:
+            concs.setdefault(p["series"], []).append(p["metrics"]["conc"])
+    rank = {key: n for n, key in enumerate(series)}
+    said = [(key, "conc " + ", ".join(str(c) for c in sorted(set(cs)))) for key, cs in concs.items()]
+    return "; ".join(f"{series[key]['label']} · {text}" if len(series) > 1 and key in series else text
+                     for key, text in sorted(said, key=lambda k: rank.get(k[0], len(rank))))
+
+
+WARNING_HEADS = {"simulated-only": "Simulated although a real engine would refuse them",
+                 "not-modelled": "Predicted without modelling all their jobs set"}
+"""summary.md's heading of each banner of outcome warnings (`report.data.WARNING_BANNER`)."""
 
 
 def run_summary_markdown(payload: Mapping[str, Any]) -> str:
@@ -43,23 +68,30 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     series = {s["key"]: s for s in payload["series"]}
     by_id = {p["id"]: p for p in points}
     invalid = [p for p in points if not p["valid"]]
-    smoke_count = sum(1 for p in points if p["verdict"] == "smoke")
+    counts = payload["counts"]
     # stood on earlier runs' results, not missing: drawn as those runs stored them, or listed when not read
     drawn = [p for p in points if p.get("reused")]
     reused = [m for m in payload["missing"] if m["kind"] == "reused"]
     missing = [m for m in payload["missing"] if m["kind"] != "reused"]
+    verdicts = f" · {counts['invalid']} invalid · {counts['smoke']} smoke" if counts["points"] else ""
     lines = [f"## llmsweep run `{run['run_id']}`", "",
-             f"{len(points)} points in {len(series)} series · source: {', '.join(payload['sources']) or '–'} · "
-             f"{len(invalid)} invalid · {smoke_count} smoke · {len(missing)} missing"
+             f"{payload['headline']}{verdicts} · {counts['missing']} missing"
              + (f" · {len(drawn) + len(reused)} reused ({len(drawn)} drawn)" if drawn or reused else ""), ""]
     if payload.get("empty"):
-        lines += [f"**{payload['empty']}**", ""]
+        lines += [f"**{payload['empty']}" + (" The reasons are listed below." if payload["missing"] else "") + "**", ""]
     shown = [HOT_BY_NAME[name] for name in SUMMARY_COLUMNS]  # headed and printed as every table prints them
-    lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity "
-              "(north-star rule for agentic series)", "",
-              _row(["Series", "Conc", "Topology", *(c.header for c in shown), "Verdict"]),
-              _row(["---"] * (4 + len(shown)))]
+    if series:  # no throughput point (an eval-only run, an empty one): no frontier to head a table with
+        lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity "
+                  "(north-star rule for agentic series)", "",
+                  _row(["Series", "Conc", "Topology", *(c.header for c in shown), "Verdict"]),
+                  _row(["---"] * (4 + len(shown)))]
     frontier = payload["frontiers"].get(NORTH_STAR_X, {})
+    notes: dict[str, int] = {}  # a warned point's verdict is marked ⚠N, the warning said once under the table
+
+    def marks(p: Mapping[str, Any]) -> str:
+        numbers = [notes.setdefault(w, len(notes) + 1) for w in p.get("warnings") or ()]
+        return f" ⚠{','.join(map(str, numbers))}" if numbers else ""
+
     for key, s in series.items():
         ids = frontier.get(key, [])
         if not ids:
@@ -69,7 +101,9 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
             m = p["metrics"]
             reused_from = f" (reused from run `{p['reused']['run_id']}`)" if p["reused"] else ""
             lines.append(_row([s["label"], m["conc"], p["topology"], *(c.cell(m[c.name]) for c in shown),
-                               p["verdict"] + reused_from]))
+                               p["verdict"] + marks(p) + reused_from]))
+    if notes:
+        lines += ["", *(f"⚠{n} {w}" + ("  " if n < len(notes) else "") for w, n in notes.items())]
     if invalid:
         lines += ["", "### Invalid points (shown in the dashboard, excluded from frontiers)", ""]
         lines += [f"- `{p['job_id']}` ({series[p['series']]['label']}, conc {p['metrics']['conc']}): "
@@ -85,14 +119,22 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     smoke = payload.get("verdicts", {}).get("smoke")
     if smoke:
         lines += ["", f"### Smoke points ({smoke['count']}: they ran, but too little to be valid)", ""]
-        lines += [f"- ×{g['count']} {g['reason']}" for g in smoke["reasons"]]
+        lines += [f"- ×{g['count']} {g['reason']} — {which_points(g['ids'], by_id, series)}"
+                  for g in smoke["reasons"]]
+    for kind, head in WARNING_HEADS.items():
+        if warned := payload.get("verdicts", {}).get(kind):
+            lines += ["", f"### {head} ({warned['count']} point(s))", ""]
+            lines += [f"- ×{g['count']} {g['reason']} — {which_points(g['ids'], by_id, series)}"
+                      for g in warned["reasons"]]
     unrecorded = payload.get("power_unrecorded") or []
     if unrecorded:
         lines += ["", "### GPU power not recorded", ""]
         lines += [f"- ×{g['count']} {g['reason']}" for g in unrecorded]
     if missing:
         lines += ["", "### Jobs without a result", ""]
-        lines += [f"- `{m['job_id']}`: {m['status']}: {m['reason']}" for m in missing]
+        # one line each: the whole reason holds the server log's last lines, which would break the list (a line
+        # that starts with # or |); they are in the dashboard and the job's outcome.json
+        lines += [f"- `{m['job_id']}`: {m['status']}: {one_line(m.get('gist') or m['reason'])}" for m in missing]
     if drawn or reused:
         lines += ["", "### Jobs reused from earlier runs (`run --reuse`; drawn with the figures those runs stored)", ""]
         lines += [f"- `{p['job_id']}`: {reused_reason(p['reused'])}, drawn" for p in drawn]

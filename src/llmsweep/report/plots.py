@@ -28,9 +28,13 @@ def point_tag(p: Mapping[str, Any]) -> str:
 
 
 def empty_text(payload: Mapping[str, Any], axis_label: str) -> str:
-    """What a plot without a point says: the run's empty message, or which axis lacks values."""
+    """What a plot without a point says: the run's empty message and where its reasons are, that its results are
+    evals, or which axis lacks values."""
     if payload.get("empty"):
-        return str(payload["empty"])
+        where = " The reasons are in summary.md and index.html beside this plot." if payload.get("missing") else ""
+        return f"{payload['empty']}{where}"
+    if not payload["points"] and (evals := len(payload.get("evals") or ())):
+        return f"No throughput point: the run's results are evals ({evals}, in summary.md and index.html)."
     return f"no point has values for {axis_label} and {payload['y']['label']}"
 
 
@@ -60,6 +64,10 @@ def label_points(ax: Any, tags: Sequence[tuple[str, float, float]], fontsize: fl
                     color="#344054")
 
 
+PNG_PATTERN = "pareto_*.png"
+"""The files `write_pngs` writes (`pareto_<axis>.png`), one per x axis."""
+
+
 def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | None = None) -> list[Path]:
     """`pareto_<axis>.png` per x axis; returns the files written (empty when matplotlib is missing)."""
     if not matplotlib_available():
@@ -74,7 +82,7 @@ def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | 
     written = []
     for axis in (a for a in payload["axes"] if a["key"] in wanted):
         fig = pareto_figure(payload, axis)
-        path = out_dir / f"pareto_{axis['key']}.png"
+        path = out_dir / PNG_PATTERN.replace("*", axis["key"])
         fig.savefig(path)
         plt.close(fig)
         written.append(path)
@@ -131,6 +139,9 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     if not plotted:
         ax.text(0.5, 0.5, empty_text(payload, axis["label"]), transform=ax.transAxes, ha="center", va="center",
                 fontsize=10, wrap=True)
+        if not payload["points"]:  # nothing to scale an axis to: no made-up -0.04..0.04 ticks
+            ax.set_xticks([])
+            ax.set_yticks([])
     unit = f" ({axis['unit']})" if axis["unit"] else ""
     ax.set_xlabel(axis["label"] + unit)
     ax.set_ylabel(f"{payload['y']['label']} ({payload['y']['unit']})")

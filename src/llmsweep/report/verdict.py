@@ -27,7 +27,7 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
     head = ["Point", "Verdict", *(HOT_BY_NAME[m].header for m in metrics)]
     lines += ["", _row(head), _row(["---"] * len(head))]
     order = {"regression": 0, "improvement": 1, "no change": 2}
-    for pc in sorted(comp.matched, key=lambda p: (order[point_verdict(p)], p.label)):
+    for pc in sorted(comp.matched, key=lambda p: (order[point_verdict(p)], p.order)):
         verdict = MARK[point_verdict(pc)] + ("" if point_called(pc) else " (no between-run band)")
         by = {d.metric: d for d in pc.deltas}
         cells = [pc.label, verdict]

@@ -97,6 +97,12 @@ class PointComparison:
         # a disaggregated series label already names its topology (`disagg P2x(...) D1x(...)`)
         return f"{i.series_label()}{'' if i.workers else f' · {i.topology()}'} · conc {i.conc}"
 
+    @property
+    def order(self) -> tuple[str, str, int]:
+        """Where the point goes in a table: by its series, topology, then concurrency as a number (4 before 16)."""
+        i = self.a[0].identity
+        return i.series_label(), i.topology(), i.conc
+
     def verdicts(self) -> dict[str, Verdict]:
         return {d.metric: d.verdict for d in self.deltas}
 

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.execute.files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE
 from llmsweep.jsonline import loads_line
 from llmsweep.metrics.model import PREDICTED, Summary
+from llmsweep.sim_warnings import normalised
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,13 @@ class RecordedOutcome(BaseModel):
     status: str
     reasons: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
-    """Engine rules the simulator ran the job despite (`execute.lifecycle.JobOutcome.warnings`)."""
+    """What qualifies the job's result under the simulator (`execute.lifecycle.JobOutcome.warnings`): the engine
+    rules it ran despite, what the simulator does not model; read in today's words (`sim_warnings.normalised`)."""
+
+    @field_validator("warnings")
+    @classmethod
+    def _today(cls, warnings: list[str]) -> list[str]:
+        return [normalised(w) for w in warnings]
 
 
 def read_outcome(doc: Any, where: str) -> RecordedOutcome | None:

@@ -41,3 +41,30 @@ def test_warnings_qualify_results_only_and_are_said_once() -> None:
         assert outcome(status).with_warnings([WARNING, WARNING]).with_warnings([WARNING]).warnings == [WARNING]
     for status in ("refused", "failed"):
         assert outcome(status).with_warnings([WARNING]).warnings == []
+
+
+def test_each_kind_of_warning_reads_right_in_the_runs_completeness_lines(tmp_path: Path) -> None:
+    """`it does not model DP attention: …` had no subject on its own, and the run's end said `2 job(s) ran on the
+    simulator although it does not model …`; both kinds now say who does what."""
+    from llmsweep.execute.pipeline import RunOutcome
+    from llmsweep.sim_warnings import WarningKind, engine_refuses, not_modelled, warning_kind
+
+    refuses, missed = engine_refuses("engine.known-incompatibility", "test"), not_modelled(["DP attention"])
+    assert refuses == WARNING and warning_kind(refuses) is WarningKind.ENGINE_REFUSES
+    assert missed.startswith("the simulator does not model DP attention: ")
+    assert warning_kind(missed) is WarningKind.NOT_MODELLED
+    outcomes = [JobOutcome(job_id=j, exp_name=j, status="valid", warnings=[refuses, missed]) for j in ("a", "b")]
+    lines = RunOutcome(tmp_path, "r", outcomes).completeness().splitlines()
+    assert f"  2 job(s) ran on the simulator although {refuses}" in lines, lines
+    assert ("  2 job(s) ran on the simulator, which does not model DP attention: it predicts the points as if that "
+            "were off") in lines, lines
+
+
+def test_a_run_recorded_before_the_warning_named_its_subject_reads_in_todays_words() -> None:
+    from llmsweep.results.rundir import RecordedOutcome
+    from llmsweep.sim_warnings import WarningKind, warning_kind
+
+    old = "it does not model DP attention: their points predict them as if off"
+    read = RecordedOutcome(job_id="j", status="valid", warnings=[old, WARNING]).warnings
+    assert read == ["the simulator does not model DP attention: their points predict them as if off", WARNING]
+    assert warning_kind(old) is WarningKind.NOT_MODELLED

@@ -169,8 +169,7 @@ def test_identical_failures_make_one_banner_line_and_an_empty_run_says_so(failed
     payload = build_payload(run, points_from_run(run), details=False)
     assert payload["points"] == [] and len(payload["missing"]) == 9
     assert payload["verdicts"] == {"failed": {"count": 9, "reasons": [{"reason": error, "count": 9, "ids": ids}]}}
-    assert payload["empty"] == ("No result in this run: 9 expected job(s), 9 without a result; "
-                                "the reasons are listed below.")
+    assert payload["empty"] == "No result in this run: 9 expected job(s), 9 without a result."
 
     nothing = tmp_path / "nothing"
     (nothing / "jobs").mkdir(parents=True)
@@ -220,8 +219,7 @@ def test_a_reused_job_is_said_as_reused_not_as_a_job_without_a_result(tmp_path: 
     assert all("reused the valid result of run run-a" in m["reason"] and "not drawn: no results store was read"
                in m["reason"] and "--store STORE` draws it" in m["reason"] for m in missing)
     assert verdict_groups([], missing).keys() == {"reused"}
-    assert empty_message(0, missing) == ("No result in this run: 2 expected job(s), 2 reused from earlier runs; the "
-                                         "reasons are listed below.")
+    assert empty_message(0, missing) == "No result in this run: 2 expected job(s), 2 reused from earlier runs."
 
 
 def test_overlaying_the_run_a_reused_point_came_from_draws_that_point_once(tmp_path: Path) -> None:
@@ -247,3 +245,166 @@ def test_overlaying_the_run_a_reused_point_came_from_draws_that_point_once(tmp_p
 
 def _overlay(payload: dict, point: dict) -> bool:
     return bool(next(s for s in payload["series"] if s["key"] == point["series"])["overlay"])
+
+
+def test_what_the_simulator_does_not_model_has_its_own_banner_not_the_engine_refusal_one() -> None:
+    """A disaggregated DP-attention job was said under `a real engine would refuse them`: it would run there, the
+    simulator merely does not model DP attention."""
+    from llmsweep.report.data import verdict_groups
+    from llmsweep.sim_warnings import engine_refuses, not_modelled
+
+    refuses, missed = engine_refuses("engine.known-incompatibility", "HiCache with direct I/O"), \
+        not_modelled(["DP attention"])
+    points = [{"id": f"r{n}", "job_id": f"j{n}", "verdict": "valid", "valid": True, "reasons": [], "reason": ""}
+              for n in range(3)]
+    groups = verdict_groups(points, [], {"r0": [missed], "r1": [missed, refuses], "r2": [
+        "it does not model DP attention: their points predict them as if off"]})  # as runs recorded it before
+    assert groups["not-modelled"]["count"] == 3 and groups["simulated-only"]["count"] == 1
+    assert [g["ids"] for g in groups["simulated-only"]["reasons"]] == [["r1"]]
+    assert {r["reason"] for r in groups["not-modelled"]["reasons"]} == {
+        missed, "it does not model DP attention: their points predict them as if off"}
+
+
+def _eval_only_run(root: Path) -> RunDir:
+    """One eval-only job whose eval did not pass: the run's only result is an eval."""
+    from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
+
+    point = SyntheticPoint(synthetic_job(conc=16, job_id="eval-only-conc16"), speed=1.0, requests=8)
+    run = write_synthetic_run(root, [point], run_id="evals-run")
+    path = run.path / "jobs" / point.job["id"] / "summary.json"
+    summary = Summary.load(path)
+    why = "eval gsm8k: exact_match,strict-match = 0.0000 is below the threshold 0.90 (default.gsm8k.exact_match)"
+    summary.validity.verdict, summary.validity.reasons = "invalid", [why]
+    summary.eval = EvalBlock(
+        mode="eval-only", task="gsm8k", dataset="arith.jsonl", context_length=9472, max_tokens=5376, score=0.0,
+        score_name="exact_match,strict-match", score_stderr=0.0, verdict="invalid", reasons=[why],
+        harness_version="0.4.13",
+        runs=[EvalRun(conc=16, status="completed", n_samples=4, command=["lm_eval"],
+                      metrics=[EvalMetric(name="exact_match,strict-match", value=0.0, stderr=0.0)])])
+    path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    return load_run(run.path)
+
+
+def test_a_run_of_evals_only_says_its_results_are_evals_and_which_did_not_pass(tmp_path: Path) -> None:
+    """The page said `no result to plot: the run has no job` with no banner, summary.md `0 points in 0 series ·
+    source: – · 0 invalid`, while `report --json` counted 1 point, 1 invalid."""
+    from llmsweep.report import write_report
+
+    run = _eval_only_run(tmp_path / "run")
+    payload = build_payload(run, points_from_run(run))
+    assert payload["points"] == [] and len(payload["evals"]) == 1
+    assert (payload["counts"]["points"], payload["counts"]["evals"], payload["counts"]["evals_failed"]) == (0, 1, 1)
+    banner = payload["verdicts"]["eval-failed"]
+    assert banner["count"] == 1 and banner["reasons"][0]["ids"] == ["eval-only-conc16"]
+    assert "below the threshold 0.90" in banner["reasons"][0]["reason"]
+    assert payload["headline"].startswith("1 eval, 1 did not pass (no throughput point: the run's results are evals)")
+    assert "source: simulated" in payload["headline"]
+    files = write_report(run, tmp_path / "report", png=False)
+    md = files.markdown.read_text()
+    assert "0 points" not in md and "1 eval, 1 did not pass" in md and "source: simulated" in md
+    assert "### Frontier" not in md and "| eval-only | gsm8k |" in md
+    assert (files.points, files.invalid, files.evals, files.evals_failed) == (0, 0, 1, 1)
+
+
+def _warned_run(root: Path) -> tuple[RunDir, str, str]:
+    """Two series that share concurrencies 4 and 8; the vllm jobs ran on the simulator with an engine rule broken and
+    the sglang conc-8 one with DP attention, which the simulator does not model."""
+    from llmsweep.sim_warnings import engine_refuses, not_modelled
+
+    points = [SyntheticPoint(synthetic_job(conc=c, framework=fw), speed=s, requests=20)
+              for fw, s in (("sglang", 1.0), ("vllm", 0.8)) for c in (4, 8)]
+    run = write_synthetic_run(root, points, run_id="warned-run")
+    refuses = engine_refuses("engine.known-incompatibility", "HiCache with the direct I/O backend")
+    missed = not_modelled(["DP attention"])
+    meta = json.loads((run.path / "run.json").read_text())
+    said = {points[1].job["id"]: [missed], points[2].job["id"]: [refuses], points[3].job["id"]: [refuses]}
+    meta["outcomes"] = [{"job_id": jid, "exp_name": "x", "status": "valid", "warnings": w} for jid, w in said.items()]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    return load_run(run.path), refuses, missed
+
+
+def test_a_warned_point_carries_its_warnings_and_summary_md_says_them_with_series_and_conc(tmp_path: Path) -> None:
+    """summary.md showed a warned frontier point as plain `valid` and said no warning at all; a PR comment read the
+    simulator's prediction of a job a real engine would refuse as a valid result."""
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run, refuses, missed = _warned_run(tmp_path / "run")
+    payload = build_payload(run, points_from_run(run))
+    by_conc = {(p["identity"]["engine"], p["metrics"]["conc"]): p for p in payload["points"]}
+    assert by_conc[("vllm", 4)]["warnings"] == [refuses] and by_conc[("sglang", 4)]["warnings"] == []
+    assert by_conc[("sglang", 8)]["warnings"] == [missed]
+    md = run_summary_markdown(payload)
+    rows = [line for line in md.splitlines() if line.startswith("| Qwen")]
+    vllm = [r for r in rows if "vllm" in r.split("|")[1]]
+    (note,) = [line.split()[0] for line in md.splitlines() if line.startswith("⚠") and refuses in line]
+    assert vllm and all(r.rstrip(" |").endswith(f"valid {note}") for r in vllm), rows
+    labels = {s["key"]: s["label"] for s in payload["series"]}
+    vllm_label = labels[by_conc[("vllm", 4)]["series"]]
+    sglang_label = labels[by_conc[("sglang", 8)]["series"]]
+    assert "### Simulated although a real engine would refuse them (2 point(s))" in md
+    assert f"- ×2 {refuses} — {vllm_label} · conc 4, 8" in md  # both series have a conc 4 and 8: named
+    assert "### Predicted without modelling all their jobs set (1 point(s))" in md
+    assert f"- ×1 {missed} — {sglang_label} · conc 8" in md
+
+
+def _failed_to_launch_run(root: Path) -> RunDir:
+    """`run --live` where the sim server cannot start: the first job's launch and a relaunch fail (server.log,
+    server.2.log, two ports), the rest say the group's server never came up; the log has lines that read as
+    Markdown headings and table rows."""
+    from llmsweep.execute.failure_text import log_tail, never_came_up
+
+    log = "# simulator\n| not a table |\nerror: simulator: the model does not fit 4 x mi300x\n  fix: raise --tp"
+    first = "sim server exited with status 2 while starting (health http://127.0.0.1:34745/health)" + log_tail(
+        40, root / "servers/sim-g/server.log", log)
+    second = "sim server exited with status 2 while starting (health http://127.0.0.1:46881/health)" + log_tail(
+        40, root / "servers/sim-g/server.2.log", log) + " (it exited while starting on 2 launches in a row)"
+    reasons = [first, second, never_came_up("sim", "sim-g", second), never_came_up("sim", "sim-g", second)]
+    ids = [f"job-conc{c}" for c in (1, 2, 4, 8)]
+    for jid, why in zip(ids, reasons, strict=True):
+        (root / "jobs" / jid).mkdir(parents=True)
+        (root / "jobs" / jid / "job.json").write_text(json.dumps(synthetic_job(conc=1, job_id=jid)))
+        (root / "jobs" / jid / "outcome.json").write_text(json.dumps(
+            {"job_id": jid, "exp_name": "x", "status": "failed", "reasons": [why]}))
+    (root / "run.json").write_text(json.dumps({"run_id": "no-server", "expected_job_ids": ids}))
+    return load_run(root)
+
+
+def test_jobs_whose_server_never_started_are_one_banner_line_and_one_summary_line_each(tmp_path: Path) -> None:
+    """The banner said ×2, ×1, ×1 for one cause (the log's name, the never-came-up preamble and the fix's launch
+    count differ), and summary.md pasted the 40-line log tail into each list item, where a log line starting with
+    `#` or `|` broke the Markdown."""
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run = _failed_to_launch_run(tmp_path / "run")
+    payload = build_payload(run, points_from_run(run))
+    (group,) = payload["verdicts"]["failed"]["reasons"]
+    assert group["count"] == 4 and group["reason"] == (
+        "sim server exited with status 2 while starting (health http://127.0.0.1:34745–46881/health): "
+        "error: simulator: the model does not fit 4 x mi300x")
+    assert "--- last 40 lines of" in group["detail"] and "# simulator" in group["detail"]
+    md = run_summary_markdown(payload)
+    items = [line for line in md.splitlines() if line.startswith("- `job-conc")]
+    assert len(items) == 4 and all("does not fit 4 x mi300x" in line for line in items), md
+    assert not any(line.startswith(("#", "|")) and "simulator" in line and "###" not in line
+                   for line in md.splitlines()), md
+    assert "--- last 40 lines" not in md
+
+
+def test_the_header_says_whether_the_figures_are_virtual_or_wall_clock_time(tmp_path: Path) -> None:
+    """The page and summary.md said `source: simulated` alone: a virtual-time prediction and a `--live` run on the
+    simulator's HTTP server (wall-clock time) read the same."""
+    from llmsweep.metrics.model import Summary
+    from llmsweep.report import write_report
+
+    points = [SyntheticPoint(synthetic_job(conc=c), speed=1.0, requests=20) for c in (1, 4)]
+    run = write_synthetic_run(tmp_path / "run", points, run_id="clocked")
+    for point in points:
+        path = run.path / "jobs" / point.job["id"] / "summary.json"
+        summary = Summary.load(path)
+        summary.provenance.clock = "virtual"
+        path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    files = write_report(load_run(run.path), tmp_path / "report", png=False)
+    payload = json.loads(files.data.read_text())
+    assert payload["headline"] == "2 points in 1 series · source: simulated, virtual time"
+    assert {p["clock"] for p in payload["points"]} == {"virtual"}
+    assert payload["headline"] in files.markdown.read_text()

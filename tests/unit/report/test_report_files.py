@@ -99,6 +99,11 @@ def test_report_overlays_imported_published_rows(report_run, tmp_path: Path, mon
                                   "--json"], catch_exceptions=False)
     counts = json.loads(as_json.output)
     assert counts["overlaid"] == 1 and counts["points"] == len(payload["points"]) - 1  # the run's own, apart
+    # the header and summary.md count the run's own points and sources, the overlaid ones apart (they were counted
+    # as the run's: 11 points in 4 series, source: measured, simulated)
+    assert payload["headline"] == ("10 points in 3 series · source: simulated · +1 point(s) of other runs overlaid "
+                                   "in 1 series"), payload["headline"]
+    assert payload["headline"] in (out / "summary.md").read_text()
     # the run drawn beside itself adds nothing: none counted (what is drawn, not what was asked)
     ingested = runner.invoke(cli, ["results", "ingest", str(report_run.path)], catch_exceptions=False)
     assert ingested.exit_code == 0, ingested.output
@@ -147,10 +152,20 @@ def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Pat
     assert all(len(set(v)) == len(v) for v in by_xy.values())
     plt.close(fig)
 
-    empty = {**payload, "points": [], "series": [], "frontiers": {},
-             "empty": "No result in this run: 9 expected job(s), 9 without a result; the reasons are listed below."}
+    # An empty run's plot says where its reasons are (nothing is listed below a PNG), with no made-up axis scale
+    # (it read 'the reasons are listed below' over ticks from -0.04 to 0.04).
+    empty = {**payload, "points": [], "series": [], "frontiers": {}, "evals": [],
+             "empty": "No result in this run: 9 expected job(s), 9 without a result."}
     fig = pareto_figure(empty, axis)
-    assert [t.get_text() for t in fig.axes[0].texts] == [empty["empty"]]
+    assert [t.get_text() for t in fig.axes[0].texts] == [
+        "No result in this run: 9 expected job(s), 9 without a result. The reasons are in summary.md and index.html "
+        "beside this plot."]
+    assert list(fig.axes[0].get_xticks()) == [] and list(fig.axes[0].get_yticks()) == []
+    plt.close(fig)
+    evals = {**empty, "empty": None, "evals": [{"id": "e"}]}
+    fig = pareto_figure(evals, axis)
+    assert [t.get_text() for t in fig.axes[0].texts] == [
+        "No throughput point: the run's results are evals (1, in summary.md and index.html)."]
     plt.close(fig)
 
 
@@ -159,9 +174,11 @@ def test_cli_says_when_a_run_has_no_result(failed_run) -> None:
     res = CliRunner().invoke(cli, ["report", str(run.path), "--no-png"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert "0 point(s), 0 invalid, 9 missing" in res.output
-    assert "No result in this run: 9 expected job(s), 9 without a result" in res.output
+    assert ("No result in this run: 9 expected job(s), 9 without a result. The reasons are in the summary and the "
+            "dashboard.") in res.output
     md = (run.path / "report" / "summary.md").read_text()
-    assert "**No result in this run" in md and md.count("launch_failed: trace source") == 9
+    assert "**No result in this run: 9 expected job(s), 9 without a result. The reasons are listed below.**" in md
+    assert md.count("launch_failed: trace source") == 9
 
 
 def test_report_draws_reused_points_from_the_store_in_page_summary_and_pngs(tmp_path: Path) -> None:
@@ -222,3 +239,56 @@ def test_report_draws_reused_points_from_the_store_in_page_summary_and_pngs(tmp_
     bare = json.loads((tmp_path / "bare" / "data.json").read_text())
     assert len(bare["points"]) == 1 and [m["kind"] for m in bare["missing"]] == ["reused"] * 3
     assert all("does not hold it" in m["reason"] for m in bare["missing"])
+
+
+def test_a_report_without_plots_removes_the_plots_an_earlier_report_drew(report_run, tmp_path: Path) -> None:
+    """`run --force`/`--resume` into the same --out, or `report --no-png`, rewrote the page and left the earlier
+    report's pareto_*.png, which drew the previous attempt's numbers under the same run id."""
+    out = tmp_path / "rep"
+    out.mkdir()
+    old = [out / "pareto_conc.png", out / "pareto_p90_e2e_norm_intvty.png"]
+    for path in old:
+        path.write_bytes(b"\x89PNG\r\n\x1a\nan earlier attempt's numbers")
+    (out / "mine.png").write_bytes(b"not the report's")
+    res = CliRunner().invoke(cli, ["report", str(report_run.path), "--out", str(out), "--no-png"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert not any(path.exists() for path in old) and (out / "mine.png").exists()
+    assert f"removed 2 outdated PNG(s) of an earlier report from {out}" in res.output
+    again = write_report(report_run, out, png=False)
+    assert again.stale_pngs == [] and (out / "index.html").is_file()
+
+
+def test_the_runs_report_removes_an_earlier_reports_plots(failed_run, tmp_path: Path) -> None:
+    """`run` writes the page without plots (`pipeline._report`) and says it removed the earlier ones."""
+    from llmsweep.execute.pipeline import _report
+
+    out = failed_run.path / "report"
+    out.mkdir()
+    (out / "pareto_conc.png").write_bytes(b"\x89PNG\r\n\x1a\nold")
+    said: list[str] = []
+    assert _report(failed_run.path, said.append, tmp_path / "none.sqlite") == out / "index.html"
+    assert not (out / "pareto_conc.png").exists()
+    assert any("removed 1 outdated PNG plot(s)" in line for line in said), said
+
+
+def test_summary_md_rounds_a_value_once_as_the_cli_does(report_run, tmp_path: Path) -> None:
+    """The payload rounded to 6 significant figures and summary.md rounded again: 5804.9514 read 5,804.9 there and
+    5,805.0 in the CLI. The payload keeps the stored value; each view rounds it once."""
+    from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
+    from llmsweep.report.data import build_payload
+    from llmsweep.report.markdown import run_summary_markdown
+    from llmsweep.results.point import points_from_run
+
+    points = points_from_run(report_run)
+    payload = build_payload(report_run, points, details=False)
+    stored = {p.result_id: p for p in points}
+    for shown in payload["points"]:
+        assert shown["metrics"] == {**{c.name: stored[shown["id"]].metric(c.name) for c in HOT_COLUMNS},
+                                    "conc": shown["metrics"]["conc"]}
+    shown = payload["points"][0]
+    shown["metrics"]["tput_per_gpu"] = 5804.9514  # 5804.95 after the payload's rounding, then 5,804.9
+    shown["frontier"] = dict.fromkeys(shown["frontier"], True)
+    payload["frontiers"]["p90_e2e_norm_intvty"][shown["series"]] = [shown["id"]]
+    md = run_summary_markdown(payload)
+    assert HOT_BY_NAME["tput_per_gpu"].cell(5804.9514) == "5,805.0" and "| 5,805.0 |" in md

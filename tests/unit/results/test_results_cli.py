@@ -343,3 +343,29 @@ def test_a_runs_results_fit_a_120_column_terminal_with_result_ids_whole(make_run
         series = next(p for p in rows if p["offload"] == offload)["series"]
         assert sum(f"{series} (simulated)" in line for line in lines) == 1, text
     assert "job ids shortened to their experiment name and hash" in text
+
+
+def test_frontier_of_a_run_without_a_valid_point_says_there_is_none(tmp_path: Path, store_path: Path) -> None:
+    """It printed an untitled empty table."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    run = write_synthetic_run(tmp_path / "bad", [
+        SyntheticPoint(synthetic_job(conc=c), speed=1.0, requests=20, invalid_reason="realised TP 4 differs")
+        for c in (1, 4)], run_id="bad")
+    text = _run("results", "frontier", str(run.path))
+    assert text.splitlines()[1:] == [
+        "Qwen3.5-397B-A17B-FP8 · mi300x · sglang · fp8 · agentic-coding [simulated]: no valid point with P90 "
+        "E2E-normalised interactivity: no frontier"], text
+
+
+def test_frontier_of_a_run_that_reused_every_job_says_where_its_points_are(tmp_path: Path, store_path: Path) -> None:
+    """It printed nothing but the axes' line: the run stood every job on stored results of another run."""
+    import json as _json
+
+    (tmp_path / "all-reused").mkdir()
+    (tmp_path / "all-reused" / "run.json").write_text(_json.dumps({
+        "run_id": "all-reused", "expected_job_ids": ["a", "b"],
+        "reused": {j: {"run_id": "earlier", "job_id": j, "result_id": f"r-{j}", "verdict": "valid"} for j in "ab"}}))
+    text = _run("results", "frontier", str(tmp_path / "all-reused"))
+    assert ("run all-reused has no result: no frontier — its 2 job(s) stood on stored results of run(s) earlier "
+            "(`run --reuse`): `llmsweep results frontier earlier`") in text, text

@@ -74,3 +74,16 @@ def test_a_point_the_run_reused_from_the_baseline_is_listed_as_reused(make_run, 
         assert "Only in the baseline" not in md
         doc = json.loads(_run("compare", "--baseline", "base", ref, "--json", "--resamples", "10", "--no-history"))
         assert doc["verdict"]["reused"] == [conc1]
+
+
+def test_the_verdict_table_orders_concurrency_as_a_number(make_run, store_path: Path) -> None:
+    """Rows sorted by their label put conc 16 and 64 before conc 4."""
+    import re
+
+    base = make_run("base", concs=(4, 16, 64), requests=60)
+    pr = make_run("pr", concs=(4, 16, 64), requests=60, seed=3)
+    _run("results", "ingest", str(base.path))
+    md = _run("compare", "--baseline", "base", str(pr.path), "--format", "markdown", "--resamples", "20",
+              "--no-history")
+    concs = [int(m.group(1)) for m in re.finditer(r"^\| .* · conc (\d+) \|", md, re.M)]
+    assert concs == [4, 16, 64], md

@@ -81,11 +81,10 @@
     if (r.started) bits.push("started " + r.started);
     if (r.llmsweep_version) bits.push("llmsweep " + r.llmsweep_version);
     if (r.executor) bits.push("executor " + r.executor);
-    bits.push(D.points.length + " points in " + D.series.length + " series" + (REUSED ? " (" + REUSED + " reused from earlier runs)" : ""));
-    bits.push("source: " + (D.sources.join(", ") || "–"));
+    bits.push(D.headline);  // the run's counts and sources, as summary.md says them (report.data.headline)
     document.getElementById("run-meta").textContent = bits.join(" · ");
     var b = document.getElementById("banners");
-    if (D.empty) el("div", { "class": "banner empty", id: "empty-banner" }, b, D.empty);
+    if (D.empty) el("div", { "class": "banner empty", id: "empty-banner" }, b, D.empty + (D.missing.length ? " The reasons are listed below." : ""));
     if (D.sources.length > 1) el("div", { "class": "banner", id: "sources-banner" }, b, D.mix_sources ?
       "Sources are mixed on request (--mix-sources): " + D.sources.join(", ") + " points share series and frontiers." :
       "Several sources (" + D.sources.join(", ") + "); each source forms its own series and frontier.");
@@ -97,14 +96,16 @@
       "power backend could sample where they ran, so they have no energy or cost-per-token figures (why, and how " +
       "to record it):", unrecorded);
   }
-  var VERDICT_KINDS = ["invalid", "smoke", "refused", "failed", "reused", "simulated-only"];
+  var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled"];
   var VERDICT_HEAD = {
     invalid: function (n) { return n + " invalid point(s): drawn as hollow dashed markers and excluded from frontiers."; },
+    "eval-failed": function (n) { return n + " eval(s) did not pass (scores and thresholds in the Evaluation table below):"; },
     smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn half-filled); read them as a smoke test, not as results."; },
     refused: function (n) { return n + " job(s) refused before running, so they have no point:"; },
     failed: function (n) { return n + " job(s) without a result:"; },
-    reused: function (n) { return n + " job(s) not run: --reuse stood them on stored results of earlier runs; their points are drawn as diamonds with the verdict and figures the run that measured them stored (the rest were measured now):"; },
-    "simulated-only": function (n) { return n + " point(s) the simulator ran although a real engine would refuse them (its engine rules are warnings under the simulator):"; }
+    reused: function (n) { var now = ((D.counts || {}).points || 0) - REUSED; return n + " job(s) not run: --reuse stood them on stored results of earlier runs; their points are drawn as diamonds with the verdict and figures the run that measured them stored" + (now > 0 ? " (the rest were measured now)" : "") + ":"; },
+    "simulated-only": function (n) { return n + " point(s) the simulator ran although a real engine would refuse them (its engine rules are warnings under the simulator):"; },
+    "not-modelled": function (n) { return n + " point(s) the simulator predicted without modelling all their jobs set: a real engine would run them, and these points predict them as if that were off:"; }
   };
   /* One banner per verdict kind; identical reasons (up to their numbers) are one line with a count. */
   function verdictBanner(parent, kind, v) {
@@ -120,16 +121,36 @@
       var li = el("li", { "data-count": g.count }, ul);
       el("span", { "class": "count-badge" }, li, "×" + g.count);
       li.appendChild(document.createTextNode(" " + g.reason));
+      if (g.detail) {  // the whole reason of one of the jobs (the server log's last lines)
+        var full = el("details", { "class": "detail" }, li);
+        el("summary", null, full, "full reason" + (g.count > 1 ? " (of the first)" : ""));
+        el("pre", null, full, g.detail);
+      }
       var pts = g.ids.map(function (id) { return pointById[id]; }).filter(Boolean);
       if (pts.length) {
-        var concs = pts.map(function (p) { return p.metrics.conc; }).sort(function (a, c) { return a - c; });
-        el("span", { "class": "which" }, li, " — conc " + concs.filter(function (c, i) { return concs.indexOf(c) === i; }).join(", "));
+        el("span", { "class": "which" }, li, " — " + whichPoints(pts));
       } else {
         var det = el("details", { "class": "which" }, li);
         el("summary", null, det, "job(s)");
         el("div", { "class": "ids" }, det, g.ids.join("\n"));
       }
     });
+  }
+  /* Which points a banner line is about: `conc 4, 8` when the page has one series; otherwise each series named with
+     its concurrencies (`<series> · conc 4, 8; <series> · conc 16`), since several series share a concurrency. */
+  function whichPoints(pts) {
+    var bySeries = {}, order = [];
+    pts.forEach(function (p) {
+      if (!bySeries[p.series]) { bySeries[p.series] = []; order.push(p.series); }
+      if (bySeries[p.series].indexOf(p.metrics.conc) < 0) bySeries[p.series].push(p.metrics.conc);
+    });
+    var rank = {};
+    D.series.forEach(function (s, i) { rank[s.key] = i; });
+    order.sort(function (a, b) { return rank[a] - rank[b]; });
+    return order.map(function (sk) {
+      var concs = "conc " + bySeries[sk].sort(function (a, c) { return a - c; }).join(", ");
+      return D.series.length > 1 ? (seriesByKey[sk] ? seriesByKey[sk].label : sk) + " · " + concs : concs;
+    }).join("; ");
   }
   function renderControls() {
     var sel = document.getElementById("x-axis");
@@ -176,7 +197,9 @@
       " and are listed in the table but not plotted: " + unplotted.map(function (p) { return p.job_id; }).join(", ") : "";
     if (!D.points.length) svg.setAttribute("viewBox", "0 0 " + W + " 120");  // no result: a line, not an empty frame
     if (!plotted.length) {
+      var nEvals = (D.evals || []).length;
       var msg = D.points.length ? "no point has values for " + axis.label + " and " + yaxis().label + " (choose another axis)"
+        : nEvals ? "no throughput point to plot: the run's results are evals (" + nEvals + " eval" + (nEvals === 1 ? "" : "s") + ", in the Evaluation table below)"
         : "no result to plot: " + (D.missing.length ? "every expected job was refused, failed or reused (reasons above)" : "the run has no job");
       el("text", { x: W / 2, y: D.points.length ? H / 2 : 64, "text-anchor": "middle", "class": "axis-title", id: "chart-empty" }, svg, msg);
       return;
@@ -249,6 +272,7 @@
     el("div", null, tip, "P90 TTFT " + fmt(p.metrics.p90_ttft, "s") + " · P90 E2EL " + fmt(p.metrics.p90_e2el, "s"));
     el("div", null, tip, "requests measured: " + requestsText(p) + " successful" + (finite((p.requests || {}).finished) ? " of " + p.requests.finished : ""));
     el("div", null, tip, "verdict: " + p.verdict + (p.reason ? " — " + p.reason : "") + " · source: " + p.source);
+    (p.warnings || []).forEach(function (w) { el("div", { "class": "tip-warning" }, tip, WARN + " " + w); });
     if (p.reused) el("div", { "class": "tip-reused" }, tip, reusedText(p) + ": measured there, not in this run");
     if (p.eval) el("div", { "class": "tip-eval" }, tip, "eval " + p.eval.task + ": " + fmt(p.eval.score, "") + " — " + p.eval.verdict + (p.eval.reason ? " (" + p.eval.reason + ")" : ""));
     el("div", null, tip, onFrontier(p) ? "on the frontier" : "not on the frontier");
@@ -299,6 +323,10 @@
   function colTitle(m) { return m.label + (m.unit ? " (" + m.unit + ")" : ""); }
   function colUnit(key) { return key === "x" ? axisByKey[state.x].unit : key === "y" ? yaxis().unit : (metricByKey[key] || {}).unit; }
   var sortKey = null, sortDir = 1;
+  /* A point whose job's outcome carries warnings (the simulator ran it although a real engine would refuse it, or
+     does not model what it sets): its verdict is marked and the warnings are said in its reason. */
+  var WARN = "⚠";
+  function warned(p) { return (p.warnings || []).length > 0; }
   function cell(p, key) {
     if (key === "series") return seriesByKey[p.series].label;
     if (key === "conc") return p.metrics.conc;
@@ -306,8 +334,8 @@
     if (key === "topology") return p.topology;
     if (key === "x") return xval(p, state.x);
     if (key === "y") return yval(p);
-    if (key === "verdict") return p.verdict;
-    if (key === "reason") return p.reason || "";
+    if (key === "verdict") return p.verdict + (warned(p) ? " " + WARN : "");
+    if (key === "reason") return [p.reason || ""].concat((p.warnings || []).map(function (w) { return WARN + " " + w; })).filter(Boolean).join("; ");
     if (key === "source") return p.source;
     if (key === "front") return onFrontier(p) ? "yes" : "";
     if (key === "reused") return p.reused ? "run " + p.reused.run_id : "";
@@ -337,7 +365,9 @@
         title: p.reused ? reusedText(p) : null }, body);
       cols.forEach(function (c) {
         var v = cell(p, c[0]), num = typeof v === "number", raw = c[0] === "conc" || c[0] === "requests";
-        var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(v, colUnit(c[0]) === "" ? "" : null) : v;
+        var metric = c[0] === "x" || c[0] === "y" || !!metricByKey[c[0]];  // a missing value reads "–", not blank
+        var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(v, colUnit(c[0]) === "" ? "" : null)
+          : metric && (v === null || v === undefined) ? "–" : v;
         el("td", { "class": (num || raw ? "num" : "") + (c[0] === "reason" ? " reason" : "") || null, "data-col": c[0] }, tr, txt);
       });
       tr.addEventListener("click", function () { openDrill(p.id); });
@@ -428,14 +458,14 @@
     close.addEventListener("click", function () { box.style.display = "none"; state.selected = null; writeHash(); renderChart(); });
     el("h2", null, box, pointLabel(p));
     var badges = el("div", null, box);
-    el("span", { "class": "badge " + p.verdict }, badges, p.verdict);
+    el("span", { "class": "badge " + p.verdict }, badges, p.verdict + (warned(p) ? " " + WARN : ""));
     badges.appendChild(document.createTextNode(" "));
     el("span", { "class": "badge src" }, badges, "source: " + p.source);
     if (p.reused) { badges.appendChild(document.createTextNode(" ")); el("span", { "class": "badge reused", id: "reused-badge" }, badges, reusedText(p)); }
     badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s) · " +
       requestsText(p) + " request(s) measured" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
     var v = d.validity || {};
-    var reasons = (v.reasons || p.reasons || []), warnings = v.warnings || [];
+    var reasons = (v.reasons || p.reasons || []), warnings = (p.warnings || []).concat(v.warnings || []);
     if (reasons.length || warnings.length) {
       var ul = el("ul", { id: "validity-reasons" }, box);
       reasons.forEach(function (r) { el("li", null, ul, r); });
@@ -490,7 +520,8 @@
       var tr = el("tr", { "class": r.verdict + (r.verdict === "valid" ? "" : " invalid"), "data-id": r.id, title: r.command }, body);
       cols.forEach(function (c) {
         var v = c[0] === "reason" ? (r.reasons[0] || "") : c[0] === "eval_concs" ? r.eval_concs.join(" ") : r[c[0]];
-        el("td", { "data-col": c[0], "class": typeof v === "number" ? "num" : null }, tr, typeof v === "number" ? (c[0] === "score" || c[0] === "score_stderr" ? fmt(v, "") : fmt(v, null)) : v === null || v === undefined ? "-" : String(v));
+        var count = c[0] === "n_samples";  // a count, shown whole (it read 4.00)
+        el("td", { "data-col": c[0], "class": typeof v === "number" ? "num" : null }, tr, typeof v === "number" ? (count ? String(v) : c[0] === "score" || c[0] === "score_stderr" ? fmt(v, "") : fmt(v, null)) : v === null || v === undefined ? "–" : String(v));
       });
     });
   }

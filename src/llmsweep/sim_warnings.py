@@ -1,0 +1,66 @@
+"""The warnings a result the simulator produced carries (`JobOutcome.warnings`), and their two kinds: the one home of
+their wording and of telling them apart.
+
+- **engine-refuses**: the job breaks an engine rule that is softened to a warning because the simulator serves it
+  (`Rule.softens_in_sim`): a real engine would refuse the job, so its point stands for nothing a GPU would run.
+- **not-modelled**: the job sets something the simulator does not model (`engines.sim.unmodelled`: DP attention,
+  pipeline or context parallelism): a real engine would run it, and the point predicts it as if that were off.
+
+The warnings are recorded as text (`outcome.json`, `run.json: outcomes`), so the kind is read back from the text's
+opening words (:func:`warning_kind`); the report, the run's completeness lines and the CLI key on it, never on
+wording of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+
+
+class WarningKind(StrEnum):
+    ENGINE_REFUSES = "engine-refuses"
+    """A real engine would refuse the job: the simulator ran it despite an engine rule."""
+    NOT_MODELLED = "not-modelled"
+    """The simulator does not model something the job sets: its point predicts the job as if that were off."""
+
+
+ENGINE_REFUSES_OPENING = "a real engine would refuse them: "
+NOT_MODELLED_OPENING = "the simulator does not model "
+_LEGACY_NOT_MODELLED = "it does not model "
+"""How runs recorded before the subject was named (2026-12-04) open a not-modelled warning."""
+
+
+def engine_refuses(rule: str, message: str) -> str:
+    """The warning of a job that breaks engine rule `rule` (softened under the simulator)."""
+    return f"{ENGINE_REFUSES_OPENING}[{rule}] {message}"
+
+
+def not_modelled(missed: Sequence[str]) -> str:
+    """The warning of a simulated job that sets what the simulator does not model (`missed`, non-empty)."""
+    those = "that were" if len(missed) == 1 else "those were"
+    return f"{NOT_MODELLED_OPENING}{' or '.join(missed)}: it predicts the points as if {those} off"
+
+
+def normalised(warning: str) -> str:
+    """`warning` as it reads today: a not-modelled warning recorded before it named its subject ("it does not model
+    DP attention: …", which says nothing on its own) names the simulator."""
+    if warning.startswith(_LEGACY_NOT_MODELLED):
+        return NOT_MODELLED_OPENING + warning.removeprefix(_LEGACY_NOT_MODELLED)
+    return warning
+
+
+def warning_kind(warning: str) -> WarningKind:
+    """Which kind `warning` is; a warning of neither opening is taken as engine-refuses (the one kind that was
+    recorded before the not-modelled one)."""
+    if normalised(warning).startswith(NOT_MODELLED_OPENING):
+        return WarningKind.NOT_MODELLED
+    return WarningKind.ENGINE_REFUSES
+
+
+def ran_on_the_simulator(count: int, warning: str) -> str:
+    """The run's completeness line for `count` jobs with `warning`: `2 job(s) ran on the simulator although a real
+    engine would refuse them: …`, or `2 job(s) ran on the simulator, which does not model DP attention: …`."""
+    said = normalised(warning)
+    if warning_kind(said) is WarningKind.NOT_MODELLED:
+        return f"{count} job(s) ran on the simulator, which does not model {said.removeprefix(NOT_MODELLED_OPENING)}"
+    return f"{count} job(s) ran on the simulator although {said}"
