@@ -20,6 +20,7 @@ from llmsweep.metrics.registry import HOT_BY_NAME
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
 RECIPE = RECIPES / "fixed-sim.yaml"  # two concurrency points on one simulated server, a few seconds
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,30 @@ def test_resume_of_a_finished_run_skips_every_job(tmp_path: Path, finished: Fini
     rows = json.loads(resumed.stdout)["jobs"]
     assert len(rows) == 2 and all(r["verdict"] == "valid" and r["resumed"] for r in rows), rows
     assert all(r["total_tps_per_gpu"] and r["total_tps_per_gpu"] > 0 and r["summary"] for r in rows), rows
+
+
+def test_resume_with_options_that_change_what_was_measured_is_refused_untouched(tmp_path: Path,
+                                                                               finished: Finished) -> None:
+    """The run was served live (wall-clock time) on the recipes' workload: a `--resume` in virtual time, or on other
+    traces, kept its finished jobs and measured the rest otherwise, in one run and one series, exit 0."""
+    out, env = finished.copy(tmp_path / "run")
+    before = _tree(out)
+    other = run_cli([RECIPE, "--out", out, "--resume", "--no-report"], env, timeout=60)
+    assert other.returncode == 2, other.stderr[-3000:]
+    assert "simulated_clock was 'wall', now no --live (virtual time)" in other.stderr and "--force" in other.stderr
+    assert _tree(out) == before  # nothing moved, nothing rewritten
+    # --traces changes nothing a fixed-length job measures: that resume goes on (everything is done)
+    same = run_cli([RECIPE, "--live", "--traces", "synthetic", "--out", out, "--resume", "--no-report"], env)
+    assert same.returncode == 0 and "2 already done" in same.stderr, same.stderr[-3000:]
+    # an agentic run resumed on other traces is refused: its finished points replayed the recipe's corpus
+    quick = REPO / "examples" / "quickstart.yaml"
+    first = run_cli([quick, "--only-job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text("")
+    moved = run_cli([quick, "--only-job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--resume",
+                     "--traces", traces, "--no-report"], env)
+    assert moved.returncode == 2 and f"traces was None, now --traces {traces}" in moved.stderr, moved.stderr[-3000:]
 
 
 def test_run_json_prints_the_end_table_and_stderr_says_what_each_job_is_doing(tmp_path: Path,

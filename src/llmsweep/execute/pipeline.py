@@ -50,6 +50,7 @@ from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import one_point_per_job
 from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
+from llmsweep.spec.workload import ScenarioId
 from llmsweep.workload.scenario import REPEAT_MARK
 
 log = logging.getLogger(__name__)
@@ -429,6 +430,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     with _exclusive(run_dir):
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
+        _refuse_other_measurement(run_dir, req, jobs)
         outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event)
     outcome.unplanned = unplanned
     return outcome
@@ -554,6 +556,38 @@ def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
         fix=f"pass --resume to run only the jobs without a {DONE_WORDS} result, --force to run every job again "
             f"(earlier results are kept in jobs/<id>/{art.ATTEMPTS_DIR}/), or give this run another --out",
     )
+
+
+def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -> None:
+    """Refuse (exit 2, nothing moved) a `--resume` whose options change what its jobs measure — on the simulator or an
+    engine (`--simulate`), in virtual or wall-clock time (`--live`), on which traces (`--traces`): the finished jobs
+    it keeps were measured the other way, and one run, one series, would mix both under one run id."""
+    if not req.settings.resume:
+        return
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    if not isinstance(meta, dict):
+        return
+    simulated = req.simulate or any(j.engine == SIM.id for j in jobs)
+    replays = any(j.workload.scenario in (ScenarioId.AGENTIC_CODING, ScenarioId.MOONCAKE_REPLAY) and not j.eval_only
+                  for j in jobs)
+    now: dict[str, tuple[object, str]] = {
+        "simulate": (req.simulate, "--simulate" if req.simulate else "no --simulate")}
+    if replays:  # a fixed-length job reads no trace: --traces changes nothing it measures
+        now["traces"] = (req.traces, f"--traces {req.traces}" if req.traces else "no --traces (the recipes' sources)")
+    if simulated:
+        clock = run_clock(simulated=True, live=req.live)
+        now["simulated_clock"] = (clock, "--live" if req.live else "no --live (virtual time)")
+    # `traces` is recorded only when given; the others always (a run.json older than a field has none to compare)
+    differ = [(name, said) for name, (value, said) in now.items()
+              if (name in meta or name == "traces") and meta.get(name) != value]
+    if not differ:
+        return
+    before = "; ".join(f"{name} was {meta.get(name)!r}, now {said}" for name, said in differ)
+    raise ConfigError(
+        f"--resume with other options than the run in {run_dir}: {before}. Its finished jobs were measured under the "
+        "first ones, and the rest would be measured otherwise in the same run and series",
+        fix="resume with the options it ran with, or pass --force to run every job again under the new ones "
+            "(earlier results are kept in jobs/<id>/attempts/), or give this run another --out")
 
 
 LOCK_FILE = ".llmsweep-run.lock"
