@@ -887,10 +887,11 @@ class SlurmExecutor:
                             relay(batch)
                             follow(batch)
                             continue
-                        waiting.remove(batch)
                         relay(batch, final=True)
                         follow(batch)  # what it finished since the last look, reported as such
                         settle(batch, seen)
+                        # only now: an interrupt while its jobs are stored above still reads the rest back below
+                        waiting.remove(batch)
                     if not waiting:
                         break
                     current_progress().changed()  # a plain display's status line (every 30 s) while a job runs

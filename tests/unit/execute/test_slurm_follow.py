@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
@@ -237,6 +237,18 @@ def test_a_job_finished_between_two_looks_is_counted_before_the_next_is_shown_an
     ], lines
 
 
+@pytest.fixture
+def fresh_signals() -> Iterator[None]:
+    """This process's record of signals received, empty before and after a test that interrupts itself (a first
+    interrupt makes later ones hurry a shutdown instead of raising: the next test would see none raised)."""
+    from llmsweep.execute import signals
+
+    signals.reset()
+    yield
+    signals.reset()
+
+
+@pytest.mark.usefixtures("fresh_signals")
 def test_a_signal_while_a_finished_job_is_stored_neither_cuts_that_store_nor_loses_the_next(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A SIGTERM landing while `run` stores a job the worker finished (the driver's sink) cut that store short, and
@@ -276,3 +288,44 @@ def test_a_signal_while_a_finished_job_is_stored_neither_cuts_that_store_nor_los
         SlurmExecutor({"poll_s": 0.01, "relay_worker_log": False}).run_groups(
             [group], run_dir, cast(Any, None), event=lambda line: None)
     assert stored == [("begun", "a"), ("stored", "a"), ("begun", "b"), ("stored", "b")], stored
+
+
+@pytest.mark.usefixtures("fresh_signals")
+def test_a_signal_while_the_last_look_stores_a_finished_batch_still_stores_the_rest_of_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch job finished a and b and left the queue between two looks; a SIGTERM landing while the last look
+    stores a must not lose b: the batch was dropped from the ones the interrupt reads back before its jobs were
+    stored (review of the fix above)."""
+    import os
+    import signal
+
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.lifecycle import JobOutcome, on_job_finished
+    from llmsweep.execute.signals import Interrupted
+
+    run_dir = tmp_path / "out"
+    jobs = [types.SimpleNamespace(id=name, exp_name=f"exp-{name}", concs=[1], eval_only=False) for name in "ab"]
+    group: Any = types.SimpleNamespace(id="g", spec=None, jobs=jobs, topology=None,
+                                       to_json=lambda run_dir, settings: {"id": "g"})
+
+    class Ended(_ScriptedBatchJob):
+        def poll(self) -> SlurmJobResult | tuple[str, str]:  # the worker's last writes, then it leaves the queue
+            for name in "ab":
+                art.write_json(art.job_dir(run_dir, name) / art.JOB_FILE, {"id": name})
+                art.write_json(art.job_dir(run_dir, name) / art.OUTCOME_FILE, JobOutcome(
+                    job_id=name, exp_name=f"exp-{name}", status="valid", seconds=1.0).model_dump(mode="json"))
+            return super().poll()
+
+    batch = Ended(run_dir / "servers" / "g", [])
+    monkeypatch.setattr(SlurmExecutor, "submit", lambda self, spec, **kw: batch)
+    stored: list[tuple[str, str]] = []
+
+    def sink(job_dir: Path, outcome: JobOutcome) -> None:
+        if outcome.job_id == "a":
+            os.kill(os.getpid(), signal.SIGTERM)
+        stored.append((outcome.job_id, outcome.status))
+
+    with on_job_finished(sink), pytest.raises((Interrupted, KeyboardInterrupt)):
+        SlurmExecutor({"poll_s": 0.01, "relay_worker_log": False}).run_groups(
+            [group], run_dir, cast(Any, None), event=lambda line: None)
+    assert stored == [("a", "valid"), ("b", "valid")], stored
