@@ -160,6 +160,10 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     evals = [m["eval"] for m in matched if m["eval"]]
     assert evals == [{"task": "gsm8k", "a": 0.0, "b": 0.0, "delta": 0.0, "band": 0.0, "band_kind": "stderr",
                       "verdict": "within noise", "eval_verdict_a": "invalid", "eval_verdict_b": "invalid"}]
+    # `--resume` keeps saying it: the resumed job's eval failure is the earlier attempt's (it went with the resume)
+    resumed = llmsweep(tmp_path, "run", recipe, "--out", out, "--resume", "--no-report", *eval_args(tmp_path))
+    assert resumed.returncode == 0 and "(2 resumed)" in resumed.stderr, resumed.stderr[-3000:]
+    assert "1 job(s) keep their throughput verdict, but their gsm8k eval is invalid" in resumed.stderr
     # `--reuse`: the plain point stands on its stored result; the run-eval row runs again, and the run says why
     again = llmsweep(tmp_path, "run", recipe, "--out", tmp_path / "again", "--reuse", "--json", *eval_args(tmp_path))
     rows = {row["conc"]: row for row in json.loads(again.stdout)["jobs"]}

@@ -905,8 +905,11 @@ def resumed(job: Job, run_dir: Path) -> JobOutcome | None:
     verdict = art.finished_verdict(jdir)
     if verdict not in DONE_VERDICTS:
         return None
+    earlier = art.read_json(jdir / art.OUTCOME_FILE)  # what that attempt found beyond its verdict stays said
+    failure = earlier.get("eval_failure") if isinstance(earlier, dict) else None
     return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", resumed=True,
-                      reasons=[f"resumed: summary already {verdict}"], summary_path=str(jdir / art.SUMMARY_FILE))
+                      reasons=[f"resumed: summary already {verdict}"], summary_path=str(jdir / art.SUMMARY_FILE),
+                      eval_failure=failure if isinstance(failure, str) else None)
 
 
 def write_pid_file(path: Path, handle: ServerHandle, spec: LaunchSpec) -> None:
