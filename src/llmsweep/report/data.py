@@ -389,9 +389,15 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     for sk, n in order.items():
         series[sk]["color"] = PALETTE[n % len(PALETTE)]
     warned = {o.job_id: o.warnings for o in recorded_outcomes(run).values() if o.warnings}
+
+    def warnings_of(p: ResultPoint) -> Sequence[str]:
+        """The warnings of this run's job behind `p`: its own point, or a stored one `--reuse` stood that job on
+        (under another run's ids); an overlay's are its own run's business."""
+        job = p.job_id if p.run_id == run.run_id else reused_as.get(p.result_id)
+        return warned.get(job, ()) if job is not None else ()
+
     points_out = [point_payload(p, keys[p.result_id], frontiers, reused_as=reused_as.get(p.result_id),
-                                warnings=warned.get(p.job_id, ()) if p.run_id == run.run_id else ())
-                  for p in everything]
+                                warnings=warnings_of(p)) for p in everything]
     missing = no_result_entries(run, ran, reused_unread)
     series_out = sorted(series.values(), key=lambda s: order[s["key"]])
     counts = run_counts(run.run_id, points_out, series_out, evals, missing)

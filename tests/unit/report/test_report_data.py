@@ -408,3 +408,25 @@ def test_the_header_says_whether_the_figures_are_virtual_or_wall_clock_time(tmp_
     assert payload["headline"] == "2 points in 1 series · source: simulated, virtual time"
     assert {p["clock"] for p in payload["points"]} == {"virtual"}
     assert payload["headline"] in files.markdown.read_text()
+
+
+def test_a_reused_point_carries_the_warnings_of_the_job_that_stood_on_it(tmp_path: Path) -> None:
+    """`run --reuse` of a job the simulator does not fully model: its outcome keeps the warning (run.json, the end
+    table), but the page looked the warning up under the earlier run's ids and showed none, and no banner."""
+    from support.synthetic import write_reusing_run
+
+    from llmsweep.results.store import Store
+    from llmsweep.sim_warnings import not_modelled
+
+    store = tmp_path / "store.sqlite"
+    run = write_reusing_run(tmp_path, store)
+    with Store(store, readonly=True) as opened:
+        stood = opened.reused_points(run.reused)
+    job, point = next(iter(stood.items()))
+    warning = not_modelled(["DP attention"])
+    run.meta["outcomes"] = [{"job_id": job, "exp_name": "x", "status": "skipped", "reused": True,
+                             "warnings": [warning]}]
+    payload = build_payload(run, points_from_run(run), reused=stood, details=False)
+    by_id = {p["id"]: p for p in payload["points"]}
+    assert by_id[point.result_id]["warnings"] == [warning]
+    assert all(p["warnings"] == [] for p in payload["points"] if p["id"] != point.result_id)
