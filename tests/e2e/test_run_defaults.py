@@ -115,8 +115,10 @@ def test_resume_with_options_that_change_what_was_measured_is_refused_untouched(
     assert other.returncode == 2, other.stderr[-3000:]
     assert "simulated_clock was 'wall', now no --live (virtual time)" in other.stderr and "--force" in other.stderr
     assert _tree(out) == before  # nothing moved, nothing rewritten
-    # --traces changes nothing a fixed-length job measures: that resume goes on (everything is done)
-    same = run_cli([RECIPE, "--live", "--traces", "synthetic", "--out", out, "--resume", "--no-report"], env)
+    # --traces changes nothing a fixed-length job measures, nor --simulate a recipe already on the simulator: that
+    # resume goes on (everything is done)
+    same = run_cli([RECIPE, "--live", "--traces", "synthetic", "--simulate", "--out", out, "--resume", "--no-report"],
+                   env)
     assert same.returncode == 0 and "2 already done" in same.stderr, same.stderr[-3000:]
     # an agentic run resumed on other traces is refused: its finished points replayed the recipe's corpus
     quick = REPO / "examples" / "quickstart.yaml"

@@ -164,6 +164,10 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     resumed = llmsweep(tmp_path, "run", recipe, "--out", out, "--resume", "--no-report", *eval_args(tmp_path))
     assert resumed.returncode == 0 and "(2 resumed)" in resumed.stderr, resumed.stderr[-3000:]
     assert "1 job(s) keep their throughput verdict, but their gsm8k eval is invalid" in resumed.stderr
+    # ... and a resume that would score its evals otherwise is refused: its finished eval scored 4 samples
+    other = llmsweep(tmp_path, "run", recipe, "--out", out, "--resume", "--no-report", *eval_args(tmp_path)[:-4],
+                     "--eval-limit", "2", "--eval-max-tokens", "16")
+    assert other.returncode == 2 and "eval settings was" in other.stderr and "limit 2" in other.stderr, other.stderr
     # `--reuse`: the plain point stands on its stored result; the run-eval row runs again, and the run says why
     again = llmsweep(tmp_path, "run", recipe, "--out", tmp_path / "again", "--reuse", "--json", *eval_args(tmp_path))
     rows = {row["conc"]: row for row in json.loads(again.stdout)["jobs"]}

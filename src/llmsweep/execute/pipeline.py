@@ -381,7 +381,8 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         # how simulated jobs run: on the simulator core in virtual time, or on its HTTP server in wall-clock time
         # (each job's provenance says `clock` too; jobs on real engines always run in wall-clock time)
         "simulated_clock": run_clock(simulated=True, live=req.live),
-        **({"traces": req.traces} if req.traces else {}),
+        **({"traces": _traces_named(req.traces)} if req.traces else {}),
+        "eval_settings": _eval_measured(req),
         "expected_job_ids": [j.id for j in jobs],
         # each job's hardware as planned, so a job that leaves no result is still counted under its hardware
         "job_hardware": {j.id: hardware_of(j.to_json()) for j in jobs},
@@ -558,31 +559,50 @@ def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
     )
 
 
+def _traces_named(traces: str | None) -> str | None:
+    """`--traces` as run.json records it: a file or folder by its absolute path (the same relative path typed in
+    another folder names another corpus), `synthetic` and a dataset id as given."""
+    if traces is None or traces == "synthetic" or not Path(traces).expanduser().exists():
+        return traces
+    return str(Path(traces).expanduser().resolve())
+
+
+def _eval_measured(req: RunRequest) -> dict[str, Any]:
+    """The eval settings that change what an eval measures (task, samples, their number, the answer budget)."""
+    ev = req.settings.eval
+    return {"task": ev.task, "dataset": None if ev.dataset is None else str(ev.dataset.expanduser().resolve()),
+            "limit": ev.limit, "max_tokens": ev.max_tokens}
+
+
 def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -> None:
     """Refuse (exit 2, nothing moved) a `--resume` whose options change what its jobs measure — on the simulator or an
-    engine (`--simulate`), in virtual or wall-clock time (`--live`), on which traces (`--traces`): the finished jobs
-    it keeps were measured the other way, and one run, one series, would mix both under one run id."""
+    engine (`--simulate`, for jobs of a real engine), in virtual or wall-clock time (`--live`, for simulated jobs), on
+    which traces (`--traces`, for jobs that replay traces), with which eval settings (for jobs with an eval): the
+    finished jobs it keeps were measured the other way, and one run, one series, would mix both under one run id.
+    A field the earlier run.json does not record (an older release) is not compared."""
     if not req.settings.resume:
         return
     meta = art.read_json(run_dir / art.RUN_FILE)
     if not isinstance(meta, dict):
         return
-    simulated = req.simulate or any(j.engine == SIM.id for j in jobs)
-    replays = any(j.workload.scenario in (ScenarioId.AGENTIC_CODING, ScenarioId.MOONCAKE_REPLAY) and not j.eval_only
-                  for j in jobs)
-    now: dict[str, tuple[object, str]] = {
-        "simulate": (req.simulate, "--simulate" if req.simulate else "no --simulate")}
-    if replays:  # a fixed-length job reads no trace: --traces changes nothing it measures
-        now["traces"] = (req.traces, f"--traces {req.traces}" if req.traces else "no --traces (the recipes' sources)")
-    if simulated:
-        clock = run_clock(simulated=True, live=req.live)
-        now["simulated_clock"] = (clock, "--live" if req.live else "no --live (virtual time)")
-    # `traces` is recorded only when given; the others always (a run.json older than a field has none to compare)
-    differ = [(name, said) for name, (value, said) in now.items()
-              if (name in meta or name == "traces") and meta.get(name) != value]
+    compared: list[tuple[str, object, object, str]] = []  # (field, recorded, now, how the options say it now)
+    if any(j.engine != SIM.id for j in jobs) and "simulate" in meta:  # on the simulator already: nothing to change
+        compared.append(("simulate", meta["simulate"], req.simulate, "--simulate" if req.simulate else "no --simulate"))
+    if (req.simulate or any(j.engine == SIM.id for j in jobs)) and "simulated_clock" in meta:
+        compared.append(("simulated_clock", meta["simulated_clock"], run_clock(simulated=True, live=req.live),
+                         "--live" if req.live else "no --live (virtual time)"))
+    if any(j.workload.scenario in (ScenarioId.AGENTIC_CODING, ScenarioId.MOONCAKE_REPLAY) and not j.eval_only
+           for j in jobs):  # recorded only when given; a fixed-length job reads no trace
+        compared.append(("traces", _traces_named(meta.get("traces")), _traces_named(req.traces),
+                         f"--traces {req.traces}" if req.traces else "no --traces (the recipes' sources)"))
+    if any(j.eval_only or j.run_eval for j in jobs) and "eval_settings" in meta:
+        now = _eval_measured(req)
+        compared.append(("eval settings", meta["eval_settings"], now,
+                         ", ".join(f"{k} {v}" for k, v in now.items())))
+    differ = [(name, recorded, said) for name, recorded, value, said in compared if recorded != value]
     if not differ:
         return
-    before = "; ".join(f"{name} was {meta.get(name)!r}, now {said}" for name, said in differ)
+    before = "; ".join(f"{name} was {recorded!r}, now {said}" for name, recorded, said in differ)
     raise ConfigError(
         f"--resume with other options than the run in {run_dir}: {before}. Its finished jobs were measured under the "
         "first ones, and the rest would be measured otherwise in the same run and series",
