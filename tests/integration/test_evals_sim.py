@@ -127,6 +127,10 @@ def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path,
     # `summarize` re-reads the folder and reaches the same verdict.
     again = llmsweep(tmp_path, "summarize", job_dir, "--json")
     assert json.loads(again.stdout)["eval"]["verdict"] == "invalid", again.stderr
+    # `--reuse` runs an eval again and says so, without the --no-evals hint an eval-only job cannot take
+    reran = llmsweep(tmp_path, "run", recipe, "--evals-only", "--reuse", "--out", "again", "--no-report",
+                     *eval_args(tmp_path))
+    assert "not reused: 1 job(s) with an eval run again" in reran.stderr and "--no-evals" not in reran.stderr
 
 
 def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, recipe: Path) -> None:
@@ -173,6 +177,7 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     rows = {row["conc"]: row for row in json.loads(again.stdout)["jobs"]}
     assert rows[4]["reused"] is True and rows[16]["reused"] is False, rows
     assert "not reused: 1 job(s) with an eval run again" in again.stderr and rows[16]["job"] in again.stderr
+    assert "--no-evals lets the throughput points of run-eval rows be reused" in again.stderr
 
 
 PINNED_AL = 2.2

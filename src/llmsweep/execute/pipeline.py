@@ -520,9 +520,11 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", reused=True,
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
     if evals:  # said, as every job --reuse runs again is
+        rows = sum(1 for job in runnable if job.id in set(evals) and not job.eval_only)  # a point --no-evals keeps
         event(f"not reused: {len(evals)} job(s) with an eval run again (an eval's task, samples and limit are this "
-              "run's settings, which no stored result records); --no-evals lets their throughput points be reused: "
-              + ", ".join(evals))
+              "run's settings, which no stored result records)"
+              + ("; --no-evals lets the throughput points of run-eval rows be reused" if rows else "")
+              + ": " + ", ".join(evals))
     return todo, reused, sources
 
 
