@@ -173,6 +173,7 @@ class Accumulator:
         self.failed = 0
         self.warmup = 0
         self.warmup_failed = 0
+        self.warmup_cancelled = 0
         self.cancelled = 0
         self.context_overflow = 0
         self.categories: Counter[str] = Counter()
@@ -290,7 +291,9 @@ class Accumulator:
         sent = r.get("sent_at")
         if r.get("phase") == "warmup":
             self.warmup += 1
-            if err is not None and err != "cancelled":  # cut by a stop (a signal, the run's end), not failed
+            if err == "cancelled":  # cut by a stop (a signal, the run's end): neither answered nor failed
+                self.warmup_cancelled += 1
+            elif err is not None:
                 self.warmup_failed += 1
             return False
         self.workers.add(int(r.get("worker") or 0))
@@ -396,7 +399,8 @@ class Accumulator:
     def merge(self, other: Accumulator) -> None:
         """Append `other` (the accumulator of the following part of the file): columns keep file order, so the
         merged result is identical to one sequential pass."""
-        for name in ("total", "successful", "failed", "warmup", "warmup_failed", "cancelled", "context_overflow",
+        for name in ("total", "successful", "failed", "warmup", "warmup_failed", "warmup_cancelled", "cancelled",
+                     "context_overflow",
                      "input_sum", "output_sum", "theo_cached", "theo_input", "cached", "cached_prompt",
                      "osl_mismatch", "short_outputs"):
             setattr(self, name, getattr(self, name) + getattr(other, name))

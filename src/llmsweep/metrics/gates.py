@@ -229,7 +229,9 @@ def evaluate(
         reasons.append(f"short-output ratio {short / successful:.4f} exceeds {short_max} "
                        f"({short}/{successful} successful requests stopped before max_tokens: the server ended them "
                        f"early, e.g. at an end-of-sequence token it was not told to ignore)")
-    warmup, warmup_failed = requests.get("warmup", 0), requests.get("warmup_failed", 0)
+    # the warm-ups the server answered or failed: one a stop cancelled says nothing of it either way
+    warmup = requests.get("warmup", 0) - requests.get("warmup_cancelled", 0)
+    warmup_failed = requests.get("warmup_failed", 0)
     if warmup_failed:
         ratio = warmup_failed / warmup
         if warmup_failed == warmup or ratio > gates.max_warmup_failure_ratio:

@@ -172,6 +172,8 @@ class Requests(_Block):
     warmup: int = 0
     warmup_failed: int = Field(default=0, description="Warm-up requests that failed; one cancelled (a signal, the "
                                "run's stop) did not fail and is not counted.")
+    warmup_cancelled: int = Field(default=0, description="Warm-up requests a stop cancelled: neither answered nor "
+                                  "failed, so the warm-up gate judges the others.")
     context_overflow: int = 0
     error_categories: dict[str, int] = Field(default_factory=dict)
     error_ratio: float = Field(default=0.0, description="failed / (successful + failed)")

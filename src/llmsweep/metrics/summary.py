@@ -82,6 +82,7 @@ def summarise(
         "cancelled": acc.cancelled,
         "warmup": acc.warmup,
         "warmup_failed": acc.warmup_failed,
+        "warmup_cancelled": acc.warmup_cancelled,
         "context_overflow": acc.context_overflow,
         "error_categories": dict(sorted(acc.categories.items())),
         "error_ratio": acc.failed / (acc.successful + acc.failed) if acc.successful + acc.failed else 0.0,

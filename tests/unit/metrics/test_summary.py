@@ -255,5 +255,10 @@ def test_warmups_a_stop_cancelled_did_not_fail() -> None:
     ok = [rec(i, sent=i * 0.1) for i in range(10)]
     cancelled = [rec(300 + i, sent=0.0, phase="warmup", error="cancelled") for i in range(4)]
     summary = summarise([*cancelled, *ok], gpus=1)
-    assert (summary.requests.warmup, summary.requests.warmup_failed) == (4, 0)
+    assert (summary.requests.warmup, summary.requests.warmup_failed, summary.requests.warmup_cancelled) == (4, 0, 4)
     assert not any("warm-up" in text for text in [*summary.validity.reasons, *summary.validity.warnings])
+    # ... nor do they dilute the rest: every warm-up the server did answer failed, so the gate still fails the run
+    failed = [rec(400 + i, sent=0.0, phase="warmup", error="http") for i in range(3)]
+    judged = summarise([*failed, cancelled[0], *ok], gpus=1, gates=GateConfig(max_warmup_failure_ratio=1.0))
+    assert judged.validity.verdict == "invalid", judged.validity
+    assert any("(3/3 warm-up requests failed)" in r for r in judged.validity.reasons), judged.validity.reasons
