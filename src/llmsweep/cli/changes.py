@@ -26,7 +26,8 @@ def changes(revisions: str, files: tuple[Path, ...], repo: Path | None, no_evals
     """Jobs added, removed and changed between BASE..HEAD (git revisions, or two directories).
 
     Both sides are planned as `run` plans them; jobs match by recipe key and job identity, and each changed job
-    names what changed it: search space, image, engine args, env, workload or golden curve. A multi-node job whose
+    names what changed it: search space, image, engine args, env, workload, golden curve or eval (the point became
+    the one its curve evaluates). A multi-node job whose
     concurrency list alone grew runs only the concurrencies added (`conc-added`, a slice of the job). FILES narrows the
     comparison to those recipe files (default: every YAML file under recipes/). An empty HEAD (`main..`) is the
     working tree. `llmsweep run --changed BASE..HEAD` runs exactly the added and changed jobs; with the same eval flag

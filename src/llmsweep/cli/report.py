@@ -65,5 +65,6 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     elif not no_png:
         click.echo("plots:     skipped (matplotlib not installed: pip install matplotlib)")
     if files.stale_pngs:
+        redraw = "drop --no-png" if no_png else "install matplotlib"  # what left this report without plots
         click.echo(f"plots:     removed {len(files.stale_pngs)} outdated PNG(s) of an earlier report from "
-                   f"{files.out_dir} (they drew its numbers; drop --no-png to draw this report's)")
+                   f"{files.out_dir} (they drew its numbers; {redraw} to draw this report's)")
