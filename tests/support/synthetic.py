@@ -203,3 +203,14 @@ def write_reusing_run(root: Path, store: Path, *, reused_concs: Sequence[int] = 
                                  "verdict": p.verdict, "reuse_key": f"key-{p.job_id}"} for p in stored}
     (run.path / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return load_run(run.path)
+
+
+def run_of_failures(root: Path, run_id: str, reasons: dict[str, str], status: str = "failed") -> RunDir:
+    """A run whose jobs (id -> reason) each left a folder with the executor's outcome and no summary."""
+    for jid, why in reasons.items():
+        (root / "jobs" / jid).mkdir(parents=True)
+        (root / "jobs" / jid / "job.json").write_text(json.dumps(synthetic_job(conc=1, job_id=jid)))
+        (root / "jobs" / jid / "outcome.json").write_text(json.dumps(
+            {"job_id": jid, "exp_name": "x", "status": status, "reasons": [why]}))
+    (root / "run.json").write_text(json.dumps({"run_id": run_id, "expected_job_ids": list(reasons)}))
+    return load_run(root)

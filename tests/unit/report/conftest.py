@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+from support.synthetic import SyntheticPoint, run_of_failures, synthetic_job, write_synthetic_run
 
-from llmsweep.results.rundir import RunDir, load_run
+from llmsweep.results.rundir import RunDir
 
 
 def three_series_run(root: Path, requests: int = 40) -> RunDir:
@@ -38,10 +37,4 @@ ALL_FAILED_IDS = [f"job-conc{c}" for c in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
 
 def all_failed_run(root: Path) -> RunDir:
     """Nine jobs that each left a folder with the executor's outcome and no summary, all for the same reason."""
-    for jid in ALL_FAILED_IDS:
-        (root / "jobs" / jid).mkdir(parents=True)
-        (root / "jobs" / jid / "job.json").write_text(json.dumps(synthetic_job(conc=1, job_id=jid)))
-        (root / "jobs" / jid / "outcome.json").write_text(json.dumps(
-            {"job_id": jid, "exp_name": "x", "status": "launch_failed", "reasons": [ALL_FAILED_WHY]}))
-    (root / "run.json").write_text(json.dumps({"run_id": "all-failed", "expected_job_ids": ALL_FAILED_IDS}))
-    return load_run(root)
+    return run_of_failures(root, "all-failed", dict.fromkeys(ALL_FAILED_IDS, ALL_FAILED_WHY), status="launch_failed")

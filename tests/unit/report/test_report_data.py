@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+from support.synthetic import SyntheticPoint, run_of_failures, synthetic_job, write_synthetic_run
 
 from llmsweep.metrics.model import Verdict
 from llmsweep.report.data import build_payload, scrub
@@ -360,13 +360,7 @@ def _failed_to_launch_run(root: Path) -> RunDir:
         40, root / "servers/sim-g/server.2.log", log) + " (it exited while starting on 2 launches in a row)"
     reasons = [first, second, never_came_up("sim", "sim-g", second), never_came_up("sim", "sim-g", second)]
     ids = [f"job-conc{c}" for c in (1, 2, 4, 8)]
-    for jid, why in zip(ids, reasons, strict=True):
-        (root / "jobs" / jid).mkdir(parents=True)
-        (root / "jobs" / jid / "job.json").write_text(json.dumps(synthetic_job(conc=1, job_id=jid)))
-        (root / "jobs" / jid / "outcome.json").write_text(json.dumps(
-            {"job_id": jid, "exp_name": "x", "status": "failed", "reasons": [why]}))
-    (root / "run.json").write_text(json.dumps({"run_id": "no-server", "expected_job_ids": ids}))
-    return load_run(root)
+    return run_of_failures(root, "no-server", dict(zip(ids, reasons, strict=True)))
 
 
 def test_jobs_whose_server_never_started_are_one_banner_line_and_one_summary_line_each(tmp_path: Path) -> None:
