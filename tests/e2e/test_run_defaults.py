@@ -113,7 +113,8 @@ def test_resume_with_options_that_change_what_was_measured_is_refused_untouched(
     before = _tree(out)
     other = run_cli([RECIPE, "--out", out, "--resume", "--no-report"], env, timeout=60)
     assert other.returncode == 2, other.stderr[-3000:]
-    assert "simulated_clock was 'wall', now no --live (virtual time)" in other.stderr and "--force" in other.stderr
+    assert "its clock: it ran with --live (wall-clock time), now no --live (virtual time)" in other.stderr
+    assert "--force" in other.stderr
     assert _tree(out) == before  # nothing moved, nothing rewritten
     # --traces changes nothing a fixed-length job measures, nor --simulate a recipe already on the simulator: that
     # resume goes on (everything is done)
@@ -128,7 +129,8 @@ def test_resume_with_options_that_change_what_was_measured_is_refused_untouched(
     traces.write_text("")
     moved = run_cli([quick, "--only-job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--resume",
                      "--traces", traces, "--no-report"], env)
-    assert moved.returncode == 2 and f"traces was None, now --traces {traces}" in moved.stderr, moved.stderr[-3000:]
+    assert moved.returncode == 2, moved.stderr[-3000:]
+    assert f"its trace corpus: it ran with no --traces (the recipes' sources), now --traces {traces}" in moved.stderr
 
 
 def test_run_json_prints_the_end_table_and_stderr_says_what_each_job_is_doing(tmp_path: Path,

@@ -171,7 +171,16 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     # ... and a resume that would score its evals otherwise is refused: its finished eval scored 4 samples
     other = llmsweep(tmp_path, "run", recipe, "--out", out, "--resume", "--no-report", *eval_args(tmp_path)[:-4],
                      "--eval-limit", "2", "--eval-max-tokens", "16")
-    assert other.returncode == 2 and "eval settings was" in other.stderr and "limit 2" in other.stderr, other.stderr
+    assert other.returncode == 2, other.stderr
+    assert "its eval settings: it ran with --eval-task gsm8k" in other.stderr and "--eval-limit 4" in other.stderr
+    assert "now --eval-task gsm8k" in other.stderr and "--eval-limit 2" in other.stderr
+    # a narrower resume (no eval job planned) neither compares nor overwrites what the evals were measured with
+    narrow = llmsweep(tmp_path, "run", recipe, "--out", out, "--resume", "--no-report", "--no-evals",
+                      "--eval-limit", "9")
+    assert narrow.returncode == 0, narrow.stderr[-3000:]
+    assert json.loads((out / "run.json").read_text())["eval_settings"]["limit"] == 4
+    assert llmsweep(tmp_path, "run", recipe, "--out", out, "--resume", "--no-report", *eval_args(tmp_path)
+                    ).returncode == 0
     # `--reuse`: the plain point stands on its stored result; the run-eval row runs again, and the run says why
     again = llmsweep(tmp_path, "run", recipe, "--out", tmp_path / "again", "--reuse", "--json", *eval_args(tmp_path))
     rows = {row["conc"]: row for row in json.loads(again.stdout)["jobs"]}

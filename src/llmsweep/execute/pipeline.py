@@ -393,6 +393,13 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     if isinstance(previous, dict):
         meta["run_id"] = previous.get("run_id", run_id)
         meta["started"] = previous.get("started", meta["started"])
+        if req.settings.resume:  # what a narrower resume does not exercise stays as the jobs it keeps were measured
+            exercised = _measured_by(req, jobs)
+            for name in _MEASURED_BY:
+                if name not in exercised:
+                    meta.pop(name, None)
+                    if name in previous:
+                        meta[name] = previous[name]
     if outcomes is not None:
         meta["outcomes"] = [o.model_dump(mode="json") for o in outcomes]
         meta["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -576,37 +583,61 @@ def _eval_measured(req: RunRequest) -> dict[str, Any]:
             "limit": ev.limit, "max_tokens": ev.max_tokens}
 
 
+_MEASURED_BY = {"simulate": "on the simulator or an engine", "simulated_clock": "clock",
+                "traces": "trace corpus", "eval_settings": "eval settings"}
+"""The run.json fields `run` records of the options that change what a job measures, and how a refusal names each."""
+
+
+def _measured_by(req: RunRequest, jobs: list[Job]) -> dict[str, object]:
+    """Each of those fields the plan's jobs exercise, with the value the options give it now: `simulate` for jobs of
+    a real engine (a recipe already on the simulator is not moved by it), the clock for simulated jobs, the trace
+    corpus for jobs that replay traces, the eval settings for jobs with an eval."""
+    now: dict[str, object] = {}
+    if any(j.engine != SIM.id for j in jobs):
+        now["simulate"] = req.simulate
+    if req.simulate or any(j.engine == SIM.id for j in jobs):
+        now["simulated_clock"] = run_clock(simulated=True, live=req.live)
+    if any(j.workload.scenario in (ScenarioId.AGENTIC_CODING, ScenarioId.MOONCAKE_REPLAY) and not j.eval_only
+           for j in jobs):
+        now["traces"] = _traces_named(req.traces)
+    if any(j.eval_only or j.run_eval for j in jobs):
+        now["eval_settings"] = _eval_measured(req)
+    return now
+
+
+def _options_said(name: str, value: object) -> str:
+    """A recorded value of a `_MEASURED_BY` field as the options that give it."""
+    if name == "simulate":
+        return "--simulate" if value else "no --simulate"
+    if name == "simulated_clock":
+        return "--live (wall-clock time)" if value == "wall" else "no --live (virtual time)"
+    if name == "traces":
+        return f"--traces {value}" if value else "no --traces (the recipes' sources)"
+    ev = value if isinstance(value, dict) else {}
+    return (f"--eval-task {ev.get('task')}, " + (f"--eval-dataset {ev['dataset']}" if ev.get("dataset") else
+                                                  "the task's own samples")
+            + (f", --eval-limit {ev['limit']}" if ev.get("limit") else ", every sample")
+            + (f", --eval-max-tokens {ev['max_tokens']}" if ev.get("max_tokens") else ""))
+
+
 def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -> None:
-    """Refuse (exit 2, nothing moved) a `--resume` whose options change what its jobs measure — on the simulator or an
-    engine (`--simulate`, for jobs of a real engine), in virtual or wall-clock time (`--live`, for simulated jobs), on
-    which traces (`--traces`, for jobs that replay traces), with which eval settings (for jobs with an eval): the
+    """Refuse (exit 2, nothing moved) a `--resume` whose options change what its jobs measure (`_measured_by`): the
     finished jobs it keeps were measured the other way, and one run, one series, would mix both under one run id.
-    A field the earlier run.json does not record (an older release) is not compared."""
+    A field the earlier run.json does not record (an older release) is not compared; `traces` is recorded only when
+    given."""
     if not req.settings.resume:
         return
     meta = art.read_json(run_dir / art.RUN_FILE)
     if not isinstance(meta, dict):
         return
-    compared: list[tuple[str, object, object, str]] = []  # (field, recorded, now, how the options say it now)
-    if any(j.engine != SIM.id for j in jobs) and "simulate" in meta:  # on the simulator already: nothing to change
-        compared.append(("simulate", meta["simulate"], req.simulate, "--simulate" if req.simulate else "no --simulate"))
-    if (req.simulate or any(j.engine == SIM.id for j in jobs)) and "simulated_clock" in meta:
-        compared.append(("simulated_clock", meta["simulated_clock"], run_clock(simulated=True, live=req.live),
-                         "--live" if req.live else "no --live (virtual time)"))
-    if any(j.workload.scenario in (ScenarioId.AGENTIC_CODING, ScenarioId.MOONCAKE_REPLAY) and not j.eval_only
-           for j in jobs):  # recorded only when given; a fixed-length job reads no trace
-        compared.append(("traces", _traces_named(meta.get("traces")), _traces_named(req.traces),
-                         f"--traces {req.traces}" if req.traces else "no --traces (the recipes' sources)"))
-    if any(j.eval_only or j.run_eval for j in jobs) and "eval_settings" in meta:
-        now = _eval_measured(req)
-        compared.append(("eval settings", meta["eval_settings"], now,
-                         ", ".join(f"{k} {v}" for k, v in now.items())))
-    differ = [(name, recorded, said) for name, recorded, value, said in compared if recorded != value]
+    differ = [(name, meta.get(name), value) for name, value in _measured_by(req, jobs).items()
+              if (name in meta or name == "traces") and meta.get(name) != value]
     if not differ:
         return
-    before = "; ".join(f"{name} was {recorded!r}, now {said}" for name, recorded, said in differ)
+    said = "; ".join(f"its {_MEASURED_BY[name]}: it ran with {_options_said(name, recorded)}, now "
+                     f"{_options_said(name, value)}" for name, recorded, value in differ)
     raise ConfigError(
-        f"--resume with other options than the run in {run_dir}: {before}. Its finished jobs were measured under the "
+        f"--resume with other options than the run in {run_dir} — {said}. Its finished jobs were measured under the "
         "first ones, and the rest would be measured otherwise in the same run and series",
         fix="resume with the options it ran with, or pass --force to run every job again under the new ones "
             "(earlier results are kept in jobs/<id>/attempts/), or give this run another --out")
