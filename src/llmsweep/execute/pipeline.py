@@ -527,11 +527,8 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", reused=True,
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
     if evals:  # said, as every job --reuse runs again is
-        rows = sum(1 for job in runnable if job.id in set(evals) and not job.eval_only)  # a point --no-evals keeps
         event(f"not reused: {len(evals)} job(s) with an eval run again (an eval's task, samples and limit are this "
-              "run's settings, which no stored result records)"
-              + ("; --no-evals lets the throughput points of run-eval rows be reused" if rows else "")
-              + ": " + ", ".join(evals))
+              "run's settings, which no stored result records): " + ", ".join(evals))
     return todo, reused, sources
 
 
@@ -742,10 +739,12 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                                         (f"{len(roles)} {what}prefill/decode deployment(s)" if roles else "")) if b)
 
     evals = sum(1 for g in virtual for j in g.jobs if j.eval_only or j.run_eval)  # lm-eval needs a server
+    throughput = sum(1 for g in virtual for j in g.jobs if not j.eval_only)
+    simulator = (f"the simulator in virtual time ({len(virtual)} engine config(s)"
+                 + (f"; {evals} eval(s) against it served live" if evals else "") + ")" if throughput
+                 else f"the simulator served live for {evals} eval(s) ({len(virtual)} engine config(s))")
     where = " and ".join(b for b in (
-        servers(engines_, ""), servers(live_sim, "live simulator "),
-        f"the simulator in virtual time ({len(virtual)} engine config(s)"
-        + (f"; {evals} eval(s) against it served live" if evals else "") + ")" if virtual else "") if b)
+        servers(engines_, ""), servers(live_sim, "live simulator "), simulator if virtual else "") if b)
     times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 else ""
     event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run" + (f" on {where}" if where else "")
           + f", {len(refused)} refused"
