@@ -72,16 +72,21 @@ def carries_eval(job: Job) -> bool:
     return bool(job.eval_only or job.run_eval)
 
 
-def runner_refusals(jobs: Sequence[Job]) -> dict[str, list[Job]]:
+def runner_refusals(jobs: Sequence[Job], files: Sequence[Path],
+                    runner_config: Path | None = None) -> dict[str, list[Job]]:
     """The jobs the workflow's `llmsweep run FILES --only-job ID` will refuse on the runner whatever it has installed
     (reason -> jobs): asked of the run's own refusal with the options that step uses (a real engine, no `--live`,
-    the local executor), lm-eval counted as present (an eval entry installs it). Such a job keeps its matrix entry —
-    its refusal, with the reason and fix, is its outcome in the collected run — and `ci matrix` says it up front."""
+    the local executor) and the policy errors `validate` finds in `files` about each job, lm-eval counted as present
+    (an eval entry installs it). Such a job keeps its matrix entry — its refusal, with the reason and fix, is its
+    outcome in the collected run — and `ci matrix` says it up front."""
     from llmsweep.execute.pipeline import job_refusal
+    from llmsweep.policy.planning import errors_about, validate_files
 
+    checked = validate_files(list(files), runner_config=runner_config)
+    keys = list(checked.loaded.recipes)
     out: dict[str, list[Job]] = {}
     for job in jobs:
-        why = job_refusal(job, False, [], harness_provided=True)
+        why = job_refusal(job, False, errors_about(job, checked.findings, keys), harness_provided=True)
         if why is not None:
             out.setdefault(why, []).append(job)
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,7 +60,7 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     jobs = jobs_from_files(list(files), runner_config=runner_config)
     matrix_entries(jobs, fleet, runner_labels=runner_labels)  # every runner label known before a workflow names it
-    _say_refusals(jobs)
+    _say_refusals(jobs, files, runner_config)
     doc = workflow(list(files), source="changes" if source == "changes" else "matrix", baseline=baseline,
                    runner_config=runner_config, store=ci_store, collect_runner=collect_runner,
                    runner_labels=runner_labels)
@@ -70,13 +71,13 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     click.echo(str(out))
 
 
-def _say_refusals(jobs: list[Job]) -> None:
+def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | None) -> None:
     """Say on stderr which jobs the runner's `llmsweep run` will refuse whatever it has installed, each reason once
     (it carries its fix) with how many jobs it stops: they have entries, so they are not dropped in silence, and a
     sweep whose every job is refused is seen before any runner is held."""
     from llmsweep.changes.github import runner_refusals
 
-    for reason, refused in runner_refusals(jobs).items():
+    for reason, refused in runner_refusals(jobs, files, runner_config).items():
         click.echo(f"note: {len(refused)} of the {len(jobs)} job(s) will be refused by `llmsweep run` on the runner "
                    f"(e.g. {refused[0].id}): {reason}", err=True)
 
@@ -118,7 +119,7 @@ def matrix(files: tuple[Path, ...], changed: str | None, event: str | None, labe
     # runner's `run` will refuse anyway keeps its entry (its refusal is its outcome in the collected run) and is said
     # here, with the reason and its fix.
     include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels)
-    _say_refusals(jobs)
+    _say_refusals(jobs, files, runner_config)
     if len(include) > GITHUB_MATRIX_LIMIT:
         raise ConfigError(f"{len(include)} jobs in one matrix: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a "
                           "matrix, and the workflow would fail",

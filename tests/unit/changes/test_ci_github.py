@@ -315,3 +315,14 @@ def test_the_reviewers_mixed_file_gets_every_planned_job(tmp_path: Path, shared_
     # (--no-evals) would not make it run
     assert "note: 1 of the 11 job(s) will be refused" in res.stderr and "disaggregated prefill/decode launch is not" \
         in res.stderr and "served live" not in res.stderr
+
+
+def test_a_job_a_policy_error_will_refuse_on_the_runner_is_said_up_front() -> None:
+    """The seed recipe's HiCache arm breaks an engine rule (`validate` says error [engine.known-incompatibility]), so
+    the runner's `run --only-job` refuses its four jobs: `ci matrix` gave them entries and said nothing."""
+    seed = Path(__file__).resolve().parents[3] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+    res = CliRunner().invoke(cli, ["ci", "matrix", str(seed)])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)["include"]) == 9
+    assert "note: 4 of the 9 job(s) will be refused by `llmsweep run` on the runner" in res.stderr
+    assert "policy error [engine.known-incompatibility]" in res.stderr
