@@ -151,6 +151,8 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     outcomes = json.loads((out / "run.json").read_text())["outcomes"]
     assert [o["eval_failure"] is not None for o in sorted(outcomes, key=lambda o: "_conc16_" in o["job_id"])] == [
         False, True]
+    by_row = {row["conc"]: row["eval_failure"] for row in json.loads(proc.stdout)["jobs"]}  # `run --json` too
+    assert by_row[4] is None and by_row[16].startswith("gsm8k eval is invalid: "), by_row
     # The dashboard: an evaluation view, and the failure on the throughput point it belongs to.
     data = json.loads((out / "report" / "data.json").read_text())
     (ev,) = data["evals"]

@@ -244,6 +244,7 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             "reused": o.reused,
             "reason": reasons[0] if reasons else None,
             "warnings": list(o.warnings),
+            "eval_failure": o.eval_failure,  # a run-eval row's eval that did not pass, beside the verdict that stands
             # what the figures are: `measured`, `simulated` or `predicted`, and on which clock (`virtual`, `wall`;
             # None where the summary records none), as the job's summary says
             "source": measured.source if measured is not None else None,
