@@ -255,10 +255,12 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
             continue
         counts[kind] += 1
         items[kind] += [(r, p["id"]) for r in p["reasons"] or [p["reason"]]]
-    for e in evals:  # by job id: an eval-only job has no point on the page to name
+    drawn = {p["job_id"]: p["id"] for p in points}
+    for e in evals:  # one line per eval, by its point where one is drawn (series and conc); an eval-only job by id
         if e["verdict"] != "valid":
             counts["eval-failed"] += 1
-            items["eval-failed"] += [(r, e["job_id"]) for r in e["reasons"] or ["no reason recorded"]]
+            items["eval-failed"].append(("; ".join(e["reasons"]) or "no reason recorded",
+                                         drawn.get(e["job_id"], e["job_id"])))
     full: dict[str, str] = {}
     for m in missing:  # jobs that failed for one cause group on its gist (the log's name and the port differ)
         counts[m["kind"]] += 1

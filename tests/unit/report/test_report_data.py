@@ -424,3 +424,19 @@ def test_a_reused_point_carries_the_warnings_of_the_job_that_stood_on_it(tmp_pat
     by_id = {p["id"]: p for p in payload["points"]}
     assert by_id[point.result_id]["warnings"] == [warning]
     assert all(p["warnings"] == [] for p in payload["points"] if p["id"] != point.result_id)
+
+
+def test_a_run_eval_rows_failed_eval_is_one_banner_line_naming_its_drawn_point() -> None:
+    """The eval-failed banner gave one line per missed metric (strict, flexible) and named the job by id, though its
+    throughput point is drawn: the page could not say which series and concurrency the failed eval belongs to."""
+    from llmsweep.report.data import verdict_groups
+
+    point = {"id": "r-16", "job_id": "job-conc16", "verdict": "valid", "valid": True, "reasons": [], "reason": ""}
+    reasons = ["eval gsm8k: exact_match,strict-match = 0.0000 is below the threshold 0.90",
+               "eval gsm8k: exact_match,flexible-extract = 0.0000 is below the threshold 0.90"]
+    evals = [{"job_id": "job-conc16", "verdict": "invalid", "reasons": reasons},
+             {"job_id": "eval-only-conc8", "verdict": "invalid", "reasons": []}]
+    banner = verdict_groups([point], [], evals=evals)["eval-failed"]
+    assert banner["count"] == 2
+    lines = {g["reason"]: g["ids"] for g in banner["reasons"]}
+    assert lines == {"; ".join(reasons): ["r-16"], "no reason recorded": ["eval-only-conc8"]}, lines
