@@ -474,6 +474,35 @@ def test_points_reused_from_an_earlier_run_are_drawn_and_say_which_run(driver, t
     assert _errors(drv) == []
 
 
+def test_a_failed_eval_line_names_a_drawn_point_and_an_eval_only_job_alike(driver, tmp_path: Path) -> None:
+    """A run-eval row's eval and an eval-only job's that failed alike are one banner line of two; the line named the
+    drawn point (conc 4) and dropped the eval-only job, which has no point, so `×2` named one."""
+    from selenium.webdriver.common.by import By
+
+    from llmsweep.metrics.model import EvalBlock, EvalRun
+
+    why = "eval gsm8k: exact_match,strict-match = 0.0000 is below the threshold 0.90 (default.gsm8k.exact_match)"
+    points = [SyntheticPoint(synthetic_job(conc=16, job_id="eval-only-conc16"), speed=1.0, requests=8),
+              SyntheticPoint(synthetic_job(conc=4, job_id="run-eval-conc4"), speed=1.0, requests=8)]
+    run = write_synthetic_run(tmp_path / "run", points, run_id="evals-mixed")
+    for point, mode in zip(points, ("eval-only", "run-eval"), strict=True):
+        path = run.path / "jobs" / point.job["id"] / "summary.json"
+        summary = Summary.load(path)
+        if mode == "eval-only":
+            summary.validity.verdict, summary.validity.reasons = "invalid", [why]
+        summary.eval = EvalBlock(mode=mode, task="gsm8k", dataset="arith.jsonl", context_length=9472,
+                                 max_tokens=5376, score=0.0, score_name="exact_match,strict-match",
+                                 verdict="invalid", reasons=[why],
+                                 runs=[EvalRun(conc=point.job["conc"], status="completed", n_samples=4,
+                                               command=["x"])])
+        path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
+    (line,) = driver.find_elements(By.CSS_SELECTOR, "#banner-eval-failed li")
+    assert line.text.startswith("×2") and "conc 4 and" in line.text and "1 more job(s)" in line.text, line.text
+    assert "eval-only-conc16" in line.find_element(By.CSS_SELECTOR, "details .ids").get_attribute("textContent")
+    assert _errors(driver) == []
+
+
 def test_a_run_of_evals_only_says_so_and_banners_the_eval_that_did_not_pass(driver, tmp_path: Path) -> None:
     """The page of an `--evals-only` run said `no result to plot: the run has no job` and showed no banner."""
     from selenium.webdriver.common.by import By

@@ -381,20 +381,21 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         # how simulated jobs run: on the simulator core in virtual time, or on its HTTP server in wall-clock time
         # (each job's provenance says `clock` too; jobs on real engines always run in wall-clock time)
         "simulated_clock": run_clock(simulated=True, live=req.live),
-        **({"traces": _traces_named(req.traces)} if req.traces else {}),
-        "eval_settings": _eval_measured(req),
         "expected_job_ids": [j.id for j in jobs],
         # each job's hardware as planned, so a job that leaves no result is still counted under its hardware
         "job_hardware": {j.id: hardware_of(j.to_json()) for j in jobs},
         "findings": [f.to_json() for f in findings],
         **(reuse or {}),
     }
+    # The corpus and the eval settings are recorded as the jobs used them: only when some job replays traces or has
+    # an eval (a value no job used would later be taken for what the run measured with).
+    exercised = _measured_by(req, jobs)
+    meta.update({name: exercised[name] for name in ("traces", "eval_settings") if name in exercised})
     previous = art.read_json(run_dir / art.RUN_FILE)
     if isinstance(previous, dict):
         meta["run_id"] = previous.get("run_id", run_id)
         meta["started"] = previous.get("started", meta["started"])
         if req.settings.resume:  # what a narrower resume does not exercise stays as the jobs it keeps were measured
-            exercised = _measured_by(req, jobs)
             for name in _MEASURED_BY:
                 if name not in exercised:
                     meta.pop(name, None)
@@ -592,7 +593,7 @@ def _measured_by(req: RunRequest, jobs: list[Job]) -> dict[str, object]:
     now: dict[str, object] = {}
     if any(j.engine != SIM.id for j in jobs):
         now["simulate"] = req.simulate
-    if req.simulate or any(j.engine == SIM.id for j in jobs):
+    if any((req.simulate or j.engine == SIM.id) and not j.eval_only for j in jobs):  # an eval is served live anyway
         now["simulated_clock"] = run_clock(simulated=True, live=req.live)
     if any(j.workload.scenario in (ScenarioId.AGENTIC_CODING, ScenarioId.MOONCAKE_REPLAY) and not j.eval_only
            for j in jobs):
@@ -620,15 +621,17 @@ def _options_said(name: str, value: object) -> str:
 def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -> None:
     """Refuse (exit 2, nothing moved) a `--resume` whose options change what its jobs measure (`_measured_by`): the
     finished jobs it keeps were measured the other way, and one run, one series, would mix both under one run id.
-    A field the earlier run.json does not record (an older release) is not compared; `traces` is recorded only when
-    given."""
+    A field the earlier run.json does not record (an older release, or no job of it used the option) is not
+    compared; a corpus is compared as the path it names (an older release recorded `--traces` as typed)."""
     if not req.settings.resume:
         return
     meta = art.read_json(run_dir / art.RUN_FILE)
     if not isinstance(meta, dict):
         return
-    differ = [(name, meta.get(name), value) for name, value in _measured_by(req, jobs).items()
-              if (name in meta or name == "traces") and meta.get(name) != value]
+    recorded = {name: _traces_named(value) if name == "traces" else value for name, value in meta.items()
+                if name in _MEASURED_BY}
+    differ = [(name, recorded[name], value) for name, value in _measured_by(req, jobs).items()
+              if name in recorded and recorded[name] != value]
     if not differ:
         return
     said = "; ".join(f"its {_MEASURED_BY[name]}: it ran with {_options_said(name, recorded)}, now "

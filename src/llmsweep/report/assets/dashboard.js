@@ -127,12 +127,14 @@
         el("pre", null, full, g.detail);
       }
       var pts = g.ids.map(function (id) { return pointById[id]; }).filter(Boolean);
+      var jobs = g.ids.filter(function (id) { return !pointById[id]; });  // no point drawn: named by job id
       if (pts.length) {
-        el("span", { "class": "which" }, li, " — " + whichPoints(pts));
-      } else {
+        el("span", { "class": "which" }, li, " — " + whichPoints(pts) + (jobs.length ? " and" : ""));
+      }
+      if (jobs.length) {
         var det = el("details", { "class": "which" }, li);
-        el("summary", null, det, "job(s)");
-        el("div", { "class": "ids" }, det, g.ids.join("\n"));
+        el("summary", null, det, (pts.length ? jobs.length + " more " : "") + "job(s)");
+        el("div", { "class": "ids" }, det, jobs.join("\n"));
       }
     });
   }

@@ -1,0 +1,71 @@
+"""What `run.json` records of the options that change a measurement, and what `--resume` compares: only what the
+run's jobs used (a value no job used is no measurement to protect), a corpus by the file it names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsweep.errors import ConfigError
+from llmsweep.evals.harness import EvalSettings
+from llmsweep.execute import pipeline
+from llmsweep.execute.lifecycle import LifecycleSettings
+from llmsweep.plan import jobs_from_files
+from llmsweep.plan.matrix import EvalOptions
+
+REPO = Path(__file__).resolve().parents[3]
+EVALS = REPO / "examples" / "evals" / "sim-8k1k-evals.yaml"
+QUICKSTART = REPO / "examples" / "quickstart.yaml"
+
+
+def request(out: Path, files: list[Path], *, resume: bool = False, limit: int | None = None,
+            traces: str | None = None, live: bool = False, evals: EvalOptions | None = None) -> pipeline.RunRequest:
+    return pipeline.RunRequest(files=files, out=out, traces=traces, live=live, evals=evals or EvalOptions(),
+                               settings=LifecycleSettings(resume=resume, eval=EvalSettings(limit=limit)))
+
+
+def record(out: Path, req: pipeline.RunRequest) -> dict[str, object]:
+    jobs = jobs_from_files(req.files, evals=req.evals)
+    out.mkdir(parents=True, exist_ok=True)
+    pipeline._write_run_meta(out, req, "run-x", jobs, None, [])
+    return dict(json.loads((out / "run.json").read_text()))
+
+
+def check(out: Path, req: pipeline.RunRequest) -> None:
+    pipeline._refuse_other_measurement(out, req, jobs_from_files(req.files, evals=req.evals))
+
+
+def test_eval_settings_no_job_used_are_neither_recorded_nor_compared(tmp_path: Path) -> None:
+    """A `--no-evals` run recorded `eval_settings` anyway; a resume that ran the evals for the first time was refused
+    for settings that had measured nothing."""
+    out = tmp_path / "out"
+    meta = record(out, request(out, [EVALS], limit=9, evals=EvalOptions(no_evals=True)))
+    assert "eval_settings" not in meta
+    check(out, request(out, [EVALS], resume=True, limit=4))  # the evals run now, under these settings
+    meta = record(out, request(out, [EVALS], resume=True, limit=4))
+    assert meta["eval_settings"]["limit"] == 4  # type: ignore[index]
+    with pytest.raises(ConfigError, match=r"--eval-limit 4, now .*--eval-limit 2"):
+        check(out, request(out, [EVALS], resume=True, limit=2))
+
+
+def test_an_all_eval_resume_is_not_compared_for_a_clock_its_evals_do_not_use(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    record(out, request(out, [EVALS]))  # virtual time
+    check(out, request(out, [EVALS], resume=True, live=True, evals=EvalOptions(evals_only=True)))
+    with pytest.raises(ConfigError, match="its clock"):
+        check(out, request(out, [EVALS], resume=True, live=True))
+
+
+def test_a_corpus_an_older_release_recorded_as_typed_is_compared_as_the_file_it_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.jsonl").write_text("")
+    out = tmp_path / "out"
+    meta = record(out, request(out, [QUICKSTART], traces="t.jsonl"))
+    assert meta["traces"] == str(tmp_path / "t.jsonl")
+    (out / "run.json").write_text(json.dumps({**meta, "traces": "t.jsonl"}))  # as 2026-12-04's first fix wrote it
+    check(out, request(out, [QUICKSTART], resume=True, traces="t.jsonl"))
+    with pytest.raises(ConfigError, match=r"its trace corpus: it ran with --traces .*t\.jsonl, now no --traces"):
+        check(out, request(out, [QUICKSTART], resume=True))
