@@ -905,6 +905,10 @@ def resumed(job: Job, run_dir: Path) -> JobOutcome | None:
     verdict = art.finished_verdict(jdir)
     if verdict not in DONE_VERDICTS:
         return None
+    if job.run_eval:  # a point measured under --no-evals owes the eval this plan asks of it: not done
+        summary = art.read_json(jdir / art.SUMMARY_FILE)
+        if not (isinstance(summary, dict) and summary.get("eval")):
+            return None
     earlier = art.read_json(jdir / art.OUTCOME_FILE)  # what that attempt found beyond its verdict stays said
     failure = earlier.get("eval_failure") if isinstance(earlier, dict) else None
     return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", resumed=True,

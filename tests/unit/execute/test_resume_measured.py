@@ -69,3 +69,24 @@ def test_a_corpus_an_older_release_recorded_as_typed_is_compared_as_the_file_it_
     check(out, request(out, [QUICKSTART], resume=True, traces="t.jsonl"))
     with pytest.raises(ConfigError, match=r"its trace corpus: it ran with --traces .*t\.jsonl, now no --traces"):
         check(out, request(out, [QUICKSTART], resume=True))
+
+
+def test_a_run_eval_rows_point_measured_without_its_eval_is_not_done_for_a_plan_that_asks_it(tmp_path: Path) -> None:
+    """A first `--no-evals` run measured the row's point; a `--resume` that plans its eval counted the job done and
+    the eval never ran, with nothing said."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    from llmsweep.execute.lifecycle import resumed
+    from llmsweep.metrics.model import EvalBlock, EvalRun, Summary
+
+    (job,) = [j for j in jobs_from_files([EVALS]) if j.run_eval]
+    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=16, job_id=job.id), requests=8)])
+    assert resumed(job, run.path) is None  # its eval is owed
+    assert resumed(job.model_copy(update={"run_eval": False}), run.path) is not None  # under --no-evals: done
+    path = run.path / "jobs" / job.id / "summary.json"
+    summary = Summary.load(path)
+    summary.eval = EvalBlock(mode="run-eval", task="gsm8k", dataset="arith.jsonl", context_length=9472, max_tokens=16,
+                             score=0.0, verdict="invalid", reasons=["below"],
+                             runs=[EvalRun(conc=16, status="completed", n_samples=4, command=["x"])])
+    path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    assert resumed(job, run.path) is not None  # the eval ran (its verdict is the outcome's eval failure, not this)
