@@ -16,8 +16,11 @@ Handlers are installed only from the main thread (Python delivers signals there)
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -133,14 +136,39 @@ def taken_over(sig: signal.Signals) -> bool:
     return sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN
 
 
+def _rearm_lost(unraisable: Any) -> None:
+    """`sys.unraisablehook`: an Interrupted raised while the interpreter ran a finalizer (a weakref callback, a
+    `__del__`) is printed and dropped there, and the run went on with the signal spent (`_raised` set: later ones only
+    hurried a shutdown that never began) — a Ctrl-C ignored, the sweep finishing with exit 0. The signal is raised
+    again, from another thread (raised here, it would land in this hook and be dropped the same way), to land in the
+    run's own code once the finalizer is done."""
+    exc = getattr(unraisable, "exc_value", None)
+    if not isinstance(exc, Interrupted) or not _in_main_thread():
+        _previous_hook(unraisable)
+        return
+    global _raised
+    _raised = False
+    if _received and _received[-1] == exc.signum:
+        _received.pop()  # the handler records it again: one signal, not a second that would hurry the teardown
+    def again(signum: int = exc.signum) -> None:
+        time.sleep(0.01)  # past this hook: a signal landing in it would be dropped as well (a finalizer: again)
+        os.kill(os.getpid(), signum)
+
+    threading.Thread(target=again, name="llmsweep-rearm", daemon=True).start()
+
+
+_previous_hook = sys.unraisablehook
+
+
 def install() -> None:
     """Make the first interrupt signal raise :class:`Interrupted` (and later ones hurry the shutdown) for the rest of
-    the process: the CLI's entry point."""
+    the process: the CLI's entry point. An interrupt a finalizer swallowed is raised again (`_rearm_lost`)."""
     if not _in_main_thread():
         return
     for sig in INTERRUPT_SIGNALS:
         if taken_over(sig):
             signal.signal(sig, _raise)
+    sys.unraisablehook = _rearm_lost
 
 
 @contextmanager
