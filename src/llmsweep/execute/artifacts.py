@@ -19,7 +19,10 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.model import Summary
 
 # the client's files in a job folder, named where the client writes them (re-exported: a job folder's files are here)
 from llmsweep.client.files import RECORDS_FILE as RECORDS_FILE
@@ -105,8 +108,8 @@ def read_json(path: Path) -> Any | None:
         return None
 
 
-def finished_verdict(directory: Path) -> str | None:
-    """The validity verdict of a job folder's summary, or None when it has none (never run or half done)."""
+def finished_summary(directory: Path) -> Summary | None:
+    """A job folder's summary, or None when it has none that reads (never run or half done)."""
     from llmsweep.errors import ResultError
     from llmsweep.metrics.model import Summary
 
@@ -114,9 +117,15 @@ def finished_verdict(directory: Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        return Summary.load(path).validity.verdict
+        return Summary.load(path)
     except ResultError:
         return None
+
+
+def finished_verdict(directory: Path) -> str | None:
+    """The validity verdict of a job folder's summary, or None when it has none (never run or half done)."""
+    summary = finished_summary(directory)
+    return None if summary is None else summary.validity.verdict
 
 
 def keep_previous_attempt(directory: Path) -> Path | None:

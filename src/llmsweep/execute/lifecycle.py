@@ -902,13 +902,12 @@ def resumed(job: Job, run_dir: Path) -> JobOutcome | None:
     """`--resume`: the skipped outcome of a job whose folder already holds a valid or smoke summary (pointing at it,
     so the end-of-run table shows its verdict and figures, marked resumed), else None (the job runs)."""
     jdir = art.job_dir(run_dir, job.id)
-    verdict = art.finished_verdict(jdir)
-    if verdict not in DONE_VERDICTS:
+    summary = art.finished_summary(jdir)
+    verdict = None if summary is None else summary.validity.verdict
+    if summary is None or verdict not in DONE_VERDICTS:
         return None
-    if job.run_eval:  # a point measured under --no-evals owes the eval this plan asks of it: not done
-        summary = art.read_json(jdir / art.SUMMARY_FILE)
-        if not (isinstance(summary, dict) and summary.get("eval")):
-            return None
+    if job.run_eval and summary.eval is None:  # measured under --no-evals: it owes the eval this plan asks of it
+        return None
     earlier = art.read_json(jdir / art.OUTCOME_FILE)  # what that attempt found beyond its verdict stays said
     failure = earlier.get("eval_failure") if isinstance(earlier, dict) else None
     return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", resumed=True,
