@@ -114,6 +114,12 @@ def main(argv: list[str] | None = None) -> Any:
     except KeyboardInterrupt as exc:
         click.echo(signals.interrupted_by(signals.first_signal(exc)), err=True)
         sys.exit(signals.exit_code(exc))
+    if signals.received() and not rv:
+        # The command ended as if no signal came: its interrupt landed in code that swallowed it (a library's bare
+        # `except:`). The work is done, but the user asked it to stop; the exit status says so.
+        click.echo(f"{signals.interrupted_by(signals.first_signal())}: the signal was lost on its way (in a library "
+                   "that swallowed it) and the command ran to its end", err=True)
+        sys.exit(signals.exit_code())
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -6,6 +6,11 @@
   gets orphaned, its pid file gone and its process group alive. They make the teardown hurry instead
   (:func:`hurried`: no more SIGTERM grace, SIGKILL now). SIGKILL abandons a shutdown; `run --resume` then stops what
   the killed run left.
+- Unless the first one's interrupt was lost: a handler's exception lands wherever the main thread is, and a library's
+  bare `except:` there swallows it (Cython's module set-up has one). No shutdown is then under way, so the next
+  signal raises again (the interrupt is followed by a weak reference: gone, it was swallowed); one a finalizer
+  dropped is raised again at once (`_rearm_lost`); and a command that ends normally after a signal still exits with
+  the signal's status (`cli.main`). Long loops poll a stop request instead (:func:`stop_then_raise`).
 - A teardown, or a launch that must record what it started, runs :func:`shielded`: even a first signal arriving
   there is held and raised when the block ends, unless an interrupt is already unwinding through it.
 - The process exits 128 + the number of the first signal it received: 130 for SIGINT, 143 for SIGTERM, 129 for
@@ -21,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -63,8 +69,8 @@ def interrupt(signum: int, kind: type[Interrupted] = Interrupted) -> Interrupted
     """For a handler elsewhere (the Slurm submitter's): note the signal and return the interrupt to raise. The
     shutdown it starts counts as under way, so later signals hurry it rather than raise again."""
     _received.append(signum)
-    global _raised
-    _raised = True
+    global _raised, _unwinding
+    _raised, _unwinding = True, None
     return kind(signum)
 
 
@@ -101,15 +107,17 @@ job's cancellation, or its time limit)."""
 
 def reset() -> None:
     """Forget received signals (tests that interrupt an in-process run more than once)."""
-    global _raised
+    global _raised, _unwinding
     _received.clear()
     _deferred.clear()
     _raised = False
+    _unwinding = None
 
 
 def _interrupt(signum: int) -> Interrupted:
-    global _raised
+    global _raised, _unwinding
     _raised = True
+    _unwinding = None
     return Interrupted(signum)
 
 
@@ -117,10 +125,26 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+_unwinding: weakref.ref[Interrupted] | None = None
+"""The Interrupted the handler raised last, while it lives: the unwinding it started is under way."""
+
+
+def _lost() -> bool:
+    """The handler's Interrupted is gone while the run goes on: code that swallowed it (a library's bare `except:`)
+    dropped it, and no shutdown is under way for a later signal to hurry."""
+    return _unwinding is not None and _unwinding() is None
+
+
+def _followed(exc: Interrupted) -> Interrupted:
+    global _unwinding
+    _unwinding = weakref.ref(exc)
+    return exc
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
     _received.append(signum)
-    if not _raised:
-        raise _interrupt(signum)
+    if not _raised or _lost():
+        raise _followed(_interrupt(signum))  # no local: a cycle (its traceback holds this frame) outlives a swallowing
 
 
 def _defer(signum: int, frame: FrameType | None) -> None:
@@ -232,6 +256,12 @@ class StopRequest:
     def exit_code(self) -> int | None:
         return None if self.signum is None else exit_code()
 
+    def check(self) -> None:
+        """Raise :class:`Interrupted` if a signal came: a loop's poll point (a virtual-time simulation's every virtual
+        second), where the interrupt starts from the loop's own code."""
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
 
 @contextmanager
 def stop_on_signal() -> Iterator[StopRequest]:
@@ -246,11 +276,11 @@ def stop_on_signal() -> Iterator[StopRequest]:
         return
 
     def note(signum: int, frame: FrameType | None) -> None:
-        global _raised
+        global _raised, _unwinding
         _received.append(signum)
         if request.signum is None:
             request.signum = signum
-            _raised = True
+            _raised, _unwinding = True, None
 
     previous = _swap(note)
     try:
@@ -268,7 +298,11 @@ def stop_then_raise() -> Iterator[StopRequest]:
     coroutine's frame, whose `finally` blocks then await with the loop still running (the lanes still sending, the
     interrupt held in that frame) for as long as the server takes to answer, which for a frozen server is forever.
     A stop request is polled at the loop's own pace instead: in-flight requests are cancelled and recorded, and the
-    loop ends before anything is raised.
+    loop ends before anything is raised (or it raises from its poll point, :meth:`StopRequest.check`).
+
+    It is also the way to make sure a signal is not lost: a handler's exception lands wherever the main thread is,
+    and a library's bare `except:` there swallows it (Cython's module set-up registers its memoryview types under
+    one: a signal landing while `numpy.random` is first imported was dropped, and the run went on to exit 0).
     """
     with stop_on_signal() as request:
         yield request

@@ -44,6 +44,7 @@ from llmsweep.execute.lifecycle import (
 )
 from llmsweep.execute.progress import current_progress
 from llmsweep.execute.readback import summarise_job
+from llmsweep.execute.signals import StopRequest, stop_then_raise
 from llmsweep.metrics.model import VIRTUAL
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from llmsweep.engines.launch import LaunchSpec
     from llmsweep.metrics.model import Summary
     from llmsweep.sim.engine import EngineConfig
-    from llmsweep.sim.predict import PredictedPoint
+    from llmsweep.sim.predict import PredictedPoint, WindowProgress
 
 log = logging.getLogger(__name__)
 
@@ -172,11 +173,12 @@ def _run_groups(groups: Sequence[ServerGroup], run_dir: Path, settings: Lifecycl
 
 
 def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: Path, settings: LifecycleSettings,
-            event: Event, live: _EvalServer | None = None, *, simulate: Callable[[Path], Summary] | None = None,
-            command: str | None = None) -> JobOutcome:
+            event: Event, live: _EvalServer | None = None, *,
+            simulate: Callable[[Path, StopRequest], Summary] | None = None, command: str | None = None) -> JobOutcome:
     """Run one job's point on the simulator core and write its job folder; returns its outcome. `simulate` (given the
-    job folder) and `command` stand in for the aggregated engine's (a disaggregated deployment's roles). An eval
-    (eval-only, or after a run-eval row's point) runs against the group's simulator served live (`live`)."""
+    job folder and the stop request it polls) and `command` stand in for the aggregated engine's (a disaggregated
+    deployment's roles). An eval (eval-only, or after a run-eval row's point) runs against the group's simulator
+    served live (`live`)."""
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
     art.keep_earlier_attempt(job.id, jdir, event)
@@ -190,7 +192,10 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
         if simulate is None:
             assert config is not None
             simulate = partial(_simulate, job, group, config, settings=settings)
-        summary = None if job.eval_only else simulate(jdir)
+        summary = None
+        if not job.eval_only:
+            with stop_then_raise() as stop:  # a signal stops the simulation at its next virtual second, then unwinds
+                summary = simulate(jdir, stop)
         if (job.eval_only or job.run_eval) and live is not None:
             current_progress().phase("evaluating")  # wall-clock time, against the simulator served live
             # A run-eval row whose point pinned acceptance evaluates on the simulator served without the pin.
@@ -220,7 +225,19 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
     return outcome
 
 
-def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, *,
+def polled(stop: StopRequest) -> Callable[[WindowProgress], None]:
+    """The predictor's `on_progress` for a job in a sweep: the progress display, and the poll point of the signal
+    that stops the simulation (raised there, in the loop's own code)."""
+    progress = current_progress()
+
+    def on_progress(window: WindowProgress) -> None:
+        stop.check()
+        progress.simulated(window)
+
+    return on_progress
+
+
+def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, stop: StopRequest, *,
               settings: LifecycleSettings) -> Summary:
     """Predict the point, write what the client would have written, and summarise it as the live path does (no
     cyclic collection meanwhile: `sim.predict.no_cyclic_gc`)."""
@@ -232,7 +249,7 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, *,
     power = virtual_power(settings.power.for_jobs([job]), hardware=config.hardware, tp=config.tp, start_time=started_at)
     with no_cyclic_gc():
         predicted = predict_point(point, config, start_time=started_at, summarize=False, power=power,
-                                  on_progress=current_progress().simulated)
+                                  on_progress=polled(stop))
         current_progress().phase("summarising")
         if power is not None:  # the modelled watts over virtual time, beside the records, as the live sampler does
             power.write_job(jdir, expected_gpus=point.gpus)

@@ -29,11 +29,12 @@ from llmsweep.plan import Job
 from llmsweep.plan.point import Point, one_point_per_job
 
 if TYPE_CHECKING:
+    from llmsweep.execute.signals import StopRequest
     from llmsweep.metrics.model import Summary
     from llmsweep.power.sampler import PowerSettings
     from llmsweep.power.virtual import VirtualDeploymentPower
     from llmsweep.sim.disagg import Cluster, DisaggConfig
-    from llmsweep.sim.predict import PredictedPoint
+    from llmsweep.sim.predict import PredictedPoint, WindowProgress
 
 Event = Callable[[str], None]
 
@@ -170,8 +171,8 @@ def _run_deployment(members: list[tuple[Job, ServerGroup]], config: DisaggConfig
         event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario}), disaggregated, virtual time")
         current_progress().job_started(job.id, job.concs[0] if job.concs else None)
 
-        def simulate(jdir: Path, job: Job = job, group: ServerGroup = group) -> Summary:
-            return _simulate(job, group, deployment, jdir, settings)
+        def simulate(jdir: Path, stop: StopRequest, job: Job = job, group: ServerGroup = group) -> Summary:
+            return _simulate(job, group, deployment, jdir, stop, settings)
 
         outcome = run_job(job, group, None, run_dir, settings, event, simulate=simulate,
                           command=command_text(job, config))
@@ -187,11 +188,12 @@ def _run_deployment(members: list[tuple[Job, ServerGroup]], config: DisaggConfig
 
 def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration: float | None = None,
                   max_requests: int | None = None, provenance: dict[str, Any] | None = None,
-                  summarize: bool = False, power: VirtualDeploymentPower | None = None) -> PredictedPoint:
+                  summarize: bool = False, power: VirtualDeploymentPower | None = None,
+                  on_progress: Callable[[WindowProgress], None] | None = None) -> PredictedPoint:
     """One point on a running deployment (left drained afterwards); its records start at `start_time`. With
     `summarize`, the gated summary of the point (`provenance` joined by the deployment's topology), as
     :func:`llmsweep.sim.predict.predict_point` makes it. `power`: the workers' modelled power, read at every scrape
-    and integrated into the summary's power block."""
+    and integrated into the summary's power block. `on_progress`: as :func:`llmsweep.sim.predict.predict_point`'s."""
     from llmsweep.client.folder import run_json
     from llmsweep.metrics.model import PREDICTED
     from llmsweep.sim.disagg import DisaggPredictor
@@ -202,6 +204,8 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
     predictor = DisaggPredictor(cluster, start_time=start_time, scrape_interval=1.0, model_name=point.job.model)
     if power is not None and power.probe is not None:
         predictor.probes.append(power.probe)
+    if on_progress is not None:
+        predictor.probes.append(lambda t: on_progress(predictor.window_progress(t - start_time)))
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=point.load.concurrency is None)
     summary = None
@@ -241,9 +245,9 @@ def predict_job(job: Job, *, duration: float | None = None, max_requests: int | 
     return out
 
 
-def _simulate(job: Job, group: ServerGroup, deployment: _Deployment, jdir: Path,
+def _simulate(job: Job, group: ServerGroup, deployment: _Deployment, jdir: Path, stop: StopRequest,
               settings: LifecycleSettings) -> Summary:
-    from llmsweep.execute.virtual import write_point
+    from llmsweep.execute.virtual import polled, write_point
     from llmsweep.power.virtual import virtual_deployment_power
     from llmsweep.sim.predict import no_cyclic_gc
 
@@ -251,7 +255,8 @@ def _simulate(job: Job, group: ServerGroup, deployment: _Deployment, jdir: Path,
     point = Point.of(job)
     power = virtual_deployment_power(settings.power.for_jobs([job]), deployment.cluster, start_time=deployment.clock)
     with no_cyclic_gc():  # the point and its summary (sim.predict.no_cyclic_gc)
-        predicted = predict_point(point, deployment.cluster, start_time=deployment.clock, power=power)
+        predicted = predict_point(point, deployment.cluster, start_time=deployment.clock, power=power,
+                                  on_progress=polled(stop))
         if predicted.stats is not None:
             deployment.clock += predicted.stats.virtual_seconds
         if power is not None:  # every worker's modelled watts over the point, as the node samplers leave them

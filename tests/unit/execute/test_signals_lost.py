@@ -1,14 +1,23 @@
-"""A first signal whose Interrupted is raised while the interpreter runs a finalizer is not lost."""
+"""A first signal whose Interrupted is swallowed (raised while the interpreter runs a finalizer, or into a library's
+bare `except:`) is not lost: it is raised again, the next signal raises, a virtual-time job polls for it, and a
+command that ends normally after one still exits with its status."""
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 import sys
+import textwrap
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from llmsweep.execute import signals
+
+RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "slow-fixed-sim.yaml"
 
 
 def test_an_interrupt_a_finalizer_swallowed_is_raised_again_in_the_runs_own_code() -> None:
@@ -35,3 +44,112 @@ def test_an_interrupt_a_finalizer_swallowed_is_raised_again_in_the_runs_own_code
             signal.signal(sig, handler)
         sys.unraisablehook = hook
         signals.reset()
+
+
+@pytest.fixture
+def installed() -> Iterator[None]:
+    """The CLI's handlers, as `llmsweep` installs them, for one test; the previous ones back afterwards."""
+    saved = {sig: signal.getsignal(sig) for sig in signals.INTERRUPT_SIGNALS}
+    hook = sys.unraisablehook
+    signals.reset()
+    signals.install()
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        sys.unraisablehook = hook
+        signals.reset()
+
+
+def _in_a_library_that_swallows(sig: signal.Signals) -> None:
+    """The signal lands in a library's bare `except:` (Cython's module set-up registers its memoryview types under
+    one: seen as a SIGTERM dropped while `numpy.random` was first imported, the run going on to exit 0)."""
+    try:
+        signal.raise_signal(sig)
+        time.sleep(0.2)
+    except:  # noqa: E722 - the library's code, as it is
+        pass
+
+
+@pytest.mark.usefixtures("installed")
+def test_after_a_swallowed_interrupt_the_next_signal_raises_again() -> None:
+    _in_a_library_that_swallows(signal.SIGINT)
+    assert signals.received() == [signal.SIGINT]
+    with pytest.raises(signals.Interrupted):  # the first one's shutdown never began: nothing to hurry
+        signal.raise_signal(signal.SIGINT)
+        time.sleep(5)
+
+
+@pytest.mark.usefixtures("installed")
+def test_a_signal_during_an_unwinding_only_hurries_it() -> None:
+    with pytest.raises(signals.Interrupted) as caught:
+        signal.raise_signal(signal.SIGTERM)
+        time.sleep(5)
+    try:
+        raise caught.value  # still unwinding (a teardown in a `finally` on its way)
+    except signals.Interrupted:
+        signal.raise_signal(signal.SIGTERM)  # recorded, not raised: the teardown goes on, hurried
+        sum(range(1000))
+        assert signals.hurried()
+
+
+@pytest.mark.usefixtures("installed")
+def test_a_virtual_time_job_stops_for_a_signal_a_library_would_have_swallowed(tmp_path: Path) -> None:
+    """The simulation polls a stop request at each virtual second; the handler raised wherever the main thread was,
+    and a SIGTERM swallowed there left the job to finish valid and the run to exit 0 (a CI failure)."""
+    from llmsweep.execute.pipeline import RunRequest, run_sweep
+    from llmsweep.execute.progress import SweepProgress, use_progress
+    from llmsweep.sim.predict import WindowProgress
+
+    class Progress(SweepProgress):
+        sent = 0
+
+        def line(self, message: str) -> None:
+            pass
+
+        def simulated(self, window: WindowProgress) -> None:
+            super().simulated(window)
+            if not self.sent:  # at the first virtual second, with the job well under way
+                self.sent += 1
+                _in_a_library_that_swallows(signal.SIGTERM)
+
+    recipe = tmp_path / "long.yaml"
+    text = RECIPE.read_text()
+    for old, new in (("conc-list: [1, 2, 3]", "conc-list: [64]"), ("num-prompts: 3\n", "num-prompts: 2000\n")):
+        assert old in text
+        text = text.replace(old, new)
+    recipe.write_text(text)
+    out = tmp_path / "out"
+    with use_progress(Progress()), pytest.raises(signals.Interrupted) as caught:
+        run_sweep(RunRequest(files=[recipe], out=out, store=tmp_path / "store.sqlite", report=False),
+                  event=lambda _: None)
+    assert caught.value.signum == signal.SIGTERM
+    (job,) = (out / "jobs").iterdir()
+    outcome = json.loads((job / "outcome.json").read_text())
+    assert outcome["status"] == "failed" and outcome["reasons"] == [signals.interrupted_by(signal.SIGTERM)]
+    assert not (job / "summary.json").exists()
+
+
+def test_a_command_that_ends_normally_after_a_swallowed_signal_exits_with_the_signals_status() -> None:
+    script = textwrap.dedent("""
+        import signal, time
+        import click
+        from llmsweep.cli.main import COMMANDS, main
+
+        @click.command()
+        def swallow() -> None:
+            try:  # a library's bare except, as the signal lands
+                signal.raise_signal(signal.SIGTERM)
+                time.sleep(0.2)
+            except:
+                pass
+            print("ran to its end")
+
+        COMMANDS["swallow"] = ("__main__", "swallow", "a command in which a library swallows a SIGTERM")
+        main(["swallow"])
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 143, proc.stderr
+    assert "ran to its end" in proc.stdout
+    assert "interrupted by SIGTERM: the signal was lost on its way" in proc.stderr
