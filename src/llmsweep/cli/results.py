@@ -250,36 +250,43 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
                   "y": by_id[i].metric("tput_per_gpu")} for i in ids]
         for series, ids in fronts.items()}
-    if as_json:
-        click.echo(json.dumps(doc, indent=1))
-        return
-    from llmsweep.cli.tables import Column, job_labels, print_tables
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.results.frontier import series_label
-    from llmsweep.results.identity import get_field
+    from llmsweep.results.frontier import series_key, series_label
 
     x, y = AXIS_BY_KEY[x_axis], HOT_BY_NAME["tput_per_gpu"]
+    no_frontier: dict[str, str] = {}  # why a series (or, under "", the run) has none
+    if not points:  # nothing to draw a frontier from: say why, and where an all-reused run's points are
+        from llmsweep.results.rundir import reused_of
+
+        sources = sorted({str(r.get("run_id")) for r in reused_of(meta).values()})
+        no_frontier[""] = f"run {resolved} has no result: no frontier" + (
+            f" — its {len(reused_of(meta))} job(s) stood on stored results of run(s) {', '.join(sources)} "
+            f"(`run --reuse`): `llmsweep results frontier {sources[0]}`" if sources else "")
+    for key, ids in fronts.items():
+        if not ids:  # every point of the series is invalid, smoke or lacks the axis's value
+            mine = [p for p in points if series_key(p, mix_sources=mix_sources) == key]
+            why = "its results are evals" if all(p.eval_only for p in mine) else f"no valid point with {x.label}"
+            no_frontier[key] = f"{series_label(mine[0], mix_sources=mix_sources)}: {why}: no frontier"
+    if as_json:  # the frontiers on stdout; why a series has none on stderr, as the table says it
+        click.echo(json.dumps(doc, indent=1))
+        for line in no_frontier.values():
+            click.echo(line, err=True)
+        return
+    from llmsweep.cli.tables import Column, job_labels, print_tables
+    from llmsweep.results.identity import get_field
+
     shown = (y,) if x.key == "conc" else (HOT_BY_NAME[x.key], y)  # the concurrency axis is a column already
     click.echo(f"x: {x.label} ({x.unit}), y: {y.label} ({y.unit})")
     # one table per series, laid out as `results list` is: result ids whole, job ids shortened to fit; the figures as
     # every table shows a metric (`HotColumn.cell`)
     columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"), Column("conc"),
                *(Column(c.header) for c in shown)]
-    if not points:  # nothing to draw a frontier from: say why, and where an all-reused run's points are
-        from llmsweep.results.rundir import reused_of
-
-        sources = sorted({str(r.get("run_id")) for r in reused_of(meta).values()})
-        click.echo(f"run {resolved} has no result: no frontier" + (
-            f" — its {len(reused_of(meta))} job(s) stood on stored results of run(s) {', '.join(sources)} "
-            f"(`run --reuse`): `llmsweep results frontier {sources[0]}`" if sources else ""))
+    if "" in no_frontier:
+        click.echo(no_frontier[""])
         return
-    from llmsweep.results.frontier import series_key
-
     for key, ids in fronts.items():
-        if not ids:  # every point of the series is invalid, smoke or lacks the axis's value
-            mine = [p for p in points if series_key(p, mix_sources=mix_sources) == key]
-            why = "its results are evals" if all(p.eval_only for p in mine) else f"no valid point with {x.label}"
-            click.echo(f"{series_label(mine[0], mix_sources=mix_sources)}: {why}: no frontier")
+        if not ids:
+            click.echo(no_frontier[key])
             continue
         front = [by_id[i] for i in ids]
         exp_names = {p.job_id: str(name) for p in front if (name := get_field(p.job, "exp_name"))}

@@ -353,9 +353,13 @@ def test_frontier_of_a_run_without_a_valid_point_says_there_is_none(tmp_path: Pa
         SyntheticPoint(synthetic_job(conc=c), speed=1.0, requests=20, invalid_reason="realised TP 4 differs")
         for c in (1, 4)], run_id="bad")
     text = _run("results", "frontier", str(run.path))
-    assert text.splitlines()[1:] == [
-        "Qwen3.5-397B-A17B-FP8 · mi300x · sglang · fp8 · agentic-coding [simulated]: no valid point with P90 "
-        "E2E-normalised interactivity: no frontier"], text
+    why = ("Qwen3.5-397B-A17B-FP8 · mi300x · sglang · fp8 · agentic-coding [simulated]: no valid point with P90 "
+           "E2E-normalised interactivity: no frontier")
+    assert text.splitlines()[1:] == [why], text
+    # --json: the empty frontier on stdout, and why on stderr (it printed `{"series": []}` and nothing else)
+    res = CliRunner().invoke(cli, ["results", "frontier", str(run.path), "--json"], catch_exceptions=False)
+    assert res.exit_code == 0 and list(json.loads(res.stdout).values()) == [[]], res.output
+    assert res.stderr.splitlines() == [why], res.stderr
 
 
 def test_frontier_of_a_run_that_reused_every_job_says_where_its_points_are(tmp_path: Path, store_path: Path) -> None:
@@ -367,5 +371,9 @@ def test_frontier_of_a_run_that_reused_every_job_says_where_its_points_are(tmp_p
         "run_id": "all-reused", "expected_job_ids": ["a", "b"],
         "reused": {j: {"run_id": "earlier", "job_id": j, "result_id": f"r-{j}", "verdict": "valid"} for j in "ab"}}))
     text = _run("results", "frontier", str(tmp_path / "all-reused"))
-    assert ("run all-reused has no result: no frontier — its 2 job(s) stood on stored results of run(s) earlier "
-            "(`run --reuse`): `llmsweep results frontier earlier`") in text, text
+    why = ("run all-reused has no result: no frontier — its 2 job(s) stood on stored results of run(s) earlier "
+           "(`run --reuse`): `llmsweep results frontier earlier`")
+    assert why in text, text
+    res = CliRunner().invoke(cli, ["results", "frontier", str(tmp_path / "all-reused"), "--json"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0 and json.loads(res.stdout) == {} and why in res.stderr, res.output
