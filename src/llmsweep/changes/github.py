@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +35,7 @@ from llmsweep.changes.priority import by_priority
 from llmsweep.client.files import RUN_FILE
 from llmsweep.errors import ConfigError
 from llmsweep.plan import Job
+from llmsweep.plan.matrix import EvalOptions
 
 Source = Literal["matrix", "changes"]
 RUN_LABELS = ("full-sweep-enabled", "full-sweep-fail-fast")
@@ -45,9 +46,63 @@ SWEEP_LABELS = RUN_LABELS
 ARTIFACT_PREFIX = "bmk_"
 
 
+def _flag(concept: str) -> str:
+    """The spelling of a shared CLI option (`cli.options.CONCEPTS`): the workflow and the matrix write command lines,
+    so they spell a flag as the CLI declares it."""
+    from llmsweep.cli.options import CONCEPTS
+
+    return CONCEPTS[concept].spelling
+
+
+def label_plans(*, evals_only: bool = False, all_evals: bool = False) -> list[tuple[str, EvalOptions]]:
+    """The plans a sweep under InferenceX's modifier labels runs, each with the `llmsweep run` flag that plans its
+    job ids (`""`: none), as InferenceX's `process_changelog.py` selects them (core spec §3.3, §7.2):
+
+    - no modifier: the plain plan (a `run-eval` row runs its point, then its eval on the same server);
+    - `evals-only`: the eval rows alone, as eval-only jobs (`run --evals-only`);
+    - `all-evals`: the throughput jobs (`run --no-evals`) and an eval-only job for every 8k1k fixed-seq-len and
+      agentic row (`run --all-evals`): evals expanded, throughput kept;
+    - both: throughput dropped, evals expanded: `run --all-evals` alone (whose plan `--evals-only` does not change).
+    """
+    if not (evals_only or all_evals):
+        return [("", EvalOptions())]
+    evals = (_flag("all_evals") if all_evals else _flag("evals_only"),
+             EvalOptions(evals_only=True, all_evals=all_evals))
+    return [evals] if evals_only else [(_flag("no_evals"), EvalOptions(no_evals=True)), evals]
+
+
+def sweep_jobs(files: Sequence[Path], *, runner_config: Path | None = None, changed: str | None = None,
+               evals_only: bool = False, all_evals: bool = False) -> tuple[list[Job], dict[str, str]]:
+    """The jobs `ci matrix` gives entries (every job of the plans of :func:`label_plans`; with `changed`, the jobs
+    `llmsweep changes CHANGED` finds, both sides planned the same way) and, for each job id, the `run` flag that
+    plans it.
+
+    Every changed job must be in the plan the runners read (`run FILES --only-job ID`): one silently dropped is never
+    measured. A multi-node job whose list alone grew runs its added concurrencies, a slice of it."""
+    from llmsweep.plan import jobs_from_files
+
+    jobs: list[Job] = []
+    plans: dict[str, str] = {}
+    for flag, evals in label_plans(evals_only=evals_only, all_evals=all_evals):
+        planned = jobs_from_files(list(files), runner_config=runner_config, evals=evals)
+        if changed:
+            from llmsweep.changes import changes_between
+            from llmsweep.plan.slices import resolve_job_ids
+
+            wanted = changes_between(changed, files, runner_config=runner_config, evals=evals).to_run()
+            planned = resolve_job_ids(planned, wanted, fix="compare against the tree these files are read from "
+                                      "(`--changed BASE..`), with the same recipe files")
+        jobs += planned
+        plans.update({job.id: flag for job in planned})
+    return jobs, plans
+
+
 def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, event: str | None = None,
-                   labels: Sequence[str] = (), runner_labels: Sequence[str] = ()) -> list[dict[str, Any]]:
+                   labels: Sequence[str] = (), runner_labels: Sequence[str] = (),
+                   plans: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The `strategy.matrix.include` list: one entry per job, highest priority first; runner labels from the fleet.
+    `plans` maps a job id to the `llmsweep run` flag that plans it (:func:`label_plans`), the entry's `plan` (`""`
+    when it has none: the plain plan).
 
     A label neither the fleet file lists nor `runner_labels` names is refused: its jobs would wait for a runner that
     may not exist (a typo). GitHub's runners can carry labels the fleet file omits — InferenceX's own master names
@@ -61,8 +116,9 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
                               "on a label no runner carries waits forever",
                               fix=f"fix the recipe's runner; or add the label to the runner file (--runner-config); "
                                   f"or, if GitHub's self-hosted runners carry it, pass {flags}")
+    plans = plans or {}
     return [{"job": job.id, "runner": job.runner, "recipe": job.recipe_key, "priority": f"{score:.3f}",
-             "eval": carries_eval(job)}
+             "eval": carries_eval(job), "plan": plans.get(job.id, "")}
             for job, score in by_priority(jobs, event=event, labels=labels)]
 
 

@@ -45,8 +45,11 @@ def ci() -> None:
 def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None, ci_store: str | None,
            collect_runner: str, runner_labels: tuple[str, ...], runner_config: Path | None) -> None:
     """Write a GitHub Actions workflow that sweeps FILES on a pull request labelled `full-sweep-enabled` or
-    `full-sweep-fail-fast` (the latter cancels the sweep at the first failure), and on every push to main. Adding
-    or removing one of those labels restarts a pull request's sweep; any other label leaves it running.
+    `full-sweep-fail-fast` (the latter cancels the sweep at the first failure), and on every push to main. With it,
+    InferenceX's modifier labels change what runs: `evals-only` runs only the eval jobs, `all-evals` an eval for
+    every 8k1k fixed-seq-len and agentic row besides the throughput jobs (both: those evals only). Adding or removing
+    one of those labels (a modifier only next to a sweep label) restarts a pull request's sweep; any other label
+    leaves it running.
 
     Jobs run on `[self-hosted, <runner label>]` (labels checked against the fleet file), highest priority first;
     a job that runs an accuracy eval (a `run-eval` row) first installs lm-eval in a virtual environment of its own;
@@ -85,6 +88,11 @@ def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | 
 @ci.command("matrix")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @option("changed")
+@option("evals_only", help="As the pull-request label `evals-only`: only the eval jobs, each planned as `run "
+        "--evals-only` plans it (as `run --all-evals` with --all-evals).")
+@option("all_evals", help="As the pull-request label `all-evals`: an eval-only job for every 8k1k fixed-seq-len and "
+        "agentic row (planned as `run --all-evals`), the throughput jobs kept (planned as `run --no-evals`) unless "
+        "--evals-only.")
 @click.option("--event", default=None, help="The triggering event (`push` adds to every priority).")
 @click.option("--label", "labels", multiple=True, help="A pull-request label that moves priorities (repeatable).")
 @click.option("--github-output", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -93,32 +101,25 @@ def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | 
               help="A runner label GitHub's self-hosted runners carry that the fleet file does not list (repeatable); "
               "jobs on any other unlisted label are refused.")
 @runner_config_option()
-def matrix(files: tuple[Path, ...], changed: str | None, event: str | None, labels: tuple[str, ...],
-           github_output: Path | None, runner_labels: tuple[str, ...], runner_config: Path | None) -> None:
-    """The sweep's matrix as JSON (`{"include": [{job, runner, recipe, priority, eval}]}`), highest priority first:
-    every job of the plan, a job that runs an accuracy eval too (`eval: true`: the workflow installs lm-eval for it).
-    Jobs the runner's `llmsweep run` will refuse whatever it has (e.g. no `serve`, a real engine's disaggregated
-    roles) keep their entry and are said on stderr with the reason."""
+def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_evals: bool, event: str | None,
+           labels: tuple[str, ...], github_output: Path | None, runner_labels: tuple[str, ...],
+           runner_config: Path | None) -> None:
+    """The sweep's matrix as JSON (`{"include": [{job, runner, recipe, priority, eval, plan}]}`), highest priority
+    first: every job of the plan, a job that runs an accuracy eval too (`eval: true`: the workflow installs lm-eval
+    for it); `plan` is the `llmsweep run` flag that plans the job's id (--evals-only, --all-evals, --no-evals, or
+    empty), which the workflow's runner job passes on. Jobs the runner's `llmsweep run` will refuse whatever it has
+    (e.g. no `serve`, a real engine's disaggregated roles) keep their entry and are said on stderr with the reason."""
     from llmsweep.catalog.fleet import default_fleet, load_fleet
-    from llmsweep.changes.github import matrix_entries
-    from llmsweep.plan import jobs_from_files
+    from llmsweep.changes.github import matrix_entries, sweep_jobs
 
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
-    jobs = jobs_from_files(list(files), runner_config=runner_config)
-    if changed:
-        from llmsweep.changes import changes_between
-        from llmsweep.plan.slices import resolve_job_ids
-
-        # Every changed job must be in the plan the runners read (`run FILES --only-job ID`): one silently dropped is
-        # never measured. A multi-node job whose list alone grew runs its added concurrencies, a slice of it.
-        wanted = changes_between(changed, files, runner_config=runner_config).to_run()
-        jobs = resolve_job_ids(jobs, wanted, fix="compare against the tree these files are read from (`--changed "
-                               "BASE..`), with the same recipe files")
+    jobs, plans = sweep_jobs(files, runner_config=runner_config, changed=changed, evals_only=evals_only,
+                             all_evals=all_evals)
     # Every job gets an entry, its eval included: a `run-eval` row runs its point and then its eval on the same server,
     # and an entry that carries an eval (`eval: true`) has the workflow install lm-eval before it runs. A job the
     # runner's `run` will refuse anyway keeps its entry (its refusal is its outcome in the collected run) and is said
     # here, with the reason and its fix.
-    include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels)
+    include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels, plans=plans)
     _say_refusals(jobs, files, runner_config)
     if len(include) > GITHUB_MATRIX_LIMIT:
         raise ConfigError(f"{len(include)} jobs in one matrix: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a "

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from llmsweep.changes.github import carries_eval, collect, matrix_entries, workf
 from llmsweep.changes.priority import priority
 from llmsweep.cli.main import cli
 from llmsweep.errors import ConfigError
-from llmsweep.plan import jobs_from_files
+from llmsweep.plan import Job, jobs_from_files
 from llmsweep.spec.workload import ScenarioId
 
 
@@ -326,3 +327,61 @@ def test_a_job_a_policy_error_will_refuse_on_the_runner_is_said_up_front() -> No
     assert len(json.loads(res.stdout)["include"]) == 9
     assert "note: 4 of the 9 job(s) will be refused by `llmsweep run` on the runner" in res.stderr
     assert "policy error [engine.known-incompatibility]" in res.stderr
+
+
+def _planned_by_run(args: list[str]) -> dict[str, Job]:
+    """The jobs `llmsweep run ARGS` plans (its files under its eval flags, the arguments parsed by the real command):
+    where the runner's `run --only-job ID` looks the id up."""
+    from llmsweep.cli.run import run
+    from llmsweep.plan.matrix import EvalOptions
+
+    params = run.make_context("run", list(args)).params
+    evals = EvalOptions(no_evals=params["no_evals"], evals_only=params["evals_only"], all_evals=params["all_evals"])
+    return {job.id: job for job in jobs_from_files(list(params["files"]), evals=evals)}
+
+
+@pytest.mark.parametrize(("flags", "plans"), [
+    ((), {"": 6}),  # no modifier label: the plain plan (tp4's conc 32 runs its point, then its eval)
+    (("--evals-only",), {"--evals-only": 1}),  # the eval row alone, eval-only
+    (("--all-evals",), {"--no-evals": 6, "--all-evals": 6}),  # every 8k1k row's eval, the throughput kept
+    (("--evals-only", "--all-evals"), {"--all-evals": 6}),  # InferenceX: throughput dropped, evals expanded
+])
+def test_ci_matrix_plans_as_the_eval_labels_select(tmp_path: Path, flags: tuple[str, ...],
+                                                   plans: dict[str, int]) -> None:
+    """InferenceX's PR labels `evals-only` and `all-evals` (core spec §3.3, §7.2) had no counterpart in `ci matrix`:
+    a labelled pull request swept the plain plan. Each entry names the `run` flag that plans its id (`plan`): an
+    eval-only job's id exists only under --evals-only/--all-evals, and all-evals' throughput jobs run with --no-evals
+    (their evals are the eval-only jobs)."""
+    recipe = _at_8k1k(write_recipe(tmp_path, tp4_concs="[2, 4, 16, 32]"))
+    res = CliRunner().invoke(cli, ["ci", "matrix", str(recipe), *flags])
+    assert res.exit_code == 0, res.output
+    include = json.loads(res.stdout)["include"]
+    assert Counter(e["plan"] for e in include) == plans
+    assert len({e["job"] for e in include}) == len(include)
+    for entry in include:
+        job = _planned_by_run([str(recipe), *([entry["plan"]] if entry["plan"] else []), "--only-job", entry["job"]])[
+            entry["job"]]
+        assert entry["eval"] == carries_eval(job)
+        assert bool(job.eval_only) == (entry["plan"] in ("--evals-only", "--all-evals"))
+        if job.eval_only:  # without its flag, the runner's `run --only-job` would not find it
+            assert entry["job"] not in _planned_by_run([str(recipe)])
+
+
+def test_ci_matrix_changed_under_the_eval_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --changed, both sides are planned as each entry's `run` plans: adding conc 64 to an 8k1k curve moves its
+    eval point there (evals-only: that eval alone) and, under all-evals, adds a throughput point and its eval."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    _at_8k1k(write_recipe(repo, tp4_concs="[2, 4, 16, 32]"))
+    base = commit(repo, "base")
+    _at_8k1k(write_recipe(repo, tp4_concs="[2, 4, 16, 32, 64]"))
+    head = commit(repo, "head")
+    monkeypatch.chdir(repo)
+    for flag, plans in (("--evals-only", ["--evals-only"]), ("--all-evals", ["--all-evals", "--no-evals"])):
+        res = CliRunner().invoke(cli, ["ci", "matrix", "recipes/chg.yaml", "--changed", f"{base}..{head}", flag])
+        assert res.exit_code == 0, res.output
+        include = json.loads(res.stdout)["include"]
+        assert sorted(e["plan"] for e in include) == plans
+        assert all("_tp4-" in e["job"] and "_conc64_" in e["job"] for e in include)
+        assert {e["plan"]: e["eval"] for e in include} == {p: p != "--no-evals" for p in plans}
