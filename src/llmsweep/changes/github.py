@@ -12,8 +12,15 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
   row: its throughput point and its eval on the same server; or an eval-only row) first installs the harness,
   `lm-eval[api]` at the version llmsweep pins, into a virtual environment of its own and names it in
   `LLMSWEEP_LM_EVAL` (InferenceX's CI runs these points and their evals; a throughput entry installs nothing);
+- InferenceX's modifier labels (core spec §3.3, §7.2) change what a labelled pull request sweeps: `evals-only` runs
+  only the eval jobs (`run --evals-only`'s plan), `all-evals` adds an eval-only job for every 8k1k fixed-seq-len and
+  agentic row and keeps the throughput jobs (planned as `run --no-evals`, their evals being those eval-only jobs);
+  both together run the evals of `all-evals` alone. `ci matrix` computes the matrix with the same flags and names in
+  each entry the `llmsweep run` flag that plans its job id (`plan`), which the entry's runner job passes on. A push
+  carries no labels: the plain sweep;
 - a pull request's sweep restarts (one concurrency group per pull request, the running sweep cancelled) on a push
-  and when one of those labels is added or removed; any other label event runs nothing, in a group of its own;
+  and when one of those labels is added or removed (a modifier label only while a sweep label is on the pull
+  request); any other label event runs nothing, in a group of its own;
 - `collect` merges the artifacts into one run (`llmsweep ci collect`), stores it, writes the dashboard (an
   artifact), compares it with the baseline run in the store using between-run bands (`llmsweep compare --baseline
   --format markdown`) and posts that verdict with the sweep's success rate as the job summary.
@@ -43,6 +50,12 @@ FAIL_FAST_LABEL = "full-sweep-fail-fast"
 SWEEP_LABELS = RUN_LABELS
 """Labels whose adding or removal changes what the sweep runs (whether it runs, and fail-fast). The priority labels
 (`changes.priority`) only order a queue the workflow does not pass them to, so they restart nothing."""
+EVALS_ONLY_LABEL = "evals-only"
+ALL_EVALS_LABEL = "all-evals"
+EVAL_LABELS = (EVALS_ONLY_LABEL, ALL_EVALS_LABEL)
+"""InferenceX's modifier labels (core spec §7.2): they change what a sweep runs (:func:`label_plans`), so adding or
+removing one restarts the sweep, but only while one of `SWEEP_LABELS` is on the pull request: alone they run
+nothing."""
 ARTIFACT_PREFIX = "bmk_"
 
 
@@ -163,7 +176,8 @@ def lm_eval_step() -> dict[str, Any]:
 
 
 class _Env(str):
-    """A word written as is: a double-quoted reference to the step's environment (`"$JOB"`, `"runs/$JOB"`)."""
+    """A word written as is: a double-quoted reference to the step's environment (`"$JOB"`, `"runs/$JOB"`, `"$@"`,
+    or `${PLAN:+"$PLAN"}`: one word when set, none when empty)."""
 
     __slots__ = ()
 
@@ -187,10 +201,14 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     label_args = [arg for label in runner_labels for arg in ("--runner-label", label)]
     labels = "github.event.pull_request.labels.*.name"
     run_if = " || ".join([f"contains({labels}, '{label}')" for label in RUN_LABELS])
-    # A label added or removed starts a sweep only when it is one that changes what runs; any other (e.g.
-    # `documentation`) neither starts one nor, in a concurrency group of its own, cancels the one running.
-    sweep_label = f"contains(fromJSON('{json.dumps(list(SWEEP_LABELS), separators=(',', ':'))}'), " \
-                  "github.event.label.name)"
+
+    def event_label_in(names: Sequence[str]) -> str:
+        return f"contains(fromJSON('{json.dumps(list(names), separators=(',', ':'))}'), github.event.label.name)"
+
+    # A label added or removed starts a sweep only when it is one that changes what runs: a sweep label, or a modifier
+    # label while a sweep label is on the pull request (alone it runs nothing); any other (e.g. `documentation`)
+    # neither starts one nor, in a concurrency group of its own, cancels the one running.
+    sweep_label = f"({event_label_in(SWEEP_LABELS)} || ({event_label_in(EVAL_LABELS)} && ({run_if})))"
     other_label = f"(github.event.action == 'labeled' || github.event.action == 'unlabeled') && !{sweep_label}"
     starts_sweep = f"(github.event.action != 'labeled' && github.event.action != 'unlabeled') || {sweep_label}"
     changed = source == "changes"
@@ -199,8 +217,13 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
                 {"name": "Install llmsweep", "run": install}]
     env = {"LLMSWEEP_STORE": store} if store else {}
     matrix_cmd = _sh("llmsweep", "ci", "matrix", *recipe_args, *fleet_args, *label_args, "--event", _Env('"$EVENT"'),
-                     "--github-output", _Env('"$GITHUB_OUTPUT"'))
-    matrix_env = {"EVENT": "${{ github.event_name }}"}
+                     "--github-output", _Env('"$GITHUB_OUTPUT"'), _Env('"$@"'))
+    # The modifier labels become `ci matrix`'s flags of the same names (a push carries no labels: the plain sweep);
+    # each entry then names the `run` flag that plans its job, which its runner job passes on.
+    eval_flags = {"EVALS_ONLY": (EVALS_ONLY_LABEL, _flag("evals_only")),
+                  "ALL_EVALS": (ALL_EVALS_LABEL, _flag("all_evals"))}
+    matrix_env = {"EVENT": "${{ github.event_name }}",
+                  **{var: f"${{{{ contains({labels}, '{label}') }}}}" for var, (label, _) in eval_flags.items()}}
     if changed:  # a pull request runs the jobs it changed; a push or a manual run, every job
         # Against the tree actions/checkout gives a pull request, its merge with the base: the jobs it plans are the
         # ones the sweep runs (`BASE..HEAD` of the branch would see main's later changes reversed, and drop the
@@ -208,6 +231,8 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         matrix_env["BASE"] = "${{ github.event.pull_request.base.sha }}"
         matrix_cmd = (f'if [ "$EVENT" = pull_request ]; then {matrix_cmd} --changed "$BASE.."; '
                       f"else {matrix_cmd}; fi")
+    matrix_cmd = "\n".join(["set --", *(f'if [ "${var}" = true ]; then set -- "$@" {flag}; fi'
+                                         for var, (_, flag) in eval_flags.items()), matrix_cmd])
     setup = {
         "if": starts_sweep,
         "runs-on": "ubuntu-latest",
@@ -238,9 +263,11 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         "steps": [
             *setup_py,
             lm_eval_step(),
-            {"name": "Run the job", "env": {"JOB": "${{ matrix.job }}"},
-             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, "--only-job", _Env('"$JOB"'), "--out",
-                        _Env('"runs/$JOB"'), "--no-report")},
+            # planned as `ci matrix` planned it (`plan`: the eval labels' `run` flag): an eval-only job's id exists
+            # only in the plan of --evals-only/--all-evals, and an all-evals throughput job is run with --no-evals
+            {"name": "Run the job", "env": {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"},
+             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, "--only-job", _Env('"$JOB"'),
+                        _Env('${PLAN:+"$PLAN"}'), "--out", _Env('"runs/$JOB"'), "--no-report")},
             {"name": "Upload the job's results", "if": "always()", "uses": "actions/upload-artifact@v4",
              "with": {"name": ARTIFACT_PREFIX + "${{ matrix.job }}", "path": "runs/${{ matrix.job }}",
                       "if-no-files-found": "warn"}},

@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from changes_scratch import RECIPE, commit, git, scratch_repo, write_multinode, write_recipe
@@ -44,6 +45,15 @@ def test_generated_workflow_validates_against_githubs_schema(tmp_path: Path, mon
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "&id" not in out.read_text()  # no YAML anchors
+    # the file validated carries the eval labels: `ci matrix` flags from them, `run` the flag of each entry's plan
+    import yaml
+
+    jobs = yaml.safe_load(out.read_text())["jobs"]
+    matrix_env = _step(jobs["setup"], "matrix")["env"]
+    assert matrix_env["EVALS_ONLY"] == "${{ contains(github.event.pull_request.labels.*.name, 'evals-only') }}"
+    assert matrix_env["ALL_EVALS"] == "${{ contains(github.event.pull_request.labels.*.name, 'all-evals') }}"
+    assert """contains(fromJSON('["evals-only","all-evals"]'), github.event.label.name)""" in jobs["setup"]["if"]
+    assert _step(jobs["sweep"], "Run the job")["env"]["PLAN"] == "${{ matrix.plan }}"
 
 
 def test_labels_fail_fast_artifacts_and_collect_job() -> None:
@@ -66,6 +76,14 @@ def test_labels_fail_fast_artifacts_and_collect_job() -> None:
     matrix_step = next(s for s in setup["steps"] if s.get("id") == "matrix")
     # against the merge tree actions/checkout gives a pull request, whose plan is what the sweep runs
     assert '--changed "$BASE.."' in matrix_step["run"] and "$HEAD" not in matrix_step["run"]
+    # the eval labels become `ci matrix`'s flags, on a pull request and (never labelled) a push alike
+    lines = matrix_step["run"].splitlines()
+    assert lines[:3] == ["set --", 'if [ "$EVALS_ONLY" = true ]; then set -- "$@" --evals-only; fi',
+                         'if [ "$ALL_EVALS" = true ]; then set -- "$@" --all-evals; fi']
+    assert lines[3].count('--github-output "$GITHUB_OUTPUT" "$@"') == 2
+    run_job = next(s for s in sweep["steps"] if s.get("name") == "Run the job")
+    assert run_job["run"] == 'llmsweep run recipes/chg.yaml --only-job "$JOB" ${PLAN:+"$PLAN"} --out "runs/$JOB" ' \
+                             "--no-report"
     assert "${{" not in matrix_step["run"]
     assert all("${{" not in s.get("run", "") for job in doc["jobs"].values() for s in job["steps"])
 
@@ -165,9 +183,11 @@ def test_ci_matrix_refuses_more_jobs_than_a_github_matrix_runs(tmp_path: Path) -
     assert "301 jobs in one matrix: GitHub runs at most 256 jobs of a matrix" in str(res.exception)
 
 
-def _evaluate(expression: str, github: dict[str, object]) -> object:
+def _evaluate(expression: str, github: dict[str, object], matrix: dict[str, object] | None = None) -> object:
     """A GitHub Actions expression of the forms the workflow writes, evaluated for one event (`&&`/`||` return an
-    operand, as GitHub's do)."""
+    operand, as GitHub's do; `labels.*.name` is the list of the labels' names, empty where the event has none)."""
+    import re
+
     class Context(dict[str, object]):
         def __getattr__(self, name: str) -> object:  # a property the event lacks is null (falsy), as on GitHub
             return self.get(name, Context())
@@ -177,34 +197,51 @@ def _evaluate(expression: str, github: dict[str, object]) -> object:
             return Context()
         return Context({k: ns(v) for k, v in value.items()}) if isinstance(value, dict) else value
 
-    code = expression.replace("&&", " and ").replace("||", " or ").replace("!=", "\0").replace("!", " not ")
-    env = {"github": ns(github), "fromJSON": json.loads, "contains": lambda seq, item: item in seq,
-           "format": lambda text, *args: text.format(*args)}
+    def star(items: object, key: str) -> list[object]:
+        return [item[key] for item in items] if isinstance(items, list) else []
+
+    code = re.sub(r"([\w.]+)\.\*\.(\w+)", r"star(\1, '\2')", expression)
+    code = code.replace("&&", " and ").replace("||", " or ").replace("!=", "\0").replace("!", " not ")
+    env = {"github": ns(github), "matrix": ns(matrix), "fromJSON": json.loads, "star": star,
+           "contains": lambda seq, item: item in seq, "format": lambda text, *args: text.format(*args)}
     return eval(code.replace("\0", "!="), env)  # the workflow's own expressions, in a test
 
 
-def _interpolate(text: str, github: dict[str, object]) -> str:
+def _interpolate(text: str, github: dict[str, object], matrix: dict[str, object] | None = None) -> str:
+    """`text` with its `${{ … }}` evaluated, as GitHub writes a value (`true`/`false` for a boolean)."""
     import re
 
-    return re.sub(r"\$\{\{(.*?)\}\}", lambda m: str(_evaluate(m[1], github) or ""), text)
+    def value(m: re.Match[str]) -> str:
+        result = _evaluate(m[1], github, matrix)
+        return str(result).lower() if isinstance(result, bool) else str(result or "")
+
+    return re.sub(r"\$\{\{(.*?)\}\}", value, text)
 
 
-@pytest.mark.parametrize(("action", "label", "sweeps"), [
-    ("labeled", "documentation", False),
-    ("unlabeled", "documentation", False),
-    ("labeled", "full-sweep-fail-fast", True),
-    ("unlabeled", "full-sweep-enabled", True),  # the sweep stops (or its fail-fast changes)
-    ("synchronize", None, True),
+@pytest.mark.parametrize(("action", "label", "on_pr", "sweeps"), [
+    ("labeled", "documentation", ["full-sweep-enabled"], False),
+    ("unlabeled", "documentation", ["full-sweep-enabled"], False),
+    ("labeled", "full-sweep-fail-fast", ["full-sweep-fail-fast"], True),
+    ("unlabeled", "full-sweep-enabled", [], True),  # the sweep stops (or its fail-fast changes)
+    ("synchronize", None, ["full-sweep-enabled"], True),
+    # a modifier label changes what a labelled pull request sweeps (`ci matrix --evals-only`/`--all-evals`) ...
+    ("labeled", "evals-only", ["full-sweep-enabled", "evals-only"], True),
+    ("unlabeled", "evals-only", ["full-sweep-fail-fast"], True),
+    ("labeled", "all-evals", ["full-sweep-fail-fast", "all-evals"], True),
+    ("unlabeled", "all-evals", ["full-sweep-enabled", "evals-only"], True),
+    # ... and alone runs nothing: no sweep to restart, nor one cancelled
+    ("labeled", "evals-only", ["evals-only"], False),
+    ("unlabeled", "all-evals", ["documentation"], False),
 ])
-def test_only_a_label_that_changes_what_runs_restarts_the_sweep(action: str, label: str | None,
+def test_only_a_label_that_changes_what_runs_restarts_the_sweep(action: str, label: str | None, on_pr: list[str],
                                                                 sweeps: bool) -> None:
     """Adding an unrelated label to a pull request used to cancel its running sweep (one concurrency group) and start
-    it again on the multi-node cluster."""
+    it again on the multi-node cluster. `on_pr`: the pull request's labels once the event's is added or removed."""
     doc = workflow([Path("recipes/chg.yaml")], source="changes")
     assert "unlabeled" in doc["on"]["pull_request"]["types"]
     event = {"event_name": "pull_request", "ref": "refs/pull/7/merge", "run_id": 99,
              "event": {"action": action, "label": {"name": label} if label else None,
-                       "pull_request": {"number": 7, "labels": [{"name": "full-sweep-enabled"}]}}}
+                       "pull_request": {"number": 7, "labels": [{"name": name} for name in on_pr]}}}
     assert bool(_evaluate(doc["jobs"]["setup"]["if"], event)) is sweeps
     group = _interpolate(doc["concurrency"]["group"], event)
     assert (group == "llmsweep-7") is sweeps  # the running sweep's group: joining it cancels that sweep
@@ -385,3 +422,101 @@ def test_ci_matrix_changed_under_the_eval_labels(tmp_path: Path, monkeypatch: py
         assert sorted(e["plan"] for e in include) == plans
         assert all("_tp4-" in e["job"] and "_conc64_" in e["job"] for e in include)
         assert {e["plan"]: e["eval"] for e in include} == {p: p != "--no-evals" for p in plans}
+
+
+_SHIM = '''\
+import json, os, sys
+args = sys.argv[1:]
+if args[:1] == ["run"]:  # plan only: does the plan of these files under these eval flags hold --only-job's id?
+    from llmsweep.cli.run import run
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.plan.matrix import EvalOptions
+    p = run.make_context("run", args[1:]).params
+    evals = EvalOptions(no_evals=p["no_evals"], evals_only=p["evals_only"], all_evals=p["all_evals"])
+    planned = {job.id: job for job in jobs_from_files(list(p["files"]), evals=evals)}
+    with open(os.environ["RUN_LOG"], "a") as fh:
+        for job in p["only_job"]:
+            fh.write(json.dumps({"job": job, "argv": args, "planned": job in planned,
+                                 "eval_only": job in planned and bool(planned[job].eval_only)}) + "\\n")
+else:
+    from llmsweep.cli.main import main
+    main(args)
+'''
+
+
+def _step(job: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(s for s in job["steps"] if s.get("id") == name or s.get("name") == name)
+
+
+def _bash(script: str, cwd: Path, env: dict[str, str], shim: Path) -> subprocess.CompletedProcess[str]:
+    """A workflow step's script as GitHub runs it (`bash -e`), `llmsweep` on PATH being the shim."""
+    import os
+
+    import llmsweep
+
+    full = {**os.environ, **env, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": str(Path(llmsweep.__file__).resolve().parents[1])}
+    return subprocess.run(["bash", "-e", "-c", script], cwd=cwd, env=full, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize(("on_pr", "plans"), [
+    (["full-sweep-enabled"], [""]),  # the plain sweep: the added point is the curve's eval point (`run-eval`)
+    (["full-sweep-enabled", "evals-only"], ["--evals-only"]),
+    (["full-sweep-fail-fast", "all-evals"], ["--all-evals", "--no-evals"]),
+    (["full-sweep-enabled", "all-evals", "evals-only"], ["--all-evals"]),  # InferenceX: the expanded evals alone
+])
+def test_the_workflow_sweeps_what_the_eval_labels_select(tmp_path: Path, on_pr: list[str], plans: list[str]) -> None:
+    """The workflow's own setup and runner scripts, run by bash for a pull request with its labels: the setup job's
+    `ci matrix` plans with the labels' flags and every runner job's `llmsweep run` plans its entry's id under the
+    same flag. The workflow ignored `evals-only` and `all-evals`, and an eval-only entry's `run --only-job` without
+    its flag would not find the id. A push carries no labels: the plain plan."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "llmsweep").write_text(f"#!{sys.executable}\n{_SHIM}")
+    (shim / "llmsweep").chmod(0o755)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    _at_8k1k(write_recipe(repo, tp4_concs="[2, 4, 16, 32]"))
+    base = commit(repo, "base")
+    _at_8k1k(write_recipe(repo, tp4_concs="[2, 4, 16, 32, 64]"))  # the merge checkout: conc 64 added
+    doc = workflow([Path("recipes/chg.yaml")], source="changes")
+    matrix_step, run_step = _step(doc["jobs"]["setup"], "matrix"), _step(doc["jobs"]["sweep"], "Run the job")
+    assert run_step["env"] == {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"}
+    assert '--only-job "$JOB" ${PLAN:+"$PLAN"} --out' in run_step["run"]
+
+    def setup_matrix(event: dict[str, Any]) -> list[dict[str, Any]]:
+        env = {k: _interpolate(v, event) for k, v in matrix_step["env"].items()}
+        assert env["EVALS_ONLY"] == str("evals-only" in labels(event)).lower()
+        assert env["ALL_EVALS"] == str("all-evals" in labels(event)).lower()
+        out = tmp_path / f"github-output-{event['event_name']}"
+        done = _bash(matrix_step["run"], repo, {**env, "GITHUB_OUTPUT": str(out)}, shim)
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+        return list(json.loads(outputs["matrix"])["include"])
+
+    def labels(event: dict[str, Any]) -> list[str]:
+        return [label["name"] for label in event["event"].get("pull_request", {}).get("labels", [])]
+
+    pr: dict[str, Any] = {"event_name": "pull_request", "event": {"action": "labeled", "pull_request": {
+        "number": 7, "base": {"sha": base}, "labels": [{"name": name} for name in on_pr]}}}
+    include = setup_matrix(pr)
+    assert sorted(e["plan"] for e in include) == plans
+    log = tmp_path / "runs.jsonl"
+    for entry in include:
+        run_env = {k: _interpolate(v, pr, entry) for k, v in run_step["env"].items()}
+        done = _bash(run_step["run"], repo, {**run_env, "RUN_LOG": str(log)}, shim)
+        assert done.returncode == 0, done.stdout + done.stderr
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["job"] for r in runs] == [e["job"] for e in include]
+    assert all(r["planned"] for r in runs)  # each runner's `run --only-job` finds its job
+    for entry, ran in zip(include, runs, strict=True):
+        assert [a for a in ran["argv"] if a in ("--no-evals", "--evals-only", "--all-evals")] == \
+            ([entry["plan"]] if entry["plan"] else [])
+        assert ran["eval_only"] is (entry["plan"] in ("--evals-only", "--all-evals"))
+    if len(on_pr) == 3:  # a push to main: every job of the plain plan, whatever the merged pull request carried
+        pushed = setup_matrix({"event_name": "push", "event": {"action": None}})
+        assert {e["plan"] for e in pushed} == {""}
+        assert sorted(e["job"] for e in pushed) == sorted(j.id for j in jobs_from_files([repo / "recipes" /
+                                                                                        "chg.yaml"]))
