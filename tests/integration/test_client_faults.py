@@ -141,7 +141,6 @@ def test_the_whole_request_timeout_ends_a_stream_still_flowing(tmp_path: Path, r
     only its own reads, and the body awaited whole on the stamped path ran on — 40-token streams of ~1.2 s were
     `valid` under a 0.5-s timeout. Each now ends as a timeout at the limit."""
     with StreamServer(ServerConfig(itl_s=0.03)) as srv:
-        began = time.monotonic()
         res = run_benchmark(
             SimpleWorkload(max_tokens=40, sessions_per_lane=2),
             Endpoint(base_url=srv.url, model="m"),
@@ -149,10 +148,12 @@ def test_the_whole_request_timeout_ends_a_stream_still_flowing(tmp_path: Path, r
                        record_process=record_process),
             tmp_path,
         )
-        took = time.monotonic() - began
     records = _records(tmp_path)
     assert [r["error_class"] for r in records] == ["timeout", "timeout"], records
     assert all("whole-request timeout of 0.5 s" in r["error"] for r in records)
     spans = [r["end_at"] - r["sent_at"] for r in records]
     assert all(0.45 <= s <= 1.0 for s in spans), spans  # ended at the limit, not at the stream's end
-    assert took < 2 * 1.2 and res.summary.requests.failed == 2
+    # the second request went out when the first timed out, not when its stream ended (on the client's own stamps:
+    # a wall-clock bound around the call counted the records helper's start-up, 2.5 s on a loaded machine)
+    window = max(r["end_at"] for r in records) - min(r["sent_at"] for r in records)
+    assert window < 2 * 1.2 and res.summary.requests.failed == 2, window
