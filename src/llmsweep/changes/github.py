@@ -85,10 +85,11 @@ def label_plans(*, evals_only: bool = False, all_evals: bool = False) -> list[tu
 
 
 def sweep_jobs(files: Sequence[Path], *, runner_config: Path | None = None, changed: str | None = None,
-               evals_only: bool = False, all_evals: bool = False) -> tuple[list[Job], dict[str, str]]:
+               evals_only: bool = False, all_evals: bool = False,
+               parents: dict[str, str] | None = None) -> tuple[list[Job], dict[str, str]]:
     """The jobs `ci matrix` gives entries (every job of the plans of :func:`label_plans`; with `changed`, the jobs
     `llmsweep changes CHANGED` finds, both sides planned the same way) and, for each job id, the `run` flag that
-    plans it.
+    plans it. `parents`, when given, gets each concurrency slice's id -> the id of the planned job it was cut from.
 
     Every changed job must be in the plan the runners read (`run FILES --only-job ID`): one silently dropped is never
     measured. A multi-node job whose list alone grew runs its added concurrencies, a slice of it."""
@@ -103,8 +104,9 @@ def sweep_jobs(files: Sequence[Path], *, runner_config: Path | None = None, chan
             from llmsweep.plan.slices import resolve_job_ids
 
             wanted = changes_between(changed, files, runner_config=runner_config, evals=evals).to_run()
-            planned = resolve_job_ids(planned, wanted, fix="compare against the tree these files are read from "
-                                      "(`--changed BASE..`), with the same recipe files")
+            planned = resolve_job_ids(planned, wanted, parents=parents,
+                                      fix="compare against the tree these files are read from (`--changed BASE..`), "
+                                          "with the same recipe files")
         jobs += planned
         plans.update({job.id: flag for job in planned})
     return jobs, plans
@@ -141,23 +143,30 @@ def carries_eval(job: Job) -> bool:
     return bool(job.eval_only or job.run_eval)
 
 
-def runner_refusals(jobs: Sequence[Job], files: Sequence[Path],
-                    runner_config: Path | None = None) -> dict[str, list[Job]]:
+def runner_refusals(jobs: Sequence[Job], files: Sequence[Path], runner_config: Path | None = None, *,
+                    parents: Mapping[str, str] | None = None) -> dict[str, list[Job]]:
     """The jobs the workflow's `llmsweep run FILES --only-job ID` will refuse on the runner whatever it has installed
-    (reason -> jobs): asked of the run's own refusal with the options that step uses (a real engine, no `--live`,
-    the local executor) and the policy errors `validate` finds in `files` about each job, lm-eval counted as present
-    (an eval entry installs it). Such a job keeps its matrix entry — its refusal, with the reason and fix, is its
-    outcome in the collected run — and `ci matrix` says it up front."""
+    (reason -> jobs; a multi-node job's points apart, `<id>-conc<N>`, as `run` runs them): asked of the run's own
+    refusal with the options that step uses (a real engine, no `--live`, the local executor) and the policy errors
+    `validate` finds in `files` about each job, lm-eval counted as present (an eval entry installs it). A concurrency
+    slice (`parents`: its id -> the planned job it was cut from) hears what was found about that job, or about its
+    point at the slice's concurrency (`policy.planning.follow_slices`). Such a job keeps its matrix entry — its
+    refusal, with the reason and fix, is its outcome in the collected run — and `ci matrix` says it up front."""
     from llmsweep.execute.pipeline import job_refusal
-    from llmsweep.policy.planning import errors_about, validate_files
+    from llmsweep.plan.point import one_point_per_job
+    from llmsweep.policy.planning import errors_about, follow_derived, follow_slices, validate_files
 
     checked = validate_files(list(files), runner_config=runner_config)
     keys = list(checked.loaded.recipes)
+    parents = parents or {}
+    findings = follow_slices(checked.findings, [(j, parents[j.id]) for j in jobs if j.id in parents])
+    points = {j.id: one_point_per_job([j]) for j in jobs}
+    findings = follow_derived(findings, {i: [p.id for p in split] for i, split in points.items() if len(split) > 1})
     out: dict[str, list[Job]] = {}
-    for job in jobs:
-        why = job_refusal(job, False, errors_about(job, checked.findings, keys), harness_provided=True)
+    for point in (p for split in points.values() for p in split):
+        why = job_refusal(point, False, errors_about(point, findings, keys), harness_provided=True)
         if why is not None:
-            out.setdefault(why, []).append(job)
+            out.setdefault(why, []).append(point)
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,14 +74,18 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     click.echo(str(out))
 
 
-def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | None) -> None:
+def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | None,
+                  parents: Mapping[str, str] | None = None) -> None:
     """Say on stderr which jobs the runner's `llmsweep run` will refuse whatever it has installed, each reason once
-    (it carries its fix) with how many jobs it stops: they have entries, so they are not dropped in silence, and a
-    sweep whose every job is refused is seen before any runner is held."""
+    (it carries its fix) with how many jobs it stops (a multi-node job's points counted apart, as `run` runs them):
+    they have entries, so they are not dropped in silence, and a sweep whose every job is refused is seen before any
+    runner is held. `parents`: a concurrency slice's id -> the job it was cut from (`changes.github.sweep_jobs`)."""
     from llmsweep.changes.github import runner_refusals
+    from llmsweep.plan.point import one_point_per_job
 
-    for reason, refused in runner_refusals(jobs, files, runner_config).items():
-        click.echo(f"note: {len(refused)} of the {len(jobs)} job(s) will be refused by `llmsweep run` on the runner "
+    total = len(one_point_per_job(jobs))
+    for reason, refused in runner_refusals(jobs, files, runner_config, parents=parents).items():
+        click.echo(f"note: {len(refused)} of the {total} job(s) will be refused by `llmsweep run` on the runner "
                    f"(e.g. {refused[0].id}): {reason}", err=True)
 
 
@@ -113,14 +117,15 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
     from llmsweep.changes.github import matrix_entries, sweep_jobs
 
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
+    parents: dict[str, str] = {}
     jobs, plans = sweep_jobs(files, runner_config=runner_config, changed=changed, evals_only=evals_only,
-                             all_evals=all_evals)
+                             all_evals=all_evals, parents=parents)
     # Every job gets an entry, its eval included: a `run-eval` row runs its point and then its eval on the same server,
     # and an entry that carries an eval (`eval: true`) has the workflow install lm-eval before it runs. A job the
     # runner's `run` will refuse anyway keeps its entry (its refusal is its outcome in the collected run) and is said
     # here, with the reason and its fix.
     include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels, plans=plans)
-    _say_refusals(jobs, files, runner_config)
+    _say_refusals(jobs, files, runner_config, parents)
     if len(include) > GITHUB_MATRIX_LIMIT:
         raise ConfigError(f"{len(include)} jobs in one matrix: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a "
                           "matrix, and the workflow would fail",

@@ -470,34 +470,23 @@ def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
     included (the concurrencies a change added); an id the plan lacks is an error, not a no-op. A finding about the
     job a slice was cut from concerns the slice too (an error refuses it as it refuses the whole job)."""
     from llmsweep.plan.slices import resolve_job_ids
+    from llmsweep.policy.planning import follow_slices
 
     parents: dict[str, str] = {}
     chosen = resolve_job_ids(jobs, ids, parents=parents, selectors=selectors,
                              fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); "
                                  "--only-job: an id from `llmsweep matrix full-sweep --config-files FILE --format ids` "
                                  "or from `llmsweep changes BASE..HEAD --json`")
-    cut: dict[str, list[str]] = {}
-    for sliced, parent in parents.items():
-        cut.setdefault(parent, []).append(sliced)
     # what was found about jobs this run does not run is not said (a warning named every job of the recipe under
     # `--only-job`); a finding about the recipe itself (no jobs) stays
-    ids_run = {j.id for j in chosen}
+    ids_run = {p.id for p in one_point_per_job(chosen)} | {j.id for j in chosen}
     narrowed = []
-    for f in _follow(findings, cut):
+    for f in follow_slices(findings, [(j, parents[j.id]) for j in chosen if j.id in parents]):
         if not f.jobs:
             narrowed.append(f)
         elif kept := tuple(j for j in f.jobs if j in ids_run):
             narrowed.append(f.model_copy(update={"jobs": kept}) if len(kept) < len(f.jobs) else f)
     return chosen, narrowed
-
-
-def _follow(findings: list[Finding], derived: dict[str, list[str]]) -> list[Finding]:
-    """The findings, each naming also the jobs cut from a job it names (`derived`: job id -> ids of its slices or
-    points): a policy error about a multi-node job refuses every part of it that runs under an id of its own."""
-    if not derived:
-        return findings
-    return [f.model_copy(update={"jobs": (*f.jobs, *(d for j in f.jobs for d in derived.get(j, ())))})
-            if any(j in derived for j in f.jobs) else f for f in findings]
 
 
 def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, str],
@@ -667,6 +656,8 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], keys: list[str],
                 run_dir: Path,
                 event: Event) -> RunOutcome:
+    from llmsweep.policy.planning import follow_derived
+
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     planned: list[Job] = []
     points: dict[str, list[str]] = {}
@@ -675,7 +666,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         planned += split
         if split != [job]:
             points[job.id] = [p.id for p in split]
-    findings = _follow(findings, points)
+    findings = follow_derived(findings, points)
     jobs = with_repeats(planned, req.repeats)
     from llmsweep.changes.reuse import reuse_keys
     from llmsweep.metrics.version import measurement_identity

@@ -63,6 +63,36 @@ def findings_about(job: Job, findings: Iterable[Finding], recipe_keys: Iterable[
     return out
 
 
+def follow_derived(findings: Sequence[Finding], derived: Mapping[str, Sequence[str]]) -> list[Finding]:
+    """The findings, each naming also the jobs derived from a job it names (`derived`: job id -> ids of its points or
+    slices): a policy error about a multi-node job refuses every part of it that runs under an id of its own."""
+    if not derived:
+        return list(findings)
+    return [f.model_copy(update={"jobs": (*f.jobs, *(d for j in f.jobs for d in derived.get(j, ())))})
+            if any(j in derived for j in f.jobs) else f for f in findings]
+
+
+def follow_slices(findings: Sequence[Finding], slices: Iterable[tuple[Job, str]]) -> list[Finding]:
+    """The findings, each naming also the concurrency slices it concerns (`slices`: a slice cut from a planned
+    multi-node job, and that job's id; `plan.slices`): one naming the whole job concerns every slice of it, and one
+    naming a point of the job (`<id>-conc<N>`: a rule that refuses some concurrencies only, as `grid.max-conc` does)
+    concerns the slice's own point at that concurrency — the slice itself when it has only that one."""
+    from llmsweep.plan.point import CONC_MARK
+
+    cut = list(slices)
+    if not cut:
+        return list(findings)
+    out = []
+    for f in findings:
+        named = set(f.jobs)
+        extra = [sliced.id for sliced, parent in cut if parent in named]
+        extra += [sliced.id if len(sliced.concs) == 1 else f"{sliced.id}{CONC_MARK}{c}"
+                  for sliced, parent in cut if parent not in named
+                  for c in sliced.concs if f"{parent}{CONC_MARK}{c}" in named]
+        out.append(f.model_copy(update={"jobs": (*f.jobs, *extra)}) if extra else f)
+    return out
+
+
 def errors_about(job: Job, findings: Iterable[Finding], recipe_keys: Iterable[str]) -> list[Finding]:
     """The error findings that concern `job` (:func:`findings_about`): what refuses it, in `run` and `al collect`."""
     return [f for f in findings_about(job, findings, recipe_keys) if f.is_error]

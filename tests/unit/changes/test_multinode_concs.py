@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from changes_scratch import multinode_repo
+from changes_scratch import commit, git, multinode_repo, write_multinode
 from click.testing import CliRunner
 
 from llmsweep.changes import changes_between
@@ -131,3 +131,40 @@ def test_under_evals_only_a_slice_runs_only_when_the_eval_moved_to_an_added_conc
     # --all-evals evaluates every concurrency of the row: the one added below runs its eval
     (low,) = changes_between(f"{old}..{lower}", evals=EvalOptions(all_evals=True)).jobs_to_run()
     assert (low.conc, low.eval_only, low.run_eval, low.eval_all_concs) == ([4], True, True, True)
+
+
+def test_a_policy_error_about_one_point_of_the_job_refuses_that_point_of_the_slice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`grid.max-conc` names the points above the cap (`<job id>-conc16`), not the job a slice is cut from: `run
+    --changed` ran the added conc 16 above the recipe's own cap (exit 0), and `ci matrix` said nothing of it, with or
+    without --changed."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+
+    def capped(concs: str) -> None:  # the arm with its cap: conc 16 is above it
+        path = write_multinode(repo, concs=concs)
+        path.write_text(path.read_text().replace("  workload:", "  policy: {max-conc: 8}\n  workload:"))
+
+    capped("[2, 4]")
+    base = commit(repo, "base")
+    capped("[2, 4, 8, 16]")
+    head = commit(repo, "head")
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    (slice_id,) = changes_between(f"{base}..{head}", repo=repo).to_run()
+
+    res = CliRunner().invoke(cli, ["run", "recipes/mn.yaml", "--changed", f"{base}..{head}", "--out",
+                                   str(tmp_path / "out"), "--no-report", "--json"], standalone_mode=False)
+    assert res.return_value == 2, res.output  # a policy error: bad input, as `validate` says
+    rows = json.loads(res.stdout)["jobs"]
+    assert [(r["conc"], r["verdict"]) for r in rows] == [(8, "valid"), (16, "refused")], rows
+    assert "grid.max-conc" in rows[1]["reason"]
+
+    note = "note: 1 of the {} job(s) will be refused by `llmsweep run` on the runner (e.g. {}-conc16): policy error " \
+           "[grid.max-conc]"
+    changed = CliRunner().invoke(cli, ["ci", "matrix", "recipes/mn.yaml", "--changed", f"{base}..{head}"])
+    assert changed.exit_code == 0 and note.format(2, slice_id) in changed.stderr, changed.output
+    (job,) = jobs_from_files([Path("recipes/mn.yaml")])
+    whole = CliRunner().invoke(cli, ["ci", "matrix", "recipes/mn.yaml"])
+    assert whole.exit_code == 0 and note.format(4, job.id) in whole.stderr, whole.output
