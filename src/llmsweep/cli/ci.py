@@ -84,8 +84,9 @@ def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | 
     from llmsweep.plan.point import one_point_per_job
 
     total = len(one_point_per_job(jobs))
+    counted = f"{total} job(s)" + (" (a multi-node job's points counted apart)" if total != len(jobs) else "")
     for reason, refused in runner_refusals(jobs, files, runner_config, parents=parents).items():
-        click.echo(f"note: {len(refused)} of the {total} job(s) will be refused by `llmsweep run` on the runner "
+        click.echo(f"note: {len(refused)} of the {counted} will be refused by `llmsweep run` on the runner "
                    f"(e.g. {refused[0].id}): {reason}", err=True)
 
 

@@ -294,8 +294,10 @@ def test_ci_matrix_gives_every_job_an_entry_its_evals_included(tmp_path: Path, m
     assert sorted(e["job"] for e in include) == sorted(j.id for j in jobs)
     assert {e["job"]: e["eval"] for e in include} == {j.id: carries_eval(j) for j in jobs}
     (multinode,) = [j for j in jobs if j.multinode]
-    assert f"note: 1 of the {len(jobs)} job(s) will be refused by `llmsweep run` on the runner (e.g. " \
-           f"{multinode.id}): the accuracy eval of a multinode job needs its deployment served live" in res.stderr
+    # counted as `run` runs them: the multi-node row's three points apart, only its eval point (32) refused
+    assert f"note: 1 of the {len(jobs) + 2} job(s) (a multi-node job's points counted apart) will be refused by " \
+           f"`llmsweep run` on the runner (e.g. {multinode.id}-conc32): the accuracy eval of a multinode job needs " \
+           "its deployment served live" in res.stderr
     assert res.stderr.count("note:") == 1  # the single-node eval runs: lm-eval is installed where it runs
 
 
@@ -348,10 +350,11 @@ def test_the_reviewers_mixed_file_gets_every_planned_job(tmp_path: Path, shared_
     assert sorted(e["job"] for e in include) == sorted(ids.stdout.split()) and len(include) == 11
     assert sum(e["eval"] for e in include) == 5  # 4 run-eval points of the TP curves, the disaggregated row
     # they cannot run on a runner (no `serve`; a real engine's roles): each reason said once, with its count
-    assert "note: 10 of the 11 job(s) will be refused" in res.stderr and "no `serve` section" in res.stderr
+    counted = "of the 15 job(s) (a multi-node job's points counted apart) will be refused"  # as `run` runs them
+    assert f"note: 10 {counted}" in res.stderr and "no `serve` section" in res.stderr
     # the disaggregated row: its own reason (a real engine's roles are not launched), not its eval's, whose fix
     # (--no-evals) would not make it run
-    assert "note: 1 of the 11 job(s) will be refused" in res.stderr and "disaggregated prefill/decode launch is not" \
+    assert f"note: 5 {counted}" in res.stderr and "disaggregated prefill/decode launch is not" \
         in res.stderr and "served live" not in res.stderr
 
 

@@ -161,8 +161,8 @@ def test_a_policy_error_about_one_point_of_the_job_refuses_that_point_of_the_sli
     assert [(r["conc"], r["verdict"]) for r in rows] == [(8, "valid"), (16, "refused")], rows
     assert "grid.max-conc" in rows[1]["reason"]
 
-    note = "note: 1 of the {} job(s) will be refused by `llmsweep run` on the runner (e.g. {}-conc16): policy error " \
-           "[grid.max-conc]"
+    note = "note: 1 of the {} job(s) (a multi-node job's points counted apart) will be refused by `llmsweep run` on " \
+           "the runner (e.g. {}-conc16): policy error [grid.max-conc]"
     changed = CliRunner().invoke(cli, ["ci", "matrix", "recipes/mn.yaml", "--changed", f"{base}..{head}"])
     assert changed.exit_code == 0 and note.format(2, slice_id) in changed.stderr, changed.output
     (job,) = jobs_from_files([Path("recipes/mn.yaml")])
