@@ -301,9 +301,9 @@ def test_ci_matrix_gives_every_job_an_entry_its_evals_included(tmp_path: Path, m
     assert res.stderr.count("note:") == 1  # the single-node eval runs: lm-eval is installed where it runs
 
 
-def test_ci_matrix_changed_keeps_the_eval_point_a_change_adds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With --changed, the point a change added was exactly one `ci matrix` dropped: adding conc 64 to an 8k1k curve
-    makes it the curve's eval point (`run-eval`), and it had no entry."""
+def _grown_8k1k_curve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A repository (the working directory now) whose 8k1k TP4 curve grows from conc 32 to 64 in its second commit,
+    which makes 64 the curve's eval point; returns both commits."""
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
@@ -312,6 +312,13 @@ def test_ci_matrix_changed_keeps_the_eval_point_a_change_adds(tmp_path: Path, mo
     _at_8k1k(write_recipe(repo, tp4_concs="[2, 4, 16, 32, 64]"))
     head = commit(repo, "head")
     monkeypatch.chdir(repo)
+    return base, head
+
+
+def test_ci_matrix_changed_keeps_the_eval_point_a_change_adds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --changed, the point a change added was exactly one `ci matrix` dropped: adding conc 64 to an 8k1k curve
+    makes it the curve's eval point (`run-eval`), and it had no entry."""
+    base, head = _grown_8k1k_curve(tmp_path, monkeypatch)
     res = CliRunner().invoke(cli, ["ci", "matrix", "recipes/chg.yaml", "--changed", f"{base}..{head}"])
     assert res.exit_code == 0, res.output
     (entry,) = json.loads(res.stdout)["include"]
@@ -410,14 +417,7 @@ def test_ci_matrix_plans_as_the_eval_labels_select(tmp_path: Path, flags: tuple[
 def test_ci_matrix_changed_under_the_eval_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With --changed, both sides are planned as each entry's `run` plans: adding conc 64 to an 8k1k curve moves its
     eval point there (evals-only: that eval alone) and, under all-evals, adds a throughput point and its eval."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    _at_8k1k(write_recipe(repo, tp4_concs="[2, 4, 16, 32]"))
-    base = commit(repo, "base")
-    _at_8k1k(write_recipe(repo, tp4_concs="[2, 4, 16, 32, 64]"))
-    head = commit(repo, "head")
-    monkeypatch.chdir(repo)
+    base, head = _grown_8k1k_curve(tmp_path, monkeypatch)
     for flag, plans in (("--evals-only", ["--evals-only"]), ("--all-evals", ["--all-evals", "--no-evals"])):
         res = CliRunner().invoke(cli, ["ci", "matrix", "recipes/chg.yaml", "--changed", f"{base}..{head}", flag])
         assert res.exit_code == 0, res.output
