@@ -179,14 +179,14 @@ LEGACY_FIELDS = {"gpu_energy_j": "total_gpu_energy_j"}
 def _power_fields(summary: Summary) -> dict[str, Any]:
     """InferenceX's power keys: `power_metric_schema_version`, `power_valid` 1/0 and, when valid, the energy figures
     (a 0 verdict carries none, as the app deletes them at ingest), with a disaggregated deployment's per-role figures
-    where the run measured or modelled them (`power.roles`). Absent when the job sampled no power; a figure the run
-    did not record is absent, never zero. Where the watts came from (measured or the simulator's model) is the
-    `llmsweep` block's `power.source`, as the run recorded it."""
+    where the run measured or modelled them (`power.roles`). A job that sampled no power (`--power-backend off`) has
+    the 0 verdict, as InferenceX's power step gives every row it has no samples for; a figure the run did not record
+    is absent, never zero. Where the watts came from (measured or the simulator's model) is the `llmsweep` block's
+    `power.source`, as the run recorded it."""
     power = summary.power
-    if power is None:
-        return {}
-    row: dict[str, Any] = {"power_metric_schema_version": POWER_SCHEMA_VERSION, "power_valid": int(power.power_valid)}
-    if not power.power_valid:
+    row: dict[str, Any] = {"power_metric_schema_version": POWER_SCHEMA_VERSION,
+                           "power_valid": int(power is not None and power.power_valid)}
+    if power is None or not power.power_valid:
         return row
     for name, attr, places in _POWER_FIELDS:
         value = getattr(power, attr)

@@ -218,5 +218,7 @@ def test_a_disaggregated_row_carries_each_roles_power_only_where_the_run_recorde
     assert rows[0]["total_gpu_energy_j"] == 5555.568 and rows[0]["power_valid"] == 1
     assert rows[0]["llmsweep"]["power"]["source"] == "simulated" and rows[0]["source"] == "simulated"
     assert rows[1]["power_valid"] == 0 and not any(k in rows[1] for k in role_keys)
-    assert "power_valid" not in rows[2] and not any(k in rows[2] for k in role_keys)
+    # sampled no power: the 0 verdict every InferenceX row without samples has (it wrote no power keys at all)
+    assert rows[2]["power_valid"] == 0 and rows[2]["power_metric_schema_version"] == 2
+    assert not any(k in rows[2] for k in role_keys)
     assert "power" not in rows[2]["llmsweep"]
