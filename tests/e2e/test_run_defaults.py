@@ -183,3 +183,18 @@ def test_an_unknown_only_job_names_a_command_that_lists_the_ids(tmp_path: Path) 
                             env=env, timeout=60)
     assert listed.returncode == 0, listed.stderr
     assert len(listed.stdout.split()) == 2  # the recipe's two job ids
+
+
+def test_a_run_whose_every_job_was_refused_runs_again_with_the_fix_it_was_given(tmp_path: Path) -> None:
+    """Every job refused (a trace corpus that is not there) leaves an --out with a finished run.json and no result:
+    the fix it printed (another --traces) was refused as "already holds a finished run", and with --resume as a
+    change of corpus that would mix with finished jobs it did not have."""
+    recipe, env = RECIPES / "agentic-sim.yaml", cli_env(tmp_path)
+    for more in ([], ["--resume"]):
+        out = tmp_path / f"out{len(more)}"
+        refused = run_cli([recipe, "--traces", tmp_path / "missing", "--out", out, "--no-report"], env, timeout=60)
+        assert refused.returncode == 1 and "--traces" in refused.stderr, refused.stderr[-4000:]
+        assert read_json(out / "run.json")["finished"] and not list(out.glob("jobs/*/summary.json"))
+        again = run_cli([recipe, "--traces", "synthetic", "--out", out, "--no-report", *more], env, timeout=120)
+        assert again.returncode == 0, (more, again.stderr[-4000:])
+        assert len(list(out.glob("jobs/*/summary.json"))) == 2

@@ -541,18 +541,22 @@ def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
     do with them: rerunning over them would move every result into `attempts/` and run the whole sweep again."""
     if req.settings.resume or req.force:
         return
+    results = _results_held(run_dir)
+    if not results:  # every job refused, or failed before it had a summary: nothing to lose (a job's files would go
+        return       # to its attempts/ folder), and the README's fix for such a run is to run it again
     meta = art.read_json(run_dir / art.RUN_FILE)
     finished = isinstance(meta, dict) and bool(meta.get("finished"))
-    results = sorted(p.parent.name for p in art.jobs_dir(run_dir).glob(f"*/{art.SUMMARY_FILE}"))
-    if not finished and not results:
-        return
     what = "a finished run" if finished else "an unfinished run"
-    held = f" ({len(results)} job result(s))" if results else ""
     raise ConfigError(
-        f"{run_dir} already holds {what}{held}; not running over it",
+        f"{run_dir} already holds {what} ({len(results)} job result(s)); not running over it",
         fix=f"pass --resume to run only the jobs without a {DONE_WORDS} result, --force to run every job again "
             f"(earlier results are kept in jobs/<id>/{art.ATTEMPTS_DIR}/), or give this run another --out",
     )
+
+
+def _results_held(run_dir: Path) -> list[str]:
+    """The jobs of the run in `run_dir` that have a result (a summary), by id."""
+    return sorted(p.parent.name for p in art.jobs_dir(run_dir).glob(f"*/{art.SUMMARY_FILE}"))
 
 
 def _traces_named(traces: str | None) -> str | None:
@@ -612,7 +616,7 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
     finished jobs it keeps were measured the other way, and one run, one series, would mix both under one run id.
     A field the earlier run.json does not record (an older release, or no job of it used the option) is not
     compared; a corpus is compared as the path it names (an older release recorded `--traces` as typed)."""
-    if not req.settings.resume:
+    if not req.settings.resume or not _results_held(run_dir):  # nothing measured yet: nothing to mix with
         return
     meta = art.read_json(run_dir / art.RUN_FILE)
     if not isinstance(meta, dict):
