@@ -239,7 +239,8 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
 
     gates = get_scenario(_SCENARIOS[kind]).gate.config(
         planned_duration_s=options.duration_s, require_metrics_prefix=options.require_metrics_prefix,
-        max_error_ratio=options.max_failure_ratio)
+        max_error_ratio=options.max_failure_ratio,
+        planned_requests=options.num_requests if options.duration_s is None else None)
     from llmsweep.execute.signals import stop_on_signal
 
     # SIGINT/SIGTERM stop the run instead of killing it: in-flight requests are recorded as cancelled and the summary

@@ -86,6 +86,10 @@ class GateConfig(BaseModel):
     )
     min_submission_s: float = Field(default=900.0, ge=0, description="Shorter profiling windows are marked smoke.")
     planned_duration_s: float | None = Field(default=None, description="Nominal profile window (duration runs).")
+    planned_requests: int | None = Field(
+        default=None, ge=1,
+        description="The prompts a run bounded by count alone plans (a fixed-length point: InferenceX's num-prompts);"
+        " one that finished fewer (a window or request cap cut it short) is a smoke run, not a result.")
     require_metrics_prefix: str | None = Field(default=None, description="A server metric must start with this.")
     fail_on_saturated_client: bool = Field(default=False, description="Saturated client → invalid (else warning).")
     min_cache_ratio: float = Field(
@@ -254,15 +258,19 @@ def evaluate(
     if client_health.get("fd_limit", {}).get("capped"):
         warnings.append("open-file limit below the connections the run needed (see client_health.fd_limit)")
     window = gates.planned_duration_s if gates.planned_duration_s is not None else profile_duration_s
-    smoke = window < gates.min_submission_s
+    cut_short = gates.planned_requests is not None and finished < gates.planned_requests
+    smoke = window < gates.min_submission_s or cut_short
     if reasons:
         verdict = "invalid"
     elif smoke:
         verdict = "smoke"
     else:
         verdict = "valid"
-    if smoke:
+    if window < gates.min_submission_s:
         reasons.append(f"smoke run: profile window {window:.0f} s is shorter than {gates.min_submission_s:.0f} s")
+    if cut_short:
+        reasons.append(f"smoke run: {finished} of the {gates.planned_requests} planned prompts finished (the window "
+                       "or a request cap ended it first)")
     return {
         "verdict": verdict,
         "reasons": reasons,

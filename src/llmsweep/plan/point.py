@@ -67,9 +67,12 @@ class Point:
 
     def gates(self, *, planned_duration_s: float | None = None,
               require_metrics_prefix: str | None = None) -> GateConfig:
-        """The point's gate thresholds; `planned_duration_s` is the profiling window the run was given (if any)."""
+        """The point's gate thresholds; `planned_duration_s` is the profiling window the run was given (if any). A
+        point bounded by its prompt count alone (fixed-length) is a result only once it finished them all."""
+        load = self.load
+        planned = load.num_requests if load.duration_s is None else None
         return self.scenario.gate.config(planned_duration_s=planned_duration_s,
-                                         require_metrics_prefix=require_metrics_prefix)
+                                         require_metrics_prefix=require_metrics_prefix, planned_requests=planned)
 
 
 def points_of(job: Job) -> list[Point]:

@@ -65,15 +65,16 @@ class GateProfile:
     None = not gated."""
 
     def config(self, *, planned_duration_s: float | None = None, require_metrics_prefix: str | None = None,
-               max_error_ratio: float | None = None) -> GateConfig:
-        """The gates of one run; `max_error_ratio` overrides the profile's (`bench --max-failure-ratio`)."""
+               max_error_ratio: float | None = None, planned_requests: int | None = None) -> GateConfig:
+        """The gates of one run; `max_error_ratio` overrides the profile's (`bench --max-failure-ratio`);
+        `planned_requests`: the prompts a run bounded by count alone plans (fewer finished: smoke)."""
         from llmsweep.metrics.gates import GateConfig
 
         ratio = {} if max_error_ratio is None else {"max_error_ratio": max_error_ratio}
         return GateConfig.for_kind(self.kind, min_submission_s=self.min_submission_s,
                                    max_short_output_ratio=self.max_short_output_ratio,
                                    planned_duration_s=planned_duration_s, require_metrics_prefix=require_metrics_prefix,
-                                   **ratio)
+                                   planned_requests=planned_requests, **ratio)
 
     @property
     def max_error_ratio(self) -> float:
