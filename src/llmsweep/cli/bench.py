@@ -360,10 +360,9 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
         table.add_column(col, justify="right")
     for metric in (registry.TTFT, registry.TPOT, registry.ITL, registry.E2EL):  # labels from the metric table
         block = metric.stats_of(summary)  # no sample (every request failed) is no figure: `-`, not 0.00
-        table.add_row(f"{metric.label} ms", *(_fmt(block.stat(c) if block.count else None, 1e3) for c in stats))
+        table.add_row(f"{metric.label} ms", *(_fmt(block.stat(c), 1e3) for c in stats))
     inter = registry.INTERACTIVITY
-    table.add_row(f"{inter.label} {inter.unit}",
-                  *(_fmt(summary.interactivity.stat(c) if summary.interactivity.count else None) for c in stats))
+    table.add_row(f"{inter.label} {inter.unit}", *(_fmt(summary.interactivity.stat(c)) for c in stats))
     console.print(table)
     health = summary.client_health
     spec = summary.server_metrics.spec_decode

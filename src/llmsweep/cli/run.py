@@ -253,9 +253,10 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             "requests_failed": summary.requests.failed if summary else None,
             "total_tps_per_gpu": summary.throughput.per_gpu.total_tps if summary else None,
             "output_tps_per_gpu": summary.throughput.per_gpu.output_tps if summary else None,
-            "ttft_p50_ms": summary.latency.ttft.p50 * ms if summary else None,
-            "tpot_p50_ms": summary.latency.tpot.p50 * ms if summary else None,
-            "interactivity_p50": summary.interactivity.p50 if summary else None,
+            # a statistic without a sample (every request failed) is no figure: None, shown `-`, not 0.0
+            "ttft_p50_ms": _scaled(summary.latency.ttft.stat("p50"), ms) if summary else None,
+            "tpot_p50_ms": _scaled(summary.latency.tpot.stat("p50"), ms) if summary else None,
+            "interactivity_p50": summary.interactivity.stat("p50") if summary else None,
             # Power, when it was sampled: None unless valid (`summary.power.reasons` says why not).
             "tokens_per_joule": _power_figure(summary, "tokens_per_joule"),
             "avg_power_w_per_gpu": _power_figure(summary, "avg_power_w"),
@@ -268,6 +269,10 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             "summary": o.summary_path,
         })
     return rows
+
+
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
 
 
 def _power_figure(summary: Summary | None, field: str) -> float | None:

@@ -592,8 +592,7 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
         verdict = s.validity.verdict
         why = verdict_reasons(s)[:1] if verdict != "valid" else []
         spec = s.server_metrics.spec_decode
-        vals = [s.throughput.per_gpu.total_tps, s.throughput.per_gpu.output_tps, s.latency.ttft.p50, s.latency.tpot.p50]
-        cells = [m.cell(v) for m, v in zip(metrics, vals, strict=True)]  # as every table prints the metric
+        cells = [m.cell(m.read(s)) for m in metrics]  # as every table reads and prints the metric
         al = spec.acceptance_length if spec is not None else None
         cells += ["-" if s.cache.observed_hit_rate is None else f"{s.cache.observed_hit_rate:.3f}",
                   "-" if al is None else f"{al:.2f}"]

@@ -117,9 +117,10 @@ class Stats(_Block):
     min: float = 0.0
     max: float = 0.0
 
-    def stat(self, name: str) -> float:
-        """A statistic by its stored key (`p50`, `p99.9`, `mean`, …)."""
-        return float(getattr(self, _STAT_ATTR.get(name, name)))
+    def stat(self, name: str) -> float | None:
+        """A statistic by its stored key (`p50`, `p99.9`, `mean`, …); None without a sample (every request failed:
+        no figure, where the block's fields read 0.0)."""
+        return float(getattr(self, _STAT_ATTR.get(name, name))) if self.count else None
 
 
 class InvertedStats(_Block):
@@ -135,8 +136,9 @@ class InvertedStats(_Block):
     p99_9: float = Field(default=0.0, alias="p99.9")
     std: float = 0.0
 
-    def stat(self, name: str) -> float:
-        return float(getattr(self, _STAT_ATTR.get(name, name)))
+    def stat(self, name: str) -> float | None:
+        """As :meth:`Stats.stat`: None without a sample."""
+        return float(getattr(self, _STAT_ATTR.get(name, name))) if self.count else None
 
 
 _STAT_ATTR = {"p99.9": "p99_9", "median": "p50"}

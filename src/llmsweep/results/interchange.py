@@ -201,8 +201,9 @@ def _power_fields(summary: Summary) -> dict[str, Any]:
 
 
 def _stat_fields(summary: Summary) -> dict[str, float]:
-    """InferenceX's `<stat>_<metric>` fields of one of our summaries (latencies in seconds)."""
-    row: dict[str, float] = {}
+    """InferenceX's `<stat>_<metric>` fields of one of our summaries (latencies in seconds; a statistic without a
+    sample, as of a point whose every request failed, is absent)."""
+    row: dict[str, float | None] = {}
     for name, block in _latency_blocks(summary).items():
         for prefix, stat in _STATS:
             row[f"{prefix}_{name}"] = block.stat(stat)
@@ -212,7 +213,7 @@ def _stat_fields(summary: Summary) -> dict[str, float]:
     norm = summary.e2e_norm_interactivity
     for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90")):
         row[f"{prefix}_e2e_norm_intvty"] = norm.stat(stat)
-    return {k: v for k, v in row.items() if math.isfinite(v)}
+    return {k: v for k, v in row.items() if v is not None and math.isfinite(v)}
 
 
 RowKind = Literal["throughput", "eval"]

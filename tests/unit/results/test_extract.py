@@ -59,3 +59,29 @@ def test_a_stored_column_is_one_entry_of_the_metric_table() -> None:
     assert registry.HOT_BY_NAME["tput_per_gpu"].polarity == "max"
     names = [c.name for c in registry.HOT_COLUMNS]
     assert len(names) == len(set(names))
+
+
+def test_a_point_whose_every_request_failed_has_no_latency_figure_not_zero(make_run) -> None:
+    """`run`'s table, `--json`, the store and the dashboard showed P50 TTFT 0.0 ms, TPOT 0.00 and interactivity 0.0
+    for a point with no successful request, and the chart drew it at (0, 0): a statistic without a sample is None."""
+    from llmsweep.cli.run import outcome_rows
+    from llmsweep.execute.lifecycle import JobOutcome
+    from llmsweep.execute.pipeline import RunOutcome
+
+    run = make_run("r", concs=(4,))
+    records = [json.loads(line) for line in run.jobs[0].records_path.read_text().splitlines()]
+    for r in records:  # every request timed out before its first token
+        r.update(error_class="timeout", error="whole-request timeout", first_token_at=None, chunk_tokens=[],
+                 completion_tokens=None)
+    s = summarise(records, gpus=8)
+    assert s.requests.successful == 0 and s.latency.ttft.count == 0
+    ex = extract_hot(s)
+    for name in ("p50_ttft", "p90_ttft", "p50_tpot", "p50_intvty", "p90_e2e_norm_intvty", "p90_e2el"):
+        assert ex.metrics[name] is None, (name, ex.metrics[name])
+    path = run.path / "failed-summary.json"
+    path.write_text(json.dumps(s.dump()))
+    outcome = RunOutcome(run_dir=run.path, run_id="r", findings=[], outcomes=[JobOutcome(
+        job_id="j", exp_name="e", status="invalid", reasons=["no successful profiling request"],
+        summary_path=str(path))])
+    (row,) = outcome_rows(outcome)
+    assert (row["ttft_p50_ms"], row["tpot_p50_ms"], row["interactivity_p50"]) == (None, None, None), row
