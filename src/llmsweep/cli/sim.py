@@ -425,6 +425,8 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
             at = f" conc {r.concurrency}" if r.concurrency is not None else ""
             click.echo(f"refused {r.job}{at}: {r.refused}", err=True)
     lost = [r for r in refused if r.lost]
+    if as_json:  # every point, a refused one with its reason, whatever follows (as `run --json` lists its refusals)
+        click.echo(json.dumps([r.doc() for r in results], indent=2))
     if results and len(refused) == len(results) and not lost:
         causes = {said[r.refused] for r in refused if r.refused in said}
         only = next(iter(causes)) if len(causes) == 1 and all(r.refused in said for r in refused) else None
@@ -433,9 +435,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                           "select jobs the simulator can run with --config-keys")
     if refused:
         click.echo(f"{len(results) - len(refused)} point(s) predicted, {len(refused)} refused", err=True)
-    if as_json:
-        click.echo(json.dumps([r.doc() for r in results], indent=2))
-    else:
+    if not as_json:
         _print_table([r for r in results if r.summary is not None], {j.id: j.exp_name for j in jobs})
     if lost:
         raise ResultError(f"llmsweep predict: {pool.WORKER_DIED}; {len(lost)} unit(s) were not predicted (see above)",
