@@ -25,7 +25,7 @@ def slurm_available() -> None:
     require_slurm()
 
 
-COUNTERS = re.compile(r"^\[\d\d:\d\d:\d\d\] job 1/1 conc 8 · (measuring|draining) · ≈?(\d+) ok, (\d+) failed, (\d+) in "
+COUNTERS = re.compile(r"^\[\d\d:\d\d:\d\d\] job 1/1 conc 8 · (measuring|draining) · (\d+) ok, (\d+) failed, (\d+) in "
                       r"flight · window (\d+)/5 s")
 
 

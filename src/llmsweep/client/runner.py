@@ -61,6 +61,10 @@ class Progress:
     phase: RunPhase = "measuring"
     """`warming` (no profiling request sent yet), `measuring`, or `draining`: a worker stopped starting requests (the
     window ended, or a stop) and waits for those still in flight (`inflight`) for up to `RunOptions.grace_s`."""
+    warmup_finished: int = 0
+    """Warm-up requests finished (ok or failed; a cancelled one is neither), whenever they finished."""
+    profiling_finished: int = 0
+    """The window's requests finished (ok or failed, `failed` of them): what the end table counts."""
 
 
 @dataclass(slots=True)
@@ -276,6 +280,8 @@ def _progress(stats: list[WorkerStats], options: RunOptions, t0: float, reason: 
         profiling_elapsed_s=now - min(firsts) if firsts else None,
         stop_reason=reason,
         phase=phase,
+        warmup_finished=sum(s.warmup_finished for s in stats),
+        profiling_finished=sum(s.profiling_finished for s in stats),
     )
 
 

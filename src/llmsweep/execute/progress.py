@@ -99,8 +99,6 @@ class JobState:
     the job is first seen wherever that finds it (well into its window, or near its end): its rate is that of the
     window done since, never the whole fraction over the time since it was seen (seen at 2/3 of its window, it looked
     all but done). A job run here is seen as its window opens: 0."""
-    warmup_finished: int = 0
-    """The client's finished requests while it warmed up (the warm-up's, counted out of `measured`)."""
     heard_at: float | None = None
     """A job run elsewhere: when its worker's report last moved (None: a job run here, or one never reported on)."""
     quiet_after_s: float = QUIET_S
@@ -114,7 +112,7 @@ class JobState:
         if p.duration_s:
             return min(1.0, p.profiling_elapsed_s / p.duration_s)
         if p.target_requests:
-            return min(1.0, max(0, p.finished - self.warmup_finished) / p.target_requests)
+            return min(1.0, p.profiling_finished / p.target_requests)
         return 0.0
 
     def window_seen(self, *, elsewhere: bool = False) -> None:
@@ -169,16 +167,13 @@ class JobState:
             parts.append(f"no report from its worker for {duration_text(quiet)}")
         return " · ".join(parts)
 
-    def _counts(self, p: Progress) -> str:
-        """The requests as the end-of-run table counts them: the window's (ok and failed), the warm-up's apart. The
-        client counts every finished request together, so those of the window are the ones finished since the warm-up
-        (a warm-up request still in flight when the window opens counts in: hence `≈`, when one was)."""
+    @staticmethod
+    def _counts(p: Progress) -> str:
+        """The requests as the end-of-run table counts them: the window's (ok and failed), the warm-up's apart (the
+        client counts each request in its own phase, a warm-up that finishes inside the window too)."""
         if p.phase == "warming":
-            return f"warm-up: {p.finished} done, {p.inflight} in flight"
-        measured = max(0, p.finished - self.warmup_finished)
-        ok = max(0, measured - p.failed)
-        about = "≈" if self.warmup_finished else ""
-        return f"{about}{ok} ok, {p.failed} failed, {p.inflight} in flight"
+            return f"warm-up: {p.warmup_finished} done, {p.inflight} in flight"
+        return f"{max(0, p.profiling_finished - p.failed)} ok, {p.failed} failed, {p.inflight} in flight"
 
 
 @dataclass
@@ -267,14 +262,13 @@ def _sim_window(w: WindowProgress) -> str:
 
 
 class JobReport(BaseModel):
-    """A job in flight as its worker reports it: its phase, the client's counters, its warm-up's requests."""
+    """A job in flight as its worker reports it: its phase and the client's counters."""
 
     model_config = ConfigDict(extra="forbid")
 
     job_id: str
     phase: Phase | None = None
     client: Progress | None = None
-    warmup_finished: int = Field(default=0, ge=0)
 
 
 class WorkerReport(BaseModel):
@@ -365,8 +359,6 @@ class SweepProgress:
         if job is None:
             return
         job.client = p
-        if p.phase == "warming":
-            job.warmup_finished = p.finished
         job.window_seen()
         phase = p.phase
         if phase != job.phase:
@@ -398,7 +390,6 @@ class SweepProgress:
         job.quiet_after_s = quiet_after_s
         if fresh or job.heard_at is None:
             job.heard_at = _now()
-        job.warmup_finished = report.warmup_finished
         if report.client is not None:
             job.client = report.client
             job.window_seen(elsewhere=True)
@@ -551,8 +542,7 @@ class ReportingProgress(SweepProgress):
 
     def report(self) -> WorkerReport:
         model, s = _report_model(), self.state
-        jobs = [JobReport(job_id=j.job_id, phase=j.phase, client=j.client, warmup_finished=j.warmup_finished)
-                for j in list(s.jobs.values())]
+        jobs = [JobReport(job_id=j.job_id, phase=j.phase, client=j.client) for j in list(s.jobs.values())]
         self._beat += 1
         return model(beat=self._beat, jobs=jobs, owed=list(s.owed))
 

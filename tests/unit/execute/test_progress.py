@@ -30,11 +30,13 @@ from llmsweep.execute.progress import (
 
 
 def _p(profiling: float | None, *, duration: float | None = 60.0, target: int | None = None, finished: int = 5,
-       stop: str | None = None) -> Progress:
+       stop: str | None = None, warmup: int = 0) -> Progress:
     """The client's progress (`client.runner._progress`, as its workers report it) after `profiling` seconds of
-    measuring (None: still warming), `finished` requests done and two in flight."""
+    measuring (None: still warming), `finished` requests done (`warmup` of them warm-ups, one of the others failed)
+    and two in flight."""
     now = now_unix()
     stats = WorkerStats(worker=0, started=finished + 2, finished=finished, profiling_failed=1, inflight=2,
+                        warmup_finished=warmup, profiling_finished=finished - warmup,
                         output_tokens=10, first_profiling_sent=None if profiling is None else now - profiling,
                         stop_reason=stop)
     return _progress([stats], RunOptions(concurrency=4, duration_s=duration, num_requests=target), now - 1.0, None)
@@ -236,25 +238,26 @@ def test_refused_or_resumed_jobs_count_done_but_time_nothing(monkeypatch: pytest
 
 def test_the_done_count_is_the_windows_requests_not_the_warm_ups() -> None:
     """It showed `measuring · 49 done` at window 0/40 s and reached 129 where the end table said 80 ok: the client's
-    counter includes the warm-up. The warm-up is counted apart; in the window, ok and failed as the table counts them
-    (`≈` when warm-up requests may still have been finishing as the window opened)."""
+    counter includes the warm-up. The warm-up is counted apart; in the window, ok and failed as the table counts them,
+    a warm-up that finishes inside the window included (it was counted as ok, with `≈` after every warm-up: a run
+    whose 49 warm-ups all failed showed `≈5 ok, 10 failed` where the table said 0/10)."""
     progress = SweepProgress()
     progress.sweep(1)
     progress.job_started("a", 16)
-    progress.client(_p(None, finished=49))
-    assert "warm-up: 49 done, 2 in flight" in progress.state.status()
-    progress.client(_p(0.1, duration=40.0, finished=49))
+    progress.client(_p(None, finished=46, warmup=46))
+    assert "warm-up: 46 done, 2 in flight" in progress.state.status()
+    progress.client(_p(0.1, duration=40.0, finished=49, warmup=49))
     status = progress.state.status()
     assert "0 ok, 1 failed" in status and "49" not in status
-    progress.client(_p(40.0, duration=40.0, finished=130))
-    assert "≈80 ok, 1 failed" in progress.state.status()  # 130 − 49 warm-up − 1 failed
+    progress.client(_p(40.0, duration=40.0, finished=133, warmup=52))  # three warm-ups finished in the window
+    assert "· 80 ok, 1 failed" in progress.state.status()  # 133 − 52 warm-ups − 1 failed, exactly
 
-    progress.job_started("b", 16)  # no warm-up: the counts are exact
+    progress.job_started("b", 16)  # no warm-up
     progress.client(_p(1.0, duration=40.0, finished=81))
     assert "80 ok, 1 failed, 2 in flight" in progress.state.status()
     progress.job_started("c", 16)  # a request count: the bar is the window's requests
-    progress.client(_p(None, duration=None, target=100, finished=10))
-    progress.client(_p(1.0, duration=None, target=100, finished=60))
+    progress.client(_p(None, duration=None, target=100, finished=10, warmup=10))
+    progress.client(_p(1.0, duration=None, target=100, finished=63, warmup=13))
     assert progress.state.job_fraction() == 0.5
 
 
@@ -301,8 +304,8 @@ def test_a_job_run_elsewhere_shows_its_workers_counters_and_a_silent_worker_is_s
     worker = ReportingProgress(path)
     worker.job_started("j", 4)
     worker.phase("launching")
-    worker.client(_p(None, finished=9))
-    worker.client(_p(30.0, finished=15))
+    worker.client(_p(None, finished=9, warmup=9))
+    worker.client(_p(30.0, finished=15, warmup=9))
     worker.write()
 
     out = io.StringIO()
@@ -312,7 +315,7 @@ def test_a_job_run_elsewhere_shows_its_workers_counters_and_a_silent_worker_is_s
     assert report is not None and [j.job_id for j in report.jobs] == ["j"]
     driver.job_started("j", 4, lane="42")
     driver.reported(report.jobs[0], fresh=True, quiet_after_s=30.0)
-    status = "job 1/2 conc 4 · measuring · ≈5 ok, 1 failed, 2 in flight · window 30/60 s"
+    status = "job 1/2 conc 4 · measuring · 5 ok, 1 failed, 2 in flight · window 30/60 s"
     assert out.getvalue().splitlines()[-1][11:].startswith(status)  # a phase change: a line at once
     clock.t += 31
     driver.reported(report.jobs[0], fresh=False, quiet_after_s=30.0)  # the same beat: nothing new
