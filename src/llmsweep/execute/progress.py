@@ -458,6 +458,22 @@ class PlainProgress(SweepProgress):
                 self._write(self.state.status(job))
 
 
+BAR_WIDTH = 20
+"""Columns of the live display's bar; the status has the rest of the line."""
+
+
+def fit_status(status: str, width: int) -> str:
+    """A status line broken into lines of at most `width` columns between its ` · ` parts, never inside one (the
+    terminal wrapped `sweep ETA 32s` into `sweep ETA` and a line holding `32s`)."""
+    lines: list[str] = []
+    for part in status.split(" · "):
+        if lines and len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += " · " + part
+        else:
+            lines.append(part if not lines else "· " + part)
+    return "\n".join(lines)
+
+
 class LiveProgress(SweepProgress):
     """Under a TTY: event lines scroll above a live status block (rich): a row per job in flight, with a bar for its
     window."""
@@ -482,9 +498,11 @@ class LiveProgress(SweepProgress):
         grid.add_column()
         s = self.state
         shown: list[JobState | None] = [*s.jobs.values()] or [None]
+        room = self.console.width - BAR_WIDTH - 1
         for job in shown:
             fraction = job.fraction() if job is not None else 0.0
-            grid.add_row(ProgressBar(total=1.0, completed=fraction, width=20), Text(s.status(job), style="bold"))
+            grid.add_row(ProgressBar(total=1.0, completed=fraction, width=BAR_WIDTH),
+                         Text(fit_status(s.status(job), room), style="bold"))
         return grid
 
     def __enter__(self) -> LiveProgress:

@@ -403,3 +403,26 @@ def test_an_eval_owed_and_closed_unseen_is_owed_no_more() -> None:
     progress.job_finished("a", "valid", seconds=20.0)  # its eval, never shown as started again
     progress.job_started("c", 4)
     assert progress.state.owed == {} and progress.state.jobs["c"].index == 3
+
+
+def test_the_live_status_breaks_between_its_parts_to_fit_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded at 110 columns, the measuring line wrapped `32s` of `sweep ETA 32s` onto a line of its own on every
+    refresh. It breaks between its ` · ` parts instead, each line within the width."""
+    from rich.console import Console
+
+    clock = _Clock()
+    monkeypatch.setattr(progress_mod, "_now", clock)
+    out = io.StringIO()
+    live = LiveProgress(Console(file=out, width=110, force_terminal=True, color_system=None))
+    live.sweep(3)
+    live.job_started("a", 4)
+    live.job_finished("a", "valid")
+    live.job_started("b", 4)
+    live.client(_p(8.0, duration=1800.0, finished=1249, warmup=14))
+    clock.t += 32
+    live.console.print(live._render())
+    lines = [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
+    assert len(lines) == 2 and all(len(line) <= 110 for line in lines), lines
+    text = " ".join(lines)
+    assert "1234 ok, 1 failed, 2 in flight" in text and re.search(r"sweep ETA \d", text), lines
+    assert all(not line.strip().startswith(("ETA", "32s")) for line in lines)  # never inside a part
