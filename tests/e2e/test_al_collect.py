@@ -414,3 +414,34 @@ def test_thinking_off_and_on_are_the_default_where_the_models_template_has_the_s
     cells = json.loads(proc.stdout)["cells"]
     assert [c["thinking"] for c in cells] == ["thinking_off", "thinking_on"]
     assert [_sent(c)["chat_template_kwargs"] for c in cells] == [{"enable_thinking": False}, {"enable_thinking": True}]
+
+
+@pytest.mark.timeout(240)
+def test_a_signal_stops_the_collection_writes_the_measured_cells_and_exits_with_its_status(tmp_path: Path) -> None:
+    """SIGTERM during the second cell: the curve of the first is written, the cells not measured say the signal, and
+    the exit status is 143 (it was 1 whatever the signal, the cells said `interrupted`)."""
+    import signal
+    import time
+
+    out, err = tmp_path / "out.json", tmp_path / "err.log"
+    argv = [sys.executable, "-m", "llmsweep.cli.main", "al", "collect", str(RECIPE), "--simulate", "--prompts",
+            "builtin", "--num-prompts", "3", "--output-len", "48", "--out", str(tmp_path / "golden"), "-k", "1", "2",
+            "3", "--json"]
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            deadline = time.monotonic() + 180
+            while "[2/3]" not in err.read_text(errors="replace"):
+                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=120) == 143, err.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    said = err.read_text()
+    assert "interrupted by SIGTERM: 1 of 3 cells ran; writing the curve of the measured ones" in said, said[-3000:]
+    cells = json.loads(out.read_text())["cells"]
+    assert [(c["k"], c["status"]) for c in cells] == [(1, "measured"), (2, "failed"), (3, "failed")]
+    assert {c["reason"] for c in cells[1:]} == {"interrupted by SIGTERM"}
+    assert list((tmp_path / "golden").glob("*.yaml")) or list((tmp_path / "golden").rglob("*.y*ml")), said[-2000:]

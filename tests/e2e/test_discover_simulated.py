@@ -152,3 +152,29 @@ def test_a_knee_above_the_ladder_is_not_reached_and_the_recipe_above_the_ladder_
     (entry,) = recipe.scenarios.fixed_seq_len[0].search_space  # type: ignore[index]
     assert entry.conc_list == concs
     assert recipe.policy is None or recipe.policy.max_conc is None
+
+
+@pytest.mark.timeout(300)
+def test_a_sigterm_stops_the_discovery_which_keeps_what_it_measured_and_exits_143(tmp_path: Path) -> None:
+    """It exited 130 whatever the signal (the README's rule, and `run`'s, is 128 + the signal)."""
+    import signal
+    import time
+
+    from test_run_support import wait_for
+
+    out, log = tmp_path / "disc", tmp_path / "log"
+    fh = open(log, "wb")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen([sys.executable, "-m", "llmsweep.cli.main", "discover", str(RECIPE), "--simulate",
+                             "--repeats", "2", "--ladder-top", "32", "--refine", "1", "--duration", WINDOW,
+                             "--out", str(out)], env=cli_env(tmp_path), stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: "discover: stage ladder" in log.read_text(errors="replace"), timeout=120,
+                 what="the ladder stage", proc=proc, log=log)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 143, log.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    result = json.loads((out / "discovery.json").read_text())
+    assert result["interrupted"] is not None and not (out / "proposed.yaml").exists()

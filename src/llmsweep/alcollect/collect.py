@@ -44,6 +44,7 @@ from llmsweep.catalog.precision import format_named_in
 from llmsweep.engine_ids import SIM, acceptance_knobs
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
+from llmsweep.execute import signals
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.signals import stop_then_raise
@@ -524,10 +525,12 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
                 event(f"[{len(cells) + 1}/{total}] {mode} K={k}")
                 cells.append(_run_cell(job, mode, k, settings, prompts, run_dir / f"{mode}-k{k}", launcher,
                                        simulate, event))
-    except KeyboardInterrupt:  # the cell's server was stopped on the way out; keep what was measured
-        event(f"interrupted: {len(cells)} of {total} cells ran; writing the curve of the measured ones")
+    except KeyboardInterrupt as exc:  # the cell's server was stopped on the way out; keep what was measured
+        signals.consumed(exc)  # writing up: a second signal hurries that, never interrupts it
+        why = signals.interrupted_by(signals.first_signal(exc))
+        event(f"{why}: {len(cells)} of {total} cells ran; writing the curve of the measured ones")
         cells += [CellResult(thinking=m, k=k, status="failed", directory=str(run_dir / f"{m}-k{k}"),
-                             reason="interrupted") for m, k in plan[len(cells):]]
+                             reason=why) for m, k in plan[len(cells):]]
     measured = [c for c in cells if c.status == "measured"]
     engine = _engine_text(job, cells, simulate)
     result = CollectResult(curve_file=None, curve_id=stem, model_prefix=prefix, method=method, checkpoint=checkpoint,

@@ -378,5 +378,9 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         if result.curve_file:
             verb = "merged the cells into" if result.merged_into else "wrote"
             click.echo(f"{verb} {result.curve_file}; {_read_back(Path(result.curve_file), settings)}")
+    from llmsweep.execute import signals
+
+    if signals.received():  # stopped by a signal: the cells measured are written up; the status says the signal
+        raise SystemExit(signals.exit_code())
     if not result.ok:
         raise SystemExit(1)

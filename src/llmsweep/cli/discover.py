@@ -54,7 +54,7 @@ def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None,
     simulator in virtual time with --simulate, on the recipe's engine otherwise, through --executor as `llmsweep
     run` does (one server per arm and stage: see docs/discover.md).
     Interrupted (Ctrl-C, SIGTERM), it stops, writes discovery.json from the runs measured so far and proposes
-    nothing (exit 130).
+    nothing (exit 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM).
     """
     from llmsweep.discover.sweep import DiscoverRequest
     from llmsweep.discover.sweep import discover as run_discovery
@@ -70,13 +70,11 @@ def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None,
         click.echo(result.model_dump_json(indent=2))
     else:
         _print(result)
-    if result.interrupted is not None:
-        return INTERRUPTED_EXIT
+    if result.interrupted is not None:  # its discovery.json holds what was measured; 128 + the first signal
+        from llmsweep.execute import signals
+
+        return signals.exit_code()
     return 0 if all(a.error is None for a in result.arms) else 1
-
-
-INTERRUPTED_EXIT = 130
-"""Exit status of an interrupted discovery (the shell's for SIGINT): its discovery.json holds what was measured."""
 
 
 def _print(result: object) -> None:

@@ -114,9 +114,15 @@ def main(argv: list[str] | None = None) -> Any:
     except KeyboardInterrupt as exc:
         click.echo(signals.interrupted_by(signals.first_signal(exc)), err=True)
         sys.exit(signals.exit_code(exc))
-    if signals.received() and not rv:
-        # The command ended as if no signal came: its interrupt landed in code that swallowed it (a library's bare
-        # `except:`). The work is done, but the user asked it to stop; the exit status says so.
+    except Exception as exc:
+        if (interrupt := signals.interrupt_in(exc)) is None:
+            raise
+        click.echo(f"{signals.interrupted_by(signals.first_signal(interrupt))} (while {type(exc).__name__}: {exc})",
+                   err=True)
+        sys.exit(signals.exit_code(interrupt))
+    if signals.received() and not (isinstance(rv, int) and rv >= 128):
+        # The command ended as if no signal came (with 0, or the 1 of a failed job): its interrupt landed in code that
+        # swallowed it (a library's bare `except:`). The user asked it to stop; the exit status says so.
         click.echo(f"{signals.interrupted_by(signals.first_signal())}: the signal was lost on its way (in a library "
                    "that swallowed it) and the command ran to its end", err=True)
         sys.exit(signals.exit_code())

@@ -511,6 +511,7 @@ class _Heartbeat:
 def _predict_here(planned: list[Outcome | Unit], settings: Settings, *, total: int) -> list[Outcome]:
     """`--processes 1`: every unit in this process, one after another, a line on stderr before each point."""
     from llmsweep.execute.predict_pool import Outcome, predict_unit
+    from llmsweep.execute.signals import checkpoint
 
     results: list[Outcome] = []
     units = [u for u in planned if not isinstance(u, Outcome)]
@@ -526,6 +527,7 @@ def _predict_here(planned: list[Outcome | Unit], settings: Settings, *, total: i
             which = f"point {done + 1}/{total}" if n == 1 else f"points {done + 1}-{done + n}/{total}"
             eta = (time.monotonic() - began) / done * (total - done) if done else None
             _say(f"{which}: {_unit_label(unit)}" + (f" (ETA {eta:.0f} s)" if eta is not None else ""))
+            checkpoint()  # a signal a library swallowed stops the matrix here, not after its last point
             heartbeat.started(index)
             results.extend(predict_unit(unit, settings))
             heartbeat.finished(index, n)

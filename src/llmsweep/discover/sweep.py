@@ -20,6 +20,7 @@ from llmsweep.discover.model import ArmProposal, Discovery, MetricNoise, Run, St
 from llmsweep.discover.recipe import Arm, StageKey, load_arms, propose, stage_document, unified_diff, write_stage
 from llmsweep.discover.servers import size_for_top
 from llmsweep.errors import ConfigError
+from llmsweep.execute import signals
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.plan import Job
@@ -277,7 +278,8 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
                                 f"{max(left, 0):.0f} s are left")
                     break
             stages.run(name, targets, 1)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        signals.consumed(exc)  # analysing what was measured: a second signal hurries that, never interrupts it
         interrupted = next((r.name for r in stages.records if r.interrupted), "between stages")
         event(f"discover: interrupted during stage {interrupted}; analysing the {len(stages.runs)} run(s) measured "
               "so far, proposing no recipe")

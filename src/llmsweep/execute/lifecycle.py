@@ -44,7 +44,14 @@ from llmsweep.execute.progress import current_progress
 from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_job
 from llmsweep.execute.ready import check_alive, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
-from llmsweep.execute.signals import first_signal, interrupted_by, shielded, stop_then_raise
+from llmsweep.execute.signals import (
+    INTERRUPTED_REASONS,
+    first_signal,
+    interrupt_in,
+    interrupted_by,
+    shielded,
+    stop_then_raise,
+)
 from llmsweep.metrics.model import (
     DONE_VERDICTS,
     DONE_WORDS,
@@ -703,16 +710,22 @@ def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summar
     path: a LlmsweepError fails the job with its message; a bug below fails this job, not the rest of the sweep;
     Ctrl-C / SIGTERM says so in the job folder (`interrupted by SIGINT`, the signal the run exits for: records
     written so far stay) and unwinds the sweep."""
+    def stopped(exc: BaseException) -> None:
+        art.write_json(job_dir / art.OUTCOME_FILE, JobOutcome(
+            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[interrupted_by(first_signal(exc))],
+            seconds=round(time.monotonic() - started, 3)).model_dump(mode="json"))
+
     try:
         return outcome_of(job, measure(), job_dir)
     except LlmsweepError as exc:
         return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
     except KeyboardInterrupt as exc:
-        art.write_json(job_dir / art.OUTCOME_FILE, JobOutcome(
-            job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[interrupted_by(first_signal(exc))],
-            seconds=round(time.monotonic() - started, 3)).model_dump(mode="json"))
+        stopped(exc)
         raise
     except Exception as exc:
+        if (interrupt := interrupt_in(exc)) is not None:  # a library made the interrupt an error of its own
+            stopped(interrupt)
+            raise interrupt from None  # the signal unwinds the sweep, not the error made of it
         log.exception("job %s failed unexpectedly", job.id)
         return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
                           reasons=[f"internal error: {type(exc).__name__}: {exc}"])
@@ -909,6 +922,8 @@ def resumed(job: Job, run_dir: Path) -> JobOutcome | None:
     if job.run_eval and summary.eval is None:  # measured under --no-evals: it owes the eval this plan asks of it
         return None
     earlier = art.read_json(jdir / art.OUTCOME_FILE)  # what that attempt found beyond its verdict stays said
+    if isinstance(earlier, dict) and INTERRUPTED_REASONS.intersection(earlier.get("reasons") or ()):
+        return None  # a signal stopped it after its summary was written and before it was done: it runs again
     failure = earlier.get("eval_failure") if isinstance(earlier, dict) else None
     return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", resumed=True,
                       reasons=[f"resumed: summary already {verdict}"], summary_path=str(jdir / art.SUMMARY_FILE),

@@ -110,6 +110,7 @@ def reset() -> None:
     global _raised, _unwinding
     _received.clear()
     _deferred.clear()
+    _consumed.clear()
     _raised = False
     _unwinding = None
 
@@ -127,12 +128,43 @@ def _in_main_thread() -> bool:
 
 _unwinding: weakref.ref[Interrupted] | None = None
 """The Interrupted the handler raised last, while it lives: the unwinding it started is under way."""
+_consumed: list[BaseException] = []
+"""Interrupts code caught to write up what it measured (:func:`consumed`), kept alive: their shutdown is under way."""
 
 
 def _lost() -> bool:
     """The handler's Interrupted is gone while the run goes on: code that swallowed it (a library's bare `except:`)
     dropped it, and no shutdown is under way for a later signal to hurry."""
     return _unwinding is not None and _unwinding() is None
+
+
+def consumed(exc: BaseException) -> None:
+    """Say that `exc`, an interrupt, was caught on purpose, to write up what was measured before the command ends
+    (`al collect`, `discover`): its shutdown is under way, so later signals hurry it rather than raise again, as they
+    would after an interrupt a library swallowed (:func:`_lost`)."""
+    _consumed.append(exc)
+
+
+def interrupt_in(exc: BaseException) -> Interrupted | None:
+    """The interrupt behind `exc`, when a library turned one into an error of its own (an extension module's
+    initialisation wraps an Interrupted that landed in it in `ImportError: initialization failed`): the run stops for
+    the signal, not for an error in its code."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, Interrupted):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def checkpoint() -> None:
+    """Raise the interrupt a library swallowed, if one did: a loop's boundary between units of work (`predict`'s
+    points; a stop request starts set by one, :func:`stop_on_signal`), so the stop the user asked for is not lost
+    for the rest of the command."""
+    if _lost():
+        raise _followed(_interrupt(first_signal()))
 
 
 def _followed(exc: Interrupted) -> Interrupted:
@@ -269,11 +301,14 @@ def stop_on_signal() -> Iterator[StopRequest]:
     polls to stop itself and still write what it has (a benchmark's in-flight records and summary); later ones are
     recorded only. The shutdown the first one starts counts as under way: after the block, signals no longer raise.
     """
-    global _raised
+    global _raised, _unwinding
     request = StopRequest()
     if not _in_main_thread():
         yield request
         return
+    if _lost():  # a signal a library swallowed before this block: the stop it asked for starts here
+        request.signum = first_signal()
+        _raised, _unwinding = True, None
 
     def note(signum: int, frame: FrameType | None) -> None:
         global _raised, _unwinding

@@ -30,6 +30,9 @@ def record(out: Path, req: pipeline.RunRequest) -> dict[str, object]:
     jobs = jobs_from_files(req.files, evals=req.evals)
     out.mkdir(parents=True, exist_ok=True)
     pipeline._write_run_meta(out, req, "run-x", jobs, None, [])
+    held = out / "jobs" / jobs[0].id / "summary.json"  # a result it holds (a run with none has nothing to mix with)
+    held.parent.mkdir(parents=True, exist_ok=True)
+    held.write_text("{}")
     return dict(json.loads((out / "run.json").read_text()))
 
 
@@ -90,3 +93,19 @@ def test_a_run_eval_rows_point_measured_without_its_eval_is_not_done_for_a_plan_
                              runs=[EvalRun(conc=16, status="completed", n_samples=4, command=["x"])])
     path.write_text(json.dumps(summary.dump()), encoding="utf-8")
     assert resumed(job, run.path) is not None  # the eval ran (its verdict is the outcome's eval failure, not this)
+
+
+def test_a_job_a_signal_stopped_after_its_summary_was_written_runs_again(tmp_path: Path) -> None:
+    """Under stress, a SIGTERM landed 7 ms after a live job's valid summary.json and before its outcome: outcome.json
+    said `failed: interrupted by SIGTERM` beside it, and `--resume` counted the job done (valid, resumed), leaving the
+    stale failed outcome for the dashboard to read."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    from llmsweep.execute.lifecycle import JobOutcome, resumed
+
+    (job,) = [j for j in jobs_from_files([QUICKSTART])][:1]
+    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=1, job_id=job.id), requests=8)])
+    assert resumed(job, run.path) is not None  # a finished job: done
+    (run.path / "jobs" / job.id / "outcome.json").write_text(JobOutcome(
+        job_id=job.id, exp_name=job.exp_name, status="failed", reasons=["interrupted by SIGTERM"]).model_dump_json())
+    assert resumed(job, run.path) is None

@@ -131,25 +131,89 @@ def test_a_virtual_time_job_stops_for_a_signal_a_library_would_have_swallowed(tm
     assert not (job / "summary.json").exists()
 
 
-def test_a_command_that_ends_normally_after_a_swallowed_signal_exits_with_the_signals_status() -> None:
+def _command(body: str) -> subprocess.CompletedProcess[str]:
+    """`llmsweep swallow`, a command whose body is `body` (a library's code as the signal lands), run as `main`
+    runs every command."""
     script = textwrap.dedent("""
-        import signal, time
+        import signal, sys, time
         import click
         from llmsweep.cli.main import COMMANDS, main
 
         @click.command()
-        def swallow() -> None:
-            try:  # a library's bare except, as the signal lands
-                signal.raise_signal(signal.SIGTERM)
-                time.sleep(0.2)
-            except:
-                pass
-            print("ran to its end")
+        def swallow() -> int:
+        {body}
 
         COMMANDS["swallow"] = ("__main__", "swallow", "a command in which a library swallows a SIGTERM")
         main(["swallow"])
+    """).format(body=textwrap.indent(textwrap.dedent(body), "    "))
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("returns", [0, 1])
+def test_a_command_that_ends_normally_after_a_swallowed_signal_exits_with_the_signals_status(returns: int) -> None:
+    """Exit 0 after a SIGTERM; and with 1 (a job failed besides), nothing said of the signal at all."""
+    proc = _command(f"""
+        try:  # a library's bare except, as the signal lands
+            signal.raise_signal(signal.SIGTERM)
+            time.sleep(0.2)
+        except:
+            pass
+        print("ran to its end")
+        return {returns}
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 143, proc.stderr
     assert "ran to its end" in proc.stdout
     assert "interrupted by SIGTERM: the signal was lost on its way" in proc.stderr
+
+
+def test_an_interrupt_a_library_made_an_error_of_its_own_exits_as_the_signal() -> None:
+    """Seen under stress in `report`: SIGINT landed while matplotlib's extension initialised, which raised
+    `ImportError: initialization failed` from it: a traceback and exit 1."""
+    proc = _command("""
+        try:
+            signal.raise_signal(signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt as exc:
+            raise ImportError("initialization failed") from exc
+    """)
+    assert proc.returncode == 130, proc.stderr
+    assert "interrupted by SIGINT (while ImportError: initialization failed)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.usefixtures("installed")
+def test_a_stop_request_begun_after_a_swallowed_interrupt_starts_stopped() -> None:
+    """A signal swallowed just before a job's poll block (numpy.random first imported while the simulator's engine
+    was built, before the job's stop request began) was seen by no poll: the whole virtual-time sweep ran on."""
+    _in_a_library_that_swallows(signal.SIGTERM)
+    with pytest.raises(signals.Interrupted) as caught, signals.stop_then_raise() as stop:
+        assert stop.signum == signal.SIGTERM
+        with pytest.raises(signals.Interrupted):
+            stop.check()  # the loop's first poll
+    assert caught.value.signum == signal.SIGTERM  # and the block's end, had the loop not polled
+    signal.raise_signal(signal.SIGINT)  # the stop is under way: a second signal hurries it
+    sum(range(1000))
+    assert signals.hurried()
+
+
+@pytest.mark.usefixtures("installed")
+def test_a_checkpoint_raises_the_interrupt_a_library_swallowed() -> None:
+    signals.checkpoint()  # nothing swallowed: nothing raised
+    _in_a_library_that_swallows(signal.SIGTERM)
+    with pytest.raises(signals.Interrupted) as caught:
+        signals.checkpoint()  # `predict`'s next point
+    assert caught.value.signum == signal.SIGTERM
+
+
+@pytest.mark.usefixtures("installed")
+def test_an_interrupt_caught_to_write_up_what_was_measured_is_not_taken_for_a_swallowed_one() -> None:
+    """`al collect` catches the interrupt to write the curve of the cells measured; once the caught interrupt was
+    freed, a second signal (SIGINT 0.13 s after SIGTERM) raised again and cut the write-up short."""
+    try:
+        signal.raise_signal(signal.SIGTERM)
+        time.sleep(5)
+    except KeyboardInterrupt as exc:
+        signals.consumed(exc)
+    signal.raise_signal(signal.SIGINT)  # during the write-up: recorded, not raised
+    sum(range(1000))
+    assert signals.received() == [signal.SIGTERM, signal.SIGINT] and signals.hurried()
