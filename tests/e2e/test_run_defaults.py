@@ -198,3 +198,17 @@ def test_a_run_whose_every_job_was_refused_runs_again_with_the_fix_it_was_given(
         again = run_cli([recipe, "--traces", "synthetic", "--out", out, "--no-report", *more], env, timeout=120)
         assert again.returncode == 0, (more, again.stderr[-4000:])
         assert len(list(out.glob("jobs/*/summary.json"))) == 2
+
+
+def test_a_finished_run_that_stood_every_job_on_stored_results_is_refused_too(tmp_path: Path) -> None:
+    """Its jobs hold `reused.json`, no summary: counted as no result, it was run over (every job measured again, the
+    reuse moved into attempts/) without --resume or --force."""
+    env = cli_env(tmp_path)
+    first = run_cli([RECIPE, "--out", tmp_path / "a", "--no-report"], env, timeout=120)
+    assert first.returncode == 0, first.stderr[-4000:]
+    out = tmp_path / "b"
+    reused = run_cli([RECIPE, "--out", out, "--reuse", "--no-report"], env, timeout=120)
+    assert reused.returncode == 0 and len(list(out.glob("jobs/*/reused.json"))) == 2, reused.stderr[-4000:]
+    again = run_cli([RECIPE, "--out", out, "--no-report"], env, timeout=120)
+    assert again.returncode == 2 and "already holds a finished run (2 job result(s))" in again.stderr, again.stderr
+    assert not list(out.glob("jobs/*/attempts"))

@@ -144,29 +144,35 @@ def carries_eval(job: Job) -> bool:
 
 
 def runner_refusals(jobs: Sequence[Job], files: Sequence[Path], runner_config: Path | None = None, *,
-                    parents: Mapping[str, str] | None = None) -> dict[str, list[Job]]:
+                    parents: Mapping[str, str] | None = None,
+                    evals: Mapping[str, EvalOptions] | None = None) -> dict[str, list[Job]]:
     """The jobs the workflow's `llmsweep run FILES --only-job ID` will refuse on the runner whatever it has installed
     (reason -> jobs; a multi-node job's points apart, `<id>-conc<N>`, as `run` runs them): asked of the run's own
     refusal with the options that step uses (a real engine, no `--live`, the local executor) and the policy errors
     `validate` finds in `files` about each job, lm-eval counted as present (an eval entry installs it). A concurrency
     slice (`parents`: its id -> the planned job it was cut from) hears what was found about that job, or about its
-    point at the slice's concurrency (`policy.planning.follow_slices`). Such a job keeps its matrix entry — its
-    refusal, with the reason and fix, is its outcome in the collected run — and `ci matrix` says it up front."""
+    point at the slice's concurrency (`policy.planning.follow_slices`). `evals`: the eval flags each job id is planned
+    under (:func:`label_plans`; default the plain plan), which `validate` plans its findings' job ids under too. Such
+    a job keeps its matrix entry — its refusal, with the reason and fix, is its outcome in the collected run — and `ci
+    matrix` says it up front."""
     from llmsweep.execute.pipeline import job_refusal
     from llmsweep.plan.point import one_point_per_job
     from llmsweep.policy.planning import errors_about, follow_derived, follow_slices, validate_files
 
-    checked = validate_files(list(files), runner_config=runner_config)
-    keys = list(checked.loaded.recipes)
-    parents = parents or {}
-    findings = follow_slices(checked.findings, [(j, parents[j.id]) for j in jobs if j.id in parents])
-    points = {j.id: one_point_per_job([j]) for j in jobs}
-    findings = follow_derived(findings, {i: [p.id for p in split] for i, split in points.items() if len(split) > 1})
+    parents, evals = parents or {}, evals or {}
+    plain = EvalOptions()
     out: dict[str, list[Job]] = {}
-    for point in (p for split in points.values() for p in split):
-        why = job_refusal(point, False, errors_about(point, findings, keys), harness_provided=True)
-        if why is not None:
-            out.setdefault(why, []).append(point)
+    for flags in {evals.get(j.id, plain) for j in jobs}:  # one validation per plan the jobs come from
+        mine = [j for j in jobs if evals.get(j.id, plain) == flags]
+        checked = validate_files(list(files), runner_config=runner_config, evals=flags)
+        keys = list(checked.loaded.recipes)
+        findings = follow_slices(checked.findings, [(j, parents[j.id]) for j in mine if j.id in parents])
+        points = {j.id: one_point_per_job([j]) for j in mine}
+        findings = follow_derived(findings, {i: [p.id for p in s] for i, s in points.items() if len(s) > 1})
+        for point in (p for split in points.values() for p in split):
+            why = job_refusal(point, False, errors_about(point, findings, keys), harness_provided=True)
+            if why is not None:
+                out.setdefault(why, []).append(point)
     return out
 
 

@@ -174,6 +174,7 @@ def _options(kw: dict[str, Any], *, kind: str, warmup: int, rate: float | None, 
         request_rate=rate,
         arrival=arrival,  # type: ignore[arg-type]
         duration_s=kw.get("duration"),
+        num_requests=kw.get("num_prompts"),  # `bench fixed`: the prompts it plans (the gates' planned count)
         grace_s=kw["grace"],
         warmup_requests=warmup,
         timeout_s=kw["timeout"],
@@ -316,12 +317,15 @@ class _ProgressBar:
         self.progress.stop()
 
     def update(self, p: Any) -> None:
-        done = p.profiling_elapsed_s if self.options.duration_s else (p.finished if p.target_requests else None)
-        stats = f"done {p.finished} failed {p.failed} in-flight {p.inflight} tok {p.output_tokens}"
+        # the window's requests, as the summary counts them; the warm-up's apart (`client.runner.Progress`)
+        done = p.profiling_elapsed_s if self.options.duration_s else (
+            p.profiling_finished if p.target_requests else None)
+        if p.phase == "warming":
+            stats = f"warming up: done {p.warmup_finished} in-flight {p.inflight}"
+        else:
+            stats = f"done {p.profiling_finished} failed {p.failed} in-flight {p.inflight} tok {p.output_tokens}"
         if p.stop_reason:
             stats += f" [stopping: {p.stop_reason}]"
-        if p.phase == "warming":
-            stats = "warming up: " + stats
         self.progress.update(self.task, completed=done or 0, stats=stats)
         if p.phase != "draining":
             return

@@ -15,6 +15,7 @@ from llmsweep.errors import ConfigError
 
 if TYPE_CHECKING:
     from llmsweep.plan import Job
+    from llmsweep.plan.matrix import EvalOptions
 
 GITHUB_MATRIX_LIMIT = 256
 """GitHub Actions runs at most this many jobs of one matrix per workflow run."""
@@ -75,17 +76,18 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
 
 
 def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | None,
-                  parents: Mapping[str, str] | None = None) -> None:
+                  parents: Mapping[str, str] | None = None, evals: Mapping[str, EvalOptions] | None = None) -> None:
     """Say on stderr which jobs the runner's `llmsweep run` will refuse whatever it has installed, each reason once
     (it carries its fix) with how many jobs it stops (a multi-node job's points counted apart, as `run` runs them):
     they have entries, so they are not dropped in silence, and a sweep whose every job is refused is seen before any
-    runner is held. `parents`: a concurrency slice's id -> the job it was cut from (`changes.github.sweep_jobs`)."""
+    runner is held. `parents`: a concurrency slice's id -> the job it was cut from (`changes.github.sweep_jobs`);
+    `evals`: the eval flags each job id is planned under (`changes.github.label_plans`)."""
     from llmsweep.changes.github import runner_refusals
     from llmsweep.plan.point import one_point_per_job
 
     total = len(one_point_per_job(jobs))
     counted = f"{total} job(s)" + (" (a multi-node job's points counted apart)" if total != len(jobs) else "")
-    for reason, refused in runner_refusals(jobs, files, runner_config, parents=parents).items():
+    for reason, refused in runner_refusals(jobs, files, runner_config, parents=parents, evals=evals).items():
         click.echo(f"note: {len(refused)} of the {counted} will be refused by `llmsweep run` on the runner "
                    f"(e.g. {refused[0].id}): {reason}", err=True)
 
@@ -115,7 +117,7 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
     empty), which the workflow's runner job passes on. Jobs the runner's `llmsweep run` will refuse whatever it has
     (e.g. no `serve`, a real engine's disaggregated roles) keep their entry and are said on stderr with the reason."""
     from llmsweep.catalog.fleet import default_fleet, load_fleet
-    from llmsweep.changes.github import matrix_entries, sweep_jobs
+    from llmsweep.changes.github import label_plans, matrix_entries, sweep_jobs
 
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     parents: dict[str, str] = {}
@@ -126,7 +128,8 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
     # runner's `run` will refuse anyway keeps its entry (its refusal is its outcome in the collected run) and is said
     # here, with the reason and its fix.
     include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels, plans=plans)
-    _say_refusals(jobs, files, runner_config, parents)
+    flags = dict(label_plans(evals_only=evals_only, all_evals=all_evals))
+    _say_refusals(jobs, files, runner_config, parents, {job: flags[flag] for job, flag in plans.items()})
     if len(include) > GITHUB_MATRIX_LIMIT:
         raise ConfigError(f"{len(include)} jobs in one matrix: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a "
                           "matrix, and the workflow would fail",

@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> Any:
         rv = cli.main(args=argv, prog_name="llmsweep", standalone_mode=False)
     except LlmsweepError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        sys.exit(_after_signal(signals, exc.exit_code))  # e.g. a teardown that failed while a signal unwound the run
+    except SystemExit as exc:  # a command that ends itself (`run --_worker` on a Slurm node)
+        sys.exit(_after_signal(signals, exc.code if isinstance(exc.code, int) else 1 if exc.code else 0))
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -120,13 +122,19 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo(f"{signals.interrupted_by(signals.first_signal(interrupt))} (while {type(exc).__name__}: {exc})",
                    err=True)
         sys.exit(signals.exit_code(interrupt))
-    if signals.received() and not (isinstance(rv, int) and rv >= 128):
-        # The command ended as if no signal came (with 0, or the 1 of a failed job): its interrupt landed in code that
-        # swallowed it (a library's bare `except:`). The user asked it to stop; the exit status says so.
-        click.echo(f"{signals.interrupted_by(signals.first_signal())}: the signal was lost on its way (in a library "
-                   "that swallowed it) and the command ran to its end", err=True)
-        sys.exit(signals.exit_code())
-    sys.exit(rv if isinstance(rv, int) else 0)
+    sys.exit(_after_signal(signals, rv if isinstance(rv, int) else 0))
+
+
+def _after_signal(signals: Any, code: int) -> int:
+    """The exit status of a command that ended with `code` (normally, or by an error or exit of its own): after a
+    signal, 128 + the first one whatever it ended with. Ending so means its interrupt was lost (a library's bare
+    `except:` swallowed it, and the command ran to its end) or replaced (a teardown failed while it unwound the run);
+    the user asked it to stop, and the status says so."""
+    if not signals.received() or code >= 128:
+        return code
+    click.echo(f"{signals.interrupted_by(signals.first_signal())}: the command ended as if the signal had not come "
+               "(a library swallowed it, or an error replaced it)", err=True)
+    return int(signals.exit_code())
 
 
 if __name__ == "__main__":

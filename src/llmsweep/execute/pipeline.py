@@ -555,8 +555,9 @@ def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
 
 
 def _results_held(run_dir: Path) -> list[str]:
-    """The jobs of the run in `run_dir` that have a result (a summary), by id."""
-    return sorted(p.parent.name for p in art.jobs_dir(run_dir).glob(f"*/{art.SUMMARY_FILE}"))
+    """The jobs of the run in `run_dir` that have a result: a summary, or a stored one `--reuse` stood it on."""
+    return sorted({p.parent.name for name in (art.SUMMARY_FILE, art.REUSED_FILE)
+                   for p in art.jobs_dir(run_dir).glob(f"*/{name}")})
 
 
 def _traces_named(traces: str | None) -> str | None:

@@ -173,13 +173,25 @@ def _followed(exc: Interrupted) -> Interrupted:
     return exc
 
 
+def _forget_lost() -> None:
+    """A signal arrives after an interrupt a library swallowed: that one started nothing, so this one is the first
+    the shutdown hears — it raises (or, in a shield, is raised when the shield closes), and the teardown it starts
+    keeps its grace (a swallowed signal counted as a first would make it hurried)."""
+    global _raised, _unwinding
+    if _lost():
+        _received.clear()
+        _raised, _unwinding = False, None
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    _forget_lost()
     _received.append(signum)
-    if not _raised or _lost():
+    if not _raised:
         raise _followed(_interrupt(signum))  # no local: a cycle (its traceback holds this frame) outlives a swallowing
 
 
 def _defer(signum: int, frame: FrameType | None) -> None:
+    _forget_lost()
     _received.append(signum)
     _deferred.append(signum)
 
@@ -312,6 +324,7 @@ def stop_on_signal() -> Iterator[StopRequest]:
 
     def note(signum: int, frame: FrameType | None) -> None:
         global _raised, _unwinding
+        _forget_lost()
         _received.append(signum)
         if request.signum is None:
             request.signum = signum

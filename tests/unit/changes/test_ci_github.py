@@ -374,6 +374,13 @@ def test_a_job_a_policy_error_will_refuse_on_the_runner_is_said_up_front() -> No
     assert len(json.loads(res.stdout)["include"]) == 9
     assert "note: 4 of the 9 job(s) will be refused by `llmsweep run` on the runner" in res.stderr
     assert "policy error [engine.known-incompatibility]" in res.stderr
+    # under the eval labels, the HiCache arm's eval-only jobs too: `validate` planned the plain plan only, whose
+    # findings name no `…_eval_…` id (the runner's `run --all-evals` refuses 4 of them)
+    for flags, said in ((["--all-evals"], "note: 8 of the 18 job(s)"), (["--all-evals", "--evals-only"],
+                                                                       "note: 4 of the 9 job(s)")):
+        labelled = CliRunner().invoke(cli, ["ci", "matrix", str(seed), *flags])
+        assert labelled.exit_code == 0 and said in labelled.stderr, (flags, labelled.stderr)
+        assert "policy error [engine.known-incompatibility]" in labelled.stderr
 
 
 def _planned_by_run(args: list[str]) -> dict[str, Job]:

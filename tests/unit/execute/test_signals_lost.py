@@ -149,9 +149,11 @@ def _command(body: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("returns", [0, 1])
-def test_a_command_that_ends_normally_after_a_swallowed_signal_exits_with_the_signals_status(returns: int) -> None:
-    """Exit 0 after a SIGTERM; and with 1 (a job failed besides), nothing said of the signal at all."""
+@pytest.mark.parametrize("ends", ["return 0", "return 1", "sys.exit(0)",
+                                  "from llmsweep.errors import LaunchError; raise LaunchError('could not stop it')"])
+def test_a_command_that_ends_normally_after_a_swallowed_signal_exits_with_the_signals_status(ends: str) -> None:
+    """Exit 0 after a SIGTERM; and with 1 (a job failed besides), an error of its own or its own sys.exit (`run
+    --_worker` on a Slurm node), nothing said of the signal at all."""
     proc = _command(f"""
         try:  # a library's bare except, as the signal lands
             signal.raise_signal(signal.SIGTERM)
@@ -159,11 +161,11 @@ def test_a_command_that_ends_normally_after_a_swallowed_signal_exits_with_the_si
         except:
             pass
         print("ran to its end")
-        return {returns}
+        {ends}
     """)
     assert proc.returncode == 143, proc.stderr
     assert "ran to its end" in proc.stdout
-    assert "interrupted by SIGTERM: the signal was lost on its way" in proc.stderr
+    assert "interrupted by SIGTERM: the command ended as if the signal had not come" in proc.stderr
 
 
 def test_an_interrupt_a_library_made_an_error_of_its_own_exits_as_the_signal() -> None:
@@ -217,3 +219,21 @@ def test_an_interrupt_caught_to_write_up_what_was_measured_is_not_taken_for_a_sw
     signal.raise_signal(signal.SIGINT)  # during the write-up: recorded, not raised
     sum(range(1000))
     assert signals.received() == [signal.SIGTERM, signal.SIGINT] and signals.hurried()
+
+
+@pytest.mark.usefixtures("installed")
+def test_the_signal_after_a_swallowed_one_starts_an_unhurried_teardown_also_in_a_shield() -> None:
+    """The swallowed signal counted as a first: the next one's teardown was hurried (no SIGTERM grace for the
+    engines), and one landing in a shield (a launch or teardown) was never raised."""
+    _in_a_library_that_swallows(signal.SIGTERM)
+    with pytest.raises(signals.Interrupted):
+        signal.raise_signal(signal.SIGTERM)
+        time.sleep(5)
+    assert signals.received() == [signal.SIGTERM] and not signals.hurried()
+
+    signals.reset()
+    _in_a_library_that_swallows(signal.SIGTERM)
+    with pytest.raises(signals.Interrupted) as caught, signals.shielded():
+        signal.raise_signal(signal.SIGINT)  # held until the shield closes, then raised
+        sum(range(1000))
+    assert caught.value.signum == signal.SIGINT and not signals.hurried()
