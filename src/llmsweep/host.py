@@ -25,6 +25,24 @@ def stopped_by_parent_only() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
+def resource_tracker_started() -> None:
+    """Start multiprocessing's resource tracker (the first lock, queue or event of a spawn context starts it) with
+    SIGHUP blocked, as it then keeps it. The tracker ignores SIGINT and SIGTERM but not SIGHUP: a closed terminal
+    (SIGHUP to the group) killed it, and its relaunch printed warnings and KeyError tracebacks after `interrupted by
+    SIGHUP`. It ends when this process does. This process gets a SIGHUP that came meanwhile once it is unblocked."""
+    import signal
+    from multiprocessing import resource_tracker
+
+    if not hasattr(signal, "pthread_sigmask"):
+        resource_tracker.ensure_running()
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def exit_with_parent() -> None:
     """In a spawned process: exit at once when the parent process dies, however it died (SIGKILL, OOM), so a killed
     run leaves no worker behind. A daemon thread waits on the parent's sentinel; it costs nothing until then."""

@@ -212,3 +212,8 @@ def test_a_finished_run_that_stood_every_job_on_stored_results_is_refused_too(tm
     again = run_cli([RECIPE, "--out", out, "--no-report"], env, timeout=120)
     assert again.returncode == 2 and "already holds a finished run (2 job result(s))" in again.stderr, again.stderr
     assert not list(out.glob("jobs/*/attempts"))
+    # the fix it gives keeps them on the stored results (--resume alone has no summary to skip them by)
+    assert "pass --resume --reuse" in again.stderr
+    resumed = run_cli([RECIPE, "--out", out, "--no-report", "--resume", "--reuse", "--json"], env, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert [r["reused"] for r in json.loads(resumed.stdout)["jobs"]] == [True, True]

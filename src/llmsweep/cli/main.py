@@ -101,12 +101,14 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo(f"error: {exc}", err=True)
         sys.exit(_after_signal(signals, exc.exit_code))  # e.g. a teardown that failed while a signal unwound the run
     except SystemExit as exc:  # a command that ends itself (`run --_worker` on a Slurm node)
+        if exc.code is not None and not isinstance(exc.code, int):
+            click.echo(exc.code, err=True)  # `sys.exit("message")`: said, as Python says it
         sys.exit(_after_signal(signals, exc.code if isinstance(exc.code, int) else 1 if exc.code else 0))
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(2)
+        sys.exit(_after_signal(signals, 2))
     except click.exceptions.Abort as exc:
         # click turns KeyboardInterrupt (our signals' Interrupted among them) into Abort.
         interrupted = isinstance(exc.__cause__, KeyboardInterrupt) or bool(signals.received())

@@ -31,7 +31,7 @@ from llmsweep.client.folder import run_json, summarise_dir, write_run_json
 from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
 from llmsweep.client.scrape import MetricsScraper
 from llmsweep.errors import ConfigError
-from llmsweep.host import exit_with_parent, stopped_by_parent_only, usable_cpus
+from llmsweep.host import exit_with_parent, resource_tracker_started, stopped_by_parent_only, usable_cpus
 from llmsweep.metrics import GateConfig, Summary
 from llmsweep.metrics.gates import CLIENT_WORKER_DIED
 from llmsweep.metrics.model import MEASURED, Source
@@ -415,6 +415,7 @@ async def _run_processes(
 ) -> tuple[list[WorkerStats], str | None]:
     n = options.workers or 1
     ctx = mp.get_context("spawn")
+    resource_tracker_started()  # before the first event would start it, unprotected from SIGHUP
     stop, queue, barrier = ctx.Event(), ctx.Queue(), ctx.Barrier(n)
     marks = ((ctx.Array("b", n), ctx.Event()), (ctx.Array("b", n), ctx.Event()))  # warmed, drained
     procs = []

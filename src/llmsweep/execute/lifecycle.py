@@ -717,15 +717,17 @@ def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summar
 
     try:
         return outcome_of(job, measure(), job_dir)
-    except LlmsweepError as exc:
-        return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
     except KeyboardInterrupt as exc:
         stopped(exc)
         raise
     except Exception as exc:
-        if (interrupt := interrupt_in(exc)) is not None:  # a library made the interrupt an error of its own
+        # An error that replaced an interrupt (a teardown that failed while it unwound: `docker rm` timing out; a
+        # library that made it an error of its own) unwinds the sweep as the signal: the next job must not launch.
+        if (interrupt := interrupt_in(exc)) is not None:
             stopped(interrupt)
-            raise interrupt from None  # the signal unwinds the sweep, not the error made of it
+            raise interrupt from None
+        if isinstance(exc, LlmsweepError):
+            return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
         log.exception("job %s failed unexpectedly", job.id)
         return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
                           reasons=[f"internal error: {type(exc).__name__}: {exc}"])

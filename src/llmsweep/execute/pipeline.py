@@ -547,9 +547,11 @@ def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
     meta = art.read_json(run_dir / art.RUN_FILE)
     finished = isinstance(meta, dict) and bool(meta.get("finished"))
     what = "a finished run" if finished else "an unfinished run"
+    # a job `--reuse` stood on a stored result has no summary of its own: --resume alone would measure it again
+    resume = "--resume --reuse" if any(art.jobs_dir(run_dir).glob(f"*/{art.REUSED_FILE}")) else "--resume"
     raise ConfigError(
         f"{run_dir} already holds {what} ({len(results)} job result(s)); not running over it",
-        fix=f"pass --resume to run only the jobs without a {DONE_WORDS} result, --force to run every job again "
+        fix=f"pass {resume} to run only the jobs without a {DONE_WORDS} result, --force to run every job again "
             f"(earlier results are kept in jobs/<id>/{art.ATTEMPTS_DIR}/), or give this run another --out",
     )
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmsweep.engine_ids import SIM
 from llmsweep.errors import LlmsweepError
+from llmsweep.host import resource_tracker_started
 from llmsweep.metrics.model import VIRTUAL
 from llmsweep.plan.job import Job
 from llmsweep.plan.point import Point, points_of
@@ -250,14 +251,14 @@ def _start_worker(started: Any) -> None:
 
 
 @contextmanager
-def _sigint_held(*more: signal.Signals) -> Iterator[None]:
-    """Hold SIGINT (and `more`) back from this thread while it starts workers: a process inherits the blocked signal,
-    so a Ctrl-C cannot interrupt a worker still importing (it would print a traceback), and this process receives it,
+def _sigint_held() -> Iterator[None]:
+    """Hold SIGINT back from this thread while it starts workers: a process inherits the blocked signal, so a
+    Ctrl-C cannot interrupt a worker still importing (it would print a traceback), and this process receives it,
     once the block ends, as it would have without."""
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *more})
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
@@ -304,11 +305,8 @@ def _round(units: Sequence[Unit], todo: list[int], settings: Settings, processes
            on_start: Callable[[int], None] | None = None) -> list[int]:
     """Units `todo` on one pool; the ones to predict again on a fresh pool because this one broke under them."""
     ctx = mp.get_context("spawn")
-    # The queue's lock starts multiprocessing's resource tracker, which ignores SIGINT and SIGTERM but not SIGHUP: a
-    # closed terminal (SIGHUP to the group) killed it, and its relaunch printed warnings and KeyError tracebacks after
-    # `interrupted by SIGHUP`. Started with SIGHUP blocked, it keeps it blocked; it ends when this process does.
-    with _sigint_held(signal.SIGHUP):
-        started = ctx.SimpleQueue()
+    resource_tracker_started()  # before the queue's lock would start it, unprotected from SIGHUP
+    started = ctx.SimpleQueue()
     pool = ProcessPoolExecutor(max_workers=processes, mp_context=ctx, initializer=_start_worker, initargs=(started,))
     workers: dict[int, BaseProcess] = {}
     retry: list[int] = []

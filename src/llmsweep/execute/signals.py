@@ -68,6 +68,7 @@ def record(signum: int) -> None:
 def interrupt(signum: int, kind: type[Interrupted] = Interrupted) -> Interrupted:
     """For a handler elsewhere (the Slurm submitter's): note the signal and return the interrupt to raise. The
     shutdown it starts counts as under way, so later signals hurry it rather than raise again."""
+    _forget_lost()
     _received.append(signum)
     global _raised, _unwinding
     _raised, _unwinding = True, None
@@ -214,8 +215,8 @@ def _rearm_lost(unraisable: Any) -> None:
     if not isinstance(exc, Interrupted) or not _in_main_thread():
         _previous_hook(unraisable)
         return
-    global _raised
-    _raised = False
+    global _raised, _unwinding
+    _raised, _unwinding = False, None  # not lost: raised again below (a check meanwhile would take it for lost)
     if _received and _received[-1] == exc.signum:
         _received.pop()  # the handler records it again: one signal, not a second that would hurry the teardown
     def again(signum: int = exc.signum) -> None:

@@ -168,6 +168,13 @@ def test_a_command_that_ends_normally_after_a_swallowed_signal_exits_with_the_si
     assert "interrupted by SIGTERM: the command ended as if the signal had not come" in proc.stderr
 
 
+def test_a_command_that_exits_with_a_message_says_it() -> None:
+    proc = _command("""
+        sys.exit("fatal: something went wrong")
+    """)
+    assert proc.returncode == 1 and "fatal: something went wrong" in proc.stderr, proc.stderr
+
+
 def test_an_interrupt_a_library_made_an_error_of_its_own_exits_as_the_signal() -> None:
     """Seen under stress in `report`: SIGINT landed while matplotlib's extension initialised, which raised
     `ImportError: initialization failed` from it: a traceback and exit 1."""
@@ -237,3 +244,50 @@ def test_the_signal_after_a_swallowed_one_starts_an_unhurried_teardown_also_in_a
         signal.raise_signal(signal.SIGINT)  # held until the shield closes, then raised
         sum(range(1000))
     assert caught.value.signum == signal.SIGINT and not signals.hurried()
+
+
+@pytest.mark.usefixtures("installed")
+def test_the_slurm_handlers_interrupt_after_a_swallowed_signal_is_a_first_one() -> None:
+    _in_a_library_that_swallows(signal.SIGINT)
+    exc = signals.interrupt(signal.SIGTERM)  # what the Slurm submitter's handler raises
+    assert exc.signum == signal.SIGTERM and signals.received() == [signal.SIGTERM] and not signals.hurried()
+    assert signals.exit_code() == 143
+
+
+@pytest.mark.usefixtures("installed")
+def test_an_interrupt_a_finalizer_dropped_is_not_taken_for_a_swallowed_one_before_it_is_raised_again() -> None:
+    """Within the 10 ms before `_rearm_lost` raised it again, a checkpoint took it for swallowed and raised SIGINT
+    (the fallback of an empty record): the outcome said SIGINT, the process exited 143."""
+
+    class Finalised:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGTERM)
+            sum(range(1000))
+
+    with pytest.raises(signals.Interrupted) as caught:
+        Finalised()
+        signals.checkpoint()  # not lost: on its way back
+        time.sleep(5)
+    assert caught.value.signum == signal.SIGTERM and signals.received() == [signal.SIGTERM]
+
+
+def test_a_teardown_error_that_replaced_the_interrupt_unwinds_the_sweep_as_the_signal(tmp_path: Path) -> None:
+    """`docker rm` timed out while a Ctrl-C unwound a launch: the LaunchError replaced the Interrupted, `settle`
+    failed the job with it like any error, and the sweep launched the next server."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.lifecycle import settle
+    from llmsweep.plan import jobs_from_files
+
+    (job, *_) = jobs_from_files([RECIPE])
+
+    def measure() -> object:
+        try:
+            raise signals.Interrupted(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise LaunchError("`docker rm -f x` failed with exit status 1: timed out") from None
+
+    signals.reset()
+    with pytest.raises(signals.Interrupted) as caught:
+        settle(job, tmp_path, time.monotonic(), measure)  # type: ignore[arg-type]
+    assert caught.value.signum == signal.SIGINT
+    assert json.loads((tmp_path / "outcome.json").read_text())["reasons"] == ["interrupted by SIGINT"]
