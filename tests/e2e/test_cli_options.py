@@ -243,3 +243,15 @@ def test_run_and_bench_share_the_client_defaults_the_lifecycle_applies() -> None
     assert defaults[("run", "--request-timeout")] == field_default(LifecycleSettings, "request_timeout_s")
     assert defaults[("run", "--request-timeout")] == defaults[("bench fixed", "--request-timeout")]
     assert defaults[("run", "--client-workers")] == field_default(LifecycleSettings, "client_workers")
+
+
+def test_a_prompt_count_below_one_is_refused_as_a_bad_option() -> None:
+    """`bench fixed --num-prompts 0` ended in a pydantic traceback: the option takes what the workload's field does."""
+    from click.testing import CliRunner
+
+    from llmsweep.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["bench", "fixed", "--url", "http://127.0.0.1:9", "--model", "m", "--isl", "8",
+                                   "--osl", "8", "--num-prompts", "0"])
+    assert res.exit_code == 2 and "Invalid value for '--num-prompts': 0 is not in the range x>=1" in res.output, \
+        res.output

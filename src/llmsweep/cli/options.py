@@ -209,7 +209,8 @@ CONCEPTS: dict[str, Concept] = {
     "seed": Concept("--seed", "seed", {
         "type": int, "show_default": True, "help": "Seed of the prompts and arrivals (the recipe's client seed).",
     }, source=FieldRef(_run_options, "seed")),
-    "num_prompts": Concept("--num-prompts", "num_prompts", {"type": int}, source=FieldRef(_workload, "num_prompts")),
+    "num_prompts": Concept("--num-prompts", "num_prompts", {"type": click.IntRange(min=1)},  # the workload's gt=0
+                           source=FieldRef(_workload, "num_prompts")),
     "num_warmups": Concept("--num-warmups", "num_warmups", {"type": int}, source=FieldRef(_workload, "num_warmups")),
     "num_prompts_per_conc": Concept("--num-prompts-per-conc", "num_prompts_per_conc", {
         "type": int, "help": "Measured requests per unit of concurrency.",
