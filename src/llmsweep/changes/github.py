@@ -156,8 +156,7 @@ def runner_refusals(jobs: Sequence[Job], files: Sequence[Path], runner_config: P
     a job keeps its matrix entry — its refusal, with the reason and fix, is its outcome in the collected run — and `ci
     matrix` says it up front."""
     from llmsweep.execute.pipeline import job_refusal
-    from llmsweep.plan.point import one_point_per_job
-    from llmsweep.policy.planning import errors_about, follow_derived, follow_slices, validate_files
+    from llmsweep.policy.planning import as_points, errors_about, follow_slices, validate_files
 
     parents, evals = parents or {}, evals or {}
     plain = EvalOptions()
@@ -166,10 +165,9 @@ def runner_refusals(jobs: Sequence[Job], files: Sequence[Path], runner_config: P
         mine = [j for j in jobs if evals.get(j.id, plain) == flags]
         checked = validate_files(list(files), runner_config=runner_config, evals=flags)
         keys = list(checked.loaded.recipes)
-        findings = follow_slices(checked.findings, [(j, parents[j.id]) for j in mine if j.id in parents])
-        points = {j.id: one_point_per_job([j]) for j in mine}
-        findings = follow_derived(findings, {i: [p.id for p in s] for i, s in points.items() if len(s) > 1})
-        for point in (p for split in points.values() for p in split):
+        points, findings = as_points(mine, follow_slices(checked.findings,
+                                                         [(j, parents[j.id]) for j in mine if j.id in parents]))
+        for point in points:
             why = job_refusal(point, False, errors_about(point, findings, keys), harness_provided=True)
             if why is not None:
                 out.setdefault(why, []).append(point)

@@ -99,16 +99,16 @@ def main(argv: list[str] | None = None) -> Any:
         rv = cli.main(args=argv, prog_name="llmsweep", standalone_mode=False)
     except LlmsweepError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(_after_signal(signals, exc.exit_code))  # e.g. a teardown that failed while a signal unwound the run
+        sys.exit(_after_signal(exc.exit_code))  # e.g. a teardown that failed while a signal unwound the run
     except SystemExit as exc:  # a command that ends itself (`run --_worker` on a Slurm node)
         if exc.code is not None and not isinstance(exc.code, int):
             click.echo(exc.code, err=True)  # `sys.exit("message")`: said, as Python says it
-        sys.exit(_after_signal(signals, exc.code if isinstance(exc.code, int) else 1 if exc.code else 0))
+        sys.exit(_after_signal(exc.code if isinstance(exc.code, int) else 1 if exc.code else 0))
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(_after_signal(signals, 2))
+        sys.exit(_after_signal(2))
     except click.exceptions.Abort as exc:
         # click turns KeyboardInterrupt (our signals' Interrupted among them) into Abort.
         interrupted = isinstance(exc.__cause__, KeyboardInterrupt) or bool(signals.received())
@@ -124,19 +124,21 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo(f"{signals.interrupted_by(signals.first_signal(interrupt))} (while {type(exc).__name__}: {exc})",
                    err=True)
         sys.exit(signals.exit_code(interrupt))
-    sys.exit(_after_signal(signals, rv if isinstance(rv, int) else 0))
+    sys.exit(_after_signal(rv if isinstance(rv, int) else 0))
 
 
-def _after_signal(signals: Any, code: int) -> int:
+def _after_signal(code: int) -> int:
     """The exit status of a command that ended with `code` (normally, or by an error or exit of its own): after a
     signal, 128 + the first one whatever it ended with. Ending so means its interrupt was lost (a library's bare
     `except:` swallowed it, and the command ran to its end) or replaced (a teardown failed while it unwound the run);
     the user asked it to stop, and the status says so."""
+    from llmsweep.execute import signals
+
     if not signals.received() or code >= 128:
         return code
     click.echo(f"{signals.interrupted_by(signals.first_signal())}: the command ended as if the signal had not come "
                "(a library swallowed it, or an error replaced it)", err=True)
-    return int(signals.exit_code())
+    return signals.exit_code()
 
 
 if __name__ == "__main__":

@@ -663,17 +663,10 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], keys: list[str],
                 run_dir: Path,
                 event: Event) -> RunOutcome:
-    from llmsweep.policy.planning import follow_derived
+    from llmsweep.policy.planning import as_points
 
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-    planned: list[Job] = []
-    points: dict[str, list[str]] = {}
-    for job in jobs:  # a multi-node job's concurrencies run as points `<id>-conc<N>`: its findings are theirs
-        split = one_point_per_job([job])
-        planned += split
-        if split != [job]:
-            points[job.id] = [p.id for p in split]
-    findings = follow_derived(findings, points)
+    planned, findings = as_points(jobs, findings)  # a multi-node job's findings are its points'
     jobs = with_repeats(planned, req.repeats)
     from llmsweep.changes.reuse import reuse_keys
     from llmsweep.metrics.version import measurement_identity

@@ -70,8 +70,7 @@ def interrupt(signum: int, kind: type[Interrupted] = Interrupted) -> Interrupted
     shutdown it starts counts as under way, so later signals hurry it rather than raise again."""
     _forget_lost()
     _received.append(signum)
-    global _raised, _unwinding
-    _raised, _unwinding = True, None
+    _under_way()
     return kind(signum)
 
 
@@ -116,10 +115,14 @@ def reset() -> None:
     _unwinding = None
 
 
-def _interrupt(signum: int) -> Interrupted:
+def _under_way() -> None:
+    """A shutdown is under way (later signals hurry it), not by an interrupt the handler raised and follows."""
     global _raised, _unwinding
-    _raised = True
-    _unwinding = None
+    _raised, _unwinding = True, None
+
+
+def _interrupt(signum: int) -> Interrupted:
+    _under_way()
     return Interrupted(signum)
 
 
@@ -314,22 +317,20 @@ def stop_on_signal() -> Iterator[StopRequest]:
     polls to stop itself and still write what it has (a benchmark's in-flight records and summary); later ones are
     recorded only. The shutdown the first one starts counts as under way: after the block, signals no longer raise.
     """
-    global _raised, _unwinding
     request = StopRequest()
     if not _in_main_thread():
         yield request
         return
     if _lost():  # a signal a library swallowed before this block: the stop it asked for starts here
         request.signum = first_signal()
-        _raised, _unwinding = True, None
+        _under_way()
 
     def note(signum: int, frame: FrameType | None) -> None:
-        global _raised, _unwinding
         _forget_lost()
         _received.append(signum)
         if request.signum is None:
             request.signum = signum
-            _raised, _unwinding = True, None
+            _under_way()
 
     previous = _swap(note)
     try:

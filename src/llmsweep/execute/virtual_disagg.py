@@ -205,7 +205,7 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
     if power is not None and power.probe is not None:
         predictor.probes.append(power.probe)
     if on_progress is not None:
-        predictor.probes.append(lambda t: on_progress(predictor.window_progress(t - start_time)))
+        predictor.report_window(on_progress)
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=point.load.concurrency is None)
     summary = None

@@ -72,6 +72,21 @@ def follow_derived(findings: Sequence[Finding], derived: Mapping[str, Sequence[s
             if any(j in derived for j in f.jobs) else f for f in findings]
 
 
+def as_points(jobs: Sequence[Job], findings: Sequence[Finding]) -> tuple[list[Job], list[Finding]]:
+    """The jobs as `run` runs them — a multi-node job's concurrencies as points `<id>-conc<N>`
+    (`plan.point.one_point_per_job`) — and the findings, each naming also the points of a job it names."""
+    from llmsweep.plan.point import one_point_per_job
+
+    planned: list[Job] = []
+    derived: dict[str, list[str]] = {}
+    for job in jobs:
+        split = one_point_per_job([job])
+        planned += split
+        if split != [job]:
+            derived[job.id] = [p.id for p in split]
+    return planned, follow_derived(findings, derived)
+
+
 def follow_slices(findings: Sequence[Finding], slices: Iterable[tuple[Job, str]]) -> list[Finding]:
     """The findings, each naming also the concurrency slices it concerns (`slices`: a slice cut from a planned
     multi-node job, and that job's id; `plan.slices`): one naming the whole job concerns every slice of it, and one

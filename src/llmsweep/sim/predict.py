@@ -203,6 +203,10 @@ class Predictor:
             for probe in self.probes:
                 probe(self.start_time + now)
 
+    def report_window(self, on_progress: Callable[[WindowProgress], None]) -> None:
+        """Call `on_progress` with :meth:`window_progress` at every scrape (each virtual second)."""
+        self.probes.append(lambda t: on_progress(self.window_progress(t - self.start_time)))
+
     def window_progress(self, now: float) -> WindowProgress:
         """How far the profiling window is at virtual time `now` (a read: nothing of the run changes)."""
         sent = self._profiling_sent
@@ -703,7 +707,7 @@ def predict_point(
     if power is not None and power.probe is not None:
         predictor.probes.append(power.probe(predictor.core))
     if on_progress is not None:
-        predictor.probes.append(lambda t: on_progress(predictor.window_progress(t - start_time)))
+        predictor.report_window(on_progress)
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
                             open_loop=load.concurrency is None)
     summary: Summary | None = None
