@@ -18,7 +18,7 @@ from support.stream_server import ServerConfig, StreamServer, run_in_subprocess
 from support.workloads import SimpleWorkload
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark
-from llmsweep.client.runner import UNFINISHED
+from llmsweep.client.runner import UNFINISHED, Progress
 from llmsweep.metrics import summarise
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,3 +131,16 @@ def test_cli_fixed_with_two_workers_sends_each_prompt_once(tmp_path: Path) -> No
     recs = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert sorted(r["request_index"] for r in recs) == list(range(24))
     assert {r["worker"] for r in recs} == {0, 1}
+
+
+def test_the_progress_counts_the_windows_output_tokens_not_the_warm_ups(tmp_path: Path) -> None:
+    """`bench`'s bar says `tok N` from the progress: the window's output tokens, as the summary counts them, with the
+    warm-up's left out (they were in before: 2 × concurrency warm-ups of 10 tokens each)."""
+    seen: list[Progress] = []
+    with StreamServer(ServerConfig(itl_s=0.001)) as srv:
+        res = run_benchmark(SimpleWorkload(max_tokens=10), Endpoint(base_url=srv.url, model="m"),
+                            RunOptions(concurrency=2, num_requests=6, warmup_requests=4), tmp_path,
+                            on_progress=seen.append)
+    assert res.summary.requests.warmup == 4 and res.summary.requests.successful == 6
+    assert seen[-1].warmup_finished == 4
+    assert seen[-1].profiling_output_tokens == res.summary.tokens.output_total == 60

@@ -323,7 +323,8 @@ class _ProgressBar:
         if p.phase == "warming":
             stats = f"warming up: done {p.warmup_finished} in-flight {p.inflight}"
         else:
-            stats = f"done {p.profiling_finished} failed {p.failed} in-flight {p.inflight} tok {p.output_tokens}"
+            stats = (f"done {p.profiling_finished} failed {p.failed} in-flight {p.inflight} "
+                     f"tok {p.profiling_output_tokens}")
         if p.stop_reason:
             stats += f" [stopping: {p.stop_reason}]"
         self.progress.update(self.task, completed=done or 0, stats=stats)

@@ -76,7 +76,8 @@ class WorkerStats:
     cancelled: int = 0
     inflight: int = 0
     max_inflight: int = 0
-    output_tokens: int = 0
+    profiling_output_tokens: int = 0
+    """Output tokens of the window's finished requests (the warm-up's are not counted: the bar's `tok`)."""
     first_profiling_sent: float | None = None
     deadline: float | None = None
     warmup_drained_at: float | None = None  # unix time this worker's lanes had all drained their warm-up (`Drain`)
@@ -879,14 +880,14 @@ class Interpreter:
         st.finished += 1
         if error_class is not None and error_class not in st.first_errors:
             st.first_errors[error_class] = error or error_class
-        if completion_tokens:
-            st.output_tokens += completion_tokens
         if error_class == "cancelled":
             st.cancelled += 1
         elif phase == "warmup":
             st.warmup_finished += 1
         else:
             st.profiling_finished += 1
+            if completion_tokens:
+                st.profiling_output_tokens += completion_tokens
             if error_class is not None:
                 st.profiling_failed += 1
                 self._check_failures()

@@ -53,7 +53,8 @@ class Progress:
     finished: int
     failed: int
     inflight: int
-    output_tokens: int
+    profiling_output_tokens: int
+    """Output tokens of the window's finished requests (cancelled ones not counted)."""
     target_requests: int | None
     duration_s: float | None
     profiling_elapsed_s: float | None
@@ -274,7 +275,7 @@ def _progress(stats: list[WorkerStats], options: RunOptions, t0: float, reason: 
         finished=sum(s.finished for s in stats),
         failed=sum(s.profiling_failed for s in stats),
         inflight=sum(s.inflight for s in stats),
-        output_tokens=sum(s.output_tokens for s in stats),
+        profiling_output_tokens=sum(s.profiling_output_tokens for s in stats),
         target_requests=options.num_requests,
         duration_s=options.duration_s,
         profiling_elapsed_s=now - min(firsts) if firsts else None,

@@ -37,7 +37,7 @@ def _p(profiling: float | None, *, duration: float | None = 60.0, target: int | 
     now = now_unix()
     stats = WorkerStats(worker=0, started=finished + 2, finished=finished, profiling_failed=1, inflight=2,
                         warmup_finished=warmup, profiling_finished=finished - warmup,
-                        output_tokens=10, first_profiling_sent=None if profiling is None else now - profiling,
+                        profiling_output_tokens=10, first_profiling_sent=None if profiling is None else now - profiling,
                         stop_reason=stop)
     return _progress([stats], RunOptions(concurrency=4, duration_s=duration, num_requests=target), now - 1.0, None)
 
