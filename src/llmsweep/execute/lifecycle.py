@@ -1025,12 +1025,18 @@ def _cancel_stale_slurm_jobs(run_dir: Path, event: Event) -> None:
 
 
 def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool:
-    """True when `pid` still runs the command we launched (a recycled pid belongs to someone else)."""
+    """True when `pid` is still the process we launched (a recycled pid belongs to someone else): the same pid and
+    start time name one process, whatever it has exec'd since — a launcher that execs the engine (the rehearsal's
+    `vllm` stand-in, a wrapper script) leaves no `argv0` in its command line, and taking it for someone else's left
+    it running, its pid file deleted, beside the server the resume launched. A pid file without a start time (an
+    older run's) falls back to the program's name."""
     from llmsweep.execute.process import read_proc
 
     info = read_proc(pid)
-    if info is None or (start_ticks is not None and info.start_ticks != start_ticks):
+    if info is None:
         return False
+    if start_ticks is not None:
+        return info.start_ticks == start_ticks
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:

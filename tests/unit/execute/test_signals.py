@@ -5,6 +5,7 @@ scancelled."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -18,7 +19,7 @@ import pytest
 
 from llmsweep.execute import signals
 from llmsweep.execute.lifecycle import stop_stale_servers
-from llmsweep.execute.process import start_process, stop_process_tree, tree_alive
+from llmsweep.execute.process import read_proc, start_process, stop_process_tree, tree_alive
 
 
 @pytest.fixture(autouse=True)
@@ -130,6 +131,40 @@ def test_resume_stops_the_workers_left_in_a_dead_servers_process_group(tmp_path:
         assert any("process group" in e for e in events)
     finally:
         stop_process_tree(leader.pid, pgid=leader.pid, grace_s=1)
+
+
+def test_resume_stops_a_server_that_execd_another_program_since_its_pid_file_was_written(tmp_path: Path) -> None:
+    """A launcher that execs the engine (a wrapper script; the GPU rehearsal's `vllm` stand-in execs
+    `python -m llmsweep.cli.main sim serve`) keeps its pid and start time but not its program's name: the pid file's
+    start time says it is ours, and `--resume` stops it. It was left running, its pid file deleted."""
+    wrapper = tmp_path / "engine"
+    wrapper.write_text(f"#!/bin/sh\necho started\nexec {sys.executable} -c 'import time; time.sleep(120)'\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    proc = subprocess.Popen([str(wrapper)], start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        info = read_proc(proc.pid)
+        assert info is not None and proc.stdout is not None and proc.stdout.readline().strip() == b"started"
+        deadline = time.monotonic() + 10
+        while b"engine" in Path(f"/proc/{proc.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the exec
+        pid_file = _pid_file(tmp_path, json.dumps({"pid": proc.pid, "argv0": "engine",
+                                                   "start_ticks": info.start_ticks}))
+        events: list[str] = []
+        assert stop_stale_servers(tmp_path, events.append) == [proc.pid]
+        assert proc.wait(timeout=10) is not None and not pid_file.exists()
+        assert any(f"stopping server pid {proc.pid}" in e for e in events)
+        # a recycled pid (another start time) is someone else's: neither stopped nor kept
+        other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+        try:
+            pid_file = _pid_file(tmp_path, json.dumps({"pid": other.pid, "argv0": "python3", "start_ticks": 1}))
+            assert stop_stale_servers(tmp_path, events.append) == [] and other.poll() is None
+            assert not pid_file.exists()
+        finally:
+            other.kill()
+            other.wait()
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_resume_keeps_the_pid_file_when_the_container_cannot_be_removed(tmp_path: Path) -> None:
