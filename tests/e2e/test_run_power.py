@@ -160,6 +160,11 @@ def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: P
         assert power["observed_gpus"] == run_power["observed_gpus"] == row["summary"]["throughput"]["gpus"]
         for figure in ("energy_j", "avg_power_w", "tokens_per_joule"):
             assert power[figure] == pytest.approx(run_power[figure], rel=1e-6), (row["job"], figure)
+        # and the cost its SKU's rate gives (predict's provenance names the hardware, as run's does)
+        assert power["cost"] is not None and power["cost"]["sku"] == run_power["cost"]["sku"]
+        assert power["cost"]["usd_per_mtok_output"] == pytest.approx(run_power["cost"]["usd_per_mtok_output"],
+                                                                    rel=1e-6)
+        assert row["summary"]["provenance"]["hardware"]["sku"] == run_summary["provenance"]["hardware"]["sku"]
         # --out keeps the modelled samples beside the records, as a run's job folder does: summarised from the files,
         # the point has the same power block
         (point_dir,) = [d for d in pout.glob("*/conc*") if d.parent.name == row["job"]

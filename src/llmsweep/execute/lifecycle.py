@@ -249,6 +249,16 @@ def _workload(job: Job, source: RunSource) -> Workload:
     return Point.of(job).workload(simulated=source == SIMULATED)
 
 
+def hardware_provenance(job: Job, observed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Provenance's `hardware`: the job's SKU (what the summary's cost block prices), runner and GPUs, and what the
+    host's driver said of its GPUs (`observe_runtime`; none in virtual time). `run` and `predict` both record it."""
+    seen = observed or {}
+    return {"sku": job.sku, "runner": job.runner, "gpus": job.gpus,
+            "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version"),
+            # Why `gpu_names` is null: the server's *_VISIBLE_DEVICES name a GPU this host does not have.
+            **({"gpu_names_problem": seen["gpu_names_problem"]} if seen.get("gpu_names_problem") else {})}
+
+
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
                 handle: ServerHandle | None = None, launcher: str | None = None) -> dict[str, Any]:
     from llmsweep.engines.sim import unmodelled
@@ -267,10 +277,7 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
                    # What placed the server: the group's executor and the launcher that started it there.
                    "executor": group.executor, "launcher": launcher,
                    "slurm_job_id": handle.job_id if handle is not None else None},
-        "hardware": {"sku": job.sku, "runner": job.runner, "gpus": job.gpus,
-                     "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version"),
-                     # Why `gpu_names` is null: the server's *_VISIBLE_DEVICES name a GPU this host does not have.
-                     **({"gpu_names_problem": seen["gpu_names_problem"]} if seen.get("gpu_names_problem") else {})},
+        "hardware": hardware_provenance(job, seen),
         "llmsweep_version": __version__,
         "source": group.source,
         "clock": WALL,  # the live path; `execute.virtual` records VIRTUAL

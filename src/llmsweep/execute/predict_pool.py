@@ -120,6 +120,7 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outc
     from llmsweep import engines
     from llmsweep.engines.sim import simulated_acceptance, unmodelled
     from llmsweep.execute import virtual_disagg
+    from llmsweep.execute.lifecycle import hardware_provenance
     from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan.point import trace_source_label
 
@@ -152,7 +153,8 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outc
         for point in points_of(job):
             out.append(PointUnit(point, config, {"job": job.id, "concurrency": point.concurrency, "engine": SIM.id,
                                                  "calibration": calibration, "engine_config": engine_config_doc,
-                                                 "clock": VIRTUAL, **acceptance}))
+                                                 "hardware": hardware_provenance(job), "clock": VIRTUAL,
+                                                 **acceptance}))
     return out
 
 
@@ -181,12 +183,14 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     if isinstance(unit, DisaggUnit):
         from llmsweep.engines.sim import unmodelled
         from llmsweep.execute import virtual_disagg
+        from llmsweep.execute.lifecycle import hardware_provenance
 
         job = unit.job
         outcomes: list[Outcome] = []
         try:
             for p in virtual_disagg.predict_job(job, duration=settings.duration, max_requests=settings.max_requests,
                                                 provenance={"job": job.id, "engine": SIM.id, "clock": VIRTUAL,
+                                                            "hardware": hardware_provenance(job),
                                                             **({"unmodelled": missed} if (missed := unmodelled(job))
                                                                else {})},
                                                 power=settings.power):
