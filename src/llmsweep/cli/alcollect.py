@@ -205,10 +205,15 @@ def _plan_modes(job: Job, thinking: tuple[str, ...], references: list[GoldenCurv
         if "thinking_on" in modes and switch.present is None:
             echo(f"warning: thinking on is not checked against the model's chat template: {switch.why}")
             notes.append(f"thinking_on: the thinking switch was not checked before collecting ({switch.why})")
-    ignored = [m for m in per_mode if m not in modes]
+    # a mode's --sampling or --chat-template-kwargs for a mode not collected would be dropped without a word
+    ignored = [m for m in dict.fromkeys([*per_mode, *kwargs]) if m not in modes]
     if ignored:
-        given = " ".join(f"--sampling {m.removeprefix('thinking_')}=…" for m in ignored)
-        raise ConfigError(f"{given} samples {', '.join(ignored)}, which this collection does not collect "
+        flags = [(flag, m) for m in ignored for flag, given_for in (("--sampling", per_mode),
+                                                                   ("--chat-template-kwargs", kwargs))
+                 if m in given_for]
+        given = " ".join(f"{flag} {m.removeprefix('thinking_')}=…" for flag, m in flags)
+        verb = "samples" if all(flag == "--sampling" for flag, _ in flags) else "configures"
+        raise ConfigError(f"{given} {verb} {', '.join(ignored)}, which this collection does not collect "
                           f"(thinking {' '.join(m.removeprefix('thinking_') for m in modes)}); no server was started",
                           fix=f"drop {given}" + (f" (the model has no thinking switch: {switch.why})"
                                                  if "thinking_on" in ignored and switch.present is False else
