@@ -109,6 +109,9 @@ def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path,
     assert summary["source"] == "simulated" and ev["acceptance_length"] is None
     # InferenceX's meta_env.json beside lm-eval's results, so its own collector and score gate read the folder.
     job_dir = next((out / "jobs").iterdir())
+    # its command file says what served it live, not that no server was launched (virtual time's)
+    served = (job_dir / "server_command.txt").read_text()
+    assert "no server was launched" not in served and served.startswith("# engine: sim") and "sim serve" in served
     meta = json.loads((job_dir / "eval" / "meta_env.json").read_text())
     assert (meta["infmax_model_prefix"], meta["conc"], meta["isl"], meta["osl"], meta["tp"]) == (
         "llama3.1-8b", 16, "8192", "1024", 1)

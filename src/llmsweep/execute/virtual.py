@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmsweep.engines.launch import comment_text
 from llmsweep.errors import LlmsweepError
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.lifecycle import (
@@ -42,6 +43,7 @@ from llmsweep.execute.lifecycle import (
     resumed,
     settle,
 )
+from llmsweep.execute.lifecycle import command_text as served_command_text
 from llmsweep.execute.progress import current_progress
 from llmsweep.execute.readback import summarise_job
 from llmsweep.execute.signals import StopRequest, stop_then_raise
@@ -87,7 +89,7 @@ def engine_config(spec: LaunchSpec) -> EngineConfig:
 def command_text(spec: LaunchSpec) -> str:
     """`server_command.txt` of a virtual-time job: what would have served it live, and that nothing was launched."""
     lines = [f"# engine: {spec.engine} (virtual time: no server was launched; the simulator core ran in-process)"]
-    lines += [f"# note: {n}" for n in spec.notes]
+    lines += [comment_text(f"# note: {n}") for n in spec.notes]  # a recipe value never ends a comment line
     lines.append("# the same engine served live (`llmsweep run --live`):")
     lines.append(spec.shell_command())
     return "\n".join(lines) + "\n"
@@ -206,6 +208,9 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
             server = live.get(served)
             handle = server.ensure()
             spec = server.spec or served.spec
+            if job.eval_only:  # the whole job was served live: its command file says what served it, as run's does
+                handle.scrubber.write_text(jdir / art.COMMAND_FILE,
+                                           served_command_text(spec, server.launcher, handle.command))
             provenance = _provenance(job, spec, served, server.observed, handle, server.launcher.kind)
             eval_command = None if relaunch is None else record_eval_server(jdir, spec, server.launcher, handle)
             summary = eval_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
