@@ -11,8 +11,8 @@ import logging
 from dataclasses import fields, replace
 from typing import Any
 
-from llmsweep.catalog.hardware import HARDWARE_FILE, HARDWARE_KEY, HardwareSpec, find_hardware
-from llmsweep.catalog.models import MODEL_KEY, MODELS_FILE, ModelSpec, find_model
+from llmsweep.catalog.hardware import HARDWARE_FILE, HARDWARE_KEY, HardwareSpec, all_hardware, find_hardware
+from llmsweep.catalog.models import MODEL_KEY, MODELS_FILE, ModelSpec, all_models, find_model
 from llmsweep.catalog.sources import entry_fix
 from llmsweep.errors import ConfigError
 from llmsweep.sim.perf import GB, PerfInputs
@@ -98,6 +98,17 @@ def _model_figures(name: str) -> dict[str, float] | None:
     return None
 
 
+def simulated_hardware() -> list[str]:
+    """The SKUs the simulator has figures for: the catalog's (with a FLOP/s figure) and the built-in ones."""
+    catalog = [h.id for h in all_hardware() if h.bf16_tflops]
+    return sorted(dict.fromkeys([*catalog, *BUILTIN_HARDWARE]))
+
+
+def simulated_models() -> list[str]:
+    """The models the simulator has figures for: the catalog's and the built-in ones."""
+    return sorted(dict.fromkeys([*(m.id for m in all_models()), *BUILTIN_MODELS]))
+
+
 def simulates_model(name: str) -> bool:
     """Whether the simulator has figures for the model `name` (a catalog entry, else a built-in one)."""
     return _model_figures(name) is not None
@@ -134,12 +145,12 @@ def perf_inputs(
     base_needed = {"hbm_bytes", "hbm_bw", "flops"}
     if hw is None and not base_needed <= set(overrides):
         raise ConfigError(f"simulator: no hardware figures for {hardware!r} in the catalog or the built-ins",
-                          fix=f"use one of {', '.join(BUILTIN_HARDWARE)}, or "
+                          fix=f"use one of {', '.join(simulated_hardware())}, or "
                               f"{entry_fix(HARDWARE_FILE, HardwareSpec, HARDWARE_KEY)}")
     model_needed = {"params_total", "n_layers", "hidden", "kv_bytes_per_token"}
     if md is None and not model_needed <= set(overrides):
         raise ConfigError(f"simulator: no model figures for {model!r} in the catalog or the built-ins",
-                          fix=f"use one of {', '.join(BUILTIN_MODELS)}, or "
+                          fix=f"use one of {', '.join(simulated_models())}, or "
                               f"{model_entry_fix()}")
     bpp = PRECISION_BYTES.get(precision, 2.0)
     if md is not None and md.get("checkpoint_bytes_per_param", bpp) < bpp:

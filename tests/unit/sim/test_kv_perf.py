@@ -188,10 +188,17 @@ def test_acceptance_draws_stay_in_range_with_the_configured_mean() -> None:
 
 
 def test_unknown_model_or_hardware_names_the_fix() -> None:
-    with pytest.raises(ConfigError, match="no model figures"):
+    with pytest.raises(ConfigError, match="no model figures") as model:
         perf_inputs("no-such-model-xyz", "h200")
-    with pytest.raises(ConfigError, match="no hardware figures"):
+    with pytest.raises(ConfigError, match="no hardware figures") as hardware:
         perf_inputs("llama-3.1-8b", "no-such-gpu")
+    # the fix lists what the simulator serves: the catalog's entries too, not only the built-in fallbacks
+    for name in ("deepseek-v4-pro", "qwen3.5-397b-a17b", "llama-1b"):
+        assert name in (model.value.fix or ""), model.value.fix
+        perf_inputs(name, "h200")
+    for sku in ("gb200", "b300", "mi355x", "h200"):
+        assert sku in (hardware.value.fix or ""), hardware.value.fix
+        perf_inputs("llama-3.1-8b", sku)
     custom = perf_inputs("no-such-model-xyz", "h200", overrides={"params_total": 2e9, "n_layers": 10, "hidden": 1024,
                                                                   "kv_bytes_per_token": 1000.0})
     assert custom.params_active == 2e9
