@@ -102,22 +102,22 @@ def test_virtual_time_sweep_without_power(tmp_path: Path) -> None:
         assert read_json(jdir / "summary.json").get("power") is None
 
 
-def test_recipe_require_power_fails_jobs_without_power_unless_the_run_overrides_it(tmp_path: Path) -> None:
-    """`require-power: true` in the recipe with sampling off: every job is invalid and says why; the run's
-    `--no-require-power` overrides the recipe (the jobs are valid and claim no power)."""
+def test_recipe_require_power_refuses_jobs_without_power_unless_the_run_overrides_it(tmp_path: Path) -> None:
+    """`require-power: true` in the recipe with sampling off: every job is refused before it runs, saying why and how
+    to get power (virtual time models power unless sampling is off, and judges it up front as the live path does
+    before its server starts: the jobs ran, and were stored invalid); the run's `--no-require-power` overrides the
+    recipe (the jobs are valid and claim no power)."""
     recipe = tmp_path / "required.yaml"
     recipe.write_text((RECIPES / "fixed-sim.yaml").read_text().replace(
         "  multinode: false\n", "  multinode: false\n  require-power: true\n"))
     out = tmp_path / "out"
-    proc = run_cli([recipe, "--out", out, "--no-report", "--power-backend", "off"], cli_env(tmp_path))
+    proc = run_cli([recipe, "--out", out, "--no-report", "--power-backend", "off", "--json"], cli_env(tmp_path))
     assert proc.returncode == 1, proc.stderr[-4000:]
-    for jdir in job_dirs(out).values():
-        summary = read_json(jdir / "summary.json")
-        power = summary["power"]
-        assert power["required"] is True and power["power_valid"] is False
-        assert "telemetry_unavailable" in power["reasons"] and "--power-backend off" in power["error"]
-        assert summary["validity"]["verdict"] == "invalid"
-        assert any("power not valid" in r for r in summary["validity"]["reasons"]), summary["validity"]
+    rows = json.loads(proc.stdout)["jobs"]
+    assert len(rows) == 2 and all(r["verdict"] == "refused" and r["summary"] is None for r in rows), rows
+    assert all("power sampling is off" in r["reason"] and "--power-backend auto" in r["reason"]
+               and "--no-require-power" in r["reason"] for r in rows)
+    assert not list(out.glob("jobs/*/summary.json"))  # nothing ran
 
     out2 = tmp_path / "out2"
     proc = run_cli([recipe, "--out", out2, "--no-report", "--power-backend", "off", "--no-require-power"],

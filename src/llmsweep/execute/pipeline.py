@@ -718,9 +718,12 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
     virtual = [g for g in groups if g.spec.engine == SIM.id and not req.live]
     served = [g for g in groups if g not in virtual]
-    # Virtual time models its power; a served group's power is judged before its server starts, where it is sampled.
+    # Power is judged before any job runs, where it is sampled: a served group's before its server starts; virtual
+    # time models it here unless sampling is off, and then refuses the jobs that require it as the live path does
+    # (they ran, and were stored invalid for the power they could not have).
+    virtual, unmodelled = power_gate(virtual, req.settings, event)
     served, unpowered = _power_gate(served, req.settings, executor, event)
-    refused += unpowered
+    refused += unmodelled + unpowered
     runnable = [j for g in [*virtual, *served] for j in g.jobs]
     live_sim = [g for g in served if g.spec.engine == SIM.id]
     engines_ = [g for g in served if g.spec.engine != SIM.id]
