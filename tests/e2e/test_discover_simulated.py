@@ -178,3 +178,5 @@ def test_a_sigterm_stops_the_discovery_which_keeps_what_it_measured_and_exits_14
             proc.kill()
     result = json.loads((out / "discovery.json").read_text())
     assert result["interrupted"] is not None and not (out / "proposed.yaml").exists()
+    said = log.read_text(errors="replace")
+    assert "--resume" not in said, said[-3000:]  # a stage is not the user's to resume; the discovery is run again

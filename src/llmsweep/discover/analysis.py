@@ -146,9 +146,18 @@ def collapse(a: CurvePoint, b: CurvePoint, tput: MetricNoise, intvty: MetricNois
             f"GPU {gain:+.1%}: their product {product:+.1%}, noise ±{band:.1%}) as {at_b}")
 
 
-def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoise | None = None) -> Knee | None:
+def _measure_higher(cut: str | None) -> str:
+    """How to measure past the top of what was measured: a higher ladder, or, when an interrupt cut the discovery
+    (`cut`: the stage it stopped in), running it whole (the ladder's top was not what stopped it)."""
+    return (f"the discovery was interrupted during stage {cut} before measuring it: run it again" if cut else
+            "raise --ladder-top")
+
+
+def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoise | None = None,
+              cut: str | None = None) -> Knee | None:
     """The lowest concurrency that no higher measured one beats in throughput per GPU beyond noise, or whose next
-    point falls off the KV/HBM cliff (:func:`collapse`), whichever comes first.
+    point falls off the KV/HBM cliff (:func:`collapse`), whichever comes first. `cut`: the stage an interrupt stopped
+    the discovery in (what was measured ends there, not at the ladder's top).
 
     Judged against every higher point, not only the next one, so one noisy pair does not end the curve early."""
     pts = [p for p in points if _finite(p.means.get(THROUGHPUT))]
@@ -173,9 +182,10 @@ def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoi
                   + (f"; at conc {nxt.conc} {at_next}" if at_next else ""))
         return Knee(conc=a.conc, next_conc=nxt.conc, reason=reason, cliff_conc=cliff[0], cliff=cliff_text)
     top = pts[-1]
-    reason = (f"throughput per GPU still rises beyond noise at the top of the ladder (conc {top.conc}): the knee lies "
-              "above it (raise --ladder-top)" if len(pts) > 1 else
-              f"only conc {top.conc} was measured: no rise or fall to judge a knee by (raise --ladder-top)")
+    measured = "what was measured" if cut else "the ladder"
+    reason = (f"throughput per GPU still rises beyond noise at the top of {measured} (conc {top.conc}): the knee "
+              f"lies above it ({_measure_higher(cut)})" if len(pts) > 1 else
+              f"only conc {top.conc} was measured: no rise or fall to judge a knee by ({_measure_higher(cut)})")
     return Knee(conc=None, above=top.conc, next_conc=None, cliff_conc=cliff[0], cliff=cliff_text, reason=reason)
 
 
@@ -216,7 +226,7 @@ def _moves(points: Sequence[CurvePoint], a: int, b: int,
 
 
 def propose_grid(points: Sequence[CurvePoint], start: int, knee: Knee, noise_by: dict[str, MetricNoise],
-                 recipe: Sequence[int] = ()) -> list[GridPoint]:
+                 recipe: Sequence[int] = (), cut: str | None = None) -> list[GridPoint]:
     """The official grid from `start` to the knee: each point the first concurrency (on the measured curve, linear
     in log concurrency between measured points) that moves throughput per GPU or interactivity beyond the noise of
     a single run; the knee itself ends the grid (merged into the last point when it is too close to it).
@@ -249,7 +259,7 @@ def propose_grid(points: Sequence[CurvePoint], start: int, knee: Knee, noise_by:
         grid[-1] = GridPoint(conc=top, why=f"{grid[-1].why}; {end}")
     if not knee.found:
         grid += [GridPoint(conc=c, why=f"the recipe's, kept: nothing was measured above conc {top}, where the knee "
-                                       "lies (raise --ladder-top to measure it)")
+                                       f"lies ({_measure_higher(cut)})")
                  for c in sorted(set(recipe)) if c > top]
     return grid
 

@@ -116,6 +116,7 @@ class Stages:
                 # discovery measures throughput: an 8k1k row's `run-eval` point would run an accuracy eval (or be
                 # refused whole where lm-eval is missing) at a ladder point
                 evals=EvalOptions(no_evals=True), say_warnings=False,
+                resume_hint=False,  # a stage is not the user's to resume: the discovery is run again
             ), event=self.event)
         except KeyboardInterrupt:
             record.interrupted = True
@@ -329,7 +330,7 @@ def _proposal(arm: Arm, stages: Stages, interrupted: str | None = None) -> ArmPr
     points = analysis.curve(runs)
     by_metric = {n.metric: n for n in noise}
     tput = by_metric[analysis.THROUGHPUT]
-    knee = analysis.find_knee(points, tput, by_metric[analysis.INTERACTIVITY])
+    knee = analysis.find_knee(points, tput, by_metric[analysis.INTERACTIVITY], cut=interrupted)
     proposal = ArmProposal(arm=arm.id, recipe_key=arm.recipe_key, path=render_path(arm.path), label=arm.label,
                            original=list(arm.concs), proposed=[], min_step=None, knee=knee, noise=noise, curve=points)
     if knee is None:
@@ -341,6 +342,7 @@ def _proposal(arm: Arm, stages: Stages, interrupted: str | None = None) -> ArmPr
         proposal.error = (f"no repeated point with a {HOT_BY_NAME[analysis.THROUGHPUT].label}: the noise is unknown "
                           f"({why})")
     else:
-        proposal.proposed = analysis.propose_grid(points, arm.start, knee, by_metric, recipe=arm.concs)
+        proposal.proposed = analysis.propose_grid(points, arm.start, knee, by_metric, recipe=arm.concs,
+                                                  cut=interrupted)
         proposal.min_step = analysis.min_step(proposal.concs)
     return proposal

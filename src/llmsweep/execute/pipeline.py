@@ -77,6 +77,8 @@ class RunRequest(BaseModel):
     say_warnings: bool = Field(default=True, description="Say the recipes' warning findings before running (they are "
                                "in run.json either way); `discover` says them once, for the recipe it was given, "
                                "not for each stage recipe it writes.")
+    resume_hint: bool = Field(default=True, description="On an interrupt, say the `--resume` command that runs the "
+                              "rest; `discover` does not: its stages are not the user's to resume.")
     force: bool = Field(default=False, description="Run into an --out that holds a run's results (kept in attempts/).")
     repeats: int = Field(default=1, ge=1, description="Runs of every job; repeats after the first are jobs of their "
                          "own (`<job-id>-repeat<k>`), so `compare` has a between-run band.")
@@ -759,8 +761,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             if served and not (req.settings.fail_fast and not all(o.ok for o in ran)):
                 ran += executor.run_groups(served, run_dir, req.settings, event=event)
     except KeyboardInterrupt:
-        event(f"interrupted: {stored.finished} job(s) finished and stored in {stored.path}; "
-              f"`llmsweep run ... --out {run_dir} --resume` (the same recipes and options) runs the rest")
+        event(f"interrupted: {stored.finished} job(s) finished and stored in {stored.path}"
+              + (f"; `llmsweep run ... --out {run_dir} --resume` (the same recipes and options) runs the rest"
+                 if req.resume_hint else ""))
         raise
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",

@@ -93,6 +93,21 @@ def test_a_curve_still_rising_at_the_top_says_so() -> None:
     assert knee.model_dump()["conc"] is None and knee.model_dump()["above"] == 4
 
 
+def test_a_curve_cut_by_an_interrupt_blames_the_interrupt_not_the_ladder_top() -> None:
+    """After a Ctrl-C the top of what was measured is where the signal came, not the ladder's top: raising
+    --ladder-top (already 64) would not measure more."""
+    runs = _ladder([(1, 100, 60, None, None), (2, 200, 58, None, None), (4, 400, 55, None, None)])
+    curve = analysis.curve(runs)
+    noise = {m: analysis.noise(runs, m) for m in analysis.SEPARATION_METRICS}
+    knee = analysis.find_knee(curve, noise[THROUGHPUT], noise[INTERACTIVITY], cut="ladder")
+    assert knee is not None and not knee.found and knee.above == 4
+    assert "--ladder-top" not in knee.reason and "interrupted during stage ladder" in knee.reason
+    grid = analysis.propose_grid(curve, 1, knee, noise, recipe=[1, 2, 4, 8, 16], cut="ladder")
+    kept = [g for g in grid if g.conc > 4]
+    assert [g.conc for g in kept] == [8, 16]
+    assert all("--ladder-top" not in g.why and "interrupted during stage ladder" in g.why for g in kept)
+
+
 def test_one_measured_point_claims_no_rise() -> None:
     """A ladder cut to one concurrency measured no rise: its reason says so instead of "still rises beyond noise"."""
     runs = _ladder([(4, 400, 55, None, None)])
