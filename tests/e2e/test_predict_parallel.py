@@ -50,6 +50,8 @@ def test_two_worker_processes_give_what_one_process_gives(tmp_path: Path) -> Non
     rows = json.loads(one.stdout)
     assert [r["concurrency"] for r in rows if "summary" in r] == [8, 8, 2, 4, 2, 4]  # the recipes' order
     assert len([r for r in rows if "refused" in r]) == 9
+    # a refused job of one concurrency names it, as its id does (`..._conc16_...`)
+    assert all(r["concurrency"] is not None and f"_conc{r['concurrency']}_" in r["job"] for r in rows if "refused" in r)
     said = [line for line in one.stderr.splitlines() if line.startswith(("refused ", "trace source"))]
     assert said and said == [line for line in two.stderr.splitlines() if line.startswith(("refused ", "trace source"))]
     # 6 points: records, scrapes, modelled power, run.json and summary each

@@ -143,7 +143,9 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outc
                 continue
             config = engine_config(engines.render(job, simulate=True))
         except LlmsweepError as exc:
-            out.append(Outcome(job.id, None, refused=_job_refusal(exc, said_up_front=error is not None)))
+            # a job of one concurrency names it (`--json`'s row: the refusal of that point); a list, none
+            conc = job.conc if isinstance(job.conc, int) else None
+            out.append(Outcome(job.id, conc, refused=_job_refusal(exc, said_up_front=error is not None)))
             continue
         calibration = config.calibration_label()
         engine_config_doc = config.model_dump(mode="json")
