@@ -432,13 +432,36 @@ class SweepProgress:
 
 class PlainProgress(SweepProgress):
     """Timestamped lines: every event line, each phase change, and a status line per job in flight at most every
-    `interval_s`."""
+    `interval_s` — also while nothing reports (a server starting, an lm-eval run: minutes without a word otherwise),
+    from a ticker thread while the display is entered."""
 
     def __init__(self, stream: Any = None, interval_s: float = 30.0) -> None:
         super().__init__()
         self.stream = stream
         self.interval_s = interval_s
         self._last = 0.0
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    def __enter__(self) -> PlainProgress:
+        self._stop.clear()
+        self._ticker = threading.Thread(target=self._tick, name="llmsweep-progress", daemon=True)
+        self._ticker.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=1.0)
+            self._ticker = None
+
+    def _tick(self) -> None:
+        while not self._stop.wait(min(1.0, self.interval_s)):
+            in_flight = [job for job in list(self.state.jobs.values()) if job.phase is not None]
+            if in_flight and _now() - self._last >= self.interval_s:
+                self._last = _now()
+                for job in in_flight:
+                    self._write(self.state.status(job))
 
     def _write(self, message: str) -> None:
         print(f"[{_clock()}] {message}", file=self.stream or sys.stderr, flush=True)

@@ -122,6 +122,24 @@ def test_plain_lines_are_timestamped_phase_changes_at_once_status_throttled() ->
     assert "warming" in lines[2] and "measuring" in lines[3] and len(lines) == 4
 
 
+def test_plain_lines_keep_coming_while_nothing_reports() -> None:
+    """A server starting or an lm-eval run reports nothing for minutes: the plain display still says, every interval,
+    what is in flight and for how long (an eval printed no line for 3 minutes)."""
+    out = io.StringIO()
+    progress = PlainProgress(out, interval_s=0.2)
+    with use_progress(progress):
+        progress.sweep(1)
+        progress.job_started("a", 16)
+        progress.phase("evaluating")
+        time.sleep(1.1)  # no call from the run: the ticker's lines alone
+    lines = out.getvalue().splitlines()
+    ticks = [line for line in lines[1:] if "job 1/1 conc 16 · evaluating ·" in line and "so far" in line]
+    assert len(ticks) >= 3, lines
+    said = len(out.getvalue())
+    time.sleep(0.5)
+    assert len(out.getvalue()) == said  # the ticker stops with the display
+
+
 def test_nothing_is_displayed_unless_a_run_installs_a_display() -> None:
     assert type(current_progress()) is SweepProgress
     plain = PlainProgress(io.StringIO())
