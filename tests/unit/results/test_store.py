@@ -305,3 +305,67 @@ def test_stored_results_of_older_releases_load_and_say_what_history_they_can_joi
     assert len(measured) == len(ours) and all(p.configuration for p in ours)
     assert {m.num_requests for m in measured if m.duration_s is None} >= {8, 16}
     assert {m.duration_s for m in measured if m.num_requests is None} == {8.0}
+
+
+_GARBAGE = [("results", "summary", '{"schema_version": 1, trunc', "result_id"),
+            ("results", "summary", '{"schema_version": 1, "requests": 5}', "result_id"),
+            ("results", "reasons", '["cut', "result_id"),
+            ("provenance", "doc", "{", "result_id"),
+            ("jobs", "identity", "[1", "job_id"),
+            ("runs", "meta", "{garbage", "run_id")]
+
+
+@pytest.mark.parametrize(("table", "column", "garbage", "key"), _GARBAGE)
+def test_a_stored_row_that_does_not_parse_is_one_error_line_naming_it(
+        make_run, store_path: Path, capsys: pytest.CaptureFixture[str], table: str, column: str, garbage: str,
+        key: str) -> None:
+    """Garbage in a stored row's JSON column (a truncated summary, a hand edit) gave a JSONDecodeError traceback and
+    exit 1 from every command reading the store; it is one `error:` line naming the row and a fix, exit 2."""
+    from llmsweep.cli.main import main
+
+    run = make_run("run1", concs=(1, 4))
+    with Store() as store:
+        store.ingest_run(run.path)
+        result_id = store.results("run1")[0].result_id
+    db = sqlite3.connect(store_path)
+    (job_id,) = db.execute("SELECT job_id FROM results WHERE result_id = ?", (result_id,)).fetchone()
+    ident = {"result_id": result_id, "job_id": job_id, "run_id": "run1"}[key]
+    with db:
+        db.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (garbage, ident))
+    row = {"result_id": f"[result_id={result_id}]", "job_id": f"[run_id=run1, job_id={job_id}]",
+           "run_id": "[run_id=run1]"}[key]
+    db.close()
+    commands = [["results", "list", "--all"], ["results", "show", result_id], ["results", "frontier", "run1"],
+                ["results", "list", "--run", "run1"]]
+    if table != "runs":  # reading results only: export and compare never read a run's meta
+        commands += [["results", "export"], ["compare", "run1", "run1"]]
+    for argv in commands:
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        err = capsys.readouterr().err
+        assert done.value.code == 2, (argv, err)
+        assert "Traceback" not in err and err.count("error:") == 1, err
+        assert f"row {table}{row}" in err and f"`{table}.{column}`" in err, err
+        assert f"results ingest {run.path} --replace" in err and "DELETE FROM runs WHERE run_id = 'run1'" in err
+
+
+def test_the_fix_for_an_unreadable_row_of_a_run_without_a_folder_drops_it(make_run, store_path: Path) -> None:
+    run = make_run("run1", concs=(1, 4))
+    with Store() as store:
+        store.ingest_run(run.path)
+    shutil.rmtree(run.path)
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE results SET reasons = 'x'")
+    db.close()
+    with Store(readonly=True) as store, pytest.raises(StoreError) as err:
+        store.results()
+    assert err.value.fix is not None and "DELETE FROM runs" in err.value.fix
+    sql = err.value.fix.split('"')[1]  # what the fix says to run in sqlite3's shell
+    db = sqlite3.connect(store_path)
+    db.executescript(sql)
+    db.close()
+    with Store(readonly=True) as store:
+        assert store.results() == [] and store.runs() == []
+    db = sqlite3.connect(store_path)
+    assert all(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] == 0 for t in ("jobs", "results", "provenance"))
+    db.close()
