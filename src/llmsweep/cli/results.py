@@ -43,12 +43,16 @@ def ingest(runs: tuple[Path, ...], store_path: Path | None) -> None:
         for run in loaded:
             rep = store.ingest_run(run)
             extra = ""
-            if rep.jobs_without_result:
-                extra += f", {len(rep.jobs_without_result)} job(s) without summary"
+            if len(rep.jobs_without_result) > len(rep.unread):
+                extra += f", {len(rep.jobs_without_result) - len(rep.unread)} job(s) without summary"
+            if rep.unread:
+                extra += f", {len(rep.unread)} summary(ies) not read"
             if rep.missing_expected:
                 extra += f", {len(rep.missing_expected)} expected job(s) missing"
             click.echo(f"{'re-ingested' if rep.replaced else 'ingested'} {rep.run_id}: {rep.results} result(s){extra}"
                        f" → {store.path}")
+            for why in rep.unread:
+                click.echo(f"warning: not stored: {why}", err=True)
 
 
 @results.command("list")

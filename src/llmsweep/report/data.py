@@ -219,7 +219,9 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
         # The job folder's own outcome.json first (the executor's last word), else what run.json recorded.
         own = read_outcome(art.outcome, f"{art.dir}/outcome.json") if art is not None and art.outcome else None
         rec = own or recorded.get(jid)
-        if rec is not None:
+        if art is not None and art.unread:  # a summary set aside (no job.json beside it): why, whatever it says
+            status, reason = "unreadable", art.unread
+        elif rec is not None:
             status, reason = rec.status, "; ".join(rec.reasons) or "no reason recorded"
         elif art is not None:
             status, reason = "failed", "no summary.json in its job folder"

@@ -164,6 +164,8 @@ class IngestReport:
     jobs_without_result: tuple[str, ...]
     missing_expected: tuple[str, ...]
     replaced: bool
+    unread: tuple[str, ...] = ()
+    """Why a job folder's summary was not stored although it is there (`JobArtifacts.unread`), one per job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +390,7 @@ class Store:
             self._insert_run(run.run_id, "llmsweep", str(run.path.resolve()), meta)
             with_result = {p.job_id for p in points}
             for art in run.jobs:
-                if art.job_id not in with_result:
+                if art.job_id not in with_result and not art.unread:  # no job.json: no labels to store it under
                     ident = identity_from_job(art.job)
                     self._insert_job(run.run_id, art.job_id, ident.key(), ident.series_key(), ident.as_dict(),
                                      art.job, gpus_of(art.job, ident), str(art.dir.resolve()), has_result=False)
@@ -396,7 +398,8 @@ class Store:
                 self._insert_point(point)
         missing = tuple(j.job_id for j in run.jobs if j.summary is None)
         log.info("ingested run %s: %d results", run.run_id, len(points))
-        return IngestReport(run.run_id, len(points), missing, run.missing_job_ids, replaced)
+        return IngestReport(run.run_id, len(points), missing, run.missing_job_ids, replaced,
+                            tuple(j.why_no_result() for j in run.jobs if j.unread))
 
     def ingest_job(self, run_dir: Path | str, job_dir: Path | str) -> bool:
         """Store (or replace) one job of a run directory, creating the run's row if it is the first; True when the
@@ -411,11 +414,11 @@ class Store:
             if not self.has_run(run_id):
                 self._insert_run(run_id, "llmsweep", str(root.resolve()), meta)
             self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, art.job_id))
-            if point is None:
+            if point is None and not art.unread:
                 ident = identity_from_job(art.job)
                 self._insert_job(run_id, art.job_id, ident.key(), ident.series_key(), ident.as_dict(), art.job,
                                  gpus_of(art.job, ident), str(art.dir.resolve()), has_result=False)
-            else:
+            elif point is not None:
                 self._insert_point(point)
         return point is not None
 

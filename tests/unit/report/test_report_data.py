@@ -440,3 +440,23 @@ def test_a_run_eval_rows_failed_eval_is_one_banner_line_naming_its_drawn_point()
     assert banner["count"] == 2
     lines = {g["reason"]: g["ids"] for g in banner["reasons"]}
     assert lines == {"; ".join(reasons): ["r-16"], "no reason recorded": ["eval-only-conc8"]}, lines
+
+
+def test_a_summary_without_job_json_is_a_job_without_a_result_never_a_point_with_made_up_labels(
+        tmp_path: Path) -> None:
+    """A job folder missing its job.json was read as a valid point labelled conc 0, tp1, no model or hardware,
+    scenario unknown, 1 GPU; it is listed without a result, saying job.json is missing and how to mend it."""
+    from llmsweep.report.data import no_result_entries
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    lost = run.jobs[0]
+    (lost.dir / "job.json").unlink()
+    (lost.dir / "outcome.json").write_text(json.dumps({"job_id": lost.job_id, "status": "valid", "reasons": []}))
+    run = load_run(run.path)
+    points = points_from_run(run)
+    assert [p.job_id for p in points] == [run.jobs[1].job_id]
+    (entry,) = no_result_entries(run, {p.job_id for p in points})
+    assert entry["job_id"] == lost.job_id and entry["kind"] == "failed"
+    assert entry["reason"].startswith(f"job.json missing in {lost.dir}") and "fix: restore job.json" in entry["reason"]
+    payload = build_payload(run, points)
+    assert len(payload["points"]) == 1 and payload["missing"][0]["reason"] == entry["reason"]

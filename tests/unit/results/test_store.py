@@ -369,3 +369,25 @@ def test_the_fix_for_an_unreadable_row_of_a_run_without_a_folder_drops_it(make_r
     db = sqlite3.connect(store_path)
     assert all(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] == 0 for t in ("jobs", "results", "provenance"))
     db.close()
+
+
+def test_a_job_folder_without_job_json_is_not_stored_under_made_up_labels(
+        make_run, store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from llmsweep.cli.main import main
+
+    run = make_run("run1", concs=(1, 4))
+    (run.jobs[0].dir / "job.json").unlink()
+    with pytest.raises(SystemExit) as done:
+        main(["results", "ingest", str(run.path)])
+    out = capsys.readouterr()
+    assert done.value.code == 0
+    assert "1 result(s)" in out.out and "1 summary(ies) not read" in out.out
+    assert f"not stored: job.json missing in {run.jobs[0].dir}" in out.err
+    with Store(readonly=True) as store:
+        assert [p.job_id for p in store.results()] == [run.jobs[1].job_id]
+    db = sqlite3.connect(store_path)
+    assert [r[0] for r in db.execute("SELECT job_id FROM jobs")] == [run.jobs[1].job_id]  # no row of made-up labels
+    db.close()
+    with Store() as store:  # the per-job store `run` does as each job finishes stores nothing of it either
+        assert store.ingest_job(run.path, run.jobs[0].dir) is False
+        assert [p.job_id for p in store.results()] == [run.jobs[1].job_id]
