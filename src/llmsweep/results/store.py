@@ -137,8 +137,9 @@ class StoreError(ResultError):
 
 
 class ImportConflictError(ResultError):
-    """An import would clash with what the store holds (a run of ours under the same id, two rows of one job):
-    refused before anything of the import's run is written; bad input (exit 2)."""
+    """An import or ingest would clash with what the store holds (a run of ours under the same id, two rows of one
+    job, a re-ingest that would drop stored results): refused before anything of the run is written; bad input
+    (exit 2)."""
 
     exit_code = 2
 
@@ -380,12 +381,19 @@ class Store:
 
     # ---------------------------------------------------------------- writing
 
-    def ingest_run(self, run: RunDir | Path | str) -> IngestReport:
-        """Store (or replace) every job and result of a run directory."""
+    def ingest_run(self, run: RunDir | Path | str, *, replace: bool = False) -> IngestReport:
+        """Store (or replace) every job and result of a run directory.
+
+        Re-ingesting replaces the stored run as a whole. When the folder lacks a result the store holds for that run
+        (a partial or damaged copy of it), that would drop the result: refused (`ImportConflictError`, nothing
+        written) unless `replace` says to store the folder as it is. `run`'s end-of-run ingest replaces: it stores
+        what its own folder holds, a `--force` run's new results over its old ones."""
         run = run if isinstance(run, RunDir) else load_run(run)
         points = points_from_run(run)
         meta = run.meta
         with self._db:
+            if not replace:
+                self.refuse_dropping(run)
             replaced = self._delete_run(run.run_id)
             self._insert_run(run.run_id, "llmsweep", str(run.path.resolve()), meta)
             with_result = {p.job_id for p in points}
@@ -400,6 +408,28 @@ class Store:
         log.info("ingested run %s: %d results", run.run_id, len(points))
         return IngestReport(run.run_id, len(points), missing, run.missing_job_ids, replaced,
                             tuple(j.why_no_result() for j in run.jobs if j.unread))
+
+    def dropped_by(self, run: RunDir) -> list[str]:
+        """The jobs whose stored result (of this run id) re-ingesting `run`'s folder would drop: the folder holds no
+        summary for them."""
+        keeping = {j.job_id for j in run.jobs if j.summary is not None}
+        rows = self._db.execute("SELECT job_id FROM results WHERE run_id = ? ORDER BY job_id", (run.run_id,))
+        return [r["job_id"] for r in rows if r["job_id"] not in keeping]
+
+    def refuse_dropping(self, run: RunDir) -> None:
+        """An `ImportConflictError` (exit 2) when re-ingesting `run` would drop results the store holds for it."""
+        dropped = self.dropped_by(run)
+        if not dropped:
+            return
+        held = self._db.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", (run.run_id,)).fetchone()[0]
+        named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
+        raise ImportConflictError(
+            f"re-ingesting {run.path} would drop {len(dropped)} of the {held} result(s) {self.path} holds for run "
+            f"{run.run_id}: the folder has no summary of job(s) {named} (a partial or damaged copy of the run?); "
+            "nothing was stored",
+            fix=f"ingest the folder that holds the whole run, or pass --replace to store the run as {run.path} holds "
+                f"it (`llmsweep results ingest {shlex.quote(str(run.path))} --replace --store "
+                f"{shlex.quote(str(self.path))}`), dropping those results")
 
     def ingest_job(self, run_dir: Path | str, job_dir: Path | str) -> bool:
         """Store (or replace) one job of a run directory, creating the run's row if it is the first; True when the

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.errors import ResultError
-from llmsweep.results.store import SCHEMA_VERSION, Store, StoreError, default_store_path
+from llmsweep.results.store import SCHEMA_VERSION, ImportConflictError, Store, StoreError, default_store_path
 
 
 def test_default_location_env_then_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -45,13 +45,67 @@ def test_ingest_is_idempotent_and_keeps_every_column(make_run, store_path: Path)
     assert db.execute("SELECT COUNT(*) FROM provenance").fetchone()[0] == 3
 
 
-def test_reingest_after_a_job_disappears_replaces_the_run(make_run, store_path: Path) -> None:
+def test_reingest_after_a_job_disappears_replaces_the_run_only_when_told(make_run, store_path: Path) -> None:
     run = make_run("run1", concs=(1, 4))
     with Store() as store:
         store.ingest_run(run.path)
         shutil.rmtree(run.jobs[0].dir)
-        store.ingest_run(run.path)
+        with pytest.raises(ImportConflictError, match=r"would drop 1 of the 2 result\(s\)") as err:
+            store.ingest_run(run.path)
+        assert err.value.exit_code == 2 and err.value.fix is not None and "--replace" in err.value.fix
+        assert len(store.results("run1")) == 2  # refused: nothing changed
+        store.ingest_run(run.path, replace=True)
         assert len(store.results("run1")) == 1
+
+
+def test_results_ingest_of_a_partial_copy_is_refused_and_changes_nothing_unless_replace(
+        make_run, store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ingesting a copy holding only run.json and an empty job folder replaced the stored run and dropped its
+    results, exit 0; it is refused (exit 2, nothing written, every run checked first) and --replace does it."""
+    from llmsweep.cli.main import main
+
+    run, other = make_run("run1", concs=(1, 4)), make_run("run2", concs=(1,))
+    with Store() as store:
+        store.ingest_run(run.path)
+    partial = tmp_path / "partial"
+    (partial / "jobs" / "empty").mkdir(parents=True)
+    shutil.copy(run.path / "run.json", partial / "run.json")
+    before = store_path.read_bytes()
+    with pytest.raises(SystemExit) as done:
+        main(["results", "ingest", str(other.path), str(partial)])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "Traceback" not in err and err.count("error:") == 1, err
+    assert "would drop 2 of the 2 result(s)" in err and f"results ingest {partial} --replace" in err
+    assert store_path.read_bytes() == before  # run2 was not stored either
+    with pytest.raises(SystemExit) as done:
+        main(["results", "ingest", str(partial), "--replace"])
+    assert done.value.code == 0 and "0 result(s)" in capsys.readouterr().out
+    with Store(readonly=True) as store:
+        assert store.results("run1") == []
+
+
+def test_the_fix_for_an_unreadable_row_of_a_run_with_its_folder_mends_it(
+        make_run, store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    from llmsweep.cli.main import main
+
+    run = make_run("run1", concs=(1, 4))
+    with Store() as store:
+        store.ingest_run(run.path)
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE results SET summary = '{\"schema_version\": 2, cut'")
+    db.close()
+    with Store(readonly=True) as store, pytest.raises(StoreError) as err:
+        store.results()
+    assert err.value.fix is not None
+    argv = shlex.split(err.value.fix.split("`")[1])  # `llmsweep results ingest RUN --replace --store STORE`
+    assert argv[:3] == ["llmsweep", "results", "ingest"]
+    with pytest.raises(SystemExit) as done:
+        main(argv[1:])
+    assert done.value.code == 0, capsys.readouterr().err
+    with Store(readonly=True) as store:
+        assert len(store.results("run1")) == 2
 
 
 def test_jobs_without_summary_and_expected_jobs_are_reported(make_run, store_path: Path) -> None:
