@@ -221,6 +221,8 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
         rec = own or recorded.get(jid)
         if art is not None and art.unread:  # a summary set aside (no job.json beside it): why, whatever it says
             status, reason = "unreadable", art.unread
+        elif rec is not None and art is not None and rec.status in SUMMARY_VERDICTS:
+            status, reason = "no summary", _summary_gone(run, art, rec, "outcome.json" if own else "run.json")
         elif rec is not None:
             status, reason = rec.status, "; ".join(rec.reasons) or "no reason recorded"
         elif art is not None:
@@ -229,10 +231,26 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
             status, reason = "missing", "planned, but no job folder: the run stopped before it, or is still going"
         entry = {"job_id": jid, "status": status, "kind": "refused" if status == "refused" else "failed",
                  "reason": reason}
-        if (gist := failure_gist(reason)) != reason:  # one line, the same for every job of one cause
+        if art is not None and str(art.dir) in reason:  # one banner line for the jobs of one cause: the folder said
+            reason = reason.replace(str(art.dir), "JOBDIR")  # once, as JOBDIR, in the gist
+        if (gist := failure_gist(reason)) != entry["reason"]:  # one line, the same for every job of one cause
             entry["gist"] = gist
         out.append(entry)
     return out
+
+
+SUMMARY_VERDICTS = ("valid", "smoke", "invalid")
+"""The outcomes a job reaches only by writing its summary: one of them without a summary.json lost the file since."""
+
+
+def _summary_gone(run: RunDir, art: Any, rec: RecordedOutcome, said_by: str) -> str:
+    """Why a job whose outcome is a verdict has no result: its summary.json went missing after the run wrote it; the
+    fix rebuilds it from the job's records, or runs the job again when those are gone too."""
+    if art.records_path.is_file():
+        fix = f"`llmsweep summarize {art.dir}` rebuilds it from {RECORDS_FILE}"
+    else:
+        fix = f"{RECORDS_FILE} is gone too: `llmsweep run RECIPE --out {run.path} --resume` runs the job again"
+    return f"{said_by} says {rec.status} but summary.json is missing (fix: {fix})"
 
 
 def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]],

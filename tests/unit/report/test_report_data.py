@@ -460,3 +460,28 @@ def test_a_summary_without_job_json_is_a_job_without_a_result_never_a_point_with
     assert entry["reason"].startswith(f"job.json missing in {lost.dir}") and "fix: restore job.json" in entry["reason"]
     payload = build_payload(run, points)
     assert len(payload["points"]) == 1 and payload["missing"][0]["reason"] == entry["reason"]
+
+
+def test_a_job_whose_outcome_is_valid_but_whose_summary_is_gone_says_so_and_how_to_rebuild_it(
+        tmp_path: Path) -> None:
+    """The page said "valid: no reason recorded" (its banner "×1 no reason recorded") for a job whose summary.json
+    was lost after its outcome.json said valid; it says the summary is missing and how to rebuild it, one banner line
+    for every job of that cause."""
+    from llmsweep.report.data import no_result_entries, verdict_groups
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4, 8)])
+    for job in run.jobs[:2]:
+        (job.dir / "summary.json").unlink()
+        (job.dir / "outcome.json").write_text(json.dumps({"job_id": job.job_id, "status": "valid", "reasons": []}))
+    (run.jobs[1].dir / "records.jsonl").unlink()
+    run = load_run(run.path)
+    first, second = no_result_entries(run, {run.jobs[2].job_id})
+    assert first["reason"] == (f"outcome.json says valid but summary.json is missing (fix: `llmsweep summarize "
+                               f"{run.jobs[0].dir}` rebuilds it from records.jsonl)")
+    assert first["gist"] == ("outcome.json says valid but summary.json is missing (fix: `llmsweep summarize JOBDIR` "
+                             "rebuilds it from records.jsonl)")
+    assert second["reason"].startswith("outcome.json says valid but summary.json is missing (fix: records.jsonl is "
+                                       f"gone too: `llmsweep run RECIPE --out {run.path} --resume`")
+    groups = verdict_groups([], [first, first | {"job_id": "other"}])
+    assert [(g["reason"], g["count"]) for g in groups["failed"]["reasons"]] == [(first["gist"], 2)]
+    assert "no reason recorded" not in json.dumps([first, second])
