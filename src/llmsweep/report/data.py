@@ -118,7 +118,7 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
         "provenance": scrub(p.provenance),
         "client_health": scrub(p.summary.client_health.model_dump(mode="json") if p.summary is not None else {}),
         "job": scrub(p.job), "timeline": [], "ttft": [], "throughput": [], "inflight": [], "kv_usage": [],
-        "cache_hit": [], "requests_total": 0, "requests_shown": 0,
+        "cache_hit": [], "requests_total": 0, "requests_shown": 0, "records_skipped": 0,
     }
     if p.artifact_dir is None:
         return out
@@ -129,7 +129,7 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
     t0 = req.t0 if req else 0.0
     if req:
         out.update(timeline=req.timeline, ttft=req.ttft, throughput=req.throughput, inflight=req.inflight,
-                   requests_total=req.total, requests_shown=req.shown)
+                   requests_total=req.total, requests_shown=req.shown, records_skipped=req.skipped)
     srv = load_server_series(p.artifact_dir / SERVER_METRICS_FILE, t0)
     out.update(kv_usage=srv.kv_usage, cache_hit=srv.cache_hit)
     return out

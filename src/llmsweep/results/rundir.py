@@ -225,21 +225,39 @@ def _iter_jobs(jobs_dir: Path) -> Iterator[JobArtifacts]:
             yield art
 
 
+class JsonLines:
+    """The object lines of a JSONL file (records.jsonl, server_metrics.jsonl), read as they are iterated. Blank
+    lines are passed over; a line that is not JSON (a file cut short mid-line) is skipped and counted in `skipped`,
+    and once the file is read a warning names it and the count: what is drawn from it is incomplete."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        self.skipped = 0
+        if not self.path.is_file():
+            return
+        with self.path.open(encoding="utf-8", errors="replace") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    doc = loads_line(line)
+                except ValueError:
+                    log.debug("%s:%d: not JSON, skipped", self.path, lineno)
+                    self.skipped += 1
+                    continue
+                if isinstance(doc, dict):
+                    yield doc
+        if self.skipped:
+            log.warning("%s: %d line(s) not JSON (cut short?) skipped: what is drawn from it is incomplete",
+                        self.path, self.skipped)
+
+
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Lines of a JSONL file as dicts; blank and malformed lines are skipped with a debug note."""
-    if not path.is_file():
-        return
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                doc = loads_line(line)
-            except ValueError:
-                log.debug("%s:%d: not JSON, skipped", path, lineno)
-                continue
-            if isinstance(doc, dict):
-                yield doc
+    """Lines of a JSONL file as dicts (`JsonLines`: a line that is not JSON is skipped, and said once on the log)."""
+    return iter(JsonLines(path))
 
 
 class RecordedOutcome(BaseModel):

@@ -485,3 +485,26 @@ def test_a_job_whose_outcome_is_valid_but_whose_summary_is_gone_says_so_and_how_
     groups = verdict_groups([], [first, first | {"job_id": "other"}])
     assert [(g["reason"], g["count"]) for g in groups["failed"]["reasons"]] == [(first["gist"], 2)]
     assert "no reason recorded" not in json.dumps([first, second])
+
+
+def test_a_records_file_cut_mid_line_is_warned_and_the_drill_down_knows_it_is_incomplete(
+        tmp_path: Path, caplog) -> None:
+    """A records.jsonl cut mid-line was read in silence (its bad line skipped at debug level): the drill-down drew
+    fewer requests than the point's n without a word. The read warns naming the file and the count, and the
+    point's drill-down data carries the count so the page says the records are incomplete."""
+    import logging
+
+    from llmsweep.report.data import detail_payload
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    records = run.jobs[0].records_path
+    lines = records.read_text().splitlines(keepends=True)
+    records.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
+    points = {p.job_id: p for p in points_from_run(load_run(run.path))}
+    with caplog.at_level(logging.WARNING):
+        cut = detail_payload(points[run.jobs[0].job_id])
+        whole = detail_payload(points[run.jobs[1].job_id])
+    assert cut["records_skipped"] == 1 and cut["requests_total"] == len(lines) - 1
+    assert whole["records_skipped"] == 0
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == [f"{records}: 1 line(s) not JSON (cut short?) skipped: what is drawn from it is incomplete"]
