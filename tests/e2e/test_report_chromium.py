@@ -614,7 +614,7 @@ def test_the_drill_down_of_a_point_whose_records_are_cut_short_says_they_are_inc
         marker = drv.find_element(By.CSS_SELECTOR, f'#chart .marker[data-id="{result_id_for(run.run_id, job.job_id)}"]')
         drv.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", marker)
         drill = drv.find_element(By.ID, "drilldown")
-        WebDriverWait(drv, 10).until(lambda d: drill.is_displayed())
+        WebDriverWait(drv, 10).until(lambda d: d.find_element(By.ID, "drilldown").is_displayed())
         notes = drill.find_elements(By.CSS_SELECTOR, ".records-incomplete")
         assert bool(notes) == incomplete, drill.text[:500]
         if incomplete:
