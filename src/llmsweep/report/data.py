@@ -19,7 +19,7 @@ from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
 from llmsweep.results.point import ResultPoint
-from llmsweep.results.rundir import RecordedOutcome, RunDir, outcomes_of, read_outcome
+from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, outcomes_of, read_outcome
 from llmsweep.sim_warnings import WarningKind, warning_kind
 
 log = logging.getLogger(__name__)
@@ -243,7 +243,7 @@ SUMMARY_VERDICTS = ("valid", "smoke", "invalid")
 """The outcomes a job reaches only by writing its summary: one of them without a summary.json lost the file since."""
 
 
-def _summary_gone(run: RunDir, art: Any, rec: RecordedOutcome, said_by: str) -> str:
+def _summary_gone(run: RunDir, art: JobArtifacts, rec: RecordedOutcome, said_by: str) -> str:
     """Why a job whose outcome is a verdict has no result: its summary.json went missing after the run wrote it; the
     fix rebuilds it from the job's records, or runs the job again when those are gone too."""
     if art.records_path.is_file():

@@ -106,8 +106,8 @@ def _fix_of(path: Path) -> str:
                 f"folder), or move {path.parent} aside and run the run's recipes again with `llmsweep run RECIPE "
                 f"--out {run} --resume`: that job runs anew")
     if path.name == OUTCOME_FILE:
-        return (f"restore {path.name} from a copy of the run, or remove it: it only says how the job ended "
-                f"(run.json records that too)")
+        return (f"restore {path.name} from a copy of the run, or remove it: it only says how the job ended, and "
+                "its result (if any) reads without it")
     return (f"restore {path.name} from a copy of the run, or run its recipes again with `llmsweep run RECIPE --out "
             f"{path.parent} --resume`: that writes a new {path.name} (under a new run id) and runs only the jobs "
             "without a valid or smoke summary")
