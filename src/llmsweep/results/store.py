@@ -6,11 +6,14 @@ that turn a within-run noise band into a between-run one) wherever the run direc
 
 Ingest is idempotent: a run is replaced as a whole in one transaction, so ingesting twice (or after re-summarising)
 leaves exactly one copy; `ingest_job` replaces one job of a run the same way (`run` stores each job as it finishes).
-Imported rows live in runs whose `origin` says where they came from.
+A re-ingest that would drop results the store holds for the run (a partial copy of its folder) is refused unless
+asked to replace (`results ingest --replace`; `run`'s own end-of-run ingest does). Imported rows live in runs whose
+`origin` says where they came from.
 
 Commands that only read open the store with `readonly=True`: SQLite's read-only mode, so they never create, migrate or
 write it. A store of an older schema is read as it is (a hot column it lacks is computed from the stored summary); a
-missing store reads as empty. A path that is not a store (a directory, a corrupt or foreign file) is a `StoreError`.
+missing store reads as empty. A path that is not a store (a directory, a corrupt or foreign file), or a stored row
+whose JSON does not read (`_StoredRow`: it names the row and column), is a `StoreError`.
 """
 
 from __future__ import annotations
