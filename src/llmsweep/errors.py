@@ -67,6 +67,7 @@ class ResultError(LlmsweepError):
 
 class ResultInputError(ResultError):
     """What the command line names is not there or not what it was named as (a run id, a result id, a folder that is
-    not a run, a file that is not an export): bad input, exit 2, not a failed result."""
+    not a run, a file that is not an export), or a file of it does not read (a run's run.json, a job's job.json or
+    summary.json cut short or hand-edited): bad input, exit 2, not a failed result."""
 
     exit_code = 2

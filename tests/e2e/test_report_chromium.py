@@ -594,3 +594,29 @@ def test_a_run_that_reused_every_job_says_so_in_one_banner_line(driver, tmp_path
     assert "3 job(s) not run" in banner.text and "measured now" not in banner.text, banner.text
     (line,) = banner.find_elements(By.CSS_SELECTOR, "ul.reasons li")
     assert line.get_attribute("data-count") == "3" and "reused the valid result of run earlier-run" in line.text
+
+
+def test_the_drill_down_of_a_point_whose_records_are_cut_short_says_they_are_incomplete(driver, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    records = run.jobs[0].records_path
+    text = records.read_text()
+    records.write_text(text[: len(text) - 40])  # cut mid-line
+    html = write_report(run.path, tmp_path / "report", png=False).html
+    drv = driver
+    drv.get(html.as_uri())
+    WebDriverWait(drv, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    from llmsweep.results.point import result_id_for
+
+    for job, incomplete in ((run.jobs[0], True), (run.jobs[1], False)):
+        marker = drv.find_element(By.CSS_SELECTOR, f'#chart .marker[data-id="{result_id_for(run.run_id, job.job_id)}"]')
+        drv.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", marker)
+        drill = drv.find_element(By.ID, "drilldown")
+        WebDriverWait(drv, 10).until(lambda d: d.find_element(By.ID, "drilldown").is_displayed())
+        notes = drill.find_elements(By.CSS_SELECTOR, ".records-incomplete")
+        assert bool(notes) == incomplete, drill.text[:500]
+        if incomplete:
+            assert "records.jsonl is incomplete: 1 line(s) not JSON" in notes[0].text
+    assert not _errors(drv)

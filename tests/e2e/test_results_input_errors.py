@@ -38,3 +38,25 @@ def test_unknown_runs_results_and_folders_exit_2_naming_what_to_pass(tmp_path: P
     assert f"is a job folder of the run {out}" in _cli("report", job_dir, "--out", tmp_path / "rep2").stderr
     assert not (tmp_path / "other.sqlite").exists() or json.loads(
         _cli("results", "runs", "--store", tmp_path / "other.sqlite", "--json").stdout) == []
+
+
+def test_the_fixes_for_a_cut_summary_run_json_and_job_json_mend_the_run(tmp_path: Path) -> None:
+    """What each refusal of a cut file says to do works: `summarize JOBDIR` rebuilds summary.json; a run.json or a
+    job.json (which nothing rebuilds) comes back from `run … --resume`, the job's folder moved aside for job.json."""
+    out, store = tmp_path / "run", tmp_path / "store.sqlite"
+    first = _cli("run", RECIPE, "--out", out, "--store", store, "--no-report")
+    assert first.returncode == 0, first.stderr[-3000:]
+    job_dir = sorted((out / "jobs").iterdir())[0]
+    for cut in (job_dir / "summary.json", out / "run.json", job_dir / "job.json"):
+        cut.write_text(cut.read_text()[:40])
+        refused = _cli("report", out, "--no-png")
+        assert refused.returncode == 2 and f"cannot read {cut}" in refused.stderr, refused.stderr[-2000:]
+        if cut.name == "summary.json":
+            mend = _cli("summarize", job_dir)
+        else:
+            if cut.name == "job.json":
+                job_dir.rename(tmp_path / "aside")
+            mend = _cli("run", RECIPE, "--out", out, "--store", store, "--resume", "--no-report")
+        assert mend.returncode == 0, mend.stderr[-3000:]
+        again = _cli("report", out, "--no-png")
+        assert again.returncode == 0, again.stderr[-2000:]

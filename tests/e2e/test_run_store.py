@@ -108,3 +108,21 @@ def test_a_store_failing_at_the_end_fails_the_run_and_keeps_it_on_disk(tmp_path:
     ingest = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "results", "ingest", str(out), "--store",
                              str(store)], capture_output=True, text=True, timeout=60)
     assert ingest.returncode == 0 and ": 3 result(s)" in ingest.stdout, ingest.stderr
+
+
+def test_a_resume_whose_folder_lacks_a_stored_result_still_stores_the_run_as_its_folder_holds_it(
+        tmp_path: Path) -> None:
+    """`results ingest` refuses a re-ingest that would drop stored results unless --replace; `run`'s own end-of-run
+    ingest stores its folder as it is (here a narrowed --resume after a job folder was removed), as before."""
+    recipe, out, store = RECIPES / "fixed-sim.yaml", tmp_path / "out", tmp_path / "store.sqlite"
+    env = cli_env(tmp_path)
+    first = run_cli([recipe, "--out", out], env, timeout=120)
+    assert first.returncode == 0, first.stderr[-3000:]
+    kept, gone = sorted(job_dirs(out))
+    shutil.rmtree(out / "jobs" / gone)
+    again = run_cli([recipe, "--out", out, "--resume", "--only-job", kept], env, timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "stored 1 result(s)" in again.stderr + again.stdout and "not stored:" not in again.stderr + again.stdout
+    db = sqlite3.connect(store)
+    assert [r[0] for r in db.execute("SELECT job_id FROM results")] == [kept]
+    db.close()

@@ -33,22 +33,33 @@ def results() -> None:
 
 @results.command("ingest")
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--replace", is_flag=True,
+              help="Store each run as its folder holds it even when that drops results the store holds for it (a "
+                   "re-ingest of a folder lacking some of them is refused without this).")
 @store_option()
-def ingest(runs: tuple[Path, ...], store_path: Path | None) -> None:
-    """Store every job and result of run directories (idempotent: re-ingesting replaces the run)."""
+def ingest(runs: tuple[Path, ...], replace: bool, store_path: Path | None) -> None:
+    """Store every job and result of run directories (idempotent: re-ingesting replaces the run; one that would
+    drop stored results is refused unless --replace)."""
     from llmsweep.results.rundir import load_run
 
     loaded = [load_run(run) for run in runs]  # every folder read (a `bench` or job folder refused) before any write
     with _open(store_path, readonly=False) as store:
+        if not replace:  # every run checked before any is written: a refusal changes nothing
+            for run in loaded:
+                store.refuse_dropping(run)
         for run in loaded:
-            rep = store.ingest_run(run)
+            rep = store.ingest_run(run, replace=replace)
             extra = ""
-            if rep.jobs_without_result:
-                extra += f", {len(rep.jobs_without_result)} job(s) without summary"
+            if len(rep.jobs_without_result) > len(rep.unread):
+                extra += f", {len(rep.jobs_without_result) - len(rep.unread)} job(s) without summary"
+            if rep.unread:
+                extra += f", {len(rep.unread)} summary(ies) not read"
             if rep.missing_expected:
                 extra += f", {len(rep.missing_expected)} expected job(s) missing"
             click.echo(f"{'re-ingested' if rep.replaced else 'ingested'} {rep.run_id}: {rep.results} result(s){extra}"
                        f" → {store.path}")
+            for why in rep.unread:
+                click.echo(f"warning: not stored: {why}", err=True)
 
 
 @results.command("list")

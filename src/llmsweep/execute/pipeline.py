@@ -846,7 +846,7 @@ def _store(run_dir: Path, req: RunRequest, event: Event,
     path = default_store_path(req.store)
     try:
         with Store(path) as store:
-            report = store.ingest_run(run_dir)
+            report = store.ingest_run(run_dir, replace=True)  # this run's folder is the run: what it holds now
         stood = [j for j in report.missing_expected if j in reused]
         gaps = len(report.missing_expected) - len(stood)
         missing = f", {gaps} expected job(s) without a result" if gaps else ""

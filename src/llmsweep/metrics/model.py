@@ -21,7 +21,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
-from llmsweep.errors import ResultError
+from llmsweep.errors import ResultInputError
 from llmsweep.metrics.gates import GateConfig
 
 SCHEMA_VERSION = 2
@@ -712,30 +712,33 @@ class Summary(_Block):
         Path(path).write_text(json.dumps(self.dump(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_doc(cls, doc: Any, *, where: str = "summary") -> Summary:
-        """A summary document of any known schema version, upgraded to this one."""
+    def from_doc(cls, doc: Any, *, where: str = "summary",
+                 fix: str = "re-run `llmsweep summarize` on its job folder") -> Summary:
+        """A summary document of any known schema version, upgraded to this one. One that is not is bad input
+        (`ResultInputError`, exit 2) with `fix`."""
         if not isinstance(doc, dict):
-            raise ResultError(f"{where} is not a JSON object", fix="re-run `llmsweep summarize` on its job folder")
+            raise ResultInputError(f"{where} is not a JSON object", fix=fix)
         version = doc.get("schema_version", 1)
         if version not in KNOWN_VERSIONS:
-            raise ResultError(f"{where} has summary schema_version {version!r}; this llmsweep reads {KNOWN_VERSIONS}",
-                              fix="use a newer llmsweep, or re-run `llmsweep summarize` on its job folder")
+            raise ResultInputError(
+                f"{where} has summary schema_version {version!r}; this llmsweep reads {KNOWN_VERSIONS}",
+                fix=f"use a newer llmsweep, or {fix}")
         try:
             summary = cls.model_validate({**doc, "schema_version": SCHEMA_VERSION})
         except ValidationError as exc:
-            raise ResultError(f"{where} is not a summary llmsweep can read: {exc}",
-                              fix="re-run `llmsweep summarize` on its job folder") from exc
+            raise ResultInputError(f"{where} is not a summary llmsweep can read: {exc}", fix=fix) from exc
         return summary
 
     @classmethod
     def load(cls, path: Path | str) -> Summary:
         """Read a `summary.json` (any known schema version)."""
         p = Path(path)
+        fix = f"`llmsweep summarize {p.parent}` rebuilds it from its records.jsonl"
         try:
             doc = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ResultError(f"cannot read {p}: {exc}", fix="re-run `llmsweep summarize` on its job folder") from exc
-        return cls.from_doc(doc, where=str(p))
+            raise ResultInputError(f"cannot read {p}: {exc}", fix=fix) from exc
+        return cls.from_doc(doc, where=str(p), fix=fix)
 
 
 def json_schema() -> dict[str, Any]:

@@ -19,7 +19,7 @@ from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
 from llmsweep.results.point import ResultPoint
-from llmsweep.results.rundir import RecordedOutcome, RunDir, outcomes_of, read_outcome
+from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, outcomes_of, read_outcome
 from llmsweep.sim_warnings import WarningKind, warning_kind
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
         "provenance": scrub(p.provenance),
         "client_health": scrub(p.summary.client_health.model_dump(mode="json") if p.summary is not None else {}),
         "job": scrub(p.job), "timeline": [], "ttft": [], "throughput": [], "inflight": [], "kv_usage": [],
-        "cache_hit": [], "requests_total": 0, "requests_shown": 0,
+        "cache_hit": [], "requests_total": 0, "requests_shown": 0, "records_skipped": 0,
     }
     if p.artifact_dir is None:
         return out
@@ -129,7 +129,7 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
     t0 = req.t0 if req else 0.0
     if req:
         out.update(timeline=req.timeline, ttft=req.ttft, throughput=req.throughput, inflight=req.inflight,
-                   requests_total=req.total, requests_shown=req.shown)
+                   requests_total=req.total, requests_shown=req.shown, records_skipped=req.skipped)
     srv = load_server_series(p.artifact_dir / SERVER_METRICS_FILE, t0)
     out.update(kv_usage=srv.kv_usage, cache_hit=srv.cache_hit)
     return out
@@ -219,7 +219,11 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
         # The job folder's own outcome.json first (the executor's last word), else what run.json recorded.
         own = read_outcome(art.outcome, f"{art.dir}/outcome.json") if art is not None and art.outcome else None
         rec = own or recorded.get(jid)
-        if rec is not None:
+        if art is not None and art.unread:  # a summary set aside (no job.json beside it): why, whatever it says
+            status, reason = "unreadable", art.unread
+        elif rec is not None and art is not None and rec.status in SUMMARY_VERDICTS:
+            status, reason = "no summary", _summary_gone(run, art, rec, "outcome.json" if own else "run.json")
+        elif rec is not None:
             status, reason = rec.status, "; ".join(rec.reasons) or "no reason recorded"
         elif art is not None:
             status, reason = "failed", "no summary.json in its job folder"
@@ -227,10 +231,26 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
             status, reason = "missing", "planned, but no job folder: the run stopped before it, or is still going"
         entry = {"job_id": jid, "status": status, "kind": "refused" if status == "refused" else "failed",
                  "reason": reason}
-        if (gist := failure_gist(reason)) != reason:  # one line, the same for every job of one cause
+        if art is not None and str(art.dir) in reason:  # one banner line for the jobs of one cause: the folder said
+            reason = reason.replace(str(art.dir), "JOBDIR")  # once, as JOBDIR, in the gist
+        if (gist := failure_gist(reason)) != entry["reason"]:  # one line, the same for every job of one cause
             entry["gist"] = gist
         out.append(entry)
     return out
+
+
+SUMMARY_VERDICTS = ("valid", "smoke", "invalid")
+"""The outcomes a job reaches only by writing its summary: one of them without a summary.json lost the file since."""
+
+
+def _summary_gone(run: RunDir, art: JobArtifacts, rec: RecordedOutcome, said_by: str) -> str:
+    """Why a job whose outcome is a verdict has no result: its summary.json went missing after the run wrote it; the
+    fix rebuilds it from the job's records, or runs the job again when those are gone too."""
+    if art.records_path.is_file():
+        fix = f"`llmsweep summarize {art.dir}` rebuilds it from {RECORDS_FILE}"
+    else:
+        fix = f"{RECORDS_FILE} is gone too: `llmsweep run RECIPE --out {run.path} --resume` runs the job again"
+    return f"{said_by} says {rec.status} but summary.json is missing (fix: {fix})"
 
 
 def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]],

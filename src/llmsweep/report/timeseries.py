@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from llmsweep.results.rundir import iter_jsonl
+from llmsweep.results.rundir import JsonLines, iter_jsonl
 
 MAX_REQUESTS = 1500
 BINS = 120
@@ -41,6 +41,8 @@ class RequestSeries:
     """[bin centre, requests in flight]."""
     total: int
     shown: int
+    skipped: int = 0
+    """Lines of records.jsonl that were not JSON (a file cut short): the series miss those requests."""
 
 
 def _stride(n: int, budget: int) -> np.ndarray:
@@ -178,7 +180,11 @@ def _thin(series: list[list[float]], budget: int) -> list[list[float]]:
 
 
 def load_request_series(path: Path, *, max_requests: int = MAX_REQUESTS) -> RequestSeries | None:
-    return request_series(iter_jsonl(path), max_requests=max_requests) if path.is_file() else None
+    if not path.is_file():
+        return None
+    lines = JsonLines(path)
+    series = request_series(lines, max_requests=max_requests)
+    return replace(series, skipped=lines.skipped) if series is not None else None
 
 
 def load_server_series(path: Path, t0: float) -> ServerSeries:

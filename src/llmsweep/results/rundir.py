@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
-from llmsweep.errors import ResultError, ResultInputError
+from llmsweep.errors import ResultInputError
 from llmsweep.execute.files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE
 from llmsweep.jsonline import loads_line
 from llmsweep.metrics.model import PREDICTED, Summary
@@ -35,9 +35,14 @@ class JobArtifacts:
     summary: Summary | None
     outcome: dict[str, Any] | None = None
     """`outcome.json` written by the executor (status and reasons), when present."""
+    unread: str | None = None
+    """Why the folder's summary is not read although it is there (no `job.json` beside it: its labels would be made
+    up), with the fix; None when nothing was set aside. Such a job has `summary=None`: it has no result."""
 
     def why_no_result(self) -> str:
         """Why this job has no summary, in the executor's words when it left any."""
+        if self.unread:
+            return self.unread
         if self.outcome:
             reasons = "; ".join(str(r) for r in self.outcome.get("reasons") or ())
             return f"{self.outcome.get('status', 'unknown')}" + (f": {reasons}" if reasons else "")
@@ -84,11 +89,28 @@ class RunDir:
 
 
 def _read_json(path: Path) -> Any:
+    """A run's JSON file (run.json, a job's job.json or outcome.json); one that does not read is bad input (exit 2)
+    whose fix fits the file."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ResultError(f"cannot read {path}: {exc}",
-                          fix="re-run `llmsweep summarize` for that job or remove the broken file") from exc
+    except (OSError, ValueError) as exc:
+        raise ResultInputError(f"cannot read {path}: {exc}", fix=_fix_of(path)) from exc
+
+
+def _fix_of(path: Path) -> str:
+    """How to mend a run's file that is missing or does not read, by what it is. `llmsweep run` writes run.json and
+    each job's job.json and outcome.json; `summarize` rebuilds only a summary.json (`Summary.load` says so)."""
+    if path.name == JOB_FILE:
+        run = path.parent.parent.parent
+        return (f"restore {path.name} from a copy of the run (`llmsweep run` writes it; nothing rebuilds it from the "
+                f"folder), or move {path.parent} aside and run the run's recipes again with `llmsweep run RECIPE "
+                f"--out {run} --resume`: that job runs anew")
+    if path.name == OUTCOME_FILE:
+        return (f"restore {path.name} from a copy of the run, or remove it: it only says how the job ended, and "
+                "its result (if any) reads without it")
+    return (f"restore {path.name} from a copy of the run, or run its recipes again with `llmsweep run RECIPE --out "
+            f"{path.parent} --resume`: that writes a new {path.name} (under a new run id) and runs only the jobs "
+            "without a valid or smoke summary")
 
 
 FolderKind = Literal["run", "job", "bench", "predicted", "other"]
@@ -166,22 +188,32 @@ def load_run_meta(root: Path) -> tuple[str, dict[str, Any]]:
     meta_path = root / RUN_FILE
     meta = _read_json(meta_path) if meta_path.is_file() else {}
     if not isinstance(meta, Mapping):
-        raise ResultError(f"{meta_path} is not a JSON object", fix="restore run.json or delete it")
+        raise ResultInputError(f"{meta_path} is not a JSON object", fix=_fix_of(meta_path))
     return str(meta.get("run_id") or meta.get("id") or root.resolve().name), dict(meta)
 
 
 def load_job(job_dir: Path) -> JobArtifacts | None:
-    """One job folder, or None when it holds neither job.json nor summary.json."""
+    """One job folder, or None when it holds neither job.json nor summary.json.
+
+    A summary without `job.json` beside it is not read: the job's identity (model, hardware, parallelism,
+    concurrency, scenario) lives in `job.json`, and a point without it would carry labels nobody measured. The job is
+    kept without a result, `unread` saying why and how to mend it."""
     job_path, summary_path, outcome_path = job_dir / JOB_FILE, job_dir / SUMMARY_FILE, job_dir / OUTCOME_FILE
     job = _read_json(job_path) if job_path.is_file() else {}
-    summary = Summary.load(summary_path) if summary_path.is_file() else None
+    if not isinstance(job, Mapping):
+        raise ResultInputError(f"{job_path} is not a JSON object", fix=_fix_of(job_path))
     outcome = _read_json(outcome_path) if outcome_path.is_file() else None
+    outcome = outcome if isinstance(outcome, dict) else None
+    if not job_path.is_file() and summary_path.is_file():
+        return JobArtifacts(job_id=job_dir.name, dir=job_dir, job={}, summary=None, outcome=outcome,
+                            unread=f"{JOB_FILE} missing in {job_dir}: its {SUMMARY_FILE} is not read without the job's "
+                                   f"labels (fix: {_fix_of(job_path)})")
+    summary = Summary.load(summary_path) if summary_path.is_file() else None
     if not job and summary is None:
         log.debug("skipping %s: neither job.json nor summary.json", job_dir)
         return None
-    job_id = str(job.get("id") or job_dir.name) if isinstance(job, Mapping) else job_dir.name
-    return JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary,
-                        outcome=outcome if isinstance(outcome, dict) else None)
+    job_id = str(job.get("id") or job_dir.name)
+    return JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary, outcome=outcome)
 
 
 def _iter_jobs(jobs_dir: Path) -> Iterator[JobArtifacts]:
@@ -193,21 +225,39 @@ def _iter_jobs(jobs_dir: Path) -> Iterator[JobArtifacts]:
             yield art
 
 
+class JsonLines:
+    """The object lines of a JSONL file (records.jsonl, server_metrics.jsonl), read as they are iterated. Blank
+    lines are passed over; a line that is not JSON (a file cut short mid-line) is skipped and counted in `skipped`,
+    and once the file is read a warning names it and the count: what is drawn from it is incomplete."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        self.skipped = 0
+        if not self.path.is_file():
+            return
+        with self.path.open(encoding="utf-8", errors="replace") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    doc = loads_line(line)
+                except ValueError:
+                    log.debug("%s:%d: not JSON, skipped", self.path, lineno)
+                    self.skipped += 1
+                    continue
+                if isinstance(doc, dict):
+                    yield doc
+        if self.skipped:
+            log.warning("%s: %d line(s) not JSON (cut short?) skipped: what is drawn from it is incomplete",
+                        self.path, self.skipped)
+
+
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Lines of a JSONL file as dicts; blank and malformed lines are skipped with a debug note."""
-    if not path.is_file():
-        return
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                doc = loads_line(line)
-            except ValueError:
-                log.debug("%s:%d: not JSON, skipped", path, lineno)
-                continue
-            if isinstance(doc, dict):
-                yield doc
+    """Lines of a JSONL file as dicts (`JsonLines`: a line that is not JSON is skipped, and said once on the log)."""
+    return iter(JsonLines(path))
 
 
 class RecordedOutcome(BaseModel):

@@ -6,11 +6,14 @@ that turn a within-run noise band into a between-run one) wherever the run direc
 
 Ingest is idempotent: a run is replaced as a whole in one transaction, so ingesting twice (or after re-summarising)
 leaves exactly one copy; `ingest_job` replaces one job of a run the same way (`run` stores each job as it finishes).
-Imported rows live in runs whose `origin` says where they came from.
+A re-ingest that would drop results the store holds for the run (a partial copy of its folder) is refused unless
+asked to replace (`results ingest --replace`; `run`'s own end-of-run ingest does). Imported rows live in runs whose
+`origin` says where they came from.
 
 Commands that only read open the store with `readonly=True`: SQLite's read-only mode, so they never create, migrate or
 write it. A store of an older schema is read as it is (a hot column it lacks is computed from the stored summary); a
-missing store reads as empty. A path that is not a store (a directory, a corrupt or foreign file) is a `StoreError`.
+missing store reads as empty. A path that is not a store (a directory, a corrupt or foreign file), or a stored row
+whose JSON does not read (`_StoredRow`: it names the row and column), is a `StoreError`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -136,8 +140,9 @@ class StoreError(ResultError):
 
 
 class ImportConflictError(ResultError):
-    """An import would clash with what the store holds (a run of ours under the same id, two rows of one job):
-    refused before anything of the import's run is written; bad input (exit 2)."""
+    """An import or ingest would clash with what the store holds (a run of ours under the same id, two rows of one
+    job, a re-ingest that would drop stored results): refused before anything of the run is written; bad input
+    (exit 2)."""
 
     exit_code = 2
 
@@ -163,6 +168,8 @@ class IngestReport:
     jobs_without_result: tuple[str, ...]
     missing_expected: tuple[str, ...]
     replaced: bool
+    unread: tuple[str, ...] = ()
+    """Why a job folder's summary was not stored although it is there (`JobArtifacts.unread`), one per job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,11 +352,12 @@ class Store:
                                 "JOIN runs r ON r.run_id = j.run_id LEFT JOIN results x "
                                 "ON x.run_id = j.run_id AND x.job_id = j.job_id").fetchall()
         for row in rows:
-            summary = json.loads(row["summary"]) if row["summary"] else None
+            stored = _StoredRow(self, row["run_id"], row["job_id"])
+            summary = stored.json(row["summary"], "results.summary") if row["summary"] else None
             if row["origin"] == "llmsweep":
-                ident = identity_from_job(json.loads(row["job"]), summary)
+                ident = identity_from_job(stored.json(row["job"], "jobs.job"), summary)
             else:
-                ident = identity_from_dict(json.loads(row["identity"]))
+                ident = identity_from_dict(stored.json(row["identity"], "jobs.identity"))
             self._db.execute("UPDATE jobs SET identity = ?, point_key = ?, series_key = ? WHERE run_id = ? AND "
                              "job_id = ?", (_dumps(ident.as_dict()), ident.key(), ident.series_key(), row["run_id"],
                                             row["job_id"]))
@@ -363,8 +371,9 @@ class Store:
             return
         for col in new:
             self._db.execute(f'ALTER TABLE results ADD COLUMN "{col.name}" REAL')
-        for row in self._db.execute("SELECT result_id, summary FROM results").fetchall():
-            summary = _summary_of(json.loads(row["summary"]))
+        for row in self._db.execute("SELECT result_id, run_id, job_id, summary FROM results").fetchall():
+            stored = _StoredRow(self, row["run_id"], row["job_id"], row["result_id"])
+            summary = stored.summary(stored.json(row["summary"], "results.summary"))
             if summary is None:
                 continue
             values = hot_values(summary)
@@ -375,17 +384,24 @@ class Store:
 
     # ---------------------------------------------------------------- writing
 
-    def ingest_run(self, run: RunDir | Path | str) -> IngestReport:
-        """Store (or replace) every job and result of a run directory."""
+    def ingest_run(self, run: RunDir | Path | str, *, replace: bool = False) -> IngestReport:
+        """Store (or replace) every job and result of a run directory.
+
+        Re-ingesting replaces the stored run as a whole. When the folder lacks a result the store holds for that run
+        (a partial or damaged copy of it), that would drop the result: refused (`ImportConflictError`, nothing
+        written) unless `replace` says to store the folder as it is. `run`'s end-of-run ingest replaces: it stores
+        what its own folder holds, a `--force` run's new results over its old ones."""
         run = run if isinstance(run, RunDir) else load_run(run)
         points = points_from_run(run)
         meta = run.meta
         with self._db:
+            if not replace:
+                self.refuse_dropping(run)
             replaced = self._delete_run(run.run_id)
             self._insert_run(run.run_id, "llmsweep", str(run.path.resolve()), meta)
             with_result = {p.job_id for p in points}
             for art in run.jobs:
-                if art.job_id not in with_result:
+                if art.job_id not in with_result and not art.unread:  # no job.json: no labels to store it under
                     ident = identity_from_job(art.job)
                     self._insert_job(run.run_id, art.job_id, ident.key(), ident.series_key(), ident.as_dict(),
                                      art.job, gpus_of(art.job, ident), str(art.dir.resolve()), has_result=False)
@@ -393,7 +409,30 @@ class Store:
                 self._insert_point(point)
         missing = tuple(j.job_id for j in run.jobs if j.summary is None)
         log.info("ingested run %s: %d results", run.run_id, len(points))
-        return IngestReport(run.run_id, len(points), missing, run.missing_job_ids, replaced)
+        return IngestReport(run.run_id, len(points), missing, run.missing_job_ids, replaced,
+                            tuple(j.why_no_result() for j in run.jobs if j.unread))
+
+    def dropped_by(self, run: RunDir) -> list[str]:
+        """The jobs whose stored result (of this run id) re-ingesting `run`'s folder would drop: the folder holds no
+        summary for them."""
+        keeping = {j.job_id for j in run.jobs if j.summary is not None}
+        rows = self._db.execute("SELECT job_id FROM results WHERE run_id = ? ORDER BY job_id", (run.run_id,))
+        return [r["job_id"] for r in rows if r["job_id"] not in keeping]
+
+    def refuse_dropping(self, run: RunDir) -> None:
+        """An `ImportConflictError` (exit 2) when re-ingesting `run` would drop results the store holds for it."""
+        dropped = self.dropped_by(run)
+        if not dropped:
+            return
+        held = self._db.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", (run.run_id,)).fetchone()[0]
+        named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
+        raise ImportConflictError(
+            f"re-ingesting {run.path} would drop {len(dropped)} of the {held} result(s) {self.path} holds for run "
+            f"{run.run_id}: the folder has no summary of job(s) {named} (a partial or damaged copy of the run?); "
+            "nothing was stored",
+            fix=f"ingest the folder that holds the whole run, or pass --replace to store the run as {run.path} holds "
+                f"it (`llmsweep results ingest {shlex.quote(str(run.path))} --replace --store "
+                f"{shlex.quote(str(self.path))}`), dropping those results")
 
     def ingest_job(self, run_dir: Path | str, job_dir: Path | str) -> bool:
         """Store (or replace) one job of a run directory, creating the run's row if it is the first; True when the
@@ -408,11 +447,11 @@ class Store:
             if not self.has_run(run_id):
                 self._insert_run(run_id, "llmsweep", str(root.resolve()), meta)
             self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, art.job_id))
-            if point is None:
+            if point is None and not art.unread:
                 ident = identity_from_job(art.job)
                 self._insert_job(run_id, art.job_id, ident.key(), ident.series_key(), ident.as_dict(), art.job,
                                  gpus_of(art.job, ident), str(art.dir.resolve()), has_result=False)
-            else:
+            elif point is not None:
                 self._insert_point(point)
         return point is not None
 
@@ -534,9 +573,22 @@ class Store:
         row = self._db.execute("SELECT path FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return row["path"] if row else None
 
+    def run_fix(self, run_id: str) -> str:
+        """How to mend a stored run whose rows cannot be read: store it anew from the folder it was ingested from
+        (`results ingest --replace` rewrites every row of it), else drop it (SQLite's own shell, foreign keys on so
+        its jobs, results, provenance and evals go with it) and store or import it again."""
+        store = shlex.quote(str(self.path))
+        drop = (f"`sqlite3 {store} \"PRAGMA foreign_keys = ON; DELETE FROM runs WHERE run_id = "
+                f"'{run_id.replace(chr(39), chr(39) * 2)}'\"`")
+        folder = self.run_path(run_id)
+        if folder:
+            return (f"store the run anew from its folder: `llmsweep results ingest {shlex.quote(folder)} --replace "
+                    f"--store {store}`; if that folder is gone, drop the run ({drop})")
+        return f"drop the run ({drop}) and import it again (`llmsweep results import FILE --store {store}`)"
+
     def run_meta(self, run_id: str) -> dict[str, Any]:
         row = self._db.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return json.loads(row["meta"]) if row else {}
+        return _StoredRow(self, run_id).json(row["meta"], "runs.meta") if row else {}
 
     def job_warnings(self, run_ids: Iterable[str]) -> dict[tuple[str, str], list[str]]:
         """(run id, job id) -> the warnings the run's outcome gave the job (under the simulator, the engine rules it
@@ -554,9 +606,11 @@ class Store:
         if point_key is not None:
             where.append("j.point_key = ?")
             args.append(point_key)
-        return [self._point(row) for row in self._select(where, args)]
+        return [self._point(row) for row in self._select(where, args).fetchall()]
 
     def _select(self, where: list[str], args: list[Any]) -> sqlite3.Cursor:
+        """The rows of results (with their job's and provenance's columns); callers fetch them all before reading
+        any (`_point`), so a row that does not read leaves no statement open holding the store's read lock."""
         sql = ("SELECT x.*, j.identity, j.gpus, j.job, j.artifact_dir, p.doc AS provenance FROM results x "
                "JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
                "JOIN runs r ON r.run_id = x.run_id LEFT JOIN provenance p ON p.result_id = x.result_id"
@@ -571,7 +625,7 @@ class Store:
         out: dict[str, ResultPoint] = {}
         for start in range(0, len(wanted), BATCH):
             chunk = wanted[start:start + BATCH]
-            for row in self._select([f"x.result_id IN ({','.join('?' * len(chunk))})"], list(chunk)):
+            for row in self._select([f"x.result_id IN ({','.join('?' * len(chunk))})"], list(chunk)).fetchall():
                 point = self._point(row)
                 out[point.result_id] = point
         return out
@@ -615,7 +669,7 @@ class Store:
         runs = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at DESC, rowid DESC").fetchall()
         marks = ",".join("?" * len(verdicts))
         for run in runs:
-            recorded = json.loads(run["meta"]).get("reuse_keys")
+            recorded = _StoredRow(self, run["run_id"]).json(run["meta"], "runs.meta").get("reuse_keys")
             if not isinstance(recorded, dict):
                 continue
             hits: dict[str, tuple[str, Any, Any]] = {}
@@ -638,7 +692,11 @@ class Store:
                 if hit is None or hit[0] in out:
                     continue
                 key, context, stored_context = hit
-                why = None if context is None else _context_mismatch(context, stored_context, row)
+                stored = _StoredRow(self, run["run_id"], row["job_id"], row["result_id"])
+                why = None if context is None else _context_mismatch(
+                    context, stored_context, row["source"],
+                    stored.json(row["provenance"], "provenance.doc") if row["provenance"] else {},
+                    stored.json(row["identity"], "jobs.identity"))
                 if why is None:
                     out[key] = Reusable(run["run_id"], row["job_id"], row["result_id"], row["verdict"])
                     passed.pop(key, None)
@@ -677,10 +735,11 @@ class Store:
 
     def _point(self, row: sqlite3.Row) -> ResultPoint:
         art = row["artifact_dir"]
-        doc = json.loads(row["summary"])
-        summary = _summary_of(doc)
-        identity = json.loads(row["identity"])
-        job = json.loads(row["job"])
+        stored = _StoredRow(self, row["run_id"], row["job_id"], row["result_id"])
+        doc = stored.json(row["summary"], "results.summary")
+        summary = stored.summary(doc)
+        identity = stored.json(row["identity"], "jobs.identity")
+        job = stored.json(row["job"], "jobs.job")
         # A store below schema 4 read without migrating: its identities predate `corpus`; computed as the migration
         # would (`_rekey`), so its points match new runs' as they will once it is migrated.
         ident = (identity_from_job(job, doc) if "corpus" not in identity and summary is not None
@@ -689,22 +748,59 @@ class Store:
             result_id=row["result_id"], run_id=row["run_id"], job_id=row["job_id"],
             identity=ident, source=row["source"], verdict=row["verdict"],
             metrics=self._metrics(row, summary), gpus=row["gpus"] or 1, origin=row["origin"],
-            reasons=tuple(json.loads(row["reasons"])), num_requests=row["num_requests"],
+            reasons=tuple(stored.json(row["reasons"], "results.reasons", list)), num_requests=row["num_requests"],
             num_successful=row["num_successful"], job=job, summary=summary,
             imported=doc if summary is None else {},
-            provenance=json.loads(row["provenance"]) if row["provenance"] else {},
+            provenance=stored.json(row["provenance"], "provenance.doc") if row["provenance"] else {},
             artifact_dir=Path(art) if art else None,
         )
 
 
-def _context_mismatch(want: Any, stored_key_context: Any, row: sqlite3.Row) -> str | None:
+class _StoredRow:
+    """Reads the JSON columns of one stored row; a column that does not parse (or is not the JSON it should be) is a
+    `StoreError` naming the store, the row (table and id), the column, and a fix that works: store the run anew from
+    its folder, or drop it."""
+
+    def __init__(self, store: Store, run_id: str, job_id: str | None = None, result_id: str | None = None) -> None:
+        self.store, self.run_id, self.job_id, self.result_id = store, run_id, job_id, result_id
+
+    def where(self, table: str) -> str:
+        """The row of `table` this reader's columns come from, by its key."""
+        if table == "runs":
+            return f"row runs[run_id={self.run_id}]"
+        if table == "jobs":
+            return f"row jobs[run_id={self.run_id}, job_id={self.job_id}]"
+        return f"row {table}[result_id={self.result_id}] (run {self.run_id}, job {self.job_id})"
+
+    def json(self, value: Any, column: str, want: type = dict) -> Any:
+        try:
+            doc = json.loads(value)
+        except (TypeError, ValueError) as exc:
+            raise self.bad(column, f"not JSON: {_first_line(exc)}") from exc
+        if not isinstance(doc, want):
+            raise self.bad(column, f"a JSON {type(doc).__name__}, not {'an object' if want is dict else 'a list'}")
+        return doc
+
+    def summary(self, doc: Any) -> Summary | None:
+        try:
+            return _summary_of(doc, where="it")
+        except ResultError as exc:
+            raise self.bad("results.summary", f"unreadable: {_first_line(exc)}") from exc
+
+    def bad(self, column: str, why: str) -> StoreError:
+        return _bad_row(self.store.path, self.where(column.split(".")[0]), column, why,
+                        self.store.run_fix(self.run_id))
+
+
+def _context_mismatch(want: Any, stored_key_context: Any, source: str, prov: Mapping[str, Any],
+                      identity: Mapping[str, Any]) -> str | None:
     """Why a stored result of the job's identity does not stand for a run in context `want` (a
-    `changes.reuse.ReuseContext`), from the result's own record; None when it does."""
+    `changes.reuse.ReuseContext`), from the result's own record (its source, provenance and identity); None when it
+    does."""
     from llmsweep.changes.reuse import FILE_DIGEST, UNREADABLE
 
-    prov = json.loads(row["provenance"]) if row["provenance"] else {}
-    if row["source"] != want.source:
-        return f"is {row['source']}, this run's would be {want.source}"
+    if source != want.source:
+        return f"is {source}, this run's would be {want.source}"
     clock = prov.get("clock")
     if clock != want.clock:
         return (f"ran in {clock} time, this run's would run in {want.clock} time" if clock
@@ -717,7 +813,7 @@ def _context_mismatch(want: Any, stored_key_context: Any, row: sqlite3.Row) -> s
             return (f"replayed trace file {recorded or 'of an unrecorded digest'}; the file is {want.corpus} now "
                     "(regenerated since)")
     elif want.corpus:
-        stored = str(json.loads(row["identity"]).get("corpus") or "")
+        stored = str(identity.get("corpus") or "")
         if stored != want.corpus:
             return (f"replayed corpus {stored or 'of an unrecorded digest'}; the trace source holds {want.corpus} "
                     "now (regenerated since)")
@@ -728,10 +824,10 @@ def _str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _summary_of(doc: Any) -> Summary | None:
+def _summary_of(doc: Any, where: str = "a stored summary") -> Summary | None:
     """A stored summary of ours (it carries a schema_version), or None for a row imported from elsewhere."""
     if isinstance(doc, dict) and "schema_version" in doc:
-        return Summary.from_doc(doc, where="a stored summary")
+        return Summary.from_doc(doc, where=where)
     return None
 
 
@@ -795,9 +891,14 @@ def _stored_eval_json(row: Mapping[str, Any], column: str, path: Path) -> Any:
         raise _bad_eval_row(path, row["result_id"], column, f"not JSON: {_first_line(exc)}") from exc
 
 
+def _bad_row(path: Path, where: str, column: str, why: str, fix: str) -> StoreError:
+    """A stored row that cannot be read: the store, the row, the column and why; one home for the message."""
+    return StoreError(f"results store {path}: {where} cannot be read (its `{column}` is {why})", fix=fix)
+
+
 def _bad_eval_row(path: Path, result_id: str, column: str, why: str) -> StoreError:
-    return StoreError(
-        f"results store {path}: the stored eval of result {result_id} cannot be read (its `evals.{column}` is {why})",
+    return _bad_row(
+        path, f"the stored eval of result {result_id}", f"evals.{column}", why,
         fix=f"drop that row (`sqlite3 {path} \"DELETE FROM evals WHERE result_id = '{result_id}'\"`), open the "
             "store again, then `llmsweep results ingest RUN_DIR` of the run it came from stores its eval anew")
 

@@ -440,3 +440,71 @@ def test_a_run_eval_rows_failed_eval_is_one_banner_line_naming_its_drawn_point()
     assert banner["count"] == 2
     lines = {g["reason"]: g["ids"] for g in banner["reasons"]}
     assert lines == {"; ".join(reasons): ["r-16"], "no reason recorded": ["eval-only-conc8"]}, lines
+
+
+def test_a_summary_without_job_json_is_a_job_without_a_result_never_a_point_with_made_up_labels(
+        tmp_path: Path) -> None:
+    """A job folder missing its job.json was read as a valid point labelled conc 0, tp1, no model or hardware,
+    scenario unknown, 1 GPU; it is listed without a result, saying job.json is missing and how to mend it."""
+    from llmsweep.report.data import no_result_entries
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    lost = run.jobs[0]
+    (lost.dir / "job.json").unlink()
+    (lost.dir / "outcome.json").write_text(json.dumps({"job_id": lost.job_id, "status": "valid", "reasons": []}))
+    run = load_run(run.path)
+    points = points_from_run(run)
+    assert [p.job_id for p in points] == [run.jobs[1].job_id]
+    (entry,) = no_result_entries(run, {p.job_id for p in points})
+    assert entry["job_id"] == lost.job_id and entry["kind"] == "failed"
+    assert entry["reason"].startswith(f"job.json missing in {lost.dir}") and "fix: restore job.json" in entry["reason"]
+    payload = build_payload(run, points)
+    assert len(payload["points"]) == 1 and payload["missing"][0]["reason"] == entry["reason"]
+
+
+def test_a_job_whose_outcome_is_valid_but_whose_summary_is_gone_says_so_and_how_to_rebuild_it(
+        tmp_path: Path) -> None:
+    """The page said "valid: no reason recorded" (its banner "×1 no reason recorded") for a job whose summary.json
+    was lost after its outcome.json said valid; it says the summary is missing and how to rebuild it, one banner line
+    for every job of that cause."""
+    from llmsweep.report.data import no_result_entries, verdict_groups
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4, 8)])
+    for job in run.jobs[:2]:
+        (job.dir / "summary.json").unlink()
+        (job.dir / "outcome.json").write_text(json.dumps({"job_id": job.job_id, "status": "valid", "reasons": []}))
+    (run.jobs[1].dir / "records.jsonl").unlink()
+    run = load_run(run.path)
+    first, second = no_result_entries(run, {run.jobs[2].job_id})
+    assert first["reason"] == (f"outcome.json says valid but summary.json is missing (fix: `llmsweep summarize "
+                               f"{run.jobs[0].dir}` rebuilds it from records.jsonl)")
+    assert first["gist"] == ("outcome.json says valid but summary.json is missing (fix: `llmsweep summarize JOBDIR` "
+                             "rebuilds it from records.jsonl)")
+    assert second["reason"].startswith("outcome.json says valid but summary.json is missing (fix: records.jsonl is "
+                                       f"gone too: `llmsweep run RECIPE --out {run.path} --resume`")
+    groups = verdict_groups([], [first, first | {"job_id": "other"}])
+    assert [(g["reason"], g["count"]) for g in groups["failed"]["reasons"]] == [(first["gist"], 2)]
+    assert "no reason recorded" not in json.dumps([first, second])
+
+
+def test_a_records_file_cut_mid_line_is_warned_and_the_drill_down_knows_it_is_incomplete(
+        tmp_path: Path, caplog) -> None:
+    """A records.jsonl cut mid-line was read in silence (its bad line skipped at debug level): the drill-down drew
+    fewer requests than the point's n without a word. The read warns naming the file and the count, and the
+    point's drill-down data carries the count so the page says the records are incomplete."""
+    import logging
+
+    from llmsweep.report.data import detail_payload
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    records = run.jobs[0].records_path
+    lines = records.read_text().splitlines(keepends=True)
+    records.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
+    points = {p.job_id: p for p in points_from_run(load_run(run.path))}
+    with caplog.at_level(logging.WARNING):
+        cut = detail_payload(points[run.jobs[0].job_id])
+        whole = detail_payload(points[run.jobs[1].job_id])
+    assert cut["records_skipped"] == 1 and cut["requests_total"] == len(lines) - 1
+    assert whole["records_skipped"] == 0
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == [f"{records}: 1 line(s) not JSON (cut short?) skipped: what is drawn from it is incomplete"]

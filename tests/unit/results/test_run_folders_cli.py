@@ -95,3 +95,36 @@ def test_frontier_takes_the_run_as_its_argument_or_as_run(make_run, store_path: 
     assert code == 2 and "give one" in out
     code, out = cli_run("results", "frontier")
     assert code == 2 and "give the run" in out
+
+
+def _cut(path: Path) -> None:
+    """A file cut short mid-write (a full disk, a copy interrupted)."""
+    path.write_text(path.read_text(encoding="utf-8")[:40], encoding="utf-8")
+
+
+@pytest.mark.parametrize("broken", ["run.json", "job.json", "outcome.json", "summary.json"])
+def test_a_run_file_that_does_not_read_is_bad_input_with_a_fix_that_fits_it(make_run, store_path: Path, cli_run,
+                                                                            broken: str) -> None:
+    """A cut run.json, job.json or summary.json gave exit 1, and run.json's and job.json's fix said to re-run
+    `summarize`, which rebuilds neither: exit 2 (bad input) and the fix that mends that file."""
+    run = make_run("run1", concs=(1, 4))
+    job = run.jobs[0].dir
+    if broken == "outcome.json":
+        (job / broken).write_text(json.dumps({"job_id": run.jobs[0].job_id, "status": "valid"}), encoding="utf-8")
+    path = run.path / broken if broken == "run.json" else job / broken
+    _cut(path)
+    for argv in (["report", run.path], ["results", "ingest", run.path], ["results", "frontier", run.path],
+                 ["compare", run.path, run.path]):
+        code, out = cli_run(*argv)
+        assert code == 2, (argv, out)
+        assert f"error: cannot read {path}" in out and out.count("error:") == 1 and "Traceback" not in out, out
+        fix = out.split("fix: ", 1)[1]
+        if broken == "summary.json":
+            assert fix.startswith(f"`llmsweep summarize {job}` rebuilds it from its records.jsonl"), fix
+        else:
+            assert "summarize" not in fix and f"restore {broken} from a copy of the run" in fix, fix
+        if broken == "job.json":
+            assert f"move {job} aside" in fix and f"--out {run.path} --resume" in fix
+        if broken == "run.json":
+            assert f"--out {run.path} --resume" in fix
+

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.errors import ResultError
-from llmsweep.results.store import SCHEMA_VERSION, Store, StoreError, default_store_path
+from llmsweep.results.store import SCHEMA_VERSION, ImportConflictError, Store, StoreError, default_store_path
 
 
 def test_default_location_env_then_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -45,13 +45,67 @@ def test_ingest_is_idempotent_and_keeps_every_column(make_run, store_path: Path)
     assert db.execute("SELECT COUNT(*) FROM provenance").fetchone()[0] == 3
 
 
-def test_reingest_after_a_job_disappears_replaces_the_run(make_run, store_path: Path) -> None:
+def test_reingest_after_a_job_disappears_replaces_the_run_only_when_told(make_run, store_path: Path) -> None:
     run = make_run("run1", concs=(1, 4))
     with Store() as store:
         store.ingest_run(run.path)
         shutil.rmtree(run.jobs[0].dir)
-        store.ingest_run(run.path)
+        with pytest.raises(ImportConflictError, match=r"would drop 1 of the 2 result\(s\)") as err:
+            store.ingest_run(run.path)
+        assert err.value.exit_code == 2 and err.value.fix is not None and "--replace" in err.value.fix
+        assert len(store.results("run1")) == 2  # refused: nothing changed
+        store.ingest_run(run.path, replace=True)
         assert len(store.results("run1")) == 1
+
+
+def test_results_ingest_of_a_partial_copy_is_refused_and_changes_nothing_unless_replace(
+        make_run, store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ingesting a copy holding only run.json and an empty job folder replaced the stored run and dropped its
+    results, exit 0; it is refused (exit 2, nothing written, every run checked first) and --replace does it."""
+    from llmsweep.cli.main import main
+
+    run, other = make_run("run1", concs=(1, 4)), make_run("run2", concs=(1,))
+    with Store() as store:
+        store.ingest_run(run.path)
+    partial = tmp_path / "partial"
+    (partial / "jobs" / "empty").mkdir(parents=True)
+    shutil.copy(run.path / "run.json", partial / "run.json")
+    before = store_path.read_bytes()
+    with pytest.raises(SystemExit) as done:
+        main(["results", "ingest", str(other.path), str(partial)])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "Traceback" not in err and err.count("error:") == 1, err
+    assert "would drop 2 of the 2 result(s)" in err and f"results ingest {partial} --replace" in err
+    assert store_path.read_bytes() == before  # run2 was not stored either
+    with pytest.raises(SystemExit) as done:
+        main(["results", "ingest", str(partial), "--replace"])
+    assert done.value.code == 0 and "0 result(s)" in capsys.readouterr().out
+    with Store(readonly=True) as store:
+        assert store.results("run1") == []
+
+
+def test_the_fix_for_an_unreadable_row_of_a_run_with_its_folder_mends_it(
+        make_run, store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    from llmsweep.cli.main import main
+
+    run = make_run("run1", concs=(1, 4))
+    with Store() as store:
+        store.ingest_run(run.path)
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE results SET summary = '{\"schema_version\": 2, cut'")
+    db.close()
+    with Store(readonly=True) as store, pytest.raises(StoreError) as err:
+        store.results()
+    assert err.value.fix is not None
+    argv = shlex.split(err.value.fix.split("`")[1])  # `llmsweep results ingest RUN --replace --store STORE`
+    assert argv[:3] == ["llmsweep", "results", "ingest"]
+    with pytest.raises(SystemExit) as done:
+        main(argv[1:])
+    assert done.value.code == 0, capsys.readouterr().err
+    with Store(readonly=True) as store:
+        assert len(store.results("run1")) == 2
 
 
 def test_jobs_without_summary_and_expected_jobs_are_reported(make_run, store_path: Path) -> None:
@@ -305,3 +359,89 @@ def test_stored_results_of_older_releases_load_and_say_what_history_they_can_joi
     assert len(measured) == len(ours) and all(p.configuration for p in ours)
     assert {m.num_requests for m in measured if m.duration_s is None} >= {8, 16}
     assert {m.duration_s for m in measured if m.num_requests is None} == {8.0}
+
+
+_GARBAGE = [("results", "summary", '{"schema_version": 1, trunc', "result_id"),
+            ("results", "summary", '{"schema_version": 1, "requests": 5}', "result_id"),
+            ("results", "reasons", '["cut', "result_id"),
+            ("provenance", "doc", "{", "result_id"),
+            ("jobs", "identity", "[1", "job_id"),
+            ("runs", "meta", "{garbage", "run_id")]
+
+
+@pytest.mark.parametrize(("table", "column", "garbage", "key"), _GARBAGE)
+def test_a_stored_row_that_does_not_parse_is_one_error_line_naming_it(
+        make_run, store_path: Path, capsys: pytest.CaptureFixture[str], table: str, column: str, garbage: str,
+        key: str) -> None:
+    """Garbage in a stored row's JSON column (a truncated summary, a hand edit) gave a JSONDecodeError traceback and
+    exit 1 from every command reading the store; it is one `error:` line naming the row and a fix, exit 2."""
+    from llmsweep.cli.main import main
+
+    run = make_run("run1", concs=(1, 4))
+    with Store() as store:
+        store.ingest_run(run.path)
+        result_id = store.results("run1")[0].result_id
+    db = sqlite3.connect(store_path)
+    (job_id,) = db.execute("SELECT job_id FROM results WHERE result_id = ?", (result_id,)).fetchone()
+    ident = {"result_id": result_id, "job_id": job_id, "run_id": "run1"}[key]
+    with db:
+        db.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (garbage, ident))
+    row = {"result_id": f"[result_id={result_id}]", "job_id": f"[run_id=run1, job_id={job_id}]",
+           "run_id": "[run_id=run1]"}[key]
+    db.close()
+    commands = [["results", "list", "--all"], ["results", "show", result_id], ["results", "frontier", "run1"],
+                ["results", "list", "--run", "run1"]]
+    if table != "runs":  # reading results only: export and compare never read a run's meta
+        commands += [["results", "export"], ["compare", "run1", "run1"]]
+    for argv in commands:
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        err = capsys.readouterr().err
+        assert done.value.code == 2, (argv, err)
+        assert "Traceback" not in err and err.count("error:") == 1, err
+        assert f"row {table}{row}" in err and f"`{table}.{column}`" in err, err
+        assert f"results ingest {run.path} --replace" in err and "DELETE FROM runs WHERE run_id = 'run1'" in err
+
+
+def test_the_fix_for_an_unreadable_row_of_a_run_without_a_folder_drops_it(make_run, store_path: Path) -> None:
+    run = make_run("run1", concs=(1, 4))
+    with Store() as store:
+        store.ingest_run(run.path)
+    shutil.rmtree(run.path)
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE results SET reasons = 'x'")
+    db.close()
+    with Store(readonly=True) as store, pytest.raises(StoreError) as err:
+        store.results()
+    assert err.value.fix is not None and "DELETE FROM runs" in err.value.fix
+    sql = err.value.fix.split('"')[1]  # what the fix says to run in sqlite3's shell
+    db = sqlite3.connect(store_path)
+    db.executescript(sql)
+    db.close()
+    with Store(readonly=True) as store:
+        assert store.results() == [] and store.runs() == []
+    db = sqlite3.connect(store_path)
+    assert all(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] == 0 for t in ("jobs", "results", "provenance"))
+    db.close()
+
+
+def test_a_job_folder_without_job_json_is_not_stored_under_made_up_labels(
+        make_run, store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from llmsweep.cli.main import main
+
+    run = make_run("run1", concs=(1, 4))
+    (run.jobs[0].dir / "job.json").unlink()
+    with pytest.raises(SystemExit) as done:
+        main(["results", "ingest", str(run.path)])
+    out = capsys.readouterr()
+    assert done.value.code == 0
+    assert "1 result(s)" in out.out and "1 summary(ies) not read" in out.out
+    assert f"not stored: job.json missing in {run.jobs[0].dir}" in out.err
+    with Store(readonly=True) as store:
+        assert [p.job_id for p in store.results()] == [run.jobs[1].job_id]
+    db = sqlite3.connect(store_path)
+    assert [r[0] for r in db.execute("SELECT job_id FROM jobs")] == [run.jobs[1].job_id]  # no row of made-up labels
+    db.close()
+    with Store() as store:  # the per-job store `run` does as each job finishes stores nothing of it either
+        assert store.ingest_job(run.path, run.jobs[0].dir) is False
+        assert [p.job_id for p in store.results()] == [run.jobs[1].job_id]
