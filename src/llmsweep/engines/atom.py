@@ -17,7 +17,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 from llmsweep.engine_ids import ATOM
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
+from llmsweep.engines.base import (
+    BIND_HOST,
+    HOST_FIX,
+    MODEL_FIX,
+    SERVED_NAME_FIX,
+    Adapter,
+    Derived,
+    agentic_conc,
+    topology,
+)
 from llmsweep.engines.sglang import model_path
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
@@ -25,7 +34,8 @@ from llmsweep.spec.workload import ScenarioId
 
 class ATOMAdapter(Adapter):
     identity = ATOM
-    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host", "--model"})
+    launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model": MODEL_FIX,
+                                              "--served-model-name": SERVED_NAME_FIX}
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tensor-parallel-size", "--enable-expert-parallel",
                                                           "--enable-dp-attention"})
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--method", "--num-speculative-tokens", "--draft-model",

@@ -37,6 +37,13 @@ from llmsweep.plan.job import Job, Worker
 BIND_HOST = "0.0.0.0"
 """Servers bind every interface: a container's port is only reachable from the host that way."""
 
+PORT_FIX = "delete the flag: the executor picks the port and polls it (`serve.port` asks for one)"
+HOST_FIX = "delete the flag: the launch binds every interface (a container's port is reachable only that way)"
+MODEL_FIX = "delete the flag: the launch serves `model`; serve a local checkpoint with `serve.model-path`"
+SERVED_NAME_FIX = ("delete the flag: set `workload.served-model-name`, the name the launch serves and the client "
+                   "asks for")
+"""The fixes of `serve.launch-conflict`, one per thing the launch decides (`Adapter.launch_flags`)."""
+
 Flags = dict[str, Any]
 
 
@@ -282,9 +289,10 @@ class Adapter(ABC):
     """The engine's parser takes a unique prefix of a long flag for the flag (argparse's default; click's is off)."""
     port_flag: ClassVar[str] = "--port"
     """The flag that carries the serving port (the executor substitutes a free port after it)."""
-    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host"})
-    """Flags the launch itself decides besides `port_flag` (the bind address; the model path where a flag carries
-    it): a recipe setting one would serve somewhere, or something, the run does not look at."""
+    launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX}
+    """Flags the launch itself decides besides `port_flag` (the bind address; the model path and the served model
+    name where a flag carries them) → the fix: a recipe setting one would serve somewhere, something, or under a
+    name, the run does not look at."""
     unsupported_args: ClassVar[dict[str, str]] = {}
     """Flags this engine does not have (often another engine's spelling) → the fix."""
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset()
@@ -412,11 +420,17 @@ class Adapter(ABC):
                 out.append(Conflict(written, have, value))
         return out
 
-    def launch_conflicts(self, job: Job) -> list[str]:
-        """The recipe's flags (as written) that set what the launch decides: the port the executor picks and the
-        health check polls, the bind address, the model path (`serve.model-path` says that)."""
-        owned = {self.canonical(f) for f in (self.port_flag, *self.launch_flags)}
-        return [written for written, (flag, _value) in self._written_args(job) if self.canonical(flag) in owned]
+    def launch_conflicts(self, job: Job) -> list[tuple[str, str]]:
+        """(as written, fix) for each recipe flag that sets what the launch decides: the port the executor picks and
+        the health check polls, the bind address, the model path (`serve.model-path` says that), the served model
+        name (the client asks for `workload.served-model-name`). Flags are read as the engine's parser reads them."""
+        owned = {self.canonical(f): fix for f, fix in ((self.port_flag, PORT_FIX), *self.launch_flags.items())}
+        out: list[tuple[str, str]] = []
+        for written, (flag, _value) in self._written_args(job):
+            fix = owned.get(self.canonical(flag))
+            if fix is not None:
+                out.append((written, fix))
+        return out
 
     def _written_args(self, job: Job) -> list[tuple[str, tuple[str, Any]]]:
         """(the key as the recipe wrote it, (flag, value) as argparse reads it) for each of `serve.args`."""

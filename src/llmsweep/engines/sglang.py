@@ -14,6 +14,9 @@ from llmsweep.engine_ids import SGLANG
 from llmsweep.engines.base import (
     BIND_HOST,
     DIST_INIT_PORT,
+    HOST_FIX,
+    MODEL_FIX,
+    SERVED_NAME_FIX,
     Adapter,
     Derived,
     RoleContext,
@@ -54,7 +57,8 @@ def per_rank_gb(total_gb: int | None, ranks: int) -> int:
 
 class SGLangAdapter(Adapter):
     identity = SGLANG
-    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host", "--model-path"})
+    launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model-path": MODEL_FIX,
+                                              "--served-model-name": SERVED_NAME_FIX}
     parallel_flags: ClassVar[frozenset[str]] = frozenset(
         {"--tp-size", "--pp-size", "--ep-size", "--dp-size", "--enable-dp-attention"}
     )

@@ -12,6 +12,9 @@ from llmsweep.engine_ids import VLLM
 from llmsweep.engines.base import (
     BIND_HOST,
     DIST_INIT_PORT,
+    HOST_FIX,
+    MODEL_FIX,
+    SERVED_NAME_FIX,
     Adapter,
     Derived,
     RoleContext,
@@ -42,6 +45,9 @@ class VLLMAdapter(Adapter):
         "--decode-context-parallel-size", "--prefill-context-parallel-size",
     })
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--speculative-config"})
+    launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model": MODEL_FIX,
+                                              "--served-model-name": SERVED_NAME_FIX}
+    """`vllm serve MODEL` replaces a `--model` flag by its positional model (the flag would be read and dropped)."""
     flag_aliases: ClassVar[dict[str, str]] = {
         "--tp": "--tensor-parallel-size", "--pp": "--pipeline-parallel-size", "--dp": "--data-parallel-size",
         "--dcp": "--decode-context-parallel-size", "--sc": "--speculative-config",

@@ -80,17 +80,19 @@ def foreign_env(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("serve.launch-conflict", Severity.ERROR,
-      "A serve flag sets what the launch decides: the port, the bind address, the model path",
+      "A serve flag sets what the launch decides: the port, the bind address, the model path, the served model name",
       "delete the flag: the executor picks the port and polls it, the launch binds its address; serve a local "
-      "checkpoint with `serve.model-path`", None)
+      "checkpoint with `serve.model-path`, under the name `workload.served-model-name`",
+      None)
 def launch_conflict(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
         if job.engine is None:
             continue
-        for written in adapter_for(job).launch_conflicts(job):
+        for written, fix in adapter_for(job).launch_conflicts(job):
             yield ctx.hit("serve.launch-conflict", recipe, serve_arg_path(recipe, job, written),
                           f"`{written}` sets what the launch decides: the run would wait for a server where it is "
-                          "not, or benchmark another model under this job's name", job=job)
+                          "not, benchmark another model under this job's name, or ask for a model name the server "
+                          "does not answer to", job=job, fix=fix)
 
 
 def _conflicts(job: Job, kind: str = "parallel") -> list[Conflict]:
