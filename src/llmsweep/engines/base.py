@@ -381,6 +381,25 @@ class Adapter(ABC):
                 out.append(exc)
         return out
 
+    def duplicate_flags(self, job: Job) -> list[tuple[str, str, str]]:
+        """(the first as written, a later one as written, the flag both are) for each recipe flag that names, as the
+        engine's parser reads it (`_`/`-`, an alias, a unique prefix), a flag an earlier one already names:
+        `--mem-fraction-static` and `--mem-frac` are one flag to SGLang, which would take the last silently. A
+        dotted sub-key (vLLM's `--compilation-config.level`) is a flag of its own here; `serve.spec-conflict` judges
+        one that replaces a derived flag."""
+        first: dict[str, str] = {}
+        out: list[tuple[str, str, str]] = []
+        for written, (flag, _value) in self._written_args(job):
+            try:
+                name = self.resolve_flag(flag)
+            except AmbiguousFlagError:
+                continue  # `serve.ambiguous-flag` reports it
+            if name in first:
+                out.append((first[name], written, name))
+            else:
+                first[name] = written
+        return out
+
     def misspelled_flags(self, job: Job) -> list[tuple[str, str]]:
         """(as written, the listed flag it most likely means) for each recipe flag the catalog does not list and that
         is one slip away from one it does (`--mem-fracton-static`): the engine's parser would refuse to start. A flag

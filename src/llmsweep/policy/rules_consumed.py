@@ -52,6 +52,23 @@ def ambiguous_flag(ctx: Context) -> Iterator[Finding]:
                           job=job, fix="write the flag in full")
 
 
+@rule("serve.duplicate-flag", Severity.ERROR,
+      "Two serve flags the engine's parser reads as one flag (two spellings, an alias, an abbreviation)",
+      "keep one of them, spelled in full; an override replaces a base flag only when it spells it the same way",
+      "the engine's parser takes the last of them silently, so the other value never runs")
+def duplicate_flag(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine is None:
+            continue
+        adapter = adapter_for(job)
+        for first, later, name in adapter.duplicate_flags(job):
+            yield ctx.hit("serve.duplicate-flag", recipe, serve_arg_path(recipe, job, later),
+                          f"`{first}` and `{later}` are one flag to {adapter.name} (`{name}`): it would take one of "
+                          "them silently", job=job,
+                          fix=f"keep one of them, spelled `{name}` (in an override too, so that it replaces the base "
+                              "flag)")
+
+
 @rule("serve.flag-unknown", Severity.WARNING,
       "A serve flag the engine's parser is not known to define, one slip away from one it does (a typo)",
       "rename it to the flag the message names; if the flag is real and new, add it to the catalog's engine_flags.yaml",
