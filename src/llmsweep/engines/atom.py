@@ -34,6 +34,7 @@ from llmsweep.spec.workload import ScenarioId
 
 class ATOMAdapter(Adapter):
     identity = ATOM
+    context_flag: ClassVar[str | None] = "--max-model-len"
     launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model": MODEL_FIX,
                                               "--served-model-name": SERVED_NAME_FIX}
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tensor-parallel-size", "--enable-expert-parallel",
@@ -66,8 +67,7 @@ class ATOMAdapter(Adapter):
             a["--enable-expert-parallel"] = True
         if dp_attn:
             a["--enable-dp-attention"] = True
-        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
-            a["--max-model-len"] = job.max_model_len
+        self.derive_context(job, d)
         if job.serve is not None and job.serve.load_format:
             a["--load-format"] = job.serve.load_format
         if job.scenario is ScenarioId.AGENTIC_CODING:

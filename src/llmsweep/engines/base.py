@@ -33,6 +33,7 @@ from llmsweep.engines.launch import (
 )
 from llmsweep.errors import ConfigError, ContractError
 from llmsweep.plan.job import Job, Worker
+from llmsweep.spec.workload import ScenarioId
 
 BIND_HOST = "0.0.0.0"
 """Servers bind every interface: a container's port is only reachable from the host that way."""
@@ -78,6 +79,17 @@ def split_flag(flag: str, value: Any) -> tuple[str, Any]:
         name, _, joined = flag.partition("=")
         return name, joined
     return flag.split("=", 1)[0], value
+
+
+def token_count(value: Any) -> int | None:
+    """A flag's value as a whole number of tokens (`8192`, `"8192"`), or None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
 
 
 MISSPELLED_RATIO = 0.85
@@ -293,6 +305,9 @@ class Adapter(ABC):
     """Flags the launch itself decides besides `port_flag` (the bind address; the model path and the served model
     name where a flag carries them) → the fix: a recipe setting one would serve somewhere, something, or under a
     name, the run does not look at."""
+    context_flag: ClassVar[str | None] = None
+    """The flag that sets the engine's context length (`--context-length`, `--max-model-len`, `--max_seq_len`): a
+    fixed-seq-len launch renders the job's `max-model-len` in it; None where the engine takes no such flag."""
     unsupported_args: ClassVar[dict[str, str]] = {}
     """Flags this engine does not have (often another engine's spelling) → the fix."""
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset()
@@ -438,6 +453,31 @@ class Adapter(ABC):
             if have is None or not (have == value or str(have).lower() == str(value).lower()):
                 out.append(Conflict(written, have, value))
         return out
+
+    def derive_context(self, job: Job, d: Derived) -> None:
+        """Render the context length a fixed-seq-len job needs (its `max-model-len`, isl + osl + 256) in
+        `context_flag`; an agentic job leaves the engine's default (its prompts have no fixed length)."""
+        if self.context_flag is not None and job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
+            d.args[self.context_flag] = job.max_model_len
+
+    def recipe_context(self, job: Job) -> tuple[str, Any] | None:
+        """(as written, value) of the recipe flag that sets the context length, read as the engine's parser reads
+        it (`--max-model-len` is SGLang's alias of `--context-length`, `--max-model` vLLM's prefix of
+        `--max-model-len`); None when the recipe sets none (the last one when it sets it twice, as the parser
+        takes it: `serve.duplicate-flag` refuses that)."""
+        if self.context_flag is None:
+            return None
+        target = self.canonical(self.context_flag)
+        found = [(written, value) for written, (flag, value) in self._written_args(job)
+                 if self.canonical(flag) == target]
+        return found[-1] if found else None
+
+    def launched_context(self, job: Job) -> int | None:
+        """The context length the launch runs with: the token count the recipe's context flag sets, else the job's
+        `max-model-len` (what a fixed-seq-len launch derives; None: the engine's default)."""
+        given = self.recipe_context(job)
+        count = token_count(given[1]) if given is not None else None
+        return count if count is not None else job.max_model_len
 
     def launch_conflicts(self, job: Job) -> list[tuple[str, str]]:
         """(as written, fix) for each recipe flag that sets what the launch decides: the port the executor picks and

@@ -40,6 +40,7 @@ WORKER_PORT = 8100
 
 class VLLMAdapter(Adapter):
     identity = VLLM
+    context_flag: ClassVar[str | None] = "--max-model-len"
     parallel_flags: ClassVar[frozenset[str]] = frozenset({
         "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
         "--decode-context-parallel-size", "--prefill-context-parallel-size",
@@ -102,8 +103,7 @@ class VLLMAdapter(Adapter):
             a["--decode-context-parallel-size"] = dcp
         if pcp > 1:
             a["--prefill-context-parallel-size"] = pcp
-        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
-            a["--max-model-len"] = job.max_model_len
+        self.derive_context(job, d)
         if job.serve is not None and job.serve.load_format:
             a["--load-format"] = job.serve.load_format
         if job.scenario is ScenarioId.AGENTIC_CODING:
