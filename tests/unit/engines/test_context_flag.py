@@ -88,3 +88,12 @@ def test_the_job_as_launched_records_the_context_the_launch_runs_with(
     adapter = engines.get_adapter(engine)
     flags = [a for a in argv if a.startswith("--") and adapter.canonical(a) == adapter.canonical(flag)]
     assert flags == [flag] and argv[argv.index(flag) + 1] == str(context)
+
+
+def test_the_hbm_fit_check_asks_room_for_the_context_the_launch_runs_with(tmp_path: Path) -> None:
+    """`resources.hbm-fit` sized one request's KV at the derived 576 tokens while the recipe's flag ran 131,072."""
+    text = _text("sglang", "{--context-length: 131072}").replace("tp: 8", "tp: 2")
+    path = tmp_path / "r.yaml"
+    path.write_text(text, encoding="utf-8")
+    (hit,) = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
+    assert "(131072 tokens)" in hit.message
