@@ -396,6 +396,25 @@ class Adapter(ABC):
                 out.append(exc)
         return out
 
+    def flag_identity(self, flag: str) -> str | None:
+        """The flag the engine's parser reads `flag` as (:meth:`resolve_flag`; `--flag=value` names `--flag`), None
+        for an ambiguous abbreviation. Unlike :meth:`canonical`, a vLLM dotted sub-key is a flag of its own."""
+        try:
+            return self.resolve_flag(split_flag(flag, True)[0])
+        except AmbiguousFlagError:
+            return None
+
+    def unremoved_flags(self, job: Job, removed: list[str]) -> list[tuple[str, str, str]]:
+        """(the removal as written, the flag the launch still carries as written, the flag both are) for each of
+        `removed` (an applied override's `null`/`false` keys) that the engine reads as a flag the job's `serve.args`
+        still set under another spelling: the override removed nothing."""
+        kept = [(written, self.flag_identity(written)) for written in (job.serve.args if job.serve else {})]
+        out: list[tuple[str, str, str]] = []
+        for key in removed:
+            name = self.flag_identity(key)
+            out += [(key, written, name) for written, other in kept if name is not None and other == name]
+        return out
+
     def duplicate_flags(self, job: Job) -> list[tuple[str, str, str]]:
         """(the first as written, a later one as written, the flag both are) for each recipe flag that names, as the
         engine's parser reads it (`_`/`-`, an alias, a unique prefix), a flag an earlier one already names:
@@ -405,9 +424,8 @@ class Adapter(ABC):
         first: dict[str, str] = {}
         out: list[tuple[str, str, str]] = []
         for written, (flag, _value) in self._written_args(job):
-            try:
-                name = self.resolve_flag(flag)
-            except AmbiguousFlagError:
+            name = self.flag_identity(flag)
+            if name is None:
                 continue  # `serve.ambiguous-flag` reports it
             if name in first:
                 out.append((first[name], written, name))

@@ -68,6 +68,16 @@ def duplicate_flag(ctx: Context) -> Iterator[Finding]:
                           "them silently", job=job,
                           fix=f"keep one of them, spelled `{name}` (in an override too, so that it replaces the base "
                               "flag)")
+        if recipe.serve is None or job.serve is None:
+            continue
+        for index in job.serve.applied_overrides:
+            args = recipe.serve.overrides[index].args
+            removed = [k for k, v in args.items() if v is None or v is False]
+            for key, kept, name in adapter.unremoved_flags(job, removed):
+                yield ctx.hit("serve.duplicate-flag", recipe, ("serve", "overrides", index, "args", key),
+                              f"`{key}: {args[key]}` removes nothing: {adapter.name} reads it as `{name}`, which the "
+                              f"launch still sets as `{kept}`", job=job,
+                              fix=f"spell it `{kept}`, as the flag it removes is spelled")
 
 
 @rule("serve.flag-unknown", Severity.WARNING,

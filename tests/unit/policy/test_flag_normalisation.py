@@ -135,3 +135,14 @@ def test_distinct_flags_and_vllm_dotted_sub_keys_are_not_duplicates(tmp_path: Pa
                                                 "--compilation-config.cudagraph_mode: FULL, --max-num-seqs: 8, "
                                                 "--max-num-batched-tokens: 8192}\n")
     assert not [f for f in _findings(tmp_path, text) if f.rule == "serve.duplicate-flag"]
+
+
+def test_an_override_that_removes_a_flag_spelled_another_way_is_refused(tmp_path: Path) -> None:
+    """`--mem_fraction_static: null` in an override removed nothing: the base's `--mem-fraction-static` stayed."""
+    text = SGLANG.replace("ENGINE", "sglang") + ("    args: {--mem-fraction-static: 0.8}\n    overrides:\n"
+                                                 "    - when: {tp: 8}\n      args: {--mem_fraction_static: null}\n")
+    (hit,) = [f for f in _findings(tmp_path, text) if f.rule == "serve.duplicate-flag"]
+    assert "removes nothing" in hit.message and "`--mem-fraction-static`" in hit.message
+    assert hit.path is not None and hit.path.endswith("overrides[0].args.--mem_fraction_static")
+    same = text.replace("--mem_fraction_static: null", "--mem-fraction-static: null")
+    assert not [f for f in _findings(tmp_path, same) if f.rule == "serve.duplicate-flag"]
