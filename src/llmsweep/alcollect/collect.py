@@ -363,7 +363,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
               launcher: ServerLauncher, simulate: bool, event: Event) -> CellResult:
     from llmsweep.client import Endpoint, RunOptions, run_benchmark
     from llmsweep.client.probe import probe_endpoint
-    from llmsweep.engines import render
+    from llmsweep.engines import launched_job, render
     from llmsweep.execute import artifacts as art
     from llmsweep.execute.lifecycle import command_text, observe_runtime, write_pid_file
     from llmsweep.execute.preflight import preflight
@@ -386,7 +386,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         handle = launcher.launch(spec, log_path=cell_dir / art.SERVER_LOG)
         write_pid_file(cell_dir / art.PID_FILE, handle, spec)
         (cell_dir / art.COMMAND_FILE).write_text(command_text(spec, launcher, handle.command))
-        art.write_json(cell_dir / art.JOB_FILE, cjob.to_json())
+        art.write_json(cell_dir / art.JOB_FILE, launched_job(cjob).to_json())
         ready = wait_ready(handle, timeout_s=settings.startup_timeout_s, poll_s=0.25)
         observed = observe_runtime(handle, spec)
         cell.engine_version, cell.gpu_names = observed.get("engine_version"), observed.get("gpu_names")

@@ -87,13 +87,26 @@ def launch_refusal(job: Job, *, simulate: bool = False) -> str | None:
             "each role is a process of this host, or a step on its node under --executor slurm)")
 
 
-def render(job: Job, *, simulate: bool = False, port: int | None = None) -> LaunchSpec:
-    """The exact launch of `job`'s server: argv, env (secrets by name), port, health, metrics, readiness.
-
-    An eval-only job's server starts at the eval context length (`evals.context.serving_job`)."""
+def launched_job(job: Job) -> Job:
+    """The job as its server is launched, and as `job.json` records it: an eval-only fixed-seq-len job at the eval
+    context length (`evals.context.serving_job`), and `max-model-len` the context the launch runs with — a recipe
+    that sets the engine's context flag (`--max-model-len: 8192`, so that jobs share one server) runs that, not the
+    isl + osl + 256 the launch would derive (`serve.context-conflict` refuses one below what the job needs)."""
+    from llmsweep.errors import LlmsweepError
     from llmsweep.evals.context import serving_job
 
-    return adapter_for(job, simulate=simulate).render(serving_job(job), port=port)
+    job = serving_job(job)
+    try:
+        context = adapter_for(job).launched_context(job)
+    except LlmsweepError:
+        return job
+    return job if context == job.max_model_len else job.model_copy(update={"max_model_len": context})
+
+
+def render(job: Job, *, simulate: bool = False, port: int | None = None) -> LaunchSpec:
+    """The exact launch of `job`'s server: argv, env (secrets by name), port, health, metrics, readiness, for the
+    job as launched (:func:`launched_job`)."""
+    return adapter_for(job, simulate=simulate).render(launched_job(job), port=port)
 
 
 def render_topology(job: Job, *, simulate: bool = False, port: int | None = None,
@@ -146,6 +159,7 @@ __all__ = [
     "is_secret_name",
     "launch_fingerprint",
     "launch_refusal",
+    "launched_job",
     "render",
     "render_topology",
     "runner_gpus_per_node",

@@ -17,7 +17,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 from llmsweep.engine_ids import ATOM
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, agentic_conc, topology
+from llmsweep.engines.base import (
+    BIND_HOST,
+    HOST_FIX,
+    MODEL_FIX,
+    SERVED_NAME_FIX,
+    Adapter,
+    Derived,
+    agentic_conc,
+    topology,
+)
 from llmsweep.engines.sglang import model_path
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
@@ -25,7 +34,9 @@ from llmsweep.spec.workload import ScenarioId
 
 class ATOMAdapter(Adapter):
     identity = ATOM
-    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host", "--model"})
+    context_flag: ClassVar[str | None] = "--max-model-len"
+    launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model": MODEL_FIX,
+                                              "--served-model-name": SERVED_NAME_FIX}
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tensor-parallel-size", "--enable-expert-parallel",
                                                           "--enable-dp-attention"})
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--method", "--num-speculative-tokens", "--draft-model",
@@ -56,8 +67,7 @@ class ATOMAdapter(Adapter):
             a["--enable-expert-parallel"] = True
         if dp_attn:
             a["--enable-dp-attention"] = True
-        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
-            a["--max-model-len"] = job.max_model_len
+        self.derive_context(job, d)
         if job.serve is not None and job.serve.load_format:
             a["--load-format"] = job.serve.load_format
         if job.scenario is ScenarioId.AGENTIC_CODING:

@@ -33,9 +33,17 @@ from llmsweep.engines.launch import (
 )
 from llmsweep.errors import ConfigError, ContractError
 from llmsweep.plan.job import Job, Worker
+from llmsweep.spec.workload import ScenarioId
 
 BIND_HOST = "0.0.0.0"
 """Servers bind every interface: a container's port is only reachable from the host that way."""
+
+PORT_FIX = "delete the flag: the executor picks the port and polls it (`serve.port` asks for one)"
+HOST_FIX = "delete the flag: the launch binds every interface (a container's port is reachable only that way)"
+MODEL_FIX = "delete the flag: the launch serves `model`; serve a local checkpoint with `serve.model-path`"
+SERVED_NAME_FIX = ("delete the flag: set `workload.served-model-name`, the name the launch serves and the client "
+                   "asks for")
+"""The fixes of `serve.launch-conflict`, one per thing the launch decides (`Adapter.launch_flags`)."""
 
 Flags = dict[str, Any]
 
@@ -71,6 +79,17 @@ def split_flag(flag: str, value: Any) -> tuple[str, Any]:
         name, _, joined = flag.partition("=")
         return name, joined
     return flag.split("=", 1)[0], value
+
+
+def token_count(value: Any) -> int | None:
+    """A flag's value as a whole number of tokens (`8192`, `"8192"`), or None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
 
 
 MISSPELLED_RATIO = 0.85
@@ -282,9 +301,13 @@ class Adapter(ABC):
     """The engine's parser takes a unique prefix of a long flag for the flag (argparse's default; click's is off)."""
     port_flag: ClassVar[str] = "--port"
     """The flag that carries the serving port (the executor substitutes a free port after it)."""
-    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host"})
-    """Flags the launch itself decides besides `port_flag` (the bind address; the model path where a flag carries
-    it): a recipe setting one would serve somewhere, or something, the run does not look at."""
+    launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX}
+    """Flags the launch itself decides besides `port_flag` (the bind address; the model path and the served model
+    name where a flag carries them) → the fix: a recipe setting one would serve somewhere, something, or under a
+    name, the run does not look at."""
+    context_flag: ClassVar[str | None] = None
+    """The flag that sets the engine's context length (`--context-length`, `--max-model-len`, `--max_seq_len`): a
+    fixed-seq-len launch renders the job's `max-model-len` in it; None where the engine takes no such flag."""
     unsupported_args: ClassVar[dict[str, str]] = {}
     """Flags this engine does not have (often another engine's spelling) → the fix."""
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset()
@@ -373,6 +396,43 @@ class Adapter(ABC):
                 out.append(exc)
         return out
 
+    def flag_identity(self, flag: str) -> str | None:
+        """The flag the engine's parser reads `flag` as (:meth:`resolve_flag`; `--flag=value` names `--flag`), None
+        for an ambiguous abbreviation. Unlike :meth:`canonical`, a vLLM dotted sub-key is a flag of its own."""
+        try:
+            return self.resolve_flag(split_flag(flag, True)[0])
+        except AmbiguousFlagError:
+            return None
+
+    def unremoved_flags(self, job: Job, removed: list[str]) -> list[tuple[str, str, str]]:
+        """(the removal as written, the flag the launch still carries as written, the flag both are) for each of
+        `removed` (an applied override's `null`/`false` keys) that the engine reads as a flag the job's `serve.args`
+        still set under another spelling: the override removed nothing."""
+        kept = [(written, self.flag_identity(written)) for written in (job.serve.args if job.serve else {})]
+        out: list[tuple[str, str, str]] = []
+        for key in removed:
+            name = self.flag_identity(key)
+            out += [(key, written, name) for written, other in kept if name is not None and other == name]
+        return out
+
+    def duplicate_flags(self, job: Job) -> list[tuple[str, str, str]]:
+        """(the first as written, a later one as written, the flag both are) for each recipe flag that names, as the
+        engine's parser reads it (`_`/`-`, an alias, a unique prefix), a flag an earlier one already names:
+        `--mem-fraction-static` and `--mem-frac` are one flag to SGLang, which would take the last silently. A
+        dotted sub-key (vLLM's `--compilation-config.level`) is a flag of its own here; `serve.spec-conflict` judges
+        one that replaces a derived flag."""
+        first: dict[str, str] = {}
+        out: list[tuple[str, str, str]] = []
+        for written, (flag, _value) in self._written_args(job):
+            name = self.flag_identity(flag)
+            if name is None:
+                continue  # `serve.ambiguous-flag` reports it
+            if name in first:
+                out.append((first[name], written, name))
+            else:
+                first[name] = written
+        return out
+
     def misspelled_flags(self, job: Job) -> list[tuple[str, str]]:
         """(as written, the listed flag it most likely means) for each recipe flag the catalog does not list and that
         is one slip away from one it does (`--mem-fracton-static`): the engine's parser would refuse to start. A flag
@@ -412,11 +472,42 @@ class Adapter(ABC):
                 out.append(Conflict(written, have, value))
         return out
 
-    def launch_conflicts(self, job: Job) -> list[str]:
-        """The recipe's flags (as written) that set what the launch decides: the port the executor picks and the
-        health check polls, the bind address, the model path (`serve.model-path` says that)."""
-        owned = {self.canonical(f) for f in (self.port_flag, *self.launch_flags)}
-        return [written for written, (flag, _value) in self._written_args(job) if self.canonical(flag) in owned]
+    def derive_context(self, job: Job, d: Derived) -> None:
+        """Render the context length a fixed-seq-len job needs (its `max-model-len`, isl + osl + 256) in
+        `context_flag`; an agentic job leaves the engine's default (its prompts have no fixed length)."""
+        if self.context_flag is not None and job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
+            d.args[self.context_flag] = job.max_model_len
+
+    def recipe_context(self, job: Job) -> tuple[str, Any] | None:
+        """(as written, value) of the recipe flag that sets the context length, read as the engine's parser reads
+        it (`--max-model-len` is SGLang's alias of `--context-length`, `--max-model` vLLM's prefix of
+        `--max-model-len`); None when the recipe sets none (the last one when it sets it twice, as the parser
+        takes it: `serve.duplicate-flag` refuses that)."""
+        if self.context_flag is None:
+            return None
+        target = self.canonical(self.context_flag)
+        found = [(written, value) for written, (flag, value) in self._written_args(job)
+                 if self.canonical(flag) == target]
+        return found[-1] if found else None
+
+    def launched_context(self, job: Job) -> int | None:
+        """The context length the launch runs with: the token count the recipe's context flag sets, else the job's
+        `max-model-len` (what a fixed-seq-len launch derives; None: the engine's default)."""
+        given = self.recipe_context(job)
+        count = token_count(given[1]) if given is not None else None
+        return count if count is not None else job.max_model_len
+
+    def launch_conflicts(self, job: Job) -> list[tuple[str, str]]:
+        """(as written, fix) for each recipe flag that sets what the launch decides: the port the executor picks and
+        the health check polls, the bind address, the model path (`serve.model-path` says that), the served model
+        name (the client asks for `workload.served-model-name`). Flags are read as the engine's parser reads them."""
+        owned = {self.canonical(f): fix for f, fix in ((self.port_flag, PORT_FIX), *self.launch_flags.items())}
+        out: list[tuple[str, str]] = []
+        for written, (flag, _value) in self._written_args(job):
+            fix = owned.get(self.canonical(flag))
+            if fix is not None:
+                out.append((written, fix))
+        return out
 
     def _written_args(self, job: Job) -> list[tuple[str, tuple[str, Any]]]:
         """(the key as the recipe wrote it, (flag, value) as argparse reads it) for each of `serve.args`."""

@@ -14,6 +14,9 @@ from llmsweep.engine_ids import SGLANG
 from llmsweep.engines.base import (
     BIND_HOST,
     DIST_INIT_PORT,
+    HOST_FIX,
+    MODEL_FIX,
+    SERVED_NAME_FIX,
     Adapter,
     Derived,
     RoleContext,
@@ -54,7 +57,9 @@ def per_rank_gb(total_gb: int | None, ranks: int) -> int:
 
 class SGLangAdapter(Adapter):
     identity = SGLANG
-    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host", "--model-path"})
+    context_flag: ClassVar[str | None] = "--context-length"
+    launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model-path": MODEL_FIX,
+                                              "--served-model-name": SERVED_NAME_FIX}
     parallel_flags: ClassVar[frozenset[str]] = frozenset(
         {"--tp-size", "--pp-size", "--ep-size", "--dp-size", "--enable-dp-attention"}
     )
@@ -95,8 +100,7 @@ class SGLangAdapter(Adapter):
         if dp_attn:
             a["--enable-dp-attention"] = True
             a["--dp-size"] = tp
-        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
-            a["--context-length"] = job.max_model_len
+        self.derive_context(job, d)
         if job.serve is not None and job.serve.load_format:
             a["--load-format"] = job.serve.load_format
         a["--enable-metrics"] = True

@@ -13,7 +13,18 @@ from typing import Any, ClassVar, Literal
 
 from llmsweep.catalog.precision import known_names, weight_format
 from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_for
-from llmsweep.engines.base import Adapter, Derived, RoleContext, agentic_conc, norm_flag, pools, topology
+from llmsweep.engines.base import (
+    HOST_FIX,
+    MODEL_FIX,
+    SERVED_NAME_FIX,
+    Adapter,
+    Derived,
+    RoleContext,
+    agentic_conc,
+    norm_flag,
+    pools,
+    topology,
+)
 from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
 from llmsweep.errors import LlmsweepError
 from llmsweep.plan.job import Job
@@ -159,7 +170,8 @@ ROUTER_PORT_OFFSET = 1
 
 class SimAdapter(Adapter):
     identity = SIM
-    launch_flags: ClassVar[frozenset[str]] = frozenset({"--host", "--model"})
+    launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model": MODEL_FIX,
+                                              "--served-model-name": SERVED_NAME_FIX}
     disagg_transfer_default: ClassVar[str | None] = "nixl"
     """The simulator models any KV-transfer backend as a link (`sim.roles`); a job naming none is labelled nixl."""
 

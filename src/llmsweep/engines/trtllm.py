@@ -43,6 +43,7 @@ write it, wave-2 spec §6.3)."""
 
 class TRTLLMAdapter(Adapter):
     identity = TRTLLM
+    context_flag: ClassVar[str | None] = "--max_seq_len"
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tp-size", "--pp-size", "--ep-size"})
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--extra-llm-api-options"})
     flag_aliases: ClassVar[dict[str, str]] = {"--moe-expert-parallel-size": "--ep-size"}
@@ -74,8 +75,7 @@ class TRTLLMAdapter(Adapter):
         if pp > 1:
             a["--pp_size"] = pp
         a["--ep_size"] = ep
-        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
-            a["--max_seq_len"] = job.max_model_len
+        self.derive_context(job, d)
         if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max_batch_size"] = 2 * agentic_conc(job)
         options = self.llm_api_options(job)

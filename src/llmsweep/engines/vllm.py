@@ -12,6 +12,9 @@ from llmsweep.engine_ids import VLLM
 from llmsweep.engines.base import (
     BIND_HOST,
     DIST_INIT_PORT,
+    HOST_FIX,
+    MODEL_FIX,
+    SERVED_NAME_FIX,
     Adapter,
     Derived,
     RoleContext,
@@ -37,11 +40,15 @@ WORKER_PORT = 8100
 
 class VLLMAdapter(Adapter):
     identity = VLLM
+    context_flag: ClassVar[str | None] = "--max-model-len"
     parallel_flags: ClassVar[frozenset[str]] = frozenset({
         "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
         "--decode-context-parallel-size", "--prefill-context-parallel-size",
     })
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--speculative-config"})
+    launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model": MODEL_FIX,
+                                              "--served-model-name": SERVED_NAME_FIX}
+    """`vllm serve MODEL` replaces a `--model` flag by its positional model (the flag would be read and dropped)."""
     flag_aliases: ClassVar[dict[str, str]] = {
         "--tp": "--tensor-parallel-size", "--pp": "--pipeline-parallel-size", "--dp": "--data-parallel-size",
         "--dcp": "--decode-context-parallel-size", "--sc": "--speculative-config",
@@ -96,8 +103,7 @@ class VLLMAdapter(Adapter):
             a["--decode-context-parallel-size"] = dcp
         if pcp > 1:
             a["--prefill-context-parallel-size"] = pcp
-        if job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
-            a["--max-model-len"] = job.max_model_len
+        self.derive_context(job, d)
         if job.serve is not None and job.serve.load_format:
             a["--load-format"] = job.serve.load_format
         if job.scenario is ScenarioId.AGENTIC_CODING:

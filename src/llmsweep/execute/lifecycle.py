@@ -763,12 +763,14 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     progress.job_started(job.id, job.concs[0] if job.concs else None)
     owes = False
 
+    from llmsweep.engines import launched_job
+
     def measure() -> Summary:
         nonlocal handle, owes
         handle = server.ensure()
         spec = server.spec or group.spec
         scrub = handle.scrubber
-        art.write_json(jdir / art.JOB_FILE, job.to_json(), scrub)
+        art.write_json(jdir / art.JOB_FILE, launched_job(job).to_json(), scrub)
         scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
         art.write_files_beside(spec, jdir, scrub)
         provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind)

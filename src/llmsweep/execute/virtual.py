@@ -187,9 +187,11 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
     started = time.monotonic()
     current_progress().phase("evaluating" if job.eval_only else "simulating")
 
+    from llmsweep.engines import launched_job
+
     def measure() -> Summary:
         nonlocal simulate
-        art.write_json(jdir / art.JOB_FILE, job.to_json())
+        art.write_json(jdir / art.JOB_FILE, launched_job(job).to_json())
         (jdir / art.COMMAND_FILE).write_text(command or command_text(group.spec), encoding="utf-8")
         if simulate is None:
             assert config is not None

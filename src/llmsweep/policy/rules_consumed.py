@@ -19,6 +19,7 @@ from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, entry_path, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.source import FieldPath
+from llmsweep.spec.workload import ScenarioId
 
 EP_LESSON = "InferenceX changelog #1266: a launcher silently dropped --ep-size (GSM8K 0.93 → 0.0); #1019 ep: 4 unused"
 
@@ -52,6 +53,33 @@ def ambiguous_flag(ctx: Context) -> Iterator[Finding]:
                           job=job, fix="write the flag in full")
 
 
+@rule("serve.duplicate-flag", Severity.ERROR,
+      "Two serve flags the engine's parser reads as one flag (two spellings, an alias, an abbreviation)",
+      "keep one of them, spelled in full; an override replaces a base flag only when it spells it the same way",
+      "the engine's parser takes the last of them silently, so the other value never runs")
+def duplicate_flag(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine is None:
+            continue
+        adapter = adapter_for(job)
+        for first, later, name in adapter.duplicate_flags(job):
+            yield ctx.hit("serve.duplicate-flag", recipe, serve_arg_path(recipe, job, later),
+                          f"`{first}` and `{later}` are one flag to {adapter.name} (`{name}`): it would take one of "
+                          "them silently", job=job,
+                          fix=f"keep one of them, spelled `{name}` (in an override too, so that it replaces the base "
+                              "flag)")
+        if recipe.serve is None or job.serve is None:
+            continue
+        for index in job.serve.applied_overrides:
+            args = recipe.serve.overrides[index].args
+            removed = [k for k, v in args.items() if v is None or v is False]
+            for key, kept, name in adapter.unremoved_flags(job, removed):
+                yield ctx.hit("serve.duplicate-flag", recipe, ("serve", "overrides", index, "args", key),
+                              f"`{key}: {args[key]}` removes nothing: {adapter.name} reads it as `{name}`, which the "
+                              f"launch still sets as `{kept}`", job=job,
+                              fix=f"spell it `{kept}`, as the flag it removes is spelled")
+
+
 @rule("serve.flag-unknown", Severity.WARNING,
       "A serve flag the engine's parser is not known to define, one slip away from one it does (a typo)",
       "rename it to the flag the message names; if the flag is real and new, add it to the catalog's engine_flags.yaml",
@@ -80,17 +108,56 @@ def foreign_env(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("serve.launch-conflict", Severity.ERROR,
-      "A serve flag sets what the launch decides: the port, the bind address, the model path",
+      "A serve flag sets what the launch decides: the port, the bind address, the model path, the served model name",
       "delete the flag: the executor picks the port and polls it, the launch binds its address; serve a local "
-      "checkpoint with `serve.model-path`", None)
+      "checkpoint with `serve.model-path`, under the name `workload.served-model-name`",
+      None)
 def launch_conflict(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
         if job.engine is None:
             continue
-        for written in adapter_for(job).launch_conflicts(job):
+        for written, fix in adapter_for(job).launch_conflicts(job):
             yield ctx.hit("serve.launch-conflict", recipe, serve_arg_path(recipe, job, written),
                           f"`{written}` sets what the launch decides: the run would wait for a server where it is "
-                          "not, or benchmark another model under this job's name", job=job)
+                          "not, benchmark another model under this job's name, or ask for a model name the server "
+                          "does not answer to", job=job, fix=fix)
+
+
+@rule("serve.context-conflict", Severity.ERROR,
+      "A serve flag sets the engine's context length below what the job sends, or to no number of tokens",
+      "delete the flag (a fixed-seq-len launch renders isl + osl + 256), or set it at least that high",
+      "a recipe's --context-length 100 replaced the 576 an isl 256 / osl 64 job needs, and job.json said 576")
+def context_conflict(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.engines.base import token_count
+    from llmsweep.evals.context import serving_job
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, SIM.id):
+            continue
+        adapter = adapter_for(job)
+        launched = serving_job(job)
+        given = adapter.recipe_context(launched)
+        if given is None:
+            continue
+        written, value = given
+        path = serve_arg_path(recipe, job, written)
+        count = token_count(value)
+        if count is None:
+            yield ctx.hit("serve.context-conflict", recipe, path,
+                          f"`{written}: {value}` is not a whole number of tokens: llmsweep cannot check it against "
+                          "what the job sends, nor record the context the launch runs with", job=job,
+                          fix=f"write `{written}` as a whole number of tokens, e.g. `{written}: 8192`")
+            continue
+        need = launched.max_model_len if launched.scenario is ScenarioId.FIXED_SEQ_LEN else None
+        if need is None or count >= need:
+            continue
+        sends = (f"isl {launched.isl} + osl {launched.osl}" if launched.isl is not None and launched.osl is not None
+                 else "its requests")
+        yield ctx.hit("serve.context-conflict", recipe, path,
+                      f"`{written}: {count}` sets {adapter.name}'s context length below the {need} tokens this job's "
+                      f"launch needs ({sends}, with room for the chat template and the length range): requests "
+                      f"longer than {count} tokens would be refused", job=job,
+                      fix=f"delete `{written}` (the launch renders {need}), or set it to at least {need}")
 
 
 def _conflicts(job: Job, kind: str = "parallel") -> list[Conflict]:

@@ -76,6 +76,8 @@ def _mem_fraction(job: Job) -> float:
       "raise tp (or mem-fraction-static / gpu-memory-utilization), or serve a smaller precision",
       "catalog models × hardware (weights at the recipe's precision, KV per token per GPU)")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.engines import launched_job
+
     for job, recipe in ctx.job_pairs():
         if job.multinode or job.tp is None or job.sku is None:
             continue
@@ -85,7 +87,8 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
             continue
         try:
             weights = model.weight_bytes(job.precision) / job.gpus
-            tokens = min(model.native_context, job.max_model_len or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
+            context = launched_job(job).max_model_len  # a recipe's context flag, else the derived isl + osl + 256
+            tokens = min(model.native_context, context or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
             kv = model.kv_bytes_per_token_per_gpu("bf16", job.tp) * tokens
         except LlmsweepError:
             continue

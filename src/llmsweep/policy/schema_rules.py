@@ -60,6 +60,9 @@ SCHEMA_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     ("schema.scenario-empty", E, "At least one scenario", "add a scenario", "InferenceX validation.py"),
     ("schema.override-when", E, "An override `when` that can never match", "use a listed value", None),
     ("schema.serve-flag", E, "An engine argument that is not a flag", "write `--flag`", None),
+    ("schema.argv-value", E, "A value the launch writes as a word of the engine's command line (the model, "
+     "model-path, load-format, draft-model, served-model-name, a flag's value) begins with `-`: the engine would "
+     "read it as a flag", "write the value without the leading `-` (a path as `./-name`)", None),
     ("schema.env-name", E, "An environment variable name that is not `[A-Za-z_][A-Za-z0-9_]*` (it reaches shells)",
      "rename the variable", None),
     ("schema.secret-arg", E, "A credential written as an engine argument (`--api-key`, `--hf-token`, an `hf_…` value)",

@@ -32,7 +32,7 @@ from llmsweep.spec.components import (
 )
 from llmsweep.spec.engines import resolve_engine
 from llmsweep.spec.rule_error import rule_error
-from llmsweep.spec.serve import Serve
+from llmsweep.spec.serve import Serve, check_argv_value
 from llmsweep.spec.source import SourceMap, parse_path, render_path
 from llmsweep.spec.workload import WorkloadSpec
 
@@ -323,6 +323,12 @@ class Recipe(StrictInput):
     @classmethod
     def _tagged_image(cls, image: str) -> str:
         return check_image(image)
+
+    @field_validator("model")
+    @classmethod
+    def _model_not_a_flag(cls, model: str) -> str:
+        return check_argv_value(model, fix="write the Hugging Face id (`org/name`) or the launcher's alias; serve a "
+                                           "local checkpoint with `serve.model-path`")
 
     @field_validator("precision")
     @classmethod

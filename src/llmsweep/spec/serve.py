@@ -61,9 +61,45 @@ FLAG_NAME = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_.-]*|-[A-Za-z][A-Za-z0-9]*)(=.
 `=value` as argparse accepts it (the engine adapter splits the value off, and it is quoted wherever it is written)."""
 
 
+NEGATIVE_NUMBER = re.compile(r"-\d+|-\d*\.\d+")
+"""A word argparse reads as a value although it begins with `-` (its `_negative_number_matcher`): `-1`, `-0.5`."""
+
+
 def _printable(text: str) -> str:
     """The name as a finding prints it: repr-escaped, so a newline or escape code in a hostile name stays visible."""
     return repr(text)[1:-1] if not text.isprintable() else text
+
+
+def reads_as_flag(word: str) -> bool:
+    """True when an engine's parser would take `word` for a flag, wherever it stands on the command line: it begins
+    with `-` and is not a negative number. argparse (vLLM, SGLang, ATOM) and click (trtllm-serve) stop a flag's values
+    and a positional argument at such a word and parse it as a flag of its own."""
+    return word.startswith("-") and not NEGATIVE_NUMBER.fullmatch(word)
+
+
+def check_argv_value(value: str, *, field: str | None = None, fix: str | None = None) -> str:
+    """Raise the `schema.argv-value` rule error when `value`, which a launch writes as a word of the engine's command
+    line (the model, a path, a flag's value), would be read there as a flag: `model-path: --trust-remote-code` would
+    reach `vllm serve` as that flag, past every check on `serve.args`."""
+    if reads_as_flag(value):
+        raise rule_error(
+            "argv-value",
+            f"`{_printable(value)}` begins with `-`: it is written on the engine's command line as a word of its own, "
+            "where the engine would read it as a flag, not as this value",
+            field=field,
+            fix=fix or "write the value without the leading `-` (a path as `./-name` or an absolute path); engine "
+                       "flags go under `serve.args`",
+        )
+    return value
+
+
+def _argv_words(value: ArgValue) -> list[str]:
+    """The words `value` becomes on the command line (a mapping is one JSON word, which begins with `{`)."""
+    if isinstance(value, bool) or value is None or isinstance(value, dict):
+        return []
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [str(value)]
 
 
 def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
@@ -102,6 +138,12 @@ def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
                 field=flag,
                 fix="spell the flag as the engine's --help does; put values under the flag, never in its name",
             )
+    for flag, value in args.items():
+        name, inline, written = flag.partition("=")
+        for word in [written] if inline else _argv_words(value):
+            check_argv_value(word, field=flag, fix=f"give `{_printable(name)}` a value that does not begin with `-` "
+                                                   "(a path as `./-name`); a flag goes under `serve.args` as its own "
+                                                   "key")
     return args
 
 
@@ -210,6 +252,11 @@ class SpecDecoding(StrictInput):
         "InferenceX asks such recipes to cite their AL source.",
     )
 
+    @field_validator("draft_model", mode="after")
+    @classmethod
+    def _draft_not_a_flag(cls, value: str | None) -> str | None:
+        return value if value is None else check_argv_value(value)
+
     @field_validator("thinking", mode="before")
     @classmethod
     def _yaml_on_off(cls, value: Any) -> Any:
@@ -282,6 +329,11 @@ class ServeCore(StrictInput):
     def _flags(cls, args: dict[str, ArgValue]) -> dict[str, ArgValue]:
         _check_secret_args(_check_args(args))
         return args
+
+    @field_validator("model_path", "load_format", mode="after")
+    @classmethod
+    def _not_a_flag(cls, value: str | None) -> str | None:
+        return value if value is None else check_argv_value(value)
 
     @field_validator("env", mode="before")
     @classmethod

@@ -10,10 +10,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from llmsweep.spec.components import StrictInput
 from llmsweep.spec.rule_error import rule_error
+from llmsweep.spec.serve import check_argv_value
 
 
 class ScenarioId(StrEnum):
@@ -135,6 +136,11 @@ class WorkloadSpec(StrictInput):
         description="Wrap prompts in the chat template (fixed-length default: on when spec-decoding is on).",
     )
     seed: int | None = Field(default=None, description="Client random seed (default 42, as AgentX).")
+
+    @field_validator("served_model_name", mode="after")
+    @classmethod
+    def _served_name_not_a_flag(cls, value: str | None) -> str | None:
+        return value if value is None else check_argv_value(value)
 
     @model_validator(mode="after")
     def _one_prompt_count(self) -> WorkloadSpec:

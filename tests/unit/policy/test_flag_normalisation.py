@@ -86,3 +86,63 @@ def test_unsupported_flag_written_with_equals_is_caught_at_its_line(tmp_path: Pa
     text = VLLM + "      --mem_fraction_static=0.8: true\n"
     (hit,) = [f for f in _findings(tmp_path, text) if f.rule == "serve.unsupported-arg"]
     assert "--gpu-memory-utilization" in (hit.fix or "") and hit.line == VLLM.count("\n") + 1
+
+
+SGLANG = """k:
+  image: lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730
+  model: Qwen/Qwen3.5-397B-A17B-FP8
+  model-prefix: qwen3.5
+  runner: mi300x
+  precision: fp8
+  framework: sglang
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 1024
+      osl: 1024
+      search-space:
+      - { tp: 8, conc-list: [4] }
+  serve:
+    engine: { name: ENGINE }
+"""
+
+
+@pytest.mark.parametrize(("engine", "serve", "pair"), [
+    ("sglang", "  args: {--mem-fraction-static: 0.8, --mem-frac: 0.7}", ("--mem-fraction-static", "--mem-frac")),
+    ("sglang", "  args: {--mem-fraction-static: 0.8, --mem_fraction_static: 0.7}",
+     ("--mem-fraction-static", "--mem_fraction_static")),
+    ("sglang", "  args: {'--chunked-prefill-size=4096': true, --chunked-prefill: 8192}",
+     ("--chunked-prefill-size=4096", "--chunked-prefill")),
+    ("vllm", "  args: {--max-num-seqs: 8, --max-num-s: 16}", ("--max-num-seqs", "--max-num-s")),
+    ("trtllm", "  args: {--max_batch_size: 8, --max-batch-size: 16}", ("--max_batch_size", "--max-batch-size")),
+    ("sglang", "  args: {--mem-fraction-static: 0.8}\n    overrides:\n    - when: {tp: 8}\n"
+               "      args: {--mem-frac: 0.7}", ("--mem-fraction-static", "--mem-frac")),
+])
+def test_one_flag_given_in_two_spellings_is_refused_naming_both(tmp_path: Path, engine: str, serve: str,
+                                                                pair: tuple[str, str]) -> None:
+    """The engine's parser reads both as one flag and takes the last silently: the other value never runs (an
+    override that spells a base flag another way adds it rather than replacing it)."""
+    text = SGLANG.replace("ENGINE", engine) + f"  {serve}\n"
+    hits = [f for f in _findings(tmp_path, text) if f.rule == "serve.duplicate-flag"]
+    assert len(hits) == 1 and hits[0].is_error, [f.render() for f in hits]
+    assert f"`{pair[0]}` and `{pair[1]}`" in hits[0].message and hits[0].fix
+    assert hits[0].path is not None and hits[0].path.endswith(f".args.{pair[1]}")
+    assert ("overrides" in hits[0].path) == ("overrides" in serve)
+
+
+def test_distinct_flags_and_vllm_dotted_sub_keys_are_not_duplicates(tmp_path: Path) -> None:
+    text = SGLANG.replace("ENGINE", "vllm") + ("    args: {--compilation-config.level: 3, "
+                                                "--compilation-config.cudagraph_mode: FULL, --max-num-seqs: 8, "
+                                                "--max-num-batched-tokens: 8192}\n")
+    assert not [f for f in _findings(tmp_path, text) if f.rule == "serve.duplicate-flag"]
+
+
+def test_an_override_that_removes_a_flag_spelled_another_way_is_refused(tmp_path: Path) -> None:
+    """`--mem_fraction_static: null` in an override removed nothing: the base's `--mem-fraction-static` stayed."""
+    text = SGLANG.replace("ENGINE", "sglang") + ("    args: {--mem-fraction-static: 0.8}\n    overrides:\n"
+                                                 "    - when: {tp: 8}\n      args: {--mem_fraction_static: null}\n")
+    (hit,) = [f for f in _findings(tmp_path, text) if f.rule == "serve.duplicate-flag"]
+    assert "removes nothing" in hit.message and "`--mem-fraction-static`" in hit.message
+    assert hit.path is not None and hit.path.endswith("overrides[0].args.--mem_fraction_static")
+    same = text.replace("--mem_fraction_static: null", "--mem-fraction-static: null")
+    assert not [f for f in _findings(tmp_path, same) if f.rule == "serve.duplicate-flag"]

@@ -78,6 +78,24 @@ def test_every_flag_the_launch_decides_is_refused_from_serve_args(tmp_path: Path
     assert hits and hits[0].line == 20 and hits[0].is_error, flag
 
 
+@pytest.mark.parametrize(("engine", "flag"), [
+    *((engine, flag) for engine in ("sglang", "vllm", "atom", "sim")
+      for flag in ("--served-model-name: foo", "--served_model_name: foo")),
+    *((engine, "--served-model-na: foo") for engine in ("sglang", "vllm", "atom")),  # argparse's unique prefix
+])
+def test_a_served_model_name_flag_is_refused_with_the_workload_field_as_its_fix(tmp_path: Path, engine: str,
+                                                                                 flag: str) -> None:
+    """`--served-model-name: foo` replaced the launch's own while the client asked for the workload's name (the model
+    id): HTTP 404 on every request. In any spelling the engine's parser resolves to it, it is the launch's."""
+    text = (CORPUS / "serve.launch-conflict.yaml").read_text(encoding="utf-8").replace("--port: 1234", flag)
+    text = text.replace("  serve:\n", f"  serve:\n    engine: {{ name: {engine} }}\n")
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text, encoding="utf-8")
+    hits = [f for f in validate_files([path]).findings if f.rule == "serve.launch-conflict"]
+    assert hits and hits[0].line == 21 and hits[0].is_error, (engine, flag)
+    assert hits[0].fix is not None and "workload.served-model-name" in hits[0].fix
+
+
 @pytest.mark.parametrize(("flag", "typo"), [("--mem-fraction-static: 0.75", False), ("--mem-fraction: 0.75", False),
                                             ("--chunked-prefil-size: 8192", True), ("--tp-size: 8", False),
                                             ("--enable-hierarchical-cach: true", False),

@@ -1,0 +1,99 @@
+"""A recipe flag that sets the engine's context length is read as the engine's parser reads it, refused below what the
+job sends, and what the launch then runs is what job.json records.
+
+`serve.args: {--context-length: 100}` on an isl 256 / osl 64 SGLang job validated clean, replaced the adapter's
+`--context-length 576` and left job.json saying max-model-len 576 (vLLM's `--max-model-len: 100` likewise)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from llmsweep import engines
+from llmsweep.engines import launched_job
+from llmsweep.plan import Job
+from llmsweep.policy import validate_files
+
+RECIPE = """k:
+  image: IMAGE
+  model: Qwen/Qwen3.5-397B-A17B-FP8
+  model-prefix: qwen3.5
+  runner: mi300x
+  precision: fp8
+  framework: sglang
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 256
+      osl: 64
+      search-space:
+      - { tp: 8, conc-list: [4] }
+  serve:
+    engine: { name: ENGINE }
+    args: ARGS
+"""
+IMAGES = {"sglang": "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730", "vllm": "vllm/vllm-openai:v0.26.0",
+          "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:1.2.0", "atom": "rocm/atom:v0.1.0"}
+NEED = 256 + 64 + 256
+
+
+def _text(engine: str, args: str) -> str:
+    return RECIPE.replace("IMAGE", IMAGES[engine]).replace("ENGINE", engine).replace("ARGS", args)
+
+
+def _context_hits(tmp_path: Path, engine: str, args: str) -> list:
+    path = tmp_path / "r.yaml"
+    path.write_text(_text(engine, args), encoding="utf-8")
+    return [f for f in validate_files([path]).findings if f.rule == "serve.context-conflict"]
+
+
+@pytest.mark.parametrize(("engine", "flag"), [
+    ("sglang", "--context-length"), ("sglang", "--max-model-len"), ("sglang", "--context-len"),
+    ("vllm", "--max-model-len"), ("vllm", "--max-model"), ("vllm", "--max_model_len"),
+    ("trtllm", "--max_seq_len"), ("trtllm", "--max-seq-len"), ("atom", "--max-model-len"),
+])
+def test_a_context_below_what_the_job_sends_is_refused_in_every_spelling(tmp_path: Path, engine: str,
+                                                                         flag: str) -> None:
+    (hit,) = _context_hits(tmp_path, engine, f"{{{flag}: 100}}")
+    assert hit.is_error and f"`{flag}: 100`" in hit.message and str(NEED) in hit.message
+    assert hit.fix is not None and str(NEED) in hit.fix and hit.line == RECIPE.count("\n")
+
+
+@pytest.mark.parametrize("args", [f"{{--max-model-len: {NEED}}}", "{--max-model-len: 8192}", "{}"])
+def test_a_context_at_least_what_the_job_needs_passes(tmp_path: Path, args: str) -> None:
+    assert not _context_hits(tmp_path, "vllm", args)
+
+
+def test_a_context_that_is_no_number_of_tokens_is_refused(tmp_path: Path) -> None:
+    (hit,) = _context_hits(tmp_path, "vllm", "{--max-model-len: 8k}")
+    assert "not a whole number of tokens" in hit.message
+
+
+@pytest.mark.parametrize(("engine", "args", "flag", "context"), [
+    ("sglang", "{--context-length: 100}", "--context-length", 100),
+    ("sglang", "{--max-model-len: 8192}", "--max-model-len", 8192),
+    ("vllm", "{--max-model: 8192}", "--max-model", 8192),
+    ("trtllm", "{--max-seq-len: 4096}", "--max-seq-len", 4096),
+    ("vllm", "{}", "--max-model-len", NEED),
+])
+def test_the_job_as_launched_records_the_context_the_launch_runs_with(
+        plan: Callable[[str], list[Job]], engine: str, args: str, flag: str, context: int) -> None:
+    """job.json is written from `launched_job`: its max-model-len is the value on the command line, which carries
+    one context flag (the recipe's replaces the derived one)."""
+    (job,) = plan(_text(engine, args))
+    assert launched_job(job).max_model_len == context
+    argv = engines.render(job).argv
+    adapter = engines.get_adapter(engine)
+    flags = [a for a in argv if a.startswith("--") and adapter.canonical(a) == adapter.canonical(flag)]
+    assert flags == [flag] and argv[argv.index(flag) + 1] == str(context)
+
+
+def test_the_hbm_fit_check_asks_room_for_the_context_the_launch_runs_with(tmp_path: Path) -> None:
+    """`resources.hbm-fit` sized one request's KV at the derived 576 tokens while the recipe's flag ran 131,072."""
+    text = _text("sglang", "{--context-length: 131072}").replace("tp: 8", "tp: 2")
+    path = tmp_path / "r.yaml"
+    path.write_text(text, encoding="utf-8")
+    (hit,) = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
+    assert "(131072 tokens)" in hit.message
