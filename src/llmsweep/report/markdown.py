@@ -100,8 +100,10 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
             p = by_id[pid]
             m = p["metrics"]
             reused_from = f" (reused from run `{p['reused']['run_id']}`)" if p["reused"] else ""
+            repeats = p.get("repeats")
+            mean_of = f" (mean of {repeats['n']} repeats)" if repeats else ""
             lines.append(_row([s["label"], m["conc"], p["topology"], *(c.cell(m[c.name]) for c in shown),
-                               p["verdict"] + marks(p) + reused_from]))
+                               p["verdict"] + marks(p) + reused_from + mean_of]))
     if notes:
         lines += ["", *(f"⚠{n} {w}" + ("  " if n < len(notes) else "") for w, n in notes.items())]
     if invalid:
