@@ -464,7 +464,10 @@ def _print_comparison(comp: Any) -> None:
     for title, pts in (("only in A", comp.only_a), ("only in B", comp.only_b)):
         if pts:
             con.print(f"{title}: " + ", ".join(p.job_id for p in pts))
+    refused: dict[str, list[str]] = {}  # one line per reason, naming every result it kept out
     for s in comp.skipped:
-        con.print(f"[red]not compared[/] {s.point.job_id}: {s.reason}")
+        refused.setdefault(s.reason, []).append(s.point.job_id)
+    for reason, jobs in refused.items():
+        con.print(f"[red]not compared[/] {', '.join(dict.fromkeys(jobs))}: {reason}")
     if not comp.matched:
         con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")

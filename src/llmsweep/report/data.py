@@ -354,6 +354,27 @@ def _estimated_acceptance(p: ResultPoint) -> float | None:
     return acceptance.value if acceptance is not None and acceptance.estimated else None
 
 
+def _shared(values: Sequence[str | None], what: str) -> str:
+    """` · <what>` of a series' points: said as one value when every point has it, else as the values its points
+    have and how many of them have one — never one point's value as the whole series'."""
+    said = sorted({v for v in values if v is not None})
+    if not said:
+        return ""
+    text = what.format(" / ".join(said))
+    have = sum(v is not None for v in values)
+    return f" · {text}" + ("" if have == len(values) else f" ({have} of {len(values)} points)")
+
+
+def series_notes(points: Sequence[ResultPoint]) -> str:
+    """What a series' label adds to its identity, from every point drawn in it (a run may hold several
+    configurations of one series, e.g. two MTP step counts): the acceptance length the simulator estimated
+    (`AL 3.39 est.`, its stand-in, not a measurement) and what it did not model (the plan's label, not the model's)."""
+    accepted = [f"{a:g}" if (a := _estimated_acceptance(p)) is not None else None for p in points]
+    unmodelled = [", ".join(p.summary.provenance.unmodelled)
+                  if p.summary is not None and p.summary.provenance.unmodelled else None for p in points]
+    return _shared(accepted, "AL {} est.") + _shared(unmodelled, "not modelled: {}")
+
+
 def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequence[ResultPoint] = (),
                   mix_sources: bool = False, details: bool = True, reused: Mapping[str, ResultPoint] | None = None,
                   reused_unread: str = "no results store was read") -> dict[str, Any]:
@@ -384,15 +405,14 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     frontiers_by_y = {y: compute_frontiers(everything, y_metric=y, series_of=keys) for y in Y_METRICS}
     frontiers = frontiers_by_y[Y_METRIC]
     series: dict[str, dict[str, Any]] = {}
+    members: dict[str, list[ResultPoint]] = {}
+    for p, _ in tagged:
+        members.setdefault(keys[p.result_id], []).append(p)
     for p, tag in tagged:
         sk = keys[p.result_id]
         if sk not in series:
             i = p.identity
-            label = series_label(p, mix_sources=mix_sources, tag=tag)
-            if (accepted := _estimated_acceptance(p)) is not None:  # the simulator's stand-in, not a measurement
-                label += f" · AL {accepted:g} est."
-            if p.summary is not None and p.summary.provenance.unmodelled:  # the plan's label, not the model's
-                label += f" · not modelled: {', '.join(p.summary.provenance.unmodelled)}"
+            label = series_label(p, mix_sources=mix_sources, tag=tag) + series_notes(members[sk])
             series[sk] = {"key": sk, "label": label,
                           "source": p.source,
                           "run": tag or run.run_id, "overlay": bool(tag),

@@ -225,6 +225,7 @@ def compare_points(
     rep_a, rep_b, hist = grouped(repeats_a), grouped(repeats_b), grouped(history)
     matched: list[PointComparison] = []
     skipped: list[Skipped] = []
+    notes: list[str] = []
     for k, pa in side_a.items():
         pb = side_b.get(k)
         if pb is None:
@@ -234,8 +235,11 @@ def compare_points(
             skipped.extend(Skipped(p, f"sources differ ({', '.join(sorted(sources))}); pass --mix-sources to compare")
                            for p in pa + pb)
             continue
-        runs_a = pa + [p for p in rep_a.get(k, []) if mix_sources or p.source in sources]
-        runs_b = pb + [p for p in rep_b.get(k, []) if mix_sources or p.source in sources]
+        if mixed := _mixed_configurations(pa, pb):
+            skipped.extend(Skipped(p, mixed) for p in pa + pb)
+            continue
+        runs_a = pa + _repeats_of(pa, rep_a.get(k, []), sources, mix_sources, "--repeats-from", notes)
+        runs_b = pb + _repeats_of(pb, rep_b.get(k, []), sources, mix_sources, "--b-repeats-from", notes)
         past = same_configuration(pa, hist.get(k, []))
         deltas = () if pa[0].eval_only else tuple(
             _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
@@ -245,7 +249,6 @@ def compare_points(
     matched.sort(key=lambda m: (m.a[0].identity.series_key(), m.a[0].identity.conc))
     only_a = tuple(p for k, ps in side_a.items() if k not in side_b for p in ps)
     only_b = tuple(p for k, ps in side_b.items() if k not in side_a for p in ps)
-    notes = []
     for m in matched:
         bad = [f"{side} {p.job_id} is {p.verdict} ({'; '.join(p.reasons) or 'no reason given'})"
                for side, runs in (("A", m.a), ("B", m.b)) for p in runs if not p.valid]
@@ -268,6 +271,41 @@ def compare_points(
                      "(re-run with --repeats, or pass --repeats-from)")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, seed, tuple(notes))
+
+
+def _mixed_configurations(pa: Sequence[ResultPoint], pb: Sequence[ResultPoint]) -> str:
+    """Why a matched point is not compared when a side holds results of more than one configuration of it
+    (`ResultPoint.configuration`: e.g. one recipe key at MTP K=3 and another at K=1, both at conc 8): they are not
+    repeats of one measurement, and pooled their mean would be neither configuration's and the gap between them
+    would pass for run-to-run noise. "" when each side holds one configuration."""
+    said = []
+    for side, points in (("A", pa), ("B", pb)):
+        configs: dict[str, ResultPoint] = {}
+        for p in points:
+            configs.setdefault(p.configuration, p)
+        if len(configs) > 1:
+            keys = [str(p.provenance.get("recipe_key") or "") for p in configs.values()]
+            named = (f"recipe keys {', '.join(keys)}" if all(keys) and len(set(keys)) == len(keys)
+                     else f"jobs {', '.join(p.job_id for p in configs.values())}")
+            said.append(f"{side} holds {len(configs)} configurations of this point ({named})")
+    if not said:
+        return ""
+    return " and ".join(said) + ": not repeats of one measurement, so not pooled and not compared"
+
+
+
+def _repeats_of(side: Sequence[ResultPoint], candidates: Sequence[ResultPoint], sources: set[str], mix_sources: bool,
+                flag: str, notes: list[str]) -> list[ResultPoint]:
+    """The results of `--repeats-from` (or `--b-repeats-from`) that repeat the side's point: of its source (unless
+    sources are mixed) and of its configuration; a note names those of another configuration, left out."""
+    config = side[0].configuration  # one configuration per side (`_mixed_configurations`)
+    usable = [p for p in candidates if mix_sources or p.source in sources]
+    other = [p for p in usable if p.configuration != config]
+    if other:
+        notes.append(f"{side[0].identity.series_label()} · conc {side[0].identity.conc}: {len(other)} result(s) of "
+                     f"{flag} ({', '.join(f'{p.run_id}/{p.job_id}' for p in other)}) ran another configuration than "
+                     f"{side[0].run_id}'s: not pooled as its repeats")
+    return [p for p in usable if p.configuration == config]
 
 
 def same_configuration(side_a: Sequence[ResultPoint], history: Iterable[ResultPoint]) -> list[ResultPoint]:

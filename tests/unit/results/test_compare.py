@@ -192,3 +192,23 @@ def test_a_disaggregated_point_names_its_topology_once(make_run) -> None:
     assert matched.label.count("P2x(tp8 ep8 dpa) D1x(tp8 ep1)") == 1, matched.label
     (plain,) = compare_points(a, a, resamples=10).matched
     assert " · tp" in plain.label  # an aggregated point still names its parallelism
+
+
+def test_a_side_holding_two_configurations_of_a_point_pools_neither(make_run) -> None:
+    """mixk: B ran one point (conc 8) under two recipe keys (MTP K=3 and K=1): their mean is neither configuration's
+    and the gap between them is no run-to-run noise, so the point is not compared and the reason names both."""
+    a = [_launched(p, "launch-k3") for p in points_from_run(make_run("a", concs=(8,), requests=120))]
+    k3 = [_launched(_scaled(p, "b", 1.0), "launch-k3") for p in a]
+    k1 = [dataclasses.replace(_launched(_scaled(p, "b", 0.7), "launch-k1"), job_id=f"{p.job_id}-k1",
+                              result_id=f"{p.result_id}-k1") for p in a]
+    comp = compare_points(a, [*k3, *k1], resamples=20)
+    assert comp.matched == ()
+    assert {s.point.result_id for s in comp.skipped} == {p.result_id for p in (*a, *k3, *k1)}
+    assert "B holds 2 configurations of this point" in comp.skipped[0].reason
+    (m,) = compare_points(a, k3, resamples=20).matched  # one configuration a side: compared
+    assert len(m.b) == 1
+    other = [_launched(_scaled(p, "a2", 1.0), "launch-k1") for p in a]  # --repeats-from of another configuration
+    same = [_launched(_scaled(p, "a3", 1.01), "launch-k3") for p in a]
+    comp = compare_points(a, k3, repeats_a=[*other, *same], resamples=20)
+    assert [p.run_id for p in comp.matched[0].a] == ["a", "a3"]
+    assert any("ran another configuration" in n and "a2/" in n for n in comp.notes)
