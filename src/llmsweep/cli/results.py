@@ -386,7 +386,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     change an improvement or a regression; `--baseline A --format markdown` gives a pull request's verdict.
     """
     from llmsweep.results.compare import compare_points
-    from llmsweep.results.sides import history_from_store, resolve_points
+    from llmsweep.results.sides import history_from_store, resolve_points, run_started
 
     expected = 1 if baseline is not None else 2
     if len(runs) != expected:
@@ -400,7 +400,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         ra = [p for ref in repeats_a for p in resolve_points(ref, store)[1]]
         rb = [p for ref in repeats_b for p in resolve_points(ref, store)[1]]
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
-        history = [] if no_history else history_from_store(store, used)
+        starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
+        history = [] if no_history else history_from_store(store, used, max(starts, default=None))
         success, reused = (_success(b, label_b, pb, store) if fmt == "markdown" or baseline is not None
                            else (None, frozenset[str]()))
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,

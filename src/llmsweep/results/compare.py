@@ -226,6 +226,7 @@ def compare_points(
     matched: list[PointComparison] = []
     skipped: list[Skipped] = []
     notes: list[str] = []
+    replayed = 0  # virtual-time results that repeat another's configuration and seed: one sample, counted once
     for k, pa in side_a.items():
         pb = side_b.get(k)
         if pb is None:
@@ -238,9 +239,12 @@ def compare_points(
         if mixed := _mixed_configurations(pa, pb):
             skipped.extend(Skipped(p, mixed) for p in pa + pb)
             continue
-        runs_a = pa + _repeats_of(pa, rep_a.get(k, []), sources, mix_sources, "--repeats-from", notes)
-        runs_b = pb + _repeats_of(pb, rep_b.get(k, []), sources, mix_sources, "--b-repeats-from", notes)
-        past = same_configuration(pa, hist.get(k, []))
+        every_a = pa + _repeats_of(pa, rep_a.get(k, []), sources, mix_sources, "--repeats-from", notes)
+        every_b = pb + _repeats_of(pb, rep_b.get(k, []), sources, mix_sources, "--b-repeats-from", notes)
+        every_past = same_configuration(pa, hist.get(k, []))
+        runs_a, runs_b = distinct_samples(every_a), distinct_samples(every_b)
+        past = distinct_samples([*runs_a, *every_past])[len(runs_a):]
+        replayed += len(every_a) + len(every_b) + len(every_past) - len(runs_a) - len(runs_b) - len(past)
         deltas = () if pa[0].eval_only else tuple(
             _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
@@ -266,6 +270,10 @@ def compare_points(
                      "the live path's client and transport, not only a change of configuration")
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
+    if replayed:
+        notes.append(f"{replayed} virtual-time result(s) ran a configuration and seed another compared result ran: "
+                     "the simulator's core is deterministic, so each is that result again, counted once (a repeat "
+                     "draws its own sample: `run --repeats`, or another workload seed)")
     if not any(m.deltas and any(d.band and d.band.kind == "between-run" for d in m.deltas) for m in matched):
         notes.append("no repeats: bands are within-run only, so no change is called a regression or improvement "
                      "(re-run with --repeats, or pass --repeats-from)")
@@ -292,6 +300,31 @@ def _mixed_configurations(pa: Sequence[ResultPoint], pb: Sequence[ResultPoint]) 
         return ""
     return " and ".join(said) + ": not repeats of one measurement, so not pooled and not compared"
 
+
+
+def sample_key(point: ResultPoint) -> tuple[str, str, str] | None:
+    """What decides a virtual-time result: its configuration, its workload seed and its job id (a job's seed mixes
+    in its id, `workload.scenario.Scenario.seed`). The simulator's core in virtual time is deterministic, so two
+    results with one key are the same numbers: one sample of run-to-run variance, not two. None for a wall-clock
+    result (every run is a sample of its own) or one that records no configuration."""
+    configuration = point.configuration
+    if point.clock != "virtual" or not configuration:
+        return None
+    return configuration, str(point.provenance.get("seed")), point.job_id
+
+
+def distinct_samples(points: Sequence[ResultPoint]) -> list[ResultPoint]:
+    """`points` with each virtual-time sample once (`sample_key`: its first result kept), in order."""
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for p in points:
+        key = sample_key(p)
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(p)
+    return out
 
 
 def _repeats_of(side: Sequence[ResultPoint], candidates: Sequence[ResultPoint], sources: set[str], mix_sources: bool,
