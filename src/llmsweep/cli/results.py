@@ -445,11 +445,16 @@ def _print_comparison(comp: Any) -> None:
     from llmsweep.report.markdown import VERDICT_MARK, delta_cell
 
     con = table_console()
+    if any(comp.sides):  # the sides' figures differ in kind (--mix-sources, virtual vs wall-clock time): say which
+        for which in ("a", "b"):
+            label, what = comp.side(which)
+            con.print(f"{which.upper()}: {plain(label)} — {what}")
     for note in comp.notes:
         con.print(f"[yellow]note:[/] {note}")
     for pc in comp.matched:
         table = Table(title=f"{pc.label}  (runs A {len(pc.a)}, B {len(pc.b)}, history {pc.history})")
-        for col in ("metric", "A", "B", "Δ ± band", "verdict"):
+        for col in ("metric", f"A{f' ({comp.sides[0]})' if comp.sides[0] else ''}",
+                    f"B{f' ({comp.sides[1]})' if comp.sides[1] else ''}", "Δ ± band", "verdict"):
             table.add_column(col)
         for d in pc.deltas:  # A, B and the delta as every table shows the metric (the unit in its name)
             hot = HOT_BY_NAME[d.metric]
@@ -470,5 +475,7 @@ def _print_comparison(comp: Any) -> None:
         refused.setdefault(s.reason, []).append(s.point.job_id)
     for reason, jobs in refused.items():
         con.print(f"[red]not compared[/] {', '.join(dict.fromkeys(jobs))}: {reason}")
-    if not comp.matched:
+    if not comp.matched and not comp.skipped:  # points that matched and were refused are said above, with why
         con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")
+    elif not comp.matched:
+        con.print("[red]nothing compared[/]: every point that matches was left out, for the reason(s) above")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llmsweep.errors import ConfigError
+from llmsweep.metrics.model import source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, within_run_band
 from llmsweep.results.identity import TOPOLOGY_FIELDS
@@ -125,6 +126,13 @@ class Comparison:
     mix_sources: bool = False
     seed: int = 0
     notes: tuple[str, ...] = field(default=())
+    sides: tuple[str, str] = ("", "")
+    """What each side's compared figures are (`simulated, virtual time`, `measured, wall-clock time`), when the two
+    sides differ in it (`--mix-sources`, or a virtual-time run against a live one); ("", "") when they do not."""
+
+    def side(self, which: Literal["a", "b"]) -> tuple[str, str]:
+        """(label, what its figures are — "" unless the sides differ in it) of side A or B."""
+        return (self.label_a, self.sides[0]) if which == "a" else (self.label_b, self.sides[1])
 
     @property
     def regressions(self) -> list[tuple[PointComparison, MetricDelta | EvalDelta]]:
@@ -139,6 +147,7 @@ class Comparison:
 
         return {
             "a": self.label_a, "b": self.label_b, "seed": self.seed, "mix_sources": self.mix_sources,
+            "sides": {"a": self.sides[0] or None, "b": self.sides[1] or None},
             "ignored_fields": list(self.ignored_fields), "notes": list(self.notes),
             "matched": [{"key": m.key, "label": m.label, "identity": m.a[0].identity.as_dict(),
                          "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b], "history_runs": m.history,
@@ -274,11 +283,15 @@ def compare_points(
         notes.append(f"{replayed} virtual-time result(s) ran a configuration and seed another compared result ran: "
                      "the simulator's core is deterministic, so each is that result again, counted once (a repeat "
                      "draws its own sample: `run --repeats`, or another workload seed)")
-    if not any(m.deltas and any(d.band and d.band.kind == "between-run" for d in m.deltas) for m in matched):
+    compared = [m for m in matched if m.deltas]
+    if compared and all(len(m.a) + len(m.past) < 2 and len(m.b) < 2 for m in compared):  # said only when true
         notes.append("no repeats: bands are within-run only, so no change is called a regression or improvement "
                      "(re-run with --repeats, or pass --repeats-from)")
+    words_a = sorted({source_words(p.source, p.clock) for m in matched for p in m.a})
+    words_b = sorted({source_words(p.source, p.clock) for m in matched for p in m.b})
+    sides = (" and ".join(words_a), " and ".join(words_b)) if words_a != words_b else ("", "")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
-                      mix_sources, seed, tuple(notes))
+                      mix_sources, seed, tuple(notes), sides)
 
 
 def _mixed_configurations(pa: Sequence[ResultPoint], pb: Sequence[ResultPoint]) -> str:
