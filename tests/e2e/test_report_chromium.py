@@ -594,3 +594,28 @@ def test_a_run_that_reused_every_job_says_so_in_one_banner_line(driver, tmp_path
     assert "3 job(s) not run" in banner.text and "measured now" not in banner.text, banner.text
     (line,) = banner.find_elements(By.CSS_SELECTOR, "ul.reasons li")
     assert line.get_attribute("data-count") == "3" and "reused the valid result of run earlier-run" in line.text
+
+
+def test_a_point_measured_with_repeats_is_drawn_once_as_their_mean(driver, tmp_path: Path) -> None:
+    """`run --repeats 2` on the simulator: each point is one marker, the mean of its two repeats, and its tooltip and
+    drill-down say so (the frontier never picks the luckier repeat)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    from test_run_support import RECIPES, cli_env, run_cli
+
+    out = tmp_path / "run"
+    proc = run_cli([RECIPES / "fixed-sim.yaml", "--repeats", "2", "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    drv = driver
+    _open(drv, write_report(out, tmp_path / "report", png=False).html)
+    markers = drv.find_elements(By.CSS_SELECTOR, "#chart .marker")
+    assert len(markers) == 2  # conc 2 and 4, not four results
+    ActionChains(drv).move_to_element(markers[0]).perform()
+    assert "mean of 2 repeats" in drv.find_element(By.ID, "tooltip").text
+    drv.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", markers[0])
+    drill = drv.find_element(By.ID, "drilldown")
+    WebDriverWait(drv, 10).until(lambda d: drill.is_displayed())
+    note = drv.find_element(By.ID, "repeats-note").text
+    assert "mean of 2 repeats" in note and "-repeat2" in note
+    assert _errors(drv) == []
