@@ -14,7 +14,7 @@ Verdicts per metric:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -315,20 +315,24 @@ def _mixed_configurations(pa: Sequence[ResultPoint], pb: Sequence[ResultPoint]) 
 
 
 
-def sample_key(point: ResultPoint) -> tuple[str, str, str] | None:
-    """What decides a virtual-time result: its configuration, its workload seed and its job id (a job's seed mixes
-    in its id, `workload.scenario.Scenario.seed`). The simulator's core in virtual time is deterministic, so two
-    results with one key are the same numbers: one sample of run-to-run variance, not two. None for a wall-clock
-    result (every run is a sample of its own) or one that records no configuration."""
+def sample_key(point: ResultPoint) -> tuple[str, str] | None:
+    """What decides a virtual-time result: its configuration and the seed its workload sampled with — the one its
+    provenance's workload records, else the run's seed with the job's id (a job's seed mixes in its id,
+    `workload.scenario.Scenario.seed`). The simulator's core in virtual time is deterministic, so two results with
+    one key are the same numbers: one sample of run-to-run variance, not two. None for a wall-clock result (every
+    run is a sample of its own) or one that records no configuration."""
     configuration = point.configuration
     if point.clock != "virtual" or not configuration:
         return None
-    return configuration, str(point.provenance.get("seed")), point.job_id
+    workload = point.provenance.get("workload")
+    seed = workload.get("seed") if isinstance(workload, Mapping) else None
+    return configuration, (f"workload-seed={seed}" if seed is not None
+                           else f"seed={point.provenance.get('seed')}|job={point.job_id}")
 
 
 def distinct_samples(points: Sequence[ResultPoint]) -> list[ResultPoint]:
     """`points` with each virtual-time sample once (`sample_key`: its first result kept), in order."""
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, str]] = set()
     out = []
     for p in points:
         key = sample_key(p)

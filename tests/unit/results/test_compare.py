@@ -234,6 +234,14 @@ def test_virtual_time_reruns_of_one_configuration_and_seed_are_one_sample(make_r
     other_seed = rerun("seed7", 7)
     (m,) = compare_points(a, b, history=[*same_seed, *other_seed], resamples=20).matched
     assert [p.run_id for p in m.past] == ["seed7"]
+    # the seed the workload sampled with, as provenance records it, decides (the run's seed with the job id if not)
+    def sampled(points: list[ResultPoint], run_id: str, seed: int) -> list[ResultPoint]:
+        return [dataclasses.replace(p, run_id=run_id, result_id=f"{p.result_id}-{run_id}",
+                                    provenance={**p.provenance, "workload": {"seed": seed}}) for p in points]
+
+    recorded = sampled(a, "a", 5)
+    (m,) = compare_points(recorded, b, history=[*sampled(a, "h5", 5), *sampled(a, "h6", 6)], resamples=20).matched
+    assert [p.run_id for p in m.past] == ["h6"]
     wall = [_launched(p) for p in a]  # in wall-clock time every run is a sample of its own
     (m,) = compare_points(wall, b, history=[_scaled(p, "w2", 1.0) for p in wall], resamples=20).matched
     assert m.history == 1
