@@ -210,7 +210,9 @@ def compare_points(
     `repeats_a`/`repeats_b` are further runs of the same points on each side; `history` holds earlier stored runs of
     A's points (e.g. from the store) that inform run-to-run variance only, as repeats of the baseline: only the valid
     ones of the same configuration as A's (`same_configuration`) count, and each comparison names them (`past`).
-    Points in A or B that share a key within one side (in-run repeats) are repeats too.
+    Points in A or B that share a key and a configuration within one side (in-run repeats) are repeats too; a side
+    holding two configurations of one point pools neither (`_mixed_configurations`). In virtual time, results of one
+    configuration and seed count once (`distinct_samples`).
     """
     ignored = frozenset(ignore)
     if topology := sorted(ignored & set(TOPOLOGY_FIELDS)):
@@ -312,7 +314,6 @@ def _mixed_configurations(pa: Sequence[ResultPoint], pb: Sequence[ResultPoint]) 
     if not said:
         return ""
     return " and ".join(said) + ": not repeats of one measurement, so not pooled and not compared"
-
 
 
 def sample_key(point: ResultPoint) -> tuple[str, str] | None:
