@@ -620,3 +620,28 @@ def test_the_drill_down_of_a_point_whose_records_are_cut_short_says_they_are_inc
         if incomplete:
             assert "records.jsonl is incomplete: 1 line(s) not JSON" in notes[0].text
     assert not _errors(drv)
+
+
+def test_a_point_measured_with_repeats_is_drawn_once_as_their_mean(driver, tmp_path: Path) -> None:
+    """`run --repeats 2` on the simulator: each point is one marker, the mean of its two repeats, and its tooltip and
+    drill-down say so (the frontier never picks the luckier repeat)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    from test_run_support import RECIPES, cli_env, run_cli
+
+    out = tmp_path / "run"
+    proc = run_cli([RECIPES / "fixed-sim.yaml", "--repeats", "2", "--out", out], cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    drv = driver
+    _open(drv, write_report(out, tmp_path / "report", png=False).html)
+    markers = drv.find_elements(By.CSS_SELECTOR, "#chart .marker")
+    assert len(markers) == 2  # conc 2 and 4, not four results
+    ActionChains(drv).move_to_element(markers[0]).perform()
+    assert "mean of 2 repeats" in drv.find_element(By.ID, "tooltip").text
+    drv.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", markers[0])
+    drill = drv.find_element(By.ID, "drilldown")
+    WebDriverWait(drv, 10).until(lambda d: drill.is_displayed())
+    note = drv.find_element(By.ID, "repeats-note").text
+    assert "mean of 2 repeats" in note and "-repeat2" in note
+    assert _errors(drv) == []

@@ -255,11 +255,15 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         from llmsweep.results.rundir import load_run
 
         meta = load_run(run_id).meta
+    from llmsweep.results.repeats import combine_repeats
+
+    groups = {r.point.result_id: r for r in combine_repeats(points)}  # a point measured N times is one point
+    points = [r.point for r in groups.values()]
     fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], mix_sources=mix_sources)[x_axis]
     by_id = {p.result_id: p for p in points}
     doc: dict[str, list[dict[str, Any]]] = {
         series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
-                  "y": by_id[i].metric("tput_per_gpu")} for i in ids]
+                  "y": by_id[i].metric("tput_per_gpu"), "repeats": groups[i].as_dict()} for i in ids]
         for series, ids in fronts.items()}
     from llmsweep.metrics.registry import HOT_BY_NAME
     from llmsweep.results.frontier import series_key, series_label
@@ -290,8 +294,9 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     click.echo(f"x: {x.label} ({x.unit}), y: {y.label} ({y.unit})")
     # one table per series, laid out as `results list` is: result ids whole, job ids shortened to fit; the figures as
     # every table shows a metric (`HotColumn.cell`)
+    repeated = any(groups[i].n > 1 for ids in fronts.values() for i in ids)
     columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"), Column("conc"),
-               *(Column(c.header) for c in shown)]
+               *(Column(c.header) for c in shown), *([Column("repeats", justify="left")] if repeated else [])]
     if "" in no_frontier:
         click.echo(no_frontier[""])
         return
@@ -302,7 +307,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         front = [by_id[i] for i in ids]
         exp_names = {p.job_id: str(name) for p in front if (name := get_field(p.job, "exp_name"))}
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc),
-                 *(c.cell(p.metric(c.name)) for c in shown)] for p in front]
+                 *(c.cell(p.metric(c.name)) for c in shown),
+                 *([groups[p.result_id].describe() or "1 run"] if repeated else [])] for p in front]
         title = f"{series_label(front[0], mix_sources=mix_sources)}: frontier" if front else ""
         print_tables(plain(title), columns, rows,
                      short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])
@@ -391,7 +397,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     change an improvement or a regression; `--baseline A --format markdown` gives a pull request's verdict.
     """
     from llmsweep.results.compare import compare_points
-    from llmsweep.results.sides import history_from_store, resolve_points
+    from llmsweep.results.sides import history_from_store, resolve_points, run_started
 
     expected = 1 if baseline is not None else 2
     if len(runs) != expected:
@@ -405,7 +411,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         ra = [p for ref in repeats_a for p in resolve_points(ref, store)[1]]
         rb = [p for ref in repeats_b for p in resolve_points(ref, store)[1]]
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
-        history = [] if no_history else history_from_store(store, used)
+        starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
+        history = [] if no_history else history_from_store(store, used, max(starts, default=None))
         success, reused = (_success(b, label_b, pb, store) if fmt == "markdown" or baseline is not None
                            else (None, frozenset[str]()))
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
@@ -449,11 +456,16 @@ def _print_comparison(comp: Any) -> None:
     from llmsweep.report.markdown import VERDICT_MARK, delta_cell
 
     con = table_console()
+    if any(comp.sides):  # the sides' figures differ in kind (--mix-sources, virtual vs wall-clock time): say which
+        for which in ("a", "b"):
+            label, what = comp.side(which)
+            con.print(f"{which.upper()}: {plain(label)} — {what}")
     for note in comp.notes:
         con.print(f"[yellow]note:[/] {note}")
     for pc in comp.matched:
         table = Table(title=f"{pc.label}  (runs A {len(pc.a)}, B {len(pc.b)}, history {pc.history})")
-        for col in ("metric", "A", "B", "Δ ± band", "verdict"):
+        for col in ("metric", f"A{f' ({comp.sides[0]})' if comp.sides[0] else ''}",
+                    f"B{f' ({comp.sides[1]})' if comp.sides[1] else ''}", "Δ ± band", "verdict"):
             table.add_column(col)
         for d in pc.deltas:  # A, B and the delta as every table shows the metric (the unit in its name)
             hot = HOT_BY_NAME[d.metric]
@@ -469,7 +481,12 @@ def _print_comparison(comp: Any) -> None:
     for title, pts in (("only in A", comp.only_a), ("only in B", comp.only_b)):
         if pts:
             con.print(f"{title}: " + ", ".join(p.job_id for p in pts))
+    refused: dict[str, list[str]] = {}  # one line per reason, naming every result it kept out
     for s in comp.skipped:
-        con.print(f"[red]not compared[/] {s.point.job_id}: {s.reason}")
-    if not comp.matched:
+        refused.setdefault(s.reason, []).append(s.point.job_id)
+    for reason, jobs in refused.items():
+        con.print(f"[red]not compared[/] {', '.join(dict.fromkeys(jobs))}: {reason}")
+    if not comp.matched and not comp.skipped:  # points that matched and were refused are said above, with why
         con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")
+    elif not comp.matched:
+        con.print("[red]nothing compared[/]: every point that matches was left out, for the reason(s) above")

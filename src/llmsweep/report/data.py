@@ -19,6 +19,7 @@ from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
 from llmsweep.results.point import ResultPoint
+from llmsweep.results.repeats import Repeats, combine_repeats
 from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, outcomes_of, read_outcome
 from llmsweep.sim_warnings import WarningKind, warning_kind
 
@@ -47,11 +48,13 @@ def scrub(doc: Any) -> Any:
 
 
 def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, Sequence[str]]], *,
-                  reused_as: str | None = None, warnings: Sequence[str] = ()) -> dict[str, Any]:
+                  reused_as: str | None = None, warnings: Sequence[str] = (),
+                  repeats: Repeats | None = None) -> dict[str, Any]:
     """One point of the page. `reused_as`: the job of this run that `run --reuse` stood on `p`, a stored result of
     an earlier run: the point keeps that run's id, verdict and figures as the store holds them, and says where it
     came from (`reused`); None for a point this run measured. `warnings`: its job's outcome warnings
-    (`JobOutcome.warnings`), shown beside its verdict."""
+    (`JobOutcome.warnings`), shown beside its verdict. `repeats`: the results `p` combines (`run --repeats`): `p`'s
+    figures are their mean, and the point says so (`repeats`: count, jobs, spread); None for a single result."""
     return {
         "id": p.result_id, "job_id": reused_as or p.job_id, "run_id": p.run_id, "series": sk, "source": p.source,
         "clock": clock_of(p), "origin": p.origin,
@@ -65,6 +68,7 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "requests": {"finished": p.num_requests, "successful": p.num_successful},
         "frontier": {axis: p.result_id in by_series.get(sk, ()) for axis, by_series in frontiers.items()},
         "eval": _eval_mark(p),
+        "repeats": repeats.as_dict() if repeats is not None else None,
     }
 
 
@@ -333,6 +337,9 @@ def run_counts(run_id: str, drawn: Sequence[dict[str, Any]], series: Sequence[di
         "invalid": sum(1 for p in points if not p["valid"]),
         "smoke": sum(1 for p in points if p["verdict"] == "smoke"),
         "reused_drawn": sum(1 for p in points if p["reused"]),
+        # points that are the mean of their repeats (`run --repeats`), and the results they combine
+        "repeated": sum(1 for p in points if p.get("repeats")),
+        "repeat_results": sum(p["repeats"]["n"] for p in points if p.get("repeats")),
         "evals": len(evals), "evals_failed": sum(1 for e in evals if e["verdict"] != "valid"),
         "missing": sum(1 for m in missing if m["kind"] != "reused"),
         "sources": sorted({p["source"] for p in points} | {e["source"] for e in evals}),
@@ -347,7 +354,9 @@ def headline(counts: Mapping[str, Any]) -> str:
     bits = []
     if counts["points"] or not counts["evals"]:
         reused = f" ({counts['reused_drawn']} reused from earlier runs)" if counts["reused_drawn"] else ""
-        bits.append(f"{counts['points']} points in {counts['series']} series{reused}")
+        repeated = (f" ({counts['repeated']} of them the mean of their repeats: {counts['repeat_results']} results)"
+                    if counts.get("repeated") else "")
+        bits.append(f"{counts['points']} points in {counts['series']} series{reused}{repeated}")
     if counts["evals"]:
         failed = f", {counts['evals_failed']} did not pass" if counts["evals_failed"] else ""
         bits.append(f"{counts['evals']} eval{'s' if counts['evals'] != 1 else ''}{failed}"
@@ -363,6 +372,27 @@ def _estimated_acceptance(p: ResultPoint) -> float | None:
     measure real acceptance on an engine), else None."""
     acceptance = p.summary.provenance.acceptance if p.summary is not None else None
     return acceptance.value if acceptance is not None and acceptance.estimated else None
+
+
+def _shared(values: Sequence[str | None], what: str) -> str:
+    """` · <what>` of a series' points: said as one value when every point has it, else as the values its points
+    have and how many of them have one — never one point's value as the whole series'."""
+    said = sorted({v for v in values if v is not None})
+    if not said:
+        return ""
+    text = what.format(" / ".join(said))
+    have = sum(v is not None for v in values)
+    return f" · {text}" + ("" if have == len(values) else f" ({have} of {len(values)} points)")
+
+
+def series_notes(points: Sequence[ResultPoint]) -> str:
+    """What a series' label adds to its identity, from every point drawn in it (a run may hold several
+    configurations of one series, e.g. two MTP step counts): the acceptance length the simulator estimated
+    (`AL 3.39 est.`, its stand-in, not a measurement) and what it did not model (the plan's label, not the model's)."""
+    accepted = [f"{a:g}" if (a := _estimated_acceptance(p)) is not None else None for p in points]
+    unmodelled = [", ".join(p.summary.provenance.unmodelled)
+                  if p.summary is not None and p.summary.provenance.unmodelled else None for p in points]
+    return _shared(accepted, "AL {} est.") + _shared(unmodelled, "not modelled: {}")
 
 
 def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequence[ResultPoint] = (),
@@ -385,20 +415,24 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     drawn = {p.result_id for p in points}
     tagged = [(p, "") for p in points] + [(p, p.run_id) for p in overlay
                                           if p.run_id != run.run_id and not p.eval_only and p.result_id not in drawn]
+    # a point measured N times (`run --repeats`) is one point, the mean of its repeats: its frontiers never pick the
+    # luckiest repeat
+    tag_of = {p.result_id: tag for p, tag in tagged}
+    repeats = {r.point.result_id: r for r in combine_repeats(p for p, _ in tagged)}
+    tagged = [(r.point, tag_of[i]) for i, r in repeats.items()]
     keys = {p.result_id: series_key(p, mix_sources=mix_sources, tag=tag) for p, tag in tagged}
     everything = [p for p, _ in tagged]
     frontiers_by_y = {y: compute_frontiers(everything, y_metric=y, series_of=keys) for y in Y_METRICS}
     frontiers = frontiers_by_y[Y_METRIC]
     series: dict[str, dict[str, Any]] = {}
+    members: dict[str, list[ResultPoint]] = {}
+    for p, _ in tagged:
+        members.setdefault(keys[p.result_id], []).append(p)
     for p, tag in tagged:
         sk = keys[p.result_id]
         if sk not in series:
             i = p.identity
-            label = series_label(p, mix_sources=mix_sources, tag=tag)
-            if (accepted := _estimated_acceptance(p)) is not None:  # the simulator's stand-in, not a measurement
-                label += f" · AL {accepted:g} est."
-            if p.summary is not None and p.summary.provenance.unmodelled:  # the plan's label, not the model's
-                label += f" · not modelled: {', '.join(p.summary.provenance.unmodelled)}"
+            label = series_label(p, mix_sources=mix_sources, tag=tag) + series_notes(members[sk])
             series[sk] = {"key": sk, "label": label,
                           "source": p.source,
                           "run": tag or run.run_id, "overlay": bool(tag),
@@ -415,11 +449,14 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     def warnings_of(p: ResultPoint) -> Sequence[str]:
         """The warnings of this run's job behind `p`: its own point, or a stored one `--reuse` stood that job on
         (under another run's ids); an overlay's are its own run's business."""
-        job = p.job_id if p.run_id == run.run_id else reused_as.get(p.result_id)
-        return warned.get(job, ()) if job is not None else ()
+        if p.run_id != run.run_id:
+            job = reused_as.get(p.result_id)
+            return warned.get(job, ()) if job is not None else ()
+        # a point that combines repeats: every repeat's job's warnings, once each
+        return list(dict.fromkeys(w for m in repeats[p.result_id].members for w in warned.get(m.job_id, ())))
 
     points_out = [point_payload(p, keys[p.result_id], frontiers, reused_as=reused_as.get(p.result_id),
-                                warnings=warnings_of(p)) for p in everything]
+                                warnings=warnings_of(p), repeats=repeats[p.result_id]) for p in everything]
     missing = no_result_entries(run, ran, reused_unread)
     series_out = sorted(series.values(), key=lambda s: order[s["key"]])
     counts = run_counts(run.run_id, points_out, series_out, evals, missing)

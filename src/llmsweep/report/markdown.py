@@ -7,7 +7,7 @@ then every invalid point with its reasons and every job that produced no result.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.report.data import reused_reason
@@ -100,8 +100,10 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
             p = by_id[pid]
             m = p["metrics"]
             reused_from = f" (reused from run `{p['reused']['run_id']}`)" if p["reused"] else ""
+            repeats = p.get("repeats")
+            mean_of = f" (mean of {repeats['n']} repeats)" if repeats else ""
             lines.append(_row([s["label"], m["conc"], p["topology"], *(c.cell(m[c.name]) for c in shown),
-                               p["verdict"] + marks(p) + reused_from]))
+                               p["verdict"] + marks(p) + reused_from + mean_of]))
     if notes:
         lines += ["", *(f"⚠{n} {w}" + ("  " if n < len(notes) else "") for w, n in notes.items())]
     if invalid:
@@ -155,7 +157,7 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
                                                                    "p90_ttft", "p90_e2el")) -> str:
     """A compact PR-comment table: one row per matched point, value in B, delta ± band and verdict per metric."""
     head = ["Point", "Runs A/B"] + [HOT_BY_NAME[m].header for m in metrics]
-    lines = [f"## llmsweep compare: `{comp.label_a}` → `{comp.label_b}`", ""]
+    lines = [f"## llmsweep compare: {side_heading(comp, 'a')} → {side_heading(comp, 'b')}", ""]
     lines += [f"> {n}" for n in comp.notes]
     lines += ["", _row(head), _row(["---"] * len(head))]
     for pc in comp.matched:
@@ -180,5 +182,16 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
             lines.append(_row([pc.label, e.task, f"{fmt(e.a)} ({e.verdict_a})", f"{fmt(e.b)} ({e.verdict_b})", delta,
                                VERDICT_MARK[e.verdict]]))
     if comp.skipped:
-        lines += ["", "**Not compared:** " + "; ".join(f"`{s.point.job_id}` ({s.reason})" for s in comp.skipped)]
+        refused: dict[str, list[str]] = {}  # one entry per reason, naming every result it kept out
+        for s in comp.skipped:
+            refused.setdefault(s.reason, []).append(s.point.job_id)
+        lines += ["", "**Not compared:** " + "; ".join(
+            f"{', '.join(f'`{j}`' for j in dict.fromkeys(jobs))} ({reason})" for reason, jobs in refused.items())]
     return "\n".join(lines) + "\n"
+
+
+def side_heading(comp: Comparison, side: Literal["a", "b"]) -> str:
+    """A side as a heading names it: `` `run-id` ``, with what its figures are when the sides differ in it
+    (`` `run-id` (simulated, virtual time) ``)."""
+    label, what = comp.side(side)
+    return f"`{label}`" + (f" ({what})" if what else "")

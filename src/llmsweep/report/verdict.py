@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from llmsweep.metrics.registry import HOT_BY_NAME
-from llmsweep.report.markdown import _row, delta_cell
+from llmsweep.report.markdown import _row, delta_cell, side_heading
 from llmsweep.results.compare import Comparison
 from llmsweep.results.verdict import SuccessRate, point_called, point_verdict, reused_from_baseline, verdict_counts
 
@@ -19,7 +19,7 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
     listed as reused, not as points the run did not have."""
     counts = verdict_counts(comp)
     rate = "–" if success.rate is None else f"{success.rate:.1%}"
-    lines = [f"## llmsweep verdict: `{comp.label_b}` against baseline `{comp.label_a}`", "",
+    lines = [f"## llmsweep verdict: {side_heading(comp, 'b')} against baseline {side_heading(comp, 'a')}", "",
              f"**{counts['regression']} regression(s), {counts['improvement']} improvement(s), "
              f"{counts['no change']} without change** over {len(comp.matched)} matched point(s). "
              f"Sweep success rate: **{rate}** ({success.success}/{success.total} jobs).", ""]

@@ -14,11 +14,12 @@ Verdicts per metric:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llmsweep.errors import ConfigError
+from llmsweep.metrics.model import source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, within_run_band
 from llmsweep.results.identity import TOPOLOGY_FIELDS
@@ -125,6 +126,13 @@ class Comparison:
     mix_sources: bool = False
     seed: int = 0
     notes: tuple[str, ...] = field(default=())
+    sides: tuple[str, str] = ("", "")
+    """What each side's compared figures are (`simulated, virtual time`, `measured, wall-clock time`), when the two
+    sides differ in it (`--mix-sources`, or a virtual-time run against a live one); ("", "") when they do not."""
+
+    def side(self, which: Literal["a", "b"]) -> tuple[str, str]:
+        """(label, what its figures are — "" unless the sides differ in it) of side A or B."""
+        return (self.label_a, self.sides[0]) if which == "a" else (self.label_b, self.sides[1])
 
     @property
     def regressions(self) -> list[tuple[PointComparison, MetricDelta | EvalDelta]]:
@@ -139,6 +147,7 @@ class Comparison:
 
         return {
             "a": self.label_a, "b": self.label_b, "seed": self.seed, "mix_sources": self.mix_sources,
+            "sides": {"a": self.sides[0] or None, "b": self.sides[1] or None},
             "ignored_fields": list(self.ignored_fields), "notes": list(self.notes),
             "matched": [{"key": m.key, "label": m.label, "identity": m.a[0].identity.as_dict(),
                          "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b], "history_runs": m.history,
@@ -201,7 +210,9 @@ def compare_points(
     `repeats_a`/`repeats_b` are further runs of the same points on each side; `history` holds earlier stored runs of
     A's points (e.g. from the store) that inform run-to-run variance only, as repeats of the baseline: only the valid
     ones of the same configuration as A's (`same_configuration`) count, and each comparison names them (`past`).
-    Points in A or B that share a key within one side (in-run repeats) are repeats too.
+    Points in A or B that share a key and a configuration within one side (in-run repeats) are repeats too; a side
+    holding two configurations of one point pools neither (`_mixed_configurations`). In virtual time, results of one
+    configuration and seed count once (`distinct_samples`).
     """
     ignored = frozenset(ignore)
     if topology := sorted(ignored & set(TOPOLOGY_FIELDS)):
@@ -225,6 +236,8 @@ def compare_points(
     rep_a, rep_b, hist = grouped(repeats_a), grouped(repeats_b), grouped(history)
     matched: list[PointComparison] = []
     skipped: list[Skipped] = []
+    notes: list[str] = []
+    replayed = 0  # virtual-time results that repeat another's configuration and seed: one sample, counted once
     for k, pa in side_a.items():
         pb = side_b.get(k)
         if pb is None:
@@ -234,9 +247,15 @@ def compare_points(
             skipped.extend(Skipped(p, f"sources differ ({', '.join(sorted(sources))}); pass --mix-sources to compare")
                            for p in pa + pb)
             continue
-        runs_a = pa + [p for p in rep_a.get(k, []) if mix_sources or p.source in sources]
-        runs_b = pb + [p for p in rep_b.get(k, []) if mix_sources or p.source in sources]
-        past = same_configuration(pa, hist.get(k, []))
+        if mixed := _mixed_configurations(pa, pb):
+            skipped.extend(Skipped(p, mixed) for p in pa + pb)
+            continue
+        every_a = pa + _repeats_of(pa, rep_a.get(k, []), sources, mix_sources, "--repeats-from", notes)
+        every_b = pb + _repeats_of(pb, rep_b.get(k, []), sources, mix_sources, "--b-repeats-from", notes)
+        every_past = same_configuration(pa, hist.get(k, []))
+        runs_a, runs_b = distinct_samples(every_a), distinct_samples(every_b)
+        past = distinct_samples([*runs_a, *every_past])[len(runs_a):]
+        replayed += len(every_a) + len(every_b) + len(every_past) - len(runs_a) - len(runs_b) - len(past)
         deltas = () if pa[0].eval_only else tuple(
             _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
@@ -245,7 +264,6 @@ def compare_points(
     matched.sort(key=lambda m: (m.a[0].identity.series_key(), m.a[0].identity.conc))
     only_a = tuple(p for k, ps in side_a.items() if k not in side_b for p in ps)
     only_b = tuple(p for k, ps in side_b.items() if k not in side_a for p in ps)
-    notes = []
     for m in matched:
         bad = [f"{side} {p.job_id} is {p.verdict} ({'; '.join(p.reasons) or 'no reason given'})"
                for side, runs in (("A", m.a), ("B", m.b)) for p in runs if not p.valid]
@@ -263,11 +281,82 @@ def compare_points(
                      "the live path's client and transport, not only a change of configuration")
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
-    if not any(m.deltas and any(d.band and d.band.kind == "between-run" for d in m.deltas) for m in matched):
+    if replayed:
+        notes.append(f"{replayed} virtual-time result(s) ran a configuration and seed another compared result ran: "
+                     "the simulator's core is deterministic, so each is that result again, counted once (a repeat "
+                     "draws its own sample: `run --repeats`, or another workload seed)")
+    compared = [m for m in matched if m.deltas]
+    if compared and all(len(m.a) + len(m.past) < 2 and len(m.b) < 2 for m in compared):  # said only when true
         notes.append("no repeats: bands are within-run only, so no change is called a regression or improvement "
                      "(re-run with --repeats, or pass --repeats-from)")
+    words_a = sorted({source_words(p.source, p.clock) for m in matched for p in m.a})
+    words_b = sorted({source_words(p.source, p.clock) for m in matched for p in m.b})
+    sides = (" and ".join(words_a), " and ".join(words_b)) if words_a != words_b else ("", "")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
-                      mix_sources, seed, tuple(notes))
+                      mix_sources, seed, tuple(notes), sides)
+
+
+def _mixed_configurations(pa: Sequence[ResultPoint], pb: Sequence[ResultPoint]) -> str:
+    """Why a matched point is not compared when a side holds results of more than one configuration of it
+    (`ResultPoint.configuration`: e.g. one recipe key at MTP K=3 and another at K=1, both at conc 8): they are not
+    repeats of one measurement, and pooled their mean would be neither configuration's and the gap between them
+    would pass for run-to-run noise. "" when each side holds one configuration."""
+    said = []
+    for side, points in (("A", pa), ("B", pb)):
+        configs: dict[str, ResultPoint] = {}
+        for p in points:
+            configs.setdefault(p.configuration, p)
+        if len(configs) > 1:
+            keys = [str(p.provenance.get("recipe_key") or "") for p in configs.values()]
+            named = (f"recipe keys {', '.join(keys)}" if all(keys) and len(set(keys)) == len(keys)
+                     else f"jobs {', '.join(p.job_id for p in configs.values())}")
+            said.append(f"{side} holds {len(configs)} configurations of this point ({named})")
+    if not said:
+        return ""
+    return " and ".join(said) + ": not repeats of one measurement, so not pooled and not compared"
+
+
+def sample_key(point: ResultPoint) -> tuple[str, str] | None:
+    """What decides a virtual-time result: its configuration and the seed its workload sampled with — the one its
+    provenance's workload records, else the run's seed with the job's id (a job's seed mixes in its id,
+    `workload.scenario.Scenario.seed`). The simulator's core in virtual time is deterministic, so two results with
+    one key are the same numbers: one sample of run-to-run variance, not two. None for a wall-clock result (every
+    run is a sample of its own) or one that records no configuration."""
+    configuration = point.configuration
+    if point.clock != "virtual" or not configuration:
+        return None
+    workload = point.provenance.get("workload")
+    seed = workload.get("seed") if isinstance(workload, Mapping) else None
+    return configuration, (f"workload-seed={seed}" if seed is not None
+                           else f"seed={point.provenance.get('seed')}|job={point.job_id}")
+
+
+def distinct_samples(points: Sequence[ResultPoint]) -> list[ResultPoint]:
+    """`points` with each virtual-time sample once (`sample_key`: its first result kept), in order."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for p in points:
+        key = sample_key(p)
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(p)
+    return out
+
+
+def _repeats_of(side: Sequence[ResultPoint], candidates: Sequence[ResultPoint], sources: set[str], mix_sources: bool,
+                flag: str, notes: list[str]) -> list[ResultPoint]:
+    """The results of `--repeats-from` (or `--b-repeats-from`) that repeat the side's point: of its source (unless
+    sources are mixed) and of its configuration; a note names those of another configuration, left out."""
+    config = side[0].configuration  # one configuration per side (`_mixed_configurations`)
+    usable = [p for p in candidates if mix_sources or p.source in sources]
+    other = [p for p in usable if p.configuration != config]
+    if other:
+        notes.append(f"{side[0].identity.series_label()} · conc {side[0].identity.conc}: {len(other)} result(s) of "
+                     f"{flag} ({', '.join(f'{p.run_id}/{p.job_id}' for p in other)}) ran another configuration than "
+                     f"{side[0].run_id}'s: not pooled as its repeats")
+    return [p for p in usable if p.configuration == config]
 
 
 def same_configuration(side_a: Sequence[ResultPoint], history: Iterable[ResultPoint]) -> list[ResultPoint]:

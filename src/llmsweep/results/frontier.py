@@ -14,6 +14,7 @@ from llmsweep.metrics.model import MEASURED
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.pareto import NORTH_STAR_X, Direction, frontiers_by_series
 from llmsweep.results.point import ResultPoint
+from llmsweep.results.repeats import repeat_key
 
 Y_METRIC = "tput_per_gpu"
 FIXED_WINNER_X = "p90_intvty"
@@ -84,7 +85,13 @@ def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AX
     on the direction-less concurrency axis they show the P90-interactivity winners.
     `series_of` (result id → series key) overrides the default grouping, e.g. to keep overlaid runs apart.
     Whether a lower or a higher `y_metric` is better comes from the metric table (cost and energy per token: lower).
+    Each point is one point: repeats of one (`run --repeats`) are combined first (`results.repeats.combine_repeats`),
+    or the frontier would keep the luckiest repeat; a ValueError says so when they were not.
     """
+    keys = [k for p in points if (k := repeat_key(p)) is not None]
+    if len(keys) != len(set(keys)):
+        raise ValueError("compute_frontiers got repeats of one point as separate points: pass "
+                         "`[r.point for r in combine_repeats(points)]`")
     series_of = dict(series_of) if series_of is not None else {
         p.result_id: series_key(p, mix_sources=mix_sources) for p in points}
     metrics = {a.key for a in axes} | {NORTH_STAR_X, FIXED_WINNER_X}

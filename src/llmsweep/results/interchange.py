@@ -28,6 +28,7 @@ from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import inferencex_eval_rows
 from llmsweep.results.identity import dp_attention_of, get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, describe, result_id_for
+from llmsweep.results.repeats import Repeats, combine_repeats
 
 EXPORT_FORMAT = "llmsweep-results"
 EXPORT_VERSION = 1
@@ -236,9 +237,9 @@ def unpublished(point: ResultPoint, row: RowKind = "throughput") -> str | None:
 
 def left_out(points: Sequence[ResultPoint], row: RowKind = "throughput") -> dict[str, int]:
     """How many throughput points (or eval rows) an InferenceX export without `include_unpublished` leaves out, by
-    reason."""
+    reason (a point measured N times is one point, as it is exported: `repeat_row`)."""
     out: dict[str, int] = {}
-    for p in points:
+    for p in (points if row == "eval" else [r.point for r in combine_repeats(points)]):
         n = len(inferencex_eval_rows(p)) if row == "eval" else int(not p.eval_only)
         if n and (why := unpublished(p, row)) is not None:
             out[why] = out.get(why, 0) + n
@@ -251,14 +252,47 @@ def _outcome(point: ResultPoint, why: str) -> dict[str, str]:
     return {"status": "failed", "reason": f"{why}" + (f": {reasons}" if reasons and why == point.verdict else "")}
 
 
-def _unpublished_row(point: ResultPoint, why: str) -> dict[str, Any]:
+def _unpublished_row(point: ResultPoint, why: str, repeats: Repeats | None = None) -> dict[str, Any]:
     """A throughput row InferenceX's app drops at ingest, with a top-level `source` for a point not measured on real
     hardware."""
-    row = inferencex_row(point)
+    row = repeat_row(repeats) if repeats is not None else inferencex_row(point)
     row["benchmark_outcome"] = _outcome(point, why)
     if point.source != MEASURED:
         row["source"] = point.source
     return row
+
+
+_SUMMED = frozenset({"num_requests_total", "num_requests_successful"})
+"""Counts a row of repeats sums (the requests behind it); every other number that differs is the repeats' mean."""
+
+
+def repeat_row(repeats: Repeats) -> dict[str, Any]:
+    """One InferenceX row for a point measured N times (`run --repeats`): the repeats' rows combined — every number
+    that differs between them is their mean (request counts: their sum; `power_valid`: 1 only when every repeat's
+    is), a field one repeat lacks is left out — and its `llmsweep` block says so (`repeats`: count, jobs, each
+    metric's spread). One result's row is `inferencex_row`'s."""
+    rows = [inferencex_row(p) for p in repeats.members]
+    if len(rows) == 1:
+        return rows[0]
+    out: dict[str, Any] = {}
+    for key, first in rows[0].items():
+        if key == "llmsweep" or any(key not in r for r in rows):
+            continue
+        values = [r[key] for r in rows]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        if key in _SUMMED:
+            out[key] = sum(values) if numbers else None
+        elif not numbers or all(v == first for v in values):
+            out[key] = first  # the point's identity: the same in every repeat
+        elif key == "power_valid":
+            out[key] = min(values)
+        else:
+            out[key] = sum(values) / len(values)
+    if not out.get("power_valid", 1):  # as `_power_fields` writes a 0 verdict: no energy figure beside it
+        energy = {f for f, _, _ in _POWER_FIELDS} | {f"{role}_{name}" for role, name, _, _ in _ROLE_POWER_FIELDS}
+        out = {k: v for k, v in out.items() if k not in energy}
+    out["llmsweep"] = {**_llmsweep_block(repeats.point), "repeats": repeats.as_dict()}
+    return out
 
 
 def _eval_rows(points: Sequence[ResultPoint], include_unpublished: bool) -> list[dict[str, Any]]:
@@ -284,17 +318,19 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
     Both InferenceX formats hold only what InferenceX publishes (`unpublished`; `left_out` counts the rest):
     `inferencex` valid, measured points, `inferencex-evals` the evals of measured points; unless
     `include_unpublished`: then every row, each unpublishable one marked failed (`benchmark_outcome`) and, for a
-    throughput row not measured, with its `source`."""
+    throughput row not measured, with its `source`. A point a run measured N times (`run --repeats`) is one
+    `inferencex` row, the mean of its repeats (`repeat_row`); `json` and `csv` keep every result."""
     if fmt == "json":
         doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "results": [_our_row(p) for p in points]}
         return json.dumps(doc, indent=1, sort_keys=True, default=str)
     if fmt == "inferencex":  # throughput rows: an eval-only result has none (its row is in `inferencex-evals`)
         published: list[dict[str, Any]] = []
-        for p in points:
+        for r in combine_repeats(points):  # a point measured N times is one row: the mean of its repeats
+            p = r.point
             why = None if p.eval_only else unpublished(p)
             if p.eval_only or (why is not None and not include_unpublished):
                 continue
-            published.append(inferencex_row(p) if why is None else _unpublished_row(p, why))
+            published.append(repeat_row(r) if why is None else _unpublished_row(p, why, r))
         return json.dumps(published, indent=1, default=str)
     if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per completed eval run (concurrency)
         return json.dumps(_eval_rows(points, include_unpublished), indent=1, default=str)

@@ -7,6 +7,7 @@ store as a side effect), a run id is read from the store.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from llmsweep.errors import ResultInputError
@@ -55,9 +56,37 @@ def resolve_run_dir(ref: str, store: Store | None) -> RunDir:
     return load_run(path)
 
 
-def history_from_store(store: Store, exclude_runs: Iterable[str]) -> list[ResultPoint]:
+def started_at(text: object) -> datetime | None:
+    """A run's recorded start (`run.json`'s `started`, ISO 8601) as an aware datetime; None when unrecorded or
+    unreadable (a time without a zone is UTC, as `run` writes it)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def run_started(ref: str, run_id: str, store: Store | None) -> datetime | None:
+    """When the run `ref` names (a run folder, or the stored run `run_id`) started, as it recorded; None when it does
+    not say (an imported run)."""
+    if _is_folder(ref):
+        return started_at(load_run(ref).meta.get("started"))
+    if store is not None and store.has_run(run_id):
+        return started_at(store.run_meta(run_id).get("started"))
+    return None
+
+
+def history_from_store(store: Store, exclude_runs: Iterable[str], before: datetime | None) -> list[ResultPoint]:
     """Earlier valid llmsweep results in the store (never imported rows, never invalid or smoke ones): candidates for
-    run-to-run variance. `compare` keeps only those of A's point *and* configuration
-    (`results.compare.same_configuration`)."""
+    run-to-run variance. Earlier means a run that started before `before` — the later start of the two compared
+    runs: a run stored after both is no part of their history, and a run that records no start is not known to be
+    earlier. `before` None (neither compared run records its start): no history. `compare` keeps only those of A's
+    point *and* configuration (`results.compare.same_configuration`)."""
+    if before is None:
+        return []
     skip = set(exclude_runs)
-    return [p for p in store.results() if p.run_id not in skip and p.origin == "llmsweep" and p.verdict == "valid"]
+    earlier = {r.run_id for r in store.runs() if (t := started_at(r.started)) is not None and t < before}
+    return [p for p in store.results() if p.run_id in earlier and p.run_id not in skip and p.origin == "llmsweep"
+            and p.verdict == "valid"]

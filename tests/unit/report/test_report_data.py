@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -508,3 +509,24 @@ def test_a_records_file_cut_mid_line_is_warned_and_the_drill_down_knows_it_is_in
     assert whole["records_skipped"] == 0
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert said == [f"{records}: 1 line(s) not JSON (cut short?) skipped: what is drawn from it is incomplete"]
+
+def test_a_series_label_says_only_what_every_point_of_it_earned(tmp_path) -> None:
+    """Two configurations of one series (MTP K=3 and K=1 on the simulator, each at its estimated acceptance length):
+    the label names both lengths, never the first point's as the whole series'."""
+    from llmsweep.metrics.model import AcceptanceProvenance
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c, spec="mtp"), requests=10)
+                                               for c in (4, 8)])
+
+    def at(p, value: float):
+        prov = p.summary.provenance.model_copy(
+            update={"acceptance": AcceptanceProvenance(value=value, source="estimate")})
+        return dataclasses.replace(p, summary=p.summary.model_copy(update={"provenance": prov}))
+
+    four, eight = points_from_run(run)
+    (series,) = build_payload(run, [at(four, 1.93), at(eight, 3.39)], details=False)["series"]
+    assert series["label"].endswith(" · AL 1.93 / 3.39 est.")
+    (series,) = build_payload(run, [at(four, 3.39), at(eight, 3.39)], details=False)["series"]
+    assert series["label"].endswith(" · AL 3.39 est.")
+    (series,) = build_payload(run, [at(four, 3.39), eight], details=False)["series"]
+    assert series["label"].endswith(" · AL 3.39 est. (1 of 2 points)")

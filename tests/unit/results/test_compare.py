@@ -75,15 +75,17 @@ def test_repeats_turn_a_large_change_into_a_regression_and_a_small_one_into_nois
     assert d_same["tput_per_gpu"].verdict == "within noise"
 
 
-def _launched(p: ResultPoint, fingerprint: str = "launch-a", **options: object) -> ResultPoint:
+def _launched(p: ResultPoint, fingerprint: str = "launch-a", clock: str = "wall", **options: object) -> ResultPoint:
     """The point as a run records it: its provenance names the launch that earned it and its summary the load the
-    client drove (its configuration); `options` change that load."""
+    client drove (its configuration); `options` change that load. In wall-clock time (default) every run is a sample
+    of its own; in virtual time one configuration, seed and job are one sample (the simulator's core is
+    deterministic), so a fabricated virtual-time repeat needs its own seed."""
     assert p.summary is not None
     prov = p.summary.provenance
     recorded = {"concurrency": p.identity.conc, "duration_s": 1800.0, **options}
     summary = p.summary.model_copy(update={"provenance": prov.model_copy(update={"options": recorded})})
     return dataclasses.replace(p, summary=summary, provenance={**p.provenance, "launch": {"fingerprint": fingerprint},
-                                                               "clock": "virtual"})
+                                                               "clock": clock})
 
 
 def test_lower_is_better_metrics_flip_the_verdict(make_run) -> None:
@@ -192,3 +194,54 @@ def test_a_disaggregated_point_names_its_topology_once(make_run) -> None:
     assert matched.label.count("P2x(tp8 ep8 dpa) D1x(tp8 ep1)") == 1, matched.label
     (plain,) = compare_points(a, a, resamples=10).matched
     assert " · tp" in plain.label  # an aggregated point still names its parallelism
+
+
+def test_a_side_holding_two_configurations_of_a_point_pools_neither(make_run) -> None:
+    """mixk: B ran one point (conc 8) under two recipe keys (MTP K=3 and K=1): their mean is neither configuration's
+    and the gap between them is no run-to-run noise, so the point is not compared and the reason names both."""
+    a = [_launched(p, "launch-k3") for p in points_from_run(make_run("a", concs=(8,), requests=120))]
+    k3 = [_launched(_scaled(p, "b", 1.0), "launch-k3") for p in a]
+    k1 = [dataclasses.replace(_launched(_scaled(p, "b", 0.7), "launch-k1"), job_id=f"{p.job_id}-k1",
+                              result_id=f"{p.result_id}-k1") for p in a]
+    comp = compare_points(a, [*k3, *k1], resamples=20)
+    assert comp.matched == ()
+    assert {s.point.result_id for s in comp.skipped} == {p.result_id for p in (*a, *k3, *k1)}
+    assert "B holds 2 configurations of this point" in comp.skipped[0].reason
+    (m,) = compare_points(a, k3, resamples=20).matched  # one configuration a side: compared
+    assert len(m.b) == 1
+    other = [_launched(_scaled(p, "a2", 1.0), "launch-k1") for p in a]  # --repeats-from of another configuration
+    same = [_launched(_scaled(p, "a3", 1.01), "launch-k3") for p in a]
+    comp = compare_points(a, k3, repeats_a=[*other, *same], resamples=20)
+    assert [p.run_id for p in comp.matched[0].a] == ["a", "a3"]
+    assert any("ran another configuration" in n and "a2/" in n for n in comp.notes)
+
+
+def test_virtual_time_reruns_of_one_configuration_and_seed_are_one_sample(make_run) -> None:
+    """`compare fx3 live`: the store's earlier virtual-time runs of A's recipe with A's seed are A's numbers again
+    (byte for byte): pooled as N samples they shrank the band with N-1 degrees of freedom that were never measured."""
+    a = [_launched(p, clock="virtual") for p in points_from_run(make_run("a", concs=(4,), requests=120))]
+    b = [_scaled(_launched(p), "b", 1.0) for p in a]
+
+    def rerun(run_id: str, seed: object) -> list[ResultPoint]:  # the same job of A's configuration in another run
+        return [dataclasses.replace(p, run_id=run_id, result_id=f"{p.result_id}-{run_id}",
+                                    provenance={**p.provenance, "seed": seed}) for p in a]
+
+    seed = a[0].provenance.get("seed")
+    same_seed = [*rerun("fx1", seed), *rerun("fx2", seed)]
+    comp = compare_points(a, b, history=same_seed, resamples=20)
+    (m,) = comp.matched
+    assert m.history == 0 and any("counted once" in n for n in comp.notes)
+    other_seed = rerun("seed7", 7)
+    (m,) = compare_points(a, b, history=[*same_seed, *other_seed], resamples=20).matched
+    assert [p.run_id for p in m.past] == ["seed7"]
+    # the seed the workload sampled with, as provenance records it, decides (the run's seed with the job id if not)
+    def sampled(points: list[ResultPoint], run_id: str, seed: int) -> list[ResultPoint]:
+        return [dataclasses.replace(p, run_id=run_id, result_id=f"{p.result_id}-{run_id}",
+                                    provenance={**p.provenance, "workload": {"seed": seed}}) for p in points]
+
+    recorded = sampled(a, "a", 5)
+    (m,) = compare_points(recorded, b, history=[*sampled(a, "h5", 5), *sampled(a, "h6", 6)], resamples=20).matched
+    assert [p.run_id for p in m.past] == ["h6"]
+    wall = [_launched(p) for p in a]  # in wall-clock time every run is a sample of its own
+    (m,) = compare_points(wall, b, history=[_scaled(p, "w2", 1.0) for p in wall], resamples=20).matched
+    assert m.history == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -377,3 +378,42 @@ def test_frontier_of_a_run_that_reused_every_job_says_where_its_points_are(tmp_p
     res = CliRunner().invoke(cli, ["results", "frontier", str(tmp_path / "all-reused"), "--json"],
                              catch_exceptions=False)
     assert res.exit_code == 0 and json.loads(res.stdout) == {} and why in res.stderr, res.output
+
+
+def test_compare_says_only_true_notes_and_names_each_sides_source(make_run, store_path: Path, tmp_path: Path) -> None:
+    """fx3 against its own rows imported as measured: the points match but are refused (sources differ), so neither
+    "no point of A matches" nor "no repeats" (nothing was compared) is true; with --mix-sources the table, the
+    comparison Markdown and the verdict name which side is simulated and which measured."""
+    a = make_run("sim", concs=(4,), source="simulated")
+    b = make_run("real", concs=(4,), source="measured", seed=1)
+    refused = _run("compare", str(a.path), str(b.path), "--resamples", "10", "--no-history")
+    assert "sources differ" in refused and "nothing compared" in refused
+    assert "no point of A matches" not in refused and "no repeats" not in refused
+    mixed = _run("compare", str(a.path), str(b.path), "--resamples", "10", "--no-history", "--mix-sources")
+    assert "A: sim — simulated" in mixed and "B: real — measured" in mixed
+    assert "A (simulated)" in mixed and "B (measured)" in mixed
+    md = tmp_path / "compare.md"
+    _run("compare", str(a.path), str(b.path), "--resamples", "10", "--no-history", "--mix-sources", "--markdown",
+         str(md))
+    assert md.read_text().startswith("## llmsweep compare: `sim` (simulated) → `real` (measured)")
+    verdict = _run("compare", "--baseline", str(a.path), str(b.path), "--resamples", "10", "--no-history",
+                   "--mix-sources", "--format", "markdown")
+    assert verdict.startswith("## llmsweep verdict: `real` (measured) against baseline `sim` (simulated)")
+    doc = json.loads(_run("compare", str(a.path), str(b.path), "--resamples", "10", "--no-history", "--mix-sources",
+                          "--json"))
+    assert doc["sides"] == {"a": "simulated", "b": "measured"}
+    same = _run("compare", str(a.path), str(a.path), "--resamples", "10", "--no-history")
+    assert "A: sim" not in same  # one kind of figure on both sides: nothing to tell apart
+
+
+def test_no_repeats_is_not_said_of_a_run_with_repeats_that_matched_nothing(make_run) -> None:
+    from llmsweep.results.compare import compare_points
+    from llmsweep.results.point import points_from_run
+
+    a = points_from_run(make_run("a", concs=(4,)))
+    again = [*a, *(dataclasses.replace(p, job_id=f"{p.job_id}-repeat2", result_id=f"{p.result_id}-2") for p in a)]
+    other = points_from_run(make_run("q", concs=(12,), image="lmsysorg/sglang-rocm:v0.5.17"))
+    comp = compare_points(again, other, resamples=10)
+    assert comp.matched == () and not any("no repeats" in n for n in comp.notes)
+    single = compare_points(a, points_from_run(make_run("b", concs=(4,), seed=2)), resamples=10)
+    assert any("no repeats" in n for n in single.notes)  # compared, and truly no repeat

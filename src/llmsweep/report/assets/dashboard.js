@@ -265,6 +265,10 @@
       c.addEventListener("click", function () { openDrill(p.id); });
     });
   }
+  function repeatsText(p) {  // a point that combines the repeats of one job (run --repeats): its figures are their mean
+    var sd = p.repeats.sd[state.y];
+    return "mean of " + p.repeats.n + " repeats" + (finite(sd) ? " (" + yaxis().label + " sd " + fmt(sd, yaxis().unit) + ")" : "");
+  }
   function showTip(ev, p) {
     var tip = document.getElementById("tooltip"), a = axisByKey[state.x];
     clear(tip);
@@ -276,6 +280,7 @@
     el("div", null, tip, "verdict: " + p.verdict + (p.reason ? " — " + p.reason : "") + " · source: " + p.source);
     (p.warnings || []).forEach(function (w) { el("div", { "class": "tip-warning" }, tip, WARN + " " + w); });
     if (p.reused) el("div", { "class": "tip-reused" }, tip, reusedText(p) + ": measured there, not in this run");
+    if (p.repeats) el("div", { "class": "tip-repeats" }, tip, repeatsText(p));
     if (p.eval) el("div", { "class": "tip-eval" }, tip, "eval " + p.eval.task + ": " + fmt(p.eval.score, "") + " — " + p.eval.verdict + (p.eval.reason ? " (" + p.eval.reason + ")" : ""));
     el("div", null, tip, onFrontier(p) ? "on the frontier" : "not on the frontier");
     el("div", { style: "opacity:.7" }, tip, "click for details");
@@ -470,6 +475,8 @@
     if (p.reused) { badges.appendChild(document.createTextNode(" ")); el("span", { "class": "badge reused", id: "reused-badge" }, badges, reusedText(p)); }
     badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s) · " +
       requestsText(p) + " request(s) measured" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
+    if (p.repeats) el("p", { id: "repeats-note" }, box, repeatsText(p) + " (jobs " + p.repeats.job_ids.join(", ") +
+      "); the timeline and provenance below are the first repeat's.");
     var v = d.validity || {};
     var reasons = (v.reasons || p.reasons || []), warnings = (p.warnings || []).concat(v.warnings || []);
     if (reasons.length || warnings.length) {

@@ -1,0 +1,115 @@
+"""Repeats of one point: what a frontier and a published row stand for when a run measured a point more than once.
+
+`run --repeats N` runs every job N times (`<job-id>-repeat<k>`, `workload.scenario.REPEAT_MARK`); the results of one
+run that share a point identity *and* a configuration (`ResultPoint.configuration`: recipe and launch fingerprints,
+source, clock, measurement) are repeats of one point. A frontier that takes each repeat as a point of its own keeps
+the luckiest one and drops the others as dominated; an export that writes each as a row publishes the point N times.
+Both work on the combined point instead: the mean of the repeats' metrics, their count and spread kept beside it,
+and a verdict that is valid only when every repeat's is.
+
+A result that records no configuration (an imported row, a summary without provenance) is a repeat of nothing: it
+stays a point of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llmsweep.results.extract import INVALID_VERDICTS
+from llmsweep.results.point import ResultPoint
+from llmsweep.workload.scenario import repeat_index
+
+
+def finite_mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the finite values, None when there is none."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
+def repeat_key(point: ResultPoint) -> tuple[str, str, str, bool] | None:
+    """(run, point identity, configuration, eval-only) — results sharing it are repeats of one point; None for a
+    result that records no configuration (a repeat of nothing)."""
+    configuration = point.configuration
+    if not configuration:
+        return None
+    return point.run_id, point.identity.key(), configuration, point.eval_only
+
+
+@dataclass(frozen=True, slots=True)
+class Repeats:
+    """One point and the results that measured it: `point` is the combined point (the first repeat's ids, job and
+    artifacts, the mean of every repeat's metrics, the worst verdict), `members` the results, first repeat first."""
+
+    point: ResultPoint
+    members: tuple[ResultPoint, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.members)
+
+    def spread(self, metric: str) -> float | None:
+        """Sample standard deviation of `metric` over the repeats; None with fewer than two values."""
+        vals = [v for p in self.members if (v := p.metric(metric)) is not None and math.isfinite(v)]
+        return statistics.stdev(vals) if len(vals) >= 2 else None
+
+    def as_dict(self) -> dict[str, Any] | None:
+        """What a table or a payload says of the repeats behind the point (None for a single result): their count,
+        job and result ids, and each metric's spread (`sd`)."""
+        if self.n < 2:
+            return None
+        metrics = dict.fromkeys(m for p in self.members for m in p.metrics)
+        return {"n": self.n, "combined": "mean", "job_ids": [p.job_id for p in self.members],
+                "result_ids": [p.result_id for p in self.members],
+                "sd": {m: sd for m in metrics if (sd := self.spread(m)) is not None}}
+
+    def describe(self) -> str:
+        """`mean of 3 repeats` (empty for a single result)."""
+        return f"mean of {self.n} repeats" if self.n > 1 else ""
+
+
+def _verdict(members: Sequence[ResultPoint]) -> tuple[str, tuple[str, ...]]:
+    """The combined verdict: valid when every repeat is; else the worst repeat's (an invalid one before a smoke one),
+    with each repeat that is not valid named in the reasons."""
+    if all(p.verdict == "valid" for p in members):
+        return "valid", ()
+    worst = min((p for p in members if p.verdict != "valid"), key=lambda p: p.verdict not in INVALID_VERDICTS)
+    reasons = tuple(f"repeat {repeat_index(p.job_id)} of {len(members)} ({p.job_id}) is {p.verdict}"
+                    + (f": {'; '.join(p.reasons)}" if p.reasons else "")
+                    for p in members if p.verdict != "valid")
+    return worst.verdict, reasons
+
+
+def _total(values: Iterable[int | None]) -> int | None:
+    vals = list(values)
+    return None if any(v is None for v in vals) else sum(v for v in vals if v is not None)
+
+
+def combined_point(members: Sequence[ResultPoint]) -> ResultPoint:
+    """The point a group of repeats stands for (see `Repeats.point`); one result is itself."""
+    if len(members) == 1:
+        return members[0]
+    first = members[0]
+    names = dict.fromkeys(m for p in members for m in p.metrics)
+    verdict, reasons = _verdict(members)
+    return dataclasses.replace(
+        first, metrics={m: finite_mean(p.metric(m) for p in members) for m in names}, verdict=verdict,
+        reasons=reasons, num_requests=_total(p.num_requests for p in members),
+        num_successful=_total(p.num_successful for p in members))
+
+
+def combine_repeats(points: Iterable[ResultPoint]) -> list[Repeats]:
+    """Every point once, its repeats combined (`repeat_key`), in the order of each point's first result."""
+    groups: dict[object, list[ResultPoint]] = {}
+    for p in points:
+        key = repeat_key(p)
+        groups.setdefault(key if key is not None else ("single", p.run_id, p.result_id), []).append(p)
+    out = []
+    for members in groups.values():
+        members.sort(key=lambda p: repeat_index(p.job_id))
+        out.append(Repeats(combined_point(members), tuple(members)))
+    return out
