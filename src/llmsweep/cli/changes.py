@@ -39,6 +39,8 @@ def changes(revisions: str, files: tuple[Path, ...], repo: Path | None, no_evals
     evals = EvalOptions(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
     evals.check()
     change_set = changes_between(revisions, files, repo=repo, runner_config=runner_config, evals=evals)
+    for note in change_set.notes:
+        click.echo(f"note: {note}", err=True)
     if as_json:
         click.echo(json.dumps(change_set.as_dict(), indent=2))
         return

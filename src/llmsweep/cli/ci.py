@@ -121,8 +121,11 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
 
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     parents: dict[str, str] = {}
+    notes: list[str] = []
     jobs, plans = sweep_jobs(files, runner_config=runner_config, changed=changed, evals_only=evals_only,
-                             all_evals=all_evals, parents=parents)
+                             all_evals=all_evals, parents=parents, notes=notes)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     # Every job gets an entry, its eval included: a `run-eval` row runs its point and then its eval on the same server,
     # and an entry that carries an eval (`eval: true`) has the workflow install lm-eval before it runs. A job the
     # runner's `run` will refuse anyway keeps its entry (its refusal is its outcome in the collected run) and is said

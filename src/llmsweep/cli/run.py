@@ -133,6 +133,8 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         # Both sides planned under this run's eval selection: the ids are the jobs it plans (under --evals-only, the
         # eval jobs of what changed), never throughput ids its plan does not hold.
         change_set = changes_between(changed, files, runner_config=runner_config, evals=evals)
+        for note in change_set.notes:
+            click.echo(f"note: {note}", err=True)
         only_jobs = change_set.to_run()
         grown = [c for c in change_set.concs if c.to_run is not None]
         kind = " eval" if evals.evals_only or evals.all_evals else ""
