@@ -18,7 +18,7 @@ from llmsweep.engine_ids import ENGINE_IDS, unresolved_reason
 from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.spec.engines import resolve_engine
-from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SingleNodeRecipe
+from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SchemaChoice, SingleNodeRecipe
 from llmsweep.spec.source import (
     MERGE_KEY,
     SourceMap,
@@ -194,7 +194,13 @@ def _load_recipe(
                    "indent the recipe's fields (image, model, ...) under the key")
         )
         return
-    cls: type[Recipe] = MultiNodeRecipe if value.get("multinode", False) else SingleNodeRecipe
+    if "multinode" in value:  # missing, it is reported by the single-node schema beside the recipe's other findings
+        try:
+            SchemaChoice.model_validate(value)
+        except ValidationError as exc:
+            result.findings.extend(findings_from_validation_error(exc, SchemaChoice, value, (key,), source))
+            return
+    cls: type[Recipe] = MultiNodeRecipe if value.get("multinode") is True else SingleNodeRecipe
     try:
         recipe = cls.model_validate(value)
     except ValidationError as exc:
