@@ -119,7 +119,7 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
     except YamlSyntaxError as exc:
         result.findings.append(
             _error("schema.yaml-syntax", file, exc.line, None, f"YAML syntax error: {exc.problem}",
-                   "fix the YAML at that line (indentation, a missing `:` or an unclosed bracket)")
+                   exc.fix or "fix the YAML at that line (indentation, a missing `:` or an unclosed bracket)")
         )
         return
     except UnicodeDecodeError as exc:
