@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import json_option, option, runner_config_option
+from llmsweep.cli.options import json_option, option, recipe_files_argument, runner_config_option
 
 
 @click.command("changes")
 @click.argument("revisions")
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@recipe_files_argument(required=False)
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The git repository whose revisions are compared (default: the current directory's).")
 @option("no_evals", help="Compare the plans without eval rows (as `run --changed … --no-evals`).")
@@ -99,7 +99,7 @@ def changelog() -> None:
 
 @changelog.command(CHECK)
 @_FILE
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@recipe_files_argument(required=False)
 @option("changelog_base", help="The changelog before this change (a git revision of its repository, or a "
         "file): history must be unchanged and only the entries added since select jobs.")
 @option("pr_number", help="The pull request this change belongs to (with --base): a new entry's pr-link must be "

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from llmsweep.cli.options import option, runner_config_option
+from llmsweep.cli.options import option, recipe_files_argument, runner_config_option
 from llmsweep.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def ci() -> None:
 
 
 @ci.command("github")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@recipe_files_argument()
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               default=Path(".github/workflows/llmsweep-sweep.yml"), show_default=True, help="Workflow file to write.")
 @click.option("--source", type=click.Choice(["matrix", "changes"]), default="matrix", show_default=True,
@@ -93,7 +93,7 @@ def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | 
 
 
 @ci.command("matrix")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@recipe_files_argument()
 @option("changed")
 @option("evals_only", help="As the pull-request label `evals-only`: only the eval jobs, each planned as `run "
         "--evals-only` plans it (as `run --all-evals` with --all-evals).")

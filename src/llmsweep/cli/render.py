@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import option, runner_config_option
+from llmsweep.cli.options import option, recipe_files_argument, runner_config_option
 from llmsweep.engines.launch import ENV_NAME, LaunchSpec, Topology, comment_text, env_assignment
 from llmsweep.errors import ConfigError, ContractError, LlmsweepError
 from llmsweep.plan.job import Job
@@ -98,7 +98,7 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
 
 
 @click.command("render")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@recipe_files_argument()
 @click.option("--job", "selector", required=True, help="Job id, unique id prefix or exp-name.")
 @option("simulate", help="Render the simulator stand-in for the job.")
 @click.option("--format", "fmt", type=click.Choice(["text", "sh", "json"]), default="text", show_default=True)

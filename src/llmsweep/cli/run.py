@@ -14,6 +14,7 @@ from llmsweep.cli.options import (
     field_option,
     json_option,
     option,
+    recipe_files_argument,
     runner_config_option,
     store_option,
 )
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 
 @click.command("run")
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@recipe_files_argument(required=False)
 @config_keys_option()
 @option("executor", type=click.Choice(executor_kinds()), help=executor_help() + ".")
 @option("executor_option", help="Executor settings, e.g. partition=gpu, time_limit=04:00:00, squash_dir=/shared/sqsh.")

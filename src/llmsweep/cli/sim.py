@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from llmsweep.cli.options import config_keys_option, json_option, option
+from llmsweep.cli.options import config_keys_option, json_option, option, recipe_files_argument
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import SimConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
@@ -372,7 +372,7 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
 
 
 @click.command("predict")
-@click.argument("recipes", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@recipe_files_argument()
 @config_keys_option()
 @click.option("--duration", type=float, default=None,
               help="Virtual seconds per point (default: the job's duration, else 600).")
@@ -385,7 +385,7 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
              "AgentX-shaped corpus; needs no network).")
 @option("processes")
 @json_option("the predicted summaries")
-def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: float | None,
+def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: float | None,
             max_requests: int | None, out_dir: str | None, traces: str | None, processes: int | None,
             as_json: bool) -> None:
     """Predict every job of a recipe in virtual time on the simulated engine.
@@ -402,7 +402,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     from llmsweep.host import usable_cpus
     from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
 
-    jobs, policy = _predicted_jobs(recipes, config_keys)
+    jobs, policy = _predicted_jobs(files, config_keys)
     jobs = with_traces(jobs, traces)
     unreadable = check_trace_sources(jobs)
     for source, unread in unreadable.items():
@@ -447,7 +447,7 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
                           fix="fix the recipe errors above (`llmsweep validate` lists every finding)")
 
 
-def _predicted_jobs(recipes: tuple[str, ...], config_keys: tuple[str, ...]
+def _predicted_jobs(files: tuple[Path, ...], config_keys: tuple[str, ...]
                     ) -> tuple[list[Job], dict[str, dict[int | None, str]]]:
     """The jobs `predict` predicts and why policy refuses some, as `run --simulate` plans and checks them (one home:
     `policy.validate_files`, the refusal `execute.pipeline.policy_refusal`): recipes that do not load or plan stop
@@ -459,14 +459,14 @@ def _predicted_jobs(recipes: tuple[str, ...], config_keys: tuple[str, ...]
     from llmsweep.policy import validate_files
     from llmsweep.policy.planning import as_points, errors_about
 
-    validation = validate_files([Path(r) for r in recipes], config_keys=list(config_keys) or None,
+    validation = validate_files(list(files), config_keys=list(config_keys) or None,
                                 simulate=True).raise_unrunnable()
     keys = list(validation.loaded.recipes)
     if not validation.jobs:
         for f in validation.findings:
             click.echo(f.render(), err=True)
         keys_said = f" with --config-keys {' '.join(config_keys)}" if config_keys else ""
-        raise ConfigError(f"llmsweep predict: {', '.join(recipes)}{keys_said}: the recipes expand to no job",
+        raise ConfigError(f"llmsweep predict: {', '.join(map(str, files))}{keys_said}: the recipes expand to no job",
                           fix="check the files hold recipes (the findings above), --config-keys and the recipes' "
                               "search spaces")
     _, findings = as_points(validation.jobs, validation.findings)  # a multi-node job's findings are its points'

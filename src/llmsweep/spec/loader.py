@@ -98,8 +98,10 @@ def loads_recipes(text: str, file: str = "<string>") -> LoadResult:
 
 
 def _load_file(path: Path, result: LoadResult, seen_in: dict[str, str]) -> None:
+    """One recipe file: a regular file, or anything else that reads as text (`/dev/null`, a pipe such as
+    `<(cat r.yaml)` or `/dev/stdin`, a FIFO), as `cat` would read it."""
     file = str(path)
-    if not path.is_file():
+    if not path.exists():
         result.findings.append(
             _error("schema.file", file, None, None, f"Input file '{file}' does not exist.", "check the path")
         )
@@ -110,6 +112,12 @@ def _load_file(path: Path, result: LoadResult, seen_in: dict[str, str]) -> None:
 def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, seen_in: dict[str, str]) -> None:
     try:
         doc = read()
+    except OSError as exc:  # a folder was expanded already; this is a file that exists and cannot be read
+        result.findings.append(
+            _error("schema.file", file, None, None, f"Input file '{file}' cannot be read: {exc.strerror or exc}",
+                   "check the path and its permissions")
+        )
+        return
     except YamlLimitError as exc:
         result.findings.append(
             _error("schema.yaml-limits", file, exc.line, None, f"YAML refused: {exc.problem}",
