@@ -417,6 +417,11 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
         results = _predict_parallel(planned, units, settings, workers)
     else:
         results = _predict_here(planned, settings, total=sum(len(points_of(job)) for job in jobs))
+    # A multi-node job's points a policy error refused are outcomes of their own, said before its unit's: each row in
+    # its job's place and its concurrency's (a whole-job row, concurrency None, first).
+    place = {job.id: (i, job.concs) for i, job in enumerate(jobs)}
+    results.sort(key=lambda r: (place[r.job][0], place[r.job][1].index(r.concurrency)
+                                if r.concurrency in place[r.job][1] else -1) if r.job in place else (len(place), 0))
     refused = [r for r in results if r.refused is not None]
     by_policy = [r for r in refused if r.refused in {why for whys in policy.values() for why in whys.values()}]
     said = {error.one_line(): error for error in unreadable.values()}  # each said once, above, with its job count

@@ -52,3 +52,16 @@ def test_an_empty_file_is_refused_with_its_findings_as_run_refuses_it(tmp_path: 
     exc, _, err = _predict(empty)
     assert isinstance(exc, ConfigError) and "the recipes expand to no job" in exc.message
     assert "[schema.empty-file]" in err and "[plan.no-jobs]" in err
+
+
+def test_a_policy_error_about_one_point_of_a_multinode_job_refuses_that_point_alone(tmp_path: Path) -> None:
+    """`grid.max-conc` names the points above the cap: `run` refuses those and runs the rest; so does `predict`, each
+    row in its concurrency's place."""
+    text = (FIXED.parent / "disagg-sim.yaml").read_text(encoding="utf-8")
+    assert "  serve:\n" in text and "conc-list: [2, 4]" in text
+    path = tmp_path / "capped.yaml"
+    path.write_text(text.replace("  serve:\n", "  policy: { max-conc: 2 }\n  serve:\n"), encoding="utf-8")
+    exc, rows, _ = _predict(path)
+    assert isinstance(exc, ConfigError)
+    assert [(r["concurrency"], "summary" in r) for r in rows] == [(2, True), (4, False)]
+    assert str(rows[1]["refused"]).startswith("policy error [grid.max-conc]")
