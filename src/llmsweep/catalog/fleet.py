@@ -141,7 +141,7 @@ def load_fleet(path: Path | str | None = None) -> FleetCatalog:
         doc = load_yaml(p)
     except YamlSyntaxError as exc:
         raise ConfigError(f"{exc.file}:{exc.line}: YAML syntax error in runner config: {exc.problem}",
-                          fix="fix the YAML at that line") from None
+                          fix=exc.fix or "fix the YAML at that line") from None
     return _validate(doc.data, doc.source)
 
 

@@ -133,7 +133,7 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
         doc = parse_yaml(text, file)
     except YamlSyntaxError as exc:
         log.findings.append(_error("yaml-syntax", file, exc.line, f"YAML syntax error: {exc.problem}",
-                                   "fix the YAML at that line"))
+                                   exc.fix or "fix the YAML at that line"))
         return log
     for dup in doc.duplicates:
         log.findings.append(_error("duplicate-key", file, dup.line, f"key `{dup.path[-1]}` is written twice in one "

@@ -1,14 +1,16 @@
 """The semantic difference of two recipe trees at job level: added, removed and changed jobs, each change named.
 
-Both sides are planned with the same planner `run` uses (`plan.jobs_from_files`), under the run's eval selection
-(`--no-evals`, `--evals-only`, `--all-evals`: the jobs compared are the jobs that run), so a change shows exactly as the
-jobs it makes: a new concurrency is one added job, an env var changed in one arm changes that arm's jobs and no
-other. Jobs are matched by identity — recipe key plus the readable part of the job id (exp-name, precision,
+Both sides are planned with the planner `run` uses (`plan.full_sweep` of the loaded recipes), under the run's eval
+selection (`--no-evals`, `--evals-only`, `--all-evals`: the jobs compared are the jobs that run), so a change shows
+exactly as the jobs it makes: a new concurrency is one added job, an env var changed in one arm changes that arm's
+jobs and no other. Jobs are matched by identity — recipe key plus the readable part of the job id (exp-name, precision,
 framework, topology, disagg, spec method, concurrency, runner, eval); among several jobs of one identity, a job
 identical on both sides is matched first, the rest in order — and a matched pair that differs is a change, with the
 typed fields that differ and their cause (`CAUSES`).
 
-A side is a git revision (materialised with `git archive` into a temporary directory) or a directory.
+A side is a git revision (materialised with `git archive` into a temporary directory; findings name its files
+`REV:path`) or a directory. A base recipe that does not load or plan counts as planning no job (a change that fixes it
+adds every job of it), said in the change set's notes; a head recipe that does not is an error.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmsweep.errors import ConfigError
-from llmsweep.plan import Job, jobs_from_files
+from llmsweep.findings import Finding
+from llmsweep.plan import Job
 from llmsweep.plan.slices import curve_key, slice_concurrencies
 from llmsweep.spec.loader import RECIPE_SUFFIXES
 
@@ -123,6 +126,9 @@ class ChangeSet:
     unchanged: list[Job] = field(default_factory=list)
     concs: list[ConcChange] = field(default_factory=list)
     """Multi-node jobs whose concurrency list alone changed."""
+    notes: list[str] = field(default_factory=list)
+    """What the change set assumed, one line each: a base recipe that does not load or plan counts as planning no
+    job (its finding, the file named `REV:path`)."""
 
     @property
     def empty(self) -> bool:
@@ -155,7 +161,7 @@ class ChangeSet:
     def as_dict(self) -> dict[str, Any]:
         return {"base": self.base, "head": self.head, "added": len(self.added), "removed": len(self.removed),
                 "changed": len(self.changed), "conc_changed": len(self.concs), "unchanged": len(self.unchanged),
-                "to_run": self.to_run(), "jobs": self.rows()}
+                "to_run": self.to_run(), "jobs": self.rows(), "notes": list(self.notes)}
 
 
 def match_key(job: Job) -> tuple[str, str]:
@@ -398,16 +404,67 @@ def _check_sources(base: Path, head: Path, files: Sequence[Path], base_label: st
                           fix="name the recipe files to compare after the range (`llmsweep changes A..B FILE...`)")
 
 
+def at_revision(findings: Sequence[Finding], root: Path, rev: str | None) -> list[Finding]:
+    """The findings about files of a revision materialised under `root`, each naming its file `REV:path` (what `git
+    show` takes) instead of the temporary directory, gone once the command ends. A directory or the working tree
+    (`rev` None) is named as it is."""
+    if rev is None:
+        return list(findings)
+    out = []
+    for f in findings:
+        try:
+            rel = Path(f.file or "").resolve().relative_to(root.resolve())
+        except ValueError:
+            out.append(f)
+            continue
+        out.append(f.model_copy(update={"file": f"{rev}:{rel.as_posix()}"}))
+    return out
+
+
 def _plan(root: Path, files: Sequence[Path], runner_config: Path | None, label: str,
-          evals: EvalOptions | None = None) -> list[Job]:
+          evals: EvalOptions | None = None, *, rev: str | None = None) -> list[Job]:
+    """The jobs of the head side, planned as `run` plans them; recipes that do not load or plan stop the change set
+    (exit 2), each finding naming its file as that side has it (:func:`at_revision`)."""
+    from llmsweep.catalog.fleet import default_fleet, load_fleet
+    from llmsweep.plan import full_sweep
+    from llmsweep.spec.loader import load_recipes
+
     paths = _recipe_files(root, files)
     if not paths:
         return []
+    loaded = load_recipes(paths)
+    loaded.findings = at_revision(loaded.findings, root, rev)
     try:
-        return jobs_from_files(paths, runner_config=runner_config, evals=evals)
+        loaded.raise_on_error()
+        return full_sweep(loaded.recipes, load_fleet(runner_config) if runner_config is not None else default_fleet(),
+                          evals)
     except ConfigError as exc:
-        raise ConfigError(f"the recipes of {label} do not plan: {exc.message}", fix=exc.fix,
+        fix = (f"fix the named lines of {rev} (`git show {rev}:PATH` prints a file); `llmsweep validate` on a checkout "
+               "of it lists every finding") if rev is not None and exc.findings else exc.fix
+        raise ConfigError(f"the recipes of {label} do not plan: {exc.message}", fix=fix,
                           findings=exc.findings) from exc
+
+
+def _plan_base(root: Path, files: Sequence[Path], runner_config: Path | None, label: str, head_label: str,
+               evals: EvalOptions | None = None, *, rev: str | None = None) -> tuple[list[Job], list[str]]:
+    """The jobs of the base side and a note per recipe problem there: a base recipe that does not load or plan (the
+    change may be the very fix of it) counts as planning no job, so every job the head plans from it is added. The
+    recipes that load are compared as usual. Each note names the file `REV:path` and its finding."""
+    from llmsweep.catalog.fleet import default_fleet, load_fleet
+    from llmsweep.policy.planning import plan_recipes
+    from llmsweep.spec.loader import load_recipes
+
+    paths = _recipe_files(root, files)
+    if not paths:
+        return [], []
+    loaded = load_recipes(paths)
+    fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
+    jobs, unplanned = plan_recipes(loaded.recipes, fleet, None, evals)
+    problems = at_revision([*loaded.errors, *unplanned], root, rev)
+    head = "the working tree" if head_label == "working tree" else head_label
+    notes = [f"{f.render().splitlines()[0]} — at {label} it plans no job, so every job {head} plans from it counts "
+             "as added" for f in problems]
+    return jobs, notes
 
 
 def _relative_files(files: Sequence[Path], top: Path | None) -> list[Path]:
@@ -451,11 +508,13 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
     head_label = head or "working tree"
     with _materialised(base, top) as base_root, _materialised(head, top) as head_root:
         _check_sources(base_root, head_root, rel, base, head_label)
-        base_jobs = _plan(base_root, rel, _side_file(runner_config, top if git_mode else None, base_root), base,
-                          evals)
+        base_jobs, notes = _plan_base(base_root, rel, _side_file(runner_config, top if git_mode else None, base_root),
+                                      base, head_label, evals, rev=base if git_mode else None)
         head_jobs = _plan(head_root, rel, _side_file(runner_config, top if git_mode else None, head_root),
-                          head_label, evals)
-    return diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)
+                          head_label, evals, rev=head if git_mode and head else None)
+    out = diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)
+    out.notes = notes
+    return out
 
 
 @contextmanager
@@ -476,8 +535,9 @@ def recipes_at(rev: str, files: Sequence[Path], *, repo: Path,
     with _materialised(rev, top) as root:
         loaded = load_recipes(_recipe_files(root, rel))
         if not loaded.ok:
-            first = loaded.errors[0]
+            first = at_revision(loaded.errors, root, rev)[0]
             raise ConfigError(f"the recipes of {rev} do not load: {first.render()}",
-                              fix="compare against a revision whose recipes load", findings=loaded.errors)
+                              fix="compare against a revision whose recipes load",
+                          findings=at_revision(loaded.errors, root, rev))
         fleet = _side_file(runner_config, top, root)
         yield dict(loaded.recipes), load_fleet(fleet) if fleet is not None else default_fleet()

@@ -86,10 +86,12 @@ def label_plans(*, evals_only: bool = False, all_evals: bool = False) -> list[tu
 
 def sweep_jobs(files: Sequence[Path], *, runner_config: Path | None = None, changed: str | None = None,
                evals_only: bool = False, all_evals: bool = False,
-               parents: dict[str, str] | None = None) -> tuple[list[Job], dict[str, str]]:
+               parents: dict[str, str] | None = None,
+               notes: list[str] | None = None) -> tuple[list[Job], dict[str, str]]:
     """The jobs `ci matrix` gives entries (every job of the plans of :func:`label_plans`; with `changed`, the jobs
     `llmsweep changes CHANGED` finds, both sides planned the same way) and, for each job id, the `run` flag that
-    plans it. `parents`, when given, gets each concurrency slice's id -> the id of the planned job it was cut from.
+    plans it. `parents`, when given, gets each concurrency slice's id -> the id of the planned job it was cut from;
+    `notes`, the change sets' notes (`ChangeSet.notes`: a base recipe that does not load), each once.
 
     Every changed job must be in the plan the runners read (`run FILES --only-job ID`): one silently dropped is never
     measured. A multi-node job whose list alone grew runs its added concurrencies, a slice of it."""
@@ -103,7 +105,10 @@ def sweep_jobs(files: Sequence[Path], *, runner_config: Path | None = None, chan
             from llmsweep.changes import changes_between
             from llmsweep.plan.slices import resolve_job_ids
 
-            wanted = changes_between(changed, files, runner_config=runner_config, evals=evals).to_run()
+            change_set = changes_between(changed, files, runner_config=runner_config, evals=evals)
+            if notes is not None:
+                notes += [n for n in change_set.notes if n not in notes]
+            wanted = change_set.to_run()
             planned = resolve_job_ids(planned, wanted, parents=parents,
                                       fix="compare against the tree these files are read from (`--changed BASE..`), "
                                           "with the same recipe files")

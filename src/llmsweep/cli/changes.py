@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import json_option, option, runner_config_option
+from llmsweep.cli.options import json_option, option, recipe_files_argument, runner_config_option
 
 
 @click.command("changes")
 @click.argument("revisions")
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@recipe_files_argument(required=False)
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The git repository whose revisions are compared (default: the current directory's).")
 @option("no_evals", help="Compare the plans without eval rows (as `run --changed … --no-evals`).")
@@ -39,6 +39,8 @@ def changes(revisions: str, files: tuple[Path, ...], repo: Path | None, no_evals
     evals = EvalOptions(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
     evals.check()
     change_set = changes_between(revisions, files, repo=repo, runner_config=runner_config, evals=evals)
+    for note in change_set.notes:
+        click.echo(f"note: {note}", err=True)
     if as_json:
         click.echo(json.dumps(change_set.as_dict(), indent=2))
         return
@@ -97,7 +99,7 @@ def changelog() -> None:
 
 @changelog.command(CHECK)
 @_FILE
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@recipe_files_argument(required=False)
 @option("changelog_base", help="The changelog before this change (a git revision of its repository, or a "
         "file): history must be unchanged and only the entries added since select jobs.")
 @option("pr_number", help="The pull request this change belongs to (with --base): a new entry's pr-link must be "

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from llmsweep.cli.options import option, runner_config_option
+from llmsweep.cli.options import option, recipe_files_argument, runner_config_option
 from llmsweep.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def ci() -> None:
 
 
 @ci.command("github")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@recipe_files_argument()
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               default=Path(".github/workflows/llmsweep-sweep.yml"), show_default=True, help="Workflow file to write.")
 @click.option("--source", type=click.Choice(["matrix", "changes"]), default="matrix", show_default=True,
@@ -93,7 +93,7 @@ def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | 
 
 
 @ci.command("matrix")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@recipe_files_argument()
 @option("changed")
 @option("evals_only", help="As the pull-request label `evals-only`: only the eval jobs, each planned as `run "
         "--evals-only` plans it (as `run --all-evals` with --all-evals).")
@@ -121,8 +121,11 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
 
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     parents: dict[str, str] = {}
+    notes: list[str] = []
     jobs, plans = sweep_jobs(files, runner_config=runner_config, changed=changed, evals_only=evals_only,
-                             all_evals=all_evals, parents=parents)
+                             all_evals=all_evals, parents=parents, notes=notes)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     # Every job gets an entry, its eval included: a `run-eval` row runs its point and then its eval on the same server,
     # and an entry that carries an eval (`eval: true`) has the workflow install lm-eval before it runs. A job the
     # runner's `run` will refuse anyway keeps its entry (its refusal is its outcome in the collected run) and is said

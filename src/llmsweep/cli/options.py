@@ -327,6 +327,14 @@ def names_a_path(word: str) -> bool:
             and any(p.suffix in RECIPE_SUFFIXES for p in folder.rglob("*")))
 
 
+def recipe_files_argument(*, required: bool = True) -> Callable[[F], F]:
+    """FILES: recipe files or folders of them, as every command that plans recipes takes them (`validate`, `run`,
+    `render`, `predict`, `changes`, `ci`). Click checks nothing about them: the recipe loader does, so a missing file,
+    an empty one, a folder or a pipe (`<(…)`, `/dev/stdin`) gets the same finding from every command (`schema.file`,
+    `schema.empty-file`, `plan.no-jobs`)."""
+    return click.argument("files", nargs=-1, required=required, type=click.Path(path_type=Path))
+
+
 def store_option(dest: str = "store_path", **overrides: Any) -> Callable[[F], F]:
     """`--store`: the results database."""
     return option("store", dest=dest, **overrides)

@@ -13,15 +13,15 @@ launch disaggregated is refused with the reason (exit 2).
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import option, runner_config_option
-from llmsweep.engines.launch import ENV_NAME, LaunchSpec, Topology, comment_text, env_assignment
+from llmsweep.cli.options import option, recipe_files_argument, runner_config_option
+from llmsweep.engines.launch import ENV_NAME, LaunchSpec, Topology, comment_text
 from llmsweep.errors import ConfigError, ContractError, LlmsweepError
 from llmsweep.plan.job import Job
+from llmsweep.shell import assignment, quote
 
 
 def render_text(job: Job, spec: LaunchSpec) -> str:
@@ -32,7 +32,7 @@ def render_text(job: Job, spec: LaunchSpec) -> str:
              f"(health {spec.health_path}, metrics {spec.metrics_path or '-'})"]
     lines = [comment_text(line) for line in lines]
     lines += [f"# note: {comment_text(n)}" for n in spec.notes]
-    lines += [env_assignment(k, v) for k, v in sorted(spec.env.items())]
+    lines += [assignment(k, v) for k, v in sorted(spec.env.items())]
     lines += [f"{comment_text(name)}=<from caller's environment>" for name in spec.secret_env]
     for file in spec.files:
         what = file.description or "read by the engine"
@@ -69,7 +69,7 @@ def render_topology_text(job: Job, topology: Topology) -> str:
 def _command_lines(spec: LaunchSpec) -> str:
     parts: list[str] = []
     for token in spec.argv:
-        quoted = shlex.quote(token)
+        quoted = quote(token)
         if token.startswith("--") and parts:
             parts.append(" \\\n  " + quoted)
         else:
@@ -89,16 +89,16 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
     # The launch's files go into the folder the script runs in, under the names argv gives them; the content is one
     # quoted word (no here-document a recipe value could close).
     for file in spec.files:
-        lines.append(f"printf '%s\\n' {shlex.quote(file.content.rstrip(chr(10)))} > ./{shlex.quote(file.name)}")
+        lines.append(f"printf '%s\\n' {quote(file.content.rstrip(chr(10)))} > ./{quote(file.name)}")
     spec = spec.with_launch_dir(".")
     # Names are validated at load; an invalid one is quoted whole, so `export` fails on it (set -e) and runs nothing.
-    lines += [f"export {env_assignment(k, v)}" for k, v in sorted(spec.env.items())]
+    lines += [f"export {assignment(k, v)}" for k, v in sorted(spec.env.items())]
     lines.append("exec " + _command_lines(spec))
     return "\n".join(lines) + "\n"
 
 
 @click.command("render")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@recipe_files_argument()
 @click.option("--job", "selector", required=True, help="Job id, unique id prefix or exp-name.")
 @option("simulate", help="Render the simulator stand-in for the job.")
 @click.option("--format", "fmt", type=click.Choice(["text", "sh", "json"]), default="text", show_default=True)
@@ -146,12 +146,12 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
         if fmt == "json":
             click.echo(json.dumps({"job": job.id, "topology": topology.model_dump(mode="json")}, indent=2))
         else:
-            click.echo(render_topology_text(job, topology))
+            click.echo(render_topology_text(job, topology), color=True)  # never stripped: the text is exact
         return 0
     if fmt == "json":
         click.echo(json.dumps({"job": job.id, **spec.model_dump(mode="json")}, indent=2))
     elif fmt == "sh":
-        click.echo(render_sh(job, spec), nl=False)
+        click.echo(render_sh(job, spec), nl=False, color=True)  # never stripped: the script is exact
     else:
-        click.echo(render_text(job, spec))
+        click.echo(render_text(job, spec), color=True)
     return 0

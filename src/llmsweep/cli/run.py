@@ -14,6 +14,7 @@ from llmsweep.cli.options import (
     field_option,
     json_option,
     option,
+    recipe_files_argument,
     runner_config_option,
     store_option,
 )
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 
 @click.command("run")
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@recipe_files_argument(required=False)
 @config_keys_option()
 @option("executor", type=click.Choice(executor_kinds()), help=executor_help() + ".")
 @option("executor_option", help="Executor settings, e.g. partition=gpu, time_limit=04:00:00, squash_dir=/shared/sqsh.")
@@ -133,6 +134,8 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         # Both sides planned under this run's eval selection: the ids are the jobs it plans (under --evals-only, the
         # eval jobs of what changed), never throughput ids its plan does not hold.
         change_set = changes_between(changed, files, runner_config=runner_config, evals=evals)
+        for note in change_set.notes:
+            click.echo(f"note: {note}", err=True)
         only_jobs = change_set.to_run()
         grown = [c for c in change_set.concs if c.to_run is not None]
         kind = " eval" if evals.evals_only or evals.all_evals else ""

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from llmsweep.cli.options import config_keys_option, json_option, option
+from llmsweep.cli.options import config_keys_option, json_option, option, recipe_files_argument
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import SimConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
 
 if TYPE_CHECKING:
     from llmsweep.execute.predict_pool import Outcome, Settings, Unit
+    from llmsweep.plan.job import Job
     from llmsweep.sim.calibrate import PointComparison, RunCalibration
     from llmsweep.sim.engine import EngineConfig
 
@@ -371,7 +372,7 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
 
 
 @click.command("predict")
-@click.argument("recipes", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@recipe_files_argument()
 @config_keys_option()
 @click.option("--duration", type=float, default=None,
               help="Virtual seconds per point (default: the job's duration, else 600).")
@@ -384,13 +385,14 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
              "AgentX-shaped corpus; needs no network).")
 @option("processes")
 @json_option("the predicted summaries")
-def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: float | None,
+def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: float | None,
             max_requests: int | None, out_dir: str | None, traces: str | None, processes: int | None,
             as_json: bool) -> None:
     """Predict every job of a recipe in virtual time on the simulated engine.
 
-    Every job gets a result or a refusal with its reason (the simulator cannot model it, or its trace source cannot
-    be read); one job never stops the others. Points are predicted in parallel worker processes (--processes); the
+    Every job gets a result or a refusal with its reason (a policy error about it, as `run --simulate` refuses it —
+    exit 2 once the others are predicted —, the simulator cannot model it, or its trace source cannot be read); one
+    job never stops the others. Points are predicted in parallel worker processes (--processes); the
     output is the same whatever their number, in the recipe's order.
     """
     import json
@@ -398,18 +400,15 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     from llmsweep.errors import ResultError
     from llmsweep.execute import predict_pool as pool
     from llmsweep.host import usable_cpus
-    from llmsweep.plan import jobs_from_files
     from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
 
-    jobs = jobs_from_files([Path(r) for r in recipes], config_keys=list(config_keys) or None)
-    if not jobs:
-        raise ConfigError("llmsweep predict: the recipes expand to no jobs", fix="check --config-keys and the recipes")
+    jobs, policy = _predicted_jobs(files, config_keys)
     jobs = with_traces(jobs, traces)
     unreadable = check_trace_sources(jobs)
     for source, unread in unreadable.items():
         n = sum(1 for j in jobs if trace_source_label(j) == source)
         click.echo(f"{unread.message}; {n} job(s) refused (fix: {unread.fix})", err=True)
-    planned = pool.plan(jobs, unreadable)
+    planned = pool.plan(jobs, unreadable, policy)
     settings = pool.Settings(duration=duration, max_requests=max_requests,
                              out_dir=Path(out_dir) if out_dir is not None else None)
     units = [u for u in planned if not isinstance(u, pool.Outcome)]
@@ -418,7 +417,13 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
         results = _predict_parallel(planned, units, settings, workers)
     else:
         results = _predict_here(planned, settings, total=sum(len(points_of(job)) for job in jobs))
+    # A multi-node job's points a policy error refused are outcomes of their own, said before its unit's: each row in
+    # its job's place and its concurrency's (a whole-job row, concurrency None, first).
+    place = {job.id: (i, job.concs) for i, job in enumerate(jobs)}
+    results.sort(key=lambda r: (place[r.job][0], place[r.job][1].index(r.concurrency)
+                                if r.concurrency in place[r.job][1] else -1) if r.job in place else (len(place), 0))
     refused = [r for r in results if r.refused is not None]
+    by_policy = [r for r in refused if r.refused in {why for whys in policy.values() for why in whys.values()}]
     said = {error.one_line(): error for error in unreadable.values()}  # each said once, above, with its job count
     for r in refused:
         if r.refused not in said:
@@ -432,6 +437,8 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
         only = next(iter(causes)) if len(causes) == 1 and all(r.refused in said for r in refused) else None
         raise ConfigError(f"llmsweep predict: all {len(results)} point(s) were refused (see above)",
                           fix=only.fix if only is not None and only.fix else
+                          "fix the recipe errors above (`llmsweep validate` lists every finding), or select other "
+                          "jobs with --config-keys" if by_policy else
                           "select jobs the simulator can run with --config-keys")
     if refused:
         click.echo(f"{len(results) - len(refused)} point(s) predicted, {len(refused)} refused", err=True)
@@ -440,6 +447,46 @@ def predict(recipes: tuple[str, ...], config_keys: tuple[str, ...], duration: fl
     if lost:
         raise ResultError(f"llmsweep predict: {pool.WORKER_DIED}; {len(lost)} unit(s) were not predicted (see above)",
                           fix="rerun; if it dies again, lower --processes (memory), or run --processes 1 to see why")
+    if by_policy:  # bad input, as `run` and `validate` say it (exit 2), after the points that could be predicted
+        raise ConfigError(f"llmsweep predict: {len(by_policy)} point(s) refused for recipe errors (see above)",
+                          fix="fix the recipe errors above (`llmsweep validate` lists every finding)")
+
+
+def _predicted_jobs(files: tuple[Path, ...], config_keys: tuple[str, ...]
+                    ) -> tuple[list[Job], dict[str, dict[int | None, str]]]:
+    """The jobs `predict` predicts and why policy refuses some, as `run --simulate` plans and checks them (one home:
+    `policy.validate_files`, the refusal `execute.pipeline.policy_refusal`): recipes that do not load or plan stop
+    it (exit 2); a policy error refuses the jobs it names — a multi-node job's point that alone breaks a rule,
+    that point (job id -> {None: reason} for a whole job, {conc: reason} for points). The findings that refuse
+    jobs, and the files' own (an empty file), are said on stderr first."""
+    from llmsweep.execute.pipeline import policy_refusal
+    from llmsweep.plan.point import one_point_per_job
+    from llmsweep.policy import validate_files
+    from llmsweep.policy.planning import as_points, errors_about
+
+    validation = validate_files(list(files), config_keys=list(config_keys) or None,
+                                simulate=True).raise_unrunnable()
+    keys = list(validation.loaded.recipes)
+    if not validation.jobs:
+        for f in validation.findings:
+            click.echo(f.render(), err=True)
+        keys_said = f" with --config-keys {' '.join(config_keys)}" if config_keys else ""
+        raise ConfigError(f"llmsweep predict: {', '.join(map(str, files))}{keys_said}: the recipes expand to no job",
+                          fix="check the files hold recipes (the findings above), --config-keys and the recipes' "
+                              "search spaces")
+    _, findings = as_points(validation.jobs, validation.findings)  # a multi-node job's findings are its points'
+    policy: dict[str, dict[int | None, str]] = {}
+    for job in validation.jobs:
+        if (why := policy_refusal(errors_about(job, findings, keys))) is not None:
+            policy[job.id] = {None: why}
+            continue
+        for point in one_point_per_job([job]):
+            if point.id != job.id and (why := policy_refusal(errors_about(point, findings, keys))) is not None:
+                policy.setdefault(job.id, {})[point.concs[0]] = why
+    for f in findings:
+        if f.is_error:
+            click.echo(f.render(), err=True)
+    return validation.jobs, policy
 
 
 HEARTBEAT_S = 30.0

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import config_keys_option, json_option, option, runner_config_option
+from llmsweep.cli.options import config_keys_option, json_option, option, recipe_files_argument, runner_config_option
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import has_errors
 
 
 @click.command("validate")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@recipe_files_argument()
 @config_keys_option()
 @option("simulate", help="Check as the simulator would run it: image/version findings warn.")
 @json_option("the list of findings")

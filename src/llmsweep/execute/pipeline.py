@@ -235,6 +235,15 @@ def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bo
             and engines.launch_refusal(job, simulate=simulate) is None)
 
 
+def policy_refusal(errors: Sequence[Finding]) -> str | None:
+    """The reason a job with these policy errors about it is refused (its first error, with its fix), or None: what
+    `run` and `predict` say for it."""
+    if not errors:
+        return None
+    first = errors[0]
+    return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
+
+
 def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSettings | None = None, *,
                 live: bool = False, executor: str = "local", harness_provided: bool = False) -> str | None:
     """Why `run` refuses `job` before launching anything (None when it runs it), under the run's options: a policy
@@ -243,9 +252,8 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
     absence on this machine is no reason; `ci matrix` asks this with the options the workflow's `run` uses."""
     # A policy error is about the recipe itself and is fixed there first: it is the reason, before what the run's
     # set-up lacks (lm-eval) or what llmsweep cannot launch yet.
-    if errors:
-        first = errors[0]
-        return f"policy error [{first.rule}] {first.message}" + (f" (fix: {first.fix})" if first.fix else "")
+    if (policy := policy_refusal(errors)) is not None:
+        return policy
     from llmsweep import engines
 
     if job.is_eval or job.run_eval:

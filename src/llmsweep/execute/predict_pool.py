@@ -24,7 +24,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -114,9 +114,12 @@ class DisaggUnit:
 Unit = PointUnit | DisaggUnit
 
 
-def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outcome | Unit]:
+def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
+         policy: Mapping[str, Mapping[int | None, str]] | None = None) -> list[Outcome | Unit]:
     """The jobs, in order, as refusals said up front and units of work (`unreadable`: the trace sources that cannot
-    be read, by label, from `plan.point.check_trace_sources`)."""
+    be read, by label, from `plan.point.check_trace_sources`; `policy`: job id -> the reasons policy errors refuse it
+    for, `run`'s (`execute.pipeline.policy_refusal`): under None the whole job, under a concurrency that point of a
+    multi-node job alone, whose other concurrencies are predicted)."""
     from llmsweep import engines
     from llmsweep.engines.sim import simulated_acceptance, unmodelled
     from llmsweep.execute import virtual_disagg
@@ -126,6 +129,16 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError]) -> list[Outc
 
     out: list[Outcome | Unit] = []
     for job in jobs:
+        refused = (policy or {}).get(job.id, {})
+        if None in refused:
+            out.append(Outcome(job.id, None, refused=refused[None]))
+            continue
+        if refused:
+            out += [Outcome(job.id, c, refused=why) for c, why in refused.items() if isinstance(c, int)]
+            kept = [c for c in job.concs if c not in refused]
+            if not kept:
+                continue
+            job = job.model_copy(update={"conc": kept if isinstance(job.conc, list) else kept[0]})
         error = unreadable.get(trace_source_label(job) or "")
         try:
             if error is not None:

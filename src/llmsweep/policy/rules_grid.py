@@ -17,6 +17,7 @@ from llmsweep.plan.point import one_point_per_job
 from llmsweep.policy.context import Context, entry_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.source import FieldPath
 
 NOISE = "seed PR revision (steps >= 2 apart, hard stop at conc 16); InferenceX spec §8 lesson 12 (noise vs signal)"
 
@@ -35,6 +36,50 @@ def duplicate(ctx: Context) -> Iterator[Finding]:
             dups = sorted({c for c in concs if concs.count(c) > 1})
             if dups:
                 yield ctx.hit("grid.duplicate", recipe, path, f"conc-list {concs} repeats {dups}")
+
+
+@rule("grid.duplicate-arm", Severity.WARNING,
+      "Two search-space entries (or two scenarios) plan the same job (it runs twice)",
+      "delete the repeated concurrency from one of the entries, or the repeated entry or scenario",
+      "InferenceX spec §1.5 (lists are emitted verbatim, no dedupe): the generator plans both")
+def duplicate_arm(ctx: Context) -> Iterator[Finding]:
+    """The same matrix entry planned from two entries — `{tp: 8, conc-list: [2, 4]}` beside `{tp: 8, conc-list:
+    [4]}`, or one isl/osl block written twice — is two jobs (their ids differ only in the occurrence hash) measuring
+    one point. InferenceX plans both, so llmsweep does too, and warns at the later entry naming the earlier one. A
+    repeat inside one list is `grid.duplicate`'s."""
+    for recipe in ctx.recipes.values():
+        again: dict[FieldPath, dict[FieldPath, list[int]]] = {}
+        for path, first, conc in _repeated_points(recipe, ctx):
+            again.setdefault(path, {}).setdefault(first, []).append(conc)
+        for path, firsts in again.items():
+            for first, concs in firsts.items():
+                yield ctx.hit("grid.duplicate-arm", recipe, path,
+                              f"plans the same job(s) at conc {sorted(set(concs))} as the entry at line "
+                              f"{recipe.line_of(first)} (`{recipe.path_of(first)}`): both are planned, so each runs "
+                              "twice")
+
+
+def _repeated_points(recipe: Recipe, ctx: Context) -> Iterator[tuple[FieldPath, FieldPath, int]]:
+    """(entry, the earlier entry that planned the same point, its concurrency) for every matrix point a recipe plans
+    from two different search-space entries, in the planner's order (full sweep, InferenceX's expansion)."""
+    import json
+
+    from llmsweep.errors import LlmsweepError
+    from llmsweep.plan.expand import SweepOptions, expand_cells
+
+    try:
+        cells = expand_cells({recipe.key: recipe}, ctx.fleet, SweepOptions())
+    except LlmsweepError:  # a recipe that does not plan has its own finding (`plan.failed`)
+        return
+    seen: dict[str, FieldPath] = {}
+    for cell in cells:
+        concs = cell.entry["conc"] if isinstance(cell.entry["conc"], list) else [cell.entry["conc"]]
+        for conc in concs:
+            key = json.dumps({**cell.entry, "conc": conc, "scenario": cell.entry_path[1]}, sort_keys=True,
+                             default=str)
+            first = seen.setdefault(key, cell.entry_path)
+            if first != cell.entry_path:
+                yield cell.entry_path, first, conc
 
 
 @rule("grid.unsorted", Severity.WARNING, "A concurrency list is not ascending",

@@ -18,7 +18,7 @@ from llmsweep.engine_ids import ENGINE_IDS, unresolved_reason
 from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.spec.engines import resolve_engine
-from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SingleNodeRecipe
+from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SchemaChoice, SingleNodeRecipe
 from llmsweep.spec.source import (
     MERGE_KEY,
     SourceMap,
@@ -98,8 +98,10 @@ def loads_recipes(text: str, file: str = "<string>") -> LoadResult:
 
 
 def _load_file(path: Path, result: LoadResult, seen_in: dict[str, str]) -> None:
+    """One recipe file: a regular file, or anything else that reads as text (`/dev/null`, a pipe such as
+    `<(cat r.yaml)` or `/dev/stdin`, a FIFO), as `cat` would read it."""
     file = str(path)
-    if not path.is_file():
+    if not path.exists():
         result.findings.append(
             _error("schema.file", file, None, None, f"Input file '{file}' does not exist.", "check the path")
         )
@@ -110,6 +112,12 @@ def _load_file(path: Path, result: LoadResult, seen_in: dict[str, str]) -> None:
 def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, seen_in: dict[str, str]) -> None:
     try:
         doc = read()
+    except OSError as exc:  # a folder was expanded already; this is a file that exists and cannot be read
+        result.findings.append(
+            _error("schema.file", file, None, None, f"Input file '{file}' cannot be read: {exc.strerror or exc}",
+                   "check the path and its permissions")
+        )
+        return
     except YamlLimitError as exc:
         result.findings.append(
             _error("schema.yaml-limits", file, exc.line, None, f"YAML refused: {exc.problem}",
@@ -119,7 +127,7 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
     except YamlSyntaxError as exc:
         result.findings.append(
             _error("schema.yaml-syntax", file, exc.line, None, f"YAML syntax error: {exc.problem}",
-                   "fix the YAML at that line (indentation, a missing `:` or an unclosed bracket)")
+                   exc.fix or "fix the YAML at that line (indentation, a missing `:` or an unclosed bracket)")
         )
         return
     except UnicodeDecodeError as exc:
@@ -194,7 +202,13 @@ def _load_recipe(
                    "indent the recipe's fields (image, model, ...) under the key")
         )
         return
-    cls: type[Recipe] = MultiNodeRecipe if value.get("multinode", False) else SingleNodeRecipe
+    if "multinode" in value:  # missing, it is reported by the single-node schema beside the recipe's other findings
+        try:
+            SchemaChoice.model_validate(value)
+        except ValidationError as exc:
+            result.findings.extend(findings_from_validation_error(exc, SchemaChoice, value, (key,), source))
+            return
+    cls: type[Recipe] = MultiNodeRecipe if value.get("multinode") is True else SingleNodeRecipe
     try:
         recipe = cls.model_validate(value)
     except ValidationError as exc:

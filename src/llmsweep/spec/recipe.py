@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from llmsweep.catalog.precision import FORMATS, known_names, weight_format
 from llmsweep.power.samples import REQUIRE_POWER_HELP
@@ -285,6 +285,15 @@ class RecipePolicy(StrictInput):
     max_conc: int | None = Field(
         default=None, gt=0, alias="max-conc", description="Highest concurrency any arm may run."
     )
+
+
+class SchemaChoice(BaseModel):
+    """The field that picks a recipe's schema (:class:`SingleNodeRecipe` or :class:`MultiNodeRecipe`), read first:
+    a `multinode` that is not a boolean (`"false"`, `0`, `1`) is one type error, never the other schema's errors."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    multinode: bool
 
 
 class Recipe(StrictInput):

@@ -119,13 +119,30 @@ class YamlDocument:
 
 
 class YamlSyntaxError(Exception):
-    """The file is not valid YAML; carries the 1-based line of the problem."""
+    """The file is not valid YAML; carries the 1-based line of the problem, and the fix when the problem says which
+    (a tag, a tab: :func:`syntax_fix`), else None (the reader's generic fix)."""
 
-    def __init__(self, file: str, line: int | None, problem: str) -> None:
+    def __init__(self, file: str, line: int | None, problem: str, fix: str | None = None) -> None:
         super().__init__(f"{file}:{line}: {problem}" if line else f"{file}: {problem}")
         self.file = file
         self.line = line
         self.problem = problem
+        self.fix = fix
+
+
+TAG_FIX = "remove the tag: recipes are plain YAML (no `!` tags)"
+TAB_FIX = "indent with spaces, not tabs (YAML allows no tab there)"
+
+
+def syntax_fix(exc: yaml.MarkedYAMLError) -> str | None:
+    """The fix of a YAML error whose cause is plain from PyYAML's problem: a `!tag` the safe loader has no
+    constructor for (`!!python/object/apply:…`, `!foo`), a tab where YAML wants spaces. None for the rest."""
+    problem = exc.problem or ""
+    if isinstance(exc, yaml.constructor.ConstructorError) and "could not determine a constructor" in problem:
+        return TAG_FIX
+    if "'\\t'" in problem or "tab character" in problem:
+        return TAB_FIX
+    return None
 
 
 class YamlLimitError(YamlSyntaxError):
@@ -307,7 +324,7 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
         started, at = exc.context_mark, exc.problem_mark
         if started is not None and at is not None and started.line != at.line:
             problem += f" (the construct started at line {started.line + 1})"
-        raise YamlSyntaxError(file, line, problem) from exc
+        raise YamlSyntaxError(file, line, problem, syntax_fix(exc)) from exc
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(file, None, str(exc)) from exc
     finally:

@@ -130,6 +130,11 @@ def _describe(path: FieldPath, errs: list[ErrorDetails], model: type[BaseModel],
             "write a value of the expected type",
         )
     got = err.get("input")
+    if kind in ("bool_type", "bool_parsing") and path and isinstance(path[-1], str):
+        # `"false"` and `0` are not false: no field coerces, and a quoted word is a string
+        said = "null" if got is None else f"{_type_name(got)} {got!r}"
+        return ("schema.type", f"`{name}`: expected true or false, got {said}",
+                f"write `{name}: true` or `{name}: false` (a boolean, unquoted)")
     if kind.endswith("_type") or kind.endswith("_parsing") or kind in ("model_attributes_type", "is_instance_of"):
         # a list item is named by its list and index, and the fix quotes the value to change, not the index
         what = f"`{got}` (`{name}`)" if path and isinstance(path[-1], int) and isinstance(got, (str, int, float)) \

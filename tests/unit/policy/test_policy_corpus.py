@@ -137,3 +137,19 @@ def test_the_served_thinking_mode_must_be_the_one_the_golden_al_is_keyed_on(tmp_
     recipe.write_text(text, encoding="utf-8")
     hits = [f for f in validate_files([recipe]).findings if f.rule == "golden-al.thinking-mismatch"]
     assert bool(hits) == mismatch, [f.message for f in hits]
+
+
+def test_a_job_planned_by_two_entries_or_two_scenarios_is_planned_twice_and_warned_at_both_lines(
+        tmp_path: Path) -> None:
+    """InferenceX plans a repeated point (lists are emitted verbatim), so llmsweep plans both jobs, and warns: an
+    isl/osl block written twice planned 4 jobs in silence (a repeat inside one list already warned)."""
+    text = (CORPUS / "grid.duplicate-arm.yaml").read_text(encoding="utf-8")
+    block = "    - isl: 256\n      osl: 64\n      search-space:\n      - { tp: 8, conc-list: [2, 4] }\n"
+    path = tmp_path / "twice.yaml"
+    path.write_text(text.replace("      - { tp: 8, conc-list: [4, 8] }  #<- conc 4 again\n", block), encoding="utf-8")
+    result = validate_files([path])
+    assert len(result.jobs) == 4 and len({j.id for j in result.jobs}) == 4
+    (hit,) = [f for f in result.findings if f.rule.startswith("grid.duplicate")]
+    assert (hit.rule, hit.line, hit.severity.value) == ("grid.duplicate-arm", 19, "warning"), hit.render()
+    assert "conc [2, 4] as the entry at line 15" in hit.message and hit.path and hit.path.endswith("fixed-seq-len[1]"
+                                                                                                    ".search-space[0]")

@@ -1,0 +1,40 @@
+"""Shell words for the scripts llmsweep writes: a value is one inert word, and the script holds no raw control
+character.
+
+`shlex.quote` makes any string one word, but leaves control characters raw inside its single quotes: an ESC sequence
+in a recipe value clears the screen of whoever prints the script, and a tool that strips ANSI codes on the way
+(click does when stdout is not a terminal) changes the value the script sets. A word holding one is written as bash's
+ANSI-C quoting instead, `$'…'`, every non-printable character as its UTF-8 bytes (`\\xHH`, whatever the locale), so
+the script prints safely and sets the exact value.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A shell variable name."""
+
+
+def quote(word: str) -> str:
+    """`word` as one shell word that reads back as exactly `word` (bash), with no raw control character in it."""
+    if word.isprintable():
+        return shlex.quote(word)
+    out = []
+    for c in word:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        else:
+            out.append("".join(f"\\x{b:02x}" for b in c.encode("utf-8")))
+    return "$'" + "".join(out) + "'"
+
+
+def assignment(name: str, value: str) -> str:
+    """`NAME=value`, the value one word (:func:`quote`). A name that is not a variable name is quoted whole: the shell
+    then sees one inert word, never code."""
+    if NAME.fullmatch(name):
+        return f"{name}={quote(value)}"
+    return quote(f"{name}={value}")
