@@ -9,10 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+
+from llmsweep import shell
 
 SECRET_NAME = re.compile(r"(^HF_TOKEN$|_TOKEN$|_KEY$|_SECRET$)")
 LAUNCH_DIR = "{launch_dir}"
@@ -43,16 +44,12 @@ class LaunchFile(BaseModel):
         return f"{LAUNCH_DIR}/{self.name}"
 
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_NAME = shell.NAME
 """Names a shell accepts in `NAME=value` and `export NAME=value` (the recipe loader rejects every other name)."""
 
-
-def env_assignment(name: str, value: str) -> str:
-    """`NAME=value` for a shell, the value quoted. A name that is not a variable name (the loader rejects those; this
-    is the second line of defence) is quoted whole: the shell then sees one inert word, never code."""
-    if ENV_NAME.fullmatch(name):
-        return f"{name}={shlex.quote(value)}"
-    return shlex.quote(f"{name}={value}")
+env_assignment = shell.assignment
+"""`NAME=value` for a shell, the value one inert word with no raw control character (`llmsweep.shell`); a name that is
+not a variable name (the loader rejects those; this is the second line of defence) is quoted whole."""
 
 
 def secret_reference(name: str) -> str | None:
@@ -125,7 +122,7 @@ class LaunchSpec(BaseModel):
         assigns += [ref for ref in (secret_reference(name) for name in self.secret_env) if ref is not None]
         # A name that is not a variable name is not an assignment to the shell: `env` sets it, inertly.
         prefix = ["env"] if any(not ENV_NAME.fullmatch(k) for k in self.env) else []
-        return " ".join([*prefix, *assigns, *(shlex.quote(a) for a in self.argv)])
+        return " ".join([*prefix, *assigns, *(shell.quote(a) for a in self.argv)])
 
     def with_launch_dir(self, directory: str) -> LaunchSpec:
         """The spec with `{launch_dir}` in argv and env replaced by `directory` (where its files are, or will be)."""

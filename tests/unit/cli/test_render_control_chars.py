@@ -53,3 +53,17 @@ def test_render_sh_sets_the_exact_value_and_prints_no_control_character(tmp_path
     assert _bash_prints(f"{export}; printf %s \"$FOO\"") == VALUE.encode("utf-8")
     text_form = CliRunner().invoke(cli, ["render", str(recipe), "--job", JOB]).stdout
     assert "\x1b" not in text_form and export.removeprefix("export ") in text_form
+
+
+def test_server_command_txt_and_slurm_exports_quote_control_characters_as_render_does() -> None:
+    """`server_command.txt` (LaunchSpec.shell_command) and the Slurm batch script's exports (env_assignment) wrote the
+    raw ESC and newline of a recipe value, as `render` did before; they share `llmsweep.shell`'s quoting now."""
+    from llmsweep.engines.launch import LaunchSpec, env_assignment
+
+    spec = LaunchSpec(engine="sim", argv=("sim-serve", "--model", VALUE), env={"FOO": VALUE}, port=1)
+    line = spec.shell_command()
+    assert line.isprintable(), line
+    assert _bash_prints(f"f() {{ printf '%s|%s' \"$FOO\" \"$2\"; }}; {line.replace('sim-serve', 'f', 1)}") == (
+        f"{VALUE}|{VALUE}".encode())
+    export = env_assignment("FOO", VALUE)
+    assert export.isprintable() and _bash_prints(f"export {export}; printf %s \"$FOO\"") == VALUE.encode("utf-8")
