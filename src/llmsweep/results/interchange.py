@@ -33,6 +33,10 @@ from llmsweep.results.repeats import Repeats, combine_repeats
 EXPORT_FORMAT = "llmsweep-results"
 EXPORT_VERSION = 1
 _STATS = (("mean", "mean"), ("median", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p99.9"), ("std", "std"))
+_AGENTIC_STATS = (("mean", "mean"), ("median", "p50"), ("p75", "p75"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"),
+                  ("p99.9", "p99.9"), ("std", "std"))
+"""An AgentX row's statistics: its aggregates' (agentx-spec §6.2: `{mean|median|p75|p90|p95|p99|std}_<metric>`) and the
+p99.9 every InferenceX row has (std last: `_stat_fields` leaves it out of interactivity)."""
 _LATENCIES = ("ttft", "tpot", "itl", "e2el")
 
 
@@ -58,9 +62,14 @@ def _number(doc: Mapping[str, Any], *keys: str) -> float | None:
 # ------------------------------------------------------------------------------------------------ export
 
 
-def _latency_blocks(summary: Summary) -> dict[str, Stats]:
+def _latency_blocks(summary: Summary, *, agentic: bool = False) -> dict[str, Stats]:
+    """InferenceX's latency blocks of a summary. `itl` means two things there: a fixed-length row's is
+    benchmark_serving's pooled gaps between stream chunks (our `latency.itl`); an AgentX row's is AIPerf's per-request
+    inter-token latency, (E2EL − TTFT)/(OSL − 1), the samples of our `tpot` (agentx-spec §3.3), from which the app
+    re-derives interactivity — the chunk gaps there read MTP's ~3.4-token chunks as one token each, and the
+    interactivity the app drew was a third of what the run measured."""
     lat = summary.latency
-    return {"ttft": lat.ttft, "tpot": lat.tpot, "itl": lat.itl, "e2el": lat.e2el}
+    return {"ttft": lat.ttft, "tpot": lat.tpot, "itl": lat.tpot if agentic else lat.itl, "e2el": lat.e2el}
 
 
 def _worker_gpus(worker: Mapping[str, Any]) -> int:
@@ -132,12 +141,12 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
         row[col] = point.metric(col)
     _multinode_fields(point, row)
     if point.summary is not None:
-        row.update(_stat_fields(point.summary))
+        row.update(_stat_fields(point.summary, agentic=i.scenario.startswith("agentic")))
         row.update(_power_fields(point.summary))
     else:  # a row imported from elsewhere: the statistics it published
         flat = _flat(point.imported)
         for name in (*_LATENCIES, "intvty", "e2e_norm_intvty"):
-            for prefix in (*(p for p, _ in _STATS), "p75"):
+            for prefix in dict.fromkeys(p for p, _ in (*_STATS, *_AGENTIC_STATS)):
                 if (value := _number(flat, f"{prefix}_{name}")) is not None:
                     row[f"{prefix}_{name}"] = value
     row["llmsweep"] = _llmsweep_block(point)
@@ -201,16 +210,27 @@ def _power_fields(summary: Summary) -> dict[str, Any]:
     return row
 
 
-def _stat_fields(summary: Summary) -> dict[str, float]:
+def _stat_fields(summary: Summary, *, agentic: bool = False) -> dict[str, float]:
     """InferenceX's `<stat>_<metric>` fields of one of our summaries (latencies in seconds; a statistic without a
-    sample, as of a point whose every request failed, is absent)."""
+    sample, as of a point whose every request failed, is absent); an AgentX row's statistics and scalars as its
+    aggregates flatten them (agentx-spec §6.2)."""
     row: dict[str, float | None] = {}
-    for name, block in _latency_blocks(summary).items():
-        for prefix, stat in _STATS:
+    stats = _AGENTIC_STATS if agentic else _STATS
+    for name, block in _latency_blocks(summary, agentic=agentic).items():
+        for prefix, stat in stats:
             row[f"{prefix}_{name}"] = block.stat(stat)
     intv: InvertedStats = summary.interactivity
-    for prefix, stat in _STATS[:-1]:  # std of an inverted quantity is meaningless (InferenceX flaw); not exported
+    for prefix, stat in stats[:-1]:  # std of an inverted quantity is meaningless (InferenceX flaw); not exported
         row[f"{prefix}_intvty"] = intv.stat(stat)
+    if agentic:
+        tput, server = summary.throughput, summary.server_metrics
+        kv, cache = server.kv_cache, server.cache
+        row.update(input_tput_tps=tput.input_tps, output_tput_tps=tput.output_tps, total_tput_tps=tput.total_tps,
+                   theoretical_cache_hit_rate=summary.cache.theoretical_hit_rate,
+                   server_gpu_cache_hit_rate=cache.gpu_hit_rate if cache is not None else None,
+                   server_cpu_cache_hit_rate=cache.cpu_hit_rate if cache is not None else None,
+                   gpu_kv_cache_usage_pct=(100.0 * kv.gpu_usage_mean
+                                           if kv is not None and kv.gpu_usage_mean is not None else None))
     norm = summary.e2e_norm_interactivity
     for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90")):
         row[f"{prefix}_e2e_norm_intvty"] = norm.stat(stat)
@@ -424,13 +444,11 @@ def _flat(row: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(latency, Mapping):
         for name, block in latency.items():
             if isinstance(block, Mapping):
-                for prefix, stat in _STATS:
+                for prefix, stat in dict.fromkeys((*_STATS, *_AGENTIC_STATS)):
                     if stat in block:
                         out.setdefault(f"{prefix}_{name}", block[stat])
                     if stat == "p50" and "median" in block:
                         out.setdefault(f"median_{name}", block["median"])
-                if "p75" in block:
-                    out.setdefault(f"p75_{name}", block["p75"])
     per_gpu = _dig(row, "request_metrics.throughput.per_gpu")
     if isinstance(per_gpu, Mapping):
         out.setdefault("tput_per_gpu", per_gpu.get("total_tput_tps"))

@@ -37,6 +37,27 @@ def test_inferencex_rows_have_the_published_fields_in_seconds(make_run) -> None:
     assert row["llmsweep"]["source"] == "simulated"
 
 
+def test_an_agentic_rows_itl_is_the_per_request_itl_agentx_derives_interactivity_from(make_run) -> None:
+    """AgentX's `itl` is AIPerf's per-request (E2EL − TTFT)/(OSL − 1), from which the app re-derives interactivity
+    (agentx-spec §3.3): an agentic row carries those samples (our `tpot`), not the gaps between stream chunks a
+    fixed-length row's `itl` is (benchmark_serving's). The chunk gaps of 16-token chunks made the app's
+    interactivity a sixteenth of the run's. The row has AgentX's p75/p95 and its scalars too (§6.2)."""
+    (agentic,) = points_from_run(make_run("a", concs=(4,)))
+    (fixed,) = points_from_run(make_run("f", concs=(4,), scenario="fixed-seq-len", isl=1024, osl=256))
+    rows = json.loads(export_points([agentic, fixed], "inferencex", include_unpublished=True))
+    arow, frow = rows
+    sa, sf = agentic.summary, fixed.summary
+    assert sa is not None and sf is not None
+    assert sa.latency.itl.p90 > 4 * sa.latency.tpot.p90  # 16-token chunks: the two differ, by a lot
+    for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99")):
+        assert arow[f"{prefix}_itl"] == arow[f"{prefix}_tpot"] == sa.latency.tpot.stat(stat), prefix
+        assert arow[f"{prefix}_intvty"] == sa.interactivity.stat(stat), prefix
+    assert 1 / arow["p90_itl"] == pytest.approx(arow["p90_intvty"])  # what the app re-derives is what the run said
+    assert arow["total_tput_tps"] == sa.throughput.total_tps and arow["output_tput_tps"] == sa.throughput.output_tps
+    assert arow.get("theoretical_cache_hit_rate") == sa.cache.theoretical_hit_rate  # absent when not recorded
+    assert frow["p90_itl"] == sf.latency.itl.p90 and "p95_itl" not in frow  # benchmark_serving's, unchanged
+
+
 def test_json_round_trip_keeps_source_and_metrics(make_run, tmp_path: Path) -> None:
     points = points_from_run(make_run("r", concs=(1, 4)))
     path = tmp_path / "export.json"
