@@ -60,6 +60,18 @@ def test_a_result_the_real_engine_would_refuse_says_so_everywhere(tmp_path: Path
     with pytest.raises(SystemExit):
         main(["results", "show", listed[0]["result_id"], "--json"])
     assert json.loads(capsys.readouterr().out)["warnings"] == [warning]
+    # our lossless export carries them, and an import into another store keeps the marks (they were dropped)
+    exported = tmp_path / "export.json"
+    with pytest.raises(SystemExit):
+        main(["results", "export", "--run", run_id, "--out", str(exported)])
+    assert [r["warnings"] for r in json.loads(exported.read_text())["results"]] == [[warning]] * 2
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "other.sqlite"))
+    with pytest.raises(SystemExit):
+        main(["results", "import", str(exported)])
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["results", "list", "--run", run_id, "--json"])
+    assert [r["warnings"] for r in json.loads(capsys.readouterr().out)] == [[warning]] * 2
 
 
 def test_a_launch_the_real_engine_cannot_render_is_said_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

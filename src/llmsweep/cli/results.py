@@ -336,7 +336,8 @@ def export(run_id: str | None, fmt: str, out: Path | None, include_unpublished: 
     with _open(store_path) as store:
         store.require_run(run_id)
         points = store.results(run_id)
-    text = export_points(points, fmt, include_unpublished=include_unpublished)
+        warned = store.job_warnings(p.run_id for p in points)
+    text = export_points(points, fmt, include_unpublished=include_unpublished, warnings=warned)
     kinds: dict[str, tuple[RowKind, str]] = {"inferencex": ("throughput", "point(s)"),
                                              "inferencex-evals": ("eval", "eval row(s)")}
     rows = kinds.get(fmt)

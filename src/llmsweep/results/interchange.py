@@ -331,7 +331,13 @@ def _eval_rows(points: Sequence[ResultPoint], include_unpublished: bool) -> list
     return rows
 
 
-def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublished: bool = False) -> str:
+Warned = Mapping[tuple[str, str], Sequence[str]]
+"""(run id, job id) -> what the run warned of the job's result (`Store.job_warnings`: under the simulator, the engine
+rules it ran despite and what it does not model)."""
+
+
+def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublished: bool = False,
+                  warnings: Warned | None = None) -> str:
     """Serialise results as `json` (ours, lossless), `csv` (flat hot columns), `inferencex` (list of throughput rows)
     or `inferencex-evals` (InferenceX's eval rows: one per completed eval run, i.e. per concurrency).
 
@@ -339,9 +345,12 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
     `inferencex` valid, measured points, `inferencex-evals` the evals of measured points; unless
     `include_unpublished`: then every row, each unpublishable one marked failed (`benchmark_outcome`) and, for a
     throughput row not measured, with its `source`. A point a run measured N times (`run --repeats`) is one
-    `inferencex` row, the mean of its repeats (`repeat_row`); `json` and `csv` keep every result."""
+    `inferencex` row, the mean of its repeats (`repeat_row`); `json` and `csv` keep every result. `warnings`: what the
+    runs warned of their jobs, which `json` carries (a point's `warnings`) so an import keeps its ⚠ marks."""
     if fmt == "json":
-        doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "results": [_our_row(p) for p in points]}
+        warned = warnings or {}
+        doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION,
+               "results": [{**_our_row(p), "warnings": list(warned.get((p.run_id, p.job_id), ()))} for p in points]}
         return json.dumps(doc, indent=1, sort_keys=True, default=str)
     if fmt == "inferencex":  # throughput rows: an eval-only result has none (its row is in `inferencex-evals`)
         published: list[dict[str, Any]] = []
@@ -379,6 +388,12 @@ def _our_row(p: ResultPoint) -> dict[str, Any]:
 
 
 def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
+    """:func:`read_import` without the warnings."""
+    run_id, origin, points, _ = read_import(path)
+    return run_id, origin, points
+
+
+def read_import(path: Path) -> tuple[str, str, list[ResultPoint], dict[tuple[str, str], list[str]]]:
     """Parse an export of ours or an InferenceX aggregate JSON into (run id, origin, points).
 
     The run id is the file's own (`import:<stem>-<digest>`); a row that names the run it came from (every row of our
@@ -397,14 +412,17 @@ def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
         if not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
             raise ResultInputError(f"{path}: `results` is not a list of result rows",
                               fix="export again with `llmsweep results export --format json`")
-        return run_id, "llmsweep-export", _unique_jobs([_from_our_row(run_id, r) for r in results])
+        points = _unique_jobs([_from_our_row(run_id, r) for r in results])
+        warned = {(p.run_id, p.job_id): [str(w) for w in r["warnings"]] for p, r in zip(points, results, strict=True)
+                  if isinstance(r.get("warnings"), list) and r["warnings"]}
+        return run_id, "llmsweep-export", points, warned
     rows = doc if isinstance(doc, list) else [doc] if isinstance(doc, Mapping) and "hw" in doc else None
     if rows is None or not all(isinstance(r, Mapping) for r in rows):
         raise ResultInputError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
                           fix="export with `llmsweep results export --format json|inferencex`")
     points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows)]
     origin = "llmsweep-export" if rows and all("llmsweep" in r for r in rows) else "inferencex"
-    return run_id, origin, _unique_jobs(points)
+    return run_id, origin, _unique_jobs(points), {}
 
 
 def _unique_jobs(points: list[ResultPoint]) -> list[ResultPoint]:
@@ -527,7 +545,7 @@ def import_into(store: Any, path: Path) -> tuple[list[str], int]:
 
     A run the store already holds as a run of ours (importing an export back into the store it came from) is never
     replaced: its rows import as `<file run id>:<original run id>`."""
-    file_run, origin, points = import_file(path)
+    file_run, origin, points, warned = read_import(path)
     runs: dict[str, list[ResultPoint]] = {}
     for point in points:
         runs.setdefault(point.run_id, []).append(point)
@@ -539,8 +557,12 @@ def import_into(store: Any, path: Path) -> tuple[list[str], int]:
         if store.run_origin(original) not in (None, "llmsweep-export", "inferencex"):
             run_id = f"{file_run}:{original}"
             pts = [dataclasses.replace(p, run_id=run_id, result_id=result_id_for(run_id, p.job_id)) for p in pts]
+        # what the run warned of its jobs, where `Store.job_warnings` reads a run's: its outcomes
+        outcomes = [{"job_id": p.job_id, "status": p.verdict, "reasons": list(p.reasons), "warnings": said}
+                    for p in pts if (said := warned.get((original, p.job_id)))]
         meta = {"imported_from": str(path), "origin": origin,
-                **({"original_run_id": original} if original != file_run else {})}
+                **({"original_run_id": original} if original != file_run else {}),
+                **({"outcomes": outcomes} if outcomes else {})}
         n += store.ingest_points(run_id, origin, pts, meta)
         ids.append(run_id)
     return ids, n
