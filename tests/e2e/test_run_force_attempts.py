@@ -34,3 +34,39 @@ def test_calibration_reads_each_point_once_not_its_superseded_attempts(tmp_path:
         assert proc.returncode == 0, proc.stderr[-4000:]
     # each attempts/1/ now holds a whole attempt (job.json and summary.json): still not a point of its own
     assert sorted(calibration_points([out])) == sorted(job_dirs(out).values())
+
+
+def test_an_interrupted_force_rerun_leaves_no_superseded_result_in_the_store(tmp_path: Path) -> None:
+    """`--force` moves a job's earlier attempt aside as it runs it again; a Ctrl-C in that job left the earlier
+    result stored (`results list` showed it) while the folder and the report said the job was interrupted."""
+    import json
+    import signal
+    import sqlite3
+
+    from test_run_support import record_lines, start_cli, wait_for
+
+    recipe = tmp_path / "slow.yaml"
+    recipe.write_text((RECIPES / "slow-fixed-sim.yaml").read_text().replace("num-warmups: 1\n", "num-warmups: 0\n"))
+    out, env, log = tmp_path / "out", cli_env(tmp_path), tmp_path / "force.log"
+    first = run_cli([recipe, "--out", out, "--no-report"], env)  # virtual time: seconds
+    assert first.returncode == 0, first.stderr[-4000:]
+    store = tmp_path / "store.sqlite"
+
+    def stored() -> set[str]:
+        with sqlite3.connect(store) as db:
+            return {job for (job,) in db.execute("SELECT job_id FROM results")}
+
+    assert stored() == set(job_dirs(out))
+    proc = start_cli([recipe, "--live", "--out", out, "--force", "--no-report"], env, log)
+    try:
+        conc1 = next(d for n, d in job_dirs(out).items() if "_conc1_" in n)
+        wait_for(lambda: (conc1 / "attempts" / "1").is_dir() and record_lines(conc1 / "records.jsonl") > 0,
+                 timeout=90, what="a record of the rerun's first job", proc=proc, log=log)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert json.loads((conc1 / "outcome.json").read_text())["status"] != "valid"
+    assert conc1.name not in stored()  # its earlier result is in attempts/1, not the job's result any more
+    assert stored() == {n for n in job_dirs(out) if "_conc1_" not in n}  # the others' results not rerun yet stay

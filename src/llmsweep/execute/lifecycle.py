@@ -675,17 +675,32 @@ def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
 
 JobSink = Callable[[Path, "JobOutcome"], None]
 _JOB_SINK: ContextVar[JobSink | None] = ContextVar("llmsweep_job_sink", default=None)
+AttemptSink = Callable[[Path], None]
+_ATTEMPT_SINK: ContextVar[AttemptSink | None] = ContextVar("llmsweep_attempt_sink", default=None)
 
 
 @contextmanager
-def on_job_finished(sink: JobSink) -> Iterator[None]:
+def on_job_finished(sink: JobSink, superseded: AttemptSink | None = None) -> Iterator[None]:
     """Call `sink(job_dir, outcome)` as each job run in this context finishes, its outcome.json written (`run`
-    stores each job's result then, so an interrupted sweep keeps what completed). The sink must not raise."""
-    token = _JOB_SINK.set(sink)
+    stores each job's result then, so an interrupted sweep keeps what completed), and `superseded(job_dir)` as a
+    job's earlier attempt is moved aside before it runs again (`keep_earlier_attempt`: the folder holds no result
+    until the job finishes; `run` drops the stored one, which an interrupted `--force` rerun left stored beside a
+    folder that no longer held it). The sinks must not raise."""
+    token, attempt = _JOB_SINK.set(sink), _ATTEMPT_SINK.set(superseded)
     try:
         yield
     finally:
+        _ATTEMPT_SINK.reset(attempt)
         _JOB_SINK.reset(token)
+
+
+def keep_earlier_attempt(job_id: str, job_dir: Path, event: Event) -> Path | None:
+    """`artifacts.keep_earlier_attempt` (the artifacts of an earlier attempt move to `attempts/N`), and the
+    `on_job_finished` context told that the job's folder holds no result now."""
+    kept = art.keep_earlier_attempt(job_id, job_dir, event)
+    if kept is not None and (sink := _ATTEMPT_SINK.get()) is not None:
+        sink(job_dir)
+    return kept
 
 
 def outcome_of(job: Job, summary: Summary, job_dir: Path) -> JobOutcome:
@@ -756,7 +771,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
     group = server.group
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
-    art.keep_earlier_attempt(job.id, jdir, event)
+    keep_earlier_attempt(job.id, jdir, event)
     started = time.monotonic()
     handle: ServerHandle | None = None
     progress = current_progress()

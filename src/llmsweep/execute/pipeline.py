@@ -761,7 +761,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     stored = _JobStore(run_dir, req, event)
     ran: list[JobOutcome] = []
     try:
-        with on_job_finished(stored):
+        with on_job_finished(stored, superseded=stored.superseded):
             if virtual:
                 from llmsweep.execute import virtual as virtual_time
 
@@ -843,6 +843,21 @@ class _JobStore:
             if not self.failed:
                 self.event(f"warning: could not store job {outcome.job_id} in {self.path}: {exc} "
                            "(the run goes on; its files are on disk)")
+            self.failed = True
+
+    def superseded(self, job_dir: Path) -> None:
+        """A job runs again, its earlier attempt moved aside: the store drops the result that attempt left, as the
+        folder no longer holds it (an interrupted `--force` rerun kept it stored while the report said the job was
+        interrupted)."""
+        from llmsweep.results.store import Store
+
+        try:
+            with Store(self.path) as store:
+                store.ingest_job(self.run_dir, job_dir)  # an emptied folder: its stored result goes
+        except Exception as exc:  # as a store failure above: the end-of-run ingest decides
+            if not self.failed:
+                self.event(f"warning: could not drop the earlier result of job {job_dir.name} from {self.path}: "
+                           f"{exc} (the run goes on)")
             self.failed = True
 
 

@@ -720,7 +720,7 @@ class SlurmExecutor:
         folder is moved aside on this side before the batch job is submitted, so an `outcome.json` found after the
         batch job is this attempt's, never the last one's reported for a job that died before writing its own."""
         from llmsweep.execute import artifacts as art
-        from llmsweep.execute.lifecycle import JobOutcome, report_job_finished
+        from llmsweep.execute.lifecycle import JobOutcome, keep_earlier_attempt, report_job_finished
         from llmsweep.execute.progress import QUIET_S, current_progress, duration_text, read_report
 
         submitted: list[_Batch] = []
@@ -844,7 +844,7 @@ class SlurmExecutor:
             for group in groups:
                 gdir = art.server_dir(run_dir, group.id)
                 for job in group.jobs:
-                    art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event)
+                    keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event)
                 group_file = art.write_json(gdir / art.GROUP_FILE, group.to_json(run_dir, settings))
                 (gdir / art.PROGRESS_FILE).unlink(missing_ok=True)  # an earlier attempt's worker said it
                 nodes = group.topology.nodes if group.topology is not None else 1

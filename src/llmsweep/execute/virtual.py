@@ -37,6 +37,7 @@ from llmsweep.execute.lifecycle import (
     eval_group,
     eval_job,
     eval_launch,
+    keep_earlier_attempt,
     record_eval_server,
     relaunch_reason,
     report_job_finished,
@@ -183,7 +184,7 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
     served live (`live`)."""
     jdir = art.job_dir(run_dir, job.id)
     jdir.mkdir(parents=True, exist_ok=True)
-    art.keep_earlier_attempt(job.id, jdir, event)
+    keep_earlier_attempt(job.id, jdir, event)
     started = time.monotonic()
     current_progress().phase("evaluating" if job.eval_only else "simulating")
 

@@ -440,7 +440,9 @@ class Store:
         root = Path(run_dir)
         run_id, meta = load_run_meta(root)
         art = load_job(Path(job_dir))
-        if art is None:
+        if art is None:  # the folder holds no result (an earlier attempt moved aside): neither does the store
+            with self._db:
+                self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, Path(job_dir).name))
             return False
         point = point_from_job(run_id, art)
         with self._db:
