@@ -217,3 +217,15 @@ def test_a_finished_run_that_stood_every_job_on_stored_results_is_refused_too(tm
     resumed = run_cli([RECIPE, "--out", out, "--no-report", "--resume", "--reuse", "--json"], env, timeout=120)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert [r["reused"] for r in json.loads(resumed.stdout)["jobs"]] == [True, True]
+
+
+def test_an_out_that_cannot_be_written_is_one_error_line_before_anything_runs(tmp_path: Path) -> None:
+    """A read-only disk, a folder the user cannot write, a path through a file: `run` ended in a traceback from the
+    folder's creation or its lock file (exit 1)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    res = run_cli([RECIPES / "fixed-sim.yaml", "--out", blocker / "out"], cli_env(tmp_path))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert f"error: --out {blocker / 'out'} cannot be written" in res.stderr
+    assert "fix: give --out a folder" in res.stderr
+    assert "launching" not in res.stderr and "job 1/" not in res.stderr  # before any job or server

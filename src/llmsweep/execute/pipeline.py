@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -445,7 +446,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     _refuse_clash(jobs, req, executor.kind)
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
-    run_dir.mkdir(parents=True, exist_ok=True)
+    _writable_out(run_dir)
     with _exclusive(run_dir):
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
@@ -650,6 +651,20 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
 
 
 LOCK_FILE = ".llmsweep-run.lock"
+
+
+def _writable_out(run_dir: Path) -> None:
+    """--out made and write-tested before anything is written there or any server starts: a read-only disk, a
+    folder this user cannot write, a path through a file is one error line (exit 2); it was a traceback from the
+    folder's creation or its lock file."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / f".llmsweep-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--out {run_dir} cannot be written: {exc.strerror or exc}",
+                          fix="give --out a folder this user can write, on a disk with space") from None
 
 
 @contextmanager
