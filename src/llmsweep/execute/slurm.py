@@ -301,8 +301,11 @@ def render_batch_script(
         headers.append(f"--cpus-per-task={options.cpus_per_task}")
     if options.mem:
         headers.append(f"--mem={options.mem}")
+    # --no-requeue: a node that fails ends the batch job NODE_FAIL, which fails the jobs it had not finished and says
+    # so; Slurm's default requeue ran the worker again from its first job, measuring anew (and moving aside) jobs
+    # already stored valid, while the driver showed the last job draining for minutes without a word of it
     headers += [f"--output={out_dir}/slurm-%j.out", f"--error={out_dir}/slurm-%j.err", f"--chdir={out_dir}",
-                "--export=ALL"]
+                "--export=ALL", "--no-requeue"]
     for i, token in enumerate(options.extra_sbatch):  # a value given apart (`--time`, `30`) stays on its option's line
         if i > 0 and not token.startswith("-"):
             headers[-1] += f" {token}"

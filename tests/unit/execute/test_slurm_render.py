@@ -35,6 +35,9 @@ def test_headers_carry_name_partition_account_gres_exclude_time_and_out_files() 
     for expected in ("--gres=gpu:h200:8", "--exclude=b300-005,b300-006", "--time=08:00:00",
                      f"--output={OUT}/slurm-%j.out", f"--error={OUT}/slurm-%j.err", f"--chdir={OUT}", "--export=ALL"):
         assert expected in lines
+    # a failed node ends the batch job (NODE_FAIL, its unfinished jobs failed and said so): Slurm's default requeue
+    # ran the worker again from its first job, measuring anew jobs already stored valid
+    assert "--no-requeue" in lines
     assert script.startswith("#!/bin/bash\n")
 
 
