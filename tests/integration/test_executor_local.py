@@ -76,6 +76,9 @@ def test_server_that_never_gets_ready_times_out_with_log_tail(tmp_path: Path) ->
     text = str(err.value)
     assert "not ready after 2 s" in text or "not ready after 1 s" in text
     assert "HTTP 503" in text and "tiny server starting" in text
+    # the fix names what a user sets (it said `startup_timeout_s`, a field of neither the recipe nor the CLI)
+    fix = err.value.fix or ""
+    assert "`serve.health-timeout`" in fix and "--startup-timeout" in fix, fix
 
 
 def test_missing_ready_marker_keeps_a_healthy_server_unready(tmp_path: Path) -> None:

@@ -135,8 +135,8 @@ def wait_ready(
             raise _failure(
                 handle,
                 f"not ready after {limit:.0f} s: {url} gave {got}{wanted}",
-                fix="raise startup_timeout_s if the engine is merely slow (first compile, large weights); otherwise "
-                "read the log tail for the hang",
+                fix="raise the recipe's `serve.health-timeout` (or `--startup-timeout`) if the engine is merely slow "
+                "(first compile, large weights); otherwise read the log tail for the hang",
                 tail_lines=tail_lines,
             )
         time.sleep(min(poll_s, max(0.0, limit - elapsed)))

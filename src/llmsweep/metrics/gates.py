@@ -219,7 +219,13 @@ def evaluate(
     warnings: list[str] = []
     finished = requests["successful"] + requests["failed"]
     if requests["successful"] == 0:
-        reasons.append("no successful profiling request")
+        # what they failed with, most first: the cause was only in summary.json's error_categories
+        classes = sorted(((name, n) for name, n in (requests.get("error_categories") or {}).items()
+                          if name != "cancelled"), key=lambda kv: (-kv[1], kv[0]))
+        said = ", ".join(f"{n} {name}" for name, n in classes)
+        reasons.append("no successful profiling request" + (
+            f": all {requests['failed']} failed ({said}; each request's error is in records.jsonl)"
+            if requests["failed"] and said else ""))
     if finished > 0:
         ratio = requests["failed"] / finished
         if ratio > gates.max_error_ratio:

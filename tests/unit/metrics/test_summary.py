@@ -218,6 +218,16 @@ def test_truncated_streams_are_failures_a_fifth_of_them_fails_a_fixed_run() -> N
     assert s.validity.verdict == "invalid"
 
 
+def test_a_point_whose_every_request_failed_says_what_they_failed_with() -> None:
+    """It said only "no successful profiling request": the cause was in summary.json's error_categories alone."""
+    records = [rec(i, sent=i * 0.1, error="truncated") for i in range(6)] + [
+        rec(6, sent=0.6, error="http"), rec(7, sent=0.7, error="cancelled")]
+    s = summarise(records, gpus=1)
+    assert s.requests.successful == 0
+    assert s.validity.reasons[0] == ("no successful profiling request: all 7 failed (6 truncated, 1 http; each "
+                                     "request's error is in records.jsonl)"), s.validity.reasons
+
+
 def test_short_outputs_are_counted_and_gated_by_the_scenario_profile() -> None:
     from llmsweep.workload.scenario import get_scenario
 
