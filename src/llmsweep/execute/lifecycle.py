@@ -15,6 +15,7 @@ first, then stops its server once and runs every owed eval on one relaunched ser
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import platform
@@ -33,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmsweep import __version__
 from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec, Topology, comment_text
-from llmsweep.errors import ConfigError, LaunchError, LlmsweepError
+from llmsweep.errors import ConfigError, LaunchError, LlmsweepError, ResultError
 from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.base import ServerLauncher
@@ -727,6 +728,10 @@ def verdict_reasons(summary: Summary) -> list[str]:
     return sorted(summary.validity.reasons, key=lambda r: r.startswith("smoke run"))
 
 
+OUT_UNWRITABLE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""Write errors that no job of the sweep can get past: a full disk, a quota, a read-only remount."""
+
+
 def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summary]) -> JobOutcome:
     """The job's outcome from `measure` (whatever writes its folder and returns its summary), in one place for every
     path: a LlmsweepError fails the job with its message; a bug below fails this job, not the rest of the sweep;
@@ -750,6 +755,13 @@ def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summar
             raise interrupt from None
         if isinstance(exc, LlmsweepError):
             return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
+        if isinstance(exc, OSError) and exc.errno in OUT_UNWRITABLE:
+            # --out is full (or became read-only): no job can write its results, this one's outcome included. The
+            # sweep ends here, its servers stopped on the way out, with the fix; it ended in two tracebacks.
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise ResultError(f"cannot write the results under --out: {exc.strerror}{where}",
+                              fix="free space on that disk (or remount it writable), then `llmsweep run ... --out "
+                                  "DIR --resume` runs the jobs left") from None
         log.exception("job %s failed unexpectedly", job.id)
         return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
                           reasons=[f"internal error: {type(exc).__name__}: {exc}"])

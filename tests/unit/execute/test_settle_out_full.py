@@ -1,0 +1,40 @@
+"""A full disk (or a read-only remount) under --out ends the sweep with one error and its fix: no job can write its
+results, this one's outcome included. It failed the job as an internal error, then crashed writing its outcome.json,
+two tracebacks deep (`lifecycle.settle`)."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from llmsweep.errors import ResultError
+from llmsweep.execute.lifecycle import settle
+from llmsweep.metrics.model import Summary
+from llmsweep.plan import jobs_from_files
+
+RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EROFS])
+def test_a_full_out_ends_the_sweep_with_the_fix(tmp_path: Path, code: int) -> None:
+    job = jobs_from_files([RECIPE])[0]
+
+    def measure() -> Summary:
+        raise OSError(code, "No space left on device", str(tmp_path / "records.jsonl"))
+
+    with pytest.raises(ResultError) as err:
+        settle(job, tmp_path, 0.0, measure)
+    assert "cannot write the results under --out" in err.value.message and "records.jsonl" in err.value.message
+    assert err.value.fix is not None and "--resume" in err.value.fix and err.value.exit_code == 1
+
+
+def test_another_os_error_still_fails_only_its_job(tmp_path: Path) -> None:
+    job = jobs_from_files([RECIPE])[0]
+
+    def measure() -> Summary:
+        raise OSError(errno.ECONNRESET, "Connection reset by peer")
+
+    outcome = settle(job, tmp_path, 0.0, measure)
+    assert outcome.status == "failed" and outcome.reasons[0].startswith("internal error: ConnectionResetError")
