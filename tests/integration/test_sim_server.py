@@ -233,3 +233,19 @@ def test_sim_serve_stops_cleanly_on_each_interrupt_signal(sig: str) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+
+
+def test_a_port_already_taken_names_what_to_stop() -> None:
+    """Under `llmsweep run` a role's port is the launch's (a recipe's --port is refused), so 'pick a free --port' was
+    a fix the user could not apply: the fix says what to stop first, and how to find it."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--port", str(port)],
+                             capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert f"cannot bind 127.0.0.1:{port}" in res.stderr and "Traceback" not in res.stderr
+    assert f"stop what listens on port {port} on this host" in res.stderr and "sport = :" in res.stderr

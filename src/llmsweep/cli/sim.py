@@ -99,6 +99,13 @@ def router(prefill: tuple[str, ...], decode: tuple[str, ...], kv_transfer: str |
     asyncio.run(_route(list(prefill), list(decode), kv_transfer=kv_transfer, host=host, port=port))
 
 
+def _bind_fix(port: int) -> str:
+    """Started by hand, the port is the user's to change; started by `llmsweep run` (a role on a node), it is the
+    launch's, and what holds it is what to stop (a recipe's --port is refused: `serve.launch-conflict`)."""
+    return (f"stop what listens on port {port} on this host (`ss -ltnp 'sport = :{port}'` shows it); started by "
+            "hand, pick a free --port (or 0 for any)")
+
+
 async def _route(prefill: list[str], decode: list[str], *, kv_transfer: str | None, host: str, port: int) -> None:
     from llmsweep.sim.router import PDRouter, start_router
 
@@ -107,7 +114,7 @@ async def _route(prefill: list[str], decode: list[str], *, kv_transfer: str | No
         runner, bound = await start_router(pd, host, port)
     except OSError as exc:
         raise LlmsweepError(f"llmsweep sim router: cannot bind {host}:{port}: {exc.strerror}",
-                            fix="pick a free --port (or 0 for any)") from exc
+                            fix=_bind_fix(port)) from exc
     click.echo(f"simulated PD router on http://{host}:{bound}: prefill {', '.join(pd.prefill)}; decode "
                f"{', '.join(pd.decode)}", err=True)
     await _wait_for_stop()
@@ -190,7 +197,7 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
         runner, bound = await start_server(server, host, port)
     except OSError as exc:
         raise LlmsweepError(f"llmsweep sim serve: cannot bind {host}:{port}: {exc.strerror}",
-                            fix="pick a free --port (or 0 for any)") from exc
+                            fix=_bind_fix(port)) from exc
     style = server.config.engine_style
     click.echo(capacity_log_line(style, server.core), err=True)
     click.echo(f"simulator calibration: {server.config.calibration_label()}", err=True)
