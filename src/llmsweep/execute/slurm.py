@@ -1009,6 +1009,14 @@ def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = Fa
     return live
 
 
+def _completing(job: SlurmJob) -> bool:
+    """Whether the queue lists `job` as COMPLETING (CG): cancelled and ending, its node cleaning up."""
+    try:
+        return job.queue_state() == "COMPLETING"
+    except LaunchError:
+        return False
+
+
 @contextmanager
 def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
     """Cancel every unfinished job in `jobs` when the block exits early (exception, Ctrl-C, SIGTERM, SIGHUP — unless
@@ -1037,5 +1045,9 @@ def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
             live = [job for job in jobs if job.result is None]
             wait_s = max([job.options.cancel_wait_s for job in live] + [0.0])
             for job in cancel_jobs(live, wait_s=wait_s):
+                if _completing(job):  # cancelled, and ending: a forced cancel would only race Slurm's own clean-up
+                    log.warning("Slurm job %s is completing after scancel: Slurm removes it from the queue once its "
+                                "node has cleaned up (`squeue -j %s` shows it)", job.job_id, job.job_id)
+                    continue
                 log.error("Slurm job %s is still listed after scancel; check the node (`scontrol show job %s`), "
                           "then `scancel -f %s`", job.job_id, job.job_id, job.job_id)
