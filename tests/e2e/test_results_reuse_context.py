@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,6 @@ def test_run_live_reruns_what_a_virtual_time_run_stored(tmp_path: Path) -> None:
     rows = json.loads(again.stdout)["jobs"]
     assert rows and not any(r["reused"] for r in rows), rows
     assert f"run {first['run_id']}" in again.stderr and "virtual time" in again.stderr
+    # said as run's other lines are (timestamped), not as a raw log record (`WARNING llmsweep.results.store: …`)
+    said = [line for line in again.stderr.splitlines() if "not reused: " in line and first["run_id"] in line]
+    assert said and all(re.match(r"^\[\d\d:\d\d:\d\d\] not reused: ", line) for line in said), said

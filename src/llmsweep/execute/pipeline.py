@@ -507,7 +507,7 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
 
     try:
         with Store(default_store_path(req.store)) as store:
-            found = store.reusable((keys[j.id] for j in runnable if j.id in keys), ("valid",))
+            found = store.reusable((keys[j.id] for j in runnable if j.id in keys), ("valid",), say=event)
     except Exception as exc:  # no store to reuse from is not a reason to stop the run: everything runs
         event(f"warning: cannot look up reusable results ({exc}); running every job")
         return runnable, [], {}

@@ -23,7 +23,7 @@ import logging
 import os
 import shlex
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -647,7 +647,8 @@ class Store:
                 out[job] = point
         return out
 
-    def reusable(self, keys: Iterable[str], verdicts: tuple[str, ...] = ("valid",)) -> dict[str, Reusable]:
+    def reusable(self, keys: Iterable[str], verdicts: tuple[str, ...] = ("valid",),
+                 say: Callable[[str], None] | None = None) -> dict[str, Reusable]:
         """For each reuse key (`changes.reuse`), the newest stored result with one of `verdicts` recorded under it.
 
         A run records its jobs' keys in its `run.json` (`reuse_keys`, kept in `runs.meta`); a key names the job's
@@ -658,8 +659,8 @@ class Store:
         A key carrying a context (`<identity>/<source>/<clock>/<corpus>`, `changes.reuse.reuse_keys`) matches a
         stored result of the same identity only when the result's own record agrees with it: its source, its
         provenance's clock, and the corpus digest its summary read back (a Mooncake trace: the file digest the
-        stored run recorded). A stored result passed over for that is said once, on the log (stderr under the
-        CLI), with why: the job runs again."""
+        stored run recorded). A stored result passed over for that is said once, with why (`say`: `run`'s event
+        line; default the log): the job runs again."""
         from llmsweep.changes.reuse import split_key
 
         wanted: dict[str, tuple[str, Any]] = {}
@@ -705,7 +706,10 @@ class Store:
                 elif key not in passed:
                     passed[key] = f"the {row['verdict']} result of run {run['run_id']} (job {row['job_id']}) {why}"
         for reason in passed.values():
-            log.warning("not reused: %s; the job runs again", reason)
+            if say is not None:
+                say(f"not reused: {reason}; the job runs again")
+            else:
+                log.warning("not reused: %s; the job runs again", reason)
         return out
 
     def jobs_without_result(self, run: str) -> list[str]:
