@@ -24,6 +24,7 @@ from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, within_run_band
 from llmsweep.results.identity import TOPOLOGY_FIELDS
 from llmsweep.results.point import ResultPoint
+from llmsweep.results.repeats import finite_mean
 from llmsweep.results.samples import Samples, load_samples
 
 Verdict = Literal["improvement", "regression", "within noise", "unverified", "n/a"]
@@ -157,11 +158,6 @@ class Comparison:
             "only_a": [pid(p) for p in self.only_a], "only_b": [pid(p) for p in self.only_b],
             "skipped": [{**pid(s.point), "reason": s.reason} for s in self.skipped],
         }
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    vals = [v for v in values if v is not None and math.isfinite(v)]
-    return sum(vals) / len(vals) if vals else None
 
 
 def _verdict(metric: str, delta: float | None, band: Band | None) -> Verdict:
@@ -380,7 +376,7 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
     if ea[0].task != eb[0].task:
         return EvalDelta(f"{ea[0].task} vs {eb[0].task}", ea[0].score, eb[0].score, None, None, "n/a", verdict_a,
                          verdict_b)
-    va, vb = _mean(e.score for e in ea), _mean(e.score for e in eb)
+    va, vb = finite_mean(e.score for e in ea), finite_mean(e.score for e in eb)
     delta = vb - va if va is not None and vb is not None else None
     se_a, se_b = ea[0].score_stderr, eb[0].score_stderr
     band = EVAL_Z * math.sqrt(se_a ** 2 + se_b ** 2) if se_a is not None and se_b is not None else None
@@ -398,8 +394,8 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
 
 def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint], past: list[ResultPoint],
                   cache: _SampleCache, seed: int, resamples: int) -> MetricDelta:
-    va = _mean(p.metric(metric) for p in runs_a)
-    vb = _mean(p.metric(metric) for p in runs_b)
+    va = finite_mean(p.metric(metric) for p in runs_a)
+    vb = finite_mean(p.metric(metric) for p in runs_b)
     delta = vb - va if va is not None and vb is not None else None
     rel = delta / abs(va) if delta is not None and va else None
     within = within_run_band(_sd(runs_a[0], metric, cache, seed, resamples),

@@ -26,6 +26,7 @@ from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import MEASURED, SOURCES, InvertedStats, Stats, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import inferencex_eval_rows
+from llmsweep.results.frontier import is_agentic
 from llmsweep.results.identity import dp_attention_of, get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, describe, result_id_for
 from llmsweep.results.repeats import Repeats, combine_repeats
@@ -133,7 +134,7 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
         row["router"] = {"name": name, "version": version}
     if i.offload_backend:
         row["kv_offload_backend"] = {"name": i.offload_backend}
-    if i.isl is not None and i.osl is not None and not i.scenario.startswith("agentic"):
+    if i.isl is not None and i.osl is not None and not is_agentic(point):
         row["isl"], row["osl"] = i.isl, i.osl
     else:
         row["scenario_type"] = i.scenario
@@ -141,7 +142,7 @@ def inferencex_row(point: ResultPoint) -> dict[str, Any]:
         row[col] = point.metric(col)
     _multinode_fields(point, row)
     if point.summary is not None:
-        row.update(_stat_fields(point.summary, agentic=i.scenario.startswith("agentic")))
+        row.update(_stat_fields(point.summary, agentic=is_agentic(point)))
         row.update(_power_fields(point.summary))
     else:  # a row imported from elsewhere: the statistics it published
         flat = _flat(point.imported)
