@@ -153,6 +153,7 @@ class ProcessServerHandle:
         return self._cleaned and not self.process.alive_pids()
 
     def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str:
+        self.process.settle_log()
         return log_tail(self.log_path, lines)
 
     def __enter__(self) -> ProcessServerHandle:

@@ -230,6 +230,13 @@ class ManagedProcess:
         for pid, info in process_tree(self.pid, self.pgid).items():
             self._seen.setdefault(pid, info)
 
+    def settle_log(self, timeout_s: float = 1.0) -> None:
+        """Once the root has exited, give the log pump a moment to write what the pipe still holds: a server that dies
+        at once (a flag its launcher refuses) writes its reason a moment before the pump has copied it, and the
+        failure's log tail would read an empty file. A descendant still holding the pipe only costs the timeout."""
+        if self._popen.poll() is not None:
+            self._pump.join(timeout=timeout_s)
+
     def wait(self, timeout_s: float | None = None) -> int:
         rc = self._popen.wait(timeout=timeout_s)
         self._pump.join(timeout=5.0)
