@@ -39,10 +39,12 @@ def test_seed_job_prints_the_sglang_command_and_env() -> None:
     assert "golden-al.precision-provenance" in out.stderr
 
 
-def test_a_failing_job_still_renders_with_its_findings_on_stderr() -> None:
+def test_a_failing_job_still_renders_with_its_findings_on_stderr_and_exits_2() -> None:
+    """Printed for review, but not a success: `render --format sh > job.sh && bash job.sh` stops there."""
     out = render("--job", HICACHE_JOB)
-    assert out.returncode == 0
+    assert out.returncode == 2
     assert "error [engine.known-incompatibility]" in out.stderr
+    assert "fails validation (1 error(s) above): its launch is printed for review, and `run` refuses it" in out.stderr
     assert "--hicache-mem-layout layer_first" in out.stdout and "--hicache-size" in out.stdout
 
 

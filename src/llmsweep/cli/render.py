@@ -1,8 +1,9 @@
 """`llmsweep render FILE --job ID`: the exact server command and environment of one job, secrets by name.
 
-Also for a job that fails validation (its findings go to stderr first), so a reviewer reads what would have run.
-`--format sh` writes a runnable script; `json` the LaunchSpec. Exit 0 unless the input cannot be parsed or planned,
-or the job is unknown (2, listing candidates).
+Also for a job that fails validation (its findings go to stderr first), so a reviewer reads what would have run; the
+exit status is then 2, as `validate`'s, so `render --format sh > job.sh && bash job.sh` never runs a job `run` would
+refuse. `--format sh` writes a runnable script; `json` the LaunchSpec. Exit 0 otherwise, 2 also when the input cannot
+be parsed or planned, or the job is unknown (listing candidates).
 
 A multinode (disaggregated prefill/decode) job renders role by role (`engines.render_topology`): every prefill and
 decode worker with its own parallelism and nodes, and the router; `json` is then `{"job", "topology"}`. `sh` refuses
@@ -128,7 +129,8 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
             raise ConfigError("no job to render: the input could not be parsed or planned",
                               fix="fix the findings above (`llmsweep validate` lists them)")
         job = select_job(result.jobs, selector)
-        for f in result.findings_for(job):
+        findings = result.findings_for(job)
+        for f in findings:
             click.echo(f.render(), err=True)
         if job.multinode:
             gpus_per_node = load_fleet(runner_config).gpus_per_node(job.runner_label) if runner_config else None
@@ -147,11 +149,15 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
             click.echo(json.dumps({"job": job.id, "topology": topology.model_dump(mode="json")}, indent=2))
         else:
             click.echo(render_topology_text(job, topology), color=True)  # never stripped: the text is exact
-        return 0
-    if fmt == "json":
+    elif fmt == "json":
         click.echo(json.dumps({"job": job.id, **spec.model_dump(mode="json")}, indent=2))
     elif fmt == "sh":
         click.echo(render_sh(job, spec), nl=False, color=True)  # never stripped: the script is exact
     else:
         click.echo(render_text(job, spec), color=True)
+    errors = sum(f.is_error for f in findings)
+    if errors:
+        click.echo(f"error: job {job.id} fails validation ({errors} error(s) above): its launch is printed for "
+                   "review, and `run` refuses it", err=True)
+        return 2
     return 0
