@@ -547,11 +547,12 @@ def import_into(store: Any, path: Path) -> tuple[list[str], int]:
     A run the store already holds as a run of ours (importing an export back into the store it came from) is never
     replaced: its rows import as `<file run id>:<original run id>`."""
     file_run, origin, points, warned = read_import(path)
+    if not points:  # an empty run in the store would stand in `results list` as if something had been imported
+        raise ResultInputError(f"{path} holds no result rows: nothing imported",
+                               fix="export a run that has results (`llmsweep results list` shows each run's rows)")
     runs: dict[str, list[ResultPoint]] = {}
     for point in points:
         runs.setdefault(point.run_id, []).append(point)
-    if not runs:
-        runs[file_run] = []
     n, ids = 0, []
     for original, pts in runs.items():
         run_id = original

@@ -12,7 +12,7 @@ import pytest
 
 from llmsweep.errors import ResultError
 from llmsweep.results.identity import identity_from_job
-from llmsweep.results.interchange import export_points, from_inferencex_row, import_file, import_into, inferencex_row
+from llmsweep.results.interchange import EXPORT_FORMAT, export_points, from_inferencex_row, import_file, import_into, inferencex_row
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.store import Store
 
@@ -127,6 +127,17 @@ def test_unreadable_or_foreign_files_are_errors(tmp_path: Path) -> None:
         import_file(other)
     with pytest.raises(ResultError, match="unknown export format"):
         export_points([], "xml")
+
+
+@pytest.mark.parametrize("doc", [[], {"format": EXPORT_FORMAT, "results": []}], ids=["inferencex", "ours"])
+def test_a_file_without_rows_imports_nothing_and_says_so(tmp_path: Path, doc: object) -> None:
+    """No empty run appears in the store as if something had been imported."""
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps(doc))
+    with Store(tmp_path / "s.sqlite") as store:
+        with pytest.raises(ResultError, match="holds no result rows: nothing imported"):
+            import_into(store, path)
+        assert store.runs() == []
 
 
 def test_multinode_rows_normalise_per_role(make_run) -> None:
