@@ -27,6 +27,8 @@ from llmsweep.metrics.gates import GateConfig
 SCHEMA_VERSION = 2
 """1: the untyped dict of llmsweep ≤ 0.x (same keys); 2: the typed model (unset empty blocks are left out)."""
 KNOWN_VERSIONS = (1, 2)
+# The blocks every summary of every known version has: a document without them would read as an empty, unjudged job.
+REQUIRED_BLOCKS = ("requests", "validity", "provenance")
 
 Source = Literal["measured", "simulated", "predicted"]
 RunSource = Literal["measured", "simulated"]
@@ -723,6 +725,10 @@ class Summary(_Block):
             raise ResultInputError(
                 f"{where} has summary schema_version {version!r}; this llmsweep reads {KNOWN_VERSIONS}",
                 fix=f"use a newer llmsweep, or {fix}")
+        missing = [key for key in REQUIRED_BLOCKS if key not in doc]
+        if missing:  # every writer of every version writes them: without them the summary would read as defaults
+            raise ResultInputError(f"{where} is not a whole summary: it has no {' or '.join(map(repr, missing))} "
+                                   "(every summary llmsweep writes has them)", fix=fix)
         try:
             summary = cls.model_validate({**doc, "schema_version": SCHEMA_VERSION})
         except ValidationError as exc:
