@@ -26,6 +26,7 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
            store_path: Path | None, as_json: bool) -> None:
     """Write index.html (works offline), summary.md, data.json and pareto_<axis>.png for RUN (a run directory, or a
     stored run id whose folder is still where it was ingested from)."""
+    from llmsweep.cli.results import left_out
     from llmsweep.report import write_report
     from llmsweep.results.point import ResultPoint
     from llmsweep.results.rundir import folder_kind
@@ -36,7 +37,7 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     if overlays or folder_kind(Path(run)) == "other":  # a stored run id, or runs to draw beside it: ask the store
         with Store(store_path, readonly=True) as store:
             run_dir = resolve_run_dir(run, store)
-            extra = [p for ref in overlays for p in resolve_points(ref, store)[1]]
+            extra = [p for ref in overlays for p in resolve_points(ref, store, left_out)[1]]
     else:  # a folder needs no store (a bad one must not stop its report)
         run_dir = resolve_run_dir(run, None)
     files = write_report(run_dir, out, png=not no_png, overlay=extra, mix_sources=mix_sources,

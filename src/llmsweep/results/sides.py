@@ -6,7 +6,7 @@ store as a side effect), a run id is read from the store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,10 +28,15 @@ def _neither(ref: str, store: Store | None) -> ResultInputError:
                             fix="pass the folder `llmsweep run` wrote, or a run id from `llmsweep results runs`")
 
 
-def resolve_points(ref: str, store: Store | None) -> tuple[str, list[ResultPoint]]:
-    """(run id, points) of a run directory path or a stored run id."""
+def resolve_points(ref: str, store: Store | None,
+                   warn: Callable[[str], None] | None = None) -> tuple[str, list[ResultPoint]]:
+    """(run id, points) of a run directory path or a stored run id. A folder's job whose summary is set aside (no
+    job.json beside it) is not a point: `warn` is told which and why, so it is never left out unsaid."""
     if _is_folder(ref):
         run = load_run(ref)
+        for art in run.jobs:
+            if art.unread and warn is not None:
+                warn(f"{ref}: {art.unread}")
         return run.run_id, points_from_run(run)
     if store is not None and store.has_run(ref):
         return ref, store.results(ref)

@@ -12,7 +12,14 @@ import pytest
 
 from llmsweep.errors import ResultError
 from llmsweep.results.identity import identity_from_job
-from llmsweep.results.interchange import EXPORT_FORMAT, export_points, from_inferencex_row, import_file, import_into, inferencex_row
+from llmsweep.results.interchange import (
+    EXPORT_FORMAT,
+    export_points,
+    from_inferencex_row,
+    import_file,
+    import_into,
+    inferencex_row,
+)
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.store import Store
 

@@ -445,3 +445,19 @@ def test_a_job_folder_without_job_json_is_not_stored_under_made_up_labels(
     with Store() as store:  # the per-job store `run` does as each job finishes stores nothing of it either
         assert store.ingest_job(run.path, run.jobs[0].dir) is False
         assert [p.job_id for p in store.results()] == [run.jobs[1].job_id]
+
+
+def test_compare_and_frontier_on_a_folder_say_which_job_they_leave_out_without_job_json(
+        make_run, store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Read from a folder (not the store), a job whose summary is set aside is still named, never dropped unsaid."""
+    from llmsweep.cli.main import main
+
+    run = make_run("run1", concs=(1, 4))
+    (run.jobs[0].dir / "job.json").unlink()
+    said = f"warning: left out: {run.path}: job.json missing in {run.jobs[0].dir}"
+    for argv in (["results", "frontier", str(run.path)], ["compare", str(run.path), str(run.path)]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        out = capsys.readouterr()
+        assert done.value.code == 0, out.err
+        assert said in out.err, (argv, out.err)
