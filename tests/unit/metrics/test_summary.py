@@ -176,17 +176,18 @@ def test_a_schema_version_1_summary_reads_and_a_newer_one_is_refused(tmp_path: P
     (tmp_path / "summary.json").write_text(json.dumps({"schema_version": 99}))
     with pytest.raises(ResultError, match="schema_version 99"):
         Summary.load(tmp_path / "summary.json")
-    whole = {"requests": {}, "validity": {}, "provenance": {}}
+    whole: dict[str, dict[str, object]] = {"requests": {}, "validity": {}, "provenance": {}}
     (tmp_path / "summary.json").write_text(json.dumps({"schema_version": 2, **whole,
                                                        "latency": {"ttft": {"p99_9x": 1}}}))
     with pytest.raises(ResultError, match="not a summary"):
         Summary.load(tmp_path / "summary.json")
     # A version and nothing else is not an empty, unjudged job that reads as defaults: it is refused with its fix.
-    for cut in ({}, {"requests": {}}, {"requests": {}, "provenance": {}}):
+    cuts: list[dict[str, dict[str, object]]] = [{}, {"requests": {}}, {"requests": {}, "provenance": {}}]
+    for cut in cuts:
         (tmp_path / "summary.json").write_text(json.dumps({"schema_version": 2, **cut}))
         with pytest.raises(ResultError, match=r"is not a whole summary: it has no .*'validity'") as err:
             Summary.load(tmp_path / "summary.json")
-        assert err.value.fix.startswith("`llmsweep summarize ")
+        assert (err.value.fix or "").startswith("`llmsweep summarize ")
 
 
 def test_a_server_that_reuses_far_less_than_the_workload_allows_is_warned_about_not_failed() -> None:
