@@ -44,7 +44,7 @@ from llmsweep.client.transport import (
     stalled,
     to_record,
 )
-from llmsweep.metrics.gates import warmup_not_drained
+from llmsweep.metrics.gates import root_primer_failed, warmup_not_drained
 from llmsweep.workload.base import (
     Drain,
     Join,
@@ -705,6 +705,10 @@ class Interpreter:
                         tree.awake += 1
                         tree.last = loop.time()
                     intended = None
+                    if action.spec.identity.primer and not outcome.ok and not self.stopping:
+                        ident = action.spec.identity  # AgentX: a failed root primer aborts the run
+                        self._abort(root_primer_failed(ident.lane, ident.trace, outcome.error))
+                        return
                     if overflow:
                         return  # AgentX: a context overflow ends that session
                     value = outcome
@@ -898,12 +902,13 @@ class Interpreter:
             return
         ratio = st.profiling_failed / st.profiling_finished
         if ratio > opts.max_failure_ratio:
-            reason = (
-                f"failure ratio {ratio:.3f} ({st.profiling_failed}/{st.profiling_finished}) exceeded "
-                f"max_failure_ratio {opts.max_failure_ratio}"
-            )
-            self.control.request_stop(reason)
-            self.stop(reason, grace=0.0)
+            self._abort(f"failure ratio {ratio:.3f} ({st.profiling_failed}/{st.profiling_finished}) exceeded "
+                        f"max_failure_ratio {opts.max_failure_ratio}")
+
+    def _abort(self, reason: str) -> None:
+        """Stop the whole run now (every worker), for `reason`: what is in flight is cancelled, not drained."""
+        self.control.request_stop(reason)
+        self.stop(reason, grace=0.0)
 
     # ----------------------------------------------------------------------------------------------- tracing
     async def _on_queued_start(self, session: Any, ctx: Any, params: Any) -> None:

@@ -50,10 +50,24 @@ def warmup_not_drained(grace_s: float) -> str:
             "running, so no profiling request was sent")
 
 
+ROOT_PRIMER_FAILED = "a root primer failed"
+
+
+def root_primer_failed(lane: int, trace: str, error: str | None) -> str:
+    """The stop reason of a run whose root-stream warm-start primer failed (`RequestIdentity.primer`): AIPerf aborts
+    such a run (one attempt, no retries), and so do the client and the predictor; it invalidates the run. A subagent's
+    primer failing does not."""
+    said = " ".join((error or "failed").split())
+    said = said if len(said) <= 240 else said[:239] + "…"  # an HTTP error's whole body is in records.jsonl
+    return (f"{ROOT_PRIMER_FAILED} (lane {lane}, trace {trace}: {said}): AgentX aborts a run whose root "
+            "primer fails, so no profiling was measured; the primer carries the trace's whole prefix up to t*, so a "
+            "context overflow here means the server's context or KV cache is too small for the corpus")
+
+
 CLIENT_WORKER_DIED = "client worker(s) died"
 """A client worker process exited before the run ended: its lanes stopped with it, so the load was not the one
 planned (`client.runner`)."""
-EARLY_STOPS = ("failure ratio", "interrupted", WARMUP_NOT_DRAINED, CLIENT_WORKER_DIED)
+EARLY_STOPS = ("failure ratio", "interrupted", WARMUP_NOT_DRAINED, CLIENT_WORKER_DIED, ROOT_PRIMER_FAILED)
 """Stop reasons (their openings) that make a run invalid: it did not end on its own."""
 
 

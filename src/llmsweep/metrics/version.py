@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-MEASUREMENT_VERSION = 4
+MEASUREMENT_VERSION = 5
 """1: the metric table and client timing of llmsweep 0.x (TPOT per request excluding the first token, E2EL to the
 last content chunk, per-GPU throughput over last end − first send).
 2: stream integrity judged: a stream that ended incomplete is a `truncated` failure (it was a success), short outputs
@@ -21,7 +21,9 @@ and warm-up failures are gated.
 3: the acceptance read-back allows the realised AL's sampling error (max(0.10, 3 × SE)) and calls a point too short
 to judge inconclusive, at most smoke (a fixed 0.10 failed correct short points by chance).
 4: the whole-request timeout bounds a stream still flowing (a stream longer than it was a success), and a warm-up
-request cancelled by a stop is no warm-up failure."""
+request cancelled by a stop is no warm-up failure.
+5: an agentic run whose root primer failed is stopped there and invalid (AgentX aborts it); it went on and could be
+valid."""
 
 
 def metric_table_digest() -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmsweep.errors import ConfigError
-from llmsweep.metrics.gates import GateConfig, warmup_not_drained
+from llmsweep.metrics.gates import GateConfig, root_primer_failed, warmup_not_drained
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
 from llmsweep.sim.kv import BlockHashes, Hint, as_keys
@@ -191,6 +191,7 @@ class Predictor:
         self._drain: WarmupDrain | None = None
         self._drain_grace = _INF
         self._held: list[_Task] = []
+        self._primers: set[str] = set()  # the ids of the root primers' records (`RequestIdentity.primer`)
         """Programs that reached `Drain`, until the release."""
         self._idle_lanes: list[int] = []
         """Lanes whose first session tree drained before the release: they start their next one at the release."""
@@ -451,6 +452,8 @@ class Predictor:
             "finish_reason": "length", "worker": 0,  # the predicted engine generates max_tokens, as under ignore_eos
         }
         self.records.append(record)
+        if ident.primer:
+            self._primers.add(record["id"])
         self._last_activity = now
         if task.tree is not None:
             task.tree.inflight += 1
@@ -476,6 +479,10 @@ class Predictor:
         if tree is not None:
             tree.inflight -= 1
             tree.last = now
+        if record["id"] in self._primers and not self._stopped(now):  # AgentX aborts the run, as the client does
+            self.stats.stop_reason = root_primer_failed(record["lane"], record["trace"], error)
+            log.warning("predict: %s", self.stats.stop_reason)
+            self._deadline = now
         if overflow:
             task.gen.close()
             self._task_done(task, now)

@@ -5,7 +5,8 @@ interpreter starts the lane's next session only when the whole tree, background 
 
 * **Warm start** (first play of each lane): sample t* uniformly in [min_ratio, max_ratio] of the trace's recorded
   timeline; send one *primer* — the root turn just before t*, carrying its full accumulated prefix — then
-  `warmup_requests_per_lane` more root turns back to back; all with max_tokens=1 and phase "warmup". Profiling
+  `warmup_requests_per_lane` more root turns back to back; all with max_tokens=1 and phase "warmup" (a root primer
+  that fails ends the whole run, as AIPerf aborts it: `RequestIdentity.primer`). Profiling
   continues from there with recorded delays. Subagents live at t* are primed too (their last request before t*,
   full prefix, one token) and go on as recorded; ones spawned before t* but not yet started wait their remaining
   offset. Subagents the warm-up turns spawned are taken from the snapshot at the last warm-up turn's recorded end
@@ -150,7 +151,7 @@ class _Play:
 
     def send(
         self, conv: Conversation, node: str, turn: TurnPlan, phase: Phase, *, one_token: bool = False,
-        last: RequestOutcome | None = None,
+        last: RequestOutcome | None = None, primer: bool = False,
     ) -> Send:
         req = turn.request
         keys = prefix_keys(req.hash_ids)
@@ -177,6 +178,7 @@ class _Play:
                 session=self.session,
                 node=node,
                 request_index=next(self._counter),
+                primer=primer,
             ),
             extra_body=dict(self.workload.config.extra_body),
         )
@@ -311,7 +313,7 @@ class AgenticWorkload(Workload):
         first = 0
         handles: dict[int, SpawnHandle] = {}
         if start > 0:
-            yield play.send(conv, "", turns[start - 1], "warmup", one_token=True)
+            yield play.send(conv, "", turns[start - 1], "warmup", one_token=True, primer=True)
             for child in self._live_at(play.plan, start, t_star):
                 handles[child] = yield Spawn(self._resumed_child(play, play.plan.children[child], t_star))
             first = start + self.config.warmup_requests_per_lane

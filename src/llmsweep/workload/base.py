@@ -53,6 +53,9 @@ class RequestIdentity:
     """Id of the agent within the tree ('' for the root, else the subagent's id)."""
     request_index: int = 0
     """Position of the request in the workload (fixed-length: prompt index)."""
+    primer: bool = False
+    """The root stream's warm-start primer (AgentX): its failure ends the whole run (`gates.root_primer_failed`),
+    as AIPerf aborts a run whose root primer fails; a subagent's primer is not one."""
 
 T = TypeVar("T")
 

@@ -302,3 +302,24 @@ def test_the_per_tree_idle_cap_cuts_a_pause_only_while_the_tree_has_nothing_in_f
     records = predict(PausingTree(pause_s=699.0, cap_s=300.0, child=child), CONST, concurrency=1, duration=3000)
     root = sorted((r for r in records if r["request_index"] in (0, 1)), key=lambda r: r["request_index"])
     assert root[1]["sent_at"] - root[0]["end_at"] == pytest.approx(expected_gap, abs=1e-6)
+
+
+def test_a_root_primer_the_engine_refuses_stops_the_run_before_profiling_as_agentx_aborts_it() -> None:
+    """AIPerf aborts a run whose root-stream primer fails (one attempt): the predictor stops there, and the summary
+    is invalid, saying why, where the run used to go on (each lane's next play starts at turn 0, without a primer)
+    and could end valid."""
+    from llmsweep.metrics import summarise
+    from llmsweep.metrics.gates import ROOT_PRIMER_FAILED
+
+    small = EngineConfig(model="llama-3.1-8b", hardware="h200", kv_capacity_tokens=40_000)
+    predictor = Predictor(build_core(small))
+    records = predictor.run(_warming_agents(), concurrency=6, duration=60.0)
+    reason = predictor.stats.stop_reason
+    assert reason is not None and reason.startswith(f"{ROOT_PRIMER_FAILED} (lane "), reason
+    assert "context length" in reason or "KV pool" in reason, reason  # the engine's own words, shortened
+    assert all(r["phase"] == "warmup" for r in records)  # nothing was profiled
+    failed = [r for r in records if r["error_class"] == "context_overflow"]
+    assert failed and failed[0]["node"] == "" and failed[0]["request_index"] == 0  # a root primer
+    summary = summarise(records, gpus=1, source="predicted", client={"stop_reason": reason})
+    assert summary.validity.verdict == "invalid"
+    assert f"run stopped early: {reason}" in summary.validity.reasons
