@@ -130,7 +130,8 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
                               fix="fix the findings above (`llmsweep validate` lists them)")
         job = select_job(result.jobs, selector)
         findings = result.findings_for(job)
-        for f in findings:
+        refusals = result.refusals(job)  # what `run` refuses it for, also another recipe of the invocation
+        for f in [*findings, *(r for r in refusals if all(r is not f for f in findings))]:
             click.echo(f.render(), err=True)
         if job.multinode:
             gpus_per_node = load_fleet(runner_config).gpus_per_node(job.runner_label) if runner_config else None
@@ -155,9 +156,8 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
         click.echo(render_sh(job, spec), nl=False, color=True)  # never stripped: the script is exact
     else:
         click.echo(render_text(job, spec), color=True)
-    errors = sum(f.is_error for f in findings)
-    if errors:
-        click.echo(f"error: job {job.id} fails validation ({errors} error(s) above): its launch is printed for "
-                   "review, and `run` refuses it", err=True)
+    if refusals:
+        click.echo(f"error: {len(refusals)} error(s) above: `run` refuses job {job.id} (its launch is printed for "
+                   "review)", err=True)
         return 2
     return 0

@@ -35,6 +35,14 @@ class Validation:
         """Findings about one job (:func:`findings_about`)."""
         return findings_about(job, self.findings, self.loaded.recipes)
 
+    def refusals(self, job: Job) -> list[Finding]:
+        """Every error that keeps `run` from running `job`: a recipe of the invocation that does not load or cannot
+        be expanded into jobs (`raise_unrunnable` stops the whole run for it), and the job's own errors
+        (`errors_about`)."""
+        stopping = [*self.loaded.errors, *(f for f in self.findings if f.rule == "plan.failed")]
+        own = [f for f in errors_about(job, self.findings, self.loaded.recipes) if all(f is not s for s in stopping)]
+        return [*stopping, *own]
+
     def raise_unrunnable(self) -> Validation:
         """For a command that goes on to run jobs (`run`, `al collect`): recipes that do not load or cannot be
         expanded into jobs stop it (ConfigError, exit 2), as `matrix` would; policy errors are left to refuse the jobs
