@@ -441,9 +441,7 @@ class Interpreter:
                 elif (self._drain_deadline is not None and now >= self._drain_deadline
                       and not self._released.is_set() and self.stats.warmup_drained_at is None):
                     # (drained here, it waits for the profiling start's scrape and the other workers: not a failure)
-                    reason = warmup_not_drained(self.workload.warmup_drain_s or 0.0)
-                    self.control.request_stop(reason)
-                    self.stop(reason, grace=0.0)
+                    self._abort(warmup_not_drained(self.workload.warmup_drain_s or 0.0))
             if self.stopping and self._stop_at is not None and now >= self._stop_at + self._grace:
                 self._cancel_all()
             self._cap_idle_gap()

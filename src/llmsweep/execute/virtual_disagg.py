@@ -212,7 +212,8 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
     telemetry = info = None
     if summarize:
         info = run_json(provenance={**(provenance or {}), "topology": cluster.config.describe()},
-                        gates=point_gates(point, seconds), client={}, gpus=point.gpus, source=PREDICTED)
+                        gates=point_gates(point, seconds), client={"stop_reason": predictor.stats.stop_reason},
+                        gpus=point.gpus, source=PREDICTED)
         telemetry = power.telemetry(point.gpus) if power is not None else None
         summary = summarise_predicted(records, predictor.scrapes, info, telemetry)
     return PredictedPoint(point, seconds, records, predictor.scrapes, summary, workload, predictor.stats, telemetry,

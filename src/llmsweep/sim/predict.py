@@ -191,8 +191,9 @@ class Predictor:
         self._drain: WarmupDrain | None = None
         self._drain_grace = _INF
         self._held: list[_Task] = []
-        self._primers: set[str] = set()  # the ids of the root primers' records (`RequestIdentity.primer`)
         """Programs that reached `Drain`, until the release."""
+        self._primers: set[str] = set()
+        """The ids of the root primers' records (`RequestIdentity.primer`): one refused stops the run."""
         self._idle_lanes: list[int] = []
         """Lanes whose first session tree drained before the release: they start their next one at the release."""
 
