@@ -367,10 +367,11 @@ def export(run_id: str | None, fmt: str, out: Path | None, include_unpublished: 
 @store_option()
 def import_cmd(file: Path, store_path: Path | None) -> None:
     """Import an export of ours or InferenceX aggregate result JSON as its own run (source kept)."""
-    from llmsweep.results.interchange import import_into
+    from llmsweep.results.interchange import import_into, read_import
 
+    parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
     with _open(store_path, readonly=False) as store:
-        run_ids, n = import_into(store, file)
+        run_ids, n = import_into(store, file, parsed)
     click.echo(f"imported {n} row(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}")
 
 

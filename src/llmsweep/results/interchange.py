@@ -388,14 +388,19 @@ def _our_row(p: ResultPoint) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ import
 
 
+Imported = tuple[str, str, list[ResultPoint], dict[tuple[str, str], list[str]]]
+"""What `read_import` makes of a file: (the file's run id, origin, points, the warnings of each (run, job))."""
+
+
 def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
     """:func:`read_import` without the warnings."""
     run_id, origin, points, _ = read_import(path)
     return run_id, origin, points
 
 
-def read_import(path: Path) -> tuple[str, str, list[ResultPoint], dict[tuple[str, str], list[str]]]:
-    """Parse an export of ours or an InferenceX aggregate JSON into (run id, origin, points).
+def read_import(path: Path) -> Imported:
+    """Parse an export of ours or an InferenceX aggregate JSON into (run id, origin, points); a file without a result
+    row is bad input (an empty run in the store would stand in `results list` as if something had been imported).
 
     The run id is the file's own (`import:<stem>-<digest>`); a row that names the run it came from (every row of our
     exports) keeps that run: its point carries the original run id, so an export of several runs imports as those
@@ -413,7 +418,7 @@ def read_import(path: Path) -> tuple[str, str, list[ResultPoint], dict[tuple[str
         if not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
             raise ResultInputError(f"{path}: `results` is not a list of result rows",
                               fix="export again with `llmsweep results export --format json`")
-        points = _unique_jobs([_from_our_row(run_id, r) for r in results])
+        points = _nonempty(path, _unique_jobs([_from_our_row(run_id, r) for r in results]))
         warned = {(p.run_id, p.job_id): [str(w) for w in r["warnings"]] for p, r in zip(points, results, strict=True)
                   if isinstance(r.get("warnings"), list) and r["warnings"]}
         return run_id, "llmsweep-export", points, warned
@@ -423,7 +428,15 @@ def read_import(path: Path) -> tuple[str, str, list[ResultPoint], dict[tuple[str
                           fix="export with `llmsweep results export --format json|inferencex`")
     points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows)]
     origin = "llmsweep-export" if rows and all("llmsweep" in r for r in rows) else "inferencex"
-    return run_id, origin, _unique_jobs(points), {}
+    return run_id, origin, _nonempty(path, _unique_jobs(points)), {}
+
+
+def _nonempty(path: Path, points: list[ResultPoint]) -> list[ResultPoint]:
+    if not points:
+        raise ResultInputError(f"{path} holds no result rows: nothing imported",
+                               fix="pass a file with at least one result row (`llmsweep results export` writes a "
+                                   "run's, an InferenceX agg_*.json a sweep's)")
+    return points
 
 
 def _unique_jobs(points: list[ResultPoint]) -> list[ResultPoint]:
@@ -540,16 +553,13 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     )
 
 
-def import_into(store: Any, path: Path) -> tuple[list[str], int]:
+def import_into(store: Any, path: Path, parsed: Imported | None = None) -> tuple[list[str], int]:
     """Import a file into a Store: each run its rows came from as its own run, under its original id (the file's own
     run id for rows that name none), replacing an earlier import of that run; returns (run ids, rows).
 
     A run the store already holds as a run of ours (importing an export back into the store it came from) is never
     replaced: its rows import as `<file run id>:<original run id>`."""
-    file_run, origin, points, warned = read_import(path)
-    if not points:  # an empty run in the store would stand in `results list` as if something had been imported
-        raise ResultInputError(f"{path} holds no result rows: nothing imported",
-                               fix="export a run that has results (`llmsweep results list` shows each run's rows)")
+    file_run, origin, points, warned = parsed or read_import(path)
     runs: dict[str, list[ResultPoint]] = {}
     for point in points:
         runs.setdefault(point.run_id, []).append(point)

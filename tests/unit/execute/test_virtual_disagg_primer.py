@@ -14,7 +14,8 @@ from llmsweep.sim.disagg import DisaggConfig
 RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "disagg-agentic-sim.yaml"
 
 
-def test_a_root_primer_the_deployment_refuses_makes_each_point_invalid_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_root_primer_the_deployment_refuses_makes_each_point_invalid_saying_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Workers whose KV pools (600 tokens) cannot hold a primer: each point (conc 2, conc 4) stops at its first root
     primer, and its summary says "run stopped early: a root primer failed" (the disaggregated path passed no stop
     reason on)."""

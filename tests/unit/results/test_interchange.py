@@ -145,6 +145,11 @@ def test_a_file_without_rows_imports_nothing_and_says_so(tmp_path: Path, doc: ob
         with pytest.raises(ResultError, match="holds no result rows: nothing imported"):
             import_into(store, path)
         assert store.runs() == []
+    from llmsweep.cli.main import main
+
+    with pytest.raises(SystemExit) as done:  # the command refuses it before it opens, or makes, a store
+        main(["results", "import", str(path), "--store", str(tmp_path / "new.sqlite")])
+    assert done.value.code == 2 and not (tmp_path / "new.sqlite").exists()
 
 
 def test_multinode_rows_normalise_per_role(make_run) -> None:

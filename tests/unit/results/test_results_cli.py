@@ -206,7 +206,8 @@ def test_writing_commands_refuse_a_bad_store_with_one_error(make_run, tmp_path: 
     corrupt = tmp_path / "corrupt.sqlite"
     corrupt.write_bytes(b"\x00garbage, not SQLite\n" * 200)
     export = tmp_path / "export.json"
-    assert _main("results", "export", "--out", str(export), "--store", str(tmp_path / "none.sqlite")) == 0
+    assert _main("results", "ingest", str(run.path), "--store", str(tmp_path / "good.sqlite")) == 0
+    assert _main("results", "export", "--out", str(export), "--store", str(tmp_path / "good.sqlite")) == 0
     for cmd in (["results", "ingest", str(run.path)], ["results", "import", str(export)]):
         assert _main(*cmd, "--store", str(corrupt)) == 2
         err = capsys.readouterr().err
