@@ -228,9 +228,9 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
              for k, v in describe(point).items() if v is not None and v != []}
     accepted = point.summary.provenance.acceptance if point.summary is not None else None
     if accepted is not None and accepted.value is not None:  # the AL a simulated speculative point ran at, and whose
-        shown["acceptance length"] = f"{accepted.value:g} ({accepted.source or 'source unrecorded'}" + (
-            ": the simulator's estimate for (model, method, K); the job measures real acceptance on an engine)"
-            if accepted.estimated else (f": {accepted.basis})" if accepted.basis else ")"))
+        # (its basis, as the simulator wrote it: which curve or typical figure, and that the job measures real AL)
+        shown["acceptance length"] = (f"{accepted.value:g} ({accepted.source or 'source unrecorded'}"
+                                      + (f": {accepted.basis})" if accepted.basis else ")"))
     shown.update({f"warning {i}": w for i, w in enumerate(warnings, 1)})  # what its run warned of (run's ⚠N)
     width = max(map(len, shown))
     for key, value in shown.items():

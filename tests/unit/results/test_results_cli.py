@@ -423,19 +423,24 @@ def test_no_repeats_is_not_said_of_a_run_with_repeats_that_matched_nothing(make_
 def test_show_says_a_simulated_speculative_points_acceptance_is_the_simulators_estimate(make_run,
                                                                                         store_path: Path) -> None:
     """A speculative job that measures real acceptance ran on the simulator at its estimate: `results show` labels
-    the figure so (as predict's `AL est.` and the dashboard do); one pinned by the recipe is said to be pinned."""
+    the figure so, with the basis the simulator wrote (as predict's `AL est.` and the dashboard do); one pinned by
+    the recipe is said to be pinned."""
+    from llmsweep.engines.sim import AcceptanceEstimate
     from llmsweep.metrics.model import AcceptanceProvenance, Summary
 
+    estimate = AcceptanceEstimate(3.39, "estimate", "golden curve qwen3.5_mtp (thinking off, K=3) for Qwen/Qwen3.5 "
+                                  "mtp; the job itself measures real acceptance")
+    pinned = AcceptanceEstimate(2.5, "pinned", "the job's pinned acceptance length")
     run = make_run("run1", concs=(1, 4))
-    for art, (value, source) in zip(run.jobs, ((3.39, "estimate"), (2.5, "pinned")), strict=True):
+    for art, said in zip(run.jobs, (estimate, pinned), strict=True):
         path = art.dir / "summary.json"
         summary = Summary.load(path)
-        summary.provenance.acceptance = AcceptanceProvenance(value=value, source=source)
+        summary.provenance.acceptance = AcceptanceProvenance.model_validate(said.provenance()["acceptance"])
         summary.write(path)
     _run("results", "ingest", str(run.path))
     rows = json.loads(_run("results", "list", "--run", "run1", "--json"))
-    estimated, pinned = ([line.strip() for line in _run("results", "show", r["result_id"]).splitlines()]
-                         for r in rows)
-    assert ("acceptance length  3.39 (estimate: the simulator's estimate for (model, method, K); the job measures "
-            "real acceptance on an engine)") in estimated, estimated
-    assert "acceptance length  2.5 (pinned)" in pinned, pinned
+    estimated, shown_pinned = ([line.strip() for line in _run("results", "show", r["result_id"]).splitlines()]
+                               for r in rows)
+    assert ("acceptance length  3.39 (estimate: golden curve qwen3.5_mtp (thinking off, K=3) for Qwen/Qwen3.5 mtp; "
+            "the job itself measures real acceptance)") in estimated, estimated
+    assert "acceptance length  2.5 (pinned: the job's pinned acceptance length)" in shown_pinned, shown_pinned
