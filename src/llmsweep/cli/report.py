@@ -37,7 +37,8 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     if overlays or folder_kind(Path(run)) == "other":  # a stored run id, or runs to draw beside it: ask the store
         with Store(store_path, readonly=True) as store:
             run_dir = resolve_run_dir(run, store)
-            extra = [p for ref in overlays for p in resolve_points(ref, store, left_out)[1]]
+            warn = left_out()
+            extra = [p for ref in overlays for p in resolve_points(ref, store, warn)[1]]
     else:  # a folder needs no store (a bad one must not stop its report)
         run_dir = resolve_run_dir(run, None)
     files = write_report(run_dir, out, png=not no_png, overlay=extra, mix_sources=mix_sources,

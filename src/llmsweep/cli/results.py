@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +62,17 @@ def ingest(runs: tuple[Path, ...], replace: bool, store_path: Path | None) -> No
                 click.echo(f"warning: not stored: {why}", err=True)
 
 
-def left_out(why: str) -> None:
-    """A run folder's job that is not a point (its summary set aside), said on stderr where its points are used."""
-    click.echo(f"warning: left out: {why}", err=True)
+def left_out() -> Callable[[str], None]:
+    """What says, on stderr, a run folder's job that is not a point (its summary set aside) where the folder's points
+    are used: once each, however often a command reads the folder (`compare RUN RUN`, --repeats-from)."""
+    said: set[str] = set()
+
+    def say(why: str) -> None:
+        if why not in said:
+            said.add(why)
+            click.echo(f"warning: left out: {why}", err=True)
+
+    return say
 
 
 @results.command("list")
@@ -259,7 +267,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     if x_axis not in AXIS_BY_KEY:
         raise ResultInputError(f"unknown x axis {x_axis!r}", fix=f"use one of {', '.join(AXIS_BY_KEY)}")
     with _open(store_path) as store:
-        resolved, points = resolve_points(run_id, store, left_out)
+        resolved, points = resolve_points(run_id, store, left_out())
         meta = store.run_meta(resolved) if store.has_run(resolved) else {}
     if not meta and Path(run_id).is_dir():
         from llmsweep.results.rundir import load_run
@@ -418,10 +426,11 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     a, b = (baseline, runs[0]) if baseline is not None else runs
     as_json = as_json or fmt == "json"
     with _open(store_path) as store:
-        label_a, pa = resolve_points(a, store, left_out)
-        label_b, pb = resolve_points(b, store, left_out)
-        ra = [p for ref in repeats_a for p in resolve_points(ref, store, left_out)[1]]
-        rb = [p for ref in repeats_b for p in resolve_points(ref, store, left_out)[1]]
+        warn = left_out()
+        label_a, pa = resolve_points(a, store, warn)
+        label_b, pb = resolve_points(b, store, warn)
+        ra = [p for ref in repeats_a for p in resolve_points(ref, store, warn)[1]]
+        rb = [p for ref in repeats_b for p in resolve_points(ref, store, warn)[1]]
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
         history = [] if no_history else history_from_store(store, used, max(starts, default=None))
