@@ -31,9 +31,9 @@ pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (te
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "examples" / "transformers" / "smollm2-cpu-eval.yaml"
 LIMIT = 6
-"""Questions scored: 3 additions, 3 subtractions. Each is a 5-shot prompt of ~1k tokens whose prefill on one CPU thread
-is most of the test's time, a quarter less than 8 questions took; the first 6 are answered exactly as they were among
-8 (temperature 0: 2 of 3 additions right, 0 of 3 subtractions, where 8 gave 2 of 4 and 0 of 4)."""
+"""Questions scored: 3 additions, 3 subtractions. Each is a 5-shot chat prompt of ~510 tokens whose prefill on one CPU
+thread is most of the test's time (a quarter less than 8 questions took); the first 6 are answered exactly as they were
+among 8 (temperature 0: 2 of 3 additions right, 0 of 3 subtractions, where 8 gave 2 of 4 and 0 of 4)."""
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
