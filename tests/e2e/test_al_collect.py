@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -176,16 +177,18 @@ def test_thinking_on_cells_send_and_record_their_chat_template_kwargs(tmp_path: 
 
 
 @pytest.fixture(scope="module")
-def merged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], dict[str, Any]]:
-    """K = 1, 2 collected, then K = 3 collected into the same curve (the H200 case: a call's limit cut the first)."""
-    out = tmp_path_factory.mktemp("golden-merge")
-    first = _collect(out, "-k", "1", "2", "--json")
-    assert first.returncode == 0, first.stderr[-3000:]
+def merged(collected: tuple[Path, dict[str, Any]],
+           tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """K = 1-3 collected (a copy of `collected`'s folder: its curve and evidence), then K = 4 collected into the same
+    curve (the H200 case: a call's limit cut the first). The first collection is `collected`'s own rather than one
+    more of K = 1, 2: two servers and a CLI start fewer, and a merge reads only the curve file and its folder."""
+    out = tmp_path_factory.mktemp("golden-merge") / "golden"
+    shutil.copytree(collected[0], out)
     curve = out / "llama-1b_ngram.yaml"
     second = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3",
-                  "--output-len", "48", "-k", "3", "--merge-into", curve, "--json")
+                  "--output-len", "48", "-k", "4", "--merge-into", curve, "--json")
     assert second.returncode == 0, second.stderr[-3000:]
-    return curve, json.loads(first.stdout), json.loads(second.stdout)
+    return curve, collected[1], json.loads(second.stdout)
 
 
 @pytest.mark.timeout(120)
@@ -194,19 +197,22 @@ def test_merge_into_completes_the_curve_and_al_reads_the_new_cell_back(
     curve_file, first, second = merged
     assert second["merged_into"] == second["curve_file"] == str(curve_file) and second["replaced"] == []
     curve = load_curve(curve_file)
-    k3 = round(second["cells"][0]["acceptance_length"], 2)
+    k4 = round(second["cells"][0]["acceptance_length"], 2)
     assert curve.values == {"thinking_off": {**{c["k"]: round(c["acceptance_length"], 2) for c in first["cells"]},
-                                             3: k3}}
+                                             4: k4}}
     assert curve.source is not None
-    assert curve.source.startswith("llmsweep al collect, 2 collections: thinking_off K=1 2 on ")
+    assert curve.source.startswith("llmsweep al collect, 2 collections: thinking_off K=1 2 3 on ")
     evidence = [Path(c["directory"]).parent for c in (*first["cells"], *second["cells"])]
-    assert evidence[0] == evidence[1] != evidence[2]  # the second collection's evidence beside the first's
-    assert (evidence[0] / "thinking_off-k1" / "cell.json").is_file() and (evidence[2] / "thinking_off-k3").is_dir()
-    assert str(evidence[0]) in curve.source and str(evidence[2]) in curve.source
-    proc = _cli("al", "llama-1b", "-m", "ngram", "-k", "3", "--thinking", "off", "--curves", curve_file.parent,
+    assert evidence[0] == evidence[1] == evidence[2] != evidence[3]  # the second collection's evidence of its own
+    # ... beside the curve it completed and the first one's (copied there), not in it
+    assert evidence[3].parent == curve_file.parent and evidence[3].name != evidence[0].name
+    assert (curve_file.parent / evidence[0].name / "thinking_off-k1" / "cell.json").is_file()
+    assert (evidence[0] / "thinking_off-k1" / "cell.json").is_file() and (evidence[3] / "thinking_off-k4").is_dir()
+    assert str(evidence[0]) in curve.source and str(evidence[3]) in curve.source
+    proc = _cli("al", "llama-1b", "-m", "ngram", "-k", "4", "--thinking", "off", "--curves", curve_file.parent,
                 "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["value"] == k3
+    assert json.loads(proc.stdout)["value"] == k4
 
 
 @pytest.mark.timeout(120)
@@ -215,7 +221,7 @@ def test_a_collection_in_another_precision_is_refused_before_any_server_starts(
     curve_file, _, _ = merged
     before, runs = curve_file.read_text(), set(curve_file.parent.iterdir())
     proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
-                "48", "-k", "4", "--merge-into", curve_file, "--precision", "fp8")
+                "48", "-k", "5", "--merge-into", curve_file, "--precision", "fp8")
     assert proc.returncode == 2
     assert "precision: 'bf16 (recipe; simulated engine, no weights)' in the curve, 'fp8' in this collection" in \
         proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
@@ -223,8 +229,9 @@ def test_a_collection_in_another_precision_is_refused_before_any_server_starts(
 
 
 @pytest.mark.timeout(120)
-def test_cells_from_other_hardware_are_refused_after_measuring_and_kept_aside(tmp_path: Path) -> None:
-    assert _collect(tmp_path, "-k", "1").returncode == 0
+def test_cells_from_other_hardware_are_refused_after_measuring_and_kept_aside(
+        collected: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    shutil.copytree(collected[0], tmp_path, dirs_exist_ok=True)  # a collected curve, said to be from a real H200
     curve_file = tmp_path / "llama-1b_ngram.yaml"
     text = curve_file.read_text().replace("# hardware: simulated h200", "# hardware: 1 x NVIDIA H200 (nvidia-smi)")
     curve_file.write_text(text)

@@ -202,13 +202,16 @@ simulator's typical n-gram K=3 acceptance, realised when nothing is pinned, is 1
 def pinned_recipe(tmp_path: Path, concs: list[int]) -> Path:
     """8k1k with n-gram K=3 pinned for throughput. At conc 16, 32 and 64 InferenceX marks 32 and 64 `run-eval` (the
     upper median and the highest concurrency >= 16): a throughput point and two pinned run-eval jobs share the
-    group's server. On a simulated B200, not the H200: served live, a point is one 8k1k request's wall-clock
-    latency, ~3.5 s there against ~5 s (what is checked here does not depend on the GPU)."""
+    group's server. Served live, a point is one 8k1k request's wall-clock latency: so the smallest catalog model
+    whose context holds 8k1k (Qwen3-Next-mini, 0.67B active: ~1.3 s a point) on a simulated B200, where Llama-3.1-8B
+    took ~3.5 s there and ~5 s on the H200 (what is checked here depends on neither the model nor the GPU)."""
     spec = f"    spec-decoding: {{ method: ngram, num-steps: 3, acceptance-length: {PINNED_AL} }}\n"
-    assert "  runner: h200\n" in RECIPE
+    assert "  runner: h200\n" in RECIPE and "  model: meta-llama/Llama-3.1-8B-Instruct\n" in RECIPE
     text = RECIPE.replace("conc-list: [4, 16]", f"conc-list: {concs}, spec-decoding: mtp").replace(
         "    engine: { name: sim }\n", "    engine: { name: sim }\n" + spec).replace("  runner: h200\n",
-                                                                                   "  runner: b200\n")
+                                                                                   "  runner: b200\n").replace(
+        "  model: meta-llama/Llama-3.1-8B-Instruct\n  model-prefix: llama3.1-8b\n",
+        "  model: llmsweep/qwen3-next-small\n  model-prefix: qwen3-next-mini\n")
     path = tmp_path / "pinned.yaml"
     path.write_text(text, encoding="utf-8")
     return path

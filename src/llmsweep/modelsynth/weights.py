@@ -41,10 +41,16 @@ class WrittenWeights:
 
 
 def to_bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 → bfloat16 bit patterns (uint16), rounding to nearest, ties to even."""
+    """float32 → bfloat16 bit patterns (uint16), rounding to nearest, ties to even. In place on one scratch array:
+    the expression form allocated four arrays the tensor's size (1.3 s of SmolLM2's import on a 2-core machine, 0.5
+    s this way), with the same bits (uint32 wraps alike)."""
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    rounded = bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
-    return (rounded >> np.uint32(16)).astype(np.uint16)
+    rounded = bits >> np.uint32(16)
+    rounded &= np.uint32(1)
+    rounded += np.uint32(0x7FFF)
+    rounded += bits
+    rounded >>= np.uint32(16)
+    return rounded.astype(np.uint16)
 
 
 def _fill(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray:
