@@ -160,6 +160,42 @@ def context_conflict(ctx: Context) -> Iterator[Finding]:
                       fix=f"delete `{written}` (the launch renders {need}), or set it to at least {need}")
 
 
+@rule("serve.agentic-context", Severity.WARNING,
+      "An agentic job replays requests longer than the context its server allows",
+      "replay traces that fit (synthetic: a `max-isl` at most the context; the model's 256k corpus), or raise or "
+      "delete the recipe's context flag",
+      "AgentX's 256k corpus drops requests whose in + out exceed 256,000 tokens; a request over the context fails as "
+      "a context overflow and ends its session, over 1 % of them make the run invalid, and a root primer's stops it")
+def agentic_context(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.engines.base import token_count
+    from llmsweep.evals.context import serving_job
+    from llmsweep.policy.rules_input import recipe_model
+    from llmsweep.spec.workload import longest_request
+
+    for job, recipe in ctx.runnable_pairs():
+        traces = job.workload.traces
+        if job.workload.scenario is not ScenarioId.AGENTIC_CODING or traces is None or ctx.simulated(job):
+            continue  # the simulator's context is its KV pool, which `predict` and virtual time report per request
+        longest = longest_request(traces)
+        model = recipe_model(recipe)
+        if longest is None or model is None:
+            continue
+        need, said = longest
+        launched = serving_job(job)
+        given = adapter_for(job).recipe_context(launched)
+        flag = token_count(given[1]) if given is not None else None
+        by_flag = given is not None and flag is not None and flag < model.native_context
+        context, whose = ((flag, f"the recipe's `{given[0]}: {flag}`") if by_flag and given is not None
+                          and flag is not None else (model.native_context, f"{model.id}'s native context"))
+        if need <= context:
+            continue
+        path = serve_arg_path(recipe, job, given[0]) if by_flag and given is not None else ("workload", "traces")
+        yield ctx.hit("serve.agentic-context", recipe, path,
+                      f"requests reach {need:,} tokens ({said}), over the {context:,} tokens of {whose}: each longer "
+                      "one fails as a context overflow and ends its session; over 1 % of them make the run invalid, "
+                      "and a root primer that overflows stops the run at once", job=job)
+
+
 def _conflicts(job: Job, kind: str = "parallel") -> list[Conflict]:
     """The serve flags that override what the job's launch renders; none when its launch cannot be rendered at all
     (`serve.render-failed` says why, once, rather than each rule that reads the rendering failing on it)."""
