@@ -570,9 +570,11 @@ class RoleDeployment:
         for sampler, (sampled, _path) in zip(self.samplers, self.sampled, strict=True):
             while sampler.is_alive() and READY_LINE not in sampler.tail(5) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if READY_LINE not in sampler.tail(5):
-                self.sampler_problems[sampled.label] = sampler.tail(3).strip() or "no output"
-                say(f"warning: power sampler {sampler.log_path.name} did not start: {sampler.tail(3)}")
+            tail = sampler.tail(5)  # once: a dead sampler's tail may wait a moment for its log (`settle_log`)
+            if READY_LINE not in tail:
+                said = "\n".join(tail.strip().splitlines()[-3:])
+                self.sampler_problems[sampled.label] = said or "no output"
+                say(f"warning: power sampler {sampler.log_path.name} did not start: {said}")
 
     def power(self, settings: PowerSettings) -> NodePowerFiles | None:
         """The node samplers as the lifecycle's sampler: each job's power block is integrated over every node's GPUs
