@@ -2,7 +2,9 @@
 
 The identity (:func:`reuse_key`) is the recipe fingerprint, the image, the rendered launch (the LaunchSpec's
 fingerprint: argv, env, files — so engine args, env and the simulator-or-engine choice), the resolved workload, the
-job's concurrency and repeat index, and llmsweep's measurement definitions (`metrics.version`).
+job's concurrency and repeat index, llmsweep's measurement definitions (`metrics.version`), for a job the simulator
+runs the simulator's digest (its code and the catalogs it reads: `sim.identity`), and the gates the run judges the
+job's verdict by (`job_gates`: required power, the read-back tolerance of a pinned acceptance).
 
 The workload config names a trace corpus by where it lives (a path, a dataset id), not by what it holds, and the
 launch does not say whether a simulated job runs in virtual or wall-clock time. So a job's recorded key
@@ -20,12 +22,16 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmsweep.engine_ids import SIM
 from llmsweep.metrics.model import run_clock, run_source
 from llmsweep.metrics.version import measurement_identity
 from llmsweep.plan import Job
 from llmsweep.workload.scenario import repeat_index
+
+if TYPE_CHECKING:
+    from llmsweep.execute.lifecycle import LifecycleSettings
 
 CONTEXT_SEP = "/"
 UNREADABLE = "?"
@@ -62,8 +68,11 @@ def split_key(key: str) -> tuple[str, ReuseContext | None]:
     return (base, ReuseContext.parse(rest)) if sep else (key, None)
 
 
-def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1) -> str:
-    """64 hex: what must be equal for a stored result to stand for this job."""
+def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: str | None = None,
+              gates: dict[str, object] | None = None) -> str:
+    """64 hex: what must be equal for a stored result to stand for this job. `simulator`: the simulator's digest
+    (`sim.identity`) for a job it runs; `gates`: the run's settings that judge the job's verdict (required power, the
+    read-back tolerance of a pinned acceptance)."""
     doc = {
         "recipe_fingerprint": job.recipe_fingerprint,
         "image": job.image,
@@ -73,16 +82,21 @@ def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1) -> str:
         "eval": [job.run_eval, job.eval_only, job.eval_conc, job.eval_all_concs],
         "repeat": repeat,
         "measurement": measurement_identity(),
+        "simulator": simulator,
+        "gates": gates or {},
     }
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False) -> dict[str, str]:
+def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
+               settings: LifecycleSettings | None = None) -> dict[str, str]:
     """Every job's recorded reuse key (`<identity>/<source>/<clock>/<corpus>`), by job id; a job that cannot be
-    rendered (not runnable) has none. `live`: simulated jobs serve the simulator in wall-clock time (`run --live`)."""
+    rendered (not runnable) has none. `live`: simulated jobs serve the simulator in wall-clock time (`run --live`);
+    `settings`: the run's, whose gates a job's verdict was judged by (`job_gates`)."""
     from llmsweep import engines
     from llmsweep.errors import LlmsweepError
+    from llmsweep.sim.identity import simulator_digest
 
     out: dict[str, str] = {}
     corpora: dict[str, str] = {}
@@ -93,9 +107,25 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False) -> dict[s
             spec = engines.render(job, simulate=engines.runs_on_simulator(job.engine, simulate=simulate), port=0)
         except LlmsweepError:
             continue
-        context = reuse_context(job, simulated=spec.engine == SIM.id, live=live, corpora=corpora)
-        out[job.id] = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id)) + CONTEXT_SEP + context.render()
+        simulated = spec.engine == SIM.id
+        context = reuse_context(job, simulated=simulated, live=live, corpora=corpora)
+        key = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id),
+                        simulator=simulator_digest() if simulated else None, gates=job_gates(job, settings))
+        out[job.id] = key + CONTEXT_SEP + context.render()
     return out
+
+
+def job_gates(job: Job, settings: LifecycleSettings | None) -> dict[str, object]:
+    """The run's settings that judge this job's verdict: whether power is required of it (`--require-power`, the
+    recipe's `require-power`: a result without power is refused where it is), and, for a job that pins its acceptance
+    length, the read-back gate's settings (`--al-tolerance`)."""
+    from llmsweep.execute.lifecycle import LifecycleSettings
+
+    settings = settings if settings is not None else LifecycleSettings()
+    gates: dict[str, object] = {"require_power": settings.power.required([job])}
+    if job.acceptance is not None:
+        gates["readback"] = settings.readback.model_dump(mode="json")
+    return gates
 
 
 def reuse_context(job: Job, *, simulated: bool, live: bool, corpora: dict[str, str] | None = None) -> ReuseContext:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
@@ -141,9 +142,15 @@ class LaunchSpec(BaseModel):
         if not self.files:
             skip.add("files")
         payload: dict[str, Any] = self.model_dump(mode="json", exclude=skip)
+        # The interpreter that runs llmsweep's own servers (`sys.executable`: the simulator, its router) is where this
+        # process lives, not what is launched: another venv or path to the same llmsweep launches the same server.
+        payload["argv"] = [THIS_PYTHON if a == sys.executable else a for a in payload["argv"]]
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
+
+THIS_PYTHON = "{python}"
+"""What `LaunchSpec.fingerprint` hashes for the path of the interpreter running llmsweep, where argv names it."""
 
 NODE_HOST = "{{node{index}}}"
 """Placeholder in a role's argv/env for the host of node `index` of the job's allocation (`{node0}`, `{node1}`, …);

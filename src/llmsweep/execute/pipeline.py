@@ -500,14 +500,19 @@ def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
     return chosen, narrowed
 
 
+REUSED_VERDICTS = ("valid", "smoke")
+"""The stored verdicts `run --reuse` stands a job on; invalid and failed results are measured again."""
+
+
 def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, str],
            event: Event) -> tuple[list[Job], list[JobOutcome], dict[str, Any]]:
-    """Before any launch: jobs whose reuse key matches a stored valid result become outcomes pointing at it."""
+    """Before any launch: jobs whose reuse key matches a stored valid or smoke result (the same job earns the same
+    kind of verdict: a short window's point is smoke again) become outcomes pointing at it."""
     from llmsweep.results.store import Store, default_store_path
 
     try:
         with Store(default_store_path(req.store)) as store:
-            found = store.reusable((keys[j.id] for j in runnable if j.id in keys), ("valid",), say=event)
+            found = store.reusable((keys[j.id] for j in runnable if j.id in keys), REUSED_VERDICTS, say=event)
     except Exception as exc:  # no store to reuse from is not a reason to stop the run: everything runs
         event(f"warning: cannot look up reusable results ({exc}); running every job")
         return runnable, [], {}
@@ -697,7 +702,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     from llmsweep.metrics.version import measurement_identity
     from llmsweep.policy.planning import errors_about
 
-    identities = reuse_keys(jobs, simulate=req.simulate, live=req.live)
+    identities = reuse_keys(jobs, simulate=req.simulate, live=req.live, settings=req.settings)
     reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": identities}
     _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)

@@ -52,3 +52,92 @@ def test_env_change_changes_the_rendered_launch_key(tmp_path: Path) -> None:
     ka, kb = reuse_keys(a, simulate=False), reuse_keys(b, simulate=False)
     same = {j.id for j in a if ka[j.id] == kb.get(j.id)}
     assert same == {j.id for j in a if j.tp == 4}
+
+
+def test_a_simulated_jobs_identity_holds_the_simulators_digest_and_a_real_engines_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new hardware figure or step-time model gives other simulated numbers under the same launch: a stored
+    simulated result is reused only under the same simulator (its code and catalogs); a real engine's are not tied
+    to it."""
+    from llmsweep.sim import identity
+
+    sim_jobs = jobs_from_files([write_recipe(tmp_path)])  # `serve.engine: sim`
+    engine = tmp_path / "engine.yaml"
+    engine.write_text(REAL_ENGINE, encoding="utf-8")
+    real_jobs = jobs_from_files([engine])
+    real, simulated = reuse_keys(real_jobs, simulate=False), reuse_keys(sim_jobs, simulate=False)
+    assert real and simulated and all("/measured/wall/" in key for key in real.values())
+    monkeypatch.setattr(identity, "simulator_digest", lambda: "0" * 16)
+    assert reuse_keys(real_jobs, simulate=False) == real
+    moved = reuse_keys(sim_jobs, simulate=False)
+    assert all(moved[j] != key for j, key in simulated.items())
+
+
+REAL_ENGINE = """\
+real:
+  image: lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730
+  model: Qwen/Qwen3.5-397B-A17B-FP8
+  model-prefix: qwen3.5
+  runner: mi300x
+  precision: fp8
+  framework: sglang
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - { isl: 256, osl: 64, search-space: [{ tp: 8, conc-list: [4] }] }
+  serve:
+    args:
+      --mem-fraction-static: 0.8
+"""
+
+
+def test_the_simulators_digest_moves_with_a_catalog_file_it_reads(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmsweep.sim.identity import simulator_digest
+
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path))
+    try:
+        simulator_digest.cache_clear()
+        before = simulator_digest()
+        (tmp_path / "hardware.yaml").write_text("mi300x: {hbm_tbps: 2.65}\n", encoding="utf-8")
+        simulator_digest.cache_clear()
+        assert simulator_digest() != before
+    finally:
+        simulator_digest.cache_clear()
+
+
+def test_the_interpreter_that_runs_llmsweep_is_not_part_of_a_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator launched from another venv (or another path to the same Python) is the same server: its
+    results are reused, and its history is found."""
+    import sys
+
+    from llmsweep.engines.launch import LaunchSpec
+
+    tail = ("-m", "llmsweep.cli.main", "sim", "serve", "--model", "llama-1b")
+    here = LaunchSpec(engine="sim", argv=(sys.executable, *tail), port=1).fingerprint()
+    monkeypatch.setattr(sys, "executable", "/elsewhere/venv/bin/python3")
+    there = LaunchSpec(engine="sim", argv=("/elsewhere/venv/bin/python3", *tail), port=1)
+    assert there.fingerprint() == here
+    assert LaunchSpec(engine="sim", argv=("/usr/bin/python2", *tail), port=1).fingerprint() != here  # not llmsweep's
+
+
+def test_the_gates_a_job_is_judged_by_are_part_of_its_identity(tmp_path: Path) -> None:
+    """A result measured without power is not reused where power is required (it would have been refused), and a
+    pinned job judged under another read-back tolerance is not either."""
+    from llmsweep.changes.reuse import job_gates
+    from llmsweep.execute.lifecycle import LifecycleSettings
+    from llmsweep.execute.readback import ReadbackSettings
+    from llmsweep.plan.job import Acceptance
+    from llmsweep.power.sampler import PowerSettings
+
+    jobs = jobs_from_files([write_recipe(tmp_path)])
+    plain = reuse_keys(jobs, simulate=True, settings=LifecycleSettings())
+    assert reuse_keys(jobs, simulate=True) == plain  # the default settings are the run's defaults
+    powered = reuse_keys(jobs, simulate=True, settings=LifecycleSettings(power=PowerSettings(require=True)))
+    assert plain and all(powered[j] != key for j, key in plain.items())
+    loose = LifecycleSettings(readback=ReadbackSettings(al_tolerance=0.3))
+    pinned = jobs[0].model_copy(update={"acceptance": Acceptance(value=2.5, source="pinned", method="mtp",
+                                                                  thinking="off")})
+    assert job_gates(pinned, loose) != job_gates(pinned, LifecycleSettings())
+    unpinned = jobs[0].model_copy(update={"acceptance": None})
+    assert job_gates(unpinned, loose) == job_gates(unpinned, LifecycleSettings())  # no acceptance pinned: not judged
