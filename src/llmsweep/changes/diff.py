@@ -490,6 +490,22 @@ def _inside(path: Path, root: Path) -> Path:
         return path
 
 
+def head_differs(spec: str, files: Sequence[Path], *, repo: Path | None = None) -> list[str]:
+    """The files (repository paths) that differ from `spec`'s HEAD when HEAD is a git revision: what `run --changed`
+    plans is the files as they are in the working tree, under HEAD's job ids, so an edit since HEAD would run (or
+    leave out) jobs the change set never saw. Empty when HEAD is the working tree, or the range is two directories."""
+    top = git_toplevel(repo or Path.cwd())
+    if top is None:
+        return []
+    base, head = split_range(spec, top)
+    if not head or (Path(base).is_dir() and Path(head).is_dir()):
+        return []
+    paths = [str(p) for p in _relative_files(files, top)] or ["recipes"]
+    changed = _git(top, "diff", "--name-only", head, "--", *paths).stdout.decode().split()
+    untracked = _git(top, "ls-files", "--others", "--exclude-standard", "--", *paths).stdout.decode().split()
+    return sorted({*changed, *untracked})
+
+
 def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None = None,
                     runner_config: Path | None = None, evals: EvalOptions | None = None) -> ChangeSet:
     """The change set of `BASE..HEAD`: revisions of the git repository at `repo` (default: the current directory),

@@ -133,10 +133,29 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
 
         # Both sides planned under this run's eval selection: the ids are the jobs it plans (under --evals-only, the
         # eval jobs of what changed), never throughput ids its plan does not hold.
+        from llmsweep.changes.diff import head_differs
+
+        if stale := head_differs(changed, files):
+            raise ConfigError(
+                f"{changed}: the files given differ from its HEAD ({', '.join(stale)}): `run` plans the files as they "
+                "are here, and a job the change left alone may have changed since, unseen",
+                fix=f"commit (or stash) those edits, or give the working tree as HEAD: `--changed "
+                    f"{changed.split('..', 1)[0]}..`")
         change_set = changes_between(changed, files, runner_config=runner_config, evals=evals)
         for note in change_set.notes:
             click.echo(f"note: {note}", err=True)
-        only_jobs = change_set.to_run()
+        to_run = change_set.jobs_to_run()
+        if config_keys:  # the change narrowed to the keys asked for (the rest of the change is another run's)
+            from llmsweep.plan.expand import expand_config_keys
+
+            keys = set(expand_config_keys(tuple(config_keys), sorted({j.recipe_key for j in to_run}
+                                                                     | {j.recipe_key for j in change_set.unchanged})))
+            outside = [j for j in to_run if j.recipe_key not in keys]
+            if outside:
+                click.echo(f"note: {len(outside)} changed job(s) of other config keys than --config-keys left out",
+                           err=True)
+            to_run = [j for j in to_run if j.recipe_key in keys]
+        only_jobs = [j.id for j in to_run]
         grown = [c for c in change_set.concs if c.to_run is not None]
         kind = " eval" if evals.evals_only or evals.all_evals else ""
         click.echo(f"{changed}: {len(change_set.added)} added, {len(change_set.changed)} changed, "
