@@ -106,7 +106,9 @@ def _print(result: object) -> None:
     launches = sum(s.server_launches for s in result.stages)
     console.print(f"measured {result.points_measured} point(s) in {result.runs_measured} run(s)"
                   + (f" on {launches} server launch(es)" if launches else "")
-                  + f"; policy: min-conc-step {result.min_conc_step}, max-conc {result.max_conc}")
+                  + "; policy: " + (", ".join(f"{name} {value}" for name, value in (
+                      ("min-conc-step", result.min_conc_step), ("max-conc", result.max_conc)) if value is not None)
+                                    or "none proposed"))
     for stage in result.stages:
         if stage.skipped:
             console.print(f"stage {stage.name} skipped: {stage.skipped}")

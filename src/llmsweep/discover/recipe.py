@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,8 @@ from llmsweep.errors import ConfigError
 from llmsweep.plan.conc import expand_range
 from llmsweep.spec.loader import load_recipes
 from llmsweep.spec.recipe import Recipe
-from llmsweep.spec.source import render_path
+from llmsweep.spec.source import FieldPath, render_path
 
-FieldPath = tuple[str | int, ...]
 CONC_FIELDS = ("conc-list", "conc-start", "conc-end")
 STAGE_KEY = "{key}-discover{n}"
 
@@ -180,8 +180,10 @@ def _in_place(file: Path, recipes: dict[str, Recipe], grids: dict[str, list[int]
                 at = source.get((key, "policy", field))
                 if value is None:
                     continue
-                if at is None:
-                    return None
+                if at is None:  # a field the recipe's policy lacks: added to it where it is written
+                    if not _add_policy_field(lines, inserts, source, key, field, value):
+                        return None
+                    continue
                 new, n = re.subn(rf"({field}\s*:\s*)\d+", rf"\g<1>{value}", lines[at - 1], count=1)
                 if not n:
                     return None
@@ -196,6 +198,29 @@ def _in_place(file: Path, recipes: dict[str, Recipe], grids: dict[str, list[int]
     for at, text in sorted(inserts, reverse=True):
         lines.insert(at, text)
     return "\n".join(lines) + "\n"
+
+
+def _add_policy_field(lines: list[str], inserts: list[tuple[int, str]], source: Mapping[FieldPath, int], key: str,
+                      field: str, value: int) -> bool:
+    """Add `field: value` to the recipe's written policy, in its own style: inside a flow mapping's braces on the
+    `policy:` line, or (in `inserts`, applied last) as a line of a block mapping above its first field, indented as
+    it; False when it is neither."""
+    at = source.get((key, "policy"))
+    if at is None:
+        return False
+    text = lines[at - 1]
+    flow = re.match(r"(\s*policy\s*:\s*\{)(.*)(\}\s*(#.*)?)$", text)
+    if flow is not None:
+        inner = flow.group(2).strip()
+        lines[at - 1] = f"{flow.group(1)} {inner + ', ' if inner else ''}{field}: {value} {flow.group(3)}"
+        return True
+    fields = [ln for p, ln in source.items() if p[:2] == (key, "policy") and len(p) == 3]
+    if not fields or not text.rstrip().endswith(":"):
+        return False
+    first = min(fields)
+    indent = re.match(r"\s*", lines[first - 1]).group(0)  # type: ignore[union-attr]
+    inserts.append((first - 1, f"{indent}{field}: {value}"))
+    return True
 
 
 def _redumped(file: Path, grids: dict[str, list[int]], arms: list[Arm],

@@ -61,6 +61,28 @@ def test_an_existing_policy_is_updated_and_a_range_arm_is_re_dumped(tmp_path: Pa
     assert [a.concs for a in load_arms(out)[1]] == [(1, 5, 9), (4, 8, 12, 16)]
 
 
+@pytest.mark.parametrize("written", ["  policy: { max-conc: 16 }  # our cap\n",
+                                     "  policy:\n    max-conc: 16  # our cap\n"], ids=["flow", "block"])
+def test_a_policy_field_the_recipe_lacks_is_added_where_its_policy_is_written_comments_kept(
+        tmp_path: Path, written: str) -> None:
+    """The recipe's policy names only max-conc: min-conc-step joins it in place, in its own style; the proposal was
+    re-dumped (every comment and flow mapping of the file rewritten) for want of the field."""
+    original = SEED.read_text()
+    key_line = next(ln for ln in original.splitlines() if ln and not ln.startswith(("#", " ")))
+    src = tmp_path / "policy.yaml"
+    src.write_text(original.replace(key_line + "\n", key_line + "\n" + written, 1))
+    _, arms = load_arms(src)
+    out = tmp_path / "proposed.yaml"
+    proposal = propose(src, out, {arms[0].id: [1, 3, 6]}, arms, {arms[0].recipe_key: (2, 24)})
+    assert proposal.in_place
+    text = out.read_text()
+    assert [ln for ln in text.splitlines() if "#" in ln and ln.lstrip().startswith("#")] == \
+        [ln for ln in src.read_text().splitlines() if "#" in ln and ln.lstrip().startswith("#")]
+    assert "# our cap" in text
+    back = load_recipes([out]).raise_on_error().recipes[arms[0].recipe_key]
+    assert back.policy is not None and (back.policy.min_conc_step, back.policy.max_conc) == (2, 24)
+
+
 def test_a_stage_runs_each_arm_and_repeat_under_its_own_key_and_seed_without_the_cap() -> None:
     recipe = DATA / "discover" / "cliff-sim.yaml"
     _, arms = load_arms(recipe)
