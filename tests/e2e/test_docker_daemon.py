@@ -175,9 +175,9 @@ def test_run_serves_in_the_container_and_resume_removes_what_a_killed_harness_le
 ) -> None:
     """A run SIGKILLed mid-measurement leaves its container running (it outlives the docker CLI); `--resume` removes
     it, serves the rest in a new container and stores valid results; nothing is left."""
-    # Four requests of ~1 s per job: the kill lands seconds before the first job could end (records.jsonl has its
+    # Four requests of ~0.5 s per job: the kill lands seconds before the first job could end (records.jsonl has its
     # warm-up record first), and the resumed run measures two jobs in seconds.
-    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1, 2]", prompts_per_conc=4, osl=48)
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1, 2]", prompts_per_conc=4, osl=24)
     out, log = tmp_path / "run", tmp_path / "run.log"
     args: list[str | Path] = [recipe, "--executor", "docker", *_executor_flags(_options(tf_python, model_dir)),
                               "--out", out, "--no-report"]

@@ -137,7 +137,13 @@ def test_ctrl_c_during_a_slurm_run_stores_what_finished_and_leaves_no_job_in_the
     out, log = tmp_path / "out", tmp_path / "run.log"
     options = (*SLURM_OPTIONS, "--executor-option", "poll_s=600")  # the last one given wins
     env = cli_env(tmp_path)
-    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, *options], env, log)
+    # Half the recipe's output length: the first job (a warm-up and 3 requests, one at a time) ends in ~4 s, not ~8;
+    # the second (a warm-up, then 3 requests two at a time) still runs ~3 s, seconds longer than the interrupt takes.
+    recipe = tmp_path / "slow-fixed-sim.yaml"
+    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
+    assert "osl: 400" in text
+    recipe.write_text(text.replace("osl: 400", "osl: 200"))
+    proc = start_cli([recipe, "--live", "--out", out, *options], env, log)
     ids: list[str] = []
     try:
         ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
