@@ -239,7 +239,7 @@ class ManagedProcess:
 
     def wait(self, timeout_s: float | None = None) -> int:
         rc = self._popen.wait(timeout=timeout_s)
-        self._pump.join(timeout=5.0)
+        self.settle_log()  # a descendant still holding the pipe costs a second, not five
         return rc
 
     def alive_pids(self) -> list[int]:
