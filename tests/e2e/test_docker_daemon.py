@@ -246,7 +246,8 @@ def test_sigint_mid_measurement_stops_the_container_and_exits_130(tf_python: Pat
                                                                  tmp_path: Path) -> None:
     """Ctrl-C while the engine serves: the run stops its container through the daemon, keeps no pid file (nothing
     is left for `--resume` to stop) and exits 130."""
-    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1]", prompts_per_conc=16, osl=96)
+    # 16 requests of ~0.5 s: the first record (the warm-up's) comes soon, and the signal still lands mid-measurement
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1]", prompts_per_conc=16, osl=24)
     out, log = tmp_path / "run", tmp_path / "run.log"
     proc = start_cli([recipe, "--executor", "docker", *_executor_flags(_options(tf_python, model_dir)), "--out", out,
                       "--no-report"], cli_env(tmp_path), log)
