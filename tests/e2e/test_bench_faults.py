@@ -68,8 +68,9 @@ FAILURES = {
 @pytest.mark.parametrize("fault", sorted(FAILURES))
 def test_every_request_of_a_faulty_server_is_a_recorded_failure(fault: str, tmp_path: Path) -> None:
     out = tmp_path / "bench"
+    # A stalled request costs the whole --stall-timeout: two of them (one round at concurrency 2) show it, not six.
     with StreamServer(ServerConfig(itl_s=0.002, fault=fault, fault_every=1)) as srv:
-        res, seconds = _bench(srv.url, out)
+        res, seconds = _bench(srv.url, out, *(("--num-prompts", "2") if fault == "stall" else ()))
     _no_crash(res)
     records = _records(out)
     _figures(fault, res, seconds, records)
@@ -145,20 +146,21 @@ def test_a_run_with_one_stream_in_five_ending_early_fails_its_gate(tmp_path: Pat
 def test_a_slow_first_byte_within_the_timeouts_is_a_success_whose_ttft_shows_it(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     with StreamServer(ServerConfig(itl_s=0.002, fault="slow_first_byte", fault_every=1,
-                                   slow_first_byte_s=0.5)) as srv:
-        res, seconds = _bench(srv.url, out, "--max-failure-ratio", "0")
+                                   slow_first_byte_s=0.5)) as srv:  # one round at concurrency 2: 0.5 s, not 1.5
+        res, seconds = _bench(srv.url, out, "--max-failure-ratio", "0", "--num-prompts", "2")
     _no_crash(res)
     records = _records(out)
     _figures("slow_first_byte (0.5 s)", res, seconds, records)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert len(records) == 6 and all(r["error_class"] is None and r["completion_tokens"] == OSL for r in records)
+    assert len(records) == 2 and all(r["error_class"] is None and r["completion_tokens"] == OSL for r in records)
     assert json.loads(res.stdout)["latency"]["ttft"]["min"] >= 0.5
 
 
 def test_a_first_byte_slower_than_the_request_timeout_is_a_timeout(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     with StreamServer(ServerConfig(fault="slow_first_byte", fault_every=1, slow_first_byte_s=30)) as srv:
-        res, seconds = _bench(srv.url, out, "--request-timeout", "1")
+        # one round at concurrency 2: each request waits out the 1-s timeout
+        res, seconds = _bench(srv.url, out, "--request-timeout", "1", "--num-prompts", "2")
     _no_crash(res)
     records = _records(out)
     _figures("slow_first_byte (30 s)", res, seconds, records)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -106,8 +107,14 @@ def test_sigint_writes_every_in_flight_record_and_an_interrupted_summary_and_exi
     assert_interrupted(out, "SIGINT")
 
 
-def test_sigterm_does_the_same_and_exits_143(sim_url: str, tmp_path: Path) -> None:
-    rc, out = interrupt(sim_url, tmp_path, signal.SIGTERM)
+@pytest.fixture(scope="module")
+def sigterm_run(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path]:
+    """One bench stopped by SIGTERM mid-run: its exit status and out dir, for the two tests that read it."""
+    return interrupt(sim_url, tmp_path_factory.mktemp("sigterm"), signal.SIGTERM)
+
+
+def test_sigterm_does_the_same_and_exits_143(sigterm_run: tuple[int, Path]) -> None:
+    rc, out = sigterm_run
     assert rc == 143
     assert_interrupted(out, "SIGTERM")
 
@@ -137,8 +144,10 @@ def test_a_signal_to_the_whole_process_group_with_worker_processes_still_records
     assert "resource_tracker" not in said and "Traceback" not in said, said[-3000:]
 
 
-def test_summarize_of_an_interrupted_bench_says_so_and_fails(sim_url: str, tmp_path: Path) -> None:
-    rc, out = interrupt(sim_url, tmp_path, signal.SIGTERM)
+def test_summarize_of_an_interrupted_bench_says_so_and_fails(sigterm_run: tuple[int, Path], tmp_path: Path) -> None:
+    rc, ran = sigterm_run  # the SIGTERM test's run, copied: its summary is removed here
+    out = tmp_path / "bench"
+    shutil.copytree(ran, out)
     assert rc == 143 and record_lines(out / "records.jsonl") == CONC
     (out / "summary.json").unlink()
     started = time.monotonic()

@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import tarfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from test_run_support import cli_env, kill_quietly, run_argv, start_cli, wait_fo
 
 from llmsweep import engines
 from llmsweep.execute.docker import DockerLauncher, DockerOptions
+from llmsweep.execute.handle import ProcessServerHandle
 from llmsweep.execute.preflight import resolve_port
 from llmsweep.execute.ready import wait_ready
 from llmsweep.plan import full_sweep
@@ -136,36 +138,61 @@ def no_containers_after() -> Iterator[None]:
     assert not left, f"containers left behind: {left}"
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 @pytest.mark.usefixtures("no_containers_after")
-@pytest.mark.parametrize("init", [True, False], ids=["init", "engine-as-pid-1"])
 def test_docker_stop_ends_the_engine_within_seconds_only_with_init(tf_python: Path, model_dir: Path, image: str,
-                                                                   tmp_path: Path, init: bool) -> None:
+                                                                   tmp_path: Path) -> None:
     """`docker stop` sends SIGTERM to the container's PID 1. Once it has served a request, transformers serve shuts
     its HTTP server down on it and then re-raises it at its default action to end the threads left: as PID 1 the
     kernel ignores that, so without `--init` the engine lives until the grace runs out and the daemon kills it; with
-    `--init` it is gone in seconds."""
+    `--init` it is gone in seconds.
+
+    Both cases in one test: the engine as PID 1 (the negative control) waits out its grace while the engine with
+    `--init` is started, served and stopped beside it."""
     job = full_sweep(loads_recipes(_recipe(tf_python, model_dir, tmp_path, concs="[1]").read_text(), "tf.yaml")
                      .raise_on_error().recipes)[0]
-    spec = resolve_port(engines.render(job, port=0))
-    grace = 20.0 if init else 6.0
-    launcher = DockerLauncher(DockerOptions.model_validate(_options(tf_python, model_dir, init=init)))
-    handle = launcher.launch(spec, log_path=tmp_path / "server.log")
-    try:
-        wait_ready(handle, timeout_s=180, poll_s=0.25)
-        assert any(line.startswith(f"{PREFIX}-") and " Up " in f" {line} " for line in _containers())
-        _complete(spec.base_url, str(model_dir))  # serving starts the engine's batching thread, which outlives uvicorn
-    finally:
+    grace = {True: 20.0, False: 6.0}
+    took: dict[bool, float] = {}
+    handles: dict[bool, ProcessServerHandle] = {}
+
+    def stop(init: bool) -> None:
         t0 = time.monotonic()
-        handle.stop(grace_s=grace)
-        took = time.monotonic() - t0
-    assert handle.gone() and not _containers()
-    log = (tmp_path / "server.log").read_text()
-    assert "Finished server process" in log  # it did shut down on the SIGTERM, either way
-    if init:
-        assert took < grace / 2, f"stop took {took:.1f} s of a {grace} s grace"
-    else:  # the negative control: the engine as PID 1 outlives its own shutdown until the daemon kills it
-        assert took >= grace, f"stop took {took:.1f} s"
+        handles[init].stop(grace_s=grace[init])
+        took[init] = time.monotonic() - t0
+
+    def serve(init: bool) -> None:
+        spec = resolve_port(engines.render(job, port=0))
+        launcher = DockerLauncher(DockerOptions.model_validate(_options(tf_python, model_dir, init=init)))
+        handles[init] = handle = launcher.launch(spec, log_path=tmp_path / f"server-{init}.log")
+        wait_ready(handle, timeout_s=180, poll_s=0.25)
+        name = handle.cleanup[-1]  # `docker rm -f NAME`: this container (the other case's may be up beside it)
+        assert name.startswith(f"{PREFIX}-")
+        assert any(line.split()[0] == name and " Up " in f" {line} " for line in _containers())
+        _complete(spec.base_url, str(model_dir))  # serving starts the engine's batching thread, which outlives uvicorn
+
+    pid1_stop: threading.Thread | None = None
+    try:
+        try:
+            serve(False)
+        finally:
+            if False in handles:
+                pid1_stop = threading.Thread(target=stop, args=(False,), name="stop-engine-as-pid-1")
+                pid1_stop.start()
+        try:
+            serve(True)
+        finally:
+            if True in handles:
+                stop(True)
+    finally:
+        if pid1_stop is not None:
+            pid1_stop.join(timeout=120)
+    assert all(handle.gone() for handle in handles.values()) and not _containers()
+    for init in (True, False):
+        # it did shut down on the SIGTERM, either way
+        assert "Finished server process" in (tmp_path / f"server-{init}.log").read_text()
+    assert took[True] < grace[True] / 2, f"stop took {took[True]:.1f} s of a {grace[True]} s grace"
+    # the negative control: the engine as PID 1 outlives its own shutdown until the daemon kills it
+    assert took[False] >= grace[False], f"stop took {took[False]:.1f} s"
 
 
 @pytest.mark.timeout(420)
@@ -175,9 +202,9 @@ def test_run_serves_in_the_container_and_resume_removes_what_a_killed_harness_le
 ) -> None:
     """A run SIGKILLed mid-measurement leaves its container running (it outlives the docker CLI); `--resume` removes
     it, serves the rest in a new container and stores valid results; nothing is left."""
-    # Four requests of ~1 s per job: the kill lands seconds before the first job could end (records.jsonl has its
+    # Four requests of ~0.5 s per job: the kill lands seconds before the first job could end (records.jsonl has its
     # warm-up record first), and the resumed run measures two jobs in seconds.
-    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1, 2]", prompts_per_conc=4, osl=48)
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1, 2]", prompts_per_conc=4, osl=24)
     out, log = tmp_path / "run", tmp_path / "run.log"
     args: list[str | Path] = [recipe, "--executor", "docker", *_executor_flags(_options(tf_python, model_dir)),
                               "--out", out, "--no-report"]
@@ -219,7 +246,8 @@ def test_sigint_mid_measurement_stops_the_container_and_exits_130(tf_python: Pat
                                                                  tmp_path: Path) -> None:
     """Ctrl-C while the engine serves: the run stops its container through the daemon, keeps no pid file (nothing
     is left for `--resume` to stop) and exits 130."""
-    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1]", prompts_per_conc=16, osl=96)
+    # 16 requests of ~0.5 s: the first record (the warm-up's) comes soon, and the signal still lands mid-measurement
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1]", prompts_per_conc=16, osl=24)
     out, log = tmp_path / "run", tmp_path / "run.log"
     proc = start_cli([recipe, "--executor", "docker", *_executor_flags(_options(tf_python, model_dir)), "--out", out,
                       "--no-report"], cli_env(tmp_path), log)

@@ -9,6 +9,9 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -137,7 +140,13 @@ def test_ctrl_c_during_a_slurm_run_stores_what_finished_and_leaves_no_job_in_the
     out, log = tmp_path / "out", tmp_path / "run.log"
     options = (*SLURM_OPTIONS, "--executor-option", "poll_s=600")  # the last one given wins
     env = cli_env(tmp_path)
-    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, *options], env, log)
+    # Half the recipe's output length: the first job (a warm-up and 3 requests, one at a time) ends in ~4 s, not ~8;
+    # the second (a warm-up, then 3 requests two at a time) still runs ~3 s, seconds longer than the interrupt takes.
+    recipe = tmp_path / "slow-fixed-sim.yaml"
+    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
+    assert "osl: 400" in text
+    recipe.write_text(text.replace("osl: 400", "osl: 200"))
+    proc = start_cli([recipe, "--live", "--out", out, *options], env, log)
     ids: list[str] = []
     try:
         ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
@@ -200,53 +209,54 @@ def test_a_job_that_waits_for_a_node_says_why_and_ctrl_c_cancels_it(tmp_path: Pa
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
 
 
-def test_a_batch_job_that_hits_its_time_limit_fails_its_jobs_with_that_reason_and_the_fix(tmp_path: Path) -> None:
-    """Slurm stops a batch job at its time limit with SIGTERM, which its worker takes for an interrupt: the job it was
-    running and those it never reached fail with TIMEOUT, the time limit and the fix (raise time_limit, --resume), not
-    with "interrupted by SIGTERM".
+@dataclass
+class _TimeLimitRun:
+    """The run `test_a_batch_job_that_hits_its_time_limit_…` asserts on, started when this file's first test starts."""
 
-    A real TIMEOUT, made quick: the smallest time limit is a minute, so once the first job runs the test moves the
-    batch job's end to now (`scontrol update EndTime=now`); slurmctld enforces it at its next time-limit check (every
-    30 s), so the test costs about 15-40 s. Its jobs are long (24 prompts, ~45 s each) so the first is still running
-    then."""
+    proc: subprocess.Popen[bytes]
+    out: Path
+    log: Path
+    ids: list[str] = field(default_factory=list)
+    first: str = ""
+    error: BaseException | None = None
+    armed: threading.Thread | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def time_limit_run(slurm_available: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_TimeLimitRun]:
+    """Slurm stops a batch job at its time limit only at slurmctld's next time-limit check (every 30 s): the run is
+    started before this file's other tests, and waits for that check while they run (a thread moves the batch job's
+    end to now once its first job runs); its test, last in the file, then finds it done or nearly. The node has CPUs
+    for it beside the other tests' batch jobs."""
+    tmp_path = tmp_path_factory.mktemp("time-limit")
     recipe = tmp_path / "slow24.yaml"
     recipe.write_text((RECIPES / "slow-fixed-sim.yaml").read_text().replace("num-prompts: 3", "num-prompts: 24"))
     out, log = tmp_path / "out", tmp_path / "run.log"
-    proc = start_cli([recipe, "--live", "--out", out, "--no-report", *SLURM_OPTIONS], cli_env(tmp_path), log)
-    ids: list[str] = []
+    run = _TimeLimitRun(start_cli([recipe, "--live", "--out", out, "--no-report", *SLURM_OPTIONS], cli_env(tmp_path),
+                                  log), out, log)
+
+    def arm() -> None:
+        try:
+            run.ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                               what="a submitted Slurm job", proc=run.proc, log=log)
+            # The worker's progress reaches the run's output while the batch job runs: the first job started.
+            run.first = wait_for(lambda: re.search(rf"\[slurm {run.ids[0]}\] job (\S+): conc 1 ", log.read_text()),
+                                 timeout=90, what="the first job's start, relayed", proc=run.proc, log=log).group(1)
+            subprocess.run(["scontrol", "update", f"JobId={run.ids[0]}", "EndTime=now"], check=True,
+                           capture_output=True, timeout=30)
+        except BaseException as exc:  # re-raised by the test
+            run.error = exc
+
+    run.armed = threading.Thread(target=arm, name="time-limit-run", daemon=True)
+    run.armed.start()
     try:
-        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
-                       what="a submitted Slurm job", proc=proc, log=log)
-        # The worker's progress reaches the run's output while the batch job runs: the first job started.
-        first = wait_for(lambda: re.search(rf"\[slurm {ids[0]}\] job (\S+): conc 1 ", log.read_text()), timeout=90,
-                         what="the first job's start, relayed", proc=proc, log=log).group(1)
-        subprocess.run(["scontrol", "update", f"JobId={ids[0]}", "EndTime=now"], check=True, capture_output=True,
-                       timeout=30)
-        rc = proc.wait(timeout=120)
+        yield run
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for job_id in ids:
+        if run.proc.poll() is None:  # its test did not run (deselected), or failed: the thread sees the run end
+            run.proc.kill()
+        run.armed.join(timeout=120)
+        for job_id in run.ids:
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
-    text = log.read_text()
-    assert rc == 1, text[-4000:]
-    assert re.search(rf"Slurm job {ids[0]} ended TIMEOUT \(exit 143\): its time limit, 00:05:00, ran out; 0 of 3 "
-                     r"job\(s\) finished, 1 interrupted, 2 not run — raise --executor-option time_limit=HH:MM:SS, "
-                     "then rerun with --resume to run the rest", text), text[-4000:]
-    assert f"[slurm {ids[0]}] slurmstepd" in text  # Slurm's own word on the node, relayed
-    outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
-    assert len(outcomes) == 3 and {o["status"] for o in outcomes.values()} == {"failed"}, outcomes
-    why, fix = "its time limit, 00:05:00, ran out", "raise --executor-option time_limit=HH:MM:SS"
-    assert outcomes.pop(first)["reasons"] == [
-        f"interrupted: Slurm job {ids[0]} ended TIMEOUT while this job ran ({why}); {fix}, then rerun with --resume"]
-    # The job folder says so too (the worker had written "interrupted by SIGTERM" there).
-    assert read_json(out / "jobs" / first / "outcome.json")["reasons"][0].startswith(
-        f"interrupted: Slurm job {ids[0]} ended TIMEOUT")
-    for o in outcomes.values():
-        assert o["reasons"] == [f"not run: Slurm job {ids[0]} ended TIMEOUT before it reached this job ({why}); {fix}, "
-                                "then `--resume` runs it"]
-    assert interrupted_by(signal.SIGTERM) not in (out / "run.json").read_text()
-    assert not any(_in_queue(i) for i in ids)
 
 
 def test_a_group_whose_windows_exceed_the_time_limit_is_warned_about_before_it_waits(tmp_path: Path) -> None:
@@ -275,3 +285,48 @@ def test_a_group_whose_windows_exceed_the_time_limit_is_warned_about_before_it_w
                           r"Slurm time limit 00:01:00; Slurm will stop the batch job before it is done",
                           log.read_text())
     assert sorted(warnings) == sorted(p.name for p in (out / "servers").iterdir()), log.read_text()[-4000:]
+
+
+def test_a_batch_job_that_hits_its_time_limit_fails_its_jobs_with_that_reason_and_the_fix(
+        time_limit_run: _TimeLimitRun) -> None:
+    """Slurm stops a batch job at its time limit with SIGTERM, which its worker takes for an interrupt: the job it was
+    running and those it never reached fail with TIMEOUT, the time limit and the fix (raise time_limit, --resume), not
+    with "interrupted by SIGTERM".
+
+    A real TIMEOUT, made quick: the smallest time limit is a minute, so once the first job runs the batch job's end
+    is moved to now (`scontrol update EndTime=now`); slurmctld enforces it at its next time-limit check (every 30 s),
+    so the run takes about 15-40 s — spent while this file's other tests run (`time_limit_run`, started with the
+    first of them). Its jobs are long (24 prompts, ~45 s each) so the first is still running then."""
+    run = time_limit_run
+    assert run.armed is not None
+    run.armed.join(timeout=150)
+    if run.error is not None:
+        raise run.error
+    assert run.first, "the run's batch job was never moved to its end"
+    out, log, ids, first = run.out, run.log, run.ids, run.first
+    try:
+        rc = run.proc.wait(timeout=120)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+    text = log.read_text()
+    assert rc == 1, text[-4000:]
+    assert re.search(rf"Slurm job {ids[0]} ended TIMEOUT \(exit 143\): its time limit, 00:05:00, ran out; 0 of 3 "
+                     r"job\(s\) finished, 1 interrupted, 2 not run — raise --executor-option time_limit=HH:MM:SS, "
+                     "then rerun with --resume to run the rest", text), text[-4000:]
+    assert f"[slurm {ids[0]}] slurmstepd" in text  # Slurm's own word on the node, relayed
+    outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+    assert len(outcomes) == 3 and {o["status"] for o in outcomes.values()} == {"failed"}, outcomes
+    why, fix = "its time limit, 00:05:00, ran out", "raise --executor-option time_limit=HH:MM:SS"
+    assert outcomes.pop(first)["reasons"] == [
+        f"interrupted: Slurm job {ids[0]} ended TIMEOUT while this job ran ({why}); {fix}, then rerun with --resume"]
+    # The job folder says so too (the worker had written "interrupted by SIGTERM" there).
+    assert read_json(out / "jobs" / first / "outcome.json")["reasons"][0].startswith(
+        f"interrupted: Slurm job {ids[0]} ended TIMEOUT")
+    for o in outcomes.values():
+        assert o["reasons"] == [f"not run: Slurm job {ids[0]} ended TIMEOUT before it reached this job ({why}); {fix}, "
+                                "then `--resume` runs it"]
+    assert interrupted_by(signal.SIGTERM) not in (out / "run.json").read_text()
+    assert not any(_in_queue(i) for i in ids)

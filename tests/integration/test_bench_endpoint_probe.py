@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -120,9 +121,18 @@ def sim_tp8() -> Iterator[str]:
         yield url
 
 
-def test_bench_reads_the_simulators_tp_as_its_gpu_count(sim_tp8: str, tmp_path: Path) -> None:
-    out = tmp_path / "bench"
+@pytest.fixture(scope="module")
+def sim_tp8_bench(sim_tp8: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str],
+                                                                                   Path]:
+    """`bench fixed --json` against the TP-8 simulator, once: the GPU-count test and the source test read it."""
+    out = tmp_path_factory.mktemp("sim-tp8") / "bench"
     res = _cli("bench", "fixed", "--url", sim_tp8, "--model", "llama-3.1-8b", *FIXED, "--out", str(out), "--json")
+    return res, out
+
+
+def test_bench_reads_the_simulators_tp_as_its_gpu_count(
+        sim_tp8: str, sim_tp8_bench: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path) -> None:
+    res, _ = sim_tp8_bench
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout)
     tput = summary["throughput"]
@@ -163,11 +173,13 @@ def test_a_bench_whose_every_request_failed_prints_no_zeros(tmp_path: Path) -> N
     assert "throughput: - (no request succeeded)" in text
 
 
-def test_bench_against_the_simulator_records_simulated_in_wall_clock(sim_tp8: str, tmp_path: Path) -> None:
+def test_bench_against_the_simulator_records_simulated_in_wall_clock(
+        sim_tp8_bench: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path) -> None:
     """The simulator names itself on /version: a bench against it says `source: simulated` and `clock: wall`, as
     `run --live` does, and `summarize` keeps it; a server that does not (a real engine) stays `measured`."""
+    res, ran = sim_tp8_bench
     out = tmp_path / "sim"
-    res = _cli("bench", "fixed", "--url", sim_tp8, "--model", "llama-3.1-8b", *FIXED, "--out", str(out), "--json")
+    shutil.copytree(ran, out)  # summarize rewrites it: on a copy of the shared run
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout)
     assert summary["source"] == "simulated"
@@ -266,11 +278,11 @@ def test_a_run_with_errors_prints_each_error_class_first_message(tmp_path: Path)
 def test_the_progress_shows_the_drain_after_the_window(tmp_path: Path) -> None:
     """After the profiling window the client waits up to the grace for the requests in flight: the progress says so
     on a line of its own (how many were in flight, how long it waited), not a bar stopped at the window's length."""
-    with StreamServer(ServerConfig(ttft_s=0.005, itl_s=0.02)) as srv:  # 100 tokens: 2 s per request
-        res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "16", "--osl", "100",
-                   "--concurrency", "2", "--duration", "1", "--num-warmups", "0", "--grace", "20",
+    with StreamServer(ServerConfig(ttft_s=0.005, itl_s=0.02)) as srv:  # 50 tokens: 1 s per request
+        res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "16", "--osl", "50",
+                   "--concurrency", "2", "--duration", "0.5", "--num-warmups", "0", "--grace", "20",
                    "--out", str(tmp_path / "bench"))
-    assert res.returncode in (0, 1), res.stderr  # a 1-second window is no submission; the run itself completes
+    assert res.returncode in (0, 1), res.stderr  # a half-second window is no submission; the run itself completes
     drain = [line for line in res.stderr.splitlines() if line.startswith("draining")]
     assert len(drain) == 1, res.stderr
     assert "none in flight (of 2 when sending stopped; grace 20 s)" in drain[0], drain[0]

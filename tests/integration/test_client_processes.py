@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,10 @@ def test_worker_processes_and_record_helpers_die_with_a_killed_parent(tmp_path: 
             time.sleep(0.2)
             kids = _children(parent.pid)
         assert len(_named(kids, b"spawn_main")) == 2 and len(_named(kids, b"_record_helper")) == 2, kids
-        time.sleep(1.0)  # requests in flight
+        deadline = time.time() + 30  # requests in flight: all four lanes' streams, as the server counts them
+        while _running(url) < 4 and time.time() < deadline:
+            time.sleep(0.05)
+        assert _running(url) >= 4
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
         deadline = time.time() + 10
@@ -70,6 +74,13 @@ def test_worker_processes_and_record_helpers_die_with_a_killed_parent(tmp_path: 
             parent.kill()
         server.terminate()
         server.wait(timeout=10)
+
+
+def _running(url: str) -> int:
+    """The requests the stream server is serving now (its `num_requests_running` gauge)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(int(float(line.split()[-1])) for line in text.splitlines() if "num_requests_running{" in line)
 
 
 def _named(pids: set[int], word: bytes) -> set[int]:

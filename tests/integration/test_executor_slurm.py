@@ -197,7 +197,7 @@ def test_a_signal_while_sbatch_runs_cancels_the_job_it_submitted(tmp_path: Path,
     marker = tmp_path / "sbatch-submitted"
     real = shutil.which("sbatch")
     (bin_dir / "sbatch").write_text(f"#!/bin/sh\nout=$({real} \"$@\") || exit $?\necho \"$out\" > {marker}.tmp\n"
-                                    f"mv {marker}.tmp {marker}\nsleep 2\necho \"$out\"\n")
+                                    f"mv {marker}.tmp {marker}\nsleep 1\necho \"$out\"\n")
     (bin_dir / "sbatch").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     out = tmp_path / "out"
@@ -249,14 +249,14 @@ def test_a_signal_during_the_cancellation_does_not_abandon_the_jobs_left_to_canc
     slow = tmp_path / "bin"
     slow.mkdir()
     real = shutil.which("scancel")
-    (slow / "scancel").write_text(f"#!/bin/sh\nsleep 2\nexec {real} \"$@\"\n")
+    (slow / "scancel").write_text(f"#!/bin/sh\nsleep 1.2\nexec {real} \"$@\"\n")
     (slow / "scancel").chmod(0o755)
     env = {**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"}
     driver, ids = _submitter(tmp_path, "2", "--install", env=env)
     try:
         assert len(ids) == 2 and all(in_queue(i) for i in ids)
         driver.send_signal(signal.SIGTERM)
-        time.sleep(1.0)  # inside the first (slow) scancel
+        time.sleep(0.6)  # inside the first (slow, 1.2-s) scancel
         driver.send_signal(signal.SIGINT)
         output, _ = driver.communicate(timeout=120)
         assert driver.returncode != 0, output

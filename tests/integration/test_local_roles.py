@@ -176,13 +176,13 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
 
 
 def long_recipe(tmp_path: Path) -> Path:
-    """The recipe with a job long enough to interrupt mid-way: 128 requests of 256 tokens at conc 2, over a minute.
-    Not longer requests: the tests wait for a job's first record (its warm-up request's end, ~1 s at 256 tokens
+    """The recipe with a job long enough to interrupt mid-way: 128 requests of 128 tokens at conc 2, half a minute.
+    Not longer requests: the tests wait for a job's first record (its warm-up request's end, ~0.5 s at 128 tokens
     against ~4.5 s at 1,024) before they interrupt it."""
     recipe = tmp_path / "long.yaml"
     text = RECIPE.read_text()
     assert "osl: 64" in text and "num-prompts-per-conc: 4" in text
-    recipe.write_text(text.replace("osl: 64", "osl: 256").replace("num-prompts-per-conc: 4",
+    recipe.write_text(text.replace("osl: 64", "osl: 128").replace("num-prompts-per-conc: 4",
                                                                     "num-prompts-per-conc: 64"))
     return recipe
 

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -84,10 +85,22 @@ def job_in_queue(job_id: str) -> bool:
         return False  # "Invalid job id": it has left
 
 
-def test_roles_land_on_different_nodes_talk_over_their_addresses_and_serve_the_client(
-        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
+    """One live run of the recipe (both concurrencies on one deployment brought up on three nodes, most of its
+    time): the placement test and the server-metrics test below assert on it. Its result and its out folder."""
+    tmp_path = tmp_path_factory.mktemp("served")
     out = tmp_path / "out"
     proc = subprocess.run(run_argv(RECIPE, out), env=env(tmp_path), capture_output=True, text=True, timeout=240)
+    try:
+        yield proc, out
+    finally:
+        wait_gone(out)  # the next test's deployment needs the nodes' ports
+
+
+def test_roles_land_on_different_nodes_talk_over_their_addresses_and_serve_the_client(
+        served: tuple[subprocess.CompletedProcess[str], Path], multinode_cluster: dict[str, str]) -> None:
+    proc, out = served
     assert proc.returncode == 0, proc.stderr[-3000:]
     # One job per concurrency (`<id>-conc<N>`), both served by the one deployment (one allocation, below).
     every = outcomes(out)
@@ -304,15 +317,20 @@ def run_summaries(recipe: Path, out: Path, tmp_path: Path, *live: str) -> list[d
             for o in json.loads((out / "run.json").read_text())["outcomes"]]
 
 
-def test_a_role_by_role_job_scrapes_every_worker_and_its_summary_says_what_each_role_did(tmp_path: Path) -> None:
-    recipe = tmp_path / "one-conc.yaml"  # one job: one deployment brought up is what this needs
+def test_a_role_by_role_job_scrapes_every_worker_and_its_summary_says_what_each_role_did(
+        served: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path) -> None:
+    # The live run is the placement test's (`served`: bringing a deployment up is most of the cost); its first job
+    # (conc 2) against the same job run in virtual time.
+    proc, out = served
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first = json.loads((out / "run.json").read_text())["outcomes"][0]["job_id"]
+    job_dir = out / "jobs" / first
+    live = json.loads((job_dir / "summary.json").read_text())
+    assert live["provenance"]["options"]["concurrency"] == 2
+    recipe = tmp_path / "one-conc.yaml"
     recipe.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
-    out = tmp_path / "live"
-    (live,) = run_summaries(recipe, out, tmp_path, "--simulate", "--live", "--executor", "slurm", "--executor-option",
-                  "poll_s=0.5", "--executor-option", "time_limit=00:05:00")
     (virtual,) = run_summaries(recipe, tmp_path / "virtual", tmp_path)
     try:
-        (job_dir,) = (out / "jobs").iterdir()
         scrapes = [json.loads(line) for line in (job_dir / "server_metrics.jsonl").read_text().splitlines()]
         ok = [s for s in scrapes if "samples" in s]
         assert len(ok) >= 2 and len(ok) == len(scrapes), scrapes[:3]

@@ -1,7 +1,7 @@
 """A job running in a Slurm batch job is shown on the driver as a local run shows its job: its worker on the node
 reports the client's live counters (`progress.ReportingProgress`) and the driver's plain-line progress prints them
 while the job measures, not only "running · Xs so far". Against the real single-node Slurm
-(scripts/ci/start_slurm.sh); the job is the simulator served live with a 5-s window."""
+(scripts/ci/start_slurm.sh); the job is the simulator served live with a 3-s window."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def slurm_available() -> None:
 
 
 COUNTERS = re.compile(r"^\[\d\d:\d\d:\d\d\] job 1/1 conc 8 · (measuring|draining) · (\d+) ok, (\d+) failed, (\d+) in "
-                      r"flight · window (\d+)/5 s")
+                      r"flight · window (\d+)/3 s")
 
 
 def test_the_workers_live_counters_reach_the_drivers_plain_progress(tmp_path: Path,
@@ -36,7 +36,7 @@ def test_the_workers_live_counters_reach_the_drivers_plain_progress(tmp_path: Pa
     arm = "      - { tp: 8, spec-decoding: mtp, kv-offloading: dram, kv-offload-backend: { name: hicache }, " \
           "conc-list: [8] }\n"
     assert arm in text and "duration: 8" in text
-    recipe.write_text(text.replace(arm, "").replace("duration: 8", "duration: 5"))  # one server, one job
+    recipe.write_text(text.replace(arm, "").replace("duration: 8", "duration: 3"))  # one server, one job
     monkeypatch.setenv("LLMSWEEP_TEST_SECRET", "llmsweep-slurm-progress-secret")
     stream = io.StringIO()
     request = RunRequest(files=[recipe], executor="slurm", live=True, out=tmp_path / "out",
@@ -45,7 +45,7 @@ def test_the_workers_live_counters_reach_the_drivers_plain_progress(tmp_path: Pa
     with use_progress(PlainProgress(stream, interval_s=1.0)) as progress:
         outcome = run_sweep(request, event=progress.line)
     lines = stream.getvalue().splitlines()
-    assert len(outcome.outcomes) == 1 and outcome.ok, lines[-30:]  # a 5-s window: a smoke run, judged as one
+    assert len(outcome.outcomes) == 1 and outcome.ok, lines[-30:]  # a 3-s window: a smoke run, judged as one
     (job_id,) = (o.job_id for o in outcome.outcomes)
     done = next(i for i, line in enumerate(lines) if re.search(rf"\[slurm \d+\] job {job_id}: (valid|smoke)", line))
     # While the job measured on the node, the driver printed its counters and window as they moved (each second while

@@ -62,7 +62,7 @@ def test_a_slow_base_scrape_is_not_a_warm_up_that_did_not_drain(tmp_path: Path) 
     try:
         result = run_benchmark(DrainingWorkload(lanes=2, slow_warmups=1, slow_tokens=2, grace_s=1.0),
                                Endpoint(base_url=url, model="m"),
-                               RunOptions(concurrency=2, duration_s=3, scrape_interval_s=30.0), tmp_path)
+                               RunOptions(concurrency=2, duration_s=1, scrape_interval_s=30.0), tmp_path)
     finally:
         server.kill()
         server.wait()

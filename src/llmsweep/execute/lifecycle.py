@@ -986,19 +986,26 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet) -> list[int]:
     """Stop servers a killed run left behind (their pid files survive a SIGKILL of the run), before resuming; then
     run each one's recorded cleanup (`docker rm -f NAME`: a container outlives the docker CLI that started it), and
     scancel the Slurm jobs it submitted that never finished. A pid file goes only once its server is gone."""
-    from llmsweep.execute.process import read_proc, stop_process_tree, tree_alive
+    from llmsweep.execute.process import read_proc, signal_process_tree, stop_process_tree, tree_alive
 
     stopped: list[int] = []
     with shielded():
+        stale = []
         for pid_file in sorted((run_dir / "servers").glob("*/server*.pid")):  # server.pid, or server.N.pid kept
             doc = art.read_json(pid_file) or {}
             pid, argv0 = int(doc.get("pid") or 0), str(doc.get("argv0") or "")
-            left = False
             # An srun step's pid file names a process on the node: the Slurm job's cancellation below stops it.
             here = doc.get("host") in (None, platform.node())
-            if here and pid > 1 and _is_our_server(pid, argv0, doc.get("start_ticks")):
+            stale.append((pid_file, doc, pid, here, here and pid > 1 and _is_our_server(pid, argv0,
+                                                                                      doc.get("start_ticks"))))
+        # Each of ours is sent SIGTERM first (a role-by-role deployment leaves a server per role and a power sampler
+        # per node), so that they stop side by side; then each is waited for, and killed after its grace, as before.
+        signalled = {pid: signal_process_tree(pid, pgid=pid) for _f, _d, pid, _h, ours in stale if ours}
+        for pid_file, doc, pid, here, ours in stale:
+            left = False
+            if ours:
                 event(f"stopping server pid {pid} left running by an earlier, interrupted run")
-                stop_process_tree(pid, pgid=pid, grace_s=5.0)
+                stop_process_tree(pid, pgid=pid, grace_s=5.0, seen=signalled[pid].values())
                 stopped.append(pid)
                 left = bool(tree_alive(pid, pgid=pid))
             if here and pid > 1 and not left and read_proc(pid) is None:

@@ -148,6 +148,16 @@ def stop_process_tree(
     return [i.pid for i in survivors]
 
 
+def signal_process_tree(root: int, *, pgid: int | None = None, sig: int = signal.SIGTERM) -> dict[int, ProcInfo]:
+    """Signal the group and every descendant of `root` without waiting; what was signalled, for a later
+    :func:`stop_process_tree` (`seen`) to wait for: several trees signalled first then stop side by side."""
+    known = process_tree(root, pgid)
+    _killpg(known, pgid, sig)
+    for info in known.values():
+        _signal(info, sig)
+    return known
+
+
 def tree_alive(roots: int | Iterable[int], *, pgid: int | None = None, seen: Iterable[ProcInfo] = ()) -> list[int]:
     """The PIDs still running (zombies aside) of `roots`, their descendants, group `pgid` and the `seen` processes.
 
@@ -239,7 +249,7 @@ class ManagedProcess:
 
     def wait(self, timeout_s: float | None = None) -> int:
         rc = self._popen.wait(timeout=timeout_s)
-        self._pump.join(timeout=5.0)
+        self.settle_log()  # a descendant still holding the pipe costs a second, not five
         return rc
 
     def alive_pids(self) -> list[int]:
