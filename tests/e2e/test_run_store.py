@@ -22,13 +22,16 @@ SHARED_RECIPE = RECIPES / "slow-fixed-sim.yaml"
 
 
 def _recipe(tmp_path: Path, concs: str = "[1, 2, 3]") -> Path:
-    """slow-fixed-sim.yaml at concurrencies `concs`, without its warm-up request: 400 tokens (~2 s) before each job's
-    first record, which nothing here looks at."""
+    """slow-fixed-sim.yaml at concurrencies `concs`, without its warm-up request (400 tokens, ~2 s, before each job's
+    first record, which nothing here looks at) and with 200 output tokens (~1 s a request) for its 400: the first
+    job (three requests in a row) still ends seconds before the last, so the store is swapped and the interrupt sent
+    while later jobs run, and every job takes half as long."""
     text = SHARED_RECIPE.read_text()
-    assert "num-warmups: 1\n" in text and "conc-list: [1, 2, 3]" in text
+    assert "num-warmups: 1\n" in text and "conc-list: [1, 2, 3]" in text and "osl: 400\n" in text
     path = tmp_path / SHARED_RECIPE.name
     path.write_text(text.replace("num-warmups: 1\n", "num-warmups: 0\n").replace("conc-list: [1, 2, 3]",
-                                                                                  f"conc-list: {concs}"))
+                                                                                  f"conc-list: {concs}")
+                    .replace("osl: 400\n", "osl: 200\n"))
     return path
 
 
