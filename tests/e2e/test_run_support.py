@@ -45,16 +45,19 @@ def run_here(args: Sequence[str | Path], env: dict[str, str]) -> subprocess.Comp
     return cli_here(["run", *args], env)
 
 
-def cli_here(args: Sequence[str | Path], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """`llmsweep ARGS` (any command) in this process, as `run_here` runs `llmsweep run`."""
+def cli_here(args: Sequence[str | Path], env: dict[str, str] | None = None,
+             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`llmsweep ARGS` (any command) in this process, as `run_here` runs `llmsweep run`; in `cwd` when given (the
+    working directory restored after), under this process's own environment when `env` is None."""
     from llmsweep.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     saved = dict(os.environ)
     os.environ.clear()
-    os.environ.update(env)
+    os.environ.update(saved if env is None else env)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                contextlib.chdir(cwd or Path.cwd()):
             try:
                 main([str(a) for a in args])
                 code = 0
