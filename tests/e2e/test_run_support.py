@@ -53,6 +53,9 @@ def cli_here(args: Sequence[str | Path], env: dict[str, str] | None = None,
 
     out, err = io.StringIO(), io.StringIO()
     saved = dict(os.environ)
+    # `main` takes over the interrupt signals and the unraisable hook for the rest of its process: given back after
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    hook = sys.unraisablehook
     os.environ.clear()
     os.environ.update(saved if env is None else env)
     try:
@@ -66,6 +69,10 @@ def cli_here(args: Sequence[str | Path], env: dict[str, str] | None = None,
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        for sig, handler in handlers.items():
+            if handler is not None:  # None: not set from Python (nothing to give back)
+                signal.signal(sig, handler)
+        sys.unraisablehook = hook
     argv = [sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)]
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
