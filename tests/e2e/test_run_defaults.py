@@ -117,7 +117,7 @@ def test_resume_with_options_that_change_what_was_measured_is_refused_untouched(
     # --traces changes nothing a fixed-length job measures, nor --simulate a recipe already on the simulator: that
     # resume goes on (everything is done)
     same = run_here([RECIPE, "--live", "--traces", "synthetic", "--simulate", "--out", out, "--resume", "--no-report"],
-                   env)
+                    env)
     assert same.returncode == 0 and "2 already done" in same.stderr, same.stderr[-3000:]
     # an agentic run resumed on other traces is refused: its finished points replayed the recipe's corpus
     quick = REPO / "examples" / "quickstart.yaml"

@@ -19,7 +19,7 @@ def test_simulated_sweep_reports_valid_power_rising_tokens_per_joule(tmp_path: P
     out = tmp_path / "out"
     env = cli_env(tmp_path)
     proc = run_here([RECIPES / "fixed-sim.yaml", "--live", "--out", out, "--no-report", "--require-power", "--json"],
-                   env)
+                    env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     # The end-of-run table speaks power too.
     table = json.loads(proc.stdout)["jobs"]
@@ -66,7 +66,7 @@ def test_virtual_time_sweep_carries_the_live_paths_power_block(tmp_path: Path) -
     tokens per joule with concurrency."""
     out = tmp_path / "out"
     proc = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--require-power", "--json"],
-                   cli_env(tmp_path))
+                    cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     by_conc: dict[int, dict[str, object]] = {}
     for name, jdir in job_dirs(out).items():
@@ -92,7 +92,7 @@ def test_virtual_time_sweep_without_power(tmp_path: Path) -> None:
     """`--power-backend off`: no samples, no power block (nothing claimed that was not modelled)."""
     out = tmp_path / "out"
     proc = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--power-backend", "off"],
-                   cli_env(tmp_path))
+                    cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     for jdir in job_dirs(out).values():
         assert not (jdir / "gpu_metrics.jsonl").exists()
@@ -118,7 +118,7 @@ def test_recipe_require_power_refuses_jobs_without_power_unless_the_run_override
 
     out2 = tmp_path / "out2"
     proc = run_here([recipe, "--out", out2, "--no-report", "--power-backend", "off", "--no-require-power"],
-                   cli_env(tmp_path))
+                    cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert all(read_json(j / "summary.json").get("power") is None for j in job_dirs(out2).values())
 

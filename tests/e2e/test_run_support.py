@@ -1,4 +1,5 @@
-"""Shared helpers of the `llmsweep run` end-to-end tests: run the real CLI in a subprocess and read what it left.
+"""Shared helpers of the `llmsweep run` end-to-end tests: run the real CLI (in a subprocess, or in this process through
+its entry point) and read what it left.
 
 (A module of helpers, no tests: named test_run_* so it sits with the tests it serves.)
 """

@@ -170,7 +170,7 @@ def test_a_policy_error_about_one_job_refuses_that_job_only(tmp_path: Path) -> N
     assert verdict(job_dirs(out)[in_cap["job_id"]]) == "valid"
     # `--json` (what a script or CI reads) exits the same way, and its table says which job was refused
     as_json = run_here([RECIPES / "policy-max-conc.yaml", "--out", tmp_path / "json", "--json", "--no-report"],
-                      cli_env(tmp_path))
+                       cli_env(tmp_path))
     assert as_json.returncode == 2, as_json.stderr
     rows = {r["job"]: r for r in json.loads(as_json.stdout)["jobs"]}
     assert rows[over["job_id"]]["verdict"] == "refused" and "[grid.max-conc]" in rows[over["job_id"]]["reason"]
@@ -190,7 +190,7 @@ def _unready_run(tmp_path: Path, *extra: str) -> tuple[int, dict[str, dict], Pat
     """Two server groups whose servers never get ready in time (a 0.05 s readiness deadline; --live: served)."""
     out = tmp_path / "out"
     proc = run_here([RECIPES / "two-servers-sim.yaml", "--live", "--startup-timeout", "0.05", "--out", out, *extra],
-                   cli_env(tmp_path))
+                    cli_env(tmp_path))
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     return proc.returncode, outcomes, out, proc.stderr
 
