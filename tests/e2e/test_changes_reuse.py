@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_run_support import cli_env, read_json
+from test_run_support import cli_env, cli_here, read_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "changes"))
 from changes_scratch import git, scratch_repo
@@ -20,9 +19,8 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not 
 
 
 def _run(repo: Path, env: dict[str, str], *args: str | Path, report: bool = False) -> dict[str, object]:
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", "recipes/chg.yaml",
-                           *(() if report else ("--no-report",)), "--json", *(str(a) for a in args)], cwd=repo,
-                          env=env, capture_output=True, text=True, timeout=240)
+    proc = cli_here(["run", "recipes/chg.yaml", *(() if report else ("--no-report",)), "--json", *args], env,
+                    cwd=repo)
     assert proc.returncode == 0, proc.stderr[-4000:]
     doc: dict[str, object] = json.loads(proc.stdout)
     return doc
@@ -64,9 +62,8 @@ def test_changed_runs_exactly_the_changed_jobs_and_reuse_runs_nothing_known(tmp_
 
 def test_changed_with_nothing_changed_runs_nothing(tmp_path: Path) -> None:
     repo, _, head = scratch_repo(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", "recipes/chg.yaml", "--changed",
-                           f"{head}..", "--out", tmp_path / "out"], cwd=repo, env=cli_env(tmp_path),
-                          capture_output=True, text=True, timeout=120)
+    proc = cli_here(["run", "recipes/chg.yaml", "--changed", f"{head}..", "--out", tmp_path / "out"],
+                    cli_env(tmp_path), cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert "nothing to run" in proc.stderr and not (tmp_path / "out").exists()
 
@@ -77,9 +74,8 @@ def test_changed_with_nothing_changed_still_refuses_recipes_the_runner_file_now_
     repo, _, head = scratch_repo(tmp_path)
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text("labels:\n  h100:\n    - h100_0\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", "recipes/chg.yaml", "--changed",
-                           f"{head}..", "--runner-config", fleet, "--out", tmp_path / "out"], cwd=repo,
-                          env=cli_env(tmp_path), capture_output=True, text=True, timeout=120)
+    proc = cli_here(["run", "recipes/chg.yaml", "--changed", f"{head}..", "--runner-config", fleet, "--out",
+                     tmp_path / "out"], cli_env(tmp_path), cwd=repo)
     assert proc.returncode == 2, proc.stderr
     assert "[fleet.unknown-label]" in proc.stderr and "error(s): nothing run" in proc.stderr
     assert not (tmp_path / "out").exists()
@@ -161,9 +157,8 @@ def test_changed_with_evals_only_runs_the_evals_of_what_changed(tmp_path: Path) 
         path.write_text(path.read_text().replace("isl: 256", "isl: 8192").replace("osl: 64", "osl: 1024"))
         revs.append(commit(repo, arm))
     env = {k: v for k, v in cli_env(tmp_path).items() if k != "LLMSWEEP_LM_EVAL"}
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", "recipes/chg.yaml", "--no-report",
-                           "--json", "--changed", f"{revs[0]}..{revs[1]}", "--evals-only", "--out", tmp_path / "out"],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=240)
+    proc = cli_here(["run", "recipes/chg.yaml", "--no-report", "--json", "--changed", f"{revs[0]}..{revs[1]}",
+                     "--evals-only", "--out", tmp_path / "out"], env, cwd=repo)
     assert "not in the plan" not in proc.stderr, proc.stderr
     assert proc.returncode == 1, proc.stderr  # the one job is refused (no lm-eval here), not a bad input
     (row,) = json.loads(proc.stdout)["jobs"]

@@ -12,13 +12,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import pytest
+from test_run_support import cli_here
 
 from llmsweep.cli.main import cli
 from llmsweep.cli.options import CONCEPTS, Opt, describe, field_default
@@ -184,8 +184,7 @@ def test_help_comes_from_the_field_description() -> None:
 
 
 def llmsweep(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True,
-                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO / "src")}, timeout=240)
+    return cli_here(args, {**os.environ, "PYTHONPATH": str(REPO / "src")}, cwd=REPO)
 
 
 def test_group_json_flag_holds_before_and_after_the_subcommand() -> None:

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
+from test_run_support import RECIPES, cli_env, cli_here, job_dirs, read_json, run_here
 
 from llmsweep.engines import DISAGG_NOT_LAUNCHABLE
 
@@ -30,7 +28,7 @@ def _records(job_dir: Path) -> list[dict[str, Any]]:
 def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp_path: Path, simulate: bool) -> None:
     out, store = tmp_path / "out", tmp_path / "store.sqlite"
     args: list[str | Path] = [RECIPES / "disagg-sim.yaml", RECIPES / "fixed-sim.yaml", "--out", out]
-    proc = run_cli([*args, "--simulate"] if simulate else args, cli_env(tmp_path))
+    proc = run_here([*args, "--simulate"] if simulate else args, cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     disagg = sorted(i for i in outcomes if "disagg-true" in i)
@@ -94,8 +92,8 @@ RUNNERS = AMD_MASTER.with_name("runners.yaml")
 @pytest.mark.timeout(300)
 def test_an_amd_master_sglang_disagg_job_runs_role_by_role_at_full_length(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_cli([AMD_MASTER, "--runner-config", RUNNERS, "--simulate", "--config-keys",
-                    "qwen3.5-fp8-mi355x-sglang-disagg", "--out", out, "--no-report"], cli_env(tmp_path))
+    proc = run_here([AMD_MASTER, "--runner-config", RUNNERS, "--simulate", "--config-keys",
+                     "qwen3.5-fp8-mi355x-sglang-disagg", "--out", out, "--no-report"], cli_env(tmp_path))
     outcomes = {o["job_id"].rsplit("-conc", 1)[1]: o for o in read_json(out / "run.json")["outcomes"]}
     # the row's accuracy eval runs at its eval-conc (128) only: that point is refused (lm-eval needs the deployment
     # served live, which virtual time does not; with lm-eval absent, for that reason instead); the other
@@ -116,7 +114,7 @@ def test_an_amd_master_sglang_disagg_job_runs_role_by_role_at_full_length(tmp_pa
 
 def test_agentic_multinode_concurrencies_run_one_after_another_on_one_deployment(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "disagg-agentic-sim.yaml", "--out", out, "--no-report"], cli_env(tmp_path))
+    proc = run_here([RECIPES / "disagg-agentic-sim.yaml", "--out", out, "--no-report"], cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stderr.count("disaggregated deployment of 2 job(s)") == 1  # one deployment for both concurrencies
     dirs = sorted(job_dirs(out).values(), key=lambda d: read_json(d / "summary.json")["provenance"]["started_at"])
@@ -140,7 +138,7 @@ def test_a_real_engines_disagg_job_is_refused(tmp_path: Path, live: bool) -> Non
     recipe.write_text((RECIPES / "disagg-sim.yaml").read_text().replace("engine: { name: sim }", "engine: { name: "
                       "sglang }").replace("mi30x-20260730", "mi35x-20260730"))
     out = tmp_path / "out"
-    proc = run_cli([recipe, *(["--live"] if live else []), "--out", out, "--no-report"], cli_env(tmp_path))
+    proc = run_here([recipe, *(["--live"] if live else []), "--out", out, "--no-report"], cli_env(tmp_path))
     outcomes = read_json(out / "run.json")["outcomes"]
     assert outcomes and all(o["status"] == "refused" and len(o["reasons"]) == 1 for o in outcomes)
     assert all(o["reasons"][0].startswith(DISAGG_NOT_LAUNCHABLE) for o in outcomes)
@@ -153,7 +151,7 @@ def test_a_real_engines_disagg_job_is_refused(tmp_path: Path, live: bool) -> Non
 
 def test_no_stored_result_carries_a_disaggregated_identity_without_its_deployment(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "disagg-sim.yaml", "--out", out, "--no-report"], cli_env(tmp_path))
+    proc = run_here([RECIPES / "disagg-sim.yaml", "--out", out, "--no-report"], cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     forged = tmp_path / "forged"
     shutil.copytree(out, forged)
@@ -172,10 +170,8 @@ def test_no_stored_result_carries_a_disaggregated_identity_without_its_deploymen
 
 
 def test_predict_runs_the_disagg_job_role_by_role(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", str(RECIPES / "disagg-sim.yaml"),
-                           str(RECIPES / "fixed-sim.yaml"), "--duration", "3", "--json", "--out",
-                           str(tmp_path / "pred")],
-                          env=cli_env(tmp_path), capture_output=True, text=True, timeout=240)
+    proc = cli_here(["predict", RECIPES / "disagg-sim.yaml", RECIPES / "fixed-sim.yaml", "--duration", "3", "--json",
+                     "--out", tmp_path / "pred"], cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert all("summary" in r for r in rows), rows
@@ -195,7 +191,7 @@ def test_run_refuses_a_framework_llmsweep_cannot_launch_with_why(tmp_path: Path)
     recipe.write_text((RECIPES / "fixed-sim.yaml").read_text().replace("framework: sglang", "framework: tilert")
                       .replace("  serve:\n    engine: { name: sim }\n", ""))
     out = tmp_path / "out"
-    proc = run_cli([recipe, "--out", out], cli_env(tmp_path))
+    proc = run_here([recipe, "--out", out], cli_env(tmp_path))
     outcomes = read_json(out / "run.json")["outcomes"]
     assert len(outcomes) == 2 and all(o["status"] == "refused" for o in outcomes), proc.stderr
     assert all("TileRT is its own engine" in o["reasons"][0] for o in outcomes)

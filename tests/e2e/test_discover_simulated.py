@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_run_support import cli_env
+from test_run_support import cli_env, cli_here
 
 from llmsweep.spec.loader import load_recipes
 
@@ -23,8 +23,8 @@ WINDOW = "60"
 
 
 def _discover(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "llmsweep.cli.main", "discover", *(str(a) for a in args)]
-    return subprocess.run(argv, env=cli_env(tmp_path), capture_output=True, text=True, timeout=240)
+    """`llmsweep discover ARGS`, in this process (the SIGTERM test below starts its own)."""
+    return cli_here(["discover", *args], cli_env(tmp_path))
 
 
 @pytest.mark.timeout(300)

@@ -68,8 +68,11 @@ def _start(tmp_path: Path, duration: str = "60000",
     each); its stderr (its stdout goes to predict.json) and its workers."""
     log = tmp_path / "predict.log"
     err, out = open(log, "wb"), open(tmp_path / "predict.json", "wb")  # noqa: SIM115 - the child's
+    # SIGHUP at its default, as under a terminal, however pytest was started: under `nohup` (SIGHUP ignored, which
+    # llmsweep keeps on purpose) the terminal-closed case waited out its 60 s and failed
     proc = subprocess.Popen(_argv(SLOW, "--duration", duration, "--processes", "2", "--json"), env=cli_env(tmp_path),
-                            stdout=out, stderr=err, start_new_session=True)
+                            stdout=out, stderr=err, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     wait_for(lambda: "on 2 worker processes" in log.read_text(), timeout=60, what="the first line", proc=proc, log=log)
     workers = wait_for(lambda: len(w := _python_children(proc.pid)) >= 2 and w, timeout=60,
                        what="two worker processes", proc=proc, log=log)

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from test_run_support import cli_here
 
 RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes" / "results"
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], capture_output=True,
-                          text=True, timeout=240)
+    proc = cli_here(args)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
 

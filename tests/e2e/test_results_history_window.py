@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from test_run_support import cli_here
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
@@ -22,8 +22,7 @@ RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "age
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], capture_output=True,
-                          text=True, timeout=240)
+    proc = cli_here(args)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
 
@@ -61,12 +60,14 @@ def _point(a: Path, b: Path, store: Path) -> dict[str, Any]:
 @pytest.mark.timeout(300)
 def test_history_pools_runs_of_a_windows_length_only(tmp_path: Path) -> None:
     store = tmp_path / "store.sqlite"
-    window, shorter = _recipe(tmp_path, 1200), _recipe(tmp_path, 900)
+    # 960 s and 900 s: both valid (900 s is the minimum), and any two lengths are two windows (1,200 s cost a
+    # quarter more simulation in each of three runs for nothing more)
+    window, shorter = _recipe(tmp_path, 960), _recipe(tmp_path, 900)
     _run(window, tmp_path / "a", store)
     _run(shorter, tmp_path / "short", store)  # the same recipe and launch fingerprints, a shorter window
     # A's window again, with another client seed (in virtual time A's seed would give A's numbers again): a repeat;
     # stored before B, as history must be (a run started after both compared runs is not theirs)
-    again = _run(_recipe(tmp_path, 1200, seed=7), tmp_path / "a-again", store)
+    again = _run(_recipe(tmp_path, 960, seed=7), tmp_path / "a-again", store)
     _run(window, tmp_path / "b", store)
 
     point = _point(tmp_path / "a", tmp_path / "b", store)

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
+
+from test_run_support import cli_here
 
 RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "fixed-sim.yaml"
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], capture_output=True,
-                          text=True, timeout=120)
+    return cli_here(args)
 
 
 def test_unknown_runs_results_and_folders_exit_2_naming_what_to_pass(tmp_path: Path) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_run_support import cli_here
 
 from llmsweep.results.store import Store
 
@@ -23,8 +23,7 @@ RUN_RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run"
 
 
 def _cli(*args: str | Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], capture_output=True,
-                          text=True, timeout=240)
+    proc = cli_here(args)
     if ok:
         assert proc.returncode == 0, proc.stderr[-4000:]
     return proc

@@ -10,11 +10,11 @@ import json
 import logging
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_run_support import cli_here
 
 from llmsweep.changes.reuse import reuse_keys
 from llmsweep.plan import jobs_from_files
@@ -25,8 +25,7 @@ RECIPE = DATA / "results" / "reuse-traces.yaml"
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], capture_output=True,
-                          text=True, timeout=240)
+    proc = cli_here(args)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
 

@@ -8,12 +8,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli, verdict
+from test_run_support import RECIPES, cli_env, cli_here, job_dirs, read_json, run_here, verdict
 
 from llmsweep.metrics.registry import HOT_BY_NAME
 
@@ -40,7 +39,7 @@ class Finished:
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Finished:
     """The finished live run the tests below read or copy: one run (~7 s) instead of one per test."""
     root = tmp_path_factory.mktemp("finished")
-    proc = run_cli([RECIPE, "--live", "--out", root / "out", "--json"], cli_env(root))
+    proc = run_here([RECIPE, "--live", "--out", root / "out", "--json"], cli_env(root))
     assert proc.returncode == 0, proc.stderr[-4000:]
     return Finished(root, proc)
 
@@ -56,17 +55,17 @@ def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tm
     before = _tree(out)
     run_id = read_json(out / "run.json")["run_id"]
 
-    again = run_cli([RECIPE, "--live", "--out", out, "--no-report"], env, timeout=60)
+    again = run_here([RECIPE, "--live", "--out", out, "--no-report"], env)
     assert again.returncode == 2, again.stderr[-4000:]
     assert "already holds a finished run (2 job result(s))" in again.stderr
     assert "--resume" in again.stderr and "--force" in again.stderr
     assert _tree(out) == before  # nothing moved, nothing rewritten
     assert not list(out.glob("jobs/*/attempts"))
 
-    both = run_cli([RECIPE, "--live", "--out", out, "--resume", "--force"], env, timeout=60)
+    both = run_here([RECIPE, "--live", "--out", out, "--resume", "--force"], env)
     assert both.returncode == 2 and "contradict" in both.stderr
 
-    forced = run_cli([RECIPE, "--live", "--out", out, "--no-report", "--force", "--repeats", "2"], env)
+    forced = run_here([RECIPE, "--live", "--out", out, "--no-report", "--force", "--repeats", "2"], env)
     assert forced.returncode == 0, forced.stderr[-4000:]
     assert "4 job(s) planned (2 × 2 repeats)" in forced.stderr
     jobs = job_dirs(out)
@@ -84,8 +83,7 @@ def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tm
     assert seed(firsts[0]) != seed(f"{firsts[0]}-repeat2")
 
     # compare: the repeats of one run are a point's repeats, so every matched point has a between-run band.
-    comp = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "compare", str(out), str(out), "--json"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    comp = cli_here(["compare", out, out, "--json"], env)
     assert comp.returncode in (0, 1), comp.stderr
     doc = json.loads(comp.stdout)
     assert len(doc["matched"]) == 2 and not any("no repeats" in n for n in doc["notes"])
@@ -96,7 +94,7 @@ def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tm
 
 def test_resume_of_a_finished_run_skips_every_job(tmp_path: Path, finished: Finished) -> None:
     out, env = finished.copy(tmp_path / "run")
-    resumed = run_cli([RECIPE, "--live", "--out", out, "--no-report", "--resume", "--json"], env)
+    resumed = run_here([RECIPE, "--live", "--out", out, "--no-report", "--resume", "--json"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "0 to run," in resumed.stderr and "2 already done" in resumed.stderr
     # the table shows the verdicts and figures the finished jobs have on disk, marked resumed, not empty rows
@@ -111,23 +109,23 @@ def test_resume_with_options_that_change_what_was_measured_is_refused_untouched(
     traces, kept its finished jobs and measured the rest otherwise, in one run and one series, exit 0."""
     out, env = finished.copy(tmp_path / "run")
     before = _tree(out)
-    other = run_cli([RECIPE, "--out", out, "--resume", "--no-report"], env, timeout=60)
+    other = run_here([RECIPE, "--out", out, "--resume", "--no-report"], env)
     assert other.returncode == 2, other.stderr[-3000:]
     assert "its clock: it ran with --live (wall-clock time), now no --live (virtual time)" in other.stderr
     assert "--force" in other.stderr
     assert _tree(out) == before  # nothing moved, nothing rewritten
     # --traces changes nothing a fixed-length job measures, nor --simulate a recipe already on the simulator: that
     # resume goes on (everything is done)
-    same = run_cli([RECIPE, "--live", "--traces", "synthetic", "--simulate", "--out", out, "--resume", "--no-report"],
-                   env)
+    same = run_here([RECIPE, "--live", "--traces", "synthetic", "--simulate", "--out", out, "--resume", "--no-report"],
+                    env)
     assert same.returncode == 0 and "2 already done" in same.stderr, same.stderr[-3000:]
     # an agentic run resumed on other traces is refused: its finished points replayed the recipe's corpus
     quick = REPO / "examples" / "quickstart.yaml"
-    first = run_cli([quick, "--only-job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--no-report"], env)
+    first = run_here([quick, "--only-job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--no-report"], env)
     assert first.returncode == 0, first.stderr[-3000:]
     traces = tmp_path / "traces.jsonl"
     traces.write_text("")
-    moved = run_cli([quick, "--only-job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--resume",
+    moved = run_here([quick, "--only-job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--resume",
                      "--traces", traces, "--no-report"], env)
     assert moved.returncode == 2, moved.stderr[-3000:]
     assert f"its trace corpus: it ran with no --traces (the recipes' sources), now --traces {traces}" in moved.stderr
@@ -151,7 +149,7 @@ def test_run_json_prints_the_end_table_and_stderr_says_what_each_job_is_doing(tm
 
     # Without --json: the table on stdout, and the dashboard's path is still the last line. (In virtual time: the
     # table is the same whichever clock measured the points, and the live path was exercised just above.)
-    again = run_cli([RECIPE, "--out", tmp_path / "plain", "--no-report"], cli_env(tmp_path))
+    again = run_here([RECIPE, "--out", tmp_path / "plain", "--no-report"], cli_env(tmp_path))
     assert again.returncode == 0, again.stderr[-4000:]
     stdout = again.stdout.strip().splitlines()
     assert stdout[-1] == str(tmp_path / "plain")
@@ -165,7 +163,7 @@ def test_the_end_of_run_table_shows_a_reason_as_written(tmp_path: Path) -> None:
     """A failure reason that looks like markup (`[/nope]`, an unreadable trace source) used to raise rich's
     MarkupError: a traceback instead of the table, the completeness summary and the dashboard path."""
     out, env = tmp_path / "out", cli_env(tmp_path)
-    proc = run_cli([RECIPES / "agentic-sim.yaml", "--traces", "[/nope]", "--out", out], env, timeout=120)
+    proc = run_here([RECIPES / "agentic-sim.yaml", "--traces", "[/nope]", "--out", out], env)
     assert proc.returncode == 1, proc.stderr[-4000:]
     assert "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr
     assert "[/nope]" in proc.stdout  # the reason, verbatim, in the table
@@ -174,13 +172,12 @@ def test_the_end_of_run_table_shows_a_reason_as_written(tmp_path: Path) -> None:
 
 def test_an_unknown_only_job_names_a_command_that_lists_the_ids(tmp_path: Path) -> None:
     out, env = tmp_path / "out", cli_env(tmp_path)
-    proc = run_cli([RECIPE, "--only-job", "nope", "--out", out], env, timeout=60)
+    proc = run_here([RECIPE, "--only-job", "nope", "--out", out], env)
     assert proc.returncode == 2, proc.stderr[-2000:]
     hint = re.search(r"`llmsweep (matrix [^`]+)`", proc.stderr)
     assert hint is not None, proc.stderr
     args = hint.group(1).replace("FILE", str(RECIPE)).split()
-    listed = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True,
-                            env=env, timeout=60)
+    listed = cli_here(args, env)
     assert listed.returncode == 0, listed.stderr
     assert len(listed.stdout.split()) == 2  # the recipe's two job ids
 
@@ -192,10 +189,10 @@ def test_a_run_whose_every_job_was_refused_runs_again_with_the_fix_it_was_given(
     recipe, env = RECIPES / "agentic-sim.yaml", cli_env(tmp_path)
     for more in ([], ["--resume"]):
         out = tmp_path / f"out{len(more)}"
-        refused = run_cli([recipe, "--traces", tmp_path / "missing", "--out", out, "--no-report"], env, timeout=60)
+        refused = run_here([recipe, "--traces", tmp_path / "missing", "--out", out, "--no-report"], env)
         assert refused.returncode == 1 and "--traces" in refused.stderr, refused.stderr[-4000:]
         assert read_json(out / "run.json")["finished"] and not list(out.glob("jobs/*/summary.json"))
-        again = run_cli([recipe, "--traces", "synthetic", "--out", out, "--no-report", *more], env, timeout=120)
+        again = run_here([recipe, "--traces", "synthetic", "--out", out, "--no-report", *more], env)
         assert again.returncode == 0, (more, again.stderr[-4000:])
         assert len(list(out.glob("jobs/*/summary.json"))) == 2
 
@@ -204,17 +201,17 @@ def test_a_finished_run_that_stood_every_job_on_stored_results_is_refused_too(tm
     """Its jobs hold `reused.json`, no summary: counted as no result, it was run over (every job measured again, the
     reuse moved into attempts/) without --resume or --force."""
     env = cli_env(tmp_path)
-    first = run_cli([RECIPE, "--out", tmp_path / "a", "--no-report"], env, timeout=120)
+    first = run_here([RECIPE, "--out", tmp_path / "a", "--no-report"], env)
     assert first.returncode == 0, first.stderr[-4000:]
     out = tmp_path / "b"
-    reused = run_cli([RECIPE, "--out", out, "--reuse", "--no-report"], env, timeout=120)
+    reused = run_here([RECIPE, "--out", out, "--reuse", "--no-report"], env)
     assert reused.returncode == 0 and len(list(out.glob("jobs/*/reused.json"))) == 2, reused.stderr[-4000:]
-    again = run_cli([RECIPE, "--out", out, "--no-report"], env, timeout=120)
+    again = run_here([RECIPE, "--out", out, "--no-report"], env)
     assert again.returncode == 2 and "already holds a finished run (2 job result(s))" in again.stderr, again.stderr
     assert not list(out.glob("jobs/*/attempts"))
     # the fix it gives keeps them on the stored results (--resume alone has no summary to skip them by)
     assert "pass --resume --reuse" in again.stderr
-    resumed = run_cli([RECIPE, "--out", out, "--no-report", "--resume", "--reuse", "--json"], env, timeout=120)
+    resumed = run_here([RECIPE, "--out", out, "--no-report", "--resume", "--reuse", "--json"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert [r["reused"] for r in json.loads(resumed.stdout)["jobs"]] == [True, True]
 
@@ -224,7 +221,7 @@ def test_an_out_that_cannot_be_written_is_one_error_line_before_anything_runs(tm
     folder's creation or its lock file (exit 1)."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    res = run_cli([RECIPES / "fixed-sim.yaml", "--out", blocker / "out"], cli_env(tmp_path))
+    res = run_here([RECIPES / "fixed-sim.yaml", "--out", blocker / "out"], cli_env(tmp_path))
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
     assert f"error: --out {blocker / 'out'} cannot be written" in res.stderr
     assert "fix: give --out a folder" in res.stderr

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_run_support import RECIPES, cli_env, job_dirs, run_cli
+from test_run_support import RECIPES, cli_env, job_dirs, run_here
 
 
 def test_force_calls_finished_results_an_earlier_attempt(tmp_path: Path) -> None:
     out, env = tmp_path / "out", cli_env(tmp_path)
-    first = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report"], env)
+    first = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report"], env)
     assert first.returncode == 0, first.stderr[-4000:]
-    forced = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--force"], env)
+    forced = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--force"], env)
     assert forced.returncode == 0, forced.stderr[-4000:]
     kept = [line for line in forced.stderr.splitlines() if "are kept in" in line]
     assert len(kept) == 2 and all(": the artifacts of an earlier attempt are kept in " in line for line in kept), kept
@@ -30,7 +30,7 @@ def test_calibration_reads_each_point_once_not_its_superseded_attempts(tmp_path:
 
     out, env = tmp_path / "out", cli_env(tmp_path)
     for extra in ([], ["--force"]):
-        proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", *extra], env)
+        proc = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", *extra], env)
         assert proc.returncode == 0, proc.stderr[-4000:]
     # each attempts/1/ now holds a whole attempt (job.json and summary.json): still not a point of its own
     assert sorted(calibration_points([out])) == sorted(job_dirs(out).values())
@@ -46,9 +46,13 @@ def test_an_interrupted_force_rerun_leaves_no_superseded_result_in_the_store(tmp
     from test_run_support import record_lines, start_cli, wait_for
 
     recipe = tmp_path / "slow.yaml"
-    recipe.write_text((RECIPES / "slow-fixed-sim.yaml").read_text().replace("num-warmups: 1\n", "num-warmups: 0\n"))
+    # no warm-up, and 200 output tokens (~1 s a request) for 400: the interrupt still finds two of the first job's
+    # three requests to come
+    recipe.write_text((RECIPES / "slow-fixed-sim.yaml").read_text().replace("num-warmups: 1\n", "num-warmups: 0\n")
+                      .replace("osl: 400\n", "osl: 200\n"))
+    assert "osl: 200\n" in recipe.read_text()
     out, env, log = tmp_path / "out", cli_env(tmp_path), tmp_path / "force.log"
-    first = run_cli([recipe, "--out", out, "--no-report"], env)  # virtual time: seconds
+    first = run_here([recipe, "--out", out, "--no-report"], env)  # virtual time: seconds
     assert first.returncode == 0, first.stderr[-4000:]
     store = tmp_path / "store.sqlite"
 

@@ -32,13 +32,15 @@ SHARED_RECIPE = RECIPES / "slow-fixed-sim.yaml"
 
 @pytest.fixture
 def recipe(tmp_path: Path) -> Path:
-    """slow-fixed-sim.yaml without its warm-up request: 400 tokens (~2 s) before each job's first record, which
-    nothing here looks at; the jobs' own requests keep every interrupt mid-job (the Ctrl-C test keeps the warm-up:
-    it starts a second CLI between the first record and the interrupt)."""
+    """slow-fixed-sim.yaml without its warm-up request (400 tokens, ~2 s, before each job's first record, which
+    nothing here looks at) and with 200 output tokens (~1 s a request) for its 400: each interrupt still lands with
+    a request of the job in flight (conc 1: two of three left after its first record; conc 2: its third prompt starts
+    only when the first two end) while every job takes half as long (the Ctrl-C test keeps the shared recipe, warm-up
+    and all: it starts a second CLI between the first record and the interrupt)."""
     path = tmp_path / SHARED_RECIPE.name
     text = SHARED_RECIPE.read_text()
-    assert "num-warmups: 1\n" in text
-    path.write_text(text.replace("num-warmups: 1\n", "num-warmups: 0\n"))
+    assert "num-warmups: 1\n" in text and "osl: 400\n" in text
+    path.write_text(text.replace("num-warmups: 1\n", "num-warmups: 0\n").replace("osl: 400\n", "osl: 200\n"))
     return path
 
 

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
+from test_run_support import RECIPES, cli_env, cli_here, job_dirs, read_json, run_here
 
 from llmsweep.metrics import summarise
 from llmsweep.power.samples import GPU_METRICS_FILE, read_gpu_metrics
@@ -20,8 +18,8 @@ from llmsweep.power.samples import GPU_METRICS_FILE, read_gpu_metrics
 def test_simulated_sweep_reports_valid_power_rising_tokens_per_joule(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = cli_env(tmp_path)
-    proc = run_cli([RECIPES / "fixed-sim.yaml", "--live", "--out", out, "--no-report", "--require-power", "--json"],
-                   env)
+    proc = run_here([RECIPES / "fixed-sim.yaml", "--live", "--out", out, "--no-report", "--require-power", "--json"],
+                    env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     # The end-of-run table speaks power too.
     table = json.loads(proc.stdout)["jobs"]
@@ -57,8 +55,7 @@ def test_simulated_sweep_reports_valid_power_rising_tokens_per_joule(tmp_path: P
     # `summarize` on a job folder reads the same samples and gives the same block.
     jdir = next(iter(job_dirs(out).values()))
     before = read_json(jdir / "summary.json")["power"]
-    done = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "summarize", str(jdir)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = cli_here(["summarize", jdir], env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert read_json(jdir / "summary.json")["power"] == before
 
@@ -68,8 +65,8 @@ def test_virtual_time_sweep_carries_the_live_paths_power_block(tmp_path: Path) -
     `gpu_metrics.jsonl` has the live sampler's form, and the summary's block is valid, simulated, and rises in
     tokens per joule with concurrency."""
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--require-power", "--json"],
-                   cli_env(tmp_path))
+    proc = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--require-power", "--json"],
+                    cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     by_conc: dict[int, dict[str, object]] = {}
     for name, jdir in job_dirs(out).items():
@@ -94,8 +91,8 @@ def test_virtual_time_sweep_carries_the_live_paths_power_block(tmp_path: Path) -
 def test_virtual_time_sweep_without_power(tmp_path: Path) -> None:
     """`--power-backend off`: no samples, no power block (nothing claimed that was not modelled)."""
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--power-backend", "off"],
-                   cli_env(tmp_path))
+    proc = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--power-backend", "off"],
+                    cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     for jdir in job_dirs(out).values():
         assert not (jdir / "gpu_metrics.jsonl").exists()
@@ -111,7 +108,7 @@ def test_recipe_require_power_refuses_jobs_without_power_unless_the_run_override
     recipe.write_text((RECIPES / "fixed-sim.yaml").read_text().replace(
         "  multinode: false\n", "  multinode: false\n  require-power: true\n"))
     out = tmp_path / "out"
-    proc = run_cli([recipe, "--out", out, "--no-report", "--power-backend", "off", "--json"], cli_env(tmp_path))
+    proc = run_here([recipe, "--out", out, "--no-report", "--power-backend", "off", "--json"], cli_env(tmp_path))
     assert proc.returncode == 1, proc.stderr[-4000:]
     rows = json.loads(proc.stdout)["jobs"]
     assert len(rows) == 2 and all(r["verdict"] == "refused" and r["summary"] is None for r in rows), rows
@@ -120,8 +117,8 @@ def test_recipe_require_power_refuses_jobs_without_power_unless_the_run_override
     assert not list(out.glob("jobs/*/summary.json"))  # nothing ran
 
     out2 = tmp_path / "out2"
-    proc = run_cli([recipe, "--out", out2, "--no-report", "--power-backend", "off", "--no-require-power"],
-                   cli_env(tmp_path))
+    proc = run_here([recipe, "--out", out2, "--no-report", "--power-backend", "off", "--no-require-power"],
+                    cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert all(read_json(j / "summary.json").get("power") is None for j in job_dirs(out2).values())
 
@@ -134,7 +131,7 @@ def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: P
     recipes = [RECIPES / "fixed-sim.yaml", RECIPES / "disagg-sim.yaml"]
     env = cli_env(tmp_path)
     out = tmp_path / "out"
-    proc = run_cli([*recipes, "--out", out, "--no-report"], env)
+    proc = run_here([*recipes, "--out", out, "--no-report"], env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ran = {}
     for jdir in job_dirs(out).values():
@@ -143,8 +140,7 @@ def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: P
             read_json(jdir / "job.json")["conc"]]  # a disaggregated job's folder per point holds that point's
         ran[(conc, "disagg-true" in jdir.name)] = summary
     pout = tmp_path / "predicted"
-    pred = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", *map(str, recipes), "--json",
-                           "--out", str(pout)], env=env, capture_output=True, text=True, timeout=240)
+    pred = cli_here(["predict", *recipes, "--json", "--out", pout], env)
     assert pred.returncode == 0, pred.stderr[-4000:]
     rows = json.loads(pred.stdout)
     assert len(rows) == len(ran) == 4

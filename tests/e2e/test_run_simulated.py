@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
+from test_run_support import RECIPES, cli_env, cli_here, job_dirs, read_json, run_cli, run_here
 
 from llmsweep.spec.workload import ResolvedWorkload
 from llmsweep.workload.agentic import AgenticWorkload
@@ -107,7 +107,7 @@ def _without_pin(tmp_path: Path) -> Path:
 @pytest.mark.timeout(120)
 def test_fixed_length_points_are_valid_and_real_acceptance_runs_at_the_labelled_estimate(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "fixed-sim.yaml", _without_pin(tmp_path), "--out", out], cli_env(tmp_path))
+    proc = run_here([RECIPES / "fixed-sim.yaml", _without_pin(tmp_path), "--out", out], cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     jobs = job_dirs(out)
     assert len(jobs) == 3
@@ -210,12 +210,11 @@ def test_compare_matches_agentic_points_only_on_the_corpus_they_replayed(tmp_pat
     other = tmp_path / "other-corpus.yaml"
     other.write_text(recipe.read_text().replace("seed: 7, max-isl", "seed: 8, max-isl"))
     for name, path in (("a", recipe), ("b", recipe), ("c", other)):
-        proc = run_cli([path, "--out", tmp_path / name, "--store", store, "--no-report"], env)
+        proc = run_here([path, "--out", tmp_path / name, "--store", store, "--no-report"], env)
         assert proc.returncode == 0, proc.stderr[-3000:]
 
     def compare(*args: str) -> dict[str, Any]:
-        proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "compare", *args, "--store", str(store),
-                               "--no-history", "--json"], env=env, capture_output=True, text=True, timeout=120)
+        proc = cli_here(["compare", *args, "--store", store, "--no-history", "--json"], env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(proc.stdout)
 

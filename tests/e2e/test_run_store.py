@@ -9,12 +9,10 @@ import json
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from test_run_support import RECIPES, cli_env, job_dirs, run_cli, start_cli, verdict, wait_for
+from test_run_support import RECIPES, cli_env, cli_here, job_dirs, run_here, start_cli, verdict, wait_for
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
@@ -22,13 +20,16 @@ SHARED_RECIPE = RECIPES / "slow-fixed-sim.yaml"
 
 
 def _recipe(tmp_path: Path, concs: str = "[1, 2, 3]") -> Path:
-    """slow-fixed-sim.yaml at concurrencies `concs`, without its warm-up request: 400 tokens (~2 s) before each job's
-    first record, which nothing here looks at."""
+    """slow-fixed-sim.yaml at concurrencies `concs`, without its warm-up request (400 tokens, ~2 s, before each job's
+    first record, which nothing here looks at) and with 200 output tokens (~1 s a request) for its 400: the first
+    job (three requests in a row) still ends seconds before the last, so the store is swapped and the interrupt sent
+    while later jobs run, and every job takes half as long."""
     text = SHARED_RECIPE.read_text()
-    assert "num-warmups: 1\n" in text and "conc-list: [1, 2, 3]" in text
+    assert "num-warmups: 1\n" in text and "conc-list: [1, 2, 3]" in text and "osl: 400\n" in text
     path = tmp_path / SHARED_RECIPE.name
     path.write_text(text.replace("num-warmups: 1\n", "num-warmups: 0\n").replace("conc-list: [1, 2, 3]",
-                                                                                  f"conc-list: {concs}"))
+                                                                                  f"conc-list: {concs}")
+                    .replace("osl: 400\n", "osl: 200\n"))
     return path
 
 
@@ -44,8 +45,7 @@ def test_a_store_that_cannot_be_written_stops_the_run_before_any_server(tmp_path
     folder.mkdir()
     for store in (corrupt, folder):
         out = tmp_path / f"out-{store.stem}"
-        res = run_cli([SHARED_RECIPE, "--live", "--out", out], cli_env(tmp_path, LLMSWEEP_STORE=str(store)),
-                      timeout=120)
+        res = run_here([SHARED_RECIPE, "--live", "--out", out], cli_env(tmp_path, LLMSWEEP_STORE=str(store)))
         assert res.returncode == 2, res.stderr[-3000:]
         assert "error:" in res.stderr and str(store) in res.stderr and "fix:" in res.stderr
         assert "Traceback" not in res.stderr
@@ -70,8 +70,7 @@ def test_an_interrupted_sweep_keeps_its_completed_jobs_in_the_store(tmp_path: Pa
         if proc.poll() is None:
             proc.kill()
     assert rc == 130, log.read_text()[-3000:]
-    listed = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "results", "list", "--all", "--json", "--store",
-                             str(store)], capture_output=True, text=True, timeout=60)
+    listed = cli_here(["results", "list", "--all", "--json", "--store", store])
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     assert first.parent.name in [r["job_id"] for r in rows]
@@ -105,8 +104,7 @@ def test_a_store_failing_at_the_end_fails_the_run_and_keeps_it_on_disk(tmp_path:
     assert len(jobs) == 3 and all(verdict(j) == "valid" for j in jobs.values())
     # the run is whole on disk: ingesting it later stores every job
     shutil.rmtree(store)
-    ingest = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "results", "ingest", str(out), "--store",
-                             str(store)], capture_output=True, text=True, timeout=60)
+    ingest = cli_here(["results", "ingest", out, "--store", store])
     assert ingest.returncode == 0 and ": 3 result(s)" in ingest.stdout, ingest.stderr
 
 
@@ -116,11 +114,11 @@ def test_a_resume_whose_folder_lacks_a_stored_result_still_stores_the_run_as_its
     ingest stores its folder as it is (here a narrowed --resume after a job folder was removed), as before."""
     recipe, out, store = RECIPES / "fixed-sim.yaml", tmp_path / "out", tmp_path / "store.sqlite"
     env = cli_env(tmp_path)
-    first = run_cli([recipe, "--out", out], env, timeout=120)
+    first = run_here([recipe, "--out", out], env)
     assert first.returncode == 0, first.stderr[-3000:]
     kept, gone = sorted(job_dirs(out))
     shutil.rmtree(out / "jobs" / gone)
-    again = run_cli([recipe, "--out", out, "--resume", "--only-job", kept], env, timeout=120)
+    again = run_here([recipe, "--out", out, "--resume", "--only-job", kept], env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "stored 1 result(s)" in again.stderr + again.stdout and "not stored:" not in again.stderr + again.stdout
     db = sqlite3.connect(store)

@@ -1,4 +1,5 @@
-"""Shared helpers of the `llmsweep run` end-to-end tests: run the real CLI in a subprocess and read what it left.
+"""Shared helpers of the `llmsweep run` end-to-end tests: run the real CLI (in a subprocess, or in this process through
+its entry point) and read what it left.
 
 (A module of helpers, no tests: named test_run_* so it sits with the tests it serves.)
 """
@@ -6,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -33,6 +35,47 @@ def run_argv(*args: str | Path) -> list[str]:
 
 def run_cli(args: Sequence[str | Path], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run(run_argv(*args), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_here(args: Sequence[str | Path], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`llmsweep run ARGS` in this process, through `main` as the console script calls it, under `env` (the
+    process's environment for the call, restored after): its exit status, stdout and stderr as `run_cli` gives them,
+    without a Python start and llmsweep's imports (seconds on CI's 2 cores). For runs that end on their own; a test
+    about signals, or about the processes a run leaves, runs the CLI as its own process (`run_cli`, `start_cli`).
+    (Log records are pytest's here, not stderr's: assert on what the run prints, not on a `WARNING` record.)"""
+    return cli_here(["run", *args], env)
+
+
+def cli_here(args: Sequence[str | Path], env: dict[str, str] | None = None,
+             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`llmsweep ARGS` (any command) in this process, as `run_here` runs `llmsweep run`; in `cwd` when given (the
+    working directory restored after), under this process's own environment when `env` is None."""
+    from llmsweep.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = dict(os.environ)
+    # `main` takes over the interrupt signals and the unraisable hook for the rest of its process: given back after
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    hook = sys.unraisablehook
+    os.environ.clear()
+    os.environ.update(saved if env is None else env)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                contextlib.chdir(cwd or Path.cwd()):
+            try:
+                main([str(a) for a in args])
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        for sig, handler in handlers.items():
+            if handler is not None:  # None: not set from Python (nothing to give back)
+                signal.signal(sig, handler)
+        sys.unraisablehook = hook
+    argv = [sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)]
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def start_cli(args: Sequence[str | Path], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

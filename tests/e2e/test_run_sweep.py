@@ -17,7 +17,7 @@ from test_run_support import (
     job_dirs,
     read_json,
     record_lines,
-    run_cli,
+    run_here,
     verdict,
     wait_for,
 )
@@ -126,7 +126,7 @@ def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path)
     files = [RECIPES / "eval-8k1k.yaml", RECIPES / "no-serve.yaml", RECIPES / "policy-max-conc.yaml"]
     env = cli_env(tmp_path)
     env.pop("LLMSWEEP_LM_EVAL", None)  # no lm-eval: the run-eval row cannot run its eval, so it is refused whole
-    proc = run_cli([*files, "--out", out], env)
+    proc = run_here([*files, "--out", out], env)
     assert proc.returncode == 2, proc.stderr
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     by_kind = {
@@ -158,7 +158,7 @@ def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path)
 def test_a_policy_error_about_one_job_refuses_that_job_only(tmp_path: Path) -> None:
     # policy-max-conc.yaml caps conc at 2: its conc-4 job is refused, its conc-2 job of the same arm runs.
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "policy-max-conc.yaml", "--out", out], cli_env(tmp_path))
+    proc = run_here([RECIPES / "policy-max-conc.yaml", "--out", out], cli_env(tmp_path))
     assert proc.returncode == 2, proc.stderr
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     assert len(outcomes) == 2
@@ -169,8 +169,8 @@ def test_a_policy_error_about_one_job_refuses_that_job_only(tmp_path: Path) -> N
     assert set(job_dirs(out)) == {in_cap["job_id"]}
     assert verdict(job_dirs(out)[in_cap["job_id"]]) == "valid"
     # `--json` (what a script or CI reads) exits the same way, and its table says which job was refused
-    as_json = run_cli([RECIPES / "policy-max-conc.yaml", "--out", tmp_path / "json", "--json", "--no-report"],
-                      cli_env(tmp_path))
+    as_json = run_here([RECIPES / "policy-max-conc.yaml", "--out", tmp_path / "json", "--json", "--no-report"],
+                       cli_env(tmp_path))
     assert as_json.returncode == 2, as_json.stderr
     rows = {r["job"]: r for r in json.loads(as_json.stdout)["jobs"]}
     assert rows[over["job_id"]]["verdict"] == "refused" and "[grid.max-conc]" in rows[over["job_id"]]["reason"]
@@ -178,7 +178,7 @@ def test_a_policy_error_about_one_job_refuses_that_job_only(tmp_path: Path) -> N
 
 def test_a_recipe_without_serve_runs_on_the_simulator_with_simulate(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "no-serve.yaml", "--simulate", "--out", out], cli_env(tmp_path))
+    proc = run_here([RECIPES / "no-serve.yaml", "--simulate", "--out", out], cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     (jdir,) = job_dirs(out).values()
     assert verdict(jdir) == "valid"  # a fixed-length point that completed its prompts
@@ -189,8 +189,8 @@ def test_a_recipe_without_serve_runs_on_the_simulator_with_simulate(tmp_path: Pa
 def _unready_run(tmp_path: Path, *extra: str) -> tuple[int, dict[str, dict], Path, str]:
     """Two server groups whose servers never get ready in time (a 0.05 s readiness deadline; --live: served)."""
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "two-servers-sim.yaml", "--live", "--startup-timeout", "0.05", "--out", out, *extra],
-                   cli_env(tmp_path))
+    proc = run_here([RECIPES / "two-servers-sim.yaml", "--live", "--startup-timeout", "0.05", "--out", out, *extra],
+                    cli_env(tmp_path))
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     return proc.returncode, outcomes, out, proc.stderr
 
@@ -222,7 +222,7 @@ def test_without_fail_fast_the_sweep_goes_on_after_a_failed_job(tmp_path: Path) 
 
 def test_a_policy_error_refuses_only_the_recipe_it_names_even_when_keys_share_a_dotted_prefix(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_cli([RECIPES / "dotted-keys.yaml", "--out", out], cli_env(tmp_path))
+    proc = run_here([RECIPES / "dotted-keys.yaml", "--out", out], cli_env(tmp_path))
     assert proc.returncode == 2, proc.stderr
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     clean = next(o for i, o in outcomes.items() if "_96_16_" in i)

@@ -6,10 +6,10 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from test_run_support import cli_here
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
@@ -19,8 +19,7 @@ FINDING_KEYS = {"rule", "severity", "file", "line", "path", "jobs", "message", "
 
 
 def llmsweep(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *args], capture_output=True, text=True,
-                          cwd=REPO, env={**os.environ, **(env or {})})
+    return cli_here(args, {**os.environ, **(env or {})}, cwd=REPO)
 
 
 def findings(*args: str, env: dict[str, str] | None = None) -> tuple[int, list[dict[str, object]]]:

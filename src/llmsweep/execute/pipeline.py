@@ -383,7 +383,9 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     meta = {
         "run_id": run_id,
         "llmsweep_version": __version__,
-        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        # to the millisecond: `compare` takes as history only runs that started before the later compared run, and two
+        # runs started within one second (back-to-back runs in virtual time take less) could not be ordered
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
         "recipe_files": [str(p) for p in req.files],
         "config_keys": req.config_keys,
         "executor": req.executor,
