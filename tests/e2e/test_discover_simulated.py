@@ -178,5 +178,14 @@ def test_a_sigterm_stops_the_discovery_which_keeps_what_it_measured_and_exits_14
             proc.kill()
     result = json.loads((out / "discovery.json").read_text())
     assert result["interrupted"] is not None and not (out / "proposed.yaml").exists()
+    # What it says it measured is what finished: a job the signal cut (its outcome `failed: interrupted by SIGTERM`)
+    # is not counted, whatever summary it left (it was, and set the highest measured concurrency).
+    from llmsweep.metrics.model import SUCCESS_STATUSES
+
+    (ladder,) = [s for s in result["stages"] if s["name"] == "ladder"]
+    finished = [j for j in (Path(ladder["run_dir"]) / "jobs").iterdir()
+                if (j / "outcome.json").is_file() and json.loads((j / "outcome.json").read_text())["status"]
+                in SUCCESS_STATUSES]
+    assert ladder["runs_measured"] == len(finished), (ladder, [j.name for j in finished])
     said = log.read_text(errors="replace")
     assert "--resume" not in said, said[-3000:]  # a stage is not the user's to resume; the discovery is run again

@@ -131,6 +131,7 @@ class Stages:
 
     def _read_back(self, record: Stage, keys: dict[str, StageKey]) -> None:
         from llmsweep.execute import artifacts as art
+        from llmsweep.metrics.model import SUCCESS_STATUSES
         from llmsweep.results.point import points_from_run
         from llmsweep.results.rundir import load_run
 
@@ -139,8 +140,13 @@ class Stages:
         if not (out / art.RUN_FILE).exists():
             return
         before = len(self.runs)
-        for point in points_from_run(load_run(out)):
-            if not point.valid or point.summary is None:
+        run = load_run(out)
+        # a job its run did not finish (interrupted: its outcome says failed) is no measurement, whatever summary it
+        # left (`--resume` runs it again): the stage's analysis never counts it, as the store does not hold it
+        unfinished = {a.job_id for a in run.jobs
+                      if a.outcome is not None and a.outcome.get("status") not in SUCCESS_STATUSES}
+        for point in points_from_run(run):
+            if not point.valid or point.summary is None or point.job_id in unfinished:
                 continue
             job = Job.model_validate(point.job)
             key = keys.get(job.recipe_key)

@@ -46,7 +46,7 @@ from llmsweep.execute.lifecycle import (
 )
 from llmsweep.execute.progress import ReportingProgress, current_progress, use_progress
 from llmsweep.findings import Finding, Severity
-from llmsweep.metrics.model import DONE_WORDS, run_clock, run_source
+from llmsweep.metrics.model import DONE_VERDICTS, DONE_WORDS, run_clock, run_source
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import one_point_per_job
@@ -502,10 +502,6 @@ def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
     return chosen, narrowed
 
 
-REUSED_VERDICTS = ("valid", "smoke")
-"""The stored verdicts `run --reuse` stands a job on; invalid and failed results are measured again."""
-
-
 def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, str],
            event: Event) -> tuple[list[Job], list[JobOutcome], dict[str, Any]]:
     """Before any launch: jobs whose reuse key matches a stored valid or smoke result (the same job earns the same
@@ -514,7 +510,8 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
 
     try:
         with Store(default_store_path(req.store)) as store:
-            found = store.reusable((keys[j.id] for j in runnable if j.id in keys), REUSED_VERDICTS, say=event)
+            # a finished job's verdicts (`DONE_VERDICTS`, as --resume keeps); invalid and failed ones run again
+            found = store.reusable((keys[j.id] for j in runnable if j.id in keys), DONE_VERDICTS, say=event)
     except Exception as exc:  # no store to reuse from is not a reason to stop the run: everything runs
         event(f"warning: cannot look up reusable results ({exc}); running every job")
         return runnable, [], {}
