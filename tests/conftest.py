@@ -24,7 +24,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files holding a test marked `slow` first, the rest after in collection order: `pytest -n 2 --dist loadfile`
+    """Files holding a test marked `slow` first, the rest after in collection order: `pytest -n 3 --dist loadfile`
     hands files to workers in this order, so the long files start at once and the short ones fill in around them
     (ordered by test count, the minute-long files of few tests came last, and one worker ran alone for minutes)."""
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
