@@ -110,6 +110,20 @@ def test_what_cannot_run_as_asked_is_refused_before_any_stage(tmp_path: Path) ->
     assert not any((tmp_path / d / "stages").exists() for d in "abcd")
 
 
+def test_a_recipe_that_fails_validation_is_refused_at_its_own_lines_before_any_stage(tmp_path: Path) -> None:
+    """An error of the recipe (a policy rule its every job breaks) is named at the recipe's line, exit 2, as `run`
+    says it: a stage's run refused each job naming the stage recipe and exited 1; a grid rule is not one (the
+    stages run grids of their own)."""
+    bad = tmp_path / "bad.yaml"
+    rising = RECIPE.parent / "rising-fixed-sim.yaml"
+    bad.write_text(rising.read_text().replace("- isl: 256", "- isl: 900000", 1), encoding="utf-8")
+    proc = _discover(tmp_path, bad, "--simulate", "--repeats", "2", "--out", tmp_path / "a")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "discover: the recipe fails validation" in proc.stderr, proc.stderr[-3000:]
+    assert f"{bad}:14: error [input.context-length]" in proc.stderr, proc.stderr[-3000:]
+    assert "stages" not in proc.stderr and not (tmp_path / "a" / "stages").exists()
+
+
 @pytest.mark.timeout(120)
 def test_a_refinement_with_nothing_to_refine_says_why_and_the_recipes_warning_is_said_once(tmp_path: Path) -> None:
     """--refine 2 with a knee already resolved by the ladder runs no refinement round, and says why (discovery.json

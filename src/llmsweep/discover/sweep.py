@@ -225,12 +225,24 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
 
 
 def _say_warnings(req: DiscoverRequest, event: Event) -> None:
-    """The given recipe's warning findings, once (its stages' runs keep theirs in their run.json)."""
+    """The given recipe's warning findings, once (its stages' runs keep theirs in their run.json); its errors stop
+    the discovery before any stage, at the recipe's own lines (a stage's run would refuse its every job naming the
+    stage recipe), except the grid rules: the stages run grids of their own, without the recipe's policy."""
     from llmsweep.policy import validate_files
 
-    for f in validate_files([req.recipe], runner_config=req.runner_config, simulate=req.simulate).findings:
+    findings = validate_files([req.recipe], runner_config=req.runner_config, simulate=req.simulate).findings
+    errors = [f for f in findings if f.is_error and not f.rule.startswith(GRID_RULES)]
+    if errors:
+        raise ConfigError("discover: the recipe fails validation:\n" + "\n".join(f.render() for f in errors),
+                          fix="fix the named lines (`llmsweep validate` lists every finding); discover replaces only "
+                              "the grid", findings=errors)
+    for f in findings:
         if not f.is_error:
             event(f.render())
+
+
+GRID_RULES = "grid."
+"""The rules about a recipe's concurrency grid and its policy, which a discovery's stages replace with their own."""
 
 
 def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
