@@ -376,6 +376,8 @@ class Selection:
 
     throughput: list[Job] = field(default_factory=list)
     evals: list[Job] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
+    """Entries that select no job at all, each said as why (a pull request would sweep nothing for them)."""
 
     @property
     def jobs(self) -> list[Job]:
@@ -420,14 +422,21 @@ def select_jobs(entries: Sequence[ChangelogEntry], recipes: Mapping[str, Recipe]
     for entry in sorted(entries, key=lambda e: not e.all_evals):  # all-evals first: the broader eval set wins
         keys = tuple(entry.config_keys)
         scenarios = _scenarios(entry)
-        if not (evals_only or entry.evals_only or entry.all_evals):
-            jobs = test_config(recipes, keys, fleet, EvalOptions(no_evals=True), scenario_types=scenarios)
-            out.throughput += _new(jobs, done_bench)
+        bench_only = not (evals_only or entry.evals_only or entry.all_evals)
+        bench: list[Job] = []
+        if bench_only:
+            bench = test_config(recipes, keys, fleet, EvalOptions(no_evals=True), scenario_types=scenarios)
+            out.throughput += _new(bench, done_bench)
         jobs = test_config(recipes, keys, fleet, EvalOptions(evals_only=True, all_evals=all_evals or entry.all_evals),
                            scenario_types=scenarios)
         if entry.eval_min_prefill_ep is not None:
             jobs = [j for j in jobs if j.prefill is None or j.prefill.ep >= entry.eval_min_prefill_ep]
         out.evals += _new(jobs, done_eval)
+        if not bench and not jobs:
+            what = "no throughput job and no eval" if bench_only else "no eval (it runs evals only)"
+            out.empty.append(f"the entry for {', '.join(keys)} selects {what}: "
+                             + ("none of its rows is marked for an eval (an 8k1k row, or `all-evals`)"
+                                if not bench_only else "its configs plan no job of its scenarios"))
     if trim_conc:
         out.throughput = trim_concurrencies(out.throughput)
     return out

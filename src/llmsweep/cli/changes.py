@@ -163,9 +163,12 @@ def check(changelog_file: Path, files: tuple[Path, ...], base: str | None, pr_nu
                                 all_evals=all_evals)
     rows = [{"job": j.id, "recipe_key": j.recipe_key, "kind": kind, "conc": j.conc}
             for kind, jobs in (("throughput", selection.throughput), ("eval", selection.evals)) for j in jobs]
+    for why in selection.empty:  # a pull request would sweep nothing for it: said, never a silent empty matrix
+        click.echo(f"warning: {why}", err=True)
     if as_json:
         click.echo(json.dumps({"ok": True, "entries": len(log.entries), "added": len(log.added),
-                               "findings": [f.to_json() for f in log.findings], "jobs": rows}, indent=2))
+                               "findings": [f.to_json() for f in log.findings], "jobs": rows,
+                               "empty_entries": selection.empty}, indent=2))
         return 0
     for row in rows:
         click.echo(f"{row['kind']:<10} {row['job']}")

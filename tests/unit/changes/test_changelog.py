@@ -87,8 +87,12 @@ def test_selection_semantics(tmp_path: Path) -> None:
     trimmed = select_jobs(log.entries, recipes, trim_conc=True)  # type: ignore[arg-type]
     assert sorted((j.tp, j.conc) for j in trimmed.throughput) == [(4, 2), (8, 2)]
     assert trim_concurrencies(sel.throughput) == trimmed.throughput
+    assert sel.empty == []
     evals = validate_changelog(entry(extra="  evals-only: true\n"), "cl.yaml").entries
-    assert select_jobs(evals, recipes).throughput == []  # type: ignore[arg-type]
+    nothing = select_jobs(evals, recipes)  # type: ignore[arg-type]
+    assert nothing.jobs == []  # no 8k1k row to evaluate: a pull request would sweep nothing, and it is said
+    assert nothing.empty == ["the entry for chg-sim selects no eval (it runs evals only): none of its rows is marked "
+                             "for an eval (an 8k1k row, or `all-evals`)"]
     twice = validate_changelog(entry() + "\n" + entry(link=LINK.replace("12", "13")), "cl.yaml").entries
     assert len(select_jobs(twice, recipes).throughput) == 5  # type: ignore[arg-type]  # a pair is generated once
     append = validate_changelog(entry(extra="  append-only: true\n"), "cl.yaml").entries
@@ -111,6 +115,11 @@ def test_cli_validates_against_git_base_and_lists_the_new_entries_jobs(tmp_path:
     bad = CliRunner().invoke(cli, ["changelog", "--base", base])
     assert bad.exit_code != 0
     assert "perf-changelog.yaml:5" in bad.stderr and "separator" in bad.stderr
+    (repo / "perf-changelog.yaml").write_text(entry("[other]") + "\n" + entry(extra="  evals-only: true\n"))
+    empty = CliRunner().invoke(cli, ["changelog", "--base", base, "--json"])
+    assert empty.exit_code == 0, empty.output
+    assert "warning: the entry for chg-sim selects no eval (it runs evals only)" in empty.stderr
+    assert json.loads(empty.stdout)["jobs"] == [] and len(json.loads(empty.stdout)["empty_entries"]) == 1
 
 
 def test_a_repeated_entry_is_a_warning_for_the_entries_a_change_adds_only() -> None:
