@@ -335,8 +335,23 @@ def split_range(spec: str, repo: Path | None) -> tuple[str, str]:
                 (not head and repo is not None) or Path(head).is_dir() or _is_rev(repo, head)):
             return base, head
         start = i + 1
-    raise ConfigError(f"{spec!r} is not BASE..HEAD of two git revisions or two directories",
+    raise ConfigError(f"{spec!r} is not BASE..HEAD of two git revisions or two directories{_why_not(spec, repo)}",
                       fix="e.g. `llmsweep changes main..HEAD` inside the repository, or `changes old/..new/`")
+
+
+def _why_not(spec: str, repo: Path | None) -> str:
+    """Which side of a simple `A..B` (one `..`) resolves to nothing, and why: where the range fails."""
+    if repo is None:
+        return (": this directory is not inside a git repository (run it there, or name two directories)"
+                if not all(Path(side).is_dir() for side in spec.split("..", 1) if side) else "")
+    if spec.count("..") != 1:
+        return ""
+    bad = [f"{label} {side!r}" for label, side in zip(("BASE", "HEAD"), spec.split(".."), strict=True)
+           if side and not Path(side).is_dir() and not _is_rev(repo, side)]
+    if not spec.split("..")[0]:
+        bad.insert(0, "BASE is empty")
+    return f": {' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} no commit of {repo} nor a directory" if bad \
+        else ""
 
 
 @contextmanager

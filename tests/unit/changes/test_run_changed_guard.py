@@ -64,3 +64,16 @@ def test_config_keys_narrow_the_change_to_their_jobs(tmp_path: Path, monkeypatch
     (mine,) = [j.id for j in jobs_from_files([repo / "recipes" / "chg.yaml"]) if j.conc == 16]
     assert mine not in {j.id for j in jobs_from_files([other])}  # the two keys' conc-16 jobs are two jobs
     assert [j["job"] for j in json.loads(out)["jobs"]] == [mine]
+
+
+def test_a_range_that_does_not_resolve_names_the_side_that_fails(tmp_path: Path) -> None:
+    from llmsweep.changes.diff import split_range
+    from llmsweep.errors import ConfigError
+
+    repo, _, head = scratch_repo(tmp_path)
+    with pytest.raises(ConfigError, match=r"BASE 'nosuch' is no commit of .* nor a directory\n"):
+        split_range("nosuch..HEAD", repo)
+    with pytest.raises(ConfigError, match=r"BASE 'HEAD~5' and HEAD 'nope' are no commit of"):
+        split_range("HEAD~5..nope", repo)
+    with pytest.raises(ConfigError, match="this directory is not inside a git repository"):
+        split_range(f"main..{head}", None)
