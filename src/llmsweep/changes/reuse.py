@@ -18,6 +18,7 @@ corpus digest its summary read back) matches the context, and says why when it d
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -43,23 +44,27 @@ file's bytes, compared with the key the stored run recorded."""
 
 @dataclass(frozen=True, slots=True)
 class ReuseContext:
-    """What a job's run would produce beyond its identity: `source` (simulated | measured), `clock` (virtual | wall)
-    and `corpus`, the short digest of the corpus it would replay ("" when the workload config fixes the corpus:
-    fixed-length prompts, a synthetic corpus; `?` when the source cannot be read)."""
+    """What a job's run would produce beyond its identity: `source` (simulated | measured), `clock` (virtual | wall),
+    `corpus`, the short digest of the corpus it would replay ("" when the workload config fixes the corpus:
+    fixed-length prompts, a synthetic corpus; `?` when the source cannot be read), and `served`: where a real engine
+    of a job that names an image would run, `image` or `host` (the local executor runs the host's engine,
+    `allow_image`); "" for a simulated job or one without an image (and in keys recorded before it was)."""
 
     source: str
     clock: str
     corpus: str = ""
+    served: str = ""
 
     def render(self) -> str:
-        return CONTEXT_SEP.join((self.source, self.clock, self.corpus or "-"))
+        parts = (self.source, self.clock, self.corpus or "-")
+        return CONTEXT_SEP.join((*parts, self.served) if self.served else parts)
 
     @classmethod
     def parse(cls, text: str) -> ReuseContext | None:
-        parts = text.split(CONTEXT_SEP, 2)
-        if len(parts) != 3:
+        parts = text.split(CONTEXT_SEP, 3)
+        if len(parts) not in (3, 4):
             return None
-        return cls(parts[0], parts[1], "" if parts[2] == "-" else parts[2])
+        return cls(parts[0], parts[1], "" if parts[2] == "-" else parts[2], parts[3] if len(parts) == 4 else "")
 
 
 def split_key(key: str) -> tuple[str, ReuseContext | None]:
@@ -90,10 +95,11 @@ def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
 
 
 def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
-               settings: LifecycleSettings | None = None) -> dict[str, str]:
-    """Every job's recorded reuse key (`<identity>/<source>/<clock>/<corpus>`), by job id; a job that cannot be
-    rendered (not runnable) has none. `live`: simulated jobs serve the simulator in wall-clock time (`run --live`);
-    `settings`: the run's, whose gates a job's verdict was judged by (`job_gates`)."""
+               settings: LifecycleSettings | None = None, on_host: bool = False) -> dict[str, str]:
+    """Every job's recorded reuse key (`<identity>/<source>/<clock>/<corpus>[/<served>]`), by job id; a job that
+    cannot be rendered (not runnable) has none. `live`: simulated jobs serve the simulator in wall-clock time (`run
+    --live`); `settings`: the run's, whose gates a job's verdict was judged by (`job_gates`); `on_host`: the run's
+    executor serves real engines on this host whatever image a job names (the local executor)."""
     from llmsweep import engines
     from llmsweep.errors import LlmsweepError
     from llmsweep.sim.identity import simulator_digest
@@ -109,6 +115,8 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
             continue
         simulated = spec.engine == SIM.id
         context = reuse_context(job, simulated=simulated, live=live, corpora=corpora)
+        if not simulated and job.image:
+            context = dataclasses.replace(context, served="host" if on_host else "image")
         key = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id),
                         simulator=simulator_digest() if simulated else None, gates=job_gates(job, settings))
         out[job.id] = key + CONTEXT_SEP + context.render()

@@ -698,10 +698,12 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     planned, findings = as_points(jobs, findings)  # a multi-node job's findings are its points'
     jobs = with_repeats(planned, req.repeats)
     from llmsweep.changes.reuse import reuse_keys
+    from llmsweep.execute.local import LocalExecutor
     from llmsweep.metrics.version import measurement_identity
     from llmsweep.policy.planning import errors_about
 
-    identities = reuse_keys(jobs, simulate=req.simulate, live=req.live, settings=req.settings)
+    identities = reuse_keys(jobs, simulate=req.simulate, live=req.live, settings=req.settings,
+                            on_host=req.executor == LocalExecutor.kind)
     reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": identities}
     _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)

@@ -811,6 +811,13 @@ def _context_mismatch(want: Any, stored_key_context: Any, source: str, prov: Map
     if clock != want.clock:
         return (f"ran in {clock} time, this run's would run in {want.clock} time" if clock
                 else f"records no clock, this run's would run in {want.clock} time")
+    launch = prov.get("launch")
+    if want.served and isinstance(launch, dict):  # a real engine of a job naming an image: in it, or the host's
+        image = launch.get("image")
+        if want.served == "host" and image:
+            return f"ran in image {image}; this run serves the host's engine (the local executor)"
+        if want.served == "image" and not image:
+            return "ran on a host's engine (the local executor, allow_image); this run serves the job's image"
     if want.corpus == UNREADABLE:
         return "replayed a corpus this run cannot read now"
     if want.corpus.startswith(FILE_DIGEST):
@@ -920,7 +927,7 @@ def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
 
-def _ran_in(prov: dict[str, Any], planned: str) -> Any:
+def _ran_in(prov: Mapping[str, Any], planned: str) -> Any:
     """The provenance's image: what a run's server ran in (its launch block; None on the host), else an imported
     row's own image, else the planned one."""
     launch = prov.get("launch")

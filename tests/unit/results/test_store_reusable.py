@@ -40,3 +40,30 @@ def test_newest_done_result_is_found_and_invalid_ones_are_not(make_run, store_pa
     db.close()
     with Store(store_path) as store:
         assert store.reusable(["k1", "k2"]) == {}  # by default only valid results are reused
+
+
+def test_a_result_served_elsewhere_than_this_run_would_serve_the_job_is_not_reused(make_run, store_path: Path) -> None:
+    """The local executor with `allow_image` measures the host's engine under a job that names an image: a docker or
+    Slurm run (which serves the image) does not stand on it, nor the reverse, and the run says why."""
+    from llmsweep.metrics.model import Launch, Summary
+
+    run = make_run("host", concs=(1, 4), source="measured")
+    served = {"host": None, "image": "lmsysorg/sglang:v0.5.16"}
+    jobs = sorted(run.jobs, key=lambda a: a.job_id)
+    for art, image in zip(jobs, served.values(), strict=True):
+        summary = Summary.load(art.dir / "summary.json")
+        summary.provenance.launch = Launch(engine="sglang", image=image)
+        summary.provenance.clock = "wall"
+        summary.write(art.dir / "summary.json")
+    _keyed(run, {jobs[0].job_id: "k-host/measured/wall/-/host", jobs[1].job_id: "k-image/measured/wall/-/image"})
+    said: list[str] = []
+    with Store(store_path) as store:
+        store.ingest_run(run.path)
+        assert set(store.reusable(["k-host/measured/wall/-/host", "k-image/measured/wall/-/image"])) == {
+            "k-host/measured/wall/-/host", "k-image/measured/wall/-/image"}  # each where this run would serve it
+        assert store.reusable(["k-host/measured/wall/-/image", "k-image/measured/wall/-/host"], say=said.append) == {}
+    assert sorted(said) == sorted([
+        f"not reused: the valid result of run host (job {jobs[0].job_id}) ran on a host's engine (the local executor, "
+        "allow_image); this run serves the job's image; the job runs again",
+        f"not reused: the valid result of run host (job {jobs[1].job_id}) ran in image lmsysorg/sglang:v0.5.16; this "
+        "run serves the host's engine (the local executor); the job runs again"]), said
