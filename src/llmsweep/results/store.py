@@ -669,8 +669,8 @@ class Store:
             wanted[base if context is not None else key] = (key, context)
         out: dict[str, Reusable] = {}
         passed: dict[str, str] = {}
+        newer: dict[str, str] = {}  # a newer result of the job in this context whose verdict is not one of `verdicts`
         runs = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at DESC, rowid DESC").fetchall()
-        marks = ",".join("?" * len(verdicts))
         for run in runs:
             recorded = _StoredRow(self, run["run_id"]).json(run["meta"], "runs.meta").get("reuse_keys")
             if not isinstance(recorded, dict):
@@ -686,10 +686,10 @@ class Store:
             if not hits:
                 continue
             rows = self._db.execute(
-                f"SELECT x.result_id, x.job_id, x.verdict, x.source, j.identity, p.doc AS provenance FROM results x "
-                f"JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
-                f"LEFT JOIN provenance p ON p.result_id = x.result_id WHERE x.run_id = ? AND x.verdict IN ({marks}) "
-                f"ORDER BY x.job_id", (run["run_id"], *verdicts))
+                "SELECT x.result_id, x.job_id, x.verdict, x.source, j.identity, p.doc AS provenance FROM results x "
+                "JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
+                "LEFT JOIN provenance p ON p.result_id = x.result_id WHERE x.run_id = ? ORDER BY x.job_id",
+                (run["run_id"],))
             for row in rows:
                 hit = hits.get(row["job_id"])
                 if hit is None or hit[0] in out:
@@ -700,9 +700,18 @@ class Store:
                     context, stored_context, row["source"],
                     stored.json(row["provenance"], "provenance.doc") if row["provenance"] else {},
                     stored.json(row["identity"], "jobs.identity"))
-                if why is None:
+                if why is None and row["verdict"] not in verdicts:
+                    newer.setdefault(key, f"run {run['run_id']}'s, is {row['verdict']}")
+                elif why is None:
                     out[key] = Reusable(run["run_id"], row["job_id"], row["result_id"], row["verdict"])
                     passed.pop(key, None)
+                    if key in newer:  # never unsaid: the newest measurement of this job did not pass its gates
+                        note = (f"note: job {row['job_id']} stands on run {run['run_id']}'s {row['verdict']} result, "
+                                f"though its newest, {newer[key]} (`--reuse` passes over such results)")
+                        if say is not None:
+                            say(note)
+                        else:
+                            log.warning(note)
                 elif key not in passed:
                     passed[key] = f"the {row['verdict']} result of run {run['run_id']} (job {row['job_id']}) {why}"
         for reason in passed.values():

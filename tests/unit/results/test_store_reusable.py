@@ -31,9 +31,12 @@ def test_newest_done_result_is_found_and_invalid_ones_are_not(make_run, store_pa
     with db:
         db.execute("UPDATE results SET verdict = 'invalid' WHERE run_id = 'new'")
     db.close()
+    said: list[str] = []
     with Store(store_path) as store:
-        # the invalid newer result is passed over
-        assert store.reusable(["k1"], verdicts=("valid", "smoke"))["k1"].run_id == "old"
+        # the invalid newer result is passed over, and that is said
+        assert store.reusable(["k1"], verdicts=("valid", "smoke"), say=said.append)["k1"].run_id == "old"
+    assert said == [f"note: job {jobs[0]} stands on run old's valid result, though its newest, run new's, is invalid "
+                    "(`--reuse` passes over such results)"], said
     db = sqlite3.connect(store_path)
     with db:
         db.execute("UPDATE results SET verdict = 'smoke'")
