@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from llmsweep.plan.matrix import EvalOptions
     from llmsweep.spec.recipe import Recipe
 
-CAUSES: tuple[str, ...] = ("search space", "image", "engine args", "env", "workload", "golden curve", "eval")
+CAUSES: tuple[str, ...] = ("recipe", "search space", "image", "engine args", "env", "workload", "golden curve",
+                           "eval")
 """What can change a job, in the order they are reported."""
 
 RECIPES_DIR = "recipes"
@@ -62,7 +63,15 @@ def cause_of(path: str) -> str:
         return "golden curve"
     if head in _EVAL_POINT:
         return "eval"
+    if head in _RECIPE_FIELDS:
+        return "recipe"
     return "search space"
+
+
+_RECIPE_FIELDS = frozenset({"model", "model_prefix", "precision", "framework", "runner", "runner_label", "sku",
+                            "engine", "require_power", "multinode", "disagg", "router", "kv_p2p_transfer"})
+"""Job fields a recipe sets for all its jobs (model, precision, runner, engine, required power, ...), reported as
+`recipe`; the rest of the matrix (parallelism, concurrency, lengths, offload, spec decoding) is `search space`."""
 
 
 @dataclass(frozen=True)

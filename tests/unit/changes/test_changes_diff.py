@@ -44,6 +44,15 @@ def test_two_directories_and_removed_jobs(tmp_path: Path) -> None:
     assert not cs.added and not cs.changed
 
 
+def test_a_recipe_wide_field_is_reported_as_the_recipe_not_the_search_space(tmp_path: Path) -> None:
+    repo, _, head = scratch_repo(tmp_path)
+    path = repo / "recipes" / "chg.yaml"
+    path.write_text(path.read_text().replace("  multinode: false\n", "  multinode: false\n  require-power: true\n"))
+    cs = changes_between(f"{head}..", repo=repo)
+    assert len(cs.changed) == 5
+    assert {(c.causes, c.fields) for c in cs.changed} == {(("recipe",), ("require_power",))}
+
+
 def test_image_change_names_image_and_empty_head_is_the_working_tree(tmp_path: Path) -> None:
     repo, _, head = scratch_repo(tmp_path)
     path = repo / "recipes" / "chg.yaml"
