@@ -492,11 +492,15 @@ def _plan_base(root: Path, files: Sequence[Path], runner_config: Path | None, la
 
 
 def _relative_files(files: Sequence[Path], top: Path | None) -> list[Path]:
-    """Files named on the command line, as paths inside the tree (relative to the repository top in git mode)."""
+    """Files named on the command line, as paths inside the tree (relative to the repository top in git mode). A
+    relative path is taken from the current directory, or, outside the repository (`changes --repo R`), from its
+    top."""
     out = []
     for f in files:
         if top is not None:
             full = f if f.is_absolute() else Path.cwd() / f
+            if not f.is_absolute() and not _under(Path.cwd(), top):
+                full = top / f
             try:
                 out.append(full.resolve().relative_to(top.resolve()))
                 continue
@@ -505,6 +509,10 @@ def _relative_files(files: Sequence[Path], top: Path | None) -> list[Path]:
                                   fix="name recipe files of the repository whose revisions are compared") from None
         out.append(f)
     return out
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path.resolve().is_relative_to(root.resolve())
 
 
 def _inside(path: Path, root: Path) -> Path:

@@ -77,3 +77,14 @@ def test_a_range_that_does_not_resolve_names_the_side_that_fails(tmp_path: Path)
         split_range("HEAD~5..nope", repo)
     with pytest.raises(ConfigError, match="this directory is not inside a git repository"):
         split_range(f"main..{head}", None)
+
+
+def test_files_named_from_outside_the_repository_are_its_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`changes --repo R BASE..HEAD recipes/x.yaml` from another directory: the file is R's, as `--repo` says (it was
+    refused as "not inside the repository")."""
+    from llmsweep.changes import changes_between
+
+    repo, base, head = scratch_repo(tmp_path)
+    monkeypatch.chdir(tmp_path)  # beside the repository, not in it
+    cs = changes_between(f"{base}..{head}", [Path("recipes/chg.yaml")], repo=repo)
+    assert [j.conc for j in cs.added] == [8] and len(cs.changed) == 2
