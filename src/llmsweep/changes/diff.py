@@ -149,6 +149,15 @@ class ChangeSet:
         slices = [run for c in self.concs if (run := c.to_run) is not None]
         return [*self.added, *(c.head for c in self.changed), *slices]
 
+    def concs_text(self) -> str:
+        """The multi-node jobs whose concurrency list alone changed, as the summaries say them ("" when none): those
+        with concurrencies added or removed, and those whose list was only reordered (nothing to run)."""
+        moved = sum(1 for c in self.concs if c.added or c.removed)
+        reordered = len(self.concs) - moved
+        return "".join((f"{moved} multi-node job(s) with concurrencies added or removed, " if moved else "",
+                        f"{reordered} multi-node job(s) with their concurrencies only reordered, " if reordered
+                        else ""))
+
     def to_run(self) -> list[str]:
         """Ids of :meth:`jobs_to_run`."""
         return [j.id for j in self.jobs_to_run()]

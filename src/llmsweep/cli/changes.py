@@ -68,10 +68,9 @@ def _print(change_set: object) -> None:
                       plain(", ".join(row["causes"])), plain(fields))
     if change_set.rows():
         console.print(table)
-    concs = (f"{len(change_set.concs)} multi-node job(s) with concurrencies added or removed, "
-             if change_set.concs else "")
     click.echo(f"{len(change_set.added)} added, {len(change_set.changed)} changed, {len(change_set.removed)} removed, "
-               f"{concs}{len(change_set.unchanged)} unchanged; {len(change_set.to_run())} job(s) to run")
+               f"{change_set.concs_text()}{len(change_set.unchanged)} unchanged; {len(change_set.to_run())} job(s) to "
+               "run")
 
 
 class _ChangelogGroup(click.Group):

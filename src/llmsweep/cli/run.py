@@ -159,7 +159,8 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         grown = [c for c in change_set.concs if c.to_run is not None]
         kind = " eval" if evals.evals_only or evals.all_evals else ""
         click.echo(f"{changed}: {len(change_set.added)} added, {len(change_set.changed)} changed, "
-                   f"{len(change_set.removed)} removed, {len(change_set.unchanged)} unchanged{kind} job(s)"
+                   f"{len(change_set.removed)} removed, {change_set.concs_text()}"
+                   f"{len(change_set.unchanged)} unchanged{kind} job(s)"
                    + (f"; {len(grown)} multi-node job(s) run only their added concurrencies" if grown else ""),
                    err=True)
         if not only_jobs:

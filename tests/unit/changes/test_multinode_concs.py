@@ -168,3 +168,19 @@ def test_a_policy_error_about_one_point_of_the_job_refuses_that_point_of_the_sli
     (job,) = jobs_from_files([Path("recipes/mn.yaml")])
     whole = CliRunner().invoke(cli, ["ci", "matrix", "recipes/mn.yaml"])
     assert whole.exit_code == 0 and note.format(4, job.id) in whole.stderr, whole.output
+
+
+def test_a_reordered_list_is_said_as_reordered_by_changes_and_run_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`[2, 4]` → `[4, 2]` adds and removes nothing: `changes` said "1 multi-node job(s) with concurrencies added or
+    removed", and `run --changed` counted the job nowhere."""
+    repo, (base, head) = multinode_repo(tmp_path, {"concs": "[4, 2]"})
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    said = CliRunner().invoke(cli, ["changes", f"{base}..{head}"])
+    assert said.exit_code == 0, said.output
+    assert ("0 added, 0 changed, 0 removed, 1 multi-node job(s) with their concurrencies only reordered, 0 unchanged;"
+            " 0 job(s) to run") in said.stderr + said.stdout
+    ran = CliRunner().invoke(cli, ["run", "recipes/mn.yaml", "--changed", f"{base}..{head}", "--out",
+                                   str(tmp_path / "out"), "--no-report"])
+    assert "1 multi-node job(s) with their concurrencies only reordered, 0 unchanged job(s)" in ran.stderr, ran.output
