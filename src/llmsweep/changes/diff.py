@@ -431,7 +431,7 @@ def _check_sources(base: Path, head: Path, files: Sequence[Path], base_label: st
         if missing:
             raise ConfigError(f"{missing[0]} is in neither {base_label} nor {head_label}",
                               fix="name a recipe file of one of the two sides (a path inside the repository, or "
-                                  "inside HEAD's directory)")
+                                  "inside either directory)")
     elif not _recipe_files(base, ()) and not _recipe_files(head, ()):
         raise ConfigError(f"neither {base_label} nor {head_label} has recipe files under {RECIPES_DIR}/",
                           fix="name the recipe files to compare after the range (`llmsweep changes A..B FILE...`)")
@@ -560,8 +560,8 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
     base, head = split_range(spec, top)
     git_mode = not (Path(base).is_dir() and Path(head).is_dir())
     rel = _relative_files(files, top if git_mode else None)
-    if not git_mode:  # a file named inside HEAD's directory (`new/recipes/x.yaml`) is that path in both trees
-        rel = [_inside(f, Path(head)) for f in rel]
+    if not git_mode:  # a file named inside either directory (`new/recipes/x.yaml`) is that path in both trees
+        rel = [_inside(_inside(f, Path(head)), Path(base)) for f in rel]
     head_label = head or "working tree"
     with _materialised(base, top) as base_root, _materialised(head, top) as head_root:
         _check_sources(base_root, head_root, rel, base, head_label)

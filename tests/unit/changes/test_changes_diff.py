@@ -90,6 +90,9 @@ def test_workload_change_names_workload(tmp_path: Path) -> None:
     cs = changes_between(f"{old}..{new}")
     assert len(cs.changed) == 4 and {c.causes for c in cs.changed} == {("workload",)}
     assert all(any(f.startswith("workload.") for f in c.fields) for c in cs.changed)
+    # the recipe named inside either directory is that path on both sides (inside BASE's was "in neither")
+    for named in (path, old / "recipes" / "chg.yaml"):
+        assert len(changes_between(f"{old}..{new}", [named]).changed) == 4
 
 
 def test_a_missing_recipe_file_or_a_tree_without_recipes_is_refused_not_an_empty_change(tmp_path: Path) -> None:
