@@ -233,6 +233,8 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     setup_py = [{"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}},
                 {"uses": "actions/setup-python@v5", "with": {"python-version": python}},
                 {"name": "Install llmsweep", "run": install}]
+    # The store is the collect runner's: a sweep job's `run` would open (or fail to open) it too and store its one job
+    # there as a run of its own, so only the collect job is told it.
     env = {"LLMSWEEP_STORE": store} if store else {}
     matrix_cmd = _sh("llmsweep", "ci", "matrix", *recipe_args, *fleet_args, *label_args, "--event", _Env('"$EVENT"'),
                      "--github-output", _Env('"$GITHUB_OUTPUT"'), _Env('"$@"'))
@@ -298,6 +300,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         "needs": ["setup", "sweep"],
         "if": "always() && needs.setup.outputs.run == 'true' && needs.setup.outputs.count != '0'",
         "runs-on": collect_runner,
+        **({"env": env} if env else {}),
         "steps": [
             *setup_py,
             {"uses": "actions/download-artifact@v4", "with": {"pattern": ARTIFACT_PREFIX + "*", "path": "artifacts"}},
@@ -321,7 +324,6 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
                                  f"${{{{ {other_label} && format('-label-{{0}}', github.run_id) || '' }}}}",
                         "cancel-in-progress": True},
         "permissions": {"contents": "read"},
-        **({"env": env} if env else {}),
         "jobs": {"setup": setup, "sweep": sweep, "collect": collect},
     }
 

@@ -530,3 +530,12 @@ def test_the_workflow_sweeps_what_the_eval_labels_select(tmp_path: Path, on_pr: 
         assert {e["plan"] for e in pushed} == {""}
         assert sorted(e["job"] for e in pushed) == sorted(j.id for j in jobs_from_files([repo / "recipes" /
                                                                                         "chg.yaml"]))
+
+
+def test_the_ci_store_is_the_collect_jobs_only() -> None:
+    """`--ci-store PATH` was workflow-wide: every sweep job's `run` opened it (failing where the path is not on the
+    GPU runner, or storing its one job there as a run of its own)."""
+    doc = workflow([Path("recipes/chg.yaml")], store="/srv/llmsweep/store.sqlite")
+    assert "env" not in doc or "LLMSWEEP_STORE" not in doc["env"]
+    assert doc["jobs"]["collect"]["env"] == {"LLMSWEEP_STORE": "/srv/llmsweep/store.sqlite"}
+    assert "LLMSWEEP_STORE" not in str(doc["jobs"]["sweep"]) and "LLMSWEEP_STORE" not in str(doc["jobs"]["setup"])
