@@ -15,6 +15,7 @@ runtime reports how many answers that was (:attr:`EvalRun.reasoning_answers`).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -68,7 +69,23 @@ def check_harness(settings: EvalSettings) -> str | None:
                 f"venv .venv-lmeval && .venv-lmeval/bin/pip install 'lm-eval[api]=={PINNED_VERSION}'), or pass "
                 "--lm-eval PYTHON; --no-evals runs the throughput jobs alone")
     if not Path(python).is_file() or not os.access(python, os.X_OK):
-        return f"{ENV_VAR}/--lm-eval names {python}, which is not an executable file"
+        return (f"{ENV_VAR}/--lm-eval names {python}, which is not an executable file (fix: name the Python of a venv "
+                f"with lm-eval[api]=={PINNED_VERSION})")
+    return _imports_lm_eval(python)
+
+
+@functools.cache
+def _imports_lm_eval(python: str) -> str | None:
+    """Why `python` cannot run lm-eval (None when it imports it): checked once per interpreter, before any server
+    starts, so a job never launches a server for an eval that would die on `import lm_eval`."""
+    try:
+        proc = subprocess.run([python, "-c", "import lm_eval"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{ENV_VAR}/--lm-eval names {python}, which cannot be run ({exc})"
+    if proc.returncode != 0:
+        said = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return (f"{ENV_VAR}/--lm-eval names {python}, which cannot import lm_eval ({said}) (fix: install "
+                f"'lm-eval[api]=={PINNED_VERSION}' into it, or name the Python of a venv that has it)")
     return None
 
 
