@@ -138,6 +138,11 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
                           "matrix, and the workflow would fail",
                           fix="split the sweep (a workflow per recipe file or fleet label) until each has at most "
                               f"{GITHUB_MATRIX_LIMIT} jobs")
+    if not include and (evals_only or all_evals):  # the workflow then skips the sweep: never silently green
+        click.echo(f"warning: {'--evals-only' if evals_only else '--all-evals'} (the pull request's "
+                   f"{'evals-only' if evals_only else 'all-evals'} label) selects no job: no row of these recipes "
+                   "runs an eval (an 8k1k row at a concurrency of 16 or more; under all-evals, any 8k1k or agentic "
+                   "row), so nothing is swept", err=True)
     doc = {"include": include}
     if github_output is not None:
         with github_output.open("a", encoding="utf-8") as fh:

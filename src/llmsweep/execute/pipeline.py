@@ -437,6 +437,13 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
             event(f.render())
         files = ", ".join(str(f) for f in req.files)
         keys_said = f" with --config-keys {' '.join(req.config_keys)}" if req.config_keys else ""
+        if req.evals.evals_only or req.evals.all_evals:
+            flag = "--evals-only" if req.evals.evals_only else "--all-evals"
+            raise ConfigError(f"{files}{keys_said}: {flag} keeps only eval jobs, and the recipes have no row that "
+                              "runs an eval",
+                              fix="an eval row is an 8k1k row (isl 8192, osl 1024) at a concurrency of 16 or more, "
+                                  "or any 8k1k and agentic row under --all-evals; drop the flag to run the throughput "
+                                  "jobs")
         raise ConfigError(f"{files}{keys_said}: the recipes expand to no job",
                           fix="check the files hold recipes (the findings above), --config-keys and the recipes' "
                               "search spaces")

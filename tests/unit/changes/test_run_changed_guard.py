@@ -88,3 +88,17 @@ def test_files_named_from_outside_the_repository_are_its_paths(tmp_path: Path, m
     monkeypatch.chdir(tmp_path)  # beside the repository, not in it
     cs = changes_between(f"{base}..{head}", [Path("recipes/chg.yaml")], repo=repo)
     assert [j.conc for j in cs.added] == [8] and len(cs.changed) == 2
+
+
+def test_evals_only_on_recipes_without_eval_rows_says_so_in_run_and_ci_matrix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --evals-only` said "the recipes expand to no job" with a fix about --config-keys; `ci matrix
+    --evals-only` wrote count=0 without a word, so a pull request labelled evals-only swept nothing and looked green."""
+    recipe = write_recipe(tmp_path)  # isl 256: no 8k1k row, so no eval
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    code, _, err = _main(capsys, "run", str(recipe), "--evals-only", "--out", str(tmp_path / "out"), "--no-report")
+    assert code == 2 and "--evals-only keeps only eval jobs, and the recipes have no row that runs an eval" in err, err
+    assert "an eval row is an 8k1k row" in err
+    code, out, err = _main(capsys, "ci", "matrix", str(recipe), "--evals-only")
+    assert code == 0 and json.loads(out) == {"include": []}
+    assert "warning: --evals-only (the pull request's evals-only label) selects no job" in err, err
