@@ -63,7 +63,9 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
 
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     jobs = jobs_from_files(list(files), runner_config=runner_config)
-    matrix_entries(jobs, fleet, runner_labels=runner_labels)  # every runner label known before a workflow names it
+    # every runner label known before a workflow names it; and a plan GitHub cannot run as one matrix is refused here,
+    # not on every push to main, when the workflow's setup job would fail on it
+    _check_matrix_size(len(matrix_entries(jobs, fleet, runner_labels=runner_labels)))
     _say_refusals(jobs, files, runner_config)
     doc = workflow(list(files), source="changes" if source == "changes" else "matrix", baseline=baseline,
                    runner_config=runner_config, store=ci_store, collect_runner=collect_runner,
@@ -73,6 +75,14 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
                f"{', '.join(sorted({j.runner for j in jobs}))}", err=True)
     click.echo(str(out))
+
+
+def _check_matrix_size(n: int) -> None:
+    if n > GITHUB_MATRIX_LIMIT:
+        raise ConfigError(f"{n} jobs in one matrix: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a matrix, and "
+                          "the workflow would fail",
+                          fix="split the sweep (a workflow per recipe file or fleet label) until each has at most "
+                              f"{GITHUB_MATRIX_LIMIT} jobs")
 
 
 def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | None,
@@ -133,11 +143,7 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
     include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels, plans=plans)
     flags = dict(label_plans(evals_only=evals_only, all_evals=all_evals))
     _say_refusals(jobs, files, runner_config, parents, {job: flags[flag] for job, flag in plans.items()})
-    if len(include) > GITHUB_MATRIX_LIMIT:
-        raise ConfigError(f"{len(include)} jobs in one matrix: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a "
-                          "matrix, and the workflow would fail",
-                          fix="split the sweep (a workflow per recipe file or fleet label) until each has at most "
-                              f"{GITHUB_MATRIX_LIMIT} jobs")
+    _check_matrix_size(len(include))
     if not include and (evals_only or all_evals):  # the workflow then skips the sweep: never silently green
         click.echo(f"warning: {'--evals-only' if evals_only else '--all-evals'} (the pull request's "
                    f"{'evals-only' if evals_only else 'all-evals'} label) selects no job: no row of these recipes "

@@ -181,6 +181,11 @@ def test_ci_matrix_refuses_more_jobs_than_a_github_matrix_runs(tmp_path: Path) -
     res = CliRunner().invoke(cli, ["ci", "matrix", str(recipe)])
     assert isinstance(res.exception, ConfigError)  # exit 2 from the command line
     assert "301 jobs in one matrix: GitHub runs at most 256 jobs of a matrix" in str(res.exception)
+    # `ci github` refuses it too, before it writes a workflow whose setup job would fail on every push to main
+    out = tmp_path / "wf.yml"
+    res = CliRunner().invoke(cli, ["ci", "github", str(recipe), "--out", str(out)])
+    assert isinstance(res.exception, ConfigError) and "301 jobs in one matrix" in str(res.exception)
+    assert not out.exists()
 
 
 def _evaluate(expression: str, github: dict[str, object], matrix: dict[str, object] | None = None) -> object:
