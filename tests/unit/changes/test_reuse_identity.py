@@ -61,9 +61,10 @@ def test_a_simulated_jobs_identity_holds_the_simulators_digest_and_a_real_engine
     to it."""
     from llmsweep.sim import identity
 
-    sim_jobs = jobs_from_files([write_recipe(tmp_path)])  # `serve.engine: sim`
-    engine = tmp_path / "engine.yaml"
-    engine.write_text(REAL_ENGINE, encoding="utf-8")
+    sim_recipe = write_recipe(tmp_path)  # `serve.engine: sim`
+    sim_jobs = jobs_from_files([sim_recipe])
+    engine = tmp_path / "engine.yaml"  # the same recipe on its framework's engine (SGLang)
+    engine.write_text(sim_recipe.read_text().replace("    engine: { name: sim }\n", ""), encoding="utf-8")
     real_jobs = jobs_from_files([engine])
     real, simulated = reuse_keys(real_jobs, simulate=False), reuse_keys(sim_jobs, simulate=False)
     assert real and simulated and all("/measured/wall/" in key for key in real.values())
@@ -73,22 +74,6 @@ def test_a_simulated_jobs_identity_holds_the_simulators_digest_and_a_real_engine
     assert all(moved[j] != key for j, key in simulated.items())
 
 
-REAL_ENGINE = """\
-real:
-  image: lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730
-  model: Qwen/Qwen3.5-397B-A17B-FP8
-  model-prefix: qwen3.5
-  runner: mi300x
-  precision: fp8
-  framework: sglang
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - { isl: 256, osl: 64, search-space: [{ tp: 8, conc-list: [4] }] }
-  serve:
-    args:
-      --mem-fraction-static: 0.8
-"""
 
 
 def test_the_simulators_digest_moves_with_a_catalog_file_it_reads(tmp_path: Path,
