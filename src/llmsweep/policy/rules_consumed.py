@@ -170,7 +170,7 @@ def agentic_context(ctx: Context) -> Iterator[Finding]:
     from llmsweep.engines.base import token_count
     from llmsweep.evals.context import serving_job
     from llmsweep.policy.rules_input import recipe_model
-    from llmsweep.spec.workload import longest_request
+    from llmsweep.workload.build import longest_request
 
     for job, recipe in ctx.runnable_pairs():
         traces = job.workload.traces

@@ -50,21 +50,6 @@ CUT_256K_TOKENS = 256_000
 """The 256k corpora keep a request only when its in + out is at most this (research/agentx-spec: the 256k variant)."""
 
 
-def longest_request(traces: TraceSource) -> tuple[int, str] | None:
-    """(tokens, what says so) the longest request a trace source sends may reach, where the source itself says: a
-    synthetic corpus its `max-isl` (default: the full-scale 1M-token shape), a 256k corpus (an AgentX loader or
-    dataset id ending in 256k) its cut; None for another corpus or a local file (only reading it would tell)."""
-    if traces.synthetic is not None:
-        from llmsweep.workload.traces.synth import FULL_SCALE_ISL
-
-        max_isl = traces.synthetic.max_isl
-        return (max_isl, "its synthetic max-isl") if max_isl else (FULL_SCALE_ISL, "synthetic traces without a "
-                                                                    "max-isl, which take the full-scale shape")
-    if traces.hf is not None and traces.hf.lower().endswith("256k"):
-        return CUT_256K_TOKENS, f"{traces.hf}'s 256k cut (in + out)"
-    return None
-
-
 def default_corpus(model_prefix: str) -> str:
     """The AgentX loader id InferenceX picks for a model prefix."""
     return DEFAULT_CORPUS if model_prefix.startswith(MILLION_CONTEXT_FAMILIES) else DEFAULT_CORPUS_256K

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmsweep.errors import ConfigError
-from llmsweep.spec.workload import ResolvedWorkload, TraceSource
+from llmsweep.spec.workload import CUT_256K_TOKENS, ResolvedWorkload, SyntheticTraces, TraceSource
 from llmsweep.workload.agentic import AgenticConfig
 from llmsweep.workload.base import Api, Workload
 from llmsweep.workload.fixed import FixedLengthConfig
@@ -42,11 +42,28 @@ def fixed_config(
     return FixedLengthConfig(**{**values, **overrides})
 
 
+def longest_request(traces: TraceSource) -> tuple[int, str] | None:
+    """(tokens, what says so) the longest request a trace source sends may reach, where the source itself says: a
+    synthetic corpus its `max-isl` (default: the full-scale 1M-token shape), a 256k corpus (an AgentX loader or
+    dataset id ending in 256k) its cut; None for another corpus or a local file (only reading it would tell)."""
+    if traces.synthetic is not None:
+        said = ("its synthetic max-isl" if traces.synthetic.max_isl else
+                "synthetic traces without a max-isl, which take the full-scale shape")
+        return _max_isl(traces.synthetic), said
+    if traces.hf is not None and traces.hf.lower().endswith("256k"):
+        return CUT_256K_TOKENS, f"{traces.hf}'s 256k cut (in + out)"
+    return None
+
+
+def _max_isl(s: SyntheticTraces) -> int:
+    return s.max_isl or FULL_SCALE_ISL
+
+
 def _trace_source(traces: TraceSource) -> tuple[str, SynthProfile | None]:
     if traces.synthetic is not None:
         s = traces.synthetic
         profile = SynthProfile(
-            traces=s.traces, seed=s.seed, max_isl=s.max_isl or FULL_SCALE_ISL, max_osl=s.max_osl,
+            traces=s.traces, seed=s.seed, max_isl=_max_isl(s), max_osl=s.max_osl,
             subagents=s.subagents, **({"max_main_turns": max(3, s.max_turns)} if s.max_turns else {}),
         )
         return "synthetic", profile
