@@ -35,11 +35,16 @@ class Validation:
         """Findings about one job (:func:`findings_about`)."""
         return findings_about(job, self.findings, self.loaded.recipes)
 
+    @property
+    def unplannable(self) -> list[Finding]:
+        """The recipes that cannot be expanded into jobs (`plan.failed`): they stop a command that runs jobs."""
+        return [f for f in self.findings if f.rule == "plan.failed"]
+
     def refusals(self, job: Job) -> list[Finding]:
         """Every error that keeps `run` from running `job`: a recipe of the invocation that does not load or cannot
         be expanded into jobs (`raise_unrunnable` stops the whole run for it), and the job's own errors
         (`errors_about`)."""
-        stopping = [*self.loaded.errors, *(f for f in self.findings if f.rule == "plan.failed")]
+        stopping = [*self.loaded.errors, *self.unplannable]
         own = [f for f in errors_about(job, self.findings, self.loaded.recipes) if all(f is not s for s in stopping)]
         return [*stopping, *own]
 
@@ -48,7 +53,7 @@ class Validation:
         expanded into jobs stop it (ConfigError, exit 2), as `matrix` would; policy errors are left to refuse the jobs
         they name. Returns self."""
         self.loaded.raise_on_error()
-        unplannable = [f for f in self.findings if f.rule == "plan.failed"]
+        unplannable = self.unplannable
         if unplannable:
             raise ConfigError(
                 "recipes that cannot be expanded into jobs:\n" + "\n".join(f.render() for f in unplannable),
