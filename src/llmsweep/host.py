@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 
 def usable_cpus() -> int:
@@ -13,16 +16,46 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def stopped_by_parent_only() -> None:
+INTERRUPT_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
+"""The signals a terminal's Ctrl-C, a `kill -TERM -PGID`, a `timeout` or a closed SSH session send a whole process
+group (`execute.signals.INTERRUPT_SIGNALS` handles them in the CLI)."""
+
+
+def _interrupts(names: Iterable[str]) -> set[signal.Signals]:
+    return {getattr(signal, n) for n in names}
+
+
+def stopped_by_parent_only(names: Iterable[str] = INTERRUPT_SIGNAL_NAMES) -> None:
     """In a child process its parent stops through a channel of its own (a stop event, a closed pipe): ignore the
     interrupt signals — SIGINT, SIGTERM, SIGHUP — that a terminal's Ctrl-C, a `kill -TERM -PGID` or a closed SSH
     session send the whole process group, so that the parent's orderly stop (in-flight requests recorded as
     cancelled) is what ends it, not the signal, which killed a client worker with its requests unrecorded. The
-    parent's last resort is SIGKILL; a parent that dies takes the child with it (`exit_with_parent`)."""
-    import signal
+    parent's last resort is SIGKILL; a parent that dies takes the child with it (`exit_with_parent`).
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    A child started under :func:`interrupts_held` has them blocked until here, so that none ends it while it boots;
+    one that came meanwhile is discarded with the block, ignored."""
+    sigs = _interrupts(names)
+    for sig in sigs:
         signal.signal(sig, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+
+
+@contextmanager
+def interrupts_held(names: Iterable[str] = INTERRUPT_SIGNAL_NAMES) -> Iterator[None]:
+    """Block the interrupt signals in this thread while it starts a child that ignores them
+    (:func:`stopped_by_parent_only`): the child inherits the blocked mask through fork and exec, so a signal to the
+    whole process group cannot end it while its interpreter boots, before it ignores them (the record helper died
+    so under a `timeout -s INT`: the job failed with "the record helper process ended before it was ready" and the
+    signal was lost with it). This process handles a signal that came meanwhile once the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _interrupts(names))
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def resource_tracker_started() -> None:
@@ -30,17 +63,10 @@ def resource_tracker_started() -> None:
     SIGHUP blocked, as it then keeps it. The tracker ignores SIGINT and SIGTERM but not SIGHUP: a closed terminal
     (SIGHUP to the group) killed it, and its relaunch printed warnings and KeyError tracebacks after `interrupted by
     SIGHUP`. It ends when this process does. This process gets a SIGHUP that came meanwhile once it is unblocked."""
-    import signal
     from multiprocessing import resource_tracker
 
-    if not hasattr(signal, "pthread_sigmask"):
+    with interrupts_held(("SIGHUP",)):
         resource_tracker.ensure_running()
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
-    try:
-        resource_tracker.ensure_running()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def exit_with_parent() -> None:

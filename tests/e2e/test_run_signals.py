@@ -22,6 +22,8 @@ from test_run_support import (
     wait_for,
 )
 
+from llmsweep.client.config import RECORD_PROCESS_LANES
+
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
 SLOW = RECIPES / "slow-fixed-sim.yaml"
@@ -43,11 +45,13 @@ SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
 
 
 def start(args: list[str | Path], env: dict[str, str], log: Path, *,
-          sigint: signal.Handlers = signal.SIG_DFL) -> subprocess.Popen[bytes]:
-    """`llmsweep run` in the background, started with SIGINT at `sigint` (a script's `cmd &` starts it ignored)."""
+          sigint: signal.Handlers = signal.SIG_DFL, own_group: bool = False) -> subprocess.Popen[bytes]:
+    """`llmsweep run` in the background, started with SIGINT at `sigint` (a script's `cmd &` starts it ignored);
+    `own_group`: leading a process group of its own, which a test signals whole as `timeout` or a terminal does."""
     fh = open(log, "wb")  # noqa: SIM115 - the child's; closed with the test's tmp dir
     return subprocess.Popen(run_argv(*args, *LIVE), env=env, stdout=fh, stderr=subprocess.STDOUT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint), process_group=0 if own_group
+                            else None)
 
 
 def group_members(pgid: int) -> list[int]:
@@ -210,3 +214,40 @@ def test_sigint_with_client_worker_processes_stops_them_too(tmp_path: Path) -> N
                  "outlived the run)")
     finally:
         cleanup(proc, pgid)
+
+
+def test_sigint_to_the_process_group_as_a_jobs_record_helper_starts_stops_the_run_not_just_the_job(
+        tmp_path: Path) -> None:
+    """`timeout -s INT` signals the run's whole process group, the client's record helper too (a process of its own,
+    started for each job). Landing while the helper's interpreter booted, before it ignores the signals, it killed the
+    helper; the job failed with "the record helper process ended before it was ready", that error replaced the
+    interrupt, and the sweep ran its other jobs with the signal spent (a CI failure: `timeout -k` killed it)."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    busy = tmp_path / "busy.yaml"  # concurrencies whose streams go to a record helper (their 3 prompts run alike)
+    text = recipe(tmp_path).read_text()
+    assert "conc-list: [1, 2, 3]" in text
+    busy.write_text(text.replace("conc-list: [1, 2, 3]", f"conc-list: {[RECORD_PROCESS_LANES + i for i in range(3)]}"))
+    proc = start([busy, "--out", out], cli_env(tmp_path), log, own_group=True)
+    pgid = None
+    try:
+        helper = wait_for(lambda: _record_helper(proc.pid), timeout=90, what="the first job's record helper",
+                          proc=proc, log=log, poll_s=0.002)
+        os.killpg(proc.pid, signal.SIGINT)
+        rc = finish(proc, log)
+        text = log.read_text()
+        pgid = server_pgid(out)
+        assert rc == 130, text[-4000:]
+        assert not alive(helper), "the record helper outlived the run"
+        (job, *others) = sorted((out / "jobs").iterdir(), key=lambda j: not (j / "outcome.json").exists())
+        assert read_json(job / "outcome.json")["reasons"] == ["interrupted by SIGINT"], text[-4000:]
+        assert not [j for j in others if (j / "outcome.json").exists()], "the sweep ran on after the signal"
+        # the helper lived through the signal: the client wound down in order, saying why, rather than crashing
+        assert read_json(job / "run.json")["client"]["stop_reason"] == "interrupted by SIGINT"
+        assert "record helper" not in text, text[-4000:]
+    finally:
+        cleanup(proc, pgid)
+
+
+def _record_helper(pid: int) -> int | None:
+    """The record helper process `pid` started (the client's, one per job), once its interpreter runs."""
+    return next((c for c in children_of(pid) if b"llmsweep.client._record_helper" in read_proc(c, "cmdline")), None)

@@ -85,7 +85,7 @@ def start_cli(args: Sequence[str | Path], env: dict[str, str], log: Path) -> sub
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None,
-             log: Path | None = None) -> Any:
+             log: Path | None = None, poll_s: float = 0.1) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -94,7 +94,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, proc: subp
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"the run exited ({proc.returncode}) before {what}:\n"
                                  + (log.read_text(errors="replace")[-4000:] if log else ""))
-        time.sleep(0.1)
+        time.sleep(poll_s)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}"
                          + (f":\n{log.read_text(errors='replace')[-4000:]}" if log else ""))
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from llmsweep.client.records import RecordWriter
 from llmsweep.client.transport import RawExchange, to_record
-from llmsweep.host import stopped_by_parent_only
+from llmsweep.host import interrupts_held, stopped_by_parent_only
 from llmsweep.workload.base import RequestIdentity, RequestSpec
 
 log = logging.getLogger(__name__)
@@ -176,10 +176,11 @@ class RecordHelper:
         package_root = str(Path(__file__).resolve().parents[2])  # where `llmsweep` was imported from
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH"))))}
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "llmsweep.client._record_helper", json.dumps(spec)],
-                pass_fds=(inbox_r, outbox_w), stdin=subprocess.DEVNULL, env=env,
-            )
+            with interrupts_held():  # a signal to the group while it boots must not end it: it ignores them after
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "llmsweep.client._record_helper", json.dumps(spec)],
+                    pass_fds=(inbox_r, outbox_w), stdin=subprocess.DEVNULL, env=env,
+                )
         finally:
             os.close(inbox_r)
             os.close(outbox_w)

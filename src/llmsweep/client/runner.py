@@ -31,7 +31,13 @@ from llmsweep.client.folder import run_json, summarise_dir, write_run_json
 from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
 from llmsweep.client.scrape import MetricsScraper
 from llmsweep.errors import ConfigError
-from llmsweep.host import exit_with_parent, resource_tracker_started, stopped_by_parent_only, usable_cpus
+from llmsweep.host import (
+    exit_with_parent,
+    interrupts_held,
+    resource_tracker_started,
+    stopped_by_parent_only,
+    usable_cpus,
+)
 from llmsweep.metrics import GateConfig, Summary
 from llmsweep.metrics.gates import CLIENT_WORKER_DIED
 from llmsweep.metrics.model import MEASURED, Source
@@ -432,7 +438,8 @@ async def _run_processes(
             ) from exc
         proc = ctx.Process(target=_worker_main, args=(payload, stop, queue, barrier, marks),
                            name=f"llmsweep-worker-{w}")
-        proc.start()
+        with interrupts_held():  # a signal to the group while it boots must not end it: it ignores them after
+            proc.start()
         procs.append(proc)
     latest: dict[int, WorkerStats] = {w: WorkerStats(worker=w) for w in range(n)}
     reason: str | None = None

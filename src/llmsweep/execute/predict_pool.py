@@ -24,17 +24,16 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmsweep.engine_ids import SIM
 from llmsweep.errors import LlmsweepError
-from llmsweep.host import resource_tracker_started
+from llmsweep.host import interrupts_held, resource_tracker_started
 from llmsweep.metrics.model import VIRTUAL
 from llmsweep.plan.job import Job
 from llmsweep.plan.point import Point, points_of
@@ -259,29 +258,12 @@ _started: Any = None
 def _start_worker(started: Any) -> None:
     global _started
     # A terminal's Ctrl-C reaches the whole process group: the parent alone decides to stop. The worker was started
-    # with SIGINT blocked (`_sigint_held`), so none arrived while it was starting; from here on it is ignored.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    from llmsweep.host import exit_with_parent
+    # with SIGINT blocked (`host.interrupts_held`), so none arrived while it was starting; from here on it is ignored.
+    from llmsweep.host import exit_with_parent, stopped_by_parent_only
 
+    stopped_by_parent_only(("SIGINT",))  # a SIGTERM to the group ends a worker, as the parent's `_terminate` does
     exit_with_parent()
     _started = started
-
-
-@contextmanager
-def _sigint_held() -> Iterator[None]:
-    """Hold SIGINT back from this thread while it starts workers: a process inherits the blocked signal, so a
-    Ctrl-C cannot interrupt a worker still importing (it would print a traceback), and this process receives it,
-    once the block ends, as it would have without."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _predict_in_worker(index: int, unit: Unit, settings: Settings) -> list[Outcome]:
@@ -337,7 +319,7 @@ def _round(units: Sequence[Unit], todo: list[int], settings: Settings, processes
 
     try:
         pending: dict[Future[list[Outcome]], int] = {}
-        with _sigint_held():  # workers start on demand, one per submit up to `processes`
+        with interrupts_held(("SIGINT",)):  # workers start on demand, one per submit up to `processes`
             for i in todo:
                 pending[pool.submit(_predict_in_worker, i, units[i], settings)] = i
                 # the pool keeps its processes to itself, and Python 3.11 has no way to end them on request

@@ -353,9 +353,19 @@ def stop_then_raise() -> Iterator[StopRequest]:
     It is also the way to make sure a signal is not lost: a handler's exception lands wherever the main thread is,
     and a library's bare `except:` there swallows it (Cython's module set-up registers its memoryview types under
     one: a signal landing while `numpy.random` is first imported was dropped, and the run went on to exit 0).
+
+    An error the block raises after a signal came is raised as the signal's interrupt (from that error): the user
+    asked to stop, and the stop may be what made the error (a `timeout -s INT` reached the client's record helper
+    too, which died, and the job failed with "the record helper process ended before it was ready"). As a plain
+    error, the job failed and the sweep ran on, the signal spent, until `timeout -k` killed it with its server.
     """
     with stop_on_signal() as request:
-        yield request
+        try:
+            yield request
+        except Exception as exc:
+            if request.signum is None:
+                raise
+            raise Interrupted(request.signum) from exc
     if request.signum is not None:
         raise Interrupted(request.signum)
 

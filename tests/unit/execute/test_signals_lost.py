@@ -291,3 +291,17 @@ def test_a_teardown_error_that_replaced_the_interrupt_unwinds_the_sweep_as_the_s
         settle(job, tmp_path, time.monotonic(), measure)  # type: ignore[arg-type]
     assert caught.value.signum == signal.SIGINT
     assert json.loads((tmp_path / "outcome.json").read_text())["reasons"] == ["interrupted by SIGINT"]
+
+
+@pytest.mark.usefixtures("installed")
+def test_an_error_a_stopped_benchmark_raises_unwinds_as_the_signal() -> None:
+    """The stop a signal asked for can make the load end in an error (the same signal, sent to the whole process
+    group, killed the client's record helper as it booted): the error must not stand for the interrupt, or the job
+    fails as any job fails and the sweep runs on with the signal spent."""
+    with pytest.raises(signals.Interrupted) as caught, signals.stop_then_raise():
+        signal.raise_signal(signal.SIGINT)  # noted, not raised: the load stops at its next poll
+        sum(range(1000))
+        raise RuntimeError("the record helper process ended before it was ready")
+    assert caught.value.signum == signal.SIGINT and isinstance(caught.value.__cause__, RuntimeError)
+    with pytest.raises(RuntimeError), signals.stop_then_raise():  # without a signal, an error is the error
+        raise RuntimeError("the server closed the connection")
