@@ -128,10 +128,10 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
     may not exist (a typo). GitHub's runners can carry labels the fleet file omits — InferenceX's own master names
     `cluster:mi325x-tw`, which its runners.yaml does not list — so `runner_labels` vouches for those."""
     if fleet is not None:
-        unknown = sorted({j.runner_label for j in jobs
-                          if not fleet.has_label(j.runner_label) and j.runner_label not in runner_labels})
+        known = fleet.vouching(runner_labels)
+        unknown = sorted({j.runner_label for j in jobs if not known.has_label(j.runner_label)})
         if unknown:
-            flags = " ".join(f"--runner-label {label}" for label in unknown)
+            flags = " ".join(f"{_flag('runner_labels')} {label}" for label in unknown)
             raise ConfigError(f"runner label(s) {', '.join(unknown)} are not in the fleet file {fleet.file}: a job "
                               "on a label no runner carries waits forever",
                               fix=f"fix the recipe's runner; or add the label to the runner file (--runner-config); "
@@ -149,15 +149,16 @@ def carries_eval(job: Job) -> bool:
 
 
 def runner_refusals(jobs: Sequence[Job], files: Sequence[Path], runner_config: Path | None = None, *,
-                    parents: Mapping[str, str] | None = None,
-                    evals: Mapping[str, EvalOptions] | None = None) -> dict[str, list[Job]]:
+                    parents: Mapping[str, str] | None = None, evals: Mapping[str, EvalOptions] | None = None,
+                    runner_labels: Sequence[str] = ()) -> dict[str, list[Job]]:
     """The jobs the workflow's `llmsweep run FILES --only-job ID` will refuse on the runner whatever it has installed
     (reason -> jobs; a multi-node job's points apart, `<id>-conc<N>`, as `run` runs them): asked of the run's own
     refusal with the options that step uses (a real engine, no `--live`, the local executor) and the policy errors
     `validate` finds in `files` about each job, lm-eval counted as present (an eval entry installs it). A concurrency
     slice (`parents`: its id -> the planned job it was cut from) hears what was found about that job, or about its
     point at the slice's concurrency (`policy.planning.follow_slices`). `evals`: the eval flags each job id is planned
-    under (:func:`label_plans`; default the plain plan), which `validate` plans its findings' job ids under too. Such
+    under (:func:`label_plans`; default the plain plan), which `validate` plans its findings' job ids under too.
+    `runner_labels`: the labels vouched for, which the workflow's `run` is given too (`--runner-label`). Such
     a job keeps its matrix entry — its refusal, with the reason and fix, is its outcome in the collected run — and `ci
     matrix` says it up front."""
     from llmsweep.execute.pipeline import job_refusal
@@ -168,7 +169,7 @@ def runner_refusals(jobs: Sequence[Job], files: Sequence[Path], runner_config: P
     out: dict[str, list[Job]] = {}
     for flags in {evals.get(j.id, plain) for j in jobs}:  # one validation per plan the jobs come from
         mine = [j for j in jobs if evals.get(j.id, plain) == flags]
-        checked = validate_files(list(files), runner_config=runner_config, evals=flags)
+        checked = validate_files(list(files), runner_config=runner_config, evals=flags, runner_labels=runner_labels)
         keys = list(checked.loaded.recipes)
         points, findings = as_points(mine, follow_slices(checked.findings,
                                                          [(j, parents[j.id]) for j in mine if j.id in parents]))
@@ -213,10 +214,12 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
              python: str = "3.11", install: str = "pip install .", name: str = "llmsweep sweep",
              runner_labels: Sequence[str] = ()) -> dict[str, Any]:
     """The workflow document (a dict, dumped as YAML by :func:`write_workflow`); `runner_labels` are passed on to
-    `ci matrix` (labels GitHub's runners carry that the fleet file does not list)."""
+    `ci matrix` and to each runner job's `run` (labels GitHub's runners carry that the fleet file does not list)."""
     recipe_args = [str(f) for f in files]
     fleet_args = ["--runner-config", str(runner_config)] if runner_config is not None else []
-    label_args = [arg for label in runner_labels for arg in ("--runner-label", label)]
+    # the labels vouched for go to every command that plans and checks the jobs: `ci matrix`, and the runner job's
+    # `run`, whose policy check would otherwise refuse every job on them as an unknown label
+    label_args = [arg for label in runner_labels for arg in (_flag("runner_labels"), label)]
     labels = "github.event.pull_request.labels.*.name"
     run_if = " || ".join([f"contains({labels}, '{label}')" for label in RUN_LABELS])
 
@@ -286,7 +289,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             # planned as `ci matrix` planned it (`plan`: the eval labels' `run` flag): an eval-only job's id exists
             # only in the plan of --evals-only/--all-evals, and an all-evals throughput job is run with --no-evals
             {"name": "Run the job", "env": {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"},
-             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, "--only-job", _Env('"$JOB"'),
+             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, *label_args, "--only-job", _Env('"$JOB"'),
                         _Env('${PLAN:+"$PLAN"}'), "--out", _Env('"runs/$JOB"'), "--no-report")},
             {"name": "Upload the job's results", "if": "always()", "uses": "actions/upload-artifact@v4",
              "with": {"name": ARTIFACT_PREFIX + "${{ matrix.job }}", "path": "runs/${{ matrix.job }}",

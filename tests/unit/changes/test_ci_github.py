@@ -276,6 +276,42 @@ def test_a_runner_label_the_fleet_file_omits_is_vouched_for_by_name(tmp_path: Pa
     assert "--runner-label cluster:mi325x-tw" in out.read_text()  # the workflow's own `ci matrix` step vouches too
 
 
+def test_a_vouched_runner_label_reaches_the_runner_jobs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workflow's own setup and runner scripts, run by bash: with `--runner-label`, the runner job's `llmsweep
+    run` runs the job it is given on that label. `ci github` passed the label to `ci matrix` only, so every runner's
+    `run` refused its job as an unknown label (`fleet.unknown-label`), and `ci github` said so and wrote it anyway."""
+    import yaml
+
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "llmsweep").write_text(f"#!{sys.executable}\nimport sys\nfrom llmsweep.cli.main import main\n"
+                                   "main(sys.argv[1:])\n")
+    (shim / "llmsweep").chmod(0o755)
+    recipe = write_recipe(tmp_path)
+    recipe.write_text(recipe.read_text().replace("runner: mi300x", "runner: cluster:mi325x-tw"))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / ".github" / "workflows" / "sweep.yml"
+    wrote = CliRunner().invoke(cli, ["ci", "github", "recipes/chg.yaml", "--out", str(out), "--runner-label",
+                                     "cluster:mi325x-tw"])
+    assert wrote.exit_code == 0, wrote.output
+    assert "refused" not in wrote.stderr, wrote.stderr  # nothing the runners' `run` will refuse
+    jobs = yaml.safe_load(out.read_text())["jobs"]
+    matrix_step, run_step = _step(jobs["setup"], "matrix"), _step(jobs["sweep"], "Run the job")
+    push: dict[str, Any] = {"event_name": "push", "event": {"action": None}}
+    outputs = tmp_path / "github-output"
+    env = {k: _interpolate(v, push) for k, v in matrix_step["env"].items()}
+    done = _bash(matrix_step["run"], tmp_path, {**env, "GITHUB_OUTPUT": str(outputs)}, shim)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entry = json.loads(dict(line.split("=", 1) for line in outputs.read_text().splitlines())["matrix"])["include"][0]
+    assert jobs["sweep"]["runs-on"] == ["self-hosted", "${{ matrix.runner }}"]
+    assert entry["runner"] == "cluster:mi325x-tw"
+    run_env = {k: _interpolate(v, push, entry) for k, v in run_step["env"].items()}
+    ran = _bash(run_step["run"], tmp_path, {**run_env, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite")}, shim)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    meta = json.loads((tmp_path / "runs" / entry["job"] / "run.json").read_text())
+    assert [(o["job_id"], o["status"]) for o in meta["outcomes"]] == [(entry["job"], "valid")]
+
+
 def _at_8k1k(path: Path) -> Path:
     """The scratch recipe at 8k1k, where InferenceX marks rows for an accuracy eval (`run-eval`)."""
     path.write_text(path.read_text().replace("isl: 256", "isl: 8192").replace("osl: 64", "osl: 1024"))
