@@ -29,6 +29,7 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -207,6 +208,31 @@ def _sh(*words: str) -> str:
     import shlex
 
     return " ".join(w if isinstance(w, _Env) else shlex.quote(w) for w in words)
+
+
+def workflow_root(out: Path) -> Path:
+    """The folder a workflow written to `out` runs in, where GitHub checks the repository out: the one holding the
+    `.github/workflows/` folder `out` is in (GitHub reads workflows only there); with `out` elsewhere, the git work tree
+    of the current directory, else the current directory (the default `--out` is written from there)."""
+    from llmsweep.changes.diff import git_toplevel
+
+    where = Path(os.path.abspath(out))
+    if where.parent.name == "workflows" and where.parent.parent.name == ".github":
+        return where.parent.parent.parent
+    return git_toplevel(Path.cwd()) or Path.cwd()
+
+
+def repo_path(path: Path, root: Path, what: str) -> Path:
+    """`path` (as typed: relative to the current directory, or absolute) relative to the repository `root` the
+    workflow runs in (:func:`workflow_root`), as its steps must name it. A path outside `root` is refused: the
+    runners check out the repository, and nothing else of this machine."""
+    for mine, top in ((Path(os.path.abspath(path)), Path(os.path.abspath(root))), (path.resolve(), root.resolve())):
+        if mine == top or top in mine.parents:
+            return mine.relative_to(top)
+    raise ConfigError(f"{what} {path} is outside the repository the workflow runs in ({root}): its runners check "
+                      "out that repository, and would not find the file",
+                      fix=f"move or copy it into {root} and pass that path; or write the workflow into the "
+                          "repository that holds it (--out <that repository>/.github/workflows/<name>.yml)")
 
 
 def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str | None = None,

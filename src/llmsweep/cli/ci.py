@@ -56,8 +56,14 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     against --baseline with the success rate.
     """
     from llmsweep.catalog.fleet import default_fleet, load_fleet
-    from llmsweep.changes.github import dump_workflow, matrix_entries, workflow
+    from llmsweep.changes.github import dump_workflow, matrix_entries, repo_path, workflow, workflow_root
     from llmsweep.plan import jobs_from_files
+
+    # The workflow's steps run at the root of the repository's checkout: they name the files relative to it, never as
+    # typed here (`../x.yaml`, an absolute path of this machine); a file outside the repository is refused.
+    root = workflow_root(out)
+    in_repo = [repo_path(f, root, "recipe path") for f in files]
+    fleet_in_repo = repo_path(runner_config, root, "runner file") if runner_config is not None else None
 
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     jobs = jobs_from_files(list(files), runner_config=runner_config)
@@ -65,13 +71,13 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     # not on every push to main, when the workflow's setup job would fail on it
     _check_matrix_size(len(matrix_entries(jobs, fleet, runner_labels=runner_labels)))
     _say_refusals(jobs, files, runner_config, runner_labels=runner_labels)
-    doc = workflow(list(files), source="changes" if source == "changes" else "matrix", baseline=baseline,
-                   runner_config=runner_config, store=ci_store, collect_runner=collect_runner,
+    doc = workflow(in_repo, source="changes" if source == "changes" else "matrix", baseline=baseline,
+                   runner_config=fleet_in_repo, store=ci_store, collect_runner=collect_runner,
                    runner_labels=runner_labels)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_workflow(doc), encoding="utf-8")
     click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
-               f"{', '.join(sorted({j.runner for j in jobs}))}", err=True)
+               f"{', '.join(sorted({j.runner for j in jobs}))}; recipe paths relative to {root}", err=True)
     click.echo(str(out))
 
 

@@ -182,7 +182,7 @@ def test_ci_matrix_refuses_more_jobs_than_a_github_matrix_runs(tmp_path: Path) -
     assert isinstance(res.exception, ConfigError)  # exit 2 from the command line
     assert "301 jobs in one matrix: GitHub runs at most 256 jobs of a matrix" in str(res.exception)
     # `ci github` refuses it too, before it writes a workflow whose setup job would fail on every push to main
-    out = tmp_path / "wf.yml"
+    out = tmp_path / ".github" / "workflows" / "wf.yml"  # the repository the workflow runs in holds the recipe
     res = CliRunner().invoke(cli, ["ci", "github", str(recipe), "--out", str(out)])
     assert isinstance(res.exception, ConfigError) and "301 jobs in one matrix" in str(res.exception)
     assert not out.exists()
@@ -276,17 +276,63 @@ def test_a_runner_label_the_fleet_file_omits_is_vouched_for_by_name(tmp_path: Pa
     assert "--runner-label cluster:mi325x-tw" in out.read_text()  # the workflow's own `ci matrix` step vouches too
 
 
+def _cli_shim(tmp_path: Path) -> Path:
+    """A folder holding `llmsweep`: the CLI of the tree under test, for a workflow step run by bash."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "llmsweep").write_text(f"#!{sys.executable}\nimport sys\nfrom llmsweep.cli.main import main\n"
+                                   "main(sys.argv[1:])\n")
+    (shim / "llmsweep").chmod(0o755)
+    return shim
+
+
+@pytest.mark.parametrize("typed", ["relative", "absolute"])
+def test_the_workflow_names_the_recipes_relative_to_the_repository_root(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        typed: str) -> None:
+    """`ci github` run from a subfolder (`../recipes/chg.yaml`) or given absolute paths wrote them into the workflow
+    as typed; its steps run at the root of the repository's checkout on another machine, where neither names the
+    file. A recipe outside the repository is refused: the runners would not have it."""
+    import yaml
+
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    git(repo, "init", "-q")
+    recipe = write_recipe(repo)
+    fleet = repo / "fleet.yaml"
+    fleet.write_text("labels:\n  mi300x: [mi300x-amds_0]\n")
+    monkeypatch.chdir(repo / "sub")
+    out = repo / ".github" / "workflows" / "sweep.yml"
+    given = ["../recipes/chg.yaml", "../fleet.yaml"] if typed == "relative" else [str(recipe), str(fleet)]
+    wrote = CliRunner().invoke(cli, ["ci", "github", given[0], "--runner-config", given[1], "--out", str(out)])
+    assert wrote.exit_code == 0, wrote.output
+    jobs = yaml.safe_load(out.read_text())["jobs"]
+    matrix_step, run_step = _step(jobs["setup"], "matrix"), _step(jobs["sweep"], "Run the job")
+    for step in (matrix_step, run_step):
+        assert "recipes/chg.yaml --runner-config fleet.yaml " in step["run"]
+        assert "../" not in step["run"] and str(repo) not in step["run"]
+    # the setup step, run at the repository root as GitHub runs it, plans the recipe
+    push: dict[str, Any] = {"event_name": "push", "event": {"action": None}}
+    outputs = tmp_path / "github-output"
+    env = {k: _interpolate(v, push) for k, v in matrix_step["env"].items()}
+    done = _bash(matrix_step["run"], repo, {**env, "GITHUB_OUTPUT": str(outputs)}, _cli_shim(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"count={len(jobs_from_files([recipe], runner_config=fleet))}" in outputs.read_text().splitlines()
+    outside = tmp_path / "outside.yaml"
+    shutil.copy(recipe, outside)
+    refused = CliRunner().invoke(cli, ["ci", "github", str(outside), "--out", str(out)])
+    assert isinstance(refused.exception, ConfigError), refused.output
+    assert f"{outside} is outside the repository the workflow runs in ({repo})" in refused.exception.message
+    assert f"move or copy it into {repo}" in (refused.exception.fix or "")
+
+
 def test_a_vouched_runner_label_reaches_the_runner_jobs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The workflow's own setup and runner scripts, run by bash: with `--runner-label`, the runner job's `llmsweep
     run` runs the job it is given on that label. `ci github` passed the label to `ci matrix` only, so every runner's
     `run` refused its job as an unknown label (`fleet.unknown-label`), and `ci github` said so and wrote it anyway."""
     import yaml
 
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "llmsweep").write_text(f"#!{sys.executable}\nimport sys\nfrom llmsweep.cli.main import main\n"
-                                   "main(sys.argv[1:])\n")
-    (shim / "llmsweep").chmod(0o755)
+    shim = _cli_shim(tmp_path)
     recipe = write_recipe(tmp_path)
     recipe.write_text(recipe.read_text().replace("runner: mi300x", "runner: cluster:mi325x-tw"))
     monkeypatch.chdir(tmp_path)
