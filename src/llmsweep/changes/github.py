@@ -58,6 +58,9 @@ EVAL_LABELS = (EVALS_ONLY_LABEL, ALL_EVALS_LABEL)
 removing one restarts the sweep, but only while one of `SWEEP_LABELS` is on the pull request: alone they run
 nothing."""
 ARTIFACT_PREFIX = "bmk_"
+COLLECTED = "${{ !cancelled() && hashFiles('sweep/run.json') != '' }}"
+"""The collect job's steps after `ci collect`: they run when it wrote the merged run, though it exits 1 for a job
+without a result, and not when the workflow run is cancelled."""
 
 
 def _flag(concept: str) -> str:
@@ -325,6 +328,16 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     compare = ([{"name": "Compare with the baseline and post the verdict",
                  "run": _sh("llmsweep", "compare", "--baseline", baseline, "sweep", "--format", "markdown",
                             "--no-history") + ' >> "$GITHUB_STEP_SUMMARY"'}] if baseline else [])
+    after_collect: list[dict[str, Any]] = [
+        {"name": "Store the results", "run": "llmsweep results ingest sweep"},
+        {"name": "Dashboard", "run": "llmsweep report sweep"},
+        {"name": "Upload the dashboard", "uses": "actions/upload-artifact@v4",
+         "with": {"name": "dashboard", "path": "sweep/report"}},
+        {"name": "Link the unofficial run",
+         "env": {"RUN_URL": "${{ github.server_url }}/${{ github.repository }}/actions/runs/${{ github.run_id }}"},
+         "run": 'echo "Unofficial run: $RUN_URL (artifacts: dashboard, bmk_<job>)" >> "$GITHUB_STEP_SUMMARY"'},
+        *compare,
+    ]
     collect = {
         "needs": ["setup", "sweep"],
         "if": "always() && needs.setup.outputs.run == 'true' && needs.setup.outputs.count != '0'",
@@ -333,16 +346,12 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         "steps": [
             *setup_py,
             {"uses": "actions/download-artifact@v4", "with": {"pattern": ARTIFACT_PREFIX + "*", "path": "artifacts"}},
+            # exits 1 when a job has no result (the collect job fails, as the sweep did), after writing the run:
+            # the steps after it still store, report and compare whatever the sweep measured
             {"name": "Merge the jobs into one run", "env": {"JOBS": "${{ needs.setup.outputs.jobs }}"},
              "run": _sh("llmsweep", "ci", "collect", "artifacts", "--out", "sweep", "--run-id",
                         _Env('"gh-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT"'), "--expected-env", "JOBS")},
-            {"name": "Store the results", "run": "llmsweep results ingest sweep"},
-            {"name": "Dashboard", "run": "llmsweep report sweep"},
-            {"uses": "actions/upload-artifact@v4", "with": {"name": "dashboard", "path": "sweep/report"}},
-            {"name": "Link the unofficial run",
-             "env": {"RUN_URL": "${{ github.server_url }}/${{ github.repository }}/actions/runs/${{ github.run_id }}"},
-             "run": 'echo "Unofficial run: $RUN_URL (artifacts: dashboard, bmk_<job>)" >> "$GITHUB_STEP_SUMMARY"'},
-            *compare,
+            *({"name": step["name"], "if": COLLECTED, **step} for step in after_collect),
         ],
     }
     return {
@@ -381,34 +390,59 @@ def dump_workflow(doc: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------------ collect
 
 
+NO_ARTIFACT = "no artifact: the matrix job did not upload its results"
+
+
 def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] = ()) -> dict[str, Any]:
     """Merge per-job run folders (one `llmsweep run --only-job` each) into one run folder; returns its run.json.
 
-    An expected job without an artifact is recorded as failed, so the sweep's success rate counts it."""
+    Every run folder's outcomes are kept, a refused job's too (its folder holds run.json and no `jobs/`). A job is
+    recorded as failed, with the reason, so the sweep's success rate counts it, when its artifact's run.json cannot
+    be read (truncated, not JSON, not a run's record: which file and what is wrong), holds no outcome for it (the run
+    stopped before it finished), or when its artifact holds no run.json or there is no artifact at all."""
     if not artifacts.is_dir():
         raise ConfigError(f"{artifacts} is not a directory", fix="download the bmk_* artifacts into it first")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty", fix="collect into a new directory")
     (out / "jobs").mkdir(parents=True, exist_ok=True)
     outcomes: dict[str, dict[str, Any]] = {}
+    broken: dict[str, dict[str, Any]] = {}  # jobs whose artifact says nothing readable about them; outcomes win
     keys: dict[str, str] = {}
     started: list[str] = []
     first: dict[str, Any] = {}
-    for meta_path in sorted(artifacts.glob("**/run.json")):
+
+    def failed(job: str, reason: str) -> None:
+        broken.setdefault(job, {"job_id": job, "exp_name": "", "status": "failed", "reasons": [reason]})
+
+    # a run folder's run.json, not a job's own (`jobs/<id>/run.json`, the client's record)
+    run_files = [p for p in sorted(artifacts.glob(f"**/{RUN_FILE}"))
+                 if "jobs" not in p.relative_to(artifacts).parts[:-1]]
+    for meta_path in run_files:
         run_dir = meta_path.parent
-        if not (run_dir / "jobs").is_dir():
-            continue  # a job's own run.json (client record), not a run folder
-        meta = json.loads(meta_path.read_text())
+        job_dirs = sorted(p for p in (run_dir / "jobs").iterdir() if p.is_dir()) if (run_dir / "jobs").is_dir() else []
+        meta, problem = _read_run_meta(meta_path)
+        if meta is None:
+            for job in _artifact_jobs(run_dir, job_dirs) or [run_dir.relative_to(artifacts).as_posix()]:
+                failed(job, f"{meta_path} {problem}")
+            continue
         first = first or meta
-        started += [meta["started"]] if meta.get("started") else []
+        started += [meta["started"]] if isinstance(meta.get("started"), str) else []
         keys.update(meta.get("reuse_keys") or {})
         for o in meta.get("outcomes") or []:
             outcomes[o["job_id"]] = o
-        for job_dir in sorted(p for p in (run_dir / "jobs").iterdir() if p.is_dir()):
+        for job in meta.get("expected_job_ids") or []:
+            failed(job, f"{meta_path} records no outcome for this job: its run stopped before it finished (the "
+                        "runner job was cancelled, timed out or killed)")
+        for job_dir in job_dirs:
             shutil.copytree(job_dir, out / "jobs" / job_dir.name, dirs_exist_ok=True)
+    with_run_file = {p.parent for p in run_files}
+    for folder in sorted(p for p in artifacts.iterdir() if p.is_dir() and p.name.startswith(ARTIFACT_PREFIX)):
+        if not any(folder == d or folder in d.parents for d in with_run_file):
+            failed(folder.name.removeprefix(ARTIFACT_PREFIX),
+                   f"artifact {folder} holds no {RUN_FILE}: the job's run did not start, or did not get to write it")
+    outcomes = {**broken, **outcomes}
     for job in expected:
-        outcomes.setdefault(job, {"job_id": job, "exp_name": "", "status": "failed",
-                                  "reasons": ["no artifact: the matrix job did not upload its results"]})
+        outcomes.setdefault(job, {"job_id": job, "exp_name": "", "status": "failed", "reasons": [NO_ARTIFACT]})
     meta = {
         "run_id": run_id, "llmsweep_version": first.get("llmsweep_version"), "executor": first.get("executor"),
         "recipe_files": first.get("recipe_files"), "measurement": first.get("measurement"),
@@ -419,3 +453,35 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
     }
     (out / RUN_FILE).write_text(json.dumps(meta, indent=2))
     return meta
+
+
+def _read_run_meta(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """A run folder's run.json as a run's record, or None and what is wrong with it (said after its path)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"cannot be read ({exc})"
+    if not text.strip():
+        return None, "is empty: the file was cut short (the run was killed while writing it, or the upload was cut)"
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, (f"is not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno} of its {len(text)} "
+                      "characters): the file is truncated or corrupt")
+    if not isinstance(meta, dict):
+        return None, f"is not a run's record: a JSON {type(meta).__name__}, not an object"
+    outcomes = meta.get("outcomes")
+    if outcomes is not None and not (isinstance(outcomes, list) and all(
+            isinstance(o, dict) and isinstance(o.get("job_id"), str) and isinstance(o.get("status"), str)
+            for o in outcomes)):
+        return None, "is not a run's record: `outcomes` is not a list of outcomes, each with a `job_id` and a `status`"
+    expected = meta.get("expected_job_ids")
+    if expected is not None and not (isinstance(expected, list) and all(isinstance(j, str) for j in expected)):
+        return None, "is not a run's record: `expected_job_ids` is not a list of job ids"
+    return meta, ""
+
+
+def _artifact_jobs(run_dir: Path, job_dirs: Sequence[Path]) -> list[str]:
+    """The jobs an artifact holds, told by its name (`bmk_<job id>`) and its job folders, when its run.json cannot."""
+    named = [run_dir.name.removeprefix(ARTIFACT_PREFIX)] if run_dir.name.startswith(ARTIFACT_PREFIX) else []
+    return list(dict.fromkeys([*named, *(d.name for d in job_dirs)]))

@@ -170,8 +170,10 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
 @click.option("--run-id", required=True, help="Id of the merged run (e.g. gh-<run id>-<attempt>).")
 @click.option("--expected-env", default=None, metavar="NAME",
               help="Environment variable holding the JSON list of every job id the sweep expected.")
-def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | None) -> None:
-    """Merge the per-job run folders of a CI sweep into one run folder (missing jobs recorded as failed)."""
+def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | None) -> int:
+    """Merge the per-job run folders of a CI sweep into one run folder. A job without a result is recorded with its
+    reason (refused, failed, invalid; no artifact, or an artifact whose run.json cannot be read) and said on stderr;
+    the exit status is then 1, as `run`'s for a job without a result (the run folder is written either way)."""
     from llmsweep.changes.github import collect
     from llmsweep.errors import ConfigError
 
@@ -185,5 +187,10 @@ def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | Non
     meta = collect(artifacts, out, run_id=run_id, expected=expected)
     from llmsweep.metrics.model import SUCCESS_STATUSES
 
-    ok = sum(o["status"] in SUCCESS_STATUSES for o in meta["outcomes"])
-    click.echo(f"collected {len(meta['outcomes'])} job(s) into {out} ({ok} with a result)", err=True)
+    missed = [o for o in meta["outcomes"] if o["status"] not in SUCCESS_STATUSES]
+    click.echo(f"collected {len(meta['outcomes'])} job(s) into {out} "
+               f"({len(meta['outcomes']) - len(missed)} with a result)", err=True)
+    for o in missed:
+        reasons = o.get("reasons") or ["no reason recorded"]
+        click.echo(f"  {o['status']}: {o['job_id']}: {reasons[0]}", err=True)
+    return 1 if missed else 0

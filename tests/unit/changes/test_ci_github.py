@@ -150,6 +150,62 @@ def test_collect_merges_job_runs_and_counts_a_missing_one_as_failed(tmp_path: Pa
         collect(artifacts, tmp_path / "sweep", run_id="again")
 
 
+def test_collect_records_each_unreadable_artifact_as_its_jobs_failure_and_goes_on(tmp_path: Path) -> None:
+    """A truncated run.json in one artifact stopped `ci collect` with a traceback, and nothing was collected; a
+    refused job (run.json, no `jobs/`), a run stopped before its outcomes and an artifact without run.json were each
+    said to have no artifact. Each is now its job's failure with the file and what is wrong, every other artifact is
+    collected, and the workflow's collect step exits 1 after writing the run, its later steps still running."""
+    artifacts = tmp_path / "artifacts"
+
+    def artifact(job: str, meta: dict[str, Any] | None, *, job_dir: bool = True) -> Path:
+        run = artifacts / f"bmk_{job}"
+        run.mkdir(parents=True)
+        if job_dir:
+            (run / "jobs" / job).mkdir(parents=True)
+            (run / "jobs" / job / "job.json").write_text(json.dumps({"id": job}))
+            (run / "jobs" / job / "run.json").write_text("{}")  # the job's own record, not a run's
+        if meta is not None:
+            (run / "run.json").write_text(json.dumps({"run_id": f"r-{job}", "started": "2026-01-01T00:00:00+00:00",
+                                                      "expected_job_ids": [job], **meta}, indent=2))
+        return run / "run.json"
+
+    artifact("job-a", {"outcomes": [{"job_id": "job-a", "exp_name": "x", "status": "valid"}]})
+    cut = artifact("job-b", {"outcomes": [{"job_id": "job-b", "exp_name": "x", "status": "valid"}]})
+    cut.write_text(cut.read_text()[:60])  # the upload was cut short
+    artifact("job-c", {"outcomes": [{"job_id": "job-c", "exp_name": "x", "status": "refused",
+                                     "reasons": ["policy error [fleet.unknown-label] ..."]}]}, job_dir=False)
+    artifact("job-d", {})  # the runner job was cancelled while its run ran: no outcomes yet
+    artifact("job-e", None)
+    expected = [f"job-{c}" for c in "abcdef"]
+    meta = collect(artifacts, tmp_path / "merged", run_id="gh-1-1", expected=expected)
+    got = {o["job_id"]: (o["status"], o.get("reasons") or []) for o in meta["outcomes"]}
+    assert meta["expected_job_ids"] == expected
+    assert got["job-a"] == ("valid", [])
+    assert got["job-b"][0] == "failed"
+    assert got["job-b"][1][0].startswith(f"{cut} is not valid JSON (Unterminated string starting at: line 3, ")
+    assert got["job-b"][1][0].endswith("the file is truncated or corrupt")
+    assert got["job-c"] == ("refused", ["policy error [fleet.unknown-label] ..."])
+    assert got["job-d"] == ("failed", [f"{artifacts / 'bmk_job-d' / 'run.json'} records no outcome for this job: its "
+                                       "run stopped before it finished (the runner job was cancelled, timed out or "
+                                       "killed)"])
+    assert got["job-e"] == ("failed", [f"artifact {artifacts / 'bmk_job-e'} holds no run.json: the job's run did "
+                                       "not start, or did not get to write it"])
+    assert got["job-f"] == ("failed", ["no artifact: the matrix job did not upload its results"])
+    assert sorted(p.name for p in (tmp_path / "merged" / "jobs").iterdir()) == ["job-a", "job-d"]
+    # the workflow's collect step, as GitHub runs it: the run written, every failure said, exit 1
+    steps = workflow([Path("recipes/chg.yaml")])["jobs"]["collect"]["steps"]
+    merge = _step({"steps": steps}, "Merge the jobs into one run")
+    env = {"JOBS": json.dumps(expected), "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "1"}
+    done = _bash(merge["run"], tmp_path, env, _cli_shim(tmp_path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "  failed: job-b: artifacts/bmk_job-b/run.json is not valid JSON (Unterminated" in done.stderr
+    assert "collected 6 job(s) into sweep (1 with a result)" in done.stderr
+    written = json.loads((tmp_path / "sweep" / "run.json").read_text())["outcomes"]
+    assert [(o["job_id"], o["status"]) for o in written] == [(o["job_id"], o["status"]) for o in meta["outcomes"]]
+    after = steps[steps.index(merge) + 1:]
+    assert after and all(s["if"] == "${{ !cancelled() && hashFiles('sweep/run.json') != '' }}" for s in after)
+
+
 def test_ci_matrix_refuses_changed_jobs_its_files_do_not_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The workflow compared the branch's two commits while planning the merge checkout: a pull request's own job
     whose id differs once merged was dropped from the matrix without a word."""
