@@ -9,6 +9,7 @@ Validation keeps InferenceX's messages (spec §1.7) and adds the file:line.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -41,13 +42,22 @@ class FleetCatalog(BaseModel):
     labels: dict[str, list[str]] = Field(description="Scheduling label → node names.")
     hardware: dict[str, HardwareFacts] = Field(default_factory=dict, description="Label → host facts.")
     file: str = Field(default="<packaged>", exclude=True, description="Where the fleet was read from.")
+    vouched: frozenset[str] = Field(default_factory=frozenset, exclude=True,
+                                    description="Labels the file omits that a user vouches runners carry "
+                                                "(`--runner-label`): known, with no nodes listed.")
+
+    def vouching(self, labels: Iterable[str]) -> FleetCatalog:
+        """This fleet with `labels` known too: labels GitHub's self-hosted runners carry that the file omits
+        (`--runner-label`, e.g. InferenceX's `cluster:mi325x-tw`). They list no nodes, as any unlisted label."""
+        extra = frozenset(labels) - self.vouched
+        return self.model_copy(update={"vouched": self.vouched | extra}) if extra else self
 
     def nodes(self, label: str) -> list[str]:
         """Concrete nodes of a label ([] for a label the fleet does not list — InferenceX accepts those)."""
         return list(self.labels.get(label, []))
 
     def has_label(self, label: str) -> bool:
-        return label in self.labels
+        return label in self.labels or label in self.vouched
 
     def hardware_of(self, label: str) -> HardwareFacts | None:
         """Host facts recorded for exactly this label, or None."""

@@ -29,6 +29,7 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -57,6 +58,9 @@ EVAL_LABELS = (EVALS_ONLY_LABEL, ALL_EVALS_LABEL)
 removing one restarts the sweep, but only while one of `SWEEP_LABELS` is on the pull request: alone they run
 nothing."""
 ARTIFACT_PREFIX = "bmk_"
+COLLECTED = "${{ !cancelled() && hashFiles('sweep/run.json') != '' }}"
+"""The collect job's steps after `ci collect`: they run when it wrote the merged run, though it exits 1 for a job
+without a result, and not when the workflow run is cancelled."""
 
 
 def _flag(concept: str) -> str:
@@ -128,10 +132,10 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
     may not exist (a typo). GitHub's runners can carry labels the fleet file omits — InferenceX's own master names
     `cluster:mi325x-tw`, which its runners.yaml does not list — so `runner_labels` vouches for those."""
     if fleet is not None:
-        unknown = sorted({j.runner_label for j in jobs
-                          if not fleet.has_label(j.runner_label) and j.runner_label not in runner_labels})
+        known = fleet.vouching(runner_labels)
+        unknown = sorted({j.runner_label for j in jobs if not known.has_label(j.runner_label)})
         if unknown:
-            flags = " ".join(f"--runner-label {label}" for label in unknown)
+            flags = " ".join(f"{_flag('runner_labels')} {label}" for label in unknown)
             raise ConfigError(f"runner label(s) {', '.join(unknown)} are not in the fleet file {fleet.file}: a job "
                               "on a label no runner carries waits forever",
                               fix=f"fix the recipe's runner; or add the label to the runner file (--runner-config); "
@@ -149,15 +153,16 @@ def carries_eval(job: Job) -> bool:
 
 
 def runner_refusals(jobs: Sequence[Job], files: Sequence[Path], runner_config: Path | None = None, *,
-                    parents: Mapping[str, str] | None = None,
-                    evals: Mapping[str, EvalOptions] | None = None) -> dict[str, list[Job]]:
+                    parents: Mapping[str, str] | None = None, evals: Mapping[str, EvalOptions] | None = None,
+                    runner_labels: Sequence[str] = ()) -> dict[str, list[Job]]:
     """The jobs the workflow's `llmsweep run FILES --only-job ID` will refuse on the runner whatever it has installed
     (reason -> jobs; a multi-node job's points apart, `<id>-conc<N>`, as `run` runs them): asked of the run's own
     refusal with the options that step uses (a real engine, no `--live`, the local executor) and the policy errors
     `validate` finds in `files` about each job, lm-eval counted as present (an eval entry installs it). A concurrency
     slice (`parents`: its id -> the planned job it was cut from) hears what was found about that job, or about its
     point at the slice's concurrency (`policy.planning.follow_slices`). `evals`: the eval flags each job id is planned
-    under (:func:`label_plans`; default the plain plan), which `validate` plans its findings' job ids under too. Such
+    under (:func:`label_plans`; default the plain plan), which `validate` plans its findings' job ids under too.
+    `runner_labels`: the labels vouched for, which the workflow's `run` is given too (`--runner-label`). Such
     a job keeps its matrix entry — its refusal, with the reason and fix, is its outcome in the collected run — and `ci
     matrix` says it up front."""
     from llmsweep.execute.pipeline import job_refusal
@@ -168,7 +173,7 @@ def runner_refusals(jobs: Sequence[Job], files: Sequence[Path], runner_config: P
     out: dict[str, list[Job]] = {}
     for flags in {evals.get(j.id, plain) for j in jobs}:  # one validation per plan the jobs come from
         mine = [j for j in jobs if evals.get(j.id, plain) == flags]
-        checked = validate_files(list(files), runner_config=runner_config, evals=flags)
+        checked = validate_files(list(files), runner_config=runner_config, evals=flags, runner_labels=runner_labels)
         keys = list(checked.loaded.recipes)
         points, findings = as_points(mine, follow_slices(checked.findings,
                                                          [(j, parents[j.id]) for j in mine if j.id in parents]))
@@ -208,15 +213,42 @@ def _sh(*words: str) -> str:
     return " ".join(w if isinstance(w, _Env) else shlex.quote(w) for w in words)
 
 
+def workflow_root(out: Path) -> Path:
+    """The folder a workflow written to `out` runs in, where GitHub checks the repository out: the one holding the
+    `.github/workflows/` folder `out` is in (GitHub reads workflows only there); with `out` elsewhere, the git work tree
+    of the current directory, else the current directory (the default `--out` is written from there)."""
+    from llmsweep.changes.diff import git_toplevel
+
+    where = Path(os.path.abspath(out))
+    if where.parent.name == "workflows" and where.parent.parent.name == ".github":
+        return where.parent.parent.parent
+    return git_toplevel(Path.cwd()) or Path.cwd()
+
+
+def repo_path(path: Path, root: Path, what: str) -> Path:
+    """`path` (as typed: relative to the current directory, or absolute) relative to the repository `root` the
+    workflow runs in (:func:`workflow_root`), as its steps must name it. A path outside `root` is refused: the
+    runners check out the repository, and nothing else of this machine."""
+    for mine, top in ((Path(os.path.abspath(path)), Path(os.path.abspath(root))), (path.resolve(), root.resolve())):
+        if mine == top or top in mine.parents:
+            return mine.relative_to(top)
+    raise ConfigError(f"{what} {path} is outside the repository the workflow runs in ({root}): its runners check "
+                      "out that repository, and would not find the file",
+                      fix=f"move or copy it into {root} and pass that path; or write the workflow into the "
+                          "repository that holds it (--out <that repository>/.github/workflows/<name>.yml)")
+
+
 def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str | None = None,
              runner_config: Path | None = None, store: str | None = None, collect_runner: str = "ubuntu-latest",
              python: str = "3.11", install: str = "pip install .", name: str = "llmsweep sweep",
              runner_labels: Sequence[str] = ()) -> dict[str, Any]:
     """The workflow document (a dict, dumped as YAML by :func:`write_workflow`); `runner_labels` are passed on to
-    `ci matrix` (labels GitHub's runners carry that the fleet file does not list)."""
+    `ci matrix` and to each runner job's `run` (labels GitHub's runners carry that the fleet file does not list)."""
     recipe_args = [str(f) for f in files]
     fleet_args = ["--runner-config", str(runner_config)] if runner_config is not None else []
-    label_args = [arg for label in runner_labels for arg in ("--runner-label", label)]
+    # the labels vouched for go to every command that plans and checks the jobs: `ci matrix`, and the runner job's
+    # `run`, whose policy check would otherwise refuse every job on them as an unknown label
+    label_args = [arg for label in runner_labels for arg in (_flag("runner_labels"), label)]
     labels = "github.event.pull_request.labels.*.name"
     run_if = " || ".join([f"contains({labels}, '{label}')" for label in RUN_LABELS])
 
@@ -286,7 +318,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             # planned as `ci matrix` planned it (`plan`: the eval labels' `run` flag): an eval-only job's id exists
             # only in the plan of --evals-only/--all-evals, and an all-evals throughput job is run with --no-evals
             {"name": "Run the job", "env": {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"},
-             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, "--only-job", _Env('"$JOB"'),
+             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, *label_args, "--only-job", _Env('"$JOB"'),
                         _Env('${PLAN:+"$PLAN"}'), "--out", _Env('"runs/$JOB"'), "--no-report")},
             {"name": "Upload the job's results", "if": "always()", "uses": "actions/upload-artifact@v4",
              "with": {"name": ARTIFACT_PREFIX + "${{ matrix.job }}", "path": "runs/${{ matrix.job }}",
@@ -296,6 +328,16 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     compare = ([{"name": "Compare with the baseline and post the verdict",
                  "run": _sh("llmsweep", "compare", "--baseline", baseline, "sweep", "--format", "markdown",
                             "--no-history") + ' >> "$GITHUB_STEP_SUMMARY"'}] if baseline else [])
+    after_collect: list[dict[str, Any]] = [
+        {"name": "Store the results", "run": "llmsweep results ingest sweep"},
+        {"name": "Dashboard", "run": "llmsweep report sweep"},
+        {"name": "Upload the dashboard", "uses": "actions/upload-artifact@v4",
+         "with": {"name": "dashboard", "path": "sweep/report"}},
+        {"name": "Link the unofficial run",
+         "env": {"RUN_URL": "${{ github.server_url }}/${{ github.repository }}/actions/runs/${{ github.run_id }}"},
+         "run": 'echo "Unofficial run: $RUN_URL (artifacts: dashboard, bmk_<job>)" >> "$GITHUB_STEP_SUMMARY"'},
+        *compare,
+    ]
     collect = {
         "needs": ["setup", "sweep"],
         "if": "always() && needs.setup.outputs.run == 'true' && needs.setup.outputs.count != '0'",
@@ -304,16 +346,12 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         "steps": [
             *setup_py,
             {"uses": "actions/download-artifact@v4", "with": {"pattern": ARTIFACT_PREFIX + "*", "path": "artifacts"}},
+            # exits 1 when a job has no result (the collect job fails, as the sweep did), after writing the run:
+            # the steps after it still store, report and compare whatever the sweep measured
             {"name": "Merge the jobs into one run", "env": {"JOBS": "${{ needs.setup.outputs.jobs }}"},
              "run": _sh("llmsweep", "ci", "collect", "artifacts", "--out", "sweep", "--run-id",
                         _Env('"gh-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT"'), "--expected-env", "JOBS")},
-            {"name": "Store the results", "run": "llmsweep results ingest sweep"},
-            {"name": "Dashboard", "run": "llmsweep report sweep"},
-            {"uses": "actions/upload-artifact@v4", "with": {"name": "dashboard", "path": "sweep/report"}},
-            {"name": "Link the unofficial run",
-             "env": {"RUN_URL": "${{ github.server_url }}/${{ github.repository }}/actions/runs/${{ github.run_id }}"},
-             "run": 'echo "Unofficial run: $RUN_URL (artifacts: dashboard, bmk_<job>)" >> "$GITHUB_STEP_SUMMARY"'},
-            *compare,
+            *({"name": step["name"], "if": COLLECTED, **step} for step in after_collect),
         ],
     }
     return {
@@ -352,34 +390,59 @@ def dump_workflow(doc: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------------ collect
 
 
+NO_ARTIFACT = "no artifact: the matrix job did not upload its results"
+
+
 def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] = ()) -> dict[str, Any]:
     """Merge per-job run folders (one `llmsweep run --only-job` each) into one run folder; returns its run.json.
 
-    An expected job without an artifact is recorded as failed, so the sweep's success rate counts it."""
+    Every run folder's outcomes are kept, a refused job's too (its folder holds run.json and no `jobs/`). A job is
+    recorded as failed, with the reason, so the sweep's success rate counts it, when its artifact's run.json cannot
+    be read (truncated, not JSON, not a run's record: which file and what is wrong), holds no outcome for it (the run
+    stopped before it finished), or when its artifact holds no run.json or there is no artifact at all."""
     if not artifacts.is_dir():
         raise ConfigError(f"{artifacts} is not a directory", fix="download the bmk_* artifacts into it first")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty", fix="collect into a new directory")
     (out / "jobs").mkdir(parents=True, exist_ok=True)
     outcomes: dict[str, dict[str, Any]] = {}
+    broken: dict[str, dict[str, Any]] = {}  # jobs whose artifact says nothing readable about them; outcomes win
     keys: dict[str, str] = {}
     started: list[str] = []
     first: dict[str, Any] = {}
-    for meta_path in sorted(artifacts.glob("**/run.json")):
+
+    def failed(job: str, reason: str) -> None:
+        broken.setdefault(job, {"job_id": job, "exp_name": "", "status": "failed", "reasons": [reason]})
+
+    # a run folder's run.json, not a job's own (`jobs/<id>/run.json`, the client's record)
+    run_files = [p for p in sorted(artifacts.glob(f"**/{RUN_FILE}"))
+                 if "jobs" not in p.relative_to(artifacts).parts[:-1]]
+    for meta_path in run_files:
         run_dir = meta_path.parent
-        if not (run_dir / "jobs").is_dir():
-            continue  # a job's own run.json (client record), not a run folder
-        meta = json.loads(meta_path.read_text())
+        job_dirs = sorted(p for p in (run_dir / "jobs").iterdir() if p.is_dir()) if (run_dir / "jobs").is_dir() else []
+        meta, problem = _read_run_meta(meta_path)
+        if meta is None:
+            for job in _artifact_jobs(run_dir, job_dirs) or [run_dir.relative_to(artifacts).as_posix()]:
+                failed(job, f"{meta_path} {problem}")
+            continue
         first = first or meta
-        started += [meta["started"]] if meta.get("started") else []
+        started += [meta["started"]] if isinstance(meta.get("started"), str) else []
         keys.update(meta.get("reuse_keys") or {})
         for o in meta.get("outcomes") or []:
             outcomes[o["job_id"]] = o
-        for job_dir in sorted(p for p in (run_dir / "jobs").iterdir() if p.is_dir()):
+        for job in meta.get("expected_job_ids") or []:
+            failed(job, f"{meta_path} records no outcome for this job: its run stopped before it finished (the "
+                        "runner job was cancelled, timed out or killed)")
+        for job_dir in job_dirs:
             shutil.copytree(job_dir, out / "jobs" / job_dir.name, dirs_exist_ok=True)
+    with_run_file = {p.parent for p in run_files}
+    for folder in sorted(p for p in artifacts.iterdir() if p.is_dir() and p.name.startswith(ARTIFACT_PREFIX)):
+        if not any(folder == d or folder in d.parents for d in with_run_file):
+            failed(folder.name.removeprefix(ARTIFACT_PREFIX),
+                   f"artifact {folder} holds no {RUN_FILE}: the job's run did not start, or did not get to write it")
+    outcomes = {**broken, **outcomes}
     for job in expected:
-        outcomes.setdefault(job, {"job_id": job, "exp_name": "", "status": "failed",
-                                  "reasons": ["no artifact: the matrix job did not upload its results"]})
+        outcomes.setdefault(job, {"job_id": job, "exp_name": "", "status": "failed", "reasons": [NO_ARTIFACT]})
     meta = {
         "run_id": run_id, "llmsweep_version": first.get("llmsweep_version"), "executor": first.get("executor"),
         "recipe_files": first.get("recipe_files"), "measurement": first.get("measurement"),
@@ -390,3 +453,35 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
     }
     (out / RUN_FILE).write_text(json.dumps(meta, indent=2))
     return meta
+
+
+def _read_run_meta(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """A run folder's run.json as a run's record, or None and what is wrong with it (said after its path)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"cannot be read ({exc})"
+    if not text.strip():
+        return None, "is empty: the file was cut short (the run was killed while writing it, or the upload was cut)"
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, (f"is not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno} of its {len(text)} "
+                      "characters): the file is truncated or corrupt")
+    if not isinstance(meta, dict):
+        return None, f"is not a run's record: a JSON {type(meta).__name__}, not an object"
+    outcomes = meta.get("outcomes")
+    if outcomes is not None and not (isinstance(outcomes, list) and all(
+            isinstance(o, dict) and isinstance(o.get("job_id"), str) and isinstance(o.get("status"), str)
+            for o in outcomes)):
+        return None, "is not a run's record: `outcomes` is not a list of outcomes, each with a `job_id` and a `status`"
+    expected = meta.get("expected_job_ids")
+    if expected is not None and not (isinstance(expected, list) and all(isinstance(j, str) for j in expected)):
+        return None, "is not a run's record: `expected_job_ids` is not a list of job ids"
+    return meta, ""
+
+
+def _artifact_jobs(run_dir: Path, job_dirs: Sequence[Path]) -> list[str]:
+    """The jobs an artifact holds, told by its name (`bmk_<job id>`) and its job folders, when its run.json cannot."""
+    named = [run_dir.name.removeprefix(ARTIFACT_PREFIX)] if run_dir.name.startswith(ARTIFACT_PREFIX) else []
+    return list(dict.fromkeys([*named, *(d.name for d in job_dirs)]))

@@ -39,9 +39,7 @@ def ci() -> None:
               help="Results store path on the collect runner (LLMSWEEP_STORE in the workflow); it must hold the "
               "baseline and persist between runs, e.g. a shared disk of a self-hosted runner.")
 @click.option("--collect-runner", default="ubuntu-latest", show_default=True, help="runs-on of the collect job.")
-@click.option("--runner-label", "runner_labels", multiple=True, metavar="LABEL",
-              help="A runner label GitHub's self-hosted runners carry that the fleet file does not list (repeatable); "
-              "jobs on any other unlisted label are refused.")
+@option("runner_labels")
 @runner_config_option()
 def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None, ci_store: str | None,
            collect_runner: str, runner_labels: tuple[str, ...], runner_config: Path | None) -> None:
@@ -58,22 +56,28 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     against --baseline with the success rate.
     """
     from llmsweep.catalog.fleet import default_fleet, load_fleet
-    from llmsweep.changes.github import dump_workflow, matrix_entries, workflow
+    from llmsweep.changes.github import dump_workflow, matrix_entries, repo_path, workflow, workflow_root
     from llmsweep.plan import jobs_from_files
+
+    # The workflow's steps run at the root of the repository's checkout: they name the files relative to it, never as
+    # typed here (`../x.yaml`, an absolute path of this machine); a file outside the repository is refused.
+    root = workflow_root(out)
+    in_repo = [repo_path(f, root, "recipe path") for f in files]
+    fleet_in_repo = repo_path(runner_config, root, "runner file") if runner_config is not None else None
 
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     jobs = jobs_from_files(list(files), runner_config=runner_config)
     # every runner label known before a workflow names it; and a plan GitHub cannot run as one matrix is refused here,
     # not on every push to main, when the workflow's setup job would fail on it
     _check_matrix_size(len(matrix_entries(jobs, fleet, runner_labels=runner_labels)))
-    _say_refusals(jobs, files, runner_config)
-    doc = workflow(list(files), source="changes" if source == "changes" else "matrix", baseline=baseline,
-                   runner_config=runner_config, store=ci_store, collect_runner=collect_runner,
+    _say_refusals(jobs, files, runner_config, runner_labels=runner_labels)
+    doc = workflow(in_repo, source="changes" if source == "changes" else "matrix", baseline=baseline,
+                   runner_config=fleet_in_repo, store=ci_store, collect_runner=collect_runner,
                    runner_labels=runner_labels)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_workflow(doc), encoding="utf-8")
     click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
-               f"{', '.join(sorted({j.runner for j in jobs}))}", err=True)
+               f"{', '.join(sorted({j.runner for j in jobs}))}; recipe paths relative to {root}", err=True)
     click.echo(str(out))
 
 
@@ -86,18 +90,21 @@ def _check_matrix_size(n: int) -> None:
 
 
 def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | None,
-                  parents: Mapping[str, str] | None = None, evals: Mapping[str, EvalOptions] | None = None) -> None:
+                  parents: Mapping[str, str] | None = None, evals: Mapping[str, EvalOptions] | None = None, *,
+                  runner_labels: Sequence[str] = ()) -> None:
     """Say on stderr which jobs the runner's `llmsweep run` will refuse whatever it has installed, each reason once
     (it carries its fix) with how many jobs it stops (a multi-node job's points counted apart, as `run` runs them):
     they have entries, so they are not dropped in silence, and a sweep whose every job is refused is seen before any
     runner is held. `parents`: a concurrency slice's id -> the job it was cut from (`changes.github.sweep_jobs`);
-    `evals`: the eval flags each job id is planned under (`changes.github.label_plans`)."""
+    `evals`: the eval flags each job id is planned under (`changes.github.label_plans`); `runner_labels`: the
+    labels vouched for (`--runner-label`), which the workflow passes on to `run`."""
     from llmsweep.changes.github import runner_refusals
     from llmsweep.plan.point import one_point_per_job
 
     total = len(one_point_per_job(jobs))
     counted = f"{total} job(s)" + (" (a multi-node job's points counted apart)" if total != len(jobs) else "")
-    for reason, refused in runner_refusals(jobs, files, runner_config, parents=parents, evals=evals).items():
+    for reason, refused in runner_refusals(jobs, files, runner_config, parents=parents, evals=evals,
+                                             runner_labels=runner_labels).items():
         click.echo(f"note: {len(refused)} of the {counted} will be refused by `llmsweep run` on the runner "
                    f"(e.g. {refused[0].id}): {reason}", err=True)
 
@@ -114,9 +121,7 @@ def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | 
 @click.option("--label", "labels", multiple=True, help="A pull-request label that moves priorities (repeatable).")
 @click.option("--github-output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Append matrix=, jobs= and count= for a workflow step's outputs to this file ($GITHUB_OUTPUT).")
-@click.option("--runner-label", "runner_labels", multiple=True, metavar="LABEL",
-              help="A runner label GitHub's self-hosted runners carry that the fleet file does not list (repeatable); "
-              "jobs on any other unlisted label are refused.")
+@option("runner_labels")
 @runner_config_option()
 def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_evals: bool, event: str | None,
            labels: tuple[str, ...], github_output: Path | None, runner_labels: tuple[str, ...],
@@ -142,7 +147,8 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
     # here, with the reason and its fix.
     include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels, plans=plans)
     flags = dict(label_plans(evals_only=evals_only, all_evals=all_evals))
-    _say_refusals(jobs, files, runner_config, parents, {job: flags[flag] for job, flag in plans.items()})
+    _say_refusals(jobs, files, runner_config, parents, {job: flags[flag] for job, flag in plans.items()},
+                  runner_labels=runner_labels)
     _check_matrix_size(len(include))
     if not include and (evals_only or all_evals):  # the workflow then skips the sweep: never silently green
         click.echo(f"warning: {'--evals-only' if evals_only else '--all-evals'} (the pull request's "
@@ -164,8 +170,10 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
 @click.option("--run-id", required=True, help="Id of the merged run (e.g. gh-<run id>-<attempt>).")
 @click.option("--expected-env", default=None, metavar="NAME",
               help="Environment variable holding the JSON list of every job id the sweep expected.")
-def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | None) -> None:
-    """Merge the per-job run folders of a CI sweep into one run folder (missing jobs recorded as failed)."""
+def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | None) -> int:
+    """Merge the per-job run folders of a CI sweep into one run folder. A job without a result is recorded with its
+    reason (refused, failed, invalid; no artifact, or an artifact whose run.json cannot be read) and said on stderr;
+    the exit status is then 1, as `run`'s for a job without a result (the run folder is written either way)."""
     from llmsweep.changes.github import collect
     from llmsweep.errors import ConfigError
 
@@ -179,5 +187,10 @@ def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | Non
     meta = collect(artifacts, out, run_id=run_id, expected=expected)
     from llmsweep.metrics.model import SUCCESS_STATUSES
 
-    ok = sum(o["status"] in SUCCESS_STATUSES for o in meta["outcomes"])
-    click.echo(f"collected {len(meta['outcomes'])} job(s) into {out} ({ok} with a result)", err=True)
+    missed = [o for o in meta["outcomes"] if o["status"] not in SUCCESS_STATUSES]
+    click.echo(f"collected {len(meta['outcomes'])} job(s) into {out} "
+               f"({len(meta['outcomes']) - len(missed)} with a result)", err=True)
+    for o in missed:
+        reasons = o.get("reasons") or ["no reason recorded"]
+        click.echo(f"  {o['status']}: {o['job_id']}: {reasons[0]}", err=True)
+    return 1 if missed else 0

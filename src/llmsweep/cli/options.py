@@ -166,6 +166,12 @@ CONCEPTS: dict[str, Concept] = {
         "type": click.Path(path_type=Path), "default": None,
         "help": "Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet).",
     }),
+    "runner_labels": Concept("--runner-label", "runner_labels", {
+        "multiple": True, "metavar": "LABEL",
+        "help": "A runner label the runner (fleet) file does not list that the self-hosted runners carry (repeatable; "
+                "e.g. InferenceX's `cluster:mi325x-tw`): its jobs are planned and run, not refused as an unknown label "
+                "(`fleet.unknown-label`); any other unlisted label still is.",
+    }),
     "store": Concept("--store", "store_path", {  # a directory is the store's own error, with its fix
         "type": click.Path(path_type=Path), "default": None,
         "help": "Results store (SQLite). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.",

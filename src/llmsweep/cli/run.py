@@ -81,6 +81,7 @@ if TYPE_CHECKING:
               help="Run directory (one folder per job under jobs/).")
 @store_option(dest="store")
 @runner_config_option()
+@option("runner_labels")
 @click.option("--no-report", is_flag=True, help="Skip writing the HTML dashboard.")
 @option("startup_timeout")
 @option("request_timeout")
@@ -100,7 +101,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         eval_task: str, eval_dataset: Path | None, eval_limit: int | None, eval_max_tokens: int | None,
         lm_eval: str | None, fail_fast: bool, resume: bool, changed: str | None,
         only_job: tuple[str, ...], reuse: bool, force: bool, repeats: int, out: Path, store: Path | None,
-        runner_config: Path | None,
+        runner_config: Path | None, runner_labels: tuple[str, ...],
         no_report: bool, startup_timeout: float | None, request_timeout: float, client_workers: int,
         al_tolerance: float | None, require_power: bool | None, power_backend: str, as_json: bool,
         worker: Path | None) -> int:
@@ -169,7 +170,8 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
             from llmsweep.policy import validate_files
 
             errors = [f for f in validate_files(list(files), config_keys=list(config_keys) or None,
-                                                runner_config=runner_config, simulate=simulate).findings
+                                                runner_config=runner_config, simulate=simulate,
+                                                runner_labels=runner_labels).findings
                       if f.is_error]
             for f in errors:
                 click.echo(f.render(), err=True)
@@ -187,7 +189,8 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
                  "max_tokens": eval_max_tokens},
     })
     request = RunRequest(
-        files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config, executor=executor,
+        files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config,
+        runner_labels=list(runner_labels), executor=executor,
         executor_options=parse_executor_options(executor_options), simulate=simulate, live=live, traces=traces, out=out,
         store=store, report=not no_report, force=force, repeats=repeats, settings=settings, only_jobs=only_jobs,
         only_jobs_typed=changed is None, reuse=reuse, evals=evals,

@@ -65,6 +65,9 @@ class RunRequest(BaseModel):
     files: list[Path]
     config_keys: list[str] | None = None
     runner_config: Path | None = None
+    runner_labels: list[str] = Field(default_factory=list, description="Labels the runner file omits that this "
+                                     "machine's runners carry (`--runner-label`): their jobs are not refused as "
+                                     "unknown labels.")
     executor: str = Field(default="local", description="Registered executor kind (`llmsweep.execute.registry`).")
     executor_options: dict[str, Any] = Field(default_factory=dict)
     simulate: bool = False
@@ -185,7 +188,8 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding], list[str
     from llmsweep.policy import validate_files
 
     validation = validate_files(req.files, config_keys=req.config_keys, runner_config=req.runner_config,
-                                simulate=req.simulate, evals=req.evals).raise_unrunnable()
+                                simulate=req.simulate, evals=req.evals,
+                                runner_labels=req.runner_labels).raise_unrunnable()
     from llmsweep.plan.point import with_traces
 
     findings = validation.findings

@@ -175,13 +175,15 @@ def validate_files(
     runner_config: Path | str | None = None,
     simulate: bool = False,
     evals: EvalOptions | None = None,
+    runner_labels: Sequence[str] = (),
 ) -> Validation:
     """Load recipe files, plan them and run every rule. Raises only for bad invocation (unknown config key,
-    unreadable runner file); recipe problems are findings."""
+    unreadable runner file); recipe problems are findings. `runner_labels`: labels the runner file omits that the
+    runners carry (`--runner-label`), known to the rules as the file's own are."""
     from llmsweep.policy import check
 
     loaded = load_recipes([Path(p) for p in paths])
-    fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
+    fleet = (load_fleet(runner_config) if runner_config is not None else default_fleet()).vouching(runner_labels)
     jobs, plan_findings = plan_recipes(loaded.recipes, fleet, config_keys, evals)
     # A selection (some config keys, only the eval rows) plans a part of each recipe on purpose: an override or a
     # recipe it leaves without a job is no mistake of the recipe's.

@@ -150,6 +150,62 @@ def test_collect_merges_job_runs_and_counts_a_missing_one_as_failed(tmp_path: Pa
         collect(artifacts, tmp_path / "sweep", run_id="again")
 
 
+def test_collect_records_each_unreadable_artifact_as_its_jobs_failure_and_goes_on(tmp_path: Path) -> None:
+    """A truncated run.json in one artifact stopped `ci collect` with a traceback, and nothing was collected; a
+    refused job (run.json, no `jobs/`), a run stopped before its outcomes and an artifact without run.json were each
+    said to have no artifact. Each is now its job's failure with the file and what is wrong, every other artifact is
+    collected, and the workflow's collect step exits 1 after writing the run, its later steps still running."""
+    artifacts = tmp_path / "artifacts"
+
+    def artifact(job: str, meta: dict[str, Any] | None, *, job_dir: bool = True) -> Path:
+        run = artifacts / f"bmk_{job}"
+        run.mkdir(parents=True)
+        if job_dir:
+            (run / "jobs" / job).mkdir(parents=True)
+            (run / "jobs" / job / "job.json").write_text(json.dumps({"id": job}))
+            (run / "jobs" / job / "run.json").write_text("{}")  # the job's own record, not a run's
+        if meta is not None:
+            (run / "run.json").write_text(json.dumps({"run_id": f"r-{job}", "started": "2026-01-01T00:00:00+00:00",
+                                                      "expected_job_ids": [job], **meta}, indent=2))
+        return run / "run.json"
+
+    artifact("job-a", {"outcomes": [{"job_id": "job-a", "exp_name": "x", "status": "valid"}]})
+    cut = artifact("job-b", {"outcomes": [{"job_id": "job-b", "exp_name": "x", "status": "valid"}]})
+    cut.write_text(cut.read_text()[:60])  # the upload was cut short
+    artifact("job-c", {"outcomes": [{"job_id": "job-c", "exp_name": "x", "status": "refused",
+                                     "reasons": ["policy error [fleet.unknown-label] ..."]}]}, job_dir=False)
+    artifact("job-d", {})  # the runner job was cancelled while its run ran: no outcomes yet
+    artifact("job-e", None)
+    expected = [f"job-{c}" for c in "abcdef"]
+    meta = collect(artifacts, tmp_path / "merged", run_id="gh-1-1", expected=expected)
+    got = {o["job_id"]: (o["status"], o.get("reasons") or []) for o in meta["outcomes"]}
+    assert meta["expected_job_ids"] == expected
+    assert got["job-a"] == ("valid", [])
+    assert got["job-b"][0] == "failed"
+    assert got["job-b"][1][0].startswith(f"{cut} is not valid JSON (Unterminated string starting at: line 3, ")
+    assert got["job-b"][1][0].endswith("the file is truncated or corrupt")
+    assert got["job-c"] == ("refused", ["policy error [fleet.unknown-label] ..."])
+    assert got["job-d"] == ("failed", [f"{artifacts / 'bmk_job-d' / 'run.json'} records no outcome for this job: its "
+                                       "run stopped before it finished (the runner job was cancelled, timed out or "
+                                       "killed)"])
+    assert got["job-e"] == ("failed", [f"artifact {artifacts / 'bmk_job-e'} holds no run.json: the job's run did "
+                                       "not start, or did not get to write it"])
+    assert got["job-f"] == ("failed", ["no artifact: the matrix job did not upload its results"])
+    assert sorted(p.name for p in (tmp_path / "merged" / "jobs").iterdir()) == ["job-a", "job-d"]
+    # the workflow's collect step, as GitHub runs it: the run written, every failure said, exit 1
+    steps = workflow([Path("recipes/chg.yaml")])["jobs"]["collect"]["steps"]
+    merge = _step({"steps": steps}, "Merge the jobs into one run")
+    env = {"JOBS": json.dumps(expected), "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "1"}
+    done = _bash(merge["run"], tmp_path, env, _cli_shim(tmp_path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "  failed: job-b: artifacts/bmk_job-b/run.json is not valid JSON (Unterminated" in done.stderr
+    assert "collected 6 job(s) into sweep (1 with a result)" in done.stderr
+    written = json.loads((tmp_path / "sweep" / "run.json").read_text())["outcomes"]
+    assert [(o["job_id"], o["status"]) for o in written] == [(o["job_id"], o["status"]) for o in meta["outcomes"]]
+    after = steps[steps.index(merge) + 1:]
+    assert after and all(s["if"] == "${{ !cancelled() && hashFiles('sweep/run.json') != '' }}" for s in after)
+
+
 def test_ci_matrix_refuses_changed_jobs_its_files_do_not_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The workflow compared the branch's two commits while planning the merge checkout: a pull request's own job
     whose id differs once merged was dropped from the matrix without a word."""
@@ -182,7 +238,7 @@ def test_ci_matrix_refuses_more_jobs_than_a_github_matrix_runs(tmp_path: Path) -
     assert isinstance(res.exception, ConfigError)  # exit 2 from the command line
     assert "301 jobs in one matrix: GitHub runs at most 256 jobs of a matrix" in str(res.exception)
     # `ci github` refuses it too, before it writes a workflow whose setup job would fail on every push to main
-    out = tmp_path / "wf.yml"
+    out = tmp_path / ".github" / "workflows" / "wf.yml"  # the repository the workflow runs in holds the recipe
     res = CliRunner().invoke(cli, ["ci", "github", str(recipe), "--out", str(out)])
     assert isinstance(res.exception, ConfigError) and "301 jobs in one matrix" in str(res.exception)
     assert not out.exists()
@@ -274,6 +330,88 @@ def test_a_runner_label_the_fleet_file_omits_is_vouched_for_by_name(tmp_path: Pa
                                      "cluster:mi325x-tw"])
     assert wrote.exit_code == 0, wrote.output
     assert "--runner-label cluster:mi325x-tw" in out.read_text()  # the workflow's own `ci matrix` step vouches too
+
+
+def _cli_shim(tmp_path: Path) -> Path:
+    """A folder holding `llmsweep`: the CLI of the tree under test, for a workflow step run by bash."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "llmsweep").write_text(f"#!{sys.executable}\nimport sys\nfrom llmsweep.cli.main import main\n"
+                                   "main(sys.argv[1:])\n")
+    (shim / "llmsweep").chmod(0o755)
+    return shim
+
+
+@pytest.mark.parametrize("typed", ["relative", "absolute"])
+def test_the_workflow_names_the_recipes_relative_to_the_repository_root(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        typed: str) -> None:
+    """`ci github` run from a subfolder (`../recipes/chg.yaml`) or given absolute paths wrote them into the workflow
+    as typed; its steps run at the root of the repository's checkout on another machine, where neither names the
+    file. A recipe outside the repository is refused: the runners would not have it."""
+    import yaml
+
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    git(repo, "init", "-q")
+    recipe = write_recipe(repo)
+    fleet = repo / "fleet.yaml"
+    fleet.write_text("labels:\n  mi300x: [mi300x-amds_0]\n")
+    monkeypatch.chdir(repo / "sub")
+    out = repo / ".github" / "workflows" / "sweep.yml"
+    given = ["../recipes/chg.yaml", "../fleet.yaml"] if typed == "relative" else [str(recipe), str(fleet)]
+    wrote = CliRunner().invoke(cli, ["ci", "github", given[0], "--runner-config", given[1], "--out", str(out)])
+    assert wrote.exit_code == 0, wrote.output
+    jobs = yaml.safe_load(out.read_text())["jobs"]
+    matrix_step, run_step = _step(jobs["setup"], "matrix"), _step(jobs["sweep"], "Run the job")
+    for step in (matrix_step, run_step):
+        assert "recipes/chg.yaml --runner-config fleet.yaml " in step["run"]
+        assert "../" not in step["run"] and str(repo) not in step["run"]
+    # the setup step, run at the repository root as GitHub runs it, plans the recipe
+    push: dict[str, Any] = {"event_name": "push", "event": {"action": None}}
+    outputs = tmp_path / "github-output"
+    env = {k: _interpolate(v, push) for k, v in matrix_step["env"].items()}
+    done = _bash(matrix_step["run"], repo, {**env, "GITHUB_OUTPUT": str(outputs)}, _cli_shim(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"count={len(jobs_from_files([recipe], runner_config=fleet))}" in outputs.read_text().splitlines()
+    outside = tmp_path / "outside.yaml"
+    shutil.copy(recipe, outside)
+    refused = CliRunner().invoke(cli, ["ci", "github", str(outside), "--out", str(out)])
+    assert isinstance(refused.exception, ConfigError), refused.output
+    assert f"{outside} is outside the repository the workflow runs in ({repo})" in refused.exception.message
+    assert f"move or copy it into {repo}" in (refused.exception.fix or "")
+
+
+def test_a_vouched_runner_label_reaches_the_runner_jobs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workflow's own setup and runner scripts, run by bash: with `--runner-label`, the runner job's `llmsweep
+    run` runs the job it is given on that label. `ci github` passed the label to `ci matrix` only, so every runner's
+    `run` refused its job as an unknown label (`fleet.unknown-label`), and `ci github` said so and wrote it anyway."""
+    import yaml
+
+    shim = _cli_shim(tmp_path)
+    recipe = write_recipe(tmp_path)
+    recipe.write_text(recipe.read_text().replace("runner: mi300x", "runner: cluster:mi325x-tw"))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / ".github" / "workflows" / "sweep.yml"
+    wrote = CliRunner().invoke(cli, ["ci", "github", "recipes/chg.yaml", "--out", str(out), "--runner-label",
+                                     "cluster:mi325x-tw"])
+    assert wrote.exit_code == 0, wrote.output
+    assert "refused" not in wrote.stderr, wrote.stderr  # nothing the runners' `run` will refuse
+    jobs = yaml.safe_load(out.read_text())["jobs"]
+    matrix_step, run_step = _step(jobs["setup"], "matrix"), _step(jobs["sweep"], "Run the job")
+    push: dict[str, Any] = {"event_name": "push", "event": {"action": None}}
+    outputs = tmp_path / "github-output"
+    env = {k: _interpolate(v, push) for k, v in matrix_step["env"].items()}
+    done = _bash(matrix_step["run"], tmp_path, {**env, "GITHUB_OUTPUT": str(outputs)}, shim)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entry = json.loads(dict(line.split("=", 1) for line in outputs.read_text().splitlines())["matrix"])["include"][0]
+    assert jobs["sweep"]["runs-on"] == ["self-hosted", "${{ matrix.runner }}"]
+    assert entry["runner"] == "cluster:mi325x-tw"
+    run_env = {k: _interpolate(v, push, entry) for k, v in run_step["env"].items()}
+    ran = _bash(run_step["run"], tmp_path, {**run_env, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite")}, shim)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    meta = json.loads((tmp_path / "runs" / entry["job"] / "run.json").read_text())
+    assert [(o["job_id"], o["status"]) for o in meta["outcomes"]] == [(entry["job"], "valid")]
 
 
 def _at_8k1k(path: Path) -> Path:
