@@ -73,3 +73,46 @@ def test_compare_judges_an_eval_score_change_against_the_scores_stderr(make_run:
     (m2,) = compare_points(a, close).matched
     assert m2.eval is not None and m2.eval.verdict == "within noise"
     assert compare_points(a, b).regressions[-1][1] == m.eval
+
+
+def test_compare_pairs_a_run_eval_jobs_eval_with_an_eval_only_jobs_eval_of_the_same_point(make_run: MakeRun) -> None:
+    """Main's full sweep (conc 32 `run-eval`: its throughput point, then the eval on its server) against a pull
+    request's `--evals-only` run (conc 32 `eval-only`): the same accuracy measurement of the same configuration, so
+    its score change is judged, each side's kind of job named; neither point is "only in" a side."""
+    base = points_from_run(with_eval(make_run("main", concs=(4, 32)), 32, 0.95))
+    pr = points_from_run(with_eval(make_run("pr", concs=(32,)), 32, 0.90, mode="eval-only"))
+    comp = compare_points(base, pr)
+    (m,) = [m for m in comp.matched if m.eval is not None]
+    assert m.eval is not None and m.eval.verdict == "regression" and round(m.eval.delta or 0, 6) == -0.05
+    assert (m.eval.mode_a, m.eval.mode_b) == ("run-eval", "eval-only") and m.deltas == ()
+    assert m.a[0].identity.conc == 32 and [p.identity.conc for p in comp.only_a] == [4] and comp.only_b == ()
+    assert comp.regressions == [(m, m.eval)]
+    doc = comp.as_dict()["matched"][0]["eval"]
+    assert (doc["eval_mode_a"], doc["eval_mode_b"]) == ("run-eval", "eval-only")
+    # either way round
+    (back,) = compare_points(pr, base).matched
+    assert back.eval is not None and back.eval.verdict == "improvement"
+    assert (back.eval.mode_a, back.eval.mode_b) == ("eval-only", "run-eval")
+
+
+def test_an_eval_only_eval_joins_the_matched_throughput_point_whose_side_ran_no_eval(make_run: MakeRun) -> None:
+    """A run-eval point on A matched by a throughput point on B that ran no eval (B's evals ran as eval-only jobs):
+    the throughput deltas and the eval comparison are one point's."""
+    base = points_from_run(with_eval(make_run("main", concs=(32,)), 32, 0.95))
+    tput = points_from_run(make_run("tput", concs=(32,)))
+    evals = points_from_run(with_eval(make_run("evals", concs=(32,)), 32, 0.95, mode="eval-only"))
+    (m,) = compare_points(base, tput + evals).matched
+    assert m.deltas and [p.job_id for p in m.b] == [tput[0].job_id]
+    assert m.eval is not None and m.eval.verdict == "within noise" and m.eval.mode_b == "eval-only"
+    comp = compare_points(base, tput + evals)
+    assert comp.only_a == () and comp.only_b == ()
+
+
+def test_evals_of_different_sources_are_not_paired_across_kinds_without_mix_sources(make_run: MakeRun) -> None:
+    base = points_from_run(with_eval(make_run("main", concs=(32,), source="measured"), 32, 0.95))
+    pr = points_from_run(with_eval(make_run("pr", concs=(32,)), 32, 0.0, mode="eval-only"))
+    comp = compare_points(base, pr)
+    assert comp.matched == () and comp.only_a == comp.only_b == () and {s.reason for s in comp.skipped} == {
+        "sources differ (measured, simulated); pass --mix-sources to compare"}
+    (m,) = compare_points(base, pr, mix_sources=True).matched
+    assert m.eval is not None and m.eval.verdict == "regression"
