@@ -25,7 +25,7 @@ from typing import Any, Literal
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import MEASURED, SOURCES, InvertedStats, Stats, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
-from llmsweep.results.evals import inferencex_eval_rows
+from llmsweep.results.evals import inferencex_eval_rows, is_eval_row, points_from_eval_rows
 from llmsweep.results.frontier import is_agentic
 from llmsweep.results.identity import dp_attention_of, get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, describe, result_id_for
@@ -399,7 +399,8 @@ def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
 
 
 def read_import(path: Path) -> Imported:
-    """Parse an export of ours or an InferenceX aggregate JSON into (run id, origin, points); a file without a result
+    """Parse an export of ours, an InferenceX aggregate JSON or eval rows (`inferencex-evals`, InferenceX's
+    agg_eval_all.json: stored as evals, `points_from_eval_rows`) into (run id, origin, points); a file without a result
     row is bad input (an empty run in the store would stand in `results list` as if something had been imported).
 
     The run id is the file's own (`import:<stem>-<digest>`); a row that names the run it came from (every row of our
@@ -426,7 +427,9 @@ def read_import(path: Path) -> Imported:
     if rows is None or not all(isinstance(r, Mapping) for r in rows):
         raise ResultInputError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
                           fix="export with `llmsweep results export --format json|inferencex`")
-    points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows)]
+    # eval rows (`inferencex-evals`, InferenceX's agg_eval_all.json) are evals; the others throughput points
+    points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows) if not is_eval_row(r)]
+    points += points_from_eval_rows(run_id, [(n, r) for n, r in enumerate(rows) if is_eval_row(r)])
     origin = "llmsweep-export" if rows and all("llmsweep" in r for r in rows) else "inferencex"
     return run_id, origin, _nonempty(path, _unique_jobs(points)), {}
 

@@ -68,8 +68,10 @@ class ResultPoint:
 
     @property
     def eval_only(self) -> bool:
-        """An eval-only result: an accuracy score, no throughput point (kept out of frontiers and plots)."""
-        return self.eval is not None and self.eval.mode == "eval-only"
+        """An eval-only result: an accuracy score, no throughput point (kept out of frontiers and plots). An eval-only
+        job's, or an eval imported from eval rows (its job record says `eval-only`: the rows carry no throughput
+        point, whatever kind of job ran the eval, which its eval's `mode` keeps)."""
+        return self.eval is not None and (self.eval.mode == "eval-only" or get_field(self.job, "eval-only") is True)
 
     @property
     def records_path(self) -> Path | None:
