@@ -342,7 +342,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
               help="inferencex: also the points InferenceX does not publish (simulated, predicted, smoke, invalid), "
                    "each marked `benchmark_outcome: {status: failed}` (the app drops it) and, when not measured, "
                    "with its `source`; inferencex-evals: also the evals that were not measured (simulated, "
-                   "predicted), marked the same way.")
+                   "predicted) and the eval runs that did not complete (no score), marked the same way, a failed "
+                   "run with its error.")
 @store_option()
 def export(run_id: str | None, fmt: str, out: Path | None, include_unpublished: bool, store_path: Path | None) -> None:
     """Export results: our lossless JSON, flat CSV, InferenceX aggregate rows, or InferenceX eval rows.

@@ -94,6 +94,14 @@ def _positive(value: Any) -> int | None:
     return n if n > 0 else None
 
 
+def eval_runs(block: EvalBlock, planned_conc: int = 0) -> list[EvalRun]:
+    """The runs of an eval, one per concurrency lm-eval ran at; an eval that ran at none (lm-eval never ran: the
+    gate judged it invalid) as one failed run at `planned_conc` (`planned_eval_conc` of its job record), its error
+    the eval's reasons, so that every listing and export has a row of it."""
+    return block.runs or [EvalRun(conc=planned_conc, status="failed",
+                                  error="; ".join(block.reasons) or f"eval {block.task}: lm-eval never ran")]
+
+
 def eval_run_columns(block: EvalBlock, planned_conc: int = 0) -> list[dict[str, Any]]:
     """The store's `evals` columns (all but the result's ids) of each concurrency an eval ran at, in run order, the
     first run at a concurrency kept: that run's headline score (`headline`, as its InferenceX row carries it), its
@@ -104,10 +112,8 @@ def eval_run_columns(block: EvalBlock, planned_conc: int = 0) -> list[dict[str, 
     `llmsweep results evals` shows it: `status` `failed` at `planned_conc`, the concurrency its job planned the eval at
     (`planned_eval_conc` of the job record; 0 when the record does not say), its `error` the eval's reasons, no score,
     no argv; its `doc` is that run as an `EvalRun` would hold it."""
-    runs = block.runs or [EvalRun(conc=planned_conc, status="failed",
-                                  error="; ".join(block.reasons) or f"eval {block.task}: lm-eval never ran")]
     out: dict[int, dict[str, Any]] = {}
-    for run in runs:
+    for run in eval_runs(block, planned_conc):
         if run.conc in out:
             continue
         strict, flexible = run_scores(run)
@@ -124,17 +130,20 @@ def eval_run_columns(block: EvalBlock, planned_conc: int = 0) -> list[dict[str, 
     return list(out.values())
 
 
-def inferencex_eval_rows(point: ResultPoint) -> list[dict[str, Any]]:
+def inferencex_eval_rows(point: ResultPoint, *, failed: bool = False) -> list[dict[str, Any]]:
     """The InferenceX eval rows of a result: one per completed run, i.e. per concurrency the eval ran at, with that
     run's scores (`collect_eval_results.py` reads a batched eval's `_conc<N>` result files of its completed
-    concurrencies, one row each: wave-2 spec §1.8, core §6.4); none when it ran no eval or no run completed."""
+    concurrencies, one row each: wave-2 spec §1.8, core §6.4); none when it ran no eval or no run completed.
+    `failed`: also a row of each run that did not complete (`eval_runs`: an eval that never ran has one), without
+    scores, its `llmsweep` block's `status` `failed` (InferenceX publishes no such row: the export marks it)."""
     block = point.eval
     if block is None:
         return []
-    return [_eval_row(point, block, run) for run in block.runs if run.status == "completed"]
+    runs = eval_runs(block, planned_eval_conc(point.job))
+    return [_eval_row(point, block, run, runs) for run in runs if failed or run.status == "completed"]
 
 
-def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun) -> dict[str, Any]:
+def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun, runs: list[EvalRun]) -> dict[str, Any]:
     i, job = point.identity, point.job
     dpa = dp_attention_of(job)  # what ran, read and spelt as the throughput row reads and spells it
     strict, flexible = run_scores(run)
@@ -162,11 +171,12 @@ def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun) -> dict[str, A
     # ours beside InferenceX's fields: what an import needs to store the row again as the eval it was (its whole
     # point identity, the eval's settings, verdict and every run's command: `points_from_eval_rows`)
     row["llmsweep"] = {"verdict": block.verdict, "reasons": list(block.reasons), "mode": block.mode,
+                       "status": run.status, "error": run.error,
                        "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
                        "source": point.source, "harness": f"{block.harness} {block.harness_version or ''}".strip(),
-                       "eval_concs": [r.conc for r in block.runs], "dataset": block.dataset,
-                       "limit": block.limit, "commands": [r.command for r in block.runs],
-                       "errors": [r.error for r in block.runs],
+                       "eval_concs": [r.conc for r in runs], "dataset": block.dataset,
+                       "limit": block.limit, "commands": [r.command for r in runs],
+                       "errors": [r.error for r in runs],
                        "identity": i.as_dict(), "context_length": block.context_length,
                        "max_tokens": block.max_tokens, "num_fewshot": block.num_fewshot}
     return row
@@ -262,6 +272,8 @@ def _eval_point(run_id: str, job_id: str, rows: list[Mapping[str, Any]]) -> Resu
     by_conc: dict[int, EvalRun] = {}
     for row in rows:
         run = _eval_run(row)
+        if _ours(row).get("status") == "failed":  # a run that did not complete, exported marked failed
+            run = run.model_copy(update={"status": "failed", "metrics": []})
         by_conc.setdefault(run.conc, run)
     concs = [c for c in ours.get("eval_concs") or () if isinstance(c, int)] or list(by_conc)
     commands, errors = (_listed(ours.get(k)) for k in ("commands", "errors"))
@@ -271,7 +283,10 @@ def _eval_point(run_id: str, job_id: str, rows: list[Mapping[str, Any]]) -> Resu
         run = by_conc.pop(conc) if conc in by_conc else EvalRun(conc=conc, status="failed",
                                                                   error=said or "failed (no row of it)")
         command = commands[n] if n < len(commands) and isinstance(commands[n], list) else []
-        runs.append(run.model_copy(update={"command": [str(c) for c in command]}))
+        update: dict[str, Any] = {"command": [str(c) for c in command]}
+        if run.status == "failed":
+            update["error"] = said or run.error or "failed (no row of it)"
+        runs.append(run.model_copy(update=update))
     runs += by_conc.values()
     harness, _, version = str(ours.get("harness") or "lm-eval").partition(" ")
     mode: Literal["eval-only", "run-eval"] = "run-eval" if ours.get("mode") == "run-eval" else "eval-only"

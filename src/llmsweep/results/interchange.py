@@ -256,14 +256,33 @@ def unpublished(point: ResultPoint, row: RowKind = "throughput") -> str | None:
     return None
 
 
+DID_NOT_COMPLETE = "eval did not complete, no score"
+"""Why an eval run has no InferenceX row: it failed (lm-eval exited, or never ran). InferenceX's collector reads the
+completed concurrencies only (wave-2 spec §1.8)."""
+
+
+def _eval_row_unpublished(point: ResultPoint, row: Mapping[str, Any]) -> str | None:
+    """Why InferenceX would not publish one eval row of a result (`unpublished`, then a run that did not complete);
+    None when it would."""
+    if (why := unpublished(point, "eval")) is not None:
+        return why
+    return DID_NOT_COMPLETE if row["llmsweep"]["status"] != "completed" else None
+
+
 def left_out(points: Sequence[ResultPoint], row: RowKind = "throughput") -> dict[str, int]:
-    """How many throughput points (or eval rows) an InferenceX export without `include_unpublished` leaves out, by
-    reason (a point measured N times is one point, as it is exported: `repeat_row`)."""
+    """How many throughput points (or eval rows: one per run of an eval, failed runs included) an InferenceX export
+    without `include_unpublished` leaves out, by reason (a point measured N times is one point, as it is exported:
+    `repeat_row`)."""
     out: dict[str, int] = {}
-    for p in (points if row == "eval" else [r.point for r in combine_repeats(points)]):
-        n = len(inferencex_eval_rows(p)) if row == "eval" else int(not p.eval_only)
-        if n and (why := unpublished(p, row)) is not None:
-            out[why] = out.get(why, 0) + n
+    if row == "eval":
+        for p in points:
+            for eval_row in inferencex_eval_rows(p, failed=True):
+                if (why := _eval_row_unpublished(p, eval_row)) is not None:
+                    out[why] = out.get(why, 0) + 1
+        return out
+    for p in (r.point for r in combine_repeats(points)):
+        if not p.eval_only and (why := unpublished(p, row)) is not None:
+            out[why] = out.get(why, 0) + 1
     return out
 
 
@@ -318,16 +337,22 @@ def repeat_row(repeats: Repeats) -> dict[str, Any]:
 
 def _eval_rows(points: Sequence[ResultPoint], include_unpublished: bool) -> list[dict[str, Any]]:
     """The eval rows of `inferencex-evals`, by the throughput export's rule (`unpublished`): a row that is not a
-    measurement only with `include_unpublished`, then marked failed (`benchmark_outcome`; its `llmsweep` block
-    names the source, as the top-level `source` is the lm-eval results file)."""
+    measurement, or of a run that did not complete (no score), only with `include_unpublished`, then marked failed
+    (`benchmark_outcome`, with the run's error; its `llmsweep` block names the source and the run's status, as the
+    top-level `source` is the lm-eval results file)."""
     rows: list[dict[str, Any]] = []
     for p in points:
-        why = unpublished(p, "eval")
-        if why is not None and not include_unpublished:
-            continue
-        for row in inferencex_eval_rows(p):
+        for row in inferencex_eval_rows(p, failed=include_unpublished):
+            why = _eval_row_unpublished(p, row)
+            if why is not None and not include_unpublished:
+                continue
             if why is not None:
-                row["benchmark_outcome"] = _outcome(p, why)
+                outcome = _outcome(p, why) if why != DID_NOT_COMPLETE else {"status": "failed", "reason": why}
+                ours = row["llmsweep"]
+                if ours["status"] != "completed":  # why it has no score
+                    failure = f"{DID_NOT_COMPLETE} ({ours['error'] or 'no reason recorded'})"
+                    outcome["reason"] = failure if why == DID_NOT_COMPLETE else f"{outcome['reason']}; {failure}"
+                row["benchmark_outcome"] = outcome
             rows.append(row)
     return rows
 

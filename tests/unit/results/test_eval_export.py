@@ -530,3 +530,42 @@ def test_an_inferencex_eval_row_imports_as_an_eval_judged_against_its_threshold(
     assert "below the threshold 0.94" in evals[1].reasons[0]  # qwen3.5's gsm8k floor
     (again, _) = json.loads(export_points(points, "inferencex-evals"))
     assert {k: again[k] for k in row} == row
+
+
+def test_an_eval_run_that_did_not_complete_is_said_on_stderr_and_exported_marked_with_its_error(
+        make_run: MakeRun, store_path: Path, tmp_path: Path) -> None:
+    """A failed eval run has no InferenceX row (the collector reads completed concurrencies only), but it does not
+    vanish unsaid: stderr counts it with why, and --include-unpublished exports it marked failed with its error —
+    an eval that never ran too (one row at its planned concurrency). Such an export imports back as it was."""
+    from llmsweep.results.interchange import DID_NOT_COMPLETE
+
+    batched = points_from_run(_batched(make_run))
+    assert left_out(batched, "eval") == {DID_NOT_COMPLETE: 1}
+    never = with_eval(make_run("never", concs=(16,), source="measured", seed=2), [])
+    assert left_out(points_from_run(never), "eval") == {DID_NOT_COMPLETE: 1}
+    runner = CliRunner()
+    for run in (_batched(make_run), never):
+        assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
+    plain = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals"], catch_exceptions=False)
+    assert [r["conc"] for r in json.loads(plain.stdout)] == [4, 64]
+    assert (f"left out 2 eval row(s) InferenceX does not publish (2 {DID_NOT_COMPLETE}); --include-unpublished "
+            "exports them marked failed") in plain.stderr
+    every = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals", "--include-unpublished"],
+                          catch_exceptions=False)
+    rows = json.loads(every.stdout)
+    assert [(r["conc"], r["score"], r.get("benchmark_outcome")) for r in rows] == [
+        (4, 0.95, None), (64, 0.91, None),
+        (128, None, {"status": "failed", "reason": f"{DID_NOT_COMPLETE} (lm-eval exited 1)"}),
+        (16, None, {"status": "failed", "reason": f"{DID_NOT_COMPLETE} (eval gsm8k: lm-eval never ran)"})]
+    assert [r["llmsweep"]["status"] for r in rows] == ["completed", "completed", "failed", "failed"]
+    (tmp_path / "every.json").write_text(every.stdout)
+    other = str(tmp_path / "other.sqlite")
+    assert runner.invoke(cli, ["results", "import", str(tmp_path / "every.json"), "--store", other],
+                         catch_exceptions=False).exit_code == 0
+    listed = json.loads(runner.invoke(cli, ["results", "evals", "--json", "--store", other]).stdout)
+    assert [(r["conc"], r["status"], r["error"]) for r in listed] == [
+        (4, "completed", None), (64, "completed", None), (128, "failed", "lm-eval exited 1"),
+        (16, "failed", "eval gsm8k: lm-eval never ran")]
+    again = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals", "--include-unpublished",
+                                "--store", other], catch_exceptions=False)
+    assert json.loads(again.stdout) == rows
