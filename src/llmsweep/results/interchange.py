@@ -28,7 +28,7 @@ from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import inferencex_eval_rows, is_eval_row, points_from_eval_rows
 from llmsweep.results.frontier import is_agentic
 from llmsweep.results.identity import dp_attention_of, get_field, gpus_of, identity_from_dict, identity_from_job
-from llmsweep.results.point import ResultPoint, describe, result_id_for
+from llmsweep.results.point import RESULT_COLUMNS, ResultPoint, describe, result_id_for
 from llmsweep.results.repeats import Repeats, combine_repeats
 
 EXPORT_FORMAT = "llmsweep-results"
@@ -389,11 +389,10 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
         return json.dumps(published, indent=1, default=str)
     if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per completed eval run (concurrency)
         return json.dumps(_eval_rows(points, include_unpublished), indent=1, default=str)
-    if fmt == "csv":
+    if fmt == "csv":  # the columns of a result's flat row (`RESULT_COLUMNS`), eval columns included
         rows = [describe(p) for p in points]
         buf = io.StringIO()
-        cols = list(rows[0]) if rows else ["result_id"]
-        writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+        writer = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS)
         writer.writeheader()
         for row in rows:
             writer.writerow({k: (";".join(v) if isinstance(v, list) else v) for k, v in row.items()})

@@ -116,3 +116,32 @@ def test_evals_of_different_sources_are_not_paired_across_kinds_without_mix_sour
         "sources differ (measured, simulated); pass --mix-sources to compare"}
     (m,) = compare_points(base, pr, mix_sources=True).matched
     assert m.eval is not None and m.eval.verdict == "regression"
+
+
+def test_the_csv_export_has_the_eval_columns_of_a_result_row(make_run: MakeRun) -> None:
+    """The CSV's columns are a result row's (`RESULT_COLUMNS`, as `results list --json` gives them): an eval's kind,
+    task, score with its name and stderr, verdict and reasons beside the throughput figures, as the JSON export's
+    summary holds them; empty for a point without an eval. An export of nothing has the same header."""
+    import csv
+    import io
+
+    points = points_from_run(with_eval(with_eval(make_run("a", concs=(4, 16, 32)), 32, 0.85), 16, 0.95,
+                                       mode="eval-only"))
+    reader = csv.DictReader(io.StringIO(export_points(points, "csv")))
+    rows = {int(r["conc"]): r for r in reader}
+    evals = {r["identity"]["conc"]: r["summary"]["eval"]
+             for r in json.loads(export_points(points, "json"))["results"] if r["summary"].get("eval")}
+    assert sorted(evals) == [16, 32]
+    for conc, block in evals.items():
+        row = rows[conc]
+        assert (row["eval_mode"], row["eval_task"], float(row["eval_score"]), row["eval_score_name"],
+                float(row["eval_score_stderr"]), row["eval_verdict"], row["eval_reasons"]) == (
+            block["mode"], block["task"], block["score"], block["score_name"], block["score_stderr"],
+            block["verdict"], ";".join(block["reasons"]))
+    assert (rows[32]["eval_mode"], rows[32]["eval_verdict"], rows[32]["verdict"]) == ("run-eval", "invalid", "valid")
+    assert rows[16]["eval_mode"] == "eval-only" and rows[16]["tput_per_gpu"] == ""
+    from llmsweep.results.point import RESULT_COLUMNS
+
+    assert tuple(reader.fieldnames or ()) == RESULT_COLUMNS
+    assert all(rows[4][c] == "" for c in RESULT_COLUMNS if c.startswith("eval_"))
+    assert next(csv.reader(io.StringIO(export_points([], "csv")))) == list(RESULT_COLUMNS)
