@@ -145,3 +145,22 @@ def test_the_csv_export_has_the_eval_columns_of_a_result_row(make_run: MakeRun) 
     assert tuple(reader.fieldnames or ()) == RESULT_COLUMNS
     assert all(rows[4][c] == "" for c in RESULT_COLUMNS if c.startswith("eval_"))
     assert next(csv.reader(io.StringIO(export_points([], "csv")))) == list(RESULT_COLUMNS)
+
+
+def test_a_pull_requests_verdict_calls_an_eval_regression(make_run: MakeRun) -> None:
+    """The verdict `compare --baseline A B --format markdown` gives: main's run-eval score 0.95 against the pull
+    request's eval-only 0.80, far beyond the scores' stderr band, is a regression — as `--fail-on-regression` calls
+    it — and a score within its band is a verified `no change`. It counted neither (`no change (no between-run
+    band)`)."""
+    from llmsweep.report.verdict import verdict_markdown
+    from llmsweep.results.verdict import SuccessRate, point_called, point_verdict, verdict_counts
+
+    base = points_from_run(with_eval(make_run("main", concs=(32,)), 32, 0.95))
+    worse = compare_points(base, points_from_run(with_eval(make_run("pr", concs=(32,)), 32, 0.80, mode="eval-only")))
+    (m,) = worse.matched
+    assert worse.regressions and point_verdict(m) == "regression" and point_called(m)
+    assert verdict_counts(worse) == {"improvement": 0, "regression": 1, "no change": 0}
+    assert "**1 regression(s), 0 improvement(s), 0 without change**" in verdict_markdown(worse, SuccessRate(1, 1))
+    same = compare_points(base, points_from_run(with_eval(make_run("pr2", concs=(32,)), 32, 0.95, mode="eval-only")))
+    (s,) = same.matched
+    assert point_verdict(s) == "no change" and point_called(s)
