@@ -342,7 +342,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
               help="inferencex: also the points InferenceX does not publish (simulated, predicted, smoke, invalid), "
                    "each marked `benchmark_outcome: {status: failed}` (the app drops it) and, when not measured, "
                    "with its `source`; inferencex-evals: also the evals that were not measured (simulated, "
-                   "predicted), marked the same way.")
+                   "predicted) and the eval runs that did not complete (no score), marked the same way, a failed "
+                   "run with its error.")
 @store_option()
 def export(run_id: str | None, fmt: str, out: Path | None, include_unpublished: bool, store_path: Path | None) -> None:
     """Export results: our lossless JSON, flat CSV, InferenceX aggregate rows, or InferenceX eval rows.
@@ -494,8 +495,9 @@ def _print_comparison(comp: Any) -> None:
         if pc.eval is not None:
             e = pc.eval
             band = f" ± {_num(e.band, 4)} (stderr)" if e.band is not None else ""
-            table.add_row(f"eval {e.task} score", f"{_num(e.a, 4)} ({e.verdict_a})", f"{_num(e.b, 4)} ({e.verdict_b})",
-                          f"{_num(e.delta, 4)}{band}", VERDICT_MARK[e.verdict])
+            kinds = f" (A {e.mode_a}, B {e.mode_b})" if e.mode_a != e.mode_b else ""  # which kind of job ran each
+            table.add_row(f"eval {e.task} score{kinds}", f"{_num(e.a, 4)} ({e.verdict_a})",
+                          f"{_num(e.b, 4)} ({e.verdict_b})", f"{_num(e.delta, 4)}{band}", VERDICT_MARK[e.verdict])
         con.print(table)
         if pc.past:  # the earlier stored runs that joined A's noise band: same point, same configuration, valid
             con.print("history (A's configuration): " + ", ".join(f"{p.run_id}/{p.job_id}" for p in pc.past))

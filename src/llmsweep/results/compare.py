@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from llmsweep.errors import ConfigError
@@ -62,7 +62,9 @@ EVAL_Z = 1.96
 @dataclass(frozen=True, slots=True)
 class EvalDelta:
     """The eval scores of a matched point on both sides (same task), their difference against the scores' combined
-    standard error, and each side's threshold verdict."""
+    standard error, and each side's threshold verdict. `mode_a`/`mode_b`: what kind of job ran each side's eval —
+    `run-eval` (after a throughput point, on its server) or `eval-only` — which may differ: both are the same
+    measurement of the configuration's accuracy (`compare_points` pairs them)."""
 
     task: str
     a: float | None
@@ -72,11 +74,13 @@ class EvalDelta:
     verdict: Verdict
     verdict_a: str
     verdict_b: str
+    mode_a: str = ""
+    mode_b: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"task": self.task, "a": self.a, "b": self.b, "delta": self.delta, "band": self.band,
                 "band_kind": "stderr", "verdict": self.verdict, "eval_verdict_a": self.verdict_a,
-                "eval_verdict_b": self.verdict_b}
+                "eval_verdict_b": self.verdict_b, "eval_mode_a": self.mode_a, "eval_mode_b": self.mode_b}
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +213,10 @@ def compare_points(
     Points in A or B that share a key and a configuration within one side (in-run repeats) are repeats too; a side
     holding two configurations of one point pools neither (`_mixed_configurations`). In virtual time, results of one
     configuration and seed count once (`distinct_samples`).
+
+    Evals pair on the point identity whatever kind of job ran them: a `run-eval` job's eval (after its throughput
+    point, on the same server) and an `eval-only` job's eval of the same point identity measure the same accuracy, so
+    main's full sweep is judged against a pull request's `--evals-only` run (`_cross_kind_evals`).
     """
     ignored = frozenset(ignore)
     if topology := sorted(ignored & set(TOPOLOGY_FIELDS)):
@@ -220,7 +228,7 @@ def compare_points(
         metrics = (*DEFAULT_METRICS, *(m for m in POWER_METRICS if any(p.metric(m) is not None for p in (*a, *b))))
 
     def key(p: ResultPoint) -> str:  # an eval-only result matches eval-only results only: it has no throughput
-        return p.identity.key(ignored) + ("|eval-only" if p.eval_only else "")
+        return p.identity.key(ignored) + (_EVAL_ONLY if p.eval_only else "")
 
     def grouped(points: Sequence[ResultPoint]) -> dict[str, list[ResultPoint]]:
         out: dict[str, list[ResultPoint]] = {}
@@ -256,10 +264,11 @@ def compare_points(
             _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
                                        _eval_delta(runs_a, runs_b)))
+    paired = _cross_kind_evals(side_a, side_b, matched, skipped, mix_sources)
     # by series, then by concurrency as a number (the sides come in job-id order, where conc 12 sorts before 4)
     matched.sort(key=lambda m: (m.a[0].identity.series_key(), m.a[0].identity.conc))
-    only_a = tuple(p for k, ps in side_a.items() if k not in side_b for p in ps)
-    only_b = tuple(p for k, ps in side_b.items() if k not in side_a for p in ps)
+    only_a = tuple(p for k, ps in side_a.items() if k not in side_b for p in ps if p.result_id not in paired)
+    only_b = tuple(p for k, ps in side_b.items() if k not in side_a for p in ps if p.result_id not in paired)
     for m in matched:
         bad = [f"{side} {p.job_id} is {p.verdict} ({'; '.join(p.reasons) or 'no reason given'})"
                for side, runs in (("A", m.a), ("B", m.b)) for p in runs if not p.valid]
@@ -268,8 +277,9 @@ def compare_points(
     if a and {p.result_id for p in a} == {p.result_id for p in b}:
         notes.insert(0, f"A and B are the same results (run {', '.join(sorted({p.run_id for p in a}))}): every "
                         "delta is zero by construction")
-    clocks_a = sorted({p.clock for m in matched for p in m.a if p.clock})
-    clocks_b = sorted({p.clock for m in matched for p in m.b if p.clock})
+    # the clock times throughput figures: an eval is served live whatever clock its job's throughput point ran on
+    clocks_a = sorted({p.clock for m in matched if m.deltas for p in m.a if p.clock})
+    clocks_b = sorted({p.clock for m in matched if m.deltas for p in m.b if p.clock})
     if clocks_a and clocks_b and clocks_a != clocks_b:
         # the simulator's HTTP server in wall-clock time adds the client, the transport and the event loop to what
         # the core models in virtual time: a delta between the two is mostly that, not a change of configuration
@@ -285,8 +295,8 @@ def compare_points(
     if compared and all(len(m.a) + len(m.past) < 2 and len(m.b) < 2 for m in compared):  # said only when true
         notes.append("no repeats: bands are within-run only, so no change is called a regression or improvement "
                      "(re-run with --repeats, or pass --repeats-from)")
-    words_a = sorted({source_words(p.source, p.clock) for m in matched for p in m.a})
-    words_b = sorted({source_words(p.source, p.clock) for m in matched for p in m.b})
+    words_a = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.a})
+    words_b = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.b})
     sides = (" and ".join(words_a), " and ".join(words_b)) if words_a != words_b else ("", "")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, seed, tuple(notes), sides)
@@ -366,6 +376,50 @@ def same_configuration(side_a: Sequence[ResultPoint], history: Iterable[ResultPo
     return [p for p in history if p.verdict == "valid" and p.configuration in configs]
 
 
+_EVAL_ONLY = "|eval-only"
+"""The suffix of an eval-only result's matching key: it matches eval-only results only in the throughput pairing
+(it has no throughput), and any eval of its point identity in the eval pairing (`_cross_kind_evals`)."""
+
+
+def _cross_kind_evals(side_a: Mapping[str, list[ResultPoint]], side_b: Mapping[str, list[ResultPoint]],
+                      matched: list[PointComparison], skipped: list[Skipped], mix_sources: bool) -> set[str]:
+    """Pair the evals the throughput pairing left uncompared: at one point identity, a `run-eval` job's eval on one
+    side and an `eval-only` job's on the other (same model, hardware, engine, precision, image, parallelism, spec,
+    ISL/OSL, concurrency...: the same accuracy measurement). The eval is put on the point's matched comparison when
+    that has none (A's run-eval point matched B's throughput-only point), else on a comparison of its own, without
+    throughput deltas. Sources that differ are refused as the throughput pairing refuses them (`skipped`). Returns
+    the result ids now compared or refused, which are no longer "only in" a side."""
+    done = {p.result_id for m in matched if m.eval is not None for p in (*m.a, *m.b)}
+    done |= {s.point.result_id for s in skipped}
+    by_key = {m.key: i for i, m in enumerate(matched)}
+    paired: set[str] = set()
+    bases = dict.fromkeys(k.removesuffix(_EVAL_ONLY) for k in (*side_a, *side_b))
+    for base in bases:
+        ea, eb = ([p for k in (base, base + _EVAL_ONLY) for p in side.get(k, [])
+                   if p.eval is not None and p.result_id not in done] for side in (side_a, side_b))
+        if not ea or not eb:
+            continue
+        sources = {p.source for p in ea + eb}
+        if len(sources) > 1 and not mix_sources:
+            skipped.extend(Skipped(p, f"sources differ ({', '.join(sorted(sources))}); pass --mix-sources to compare")
+                           for p in ea + eb)
+            paired |= {p.result_id for p in ea + eb}
+            continue
+        delta = _eval_delta(ea, eb)
+        at = by_key.get(base)
+        if at is not None and matched[at].eval is None:
+            matched[at] = replace(matched[at], eval=delta)
+        else:
+            matched.append(PointComparison(base + "|eval", tuple(ea), tuple(eb), (), (), delta))
+        paired |= {p.result_id for p in ea + eb}
+    return paired
+
+
+def _modes(points: Sequence[ResultPoint]) -> str:
+    """The kinds of job that ran these points' evals (`run-eval`, `eval-only`, or both joined by `+`)."""
+    return "+".join(sorted({e.mode for p in points if (e := p.eval) is not None}))
+
+
 def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDelta | None:
     """The eval comparison of a matched point, when both sides ran one (None otherwise)."""
     ea = [e for p in runs_a if (e := p.eval) is not None]
@@ -373,9 +427,10 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
     if not ea or not eb:
         return None
     verdict_a, verdict_b = ea[0].verdict, eb[0].verdict
+    modes = _modes(runs_a), _modes(runs_b)
     if ea[0].task != eb[0].task:
         return EvalDelta(f"{ea[0].task} vs {eb[0].task}", ea[0].score, eb[0].score, None, None, "n/a", verdict_a,
-                         verdict_b)
+                         verdict_b, *modes)
     va, vb = finite_mean(e.score for e in ea), finite_mean(e.score for e in eb)
     delta = vb - va if va is not None and vb is not None else None
     se_a, se_b = ea[0].score_stderr, eb[0].score_stderr
@@ -389,7 +444,7 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
         verdict = "within noise"
     else:
         verdict = "improvement" if delta > 0 else "regression"  # a higher score is better
-    return EvalDelta(ea[0].task, va, vb, delta, band, verdict, verdict_a, verdict_b)
+    return EvalDelta(ea[0].task, va, vb, delta, band, verdict, verdict_a, verdict_b, *modes)
 
 
 def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint], past: list[ResultPoint],

@@ -25,10 +25,10 @@ from typing import Any, Literal
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import MEASURED, SOURCES, InvertedStats, Stats, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
-from llmsweep.results.evals import inferencex_eval_rows
+from llmsweep.results.evals import inferencex_eval_rows, is_eval_row, points_from_eval_rows
 from llmsweep.results.frontier import is_agentic
 from llmsweep.results.identity import dp_attention_of, get_field, gpus_of, identity_from_dict, identity_from_job
-from llmsweep.results.point import ResultPoint, describe, result_id_for
+from llmsweep.results.point import RESULT_COLUMNS, ResultPoint, describe, result_id_for
 from llmsweep.results.repeats import Repeats, combine_repeats
 
 EXPORT_FORMAT = "llmsweep-results"
@@ -256,14 +256,33 @@ def unpublished(point: ResultPoint, row: RowKind = "throughput") -> str | None:
     return None
 
 
+DID_NOT_COMPLETE = "eval did not complete, no score"
+"""Why an eval run has no InferenceX row: it failed (lm-eval exited, or never ran). InferenceX's collector reads the
+completed concurrencies only (wave-2 spec §1.8)."""
+
+
+def _eval_row_unpublished(point: ResultPoint, row: Mapping[str, Any]) -> str | None:
+    """Why InferenceX would not publish one eval row of a result (`unpublished`, then a run that did not complete);
+    None when it would."""
+    if (why := unpublished(point, "eval")) is not None:
+        return why
+    return DID_NOT_COMPLETE if row["llmsweep"]["status"] != "completed" else None
+
+
 def left_out(points: Sequence[ResultPoint], row: RowKind = "throughput") -> dict[str, int]:
-    """How many throughput points (or eval rows) an InferenceX export without `include_unpublished` leaves out, by
-    reason (a point measured N times is one point, as it is exported: `repeat_row`)."""
+    """How many throughput points (or eval rows: one per run of an eval, failed runs included) an InferenceX export
+    without `include_unpublished` leaves out, by reason (a point measured N times is one point, as it is exported:
+    `repeat_row`)."""
     out: dict[str, int] = {}
-    for p in (points if row == "eval" else [r.point for r in combine_repeats(points)]):
-        n = len(inferencex_eval_rows(p)) if row == "eval" else int(not p.eval_only)
-        if n and (why := unpublished(p, row)) is not None:
-            out[why] = out.get(why, 0) + n
+    if row == "eval":
+        for p in points:
+            for eval_row in inferencex_eval_rows(p, failed=True):
+                if (why := _eval_row_unpublished(p, eval_row)) is not None:
+                    out[why] = out.get(why, 0) + 1
+        return out
+    for p in (r.point for r in combine_repeats(points)):
+        if not p.eval_only and (why := unpublished(p, row)) is not None:
+            out[why] = out.get(why, 0) + 1
     return out
 
 
@@ -318,16 +337,22 @@ def repeat_row(repeats: Repeats) -> dict[str, Any]:
 
 def _eval_rows(points: Sequence[ResultPoint], include_unpublished: bool) -> list[dict[str, Any]]:
     """The eval rows of `inferencex-evals`, by the throughput export's rule (`unpublished`): a row that is not a
-    measurement only with `include_unpublished`, then marked failed (`benchmark_outcome`; its `llmsweep` block
-    names the source, as the top-level `source` is the lm-eval results file)."""
+    measurement, or of a run that did not complete (no score), only with `include_unpublished`, then marked failed
+    (`benchmark_outcome`, with the run's error; its `llmsweep` block names the source and the run's status, as the
+    top-level `source` is the lm-eval results file)."""
     rows: list[dict[str, Any]] = []
     for p in points:
-        why = unpublished(p, "eval")
-        if why is not None and not include_unpublished:
-            continue
-        for row in inferencex_eval_rows(p):
+        for row in inferencex_eval_rows(p, failed=include_unpublished):
+            why = _eval_row_unpublished(p, row)
+            if why is not None and not include_unpublished:
+                continue
             if why is not None:
-                row["benchmark_outcome"] = _outcome(p, why)
+                outcome = _outcome(p, why) if why != DID_NOT_COMPLETE else {"status": "failed", "reason": why}
+                ours = row["llmsweep"]
+                if ours["status"] != "completed":  # why it has no score
+                    failure = f"{DID_NOT_COMPLETE} ({ours['error'] or 'no reason recorded'})"
+                    outcome["reason"] = failure if why == DID_NOT_COMPLETE else f"{outcome['reason']}; {failure}"
+                row["benchmark_outcome"] = outcome
             rows.append(row)
     return rows
 
@@ -364,11 +389,10 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
         return json.dumps(published, indent=1, default=str)
     if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per completed eval run (concurrency)
         return json.dumps(_eval_rows(points, include_unpublished), indent=1, default=str)
-    if fmt == "csv":
+    if fmt == "csv":  # the columns of a result's flat row (`RESULT_COLUMNS`), eval columns included
         rows = [describe(p) for p in points]
         buf = io.StringIO()
-        cols = list(rows[0]) if rows else ["result_id"]
-        writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+        writer = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS)
         writer.writeheader()
         for row in rows:
             writer.writerow({k: (";".join(v) if isinstance(v, list) else v) for k, v in row.items()})
@@ -399,7 +423,8 @@ def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
 
 
 def read_import(path: Path) -> Imported:
-    """Parse an export of ours or an InferenceX aggregate JSON into (run id, origin, points); a file without a result
+    """Parse an export of ours, an InferenceX aggregate JSON or eval rows (`inferencex-evals`, InferenceX's
+    agg_eval_all.json: stored as evals, `points_from_eval_rows`) into (run id, origin, points); a file without a result
     row is bad input (an empty run in the store would stand in `results list` as if something had been imported).
 
     The run id is the file's own (`import:<stem>-<digest>`); a row that names the run it came from (every row of our
@@ -426,7 +451,9 @@ def read_import(path: Path) -> Imported:
     if rows is None or not all(isinstance(r, Mapping) for r in rows):
         raise ResultInputError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
                           fix="export with `llmsweep results export --format json|inferencex`")
-    points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows)]
+    # eval rows (`inferencex-evals`, InferenceX's agg_eval_all.json) are evals; the others throughput points
+    points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows) if not is_eval_row(r)]
+    points += points_from_eval_rows(run_id, [(n, r) for n, r in enumerate(rows) if is_eval_row(r)])
     origin = "llmsweep-export" if rows and all("llmsweep" in r for r in rows) else "inferencex"
     return run_id, origin, _nonempty(path, _unique_jobs(points)), {}
 

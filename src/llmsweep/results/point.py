@@ -15,8 +15,10 @@ from typing import Any
 from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ResultError
 from llmsweep.metrics.model import EvalBlock, Summary
+from llmsweep.metrics.registry import HOT_NAMES
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
 from llmsweep.results.identity import (
+    POINT_FIELDS,
     Measurement,
     PointIdentity,
     get_field,
@@ -68,8 +70,10 @@ class ResultPoint:
 
     @property
     def eval_only(self) -> bool:
-        """An eval-only result: an accuracy score, no throughput point (kept out of frontiers and plots)."""
-        return self.eval is not None and self.eval.mode == "eval-only"
+        """An eval-only result: an accuracy score, no throughput point (kept out of frontiers and plots). An eval-only
+        job's, or an eval imported from eval rows (its job record says `eval-only`: the rows carry no throughput
+        point, whatever kind of job ran the eval, which its eval's `mode` keeps)."""
+        return self.eval is not None and (self.eval.mode == "eval-only" or get_field(self.job, "eval-only") is True)
 
     @property
     def records_path(self) -> Path | None:
@@ -169,10 +173,29 @@ def points_from_run(run: RunDir) -> list[ResultPoint]:
     return [p for p in (point_from_job(run.run_id, art) for art in run.jobs) if p is not None]
 
 
+_ROW_HEAD = ("result_id", "run_id", "job_id", "source", "origin", "verdict", "reasons", "gpus", "series")
+EVAL_COLUMNS = ("eval_mode", "eval_task", "eval_score", "eval_score_name", "eval_score_stderr", "eval_verdict",
+                "eval_reasons")
+"""A result's eval in its flat row (None for a result without one), named as `run --json` names them: the kind of job
+that ran it, the task, the headline score (strict match, else accuracy) with its name and stderr, and the eval's own
+verdict and reasons (a run-eval result's `verdict` is its throughput point's)."""
+RESULT_COLUMNS: tuple[str, ...] = (*_ROW_HEAD, *POINT_FIELDS, *HOT_NAMES, *EVAL_COLUMNS)
+"""The columns of a result's flat row (`describe`), in order: the one definition `results list --json`, `results
+show` and the CSV export read."""
+
+
 def describe(point: ResultPoint) -> Mapping[str, Any]:
-    """A flat dict for tables and `--json` output."""
-    return {
+    """A result as a flat row (`RESULT_COLUMNS`), for tables, `--json` output and the CSV export."""
+    block = point.eval
+    row = {
         "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id, "source": point.source,
         "origin": point.origin, "verdict": point.verdict, "reasons": list(point.reasons), "gpus": point.gpus,
-        "series": point.identity.series_label(), **point.identity.as_dict(), **point.metrics,
+        "series": point.identity.series_label(), **point.identity.as_dict(),
+        **{c: point.metrics.get(c) for c in HOT_NAMES},
+        "eval_mode": block.mode if block else None, "eval_task": block.task if block else None,
+        "eval_score": block.score if block else None, "eval_score_name": block.score_name if block else None,
+        "eval_score_stderr": block.score_stderr if block else None,
+        "eval_verdict": block.verdict if block else None,
+        "eval_reasons": list(block.reasons) if block else None,
     }
+    return {c: row[c] for c in RESULT_COLUMNS}

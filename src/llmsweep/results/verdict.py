@@ -24,7 +24,9 @@ PointVerdict = Literal["improvement", "regression", "no change"]
 
 
 def point_verdict(pc: PointComparison) -> PointVerdict:
-    verdicts = {d.verdict for d in pc.deltas}
+    """The point's verdict over its metrics and its eval score: a regression of either (the score beyond its stderr
+    band, `compare.EvalDelta`) makes it a regression, as it makes `Comparison.regressions` (`--fail-on-regression`)."""
+    verdicts = {d.verdict for d in pc.deltas} | ({pc.eval.verdict} if pc.eval is not None else set())
     if "regression" in verdicts:
         return "regression"
     if "improvement" in verdicts:
@@ -33,8 +35,14 @@ def point_verdict(pc: PointComparison) -> PointVerdict:
 
 
 def point_called(pc: PointComparison) -> bool:
-    """Whether a between-run band could have called a change at this point (False: `no change` is unverified)."""
-    return any(d.band is not None and d.band.kind == "between-run" for d in pc.deltas)
+    """Whether a band that calls changes could have called one at this point (False: `no change` is unverified): a
+    change it called was; else a between-run band of its metrics, or, for a point compared on its eval alone (no
+    throughput deltas: an eval-only result), the eval score's stderr band."""
+    if point_verdict(pc) != "no change":
+        return True
+    if pc.deltas:
+        return any(d.band is not None and d.band.kind == "between-run" for d in pc.deltas)
+    return pc.eval is not None and pc.eval.band is not None
 
 
 @dataclass(frozen=True)

@@ -461,3 +461,111 @@ def test_the_planned_eval_concurrency_is_read_from_the_job_record_as_the_eval_pl
     (only,) = eval_run_columns(block)
     assert (only["conc"], only["status"], only["score"], only["command"]) == (0, "failed", None, [])
     assert [c["conc"] for c in eval_run_columns(block, 64)] == [64]
+
+
+# ---------------------------------------------------------------- import: eval rows are evals again
+
+
+def test_an_eval_export_imports_as_evals_and_exports_again_as_it_was(make_run: MakeRun, store_path: Path,
+                                                                     tmp_path: Path) -> None:
+    """`results import` of an `inferencex-evals` export: each eval (its rows, one per completed concurrency) is one
+    eval result again — listed by `results evals` with its scores, verdict and mode, no throughput row, no frontier
+    — and it exports again exactly as it was written. It was stored as an empty throughput result."""
+    run = with_eval(make_run("batched", concs=(4,), source="measured"),
+                    [_run(4, 0.95), _run(64, 0.91, n=1300), _run(128, None)], mode="run-eval")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
+    exported = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals"], catch_exceptions=False)
+    rows = json.loads(exported.stdout)
+    assert [r["conc"] for r in rows] == [4, 64]
+    (tmp_path / "evals.json").write_text(exported.stdout)
+    other = tmp_path / "other.sqlite"
+    imported = runner.invoke(cli, ["results", "import", str(tmp_path / "evals.json"), "--store", str(other)],
+                             catch_exceptions=False)
+    assert imported.exit_code == 0, imported.output
+    listed = json.loads(runner.invoke(cli, ["results", "evals", "--json", "--store", str(other)],
+                                      catch_exceptions=False).stdout)
+    assert [(r["run_id"], r["conc"], r["status"], r["score"], r["n_samples"], r["mode"], r["verdict"], r["source"])
+            for r in listed] == [
+        (run.run_id, 4, "completed", 0.95, 1319, "run-eval", "invalid", "measured"),
+        (run.run_id, 64, "completed", 0.91, 1300, "run-eval", "invalid", "measured"),
+        (run.run_id, 128, "failed", None, None, "run-eval", "invalid", "measured")]
+    assert listed[2]["error"] == "lm-eval exited 1"  # why that run has no row
+    with Store(other, readonly=True) as store:
+        (point,) = store.results()
+    assert point.eval_only and point.eval is not None and point.identity == points_from_run(run)[0].identity
+    again = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals", "--store", str(other)],
+                          catch_exceptions=False)
+    assert json.loads(again.stdout) == rows
+    throughput = runner.invoke(cli, ["results", "export", "--format", "inferencex", "--include-unpublished",
+                                     "--store", str(other)], catch_exceptions=False)
+    assert json.loads(throughput.stdout) == []  # an eval has no throughput row
+    # comparable: the imported eval pairs with the run's own (its throughput point has no counterpart)
+    cmp = runner.invoke(cli, ["compare", str(run.path), run.run_id, "--store", str(other), "--json"],
+                        catch_exceptions=False)
+    (m,) = json.loads(cmp.stdout)["matched"]
+    assert m["eval"]["a"] == m["eval"]["b"] == 0.95 and m["eval"]["verdict"] == "within noise"
+
+
+def test_an_inferencex_eval_row_imports_as_an_eval_judged_against_its_threshold(store_path: Path,
+                                                                                tmp_path: Path) -> None:
+    """A row of InferenceX's agg_eval_all.json (no `llmsweep` block, no verdict): an eval-only result on its runner's
+    hardware (the collector upper-cases the label), judged against the threshold `llmsweep run` would hold it to."""
+    row = {"is_multinode": False, "model_prefix": "qwen3.5", "model": "Qwen/Qwen3.5-397B-A17B-FP8", "hw": "MI300X",
+           "framework": "sglang", "precision": "fp8", "spec_decoding": "none", "isl": 8192, "osl": 1024, "tp": 8,
+           "ep": 1, "conc": 64, "dp_attention": "false", "task": "gsm8k", "em_strict": 0.95, "em_strict_se": 0.006,
+           "em_flexible": 0.96, "em_flexible_se": 0.007, "n_eff": 1319, "source": "results_2026.json",
+           "score": 0.95, "score_name": "exact_match,strict-match", "score_se": 0.006}
+    path = tmp_path / "agg_eval_all.json"
+    path.write_text(json.dumps([row, {**row, "conc": 128, "em_strict": 0.5, "score": 0.5}]))
+    runner = CliRunner()
+    assert runner.invoke(cli, ["results", "import", str(path)], catch_exceptions=False).exit_code == 0
+    with Store(store_path, readonly=True) as store:
+        points = store.results()
+        evals = store.evals()
+    assert [(p.identity.hardware, p.identity.conc, p.identity.tp, p.eval_only, p.origin) for p in points] == [
+        ("mi300x", 64, 8, True, "inferencex"), ("mi300x", 128, 8, True, "inferencex")]
+    assert [(e.conc, e.score, e.verdict, e.mode) for e in evals] == [
+        (64, 0.95, "valid", "eval-only"), (128, 0.5, "invalid", "eval-only")]
+    assert "below the threshold 0.94" in evals[1].reasons[0]  # qwen3.5's gsm8k floor
+    (again, _) = json.loads(export_points(points, "inferencex-evals"))
+    assert {k: again[k] for k in row} == row
+
+
+def test_an_eval_run_that_did_not_complete_is_said_on_stderr_and_exported_marked_with_its_error(
+        make_run: MakeRun, store_path: Path, tmp_path: Path) -> None:
+    """A failed eval run has no InferenceX row (the collector reads completed concurrencies only), but it does not
+    vanish unsaid: stderr counts it with why, and --include-unpublished exports it marked failed with its error —
+    an eval that never ran too (one row at its planned concurrency). Such an export imports back as it was."""
+    from llmsweep.results.interchange import DID_NOT_COMPLETE
+
+    batched = points_from_run(_batched(make_run))
+    assert left_out(batched, "eval") == {DID_NOT_COMPLETE: 1}
+    never = with_eval(make_run("never", concs=(16,), source="measured", seed=2), [])
+    assert left_out(points_from_run(never), "eval") == {DID_NOT_COMPLETE: 1}
+    runner = CliRunner()
+    for run in (_batched(make_run), never):
+        assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
+    plain = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals"], catch_exceptions=False)
+    assert [r["conc"] for r in json.loads(plain.stdout)] == [4, 64]
+    assert (f"left out 2 eval row(s) InferenceX does not publish (2 {DID_NOT_COMPLETE}); --include-unpublished "
+            "exports them marked failed") in plain.stderr
+    every = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals", "--include-unpublished"],
+                          catch_exceptions=False)
+    rows = json.loads(every.stdout)
+    assert [(r["conc"], r["score"], r.get("benchmark_outcome")) for r in rows] == [
+        (4, 0.95, None), (64, 0.91, None),
+        (128, None, {"status": "failed", "reason": f"{DID_NOT_COMPLETE} (lm-eval exited 1)"}),
+        (16, None, {"status": "failed", "reason": f"{DID_NOT_COMPLETE} (eval gsm8k: lm-eval never ran)"})]
+    assert [r["llmsweep"]["status"] for r in rows] == ["completed", "completed", "failed", "failed"]
+    (tmp_path / "every.json").write_text(every.stdout)
+    other = str(tmp_path / "other.sqlite")
+    assert runner.invoke(cli, ["results", "import", str(tmp_path / "every.json"), "--store", other],
+                         catch_exceptions=False).exit_code == 0
+    listed = json.loads(runner.invoke(cli, ["results", "evals", "--json", "--store", other]).stdout)
+    assert [(r["conc"], r["status"], r["error"]) for r in listed] == [
+        (4, "completed", None), (64, "completed", None), (128, "failed", "lm-eval exited 1"),
+        (16, "failed", "eval gsm8k: lm-eval never ran")]
+    again = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals", "--include-unpublished",
+                                "--store", other], catch_exceptions=False)
+    assert json.loads(again.stdout) == rows

@@ -73,3 +73,94 @@ def test_compare_judges_an_eval_score_change_against_the_scores_stderr(make_run:
     (m2,) = compare_points(a, close).matched
     assert m2.eval is not None and m2.eval.verdict == "within noise"
     assert compare_points(a, b).regressions[-1][1] == m.eval
+
+
+def test_compare_pairs_a_run_eval_jobs_eval_with_an_eval_only_jobs_eval_of_the_same_point(make_run: MakeRun) -> None:
+    """Main's full sweep (conc 32 `run-eval`: its throughput point, then the eval on its server) against a pull
+    request's `--evals-only` run (conc 32 `eval-only`): the same accuracy measurement of the same configuration, so
+    its score change is judged, each side's kind of job named; neither point is "only in" a side."""
+    base = points_from_run(with_eval(make_run("main", concs=(4, 32)), 32, 0.95))
+    pr = points_from_run(with_eval(make_run("pr", concs=(32,)), 32, 0.90, mode="eval-only"))
+    comp = compare_points(base, pr)
+    (m,) = [m for m in comp.matched if m.eval is not None]
+    assert m.eval is not None and m.eval.verdict == "regression" and round(m.eval.delta or 0, 6) == -0.05
+    assert (m.eval.mode_a, m.eval.mode_b) == ("run-eval", "eval-only") and m.deltas == ()
+    assert m.a[0].identity.conc == 32 and [p.identity.conc for p in comp.only_a] == [4] and comp.only_b == ()
+    assert comp.regressions == [(m, m.eval)]
+    doc = comp.as_dict()["matched"][0]["eval"]
+    assert (doc["eval_mode_a"], doc["eval_mode_b"]) == ("run-eval", "eval-only")
+    # either way round
+    (back,) = compare_points(pr, base).matched
+    assert back.eval is not None and back.eval.verdict == "improvement"
+    assert (back.eval.mode_a, back.eval.mode_b) == ("eval-only", "run-eval")
+
+
+def test_an_eval_only_eval_joins_the_matched_throughput_point_whose_side_ran_no_eval(make_run: MakeRun) -> None:
+    """A run-eval point on A matched by a throughput point on B that ran no eval (B's evals ran as eval-only jobs):
+    the throughput deltas and the eval comparison are one point's."""
+    base = points_from_run(with_eval(make_run("main", concs=(32,)), 32, 0.95))
+    tput = points_from_run(make_run("tput", concs=(32,)))
+    evals = points_from_run(with_eval(make_run("evals", concs=(32,)), 32, 0.95, mode="eval-only"))
+    (m,) = compare_points(base, tput + evals).matched
+    assert m.deltas and [p.job_id for p in m.b] == [tput[0].job_id]
+    assert m.eval is not None and m.eval.verdict == "within noise" and m.eval.mode_b == "eval-only"
+    comp = compare_points(base, tput + evals)
+    assert comp.only_a == () and comp.only_b == ()
+
+
+def test_evals_of_different_sources_are_not_paired_across_kinds_without_mix_sources(make_run: MakeRun) -> None:
+    base = points_from_run(with_eval(make_run("main", concs=(32,), source="measured"), 32, 0.95))
+    pr = points_from_run(with_eval(make_run("pr", concs=(32,)), 32, 0.0, mode="eval-only"))
+    comp = compare_points(base, pr)
+    assert comp.matched == () and comp.only_a == comp.only_b == () and {s.reason for s in comp.skipped} == {
+        "sources differ (measured, simulated); pass --mix-sources to compare"}
+    (m,) = compare_points(base, pr, mix_sources=True).matched
+    assert m.eval is not None and m.eval.verdict == "regression"
+
+
+def test_the_csv_export_has_the_eval_columns_of_a_result_row(make_run: MakeRun) -> None:
+    """The CSV's columns are a result row's (`RESULT_COLUMNS`, as `results list --json` gives them): an eval's kind,
+    task, score with its name and stderr, verdict and reasons beside the throughput figures, as the JSON export's
+    summary holds them; empty for a point without an eval. An export of nothing has the same header."""
+    import csv
+    import io
+
+    points = points_from_run(with_eval(with_eval(make_run("a", concs=(4, 16, 32)), 32, 0.85), 16, 0.95,
+                                       mode="eval-only"))
+    reader = csv.DictReader(io.StringIO(export_points(points, "csv")))
+    rows = {int(r["conc"]): r for r in reader}
+    evals = {r["identity"]["conc"]: r["summary"]["eval"]
+             for r in json.loads(export_points(points, "json"))["results"] if r["summary"].get("eval")}
+    assert sorted(evals) == [16, 32]
+    for conc, block in evals.items():
+        row = rows[conc]
+        assert (row["eval_mode"], row["eval_task"], float(row["eval_score"]), row["eval_score_name"],
+                float(row["eval_score_stderr"]), row["eval_verdict"], row["eval_reasons"]) == (
+            block["mode"], block["task"], block["score"], block["score_name"], block["score_stderr"],
+            block["verdict"], ";".join(block["reasons"]))
+    assert (rows[32]["eval_mode"], rows[32]["eval_verdict"], rows[32]["verdict"]) == ("run-eval", "invalid", "valid")
+    assert rows[16]["eval_mode"] == "eval-only" and rows[16]["tput_per_gpu"] == ""
+    from llmsweep.results.point import RESULT_COLUMNS
+
+    assert tuple(reader.fieldnames or ()) == RESULT_COLUMNS
+    assert all(rows[4][c] == "" for c in RESULT_COLUMNS if c.startswith("eval_"))
+    assert next(csv.reader(io.StringIO(export_points([], "csv")))) == list(RESULT_COLUMNS)
+
+
+def test_a_pull_requests_verdict_calls_an_eval_regression(make_run: MakeRun) -> None:
+    """The verdict `compare --baseline A B --format markdown` gives: main's run-eval score 0.95 against the pull
+    request's eval-only 0.80, far beyond the scores' stderr band, is a regression — as `--fail-on-regression` calls
+    it — and a score within its band is a verified `no change`. It counted neither (`no change (no between-run
+    band)`)."""
+    from llmsweep.report.verdict import verdict_markdown
+    from llmsweep.results.verdict import SuccessRate, point_called, point_verdict, verdict_counts
+
+    base = points_from_run(with_eval(make_run("main", concs=(32,)), 32, 0.95))
+    worse = compare_points(base, points_from_run(with_eval(make_run("pr", concs=(32,)), 32, 0.80, mode="eval-only")))
+    (m,) = worse.matched
+    assert worse.regressions and point_verdict(m) == "regression" and point_called(m)
+    assert verdict_counts(worse) == {"improvement": 0, "regression": 1, "no change": 0}
+    assert "**1 regression(s), 0 improvement(s), 0 without change**" in verdict_markdown(worse, SuccessRate(1, 1))
+    same = compare_points(base, points_from_run(with_eval(make_run("pr2", concs=(32,)), 32, 0.95, mode="eval-only")))
+    (s,) = same.matched
+    assert point_verdict(s) == "no change" and point_called(s)
