@@ -108,9 +108,9 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
         "launch, at the eval context length and without synthetic acceptance.")
 @option("all_evals", help="Plan as `run --all-evals` (every 8k1k and agentic row an eval-only job).")
 @runner_config_option()
+@option("runner_labels")
 def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, port: int | None, evals_only: bool,
-           all_evals: bool,
-           runner_config: Path | None) -> int:
+           all_evals: bool, runner_config: Path | None, runner_labels: tuple[str, ...]) -> int:
     """Print the exact server command and environment of a job (secrets by name only)."""
     from llmsweep import engines
     from llmsweep.catalog.fleet import load_fleet
@@ -121,7 +121,8 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, por
         from llmsweep.plan.matrix import EvalOptions
 
         result = validate_files(list(files), runner_config=runner_config, simulate=simulate,
-                                evals=EvalOptions(evals_only=evals_only, all_evals=all_evals))
+                                evals=EvalOptions(evals_only=evals_only, all_evals=all_evals),
+                                runner_labels=runner_labels)
         unparsed = [f for f in result.loaded.findings if f.is_error and f.rule in ("schema.file", "schema.yaml-syntax")]
         if unparsed or not result.jobs:
             for f in result.loaded.findings:

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from llmsweep.cli.options import config_keys_option, json_option, option, recipe_files_argument
+from llmsweep.cli.options import (
+    config_keys_option,
+    json_option,
+    option,
+    recipe_files_argument,
+    runner_config_option,
+)
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import SimConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
@@ -392,9 +398,11 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
              "AgentX-shaped corpus; needs no network).")
 @option("processes")
 @json_option("the predicted summaries")
+@runner_config_option()
+@option("runner_labels")
 def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: float | None,
             max_requests: int | None, out_dir: str | None, traces: str | None, processes: int | None,
-            as_json: bool) -> None:
+            as_json: bool, runner_config: Path | None, runner_labels: tuple[str, ...]) -> None:
     """Predict every job of a recipe in virtual time on the simulated engine.
 
     Every job gets a result or a refusal with its reason (a policy error about it, as `run --simulate` refuses it —
@@ -409,7 +417,7 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     from llmsweep.host import usable_cpus
     from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
 
-    jobs, policy = _predicted_jobs(files, config_keys)
+    jobs, policy = _predicted_jobs(files, config_keys, runner_config, runner_labels)
     jobs = with_traces(jobs, traces)
     unreadable = check_trace_sources(jobs)
     for source, unread in unreadable.items():
@@ -459,8 +467,8 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
                           fix="fix the recipe errors above (`llmsweep validate` lists every finding)")
 
 
-def _predicted_jobs(files: tuple[Path, ...], config_keys: tuple[str, ...]
-                    ) -> tuple[list[Job], dict[str, dict[int | None, str]]]:
+def _predicted_jobs(files: tuple[Path, ...], config_keys: tuple[str, ...], runner_config: Path | None = None,
+                    runner_labels: tuple[str, ...] = ()) -> tuple[list[Job], dict[str, dict[int | None, str]]]:
     """The jobs `predict` predicts and why policy refuses some, as `run --simulate` plans and checks them (one home:
     `policy.validate_files`, the refusal `execute.pipeline.policy_refusal`): recipes that do not load or plan stop
     it (exit 2); a policy error refuses the jobs it names — a multi-node job's point that alone breaks a rule,
@@ -471,8 +479,8 @@ def _predicted_jobs(files: tuple[Path, ...], config_keys: tuple[str, ...]
     from llmsweep.policy import validate_files
     from llmsweep.policy.planning import as_points, errors_about
 
-    validation = validate_files(list(files), config_keys=list(config_keys) or None,
-                                simulate=True).raise_unrunnable()
+    validation = validate_files(list(files), config_keys=list(config_keys) or None, runner_config=runner_config,
+                                runner_labels=runner_labels, simulate=True).raise_unrunnable()
     keys = list(validation.loaded.recipes)
     if not validation.jobs:
         for f in validation.findings:

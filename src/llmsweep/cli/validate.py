@@ -22,14 +22,15 @@ from llmsweep.findings import has_errors
 @option("simulate", help="Check as the simulator would run it: image/version findings warn.")
 @json_option("the list of findings")
 @runner_config_option()
+@option("runner_labels")
 def validate(files: tuple[Path, ...], config_keys: tuple[str, ...], simulate: bool, as_json: bool,
-             runner_config: Path | None) -> int:
+             runner_config: Path | None, runner_labels: tuple[str, ...]) -> int:
     """Check recipes against the schema, policy and engine contracts (exit 2 on any error)."""
     from llmsweep.policy import validate_files
 
     try:
         result = validate_files(list(files), config_keys=list(config_keys) or None, runner_config=runner_config,
-                                simulate=simulate)
+                                simulate=simulate, runner_labels=runner_labels)
     except LlmsweepError as exc:
         raise click.exceptions.Exit(_fail(exc)) from None
     findings = result.findings

@@ -682,3 +682,29 @@ def test_the_ci_store_is_the_collect_jobs_only() -> None:
     assert "env" not in doc or "LLMSWEEP_STORE" not in doc["env"]
     assert doc["jobs"]["collect"]["env"] == {"LLMSWEEP_STORE": "/srv/llmsweep/store.sqlite"}
     assert "LLMSWEEP_STORE" not in str(doc["jobs"]["sweep"]) and "LLMSWEEP_STORE" not in str(doc["jobs"]["setup"])
+
+
+def test_validate_render_and_predict_vouch_for_a_runner_label_as_run_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A recipe the workflow runs on a vouched label checks locally the same way: `validate`, `render` and `predict`
+    take `--runner-label` too (without it they refuse the label as the fleet file omits it, as `run` does)."""
+    from support.cli import run_main
+
+    recipe = write_recipe(tmp_path)
+    recipe.write_text(recipe.read_text().replace("runner: mi300x", "runner: cluster:mi325x-tw"))
+    vouch = ["--runner-label", "cluster:mi325x-tw"]
+    code, out, err = run_main(capsys, "validate", recipe)
+    assert code == 2 and "fleet.unknown-label" in out + err, out + err
+    code, out, err = run_main(capsys, "validate", recipe, *vouch)
+    assert code == 0, out + err
+    (job, *_) = jobs_from_files([recipe])
+    code, out, err = run_main(capsys, "render", recipe, "--job", job.id, "--simulate")
+    assert code == 2 and "fleet.unknown-label" in err, out + err
+    code, out, err = run_main(capsys, "render", recipe, "--job", job.id, "--simulate", *vouch)
+    assert code == 0 and "unknown-label" not in err, out + err
+    window = ["--max-requests", "4", "--duration", "30", "--processes", "1", "--json"]
+    code, out, err = run_main(capsys, "predict", recipe, *window, *vouch)
+    assert code == 0, out + err
+    assert {row["job"] for row in json.loads(out) if "summary" in row} >= {job.id}
+    code, out, err = run_main(capsys, "predict", recipe, *window)
+    assert code == 2 and "fleet.unknown-label" in err, out + err
