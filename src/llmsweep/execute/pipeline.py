@@ -453,6 +453,9 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     # Options that leave no job a place to run are bad input, said once: after what the recipes said (their errors
     # are not hidden behind it), before the store and --out.
     _refuse_clash(jobs, req, executor.kind)
+    from llmsweep.evals.results import check_inputs
+
+    check_inputs(jobs, req.settings.eval)  # what an eval reads besides its server: bad input before any server starts
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
     _writable_out(run_dir)

@@ -1,0 +1,57 @@
+"""`llmsweep run` checks what an eval reads besides its server before any server starts: a malformed user
+`eval_thresholds.yaml` is bad input (exit 2, file:line, the field and the fix), as `render` of an eval job says too,
+where it used to fail a run-eval job after its throughput point and its eval had run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.cli import run_main
+
+from llmsweep.catalog.sources import clear_caches
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "tests" / "data" / "recipes" / "run" / "eval-8k1k.yaml"  # one 8k1k row at conc 16: run-eval
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def _thresholds(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "catalog" / "eval_thresholds.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_malformed_thresholds_file_stops_run_and_render_before_any_server(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _thresholds(tmp_path, "thresholds:\n  qwen3.5:\n    gsm8k: { exact_match: 1.5 }\n")
+    out = tmp_path / "run"
+    code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--out", out, "--no-report")
+    assert code == 2, err
+    said = f"{path}:3: eval threshold qwen3.5.gsm8k.exact_match: 1.5 is not a score between 0 and 1"
+    assert said in err and "fix: write each floor as" in err
+    assert not out.exists()  # refused before --out, the store or a server were touched
+
+    # `render` of the eval job says the same (exit 2); a throughput-only plan of the same row does not read it
+    code, _, err = run_main(capsys, "render", RECIPE, "--job", "qwen3.5_8k1k", "--simulate")
+    assert code == 2 and said in err
+    code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--no-evals", "--out", out, "--no-report")
+    assert code == 0, err
+
+    # a task the user's file leaves without a floor (its `default` replaces the packaged one, `"*"` and all)
+    _thresholds(tmp_path, "thresholds:\n  default:\n    gsm8k: { exact_match: 0.9 }\n")
+    clear_caches()
+    code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--eval-task", "gpqa_diamond_cot_n_shot",
+                            "--out", tmp_path / "run2", "--no-report")
+    assert code == 2 and "no eval threshold for gpqa_diamond_cot_n_shot" in err, err
+    assert not (tmp_path / "run2").exists()
