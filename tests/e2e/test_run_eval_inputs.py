@@ -1,6 +1,8 @@
 """`llmsweep run` checks what an eval reads besides its server before any server starts: a malformed user
 `eval_thresholds.yaml` is bad input (exit 2, file:line, the field and the fix), as `render` of an eval job says too,
-where it used to fail a run-eval job after its throughput point and its eval had run."""
+where it used to fail a run-eval job after its throughput point and its eval had run; and an `--eval-dataset` the task
+cannot run on (not JSON, a row without the task's columns or the scored shape, fewer rows than the few-shot examples
+need) is refused the same way, where lm-eval used to find it once the eval began."""
 
 from __future__ import annotations
 
@@ -55,3 +57,28 @@ def test_a_malformed_thresholds_file_stops_run_and_render_before_any_server(
                             "--out", tmp_path / "run2", "--no-report")
     assert code == 2 and "no eval threshold for gpqa_diamond_cot_n_shot" in err, err
     assert not (tmp_path / "run2").exists()
+
+
+def _rows(n: int) -> str:
+    return "".join(f'{{"question": "What is {i} + 1?", "answer": "{i} + 1 = {i + 1}.\\n#### {i + 1}"}}\n'
+                   for i in range(n))
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('{"q": "What is 1 + 1?", "a": "#### 2"}\n' * 8, ":1: the row lacks 'question', 'answer' (gsm8k reads"),
+    (_rows(3) + "not json\n" + _rows(4), ":4: not a JSON object"),
+    (_rows(2) + '{"question": "What is 2 + 2?", "answer": "4"}\n' + _rows(5),
+     ":3: 'answer' does not end in a `#### <number>` line"),
+    ("", " holds no row"),
+    (_rows(5), " holds 5 row(s): gsm8k takes 5 few-shot examples for each question from the same file"),
+])
+def test_an_eval_dataset_that_cannot_run_is_refused_before_any_server(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, said: str) -> None:
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text(text, encoding="utf-8")
+    out = tmp_path / "run"
+    code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--evals-only", "--eval-dataset", data,
+                            "--out", out, "--no-report")
+    assert code == 2, err
+    assert f"eval dataset {data}{said}" in err and "fix: give" in err, err
+    assert not out.exists()

@@ -22,7 +22,7 @@ from llmsweep.errors import ResultError
 from llmsweep.evals.context import eval_concurrencies, eval_context_length, eval_max_tokens
 from llmsweep.evals.gate import check_thresholds, judge
 from llmsweep.evals.harness import EvalSettings, build_command, check_harness, run_once
-from llmsweep.evals.tasks import task_file
+from llmsweep.evals.tasks import check_dataset, task_file
 from llmsweep.metrics.model import MEASURED, EvalBlock, EvalRun, ServerMetrics, Summary
 from llmsweep.plan.job import Job
 
@@ -40,11 +40,13 @@ def wants_eval(job: Job) -> bool:
 
 def check_inputs(jobs: Iterable[Job], settings: EvalSettings) -> None:
     """What the evals of `jobs` read besides their server, checked before any server starts: the score floors their
-    results will be judged against (a malformed thresholds file stopped the run only once its evals had run). Raises
-    the input's error (exit 2); nothing to check when no job runs an eval."""
+    results will be judged against and the local samples (`--eval-dataset`), which lm-eval and the gate read only
+    once a server ran the eval. Raises the input's error (exit 2); nothing to check when no job runs an eval."""
     evaluated = [job for job in jobs if wants_eval(job)]
     if not evaluated:
         return
+    if settings.dataset is not None:
+        check_dataset(settings.task, settings.dataset)
     check_thresholds((job.model_prefix for job in evaluated), settings.task)
 
 
