@@ -82,3 +82,16 @@ def test_an_eval_dataset_that_cannot_run_is_refused_before_any_server(
     assert code == 2, err
     assert f"eval dataset {data}{said}" in err and "fix: give" in err, err
     assert not out.exists()
+
+
+def test_eval_options_under_no_evals_are_said_to_be_ignored(capsys: pytest.CaptureFixture[str],
+                                                            tmp_path: Path) -> None:
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text(_rows(8), encoding="utf-8")
+    code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--no-evals", "--eval-dataset", data,
+                            "--eval-limit", "4", "--out", tmp_path / "run", "--no-report")
+    assert code == 0, err
+    assert "warning: --no-evals runs no eval: --eval-dataset, --eval-limit ignored" in err
+    code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--no-evals", "--out", tmp_path / "run2",
+                            "--no-report")
+    assert code == 0 and "--no-evals runs no eval" not in err  # nothing given, nothing to say
