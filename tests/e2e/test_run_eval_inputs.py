@@ -6,6 +6,7 @@ need) is refused the same way, where lm-eval used to find it once the eval began
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,3 +96,21 @@ def test_eval_options_under_no_evals_are_said_to_be_ignored(capsys: pytest.Captu
     code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--no-evals", "--out", tmp_path / "run2",
                             "--no-report")
     assert code == 0 and "--no-evals runs no eval" not in err  # nothing given, nothing to say
+
+
+def test_an_answer_budget_that_leaves_no_room_for_the_prompt_refuses_the_eval_job(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text(_rows(6), encoding="utf-8")
+    out = tmp_path / "run"
+    # 8k1k: the eval's context is ISL + OSL + 256 = 9,472 tokens
+    code, stdout, err = run_main(capsys, "run", RECIPE, "--simulate", "--eval-dataset", data, "--eval-limit", "1",
+                                 "--eval-max-tokens", "9472", "--out", out, "--no-report", "--json")
+    assert code == 1, err  # a refused job: the run is not ok
+    (row,) = json.loads(stdout)["jobs"]
+    assert row["verdict"] == "refused" and row["summary"] is None  # the run-eval row is refused whole
+    assert row["reason"].startswith("--eval-max-tokens 9,472 does not fit the eval's context of 9,472 tokens: no "
+                                    "room is left for the prompt"), row["reason"]
+    assert "(the default, 5,376, leaves 4,096 tokens)" in row["reason"]
+    assert f"job {row['job']}: refused — --eval-max-tokens 9,472" in err
+    assert "launching" not in err  # no server started for it

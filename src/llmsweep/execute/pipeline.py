@@ -267,6 +267,10 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
                       simulated=runs_on_simulator(job.engine, simulate=simulate),
                       settings=evals or EvalSettings(), pinned=relaunches_for_eval(job),
                       harness_provided=harness_provided)
+        if why is None and evals is not None:
+            from llmsweep.evals.context import max_tokens_refusal
+
+            why = max_tokens_refusal(job, evals.max_tokens)
         if why is not None:
             return why
 

@@ -34,6 +34,17 @@ def test_8k1k_runs_at_9472_tokens_with_5376_to_answer() -> None:
     assert eval_max_tokens(3000) == 1500 and eval_max_tokens(400_000) == 16_384
 
 
+def test_an_answer_budget_must_leave_the_eval_context_room_for_the_prompt(tmp_path: Path) -> None:
+    from llmsweep.evals.context import max_tokens_refusal
+
+    job = _job(8192, 1024)
+    assert max_tokens_refusal(job, None) is None and max_tokens_refusal(job, 9471) is None
+    assert "does not fit the eval's context of 9,472 tokens" in (max_tokens_refusal(job, 9472) or "")
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    capped = _job(8192, 1024, str(tmp_path))  # the context the model serves at most
+    assert "does not fit the eval's context of 8,192 tokens" in (max_tokens_refusal(capped, 9000) or "")
+
+
 def test_the_context_is_capped_at_the_models_native_maximum(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
     assert eval_context_length(_job(8192, 1024, str(tmp_path))) == 8192
