@@ -7,6 +7,7 @@ need) is refused the same way, where lm-eval used to find it once the eval began
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,3 +115,25 @@ def test_an_answer_budget_that_leaves_no_room_for_the_prompt_refuses_the_eval_jo
     assert "(the default, 5,376, leaves 4,096 tokens)" in row["reason"]
     assert f"job {row['job']}: refused — --eval-max-tokens 9,472" in err
     assert "launching" not in err  # no server started for it
+
+
+@pytest.mark.skipif(not Path(os.environ.get("LLMSWEEP_LM_EVAL") or "/nonexistent").is_file(),
+                    reason="needs lm-eval (set LLMSWEEP_LM_EVAL to a Python with lm-eval[api]==0.4.13)")
+def test_require_power_does_not_apply_to_an_eval_only_job_and_the_run_says_so(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text(_rows(6), encoding="utf-8")
+    out = tmp_path / "run"
+    # no power can be sampled (--power-backend off), and it is required: an eval-only job samples none either way
+    code, stdout, err = run_main(capsys, "run", RECIPE, "--simulate", "--evals-only", "--require-power",
+                                 "--power-backend", "off", "--eval-dataset", data, "--eval-limit", "1",
+                                 "--out", out, "--no-report", "--json")
+    (row,) = json.loads(stdout)["jobs"]
+    assert row["verdict"] == "invalid" and code == 1, err  # its eval ran: the simulator scores 0 against the floor
+    assert row["reason"].startswith("eval gsm8k: exact_match"), row["reason"]
+    said = err.index("power is not required of 1 eval-only job(s), though asked (--require-power or the recipe's "
+                     "`require-power`): an eval measures accuracy, not throughput, and records no power")
+    assert said < err.index("launching sim server")  # said before any server starts
+    assert "power will not be recorded" not in err  # nothing was to be recorded
+    summary = json.loads((out / "jobs" / row["job"] / "summary.json").read_text())
+    assert summary.get("power") is None and summary["eval"]["verdict"] == "invalid"

@@ -759,6 +759,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         skipped += reused
     runnable, unreadable = _check_traces(runnable, event)
     refused += unreadable
+    if exempt := [j for j in runnable if j.eval_only and req.settings.power.asks(j)]:
+        event(f"power is not required of {len(exempt)} eval-only job(s), though asked (--require-power or the "
+              "recipe's `require-power`): an eval measures accuracy, not throughput, and records no power")
     groups = _groups(runnable, req.simulate, executor.kind, req.live, warnings)
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
     virtual = [g for g in groups if g.spec.engine == SIM.id and not req.live]
