@@ -127,7 +127,7 @@ def test_require_power_does_not_apply_to_an_eval_only_job_and_the_run_says_so(
     # no power can be sampled (--power-backend off), and it is required: an eval-only job samples none either way
     code, stdout, err = run_main(capsys, "run", RECIPE, "--simulate", "--evals-only", "--require-power",
                                  "--power-backend", "off", "--eval-dataset", data, "--eval-limit", "1",
-                                 "--out", out, "--no-report", "--json")
+                                 "--eval-max-tokens", "16", "--out", out, "--no-report", "--json")
     (row,) = json.loads(stdout)["jobs"]
     assert row["verdict"] == "invalid" and code == 1, err  # its eval ran: the simulator scores 0 against the floor
     assert row["reason"].startswith("eval gsm8k: exact_match"), row["reason"]
