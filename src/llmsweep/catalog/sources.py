@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -83,12 +83,33 @@ def key_lines(path: Path, section: str) -> dict[str, int]:
     return {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
 
 
+def line_of(path: Path, keys: Sequence[str]) -> int | None:
+    """1-based line of the deepest key of the path `keys` (mapping keys from the file's root) found in a YAML file, for
+    an error about a field nested inside an entry; None when not even the first is there."""
+    try:
+        node: yaml.Node | None = yaml.compose(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except (OSError, yaml.YAMLError):
+        return None
+    line = None
+    for key in keys:
+        found = _key_node(node, key)
+        if found is None:
+            break
+        line, node = found[0].start_mark.line + 1, found[1]
+    return line
+
+
 def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    found = _key_node(node, key)
+    return found[1] if found is not None else None
+
+
+def _key_node(node: yaml.Node | None, key: str) -> tuple[yaml.Node, yaml.Node] | None:
     if isinstance(node, yaml.MappingNode):
         pairs: list[tuple[yaml.Node, yaml.Node]] = node.value
         for k, v in pairs:
             if str(k.value) == key:
-                return v
+                return k, v
     return None
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from llmsweep.cli.options import (
     config_keys_option,
@@ -32,6 +33,11 @@ if TYPE_CHECKING:
 
     from llmsweep.execute.pipeline import RunOutcome
     from llmsweep.metrics.model import Summary
+
+
+EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_limit", "python": "lm_eval",
+                "max_tokens": "eval_max_tokens"}
+"""The options of `run` that set how eval jobs are evaluated: `EvalSettings` field -> the parameter that feeds it."""
 
 
 @click.command("run")
@@ -129,6 +135,13 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
 
     evals = EvalOptions(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)
     evals.check()
+    ctx = click.get_current_context()
+    eval_settings = {field: ctx.params[param] for field, param in EVAL_OPTIONS.items()}
+    if no_evals:  # harmless (a script that always passes them), but a flag that does nothing must say so
+        given = [p.opts[0] for p in ctx.command.params if p.name in EVAL_OPTIONS.values()
+                 and ctx.get_parameter_source(p.name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)]
+        if given:
+            click.echo(f"warning: --no-evals runs no eval: {', '.join(given)} ignored", err=True)
     if changed is not None:
         from llmsweep.changes import changes_between
 
@@ -185,8 +198,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         "request_timeout_s": request_timeout, "client_workers": client_workers,
         "readback": {} if al_tolerance is None else {"al_tolerance": al_tolerance},
         "power": {"require": require_power, "backend": power_backend},
-        "eval": {"task": eval_task, "dataset": eval_dataset, "limit": eval_limit, "python": lm_eval,
-                 "max_tokens": eval_max_tokens},
+        "eval": eval_settings,
     })
     request = RunRequest(
         files=list(files), config_keys=list(config_keys) or None, runner_config=runner_config,

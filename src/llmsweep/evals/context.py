@@ -67,6 +67,21 @@ def eval_max_tokens(context: int) -> int:
     return min(budget, MAX_ANSWER_TOKENS)
 
 
+def max_tokens_refusal(job: Job, max_tokens: int | None) -> str | None:
+    """Why an answer budget (`run --eval-max-tokens`) cannot run against `job`'s eval (None when it fits, or when none
+    is asked): one of the eval's whole context or more leaves no token of it for the prompt, so the engine rejects every
+    request once the server has started."""
+    if max_tokens is None:
+        return None
+    context = eval_context_length(job)
+    if max_tokens < context:
+        return None
+    default = eval_max_tokens(context)
+    return (f"--eval-max-tokens {max_tokens:,} does not fit the eval's context of {context:,} tokens: no room is left "
+            "for the prompt and the engine would reject every request; give a budget that leaves the prompt room (the "
+            f"default, {default:,}, leaves {context - default:,} tokens), or drop --eval-max-tokens")
+
+
 def eval_concurrencies(job: Job) -> list[int]:
     """lm-eval's `num_concurrent` per run: the row's conc (single node); a multinode row's `eval-conc`, or every one
     of its concs when it evaluates all of them (`eval-all-concs`: one run per value)."""

@@ -4,10 +4,20 @@ no `exact_match` metric to check, fails. The reasons name metric, score and thre
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from llmsweep.catalog.eval_thresholds import threshold_for
 from llmsweep.metrics.model import EvalBlock, EvalCheck, EvalMetric
 
 GATED_METRIC = "exact_match"
+
+
+def check_thresholds(model_prefixes: Iterable[str | None], task: str) -> None:
+    """Resolve the floor `judge` will hold `task`'s scores against, for each model prefix: every thresholds file is
+    loaded, so that a malformed user file or a task no floor covers stops a run before any server starts, not after
+    its eval (a ConfigError naming file:line, the field and the fix)."""
+    for prefix in sorted({p or "" for p in model_prefixes}):
+        threshold_for(prefix or None, task, GATED_METRIC)
 
 
 def headline(metrics: list[EvalMetric]) -> EvalMetric | None:

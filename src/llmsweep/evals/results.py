@@ -13,15 +13,16 @@ import json
 import logging
 import time
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from llmsweep.client.files import SERVER_METRICS_FILE
 from llmsweep.errors import ResultError
 from llmsweep.evals.context import eval_concurrencies, eval_context_length, eval_max_tokens
-from llmsweep.evals.gate import judge
+from llmsweep.evals.gate import check_thresholds, judge
 from llmsweep.evals.harness import EvalSettings, build_command, check_harness, run_once
-from llmsweep.evals.tasks import task_file
+from llmsweep.evals.tasks import check_dataset, task_file
 from llmsweep.metrics.model import MEASURED, EvalBlock, EvalRun, ServerMetrics, Summary
 from llmsweep.plan.job import Job
 
@@ -35,6 +36,18 @@ EVAL_METRICS_FILE = SERVER_METRICS_FILE
 def wants_eval(job: Job) -> bool:
     """The job runs an eval: an eval-only row, or a row that runs one after its throughput point."""
     return bool(job.eval_only or job.run_eval)
+
+
+def check_inputs(jobs: Iterable[Job], settings: EvalSettings) -> None:
+    """What the evals of `jobs` read besides their server, checked before any server starts: the score floors their
+    results will be judged against and the local samples (`--eval-dataset`), which lm-eval and the gate read only
+    once a server ran the eval. Raises the input's error (exit 2); nothing to check when no job runs an eval."""
+    evaluated = [job for job in jobs if wants_eval(job)]
+    if not evaluated:
+        return
+    if settings.dataset is not None:
+        check_dataset(settings.task, settings.dataset)
+    check_thresholds((job.model_prefix for job in evaluated), settings.task)
 
 
 def mode_of(job: Job) -> Literal["eval-only", "run-eval"]:

@@ -8,11 +8,13 @@ the few-shot and the test split), and the run works offline.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, DatasetError
 
 TASK_DIR = Path(__file__).resolve().parent / "tasks"
 DEFAULT_TASK = "gsm8k"
@@ -28,6 +30,24 @@ class TaskFile:
     path: Path
     dataset: str
     num_fewshot: int | None
+
+
+@dataclass(frozen=True)
+class TaskInput:
+    """What a local file must hold for a task: the columns every row needs (what its prompt, its target or its
+    `process_docs` reads), and the shape of any of them that is scored (column -> (pattern, the words for it))."""
+
+    fields: tuple[str, ...]
+    shapes: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+INPUTS = {
+    "gsm8k": TaskInput(("question", "answer"),
+                       {"answer": (r"####\s*-?[$0-9.,]*[0-9]", "end in a `#### <number>` line")}),
+    # the columns `tasks/utils.py`'s process_docs reads (the hub's GPQA columns)
+    "gpqa_diamond_cot_n_shot": TaskInput(("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2",
+                                          "Incorrect Answer 3")),
+}
 
 
 def known_tasks() -> list[str]:
@@ -48,12 +68,62 @@ def _field(text: str, key: str) -> str | None:
     return None
 
 
+def _shots(text: str) -> int | None:
+    fewshot = _field(text, "num_fewshot")
+    return int(fewshot) if fewshot and fewshot.isdigit() else None
+
+
+def check_dataset(task: str, dataset: Path) -> None:
+    """Raise a DatasetError (exit 2) naming file:line and the fix unless `dataset` is a local file `task` can run on:
+    JSON lines (or one JSON array) of objects, each with the task's columns in their shape, and more rows than the
+    task's few-shot examples (they come from the same file, the question itself left out). Checked before any server
+    starts: lm-eval would find each of these only once the eval began."""
+    spec = INPUTS[task]
+    fix = (f"give --eval-dataset a JSON-lines file in the {task} format: one object a line with "
+           + ", ".join(f"`{c}`" + (f" (which must {spec.shapes[c][1]})" if c in spec.shapes else "")
+                       for c in spec.fields))
+    path = dataset.expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"eval dataset {dataset} cannot be read: {exc}", fix=fix) from exc
+    rows: list[tuple[int, object]] = []
+    if text.lstrip().startswith("["):  # one JSON array: the `json` builder lm-eval loads it with reads that too
+        try:
+            rows = [(1, row) for row in json.loads(text)]
+        except ValueError as exc:
+            raise DatasetError(f"eval dataset {path}: not JSON ({exc})", fix=fix) from exc
+    for n, line in enumerate([] if rows else text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append((n, json.loads(line)))
+            except ValueError as exc:
+                raise DatasetError(f"eval dataset {path}:{n}: not a JSON object ({exc})", fix=fix) from exc
+    for n, row in rows:
+        if not isinstance(row, dict):
+            raise DatasetError(f"eval dataset {path}:{n}: a row is {type(row).__name__}, not an object", fix=fix)
+        missing = [c for c in spec.fields if row.get(c) in (None, "")]
+        if missing:
+            raise DatasetError(f"eval dataset {path}:{n}: the row lacks {', '.join(map(repr, missing))} ({task} "
+                               f"reads {', '.join(map(repr, spec.fields))})", fix=fix)
+        for column, (pattern, said) in spec.shapes.items():
+            if not re.search(pattern, str(row[column])):
+                raise DatasetError(f"eval dataset {path}:{n}: {column!r} does not {said} ({task} scores that)",
+                                   fix=fix)
+    shots = _shots(_packaged(task).read_text(encoding="utf-8")) or 0
+    if not rows:
+        raise DatasetError(f"eval dataset {path} holds no row", fix=fix)
+    if len(rows) <= shots:
+        raise DatasetError(f"eval dataset {path} holds {len(rows)} row(s): {task} takes {shots} few-shot examples "
+                           "for each question from the same file, the question itself left out",
+                           fix=f"give at least {shots + 1} rows")
+
+
 def task_file(task: str, dataset: Path | None, out_dir: Path) -> TaskFile:
     """The task file of `task`: the packaged one, or (with a local `dataset`) a copy in `out_dir` reading it."""
     src = _packaged(task)
     text = src.read_text(encoding="utf-8")
-    fewshot = _field(text, "num_fewshot")
-    shots = int(fewshot) if fewshot and fewshot.isdigit() else None
+    shots = _shots(text)
     if dataset is None:
         return TaskFile(task, src, _field(text, "dataset_path") or "?", shots)
     data = dataset.expanduser().resolve()

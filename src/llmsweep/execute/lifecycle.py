@@ -896,9 +896,10 @@ def power_gate(groups: Sequence[ServerGroup], settings: LifecycleSettings, event
                 rest.append(job)
         if rest:
             kept.append(replace(group, jobs=rest))
-            if settings.power.backend != "off":  # asked for: nothing to say
+            measuring = sum(1 for job in rest if not job.eval_only)  # an eval-only job records no power anywhere
+            if settings.power.backend != "off" and measuring:  # asked for: nothing to say
                 where = (probe.host, probe.unrecorded())
-                unrecorded[where] = unrecorded.get(where, 0) + len(rest)
+                unrecorded[where] = unrecorded.get(where, 0) + measuring
     for (host, why), n in unrecorded.items():
         event(f"power will not be recorded for {n} job(s) on {host}: {why}")
     return kept, refused

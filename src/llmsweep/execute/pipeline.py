@@ -271,6 +271,10 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
                       simulated=runs_on_simulator(job.engine, simulate=simulate),
                       settings=evals or EvalSettings(), pinned=relaunches_for_eval(job),
                       harness_provided=harness_provided)
+        if why is None and evals is not None:
+            from llmsweep.evals.context import max_tokens_refusal
+
+            why = max_tokens_refusal(job, evals.max_tokens)
         if why is not None:
             return why
 
@@ -457,6 +461,9 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     # Options that leave no job a place to run are bad input, said once: after what the recipes said (their errors
     # are not hidden behind it), before the store and --out.
     _refuse_clash(jobs, req, executor.kind)
+    from llmsweep.evals.results import check_inputs
+
+    check_inputs(jobs, req.settings.eval)  # what an eval reads besides its server: bad input before any server starts
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
     _writable_out(run_dir)
@@ -756,6 +763,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         skipped += reused
     runnable, unreadable = _check_traces(runnable, event)
     refused += unreadable
+    if exempt := [j for j in runnable if j.eval_only and req.settings.power.asks(j)]:
+        event(f"power is not required of {len(exempt)} eval-only job(s), though asked (--require-power or the "
+              "recipe's `require-power`): an eval measures accuracy, not throughput, and records no power")
     groups = _groups(runnable, req.simulate, executor.kind, req.live, warnings)
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
     virtual = [g for g in groups if g.spec.engine == SIM.id and not req.live]

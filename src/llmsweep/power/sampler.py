@@ -64,11 +64,14 @@ class PowerSettings(BaseModel):
     max_gap_s: float = Field(default=3.0, gt=0, description="Longest gap between samples integration accepts.")
     require: bool | None = Field(default=None, description=REQUIRE_POWER_HELP + " None: each recipe decides.")
 
+    def asks(self, job: Job) -> bool:
+        """Whether power is asked of `job`: the run's switch when given, else its recipe's `require-power`."""
+        return self.require if self.require is not None else bool(job.require_power)
+
     def required(self, jobs: Iterable[Job]) -> bool:
-        """Whether power is required for these jobs: the run's switch when given, else any of their recipes'."""
-        if self.require is not None:
-            return self.require
-        return any(job.require_power for job in jobs)
+        """Whether power is required for these jobs: asked (`asks`) of any of them that measures throughput. Never of
+        an eval-only job: it measures accuracy, no throughput to spend power on, and samples none."""
+        return any(self.asks(job) and not job.eval_only for job in jobs)
 
     def for_jobs(self, jobs: Iterable[Job]) -> PowerSettings:
         """These settings with `require` decided for `jobs` (a server group's, or one job's)."""

@@ -34,6 +34,17 @@ def test_8k1k_runs_at_9472_tokens_with_5376_to_answer() -> None:
     assert eval_max_tokens(3000) == 1500 and eval_max_tokens(400_000) == 16_384
 
 
+def test_an_answer_budget_must_leave_the_eval_context_room_for_the_prompt(tmp_path: Path) -> None:
+    from llmsweep.evals.context import max_tokens_refusal
+
+    job = _job(8192, 1024)
+    assert max_tokens_refusal(job, None) is None and max_tokens_refusal(job, 9471) is None
+    assert "does not fit the eval's context of 9,472 tokens" in (max_tokens_refusal(job, 9472) or "")
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    capped = _job(8192, 1024, str(tmp_path))  # the context the model serves at most
+    assert "does not fit the eval's context of 8,192 tokens" in (max_tokens_refusal(capped, 9000) or "")
+
+
 def test_the_context_is_capped_at_the_models_native_maximum(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
     assert eval_context_length(_job(8192, 1024, str(tmp_path))) == 8192
@@ -122,3 +133,23 @@ def test_an_lm_eval_that_fails_is_a_failed_run_with_its_exit_status_and_log_tail
     assert run.status == "failed" and version is None and run.conc == 8
     assert run.error is not None and "exited 3" in run.error and "connection refused" in run.error
     assert "eval/conc8/lm_eval.log" in run.error
+
+
+def test_a_local_dataset_the_task_can_run_on_passes_its_check(tmp_path: Path) -> None:
+    from llmsweep.errors import DatasetError
+    from llmsweep.evals.tasks import INPUTS, check_dataset, known_tasks
+
+    assert sorted(INPUTS) == known_tasks()  # every packaged task says what a local file of it holds
+    rows = [{"question": f"What is {i} + 1?", "answer": f"{i} + 1 = {i + 1}.\n#### {i + 1}"} for i in range(6)]
+    lines = tmp_path / "gsm8k.jsonl"
+    lines.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")  # a blank line is no row
+    check_dataset("gsm8k", lines)
+    array = tmp_path / "gsm8k.json"  # one JSON array, which lm-eval's `json` loader reads too
+    array.write_text(json.dumps(rows))
+    check_dataset("gsm8k", array)
+    gpqa = tmp_path / "gpqa.jsonl"
+    gpqa.write_text(json.dumps({"Question": "Which?", "Correct Answer": "a", "Incorrect Answer 1": "b",
+                                "Incorrect Answer 2": "c", "Incorrect Answer 3": "d"}) + "\n")
+    check_dataset("gpqa_diamond_cot_n_shot", gpqa)  # zero-shot: one row is enough
+    with pytest.raises(DatasetError, match=r"gsm8k.jsonl:1: the row lacks 'Question'"):
+        check_dataset("gpqa_diamond_cot_n_shot", lines)
