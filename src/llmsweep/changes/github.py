@@ -399,8 +399,10 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
     Every run folder's outcomes are kept, a refused job's too (its folder holds run.json and no `jobs/`). A job is
     recorded as failed, with the reason, so the sweep's success rate counts it, when its artifact's run.json cannot
     be read (truncated, not JSON, not a run's record: which file and what is wrong), holds no outcome for it (the run
-    stopped before it finished), or when its artifact holds no run.json or there is no artifact at all."""
-    if not artifacts.is_dir():
+    stopped before it finished), or when its artifact holds no run.json or there is no artifact at all — also when no
+    job uploaded one, so that the download left no `artifacts` folder: every expected job is then failed with
+    NO_ARTIFACT (without `expected`, a missing folder is an error: there is nothing to collect)."""
+    if artifacts.exists() and not artifacts.is_dir() or not artifacts.exists() and not expected:
         raise ConfigError(f"{artifacts} is not a directory", fix="download the bmk_* artifacts into it first")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty", fix="collect into a new directory")
@@ -436,7 +438,8 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
         for job_dir in job_dirs:
             shutil.copytree(job_dir, out / "jobs" / job_dir.name, dirs_exist_ok=True)
     with_run_file = {p.parent for p in run_files}
-    for folder in sorted(p for p in artifacts.iterdir() if p.is_dir() and p.name.startswith(ARTIFACT_PREFIX)):
+    folders = sorted(artifacts.iterdir()) if artifacts.is_dir() else []  # none: no job uploaded an artifact
+    for folder in (p for p in folders if p.is_dir() and p.name.startswith(ARTIFACT_PREFIX)):
         if not any(folder == d or folder in d.parents for d in with_run_file):
             failed(folder.name.removeprefix(ARTIFACT_PREFIX),
                    f"artifact {folder} holds no {RUN_FILE}: the job's run did not start, or did not get to write it")

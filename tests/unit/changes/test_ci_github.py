@@ -148,6 +148,13 @@ def test_collect_merges_job_runs_and_counts_a_missing_one_as_failed(tmp_path: Pa
     assert sorted(p.name for p in (tmp_path / "sweep" / "jobs").iterdir()) == ["job-a", "job-b"]
     with pytest.raises(ConfigError, match="not empty"):
         collect(artifacts, tmp_path / "sweep", run_id="again")
+    # No job uploaded an artifact (each died before its upload step): the download leaves no folder at all, and the
+    # sweep is still collected, every expected job failed for want of one, rather than the collect job failing alone.
+    meta = collect(tmp_path / "none", tmp_path / "empty-sweep", run_id="gh-2-1", expected=["job-a", "job-b"])
+    assert [(o["job_id"], o["status"]) for o in meta["outcomes"]] == [("job-a", "failed"), ("job-b", "failed")]
+    assert (tmp_path / "empty-sweep" / "run.json").is_file()
+    with pytest.raises(ConfigError, match="not a directory"):  # and nothing to expect: nothing to collect
+        collect(tmp_path / "none", tmp_path / "nothing", run_id="gh-3-1")
 
 
 def test_collect_records_each_unreadable_artifact_as_its_jobs_failure_and_goes_on(tmp_path: Path) -> None:
