@@ -49,6 +49,9 @@ def test_a_malformed_thresholds_file_stops_run_and_render_before_any_server(
     # `render` of the eval job says the same (exit 2); a throughput-only plan of the same row does not read it
     code, _, err = run_main(capsys, "render", RECIPE, "--job", "qwen3.5_8k1k", "--simulate")
     assert code == 2 and said in err
+    # and `validate`, which checks what `run` would refuse before running it
+    code, _, err = run_main(capsys, "validate", RECIPE)
+    assert code == 2 and said in err
     code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--no-evals", "--out", out, "--no-report")
     assert code == 0, err
 

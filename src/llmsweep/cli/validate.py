@@ -42,6 +42,13 @@ def validate(files: tuple[Path, ...], config_keys: tuple[str, ...], simulate: bo
         errors = sum(f.is_error for f in findings)
         click.echo(f"{len(result.loaded.recipes)} recipe(s), {len(result.jobs)} job(s): {errors} error(s), "
                    f"{len(findings) - errors} warning(s)", err=True)
+    from llmsweep.evals.harness import EvalSettings
+    from llmsweep.evals.results import check_inputs
+
+    try:  # what `run` refuses the eval jobs' inputs for before any server starts (the default task's floors)
+        check_inputs(result.jobs, EvalSettings())
+    except LlmsweepError as exc:
+        return _fail(exc)
     return 2 if has_errors(findings) else 0
 
 
