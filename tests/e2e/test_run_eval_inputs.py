@@ -100,6 +100,14 @@ def test_eval_options_under_no_evals_are_said_to_be_ignored(capsys: pytest.Captu
     code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--no-evals", "--out", tmp_path / "run2",
                             "--no-report")
     assert code == 0 and "--no-evals runs no eval" not in err  # nothing given, nothing to say
+    # a plan with no eval row at all ignores them the same way, and says so
+    fixed = tmp_path / "no-eval-row.yaml"
+    text = RECIPE.read_text()
+    assert "isl: 8192" in text
+    fixed.write_text(text.replace("isl: 8192", "isl: 1024"))
+    code, _, err = run_main(capsys, "run", fixed, "--simulate", "--eval-limit", "4", "--out", tmp_path / "run3",
+                            "--no-report")
+    assert code == 0 and "warning: no job of this plan runs an eval" in err and "--eval-limit ignored" in err, err
 
 
 def test_an_answer_budget_that_leaves_no_room_for_the_prompt_refuses_the_eval_job(

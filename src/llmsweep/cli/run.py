@@ -137,11 +137,9 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     evals.check()
     ctx = click.get_current_context()
     eval_settings = {field: ctx.params[param] for field, param in EVAL_OPTIONS.items()}
-    if no_evals:  # harmless (a script that always passes them), but a flag that does nothing must say so
-        given = [p.opts[0] for p in ctx.command.params if p.name in EVAL_OPTIONS.values()
-                 and ctx.get_parameter_source(p.name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)]
-        if given:
-            click.echo(f"warning: --no-evals runs no eval: {', '.join(given)} ignored", err=True)
+    # said ignored when no job of the plan runs an eval (`run_sweep`): harmless, but a flag that does nothing says so
+    eval_flags = [p.opts[0] for p in ctx.command.params if p.name in EVAL_OPTIONS.values()
+                  and ctx.get_parameter_source(p.name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)]
     if changed is not None:
         from llmsweep.changes import changes_between
 
@@ -205,7 +203,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         runner_labels=list(runner_labels), executor=executor,
         executor_options=parse_executor_options(executor_options), simulate=simulate, live=live, traces=traces, out=out,
         store=store, report=not no_report, force=force, repeats=repeats, settings=settings, only_jobs=only_jobs,
-        only_jobs_typed=changed is None, reuse=reuse, evals=evals,
+        only_jobs_typed=changed is None, reuse=reuse, evals=evals, eval_flags=eval_flags,
     )
     with use_progress(progress_for()) as progress:
         outcome = run_sweep(request, event=progress.line)

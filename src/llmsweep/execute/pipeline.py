@@ -65,6 +65,8 @@ class RunRequest(BaseModel):
     files: list[Path]
     config_keys: list[str] | None = None
     runner_config: Path | None = None
+    eval_flags: list[str] = Field(default_factory=list, description="The eval options the user gave (as typed: "
+                                  "`--eval-limit`), said ignored when no job of the plan runs an eval.")
     runner_labels: list[str] = Field(default_factory=list, description="Labels the runner file omits that this "
                                      "machine's runners carry (`--runner-label`): their jobs are not refused as "
                                      "unknown labels.")
@@ -428,6 +430,10 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     art.write_json(run_dir / art.RUN_FILE, meta)
 
 
+EVAL_ROW = "an eval row is an 8k1k row (isl 8192, osl 1024) at a concurrency of 16 or more"
+"""What makes a row run an eval (InferenceX's rule, `plan.matrix`), as the run says it where none does."""
+
+
 def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     """Plan, check, run, store and report; the returned outcome says what happened to every expected job."""
     from llmsweep.policy.planning import errors_about
@@ -449,9 +455,8 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
             flag = "--evals-only" if req.evals.evals_only else "--all-evals"
             raise ConfigError(f"{files}{keys_said}: {flag} keeps only eval jobs, and the recipes have no row that "
                               "runs an eval",
-                              fix="an eval row is an 8k1k row (isl 8192, osl 1024) at a concurrency of 16 or more, "
-                                  "or any 8k1k and agentic row under --all-evals; drop the flag to run the throughput "
-                                  "jobs")
+                              fix=f"{EVAL_ROW}, or any 8k1k and agentic row under --all-evals; drop the flag to "
+                                  "run the throughput jobs")
         raise ConfigError(f"{files}{keys_said}: the recipes expand to no job",
                           fix="check the files hold recipes (the findings above), --config-keys and the recipes' "
                               "search spaces")
@@ -461,9 +466,13 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     # Options that leave no job a place to run are bad input, said once: after what the recipes said (their errors
     # are not hidden behind it), before the store and --out.
     _refuse_clash(jobs, req, executor.kind)
-    from llmsweep.evals.results import check_inputs
+    from llmsweep.evals.results import check_inputs, wants_eval
 
     check_inputs(jobs, req.settings.eval)  # what an eval reads besides its server: bad input before any server starts
+    if req.eval_flags and not any(wants_eval(j) for j in jobs):
+        why = ("--no-evals runs no eval" if req.evals.no_evals else
+               f"no job of this plan runs an eval ({EVAL_ROW})")
+        event(f"warning: {why}: {', '.join(req.eval_flags)} ignored")
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
     _writable_out(run_dir)
