@@ -381,7 +381,7 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
     parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
     with _open(store_path, readonly=False) as store:
         run_ids, n = import_into(store, file, parsed)
-    click.echo(f"imported {n} row(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}")
+    click.echo(f"imported {n} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}")
 
 
 @click.command()

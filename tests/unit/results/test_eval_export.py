@@ -483,6 +483,7 @@ def test_an_eval_export_imports_as_evals_and_exports_again_as_it_was(make_run: M
     imported = runner.invoke(cli, ["results", "import", str(tmp_path / "evals.json"), "--store", str(other)],
                              catch_exceptions=False)
     assert imported.exit_code == 0, imported.output
+    assert "imported 1 result(s)" in imported.output  # its two rows are one eval: one result, not "2 row(s)"
     listed = json.loads(runner.invoke(cli, ["results", "evals", "--json", "--store", str(other)],
                                       catch_exceptions=False).stdout)
     assert [(r["run_id"], r["conc"], r["status"], r["score"], r["n_samples"], r["mode"], r["verdict"], r["source"])

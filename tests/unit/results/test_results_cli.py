@@ -33,7 +33,7 @@ def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Pa
     out = tmp_path / "ix.json"
     _run("results", "export", "--format", "inferencex", "--include-unpublished", "--out", str(out))
     assert len(json.loads(out.read_text())) == 2
-    assert "imported 2 row(s)" in _run("results", "import", str(out))
+    assert "imported 2 result(s)" in _run("results", "import", str(out))
     runs = {r["run_id"]: r for r in json.loads(_run("results", "runs", "--json"))}
     imported = next(r for rid, r in runs.items() if rid.startswith("import:ix-"))
     assert imported["origin"] == "llmsweep-export" and imported["sources"] == ["simulated"]
@@ -237,7 +237,7 @@ def test_legacy_agentic_rows_import_at_their_users_and_compare_point_by_point(st
                 _legacy_agentic_row(16, 1500.0 * scale, offload_mode="off"),
                 _legacy_agentic_row(16, 1700.0 * scale, offload_mode="on")]
         (tmp_path / f"{name}.json").write_text(json.dumps(rows))
-        assert "imported 3 row(s)" in _run("results", "import", str(tmp_path / f"{name}.json"))
+        assert "imported 3 result(s)" in _run("results", "import", str(tmp_path / f"{name}.json"))
     runs = sorted(r["run_id"] for r in json.loads(_run("results", "runs", "--json")))
     old, new = (next(r for r in runs if r.startswith(f"import:{name}-")) for name in ("old", "new"))
     rows = json.loads(_run("results", "list", "--run", old, "--json"))
