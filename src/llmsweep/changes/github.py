@@ -221,7 +221,19 @@ def workflow_root(out: Path) -> Path:
 
     where = Path(os.path.abspath(out))
     if where.parent.name == "workflows" and where.parent.parent.name == ".github":
-        return where.parent.parent.parent
+        root = where.parent.parent.parent
+        # GitHub reads workflows only at the root of the repository: one a folder below it holds never runs (the
+        # default --out, written from a subfolder)
+        probe = root
+        while not probe.is_dir():  # a folder --out creates: the repository of the nearest one that exists
+            probe = probe.parent
+        top = git_toplevel(probe)
+        if top is not None and Path(os.path.abspath(top)) != root and Path(top).resolve() != root.resolve():
+            raise ConfigError(f"{out} is in a .github/workflows/ folder below the root of its repository ({top}): "
+                              "GitHub reads workflows only at the repository's root, and would never run it",
+                              fix=f"--out {Path(top) / '.github' / 'workflows' / where.name}, or run `llmsweep ci "
+                                  f"github` from {top}")
+        return root
     return git_toplevel(Path.cwd()) or Path.cwd()
 
 
@@ -402,7 +414,7 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
     stopped before it finished), or when its artifact holds no run.json or there is no artifact at all — also when no
     job uploaded one, so that the download left no `artifacts` folder: every expected job is then failed with
     NO_ARTIFACT (without `expected`, a missing folder is an error: there is nothing to collect)."""
-    if artifacts.exists() and not artifacts.is_dir() or not artifacts.exists() and not expected:
+    if (artifacts.exists() and not artifacts.is_dir()) or (not artifacts.exists() and not expected):
         raise ConfigError(f"{artifacts} is not a directory", fix="download the bmk_* artifacts into it first")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty", fix="collect into a new directory")

@@ -398,6 +398,9 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
         "recipe_files": [str(p) for p in req.files],
         "config_keys": req.config_keys,
+        # the runner labels the run vouched for beyond its fleet file (`--runner-label`): its jobs on them were not
+        # refused as unknown labels because the user said so, which the record keeps
+        **({"runner_labels": list(req.runner_labels)} if req.runner_labels else {}),
         "executor": req.executor,
         "simulate": req.simulate,
         "repeats": req.repeats,

@@ -582,7 +582,8 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
 
 def import_into(store: Any, path: Path, parsed: Imported | None = None) -> tuple[list[str], int]:
     """Import a file into a Store: each run its rows came from as its own run, under its original id (the file's own
-    run id for rows that name none), replacing an earlier import of that run; returns (run ids, results stored: one per throughput row, one per eval, whose rows are one per concurrency).
+    run id for rows that name none), replacing an earlier import of that run; returns (run ids, results stored: one
+    per throughput row, one per eval, whose rows are one per concurrency).
 
     A run the store already holds as a run of ours (importing an export back into the store it came from) is never
     replaced: its rows import as `<file run id>:<original run id>`."""

@@ -387,6 +387,12 @@ def test_the_workflow_names_the_recipes_relative_to_the_repository_root(tmp_path
     assert isinstance(refused.exception, ConfigError), refused.output
     assert f"{outside} is outside the repository the workflow runs in ({repo})" in refused.exception.message
     assert f"move or copy it into {repo}" in (refused.exception.fix or "")
+    # the default --out, written from the subfolder, would land in sub/.github/workflows, which GitHub never reads
+    default = CliRunner().invoke(cli, ["ci", "github", given[0], "--runner-config", given[1]])
+    assert isinstance(default.exception, ConfigError), default.output
+    assert f"below the root of its repository ({repo})" in default.exception.message
+    assert f"--out {repo / '.github' / 'workflows'}" in (default.exception.fix or "")
+    assert not (repo / "sub" / ".github").exists()
 
 
 def test_a_vouched_runner_label_reaches_the_runner_jobs_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -419,6 +425,7 @@ def test_a_vouched_runner_label_reaches_the_runner_jobs_run(tmp_path: Path, monk
     assert ran.returncode == 0, ran.stdout + ran.stderr
     meta = json.loads((tmp_path / "runs" / entry["job"] / "run.json").read_text())
     assert [(o["job_id"], o["status"]) for o in meta["outcomes"]] == [(entry["job"], "valid")]
+    assert meta["runner_labels"] == ["cluster:mi325x-tw"]  # what the run vouched for is on its record
 
 
 def _at_8k1k(path: Path) -> Path:
