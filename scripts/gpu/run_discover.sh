@@ -96,7 +96,8 @@ if [[ -d "$DISC/stages" ]]; then
     [[ -f "$f" ]] && mkdir -p "$(dirname "$pack/${f#"$DISC"/}")" && head -n 50 "$f" >"$pack/${f#"$DISC"/}"
   done
   for f in "$DISC"/stages/*/servers/*/server*.log; do
-    [[ -f "$f" ]] && tail -n "$LOG_TAIL" "$f" >"$pack/${f#"$DISC"/}"
+    # its folder may hold nothing else the pack took (a server stopped as stale has no pid file left)
+    [[ -f "$f" ]] && mkdir -p "$(dirname "$pack/${f#"$DISC"/}")" && tail -n "$LOG_TAIL" "$f" >"$pack/${f#"$DISC"/}"
   done
 fi
 cp "$OUT/import.json" "$pack/" 2>/dev/null

@@ -297,7 +297,10 @@ def test_run_discover_cut_by_the_calls_budget_still_returns_what_the_ladder_meas
     (ladder,) = result["stages"]
     assert ladder["interrupted"] and 0 < ladder["runs_measured"] < 27 == ladder["runs_planned"]
     assert not (out / "proposed.yaml").exists() and "cut by the call's budget" in run.stdout
-    assert any(k.endswith("/summary.json") for k in _evidence(out))
+    evidence = _evidence(out)
+    assert any(k.endswith("/summary.json") for k in evidence)
+    assert any(k.endswith("/server.log") for k in evidence)  # the cut stage's server log tail comes back too
+    assert "No such file or directory" not in run.stdout + run.stderr
     assert "stale servers stopped: []" in run.stdout  # the interrupted stage stopped its own server
 
 
