@@ -140,8 +140,12 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
 
 
 def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:
-    """job id → its outcome as `run.json` recorded it (empty for a run still going, or one from before outcomes)."""
-    return outcomes_of(run.meta)
+    """job id → its outcome as `run.json` recorded it, else as its job folder's `outcome.json` says it. `run` writes
+    run.json's outcomes only when the sweep ends: a run interrupted (Ctrl-C) or still going has none, and its jobs'
+    own outcome.json are then the only record of how each ended and what qualifies its result (`warnings`)."""
+    own = {art.job_id: o for art in run.jobs if art.outcome
+           and (o := read_outcome(art.outcome, f"{art.dir}/outcome.json")) is not None}
+    return {**own, **outcomes_of(run.meta)}
 
 
 def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:

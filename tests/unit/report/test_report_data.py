@@ -348,6 +348,26 @@ def test_a_warned_point_carries_its_warnings_and_summary_md_says_them_with_serie
     assert f"- ×1 {missed} — {sglang_label} · conc 8" in md
 
 
+def test_an_interrupted_runs_points_carry_the_warnings_their_job_folders_recorded(tmp_path: Path) -> None:
+    """A sweep stopped with Ctrl-C writes no outcomes into run.json: its finished jobs' warnings (a real engine would
+    refuse them) are only in each job folder's outcome.json. The page and summary.md read run.json alone and showed
+    those points as plain `valid`, with no banner; they now read the job folders' outcome.json too."""
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run, refuses, missed = _warned_run(tmp_path / "run")
+    meta = json.loads((run.path / "run.json").read_text())
+    for o in meta.pop("outcomes"):  # what an interrupted run leaves: each job's own outcome.json, none in run.json
+        (run.path / "jobs" / o["job_id"] / "outcome.json").write_text(json.dumps(o), encoding="utf-8")
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    run = load_run(run.path)
+    payload = build_payload(run, points_from_run(run))
+    by_conc = {(p["identity"]["engine"], p["metrics"]["conc"]): p for p in payload["points"]}
+    assert by_conc[("vllm", 4)]["warnings"] == [refuses] and by_conc[("vllm", 8)]["warnings"] == [refuses]
+    assert by_conc[("sglang", 8)]["warnings"] == [missed] and by_conc[("sglang", 4)]["warnings"] == []
+    assert payload["verdicts"]["simulated-only"]["count"] == 2 and payload["verdicts"]["not-modelled"]["count"] == 1
+    assert "### Simulated although a real engine would refuse them (2 point(s))" in run_summary_markdown(payload)
+
+
 def _failed_to_launch_run(root: Path) -> RunDir:
     """`run --live` where the sim server cannot start: the first job's launch and a relaunch fail (server.log,
     server.2.log, two ports), the rest say the group's server never came up; the log has lines that read as
