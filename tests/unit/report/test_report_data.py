@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 from support.synthetic import SyntheticPoint, run_of_failures, synthetic_job, write_synthetic_run
@@ -506,6 +507,33 @@ def test_a_job_whose_outcome_is_valid_but_whose_summary_is_gone_says_so_and_how_
     groups = verdict_groups([], [first, first | {"job_id": "other"}])
     assert [(g["reason"], g["count"]) for g in groups["failed"]["reasons"]] == [(first["gist"], 2)]
     assert "no reason recorded" not in json.dumps([first, second])
+
+
+def test_a_job_run_json_calls_valid_whose_folder_is_gone_says_so_never_valid_without_a_result(tmp_path: Path) -> None:
+    """A run folder whose jobs/ was lost (a copy of run.json alone, a pruned artifact) listed each job under "jobs
+    without a result" as `valid: no reason recorded` (banner: "×2 no reason recorded"): a verdict that contradicts
+    having no result, and no reason. It says run.json's verdict, that the job folder is missing and the fix, as one
+    banner line for every job of that cause."""
+    from llmsweep.report.data import no_result_entries
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    meta = json.loads((run.path / "run.json").read_text())
+    meta["outcomes"] = [{"job_id": j.job_id, "exp_name": "x", "status": "valid", "reasons": []} for j in run.jobs]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    for job in run.jobs:
+        shutil.rmtree(job.dir)
+    run = load_run(run.path)
+    entries = no_result_entries(run, set())
+    assert [e["status"] for e in entries] == ["no job folder"] * 2
+    folder = run.path / "jobs" / entries[0]["job_id"]
+    assert entries[0]["reason"] == (f"run.json says valid but its job folder {folder} is missing (fix: restore the "
+                                    f"folder from a copy of the run, or `llmsweep run RECIPE --out {run.path} "
+                                    "--resume` runs the job again)")
+    payload = build_payload(run, points_from_run(run))
+    (group,) = payload["verdicts"]["failed"]["reasons"]
+    assert group["count"] == 2 and "job folder JOBDIR is missing" in group["reason"]
+    assert "no reason recorded" not in json.dumps(payload) + run_summary_markdown(payload)
 
 
 def test_a_records_file_cut_mid_line_is_warned_and_the_drill_down_knows_it_is_incomplete(
