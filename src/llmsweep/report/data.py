@@ -62,7 +62,7 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
                                                   "verdict": p.verdict},
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
         "reason": verdict_reason(p.verdict, p.reasons), "warnings": list(warnings), "gpus": p.gpus,
-        "identity": p.identity.as_dict(), "topology": p.identity.topology(),
+        "identity": p.identity.shown(), "topology": p.identity.topology(),
         # as stored: the page, summary.md and the PNGs round a value once, where they show it (as the CLI does)
         "metrics": {**{c.name: p.metric(c.name) for c in HOT_COLUMNS}, "conc": p.identity.conc},
         "requests": {"finished": p.num_requests, "successful": p.num_successful},

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from support.synthetic import SyntheticPoint, run_of_failures, synthetic_job, write_synthetic_run
 
-from llmsweep.metrics.model import Verdict
+from llmsweep.metrics.model import DeploymentBlock, Summary, Verdict
 from llmsweep.report.data import build_payload, scrub
 from llmsweep.results.frontier import X_AXES
 from llmsweep.results.point import points_from_run
@@ -534,6 +534,35 @@ def test_a_job_run_json_calls_valid_whose_folder_is_gone_says_so_never_valid_wit
     (group,) = payload["verdicts"]["failed"]["reasons"]
     assert group["count"] == 2 and "job folder JOBDIR is missing" in group["reason"]
     assert "no reason recorded" not in json.dumps(payload) + run_summary_markdown(payload)
+
+
+def test_a_disaggregated_points_identity_says_its_roles_never_a_single_servers_default_tp1(tmp_path: Path) -> None:
+    """The drill-down's Identity of a disaggregated job (prefill 2x TP8 EP8 DP-attention, decode 1x TP8) said
+    `tp 1 · ep 1 · dp_attn false`: the single-server fields' defaults, which nothing ran. It shows the roles
+    (`workers`) and leaves those fields out; an aggregated point keeps them."""
+    disagg = synthetic_job(conc=4, framework="sglang-disagg", hardware="mi355x", job_id="disagg-conc4")
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(disagg, requests=20),
+                                               SyntheticPoint(synthetic_job(conc=4, tp=8), requests=20)])
+    for key in ("tp", "pp", "dcp-size", "pcp-size", "ep", "dp-attn"):  # as `plan` writes a disaggregated job.json
+        del disagg[key]
+    roles = {"pp": 1, "dcp-size": 1, "pcp-size": 1}
+    disagg.update(multinode=True, disagg=True, gpus=24,
+                  prefill={"num-worker": 2, "tp": 8, "ep": 8, "dp-attn": True, **roles},
+                  decode={"num-worker": 1, "tp": 8, "ep": 1, "dp-attn": False, **roles})
+    folder = run.path / "jobs" / "disagg-conc4"
+    (folder / "job.json").write_text(json.dumps(disagg), encoding="utf-8")
+    summary = Summary.load(folder / "summary.json")  # the deployment that served it, as the simulator records it
+    summary.deployment = DeploymentBlock(nodes=3, gpus=24, gpus_per_node=8, kv_transfer="mori")
+    (folder / "summary.json").write_text(json.dumps(summary.dump()), encoding="utf-8")
+    run = load_run(run.path)
+    payload = build_payload(run, points_from_run(run))
+    shown = {p["job_id"]: p for p in payload["points"]}
+    ident = shown["disagg-conc4"]["identity"]
+    assert ident["disagg"] is True and ident["workers"] == shown["disagg-conc4"]["topology"]
+    assert ident["workers"] == "P2x(tp8 ep8 dpa) D1x(tp8 ep1)"
+    assert not {"tp", "pp", "dcp", "pcp", "ep", "dp_attn"} & set(ident), ident
+    (agg,) = (p for job, p in shown.items() if job != "disagg-conc4")
+    assert agg["identity"]["tp"] == 8 and agg["identity"]["dp_attn"] is False and agg["topology"] == "tp8 ep1"
 
 
 def test_a_records_file_cut_mid_line_is_warned_and_the_drill_down_knows_it_is_incomplete(
