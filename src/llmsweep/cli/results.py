@@ -435,14 +435,16 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
         history = [] if no_history else history_from_store(store, used, max(starts, default=None))
-        success, reused = (_success(b, label_b, pb, store) if fmt == "markdown" or baseline is not None
+        verdict = fmt == "markdown" or baseline is not None  # the pull request's verdict, and its success rate
+        success, reused = (_success(b, label_b, pb, store) if verdict or markdown is not None
                            else (None, frozenset[str]()))
+        success = success if verdict else None  # --markdown FILE needs only the results B reused
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
     if markdown is not None:
         from llmsweep.report.markdown import comparison_markdown
 
-        markdown.write_text(comparison_markdown(comp), encoding="utf-8")
+        markdown.write_text(comparison_markdown(comp, reused=reused), encoding="utf-8")
     if fmt == "markdown" and success is not None:
         from llmsweep.report.verdict import verdict_markdown
 

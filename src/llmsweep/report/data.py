@@ -62,7 +62,7 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
                                                   "verdict": p.verdict},
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
         "reason": verdict_reason(p.verdict, p.reasons), "warnings": list(warnings), "gpus": p.gpus,
-        "identity": p.identity.as_dict(), "topology": p.identity.topology(),
+        "identity": p.identity.shown(), "topology": p.identity.topology(),
         # as stored: the page, summary.md and the PNGs round a value once, where they show it (as the CLI does)
         "metrics": {**{c.name: p.metric(c.name) for c in HOT_COLUMNS}, "conc": p.identity.conc},
         "requests": {"finished": p.num_requests, "successful": p.num_successful},
@@ -140,8 +140,12 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
 
 
 def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:
-    """job id → its outcome as `run.json` recorded it (empty for a run still going, or one from before outcomes)."""
-    return outcomes_of(run.meta)
+    """job id → its outcome as `run.json` recorded it, else as its job folder's `outcome.json` says it. `run` writes
+    run.json's outcomes only when the sweep ends: a run interrupted (Ctrl-C) or still going has none, and its jobs'
+    own outcome.json are then the only record of how each ended and what qualifies its result (`warnings`)."""
+    own = {art.job_id: o for art in run.jobs if art.outcome
+           and (o := read_outcome(art.outcome, f"{art.dir}/outcome.json")) is not None}
+    return {**own, **outcomes_of(run.meta)}
 
 
 def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
@@ -220,6 +224,7 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
                         "gist": f"{reused_reason(source, job=False)}, {why}"})
             continue
         art = folders.get(jid)
+        folder = art.dir if art is not None else run.path / "jobs" / jid
         # The job folder's own outcome.json first (the executor's last word), else what run.json recorded.
         own = read_outcome(art.outcome, f"{art.dir}/outcome.json") if art is not None and art.outcome else None
         rec = own or recorded.get(jid)
@@ -227,6 +232,10 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
             status, reason = "unreadable", art.unread
         elif rec is not None and art is not None and rec.status in SUMMARY_VERDICTS:
             status, reason = "no summary", _summary_gone(run, art, rec, "outcome.json" if own else "run.json")
+        elif rec is not None and rec.status in SUMMARY_VERDICTS:  # run.json's verdict, its job folder gone since
+            status, reason = "no job folder", (
+                f"run.json says {rec.status} but its job folder {folder} is missing (fix: restore the folder from a "
+                f"copy of the run, or `llmsweep run RECIPE --out {run.path} --resume` runs the job again)")
         elif rec is not None:
             status, reason = rec.status, "; ".join(rec.reasons) or "no reason recorded"
         elif art is not None:
@@ -235,8 +244,8 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
             status, reason = "missing", "planned, but no job folder: the run stopped before it, or is still going"
         entry = {"job_id": jid, "status": status, "kind": "refused" if status == "refused" else "failed",
                  "reason": reason}
-        if art is not None and str(art.dir) in reason:  # one banner line for the jobs of one cause: the folder said
-            reason = reason.replace(str(art.dir), "JOBDIR")  # once, as JOBDIR, in the gist
+        if str(folder) in reason:  # one banner line for the jobs of one cause: the folder said
+            reason = reason.replace(str(folder), "JOBDIR")  # once, as JOBDIR, in the gist
         if (gist := failure_gist(reason)) != entry["reason"]:  # one line, the same for every job of one cause
             entry["gist"] = gist
         out.append(entry)

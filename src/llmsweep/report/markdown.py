@@ -6,13 +6,14 @@ then every invalid point with its reasons and every job that produced no result.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.report.data import reused_reason
 from llmsweep.results.compare import Comparison, MetricDelta
 from llmsweep.results.pareto import NORTH_STAR_X
+from llmsweep.results.verdict import reused_from_baseline
 
 VERDICT_MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "within noise": "≈ within noise",
                  "unverified": "❔ unverified", "n/a": "n/a"}
@@ -154,8 +155,11 @@ def delta_cell(d: MetricDelta) -> str:
 
 
 def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gpu", "p90_e2e_norm_intvty",
-                                                                   "p90_ttft", "p90_e2el")) -> str:
-    """A compact PR-comment table: one row per matched point, value in B, delta ± band and verdict per metric."""
+                                                                   "p90_ttft", "p90_e2el"),
+                        reused: Collection[str] = ()) -> str:
+    """A compact PR-comment table: one row per matched point, value in B, delta ± band and verdict per metric.
+    `reused`: the stored result ids B stood jobs on (`run --reuse`): those of A's points are listed as reused by B,
+    not as points B does not have."""
     head = ["Point", "Runs A/B"] + [HOT_BY_NAME[m].header for m in metrics]
     lines = [f"## llmsweep compare: {side_heading(comp, 'a')} → {side_heading(comp, 'b')}", ""]
     lines += [f"> {n}" for n in comp.notes]
@@ -168,7 +172,9 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
             cells.append("–" if d is None else f"{HOT_BY_NAME[m].cell(d.b)}: {delta_cell(d)} "
                          f"{VERDICT_MARK[d.verdict]}")
         lines.append(_row(cells))
-    for title, pts in (("Only in A", comp.only_a), ("Only in B", comp.only_b)):
+    taken, only_a = reused_from_baseline(comp, reused)
+    for title, pts in (("Reused by B from A, not measured again", taken), ("Only in A", only_a),
+                       ("Only in B", comp.only_b)):
         if pts:
             lines += ["", f"**{title}:** " + ", ".join(f"`{p.job_id}`" for p in pts)]
     evals = [pc for pc in comp.matched if pc.eval is not None]

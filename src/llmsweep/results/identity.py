@@ -26,6 +26,9 @@ POINT_FIELDS: tuple[str, ...] = (
 )
 SERIES_FIELDS: tuple[str, ...] = ("model", "hardware", "engine", "precision", "scenario", "spec", "offload")
 TOPOLOGY_FIELDS: tuple[str, ...] = ("disagg", "workers")
+SERVER_FIELDS: tuple[str, ...] = ("tp", "pp", "dcp", "pcp", "ep", "dp_attn")
+"""One server's parallelism. A disaggregated point has one per role, said in `workers`; its own values of these are
+the defaults (nobody set them), never what ran."""
 """Fields that tell an aggregated point from a disaggregated one: part of a disaggregated series' key, and never
 ignored by `compare`."""
 
@@ -63,6 +66,11 @@ class PointIdentity:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def shown(self) -> dict[str, Any]:
+        """The fields as a page describes the point: a disaggregated point's parallelism is its `workers`' (per
+        role), so the single-server fields (`SERVER_FIELDS`, defaults for it: `tp 1 ep 1`) are left out."""
+        return {k: v for k, v in self.as_dict().items() if not (self.workers and k in SERVER_FIELDS)}
 
     def key(self, ignore: frozenset[str] = frozenset()) -> str:
         """A stable string key over every point field not in `ignore` (for SQL columns and dict keys)."""

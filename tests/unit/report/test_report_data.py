@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 from support.synthetic import SyntheticPoint, run_of_failures, synthetic_job, write_synthetic_run
 
-from llmsweep.metrics.model import Verdict
+from llmsweep.metrics.model import DeploymentBlock, Summary, Verdict
 from llmsweep.report.data import build_payload, scrub
 from llmsweep.results.frontier import X_AXES
 from llmsweep.results.point import points_from_run
@@ -348,6 +349,26 @@ def test_a_warned_point_carries_its_warnings_and_summary_md_says_them_with_serie
     assert f"- ×1 {missed} — {sglang_label} · conc 8" in md
 
 
+def test_an_interrupted_runs_points_carry_the_warnings_their_job_folders_recorded(tmp_path: Path) -> None:
+    """A sweep stopped with Ctrl-C writes no outcomes into run.json: its finished jobs' warnings (a real engine would
+    refuse them) are only in each job folder's outcome.json. The page and summary.md read run.json alone and showed
+    those points as plain `valid`, with no banner; they now read the job folders' outcome.json too."""
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run, refuses, missed = _warned_run(tmp_path / "run")
+    meta = json.loads((run.path / "run.json").read_text())
+    for o in meta.pop("outcomes"):  # what an interrupted run leaves: each job's own outcome.json, none in run.json
+        (run.path / "jobs" / o["job_id"] / "outcome.json").write_text(json.dumps(o), encoding="utf-8")
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    run = load_run(run.path)
+    payload = build_payload(run, points_from_run(run))
+    by_conc = {(p["identity"]["engine"], p["metrics"]["conc"]): p for p in payload["points"]}
+    assert by_conc[("vllm", 4)]["warnings"] == [refuses] and by_conc[("vllm", 8)]["warnings"] == [refuses]
+    assert by_conc[("sglang", 8)]["warnings"] == [missed] and by_conc[("sglang", 4)]["warnings"] == []
+    assert payload["verdicts"]["simulated-only"]["count"] == 2 and payload["verdicts"]["not-modelled"]["count"] == 1
+    assert "### Simulated although a real engine would refuse them (2 point(s))" in run_summary_markdown(payload)
+
+
 def _failed_to_launch_run(root: Path) -> RunDir:
     """`run --live` where the sim server cannot start: the first job's launch and a relaunch fail (server.log,
     server.2.log, two ports), the rest say the group's server never came up; the log has lines that read as
@@ -486,6 +507,62 @@ def test_a_job_whose_outcome_is_valid_but_whose_summary_is_gone_says_so_and_how_
     groups = verdict_groups([], [first, first | {"job_id": "other"}])
     assert [(g["reason"], g["count"]) for g in groups["failed"]["reasons"]] == [(first["gist"], 2)]
     assert "no reason recorded" not in json.dumps([first, second])
+
+
+def test_a_job_run_json_calls_valid_whose_folder_is_gone_says_so_never_valid_without_a_result(tmp_path: Path) -> None:
+    """A run folder whose jobs/ was lost (a copy of run.json alone, a pruned artifact) listed each job under "jobs
+    without a result" as `valid: no reason recorded` (banner: "×2 no reason recorded"): a verdict that contradicts
+    having no result, and no reason. It says run.json's verdict, that the job folder is missing and the fix, as one
+    banner line for every job of that cause."""
+    from llmsweep.report.data import no_result_entries
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    meta = json.loads((run.path / "run.json").read_text())
+    meta["outcomes"] = [{"job_id": j.job_id, "exp_name": "x", "status": "valid", "reasons": []} for j in run.jobs]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    for job in run.jobs:
+        shutil.rmtree(job.dir)
+    run = load_run(run.path)
+    entries = no_result_entries(run, set())
+    assert [e["status"] for e in entries] == ["no job folder"] * 2
+    folder = run.path / "jobs" / entries[0]["job_id"]
+    assert entries[0]["reason"] == (f"run.json says valid but its job folder {folder} is missing (fix: restore the "
+                                    f"folder from a copy of the run, or `llmsweep run RECIPE --out {run.path} "
+                                    "--resume` runs the job again)")
+    payload = build_payload(run, points_from_run(run))
+    (group,) = payload["verdicts"]["failed"]["reasons"]
+    assert group["count"] == 2 and "job folder JOBDIR is missing" in group["reason"]
+    assert "no reason recorded" not in json.dumps(payload) + run_summary_markdown(payload)
+
+
+def test_a_disaggregated_points_identity_says_its_roles_never_a_single_servers_default_tp1(tmp_path: Path) -> None:
+    """The drill-down's Identity of a disaggregated job (prefill 2x TP8 EP8 DP-attention, decode 1x TP8) said
+    `tp 1 · ep 1 · dp_attn false`: the single-server fields' defaults, which nothing ran. It shows the roles
+    (`workers`) and leaves those fields out; an aggregated point keeps them."""
+    disagg = synthetic_job(conc=4, framework="sglang-disagg", hardware="mi355x", job_id="disagg-conc4")
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(disagg, requests=20),
+                                               SyntheticPoint(synthetic_job(conc=4, tp=8), requests=20)])
+    for key in ("tp", "pp", "dcp-size", "pcp-size", "ep", "dp-attn"):  # as `plan` writes a disaggregated job.json
+        del disagg[key]
+    roles = {"pp": 1, "dcp-size": 1, "pcp-size": 1}
+    disagg.update(multinode=True, disagg=True, gpus=24,
+                  prefill={"num-worker": 2, "tp": 8, "ep": 8, "dp-attn": True, **roles},
+                  decode={"num-worker": 1, "tp": 8, "ep": 1, "dp-attn": False, **roles})
+    folder = run.path / "jobs" / "disagg-conc4"
+    (folder / "job.json").write_text(json.dumps(disagg), encoding="utf-8")
+    summary = Summary.load(folder / "summary.json")  # the deployment that served it, as the simulator records it
+    summary.deployment = DeploymentBlock(nodes=3, gpus=24, gpus_per_node=8, kv_transfer="mori")
+    (folder / "summary.json").write_text(json.dumps(summary.dump()), encoding="utf-8")
+    run = load_run(run.path)
+    payload = build_payload(run, points_from_run(run))
+    shown = {p["job_id"]: p for p in payload["points"]}
+    ident = shown["disagg-conc4"]["identity"]
+    assert ident["disagg"] is True and ident["workers"] == shown["disagg-conc4"]["topology"]
+    assert ident["workers"] == "P2x(tp8 ep8 dpa) D1x(tp8 ep1)"
+    assert not {"tp", "pp", "dcp", "pcp", "ep", "dp_attn"} & set(ident), ident
+    (agg,) = (p for job, p in shown.items() if job != "disagg-conc4")
+    assert agg["identity"]["tp"] == 8 and agg["identity"]["dp_attn"] is False and agg["topology"] == "tp8 ep1"
 
 
 def test_a_records_file_cut_mid_line_is_warned_and_the_drill_down_knows_it_is_incomplete(

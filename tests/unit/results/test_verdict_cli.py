@@ -74,6 +74,14 @@ def test_a_point_the_run_reused_from_the_baseline_is_listed_as_reused(make_run, 
         assert "Only in the baseline" not in md
         doc = json.loads(_run("compare", "--baseline", "base", ref, "--json", "--resamples", "10", "--no-history"))
         assert doc["verdict"]["reused"] == [conc1]
+        # `compare A B --markdown FILE` (the comparison's PR table) said "Only in A" for the point B reused
+        table = pr.path.parent / "compare.md"
+        _run("compare", "base", ref, "--markdown", str(table), "--resamples", "10", "--no-history")
+        said = table.read_text()
+        assert f"**Reused by B from A, not measured again:** `{conc1}`" in said, said
+        assert "Only in A" not in said
+        assert "verdict" not in json.loads(_run("compare", "base", ref, "--json", "--markdown", str(table),
+                                                "--resamples", "10", "--no-history"))  # no --baseline: no verdict
 
 
 def test_the_verdict_table_orders_concurrency_as_a_number(make_run, store_path: Path) -> None:
