@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
 import re
 import threading
@@ -515,7 +516,12 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         planned = _header(job, settings, run_dir, [], simulate, dataset, set(settings.thinking), checkpoint)
         _refuse_unless_comparable(out, existing, Collected(model_prefix=prefix, header=planned, values={}),
                                   BEFORE_MEASURING)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    _refuse_unwritable(out, run_dir, merge=merge)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # (what access() could not tell: /proc, a read-only mount seen as writable)
+        raise ConfigError(f"the evidence folder {run_dir} cannot be made ({exc.strerror}); no server was started",
+                          fix="pass another --run-dir (or --out), a folder you can write") from exc
     cells: list[CellResult] = []
     total = len(settings.thinking) * len(settings.ks)
     plan = [(mode, k) for mode in settings.thinking for k in settings.ks]
@@ -554,9 +560,37 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         merged = merge_curves(existing, collected)
         header, values = merged.header, merged.values
         result.merged_into, result.replaced = str(out), merged.replaced
-    _write_curve(out, header, values, prefix, method)
+    try:
+        _write_curve(out, header, values, prefix, method)
+    except OSError as exc:  # (a disk that filled, a folder removed while measuring): the cells' evidence stays
+        raise DatasetError(f"{out}: the curve could not be written ({exc}); the measured cells "
+                           f"({', '.join(f'{c.thinking} K={c.k}' for c in measured)}) are in {run_dir}/<mode>-k<K>/"
+                           f"{CELL_FILE}",
+                           fix=f"free or fix {out.parent}, then collect those cells again (--merge-into where "
+                           "the curve exists)") from exc
     result.curve_file = str(out)
     return result
+
+
+def _refuse_unwritable(out: Path, run_dir: Path, *, merge: bool) -> None:
+    """Before any server starts: the curve file and the evidence folder can be written. Found only when the curve
+    is written, every cell would have been measured (GPU hours) and the collection would end without its curve."""
+    what = "curve" if merge else "--out"
+    for path, name, flag in ((out, "the curve file", what), (run_dir, "the evidence folder", "--run-dir")):
+        if path == out and out.is_dir():
+            raise ConfigError(f"{out} is a folder, not a curve file: the curve cannot be written; no server was "
+                              "started", fix=f"move the folder away, or pass another {what}")
+        if path == run_dir and run_dir.is_dir():
+            continue
+        there = path if path.exists() else path.parent
+        while not there.exists():  # the folders missing are made when writing: the nearest that is must take them
+            there = there.parent
+        if path != there and not there.is_dir():
+            raise ConfigError(f"{name} {path} cannot be written: {there} is a file, not a folder; no server was "
+                              "started", fix=f"pass another {flag}, or move {there} away")
+        if not os.access(there, os.W_OK):
+            raise ConfigError(f"{name} {path} cannot be written: {there} is not writable; no server was started",
+                              fix=f"pass another {flag}, or make {there} writable")
 
 
 def _existing(out: Path) -> Collected:

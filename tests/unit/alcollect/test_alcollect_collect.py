@@ -284,3 +284,51 @@ def test_after_a_simulated_collection_the_hint_does_not_point_at_another_curve(s
     assert "never passes over a measured curve" in got.stdout
     assert "`llmsweep al` answers thinking on K=3 from qwen3.5_mtp" in got.stdout
     assert str(out / "qwen3.5_mtp_fp8.yaml") in got.stdout
+
+
+LLAMA = REPO / "tests" / "data" / "recipes" / "alcollect" / "llama-1b-ngram.yaml"
+
+
+@pytest.mark.parametrize("case", ["parent is a file", "curve is a folder", "run dir under a file"])
+def test_an_output_that_cannot_be_written_is_refused_before_any_server_starts(case: str, tmp_path: Path) -> None:
+    """Found only when writing the curve, every cell was measured (GPU hours) and the collection died on a
+    traceback without its curve."""
+    job = _job(LLAMA)
+    out, run_dir = tmp_path / "golden" / curve_file_name(job), tmp_path / "runs"
+    if case == "parent is a file":
+        (tmp_path / "golden").write_text("")
+        out = tmp_path / "golden" / "sub" / curve_file_name(job)
+    elif case == "curve is a folder":
+        out.mkdir(parents=True)
+    else:
+        (tmp_path / "afile").write_text("")
+        run_dir = tmp_path / "afile" / "runs"
+    settings = CollectSettings.model_validate({"ks": [1], "thinking": ["thinking_off"], "output_len": 8})
+    with pytest.raises(ConfigError) as err:
+        collect_curve(job, settings, load_prompts(BUILTIN, "coding", 1), run_dir, out,
+                      launcher=LocalExecutor({}).launcher, simulate=True)
+    assert "no server was started" in err.value.message, err.value.message
+    assert "cannot be written" in err.value.message and err.value.fix
+    assert not (tmp_path / "runs").exists()  # nothing was measured
+
+
+@pytest.mark.timeout(120)
+def test_a_curve_that_cannot_be_written_after_measuring_says_where_the_cells_are(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from llmsweep.alcollect import collect as collect_module
+    from llmsweep.errors import DatasetError
+
+    def full(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(collect_module, "_write_curve", full)  # the disk fills while the cells are measured
+    job = _job(LLAMA)
+    settings = CollectSettings.model_validate({"ks": [1], "thinking": ["thinking_off"], "output_len": 8})
+    with pytest.raises(DatasetError) as err:
+        collect_curve(job, settings, load_prompts(BUILTIN, "coding", 1), tmp_path / "runs",
+                      tmp_path / "golden" / curve_file_name(job), launcher=LocalExecutor({}).launcher, simulate=True)
+    assert "No space left on device" in err.value.message and "thinking_off K=1" in err.value.message
+    assert str(tmp_path / "runs") in err.value.message and err.value.fix
+    assert json.loads((tmp_path / "runs" / "thinking_off-k1" / "cell.json").read_text())["status"] == "measured"
