@@ -220,11 +220,19 @@ def test_a_collection_in_another_precision_is_refused_before_any_server_starts(
         merged: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
     curve_file, _, _ = merged
     before, runs = curve_file.read_text(), set(curve_file.parent.iterdir())
+    # fp8 on this bf16 job: a precision it does not serve, refused as such (it would label bf16 cells fp8)
     proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
                 "48", "-k", "5", "--merge-into", curve_file, "--precision", "fp8")
     assert proc.returncode == 2
-    assert "precision: 'bf16 (recipe; simulated engine, no weights)' in the curve, 'fp8' in this collection" in \
+    assert "--precision fp8 is not what the job serves: bf16 (recipe; simulated engine, no weights)" in \
         proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
+    assert curve_file.read_text() == before and set(curve_file.parent.iterdir()) == runs
+    # the precision stated otherwise than the curve states it: not one curve
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
+                "48", "-k", "5", "--merge-into", curve_file, "--precision", "bf16 (by hand)")
+    assert proc.returncode == 2
+    assert "precision: 'bf16 (recipe; simulated engine, no weights)' in the curve, 'bf16 (by hand)' in this " \
+        "collection" in proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
     assert curve_file.read_text() == before and set(curve_file.parent.iterdir()) == runs
 
 

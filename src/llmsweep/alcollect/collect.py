@@ -335,6 +335,28 @@ def _quantisation(folder: Path, config: dict[str, Any]) -> str | None:
     return None
 
 
+def refuse_unearned_precision(job: Job, precision: str | None, *, simulate: bool) -> None:
+    """`--precision` states the served precision in the header (and names the file where the family is packaged);
+    one of another family than the job serves (read from the model directory, else the recipe's) would label the
+    cells with a precision they were not measured at, and the curve would win for recipes of that precision.
+    Refused before any server starts; where either side names no known format, it cannot be told and is kept."""
+    from llmsweep.catalog.golden import precision_family
+    from llmsweep.catalog.precision import weight_format
+
+    if not precision:
+        return
+    served = _served_precision(job, simulate)
+    given, read = _precision_token(precision), _precision_token(served)
+    if weight_format(given) is None or weight_format(read) is None:
+        return
+    if precision_family(given) != precision_family(read):
+        raise ConfigError(
+            f"--precision {precision} is not what the job serves: {served}; the curve would label cells measured "
+            f"at {read} as {given}, and stand in for {given} recipes; no server was started",
+            fix=f"drop --precision (the header states the precision served), or collect from a recipe that serves "
+            f"{given} (its precision and checkpoint)")
+
+
 def default_checkpoint(job: Job) -> str:
     """The curve body's model key: the served checkpoint's name, lower-case, without its organisation."""
     return job.model.rstrip("/").rsplit("/", 1)[-1].lower()
@@ -511,6 +533,7 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     dataset = prompts.describe(len(prompts.prompts))
     if simulate:
         refuse_unmodelled(job, settings)
+    refuse_unearned_precision(job, settings.precision, simulate=simulate)
     existing = _existing(out) if merge else None
     if existing is not None:  # refuse before a server starts what can be known now
         planned = _header(job, settings, run_dir, [], simulate, dataset, set(settings.thinking), checkpoint)

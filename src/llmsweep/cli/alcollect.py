@@ -318,7 +318,12 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     """Measure a golden acceptance-length curve: per thinking mode and draft length K, a fresh server of RECIPE's
     speculative job (real verification), the SPEED-Bench-style prompt set at concurrency 1, AL = 1 + Δaccepted /
     Δdrafts from the server's /metrics; written as an InferenceX golden-AL file with its provenance."""
-    from llmsweep.alcollect.collect import collect_curve, curve_file_name, refuse_unmodelled
+    from llmsweep.alcollect.collect import (
+        collect_curve,
+        curve_file_name,
+        refuse_unearned_precision,
+        refuse_unmodelled,
+    )
 
     def echo(line: str) -> None:
         click.echo(line, err=True)
@@ -335,6 +340,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         "precision": precision, "notes": [*mode_notes, *notes]})
     if simulate:  # what the simulator cannot model is refused here, before the prompts are fetched or a server starts
         refuse_unmodelled(job, settings)
+    refuse_unearned_precision(job, precision, simulate=simulate)  # before it names the file
     if merge_into is not None:
         given = [name for name, param in (("--out", "out_dir"), ("--variant", "variant"), ("--force", "force"))
                  if click.get_current_context().get_parameter_source(param) != ParameterSource.DEFAULT]

@@ -332,3 +332,25 @@ def test_a_curve_that_cannot_be_written_after_measuring_says_where_the_cells_are
     assert "No space left on device" in err.value.message and "thinking_off K=1" in err.value.message
     assert str(tmp_path / "runs") in err.value.message and err.value.fix
     assert json.loads((tmp_path / "runs" / "thinking_off-k1" / "cell.json").read_text())["status"] == "measured"
+
+
+@pytest.mark.parametrize(("given", "refused"), [("fp8", True), ("nvfp4", True), ("BF16 (checked by hand)", False),
+                                                ("fp16", False), ("house-blend", False)])
+def test_a_precision_the_job_does_not_serve_is_refused_before_any_server_starts(
+        given: str, refused: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The llama recipe serves bf16: `--precision fp8` labelled its bf16 cells fp8, and the curve (named
+    <prefix>_<method>_fp8 where the family is packaged) stood in for fp8 recipes."""
+    from llmsweep.cli.main import main
+
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(["al", "collect", str(LLAMA), "--simulate", "--prompts", "builtin", "--num-prompts", "1", "--output-len",
+              "8", "-k", "1", "--thinking", "off", "--precision", given, "--out", str(out)])
+    err = capsys.readouterr().err
+    if refused:
+        assert done.value.code == 2, err
+        assert f"--precision {given} is not what the job serves: bf16" in err and "fix:" in err
+        assert "launching" not in err and not out.exists()
+    else:  # the same family stated in other words, or a word naming no format (cannot be told): kept as stated
+        assert done.value.code in (0, None), err
+        assert f"# precision: {given}\n" in (out / "llama-1b_ngram.yaml").read_text()
