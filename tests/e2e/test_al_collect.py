@@ -460,3 +460,45 @@ def test_a_signal_stops_the_collection_writes_the_measured_cells_and_exits_with_
     assert [(c["k"], c["status"]) for c in cells] == [(1, "measured"), (2, "failed"), (3, "failed")]
     assert {c["reason"] for c in cells[1:]} == {"interrupted by SIGTERM"}
     assert list((tmp_path / "golden").glob("*.yaml")) or list((tmp_path / "golden").rglob("*.y*ml")), said[-2000:]
+
+
+@pytest.mark.timeout(240)
+def test_a_server_a_killed_collection_left_is_stopped_by_the_next_collection_of_the_curve(tmp_path: Path) -> None:
+    """SIGKILL of the collector during its second cell: nothing ran its teardown, so that cell's server went on
+    running (holding, on a GPU host, the GPUs every later server needs) until someone found it. The next collection
+    into the same folder stops it, from the pid file the cell folder keeps, before its first server starts."""
+    import signal
+    import time
+
+    from llmsweep.execute.process import read_proc
+
+    err = tmp_path / "err.log"
+    argv = [sys.executable, "-m", "llmsweep.cli.main", "al", "collect", str(RECIPE), "--simulate", "--prompts",
+            "builtin", "--num-prompts", "3", "--output-len", "48", "--out", str(tmp_path / "golden"), "-k", "1", "2"]
+    pid_file = tmp_path / "golden" / "llama-1b_ngram.runs" / "thinking_off-k2" / "server.pid"
+    with open(err, "wb") as stderr:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        server = 0
+        try:
+            deadline = time.monotonic() + 180
+            while "thinking_off K=2: ready" not in err.read_text(errors="replace"):
+                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+                time.sleep(0.05)
+            server = int(json.loads(pid_file.read_text())["pid"])
+            proc.send_signal(signal.SIGKILL)
+            assert proc.wait(timeout=30) == -signal.SIGKILL
+            assert read_proc(server) is not None  # left running: nothing of the collector is left to stop it
+            again = _collect(tmp_path / "golden", "-k", "1")
+            assert again.returncode == 0, again.stderr[-3000:]
+            assert f"stopping server pid {server} left running" in again.stderr
+            gone = time.monotonic() + 10
+            while (info := read_proc(server)) is not None and info.state != "Z" and time.monotonic() < gone:
+                time.sleep(0.05)
+            assert info is None or info.state == "Z", "the left server is still running"
+            assert not pid_file.exists()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            if server and read_proc(server) is not None:
+                os.kill(server, signal.SIGKILL)

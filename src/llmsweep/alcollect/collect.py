@@ -58,6 +58,7 @@ Event = Callable[[str], None]
 CONCURRENCY = 1
 """InferenceX collects at concurrency 1 (`--max-concurrency 1`): one request drafts at a time, as in its curves."""
 CELL_FILE = "cell.json"
+COLLECTOR_FILE = "collector.json"
 
 
 def _quiet(_: str) -> None:
@@ -397,6 +398,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     started = time.monotonic()
     cell = CellResult(thinking=mode, k=k, status="failed", directory=str(cell_dir))
     cell_dir.mkdir(parents=True, exist_ok=True)
+    _write_collector(cell_dir)
     cjob = _cell_job(job, k, mode)
     handle: ServerHandle | None = None
     try:
@@ -545,6 +547,7 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     except OSError as exc:  # (what access() could not tell: /proc, a read-only mount seen as writable)
         raise ConfigError(f"the evidence folder {run_dir} cannot be made ({exc.strerror}); no server was started",
                           fix="pass another --run-dir (or --out), a folder you can write") from exc
+    _stop_left_servers(out, run_dir, event)
     cells: list[CellResult] = []
     total = len(settings.thinking) * len(settings.ks)
     plan = [(mode, k) for mode in settings.thinking for k in settings.ks]
@@ -593,6 +596,43 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
                            "the curve exists)") from exc
     result.curve_file = str(out)
     return result
+
+
+def _stop_left_servers(out: Path, run_dir: Path, event: Event) -> None:
+    """Stop the servers an earlier collection of this curve left running when it was killed (SIGKILL, a lost node
+    session: nothing ran its teardown), as `run --resume` does: their pid files stay in the cell folders of its
+    evidence (this run's folder, or another `<curve>.runs*` beside the curve). Left running, they hold the GPUs
+    (and the port) the next cell's server needs. A server whose collection is still running is left to it."""
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.lifecycle import stop_stale_servers
+
+    folders = {run_dir, *(p for p in out.parent.glob(f"{out.stem}.runs*") if p.is_dir())}
+    for pid_file in sorted(f for folder in folders for f in folder.glob(f"*/{art.PID_FILE}")):
+        if _collector_alive(pid_file.parent):
+            continue
+        stop_stale_servers(pid_file.parent.parent, event, pid_files=f"{pid_file.parent.name}/{art.PID_FILE}")
+
+
+def _write_collector(cell_dir: Path) -> None:
+    """Which process runs the cell (pid and start time), so that a later collection tells a server this one
+    still runs from one a killed collection left (:func:`_stop_left_servers`)."""
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.process import read_proc
+
+    info = read_proc(os.getpid())
+    art.write_json(cell_dir / COLLECTOR_FILE, {"pid": os.getpid(), "start_ticks": info.start_ticks if info else None})
+
+
+def _collector_alive(cell_dir: Path) -> bool:
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.process import read_proc
+
+    doc = art.read_json(cell_dir / COLLECTOR_FILE) or {}
+    pid = int(doc.get("pid") or 0)
+    if pid <= 1:
+        return False
+    info = read_proc(pid)
+    return info is not None and info.start_ticks == doc.get("start_ticks")
 
 
 def _refuse_unwritable(out: Path, run_dir: Path, *, merge: bool) -> None:

@@ -354,3 +354,42 @@ def test_a_precision_the_job_does_not_serve_is_refused_before_any_server_starts(
     else:  # the same family stated in other words, or a word naming no format (cannot be told): kept as stated
         assert done.value.code in (0, None), err
         assert f"# precision: {given}\n" in (out / "llama-1b_ngram.yaml").read_text()
+
+
+def test_a_server_is_stopped_only_when_the_collection_that_started_it_is_gone(tmp_path: Path) -> None:
+    """A second collection of the same curve while the first still runs must not stop the first one's server; one
+    whose collection was killed (its collector gone) is stopped."""
+    import os
+    import subprocess
+    import sys
+
+    from llmsweep.alcollect.collect import COLLECTOR_FILE, _stop_left_servers
+    from llmsweep.execute.process import read_proc
+
+    out = tmp_path / "golden" / "llama-1b_ngram.yaml"
+    runs = tmp_path / "golden" / "llama-1b_ngram.runs"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    servers = {}
+    for cell, collector in (("thinking_off-k1", os.getpid()), ("thinking_off-k2", int(dead.stdout))):
+        server = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        servers[cell] = server
+        (runs / cell).mkdir(parents=True)
+        info, mine = read_proc(server.pid), read_proc(collector)
+        (runs / cell / "server.pid").write_text(json.dumps({
+            "pid": server.pid, "host": __import__("platform").node(), "argv0": "sleep",
+            "start_ticks": info.start_ticks if info else None, "cleanup": []}))
+        (runs / cell / COLLECTOR_FILE).write_text(json.dumps({
+            "pid": collector, "start_ticks": mine.start_ticks if mine else 1}))
+    said: list[str] = []
+    try:
+        _stop_left_servers(out, tmp_path / "other-runs", said.append)
+        assert servers["thinking_off-k2"].wait(timeout=10) is not None  # its collection is gone: stopped
+        assert servers["thinking_off-k1"].poll() is None  # this (live) process's: left to it
+        assert (runs / "thinking_off-k1" / "server.pid").exists()
+        assert not (runs / "thinking_off-k2" / "server.pid").exists()
+        assert said == [f"stopping server pid {servers['thinking_off-k2'].pid} left running by an earlier, "
+                        "interrupted run"]
+    finally:
+        for server in servers.values():
+            server.kill()
+            server.wait()
