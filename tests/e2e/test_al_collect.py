@@ -460,6 +460,15 @@ def test_a_signal_stops_the_collection_writes_the_measured_cells_and_exits_with_
     assert [(c["k"], c["status"]) for c in cells] == [(1, "measured"), (2, "failed"), (3, "failed")]
     assert {c["reason"] for c in cells[1:]} == {"interrupted by SIGTERM"}
     assert list((tmp_path / "golden").glob("*.yaml")) or list((tmp_path / "golden").rglob("*.y*ml")), said[-2000:]
+    # how to finish it without measuring K=1 again (the same call with --merge-into re-measured and replaced it)
+    curve = tmp_path / "golden" / "llama-1b_ngram.yaml"
+    assert (f"2 of 3 cells not measured; to measure them into the curve, run this call again with --merge-into "
+            f"{curve} in place of --out/--variant/--force, and --thinking off -k 2 3") in said, said[-2000:]
+    done = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
+                "48", "--merge-into", curve, "--thinking", "off", "-k", "2", "3", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["replaced"] == [] and "cells not measured" not in done.stderr
+    assert sorted(load_curve(curve).values["thinking_off"]) == [1, 2, 3]
 
 
 @pytest.mark.timeout(240)
