@@ -408,8 +408,9 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         spec = art.write_launch_files(spec, cell_dir)
         launcher.prepare(spec, log_dir=cell_dir, event=event)  # (an image pulled before the start-up clock)
         event(f"{mode} K={k}: launching {spec.engine} on port {spec.port}")
-        handle = launcher.launch(spec, log_path=cell_dir / art.SERVER_LOG)
-        write_pid_file(cell_dir / art.PID_FILE, handle, spec)
+        with signals.shielded():  # a signal now waits until the server is recorded: its handle and its pid file
+            handle = launcher.launch(spec, log_path=cell_dir / art.SERVER_LOG)
+            write_pid_file(cell_dir / art.PID_FILE, handle, spec)
         (cell_dir / art.COMMAND_FILE).write_text(command_text(spec, launcher, handle.command))
         art.write_json(cell_dir / art.JOB_FILE, launched_job(cjob).to_json())
         ready = wait_ready(handle, timeout_s=settings.startup_timeout_s, poll_s=0.25)
@@ -463,9 +464,10 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         cell.reason = f"{type(exc).__name__}: {exc}"
     finally:
         if handle is not None:
-            handle.stop(grace_s=settings.stop_grace_s)
-            if handle.gone():
-                (cell_dir / art.PID_FILE).unlink(missing_ok=True)
+            with signals.shielded():  # a second signal hurries the stop, never cuts it short
+                handle.stop(grace_s=settings.stop_grace_s)
+                if handle.gone():
+                    (cell_dir / art.PID_FILE).unlink(missing_ok=True)
     cell.seconds = round(time.monotonic() - started, 1)
     art.write_json(cell_dir / CELL_FILE, cell.model_dump(mode="json"))
     if cell.status == "measured":

@@ -393,3 +393,48 @@ def test_a_server_is_stopped_only_when_the_collection_that_started_it_is_gone(tm
         for server in servers.values():
             server.kill()
             server.wait()
+
+
+@pytest.mark.timeout(120)
+def test_a_signal_while_the_server_is_being_launched_still_stops_it(tmp_path: Path) -> None:
+    """SIGINT between the server's spawn and the collector holding its handle (Ctrl-C as a cell launches) unwound
+    with no handle to stop and no pid file written: the server went on running, found by nothing."""
+    import os
+    import signal
+
+    from llmsweep.execute import signals
+    from llmsweep.execute.process import read_proc
+
+    class SignalledAsItLaunches:
+        """The local launcher, the collector getting SIGINT once the server process exists."""
+
+        def __init__(self) -> None:
+            self.real = LocalExecutor({}).launcher
+            self.pids: list[int] = []
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.real, name)
+
+        def launch(self, spec: object, **kwargs: object) -> object:
+            handle = self.real.launch(spec, **kwargs)  # type: ignore[arg-type]
+            self.pids.append(int(handle.pid or 0))
+            os.kill(os.getpid(), signal.SIGINT)
+            return handle
+
+    launcher = SignalledAsItLaunches()
+    job = _job(LLAMA)
+    settings = CollectSettings.model_validate({"ks": [1], "thinking": ["thinking_off"], "output_len": 8})
+    try:
+        result = collect_curve(job, settings, load_prompts(BUILTIN, "coding", 1), tmp_path / "runs",
+                               tmp_path / "golden" / curve_file_name(job), launcher=launcher,  # type: ignore[arg-type]
+                               simulate=True)
+        assert [c.reason for c in result.cells] == ["interrupted by SIGINT"] and result.curve_file is None
+        (pid,) = launcher.pids
+        info = read_proc(pid)
+        assert info is None or info.state == "Z", "the server launched as the signal came is still running"
+        assert not (tmp_path / "runs" / "thinking_off-k1" / "server.pid").exists()
+    finally:
+        for pid in launcher.pids:
+            if read_proc(pid) is not None:
+                os.killpg(pid, signal.SIGKILL)
+        signals.reset()
