@@ -220,11 +220,19 @@ def test_a_collection_in_another_precision_is_refused_before_any_server_starts(
         merged: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
     curve_file, _, _ = merged
     before, runs = curve_file.read_text(), set(curve_file.parent.iterdir())
+    # fp8 on this bf16 job: a precision it does not serve, refused as such (it would label bf16 cells fp8)
     proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
                 "48", "-k", "5", "--merge-into", curve_file, "--precision", "fp8")
     assert proc.returncode == 2
-    assert "precision: 'bf16 (recipe; simulated engine, no weights)' in the curve, 'fp8' in this collection" in \
+    assert "--precision fp8 is not what the job serves: bf16 (recipe; simulated engine, no weights)" in \
         proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
+    assert curve_file.read_text() == before and set(curve_file.parent.iterdir()) == runs
+    # the precision stated otherwise than the curve states it: not one curve
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
+                "48", "-k", "5", "--merge-into", curve_file, "--precision", "bf16 (by hand)")
+    assert proc.returncode == 2
+    assert "precision: 'bf16 (recipe; simulated engine, no weights)' in the curve, 'bf16 (by hand)' in this " \
+        "collection" in proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
     assert curve_file.read_text() == before and set(curve_file.parent.iterdir()) == runs
 
 
@@ -452,3 +460,54 @@ def test_a_signal_stops_the_collection_writes_the_measured_cells_and_exits_with_
     assert [(c["k"], c["status"]) for c in cells] == [(1, "measured"), (2, "failed"), (3, "failed")]
     assert {c["reason"] for c in cells[1:]} == {"interrupted by SIGTERM"}
     assert list((tmp_path / "golden").glob("*.yaml")) or list((tmp_path / "golden").rglob("*.y*ml")), said[-2000:]
+    # how to finish it without measuring K=1 again (the same call with --merge-into re-measured and replaced it)
+    curve = tmp_path / "golden" / "llama-1b_ngram.yaml"
+    assert (f"2 of 3 cells not measured; to measure them into the curve, run this call again with --merge-into "
+            f"{curve} in place of --out/--variant/--force, and --thinking off -k 2 3") in said, said[-2000:]
+    done = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
+                "48", "--merge-into", curve, "--thinking", "off", "-k", "2", "3", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["replaced"] == [] and "cells not measured" not in done.stderr
+    assert sorted(load_curve(curve).values["thinking_off"]) == [1, 2, 3]
+
+
+@pytest.mark.timeout(240)
+def test_a_server_a_killed_collection_left_is_stopped_by_the_next_collection_of_the_curve(tmp_path: Path) -> None:
+    """SIGKILL of the collector during its second cell: nothing ran its teardown, so that cell's server went on
+    running (holding, on a GPU host, the GPUs every later server needs) until someone found it. The next collection
+    into the same folder stops it, from the pid file the cell folder keeps, before its first server starts."""
+    import signal
+    import time
+
+    from llmsweep.execute.process import read_proc
+
+    err = tmp_path / "err.log"
+    argv = [sys.executable, "-m", "llmsweep.cli.main", "al", "collect", str(RECIPE), "--simulate", "--prompts",
+            "builtin", "--num-prompts", "3", "--output-len", "48", "--out", str(tmp_path / "golden"), "-k", "1", "2"]
+    pid_file = tmp_path / "golden" / "llama-1b_ngram.runs" / "thinking_off-k2" / "server.pid"
+    with open(err, "wb") as stderr:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        server = 0
+        try:
+            deadline = time.monotonic() + 180
+            while "thinking_off K=2: ready" not in err.read_text(errors="replace"):
+                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+                time.sleep(0.05)
+            server = int(json.loads(pid_file.read_text())["pid"])
+            proc.send_signal(signal.SIGKILL)
+            assert proc.wait(timeout=30) == -signal.SIGKILL
+            assert read_proc(server) is not None  # left running: nothing of the collector is left to stop it
+            again = _collect(tmp_path / "golden", "-k", "1")
+            assert again.returncode == 0, again.stderr[-3000:]
+            assert f"stopping server pid {server} left running" in again.stderr
+            gone = time.monotonic() + 10
+            while (info := read_proc(server)) is not None and info.state != "Z" and time.monotonic() < gone:
+                time.sleep(0.05)
+            assert info is None or info.state == "Z", "the left server is still running"
+            assert not pid_file.exists()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            if server and read_proc(server) is not None:
+                os.kill(server, signal.SIGKILL)

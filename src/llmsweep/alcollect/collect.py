@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
 import re
 import threading
@@ -57,6 +58,7 @@ Event = Callable[[str], None]
 CONCURRENCY = 1
 """InferenceX collects at concurrency 1 (`--max-concurrency 1`): one request drafts at a time, as in its curves."""
 CELL_FILE = "cell.json"
+COLLECTOR_FILE = "collector.json"
 
 
 def _quiet(_: str) -> None:
@@ -334,6 +336,28 @@ def _quantisation(folder: Path, config: dict[str, Any]) -> str | None:
     return None
 
 
+def refuse_unearned_precision(job: Job, precision: str | None, *, simulate: bool) -> None:
+    """`--precision` states the served precision in the header (and names the file where the family is packaged);
+    one of another family than the job serves (read from the model directory, else the recipe's) would label the
+    cells with a precision they were not measured at, and the curve would win for recipes of that precision.
+    Refused before any server starts; where either side names no known format, it cannot be told and is kept."""
+    from llmsweep.catalog.golden import precision_family
+    from llmsweep.catalog.precision import weight_format
+
+    if not precision:
+        return
+    served = _served_precision(job, simulate)
+    given, read = _precision_token(precision), _precision_token(served)
+    if weight_format(given) is None or weight_format(read) is None:
+        return
+    if precision_family(given) != precision_family(read):
+        raise ConfigError(
+            f"--precision {precision} is not what the job serves: {served}; the curve would label cells measured "
+            f"at {read} as {given}, and stand in for {given} recipes; no server was started",
+            fix=f"drop --precision (the header states the precision served), or collect from a recipe that serves "
+            f"{given} (its precision and checkpoint)")
+
+
 def default_checkpoint(job: Job) -> str:
     """The curve body's model key: the served checkpoint's name, lower-case, without its organisation."""
     return job.model.rstrip("/").rsplit("/", 1)[-1].lower()
@@ -374,6 +398,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     started = time.monotonic()
     cell = CellResult(thinking=mode, k=k, status="failed", directory=str(cell_dir))
     cell_dir.mkdir(parents=True, exist_ok=True)
+    _write_collector(cell_dir)
     cjob = _cell_job(job, k, mode)
     handle: ServerHandle | None = None
     try:
@@ -383,8 +408,9 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         spec = art.write_launch_files(spec, cell_dir)
         launcher.prepare(spec, log_dir=cell_dir, event=event)  # (an image pulled before the start-up clock)
         event(f"{mode} K={k}: launching {spec.engine} on port {spec.port}")
-        handle = launcher.launch(spec, log_path=cell_dir / art.SERVER_LOG)
-        write_pid_file(cell_dir / art.PID_FILE, handle, spec)
+        with signals.shielded():  # a signal now waits until the server is recorded: its handle and its pid file
+            handle = launcher.launch(spec, log_path=cell_dir / art.SERVER_LOG)
+            write_pid_file(cell_dir / art.PID_FILE, handle, spec)
         (cell_dir / art.COMMAND_FILE).write_text(command_text(spec, launcher, handle.command))
         art.write_json(cell_dir / art.JOB_FILE, launched_job(cjob).to_json())
         ready = wait_ready(handle, timeout_s=settings.startup_timeout_s, poll_s=0.25)
@@ -438,9 +464,10 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         cell.reason = f"{type(exc).__name__}: {exc}"
     finally:
         if handle is not None:
-            handle.stop(grace_s=settings.stop_grace_s)
-            if handle.gone():
-                (cell_dir / art.PID_FILE).unlink(missing_ok=True)
+            with signals.shielded():  # a second signal hurries the stop, never cuts it short
+                handle.stop(grace_s=settings.stop_grace_s)
+                if handle.gone():
+                    (cell_dir / art.PID_FILE).unlink(missing_ok=True)
     cell.seconds = round(time.monotonic() - started, 1)
     art.write_json(cell_dir / CELL_FILE, cell.model_dump(mode="json"))
     if cell.status == "measured":
@@ -510,12 +537,19 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     dataset = prompts.describe(len(prompts.prompts))
     if simulate:
         refuse_unmodelled(job, settings)
+    refuse_unearned_precision(job, settings.precision, simulate=simulate)
     existing = _existing(out) if merge else None
     if existing is not None:  # refuse before a server starts what can be known now
         planned = _header(job, settings, run_dir, [], simulate, dataset, set(settings.thinking), checkpoint)
         _refuse_unless_comparable(out, existing, Collected(model_prefix=prefix, header=planned, values={}),
                                   BEFORE_MEASURING)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    _refuse_unwritable(out, run_dir, merge=merge)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # (what access() could not tell: /proc, a read-only mount seen as writable)
+        raise ConfigError(f"the evidence folder {run_dir} cannot be made ({exc.strerror}); no server was started",
+                          fix="pass another --run-dir (or --out), a folder you can write") from exc
+    _stop_left_servers(out, run_dir, event)
     cells: list[CellResult] = []
     total = len(settings.thinking) * len(settings.ks)
     plan = [(mode, k) for mode in settings.thinking for k in settings.ks]
@@ -554,9 +588,74 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         merged = merge_curves(existing, collected)
         header, values = merged.header, merged.values
         result.merged_into, result.replaced = str(out), merged.replaced
-    _write_curve(out, header, values, prefix, method)
+    try:
+        _write_curve(out, header, values, prefix, method)
+    except OSError as exc:  # (a disk that filled, a folder removed while measuring): the cells' evidence stays
+        raise DatasetError(f"{out}: the curve could not be written ({exc}); the measured cells "
+                           f"({', '.join(f'{c.thinking} K={c.k}' for c in measured)}) are in {run_dir}/<mode>-k<K>/"
+                           f"{CELL_FILE}",
+                           fix=f"free or fix {out.parent}, then collect those cells again (--merge-into where "
+                           "the curve exists)") from exc
     result.curve_file = str(out)
     return result
+
+
+def _stop_left_servers(out: Path, run_dir: Path, event: Event) -> None:
+    """Stop the servers an earlier collection of this curve left running when it was killed (SIGKILL, a lost node
+    session: nothing ran its teardown), as `run --resume` does: their pid files stay in the cell folders of its
+    evidence (this run's folder, or another `<curve>.runs*` beside the curve). Left running, they hold the GPUs
+    (and the port) the next cell's server needs. A server whose collection is still running is left to it."""
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.lifecycle import stop_stale_servers
+
+    folders = {run_dir, *(p for p in out.parent.glob(f"{out.stem}.runs*") if p.is_dir())}
+    for pid_file in sorted(f for folder in folders for f in folder.glob(f"*/{art.PID_FILE}")):
+        if _collector_alive(pid_file.parent):
+            continue
+        stop_stale_servers(pid_file.parent.parent, event, pid_files=f"{pid_file.parent.name}/{art.PID_FILE}")
+
+
+def _write_collector(cell_dir: Path) -> None:
+    """Which process runs the cell (pid and start time), so that a later collection tells a server this one
+    still runs from one a killed collection left (:func:`_stop_left_servers`)."""
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.process import read_proc
+
+    info = read_proc(os.getpid())
+    art.write_json(cell_dir / COLLECTOR_FILE, {"pid": os.getpid(), "start_ticks": info.start_ticks if info else None})
+
+
+def _collector_alive(cell_dir: Path) -> bool:
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.process import read_proc
+
+    doc = art.read_json(cell_dir / COLLECTOR_FILE) or {}
+    pid = int(doc.get("pid") or 0)
+    if pid <= 1:
+        return False
+    info = read_proc(pid)
+    return info is not None and info.start_ticks == doc.get("start_ticks")
+
+
+def _refuse_unwritable(out: Path, run_dir: Path, *, merge: bool) -> None:
+    """Before any server starts: the curve file and the evidence folder can be written. Found only when the curve
+    is written, every cell would have been measured (GPU hours) and the collection would end without its curve."""
+    what = "curve" if merge else "--out"
+    for path, name, flag in ((out, "the curve file", what), (run_dir, "the evidence folder", "--run-dir")):
+        if path == out and out.is_dir():
+            raise ConfigError(f"{out} is a folder, not a curve file: the curve cannot be written; no server was "
+                              "started", fix=f"move the folder away, or pass another {what}")
+        if path == run_dir and run_dir.is_dir():
+            continue
+        there = path if path.exists() else path.parent
+        while not there.exists():  # the folders missing are made when writing: the nearest that is must take them
+            there = there.parent
+        if path != there and not there.is_dir():
+            raise ConfigError(f"{name} {path} cannot be written: {there} is a file, not a folder; no server was "
+                              "started", fix=f"pass another {flag}, or move {there} away")
+        if not os.access(there, os.W_OK):
+            raise ConfigError(f"{name} {path} cannot be written: {there} is not writable; no server was started",
+                              fix=f"pass another {flag}, or make {there} writable")
 
 
 def _existing(out: Path) -> Collected:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args, get_origin
 import click
 from click.core import ParameterSource
 
-from llmsweep.alcollect.settings import CollectSettings, Sampling
+from llmsweep.alcollect.settings import CollectResult, CollectSettings, Sampling
 from llmsweep.cli.options import ManyValues, config_keys_option, field_option, json_option, option, runner_config_option
 from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.errors import ConfigError, DatasetError
@@ -256,6 +256,26 @@ def _read_back(curve_file: Path, settings: CollectSettings) -> str:
     return f"{instead}, not from it; read the collected curve: {curve_file}"
 
 
+def _finish_hint(result: CollectResult) -> str | None:
+    """How to measure the cells a collection left unmeasured (a signal, a server that did not start) into the curve
+    it wrote, without measuring again the ones it holds (the same call with --merge-into would: a measured cell is
+    re-measured and replaced): --merge-into and the missing cells' -k, per thinking mode."""
+    missing: dict[str, list[int]] = {}
+    for c in result.cells:
+        if c.status != "measured":
+            missing.setdefault(c.thinking.removeprefix("thinking_"), []).append(c.k)
+    if not missing or not result.curve_file:
+        return None
+    by_ks: dict[tuple[int, ...], list[str]] = {}
+    for mode, ks in missing.items():
+        by_ks.setdefault(tuple(ks), []).append(mode)
+    calls = [f"--thinking {' '.join(modes)} -k {' '.join(map(str, ks))}" for ks, modes in by_ks.items()]
+    count = sum(len(ks) * len(modes) for ks, modes in by_ks.items())
+    return (f"{count} of {len(result.cells)} cells not measured; to measure them into the curve, run this call again "
+            f"with --merge-into {result.curve_file} in place of --out/--variant/--force, and "
+            + (calls[0] if len(calls) == 1 else "one call each: " + "; ".join(calls)))
+
+
 @click.command("collect")
 @click.argument("recipe", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @config_keys_option()
@@ -318,7 +338,12 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     """Measure a golden acceptance-length curve: per thinking mode and draft length K, a fresh server of RECIPE's
     speculative job (real verification), the SPEED-Bench-style prompt set at concurrency 1, AL = 1 + Δaccepted /
     Δdrafts from the server's /metrics; written as an InferenceX golden-AL file with its provenance."""
-    from llmsweep.alcollect.collect import collect_curve, curve_file_name, refuse_unmodelled
+    from llmsweep.alcollect.collect import (
+        collect_curve,
+        curve_file_name,
+        refuse_unearned_precision,
+        refuse_unmodelled,
+    )
 
     def echo(line: str) -> None:
         click.echo(line, err=True)
@@ -335,6 +360,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         "precision": precision, "notes": [*mode_notes, *notes]})
     if simulate:  # what the simulator cannot model is refused here, before the prompts are fetched or a server starts
         refuse_unmodelled(job, settings)
+    refuse_unearned_precision(job, precision, simulate=simulate)  # before it names the file
     if merge_into is not None:
         given = [name for name, param in (("--out", "out_dir"), ("--variant", "variant"), ("--force", "force"))
                  if click.get_current_context().get_parameter_source(param) != ParameterSource.DEFAULT]
@@ -383,6 +409,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         if result.curve_file:
             verb = "merged the cells into" if result.merged_into else "wrote"
             click.echo(f"{verb} {result.curve_file}; {_read_back(Path(result.curve_file), settings)}")
+    if (hint := _finish_hint(result)) is not None:
+        click.echo(hint, err=True)
     from llmsweep.execute import signals
 
     if signals.received():  # stopped by a signal: the cells measured are written up; the status says the signal

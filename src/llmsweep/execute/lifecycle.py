@@ -983,16 +983,17 @@ def write_pid_file(path: Path, handle: ServerHandle, spec: LaunchSpec) -> None:
                           "cleanup": list(getattr(handle, "cleanup", ()) or ())})
 
 
-def stop_stale_servers(run_dir: Path, event: Event = _quiet) -> list[int]:
+def stop_stale_servers(run_dir: Path, event: Event = _quiet, *, pid_files: str = "servers/*/server*.pid") -> list[int]:
     """Stop servers a killed run left behind (their pid files survive a SIGKILL of the run), before resuming; then
     run each one's recorded cleanup (`docker rm -f NAME`: a container outlives the docker CLI that started it), and
-    scancel the Slurm jobs it submitted that never finished. A pid file goes only once its server is gone."""
+    scancel the Slurm jobs it submitted that never finished. A pid file goes only once its server is gone.
+    `pid_files`: where under `run_dir` the pid files are (`al collect`: one folder per cell)."""
     from llmsweep.execute.process import read_proc, signal_process_tree, stop_process_tree, tree_alive
 
     stopped: list[int] = []
     with shielded():
         stale = []
-        for pid_file in sorted((run_dir / "servers").glob("*/server*.pid")):  # server.pid, or server.N.pid kept
+        for pid_file in sorted(run_dir.glob(pid_files)):  # server.pid, or server.N.pid kept
             doc = art.read_json(pid_file) or {}
             pid, argv0 = int(doc.get("pid") or 0), str(doc.get("argv0") or "")
             # An srun step's pid file names a process on the node: the Slurm job's cancellation below stops it.

@@ -284,3 +284,157 @@ def test_after_a_simulated_collection_the_hint_does_not_point_at_another_curve(s
     assert "never passes over a measured curve" in got.stdout
     assert "`llmsweep al` answers thinking on K=3 from qwen3.5_mtp" in got.stdout
     assert str(out / "qwen3.5_mtp_fp8.yaml") in got.stdout
+
+
+LLAMA = REPO / "tests" / "data" / "recipes" / "alcollect" / "llama-1b-ngram.yaml"
+
+
+@pytest.mark.parametrize("case", ["parent is a file", "curve is a folder", "run dir under a file"])
+def test_an_output_that_cannot_be_written_is_refused_before_any_server_starts(case: str, tmp_path: Path) -> None:
+    """Found only when writing the curve, every cell was measured (GPU hours) and the collection died on a
+    traceback without its curve."""
+    job = _job(LLAMA)
+    out, run_dir = tmp_path / "golden" / curve_file_name(job), tmp_path / "runs"
+    if case == "parent is a file":
+        (tmp_path / "golden").write_text("")
+        out = tmp_path / "golden" / "sub" / curve_file_name(job)
+    elif case == "curve is a folder":
+        out.mkdir(parents=True)
+    else:
+        (tmp_path / "afile").write_text("")
+        run_dir = tmp_path / "afile" / "runs"
+    settings = CollectSettings.model_validate({"ks": [1], "thinking": ["thinking_off"], "output_len": 8})
+    with pytest.raises(ConfigError) as err:
+        collect_curve(job, settings, load_prompts(BUILTIN, "coding", 1), run_dir, out,
+                      launcher=LocalExecutor({}).launcher, simulate=True)
+    assert "no server was started" in err.value.message, err.value.message
+    assert "cannot be written" in err.value.message and err.value.fix
+    assert not (tmp_path / "runs").exists()  # nothing was measured
+
+
+@pytest.mark.timeout(120)
+def test_a_curve_that_cannot_be_written_after_measuring_says_where_the_cells_are(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from llmsweep.alcollect import collect as collect_module
+    from llmsweep.errors import DatasetError
+
+    def full(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(collect_module, "_write_curve", full)  # the disk fills while the cells are measured
+    job = _job(LLAMA)
+    settings = CollectSettings.model_validate({"ks": [1], "thinking": ["thinking_off"], "output_len": 8})
+    with pytest.raises(DatasetError) as err:
+        collect_curve(job, settings, load_prompts(BUILTIN, "coding", 1), tmp_path / "runs",
+                      tmp_path / "golden" / curve_file_name(job), launcher=LocalExecutor({}).launcher, simulate=True)
+    assert "No space left on device" in err.value.message and "thinking_off K=1" in err.value.message
+    assert str(tmp_path / "runs") in err.value.message and err.value.fix
+    assert json.loads((tmp_path / "runs" / "thinking_off-k1" / "cell.json").read_text())["status"] == "measured"
+
+
+@pytest.mark.parametrize(("given", "refused"), [("fp8", True), ("nvfp4", True), ("BF16 (checked by hand)", False),
+                                                ("fp16", False), ("house-blend", False)])
+def test_a_precision_the_job_does_not_serve_is_refused_before_any_server_starts(
+        given: str, refused: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The llama recipe serves bf16: `--precision fp8` labelled its bf16 cells fp8, and the curve (named
+    <prefix>_<method>_fp8 where the family is packaged) stood in for fp8 recipes."""
+    from llmsweep.cli.main import main
+
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(["al", "collect", str(LLAMA), "--simulate", "--prompts", "builtin", "--num-prompts", "1", "--output-len",
+              "8", "-k", "1", "--thinking", "off", "--precision", given, "--out", str(out)])
+    err = capsys.readouterr().err
+    if refused:
+        assert done.value.code == 2, err
+        assert f"--precision {given} is not what the job serves: bf16" in err and "fix:" in err
+        assert "launching" not in err and not out.exists()
+    else:  # the same family stated in other words, or a word naming no format (cannot be told): kept as stated
+        assert done.value.code in (0, None), err
+        assert f"# precision: {given}\n" in (out / "llama-1b_ngram.yaml").read_text()
+
+
+def test_a_server_is_stopped_only_when_the_collection_that_started_it_is_gone(tmp_path: Path) -> None:
+    """A second collection of the same curve while the first still runs must not stop the first one's server; one
+    whose collection was killed (its collector gone) is stopped."""
+    import os
+    import subprocess
+    import sys
+
+    from llmsweep.alcollect.collect import COLLECTOR_FILE, _stop_left_servers
+    from llmsweep.execute.process import read_proc
+
+    out = tmp_path / "golden" / "llama-1b_ngram.yaml"
+    runs = tmp_path / "golden" / "llama-1b_ngram.runs"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    servers = {}
+    for cell, collector in (("thinking_off-k1", os.getpid()), ("thinking_off-k2", int(dead.stdout))):
+        server = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        servers[cell] = server
+        (runs / cell).mkdir(parents=True)
+        info, mine = read_proc(server.pid), read_proc(collector)
+        (runs / cell / "server.pid").write_text(json.dumps({
+            "pid": server.pid, "host": __import__("platform").node(), "argv0": "sleep",
+            "start_ticks": info.start_ticks if info else None, "cleanup": []}))
+        (runs / cell / COLLECTOR_FILE).write_text(json.dumps({
+            "pid": collector, "start_ticks": mine.start_ticks if mine else 1}))
+    said: list[str] = []
+    try:
+        _stop_left_servers(out, tmp_path / "other-runs", said.append)
+        assert servers["thinking_off-k2"].wait(timeout=10) is not None  # its collection is gone: stopped
+        assert servers["thinking_off-k1"].poll() is None  # this (live) process's: left to it
+        assert (runs / "thinking_off-k1" / "server.pid").exists()
+        assert not (runs / "thinking_off-k2" / "server.pid").exists()
+        assert said == [f"stopping server pid {servers['thinking_off-k2'].pid} left running by an earlier, "
+                        "interrupted run"]
+    finally:
+        for server in servers.values():
+            server.kill()
+            server.wait()
+
+
+@pytest.mark.timeout(120)
+def test_a_signal_while_the_server_is_being_launched_still_stops_it(tmp_path: Path) -> None:
+    """SIGINT between the server's spawn and the collector holding its handle (Ctrl-C as a cell launches) unwound
+    with no handle to stop and no pid file written: the server went on running, found by nothing."""
+    import os
+    import signal
+
+    from llmsweep.execute import signals
+    from llmsweep.execute.process import read_proc
+
+    class SignalledAsItLaunches:
+        """The local launcher, the collector getting SIGINT once the server process exists."""
+
+        def __init__(self) -> None:
+            self.real = LocalExecutor({}).launcher
+            self.pids: list[int] = []
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.real, name)
+
+        def launch(self, spec: object, **kwargs: object) -> object:
+            handle = self.real.launch(spec, **kwargs)  # type: ignore[arg-type]
+            self.pids.append(int(handle.pid or 0))
+            os.kill(os.getpid(), signal.SIGINT)
+            return handle
+
+    launcher = SignalledAsItLaunches()
+    job = _job(LLAMA)
+    settings = CollectSettings.model_validate({"ks": [1], "thinking": ["thinking_off"], "output_len": 8})
+    try:
+        result = collect_curve(job, settings, load_prompts(BUILTIN, "coding", 1), tmp_path / "runs",
+                               tmp_path / "golden" / curve_file_name(job), launcher=launcher,  # type: ignore[arg-type]
+                               simulate=True)
+        assert [c.reason for c in result.cells] == ["interrupted by SIGINT"] and result.curve_file is None
+        (pid,) = launcher.pids
+        info = read_proc(pid)
+        assert info is None or info.state == "Z", "the server launched as the signal came is still running"
+        assert not (tmp_path / "runs" / "thinking_off-k1" / "server.pid").exists()
+    finally:
+        for pid in launcher.pids:
+            if read_proc(pid) is not None:
+                os.killpg(pid, signal.SIGKILL)
+        signals.reset()
