@@ -19,7 +19,7 @@ from click.core import ParameterSource
 from llmsweep.alcollect.settings import CollectResult, CollectSettings, Sampling
 from llmsweep.cli.options import ManyValues, config_keys_option, field_option, json_option, option, runner_config_option
 from llmsweep.cli.options import executor_options as parse_executor_options
-from llmsweep.errors import ConfigError, DatasetError
+from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
 
 if TYPE_CHECKING:
     from llmsweep.alcollect.modes import ModeSettings
@@ -361,6 +361,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     if simulate:  # what the simulator cannot model is refused here, before the prompts are fetched or a server starts
         refuse_unmodelled(job, settings)
     refuse_unearned_precision(job, precision, simulate=simulate)  # before it names the file
+    made: Path | None = None  # the evidence folder made here (a --merge-into collection's own)
     if merge_into is not None:
         given = [name for name, param in (("--out", "out_dir"), ("--variant", "variant"), ("--force", "force"))
                  if click.get_current_context().get_parameter_source(param) != ParameterSource.DEFAULT]
@@ -368,8 +369,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
             raise ConfigError(f"--merge-into {merge_into} names the file to write: {', '.join(given)} would name "
                               "another", fix=f"drop {', '.join(given)}, or drop --merge-into to write a fresh curve")
         out = merge_into
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        run_dir = run_dir or out.parent / f"{out.stem}.runs-{stamp}"  # the curve's earlier evidence stays as it is
+        if run_dir is None:  # the curve's earlier evidence stays as it is
+            run_dir = made = _new_folder(out.parent / f"{out.stem}.runs-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
     else:
         out = out_dir / curve_file_name(job, variant, precision=precision, simulate=simulate)
         if out.exists() and not force:
@@ -382,9 +383,14 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
          f"{' '.join(m.removeprefix('thinking_') for m in settings.thinking)}, "
          f"{_count(len(prompts.prompts), 'prompt')} ({prompts.origin}), "
          f"{'simulated' if simulate else executor} servers")
-    result = collect_curve(job, settings, prompts, run_dir or out_dir / f"{out.stem}.runs", out,
-                           launcher=_launcher(executor, parse_executor_options(executor_options)), simulate=simulate,
-                           event=echo, merge=merge_into is not None)
+    try:
+        result = collect_curve(job, settings, prompts, run_dir or out_dir / f"{out.stem}.runs", out,
+                               launcher=_launcher(executor, parse_executor_options(executor_options)),
+                               simulate=simulate, event=echo, merge=merge_into is not None)
+    except LlmsweepError:
+        if made is not None and made.is_dir() and not any(made.iterdir()):
+            made.rmdir()  # refused before any cell: the evidence folder made for it would name a collection of none
+        raise
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
@@ -417,3 +423,19 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         raise SystemExit(signals.exit_code())
     if not result.ok:
         raise SystemExit(1)
+
+
+def _new_folder(path: Path) -> Path:
+    """`path`, made now, or `path-2`, `path-3`... where a collection started in the same second took it: two
+    `--merge-into` collections of one curve shared one evidence folder, each cell's files overwriting the other's.
+    Where nothing can be made, `path` (the collection refuses it before any server starts, with the reason)."""
+    candidate, n = path, 1
+    while True:
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            n += 1
+            candidate = path.with_name(f"{path.name}-{n}")
+        except OSError:
+            return path

@@ -438,3 +438,17 @@ def test_a_signal_while_the_server_is_being_launched_still_stops_it(tmp_path: Pa
             if read_proc(pid) is not None:
                 os.killpg(pid, signal.SIGKILL)
         signals.reset()
+
+
+def test_two_merges_started_in_one_second_get_evidence_folders_of_their_own(tmp_path: Path) -> None:
+    """A `--merge-into` collection's evidence folder is named by its start second (`CURVE.runs-<UTC time>`): two
+    started in the same second shared one, each cell's files overwriting the other's. The second gets `-2`."""
+    from llmsweep.cli.alcollect import _new_folder
+
+    stamp = tmp_path / "curve.runs-20261204T223301Z"
+    first, second, third = _new_folder(stamp), _new_folder(stamp), _new_folder(stamp)
+    assert first == stamp and second.name == f"{stamp.name}-2" and third.name == f"{stamp.name}-3"
+    assert all(p.is_dir() for p in (first, second, third))
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert _new_folder(blocked / "x.runs-1") == blocked / "x.runs-1"  # nothing made: the collection refuses it
