@@ -62,13 +62,38 @@ def load_yaml(path: Path) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        if isinstance(exc, _DuplicateKey):
+            raise ConfigError(f"{where}: {exc.problem}", fix="keep one of the two: a catalog file states each entry "
+                              "once (YAML would silently keep the later one)") from exc
         raise ConfigError(
             f"{where}: catalog file is not valid YAML ({getattr(exc, 'problem', exc)})",
             fix="fix the YAML syntax at that line (indentation, quoting, a missing colon)",
         ) from exc
 
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    """A key written twice in one mapping of a catalog file."""
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The safe loader (C where built), refusing a key written twice in one mapping: PyYAML keeps the later one in
+    silence (a curve's `2: 1.56` then `2: 2.90` read as 2.90; a user's hardware entry given twice, its first lost).
+    A key written over one a merge key (`<<`) brought in is an override, not a duplicate."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: the base constructor refuses it
+                continue
+            if first != key_node.start_mark.line + 1:
+                raise _DuplicateKey(None, None, f"`{key}` is given twice in one mapping (first at line {first})",
+                                    key_node.start_mark)
+        return super().construct_mapping(node, deep)  # type: ignore[no-any-return]
 
 
 def key_lines(path: Path, section: str) -> dict[str, int]:

@@ -194,3 +194,28 @@ def test_al_names_a_simulated_curve_of_the_served_precision_it_left_out(tmp_path
     assert "no curve for fp8 is known" not in shown.stderr
     assert "the curve collected on llmsweep's simulator in fp8, qwen3.5_mtp_fp8" in shown.stderr
     assert "a modelled AL never stands in for a measured one" in shown.stderr
+
+
+def test_a_cell_or_entry_written_twice_is_refused_naming_both_lines(tmp_path: Path, user_catalog: Path) -> None:
+    """A hand-edited curve holding `2: 1.56` and then `2: 2.90` read as 2.90 in silence (YAML keeps the later key), and
+    `al collect --merge-into` carried that into the rewritten curve; a user catalog entry given twice lost its first
+    the same way. Every catalog file refuses a key written twice, with both lines."""
+    curve = _write(tmp_path / "curves", "qwen3.5_mtp_fp8.yaml", {1: 1.8, 2: 1.56})
+    text = curve.read_text()
+    assert "    2: 1.56\n" in text
+    curve.write_text(text.replace("    2: 1.56\n", "    2: 1.56\n    2: 2.90\n"))
+    line = curve.read_text().splitlines().index("    2: 2.90") + 1
+    with pytest.raises(ConfigError) as refused:
+        load_curve(curve)
+    assert refused.value.message == f"{curve}:{line}: `2` is given twice in one mapping (first at line {line - 1})"
+    assert "keep one of the two" in (refused.value.fix or "")
+    from llmsweep.catalog.hardware import get_hardware
+
+    (user_catalog / "hardware.yaml").write_text("hardware:\n  my-gpu:\n    hbm_gb: 80\n  my-gpu:\n    hbm_gb: 141\n")
+    clear_caches()
+    try:
+        with pytest.raises(ConfigError, match=r"hardware.yaml:4: `my-gpu` is given twice in one mapping \(first at "
+                                              r"line 2\)"):
+            get_hardware("my-gpu")
+    finally:
+        clear_caches()
