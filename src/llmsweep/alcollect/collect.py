@@ -234,7 +234,12 @@ def refuse_unmodelled(job: Job, settings: CollectSettings) -> None:
     start and exit on the same reason, and the collection end as a failed run."""
     from llmsweep.engines import render
     from llmsweep.execute.virtual import NotModelled, engine_config
+    from llmsweep.sim.config import MAX_SPEC_K
 
+    if beyond := [k for k in settings.ks if k > MAX_SPEC_K]:  # the -k asked for, not the recipe's serve.args
+        raise NotModelled(f"-k {' '.join(map(str, beyond))}: the simulator models 1 to {MAX_SPEC_K} draft tokens per "
+                          "step; no server was started",
+                          fix=f"collect K <= {MAX_SPEC_K} with --simulate (a real engine takes what it supports)")
     refused: dict[tuple[str, str | None], list[str]] = {}
     for mode in settings.thinking:
         for k in settings.ks:

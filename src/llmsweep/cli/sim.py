@@ -19,7 +19,7 @@ from llmsweep.cli.options import (
     runner_config_option,
 )
 from llmsweep.errors import ConfigError, LlmsweepError
-from llmsweep.sim.config import SimConfig
+from llmsweep.sim.config import MAX_SPEC_K, SimConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def sim() -> None:
 @click.option("--kv-dtype", default="bf16", show_default=True, help="KV-cache dtype (bf16, fp8).")
 @option("spec_method", type=click.Choice(["mtp", "eagle", "eagle3", "draft_model", "ngram"]), default=None,
         help="Speculative decoding method (off when absent).")
-@option("spec_k", default=3, show_default=True, type=click.IntRange(1, 16), help="Draft tokens per step.")
+@option("spec_k", default=3, show_default=True, type=click.IntRange(1, MAX_SPEC_K), help="Draft tokens per step.")
 @click.option("--acceptance-length", type=float, default=None,
               help="Forced mean acceptance length (tokens per verify step, bonus included); without it a "
               "--spec-method realises that method's typical acceptance (nothing pinned).")

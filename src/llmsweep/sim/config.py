@@ -6,6 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+MAX_SPEC_K = 16
+"""The most draft tokens per verify step the simulator models (`sim serve --spec-k`, a recipe's K, `al collect -k`)."""
+
 
 class SpecDecodeConfig(BaseModel):
     """Speculative decoding with a forced mean acceptance length (SGLang's match-expected, vLLM's synthetic)."""
@@ -13,7 +16,8 @@ class SpecDecodeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     method: Literal["mtp", "eagle", "eagle3", "draft_model", "ngram"] = Field("mtp", description="Draft method.")
-    k: int = Field(3, ge=1, le=16, description="Draft tokens proposed per verify step (num_speculative_tokens).")
+    k: int = Field(3, ge=1, le=MAX_SPEC_K,
+                   description="Draft tokens proposed per verify step (num_speculative_tokens).")
     acceptance_length: float = Field(
         ..., description="Mean tokens emitted per verify step, bonus token included; must lie in [1, K+1]."
     )

@@ -57,3 +57,18 @@ def test_a_catalog_entry_as_the_fix_says_lets_the_collection_through(no_user_cat
     (catalog / "models.yaml").write_text(yaml.safe_dump({"models": {"smollm2-135m-instruct": entry}}))
     monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(catalog))
     refuse_unmodelled(job, settings)  # modelled now: the collection goes on to its servers
+
+
+def test_a_k_beyond_the_simulators_range_names_the_k_flag_not_the_recipe(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`-k 40` under --simulate was refused by the simulated launch's own flag check, whose fix sent the user to the
+    recipe's serve.args, where no K is written: the K is the collection's, and so is the fix."""
+    recipe = REPO / "tests" / "data" / "recipes" / "alcollect" / "llama-1b-ngram.yaml"
+    with pytest.raises(SystemExit) as done:
+        main(["al", "collect", str(recipe), "--simulate", "-k", "2", "40", "--prompts", "builtin",
+              "--out", str(tmp_path / "out"), "--run-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2, err
+    assert "-k 40: the simulator models 1 to 16 draft tokens per step; no server was started" in err, err
+    assert "fix: collect K <= 16 with --simulate" in err and "serve.args" not in err, err
+    assert not (tmp_path / "runs").exists()
