@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 from support.real_engine import serving_python, tiny_transformers_recipe
-from test_run_support import cli_env, kill_quietly, run_argv, start_cli, wait_for
+from test_run_support import cli_env, kill_quietly, run_argv, run_here, start_cli, wait_for
 
 from llmsweep import engines
 from llmsweep.execute.docker import DockerLauncher, DockerOptions
@@ -346,3 +346,24 @@ def test_an_image_the_host_lacks_is_pulled_before_the_server_starts_and_its_dige
     assert any(f"docker pull {missing}` failed" in r and ("not found" in r or "manifest unknown" in r)
                and "docker login" in r for r in outcome["reasons"]), outcome
     assert "launching transformers server" not in said
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("no_containers_after")
+def test_a_host_folder_to_mount_that_does_not_exist_is_refused_before_anything_runs(
+    tf_python: Path, model_dir: Path, image: str, tmp_path: Path
+) -> None:
+    """`docker run -v /typo:/typo` does not fail: the daemon creates /typo (empty, owned by root) and the engine finds
+    no model there, or downloads into a new root-owned cache. A model_dir, hf_cache or extra mount this host lacks is
+    bad input: the run refuses it at once (exit 2) with the option, the path and the fix, and creates nothing."""
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1]")
+    missing, cache = tmp_path / "no-such-models", tmp_path / "no-such-hf-cache"
+    options = {**_options(tf_python, model_dir), "model_dir": str(missing)}
+    options["extra_mounts"] = [*options["extra_mounts"], f"{cache}:{cache}"]  # type: ignore[misc]
+    proc = run_here([recipe, "--executor", "docker", *_executor_flags(options), "--out", tmp_path / "run",
+                     "--no-report"], cli_env(tmp_path))
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 2, said[-3000:]
+    assert f"model_dir {missing}" in said and f"extra_mounts {cache}" in said and "mkdir -p" in said, said[-3000:]
+    assert not missing.exists() and not cache.exists()  # the daemon made neither
+    assert not (tmp_path / "run" / "jobs").exists()

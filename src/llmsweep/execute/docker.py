@@ -261,6 +261,23 @@ def pull_failure_fix(said: str) -> str:
     return "check the image's name and tag, and `docker login` to its registry if it is private"
 
 
+def check_mount_sources(options: DockerOptions) -> None:
+    """Refuse a host folder the options mount that this host lacks: `docker run -v` does not refuse it, the daemon
+    creates it (an empty folder owned by root), and the engine then finds no model in it, or fills a new root-owned
+    Hugging Face cache with downloads. A `-v` source that is no absolute path is a named volume's: docker makes it."""
+    named = [("hf_cache", options.hf_cache), ("model_dir", options.model_dir), ("harness_dir", options.harness_dir)]
+    named += [("extra_mounts", Path(m.split(":", 1)[0])) for m in options.extra_mounts if m.startswith("/")]
+    missing = [(key, path) for key, path in named if path is not None and not path.exists()]
+    if missing:
+        said = ", ".join(f"{key} {path}" for key, path in missing)
+        raise ConfigError(
+            f"the docker executor would mount host folders this host does not have: {said} (docker would create "
+            "each as an empty folder owned by root, and the engine would find nothing in it)",
+            fix="correct the executor option (--executor-option KEY=PATH) to a folder that exists here, or create "
+            "it first (`mkdir -p PATH`)",
+        )
+
+
 class DockerLauncher:
     """Runs the server with `docker run` attached, so the CLI's output is the server's log and its life the server's."""
 
@@ -313,7 +330,9 @@ class DockerExecutor:
     options_model: ClassVar[type[BaseModel]] = DockerOptions
 
     def __init__(self, options: Mapping[str, Any] | DockerOptions | None = None) -> None:
-        self.launcher = DockerLauncher(validate_options(self.kind, DockerOptions, options))
+        validated = validate_options(self.kind, DockerOptions, options)
+        check_mount_sources(validated)
+        self.launcher = DockerLauncher(validated)
 
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                    event: Event) -> list[JobOutcome]:
