@@ -33,6 +33,8 @@ from support.real_engine import serving_python, tiny_transformers_recipe
 from test_run_support import cli_env, kill_quietly, run_argv, run_here, start_cli, wait_for
 
 from llmsweep import engines
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import LaunchError
 from llmsweep.execute.docker import DockerLauncher, DockerOptions
 from llmsweep.execute.handle import ProcessServerHandle
 from llmsweep.execute.preflight import resolve_port
@@ -367,3 +369,26 @@ def test_a_host_folder_to_mount_that_does_not_exist_is_refused_before_anything_r
     assert f"model_dir {missing}" in said and f"extra_mounts {cache}" in said and "mkdir -p" in said, said[-3000:]
     assert not missing.exists() and not cache.exists()  # the daemon made neither
     assert not (tmp_path / "run" / "jobs").exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("no_containers_after")
+def test_gpus_on_a_daemon_without_the_nvidia_runtime_fail_with_the_toolkit_fix(image: str, tmp_path: Path) -> None:
+    """A GPU job on a host whose Docker has no NVIDIA Container Toolkit: `docker run --gpus` is refused by the daemon
+    (exit 125) before any engine runs. The start-up failure said "fix the engine arguments, model path or image" —
+    the recipe, which is fine; it now says to install the toolkit (or gpu_vendor=none), beside docker's own words."""
+    runtimes = _docker("info", "--format", "{{json .Runtimes}}").stdout
+    if "nvidia" in runtimes:
+        pytest.skip("this daemon has the NVIDIA runtime: it would give the container its GPUs")
+    spec = resolve_port(LaunchSpec(engine="vllm", image=image, argv=("/bin/sleep", "60"), port=0, gpus=1))
+    handle = DockerLauncher(DockerOptions(gpu_vendor="nvidia", name_prefix=PREFIX)).launch(
+        spec, log_path=tmp_path / "server.log")
+    try:
+        with pytest.raises(LaunchError) as err:
+            wait_ready(handle, timeout_s=60, poll_s=0.1)
+    finally:
+        handle.stop(grace_s=1)
+    assert "exited with status 125" in err.value.message and "could not select device driver" in err.value.message
+    fix = err.value.fix or ""
+    assert "NVIDIA Container Toolkit" in fix and "gpu_vendor=none" in fix, fix
+    assert "engine arguments" not in fix

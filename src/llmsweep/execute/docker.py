@@ -248,13 +248,16 @@ _DAEMON_UNREACHABLE = ("docker daemon", "docker.sock", "error during connect")
 """What the docker CLI says when its daemon does not answer (down, another DOCKER_HOST, no permission)."""
 
 
+_DAEMON_FIX = ("the Docker daemon did not answer: start it (`systemctl start docker`), check DOCKER_HOST, and that "
+               "this user may use its socket (the docker group)")
+
+
 def pull_failure_fix(said: str) -> str:
     """The fix for a failed `docker pull` that said `said`: a daemon that did not answer is the daemon's matter, a
     registry this host cannot reach the network's, anything else the image's name, tag or credentials."""
     lowered = said.lower()
     if any(s in lowered for s in _DAEMON_UNREACHABLE):  # no registry was asked: the daemon itself did not answer
-        return ("the Docker daemon did not answer: start it (`systemctl start docker`), check DOCKER_HOST, and that "
-                "this user may use its socket (the docker group)")
+        return _DAEMON_FIX
     if any(s in lowered for s in _UNREACHABLE):
         return ("this host cannot reach the registry: check its network, proxy or registry mirror, or bring the image "
                 "in by hand (`docker load` of a saved image)")
@@ -276,6 +279,30 @@ def check_mount_sources(options: DockerOptions) -> None:
             fix="correct the executor option (--executor-option KEY=PATH) to a folder that exists here, or create "
             "it first (`mkdir -p PATH`)",
         )
+
+
+DOCKER_REFUSED = 125
+"""`docker run`'s exit status when docker itself could not run the container (a flag, a mount, the GPU runtime): the
+engine never started."""
+_NO_GPU_RUNTIME = "could not select device driver"
+"""What the daemon says to `--gpus` when it has no NVIDIA runtime (the NVIDIA Container Toolkit is not installed)."""
+
+
+def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = None) -> str | None:
+    """The fix for a `docker run` that exited while starting, when docker itself refused the container (exit 125):
+    the engine never ran, so its arguments, model and image are not where to look. None for any other exit."""
+    if returncode != DOCKER_REFUSED:
+        return None
+    if any(s in tail.lower() for s in _DAEMON_UNREACHABLE):
+        return _DAEMON_FIX
+    if _NO_GPU_RUNTIME in tail:
+        return ("this host's Docker cannot give containers NVIDIA GPUs (`--gpus`): install the NVIDIA Container "
+                "Toolkit, configure it (`nvidia-ctk runtime configure --runtime=docker`) and restart the Docker "
+                "daemon; `docker run --rm --gpus all IMAGE nvidia-smi` checks it. A CPU-only server: executor option "
+                "gpu_vendor=none")
+    return ("docker refused to run the container (exit status 125: docker's error above, before the engine started): "
+            "fix what it names among the docker executor's options (mounts, gpu_vendor, shm_size, init"
+            + (f", {user_flags}" if user_flags else "") + ") or this host's Docker, and rerun")
 
 
 class DockerLauncher:
@@ -316,9 +343,10 @@ class DockerLauncher:
                         fix="check the docker daemon; remove the container by hand with `docker rm -f`")
             remove_container([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s)
 
+        user_flags = flags_named("the docker executor's extra_args", self.options.extra_args)
         return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container,
-                                   cleanup=(self.options.docker, "rm", "-f", name),
-                                   user_flags=flags_named("the docker executor's extra_args", self.options.extra_args))
+                                   cleanup=(self.options.docker, "rm", "-f", name), user_flags=user_flags,
+                                   exit_fix=lambda rc, tail: docker_exit_fix(rc, tail, user_flags))
 
 
 @register_executor

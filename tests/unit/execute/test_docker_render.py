@@ -415,6 +415,8 @@ def test_a_server_that_dies_starting_names_the_users_docker_flags_in_its_fix(tmp
     finally:
         plain.stop(grace_s=1)
     assert "extra_args" not in (err.value.fix or "")  # no flags of the user's: none named
+    # docker refused (exit 125) because its daemon did not answer: the daemon is the fix, not the engine's arguments
+    assert (err.value.fix or "").startswith("the Docker daemon did not answer"), err.value.fix
 
 
 def test_host_folders_given_relative_or_with_a_tilde_are_mounted_by_their_absolute_path(
