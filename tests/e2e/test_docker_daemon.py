@@ -14,6 +14,7 @@ no container of the run is left afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -392,3 +393,59 @@ def test_gpus_on_a_daemon_without_the_nvidia_runtime_fail_with_the_toolkit_fix(i
     fix = err.value.fix or ""
     assert "NVIDIA Container Toolkit" in fix and "gpu_vendor=none" in fix, fix
     assert "engine arguments" not in fix
+
+
+@pytest.fixture
+def silent_registry() -> Iterator[str]:
+    """A registry address on loopback that accepts connections and never answers: the daemon's pull waits on it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                held.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, name="silent-registry", daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in [*held, server]:
+            conn.close()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.usefixtures("no_containers_after")
+def test_an_image_whose_pull_failed_is_not_pulled_again_for_the_next_server(
+    tf_python: Path, model_dir: Path, silent_registry: str, tmp_path: Path
+) -> None:
+    """Two servers of one image a registry never answers for: the first waits out `pull_timeout_s` and fails with
+    the timeout's fix; the second fails at once with the same error instead of waiting out another pull (with the
+    default hour, a sweep of eight servers hung eight hours on an image it could never get)."""
+    ref = f"{silent_registry}/llmsweep-test/unanswered:1"
+    texts = [tiny_transformers_recipe(model_dir, key=key, concs="[1]", extra_args=f"\n      --cb-num-blocks: {n}")
+             for key, n in (("tfa", 32), ("tfb", 48))]
+    text = "".join(t.replace("      --cb-num-blocks: 64\n", "") for t in texts)
+    recipe = tmp_path / "two.yaml"
+    recipe.write_text(text.replace("huggingface/transformers-pytorch-cpu:5.17.0", ref))
+    options = _options(tf_python, model_dir, pull_timeout_s=3)
+    t0 = time.monotonic()
+    proc = run_here([recipe, "--executor", "docker", *_executor_flags(options), "--out", tmp_path / "run",
+                     "--no-report"], cli_env(tmp_path))
+    took = time.monotonic() - t0
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 1, said[-3000:]
+    assert said.count(f"pulling {ref} (not on this host") == 1, said[-3000:]  # pulled for the first server only
+    outcomes = [json.loads(p.read_text()) for p in sorted((tmp_path / "run").glob("jobs/*/outcome.json"))]
+    assert len(outcomes) == 2 and all(o["status"] == "failed" for o in outcomes), outcomes
+    for outcome in outcomes:
+        assert any(f"`docker pull {ref}` did not finish within 3 s" in r for r in outcome["reasons"]), outcome
+    assert any("not pulled again" in r for o in outcomes for r in o["reasons"]), outcomes
+    assert took < 3 * 2 + 20, f"{took:.0f} s"

@@ -196,10 +196,15 @@ def _ends_with_parent() -> list[str]:
     return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
 
 
+class PullFailed(LaunchError):
+    """`docker pull` of an image this host lacks failed or timed out (not interrupted: a signal is no verdict)."""
+
+
 def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[str], None],
                  timeout_s: float = 3600.0) -> ServedIn:
     """The image's facts (`image_facts`), pulling it first when this host lacks it: the pull's output goes to
-    `log_path`, a progress line every 30 s. A failed, timed-out or interrupted pull is stopped and raised."""
+    `log_path`, a progress line every 30 s. A failed or timed-out pull is stopped and raised (PullFailed), an
+    interrupted one stopped and its interrupt raised."""
     facts = image_facts(docker, image)
     if facts is not None:
         return facts
@@ -216,7 +221,7 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
             while proc.poll() is None:
                 now = time.monotonic()
                 if now - started > timeout_s:
-                    raise LaunchError(f"`docker pull {image}` did not finish within {timeout_s:.0f} s",
+                    raise PullFailed(f"`docker pull {image}` did not finish within {timeout_s:.0f} s",
                                       fix="pull it beforehand (`docker pull`), or raise the executor option "
                                       "pull_timeout_s")
                 if now >= next_note:
@@ -235,8 +240,8 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
     said = log_path.read_text(errors="replace").strip()
     facts = image_facts(docker, image) if proc.returncode == 0 else None
     if facts is None:
-        raise LaunchError(f"`docker pull {image}` failed (exit status {proc.returncode}): {said[-500:]}",
-                          fix=pull_failure_fix(said))
+        raise PullFailed(f"`docker pull {image}` failed (exit status {proc.returncode}): {said[-500:]}",
+                         fix=pull_failure_fix(said))
     event(f"pulled {image} in {time.monotonic() - started:.0f} s ({facts.image_digest or facts.image_id})")
     return facts
 
@@ -312,6 +317,9 @@ class DockerLauncher:
 
     def __init__(self, options: DockerOptions | None = None) -> None:
         self.options = options or DockerOptions()
+        self._failed_pulls: dict[str, PullFailed] = {}
+        """Images whose pull failed in this run: every later group of the image fails with that error at once,
+        rather than waiting out another pull (up to `pull_timeout_s` each, where the registry does not answer)."""
 
     def render(self, spec: LaunchSpec, name: str | None = None,
                environ: Mapping[str, str] | None = None) -> list[str]:
@@ -323,8 +331,15 @@ class DockerLauncher:
         when the server started: a tag such as `:latest` moves)."""
         if not spec.image:
             return ON_HOST  # (`launch` refuses it: docker runs nothing without an image)
-        return ensure_image(self.options.docker, spec.image, log_path=log_dir / PULL_LOG, event=event,
-                            timeout_s=self.options.pull_timeout_s)
+        failed = self._failed_pulls.get(spec.image)
+        if failed is not None:
+            raise PullFailed(f"{failed.message} (an earlier server of this run; not pulled again)", fix=failed.fix)
+        try:
+            return ensure_image(self.options.docker, spec.image, log_path=log_dir / PULL_LOG, event=event,
+                                timeout_s=self.options.pull_timeout_s)
+        except PullFailed as exc:
+            self._failed_pulls[spec.image] = exc
+            raise
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None
