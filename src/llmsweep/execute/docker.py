@@ -247,7 +247,7 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
 
 
 _UNREACHABLE = ("no such host", "dial tcp", "connection refused", "network is unreachable", "i/o timeout",
-                "tls handshake timeout", "temporary failure in name resolution")
+                "tls handshake timeout", "temporary failure in name resolution", "context deadline exceeded")
 """What `docker pull` says when the registry cannot be reached (not a wrong name, not a private image)."""
 _DAEMON_UNREACHABLE = ("docker daemon", "docker.sock", "error during connect")
 """What the docker CLI says when its daemon does not answer (down, another DOCKER_HOST, no permission)."""

@@ -360,6 +360,8 @@ def test_a_pull_ends_when_the_harness_is_killed_with_sigkill(tmp_path: Path) -> 
     ("Error response from daemon: Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup registry-1.docker.io "
      "on 10.0.0.2:53: no such host", True),
     ("Error response from daemon: Get \"https://r.example/v2/\": net/http: TLS handshake timeout", True),
+    # what docker 20.10 says after ~25 s when the registry takes the connection and never answers (measured)
+    ("Error response from daemon: Get \"http://127.0.0.1:45999/v2/\": context deadline exceeded", True),
     ("Error response from daemon: manifest for r.example/x:1 not found: manifest unknown", False),
     # the daemon itself down (reached over TCP): no registry was asked, so no network fix for it
     ("Cannot connect to the Docker daemon at tcp://10.0.0.5:2375. Is the docker daemon running? (dial tcp "
