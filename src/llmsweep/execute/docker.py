@@ -183,9 +183,28 @@ def image_facts(docker: str, image: str, *, timeout_s: float = 60.0) -> ServedIn
         raise LaunchError(f"`docker image inspect {image}` failed with exit status {proc.returncode}: {said[-500:]}",
                           fix="check the docker daemon (`docker info`) and that this user may use it")
     doc = json.loads(proc.stdout)
-    digests = [str(d) for d in doc.get("RepoDigests") or []]
     return ServedIn(image=image, image_id=doc.get("Id"),
-                    image_digest=digests[0].rpartition("@")[2] if digests else None)
+                    image_digest=registry_digest(image, [str(d) for d in doc.get("RepoDigests") or []]))
+
+
+def _repository(ref: str) -> str:
+    """`ref` without its tag or digest, Docker Hub's `docker.io/` and `library/` left out (RepoDigests' spelling)."""
+    name = ref.partition("@")[0]
+    if name.rfind(":") > name.rfind("/"):
+        name = name[:name.rfind(":")]
+    for prefix in ("docker.io/", "index.docker.io/", "library/"):
+        name = name.removeprefix(prefix)
+    return name
+
+
+def registry_digest(image: str, repo_digests: Sequence[str]) -> str | None:
+    """The registry digest of `image`'s own repository among the daemon's RepoDigests (`repo@sha256:...`, one per
+    repository the image was pulled from or pushed to, which can differ: a mirror's push of a multi-arch image has
+    its own), or the digest `image` names; None when the image has none from its repository (built or tagged here)."""
+    if "@" in image:
+        return image.rpartition("@")[2]
+    own = _repository(image)
+    return next((d.rpartition("@")[2] for d in repo_digests if _repository(d) == own), None)
 
 
 def _ends_with_parent() -> list[str]:

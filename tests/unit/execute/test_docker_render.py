@@ -246,6 +246,31 @@ def test_an_absent_image_is_pulled_with_progress_then_its_id_and_digest_read(tmp
     assert not (tmp_path / "pull2.log").exists()
 
 
+INSPECT_MIRRORED = """#!/bin/sh
+# `docker image inspect` of an image pulled from Docker Hub (a multi-arch index) and pushed to a mirror, as a site
+# mirrors engine images: one image id, a digest per repository (the daemon lists them sorted).
+echo '{"Id": "sha256:0a1b", "RepoDigests": ["lmsysorg/sglang@sha256:hubindex", "registry.corp/sglang@sha256:mirror"]}'
+"""
+
+
+@pytest.mark.parametrize(("image", "digest"), [
+    ("registry.corp/sglang:v0.5.6", "sha256:mirror"),
+    ("lmsysorg/sglang:v0.5.6", "sha256:hubindex"),
+    ("docker.io/lmsysorg/sglang:v0.5.6", "sha256:hubindex"),
+    ("registry.corp/sglang@sha256:mirror", "sha256:mirror"),
+    ("llmsweep/sglang-patched:1", None),  # tagged here from that id: no registry digest of its own
+])
+def test_the_digest_recorded_is_the_images_own_repositorys(tmp_path: Path, image: str, digest: str | None) -> None:
+    """An image with digests from two repositories recorded the first listed whatever the recipe named: a run of
+    `registry.corp/sglang:v0.5.6` was labelled with Docker Hub's index digest, which its registry does not have."""
+    from llmsweep.execute.docker import image_facts
+
+    docker = tmp_path / "docker"
+    docker.write_text(INSPECT_MIRRORED)
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    assert image_facts(str(docker), image) == ServedIn(image=image, image_id="sha256:0a1b", image_digest=digest)
+
+
 @pytest.mark.parametrize("how", ["interrupted", "timed out"])
 def test_a_pull_interrupted_or_timed_out_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     """Ctrl-C (or the pull's own timeout) while pulling stops the `docker pull` process group: nothing pulls on."""
