@@ -449,3 +449,26 @@ def test_an_image_whose_pull_failed_is_not_pulled_again_for_the_next_server(
         assert any(f"`docker pull {ref}` did not finish within 3 s" in r for r in outcome["reasons"]), outcome
     assert any("not pulled again" in r for o in outcomes for r in o["reasons"]), outcomes
     assert took < 3 * 2 + 20, f"{took:.0f} s"
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.usefixtures("no_containers_after")
+def test_a_model_path_the_container_does_not_see_is_named_in_the_fix(tf_python: Path, model_dir: Path, image: str,
+                                                                     tmp_path: Path) -> None:
+    """The recipe's model path exists on the host, but no mount brings it into the container: the engine exits
+    while starting with its own words about that path ("Repo id must be in the form ..."), and the fix said to fix
+    the model path, which is right on the host. It now names the path the container does not see and how to mount
+    it (model_dir, or a same-path extra mount)."""
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1]")
+    options = _options(tf_python, model_dir)
+    options["extra_mounts"] = [m for m in options["extra_mounts"] if str(model_dir) not in m]  # type: ignore[attr-defined]
+    proc = run_here([recipe, "--executor", "docker", *_executor_flags(options), "--out", tmp_path / "run",
+                     "--no-report"], cli_env(tmp_path))
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 1, said[-3000:]
+    (outcome_file,) = (tmp_path / "run").glob("jobs/*/outcome.json")
+    outcome = json.loads(outcome_file.read_text())
+    assert outcome["status"] == "failed", outcome
+    (reason,) = [r for r in outcome["reasons"] if "exited with status 1 while starting" in r]
+    fix = reason.rpartition("fix: ")[2]
+    assert f"the container does not see {model_dir}" in fix and "model_dir=FOLDER" in fix, reason[-1500:]

@@ -312,10 +312,39 @@ _NO_GPU_RUNTIME = "could not select device driver"
 """What the daemon says to `--gpus` when it has no NVIDIA runtime (the NVIDIA Container Toolkit is not installed)."""
 
 
-def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = None) -> str | None:
-    """The fix for a `docker run` that exited while starting, when docker itself refused the container (exit 125):
-    the engine never ran, so its arguments, model and image are not where to look. None for any other exit."""
+def same_path_mounts(spec: LaunchSpec, options: DockerOptions) -> list[Path]:
+    """The host folders `render_docker_run` mounts at their own path: what the container sees as the host does."""
+    mounts = [p for p in (options.hf_cache, options.model_dir) if p is not None]  # (the harness: at /llmsweep)
+    for mount in options.extra_mounts:
+        source, _, rest = mount.partition(":")
+        if source.startswith("/") and rest.partition(":")[0].rstrip("/") == source.rstrip("/"):
+            mounts.append(Path(source))
+    if spec.files and spec.files_dir:
+        mounts.append(Path(spec.files_dir))
+    return mounts
+
+
+def unmounted_host_paths(spec: LaunchSpec, options: DockerOptions) -> list[str]:
+    """Absolute paths in the server's command (`--model-path /data/x`, `--flag=/data/x`) and environment that exist on
+    this host under no same-path mount: the container sees the image's path there (mostly nothing), not the host's."""
+    mounts = same_path_mounts(spec, options)
+    words = [w.partition("=")[2] if w.startswith("-") else w for w in spec.argv[1:]] + list(spec.env.values())
+    return list(dict.fromkeys(
+        w for w in words if w.startswith("/") and os.path.exists(w)
+        and not any(Path(w) == m or Path(w).is_relative_to(m) for m in mounts)))
+
+
+def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = None,
+                    unmounted: Sequence[str] = ()) -> str | None:
+    """The fix for a `docker run` that exited while starting, where docker's side is the cause: docker itself refused
+    the container (exit 125: the engine never ran, so its arguments, model and image are not where to look), or the
+    engine was given host paths the container does not see (`unmounted`). None otherwise."""
     if returncode != DOCKER_REFUSED:
+        if unmounted:
+            return (f"the container does not see {', '.join(unmounted)}: host path(s) of the server's command under "
+                    "no mount (the engine finds the image's path there, mostly nothing). Mount them at the same path "
+                    "(executor option model_dir=FOLDER or hf_cache=FOLDER, or extra_mounts=[\"FOLDER:FOLDER:ro\"]), "
+                    "and rerun")
         return None
     if any(s in tail.lower() for s in _DAEMON_UNREACHABLE):
         return _DAEMON_FIX
@@ -380,7 +409,8 @@ class DockerLauncher:
         user_flags = flags_named("the docker executor's extra_args", self.options.extra_args)
         return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container,
                                    cleanup=(self.options.docker, "rm", "-f", name), user_flags=user_flags,
-                                   exit_fix=lambda rc, tail: docker_exit_fix(rc, tail, user_flags))
+                                   exit_fix=lambda rc, tail: docker_exit_fix(
+                                       rc, tail, user_flags, unmounted_host_paths(spec, self.options)))
 
 
 @register_executor

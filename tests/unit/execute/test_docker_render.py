@@ -464,3 +464,22 @@ def test_host_folders_given_relative_or_with_a_tilde_are_mounted_by_their_absolu
     node = SrunOptions(hf_cache="~/hf", model_dir="models")
     assert (node.hf_cache, node.model_dir) == (tmp_path / "home" / "hf", tmp_path / "models")
     assert SlurmOptions(squash_dir="squash").squash_dir == tmp_path / "squash"
+
+
+def test_host_paths_of_the_command_under_no_same_path_mount_are_the_ones_named(tmp_path: Path) -> None:
+    """What a start-up failure's fix names as unseen by the container: host paths that exist, mounted nowhere at their
+    own path (the harness goes to /llmsweep, a mount to another target moves it); paths only the image has are not."""
+    from llmsweep.execute.docker import unmounted_host_paths
+
+    for name in ("models/a", "hf", "moved", "harness/cfg", "loose"):
+        (tmp_path / name).mkdir(parents=True)
+    spec = LaunchSpec(engine="vllm", image="x/y:1", port=1, argv=(
+        "vllm", "serve", str(tmp_path / "models/a"), f"--download-dir={tmp_path / 'hf'}", "--cfg",
+        str(tmp_path / "harness/cfg"), "--x", str(tmp_path / "moved"), "/workspace/in-image-only"),
+        env={"LOOSE": str(tmp_path / "loose")})
+    options = DockerOptions(model_dir=tmp_path / "models", hf_cache=tmp_path / "hf", harness_dir=tmp_path / "harness",
+                            extra_mounts=(f"{tmp_path / 'moved'}:/elsewhere:ro",))
+    assert unmounted_host_paths(spec, options) == [str(tmp_path / "harness/cfg"), str(tmp_path / "moved"),
+                                                   str(tmp_path / "loose")]
+    mounted = options.model_copy(update={"extra_mounts": (f"{tmp_path}:{tmp_path}:ro",)})
+    assert unmounted_host_paths(spec, mounted) == []
