@@ -14,6 +14,7 @@ no container of the run is left afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -30,9 +31,11 @@ from pathlib import Path
 
 import pytest
 from support.real_engine import serving_python, tiny_transformers_recipe
-from test_run_support import cli_env, kill_quietly, run_argv, start_cli, wait_for
+from test_run_support import cli_env, kill_quietly, run_argv, run_here, start_cli, wait_for
 
 from llmsweep import engines
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import LaunchError
 from llmsweep.execute.docker import DockerLauncher, DockerOptions
 from llmsweep.execute.handle import ProcessServerHandle
 from llmsweep.execute.preflight import resolve_port
@@ -346,3 +349,126 @@ def test_an_image_the_host_lacks_is_pulled_before_the_server_starts_and_its_dige
     assert any(f"docker pull {missing}` failed" in r and ("not found" in r or "manifest unknown" in r)
                and "docker login" in r for r in outcome["reasons"]), outcome
     assert "launching transformers server" not in said
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("no_containers_after")
+def test_a_host_folder_to_mount_that_does_not_exist_is_refused_before_anything_runs(
+    tf_python: Path, model_dir: Path, image: str, tmp_path: Path
+) -> None:
+    """`docker run -v /typo:/typo` does not fail: the daemon creates /typo (empty, owned by root) and the engine finds
+    no model there, or downloads into a new root-owned cache. A model_dir, hf_cache or extra mount this host lacks is
+    bad input: the run refuses it at once (exit 2) with the option, the path and the fix, and creates nothing."""
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1]")
+    missing, cache = tmp_path / "no-such-models", tmp_path / "no-such-hf-cache"
+    options = {**_options(tf_python, model_dir), "model_dir": str(missing)}
+    options["extra_mounts"] = [*options["extra_mounts"], f"{cache}:{cache}"]  # type: ignore[misc]
+    proc = run_here([recipe, "--executor", "docker", *_executor_flags(options), "--out", tmp_path / "run",
+                     "--no-report"], cli_env(tmp_path))
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 2, said[-3000:]
+    assert f"model_dir {missing}" in said and f"extra_mounts {cache}" in said and "mkdir -p" in said, said[-3000:]
+    assert not missing.exists() and not cache.exists()  # the daemon made neither
+    assert not (tmp_path / "run" / "jobs").exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("no_containers_after")
+def test_gpus_on_a_daemon_without_the_nvidia_runtime_fail_with_the_toolkit_fix(image: str, tmp_path: Path) -> None:
+    """A GPU job on a host whose Docker has no NVIDIA Container Toolkit: `docker run --gpus` is refused by the daemon
+    (exit 125) before any engine runs. The start-up failure said "fix the engine arguments, model path or image" —
+    the recipe, which is fine; it now says to install the toolkit (or gpu_vendor=none), beside docker's own words."""
+    runtimes = _docker("info", "--format", "{{json .Runtimes}}").stdout
+    if "nvidia" in runtimes:
+        pytest.skip("this daemon has the NVIDIA runtime: it would give the container its GPUs")
+    spec = resolve_port(LaunchSpec(engine="vllm", image=image, argv=("/bin/sleep", "60"), port=0, gpus=1))
+    handle = DockerLauncher(DockerOptions(gpu_vendor="nvidia", name_prefix=PREFIX)).launch(
+        spec, log_path=tmp_path / "server.log")
+    try:
+        with pytest.raises(LaunchError) as err:
+            wait_ready(handle, timeout_s=60, poll_s=0.1)
+    finally:
+        handle.stop(grace_s=1)
+    assert "exited with status 125" in err.value.message and "could not select device driver" in err.value.message
+    fix = err.value.fix or ""
+    assert "NVIDIA Container Toolkit" in fix and "gpu_vendor=none" in fix, fix
+    assert "engine arguments" not in fix
+
+
+@pytest.fixture
+def silent_registry() -> Iterator[str]:
+    """A registry address on loopback that accepts connections and never answers: the daemon's pull waits on it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                held.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, name="silent-registry", daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in [*held, server]:
+            conn.close()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.usefixtures("no_containers_after")
+def test_an_image_whose_pull_failed_is_not_pulled_again_for_the_next_server(
+    tf_python: Path, model_dir: Path, silent_registry: str, tmp_path: Path
+) -> None:
+    """Two servers of one image a registry never answers for: the first waits out `pull_timeout_s` and fails with
+    the timeout's fix; the second fails at once with the same error instead of waiting out another pull (with the
+    default hour, a sweep of eight servers hung eight hours on an image it could never get)."""
+    ref = f"{silent_registry}/llmsweep-test/unanswered:1"
+    texts = [tiny_transformers_recipe(model_dir, key=key, concs="[1]", extra_args=f"\n      --cb-num-blocks: {n}")
+             for key, n in (("tfa", 32), ("tfb", 48))]
+    text = "".join(t.replace("      --cb-num-blocks: 64\n", "") for t in texts)
+    recipe = tmp_path / "two.yaml"
+    recipe.write_text(text.replace("huggingface/transformers-pytorch-cpu:5.17.0", ref))
+    options = _options(tf_python, model_dir, pull_timeout_s=3)
+    t0 = time.monotonic()
+    proc = run_here([recipe, "--executor", "docker", *_executor_flags(options), "--out", tmp_path / "run",
+                     "--no-report"], cli_env(tmp_path))
+    took = time.monotonic() - t0
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 1, said[-3000:]
+    assert said.count(f"pulling {ref} (not on this host") == 1, said[-3000:]  # pulled for the first server only
+    outcomes = [json.loads(p.read_text()) for p in sorted((tmp_path / "run").glob("jobs/*/outcome.json"))]
+    assert len(outcomes) == 2 and all(o["status"] == "failed" for o in outcomes), outcomes
+    for outcome in outcomes:
+        assert any(f"`docker pull {ref}` did not finish within 3 s" in r for r in outcome["reasons"]), outcome
+    assert any("not pulled again" in r for o in outcomes for r in o["reasons"]), outcomes
+    assert took < 3 * 2 + 20, f"{took:.0f} s"
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.usefixtures("no_containers_after")
+def test_a_model_path_the_container_does_not_see_is_named_in_the_fix(tf_python: Path, model_dir: Path, image: str,
+                                                                     tmp_path: Path) -> None:
+    """The recipe's model path exists on the host, but no mount brings it into the container: the engine exits
+    while starting with its own words about that path ("Repo id must be in the form ..."), and the fix said to fix
+    the model path, which is right on the host. It now names the path the container does not see and how to mount
+    it (model_dir, or a same-path extra mount)."""
+    recipe = _recipe(tf_python, model_dir, tmp_path, concs="[1]")
+    options = _options(tf_python, model_dir)
+    options["extra_mounts"] = [m for m in options["extra_mounts"] if str(model_dir) not in m]  # type: ignore[attr-defined]
+    proc = run_here([recipe, "--executor", "docker", *_executor_flags(options), "--out", tmp_path / "run",
+                     "--no-report"], cli_env(tmp_path))
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 1, said[-3000:]
+    (outcome_file,) = (tmp_path / "run").glob("jobs/*/outcome.json")
+    outcome = json.loads(outcome_file.read_text())
+    assert outcome["status"] == "failed", outcome
+    (reason,) = [r for r in outcome["reasons"] if "exited with status 1 while starting" in r]
+    fix = reason.rpartition("fix: ")[2]
+    assert f"the container does not see {model_dir}" in fix and "model_dir=FOLDER" in fix, reason[-1500:]

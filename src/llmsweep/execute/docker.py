@@ -183,9 +183,28 @@ def image_facts(docker: str, image: str, *, timeout_s: float = 60.0) -> ServedIn
         raise LaunchError(f"`docker image inspect {image}` failed with exit status {proc.returncode}: {said[-500:]}",
                           fix="check the docker daemon (`docker info`) and that this user may use it")
     doc = json.loads(proc.stdout)
-    digests = [str(d) for d in doc.get("RepoDigests") or []]
     return ServedIn(image=image, image_id=doc.get("Id"),
-                    image_digest=digests[0].rpartition("@")[2] if digests else None)
+                    image_digest=registry_digest(image, [str(d) for d in doc.get("RepoDigests") or []]))
+
+
+def _repository(ref: str) -> str:
+    """`ref` without its tag or digest, Docker Hub's `docker.io/` and `library/` left out (RepoDigests' spelling)."""
+    name = ref.partition("@")[0]
+    if name.rfind(":") > name.rfind("/"):
+        name = name[:name.rfind(":")]
+    for prefix in ("docker.io/", "index.docker.io/", "library/"):
+        name = name.removeprefix(prefix)
+    return name
+
+
+def registry_digest(image: str, repo_digests: Sequence[str]) -> str | None:
+    """The registry digest of `image`'s own repository among the daemon's RepoDigests (`repo@sha256:...`, one per
+    repository the image was pulled from or pushed to, which can differ: a mirror's push of a multi-arch image has
+    its own), or the digest `image` names; None when the image has none from its repository (built or tagged here)."""
+    if "@" in image:
+        return image.rpartition("@")[2]
+    own = _repository(image)
+    return next((d.rpartition("@")[2] for d in repo_digests if _repository(d) == own), None)
 
 
 def _ends_with_parent() -> list[str]:
@@ -196,10 +215,15 @@ def _ends_with_parent() -> list[str]:
     return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
 
 
+class PullFailed(LaunchError):
+    """`docker pull` of an image this host lacks failed or timed out (not interrupted: a signal is no verdict)."""
+
+
 def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[str], None],
                  timeout_s: float = 3600.0) -> ServedIn:
     """The image's facts (`image_facts`), pulling it first when this host lacks it: the pull's output goes to
-    `log_path`, a progress line every 30 s. A failed, timed-out or interrupted pull is stopped and raised."""
+    `log_path`, a progress line every 30 s. A failed or timed-out pull is stopped and raised (PullFailed), an
+    interrupted one stopped and its interrupt raised."""
     facts = image_facts(docker, image)
     if facts is not None:
         return facts
@@ -216,7 +240,7 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
             while proc.poll() is None:
                 now = time.monotonic()
                 if now - started > timeout_s:
-                    raise LaunchError(f"`docker pull {image}` did not finish within {timeout_s:.0f} s",
+                    raise PullFailed(f"`docker pull {image}` did not finish within {timeout_s:.0f} s",
                                       fix="pull it beforehand (`docker pull`), or raise the executor option "
                                       "pull_timeout_s")
                 if now >= next_note:
@@ -235,17 +259,21 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
     said = log_path.read_text(errors="replace").strip()
     facts = image_facts(docker, image) if proc.returncode == 0 else None
     if facts is None:
-        raise LaunchError(f"`docker pull {image}` failed (exit status {proc.returncode}): {said[-500:]}",
-                          fix=pull_failure_fix(said))
+        raise PullFailed(f"`docker pull {image}` failed (exit status {proc.returncode}): {said[-500:]}",
+                         fix=pull_failure_fix(said))
     event(f"pulled {image} in {time.monotonic() - started:.0f} s ({facts.image_digest or facts.image_id})")
     return facts
 
 
 _UNREACHABLE = ("no such host", "dial tcp", "connection refused", "network is unreachable", "i/o timeout",
-                "tls handshake timeout", "temporary failure in name resolution")
+                "tls handshake timeout", "temporary failure in name resolution", "context deadline exceeded")
 """What `docker pull` says when the registry cannot be reached (not a wrong name, not a private image)."""
 _DAEMON_UNREACHABLE = ("docker daemon", "docker.sock", "error during connect")
 """What the docker CLI says when its daemon does not answer (down, another DOCKER_HOST, no permission)."""
+
+
+_DAEMON_FIX = ("the Docker daemon did not answer: start it (`systemctl start docker`), check DOCKER_HOST, and that "
+               "this user may use its socket (the docker group)")
 
 
 def pull_failure_fix(said: str) -> str:
@@ -253,12 +281,81 @@ def pull_failure_fix(said: str) -> str:
     registry this host cannot reach the network's, anything else the image's name, tag or credentials."""
     lowered = said.lower()
     if any(s in lowered for s in _DAEMON_UNREACHABLE):  # no registry was asked: the daemon itself did not answer
-        return ("the Docker daemon did not answer: start it (`systemctl start docker`), check DOCKER_HOST, and that "
-                "this user may use its socket (the docker group)")
+        return _DAEMON_FIX
     if any(s in lowered for s in _UNREACHABLE):
         return ("this host cannot reach the registry: check its network, proxy or registry mirror, or bring the image "
                 "in by hand (`docker load` of a saved image)")
     return "check the image's name and tag, and `docker login` to its registry if it is private"
+
+
+def check_mount_sources(options: DockerOptions) -> None:
+    """Refuse a host folder the options mount that this host lacks: `docker run -v` does not refuse it, the daemon
+    creates it (an empty folder owned by root), and the engine then finds no model in it, or fills a new root-owned
+    Hugging Face cache with downloads. A `-v` source that is no absolute path is a named volume's: docker makes it."""
+    named = [("hf_cache", options.hf_cache), ("model_dir", options.model_dir), ("harness_dir", options.harness_dir)]
+    named += [("extra_mounts", Path(m.split(":", 1)[0])) for m in options.extra_mounts if m.startswith("/")]
+    missing = [(key, path) for key, path in named if path is not None and not path.exists()]
+    if missing:
+        said = ", ".join(f"{key} {path}" for key, path in missing)
+        raise ConfigError(
+            f"the docker executor would mount host folders this host does not have: {said} (docker would create "
+            "each as an empty folder owned by root, and the engine would find nothing in it)",
+            fix="correct the executor option (--executor-option KEY=PATH) to a folder that exists here, or create "
+            "it first (`mkdir -p PATH`)",
+        )
+
+
+DOCKER_REFUSED = 125
+"""`docker run`'s exit status when docker itself could not run the container (a flag, a mount, the GPU runtime): the
+engine never started."""
+_NO_GPU_RUNTIME = "could not select device driver"
+"""What the daemon says to `--gpus` when it has no NVIDIA runtime (the NVIDIA Container Toolkit is not installed)."""
+
+
+def same_path_mounts(spec: LaunchSpec, options: DockerOptions) -> list[Path]:
+    """The host folders `render_docker_run` mounts at their own path: what the container sees as the host does."""
+    mounts = [p for p in (options.hf_cache, options.model_dir) if p is not None]  # (the harness: at /llmsweep)
+    for mount in options.extra_mounts:
+        source, _, rest = mount.partition(":")
+        if source.startswith("/") and rest.partition(":")[0].rstrip("/") == source.rstrip("/"):
+            mounts.append(Path(source))
+    if spec.files and spec.files_dir:
+        mounts.append(Path(spec.files_dir))
+    return mounts
+
+
+def unmounted_host_paths(spec: LaunchSpec, options: DockerOptions) -> list[str]:
+    """Absolute paths in the server's command (`--model-path /data/x`, `--flag=/data/x`) and environment that exist on
+    this host under no same-path mount: the container sees the image's path there (mostly nothing), not the host's."""
+    mounts = same_path_mounts(spec, options)
+    words = [w.partition("=")[2] if w.startswith("-") else w for w in spec.argv[1:]] + list(spec.env.values())
+    return list(dict.fromkeys(
+        w for w in words if w.startswith("/") and os.path.exists(w)
+        and not any(Path(w) == m or Path(w).is_relative_to(m) for m in mounts)))
+
+
+def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = None,
+                    unmounted: Sequence[str] = ()) -> str | None:
+    """The fix for a `docker run` that exited while starting, where docker's side is the cause: docker itself refused
+    the container (exit 125: the engine never ran, so its arguments, model and image are not where to look), or the
+    engine was given host paths the container does not see (`unmounted`). None otherwise."""
+    if returncode != DOCKER_REFUSED:
+        if unmounted:
+            return (f"the container does not see {', '.join(unmounted)}: host path(s) of the server's command under "
+                    "no mount (the engine finds the image's path there, mostly nothing). Mount them at the same path "
+                    "(executor option model_dir=FOLDER or hf_cache=FOLDER, or extra_mounts=[\"FOLDER:FOLDER:ro\"]), "
+                    "and rerun")
+        return None
+    if any(s in tail.lower() for s in _DAEMON_UNREACHABLE):
+        return _DAEMON_FIX
+    if _NO_GPU_RUNTIME in tail:
+        return ("this host's Docker cannot give containers NVIDIA GPUs (`--gpus`): install the NVIDIA Container "
+                "Toolkit, configure it (`nvidia-ctk runtime configure --runtime=docker`) and restart the Docker "
+                "daemon; `docker run --rm --gpus all IMAGE nvidia-smi` checks it. A CPU-only server: executor option "
+                "gpu_vendor=none")
+    return ("docker refused to run the container (exit status 125: docker's error above, before the engine started): "
+            "fix what it names among the docker executor's options (mounts, gpu_vendor, shm_size, init"
+            + (f", {user_flags}" if user_flags else "") + ") or this host's Docker, and rerun")
 
 
 class DockerLauncher:
@@ -268,6 +365,9 @@ class DockerLauncher:
 
     def __init__(self, options: DockerOptions | None = None) -> None:
         self.options = options or DockerOptions()
+        self._failed_pulls: dict[str, PullFailed] = {}
+        """Images whose pull failed in this run: every later group of the image fails with that error at once,
+        rather than waiting out another pull (up to `pull_timeout_s` each, where the registry does not answer)."""
 
     def render(self, spec: LaunchSpec, name: str | None = None,
                environ: Mapping[str, str] | None = None) -> list[str]:
@@ -279,8 +379,15 @@ class DockerLauncher:
         when the server started: a tag such as `:latest` moves)."""
         if not spec.image:
             return ON_HOST  # (`launch` refuses it: docker runs nothing without an image)
-        return ensure_image(self.options.docker, spec.image, log_path=log_dir / PULL_LOG, event=event,
-                            timeout_s=self.options.pull_timeout_s)
+        failed = self._failed_pulls.get(spec.image)
+        if failed is not None:
+            raise PullFailed(f"{failed.message} (an earlier server of this run; not pulled again)", fix=failed.fix)
+        try:
+            return ensure_image(self.options.docker, spec.image, log_path=log_dir / PULL_LOG, event=event,
+                                timeout_s=self.options.pull_timeout_s)
+        except PullFailed as exc:
+            self._failed_pulls[spec.image] = exc
+            raise
 
     def launch(
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None
@@ -299,9 +406,11 @@ class DockerLauncher:
                         fix="check the docker daemon; remove the container by hand with `docker rm -f`")
             remove_container([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s)
 
+        user_flags = flags_named("the docker executor's extra_args", self.options.extra_args)
         return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container,
-                                   cleanup=(self.options.docker, "rm", "-f", name),
-                                   user_flags=flags_named("the docker executor's extra_args", self.options.extra_args))
+                                   cleanup=(self.options.docker, "rm", "-f", name), user_flags=user_flags,
+                                   exit_fix=lambda rc, tail: docker_exit_fix(
+                                       rc, tail, user_flags, unmounted_host_paths(spec, self.options)))
 
 
 @register_executor
@@ -313,7 +422,9 @@ class DockerExecutor:
     options_model: ClassVar[type[BaseModel]] = DockerOptions
 
     def __init__(self, options: Mapping[str, Any] | DockerOptions | None = None) -> None:
-        self.launcher = DockerLauncher(validate_options(self.kind, DockerOptions, options))
+        validated = validate_options(self.kind, DockerOptions, options)
+        check_mount_sources(validated)
+        self.launcher = DockerLauncher(validated)
 
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                    event: Event) -> list[JobOutcome]:

@@ -90,9 +90,13 @@ class ProcessServerHandle:
         after_stop: Callable[[], None] | None = None,
         cleanup: Sequence[str] = (),
         user_flags: str | None = None,
+        exit_fix: Callable[[int | None, str], str | None] | None = None,
     ) -> None:
         self.spec = spec
         self.user_flags = user_flags
+        self.exit_fix = exit_fix
+        """The launcher's fix for a start-up exit it knows by its status and log tail (docker's own refusal, exit
+        125), where the engine's usual fix would send the user to the wrong place; None: the usual fix."""
         self.process = process
         self.log_path = process.log_path
         self.scrubber = scrubber

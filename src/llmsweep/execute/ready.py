@@ -115,10 +115,12 @@ def wait_ready(
     status: int | None = None
     while True:
         if not handle.is_alive():
+            exit_fix = getattr(handle, "exit_fix", None)  # the launcher's own reading of this exit (docker's 125)
             raise _failure(
                 handle,
                 f"exited with status {handle.returncode} while starting (health {url})",
-                fix="read the log tail above; fix the engine arguments, model path or image"
+                fix=(exit_fix(handle.returncode, handle.tail(tail_lines)) if exit_fix is not None else None)
+                    or "read the log tail above; fix the engine arguments, model path or image"
                     + (f", or {handle.user_flags}" if handle.user_flags else "") + ", and rerun",
                 tail_lines=tail_lines,
             )

@@ -246,6 +246,31 @@ def test_an_absent_image_is_pulled_with_progress_then_its_id_and_digest_read(tmp
     assert not (tmp_path / "pull2.log").exists()
 
 
+INSPECT_MIRRORED = """#!/bin/sh
+# `docker image inspect` of an image pulled from Docker Hub (a multi-arch index) and pushed to a mirror, as a site
+# mirrors engine images: one image id, a digest per repository (the daemon lists them sorted).
+echo '{"Id": "sha256:0a1b", "RepoDigests": ["lmsysorg/sglang@sha256:hubindex", "registry.corp/sglang@sha256:mirror"]}'
+"""
+
+
+@pytest.mark.parametrize(("image", "digest"), [
+    ("registry.corp/sglang:v0.5.6", "sha256:mirror"),
+    ("lmsysorg/sglang:v0.5.6", "sha256:hubindex"),
+    ("docker.io/lmsysorg/sglang:v0.5.6", "sha256:hubindex"),
+    ("registry.corp/sglang@sha256:mirror", "sha256:mirror"),
+    ("llmsweep/sglang-patched:1", None),  # tagged here from that id: no registry digest of its own
+])
+def test_the_digest_recorded_is_the_images_own_repositorys(tmp_path: Path, image: str, digest: str | None) -> None:
+    """An image with digests from two repositories recorded the first listed whatever the recipe named: a run of
+    `registry.corp/sglang:v0.5.6` was labelled with Docker Hub's index digest, which its registry does not have."""
+    from llmsweep.execute.docker import image_facts
+
+    docker = tmp_path / "docker"
+    docker.write_text(INSPECT_MIRRORED)
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    assert image_facts(str(docker), image) == ServedIn(image=image, image_id="sha256:0a1b", image_digest=digest)
+
+
 @pytest.mark.parametrize("how", ["interrupted", "timed out"])
 def test_a_pull_interrupted_or_timed_out_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     """Ctrl-C (or the pull's own timeout) while pulling stops the `docker pull` process group: nothing pulls on."""
@@ -360,6 +385,8 @@ def test_a_pull_ends_when_the_harness_is_killed_with_sigkill(tmp_path: Path) -> 
     ("Error response from daemon: Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup registry-1.docker.io "
      "on 10.0.0.2:53: no such host", True),
     ("Error response from daemon: Get \"https://r.example/v2/\": net/http: TLS handshake timeout", True),
+    # what docker 20.10 says after ~25 s when the registry takes the connection and never answers (measured)
+    ("Error response from daemon: Get \"http://127.0.0.1:45999/v2/\": context deadline exceeded", True),
     ("Error response from daemon: manifest for r.example/x:1 not found: manifest unknown", False),
     # the daemon itself down (reached over TCP): no registry was asked, so no network fix for it
     ("Cannot connect to the Docker daemon at tcp://10.0.0.5:2375. Is the docker daemon running? (dial tcp "
@@ -415,6 +442,8 @@ def test_a_server_that_dies_starting_names_the_users_docker_flags_in_its_fix(tmp
     finally:
         plain.stop(grace_s=1)
     assert "extra_args" not in (err.value.fix or "")  # no flags of the user's: none named
+    # docker refused (exit 125) because its daemon did not answer: the daemon is the fix, not the engine's arguments
+    assert (err.value.fix or "").startswith("the Docker daemon did not answer"), err.value.fix
 
 
 def test_host_folders_given_relative_or_with_a_tilde_are_mounted_by_their_absolute_path(
@@ -435,3 +464,22 @@ def test_host_folders_given_relative_or_with_a_tilde_are_mounted_by_their_absolu
     node = SrunOptions(hf_cache="~/hf", model_dir="models")
     assert (node.hf_cache, node.model_dir) == (tmp_path / "home" / "hf", tmp_path / "models")
     assert SlurmOptions(squash_dir="squash").squash_dir == tmp_path / "squash"
+
+
+def test_host_paths_of_the_command_under_no_same_path_mount_are_the_ones_named(tmp_path: Path) -> None:
+    """What a start-up failure's fix names as unseen by the container: host paths that exist, mounted nowhere at their
+    own path (the harness goes to /llmsweep, a mount to another target moves it); paths only the image has are not."""
+    from llmsweep.execute.docker import unmounted_host_paths
+
+    for name in ("models/a", "hf", "moved", "harness/cfg", "loose"):
+        (tmp_path / name).mkdir(parents=True)
+    spec = LaunchSpec(engine="vllm", image="x/y:1", port=1, argv=(
+        "vllm", "serve", str(tmp_path / "models/a"), f"--download-dir={tmp_path / 'hf'}", "--cfg",
+        str(tmp_path / "harness/cfg"), "--x", str(tmp_path / "moved"), "/workspace/in-image-only"),
+        env={"LOOSE": str(tmp_path / "loose")})
+    options = DockerOptions(model_dir=tmp_path / "models", hf_cache=tmp_path / "hf", harness_dir=tmp_path / "harness",
+                            extra_mounts=(f"{tmp_path / 'moved'}:/elsewhere:ro",))
+    assert unmounted_host_paths(spec, options) == [str(tmp_path / "harness/cfg"), str(tmp_path / "moved"),
+                                                   str(tmp_path / "loose")]
+    mounted = options.model_copy(update={"extra_mounts": (f"{tmp_path}:{tmp_path}:ro",)})
+    assert unmounted_host_paths(spec, mounted) == []
