@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import LlmsweepError
 from llmsweep.execute.process import ManagedProcess
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import hurried, shielded
@@ -139,6 +140,10 @@ class ProcessServerHandle:
             if self._before_stop is not None:
                 try:
                     self._before_stop(0.0 if hurried() else grace_s)  # `docker stop -t 0` after a second signal
+                except LlmsweepError as exc:  # expected (`docker stop` of a daemon that went away): said, no traceback
+                    self._cleaned = False
+                    log.warning("pre-stop step failed for %s (%s); killing the process tree anyway",
+                                self.spec.engine, exc.one_line())
                 except Exception:  # teardown must go on: the process tree is still ours to kill
                     self._cleaned = False
                     log.exception("pre-stop step failed for %s; killing the process tree anyway", self.spec.engine)
@@ -146,6 +151,9 @@ class ProcessServerHandle:
             if self._after_stop is not None:
                 try:
                     self._after_stop()
+                except LlmsweepError as exc:  # expected (`docker rm` of a daemon that went away): said, no traceback
+                    self._cleaned = False
+                    log.warning("post-stop clean-up failed for %s: %s", self.spec.engine, exc.one_line())
                 except Exception:
                     self._cleaned = False
                     log.exception("post-stop clean-up failed for %s", self.spec.engine)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -183,6 +184,29 @@ def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_
     name = flag_value(list(handle.command), "--name")[0]
     assert recorded[0].startswith("run --rm --init --network=host --name " + name)
     assert f"stop -t 3 {name}" in recorded and f"rm -f {name}" in recorded
+
+
+def test_a_daemon_gone_at_the_teardown_is_a_warning_with_docker_s_words_not_a_traceback(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The daemon stopped mid-run: `docker stop` and `docker rm` fail at the teardown, an expected LaunchError the
+    handle logged with a full Python traceback, which at 2 a.m. reads as llmsweep crashing. It is one warning line
+    with docker's error; the process tree is still killed and the pid file kept (`gone` is false)."""
+    handle, _, _ = launch_with_stand_in(tmp_path, dict(os.environ))
+    docker = Path(handle.command[0])
+    try:
+        wait_ready(handle, timeout_s=20, poll_s=0.1)
+        text = docker.read_text().replace(
+            "*) exit 0 ;;", "*) echo 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock' >&2; "
+                            "exit 1 ;;")
+        docker.write_text(text)
+        with caplog.at_level(logging.WARNING, logger="llmsweep.execute.handle"):
+            handle.stop(grace_s=1)
+    finally:
+        handle.process.stop(grace_s=1)
+    assert not handle.is_alive()
+    (record,) = [r for r in caplog.records if "pre-stop step failed" in r.getMessage()]
+    assert record.exc_info is None and "Cannot connect to the Docker daemon" in record.getMessage()
+    assert not handle.gone()  # the container may live on: the pid file and its `docker rm -f` stay for --resume
 
 
 def test_a_resume_after_a_killed_run_stops_the_docker_cli_and_removes_its_container(tmp_path: Path) -> None:
