@@ -5,6 +5,8 @@ reason does), and `--resume` runs the job again, keeping the interrupted attempt
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli, start_cli, verdict, wait_for
@@ -34,9 +36,37 @@ def test_sigterm_during_a_virtual_time_job_names_the_signal_and_resume_reruns_th
     outcome = read_json(job / "outcome.json")
     assert outcome["status"] == "failed" and outcome["reasons"] == [interrupted_by(signal.SIGTERM)], outcome
     assert not (job / "summary.json").exists()
-    assert "interrupted: 0 job(s) finished" in log.read_text()
+    assert "interrupted: 0 job(s) finished" in log.read_text() and "llmsweep report" not in log.read_text()
 
     again = run_cli([recipe, "--out", out, "--no-report", "--resume"], env, timeout=120)
     assert again.returncode == 0, again.stderr[-4000:]
     assert verdict(job) == "valid" and read_json(job / "outcome.json")["status"] == "valid"
     assert read_json(job / "attempts" / "1" / "outcome.json")["reasons"] == [interrupted_by(signal.SIGTERM)]
+
+
+def test_a_sweep_interrupted_after_a_job_finished_says_how_to_draw_its_dashboard(tmp_path: Path) -> None:
+    """An interrupted run writes no dashboard on its way out; the line it ends with says how to get one for the jobs
+    that finished, and that `llmsweep report` draws it."""
+    recipe = tmp_path / "two.yaml"  # a job of 3 prompts, then one of 2000 at conc 64 (seconds to simulate)
+    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
+    for old, new in (("conc-list: [1, 2, 3]", "conc-list: [64, 65]"), ("num-prompts: 3\n", "num-prompts: 2000\n"),
+                     ("num-warmups: 1", "num-warmups: 0")):
+        assert old in text
+        text = text.replace(old, new)
+    recipe.write_text(text)
+    out, log, env = tmp_path / "out", tmp_path / "run.log", cli_env(tmp_path)
+    proc = start_cli([recipe, "--out", out], env, log)
+    try:
+        wait_for(lambda: len(list((out / "jobs").glob("*/job.json"))) == 2 if (out / "jobs").is_dir() else False,
+                 timeout=120, what="the second job's start", proc=proc, log=log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143, log.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = log.read_text()
+    assert "interrupted: 1 job(s) finished" in said and f"`llmsweep report {out}` writes their dashboard" in said, said
+    drawn = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "report", str(out), "--no-png"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert drawn.returncode == 0, drawn.stderr[-3000:]
+    assert (out / "report" / "index.html").is_file()

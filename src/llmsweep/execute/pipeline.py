@@ -823,7 +823,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             if served and not (req.settings.fail_fast and not all(o.ok for o in ran)):
                 ran += executor.run_groups(served, run_dir, req.settings, event=event)
     except KeyboardInterrupt:
+        # no dashboard is written on the way out (a second Ctrl-C should not wait on one): how to get one is said
         event(f"interrupted: {stored.finished} job(s) finished and stored in {stored.path}"
+              + (f"; `llmsweep report {run_dir}` writes their dashboard" if stored.finished and req.report else "")
               + (f"; `llmsweep run ... --out {run_dir} --resume` (the same recipes and options) runs the rest"
                  if req.resume_hint else ""))
         raise
