@@ -396,8 +396,11 @@ def eval_report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
         verdict = "valid" if score >= 0.9 else "invalid"
         reasons = [] if verdict == "valid" else [
             "eval gsm8k: exact_match,strict-match = 0.4100 is below the threshold 0.94 (qwen3.5.gsm8k.exact_match)"]
+        if mode == "run-eval":  # a real engine's eval (the synthetic run is simulated): its AL is the realised one
+            summary.source = "measured"
         summary.eval = EvalBlock(
             mode=mode, task="gsm8k", dataset="openai/gsm8k", context_length=9472, max_tokens=5376,
+            acceptance_length=2.61,
             score=score, score_name="exact_match,strict-match", score_stderr=0.01, verdict=verdict,
             reasons=reasons, harness_version="0.4.13",
             runs=[EvalRun(conc=job["conc"], status="completed", n_samples=1319, command=["python", "-m", "lm_eval"],
@@ -425,6 +428,10 @@ def test_the_evaluation_view_and_a_failed_eval_on_its_point(driver, eval_report_
     text = drv.find_element(By.ID, "evals-table").text
     assert "run-eval" in text and "eval-only" in text and "41.0%" in text and "93.0%" in text
     assert "below the threshold 0.94" in text
+    # the AL column says what it is: read back from the server, the simulator's own model where it served the eval
+    assert "AL read back" in text and "realised" not in text
+    cells = [c.text for c in drv.find_elements(By.CSS_SELECTOR, '#evals-table td[data-col="acceptance_length"]')]
+    assert sorted(cells) == ["2.61", "2.61 (simulated)"], cells
 
 
 def test_points_reused_from_an_earlier_run_are_drawn_and_say_which_run(driver, tmp_path: Path) -> None:

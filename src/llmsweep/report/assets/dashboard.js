@@ -526,13 +526,15 @@
     clear(t);
     var cols = [["job_id", "job"], ["series", "series"], ["mode", "mode"], ["task", "task"], ["score", "score"],
       ["score_stderr", "± stderr"], ["n_samples", "samples"], ["eval_concs", "eval conc"], ["verdict", "verdict"],
-      ["reason", "reason"], ["acceptance_length", "realised AL"], ["harness", "harness"]];
+      ["reason", "reason"], ["acceptance_length", "AL read back"], ["harness", "harness"]];
     var head = el("tr", null, el("thead", null, t)), body = el("tbody", null, t);
     cols.forEach(function (c) { el("th", { "data-col": c[0] }, head, c[1]); });
     rows.forEach(function (r) {
       var tr = el("tr", { "class": r.verdict + (r.verdict === "valid" ? "" : " invalid"), "data-id": r.id, title: r.command }, body);
       cols.forEach(function (c) {
         var v = c[0] === "reason" ? (r.reasons[0] || "") : c[0] === "eval_concs" ? r.eval_concs.join(" ") : r[c[0]];
+        // what the server's /metrics said over the eval: a real engine's realised AL, the simulator's modelled one
+        if (c[0] === "acceptance_length" && typeof v === "number" && r.source !== "measured") v = fmt(v, null) + " (" + r.source + ")";
         var count = c[0] === "n_samples";  // a count, shown whole (it read 4.00)
         el("td", { "data-col": c[0], "class": typeof v === "number" ? "num" : null }, tr, typeof v === "number" ? (count ? String(v) : c[0] === "score" || c[0] === "score_stderr" ? fmt(v, "") : fmt(v, null)) : v === null || v === undefined ? "–" : String(v));
       });
