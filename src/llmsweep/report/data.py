@@ -365,7 +365,8 @@ def headline(counts: Mapping[str, Any]) -> str:
         reused = f" ({counts['reused_drawn']} reused from earlier runs)" if counts["reused_drawn"] else ""
         repeated = (f" ({counts['repeated']} of them the mean of their repeats: {counts['repeat_results']} results)"
                     if counts.get("repeated") else "")
-        bits.append(f"{counts['points']} points in {counts['series']} series{reused}{repeated}")
+        n = counts["points"]
+        bits.append(f"{n} point{'' if n == 1 else 's'} in {counts['series']} series{reused}{repeated}")
     if counts["evals"]:
         failed = f", {counts['evals_failed']} did not pass" if counts["evals_failed"] else ""
         bits.append(f"{counts['evals']} eval{'s' if counts['evals'] != 1 else ''}{failed}"

@@ -607,3 +607,12 @@ def test_a_series_label_says_only_what_every_point_of_it_earned(tmp_path) -> Non
     assert series["label"].endswith(" · AL 3.39 est.")
     (series,) = build_payload(run, [at(four, 3.39), eight], details=False)["series"]
     assert series["label"].endswith(" · AL 3.39 est. (1 of 2 points)")
+
+
+def test_the_headline_counts_one_point_in_the_singular() -> None:
+    from llmsweep.report.data import headline
+
+    counts = {"points": 1, "series": 1, "reused_drawn": 0, "evals": 0, "evals_failed": 0, "source_words": ["measured"],
+              "overlaid": 0}
+    assert headline(counts).startswith("1 point in 1 series")  # it read "1 points"
+    assert headline({**counts, "points": 3}).startswith("3 points in 1 series")
