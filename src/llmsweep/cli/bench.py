@@ -8,6 +8,7 @@ shorter than 900 s are marked smoke but succeed.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,24 @@ if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
 
 
+class _Range(click.FloatRange):
+    """A finite number in a range: `inf` and `nan` are refused as the bounds are, when the option is parsed (exit 2,
+    the option named), never by a model's validation after the command has started (a traceback) or in the middle
+    of the run (`--request-rate inf` overflowed the client's sizing)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+_POSITIVE = _Range(min=0, min_open=True)
+_NON_NEGATIVE = _Range(min=0)
+_RATIO = _Range(min=0, max=1)
+_AT_LEAST_ONE = click.IntRange(min=1)
+
+
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options every bench subcommand shares."""
     opts = [
@@ -34,19 +53,19 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
                      help="Result directory (default results/bench-<kind>-<time>)."),
         option("seed"),
-        option("request_timeout", dest="timeout"),
-        field_option("--stall-timeout", type=float, show_default=True, source=(RunOptions, "stall_timeout_s")),
-        field_option("--grace", type=float, show_default=True, source=(RunOptions, "grace_s")),
-        click.option("--max-failure-ratio", type=float, default=None,
+        option("request_timeout", dest="timeout", type=_POSITIVE),
+        field_option("--stall-timeout", type=_POSITIVE, show_default=True, source=(RunOptions, "stall_timeout_s")),
+        field_option("--grace", type=_NON_NEGATIVE, show_default=True, source=(RunOptions, "grace_s")),
+        click.option("--max-failure-ratio", type=_RATIO, default=None,
                      help="Failed/finished ratio that stops the run and fails the gate (fixed 0.05, agentic 0.10)."),
-        option("client_workers", dest="workers", default=None, show_default=False,
+        option("client_workers", dest="workers", default=None, show_default=False, type=_AT_LEAST_ONE,
                help="Client worker processes (default: 1 unless the load needs more)."),
         click.option("--api", type=click.Choice(["chat", "completions"]), default=None,
                      help="OpenAI route to stream from."),
         # bench's workloads count lengths with the built-in word tokenizer unless told (a recipe's `tokenizer` defaults
         # to its model: not this option's default)
         option("tokenizer", source=(FixedLengthConfig, "tokenizer")),
-        option("gpus", default=None, show_default=False,
+        option("gpus", default=None, show_default=False, type=_AT_LEAST_ONE,
                help="GPUs serving the endpoint, for per-GPU throughput (default: what the server reports — the "
                     "simulator and SGLang do; otherwise throughput is shown per endpoint)."),
         click.option("--metrics-url", default=None, help="Prometheus URL (default URL/metrics; 'none' disables)."),
@@ -67,15 +86,16 @@ def bench() -> None:
 
 @bench.command("fixed")
 @_common
-@click.option("--isl", type=int, required=True, help="Input tokens per request.")
-@click.option("--osl", type=int, required=True, help="Output tokens per request (max_tokens, ignore_eos).")
-@click.option("--concurrency", type=int, default=None, help="Closed loop: requests in flight.")
-@click.option("--request-rate", type=float, default=None, help="Open loop: requests per second.")
+@click.option("--isl", type=_AT_LEAST_ONE, required=True, help="Input tokens per request.")
+@click.option("--osl", type=_AT_LEAST_ONE, required=True, help="Output tokens per request (max_tokens, ignore_eos).")
+@click.option("--concurrency", type=_AT_LEAST_ONE, default=None, help="Closed loop: requests in flight.")
+@click.option("--request-rate", type=_POSITIVE, default=None, help="Open loop: requests per second.")
 @click.option("--arrival", type=click.Choice(["poisson", "constant"]), default="poisson", show_default=True)
 @option("num_prompts")
-@click.option("--duration", type=float, default=None, help="Profiling window, s.")
-@option("num_warmups", dest="warmup", deprecated=("--warmup",))
-@click.option("--range-ratio", type=float, default=1.0, show_default=True, help="Lengths uniform in [ratio*L, L].")
+@click.option("--duration", type=_POSITIVE, default=None, help="Profiling window, s.")
+@option("num_warmups", dest="warmup", deprecated=("--warmup",), type=click.IntRange(min=0))
+@click.option("--range-ratio", type=_Range(min=0, max=1, min_open=True), default=1.0, show_default=True,
+              help="Lengths uniform in [ratio*L, L].")
 def fixed(**kw: Any) -> None:
     """Fixed input/output lengths (the InferenceX fixed-seq-len scenario)."""
     if (kw["concurrency"] is None) == (kw["request_rate"] is None):
@@ -101,8 +121,8 @@ def fixed(**kw: Any) -> None:
 @bench.command("agentic")
 @_common
 @option("traces", required=True)
-@click.option("--concurrency", type=int, required=True, help="Live session trees (lanes).")
-@click.option("--duration", type=float, required=True, help="Profiling window, s (>= 900 for a submission).")
+@click.option("--concurrency", type=_AT_LEAST_ONE, required=True, help="Live session trees (lanes).")
+@click.option("--duration", type=_POSITIVE, required=True, help="Profiling window, s (>= 900 for a submission).")
 def agentic(**kw: Any) -> None:
     """AgentX multi-turn agentic trace replay with subagents (closed loop over live session trees)."""
     try:
@@ -121,9 +141,9 @@ def agentic(**kw: Any) -> None:
 @_common
 @option("traces", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
         help="Mooncake timestamped trace (JSONL).")
-@click.option("--speedup", type=float, default=1.0, show_default=True,
+@click.option("--speedup", type=_POSITIVE, default=1.0, show_default=True,
               help="Replay the timeline this many times faster.")
-@click.option("--duration", type=float, default=None, help="Stop after this many seconds of profiling.")
+@click.option("--duration", type=_POSITIVE, default=None, help="Stop after this many seconds of profiling.")
 def replay(**kw: Any) -> None:
     """Open-loop replay of a Mooncake timestamped trace."""
     try:
