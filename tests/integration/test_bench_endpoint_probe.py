@@ -317,3 +317,27 @@ def test_an_option_out_of_range_is_refused_before_any_load(args: tuple[str, ...]
     assert f"Invalid value for {said}" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and "ValidationError" not in res.stderr
     assert not sent and not out.exists()
+
+
+def test_a_server_behind_an_api_key_is_sent_the_key_from_the_environment(tmp_path: Path) -> None:
+    """A server started with an API key (`vllm serve --api-key`) answers 401 to every request without it: bench
+    sends $OPENAI_API_KEY as a bearer token, to the load and to the probe's routes, and writes it nowhere."""
+    key = "sk-test-0123456789"
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005, api_key=key)) as server:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": key}
+        res = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "bench", "fixed", "--url", server.url,
+                              "--model", "m", *FIXED, "--out", str(tmp_path / "b"), "--json"],
+                             capture_output=True, text=True, cwd=REPO, timeout=120, env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        summary = json.loads(res.stdout)
+        assert summary["requests"]["successful"] == 4 and summary["requests"]["failed"] == 0
+        assert "sending $OPENAI_API_KEY as the API key" in res.stderr and key not in res.stdout + res.stderr
+        for name in ("run.json", "summary.json", "records.jsonl"):
+            assert key not in (tmp_path / "b" / name).read_text()
+        # Without the key the same server's 401s are recorded failures with the server's words, as before.
+        env.pop("OPENAI_API_KEY")
+        res = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "bench", "fixed", "--url", server.url,
+                              "--model", "m", *FIXED, "--out", str(tmp_path / "nokey")],
+                             capture_output=True, text=True, cwd=REPO, timeout=120, env=env)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "first http error: HTTP 401" in res.stderr, res.stderr

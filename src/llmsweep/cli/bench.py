@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,7 +82,11 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.group("bench")
 def bench() -> None:
-    """Drive load against an OpenAI-compatible endpoint and write records.jsonl, summary.json."""
+    """Drive load against an OpenAI-compatible endpoint and write records.jsonl, summary.json.
+
+    A server started with an API key (`vllm serve --api-key`, a gateway) is sent the key in $OPENAI_API_KEY as
+    `Authorization: Bearer …` on every request and probe; the key is never written to the run's files.
+    """
 
 
 @bench.command("fixed")
@@ -208,14 +213,23 @@ def _options(kw: dict[str, Any], *, kind: str, warmup: int, rate: float | None, 
     return options
 
 
+API_KEY_ENV = "OPENAI_API_KEY"
+"""Where `bench` reads the API key of a server that wants one (as vLLM's `bench serve` and the OpenAI clients do): on
+the command line a key would show in `ps` and in shell history."""
+
+
 def _endpoint(kw: dict[str, Any], api: str) -> Any:
     from llmsweep.client import Endpoint
 
     metrics_url = kw["metrics_url"]
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    if key:
+        click.echo(f"sending ${API_KEY_ENV} as the API key (Authorization: Bearer)", err=True)
     return Endpoint(
         base_url=kw["url"], model=kw["model"], api=api,  # type: ignore[arg-type]
         send_ignore_eos=not kw["no_ignore_eos"], send_stream_options=not kw["no_stream_options"],
         metrics_url="" if metrics_url == "none" else metrics_url,
+        headers={"Authorization": f"Bearer {key}"} if key else {},
     )
 
 
