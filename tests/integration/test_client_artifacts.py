@@ -144,3 +144,37 @@ def test_the_progress_counts_the_windows_output_tokens_not_the_warm_ups(tmp_path
     assert res.summary.requests.warmup == 4 and res.summary.requests.successful == 6
     assert seen[-1].warmup_finished == 4
     assert seen[-1].profiling_output_tokens == res.summary.tokens.output_total == 60
+
+
+def test_summarize_refuses_records_of_another_run(tmp_path: Path) -> None:
+    """`summarize` judges records by the run.json beside them: another run's records.jsonl copied in (fewer records:
+    once taken for a packed slice and passed `valid`; as many: re-summarised under this run's gates), or two runs'
+    joined, is refused (exit 2) with the fix, and the folder's summary.json is left as it was."""
+    slack_s = 1.0  # client.folder.CLOCK_SLACK_S: how far a record may lie outside its run's window
+
+    fixed = ("--isl", "16", "--osl", "4", "--concurrency", "2")
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as srv:
+        this = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *fixed, "--num-prompts", "10",
+                    "--out", str(tmp_path / "this"))
+        assert this.returncode == 0, this.stderr
+        finished = json.loads((tmp_path / "this" / "run.json").read_text())["provenance"]["finished_at"]
+        while time.time() <= finished + slack_s:  # the next run's stamps lie past this run's slack
+            time.sleep(0.05)
+        other = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *fixed, "--num-prompts", "4",
+                     "--num-warmups", "0", "--out", str(tmp_path / "other"))
+        assert other.returncode == 0, other.stderr
+    own = (tmp_path / "this" / "records.jsonl").read_bytes()
+    theirs = (tmp_path / "other" / "records.jsonl").read_bytes()
+    summary = (tmp_path / "this" / "summary.json").read_text()
+    for records, said in ((theirs, "they were sent and ended between"),  # 4 records of the 14 this run started
+                          (own + theirs, "it has 18 records, but the client of this run (run.json) started 14")):
+        (tmp_path / "this" / "records.jsonl").write_bytes(records)
+        res = _cli("summarize", str(tmp_path / "this"))
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "holds records of another run" in res.stderr and said in res.stderr, res.stderr
+        assert "fix: put back the records.jsonl this run wrote" in res.stderr
+        assert (tmp_path / "this" / "summary.json").read_text() == summary
+    (tmp_path / "this" / "records.jsonl").write_bytes(own)  # its own records: summarized as bench wrote them
+    res = _cli("summarize", str(tmp_path / "this"), "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == json.loads(summary)
