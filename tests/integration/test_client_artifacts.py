@@ -178,3 +178,31 @@ def test_summarize_refuses_records_of_another_run(tmp_path: Path) -> None:
     res = _cli("summarize", str(tmp_path / "this"), "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == json.loads(summary)
+
+
+def test_summarize_refuses_a_finished_runs_records_cut_mid_line(tmp_path: Path) -> None:
+    """A finished run's records.jsonl that ends inside a record was cut after the run (a copy cut short): once taken
+    for a packed slice and passed `valid` from the stored summary, it is refused with the fix (exit 2), its summary
+    left as it was. A run killed before its final run.json may end on a torn line: that one is still summarized."""
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as srv:
+        res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "16", "--osl", "4",
+                   "--concurrency", "2", "--num-prompts", "6", "--out", str(tmp_path / "b"))
+    assert res.returncode == 0, res.stderr
+    records, run_file = tmp_path / "b" / "records.jsonl", tmp_path / "b" / "run.json"
+    summary = (tmp_path / "b" / "summary.json").read_text()
+    whole = records.read_bytes()
+    records.write_bytes(whole[:-100])  # the last record cut 100 bytes short
+    cut = _cli("summarize", str(tmp_path / "b"))
+    assert cut.returncode == 2, cut.stdout + cut.stderr
+    assert "records.jsonl ends inside a record" in cut.stderr and "fix: copy records.jsonl whole again" in cut.stderr
+    assert (tmp_path / "b" / "summary.json").read_text() == summary
+    # What a client killed outright leaves (the run.json of its start: no finished_at, no client figures; no
+    # summary): the torn line is skipped and the run is judged, invalid.
+    info = json.loads(run_file.read_text())
+    del info["provenance"]["finished_at"]
+    info["client"] = {"stop_reason": UNFINISHED}
+    run_file.write_text(json.dumps(info))
+    (tmp_path / "b" / "summary.json").unlink()
+    killed = _cli("summarize", str(tmp_path / "b"), "--json")
+    assert killed.returncode == 1, killed.stdout + killed.stderr  # invalid: the run never finished
+    assert json.loads(killed.stdout)["requests"]["total"] == whole.count(b"\n") - 1

@@ -47,6 +47,12 @@ def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
             fix="summarize a folder `llmsweep bench`, `run` or `predict --out` wrote (each writes run.json beside "
                 "records.jsonl); a `predict --out` folder of an llmsweep that wrote none: predict it again")
     info = json.loads(run_file.read_text())
+    if (cut := _cut_records(out / RECORDS_FILE, info)) is not None:
+        raise ResultInputError(
+            f"{out / RECORDS_FILE} ends inside a record ({cut}), though its run finished writing it (its {RUN_FILE} "
+            f"has the run's end): the file was cut afterwards, so its {SUMMARY_FILE} is left as it is",
+            fix=f"copy {RECORDS_FILE} whole again from where the run wrote it (a packed slice keeps whole lines: cut "
+                "it after a newline)")
     if (foreign := _foreign_records(out / RECORDS_FILE, info)) is not None:
         raise ResultInputError(
             f"{out / RECORDS_FILE} holds records of another run: {foreign}, so its summary.json is left as it is",
@@ -103,6 +109,25 @@ def _foreign_records(path: Path, info: dict[str, Any]) -> str | None:
         return (f"they were sent and ended between {_when(min(stamps))} and {_when(max(stamps))}, but the run of "
                 f"its {RUN_FILE} ran {span}")
     return None
+
+
+def _cut_records(path: Path, info: dict[str, Any]) -> str | None:
+    """How a finished run's `records.jsonl` was cut mid-record, or None: the client writes whole lines, so a last line
+    without its newline is a torn write only in a run killed before its final `run.json` (no `finished_at`: its
+    summary is invalid anyway, and the torn line is skipped); in a finished run's file it is a copy cut short."""
+    prov = info.get("provenance")
+    if not isinstance(prov, dict) or "finished_at" not in prov or not path.is_file():
+        return None
+    with path.open("rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return None
+        fh.seek(max(0, size - TAIL_BYTES))
+        tail = fh.read()
+    if tail.endswith(b"\n"):
+        return None
+    cut = len(tail) - tail.rfind(b"\n") - 1 if b"\n" in tail else len(tail)
+    return f"its last {cut} bytes are part of a line without its end"
 
 
 def _when(t: float) -> str:
