@@ -341,3 +341,18 @@ def test_a_server_behind_an_api_key_is_sent_the_key_from_the_environment(tmp_pat
                              capture_output=True, text=True, cwd=REPO, timeout=120, env=env)
     assert res.returncode == 1, res.stdout + res.stderr
     assert "first http error: HTTP 401" in res.stderr, res.stderr
+
+
+def test_an_https_url_given_to_a_plain_http_server_says_so(tmp_path: Path) -> None:
+    """https:// for a server that speaks plain HTTP: the TLS handshake is answered with bytes that are no TLS. Not
+    "nothing answers … start the server" (it is running): exit 2 naming the scheme, with the URL to pass, no load."""
+    out = tmp_path / "bench"
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as server:
+        tls = server.url.replace("http://", "https://", 1)
+        res = _cli("bench", "fixed", "--url", tls + "/v1", "--model", "m", *FIXED, "--out", str(out))
+        sent = list(server.served)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"something at {tls} answers, but not in TLS" in res.stderr, res.stderr
+    assert "nothing answers" not in res.stderr and "start the server" not in res.stderr
+    assert f"fix: --url {server.url} " in res.stderr, res.stderr
+    assert not sent and not out.exists() and "Traceback" not in res.stderr
