@@ -206,3 +206,31 @@ def test_summarize_refuses_a_finished_runs_records_cut_mid_line(tmp_path: Path) 
     killed = _cli("summarize", str(tmp_path / "b"), "--json")
     assert killed.returncode == 1, killed.stdout + killed.stderr  # invalid: the run never finished
     assert json.loads(killed.stdout)["requests"]["total"] == whole.count(b"\n") - 1
+
+
+def test_bench_out_over_a_measurement_is_refused_unless_forced(tmp_path: Path) -> None:
+    """`--out` naming a folder that holds a measurement is refused before any load (exit 2, the folder untouched):
+    the run used to delete its records, summary and run.json without a word. `--force` replaces it, and says so; a
+    run folder of `llmsweep run` is refused even then."""
+    out = tmp_path / "b"
+    load = ("--isl", "16", "--osl", "4", "--concurrency", "2", "--num-prompts", "4")
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as srv:
+        first = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *load, "--out", str(out))
+        assert first.returncode == 0, first.stderr
+        files = {p.name: p.read_bytes() for p in out.iterdir()}
+        served = len(srv.served)
+        again = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *load, "--out", str(out))
+        assert again.returncode == 2, again.stdout + again.stderr
+        assert f"--out {out} already holds a measurement" in again.stderr and "--force" in again.stderr
+        assert len(srv.served) == served and {p.name: p.read_bytes() for p in out.iterdir()} == files
+        forced = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *load, "--out", str(out), "--force")
+        assert forced.returncode == 0, forced.stderr
+        assert f"--force: replacing the measurement in {out}" in forced.stderr
+        assert (out / "run.json").read_bytes() != files["run.json"] and len(srv.served) > served
+        run_root = tmp_path / "sweep"
+        (run_root / "jobs").mkdir(parents=True)
+        (run_root / "run.json").write_text('{"run_id": "r1"}')
+        into_run = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *load, "--out", str(run_root), "--force")
+    assert into_run.returncode == 2, into_run.stdout + into_run.stderr
+    assert "is a run of `llmsweep run`" in into_run.stderr
+    assert (run_root / "run.json").read_text() == '{"run_id": "r1"}' and not (run_root / "records.jsonl").exists()

@@ -73,6 +73,8 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         field_option("--require-metrics-prefix", source=(RunOptions, "require_metrics_prefix")),
         option("no_ignore_eos"),
         click.option("--no-stream-options", is_flag=True, help="Do not send stream_options (servers that answer 422)."),
+        option("force", help="Replace the measurement --out already holds (its records, summary and run.json); "
+                             "without it such an --out is refused."),
         json_option("the summary (summary.json)"),
     ]
     for opt in reversed(opts):
@@ -251,6 +253,7 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     from llmsweep.client.probe import require_endpoint
 
     out = kw["out_dir"] or Path("results") / f"bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    _check_out(out, force=kw["force"])
     api = kw["api"] or getattr(getattr(workload, "config", None), "api", None) or "chat"
     endpoint = _endpoint(kw, api)
     # Before any load: nothing listening (or a server still loading), or a model the server does not list, is exit 2
@@ -291,6 +294,42 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
         raise click.exceptions.Exit(stop.exit_code)
     if result.gate_failed:
         raise click.exceptions.Exit(1)
+
+
+def _check_out(out: Path, *, force: bool) -> None:
+    """Refuse an `--out` whose files a run would replace (before any load): another command's folder (a run of
+    `llmsweep run`, one of its jobs, a `predict --out` point) always, a bench measurement unless `--force`. The run
+    deletes a folder's records.jsonl, server_metrics.jsonl, summary.json and run.json first, so the measurement there
+    was lost without a word, and a job folder got a bench's records beside its job.json."""
+    from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
+    from llmsweep.results.rundir import folder_kind
+
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a folder", fix="pass a new folder's path to --out")
+    kind = folder_kind(out)
+    if kind == "run" and not (out / "jobs").is_dir() and _client_run_json(out / RUN_FILE):
+        kind = "bench"  # a bench killed before its first record: only the run.json of its start
+    if kind in ("run", "job", "predicted"):
+        what = {"run": "a run of `llmsweep run`", "job": "a job folder of `llmsweep run`",
+                "predicted": "a point of `llmsweep predict --out`"}[kind]
+        raise ConfigError(f"--out {out} is {what}: a bench there would replace its files with another measurement's",
+                          fix="pass a new folder to --out")
+    holds = [name for name in (RECORDS_FILE, SUMMARY_FILE, RUN_FILE) if (out / name).exists()]
+    if holds and not force:
+        raise ConfigError(f"--out {out} already holds a measurement ({', '.join(holds)}); nothing was sent",
+                          fix="pass a new folder to --out, or --force to replace that measurement")
+    if holds:
+        click.echo(f"--force: replacing the measurement in {out}", err=True)
+
+
+def _client_run_json(path: Path) -> bool:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "client" in doc
 
 
 def _say_tokenizer(workload: Any, *, simulated: bool) -> None:
