@@ -286,3 +286,73 @@ def test_the_progress_shows_the_drain_after_the_window(tmp_path: Path) -> None:
     drain = [line for line in res.stderr.splitlines() if line.startswith("draining")]
     assert len(drain) == 1, res.stderr
     assert "none in flight (of 2 when sending stopped; grace 20 s)" in drain[0], drain[0]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("--gpus", "0"), "'--gpus': 0 is not in the range x>=1"),  # ran the whole load, then failed in the summary
+    (("--concurrency", "0"), "'--concurrency': 0 is not in the range x>=1"),
+    (("--request-rate", "inf"), "'--request-rate': 'inf' is not a finite number"),  # OverflowError mid-start
+    (("--request-rate", "0"), "'--request-rate': 0.0 is not in the range x>0"),
+    (("--duration", "-5"), "'--duration': -5.0 is not in the range x>0"),
+    (("--isl", "0"), "'--isl': 0 is not in the range x>=1"),
+    (("--osl", "-1"), "'--osl': -1 is not in the range x>=1"),
+    (("--range-ratio", "2"), "'--range-ratio': 2.0 is not in the range 0<x<=1"),
+    (("--num-warmups", "-1"), "'--num-warmups': -1 is not in the range x>=0"),
+    (("--max-failure-ratio", "2"), "'--max-failure-ratio': 2.0 is not in the range 0<=x<=1"),
+    (("--request-timeout", "0"), "'--request-timeout': 0.0 is not in the range x>0"),
+])
+def test_an_option_out_of_range_is_refused_before_any_load(args: tuple[str, ...], said: str, tmp_path: Path) -> None:
+    """Every option out of its range is exit 2 naming the option, as click says it, before a request is sent: not
+    a pydantic traceback (exit 1), nor a whole load sent before the summary refuses `--gpus 0`."""
+    values = {"--isl": "64", "--osl": "8", "--concurrency": "2", "--num-prompts": "4"}
+    if args[0] in ("--request-rate", "--duration"):  # one of --concurrency/--request-rate, --num-prompts/--duration
+        values.pop("--concurrency" if args[0] == "--request-rate" else "--num-prompts")
+    values.update({args[0]: args[1]})
+    out = tmp_path / "bench"
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as server:
+        res = _cli("bench", "fixed", "--url", server.url, "--model", "m",
+                   *(x for kv in values.items() for x in kv), "--out", str(out))
+        sent = list(server.served)  # the streamed requests it answered
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"Invalid value for {said}" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and "ValidationError" not in res.stderr
+    assert not sent and not out.exists()
+
+
+def test_a_server_behind_an_api_key_is_sent_the_key_from_the_environment(tmp_path: Path) -> None:
+    """A server started with an API key (`vllm serve --api-key`) answers 401 to every request without it: bench
+    sends $OPENAI_API_KEY as a bearer token, to the load and to the probe's routes, and writes it nowhere."""
+    key = "sk-test-0123456789"
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005, api_key=key)) as server:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": key}
+        res = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "bench", "fixed", "--url", server.url,
+                              "--model", "m", *FIXED, "--out", str(tmp_path / "b"), "--json"],
+                             capture_output=True, text=True, cwd=REPO, timeout=120, env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        summary = json.loads(res.stdout)
+        assert summary["requests"]["successful"] == 4 and summary["requests"]["failed"] == 0
+        assert "sending $OPENAI_API_KEY as the API key" in res.stderr and key not in res.stdout + res.stderr
+        for name in ("run.json", "summary.json", "records.jsonl"):
+            assert key not in (tmp_path / "b" / name).read_text()
+        # Without the key the same server's 401s are recorded failures with the server's words, as before.
+        env.pop("OPENAI_API_KEY")
+        res = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "bench", "fixed", "--url", server.url,
+                              "--model", "m", *FIXED, "--out", str(tmp_path / "nokey")],
+                             capture_output=True, text=True, cwd=REPO, timeout=120, env=env)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "first http error: HTTP 401" in res.stderr, res.stderr
+
+
+def test_an_https_url_given_to_a_plain_http_server_says_so(tmp_path: Path) -> None:
+    """https:// for a server that speaks plain HTTP: the TLS handshake is answered with bytes that are no TLS. Not
+    "nothing answers … start the server" (it is running): exit 2 naming the scheme, with the URL to pass, no load."""
+    out = tmp_path / "bench"
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as server:
+        tls = server.url.replace("http://", "https://", 1)
+        res = _cli("bench", "fixed", "--url", tls + "/v1", "--model", "m", *FIXED, "--out", str(out))
+        sent = list(server.served)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"something at {tls} answers, but not in TLS" in res.stderr, res.stderr
+    assert "nothing answers" not in res.stderr and "start the server" not in res.stderr
+    assert f"fix: --url {server.url} " in res.stderr, res.stderr
+    assert not sent and not out.exists() and "Traceback" not in res.stderr

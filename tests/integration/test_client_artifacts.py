@@ -144,3 +144,93 @@ def test_the_progress_counts_the_windows_output_tokens_not_the_warm_ups(tmp_path
     assert res.summary.requests.warmup == 4 and res.summary.requests.successful == 6
     assert seen[-1].warmup_finished == 4
     assert seen[-1].profiling_output_tokens == res.summary.tokens.output_total == 60
+
+
+def test_summarize_refuses_records_of_another_run(tmp_path: Path) -> None:
+    """`summarize` judges records by the run.json beside them: another run's records.jsonl copied in (fewer records:
+    once taken for a packed slice and passed `valid`; as many: re-summarised under this run's gates), or two runs'
+    joined, is refused (exit 2) with the fix, and the folder's summary.json is left as it was."""
+    slack_s = 1.0  # client.folder.CLOCK_SLACK_S: how far a record may lie outside its run's window
+
+    fixed = ("--isl", "16", "--osl", "4", "--concurrency", "2")
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as srv:
+        this = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *fixed, "--num-prompts", "10",
+                    "--out", str(tmp_path / "this"))
+        assert this.returncode == 0, this.stderr
+        finished = json.loads((tmp_path / "this" / "run.json").read_text())["provenance"]["finished_at"]
+        while time.time() <= finished + slack_s:  # the next run's stamps lie past this run's slack
+            time.sleep(0.05)
+        other = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *fixed, "--num-prompts", "4",
+                     "--num-warmups", "0", "--out", str(tmp_path / "other"))
+        assert other.returncode == 0, other.stderr
+    own = (tmp_path / "this" / "records.jsonl").read_bytes()
+    theirs = (tmp_path / "other" / "records.jsonl").read_bytes()
+    summary = (tmp_path / "this" / "summary.json").read_text()
+    for records, said in ((theirs, "they were sent and ended between"),  # 4 records of the 14 this run started
+                          (own + theirs, "it has 18 records, but the client of this run (run.json) started 14")):
+        (tmp_path / "this" / "records.jsonl").write_bytes(records)
+        res = _cli("summarize", str(tmp_path / "this"))
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "holds records of another run" in res.stderr and said in res.stderr, res.stderr
+        assert "fix: put back the records.jsonl this run wrote" in res.stderr
+        assert (tmp_path / "this" / "summary.json").read_text() == summary
+    (tmp_path / "this" / "records.jsonl").write_bytes(own)  # its own records: summarized as bench wrote them
+    res = _cli("summarize", str(tmp_path / "this"), "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == json.loads(summary)
+
+
+def test_summarize_refuses_a_finished_runs_records_cut_mid_line(tmp_path: Path) -> None:
+    """A finished run's records.jsonl that ends inside a record was cut after the run (a copy cut short): once taken
+    for a packed slice and passed `valid` from the stored summary, it is refused with the fix (exit 2), its summary
+    left as it was. A run killed before its final run.json may end on a torn line: that one is still summarized."""
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as srv:
+        res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "16", "--osl", "4",
+                   "--concurrency", "2", "--num-prompts", "6", "--out", str(tmp_path / "b"))
+    assert res.returncode == 0, res.stderr
+    records, run_file = tmp_path / "b" / "records.jsonl", tmp_path / "b" / "run.json"
+    summary = (tmp_path / "b" / "summary.json").read_text()
+    whole = records.read_bytes()
+    records.write_bytes(whole[:-100])  # the last record cut 100 bytes short
+    cut = _cli("summarize", str(tmp_path / "b"))
+    assert cut.returncode == 2, cut.stdout + cut.stderr
+    assert "records.jsonl ends inside a record" in cut.stderr and "fix: copy records.jsonl whole again" in cut.stderr
+    assert (tmp_path / "b" / "summary.json").read_text() == summary
+    # What a client killed outright leaves (the run.json of its start: no finished_at, no client figures; no
+    # summary): the torn line is skipped and the run is judged, invalid.
+    info = json.loads(run_file.read_text())
+    del info["provenance"]["finished_at"]
+    info["client"] = {"stop_reason": UNFINISHED}
+    run_file.write_text(json.dumps(info))
+    (tmp_path / "b" / "summary.json").unlink()
+    killed = _cli("summarize", str(tmp_path / "b"), "--json")
+    assert killed.returncode == 1, killed.stdout + killed.stderr  # invalid: the run never finished
+    assert json.loads(killed.stdout)["requests"]["total"] == whole.count(b"\n") - 1
+
+
+def test_bench_out_over_a_measurement_is_refused_unless_forced(tmp_path: Path) -> None:
+    """`--out` naming a folder that holds a measurement is refused before any load (exit 2, the folder untouched):
+    the run used to delete its records, summary and run.json without a word. `--force` replaces it, and says so; a
+    run folder of `llmsweep run` is refused even then."""
+    out = tmp_path / "b"
+    load = ("--isl", "16", "--osl", "4", "--concurrency", "2", "--num-prompts", "4")
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as srv:
+        first = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *load, "--out", str(out))
+        assert first.returncode == 0, first.stderr
+        files = {p.name: p.read_bytes() for p in out.iterdir()}
+        served = len(srv.served)
+        again = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *load, "--out", str(out))
+        assert again.returncode == 2, again.stdout + again.stderr
+        assert f"--out {out} already holds a measurement" in again.stderr and "--force" in again.stderr
+        assert len(srv.served) == served and {p.name: p.read_bytes() for p in out.iterdir()} == files
+        forced = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *load, "--out", str(out), "--force")
+        assert forced.returncode == 0, forced.stderr
+        assert f"--force: replacing the measurement in {out}" in forced.stderr
+        assert (out / "run.json").read_bytes() != files["run.json"] and len(srv.served) > served
+        run_root = tmp_path / "sweep"
+        (run_root / "jobs").mkdir(parents=True)
+        (run_root / "run.json").write_text('{"run_id": "r1"}')
+        into_run = _cli("bench", "fixed", "--url", srv.url, "--model", "m", *load, "--out", str(run_root), "--force")
+    assert into_run.returncode == 2, into_run.stdout + into_run.stderr
+    assert "is a run of `llmsweep run`" in into_run.stderr
+    assert (run_root / "run.json").read_text() == '{"run_id": "r1"}' and not (run_root / "records.jsonl").exists()

@@ -53,6 +53,7 @@ class ServerConfig:
     metrics_prefix: str = "vllm:"
     record_served: bool = True
     metrics_delay_s: float = 0.0  # `/metrics` answers this late (a federation over several workers, a busy engine)
+    api_key: str | None = None  # as `vllm serve --api-key`: /v1/* answer 401 without `Authorization: Bearer <key>`
 
 
 @dataclass
@@ -83,7 +84,21 @@ class _App:
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/served", self.served_json)
         app.router.add_get("/health", self.health)
+        if self.cfg.api_key is not None:  # otherwise no model list, as before (any --model is served)
+            app.router.add_get("/v1/models", self.models)
         return app
+
+    def _unauthorized(self, request: web.Request) -> web.Response | None:
+        """vLLM's answer to a /v1 request without the key it was started with."""
+        key = self.cfg.api_key
+        if key is None or request.headers.get("Authorization") == f"Bearer {key}":
+            return None
+        return web.json_response({"error": "Unauthorized"}, status=401)
+
+    async def models(self, request: web.Request) -> web.Response:
+        if (denied := self._unauthorized(request)) is not None:
+            return denied
+        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -132,6 +147,8 @@ class _App:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         cfg = self.cfg
+        if (denied := self._unauthorized(request)) is not None:
+            return denied
         self.count += 1
         body = await request.json()
         if cfg.strict_fields and ({"ignore_eos", "stream_options"} & body.keys()):

@@ -8,6 +8,8 @@ shorter than 900 s are marked smoke but succeed.
 from __future__ import annotations
 
 import json
+import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +28,24 @@ if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
 
 
+class _Range(click.FloatRange):
+    """A finite number in a range: `inf` and `nan` are refused as the bounds are, when the option is parsed (exit 2,
+    the option named), never by a model's validation after the command has started (a traceback) or in the middle
+    of the run (`--request-rate inf` overflowed the client's sizing)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+_POSITIVE = _Range(min=0, min_open=True)
+_NON_NEGATIVE = _Range(min=0)
+_RATIO = _Range(min=0, max=1)
+_AT_LEAST_ONE = click.IntRange(min=1)
+
+
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options every bench subcommand shares."""
     opts = [
@@ -34,25 +54,27 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
                      help="Result directory (default results/bench-<kind>-<time>)."),
         option("seed"),
-        option("request_timeout", dest="timeout"),
-        field_option("--stall-timeout", type=float, show_default=True, source=(RunOptions, "stall_timeout_s")),
-        field_option("--grace", type=float, show_default=True, source=(RunOptions, "grace_s")),
-        click.option("--max-failure-ratio", type=float, default=None,
+        option("request_timeout", dest="timeout", type=_POSITIVE),
+        field_option("--stall-timeout", type=_POSITIVE, show_default=True, source=(RunOptions, "stall_timeout_s")),
+        field_option("--grace", type=_NON_NEGATIVE, show_default=True, source=(RunOptions, "grace_s")),
+        click.option("--max-failure-ratio", type=_RATIO, default=None,
                      help="Failed/finished ratio that stops the run and fails the gate (fixed 0.05, agentic 0.10)."),
-        option("client_workers", dest="workers", default=None, show_default=False,
+        option("client_workers", dest="workers", default=None, show_default=False, type=_AT_LEAST_ONE,
                help="Client worker processes (default: 1 unless the load needs more)."),
         click.option("--api", type=click.Choice(["chat", "completions"]), default=None,
                      help="OpenAI route to stream from."),
         # bench's workloads count lengths with the built-in word tokenizer unless told (a recipe's `tokenizer` defaults
         # to its model: not this option's default)
         option("tokenizer", source=(FixedLengthConfig, "tokenizer")),
-        option("gpus", default=None, show_default=False,
+        option("gpus", default=None, show_default=False, type=_AT_LEAST_ONE,
                help="GPUs serving the endpoint, for per-GPU throughput (default: what the server reports — the "
                     "simulator and SGLang do; otherwise throughput is shown per endpoint)."),
         click.option("--metrics-url", default=None, help="Prometheus URL (default URL/metrics; 'none' disables)."),
         field_option("--require-metrics-prefix", source=(RunOptions, "require_metrics_prefix")),
         option("no_ignore_eos"),
         click.option("--no-stream-options", is_flag=True, help="Do not send stream_options (servers that answer 422)."),
+        option("force", help="Replace the measurement --out already holds (its records, summary and run.json); "
+                             "without it such an --out is refused."),
         json_option("the summary (summary.json)"),
     ]
     for opt in reversed(opts):
@@ -62,20 +84,25 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.group("bench")
 def bench() -> None:
-    """Drive load against an OpenAI-compatible endpoint and write records.jsonl, summary.json."""
+    """Drive load against an OpenAI-compatible endpoint and write records.jsonl, summary.json.
+
+    A server started with an API key (`vllm serve --api-key`, a gateway) is sent the key in $OPENAI_API_KEY as
+    `Authorization: Bearer …` on every request and probe; the key is never written to the run's files.
+    """
 
 
 @bench.command("fixed")
 @_common
-@click.option("--isl", type=int, required=True, help="Input tokens per request.")
-@click.option("--osl", type=int, required=True, help="Output tokens per request (max_tokens, ignore_eos).")
-@click.option("--concurrency", type=int, default=None, help="Closed loop: requests in flight.")
-@click.option("--request-rate", type=float, default=None, help="Open loop: requests per second.")
+@click.option("--isl", type=_AT_LEAST_ONE, required=True, help="Input tokens per request.")
+@click.option("--osl", type=_AT_LEAST_ONE, required=True, help="Output tokens per request (max_tokens, ignore_eos).")
+@click.option("--concurrency", type=_AT_LEAST_ONE, default=None, help="Closed loop: requests in flight.")
+@click.option("--request-rate", type=_POSITIVE, default=None, help="Open loop: requests per second.")
 @click.option("--arrival", type=click.Choice(["poisson", "constant"]), default="poisson", show_default=True)
 @option("num_prompts")
-@click.option("--duration", type=float, default=None, help="Profiling window, s.")
-@option("num_warmups", dest="warmup", deprecated=("--warmup",))
-@click.option("--range-ratio", type=float, default=1.0, show_default=True, help="Lengths uniform in [ratio*L, L].")
+@click.option("--duration", type=_POSITIVE, default=None, help="Profiling window, s.")
+@option("num_warmups", dest="warmup", deprecated=("--warmup",), type=click.IntRange(min=0))
+@click.option("--range-ratio", type=_Range(min=0, max=1, min_open=True), default=1.0, show_default=True,
+              help="Lengths uniform in [ratio*L, L].")
 def fixed(**kw: Any) -> None:
     """Fixed input/output lengths (the InferenceX fixed-seq-len scenario)."""
     if (kw["concurrency"] is None) == (kw["request_rate"] is None):
@@ -101,8 +128,8 @@ def fixed(**kw: Any) -> None:
 @bench.command("agentic")
 @_common
 @option("traces", required=True)
-@click.option("--concurrency", type=int, required=True, help="Live session trees (lanes).")
-@click.option("--duration", type=float, required=True, help="Profiling window, s (>= 900 for a submission).")
+@click.option("--concurrency", type=_AT_LEAST_ONE, required=True, help="Live session trees (lanes).")
+@click.option("--duration", type=_POSITIVE, required=True, help="Profiling window, s (>= 900 for a submission).")
 def agentic(**kw: Any) -> None:
     """AgentX multi-turn agentic trace replay with subagents (closed loop over live session trees)."""
     try:
@@ -121,9 +148,9 @@ def agentic(**kw: Any) -> None:
 @_common
 @option("traces", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
         help="Mooncake timestamped trace (JSONL).")
-@click.option("--speedup", type=float, default=1.0, show_default=True,
+@click.option("--speedup", type=_POSITIVE, default=1.0, show_default=True,
               help="Replay the timeline this many times faster.")
-@click.option("--duration", type=float, default=None, help="Stop after this many seconds of profiling.")
+@click.option("--duration", type=_POSITIVE, default=None, help="Stop after this many seconds of profiling.")
 def replay(**kw: Any) -> None:
     """Open-loop replay of a Mooncake timestamped trace."""
     try:
@@ -188,14 +215,23 @@ def _options(kw: dict[str, Any], *, kind: str, warmup: int, rate: float | None, 
     return options
 
 
+API_KEY_ENV = "OPENAI_API_KEY"
+"""Where `bench` reads the API key of a server that wants one (as vLLM's `bench serve` and the OpenAI clients do): on
+the command line a key would show in `ps` and in shell history."""
+
+
 def _endpoint(kw: dict[str, Any], api: str) -> Any:
     from llmsweep.client import Endpoint
 
     metrics_url = kw["metrics_url"]
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    if key:
+        click.echo(f"sending ${API_KEY_ENV} as the API key (Authorization: Bearer)", err=True)
     return Endpoint(
         base_url=kw["url"], model=kw["model"], api=api,  # type: ignore[arg-type]
         send_ignore_eos=not kw["no_ignore_eos"], send_stream_options=not kw["no_stream_options"],
         metrics_url="" if metrics_url == "none" else metrics_url,
+        headers={"Authorization": f"Bearer {key}"} if key else {},
     )
 
 
@@ -217,6 +253,7 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     from llmsweep.client.probe import require_endpoint
 
     out = kw["out_dir"] or Path("results") / f"bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    _check_out(out, force=kw["force"])
     api = kw["api"] or getattr(getattr(workload, "config", None), "api", None) or "chat"
     endpoint = _endpoint(kw, api)
     # Before any load: nothing listening (or a server still loading), or a model the server does not list, is exit 2
@@ -257,6 +294,42 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
         raise click.exceptions.Exit(stop.exit_code)
     if result.gate_failed:
         raise click.exceptions.Exit(1)
+
+
+def _check_out(out: Path, *, force: bool) -> None:
+    """Refuse an `--out` whose files a run would replace (before any load): another command's folder (a run of
+    `llmsweep run`, one of its jobs, a `predict --out` point) always, a bench measurement unless `--force`. The run
+    deletes a folder's records.jsonl, server_metrics.jsonl, summary.json and run.json first, so the measurement there
+    was lost without a word, and a job folder got a bench's records beside its job.json."""
+    from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
+    from llmsweep.results.rundir import folder_kind
+
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a folder", fix="pass a new folder's path to --out")
+    kind = folder_kind(out)
+    if kind == "run" and not (out / "jobs").is_dir() and _client_run_json(out / RUN_FILE):
+        kind = "bench"  # a bench killed before its first record: only the run.json of its start
+    if kind in ("run", "job", "predicted"):
+        what = {"run": "a run of `llmsweep run`", "job": "a job folder of `llmsweep run`",
+                "predicted": "a point of `llmsweep predict --out`"}[kind]
+        raise ConfigError(f"--out {out} is {what}: a bench there would replace its files with another measurement's",
+                          fix="pass a new folder to --out")
+    holds = [name for name in (RECORDS_FILE, SUMMARY_FILE, RUN_FILE) if (out / name).exists()]
+    if holds and not force:
+        raise ConfigError(f"--out {out} already holds a measurement ({', '.join(holds)}); nothing was sent",
+                          fix="pass a new folder to --out, or --force to replace that measurement")
+    if holds:
+        click.echo(f"--force: replacing the measurement in {out}", err=True)
+
+
+def _client_run_json(path: Path) -> bool:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "client" in doc
 
 
 def _say_tokenizer(workload: Any, *, simulated: bool) -> None:

@@ -13,7 +13,7 @@ from typing import Any, cast
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultInputError
 from llmsweep.metrics import GateConfig, Summary, summarise
-from llmsweep.metrics.model import MEASURED, SIMULATED, SOURCES, Source
+from llmsweep.metrics.model import MEASURED, SIMULATED, SOURCES, WALL, Source
 
 
 def run_json(*, provenance: dict[str, Any], gates: GateConfig, client: dict[str, Any], gpus: int,
@@ -47,6 +47,17 @@ def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
             fix="summarize a folder `llmsweep bench`, `run` or `predict --out` wrote (each writes run.json beside "
                 "records.jsonl); a `predict --out` folder of an llmsweep that wrote none: predict it again")
     info = json.loads(run_file.read_text())
+    if (cut := _cut_records(out / RECORDS_FILE, info)) is not None:
+        raise ResultInputError(
+            f"{out / RECORDS_FILE} ends inside a record ({cut}), though its run finished writing it (its {RUN_FILE} "
+            f"has the run's end): the file was cut afterwards, so its {SUMMARY_FILE} is left as it is",
+            fix=f"copy {RECORDS_FILE} whole again from where the run wrote it (a packed slice keeps whole lines: cut "
+                "it after a newline)")
+    if (foreign := _foreign_records(out / RECORDS_FILE, info)) is not None:
+        raise ResultInputError(
+            f"{out / RECORDS_FILE} holds records of another run: {foreign}, so its summary.json is left as it is",
+            fix=f"put back the {RECORDS_FILE} this run wrote (or the {RUN_FILE} written with these records): records "
+                "of two runs are no one measurement")
     metrics_path = out / SERVER_METRICS_FILE
     source = _recorded_source(out, info)
     summary = summarise(
@@ -61,6 +72,92 @@ def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
     if write:
         summary.write(out / SUMMARY_FILE)
     return summary
+
+
+CLOCK_SLACK_S = 1.0
+"""How far a record's wall-clock stamps may fall outside the run's `started_at`..`finished_at` (plus 0.05 % of the
+run: the client's perf-counter clock and the kernel's receive stamps may drift apart that much over a long run)."""
+TAIL_BYTES = 1 << 20
+"""How much of the end of `records.jsonl` is read for its last whole record (one record's chunk times fit)."""
+
+
+def _foreign_records(path: Path, info: dict[str, Any]) -> str | None:
+    """Why `records.jsonl` cannot be the records of the run `run.json` describes, or None.
+
+    A wall-clock run's records were sent after its `started_at` and ended before its `finished_at` (its final run.json;
+    a run killed before writing it has only the start). The file's first and last whole records are compared (the
+    client writes them as they end), so another run's file copied in, or two runs' files joined, is told from this
+    run's own in two reads, whatever its size; so is a file with more records than the client started. A run in
+    virtual time stamps no wall clock: only its count is compared."""
+    prov = info.get("provenance")
+    prov = prov if isinstance(prov, dict) else {}
+    workers = (info.get("client") or {}).get("workers") or []
+    started = sum(int(w.get("started", 0)) for w in workers if isinstance(w, dict))
+    first, last, lines = _ends(path)
+    if started and lines > started:
+        return f"it has {lines} records, but the client of this run ({RUN_FILE}) started {started} requests"
+    begin, end = prov.get("started_at"), prov.get("finished_at")
+    if prov.get("clock") != WALL or not isinstance(begin, (int, float)) or first is None or last is None:
+        return None
+    end = end if isinstance(end, (int, float)) else None
+    slack = CLOCK_SLACK_S + 5e-4 * max(0.0, (end or begin) - begin)
+    stamps = [t for r in (first, last) for t in (r.get("sent_at"), r.get("end_at")) if isinstance(t, (int, float))]
+    if not stamps:
+        return None
+    if min(stamps) < begin - slack or (end is not None and max(stamps) > end + slack):
+        span = f"from {_when(begin)} to {_when(end)}" if end is not None else f"from {_when(begin)}"
+        return (f"they were sent and ended between {_when(min(stamps))} and {_when(max(stamps))}, but the run of "
+                f"its {RUN_FILE} ran {span}")
+    return None
+
+
+def _cut_records(path: Path, info: dict[str, Any]) -> str | None:
+    """How a finished run's `records.jsonl` was cut mid-record, or None: the client writes whole lines, so a last line
+    without its newline is a torn write only in a run killed before its final `run.json` (no `finished_at`: its
+    summary is invalid anyway, and the torn line is skipped); in a finished run's file it is a copy cut short."""
+    prov = info.get("provenance")
+    if not isinstance(prov, dict) or "finished_at" not in prov or not path.is_file():
+        return None
+    with path.open("rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return None
+        fh.seek(max(0, size - TAIL_BYTES))
+        tail = fh.read()
+    if tail.endswith(b"\n"):
+        return None
+    cut = len(tail) - tail.rfind(b"\n") - 1 if b"\n" in tail else len(tail)
+    return f"its last {cut} bytes are part of a line without its end"
+
+
+def _when(t: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def _ends(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, int]:
+    """The first and the last whole record of a records file (None where none reads) and its count of lines that
+    end in a newline (a torn last line after a kill is no record)."""
+    if not path.is_file():
+        return None, None, 0
+    with path.open("rb") as fh:
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 22), b""))
+        fh.seek(0)
+        first = _record(fh.readline())
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, size - TAIL_BYTES))
+        tail = fh.read().split(b"\n")
+    last = next((r for line in reversed(tail[1:] if size > TAIL_BYTES else tail) if (r := _record(line))), None)
+    return first, last, lines
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _recorded_source(out: Path, info: dict[str, Any]) -> Source:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import ssl
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,9 @@ READY_ROUTES = ("/health", "/v1/models")
 NOT_HTTP = "an answer that is not HTTP"
 """What a route answered when the bytes that came back are no HTTP response (a status line of garbage: a TLS port
 asked in plain HTTP, another protocol on the port)."""
+NOT_TLS = "an answer that is not TLS"
+"""What a route answered over https when the TLS handshake got bytes that are no TLS back (a plain-HTTP server: its
+`400 Bad Request` to the handshake reads as OpenSSL's `WRONG_VERSION_NUMBER`)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ def _get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int | Non
             return None, None, "connection refused"
         if isinstance(reason, TimeoutError):
             return None, None, "timed out"
+        if isinstance(reason, ssl.SSLError) and not isinstance(reason, ssl.SSLCertVerificationError):
+            return None, None, f"{NOT_TLS} ({' '.join(str(reason).split())[:100]})"
         return None, None, str(reason)
     except http.client.HTTPException as exc:
         return None, None, _not_http(exc)
@@ -209,6 +215,11 @@ def require_endpoint(base_url: str, *, model: str | None = None, timeout_s: floa
     if not probe.answered and any(a.startswith(NOT_HTTP) for a in probe.answers.values()):
         raise ConfigError(f"something at {probe.root} answers, but not in HTTP ({probe.describe()}); no load was sent",
                           fix="check --url: the scheme (http or https) and the port of the serving engine")
+    if not probe.answered and any(a.startswith(NOT_TLS) for a in probe.answers.values()):
+        plain = "http://" + probe.root.split("://", 1)[1]
+        raise ConfigError(f"something at {probe.root} answers, but not in TLS ({probe.describe()}): a plain-HTTP "
+                          "server asked over https; no load was sent",
+                          fix=f"--url {plain} (the scheme the server speaks)")
     if not probe.answered:
         raise ConfigError(f"nothing answers at {probe.root} ({probe.describe()}); no load was sent",
                           fix="start the server, or check --url (host, port, scheme)")
