@@ -126,3 +126,29 @@ def test_every_simulator_process_names_itself_on_version_by_the_simulators_engin
     monkeypatch.setattr(server_module, "SIM", renamed)
     monkeypatch.setattr(router_module, "SIM", renamed)
     assert asyncio.run(said())[0] == [renamed.id] * 3
+
+
+def test_a_client_that_leaves_the_router_mid_answer_aborts_the_request_on_the_decode_worker() -> None:
+    """A real PD router drops the upstream request when its client goes away, and the worker aborts it. The simulated
+    router kept waiting for a non-streaming answer the client no longer wanted, so the decode worker decoded it to
+    its max_tokens with its slot and KV held."""
+    async def main() -> None:
+        async with deployment() as pd, aiohttp.ClientSession() as http:
+            whole = {**body(stream=False), "max_tokens": 1_000_000}
+            task = asyncio.create_task(http.post(f"{pd.url}/v1/chat/completions", json=whole))
+            for _ in range(500):
+                if pd.decode.core.running:
+                    break
+                await asyncio.sleep(0.01)
+            assert len(pd.decode.core.running) == 1  # the KV arrived and the decode worker decodes it
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            for _ in range(300):
+                if not pd.decode.core.running and pd.decode.core.used_tokens() == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert not pd.decode.core.running and not pd.decode.core.waiting
+            assert pd.decode.core.used_tokens() == 0 and pd.prefill.core.used_tokens() == 0
+
+    asyncio.run(main())

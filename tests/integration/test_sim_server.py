@@ -249,3 +249,45 @@ def test_a_port_already_taken_names_what_to_stop() -> None:
     assert res.returncode == 2, res.stderr[-2000:]
     assert f"cannot bind 127.0.0.1:{port}" in res.stderr and "Traceback" not in res.stderr
     assert f"stop what listens on port {port} on this host" in res.stderr and "sport = :" in res.stderr
+
+
+async def _gauges(http: aiohttp.ClientSession, url: str) -> tuple[float, float, float]:
+    """(running, waiting, KV tokens in use) as `/metrics` says them."""
+    async with http.get(f"{url}/metrics") as resp:
+        m = _metrics(await resp.text())
+    return m["vllm:num_requests_running"], m["vllm:num_requests_waiting"], m["sglang:num_used_tokens"]
+
+
+async def _until(http: aiohttp.ClientSession, url: str, done: Any) -> tuple[float, float, float]:
+    """Poll `/metrics` until `done(running, waiting, used)`; the last reading either way."""
+    for _ in range(300):
+        got = await _gauges(http, url)
+        if done(*got):
+            return got
+        await asyncio.sleep(0.01)
+    return got
+
+
+def test_a_client_that_goes_away_before_its_answer_is_aborted_and_the_gauges_return_to_zero() -> None:
+    """vLLM and SGLang abort a request whose client disconnected whether or not it streams, and whether it runs or
+    still waits. The simulator noticed a gone client only when it wrote a streamed chunk: a non-streaming request (or a
+    streamed one still in the queue) kept running to its max_tokens, its slot and KV held and the running/waiting
+    gauges off what was served."""
+    async def main() -> None:
+        async with serving(max_running_requests=1) as (url, server), aiohttp.ClientSession() as http:
+            whole = {"model": "sim-model", "prompt": "hello there", "max_tokens": 1_000_000}
+            running = asyncio.create_task(http.post(f"{url}/v1/completions", json=whole))
+            assert (await _until(http, url, lambda r, w, u: r == 1))[0] == 1
+            queued = await http.post(f"{url}/v1/chat/completions", json=chat_body("wait", 1_000_000))
+            assert queued.status == 200  # its stream is open, no token yet: it waits for the slot
+            assert (await _until(http, url, lambda r, w, u: w == 1))[:2] == (1, 1)
+            queued.close()  # the streamed one leaves while it waits for a slot
+            running.cancel()  # the non-streaming one leaves while it runs
+            with pytest.raises(asyncio.CancelledError):
+                await running
+            assert await _until(http, url, lambda *g: g == (0, 0, 0)) == (0, 0, 0)
+            assert not server.core.running and not server.core.waiting
+            async with http.post(f"{url}/v1/completions", json={**whole, "max_tokens": 3}) as r:
+                assert (await r.json())["usage"]["completion_tokens"] == 3  # the server still serves
+
+    asyncio.run(main())

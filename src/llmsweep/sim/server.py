@@ -410,7 +410,10 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Resp
 
 async def start_server(server: SimServer, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
     """Start `server` on (host, port); returns the runner (call `cleanup()` to stop) and the bound port."""
-    runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
+    # handler_cancellation: a client that goes away cancels its handler, which aborts its request (`_serve`) whether
+    # it streams or not and whether it runs or waits, as vLLM and SGLang abort a disconnected request; aiohttp's
+    # default (off) left a non-streaming or still-queued request running to its max_tokens.
+    runner = web.AppRunner(server.app, access_log=None, handle_signals=False, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
