@@ -291,3 +291,26 @@ def test_a_client_that_goes_away_before_its_answer_is_aborted_and_the_gauges_ret
                 assert (await r.json())["usage"]["completion_tokens"] == 3  # the server still serves
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(("path", "extra"), [
+    ("/v1/completions", {"prompt": "hello", "stream": True, "stream_options": "include_usage"}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stream_options": ["x"]}),
+    ("/v1/chat/completions", {"messages": ["hi"]}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}, 7]}),
+])
+def test_a_malformed_request_is_a_400_that_queues_nothing(path: str, extra: dict[str, Any]) -> None:
+    """vLLM and SGLang answer a request whose fields have the wrong type with a 400 naming the field. A non-object
+    `stream_options` or message gave a 500 with a traceback in the server log, and a bad `stream_options` was refused
+    only after the request was queued, so it ran on to its max_tokens with no one to read it."""
+    async def main() -> None:
+        async with serving() as (url, server), aiohttp.ClientSession() as http:
+            async with http.post(url + path, json={"model": "sim-model", "max_tokens": 1_000_000, **extra}) as r:
+                assert r.status == 400
+                doc = await r.json()
+            assert doc["object"] == "error" and doc["error"]["code"] == 400
+            assert ("stream_options" in doc["message"]) == ("stream_options" in extra), doc["message"]
+            await asyncio.sleep(0.05)
+            assert await _gauges(http, url) == (0, 0, 0) and not server.core.running
+
+    asyncio.run(main())

@@ -222,6 +222,8 @@ class SimServer:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 return _error(400, "messages must be a non-empty list")
+            if not all(isinstance(m, dict) for m in messages):
+                return _error(400, "each message must be an object with a role and content")
             n_tokens, hashes = self.encoder.chat(messages)
         else:
             prompt = body.get("prompt")
@@ -265,13 +267,17 @@ class SimServer:
             return _error(400, "request body is not valid JSON")
         if not isinstance(body, dict):
             return _error(400, "request body must be a JSON object")
+        # checked before admission: a request refused after it was queued would run on with no one to read it
+        stream_options = body.get("stream_options")
+        if stream_options is not None and not isinstance(stream_options, dict):
+            return _error(400, "stream_options must be an object")
         admitted = await self._admit(body, chat=chat, headers=request.headers)
         if isinstance(admitted, web.Response):
             return admitted
         req, stream = admitted
         try:
             if body.get("stream"):
-                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                include_usage = bool((stream_options or {}).get("include_usage"))
                 return await self._stream(request, req, stream, chat=chat, include_usage=include_usage)
             return await self._whole(req, stream, chat=chat)
         except ConnectionResetError:
