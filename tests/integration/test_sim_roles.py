@@ -152,3 +152,23 @@ def test_a_client_that_leaves_the_router_mid_answer_aborts_the_request_on_the_de
             assert pd.decode.core.used_tokens() == 0 and pd.prefill.core.used_tokens() == 0
 
     asyncio.run(main())
+
+
+def test_a_deployment_stops_promptly_while_a_client_streams_through_the_router() -> None:
+    """Stopping the router and its workers with an answer still streaming cuts it and aborts the request within
+    seconds; aiohttp's default shutdown held the router (and the worker behind it) for 60 s twice."""
+    async def main() -> float:
+        async with aiohttp.ClientSession() as http:
+            async with deployment() as pd:
+                streamed = {**body(stream=True), "max_tokens": 1_000_000}
+                resp = await http.post(f"{pd.url}/v1/chat/completions", json=streamed)
+                assert b"data: {" in await resp.content.readuntil(b"\n\n")  # decoding, through the router
+                began = time.monotonic()
+            took = time.monotonic() - began
+            resp.close()
+            # the request was aborted (its blocks would go at the next step, which a stopped engine does not take)
+            assert [r.aborted for r in pd.decode.core.running] == [True] and pd.decode.core.counters.generation_tokens
+            return took
+
+    took = asyncio.run(main())
+    assert took < 5, f"stopped after {took:.1f} s"

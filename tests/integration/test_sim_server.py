@@ -314,3 +314,42 @@ def test_a_malformed_request_is_a_400_that_queues_nothing(path: str, extra: dict
             assert await _gauges(http, url) == (0, 0, 0) and not server.core.running
 
     asyncio.run(main())
+
+
+def test_sim_serve_stops_promptly_and_cleanly_while_a_client_streams() -> None:
+    """A stop (SIGTERM) with an answer still streaming: the stream is cut, the request aborted, and the server exits 0
+    with its port free well inside a launcher's stop grace (10 s). aiohttp's default shutdown waited 60 s twice for the
+    handler, so the launcher's SIGKILL ended the server instead."""
+    import signal
+    import socket
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--port", "0", "--model", "llama-1b",
+         "--timing", "constant", "--itl-ms", "5"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stderr is not None
+        port = 0
+        for line in proc.stderr:
+            if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
+                port = int(match.group(1))
+                break
+        assert port
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            payload = json.dumps({"prompt": "hello", "max_tokens": 1_000_000, "stream": True}).encode()
+            client.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+            assert b"data: {" in client.recv(65536) + client.recv(65536)  # the answer streams
+            began = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+            took = time.monotonic() - began
+        assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+        assert took < 5, f"stopped after {took:.1f} s"
+        with socket.socket() as again:
+            again.bind(("127.0.0.1", port))  # the port is free
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -36,6 +36,7 @@ from llmsweep.sim.roles import (
     KV_SOURCE_HEADER,
     KV_SOURCE_WORKER_HEADER,
     KV_TOKENS_HEADER,
+    STOP_GRACE_S,
     RoleConfig,
     node_name,
 )
@@ -419,7 +420,8 @@ async def start_server(server: SimServer, host: str = "127.0.0.1", port: int = 0
     # handler_cancellation: a client that goes away cancels its handler, which aborts its request (`_serve`) whether
     # it streams or not and whether it runs or waits, as vLLM and SGLang abort a disconnected request; aiohttp's
     # default (off) left a non-streaming or still-queued request running to its max_tokens.
-    runner = web.AppRunner(server.app, access_log=None, handle_signals=False, handler_cancellation=True)
+    runner = web.AppRunner(server.app, access_log=None, handle_signals=False, handler_cancellation=True,
+                           shutdown_timeout=STOP_GRACE_S)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
