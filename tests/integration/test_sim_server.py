@@ -353,3 +353,21 @@ def test_sim_serve_stops_promptly_and_cleanly_while_a_client_streams() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_null_max_completion_tokens_leaves_max_tokens_in_force() -> None:
+    """Clients that serialise every field send `"max_completion_tokens": null` beside `max_tokens`; vLLM reads
+    `max_completion_tokens or max_tokens`. The simulator took the null as absent and generated its default 256 tokens,
+    so the answer's length, the usage and every throughput figure were off what the client asked for."""
+    async def main() -> None:
+        async with serving() as (url, _), aiohttp.ClientSession() as http:
+            for extra in ({"max_completion_tokens": None, "max_tokens": 5},
+                          {"max_completion_tokens": 5, "max_tokens": None}):
+                body = {**chat_body("hi there", 0), **extra}
+                async with http.post(f"{url}/v1/chat/completions", json=body) as r:
+                    events, _ = await sse_events(r)
+                assert events[-2]["usage"]["completion_tokens"] == 5, extra
+                text = "".join(e["choices"][0]["delta"]["content"] for e in events[:-2])
+                assert len(text.split()) == 5
+
+    asyncio.run(main())

@@ -214,7 +214,10 @@ class SimServer:
         model = body.get("model")
         if model not in (None, "", self.model_name):
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
-        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        # a null field is an absent one (as vLLM reads `max_completion_tokens or max_tokens`)
+        max_tokens = body.get("max_completion_tokens")
+        if max_tokens is None:
+            max_tokens = body.get("max_tokens")
         if max_tokens is None:
             max_tokens = DEFAULT_MAX_TOKENS
         if not isinstance(max_tokens, int) or max_tokens < 1:
