@@ -371,3 +371,33 @@ def test_a_null_max_completion_tokens_leaves_max_tokens_in_force() -> None:
                 assert len(text.split()) == 5
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(("path", "extra", "named"), [
+    ("/v1/completions", {"n": 2}, "n = 2"),
+    ("/v1/chat/completions", {"n": 4}, "n = 4"),
+    ("/v1/completions", {"logprobs": 1, "echo": True, "max_tokens": 1}, "logprobs"),  # lm-eval's log-likelihood
+    ("/v1/completions", {"logprobs": 0}, "logprobs"),
+    ("/v1/completions", {"echo": True}, "echo"),
+    ("/v1/chat/completions", {"logprobs": True, "top_logprobs": 5}, "logprobs"),
+])
+def test_what_the_simulator_cannot_give_is_refused_with_a_400_that_says_so(
+        path: str, extra: dict[str, Any], named: str) -> None:
+    """vLLM answers n > 1 with n choices, logprobs with token log-probabilities and echo with the prompt. The simulator
+    ignored all three and answered one choice of made-up words: a benchmark of n = 4 ran a quarter of the decode load
+    it asked for, and lm-eval's log-likelihood tasks crashed on the missing logprobs. It refuses them now, naming what
+    it cannot simulate, and serves the same request without them (or with their neutral values)."""
+    async def main() -> None:
+        async with serving() as (url, server), aiohttp.ClientSession() as http:
+            prompt = {"messages": [{"role": "user", "content": "hi"}]} if "chat" in path else {"prompt": "hi"}
+            base = {"model": "sim-model", "max_tokens": 3, **prompt}
+            async with http.post(url + path, json={**base, **extra}) as r:
+                assert r.status == 400
+                doc = await r.json()
+            assert named in doc["error"]["message"] and "not simulated" in doc["message"]
+            assert not server.core.running and not server.core.waiting
+            neutral = {"n": 1, "logprobs": False if "chat" in path else None, "echo": False, "top_logprobs": 0}
+            async with http.post(url + path, json={**base, **neutral}) as r:
+                assert r.status == 200 and len((await r.json())["choices"]) == 1
+
+    asyncio.run(main())

@@ -214,6 +214,8 @@ class SimServer:
         model = body.get("model")
         if model not in (None, "", self.model_name):
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+        if (refusal := _unsimulated(body, chat=chat)) is not None:
+            return _error(400, refusal)
         # a null field is an absent one (as vLLM reads `max_completion_tokens or max_tokens`)
         max_tokens = body.get("max_completion_tokens")
         if max_tokens is None:
@@ -411,6 +413,23 @@ class SimServer:
     async def power_reading(self, request: web.Request) -> web.Response:
         """The modelled GPU power (`sim.power`), in NVML's units, for the `sim` power sampler backend."""
         return web.json_response(self.power.read())
+
+
+def _unsimulated(body: dict[str, Any], *, chat: bool) -> str | None:
+    """Why the simulator refuses a request for what it cannot give (None: it can serve it). A real engine answers these
+    (several choices, token log-probabilities, the prompt echoed), so serving one choice of made-up words without them
+    would look like an answer while being a different request: `n` > 1 carries n times the decode load, and a client
+    that reads `logprobs` (lm-eval's log-likelihood tasks) would fail on their absence or score garbage."""
+    n = body.get("n")
+    if n is not None and n != 1:
+        return f"n = {n!r} is not simulated: the simulated engine generates one choice per request"
+    logprobs = body.get("logprobs")  # chat: a flag; completions: how many per token (0: the sampled one's)
+    if (logprobs is not None and logprobs is not False) or body.get("top_logprobs") \
+            or body.get("prompt_logprobs") is not None:
+        return "logprobs are not simulated: the simulated engine makes its text up and has no token probabilities"
+    if not chat and body.get("echo"):
+        return "echo is not simulated: the simulated engine does not return the prompt"
+    return None
 
 
 def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
