@@ -126,3 +126,52 @@ def test_every_simulator_process_names_itself_on_version_by_the_simulators_engin
     monkeypatch.setattr(server_module, "SIM", renamed)
     monkeypatch.setattr(router_module, "SIM", renamed)
     assert asyncio.run(said())[0] == [renamed.id] * 3
+
+
+def test_a_client_that_leaves_the_router_mid_answer_aborts_the_request_on_the_decode_worker() -> None:
+    """A real PD router drops the upstream request when its client goes away, and the worker aborts it. The simulated
+    router kept waiting for a non-streaming answer the client no longer wanted, so the decode worker decoded it to
+    its max_tokens with its slot and KV held."""
+    async def main() -> None:
+        async with deployment() as pd, aiohttp.ClientSession() as http:
+            whole = {**body(stream=False), "max_tokens": 1_000_000}
+            task = asyncio.create_task(http.post(f"{pd.url}/v1/chat/completions", json=whole))
+            for _ in range(500):
+                if pd.decode.core.running:
+                    break
+                await asyncio.sleep(0.01)
+            assert len(pd.decode.core.running) == 1  # the KV arrived and the decode worker decodes it
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            for _ in range(300):
+                if not pd.decode.core.running and pd.decode.core.used_tokens() == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert not pd.decode.core.running and not pd.decode.core.waiting
+            assert pd.decode.core.used_tokens() == 0 and pd.prefill.core.used_tokens() == 0
+
+    asyncio.run(main())
+
+
+def test_a_deployment_stops_promptly_while_a_client_streams_through_the_router() -> None:
+    """Stopping the router and its workers with an answer still streaming cuts it and aborts the request within
+    seconds; aiohttp's default shutdown held the router (and the worker behind it) for 60 s twice."""
+    async def main() -> float:
+        async with aiohttp.ClientSession() as http:
+            async with deployment() as pd:
+                streamed = {**body(stream=True), "max_tokens": 1_000_000}
+                resp = await http.post(f"{pd.url}/v1/chat/completions", json=streamed)
+                assert b"data: {" in await resp.content.readuntil(b"\n\n")  # decoding, through the router
+                began = time.monotonic()
+            took = time.monotonic() - began
+            resp.close()
+            # the request was cut and aborted, not finished (released at the next step boundary, or still listed if
+            # the engine stopped before one)
+            decode = pd.decode.core
+            assert all(r.aborted for r in decode.running) and not decode.waiting
+            assert decode.counters.generation_tokens > 0 and decode.counters.requests_finished == 0
+            return took
+
+    took = asyncio.run(main())
+    assert took < 5, f"stopped after {took:.1f} s"

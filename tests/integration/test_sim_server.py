@@ -249,3 +249,155 @@ def test_a_port_already_taken_names_what_to_stop() -> None:
     assert res.returncode == 2, res.stderr[-2000:]
     assert f"cannot bind 127.0.0.1:{port}" in res.stderr and "Traceback" not in res.stderr
     assert f"stop what listens on port {port} on this host" in res.stderr and "sport = :" in res.stderr
+
+
+async def _gauges(http: aiohttp.ClientSession, url: str) -> tuple[float, float, float]:
+    """(running, waiting, KV tokens in use) as `/metrics` says them."""
+    async with http.get(f"{url}/metrics") as resp:
+        m = _metrics(await resp.text())
+    return m["vllm:num_requests_running"], m["vllm:num_requests_waiting"], m["sglang:num_used_tokens"]
+
+
+async def _until(http: aiohttp.ClientSession, url: str, done: Any) -> tuple[float, float, float]:
+    """Poll `/metrics` until `done(running, waiting, used)`; the last reading either way."""
+    for _ in range(300):
+        got = await _gauges(http, url)
+        if done(*got):
+            return got
+        await asyncio.sleep(0.01)
+    return got
+
+
+def test_a_client_that_goes_away_before_its_answer_is_aborted_and_the_gauges_return_to_zero() -> None:
+    """vLLM and SGLang abort a request whose client disconnected whether or not it streams, and whether it runs or
+    still waits. The simulator noticed a gone client only when it wrote a streamed chunk: a non-streaming request (or a
+    streamed one still in the queue) kept running to its max_tokens, its slot and KV held and the running/waiting
+    gauges off what was served."""
+    async def main() -> None:
+        async with serving(max_running_requests=1) as (url, server), aiohttp.ClientSession() as http:
+            whole = {"model": "sim-model", "prompt": "hello there", "max_tokens": 1_000_000}
+            running = asyncio.create_task(http.post(f"{url}/v1/completions", json=whole))
+            assert (await _until(http, url, lambda r, w, u: r == 1))[0] == 1
+            queued = await http.post(f"{url}/v1/chat/completions", json=chat_body("wait", 1_000_000))
+            assert queued.status == 200  # its stream is open, no token yet: it waits for the slot
+            assert (await _until(http, url, lambda r, w, u: w == 1))[:2] == (1, 1)
+            queued.close()  # the streamed one leaves while it waits for a slot
+            running.cancel()  # the non-streaming one leaves while it runs
+            with pytest.raises(asyncio.CancelledError):
+                await running
+            assert await _until(http, url, lambda *g: g == (0, 0, 0)) == (0, 0, 0)
+            assert not server.core.running and not server.core.waiting
+            async with http.post(f"{url}/v1/completions", json={**whole, "max_tokens": 3}) as r:
+                assert (await r.json())["usage"]["completion_tokens"] == 3  # the server still serves
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("path", "extra"), [
+    ("/v1/completions", {"prompt": "hello", "stream": True, "stream_options": "include_usage"}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stream_options": ["x"]}),
+    ("/v1/chat/completions", {"messages": ["hi"]}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}, 7]}),
+])
+def test_a_malformed_request_is_a_400_that_queues_nothing(path: str, extra: dict[str, Any]) -> None:
+    """vLLM and SGLang answer a request whose fields have the wrong type with a 400 naming the field. A non-object
+    `stream_options` or message gave a 500 with a traceback in the server log, and a bad `stream_options` was refused
+    only after the request was queued, so it ran on to its max_tokens with no one to read it."""
+    async def main() -> None:
+        async with serving() as (url, server), aiohttp.ClientSession() as http:
+            async with http.post(url + path, json={"model": "sim-model", "max_tokens": 1_000_000, **extra}) as r:
+                assert r.status == 400
+                doc = await r.json()
+            assert doc["object"] == "error" and doc["error"]["code"] == 400
+            assert ("stream_options" in doc["message"]) == ("stream_options" in extra), doc["message"]
+            await asyncio.sleep(0.05)
+            assert await _gauges(http, url) == (0, 0, 0) and not server.core.running
+
+    asyncio.run(main())
+
+
+def test_sim_serve_stops_promptly_and_cleanly_while_a_client_streams() -> None:
+    """A stop (SIGTERM) with an answer still streaming: the stream is cut, the request aborted, and the server exits 0
+    with its port free well inside a launcher's stop grace (10 s). aiohttp's default shutdown waited 60 s twice for the
+    handler, so the launcher's SIGKILL ended the server instead."""
+    import signal
+    import socket
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--port", "0", "--model", "llama-1b",
+         "--timing", "constant", "--itl-ms", "5"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stderr is not None
+        port = 0
+        for line in proc.stderr:
+            if match := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
+                port = int(match.group(1))
+                break
+        assert port
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            payload = json.dumps({"prompt": "hello", "max_tokens": 1_000_000, "stream": True}).encode()
+            client.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+            assert b"data: {" in client.recv(65536) + client.recv(65536)  # the answer streams
+            began = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+            took = time.monotonic() - began
+        assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+        assert took < 5, f"stopped after {took:.1f} s"
+        with socket.socket() as again:
+            again.bind(("127.0.0.1", port))  # the port is free
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_null_max_completion_tokens_leaves_max_tokens_in_force() -> None:
+    """Clients that serialise every field send `"max_completion_tokens": null` beside `max_tokens`; vLLM reads
+    `max_completion_tokens or max_tokens`. The simulator took the null as absent and generated its default 256 tokens,
+    so the answer's length, the usage and every throughput figure were off what the client asked for."""
+    async def main() -> None:
+        async with serving() as (url, _), aiohttp.ClientSession() as http:
+            for extra in ({"max_completion_tokens": None, "max_tokens": 5},
+                          {"max_completion_tokens": 5, "max_tokens": None}):
+                body = {**chat_body("hi there", 0), **extra}
+                async with http.post(f"{url}/v1/chat/completions", json=body) as r:
+                    events, _ = await sse_events(r)
+                assert events[-2]["usage"]["completion_tokens"] == 5, extra
+                text = "".join(e["choices"][0]["delta"]["content"] for e in events[:-2])
+                assert len(text.split()) == 5
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("path", "extra", "named"), [
+    ("/v1/completions", {"n": 2}, "n = 2"),
+    ("/v1/chat/completions", {"n": 4}, "n = 4"),
+    ("/v1/completions", {"logprobs": 1, "echo": True, "max_tokens": 1}, "logprobs"),  # lm-eval's log-likelihood
+    ("/v1/completions", {"logprobs": 0}, "logprobs"),
+    ("/v1/completions", {"echo": True}, "echo"),
+    ("/v1/chat/completions", {"logprobs": True, "top_logprobs": 5}, "logprobs"),
+])
+def test_what_the_simulator_cannot_give_is_refused_with_a_400_that_says_so(
+        path: str, extra: dict[str, Any], named: str) -> None:
+    """vLLM answers n > 1 with n choices, logprobs with token log-probabilities and echo with the prompt. The simulator
+    ignored all three and answered one choice of made-up words: a benchmark of n = 4 ran a quarter of the decode load
+    it asked for, and lm-eval's log-likelihood tasks crashed on the missing logprobs. It refuses them now, naming what
+    it cannot simulate, and serves the same request without them (or with their neutral values)."""
+    async def main() -> None:
+        async with serving() as (url, server), aiohttp.ClientSession() as http:
+            prompt = {"messages": [{"role": "user", "content": "hi"}]} if "chat" in path else {"prompt": "hi"}
+            base = {"model": "sim-model", "max_tokens": 3, **prompt}
+            async with http.post(url + path, json={**base, **extra}) as r:
+                assert r.status == 400
+                doc = await r.json()
+            assert named in doc["error"]["message"] and "not simulated" in doc["message"]
+            assert not server.core.running and not server.core.waiting
+            neutral = {"n": 1, "logprobs": False if "chat" in path else None, "echo": False, "top_logprobs": 0}
+            async with http.post(url + path, json={**base, **neutral}) as r:
+                assert r.status == 200 and len((await r.json())["choices"]) == 1
+
+    asyncio.run(main())

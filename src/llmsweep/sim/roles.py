@@ -57,6 +57,12 @@ KV_CACHED_HEADER = "X-Llmsweep-KV-Cached"
 """Router → decode worker: prompt tokens the prefill worker found in its prefix cache (the request's `cached_tokens`;
 absent: 0)."""
 
+STOP_GRACE_S = 1.0
+"""How long a stopping simulator (`sim serve`, `sim router`) lets in-flight requests run on before it cuts them
+(aiohttp waits this twice, then cancels the handlers, which aborts their requests). aiohttp's default, 60 s, kept a
+stopped server up for two minutes while a client streamed, past the stop grace a launcher gives (`execute.handle`,
+10 s) and into its SIGKILL."""
+
 
 def node_name() -> str:
     """The node this process runs on as Slurm names it (`SLURMD_NODENAME` inside a step), else the host name."""

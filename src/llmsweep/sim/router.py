@@ -27,6 +27,7 @@ from llmsweep.sim.roles import (
     KV_SOURCE_HEADER,
     KV_SOURCE_WORKER_HEADER,
     KV_TOKENS_HEADER,
+    STOP_GRACE_S,
     node_name,
 )
 
@@ -166,7 +167,10 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Resp
 
 async def start_router(router: PDRouter, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
     """Start `router` on (host, port); returns the runner (call `cleanup()` to stop) and the bound port."""
-    runner = web.AppRunner(router.app, access_log=None, handle_signals=False)
+    # handler_cancellation: a client that goes away cancels its handler, which drops the upstream request, and the
+    # worker then aborts it (`sim.server`), as a real PD router's client disconnect does.
+    runner = web.AppRunner(router.app, access_log=None, handle_signals=False, handler_cancellation=True,
+                           shutdown_timeout=STOP_GRACE_S)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

@@ -36,6 +36,7 @@ from llmsweep.sim.roles import (
     KV_SOURCE_HEADER,
     KV_SOURCE_WORKER_HEADER,
     KV_TOKENS_HEADER,
+    STOP_GRACE_S,
     RoleConfig,
     node_name,
 )
@@ -213,7 +214,12 @@ class SimServer:
         model = body.get("model")
         if model not in (None, "", self.model_name):
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
-        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if (refusal := _unsimulated(body, chat=chat)) is not None:
+            return _error(400, refusal)
+        # a null field is an absent one (as vLLM reads `max_completion_tokens or max_tokens`)
+        max_tokens = body.get("max_completion_tokens")
+        if max_tokens is None:
+            max_tokens = body.get("max_tokens")
         if max_tokens is None:
             max_tokens = DEFAULT_MAX_TOKENS
         if not isinstance(max_tokens, int) or max_tokens < 1:
@@ -222,6 +228,8 @@ class SimServer:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 return _error(400, "messages must be a non-empty list")
+            if not all(isinstance(m, dict) for m in messages):
+                return _error(400, "each message must be an object with a role and content")
             n_tokens, hashes = self.encoder.chat(messages)
         else:
             prompt = body.get("prompt")
@@ -265,13 +273,17 @@ class SimServer:
             return _error(400, "request body is not valid JSON")
         if not isinstance(body, dict):
             return _error(400, "request body must be a JSON object")
+        # checked before admission: a request refused after it was queued would run on with no one to read it
+        stream_options = body.get("stream_options")
+        if stream_options is not None and not isinstance(stream_options, dict):
+            return _error(400, "stream_options must be an object")
         admitted = await self._admit(body, chat=chat, headers=request.headers)
         if isinstance(admitted, web.Response):
             return admitted
         req, stream = admitted
         try:
             if body.get("stream"):
-                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                include_usage = bool((stream_options or {}).get("include_usage"))
                 return await self._stream(request, req, stream, chat=chat, include_usage=include_usage)
             return await self._whole(req, stream, chat=chat)
         except ConnectionResetError:
@@ -403,6 +415,23 @@ class SimServer:
         return web.json_response(self.power.read())
 
 
+def _unsimulated(body: dict[str, Any], *, chat: bool) -> str | None:
+    """Why the simulator refuses a request for what it cannot give (None: it can serve it). A real engine answers these
+    (several choices, token log-probabilities, the prompt echoed), so serving one choice of made-up words without them
+    would look like an answer while being a different request: `n` > 1 carries n times the decode load, and a client
+    that reads `logprobs` (lm-eval's log-likelihood tasks) would fail on their absence or score garbage."""
+    n = body.get("n")
+    if n is not None and n != 1:
+        return f"n = {n!r} is not simulated: the simulated engine generates one choice per request"
+    logprobs = body.get("logprobs")  # chat: a flag; completions: how many per token (0: the sampled one's)
+    if (logprobs is not None and logprobs is not False) or body.get("top_logprobs") \
+            or body.get("prompt_logprobs") is not None:
+        return "logprobs are not simulated: the simulated engine makes its text up and has no token probabilities"
+    if not chat and body.get("echo"):
+        return "echo is not simulated: the simulated engine does not return the prompt"
+    return None
+
+
 def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
     return web.json_response({"error": {"message": message, "type": kind, "code": status}, "object": "error",
                               "message": message}, status=status)
@@ -410,7 +439,11 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Resp
 
 async def start_server(server: SimServer, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
     """Start `server` on (host, port); returns the runner (call `cleanup()` to stop) and the bound port."""
-    runner = web.AppRunner(server.app, access_log=None, handle_signals=False)
+    # handler_cancellation: a client that goes away cancels its handler, which aborts its request (`_serve`) whether
+    # it streams or not and whether it runs or waits, as vLLM and SGLang abort a disconnected request; aiohttp's
+    # default (off) left a non-streaming or still-queued request running to its max_tokens.
+    runner = web.AppRunner(server.app, access_log=None, handle_signals=False, handler_cancellation=True,
+                           shutdown_timeout=STOP_GRACE_S)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
