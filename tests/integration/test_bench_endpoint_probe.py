@@ -356,3 +356,16 @@ def test_an_https_url_given_to_a_plain_http_server_says_so(tmp_path: Path) -> No
     assert "nothing answers" not in res.stderr and "start the server" not in res.stderr
     assert f"fix: --url {server.url} " in res.stderr, res.stderr
     assert not sent and not out.exists() and "Traceback" not in res.stderr
+
+
+def test_a_url_without_its_scheme_is_refused_naming_the_one_to_give(tmp_path: Path) -> None:
+    """`--url 127.0.0.1:8000`: the request library said `unknown url type`, and the probe that nothing answers there.
+    It is refused as the option is parsed (exit 2), with the URL to give; nothing is sent, no folder written."""
+    out = tmp_path / "bench"
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as server:
+        bare = server.url.removeprefix("http://")
+        res = _cli("bench", "fixed", "--url", bare, "--model", "m", *FIXED, "--out", str(out))
+        sent = list(server.served)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"give --url http://{bare}" in res.stderr and "unknown url type" not in res.stderr, res.stderr
+    assert not sent and not out.exists() and "Traceback" not in res.stderr

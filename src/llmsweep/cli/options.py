@@ -157,6 +157,15 @@ class Concept:
     source: FieldRef | None = None
 
 
+def _http_url(value: str | None) -> str | None:
+    """`--url`: an http(s) URL. Without its scheme (`127.0.0.1:8000`) the request library said `unknown url type`,
+    and the probe that nothing answers there."""
+    if value is not None and not re.match(r"^https?://", value, re.IGNORECASE):
+        raise click.BadParameter(f"{value!r} has no http:// or https:// in front: give --url http://{value} (or "
+                                 "https://… for a TLS server)")
+    return value
+
+
 CONCEPTS: dict[str, Concept] = {
     "json": Concept("--json", "as_json", {"is_flag": True, "help": "Print the result as JSON on stdout."}),
     "config_keys": Concept("--config-keys", "config_keys", {
@@ -201,7 +210,8 @@ CONCEPTS: dict[str, Concept] = {
         "is_flag": True,
         "help": "Let measured, simulated and predicted points share series, frontiers and comparisons.",
     }),
-    "url": Concept("--url", "url", {"required": True}, source=FieldRef(_endpoint, "base_url")),
+    "url": Concept("--url", "url", {"required": True, "callback": lambda _c, _p, v: _http_url(v)},
+                   source=FieldRef(_endpoint, "base_url")),
     "model": Concept("--model", "model", {"required": True}, source=FieldRef(_endpoint, "model")),
     "tokenizer": Concept("--tokenizer", "tokenizer", {"default": None}, source=FieldRef(_workload, "tokenizer")),
     "no_ignore_eos": Concept("--no-ignore-eos", "no_ignore_eos", {
