@@ -369,3 +369,17 @@ def test_a_url_without_its_scheme_is_refused_naming_the_one_to_give(tmp_path: Pa
     assert res.returncode == 2, res.stdout + res.stderr
     assert f"give --url http://{bare}" in res.stderr and "unknown url type" not in res.stderr, res.stderr
     assert not sent and not out.exists() and "Traceback" not in res.stderr
+
+
+def test_a_chat_only_server_asked_for_completions_gets_the_hint_to_try_chat(tmp_path: Path) -> None:
+    """`bench fixed` sends completions by default; a server without that route answers every request 404, and the run
+    ended on `first http error: HTTP 404: Not Found` with nothing pointing at `--api chat`."""
+    out = tmp_path / "bench"
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005, chat_only=True)) as server:
+        res = _cli("bench", "fixed", "--url", server.url, "--model", "m", *FIXED, "--out", str(out))
+    assert "first http error: HTTP 404" in res.stderr, res.stderr
+    assert "hint: the server answers /v1/completions with 404: it may serve the other API only; try --api chat" in \
+        res.stderr, res.stderr
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as server:  # both routes served: no hint
+        fine = _cli("bench", "fixed", "--url", server.url, "--model", "m", *FIXED, "--out", str(tmp_path / "ok"))
+    assert fine.returncode == 0 and "hint:" not in fine.stderr, fine.stderr

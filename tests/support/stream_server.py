@@ -54,6 +54,7 @@ class ServerConfig:
     record_served: bool = True
     metrics_delay_s: float = 0.0  # `/metrics` answers this late (a federation over several workers, a busy engine)
     api_key: str | None = None  # as `vllm serve --api-key`: /v1/* answer 401 without `Authorization: Bearer <key>`
+    chat_only: bool = False  # no /v1/completions route (a 404 there), as a chat-only gateway
 
 
 @dataclass
@@ -80,7 +81,8 @@ class _App:
     def make(self) -> web.Application:
         app = web.Application(client_max_size=2**30)  # agentic prompts reach megabytes
         app.router.add_post("/v1/chat/completions", self.handle)
-        app.router.add_post("/v1/completions", self.handle)
+        if not self.cfg.chat_only:
+            app.router.add_post("/v1/completions", self.handle)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/served", self.served_json)
         app.router.add_get("/health", self.health)

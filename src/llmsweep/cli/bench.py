@@ -288,7 +288,7 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
                                provenance={"kind": kind, **gpus_prov, "source": source, "clock": WALL},
                                gates=gates, on_progress=bar.update, stop_requested=stop.reason, source=source)
     _print_summary(result.summary, out, as_json=kw["as_json"])
-    _print_first_errors(result)
+    _print_first_errors(result, endpoint.api)
     if stop.exit_code is not None:
         click.echo(f"{stop.reason()}: the records and the summary so far are in {out}", err=True)
         raise click.exceptions.Exit(stop.exit_code)
@@ -349,8 +349,10 @@ FIRST_ERROR_CHARS = 400
 """How much of an error's first message the end of a run prints (records.jsonl holds all of it)."""
 
 
-def _print_first_errors(result: Any) -> None:
-    """After a run with errors: each error class's first message (an HTTP error's text), not only their counts."""
+def _print_first_errors(result: Any, api: str) -> None:
+    """After a run with errors: each error class's first message (an HTTP error's text), not only their counts; and
+    when no request succeeded and the first was a plain 404 (the route, not the model: a model the server does not
+    serve is said by the probe), the other API's route to try."""
     from llmsweep.client.runner import first_errors
 
     errors = {cls: msg for cls, msg in first_errors(result.workers).items() if cls != "cancelled"}
@@ -361,6 +363,11 @@ def _print_first_errors(result: Any) -> None:
         click.echo(f"first {cls} error: {text}", err=True)
     if errors:
         click.echo(f"(every request's error is in {result.records_path})", err=True)
+    route = {"completions": ("/v1/completions", "chat"), "chat": ("/v1/chat/completions", "completions")}.get(api)
+    if (route is not None and not result.summary.requests.successful
+            and (errors.get("http") or "").startswith("HTTP 404") and "model" not in errors["http"].lower()):
+        click.echo(f"hint: the server answers {route[0]} with 404: it may serve the other API only; try --api "
+                   f"{route[1]}", err=True)
 
 
 class _ProgressBar:
