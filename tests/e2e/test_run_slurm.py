@@ -209,6 +209,35 @@ def test_a_job_that_waits_for_a_node_says_why_and_ctrl_c_cancels_it(tmp_path: Pa
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
 
 
+def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_reason_and_the_fix(
+        tmp_path: Path) -> None:
+    """More CPUs per task than any node has: sbatch takes the job (the partition does not enforce its limits at
+    submission) and it would pend for `PartitionConfig` until somebody killed the run. It is cancelled at once; its
+    jobs fail with what that reason means and the fix, and the run ends."""
+    cpus = max(int(n.rstrip("+")) for n in subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True,
+                                                            timeout=30, check=True).stdout.split())
+    out = tmp_path / "out"
+    proc = start_cli([RECIPES / "fixed-sim.yaml", "--live", "--out", out, "--no-report", *SLURM_OPTIONS,
+                      "--executor-option", f"cpus_per_task={cpus + 1}"], cli_env(tmp_path), tmp_path / "run.log")
+    ids: list[str] = []
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=tmp_path / "run.log")
+        code = proc.wait(timeout=60)  # before the fix: pending until killed
+        text = (tmp_path / "run.log").read_text()
+        assert code == 1, text[-4000:]
+        assert not _in_queue(ids[0]), text[-4000:]
+        assert re.search(rf"Slurm job {ids[0]}: Slurm will never start batch job {ids[0]}: it pends for "
+                         r"PartitionConfig \(it asks for more than a node of its partition has", text), text[-4000:]
+        assert "failed, 2 jobs: Slurm will never start" in text and "cpus_per_task=" in text, text[-4000:]
+        assert "still waiting for a node" not in text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+
+
 @dataclass
 class _TimeLimitRun:
     """The run `test_a_batch_job_that_hits_its_time_limit_…` asserts on, started when this file's first test starts."""

@@ -494,6 +494,41 @@ _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
 `{time_limit}` is the one the job ran under (`SlurmOptions.effective_time_limit`), `{where}` says where it was set."""
 
 
+_NEVER_STARTS: dict[str, tuple[str, str]] = {
+    "PartitionConfig": ("it asks for more than a node of its partition has (CPUs, memory, GPUs)",
+                        "ask for what a node has (`scontrol show partition`, `sinfo -N -o '%N %c %m %G'`: "
+                        "--executor-option cpus_per_task=, mem=, gpu_type=, extra_sbatch), or run on another "
+                        "partition (--executor-option partition=NAME)"),
+    "PartitionNodeLimit": ("it asks for more (or fewer) nodes than its partition allows",
+                           "run it on a partition with that many nodes (--executor-option partition=NAME)"),
+    "PartitionTimeLimit": ("its time limit, {time_limit}{where}, is longer than its partition's MaxTime",
+                           "lower it to the partition's (`sinfo -o '%P %l'`), or run on another partition "
+                           "(--executor-option partition=NAME)"),
+    "BadConstraints": ("no node of its partition has the features or resources it asks for",
+                       "fix the --constraint/--gres in extra_sbatch or gpu_type (`sinfo -o '%P %f %G'`)"),
+    "InvalidAccount": ("its account does not exist or may not use this partition",
+                       "give an account you belong to (`sacctmgr show assoc user=$USER`): --executor-option "
+                       "account=NAME"),
+    "InvalidQOS": ("its QOS does not exist or is not allowed to its account",
+                   "give a QOS you may use (`sacctmgr show assoc user=$USER format=qos`) in extra_sbatch"),
+    "AccountNotAllowed": ("its partition does not allow its account",
+                          "give another --executor-option account=NAME, or partition=NAME"),
+    "QOSNotAllowed": ("its partition does not allow its QOS", "give another --qos in extra_sbatch, or partition"),
+}
+"""Pending reasons that never clear on their own: Slurm took the batch job (its partition does not enforce those
+limits at submission) but will never start it. The job is cancelled and its jobs fail with what it means and the fix,
+instead of a run that says "pending" until somebody kills it."""
+
+
+def never_starts(reason: str, limit: TimeLimit) -> tuple[str, str] | None:
+    """(what `reason` means, the fix) when a batch job pending for it will never start, else None."""
+    said = _NEVER_STARTS.get(reason)
+    if said is None:
+        return None
+    values = {"time_limit": limit.value, "where": limit.where}
+    return said[0].format(**values), said[1].format(**values)
+
+
 def ended_by_slurm(state: str, limit: TimeLimit) -> tuple[str, str] | None:
     """(what happened, the fix) when `state` says Slurm, or someone other than this run, ended a batch job."""
     said = _ENDED_BY_SLURM.get(state)
@@ -881,6 +916,10 @@ class SlurmExecutor:
                             seen = batch.sjob.poll()
                         except LaunchError as exc:  # lost track of it: this group fails, the others are waited for
                             seen = exc
+                        if isinstance(seen, tuple) and seen[0] == "PENDING":
+                            hopeless = never_starts(seen[1], self.options.effective_time_limit)
+                            if hopeless is not None:  # cancelled now: it would pend until somebody killed the run
+                                seen = self._refuse_pending(batch.sjob, seen[1], *hopeless)
                         if isinstance(seen, tuple):
                             if seen[0] == "PENDING":
                                 pending.append(f"{batch.sjob.job_id} ({seen[1] or 'no reason given'})")
@@ -961,6 +1000,16 @@ class SlurmExecutor:
         log.info("submitted Slurm job %s (%s) → %s", job_id, name, out_dir)
         return job
 
+
+    def _refuse_pending(self, sjob: SlurmJob, reason: str, what: str, fix: str) -> LaunchError:
+        """Cancel a batch job Slurm will never start (`never_starts`); the error its jobs fail with."""
+        try:
+            sjob.cancel()
+            sjob.finish()  # ended: nothing left for the interrupt guard to cancel
+        except LaunchError as exc:
+            log.warning("while cancelling Slurm job %s: %s", sjob.job_id, exc.message)
+        return LaunchError(f"Slurm will never start batch job {sjob.job_id}: it pends for {reason} ({what}); "
+                           "cancelled", fix=fix)
 
     def _check_nodes(self, script_path: Path, nodes: int, name: str, environ: Mapping[str, str] | None) -> None:
         """`sbatch --test-only`: a multi-node allocation the partition can never hold would pend forever
