@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -236,6 +238,58 @@ def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_re
             proc.kill()
         for job_id in ids:
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+
+
+_SLOW_SBATCH = """#!/bin/bash
+# sbatch as a loaded controller answers it: the job is queued, its id comes back late
+echo $$ > {dir}/shim.pid
+out=$({real} "$@"); rc=$?
+if [ $rc -eq 0 ] && [ "$1" = --parsable ]; then
+  printf '%s\\n' "$out" > {dir}/submitted
+  trap 'kill $sleeper; exit 1' TERM
+  sleep 120 & sleeper=$!
+  wait $sleeper
+fi
+printf '%s\\n' "$out"
+exit $rc
+"""
+
+
+def test_a_job_submitted_by_an_sbatch_the_run_was_killed_in_is_cancelled_by_resume(tmp_path: Path) -> None:
+    """SIGKILL while `sbatch` has queued the job but not yet answered with its id: the run never recorded it, and
+    `--resume` finds it in the queue by its working directory (the server folder) and cancels it, instead of letting
+    it run beside the resumed run, writing into the same folders."""
+    real = shutil.which("sbatch")
+    assert real is not None
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "sbatch").write_text(_SLOW_SBATCH.format(dir=shim, real=real))
+    (shim / "sbatch").chmod(0o755)
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    env = cli_env(tmp_path)
+    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, "--no-report", *SLURM_OPTIONS],
+                     {**env, "PATH": f"{shim}:{env['PATH']}"}, log)
+    orphan = ""
+    try:
+        orphan = wait_for(lambda: (shim / "submitted").is_file() and (shim / "submitted").read_text().strip(),
+                          timeout=60, what="a job queued by sbatch", proc=proc, log=log).split(";")[0]
+        proc.kill()
+        proc.wait(timeout=30)
+        os.kill(int((shim / "shim.pid").read_text()), signal.SIGTERM)  # the slow answer nobody waits for any more
+        assert _in_queue(orphan) and not _slurm_ids(out)  # queued, and never recorded
+        resumed = run_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, "--no-report", "--resume",
+                           *SLURM_OPTIONS], env, timeout=240)
+        assert resumed.returncode == 0, resumed.stderr[-4000:]
+        assert f"cancelling Slurm job {orphan} left by an earlier, interrupted run" in resumed.stderr, \
+            resumed.stderr[-4000:]
+        state = subprocess.run(["scontrol", "show", "job", "-o", orphan], capture_output=True, text=True, timeout=30)
+        assert "JobState=CANCELLED" in state.stdout, state.stdout
+        assert orphan not in _slurm_ids(out)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if orphan:
+            subprocess.run(["scancel", orphan], capture_output=True, timeout=30)
 
 
 @dataclass

@@ -9,6 +9,7 @@ ids are written down; interrupting the submitter cancels its jobs; the job's exi
 
 from __future__ import annotations
 
+import getpass
 import logging
 import os
 import re
@@ -1056,6 +1057,32 @@ def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = Fa
             break
         time.sleep(poll_s)
     return live
+
+
+def jobs_working_in(folders: Sequence[Path], *, timeout_s: float = 60.0) -> dict[str, Path]:
+    """This user's batch jobs in the queue whose working directory (`--chdir`, the server folder `submit` writes the
+    batch script into) is one of `folders`: job id → folder. A submitter SIGKILLed while `sbatch` ran leaves a job it
+    never recorded (`slurm_job_id` is written once sbatch has answered); this finds it. A failed squeue: a warning
+    and none found."""
+    wanted = {folder.resolve(): folder for folder in folders}
+    if not wanted:
+        return {}
+    try:
+        proc = run_command(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i|%Z"], timeout_s=timeout_s,
+                           check=False, fix=_SLURM_FIX)
+    except LaunchError as exc:
+        log.warning("could not look for unrecorded Slurm jobs: %s", exc.message)
+        return {}
+    if proc.returncode != 0:
+        log.warning("could not look for unrecorded Slurm jobs: squeue: %s", proc.stderr.strip())
+        return {}
+    found: dict[str, Path] = {}
+    for line in proc.stdout.splitlines():
+        job_id, _, workdir = line.strip().partition("|")
+        folder = wanted.get(Path(workdir)) if workdir else None
+        if folder is not None and job_id.isdigit():
+            found[job_id] = folder
+    return found
 
 
 def _completing(job: SlurmJob) -> bool:
