@@ -342,6 +342,52 @@ def render_batch_script(
     return "\n".join(lines) + "\n"
 
 
+_UNREACHED = ("contact slurm controller", "socket timed out", "connection refused", "zero bytes", "munge")
+"""Words of an sbatch error that says the controller was not reached (no refusal: `_SLURM_FIX` applies)."""
+_REFUSED_FIXES: tuple[tuple[str, str], ...] = (
+    ("invalid partition", "give a partition `sinfo` lists ({partitions}): --executor-option partition=NAME, or "
+                          "leave it out for the cluster's default"),
+    ("invalid account", "give an account you belong to (`sacctmgr show assoc user=$USER format=account,partition`): "
+                        "--executor-option account=NAME, or leave it out for your default account"),
+    ("invalid qos", "give a QOS your account may use (`sacctmgr show assoc user=$USER format=qos`) in "
+                    "--executor-option extra_sbatch, or leave it out"),
+    ("--time", "give a Slurm time limit ({formats}): --executor-option time_limit=HH:MM:SS, or the --time in "
+               "extra_sbatch"),
+    ("time limit", "give a time limit within the partition's (`sinfo -o '%P %l'`): --executor-option time_limit="
+                   "HH:MM:SS"),
+    ("node name", "name only nodes `sinfo -N` lists in --executor-option exclude (or a --nodelist in extra_sbatch)"),
+    ("node configuration is not available",
+     "ask for what a node of the partition has (`sinfo -N -o '%N %P %c %m %G'`: CPUs, memory, GPUs): "
+     "--executor-option cpus_per_task=, mem=, gpu_type=, extra_sbatch, or another partition=NAME"),
+    ("generic resource", "give a GPU type the nodes have (`sinfo -o '%P %G'`): --executor-option gpu_type=TYPE, or "
+                         "leave it out"),
+)
+"""What to do about a batch job sbatch refused, by the words of Slurm's reason (matched case-insensitively)."""
+
+
+def refused_fix(message: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The fix for a batch job `sbatch` refused (`sbatch: error: ...`: its own check of an option, or the
+    controller's `Batch job submission failed: REASON`): the option to change and how to see what the cluster offers.
+    None when sbatch did not reach the controller or did not answer (`_SLURM_FIX` says what to check)."""
+    said = message.lower()
+    if "sbatch: error:" not in said or any(word in said for word in _UNREACHED):
+        return None
+    reason = said.split("sbatch: error:", 1)[1]  # sbatch's own check, or the controller's refusal
+    for words, fix in _REFUSED_FIXES:
+        if words in reason:
+            if "{partitions}" not in fix:
+                return fix.format(formats=TIME_FORMATS)
+            try:
+                listed = run_command(["sinfo", "-h", "-o", "%P"], timeout_s=30.0, env=environ, check=False,
+                                     fix=_SLURM_FIX).stdout.split()
+            except LaunchError:
+                listed = []
+            names = ", ".join(name.replace("*", " (the default)") for name in listed) or "none answered"
+            return fix.format(partitions=names)
+    return ("check the slurm executor options (partition, account, cpus_per_task, mem, gpu_type, exclude, "
+            "extra_sbatch) against what `sinfo` and `scontrol show partition` say the cluster has")
+
+
 @dataclass
 class SlurmJob:
     """One submitted batch job; `wait` polls the queue with timeouts, `cancel` scancels and waits until it is gone."""
@@ -990,9 +1036,15 @@ class SlurmExecutor:
         if nodes > 1:
             self._check_nodes(script_path, nodes, name, environ)
         with shielded():
-            proc = run_command(["sbatch", "--parsable", str(script_path)], timeout_s=self.options.command_timeout_s,
-                               env=environ, fix=_SLURM_FIX + "; check partition/account/gres in the slurm options",
-                               new_session=True)
+            try:
+                proc = run_command(["sbatch", "--parsable", str(script_path)],
+                                   timeout_s=self.options.command_timeout_s, env=environ, fix=_SLURM_FIX,
+                                   new_session=True)
+            except LaunchError as exc:
+                fix = refused_fix(exc.message, environ)
+                if fix is None:
+                    raise
+                raise LaunchError(exc.message, fix=fix) from exc
             job_id = parse_job_id(proc.stdout)
             (out_dir / SLURM_JOB_ID_FILE).write_text(job_id + "\n", encoding="utf-8")
             job = SlurmJob(job_id=job_id, name=name, out_dir=out_dir, script_path=script_path, options=self.options)
