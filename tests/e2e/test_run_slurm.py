@@ -4,8 +4,8 @@ server group runs the lifecycle on the node, artifacts land in --out, job ids ar
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import secrets
 import shutil
 import signal
