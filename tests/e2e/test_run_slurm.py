@@ -211,16 +211,33 @@ def test_a_job_that_waits_for_a_node_says_why_and_ctrl_c_cancels_it(tmp_path: Pa
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
 
 
+def _failed_job() -> str:
+    """The id of a batch job that has ended FAILED (a dependency on it can never be satisfied)."""
+    job_id = subprocess.run(["sbatch", "--parsable", "--output=/dev/null", "--wrap=false"], capture_output=True,
+                            text=True, timeout=30, check=True).stdout.strip().split(";")[0]
+    wait_for(lambda: not _in_queue(job_id), timeout=60, what=f"batch job {job_id} to fail")
+    return job_id
+
+
+@pytest.mark.parametrize(("reason", "what", "fix"), [
+    ("PartitionConfig", "it asks for more than a node of its partition has", "cpus_per_task="),
+    ("DependencyNeverSatisfied", "a job its --dependency waits for ended", "--dependency in extra_sbatch"),
+])
 def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_reason_and_the_fix(
-        tmp_path: Path) -> None:
-    """More CPUs per task than any node has: sbatch takes the job (the partition does not enforce its limits at
-    submission) and it would pend for `PartitionConfig` until somebody killed the run. It is cancelled at once; its
-    jobs fail with what that reason means and the fix, and the run ends."""
-    cpus = max(int(n.rstrip("+")) for n in subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True,
-                                                            timeout=30, check=True).stdout.split())
+        tmp_path: Path, reason: str, what: str, fix: str) -> None:
+    """More CPUs per task than any node has (sbatch takes the job: the partition does not enforce its limits at
+    submission), or a dependency on a job that failed: the job would pend (`PartitionConfig`,
+    `DependencyNeverSatisfied`) until somebody killed the run. It is cancelled at once; its jobs fail with what that
+    reason means and the fix, and the run ends."""
+    if reason == "PartitionConfig":
+        cpus = max(int(n.rstrip("+")) for n in subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True,
+                                                                text=True, timeout=30, check=True).stdout.split())
+        option = f"cpus_per_task={cpus + 1}"
+    else:
+        option = f"extra_sbatch=[--dependency=afterok:{_failed_job()}]"
     out = tmp_path / "out"
     proc = start_cli([RECIPES / "fixed-sim.yaml", "--live", "--out", out, "--no-report", *SLURM_OPTIONS,
-                      "--executor-option", f"cpus_per_task={cpus + 1}"], cli_env(tmp_path), tmp_path / "run.log")
+                      "--executor-option", option], cli_env(tmp_path), tmp_path / "run.log")
     ids: list[str] = []
     try:
         ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
@@ -229,9 +246,9 @@ def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_re
         text = (tmp_path / "run.log").read_text()
         assert code == 1, text[-4000:]
         assert not _in_queue(ids[0]), text[-4000:]
-        assert re.search(rf"Slurm job {ids[0]}: Slurm will never start batch job {ids[0]}: it pends for "
-                         r"PartitionConfig \(it asks for more than a node of its partition has", text), text[-4000:]
-        assert "failed, 2 jobs: Slurm will never start" in text and "cpus_per_task=" in text, text[-4000:]
+        assert f"Slurm job {ids[0]}: Slurm will never start batch job {ids[0]}: it pends for {reason} ({what}" \
+            in text, text[-4000:]
+        assert "failed, 2 jobs: Slurm will never start" in text and fix in text, text[-4000:]
         assert "still waiting for a node" not in text
     finally:
         if proc.poll() is None:

@@ -561,6 +561,8 @@ _NEVER_STARTS: dict[str, tuple[str, str]] = {
     "AccountNotAllowed": ("its partition does not allow its account",
                           "give another --executor-option account=NAME, or partition=NAME"),
     "QOSNotAllowed": ("its partition does not allow its QOS", "give another --qos in extra_sbatch, or partition"),
+    "DependencyNeverSatisfied": ("a job its --dependency waits for ended in a way that can never satisfy it",
+                                 "fix or drop the --dependency in extra_sbatch (`scontrol show job` names it)"),
 }
 """Pending reasons that never clear on their own: Slurm took the batch job (its partition does not enforce those
 limits at submission) but will never start it. The job is cancelled and its jobs fail with what it means and the fix,
