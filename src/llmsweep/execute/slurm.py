@@ -9,7 +9,6 @@ ids are written down; interrupting the submitter cancels its jobs; the job's exi
 
 from __future__ import annotations
 
-import getpass
 import logging
 import os
 import re
@@ -1122,7 +1121,7 @@ def jobs_working_in(folders: Sequence[Path], *, timeout_s: float = 60.0) -> dict
     if not wanted:
         return {}
     try:
-        proc = run_command(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i|%Z"], timeout_s=timeout_s,
+        proc = run_command(["squeue", "-h", "-u", str(os.getuid()), "-o", "%i|%Z"], timeout_s=timeout_s,
                            check=False, fix=_SLURM_FIX)
     except LaunchError as exc:
         log.warning("could not look for unrecorded Slurm jobs: %s", exc.message)
