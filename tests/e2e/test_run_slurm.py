@@ -4,8 +4,10 @@ server group runs the lifecycle on the node, artifacts land in --out, job ids ar
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -207,6 +209,104 @@ def test_a_job_that_waits_for_a_node_says_why_and_ctrl_c_cancels_it(tmp_path: Pa
             proc.kill()
         for job_id in ids:
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+
+
+def _failed_job() -> str:
+    """The id of a batch job that has ended FAILED (a dependency on it can never be satisfied)."""
+    job_id = subprocess.run(["sbatch", "--parsable", "--output=/dev/null", "--wrap=false"], capture_output=True,
+                            text=True, timeout=30, check=True).stdout.strip().split(";")[0]
+    wait_for(lambda: not _in_queue(job_id), timeout=60, what=f"batch job {job_id} to fail")
+    return job_id
+
+
+@pytest.mark.parametrize(("reason", "what", "fix"), [
+    ("PartitionConfig", "it asks for more than a node of its partition has", "cpus_per_task="),
+    ("DependencyNeverSatisfied", "a job its --dependency waits for ended", "--dependency in extra_sbatch"),
+])
+def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_reason_and_the_fix(
+        tmp_path: Path, reason: str, what: str, fix: str) -> None:
+    """More CPUs per task than any node has (sbatch takes the job: the partition does not enforce its limits at
+    submission), or a dependency on a job that failed: the job would pend (`PartitionConfig`,
+    `DependencyNeverSatisfied`) until somebody killed the run. It is cancelled at once; its jobs fail with what that
+    reason means and the fix, and the run ends."""
+    if reason == "PartitionConfig":
+        cpus = max(int(n.rstrip("+")) for n in subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True,
+                                                                text=True, timeout=30, check=True).stdout.split())
+        option = f"cpus_per_task={cpus + 1}"
+    else:
+        option = f"extra_sbatch=[--dependency=afterok:{_failed_job()}]"
+    out = tmp_path / "out"
+    proc = start_cli([RECIPES / "fixed-sim.yaml", "--live", "--out", out, "--no-report", *SLURM_OPTIONS,
+                      "--executor-option", option], cli_env(tmp_path), tmp_path / "run.log")
+    ids: list[str] = []
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=tmp_path / "run.log")
+        code = proc.wait(timeout=60)  # before the fix: pending until killed
+        text = (tmp_path / "run.log").read_text()
+        assert code == 1, text[-4000:]
+        assert not _in_queue(ids[0]), text[-4000:]
+        assert f"Slurm job {ids[0]}: Slurm will never start batch job {ids[0]}: it pends for {reason} ({what}" \
+            in text, text[-4000:]
+        assert "failed, 2 jobs: Slurm will never start" in text and fix in text, text[-4000:]
+        assert "still waiting for a node" not in text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+
+
+_SLOW_SBATCH = """#!/bin/bash
+# sbatch as a loaded controller answers it: the job is queued, its id comes back late
+echo $$ > {dir}/shim.pid
+out=$({real} "$@"); rc=$?
+if [ $rc -eq 0 ] && [ "$1" = --parsable ]; then
+  printf '%s\\n' "$out" > {dir}/submitted
+  trap 'kill $sleeper; exit 1' TERM
+  sleep 120 & sleeper=$!
+  wait $sleeper
+fi
+printf '%s\\n' "$out"
+exit $rc
+"""
+
+
+def test_a_job_submitted_by_an_sbatch_the_run_was_killed_in_is_cancelled_by_resume(tmp_path: Path) -> None:
+    """SIGKILL while `sbatch` has queued the job but not yet answered with its id: the run never recorded it, and
+    `--resume` finds it in the queue by its working directory (the server folder) and cancels it, instead of letting
+    it run beside the resumed run, writing into the same folders."""
+    real = shutil.which("sbatch")
+    assert real is not None
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "sbatch").write_text(_SLOW_SBATCH.format(dir=shim, real=real))
+    (shim / "sbatch").chmod(0o755)
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    env = cli_env(tmp_path)
+    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, "--no-report", *SLURM_OPTIONS],
+                     {**env, "PATH": f"{shim}:{env['PATH']}"}, log)
+    orphan = ""
+    try:
+        orphan = wait_for(lambda: (shim / "submitted").is_file() and (shim / "submitted").read_text().strip(),
+                          timeout=60, what="a job queued by sbatch", proc=proc, log=log).split(";")[0]
+        proc.kill()
+        proc.wait(timeout=30)
+        os.kill(int((shim / "shim.pid").read_text()), signal.SIGTERM)  # the slow answer nobody waits for any more
+        assert _in_queue(orphan) and not _slurm_ids(out)  # queued, and never recorded
+        resumed = run_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, "--no-report", "--resume",
+                           *SLURM_OPTIONS], env, timeout=240)
+        assert resumed.returncode == 0, resumed.stderr[-4000:]
+        assert f"cancelling Slurm job {orphan} left by an earlier, interrupted run" in resumed.stderr, \
+            resumed.stderr[-4000:]
+        state = subprocess.run(["scontrol", "show", "job", "-o", orphan], capture_output=True, text=True, timeout=30)
+        assert "JobState=CANCELLED" in state.stdout, state.stdout
+        assert orphan not in _slurm_ids(out)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if orphan:
+            subprocess.run(["scancel", orphan], capture_output=True, timeout=30)
 
 
 @dataclass

@@ -17,6 +17,7 @@ import pytest
 from support.slurm import require_slurm
 
 from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import LaunchError
 from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interrupt, python_check_reason
 
 HELPERS = Path(__file__).resolve().parents[1] / "unit" / "execute" / "helpers"
@@ -337,6 +338,28 @@ def test_a_rejected_submission_names_the_command(tmp_path: Path) -> None:
     spec = tiny()
     with pytest.raises(Exception, match=r"sbatch --parsable .*failed with exit status"):
         executor.submit(spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="rejected")
+
+
+@pytest.mark.parametrize(("option", "gpus", "fix"), [
+    ({"partition": "no-such-partition"}, 0, r"give a partition `sinfo` lists \({default} \(the default\)\): "
+                                            r"--executor-option partition=NAME"),
+    ({"gpu_type": "no-such-gpu"}, 1, r"give a GPU type the nodes have \(`sinfo -o '%P %G'`\): --executor-option "
+                                     r"gpu_type=TYPE"),
+], ids=["partition", "gpu_type"])
+def test_a_submission_slurm_refuses_says_which_option_to_change(tmp_path: Path, option: dict[str, str], gpus: int,
+                                                                fix: str) -> None:
+    """sbatch refuses a misspelt partition or GPU type: the fix names the option and what the cluster offers, not the
+    check of a controller that answered."""
+    default = next(name.rstrip("*") for name in subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True,
+                                                               text=True, timeout=30, check=True).stdout.split()
+                   if name.endswith("*"))
+    executor = SlurmExecutor(options(**option))
+    spec = tiny(gpus=gpus)
+    with pytest.raises(LaunchError, match=r"sbatch --parsable .*failed with exit status") as raised:
+        executor.submit(spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="refused")
+    assert raised.value.fix is not None and re.search(fix.format(default=re.escape(default)), raised.value.fix), \
+        raised.value.fix
+    assert "start_slurm.sh" not in raised.value.fix
 
 
 def test_simulator_served_under_slurm_answers_a_chat_request(tmp_path: Path) -> None:

@@ -1050,18 +1050,30 @@ def _run_cleanup(cleanup: list[str], event: Event) -> bool:
 def _cancel_stale_slurm_jobs(run_dir: Path, event: Event) -> None:
     """scancel every batch job an earlier run submitted into this --out whose end it never saw (no `slurm-ID.rc`):
     a SIGKILLed submitter cannot cancel them, and each holds a node and runs an engine that would race the resumed
-    run's. A job that already ended makes scancel a no-op. Then wait (bounded) until the queue lists none of them: a
-    cancelled job's worker still tears down on its node, writing into the folders the resumed run is about to use."""
-    from llmsweep.execute.slurm import SlurmJob, SlurmOptions, cancel_jobs
+    run's. A job that already ended makes scancel a no-op. So is every job of this user the queue lists as working in
+    one of this run's server folders: one submitted by an `sbatch` the submitter was SIGKILLed in, before it could
+    record its id. Then wait (bounded) until the queue lists none of them: a cancelled job's worker still tears down
+    on its node, writing into the folders the resumed run is about to use."""
+    from llmsweep.execute.slurm import SlurmJob, SlurmOptions, cancel_jobs, jobs_working_in
 
     stale: list[SlurmJob] = []
+    recorded: set[str] = set()
     for id_file in sorted((run_dir / "servers").glob(f"*/{art.SLURM_JOB_ID_FILE}")):
         job_id = id_file.read_text(encoding="utf-8").strip()
+        recorded.add(job_id)
         if not job_id or (id_file.parent / f"slurm-{job_id}.rc").exists():
             continue
         event(f"cancelling Slurm job {job_id} left by an earlier, interrupted run")
         stale.append(SlurmJob(job_id=job_id, name=id_file.parent.name, out_dir=id_file.parent,
                               script_path=id_file.parent / "job.sbatch", options=SlurmOptions(poll_s=1.0)))
+    folders = [script.parent for script in sorted((run_dir / "servers").glob("*/job.sbatch"))]
+    for job_id, folder in jobs_working_in(folders).items():
+        if job_id in recorded or (folder / f"slurm-{job_id}.rc").exists():  # said above, or ending
+            continue
+        event(f"cancelling Slurm job {job_id} left by an earlier, interrupted run (submitted, its id never recorded: "
+              f"it works in {folder})")
+        stale.append(SlurmJob(job_id=job_id, name=folder.name, out_dir=folder, script_path=folder / "job.sbatch",
+                              options=SlurmOptions(poll_s=1.0)))
     if not stale:
         return
     for job in cancel_jobs(stale, wait_s=SlurmOptions().cancel_wait_s, announced=True):

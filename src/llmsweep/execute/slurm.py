@@ -341,6 +341,52 @@ def render_batch_script(
     return "\n".join(lines) + "\n"
 
 
+_UNREACHED = ("contact slurm controller", "socket timed out", "connection refused", "zero bytes", "munge")
+"""Words of an sbatch error that says the controller was not reached (no refusal: `_SLURM_FIX` applies)."""
+_REFUSED_FIXES: tuple[tuple[str, str], ...] = (
+    ("invalid partition", "give a partition `sinfo` lists ({partitions}): --executor-option partition=NAME, or "
+                          "leave it out for the cluster's default"),
+    ("invalid account", "give an account you belong to (`sacctmgr show assoc user=$USER format=account,partition`): "
+                        "--executor-option account=NAME, or leave it out for your default account"),
+    ("invalid qos", "give a QOS your account may use (`sacctmgr show assoc user=$USER format=qos`) in "
+                    "--executor-option extra_sbatch, or leave it out"),
+    ("--time", "give a Slurm time limit ({formats}): --executor-option time_limit=HH:MM:SS, or the --time in "
+               "extra_sbatch"),
+    ("time limit", "give a time limit within the partition's (`sinfo -o '%P %l'`): --executor-option time_limit="
+                   "HH:MM:SS"),
+    ("node name", "name only nodes `sinfo -N` lists in --executor-option exclude (or a --nodelist in extra_sbatch)"),
+    ("node configuration is not available",
+     "ask for what a node of the partition has (`sinfo -N -o '%N %P %c %m %G'`: CPUs, memory, GPUs): "
+     "--executor-option cpus_per_task=, mem=, gpu_type=, extra_sbatch, or another partition=NAME"),
+    ("generic resource", "give a GPU type the nodes have (`sinfo -o '%P %G'`): --executor-option gpu_type=TYPE, or "
+                         "leave it out"),
+)
+"""What to do about a batch job sbatch refused, by the words of Slurm's reason (matched case-insensitively)."""
+
+
+def refused_fix(message: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The fix for a batch job `sbatch` refused (`sbatch: error: ...`: its own check of an option, or the
+    controller's `Batch job submission failed: REASON`): the option to change and how to see what the cluster offers.
+    None when sbatch did not reach the controller or did not answer (`_SLURM_FIX` says what to check)."""
+    said = message.lower()
+    if "sbatch: error:" not in said or any(word in said for word in _UNREACHED):
+        return None
+    reason = said.split("sbatch: error:", 1)[1]  # sbatch's own check, or the controller's refusal
+    for words, fix in _REFUSED_FIXES:
+        if words in reason:
+            if "{partitions}" not in fix:
+                return fix.format(formats=TIME_FORMATS)
+            try:
+                listed = run_command(["sinfo", "-h", "-o", "%P"], timeout_s=30.0, env=environ, check=False,
+                                     fix=_SLURM_FIX).stdout.split()
+            except LaunchError:
+                listed = []
+            names = ", ".join(name.replace("*", " (the default)") for name in listed) or "none answered"
+            return fix.format(partitions=names)
+    return ("check the slurm executor options (partition, account, cpus_per_task, mem, gpu_type, exclude, "
+            "extra_sbatch) against what `sinfo` and `scontrol show partition` say the cluster has")
+
+
 @dataclass
 class SlurmJob:
     """One submitted batch job; `wait` polls the queue with timeouts, `cancel` scancels and waits until it is gone."""
@@ -492,6 +538,43 @@ _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
 }
 """Batch job states that say Slurm (or someone other than this run) ended the job: what happened, and the fix.
 `{time_limit}` is the one the job ran under (`SlurmOptions.effective_time_limit`), `{where}` says where it was set."""
+
+
+_NEVER_STARTS: dict[str, tuple[str, str]] = {
+    "PartitionConfig": ("it asks for more than a node of its partition has (CPUs, memory, GPUs)",
+                        "ask for what a node has (`scontrol show partition`, `sinfo -N -o '%N %c %m %G'`: "
+                        "--executor-option cpus_per_task=, mem=, gpu_type=, extra_sbatch), or run on another "
+                        "partition (--executor-option partition=NAME)"),
+    "PartitionNodeLimit": ("it asks for more (or fewer) nodes than its partition allows",
+                           "run it on a partition with that many nodes (--executor-option partition=NAME)"),
+    "PartitionTimeLimit": ("its time limit, {time_limit}{where}, is longer than its partition's MaxTime",
+                           "lower it to the partition's (`sinfo -o '%P %l'`), or run on another partition "
+                           "(--executor-option partition=NAME)"),
+    "BadConstraints": ("no node of its partition has the features or resources it asks for",
+                       "fix the --constraint/--gres in extra_sbatch or gpu_type (`sinfo -o '%P %f %G'`)"),
+    "InvalidAccount": ("its account does not exist or may not use this partition",
+                       "give an account you belong to (`sacctmgr show assoc user=$USER`): --executor-option "
+                       "account=NAME"),
+    "InvalidQOS": ("its QOS does not exist or is not allowed to its account",
+                   "give a QOS you may use (`sacctmgr show assoc user=$USER format=qos`) in extra_sbatch"),
+    "AccountNotAllowed": ("its partition does not allow its account",
+                          "give another --executor-option account=NAME, or partition=NAME"),
+    "QOSNotAllowed": ("its partition does not allow its QOS", "give another --qos in extra_sbatch, or partition"),
+    "DependencyNeverSatisfied": ("a job its --dependency waits for ended in a way that can never satisfy it",
+                                 "fix or drop the --dependency in extra_sbatch (`scontrol show job` names it)"),
+}
+"""Pending reasons that never clear on their own: Slurm took the batch job (its partition does not enforce those
+limits at submission) but will never start it. The job is cancelled and its jobs fail with what it means and the fix,
+instead of a run that says "pending" until somebody kills it."""
+
+
+def never_starts(reason: str, limit: TimeLimit) -> tuple[str, str] | None:
+    """(what `reason` means, the fix) when a batch job pending for it will never start, else None."""
+    said = _NEVER_STARTS.get(reason)
+    if said is None:
+        return None
+    values = {"time_limit": limit.value, "where": limit.where}
+    return said[0].format(**values), said[1].format(**values)
 
 
 def ended_by_slurm(state: str, limit: TimeLimit) -> tuple[str, str] | None:
@@ -881,6 +964,10 @@ class SlurmExecutor:
                             seen = batch.sjob.poll()
                         except LaunchError as exc:  # lost track of it: this group fails, the others are waited for
                             seen = exc
+                        if isinstance(seen, tuple) and seen[0] == "PENDING":
+                            hopeless = never_starts(seen[1], self.options.effective_time_limit)
+                            if hopeless is not None:  # cancelled now: it would pend until somebody killed the run
+                                seen = self._refuse_pending(batch.sjob, seen[1], *hopeless)
                         if isinstance(seen, tuple):
                             if seen[0] == "PENDING":
                                 pending.append(f"{batch.sjob.job_id} ({seen[1] or 'no reason given'})")
@@ -950,9 +1037,15 @@ class SlurmExecutor:
         if nodes > 1:
             self._check_nodes(script_path, nodes, name, environ)
         with shielded():
-            proc = run_command(["sbatch", "--parsable", str(script_path)], timeout_s=self.options.command_timeout_s,
-                               env=environ, fix=_SLURM_FIX + "; check partition/account/gres in the slurm options",
-                               new_session=True)
+            try:
+                proc = run_command(["sbatch", "--parsable", str(script_path)],
+                                   timeout_s=self.options.command_timeout_s, env=environ, fix=_SLURM_FIX,
+                                   new_session=True)
+            except LaunchError as exc:
+                fix = refused_fix(exc.message, environ)
+                if fix is None:
+                    raise
+                raise LaunchError(exc.message, fix=fix) from exc
             job_id = parse_job_id(proc.stdout)
             (out_dir / SLURM_JOB_ID_FILE).write_text(job_id + "\n", encoding="utf-8")
             job = SlurmJob(job_id=job_id, name=name, out_dir=out_dir, script_path=script_path, options=self.options)
@@ -961,6 +1054,16 @@ class SlurmExecutor:
         log.info("submitted Slurm job %s (%s) → %s", job_id, name, out_dir)
         return job
 
+
+    def _refuse_pending(self, sjob: SlurmJob, reason: str, what: str, fix: str) -> LaunchError:
+        """Cancel a batch job Slurm will never start (`never_starts`); the error its jobs fail with."""
+        try:
+            sjob.cancel()
+            sjob.finish()  # ended: nothing left for the interrupt guard to cancel
+        except LaunchError as exc:
+            log.warning("while cancelling Slurm job %s: %s", sjob.job_id, exc.message)
+        return LaunchError(f"Slurm will never start batch job {sjob.job_id}: it pends for {reason} ({what}); "
+                           "cancelled", fix=fix)
 
     def _check_nodes(self, script_path: Path, nodes: int, name: str, environ: Mapping[str, str] | None) -> None:
         """`sbatch --test-only`: a multi-node allocation the partition can never hold would pend forever
@@ -1007,6 +1110,32 @@ def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = Fa
             break
         time.sleep(poll_s)
     return live
+
+
+def jobs_working_in(folders: Sequence[Path], *, timeout_s: float = 60.0) -> dict[str, Path]:
+    """This user's batch jobs in the queue whose working directory (`--chdir`, the server folder `submit` writes the
+    batch script into) is one of `folders`: job id → folder. A submitter SIGKILLed while `sbatch` ran leaves a job it
+    never recorded (`slurm_job_id` is written once sbatch has answered); this finds it. A failed squeue: a warning
+    and none found."""
+    wanted = {folder.resolve(): folder for folder in folders}
+    if not wanted:
+        return {}
+    try:
+        proc = run_command(["squeue", "-h", "-u", str(os.getuid()), "-o", "%i|%Z"], timeout_s=timeout_s,
+                           check=False, fix=_SLURM_FIX)
+    except LaunchError as exc:
+        log.warning("could not look for unrecorded Slurm jobs: %s", exc.message)
+        return {}
+    if proc.returncode != 0:
+        log.warning("could not look for unrecorded Slurm jobs: squeue: %s", proc.stderr.strip())
+        return {}
+    found: dict[str, Path] = {}
+    for line in proc.stdout.splitlines():
+        job_id, _, workdir = line.strip().partition("|")
+        folder = wanted.get(Path(workdir)) if workdir else None
+        if folder is not None and job_id.isdigit():
+            found[job_id] = folder
+    return found
 
 
 def _completing(job: SlurmJob) -> bool:
