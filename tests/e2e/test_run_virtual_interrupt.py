@@ -15,23 +15,9 @@ from llmsweep.execute.signals import interrupted_by
 
 
 def test_sigterm_during_a_virtual_time_job_names_the_signal_and_resume_reruns_the_job(tmp_path: Path) -> None:
-    recipe = tmp_path / "long.yaml"  # one job of 2000 prompts at conc 64: a few seconds of wall time to simulate
-    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
-    for old, new in (("conc-list: [1, 2, 3]", "conc-list: [64]"), ("num-prompts: 3\n", "num-prompts: 2000\n"),
-                     ("num-warmups: 1", "num-warmups: 0")):
-        assert old in text
-        text = text.replace(old, new)
-    recipe.write_text(text)
+    recipe = _long_jobs(tmp_path, [64])
     out, log, env = tmp_path / "out", tmp_path / "run.log", cli_env(tmp_path)
-    proc = start_cli([recipe, "--out", out, "--no-report"], env, log)
-    try:
-        wait_for(lambda: (out / "jobs").is_dir() and any((out / "jobs").glob("*/job.json")), timeout=60,
-                 what="the job's start", proc=proc, log=log)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 143, log.read_text()[-4000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _sigterm_in_job(1, [recipe, "--out", out, "--no-report"], out, log, env)
     (job,) = job_dirs(out).values()
     outcome = read_json(job / "outcome.json")
     assert outcome["status"] == "failed" and outcome["reasons"] == [interrupted_by(signal.SIGTERM)], outcome
@@ -47,26 +33,38 @@ def test_sigterm_during_a_virtual_time_job_names_the_signal_and_resume_reruns_th
 def test_a_sweep_interrupted_after_a_job_finished_says_how_to_draw_its_dashboard(tmp_path: Path) -> None:
     """An interrupted run writes no dashboard on its way out; the line it ends with says how to get one for the jobs
     that finished, and that `llmsweep report` draws it."""
-    recipe = tmp_path / "two.yaml"  # a job of 3 prompts, then one of 2000 at conc 64 (seconds to simulate)
-    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
-    for old, new in (("conc-list: [1, 2, 3]", "conc-list: [64, 65]"), ("num-prompts: 3\n", "num-prompts: 2000\n"),
-                     ("num-warmups: 1", "num-warmups: 0")):
-        assert old in text
-        text = text.replace(old, new)
-    recipe.write_text(text)
+    recipe = _long_jobs(tmp_path, [64, 65])
     out, log, env = tmp_path / "out", tmp_path / "run.log", cli_env(tmp_path)
-    proc = start_cli([recipe, "--out", out], env, log)
-    try:
-        wait_for(lambda: len(list((out / "jobs").glob("*/job.json"))) == 2 if (out / "jobs").is_dir() else False,
-                 timeout=120, what="the second job's start", proc=proc, log=log)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 143, log.read_text()[-4000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _sigterm_in_job(2, [recipe, "--out", out], out, log, env)
     said = log.read_text()
     assert "interrupted: 1 job(s) finished" in said and f"`llmsweep report {out}` writes their dashboard" in said, said
     drawn = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "report", str(out), "--no-png"], env=env,
                            capture_output=True, text=True, timeout=120)
     assert drawn.returncode == 0, drawn.stderr[-3000:]
     assert (out / "report" / "index.html").is_file()
+
+
+def _long_jobs(tmp_path: Path, concs: list[int]) -> Path:
+    """slow-fixed-sim.yaml as jobs of 2000 prompts at these concurrencies: a few seconds of wall time each to
+    simulate, so a signal sent once a job has started finds it running."""
+    recipe = tmp_path / "long.yaml"
+    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
+    for old, new in (("conc-list: [1, 2, 3]", f"conc-list: {concs}"), ("num-prompts: 3\n", "num-prompts: 2000\n"),
+                     ("num-warmups: 1", "num-warmups: 0")):
+        assert old in text
+        text = text.replace(old, new)
+    recipe.write_text(text)
+    return recipe
+
+
+def _sigterm_in_job(n: int, args: list[str | Path], out: Path, log: Path, env: dict[str, str]) -> None:
+    """`llmsweep run ARGS`, sent SIGTERM once its n-th job has started; it must exit 143."""
+    proc = start_cli(args, env, log)
+    try:
+        wait_for(lambda: (out / "jobs").is_dir() and len(list((out / "jobs").glob("*/job.json"))) >= n, timeout=120,
+                 what=f"job {n}'s start", proc=proc, log=log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143, log.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
