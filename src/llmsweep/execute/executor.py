@@ -118,10 +118,28 @@ def validate_options(kind: str, model: type[M], options: Mapping[str, Any] | Bas
         if unknown:  # a key this executor does not have: the keys it has
             fix = f"--executor-option KEY=VALUE, KEY one of: {', '.join(sorted(model.model_fields))}"
         else:  # the keys are right, a value is not: what each of those options is, and a value as the error says
-            said = "; ".join(f"{key} is {_what_it_is(model, key)}" for key in
-                             dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"]))
-            fix = f"{said}: give a value of the form the error names" if said else "check the values given"
+            keys = list(dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"]))
+            said = "; ".join(f"{key} is {_what_it_is(model, key)}" for key in keys)
+            forms = [form for key in keys if (form := _form_of(model, key)) is not None]
+            fix = (f"{said}: give a value of the form the error names" if said else "check the values given") + (
+                f" ({'; '.join(forms)})" if forms else "")
         raise ConfigError(f"invalid {kind} executor options: {problems}", fix=fix) from exc
+
+
+def _form_of(model: type[BaseModel], key: str) -> str | None:
+    """How `--executor-option` spells a value of a list or mapping option (values are read as YAML), for the fix of
+    a bad one: `exclude=vm` was refused as "not a valid tuple" with no word of the form that is."""
+    import typing
+
+    field = model.model_fields.get(key)
+    if field is None:
+        return None
+    kinds = {typing.get_origin(a) or a for a in (field.annotation, *typing.get_args(field.annotation))}
+    if kinds & {list, tuple, set, frozenset}:
+        return f"a list: --executor-option {key}=[a,b]"
+    if dict in kinds:
+        return f"a mapping: --executor-option {key}={{k: v}}"
+    return None
 
 
 def _what_it_is(model: type[BaseModel], key: str) -> str:

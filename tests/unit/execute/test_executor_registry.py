@@ -49,6 +49,12 @@ def test_options_are_validated_by_the_executor() -> None:
     fix = bad.value.fix or ""
     assert fix.startswith("time_limit is ") and "; poll_s is the squeue polling interval" in fix, fix
     assert "partition" not in fix and "KEY one of" not in fix
+    # a list option given a bare word (`--executor-option exclude=vm`): the fix spells the form it takes
+    with pytest.raises(ConfigError, match="exclude: Input should be a valid tuple") as bare:
+        get_executor("slurm", {"exclude": "vm"})
+    assert "(a list: --executor-option exclude=[a,b])" in (bare.value.fix or ""), bare.value.fix
+    listed = get_executor("slurm", {"exclude": ["vm"]})  # as `exclude=[vm]` reads
+    assert isinstance(listed, SlurmExecutor) and listed.options.exclude == ("vm",)
 
 
 def test_the_cli_offers_exactly_the_registered_kinds() -> None:
