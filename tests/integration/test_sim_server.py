@@ -298,6 +298,8 @@ def test_a_client_that_goes_away_before_its_answer_is_aborted_and_the_gauges_ret
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stream_options": ["x"]}),
     ("/v1/chat/completions", {"messages": ["hi"]}),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}, 7]}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": 42}]}),
 ])
 def test_a_malformed_request_is_a_400_that_queues_nothing(path: str, extra: dict[str, Any]) -> None:
     """vLLM and SGLang answer a request whose fields have the wrong type with a 400 naming the field. A non-object

@@ -230,6 +230,9 @@ class SimServer:
                 return _error(400, "messages must be a non-empty list")
             if not all(isinstance(m, dict) for m in messages):
                 return _error(400, "each message must be an object with a role and content")
+            if (bad := next((m for m in messages if not _content_ok(m.get("content"))), None)) is not None:
+                return _error(400, f"a message's content must be a string, null or a list of parts whose text is a "
+                                   f"string, got {json.dumps(bad.get('content'))[:200]}")
             n_tokens, hashes = self.encoder.chat(messages)
         else:
             prompt = body.get("prompt")
@@ -430,6 +433,15 @@ def _unsimulated(body: dict[str, Any], *, chat: bool) -> str | None:
     if not chat and body.get("echo"):
         return "echo is not simulated: the simulated engine does not return the prompt"
     return None
+
+
+def _content_ok(content: Any) -> bool:
+    """A chat message's content as the OpenAI API takes it: a string, null, or a list of part objects whose `text`
+    (when present) is a string (`{"type": "text", "text": 5}` gave a 500 where vLLM answers 400)."""
+    if content is None or isinstance(content, str):
+        return True
+    return isinstance(content, list) and all(isinstance(part, dict) and isinstance(part.get("text", ""), str)
+                                             for part in content)
 
 
 def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
