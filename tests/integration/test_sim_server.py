@@ -403,3 +403,22 @@ def test_what_the_simulator_cannot_give_is_refused_with_a_400_that_says_so(
                 assert r.status == 200 and len((await r.json())["choices"]) == 1
 
     asyncio.run(main())
+
+
+def test_a_stream_flag_written_as_a_string_is_read_as_vllm_reads_it() -> None:
+    """vLLM's request models read booleans leniently: `"stream": "false"` is a whole answer. The simulator took any
+    non-empty string as true and streamed it, so a client that serialises flags as strings got SSE it could not parse;
+    a value that is no boolean at all is a 400."""
+    async def main() -> None:
+        async with serving() as (url, _), aiohttp.ClientSession() as http:
+            body = {"model": "sim-model", "prompt": "hello there", "max_tokens": 3}
+            async with http.post(f"{url}/v1/completions", json={**body, "stream": "false"}) as r:
+                assert r.status == 200 and r.content_type == "application/json"
+                assert (await r.json())["usage"]["completion_tokens"] == 3
+            async with http.post(f"{url}/v1/completions", json={**body, "stream": "true"}) as r:
+                assert r.status == 200 and r.content_type == "text/event-stream"
+                await r.read()
+            async with http.post(f"{url}/v1/completions", json={**body, "stream": "sometimes"}) as r:
+                assert r.status == 400 and "stream must be a boolean" in (await r.json())["message"]
+
+    asyncio.run(main())

@@ -280,12 +280,15 @@ class SimServer:
         stream_options = body.get("stream_options")
         if stream_options is not None and not isinstance(stream_options, dict):
             return _error(400, "stream_options must be an object")
+        streaming = _flag(body.get("stream"))
+        if streaming is None:
+            return _error(400, f"stream must be a boolean, got {json.dumps(body.get('stream'))[:80]}")
         admitted = await self._admit(body, chat=chat, headers=request.headers)
         if isinstance(admitted, web.Response):
             return admitted
         req, stream = admitted
         try:
-            if body.get("stream"):
+            if streaming:
                 include_usage = bool((stream_options or {}).get("include_usage"))
                 return await self._stream(request, req, stream, chat=chat, include_usage=include_usage)
             return await self._whole(req, stream, chat=chat)
@@ -432,6 +435,22 @@ def _unsimulated(body: dict[str, Any], *, chat: bool) -> str | None:
         return "logprobs are not simulated: the simulated engine makes its text up and has no token probabilities"
     if not chat and body.get("echo"):
         return "echo is not simulated: the simulated engine does not return the prompt"
+    return None
+
+
+_TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
+_FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
+
+
+def _flag(value: Any) -> bool | None:
+    """A boolean field as vLLM's request models read it (pydantic's lax bool): null is false, `"false"`, `"no"`, `0`
+    are false and their opposites true; None for anything else (a 400). `"stream": "false"` used to stream."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
     return None
 
 
