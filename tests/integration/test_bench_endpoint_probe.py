@@ -383,3 +383,57 @@ def test_a_chat_only_server_asked_for_completions_gets_the_hint_to_try_chat(tmp_
     with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as server:  # both routes served: no hint
         fine = _cli("bench", "fixed", "--url", server.url, "--model", "m", *FIXED, "--out", str(tmp_path / "ok"))
     assert fine.returncode == 0 and "hint:" not in fine.stderr, fine.stderr
+
+
+def test_a_tls_server_whose_certificate_this_host_does_not_trust_says_so(tmp_path: Path) -> None:
+    """A server behind a self-signed (or private-CA) certificate answers, in TLS: the probe said "nothing answers …
+    start the server". It names the certificate and the fix (SSL_CERT_FILE), sends no load; trusted through
+    SSL_CERT_FILE, the same server passes the probe."""
+    import http.server
+    import shutil
+    import ssl
+    import threading
+
+    from llmsweep.client.probe import require_endpoint
+    from llmsweep.errors import ConfigError
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl CLI to make a self-signed certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"object": "list", "data": [{"id": "m"}]}' if self.path == "/v1/models" else b"ok"
+            self.send_response(200 if self.path in ("/health", "/v1/models") else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{server.server_address[1]}"
+    try:
+        res = _cli("bench", "fixed", "--url", url, "--model", "m", *FIXED, "--out", str(tmp_path / "bench"))
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert f"the server at {url} answers in TLS, but its certificate is not one this host trusts" in res.stderr
+        assert "fix: point SSL_CERT_FILE at the CA certificate" in res.stderr and "nothing answers" not in res.stderr
+        assert not (tmp_path / "bench").exists()
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("SSL_CERT_FILE", str(cert))
+            try:
+                probe = require_endpoint(url, model="m")
+            except ConfigError as exc:  # pragma: no cover - what the assertion shows
+                raise AssertionError(f"trusted through SSL_CERT_FILE, the probe still refused: {exc}") from exc
+        assert probe.ready and probe.models == ("m",)
+    finally:
+        server.shutdown()
+        server.server_close()

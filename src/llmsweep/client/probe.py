@@ -33,6 +33,9 @@ READY_ROUTES = ("/health", "/v1/models")
 NOT_HTTP = "an answer that is not HTTP"
 """What a route answered when the bytes that came back are no HTTP response (a status line of garbage: a TLS port
 asked in plain HTTP, another protocol on the port)."""
+NOT_TRUSTED = "a TLS certificate this host does not trust"
+"""What a route answered over https when the server's certificate did not verify (self-signed, a private CA): it
+answers, in TLS, and the client would refuse every request the same way."""
 NOT_TLS = "an answer that is not TLS"
 """What a route answered over https when the TLS handshake got bytes that are no TLS back (a plain-HTTP server: its
 `400 Bad Request` to the handshake reads as OpenSSL's `WRONG_VERSION_NUMBER`)."""
@@ -96,7 +99,9 @@ def _get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int | Non
             return None, None, "connection refused"
         if isinstance(reason, TimeoutError):
             return None, None, "timed out"
-        if isinstance(reason, ssl.SSLError) and not isinstance(reason, ssl.SSLCertVerificationError):
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            return None, None, f"{NOT_TRUSTED} ({reason.verify_message or reason})"
+        if isinstance(reason, ssl.SSLError):
             return None, None, f"{NOT_TLS} ({' '.join(str(reason).split())[:100]})"
         return None, None, str(reason)
     except http.client.HTTPException as exc:
@@ -220,6 +225,11 @@ def require_endpoint(base_url: str, *, model: str | None = None, timeout_s: floa
         raise ConfigError(f"something at {probe.root} answers, but not in TLS ({probe.describe()}): a plain-HTTP "
                           "server asked over https; no load was sent",
                           fix=f"--url {plain} (the scheme the server speaks)")
+    if not probe.answered and any(a.startswith(NOT_TRUSTED) for a in probe.answers.values()):
+        raise ConfigError(f"the server at {probe.root} answers in TLS, but its certificate is not one this host "
+                          f"trusts ({probe.describe()}); no load was sent",
+                          fix="point SSL_CERT_FILE at the CA certificate (bundle) that signed the server's, so this "
+                              "host trusts it; or give the server's plain http:// port")
     if not probe.answered:
         raise ConfigError(f"nothing answers at {probe.root} ({probe.describe()}); no load was sent",
                           fix="start the server, or check --url (host, port, scheme)")
