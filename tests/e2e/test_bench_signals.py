@@ -168,3 +168,24 @@ def test_summarize_of_a_sigkilled_bench_is_not_a_clean_run(sim_url: str, tmp_pat
     validity = json.loads(again.stdout)["validity"]
     assert validity["verdict"] == "invalid"
     assert any("the run ended before writing its final run.json" in r for r in validity["reasons"])
+
+
+def test_a_bench_stopped_in_its_warm_up_says_the_warm_up_requests_it_cancelled(sim_url: str, tmp_path: Path) -> None:
+    """Stopped while the warm-up ran, the table said `0 cancelled` (the profiling requests': none had started) and
+    nothing of the warm-up requests the stop cut, which summary.json counts (`requests.warmup_cancelled`)."""
+    out, log = tmp_path / "bench", tmp_path / "bench.log"
+    argv = [sys.executable, "-m", "llmsweep.cli.main", "bench", "fixed", "--url", sim_url, "--model", "llama-3.1-8b",
+            "--isl", "64", "--osl", "2000", "--concurrency", str(CONC), "--num-prompts", "8", "--num-warmups",
+            str(CONC), "--out", str(out)]
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(argv, env=cli_env(tmp_path), stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: running(sim_url) >= CONC, timeout=60, what="the warm-up in flight", proc=proc, log=log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    wait_for(lambda: running(sim_url) == 0, timeout=30, what="the simulator to see the requests go")
+    cut = json.loads((out / "summary.json").read_text())["requests"]["warmup_cancelled"]
+    assert cut > 0 and f"warmup ({cut} cancelled)" in log.read_text(), log.read_text()[-3000:]

@@ -463,7 +463,8 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
                   f"({tput.gpus} GPU{'s' if tput.gpus != 1 else ''}; {_fmt(tput.output_tps)} output tok/s in all)")
     lines = [
         f"requests: {req.successful} ok, {req.failed} failed, {req.cancelled} cancelled, "
-        f"{req.warmup} warmup  errors: {req.error_categories or '-'}",
+        f"{req.warmup} warmup" + (f" ({req.warmup_cancelled} cancelled)" if req.warmup_cancelled else "")
+        + f"  errors: {req.error_categories or '-'}",
         f"throughput: {_fmt(tput.request_rps)} req/s, {tokens} over {_fmt(tput.duration_s)} s" if req.successful
         else "throughput: - (no request succeeded)",
         f"cache hit: theoretical {_fmt(summary.cache.theoretical_hit_rate)}, "
