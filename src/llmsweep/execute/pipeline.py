@@ -433,12 +433,9 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     art.write_json(run_dir / art.RUN_FILE, meta)
 
 
-EVAL_ROW = "an eval row is an 8k1k row (isl 8192, osl 1024) at a concurrency of 16 or more"
-"""What makes a row run an eval (InferenceX's rule, `plan.matrix`), as the run says it where none does."""
-
-
 def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     """Plan, check, run, store and report; the returned outcome says what happened to every expected job."""
+    from llmsweep.plan.evals import EVAL_ROW
     from llmsweep.policy.planning import errors_about
 
     executor = req.make_executor()  # an unknown kind or a bad option stops the run before anything is planned

@@ -16,6 +16,9 @@ from llmsweep.spec.workload import ScenarioId
 
 MIN_EVAL_CONC = 16
 EVAL_ISL, EVAL_OSL = 8192, 1024
+EVAL_ROW = (f"an eval row is an 8k1k row (isl {EVAL_ISL}, osl {EVAL_OSL}) at a concurrency of {MIN_EVAL_CONC} or "
+            "more")
+"""What makes a row run an eval, as a message says it where none does (`run`)."""
 _IGNORED_FOR_TOPOLOGY = frozenset({"conc", "run-eval", "eval-only", "eval-conc", "eval-all-concs", "exp-name"})
 
 
