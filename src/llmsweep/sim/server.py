@@ -23,6 +23,7 @@ import logging
 from typing import Any
 
 from aiohttp import web
+from pydantic import TypeAdapter, ValidationError
 
 from llmsweep.engine_ids import SIM
 from llmsweep.sim.core import EngineCore, SimRequest
@@ -438,20 +439,19 @@ def _unsimulated(body: dict[str, Any], *, chat: bool) -> str | None:
     return None
 
 
-_TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
-_FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
+_BOOL = TypeAdapter(bool)
 
 
 def _flag(value: Any) -> bool | None:
-    """A boolean field as vLLM's request models read it (pydantic's lax bool): null is false, `"false"`, `"no"`, `0`
-    are false and their opposites true; None for anything else (a 400). `"stream": "false"` used to stream."""
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    return None
+    """A boolean field as vLLM's request models read it (pydantic's lax bool, called here as they call it): null is
+    false, `"false"`, `"no"`, `0` are false and their opposites true; None for anything else (a 400). `"stream":
+    "false"` used to stream."""
+    if value is None:
+        return False
+    try:
+        return _BOOL.validate_python(value)
+    except ValidationError:
+        return None
 
 
 def _content_ok(content: Any) -> bool:
