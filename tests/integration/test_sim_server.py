@@ -422,3 +422,25 @@ def test_a_stream_flag_written_as_a_string_is_read_as_vllm_reads_it() -> None:
                 assert r.status == 400 and "stream must be a boolean" in (await r.json())["message"]
 
     asyncio.run(main())
+
+
+def test_a_request_beyond_the_served_context_is_a_400_and_v1_models_says_the_context() -> None:
+    """As vLLM and SGLang answer it: the context length (not the KV pool) bounds prompt + max_tokens, and a client
+    reads the refusal as a context overflow."""
+    from llmsweep.client.config import RunOptions
+
+    async def main() -> None:
+        async with serving(context_length=600) as (url, _), aiohttp.ClientSession() as http:
+            async with http.get(f"{url}/v1/models") as resp:
+                assert (await resp.json())["data"][0]["max_model_len"] == 600
+            body = {"model": "sim-model", "prompt": list(range(500)), "max_tokens": 100}
+            async with http.post(f"{url}/v1/completions", json=body) as resp:
+                assert resp.status == 200
+            async with http.post(f"{url}/v1/completions", json={**body, "max_tokens": 101}) as resp:
+                assert resp.status == 400
+                message = (await resp.json())["error"]["message"]
+            assert "maximum context length is 600 tokens" in message
+            patterns = RunOptions.model_fields["context_overflow_patterns"].default
+            assert any(p in message.lower() for p in patterns)
+
+    asyncio.run(main())

@@ -58,6 +58,9 @@ def sim() -> None:
 @click.option("--max-running-requests", type=int, default=256, show_default=True, help="Most running requests.")
 @click.option("--chunked-prefill-size", type=int, default=8192, show_default=True, help="Prefill chunk (tokens).")
 @click.option("--kv-capacity-tokens", type=int, default=None, help="Override the KV pool size (tokens).")
+@click.option("--context-length", type=click.IntRange(min=1), default=None,
+              help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
+                   "[default: the model's native context from the catalog].")
 @click.option("--timing", type=click.Choice(["roofline", "constant"]), default="roofline", show_default=True,
               help="Step-time model.")
 @click.option("--ttft-ms", type=float, default=50.0, show_default=True, help="constant timing: prefill step.")
@@ -187,6 +190,7 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
             spec=spec, seed=opts["seed"], timing=opts["timing"],  # type: ignore[arg-type]
             ttft_s=float(opts["ttft_ms"]) / 1e3, itl_s=float(opts["itl_ms"]) / 1e3,  # type: ignore[arg-type]
             kv_capacity_tokens=opts["kv_capacity_tokens"],  # type: ignore[arg-type]
+            context_length=opts["context_length"],  # type: ignore[arg-type]
         )
     except ValidationError as exc:
         raise ConfigError(f"llmsweep sim serve: invalid options: {exc.errors()[0]['msg']}",

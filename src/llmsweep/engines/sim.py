@@ -153,7 +153,12 @@ def _draft(job: Job) -> tuple[str, int, str, str | None] | None:
     return job.spec_decoding, DEFAULT_DRAFT_LENGTH, "on", None
 
 
-MODELLED: frozenset[str] = frozenset({*TRANSLATED, "--kv-cache-dtype", "--hicache-size", "--enable-hierarchical-cache"})
+CONTEXT_FLAGS = frozenset({"--context-length", "--max-model-len", "--max_seq_len"})
+"""Recipe flags (SGLang, vLLM/ATOM, TensorRT-LLM spelling) that set the context length: the launched job's
+`max-model-len` (`engines.launched_job`), which the simulator serves as `--context-length`."""
+
+MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, "--kv-cache-dtype", "--hicache-size",
+                                      "--enable-hierarchical-cache"})
 """Recipe flags whose meaning the simulator reproduces; the rest it runs without (policy warns on `sim` recipes)."""
 
 
@@ -174,6 +179,7 @@ class SimAdapter(Adapter):
                                               "--served-model-name": SERVED_NAME_FIX}
     disagg_transfer_default: ClassVar[str | None] = "nixl"
     """The simulator models any KV-transfer backend as a link (`sim.roles`); a job naming none is labelled nixl."""
+    context_flag: ClassVar[str | None] = "--context-length"
 
     def launcher(self, job: Job) -> list[str]:
         return [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve"]
@@ -212,6 +218,8 @@ class SimAdapter(Adapter):
             target = TRANSLATED.get(flag)
             if target is not None and value is not None and value is not False:
                 a[target] = value
+        if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
+            a["--context-length"] = job.max_model_len
         self._spec(job, d)
         self._kv(job, d, recipe, tp)
         return d

@@ -43,6 +43,10 @@ class SimConfig(BaseModel):
         description="Tokens per KV block and prefix-hash block (64 matches the AgentX trace block; larger is faster).",
     )
     kv_capacity_tokens: int = Field(..., ge=1, description="Tokens the GPU KV pool holds for the whole TP group.")
+    context_length: int | None = Field(
+        None, ge=1,
+        description="Most tokens of one request, prompt + output (the engine's max_model_len); None: the KV pool's.",
+    )
     host_capacity_tokens: int = Field(0, ge=0, description="Tokens the CPU tier (HiCache/offload) holds; 0 = none.")
     max_running_requests: int = Field(256, ge=1, description="Most requests decoding at once (max_num_seqs).")
     max_prefill_tokens: int = Field(

@@ -199,16 +199,29 @@ class EngineCore:
         req = SimRequest(rid, prompt_len, block_hashes, max(1, max_tokens), owner,
                          self.now if now is None else now, hint=hint)
         self.counters.requests_submitted += 1
-        if prompt_len < 1:
-            req.error = "prompt is empty"
-        elif prompt_len + req.max_tokens + self.spec_k + 1 > self.capacity_tokens:
-            req.error = (f"This model's maximum context length is {self.capacity_tokens} tokens (the simulated KV "
-                         f"pool); the request asks for {prompt_len + req.max_tokens} tokens")
+        req.error = self.refusal(prompt_len, req.max_tokens)
         if req.error is not None:
             self.counters.requests_rejected += 1
             return req
         self.waiting.append(req)
         return req
+
+    def refusal(self, prompt_len: int, max_tokens: int) -> str | None:
+        """Why the engine refuses a request of `prompt_len` prompt tokens asking for up to `max_tokens` (None when it
+        takes it): an empty prompt; prompt + output beyond the context length, refused as vLLM and SGLang refuse it
+        (a 400 whose text a client reads as a context overflow); a request the KV pool could never hold."""
+        if prompt_len < 1:
+            return "prompt is empty"
+        total = prompt_len + max(1, max_tokens)
+        context = self.config.context_length
+        if context is not None and total > context:
+            return (f"This model's maximum context length is {context} tokens. However, you requested {total} tokens "
+                    f"({prompt_len} in the messages, {max(1, max_tokens)} in the completion). Please reduce the "
+                    f"length of the messages or completion.")
+        if total + self.spec_k + 1 > self.capacity_tokens:
+            return (f"This model's maximum context length is {self.capacity_tokens} tokens (the simulated KV pool); "
+                    f"the request asks for {total} tokens")
+        return None
 
     def adopt(self, prompt_len: int, block_hashes: BlockHashes, max_tokens: int, blocks: list[int], *,
               owner: Any = None, now: float, cached_tokens: int = 0) -> SimRequest:

@@ -290,10 +290,7 @@ class DisaggPredictor(Predictor):
         cluster = self.cluster
         p, d = cluster.route()
         decode = cluster.decode[d].core
-        error = None
-        if n_tokens + max_tokens + decode.spec_k + 1 > decode.capacity_tokens:
-            error = (f"This model's maximum context length is {decode.capacity_tokens} tokens (the simulated decode "
-                     f"worker's KV pool); the request asks for {n_tokens + max_tokens} tokens")
+        error = decode.refusal(n_tokens, max_tokens)  # the decode worker holds the whole request
         handoff = _Handoff(task, record, n_tokens, hashes, max_tokens, p, d)
         if error is None:
             req = cluster.prefill[p].core.new_request(n_tokens, hashes, 1, owner=handoff, now=now)

@@ -63,7 +63,8 @@ def capacity_log_line(style: str, core: EngineCore) -> str:
     if style == "vllm":
         return f"GPU KV cache size: {core.capacity_tokens:,} tokens"
     return (f"max_total_num_tokens={core.capacity_tokens}, chunked_prefill_size={core.config.chunked_prefill_size}, "
-            f"max_running_requests={core.config.max_running_requests}")
+            f"max_running_requests={core.config.max_running_requests}, "
+            f"context_len={core.config.context_length or core.capacity_tokens}")
 
 
 class _Stream:
@@ -366,7 +367,7 @@ class SimServer:
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
             {"id": self.model_name, "object": "model", "created": CREATED, "owned_by": "llmsweep-sim",
-             "max_model_len": self.core.capacity_tokens}]})
+             "max_model_len": self.core.config.context_length or self.core.capacity_tokens}]})
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="")

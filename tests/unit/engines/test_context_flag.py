@@ -97,3 +97,42 @@ def test_the_hbm_fit_check_asks_room_for_the_context_the_launch_runs_with(tmp_pa
     path.write_text(text, encoding="utf-8")
     (hit,) = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
     assert "(131072 tokens)" in hit.message
+
+
+@pytest.mark.parametrize(("engine", "args", "context"), [
+    ("sglang", "{--context-length: 8192}", 8192), ("vllm", "{--max-model: 4096}", 4096),
+    ("trtllm", "{--max-seq-len: 2048}", 2048), ("vllm", "{}", NEED),
+])
+def test_the_simulator_serves_the_context_the_jobs_engine_would_launch_with(
+        plan: Callable[[str], list[Job]], engine: str, args: str, context: int) -> None:
+    """Under --simulate the simulator refuses what the engine it stands in for would refuse: a request beyond the
+    launched context (it used to take anything its KV pool held, ~100x more)."""
+    from llmsweep.cli.sim import engine_config_from_argv
+    from llmsweep.sim.engine import build_core
+
+    (job,) = plan(_text(engine, args))
+    argv = engines.render(job, simulate=True).argv
+    assert argv[argv.index("--context-length") + 1] == str(context)
+    core = build_core(engine_config_from_argv(argv))
+    assert core.config.context_length == context < core.capacity_tokens
+    assert core.refusal(context - 100, 100) is None
+    refused = core.refusal(context - 100, 101)
+    assert refused is not None and f"maximum context length is {context} tokens" in refused
+
+
+def test_an_agentic_job_on_the_simulator_gets_its_models_native_context(plan: Callable[[str], list[Job]]) -> None:
+    from llmsweep.catalog.models import get_model
+    from llmsweep.cli.sim import engine_config_from_argv
+
+    text = _text("sglang", "{}").replace("""    fixed-seq-len:
+    - isl: 256
+      osl: 64
+      search-space:
+      - { tp: 8, conc-list: [4] }""", """    agentic-coding:
+    - search-space:
+      - { tp: 8, kv-offloading: none, conc-list: [4] }""").replace("runner: mi300x", "runner: cluster:mi300x-amds")
+    (job,) = plan(text)
+    argv = engines.render(job, simulate=True).argv
+    assert "--context-length" not in argv  # the engine's default: what the checkpoint's config says
+    config = engine_config_from_argv(argv)
+    assert config.model_context() == get_model("Qwen/Qwen3.5-397B-A17B-FP8").native_context

@@ -171,3 +171,15 @@ def test_same_seed_same_prediction_and_different_seed_differs_only_with_randomne
     a, b, c = run(1), run(1), run(2)
     assert a == b
     assert a != c
+
+
+def test_a_request_beyond_the_context_length_is_refused_as_an_engine_refuses_it() -> None:
+    """prompt + max_tokens above the served context is a context overflow, whatever room the KV pool has."""
+    config = SimConfig(block_size=16, kv_capacity_tokens=100_000, context_length=1000)
+    core = EngineCore(config, ConstantTimer(ttft_s=0.02, itl_s=0.01))
+    assert core.new_request(900, [], 100).error is None  # exactly the context fits
+    req = core.new_request(900, [], 101)
+    assert req.error is not None
+    assert "maximum context length is 1000 tokens" in req.error and "(900 in the messages, 101 in the completion)" \
+        in req.error
+    assert core.counters.requests_rejected == 1 and len(core.waiting) == 1
