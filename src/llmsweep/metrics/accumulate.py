@@ -201,6 +201,8 @@ class Accumulator:
         self.cached_prompt = 0
         self.osl_mismatch = 0
         self.short_outputs = 0
+        self.unreadable = 0
+        """Whole lines of the records file that are not a JSON record (`add_line`)."""
         self.workers: set[int] = set()
         self._ct: list[float] = []
         self._ct_starts: list[int] = []
@@ -223,7 +225,8 @@ class Accumulator:
                 self._flush_gaps()
 
     def add_line(self, line: bytes) -> None:
-        """One line of `records.jsonl`; a line that is not a whole JSON record (a torn one) is skipped uncounted.
+        """One line of `records.jsonl`; a line that is not a whole JSON record is skipped: uncounted when it has no
+        line end (the torn last line of a killed run), else counted in `unreadable` (the file was damaged).
 
         A compact line (the client's writer) has its `chunk_times` and `chunk_tokens` arrays cut out, and the rest
         is decoded with the next few hundred such lines in one `json` call; the times are parsed later, many records
@@ -233,12 +236,17 @@ class Accumulator:
             try:
                 r = json.loads(line)
             except ValueError:
+                self._unreadable(line)
+                return
+            if not isinstance(r, dict):
+                self._unreadable(line)
                 return
             self.add(r)
             return
         a = i + len(_CHUNK_TIMES)
         j = line.find(b"]", a)
         if j < 0:
+            self._unreadable(line)
             return
         times = line[a:j]
         k = line.find(_CHUNK_TOKENS, j)
@@ -247,6 +255,7 @@ class Accumulator:
             b = k + len(_CHUNK_TOKENS)
             m = line.find(b"]", b)
             if m < 0:
+                self._unreadable(line)
                 return
             tokens = line[b:m]
             head = line[:a] + line[j:b] + line[m:]
@@ -256,23 +265,30 @@ class Accumulator:
         try:
             last = float(times[times.rfind(b",") + 1:]) if n else None
         except ValueError:
+            self._unreadable(line)
             return
         self._lines.append((head, times, tokens, n, last))
         if len(self._lines) >= _LINE_BATCH:
             self._flush_lines()
+
+    def _unreadable(self, line: bytes) -> None:
+        if line.endswith(b"\n"):  # a whole line the client wrote, damaged since (a torn last line has no end)
+            self.unreadable += 1
 
     def _flush_lines(self) -> None:
         """Decode the pending lines' heads (one `json` call for all of them) and add their records."""
         if not self._lines:
             return
         records = _loads_many([line[0] for line in self._lines])
-        for (_, times, tokens, n, last), r in zip(self._lines, records, strict=True):
-            if r is None:
+        for (head, times, tokens, n, last), r in zip(self._lines, records, strict=True):
+            if not isinstance(r, dict):
+                self._unreadable(head)
                 continue
             if tokens.strip() and r.get("completion_tokens") is None:
                 try:
                     r["chunk_tokens"] = json.loads(b"[" + tokens + b"]")
                 except ValueError:
+                    self._unreadable(head)
                     continue
             if self._add(r, last) and n > 1:
                 if self._ct:
@@ -402,7 +418,7 @@ class Accumulator:
         for name in ("total", "successful", "failed", "warmup", "warmup_failed", "warmup_cancelled", "cancelled",
                      "context_overflow",
                      "input_sum", "output_sum", "theo_cached", "theo_input", "cached", "cached_prompt",
-                     "osl_mismatch", "short_outputs"):
+                     "osl_mismatch", "short_outputs", "unreadable"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.categories.update(other.categories)
         for name in ("ttft", "e2el", "tpot", "e2e_norm", "isl", "osl", "ends", "lag", "span_start", "span_end"):

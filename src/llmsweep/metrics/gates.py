@@ -247,6 +247,9 @@ def evaluate(
         overflow = requests["context_overflow"] / finished
         if overflow > gates.max_context_overflow_ratio:
             reasons.append(f"context-overflow ratio {overflow:.4f} exceeds {gates.max_context_overflow_ratio}")
+    if unreadable := requests.get("unreadable", 0):
+        reasons.append(f"{unreadable} line(s) of records.jsonl are not readable records: the figures miss those "
+                       f"requests (the client writes whole records: the file was damaged after it was written)")
     successful, short = requests["successful"], requests.get("short_outputs", 0)
     short_max = gates.max_short_output_ratio
     if short_max is not None and successful > 0 and short / successful > short_max:

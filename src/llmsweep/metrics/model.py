@@ -187,6 +187,11 @@ class Requests(_Block):
         description="Successful requests that stopped before max_tokens on their own (finish_reason stop without"
         " ignore_eos, or length below it): whole answers, but shorter than the workload asked; a gate bounds them.",
     )
+    unreadable: int = Field(
+        default=0,
+        description="Whole lines of records.jsonl that are not a JSON record (damaged after the client wrote them; a"
+        " killed run's torn last line is not counted): requests the figures miss, so the point is invalid.",
+    )
 
 
 class Latency(_Block):

@@ -88,6 +88,7 @@ def summarise(
         "error_ratio": acc.failed / (acc.successful + acc.failed) if acc.successful + acc.failed else 0.0,
         "output_length_mismatch": acc.osl_mismatch,
         "short_outputs": acc.short_outputs,
+        "unreadable": acc.unreadable,
     }
     tput: dict[str, Any] = {
         "duration_s": duration,

@@ -59,14 +59,18 @@ def write(path: Path, records: list[dict[str, Any]], torn: bool = True) -> Path:
     return path
 
 
-def test_lines_that_are_not_one_whole_record_are_skipped_wherever_they_are(tmp_path: Path) -> None:
+def test_lines_that_are_not_one_whole_record_are_skipped_and_counted_wherever_they_are(tmp_path: Path) -> None:
     records = run(600, seed=4)
     lines = [RequestRecord.from_dict(r).to_line() for r in records]
     two_values, extra_brace, torn = b'{"a":1},' + lines[5], lines[7][:-1] + b"}\n", lines[3][:-300] + b"\n"
     path = tmp_path / "records.jsonl"
     path.write_bytes(b"".join([*lines[:100], two_values, *lines[100:300], torn, b"\n", *lines[300:450], extra_brace,
                                *lines[450:]]))
-    assert summarise(path, gpus=1) == summarise(records, gpus=1)
+    got, want = summarise(path, gpus=1), summarise(records, gpus=1)
+    assert got.requests.unreadable == 3 and got.validity.verdict == "invalid"  # the blank line is no record at all
+    same = got.model_copy(update={"requests": got.requests.model_copy(update={"unreadable": 0}),
+                                  "validity": want.validity})
+    assert same == want  # every whole record counted as in one pass over the list
 
 
 def exact_gaps(records: list[dict[str, Any]]) -> np.ndarray:

@@ -281,3 +281,25 @@ def test_warmups_a_stop_cancelled_did_not_fail() -> None:
     judged = summarise([*failed, cancelled[0], *ok], gpus=1, gates=GateConfig(max_warmup_failure_ratio=1.0))
     assert judged.validity.verdict == "invalid", judged.validity
     assert any("(3/3 warm-up requests failed)" in r for r in judged.validity.reasons), judged.validity.reasons
+
+
+@pytest.mark.parametrize("damage", [b"{\"id\": \"7\", \"chunk_times\": [1.0, 2", b"not json at all", b"[1, 2]",
+                                    b"{\"id\": \"7\", \"chunk_times\": [1.0, x], \"chunk_tokens\": [1, 1]}"])
+def test_a_damaged_line_inside_the_records_file_is_counted_and_invalidates_the_point(tmp_path: Path,
+                                                                                    damage: bytes) -> None:
+    """The client writes whole lines: one that is not a record mid-file was damaged since, and the figures miss a
+    request. It was skipped in silence, and the point kept its verdict on the rest."""
+    from llmsweep.client.records import record_line
+
+    records = [rec(i, sent=i * 0.37, osl=1 + i % 7) for i in range(20)]
+    lines = [record_line(r) for r in records]
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(b"".join(lines[:10]) + damage + b"\n" + b"".join(lines[10:]) + b"{\"torn")
+    summary = summarise(path, gpus=1)
+    assert summary.requests.unreadable == 1 and summary.requests.successful == 20
+    assert summary.validity.verdict == "invalid"
+    assert any("1 line(s) of records.jsonl are not readable records" in r for r in summary.validity.reasons)
+    whole = summarise(records, gpus=1)  # the torn last line alone is a killed run's, not counted
+    assert whole.requests.unreadable == 0 and whole.validity.verdict != "invalid"
+    path.write_bytes(b"".join(lines) + b"{\"torn")
+    assert summarise(path, gpus=1).requests.unreadable == 0
