@@ -20,7 +20,7 @@ from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_s
 from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.repeats import Repeats, combine_repeats
-from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, outcomes_of, read_outcome
+from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, known_outcomes, read_outcome
 from llmsweep.sim_warnings import WarningKind, warning_kind
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:
     own outcome.json are then the only record of how each ended and what qualifies its result (`warnings`)."""
     own = {art.job_id: o for art in run.jobs if art.outcome
            and (o := read_outcome(art.outcome, f"{art.dir}/outcome.json")) is not None}
-    return {**own, **outcomes_of(run.meta)}
+    return known_outcomes(run.meta, own)
 
 
 def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:

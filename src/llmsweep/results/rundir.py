@@ -298,6 +298,25 @@ def outcomes_of(meta: Mapping[str, Any]) -> dict[str, RecordedOutcome]:
     return {o.job_id: o for o in read if o is not None}
 
 
+JOB_OUTCOMES = "job_outcomes"
+"""The store's copy of a run (`runs.meta`) keeps here each job's own `outcome.json` as the job is stored, job id →
+document: `run` writes run.json's `outcomes` only when the sweep ends, so for a run interrupted (or still going) the
+jobs' own outcomes are the only record of how each ended and what qualifies its result."""
+
+
+def known_outcomes(meta: Mapping[str, Any], own: Mapping[str, RecordedOutcome]) -> dict[str, RecordedOutcome]:
+    """job id → its outcome: as run.json (`meta`) recorded it, else as the job's own `outcome.json` said it (`own`:
+    read from the job folders, or the store's `JOB_OUTCOMES`). The one rule for the dashboard and the store."""
+    return {**own, **outcomes_of(meta)}
+
+
+def stored_job_outcomes(meta: Mapping[str, Any]) -> dict[str, RecordedOutcome]:
+    """The jobs' own outcomes the store kept in a run's meta (`JOB_OUTCOMES`), readable ones only."""
+    raw = meta.get(JOB_OUTCOMES)
+    read = (read_outcome(doc, f"runs.meta {JOB_OUTCOMES}") for doc in (raw.values() if isinstance(raw, dict) else ()))
+    return {o.job_id: o for o in read if o is not None}
+
+
 def reused_result_ids(meta: Mapping[str, Any]) -> frozenset[str]:
     """The stored results a run record's `run --reuse` jobs stood on (their result ids)."""
     return frozenset(str(src["result_id"]) for src in reused_of(meta).values() if src.get("result_id"))

@@ -38,7 +38,16 @@ from llmsweep.results.evals import StoredEval, eval_run_columns, planned_eval_co
 from llmsweep.results.extract import hot_values
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import ResultPoint, point_from_job, points_from_run
-from llmsweep.results.rundir import RunDir, load_job, load_run, load_run_meta, outcomes_of
+from llmsweep.results.rundir import (
+    JOB_OUTCOMES,
+    RecordedOutcome,
+    RunDir,
+    known_outcomes,
+    load_job,
+    load_run,
+    load_run_meta,
+    stored_job_outcomes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -443,11 +452,14 @@ class Store:
         if art is None:  # the folder holds no result (an earlier attempt moved aside): neither does the store
             with self._db:
                 self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, Path(job_dir).name))
+                self._keep_job_outcome(run_id, Path(job_dir).name, None)
             return False
         point = point_from_job(run_id, art)
         with self._db:
             if not self.has_run(run_id):
                 self._insert_run(run_id, "llmsweep", str(root.resolve()), meta)
+            if art.outcome:
+                self._keep_job_outcome(run_id, art.job_id, art.outcome)
             self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, art.job_id))
             if point is None and not art.unread:
                 ident = identity_from_job(art.job)
@@ -456,6 +468,22 @@ class Store:
             elif point is not None:
                 self._insert_point(point)
         return point is not None
+
+    def _keep_job_outcome(self, run_id: str, job_id: str, outcome: Mapping[str, Any] | None) -> None:
+        """Keep a job's own outcome.json in its run's `runs.meta` (`JOB_OUTCOMES`; None drops it: the job's folder
+        no longer holds it). The end-of-run ingest replaces the meta with run.json's, which records every outcome."""
+        meta = self.run_meta(run_id)
+        if not meta:
+            return
+        kept = meta.get(JOB_OUTCOMES)
+        kept = dict(kept) if isinstance(kept, dict) else {}
+        if outcome is None:
+            if kept.pop(job_id, None) is None:
+                return
+        else:
+            kept[job_id] = dict(outcome)
+        meta[JOB_OUTCOMES] = kept
+        self._db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(meta), run_id))
 
     def ingest_points(self, run_id: str, origin: str, points: Iterable[ResultPoint], meta: Mapping[str, Any]) -> int:
         """Store imported points as one run (replacing an earlier import with the same run id). Two points of one
@@ -595,9 +623,14 @@ class Store:
     def job_warnings(self, run_ids: Iterable[str]) -> dict[tuple[str, str], list[str]]:
         """(run id, job id) -> the warnings the run's outcome gave the job (under the simulator, the engine rules it
         ran despite and what the simulator does not model: `JobOutcome.warnings`), as the run's `outcome` list in
-        `runs.meta` holds them; jobs without any are left out, and so are runs imported from elsewhere (no outcomes)."""
+        `runs.meta` holds them, else as the job's own outcome.json said when it was stored (a run interrupted before
+        it wrote its outcomes); jobs without any are left out, and so are runs imported from elsewhere."""
         return {(run_id, job_id): o.warnings for run_id in dict.fromkeys(run_ids)
-                for job_id, o in outcomes_of(self.run_meta(run_id)).items() if o.warnings}
+                for job_id, o in self._outcomes(run_id).items() if o.warnings}
+
+    def _outcomes(self, run_id: str) -> dict[str, RecordedOutcome]:
+        meta = self.run_meta(run_id)
+        return known_outcomes(meta, stored_job_outcomes(meta))
 
     def results(self, run: str | None = None, *, point_key: str | None = None) -> list[ResultPoint]:
         """Stored results, optionally of one run or one exact point identity, oldest run first."""

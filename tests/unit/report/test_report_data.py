@@ -369,6 +369,29 @@ def test_an_interrupted_runs_points_carry_the_warnings_their_job_folders_recorde
     assert "### Simulated although a real engine would refuse them (2 point(s))" in run_summary_markdown(payload)
 
 
+def test_an_interrupted_runs_jobs_stored_as_they_finished_keep_their_warnings_in_the_store(tmp_path: Path) -> None:
+    """`run` stores each job as it finishes; a run stopped with Ctrl-C never writes its outcomes into run.json, and
+    the store's copy of the run (read by `report RUN_ID`, `results export`) lost the jobs' warnings: a simulated point
+    a real engine would refuse was exported as a plain valid one."""
+    from llmsweep.results.store import Store
+
+    run, refuses, missed = _warned_run(tmp_path / "run")
+    meta = json.loads((run.path / "run.json").read_text())
+    for o in meta.pop("outcomes"):  # what an interrupted run leaves: each job's own outcome.json, none in run.json
+        (run.path / "jobs" / o["job_id"] / "outcome.json").write_text(json.dumps(o), encoding="utf-8")
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    with Store(tmp_path / "store.sqlite") as store:
+        for art in load_run(run.path).jobs:
+            assert store.ingest_job(run.path, art.dir)
+        warned = store.job_warnings([run.run_id])
+        assert sorted(warned.values()) == sorted([[missed], [refuses], [refuses]])
+        moved = next(art for art in run.jobs if warned.get((run.run_id, art.job_id)) == [missed])
+        shutil.rmtree(moved.dir)  # a rerun moved that attempt aside: neither its result nor its warnings stay
+        moved.dir.mkdir()
+        assert not store.ingest_job(run.path, moved.dir)
+        assert sorted(store.job_warnings([run.run_id]).values()) == [[refuses], [refuses]]
+
+
 def _failed_to_launch_run(root: Path) -> RunDir:
     """`run --live` where the sim server cannot start: the first job's launch and a relaunch fail (server.log,
     server.2.log, two ports), the rest say the group's server never came up; the log has lines that read as
