@@ -60,7 +60,7 @@ def sim() -> None:
 @click.option("--kv-capacity-tokens", type=int, default=None, help="Override the KV pool size (tokens).")
 @click.option("--context-length", type=click.IntRange(min=1), default=None,
               help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
-                   "[default: the model's native context from the catalog].")
+                   "[default: none, only the KV pool bounds a request].")
 @click.option("--timing", type=click.Choice(["roofline", "constant"]), default="roofline", show_default=True,
               help="Step-time model.")
 @click.option("--ttft-ms", type=float, default=50.0, show_default=True, help="constant timing: prefill step.")

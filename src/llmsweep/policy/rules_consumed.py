@@ -174,8 +174,8 @@ def agentic_context(ctx: Context) -> Iterator[Finding]:
 
     for job, recipe in ctx.runnable_pairs():
         traces = job.workload.traces
-        if job.workload.scenario is not ScenarioId.AGENTIC_CODING or traces is None or ctx.simulated(job):
-            continue  # the simulator's context is its KV pool, which `predict` and virtual time report per request
+        if job.workload.scenario is not ScenarioId.AGENTIC_CODING or traces is None:
+            continue
         longest = longest_request(traces)
         model = recipe_model(recipe)
         if longest is None or model is None:
@@ -184,7 +184,12 @@ def agentic_context(ctx: Context) -> Iterator[Finding]:
         launched = serving_job(job)
         given = adapter_for(job).recipe_context(launched)
         flag = token_count(given[1]) if given is not None else None
-        by_flag = given is not None and flag is not None and flag < model.native_context
+        if ctx.simulated(job):  # the simulator serves the flag's context (and without one only its KV pool bounds)
+            if flag is None:
+                continue
+            by_flag = True
+        else:  # a real engine serves the flag's context, else its checkpoint's (a flag above it is refused or capped)
+            by_flag = given is not None and flag is not None and flag < model.native_context
         context, whose = ((flag, f"the recipe's `{given[0]}: {flag}`") if by_flag and given is not None
                           and flag is not None else (model.native_context, f"{model.id}'s native context"))
         if need <= context:

@@ -53,7 +53,7 @@ class EngineConfig(BaseModel):
     kv_capacity_tokens: int | None = Field(None, ge=1, description="Override the KV pool size (tokens).")
     context_length: int | None = Field(
         None, ge=1, description="Most tokens of one request, prompt + output (the engine's --context-length / "
-        "--max-model-len); None = the model's native context (the catalog's), as an engine defaults to its config's.")
+        "--max-model-len); None = only the KV pool bounds a request.")
     efficiency: dict[str, float] = Field(default_factory=dict, description="Overrides of Efficiency fields.")
     calibrated: bool = Field(True, description="Apply the stored calibration of (engine, hardware, model class).")
     perf_overrides: dict[str, Any] = Field(default_factory=dict, description="Overrides of PerfInputs fields.")
@@ -90,17 +90,6 @@ class EngineConfig(BaseModel):
         found = self.calibration()
         return found[1].label(found[0]) if found is not None else UNCALIBRATED
 
-    def model_context(self) -> int | None:
-        """The context length the engine serves: the one given, else the catalog model's native context (what an
-        engine reads from the checkpoint's config when no flag sets it); None for a model the catalog lacks (a
-        built-in one: only the KV pool bounds a request)."""
-        if self.context_length is not None:
-            return self.context_length
-        from llmsweep.catalog.models import find_model
-
-        spec = find_model(self.model)
-        return spec.native_context if spec is not None else None
-
     def timer(self, inputs: PerfInputs | None = None) -> StepTimer:
         if self.timing == "constant":
             return ConstantTimer(ttft_s=self.ttft_s, itl_s=self.itl_s)
@@ -126,7 +115,7 @@ class EngineConfig(BaseModel):
             )
         return SimConfig(
             engine_style=self.engine_style, block_size=self.block_size, kv_capacity_tokens=kv,
-            context_length=self.model_context(), host_capacity_tokens=host,
+            context_length=self.context_length, host_capacity_tokens=host,
             max_running_requests=self.max_running_requests,
             max_prefill_tokens=max(self.max_prefill_tokens, self.chunked_prefill_size),
             chunked_prefill_size=self.chunked_prefill_size, prefix_caching=self.prefix_caching, spec=self.spec,

@@ -120,19 +120,28 @@ def test_the_simulator_serves_the_context_the_jobs_engine_would_launch_with(
     assert refused is not None and f"maximum context length is {context} tokens" in refused
 
 
-def test_an_agentic_job_on_the_simulator_gets_its_models_native_context(plan: Callable[[str], list[Job]]) -> None:
-    from llmsweep.catalog.models import get_model
+@pytest.mark.parametrize(("args", "context"), [("{}", None), ("{--context-length: 65536}", 65536)])
+def test_an_agentic_job_on_the_simulator_is_bounded_by_its_recipes_context_flag_only(
+        plan: Callable[[str], list[Job]], tmp_path: Path, args: str, context: int | None) -> None:
+    """Without a context flag only the simulator's KV pool bounds an agentic request (synthetic traces keep their
+    full-scale shape); a recipe's flag is served, and `validate --simulate` warns when the traces reach past it."""
     from llmsweep.cli.sim import engine_config_from_argv
 
-    text = _text("sglang", "{}").replace("""    fixed-seq-len:
+    text = _text("sglang", args).replace("""    fixed-seq-len:
     - isl: 256
       osl: 64
       search-space:
       - { tp: 8, conc-list: [4] }""", """    agentic-coding:
     - search-space:
       - { tp: 8, kv-offloading: none, conc-list: [4] }""").replace("runner: mi300x", "runner: cluster:mi300x-amds")
+    text += "  workload:\n    traces: { synthetic: { max-isl: 100000 } }\n"
     (job,) = plan(text)
     argv = engines.render(job, simulate=True).argv
-    assert "--context-length" not in argv  # the engine's default: what the checkpoint's config says
-    config = engine_config_from_argv(argv)
-    assert config.model_context() == get_model("Qwen/Qwen3.5-397B-A17B-FP8").native_context
+    assert engine_config_from_argv(argv).context_length == context
+    assert ("--context-length" in argv) == (context is not None)
+    path = tmp_path / "r.yaml"
+    path.write_text(text, encoding="utf-8")
+    hits = [f for f in validate_files([path], simulate=True).findings if f.rule == "serve.agentic-context"]
+    assert len(hits) == (context is not None)
+    if hits:
+        assert "over the 65,536 tokens of the recipe's `--context-length: 65536`" in hits[0].message

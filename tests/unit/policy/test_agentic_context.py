@@ -58,7 +58,7 @@ def test_requests_longer_than_the_servers_context_are_warned_about_where_they_ar
     ("hf: semianalysis_cc_traces_weka_062126_256k", "", "sglang"),  # the corpus InferenceX picks fits
     ("synthetic: { traces: 8, max-isl: 131072 }", "\n      --context-length: 131072", "sglang"),  # at the limit
     ("path: /no/such/corpus.jsonl", "\n      --context-length: 1024", "sglang"),  # only reading it would tell
-    ("synthetic: { traces: 8 }", "", "sim"),  # the simulator's context is its KV pool
+    ("synthetic: { traces: 8 }", "", "sim"),  # without a context flag only its KV pool bounds the simulator
 ])
 def test_traces_that_fit_or_cannot_be_judged_unread_are_not(tmp_path: Path, traces: str, flag: str,
                                                             engine: str) -> None:
