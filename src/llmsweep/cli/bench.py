@@ -8,7 +8,6 @@ shorter than 900 s are marked smoke but succeed.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from llmsweep.cli.options import field_option, json_option, option
+from llmsweep.cli.options import FINITE_POSITIVE, FiniteRange, field_option, json_option, option
 from llmsweep.client.config import DURATION_REACHED, RunOptions
 from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ConfigError
@@ -28,21 +27,9 @@ if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
 
 
-class _Range(click.FloatRange):
-    """A finite number in a range: `inf` and `nan` are refused as the bounds are, when the option is parsed (exit 2,
-    the option named), never by a model's validation after the command has started (a traceback) or in the middle
-    of the run (`--request-rate inf` overflowed the client's sizing)."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        rv = super().convert(value, param, ctx)
-        if not math.isfinite(rv):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return rv
-
-
-_POSITIVE = _Range(min=0, min_open=True)
-_NON_NEGATIVE = _Range(min=0)
-_RATIO = _Range(min=0, max=1)
+_POSITIVE = FINITE_POSITIVE
+_NON_NEGATIVE = FiniteRange(min=0)
+_RATIO = FiniteRange(min=0, max=1)
 _AT_LEAST_ONE = click.IntRange(min=1)
 
 
@@ -101,7 +88,7 @@ def bench() -> None:
 @option("num_prompts")
 @click.option("--duration", type=_POSITIVE, default=None, help="Profiling window, s.")
 @option("num_warmups", dest="warmup", deprecated=("--warmup",), type=click.IntRange(min=0))
-@click.option("--range-ratio", type=_Range(min=0, max=1, min_open=True), default=1.0, show_default=True,
+@click.option("--range-ratio", type=FiniteRange(min=0, max=1, min_open=True), default=1.0, show_default=True,
               help="Lengths uniform in [ratio*L, L].")
 def fixed(**kw: Any) -> None:
     """Fixed input/output lengths (the InferenceX fixed-seq-len scenario)."""

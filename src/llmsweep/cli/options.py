@@ -12,6 +12,7 @@ An option renamed for consistency keeps its old spelling as a hidden alias: it s
 from __future__ import annotations
 
 import copy
+import math
 import os
 import re
 from collections.abc import Callable
@@ -24,6 +25,23 @@ import click
 from pydantic import BaseModel
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class FiniteRange(click.FloatRange):
+    """A finite number in a range: `inf` and `nan` are refused as the bounds are, when the option is parsed (exit 2,
+    the option named), never by a model's validation after the command has started (a traceback) or in the middle
+    of the run (`--request-rate inf` overflowed the client's sizing; `predict --duration -5` started its workers and
+    refused every point)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+FINITE_POSITIVE = FiniteRange(min=0, min_open=True)
+"""A window in seconds, a rate: finite and above 0."""
 Source = tuple[type[BaseModel], str]
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$")
