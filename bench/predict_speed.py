@@ -311,11 +311,14 @@ def matrix(args: argparse.Namespace) -> None:
                 results = json.loads(buf.getvalue() or "[]")
             except json.JSONDecodeError:
                 results = []
-            virtual = sum(r["summary"]["throughput"]["duration_s"] or 0.0 for r in results)
+            # a point predict refused (the simulator cannot run it) has its reason instead of a summary
+            summaries = [r["summary"] for r in results if isinstance(r.get("summary"), dict)]
+            refused = len(results) - len(summaries)
+            virtual = sum(s["throughput"]["duration_s"] or 0.0 for s in summaries)
             total_cpu, total_wall, virtual_total = total_cpu + cpu, total_wall + wall, virtual_total + virtual
-            points += len(results)
-            print(f"{key}: {len(results)} points, {virtual:,.0f} virtual s measured, {cpu:.2f} s CPU, "
-                  f"{wall:.2f} s wall", flush=True)
+            points += len(summaries)
+            print(f"{key}: {len(summaries)} points" + (f" ({refused} refused)" if refused else "")
+                  + f", {virtual:,.0f} virtual s measured, {cpu:.2f} s CPU, {wall:.2f} s wall", flush=True)
     hours = virtual_total / 3600
     rate = total_cpu / max(hours, 1e-9)
     wall_rate = total_wall / max(hours, 1e-9)

@@ -45,3 +45,22 @@ def test_a_revision_git_cannot_read_is_an_error_that_names_it(tmp_path: Path) ->
     proc = _bench(tmp_path, "--against", "no-such-revision-x", "--repeats", "1")
     assert proc.returncode != 0
     assert "--against no-such-revision-x: git archive failed" in proc.stderr
+
+
+@pytest.mark.timeout(300)
+def test_matrix_times_predict_per_key_and_counts_a_refused_point_apart(tmp_path: Path) -> None:
+    """`--matrix` read every JSON row as a summary: a key with one point predict refused (here a policy error, tp 3
+    on an 8-GPU node) stopped the whole bench with a KeyError after minutes of work."""
+    fixed = ROOT / "tests" / "data" / "recipes" / "run" / "fixed-sim.yaml"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(fixed.read_text(encoding="utf-8").replace(
+        "{ tp: 8, conc-list: [2, 4] }", "{ tp: 8, conc-list: [2] }\n      - { tp: 3, conc-list: [2] }"),
+        encoding="utf-8")
+    argv = [sys.executable, str(BENCH), "--matrix", str(recipe), "--max-requests", "3", "--processes", "1",
+            "--traces", ""]
+    proc = subprocess.run(argv, env=cli_env(tmp_path), capture_output=True, text=True, timeout=280, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert re.search(r"^run-sim-fixed: 1 points \(1 refused\), [\d,]+ virtual s measured, [\d.]+ s CPU", proc.stdout,
+                     re.M), proc.stdout
+    assert re.search(r"^total: 1 keys, 1 points, ", proc.stdout, re.M), proc.stdout
+    assert "failed: run-sim-fixed: exit 2" in proc.stdout  # predict's own exit for a policy refusal, said
