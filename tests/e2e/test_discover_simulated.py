@@ -203,3 +203,13 @@ def test_a_sigterm_stops_the_discovery_which_keeps_what_it_measured_and_exits_14
     assert ladder["runs_measured"] == len(finished), (ladder, [j.name for j in finished])
     said = log.read_text(errors="replace")
     assert "--resume" not in said, said[-3000:]  # a stage is not the user's to resume; the discovery is run again
+
+
+def test_an_out_that_cannot_be_written_is_one_error_line_before_any_stage(tmp_path: Path) -> None:
+    """An --out through a file (or a folder this user cannot write) is refused as `run` refuses its own, exit 2:
+    it was a NotADirectoryError traceback from writing the ladder's stage recipe, exit 1."""
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    for out in (tmp_path / "file", tmp_path / "file" / "sub"):
+        proc = _discover(tmp_path, RISING, "--simulate", "--ladder-top", "2", "--out", out)
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        assert f"--out {out} cannot be written" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

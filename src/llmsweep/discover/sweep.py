@@ -261,6 +261,11 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     if any(a.start > top for a in arms):
         raise ConfigError(f"discover: --ladder-top {top} is below an arm's first concurrency",
                           fix=f"pass --ladder-top of at least {max(a.start for a in arms)}")
+    # --out made and write-tested as `llmsweep run` does its own, once every refusal above had its say: a path
+    # through a file or a folder this user cannot write is one error line (exit 2), not a traceback from the stage
+    from llmsweep.execute.pipeline import _writable_out
+
+    _writable_out(req.out)
     stages = Stages(req, arms, event)
     started = time.monotonic()
     interrupted: str | None = None
