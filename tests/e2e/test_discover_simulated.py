@@ -213,3 +213,25 @@ def test_an_out_that_cannot_be_written_is_one_error_line_before_any_stage(tmp_pa
         proc = _discover(tmp_path, RISING, "--simulate", "--ladder-top", "2", "--out", out)
         assert proc.returncode == 2, proc.stderr[-3000:]
         assert f"--out {out} cannot be written" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_recipe_cap_below_a_knee_not_reached_is_raised_so_the_proposal_validates(tmp_path: Path) -> None:
+    """A recipe whose own `policy.max-conc` lies below a ladder that still rose at its top: the proposed grid runs to
+    the ladder's top, so the cap is raised to it (and said); it was kept, and `llmsweep validate proposed.yaml`
+    failed (`grid.max-conc`: conc [3, 4] above policy.max-conc 2)."""
+    capped = tmp_path / "capped.yaml"
+    text = RISING.read_text(encoding="utf-8").replace("conc-list: [1, 16, 24, 32]", "conc-list: [1, 2]")
+    capped.write_text(text.replace("  precision: fp8\n", "  precision: fp8\n  policy: { max-conc: 2 }\n"),
+                      encoding="utf-8")
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, capped, "--simulate", "--repeats", "2", "--ladder-top", "4", "--refine", "0",
+                     "--out", out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "policy.max-conc 2 raised to 4" in proc.stderr, proc.stderr[-3000:]
+    recipe = load_recipes([out / "proposed.yaml"]).raise_on_error().recipes["disc-sim-rising"]
+    (entry,) = recipe.scenarios.fixed_seq_len[0].search_space  # type: ignore[index]
+    assert entry.conc_list is not None and max(entry.conc_list) == 4
+    assert recipe.policy is not None and recipe.policy.max_conc == 4
+    checked = cli_here(["validate", out / "proposed.yaml"], cli_env(tmp_path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr

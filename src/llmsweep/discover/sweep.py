@@ -310,7 +310,12 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
 
     proposals = [_proposal(arm, stages, interrupted) for arm in arms]
     grids = {p.arm: p.concs for p in proposals if p.error is None}
-    policy = grid_policy(proposals)
+    caps = {key: r.policy.max_conc if r.policy is not None else None for key, r in recipes.items()}
+    policy = grid_policy(proposals, caps)
+    for key, (_, cap) in policy.items():
+        if cap is not None and (own := caps.get(key)) is not None and cap > own:
+            event(f"discover: {key}: policy.max-conc {own} raised to {cap}, the top of the proposed grid (measured "
+                  "above the recipe's cap)")
     min_steps = [s for s, _ in policy.values() if s is not None]
     caps = [c for _, c in policy.values() if c is not None]
     result = Discovery(
@@ -329,10 +334,13 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     return result
 
 
-def grid_policy(proposals: list[ArmProposal]) -> dict[str, tuple[int | None, int | None]]:
+def grid_policy(proposals: list[ArmProposal],
+                caps: Mapping[str, int | None] | None = None) -> dict[str, tuple[int | None, int | None]]:
     """Each recipe key's proposed `policy: (min-conc-step, max-conc)`: the smallest proposed step of its arms, and
     their highest knee — a cap only where every arm of the recipe measured its knee (a ladder that still rose at its
-    top earned none); a key none of whose arms got a grid gets nothing."""
+    top earned none); a key none of whose arms got a grid gets nothing. `caps`: each key's own `max-conc`; one below
+    the proposed grid (a knee above it not reached) is raised to the grid's top, or the proposed recipe would fail
+    its own validation (`grid.max-conc`: every job above it refused)."""
     policy: dict[str, tuple[int | None, int | None]] = {}
     for key in dict.fromkeys(p.recipe_key for p in proposals):
         arms = [p for p in proposals if p.recipe_key == key]
@@ -342,6 +350,10 @@ def grid_policy(proposals: list[ArmProposal]) -> dict[str, tuple[int | None, int
         steps = [s for p in mine if (s := p.min_step) is not None]
         found = len(mine) == len(arms) and all(p.knee is not None and p.knee.found for p in mine)
         cap = max(max(p.concs) for p in mine) if found else None
+        own = (caps or {}).get(key)
+        top = max(max(p.concs if p.error is None else p.original) for p in arms)
+        if cap is None and own is not None and own < top:
+            cap = top
         if steps or cap is not None:
             policy[key] = (min(steps) if steps else None, cap)
     return policy
