@@ -235,3 +235,36 @@ def test_a_recipe_cap_below_a_knee_not_reached_is_raised_so_the_proposal_validat
     assert recipe.policy is not None and recipe.policy.max_conc == 4
     checked = cli_here(["validate", out / "proposed.yaml"], cli_env(tmp_path))
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.timeout(120)
+def test_an_interrupted_discovery_proposes_no_policy_and_says_how_to_go_on(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C after a few ladder runs: the discovery proposes no recipe, and no policy either (its table said
+    `policy: min-conc-step 1, max-conc 2` from a knee the signal cut the ladder above, beside `no recipe proposed`,
+    and discovery.json held them as proposed), and says how to go on: its --out is refused to a second discovery,
+    which does not resume. The interrupt lands on the 4th finished job, in this process."""
+    from llmsweep.cli.discover import _print
+    from llmsweep.discover.sweep import DiscoverRequest, discover
+
+    said: list[str] = []
+
+    def event(line: str) -> None:
+        said.append(line)
+        if sum(" valid in " in s for s in said) == 4 and " valid in " in line:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "disc"
+    result = discover(DiscoverRequest(recipe=RISING, out=out, simulate=True, repeats=2, ladder_top=4, refine=0),
+                      event=event)
+    assert result.interrupted == "ladder" and 3 <= result.runs_measured <= 4, said[-5:]
+    assert result.arms[0].error is None and result.arms[0].concs  # what the runs so far give, for the evidence
+    assert result.min_conc_step is None and result.max_conc is None and result.proposed_recipe is None
+    saved = json.loads((out / "discovery.json").read_text())
+    assert saved["min_conc_step"] is None and saved["max_conc"] is None
+    assert not (out / "proposed.yaml").exists()
+    assert "run it again with another --out" in said[-1], said[-1]
+    _print(result)
+    table = capsys.readouterr().out
+    assert "policy: none proposed" in table and "no recipe or policy proposed" in table, table
+    assert "run it again with another --out" in table and "->  proposed:" not in table, table

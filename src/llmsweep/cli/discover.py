@@ -96,7 +96,9 @@ def _print(result: object) -> None:
             console.print(f"  knee: {arm.knee.describe()} — {arm.knee.reason}")
             if arm.knee.cliff:
                 console.print(f"  cliff: {arm.knee.cliff}")
-        console.print(f"  recipe: {arm.original}  ->  proposed: {arm.concs}")
+        # interrupted, the grid is what the runs so far would give, and not proposed (nor written)
+        said = "from the runs so far (not proposed)" if result.interrupted else "proposed"
+        console.print(f"  recipe: {arm.original}  ->  {said}: {arm.concs}")
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         table.add_column("conc", justify="right")
         table.add_column("why")
@@ -113,7 +115,10 @@ def _print(result: object) -> None:
         if stage.skipped:
             console.print(f"stage {stage.name} skipped: {stage.skipped}")
     if result.interrupted:
-        console.print(f"[red]interrupted[/] during stage {result.interrupted}: no recipe proposed")
+        from llmsweep.discover.sweep import RESUME
+
+        console.print(f"[red]interrupted[/] during stage {result.interrupted}: no recipe or policy proposed; {RESUME} "
+                      "(this one's discovery.json keeps what was measured)")
     if result.patch:
         console.print(result.patch, markup=False, highlight=False)
     if result.proposed_recipe:

@@ -153,8 +153,10 @@ class Discovery(_Out):
     arms: list[ArmProposal]
     points_measured: int = Field(description="Distinct (arm, concurrency) points measured.")
     runs_measured: int = Field(description="Runs, repeats included.")
-    min_conc_step: int | None = Field(description="Proposed `policy.min-conc-step`: the smallest proposed gap.")
-    max_conc: int | None = Field(description="Proposed `policy.max-conc`: the highest knee over the arms.")
+    min_conc_step: int | None = Field(description="Proposed `policy.min-conc-step`: the smallest proposed gap (none "
+                                      "when interrupted).")
+    max_conc: int | None = Field(description="Proposed `policy.max-conc`: the highest knee over the arms (none when "
+                                 "interrupted).")
     stages: list[Stage] = Field(default_factory=list)
     executor: str = Field(default="local", description="Where the stages' servers ran (`--executor`).")
     interrupted: str | None = Field(default=None, description="The stage an interrupt (Ctrl-C, SIGTERM, a timeout) "

@@ -241,6 +241,9 @@ def _say_warnings(req: DiscoverRequest, event: Event) -> None:
             event(f.render())
 
 
+RESUME = "a discovery does not resume: run it again with another --out"
+"""What an interrupted discovery says of going on (its --out is refused to a second discovery)."""
+
 GRID_RULES = "grid."
 """The rules about a recipe's concurrency grid and its policy, which a discovery's stages replace with their own."""
 
@@ -306,12 +309,13 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         signals.consumed(exc)  # analysing what was measured: a second signal hurries that, never interrupts it
         interrupted = next((r.name for r in stages.records if r.interrupted), "between stages")
         event(f"discover: interrupted during stage {interrupted}; analysing the {len(stages.runs)} run(s) measured "
-              "so far, proposing no recipe")
+              f"so far, proposing no recipe or policy ({RESUME})")
 
     proposals = [_proposal(arm, stages, interrupted) for arm in arms]
     grids = {p.arm: p.concs for p in proposals if p.error is None}
     caps = {key: r.policy.max_conc if r.policy is not None else None for key, r in recipes.items()}
-    policy = grid_policy(proposals, caps)
+    # an interrupted discovery proposes no recipe, nor its policy: a knee the signal cut the ladder above is unearned
+    policy = grid_policy(proposals, caps) if interrupted is None else {}
     for key, (_, cap) in policy.items():
         if cap is not None and (own := caps.get(key)) is not None and cap > own:
             event(f"discover: {key}: policy.max-conc {own} raised to {cap}, the top of the proposed grid (measured "
