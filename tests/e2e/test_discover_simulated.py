@@ -28,7 +28,8 @@ def _discover(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[
 
 
 @pytest.mark.timeout(300)
-def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_path: Path) -> None:
+def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "disc"
     proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--ladder-top", "32", "--refine", "1",
                      "--duration", WINDOW, "--out", out, "--json")
@@ -65,6 +66,21 @@ def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_pa
     # ...with the window --duration asked for; the proposed recipe keeps its own.
     assert {json.loads((s.parent / "job.json").read_text())["workload"]["duration"] for s in summaries} == {60}
     assert recipe.workload is not None and recipe.workload.duration == 240
+    # ...and it passes `llmsweep validate` as it is
+    checked = cli_here(["validate", "--simulate", out / "proposed.yaml"], cli_env(tmp_path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # The table says what its figures are: simulated, and smoke runs (a 60-s window is no official one).
+    from llmsweep.cli.discover import _print
+    from llmsweep.discover.model import Discovery
+
+    capsys.readouterr()
+    _print(Discovery.model_validate(result))
+    table = capsys.readouterr().out
+    assert table.startswith("llmsweep discover — simulated, virtual time\n"), table[:300]
+    smoke = sum(r["verdict"] == "smoke" for r in result["runs"])
+    assert smoke == len(result["runs"]), {r["verdict"] for r in result["runs"]}
+    assert f"simulated {result['points_measured']} point(s) in {len(result['runs'])} run(s) ({smoke} of them smoke" \
+        in table, table
 
 
 def test_discover_refuses_a_single_repeat_and_a_used_out(tmp_path: Path) -> None:
@@ -154,8 +170,13 @@ def test_a_knee_above_the_ladder_is_not_reached_and_the_recipe_above_the_ladder_
                      "--out", out)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "knee: not reached (above 4) — throughput per GPU still rises beyond noise" in proc.stdout
+    # what the figures are, as `run` says them: the recipe serves the simulator (it said `measured 3 point(s)`)
+    assert proc.stdout.startswith("llmsweep discover — simulated, virtual time\n"), proc.stdout[:300]
+    assert "simulated 3 point(s) in 6 run(s); " in proc.stdout and "measured 3 point(s)" not in proc.stdout
     assert "knee: conc" not in proc.stdout and "the knee, where the grid stops" not in proc.stdout
-    (arm,) = json.loads((out / "discovery.json").read_text())["arms"]
+    saved = json.loads((out / "discovery.json").read_text())
+    assert {(r["source"], r["clock"]) for r in saved["runs"]} == {("simulated", "virtual")}
+    (arm,) = saved["arms"]
     assert arm["error"] is None and arm["original"] == [1, 16, 24, 32]
     assert arm["knee"]["conc"] is None and arm["knee"]["above"] == 4 and arm["knee"]["next_conc"] is None
     concs = [p["conc"] for p in arm["proposed"]]

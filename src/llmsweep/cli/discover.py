@@ -82,9 +82,15 @@ def _print(result: object) -> None:
 
     from llmsweep.cli.tables import plain, table_console
     from llmsweep.discover.model import Discovery
+    from llmsweep.metrics.model import source_words
 
     assert isinstance(result, Discovery)
     console = table_console()
+    # what the figures are, as `llmsweep run`'s title says it: a discovery on the simulator is no measurement of an
+    # engine (a recipe that serves the simulator runs there without --simulate too)
+    kinds = dict.fromkeys((r.source, r.clock) for r in result.runs)
+    if kinds:
+        console.print("[bold]llmsweep discover[/] — " + "; ".join(source_words(s, c) for s, c in kinds))
     for arm in result.arms:
         console.print(f"[bold]{arm.arm}[/]  {arm.label}")
         noise = ", ".join(f"{n.label} {n.cv:.1%}" for n in arm.noise if n.cv is not None)
@@ -106,7 +112,10 @@ def _print(result: object) -> None:
             table.add_row(str(p.conc), plain(p.why))
         console.print(table)
     launches = sum(s.server_launches for s in result.stages)
-    console.print(f"measured {result.points_measured} point(s) in {result.runs_measured} run(s)"
+    smoke = sum(r.verdict == "smoke" for r in result.runs)
+    verb = "simulated" if kinds and all(s == "simulated" for s, _ in kinds) else "measured"
+    console.print(f"{verb} {result.points_measured} point(s) in {result.runs_measured} run(s)"
+                  + (f" ({smoke} of them smoke runs, not official measurements: each summary says why)" if smoke else "")
                   + (f" on {launches} server launch(es)" if launches else "")
                   + "; policy: " + (", ".join(f"{name} {value}" for name, value in (
                       ("min-conc-step", result.min_conc_step), ("max-conc", result.max_conc)) if value is not None)

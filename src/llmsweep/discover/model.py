@@ -21,6 +21,8 @@ class Run(_Out):
     job_id: str
     verdict: str
     source: str = Field(description="What ran it, read back from its summary: `measured` or `simulated`.")
+    clock: str | None = Field(default=None, description="The clock it ran on, as its summary records it: `virtual` "
+                              "(the simulator core) or `wall`.")
     metrics: dict[str, float | None] = Field(description="Hot columns of the metric table, by name.")
     kv_usage_max: float | None = Field(default=None, description="Peak GPU KV-cache usage the server reported.")
     preemptions: float | None = Field(default=None, description="Requests the server preempted in the window.")

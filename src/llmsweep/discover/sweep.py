@@ -154,7 +154,7 @@ class Stages:
                 continue
             self.runs.append(Run(
                 arm=key.arm.id, conc=point.identity.conc, stage=record.name, seed=key.seed, job_id=point.job_id,
-                verdict=point.verdict, source=point.source,
+                verdict=point.verdict, source=point.source, clock=point.clock,
                 metrics={m: point.metric(m) for m in analysis.NOISE_METRICS},
                 kv_usage_max=point.metric("gpu_kv_usage_max"),
                 preemptions=point.summary.server_metrics.preemptions,
