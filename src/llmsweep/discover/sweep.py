@@ -33,6 +33,8 @@ DISCOVERY_FILE = "discovery.json"
 PROPOSED_FILE = "proposed.yaml"
 PATCH_FILE = "proposed.diff"
 STAGES_DIR = "stages"
+STORE_FILE = "store.sqlite"
+"""The stages' results store in --out, unless --store."""
 LADDER_FLOOR = 64
 """The ladder's default top: at least this, else four times the recipe's highest concurrency."""
 
@@ -110,7 +112,7 @@ class Stages:
         try:
             outcome = run_sweep(RunRequest(
                 files=[recipe], simulate=self.req.simulate, traces=self.req.traces, out=out,
-                store=self.req.store or self.req.out / "store.sqlite", report=False,
+                store=self.req.store or self.req.out / STORE_FILE, report=False,
                 runner_config=self.req.runner_config, settings=self.req.settings, executor=self.req.executor,
                 executor_options=self.req.executor_options,
                 # discovery measures throughput: an 8k1k row's `run-eval` point would run an accuracy eval (or be
@@ -267,8 +269,13 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     # --out made and write-tested as `llmsweep run` does its own, once every refusal above had its say: a path
     # through a file or a folder this user cannot write is one error line (exit 2), not a traceback from the stage
     from llmsweep.execute.pipeline import _writable_out
+    from llmsweep.results.store import Store
 
     _writable_out(req.out)
+    # and the store write-tested before the first stage writes stages/: a stage's own check refused it (exit 2) after,
+    # and the fixed command was then refused as this --out "already holds a discovery"
+    with Store(req.store or req.out / STORE_FILE) as store:
+        store.check_writable()
     stages = Stages(req, arms, event)
     started = time.monotonic()
     interrupted: str | None = None
