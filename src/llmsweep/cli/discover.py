@@ -113,9 +113,9 @@ def _print(result: object) -> None:
         console.print(table)
     launches = sum(s.server_launches for s in result.stages)
     smoke = sum(r.verdict == "smoke" for r in result.runs)
+    smoke_said = f" ({smoke} of them smoke runs, not official measurements: each summary says why)" if smoke else ""
     verb = "simulated" if kinds and all(s == "simulated" for s, _ in kinds) else "measured"
-    console.print(f"{verb} {result.points_measured} point(s) in {result.runs_measured} run(s)"
-                  + (f" ({smoke} of them smoke runs, not official measurements: each summary says why)" if smoke else "")
+    console.print(f"{verb} {result.points_measured} point(s) in {result.runs_measured} run(s)" + smoke_said
                   + (f" on {launches} server launch(es)" if launches else "")
                   + "; policy: " + (", ".join(f"{name} {value}" for name, value in (
                       ("min-conc-step", result.min_conc_step), ("max-conc", result.max_conc)) if value is not None)

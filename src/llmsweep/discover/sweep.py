@@ -320,11 +320,11 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
 
     proposals = [_proposal(arm, stages, interrupted) for arm in arms]
     grids = {p.arm: p.concs for p in proposals if p.error is None}
-    caps = {key: r.policy.max_conc if r.policy is not None else None for key, r in recipes.items()}
+    own_caps = {key: r.policy.max_conc if r.policy is not None else None for key, r in recipes.items()}
     # an interrupted discovery proposes no recipe, nor its policy: a knee the signal cut the ladder above is unearned
-    policy = grid_policy(proposals, caps) if interrupted is None else {}
+    policy = grid_policy(proposals, own_caps) if interrupted is None else {}
     for key, (_, cap) in policy.items():
-        if cap is not None and (own := caps.get(key)) is not None and cap > own:
+        if cap is not None and (own := own_caps.get(key)) is not None and cap > own:
             event(f"discover: {key}: policy.max-conc {own} raised to {cap}, the top of the proposed grid (measured "
                   "above the recipe's cap)")
     min_steps = [s for s, _ in policy.values() if s is not None]
