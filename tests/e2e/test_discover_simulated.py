@@ -304,3 +304,20 @@ def test_a_store_that_cannot_be_written_is_refused_before_any_stage_and_the_fixe
     proc = _discover(tmp_path, RISING, *args, "--store", tmp_path / "s.sqlite")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "discovery.json").exists()
+
+
+def test_a_discovery_interrupted_before_any_run_finished_says_so(tmp_path: Path) -> None:
+    """Ctrl-C before the ladder's first run finished (a real engine's server still starting): the arm says the
+    interrupt is why it has no run; it said `no valid run of this arm (no valid run)`."""
+    from llmsweep.discover.sweep import DiscoverRequest, discover
+
+    def event(line: str) -> None:
+        if " job(s) planned, " in line:  # inside the ladder's run, before its first job
+            raise KeyboardInterrupt
+
+    result = discover(DiscoverRequest(recipe=RISING, out=tmp_path / "disc", simulate=True, repeats=2, ladder_top=4,
+                                      refine=0), event=event)
+    (arm,) = result.arms
+    assert result.interrupted == "ladder" and result.runs_measured == 0
+    assert arm.error == ("no valid run of this arm (the discovery was interrupted during stage ladder before one "
+                         "finished)"), arm.error

@@ -380,7 +380,9 @@ def _proposal(arm: Arm, stages: Stages, interrupted: str | None = None) -> ArmPr
     proposal = ArmProposal(arm=arm.id, recipe_key=arm.recipe_key, path=render_path(arm.path), label=arm.label,
                            original=list(arm.concs), proposed=[], min_step=None, knee=knee, noise=noise, curve=points)
     if knee is None:
-        why = "; ".join(f"{stage}: {p}" for stage, p in stages.problems.items()) or "no valid run"
+        why = "; ".join(f"{stage}: {p}" for stage, p in stages.problems.items()) or (
+            f"the discovery was interrupted during stage {interrupted} before one finished" if interrupted
+            else "none finished valid")
         proposal.error = f"no valid run of this arm ({why})"
     elif tput.cv is None:
         why = (f"the discovery was interrupted during stage {interrupted} before a point was repeated"
