@@ -321,3 +321,18 @@ def test_a_discovery_interrupted_before_any_run_finished_says_so(tmp_path: Path)
     assert result.interrupted == "ladder" and result.runs_measured == 0
     assert arm.error == ("no valid run of this arm (the discovery was interrupted during stage ladder before one "
                          "finished)"), arm.error
+
+
+def test_a_ladder_whose_every_job_was_refused_says_why_and_exits_1(tmp_path: Path) -> None:
+    """--traces naming a folder without a trace: every ladder job is refused, the arm says why, and the skipped
+    refinement says that nothing was measured (it said `no knee to refine (too few measured points)`)."""
+    (tmp_path / "traces").mkdir()
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--traces", tmp_path / "traces", "--repeats", "2",
+                     "--ladder-top", "2", "--out", out, "--json")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    (arm,) = result["arms"]
+    assert result["runs_measured"] == 0 and "holds no trace" in arm["error"], arm["error"]
+    skipped = result["stages"][-1]["skipped"]
+    assert "no valid run of it was measured" in skipped and "too few" not in skipped, skipped

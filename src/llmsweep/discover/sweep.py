@@ -293,7 +293,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
                 if todo:
                     targets[arm.id] = todo
                 elif knee is None:
-                    settled.append(f"{arm.id}: no knee to refine (too few measured points)")
+                    settled.append(f"{arm.id}: no valid run of it was measured (see its proposal's error)")
                 elif knee.next_conc is None:
                     settled.append(f"{arm.id}: {knee.reason}")
                 else:
