@@ -28,7 +28,8 @@ def _discover(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[
 
 
 @pytest.mark.timeout(300)
-def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_path: Path) -> None:
+def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "disc"
     proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--ladder-top", "32", "--refine", "1",
                      "--duration", WINDOW, "--out", out, "--json")
@@ -65,6 +66,21 @@ def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_pa
     # ...with the window --duration asked for; the proposed recipe keeps its own.
     assert {json.loads((s.parent / "job.json").read_text())["workload"]["duration"] for s in summaries} == {60}
     assert recipe.workload is not None and recipe.workload.duration == 240
+    # ...and it passes `llmsweep validate` as it is
+    checked = cli_here(["validate", "--simulate", out / "proposed.yaml"], cli_env(tmp_path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # The table says what its figures are: simulated, and smoke runs (a 60-s window is no official one).
+    from llmsweep.cli.discover import _print
+    from llmsweep.discover.model import Discovery
+
+    capsys.readouterr()
+    _print(Discovery.model_validate(result))
+    table = capsys.readouterr().out
+    assert table.startswith("llmsweep discover — simulated, virtual time\n"), table[:300]
+    smoke = sum(r["verdict"] == "smoke" for r in result["runs"])
+    assert smoke == len(result["runs"]), {r["verdict"] for r in result["runs"]}
+    assert f"simulated {result['points_measured']} point(s) in {len(result['runs'])} run(s) ({smoke} of them smoke" \
+        in table, table
 
 
 def test_discover_refuses_a_single_repeat_and_a_used_out(tmp_path: Path) -> None:
@@ -154,8 +170,13 @@ def test_a_knee_above_the_ladder_is_not_reached_and_the_recipe_above_the_ladder_
                      "--out", out)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "knee: not reached (above 4) — throughput per GPU still rises beyond noise" in proc.stdout
+    # what the figures are, as `run` says them: the recipe serves the simulator (it said `measured 3 point(s)`)
+    assert proc.stdout.startswith("llmsweep discover — simulated, virtual time\n"), proc.stdout[:300]
+    assert "simulated 3 point(s) in 6 run(s); " in proc.stdout and "measured 3 point(s)" not in proc.stdout
     assert "knee: conc" not in proc.stdout and "the knee, where the grid stops" not in proc.stdout
-    (arm,) = json.loads((out / "discovery.json").read_text())["arms"]
+    saved = json.loads((out / "discovery.json").read_text())
+    assert {(r["source"], r["clock"]) for r in saved["runs"]} == {("simulated", "virtual")}
+    (arm,) = saved["arms"]
     assert arm["error"] is None and arm["original"] == [1, 16, 24, 32]
     assert arm["knee"]["conc"] is None and arm["knee"]["above"] == 4 and arm["knee"]["next_conc"] is None
     concs = [p["conc"] for p in arm["proposed"]]
@@ -203,3 +224,115 @@ def test_a_sigterm_stops_the_discovery_which_keeps_what_it_measured_and_exits_14
     assert ladder["runs_measured"] == len(finished), (ladder, [j.name for j in finished])
     said = log.read_text(errors="replace")
     assert "--resume" not in said, said[-3000:]  # a stage is not the user's to resume; the discovery is run again
+
+
+def test_an_out_that_cannot_be_written_is_one_error_line_before_any_stage(tmp_path: Path) -> None:
+    """An --out through a file (or a folder this user cannot write) is refused as `run` refuses its own, exit 2:
+    it was a NotADirectoryError traceback from writing the ladder's stage recipe, exit 1."""
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    for out in (tmp_path / "file", tmp_path / "file" / "sub"):
+        proc = _discover(tmp_path, RISING, "--simulate", "--ladder-top", "2", "--out", out)
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        assert f"--out {out} cannot be written" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_recipe_cap_below_a_knee_not_reached_is_raised_so_the_proposal_validates(tmp_path: Path) -> None:
+    """A recipe whose own `policy.max-conc` lies below a ladder that still rose at its top: the proposed grid runs to
+    the ladder's top, so the cap is raised to it (and said); it was kept, and `llmsweep validate proposed.yaml`
+    failed (`grid.max-conc`: conc [3, 4] above policy.max-conc 2)."""
+    capped = tmp_path / "capped.yaml"
+    text = RISING.read_text(encoding="utf-8").replace("conc-list: [1, 16, 24, 32]", "conc-list: [1, 2]")
+    capped.write_text(text.replace("  precision: fp8\n", "  precision: fp8\n  policy: { max-conc: 2 }\n"),
+                      encoding="utf-8")
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, capped, "--simulate", "--repeats", "2", "--ladder-top", "4", "--refine", "0",
+                     "--out", out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "policy.max-conc 2 raised to 4" in proc.stderr, proc.stderr[-3000:]
+    recipe = load_recipes([out / "proposed.yaml"]).raise_on_error().recipes["disc-sim-rising"]
+    (entry,) = recipe.scenarios.fixed_seq_len[0].search_space  # type: ignore[index]
+    assert entry.conc_list is not None and max(entry.conc_list) == 4
+    assert recipe.policy is not None and recipe.policy.max_conc == 4
+    checked = cli_here(["validate", out / "proposed.yaml"], cli_env(tmp_path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.timeout(120)
+def test_an_interrupted_discovery_proposes_no_policy_and_says_how_to_go_on(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C after a few ladder runs: the discovery proposes no recipe, and no policy either (its table said
+    `policy: min-conc-step 1, max-conc 2` from a knee the signal cut the ladder above, beside `no recipe proposed`,
+    and discovery.json held them as proposed), and says how to go on: its --out is refused to a second discovery,
+    which does not resume. The interrupt lands on the 4th finished job, in this process."""
+    from llmsweep.cli.discover import _print
+    from llmsweep.discover.sweep import DiscoverRequest, discover
+
+    said: list[str] = []
+
+    def event(line: str) -> None:
+        said.append(line)
+        if sum(" valid in " in s for s in said) == 4 and " valid in " in line:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "disc"
+    result = discover(DiscoverRequest(recipe=RISING, out=out, simulate=True, repeats=2, ladder_top=4, refine=0),
+                      event=event)
+    assert result.interrupted == "ladder" and 3 <= result.runs_measured <= 4, said[-5:]
+    assert result.arms[0].error is None and result.arms[0].concs  # what the runs so far give, for the evidence
+    assert result.min_conc_step is None and result.max_conc is None and result.proposed_recipe is None
+    saved = json.loads((out / "discovery.json").read_text())
+    assert saved["min_conc_step"] is None and saved["max_conc"] is None
+    assert not (out / "proposed.yaml").exists()
+    assert "run it again with another --out" in said[-1], said[-1]
+    _print(result)
+    table = capsys.readouterr().out
+    assert "policy: none proposed" in table and "no recipe or policy proposed" in table, table
+    assert "run it again with another --out" in table and "->  proposed:" not in table, table
+
+
+def test_a_store_that_cannot_be_written_is_refused_before_any_stage_and_the_fixed_command_runs(tmp_path: Path) -> None:
+    """A --store through a file is refused (exit 2) before the ladder's stage is written: it was refused by the
+    stage's own run after `stages/` was, so the same command with the store fixed was refused as `--out … already
+    holds a discovery`."""
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    out = tmp_path / "disc"
+    args = ("--simulate", "--repeats", "2", "--ladder-top", "2", "--refine", "0", "--out", out)
+    proc = _discover(tmp_path, RISING, *args, "--store", tmp_path / "file" / "s.sqlite")
+    assert proc.returncode == 2 and "cannot open results store" in proc.stderr, proc.stderr[-3000:]
+    assert not (out / "stages").exists()
+    proc = _discover(tmp_path, RISING, *args, "--store", tmp_path / "s.sqlite")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "discovery.json").exists()
+
+
+def test_a_discovery_interrupted_before_any_run_finished_says_so(tmp_path: Path) -> None:
+    """Ctrl-C before the ladder's first run finished (a real engine's server still starting): the arm says the
+    interrupt is why it has no run; it said `no valid run of this arm (no valid run)`."""
+    from llmsweep.discover.sweep import DiscoverRequest, discover
+
+    def event(line: str) -> None:
+        if " job(s) planned, " in line:  # inside the ladder's run, before its first job
+            raise KeyboardInterrupt
+
+    result = discover(DiscoverRequest(recipe=RISING, out=tmp_path / "disc", simulate=True, repeats=2, ladder_top=4,
+                                      refine=0), event=event)
+    (arm,) = result.arms
+    assert result.interrupted == "ladder" and result.runs_measured == 0
+    assert arm.error == ("no valid run of this arm (the discovery was interrupted during stage ladder before one "
+                         "finished)"), arm.error
+
+
+def test_a_ladder_whose_every_job_was_refused_says_why_and_exits_1(tmp_path: Path) -> None:
+    """--traces naming a folder without a trace: every ladder job is refused, the arm says why, and the skipped
+    refinement says that nothing was measured (it said `no knee to refine (too few measured points)`)."""
+    (tmp_path / "traces").mkdir()
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--traces", tmp_path / "traces", "--repeats", "2",
+                     "--ladder-top", "2", "--out", out, "--json")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    (arm,) = result["arms"]
+    assert result["runs_measured"] == 0 and "holds no trace" in arm["error"], arm["error"]
+    skipped = result["stages"][-1]["skipped"]
+    assert "no valid run of it was measured" in skipped and "too few" not in skipped, skipped

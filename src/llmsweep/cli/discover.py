@@ -82,9 +82,15 @@ def _print(result: object) -> None:
 
     from llmsweep.cli.tables import plain, table_console
     from llmsweep.discover.model import Discovery
+    from llmsweep.metrics.model import source_words
 
     assert isinstance(result, Discovery)
     console = table_console()
+    # what the figures are, as `llmsweep run`'s title says it: a discovery on the simulator is no measurement of an
+    # engine (a recipe that serves the simulator runs there without --simulate too)
+    kinds = dict.fromkeys((r.source, r.clock) for r in result.runs)
+    if kinds:
+        console.print("[bold]llmsweep discover[/] — " + "; ".join(source_words(s, c) for s, c in kinds))
     for arm in result.arms:
         console.print(f"[bold]{arm.arm}[/]  {arm.label}")
         noise = ", ".join(f"{n.label} {n.cv:.1%}" for n in arm.noise if n.cv is not None)
@@ -96,7 +102,9 @@ def _print(result: object) -> None:
             console.print(f"  knee: {arm.knee.describe()} — {arm.knee.reason}")
             if arm.knee.cliff:
                 console.print(f"  cliff: {arm.knee.cliff}")
-        console.print(f"  recipe: {arm.original}  ->  proposed: {arm.concs}")
+        # interrupted, the grid is what the runs so far would give, and not proposed (nor written)
+        said = "from the runs so far (not proposed)" if result.interrupted else "proposed"
+        console.print(f"  recipe: {arm.original}  ->  {said}: {arm.concs}")
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         table.add_column("conc", justify="right")
         table.add_column("why")
@@ -104,7 +112,10 @@ def _print(result: object) -> None:
             table.add_row(str(p.conc), plain(p.why))
         console.print(table)
     launches = sum(s.server_launches for s in result.stages)
-    console.print(f"measured {result.points_measured} point(s) in {result.runs_measured} run(s)"
+    smoke = sum(r.verdict == "smoke" for r in result.runs)
+    smoke_said = f" ({smoke} of them smoke runs, not official measurements: each summary says why)" if smoke else ""
+    verb = "simulated" if kinds and all(s == "simulated" for s, _ in kinds) else "measured"
+    console.print(f"{verb} {result.points_measured} point(s) in {result.runs_measured} run(s)" + smoke_said
                   + (f" on {launches} server launch(es)" if launches else "")
                   + "; policy: " + (", ".join(f"{name} {value}" for name, value in (
                       ("min-conc-step", result.min_conc_step), ("max-conc", result.max_conc)) if value is not None)
@@ -113,7 +124,10 @@ def _print(result: object) -> None:
         if stage.skipped:
             console.print(f"stage {stage.name} skipped: {stage.skipped}")
     if result.interrupted:
-        console.print(f"[red]interrupted[/] during stage {result.interrupted}: no recipe proposed")
+        from llmsweep.discover.sweep import RESUME
+
+        console.print(f"[red]interrupted[/] during stage {result.interrupted}: no recipe or policy proposed; {RESUME} "
+                      "(this one's discovery.json keeps what was measured)")
     if result.patch:
         console.print(result.patch, markup=False, highlight=False)
     if result.proposed_recipe:

@@ -21,6 +21,8 @@ class Run(_Out):
     job_id: str
     verdict: str
     source: str = Field(description="What ran it, read back from its summary: `measured` or `simulated`.")
+    clock: str | None = Field(default=None, description="The clock it ran on, as its summary records it: `virtual` "
+                              "(the simulator core) or `wall`.")
     metrics: dict[str, float | None] = Field(description="Hot columns of the metric table, by name.")
     kv_usage_max: float | None = Field(default=None, description="Peak GPU KV-cache usage the server reported.")
     preemptions: float | None = Field(default=None, description="Requests the server preempted in the window.")
@@ -153,8 +155,10 @@ class Discovery(_Out):
     arms: list[ArmProposal]
     points_measured: int = Field(description="Distinct (arm, concurrency) points measured.")
     runs_measured: int = Field(description="Runs, repeats included.")
-    min_conc_step: int | None = Field(description="Proposed `policy.min-conc-step`: the smallest proposed gap.")
-    max_conc: int | None = Field(description="Proposed `policy.max-conc`: the highest knee over the arms.")
+    min_conc_step: int | None = Field(description="Proposed `policy.min-conc-step`: the smallest proposed gap (none "
+                                      "when interrupted).")
+    max_conc: int | None = Field(description="Proposed `policy.max-conc`: the highest knee over the arms (none when "
+                                 "interrupted).")
     stages: list[Stage] = Field(default_factory=list)
     executor: str = Field(default="local", description="Where the stages' servers ran (`--executor`).")
     interrupted: str | None = Field(default=None, description="The stage an interrupt (Ctrl-C, SIGTERM, a timeout) "

@@ -33,6 +33,8 @@ DISCOVERY_FILE = "discovery.json"
 PROPOSED_FILE = "proposed.yaml"
 PATCH_FILE = "proposed.diff"
 STAGES_DIR = "stages"
+STORE_FILE = "store.sqlite"
+"""The stages' results store in --out, unless --store."""
 LADDER_FLOOR = 64
 """The ladder's default top: at least this, else four times the recipe's highest concurrency."""
 
@@ -110,7 +112,7 @@ class Stages:
         try:
             outcome = run_sweep(RunRequest(
                 files=[recipe], simulate=self.req.simulate, traces=self.req.traces, out=out,
-                store=self.req.store or self.req.out / "store.sqlite", report=False,
+                store=self.req.store or self.req.out / STORE_FILE, report=False,
                 runner_config=self.req.runner_config, settings=self.req.settings, executor=self.req.executor,
                 executor_options=self.req.executor_options,
                 # discovery measures throughput: an 8k1k row's `run-eval` point would run an accuracy eval (or be
@@ -154,7 +156,7 @@ class Stages:
                 continue
             self.runs.append(Run(
                 arm=key.arm.id, conc=point.identity.conc, stage=record.name, seed=key.seed, job_id=point.job_id,
-                verdict=point.verdict, source=point.source,
+                verdict=point.verdict, source=point.source, clock=point.clock,
                 metrics={m: point.metric(m) for m in analysis.NOISE_METRICS},
                 kv_usage_max=point.metric("gpu_kv_usage_max"),
                 preemptions=point.summary.server_metrics.preemptions,
@@ -241,6 +243,9 @@ def _say_warnings(req: DiscoverRequest, event: Event) -> None:
             event(f.render())
 
 
+RESUME = "a discovery does not resume: run it again with another --out"
+"""What an interrupted discovery says of going on (its --out is refused to a second discovery)."""
+
 GRID_RULES = "grid."
 """The rules about a recipe's concurrency grid and its policy, which a discovery's stages replace with their own."""
 
@@ -261,6 +266,16 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     if any(a.start > top for a in arms):
         raise ConfigError(f"discover: --ladder-top {top} is below an arm's first concurrency",
                           fix=f"pass --ladder-top of at least {max(a.start for a in arms)}")
+    # --out made and write-tested as `llmsweep run` does its own, once every refusal above had its say: a path
+    # through a file or a folder this user cannot write is one error line (exit 2), not a traceback from the stage
+    from llmsweep.execute.pipeline import _writable_out
+    from llmsweep.results.store import Store
+
+    _writable_out(req.out)
+    # and the store write-tested before the first stage writes stages/: a stage's own check refused it (exit 2) after,
+    # and the fixed command was then refused as this --out "already holds a discovery"
+    with Store(req.store or req.out / STORE_FILE) as store:
+        store.check_writable()
     stages = Stages(req, arms, event)
     started = time.monotonic()
     interrupted: str | None = None
@@ -278,7 +293,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
                 if todo:
                     targets[arm.id] = todo
                 elif knee is None:
-                    settled.append(f"{arm.id}: no knee to refine (too few measured points)")
+                    settled.append(f"{arm.id}: no valid run of it was measured (see its proposal's error)")
                 elif knee.next_conc is None:
                     settled.append(f"{arm.id}: {knee.reason}")
                 else:
@@ -301,11 +316,17 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         signals.consumed(exc)  # analysing what was measured: a second signal hurries that, never interrupts it
         interrupted = next((r.name for r in stages.records if r.interrupted), "between stages")
         event(f"discover: interrupted during stage {interrupted}; analysing the {len(stages.runs)} run(s) measured "
-              "so far, proposing no recipe")
+              f"so far, proposing no recipe or policy ({RESUME})")
 
     proposals = [_proposal(arm, stages, interrupted) for arm in arms]
     grids = {p.arm: p.concs for p in proposals if p.error is None}
-    policy = grid_policy(proposals)
+    own_caps = {key: r.policy.max_conc if r.policy is not None else None for key, r in recipes.items()}
+    # an interrupted discovery proposes no recipe, nor its policy: a knee the signal cut the ladder above is unearned
+    policy = grid_policy(proposals, own_caps) if interrupted is None else {}
+    for key, (_, cap) in policy.items():
+        if cap is not None and (own := own_caps.get(key)) is not None and cap > own:
+            event(f"discover: {key}: policy.max-conc {own} raised to {cap}, the top of the proposed grid (measured "
+                  "above the recipe's cap)")
     min_steps = [s for s, _ in policy.values() if s is not None]
     caps = [c for _, c in policy.values() if c is not None]
     result = Discovery(
@@ -324,10 +345,13 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     return result
 
 
-def grid_policy(proposals: list[ArmProposal]) -> dict[str, tuple[int | None, int | None]]:
+def grid_policy(proposals: list[ArmProposal],
+                caps: Mapping[str, int | None] | None = None) -> dict[str, tuple[int | None, int | None]]:
     """Each recipe key's proposed `policy: (min-conc-step, max-conc)`: the smallest proposed step of its arms, and
     their highest knee — a cap only where every arm of the recipe measured its knee (a ladder that still rose at its
-    top earned none); a key none of whose arms got a grid gets nothing."""
+    top earned none); a key none of whose arms got a grid gets nothing. `caps`: each key's own `max-conc`; one below
+    the proposed grid (a knee above it not reached) is raised to the grid's top, or the proposed recipe would fail
+    its own validation (`grid.max-conc`: every job above it refused)."""
     policy: dict[str, tuple[int | None, int | None]] = {}
     for key in dict.fromkeys(p.recipe_key for p in proposals):
         arms = [p for p in proposals if p.recipe_key == key]
@@ -337,6 +361,10 @@ def grid_policy(proposals: list[ArmProposal]) -> dict[str, tuple[int | None, int
         steps = [s for p in mine if (s := p.min_step) is not None]
         found = len(mine) == len(arms) and all(p.knee is not None and p.knee.found for p in mine)
         cap = max(max(p.concs) for p in mine) if found else None
+        own = (caps or {}).get(key)
+        top = max(max(p.concs if p.error is None else p.original) for p in arms)
+        if cap is None and own is not None and own < top:
+            cap = top
         if steps or cap is not None:
             policy[key] = (min(steps) if steps else None, cap)
     return policy
@@ -352,7 +380,9 @@ def _proposal(arm: Arm, stages: Stages, interrupted: str | None = None) -> ArmPr
     proposal = ArmProposal(arm=arm.id, recipe_key=arm.recipe_key, path=render_path(arm.path), label=arm.label,
                            original=list(arm.concs), proposed=[], min_step=None, knee=knee, noise=noise, curve=points)
     if knee is None:
-        why = "; ".join(f"{stage}: {p}" for stage, p in stages.problems.items()) or "no valid run"
+        why = "; ".join(f"{stage}: {p}" for stage, p in stages.problems.items()) or (
+            f"the discovery was interrupted during stage {interrupted} before one finished" if interrupted
+            else "none finished valid")
         proposal.error = f"no valid run of this arm ({why})"
     elif tput.cv is None:
         why = (f"the discovery was interrupted during stage {interrupted} before a point was repeated"

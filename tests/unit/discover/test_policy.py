@@ -30,3 +30,14 @@ def test_no_cap_where_an_arm_still_rose_at_the_top_of_its_ladder_or_got_no_grid(
     failed = grid_policy([_arm("a", [1, 4, 16], knee_next=32), _arm("a", [], knee_next=None, error="no valid run")])
     assert failed == {"a": (3, None)}
     assert grid_policy([_arm("a", [], knee_next=None, error="no valid run")]) == {}
+
+
+def test_a_recipes_own_cap_below_the_proposed_grid_is_raised_to_its_top_and_left_alone_otherwise() -> None:
+    # the knee not reached: the grid runs past the recipe's cap of 16, which would refuse every job above it
+    assert grid_policy([_arm("a", [1, 4, 64], knee_next=None)], {"a": 16}) == {"a": (3, 64)}
+    # a grid arm and one that got none (its recipe concurrencies stay): the cap covers both
+    failed = _arm("a", [], knee_next=None, error="no valid run").model_copy(update={"original": [1, 128]})
+    assert grid_policy([_arm("a", [1, 4, 64], knee_next=None), failed], {"a": 16}) == {"a": (3, 128)}
+    assert grid_policy([_arm("a", [1, 4, 64], knee_next=None)], {"a": 64}) == {"a": (3, None)}
+    assert grid_policy([_arm("a", [1, 4, 64], knee_next=None)], {"b": 16}) == {"a": (3, None)}
+    assert grid_policy([_arm("a", [1, 4, 16], knee_next=32)], {"a": 64}) == {"a": (3, 16)}
