@@ -268,10 +268,10 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
                           fix=f"pass --ladder-top of at least {max(a.start for a in arms)}")
     # --out made and write-tested as `llmsweep run` does its own, once every refusal above had its say: a path
     # through a file or a folder this user cannot write is one error line (exit 2), not a traceback from the stage
-    from llmsweep.execute.pipeline import _writable_out
+    from llmsweep.execute.pipeline import writable_out
     from llmsweep.results.store import Store
 
-    _writable_out(req.out)
+    writable_out(req.out)
     # and the store write-tested before the first stage writes stages/: a stage's own check refused it (exit 2) after,
     # and the fixed command was then refused as this --out "already holds a discovery"
     with Store(req.store or req.out / STORE_FILE) as store:

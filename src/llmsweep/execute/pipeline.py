@@ -475,7 +475,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         event(f"warning: {why}: {', '.join(req.eval_flags)} ignored")
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
-    _writable_out(run_dir)
+    writable_out(run_dir)
     with _exclusive(run_dir):
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
@@ -684,7 +684,7 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
 LOCK_FILE = ".llmsweep-run.lock"
 
 
-def _writable_out(run_dir: Path) -> None:
+def writable_out(run_dir: Path) -> None:
     """--out made and write-tested before anything is written there or any server starts: a read-only disk, a
     folder this user cannot write, a path through a file is one error line (exit 2); it was a traceback from the
     folder's creation or its lock file."""
