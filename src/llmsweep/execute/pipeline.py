@@ -732,6 +732,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     identities = reuse_keys(jobs, simulate=req.simulate, live=req.live, settings=req.settings,
                             on_host=req.executor == LocalExecutor.kind)
     reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": identities}
+    previous = art.read_json(run_dir / art.RUN_FILE)  # the keys the finished jobs were measured under, before rewritten
+    recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
     _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
     # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
@@ -762,6 +764,12 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         todo = []
         for job in runnable:
             done = resumed(job, run_dir)
+            if done is not None and (why := _measured_otherwise(job, run_dir, identities.get(job.id), recorded)):
+                # Its result stands for another configuration than the job now: kept aside, never mixed into this
+                # run's series (its job id does not change with engine args, env or the workload).
+                event(f"job {job.id}: not resumed — {why}; it runs again")
+                art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event)
+                done = None
             if done is not None:
                 skipped.append(done)
             else:
@@ -842,6 +850,38 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         event(f"writing the dashboard to {run_dir / 'report'} (PNG plots: `llmsweep report {run_dir}`)")
         outcome.report_path = _report(run_dir, event, req.store)
     return outcome
+
+
+def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: object) -> str | None:
+    """Why the finished result in `job`'s folder does not stand for `job` as planned now, or None when it does.
+
+    A job id holds the recipe's InferenceX fingerprint only: engine args, env, the workload (its window, its prompts)
+    and llmsweep itself (the simulator, the measurement definitions, the gates) can change under the same id. The
+    recorded reuse key (run.json's `reuse_keys`, what the earlier run planned) covers them all; `job.json` names the
+    fields. A `job.json` that does not read makes a job without a result (the store refuses it): it runs again.
+    """
+    from llmsweep.changes.diff import job_field_diff
+    from llmsweep.changes.reuse import split_key
+    from llmsweep.engines import launched_job
+
+    doc = art.read_json(art.job_dir(run_dir, job.id) / art.JOB_FILE)
+    if not isinstance(doc, dict):
+        return f"its {art.JOB_FILE} does not read"
+    try:
+        fields = job_field_diff(Job.model_validate(doc), launched_job(job))
+    except (ValueError, TypeError):  # a job.json of another release's schema: the key alone decides
+        fields = ()
+    old = recorded.get(job.id) if isinstance(recorded, dict) else None
+    if not fields and (not isinstance(old, str) or key is None or old == key):
+        return None
+    if fields:
+        shown = ", ".join(fields[:4]) + (f" and {len(fields) - 4} more" if len(fields) > 4 else "")
+        return f"its result was measured under another configuration ({shown} changed since)"
+    (base_old, ctx_old), (base_now, ctx_now) = split_key(str(old)), split_key(str(key))
+    if base_old == base_now and ctx_old is not None and ctx_now is not None and ctx_old.corpus != ctx_now.corpus:
+        return "the trace corpus it replays has changed since its result was measured"
+    return ("its result was measured under another launch, simulator, measurement definition or gates than this "
+            "run's")
 
 
 def _power_unrecorded(outcomes: Sequence[JobOutcome]) -> dict[str, list[str]]:

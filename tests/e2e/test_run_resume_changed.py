@@ -1,0 +1,59 @@
+"""`--resume` keeps a finished job only when its result stands for the job as planned now.
+
+A job id holds the recipe's InferenceX fingerprint only, so engine args, env and the workload change under the same
+id: a resume after such an edit kept the finished jobs' old results and ran the rest under the new recipe, one run and
+one series mixing two configurations, with nothing said. A finished job whose `job.json` no longer read was kept too,
+and the run then failed to store (exit 1, the whole run not stored)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_run_support import RECIPES, cli_env, job_dirs, run_here
+
+
+def _sweep(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    recipe = tmp_path / "fixed.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text())
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    first = run_here([recipe, "--out", out, "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    return recipe, out, env
+
+
+def _launch_args(job_dir: Path) -> list[str]:
+    return list(json.loads((job_dir / "job.json").read_text())["serve"]["args"])
+
+
+def test_a_resume_after_a_recipe_edit_runs_the_finished_jobs_again_under_it(tmp_path: Path) -> None:
+    recipe, out, env = _sweep(tmp_path)
+    dirs = list(job_dirs(out).values())
+    (dirs[1] / "summary.json").unlink()  # the second job did not finish
+    recipe.write_text(recipe.read_text().replace("engine: { name: sim }",
+                                                 "engine: { name: sim }\n    args: { --max-running-requests: 3 }"))
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume", "--json"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    said = [line for line in resumed.stderr.splitlines() if "not resumed" in line]
+    assert len(said) == 1 and dirs[0].name in said[0], resumed.stderr[-4000:]
+    assert "another configuration (serve.args.--max-running-requests changed since); it runs again" in said[0]
+    rows = json.loads(resumed.stdout)["jobs"]
+    assert [r["resumed"] for r in rows] == [False, False]  # both measured under the recipe as it is now
+    for d in dirs:
+        assert "--max-running-requests" in _launch_args(d)
+    assert "--max-running-requests" not in _launch_args(dirs[0] / "attempts" / "1")  # the earlier result is kept
+
+    again = run_here([recipe, "--out", out, "--no-report", "--resume", "--json"], env)  # nothing changed: both done
+    assert again.returncode == 0 and "not resumed" not in again.stderr, again.stderr[-4000:]
+    assert [r["resumed"] for r in json.loads(again.stdout)["jobs"]] == [True, True]
+
+
+def test_a_finished_job_whose_job_json_does_not_read_runs_again_and_the_run_is_stored(tmp_path: Path) -> None:
+    recipe, out, env = _sweep(tmp_path)
+    broken = list(job_dirs(out).values())[0]
+    (broken / "job.json").write_text((broken / "job.json").read_text()[:50])  # cut short (a full disk, a bad copy)
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert f"job {broken.name}: not resumed — its job.json does not read; it runs again" in resumed.stderr
+    assert "could not store" not in resumed.stderr
+    assert json.loads((broken / "job.json").read_text())["id"] == broken.name
