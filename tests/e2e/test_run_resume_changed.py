@@ -57,3 +57,22 @@ def test_a_finished_job_whose_job_json_does_not_read_runs_again_and_the_run_is_s
     assert f"job {broken.name}: not resumed — its job.json does not read; it runs again" in resumed.stderr
     assert "could not store" not in resumed.stderr
     assert json.loads((broken / "job.json").read_text())["id"] == broken.name
+
+
+def test_a_resume_that_forgets_the_runs_repeats_is_refused(tmp_path: Path) -> None:
+    """A `--repeats 2` run resumed without `--repeats` planned only the first repeats: the missing second repeat
+    never ran, the resume said every expected job was done (exit 0) and rewrote run.json's `repeats` to 1."""
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    first = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--repeats", "2"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    unfinished = [d for name, d in job_dirs(out).items() if name.endswith("-repeat2")][0]
+    (unfinished / "summary.json").unlink()
+    meta = (out / "run.json").read_text()
+    refused = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--resume"], env)
+    assert refused.returncode == 2, refused.stderr[-4000:]
+    assert "planned with --repeats 2: repeat 2 of its jobs would never run" in refused.stderr
+    assert "fix: resume with --repeats 2" in refused.stderr
+    assert (out / "run.json").read_text() == meta and not (unfinished / "attempts").exists()  # nothing touched
+    resumed = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--resume", "--repeats", "2"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert (unfinished / "summary.json").is_file()

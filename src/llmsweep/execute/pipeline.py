@@ -480,6 +480,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
         _refuse_other_measurement(run_dir, req, jobs)
+        _refuse_fewer_repeats(run_dir, req)
         outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event)
     outcome.unplanned = unplanned
     return outcome
@@ -679,6 +680,23 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
         "first ones, and the rest would be measured otherwise in the same run and series",
         fix="resume with the options it ran with, or pass --force to run every job again under the new ones "
             "(earlier results are kept in jobs/<id>/attempts/), or give this run another --out")
+
+
+def _refuse_fewer_repeats(run_dir: Path, req: RunRequest) -> None:
+    """Refuse (exit 2, nothing moved) a `--resume` that plans fewer repeats than the run it resumes: the repeats
+    beyond them would never run, yet the resume said every expected job was done (exit 0), and the run's points were
+    the means of however many repeats each happened to finish. More repeats extend the run."""
+    if not req.settings.resume or not _results_held(run_dir):
+        return
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    planned = meta.get("repeats") if isinstance(meta, dict) else None
+    if not isinstance(planned, int) or planned <= req.repeats:
+        return
+    raise ConfigError(
+        f"--resume with --repeats {req.repeats}, but the run in {run_dir} was planned with --repeats {planned}: "
+        + (f"repeat {planned}" if planned == req.repeats + 1 else f"repeats {req.repeats + 1}–{planned}")
+        + " of its jobs would never run",
+        fix=f"resume with --repeats {planned}, or give a run of fewer repeats another --out")
 
 
 LOCK_FILE = ".llmsweep-run.lock"
