@@ -24,6 +24,7 @@ Append-only entries (§3.4) select only the points added to existing curves sinc
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -270,7 +271,10 @@ def _check_keys(entry: ChangelogEntry, index: int, source: SourceMap, recipe_key
                                        f"No config keys matched the wildcard pattern {key!r}",
                                        "check the pattern against the recipe keys", f"[{index}].config-keys[{k}]"))
         elif key not in recipe_keys:
-            findings.append(_error("unknown-key", file, line, f"Config key {key!r} not found in the recipes",
+            # a key one slip from a recipe's (of hundreds, as InferenceX's master configs hold) is named
+            close = difflib.get_close_matches(key.strip(), list(recipe_keys), n=1, cutoff=0.8)
+            findings.append(_error("unknown-key", file, line, f"Config key {key!r} not found in the recipes"
+                                   + (f"; did you mean `{close[0]}`?" if close else ""),
                                    "name an existing recipe key (see `llmsweep matrix`)",
                                    f"[{index}].config-keys[{k}]"))
 

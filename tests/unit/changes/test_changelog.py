@@ -47,6 +47,14 @@ def test_malformed_changelogs_get_located_errors(text: str, expected: list[tuple
     assert rules(text) == expected
 
 
+def test_an_unknown_key_one_slip_from_a_recipes_is_named() -> None:
+    """Among InferenceX's hundreds of config keys, a misspelt one was only "not found in the recipes"."""
+    (typo,) = validate_changelog(entry("[chg-smi]"), "cl.yaml", recipe_keys=KEYS).findings
+    assert typo.line == 1 and typo.message.endswith("not found in the recipes; did you mean `chg-sim`?")
+    (far,) = validate_changelog(entry("[zz-top]"), "cl.yaml", recipe_keys=KEYS).findings
+    assert far.message == "Config key 'zz-top' not found in the recipes"
+
+
 def test_missing_field_points_at_its_entry() -> None:
     found = rules("- config-keys: [chg-sim]\n  pr-link: " + LINK + "\n")
     assert found == [("changelog.missing", 1)]
