@@ -76,3 +76,30 @@ def test_a_resume_that_forgets_the_runs_repeats_is_refused(tmp_path: Path) -> No
     resumed = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--resume", "--repeats", "2"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert (unfinished / "summary.json").is_file()
+
+
+def test_a_job_whose_id_an_edit_changed_supersedes_its_earlier_folder(tmp_path: Path) -> None:
+    """An image edit changes every job id (its fingerprint hash): `--resume` (and `--force`) ran the jobs under their
+    new ids and kept the old folders in the run, so the store held both and one series drew each concurrency twice,
+    under two images."""
+    import sqlite3
+
+    recipe, out, env = _sweep(tmp_path)
+    before = set(job_dirs(out))
+    images = ("v0.5.16-rocm720-mi30x-20260730", "v0.5.17-rocm720-mi30x-20260801", "v0.5.18-rocm720-mi30x-20260901")
+    for flag, (old, new) in zip(("--resume", "--force"), zip(images, images[1:], strict=False), strict=True):
+        recipe.write_text(recipe.read_text().replace(old, new))
+        again = run_here([recipe, "--out", out, "--no-report", flag], env)
+        assert again.returncode == 0, again.stderr[-4000:]
+        now = set(job_dirs(out))
+        assert len(now) == 2 and not now & before, (flag, now)
+        said = [line for line in again.stderr.splitlines() if ": superseded by job " in line]
+        assert len(said) == 2 and all("(image changed since); its files are kept in" in s for s in said), said
+        for d in job_dirs(out).values():
+            (kept,) = [p for p in (d / "attempts").iterdir() if (p / "job.json").is_file()
+                       and new not in (p / "job.json").read_text()]
+            assert old in (kept / "job.json").read_text() and (kept / "summary.json").is_file()
+        with sqlite3.connect(tmp_path / "store.sqlite") as db:
+            stored = {row[0] for row in db.execute("SELECT job_id FROM results")}
+        assert stored == now, stored
+        before = now

@@ -777,6 +777,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
 
     skipped: list[JobOutcome] = []
+    stored = _JobStore(run_dir, req, event)
+    if req.settings.resume or req.force:
+        _supersede_renamed(run_dir, jobs, event, stored)
     if req.settings.resume:
         # Decided here, before any launch: a group whose jobs are all done costs no server start and no Slurm job.
         todo = []
@@ -835,7 +838,6 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
           + (f", {len(skipped)} already done" if skipped else "")
           + (f" ({len(reuse_meta['reused'])} reused from the store)" if reuse_meta.get("reused") else ""))
     current_progress().sweep(len(runnable))
-    stored = _JobStore(run_dir, req, event)
     ran: list[JobOutcome] = []
     try:
         with on_job_finished(stored, superseded=stored.superseded):
@@ -878,28 +880,78 @@ def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: obje
     recorded reuse key (run.json's `reuse_keys`, what the earlier run planned) covers them all; `job.json` names the
     fields. A `job.json` that does not read makes a job without a result (the store refuses it): it runs again.
     """
-    from llmsweep.changes.diff import job_field_diff
     from llmsweep.changes.reuse import split_key
-    from llmsweep.engines import launched_job
 
     doc = art.read_json(art.job_dir(run_dir, job.id) / art.JOB_FILE)
     if not isinstance(doc, dict):
         return f"its {art.JOB_FILE} does not read"
-    try:
-        fields = job_field_diff(Job.model_validate(doc), launched_job(job))
-    except (ValueError, TypeError):  # a job.json of another release's schema: the key alone decides
-        fields = ()
+    fields = _changed_fields(doc, job)
     old = recorded.get(job.id) if isinstance(recorded, dict) else None
     if not fields and (not isinstance(old, str) or key is None or old == key):
         return None
     if fields:
-        shown = ", ".join(fields[:4]) + (f" and {len(fields) - 4} more" if len(fields) > 4 else "")
-        return f"its result was measured under another configuration ({shown} changed since)"
+        return f"its result was measured under another configuration ({fields} changed since)"
     (base_old, ctx_old), (base_now, ctx_now) = split_key(str(old)), split_key(str(key))
     if base_old == base_now and ctx_old is not None and ctx_now is not None and ctx_old.corpus != ctx_now.corpus:
         return "the trace corpus it replays has changed since its result was measured"
     return ("its result was measured under another launch, simulator, measurement definition or gates than this "
             "run's")
+
+
+def _changed_fields(recorded: dict[str, Any], job: Job) -> str:
+    """The fields (`serve.env.X`, `image`, …) in which a job as its `job.json` recorded it differs from `job` as
+    planned now, said in a few words; "" when none does, or the file is of another release's schema."""
+    from llmsweep.changes.diff import job_field_diff
+    from llmsweep.engines import launched_job
+
+    try:
+        fields = job_field_diff(Job.model_validate(recorded), launched_job(job))
+    except (ValueError, TypeError):
+        return ""
+    return ", ".join(fields[:4]) + (f" and {len(fields) - 4} more" if len(fields) > 4 else "")
+
+
+def _same_job(job_id: str, recipe_key: object) -> tuple[object, str, str]:
+    """What names a job across two plans of a recipe (`changes.diff.match_key`): its recipe key and its id without
+    the fingerprint hash, the repeat it is kept apart."""
+    base, _, repeat = job_id.partition(REPEAT_MARK)
+    head, sep, _ = base.rpartition("_")
+    return recipe_key, head if sep else base, repeat
+
+
+def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore) -> None:
+    """`--resume`/`--force`: a job folder holding a result whose job this plan still has under another id (an edit
+    of its recipe's matrix fields — the image, the model, an env var InferenceX fingerprints — changes the id's hash)
+    is that job's earlier attempt: moved into the planned job's `attempts/N/`, and its stored result dropped. Kept
+    where it was, it stayed in the run beside the job measured again: one series drew each concurrency twice, under
+    two images, and the store held both. A folder no planned job matches (a narrower `--only-job` or
+    `--config-keys`) stays."""
+    planned: dict[tuple[object, str, str], list[Job]] = {}
+    for job in jobs:
+        planned.setdefault(_same_job(job.id, job.recipe_key), []).append(job)
+    ids = {job.id for job in jobs}
+    held = _results_held(run_dir)
+    for old_id in held:
+        if old_id in ids:
+            continue
+        old_dir = art.job_dir(run_dir, old_id)
+        doc = art.read_json(old_dir / art.JOB_FILE)
+        if not isinstance(doc, dict):
+            continue
+        match = planned.get(_same_job(old_id, doc.get("recipe-key")), [])
+        if len(match) != 1:  # none, or several the old one could be: left as it is
+            continue
+        job = match[0]
+        target = art.job_dir(run_dir, job.id) / art.ATTEMPTS_DIR
+        n = 1
+        while (target / str(n)).exists():
+            n += 1
+        target.mkdir(parents=True, exist_ok=True)
+        os.replace(old_dir, target / str(n))
+        changed = _changed_fields(doc, job)
+        event(f"job {old_id}: superseded by job {job.id}, the same job under its recipe as it is now"
+              + (f" ({changed} changed since)" if changed else "") + f"; its files are kept in {target / str(n)}")
+        stored.superseded(old_dir)
 
 
 def _power_unrecorded(outcomes: Sequence[JobOutcome]) -> dict[str, list[str]]:
