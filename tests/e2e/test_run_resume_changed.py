@@ -7,6 +7,7 @@ and the run then failed to store (exit 1, the whole run not stored)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def test_a_resume_after_a_recipe_edit_runs_the_finished_jobs_again_under_it(tmp_
 
 def test_a_finished_job_whose_job_json_does_not_read_runs_again_and_the_run_is_stored(tmp_path: Path) -> None:
     recipe, out, env = _sweep(tmp_path)
-    broken = list(job_dirs(out).values())[0]
+    broken = next(iter(job_dirs(out).values()))
     (broken / "job.json").write_text((broken / "job.json").read_text()[:50])  # cut short (a full disk, a bad copy)
     resumed = run_here([recipe, "--out", out, "--no-report", "--resume"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
@@ -65,7 +66,7 @@ def test_a_resume_that_forgets_the_runs_repeats_is_refused(tmp_path: Path) -> No
     out, env = tmp_path / "out", cli_env(tmp_path)
     first = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--repeats", "2"], env)
     assert first.returncode == 0, first.stderr[-4000:]
-    unfinished = [d for name, d in job_dirs(out).items() if name.endswith("-repeat2")][0]
+    unfinished = next(d for name, d in job_dirs(out).items() if name.endswith("-repeat2"))
     (unfinished / "summary.json").unlink()
     meta = (out / "run.json").read_text()
     refused = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--resume"], env)
@@ -87,7 +88,7 @@ def test_a_job_whose_id_an_edit_changed_supersedes_its_earlier_folder(tmp_path: 
     recipe, out, env = _sweep(tmp_path)
     before = set(job_dirs(out))
     images = ("v0.5.16-rocm720-mi30x-20260730", "v0.5.17-rocm720-mi30x-20260801", "v0.5.18-rocm720-mi30x-20260901")
-    for flag, (old, new) in zip(("--resume", "--force"), zip(images, images[1:], strict=False), strict=True):
+    for flag, (old, new) in zip(("--resume", "--force"), itertools.pairwise(images), strict=True):
         recipe.write_text(recipe.read_text().replace(old, new))
         again = run_here([recipe, "--out", out, "--no-report", flag], env)
         assert again.returncode == 0, again.stderr[-4000:]
