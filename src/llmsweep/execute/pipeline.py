@@ -920,7 +920,7 @@ def _same_job(job_id: str, recipe_key: object) -> tuple[object, str, str]:
 
 
 def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore) -> None:
-    """`--resume`/`--force`: a job folder holding a result whose job this plan still has under another id (an edit
+    """`--resume`/`--force`: a job folder (its `job.json`) whose job this plan still has under another id (an edit
     of its recipe's matrix fields — the image, the model, an env var InferenceX fingerprints — changes the id's hash)
     is that job's earlier attempt: moved into the planned job's `attempts/N/`, and its stored result dropped. Kept
     where it was, it stayed in the run beside the job measured again: one series drew each concurrency twice, under
@@ -930,8 +930,7 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
     for job in jobs:
         planned.setdefault(_same_job(job.id, job.recipe_key), []).append(job)
     ids = {job.id for job in jobs}
-    held = _results_held(run_dir)
-    for old_id in held:
+    for old_id in sorted(p.parent.name for p in art.jobs_dir(run_dir).glob(f"*/{art.JOB_FILE}")):
         if old_id in ids:
             continue
         old_dir = art.job_dir(run_dir, old_id)
