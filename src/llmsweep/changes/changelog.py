@@ -145,9 +145,17 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
         log.findings.append(_error("not-list", file, 1, f"the changelog must be a YAML list of entries, got "
                                    f"{type(data).__name__}", f"start each entry with `{ENTRY_MARK}`"))
         return log
-    marks = sum(1 for line in text.splitlines() if line.startswith(ENTRY_MARK))
+    lines = text.splitlines()
+    marks = sum(1 for line in lines if line.startswith(ENTRY_MARK))
     if marks != len(data):
-        log.findings.append(_error("entry-lines", file, None, f"{len(data)} entries but {marks} lines start with "
+        # located at the first entry that does not begin so (a byte-order mark, `-  config-keys:`, another field
+        # first), else at the first such line that begins no entry (an entry written inside a string)
+        starts = [doc.source.line_of((index,)) for index in range(len(data))]
+        off = next((n for n in starts if n is not None and not lines[n - 1].startswith(ENTRY_MARK)), None)
+        if off is None:
+            off = next((n for n, line in enumerate(lines, start=1) if line.startswith(ENTRY_MARK)
+                        and n not in starts), None)
+        log.findings.append(_error("entry-lines", file, off, f"{len(data)} entries but {marks} lines start with "
                                    f"`{ENTRY_MARK}`", f"begin every entry with `{ENTRY_MARK}` at column 0"))
     seen: dict[str, int] = {}
     placed: list[tuple[int, ChangelogEntry]] = []

@@ -42,6 +42,11 @@ def test_a_valid_changelog_has_no_finding() -> None:
     (entry().rstrip("\n"), [("changelog.final-newline", 4)]),
     (entry().replace("  description", "\tdescription", 1), [("changelog.bytes", 2), ("changelog.yaml-syntax", 2)]),
     ("- config-keys: [chg-sim]\n  description: [a\n", [("changelog.yaml-syntax", 3)]),
+    # an entry that does not begin `- config-keys:` at column 0 is named at its line (it had none: the file's only
+    # word was "N entries but M lines start with …")
+    ("\ufeff" + entry(), [("changelog.entry-lines", 1)]),  # a byte-order mark an editor wrote
+    (entry() + "\n- description:\n  - why\n  config-keys: [other-key]\n  pr-link: " + LINK + "\n",
+     [("changelog.entry-lines", 6)]),
 ])
 def test_malformed_changelogs_get_located_errors(text: str, expected: list[tuple[str, int]]) -> None:
     assert rules(text) == expected
