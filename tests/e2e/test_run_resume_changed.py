@@ -104,3 +104,21 @@ def test_a_job_whose_id_an_edit_changed_supersedes_its_earlier_folder(tmp_path: 
             stored = {row[0] for row in db.execute("SELECT job_id FROM results")}
         assert stored == now, stored
         before = now
+
+
+def test_a_resume_over_a_run_json_that_does_not_read_goes_on_with_the_stored_run(tmp_path: Path) -> None:
+    """A resume over a cut-short run.json took a new run id: the store then held every finished job twice, as two
+    runs of one configuration (`compare` counts the copy as an earlier run)."""
+    import sqlite3
+
+    recipe, out, env = _sweep(tmp_path)
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    (out / "run.json").write_text((out / "run.json").read_text()[:200])
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert f"run.json does not read: this resume goes on with run {run_id}, the store's run of this folder" \
+        in resumed.stderr
+    assert json.loads((out / "run.json").read_text())["run_id"] == run_id
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        runs = [row[0] for row in db.execute("SELECT run_id FROM runs")]
+    assert runs == [run_id]

@@ -752,6 +752,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": identities}
     previous = art.read_json(run_dir / art.RUN_FILE)  # the keys the finished jobs were measured under, before rewritten
     recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
+    if req.settings.resume and not isinstance(previous, dict) and (run_dir / art.RUN_FILE).exists():
+        _continue_stored_run(run_dir, req, run_id, event)
     _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
     # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
@@ -896,6 +898,29 @@ def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: obje
         return "the trace corpus it replays has changed since its result was measured"
     return ("its result was measured under another launch, simulator, measurement definition or gates than this "
             "run's")
+
+
+def _continue_stored_run(run_dir: Path, req: RunRequest, run_id: str, event: Event) -> None:
+    """`--resume` over a `run.json` that does not read (cut short, a bad copy): the run goes on under the id the
+    store holds for this folder, as a run.json that read would give it. Under a new id, the store held every finished
+    job twice, as two runs (`compare` took the copy for an earlier run of the same configuration)."""
+    from llmsweep.results.store import Store
+
+    path = art.RUN_FILE
+    try:
+        with Store(req.store, readonly=True) as store:
+            here = str(run_dir.resolve())
+            runs = [r for r in store.runs() if r.origin == "llmsweep" and r.path == here]
+    except Exception:  # no store to read: the new id stands, said below
+        runs = []
+    if runs:
+        found = runs[-1]  # the latest ingested, should a store hold several
+        art.write_json(run_dir / path, {"run_id": found.run_id, "started": found.started})
+        event(f"warning: {run_dir / path} does not read: this resume goes on with run {found.run_id}, the store's "
+              "run of this folder (what the run was measured with, which run.json recorded, cannot be compared)")
+    else:
+        event(f"warning: {run_dir / path} does not read and the store holds no run of this folder: the resumed run "
+              f"gets a new id, {run_id}")
 
 
 def _changed_fields(recorded: dict[str, Any], job: Job) -> str:
