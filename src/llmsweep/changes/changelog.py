@@ -24,6 +24,7 @@ Append-only entries (§3.4) select only the points added to existing curves sinc
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -144,9 +145,17 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
         log.findings.append(_error("not-list", file, 1, f"the changelog must be a YAML list of entries, got "
                                    f"{type(data).__name__}", f"start each entry with `{ENTRY_MARK}`"))
         return log
-    marks = sum(1 for line in text.splitlines() if line.startswith(ENTRY_MARK))
+    lines = text.splitlines()
+    marks = sum(1 for line in lines if line.startswith(ENTRY_MARK))
     if marks != len(data):
-        log.findings.append(_error("entry-lines", file, None, f"{len(data)} entries but {marks} lines start with "
+        # located at the first entry that does not begin so (a byte-order mark, `-  config-keys:`, another field
+        # first), else at the first such line that begins no entry (an entry written inside a string)
+        starts = [doc.source.line_of((index,)) for index in range(len(data))]
+        off = next((n for n in starts if n is not None and not lines[n - 1].startswith(ENTRY_MARK)), None)
+        if off is None:
+            off = next((n for n, line in enumerate(lines, start=1) if line.startswith(ENTRY_MARK)
+                        and n not in starts), None)
+        log.findings.append(_error("entry-lines", file, off, f"{len(data)} entries but {marks} lines start with "
                                    f"`{ENTRY_MARK}`", f"begin every entry with `{ENTRY_MARK}` at column 0"))
     seen: dict[str, int] = {}
     placed: list[tuple[int, ChangelogEntry]] = []
@@ -270,7 +279,10 @@ def _check_keys(entry: ChangelogEntry, index: int, source: SourceMap, recipe_key
                                        f"No config keys matched the wildcard pattern {key!r}",
                                        "check the pattern against the recipe keys", f"[{index}].config-keys[{k}]"))
         elif key not in recipe_keys:
-            findings.append(_error("unknown-key", file, line, f"Config key {key!r} not found in the recipes",
+            # a key one slip from a recipe's (of hundreds, as InferenceX's master configs hold) is named
+            close = difflib.get_close_matches(key.strip(), list(recipe_keys), n=1, cutoff=0.8)
+            findings.append(_error("unknown-key", file, line, f"Config key {key!r} not found in the recipes"
+                                   + (f"; did you mean `{close[0]}`?" if close else ""),
                                    "name an existing recipe key (see `llmsweep matrix`)",
                                    f"[{index}].config-keys[{k}]"))
 

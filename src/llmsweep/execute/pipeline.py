@@ -480,6 +480,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
         _refuse_other_measurement(run_dir, req, jobs)
+        _refuse_fewer_repeats(run_dir, req)
         outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event)
     outcome.unplanned = unplanned
     return outcome
@@ -681,6 +682,23 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
             "(earlier results are kept in jobs/<id>/attempts/), or give this run another --out")
 
 
+def _refuse_fewer_repeats(run_dir: Path, req: RunRequest) -> None:
+    """Refuse (exit 2, nothing moved) a `--resume` that plans fewer repeats than the run it resumes: the repeats
+    beyond them would never run, yet the resume said every expected job was done (exit 0), and the run's points were
+    the means of however many repeats each happened to finish. More repeats extend the run."""
+    if not req.settings.resume or not _results_held(run_dir):
+        return
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    planned = meta.get("repeats") if isinstance(meta, dict) else None
+    if not isinstance(planned, int) or planned <= req.repeats:
+        return
+    raise ConfigError(
+        f"--resume with --repeats {req.repeats}, but the run in {run_dir} was planned with --repeats {planned}: "
+        + (f"repeat {planned}" if planned == req.repeats + 1 else f"repeats {req.repeats + 1}–{planned}")
+        + " of its jobs would never run",
+        fix=f"resume with --repeats {planned}, or give a run of fewer repeats another --out")
+
+
 LOCK_FILE = ".llmsweep-run.lock"
 
 
@@ -732,6 +750,10 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     identities = reuse_keys(jobs, simulate=req.simulate, live=req.live, settings=req.settings,
                             on_host=req.executor == LocalExecutor.kind)
     reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": identities}
+    previous = art.read_json(run_dir / art.RUN_FILE)  # the keys the finished jobs were measured under, before rewritten
+    recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
+    if req.settings.resume and not isinstance(previous, dict) and (run_dir / art.RUN_FILE).exists():
+        _continue_stored_run(run_dir, req, run_id, event)
     _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
     run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
     # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
@@ -757,11 +779,20 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
 
     skipped: list[JobOutcome] = []
+    stored = _JobStore(run_dir, req, event)
+    if req.settings.resume or req.force:
+        _supersede_renamed(run_dir, jobs, event, stored)
     if req.settings.resume:
         # Decided here, before any launch: a group whose jobs are all done costs no server start and no Slurm job.
         todo = []
         for job in runnable:
             done = resumed(job, run_dir)
+            if done is not None and (why := _measured_otherwise(job, run_dir, identities.get(job.id), recorded)):
+                # Its result stands for another configuration than the job now: kept aside, never mixed into this
+                # run's series (its job id does not change with engine args, env or the workload).
+                event(f"job {job.id}: not resumed — {why}; it runs again")
+                art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event)
+                done = None
             if done is not None:
                 skipped.append(done)
             else:
@@ -809,7 +840,6 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
           + (f", {len(skipped)} already done" if skipped else "")
           + (f" ({len(reuse_meta['reused'])} reused from the store)" if reuse_meta.get("reused") else ""))
     current_progress().sweep(len(runnable))
-    stored = _JobStore(run_dir, req, event)
     ran: list[JobOutcome] = []
     try:
         with on_job_finished(stored, superseded=stored.superseded):
@@ -842,6 +872,110 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         event(f"writing the dashboard to {run_dir / 'report'} (PNG plots: `llmsweep report {run_dir}`)")
         outcome.report_path = _report(run_dir, event, req.store)
     return outcome
+
+
+def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: object) -> str | None:
+    """Why the finished result in `job`'s folder does not stand for `job` as planned now, or None when it does.
+
+    A job id holds the recipe's InferenceX fingerprint only: engine args, env, the workload (its window, its prompts)
+    and llmsweep itself (the simulator, the measurement definitions, the gates) can change under the same id. The
+    recorded reuse key (run.json's `reuse_keys`, what the earlier run planned) covers them all; `job.json` names the
+    fields. A `job.json` that does not read makes a job without a result (the store refuses it): it runs again.
+    """
+    from llmsweep.changes.reuse import split_key
+
+    doc = art.read_json(art.job_dir(run_dir, job.id) / art.JOB_FILE)
+    if not isinstance(doc, dict):
+        return f"its {art.JOB_FILE} does not read"
+    fields = _changed_fields(doc, job)
+    old = recorded.get(job.id) if isinstance(recorded, dict) else None
+    if not fields and (not isinstance(old, str) or key is None or old == key):
+        return None
+    if fields:
+        return f"its result was measured under another configuration ({fields} changed since)"
+    (base_old, ctx_old), (base_now, ctx_now) = split_key(str(old)), split_key(str(key))
+    if base_old == base_now and ctx_old is not None and ctx_now is not None and ctx_old.corpus != ctx_now.corpus:
+        return "the trace corpus it replays has changed since its result was measured"
+    return ("its result was measured under another launch, simulator, measurement definition or gates than this "
+            "run's")
+
+
+def _continue_stored_run(run_dir: Path, req: RunRequest, run_id: str, event: Event) -> None:
+    """`--resume` over a `run.json` that does not read (cut short, a bad copy): the run goes on under the id the
+    store holds for this folder, as a run.json that read would give it. Under a new id, the store held every finished
+    job twice, as two runs (`compare` took the copy for an earlier run of the same configuration)."""
+    from llmsweep.results.store import Store
+
+    path = art.RUN_FILE
+    try:
+        with Store(req.store, readonly=True) as store:
+            here = str(run_dir.resolve())
+            runs = [r for r in store.runs() if r.origin == "llmsweep" and r.path == here]
+    except Exception:  # no store to read: the new id stands, said below
+        runs = []
+    if runs:
+        found = runs[-1]  # the latest ingested, should a store hold several
+        art.write_json(run_dir / path, {"run_id": found.run_id, "started": found.started})
+        event(f"warning: {run_dir / path} does not read: this resume goes on with run {found.run_id}, the store's "
+              "run of this folder (what the run was measured with, which run.json recorded, cannot be compared)")
+    else:
+        event(f"warning: {run_dir / path} does not read and the store holds no run of this folder: the resumed run "
+              f"gets a new id, {run_id}")
+
+
+def _changed_fields(recorded: dict[str, Any], job: Job) -> str:
+    """The fields (`serve.env.X`, `image`, …) in which a job as its `job.json` recorded it differs from `job` as
+    planned now, said in a few words; "" when none does, or the file is of another release's schema."""
+    from llmsweep.changes.diff import job_field_diff
+    from llmsweep.engines import launched_job
+
+    try:
+        fields = job_field_diff(Job.model_validate(recorded), launched_job(job))
+    except (ValueError, TypeError):
+        return ""
+    return ", ".join(fields[:4]) + (f" and {len(fields) - 4} more" if len(fields) > 4 else "")
+
+
+def _same_job(job_id: str, recipe_key: object) -> tuple[object, str, str]:
+    """What names a job across two plans of a recipe (`changes.diff.match_key`): its recipe key and its id without
+    the fingerprint hash, the repeat it is kept apart."""
+    base, _, repeat = job_id.partition(REPEAT_MARK)
+    head, sep, _ = base.rpartition("_")
+    return recipe_key, head if sep else base, repeat
+
+
+def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore) -> None:
+    """`--resume`/`--force`: a job folder (its `job.json`) whose job this plan still has under another id (an edit
+    of its recipe's matrix fields — the image, the model, an env var InferenceX fingerprints — changes the id's hash)
+    is that job's earlier attempt: moved into the planned job's `attempts/N/`, and its stored result dropped. Kept
+    where it was, it stayed in the run beside the job measured again: one series drew each concurrency twice, under
+    two images, and the store held both. A folder no planned job matches (a narrower `--only-job` or
+    `--config-keys`) stays."""
+    planned: dict[tuple[object, str, str], list[Job]] = {}
+    for job in jobs:
+        planned.setdefault(_same_job(job.id, job.recipe_key), []).append(job)
+    ids = {job.id for job in jobs}
+    for old_id in sorted(p.parent.name for p in art.jobs_dir(run_dir).glob(f"*/{art.JOB_FILE}")):
+        if old_id in ids:
+            continue
+        old_dir = art.job_dir(run_dir, old_id)
+        doc = art.read_json(old_dir / art.JOB_FILE)
+        if not isinstance(doc, dict):
+            continue
+        match = planned.get(_same_job(old_id, doc.get("recipe-key")), [])
+        if len(match) != 1:  # none, or several the old one could be: left as it is
+            continue
+        job = match[0]
+        target = art.job_dir(run_dir, job.id) / art.ATTEMPTS_DIR
+        n = 1
+        while (target / str(n)).exists():
+            n += 1
+        target.mkdir(parents=True, exist_ok=True)
+        os.replace(old_dir, target / str(n))
+        changed = _changed_fields(doc, job)
+        event(f"job {old_id}: superseded by job {job.id}, the same job under its recipe as it is now"
+              + (f" ({changed} changed since)" if changed else "") + f"; its files are kept in {target / str(n)}")
+        stored.superseded(old_dir)
 
 
 def _power_unrecorded(outcomes: Sequence[JobOutcome]) -> dict[str, list[str]]:

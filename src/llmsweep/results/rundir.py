@@ -103,14 +103,14 @@ def _fix_of(path: Path) -> str:
     if path.name == JOB_FILE:
         run = path.parent.parent.parent
         return (f"restore {path.name} from a copy of the run (`llmsweep run` writes it; nothing rebuilds it from the "
-                f"folder), or move {path.parent} aside and run the run's recipes again with `llmsweep run RECIPE "
-                f"--out {run} --resume`: that job runs anew")
+                f"folder), or run the run's recipes again with `llmsweep run RECIPE --out {run} --resume`: that job "
+                "runs anew, its files kept in its attempts/ folder")
     if path.name == OUTCOME_FILE:
         return (f"restore {path.name} from a copy of the run, or remove it: it only says how the job ended, and "
                 "its result (if any) reads without it")
     return (f"restore {path.name} from a copy of the run, or run its recipes again with `llmsweep run RECIPE --out "
-            f"{path.parent} --resume`: that writes a new {path.name} (under a new run id) and runs only the jobs "
-            "without a valid or smoke summary")
+            f"{path.parent} --resume`: that writes a new {path.name} (under the run id the results store holds for "
+            "the folder, else a new one) and runs only the jobs without a valid or smoke summary")
 
 
 FolderKind = Literal["run", "job", "bench", "predicted", "other"]

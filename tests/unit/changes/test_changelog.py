@@ -42,9 +42,22 @@ def test_a_valid_changelog_has_no_finding() -> None:
     (entry().rstrip("\n"), [("changelog.final-newline", 4)]),
     (entry().replace("  description", "\tdescription", 1), [("changelog.bytes", 2), ("changelog.yaml-syntax", 2)]),
     ("- config-keys: [chg-sim]\n  description: [a\n", [("changelog.yaml-syntax", 3)]),
+    # an entry that does not begin `- config-keys:` at column 0 is named at its line (it had none: the file's only
+    # word was "N entries but M lines start with …")
+    ("\ufeff" + entry(), [("changelog.entry-lines", 1)]),  # a byte-order mark an editor wrote
+    (entry() + "\n- description:\n  - why\n  config-keys: [other-key]\n  pr-link: " + LINK + "\n",
+     [("changelog.entry-lines", 6)]),
 ])
 def test_malformed_changelogs_get_located_errors(text: str, expected: list[tuple[str, int]]) -> None:
     assert rules(text) == expected
+
+
+def test_an_unknown_key_one_slip_from_a_recipes_is_named() -> None:
+    """Among InferenceX's hundreds of config keys, a misspelt one was only "not found in the recipes"."""
+    (typo,) = validate_changelog(entry("[chg-smi]"), "cl.yaml", recipe_keys=KEYS).findings
+    assert typo.line == 1 and typo.message.endswith("not found in the recipes; did you mean `chg-sim`?")
+    (far,) = validate_changelog(entry("[zz-top]"), "cl.yaml", recipe_keys=KEYS).findings
+    assert far.message == "Config key 'zz-top' not found in the recipes"
 
 
 def test_missing_field_points_at_its_entry() -> None:

@@ -53,3 +53,21 @@ def test_an_eval_jobs_id_without_an_eval_selection_says_which_flag_plans_it(jobs
     assert "names an eval-only job" in err.value.message and "--evals-only" in (err.value.fix or "")
     with pytest.raises(ConfigError, match="; jobs:"):  # any other id still gets the listing
         select_job(jobs, "no-such-job")
+
+
+def test_an_id_that_matches_nothing_names_the_closest_jobs_wherever_they_stand_in_the_plan(jobs: list[Job]) -> None:
+    """The listing of an id that matched nothing showed the plan's first 20 jobs: in a sweep of hundreds, an id whose
+    hash an edit of its recipe changed (or one keystroke off) left the user to search for the job they meant."""
+    many = [j.model_copy(update={"id": j.id.replace("qwen3.5", model),
+                                 "exp_name": j.exp_name.replace("qwen3.5", model)})
+            for model in ("qwen3.5", "dsr1-fp4", "gptoss-120b") for j in jobs]  # three models' sweeps, 27 jobs
+    wanted = many[-1]  # far beyond the first 20
+    stale = wanted.id[:-12] + "0123456789ab"  # the same job under its recipe's earlier fingerprint
+    with pytest.raises(ConfigError) as err:
+        resolve_job_ids(many, [stale], fix="x", selectors=True)
+    said = err.value.message
+    assert "did you mean:" in said and wanted.id in said and said.count("\n  ") == 1, said
+    typo = wanted.exp_name.replace("mtp", "mpt")
+    with pytest.raises(ConfigError) as err:
+        select_job(many, typo)
+    assert err.value.message.splitlines()[1:] == [f"  {wanted.id}"], err.value.message

@@ -1,0 +1,124 @@
+"""`--resume` keeps a finished job only when its result stands for the job as planned now.
+
+A job id holds the recipe's InferenceX fingerprint only, so engine args, env and the workload change under the same
+id: a resume after such an edit kept the finished jobs' old results and ran the rest under the new recipe, one run and
+one series mixing two configurations, with nothing said. A finished job whose `job.json` no longer read was kept too,
+and the run then failed to store (exit 1, the whole run not stored)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+from test_run_support import RECIPES, cli_env, job_dirs, run_here
+
+
+def _sweep(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    recipe = tmp_path / "fixed.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text())
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    first = run_here([recipe, "--out", out, "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    return recipe, out, env
+
+
+def _launch_args(job_dir: Path) -> list[str]:
+    return list(json.loads((job_dir / "job.json").read_text())["serve"]["args"])
+
+
+def test_a_resume_after_a_recipe_edit_runs_the_finished_jobs_again_under_it(tmp_path: Path) -> None:
+    recipe, out, env = _sweep(tmp_path)
+    dirs = list(job_dirs(out).values())
+    (dirs[1] / "summary.json").unlink()  # the second job did not finish
+    recipe.write_text(recipe.read_text().replace("engine: { name: sim }",
+                                                 "engine: { name: sim }\n    args: { --max-running-requests: 3 }"))
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume", "--json"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    said = [line for line in resumed.stderr.splitlines() if "not resumed" in line]
+    assert len(said) == 1 and dirs[0].name in said[0], resumed.stderr[-4000:]
+    assert "another configuration (serve.args.--max-running-requests changed since); it runs again" in said[0]
+    rows = json.loads(resumed.stdout)["jobs"]
+    assert [r["resumed"] for r in rows] == [False, False]  # both measured under the recipe as it is now
+    for d in dirs:
+        assert "--max-running-requests" in _launch_args(d)
+    assert "--max-running-requests" not in _launch_args(dirs[0] / "attempts" / "1")  # the earlier result is kept
+
+    again = run_here([recipe, "--out", out, "--no-report", "--resume", "--json"], env)  # nothing changed: both done
+    assert again.returncode == 0 and "not resumed" not in again.stderr, again.stderr[-4000:]
+    assert [r["resumed"] for r in json.loads(again.stdout)["jobs"]] == [True, True]
+
+
+def test_a_finished_job_whose_job_json_does_not_read_runs_again_and_the_run_is_stored(tmp_path: Path) -> None:
+    recipe, out, env = _sweep(tmp_path)
+    broken = next(iter(job_dirs(out).values()))
+    (broken / "job.json").write_text((broken / "job.json").read_text()[:50])  # cut short (a full disk, a bad copy)
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert f"job {broken.name}: not resumed — its job.json does not read; it runs again" in resumed.stderr
+    assert "could not store" not in resumed.stderr
+    assert json.loads((broken / "job.json").read_text())["id"] == broken.name
+
+
+def test_a_resume_that_forgets_the_runs_repeats_is_refused(tmp_path: Path) -> None:
+    """A `--repeats 2` run resumed without `--repeats` planned only the first repeats: the missing second repeat
+    never ran, the resume said every expected job was done (exit 0) and rewrote run.json's `repeats` to 1."""
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    first = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--repeats", "2"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    unfinished = next(d for name, d in job_dirs(out).items() if name.endswith("-repeat2"))
+    (unfinished / "summary.json").unlink()
+    meta = (out / "run.json").read_text()
+    refused = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--resume"], env)
+    assert refused.returncode == 2, refused.stderr[-4000:]
+    assert "planned with --repeats 2: repeat 2 of its jobs would never run" in refused.stderr
+    assert "fix: resume with --repeats 2" in refused.stderr
+    assert (out / "run.json").read_text() == meta and not (unfinished / "attempts").exists()  # nothing touched
+    resumed = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--resume", "--repeats", "2"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert (unfinished / "summary.json").is_file()
+
+
+def test_a_job_whose_id_an_edit_changed_supersedes_its_earlier_folder(tmp_path: Path) -> None:
+    """An image edit changes every job id (its fingerprint hash): `--resume` (and `--force`) ran the jobs under their
+    new ids and kept the old folders in the run, so the store held both and one series drew each concurrency twice,
+    under two images."""
+    import sqlite3
+
+    recipe, out, env = _sweep(tmp_path)
+    before = set(job_dirs(out))
+    images = ("v0.5.16-rocm720-mi30x-20260730", "v0.5.17-rocm720-mi30x-20260801", "v0.5.18-rocm720-mi30x-20260901")
+    for flag, (old, new) in zip(("--resume", "--force"), itertools.pairwise(images), strict=True):
+        recipe.write_text(recipe.read_text().replace(old, new))
+        again = run_here([recipe, "--out", out, "--no-report", flag], env)
+        assert again.returncode == 0, again.stderr[-4000:]
+        now = set(job_dirs(out))
+        assert len(now) == 2 and not now & before, (flag, now)
+        said = [line for line in again.stderr.splitlines() if ": superseded by job " in line]
+        assert len(said) == 2 and all("(image changed since); its files are kept in" in s for s in said), said
+        for d in job_dirs(out).values():
+            (kept,) = [p for p in (d / "attempts").iterdir() if (p / "job.json").is_file()
+                       and new not in (p / "job.json").read_text()]
+            assert old in (kept / "job.json").read_text() and (kept / "summary.json").is_file()
+        with sqlite3.connect(tmp_path / "store.sqlite") as db:
+            stored = {row[0] for row in db.execute("SELECT job_id FROM results")}
+        assert stored == now, stored
+        before = now
+
+
+def test_a_resume_over_a_run_json_that_does_not_read_goes_on_with_the_stored_run(tmp_path: Path) -> None:
+    """A resume over a cut-short run.json took a new run id: the store then held every finished job twice, as two
+    runs of one configuration (`compare` counts the copy as an earlier run)."""
+    import sqlite3
+
+    recipe, out, env = _sweep(tmp_path)
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    (out / "run.json").write_text((out / "run.json").read_text()[:200])
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert f"run.json does not read: this resume goes on with run {run_id}, the store's run of this folder" \
+        in resumed.stderr
+    assert json.loads((out / "run.json").read_text())["run_id"] == run_id
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        runs = [row[0] for row in db.execute("SELECT run_id FROM runs")]
+    assert runs == [run_id]
