@@ -137,7 +137,10 @@ def keep_previous_attempt(directory: Path) -> Path | None:
     """
     from llmsweep.evals.results import EVAL_DIR
 
-    present = [directory / name for name in (*_ATTEMPT_FILES, EVAL_DIR) if (directory / name).exists()]
+    # the summary first: it is what makes a job done, so a kill between two moves leaves a job that runs again, never
+    # a done one whose records (moved already) are gone
+    names = (SUMMARY_FILE, *(n for n in _ATTEMPT_FILES if n != SUMMARY_FILE), EVAL_DIR)
+    present = [directory / name for name in names if (directory / name).exists()]
     if not present:
         return None
     attempts = directory / ATTEMPTS_DIR
