@@ -120,3 +120,23 @@ def test_loader_errors_for_missing_or_empty_sources(tmp_path: Path) -> None:
     (tmp_path / "broken.jsonl").write_text('{"id": "a", "requests": [}\n')
     with pytest.raises(DatasetError, match=r"broken\.jsonl:1: not valid JSON"):
         load_traces(tmp_path / "broken.jsonl")
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), float("-inf")])
+def test_loader_refuses_non_finite_times_naming_the_line(tmp_path: Path, value: float) -> None:
+    """Python's json writes NaN and Infinity, and the JSON parser took them: an infinite start became a replay sleep
+    that never ends (a virtual-time run spun at full CPU past its window, forever), a NaN one a silent 0 s gap."""
+    turns = [{"t": float(k), "in": 64 * (k + 1), "out": 8, "hash_ids": list(range(k + 1)), "api_time": 0.5}
+             for k in range(4)]
+    good = {"id": "ok", "requests": turns}
+    path = tmp_path / "t.jsonl"
+    for field, entry in (("t", {**turns[2], "t": value}), ("api_time", {**turns[2], "api_time": value}),
+                         ("duration_ms", {"type": "subagent", "t": 1.0, "agent_id": "a", "duration_ms": value,
+                                          "requests": [turns[1]]})):
+        bad = {"id": "bad", "requests": [*turns[:2], entry, *turns[3:]]}
+        path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(DatasetError, match=rf"t\.jsonl:2: .*requests\.2.*{field}.*finite"):
+            load_traces(path)
+    (tmp_path / "one.json").write_text(json.dumps({**good, "requests": [{**turns[0], "t": value}]}))
+    with pytest.raises(DatasetError, match=r"one\.json:1: .*finite"):
+        load_traces(tmp_path / "one.json")
