@@ -481,6 +481,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         _refuse_finished(run_dir, req)
         _refuse_other_measurement(run_dir, req, jobs)
         _refuse_fewer_repeats(run_dir, req)
+        _refuse_other_corpus(run_dir, req, jobs)
         outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event)
     outcome.unplanned = unplanned
     return outcome
@@ -697,6 +698,45 @@ def _refuse_fewer_repeats(run_dir: Path, req: RunRequest) -> None:
         + (f"repeat {planned}" if planned == req.repeats + 1 else f"repeats {req.repeats + 1}–{planned}")
         + " of its jobs would never run",
         fix=f"resume with --repeats {planned}, or give a run of fewer repeats another --out")
+
+
+def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job]) -> None:
+    """Refuse (exit 2, nothing moved) a `--resume` whose jobs' trace source now holds another corpus than the one its
+    finished jobs replayed: a file or folder edited or regenerated in place names the same path (what
+    `_refuse_other_measurement` compares), and the resume used to keep the finished points on the old corpus and
+    measure the rest on the new one in one run and series. Compared as each finished summary's corpus digest (its
+    `identity.corpus`) against the digest the source gives now, read once per source."""
+    if not req.settings.resume:
+        return
+    from llmsweep.changes.reuse import UNREADABLE, corpus_now
+    from llmsweep.plan.point import trace_source_label
+    from llmsweep.results.identity import short_digest
+
+    corpora: dict[str, str] = {}
+    changed: dict[str, tuple[str, str, list[str]]] = {}
+    for job in jobs:
+        if job.workload.scenario is not ScenarioId.AGENTIC_CODING or job.eval_only:
+            continue
+        folders = [art.job_dir(run_dir, job.id), *art.jobs_dir(run_dir).glob(f"{job.id}{REPEAT_MARK}*")]
+        for folder in folders:
+            summary = art.finished_summary(folder)
+            if summary is None or summary.validity.verdict not in DONE_VERDICTS:
+                continue  # a job without a finished summary runs again, on the corpus as it is now
+            then = short_digest(summary.provenance.corpus_digest or "")
+            now = corpus_now(job, corpora)
+            if then and now not in ("", UNREADABLE, then):  # an unreadable source is refused with its reason later
+                _, _, ids = changed.setdefault(trace_source_label(job) or "?", (then, now, []))
+                ids.append(folder.name)
+    if not changed:
+        return
+    said = "; ".join(f"{source} held corpus {then} when {len(ids)} finished job(s) replayed it ({ids[0]}"
+                     f"{', …' if len(ids) > 1 else ''}), and holds {now} now" for source, (then, now, ids)
+                     in changed.items())
+    raise ConfigError(
+        f"--resume with a trace corpus that changed since the run in {run_dir}: {said}. The finished jobs replayed "
+        "the first corpus, and the rest would replay the other in the same run and series",
+        fix="put the traces back as they were to resume, or pass --force to run every job again on the corpus as it "
+            "is now (earlier results are kept in jobs/<id>/attempts/), or give this run another --out")
 
 
 LOCK_FILE = ".llmsweep-run.lock"

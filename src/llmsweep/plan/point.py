@@ -142,9 +142,10 @@ def trace_source_label(job: Job) -> str | None:
 
 
 def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:
-    """Resolve every distinct external trace source of `jobs` once (a local file or directory must hold a trace;
-    a dataset id is fetched into, or found in, the Hugging Face cache); returns the ones that cannot be read, with
-    why and the fix."""
+    """Resolve every distinct external trace source of `jobs` once (a local file or directory must hold a trace a
+    replay can play; a dataset id is fetched into, or found in, the Hugging Face cache); returns the ones that cannot
+    be read, with why and the fix. The whole corpus is read, as each job's replay reads it: a bad line after the
+    first trace refuses the jobs here, before any server starts, instead of failing each job once its server is up."""
     from pathlib import Path
 
     from llmsweep.workload.traces.loader import iter_traces
@@ -156,15 +157,23 @@ def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:
                 failed[source] = DatasetError(f"Mooncake trace {source} does not exist",
                                               fix="check `workload.replay.mooncake`")
             continue
+        traces = playable = 0
         try:
-            next(iter(iter_traces(source)))
-        except StopIteration:
-            failed[source] = DatasetError(f"trace source {source} holds no trace",
-                                          fix="point at a traces.jsonl or a directory of trace files")
+            for trace in iter_traces(source):
+                traces += 1
+                playable += bool(trace.main_requests)
         except LlmsweepError as exc:
             fix = exc.fix or "check the trace source"
             why, named = exc.message, f"trace source {source} "
             why = "it " + why.removeprefix(named) if why.startswith(named) else why  # say the source once
             failed[source] = DatasetError(f"trace source {source} cannot be read: {why}",
                                           fix=f"{fix}; or replay the built-in corpus offline with --traces synthetic")
+            continue
+        if not traces:
+            failed[source] = DatasetError(f"trace source {source} holds no trace",
+                                          fix="point at a traces.jsonl or a directory of trace files")
+        elif not playable:  # a replay plays root streams: subagent entries alone give it nothing to send
+            failed[source] = DatasetError(
+                f"trace source {source} holds no trace with a top-level request ({traces} trace(s) of subagents only)",
+                fix="point at a corpus whose traces have top-level requests (type n or s)")
     return failed

@@ -109,3 +109,31 @@ def test_a_job_a_signal_stopped_after_its_summary_was_written_runs_again(tmp_pat
     (run.path / "jobs" / job.id / "outcome.json").write_text(JobOutcome(
         job_id=job.id, exp_name=job.exp_name, status="failed", reasons=["interrupted by SIGTERM"]).model_dump_json())
     assert resumed(job, run.path) is None
+
+
+def test_a_resume_whose_trace_file_now_holds_another_corpus_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corpus is compared as the path it names (above), and also as what it holds: a traces.jsonl regenerated
+    in place between a run and its `--resume` kept the finished points on the old corpus and replayed the new one for
+    the rest, one run and series over two corpora, nothing said."""
+    from support.cli import run_main
+
+    from llmsweep.workload.traces.synth import SynthProfile, synthesize, write_jsonl
+
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    recipe = tmp_path / "two.yaml"
+    text = QUICKSTART.read_text().replace("conc-list: [1, 4, 8, 12, 16]", "conc-list: [2, 3]")
+    text = "\n".join(line for line in text.splitlines() if "kv-offloading: dram, kv-offload-backend" not in line)
+    recipe.write_text(text.replace("duration: 1800", "duration: 10"))
+    traces, out = tmp_path / "traces.jsonl", tmp_path / "out"
+    write_jsonl(synthesize(SynthProfile(traces=3, seed=1, max_isl=4096)), traces)
+    args = ("run", recipe, "--traces", traces, "--out", out, "--no-report")
+    code, _, err = run_main(capsys, *args, "--only-job", "qwen3.5_tp8_conc2")
+    assert code == 0, err
+    write_jsonl(synthesize(SynthProfile(traces=3, seed=2, max_isl=4096)), traces)  # regenerated in place
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 2 and "trace corpus that changed" in err and "qwen3.5_tp8_conc2" in err, err
+    assert len(list(out.glob("jobs/*/summary.json"))) == 1  # nothing ran
+    write_jsonl(synthesize(SynthProfile(traces=3, seed=1, max_isl=4096)), traces)  # put back as it was
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 0 and "1 resumed" in err, err

@@ -75,3 +75,25 @@ def test_an_unreadable_trace_source_is_named_once_with_its_fix(tmp_path: Path) -
     empty.mkdir()
     (error,) = check_trace_sources(with_traces(jobs, str(empty))).values()
     assert "holds no trace" in error.message
+
+
+def test_a_trace_source_bad_after_its_first_trace_is_refused_before_any_server(tmp_path: Path) -> None:
+    """The check reads the whole corpus, as each job's replay does: a bad line past the first trace (or a corpus of
+    subagent entries alone, which a replay cannot play) refuses the jobs once, before any server starts; it used to
+    pass the check and fail every job after its server had started."""
+    from llmsweep.plan.point import check_trace_sources, with_traces
+    from llmsweep.workload.traces.synth import SynthProfile, synthesize
+
+    jobs = jobs_from_files([RUN / "agentic-sim.yaml"])
+    good = [t.to_json_line() for t in synthesize(SynthProfile(traces=3, seed=1, max_isl=4096))]
+    corpus = tmp_path / "traces.jsonl"
+    corpus.write_text("\n".join([*good, '{"id": "x", "requests": [{"t": "soon", "in": 1, "out": 1}]}']) + "\n")
+    (error,) = check_trace_sources(with_traces(jobs, str(corpus))).values()
+    assert f"{corpus}:4" in error.message and "--traces synthetic" in (error.fix or "")
+    subagents_only = tmp_path / "subagents.jsonl"
+    subagents_only.write_text(json.dumps({"id": "s", "requests": [
+        {"type": "subagent", "t": 0, "agent_id": "a", "requests": [{"t": 0, "in": 64, "out": 1}]}]}) + "\n")
+    (error,) = check_trace_sources(with_traces(jobs, str(subagents_only))).values()
+    assert "no trace with a top-level request" in error.message
+    corpus.write_text("\n".join(good) + "\n")
+    assert check_trace_sources(with_traces(jobs, str(corpus))) == {}

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 from pathlib import Path
@@ -120,3 +121,48 @@ def test_loader_errors_for_missing_or_empty_sources(tmp_path: Path) -> None:
     (tmp_path / "broken.jsonl").write_text('{"id": "a", "requests": [}\n')
     with pytest.raises(DatasetError, match=r"broken\.jsonl:1: not valid JSON"):
         load_traces(tmp_path / "broken.jsonl")
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), float("-inf")])
+def test_loader_refuses_non_finite_times_naming_the_line(tmp_path: Path, value: float) -> None:
+    """Python's json writes NaN and Infinity, and the JSON parser took them: an infinite start became a replay sleep
+    that never ends (a virtual-time run spun at full CPU past its window, forever), a NaN one a silent 0 s gap."""
+    turns = [{"t": float(k), "in": 64 * (k + 1), "out": 8, "hash_ids": list(range(k + 1)), "api_time": 0.5}
+             for k in range(4)]
+    good = {"id": "ok", "requests": turns}
+    path = tmp_path / "t.jsonl"
+    for field, entry in (("t", {**turns[2], "t": value}), ("api_time", {**turns[2], "api_time": value}),
+                         ("duration_ms", {"type": "subagent", "t": 1.0, "agent_id": "a", "duration_ms": value,
+                                          "requests": [turns[1]]})):
+        bad = {"id": "bad", "requests": [*turns[:2], entry, *turns[3:]]}
+        path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(DatasetError, match=rf"t\.jsonl:2: .*requests\.2.*{field}.*finite"):
+            load_traces(path)
+    (tmp_path / "one.json").write_text(json.dumps({**good, "requests": [{**turns[0], "t": value}]}))
+    with pytest.raises(DatasetError, match=r"one\.json:1: .*finite"):
+        load_traces(tmp_path / "one.json")
+
+
+def test_loader_reads_files_written_with_a_utf8_byte_order_mark(tmp_path: Path) -> None:
+    """PowerShell's and Notepad's UTF-8 starts with a BOM: the first line was 'not valid JSON' and the corpus
+    refused."""
+    trace = {"id": "séance-☃", "requests": [{"t": 0, "in": 64, "out": 1, "hash_ids": [0]}]}
+    (tmp_path / "t.jsonl").write_text(json.dumps(trace, ensure_ascii=False) + "\n", encoding="utf-8-sig")
+    (tmp_path / "t.json").write_text(json.dumps([trace], ensure_ascii=False), encoding="utf-8-sig")
+    assert [t.id for t in load_traces(tmp_path / "t.jsonl")] == ["séance-☃"]
+    assert [t.id for t in load_traces(tmp_path / "t.json")] == ["séance-☃"]
+    # a file that is not UTF-8 text is said as such (it was a UnicodeDecodeError traceback out of `run`), and a line
+    # with a bad byte by its number
+    line = json.dumps(trace) + "\n"
+    (tmp_path / "u16.jsonl").write_text(line, encoding="utf-16")
+    with pytest.raises(DatasetError, match=r"u16\.jsonl: not UTF-8 text \(UTF-16\)"):
+        load_traces(tmp_path / "u16.jsonl")
+    (tmp_path / "gz.jsonl").write_bytes(gzip.compress(line.encode()))
+    with pytest.raises(DatasetError, match=r"gz\.jsonl: not UTF-8 text \(gzip-compressed\)"):
+        load_traces(tmp_path / "gz.jsonl")
+    (tmp_path / "bad.jsonl").write_bytes(line.encode() * 2 + line.encode().replace(b"s\\u", b"\xff"))
+    with pytest.raises(DatasetError, match=r"bad\.jsonl:3: not valid JSON"):
+        load_traces(tmp_path / "bad.jsonl")
+    (tmp_path / "bad.json").write_bytes(b'[{"id": "\xff"}]')
+    with pytest.raises(DatasetError, match=r"bad\.json: not UTF-8 text"):
+        load_traces(tmp_path / "bad.json")

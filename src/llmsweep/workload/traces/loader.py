@@ -7,6 +7,7 @@ beside per-session files) with a debug note; a file named explicitly must be a t
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 from collections.abc import Iterator
@@ -75,15 +76,22 @@ def iter_traces(source: str | Path) -> Iterator[Trace]:
 
 
 def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
-    """Traces of one file. `.jsonl`: one per non-blank line. `.json`: an object or a list of objects."""
+    """Traces of one file. `.jsonl`: one per non-blank line. `.json`: an object or a list of objects. A UTF-8 byte
+    order mark (Notepad's and PowerShell's UTF-8) is skipped: it made line 1 'not valid JSON'."""
     if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as fh:
+        with path.open("rb") as fh:  # bytes: a line that is not UTF-8 is named by its number (pydantic checks it)
             for lineno, line in enumerate(fh, start=1):
+                if lineno == 1:
+                    line = line.removeprefix(codecs.BOM_UTF8)
+                    if line.startswith(tuple(_NOT_UTF8)):
+                        raise _not_utf8(path, _NOT_UTF8[line[:2]])
                 if line.strip():
                     yield _parse(json_text=line, where=f"{path}:{lineno}")
         return
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_bytes().removeprefix(codecs.BOM_UTF8))  # json reads UTF-8, -16 and -32
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc.reason) from None
     except json.JSONDecodeError as exc:
         raise DatasetError(
             f"{path}:{exc.lineno}: not valid JSON ({exc.msg})", fix="repair or regenerate the trace file"
@@ -96,6 +104,16 @@ def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
         yield _parse(obj=item, where=f"{path}:1" + (f" (item {i})" if isinstance(data, list) else ""))
 
 
+_NOT_UTF8 = {codecs.BOM_UTF16_LE: "UTF-16", codecs.BOM_UTF16_BE: "UTF-16", b"\x1f\x8b": "gzip-compressed"}
+"""How a .jsonl trace file that is not UTF-8 text starts (PowerShell's `>` writes UTF-16; a .gz kept its name)."""
+
+
+def _not_utf8(path: Path, what: str) -> DatasetError:
+    """A trace file that is not UTF-8 text: said, not a traceback or 'not valid JSON' at line 1."""
+    return DatasetError(f"{path}: not UTF-8 text ({what})",
+                        fix="save the traces as UTF-8 JSON lines (decompress a .gz first)")
+
+
 def _read_dir(directory: Path) -> Iterator[Trace]:
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in TRACE_SUFFIXES)
     files = [p for p in files if not any(part.startswith(".") for part in p.relative_to(directory).parts)]
@@ -103,7 +121,7 @@ def _read_dir(directory: Path) -> Iterator[Trace]:
         yield from read_trace_file(path, strict=False)
 
 
-def _parse(*, where: str, json_text: str | None = None, obj: Any = None) -> Trace:
+def _parse(*, where: str, json_text: str | bytes | None = None, obj: Any = None) -> Trace:
     try:
         if json_text is not None:
             return Trace.model_validate_json(json_text)

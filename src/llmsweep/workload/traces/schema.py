@@ -14,7 +14,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-_TRACE_DATA = ConfigDict(extra="ignore", populate_by_name=True)
+_TRACE_DATA = ConfigDict(extra="ignore", populate_by_name=True, allow_inf_nan=False)
+"""NaN and infinities are refused (JSON's `NaN`/`Infinity`, which Python writes): an infinite start or duration
+became a replay sleep that never ends (the virtual-time run spun at full CPU forever), a NaN one a silent 0 s."""
 
 
 class TraceRequest(BaseModel):
