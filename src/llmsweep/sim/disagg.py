@@ -397,6 +397,8 @@ class DisaggPredictor(Predictor):
         workers = self.cluster.workers
         now = 0.0
         while self._heap or any(not w.busy and w.core.has_work() for w in workers):
+            if not self._wound_down:
+                now = self._wind_down_if_stopped(now)
             if self._idle_cap is not None and not self._stopped(now):
                 self._cap_idle_gap()
             heap = self._heap

@@ -196,6 +196,8 @@ class Predictor:
         """The ids of the root primers' records (`RequestIdentity.primer`): one refused stops the run."""
         self._idle_lanes: list[int] = []
         """Lanes whose first session tree drained before the release: they start their next one at the release."""
+        self._wound_down = False
+        """The run stopped and its sleeping programs were closed (`_wind_down`)."""
 
     def scrape(self, now: float) -> None:
         """Record one snapshot of the engine's Prometheus series at virtual time `now` (inside a block of decode
@@ -250,6 +252,39 @@ class Predictor:
         self._tid += 1
         tree = parent.tree if parent is not None else (_Tree() if self._tree_cap is not None else None)
         return _Task(gen, lane, parent, self._tid, tree=tree)
+
+    def _wind_down_if_stopped(self, now: float) -> float:
+        """`_wind_down` once the run has stopped: at `now` (a stop, its requests sent), or at its deadline when no
+        event and no scrape is left before it (the window ran out while every program slept); returns the time."""
+        if self._stopped(now):
+            self._wind_down(now)
+        elif min(self._heap[0][0] if self._heap else now, self._next_scrape) >= self._deadline > now:
+            now = self._deadline
+            self._wind_down(now)
+        return now
+
+    def _wind_down(self, now: float) -> None:
+        """Once the run has stopped (its window over, its requests sent, or a stop), close the programs still asleep
+        now, as the client cancels its sleeping lanes at its end: each would only be closed when it woke
+        (`_advance`), and the run went on to that time, with a scrape per virtual second on the way (a trace's
+        recorded 1e5 s pause made a 20 s window take 20 s of wall time; in-flight requests still run to the end)."""
+        self._wound_down = True
+        heap, kept, sleepers = self._heap, [], []
+        for event in heap:
+            t, _, kind, payload = event
+            if kind == _SLEEP or (kind == _WAKE and t > now and payload[1] is None):  # a sleep (a ready one is now)
+                if kind == _WAKE or payload[1] == payload[0].sleep_token:  # not an entry the tree cap superseded
+                    sleepers.append(payload[0])
+                continue
+            kept.append(event)
+        if not sleepers:
+            return
+        heapq.heapify(kept)
+        self._heap = kept
+        for task in sleepers:
+            if task.tree is not None:
+                task.tree.sleepers.pop(task, None)
+            self._advance(task, None, now)  # stopped: closes it (and lets an armed one leave the drain)
 
     def _cap_idle_gap(self) -> None:
         """AgentX's system idle cap, as the client applies it: when nothing is in flight and every program sleeps,
@@ -580,6 +615,8 @@ class Predictor:
         core = self.core
         now = 0.0
         while self._heap or (not self._busy and core.has_work()):
+            if not self._wound_down:
+                now = self._wind_down_if_stopped(now)
             if self._idle_cap is not None and not self._stopped(now):
                 self._cap_idle_gap()
             heap = self._heap

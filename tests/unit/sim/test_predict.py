@@ -225,6 +225,30 @@ def test_the_system_idle_cap_brings_sleepers_forward_as_the_client_does() -> Non
     assert second["sent_at"] - first["end_at"] == pytest.approx(10.0)
 
 
+class LongPause(Workload):
+    """One lane: a request, then a recorded pause far beyond the window (no idle cap), then another request."""
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        def program() -> LaneProgram:
+            yield send("", 0, "p", lane)
+            yield Sleep(1e6)
+            yield send("", 1, "p", lane)
+        yield program()
+
+
+def test_a_program_asleep_when_the_run_stops_is_closed_then_not_waited_for() -> None:
+    """A trace's recorded 1e6 s pause kept the run going to its end, a scrape per virtual second on the way (tens of
+    seconds of CPU for a 20 s window); the client cancels a sleeping lane at its end."""
+    import time
+
+    predictor = Predictor(build_core(CONST), scrape_interval=1.0)
+    cpu = time.process_time()
+    records = predictor.run(LongPause(), concurrency=1, duration=20)
+    assert time.process_time() - cpu < 5.0
+    assert [r["turn"] for r in records] == [0]  # the second request would be sent after the window: never
+    assert predictor.stats.virtual_seconds < 21 and len(predictor.scrapes) <= 22
+
+
 def test_a_flag_value_the_simulator_cannot_take_is_a_config_error_naming_it() -> None:
     """A recipe's `--mem-fraction-static: abc` reached the simulator's own command-line parser, whose usage error
     stopped `predict` and `run` whole; it is that job's refusal, naming the flag."""

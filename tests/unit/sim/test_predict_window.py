@@ -60,7 +60,7 @@ def test_a_predicted_points_files_are_written_in_the_clients_encoding(tmp_path: 
         assert RequestRecord.from_dict(json.loads(line)).to_line() == line  # the client's bytes, not just its fields
         assert b'"chunk_times":[' in line
     scrapes = (tmp_path / SERVER_METRICS_FILE).read_text().splitlines()
-    assert [json.loads(s) for s in scrapes] == predicted.scrapes and len(scrapes) > 10
+    assert [json.loads(s) for s in scrapes] == predicted.scrapes and len(scrapes) >= 8  # one a second, 8 s window
     assert all(s.startswith('{"t":') for s in scrapes)
 
 
