@@ -241,6 +241,7 @@ class SpecDecoding(StrictInput):
     acceptance_length: float | None = Field(
         default=None,
         ge=1.0,
+        allow_inf_nan=False,
         alias="acceptance-length",
         description="Explicit synthetic acceptance length; the golden one is kept alongside for the policy check.",
     )
@@ -282,6 +283,22 @@ class SpecDecoding(StrictInput):
                 "`acceptance-length-source` cites where an explicit acceptance length was measured, and none is given",
                 field="acceptance-length",
                 fix="add `acceptance-length: <AL>` (what the source measured) or delete `acceptance-length-source`",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _pin_within_k_plus_one(self) -> SpecDecoding:
+        # A verify step keeps at most K drafts plus one bonus token: a pin above K + 1 is a slip no engine realises
+        # (the simulator runs at K + 1; a real engine's read-back measures at most K + 1 and calls the run invalid,
+        # after its GPU hours). Golden curves are held to 1 ≤ AL ≤ K + 1 the same way (catalog.golden).
+        k = self.num_steps
+        if self.acceptance_length is not None and k is not None and self.acceptance_length > k + 1:
+            raise rule_error(
+                "range",
+                f"`acceptance-length: {self.acceptance_length:g}` is above K + 1 = {k + 1} for `num-steps: {k}`: a "
+                "verify step accepts at most K draft tokens plus one",
+                field="acceptance-length",
+                fix=f"write the acceptance length measured at K={k} (1 ≤ AL ≤ {k + 1}), or the K it was measured at",
             )
         return self
 

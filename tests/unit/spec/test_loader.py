@@ -179,3 +179,15 @@ def test_validate_of_an_endless_stream_ends_with_the_finding(tmp_path: Path) -> 
                           timeout=60, preexec_fn=cap, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "/dev/zero: error [schema.yaml-limits]" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("al", "ok"), [(4.0, True), (1.0, True), (4.01, False), (50.0, False)])
+def test_a_pinned_acceptance_length_lies_in_one_to_k_plus_one(al: float, ok: bool) -> None:
+    """`acceptance-length: 50` with `num-steps: 11` (no golden curve to differ from) rendered
+    SGLANG_SIMULATE_ACC_LEN=50 with no finding; a verify step accepts at most K drafts plus one."""
+    sd = {"method": "eagle", "num-steps": 3, "acceptance-length": al, "acceptance-length-source": "run 1"}
+    if ok:
+        assert Serve.model_validate({"spec-decoding": sd}).spec_decoding is not None
+    else:
+        with pytest.raises(ValueError, match=r"is above K \+ 1 = 4 for `num-steps: 3`"):
+            Serve.model_validate({"spec-decoding": sd})
