@@ -12,6 +12,7 @@ An option renamed for consistency keeps its old spelling as a hidden alias: it s
 from __future__ import annotations
 
 import copy
+import math
 import os
 import re
 from collections.abc import Callable
@@ -359,6 +360,18 @@ def store_option(dest: str = "store_path", **overrides: Any) -> Callable[[F], F]
 def runner_config_option() -> Callable[[F], F]:
     """`--runner-config`: the fleet file."""
     return option("runner_config")
+
+
+class FiniteRange(click.FloatRange):
+    """A finite number in a range: `inf` and `nan` are refused as the bounds are, when the option is parsed (exit 2,
+    the option named), never by a model's validation after the command has started (a traceback) or in the middle
+    of the run (`--request-rate inf` overflowed the client's sizing)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
 
 
 def executor_options(pairs: tuple[str, ...]) -> dict[str, Any]:

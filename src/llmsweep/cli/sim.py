@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from llmsweep.cli.options import (
+    FiniteRange,
     config_keys_option,
     json_option,
     option,
@@ -387,9 +388,10 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
 @click.command("predict")
 @recipe_files_argument()
 @config_keys_option()
-@click.option("--duration", type=float, default=None,
+@click.option("--duration", type=FiniteRange(min=0, min_open=True), default=None,
               help="Virtual seconds per point (default: the job's duration, else 600).")
-@click.option("--max-requests", type=int, default=None, help="Stop after this many profiling requests per point.")
+@click.option("--max-requests", type=click.IntRange(min=1), default=None,
+              help="Stop after this many profiling requests per point.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write records.jsonl, server_metrics.jsonl, gpu_metrics.jsonl (the modelled power) and "
                    "summary.json per point under this folder.")
