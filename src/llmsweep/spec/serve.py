@@ -7,6 +7,7 @@ speculative decoding as typed data, with per-arm `overrides`; the engine adapter
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import re
 from typing import Any, Literal
@@ -197,6 +198,14 @@ def _stringify_env(env: dict[str, EnvValue]) -> dict[str, str | None]:
                 f"environment variable `{name}` is a YAML boolean; engines read strings",
                 field=name,
                 fix=f'quote the value, e.g. `{name}: "1"` or `{name}: "true"`',
+            )
+        if isinstance(value, (datetime.date, datetime.datetime)):  # `2024-01-01` unquoted is a YAML timestamp
+            raise rule_error(
+                "type",
+                f"environment variable `{name}` is a YAML date (an unquoted `{value}` reads as one); an "
+                "environment variable is one string",
+                field=name,
+                fix=f'quote it: `{name}: "{value}"`',
             )
         if not (value is None or isinstance(value, (str, int, float))):
             kind = "list" if isinstance(value, list) else "mapping" if isinstance(value, dict) else type(value).__name__

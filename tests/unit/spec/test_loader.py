@@ -191,3 +191,18 @@ def test_a_pinned_acceptance_length_lies_in_one_to_k_plus_one(al: float, ok: boo
     else:
         with pytest.raises(ValueError, match=r"is above K \+ 1 = 4 for `num-steps: 3`"):
             Serve.model_validate({"spec-decoding": sd})
+
+
+def test_an_unquoted_date_in_serve_env_is_told_to_be_quoted_as_written() -> None:
+    """`A_DATE: 2024-01-01` is a YAML date: the fix said to write `A_DATE: "a,b"` (the list/mapping example)."""
+    from llmsweep.spec import loads_recipes
+
+    text = (REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp-resident.yaml").read_text(encoding="utf-8")
+    anchor = '      SGLANG_ENABLE_SPEC_V2: "1"\n'
+    assert anchor in text
+    for written in ("2024-01-01", "2024-01-01 10:00:00"):
+        result = loads_recipes(text.replace(anchor, anchor + f"      A_DATE: {written}\n"), "r.yaml")
+        (finding,) = result.errors
+        assert finding.rule == "schema.type" and finding.path is not None and finding.path.endswith("env.A_DATE")
+        assert f"an unquoted `{written}` reads as one" in finding.message, finding.message
+        assert finding.fix == f'quote it: `A_DATE: "{written}"`', finding.fix
