@@ -42,6 +42,7 @@ class FiniteRange(click.FloatRange):
 
 FINITE_POSITIVE = FiniteRange(min=0, min_open=True)
 """A window in seconds, a rate: finite and above 0."""
+
 Source = tuple[type[BaseModel], str]
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$")
@@ -391,5 +392,12 @@ def executor_options(pairs: tuple[str, ...]) -> dict[str, Any]:
         if not sep or not key:
             raise ConfigError(f"--executor-option {pair!r} is not KEY=VALUE",
                               fix="e.g. --executor-option partition=gpu, --executor-option allow_image=true")
-        out[key.strip().replace("-", "_")] = yaml.safe_load(value)
+        try:
+            out[key.strip().replace("-", "_")] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:  # `node={srun: x` (a brace lost to the shell): said, not a traceback
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ConfigError(f"--executor-option {pair!r}: the value {value!r} is not YAML ({problem})",
+                              fix="values are read as YAML: quote the whole option for the shell, e.g. "
+                              "--executor-option 'node={srun: /opt/slurm/bin/srun}', or quote a plain string in "
+                              "it (KEY='\"a: b\"')") from exc
     return out

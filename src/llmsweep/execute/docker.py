@@ -66,7 +66,8 @@ class DockerOptions(BaseModel):
     name_prefix: str = Field(default="llmsweep", description="Container names are <prefix>-<engine>-<random>.")
     docker: str = Field(default="docker", description="The docker CLI (or a compatible one, e.g. podman).")
     extra_args: tuple[str, ...] = Field(default=(), description="Extra `docker run` flags, placed before the image.")
-    stop_timeout_s: float = Field(default=60.0, description="Timeout of the `docker stop` call itself.")
+    stop_timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False,
+                                  description="Timeout of the `docker stop` call itself.")
     pull_timeout_s: float = Field(
         default=3600.0, gt=0,
         description="Longest `docker pull` of an image this host lacks (pulled before the server starts: the pull "

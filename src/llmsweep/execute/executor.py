@@ -112,18 +112,65 @@ def validate_options(kind: str, model: type[M], options: Mapping[str, Any] | Bas
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '(options)'}: "
-            + ("not an option of this executor" if e["type"] == "extra_forbidden" else e["msg"])
+            + (f"not an option of this executor{_did_you_mean(model, e['loc'])}" if e["type"] == "extra_forbidden"
+               else e["msg"])
             for e in exc.errors())
-        unknown = any(e["type"] == "extra_forbidden" for e in exc.errors())
-        if unknown:  # a key this executor does not have: the keys it has
-            fix = f"--executor-option KEY=VALUE, KEY one of: {', '.join(sorted(model.model_fields))}"
-        else:  # the keys are right, a value is not: what each of those options is, and a value as the error says
-            keys = list(dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"]))
+        unknown = [e for e in exc.errors() if e["type"] == "extra_forbidden"]
+        renames = [(e, close) for e in unknown if (close := _closest(model, e["loc"])) is not None]
+        fixes = [  # a misspelt key: the option it means, with the value given (inside its mapping, renamed there)
+            f"--executor-option {_option_text(close, e.get('input'))}" if len(e["loc"]) == 1
+            else f"rename `{e['loc'][-1]}` to `{close}` in `{'.'.join(str(p) for p in e['loc'][:-1])}`"
+            for e, close in renames]
+        if any(len(e["loc"]) == 1 for e in unknown):  # a key this executor does not have: the keys it has
+            fixes.append(f"--executor-option KEY=VALUE, KEY one of: {', '.join(sorted(model.model_fields))}")
+        # the keys are right, a value is not: what each of those options is, and a value as the error says
+        keys = list(dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"] and e not in unknown))
+        if keys or not fixes:
             said = "; ".join(f"{key} is {_what_it_is(model, key)}" for key in keys)
             forms = [form for key in keys if (form := _form_of(model, key)) is not None]
-            fix = (f"{said}: give a value of the form the error names" if said else "check the values given") + (
-                f" ({'; '.join(forms)})" if forms else "")
+            fixes.append((f"{said}: give a value of the form the error names" if said else "check the values given")
+                         + (f" ({'; '.join(forms)})" if forms else ""))
+        fix = "; ".join(fixes)
         raise ConfigError(f"invalid {kind} executor options: {problems}", fix=fix) from exc
+
+
+def _fields_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    """The option names of the (nested) options model an error's `loc` ends in: `node.srunn` is SrunOptions'."""
+    import typing
+
+    current: Any = model
+    for part in loc[:-1]:
+        field = current.model_fields.get(part) if isinstance(current, type) and issubclass(current, BaseModel) \
+            else None
+        if field is None:
+            return []
+        inner = [a for a in (field.annotation, *typing.get_args(field.annotation))
+                 if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not inner:
+            return []
+        current = inner[0]
+    return sorted(current.model_fields)
+
+
+def _closest(model: type[BaseModel], loc: Sequence[Any]) -> str | None:
+    import difflib
+
+    close = difflib.get_close_matches(str(loc[-1]), _fields_at(model, loc), n=1) if loc else []
+    return close[0] if close else None
+
+
+def _did_you_mean(model: type[BaseModel], loc: Sequence[Any]) -> str:
+    close = _closest(model, loc)
+    return f"; did you mean `{close}`?" if close else ""
+
+
+def _option_text(key: str, value: Any) -> str:
+    """`KEY=VALUE` as `--executor-option` reads it (the value as YAML), one shell word: a fix that repeats what was
+    given under the right key."""
+    import json
+    import shlex
+
+    return shlex.quote(f"{key}={value if isinstance(value, str) else json.dumps(value, default=str)}")
 
 
 def _form_of(model: type[BaseModel], key: str) -> str | None:
@@ -150,5 +197,7 @@ def _what_it_is(model: type[BaseModel], key: str) -> str:
         return "no option"
     if field.description:
         text = field.description.rstrip(".")
+        if text.startswith(("How ", "What ", "Where ", "Whether ", "When ")):  # "node is how the node starts …"
+            return f"{text[0].lower()}{text[1:]}"
         return f"the {text[0].lower()}{text[1:]}" if not text.startswith(("-", "the ", "The ")) else text
     return f"a {getattr(field.annotation, '__name__', field.annotation)}"

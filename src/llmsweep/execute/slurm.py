@@ -71,7 +71,7 @@ class SlurmOptions(BaseModel):
     exclude: tuple[str, ...] = Field(default=(), description="Known-bad nodes, passed as --exclude.")
     gpu_type: str | None = Field(default=None, description="GRES type, e.g. 'h200' → --gres=gpu:h200:N.")
     exclusive: bool = Field(default=False, description="--exclusive node allocation.")
-    cpus_per_task: int | None = Field(default=None, description="--cpus-per-task.")
+    cpus_per_task: int | None = Field(default=None, gt=0, description="--cpus-per-task.")
     mem: str | None = Field(default=None, description="--mem, e.g. '64G'.")
     extra_sbatch: tuple[str, ...] = Field(
         default=(), description="More #SBATCH flags, e.g. '--qos=high' (a value given apart, '--qos', 'high', stays "
@@ -84,16 +84,18 @@ class SlurmOptions(BaseModel):
         description="Command the job runs on the node; {python}, {group}, {out}, {launcher} are substituted.",
     )
     squash_dir: HostPath | None = Field(default=None, description="Shared cache of enroot squash files (image jobs).")
-    import_lock_timeout_s: int = Field(default=600, description="flock -w on <sqsh>.lock.")
-    import_timeout_s: int = Field(default=3600, description="Timeout of one `enroot import`.")
+    import_lock_timeout_s: int = Field(default=600, ge=0, description="flock -w on <sqsh>.lock.")
+    import_timeout_s: int = Field(default=3600, gt=0, description="Timeout of one `enroot import`.")
     import_env: dict[str, str] = Field(
         default_factory=dict, description="Env for the import, e.g. ENROOT_CACHE_PATH on local disk (NFS root-squash).",
     )
     node: SrunOptions = Field(default_factory=SrunOptions, description="How the node starts the server.")
-    command_timeout_s: float = Field(default=60.0, description="Timeout of each sbatch/squeue/scontrol/scancel call.")
-    poll_s: float = Field(default=5.0, description="squeue polling interval while waiting.")
-    max_poll_failures: int = Field(default=5, description="Consecutive failed squeue calls before giving up.")
-    cancel_wait_s: float = Field(default=120.0, description="How long to wait for a cancelled job to leave the queue.")
+    command_timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False,
+                                     description="Timeout of each sbatch/squeue/scontrol/scancel call.")
+    poll_s: float = Field(default=5.0, gt=0, allow_inf_nan=False, description="squeue polling interval while waiting.")
+    max_poll_failures: int = Field(default=5, gt=0, description="Consecutive failed squeue calls before giving up.")
+    cancel_wait_s: float = Field(default=120.0, ge=0, allow_inf_nan=False,
+                                 description="How long to wait for a cancelled job to leave the queue.")
     pending_note_s: float = Field(
         default=300.0, gt=0,
         description="While a job waits in the queue, say so (with Slurm's reason) this often; the first note comes "

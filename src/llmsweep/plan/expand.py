@@ -7,6 +7,7 @@ uses to resolve `serve` overrides. Eval marking happens afterwards (:mod:`llmswe
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -103,8 +104,11 @@ def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> list[
                 seen.setdefault(match, None)
         else:
             if key not in available:
+                # a master file lists hundreds of keys: the one a slip of the keyboard meant comes first
+                close = difflib.get_close_matches(key, available, n=1, cutoff=0.8)
                 raise ConfigError(f"Config key(s) not found: {key}.\nAvailable keys: {listing}",
-                                  fix="use one of the listed keys, or a glob such as `qwen3.5-*`")
+                                  fix=(f"did you mean `{close[0]}`? " if close else "")
+                                  + "use one of the listed keys, or a glob such as `qwen3.5-*`")
             seen.setdefault(key, None)
     return list(seen)
 

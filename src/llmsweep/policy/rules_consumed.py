@@ -385,3 +385,24 @@ def sim_ignored(ctx: Context) -> Iterator[Finding]:
             if norm_flag(flag) not in MODELLED:
                 yield ctx.hit("serve.sim-ignored", recipe, serve_arg_path(recipe, job, flag),
                               f"the simulator does not model `{flag}`", job=job)
+
+
+@rule("serve.settings-conflict", Severity.ERROR,
+      "A worker's InferenceX additional-settings item and `serve.env` set one variable to different values",
+      "set the variable in one place: `serve.env` (every worker) or the worker's additional-settings (that pool)",
+      "DESIGN.md principle 3: `serve.env` won and the additional setting was dropped, while the render's note still "
+      "listed it as passed")
+def settings_conflict(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.serve is None:
+            continue
+        for kind, worker in (("prefill", job.prefill), ("decode", job.decode)):
+            for index, item in enumerate(worker.additional_settings or [] if worker is not None else []):
+                name, _, value = item.partition("=")
+                env = job.serve.env.get(name)
+                if env is None or env == value:
+                    continue
+                yield ctx.hit("serve.settings-conflict", recipe,
+                              (*entry_path(recipe, job), kind, "additional-settings", index),
+                              f"{kind} additional setting `{name}={value}` is overridden by `serve.env` "
+                              f"`{name}: {env}`: the worker would run with {env!r}", job=job)

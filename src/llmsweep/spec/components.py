@@ -183,6 +183,7 @@ class WorkerBlock(StrictInput):
     @field_validator("additional_settings")
     @classmethod
     def _settings_are_assignments(cls, settings: list[str] | None) -> list[str] | None:
+        first: dict[str, int] = {}
         for index, setting in enumerate(settings or []):
             name, eq, _ = setting.partition("=")
             if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -194,6 +195,15 @@ class WorkerBlock(StrictInput):
                     field=f"[{index}]",
                     fix="write it as `NAME=value`, NAME being letters, digits and `_`, not starting with a digit",
                 )
+            if name in first:  # the worker's environment keeps one of them: which, the reader cannot tell
+                raise rule_error(
+                    "duplicate-key",
+                    f"additional setting `{name}` is set twice (items {first[name]} and {index}); the worker's "
+                    "environment would silently keep only the last",
+                    field=f"[{index}]",
+                    fix=f"delete one of the two `{name}=` items",
+                )
+            first[name] = index
         return settings
 
     @model_validator(mode="after")

@@ -121,7 +121,7 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
     except YamlLimitError as exc:
         result.findings.append(
             _error("schema.yaml-limits", file, exc.line, None, f"YAML refused: {exc.problem}",
-                   "write the recipe out plainly: a recipe nests about 10 levels and needs few aliases")
+                   exc.fix or "write the recipe out plainly: a recipe nests about 10 levels and needs few aliases")
         )
         return
     except YamlSyntaxError as exc:

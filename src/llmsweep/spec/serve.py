@@ -7,6 +7,7 @@ speculative decoding as typed data, with per-arm `overrides`; the engine adapter
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import re
 from typing import Any, Literal
@@ -198,6 +199,14 @@ def _stringify_env(env: dict[str, EnvValue]) -> dict[str, str | None]:
                 field=name,
                 fix=f'quote the value, e.g. `{name}: "1"` or `{name}: "true"`',
             )
+        if isinstance(value, (datetime.date, datetime.datetime)):  # `2024-01-01` unquoted is a YAML timestamp
+            raise rule_error(
+                "type",
+                f"environment variable `{name}` is a YAML date (an unquoted `{value}` reads as one); an "
+                "environment variable is one string",
+                field=name,
+                fix=f'quote it: `{name}: "{value}"`',
+            )
         if not (value is None or isinstance(value, (str, int, float))):
             kind = "list" if isinstance(value, list) else "mapping" if isinstance(value, dict) else type(value).__name__
             raise rule_error(
@@ -241,6 +250,7 @@ class SpecDecoding(StrictInput):
     acceptance_length: float | None = Field(
         default=None,
         ge=1.0,
+        allow_inf_nan=False,
         alias="acceptance-length",
         description="Explicit synthetic acceptance length; the golden one is kept alongside for the policy check.",
     )
@@ -282,6 +292,22 @@ class SpecDecoding(StrictInput):
                 "`acceptance-length-source` cites where an explicit acceptance length was measured, and none is given",
                 field="acceptance-length",
                 fix="add `acceptance-length: <AL>` (what the source measured) or delete `acceptance-length-source`",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _pin_within_k_plus_one(self) -> SpecDecoding:
+        # A verify step keeps at most K drafts plus one bonus token: a pin above K + 1 is a slip no engine realises
+        # (the simulator runs at K + 1; a real engine's read-back measures at most K + 1 and calls the run invalid,
+        # after its GPU hours). Golden curves are held to 1 ≤ AL ≤ K + 1 the same way (catalog.golden).
+        k = self.num_steps
+        if self.acceptance_length is not None and k is not None and self.acceptance_length > k + 1:
+            raise rule_error(
+                "range",
+                f"`acceptance-length: {self.acceptance_length:g}` is above K + 1 = {k + 1} for `num-steps: {k}`: a "
+                "verify step accepts at most K draft tokens plus one",
+                field="acceptance-length",
+                fix=f"write the acceptance length measured at K={k} (1 ≤ AL ≤ {k + 1}), or the K it was measured at",
             )
         return self
 

@@ -25,6 +25,11 @@ MAX_ALIASES = 1_000
 MAX_NODES = 1_000_000
 """Most YAML nodes a file may expand to once every alias is followed: a 700-byte "billion laughs" alias bomb
 expands to 10⁹ and would take minutes and gigabytes before failing; real master files are a few thousand nodes."""
+MAX_BYTES = 16 * 2**20
+"""Largest recipe file read (16 MiB; InferenceX's master files are a few hundred KiB): what is larger is no recipe —
+`/dev/zero`, a disk, a log named *.yaml — and was read whole into memory (`validate /dev/zero` until MemoryError, a
+68 MB file 31 s) before anything was said."""
+SIZE_FIX = "pass the recipe file itself (a recipe file is text of a few KiB; this one is something else)"
 
 
 def render_path(path: Iterable[str | int]) -> str:
@@ -152,8 +157,11 @@ class YamlLimitError(YamlSyntaxError):
 
 def load_yaml(path: Path) -> YamlDocument:
     """Read one YAML file, returning the data and where each field was written."""
-    text = path.read_text(encoding="utf-8")
-    return parse_yaml(text, str(path))
+    with path.open("rb") as f:  # at most one byte past the limit: a stream without end is not read to its end
+        raw = f.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        raise YamlLimitError(str(path), None, f"the file is larger than {MAX_BYTES // 2**20} MiB", SIZE_FIX)
+    return parse_yaml(raw.decode("utf-8"), str(path))
 
 
 class _BoundedLoader(yaml.SafeLoader):

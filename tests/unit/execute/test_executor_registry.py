@@ -57,6 +57,39 @@ def test_options_are_validated_by_the_executor() -> None:
     assert isinstance(listed, SlurmExecutor) and listed.options.exclude == ("vm",)
 
 
+def test_a_misspelt_option_names_the_one_meant() -> None:
+    """`partiton=gpu` at 2 a.m.: the option meant, with the value given, not only the list of every key."""
+    with pytest.raises(ConfigError) as err:
+        get_executor("slurm", {"partiton": "gpu"})
+    assert "partiton: not an option of this executor; did you mean `partition`?" in err.value.message
+    assert (err.value.fix or "").startswith("--executor-option partition=gpu; "), err.value.fix
+    with pytest.raises(ConfigError) as docker:  # a misspelling and a bad value at once: both fixes
+        get_executor("docker", {"shm_sise": "1g", "stop_timeout_s": -1})
+    assert "did you mean `shm_size`?" in docker.value.message, docker.value.message
+    fix = docker.value.fix or ""
+    assert "--executor-option shm_size=1g" in fix and "stop_timeout_s is" in fix, fix
+    with pytest.raises(ConfigError) as nested:  # inside a mapping option: renamed there
+        get_executor("slurm", {"node": {"srunn": "/opt/slurm/bin/srun"}})
+    assert "node.srunn: not an option of this executor; did you mean `srun`?" in nested.value.message
+    assert "rename `srunn` to `srun` in `node`" in (nested.value.fix or ""), nested.value.fix
+
+
+@pytest.mark.parametrize(("key", "value"), [("poll_s", -1), ("poll_s", float("nan")), ("poll_s", float("inf")),
+                                            ("cancel_wait_s", -5), ("command_timeout_s", 0), ("cpus_per_task", -4),
+                                            ("max_poll_failures", 0), ("import_timeout_s", 0)])
+def test_a_number_slurm_cannot_use_is_refused_before_any_job_is_submitted(key: str, value: float) -> None:
+    """`poll_s=-1` used to submit the batch job, then die in `time.sleep(-1)` with a traceback (cancelling it);
+    `cpus_per_task=-4` or `command_timeout_s=0` failed the run (exit 1) at sbatch: bad input, refused up front."""
+    with pytest.raises(ConfigError, match=rf"invalid slurm executor options: {key}: Input should be"):
+        get_executor("slurm", {key: value})
+
+
+def test_a_docker_stop_timeout_must_be_a_positive_finite_number() -> None:
+    for value in (-1, 0, float("nan")):
+        with pytest.raises(ConfigError, match="stop_timeout_s: Input should be"):
+            get_executor("docker", {"stop_timeout_s": value})
+
+
 def test_the_cli_offers_exactly_the_registered_kinds() -> None:
     from llmsweep.cli.run import run
 

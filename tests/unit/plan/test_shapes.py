@@ -188,6 +188,21 @@ def test_config_key_errors_list_available_keys(recipes_from, fleet, keys, messag
     assert "Available keys: only-key" in str(info.value)
 
 
+def test_a_misspelt_config_key_names_the_key_meant(recipes_from, fleet) -> None:
+    """A master file lists hundreds of keys: `--config-keys qwen3.5-fp8-mi300x-sglang-mpt` said 'not found' and the
+    whole list; the fix now names the key a slip of the keyboard meant (and nothing for a key like no other)."""
+    scen = ("    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n      search-space:\n"
+            "      - { tp: 8, conc-list: [4] }\n")
+    recipes = recipes_from(recipe(key="qwen3.5-fp8-mi300x-sglang-mtp", scenarios=scen)
+                           + recipe(key="dsr1-fp8-mi300x-sglang", scenarios=scen))
+    with pytest.raises(ConfigError, match=r"Config key\(s\) not found: qwen3\.5-fp8-mi300x-sglang-mpt") as info:
+        test_config(recipes, ["qwen3.5-fp8-mi300x-sglang-mpt"], fleet)
+    assert (info.value.fix or "").startswith("did you mean `qwen3.5-fp8-mi300x-sglang-mtp`? "), info.value.fix
+    with pytest.raises(ConfigError) as unlike:
+        test_config(recipes, ["llama"], fleet)
+    assert "did you mean" not in (unlike.value.fix or "")
+
+
 def test_job_ids_are_unique_and_filesystem_safe(recipes_from, fleet) -> None:
     scen = ("    agentic-coding:\n    - search-space:\n      - { tp: 8, kv-offloading: none, conc-list: [1, 2, 4] }\n"
             "      - { tp: 8, ep: 8, kv-offloading: none, conc-list: [1, 2, 4] }\n")

@@ -149,3 +149,60 @@ def test_loads_recipes_from_text_names_the_given_file() -> None:
     bad = loads_recipes(text.replace("conc-list: [4, 16", "conc-lst: [4, 16"), file="inline.yaml")
     assert {(f.rule, f.file, f.line) for f in bad.errors} == {("schema.unknown-key", "inline.yaml", 16),
                                                               ("schema.unknown-key", "inline.yaml", 17)}
+
+
+def test_a_file_larger_than_any_recipe_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
+    """A 68 MB file named .yaml took 31 s to be read and parsed; `validate /dev/zero` read until MemoryError. A file
+    past 16 MiB (`spec.source.MAX_BYTES`) is a `schema.yaml-limits` finding (the other files still load)."""
+    max_bytes = 16 * 2**20
+    big = tmp_path / "big.yaml"
+    with big.open("w", encoding="utf-8") as f:  # comments only: read whole, it was an empty file, said nowhere
+        line = "#" * 1023 + "\n"
+        f.write(line * (max_bytes // len(line) + 1))
+    src = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+    result = load_recipes([big, src])
+    (finding,) = result.errors
+    assert finding.rule == "schema.yaml-limits" and finding.file == str(big), finding.render()
+    assert "larger than 16 MiB" in finding.message and "pass the recipe file itself" in (finding.fix or "")
+    assert list(result.recipes) == ["qwen3.5-fp8-mi300x-sglang-agentic-mtp"]
+
+
+def test_validate_of_an_endless_stream_ends_with_the_finding(tmp_path: Path) -> None:
+    import resource
+    import subprocess
+    import sys
+
+    def cap() -> None:  # without the read limit, this would take the machine's memory
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+
+    proc = subprocess.run([sys.executable, "-m", "llmsweep", "validate", "/dev/zero"], capture_output=True, text=True,
+                          timeout=60, preexec_fn=cap, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "/dev/zero: error [schema.yaml-limits]" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("al", "ok"), [(4.0, True), (1.0, True), (4.01, False), (50.0, False)])
+def test_a_pinned_acceptance_length_lies_in_one_to_k_plus_one(al: float, ok: bool) -> None:
+    """`acceptance-length: 50` with `num-steps: 11` (no golden curve to differ from) rendered
+    SGLANG_SIMULATE_ACC_LEN=50 with no finding; a verify step accepts at most K drafts plus one."""
+    sd = {"method": "eagle", "num-steps": 3, "acceptance-length": al, "acceptance-length-source": "run 1"}
+    if ok:
+        assert Serve.model_validate({"spec-decoding": sd}).spec_decoding is not None
+    else:
+        with pytest.raises(ValueError, match=r"is above K \+ 1 = 4 for `num-steps: 3`"):
+            Serve.model_validate({"spec-decoding": sd})
+
+
+def test_an_unquoted_date_in_serve_env_is_told_to_be_quoted_as_written() -> None:
+    """`A_DATE: 2024-01-01` is a YAML date: the fix said to write `A_DATE: "a,b"` (the list/mapping example)."""
+    from llmsweep.spec import loads_recipes
+
+    text = (REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp-resident.yaml").read_text(encoding="utf-8")
+    anchor = '      SGLANG_ENABLE_SPEC_V2: "1"\n'
+    assert anchor in text
+    for written in ("2024-01-01", "2024-01-01 10:00:00"):
+        result = loads_recipes(text.replace(anchor, anchor + f"      A_DATE: {written}\n"), "r.yaml")
+        (finding,) = result.errors
+        assert finding.rule == "schema.type" and finding.path is not None and finding.path.endswith("env.A_DATE")
+        assert f"an unquoted `{written}` reads as one" in finding.message, finding.message
+        assert finding.fix == f'quote it: `A_DATE: "{written}"`', finding.fix

@@ -1,0 +1,37 @@
+"""`--executor-option KEY=VALUE` values are read as YAML; one that is not YAML (a brace the shell split off, an
+unclosed list) is refused naming the option and how to quote it (exit 2), not a yaml.ParserError traceback after the
+run had planned its jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from llmsweep.cli.main import cli
+from llmsweep.cli.options import executor_options
+from llmsweep.errors import ConfigError
+
+RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
+
+
+@pytest.mark.parametrize("pair", ["node={srun:", "exclude=[a", "partition='gpu", "import_env={A: 1"])
+def test_a_value_that_is_not_yaml_is_a_config_error_naming_it(pair: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        executor_options((pair,))
+    assert f"--executor-option {pair!r}" in err.value.message and "is not YAML" in err.value.message
+    assert "quote the whole option" in (err.value.fix or "")
+
+
+def test_values_still_read_as_yaml() -> None:
+    assert executor_options(("exclude=[a, b]", "poll_s=0.5", "node={use_srun: false}")) == {
+        "exclude": ["a", "b"], "poll_s": 0.5, "node": {"use_srun": False}}
+
+
+def test_run_refuses_it_before_anything_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["run", str(RECIPE), "--live", "--executor", "slurm", "--executor-option",
+                                   "node={srun:", "--out", str(out), "--store", str(tmp_path / "s.sqlite")])
+    assert isinstance(res.exception, ConfigError), res.exception  # exit 2 through `main`, said once
+    assert not out.exists()
