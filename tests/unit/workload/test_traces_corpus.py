@@ -166,3 +166,15 @@ def test_loader_reads_files_written_with_a_utf8_byte_order_mark(tmp_path: Path) 
     (tmp_path / "bad.json").write_bytes(b'[{"id": "\xff"}]')
     with pytest.raises(DatasetError, match=r"bad\.json: not UTF-8 text"):
         load_traces(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("field", ["in", "out"])
+def test_loader_refuses_a_token_count_no_model_could_hold_naming_the_line(tmp_path: Path, field: str) -> None:
+    """A row recording 1e9 input tokens loaded, and a live replay would build a billion tokens of prompt text before
+    any server could refuse it."""
+    turns = [{"t": float(k), "in": 64, "out": 8, "hash_ids": [k], "api_time": 0.5} for k in range(3)]
+    bad = {"id": "bad", "requests": [*turns[:1], {**turns[1], field: 10**9}, *turns[2:]]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"id": "ok", "requests": turns}) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(DatasetError, match=rf"t\.jsonl:2: .*requests\.1.*{field}"):
+        load_traces(path)

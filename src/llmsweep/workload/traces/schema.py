@@ -18,6 +18,10 @@ _TRACE_DATA = ConfigDict(extra="ignore", populate_by_name=True, allow_inf_nan=Fa
 """NaN and infinities are refused (JSON's `NaN`/`Infinity`, which Python writes): an infinite start or duration
 became a replay sleep that never ends (the virtual-time run spun at full CPU forever), a NaN one a silent 0 s."""
 
+MAX_REQUEST_TOKENS = 1 << 24
+"""Most input or output tokens one recorded request may hold (16.8 M: beyond any model's context). A larger count is
+a damaged row; replayed live, the client would build that much prompt text before any server could refuse it."""
+
 
 class TraceRequest(BaseModel):
     """One model call: a top-level turn, or an inner request of a subagent."""
@@ -27,8 +31,9 @@ class TraceRequest(BaseModel):
     type: Literal["n", "s"] = Field(default="n", description="Recorded transport: n non-streaming, s streaming.")
     t: float = Field(description="Start, seconds since the session's first row.")
     model: str = ""
-    in_tokens: int = Field(alias="in", ge=0, description="Input tokens (the hashed prompt span).")
-    out: int = Field(ge=0, description="Output tokens; becomes max_tokens at replay.")
+    in_tokens: int = Field(alias="in", ge=0, le=MAX_REQUEST_TOKENS,
+                           description="Input tokens (the hashed prompt span).")
+    out: int = Field(ge=0, le=MAX_REQUEST_TOKENS, description="Output tokens; becomes max_tokens at replay.")
     hash_ids: list[int] = Field(default_factory=list, description="Prefix-block ids (one per block_size tokens).")
     api_time: float = Field(default=0.0, ge=0.0, description="Recorded server duration in seconds.")
     think_time: float | None = Field(default=None, description="Gap from the previous row's end (all streams).")
