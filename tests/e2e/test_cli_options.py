@@ -254,3 +254,32 @@ def test_a_prompt_count_below_one_is_refused_as_a_bad_option() -> None:
                                    "--osl", "8", "--num-prompts", "0"])
     assert res.exit_code == 2 and "Invalid value for '--num-prompts': 0 is not in the range x>=1" in res.output, \
         res.output
+
+
+def test_every_number_option_refuses_nan_and_inf_and_its_fields_bounds_when_parsed() -> None:
+    """A float option took `nan` and `inf` (a request timeout of inf, a simulated TTFT of inf that never ends), and a
+    bound only the model field checked came back as a pydantic traceback after the command had started (`run
+    --request-timeout 0`, `--al-tolerance -1`)."""
+    from llmsweep.cli.options import FiniteRange, field_range
+
+    loose = [f"{path} {option.opts[0]}" for path, option in OPTIONS
+             if isinstance(option.type, click.types.FloatParamType) and not isinstance(option.type, FiniteRange)]
+    assert not loose, f"float options that take nan/inf: {loose}"
+    unbounded = [f"{path} {option.opts[0]}" for path, option in OPTIONS  # feeds a bounded field, takes any number
+                 if (source := getattr(option, "source", None)) is not None
+                 and isinstance(field_range(source, None), (click.FloatRange, click.IntRange))
+                 and not isinstance(option.type, (click.FloatRange, click.IntRange))]
+    assert not unbounded, f"options whose model field is bounded but which take any number: {unbounded}"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["run", str(QUICKSTART), "--request-timeout", "0"], "'--request-timeout': 0.0 is not in the range x>0"),
+    (["run", str(QUICKSTART), "--al-tolerance", "-1"], "'--al-tolerance': -1.0 is not in the range x>=0"),
+    (["run", str(QUICKSTART), "--startup-timeout", "nan"], "'--startup-timeout': 'nan' is not a finite number"),
+    (["sim", "serve", "--ttft-ms", "inf"], "'--ttft-ms': 'inf' is not a finite number"),
+])
+def test_an_out_of_range_number_is_refused_as_parsed_not_as_a_traceback(argv: list[str], said: str) -> None:
+    from click.testing import CliRunner
+
+    res = CliRunner().invoke(cli, argv)
+    assert res.exit_code == 2 and said in res.stderr, (res.exit_code, res.output)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from llmsweep.cli.options import FINITE_POSITIVE, json_option, option, runner_config_option, store_option
 from llmsweep.cli.options import executor_options as parse_executor_options
-from llmsweep.cli.options import json_option, option, runner_config_option, store_option
 from llmsweep.execute.registry import executor_help, executor_kinds
 
 
@@ -22,9 +22,10 @@ from llmsweep.execute.registry import executor_help, executor_kinds
                    "highest concurrency).")
 @click.option("--refine", type=click.IntRange(min=0), default=2, show_default=True,
               help="Bisection rounds around each arm's knee and KV cliff (one run per new point).")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-              help="Wall-clock seconds the discovery may take: a refinement stage whose estimate (from the ladder's "
-                   "measured server start and slowest run) does not fit in what is left is skipped, and says so.")
+@click.option("--time-limit", type=FINITE_POSITIVE, default=None, metavar="SECONDS",
+              help="Wall-clock seconds the discovery should take: the ladder always runs whole; a refinement round "
+                   "whose estimate (from the ladder's measured server start and slowest run) does not fit in what is "
+                   "left is skipped, and says so. Not a hard limit (Ctrl-C stops a discovery).")
 @click.option("--duration", type=click.IntRange(min=1), default=None,
               help="Profiling window of every discovery run in seconds (default: the recipe's); the proposed recipe "
                    "keeps its own.")

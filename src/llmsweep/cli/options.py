@@ -33,6 +33,12 @@ class FiniteRange(click.FloatRange):
     of the run (`--request-rate inf` overflowed the client's sizing; `predict --duration -5` started its workers and
     refused every point)."""
 
+    def __init__(self, min: float | None = None, max: float | None = None, min_open: bool = False,
+                 max_open: bool = False, clamp: bool = False) -> None:
+        super().__init__(min, max, min_open, max_open, clamp)
+        if min is None and max is None:
+            self.name = "float"  # any finite number: shown as FLOAT, as click's own
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         rv = super().convert(value, param, ctx)
         if not math.isfinite(rv):
@@ -264,7 +270,7 @@ CONCEPTS: dict[str, Concept] = {
         "multiple": True, "metavar": "KEY=VALUE", "help": "An executor setting (repeatable), e.g. allow_image=true.",
     }),
     "startup_timeout": Concept("--startup-timeout", "startup_timeout", {
-        "type": float, "default": None, "help": "Seconds to wait for a server to become ready.",
+        "type": FINITE_POSITIVE, "default": None, "help": "Seconds to wait for a server to become ready.",
     }),
     "repeats": Concept("--repeats", "repeats", {
         "type": click.IntRange(min=1), "default": 1, "show_default": True, "help": "Runs of every point.",
@@ -296,6 +302,46 @@ def _from_field(source: Source) -> dict[str, Any]:
     return settings
 
 
+def field_range(source: Source, given: Any) -> Any:
+    """The option type that refuses, as the option is parsed (exit 2, the option named), what the model field it
+    feeds refuses: a float field's `gt`/`ge`/`lt`/`le` bounds as a `FiniteRange` (nan and inf are no timeouts or
+    ratios either), an int field's as an `IntRange`. `given`: the type the concept declares; a range it already is,
+    or a field without bounds, leaves it as it is. A bound only the model checked came back as a pydantic traceback
+    after the command had started (`run --request-timeout 0`)."""
+    import annotated_types as at
+
+    if given not in (float, int, None) or isinstance(given, click.ParamType):
+        return given
+    model, name = source
+    info = model.model_fields[name]
+    lo: Any = None
+    hi: Any = None
+    lo_open = hi_open = False
+    for m in info.metadata:
+        if isinstance(m, at.Gt):
+            lo, lo_open = m.gt, True
+        elif isinstance(m, at.Ge):
+            lo = m.ge
+        elif isinstance(m, at.Lt):
+            hi, hi_open = m.lt, True
+        elif isinstance(m, at.Le):
+            hi = m.le
+    kind = given if given is not None else float if float in _types(info.annotation) else int \
+        if int in _types(info.annotation) else None
+    if kind is float:
+        return FiniteRange(min=lo, max=hi, min_open=lo_open, max_open=hi_open)
+    if kind is int and (lo is not None or hi is not None):
+        return click.IntRange(min=None if lo is None else int(lo), max=None if hi is None else int(hi),
+                              min_open=lo_open, max_open=hi_open)
+    return given
+
+
+def _types(annotation: Any) -> tuple[Any, ...]:
+    import typing
+
+    return typing.get_args(annotation) or (annotation,)
+
+
 def option(concept: str, *, dest: str | None = None, short: str | None = None, deprecated: tuple[str, ...] = (),
            source: Source | None = None, cls: type[Opt] = Opt, **overrides: Any) -> Callable[[F], F]:
     """The option of `concept`, passed to the command as `dest` (default: the concept's own parameter name).
@@ -312,6 +358,8 @@ def option(concept: str, *, dest: str | None = None, short: str | None = None, d
         source = spec.source.source()  # import the model only when this command takes something from it
         settings = {**_from_field(source), **settings}
     settings.update(overrides)
+    if source is not None:
+        settings["type"] = field_range(source, settings.get("type"))
     decls = [spec.spelling] + ([short] if short else []) + [dest or spec.dest]
     return click.option(*decls, cls=cls, concept=concept, old_spellings=spec.deprecated + deprecated, source=source,
                         **settings)
@@ -319,7 +367,9 @@ def option(concept: str, *, dest: str | None = None, short: str | None = None, d
 
 def field_option(*decls: str, source: Source, **overrides: Any) -> Callable[[F], F]:
     """One command's own option that feeds one model field: the field's default and description, unless narrowed."""
-    return click.option(*decls, cls=Opt, source=source, **{**_from_field(source), **overrides})
+    settings = {**_from_field(source), **overrides}
+    settings["type"] = field_range(source, settings.get("type"))
+    return click.option(*decls, cls=Opt, source=source, **settings)
 
 
 def _inherit_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from llmsweep.cli.options import json_option, option
+from llmsweep.cli.options import FINITE_POSITIVE, json_option, option
 from llmsweep.errors import ConfigError
 from llmsweep.metrics.model import RUN_SOURCES, RunSource
 
@@ -46,7 +46,7 @@ def peer() -> None:
 @option("repeats", default=2, help="Runs of each client per level, alternating.")
 @click.option("--aiperf", "aiperf_exe", default="aiperf", show_default=True, help="aiperf executable.")
 @option("request_timeout", dest="timeout")
-@click.option("--run-deadline", type=float, default=None, help="Stop one aiperf run after this many seconds.")
+@click.option("--run-deadline", type=FINITE_POSITIVE, default=None, help="Stop one aiperf run after this many seconds.")
 @option("no_ignore_eos", help="Neither client sends ignore_eos (servers that answer 422).")
 @option("gpus")
 @option("seed", help="Seed of the first run's prompts (each run adds its position; the recipe's client seed).")

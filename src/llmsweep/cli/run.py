@@ -11,6 +11,7 @@ import click
 from click.core import ParameterSource
 
 from llmsweep.cli.options import (
+    FiniteRange,
     config_keys_option,
     field_option,
     json_option,
@@ -92,7 +93,7 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
 @option("startup_timeout")
 @option("request_timeout")
 @option("client_workers")
-@click.option("--al-tolerance", type=float, default=None,
+@click.option("--al-tolerance", type=FiniteRange(min=0), default=None,
               help="Least allowed |realised − pinned| acceptance length in the read-back gate (default 0.10, "
               "execute.readback's); the gate widens it to 3 standard errors of the verify steps' sampling error.")
 @click.option("--require-power/--no-require-power", default=None, help=REQUIRE_POWER_HELP)

@@ -13,6 +13,7 @@ import click
 
 from llmsweep.cli.options import (
     FINITE_POSITIVE,
+    FiniteRange,
     config_keys_option,
     json_option,
     option,
@@ -48,13 +49,13 @@ def sim() -> None:
 @option("spec_method", type=click.Choice(["mtp", "eagle", "eagle3", "draft_model", "ngram"]), default=None,
         help="Speculative decoding method (off when absent).")
 @option("spec_k", default=3, show_default=True, type=click.IntRange(1, MAX_SPEC_K), help="Draft tokens per step.")
-@click.option("--acceptance-length", type=float, default=None,
+@click.option("--acceptance-length", type=FiniteRange(min=1), default=None,
               help="Forced mean acceptance length (tokens per verify step, bonus included); without it a "
               "--spec-method realises that method's typical acceptance (nothing pinned).")
 @click.option("--kv-offload", type=click.Choice(["none", "dram"]), default="none", show_default=True,
               help="CPU KV tier (HiCache / offload connector).")
-@click.option("--dram-gb", type=float, default=0.0, show_default=True, help="CPU KV tier size in GB.")
-@click.option("--mem-fraction-static", type=float, default=0.88, show_default=True,
+@click.option("--dram-gb", type=FiniteRange(min=0), default=0.0, show_default=True, help="CPU KV tier size in GB.")
+@click.option("--mem-fraction-static", type=FiniteRange(min=0, max=1, min_open=True), default=0.88, show_default=True,
               help="Share of HBM for weights plus KV pool.")
 @click.option("--max-running-requests", type=int, default=256, show_default=True, help="Most running requests.")
 @click.option("--chunked-prefill-size", type=int, default=8192, show_default=True, help="Prefill chunk (tokens).")
@@ -64,8 +65,8 @@ def sim() -> None:
                    "[default: none, only the KV pool bounds a request].")
 @click.option("--timing", type=click.Choice(["roofline", "constant"]), default="roofline", show_default=True,
               help="Step-time model.")
-@click.option("--ttft-ms", type=float, default=50.0, show_default=True, help="constant timing: prefill step.")
-@click.option("--itl-ms", type=float, default=10.0, show_default=True, help="constant timing: decode step.")
+@click.option("--ttft-ms", type=FINITE_POSITIVE, default=50.0, show_default=True, help="constant timing: prefill step.")
+@click.option("--itl-ms", type=FINITE_POSITIVE, default=10.0, show_default=True, help="constant timing: decode step.")
 @option("seed", source=(SimConfig, "seed"))
 @click.option("--served-model-name", default=None, help="Model id the API reports (default: --model).")
 @click.option("--metrics-style", type=click.Choice(["sglang", "vllm", "both"]), default="both", show_default=True,

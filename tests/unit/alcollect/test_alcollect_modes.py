@@ -194,7 +194,9 @@ def test_the_sampling_options_are_declared_once_one_per_sampling_field() -> None
     command = _sampling_options(click.command()(lambda **given: given))
     options = {p.name: p for p in command.params if isinstance(p, click.Option)}
     assert {name: o.opts for name, o in options.items()} == {name: [flag] for name, flag in SAMPLING_FLAGS.items()}
-    assert options["top_k"].type is click.INT and options["top_p"].type is click.FLOAT
+    from llmsweep.cli.options import FiniteRange
+
+    assert options["top_k"].type is click.INT and isinstance(options["top_p"].type, FiniteRange)  # nan/inf refused
     assert all(o.default is None for o in options.values())
     assert command.main(["--top-k", "20", "--presence-penalty", "1.5"], standalone_mode=False) == {
         "temperature": None, "top_p": None, "top_k": 20, "presence_penalty": 1.5}
