@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 from support.workloads import PausingTree
@@ -206,15 +207,17 @@ def test_cli_predict_runs_every_job_of_the_seed_recipe_offline(tmp_path) -> None
 
 
 class Pauses(Workload):
-    """One lane: a request, a long pause, a request; `config.system_idle_gap_cap_s` as an agentic workload has."""
+    """One lane: a request, a pause, a request; `config.system_idle_gap_cap_s` as an agentic workload has (None: no
+    idle cap, the pause replayed as recorded)."""
 
-    class config:  # the attribute interpreters read the idle cap from
-        system_idle_gap_cap_s = 10.0
+    def __init__(self, pause: float = 120.0, cap: float | None = 10.0) -> None:
+        self.pause = pause
+        self.config = SimpleNamespace(system_idle_gap_cap_s=cap)  # the attribute interpreters read the idle cap from
 
     def sessions(self, lane: int) -> Iterator[LaneProgram]:
         def program() -> LaneProgram:
             yield send("", 0, "p", lane)
-            yield Sleep(120.0)
+            yield Sleep(self.pause)
             yield send("", 1, "p", lane)
         yield program()
 
@@ -225,17 +228,6 @@ def test_the_system_idle_cap_brings_sleepers_forward_as_the_client_does() -> Non
     assert second["sent_at"] - first["end_at"] == pytest.approx(10.0)
 
 
-class LongPause(Workload):
-    """One lane: a request, then a recorded pause far beyond the window (no idle cap), then another request."""
-
-    def sessions(self, lane: int) -> Iterator[LaneProgram]:
-        def program() -> LaneProgram:
-            yield send("", 0, "p", lane)
-            yield Sleep(1e6)
-            yield send("", 1, "p", lane)
-        yield program()
-
-
 def test_a_program_asleep_when_the_run_stops_is_closed_then_not_waited_for() -> None:
     """A trace's recorded 1e6 s pause kept the run going to its end, a scrape per virtual second on the way (tens of
     seconds of CPU for a 20 s window); the client cancels a sleeping lane at its end."""
@@ -243,7 +235,7 @@ def test_a_program_asleep_when_the_run_stops_is_closed_then_not_waited_for() -> 
 
     predictor = Predictor(build_core(CONST), scrape_interval=1.0)
     cpu = time.process_time()
-    records = predictor.run(LongPause(), concurrency=1, duration=20)
+    records = predictor.run(Pauses(pause=1e6, cap=None), concurrency=1, duration=20)
     assert time.process_time() - cpu < 5.0
     assert [r["turn"] for r in records] == [0]  # the second request would be sent after the window: never
     assert predictor.stats.virtual_seconds < 21 and len(predictor.scrapes) <= 22
