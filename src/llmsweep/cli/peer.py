@@ -48,7 +48,8 @@ def peer() -> None:
 @option("request_timeout", dest="timeout")
 @click.option("--run-deadline", type=float, default=None, help="Stop one aiperf run after this many seconds.")
 @option("no_ignore_eos", help="Neither client sends ignore_eos (servers that answer 422).")
-@option("gpus")
+@option("gpus", default=None, show_default=False, type=click.IntRange(min=1),
+        help="GPUs behind the endpoint. Default: as the server reports; else unknown (figures per endpoint).")
 @option("seed", help="Seed of the first run's prompts (each run adds its position; the recipe's client seed).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Result directory.")
 @json_option("the cross-check (crosscheck.json)")

@@ -122,7 +122,8 @@ def aiperf_argv(run: AiperfRun) -> list[str]:
         "--dataset-sampling-strategy", "sequential",
         "--concurrency", str(run.concurrency),
         "--request-count", str(run.requests),
-        "--warmup-request-count", str(run.warmups),
+        # aiperf 0.13 refuses a count of 0 (it must be > 0): no warm-ups is no flag
+        *(("--warmup-request-count", str(run.warmups)) if run.warmups else ()),
         "--tokenizer", run.tokenizer,
         "--use-server-token-count",
         "--use-legacy-max-tokens",
@@ -143,8 +144,8 @@ def run_aiperf(run: AiperfRun, *, deadline_s: float | None = None) -> AiperfOutc
     try:
         proc = start_process(aiperf_argv(run), log_path=log_path, env=env)
     except LaunchError as exc:  # the executable is missing
-        raise EndpointError(
-            f"cannot start aiperf ({run.executable}): {exc}",
+        raise EndpointError(  # the message only: LaunchError's fix is about engines
+            f"cannot start aiperf ({run.executable}): {exc.message}",
             fix="install aiperf (pip install aiperf==0.13.0) or pass its path with --aiperf",
         ) from exc
     timed_out = False

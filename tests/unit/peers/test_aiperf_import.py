@@ -189,3 +189,14 @@ def test_an_import_says_what_served_the_load_as_told_and_summarize_keeps_it(tmp_
     assert not (tmp_path / "unsaid").exists()
     assert CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "x"), "--served-by", "predicted"]
                               ).exit_code == 2  # a prediction is no run: not a source an import can claim
+
+
+def test_no_warm_ups_is_no_warm_up_flag_as_aiperf_refuses_a_count_of_zero() -> None:
+    """aiperf 0.13 exits 1 on `--warmup-request-count 0` ("Input should be greater than 0"): a cross-check with
+    `--num-warmups-per-conc 0` lost every aiperf run. No warm-ups is no flag; aiperf then sends none."""
+    run = AiperfRun(endpoint=EP, dataset=Path("d.jsonl"), artifact_dir=Path("a"), concurrency=2, requests=4,
+                    warmups=0, tokenizer="/tok")
+    argv = aiperf_argv(run)
+    assert "--warmup-request-count" not in argv
+    assert argv[argv.index("--request-count") + 1] == "4" and argv[argv.index("--tokenizer") + 1] == "/tok"
+
