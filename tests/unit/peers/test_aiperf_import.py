@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.cli import run_main
 
 from llmsweep.client import Endpoint
 from llmsweep.errors import ConfigError, DatasetError
@@ -200,3 +202,119 @@ def test_no_warm_ups_is_no_warm_up_flag_as_aiperf_refuses_a_count_of_zero() -> N
     assert "--warmup-request-count" not in argv
     assert argv[argv.index("--request-count") + 1] == "4" and argv[argv.index("--tokenizer") + 1] == "/tok"
 
+
+def test_an_import_without_gpus_claims_no_gpu_count(tmp_path: Path) -> None:
+    """aiperf's artifacts do not say how many GPUs served the load: without `--gpus` the import divided by 1 and
+    printed tok/s/GPU for 1 GPU. Now the count is recorded as unknown and the figures read per endpoint, as `bench`'s
+    against a server that reports none; `--gpus N` is the label the user gives, and `summarize` keeps either."""
+    from click.testing import CliRunner
+
+    from llmsweep.cli.peer import peer
+    from llmsweep.client.folder import summarise_dir
+
+    unsaid = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "u"), "--num-warmups", "4",
+                                       "--served-by", "simulated"])
+    assert unsaid.exit_code == 0, unsaid.output
+    assert "tok/s/endpoint" in unsaid.output and "GPUs unknown" in unsaid.output and "tok/s/GPU" not in unsaid.output
+    again = summarise_dir(tmp_path / "u", write=False)
+    assert again.provenance.gpus_known is False and "--gpus" in (again.provenance.gpus_from or "")
+    said = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "s"), "--num-warmups", "4",
+                                     "--served-by", "simulated", "--gpus", "8", "--json"])
+    assert said.exit_code == 0, said.output
+    doc = json.loads(said.stdout)
+    assert doc["throughput"]["gpus"] == 8 and doc["provenance"]["gpus_known"] is True
+    assert doc["throughput"]["per_gpu"]["output_tps"] == pytest.approx(doc["throughput"]["output_tps"] / 8)
+    assert summarise_dir(tmp_path / "s", write=False).throughput.gpus == 8
+
+
+def _copy_ok(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("profile_export.jsonl", "profile_export_aiperf.json"):
+        (dest / name).write_bytes((OK / name).read_bytes())
+    return dest
+
+
+def _import(capsys: pytest.CaptureFixture[str], artifacts: Path, out: Path, *extra: str) -> tuple[int, str, str]:
+    """`llmsweep peer import` as a user runs it (errors printed by `main`): (exit status, stdout, stderr)."""
+    return run_main(capsys, "peer", "import", artifacts, "--out", out, "--num-warmups", "4", "--served-by",
+                    "simulated", *extra)
+
+
+def test_a_line_that_is_not_a_record_names_its_file_line_and_fix_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    art = _copy_ok(tmp_path / "a")
+    lines = (art / "profile_export.jsonl").read_text().splitlines()
+    for number, bad in ((3, "[1, 2]"), (5, '{"metadata": "x", "metrics": {}}'),
+                        (2, lines[1].replace('"request_start_ns":', '"request_start_ns":"soon","was":'))):
+        (art / "profile_export.jsonl").write_text("\n".join([*lines[:number - 1], bad, *lines[number:]]) + "\n")
+        code, _, err = _import(capsys, art, tmp_path / f"o{number}")
+        assert code == 2, err
+        assert f"profile_export.jsonl:{number}: not an aiperf 0.13 record" in err and "fix:" in err
+
+
+def test_a_damaged_aggregate_is_an_error_or_no_figures_never_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, text in (("cut", '{"aiperf_version": '), ("list", "[]")):
+        art = _copy_ok(tmp_path / name)
+        (art / "profile_export_aiperf.json").write_text(text)
+        with pytest.raises(DatasetError, match=r"profile_export_aiperf\.json"):
+            read_aiperf_figures(art)
+        code, out, err = _import(capsys, art, tmp_path / f"o-{name}", "--json")  # the records still import
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["requests"]["successful"] == 8 and doc["provenance"]["aiperf_version"] is None
+
+
+def test_an_empty_export_is_refused_before_any_folder_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """aiperf killed before it sent anything leaves an empty export: that is no run (it imported as one, 0 requests,
+    `source` and all), and nothing is written."""
+    art = tmp_path / "a"
+    art.mkdir()
+    (art / "profile_export.jsonl").write_text("\n")
+    code, out, err = _import(capsys, art, tmp_path / "o", "--json")
+    assert code == 2 and "holds no request" in err and out.strip() == ""
+    assert not (tmp_path / "o").exists()
+
+
+def _in_unit(line: dict[str, Any], unit: str, per_ms: float) -> dict[str, Any]:
+    for name, entry in line["metrics"].items():
+        if isinstance(entry, dict) and entry.get("unit") == "ms":
+            value = entry["value"]
+            entry["value"] = [v * per_ms for v in value] if isinstance(value, list) else value * per_ms
+            entry["unit"] = unit
+    return line
+
+
+def test_latencies_are_read_in_the_unit_the_export_states(tmp_path: Path) -> None:
+    """aiperf writes every per-request time with its unit; a record in seconds (or ns) was read as milliseconds, its
+    TTFT 1000× too small, with no error. The unit is honoured, and a unit that is not a time unit is refused."""
+    baseline = import_aiperf_dir(OK, tmp_path / "ms", warmups=WARMUPS)
+    for unit, per_ms in (("s", 1e-3), ("ns", 1e6)):
+        art = tmp_path / unit
+        art.mkdir()
+        lines = [json.loads(x) for x in (OK / "profile_export.jsonl").read_text().splitlines()]
+        (art / "profile_export.jsonl").write_text("".join(json.dumps(_in_unit(x, unit, per_ms)) + "\n" for x in lines))
+        summary = import_aiperf_dir(art, tmp_path / f"o-{unit}", warmups=WARMUPS)
+        for name in ("ttft", "tpot", "itl", "e2el"):
+            assert getattr(summary.latency, name).mean == pytest.approx(getattr(baseline.latency, name).mean,
+                                                                        rel=1e-6), (unit, name)
+    lines = (OK / "profile_export.jsonl").read_text().splitlines()
+    odd = json.loads(lines[0])
+    odd["metrics"]["time_to_first_output_token"]["unit"] = "tokens"
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "profile_export.jsonl").write_text(json.dumps(odd) + "\n")
+    with pytest.raises(DatasetError, match=r"profile_export\.jsonl:1: .*time_to_first_output_token.*'tokens'"):
+        list(read_aiperf_records(tmp_path / "odd"))
+    agg = json.loads((OK / "profile_export_aiperf.json").read_text())
+    agg["time_to_first_token"] = {k: (v / 1e3 if isinstance(v, float) else v)
+                                  for k, v in agg["time_to_first_token"].items()} | {"unit": "s"}
+    (tmp_path / "agg").mkdir()
+    (tmp_path / "agg" / "profile_export_aiperf.json").write_text(json.dumps(agg))
+    assert read_aiperf_figures(tmp_path / "agg")["latency"]["ttft"]["mean"] == pytest.approx(
+        read_aiperf_figures(OK)["latency"]["ttft"]["mean"])
+    assert read_aiperf_figures(OK)["throughput"]["duration_s"] == pytest.approx(
+        json.loads((OK / "profile_export_aiperf.json").read_text())["benchmark_duration"]["avg"])  # aiperf: sec
