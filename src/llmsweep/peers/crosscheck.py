@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark, summarise_dir
-from llmsweep.errors import ConfigError, DatasetError
+from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
 from llmsweep.execute.signals import stop_then_raise
 from llmsweep.metrics.model import RunSource, Summary
 from llmsweep.peers.aiperf import (
@@ -302,9 +303,17 @@ def load_crosscheck(out: Path, *, resummarise: bool = False) -> CrossCheck:
     path = out / RESULT_FILE
     if not path.exists():
         raise DatasetError(f"{out} holds no {RESULT_FILE}", fix="point at the --out of `llmsweep peer crosscheck`")
-    data = json.loads(path.read_text())
-    runs = [ClientRun(**{**r, "summary": Summary.from_doc(r["summary"]) if r.get("summary") else None})
-            for r in data["runs"]]
+    fix = "restore the file (it was cut short or edited) or re-run the cross-check into a fresh --out"
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except ValueError as exc:  # cut short (a kill while it was written) or not JSON
+        raise DatasetError(f"{path}: not JSON ({exc})", fix=fix) from exc
+    try:
+        runs = [ClientRun(**{**r, "summary": Summary.from_doc(r["summary"]) if r.get("summary") else None})
+                for r in data["runs"]]
+        markdown(CrossCheck(config=data["config"], runs=runs))  # every field the table reads is there
+    except (TypeError, KeyError, AttributeError, ValueError, LlmsweepError) as exc:  # JSON, not a cross-check
+        raise DatasetError(f"{path}: not a cross-check ({type(exc).__name__}: {str(exc)[:200]})", fix=fix) from exc
     for run in runs:
         if resummarise and run.summary is not None:
             run.summary = summarise_dir(out / run.out_dir)
@@ -313,9 +322,13 @@ def load_crosscheck(out: Path, *, resummarise: bool = False) -> CrossCheck:
 
 
 def write_crosscheck(check: CrossCheck, out: Path) -> None:
-    """Write `crosscheck.json` (runs, rows, levels) and `crosscheck.md` under `out`."""
-    (out / RESULT_FILE).write_text(json.dumps(check.to_dict(), indent=2, allow_nan=False))
-    (out / TABLE_FILE).write_text(markdown(check))
+    """Write `crosscheck.json` (runs, rows, levels) and `crosscheck.md` under `out`, each whole or not at all: they are
+    rewritten after every run, and a cross-check killed while writing keeps the table of the runs before."""
+    for name, text in ((RESULT_FILE, json.dumps(check.to_dict(), indent=2, allow_nan=False)),
+                       (TABLE_FILE, markdown(check))):
+        tmp = out / (name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, out / name)
 
 
 # ---------------------------------------------------------------------------------------------------- comparing

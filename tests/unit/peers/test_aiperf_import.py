@@ -281,7 +281,7 @@ def test_an_empty_export_is_refused_before_any_folder_is_written(
 
 
 def _in_unit(line: dict[str, Any], unit: str, per_ms: float) -> dict[str, Any]:
-    for name, entry in line["metrics"].items():
+    for entry in line["metrics"].values():
         if isinstance(entry, dict) and entry.get("unit") == "ms":
             value = entry["value"]
             entry["value"] = [v * per_ms for v in value] if isinstance(value, list) else value * per_ms
