@@ -246,6 +246,10 @@ def _record(
         record.error = str(error.get("message") or error.get("type") or "cancelled")[:500]
         return record
     record.status = 200
+    if start_ns is None or end_ns is None:  # a success that cannot be timed is no measurement: never counted as one
+        missing = " and ".join(k for k in ("request_start_ns", "request_end_ns") if meta.get(k) is None)
+        record.error_class, record.error = "protocol", f"aiperf recorded no {missing}"
+        return record
     ttft_ms = _value(metrics, "time_to_first_output_token")
     if ttft_ms is None:
         ttft_ms = _value(metrics, "time_to_first_token")

@@ -318,3 +318,20 @@ def test_latencies_are_read_in_the_unit_the_export_states(tmp_path: Path) -> Non
         read_aiperf_figures(OK)["latency"]["ttft"]["mean"])
     assert read_aiperf_figures(OK)["throughput"]["duration_s"] == pytest.approx(
         json.loads((OK / "profile_export_aiperf.json").read_text())["benchmark_duration"]["avg"])  # aiperf: sec
+
+
+def test_a_record_without_its_start_or_end_time_is_no_success(tmp_path: Path) -> None:
+    """A line whose metadata lacks `request_start_ns` (a hand-trimmed or foreign export) counted as a successful
+    request with no latency at all: one more success, its tokens in the throughput, its time nowhere. It is now a
+    failed record that says which field is missing, as a record without an output token count already was."""
+    lines = [json.loads(x) for x in (OK / "profile_export.jsonl").read_text().splitlines()]
+    del lines[6]["metadata"]["request_start_ns"]
+    del lines[7]["metadata"]["request_end_ns"]
+    (tmp_path / "profile_export.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    records = list(read_aiperf_records(tmp_path, warmups=WARMUPS))
+    assert [r.ok for r in records].count(False) == 2
+    assert records[6].error_class == "protocol" and "request_start_ns" in (records[6].error or "")
+    assert records[7].error_class == "protocol" and "request_end_ns" in (records[7].error or "")
+    summary = import_aiperf_dir(tmp_path, tmp_path / "run", warmups=WARMUPS)
+    assert summary.requests.successful == 6 and summary.requests.failed == 2
+    assert summary.latency.ttft.count == summary.latency.e2el.count == 6  # every success has its times
