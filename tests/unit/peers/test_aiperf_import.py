@@ -335,3 +335,22 @@ def test_a_record_without_its_start_or_end_time_is_no_success(tmp_path: Path) ->
     summary = import_aiperf_dir(tmp_path, tmp_path / "run", warmups=WARMUPS)
     assert summary.requests.successful == 6 and summary.requests.failed == 2
     assert summary.latency.ttft.count == summary.latency.e2el.count == 6  # every success has its times
+
+
+def test_results_import_of_a_peer_clients_file_says_what_it_is_and_where_it_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`results import` takes llmsweep and InferenceX exports; given aiperf's own files it said "export with `llmsweep
+    results export`" (which cannot make one from them) and for the per-request JSONL printed a JSON parse error.
+    It now names the file's kind and points at `peer import`; a vllm bench / guidellm result says none is read."""
+    vllm = tmp_path / "vllm.json"
+    vllm.write_text(json.dumps({"backend": "vllm", "model_id": "m", "completed": 10, "mean_ttft_ms": 20.0}))
+    guidellm = tmp_path / "guidellm.json"
+    guidellm.write_text(json.dumps({"benchmarks": [{"type_": "generative_benchmark"}]}))
+    cases = {OK / "profile_export_aiperf.json": ("an aiperf export", "peer import"),
+             OK / "profile_export.jsonl": ("an aiperf export", "peer import"),
+             vllm: ("vllm bench serve", "llmsweep bench"), guidellm: ("a guidellm report", "llmsweep bench")}
+    for path, (kind, fix) in cases.items():
+        code, out, err = run_main(capsys, "results", "import", path, "--store", tmp_path / "s.sqlite")
+        assert code == 2 and out == "", err
+        assert f"{path} is" in err and kind in err and fix in err.split("fix:")[1], err
