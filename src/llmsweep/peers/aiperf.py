@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import resource
 import subprocess
@@ -42,6 +43,10 @@ from llmsweep.metrics.model import MEASURED, RunSource, Summary
 from llmsweep.metrics.server import latency_from_totals
 from llmsweep.workload.fixed import FixedLengthWorkload
 
+log = logging.getLogger(__name__)
+
+SUPPORTED_VERSION = "0.13."
+"""The aiperf release whose exports this reader follows (the cross-check's peer)."""
 RECORDS_EXPORT = "profile_export.jsonl"
 FIGURES_EXPORT = "profile_export_aiperf.json"
 SERVER_EXPORT = "server_metrics_export.json"
@@ -417,6 +422,9 @@ def import_aiperf_dir(
         version = read_aiperf_figures(artifact_dir)["aiperf_version"]
     except DatasetError:
         version = None
+    if version is not None and not str(version).startswith(SUPPORTED_VERSION):
+        log.warning("%s was written by aiperf %s; llmsweep reads aiperf %sx exports (fields may differ: check the "
+                    "summary against aiperf's own figures)", artifact_dir, version, SUPPORTED_VERSION)
     known = ({"gpus_known": True, "gpus_from": "--gpus"} if gpus is not None else
              {"gpus_known": False, "gpus_from": "unknown: aiperf's artifacts do not say and --gpus was not given"})
     prov = {"kind": "aiperf-import", "client": "aiperf", "aiperf_version": version,

@@ -354,3 +354,23 @@ def test_results_import_of_a_peer_clients_file_says_what_it_is_and_where_it_goes
         code, out, err = run_main(capsys, "results", "import", path, "--store", tmp_path / "s.sqlite")
         assert code == 2 and out == "", err
         assert f"{path} is" in err and kind in err and fix in err.split("fix:")[1], err
+
+
+def test_an_export_of_another_aiperf_release_is_imported_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reader follows aiperf 0.13's fields; an export of another release was read as one without a word. The
+    warning goes to stderr as a log line (outside pytest: `WARNING llmsweep.peers.aiperf: ...`), so `--json` stays
+    valid."""
+    art = _copy_ok(tmp_path / "a")
+    agg = json.loads((art / "profile_export_aiperf.json").read_text())
+    agg["aiperf_version"] = "0.21.0"
+    (art / "profile_export_aiperf.json").write_text(json.dumps(agg))
+    with caplog.at_level("WARNING", logger="llmsweep.peers.aiperf"):
+        code, out, err = _import(capsys, art, tmp_path / "o", "--json")
+    assert code == 0 and json.loads(out)["provenance"]["aiperf_version"] == "0.21.0", err
+    assert any("aiperf 0.21.0" in r.getMessage() and "0.13." in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="llmsweep.peers.aiperf"):
+        code, _, err = _import(capsys, OK, tmp_path / "o13")
+    assert code == 0 and not any("written by aiperf" in r.getMessage() for r in caplog.records), err
