@@ -1,5 +1,6 @@
-"""`peer crosscheck` against the simulator: both clients' summaries say `source: simulated`, as the server says on
-/version before any load (the probe `bench` reads), not the client's default `measured`. aiperf's side is a stand-in
+"""`peer crosscheck` against the simulator: both clients' summaries say `source: simulated` and the server's GPU
+count, as the server says on /version before any load (the probe `bench` reads), not the client's defaults (`measured`,
+1 GPU). aiperf's side is a stand-in
 that leaves recorded aiperf artifacts (the real aiperf run is `test_peer_crosscheck.py`, which needs aiperf)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 from support.cli import sim_serve
 
 from llmsweep.client import Endpoint
+from llmsweep.errors import ConfigError
 from llmsweep.peers.crosscheck import CrossCheckConfig, run_crosscheck
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "data" / "aiperf" / "ok"
@@ -25,7 +27,7 @@ shutil.copytree({str(ARTIFACTS)!r}, sys.argv[sys.argv.index("--artifact-dir") + 
 @pytest.fixture
 def sim_url() -> Iterator[str]:
     with sim_serve("--model", "llama-3.1-8b", "--served-model-name", "sim", "--timing", "constant", "--ttft-ms", "2",
-                   "--itl-ms", "1") as url:
+                   "--itl-ms", "1", "--tp", "2") as url:
         yield url
 
 
@@ -43,3 +45,20 @@ def test_both_clients_runs_against_the_simulator_are_labelled_simulated(sim_url:
         folder = tmp_path / "cc" / run.out_dir
         assert json.loads((folder / "run.json").read_text())["source"] == "simulated"
         assert json.loads((folder / "summary.json").read_text())["source"] == "simulated"
+        summary = json.loads((folder / "summary.json").read_text())
+        # the server said tp 2 on /version: per-GPU figures divide by 2, and say where the 2 came from (as `bench`)
+        assert summary["throughput"]["gpus"] == 2, run.client
+        assert summary["provenance"]["gpus_known"] is True and "tp 2" in summary["provenance"]["gpus_from"]
+    assert check.config["gpus"] == 2
+
+
+def test_an_aiperf_that_cannot_start_is_refused_before_any_load(sim_url: str, tmp_path: Path) -> None:
+    """A missing aiperf failed every aiperf run only after llmsweep's run at that level had loaded the server (on a
+    GPU, a whole cross-check's worth of llmsweep runs for nothing); now nothing is run and the fix says what to do."""
+    cfg = CrossCheckConfig(endpoint=Endpoint(base_url=sim_url, model="sim", api="chat"), isl=32, osl=4,
+                           concurrencies=[1], prompts_per_concurrency=2, min_prompts=2, warmups_per_concurrency=0,
+                           repeats=1, tokenizer="builtin", aiperf=str(tmp_path / "no-aiperf"))
+    with pytest.raises(ConfigError, match="no-aiperf") as err:
+        run_crosscheck(cfg, tmp_path / "cc")
+    assert err.value.fix is not None and "--aiperf" in err.value.fix
+    assert not (tmp_path / "cc").exists()  # no llmsweep run was made

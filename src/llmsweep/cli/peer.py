@@ -48,7 +48,8 @@ def peer() -> None:
 @option("request_timeout", dest="timeout")
 @click.option("--run-deadline", type=FINITE_POSITIVE, default=None, help="Stop one aiperf run after this many seconds.")
 @option("no_ignore_eos", help="Neither client sends ignore_eos (servers that answer 422).")
-@option("gpus")
+@option("gpus", default=None, show_default=False, type=click.IntRange(min=1),
+        help="GPUs behind the endpoint. Default: as the server reports; else unknown (figures per endpoint).")
 @option("seed", help="Seed of the first run's prompts (each run adds its position; the recipe's client seed).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Result directory.")
 @json_option("the cross-check (crosscheck.json)")
@@ -100,12 +101,15 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Run directory to write.")
 @option("num_warmups", dest="warmups", default=0, show_default=True, deprecated=("--warmups",),
         help="Warm-up requests the aiperf run sent.")
-@option("gpus")
+@option("gpus", default=None, show_default=False, type=click.IntRange(min=1),
+        help="GPUs behind the endpoint aiperf loaded. Default: unknown (the artifacts do not say; figures per "
+             "endpoint).")
 @click.option("--served-by", "source", type=click.Choice(RUN_SOURCES), required=True,
               help="What served aiperf's load, the summary's source: a real engine (measured) or llmsweep's "
                    "simulator (simulated). Required: the artifacts do not say, and a label is never guessed.")
 @json_option("the summary (summary.json)")
-def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int, source: RunSource, as_json: bool) -> None:
+def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int | None, source: RunSource,
+            as_json: bool) -> None:
     """Read an aiperf --artifact-dir into OUT (records.jsonl, run.json, summary.json under llmsweep's definitions)."""
     from llmsweep.cli.bench import _print_summary
     from llmsweep.peers import import_aiperf_dir

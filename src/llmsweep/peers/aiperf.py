@@ -19,7 +19,9 @@ TPOT —, its `inter_chunk_latency` is our ITL and its `request_latency` our E2E
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import os
 import resource
 import subprocess
@@ -41,6 +43,10 @@ from llmsweep.metrics.model import MEASURED, RunSource, Summary
 from llmsweep.metrics.server import latency_from_totals
 from llmsweep.workload.fixed import FixedLengthWorkload
 
+log = logging.getLogger(__name__)
+
+SUPPORTED_VERSION = "0.13."
+"""The aiperf release whose exports this reader follows (the cross-check's peer)."""
 RECORDS_EXPORT = "profile_export.jsonl"
 FIGURES_EXPORT = "profile_export_aiperf.json"
 SERVER_EXPORT = "server_metrics_export.json"
@@ -122,7 +128,8 @@ def aiperf_argv(run: AiperfRun) -> list[str]:
         "--dataset-sampling-strategy", "sequential",
         "--concurrency", str(run.concurrency),
         "--request-count", str(run.requests),
-        "--warmup-request-count", str(run.warmups),
+        # aiperf 0.13 refuses a count of 0 (it must be > 0): no warm-ups is no flag
+        *(("--warmup-request-count", str(run.warmups)) if run.warmups else ()),
         "--tokenizer", run.tokenizer,
         "--use-server-token-count",
         "--use-legacy-max-tokens",
@@ -143,8 +150,8 @@ def run_aiperf(run: AiperfRun, *, deadline_s: float | None = None) -> AiperfOutc
     try:
         proc = start_process(aiperf_argv(run), log_path=log_path, env=env)
     except LaunchError as exc:  # the executable is missing
-        raise EndpointError(
-            f"cannot start aiperf ({run.executable}): {exc}",
+        raise EndpointError(  # the message only: LaunchError's fix is about engines
+            f"cannot start aiperf ({run.executable}): {exc.message}",
             fix="install aiperf (pip install aiperf==0.13.0) or pass its path with --aiperf",
         ) from exc
     timed_out = False
@@ -165,9 +172,36 @@ def _children_cpu() -> float:
 
 
 # ---------------------------------------------------------------------------------------------------- reading back
+_TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}
+"""Milliseconds per unit of a time figure; aiperf 0.13 writes every latency in ms and says so in its `unit`."""
+_TIMES = frozenset({"time_to_first_token", "time_to_first_output_token", "inter_chunk_latency",
+                    "inter_token_latency", "request_latency", "benchmark_duration"})
+
+
+class _ExportError(ValueError):
+    """A field of an aiperf export that cannot be read as aiperf 0.13 writes it (`read_aiperf_records` adds where)."""
+
+
+def _to_ms(name: str, unit: Any) -> float:
+    """The factor that turns `name`'s values in `unit` into milliseconds (1 for anything but a time figure)."""
+    if name not in _TIMES or unit is None:
+        return 1.0
+    if unit not in _TIME_UNITS:
+        raise _ExportError(f"{name} is in unknown unit {unit!r} (expected one of {', '.join(_TIME_UNITS)})")
+    return _TIME_UNITS[unit]
+
+
 def _value(metrics: dict[str, Any], name: str) -> Any:
+    """A per-request metric's value, a time figure in milliseconds whatever unit the export states."""
     entry = metrics.get(name)
-    return entry.get("value") if isinstance(entry, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    value, scale = entry.get("value"), _to_ms(name, entry.get("unit"))
+    if value is None or scale == 1.0:
+        return value
+    if isinstance(value, list):
+        return [v * scale for v in value]
+    return value * scale
 
 
 def _error_class(error: dict[str, Any], cancelled: bool) -> ErrorClass:
@@ -187,10 +221,14 @@ def _error_class(error: dict[str, Any], cancelled: bool) -> ErrorClass:
 
 
 def _record(
-    line: dict[str, Any], workers: dict[str, int], max_tokens: Sequence[int] | None, warmups: int
+    line: Any, workers: dict[str, int], max_tokens: Sequence[int] | None, warmups: int
 ) -> RequestRecord:
+    if not isinstance(line, dict):
+        raise _ExportError(f"a line is a JSON {type(line).__name__}, not an object with metadata and metrics")
     meta = line.get("metadata") or {}
     metrics = line.get("metrics") or {}
+    if not isinstance(meta, dict) or not isinstance(metrics, dict):
+        raise _ExportError("metadata and metrics must be JSON objects")
     phase = "warmup" if meta.get("benchmark_phase") == "warmup" else "profiling"
     position = int(meta.get("session_num") or 0) + (0 if phase == "warmup" else warmups)
     start_ns, end_ns = meta.get("request_start_ns"), meta.get("request_end_ns")
@@ -213,6 +251,10 @@ def _record(
         record.error = str(error.get("message") or error.get("type") or "cancelled")[:500]
         return record
     record.status = 200
+    if start_ns is None or end_ns is None:  # a success that cannot be timed is no measurement: never counted as one
+        missing = " and ".join(k for k in ("request_start_ns", "request_end_ns") if meta.get(k) is None)
+        record.error_class, record.error = "protocol", f"aiperf recorded no {missing}"
+        return record
     ttft_ms = _value(metrics, "time_to_first_output_token")
     if ttft_ms is None:
         ttft_ms = _value(metrics, "time_to_first_token")
@@ -245,7 +287,8 @@ def read_aiperf_records(
     `write_aiperf_dataset` returns) lets the output-length gate check what each request asked for."""
     path = _find(artifact_dir, RECORDS_EXPORT)
     workers: dict[str, int] = {}
-    with path.open() as fh:
+    lines = 0
+    with path.open(errors="replace") as fh:
         for number, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
@@ -255,7 +298,19 @@ def read_aiperf_records(
                 raise DatasetError(
                     f"{path}:{number}: not JSON ({exc.args[0][:80]})", fix="re-run aiperf; the export is damaged"
                 ) from exc
-            yield _record(line, workers, max_tokens, warmups)
+            try:
+                record = _record(line, workers, max_tokens, warmups)
+            except (_ExportError, TypeError, ValueError, KeyError) as exc:  # a field of another shape or type
+                raise DatasetError(
+                    f"{path}:{number}: not an aiperf 0.13 record ({exc})",
+                    fix="point at an aiperf 0.13 --artifact-dir, or re-run aiperf; the export is damaged",
+                ) from exc
+            lines += 1
+            yield record
+    if not lines:
+        raise DatasetError(f"{path} holds no request",
+                           fix="re-run aiperf; it writes one line per request it sent (an empty export measured "
+                               "nothing)")
 
 
 _FIGURES: dict[str, tuple[str, float]] = {
@@ -269,25 +324,38 @@ _FIGURES: dict[str, tuple[str, float]] = {
 def read_aiperf_figures(artifact_dir: Path) -> dict[str, Any]:
     """aiperf's own aggregates under our names, seconds for latencies: what its console and JSON report."""
     path = _find(artifact_dir, FIGURES_EXPORT)
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except ValueError as exc:
+        raise DatasetError(f"{path}: not JSON ({exc})", fix="re-run aiperf; the export is damaged") from exc
+    if not isinstance(data, dict):
+        raise DatasetError(f"{path}: a JSON {type(data).__name__}, not aiperf's aggregate object",
+                           fix="point at an aiperf 0.13 --artifact-dir")
 
     def stat(name: str, key: str) -> float | None:
         entry = data.get(name)
-        return entry.get(key) if isinstance(entry, dict) else None
+        value = entry.get(key) if isinstance(entry, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        try:
+            return value * _to_ms(name, entry.get("unit")) if isinstance(entry, dict) else None
+        except _ExportError as exc:
+            raise DatasetError(f"{path}: {exc}",
+                               fix="point at an aiperf 0.13 --artifact-dir (latencies in ms)") from exc
 
     latency = {
         ours: {k: (None if (v := stat(theirs, src)) is None else v * scale)
                for k, src in (("mean", "avg"), ("p50", "p50"), ("p90", "p90"), ("p99", "p99"))}
         for ours, (theirs, scale) in _FIGURES.items()
     }
-    errors = sum(int(e.get("count", 0)) for e in data.get("error_summary") or [] if isinstance(e, dict))
+    errors = sum(int(e.get("count") or 0) for e in data.get("error_summary") or [] if isinstance(e, dict))
     return {
         "aiperf_version": data.get("aiperf_version"),
         "latency": latency,
         "throughput": {
             "output_tps": stat("output_token_throughput", "avg"),
             "request_rps": stat("request_throughput", "avg"),
-            "duration_s": stat("benchmark_duration", "avg"),
+            "duration_s": None if (d := stat("benchmark_duration", "avg")) is None else d * 1e-3,  # aiperf: sec
         },
         "tokens": {
             "input_mean": stat("input_sequence_length", "avg"),
@@ -334,24 +402,33 @@ def _find(artifact_dir: Path, name: str) -> Path:
 
 def import_aiperf_dir(
     artifact_dir: Path, out: Path, *, max_tokens: Sequence[int] | None = None, warmups: int = 0,
-    gpus: int = 1, provenance: dict[str, Any] | None = None, source: RunSource = MEASURED,
+    gpus: int | None = None, provenance: dict[str, Any] | None = None, source: RunSource = MEASURED,
 ) -> Summary:
     """aiperf artifacts → `out/records.jsonl` + `run.json` + `summary.json` (our definitions); returns the summary.
 
     `llmsweep summarize OUT` then recomputes the same summary, as for any run of our own client. `source`: what
-    served aiperf's load (`peer crosscheck` probes the server; an import of someone's artifacts cannot tell).
+    served aiperf's load (`peer crosscheck` probes the server; an import of someone's artifacts cannot tell). `gpus`:
+    the GPUs behind the endpoint; None (the artifacts do not say) divides by 1 and records the count as unknown
+    (`gpus_known: false`), so the figures read per endpoint, as `bench`'s against a server that reports none.
     """
+    records = read_aiperf_records(artifact_dir, max_tokens=max_tokens, warmups=warmups)
+    first = next(records)  # an export without a request (or no export) is refused before OUT is made
     out.mkdir(parents=True, exist_ok=True)
     (out / RECORDS_FILE).unlink(missing_ok=True)
     with RecordWriter(out / RECORDS_FILE) as writer:
-        for record in read_aiperf_records(artifact_dir, max_tokens=max_tokens, warmups=warmups):
+        for record in itertools.chain((first,), records):
             writer.write(record)
     try:  # aiperf writes no aggregate when every request failed; the records still say why
         version = read_aiperf_figures(artifact_dir)["aiperf_version"]
     except DatasetError:
         version = None
+    if version is not None and not str(version).startswith(SUPPORTED_VERSION):
+        log.warning("%s was written by aiperf %s; llmsweep reads aiperf %sx exports (fields may differ: check the "
+                    "summary against aiperf's own figures)", artifact_dir, version, SUPPORTED_VERSION)
+    known = ({"gpus_known": True, "gpus_from": "--gpus"} if gpus is not None else
+             {"gpus_known": False, "gpus_from": "unknown: aiperf's artifacts do not say and --gpus was not given"})
     prov = {"kind": "aiperf-import", "client": "aiperf", "aiperf_version": version,
-            "artifact_dir": str(artifact_dir), **(provenance or {})}
+            "artifact_dir": str(artifact_dir), **known, **(provenance or {})}
     # the default gates, as for any folder of records (aiperf's run has none of ours); no client figures of ours
-    write_run_json(out, run_json(provenance=prov, gates=GateConfig(), client={}, gpus=gpus, source=source))
+    write_run_json(out, run_json(provenance=prov, gates=GateConfig(), client={}, gpus=gpus or 1, source=source))
     return summarise_dir(out)

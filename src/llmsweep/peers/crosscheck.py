@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark, summarise_dir
-from llmsweep.errors import DatasetError
+from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
 from llmsweep.execute.signals import stop_then_raise
 from llmsweep.metrics.model import RunSource, Summary
 from llmsweep.peers.aiperf import (
@@ -65,7 +67,8 @@ class CrossCheckConfig(BaseModel):
     timeout_s: float = Field(default=600.0, gt=0, description="Per-request timeout, both clients.")
     run_deadline_s: float | None = Field(default=None, gt=0, description="Stop one aiperf run after this long.")
     seed: int = Field(default=0, description="First prompt seed; each run adds its position.")
-    gpus: int = Field(default=1, ge=1)
+    gpus: int | None = Field(default=None, ge=1, description="GPUs behind the endpoint; None: as the server reports "
+                             "(`/version`, `/get_server_info`), else unknown (per-GPU figures are the endpoint's).")
 
     def prompts(self, concurrency: int) -> int:
         return max(self.min_prompts, self.prompts_per_concurrency * concurrency)
@@ -176,15 +179,39 @@ def _workload(cfg: CrossCheckConfig, concurrency: int, seed: int) -> FixedLength
     ))
 
 
-def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path, source: RunSource) -> None:
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """What served the cross-check, as the server says before any load: `source`, and the GPU count per-GPU figures
+    divide by with where it came from (`gpus_known`, `gpus_from`, as `bench` records them)."""
+
+    source: RunSource
+    gpus: int
+    provenance: dict[str, Any]
+
+
+def _served(cfg: CrossCheckConfig) -> _Served:
+    """`--gpus` wins; else the server's own report; else 1, recorded as unknown (the figures are the endpoint's)."""
+    from llmsweep.client.probe import probe_endpoint
+
+    probe = probe_endpoint(cfg.endpoint.base_url, headers=cfg.endpoint.headers)
+    if cfg.gpus is not None:
+        return _Served(probe.source, cfg.gpus, {"gpus_known": True, "gpus_from": "--gpus"})
+    if probe.gpus is not None:
+        return _Served(probe.source, int(probe.gpus), {"gpus_known": True, "gpus_from": probe.gpus_from})
+    return _Served(probe.source, 1, {"gpus_known": False,
+                                     "gpus_from": "unknown: the server reports no GPU count and --gpus was not given"})
+
+
+def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path, served: _Served) -> None:
     workload = _workload(cfg, run.concurrency, run.seed)
     options = RunOptions(
         concurrency=run.concurrency, num_requests=cfg.prompts(run.concurrency),
-        warmup_requests=cfg.warmups(run.concurrency), timeout_s=cfg.timeout_s, seed=run.seed, gpus=cfg.gpus,
+        warmup_requests=cfg.warmups(run.concurrency), timeout_s=cfg.timeout_s, seed=run.seed, gpus=served.gpus,
     )
     with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds
-        result = run_benchmark(workload, cfg.endpoint, options, out, provenance={"kind": "crosscheck"},
-                               stop_requested=stop.reason, source=source)
+        result = run_benchmark(workload, cfg.endpoint, options, out,
+                               provenance={"kind": "crosscheck", **served.provenance},
+                               stop_requested=stop.reason, source=served.source)
     run.summary = result.summary
     _read_back(run, out)
     run.cpu_s = result.summary.client_health.cpu_s_total
@@ -193,7 +220,7 @@ def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path, source: RunS
         run.wall_s = prov.finished_at - prov.started_at
 
 
-def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path, source: RunSource) -> None:
+def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path, served: _Served) -> None:
     workload = _workload(cfg, run.concurrency, run.seed)
     dataset = out / "dataset.jsonl"
     max_tokens = write_aiperf_dataset(workload, dataset, cfg.endpoint)
@@ -211,9 +238,10 @@ def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path, source: RunSou
         run.error = f"aiperf exited {outcome.returncode} (see {outcome.log_path})"
     try:
         run.summary = import_aiperf_dir(
-            spec.artifact_dir, out, max_tokens=max_tokens, warmups=spec.warmups, gpus=cfg.gpus,
-            provenance={"command": aiperf_argv(spec), "returncode": outcome.returncode, "cpu_s": outcome.cpu_s},
-            source=source,
+            spec.artifact_dir, out, max_tokens=max_tokens, warmups=spec.warmups, gpus=served.gpus,
+            provenance={"command": aiperf_argv(spec), "returncode": outcome.returncode, "cpu_s": outcome.cpu_s,
+                        **served.provenance},
+            source=served.source,
         )
         _read_back(run, out)
     except DatasetError as exc:
@@ -234,12 +262,15 @@ def _read_back(run: ClientRun, folder: Path) -> None:
 def run_crosscheck(cfg: CrossCheckConfig, out: Path, *,
                    on_run: Callable[[ClientRun], None] | None = None) -> CrossCheck:
     """Run every level, both clients in turn; write `crosscheck.json` and `crosscheck.md` under `out`. Every run's
-    summary says what served it (`source`), as the server says itself before any load (`client.probe`)."""
-    from llmsweep.client.probe import probe_endpoint
-
-    source = probe_endpoint(cfg.endpoint.base_url, headers=cfg.endpoint.headers).source
+    summary says what served it (`source`) and on how many GPUs, as the server says itself before any load
+    (`client.probe`). An aiperf that cannot be started is refused before any load: every one of its runs would fail
+    after llmsweep's had run."""
+    if shutil.which(cfg.aiperf) is None:
+        raise ConfigError(f"aiperf executable {cfg.aiperf!r} not found (or not executable)",
+                          fix="install aiperf (pip install aiperf==0.13.0) or pass its path with --aiperf")
+    served = _served(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    check = CrossCheck(config=cfg.model_dump(mode="json"))
+    check = CrossCheck(config={**cfg.model_dump(mode="json"), "gpus": served.gpus, **served.provenance})
     position = 0
     for repeat in range(cfg.repeats):  # every level once before any twice: a run cut short keeps whole repeats
         for concurrency in cfg.concurrencies:
@@ -249,7 +280,7 @@ def run_crosscheck(cfg: CrossCheckConfig, out: Path, *,
                 position += 1
                 (out / run.out_dir).mkdir(parents=True, exist_ok=True)
                 try:
-                    (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run, out / run.out_dir, source)
+                    (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run, out / run.out_dir, served)
                 except KeyboardInterrupt:
                     run.error = "interrupted"
                     check.runs.append(run)
@@ -272,9 +303,17 @@ def load_crosscheck(out: Path, *, resummarise: bool = False) -> CrossCheck:
     path = out / RESULT_FILE
     if not path.exists():
         raise DatasetError(f"{out} holds no {RESULT_FILE}", fix="point at the --out of `llmsweep peer crosscheck`")
-    data = json.loads(path.read_text())
-    runs = [ClientRun(**{**r, "summary": Summary.from_doc(r["summary"]) if r.get("summary") else None})
-            for r in data["runs"]]
+    fix = "restore the file (it was cut short or edited) or re-run the cross-check into a fresh --out"
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except ValueError as exc:  # cut short (a kill while it was written) or not JSON
+        raise DatasetError(f"{path}: not JSON ({exc})", fix=fix) from exc
+    try:
+        runs = [ClientRun(**{**r, "summary": Summary.from_doc(r["summary"]) if r.get("summary") else None})
+                for r in data["runs"]]
+        markdown(CrossCheck(config=data["config"], runs=runs))  # every field the table reads is there
+    except (TypeError, KeyError, AttributeError, ValueError, LlmsweepError) as exc:  # JSON, not a cross-check
+        raise DatasetError(f"{path}: not a cross-check ({type(exc).__name__}: {str(exc)[:200]})", fix=fix) from exc
     for run in runs:
         if resummarise and run.summary is not None:
             run.summary = summarise_dir(out / run.out_dir)
@@ -283,9 +322,13 @@ def load_crosscheck(out: Path, *, resummarise: bool = False) -> CrossCheck:
 
 
 def write_crosscheck(check: CrossCheck, out: Path) -> None:
-    """Write `crosscheck.json` (runs, rows, levels) and `crosscheck.md` under `out`."""
-    (out / RESULT_FILE).write_text(json.dumps(check.to_dict(), indent=2, allow_nan=False))
-    (out / TABLE_FILE).write_text(markdown(check))
+    """Write `crosscheck.json` (runs, rows, levels) and `crosscheck.md` under `out`, each whole or not at all: they are
+    rewritten after every run, and a cross-check killed while writing keeps the table of the runs before."""
+    for name, text in ((RESULT_FILE, json.dumps(check.to_dict(), indent=2, allow_nan=False)),
+                       (TABLE_FILE, markdown(check))):
+        tmp = out / (name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, out / name)
 
 
 # ---------------------------------------------------------------------------------------------------- comparing

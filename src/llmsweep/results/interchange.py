@@ -422,6 +422,23 @@ def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
     return run_id, origin, points
 
 
+_AIPERF_FIX = ("read its folder with `llmsweep peer import DIR --out RUN --served-by measured|simulated` (records and "
+               "a summary under llmsweep's definitions; `--gpus N` for per-GPU figures)")
+_NO_IMPORTER_FIX = ("llmsweep reads no {tool} results: run the load with `llmsweep bench` (or `peer crosscheck` beside "
+                    "aiperf), or import aiperf artifacts with `llmsweep peer import`")
+
+
+def _peer_file(path: Path, doc: Any) -> tuple[str, str] | None:
+    """What another benchmark client's result file is, and the fix, for a file `results import` cannot take."""
+    if path.name.startswith("profile_export") or (isinstance(doc, Mapping) and "aiperf_version" in doc):
+        return "an aiperf export", _AIPERF_FIX
+    if isinstance(doc, Mapping) and isinstance(doc.get("benchmarks"), list):
+        return "a guidellm report", _NO_IMPORTER_FIX.format(tool="guidellm")
+    if isinstance(doc, Mapping) and "backend" in doc and any(str(k).endswith("_ttft_ms") for k in doc):
+        return "a vllm bench serve / benchmark_serving result", _NO_IMPORTER_FIX.format(tool="vllm bench serve")
+    return None
+
+
 def read_import(path: Path) -> Imported:
     """Parse an export of ours, an InferenceX aggregate JSON or eval rows (`inferencex-evals`, InferenceX's
     agg_eval_all.json: stored as evals, `points_from_eval_rows`) into (run id, origin, points); a file without a result
@@ -434,6 +451,8 @@ def read_import(path: Path) -> Imported:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
+        if (peer := _peer_file(path, None)) is not None:
+            raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1]) from exc
         raise ResultInputError(f"cannot read {path}: {exc}", fix="pass a JSON file written by `results export` "
                           "or an InferenceX agg_*.json / aggregate result list") from exc
     digest = hashlib.sha1(path.read_bytes()).hexdigest()[:8]
@@ -449,6 +468,8 @@ def read_import(path: Path) -> Imported:
         return run_id, "llmsweep-export", points, warned
     rows = doc if isinstance(doc, list) else [doc] if isinstance(doc, Mapping) and "hw" in doc else None
     if rows is None or not all(isinstance(r, Mapping) for r in rows):
+        if (peer := _peer_file(path, doc)) is not None:
+            raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1])
         raise ResultInputError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
                           fix="export with `llmsweep results export --format json|inferencex`")
     # eval rows (`inferencex-evals`, InferenceX's agg_eval_all.json) are evals; the others throughput points

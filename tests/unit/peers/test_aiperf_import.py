@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.cli import run_main
 
 from llmsweep.client import Endpoint
 from llmsweep.errors import ConfigError, DatasetError
@@ -189,3 +191,186 @@ def test_an_import_says_what_served_the_load_as_told_and_summarize_keeps_it(tmp_
     assert not (tmp_path / "unsaid").exists()
     assert CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "x"), "--served-by", "predicted"]
                               ).exit_code == 2  # a prediction is no run: not a source an import can claim
+
+
+def test_no_warm_ups_is_no_warm_up_flag_as_aiperf_refuses_a_count_of_zero() -> None:
+    """aiperf 0.13 exits 1 on `--warmup-request-count 0` ("Input should be greater than 0"): a cross-check with
+    `--num-warmups-per-conc 0` lost every aiperf run. No warm-ups is no flag; aiperf then sends none."""
+    run = AiperfRun(endpoint=EP, dataset=Path("d.jsonl"), artifact_dir=Path("a"), concurrency=2, requests=4,
+                    warmups=0, tokenizer="/tok")
+    argv = aiperf_argv(run)
+    assert "--warmup-request-count" not in argv
+    assert argv[argv.index("--request-count") + 1] == "4" and argv[argv.index("--tokenizer") + 1] == "/tok"
+
+
+def test_an_import_without_gpus_claims_no_gpu_count(tmp_path: Path) -> None:
+    """aiperf's artifacts do not say how many GPUs served the load: without `--gpus` the import divided by 1 and
+    printed tok/s/GPU for 1 GPU. Now the count is recorded as unknown and the figures read per endpoint, as `bench`'s
+    against a server that reports none; `--gpus N` is the label the user gives, and `summarize` keeps either."""
+    from click.testing import CliRunner
+
+    from llmsweep.cli.peer import peer
+    from llmsweep.client.folder import summarise_dir
+
+    unsaid = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "u"), "--num-warmups", "4",
+                                       "--served-by", "simulated"])
+    assert unsaid.exit_code == 0, unsaid.output
+    assert "tok/s/endpoint" in unsaid.output and "GPUs unknown" in unsaid.output and "tok/s/GPU" not in unsaid.output
+    again = summarise_dir(tmp_path / "u", write=False)
+    assert again.provenance.gpus_known is False and "--gpus" in (again.provenance.gpus_from or "")
+    said = CliRunner().invoke(peer, ["import", str(OK), "--out", str(tmp_path / "s"), "--num-warmups", "4",
+                                     "--served-by", "simulated", "--gpus", "8", "--json"])
+    assert said.exit_code == 0, said.output
+    doc = json.loads(said.stdout)
+    assert doc["throughput"]["gpus"] == 8 and doc["provenance"]["gpus_known"] is True
+    assert doc["throughput"]["per_gpu"]["output_tps"] == pytest.approx(doc["throughput"]["output_tps"] / 8)
+    assert summarise_dir(tmp_path / "s", write=False).throughput.gpus == 8
+
+
+def _copy_ok(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("profile_export.jsonl", "profile_export_aiperf.json"):
+        (dest / name).write_bytes((OK / name).read_bytes())
+    return dest
+
+
+def _import(capsys: pytest.CaptureFixture[str], artifacts: Path, out: Path, *extra: str) -> tuple[int, str, str]:
+    """`llmsweep peer import` as a user runs it (errors printed by `main`): (exit status, stdout, stderr)."""
+    return run_main(capsys, "peer", "import", artifacts, "--out", out, "--num-warmups", "4", "--served-by",
+                    "simulated", *extra)
+
+
+def test_a_line_that_is_not_a_record_names_its_file_line_and_fix_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    art = _copy_ok(tmp_path / "a")
+    lines = (art / "profile_export.jsonl").read_text().splitlines()
+    for number, bad in ((3, "[1, 2]"), (5, '{"metadata": "x", "metrics": {}}'),
+                        (2, lines[1].replace('"request_start_ns":', '"request_start_ns":"soon","was":'))):
+        (art / "profile_export.jsonl").write_text("\n".join([*lines[:number - 1], bad, *lines[number:]]) + "\n")
+        code, _, err = _import(capsys, art, tmp_path / f"o{number}")
+        assert code == 2, err
+        assert f"profile_export.jsonl:{number}: not an aiperf 0.13 record" in err and "fix:" in err
+
+
+def test_a_damaged_aggregate_is_an_error_or_no_figures_never_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, text in (("cut", '{"aiperf_version": '), ("list", "[]")):
+        art = _copy_ok(tmp_path / name)
+        (art / "profile_export_aiperf.json").write_text(text)
+        with pytest.raises(DatasetError, match=r"profile_export_aiperf\.json"):
+            read_aiperf_figures(art)
+        code, out, err = _import(capsys, art, tmp_path / f"o-{name}", "--json")  # the records still import
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["requests"]["successful"] == 8 and doc["provenance"]["aiperf_version"] is None
+
+
+def test_an_empty_export_is_refused_before_any_folder_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """aiperf killed before it sent anything leaves an empty export: that is no run (it imported as one, 0 requests,
+    `source` and all), and nothing is written."""
+    art = tmp_path / "a"
+    art.mkdir()
+    (art / "profile_export.jsonl").write_text("\n")
+    code, out, err = _import(capsys, art, tmp_path / "o", "--json")
+    assert code == 2 and "holds no request" in err and out.strip() == ""
+    assert not (tmp_path / "o").exists()
+
+
+def _in_unit(line: dict[str, Any], unit: str, per_ms: float) -> dict[str, Any]:
+    for entry in line["metrics"].values():
+        if isinstance(entry, dict) and entry.get("unit") == "ms":
+            value = entry["value"]
+            entry["value"] = [v * per_ms for v in value] if isinstance(value, list) else value * per_ms
+            entry["unit"] = unit
+    return line
+
+
+def test_latencies_are_read_in_the_unit_the_export_states(tmp_path: Path) -> None:
+    """aiperf writes every per-request time with its unit; a record in seconds (or ns) was read as milliseconds, its
+    TTFT 1000× too small, with no error. The unit is honoured, and a unit that is not a time unit is refused."""
+    baseline = import_aiperf_dir(OK, tmp_path / "ms", warmups=WARMUPS)
+    for unit, per_ms in (("s", 1e-3), ("ns", 1e6)):
+        art = tmp_path / unit
+        art.mkdir()
+        lines = [json.loads(x) for x in (OK / "profile_export.jsonl").read_text().splitlines()]
+        (art / "profile_export.jsonl").write_text("".join(json.dumps(_in_unit(x, unit, per_ms)) + "\n" for x in lines))
+        summary = import_aiperf_dir(art, tmp_path / f"o-{unit}", warmups=WARMUPS)
+        for name in ("ttft", "tpot", "itl", "e2el"):
+            assert getattr(summary.latency, name).mean == pytest.approx(getattr(baseline.latency, name).mean,
+                                                                        rel=1e-6), (unit, name)
+    lines = (OK / "profile_export.jsonl").read_text().splitlines()
+    odd = json.loads(lines[0])
+    odd["metrics"]["time_to_first_output_token"]["unit"] = "tokens"
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "profile_export.jsonl").write_text(json.dumps(odd) + "\n")
+    with pytest.raises(DatasetError, match=r"profile_export\.jsonl:1: .*time_to_first_output_token.*'tokens'"):
+        list(read_aiperf_records(tmp_path / "odd"))
+    agg = json.loads((OK / "profile_export_aiperf.json").read_text())
+    agg["time_to_first_token"] = {k: (v / 1e3 if isinstance(v, float) else v)
+                                  for k, v in agg["time_to_first_token"].items()} | {"unit": "s"}
+    (tmp_path / "agg").mkdir()
+    (tmp_path / "agg" / "profile_export_aiperf.json").write_text(json.dumps(agg))
+    assert read_aiperf_figures(tmp_path / "agg")["latency"]["ttft"]["mean"] == pytest.approx(
+        read_aiperf_figures(OK)["latency"]["ttft"]["mean"])
+    assert read_aiperf_figures(OK)["throughput"]["duration_s"] == pytest.approx(
+        json.loads((OK / "profile_export_aiperf.json").read_text())["benchmark_duration"]["avg"])  # aiperf: sec
+
+
+def test_a_record_without_its_start_or_end_time_is_no_success(tmp_path: Path) -> None:
+    """A line whose metadata lacks `request_start_ns` (a hand-trimmed or foreign export) counted as a successful
+    request with no latency at all: one more success, its tokens in the throughput, its time nowhere. It is now a
+    failed record that says which field is missing, as a record without an output token count already was."""
+    lines = [json.loads(x) for x in (OK / "profile_export.jsonl").read_text().splitlines()]
+    del lines[6]["metadata"]["request_start_ns"]
+    del lines[7]["metadata"]["request_end_ns"]
+    (tmp_path / "profile_export.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    records = list(read_aiperf_records(tmp_path, warmups=WARMUPS))
+    assert [r.ok for r in records].count(False) == 2
+    assert records[6].error_class == "protocol" and "request_start_ns" in (records[6].error or "")
+    assert records[7].error_class == "protocol" and "request_end_ns" in (records[7].error or "")
+    summary = import_aiperf_dir(tmp_path, tmp_path / "run", warmups=WARMUPS)
+    assert summary.requests.successful == 6 and summary.requests.failed == 2
+    assert summary.latency.ttft.count == summary.latency.e2el.count == 6  # every success has its times
+
+
+def test_results_import_of_a_peer_clients_file_says_what_it_is_and_where_it_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`results import` takes llmsweep and InferenceX exports; given aiperf's own files it said "export with `llmsweep
+    results export`" (which cannot make one from them) and for the per-request JSONL printed a JSON parse error.
+    It now names the file's kind and points at `peer import`; a vllm bench / guidellm result says none is read."""
+    vllm = tmp_path / "vllm.json"
+    vllm.write_text(json.dumps({"backend": "vllm", "model_id": "m", "completed": 10, "mean_ttft_ms": 20.0}))
+    guidellm = tmp_path / "guidellm.json"
+    guidellm.write_text(json.dumps({"benchmarks": [{"type_": "generative_benchmark"}]}))
+    cases = {OK / "profile_export_aiperf.json": ("an aiperf export", "peer import"),
+             OK / "profile_export.jsonl": ("an aiperf export", "peer import"),
+             vllm: ("vllm bench serve", "llmsweep bench"), guidellm: ("a guidellm report", "llmsweep bench")}
+    for path, (kind, fix) in cases.items():
+        code, out, err = run_main(capsys, "results", "import", path, "--store", tmp_path / "s.sqlite")
+        assert code == 2 and out == "", err
+        assert f"{path} is" in err and kind in err and fix in err.split("fix:")[1], err
+
+
+def test_an_export_of_another_aiperf_release_is_imported_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reader follows aiperf 0.13's fields; an export of another release was read as one without a word. The
+    warning goes to stderr as a log line (outside pytest: `WARNING llmsweep.peers.aiperf: ...`), so `--json` stays
+    valid."""
+    art = _copy_ok(tmp_path / "a")
+    agg = json.loads((art / "profile_export_aiperf.json").read_text())
+    agg["aiperf_version"] = "0.21.0"
+    (art / "profile_export_aiperf.json").write_text(json.dumps(agg))
+    with caplog.at_level("WARNING", logger="llmsweep.peers.aiperf"):
+        code, out, err = _import(capsys, art, tmp_path / "o", "--json")
+    assert code == 0 and json.loads(out)["provenance"]["aiperf_version"] == "0.21.0", err
+    assert any("aiperf 0.21.0" in r.getMessage() and "0.13." in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="llmsweep.peers.aiperf"):
+        code, _, err = _import(capsys, OK, tmp_path / "o13")
+    assert code == 0 and not any("written by aiperf" in r.getMessage() for r in caplog.records), err

@@ -111,3 +111,68 @@ def test_the_committed_h200_cross_check_is_its_own_table() -> None:
     check = load_crosscheck(evidence)
     assert len(check.runs) == 24 and [r.client for r in check.runs if r.error] == ["aiperf"]  # cut by the deadline
     assert markdown(check) == (evidence / "crosscheck.md").read_text()
+
+
+def _check(n_runs: int) -> CrossCheck:
+    runs = [run("llmsweep" if i % 2 == 0 else "aiperf", i // 2, summary(0.05, 0.003, 2000),
+                own(0.05, 0.003, 2000) if i % 2 else None) for i in range(n_runs)]
+    return CrossCheck(config={"endpoint": {"base_url": "http://h", "model": "m"}, "isl": 1024, "osl": 256,
+                              "repeats": 2}, runs=runs)
+
+
+def test_a_damaged_cross_check_file_is_named_with_a_fix_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from support.cli import run_main
+
+    write_crosscheck(_check(2), tmp_path)
+    whole = (tmp_path / "crosscheck.json").read_text()
+    for damage in (whole[: len(whole) // 2], "[]", '{"config": {}, "runs": [{"x": 1}]}', '{"config": {}, "runs": []}',
+                   whole.replace('"schema_version": 2', '"schema_version": 99')):
+        (tmp_path / "crosscheck.json").write_text(damage)
+        code, out, err = run_main(capsys, "peer", "table", tmp_path, "--json")
+        assert code == 2 and out == "", err
+        assert "crosscheck.json: not " in err and "fix:" in err, err
+
+
+KILLED_WRITER = """
+import pathlib, sys, time
+sys.path.insert(0, sys.argv[2])
+from test_crosscheck_compare import _check
+from llmsweep.peers.crosscheck import write_crosscheck
+
+def slow_write_text(self, data, *args, **kwargs):  # a slow disk: half the text is on it when the kill comes
+    with open(self, "w") as fh:
+        fh.write(data[: len(data) // 2])
+        fh.flush()
+        print("half", flush=True)
+        time.sleep(60)
+        fh.write(data[len(data) // 2:])
+    return len(data)
+
+pathlib.Path.write_text = slow_write_text
+write_crosscheck(_check(4), pathlib.Path(sys.argv[1]))
+"""
+
+
+def test_a_cross_check_killed_while_writing_keeps_a_readable_table(tmp_path: Path) -> None:
+    """crosscheck.json is rewritten after every run ("a cross-check stopped half way keeps its table"); a kill while
+    it was being written (the GPU script's `timeout -k`, an OOM kill) left it cut short and the cross-check
+    unreadable. Now the old table stays until the new one is whole."""
+    import os
+    import subprocess
+    import sys
+
+    here = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                                       os.environ.get("PYTHONPATH", "")])}
+    write_crosscheck(_check(2), tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(tmp_path), here], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "half"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert len(load_crosscheck(tmp_path).runs) == 2  # the table of the runs before, whole
+    assert (tmp_path / "crosscheck.md").read_text() == markdown(load_crosscheck(tmp_path))
