@@ -27,7 +27,7 @@ if [[ "${1:-}" == --workload ]]; then
   timeout -s INT -k 20 "$left" python3 -m llmsweep.cli.main peer crosscheck --url "$BASE_URL" --model "$SERVED_MODEL" \
     --tokenizer "$MODEL_DIR" --isl "${ISL:-1024}" --osl "${OSL:-256}" --concurrency "${LEVELS:-1,8,32,128}" \
     --repeats "${REPEATS:-2}" --num-prompts-per-conc "${PROMPTS_PER_CONC:-4}" --min-prompts "${MIN_PROMPTS:-16}" \
-    --num-warmups-per-conc "${WARMUPS_PER_CONC:-2}" --aiperf "$AIPERF" --out "$CC_DIR"
+    --num-warmups-per-conc "${WARMUPS_PER_CONC:-2}" --gpus "${GPUS:-1}" --aiperf "$AIPERF" --out "$CC_DIR"
   rc=$?
   # The evidence: everything but the prompt files (re-made from the seeds) and aiperf's copy of them.
   tar -C "$CC_DIR" --exclude=dataset.jsonl --exclude=inputs.json -czf "$OUT/crosscheck.tgz" . \
