@@ -242,6 +242,7 @@ def compare_points(
     skipped: list[Skipped] = []
     notes: list[str] = []
     replayed = 0  # virtual-time results that repeat another's configuration and seed: one sample, counted once
+    twice: set[str] = set()  # result ids given more than once (`_once`)
     for k, pa in side_a.items():
         pb = side_b.get(k)
         if pb is None:
@@ -254,9 +255,12 @@ def compare_points(
         if mixed := _mixed_configurations(pa, pb):
             skipped.extend(Skipped(p, mixed) for p in pa + pb)
             continue
-        every_a = pa + _repeats_of(pa, rep_a.get(k, []), sources, mix_sources, "--repeats-from", notes)
-        every_b = pb + _repeats_of(pb, rep_b.get(k, []), sources, mix_sources, "--b-repeats-from", notes)
-        every_past = same_configuration(pa, hist.get(k, []))
+        # one result is one run, however often it was named (A's own run in --repeats-from, a run given twice):
+        # counted twice it would pass for a repeat that agreed exactly and shrink the band to nothing
+        every_a = _once(pa + _repeats_of(pa, rep_a.get(k, []), sources, mix_sources, "--repeats-from", notes), twice)
+        every_b = _once(pb + _repeats_of(pb, rep_b.get(k, []), sources, mix_sources, "--b-repeats-from", notes),
+                        twice)
+        every_past = _once(same_configuration(pa, hist.get(k, [])), twice, {p.result_id for p in every_a})
         runs_a, runs_b = distinct_samples(every_a), distinct_samples(every_b)
         past = distinct_samples([*runs_a, *every_past])[len(runs_a):]
         replayed += len(every_a) + len(every_b) + len(every_past) - len(runs_a) - len(runs_b) - len(past)
@@ -287,6 +291,9 @@ def compare_points(
                      "the live path's client and transport, not only a change of configuration")
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
+    if twice:
+        notes.append(f"{len(twice)} result(s) were given more than once (A or B again in --repeats-from or "
+                     "--b-repeats-from, or one run named twice): each is one run, counted once")
     if replayed:
         notes.append(f"{replayed} virtual-time result(s) ran a configuration and seed another compared result ran: "
                      "the simulator's core is deterministic, so each is that result again, counted once (a repeat "
@@ -335,6 +342,20 @@ def sample_key(point: ResultPoint) -> tuple[str, str] | None:
     seed = workload.get("seed") if isinstance(workload, Mapping) else None
     return configuration, (f"workload-seed={seed}" if seed is not None
                            else f"seed={point.provenance.get('seed')}|job={point.job_id}")
+
+
+def _once(points: Sequence[ResultPoint], twice: set[str], seen: Iterable[str] = ()) -> list[ResultPoint]:
+    """`points` with each result once (by result id; those already in `seen` left out), in order; the ids met again
+    are added to `twice`."""
+    known = set(seen)
+    out = []
+    for p in points:
+        if p.result_id in known:
+            twice.add(p.result_id)
+            continue
+        known.add(p.result_id)
+        out.append(p)
+    return out
 
 
 def distinct_samples(points: Sequence[ResultPoint]) -> list[ResultPoint]:

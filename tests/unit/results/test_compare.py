@@ -245,3 +245,18 @@ def test_virtual_time_reruns_of_one_configuration_and_seed_are_one_sample(make_r
     wall = [_launched(p) for p in a]  # in wall-clock time every run is a sample of its own
     (m,) = compare_points(wall, b, history=[_scaled(p, "w2", 1.0) for p in wall], resamples=20).matched
     assert m.history == 1
+
+
+def test_a_result_given_twice_is_one_run_not_two_repeats(make_run) -> None:
+    """`compare A B --repeats-from A`: A's own result came back as its repeat, agreeing with itself exactly; counted
+    as two runs it made a between-run band from nothing and called a 10 % slowdown of single runs a regression
+    (`--fail-on-regression` failed)."""
+    a = points_from_run(make_run("a", concs=(4,), requests=120))
+    b = [_scaled(p, "b", 0.9) for p in a]
+    comp = compare_points(a, b, repeats_a=a, repeats_b=[*b, *b], resamples=50)
+    (m,) = comp.matched
+    assert (len(m.a), len(m.b)) == (1, 1)
+    assert all(d.band is None or d.band.kind == "within-run" for d in m.deltas)
+    assert not comp.regressions
+    assert any("given more than once" in n and "counted once" in n for n in comp.notes)
+    assert any("no repeats" in n for n in comp.notes)
